@@ -1,0 +1,297 @@
+"""Encoding and decoding of the StoreTorrent wire protocol, version 1.
+
+The byte layout is specified field by field in ``docs/wire-protocol.md``; the
+C++ peer (``st_core/src/protocol.h``) implements the same grammar, and both are
+checked against ``tests/vectors/wire.json``. Source: paper section 3 ("All
+messages are length prefixed") and 3.2 (sequence numbers for pipelining).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass, field
+
+import google_crc32c
+
+VERSION = 1
+HEADER = struct.Struct("<IBBHQ")  # length, type, version, flags, seq
+HEADER_SIZE = HEADER.size  # 16: the length prefix plus the 12-byte header
+DEFAULT_MAX_FRAME = 64 * 1024 * 1024 + 4096
+MAX_NAME = 4096
+
+FLAG_MORE = 0x0001
+FLAG_REPLACE = 0x0002
+
+
+class MsgType(enum.IntEnum):
+    PUT = 0x01
+    GET = 0x02
+    DELETE = 0x03
+    DELETE_FILE = 0x04
+    GET_LOCAL = 0x05
+    PING = 0x06
+    RING_SEGMENT = 0x10
+    OK = 0x80
+    DATA = 0x82
+    LOCAL_LIST = 0x85
+    ERROR = 0xFF
+
+
+class ErrorCode(enum.IntEnum):
+    BAD_FRAME = 1
+    FRAME_TOO_LARGE = 2
+    UNKNOWN_TYPE = 3
+    BAD_NAME = 4
+    NOT_FOUND = 5
+    EXISTS = 6
+    CRC_MISMATCH = 7
+    IO_ERROR = 8
+    NO_SPACE = 9
+    PEER_UNREACHABLE = 10
+    TIMEOUT = 11
+    INVARIANT = 12
+    NO_NAMESPACE = 13
+    NOT_IN_RING = 14
+    DENIED = 15
+    INTERNAL = 16
+
+
+class ProtocolError(ValueError):
+    """A frame that does not follow docs/wire-protocol.md."""
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32C (Castagnoli) of ``data`` as an unsigned 32-bit int (RFC 3720)."""
+    return google_crc32c.value(bytes(data) if isinstance(data, memoryview) else data)
+
+
+def _str16(b: bytes) -> bytes:
+    if len(b) > 0xFFFF:
+        raise ProtocolError(f"string of {len(b)} bytes does not fit a str16")
+    return struct.pack("<H", len(b)) + b
+
+
+def _to_bytes(s: str | bytes) -> bytes:
+    return s.encode("utf-8") if isinstance(s, str) else bytes(s)
+
+
+def frame(msg_type: int, seq: int, payload: bytes = b"", flags: int = 0) -> bytes:
+    """One whole frame: length prefix, header and payload."""
+    return HEADER.pack(12 + len(payload), msg_type, VERSION, flags, seq) + payload
+
+
+def put_prefix(seq: int, file_id: int, copy_rank: int, crc: int, name: bytes,
+               data_len: int, flags: int = 0) -> bytes:
+    """Everything of a PUT frame but its data, so the data can be sent as is.
+
+    Returns the bytes to send before ``data_len`` bytes of record data.
+    """
+    fixed = struct.pack("<QBI", file_id, copy_rank, crc) + _str16(name)
+    return HEADER.pack(12 + len(fixed) + data_len, MsgType.PUT, VERSION, flags, seq) + fixed
+
+
+def encode_put(seq: int, file_id: int, copy_rank: int, name: str | bytes, data: bytes,
+               crc: int | None = None, flags: int = 0) -> bytes:
+    name_b = _to_bytes(name)
+    if crc is None:
+        crc = crc32c(data)
+    return put_prefix(seq, file_id, copy_rank, crc, name_b, len(data), flags) + bytes(data)
+
+
+def encode_get(seq: int, file_id: int, name: str | bytes) -> bytes:
+    return frame(MsgType.GET, seq, struct.pack("<Q", file_id) + _str16(_to_bytes(name)))
+
+
+def encode_delete(seq: int, file_id: int, name: str | bytes) -> bytes:
+    return frame(MsgType.DELETE, seq, struct.pack("<Q", file_id) + _str16(_to_bytes(name)))
+
+
+def encode_delete_file(seq: int, file_id: int) -> bytes:
+    return frame(MsgType.DELETE_FILE, seq, struct.pack("<Q", file_id))
+
+
+def _ring_header(file_id: int, generation: int, file_name: str, peers: list[str]) -> bytes:
+    parts = [struct.pack("<QQ", file_id, generation), _str16(_to_bytes(file_name)),
+             struct.pack("<H", len(peers))]
+    parts += [_str16(_to_bytes(p)) for p in peers]
+    return b"".join(parts)
+
+
+def encode_get_local(seq: int, file_id: int, generation: int, file_name: str,
+                     peers: list[str]) -> bytes:
+    return frame(MsgType.GET_LOCAL, seq, _ring_header(file_id, generation, file_name, peers))
+
+
+def encode_ping(seq: int) -> bytes:
+    return frame(MsgType.PING, seq)
+
+
+def encode_ring_segment(seq: int, file_id: int, generation: int, file_name: str,
+                        peers: list[str], origin: int,
+                        entries: list[tuple[int, bytes]], flags: int = 0) -> bytes:
+    body = [_ring_header(file_id, generation, file_name, peers),
+            struct.pack("<HI", origin, len(entries))]
+    for rank, name in entries:
+        body.append(struct.pack("<B", rank) + _str16(_to_bytes(name)))
+    return frame(MsgType.RING_SEGMENT, seq, b"".join(body), flags)
+
+
+def encode_ok(seq: int, payload: bytes = b"") -> bytes:
+    return frame(MsgType.OK, seq, payload)
+
+
+def encode_data(seq: int, crc: int, copy_rank: int, data: bytes) -> bytes:
+    return frame(MsgType.DATA, seq, struct.pack("<IB", crc, copy_rank) + data)
+
+
+def encode_error(seq: int, code: int, message: str) -> bytes:
+    return frame(MsgType.ERROR, seq, struct.pack("<H", code) + _str16(message.encode()))
+
+
+def encode_local_list(seq: int, entries: list[tuple[int, int, bytes, bytes]],
+                      flags: int = 0) -> bytes:
+    body = [struct.pack("<I", len(entries))]
+    for rank, size, name, path in entries:
+        body.append(struct.pack("<BQ", rank, size) + _str16(name) + _str16(path))
+    return frame(MsgType.LOCAL_LIST, seq, b"".join(body), flags)
+
+
+@dataclass
+class Frame:
+    """A decoded frame. ``fields`` holds the payload's named fields."""
+
+    type: int
+    seq: int
+    flags: int = 0
+    fields: dict = field(default_factory=dict)
+
+
+class _Reader:
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf: memoryview, pos: int, end: int):
+        self.buf, self.pos, self.end = buf, pos, end
+
+    def take(self, n: int) -> memoryview:
+        if self.pos + n > self.end:
+            raise ProtocolError("payload shorter than its fields")
+        v = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return v
+
+    def u8(self) -> int:
+        return self.take(1)[0]
+
+    def u16(self) -> int:
+        return struct.unpack("<H", self.take(2))[0]
+
+    def u32(self) -> int:
+        return struct.unpack("<I", self.take(4))[0]
+
+    def u64(self) -> int:
+        return struct.unpack("<Q", self.take(8))[0]
+
+    def str16(self) -> bytes:
+        return bytes(self.take(self.u16()))
+
+    def rest(self) -> memoryview:
+        return self.take(self.end - self.pos)
+
+    def done(self) -> None:
+        if self.pos != self.end:
+            raise ProtocolError(f"{self.end - self.pos} trailing bytes after the payload")
+
+
+def _ring_fields(r: _Reader) -> dict:
+    f = {"file_id": r.u64(), "generation": r.u64(), "file_name": r.str16().decode("utf-8", "replace")}
+    n = r.u16()
+    f["peers"] = [r.str16().decode("utf-8", "replace") for _ in range(n)]
+    return f
+
+
+def decode_payload(msg_type: int, flags: int, payload: memoryview) -> dict:
+    """Decode the payload of one frame into a dict of named fields.
+
+    Raises
+    ------
+    ProtocolError
+        If the payload does not match the grammar of its type.
+    """
+    r = _Reader(payload, 0, len(payload))
+    t = msg_type
+    if t == MsgType.PUT:
+        f = {"file_id": r.u64(), "copy_rank": r.u8(), "crc32c": r.u32(), "name": r.str16()}
+        f["data"] = bytes(r.rest())
+    elif t in (MsgType.GET, MsgType.DELETE):
+        f = {"file_id": r.u64(), "name": r.str16()}
+    elif t == MsgType.DELETE_FILE:
+        f = {"file_id": r.u64()}
+    elif t == MsgType.GET_LOCAL:
+        f = _ring_fields(r)
+    elif t == MsgType.PING:
+        f = {}
+    elif t == MsgType.RING_SEGMENT:
+        f = _ring_fields(r)
+        f["origin"] = r.u16()
+        n = r.u32()
+        f["entries"] = [(r.u8(), r.str16()) for _ in range(n)]
+    elif t == MsgType.OK:
+        f = {"payload": bytes(r.rest())}
+    elif t == MsgType.DATA:
+        f = {"crc32c": r.u32(), "copy_rank": r.u8()}
+        f["data"] = bytes(r.rest())
+    elif t == MsgType.LOCAL_LIST:
+        n = r.u32()
+        entries = []
+        for _ in range(n):
+            rank, size = r.u8(), r.u64()
+            entries.append((rank, size, r.str16(), r.str16()))
+        f = {"entries": entries}
+    elif t == MsgType.ERROR:
+        f = {"code": r.u16(), "message": r.str16().decode("utf-8", "replace")}
+    else:
+        raise ProtocolError(f"unknown message type 0x{t:02x}")
+    r.done()
+    return f
+
+
+class FrameDecoder:
+    """Incremental decoder: feed bytes as they arrive, take whole frames out.
+
+    Many frames arriving in one read are decoded back to back (paper 3.2).
+    ``max_frame`` bounds the memory a peer can make us buffer.
+    """
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME):
+        self.max_frame = max_frame
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[Frame]:
+        self._buf += data
+        out: list[Frame] = []
+        buf = self._buf
+        pos = 0
+        n = len(buf)
+        while n - pos >= HEADER_SIZE:
+            length, t, version, flags, seq = HEADER.unpack_from(buf, pos)
+            if length < 12 or length > self.max_frame:
+                raise ProtocolError(f"frame length {length} outside [12, {self.max_frame}]")
+            if version != VERSION:
+                raise ProtocolError(f"protocol version {version}, expected {VERSION}")
+            if n - pos < 4 + length:
+                break
+            payload = memoryview(buf)[pos + HEADER_SIZE:pos + 4 + length]
+            try:
+                fields = decode_payload(t, flags, payload)
+            finally:
+                payload.release()
+            out.append(Frame(t, seq, flags, fields))
+            pos += 4 + length
+        if pos:
+            del buf[:pos]
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
