@@ -1,0 +1,112 @@
+"""SQL over infofiles with DuckDB, on the client (paper 3.5: "pushing SQL
+processing to the client machines").
+
+DuckDB's sqlite extension comes from the PyPI package ``duckdb-ext-sqlite``
+(no download at run time); it must match the DuckDB version exactly.
+
+Views made by :func:`connect`:
+
+``records``
+    one row per committed record of every attached file:
+    ``file VARCHAR, name VARCHAR, size BIGINT, crc32c BIGINT, commit_seq BIGINT, committed_at DOUBLE``
+``copies``
+    one row per copy: ``file, name, copy_rank, peer_idx, peer_id, addr``
+``files``
+    one row per file: ``file, file_id, replication, copies, records, bytes``
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+
+def sqlite_extension_dir() -> str:
+    """The ``extensions`` folder of the duckdb-ext-sqlite package.
+
+    Raises
+    ------
+    RuntimeError
+        If the package is missing or does not match the installed DuckDB.
+    """
+    import duckdb
+
+    spec = importlib.util.find_spec("duckdb_ext")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("DuckDB's sqlite extension is missing: pip install "
+                           f"duckdb-ext-sqlite=={duckdb.__version__}.* (it must match duckdb {duckdb.__version__})")
+    root = Path(list(spec.submodule_search_locations)[0]) / "extensions"
+    want = root / f"v{duckdb.__version__}"
+    if not want.is_dir():
+        have = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+        raise RuntimeError(f"duckdb-ext-sqlite ships {have}, but duckdb is v{duckdb.__version__}: "
+                           "install matching versions (pyproject pins duckdb==1.4.4)")
+    return str(root)
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
+    """A DuckDB connection with each infofile attached read-only and the
+    ``records``, ``copies`` and ``files`` views across all of them.
+
+    Parameters
+    ----------
+    infofiles : dict {file name: infofile path} or list of infofile paths
+        A list uses each path as the file name.
+
+    Returns
+    -------
+    duckdb.DuckDBPyConnection
+    """
+    import duckdb
+
+    if not isinstance(infofiles, dict):
+        infofiles = {str(p): str(p) for p in infofiles}
+    con = duckdb.connect(database)
+    con.execute(f"SET extension_directory = {_quote(sqlite_extension_dir())}")
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("LOAD sqlite")
+    rec, cop, fil = [], [], []
+    for i, (fname, path) in enumerate(infofiles.items()):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"infofile {path} of {fname} does not exist")
+        alias = f"f{i}"
+        con.execute(f"ATTACH {_quote(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
+        q = _quote(fname)
+        rec.append(f"SELECT {q} AS file, name, size, crc32c, commit_seq, committed_at FROM {alias}.records")
+        cop.append(f"SELECT {q} AS file, c.name, c.copy_rank, c.peer_idx, p.peer_id, p.addr "
+                   f"FROM {alias}.copies c JOIN {alias}.peers p USING (peer_idx)")
+        fil.append(f"SELECT {q} AS file, "
+                   f"(SELECT CAST(value AS BIGINT) FROM {alias}.meta WHERE key = 'file_id') AS file_id, "
+                   f"(SELECT CAST(value AS VARCHAR) FROM {alias}.meta WHERE key = 'replication') AS replication, "
+                   f"(SELECT CAST(value AS INTEGER) FROM {alias}.meta WHERE key = 'copies') AS copies, "
+                   f"(SELECT count(*) FROM {alias}.records) AS records, "
+                   f"(SELECT coalesce(sum(size), 0) FROM {alias}.records) AS bytes")
+    if not rec:
+        raise ValueError("connect() needs at least one infofile")
+    con.execute("CREATE VIEW records AS " + " UNION ALL ".join(rec))
+    con.execute("CREATE VIEW copies AS " + " UNION ALL ".join(cop))
+    con.execute("CREATE VIEW files AS " + " UNION ALL ".join(fil))
+    return con
+
+
+def connect_files(client, names: list[str]):
+    """:func:`connect` for StoreTorrent file names, resolved by the tracker."""
+    paths = {}
+    for n in names:
+        info = client.tracker.open(n)
+        paths[info.name] = info.infofile_path
+    return connect(paths)
+
+
+def sql(client, names: list[str], query: str):
+    """Run ``query`` over the files ``names``; returns a pyarrow Table."""
+    con = connect_files(client, names)
+    try:
+        return con.execute(query).fetch_arrow_table()
+    finally:
+        con.close()

@@ -1,0 +1,84 @@
+"""The per-peer read task shared by the Ray and Dask readers.
+
+A task gets only plain picklable arguments (the peer address and the
+GetLocalPlan); it asks that peer for the records revealed to its node and
+reads them from local disk into one Arrow table (paper 3.7: "receives a list
+of local UNIX file pathnames. It then processes each in turn").
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from st_py.getlocal import GetLocalPlan, reveal
+
+from .decoders import Decoder, decode_file
+
+
+def read_peer(peer: str, plan: GetLocalPlan, schema: pa.Schema, decoder: Decoder | None = None,
+              record_column: str | None = None) -> tuple[pa.Table, int]:
+    """Read every record ``peer`` reveals as one table with ``schema``.
+
+    Returns
+    -------
+    (table, records revealed)
+    """
+    decode = decoder or decode_file
+    tables = []
+    records = reveal(peer, plan)
+    for r in records:
+        t = decode(r.name, r.path)
+        if record_column:
+            t = t.append_column(record_column, pa.array([r.name] * t.num_rows, pa.string()))
+        tables.append(t)
+    if not tables:
+        return schema.empty_table(), 0
+    table = pa.concat_tables(tables, promote_options="permissive")
+    if table.schema != schema:
+        table = table.select(schema.names).cast(schema)
+    return table, len(records)
+
+
+def sample_schema(f, decoder: Decoder | None, record_column: str | None) -> pa.Schema:
+    """The schema of the file's records, from one record fetched with GET."""
+    import os
+    import tempfile
+
+    from .decoders import decode_bytes
+
+    names = f.names()
+    if not names:
+        return pa.schema([("record", pa.string()), ("data", pa.binary())])
+    data = f.get(names[0])
+    if decoder is None:
+        t = decode_bytes(names[0], data)
+    else:
+        fd, path = tempfile.mkstemp(prefix="st-sample-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            t = decoder(names[0], path)
+        finally:
+            os.unlink(path)
+    if record_column:
+        t = t.append_column(record_column, pa.array([names[0]] * t.num_rows, pa.string()))
+    return t.schema
+
+
+def check_complete(plan: GetLocalPlan, counts: list[int]) -> None:
+    """Every committed record must be revealed exactly once (paper 3.7).
+
+    Raises
+    ------
+    st_py.GetLocalError
+        Saying how many records are unavailable and which peers are down.
+    """
+    from st_py.errors import GetLocalError
+
+    total = sum(counts)
+    if total != plan.records:
+        missing = plan.records - total
+        raise GetLocalError(
+            f"GET_LOCAL revealed {total} of {plan.records} committed records of {plan.file_name}: "
+            f"{missing} unavailable with peers down: {', '.join(plan.dead) or 'none'} "
+            f"(class x{plan.copies} tolerates {plan.copies - 1}); restart those peers or rebalance")

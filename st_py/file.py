@@ -1,0 +1,501 @@
+"""An open StoreTorrent file: PUT, GET, GET_LOCAL and DELETE of records.
+
+The API follows the paper's figure 4. Replication is client-driven
+(paper 3.1, 4.1): class xF writes F copies on F distinct peers with copy ranks
+0..F-1, and a record is committed to the tracker only after every copy is
+acknowledged, in groups (paper 3.5). Readers see a record only once it is
+committed (paper 2.1).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ._proto import tracker_pb2 as pb
+from .errors import (BadNameError, ChecksumError, GetLocalError, NotEnoughPeersError, PeerError,
+                     PeerUnavailableError, RecordExistsError, RecordNotFoundError,
+                     RecordUnavailableError, StoreTorrentError)
+from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
+from .infofile import InfofileReader
+from .protocol import (MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file, encode_get,
+                       put_prefix)
+from .tracker_client import TrackerClient
+from .transport import Transport
+
+DEFAULT_DEPTH = 64
+DEFAULT_GROUP = 40
+
+
+def _name_bytes(name: str) -> bytes:
+    if not isinstance(name, str):
+        raise BadNameError(f"record name must be a str, not {type(name).__name__}")
+    b = name.encode("utf-8", "surrogateescape")
+    if not b or len(b) > MAX_NAME or b"\x00" in b:
+        raise BadNameError(f"record name must be 1 to {MAX_NAME} bytes without NUL: {name[:80]!r}")
+    return b
+
+
+class Pending:
+    """The outcome of a queued operation: ``done()``, ``result()``, ``exception()``."""
+
+    __slots__ = ("name", "_done", "_result", "_exc", "_file")
+
+    def __init__(self, file: "StFile", name: str):
+        self._file, self.name = file, name
+        self._done, self._result, self._exc = False, None, None
+
+    def _set(self, result=None, exc: Exception | None = None) -> None:
+        self._done, self._result, self._exc = True, result, exc
+
+    def done(self) -> bool:
+        return self._done
+
+    def exception(self) -> Exception | None:
+        self._file._transport.wait(lambda: self._done)
+        return self._exc
+
+    def result(self):
+        exc = self.exception()
+        if exc is not None:
+            raise exc
+        return self._result
+
+
+@dataclass
+class _PutOp:
+    name: str
+    name_b: bytes
+    data: bytes
+    crc: int
+    peers: list[int]  # peer_idx per copy rank
+    acked: set[int] = field(default_factory=set)
+    future: Pending | None = None
+    callback: Callable | None = None
+    failed: bool = False
+
+
+class StFile:
+    """An open StoreTorrent file. Use :meth:`Client.create` or
+    :meth:`Client.open` to get one; close it (or use ``with``) to commit the
+    last group of records."""
+
+    def __init__(self, tracker: TrackerClient, info: pb.FileInfo, depth: int = DEFAULT_DEPTH,
+                 group_size: int = DEFAULT_GROUP, blocksize: int | None = None,
+                 timeout: float = 30.0, infofile_path: str | None = None):
+        self._tracker = tracker
+        self.depth = depth
+        self.group_size = group_size
+        self._transport = Transport(timeout=timeout, on_peer_failure=self._peer_failed)
+        self._reader: InfofileReader | None = None
+        self._infofile_override = infofile_path
+        self._set_info(info)
+        self.blocksize = blocksize or info.blocksize or 16
+        self._block: list[int] = []
+        self._block_left = 0
+        self._puts_inflight = 0
+        self._gets_inflight = 0
+        self._to_commit: list[_PutOp] = []
+        self._errors: deque[tuple[str, Exception]] = deque()
+        self._closed = False
+
+    # -- metadata -------------------------------------------------------------
+    def _set_info(self, info: pb.FileInfo) -> None:
+        self.info = info
+        self.name = info.name
+        self.file_id = info.file_id
+        self.replication = info.replication
+        self.copies = info.copies
+        self.peers = {p.peer_idx: p for p in info.peers}
+
+    def refresh(self) -> None:
+        """Re-read the peerlist and liveness from the tracker."""
+        self._set_info(self._tracker.open(self.name))
+
+    @property
+    def infofile_path(self) -> str:
+        return self._infofile_override or self.info.infofile_path
+
+    def _infofile(self) -> InfofileReader:
+        if self._reader is None:
+            self._reader = InfofileReader(self.infofile_path)
+        return self._reader
+
+    def _addr(self, idx: int) -> str:
+        return self.peers[idx].addr
+
+    def _usable(self, idx: int) -> bool:
+        p = self.peers[idx]
+        return p.alive and p.addr not in self._transport.failed
+
+    def _peer_failed(self, addr: str, reason: str) -> None:
+        self._tracker.report_failure(addr, reason)
+
+    # -- PUT ------------------------------------------------------------------
+    def _choose_block(self) -> list[int]:
+        live = [i for i in self.peers if self._usable(i)]
+        if len(live) < self.copies:
+            raise NotEnoughPeersError(
+                f"file {self.name} (class {self.replication}) needs {self.copies} live peers, "
+                f"{len(live)} of {len(self.peers)} are usable; start peers or wait for them to announce")
+        return random.sample(live, self.copies)
+
+    def queue_put(self, name: str, data: bytes, callback: Callable[[str, Exception | None], None] | None = None
+                  ) -> Pending:
+        """Queue a PUT of record ``name`` and return at once (paper 3.2).
+
+        Blocks only while ``depth`` records are in flight. The record is
+        acknowledged when all F copies are stored; it is committed (visible)
+        with its group, or at :meth:`flush` / :meth:`close`.
+
+        Parameters
+        ----------
+        name : str
+            Record name, 1 to 4096 UTF-8 bytes, no NUL. Names are write-once.
+        data : bytes-like
+            The record, held in memory until acknowledged.
+        callback : callable(name, exception or None), optional
+            Called when the record is acknowledged or has failed.
+
+        Returns
+        -------
+        Pending
+            ``result()`` returns once every copy is acknowledged.
+
+        Raises
+        ------
+        BadNameError, NotEnoughPeersError
+        """
+        self._check_open()
+        name_b = _name_bytes(name)
+        data = bytes(data) if not isinstance(data, bytes) else data
+        while self._puts_inflight + self._gets_inflight >= self.depth:
+            self._transport.poll(0.05)
+            self._maybe_commit()
+        if self._block_left <= 0 or not all(self._usable(i) for i in self._block):
+            self._block = self._choose_block()
+            self._block_left = self.blocksize
+        self._block_left -= 1
+        op = _PutOp(name, name_b, data, crc32c(data), list(self._block), future=Pending(self, name),
+                    callback=callback)
+        self._puts_inflight += 1
+        for rank, idx in enumerate(op.peers):
+            self._send_copy(op, rank, idx)
+        self._transport.poll(0)
+        self._maybe_commit()
+        return op.future
+
+    def _send_copy(self, op: _PutOp, rank: int, idx: int) -> None:
+        addr = self._addr(idx)
+        self._transport.send(
+            addr,
+            lambda seq: [put_prefix(seq, self.file_id, rank, op.crc, op.name_b, len(op.data)), op.data],
+            lambda fr, exc: self._copy_done(op, rank, idx, exc))
+
+    def _copy_done(self, op: _PutOp, rank: int, idx: int, exc: Exception | None) -> None:
+        if op.failed:
+            return
+        if exc is None:
+            op.acked.add(rank)
+            if len(op.acked) == self.copies:
+                self._puts_inflight -= 1
+                self._to_commit.append(op)
+                op.future._set(True)
+                if op.callback:
+                    op.callback(op.name, None)
+            return
+        retry = isinstance(exc, PeerUnavailableError) or (
+            isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR))
+        if retry:
+            # Dynamic failure (paper 4.3): put this copy on a peer that holds no copy.
+            if isinstance(exc, PeerError):
+                self._transport.failed.setdefault(self._addr(idx), str(exc))
+            spare = [i for i in self.peers if self._usable(i) and i not in op.peers]
+            if spare:
+                new = random.choice(spare)
+                op.peers[rank] = new
+                self._send_copy(op, rank, new)
+                return
+            exc = NotEnoughPeersError(
+                f"record {op.name!r}: copy {rank} failed ({exc}) and no other live peer can take it; "
+                f"class {self.replication} needs {self.copies} live peers")
+        elif isinstance(exc, PeerError) and exc.code == ErrorCode.EXISTS:
+            exc = RecordExistsError(f"record {op.name!r} already exists on peer {exc.peer}: records are "
+                                    "write-once; delete it first (f.delete(name)) or use another name")
+        self._fail_put(op, exc)
+
+    def _fail_put(self, op: _PutOp, exc: Exception) -> None:
+        op.failed = True
+        self._puts_inflight -= 1
+        op.future._set(exc=exc)
+        if op.callback:
+            op.callback(op.name, exc)
+        else:
+            self._errors.append((op.name, exc))
+
+    def _maybe_commit(self, force: bool = False) -> None:
+        while self._to_commit and (force or len(self._to_commit) >= self.group_size):
+            group = self._to_commit[:self.group_size]
+            del self._to_commit[:self.group_size]
+            self._commit(group)
+
+    def _commit(self, group: list[_PutOp]) -> None:
+        reply = self._tracker.commit(self.name, self.file_id, [
+            pb.RecordCommit(name=op.name, size=len(op.data), crc32c=op.crc, peer_idx=op.peers)
+            for op in group])
+        if reply.conflicts:
+            bad = {c.split(": ", 1)[0]: c for c in reply.conflicts}
+            for op in group:
+                if op.name in bad:
+                    exc = RecordExistsError(f"record {bad[op.name]}")
+                    op.future._set(exc=exc)
+                    if op.callback:
+                        op.callback(op.name, exc)
+                    else:
+                        self._errors.append((op.name, exc))
+        for op in group:
+            op.data = b""  # release the memory: committed records are on the peers
+
+    def put(self, name: str, data: bytes) -> None:
+        """Store record ``name`` and wait until every copy is acknowledged.
+
+        The record becomes visible to readers when its group is committed
+        (every ``group_size`` records) or at :meth:`flush`/:meth:`close`.
+
+        Raises
+        ------
+        BadNameError, RecordExistsError, NotEnoughPeersError, PeerError
+        """
+        self.queue_put(name, data).result()
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Make progress on queued operations; returns operations in flight."""
+        self._transport.poll(timeout)
+        self._maybe_commit()
+        return self.inflight
+
+    @property
+    def inflight(self) -> int:
+        return self._puts_inflight + self._gets_inflight
+
+    def flush(self) -> None:
+        """Wait for every queued operation and commit every acknowledged record.
+
+        Raises
+        ------
+        StoreTorrentError
+            If queued records failed and had no callback to hear of it; the
+            message lists them.
+        """
+        self._transport.wait(lambda: self.inflight == 0)
+        self._maybe_commit(force=True)
+        if self._errors:
+            errs = list(self._errors)
+            self._errors.clear()
+            more = f" (and {len(errs) - 5} more)" if len(errs) > 5 else ""
+            raise StoreTorrentError(f"{len(errs)} queued operations failed: " +
+                                    "; ".join(f"{n!r}: {e}" for n, e in errs[:5]) + more)
+
+    # -- GET ------------------------------------------------------------------
+    def queue_get(self, name: str, callback: Callable[[str, bytes | None, Exception | None], None] | None = None
+                  ) -> Pending:
+        """Queue a GET of committed record ``name`` (paper 3.6).
+
+        Reads the infofile for the copies, asks one peer at a time in copy-rank
+        order (never all at once, to avoid incast), verifies the CRC-32C and
+        falls back to the next copy on any error.
+
+        Returns
+        -------
+        Pending
+            ``result()`` is the record's bytes, or raises
+            RecordNotFoundError / RecordUnavailableError.
+        """
+        self._check_open()
+        if self._to_commit:
+            self._maybe_commit(force=True)  # read your own writes
+        fut = Pending(self, name)
+        meta = self._infofile().lookup(name)
+        if meta is None:
+            exc = RecordNotFoundError(f"no committed record {name!r} in {self.name}")
+            fut._set(exc=exc)
+            if callback:
+                callback(name, None, exc)
+            return fut
+        while self.inflight >= self.depth:
+            self.poll(0.05)
+        self._gets_inflight += 1
+        order = [i for i in meta.peers if self._usable(i)] + [i for i in meta.peers if not self._usable(i)]
+        self._try_get(name, meta, order, [], fut, callback)
+        self._transport.poll(0)
+        return fut
+
+    def _try_get(self, name, meta, order, reasons, fut, callback) -> None:
+        if not order:
+            self._gets_inflight -= 1
+            exc = RecordUnavailableError(f"record {name!r}: every copy failed: " + "; ".join(reasons))
+            fut._set(exc=exc)
+            if callback:
+                callback(name, None, exc)
+            return
+        idx = order[0]
+        addr = self._addr(idx) if idx in self.peers else f"peer#{idx}"
+
+        def done(fr, exc):
+            if exc is None:
+                data = fr.fields["data"]
+                if fr.fields["crc32c"] != meta.crc32c or crc32c(data) != meta.crc32c or len(data) != meta.size:
+                    exc = ChecksumError(f"copy on {addr} does not match its CRC-32C")
+            if exc is not None:
+                reasons.append(f"{addr}: {exc}")
+                self._try_get(name, meta, order[1:], reasons, fut, callback)
+                return
+            self._gets_inflight -= 1
+            fut._set(data)
+            if callback:
+                callback(name, data, None)
+
+        self._transport.send(addr, lambda seq: [encode_get(seq, self.file_id, name.encode("utf-8", "surrogateescape"))],
+                             done)
+
+    def get(self, name: str) -> bytes:
+        """The bytes of committed record ``name``.
+
+        Raises
+        ------
+        RecordNotFoundError
+            No committed record of that name.
+        RecordUnavailableError
+            Every copy failed (dead peers, CRC mismatch).
+        """
+        return self.queue_get(name).result()
+
+    def names(self, prefix: str | None = None) -> list[str]:
+        """Names of the committed records, sorted (from the infofile)."""
+        return self._infofile().names(prefix)
+
+    def __len__(self) -> int:
+        return self._infofile().count()
+
+    # -- DELETE ---------------------------------------------------------------
+    def delete(self, name: str) -> None:
+        """Delete record ``name``: every copy holder first, then the tracker
+        (paper 4.3). A name that was put but never committed is removed from
+        every live peer, which resets it for a retried PUT (paper 4.4).
+
+        Raises
+        ------
+        RecordNotFoundError
+            If no peer and no commit knows the name.
+        """
+        self._check_open()
+        self.flush()
+        name_b = _name_bytes(name)
+        meta = self._infofile().lookup(name)
+        targets = [i for i in (meta.peers if meta else self.peers) if self._usable(i)]
+        results: dict[int, Exception | None] = {}
+        for idx in targets:
+            self._transport.send(self._addr(idx), lambda seq: [encode_delete(seq, self.file_id, name_b)],
+                                 lambda fr, exc, idx=idx: results.__setitem__(idx, exc))
+        self._transport.wait(lambda: len(results) == len(targets))
+        found = any(e is None for e in results.values())
+        for e in results.values():
+            if isinstance(e, PeerError) and e.code != ErrorCode.NOT_FOUND:
+                raise e
+        if meta is not None:
+            self._tracker.delete(self.name, self.file_id, records=[name])
+        elif not found:
+            raise RecordNotFoundError(f"no record {name!r} in {self.name}")
+
+    # -- GET_LOCAL ------------------------------------------------------------
+    def get_local_plan(self) -> GetLocalPlan:
+        """The live peerlist and commit generation for a GET_LOCAL, as plain
+        data to hand to analysis tasks. Peers the tracker reports failed or
+        that do not answer a PING are left out (paper 4.3: initial failures)."""
+        self.flush()
+        self.refresh()
+        ordered = [self.peers[i] for i in sorted(self.peers)]
+        candidates = [p.addr for p in ordered if p.alive]
+        answers = ping_all(candidates)
+        ring = tuple(a for a in candidates if answers.get(a) is None)
+        dead = tuple(p.addr for p in ordered if p.addr not in ring)
+        reader = self._infofile()
+        return GetLocalPlan(self.name, self.file_id, reader.generation(), ring, dead, self.copies,
+                            reader.count())
+
+    def get_local(self, peer: str | None = None) -> list[LocalRecord]:
+        """Records revealed to this node, as local paths (paper 3.7).
+
+        Parameters
+        ----------
+        peer : str, optional
+            ``host:port`` of the peer to ask. By default every live peer on
+            this host is asked (one on a real cluster node; all of them on a
+            local cluster) and the lists are joined.
+
+        Returns
+        -------
+        list of LocalRecord(name, path, size, copy_rank, peer)
+            Across all peers of the file every committed record is revealed
+            exactly once, lower copy ranks first; uncommitted records never.
+
+        Raises
+        ------
+        GetLocalError
+        """
+        plan = self.get_local_plan()
+        targets = [peer] if peer else [a for a in plan.ring if is_local(a)]
+        if not targets:
+            raise GetLocalError(f"no live peer of {self.name} runs on this host; "
+                                f"live peers: {list(plan.ring)}")
+        out: list[LocalRecord] = []
+        for a in targets:
+            out.extend(reveal(a, plan))
+        return out
+
+    # -- lifecycle ------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreTorrentError(f"file {self.name} is closed")
+
+    def close(self) -> None:
+        """Flush (commit every acknowledged record) and release connections."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            self._transport.close()
+            if self._reader is not None:
+                self._reader.close()
+
+    def __enter__(self) -> "StFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.close()
+        else:  # do not hide the original error behind a flush error
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        return f"<StFile {self.name} {self.replication} peers={len(self.peers)}>"
+
+
+def delete_file_on_peers(transport: Transport, file_id: int, addrs: list[str], timeout: float = 30.0) -> dict:
+    """Send DELETE_FILE to every peer in ``addrs``; returns {addr: error or None}."""
+    results: dict[str, Exception | None] = {}
+    for a in addrs:
+        transport.send(a, lambda seq: [encode_delete_file(seq, file_id)],
+                       lambda fr, exc, a=a: results.__setitem__(a, exc))
+    transport.wait(lambda: len(results) == len(addrs), timeout=timeout)
+    return results
+
+
+__all__ = ["StFile", "Pending", "LocalRecord", "delete_file_on_peers"]

@@ -1,0 +1,238 @@
+"""The SQLite infofile of one StoreTorrent file (format in docs/infofile.md).
+
+The tracker is the only writer (:class:`InfofileWriter`); clients open
+infofiles read-only (:class:`InfofileReader`) for GET and SQL, as in paper 3.5
+where clients run SQLite on the infofile over NFS.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMAT = "storetorrent-infofile"
+FORMAT_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+CREATE TABLE peers(
+  peer_idx INTEGER PRIMARY KEY,
+  peer_id  TEXT NOT NULL UNIQUE,
+  addr     TEXT NOT NULL
+);
+CREATE TABLE records(
+  name         TEXT PRIMARY KEY,
+  size         INTEGER NOT NULL,
+  crc32c       INTEGER NOT NULL,
+  commit_seq   INTEGER NOT NULL,
+  committed_at REAL NOT NULL
+);
+CREATE TABLE copies(
+  name      TEXT NOT NULL,
+  copy_rank INTEGER NOT NULL,
+  peer_idx  INTEGER NOT NULL,
+  PRIMARY KEY(name, copy_rank)
+) WITHOUT ROWID;
+CREATE INDEX copies_by_peer ON copies(peer_idx, name);
+"""
+
+
+@dataclass(frozen=True)
+class RecordMeta:
+    """Committed metadata of one record: size in bytes, CRC-32C, and the
+    peer index holding each copy rank (``peers[r]`` holds copy rank ``r``)."""
+
+    name: str
+    size: int
+    crc32c: int
+    peers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Conflict:
+    name: str
+    reason: str
+
+
+def _connect_rw(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=10000")
+    return conn
+
+
+def create_infofile(path: Path, meta: dict, peers: list[tuple[int, str, str]]) -> None:
+    """Create the infofile atomically: build it under a temporary name in the
+    same directory, then link it into place (fails if ``path`` exists).
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` already exists.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".st-creating-{path.name}-{os.getpid()}-{time.monotonic_ns()}")
+    conn = _connect_rw(tmp)
+    try:
+        conn.executescript(SCHEMA)
+        conn.execute("BEGIN")
+        rows = {"format": FORMAT, "format_version": FORMAT_VERSION, "generation": 0, **meta}
+        conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(rows.items()))
+        conn.executemany("INSERT INTO peers(peer_idx, peer_id, addr) VALUES (?, ?, ?)", peers)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    try:
+        os.link(tmp, path)  # atomic, and refuses to replace an existing file
+    finally:
+        os.unlink(tmp)
+
+
+class InfofileWriter:
+    """The tracker's read-write handle on one infofile."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        if not path.is_file():
+            raise FileNotFoundError(path)
+        self.conn = _connect_rw(path)
+
+    def meta(self) -> dict:
+        return dict(self.conn.execute("SELECT key, value FROM meta"))
+
+    def commit(self, records: list[tuple[str, int, int, list[int]]]) -> tuple[int, int, list[Conflict]]:
+        """Group commit: add ``records`` (name, size, crc32c, peer_idx per copy
+        rank) in one transaction (paper 3.5).
+
+        A record already committed with the same size, CRC and copies counts as
+        committed (an idempotent retry); with other content it is a conflict
+        (records are write-once, paper 2.1) and is left out.
+
+        Returns
+        -------
+        (generation, newly committed count, conflicts)
+        """
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            existing: dict[str, tuple[int, int]] = {}
+            names = [r[0] for r in records]
+            for i in range(0, len(names), 500):
+                chunk = names[i:i + 500]
+                q = f"SELECT name, size, crc32c FROM records WHERE name IN ({','.join('?' * len(chunk))})"
+                for name, size, crc in c.execute(q, chunk):
+                    existing[name] = (size, crc)
+            now = time.time()
+            new_rows, copy_rows, conflicts, seen = [], [], [], set()
+            for name, size, crc, peer_idx in records:
+                if name in seen:
+                    conflicts.append(Conflict(name, "named twice in one commit"))
+                    continue
+                seen.add(name)
+                old = existing.get(name)
+                if old is not None:
+                    if old != (size, crc):
+                        conflicts.append(Conflict(name, "already committed with other content; delete it first"))
+                    continue
+                new_rows.append((name, size, crc, gen, now))
+                copy_rows.extend((name, rank, p) for rank, p in enumerate(peer_idx))
+            if new_rows:
+                c.executemany("INSERT INTO records(name, size, crc32c, commit_seq, committed_at) "
+                              "VALUES (?, ?, ?, ?, ?)", new_rows)
+                c.executemany("INSERT INTO copies(name, copy_rank, peer_idx) VALUES (?, ?, ?)", copy_rows)
+                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            else:
+                gen -= 1
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return gen, len(new_rows), conflicts
+
+    def delete_records(self, names: list[str]) -> tuple[int, int]:
+        """Remove records and their copies. Returns (generation, removed)."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            removed = 0
+            for i in range(0, len(names), 500):
+                chunk = names[i:i + 500]
+                marks = ",".join("?" * len(chunk))
+                removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
+                c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return gen, removed
+
+    def add_peers(self, peers: list[tuple[int, str, str]]) -> None:
+        self.conn.executemany("INSERT OR IGNORE INTO peers(peer_idx, peer_id, addr) VALUES (?, ?, ?)", peers)
+
+    def stats(self) -> tuple[int, int]:
+        n, b = self.conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM records").fetchone()
+        return int(n), int(b)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class InfofileReader:
+    """A read-only handle on an infofile, for clients (GET, listing, SQL)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"infofile {self.path} does not exist")
+        self.conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
+                                    check_same_thread=False)
+        self.conn.execute("PRAGMA busy_timeout=10000")
+
+    def meta(self) -> dict:
+        return dict(self.conn.execute("SELECT key, value FROM meta"))
+
+    def generation(self) -> int:
+        return int(self.conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+
+    def lookup(self, name: str) -> RecordMeta | None:
+        """The committed metadata of record ``name``, or None."""
+        rows = self.conn.execute(
+            "SELECT r.size, r.crc32c, c.copy_rank, c.peer_idx FROM records r "
+            "JOIN copies c ON c.name = r.name WHERE r.name = ? ORDER BY c.copy_rank", (name,)).fetchall()
+        if not rows:
+            return None
+        return RecordMeta(name, rows[0][0], rows[0][1], tuple(r[3] for r in rows))
+
+    def lookup_many(self, names: list[str]) -> dict[str, RecordMeta]:
+        out: dict[str, list] = {}
+        for i in range(0, len(names), 500):
+            chunk = names[i:i + 500]
+            q = ("SELECT r.name, r.size, r.crc32c, c.copy_rank, c.peer_idx FROM records r "
+                 f"JOIN copies c ON c.name = r.name WHERE r.name IN ({','.join('?' * len(chunk))}) "
+                 "ORDER BY r.name, c.copy_rank")
+            for name, size, crc, _rank, peer in self.conn.execute(q, chunk):
+                out.setdefault(name, [size, crc, []])[2].append(peer)
+        return {n: RecordMeta(n, v[0], v[1], tuple(v[2])) for n, v in out.items()}
+
+    def names(self, prefix: str | None = None) -> list[str]:
+        if prefix:
+            return [r[0] for r in self.conn.execute(
+                "SELECT name FROM records WHERE substr(name, 1, ?) = ? ORDER BY name", (len(prefix), prefix))]
+        return [r[0] for r in self.conn.execute("SELECT name FROM records ORDER BY name")]
+
+    def count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM records").fetchone()[0])
+
+    def stats(self) -> tuple[int, int]:
+        n, b = self.conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM records").fetchone()
+        return int(n), int(b)
+
+    def close(self) -> None:
+        self.conn.close()

@@ -1,0 +1,69 @@
+"""Peer registry and liveness from announces (paper 3.3, 4.3).
+
+Liveness is soft state: a peer is alive while its last announce is younger
+than ``window = interval * misses``. Known peers are also kept in the tracker's
+SQLite state so that after a tracker restart they get one window of grace to
+announce again instead of being reported failed at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .state import TrackerState
+
+
+@dataclass
+class PeerInfo:
+    peer_id: str
+    addr: str
+    capacity_bytes: int = 0
+    used_bytes: int = 0
+    free_bytes: int = 0
+    records: int = 0
+    last_announce: float = field(default_factory=time.monotonic)
+    announced: bool = False  # announced since this tracker started
+    reported_failed: bool = False
+
+
+class PeerRegistry:
+    def __init__(self, state: TrackerState, interval_s: float, misses: int):
+        self.state = state
+        self.interval_s = interval_s
+        self.window_s = interval_s * misses
+        self.peers: dict[str, PeerInfo] = {}
+        now = time.monotonic()
+        for peer_id, addr in state.known_peers():
+            self.peers[peer_id] = PeerInfo(peer_id, addr, last_announce=now)
+
+    def announce(self, peer_id: str, addr: str, capacity: int, used: int, free: int, records: int) -> None:
+        p = self.peers.get(peer_id)
+        if p is None:
+            p = self.peers[peer_id] = PeerInfo(peer_id, addr)
+        if p.addr != addr or not p.announced:
+            self.state.remember_peer(peer_id, addr)
+        p.addr, p.capacity_bytes, p.used_bytes, p.free_bytes, p.records = addr, capacity, used, free, records
+        p.last_announce = time.monotonic()
+        p.announced = True
+        p.reported_failed = False
+
+    def report_failed(self, addr: str) -> bool:
+        """A client saw ``addr`` fail: treat it as failed until it announces again."""
+        for p in self.peers.values():
+            if p.addr == addr:
+                p.reported_failed = True
+                return True
+        return False
+
+    def alive(self, p: PeerInfo) -> bool:
+        return not p.reported_failed and (time.monotonic() - p.last_announce) <= self.window_s
+
+    def age(self, p: PeerInfo) -> float:
+        return time.monotonic() - p.last_announce
+
+    def get(self, peer_id: str) -> PeerInfo | None:
+        return self.peers.get(peer_id)
+
+    def live(self) -> list[PeerInfo]:
+        return [p for p in self.peers.values() if self.alive(p)]

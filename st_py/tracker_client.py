@@ -1,0 +1,87 @@
+"""The client side of the tracker's gRPC service, with errors mapped to
+StoreTorrent exceptions that say what to do."""
+
+from __future__ import annotations
+
+import getpass
+
+import grpc
+
+from ._proto import tracker_pb2 as pb
+from ._proto import tracker_pb2_grpc as pb_grpc
+from .errors import (BadNameError, NotEnoughPeersError, QuotaExceededError, StFileExistsError,
+                     StFileNotFoundError, TrackerError, TrackerUnavailableError)
+
+DEFAULT_TIMEOUT = 30.0
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return ""
+
+
+class TrackerClient:
+    """A connection to the tracker at ``address`` (``host:port``)."""
+
+    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT):
+        self.address = address
+        self.timeout = timeout
+        self.user = _user()
+        self._channel = grpc.insecure_channel(
+            address, options=[("grpc.max_receive_message_length", 256 * 1024 * 1024),
+                              ("grpc.max_send_message_length", 256 * 1024 * 1024)])
+        self._stub = pb_grpc.TrackerStub(self._channel)
+
+    def _call(self, method: str, request, timeout: float | None = None):
+        try:
+            return getattr(self._stub, method)(request, timeout=timeout or self.timeout)
+        except grpc.RpcError as e:
+            code, detail = e.code(), e.details()
+            if code == grpc.StatusCode.NOT_FOUND:
+                raise StFileNotFoundError(detail) from None
+            if code == grpc.StatusCode.ALREADY_EXISTS:
+                raise StFileExistsError(detail) from None
+            if code == grpc.StatusCode.INVALID_ARGUMENT:
+                raise BadNameError(detail) from None
+            if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise QuotaExceededError(detail) from None
+            if code == grpc.StatusCode.FAILED_PRECONDITION and "live peers" in detail:
+                raise NotEnoughPeersError(detail) from None
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise TrackerUnavailableError(
+                    f"tracker at {self.address} unreachable ({code.name}: {detail}); "
+                    "is it running (storetorrent up / storetorrent status)?") from None
+            raise TrackerError(f"tracker {method} failed: {code.name}: {detail}") from None
+
+    def create(self, name: str, replication: str, est_size: int, blocksize: int = 0) -> pb.FileInfo:
+        return self._call("Create", pb.CreateRequest(name=name, replication=replication, est_size=est_size,
+                                                     blocksize=blocksize, user=self.user))
+
+    def open(self, name: str) -> pb.FileInfo:
+        return self._call("Open", pb.OpenRequest(name=name))
+
+    def commit(self, name: str, file_id: int, records: list[pb.RecordCommit]) -> pb.CommitReply:
+        return self._call("Commit", pb.CommitRequest(name=name, file_id=file_id, records=records,
+                                                     user=self.user))
+
+    def delete(self, name: str, file_id: int = 0, records: list[str] | None = None,
+               whole_file: bool = False) -> pb.DeleteReply:
+        return self._call("Delete", pb.DeleteRequest(name=name, file_id=file_id, records=records or [],
+                                                     whole_file=whole_file, user=self.user))
+
+    def list(self, path: str = "/") -> pb.ListReply:
+        return self._call("List", pb.ListRequest(path=path))
+
+    def status(self, timeout: float | None = None) -> pb.StatusReply:
+        return self._call("Status", pb.StatusRequest(), timeout)
+
+    def report_failure(self, addr: str, reason: str) -> None:
+        try:
+            self._call("ReportFailure", pb.ReportFailureRequest(addr=addr, reason=reason), timeout=2.0)
+        except TrackerError:
+            pass  # best effort: the tracker also sees the missing announces
+
+    def close(self) -> None:
+        self._channel.close()

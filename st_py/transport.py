@@ -1,0 +1,290 @@
+"""Pipelined connections from a client to its peers (paper 3.2).
+
+A :class:`Transport` owns one persistent TCP connection per peer. Requests are
+queued as encoded frames; :meth:`Transport.poll` writes to each socket exactly
+what it accepts (one ``sendmsg`` of many frames), reads large chunks, decodes
+the replies back to back and matches them to requests by sequence number, in
+any order. An explicit ``ERROR`` reply fails one request; a socket error or a
+timeout fails every request in flight to that peer (paper 4.3).
+"""
+
+from __future__ import annotations
+
+import errno
+import selectors
+import socket
+import time
+from collections import deque
+from typing import Callable
+
+from .errors import PeerError, PeerUnavailableError
+from .protocol import FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, MsgType, ProtocolError
+
+IOV_MAX = 512
+RECV_CHUNK = 1 << 20
+
+Callback = Callable[[Frame | None, Exception | None], None]
+
+
+class _Request:
+    __slots__ = ("seq", "callback", "chunks")
+
+    def __init__(self, seq: int, callback: Callback):
+        self.seq = seq
+        self.callback = callback
+        self.chunks: list[Frame] | None = None
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+class PeerConnection:
+    """One persistent, pipelined connection to the peer at ``addr``."""
+
+    def __init__(self, addr: str, connect_timeout: float, max_frame: int = DEFAULT_MAX_FRAME):
+        self.addr = addr
+        self.sock = socket.create_connection(split_addr(addr), timeout=connect_timeout)
+        self.sock.setblocking(False)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.decoder = FrameDecoder(max_frame)
+        self.out: deque = deque()
+        self.out_bytes = 0
+        self.pending: dict[int, _Request] = {}
+        self._seq = 0
+        self.last_progress = time.monotonic()
+        self.dead: Exception | None = None
+
+    def send(self, build: Callable[[int], list], callback: Callback) -> int:
+        """Queue one request. ``build(seq)`` returns the frame as a list of
+        buffers (so large record bodies are not copied)."""
+        self._seq += 1
+        seq = self._seq
+        if not self.pending:
+            self.last_progress = time.monotonic()
+        for part in build(seq):
+            self.out.append(part)
+            self.out_bytes += len(part)
+        self.pending[seq] = _Request(seq, callback)
+        return seq
+
+    def on_writable(self) -> None:
+        while self.out:
+            bufs = [self.out[i] for i in range(min(len(self.out), IOV_MAX))]
+            try:
+                n = self.sock.sendmsg(bufs)
+            except (BlockingIOError, InterruptedError):
+                return
+            self.out_bytes -= n
+            self.last_progress = time.monotonic()
+            while n:
+                head = self.out[0]
+                if len(head) <= n:
+                    n -= len(head)
+                    self.out.popleft()
+                else:
+                    self.out[0] = memoryview(head)[n:]
+                    n = 0
+
+    def on_readable(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(RECV_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not data:
+                raise ConnectionResetError(errno.ECONNRESET, "connection closed by peer")
+            self.last_progress = time.monotonic()
+            for fr in self.decoder.feed(data):
+                self._dispatch(fr)
+            if len(data) < RECV_CHUNK:
+                return
+
+    def _dispatch(self, fr: Frame) -> None:
+        req = self.pending.get(fr.seq)
+        if req is None:
+            if fr.type == MsgType.ERROR and fr.seq == 0:
+                raise PeerError(fr.fields["code"], fr.fields["message"], self.addr, 0)
+            return  # a reply to a request we already gave up on
+        if fr.type == MsgType.LOCAL_LIST and fr.flags & FLAG_MORE:
+            if req.chunks is None:
+                req.chunks = []
+            req.chunks.append(fr)
+            return
+        del self.pending[fr.seq]
+        if fr.type == MsgType.LOCAL_LIST and req.chunks:
+            entries = [e for c in req.chunks for e in c.fields["entries"]] + fr.fields["entries"]
+            fr.fields["entries"] = entries
+        if fr.type == MsgType.ERROR:
+            req.callback(None, PeerError(fr.fields["code"], fr.fields["message"], self.addr, fr.seq))
+        else:
+            req.callback(fr, None)
+
+    def fail(self, exc: Exception) -> None:
+        """Abort the connection: every request in flight fails with ``exc``."""
+        if self.dead is None:
+            self.dead = exc
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+        pending, self.pending = self.pending, {}
+        self.out.clear()
+        self.out_bytes = 0
+        for req in pending.values():
+            req.callback(None, exc)
+
+
+class Transport:
+    """The set of peer connections of one client, driven by :meth:`poll`.
+
+    Parameters
+    ----------
+    timeout : float
+        Seconds without progress on a connection with requests in flight after
+        which the peer is declared unavailable.
+    on_peer_failure : callable(addr, reason), optional
+        Told once per failed peer (the client reports it to the tracker).
+    """
+
+    def __init__(self, timeout: float = 30.0, connect_timeout: float = 3.0,
+                 on_peer_failure: Callable[[str, str], None] | None = None):
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.on_peer_failure = on_peer_failure
+        self.conns: dict[str, PeerConnection] = {}
+        self.failed: dict[str, str] = {}
+        self.sel = selectors.DefaultSelector()
+        self._registered: dict[int, int] = {}
+
+    def connection(self, addr: str) -> PeerConnection:
+        """The live connection to ``addr``, made on first use.
+
+        Raises
+        ------
+        PeerUnavailableError
+            If the peer refuses the connection or is already known dead.
+        """
+        c = self.conns.get(addr)
+        if c is not None and c.dead is None:
+            return c
+        try:
+            c = PeerConnection(addr, self.connect_timeout)
+        except OSError as e:
+            self._mark_failed(addr, f"cannot connect: {e.strerror or e}")
+            raise PeerUnavailableError(addr, f"cannot connect: {e.strerror or e}") from None
+        self.conns[addr] = c
+        self.failed.pop(addr, None)
+        return c
+
+    def send(self, addr: str, build: Callable[[int], list], callback: Callback) -> None:
+        """Queue a request to ``addr``; a connection failure is reported to
+        ``callback`` like any other failure of the request."""
+        try:
+            conn = self.connection(addr)
+        except PeerUnavailableError as e:
+            callback(None, e)
+            return
+        conn.send(build, callback)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(len(c.pending) for c in self.conns.values())
+
+    def _mark_failed(self, addr: str, reason: str) -> None:
+        first = addr not in self.failed
+        self.failed[addr] = reason
+        if first and self.on_peer_failure is not None:
+            self.on_peer_failure(addr, reason)
+
+    def _kill(self, conn: PeerConnection, exc: Exception) -> None:
+        fd = self._fd(conn)
+        if fd is not None and fd in self._registered:
+            try:
+                self.sel.unregister(fd)
+            except (KeyError, ValueError):
+                pass
+            del self._registered[fd]
+        if isinstance(exc, PeerUnavailableError):
+            self._mark_failed(conn.addr, exc.reason)
+        conn.fail(exc)
+
+    @staticmethod
+    def _fd(conn: PeerConnection) -> int | None:
+        try:
+            fd = conn.sock.fileno()
+        except OSError:
+            return None
+        return fd if fd >= 0 else None
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Make progress: write what the sockets accept, read and dispatch
+        replies, fail connections that timed out. Waits at most ``timeout``."""
+        active = [c for c in self.conns.values() if c.dead is None and (c.pending or c.out)]
+        for c in active:
+            if c.out:  # try first: usually the socket takes it all at once
+                try:
+                    c.on_writable()
+                except OSError as e:
+                    self._kill(c, PeerUnavailableError(c.addr, f"send failed: {e.strerror or e}"))
+        want = {}
+        for c in active:
+            if c.dead is None:
+                want[c.sock.fileno()] = (c, selectors.EVENT_READ | (selectors.EVENT_WRITE if c.out else 0))
+        for fd in list(self._registered):
+            if fd not in want:
+                try:
+                    self.sel.unregister(fd)
+                except (KeyError, ValueError):
+                    pass
+                del self._registered[fd]
+        for fd, (c, ev) in want.items():
+            old = self._registered.get(fd)
+            if old is None:
+                self.sel.register(fd, ev, c)
+            elif old != ev:
+                self.sel.modify(fd, ev, c)
+            self._registered[fd] = ev
+        if not want:
+            if timeout:
+                time.sleep(min(timeout, 0.01))
+            return
+        for key, ev in self.sel.select(timeout):
+            c: PeerConnection = key.data
+            if c.dead is not None:
+                continue
+            try:
+                if ev & selectors.EVENT_READ:
+                    c.on_readable()
+                if ev & selectors.EVENT_WRITE and c.dead is None:
+                    c.on_writable()
+            except ProtocolError as e:
+                self._kill(c, PeerUnavailableError(c.addr, f"protocol error: {e}"))
+            except PeerError as e:
+                self._kill(c, e)
+            except OSError as e:
+                self._kill(c, PeerUnavailableError(c.addr, f"connection lost: {e.strerror or e}"))
+        now = time.monotonic()
+        for c in active:
+            if c.dead is None and c.pending and now - c.last_progress > self.timeout:
+                self._kill(c, PeerUnavailableError(c.addr, f"no reply for {self.timeout:.0f} s"))
+
+    def wait(self, done: Callable[[], bool], timeout: float | None = None) -> None:
+        """Poll until ``done()`` is true (or ``timeout`` seconds pass)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while not done():
+            if end is not None and time.monotonic() > end:
+                raise TimeoutError("operation did not finish in time")
+            self.poll(0.05)
+
+    def close(self) -> None:
+        for c in self.conns.values():
+            if c.dead is None:
+                try:
+                    c.sock.close()
+                except OSError:
+                    pass
+                c.dead = ConnectionAbortedError("closed")
+        self.conns.clear()
+        self.sel.close()

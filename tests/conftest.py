@@ -1,0 +1,76 @@
+"""Fixtures that start real StoreTorrent processes on ephemeral loopback ports.
+
+A test that needs a cluster gets a tracker and peers as child processes (the
+real ``st-peer`` binary and ``python -m st_py.tracker``); fault tests SIGKILL
+them. On failure the daemons' logs are printed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from st_py.cluster import LocalCluster, find_peer_binary
+
+
+def poll_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
+    """Wait until ``predicate()`` is truthy; fail the test after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = predicate()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def peer_bin() -> str:
+    try:
+        return find_peer_binary()
+    except FileNotFoundError as e:
+        pytest.fail(str(e))
+
+
+def _dump_logs(cluster: LocalCluster) -> None:
+    logs = cluster.data_dir / "logs"
+    if logs.is_dir():
+        for p in sorted(logs.iterdir()):
+            print(f"----- {p.name} -----")
+            print("\n".join(p.read_text(errors="replace").splitlines()[-40:]))
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path, peer_bin, request):
+    """Factory: ``make_cluster(n_peers=4, **kw)`` -> a started LocalCluster."""
+    made: list[LocalCluster] = []
+
+    def make(n_peers: int = 4, name: str = "cluster", **kw) -> LocalCluster:
+        c = LocalCluster(tmp_path / name, n_peers=n_peers, announce_interval=kw.pop("announce_interval", 0.3),
+                         **kw)
+        made.append(c)
+        c.start()
+        return c
+
+    yield make
+    failed = getattr(request.node, "rep_call", None)
+    for c in made:
+        if failed is not None and failed.failed:
+            _dump_logs(c)
+        c.stop()
+
+
+@pytest.fixture
+def cluster(make_cluster) -> LocalCluster:
+    """A tracker and 4 peers."""
+    return make_cluster(4)
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)

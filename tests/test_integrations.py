@@ -1,0 +1,172 @@
+"""Ray, Dask and DuckDB over a real cluster. Several Ray nodes / named Dask
+workers on one machine stand for several hosts, and each read task must run on
+the node or worker of its peer."""
+
+import io
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from st_py.errors import GetLocalError
+
+N_RECORDS = 40
+
+
+def arrow_record(i: int) -> bytes:
+    t = pa.table({"rec": pa.array([i] * 25, pa.int64()), "row": pa.array(range(25), pa.int64()),
+                  "value": pa.array([float(i * 100 + r) for r in range(25)])})
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    return sink.getvalue()
+
+
+def source_frame() -> pd.DataFrame:
+    return pd.DataFrame([(i, r, float(i * 100 + r)) for i in range(N_RECORDS) for r in range(25)],
+                        columns=["rec", "row", "value"])
+
+
+@pytest.fixture
+def arrow_file(cluster):
+    c = cluster.client()
+    with c.create("/int/arrow", replication="x2", blocksize=2) as f:
+        for i in range(N_RECORDS):
+            f.queue_put(f"r{i:03d}", arrow_record(i))
+    return cluster
+
+
+def peer_of_path(cluster, path: str) -> str:
+    for i, addr in enumerate(cluster.peer_addrs):
+        if f"/peers/peer-{i}/" in path:
+            return addr
+    raise AssertionError(path)
+
+
+def _sorted(df):
+    return df.sort_values(["rec", "row"]).reset_index(drop=True)
+
+
+def test_ray_reader_pins_one_task_per_peer_node(arrow_file):
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    from st_integrations.decoders import decode_file
+    from st_integrations.ray_reader import peer_resource, read_storetorrent
+
+    cluster = arrow_file
+    rc = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    node_of = {}
+    for addr in cluster.peer_addrs:
+        node = rc.add_node(num_cpus=1, resources={peer_resource(addr): 1})
+        node_of[addr] = node.node_id
+    ray.init(address=rc.address, include_dashboard=False, log_to_driver=False)
+    try:
+        def where(name, path):
+            t = decode_file(name, path)
+            nid = ray.get_runtime_context().get_node_id()
+            return t.append_column("node", pa.array([nid] * t.num_rows)).append_column(
+                "path", pa.array([path] * t.num_rows))
+
+        ds = read_storetorrent("/int/arrow", tracker=cluster.tracker_addr, decoder=where)
+        df = ds.to_pandas()
+        pd.testing.assert_frame_equal(_sorted(df[["rec", "row", "value"]]), source_frame(), check_dtype=False)
+        for path, node in set(zip(df.path, df.node)):
+            assert node == node_of[peer_of_path(cluster, path)]
+        assert ds.num_blocks() == 4
+
+        # one peer killed: the same rows, from the survivors
+        cluster.kill_peer(1)
+        df2 = read_storetorrent("/int/arrow", tracker=cluster.tracker_addr).to_pandas()
+        pd.testing.assert_frame_equal(_sorted(df2), source_frame(), check_dtype=False)
+    finally:
+        ray.shutdown()
+        rc.shutdown()
+
+
+def test_dask_reader_pins_partitions_to_named_workers(arrow_file):
+    pytest.importorskip("dask.dataframe")
+    from distributed import Client, Scheduler, SpecCluster, Worker
+
+    from st_integrations.decoders import decode_file
+    from st_integrations.dask_reader import read_storetorrent
+
+    cluster = arrow_file
+    workers = {addr: {"cls": Worker, "options": {"name": addr, "nthreads": 1}} for addr in cluster.peer_addrs}
+    spec = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}})
+    client = Client(spec)
+    try:
+        def where(name, path):
+            from distributed import get_worker
+
+            t = decode_file(name, path)
+            w = get_worker().name
+            return t.append_column("worker", pa.array([w] * t.num_rows)).append_column(
+                "path", pa.array([path] * t.num_rows))
+
+        ddf = read_storetorrent("/int/arrow", tracker=cluster.tracker_addr, client=client, decoder=where)
+        assert ddf.npartitions == 4
+        df = ddf.compute()
+        pd.testing.assert_frame_equal(_sorted(df[["rec", "row", "value"]]), source_frame(), check_dtype=False)
+        for path, worker in set(zip(df.path, df.worker)):
+            assert worker == peer_of_path(cluster, path)
+        assert ddf.value.sum().compute() == pytest.approx(source_frame().value.sum())
+    finally:
+        client.close()
+        spec.close()
+
+
+def test_raw_records_become_name_and_bytes_rows(cluster):
+    pytest.importorskip("dask.dataframe")
+    from distributed import Client, LocalCluster
+
+    from st_integrations.dask_reader import read_storetorrent
+
+    c = cluster.client()
+    blobs = {f"raw/{i}": f"bytes of {i}".encode() for i in range(30)}
+    with c.create("/int/raw", replication="x2") as f:
+        for k, v in blobs.items():
+            f.put(k, v)
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as lc, \
+            Client(lc) as client:
+        df = read_storetorrent("/int/raw", tracker=cluster.tracker_addr, client=client).compute()
+    assert dict(zip(df.record, df.data)) == blobs
+
+
+def test_too_many_dead_peers_says_how_many_records_are_unavailable(cluster):
+    from st_integrations.tasks import check_complete
+    from st_py.getlocal import reveal
+
+    c = cluster.client()
+    with c.create("/int/x1", replication="x1", blocksize=1) as f:
+        for i in range(40):
+            f.put(f"r{i}", b"x")
+    cluster.kill_peer(0)
+    plan = c.open("/int/x1").get_local_plan()
+    counts = [len(reveal(a, plan)) for a in plan.ring]
+    missing = 40 - sum(counts)
+    assert missing > 0
+    with pytest.raises(GetLocalError, match=f"{missing} unavailable"):
+        check_complete(plan, counts)
+
+
+def test_duckdb_sql_over_infofiles(cluster):
+    from st_integrations.duckdb_sql import connect_files, sql
+
+    c = cluster.client()
+    for name, n in (("/sql/a", 30), ("/sql/b", 12)):
+        with c.create(name, replication="x2") as f:
+            for i in range(n):
+                f.queue_put(f"{'even' if i % 2 == 0 else 'odd'}/{i}", b"z" * i)
+    t = sql(c, ["/sql/a", "/sql/b"],
+            "SELECT file, split_part(name, '/', 1) AS kind, count(*) AS n, sum(size) AS bytes "
+            "FROM records GROUP BY ALL ORDER BY ALL").to_pylist()
+    assert t == [
+        {"file": "/sql/a", "kind": "even", "n": 15, "bytes": sum(range(0, 30, 2))},
+        {"file": "/sql/a", "kind": "odd", "n": 15, "bytes": sum(range(1, 30, 2))},
+        {"file": "/sql/b", "kind": "even", "n": 6, "bytes": sum(range(0, 12, 2))},
+        {"file": "/sql/b", "kind": "odd", "n": 6, "bytes": sum(range(1, 12, 2))},
+    ]
+    con = connect_files(c, ["/sql/a"])
+    assert con.execute("SELECT count(DISTINCT peer_idx) >= 2, count(*) FROM copies").fetchone() == (True, 60)
+    assert con.execute("SELECT replication, copies, records FROM files").fetchone() == ("x2", 2, 30)

@@ -1,0 +1,63 @@
+"""The tracker: liveness from announces, restarts, scheduling (paper 3.3, 5)."""
+
+import pytest
+
+from conftest import poll_for
+from st_py.errors import NotEnoughPeersError
+from st_py.infofile import InfofileReader
+
+
+def test_tracker_restart_keeps_every_committed_record(cluster):
+    c = cluster.client()
+    blobs = {f"r{i}": bytes([i % 256]) * (i + 1) for i in range(200)}
+    with c.create("/tr/restart", replication="x2") as f:
+        for k, v in blobs.items():
+            f.queue_put(k, v)
+    cluster.restart_tracker()  # SIGKILL, then start on the same port and state
+    c2 = cluster.client()
+    with c2.open("/tr/restart") as f:
+        assert len(f) == 200
+        for k, v in blobs.items():
+            assert f.get(k) == v
+    # and writes go on after the restart
+    poll_for(lambda: c2.status().alive_peers == 4, what="peers to re-announce")
+    with c2.create("/tr/after", replication="x2") as f:
+        f.put("x", b"y")
+    assert c2.open("/tr/after").get("x") == b"y"
+
+
+def test_peer_missing_announces_is_failed_and_left_out(cluster):
+    c = cluster.client()
+    dead = cluster.kill_peer(0)
+    st = poll_for(lambda: (s := c.status()).failed_peers == 1 and s, timeout=10,
+                  what="the tracker to mark the killed peer failed")
+    assert [p.addr for p in st.peers if not p.alive] == [dead]
+    f = c.create("/tr/new", replication="x2")
+    assert dead not in [p.addr for p in f.info.peers]
+    f.close()
+
+
+def test_new_peer_usable_after_first_announce(cluster):
+    c = cluster.client()
+    cluster.start_peer(4)
+    poll_for(lambda: c.status().alive_peers == 5, what="the new peer's first announce")
+    f = c.create("/tr/grown", replication="x2")
+    assert len(f.info.peers) == 5
+    f.close()
+
+
+def test_not_enough_peers_is_a_clear_error(make_cluster):
+    cl = make_cluster(1)
+    with pytest.raises(NotEnoughPeersError, match="x2 needs 2 live peers"):
+        cl.client().create("/tr/x2", replication="x2")
+
+
+def test_infofile_records_commit_in_groups(cluster):
+    c = cluster.client(group_size=10)
+    f = c.create("/tr/groups", replication="x1")
+    for i in range(25):
+        f.put(f"r{i}", b"x")
+    r = InfofileReader(cluster.namespace / "tr" / "groups")
+    assert r.count() == 20 and r.generation() == 2  # two groups of 10 committed so far
+    f.close()
+    assert r.count() == 25 and r.generation() == 3
