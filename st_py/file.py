@@ -166,10 +166,13 @@ class StFile:
 
         Raises
         ------
-        BadNameError, NotEnoughPeersError
+        BadNameError, NotEnoughPeersError, RecordExistsError
         """
         self._check_open()
         name_b = _name_bytes(name)
+        if self._infofile().exists(name):
+            raise RecordExistsError(f"record {name!r} is already committed in {self.name}: records are "
+                                    "write-once; delete it first or use another name")
         data = bytes(data) if not isinstance(data, bytes) else data
         while self._puts_inflight + self._gets_inflight >= self.depth:
             self._transport.poll(0.05)
@@ -294,6 +297,8 @@ class StFile:
         if self._errors:
             errs = list(self._errors)
             self._errors.clear()
+            if len(errs) == 1:
+                raise errs[0][1]
             more = f" (and {len(errs) - 5} more)" if len(errs) > 5 else ""
             raise StoreTorrentError(f"{len(errs)} queued operations failed: " +
                                     "; ".join(f"{n!r}: {e}" for n, e in errs[:5]) + more)

@@ -201,6 +201,9 @@ class InfofileReader:
     def generation(self) -> int:
         return int(self.conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
 
+    def exists(self, name: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM records WHERE name = ?", (name,)).fetchone() is not None
+
     def lookup(self, name: str) -> RecordMeta | None:
         """The committed metadata of record ``name``, or None."""
         rows = self.conn.execute(

@@ -64,8 +64,9 @@ class PeerConnection:
         if not self.pending:
             self.last_progress = time.monotonic()
         for part in build(seq):
-            self.out.append(part)
-            self.out_bytes += len(part)
+            if len(part):  # an empty record body adds nothing to send
+                self.out.append(part)
+                self.out_bytes += len(part)
         self.pending[seq] = _Request(seq, callback)
         return seq
 

@@ -202,3 +202,13 @@ def test_peer_refuses_bad_crc_and_oversized_frames(cluster):
         f2.put("ok", b"fine")
         assert f2.get("ok") == b"fine"
     f.close()
+
+
+def test_empty_records(cluster):
+    c = cluster.client()
+    with c.create("/t/empty", replication="x2") as f:
+        f.put("nothing", b"")
+        f.queue_put("also-nothing", b"")
+        f.queue_put("something", b"s")
+    with c.open("/t/empty") as f:
+        assert f.get("nothing") == b"" and f.get("also-nothing") == b"" and f.get("something") == b"s"

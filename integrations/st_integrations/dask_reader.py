@@ -27,6 +27,8 @@ from .tasks import check_complete, read_peer, sample_schema
 
 
 def _worker_host(addr: str) -> str:
+    if addr.startswith("inproc://"):  # a worker thread in this very process
+        return "127.0.0.1"
     return addr.split("://", 1)[-1].rsplit(":", 1)[0]
 
 

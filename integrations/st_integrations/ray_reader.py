@@ -78,7 +78,8 @@ def read_storetorrent(name: str, *, tracker: str | None = None, decoder: Decoder
         Tracker ``host:port`` (default: ``$STORETORRENT_TRACKER`` or the local cluster).
     decoder : callable(name, path) -> pyarrow.Table, optional
         Default: Arrow IPC / Parquet by magic bytes, raw records as
-        ``(record, data)`` rows.
+        ``(record, data)`` rows. It must be picklable; it also runs once on
+        the driver, on one record fetched with GET, to learn the schema.
     record_column : str, optional
         Add a column of that name holding each row's record name.
 

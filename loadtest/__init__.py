@@ -1,0 +1,1 @@
+"""Locust load tests that drive the StoreTorrent client library (not HTTP)."""

@@ -1,0 +1,99 @@
+#include "announcer.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "log.h"
+#include "storetorrent/v1/tracker.grpc.pb.h"
+
+namespace st {
+
+Announcer::Announcer(AnnouncerOptions options, const RecordStore* store)
+    : options_(std::move(options)), store_(store) {}
+
+Announcer::~Announcer() { Stop(); }
+
+void Announcer::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void Announcer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    if (in_flight_ != nullptr) in_flight_->TryCancel();
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Announcer::Run() {
+  auto channel = grpc::CreateChannel(options_.tracker, grpc::InsecureChannelCredentials());
+  auto stub = storetorrent::v1::Tracker::NewStub(channel);
+  bool failing = false;
+  auto last_log = std::chrono::steady_clock::time_point();
+  uint64_t failures = 0;
+  const auto kLogEvery = std::chrono::seconds(30);
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) break;
+    }
+    storetorrent::v1::AnnounceRequest req;
+    req.set_peer_id(options_.peer_id);
+    req.set_addr(options_.addr);
+    uint64_t total = 0, avail = 0;
+    uint64_t used = store_->used_bytes();
+    if (store_->FsSpace(&total, &avail).ok()) {
+      uint64_t cap = store_->capacity();
+      if (cap > 0) {
+        total = std::min(total, cap);
+        avail = std::min(avail, cap > used ? cap - used : 0);
+      }
+    }
+    req.set_capacity_bytes(total);
+    req.set_free_bytes(avail);
+    req.set_used_bytes(used);
+    req.set_records(store_->record_count());
+
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(options_.deadline_s * 1000)));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) break;
+      in_flight_ = &ctx;
+    }
+    storetorrent::v1::AnnounceReply reply;
+    grpc::Status status = stub->Announce(&ctx, req, &reply);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_ = nullptr;
+      if (stop_) break;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (status.ok()) {
+      if (failing) {
+        ST_LOG_INFO("announce to tracker %s works again after %llu failures",
+                    options_.tracker.c_str(), static_cast<unsigned long long>(failures));
+      }
+      failing = false;
+      failures = 0;
+    } else {
+      ++failures;
+      if (!failing || now - last_log >= kLogEvery) {
+        ST_LOG_WARN("announce to tracker %s failed (%llu in a row): %s; still serving, retrying "
+                    "every %.1f s",
+                    options_.tracker.c_str(), static_cast<unsigned long long>(failures),
+                    status.error_message().c_str(), options_.interval_s);
+        last_log = now;
+      }
+      failing = true;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(static_cast<int64_t>(options_.interval_s * 1000)),
+                 [this] { return stop_; });
+    if (stop_) break;
+  }
+}
+
+}  // namespace st

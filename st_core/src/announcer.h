@@ -1,0 +1,57 @@
+// A thread that reports the peer to the tracker (paper 3.3: soft state):
+// every interval it calls Tracker.Announce with the peer's identity, address
+// and space. Failures are logged (rate-limited) and the peer keeps serving.
+#ifndef ST_CORE_ANNOUNCER_H_
+#define ST_CORE_ANNOUNCER_H_
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "record_store.h"
+
+namespace grpc {
+class ClientContext;
+}
+
+namespace st {
+
+struct AnnouncerOptions {
+  std::string tracker;    // host:port of the tracker's gRPC service
+  std::string peer_id;
+  std::string addr;       // advertised address
+  double interval_s = 2;
+  double deadline_s = 1;
+};
+
+class Announcer {
+ public:
+  // store must outlive the announcer; only its thread-safe accessors
+  // (used_bytes, record_count, capacity, FsSpace) are used.
+  Announcer(AnnouncerOptions options, const RecordStore* store);
+  ~Announcer();
+
+  Announcer(const Announcer&) = delete;
+  Announcer& operator=(const Announcer&) = delete;
+
+  void Start();
+  // Wakes the thread, cancels an RPC in flight and joins. Idempotent.
+  void Stop();
+
+ private:
+  void Run();
+
+  AnnouncerOptions options_;
+  const RecordStore* store_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;                       // guarded by mu_
+  grpc::ClientContext* in_flight_ = nullptr;  // guarded by mu_
+};
+
+}  // namespace st
+
+#endif  // ST_CORE_ANNOUNCER_H_

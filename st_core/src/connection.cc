@@ -1,0 +1,357 @@
+#include "connection.h"
+
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "log.h"
+
+namespace st {
+namespace {
+constexpr size_t kMaxReadPerEvent = 8 * 1024 * 1024;  // fairness between connections
+constexpr double kLingerSeconds = 1.0;
+}  // namespace
+
+Connection::Connection(EventLoop* loop, int fd, uint64_t id, std::string remote,
+                       uint32_t max_frame, Handler* handler)
+    : loop_(loop),
+      fd_(fd),
+      id_(id),
+      remote_(std::move(remote)),
+      max_frame_(max_frame),
+      handler_(handler) {}
+
+Connection::~Connection() {
+  if (linger_timer_ != 0) loop_->CancelTimer(linger_timer_);
+  if (fd_ >= 0) {
+    loop_->RemoveFd(fd_);
+    ::close(fd_);
+  }
+  for (auto& item : out_) {
+    if (item.file_fd >= 0) ::close(item.file_fd);
+  }
+}
+
+Status Connection::Start(bool connecting) {
+  connecting_ = connecting;
+  interest_ = connecting ? EventLoop::kWritable : EventLoop::kReadable;
+  return loop_->AddFd(fd_, interest_, [this](int events) { OnEvents(events); });
+}
+
+void Connection::OnEvents(int events) {
+  if (connecting_) {
+    OnConnectDone();
+    if (closed() || connecting_) return;
+  }
+  if ((events & EventLoop::kReadable) && (interest_ & EventLoop::kReadable)) {
+    OnReadable();
+    if (closed()) return;
+  }
+  if ((events & EventLoop::kWritable) && want_write_) {
+    Flush();
+    if (closed()) return;
+  }
+  // Frames left in the buffer while output was backed up.
+  if (frames_waiting_ && !paused_) ProcessFrames();
+}
+
+void Connection::OnConnectDone() {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err == EINPROGRESS || err == EALREADY) return;
+  if (err != 0) {
+    Close(std::string("connect to ") + remote_ + ": " + std::strerror(err));
+    return;
+  }
+  connecting_ = false;
+  Flush();
+  if (!closed()) UpdateInterest();
+}
+
+void Connection::EnsureSpace() {
+  size_t live = end_ - start_;
+  if (live == 0) start_ = end_ = 0;
+  if (start_ > 0 && cap_ - end_ < kReadChunk) {
+    std::memmove(buf_.get(), buf_.get() + start_, live);
+    start_ = 0;
+    end_ = live;
+  }
+  size_t target = std::max(live + kReadChunk, pending_frame_);
+  if (cap_ - end_ < kReadChunk && cap_ < target) {
+    std::unique_ptr<uint8_t[]> nb(new uint8_t[target]);
+    if (live > 0) std::memcpy(nb.get(), buf_.get() + start_, live);
+    buf_ = std::move(nb);
+    cap_ = target;
+    start_ = 0;
+    end_ = live;
+  }
+}
+
+void Connection::OnReadable() {
+  if (lingering_) {
+    char scratch[65536];
+    while (true) {
+      ssize_t n = ::read(fd_, scratch, sizeof(scratch));
+      if (n > 0) continue;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      Close("closed after a protocol error");
+      return;
+    }
+  }
+  size_t total = 0;
+  while (!closed() && !paused_ && !stop_frames_ && !eof_) {
+    EnsureSpace();
+    size_t space = cap_ - end_;
+    ssize_t n = ::read(fd_, buf_.get() + end_, space);
+    if (n > 0) {
+      end_ += static_cast<size_t>(n);
+      total += static_cast<size_t>(n);
+      ProcessFrames();
+      if (static_cast<size_t>(n) < space || total >= kMaxReadPerEvent) break;
+      continue;
+    }
+    if (n == 0) {
+      eof_ = true;
+      if (end_ > start_) {
+        ST_LOG_INFO("connection %s closed in the middle of a frame; dropped %zu bytes of it",
+                    remote_.c_str(), end_ - start_);
+        start_ = end_ = 0;
+      }
+      if (out_.empty()) {
+        Close("closed by the other side");
+      } else {
+        close_after_flush_ = true;
+        UpdateInterest();
+      }
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    Close(std::string("read: ") + std::strerror(errno));
+    return;
+  }
+}
+
+void Connection::ProcessFrames() {
+  in_dispatch_ = true;
+  frames_waiting_ = false;
+  while (!closed() && !stop_frames_) {
+    if (paused_) {
+      frames_waiting_ = end_ > start_;
+      break;
+    }
+    size_t live = end_ - start_;
+    FrameHeader h;
+    PrefixResult r = ParsePrefix(buf_.get() + start_, live, max_frame_, &h);
+    if (r == PrefixResult::kNeedMore) break;
+    if (r == PrefixResult::kBadLength) {
+      SendErrorAndClose(0, ErrorCode::kBadFrame,
+                        "frame length " + std::to_string(h.length) +
+                            " is below the 12-byte header; closing the connection");
+      break;
+    }
+    if (r == PrefixResult::kTooLarge) {
+      SendErrorAndClose(0, ErrorCode::kFrameTooLarge,
+                        "frame of " + std::to_string(h.length) +
+                            " bytes is above this peer's limit of " + std::to_string(max_frame_) +
+                            " bytes (st-peer --max-frame); closing the connection");
+      break;
+    }
+    if (r == PrefixResult::kBadVersion) {
+      SendErrorAndClose(h.seq, ErrorCode::kBadFrame,
+                        "protocol version " + std::to_string(h.version) +
+                            ", this peer speaks version 1; closing the connection");
+      break;
+    }
+    if (live < h.frame_size()) {
+      pending_frame_ = h.frame_size();
+      break;
+    }
+    pending_frame_ = 0;
+    std::string_view payload(reinterpret_cast<const char*>(buf_.get() + start_ + kFramePrefixSize),
+                             h.payload_size());
+    start_ += h.frame_size();  // the bytes stay in place until the next read
+    handler_->OnFrame(this, h, payload);
+  }
+  in_dispatch_ = false;
+  if (closed()) return;
+  if (start_ == end_) {
+    start_ = end_ = 0;
+    if (cap_ > 4 * kReadChunk) {  // give back the memory of a large frame
+      buf_.reset();
+      cap_ = 0;
+    }
+  }
+  Flush();
+}
+
+void Connection::Send(std::string bytes) {
+  if (closed() || lingering_ || bytes.empty()) return;
+  queued_bytes_ += bytes.size();
+  OutItem item;
+  item.data = std::move(bytes);
+  out_.push_back(std::move(item));
+  if (queued_bytes_ > kMaxQueuedBytes) paused_ = true;
+  if (!in_dispatch_ && !connecting_) Flush();
+}
+
+void Connection::SendFile(int file_fd, uint64_t len) {
+  if (closed() || lingering_ || len == 0) {
+    ::close(file_fd);
+    return;
+  }
+  queued_bytes_ += len;
+  OutItem item;
+  item.file_fd = file_fd;
+  item.file_len = len;
+  out_.push_back(std::move(item));
+  if (queued_bytes_ > kMaxQueuedBytes) paused_ = true;
+  if (!in_dispatch_ && !connecting_) Flush();
+}
+
+void Connection::SendErrorAndClose(uint64_t seq, ErrorCode code, std::string_view message) {
+  if (closed()) return;
+  ST_LOG_INFO("closing connection %s after %s: %.*s", remote_.c_str(),
+              ErrorCodeName(static_cast<uint16_t>(code)), static_cast<int>(message.size()),
+              message.data());
+  Send(EncodeError(seq, code, message));
+  stop_frames_ = true;
+  close_after_flush_ = true;
+  start_ = end_ = 0;
+  if (!in_dispatch_ && !connecting_) Flush();
+}
+
+void Connection::Flush() {
+  if (closed() || connecting_) return;
+  while (!out_.empty()) {
+    OutItem& front = out_.front();
+    if (front.file_fd >= 0) {
+      off_t off = static_cast<off_t>(front.file_off);
+      size_t chunk = static_cast<size_t>(std::min<uint64_t>(front.file_len - front.file_off, 1u << 30));
+      ssize_t n = ::sendfile(fd_, front.file_fd, &off, chunk);
+      if (n > 0) {
+        front.file_off += static_cast<uint64_t>(n);
+        queued_bytes_ -= static_cast<size_t>(n);
+        if (front.file_off == front.file_len) {
+          ::close(front.file_fd);
+          out_.pop_front();
+        }
+        continue;
+      }
+      if (n == 0) {
+        Close("a record file shrank while it was being sent");
+        return;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        want_write_ = true;
+        break;
+      }
+      Close(std::string("sendfile: ") + std::strerror(errno));
+      return;
+    }
+    struct iovec iov[64];
+    int cnt = 0;
+    bool file_follows = false;
+    for (auto it = out_.begin(); it != out_.end() && cnt < 64; ++it) {
+      if (it->file_fd >= 0) {
+        file_follows = true;
+        break;
+      }
+      iov[cnt].iov_base = const_cast<char*>(it->data.data() + it->offset);
+      iov[cnt].iov_len = it->data.size() - it->offset;
+      ++cnt;
+    }
+    struct msghdr msg {};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(cnt);
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | (file_follows ? MSG_MORE : 0));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        want_write_ = true;
+        break;
+      }
+      Close(std::string("send: ") + std::strerror(errno));
+      return;
+    }
+    size_t left = static_cast<size_t>(n);
+    queued_bytes_ -= left;
+    while (left > 0) {
+      OutItem& it = out_.front();
+      size_t avail = it.data.size() - it.offset;
+      if (left >= avail) {
+        left -= avail;
+        out_.pop_front();
+      } else {
+        it.offset += left;
+        left = 0;
+      }
+    }
+  }
+  if (out_.empty()) want_write_ = false;
+  if (paused_ && queued_bytes_ <= kMaxQueuedBytes / 2) paused_ = false;
+  if (out_.empty() && close_after_flush_) {
+    if (eof_) {
+      Close("closed by the other side");
+    } else if (!lingering_) {
+      StartLinger();
+    }
+    return;
+  }
+  UpdateInterest();
+}
+
+void Connection::StartLinger() {
+  // Half-close so the client reads the error, then discard whatever it still
+  // sends for a moment: closing with unread input would reset the
+  // connection and could destroy the error reply in flight.
+  ::shutdown(fd_, SHUT_WR);
+  lingering_ = true;
+  UpdateInterest();
+  linger_timer_ = loop_->AddTimer(kLingerSeconds, [this] {
+    linger_timer_ = 0;
+    Close("closed after a protocol error");
+  });
+}
+
+void Connection::UpdateInterest() {
+  if (closed()) return;
+  int mask = 0;
+  if (connecting_) {
+    mask = EventLoop::kWritable;
+  } else {
+    if (lingering_ || (!paused_ && !close_after_flush_ && !eof_)) mask |= EventLoop::kReadable;
+    if (want_write_) mask |= EventLoop::kWritable;
+  }
+  if (mask != interest_) {
+    interest_ = mask;
+    loop_->ModifyFd(fd_, mask);
+  }
+}
+
+void Connection::Close(const std::string& reason) {
+  if (closed()) return;
+  if (linger_timer_ != 0) {
+    loop_->CancelTimer(linger_timer_);
+    linger_timer_ = 0;
+  }
+  loop_->RemoveFd(fd_);
+  ::close(fd_);
+  fd_ = -1;
+  for (auto& item : out_) {
+    if (item.file_fd >= 0) ::close(item.file_fd);
+  }
+  out_.clear();
+  queued_bytes_ = 0;
+  handler_->OnClosed(this, reason);
+}
+
+}  // namespace st

@@ -1,0 +1,118 @@
+// One non-blocking TCP connection speaking the frame protocol, inbound
+// (client -> peer) or outbound (peer -> ring successor).
+//
+// Input: large reads into one buffer; every complete frame in it is handed to
+// the Handler back to back (pipelining, paper 3.2). The payload view passed
+// to OnFrame is valid only during the call, so a PUT's data goes from the
+// socket buffer to the record file without a copy. A frame is processed only
+// once all its bytes are in: a connection closed mid-frame loses that frame.
+// Bad prefixes are answered by the connection itself (BAD_FRAME /
+// FRAME_TOO_LARGE) before it closes.
+//
+// Output: a queue of byte buffers and file regions. Consecutive buffers go
+// out with one sendmsg; file regions (GET bodies) with sendfile. While more
+// than kMaxQueuedBytes wait to be sent, the connection stops reading.
+#ifndef ST_CORE_CONNECTION_H_
+#define ST_CORE_CONNECTION_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "event_loop.h"
+#include "protocol.h"
+
+namespace st {
+
+class Connection {
+ public:
+  class Handler {
+   public:
+    virtual ~Handler() = default;
+    // A whole frame with a valid prefix.
+    virtual void OnFrame(Connection* conn, const FrameHeader& header, std::string_view payload) = 0;
+    // Called once, when the connection is closed (by either side, or on a
+    // connect failure). The Connection may be destroyed only after this
+    // call returns (e.g. from a task posted to the loop).
+    virtual void OnClosed(Connection* conn, const std::string& reason) = 0;
+  };
+
+  static constexpr size_t kReadChunk = 256 * 1024;
+  static constexpr size_t kMaxQueuedBytes = 64 * 1024 * 1024;
+
+  // Takes ownership of fd (non-blocking). If connecting, the fd has a
+  // connect() in progress; sends are queued until it completes.
+  Connection(EventLoop* loop, int fd, uint64_t id, std::string remote, uint32_t max_frame,
+             Handler* handler);
+  ~Connection();
+
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  Status Start(bool connecting);
+
+  // Queue bytes (whole frames) for sending.
+  void Send(std::string bytes);
+  // Queue len bytes of file_fd from its offset 0; takes ownership of file_fd.
+  void SendFile(int file_fd, uint64_t len);
+  // Sends an ERROR frame, stops reading frames and closes once it is out.
+  void SendErrorAndClose(uint64_t seq, ErrorCode code, std::string_view message);
+  void Close(const std::string& reason);
+
+  bool closed() const { return fd_ < 0; }
+  uint64_t id() const { return id_; }
+  const std::string& remote() const { return remote_; }
+  size_t queued_bytes() const { return queued_bytes_; }
+
+ private:
+  struct OutItem {
+    std::string data;  // bytes, if file_fd < 0
+    size_t offset = 0;
+    int file_fd = -1;
+    uint64_t file_off = 0;
+    uint64_t file_len = 0;
+  };
+
+  void OnEvents(int events);
+  void OnReadable();
+  void OnConnectDone();
+  void ProcessFrames();
+  void Flush();
+  void UpdateInterest();
+  void StartLinger();
+  void EnsureSpace();
+
+  EventLoop* loop_;
+  int fd_;
+  uint64_t id_;
+  std::string remote_;
+  uint32_t max_frame_;
+  Handler* handler_;
+
+  bool connecting_ = false;
+  bool in_dispatch_ = false;    // inside ProcessFrames: flush once at the end
+  bool stop_frames_ = false;    // after a fatal frame error: parse nothing more
+  bool close_after_flush_ = false;
+  bool lingering_ = false;      // write side shut, discarding input until EOF
+  bool paused_ = false;         // too much output queued: not reading
+  bool want_write_ = false;
+  bool eof_ = false;            // the other side closed its write side
+  bool frames_waiting_ = false; // complete frames buffered while paused
+  int interest_ = 0;
+  EventLoop::TimerId linger_timer_ = 0;
+
+  std::unique_ptr<uint8_t[]> buf_;
+  size_t cap_ = 0;
+  size_t start_ = 0;  // first unconsumed byte
+  size_t end_ = 0;    // one past the last byte read
+  size_t pending_frame_ = 0;  // size of the incomplete frame at start_, if known
+
+  std::deque<OutItem> out_;
+  size_t queued_bytes_ = 0;
+};
+
+}  // namespace st
+
+#endif  // ST_CORE_CONNECTION_H_

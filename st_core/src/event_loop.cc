@@ -1,0 +1,169 @@
+#include "event_loop.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+
+#include "log.h"
+
+namespace st {
+namespace {
+
+uint32_t ToEpoll(int mask) {
+  uint32_t ev = 0;
+  if (mask & EventLoop::kReadable) ev |= EPOLLIN | EPOLLRDHUP;
+  if (mask & EventLoop::kWritable) ev |= EPOLLOUT;
+  return ev;
+}
+
+}  // namespace
+
+double EventLoop::Now() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+Status EventLoop::Create(std::unique_ptr<EventLoop>* loop) {
+  std::unique_ptr<EventLoop> l(new EventLoop());
+  l->epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (l->epfd_ < 0) return PosixError("epoll_create1", errno);
+  l->wakefd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (l->wakefd_ < 0) return PosixError("eventfd", errno);
+  struct epoll_event ev {};
+  ev.events = EPOLLIN;
+  ev.data.fd = l->wakefd_;
+  if (epoll_ctl(l->epfd_, EPOLL_CTL_ADD, l->wakefd_, &ev) != 0) return PosixError("epoll_ctl", errno);
+  *loop = std::move(l);
+  return Status::OK();
+}
+
+EventLoop::~EventLoop() {
+  if (wakefd_ >= 0) ::close(wakefd_);
+  if (epfd_ >= 0) ::close(epfd_);
+}
+
+Status EventLoop::AddFd(int fd, int mask, FdHandler handler) {
+  struct epoll_event ev {};
+  ev.events = ToEpoll(mask);
+  ev.data.fd = fd;
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return PosixError("epoll_ctl add", errno);
+  handlers_[fd] = std::make_shared<FdHandler>(std::move(handler));
+  return Status::OK();
+}
+
+Status EventLoop::ModifyFd(int fd, int mask) {
+  struct epoll_event ev {};
+  ev.events = ToEpoll(mask);
+  ev.data.fd = fd;
+  if (epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) != 0) return PosixError("epoll_ctl mod", errno);
+  return Status::OK();
+}
+
+void EventLoop::RemoveFd(int fd) {
+  if (handlers_.erase(fd) > 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+}
+
+EventLoop::TimerId EventLoop::AddTimer(double delay_s, Task task) {
+  if (!(delay_s > 0)) delay_s = 0;
+  TimerId id = ++next_timer_;
+  double deadline = Now() + delay_s;
+  timers_.emplace(std::make_pair(deadline, id), std::move(task));
+  timer_deadlines_[id] = deadline;
+  return id;
+}
+
+void EventLoop::CancelTimer(TimerId id) {
+  auto it = timer_deadlines_.find(id);
+  if (it == timer_deadlines_.end()) return;
+  timers_.erase(std::make_pair(it->second, id));
+  timer_deadlines_.erase(it);
+}
+
+void EventLoop::Post(Task task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    posted_.push_back(std::move(task));
+  }
+  Wake();
+}
+
+void EventLoop::Wake() {
+  uint64_t one = 1;
+  ssize_t w = ::write(wakefd_, &one, sizeof(one));
+  (void)w;
+}
+
+void EventLoop::Stop() { stop_ = true; }
+
+void EventLoop::StopFromAnyThread() {
+  Post([this] { stop_ = true; });
+}
+
+void EventLoop::RunTimers() {
+  double now = Now();
+  while (!timers_.empty() && timers_.begin()->first.first <= now) {
+    auto it = timers_.begin();
+    Task task = std::move(it->second);
+    timer_deadlines_.erase(it->first.second);
+    timers_.erase(it);
+    task();
+  }
+}
+
+void EventLoop::RunPosted() {
+  std::vector<Task> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.swap(posted_);
+  }
+  for (auto& t : tasks) t();
+}
+
+void EventLoop::Run() {
+  constexpr int kMaxEvents = 256;
+  struct epoll_event events[kMaxEvents];
+  while (!stop_) {
+    int timeout_ms = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!posted_.empty()) timeout_ms = 0;
+    }
+    if (timeout_ms != 0 && !timers_.empty()) {
+      double delta = timers_.begin()->first.first - Now();
+      timeout_ms = delta <= 0 ? 0 : static_cast<int>(std::ceil(delta * 1000.0));
+    }
+    int n = epoll_wait(epfd_, events, kMaxEvents, timeout_ms);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ST_LOG_ERROR("epoll_wait: %s", PosixError("epoll_wait", errno).ToString().c_str());
+      break;
+    }
+    for (int i = 0; i < n && !stop_; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == wakefd_) {
+        uint64_t v;
+        ssize_t r = ::read(wakefd_, &v, sizeof(v));
+        (void)r;
+        continue;
+      }
+      auto it = handlers_.find(fd);
+      if (it == handlers_.end()) continue;  // removed by an earlier handler
+      std::shared_ptr<FdHandler> h = it->second;
+      uint32_t e = events[i].events;
+      int mask = 0;
+      if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) mask |= kReadable;
+      if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) mask |= kWritable;
+      (*h)(mask);
+    }
+    if (stop_) break;
+    RunTimers();
+    RunPosted();
+  }
+}
+
+}  // namespace st

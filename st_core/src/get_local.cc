@@ -1,0 +1,359 @@
+#include "get_local.h"
+
+#include <cstdio>
+
+#include "infofile.h"
+#include "log.h"
+#include "name_codec.h"
+#include "reveal.h"
+
+namespace st {
+
+struct GetLocal::Round {
+  uint64_t id = 0;
+  std::string key;
+  RingHeader ring;
+  size_t me = 0;
+  size_t successor = 0;
+  double started = 0;
+  bool done = false;
+  std::vector<std::vector<RingEntry>> segments;
+  std::vector<std::vector<RingEntry>> partial;  // MORE chunks so far, per origin
+  std::vector<char> have;
+  size_t have_count = 0;
+  std::unordered_map<std::string, RecordMeta> mine;  // own segment, for sizes and paths
+  std::vector<Waiter> waiters;
+  EventLoop::TimerId timer = 0;  // timeout while collecting, cache expiry when done
+  // Result, when done.
+  bool failed = false;
+  ErrorCode error = ErrorCode::kInternal;
+  std::string message;
+  std::vector<LocalListEntry> result;
+
+  const std::string& successor_addr() const { return ring.peers[successor]; }
+  std::string Describe() const {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "file_id %llu generation %llu",
+                  static_cast<unsigned long long>(ring.file_id),
+                  static_cast<unsigned long long>(ring.generation));
+    return std::string(buf) + " (" + Printable(ring.file_name) + ", " +
+           std::to_string(ring.peers.size()) + " peers)";
+  }
+};
+
+GetLocal::GetLocal(EventLoop* loop, RecordStore* store, GetLocalOptions options, Host* host)
+    : loop_(loop), store_(store), options_(std::move(options)), host_(host) {}
+
+GetLocal::~GetLocal() {
+  for (auto& kv : rounds_) {
+    if (kv.second->timer != 0) loop_->CancelTimer(kv.second->timer);
+  }
+}
+
+std::string GetLocal::Key(const RingHeader& ring) {
+  std::string key = std::to_string(ring.file_id) + "/" + std::to_string(ring.generation);
+  for (const auto& p : ring.peers) {
+    key.push_back('\0');
+    key += p;
+  }
+  return key;
+}
+
+bool GetLocal::FindMe(const RingHeader& ring, size_t* me, ErrorCode* code,
+                      std::string* message) const {
+  size_t found = 0;
+  for (size_t i = 0; i < ring.peers.size(); ++i) {
+    if (ring.peers[i] == options_.advertise) {
+      if (found == 0) *me = i;
+      ++found;
+    }
+  }
+  if (found == 1) return true;
+  *code = ErrorCode::kNotInRing;
+  if (found == 0) {
+    *message = "this peer's address " + options_.advertise + " is not in the peerlist of " +
+               std::to_string(ring.peers.size()) +
+               " peers; send GET_LOCAL to a peer of the file's peerlist (or start st-peer with "
+               "--advertise matching the tracker's address)";
+  } else {
+    *message = "this peer's address " + options_.advertise + " appears " + std::to_string(found) +
+               " times in the peerlist; a ring needs distinct addresses";
+  }
+  return false;
+}
+
+Status GetLocal::ComputeOwnSegment(Round* r, std::vector<RingEntry>* entries) {
+  std::string path = options_.namespace_dir + r->ring.file_name;
+  std::vector<CommittedCopy> committed;
+  Status s = ReadCommittedCopies(path, r->ring.file_id, store_->peer_id(), &committed);
+  if (!s.ok()) return s;
+  const RecordStore::FileIndex* index = store_->Find(r->ring.file_id);
+  entries->clear();
+  if (index == nullptr) return Status::OK();
+  for (auto& c : committed) {
+    auto it = index->find(c.name);
+    if (it == index->end() || it->second.copy_rank != c.copy_rank) continue;
+    r->mine[c.name] = it->second;
+    entries->push_back(RingEntry{c.copy_rank, std::move(c.name)});
+  }
+  return Status::OK();
+}
+
+GetLocal::Round* GetLocal::StartRound(const RingHeader& ring, size_t me, ErrorCode* code,
+                                      std::string* message) {
+  if (options_.namespace_dir.empty()) {
+    *code = ErrorCode::kNoNamespace;
+    *message =
+        "this peer has no namespace root; start st-peer with --namespace <dir> (the tracker's "
+        "namespace, shared read-only) to serve GET_LOCAL";
+    return nullptr;
+  }
+  auto r = std::make_unique<Round>();
+  r->id = ++next_id_;
+  r->key = Key(ring);
+  r->ring = ring;
+  r->me = me;
+  size_t n = ring.peers.size();
+  r->successor = (me + 1) % n;
+  r->started = EventLoop::Now();
+  r->segments.resize(n);
+  r->partial.resize(n);
+  r->have.assign(n, 0);
+
+  std::vector<RingEntry> own;
+  Status s = ComputeOwnSegment(r.get(), &own);
+  if (!s.ok()) {
+    *code = ErrorCode::kNoNamespace;
+    *message = "cannot read the infofile of " + Printable(ring.file_name) + " under namespace " +
+               options_.namespace_dir + ": " + s.ToString();
+    return nullptr;
+  }
+  ST_LOG_DEBUG("GET_LOCAL round for %s: own segment of %zu records", r->Describe().c_str(),
+               own.size());
+  if (n > 1) {
+    std::vector<std::string> payloads =
+        EncodeRingSegmentPayloads(ring, static_cast<uint16_t>(me), own, options_.chunk_bytes);
+    for (size_t i = 0; i < payloads.size(); ++i) {
+      host_->SendSegment(r->successor_addr(), i + 1 < payloads.size() ? kFlagMore : 0,
+                         std::move(payloads[i]));
+    }
+    double timeout = options_.timeout_base_s + options_.timeout_per_peer_s * static_cast<double>(n);
+    std::string key = r->key;
+    uint64_t id = r->id;
+    r->timer = loop_->AddTimer(timeout, [this, key, id] { OnTimeout(key, id); });
+  }
+  r->segments[me] = std::move(own);
+  r->have[me] = 1;
+  r->have_count = 1;
+  Round* raw = r.get();
+  rounds_[raw->key] = std::move(r);
+  return raw;
+}
+
+void GetLocal::ReplyTo(const Round& r, const Waiter& w) {
+  if (r.failed) {
+    host_->SendToClient(w.conn_id, EncodeError(w.seq, r.error, r.message));
+    return;
+  }
+  for (auto& f : EncodeLocalListFrames(w.seq, r.result, options_.chunk_bytes)) {
+    host_->SendToClient(w.conn_id, std::move(f));
+  }
+}
+
+void GetLocal::MaybeComplete(Round* r) {
+  if (r->done || r->have_count < r->ring.peers.size()) return;
+  std::vector<RingEntry> revealed;
+  InvariantViolation v;
+  if (Reveal(r->segments, r->me, &revealed, &v)) {
+    r->result.reserve(revealed.size());
+    for (auto& e : revealed) {
+      const RecordMeta& meta = r->mine[e.name];
+      LocalListEntry le;
+      le.copy_rank = e.copy_rank;
+      le.size = meta.size;
+      le.path = store_->RecordPath(r->ring.file_id, e.name, meta);
+      le.name = std::move(e.name);
+      r->result.push_back(std::move(le));
+    }
+    ST_LOG_INFO("GET_LOCAL %s complete in %.3f s: revealing %zu records", r->Describe().c_str(),
+                EventLoop::Now() - r->started, r->result.size());
+  } else {
+    r->failed = true;
+    r->error = ErrorCode::kInvariant;
+    r->message = DescribeViolation(v, r->ring.peers);
+    ST_LOG_WARN("GET_LOCAL %s: %s", r->Describe().c_str(), r->message.c_str());
+  }
+  // The segments are no longer needed; keep only the result.
+  r->segments.clear();
+  r->partial.clear();
+  r->mine.clear();
+  r->done = true;
+  if (r->timer != 0) loop_->CancelTimer(r->timer);
+  r->timer = 0;
+  for (const Waiter& w : r->waiters) ReplyTo(*r, w);
+  r->waiters.clear();
+  if (options_.cache_s > 0) {
+    std::string key = r->key;
+    uint64_t id = r->id;
+    r->timer = loop_->AddTimer(options_.cache_s, [this, key, id] {
+      auto it = rounds_.find(key);
+      if (it != rounds_.end() && it->second->id == id) {
+        it->second->timer = 0;
+        rounds_.erase(it);
+      }
+    });
+  } else {
+    Erase(r->key);
+  }
+}
+
+void GetLocal::Erase(const std::string& key) {
+  auto it = rounds_.find(key);
+  if (it == rounds_.end()) return;
+  if (it->second->timer != 0) loop_->CancelTimer(it->second->timer);
+  rounds_.erase(it);
+}
+
+void GetLocal::Fail(const std::string& key, ErrorCode code, const std::string& message) {
+  auto it = rounds_.find(key);
+  if (it == rounds_.end()) return;
+  Round* r = it->second.get();
+  ST_LOG_WARN("GET_LOCAL %s failed: %s", r->Describe().c_str(), message.c_str());
+  for (const Waiter& w : r->waiters) {
+    host_->SendToClient(w.conn_id, EncodeError(w.seq, code, message));
+  }
+  Erase(key);  // drop the round's state
+}
+
+void GetLocal::OnTimeout(const std::string& key, uint64_t id) {
+  auto it = rounds_.find(key);
+  if (it == rounds_.end() || it->second->id != id || it->second->done) return;
+  Round* r = it->second.get();
+  r->timer = 0;
+  std::string missing;
+  for (size_t i = 0; i < r->have.size(); ++i) {
+    if (r->have[i]) continue;
+    if (!missing.empty()) missing += ", ";
+    missing += r->ring.peers[i];
+  }
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%.1f", EventLoop::Now() - r->started);
+  Fail(key, ErrorCode::kTimeout,
+       "GET_LOCAL ring did not complete within " + std::string(secs) +
+           " s; index segments missing from: " + missing +
+           " (are those peers running, reachable, and was GET_LOCAL sent to them with the same "
+           "generation and peerlist?)");
+}
+
+void GetLocal::OnGetLocal(uint64_t conn_id, uint64_t seq, const RingHeader& ring) {
+  ErrorCode code;
+  std::string message;
+  Status s = ValidateFileName(ring.file_name);
+  if (!s.ok()) {
+    host_->SendToClient(conn_id, EncodeError(seq, ErrorCode::kBadName,
+                                             "file name '" + Printable(ring.file_name) +
+                                                 "' refused: " + s.message()));
+    return;
+  }
+  size_t me = 0;
+  if (!FindMe(ring, &me, &code, &message)) {
+    host_->SendToClient(conn_id, EncodeError(seq, code, message));
+    return;
+  }
+  auto it = rounds_.find(Key(ring));
+  if (it != rounds_.end()) {
+    Round* r = it->second.get();
+    if (r->done) {
+      ReplyTo(*r, Waiter{conn_id, seq});
+    } else {
+      r->waiters.push_back(Waiter{conn_id, seq});
+    }
+    return;
+  }
+  Round* r = StartRound(ring, me, &code, &message);
+  if (r == nullptr) {
+    host_->SendToClient(conn_id, EncodeError(seq, code, message));
+    return;
+  }
+  r->waiters.push_back(Waiter{conn_id, seq});
+  MaybeComplete(r);
+}
+
+bool GetLocal::OnSegment(uint16_t flags, std::string_view payload, RingSegment seg,
+                         ErrorCode* code, std::string* message) {
+  Status s = ValidateFileName(seg.ring.file_name);
+  if (!s.ok()) {
+    *code = ErrorCode::kBadName;
+    *message = "file name '" + Printable(seg.ring.file_name) + "' refused: " + s.message();
+    return false;
+  }
+  size_t me = 0;
+  if (!FindMe(seg.ring, &me, code, message)) return false;
+  size_t n = seg.ring.peers.size();
+  size_t origin = seg.origin;
+  if (origin >= n || origin == me) {
+    *code = ErrorCode::kInternal;
+    *message = "RING_SEGMENT origin " + std::to_string(origin) +
+               " is not another peer of a ring of " + std::to_string(n);
+    return false;
+  }
+  std::string key = Key(seg.ring);
+  Round* r = nullptr;
+  std::vector<Waiter> carried;
+  auto it = rounds_.find(key);
+  if (it != rounds_.end()) {
+    Round* old = it->second.get();
+    if (!old->done && !old->have[origin]) {
+      r = old;
+    } else {
+      // A completed collective, or a second segment from the same origin:
+      // the collective is being run again. Join the new round.
+      if (!old->done) {
+        ST_LOG_INFO("GET_LOCAL %s: second segment from %s, restarting the round",
+                    old->Describe().c_str(), old->ring.peers[origin].c_str());
+        carried = std::move(old->waiters);
+      }
+      Erase(key);
+    }
+  }
+  if (r == nullptr) {
+    r = StartRound(seg.ring, me, code, message);
+    if (r == nullptr) {
+      for (const Waiter& w : carried) host_->SendToClient(w.conn_id, EncodeError(w.seq, *code, *message));
+      return false;
+    }
+    r->waiters = std::move(carried);
+  }
+  auto& acc = r->partial[origin];
+  if (acc.empty()) {
+    acc = std::move(seg.entries);
+  } else {
+    for (auto& e : seg.entries) acc.push_back(std::move(e));
+  }
+  if (!(flags & kFlagMore)) {
+    r->segments[origin] = std::move(acc);
+    acc.clear();
+    r->have[origin] = 1;
+    ++r->have_count;
+  }
+  if (origin != r->successor) {
+    host_->SendSegment(r->successor_addr(), flags & kFlagMore, std::string(payload));
+  }
+  MaybeComplete(r);
+  return true;
+}
+
+void GetLocal::OnPeerUnreachable(const std::string& addr, const std::string& reason) {
+  std::vector<std::string> keys;
+  for (auto& kv : rounds_) {
+    const Round& r = *kv.second;
+    if (!r.done && r.ring.peers.size() > 1 && r.successor_addr() == addr) keys.push_back(kv.first);
+  }
+  for (const auto& key : keys) {
+    Fail(key, ErrorCode::kPeerUnreachable,
+         "cannot reach ring successor " + addr + ": " + reason +
+             " (is that peer running? GET_LOCAL needs every peer of the ring)");
+  }
+}
+
+}  // namespace st

@@ -1,0 +1,110 @@
+// GET_LOCAL: the ring collective of paper 3.7 (docs/wire-protocol.md,
+// "Semantics").
+//
+// A collective is named by (file_id, generation, peerlist). Each peer's
+// segment is the list of (copy_rank, name) it holds on disk at the rank the
+// infofile commits to it. State machine of one round at one peer:
+//
+//   (none) --GET_LOCAL or RING_SEGMENT--> COLLECTING
+//       compute own segment, send it to the successor, arm the timeout
+//       (base + per_peer * N); local GET_LOCAL requests become waiters.
+//   COLLECTING --RING_SEGMENT(origin o)--> COLLECTING
+//       store it (MORE chunks accumulate per origin); forward it to the
+//       successor unless o is the successor.
+//   COLLECTING --all N segments--> DONE
+//       Reveal(); reply LOCAL_LIST (or INVARIANT) to every waiter; keep the
+//       result for --get-local-cache seconds for late clients.
+//   COLLECTING --timeout--> (none): TIMEOUT naming the missing peers.
+//   COLLECTING --successor unreachable--> (none): PEER_UNREACHABLE.
+//   DONE --RING_SEGMENT--> a new round (the collective is run again).
+//   DONE --cache expiry--> (none).
+//
+// Runs on the event loop thread. I/O goes through the Host (the server).
+#ifndef ST_CORE_GET_LOCAL_H_
+#define ST_CORE_GET_LOCAL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "event_loop.h"
+#include "protocol.h"
+#include "record_store.h"
+
+namespace st {
+
+struct GetLocalOptions {
+  std::string advertise;       // this peer's address as it appears in peerlists
+  std::string namespace_dir;   // empty: GET_LOCAL answers NO_NAMESPACE
+  double cache_s = 60;
+  double timeout_base_s = 2;
+  double timeout_per_peer_s = 0.5;
+  size_t chunk_bytes = 1 << 20;  // LOCAL_LIST and RING_SEGMENT frame size
+};
+
+class GetLocal {
+ public:
+  class Host {
+   public:
+    virtual ~Host() = default;
+    // Queue a frame for a client connection; dropped if it is gone.
+    virtual void SendToClient(uint64_t conn_id, std::string frame) = 0;
+    // Send a RING_SEGMENT with this payload to addr over the persistent
+    // peer connection. Failures come back later (never from inside this
+    // call) through OnPeerUnreachable.
+    virtual void SendSegment(const std::string& addr, uint16_t flags, std::string payload) = 0;
+  };
+
+  GetLocal(EventLoop* loop, RecordStore* store, GetLocalOptions options, Host* host);
+  ~GetLocal();
+
+  GetLocal(const GetLocal&) = delete;
+  GetLocal& operator=(const GetLocal&) = delete;
+
+  // A client's GET_LOCAL. The reply (LOCAL_LIST frames or one ERROR) goes
+  // out through the host, now or when the round completes.
+  void OnGetLocal(uint64_t conn_id, uint64_t seq, const RingHeader& ring);
+
+  // A RING_SEGMENT from the predecessor. Returns false with the error to
+  // answer it with; true means answer OK.
+  bool OnSegment(uint16_t flags, std::string_view payload, RingSegment seg, ErrorCode* code,
+                 std::string* message);
+
+  // The link to addr failed: every collecting round whose successor it is
+  // fails with PEER_UNREACHABLE.
+  void OnPeerUnreachable(const std::string& addr, const std::string& reason);
+
+  size_t round_count() const { return rounds_.size(); }
+
+ private:
+  struct Waiter {
+    uint64_t conn_id;
+    uint64_t seq;
+  };
+  struct Round;
+
+  static std::string Key(const RingHeader& ring);
+  bool FindMe(const RingHeader& ring, size_t* me, ErrorCode* code, std::string* message) const;
+  Round* StartRound(const RingHeader& ring, size_t me, ErrorCode* code, std::string* message);
+  Status ComputeOwnSegment(Round* r, std::vector<RingEntry>* entries);
+  // May destroy r.
+  void MaybeComplete(Round* r);
+  void ReplyTo(const Round& r, const Waiter& w);
+  void Fail(const std::string& key, ErrorCode code, const std::string& message);
+  void Erase(const std::string& key);
+  void OnTimeout(const std::string& key, uint64_t id);
+
+  EventLoop* loop_;
+  RecordStore* store_;
+  GetLocalOptions options_;
+  Host* host_;
+  uint64_t next_id_ = 0;
+  std::unordered_map<std::string, std::unique_ptr<Round>> rounds_;
+};
+
+}  // namespace st
+
+#endif  // ST_CORE_GET_LOCAL_H_

@@ -1,0 +1,122 @@
+// st-peer: the StoreTorrent storage peer. See docs/peer.md.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "announcer.h"
+#include "event_loop.h"
+#include "log.h"
+#include "options.h"
+#include "record_store.h"
+#include "server.h"
+
+namespace {
+
+void RaiseFdLimit() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+int Fail(const std::string& msg) {
+  ST_LOG_ERROR("%s", msg.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  st::Options opt;
+  st::Status s = st::ParseOptions(argc, argv, &opt);
+  if (!s.ok()) {
+    std::fprintf(stderr, "st-peer: %s (see st-peer --help)\n", s.message().c_str());
+    return 2;
+  }
+  if (opt.help) {
+    std::fputs(st::Usage().c_str(), stdout);
+    return 0;
+  }
+  if (opt.verbose) st::SetLogLevel(st::LogLevel::kDebug);
+
+  // Block the stop signals in every thread (gRPC's and the announcer's
+  // threads inherit the mask); the loop reads them from a signalfd.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  RaiseFdLimit();
+
+  st::StoreOptions so;
+  so.data_dir = opt.data_dir;
+  so.sync = opt.sync;
+  so.capacity = opt.capacity;
+  so.reserve = opt.reserve;
+  std::unique_ptr<st::RecordStore> store;
+  s = st::RecordStore::Open(so, &store);
+  if (!s.ok()) return Fail("cannot open the record store: " + s.ToString());
+
+  std::unique_ptr<st::EventLoop> loop;
+  s = st::EventLoop::Create(&loop);
+  if (!s.ok()) return Fail("cannot create the event loop: " + s.ToString());
+
+  int sfd = signalfd(-1, &stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd < 0) return Fail(std::string("signalfd: ") + std::strerror(errno));
+  st::EventLoop* loop_ptr = loop.get();
+  s = loop->AddFd(sfd, st::EventLoop::kReadable, [sfd, loop_ptr](int) {
+    struct signalfd_siginfo si;
+    if (read(sfd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+      ST_LOG_INFO("received signal %u; shutting down", si.ssi_signo);
+      loop_ptr->Stop();
+    }
+  });
+  if (!s.ok()) return Fail("cannot watch signals: " + s.ToString());
+
+  st::ServerOptions sv;
+  sv.host = opt.host;
+  sv.port = opt.port;
+  sv.advertise = opt.advertise;
+  sv.namespace_dir = opt.namespace_dir;
+  sv.max_frame = opt.max_frame;
+  sv.get_local_cache_s = opt.get_local_cache_s;
+  sv.ring_timeout_base_s = opt.ring_timeout_base_s;
+  sv.ring_timeout_per_peer_s = opt.ring_timeout_per_peer_s;
+  auto server = std::make_unique<st::Server>(loop.get(), store.get(), sv);
+  s = server->Start();
+  if (!s.ok()) return Fail("cannot listen: " + s.ToString());
+
+  std::printf("listening on %s:%d\n", opt.host.c_str(), server->port());
+  std::fflush(stdout);
+  ST_LOG_INFO("peer %s serving %s as %s%s%s", store->peer_id().c_str(), store->data_dir().c_str(),
+              server->advertise().c_str(), opt.sync ? " (sync)" : "",
+              opt.namespace_dir.empty() ? " (no --namespace: GET_LOCAL disabled)" : "");
+
+  std::unique_ptr<st::Announcer> announcer;
+  if (!opt.tracker.empty()) {
+    st::AnnouncerOptions ao;
+    ao.tracker = opt.tracker;
+    ao.peer_id = store->peer_id();
+    ao.addr = server->advertise();
+    ao.interval_s = opt.announce_interval_s;
+    announcer = std::make_unique<st::Announcer>(ao, store.get());
+    announcer->Start();
+  }
+
+  loop->Run();
+
+  if (announcer) announcer->Stop();
+  server.reset();
+  loop->RemoveFd(sfd);
+  close(sfd);
+  ST_LOG_INFO("stopped");
+  return 0;
+}

@@ -1,0 +1,184 @@
+#include "options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+namespace st {
+namespace {
+
+bool ParseDouble(const std::string& s, double* v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  double d = std::strtod(s.c_str(), &end);
+  if (errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(d)) return false;
+  *v = d;
+  return true;
+}
+
+// An unsigned integer with an optional binary suffix K, M, G, T (KiB...).
+bool ParseBytes(const std::string& s, uint64_t* v) {
+  if (s.empty() || s[0] == '-' || s[0] == '+') return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(s.c_str(), &end, 10);
+  if (errno != 0 || end == s.c_str()) return false;
+  std::string suffix(end);
+  uint64_t mult = 1;
+  if (suffix == "" || suffix == "B") {
+    mult = 1;
+  } else if (suffix == "K" || suffix == "KiB" || suffix == "k") {
+    mult = 1ull << 10;
+  } else if (suffix == "M" || suffix == "MiB") {
+    mult = 1ull << 20;
+  } else if (suffix == "G" || suffix == "GiB") {
+    mult = 1ull << 30;
+  } else if (suffix == "T" || suffix == "TiB") {
+    mult = 1ull << 40;
+  } else {
+    return false;
+  }
+  if (n > UINT64_MAX / mult) return false;
+  *v = n * mult;
+  return true;
+}
+
+}  // namespace
+
+std::string Usage() {
+  return R"(usage: st-peer --data DIR [options]
+
+StoreTorrent storage peer: stores records under DIR and serves the binary
+protocol of docs/wire-protocol.md.
+
+  --data DIR                  record store directory (created if missing)
+  --host HOST                 address to listen on (default 127.0.0.1)
+  --port PORT                 port to listen on; 0 picks a free one (default 0)
+  --advertise HOST:PORT       address announced and matched in GET_LOCAL
+                              peerlists (default: HOST:PORT as listened)
+  --namespace DIR             namespace root holding the infofiles (needed for
+                              GET_LOCAL)
+  --tracker HOST:PORT         tracker gRPC address; without it, no announces
+  --announce-interval SECONDS seconds between announces (default 2)
+  --max-frame BYTES           largest frame accepted (default 67112960)
+  --get-local-cache SECONDS   how long a GET_LOCAL result is kept for late
+                              clients (default 60)
+  --ring-timeout-base SECONDS GET_LOCAL ring timeout: base ... (default 2)
+  --ring-timeout-per-peer SECONDS ... plus this per ring peer (default 0.5)
+  --sync                      fsync record files and directories on PUT
+                              (default off: a peer crash loses nothing, a
+                              power loss may lose recent PUTs)
+  --capacity BYTES            refuse PUTs beyond this many stored bytes
+  --reserve BYTES             refuse PUTs that would leave less free space on
+                              the filesystem (default 0)
+  --verbose                   debug logging
+  --help                      this text
+
+BYTES accept a K, M, G or T suffix (powers of 1024). On start the peer prints
+"listening on HOST:PORT" on stdout; logs go to stderr. SIGINT or SIGTERM stop
+it cleanly.
+)";
+}
+
+Status ParseOptions(int argc, const char* const* argv, Options* out) {
+  *out = Options();
+  bool have_data = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      out->help = true;
+      return Status::OK();
+    }
+    if (arg.rfind("--", 0) != 0) {
+      return Status::InvalidArgument("unexpected argument '" + arg + "'");
+    }
+    std::string flag = arg, value;
+    bool has_value = false;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    }
+    if (flag == "--sync" || flag == "--verbose") {
+      if (has_value) return Status::InvalidArgument(flag + " takes no value");
+      (flag == "--sync" ? out->sync : out->verbose) = true;
+      continue;
+    }
+    static const char* const kValued[] = {
+        "--data", "--host", "--port", "--advertise", "--namespace", "--tracker",
+        "--announce-interval", "--max-frame", "--get-local-cache", "--ring-timeout-base",
+        "--ring-timeout-per-peer", "--capacity", "--reserve"};
+    bool known = false;
+    for (const char* k : kValued) known = known || flag == k;
+    if (!known) return Status::InvalidArgument("unknown flag " + flag);
+    if (!has_value) {
+      if (i + 1 >= argc) return Status::InvalidArgument(flag + " needs a value");
+      value = argv[++i];
+    }
+    auto bad = [&](const char* what) {
+      return Status::InvalidArgument(flag + " " + value + ": expected " + what);
+    };
+    if (flag == "--data") {
+      if (value.empty()) return bad("a directory");
+      out->data_dir = value;
+      have_data = true;
+    } else if (flag == "--host") {
+      if (value.empty()) return bad("a host name or address");
+      out->host = value;
+    } else if (flag == "--port") {
+      uint64_t p;
+      if (!ParseBytes(value, &p) || p > 65535 || value.find_first_not_of("0123456789") != std::string::npos) {
+        return bad("a port number 0..65535");
+      }
+      out->port = static_cast<int>(p);
+    } else if (flag == "--advertise" || flag == "--tracker") {
+      size_t colon = value.rfind(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == value.size()) {
+        return bad("HOST:PORT");
+      }
+      (flag == "--advertise" ? out->advertise : out->tracker) = value;
+    } else if (flag == "--namespace") {
+      if (value.empty()) return bad("a directory");
+      out->namespace_dir = value;
+      while (out->namespace_dir.size() > 1 && out->namespace_dir.back() == '/') {
+        out->namespace_dir.pop_back();
+      }
+    } else if (flag == "--max-frame") {
+      uint64_t v;
+      if (!ParseBytes(value, &v) || v < 64 || v > 0xFFFFFFFFull) {
+        return bad("a byte count between 64 and 4294967295");
+      }
+      out->max_frame = static_cast<uint32_t>(v);
+    } else if (flag == "--capacity" || flag == "--reserve") {
+      uint64_t v;
+      if (!ParseBytes(value, &v)) return bad("a byte count");
+      if (flag == "--capacity") {
+        if (v == 0) return bad("a positive byte count");
+        out->capacity = v;
+      } else {
+        out->reserve = v;
+      }
+    } else {
+      double d;
+      if (!ParseDouble(value, &d) || d < 0) return bad("a non-negative number of seconds");
+      if (flag == "--announce-interval") {
+        if (d <= 0) return bad("a positive number of seconds");
+        out->announce_interval_s = d;
+      } else if (flag == "--get-local-cache") {
+        out->get_local_cache_s = d;
+      } else if (flag == "--ring-timeout-base") {
+        out->ring_timeout_base_s = d;
+      } else {
+        out->ring_timeout_per_peer_s = d;
+      }
+    }
+  }
+  if (!have_data) return Status::InvalidArgument("--data DIR is required");
+  return Status::OK();
+}
+
+}  // namespace st

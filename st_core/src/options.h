@@ -1,0 +1,40 @@
+// st-peer's command line.
+#ifndef ST_CORE_OPTIONS_H_
+#define ST_CORE_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "protocol.h"
+#include "status.h"
+
+namespace st {
+
+struct Options {
+  std::string data_dir;
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string advertise;       // empty: "<host>:<port>" as listened
+  std::string namespace_dir;   // empty: no GET_LOCAL
+  std::string tracker;         // empty: no announces
+  double announce_interval_s = 2;
+  uint32_t max_frame = kDefaultMaxFrame;
+  double get_local_cache_s = 60;
+  double ring_timeout_base_s = 2;
+  double ring_timeout_per_peer_s = 0.5;
+  bool sync = false;
+  uint64_t capacity = 0;       // 0: not given
+  uint64_t reserve = 0;
+  bool verbose = false;
+  bool help = false;
+};
+
+// Parses argv. InvalidArgument with a message for a person on any error.
+Status ParseOptions(int argc, const char* const* argv, Options* out);
+
+// The --help text.
+std::string Usage();
+
+}  // namespace st
+
+#endif  // ST_CORE_OPTIONS_H_

@@ -1,0 +1,216 @@
+// The StoreTorrent wire protocol, version 1 (docs/wire-protocol.md).
+//
+// Pure functions, no I/O: frame prefix parsing, payload decoding into
+// structs, and encoding of whole frames.
+//
+//   frame   := length:u32 header payload
+//   length  := byte count of header + payload; 12 <= length <= max_frame
+//   header  := type:u8 version:u8 flags:u16 seq:u64
+//
+// Decoded string fields are views into the payload unless the struct holds
+// std::string (ring messages, which outlive the frame).
+#ifndef ST_CORE_PROTOCOL_H_
+#define ST_CORE_PROTOCOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "status.h"
+
+namespace st {
+
+constexpr uint8_t kProtocolVersion = 1;
+constexpr size_t kLengthSize = 4;    // the length prefix
+constexpr size_t kHeaderSize = 12;   // type, version, flags, seq
+constexpr size_t kFramePrefixSize = kLengthSize + kHeaderSize;
+constexpr uint32_t kDefaultMaxFrame = 64u * 1024 * 1024 + 4096;
+constexpr size_t kMaxRecordName = 4096;
+constexpr size_t kMaxStr16 = 0xFFFF;
+
+constexpr uint16_t kFlagMore = 0x0001;
+constexpr uint16_t kFlagReplace = 0x0002;
+
+enum class MsgType : uint8_t {
+  kPut = 0x01,
+  kGet = 0x02,
+  kDelete = 0x03,
+  kDeleteFile = 0x04,
+  kGetLocal = 0x05,
+  kPing = 0x06,
+  kRingSegment = 0x10,
+  kOk = 0x80,
+  kData = 0x82,
+  kLocalList = 0x85,
+  kError = 0xFF,
+};
+
+enum class ErrorCode : uint16_t {
+  kBadFrame = 1,
+  kFrameTooLarge = 2,
+  kUnknownType = 3,
+  kBadName = 4,
+  kNotFound = 5,
+  kExists = 6,
+  kCrcMismatch = 7,
+  kIoError = 8,
+  kNoSpace = 9,
+  kPeerUnreachable = 10,
+  kTimeout = 11,
+  kInvariant = 12,
+  kNoNamespace = 13,
+  kNotInRing = 14,
+  kDenied = 15,
+  kInternal = 16,
+};
+
+// "PUT", "LOCAL_LIST", ... or nullptr for an unknown type.
+const char* MsgTypeName(uint8_t type);
+// "BAD_FRAME", ... or "UNKNOWN_ERROR".
+const char* ErrorCodeName(uint16_t code);
+
+struct FrameHeader {
+  uint32_t length = 0;  // header + payload
+  uint8_t type = 0;
+  uint8_t version = 0;
+  uint16_t flags = 0;
+  uint64_t seq = 0;
+
+  size_t payload_size() const { return length - kHeaderSize; }
+  size_t frame_size() const { return kLengthSize + length; }
+};
+
+enum class PrefixResult {
+  kNeedMore,    // fewer bytes than needed to judge the prefix
+  kOk,          // *h is filled; the frame spans h->frame_size() bytes
+  kBadLength,   // length < 12: BAD_FRAME, seq 0 (the header is not readable)
+  kTooLarge,    // length > max_frame: FRAME_TOO_LARGE, seq 0
+  kBadVersion,  // version != 1: BAD_FRAME with h->seq
+};
+
+// Parses the length prefix and header at p[0, n).
+PrefixResult ParsePrefix(const uint8_t* p, size_t n, uint32_t max_frame, FrameHeader* h);
+
+// ---- Requests --------------------------------------------------------------
+
+struct PutRequest {
+  uint64_t file_id = 0;
+  uint8_t copy_rank = 0;
+  uint32_t crc32c = 0;
+  std::string_view name;
+  std::string_view data;
+};
+
+// GET and DELETE.
+struct NameRequest {
+  uint64_t file_id = 0;
+  std::string_view name;
+};
+
+// The fields GET_LOCAL and RING_SEGMENT share.
+struct RingHeader {
+  uint64_t file_id = 0;
+  uint64_t generation = 0;
+  std::string file_name;
+  std::vector<std::string> peers;
+};
+
+struct RingEntry {
+  uint8_t copy_rank = 0;
+  std::string name;
+
+  bool operator==(const RingEntry& o) const {
+    return copy_rank == o.copy_rank && name == o.name;
+  }
+};
+
+struct RingSegment {
+  RingHeader ring;
+  uint16_t origin = 0;
+  std::vector<RingEntry> entries;
+};
+
+// ---- Replies ---------------------------------------------------------------
+
+struct DataReply {
+  uint32_t crc32c = 0;
+  uint8_t copy_rank = 0;
+  std::string_view data;
+};
+
+struct LocalListEntry {
+  uint8_t copy_rank = 0;
+  uint64_t size = 0;
+  std::string name;
+  std::string path;
+
+  bool operator==(const LocalListEntry& o) const {
+    return copy_rank == o.copy_rank && size == o.size && name == o.name && path == o.path;
+  }
+};
+
+struct ErrorReply {
+  uint16_t code = 0;
+  std::string message;
+};
+
+// Payload decoders. Each returns Corruption with a short reason if the
+// payload does not match the grammar of its type (including trailing bytes).
+Status DecodePut(std::string_view payload, PutRequest* out);
+Status DecodeName(std::string_view payload, NameRequest* out);  // GET, DELETE
+Status DecodeDeleteFile(std::string_view payload, uint64_t* file_id);
+Status DecodeGetLocal(std::string_view payload, RingHeader* out);
+Status DecodePing(std::string_view payload);
+Status DecodeRingSegment(std::string_view payload, RingSegment* out);
+Status DecodeData(std::string_view payload, DataReply* out);
+Status DecodeLocalList(std::string_view payload, std::vector<LocalListEntry>* out);
+Status DecodeError(std::string_view payload, ErrorReply* out);
+
+// ---- Encoders (whole frames: length prefix, header, payload) ----------------
+
+std::string EncodeFrame(MsgType type, uint16_t flags, uint64_t seq, std::string_view payload);
+// Writes the 16-byte prefix of a frame with payload_size bytes of payload.
+void EncodeFramePrefix(uint8_t* dst, MsgType type, uint16_t flags, uint64_t seq,
+                       size_t payload_size);
+
+std::string EncodePut(uint64_t seq, uint16_t flags, const PutRequest& req);
+std::string EncodeGet(uint64_t seq, uint64_t file_id, std::string_view name);
+std::string EncodeDelete(uint64_t seq, uint64_t file_id, std::string_view name);
+std::string EncodeDeleteFile(uint64_t seq, uint64_t file_id);
+std::string EncodeGetLocal(uint64_t seq, const RingHeader& ring);
+std::string EncodePing(uint64_t seq);
+
+// The RING_SEGMENT payload for entries [begin, end).
+std::string EncodeRingSegmentPayload(const RingHeader& ring, uint16_t origin,
+                                     const RingEntry* begin, const RingEntry* end);
+std::string EncodeRingSegment(uint64_t seq, uint16_t flags, const RingSegment& seg);
+// Splits a segment into payloads of roughly chunk_bytes of entries each
+// (always at least one payload). All but the last are to be sent with MORE.
+std::vector<std::string> EncodeRingSegmentPayloads(const RingHeader& ring, uint16_t origin,
+                                                   const std::vector<RingEntry>& entries,
+                                                   size_t chunk_bytes);
+
+std::string EncodeOk(uint64_t seq, std::string_view payload = {});
+std::string EncodeOkRemoved(uint64_t seq, uint64_t removed);
+std::string EncodePingReply(uint64_t seq, std::string_view peer_id, std::string_view addr);
+std::string EncodeData(uint64_t seq, uint32_t crc, uint8_t copy_rank, std::string_view data);
+// The part of a DATA frame before data_size bytes of record data.
+std::string EncodeDataHeader(uint64_t seq, uint32_t crc, uint8_t copy_rank, uint64_t data_size);
+std::string EncodeLocalList(uint64_t seq, uint16_t flags, const std::vector<LocalListEntry>& e);
+// LOCAL_LIST frames of roughly chunk_bytes each; MORE on all but the last.
+// An empty list is one frame with count 0.
+std::vector<std::string> EncodeLocalListFrames(uint64_t seq,
+                                               const std::vector<LocalListEntry>& entries,
+                                               size_t chunk_bytes);
+// Messages longer than 4000 bytes are cut.
+std::string EncodeError(uint64_t seq, ErrorCode code, std::string_view message);
+
+// Printable form of a name for messages and logs: non-printable bytes as
+// \xHH, cut after max_len bytes.
+std::string Printable(std::string_view s, size_t max_len = 200);
+
+}  // namespace st
+
+#endif  // ST_CORE_PROTOCOL_H_

@@ -1,0 +1,123 @@
+// The peer's on-disk record store (docs/wire-protocol.md, "Record store").
+//
+//   <data>/PEER_ID       the peer's identity (UUID v4), created once
+//   <data>/LOCK          flock()ed while a peer uses the directory
+//   <data>/tmp/          temporary files; emptied at start
+//   <data>/files/<file_id:016x>/<bucket:02x>/<enc(name)>@<rank>@<crc:08x>[.name]
+//
+// A PUT writes a temporary file, optionally fsyncs it, renames it into place
+// and optionally fsyncs the directory; the temporary file is removed on any
+// failure, so no partial record is ever visible. The directory listing is the
+// index: it is rebuilt in memory at start and kept up to date afterwards.
+//
+// Not thread-safe: used from the event loop thread only, except
+// used_bytes() and record_count(), which may be read from any thread.
+#ifndef ST_CORE_RECORD_STORE_H_
+#define ST_CORE_RECORD_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "status.h"
+
+namespace st {
+
+struct RecordMeta {
+  uint64_t size = 0;
+  uint32_t crc = 0;
+  uint8_t copy_rank = 0;
+};
+
+struct StoreOptions {
+  std::string data_dir;
+  bool sync = false;      // fsync record files and directories on PUT/DELETE
+  uint64_t capacity = 0;  // 0: only the filesystem limits the used bytes
+  uint64_t reserve = 0;   // refuse PUTs that would leave less free space
+};
+
+class RecordStore {
+ public:
+  using FileIndex = std::unordered_map<std::string, RecordMeta>;
+
+  struct OpenRecord {
+    int fd = -1;  // owned by the caller
+    uint64_t size = 0;
+    uint32_t crc = 0;
+    uint8_t copy_rank = 0;
+  };
+
+  // Creates the layout if needed, empties tmp/, loads or creates PEER_ID and
+  // scans files/ to build the index.
+  static Status Open(const StoreOptions& options, std::unique_ptr<RecordStore>* store);
+  ~RecordStore();
+
+  RecordStore(const RecordStore&) = delete;
+  RecordStore& operator=(const RecordStore&) = delete;
+
+  // OK when stored (or an idempotent retry: same rank and crc already held).
+  // InvalidArgument: bad name. Corruption: data does not match crc.
+  // AlreadyExists: held with another rank or crc and !replace.
+  // NoSpace: ENOSPC/EDQUOT, capacity or reserve. IOError: anything else.
+  Status Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::string_view name,
+             std::string_view data, bool replace);
+
+  // Opens the record file. NotFound if this peer holds no such record.
+  Status Get(uint64_t file_id, std::string_view name, OpenRecord* out);
+
+  // NotFound if this peer holds no such record.
+  Status Delete(uint64_t file_id, std::string_view name);
+
+  // Removes every record of the file; *removed is how many.
+  Status DeleteFile(uint64_t file_id, uint64_t* removed);
+
+  // The index of one file, or nullptr if this peer holds none of its records.
+  const FileIndex* Find(uint64_t file_id) const;
+  const RecordMeta* Lookup(uint64_t file_id, std::string_view name) const;
+
+  // Absolute path of the record file.
+  std::string RecordPath(uint64_t file_id, std::string_view name, const RecordMeta& meta) const;
+
+  // Filesystem size and space available to this process, from statvfs.
+  Status FsSpace(uint64_t* total, uint64_t* avail) const;
+
+  const std::string& data_dir() const { return data_dir_; }
+  const std::string& peer_id() const { return peer_id_; }
+  uint64_t capacity() const { return options_.capacity; }
+  uint64_t used_bytes() const { return used_bytes_.load(std::memory_order_relaxed); }
+  uint64_t record_count() const { return records_.load(std::memory_order_relaxed); }
+
+ private:
+  explicit RecordStore(const StoreOptions& options);
+
+  Status Init();
+  Status LoadPeerId();
+  Status CleanTmp();
+  Status Scan();
+  Status ScanFile(uint64_t file_id, const std::string& dir);
+  std::string FileDir(uint64_t file_id) const;
+  std::string BucketDir(uint64_t file_id, uint8_t bucket) const;
+  // tmp file, write, fsync (if sync), rename to dir/name, fsync dir (if sync).
+  Status WriteAtomic(uint64_t file_id, uint8_t bucket, const std::string& name,
+                     std::string_view data);
+  Status MakeBucketDir(uint64_t file_id, uint8_t bucket);
+  void AddStats(int64_t records, int64_t bytes);
+
+  StoreOptions options_;
+  std::string data_dir_;  // absolute
+  std::string tmp_dir_;
+  std::string files_dir_;
+  std::string peer_id_;
+  int lock_fd_ = -1;
+  uint64_t tmp_counter_ = 0;
+  std::unordered_map<uint64_t, FileIndex> files_;
+  std::atomic<uint64_t> used_bytes_{0};
+  std::atomic<uint64_t> records_{0};
+};
+
+}  // namespace st
+
+#endif  // ST_CORE_RECORD_STORE_H_

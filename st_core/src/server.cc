@@ -1,0 +1,433 @@
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "log.h"
+#include "name_codec.h"
+
+namespace st {
+namespace {
+
+ErrorCode StoreErrorCode(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kInvalidArgument:
+      return ErrorCode::kBadName;
+    case Status::Code::kCorruption:
+      return ErrorCode::kCrcMismatch;
+    case Status::Code::kAlreadyExists:
+      return ErrorCode::kExists;
+    case Status::Code::kNoSpace:
+      return ErrorCode::kNoSpace;
+    case Status::Code::kNotFound:
+      return ErrorCode::kNotFound;
+    default:
+      return ErrorCode::kIoError;
+  }
+}
+
+std::string SockAddrString(const struct sockaddr* sa) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (sa->sa_family == AF_INET) {
+    auto* in = reinterpret_cast<const struct sockaddr_in*>(sa);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    port = ntohs(in->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (sa->sa_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const struct sockaddr_in6*>(sa);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    port = ntohs(in6->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  return "?";
+}
+
+void SetNoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace
+
+bool SplitHostPort(const std::string& addr, std::string* host, std::string* port) {
+  size_t colon = addr.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == addr.size()) return false;
+  std::string h = addr.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  std::string p = addr.substr(colon + 1);
+  for (char c : p) {
+    if (c < '0' || c > '9') return false;
+  }
+  if (p.size() > 5 || std::stoul(p) > 65535) return false;
+  *host = h;
+  *port = p;
+  return true;
+}
+
+Server::Server(EventLoop* loop, RecordStore* store, ServerOptions options)
+    : loop_(loop), store_(store), options_(std::move(options)) {}
+
+Server::~Server() {
+  get_local_.reset();
+  conns_.clear();
+  graveyard_.clear();
+  if (listen_fd_ >= 0) {
+    loop_->RemoveFd(listen_fd_);
+    ::close(listen_fd_);
+  }
+}
+
+Status Server::Start() {
+  struct addrinfo hints {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  struct addrinfo* res = nullptr;
+  std::string port = std::to_string(options_.port);
+  int rc = getaddrinfo(options_.host.empty() ? nullptr : options_.host.c_str(), port.c_str(),
+                       &hints, &res);
+  if (rc != 0) {
+    return Status::InvalidArgument("cannot resolve --host " + options_.host + ": " +
+                                   gai_strerror(rc));
+  }
+  Status s = Status::IOError("no address to listen on for " + options_.host);
+  for (struct addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      s = PosixError("socket", errno);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+      s = PosixError("bind " + options_.host + ":" + port, errno);
+      ::close(fd);
+      continue;
+    }
+    if (::listen(fd, 1024) != 0) {
+      s = PosixError("listen", errno);
+      ::close(fd);
+      continue;
+    }
+    listen_fd_ = fd;
+    s = Status::OK();
+    break;
+  }
+  freeaddrinfo(res);
+  if (!s.ok()) return s;
+
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  if (getsockname(listen_fd_, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0) {
+    return PosixError("getsockname", errno);
+  }
+  port_ = ss.ss_family == AF_INET6
+              ? ntohs(reinterpret_cast<struct sockaddr_in6*>(&ss)->sin6_port)
+              : ntohs(reinterpret_cast<struct sockaddr_in*>(&ss)->sin_port);
+  advertise_ = options_.advertise.empty() ? options_.host + ":" + std::to_string(port_)
+                                          : options_.advertise;
+
+  GetLocalOptions gl;
+  gl.advertise = advertise_;
+  gl.namespace_dir = options_.namespace_dir;
+  gl.cache_s = options_.get_local_cache_s;
+  gl.timeout_base_s = options_.ring_timeout_base_s;
+  gl.timeout_per_peer_s = options_.ring_timeout_per_peer_s;
+  get_local_ = std::make_unique<GetLocal>(loop_, store_, gl, this);
+
+  return loop_->AddFd(listen_fd_, EventLoop::kReadable, [this](int) { OnAccept(); });
+}
+
+void Server::PauseAccept() {
+  // Out of file descriptors: stop accepting for a moment instead of spinning.
+  if (accept_paused_) return;
+  accept_paused_ = true;
+  loop_->ModifyFd(listen_fd_, 0);
+  loop_->AddTimer(0.1, [this] {
+    accept_paused_ = false;
+    loop_->ModifyFd(listen_fd_, EventLoop::kReadable);
+  });
+}
+
+void Server::OnAccept() {
+  for (int i = 0; i < 64; ++i) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    int fd = ::accept4(listen_fd_, reinterpret_cast<struct sockaddr*>(&ss), &len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        ST_LOG_WARN("accept: %s; pausing accepts for 100 ms", std::strerror(errno));
+        PauseAccept();
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        ST_LOG_WARN("accept: %s", std::strerror(errno));
+      }
+      return;
+    }
+    SetNoDelay(fd);
+    Adopt(fd, SockAddrString(reinterpret_cast<struct sockaddr*>(&ss)), false);
+  }
+}
+
+Connection* Server::Adopt(int fd, std::string remote, bool connecting) {
+  uint64_t id = ++next_conn_id_;
+  auto conn = std::make_unique<Connection>(loop_, fd, id, std::move(remote), options_.max_frame, this);
+  Connection* raw = conn.get();
+  conns_[id] = std::move(conn);
+  Status s = raw->Start(connecting);
+  if (!s.ok()) {
+    ST_LOG_WARN("cannot watch connection %s: %s", raw->remote().c_str(), s.ToString().c_str());
+    raw->Close(s.ToString());
+    return nullptr;
+  }
+  ST_LOG_DEBUG("connection %llu %s %s", static_cast<unsigned long long>(id),
+               connecting ? "to" : "from", raw->remote().c_str());
+  return raw;
+}
+
+Connection* Server::Connect(const std::string& addr, std::string* error) {
+  std::string host, port;
+  if (!SplitHostPort(addr, &host, &port)) {
+    *error = "not a host:port address";
+    return nullptr;
+  }
+  struct addrinfo hints {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  struct addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    *error = std::string("cannot resolve: ") + gai_strerror(rc);
+    return nullptr;
+  }
+  int fd = ::socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *error = std::string("socket: ") + std::strerror(errno);
+    freeaddrinfo(res);
+    return nullptr;
+  }
+  SetNoDelay(fd);
+  rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  if (rc != 0 && errno != EINPROGRESS) {
+    *error = std::string("connect: ") + std::strerror(errno);
+    ::close(fd);
+    return nullptr;
+  }
+  Connection* c = Adopt(fd, addr, rc != 0);
+  if (c == nullptr) {
+    *error = "cannot watch the connection";
+    return nullptr;
+  }
+  links_[addr] = c->id();
+  link_addr_[c->id()] = addr;
+  return c;
+}
+
+void Server::OnClosed(Connection* conn, const std::string& reason) {
+  uint64_t id = conn->id();
+  auto la = link_addr_.find(id);
+  if (la != link_addr_.end()) {
+    std::string addr = la->second;
+    link_addr_.erase(la);
+    auto l = links_.find(addr);
+    if (l != links_.end() && l->second == id) links_.erase(l);
+    ST_LOG_INFO("connection to ring peer %s closed: %s", addr.c_str(), reason.c_str());
+    loop_->Post([this, addr, reason] {
+      if (get_local_) get_local_->OnPeerUnreachable(addr, reason);
+    });
+  } else {
+    ST_LOG_DEBUG("connection %s closed: %s", conn->remote().c_str(), reason.c_str());
+  }
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  graveyard_.push_back(std::move(it->second));
+  conns_.erase(it);
+  if (graveyard_.size() == 1) loop_->Post([this] { graveyard_.clear(); });
+}
+
+void Server::SendToClient(uint64_t conn_id, std::string frame) {
+  auto it = conns_.find(conn_id);
+  if (it == conns_.end() || it->second->closed()) return;
+  it->second->Send(std::move(frame));
+}
+
+void Server::SendSegment(const std::string& addr, uint16_t flags, std::string payload) {
+  Connection* link = nullptr;
+  auto it = links_.find(addr);
+  if (it != links_.end()) {
+    auto c = conns_.find(it->second);
+    if (c != conns_.end() && !c->second->closed()) link = c->second.get();
+  }
+  if (link == nullptr) {
+    std::string error;
+    link = Connect(addr, &error);
+    if (link == nullptr) {
+      ST_LOG_WARN("cannot connect to ring peer %s: %s", addr.c_str(), error.c_str());
+      loop_->Post([this, addr, error] {
+        if (get_local_) get_local_->OnPeerUnreachable(addr, error);
+      });
+      return;
+    }
+  }
+  link->Send(EncodeFrame(MsgType::kRingSegment, flags, ++next_link_seq_, payload));
+}
+
+void Server::OnFrame(Connection* c, const FrameHeader& h, std::string_view payload) {
+  auto la = link_addr_.find(c->id());
+  if (la != link_addr_.end()) {
+    HandleLinkReply(c, la->second, h, payload);
+    return;
+  }
+  HandleRequest(c, h, payload);
+}
+
+void Server::HandleLinkReply(Connection* c, const std::string& addr, const FrameHeader& h,
+                             std::string_view payload) {
+  (void)c;
+  if (h.type == static_cast<uint8_t>(MsgType::kOk)) return;
+  if (h.type == static_cast<uint8_t>(MsgType::kError)) {
+    ErrorReply e;
+    std::string why = DecodeError(payload, &e).ok()
+                          ? std::string("it refused an index segment: ") + ErrorCodeName(e.code) +
+                                ": " + e.message
+                          : "it sent an unreadable ERROR frame";
+    ST_LOG_WARN("ring peer %s: %s", addr.c_str(), why.c_str());
+    get_local_->OnPeerUnreachable(addr, why);
+    return;
+  }
+  ST_LOG_WARN("ring peer %s sent an unexpected frame of type 0x%02x", addr.c_str(), h.type);
+}
+
+void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view payload) {
+  const uint64_t seq = h.seq;
+  auto bad_frame = [&](const Status& s) {
+    c->SendErrorAndClose(seq, ErrorCode::kBadFrame,
+                         std::string(MsgTypeName(h.type)) + " payload does not parse: " +
+                             s.message() + "; closing the connection");
+  };
+  switch (static_cast<MsgType>(h.type)) {
+    case MsgType::kPut: {
+      PutRequest req;
+      Status s = DecodePut(payload, &req);
+      if (!s.ok()) return bad_frame(s);
+      s = store_->Put(req.file_id, req.copy_rank, req.crc32c, req.name, req.data,
+                      (h.flags & kFlagReplace) != 0);
+      if (s.ok()) {
+        c->Send(EncodeOk(seq));
+      } else {
+        ErrorCode code = s.IsNotFound() ? ErrorCode::kIoError : StoreErrorCode(s);
+        if (code == ErrorCode::kIoError || code == ErrorCode::kNoSpace) {
+          ST_LOG_WARN("PUT '%s' of file %016llx: %s", Printable(req.name).c_str(),
+                      static_cast<unsigned long long>(req.file_id), s.ToString().c_str());
+        }
+        std::string msg = s.message();
+        if (code == ErrorCode::kBadName) msg = "record name refused: " + msg;
+        c->Send(EncodeError(seq, code, msg));
+      }
+      return;
+    }
+    case MsgType::kGet: {
+      NameRequest req;
+      Status s = DecodeName(payload, &req);
+      if (!s.ok()) return bad_frame(s);
+      s = ValidateRecordName(req.name);
+      if (!s.ok()) {
+        c->Send(EncodeError(seq, ErrorCode::kBadName, "record name refused: " + s.message()));
+        return;
+      }
+      RecordStore::OpenRecord rec;
+      s = store_->Get(req.file_id, req.name, &rec);
+      if (!s.ok()) {
+        c->Send(EncodeError(seq, StoreErrorCode(s), s.message()));
+        return;
+      }
+      if (rec.size + kHeaderSize + 5 > 0xFFFFFFFFull) {
+        ::close(rec.fd);
+        c->Send(EncodeError(seq, ErrorCode::kInternal,
+                            "record of " + std::to_string(rec.size) +
+                                " bytes does not fit in one frame (server.cc, GET)"));
+        return;
+      }
+      c->Send(EncodeDataHeader(seq, rec.crc, rec.copy_rank, rec.size));
+      c->SendFile(rec.fd, rec.size);
+      return;
+    }
+    case MsgType::kDelete: {
+      NameRequest req;
+      Status s = DecodeName(payload, &req);
+      if (!s.ok()) return bad_frame(s);
+      s = ValidateRecordName(req.name);
+      if (!s.ok()) {
+        c->Send(EncodeError(seq, ErrorCode::kBadName, "record name refused: " + s.message()));
+        return;
+      }
+      s = store_->Delete(req.file_id, req.name);
+      c->Send(s.ok() ? EncodeOk(seq) : EncodeError(seq, StoreErrorCode(s), s.message()));
+      return;
+    }
+    case MsgType::kDeleteFile: {
+      uint64_t file_id;
+      Status s = DecodeDeleteFile(payload, &file_id);
+      if (!s.ok()) return bad_frame(s);
+      uint64_t removed = 0;
+      s = store_->DeleteFile(file_id, &removed);
+      if (s.ok()) {
+        c->Send(EncodeOkRemoved(seq, removed));
+      } else {
+        c->Send(EncodeError(seq, s.IsNoSpace() ? ErrorCode::kNoSpace : ErrorCode::kIoError,
+                            s.message()));
+      }
+      return;
+    }
+    case MsgType::kGetLocal: {
+      RingHeader ring;
+      Status s = DecodeGetLocal(payload, &ring);
+      if (!s.ok()) return bad_frame(s);
+      get_local_->OnGetLocal(c->id(), seq, ring);
+      return;
+    }
+    case MsgType::kPing: {
+      Status s = DecodePing(payload);
+      if (!s.ok()) return bad_frame(s);
+      c->Send(EncodePingReply(seq, store_->peer_id(), advertise_));
+      return;
+    }
+    case MsgType::kRingSegment: {
+      RingSegment seg;
+      Status s = DecodeRingSegment(payload, &seg);
+      if (!s.ok()) return bad_frame(s);
+      ErrorCode code;
+      std::string message;
+      if (get_local_->OnSegment(h.flags, payload, std::move(seg), &code, &message)) {
+        c->Send(EncodeOk(seq));
+      } else {
+        ST_LOG_WARN("refused a RING_SEGMENT from %s: %s", c->remote().c_str(), message.c_str());
+        c->Send(EncodeError(seq, code, message));
+      }
+      return;
+    }
+    default:
+      break;
+  }
+  char msg[160];
+  std::snprintf(msg, sizeof(msg),
+                "message type 0x%02x is not a request this peer knows (protocol version 1); "
+                "frame skipped",
+                h.type);
+  c->Send(EncodeError(seq, ErrorCode::kUnknownType, msg));
+}
+
+}  // namespace st

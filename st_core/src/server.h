@@ -1,0 +1,90 @@
+// The peer's network side: the listening socket, client connections, the
+// dispatch of requests to the record store and GET_LOCAL, and the persistent
+// outgoing connections to ring successors.
+//
+// Every request gets exactly one reply carrying its seq (or several
+// LOCAL_LIST frames, MORE on all but the last). Replies of pipelined requests
+// may go out in any order: GET_LOCAL answers when its ring completes.
+#ifndef ST_CORE_SERVER_H_
+#define ST_CORE_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "connection.h"
+#include "event_loop.h"
+#include "get_local.h"
+#include "record_store.h"
+
+namespace st {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                 // 0: an ephemeral port
+  std::string advertise;        // empty: "<host>:<bound port>"
+  std::string namespace_dir;    // empty: GET_LOCAL answers NO_NAMESPACE
+  uint32_t max_frame = kDefaultMaxFrame;
+  double get_local_cache_s = 60;
+  double ring_timeout_base_s = 2;
+  double ring_timeout_per_peer_s = 0.5;
+};
+
+// Splits "host:port" (or "[v6]:port"). False if malformed.
+bool SplitHostPort(const std::string& addr, std::string* host, std::string* port);
+
+class Server : public Connection::Handler, public GetLocal::Host {
+ public:
+  Server(EventLoop* loop, RecordStore* store, ServerOptions options);
+  ~Server() override;
+
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and listens; after this port() and advertise() are known.
+  Status Start();
+
+  int port() const { return port_; }
+  const std::string& advertise() const { return advertise_; }
+  size_t connection_count() const { return conns_.size(); }
+  size_t round_count() const { return get_local_ ? get_local_->round_count() : 0; }
+
+  // Connection::Handler
+  void OnFrame(Connection* conn, const FrameHeader& header, std::string_view payload) override;
+  void OnClosed(Connection* conn, const std::string& reason) override;
+
+  // GetLocal::Host
+  void SendToClient(uint64_t conn_id, std::string frame) override;
+  void SendSegment(const std::string& addr, uint16_t flags, std::string payload) override;
+
+ private:
+  void OnAccept();
+  void HandleRequest(Connection* c, const FrameHeader& h, std::string_view payload);
+  void HandleLinkReply(Connection* c, const std::string& addr, const FrameHeader& h,
+                       std::string_view payload);
+  Connection* Connect(const std::string& addr, std::string* error);
+  Connection* Adopt(int fd, std::string remote, bool connecting);
+  void PauseAccept();
+
+  EventLoop* loop_;
+  RecordStore* store_;
+  ServerOptions options_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::string advertise_;
+  uint64_t next_conn_id_ = 0;
+  uint64_t next_link_seq_ = 0;
+  bool accept_paused_ = false;
+  std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns_;
+  std::vector<std::unique_ptr<Connection>> graveyard_;  // closed, freed by a posted task
+  std::unordered_map<std::string, uint64_t> links_;      // successor address -> connection id
+  std::unordered_map<uint64_t, std::string> link_addr_;  // connection id -> successor address
+  std::unique_ptr<GetLocal> get_local_;
+};
+
+}  // namespace st
+
+#endif  // ST_CORE_SERVER_H_

@@ -1,0 +1,128 @@
+// The st-peer binary: the "listening on" line, serving, clean stop on
+// SIGINT/SIGTERM, usage errors.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "protocol.h"
+#include "test_util.h"
+
+namespace st {
+namespace {
+
+struct Child {
+  pid_t pid = -1;
+  int out = -1;  // the child's stdout
+};
+
+Child Spawn(const std::vector<std::string>& args) {
+  int p[2];
+  EXPECT_EQ(0, pipe(p));
+  Child c;
+  c.pid = fork();
+  if (c.pid == 0) {
+    dup2(p[1], 1);
+    close(p[0]);
+    close(p[1]);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(ST_PEER_BINARY));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(ST_PEER_BINARY, argv.data());
+    _exit(127);
+  }
+  close(p[1]);
+  c.out = p[0];
+  return c;
+}
+
+std::string ReadLine(int fd, double timeout_s) {
+  std::string line;
+  while (true) {
+    struct pollfd p {fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0) return line;
+    char ch;
+    if (read(fd, &ch, 1) != 1 || ch == '\n') return line;
+    line.push_back(ch);
+  }
+}
+
+// Waits up to timeout_s for the child; returns its wait status or -1.
+int WaitFor(pid_t pid, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+void PingOnce(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(0, connect(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)));
+  std::string f = EncodePing(3);
+  ASSERT_EQ(static_cast<ssize_t>(f.size()), write(fd, f.data(), f.size()));
+  char buf[256];
+  size_t got = 0;
+  while (got < kFramePrefixSize) {
+    ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+    ASSERT_GT(n, 0);
+    got += static_cast<size_t>(n);
+  }
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), static_cast<uint8_t>(buf[4]));
+  EXPECT_EQ(3, buf[8]);
+  close(fd);
+}
+
+TEST(Main, ListensServesAndStopsOnSignals) {
+  for (int sig : {SIGINT, SIGTERM}) {
+    test::TempDir dir;
+    Child c = Spawn({"--data", dir.path() + "/d", "--port", "0"});
+    std::string line = ReadLine(c.out, 10);
+    ASSERT_EQ(0u, line.find("listening on 127.0.0.1:")) << line;
+    int port = std::stoi(line.substr(line.rfind(':') + 1));
+    ASSERT_GT(port, 0);
+    PingOnce(port);
+    kill(c.pid, sig);
+    int status = WaitFor(c.pid, 5);
+    ASSERT_NE(-1, status) << "st-peer did not stop on signal " << sig;
+    EXPECT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(0, WEXITSTATUS(status));
+    close(c.out);
+  }
+}
+
+TEST(Main, UsageErrorsExitWithTwo) {
+  Child c = Spawn({"--port", "0"});  // no --data
+  int status = WaitFor(c.pid, 5);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(2, WEXITSTATUS(status));
+  close(c.out);
+  c = Spawn({"--help"});
+  EXPECT_EQ(0u, ReadLine(c.out, 5).find("usage: st-peer"));
+  status = WaitFor(c.pid, 5);
+  EXPECT_EQ(0, WEXITSTATUS(status));
+  close(c.out);
+}
+
+}  // namespace
+}  // namespace st

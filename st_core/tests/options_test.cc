@@ -1,0 +1,71 @@
+#include "options.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace st {
+namespace {
+
+Status Parse(std::vector<const char*> args, Options* o) {
+  args.insert(args.begin(), "st-peer");
+  return ParseOptions(static_cast<int>(args.size()), args.data(), o);
+}
+
+TEST(Options, Defaults) {
+  Options o;
+  ASSERT_TRUE(Parse({"--data", "/d"}, &o).ok());
+  EXPECT_EQ("/d", o.data_dir);
+  EXPECT_EQ("127.0.0.1", o.host);
+  EXPECT_EQ(0, o.port);
+  EXPECT_EQ(2.0, o.announce_interval_s);
+  EXPECT_EQ(67112960u, o.max_frame);
+  EXPECT_EQ(60.0, o.get_local_cache_s);
+  EXPECT_EQ(2.0, o.ring_timeout_base_s);
+  EXPECT_EQ(0.5, o.ring_timeout_per_peer_s);
+  EXPECT_FALSE(o.sync);
+  EXPECT_EQ(0u, o.capacity);
+  EXPECT_EQ(0u, o.reserve);
+}
+
+TEST(Options, All) {
+  Options o;
+  ASSERT_TRUE(Parse({"--data=/d", "--host", "0.0.0.0", "--port", "7000", "--advertise",
+                     "h:7000", "--namespace", "/ns/", "--tracker", "t:50051",
+                     "--announce-interval", "0.5", "--max-frame", "1M", "--get-local-cache", "0",
+                     "--ring-timeout-base", "1", "--ring-timeout-per-peer", "0.25", "--sync",
+                     "--capacity", "10G", "--reserve", "4096"},
+                    &o)
+                  .ok());
+  EXPECT_EQ(7000, o.port);
+  EXPECT_EQ("h:7000", o.advertise);
+  EXPECT_EQ("/ns", o.namespace_dir);
+  EXPECT_EQ("t:50051", o.tracker);
+  EXPECT_EQ(0.5, o.announce_interval_s);
+  EXPECT_EQ(1u << 20, o.max_frame);
+  EXPECT_EQ(0.0, o.get_local_cache_s);
+  EXPECT_TRUE(o.sync);
+  EXPECT_EQ(10ull << 30, o.capacity);
+  EXPECT_EQ(4096u, o.reserve);
+}
+
+TEST(Options, Errors) {
+  Options o;
+  EXPECT_FALSE(Parse({}, &o).ok());
+  EXPECT_FALSE(Parse({"--data"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--bogus"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--port", "70000"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--port", "x"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--announce-interval", "0"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--tracker", "nohost"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--capacity", "-5"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--sync=1"}, &o).ok());
+  Status s = Parse({"--data", "/d", "--max-frame", "lots"}, &o);
+  EXPECT_NE(std::string::npos, s.message().find("--max-frame")) << s.message();
+  EXPECT_TRUE(Parse({"--help"}, &o).ok());
+  EXPECT_TRUE(o.help);
+  EXPECT_NE(std::string::npos, Usage().find("--get-local-cache"));
+}
+
+}  // namespace
+}  // namespace st

@@ -1,0 +1,217 @@
+#include "record_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "crc32c.h"
+#include "name_codec.h"
+#include "test_util.h"
+
+namespace st {
+namespace {
+
+class RecordStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  void Reopen(uint64_t capacity = 0) {
+    store_.reset();
+    StoreOptions o;
+    o.data_dir = dir_.path() + "/data";
+    o.capacity = capacity;
+    ASSERT_TRUE(RecordStore::Open(o, &store_).ok());
+  }
+
+  Status Put(uint64_t fid, uint8_t rank, const std::string& name, const std::string& data,
+             bool replace = false) {
+    return store_->Put(fid, rank, crc32c::Value(data), name, data, replace);
+  }
+
+  std::string Read(uint64_t fid, const std::string& name, uint8_t* rank = nullptr) {
+    RecordStore::OpenRecord rec;
+    Status s = store_->Get(fid, name, &rec);
+    if (!s.ok()) return "<" + s.ToString() + ">";
+    std::string out(rec.size, '\0');
+    EXPECT_EQ(static_cast<ssize_t>(rec.size), pread(rec.fd, &out[0], rec.size, 0));
+    close(rec.fd);
+    EXPECT_EQ(crc32c::Value(out), rec.crc);
+    if (rank != nullptr) *rank = rec.copy_rank;
+    return out;
+  }
+
+  size_t CountFiles(const std::string& dir) {
+    size_t n = 0;
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return 0;
+    while (struct dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::string p = dir + "/" + e->d_name;
+      struct stat st;
+      if (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        n += CountFiles(p);
+      } else {
+        ++n;
+      }
+    }
+    closedir(d);
+    return n;
+  }
+
+  test::TempDir dir_;
+  std::unique_ptr<RecordStore> store_;
+};
+
+TEST_F(RecordStoreTest, PutGetDelete) {
+  ASSERT_TRUE(Put(1, 0, "a", "hello").ok());
+  ASSERT_TRUE(Put(1, 1, "b", "").ok());  // a record may be empty
+  uint8_t rank = 9;
+  EXPECT_EQ("hello", Read(1, "a", &rank));
+  EXPECT_EQ(0, rank);
+  EXPECT_EQ("", Read(1, "b", &rank));
+  EXPECT_EQ(1, rank);
+  EXPECT_EQ(2u, store_->record_count());
+  EXPECT_EQ(5u, store_->used_bytes());
+  RecordStore::OpenRecord rec;
+  EXPECT_TRUE(store_->Get(1, "c", &rec).IsNotFound());
+  EXPECT_TRUE(store_->Get(2, "a", &rec).IsNotFound());
+  EXPECT_TRUE(store_->Delete(1, "a").ok());
+  EXPECT_TRUE(store_->Delete(1, "a").IsNotFound());
+  EXPECT_TRUE(store_->Get(1, "a", &rec).IsNotFound());
+  EXPECT_EQ(1u, store_->record_count());
+  EXPECT_EQ(0u, store_->used_bytes());
+}
+
+TEST_F(RecordStoreTest, LayoutOnDisk) {
+  ASSERT_TRUE(Put(0x42, 1, "JFK/x", "data").ok());
+  const RecordMeta* m = store_->Lookup(0x42, "JFK/x");
+  ASSERT_NE(nullptr, m);
+  char bucket[8];
+  snprintf(bucket, sizeof(bucket), "%02x", NameBucket("JFK/x"));
+  char crc[16];
+  snprintf(crc, sizeof(crc), "%08x", crc32c::Value("data"));
+  std::string expected = store_->data_dir() + "/files/0000000000000042/" + bucket + "/JFK%2Fx@1@" + crc;
+  EXPECT_EQ(expected, store_->RecordPath(0x42, "JFK/x", *m));
+  struct stat st;
+  EXPECT_EQ(0, stat(expected.c_str(), &st));
+  EXPECT_EQ(0u, CountFiles(store_->data_dir() + "/tmp"));
+  // PEER_ID is a UUID, kept across restarts.
+  std::string id = store_->peer_id();
+  EXPECT_EQ(36u, id.size());
+  Reopen();
+  EXPECT_EQ(id, store_->peer_id());
+}
+
+TEST_F(RecordStoreTest, CrcMismatchAndBadName) {
+  EXPECT_TRUE(store_->Put(1, 0, 123, "a", "data", false).IsCorruption());
+  EXPECT_TRUE(Put(1, 0, "", "x").IsInvalidArgument());
+  EXPECT_TRUE(Put(1, 0, std::string("a\0b", 3), "x").IsInvalidArgument());
+  EXPECT_TRUE(Put(1, 0, std::string(4097, 'n'), "x").IsInvalidArgument());
+  EXPECT_EQ(0u, store_->record_count());
+  EXPECT_EQ(0u, CountFiles(store_->data_dir() + "/files"));
+  EXPECT_EQ(0u, CountFiles(store_->data_dir() + "/tmp"));
+}
+
+TEST_F(RecordStoreTest, IdempotentPutExistsAndReplace) {
+  ASSERT_TRUE(Put(1, 0, "a", "one").ok());
+  EXPECT_TRUE(Put(1, 0, "a", "one").ok());  // retry
+  EXPECT_EQ(1u, store_->record_count());
+  EXPECT_TRUE(Put(1, 0, "a", "two").IsAlreadyExists());
+  EXPECT_TRUE(Put(1, 1, "a", "one").IsAlreadyExists());
+  EXPECT_EQ("one", Read(1, "a"));
+  ASSERT_TRUE(Put(1, 1, "a", "two!", true).ok());
+  uint8_t rank;
+  EXPECT_EQ("two!", Read(1, "a", &rank));
+  EXPECT_EQ(1, rank);
+  EXPECT_EQ(1u, store_->record_count());
+  EXPECT_EQ(4u, store_->used_bytes());
+  // The old file is gone: one record file on disk.
+  EXPECT_EQ(1u, CountFiles(store_->data_dir() + "/files"));
+  Reopen();
+  EXPECT_EQ("two!", Read(1, "a"));
+}
+
+TEST_F(RecordStoreTest, IndexRebuiltAfterReopen) {
+  std::string long_name(300, 'L');
+  std::string weird = std::string("../..//\xff\x01 .x%");
+  ASSERT_TRUE(Put(7, 0, "a", "1").ok());
+  ASSERT_TRUE(Put(7, 2, long_name, "22").ok());
+  ASSERT_TRUE(Put(8, 1, weird, "333").ok());
+  ASSERT_TRUE(Put(8, 0, ".hidden", "4444").ok());
+  Reopen();
+  EXPECT_EQ(4u, store_->record_count());
+  EXPECT_EQ(10u, store_->used_bytes());
+  uint8_t rank;
+  EXPECT_EQ("1", Read(7, "a"));
+  EXPECT_EQ("22", Read(7, long_name, &rank));
+  EXPECT_EQ(2, rank);
+  EXPECT_EQ("333", Read(8, weird, &rank));
+  EXPECT_EQ(1, rank);
+  EXPECT_EQ("4444", Read(8, ".hidden"));
+  ASSERT_NE(nullptr, store_->Find(7));
+  EXPECT_EQ(2u, store_->Find(7)->size());
+  // Long names keep a sidecar; delete removes both.
+  EXPECT_TRUE(store_->Delete(7, long_name).ok());
+  EXPECT_EQ(1u, CountFiles(store_->data_dir() + "/files/0000000000000007"));
+}
+
+TEST_F(RecordStoreTest, TmpCleanedAtStart) {
+  std::string junk = store_->data_dir() + "/tmp/123-1.tmp";
+  { std::ofstream(junk) << "partial"; }
+  Reopen();
+  EXPECT_EQ(0u, CountFiles(store_->data_dir() + "/tmp"));
+}
+
+TEST_F(RecordStoreTest, NamesStayInsideTheDataDir) {
+  for (const char* n : {"../escape", "../../escape", "/abs", "..", ".", "a/../../../b"}) {
+    ASSERT_TRUE(Put(3, 0, n, "x").ok()) << n;
+    const RecordMeta* m = store_->Lookup(3, n);
+    ASSERT_NE(nullptr, m);
+    std::string path = store_->RecordPath(3, n, *m);
+    std::string prefix = store_->data_dir() + "/files/0000000000000003/";
+    ASSERT_EQ(prefix, path.substr(0, prefix.size()));
+    EXPECT_EQ(std::string::npos, path.substr(prefix.size()).find("/", 3)) << path;
+  }
+  EXPECT_EQ(6u, CountFiles(store_->data_dir() + "/files/0000000000000003"));
+  EXPECT_EQ(2u, CountFiles(dir_.path()) - CountFiles(store_->data_dir() + "/files") - 0);  // PEER_ID, LOCK
+}
+
+TEST_F(RecordStoreTest, DeleteFile) {
+  ASSERT_TRUE(Put(5, 0, "a", "1").ok());
+  ASSERT_TRUE(Put(5, 1, "b", "2").ok());
+  ASSERT_TRUE(Put(6, 0, "a", "3").ok());
+  uint64_t removed = 0;
+  ASSERT_TRUE(store_->DeleteFile(5, &removed).ok());
+  EXPECT_EQ(2u, removed);
+  EXPECT_EQ(nullptr, store_->Find(5));
+  EXPECT_EQ("3", Read(6, "a"));
+  ASSERT_TRUE(store_->DeleteFile(5, &removed).ok());
+  EXPECT_EQ(0u, removed);
+  Reopen();
+  EXPECT_EQ(1u, store_->record_count());
+}
+
+TEST_F(RecordStoreTest, Capacity) {
+  Reopen(10);
+  EXPECT_TRUE(Put(1, 0, "a", "12345678").ok());
+  EXPECT_TRUE(Put(1, 0, "b", "123").IsNoSpace());
+  EXPECT_TRUE(Put(1, 0, "b", "12").ok());
+  EXPECT_TRUE(Put(1, 0, "a", "1234", true).ok());  // a replace frees its old bytes
+}
+
+TEST_F(RecordStoreTest, SecondOpenOfTheSameDirFails) {
+  std::unique_ptr<RecordStore> other;
+  StoreOptions o;
+  o.data_dir = dir_.path() + "/data";
+  Status s = RecordStore::Open(o, &other);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string::npos, s.message().find("in use"));
+}
+
+}  // namespace
+}  // namespace st

@@ -1,0 +1,639 @@
+// The server over real sockets: each TestPeer runs an event loop in a thread.
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coding.h"
+#include "crc32c.h"
+#include "test_util.h"
+
+namespace st {
+namespace {
+
+struct Reply {
+  FrameHeader h;
+  std::string payload;
+  bool eof = false;
+};
+
+class Client {
+ public:
+  explicit Client(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a {};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(0, connect(fd_, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)));
+    int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  ~Client() { Close(); }
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+  void Send(const std::string& bytes) {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      ASSERT_GT(n, 0) << strerror(errno);
+      off += static_cast<size_t>(n);
+    }
+  }
+
+  // Reads exactly n bytes; false on EOF or timeout.
+  bool ReadN(size_t n, std::string* out, double timeout_s) {
+    out->clear();
+    while (out->size() < n) {
+      struct pollfd p {fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0) return false;
+      char buf[65536];
+      ssize_t r = recv(fd_, buf, std::min(sizeof(buf), n - out->size()), 0);
+      if (r <= 0) return false;
+      out->append(buf, static_cast<size_t>(r));
+    }
+    return true;
+  }
+
+  Reply Read(double timeout_s = 10) {
+    Reply r;
+    std::string prefix;
+    if (!ReadN(kFramePrefixSize, &prefix, timeout_s)) {
+      r.eof = true;
+      return r;
+    }
+    EXPECT_EQ(PrefixResult::kOk, ParsePrefix(reinterpret_cast<const uint8_t*>(prefix.data()),
+                                             prefix.size(), 0xFFFFFFFFu, &r.h));
+    if (!ReadN(r.h.payload_size(), &r.payload, timeout_s)) r.eof = true;
+    return r;
+  }
+
+  // True if the server closed the connection (EOF) within timeout_s.
+  bool ClosedByPeer(double timeout_s = 5) {
+    struct pollfd p {fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0) return false;
+    char c;
+    return recv(fd_, &c, 1, 0) <= 0;
+  }
+
+  Reply Call(const std::string& frame) {
+    Send(frame);
+    return Read();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+uint16_t ErrorOf(const Reply& r) {
+  if (r.h.type != static_cast<uint8_t>(MsgType::kError)) return 0;
+  ErrorReply e;
+  EXPECT_TRUE(DecodeError(r.payload, &e).ok());
+  return e.code;
+}
+
+std::string ErrorMessage(const Reply& r) {
+  ErrorReply e;
+  if (r.h.type != static_cast<uint8_t>(MsgType::kError) || !DecodeError(r.payload, &e).ok()) {
+    return "";
+  }
+  return e.message;
+}
+
+std::string PutFrame(uint64_t seq, uint64_t fid, uint8_t rank, const std::string& name,
+                     const std::string& data, uint16_t flags = 0) {
+  PutRequest p;
+  p.file_id = fid;
+  p.copy_rank = rank;
+  p.crc32c = crc32c::Value(data);
+  p.name = name;
+  p.data = data;
+  return EncodePut(seq, flags, p);
+}
+
+class TestPeer {
+ public:
+  explicit TestPeer(const std::string& namespace_dir = "", double timeout_base = 2,
+                    double timeout_per_peer = 0.5, uint32_t max_frame = kDefaultMaxFrame) {
+    StoreOptions so;
+    so.data_dir = dir_.path() + "/data";
+    EXPECT_TRUE(RecordStore::Open(so, &store_).ok());
+    EXPECT_TRUE(EventLoop::Create(&loop_).ok());
+    ServerOptions sv;
+    sv.namespace_dir = namespace_dir;
+    sv.ring_timeout_base_s = timeout_base;
+    sv.ring_timeout_per_peer_s = timeout_per_peer;
+    sv.max_frame = max_frame;
+    server_ = std::make_unique<Server>(loop_.get(), store_.get(), sv);
+    EXPECT_TRUE(server_->Start().ok());
+    thread_ = std::thread([this] { loop_->Run(); });
+  }
+  ~TestPeer() { Stop(); }
+  void Stop() {
+    if (!thread_.joinable()) return;
+    loop_->StopFromAnyThread();
+    thread_.join();
+    server_.reset();
+  }
+
+  int port() const { return server_->port(); }
+  std::string addr() const { return server_->advertise(); }
+  const std::string& peer_id() const { return store_->peer_id(); }
+  const std::string& data_dir() const { return store_->data_dir(); }
+
+ private:
+  test::TempDir dir_;
+  std::unique_ptr<RecordStore> store_;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+};
+
+size_t CountFiles(const std::string& dir) {
+  size_t n = 0;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  while (struct dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string p = dir + "/" + e->d_name;
+    struct stat st;
+    if (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      n += CountFiles(p);
+    } else {
+      ++n;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { signal(SIGPIPE, SIG_IGN); }
+};
+
+TEST_F(ServerTest, PingAndPipelinedPuts) {
+  TestPeer peer;
+  Client c(peer.port());
+  Reply r = c.Call(EncodePing(77));
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), r.h.type);
+  EXPECT_EQ(77u, r.h.seq);
+  std::string expected_ping;
+  PutStr16(&expected_ping, peer.peer_id());
+  PutStr16(&expected_ping, peer.addr());
+  EXPECT_EQ(expected_ping, r.payload);
+
+  // 200 PUTs in one write; every reply carries its seq.
+  std::string batch;
+  for (int i = 0; i < 200; ++i) {
+    batch += PutFrame(1000 + i, 5, 0, "rec" + std::to_string(i), std::string(i, 'a' + i % 26));
+  }
+  c.Send(batch);
+  std::set<uint64_t> seqs;
+  for (int i = 0; i < 200; ++i) {
+    Reply p = c.Read();
+    ASSERT_FALSE(p.eof);
+    EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), p.h.type) << ErrorMessage(p);
+    seqs.insert(p.h.seq);
+  }
+  EXPECT_EQ(200u, seqs.size());
+  EXPECT_EQ(1000u, *seqs.begin());
+  // Pipelined GETs.
+  batch.clear();
+  for (int i = 0; i < 200; ++i) batch += EncodeGet(i, 5, "rec" + std::to_string(i));
+  c.Send(batch);
+  for (int i = 0; i < 200; ++i) {
+    Reply g = c.Read();
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kData), g.h.type);
+    DataReply d;
+    ASSERT_TRUE(DecodeData(g.payload, &d).ok());
+    std::string want(g.h.seq, static_cast<char>('a' + g.h.seq % 26));
+    EXPECT_EQ(want, d.data);
+    EXPECT_EQ(crc32c::Value(want), d.crc32c);
+    EXPECT_EQ(0, d.copy_rank);
+  }
+}
+
+TEST_F(ServerTest, RequestErrors) {
+  TestPeer peer;
+  Client c(peer.port());
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound), ErrorOf(c.Call(EncodeGet(1, 9, "nope"))));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound), ErrorOf(c.Call(EncodeDelete(2, 9, "nope"))));
+  PutRequest bad;
+  bad.file_id = 9;
+  bad.name = "x";
+  bad.data = "data";
+  bad.crc32c = 1;
+  Reply r = c.Call(EncodePut(3, 0, bad));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kCrcMismatch), ErrorOf(r));
+  EXPECT_EQ(3u, r.h.seq);
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBadName), ErrorOf(c.Call(PutFrame(4, 9, 0, "", "d"))));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBadName),
+            ErrorOf(c.Call(PutFrame(4, 9, 0, std::string("a\0b", 3), "d"))));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBadName), ErrorOf(c.Call(EncodeGet(4, 9, ""))));
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(5, 9, 0, "x", "one")).h.type);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(6, 9, 0, "x", "one")).h.type);
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kExists), ErrorOf(c.Call(PutFrame(7, 9, 0, "x", "two"))));
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk),
+            c.Call(PutFrame(8, 9, 1, "x", "two", kFlagReplace)).h.type);
+  Reply g = c.Call(EncodeGet(9, 9, "x"));
+  DataReply d;
+  ASSERT_TRUE(DecodeData(g.payload, &d).ok());
+  EXPECT_EQ("two", d.data);
+  EXPECT_EQ(1, d.copy_rank);
+  // Unknown type: error, connection stays open.
+  r = c.Call(EncodeFrame(static_cast<MsgType>(0x33), 0, 10, "abc"));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kUnknownType), ErrorOf(r));
+  EXPECT_EQ(10u, r.h.seq);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(EncodePing(11)).h.type);
+  // DELETE_FILE reports how many records it removed.
+  c.Call(PutFrame(12, 9, 0, "y", "1"));
+  r = c.Call(EncodeDeleteFile(13, 9));
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), r.h.type);
+  std::string removed;
+  PutFixed64(&removed, 2);
+  EXPECT_EQ(removed, r.payload);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(14, 9, 0, "e", "")).h.type);
+  g = c.Call(EncodeGet(15, 9, "e"));
+  ASSERT_TRUE(DecodeData(g.payload, &d).ok());
+  EXPECT_EQ("", d.data);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(EncodeDelete(16, 9, "e")).h.type);
+}
+
+TEST_F(ServerTest, BadFrameVectorsCloseTheConnection) {
+  TestPeer peer;
+  std::ifstream in(std::string(ST_SOURCE_DIR) + "/tests/vectors/wire.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto vectors = nlohmann::json::parse(ss.str());
+  for (const auto& v : vectors["bad_frames"]) {
+    SCOPED_TRACE(v["name"].get<std::string>());
+    std::string bytes = test::FromHex(v["hex"].get<std::string>());
+    Client c(peer.port());
+    Reply r = c.Call(bytes);
+    ASSERT_FALSE(r.eof);
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kError), r.h.type);
+    ErrorReply e;
+    ASSERT_TRUE(DecodeError(r.payload, &e).ok());
+    EXPECT_EQ(v["error"].get<std::string>(), ErrorCodeName(e.code));
+    EXPECT_FALSE(e.message.empty());
+    FrameHeader h;
+    ParsePrefix(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0xFFFFFFFFu, &h);
+    if (e.code == static_cast<uint16_t>(ErrorCode::kUnknownType)) {
+      EXPECT_EQ(h.seq, r.h.seq);
+      EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(EncodePing(1)).h.type);
+    } else {
+      uint64_t want_seq = (h.length < kHeaderSize || e.code == 2) ? 0 : h.seq;
+      EXPECT_EQ(want_seq, r.h.seq);
+      EXPECT_TRUE(c.ClosedByPeer());
+    }
+  }
+}
+
+TEST_F(ServerTest, OversizedFrameRefusedWithoutReadingTheBody) {
+  TestPeer peer("", 2, 0.5, 1024);
+  Client c(peer.port());
+  std::string big = PutFrame(3, 1, 0, "big", std::string(2000, 'x'));
+  c.Send(big.substr(0, 100));
+  Reply r = c.Read();
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kFrameTooLarge), ErrorOf(r));
+  EXPECT_TRUE(c.ClosedByPeer());
+  Client c2(peer.port());
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound), ErrorOf(c2.Call(EncodeGet(1, 1, "big"))));
+}
+
+TEST_F(ServerTest, TruncatedPutLeavesNothing) {
+  TestPeer peer;
+  {
+    Client c(peer.port());
+    std::string f = PutFrame(1, 4, 0, "partial", std::string(100000, 'p'));
+    c.Send(f.substr(0, f.size() / 2));
+    usleep(100 * 1000);
+  }
+  usleep(100 * 1000);
+  Client c(peer.port());
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound), ErrorOf(c.Call(EncodeGet(2, 4, "partial"))));
+  EXPECT_EQ(0u, CountFiles(peer.data_dir() + "/files"));
+  EXPECT_EQ(0u, CountFiles(peer.data_dir() + "/tmp"));
+}
+
+TEST_F(ServerTest, LargeRecordRoundTrip) {
+  TestPeer peer;
+  Client c(peer.port());
+  std::string data(20 * 1024 * 1024, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + (i >> 12));
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(1, 2, 0, "big", data)).h.type);
+  // Several GETs pipelined behind one another.
+  c.Send(EncodeGet(2, 2, "big") + EncodeGet(3, 2, "big") + EncodePing(4));
+  for (uint64_t seq = 2; seq <= 3; ++seq) {
+    Reply g = c.Read(30);
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kData), g.h.type);
+    EXPECT_EQ(seq, g.h.seq);
+    DataReply d;
+    ASSERT_TRUE(DecodeData(g.payload, &d).ok());
+    EXPECT_TRUE(d.data == data);
+  }
+  EXPECT_EQ(4u, c.Read().h.seq);
+}
+
+// ---- GET_LOCAL ----------------------------------------------------------------
+
+// Writes an infofile per docs/infofile.md.
+void WriteInfofile(const std::string& path, uint64_t file_id,
+                   const std::vector<std::pair<std::string, std::string>>& peers,  // id, addr
+                   const std::vector<std::tuple<std::string, int, int>>& copies) {  // name, rank, idx
+  sqlite3* db = nullptr;
+  ASSERT_EQ(SQLITE_OK, sqlite3_open(path.c_str(), &db));
+  std::string sql =
+      "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+      "CREATE TABLE peers(peer_idx INTEGER PRIMARY KEY, peer_id TEXT NOT NULL UNIQUE,"
+      " addr TEXT NOT NULL);"
+      "CREATE TABLE records(name TEXT PRIMARY KEY, size INTEGER NOT NULL, crc32c INTEGER NOT NULL,"
+      " commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL);"
+      "CREATE TABLE copies(name TEXT NOT NULL, copy_rank INTEGER NOT NULL, peer_idx INTEGER NOT NULL,"
+      " PRIMARY KEY(name, copy_rank)) WITHOUT ROWID;"
+      "CREATE INDEX copies_by_peer ON copies(peer_idx, name);"
+      "BEGIN;"
+      "INSERT INTO meta VALUES('format','storetorrent-infofile'),('format_version',1),"
+      "('file_id'," + std::to_string(file_id) + "),('generation',1);";
+  for (size_t i = 0; i < peers.size(); ++i) {
+    sql += "INSERT INTO peers VALUES(" + std::to_string(i) + ",'" + peers[i].first + "','" +
+           peers[i].second + "');";
+  }
+  std::set<std::string> names;
+  for (const auto& [name, rank, idx] : copies) {
+    sql += "INSERT INTO copies VALUES('" + name + "'," + std::to_string(rank) + "," +
+           std::to_string(idx) + ");";
+    if (names.insert(name).second) {
+      sql += "INSERT INTO records VALUES('" + name + "',1,0,1,0);";
+    }
+  }
+  sql += "COMMIT;";
+  char* err = nullptr;
+  ASSERT_EQ(SQLITE_OK, sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err)) << (err ? err : "");
+  sqlite3_close(db);
+}
+
+std::vector<LocalListEntry> ReadLocalList(Client* c, uint64_t seq, uint16_t* error,
+                                          std::string* message) {
+  std::vector<LocalListEntry> all;
+  *error = 0;
+  while (true) {
+    Reply r = c->Read(15);
+    if (r.eof) {
+      *error = 0xFFFF;
+      return all;
+    }
+    EXPECT_EQ(seq, r.h.seq);
+    if (r.h.type == static_cast<uint8_t>(MsgType::kError)) {
+      *error = ErrorOf(r);
+      *message = ErrorMessage(r);
+      return all;
+    }
+    EXPECT_EQ(static_cast<uint8_t>(MsgType::kLocalList), r.h.type);
+    std::vector<LocalListEntry> part;
+    EXPECT_TRUE(DecodeLocalList(r.payload, &part).ok());
+    all.insert(all.end(), part.begin(), part.end());
+    if (!(r.h.flags & kFlagMore)) return all;
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST_F(ServerTest, GetLocalRingOfThree) {
+  test::TempDir ns;
+  const uint64_t kFile = 42;
+  std::vector<std::unique_ptr<TestPeer>> peers;
+  for (int i = 0; i < 3; ++i) peers.push_back(std::make_unique<TestPeer>(ns.path()));
+  RingHeader ring{kFile, 1, "/d/f", {}};
+  std::vector<std::pair<std::string, std::string>> peer_rows;
+  for (auto& p : peers) {
+    ring.peers.push_back(p->addr());
+    peer_rows.emplace_back(p->peer_id(), p->addr());
+  }
+  // x2: record r has rank 0 on peer r%3 and rank 1 on peer (r+1)%3.
+  std::vector<std::tuple<std::string, int, int>> copies;
+  const int kRecords = 60;
+  for (int r = 0; r < kRecords; ++r) {
+    std::string name = "rec" + std::to_string(r);
+    for (int rank = 0; rank < 2; ++rank) {
+      int idx = (r + rank) % 3;
+      Client c(peers[idx]->port());
+      ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk),
+                c.Call(PutFrame(1, kFile, static_cast<uint8_t>(rank), name, "data of " + name)).h.type);
+      if (r != 7 || rank != 0) copies.emplace_back(name, rank, idx);  // rec7@0 uncommitted
+    }
+  }
+  // An uncommitted record is never revealed.
+  {
+    Client c(peers[0]->port());
+    c.Call(PutFrame(1, kFile, 0, "uncommitted", "x"));
+  }
+  ASSERT_EQ(0, mkdir((ns.path() + "/d").c_str(), 0755));
+  WriteInfofile(ns.path() + "/d/f", kFile, peer_rows, copies);
+
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(std::make_unique<Client>(peers[i]->port()));
+    clients[i]->Send(EncodeGetLocal(100 + i, ring));
+  }
+  std::map<std::string, int> seen;
+  for (int i = 0; i < 3; ++i) {
+    uint16_t error;
+    std::string message;
+    auto list = ReadLocalList(clients[i].get(), 100 + i, &error, &message);
+    ASSERT_EQ(0, error) << message;
+    for (const auto& e : list) {
+      ++seen[e.name];
+      EXPECT_EQ("data of " + e.name, ReadFile(e.path)) << e.path;
+      EXPECT_EQ(e.size, ("data of " + e.name).size());
+      EXPECT_EQ(0u, e.path.find(peers[i]->data_dir())) << e.path;
+      // rec7's rank-0 copy is uncommitted: its rank-1 copy on peer 8%3 is revealed.
+      if (e.name == "rec7") {
+        EXPECT_EQ(1, e.copy_rank);
+        EXPECT_EQ(8 % 3, i);
+      } else {
+        EXPECT_EQ(0, e.copy_rank) << e.name;
+      }
+    }
+  }
+  EXPECT_EQ(static_cast<size_t>(kRecords), seen.size());
+  for (const auto& kv : seen) EXPECT_EQ(1, kv.second) << kv.first;
+  EXPECT_EQ(0u, seen.count("uncommitted"));
+
+  // A late client gets the cached result.
+  Client late(peers[1]->port());
+  late.Send(EncodeGetLocal(7, ring));
+  uint16_t error;
+  std::string message;
+  auto list = ReadLocalList(&late, 7, &error, &message);
+  EXPECT_EQ(0, error) << message;
+  EXPECT_EQ(19u, list.size());  // 20 rank-0 records, rec7@0 uncommitted
+}
+
+TEST_F(ServerTest, GetLocalSinglePeerAndErrors) {
+  test::TempDir ns;
+  TestPeer peer(ns.path());
+  TestPeer no_ns;
+  Client c(peer.port());
+  c.Call(PutFrame(1, 3, 0, "a", "A"));
+  WriteInfofile(ns.path() + "/f", 3, {{peer.peer_id(), peer.addr()}}, {{"a", 0, 0}});
+  RingHeader ring{3, 1, "/f", {peer.addr()}};
+  c.Send(EncodeGetLocal(5, ring));
+  uint16_t error;
+  std::string message;
+  auto list = ReadLocalList(&c, 5, &error, &message);
+  ASSERT_EQ(0, error) << message;
+  ASSERT_EQ(1u, list.size());
+  EXPECT_EQ("a", list[0].name);
+
+  RingHeader other{3, 1, "/f", {"127.0.0.1:1"}};
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotInRing), ErrorOf(c.Call(EncodeGetLocal(6, other))));
+  RingHeader bad_name{3, 1, "/../f", {peer.addr()}};
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBadName), ErrorOf(c.Call(EncodeGetLocal(7, bad_name))));
+  RingHeader missing{3, 2, "/nope", {peer.addr()}};
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNoNamespace), ErrorOf(c.Call(EncodeGetLocal(8, missing))));
+  RingHeader wrong_id{4, 1, "/f", {peer.addr()}};  // meta.file_id is 3
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNoNamespace), ErrorOf(c.Call(EncodeGetLocal(9, wrong_id))));
+  Client c2(no_ns.port());
+  RingHeader r2{3, 1, "/f", {no_ns.addr()}};
+  Reply r = c2.Call(EncodeGetLocal(10, r2));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNoNamespace), ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("--namespace"));
+}
+
+TEST_F(ServerTest, GetLocalPeerUnreachable) {
+  test::TempDir ns;
+  TestPeer peer(ns.path());
+  WriteInfofile(ns.path() + "/f", 3, {{peer.peer_id(), peer.addr()}}, {});
+  // A port nobody listens on.
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(s, reinterpret_cast<struct sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(s, reinterpret_cast<struct sockaddr*>(&a), &len);
+  std::string dead = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  close(s);
+  Client c(peer.port());
+  RingHeader ring{3, 1, "/f", {peer.addr(), dead}};
+  Reply r = c.Call(EncodeGetLocal(5, ring));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kPeerUnreachable), ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find(dead)) << ErrorMessage(r);
+  // The round was dropped: a retry tries again.
+  r = c.Call(EncodeGetLocal(6, ring));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kPeerUnreachable), ErrorOf(r));
+}
+
+TEST_F(ServerTest, GetLocalTimeoutNamesMissingPeers) {
+  test::TempDir ns;
+  TestPeer peer(ns.path(), 0.3, 0.1);
+  WriteInfofile(ns.path() + "/f", 3, {{peer.peer_id(), peer.addr()}}, {});
+  // A "peer" that accepts connections (in the kernel backlog) but never answers.
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(0, bind(s, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)));
+  ASSERT_EQ(0, listen(s, 16));
+  socklen_t len = sizeof(a);
+  getsockname(s, reinterpret_cast<struct sockaddr*>(&a), &len);
+  std::string mute = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  Client c(peer.port());
+  RingHeader ring{3, 1, "/f", {peer.addr(), mute}};
+  Reply r = c.Call(EncodeGetLocal(5, ring));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kTimeout), ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find(mute)) << ErrorMessage(r);
+  EXPECT_EQ(std::string::npos, ErrorMessage(r).find(peer.addr() + ",")) << ErrorMessage(r);
+  close(s);
+}
+
+TEST_F(ServerTest, GetLocalInvariantViolation) {
+  // Two peers with their own (inconsistent) namespaces both hold "x" at rank 0.
+  test::TempDir ns0, ns1;
+  TestPeer p0(ns0.path()), p1(ns1.path());
+  for (TestPeer* p : {&p0, &p1}) {
+    Client c(p->port());
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(1, 8, 0, "x", "X")).h.type);
+  }
+  WriteInfofile(ns0.path() + "/f", 8, {{p0.peer_id(), p0.addr()}}, {{"x", 0, 0}});
+  WriteInfofile(ns1.path() + "/f", 8, {{p1.peer_id(), p1.addr()}}, {{"x", 0, 0}});
+  RingHeader ring{8, 1, "/f", {p0.addr(), p1.addr()}};
+  Client c0(p0.port()), c1(p1.port());
+  c0.Send(EncodeGetLocal(1, ring));
+  c1.Send(EncodeGetLocal(2, ring));
+  for (Client* c : {&c0, &c1}) {
+    Reply r = c->Read();
+    EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kInvariant), ErrorOf(r));
+    std::string m = ErrorMessage(r);
+    EXPECT_NE(std::string::npos, m.find("'x'")) << m;
+    EXPECT_NE(std::string::npos, m.find(p0.addr())) << m;
+    EXPECT_NE(std::string::npos, m.find(p1.addr())) << m;
+  }
+}
+
+TEST_F(ServerTest, GetLocalLargeSegmentsAreChunked) {
+  test::TempDir ns;
+  TestPeer p0(ns.path()), p1(ns.path());
+  const int kRecords = 30000;  // ~1.2 MiB of names per segment: several RING_SEGMENT frames
+  std::vector<std::tuple<std::string, int, int>> copies;
+  std::string batch0, batch1;
+  for (int r = 0; r < kRecords; ++r) {
+    std::string name = "a-fairly-long-record-name-" + std::to_string(r);
+    int idx = r % 2;
+    (idx == 0 ? batch0 : batch1) += PutFrame(r, 11, 0, name, "");
+    copies.emplace_back(name, 0, idx);
+  }
+  Client c0(p0.port()), c1(p1.port());
+  c0.Send(batch0);
+  c1.Send(batch1);
+  for (int i = 0; i < kRecords / 2; ++i) {
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c0.Read().h.type);
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c1.Read().h.type);
+  }
+  WriteInfofile(ns.path() + "/f", 11, {{p0.peer_id(), p0.addr()}, {p1.peer_id(), p1.addr()}},
+                copies);
+  RingHeader ring{11, 1, "/f", {p0.addr(), p1.addr()}};
+  c0.Send(EncodeGetLocal(1, ring));
+  uint16_t error;
+  std::string message;
+  auto list = ReadLocalList(&c0, 1, &error, &message);
+  ASSERT_EQ(0, error) << message;
+  EXPECT_EQ(static_cast<size_t>(kRecords / 2), list.size());
+  c1.Send(EncodeGetLocal(2, ring));
+  list = ReadLocalList(&c1, 2, &error, &message);
+  ASSERT_EQ(0, error) << message;
+  EXPECT_EQ(static_cast<size_t>(kRecords / 2), list.size());
+}
+
+}  // namespace
+}  // namespace st

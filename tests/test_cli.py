@@ -1,0 +1,85 @@
+"""The storetorrent command line against a cluster it starts itself."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import poll_for
+from st_py.cluster import read_cluster_file
+
+
+def st(*args, data, check=True, input=None):
+    return subprocess.run([sys.executable, "-m", "st_py.cli", *args, "--data", str(data)],
+                          capture_output=True, text=True, check=check, input=input, timeout=120)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead too
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(p.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
+    data = tmp_path / "st-data"
+    up = subprocess.Popen([sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "3",
+                           "--announce-interval", "0.3"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    try:
+        poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
+        daemons = poll_for(lambda: len(children_of(up.pid)) == 4 and children_of(up.pid), what="4 daemons")
+        src = tmp_path / "shots"
+        src.mkdir()
+        for i in range(5):
+            (src / f"{i}.bin").write_bytes(bytes([i]) * 1000)
+        r = st("put", "/exp/run1", str(src), data=data)
+        assert "stored 5 records" in r.stdout
+        out = tmp_path / "out.bin"
+        st("get", "/exp/run1", "shots/3.bin", "-o", str(out), data=data)
+        assert out.read_bytes() == bytes([3]) * 1000
+        assert "/exp/run1" in st("ls", "/exp", data=data).stdout
+        assert st("ls", "-r", "/exp/run1", data=data).stdout.split() == [f"shots/{i}.bin" for i in range(5)]
+        r = st("sql", "SELECT count(*) AS n, sum(size) AS b FROM records", "--file", "/exp/run1", data=data)
+        assert "5000" in r.stdout
+        r = st("status", data=data)
+        assert "3 alive" in r.stdout
+        r = st("get", "/exp/run1", "nope", data=data, check=False)
+        assert r.returncode != 0 and "no committed record 'nope'" in r.stdout
+        st("rm", "/exp/run1", data=data)
+        assert "/exp/run1" not in st("ls", "/exp", data=data).stdout
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(30)
+    assert up.returncode == 0
+    time.sleep(0.2)
+    assert [p for p in daemons if pid_alive(p)] == []
+
+
+def test_up_killed_leaves_no_orphans(tmp_path, peer_bin):
+    data = tmp_path / "st-data"
+    up = subprocess.Popen([sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "2"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
+    daemons = poll_for(lambda: len(children_of(up.pid)) == 3 and children_of(up.pid), what="3 daemons")
+    up.kill()
+    up.wait()
+    poll_for(lambda: not any(pid_alive(p) for p in daemons), timeout=10, what="daemons to die with `up`")

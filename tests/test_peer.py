@@ -1,0 +1,95 @@
+"""The st-peer daemon on its own: startup line, signals, announces, restart."""
+
+import signal
+import time
+
+from conftest import poll_for
+from st_py import protocol as P
+from st_py.cluster import Daemon
+
+
+def start_peer(peer_bin, tmp_path, *extra):
+    return Daemon("peer", [peer_bin, "--data", str(tmp_path / "data"), "--port", "0", *extra],
+                  tmp_path / "peer.log")
+
+
+def request(addr, frame_bytes):
+    import socket
+
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(frame_bytes)
+        dec = P.FrameDecoder()
+        while True:
+            chunk = s.recv(65536)
+            assert chunk, "peer closed the connection"
+            frames = dec.feed(chunk)
+            if frames:
+                return frames[0]
+
+
+def test_peer_prints_address_answers_ping_and_stops_at_once(peer_bin, tmp_path):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        d = start_peer(peer_bin, tmp_path)
+        fr = request(d.addr, P.encode_ping(3))
+        assert fr.type == P.MsgType.OK and fr.seq == 3
+        payload = fr.fields["payload"]
+        n = int.from_bytes(payload[:2], "little")
+        peer_id = payload[2:2 + n].decode()
+        assert len(peer_id) == 36  # a UUID, kept in <data>/PEER_ID
+        assert (tmp_path / "data" / "PEER_ID").read_text().strip() == peer_id
+        t0 = time.monotonic()
+        d.proc.send_signal(sig)
+        assert d.proc.wait(5) == 0
+        assert time.monotonic() - t0 < 2.0
+        d.stop()
+
+
+def test_peer_refuses_unknown_type_but_keeps_the_connection(peer_bin, tmp_path):
+    d = start_peer(peer_bin, tmp_path)
+    try:
+        import socket
+
+        host, port = d.addr.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(P.frame(0x33, 9, b"junk") + P.encode_ping(10))
+            dec, frames = P.FrameDecoder(), []
+            while len(frames) < 2:
+                frames += dec.feed(s.recv(65536))
+        by_seq = {f.seq: f for f in frames}
+        assert by_seq[9].fields["code"] == P.ErrorCode.UNKNOWN_TYPE
+        assert by_seq[10].type == P.MsgType.OK
+    finally:
+        d.stop()
+
+
+def test_peer_keeps_records_across_restart(cluster):
+    c = cluster.client()
+    with c.create("/p/restart", replication="x1", blocksize=1) as f:
+        for i in range(20):
+            f.put(f"r{i}", bytes([i]) * 10)
+    for i in range(4):
+        d = cluster.peers[i]
+        port = int(d.addr.rsplit(":", 1)[1])
+        d.stop()
+        cluster.start_peer(i, port=port)
+    poll_for(lambda: c.status().alive_peers == 4, what="restarted peers to announce")
+    with c.open("/p/restart") as f:
+        for i in range(20):
+            assert f.get(f"r{i}") == bytes([i]) * 10
+
+
+def test_announce_reports_space_and_records(cluster):
+    c = cluster.client()
+    with c.create("/p/space", replication="x2") as f:
+        for i in range(10):
+            f.put(f"r{i}", b"x" * 1000)
+
+    def reported():
+        st = c.status()
+        return sum(p.records for p in st.peers) == 20 and st
+
+    st = poll_for(reported, what="announces to count 20 records")
+    for p in st.peers:
+        assert p.capacity_bytes > 0 and p.free_bytes > 0 and p.free_bytes <= p.capacity_bytes
+    assert sum(p.used_bytes for p in st.peers) >= 20_000
