@@ -14,6 +14,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+import grpc
+
 from ._proto import tracker_pb2 as pb
 from .errors import (BadNameError, ChecksumError, GetLocalError, NotEnoughPeersError, PeerError,
                      PeerUnavailableError, RecordExistsError, RecordNotFoundError,
@@ -27,6 +29,8 @@ from .transport import Transport
 
 DEFAULT_DEPTH = 64
 DEFAULT_GROUP = 40
+MAX_COMMITS_IN_FLIGHT = 8
+COALESCE_BYTES = 1 << 20
 
 
 def _name_bytes(name: str) -> bytes:
@@ -69,6 +73,7 @@ class _PutOp:
     name: str
     name_b: bytes
     data: bytes
+    size: int
     crc: int
     peers: list[int]  # peer_idx per copy rank
     acked: set[int] = field(default_factory=set)
@@ -98,6 +103,9 @@ class StFile:
         self._puts_inflight = 0
         self._gets_inflight = 0
         self._to_commit: list[_PutOp] = []
+        self._commits: deque = deque()  # (grpc future, group) in flight to the tracker
+        # appending to a file that has records: check names up front (write-once)
+        self._check_names = info.records > 0
         self._errors: deque[tuple[str, Exception]] = deque()
         self._closed = False
 
@@ -170,7 +178,7 @@ class StFile:
         """
         self._check_open()
         name_b = _name_bytes(name)
-        if self._infofile().exists(name):
+        if self._check_names and self._infofile().exists(name):
             raise RecordExistsError(f"record {name!r} is already committed in {self.name}: records are "
                                     "write-once; delete it first or use another name")
         data = bytes(data) if not isinstance(data, bytes) else data
@@ -181,12 +189,15 @@ class StFile:
             self._block = self._choose_block()
             self._block_left = self.blocksize
         self._block_left -= 1
-        op = _PutOp(name, name_b, data, crc32c(data), list(self._block), future=Pending(self, name),
+        op = _PutOp(name, name_b, data, len(data), crc32c(data), list(self._block), future=Pending(self, name),
                     callback=callback)
         self._puts_inflight += 1
         for rank, idx in enumerate(op.peers):
             self._send_copy(op, rank, idx)
-        self._transport.poll(0)
+        # Coalesce (paper 3.2): frames pile up and go out in one sendmsg per
+        # peer when the pipeline is full, when enough bytes wait, or at poll().
+        if self._transport.out_bytes >= COALESCE_BYTES:
+            self._transport.poll(0)
         self._maybe_commit()
         return op.future
 
@@ -203,6 +214,7 @@ class StFile:
         if exc is None:
             op.acked.add(rank)
             if len(op.acked) == self.copies:
+                op.data = b""  # every copy is stored: memory stays bounded by depth x size
                 self._puts_inflight -= 1
                 self._to_commit.append(op)
                 op.future._set(True)
@@ -239,27 +251,41 @@ class StFile:
             self._errors.append((op.name, exc))
 
     def _maybe_commit(self, force: bool = False) -> None:
+        """Start group commits (asynchronous: the pipeline keeps flowing while
+        the tracker writes the infofile) and collect finished ones."""
+        self._reap_commits()
         while self._to_commit and (force or len(self._to_commit) >= self.group_size):
             group = self._to_commit[:self.group_size]
             del self._to_commit[:self.group_size]
-            self._commit(group)
+            while len(self._commits) >= MAX_COMMITS_IN_FLIGHT:
+                self._reap_commits(block=True)
+            fut = self._tracker.commit_async(self.name, self.file_id, [
+                pb.RecordCommit(name=op.name, size=op.size, crc32c=op.crc, peer_idx=op.peers)
+                for op in group])
+            self._commits.append((fut, group))
 
-    def _commit(self, group: list[_PutOp]) -> None:
-        reply = self._tracker.commit(self.name, self.file_id, [
-            pb.RecordCommit(name=op.name, size=len(op.data), crc32c=op.crc, peer_idx=op.peers)
-            for op in group])
-        if reply.conflicts:
-            bad = {c.split(": ", 1)[0]: c for c in reply.conflicts}
-            for op in group:
-                if op.name in bad:
-                    exc = RecordExistsError(f"record {bad[op.name]}")
-                    op.future._set(exc=exc)
-                    if op.callback:
-                        op.callback(op.name, exc)
-                    else:
-                        self._errors.append((op.name, exc))
-        for op in group:
-            op.data = b""  # release the memory: committed records are on the peers
+    def _reap_commits(self, block: bool = False, all_: bool = False) -> None:
+        while self._commits and (all_ or block or self._commits[0][0].done()):
+            fut, group = self._commits.popleft()
+            try:
+                reply = fut.result()
+            except grpc.RpcError as e:
+                exc = self._tracker.map_error(e, "Commit")
+                for op in group:
+                    self._errors.append((op.name, exc))
+                continue
+            finally:
+                block = False
+            if reply.conflicts:
+                bad = {c.split(": ", 1)[0]: c for c in reply.conflicts}
+                for op in group:
+                    if op.name in bad:
+                        exc = RecordExistsError(f"record {bad[op.name]}")
+                        op.future._set(exc=exc)
+                        if op.callback:
+                            op.callback(op.name, exc)
+                        else:
+                            self._errors.append((op.name, exc))
 
     def put(self, name: str, data: bytes) -> None:
         """Store record ``name`` and wait until every copy is acknowledged.
@@ -294,6 +320,7 @@ class StFile:
         """
         self._transport.wait(lambda: self.inflight == 0)
         self._maybe_commit(force=True)
+        self._reap_commits(all_=True)
         if self._errors:
             errs = list(self._errors)
             self._errors.clear()
@@ -319,8 +346,9 @@ class StFile:
             RecordNotFoundError / RecordUnavailableError.
         """
         self._check_open()
-        if self._to_commit:
+        if self._to_commit or self._commits:
             self._maybe_commit(force=True)  # read your own writes
+            self._reap_commits(all_=True)
         fut = Pending(self, name)
         meta = self._infofile().lookup(name)
         if meta is None:

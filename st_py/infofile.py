@@ -114,7 +114,7 @@ class InfofileWriter:
 
         Returns
         -------
-        (generation, newly committed count, conflicts)
+        (generation, set of newly committed names, conflicts)
         """
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
@@ -152,7 +152,7 @@ class InfofileWriter:
         except BaseException:
             c.execute("ROLLBACK")
             raise
-        return gen, len(new_rows), conflicts
+        return gen, {r[0] for r in new_rows}, conflicts
 
     def delete_records(self, names: list[str]) -> tuple[int, int]:
         """Remove records and their copies. Returns (generation, removed)."""

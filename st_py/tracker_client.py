@@ -34,26 +34,30 @@ class TrackerClient:
                               ("grpc.max_send_message_length", 256 * 1024 * 1024)])
         self._stub = pb_grpc.TrackerStub(self._channel)
 
+    def map_error(self, e: grpc.RpcError, method: str) -> Exception:
+        """The StoreTorrent exception for a failed RPC."""
+        code, detail = e.code(), e.details()
+        if code == grpc.StatusCode.NOT_FOUND:
+            return StFileNotFoundError(detail)
+        if code == grpc.StatusCode.ALREADY_EXISTS:
+            return StFileExistsError(detail)
+        if code == grpc.StatusCode.INVALID_ARGUMENT:
+            return BadNameError(detail)
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return QuotaExceededError(detail)
+        if code == grpc.StatusCode.FAILED_PRECONDITION and "live peers" in (detail or ""):
+            return NotEnoughPeersError(detail)
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return TrackerUnavailableError(
+                f"tracker at {self.address} unreachable ({code.name}: {detail}); "
+                "is it running (storetorrent up / storetorrent status)?")
+        return TrackerError(f"tracker {method} failed: {code.name}: {detail}")
+
     def _call(self, method: str, request, timeout: float | None = None):
         try:
             return getattr(self._stub, method)(request, timeout=timeout or self.timeout)
         except grpc.RpcError as e:
-            code, detail = e.code(), e.details()
-            if code == grpc.StatusCode.NOT_FOUND:
-                raise StFileNotFoundError(detail) from None
-            if code == grpc.StatusCode.ALREADY_EXISTS:
-                raise StFileExistsError(detail) from None
-            if code == grpc.StatusCode.INVALID_ARGUMENT:
-                raise BadNameError(detail) from None
-            if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-                raise QuotaExceededError(detail) from None
-            if code == grpc.StatusCode.FAILED_PRECONDITION and "live peers" in detail:
-                raise NotEnoughPeersError(detail) from None
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise TrackerUnavailableError(
-                    f"tracker at {self.address} unreachable ({code.name}: {detail}); "
-                    "is it running (storetorrent up / storetorrent status)?") from None
-            raise TrackerError(f"tracker {method} failed: {code.name}: {detail}") from None
+            raise self.map_error(e, method) from None
 
     def create(self, name: str, replication: str, est_size: int, blocksize: int = 0) -> pb.FileInfo:
         return self._call("Create", pb.CreateRequest(name=name, replication=replication, est_size=est_size,
@@ -65,6 +69,12 @@ class TrackerClient:
     def commit(self, name: str, file_id: int, records: list[pb.RecordCommit]) -> pb.CommitReply:
         return self._call("Commit", pb.CommitRequest(name=name, file_id=file_id, records=records,
                                                      user=self.user))
+
+    def commit_async(self, name: str, file_id: int, records: list[pb.RecordCommit]):
+        """Start a commit; returns a grpc future (``.result()`` raises
+        grpc.RpcError: map it with :meth:`map_error`)."""
+        return self._stub.Commit.future(pb.CommitRequest(name=name, file_id=file_id, records=records,
+                                                         user=self.user), timeout=self.timeout)
 
     def delete(self, name: str, file_id: int = 0, records: list[str] | None = None,
                whole_file: bool = False) -> pb.DeleteReply:

@@ -21,7 +21,7 @@ from .errors import PeerError, PeerUnavailableError
 from .protocol import FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, MsgType, ProtocolError
 
 IOV_MAX = 512
-RECV_CHUNK = 1 << 20
+RECV_CHUNK = 256 * 1024
 
 Callback = Callable[[Frame | None, Exception | None], None]
 
@@ -49,6 +49,8 @@ class PeerConnection:
         self.sock.setblocking(False)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.decoder = FrameDecoder(max_frame)
+        self._rbuf = bytearray(RECV_CHUNK)  # reused: no allocation per read
+        self._rview = memoryview(self._rbuf)
         self.out: deque = deque()
         self.out_bytes = 0
         self.pending: dict[int, _Request] = {}
@@ -90,17 +92,28 @@ class PeerConnection:
 
     def on_readable(self) -> None:
         while True:
+            view = self.decoder.big_view()
             try:
-                data = self.sock.recv(RECV_CHUNK)
+                if view is not None:  # a large frame: receive it in place
+                    n = self.sock.recv_into(view)
+                    want = len(view)
+                    view.release()
+                else:
+                    n = self.sock.recv_into(self._rbuf)
+                    want = RECV_CHUNK
+                    data = self._rview[:n]
             except (BlockingIOError, InterruptedError):
+                if view is not None:
+                    view.release()
                 return
-            if not data:
+            if not n:
                 raise ConnectionResetError(errno.ECONNRESET, "connection closed by peer")
             self.last_progress = time.monotonic()
-            for fr in self.decoder.feed(data):
+            frames = self.decoder.big_filled(n) if view is not None else self.decoder.feed(data)
+            for fr in frames:
                 self._dispatch(fr)
-            if len(data) < RECV_CHUNK:
-                return
+            if n < want and self.decoder.big_view() is None:
+                return  # drained; in the middle of a large frame, read on until EAGAIN
 
     def _dispatch(self, fr: Frame) -> None:
         req = self.pending.get(fr.seq)
@@ -192,6 +205,11 @@ class Transport:
     @property
     def in_flight(self) -> int:
         return sum(len(c.pending) for c in self.conns.values())
+
+    @property
+    def out_bytes(self) -> int:
+        """Bytes queued but not yet accepted by the sockets."""
+        return sum(c.out_bytes for c in self.conns.values())
 
     def _mark_failed(self, addr: str, reason: str) -> None:
         first = addr not in self.failed

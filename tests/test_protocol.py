@@ -53,3 +53,22 @@ def test_oversized_length_refused_before_body():
     d = P.FrameDecoder(max_frame=1024)
     with pytest.raises(P.ProtocolError, match="outside"):
         d.feed(P.HEADER.pack(2048, P.MsgType.PUT, 1, 0, 1))
+
+
+def test_large_frames_fill_their_own_buffer():
+    big = bytes(range(256)) * 4096  # 1 MiB
+    stream = P.encode_data(1, P.crc32c(big), 0, big) + P.encode_ok(2) + P.encode_data(3, 0, 1, big[:10])
+    d = P.FrameDecoder()
+    got = d.feed(stream[:1000])
+    assert got == [] and d.big_view() is not None
+    pos = 1000
+    while d.big_view() is not None:
+        view = d.big_view()
+        n = min(len(view), 70_000, len(stream) - pos)
+        view[:n] = stream[pos:pos + n]
+        view.release()
+        got += d.big_filled(n)
+        pos += n
+    got += d.feed(stream[pos:])
+    assert [f.seq for f in got] == [1, 2, 3]
+    assert got[0].fields["data"] == big and got[2].fields["data"] == big[:10]

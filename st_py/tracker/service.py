@@ -22,6 +22,7 @@ from .._proto import tracker_pb2_grpc as pb_grpc
 from ..errors import BadNameError
 from ..infofile import InfofileReader, InfofileWriter, create_infofile
 from ..replication import copies as class_copies
+from .committer import Committer
 from .peers import PeerRegistry
 from .scheduler import SchedulingError, schedule
 from .state import TrackerState
@@ -38,7 +39,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         self.state = state
         self.registry = registry
         self.quota_bytes = quota_bytes
-        self._writers: dict[str, InfofileWriter] = {}
+        self._committers: dict[str, Committer] = {}
 
     # -- helpers -------------------------------------------------------------
     async def _name(self, context, name: str) -> str:
@@ -47,19 +48,19 @@ class TrackerService(pb_grpc.TrackerServicer):
         except BadNameError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
 
-    def _writer(self, name: str) -> InfofileWriter | None:
-        w = self._writers.get(name)
-        if w is None:
+    def _committer(self, name: str) -> Committer | None:
+        c = self._committers.get(name)
+        if c is None:
             path = namespace.infofile_path(self.root, name)
             if not path.is_file():
                 return None
-            w = self._writers[name] = InfofileWriter(path)
-        return w
+            c = self._committers[name] = Committer(InfofileWriter(path))
+        return c
 
-    def _drop_writer(self, name: str) -> None:
-        w = self._writers.pop(name, None)
-        if w is not None:
-            w.close()
+    def _drop_committer(self, name: str) -> None:
+        c = self._committers.pop(name, None)
+        if c is not None:
+            c.close()
 
     def _peer_msg(self, idx: int, peer_id: str, fallback_addr: str) -> pb.Peer:
         p = self.registry.get(peer_id)
@@ -70,13 +71,22 @@ class TrackerService(pb_grpc.TrackerServicer):
                        free_bytes=p.free_bytes, records=p.records,
                        last_announce_age_s=self.registry.age(p))
 
-    def _file_info(self, name: str, w: InfofileWriter) -> pb.FileInfo:
-        meta = w.meta()
-        peers = [self._peer_msg(idx, pid, addr) for idx, pid, addr in
-                 w.conn.execute("SELECT peer_idx, peer_id, addr FROM peers ORDER BY peer_idx")]
-        n, b = w.stats()
+    def _file_info(self, name: str) -> pb.FileInfo | None:
+        """FileInfo from a read-only connection (commits run in threads)."""
+        path = namespace.infofile_path(self.root, name)
+        try:
+            r = InfofileReader(path)
+        except FileNotFoundError:
+            return None
+        try:
+            meta = r.meta()
+            peers = [self._peer_msg(idx, pid, addr) for idx, pid, addr in
+                     r.conn.execute("SELECT peer_idx, peer_id, addr FROM peers ORDER BY peer_idx")]
+            n, b = r.stats()
+        finally:
+            r.close()
         return pb.FileInfo(file_id=int(meta["file_id"]), name=name, replication=meta["replication"],
-                           copies=int(meta["copies"]), infofile_path=str(w.path.resolve()),
+                           copies=int(meta["copies"]), infofile_path=str(path.resolve()),
                            peers=peers, generation=int(meta["generation"]),
                            blocksize=int(meta["blocksize"]), records=n, bytes=b)
 
@@ -114,59 +124,57 @@ class TrackerService(pb_grpc.TrackerServicer):
                                 f"a parent of {name} is a file, not a directory")
         self.state.add_file(name, file_id, request.user)
         log.info("created %s id=%x class=%s peers=%d", name, file_id, replication, len(chosen))
-        return self._file_info(name, self._writer(name))
+        return self._file_info(name)
 
     async def Open(self, request, context):
         name = await self._name(context, request.name)
-        w = self._writer(name)
-        if w is None:
+        info = self._file_info(name)
+        if info is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}")
-        return self._file_info(name, w)
+        return info
 
     async def Commit(self, request, context):
         name = await self._name(context, request.name)
-        w = self._writer(name)
-        if w is None:
+        c = self._committer(name)
+        if c is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
-        meta = w.meta()
-        if int(meta["file_id"]) != request.file_id:
+        if c.meta.file_id != request.file_id:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"file {name} was deleted and created again since it was opened; reopen it")
-        f = int(meta["copies"])
-        npeers = w.conn.execute("SELECT count(*) FROM peers").fetchone()[0]
+        f = c.meta.copies
         batch = []
         for r in request.records:
-            if len(r.peer_idx) != f or len(set(r.peer_idx)) != f or any(p >= npeers for p in r.peer_idx):
+            if len(r.peer_idx) != f or len(set(r.peer_idx)) != f or any(p >= c.meta.npeers for p in r.peer_idx):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"record {r.name!r}: needs {f} copies on distinct peers of the peerlist, "
                                     f"got peer indexes {list(r.peer_idx)}")
             batch.append((r.name, r.size, r.crc32c, list(r.peer_idx)))
         if self.quota_bytes is not None:
-            _, used = w.stats()
+            _, used = await c.run(c.writer.stats)
             add = sum(r[1] for r in batch) * f
             if used * f + add > self.quota_bytes:
                 await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                     f"commit of {add} bytes would exceed the quota of {self.quota_bytes} bytes")
-        gen, n, conflicts = w.commit(batch)
+        gen, n, conflicts = await c.commit(batch)
         return pb.CommitReply(generation=gen, committed=n,
-                              conflicts=[f"{c.name}: {c.reason}" for c in conflicts])
+                              conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
 
     async def Delete(self, request, context):
         name = await self._name(context, request.name)
-        w = self._writer(name)
-        if w is None:
+        c = self._committer(name)
+        if c is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}")
-        if request.file_id and int(w.meta()["file_id"]) != request.file_id:
+        if request.file_id and c.meta.file_id != request.file_id:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"file {name} was deleted and created again since it was opened; reopen it")
         if request.whole_file:
-            n, _ = w.stats()
-            self._drop_writer(name)
+            n, _ = await c.run(c.writer.stats)
+            self._drop_committer(name)
             os.unlink(namespace.infofile_path(self.root, name))
             self.state.remove_file(name)
             log.info("deleted file %s (%d records)", name, n)
             return pb.DeleteReply(deleted=n)
-        gen, n = w.delete_records(list(request.records))
+        gen, n = await c.run(c.writer.delete_records, list(request.records))
         return pb.DeleteReply(deleted=n, generation=gen)
 
     async def List(self, request, context):
@@ -221,6 +229,6 @@ class TrackerService(pb_grpc.TrackerServicer):
                               liveness_window_s=self.registry.window_s)
 
     def close(self) -> None:
-        for name in list(self._writers):
-            self._drop_writer(name)
+        for name in list(self._committers):
+            self._drop_committer(name)
 

@@ -1,0 +1,163 @@
+"""``python -m bench [--quick]``: StoreTorrent against the physical limit.
+
+Every case measures StoreTorrent and its baseline in the same run on the same
+records, and reports the ratio (StoreTorrent / baseline). Prints a table,
+writes ``bench/results/latest.json`` and plots under ``docs/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from . import cases
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = {"put_1mib_x2": 0.8, "put_4kib_x1": 0.5, "put_4kib_pipelining": 5, "get_1mib": 0.6,
+           "get_local_ray": 0.8, "get_local_dask": 0.8, "tracker_commit": 20}
+
+SIZES = {
+    "quick": dict(put1m=128, put4k=10_000, depth1=2_000, get1m=128, arrow=96, commit_big=20_000,
+                  commit_one=200, duckdb=1_000_000, mem=96, scale_records=[1_000, 10_000],
+                  scale_peers=[1, 2, 4, 8]),
+    "full": dict(put1m=512, put4k=50_000, depth1=5_000, get1m=512, arrow=384, commit_big=100_000,
+                 commit_one=500, duckdb=1_000_000, mem=256, scale_records=[1_000, 10_000, 100_000],
+                 scale_peers=[1, 2, 4, 8]),
+}
+
+
+def fmt(v: float, unit: str) -> str:
+    if unit == "B/s":
+        return f"{v / 1e6:,.0f} MB/s"
+    if unit == "B":
+        return f"{v / 2**20:,.1f} MiB"
+    if unit == "s":
+        return f"{v:.3f} s"
+    return f"{v:,.0f} {unit}"
+
+
+def plots(results: list[dict]) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = []
+    ratios = [r for r in results if r["name"] in TARGETS and r["ratio"] is not None]
+    if ratios:
+        fig, ax = plt.subplots(figsize=(7, 3.2))
+        names = [r["name"] for r in ratios]
+        vals = [r["ratio"] / TARGETS[r["name"]] for r in ratios]
+        ax.barh(names, vals, color=["tab:green" if v >= 1 else "tab:red" for v in vals])
+        ax.axvline(1.0, color="k", lw=1)
+        ax.set_xlabel("measured ratio / target ratio (>= 1 meets the target)")
+        ax.set_title("StoreTorrent vs. physical baselines, same run")
+        fig.tight_layout()
+        p = ROOT / "docs" / "bench_ratios.png"
+        fig.savefig(p, dpi=110)
+        out.append(str(p))
+    for prefix, xlabel, fname in (("scaling_put_x2_records_", "records", "bench_scaling_records.png"),
+                                  ("scaling_put_peers_", "peers", "bench_scaling_peers.png")):
+        put = [(int(r["name"].rsplit("_", 1)[1]), r["value"]) for r in results if r["name"].startswith(prefix)]
+        glp = prefix.replace("put_x2_", "get_local_").replace("put_", "get_local_")
+        gl = [(int(r["name"].rsplit("_", 1)[1]), r["value"]) for r in results if r["name"].startswith(glp)]
+        if not put:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        ax.plot(*zip(*put), "o-", label="PUT 4 KiB (records/s)")
+        if gl:
+            ax.plot(*zip(*gl), "s-", label="GET_LOCAL (records/s)")
+        if xlabel == "records":
+            ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("records/s")
+        ax.legend()
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        p = ROOT / "docs" / fname
+        fig.savefig(p, dpi=110)
+        out.append(str(p))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
+    ap.add_argument("--only", nargs="*", help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "latest.json"))
+    a = ap.parse_args()
+    size = SIZES["quick" if a.quick else "full"]
+    con = Console(width=150)
+    want = set(a.only or ["put1m", "put4k", "get1m", "ray", "dask", "commit", "duckdb", "memory", "scaling"])
+    results: list[dict] = []
+    tmp = Path(tempfile.mkdtemp(prefix="st-bench-"))
+    t0 = time.monotonic()
+    try:
+        cluster = cases.fresh_cluster(tmp, "main-").start()
+        try:
+            steps = [
+                ("put1m", lambda: cases.case_put_1mib_x2(cluster, tmp, size["put1m"])),
+                ("put4k", lambda: cases.case_put_4kib(cluster, tmp, size["put4k"], size["depth1"])),
+                ("get1m", lambda: cases.case_get_1mib(cluster, size["get1m"]) if "put1m" in want else []),
+                ("commit", lambda: cases.case_tracker_commit(cluster, size["commit_big"], size["commit_one"])),
+                ("memory", lambda: cases.case_memory(cluster, size["mem"])),
+            ]
+            arrow = None
+            for key, fn in steps:
+                if key in want:
+                    with con.status(f"bench: {key}"):
+                        results += fn()
+            if want & {"ray", "dask"}:
+                with con.status("bench: writing Arrow records"):
+                    arrow = cases.make_arrow_file(cluster, size["arrow"])
+                if "ray" in want:
+                    with con.status("bench: Ray reader"):
+                        results += cases.case_get_local_ray(cluster, *arrow)
+                if "dask" in want:
+                    with con.status("bench: Dask reader"):
+                        results += cases.case_get_local_dask(cluster, *arrow)
+        finally:
+            cluster.stop()
+        if "duckdb" in want:
+            with con.status("bench: DuckDB over a 1M-record infofile"):
+                results += cases.case_duckdb(tmp, size["duckdb"])
+        if "scaling" in want:
+            with con.status("bench: scaling with records and peers"):
+                results += cases.case_scaling(tmp, size["scale_records"], size["scale_peers"])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    tab = Table(title=f"StoreTorrent benchmark ({'quick' if a.quick else 'full'}), {platform.node()}")
+    for c in ("name", "StoreTorrent", "baseline", "baseline value", "ratio", "target"):
+        tab.add_column(c, justify="left" if c in ("name", "baseline") else "right")
+    for r in results:
+        tgt = TARGETS.get(r["name"])
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        mark = "" if tgt is None or r["ratio"] is None else (" ok" if r["ratio"] >= tgt else " MISSED")
+        tab.add_row(r["name"], fmt(r["value"], r["unit"]), r["baseline"] or r.get("note", ""),
+                    "" if r["baseline_value"] is None else fmt(r["baseline_value"], r["unit"]),
+                    ratio + mark, "" if tgt is None else f">= {tgt}")
+    con.print(tab)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = [{k: r[k] for k in ("name", "value", "unit", "baseline", "baseline_value", "ratio")} | {"note": r["note"]}
+           for r in results]
+    out.write_text(json.dumps(doc, indent=1))
+    for p in plots(results):
+        con.print(f"plot: {p}")
+    con.print(f"wrote {out} in {time.monotonic() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

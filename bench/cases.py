@@ -1,0 +1,259 @@
+"""Benchmark cases. Each returns result rows
+``{"name", "value", "unit", "baseline", "baseline_value", "ratio"}``
+(baseline fields None where there is no baseline)."""
+
+from __future__ import annotations
+
+import io
+import os
+import resource
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from st_py.cluster import LocalCluster
+from st_py.getlocal import reveal
+
+from . import baselines
+
+MiB = 1 << 20
+
+
+def row(name, value, unit, baseline=None, baseline_value=None, note=""):
+    ratio = (value / baseline_value) if baseline_value else None
+    return {"name": name, "value": value, "unit": unit, "baseline": baseline,
+            "baseline_value": baseline_value, "ratio": ratio, "note": note}
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def put_records(cluster: LocalCluster, name: str, records, replication: str, depth: int,
+                group: int = 40) -> float:
+    c = cluster.client(depth=depth, group_size=group)
+    f = c.create(name, replication=replication, est_size=sum(len(d) for _, d in records))
+    t0 = time.perf_counter()
+    for n, d in records:
+        f.queue_put(n, d)
+    f.close()
+    dt = time.perf_counter() - t0
+    c.close()
+    return dt
+
+
+def case_put_1mib_x2(cluster, tmp: Path, n: int) -> list[dict]:
+    data = os.urandom(MiB)
+    records = [(f"big{i:06d}", data) for i in range(n)]
+    peak = {}
+
+    dt = put_records(cluster, "/bench/put1m", records, "x2", depth=16)
+    peak["peer_rss_load"] = max(rss_bytes(p.pid) for p in cluster.peers if p)
+    base = baselines.local_write(tmp / "put1m", records, copies=2)
+    user = n * MiB
+    return [row("put_1mib_x2", user / dt, "B/s", "local create+write+rename x2, 1 process", user / base),
+            row("peer_rss_under_load", peak["peer_rss_load"], "B", note="max over 4 peers after 1 MiB PUTs")]
+
+
+def case_put_4kib(cluster, tmp: Path, n: int, n_depth1: int) -> list[dict]:
+    data = os.urandom(4096)
+    records = [(f"small{i:07d}", data) for i in range(n)]
+    dt64 = put_records(cluster, "/bench/put4k", records, "x1", depth=64)
+    base = baselines.local_write(tmp / "put4k", records, copies=1)
+    few = records[:n_depth1]
+    dt1 = put_records(cluster, "/bench/put4k_d1", few, "x1", depth=1)
+    dt64b = put_records(cluster, "/bench/put4k_d64", few, "x1", depth=64)
+    return [row("put_4kib_x1", n / dt64, "records/s", "local create+write+rename, 1 process", n / base),
+            row("put_4kib_pipelining", n_depth1 / dt64b, "records/s", "same client, depth 1", n_depth1 / dt1)]
+
+
+def case_get_1mib(cluster, n: int) -> list[dict]:
+    c = cluster.client(depth=16)
+    f = c.open("/bench/put1m")
+    names = f.names()[:n]
+    t0 = time.perf_counter()
+    total = 0
+    for name in names:
+        f.queue_get(name, lambda _n, d, e: None)
+    f.flush()
+    dt = time.perf_counter() - t0
+    total = len(names) * MiB
+    base = baselines.tcp_stream([os.urandom(MiB)] * len(names))
+    f.close()
+    c.close()
+    return [row("get_1mib", total / dt, "B/s", "one loopback TCP stream, same bytes", total / base)]
+
+
+def arrow_record(i: int, rows: int) -> bytes:
+    rng = np.random.default_rng(i)
+    t = pa.table({f"c{k}": rng.random(rows) for k in range(8)})
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    return sink.getvalue()
+
+
+def make_arrow_file(cluster, n: int, rows: int = 16384) -> tuple[int, list[str]]:
+    records = [(f"arrow{i:05d}", arrow_record(i, rows)) for i in range(n)]
+    put_records(cluster, "/bench/arrow", records, "x2", depth=16)
+    c = cluster.client()
+    f = c.open("/bench/arrow")
+    plan = f.get_local_plan()
+    paths = [r.path for a in plan.ring for r in reveal(a, plan)]
+    f.close()
+    c.close()
+    return sum(len(d) for _, d in records), paths
+
+
+def case_get_local_ray(cluster, nbytes: int, paths: list[str]) -> list[dict]:
+    import ray
+
+    from st_integrations.ray_reader import read_storetorrent
+    from st_py.demo import start_ray
+
+    start_ray()
+    try:
+        read_storetorrent("/bench/arrow", tracker=cluster.tracker_addr).materialize()  # warm workers
+        t0 = time.perf_counter()
+        ds = read_storetorrent("/bench/arrow", tracker=cluster.tracker_addr).materialize()
+        dt = time.perf_counter() - t0
+        rows = ds.count()
+    finally:
+        ray.shutdown()
+    base, brows = baselines.pyarrow_read(paths)
+    assert rows == brows, (rows, brows)
+    return [row("get_local_ray", nbytes / dt, "B/s", "pyarrow reads the same files, 1 process", nbytes / base)]
+
+
+def case_get_local_dask(cluster, nbytes: int, paths: list[str]) -> list[dict]:
+    from distributed import Client, LocalCluster as DaskCluster
+
+    from st_integrations.dask_reader import read_storetorrent
+
+    with DaskCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as dc, Client(dc) as client:
+        read_storetorrent("/bench/arrow", tracker=cluster.tracker_addr, client=client).persist()  # warm
+        t0 = time.perf_counter()
+        ddf = read_storetorrent("/bench/arrow", tracker=cluster.tracker_addr, client=client).persist()
+        from distributed import wait
+
+        wait(ddf)
+        dt = time.perf_counter() - t0
+        rows = len(ddf)
+    base, brows = baselines.pyarrow_read(paths)
+    assert rows == brows, (rows, brows)
+    return [row("get_local_dask", nbytes / dt, "B/s", "pyarrow reads the same files, 1 process", nbytes / base)]
+
+
+def _commit_rate(cluster, name: str, n: int, group: int) -> float:
+    from st_py._proto import tracker_pb2 as pb
+
+    c = cluster.client()
+    f = c.create(name, replication="x1")
+    t0 = time.perf_counter()
+    for start in range(0, n, group):
+        c.tracker.commit(name, f.file_id, [pb.RecordCommit(name=f"r{i:08d}", size=4096, crc32c=i, peer_idx=[0])
+                                           for i in range(start, min(n, start + group))])
+    dt = time.perf_counter() - t0
+    f.close()
+    c.close()
+    return n / dt
+
+
+def case_tracker_commit(cluster, n_big: int, n_one: int) -> list[dict]:
+    r1000 = _commit_rate(cluster, "/bench/commit1000", n_big, 1000)
+    r1 = _commit_rate(cluster, "/bench/commit1", n_one, 1)
+    r40 = _commit_rate(cluster, "/bench/commit40", n_big // 5, 40)
+    return [row("tracker_commit", r1000, "records/s", "group size 1", r1),
+            row("tracker_commit_group40", r40, "records/s", note="group size 40, the paper's setting")]
+
+
+def case_duckdb(tmp: Path, n: int) -> list[dict]:
+    from st_integrations.duckdb_sql import connect
+    from st_py.infofile import InfofileWriter, create_infofile
+
+    path = tmp / "big-infofile"
+    create_infofile(path, {"file_id": 1, "name": "/bench/big", "replication": "x2", "copies": 2,
+                           "blocksize": 16, "est_size": 0, "created_at": 0, "owner": ""},
+                    [(i, f"peer-{i}", f"h:{i}") for i in range(8)])
+    w = InfofileWriter(path)
+    w.conn.execute("PRAGMA synchronous=OFF")
+    for start in range(0, n, 100_000):
+        w.commit([(f"{['EWR', 'JFK', 'LGA'][i % 3]}/{i:08d}", 1000 + i % 977, i, [i % 8, (i + 1) % 8])
+                  for i in range(start, min(n, start + 100_000))])
+    w.close()
+    con = connect({"/bench/big": str(path)})
+    t0 = time.perf_counter()
+    cnt = con.execute("SELECT count(*) FROM records").fetchone()[0]
+    t1 = time.perf_counter()
+    groups = con.execute("SELECT split_part(name, '/', 1) AS o, count(*), sum(size) FROM records "
+                         "GROUP BY 1").fetchall()
+    t2 = time.perf_counter()
+    assert cnt == n and len(groups) == 3
+    return [row("duckdb_count_1m", t1 - t0, "s", note=f"count(*) over an infofile of {n:,} records"),
+            row("duckdb_groupby_1m", t2 - t1, "s", note=f"group-by name prefix over {n:,} records")]
+
+
+def case_memory(cluster, n: int, depth: int = 64) -> list[dict]:
+    """Client memory while putting 1 MiB records with depth 64: bounded by
+    depth x record size."""
+    idle = max(rss_bytes(p.pid) for p in cluster.peers if p)
+    c = cluster.client(depth=depth)
+    f = c.create("/bench/mem", replication="x1")
+    tracemalloc.start()
+    for i in range(n):
+        f.queue_put(f"m{i:06d}", os.urandom(MiB))  # a fresh buffer per record, as an application would
+    f.close()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    c.close()
+    return [row("client_peak_mem_depth64_1mib", peak, "B",
+                note=f"Python heap peak while putting {n} x 1 MiB; bound depth x size = {depth * MiB}"),
+            row("peer_rss_idle", idle, "B", note="max over peers before the memory run"),
+            row("client_maxrss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "B",
+                note="whole benchmark process")]
+
+
+def case_scaling(tmp: Path, record_counts: list[int], peer_counts: list[int]) -> list[dict]:
+    out = []
+    data = os.urandom(4096)
+    for n in record_counts:
+        with LocalCluster(tmp / f"scale-r{n}", n_peers=4, announce_interval=1.0) as cl:
+            recs = [(f"s{i:07d}", data) for i in range(n)]
+            dt = put_records(cl, "/bench/scale", recs, "x2", depth=64)
+            out.append(row(f"scaling_put_x2_records_{n}", n / dt, "records/s", note="4 peers, 4 KiB, x2"))
+            out.append(row(f"scaling_get_local_records_{n}", n / _get_local_all(cl), "records/s",
+                           note="4 peers, ring exchange + every peer's list"))
+    for p in peer_counts:
+        n = record_counts[1] if len(record_counts) > 1 else record_counts[0]
+        with LocalCluster(tmp / f"scale-p{p}", n_peers=p, announce_interval=1.0) as cl:
+            recs = [(f"s{i:07d}", data) for i in range(n)]
+            rep = "x2" if p >= 2 else "x1"
+            dt = put_records(cl, "/bench/scale", recs, rep, depth=64)
+            out.append(row(f"scaling_put_peers_{p}", n / dt, "records/s", note=f"{n} x 4 KiB, {rep}"))
+            out.append(row(f"scaling_get_local_peers_{p}", n / _get_local_all(cl), "records/s",
+                           note=f"{n} records"))
+    return out
+
+
+def _get_local_all(cluster) -> float:
+    c = cluster.client()
+    f = c.open("/bench/scale")
+    plan = f.get_local_plan()
+    t0 = time.perf_counter()
+    got = sum(len(reveal(a, plan)) for a in plan.ring)
+    dt = time.perf_counter() - t0
+    assert got == plan.records, (got, plan.records)
+    f.close()
+    c.close()
+    return dt
+
+
+def fresh_cluster(tmp: Path, name: str, n_peers: int = 4) -> LocalCluster:
+    return LocalCluster(Path(tempfile.mkdtemp(prefix=name, dir=tmp)), n_peers=n_peers, announce_interval=1.0)

@@ -1,0 +1,67 @@
+"""Group commit across clients: one SQLite transaction for every commit
+request that is waiting for an infofile (paper 3.5, "allowing the tracker to
+update the metadata of many records at once").
+
+Each infofile has one committer. Requests queue up while a transaction runs
+in a worker thread; the next transaction takes all of them. Deletes go
+through the same lock, so one connection never runs two transactions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from ..infofile import Conflict, InfofileWriter
+
+
+@dataclass(frozen=True)
+class FileMeta:
+    """The immutable part of an infofile's meta table."""
+
+    file_id: int
+    copies: int
+    npeers: int
+
+
+class Committer:
+    def __init__(self, writer: InfofileWriter):
+        self.writer = writer
+        meta = writer.meta()
+        npeers = writer.conn.execute("SELECT count(*) FROM peers").fetchone()[0]
+        self.meta = FileMeta(int(meta["file_id"]), int(meta["copies"]), int(npeers))
+        self._lock = asyncio.Lock()
+        self._queue: list[tuple[list, asyncio.Future]] = []
+
+    async def commit(self, batch: list[tuple[str, int, int, list[int]]]) -> tuple[int, int, list[Conflict]]:
+        """Commit ``batch`` together with whatever else is queued.
+
+        Returns (generation, records newly committed from this batch, its conflicts).
+        """
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.append((batch, fut))
+        async with self._lock:
+            if not fut.done():
+                jobs, self._queue = self._queue, []
+                merged = [r for b, _ in jobs for r in b]
+                try:
+                    gen, new, conflicts = await asyncio.to_thread(self.writer.commit, merged)
+                except Exception as e:  # every waiting request hears of it
+                    for _, f in jobs:
+                        if not f.done():
+                            f.set_exception(e)
+                else:
+                    by_name = {c.name: c for c in conflicts}
+                    for b, f in jobs:
+                        names = {r[0] for r in b}
+                        f.set_result((gen, sum(1 for n in names if n in new),
+                                      [by_name[n] for n in names if n in by_name]))
+        return await fut
+
+    async def run(self, fn, *args):
+        """Run ``fn(*args)`` on the writer in a thread, alone."""
+        async with self._lock:
+            return await asyncio.to_thread(fn, *args)
+
+    def close(self) -> None:
+        self.writer.close()
