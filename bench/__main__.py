@@ -112,20 +112,20 @@ def main() -> int:
                 ("commit", lambda: cases.case_tracker_commit(cluster, size["commit_big"], size["commit_one"])),
                 ("memory", lambda: cases.case_memory(cluster, size["mem"])),
             ]
-            arrow = None
             for key, fn in steps:
                 if key in want:
                     with con.status(f"bench: {key}"):
                         results += fn()
             if want & {"ray", "dask"}:
                 with con.status("bench: writing Arrow records"):
-                    arrow = cases.make_arrow_file(cluster, size["arrow"])
+                    small = cases.make_arrow_file(cluster, size["arrow"] // 4, "/bench/arrow_small")
+                    big = cases.make_arrow_file(cluster, size["arrow"], "/bench/arrow")
                 if "ray" in want:
                     with con.status("bench: Ray reader"):
-                        results += cases.case_get_local_ray(cluster, *arrow)
+                        results += cases.case_get_local_ray(cluster, small, big)
                 if "dask" in want:
                     with con.status("bench: Dask reader"):
-                        results += cases.case_get_local_dask(cluster, *arrow)
+                        results += cases.case_get_local_dask(cluster, small, big)
         finally:
             cluster.stop()
         if "duckdb" in want:

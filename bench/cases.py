@@ -100,55 +100,115 @@ def arrow_record(i: int, rows: int) -> bytes:
     return sink.getvalue()
 
 
-def make_arrow_file(cluster, n: int, rows: int = 16384) -> tuple[int, list[str]]:
+def make_arrow_file(cluster, n: int, name: str = "/bench/arrow", rows: int = 16384) -> tuple[str, int, list[str]]:
+    """An x2 file of ``n`` Arrow IPC records of about 1 MiB. Returns its name,
+    bytes and the local paths GET_LOCAL reveals (for the baseline)."""
     records = [(f"arrow{i:05d}", arrow_record(i, rows)) for i in range(n)]
-    put_records(cluster, "/bench/arrow", records, "x2", depth=16)
+    put_records(cluster, name, records, "x2", depth=16)
     c = cluster.client()
-    f = c.open("/bench/arrow")
+    f = c.open(name)
     plan = f.get_local_plan()
     paths = [r.path for a in plan.ring for r in reveal(a, plan)]
     f.close()
     c.close()
-    return sum(len(d) for _, d in records), paths
+    return name, sum(len(d) for _, d in records), paths
 
 
-def case_get_local_ray(cluster, nbytes: int, paths: list[str]) -> list[dict]:
+def _read_rows_ray(cluster, name: str) -> tuple[float, int]:
+    from st_integrations.ray_reader import read_storetorrent
+
+    t0 = time.perf_counter()
+    ds = read_storetorrent(name, tracker=cluster.tracker_addr).materialize()
+    return time.perf_counter() - t0, ds.count()
+
+
+def _read_rows_dask(cluster, name: str, client) -> tuple[float, int]:
+    from distributed import wait
+
+    from st_integrations.dask_reader import read_storetorrent
+
+    t0 = time.perf_counter()
+    ddf = read_storetorrent(name, tracker=cluster.tracker_addr, client=client).persist()
+    wait(ddf)
+    return time.perf_counter() - t0, len(ddf)
+
+
+def _paths_table(paths: list[str]):
+    from st_integrations.decoders import decode_file
+
+    return pa.concat_tables([decode_file(p, p) for p in paths])
+
+
+def _groups(paths: list[str], k: int = 4) -> list[list[str]]:
+    return [paths[i::k] for i in range(k)]
+
+
+def _ceiling_ray(paths: list[str]) -> tuple[float, int]:
+    """Ray reading the same files with 4 plain tasks, no StoreTorrent."""
     import ray
 
-    from st_integrations.ray_reader import read_storetorrent
+    task = ray.remote(num_cpus=1)(_paths_table)
+    t0 = time.perf_counter()
+    ds = ray.data.from_arrow_refs([task.remote(g) for g in _groups(paths)]).materialize()
+    return time.perf_counter() - t0, ds.count()
+
+
+def _ceiling_dask(paths: list[str], client) -> tuple[float, int]:
+    import dask.dataframe as dd
+    import pandas as pd
+    from distributed import wait
+
+    def part(g):
+        return _paths_table(g).to_pandas(types_mapper=pd.ArrowDtype)
+
+    t0 = time.perf_counter()
+    futs = [client.submit(part, g, pure=False) for g in _groups(paths)]
+    ddf = dd.from_delayed(futs, verify_meta=False, meta=part(paths[:1]).iloc[:0]).persist()
+    wait(ddf)
+    return time.perf_counter() - t0, len(ddf)
+
+
+def _engine_rows(label: str, small, big, timed, ceiling) -> list[dict]:
+    """Full-scan throughput at the big size, and the marginal throughput
+    between the two sizes (which cancels the engine's fixed per-read cost)."""
+    (sname, sbytes, spaths), (bname, bbytes, bpaths) = small, big
+    timed(sname)  # warm the engine's workers
+    ts, rs = timed(sname)
+    tb, rb = timed(bname)
+    bs, brs = baselines.pyarrow_read(spaths)
+    bb, brb = baselines.pyarrow_read(bpaths)
+    assert (rs, rb) == (brs, brb), ((rs, rb), (brs, brb))
+    marg, bmarg = (bbytes - sbytes) / max(tb - ts, 1e-9), (bbytes - sbytes) / max(bb - bs, 1e-9)
+    ceiling(bpaths)  # warm
+    tc, rc = ceiling(bpaths)
+    assert rc == rb, (rc, rb)
+    base = "pyarrow reads the same files, 1 process"
+    return [row(label, bbytes / tb, "B/s", base, bbytes / bb),
+            row(f"{label}_vs_engine", bbytes / tb, "B/s", "the engine reading the same files without StoreTorrent",
+                bbytes / tc),
+            row(f"{label}_fixed_cost", ts - sbytes / marg, "s",
+                note="per-read overhead: plan, schema sample, task launch, ring exchange"),
+            row(f"{label}_marginal", marg, "B/s", base + " (marginal)", bmarg)]
+
+
+def case_get_local_ray(cluster, small, big) -> list[dict]:
+    import ray
+
     from st_py.demo import start_ray
 
     start_ray()
     try:
-        read_storetorrent("/bench/arrow", tracker=cluster.tracker_addr).materialize()  # warm workers
-        t0 = time.perf_counter()
-        ds = read_storetorrent("/bench/arrow", tracker=cluster.tracker_addr).materialize()
-        dt = time.perf_counter() - t0
-        rows = ds.count()
+        return _engine_rows("get_local_ray", small, big, lambda n: _read_rows_ray(cluster, n), _ceiling_ray)
     finally:
         ray.shutdown()
-    base, brows = baselines.pyarrow_read(paths)
-    assert rows == brows, (rows, brows)
-    return [row("get_local_ray", nbytes / dt, "B/s", "pyarrow reads the same files, 1 process", nbytes / base)]
 
 
-def case_get_local_dask(cluster, nbytes: int, paths: list[str]) -> list[dict]:
+def case_get_local_dask(cluster, small, big) -> list[dict]:
     from distributed import Client, LocalCluster as DaskCluster
 
-    from st_integrations.dask_reader import read_storetorrent
-
     with DaskCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as dc, Client(dc) as client:
-        read_storetorrent("/bench/arrow", tracker=cluster.tracker_addr, client=client).persist()  # warm
-        t0 = time.perf_counter()
-        ddf = read_storetorrent("/bench/arrow", tracker=cluster.tracker_addr, client=client).persist()
-        from distributed import wait
-
-        wait(ddf)
-        dt = time.perf_counter() - t0
-        rows = len(ddf)
-    base, brows = baselines.pyarrow_read(paths)
-    assert rows == brows, (rows, brows)
-    return [row("get_local_dask", nbytes / dt, "B/s", "pyarrow reads the same files, 1 process", nbytes / base)]
+        return _engine_rows("get_local_dask", small, big, lambda n: _read_rows_dask(cluster, n, client),
+                            lambda paths: _ceiling_dask(paths, client))
 
 
 def _commit_rate(cluster, name: str, n: int, group: int) -> float:

@@ -109,7 +109,7 @@ def read_storetorrent(name: str, *, tracker: str | None = None, decoder: Decoder
     placements = _placements(plan.ring)
     tables, counts = [], []
     for addr in plan.ring:
-        opts = {"num_returns": 2, "num_cpus": 0, "max_retries": 0, **placements[addr], **(ray_remote_args or {})}
+        opts = {"num_returns": 2, "num_cpus": 1, "max_retries": 0, **placements[addr], **(ray_remote_args or {})}
         t_ref, n_ref = task.options(**opts).remote(addr, plan, schema, decoder, record_column)
         tables.append(t_ref)
         counts.append(n_ref)
