@@ -31,6 +31,7 @@ class MsgType(enum.IntEnum):
     DELETE_FILE = 0x04
     GET_LOCAL = 0x05
     PING = 0x06
+    SCRUB = 0x07
     RING_SEGMENT = 0x10
     OK = 0x80
     DATA = 0x82
@@ -125,6 +126,41 @@ def encode_get_local(seq: int, file_id: int, generation: int, file_name: str,
 
 def encode_ping(seq: int) -> bytes:
     return frame(MsgType.PING, seq)
+
+
+def encode_scrub(seq: int) -> bytes:
+    """SCRUB: run the peer's scrubber now (paper 3.1, 4.3); empty payload."""
+    return frame(MsgType.SCRUB, seq)
+
+
+SCRUB_REPLY = struct.Struct("<QQQQQ")
+SCRUB_REPLY_FIELDS = ("files", "removed_uncommitted", "removed_deleted_files", "removed_tmp", "kept")
+
+
+def encode_scrub_reply(seq: int, files: int, removed_uncommitted: int, removed_deleted_files: int,
+                       removed_tmp: int, kept: int) -> bytes:
+    """The OK reply to SCRUB."""
+    return encode_ok(seq, SCRUB_REPLY.pack(files, removed_uncommitted, removed_deleted_files,
+                                           removed_tmp, kept))
+
+
+def decode_scrub_reply(payload: bytes | bytearray | memoryview) -> dict:
+    """The counts of an OK reply to SCRUB (its ``fields["payload"]``).
+
+    Returns
+    -------
+    dict
+        ``files``, ``removed_uncommitted``, ``removed_deleted_files``,
+        ``removed_tmp``, ``kept`` (all int).
+
+    Raises
+    ------
+    ProtocolError
+        If the payload is not 40 bytes.
+    """
+    if len(payload) != SCRUB_REPLY.size:
+        raise ProtocolError(f"SCRUB reply payload of {len(payload)} bytes, expected {SCRUB_REPLY.size}")
+    return dict(zip(SCRUB_REPLY_FIELDS, SCRUB_REPLY.unpack(bytes(payload))))
 
 
 def encode_ring_segment(seq: int, file_id: int, generation: int, file_name: str,
@@ -229,7 +265,7 @@ def decode_payload(msg_type: int, flags: int, payload: memoryview) -> dict:
         f = {"file_id": r.u64()}
     elif t == MsgType.GET_LOCAL:
         f = _ring_fields(r)
-    elif t == MsgType.PING:
+    elif t in (MsgType.PING, MsgType.SCRUB):
         f = {}
     elif t == MsgType.RING_SEGMENT:
         f = _ring_fields(r)

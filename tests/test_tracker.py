@@ -58,6 +58,9 @@ def test_infofile_records_commit_in_groups(cluster):
     for i in range(25):
         f.put(f"r{i}", b"x")
     r = InfofileReader(cluster.namespace / "tr" / "groups")
-    assert r.count() == 20 and r.generation() == 2  # two groups of 10 committed so far
+    # two groups of 10 are committed (asynchronously); the last 5 wait for a full group or close()
+    poll_for(lambda: r.count() == 20, what="two group commits")
+    f.poll(0.2)
+    assert r.count() == 20 and r.generation() == 2
     f.close()
     assert r.count() == 25 and r.generation() == 3

@@ -1,10 +1,13 @@
 #include "infofile.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 namespace st {
 namespace {
@@ -47,20 +50,129 @@ Status SqlError(const std::string& path, sqlite3* db, const char* what) {
                          (db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
 }
 
+// Busy handler: wait in 10 ms steps up to the timeout, unless cancelled.
+struct BusyWait {
+  int timeout_ms;
+  const std::atomic<bool>* cancel;
+};
+
+int OnBusy(void* arg, int count) {
+  auto* w = static_cast<BusyWait*>(arg);
+  if (w->cancel != nullptr && w->cancel->load(std::memory_order_relaxed)) return 0;
+  if (static_cast<int64_t>(count) * 10 >= w->timeout_ms) return 0;
+  sqlite3_sleep(10);
+  return 1;
+}
+
+// Opens `path` read-only. `wait` must outlive the connection.
+Status OpenReadOnly(const std::string& path, BusyWait* wait, Db* db) {
+  std::string uri = "file:" + UriEscape(path) + "?mode=ro";
+  int rc = sqlite3_open_v2(uri.c_str(), &db->db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  if (rc != SQLITE_OK) return SqlError(path, db->db_, "open");
+  if (wait->cancel == nullptr) {
+    sqlite3_busy_timeout(db->db_, wait->timeout_ms);
+  } else {
+    sqlite3_busy_handler(db->db_, OnBusy, wait);
+  }
+  return Status::OK();
+}
+
+// meta.<key> as an unsigned integer (stored as INTEGER or decimal TEXT).
+// NotFound if the key is absent; Corruption if the value is not a number.
+Status ReadMetaU64(const std::string& path, sqlite3* db, const char* key, uint64_t* v) {
+  Stmt meta;
+  int rc = sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?", -1, &meta.stmt_, nullptr);
+  if (rc != SQLITE_OK) return SqlError(path, db, "reading meta");
+  sqlite3_bind_text(meta.stmt_, 1, key, -1, SQLITE_STATIC);
+  rc = sqlite3_step(meta.stmt_);
+  if (rc == SQLITE_DONE) return Status::NotFound("infofile " + path + " has no meta." + key);
+  if (rc != SQLITE_ROW) return SqlError(path, db, "reading meta");
+  if (sqlite3_column_type(meta.stmt_, 0) == SQLITE_INTEGER) {
+    *v = static_cast<uint64_t>(sqlite3_column_int64(meta.stmt_, 0));
+    return Status::OK();
+  }
+  const unsigned char* txt = sqlite3_column_text(meta.stmt_, 0);
+  if (txt == nullptr || *txt < '0' || *txt > '9') {
+    return Status::Corruption("infofile " + path + ": meta." + key + " is not a number");
+  }
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(reinterpret_cast<const char*>(txt), &end, 10);
+  if (errno != 0 || *end != '\0') {
+    return Status::Corruption("infofile " + path + ": meta." + key + " is not a number");
+  }
+  *v = n;
+  return Status::OK();
+}
+
+constexpr char kSqliteHeader[] = "SQLite format 3";  // 16 bytes with its NUL
+
 }  // namespace
 
 Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std::string& peer_id,
                            std::vector<CommittedCopy>* out) {
+  return ReadCommittedCopies(path, file_id, peer_id, InfofileReadOptions(), out);
+}
+
+Status ProbeInfofile(const std::string& path, const InfofileReadOptions& options,
+                     uint64_t* file_id) {
+  // Only SQLite databases can be infofiles; SQLite would take an empty or
+  // foreign file for an empty database or fail with NOTADB, so look first.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return PosixError("open " + path, errno);
+  char header[16];
+  ssize_t n;
+  do {
+    n = ::pread(fd, header, sizeof(header), 0);
+  } while (n < 0 && errno == EINTR);
+  int err = errno;
+  ::close(fd);
+  if (n < 0) return PosixError("read " + path, err);
+  if (n < static_cast<ssize_t>(sizeof(header)) ||
+      std::memcmp(header, kSqliteHeader, sizeof(header)) != 0) {
+    return Status::InvalidArgument(path + " is not an SQLite database");
+  }
+
+  BusyWait wait{options.busy_timeout_ms, options.cancel};
+  Db db;
+  Status s = OpenReadOnly(path, &wait, &db);
+  if (!s.ok()) return s;
+  Stmt q;
+  int rc = sqlite3_prepare_v2(db.db_, "SELECT value FROM meta WHERE key = 'format'", -1, &q.stmt_,
+                              nullptr);
+  if (rc != SQLITE_OK) {
+    // A database without a meta table is something else. Locks and damage
+    // also surface here: those mean "cannot tell".
+    if (rc == SQLITE_ERROR && std::strstr(sqlite3_errmsg(db.db_), "no such table") != nullptr) {
+      return Status::InvalidArgument(path + " has no meta table");
+    }
+    return SqlError(path, db.db_, "reading meta.format");
+  }
+  rc = sqlite3_step(q.stmt_);
+  if (rc == SQLITE_DONE) return Status::InvalidArgument(path + " has no meta.format");
+  if (rc != SQLITE_ROW) return SqlError(path, db.db_, "reading meta.format");
+  const unsigned char* format = sqlite3_column_text(q.stmt_, 0);
+  if (format == nullptr ||
+      std::strcmp(reinterpret_cast<const char*>(format), "storetorrent-infofile") != 0) {
+    return Status::InvalidArgument(path + " is not a storetorrent-infofile");
+  }
+  s = ReadMetaU64(path, db.db_, "file_id", file_id);
+  if (s.IsNotFound() || s.IsCorruption()) return Status::InvalidArgument(s.message());
+  return s;
+}
+
+Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std::string& peer_id,
+                           const InfofileReadOptions& options, std::vector<CommittedCopy>* out) {
   out->clear();
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     return PosixError("infofile " + path, errno);
   }
+  BusyWait wait{options.busy_timeout_ms, options.cancel};
   Db db;
-  std::string uri = "file:" + UriEscape(path) + "?mode=ro";
-  int rc = sqlite3_open_v2(uri.c_str(), &db.db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
-  if (rc != SQLITE_OK) return SqlError(path, db.db_, "open");
-  sqlite3_busy_timeout(db.db_, 5000);
+  Status s = OpenReadOnly(path, &wait, &db);
+  if (!s.ok()) return s;
+  int rc;
 
   {
     Stmt meta;

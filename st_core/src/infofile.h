@@ -4,6 +4,7 @@
 #ifndef ST_CORE_INFOFILE_H_
 #define ST_CORE_INFOFILE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -27,6 +28,27 @@ struct CommittedCopy {
 // this file; IOError for any other SQLite failure.
 Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std::string& peer_id,
                            std::vector<CommittedCopy>* out);
+
+// How the scrubber opens infofiles: a busy timeout of its own, and a flag
+// that, once set, makes a wait for a lock give up at once (peer shutdown).
+struct InfofileReadOptions {
+  int busy_timeout_ms = 5000;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+// ReadCommittedCopies with those options.
+Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std::string& peer_id,
+                           const InfofileReadOptions& options, std::vector<CommittedCopy>* out);
+
+// Tells whether the file at `path` is an infofile, and of which file:
+//   OK              it is one: meta.format = 'storetorrent-infofile'; *file_id
+//                   is meta.file_id
+//   InvalidArgument it is not one: no SQLite header, no meta table, another
+//                   format, or no usable file_id
+//   anything else   cannot tell (locked beyond the busy timeout, corrupt,
+//                   unreadable): the caller must not assume it is not one
+Status ProbeInfofile(const std::string& path, const InfofileReadOptions& options,
+                     uint64_t* file_id);
 
 }  // namespace st
 

@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
   sv.get_local_cache_s = opt.get_local_cache_s;
   sv.ring_timeout_base_s = opt.ring_timeout_base_s;
   sv.ring_timeout_per_peer_s = opt.ring_timeout_per_peer_s;
+  sv.scrub_interval_s = opt.scrub_interval_s;
+  sv.scrub_age_s = opt.scrub_age_s;
   auto server = std::make_unique<st::Server>(loop.get(), store.get(), sv);
   s = server->Start();
   if (!s.ok()) return Fail("cannot listen: " + s.ToString());
@@ -99,6 +101,18 @@ int main(int argc, char** argv) {
   ST_LOG_INFO("peer %s serving %s as %s%s%s", store->peer_id().c_str(), store->data_dir().c_str(),
               server->advertise().c_str(), opt.sync ? " (sync)" : "",
               opt.namespace_dir.empty() ? " (no --namespace: GET_LOCAL disabled)" : "");
+
+  if (opt.namespace_dir.empty()) {
+    ST_LOG_INFO("scrubber disabled: no --namespace, so committed records cannot be told from "
+                "stale ones (SCRUB answers NO_NAMESPACE)");
+  } else if (opt.scrub_interval_s > 0) {
+    ST_LOG_INFO("scrubber: every %g s; records and temporary files younger than %g s are kept",
+                opt.scrub_interval_s, opt.scrub_age_s);
+  } else {
+    ST_LOG_INFO("scrubber: no periodic runs (--scrub-interval 0), only on SCRUB requests; "
+                "records and temporary files younger than %g s are kept",
+                opt.scrub_age_s);
+  }
 
   std::unique_ptr<st::Announcer> announcer;
   if (!opt.tracker.empty()) {

@@ -68,6 +68,14 @@ protocol of docs/wire-protocol.md.
                               clients (default 60)
   --ring-timeout-base SECONDS GET_LOCAL ring timeout: base ... (default 2)
   --ring-timeout-per-peer SECONDS ... plus this per ring peer (default 0.5)
+  --scrub-interval SECONDS    seconds between scrubs, which remove records
+                              the namespace does not commit to this peer
+                              (needs --namespace; default 86400; 0: only on
+                              a SCRUB request)
+  --scrub-age SECONDS         the scrubber never removes a record or
+                              temporary file modified less than this long
+                              ago: its write may not be committed yet
+                              (default 3600)
   --sync                      fsync record files and directories on PUT
                               (default off: a peer crash loses nothing, a
                               power loss may lose recent PUTs)
@@ -111,7 +119,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
     static const char* const kValued[] = {
         "--data", "--host", "--port", "--advertise", "--namespace", "--tracker",
         "--announce-interval", "--max-frame", "--get-local-cache", "--ring-timeout-base",
-        "--ring-timeout-per-peer", "--capacity", "--reserve"};
+        "--ring-timeout-per-peer", "--scrub-interval", "--scrub-age", "--capacity", "--reserve"};
     bool known = false;
     for (const char* k : kValued) known = known || flag == k;
     if (!known) return Status::InvalidArgument("unknown flag " + flag);
@@ -172,6 +180,10 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
         out->get_local_cache_s = d;
       } else if (flag == "--ring-timeout-base") {
         out->ring_timeout_base_s = d;
+      } else if (flag == "--scrub-interval") {
+        out->scrub_interval_s = d;
+      } else if (flag == "--scrub-age") {
+        out->scrub_age_s = d;
       } else {
         out->ring_timeout_per_peer_s = d;
       }

@@ -22,6 +22,8 @@ struct Options {
   double get_local_cache_s = 60;
   double ring_timeout_base_s = 2;
   double ring_timeout_per_peer_s = 0.5;
+  double scrub_interval_s = 86400;  // 0: no periodic scrub
+  double scrub_age_s = 3600;
   bool sync = false;
   uint64_t capacity = 0;       // 0: not given
   uint64_t reserve = 0;

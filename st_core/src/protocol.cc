@@ -21,6 +21,8 @@ const char* MsgTypeName(uint8_t type) {
       return "GET_LOCAL";
     case MsgType::kPing:
       return "PING";
+    case MsgType::kScrub:
+      return "SCRUB";
     case MsgType::kRingSegment:
       return "RING_SEGMENT";
     case MsgType::kOk:
@@ -137,6 +139,11 @@ Status DecodePing(std::string_view payload) {
   return Finish(r);
 }
 
+Status DecodeScrub(std::string_view payload) {
+  Reader r(payload);
+  return Finish(r);
+}
+
 Status DecodeRingSegment(std::string_view payload, RingSegment* out) {
   Reader r(payload);
   uint32_t count;
@@ -185,6 +192,15 @@ Status DecodeError(std::string_view payload, ErrorReply* out) {
   std::string_view msg;
   if (!r.U16(&out->code) || !r.Str16(&msg)) return Short();
   out->message.assign(msg);
+  return Finish(r);
+}
+
+Status DecodeScrubReply(std::string_view payload, ScrubReply* out) {
+  Reader r(payload);
+  if (!r.U64(&out->files) || !r.U64(&out->removed_uncommitted) ||
+      !r.U64(&out->removed_deleted_files) || !r.U64(&out->removed_tmp) || !r.U64(&out->kept)) {
+    return Short();
+  }
   return Finish(r);
 }
 
@@ -267,6 +283,8 @@ std::string EncodeGetLocal(uint64_t seq, const RingHeader& ring) {
 
 std::string EncodePing(uint64_t seq) { return EncodeFrame(MsgType::kPing, 0, seq, {}); }
 
+std::string EncodeScrub(uint64_t seq) { return EncodeFrame(MsgType::kScrub, 0, seq, {}); }
+
 std::string EncodeRingSegmentPayload(const RingHeader& ring, uint16_t origin,
                                      const RingEntry* begin, const RingEntry* end) {
   std::string p;
@@ -314,6 +332,17 @@ std::string EncodeOk(uint64_t seq, std::string_view payload) {
 std::string EncodeOkRemoved(uint64_t seq, uint64_t removed) {
   std::string f = StartFrame(MsgType::kOk, 0, seq, 8);
   PutFixed64(&f, removed);
+  FinishFrame(&f);
+  return f;
+}
+
+std::string EncodeScrubReply(uint64_t seq, const ScrubReply& r) {
+  std::string f = StartFrame(MsgType::kOk, 0, seq, kScrubReplySize);
+  PutFixed64(&f, r.files);
+  PutFixed64(&f, r.removed_uncommitted);
+  PutFixed64(&f, r.removed_deleted_files);
+  PutFixed64(&f, r.removed_tmp);
+  PutFixed64(&f, r.kept);
   FinishFrame(&f);
   return f;
 }

@@ -40,6 +40,7 @@ enum class MsgType : uint8_t {
   kDeleteFile = 0x04,
   kGetLocal = 0x05,
   kPing = 0x06,
+  kScrub = 0x07,
   kRingSegment = 0x10,
   kOk = 0x80,
   kData = 0x82,
@@ -156,6 +157,23 @@ struct ErrorReply {
   std::string message;
 };
 
+// The OK reply to SCRUB: what one scrub run did.
+//   files:u64 removed_uncommitted:u64 removed_deleted_files:u64 removed_tmp:u64 kept:u64
+struct ScrubReply {
+  uint64_t files = 0;                  // file ids of the local store examined
+  uint64_t removed_uncommitted = 0;    // records removed: not committed at their rank
+  uint64_t removed_deleted_files = 0;  // records removed: no infofile has their file id
+  uint64_t removed_tmp = 0;            // temporary files removed from <data>/tmp/
+  uint64_t kept = 0;                   // records examined and kept
+
+  bool operator==(const ScrubReply& o) const {
+    return files == o.files && removed_uncommitted == o.removed_uncommitted &&
+           removed_deleted_files == o.removed_deleted_files && removed_tmp == o.removed_tmp &&
+           kept == o.kept;
+  }
+};
+constexpr size_t kScrubReplySize = 40;
+
 // Payload decoders. Each returns Corruption with a short reason if the
 // payload does not match the grammar of its type (including trailing bytes).
 Status DecodePut(std::string_view payload, PutRequest* out);
@@ -163,10 +181,13 @@ Status DecodeName(std::string_view payload, NameRequest* out);  // GET, DELETE
 Status DecodeDeleteFile(std::string_view payload, uint64_t* file_id);
 Status DecodeGetLocal(std::string_view payload, RingHeader* out);
 Status DecodePing(std::string_view payload);
+Status DecodeScrub(std::string_view payload);  // empty
 Status DecodeRingSegment(std::string_view payload, RingSegment* out);
 Status DecodeData(std::string_view payload, DataReply* out);
 Status DecodeLocalList(std::string_view payload, std::vector<LocalListEntry>* out);
 Status DecodeError(std::string_view payload, ErrorReply* out);
+// The payload of an OK reply to SCRUB.
+Status DecodeScrubReply(std::string_view payload, ScrubReply* out);
 
 // ---- Encoders (whole frames: length prefix, header, payload) ----------------
 
@@ -181,6 +202,7 @@ std::string EncodeDelete(uint64_t seq, uint64_t file_id, std::string_view name);
 std::string EncodeDeleteFile(uint64_t seq, uint64_t file_id);
 std::string EncodeGetLocal(uint64_t seq, const RingHeader& ring);
 std::string EncodePing(uint64_t seq);
+std::string EncodeScrub(uint64_t seq);
 
 // The RING_SEGMENT payload for entries [begin, end).
 std::string EncodeRingSegmentPayload(const RingHeader& ring, uint16_t origin,
@@ -194,6 +216,7 @@ std::vector<std::string> EncodeRingSegmentPayloads(const RingHeader& ring, uint1
 
 std::string EncodeOk(uint64_t seq, std::string_view payload = {});
 std::string EncodeOkRemoved(uint64_t seq, uint64_t removed);
+std::string EncodeScrubReply(uint64_t seq, const ScrubReply& r);
 std::string EncodePingReply(uint64_t seq, std::string_view peer_id, std::string_view addr);
 std::string EncodeData(uint64_t seq, uint32_t crc, uint8_t copy_rank, std::string_view data);
 // The part of a DATA frame before data_size bytes of record data.

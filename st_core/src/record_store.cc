@@ -597,4 +597,65 @@ Status RecordStore::DeleteFile(uint64_t file_id, uint64_t* removed) {
   return Status::OK();
 }
 
+Status RecordStore::RemoveIfStale(uint64_t file_id, std::string_view name, uint8_t copy_rank,
+                                  uint32_t crc, double mtime_cutoff, bool* removed) {
+  *removed = false;
+  auto fit = files_.find(file_id);
+  if (fit == files_.end()) return Status::OK();
+  auto it = fit->second.find(std::string(name));
+  if (it == fit->second.end()) return Status::OK();
+  const RecordMeta& meta = it->second;
+  if (meta.copy_rank != copy_rank || meta.crc != crc) return Status::OK();
+  std::string path = RecordPath(file_id, name, meta);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return PosixError("stat " + path, errno);
+  } else {
+    double mtime = static_cast<double>(st.st_mtim.tv_sec) +
+                   static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
+    if (mtime > mtime_cutoff) return Status::OK();
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return PosixError("unlink " + path, errno);
+  }
+  if (IsHashedEncoding(EncodeName(name))) ::unlink((path + kSidecarSuffix).c_str());
+  AddStats(-1, -static_cast<int64_t>(meta.size));
+  fit->second.erase(it);
+  if (fit->second.empty()) files_.erase(fit);
+  *removed = true;
+  return Status::OK();
+}
+
+Status RecordStore::RemoveTmpIfStale(const std::string& name, double mtime_cutoff, bool* removed) {
+  *removed = false;
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return Status::InvalidArgument("not a temporary file name: " + name);
+  }
+  std::string path = tmp_dir_ + "/" + name;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? Status::OK() : PosixError("stat " + path, errno);
+  }
+  double mtime =
+      static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
+  if (!S_ISREG(st.st_mode) || mtime > mtime_cutoff) return Status::OK();
+  if (::unlink(path.c_str()) != 0) {
+    return errno == ENOENT ? Status::OK() : PosixError("unlink " + path, errno);
+  }
+  *removed = true;
+  return Status::OK();
+}
+
+void RecordStore::PruneFileDirs(uint64_t file_id) {
+  std::string dir = FileDir(file_id);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> buckets;
+  while (struct dirent* e = ::readdir(d)) {
+    uint64_t b;
+    if (ParseHex(e->d_name, 2, &b)) buckets.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  for (const std::string& b : buckets) ::rmdir((dir + "/" + b).c_str());  // fails unless empty
+  if (::rmdir(dir.c_str()) == 0 && options_.sync) FsyncPath(files_dir_);
+}
+
 }  // namespace st

@@ -74,6 +74,21 @@ class RecordStore {
   // Removes every record of the file; *removed is how many.
   Status DeleteFile(uint64_t file_id, uint64_t* removed);
 
+  // For the scrubber, which plans on another thread and applies here: removes
+  // the record only if this peer still holds it at copy_rank with crc and its
+  // file was last modified at or before mtime_cutoff (wall-clock seconds).
+  // *removed says whether it went; a record that changed is left alone.
+  Status RemoveIfStale(uint64_t file_id, std::string_view name, uint8_t copy_rank, uint32_t crc,
+                       double mtime_cutoff, bool* removed);
+
+  // Removes <data>/tmp/<name> if it is a regular file last modified at or
+  // before mtime_cutoff.
+  Status RemoveTmpIfStale(const std::string& name, double mtime_cutoff, bool* removed);
+
+  // Removes the empty bucket directories of a file, then the file's
+  // directory if it is empty.
+  void PruneFileDirs(uint64_t file_id);
+
   // The index of one file, or nullptr if this peer holds none of its records.
   const FileIndex* Find(uint64_t file_id) const;
   const RecordMeta* Lookup(uint64_t file_id, std::string_view name) const;

@@ -78,6 +78,7 @@ Server::Server(EventLoop* loop, RecordStore* store, ServerOptions options)
     : loop_(loop), store_(store), options_(std::move(options)) {}
 
 Server::~Server() {
+  scrubber_.reset();
   get_local_.reset();
   conns_.clear();
   graveyard_.clear();
@@ -144,6 +145,15 @@ Status Server::Start() {
   gl.timeout_base_s = options_.ring_timeout_base_s;
   gl.timeout_per_peer_s = options_.ring_timeout_per_peer_s;
   get_local_ = std::make_unique<GetLocal>(loop_, store_, gl, this);
+
+  if (!options_.namespace_dir.empty()) {
+    ScrubberOptions so;
+    so.namespace_dir = options_.namespace_dir;
+    so.interval_s = options_.scrub_interval_s;
+    so.age_s = options_.scrub_age_s;
+    scrubber_ = std::make_unique<Scrubber>(loop_, store_, so);
+    scrubber_->Start();
+  }
 
   return loop_->AddFd(listen_fd_, EventLoop::kReadable, [this](int) { OnAccept(); });
 }
@@ -311,6 +321,24 @@ void Server::HandleLinkReply(Connection* c, const std::string& addr, const Frame
   ST_LOG_WARN("ring peer %s sent an unexpected frame of type 0x%02x", addr.c_str(), h.type);
 }
 
+void Server::HandleScrub(Connection* c, uint64_t seq) {
+  if (!scrubber_) {
+    c->Send(EncodeError(seq, ErrorCode::kNoNamespace,
+                        "this peer has no namespace root, so it cannot tell committed records "
+                        "from stale ones; start st-peer with --namespace <dir> to scrub"));
+    return;
+  }
+  uint64_t conn_id = c->id();
+  scrubber_->Request([this, conn_id, seq](const Status& s, const ScrubReply& counts) {
+    if (s.ok()) {
+      SendToClient(conn_id, EncodeScrubReply(seq, counts));
+    } else {
+      ErrorCode code = s.IsUnavailable() ? ErrorCode::kNoNamespace : ErrorCode::kIoError;
+      SendToClient(conn_id, EncodeError(seq, code, "scrub failed, nothing removed: " + s.message()));
+    }
+  });
+}
+
 void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view payload) {
   const uint64_t seq = h.seq;
   auto bad_frame = [&](const Status& s) {
@@ -403,6 +431,12 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
       Status s = DecodePing(payload);
       if (!s.ok()) return bad_frame(s);
       c->Send(EncodePingReply(seq, store_->peer_id(), advertise_));
+      return;
+    }
+    case MsgType::kScrub: {
+      Status s = DecodeScrub(payload);
+      if (!s.ok()) return bad_frame(s);
+      HandleScrub(c, seq);
       return;
     }
     case MsgType::kRingSegment: {

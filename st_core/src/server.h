@@ -19,6 +19,7 @@
 #include "event_loop.h"
 #include "get_local.h"
 #include "record_store.h"
+#include "scrubber.h"
 
 namespace st {
 
@@ -31,6 +32,8 @@ struct ServerOptions {
   double get_local_cache_s = 60;
   double ring_timeout_base_s = 2;
   double ring_timeout_per_peer_s = 0.5;
+  double scrub_interval_s = 86400;  // periodic scrubs (needs namespace_dir); 0: only on SCRUB
+  double scrub_age_s = 3600;        // the scrubber never removes anything younger
 };
 
 // Splits "host:port" (or "[v6]:port"). False if malformed.
@@ -51,6 +54,8 @@ class Server : public Connection::Handler, public GetLocal::Host {
   const std::string& advertise() const { return advertise_; }
   size_t connection_count() const { return conns_.size(); }
   size_t round_count() const { return get_local_ ? get_local_->round_count() : 0; }
+  // nullptr without a namespace root.
+  Scrubber* scrubber() { return scrubber_.get(); }
 
   // Connection::Handler
   void OnFrame(Connection* conn, const FrameHeader& header, std::string_view payload) override;
@@ -63,6 +68,7 @@ class Server : public Connection::Handler, public GetLocal::Host {
  private:
   void OnAccept();
   void HandleRequest(Connection* c, const FrameHeader& h, std::string_view payload);
+  void HandleScrub(Connection* c, uint64_t seq);
   void HandleLinkReply(Connection* c, const std::string& addr, const FrameHeader& h,
                        std::string_view payload);
   Connection* Connect(const std::string& addr, std::string* error);
@@ -83,6 +89,7 @@ class Server : public Connection::Handler, public GetLocal::Host {
   std::unordered_map<std::string, uint64_t> links_;      // successor address -> connection id
   std::unordered_map<uint64_t, std::string> link_addr_;  // connection id -> successor address
   std::unique_ptr<GetLocal> get_local_;
+  std::unique_ptr<Scrubber> scrubber_;  // only with a namespace root
 };
 
 }  // namespace st

@@ -26,6 +26,18 @@ TEST(Options, Defaults) {
   EXPECT_FALSE(o.sync);
   EXPECT_EQ(0u, o.capacity);
   EXPECT_EQ(0u, o.reserve);
+  EXPECT_EQ(86400.0, o.scrub_interval_s);
+  EXPECT_EQ(3600.0, o.scrub_age_s);
+}
+
+TEST(Options, Scrub) {
+  Options o;
+  ASSERT_TRUE(Parse({"--data", "/d", "--scrub-interval", "0", "--scrub-age=60.5"}, &o).ok());
+  EXPECT_EQ(0.0, o.scrub_interval_s);
+  EXPECT_EQ(60.5, o.scrub_age_s);
+  EXPECT_FALSE(Parse({"--data", "/d", "--scrub-interval", "-1"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--scrub-age", "x"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--scrub-age"}, &o).ok());
 }
 
 TEST(Options, All) {

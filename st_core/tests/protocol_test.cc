@@ -82,6 +82,9 @@ std::string DecodeAndReencode(const json& v) {
     case MsgType::kPing:
       EXPECT_TRUE(DecodePing(payload).ok());
       return EncodePing(h.seq);
+    case MsgType::kScrub:
+      EXPECT_TRUE(DecodeScrub(payload).ok());
+      return EncodeScrub(h.seq);
     case MsgType::kRingSegment: {
       RingSegment s;
       EXPECT_TRUE(DecodeRingSegment(payload, &s).ok());
@@ -103,6 +106,20 @@ std::string DecodeAndReencode(const json& v) {
         uint64_t removed = 0;
         EXPECT_TRUE(DecodeDeleteFile(payload, &removed).ok());  // removed:u64
         return EncodeOkRemoved(h.seq, removed);
+      }
+      if (payload.size() == kScrubReplySize) {
+        // The OK reply to SCRUB; the vector names the counts in its "scrub" member.
+        ScrubReply r;
+        EXPECT_TRUE(DecodeScrubReply(payload, &r).ok());
+        if (v.contains("scrub")) {
+          const json& c = v["scrub"];
+          EXPECT_EQ(c["files"].get<uint64_t>(), r.files);
+          EXPECT_EQ(c["removed_uncommitted"].get<uint64_t>(), r.removed_uncommitted);
+          EXPECT_EQ(c["removed_deleted_files"].get<uint64_t>(), r.removed_deleted_files);
+          EXPECT_EQ(c["removed_tmp"].get<uint64_t>(), r.removed_tmp);
+          EXPECT_EQ(c["kept"].get<uint64_t>(), r.kept);
+        }
+        return EncodeScrubReply(h.seq, r);
       }
       return EncodeOk(h.seq, payload);
     }
@@ -194,6 +211,9 @@ std::string Classify(const std::string& bytes) {
     }
     case MsgType::kPing:
       s = DecodePing(p);
+      break;
+    case MsgType::kScrub:
+      s = DecodeScrub(p);
       break;
     case MsgType::kRingSegment: {
       RingSegment r;
@@ -299,6 +319,24 @@ TEST(Protocol, DecodersRejectShortAndTrailing) {
   EXPECT_FALSE(DecodeRingSegment(p, &seg).ok());
   ErrorReply e;
   EXPECT_FALSE(DecodeError(std::string("\x05\x00\x09\x00" "abc", 7), &e).ok());
+  EXPECT_FALSE(DecodeScrub("x").ok());
+  ScrubReply sr;
+  EXPECT_FALSE(DecodeScrubReply(std::string(39, '\0'), &sr).ok());
+  EXPECT_FALSE(DecodeScrubReply(std::string(41, '\0'), &sr).ok());
+}
+
+TEST(Protocol, ScrubReplyRoundTrip) {
+  ScrubReply r{3, 1ull << 40, 7, 0, 0xFFFFFFFFFFFFFFFFull};
+  std::string f = EncodeScrubReply(21, r);
+  ASSERT_EQ(kFramePrefixSize + kScrubReplySize, f.size());
+  FrameHeader h;
+  ASSERT_EQ(PrefixResult::kOk, ParsePrefix(reinterpret_cast<const uint8_t*>(f.data()), f.size(),
+                                           kDefaultMaxFrame, &h));
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), h.type);
+  EXPECT_EQ(21u, h.seq);
+  ScrubReply back;
+  ASSERT_TRUE(DecodeScrubReply(std::string_view(f).substr(kFramePrefixSize), &back).ok());
+  EXPECT_EQ(r, back);
 }
 
 TEST(Protocol, Names) {
@@ -306,6 +344,7 @@ TEST(Protocol, Names) {
   EXPECT_STREQ("INTERNAL", ErrorCodeName(16));
   EXPECT_STREQ("UNKNOWN_ERROR", ErrorCodeName(99));
   EXPECT_EQ(nullptr, MsgTypeName(0x33));
+  EXPECT_STREQ("SCRUB", MsgTypeName(0x07));
   EXPECT_EQ("a\\x00b", Printable(std::string("a\0b", 3)));
 }
 

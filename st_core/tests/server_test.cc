@@ -9,10 +9,12 @@
 #include <sqlite3.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -26,6 +28,7 @@
 
 #include "coding.h"
 #include "crc32c.h"
+#include "name_codec.h"
 #include "test_util.h"
 
 namespace st {
@@ -137,7 +140,8 @@ std::string PutFrame(uint64_t seq, uint64_t fid, uint8_t rank, const std::string
 class TestPeer {
  public:
   explicit TestPeer(const std::string& namespace_dir = "", double timeout_base = 2,
-                    double timeout_per_peer = 0.5, uint32_t max_frame = kDefaultMaxFrame) {
+                    double timeout_per_peer = 0.5, uint32_t max_frame = kDefaultMaxFrame,
+                    double scrub_interval = 86400) {
     StoreOptions so;
     so.data_dir = dir_.path() + "/data";
     EXPECT_TRUE(RecordStore::Open(so, &store_).ok());
@@ -147,6 +151,7 @@ class TestPeer {
     sv.ring_timeout_base_s = timeout_base;
     sv.ring_timeout_per_peer_s = timeout_per_peer;
     sv.max_frame = max_frame;
+    sv.scrub_interval_s = scrub_interval;
     server_ = std::make_unique<Server>(loop_.get(), store_.get(), sv);
     EXPECT_TRUE(server_->Start().ok());
     thread_ = std::thread([this] { loop_->Run(); });
@@ -633,6 +638,177 @@ TEST_F(ServerTest, GetLocalLargeSegmentsAreChunked) {
   list = ReadLocalList(&c1, 2, &error, &message);
   ASSERT_EQ(0, error) << message;
   EXPECT_EQ(static_cast<size_t>(kRecords / 2), list.size());
+}
+
+// ---- SCRUB ---------------------------------------------------------------------
+
+// Sets a file's mtime `seconds` in the past.
+void Backdate(const std::string& path, double seconds) {
+  struct timeval tv[2];
+  gettimeofday(&tv[0], nullptr);
+  tv[0].tv_sec -= static_cast<time_t>(seconds);
+  tv[1] = tv[0];
+  ASSERT_EQ(0, utimes(path.c_str(), tv)) << path << ": " << strerror(errno);
+}
+
+std::string RecordFile(const TestPeer& peer, uint64_t fid, const std::string& name, uint8_t rank,
+                       const std::string& data) {
+  char dir[64];
+  snprintf(dir, sizeof(dir), "/files/%016llx/%02x/", static_cast<unsigned long long>(fid),
+           static_cast<unsigned>(NameBucket(name)));
+  return peer.data_dir() + dir + RecordFileName(EncodeName(name), rank, crc32c::Value(data));
+}
+
+ScrubReply ScrubOk(const Reply& r, uint64_t seq) {
+  ScrubReply out;
+  EXPECT_EQ(seq, r.h.seq);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), r.h.type) << ErrorMessage(r);
+  EXPECT_TRUE(DecodeScrubReply(r.payload, &out).ok());
+  return out;
+}
+
+TEST_F(ServerTest, ScrubRemovesWhatTheInfofileDoesNotCommit) {
+  test::TempDir ns;
+  TestPeer peer(ns.path());
+  Client c(peer.port());
+  const double kOld = 2 * 3600;  // the default --scrub-age is 3600 s
+  struct Rec {
+    uint64_t fid;
+    std::string name;
+    uint8_t rank;
+    bool old;
+    bool survives;
+  };
+  const std::vector<Rec> recs{
+      {21, "committed-0", 0, true, true},
+      {21, "committed-1", 1, true, true},
+      {21, "wrong-rank", 0, true, false},      // committed here at rank 1
+      {21, "uncommitted", 0, true, false},     // a crashed writer's leftover
+      {21, "others-copy", 0, true, false},     // committed at rank 0 to another peer
+      {21, "in-flight", 0, false, true},       // not committed yet, but young
+      {22, "deleted-a", 0, true, false},       // file 22 has no infofile
+      {22, "deleted-b", 1, true, false},
+      {23, "deleted-young", 0, false, true},   // file 23 neither, but the record is young
+  };
+  uint64_t seq = 0;
+  for (const Rec& r : recs) {
+    std::string data = "payload of " + r.name;
+    Reply rep = c.Call(PutFrame(++seq, r.fid, r.rank, r.name, data));
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), rep.h.type) << ErrorMessage(rep);
+    if (r.old) Backdate(RecordFile(peer, r.fid, r.name, r.rank, data), kOld);
+  }
+  ASSERT_EQ(0, mkdir((ns.path() + "/d").c_str(), 0755));
+  WriteInfofile(ns.path() + "/d/f", 21, {{peer.peer_id(), peer.addr()}, {"peer-b", "h:2"}},
+                {{"committed-0", 0, 0},
+                 {"committed-1", 1, 0},
+                 {"wrong-rank", 1, 0},
+                 {"others-copy", 0, 1},
+                 {"never-arrived", 0, 0}});
+  std::string tmp = peer.data_dir() + "/tmp/";
+  std::ofstream(tmp + "999-1.tmp") << "left by a crash";
+  Backdate(tmp + "999-1.tmp", kOld);
+  std::ofstream(tmp + "999-2.tmp") << "a write in flight";
+
+  ScrubReply got = ScrubOk(c.Call(EncodeScrub(100)), 100);
+  EXPECT_EQ(3u, got.files);
+  EXPECT_EQ(3u, got.removed_uncommitted);
+  EXPECT_EQ(2u, got.removed_deleted_files);
+  EXPECT_EQ(1u, got.removed_tmp);
+  EXPECT_EQ(4u, got.kept);
+
+  for (const Rec& r : recs) {
+    SCOPED_TRACE(r.name);
+    Reply rep = c.Call(EncodeGet(++seq, r.fid, r.name));
+    if (r.survives) {
+      ASSERT_EQ(static_cast<uint8_t>(MsgType::kData), rep.h.type) << ErrorMessage(rep);
+      DataReply d;
+      ASSERT_TRUE(DecodeData(rep.payload, &d).ok());
+      EXPECT_EQ("payload of " + r.name, d.data);
+      EXPECT_EQ(r.rank, d.copy_rank);
+    } else {
+      EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound), ErrorOf(rep));
+    }
+  }
+  struct stat st;
+  EXPECT_NE(0, stat((peer.data_dir() + "/files/0000000000000016").c_str(), &st))
+      << "the deleted file's directories are removed";
+  EXPECT_EQ(4u, CountFiles(peer.data_dir() + "/files"));
+  EXPECT_NE(0, stat((tmp + "999-1.tmp").c_str(), &st));
+  EXPECT_EQ(0, stat((tmp + "999-2.tmp").c_str(), &st));
+
+  // Pipelined SCRUBs: each gets its reply; nothing is left to remove.
+  c.Send(EncodeScrub(101) + EncodeScrub(102));
+  std::set<uint64_t> seqs;
+  for (int i = 0; i < 2; ++i) {
+    Reply rep = c.Read(30);
+    ASSERT_FALSE(rep.eof);
+    seqs.insert(rep.h.seq);
+    ScrubReply again = ScrubOk(rep, rep.h.seq);
+    EXPECT_EQ((ScrubReply{2, 0, 0, 0, 4}), again);  // file 22 is gone
+  }
+  EXPECT_EQ((std::set<uint64_t>{101, 102}), seqs);
+
+  // A removed record can be written again (its directories come back).
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk),
+            c.Call(PutFrame(++seq, 22, 0, "deleted-a", "again")).h.type);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), c.Call(EncodeGet(++seq, 22, "deleted-a")).h.type);
+}
+
+TEST_F(ServerTest, ScrubErrors) {
+  TestPeer no_ns;
+  Client c(no_ns.port());
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNoNamespace), ErrorOf(c.Call(EncodeScrub(1))));
+  // The connection stays usable; a SCRUB with a payload is a bad frame.
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(EncodePing(2)).h.type);
+  c.Send(EncodeFrame(MsgType::kScrub, 0, 3, "x"));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBadFrame), ErrorOf(c.Read()));
+  EXPECT_TRUE(c.ClosedByPeer());
+
+  // A namespace root that does not exist: NO_NAMESPACE, nothing removed.
+  test::TempDir base;
+  TestPeer gone(base.path() + "/missing");
+  Client g(gone.port());
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), g.Call(PutFrame(1, 5, 0, "r", "d")).h.type);
+  Reply r = g.Call(EncodeScrub(2));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNoNamespace), ErrorOf(r)) << ErrorMessage(r);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), g.Call(EncodeGet(3, 5, "r")).h.type);
+}
+
+TEST_F(ServerTest, PeriodicScrub) {
+  test::TempDir ns;
+  TestPeer peer(ns.path(), 2, 0.5, kDefaultMaxFrame, /*scrub_interval=*/0.2);
+  Client c(peer.port());
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(1, 9, 0, "stale", "s")).h.type);
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(2, 9, 0, "kept", "k")).h.type);
+  Backdate(RecordFile(peer, 9, "stale", 0, "s"), 7200);
+  Backdate(RecordFile(peer, 9, "kept", 0, "k"), 7200);
+  WriteInfofile(ns.path() + "/f", 9, {{peer.peer_id(), peer.addr()}}, {{"kept", 0, 0}});
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = ErrorOf(c.Call(EncodeGet(3, 9, "stale"))) == static_cast<uint16_t>(ErrorCode::kNotFound);
+    if (!gone) usleep(50 * 1000);
+  }
+  EXPECT_TRUE(gone) << "no periodic scrub removed the stale record";
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), c.Call(EncodeGet(4, 9, "kept")).h.type);
+}
+
+TEST_F(ServerTest, StopDuringAScrubWaitingForALock) {
+  test::TempDir ns;
+  auto peer = std::make_unique<TestPeer>(ns.path());
+  WriteInfofile(ns.path() + "/f", 9, {{peer->peer_id(), peer->addr()}}, {});
+  sqlite3* db = nullptr;
+  ASSERT_EQ(SQLITE_OK, sqlite3_open((ns.path() + "/f").c_str(), &db));
+  ASSERT_EQ(SQLITE_OK, sqlite3_exec(db, "BEGIN EXCLUSIVE; INSERT INTO meta VALUES('x', 1);",
+                                    nullptr, nullptr, nullptr));
+  Client c(peer->port());
+  c.Send(EncodeScrub(1));  // the inventory waits up to 5 s for the lock
+  usleep(200 * 1000);
+  auto t0 = std::chrono::steady_clock::now();
+  peer.reset();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 1.0) << "stopping waited for the infofile lock";
+  sqlite3_exec(db, "ROLLBACK;", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
 }
 
 }  // namespace
