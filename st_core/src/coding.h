@@ -123,6 +123,29 @@ class Reader {
   size_t left_;
 };
 
+// Parses exactly `digits` lower-case hex digits (the store's file names).
+inline bool ParseLowerHex(std::string_view s, size_t digits, uint64_t* v) {
+  if (s.size() != digits) return false;
+  uint64_t x = 0;
+  for (char c : s) {
+    int d;
+    if (c >= '0' && c <= '9') {
+      d = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      d = c - 'a' + 10;
+    } else {
+      return false;
+    }
+    x = (x << 4) | static_cast<uint64_t>(d);
+  }
+  *v = x;
+  return true;
+}
+
+inline bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
 }  // namespace st
 
 #endif  // ST_CORE_CODING_H_

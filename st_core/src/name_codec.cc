@@ -1,5 +1,7 @@
 #include "name_codec.h"
 
+#include "coding.h"
+
 #include <openssl/sha.h>
 
 #include <cstdio>
@@ -125,21 +127,11 @@ bool ParseRecordFileName(std::string_view file_name, std::string_view* enc, uint
     rank = rank * 10 + static_cast<unsigned>(c - '0');
   }
   if (rank > 255 || (rank_s.size() > 1 && rank_s[0] == '0')) return false;
-  uint32_t v = 0;
-  for (char c : crc_s) {
-    int d;
-    if (c >= '0' && c <= '9') {
-      d = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      d = c - 'a' + 10;
-    } else {
-      return false;
-    }
-    v = (v << 4) | static_cast<uint32_t>(d);
-  }
+  uint64_t v = 0;
+  if (!ParseLowerHex(crc_s, 8, &v)) return false;
   *enc = file_name.substr(0, at1);
   *copy_rank = static_cast<uint8_t>(rank);
-  *crc = v;
+  *crc = static_cast<uint32_t>(v);
   return true;
 }
 

@@ -1,5 +1,7 @@
 #include "record_store.h"
 
+#include "coding.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -86,28 +88,6 @@ void RemoveEntries(const std::string& dir) {
     }
   }
   ::closedir(d);
-}
-
-bool ParseHex(std::string_view s, size_t digits, uint64_t* v) {
-  if (s.size() != digits) return false;
-  uint64_t x = 0;
-  for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9') {
-      d = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      d = c - 'a' + 10;
-    } else {
-      return false;
-    }
-    x = (x << 4) | static_cast<uint64_t>(d);
-  }
-  *v = x;
-  return true;
-}
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 std::string NewUuid() {
@@ -240,7 +220,7 @@ Status RecordStore::Scan() {
   while (struct dirent* e = ::readdir(d)) {
     if (e->d_name[0] == '.') continue;
     uint64_t file_id;
-    if (!ParseHex(e->d_name, 16, &file_id)) {
+    if (!ParseLowerHex(e->d_name, 16, &file_id)) {
       ST_LOG_WARN("ignoring unexpected entry %s/%s", files_dir_.c_str(), e->d_name);
       continue;
     }
@@ -264,7 +244,7 @@ Status RecordStore::ScanFile(uint64_t file_id, const std::string& dir) {
   while (struct dirent* e = ::readdir(d)) {
     if (e->d_name[0] == '.') continue;
     uint64_t b;
-    if (!ParseHex(e->d_name, 2, &b)) {
+    if (!ParseLowerHex(e->d_name, 2, &b)) {
       ST_LOG_WARN("ignoring unexpected entry %s/%s", dir.c_str(), e->d_name);
       continue;
     }
@@ -651,7 +631,7 @@ void RecordStore::PruneFileDirs(uint64_t file_id) {
   std::vector<std::string> buckets;
   while (struct dirent* e = ::readdir(d)) {
     uint64_t b;
-    if (ParseHex(e->d_name, 2, &b)) buckets.emplace_back(e->d_name);
+    if (ParseLowerHex(e->d_name, 2, &b)) buckets.emplace_back(e->d_name);
   }
   ::closedir(d);
   for (const std::string& b : buckets) ::rmdir((dir + "/" + b).c_str());  // fails unless empty

@@ -1,5 +1,7 @@
 #include "scrub_plan.h"
 
+#include "coding.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -50,28 +52,6 @@ Status ListDir(const std::string& dir, std::vector<std::string>* out) {
   ::closedir(d);
   if (err != 0) return PosixError("readdir " + dir, err);
   return Status::OK();
-}
-
-bool ParseLowerHex(std::string_view s, size_t digits, uint64_t* v) {
-  if (s.size() != digits) return false;
-  uint64_t x = 0;
-  for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9') {
-      d = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      d = c - 'a' + 10;
-    } else {
-      return false;
-    }
-    x = (x << 4) | static_cast<uint64_t>(d);
-  }
-  *v = x;
-  return true;
-}
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 bool ReadSidecar(const std::string& path, std::string* out) {
