@@ -60,7 +60,7 @@ def up(data: str, peers: int, announce_interval: float) -> None:
     """Run a local cluster (tracker and PEERS peers under DATA) until Ctrl-C."""
     from .cluster import LocalCluster
 
-    cluster = LocalCluster(Path(data), n_peers=peers, announce_interval=announce_interval)
+    cluster = LocalCluster(Path(data), n_peers=peers, announce_interval=announce_interval, die_with_parent=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

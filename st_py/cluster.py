@@ -56,29 +56,30 @@ def find_peer_binary() -> str:
                             "st_core with CMake) or set ST_PEER_BIN to the binary")
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGKILL when the parent dies, so a
-    killed ``storetorrent up`` leaves no orphaned daemons (Linux prctl)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
+def _die_with_parent(argv: list[str]) -> list[str]:
+    """Prefix ``argv`` so the child gets SIGKILL when its parent dies
+    (``setpriv --pdeathsig``, util-linux). No ``preexec_fn``: that can
+    deadlock a child forked from a process with threads (gRPC has some).
+    The signal follows the *thread* that started the child, so use this only
+    from a long-lived main thread (``storetorrent up``)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv
 
 
 class Daemon:
     """A child process that prints ``listening on HOST:PORT`` when ready."""
 
     def __init__(self, name: str, argv: list[str], log_path: Path, env: dict | None = None,
-                 ready_timeout: float = 30.0):
+                 ready_timeout: float = 30.0, die_with_parent: bool = False):
         self.name = name
         self.argv = argv
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("ab")
+        if die_with_parent:
+            argv = _die_with_parent(argv)
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, env=env,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+                                     start_new_session=True)
         self.addr = self._wait_ready(ready_timeout)
         # keep draining stdout so the child never blocks on a full pipe
         threading.Thread(target=self._drain, daemon=True).start()
@@ -152,6 +153,7 @@ class LocalCluster:
     n_peers: int = 4
     announce_interval: float = 1.0
     peer_args: list[str] = field(default_factory=list)
+    die_with_parent: bool = False  # SIGKILL the daemons if this process dies (storetorrent up)
     tracker: Daemon | None = None
     peers: list[Daemon | None] = field(default_factory=list)
     tracker_port: int = 0
@@ -188,7 +190,8 @@ class LocalCluster:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent),
                                              env.get("PYTHONPATH", "")])
-        self.tracker = Daemon("tracker", argv, self.data_dir / "logs" / "tracker.log", env=env)
+        self.tracker = Daemon("tracker", argv, self.data_dir / "logs" / "tracker.log", env=env,
+                              die_with_parent=self.die_with_parent)
         self.tracker_port = int(self.tracker.addr.rsplit(":", 1)[1])  # same port after a restart
         return self.tracker
 
@@ -199,7 +202,8 @@ class LocalCluster:
                 "--port", str(port), "--namespace", str(self.namespace),
                 "--tracker", self.tracker_addr, "--announce-interval", str(self.announce_interval),
                 *self.peer_args]
-        d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log")
+        d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log",
+                   die_with_parent=self.die_with_parent)
         self.peers[i] = d
         return d
 

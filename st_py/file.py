@@ -10,6 +10,7 @@ committed (paper 2.1).
 from __future__ import annotations
 
 import random
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
@@ -19,7 +20,7 @@ import grpc
 from ._proto import tracker_pb2 as pb
 from .errors import (BadNameError, ChecksumError, GetLocalError, NotEnoughPeersError, PeerError,
                      PeerUnavailableError, RecordExistsError, RecordNotFoundError,
-                     RecordUnavailableError, StoreTorrentError)
+                     RecordUnavailableError, StoreTorrentError, TrackerUnavailableError)
 from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
 from .infofile import InfofileReader
 from .protocol import (MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file, encode_get,
@@ -30,6 +31,7 @@ from .transport import Transport
 DEFAULT_DEPTH = 64
 DEFAULT_GROUP = 40
 MAX_COMMITS_IN_FLIGHT = 8
+COMMIT_RETRY_S = 30.0
 COALESCE_BYTES = 1 << 20
 
 
@@ -104,6 +106,7 @@ class StFile:
         self._gets_inflight = 0
         self._to_commit: list[_PutOp] = []
         self._commits: deque = deque()  # (grpc future, group) in flight to the tracker
+        self._tracker_down_since: float | None = None
         # appending to a file that has records: check names up front (write-once)
         self._check_names = info.records > 0
         self._errors: deque[tuple[str, Exception]] = deque()
@@ -271,9 +274,11 @@ class StFile:
                 reply = fut.result()
             except grpc.RpcError as e:
                 exc = self._tracker.map_error(e, "Commit")
-                for op in group:
-                    self._errors.append((op.name, exc))
-                continue
+                reply = self._retry_commit(group, exc) if isinstance(exc, TrackerUnavailableError) else None
+                if reply is None:
+                    for op in group:
+                        self._errors.append((op.name, exc))
+                    continue
             finally:
                 block = False
             if reply.conflicts:
@@ -286,6 +291,27 @@ class StFile:
                             op.callback(op.name, exc)
                         else:
                             self._errors.append((op.name, exc))
+
+    def _retry_commit(self, group: list[_PutOp], exc: Exception):
+        """The tracker is down or restarting (paper 5): the copies are safe
+        on the peers, so retry the commit, which is idempotent, for up to
+        ``COMMIT_RETRY_S`` seconds. Returns the reply, or None if it stays down."""
+        records = [pb.RecordCommit(name=op.name, size=op.size, crc32c=op.crc, peer_idx=op.peers) for op in group]
+        now = time.monotonic()
+        if self._tracker_down_since is None:
+            self._tracker_down_since = now
+        deadline = self._tracker_down_since + COMMIT_RETRY_S  # one budget per outage, not per group
+        delay = 0.1
+        while time.monotonic() < deadline:
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            try:
+                reply = self._tracker.commit(self.name, self.file_id, records)
+            except TrackerUnavailableError:
+                continue
+            self._tracker_down_since = None
+            return reply
+        return None
 
     def put(self, name: str, data: bytes) -> None:
         """Store record ``name`` and wait until every copy is acknowledged.

@@ -1,0 +1,122 @@
+"""Failure behaviour against real processes killed with SIGKILL (paper 4.3,
+5): dynamic peer failures during PUT and GET, initial failures at open, and a
+tracker restarted in the middle of writes."""
+
+import threading
+
+import pytest
+
+from conftest import poll_for
+from st_py.errors import NotEnoughPeersError
+from st_py.infofile import InfofileReader
+
+
+def check_file(cluster, name, blobs, copies=2):
+    reader = InfofileReader(cluster.namespace / name.lstrip("/"))
+    assert reader.count() == len(blobs)
+    for n in blobs:
+        m = reader.lookup(n)
+        assert len(set(m.peers)) == copies, m  # invariant 3: one copy per peer
+    with cluster.client().open(name) as f:
+        for n, v in blobs.items():
+            assert f.get(n) == v
+
+
+def test_put_survives_a_peer_killed_mid_pipeline(cluster):
+    c = cluster.client(depth=64)
+    blobs = {f"r{i:05d}": bytes([i % 251]) * (100 + i % 900) for i in range(1500)}
+    f = c.create("/fail/put", replication="x2", blocksize=4)
+    for i, (n, v) in enumerate(blobs.items()):
+        f.queue_put(n, v)
+        if i == 500:
+            dead = cluster.kill_peer(1)
+    f.close()  # every record committed with 2 copies, none of the later ones on the dead peer
+    reader = InfofileReader(cluster.namespace / "fail" / "put")
+    idx = {p.peer_idx: p.addr for p in c.open("/fail/put").info.peers}
+    late = [n for n in list(blobs)[700:] if idx[reader.lookup(n).peers[0]] == dead
+            or idx[reader.lookup(n).peers[1]] == dead]
+    assert late == []
+    check_file(cluster, "/fail/put", blobs)
+
+
+def test_put_fails_clearly_with_fewer_live_peers_than_copies(cluster):
+    c = cluster.client()
+    f = c.create("/fail/few", replication="x3")
+    for i in (0, 1):
+        cluster.kill_peer(i)
+    with pytest.raises(NotEnoughPeersError, match="x3"):
+        for i in range(50):
+            f.put(f"r{i}", b"x")
+        f.flush()
+
+
+def test_get_reads_the_next_copy_when_a_holder_is_dead(cluster):
+    c = cluster.client()
+    blobs = {f"r{i}": f"value {i}".encode() for i in range(100)}
+    with c.create("/fail/get", replication="x2") as f:
+        for n, v in blobs.items():
+            f.queue_put(n, v)
+    cluster.kill_peer(0)
+    with c.open("/fail/get") as f:  # opened before the tracker notices: dynamic failure
+        for n, v in blobs.items():
+            assert f.get(n) == v
+
+
+def test_open_reports_failed_peers_and_new_writes_avoid_them(cluster):
+    c = cluster.client()
+    f = c.create("/fail/initial", replication="x2")
+    f.close()
+    dead = cluster.kill_peer(3)
+    poll_for(lambda: c.status().failed_peers == 1, what="the tracker to fail the peer")
+    with c.open("/fail/initial") as f:
+        assert [p.addr for p in f.info.peers if not p.alive] == [dead]
+        for i in range(100):
+            f.queue_put(f"r{i}", b"x")
+    reader = InfofileReader(cluster.namespace / "fail" / "initial")
+    dead_idx = [p.peer_idx for p in c.open("/fail/initial").info.peers if p.addr == dead]
+    assert all(dead_idx[0] not in reader.lookup(f"r{i}").peers for i in range(100))
+
+
+def test_delete_reaches_every_live_copy_holder(cluster):
+    c = cluster.client()
+    with c.create("/fail/del", replication="x3") as f:
+        f.put("a", b"1")
+    cluster.kill_peer(0)
+    with c.open("/fail/del") as f:
+        f.delete("a")  # copies on live peers removed, the tracker forgets the record
+        assert len(f) == 0
+
+
+def test_tracker_restart_during_writes_loses_nothing(cluster):
+    c = cluster.client(depth=32, group_size=20)
+    blobs = {f"w{i:05d}": bytes([i % 256]) * 64 for i in range(3000)}
+    f = c.create("/fail/tracker", replication="x2")
+    restarted = threading.Event()
+
+    def restart():
+        cluster.restart_tracker()
+        restarted.set()
+
+    for i, (n, v) in enumerate(blobs.items()):
+        f.queue_put(n, v)
+        if i == 800:
+            threading.Thread(target=restart).start()
+    f.close()  # commits that met a dead tracker were retried after it came back
+    assert restarted.wait(30)
+    check_file(cluster, "/fail/tracker", blobs)
+
+
+def test_peer_added_while_writing(cluster):
+    c = cluster.client()
+    blobs = {f"g{i}": b"y" * 10 for i in range(600)}
+    f = c.create("/fail/grow", replication="x2")
+    for i, (n, v) in enumerate(blobs.items()):
+        f.queue_put(n, v)
+        if i == 200:
+            cluster.start_peer(4)
+    f.close()
+    check_file(cluster, "/fail/grow", blobs)
+    poll_for(lambda: c.status().alive_peers == 5, what="the new peer's announce")
+    with c.create("/fail/grown", replication="x2") as g:
+        assert len(g.info.peers) == 5
+        g.put("x", b"1")
