@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from st_py.client import Client
 from st_py.getlocal import GetLocalPlan, local_addresses
 from st_py.transport import split_addr
 
 from .decoders import Decoder
-from .tasks import check_complete, read_peer, sample_schema
+from .tasks import check_complete, plan_read, read_peer
 
 
 def _worker_host(addr: str) -> str:
@@ -97,14 +96,7 @@ def read_storetorrent(name: str, *, tracker: str | None = None, client=None,
     from distributed import get_client
 
     dclient = client or get_client()
-    st = Client(tracker)
-    try:
-        f = st.open(name)
-        plan = f.get_local_plan()
-        schema = sample_schema(f, decoder, record_column)
-        f.close()
-    finally:
-        st.close()
+    plan, schema = plan_read(name, tracker, decoder, record_column)
     placements = _placements(plan.ring, dclient)
     parts, counts = [], []
     for addr in plan.ring:

@@ -22,12 +22,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from st_py.client import Client
 from st_py.getlocal import GetLocalPlan, local_addresses
 from st_py.transport import split_addr
 
 from .decoders import Decoder
-from .tasks import check_complete, read_peer, sample_schema
+from .tasks import check_complete, plan_read, read_peer
 
 RESOURCE_AMOUNT = 0.001
 
@@ -97,14 +96,7 @@ def read_storetorrent(name: str, *, tracker: str | None = None, decoder: Decoder
 
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
-    client = Client(tracker)
-    try:
-        f = client.open(name)
-        plan = f.get_local_plan()
-        schema = sample_schema(f, decoder, record_column)
-        f.close()
-    finally:
-        client.close()
+    plan, schema = plan_read(name, tracker, decoder, record_column)
     task = ray.remote(_read_task)
     placements = _placements(plan.ring)
     tables, counts = [], []

@@ -65,6 +65,19 @@ def sample_schema(f, decoder: Decoder | None, record_column: str | None) -> pa.S
     return t.schema
 
 
+def plan_read(name: str, tracker: str | None, decoder: Decoder | None, record_column: str | None):
+    """On the driver: the GET_LOCAL plan and the records' schema of file
+    ``name``, shared by the Ray and Dask readers."""
+    from st_py.client import Client
+
+    client = Client(tracker)
+    try:
+        with client.open(name) as f:
+            return f.get_local_plan(), sample_schema(f, decoder, record_column)
+    finally:
+        client.close()
+
+
 def check_complete(plan: GetLocalPlan, counts: list[int]) -> None:
     """Every committed record must be revealed exactly once (paper 3.7).
 

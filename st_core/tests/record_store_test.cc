@@ -45,23 +45,6 @@ class RecordStoreTest : public ::testing::Test {
     return out;
   }
 
-  size_t CountFiles(const std::string& dir) {
-    size_t n = 0;
-    DIR* d = opendir(dir.c_str());
-    if (d == nullptr) return 0;
-    while (struct dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      std::string p = dir + "/" + e->d_name;
-      struct stat st;
-      if (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        n += CountFiles(p);
-      } else {
-        ++n;
-      }
-    }
-    closedir(d);
-    return n;
-  }
 
   test::TempDir dir_;
   std::unique_ptr<RecordStore> store_;
@@ -99,7 +82,7 @@ TEST_F(RecordStoreTest, LayoutOnDisk) {
   EXPECT_EQ(expected, store_->RecordPath(0x42, "JFK/x", *m));
   struct stat st;
   EXPECT_EQ(0, stat(expected.c_str(), &st));
-  EXPECT_EQ(0u, CountFiles(store_->data_dir() + "/tmp"));
+  EXPECT_EQ(0u, test::CountFiles(store_->data_dir() + "/tmp"));
   // PEER_ID is a UUID, kept across restarts.
   std::string id = store_->peer_id();
   EXPECT_EQ(36u, id.size());
@@ -113,8 +96,8 @@ TEST_F(RecordStoreTest, CrcMismatchAndBadName) {
   EXPECT_TRUE(Put(1, 0, std::string("a\0b", 3), "x").IsInvalidArgument());
   EXPECT_TRUE(Put(1, 0, std::string(4097, 'n'), "x").IsInvalidArgument());
   EXPECT_EQ(0u, store_->record_count());
-  EXPECT_EQ(0u, CountFiles(store_->data_dir() + "/files"));
-  EXPECT_EQ(0u, CountFiles(store_->data_dir() + "/tmp"));
+  EXPECT_EQ(0u, test::CountFiles(store_->data_dir() + "/files"));
+  EXPECT_EQ(0u, test::CountFiles(store_->data_dir() + "/tmp"));
 }
 
 TEST_F(RecordStoreTest, IdempotentPutExistsAndReplace) {
@@ -131,7 +114,7 @@ TEST_F(RecordStoreTest, IdempotentPutExistsAndReplace) {
   EXPECT_EQ(1u, store_->record_count());
   EXPECT_EQ(4u, store_->used_bytes());
   // The old file is gone: one record file on disk.
-  EXPECT_EQ(1u, CountFiles(store_->data_dir() + "/files"));
+  EXPECT_EQ(1u, test::CountFiles(store_->data_dir() + "/files"));
   Reopen();
   EXPECT_EQ("two!", Read(1, "a"));
 }
@@ -157,14 +140,14 @@ TEST_F(RecordStoreTest, IndexRebuiltAfterReopen) {
   EXPECT_EQ(2u, store_->Find(7)->size());
   // Long names keep a sidecar; delete removes both.
   EXPECT_TRUE(store_->Delete(7, long_name).ok());
-  EXPECT_EQ(1u, CountFiles(store_->data_dir() + "/files/0000000000000007"));
+  EXPECT_EQ(1u, test::CountFiles(store_->data_dir() + "/files/0000000000000007"));
 }
 
 TEST_F(RecordStoreTest, TmpCleanedAtStart) {
   std::string junk = store_->data_dir() + "/tmp/123-1.tmp";
   { std::ofstream(junk) << "partial"; }
   Reopen();
-  EXPECT_EQ(0u, CountFiles(store_->data_dir() + "/tmp"));
+  EXPECT_EQ(0u, test::CountFiles(store_->data_dir() + "/tmp"));
 }
 
 TEST_F(RecordStoreTest, NamesStayInsideTheDataDir) {
@@ -177,8 +160,8 @@ TEST_F(RecordStoreTest, NamesStayInsideTheDataDir) {
     ASSERT_EQ(prefix, path.substr(0, prefix.size()));
     EXPECT_EQ(std::string::npos, path.substr(prefix.size()).find("/", 3)) << path;
   }
-  EXPECT_EQ(6u, CountFiles(store_->data_dir() + "/files/0000000000000003"));
-  EXPECT_EQ(2u, CountFiles(dir_.path()) - CountFiles(store_->data_dir() + "/files") - 0);  // PEER_ID, LOCK
+  EXPECT_EQ(6u, test::CountFiles(store_->data_dir() + "/files/0000000000000003"));
+  EXPECT_EQ(2u, test::CountFiles(dir_.path()) - test::CountFiles(store_->data_dir() + "/files") - 0);  // PEER_ID, LOCK
 }
 
 TEST_F(RecordStoreTest, DeleteFile) {

@@ -177,24 +177,6 @@ class TestPeer {
   std::thread thread_;
 };
 
-size_t CountFiles(const std::string& dir) {
-  size_t n = 0;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return 0;
-  while (struct dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::string p = dir + "/" + e->d_name;
-    struct stat st;
-    if (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      n += CountFiles(p);
-    } else {
-      ++n;
-    }
-  }
-  closedir(d);
-  return n;
-}
-
 class ServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { signal(SIGPIPE, SIG_IGN); }
@@ -341,8 +323,8 @@ TEST_F(ServerTest, TruncatedPutLeavesNothing) {
   usleep(100 * 1000);
   Client c(peer.port());
   EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound), ErrorOf(c.Call(EncodeGet(2, 4, "partial"))));
-  EXPECT_EQ(0u, CountFiles(peer.data_dir() + "/files"));
-  EXPECT_EQ(0u, CountFiles(peer.data_dir() + "/tmp"));
+  EXPECT_EQ(0u, test::CountFiles(peer.data_dir() + "/files"));
+  EXPECT_EQ(0u, test::CountFiles(peer.data_dir() + "/tmp"));
 }
 
 TEST_F(ServerTest, LargeRecordRoundTrip) {
@@ -732,7 +714,7 @@ TEST_F(ServerTest, ScrubRemovesWhatTheInfofileDoesNotCommit) {
   struct stat st;
   EXPECT_NE(0, stat((peer.data_dir() + "/files/0000000000000016").c_str(), &st))
       << "the deleted file's directories are removed";
-  EXPECT_EQ(4u, CountFiles(peer.data_dir() + "/files"));
+  EXPECT_EQ(4u, test::CountFiles(peer.data_dir() + "/files"));
   EXPECT_NE(0, stat((tmp + "999-1.tmp").c_str(), &st));
   EXPECT_EQ(0, stat((tmp + "999-2.tmp").c_str(), &st));
 

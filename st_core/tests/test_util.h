@@ -13,6 +13,25 @@
 namespace st {
 namespace test {
 
+// Regular files below `dir`, recursively, not counting dot-files.
+inline size_t CountFiles(const std::string& dir) {
+  size_t n = 0;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  while (struct dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string p = dir + "/" + e->d_name;
+    struct stat st;
+    if (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      n += CountFiles(p);
+    } else {
+      ++n;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
 inline void RemoveTree(const std::string& path) {
   DIR* d = opendir(path.c_str());
   if (d != nullptr) {
