@@ -9,7 +9,6 @@ committed (paper 2.1).
 
 from __future__ import annotations
 
-import random
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from .errors import (BadNameError, ChecksumError, GetLocalError, NotEnoughPeersE
                      RecordUnavailableError, StoreTorrentError, TrackerUnavailableError)
 from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
 from .infofile import InfofileReader
+from .placement import choose_holders, choose_spare
 from .protocol import (MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file, encode_get,
                        put_prefix)
 from .tracker_client import TrackerClient
@@ -151,7 +151,7 @@ class StFile:
             raise NotEnoughPeersError(
                 f"file {self.name} (class {self.replication}) needs {self.copies} live peers, "
                 f"{len(live)} of {len(self.peers)} are usable; start peers or wait for them to announce")
-        return random.sample(live, self.copies)
+        return choose_holders(live, self.copies)
 
     def queue_put(self, name: str, data: bytes, callback: Callable[[str, Exception | None], None] | None = None
                   ) -> Pending:
@@ -230,9 +230,8 @@ class StFile:
             # Dynamic failure (paper 4.3): put this copy on a peer that holds no copy.
             if isinstance(exc, PeerError):
                 self._transport.failed.setdefault(self._addr(idx), str(exc))
-            spare = [i for i in self.peers if self._usable(i) and i not in op.peers]
-            if spare:
-                new = random.choice(spare)
+            new = choose_spare([i for i in self.peers if self._usable(i)], op.peers)
+            if new is not None:
                 op.peers[rank] = new
                 self._send_copy(op, rank, new)
                 return
