@@ -1,0 +1,1 @@
+"""Analysis tools for StoreTorrent (run with ``python -m st_py.tools.<name>``)."""

@@ -1,0 +1,676 @@
+"""Data-loss analysis (paper 4.2): how many records become unavailable when
+G of N storage nodes fail?
+
+The tool places records with the real placement code -- the peerlist comes
+from :func:`st_py.tracker.scheduler.schedule` and every block of
+``blocksize`` consecutive records gets its F holders from
+:func:`st_py.placement.choose_holders`, exactly as :class:`st_py.file.StFile`
+does -- then fails G peers chosen uniformly at random and counts the records
+whose F copies are all on failed peers. It compares the measured fraction
+with
+
+* the exact probability under uniform placement of F distinct holders, the
+  hypergeometric ``C(G, F) / C(N, F) = G(G-1)...(G-F+1) / (N(N-1)...(N-F+1))``;
+* the paper's formula ``G/N * G/(N-1) * ... `` (F factors) and its limit
+  ``(G/N)**F``;
+* the paper's worked example (N=100, x2, two failures: ``1/100 * 1/99``).
+
+Blocks do not change the expected fraction (every block is placed uniformly),
+but a whole block is lost or kept together, so the spread of the fraction
+across files/trials grows like ``sqrt(blocksize)``; the tool measures it by
+repeating the run with ``--compare-blocksize`` (default 1).
+
+Run ``python -m st_py.tools.dataloss --help``; the results are in
+docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..placement import choose_holders
+from ..tracker.peers import PeerInfo
+from ..tracker.scheduler import schedule
+from ..tracker.service import DEFAULT_BLOCKSIZE
+
+#: The paper's worked example (4.2): N=100 peers, class x2, two failed peers.
+PAPER_EXAMPLE = {"peers": 100, "copies": 2, "failed": 2, "value": 1 / 100 * 1 / 99}
+
+RECORD_BYTES = 4096          # nominal record size, only used for schedule()'s est_size
+PEER_FREE_BYTES = 1 << 50    # every simulated peer has room, so the peerlist is all N peers
+
+
+# -- formulas -------------------------------------------------------------------
+
+def _check(peers: int, copies: int, failed: int) -> None:
+    """Validate N, F, G; raise ValueError with a clear message."""
+    if peers < 1:
+        raise ValueError(f"the number of peers N must be >= 1, got {peers}")
+    if copies < 1:
+        raise ValueError(f"the number of copies F (class xF) must be >= 1, got {copies}")
+    if copies > peers:
+        raise ValueError(f"class x{copies} needs {copies} distinct peers, but only N={peers} exist "
+                         "(F > N)")
+    if failed < 0:
+        raise ValueError(f"the number of failed peers G must be >= 0, got {failed}")
+    if failed > peers:
+        raise ValueError(f"cannot fail G={failed} peers out of N={peers} (G > N)")
+
+
+def exact_unavailable(peers: int, copies: int, failed: int) -> float:
+    """Exact probability that a record has all its copies on failed peers.
+
+    With the F holders a uniformly random F-subset of the N peers (what
+    :func:`st_py.placement.choose_holders` draws) and a set C of G failed
+    peers chosen independently of the placement, the number of holders in C is
+    hypergeometric, and
+
+    ``P(all F copies in C) = C(G, F) / C(N, F) = prod_{i<F} (G-i) / (N-i)``.
+
+    Parameters
+    ----------
+    peers : int
+        N, the number of peers in the file's peerlist (>= 1).
+    copies : int
+        F, the copies of the replication class xF (1 <= F <= N).
+    failed : int
+        G, the number of failed peers (0 <= G <= N).
+
+    Returns
+    -------
+    float
+        Probability in [0, 1] (equivalently the expected fraction of records
+        unavailable); 0 when G < F.
+
+    Raises
+    ------
+    ValueError
+        If N < 1, F < 1, F > N, G < 0 or G > N.
+
+    Notes
+    -----
+    Source: paper section 4.2, corrected (see :func:`paper_formula`).
+    """
+    _check(peers, copies, failed)
+    return math.comb(failed, copies) / math.comb(peers, copies)
+
+
+def paper_formula(peers: int, copies: int, failed: int) -> float:
+    """The paper's formula ``P = G/N * G/(N-1) * ...`` with F factors.
+
+    The paper prints ``G/N*G/(N-1)*...G/(N-F)``; read literally that has
+    F+1 factors, which would not even give G/N for x1, so the F-factor
+    reading ``prod_{i<F} G/(N-i)`` (the pattern of its worked example
+    ``1/100 * 1/99``) is used. It is an upper bound of
+    :func:`exact_unavailable`: the ratio is ``G**F / (G(G-1)...(G-F+1))``,
+    which is 1 for F=1, ``G/(G-1)`` for F=2 (2 at G=2) and tends to 1 only
+    when G >> F.
+
+    Parameters
+    ----------
+    peers, copies, failed : int
+        N, F and G as in :func:`exact_unavailable`.
+
+    Returns
+    -------
+    float
+        The paper's value (not a probability bounded by 1 in general).
+
+    Raises
+    ------
+    ValueError
+        If N < 1, F < 1, F > N, G < 0 or G > N.
+
+    Notes
+    -----
+    Source: paper section 4.2.
+    """
+    _check(peers, copies, failed)
+    return math.prod(failed / (peers - i) for i in range(copies))
+
+
+def paper_limit(peers: int, copies: int, failed: int) -> float:
+    """The paper's approximation "for F << N this approaches (G/N)^F".
+
+    Also an upper bound of :func:`exact_unavailable`; it is close to the
+    exact value only when F << G (not merely F << N).
+
+    Parameters
+    ----------
+    peers, copies, failed : int
+        N, F and G as in :func:`exact_unavailable`.
+
+    Returns
+    -------
+    float
+        ``(G/N)**F``.
+
+    Raises
+    ------
+    ValueError
+        If N < 1, F < 1, F > N, G < 0 or G > N.
+
+    Notes
+    -----
+    Source: paper section 4.2.
+    """
+    _check(peers, copies, failed)
+    return (failed / peers) ** copies
+
+
+def block_weights(records: int, blocksize: int) -> np.ndarray:
+    """Records per block when ``records`` records are cut into blocks.
+
+    Parameters
+    ----------
+    records : int
+        R >= 1.
+    blocksize : int
+        Records per block, >= 1; the last block may be shorter.
+
+    Returns
+    -------
+    numpy.ndarray, shape (ceil(R / blocksize),), int64
+        Records in each block; sums to R.
+
+    Raises
+    ------
+    ValueError
+        If ``records`` or ``blocksize`` is < 1.
+    """
+    if records < 1:
+        raise ValueError(f"records must be >= 1, got {records}")
+    if blocksize < 1:
+        raise ValueError(f"blocksize must be >= 1, got {blocksize}")
+    nblocks = -(-records // blocksize)
+    w = np.full(nblocks, blocksize, dtype=np.int64)
+    w[-1] = records - blocksize * (nblocks - 1)
+    return w
+
+
+def trial_std(p: float, records: int, blocksize: int) -> float:
+    """Theoretical standard deviation of the unavailable fraction of one trial.
+
+    Each block is lost independently with probability p and takes all its
+    records with it, so the fraction ``sum_j w_j X_j / R`` has variance
+    ``p (1-p) sum_j w_j**2 / R**2`` -- about ``p (1-p) blocksize / R``,
+    i.e. blocks multiply the standard deviation by ``sqrt(blocksize)`` and
+    leave the mean at p.
+
+    Parameters
+    ----------
+    p : float
+        Per-record (= per-block) loss probability, in [0, 1].
+    records : int
+        R, records placed per trial.
+    blocksize : int
+        Records per block.
+
+    Returns
+    -------
+    float
+        Standard deviation of the per-trial fraction (dimensionless).
+
+    Raises
+    ------
+    ValueError
+        If p is outside [0, 1], or records/blocksize < 1.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be in [0, 1], got {p}")
+    w = block_weights(records, blocksize).astype(np.float64)
+    return math.sqrt(p * (1.0 - p) * float(np.sum(w * w))) / records
+
+
+# -- simulation with the real placement code -------------------------------------
+
+def make_peerlist(peers: int, copies: int, est_size: int) -> list[PeerInfo]:
+    """The peerlist of a new file on ``peers`` equal peers, from the real
+    tracker scheduler :func:`st_py.tracker.scheduler.schedule`.
+
+    Parameters
+    ----------
+    peers : int
+        N, live peers, each with ``PEER_FREE_BYTES`` free.
+    copies : int
+        F of the class.
+    est_size : int
+        Estimated user bytes of the file (one copy).
+
+    Returns
+    -------
+    list of PeerInfo, length N
+        In the scheduler's order; list position is the peer index used by
+        the client.
+
+    Raises
+    ------
+    ValueError
+        If N < 1 or F > N.
+    st_py.tracker.scheduler.SchedulingError
+        If the scheduler refuses (not expected with the free space given).
+    RuntimeError
+        If the scheduler left peers out (then the analysis would not be
+        over N peers).
+    """
+    _check(peers, copies, 0)
+    live = [PeerInfo(peer_id=f"peer{i:05d}", addr=f"10.0.{i // 250}.{i % 250 + 1}:7000",
+                     capacity_bytes=PEER_FREE_BYTES, free_bytes=PEER_FREE_BYTES)
+            for i in range(peers)]
+    chosen = schedule(live, copies, est_size)
+    if len(chosen) != peers:
+        raise RuntimeError(f"schedule() kept {len(chosen)} of {peers} peers")
+    return chosen
+
+
+def place_records(usable: Sequence[int], copies: int, records: int, blocksize: int,
+                  rng: random.Random) -> tuple[np.ndarray, np.ndarray]:
+    """Place R records of class xF, one :func:`choose_holders` call per block.
+
+    Mirrors :meth:`st_py.file.StFile.queue_put`: every ``blocksize``
+    consecutive records share the holder set drawn for their block.
+
+    Parameters
+    ----------
+    usable : sequence of int
+        Peer indexes of the peerlist that are alive.
+    copies : int
+        F.
+    records : int
+        R >= 1.
+    blocksize : int
+        Records per block, >= 1.
+    rng : random.Random
+        Seeded source passed to ``choose_holders``.
+
+    Returns
+    -------
+    holders : numpy.ndarray, shape (nblocks, F), int64
+        Peer index of each copy rank of each block.
+    weights : numpy.ndarray, shape (nblocks,), int64
+        Records in each block (see :func:`block_weights`).
+
+    Raises
+    ------
+    ValueError
+        From ``choose_holders`` if fewer than F peers are usable, or for
+        records/blocksize < 1.
+    """
+    weights = block_weights(records, blocksize)
+    nblocks = len(weights)
+    flat = np.fromiter((i for _ in range(nblocks) for i in choose_holders(usable, copies, rng)),
+                       dtype=np.int64, count=nblocks * copies)
+    return flat.reshape(nblocks, copies), weights
+
+
+def unavailable_fraction(holders: np.ndarray, weights: np.ndarray, failed: Sequence[int],
+                         peers: int) -> float:
+    """Fraction of records whose every copy is on a failed peer.
+
+    Parameters
+    ----------
+    holders : numpy.ndarray, shape (nblocks, F), int
+        From :func:`place_records`.
+    weights : numpy.ndarray, shape (nblocks,), int
+        Records per block.
+    failed : sequence of int
+        Indexes of failed peers (any set: the result does not assume the
+        failures are independent, paper 4.2).
+    peers : int
+        N, size of the peerlist (indexes are in ``range(N)``).
+
+    Returns
+    -------
+    float
+        Unavailable records / all records, in [0, 1].
+    """
+    down = np.zeros(peers, dtype=bool)
+    down[list(failed)] = True
+    lost = down[holders].all(axis=1)
+    return float(weights[lost].sum()) / float(weights.sum())
+
+
+def simulate(peers: int, copies: int, records: int, failed_counts: Sequence[int], trials: int,
+             blocksize: int, seed: int | str) -> np.ndarray:
+    """Measure the unavailable fraction over independent trials.
+
+    Each trial schedules a new file on N peers, places R records of class xF
+    (one ``choose_holders`` call per block), then, for each G in
+    ``failed_counts``, fails G peers drawn uniformly at random and counts the
+    lost records.
+
+    Parameters
+    ----------
+    peers : int
+        N >= 1.
+    copies : int
+        F, 1 <= F <= N.
+    records : int
+        R >= 1, records per trial (per file).
+    failed_counts : sequence of int
+        The G values, each 0 <= G <= N.
+    trials : int
+        Number of independent files, >= 1.
+    blocksize : int
+        Records per block (the client's default is 16).
+    seed : int or str
+        Seed of the ``random.Random`` used for placement and failures.
+
+    Returns
+    -------
+    numpy.ndarray, shape (len(failed_counts), trials), float64
+        Fraction of records unavailable, per G and trial.
+
+    Raises
+    ------
+    ValueError
+        For any argument out of range (G > N, F > N, ...).
+    """
+    _check(peers, copies, 0)
+    for g in failed_counts:
+        _check(peers, copies, g)
+    if trials < 1:
+        raise ValueError(f"trials must be >= 1, got {trials}")
+    block_weights(records, blocksize)  # validates records and blocksize
+    rng = random.Random(seed)
+    out = np.zeros((len(failed_counts), trials))
+    for t in range(trials):
+        peerlist = make_peerlist(peers, copies, records * RECORD_BYTES)
+        usable = list(range(len(peerlist)))
+        holders, weights = place_records(usable, copies, records, blocksize, rng)
+        for k, g in enumerate(failed_counts):
+            out[k, t] = unavailable_fraction(holders, weights, rng.sample(usable, g), peers)
+    return out
+
+
+def analyse(peers: int = 100, records: int = 100_000, trials: int = 20, seed: int | None = None,
+            blocksize: int = DEFAULT_BLOCKSIZE, classes: Sequence[int] = (1, 2, 3),
+            max_failed: int | None = None, compare_blocksize: int = 1) -> dict[str, Any]:
+    """Run the whole analysis and return JSON-ready results.
+
+    Parameters
+    ----------
+    peers, records, trials, blocksize : int
+        N, R per trial, trials, records per block.
+    seed : int, optional
+        Master seed; a random one is drawn (and returned) if None. Each
+        (class, blocksize) run gets its own stream derived from it.
+    classes : sequence of int
+        The F values (x1, x2, ...).
+    max_failed : int, optional
+        G runs over ``0..max_failed``; default ``min(10, N)``.
+    compare_blocksize : int
+        Second blocksize to measure the spread with (0: skip).
+
+    Returns
+    -------
+    dict
+        ``seed``, parameters, ``rows`` (one per class and G with
+        ``measured_mean``, ``measured_std`` (std over trials, ddof=1),
+        ``theory_std``, ``z`` (standardised error of the mean vs exact),
+        ``exact``, ``paper``, ``paper_limit``, per-trial ``fractions`` and
+        the same for ``compare_blocksize`` if run), ``paper_example`` and
+        ``elapsed_s``.
+
+    Raises
+    ------
+    ValueError
+        For arguments out of range (G > N, F > N, trials < 2, ...).
+    """
+    if seed is None:
+        seed = secrets.randbits(32)
+    if trials < 2:
+        raise ValueError(f"trials must be >= 2 to measure a spread, got {trials}")
+    if max_failed is None:
+        max_failed = min(10, peers)
+    if not classes:
+        raise ValueError("no replication class given")
+    for f in classes:
+        _check(peers, f, max_failed)
+    if compare_blocksize < 0:
+        raise ValueError(f"compare_blocksize must be >= 0, got {compare_blocksize}")
+    if compare_blocksize == blocksize:
+        compare_blocksize = 0
+    gs = list(range(0, max_failed + 1))
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    for f in classes:
+        runs = {blocksize: simulate(peers, f, records, gs, trials, blocksize, f"{seed}:x{f}:b{blocksize}")}
+        if compare_blocksize:
+            runs[compare_blocksize] = simulate(peers, f, records, gs, trials, compare_blocksize,
+                                               f"{seed}:x{f}:b{compare_blocksize}")
+        for k, g in enumerate(gs):
+            p = exact_unavailable(peers, f, g)
+            row: dict[str, Any] = {"copies": f, "failed": g, "exact": p,
+                                   "paper": paper_formula(peers, f, g),
+                                   "paper_limit": paper_limit(peers, f, g)}
+            for b, fr in runs.items():
+                sfx = "" if b == blocksize else "_b" + str(b)
+                sd = trial_std(p, records, b)
+                mean = float(fr[k].mean())
+                row["measured_mean" + sfx] = mean
+                row["measured_std" + sfx] = float(fr[k].std(ddof=1))
+                row["theory_std" + sfx] = sd
+                row["z" + sfx] = (mean - p) / (sd / math.sqrt(trials)) if sd > 0 else 0.0
+                row["fractions" + sfx] = fr[k].tolist()
+            rows.append(row)
+    ex = PAPER_EXAMPLE
+    example = dict(ex, exact=exact_unavailable(ex["peers"], ex["copies"], ex["failed"]),
+                   paper_formula=paper_formula(ex["peers"], ex["copies"], ex["failed"]))
+    return {"seed": seed, "peers": peers, "records": records, "trials": trials,
+            "blocksize": blocksize, "compare_blocksize": compare_blocksize,
+            "classes": list(classes), "failed": gs, "rows": rows, "paper_example": example,
+            "elapsed_s": time.perf_counter() - t0}
+
+
+# -- output -----------------------------------------------------------------------
+
+def _pct(x: float) -> str:
+    return "0" if x == 0 else f"{100 * x:.3g}%"
+
+
+def print_report(res: dict[str, Any], console: Any = None) -> None:
+    """Print the results as rich tables: measured vs formulas, the paper's
+    worked example, then the blocksize effect (if it was measured).
+
+    Parameters
+    ----------
+    res : dict
+        The result of :func:`analyse`.
+    console : rich.console.Console, optional
+        Where to print; default a console at least 120 columns wide when
+        the output is not a terminal.
+    """
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal and console.width < 120:
+            console = Console(width=120)
+    b, b2 = res["blocksize"], res["compare_blocksize"]
+    console.print(f"seed {res['seed']}: N={res['peers']} peers, R={res['records']} records per trial, "
+                  f"{res['trials']} trials, blocksize {b} (rerun with --seed {res['seed']})")
+    t = Table(title=f"Fraction of records unavailable with G of N={res['peers']} peers failed "
+                    f"(blocksize {b})", box=box.SIMPLE_HEAD)
+    for name in ("class", "G", "measured", "std/trial", "exact", "z", "paper", "paper/exact",
+                 "(G/N)^F"):
+        t.add_column(name, justify="right")
+    prev = None
+    for r in res["rows"]:
+        if prev is not None and r["copies"] != prev:
+            t.add_section()
+        prev = r["copies"]
+        ratio = f"{r['paper'] / r['exact']:.3f}" if r["exact"] > 0 else "-"
+        t.add_row(f"x{r['copies']}", str(r["failed"]), _pct(r["measured_mean"]), _pct(r["measured_std"]),
+                  _pct(r["exact"]), f"{r['z']:+.2f}", _pct(r["paper"]), ratio, _pct(r["paper_limit"]))
+    console.print(t)
+    ex = res["paper_example"]
+    console.print(f"Paper's worked example (N={ex['peers']}, x{ex['copies']}, G={ex['failed']}): "
+                  f"1/100*1/99 = {_pct(ex['value'])}; exact = {_pct(ex['exact'])} "
+                  f"(x{ex['exact'] / ex['value']:.2f}); paper's formula = {_pct(ex['paper_formula'])}.")
+    console.print("z = (measured - exact) / (theory std / sqrt(trials)); |z| < ~3 agrees with exact.")
+    if b2:
+        t2 = Table(title=f"Effect of blocksize: spread of the fraction across trials, blocksize {b} vs {b2}",
+                   box=box.SIMPLE_HEAD)
+        for name in ("class", "G", "exact", f"mean b={b}", f"mean b={b2}", f"std b={b}",
+                     f"std b={b2}", "std ratio", "theory ratio"):
+            t2.add_column(name, justify="right")
+        prev = None
+        for r in res["rows"]:
+            if r["exact"] == 0:
+                continue
+            if prev is not None and r["copies"] != prev:
+                t2.add_section()
+            prev = r["copies"]
+            s1, s2 = r["measured_std"], r[f"measured_std_b{b2}"]
+            t2.add_row(f"x{r['copies']}", str(r["failed"]), _pct(r["exact"]), _pct(r["measured_mean"]),
+                       _pct(r[f"measured_mean_b{b2}"]), _pct(s1), _pct(s2),
+                       f"{s1 / s2:.2f}" if s2 > 0 else "-",
+                       f"{r['theory_std'] / r[f'theory_std_b{b2}']:.2f}")
+        console.print(t2)
+    console.print(f"elapsed {res['elapsed_s']:.1f} s")
+
+
+def plot(res: dict[str, Any], path: str | Path) -> None:
+    """Write the figure: fraction unavailable vs G (log y) with the measured
+    means +- std over trials, the exact and the paper curves per class; and
+    the spread across trials for both blocksizes with its theory.
+
+    Parameters
+    ----------
+    res : dict
+        The result of :func:`analyse`.
+    path : str or Path
+        PNG to write (parent directories are created).
+
+    Raises
+    ------
+    RuntimeError
+        If matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+    except ImportError as e:  # pragma: no cover - matplotlib is in the test extra
+        raise RuntimeError("--plot needs matplotlib: pip install matplotlib") from e
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    b, b2 = res["blocksize"], res["compare_blocksize"]
+    fig, axes = plt.subplots(1, 2 if b2 else 1, figsize=(12 if b2 else 7, 5), squeeze=False)
+    ax = axes[0][0]
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    handles: list[Any] = []
+    for ci, f in enumerate(res["classes"]):
+        c = colours[ci % len(colours)]
+        rows = [r for r in res["rows"] if r["copies"] == f and r["failed"] >= 1]
+        g = np.array([r["failed"] for r in rows])
+        exact = np.array([r["exact"] for r in rows])
+        paper = np.array([r["paper"] for r in rows])
+        mean = np.array([r["measured_mean"] for r in rows])
+        std = np.array([r["measured_std"] for r in rows])
+        pos = exact > 0
+        ax.plot(g[pos], exact[pos], "-", color=c)
+        ax.plot(g[pos], paper[pos], "--", color=c, alpha=0.8)
+        m = mean > 0
+        lower = np.minimum(std[m], mean[m] * (1 - 1e-9))  # mean - std <= 0 runs off the axis
+        ax.errorbar(g[m], mean[m], yerr=[lower, std[m]], fmt="o", color=c, capsize=3, ms=4)
+        handles.append(Line2D([], [], color=c, lw=6, label=f"x{f}"))
+    ex = res["paper_example"]
+    if ex["peers"] == res["peers"] and ex["copies"] in res["classes"]:
+        ax.plot([ex["failed"]], [ex["value"]], "k*", ms=10)
+        handles.append(Line2D([], [], color="k", marker="*", ls="", ms=10,
+                              label="paper's example 1/100\u00b71/99"))
+    ax.set_yscale("log")
+    floor = min([r["exact"] for r in res["rows"] if r["exact"] > 0], default=None)
+    if floor is not None:
+        ax.set_ylim(bottom=floor / 20)  # error bars reaching mean - std <= 0 run off the bottom
+    ax.set_xlabel("G, failed peers")
+    ax.set_ylabel("fraction of records unavailable")
+    ax.set_title(f"N={res['peers']} peers, R={res['records']} records, {res['trials']} trials, "
+                 f"blocksize {b}")
+    ax.grid(True, which="both", alpha=0.3)
+    handles[len(res["classes"]):len(res["classes"])] = [
+        Line2D([], [], color="k", marker="o", ms=4, ls="", label="measured, \u00b1 std over trials"),
+        Line2D([], [], color="k", ls="-", label="exact C(G,F)/C(N,F)"),
+        Line2D([], [], color="k", ls="--", label="paper \u220f G/(N-i), F factors")]
+    ax.legend(handles=handles, fontsize=7, loc="lower right", ncol=2)
+    if b2:
+        ax = axes[0][1]
+        for ci, f in enumerate(res["classes"]):
+            c = colours[ci % len(colours)]
+            rows = [r for r in res["rows"] if r["copies"] == f and r["exact"] > 0]
+            g = np.array([r["failed"] for r in rows])
+            for bb, sfx, mk, ls in ((b, "", "o", "-"), (b2, f"_b{b2}", "s", ":")):
+                sd = np.array([r["measured_std" + sfx] for r in rows])
+                th = np.array([r["theory_std" + sfx] for r in rows])
+                ax.plot(g, th, ls, color=c, alpha=0.7)
+                m = sd > 0
+                ax.plot(g[m], sd[m], mk, color=c, mfc=c if bb == b else "none", ms=5,
+                        label=f"x{f} blocksize {bb}")
+        ax.set_yscale("log")
+        ax.set_xlabel("G, failed peers")
+        ax.set_ylabel("std of the fraction across trials")
+        ax.set_title(f"Spread across trials, blocksize {b} vs {b2} (lines: theory)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit status (2 for bad arguments)."""
+    ap = argparse.ArgumentParser(
+        prog="python -m st_py.tools.dataloss",
+        description="Data-loss analysis (paper 4.2) with the real placement code.")
+    ap.add_argument("--peers", type=int, default=100, help="N, storage peers (default 100)")
+    ap.add_argument("--records", type=int, default=100_000, help="R, records per trial (default 100000)")
+    ap.add_argument("--trials", type=int, default=20, help="independent files/failure draws (default 20)")
+    ap.add_argument("--seed", type=int, default=None, help="master seed (default: random, printed)")
+    ap.add_argument("--blocksize", type=int, default=DEFAULT_BLOCKSIZE,
+                    help=f"records per holder set (default {DEFAULT_BLOCKSIZE}, the tracker's default)")
+    ap.add_argument("--compare-blocksize", type=int, default=1,
+                    help="second blocksize to compare the spread with (default 1; 0 skips)")
+    ap.add_argument("--classes", default="1,2,3", help="comma-separated F values (default 1,2,3)")
+    ap.add_argument("--max-failed", type=int, default=None, help="largest G (default min(10, N))")
+    ap.add_argument("--plot", default=None, help="write the figure to this PNG")
+    ap.add_argument("--json", default=None, help="write the results to this JSON file")
+    a = ap.parse_args(argv)
+    try:
+        classes = [int(x) for x in a.classes.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--classes must be comma-separated integers, got {a.classes!r}")
+    try:
+        res = analyse(peers=a.peers, records=a.records, trials=a.trials, seed=a.seed,
+                      blocksize=a.blocksize, classes=classes, max_failed=a.max_failed,
+                      compare_blocksize=a.compare_blocksize)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print_report(res)
+    if a.plot:
+        plot(res, a.plot)
+        print(f"wrote {a.plot}")
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(res, indent=1))
+        print(f"wrote {a.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
