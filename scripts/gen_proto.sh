@@ -3,7 +3,8 @@
 # st_py/_proto/ (committed, with .pyi). Run after changing the proto.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m grpc_tools.protoc -Iproto --python_out=st_py/_proto --pyi_out=st_py/_proto \
+PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+"$PY" -m grpc_tools.protoc -Iproto --python_out=st_py/_proto --pyi_out=st_py/_proto \
   --grpc_python_out=st_py/_proto proto/storetorrent/v1/tracker.proto
 mv st_py/_proto/storetorrent/v1/tracker_pb2*.py* st_py/_proto/
 rm -rf st_py/_proto/storetorrent

@@ -8,6 +8,7 @@
     storetorrent sql       DuckDB SQL over infofiles
     storetorrent status    peers, liveness, space
     storetorrent rm        delete a file or a record
+    storetorrent rebalance restore F copies after peers are lost for good
 """
 
 from __future__ import annotations
@@ -228,6 +229,44 @@ def rm(tracker, data, file, record) -> None:
     else:
         n = c.delete(file)
         console.print(f"deleted {file} ({n} records)")
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@click.argument("files", nargs=-1, required=True)
+@click.option("--lost", multiple=True, metavar="HOST:PORT",
+              help="a peer lost for good (repeat); default: every peer that is failed or silent")
+def rebalance(tracker, data, files, lost) -> None:
+    """Restore F copies of every record of FILES (paper 4.4).
+
+    Reads each record with a copy on a lost peer from a live holder and writes
+    that copy to another live peer; live holders keep theirs. Exits with
+    status 1 if records stay unavailable or under-replicated.
+    """
+    from rich.progress import Progress
+
+    from .client import Client
+
+    c = Client(_tracker(tracker, data))
+    ok = True
+    for name in files:
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task(f"rebalance {name}", total=None)
+            r = c.rebalance(name, list(lost) or None,
+                            progress=lambda done, total: bar.update(task, completed=done, total=total))
+        console.print(f"{name}: lost peers {', '.join(r.lost) or 'none'}; {r.records_affected:,} records "
+                      f"affected, {r.copies_moved:,} copies moved in {r.seconds:.1f} s"
+                      + (f"; peerlist grew by {', '.join(r.peers_added)}" if r.peers_added else ""))
+        for what, names in (("unavailable (every copy lost)", r.unavailable),
+                            ("under-replicated (no live peer could take a copy)", r.under_replicated),
+                            ("in conflict", r.conflicts)):
+            if names:
+                ok = False
+                console.print(f"[red]{len(names):,} records {what}[/]: "
+                              + ", ".join(map(str, names[:5])) + (" ..." if len(names) > 5 else ""))
+    if not ok:
+        sys.exit(1)
 
 
 def main() -> None:

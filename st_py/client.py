@@ -98,6 +98,23 @@ class Client:
             t.close()
         return self.tracker.delete(name, info.file_id, whole_file=True).deleted
 
+    def rebalance(self, name: str, lost: list[str] | None = None, progress=None):
+        """Restore F copies of every record of file ``name`` after peers are
+        lost for good (paper 4.4): see :func:`st_py.rebalance.rebalance`.
+
+        Returns
+        -------
+        RebalanceReport
+
+        Raises
+        ------
+        StFileNotFoundError, BadNameError (unknown lost peer), TrackerUnavailableError
+        """
+        from .rebalance import rebalance
+
+        with self.open(name) as f:
+            return rebalance(f, lost, progress)
+
     def ls(self, path: str = "/"):
         """Entries of a namespace directory (``ListEntry`` messages)."""
         return list(self.tracker.list(path).entries)

@@ -94,3 +94,13 @@ class PeerUnavailableError(StoreTorrentError, ConnectionError):
 
 class GetLocalError(StoreTorrentError):
     """GET_LOCAL could not reveal every record (paper 3.7, 4.5)."""
+
+
+class RecordsUnavailableError(GetLocalError):
+    """More peers are dead than the replication class tolerates: some records
+    have every copy on dead peers (paper 4.2). ``unavailable`` says how many;
+    ``dead`` lists the peers."""
+
+    def __init__(self, message: str, unavailable: int = 0, records: int = 0, dead: tuple = ()):
+        super().__init__(message)
+        self.unavailable, self.records, self.dead = unavailable, records, tuple(dead)

@@ -10,9 +10,9 @@ the driver) and :func:`reveal` (one peer's answer).
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .errors import GetLocalError, PeerError, PeerUnavailableError
+from .errors import GetLocalError, PeerError, PeerUnavailableError, RecordsUnavailableError
 from .protocol import ErrorCode, MsgType, encode_get_local, encode_ping
 from .transport import Transport, split_addr
 
@@ -34,7 +34,10 @@ class GetLocalPlan:
 
     ``ring`` is the list of live peers (``host:port``) in peerlist order;
     ``dead`` the peers left out. ``copies`` is F of the class: with ``dead``
-    holding F or more peers some records may be unavailable.
+    holding F or more peers some records may be unavailable. ``records`` is
+    the number committed at ``generation`` (the snapshot every peer of the
+    ring reveals); ``unavailable`` how many of them have every copy on dead
+    peers, so a complete scan reveals ``records - unavailable``.
     """
 
     file_name: str
@@ -44,11 +47,47 @@ class GetLocalPlan:
     dead: tuple[str, ...]
     copies: int
     records: int
+    unavailable: int = 0
+    infofile_path: str = ""
 
-    def without(self, addr: str) -> "GetLocalPlan":
-        return GetLocalPlan(self.file_name, self.file_id, self.generation,
-                            tuple(a for a in self.ring if a != addr), self.dead + (addr,),
-                            self.copies, self.records)
+    @property
+    def expected(self) -> int:
+        """Records a complete scan reveals across the ring."""
+        return self.records - self.unavailable
+
+    def without(self, addrs) -> "GetLocalPlan":
+        """The plan with peers ``addrs`` moved from the ring to ``dead``
+        (``unavailable`` is recounted from the infofile when it can be)."""
+        addrs = {addrs} if isinstance(addrs, str) else set(addrs)
+        dead = self.dead + tuple(a for a in self.ring if a in addrs)
+        unavailable = self.unavailable
+        if self.infofile_path and len(dead) >= self.copies:
+            unavailable = count_unavailable(self.infofile_path, dead, self.copies)
+        return replace(self, ring=tuple(a for a in self.ring if a not in addrs), dead=dead,
+                       unavailable=unavailable)
+
+    def check_available(self) -> None:
+        """Raise :class:`RecordsUnavailableError` if records have every copy
+        on dead peers (paper 4.2: more failures than the class tolerates)."""
+        if self.unavailable:
+            raise RecordsUnavailableError(
+                f"{self.unavailable} of {self.records} records of {self.file_name} are unavailable: every "
+                f"copy is on a dead peer ({len(self.dead)} dead: {', '.join(self.dead)}; class "
+                f"x{self.copies} tolerates {self.copies - 1}); restart those peers, or pass "
+                "allow_unavailable=True to read the rest", self.unavailable, self.records, self.dead)
+
+
+def count_unavailable(infofile_path: str, dead: tuple[str, ...], copies: int) -> int:
+    """Committed records of the infofile whose every copy is on a peer whose
+    address is in ``dead``."""
+    from .infofile import InfofileReader
+
+    r = InfofileReader(infofile_path)
+    try:
+        idxs = [i for i, a in r.conn.execute("SELECT peer_idx, addr FROM peers") if a in set(dead)]
+        return r.count_unavailable(idxs, copies)
+    finally:
+        r.close()
 
 
 def ping_all(addrs: list[str], timeout: float = 2.0) -> dict[str, str | None]:
@@ -69,26 +108,44 @@ def ping_all(addrs: list[str], timeout: float = 2.0) -> dict[str, str | None]:
     return result
 
 
-def reveal(peer: str, plan: GetLocalPlan, timeout: float | None = None,
-           transport: Transport | None = None) -> list[LocalRecord]:
-    """Ask ``peer`` for the records it reveals to its node.
+RING_RETRIES = 3  # restarts of the collective with the same ring before giving up
 
-    Retries with a smaller ring when a ring peer turns out to be dead
-    (paper 4.5: "the client library ... removes the offending peer and
-    restarts the operation").
+
+def reveal(peer: str, plan: GetLocalPlan, timeout: float | None = None,
+           transport: Transport | None = None, allow_unavailable: bool = False) -> list[LocalRecord]:
+    """Ask ``peer`` for the records it reveals to its node (paper 3.7).
+
+    When the ring fails (a peer timed out or is unreachable), the peers the
+    error names are PINGed; those that do not answer are removed from the
+    ring and the collective restarts (paper 4.5: "the client library ...
+    removes the offending peer and restarts the operation"). Only peers that
+    fail a PING are removed, so the tasks of one scan, each asking its own
+    peer, agree on the ring. The peers' timeout is scaled with the ring size
+    (``--ring-timeout-base`` + ``--ring-timeout-per-peer`` x N); this call
+    waits 10 s + 1 s x N by default.
+
+    Returns
+    -------
+    list of LocalRecord
 
     Raises
     ------
+    RecordsUnavailableError
+        If removing dead peers leaves records with no live copy (unless
+        ``allow_unavailable``): says how many.
     GetLocalError
-        If ``peer`` itself is down, an invariant is broken, or more peers
-        failed than the ring can lose.
+        If ``peer`` itself is down, the ring keeps failing, or a peer reports
+        a broken invariant (the message names the offending peers).
     """
     own = transport is None
     t = transport or Transport(timeout=timeout or 10 + 1.0 * len(plan.ring))
+    attempts = 0
     try:
         while True:
             if peer not in plan.ring:
                 raise GetLocalError(f"peer {peer} is not in the live peerlist {list(plan.ring)}")
+            if not allow_unavailable:
+                plan.check_available()
             box: dict = {}
             t.send(peer, lambda seq: [encode_get_local(seq, plan.file_id, plan.generation,
                                                        plan.file_name, list(plan.ring))],
@@ -103,14 +160,18 @@ def reveal(peer: str, plan: GetLocalPlan, timeout: float | None = None,
                         for rank, size, name, path in fr.fields["entries"]]
             if isinstance(exc, PeerUnavailableError):
                 raise GetLocalError(f"GET_LOCAL: the local peer {peer} is unavailable: {exc.reason}") from exc
-            if isinstance(exc, PeerError) and exc.code in (ErrorCode.PEER_UNREACHABLE, ErrorCode.TIMEOUT):
-                bad = [a for a in plan.ring if a != peer and a in exc.message]
-                if not bad:
-                    raise GetLocalError(f"GET_LOCAL failed: {exc}") from exc
-                for a in bad:
-                    plan = plan.without(a)
-                continue
-            raise GetLocalError(f"GET_LOCAL failed: {exc}") from exc
+            if isinstance(exc, PeerError) and exc.code == ErrorCode.INVARIANT:
+                raise GetLocalError(f"GET_LOCAL on {plan.file_name} stopped: {exc.message}") from exc
+            if not (isinstance(exc, PeerError) and exc.code in (ErrorCode.PEER_UNREACHABLE, ErrorCode.TIMEOUT)):
+                raise GetLocalError(f"GET_LOCAL failed: {exc}") from exc
+            attempts += 1
+            named = [a for a in plan.ring if a != peer and a in exc.message]
+            answers = ping_all(named) if named else {}
+            dead = [a for a in named if answers.get(a) is not None]
+            if dead:
+                plan = plan.without(dead)
+            elif attempts >= RING_RETRIES:
+                raise GetLocalError(f"GET_LOCAL failed {attempts} times with the same ring: {exc}") from exc
     finally:
         if own:
             t.close()

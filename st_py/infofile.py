@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FORMAT = "storetorrent-infofile"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
@@ -34,9 +34,18 @@ CREATE TABLE copies(
   name      TEXT NOT NULL,
   copy_rank INTEGER NOT NULL,
   peer_idx  INTEGER NOT NULL,
+  since     INTEGER NOT NULL,
   PRIMARY KEY(name, copy_rank)
 ) WITHOUT ROWID;
 CREATE INDEX copies_by_peer ON copies(peer_idx, name);
+CREATE TABLE copy_history(
+  name      TEXT NOT NULL,
+  copy_rank INTEGER NOT NULL,
+  peer_idx  INTEGER NOT NULL,
+  since     INTEGER NOT NULL,
+  until     INTEGER NOT NULL
+);
+CREATE INDEX copy_history_by_peer ON copy_history(peer_idx, name);
 """
 
 
@@ -140,11 +149,12 @@ class InfofileWriter:
                         conflicts.append(Conflict(name, "already committed with other content; delete it first"))
                     continue
                 new_rows.append((name, size, crc, gen, now))
-                copy_rows.extend((name, rank, p) for rank, p in enumerate(peer_idx))
+                copy_rows.extend((name, rank, p, gen) for rank, p in enumerate(peer_idx))
             if new_rows:
                 c.executemany("INSERT INTO records(name, size, crc32c, commit_seq, committed_at) "
                               "VALUES (?, ?, ?, ?, ?)", new_rows)
-                c.executemany("INSERT INTO copies(name, copy_rank, peer_idx) VALUES (?, ?, ?)", copy_rows)
+                c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
+                              copy_rows)
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
             else:
                 gen -= 1
@@ -165,6 +175,7 @@ class InfofileWriter:
                 marks = ",".join("?" * len(chunk))
                 removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
                 c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
+                c.execute(f"DELETE FROM copy_history WHERE name IN ({marks})", chunk)
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
             c.execute("COMMIT")
@@ -173,8 +184,76 @@ class InfofileWriter:
             raise
         return gen, removed
 
-    def add_peers(self, peers: list[tuple[int, str, str]]) -> None:
-        self.conn.executemany("INSERT OR IGNORE INTO peers(peer_idx, peer_id, addr) VALUES (?, ?, ?)", peers)
+    def move_copies(self, moves: list[tuple[str, int, int, int]]) -> tuple[int, int, list[Conflict]]:
+        """Rebalance (paper 4.4): move copies to new holders in one transaction.
+
+        Each move is ``(name, copy_rank, old_peer_idx, new_peer_idx)``. The
+        old row goes to ``copy_history`` (valid until this generation), so a
+        GET_LOCAL at an older generation still sees the old holder and one at
+        this generation or later sees only the new one: each record stays
+        revealed exactly once (paper 3.7, invariant 2).
+
+        A move is a conflict (left out) when the record is gone, its copy
+        rank is no longer held by ``old_peer_idx`` (moved by someone else), or
+        the new holder already holds another copy of it (invariant 3).
+
+        Returns
+        -------
+        (generation, copies moved, conflicts)
+        """
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            npeers = int(c.execute("SELECT count(*) FROM peers").fetchone()[0])
+            moved, conflicts = 0, []
+            for name, rank, old, new in moves:
+                rows = dict(c.execute("SELECT copy_rank, peer_idx FROM copies WHERE name = ?", (name,)))
+                if rank not in rows:
+                    conflicts.append(Conflict(name, f"copy rank {rank} is not committed (record deleted?)"))
+                elif rows[rank] != old:
+                    conflicts.append(Conflict(name, f"copy rank {rank} is held by peer {rows[rank]}, not {old}"))
+                elif new in rows.values() or not 0 <= new < npeers:
+                    conflicts.append(Conflict(name, f"peer {new} cannot take copy rank {rank}: it holds "
+                                                    "another copy or is not in the peerlist"))
+                else:
+                    since = c.execute("SELECT since FROM copies WHERE name = ? AND copy_rank = ?",
+                                      (name, rank)).fetchone()[0]
+                    c.execute("INSERT INTO copy_history(name, copy_rank, peer_idx, since, until) "
+                              "VALUES (?, ?, ?, ?, ?)", (name, rank, old, since, gen))
+                    c.execute("UPDATE copies SET peer_idx = ?, since = ? WHERE name = ? AND copy_rank = ?",
+                              (new, gen, name, rank))
+                    moved += 1
+            if moved:
+                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            else:
+                gen -= 1
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return gen, moved, conflicts
+
+    def add_peers(self, peers: list[tuple[str, str]]) -> list[tuple[int, str, str]]:
+        """Append peers ``(peer_id, addr)`` not yet in the peerlist; existing
+        peer indexes never change. Returns the rows added."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            have = {pid for (pid,) in c.execute("SELECT peer_id FROM peers")}
+            nxt = int(c.execute("SELECT coalesce(max(peer_idx) + 1, 0) FROM peers").fetchone()[0])
+            rows = []
+            for pid, addr in peers:
+                if pid not in have:
+                    rows.append((nxt, pid, addr))
+                    have.add(pid)
+                    nxt += 1
+            c.executemany("INSERT INTO peers(peer_idx, peer_id, addr) VALUES (?, ?, ?)", rows)
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return rows
 
     def stats(self) -> tuple[int, int]:
         n, b = self.conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM records").fetchone()
@@ -200,6 +279,36 @@ class InfofileReader:
 
     def generation(self) -> int:
         return int(self.conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+
+    def snapshot(self) -> tuple[int, int]:
+        """``(generation, records committed at it)`` read in one transaction,
+        for a GET_LOCAL plan (peers reveal that generation's records)."""
+        c = self.conn
+        c.execute("BEGIN")
+        try:
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+            n = int(c.execute("SELECT count(*) FROM records WHERE commit_seq <= ?", (gen,)).fetchone()[0])
+        finally:
+            c.execute("COMMIT")
+        return gen, n
+
+    def copies_held_by(self, peer_idxs: list[int]) -> dict[str, RecordMeta]:
+        """Committed records with at least one copy on one of ``peer_idxs``."""
+        if not peer_idxs:
+            return {}
+        marks = ",".join("?" * len(peer_idxs))
+        names = [r[0] for r in self.conn.execute(
+            f"SELECT DISTINCT name FROM copies WHERE peer_idx IN ({marks})", list(peer_idxs))]
+        return self.lookup_many(names)
+
+    def count_unavailable(self, dead_idxs: list[int], copies: int) -> int:
+        """Committed records whose every copy is on a peer in ``dead_idxs``."""
+        if len(dead_idxs) < copies:
+            return 0
+        marks = ",".join("?" * len(dead_idxs))
+        return int(self.conn.execute(
+            f"SELECT count(*) FROM (SELECT name FROM copies WHERE peer_idx IN ({marks}) "
+            "GROUP BY name HAVING count(*) = ?)", [*dead_idxs, copies]).fetchone()[0])
 
     def exists(self, name: str) -> bool:
         return self.conn.execute("SELECT 1 FROM records WHERE name = ?", (name,)).fetchone() is not None

@@ -87,6 +87,13 @@ class TrackerClient:
     def status(self, timeout: float | None = None) -> pb.StatusReply:
         return self._call("Status", pb.StatusRequest(), timeout)
 
+    def extend_peerlist(self, name: str, file_id: int) -> pb.FileInfo:
+        return self._call("ExtendPeerlist", pb.ExtendPeerlistRequest(name=name, file_id=file_id, user=self.user))
+
+    def move_copies(self, name: str, file_id: int, moves: list[pb.CopyMove]) -> pb.MoveCopiesReply:
+        return self._call("MoveCopies", pb.MoveCopiesRequest(name=name, file_id=file_id, moves=moves,
+                                                             user=self.user))
+
     def report_failure(self, addr: str, reason: str) -> None:
         try:
             self._call("ReportFailure", pb.ReportFailureRequest(addr=addr, reason=reason), timeout=2.0)

@@ -6,20 +6,10 @@ import threading
 
 import pytest
 
+from checks import check_file
 from conftest import poll_for
 from st_py.errors import NotEnoughPeersError
 from st_py.infofile import InfofileReader
-
-
-def check_file(cluster, name, blobs, copies=2):
-    reader = InfofileReader(cluster.namespace / name.lstrip("/"))
-    assert reader.count() == len(blobs)
-    for n in blobs:
-        m = reader.lookup(n)
-        assert len(set(m.peers)) == copies, m  # invariant 3: one copy per peer
-    with cluster.client().open(name) as f:
-        for n, v in blobs.items():
-            assert f.get(n) == v
 
 
 def test_put_survives_a_peer_killed_mid_pipeline(cluster):

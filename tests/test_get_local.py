@@ -2,39 +2,14 @@
 the peers, lower copy ranks first, with all peers alive and with one killed;
 uncommitted records never."""
 
-from collections import Counter
+import shutil
+import signal
 
 import pytest
 
-from st_py.errors import RecordNotFoundError
+from checks import check_exactly_once, fill, reveal_all
+from st_py.errors import GetLocalError, RecordNotFoundError
 from st_py.getlocal import reveal
-
-
-def reveal_all(f):
-    plan = f.get_local_plan()
-    out = []
-    for addr in plan.ring:
-        out += reveal(addr, plan)
-    return plan, out
-
-
-def fill(cluster, name, n, replication="x2", blocksize=3):
-    c = cluster.client()
-    blobs = {f"rec/{i:04d}": f"payload {i}".encode() * (i % 7 + 1) for i in range(n)}
-    with c.create(name, replication=replication, blocksize=blocksize) as f:
-        for k, v in blobs.items():
-            f.queue_put(k, v)
-    return c, blobs
-
-
-def check_exactly_once(records, blobs):
-    counts = Counter(r.name for r in records)
-    assert set(counts) == set(blobs), set(counts) ^ set(blobs)
-    assert max(counts.values()) == 1, [n for n, k in counts.items() if k > 1][:5]
-    for r in records:
-        with open(r.path, "rb") as fh:
-            assert fh.read() == blobs[r.name]
-        assert r.size == len(blobs[r.name])
 
 
 def test_get_local_all_alive_reveals_each_record_once_at_rank0(cluster):
@@ -97,3 +72,52 @@ def test_get_local_result_is_consistent_for_late_clients(cluster):
     first = {a: sorted(r.name for r in reveal(a, plan)) for a in plan.ring}
     again = {a: sorted(r.name for r in reveal(a, plan)) for a in reversed(plan.ring)}
     assert first == again
+
+
+def test_get_local_reveals_the_plans_snapshot_while_writes_go_on(cluster):
+    c, blobs = fill(cluster, "/gl/snap", 200)
+    f = c.open("/gl/snap")
+    plan = f.get_local_plan()
+    with c.open("/gl/snap") as w:  # commits after the plan: a later generation
+        for i in range(50):
+            w.put(f"later/{i}", b"later")
+    recs = [r for a in plan.ring for r in reveal(a, plan)]
+    check_exactly_once(recs, blobs)
+    assert len(recs) == plan.expected == 200
+    plan2, recs2 = reveal_all(c.open("/gl/snap"))
+    assert plan2.generation > plan.generation and len(recs2) == 250
+
+
+def test_get_local_removes_a_hung_peer_and_restarts_the_ring(make_cluster):
+    cluster = make_cluster(4, peer_args=["--ring-timeout-base", "1", "--ring-timeout-per-peer", "0.2"])
+    c, blobs = fill(cluster, "/gl/hung", 200)
+    plan = c.open("/gl/hung").get_local_plan()
+    hung = cluster.peers[2]
+    hung.proc.send_signal(signal.SIGSTOP)  # alive to the kernel, silent to everyone
+    try:
+        recs = [r for a in plan.ring if a != hung.addr for r in reveal(a, plan)]
+    finally:
+        hung.proc.send_signal(signal.SIGCONT)
+    check_exactly_once(recs, blobs)
+    assert not any(r.peer == hung.addr for r in recs)
+
+
+def test_invariant_violation_names_the_offending_peers(make_cluster, tmp_path):
+    # A peer that reads a stale copy of the namespace (an NFS cache, a restored
+    # backup) claims copies a rebalance moved away: two holders of one copy rank.
+    cluster = make_cluster(4)
+    c, blobs = fill(cluster, "/gl/inv", 120)
+    stale_ns = tmp_path / "stale-namespace"
+    shutil.copytree(cluster.namespace, stale_ns)
+    lost = cluster.kill_peer(1)
+    assert c.rebalance("/gl/inv", lost=[lost]).complete
+    cluster.peer_args = ["--namespace", str(stale_ns)]  # the last --namespace wins
+    cluster.start_peer(1, port=int(lost.rsplit(":", 1)[1]))
+    cluster.wait_for_peers(4)
+    f = c.open("/gl/inv")
+    plan = f.get_local_plan()
+    with pytest.raises(GetLocalError, match="invariant 2") as e:
+        reveal(plan.ring[0], plan)
+    assert lost in str(e.value)
+    moved_to = {a for a in plan.ring if a != lost and a in str(e.value)}
+    assert len(moved_to) == 1, str(e.value)  # the new holder is named too

@@ -2,32 +2,7 @@
 crashed writer never committed, and records of deleted files, are removed;
 nothing committed ever is."""
 
-import socket
-import struct
-
-from st_py import protocol as P
-
-
-def scrub(addr: str) -> dict:
-    host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(P.encode_scrub(1))
-        dec, frames = P.FrameDecoder(), []
-        while not frames:
-            frames = dec.feed(s.recv(65536))
-    fr = frames[0]
-    assert fr.type == P.MsgType.OK, fr.fields
-    keys = ("files", "removed_uncommitted", "removed_deleted_files", "removed_tmp", "kept")
-    return dict(zip(keys, struct.unpack("<5Q", fr.fields["payload"])))
-
-
-def stored(cluster) -> int:
-    n = 0
-    for i in range(len(cluster.peers)):
-        root = cluster.data_dir / "peers" / f"peer-{i}" / "files"
-        if root.exists():
-            n += sum(1 for p in root.rglob("*") if p.is_file() and not p.name.endswith(".name"))
-    return n
+from checks import scrub, stored
 
 
 def test_scrub_removes_uncommitted_and_deleted_keeps_committed(make_cluster):

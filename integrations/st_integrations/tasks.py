@@ -89,9 +89,10 @@ def check_complete(plan: GetLocalPlan, counts: list[int]) -> None:
     from st_py.errors import GetLocalError
 
     total = sum(counts)
-    if total != plan.records:
-        missing = plan.records - total
+    if total != plan.expected:
         raise GetLocalError(
-            f"GET_LOCAL revealed {total} of {plan.records} committed records of {plan.file_name}: "
-            f"{missing} unavailable with peers down: {', '.join(plan.dead) or 'none'} "
-            f"(class x{plan.copies} tolerates {plan.copies - 1}); restart those peers or rebalance")
+            f"GET_LOCAL revealed {total} of the {plan.expected} records of {plan.file_name} it should "
+            f"({plan.records} committed at generation {plan.generation}, {plan.unavailable} without a live "
+            f"copy; peers down: {', '.join(plan.dead) or 'none'}; class x{plan.copies} tolerates "
+            f"{plan.copies - 1}). A peer failed or the file changed during the scan: run it again, "
+            "or restart the peers / rebalance")

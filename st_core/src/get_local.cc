@@ -85,7 +85,9 @@ bool GetLocal::FindMe(const RingHeader& ring, size_t* me, ErrorCode* code,
 Status GetLocal::ComputeOwnSegment(Round* r, std::vector<RingEntry>* entries) {
   std::string path = options_.namespace_dir + r->ring.file_name;
   std::vector<CommittedCopy> committed;
-  Status s = ReadCommittedCopies(path, r->ring.file_id, store_->peer_id(), &committed);
+  InfofileReadOptions ro;
+  ro.generation = r->ring.generation;  // the plan's snapshot: exactly once across the ring
+  Status s = ReadCommittedCopies(path, r->ring.file_id, store_->peer_id(), ro, &committed);
   if (!s.ok()) return s;
   const RecordStore::FileIndex* index = store_->Find(r->ring.file_id);
   entries->clear();

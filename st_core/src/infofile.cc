@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -201,10 +202,20 @@ Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std:
   Stmt q;
   rc = sqlite3_prepare_v2(db.db_,
                           "SELECT c.name, c.copy_rank FROM copies c JOIN peers p USING(peer_idx) "
-                          "WHERE p.peer_id = ?",
+                          "JOIN records r ON r.name = c.name "
+                          "WHERE p.peer_id = ?1 AND r.commit_seq <= ?2 AND c.since <= ?2 "
+                          "UNION ALL "
+                          "SELECT h.name, h.copy_rank FROM copy_history h JOIN peers p "
+                          "USING(peer_idx) JOIN records r ON r.name = h.name "
+                          "WHERE p.peer_id = ?1 AND h.since <= ?2 AND h.until > ?2",
                           -1, &q.stmt_, nullptr);
   if (rc != SQLITE_OK) return SqlError(path, db.db_, "preparing the copies query");
   sqlite3_bind_text(q.stmt_, 1, peer_id.data(), static_cast<int>(peer_id.size()), SQLITE_STATIC);
+  // SQLite integers are signed: "the latest state" is the largest one.
+  int64_t generation = options.generation == 0 || options.generation > INT64_MAX
+                           ? INT64_MAX
+                           : static_cast<int64_t>(options.generation);
+  sqlite3_bind_int64(q.stmt_, 2, generation);
   while ((rc = sqlite3_step(q.stmt_)) == SQLITE_ROW) {
     CommittedCopy c;
     const void* blob = sqlite3_column_blob(q.stmt_, 0);

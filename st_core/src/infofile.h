@@ -21,19 +21,27 @@ struct CommittedCopy {
 
 // Opens `path` read-only ("file:<path>?mode=ro", busy timeout 5000 ms),
 // checks that meta.file_id is file_id and returns the copies committed to
-// peer_id:
+// peer_id, now or (options.generation != 0) as they were at that generation
+// (docs/infofile.md, "Snapshots"):
 //   SELECT c.name, c.copy_rank FROM copies c JOIN peers p USING(peer_idx)
-//    WHERE p.peer_id = ?
+//     JOIN records r ON r.name = c.name
+//    WHERE p.peer_id = ?1 AND r.commit_seq <= ?2 AND c.since <= ?2
+//   UNION ALL
+//   SELECT h.name, h.copy_rank FROM copy_history h JOIN peers p USING(peer_idx)
+//     JOIN records r ON r.name = h.name
+//    WHERE p.peer_id = ?1 AND h.since <= ?2 AND h.until > ?2
 // NotFound if the file is missing; Corruption if it is not an infofile of
 // this file; IOError for any other SQLite failure.
 Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std::string& peer_id,
                            std::vector<CommittedCopy>* out);
 
-// How the scrubber opens infofiles: a busy timeout of its own, and a flag
-// that, once set, makes a wait for a lock give up at once (peer shutdown).
+// How infofiles are read: a busy timeout, a flag that, once set, makes a
+// wait for a lock give up at once (peer shutdown), and the generation of the
+// snapshot to read (GET_LOCAL reads its collective's generation).
 struct InfofileReadOptions {
   int busy_timeout_ms = 5000;
   const std::atomic<bool>* cancel = nullptr;
+  uint64_t generation = 0;  // 0: the latest state; else the snapshot at it
 };
 
 // ReadCommittedCopies with those options.

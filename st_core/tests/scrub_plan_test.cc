@@ -22,6 +22,7 @@
 
 #include "crc32c.h"
 #include "record_store.h"
+#include "infofile_util.h"
 #include "test_util.h"
 
 namespace st {
@@ -39,29 +40,7 @@ void Exec(sqlite3* db, const std::string& sql) {
 void WriteInfofile(const std::string& path, uint64_t file_id, const std::string& peer_id,
                    const std::vector<std::tuple<std::string, int, int>>& copies,
                    const std::string& format = "storetorrent-infofile") {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(SQLITE_OK, sqlite3_open(path.c_str(), &db));
-  std::string sql =
-      "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
-      "CREATE TABLE peers(peer_idx INTEGER PRIMARY KEY, peer_id TEXT NOT NULL UNIQUE,"
-      " addr TEXT NOT NULL);"
-      "CREATE TABLE records(name TEXT PRIMARY KEY, size INTEGER NOT NULL, crc32c INTEGER NOT NULL,"
-      " commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL);"
-      "CREATE TABLE copies(name TEXT NOT NULL, copy_rank INTEGER NOT NULL, peer_idx INTEGER NOT NULL,"
-      " PRIMARY KEY(name, copy_rank)) WITHOUT ROWID;"
-      "BEGIN;"
-      "INSERT INTO meta VALUES('format','" + format + "'),('format_version',1),"
-      "('file_id'," + std::to_string(file_id) + "),('generation',1);"
-      "INSERT INTO peers VALUES(0,'" + peer_id + "','h:1'),(1,'someone-else','h:2');";
-  std::set<std::string> names;
-  for (const auto& [name, rank, idx] : copies) {
-    sql += "INSERT INTO copies VALUES('" + name + "'," + std::to_string(rank) + "," +
-           std::to_string(idx) + ");";
-    if (names.insert(name).second) sql += "INSERT INTO records VALUES('" + name + "',1,0,1,0);";
-  }
-  sql += "COMMIT;";
-  Exec(db, sql);
-  sqlite3_close(db);
+  test::WriteInfofile(path, file_id, {{peer_id, "h:1"}, {"someone-else", "h:2"}}, copies, format);
 }
 
 void WriteText(const std::string& path, const std::string& text) {

@@ -29,6 +29,7 @@
 #include "coding.h"
 #include "crc32c.h"
 #include "name_codec.h"
+#include "infofile_util.h"
 #include "test_util.h"
 
 namespace st {
@@ -348,41 +349,7 @@ TEST_F(ServerTest, LargeRecordRoundTrip) {
 
 // ---- GET_LOCAL ----------------------------------------------------------------
 
-// Writes an infofile per docs/infofile.md.
-void WriteInfofile(const std::string& path, uint64_t file_id,
-                   const std::vector<std::pair<std::string, std::string>>& peers,  // id, addr
-                   const std::vector<std::tuple<std::string, int, int>>& copies) {  // name, rank, idx
-  sqlite3* db = nullptr;
-  ASSERT_EQ(SQLITE_OK, sqlite3_open(path.c_str(), &db));
-  std::string sql =
-      "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
-      "CREATE TABLE peers(peer_idx INTEGER PRIMARY KEY, peer_id TEXT NOT NULL UNIQUE,"
-      " addr TEXT NOT NULL);"
-      "CREATE TABLE records(name TEXT PRIMARY KEY, size INTEGER NOT NULL, crc32c INTEGER NOT NULL,"
-      " commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL);"
-      "CREATE TABLE copies(name TEXT NOT NULL, copy_rank INTEGER NOT NULL, peer_idx INTEGER NOT NULL,"
-      " PRIMARY KEY(name, copy_rank)) WITHOUT ROWID;"
-      "CREATE INDEX copies_by_peer ON copies(peer_idx, name);"
-      "BEGIN;"
-      "INSERT INTO meta VALUES('format','storetorrent-infofile'),('format_version',1),"
-      "('file_id'," + std::to_string(file_id) + "),('generation',1);";
-  for (size_t i = 0; i < peers.size(); ++i) {
-    sql += "INSERT INTO peers VALUES(" + std::to_string(i) + ",'" + peers[i].first + "','" +
-           peers[i].second + "');";
-  }
-  std::set<std::string> names;
-  for (const auto& [name, rank, idx] : copies) {
-    sql += "INSERT INTO copies VALUES('" + name + "'," + std::to_string(rank) + "," +
-           std::to_string(idx) + ");";
-    if (names.insert(name).second) {
-      sql += "INSERT INTO records VALUES('" + name + "',1,0,1,0);";
-    }
-  }
-  sql += "COMMIT;";
-  char* err = nullptr;
-  ASSERT_EQ(SQLITE_OK, sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err)) << (err ? err : "");
-  sqlite3_close(db);
-}
+using test::WriteInfofile;
 
 std::vector<LocalListEntry> ReadLocalList(Client* c, uint64_t seq, uint16_t* error,
                                           std::string* message) {

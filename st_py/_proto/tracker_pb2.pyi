@@ -211,3 +211,47 @@ class StatusReply(_message.Message):
     free_bytes: int
     liveness_window_s: float
     def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ...) -> None: ...
+
+class ExtendPeerlistRequest(_message.Message):
+    __slots__ = ("name", "file_id", "user")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    file_id: int
+    user: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+
+class CopyMove(_message.Message):
+    __slots__ = ("name", "copy_rank", "from_peer_idx", "to_peer_idx")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COPY_RANK_FIELD_NUMBER: _ClassVar[int]
+    FROM_PEER_IDX_FIELD_NUMBER: _ClassVar[int]
+    TO_PEER_IDX_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    copy_rank: int
+    from_peer_idx: int
+    to_peer_idx: int
+    def __init__(self, name: _Optional[str] = ..., copy_rank: _Optional[int] = ..., from_peer_idx: _Optional[int] = ..., to_peer_idx: _Optional[int] = ...) -> None: ...
+
+class MoveCopiesRequest(_message.Message):
+    __slots__ = ("name", "file_id", "moves", "user")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    file_id: int
+    moves: _containers.RepeatedCompositeFieldContainer[CopyMove]
+    user: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., moves: _Optional[_Iterable[_Union[CopyMove, _Mapping]]] = ..., user: _Optional[str] = ...) -> None: ...
+
+class MoveCopiesReply(_message.Message):
+    __slots__ = ("generation", "moved", "conflicts")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    MOVED_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    moved: int
+    conflicts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, generation: _Optional[int] = ..., moved: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ...) -> None: ...

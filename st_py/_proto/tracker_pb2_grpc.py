@@ -74,6 +74,16 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.StatusRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.StatusReply.FromString,
                 _registered_method=True)
+        self.ExtendPeerlist = channel.unary_unary(
+                '/storetorrent.v1.Tracker/ExtendPeerlist',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.ExtendPeerlistRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.FileInfo.FromString,
+                _registered_method=True)
+        self.MoveCopies = channel.unary_unary(
+                '/storetorrent.v1.Tracker/MoveCopies',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.FromString,
+                _registered_method=True)
 
 
 class TrackerServicer:
@@ -135,6 +145,20 @@ class TrackerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExtendPeerlist(self, request, context):
+        """Adds every live peer not yet in a file's peerlist (rebalance, paper 4.4).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MoveCopies(self, request, context):
+        """Commits copies moved to new holders by a rebalance (paper 4.4).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TrackerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -177,6 +201,16 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.StatusRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.StatusReply.SerializeToString,
+            ),
+            'ExtendPeerlist': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExtendPeerlist,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.ExtendPeerlistRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.FileInfo.SerializeToString,
+            ),
+            'MoveCopies': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveCopies,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -395,6 +429,60 @@ class Tracker:
             '/storetorrent.v1.Tracker/Status',
             storetorrent_dot_v1_dot_tracker__pb2.StatusRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.StatusReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExtendPeerlist(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/ExtendPeerlist',
+            storetorrent_dot_v1_dot_tracker__pb2.ExtendPeerlistRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.FileInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveCopies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/MoveCopies',
+            storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.FromString,
             options,
             channel_credentials,
             insecure,

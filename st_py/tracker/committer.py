@@ -10,7 +10,7 @@ through the same lock, so one connection never runs two transactions.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..infofile import Conflict, InfofileWriter
 
@@ -57,6 +57,17 @@ class Committer:
                         f.set_result((gen, sum(1 for n in names if n in new),
                                       [by_name[n] for n in names if n in by_name]))
         return await fut
+
+    async def move_copies(self, moves: list[tuple[str, int, int, int]]) -> tuple[int, int, list[Conflict]]:
+        """Rebalance moves in one transaction, after the commits queued now."""
+        return await self.run(self.writer.move_copies, moves)
+
+    async def add_peers(self, peers: list[tuple[str, str]]) -> list[tuple[int, str, str]]:
+        """Extend the peerlist; commits may then name the new peer indexes."""
+        rows = await self.run(self.writer.add_peers, peers)
+        if rows:
+            self.meta = replace(self.meta, npeers=self.meta.npeers + len(rows))
+        return rows
 
     async def run(self, fn, *args):
         """Run ``fn(*args)`` on the writer in a thread, alone."""

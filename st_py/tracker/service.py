@@ -218,6 +218,33 @@ class TrackerService(pb_grpc.TrackerServicer):
             log.warning("client reports peer %s failed: %s", request.addr, request.reason)
         return pb.ReportFailureReply()
 
+    async def _open_committer(self, context, name: str, file_id: int) -> Committer:
+        c = self._committer(name)
+        if c is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+        if file_id and c.meta.file_id != file_id:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"file {name} was deleted and created again since it was opened; reopen it")
+        return c
+
+    async def ExtendPeerlist(self, request, context):
+        name = await self._name(context, request.name)
+        c = await self._open_committer(context, name, request.file_id)
+        rows = await c.add_peers([(p.peer_id, p.addr) for p in self.registry.live()])
+        for idx, pid, addr in rows:
+            log.info("peerlist of %s: added peer %d %s (%s)", name, idx, addr, pid)
+        return self._file_info(name)
+
+    async def MoveCopies(self, request, context):
+        name = await self._name(context, request.name)
+        c = await self._open_committer(context, name, request.file_id)
+        moves = [(m.name, m.copy_rank, m.from_peer_idx, m.to_peer_idx) for m in request.moves]
+        gen, moved, conflicts = await c.move_copies(moves)
+        log.info("rebalance of %s: %d copies moved, %d conflicts, generation %d",
+                 name, moved, len(conflicts), gen)
+        return pb.MoveCopiesReply(generation=gen, moved=moved,
+                                  conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
+
     async def Status(self, request, context):
         peers = [self._peer_msg(0, p.peer_id, p.addr) for p in
                  sorted(self.registry.peers.values(), key=lambda p: p.addr)]

@@ -1,0 +1,68 @@
+// Writes test infofiles in the format of docs/infofile.md (format_version 2),
+// for the tests of GET_LOCAL's commit filter and the scrubber.
+#ifndef ST_CORE_TESTS_INFOFILE_UTIL_H_
+#define ST_CORE_TESTS_INFOFILE_UTIL_H_
+
+#include <sqlite3.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace st {
+namespace test {
+
+// An infofile at `path` with the given peerlist (peer_id, addr) and copies
+// (name, copy_rank, peer_idx), all committed at generation 1, which is also
+// meta.generation. `extra_sql` runs in the same transaction (to add history
+// rows, later commits, and so on).
+inline void WriteInfofile(const std::string& path, uint64_t file_id,
+                          const std::vector<std::pair<std::string, std::string>>& peers,
+                          const std::vector<std::tuple<std::string, int, int>>& copies,
+                          const std::string& format = "storetorrent-infofile",
+                          const std::string& extra_sql = "") {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(SQLITE_OK, sqlite3_open(path.c_str(), &db));
+  std::string sql =
+      "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+      "CREATE TABLE peers(peer_idx INTEGER PRIMARY KEY, peer_id TEXT NOT NULL UNIQUE,"
+      " addr TEXT NOT NULL);"
+      "CREATE TABLE records(name TEXT PRIMARY KEY, size INTEGER NOT NULL, crc32c INTEGER NOT NULL,"
+      " commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL);"
+      "CREATE TABLE copies(name TEXT NOT NULL, copy_rank INTEGER NOT NULL, peer_idx INTEGER NOT NULL,"
+      " since INTEGER NOT NULL, PRIMARY KEY(name, copy_rank)) WITHOUT ROWID;"
+      "CREATE INDEX copies_by_peer ON copies(peer_idx, name);"
+      "CREATE TABLE copy_history(name TEXT NOT NULL, copy_rank INTEGER NOT NULL,"
+      " peer_idx INTEGER NOT NULL, since INTEGER NOT NULL, until INTEGER NOT NULL);"
+      "BEGIN;"
+      "INSERT INTO meta VALUES('format','" + format + "'),('format_version',2),"
+      "('file_id'," + std::to_string(file_id) + "),('generation',1);";
+  for (size_t i = 0; i < peers.size(); ++i) {
+    sql += "INSERT INTO peers VALUES(" + std::to_string(i) + ",'" + peers[i].first + "','" +
+           peers[i].second + "');";
+  }
+  std::set<std::string> names;
+  for (const auto& [name, rank, idx] : copies) {
+    sql += "INSERT INTO copies VALUES('" + name + "'," + std::to_string(rank) + "," +
+           std::to_string(idx) + ",1);";
+    if (names.insert(name).second) sql += "INSERT INTO records VALUES('" + name + "',1,0,1,0);";
+  }
+  sql += extra_sql;
+  sql += "COMMIT;";
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  std::string msg = err != nullptr ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  ASSERT_EQ(SQLITE_OK, rc) << msg;
+}
+
+}  // namespace test
+}  // namespace st
+
+#endif  // ST_CORE_TESTS_INFOFILE_UTIL_H_

@@ -1,0 +1,189 @@
+"""Rebalance: restore F copies after a peer is lost for good (paper 4.4).
+
+A degraded read, then a write: every record with a copy on a lost peer is
+read from a live holder (CRC-checked), written at the same copy rank to a
+live peer that holds no copy of it (``PUT`` with the REPLACE flag, so a stale
+or half-finished copy there is overwritten), and the move is committed to the
+infofile by the tracker. Live holders keep their copies: only lost ones are
+replaced. Moved copies go to the infofile's ``copy_history``, so a GET_LOCAL
+planned before the move still reveals each record exactly once, and one
+planned after it never reveals the lost peer's stale copies, even when that
+peer comes back (paper 4.5; docs/decisions.md, "A returning peer").
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from ._proto import tracker_pb2 as pb
+from .errors import BadNameError, PeerError, PeerUnavailableError
+from .getlocal import ping_all
+from .placement import choose_spare
+from .protocol import FLAG_REPLACE, put_prefix
+
+BATCH = 256  # records read, rewritten and committed together
+
+
+@dataclass
+class RebalanceReport:
+    """What a rebalance did.
+
+    ``unavailable`` are records with every copy on lost peers (nothing to
+    read them from); ``under_replicated`` are records that kept fewer than
+    F copies because no live peer could take a copy.
+    """
+
+    file: str
+    lost: list[str]
+    records_affected: int = 0
+    copies_moved: int = 0
+    unavailable: list[str] = field(default_factory=list)
+    under_replicated: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    peers_added: list[str] = field(default_factory=list)
+    generation: int = 0
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        """Every record has F copies on live peers again."""
+        return not (self.unavailable or self.under_replicated or self.conflicts)
+
+
+def _lost_indexes(f, lost: Iterable[str] | None) -> list[int]:
+    by_addr = {p.addr: i for i, p in f.peers.items()}
+    if lost is not None:
+        lost = list(lost)
+        unknown = [a for a in lost if a not in by_addr]
+        if unknown:
+            raise BadNameError(f"not in the peerlist of {f.name}: {', '.join(unknown)}; "
+                               f"its peers are {', '.join(sorted(by_addr))}")
+        return sorted(by_addr[a] for a in lost)
+    # Default: peers the tracker reports failed, and peers that do not answer.
+    alive = [p.addr for p in f.peers.values() if p.alive]
+    answers = ping_all(alive)
+    return sorted(i for i, p in f.peers.items() if not p.alive or answers.get(p.addr) is not None)
+
+
+def rebalance(f, lost: Iterable[str] | None = None,
+              progress: Callable[[int, int], None] | None = None) -> RebalanceReport:
+    """Restore F copies of every record of open file ``f`` (paper 4.4).
+
+    Parameters
+    ----------
+    f : StFile
+        The open file.
+    lost : iterable of ``host:port``, optional
+        The peers lost for good. By default, every peer of the peerlist the
+        tracker reports failed or that does not answer a PING.
+    progress : callable(done, total), optional
+        Called after each batch with records processed so far.
+
+    Returns
+    -------
+    RebalanceReport
+        ``complete`` is False when records are unavailable (all F copies
+        lost), under-replicated (too few live peers) or in conflict.
+
+    Raises
+    ------
+    BadNameError
+        If a ``lost`` address is not in the file's peerlist.
+    TrackerError
+        If the tracker cannot be reached.
+    """
+    t0 = time.monotonic()
+    f._check_open()
+    f.flush()
+    f.refresh()
+    lost_idx = _lost_indexes(f, lost)
+    report = RebalanceReport(f.name, [f.peers[i].addr for i in lost_idx])
+    if not lost_idx:
+        report.generation = f._infofile().generation()
+        report.seconds = time.monotonic() - t0
+        return report
+    before = set(f.peers)
+    f._set_info(f._tracker.extend_peerlist(f.name, f.file_id))
+    report.peers_added = [f.peers[i].addr for i in sorted(set(f.peers) - before)]
+    lost_set = set(lost_idx)
+    for i in lost_idx:
+        f._transport.failed.setdefault(f.peers[i].addr, "declared lost by rebalance")
+    usable = [i for i in sorted(f.peers) if i not in lost_set and f._usable(i)]
+
+    affected = f._infofile().copies_held_by(lost_idx)
+    names = sorted(affected)
+    report.records_affected = len(names)
+    for start in range(0, len(names), BATCH):
+        _rebalance_batch(f, [affected[n] for n in names[start:start + BATCH]], lost_set, usable, report)
+        if progress:
+            progress(min(start + BATCH, len(names)), len(names))
+    report.generation = f._infofile().generation()
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: RebalanceReport) -> None:
+    # 1. Degraded read of every record that still has a live copy.
+    data: dict[str, bytes] = {}
+    pending = []
+    for m in metas:
+        if all(p in lost_set for p in m.peers):
+            report.unavailable.append(m.name)
+            continue
+        pending.append((m, f.queue_get(m.name)))
+    for m, fut in pending:
+        exc = fut.exception()
+        if exc is None:
+            data[m.name] = fut.result()
+        else:
+            report.unavailable.append(m.name)
+
+    # 2. Write each lost copy, same rank, to a live peer holding no copy.
+    moves: list[pb.CopyMove] = []
+    outstanding = {"n": 0}
+
+    def place(m, rank: int, holders: list[int], tried: set[int]) -> None:
+        new = choose_spare([i for i in usable if i not in tried and f._usable(i)], holders)
+        if new is None:
+            report.under_replicated.append(m.name)
+            return
+        tried.add(new)
+        holders[rank] = new  # reserved now, so another lost rank of m cannot pick it
+        body = data[m.name]
+        name_b = m.name.encode("utf-8", "surrogateescape")
+
+        def done(fr, exc):
+            outstanding["n"] -= 1
+            if exc is None:
+                moves.append(pb.CopyMove(name=m.name, copy_rank=rank, from_peer_idx=m.peers[rank],
+                                         to_peer_idx=new))
+            elif isinstance(exc, (PeerUnavailableError, PeerError)):
+                place(m, rank, holders, tried)  # fail over to another spare (paper 4.3)
+            else:
+                report.conflicts.append(f"{m.name}: {exc}")
+
+        outstanding["n"] += 1
+        f._transport.send(f.peers[new].addr,
+                          lambda seq: [put_prefix(seq, f.file_id, rank, m.crc32c, name_b, len(body),
+                                                  FLAG_REPLACE), body],
+                          done)
+
+    for m in metas:
+        if m.name not in data:
+            continue
+        holders = list(m.peers)
+        for rank, p in enumerate(m.peers):
+            if p in lost_set:
+                place(m, rank, holders, set())
+    f._transport.wait(lambda: outstanding["n"] == 0)
+
+    # 3. Commit the moves: from now on the new holders serve these copies.
+    if moves:
+        reply = f._tracker.move_copies(f.name, f.file_id, moves)
+        report.copies_moved += reply.moved
+        report.conflicts.extend(reply.conflicts)
+        report.generation = reply.generation
+
+

@@ -1,0 +1,71 @@
+"""Checks shared by the tests that run real processes: what a user would
+look at after a fault (every record readable, GET_LOCAL exactly once, what a
+scrub removed, what is left on the peers' disks)."""
+
+import socket
+import struct
+from collections import Counter
+
+from st_py import protocol as P
+from st_py.getlocal import reveal
+from st_py.infofile import InfofileReader
+
+
+def scrub(addr: str) -> dict:
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(P.encode_scrub(1))
+        dec, frames = P.FrameDecoder(), []
+        while not frames:
+            frames = dec.feed(s.recv(65536))
+    fr = frames[0]
+    assert fr.type == P.MsgType.OK, fr.fields
+    keys = ("files", "removed_uncommitted", "removed_deleted_files", "removed_tmp", "kept")
+    return dict(zip(keys, struct.unpack("<5Q", fr.fields["payload"])))
+
+
+def stored(cluster) -> int:
+    n = 0
+    for i in range(len(cluster.peers)):
+        root = cluster.data_dir / "peers" / f"peer-{i}" / "files"
+        if root.exists():
+            n += sum(1 for p in root.rglob("*") if p.is_file() and not p.name.endswith(".name"))
+    return n
+
+
+def reveal_all(f):
+    plan = f.get_local_plan()
+    out = []
+    for addr in plan.ring:
+        out += reveal(addr, plan)
+    return plan, out
+
+
+def fill(cluster, name, n, replication="x2", blocksize=3):
+    c = cluster.client()
+    blobs = {f"rec/{i:04d}": f"payload {i}".encode() * (i % 7 + 1) for i in range(n)}
+    with c.create(name, replication=replication, blocksize=blocksize) as f:
+        for k, v in blobs.items():
+            f.queue_put(k, v)
+    return c, blobs
+
+
+def check_exactly_once(records, blobs):
+    counts = Counter(r.name for r in records)
+    assert set(counts) == set(blobs), set(counts) ^ set(blobs)
+    assert max(counts.values()) == 1, [n for n, k in counts.items() if k > 1][:5]
+    for r in records:
+        with open(r.path, "rb") as fh:
+            assert fh.read() == blobs[r.name]
+        assert r.size == len(blobs[r.name])
+
+
+def check_file(cluster, name, blobs, copies=2):
+    reader = InfofileReader(cluster.namespace / name.lstrip("/"))
+    assert reader.count() == len(blobs)
+    for n in blobs:
+        m = reader.lookup(n)
+        assert len(set(m.peers)) == copies, m  # invariant 3: one copy per peer
+    with cluster.client().open(name) as f:
+        for n, v in blobs.items():
+            assert f.get(n) == v
