@@ -113,6 +113,14 @@ RING_RETRIES = 3  # restarts of the collective with the same ring before giving 
 
 def reveal(peer: str, plan: GetLocalPlan, timeout: float | None = None,
            transport: Transport | None = None, allow_unavailable: bool = False) -> list[LocalRecord]:
+    """Ask ``peer`` for the records it reveals to its node (paper 3.7); see
+    :func:`reveal_ring`, which also says which ring answered."""
+    return reveal_ring(peer, plan, timeout, transport, allow_unavailable)[0]
+
+
+def reveal_ring(peer: str, plan: GetLocalPlan, timeout: float | None = None,
+                transport: Transport | None = None, allow_unavailable: bool = False
+                ) -> tuple[list[LocalRecord], tuple[str, ...]]:
     """Ask ``peer`` for the records it reveals to its node (paper 3.7).
 
     When the ring fails (a peer timed out or is unreachable), the peers the
@@ -126,7 +134,11 @@ def reveal(peer: str, plan: GetLocalPlan, timeout: float | None = None,
 
     Returns
     -------
-    list of LocalRecord
+    (list of LocalRecord, ring)
+        ``ring`` is the peerlist of the collective that answered. The tasks of
+        one scan must all report the same ring: if a peer failed between two
+        tasks' requests they may not, and the scan must be run again (the
+        integrations check this).
 
     Raises
     ------
@@ -157,7 +169,7 @@ def reveal(peer: str, plan: GetLocalPlan, timeout: float | None = None,
                 assert fr.type == MsgType.LOCAL_LIST
                 return [LocalRecord(name.decode("utf-8", "surrogateescape"),
                                     path.decode("utf-8", "surrogateescape"), size, rank, peer)
-                        for rank, size, name, path in fr.fields["entries"]]
+                        for rank, size, name, path in fr.fields["entries"]], plan.ring
             if isinstance(exc, PeerUnavailableError):
                 raise GetLocalError(f"GET_LOCAL: the local peer {peer} is unavailable: {exc.reason}") from exc
             if isinstance(exc, PeerError) and exc.code == ErrorCode.INVARIANT:

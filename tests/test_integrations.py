@@ -139,20 +139,32 @@ def test_raw_records_become_name_and_bytes_rows(cluster):
 
 
 def test_too_many_dead_peers_says_how_many_records_are_unavailable(cluster):
+    from st_integrations.ray_reader import read_storetorrent
     from st_integrations.tasks import check_complete
-    from st_py.getlocal import reveal
+    from st_py.errors import RecordsUnavailableError
+    from st_py.getlocal import reveal_ring
 
     c = cluster.client()
     with c.create("/int/x1", replication="x1", blocksize=1) as f:
         for i in range(40):
             f.put(f"r{i}", b"x")
     cluster.kill_peer(0)
-    plan = c.open("/int/x1").get_local_plan()
-    counts = [len(reveal(a, plan)) for a in plan.ring]
-    missing = 40 - sum(counts)
-    assert missing > 0
-    with pytest.raises(GetLocalError, match=f"{missing} unavailable"):
-        check_complete(plan, counts)
+    with pytest.raises(RecordsUnavailableError) as e:
+        c.open("/int/x1").get_local_plan()
+    missing = e.value.unavailable
+    assert missing > 0 and f"{missing} of 40 records" in str(e.value)
+    # The readers fail the same way, before any task runs.
+    with pytest.raises(RecordsUnavailableError, match=f"{missing} of 40 records"):
+        read_storetorrent("/int/x1", tracker=cluster.tracker_addr)
+    # Reading the rest on purpose: the count adds up to what is available.
+    plan = c.open("/int/x1").get_local_plan(allow_unavailable=True)
+    parts = [(len(recs), ring) for recs, ring in
+             (reveal_ring(a, plan, allow_unavailable=True) for a in plan.ring)]
+    assert sum(n for n, _ in parts) == 40 - missing == plan.expected
+    check_complete(plan, parts)
+    # Tasks answered by different rings (a peer died mid-scan) are refused.
+    with pytest.raises(GetLocalError, match="different rings"):
+        check_complete(plan, [parts[0], (parts[1][0], parts[1][1][:1])])
 
 
 def test_duckdb_sql_over_infofiles(cluster):

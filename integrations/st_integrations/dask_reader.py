@@ -63,7 +63,8 @@ def _to_pandas(result):
     return result[0].to_pandas(types_mapper=pd.ArrowDtype)
 
 
-def _count(result) -> int:
+def _part(result):
+    """(records revealed, ring) of a partition, for check_complete."""
     return result[1]
 
 
@@ -104,7 +105,7 @@ def read_storetorrent(name: str, *, tracker: str | None = None, client=None,
         res = dclient.submit(_read_partition, addr, plan, schema, decoder, record_column,
                              workers=w, allow_other_workers=False, pure=False)
         parts.append(dclient.submit(_to_pandas, res, workers=w, allow_other_workers=False))
-        counts.append(dclient.submit(_count, res, workers=w, allow_other_workers=False))
+        counts.append(dclient.submit(_part, res, workers=w, allow_other_workers=False))
     check_complete(plan, dclient.gather(counts))
     meta = schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
     return dd.from_delayed(parts, meta=meta, verify_meta=False)

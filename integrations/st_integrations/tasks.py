@@ -10,33 +10,34 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from st_py.getlocal import GetLocalPlan, reveal
+from st_py.getlocal import GetLocalPlan, reveal_ring
 
 from .decoders import Decoder, decode_file
 
 
 def read_peer(peer: str, plan: GetLocalPlan, schema: pa.Schema, decoder: Decoder | None = None,
-              record_column: str | None = None) -> tuple[pa.Table, int]:
+              record_column: str | None = None) -> tuple[pa.Table, tuple[int, tuple[str, ...]]]:
     """Read every record ``peer`` reveals as one table with ``schema``.
 
     Returns
     -------
-    (table, records revealed)
+    (table, (records revealed, ring that answered))
+        the second item goes to :func:`check_complete`.
     """
     decode = decoder or decode_file
     tables = []
-    records = reveal(peer, plan)
+    records, ring = reveal_ring(peer, plan)
     for r in records:
         t = decode(r.name, r.path)
         if record_column:
             t = t.append_column(record_column, pa.array([r.name] * t.num_rows, pa.string()))
         tables.append(t)
     if not tables:
-        return schema.empty_table(), 0
+        return schema.empty_table(), (0, ring)
     table = pa.concat_tables(tables, promote_options="permissive")
     if table.schema != schema:
         table = table.select(schema.names).cast(schema)
-    return table, len(records)
+    return table, (len(records), ring)
 
 
 def sample_schema(f, decoder: Decoder | None, record_column: str | None) -> pa.Schema:
@@ -78,17 +79,30 @@ def plan_read(name: str, tracker: str | None, decoder: Decoder | None, record_co
         client.close()
 
 
-def check_complete(plan: GetLocalPlan, counts: list[int]) -> None:
-    """Every committed record must be revealed exactly once (paper 3.7).
+def check_complete(plan: GetLocalPlan, parts: list[tuple[int, tuple[str, ...]]]) -> None:
+    """Every committed record must be revealed exactly once (paper 3.7):
+    every task answered from the same ring, and the counts add up to the
+    plan's ``expected``.
+
+    Parameters
+    ----------
+    parts : list of (records revealed, ring) from :func:`read_peer`
 
     Raises
     ------
     st_py.GetLocalError
-        Saying how many records are unavailable and which peers are down.
+        Saying how many records are missing and which peers are down, or that
+        a peer failed during the scan so that tasks used different rings.
     """
     from st_py.errors import GetLocalError
 
-    total = sum(counts)
+    rings = {ring for _, ring in parts}
+    if len(rings) > 1:
+        raise GetLocalError(
+            f"a peer failed during the GET_LOCAL scan of {plan.file_name}: its tasks were answered by "
+            f"{len(rings)} different rings ({' / '.join(','.join(r) for r in sorted(rings))}), so records "
+            "could be revealed twice or not at all; run the scan again")
+    total = sum(n for n, _ in parts)
     if total != plan.expected:
         raise GetLocalError(
             f"GET_LOCAL revealed {total} of the {plan.expected} records of {plan.file_name} it should "
