@@ -82,6 +82,7 @@ class _PutOp:
     future: Pending | None = None
     callback: Callable | None = None
     failed: bool = False
+    refused: set[int] = field(default_factory=set)  # peers holding a stale copy (EXISTS)
 
 
 class StFile:
@@ -239,6 +240,17 @@ class StFile:
                 f"record {op.name!r}: copy {rank} failed ({exc}) and no other live peer can take it; "
                 f"class {self.replication} needs {self.copies} live peers")
         elif isinstance(exc, PeerError) and exc.code == ErrorCode.EXISTS:
+            if not self._infofile().exists(op.name):
+                # An uncommitted copy with other content, left by a crashed
+                # writer (paper 4.4) or being written by another one: never
+                # overwrite it; put this copy on another peer instead.
+                op.refused.add(idx)
+                usable = [i for i in self.peers if self._usable(i) and i not in op.refused]
+                new = choose_spare(usable, op.peers)
+                if new is not None:
+                    op.peers[rank] = new
+                    self._send_copy(op, rank, new)
+                    return
             exc = RecordExistsError(f"record {op.name!r} already exists on peer {exc.peer}: records are "
                                     "write-once; delete it first (f.delete(name)) or use another name")
         self._fail_put(op, exc)
