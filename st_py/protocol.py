@@ -56,6 +56,7 @@ class ErrorCode(enum.IntEnum):
     NOT_IN_RING = 14
     DENIED = 15
     INTERNAL = 16
+    BUSY = 17  # the peer is at its connection limit (seq 0); the connection is closed
 
 
 class ProtocolError(ValueError):

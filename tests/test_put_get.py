@@ -45,9 +45,23 @@ def test_corrupted_copy_is_detected_and_next_copy_read(cluster):
     addr = {p.peer_idx: p.addr for p in c.open("/t/corrupt").info.peers}[rank0_peer]
     i = cluster.peer_addrs.index(addr)
     [path] = [p for p in record_files(cluster, i) if p.name.startswith("victim@")]
-    path.write_bytes(b"B" * 4096)  # silent corruption on the rank-0 holder's disk
+    raw = bytearray(path.read_bytes())
+    raw[1234] ^= 0x01  # one flipped bit on the rank-0 holder's disk, same size
+    path.write_bytes(bytes(raw))
     with c.open("/t/corrupt") as f:
-        assert f.get("victim") == b"A" * 4096
+        assert f.get("victim") == b"A" * 4096  # from the rank-1 copy
+        fid = f.file_id
+    # The holder of the bad copy checked it and said so (docs/peer.md, "Hostile input").
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(P.encode_get(1, fid, "victim"))
+        dec, frames = P.FrameDecoder(), []
+        while not frames:
+            frames = dec.feed(s.recv(65536))
+    assert frames[0].type == P.MsgType.ERROR and frames[0].fields["code"] == P.ErrorCode.CRC_MISMATCH
+    assert str(path) in frames[0].fields["message"]
+    log = (cluster.data_dir / "logs" / f"peer-{i}.log").read_text()
+    assert "is corrupt" in log and str(path) in log
 
 
 def test_x2_copies_on_distinct_peers(cluster):

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "log.h"
 
@@ -28,6 +30,7 @@ Connection::Connection(EventLoop* loop, int fd, uint64_t id, std::string remote,
 
 Connection::~Connection() {
   if (linger_timer_ != 0) loop_->CancelTimer(linger_timer_);
+  if (idle_timer_ != 0) loop_->CancelTimer(idle_timer_);
   if (fd_ >= 0) {
     loop_->RemoveFd(fd_);
     ::close(fd_);
@@ -40,7 +43,86 @@ Connection::~Connection() {
 Status Connection::Start(bool connecting) {
   connecting_ = connecting;
   interest_ = connecting ? EventLoop::kWritable : EventLoop::kReadable;
-  return loop_->AddFd(fd_, interest_, [this](int events) { OnEvents(events); });
+  last_read_ = last_activity_ = EventLoop::Now();
+  Status s = loop_->AddFd(fd_, interest_, [this](int events) { OnEvents(events); });
+  if (s.ok()) ArmIdleTimer();
+  return s;
+}
+
+void Connection::SetTimeouts(double idle_timeout_s, double keepalive_timeout_s) {
+  idle_timeout_s_ = idle_timeout_s > 0 ? idle_timeout_s : 0;
+  keepalive_timeout_s_ = keepalive_timeout_s > 0 ? keepalive_timeout_s : 0;
+  if (idle_timer_ != 0) {  // limits changed: re-arm from scratch
+    loop_->CancelTimer(idle_timer_);
+    idle_timer_ = 0;
+  }
+  if (!closed() && last_activity_ > 0) ArmIdleTimer();
+}
+
+void Connection::EndDeferred() {
+  if (deferred_ > 0) --deferred_;
+  if (keepalive_timeout_s_ > 0) {
+    last_activity_ = EventLoop::Now();
+    ArmIdleTimer();
+  }
+}
+
+double Connection::IdleDeadline() const {
+  if (closed() || connecting_ || lingering_ || paused_ || eof_ || close_after_flush_ ||
+      stop_frames_) {
+    return 0;
+  }
+  if (end_ > start_) return idle_timeout_s_ > 0 ? last_read_ + idle_timeout_s_ : 0;
+  if (out_.empty() && deferred_ == 0 && keepalive_timeout_s_ > 0) {
+    return last_activity_ + keepalive_timeout_s_;
+  }
+  return 0;
+}
+
+void Connection::ArmIdleTimer() {
+  if (idle_timeout_s_ <= 0 && keepalive_timeout_s_ <= 0) return;
+  double deadline = IdleDeadline();
+  // No limit applies now: a pending timer finds that out when it fires.
+  if (deadline <= 0) return;
+  // Deadlines only move later within a state, so an earlier pending timer
+  // is kept (it re-arms itself); the timer is re-added only when a shorter
+  // limit starts to apply.
+  if (idle_timer_ != 0 && idle_deadline_ <= deadline) return;
+  if (idle_timer_ != 0) loop_->CancelTimer(idle_timer_);
+  idle_deadline_ = deadline;
+  idle_timer_ = loop_->AddTimer(deadline - EventLoop::Now(), [this] {
+    idle_timer_ = 0;
+    OnIdleTimer();
+  });
+}
+
+void Connection::OnIdleTimer() {
+  double deadline = IdleDeadline();
+  if (deadline <= 0) return;
+  if (EventLoop::Now() < deadline) {
+    ArmIdleTimer();
+    return;
+  }
+  if (end_ > start_) {
+    size_t have = end_ - start_;
+    char msg[256];
+    if (pending_frame_ > 0) {
+      std::snprintf(msg, sizeof(msg),
+                    "frame incomplete: %zu of its %zu bytes arrived, then nothing for %g s "
+                    "(st-peer --idle-timeout); closing the connection",
+                    have, pending_frame_, idle_timeout_s_);
+    } else {
+      std::snprintf(msg, sizeof(msg),
+                    "frame incomplete: %zu bytes of its %zu-byte prefix arrived, then nothing "
+                    "for %g s (st-peer --idle-timeout); closing the connection",
+                    have, kFramePrefixSize, idle_timeout_s_);
+    }
+    SendErrorAndClose(0, ErrorCode::kTimeout, msg);
+    return;
+  }
+  ST_LOG_INFO("closing connection %s: idle for %g s (st-peer --keepalive-timeout)",
+              remote_.c_str(), keepalive_timeout_s_);
+  Close("idle for longer than --keepalive-timeout");
 }
 
 void Connection::OnEvents(int events) {
@@ -58,6 +140,7 @@ void Connection::OnEvents(int events) {
   }
   // Frames left in the buffer while output was backed up.
   if (frames_waiting_ && !paused_) ProcessFrames();
+  if (!closed()) ArmIdleTimer();
 }
 
 void Connection::OnConnectDone() {
@@ -74,7 +157,7 @@ void Connection::OnConnectDone() {
   if (!closed()) UpdateInterest();
 }
 
-void Connection::EnsureSpace() {
+bool Connection::EnsureSpace() {
   size_t live = end_ - start_;
   if (live == 0) start_ = end_ = 0;
   if (start_ > 0 && cap_ - end_ < kReadChunk) {
@@ -84,13 +167,20 @@ void Connection::EnsureSpace() {
   }
   size_t target = std::max(live + kReadChunk, pending_frame_);
   if (cap_ - end_ < kReadChunk && cap_ < target) {
-    std::unique_ptr<uint8_t[]> nb(new uint8_t[target]);
+    std::unique_ptr<uint8_t[]> nb(new (std::nothrow) uint8_t[target]);
+    if (!nb) {
+      ST_LOG_WARN("connection %s: cannot allocate %zu bytes for its input", remote_.c_str(),
+                  target);
+      Close("out of memory for a frame of " + std::to_string(target) + " bytes");
+      return false;
+    }
     if (live > 0) std::memcpy(nb.get(), buf_.get() + start_, live);
     buf_ = std::move(nb);
     cap_ = target;
     start_ = 0;
     end_ = live;
   }
+  return true;
 }
 
 void Connection::OnReadable() {
@@ -107,12 +197,15 @@ void Connection::OnReadable() {
   }
   size_t total = 0;
   while (!closed() && !paused_ && !stop_frames_ && !eof_) {
-    EnsureSpace();
+    if (!EnsureSpace()) return;
     size_t space = cap_ - end_;
     ssize_t n = ::read(fd_, buf_.get() + end_, space);
     if (n > 0) {
       end_ += static_cast<size_t>(n);
       total += static_cast<size_t>(n);
+      if (idle_timeout_s_ > 0 || keepalive_timeout_s_ > 0) {
+        last_read_ = last_activity_ = EventLoop::Now();
+      }
       ProcessFrames();
       if (static_cast<size_t>(n) < space || total >= kMaxReadPerEvent) break;
       continue;
@@ -140,6 +233,14 @@ void Connection::OnReadable() {
 }
 
 void Connection::ProcessFrames() {
+  // The Flush at the end of a batch may unpause the connection: frames
+  // still buffered are then processed now, as no event may come for them.
+  do {
+    ProcessBufferedFrames();
+  } while (!closed() && frames_waiting_ && !paused_ && !stop_frames_);
+}
+
+void Connection::ProcessBufferedFrames() {
   in_dispatch_ = true;
   frames_waiting_ = false;
   while (!closed() && !stop_frames_) {
@@ -169,6 +270,10 @@ void Connection::ProcessFrames() {
                         "protocol version " + std::to_string(h.version) +
                             ", this peer speaks version 1; closing the connection");
       break;
+    }
+    if (pending_frame_ == 0) {  // first sight of this frame's prefix
+      handler_->OnFrameStart(this, h);
+      if (closed() || stop_frames_) break;
     }
     if (live < h.frame_size()) {
       pending_frame_ = h.frame_size();
@@ -208,19 +313,23 @@ void Connection::SendFile(int file_fd, uint64_t len) {
     return;
   }
   queued_bytes_ += len;
+  ++queued_files_;
   OutItem item;
   item.file_fd = file_fd;
   item.file_len = len;
   out_.push_back(std::move(item));
-  if (queued_bytes_ > kMaxQueuedBytes) paused_ = true;
+  if (queued_bytes_ > kMaxQueuedBytes || queued_files_ > kMaxQueuedFiles) paused_ = true;
   if (!in_dispatch_ && !connecting_) Flush();
 }
 
-void Connection::SendErrorAndClose(uint64_t seq, ErrorCode code, std::string_view message) {
+void Connection::SendErrorAndClose(uint64_t seq, ErrorCode code, std::string_view message,
+                                   bool log) {
   if (closed()) return;
-  ST_LOG_INFO("closing connection %s after %s: %.*s", remote_.c_str(),
-              ErrorCodeName(static_cast<uint16_t>(code)), static_cast<int>(message.size()),
-              message.data());
+  if (log) {
+    ST_LOG_INFO("closing connection %s after %s: %.*s", remote_.c_str(),
+                ErrorCodeName(static_cast<uint16_t>(code)), static_cast<int>(message.size()),
+                message.data());
+  }
   Send(EncodeError(seq, code, message));
   stop_frames_ = true;
   close_after_flush_ = true;
@@ -242,6 +351,7 @@ void Connection::Flush() {
         if (front.file_off == front.file_len) {
           ::close(front.file_fd);
           out_.pop_front();
+          --queued_files_;
         }
         continue;
       }
@@ -296,8 +406,15 @@ void Connection::Flush() {
       }
     }
   }
-  if (out_.empty()) want_write_ = false;
-  if (paused_ && queued_bytes_ <= kMaxQueuedBytes / 2) paused_ = false;
+  if (out_.empty()) {
+    want_write_ = false;
+    if (keepalive_timeout_s_ > 0) last_activity_ = EventLoop::Now();
+  }
+  if (paused_ && queued_bytes_ <= kMaxQueuedBytes / 2 && queued_files_ <= kMaxQueuedFiles / 2) {
+    paused_ = false;
+    // The sender was held up by us: its idle time counts from now.
+    if (idle_timeout_s_ > 0) last_read_ = EventLoop::Now();
+  }
   if (out_.empty() && close_after_flush_) {
     if (eof_) {
       Close("closed by the other side");
@@ -307,6 +424,7 @@ void Connection::Flush() {
     return;
   }
   UpdateInterest();
+  if (!in_dispatch_) ArmIdleTimer();
 }
 
 void Connection::StartLinger() {
@@ -343,6 +461,10 @@ void Connection::Close(const std::string& reason) {
     loop_->CancelTimer(linger_timer_);
     linger_timer_ = 0;
   }
+  if (idle_timer_ != 0) {
+    loop_->CancelTimer(idle_timer_);
+    idle_timer_ = 0;
+  }
   loop_->RemoveFd(fd_);
   ::close(fd_);
   fd_ = -1;
@@ -351,6 +473,7 @@ void Connection::Close(const std::string& reason) {
   }
   out_.clear();
   queued_bytes_ = 0;
+  queued_files_ = 0;
   handler_->OnClosed(this, reason);
 }
 

@@ -11,7 +11,18 @@
 //
 // Output: a queue of byte buffers and file regions. Consecutive buffers go
 // out with one sendmsg; file regions (GET bodies) with sendfile. While more
-// than kMaxQueuedBytes wait to be sent, the connection stops reading.
+// than kMaxQueuedBytes (or kMaxQueuedFiles open record files) wait to be
+// sent, the connection stops reading.
+//
+// Timeouts (SetTimeouts; both off unless set), one lazy timer per connection:
+// - idle timeout: a frame begun (1 byte or more of it received) that gets no
+//   further byte for that long closes the connection with ERROR TIMEOUT
+//   (seq 0): a slow or stalled sender (slowloris) cannot hold a half-received
+//   frame forever. Not counted while the connection itself stops reading
+//   (output backed up).
+// - keepalive timeout: a connection with nothing in flight (no input
+//   buffered, no output queued, no deferred reply owed; see BeginDeferred)
+//   for that long is closed quietly.
 #ifndef ST_CORE_CONNECTION_H_
 #define ST_CORE_CONNECTION_H_
 
@@ -33,6 +44,13 @@ class Connection {
     virtual ~Handler() = default;
     // A whole frame with a valid prefix.
     virtual void OnFrame(Connection* conn, const FrameHeader& header, std::string_view payload) = 0;
+    // The prefix of a frame has arrived (its body may not have): called once
+    // per frame, before OnFrame. The handler may refuse the connection here
+    // (SendErrorAndClose or Close); the frame is then never delivered.
+    virtual void OnFrameStart(Connection* conn, const FrameHeader& header) {
+      (void)conn;
+      (void)header;
+    }
     // Called once, when the connection is closed (by either side, or on a
     // connect failure). The Connection may be destroyed only after this
     // call returns (e.g. from a task posted to the loop).
@@ -41,6 +59,10 @@ class Connection {
 
   static constexpr size_t kReadChunk = 256 * 1024;
   static constexpr size_t kMaxQueuedBytes = 64 * 1024 * 1024;
+  // GET bodies waiting to be sent hold an open file each: a client that
+  // pipelines tiny GETs without reading the replies must not exhaust the
+  // peer's file descriptors.
+  static constexpr size_t kMaxQueuedFiles = 1024;
 
   // Takes ownership of fd (non-blocking). If connecting, the fd has a
   // connect() in progress; sends are queued until it completes.
@@ -53,18 +75,27 @@ class Connection {
 
   Status Start(bool connecting);
 
+  // Seconds; 0 turns a limit off (the default). See the file comment.
+  void SetTimeouts(double idle_timeout_s, double keepalive_timeout_s);
+  // A request whose reply is sent later, from outside OnFrame (GET_LOCAL,
+  // SCRUB): while one is owed the connection is not idle.
+  void BeginDeferred() { ++deferred_; }
+  void EndDeferred();
+
   // Queue bytes (whole frames) for sending.
   void Send(std::string bytes);
   // Queue len bytes of file_fd from its offset 0; takes ownership of file_fd.
   void SendFile(int file_fd, uint64_t len);
   // Sends an ERROR frame, stops reading frames and closes once it is out.
-  void SendErrorAndClose(uint64_t seq, ErrorCode code, std::string_view message);
+  // log: an INFO line naming the connection and the error.
+  void SendErrorAndClose(uint64_t seq, ErrorCode code, std::string_view message, bool log = true);
   void Close(const std::string& reason);
 
   bool closed() const { return fd_ < 0; }
   uint64_t id() const { return id_; }
   const std::string& remote() const { return remote_; }
   size_t queued_bytes() const { return queued_bytes_; }
+  size_t deferred() const { return deferred_; }
 
  private:
   struct OutItem {
@@ -79,10 +110,15 @@ class Connection {
   void OnReadable();
   void OnConnectDone();
   void ProcessFrames();
+  void ProcessBufferedFrames();  // one batch; ProcessFrames repeats it
   void Flush();
   void UpdateInterest();
   void StartLinger();
-  void EnsureSpace();
+  bool EnsureSpace();
+  // When the current state must end by itself (0: no limit applies now).
+  double IdleDeadline() const;
+  void ArmIdleTimer();
+  void OnIdleTimer();
 
   EventLoop* loop_;
   int fd_;
@@ -103,6 +139,14 @@ class Connection {
   int interest_ = 0;
   EventLoop::TimerId linger_timer_ = 0;
 
+  double idle_timeout_s_ = 0;
+  double keepalive_timeout_s_ = 0;
+  double last_read_ = 0;      // EventLoop::Now() of the last byte received
+  double last_activity_ = 0;  // ... of the last byte received or reply finished
+  size_t deferred_ = 0;
+  EventLoop::TimerId idle_timer_ = 0;
+  double idle_deadline_ = 0;  // of idle_timer_
+
   std::unique_ptr<uint8_t[]> buf_;
   size_t cap_ = 0;
   size_t start_ = 0;  // first unconsumed byte
@@ -111,6 +155,7 @@ class Connection {
 
   std::deque<OutItem> out_;
   size_t queued_bytes_ = 0;
+  size_t queued_files_ = 0;
 };
 
 }  // namespace st

@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
   sv.ring_timeout_per_peer_s = opt.ring_timeout_per_peer_s;
   sv.scrub_interval_s = opt.scrub_interval_s;
   sv.scrub_age_s = opt.scrub_age_s;
+  sv.idle_timeout_s = opt.idle_timeout_s;
+  sv.keepalive_timeout_s = opt.keepalive_timeout_s;
+  sv.max_connections = static_cast<size_t>(opt.max_connections);
   auto server = std::make_unique<st::Server>(loop.get(), store.get(), sv);
   s = server->Start();
   if (!s.ok()) return Fail("cannot listen: " + s.ToString());
@@ -112,6 +115,33 @@ int main(int argc, char** argv) {
     ST_LOG_INFO("scrubber: no periodic runs (--scrub-interval 0), only on SCRUB requests; "
                 "records and temporary files younger than %g s are kept",
                 opt.scrub_age_s);
+  }
+
+  {
+    char conns[32] = "0 (no limit)", idle[32] = "0 (off)", keepalive[32] = "0 (off)";
+    if (opt.max_connections > 0) {
+      std::snprintf(conns, sizeof(conns), "%llu", static_cast<unsigned long long>(opt.max_connections));
+    }
+    if (opt.idle_timeout_s > 0) std::snprintf(idle, sizeof(idle), "%g s", opt.idle_timeout_s);
+    if (opt.keepalive_timeout_s > 0) {
+      std::snprintf(keepalive, sizeof(keepalive), "%g s", opt.keepalive_timeout_s);
+    }
+    ST_LOG_INFO("connection limits: --max-connections %s, --idle-timeout %s (a stalled frame), "
+                "--keepalive-timeout %s (an idle connection)",
+                conns, idle, keepalive);
+  }
+  {
+    // Each connection takes a descriptor, and a GET in flight one more.
+    struct rlimit rl;
+    uint64_t want = 2 * opt.max_connections + 256;
+    if (opt.max_connections > 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+        rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+      ST_LOG_WARN("the file descriptor limit (%llu) is low for --max-connections %llu: raise "
+                  "ulimit -n to at least %llu or lower --max-connections",
+                  static_cast<unsigned long long>(rl.rlim_cur),
+                  static_cast<unsigned long long>(opt.max_connections),
+                  static_cast<unsigned long long>(want));
+    }
   }
 
   std::unique_ptr<st::Announcer> announcer;

@@ -82,6 +82,17 @@ protocol of docs/wire-protocol.md.
   --capacity BYTES            refuse PUTs beyond this many stored bytes
   --reserve BYTES             refuse PUTs that would leave less free space on
                               the filesystem (default 0)
+  --idle-timeout SECONDS      close a connection whose frame has begun but
+                              gets no further byte for this long (slow or
+                              stalled senders), with ERROR TIMEOUT
+                              (default 30; 0: never)
+  --keepalive-timeout SECONDS close a client connection with nothing in
+                              flight for this long (default 0: never; clients
+                              keep persistent connections)
+  --max-connections N         client connections served at once; more are
+                              answered ERROR BUSY and closed (default 1024;
+                              0: no limit). Ring links from other peers do
+                              not count, and have a limit of N of their own
   --verbose                   debug logging
   --help                      this text
 
@@ -119,7 +130,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
     static const char* const kValued[] = {
         "--data", "--host", "--port", "--advertise", "--namespace", "--tracker",
         "--announce-interval", "--max-frame", "--get-local-cache", "--ring-timeout-base",
-        "--ring-timeout-per-peer", "--scrub-interval", "--scrub-age", "--capacity", "--reserve"};
+        "--ring-timeout-per-peer", "--scrub-interval", "--scrub-age", "--capacity", "--reserve",
+        "--idle-timeout", "--keepalive-timeout", "--max-connections"};
     bool known = false;
     for (const char* k : kValued) known = known || flag == k;
     if (!known) return Status::InvalidArgument("unknown flag " + flag);
@@ -161,6 +173,13 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
         return bad("a byte count between 64 and 4294967295");
       }
       out->max_frame = static_cast<uint32_t>(v);
+    } else if (flag == "--max-connections") {
+      uint64_t v;
+      if (value.find_first_not_of("0123456789") != std::string::npos || !ParseBytes(value, &v) ||
+          v > 1000000) {
+        return bad("a number of connections 0..1000000 (0: no limit)");
+      }
+      out->max_connections = v;
     } else if (flag == "--capacity" || flag == "--reserve") {
       uint64_t v;
       if (!ParseBytes(value, &v)) return bad("a byte count");
@@ -184,6 +203,10 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
         out->scrub_interval_s = d;
       } else if (flag == "--scrub-age") {
         out->scrub_age_s = d;
+      } else if (flag == "--idle-timeout") {
+        out->idle_timeout_s = d;
+      } else if (flag == "--keepalive-timeout") {
+        out->keepalive_timeout_s = d;
       } else {
         out->ring_timeout_per_peer_s = d;
       }

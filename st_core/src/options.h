@@ -27,6 +27,9 @@ struct Options {
   bool sync = false;
   uint64_t capacity = 0;       // 0: not given
   uint64_t reserve = 0;
+  double idle_timeout_s = 30;       // a begun frame stalled this long: closed; 0: never
+  double keepalive_timeout_s = 0;   // a client connection idle this long: closed; 0: never
+  uint64_t max_connections = 1024;  // client connections; 0: no limit
   bool verbose = false;
   bool help = false;
 };

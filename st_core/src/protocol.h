@@ -65,6 +65,7 @@ enum class ErrorCode : uint16_t {
   kNotInRing = 14,
   kDenied = 15,
   kInternal = 16,
+  kBusy = 17,  // the peer is at its connection limit; the connection is closed
 };
 
 // "PUT", "LOCAL_LIST", ... or nullptr for an unknown type.

@@ -9,6 +9,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -475,14 +476,20 @@ Status RecordStore::Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::
   uint8_t bucket = NameBucket(name);
   std::string fname = RecordFileName(enc, copy_rank, crc);
   bool hashed = IsHashedEncoding(enc);
+  auto full = [&](const Status& st) {
+    if (!st.IsNoSpace()) return st;
+    return Status::NoSpace("the filesystem of this peer's data directory " + data_dir_ +
+                           " is full (" + st.message() + "); nothing was stored, put the copy on "
+                           "another peer");
+  };
   if (hashed) {
     s = WriteAtomic(file_id, bucket, fname + kSidecarSuffix, name);
-    if (!s.ok()) return s;
+    if (!s.ok()) return full(s);
   }
   s = WriteAtomic(file_id, bucket, fname, data);
   if (!s.ok()) {
     if (hashed) ::unlink((BucketDir(file_id, bucket) + "/" + fname + kSidecarSuffix).c_str());
-    return s;
+    return full(s);
   }
   if (index == nullptr) index = &files_[file_id];
   if (old != nullptr) {
@@ -514,7 +521,38 @@ const RecordMeta* RecordStore::Lookup(uint64_t file_id, std::string_view name) c
   return it == index->end() ? nullptr : &it->second;
 }
 
-Status RecordStore::Get(uint64_t file_id, std::string_view name, OpenRecord* out) {
+Status RecordStore::VerifyFile(int fd, const std::string& path, uint64_t size,
+                               const RecordMeta& meta) {
+  if (size != meta.size) {
+    char msg[160];
+    std::snprintf(msg, sizeof(msg), " holds %llu bytes but the record was stored with %llu",
+                  static_cast<unsigned long long>(size), static_cast<unsigned long long>(meta.size));
+    return Status::Corruption("record file " + path + msg + "; read another copy");
+  }
+  constexpr size_t kChunk = 256 * 1024;
+  if (!scratch_) scratch_.reset(new char[kChunk]);
+  uint32_t crc = 0;
+  uint64_t off = 0;
+  while (off < size) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
+    ssize_t n = ::pread(fd, scratch_.get(), want, static_cast<off_t>(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return PosixError("read " + path, errno);
+    if (n == 0) return Status::Corruption("record file " + path + " shrank while it was read");
+    crc = crc32c::Extend(crc, scratch_.get(), static_cast<size_t>(n));
+    off += static_cast<uint64_t>(n);
+  }
+  if (crc != meta.crc) {
+    char msg[160];
+    std::snprintf(msg, sizeof(msg),
+                  " is corrupt: its %llu bytes have CRC-32C %08x, the record was stored with %08x",
+                  static_cast<unsigned long long>(size), crc, meta.crc);
+    return Status::Corruption("record file " + path + msg + "; read another copy");
+  }
+  return Status::OK();
+}
+
+Status RecordStore::Get(uint64_t file_id, std::string_view name, OpenRecord* out, bool verify) {
   const RecordMeta* meta = Lookup(file_id, name);
   if (meta == nullptr) return Status::NotFound("this peer holds no such record");
   std::string path = RecordPath(file_id, name, *meta);
@@ -535,6 +573,13 @@ Status RecordStore::Get(uint64_t file_id, std::string_view name, OpenRecord* out
     Status s = PosixError("fstat " + path, errno);
     ::close(fd);
     return s;
+  }
+  if (verify) {
+    Status s = VerifyFile(fd, path, static_cast<uint64_t>(st.st_size), *meta);
+    if (!s.ok()) {
+      ::close(fd);
+      return s;
+    }
   }
   out->fd = fd;
   out->size = static_cast<uint64_t>(st.st_size);

@@ -66,7 +66,10 @@ class RecordStore {
              std::string_view data, bool replace);
 
   // Opens the record file. NotFound if this peer holds no such record.
-  Status Get(uint64_t file_id, std::string_view name, OpenRecord* out);
+  // With verify, the file is read once and checked against the size and
+  // CRC-32C it was stored with: Corruption (naming the file) on a mismatch,
+  // so a rotting disk is reported by the peer that holds the bad copy.
+  Status Get(uint64_t file_id, std::string_view name, OpenRecord* out, bool verify = false);
 
   // NotFound if this peer holds no such record.
   Status Delete(uint64_t file_id, std::string_view name);
@@ -120,6 +123,7 @@ class RecordStore {
                      std::string_view data);
   Status MakeBucketDir(uint64_t file_id, uint8_t bucket);
   void AddStats(int64_t records, int64_t bytes);
+  Status VerifyFile(int fd, const std::string& path, uint64_t size, const RecordMeta& meta);
 
   StoreOptions options_;
   std::string data_dir_;  // absolute
@@ -128,6 +132,7 @@ class RecordStore {
   std::string peer_id_;
   int lock_fd_ = -1;
   uint64_t tmp_counter_ = 0;
+  std::unique_ptr<char[]> scratch_;  // VerifyFile's read buffer, made on first use
   std::unordered_map<uint64_t, FileIndex> files_;
   std::atomic<uint64_t> used_bytes_{0};
   std::atomic<uint64_t> records_{0};

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "coding.h"
 #include "log.h"
 #include "name_codec.h"
 
@@ -78,6 +79,9 @@ Server::Server(EventLoop* loop, RecordStore* store, ServerOptions options)
     : loop_(loop), store_(store), options_(std::move(options)) {}
 
 Server::~Server() {
+  for (auto& kv : inbound_) {
+    if (kv.second.probation_timer != 0) loop_->CancelTimer(kv.second.probation_timer);
+  }
   scrubber_.reset();
   get_local_.reset();
   conns_.clear();
@@ -186,8 +190,126 @@ void Server::OnAccept() {
       return;
     }
     SetNoDelay(fd);
-    Adopt(fd, SockAddrString(reinterpret_cast<struct sockaddr*>(&ss)), false);
+    std::string remote = SockAddrString(reinterpret_cast<struct sockaddr*>(&ss));
+    Kind kind = Kind::kClient;
+    if (options_.max_connections > 0 &&
+        kind_count_[static_cast<int>(Kind::kClient)] >= options_.max_connections) {
+      // Over the limit: it may still be a ring peer's link (its first frame
+      // tells), so it gets a short probation unless too many are pending.
+      if (kind_count_[static_cast<int>(Kind::kProbation)] +
+              kind_count_[static_cast<int>(Kind::kRefused)] >=
+          kMaxProbation) {
+        RefuseNow(fd, remote);
+        continue;
+      }
+      kind = Kind::kProbation;
+    }
+    Connection* c = Adopt(fd, std::move(remote), false);
+    if (c == nullptr) continue;
+    uint64_t id = c->id();
+    Inbound& in = inbound_.emplace(id, Inbound{kind}).first->second;
+    ++kind_count_[static_cast<int>(kind)];
+    if (kind == Kind::kProbation) {
+      c->SetTimeouts(options_.idle_timeout_s, 0);
+      in.probation_timer = loop_->AddTimer(kProbationSeconds, [this, id] {
+        auto it = inbound_.find(id);
+        if (it == inbound_.end()) return;
+        it->second.probation_timer = 0;
+        if (it->second.kind != Kind::kProbation) return;
+        auto cit = conns_.find(id);
+        if (cit == conns_.end() || cit->second->closed()) return;
+        if (kind_count_[static_cast<int>(Kind::kClient)] < options_.max_connections) {
+          SetKind(id, &it->second, Kind::kClient);  // a slot came free meanwhile
+          cit->second->SetTimeouts(options_.idle_timeout_s, options_.keepalive_timeout_s);
+          return;
+        }
+        Refuse(cit->second.get(), &it->second, "");
+      });
+    }
   }
+}
+
+void Server::SetKind(uint64_t id, Inbound* in, Kind kind) {
+  (void)id;
+  --kind_count_[static_cast<int>(in->kind)];
+  ++kind_count_[static_cast<int>(kind)];
+  in->kind = kind;
+}
+
+std::string Server::BusyMessage() const {
+  return "this peer is at its limit of " + std::to_string(options_.max_connections) +
+         " client connections (st-peer --max-connections); closing this one: retry later or "
+         "use another peer";
+}
+
+void Server::NoteRefusal(const std::string& remote) {
+  ++refused_since_log_;
+  double now = EventLoop::Now();
+  if (now < refusal_log_at_) return;
+  ST_LOG_WARN("refused %llu connection(s) with BUSY (the latest from %s): %zu client connections "
+              "are open, the limit of --max-connections; %zu ring links",
+              static_cast<unsigned long long>(refused_since_log_), remote.c_str(),
+              kind_count_[static_cast<int>(Kind::kClient)],
+              kind_count_[static_cast<int>(Kind::kRing)]);
+  refused_since_log_ = 0;
+  refusal_log_at_ = now + 10;  // at most one line per 10 s
+}
+
+void Server::Refuse(Connection* c, Inbound* in, const std::string& why) {
+  if (in->probation_timer != 0) {
+    loop_->CancelTimer(in->probation_timer);
+    in->probation_timer = 0;
+  }
+  SetKind(c->id(), in, Kind::kRefused);
+  NoteRefusal(c->remote());
+  c->SendErrorAndClose(0, ErrorCode::kBusy, why.empty() ? BusyMessage() : why, /*log=*/false);
+}
+
+void Server::RefuseNow(int fd, const std::string& remote) {
+  // Too many connections waiting to be refused: no Connection for this one.
+  // Whatever it already sent is read first, so that close() does not reset
+  // the connection before the error frame is read (best effort).
+  char scratch[4096];
+  for (int i = 0; i < 16 && ::recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT) > 0; ++i) {
+  }
+  std::string f = EncodeError(0, ErrorCode::kBusy, BusyMessage());
+  ssize_t n = ::send(fd, f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)n;
+  ::shutdown(fd, SHUT_WR);
+  ::close(fd);
+  NoteRefusal(remote);
+}
+
+void Server::OnFrameStart(Connection* c, const FrameHeader& h) {
+  auto it = inbound_.find(c->id());
+  if (it == inbound_.end() || it->second.classified) return;
+  Inbound& in = it->second;
+  in.classified = true;
+  if (in.probation_timer != 0) {
+    loop_->CancelTimer(in.probation_timer);
+    in.probation_timer = 0;
+  }
+  if (h.type == static_cast<uint8_t>(MsgType::kRingSegment)) {
+    // A ring predecessor's link: it does not take a client slot, and it is
+    // kept open between collectives (no keepalive timeout).
+    if (options_.max_connections > 0 &&
+        kind_count_[static_cast<int>(Kind::kRing)] >= options_.max_connections) {
+      Refuse(c, &in,
+             "this peer already has " + std::to_string(options_.max_connections) +
+                 " inbound ring links (st-peer --max-connections); closing this one");
+      return;
+    }
+    SetKind(c->id(), &in, Kind::kRing);
+    c->SetTimeouts(options_.idle_timeout_s, 0);
+    return;
+  }
+  if (in.kind != Kind::kProbation) return;
+  if (kind_count_[static_cast<int>(Kind::kClient)] < options_.max_connections) {
+    SetKind(c->id(), &in, Kind::kClient);  // a slot came free meanwhile
+    c->SetTimeouts(options_.idle_timeout_s, options_.keepalive_timeout_s);
+    return;
+  }
+  Refuse(c, &in, "");
 }
 
 Connection* Server::Adopt(int fd, std::string remote, bool connecting) {
@@ -195,6 +317,8 @@ Connection* Server::Adopt(int fd, std::string remote, bool connecting) {
   auto conn = std::make_unique<Connection>(loop_, fd, id, std::move(remote), options_.max_frame, this);
   Connection* raw = conn.get();
   conns_[id] = std::move(conn);
+  // Outgoing ring links stay open between collectives: no keepalive limit.
+  raw->SetTimeouts(options_.idle_timeout_s, connecting ? 0 : options_.keepalive_timeout_s);
   Status s = raw->Start(connecting);
   if (!s.ok()) {
     ST_LOG_WARN("cannot watch connection %s: %s", raw->remote().c_str(), s.ToString().c_str());
@@ -248,6 +372,12 @@ Connection* Server::Connect(const std::string& addr, std::string* error) {
 
 void Server::OnClosed(Connection* conn, const std::string& reason) {
   uint64_t id = conn->id();
+  auto in = inbound_.find(id);
+  if (in != inbound_.end()) {
+    if (in->second.probation_timer != 0) loop_->CancelTimer(in->second.probation_timer);
+    --kind_count_[static_cast<int>(in->second.kind)];
+    inbound_.erase(in);
+  }
   auto la = link_addr_.find(id);
   if (la != link_addr_.end()) {
     std::string addr = la->second;
@@ -271,7 +401,12 @@ void Server::OnClosed(Connection* conn, const std::string& reason) {
 void Server::SendToClient(uint64_t conn_id, std::string frame) {
   auto it = conns_.find(conn_id);
   if (it == conns_.end() || it->second->closed()) return;
+  // Every deferred request (GET_LOCAL, SCRUB) ends with one frame without
+  // MORE; the connection is not idle until then.
+  bool last = frame.size() < kFramePrefixSize || (DecodeFixed16(reinterpret_cast<const uint8_t*>(
+                                                      frame.data()) + 6) & kFlagMore) == 0;
   it->second->Send(std::move(frame));
+  if (last) it->second->EndDeferred();
 }
 
 void Server::SendSegment(const std::string& addr, uint16_t flags, std::string payload) {
@@ -329,6 +464,7 @@ void Server::HandleScrub(Connection* c, uint64_t seq) {
     return;
   }
   uint64_t conn_id = c->id();
+  c->BeginDeferred();
   scrubber_->Request([this, conn_id, seq](const Status& s, const ScrubReply& counts) {
     if (s.ok()) {
       SendToClient(conn_id, EncodeScrubReply(seq, counts));
@@ -377,8 +513,12 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
         return;
       }
       RecordStore::OpenRecord rec;
-      s = store_->Get(req.file_id, req.name, &rec);
+      s = store_->Get(req.file_id, req.name, &rec, /*verify=*/true);
       if (!s.ok()) {
+        if (s.IsCorruption() || s.IsIOError()) {
+          ST_LOG_WARN("GET '%s' of file %016llx: %s", Printable(req.name).c_str(),
+                      static_cast<unsigned long long>(req.file_id), s.ToString().c_str());
+        }
         c->Send(EncodeError(seq, StoreErrorCode(s), s.message()));
         return;
       }
@@ -424,6 +564,7 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
       RingHeader ring;
       Status s = DecodeGetLocal(payload, &ring);
       if (!s.ok()) return bad_frame(s);
+      c->BeginDeferred();  // every reply goes through SendToClient
       get_local_->OnGetLocal(c->id(), seq, ring);
       return;
     }

@@ -34,6 +34,10 @@ struct ServerOptions {
   double ring_timeout_per_peer_s = 0.5;
   double scrub_interval_s = 86400;  // periodic scrubs (needs namespace_dir); 0: only on SCRUB
   double scrub_age_s = 3600;        // the scrubber never removes anything younger
+  // Hostile or broken clients (docs/peer.md, "Hostile input"); 0: no limit.
+  double idle_timeout_s = 30;       // a begun frame that gets no byte for this long
+  double keepalive_timeout_s = 0;   // a client connection with nothing in flight
+  size_t max_connections = 1024;    // client connections; ring links have as many again
 };
 
 // Splits "host:port" (or "[v6]:port"). False if malformed.
@@ -53,13 +57,24 @@ class Server : public Connection::Handler, public GetLocal::Host {
   int port() const { return port_; }
   const std::string& advertise() const { return advertise_; }
   size_t connection_count() const { return conns_.size(); }
+  // Inbound connections counted against --max-connections.
+  size_t client_count() const { return kind_count_[static_cast<int>(Kind::kClient)]; }
+  size_t ring_inbound_count() const { return kind_count_[static_cast<int>(Kind::kRing)]; }
   size_t round_count() const { return get_local_ ? get_local_->round_count() : 0; }
   // nullptr without a namespace root.
   Scrubber* scrubber() { return scrubber_.get(); }
 
   // Connection::Handler
   void OnFrame(Connection* conn, const FrameHeader& header, std::string_view payload) override;
+  void OnFrameStart(Connection* conn, const FrameHeader& header) override;
   void OnClosed(Connection* conn, const std::string& reason) override;
+
+  // How long an over-the-limit connection may take to show a RING_SEGMENT
+  // prefix before it is refused, and how many such connections (with the
+  // refused ones still lingering) there may be at once; beyond that a new
+  // connection gets its BUSY frame at once, on a best-effort basis.
+  static constexpr double kProbationSeconds = 1.0;
+  static constexpr size_t kMaxProbation = 64;
 
   // GetLocal::Host
   void SendToClient(uint64_t conn_id, std::string frame) override;
@@ -74,6 +89,22 @@ class Server : public Connection::Handler, public GetLocal::Host {
   Connection* Connect(const std::string& addr, std::string* error);
   Connection* Adopt(int fd, std::string remote, bool connecting);
   void PauseAccept();
+
+  // Inbound connections, for --max-connections. A connection is a client
+  // until its first frame is a RING_SEGMENT (then a ring link, which has a
+  // limit of its own); one accepted above the limit is on probation until
+  // its first frame's prefix shows what it is.
+  enum class Kind : int { kClient = 0, kRing, kProbation, kRefused, kCount };
+  struct Inbound {
+    Kind kind;
+    bool classified = false;  // its first frame has started
+    EventLoop::TimerId probation_timer = 0;
+  };
+  void SetKind(uint64_t id, Inbound* in, Kind kind);
+  void Refuse(Connection* c, Inbound* in, const std::string& why);
+  void RefuseNow(int fd, const std::string& remote);
+  std::string BusyMessage() const;
+  void NoteRefusal(const std::string& remote);
 
   EventLoop* loop_;
   RecordStore* store_;
@@ -90,6 +121,10 @@ class Server : public Connection::Handler, public GetLocal::Host {
   std::unordered_map<uint64_t, std::string> link_addr_;  // connection id -> successor address
   std::unique_ptr<GetLocal> get_local_;
   std::unique_ptr<Scrubber> scrubber_;  // only with a namespace root
+  std::unordered_map<uint64_t, Inbound> inbound_;
+  size_t kind_count_[static_cast<int>(Kind::kCount)] = {};
+  uint64_t refused_since_log_ = 0;
+  double refusal_log_at_ = 0;
 };
 
 }  // namespace st

@@ -28,6 +28,35 @@ TEST(Options, Defaults) {
   EXPECT_EQ(0u, o.reserve);
   EXPECT_EQ(86400.0, o.scrub_interval_s);
   EXPECT_EQ(3600.0, o.scrub_age_s);
+  EXPECT_EQ(30.0, o.idle_timeout_s);
+  EXPECT_EQ(0.0, o.keepalive_timeout_s);
+  EXPECT_EQ(1024u, o.max_connections);
+}
+
+TEST(Options, HostileInputLimits) {
+  Options o;
+  ASSERT_TRUE(Parse({"--data", "/d", "--idle-timeout", "1.5", "--keepalive-timeout=300",
+                     "--max-connections", "4"},
+                    &o)
+                  .ok());
+  EXPECT_EQ(1.5, o.idle_timeout_s);
+  EXPECT_EQ(300.0, o.keepalive_timeout_s);
+  EXPECT_EQ(4u, o.max_connections);
+  ASSERT_TRUE(Parse({"--data", "/d", "--idle-timeout", "0", "--max-connections", "0"}, &o).ok());
+  EXPECT_EQ(0.0, o.idle_timeout_s);  // 0: off
+  EXPECT_EQ(0u, o.max_connections);  // 0: no limit
+  EXPECT_FALSE(Parse({"--data", "/d", "--idle-timeout", "-1"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--idle-timeout", "soon"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--keepalive-timeout", "-0.5"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--max-connections", "-4"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--max-connections", "4.5"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--max-connections", "1K"}, &o).ok());
+  EXPECT_FALSE(Parse({"--data", "/d", "--max-connections", "2000000"}, &o).ok());
+  Status s = Parse({"--data", "/d", "--max-connections"}, &o);
+  EXPECT_NE(std::string::npos, s.message().find("--max-connections")) << s.message();
+  EXPECT_NE(std::string::npos, Usage().find("--idle-timeout"));
+  EXPECT_NE(std::string::npos, Usage().find("--keepalive-timeout"));
+  EXPECT_NE(std::string::npos, Usage().find("--max-connections"));
 }
 
 TEST(Options, Scrub) {

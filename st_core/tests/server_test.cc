@@ -143,26 +143,32 @@ class TestPeer {
   explicit TestPeer(const std::string& namespace_dir = "", double timeout_base = 2,
                     double timeout_per_peer = 0.5, uint32_t max_frame = kDefaultMaxFrame,
                     double scrub_interval = 86400) {
-    StoreOptions so;
-    so.data_dir = dir_.path() + "/data";
-    EXPECT_TRUE(RecordStore::Open(so, &store_).ok());
-    EXPECT_TRUE(EventLoop::Create(&loop_).ok());
     ServerOptions sv;
     sv.namespace_dir = namespace_dir;
     sv.ring_timeout_base_s = timeout_base;
     sv.ring_timeout_per_peer_s = timeout_per_peer;
     sv.max_frame = max_frame;
     sv.scrub_interval_s = scrub_interval;
-    server_ = std::make_unique<Server>(loop_.get(), store_.get(), sv);
-    EXPECT_TRUE(server_->Start().ok());
-    thread_ = std::thread([this] { loop_->Run(); });
+    Init(sv, "");
   }
+  // Any server options; data_dir empty: a fresh temporary directory.
+  TestPeer(const ServerOptions& sv, const std::string& data_dir) { Init(sv, data_dir); }
   ~TestPeer() { Stop(); }
   void Stop() {
     if (!thread_.joinable()) return;
     loop_->StopFromAnyThread();
     thread_.join();
     server_.reset();
+  }
+
+  void Init(const ServerOptions& sv, const std::string& data_dir) {
+    StoreOptions so;
+    so.data_dir = data_dir.empty() ? dir_.path() + "/data" : data_dir;
+    EXPECT_TRUE(RecordStore::Open(so, &store_).ok());
+    EXPECT_TRUE(EventLoop::Create(&loop_).ok());
+    server_ = std::make_unique<Server>(loop_.get(), store_.get(), sv);
+    EXPECT_TRUE(server_->Start().ok());
+    thread_ = std::thread([this] { loop_->Run(); });
   }
 
   int port() const { return server_->port(); }
@@ -758,6 +764,319 @@ TEST_F(ServerTest, StopDuringAScrubWaitingForALock) {
   EXPECT_LT(s, 1.0) << "stopping waited for the infofile lock";
   sqlite3_exec(db, "ROLLBACK;", nullptr, nullptr, nullptr);
   sqlite3_close(db);
+}
+
+// ---- Hostile and broken input (docs/peer.md, "Hostile input") --------------
+
+ServerOptions Limits(double idle, double keepalive, size_t max_conns) {
+  ServerOptions sv;
+  sv.idle_timeout_s = idle;
+  sv.keepalive_timeout_s = keepalive;
+  sv.max_connections = max_conns;
+  return sv;
+}
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST_F(ServerTest, StalledFrameClosedAfterIdleTimeout) {
+  TestPeer peer(Limits(0.4, 0, 1024), "");
+  Client slow(peer.port());
+  std::string f = PutFrame(1, 4, 0, "stalled", std::string(5000, 's'));
+  auto t0 = std::chrono::steady_clock::now();
+  slow.Send(f.substr(0, 1000));
+  // Meanwhile other clients are served.
+  Client other(peer.port());
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), other.Call(PutFrame(2, 4, 0, "ok", "fine")).h.type);
+  Reply r = slow.Read(5);
+  double waited = Since(t0);
+  ASSERT_FALSE(r.eof);
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kTimeout), ErrorOf(r));
+  EXPECT_EQ(0u, r.h.seq);
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("--idle-timeout")) << ErrorMessage(r);
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("1000 of its")) << ErrorMessage(r);
+  EXPECT_GE(waited, 0.35);
+  EXPECT_LT(waited, 2.0);
+  EXPECT_TRUE(slow.ClosedByPeer());
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound),
+            ErrorOf(other.Call(EncodeGet(3, 4, "stalled"))));
+  EXPECT_EQ(0u, test::CountFiles(peer.data_dir() + "/tmp"));
+  EXPECT_EQ(1u, test::CountFiles(peer.data_dir() + "/files"));  // "ok" only
+}
+
+TEST_F(ServerTest, StalledHeaderClosedAfterIdleTimeout) {
+  TestPeer peer(Limits(0.3, 0, 1024), "");
+  Client c(peer.port());
+  c.Send(EncodePing(7).substr(0, 5));  // part of the 16-byte prefix
+  Reply r = c.Read(5);
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kTimeout), ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("prefix")) << ErrorMessage(r);
+  EXPECT_TRUE(c.ClosedByPeer());
+}
+
+TEST_F(ServerTest, IdleTimeoutCountsFromTheLastByte) {
+  // A sender that keeps making progress is not cut off, however long the
+  // frame takes; an idle connection between frames is not closed either
+  // (no --keepalive-timeout).
+  TestPeer peer(Limits(0.4, 0, 1024), "");
+  Client c(peer.port());
+  std::string f = PutFrame(1, 4, 0, "trickled", std::string(200, 't'));
+  for (size_t i = 0; i < 8; ++i) {  // 8 x 0.15 s = 1.2 s > the timeout
+    c.Send(f.substr(i * 20, 20));
+    usleep(150 * 1000);
+  }
+  c.Send(f.substr(160));
+  Reply r = c.Read(5);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), r.h.type) << ErrorMessage(r);
+  usleep(700 * 1000);  // idle with nothing buffered: kept
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), c.Call(EncodeGet(2, 4, "trickled")).h.type);
+}
+
+TEST_F(ServerTest, IdleTimeoutZeroNeverCloses) {
+  TestPeer peer(Limits(0, 0, 1024), "");
+  Client c(peer.port());
+  std::string ping = EncodePing(3);
+  c.Send(ping.substr(0, 10));
+  EXPECT_FALSE(c.ClosedByPeer(0.5));
+  c.Send(ping.substr(10));
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Read().h.type);
+}
+
+TEST_F(ServerTest, KeepaliveTimeoutClosesIdleConnectionsButNotWaitingOnes) {
+  test::TempDir ns;
+  ServerOptions sv = Limits(30, 0.3, 1024);
+  sv.namespace_dir = ns.path();
+  sv.ring_timeout_base_s = 1.0;
+  sv.ring_timeout_per_peer_s = 0;
+  TestPeer peer(sv, "");
+  WriteInfofile(ns.path() + "/f", 3, {{peer.peer_id(), peer.addr()}}, {});
+  int s = socket(AF_INET, SOCK_STREAM, 0);  // a ring peer that never answers
+  struct sockaddr_in a {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(0, bind(s, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)));
+  ASSERT_EQ(0, listen(s, 16));
+  socklen_t len = sizeof(a);
+  getsockname(s, reinterpret_cast<struct sockaddr*>(&a), &len);
+  std::string mute = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+
+  Client idle(peer.port());
+  Client waiting(peer.port());
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), idle.Call(EncodePing(1)).h.type);
+  auto t0 = std::chrono::steady_clock::now();
+  waiting.Send(EncodeGetLocal(5, RingHeader{3, 1, "/f", {peer.addr(), mute}}));
+  EXPECT_TRUE(idle.ClosedByPeer(3));  // quietly: EOF, no frame
+  EXPECT_LT(Since(t0), 1.0);
+  // The GET_LOCAL waits 1 s for its ring: owed a reply, that connection stays.
+  Reply r = waiting.Read(5);
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kTimeout), ErrorOf(r));
+  EXPECT_GE(Since(t0), 0.9);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), waiting.Call(EncodePing(6)).h.type);
+  EXPECT_TRUE(waiting.ClosedByPeer(3));  // and then idle too long
+  close(s);
+}
+
+TEST_F(ServerTest, ConnectionLimit) {
+  TestPeer peer(Limits(30, 0, 2), "");
+  auto a = std::make_unique<Client>(peer.port());
+  Client b(peer.port());
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), a->Call(EncodePing(1)).h.type);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), b.Call(EncodePing(2)).h.type);
+
+  // A third client that speaks first is refused at its first frame.
+  Client c(peer.port());
+  Reply r = c.Call(EncodePing(3));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBusy), ErrorOf(r));
+  EXPECT_EQ(0u, r.h.seq);
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("--max-connections")) << ErrorMessage(r);
+  EXPECT_TRUE(c.ClosedByPeer());
+
+  // A silent one when its probation ends.
+  Client silent(peer.port());
+  auto t0 = std::chrono::steady_clock::now();
+  r = silent.Read(5);
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBusy), ErrorOf(r));
+  EXPECT_GE(Since(t0), Server::kProbationSeconds * 0.8);
+  EXPECT_TRUE(silent.ClosedByPeer());
+
+  // A ring predecessor's link is not a client: served above the limit (the
+  // segment itself is refused, this peer not being in that ring).
+  Client ring(peer.port());
+  RingSegment seg;
+  seg.ring = RingHeader{3, 1, "/f", {"127.0.0.1:1", "127.0.0.1:2"}};
+  seg.origin = 0;
+  r = ring.Call(EncodeRingSegment(4, 0, seg));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotInRing), ErrorOf(r)) << ErrorMessage(r);
+  EXPECT_EQ(4u, r.h.seq);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), ring.Call(EncodePing(5)).h.type);
+
+  // The first two are still served; closing one frees a slot.
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), a->Call(EncodePing(6)).h.type);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), b.Call(EncodePing(7)).h.type);
+  a.reset();
+  usleep(100 * 1000);
+  Client d(peer.port());
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), d.Call(EncodePing(8)).h.type);
+  Client e(peer.port());
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBusy), ErrorOf(e.Call(EncodePing(9))));
+}
+
+TEST_F(ServerTest, RingLinksAreNotStarvedByTheConnectionLimit) {
+  // Both peers' only client slot is taken by the client asking GET_LOCAL;
+  // their ring links to each other still get through.
+  test::TempDir ns;
+  ServerOptions sv = Limits(30, 0, 1);
+  sv.namespace_dir = ns.path();
+  TestPeer p0(sv, ""), p1(sv, "");
+  {
+    Client c0(p0.port()), c1(p1.port());
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c0.Call(PutFrame(1, 9, 0, "a", "A")).h.type);
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c1.Call(PutFrame(1, 9, 1, "a", "A")).h.type);
+  }
+  usleep(100 * 1000);  // the slots are free again
+  WriteInfofile(ns.path() + "/f", 9, {{p0.peer_id(), p0.addr()}, {p1.peer_id(), p1.addr()}},
+                {{"a", 0, 0}, {"a", 1, 1}});
+  RingHeader ring{9, 1, "/f", {p0.addr(), p1.addr()}};
+  Client c0(p0.port()), c1(p1.port());
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c0.Call(EncodePing(1)).h.type);
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c1.Call(EncodePing(1)).h.type);
+  Client third(p0.port());
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBusy), ErrorOf(third.Call(EncodePing(2))));
+  c0.Send(EncodeGetLocal(5, ring));
+  c1.Send(EncodeGetLocal(6, ring));
+  uint16_t error;
+  std::string message;
+  auto l0 = ReadLocalList(&c0, 5, &error, &message);
+  ASSERT_EQ(0, error) << message;
+  auto l1 = ReadLocalList(&c1, 6, &error, &message);
+  ASSERT_EQ(0, error) << message;
+  ASSERT_EQ(1u, l0.size());
+  EXPECT_EQ(0, l0[0].copy_rank);
+  EXPECT_EQ(0u, l1.size());  // rank 1 is not revealed: peer 0 holds rank 0
+}
+
+TEST_F(ServerTest, ConnectionLimitZeroMeansNone) {
+  TestPeer peer(Limits(30, 0, 0), "");
+  std::vector<std::unique_ptr<Client>> cs;
+  for (int i = 0; i < 50; ++i) cs.push_back(std::make_unique<Client>(peer.port()));
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), cs[i]->Call(EncodePing(i)).h.type);
+  }
+}
+
+TEST_F(ServerTest, GetReportsACorruptedRecordFile) {
+  TestPeer peer;
+  Client c(peer.port());
+  std::string data(10000, 'd');
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(1, 6, 0, "r", data)).h.type);
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(2, 6, 0, "t", data)).h.type);
+  {
+    std::fstream f(RecordFile(peer, 6, "r", 0, data), std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekp(4321);
+    f.put('X');  // one flipped byte, same size
+  }
+  ASSERT_EQ(0, truncate(RecordFile(peer, 6, "t", 0, data).c_str(), 9999));
+  Reply r = c.Call(EncodeGet(3, 6, "r"));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kCrcMismatch), ErrorOf(r));
+  EXPECT_EQ(3u, r.h.seq);
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("corrupt")) << ErrorMessage(r);
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find(RecordFile(peer, 6, "r", 0, data)));
+  r = c.Call(EncodeGet(4, 6, "t"));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kCrcMismatch), ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("9999 bytes")) << ErrorMessage(r);
+  // The connection and the peer go on.
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(EncodePing(5)).h.type);
+}
+
+TEST_F(ServerTest, UnreadGetRepliesDoNotPinUnboundedFiles) {
+  // A client pipelines many GETs and reads nothing: the peer stops reading
+  // its requests instead of opening a file for each.
+  TestPeer peer;
+  Client c(peer.port());
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(1, 2, 0, "r", std::string(4096, 'r'))).h.type);
+  auto open_fds = [] {
+    size_t n = 0;
+    DIR* d = opendir("/proc/self/fd");
+    while (d != nullptr && readdir(d) != nullptr) ++n;
+    if (d != nullptr) closedir(d);
+    return n;
+  };
+  size_t before = open_fds();
+  constexpr int kGets = 6000;
+  std::string batch;
+  for (int i = 0; i < kGets; ++i) batch += EncodeGet(100 + i, 2, "r");
+  std::thread sender([&] { c.Send(batch); });
+  usleep(500 * 1000);
+  size_t during = open_fds();
+  // Without a limit on queued files the peer would hold some 5000 here.
+  static_assert(Connection::kMaxQueuedFiles <= 1024, "the test assumes a limit of 1024");
+  EXPECT_LT(during, before + 1024 + 64) << "before " << before;
+  int got = 0;
+  Reply r;
+  while (got < kGets) {
+    r = c.Read(10);
+    if (r.eof || r.h.type != static_cast<uint8_t>(MsgType::kData)) break;
+    ++got;
+  }
+  sender.join();
+  EXPECT_EQ(kGets, got) << "the last reply: eof " << r.eof << ", type " << int(r.h.type);
+}
+
+// A filesystem that fills up: needs root (mount); skipped otherwise.
+class TinyFs {
+ public:
+  explicit TinyFs(const std::string& size) {
+    dir_ = tmp_.path() + "/mnt";
+    mkdir(dir_.c_str(), 0755);
+    std::string cmd = "mount -t tmpfs -o size=" + size + " tmpfs " + dir_ + " 2>/dev/null";
+    mounted_ = system(cmd.c_str()) == 0;
+  }
+  ~TinyFs() {
+    if (mounted_) {
+      std::string cmd = "umount " + dir_ + " 2>/dev/null || umount -l " + dir_;
+      if (system(cmd.c_str()) != 0) ADD_FAILURE() << "cannot unmount " << dir_;
+    }
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  test::TempDir tmp_;
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+TEST_F(ServerTest, FullDiskAnswersNoSpaceAndKeepsServing) {
+  TinyFs fs("1m");
+  if (!fs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs (not root?)";
+  {
+    TestPeer peer(ServerOptions(), fs.dir() + "/data");
+    Client c(peer.port());
+    std::string chunk(100 * 1024, 'z');
+    int stored = 0;
+    Reply r;
+    for (int i = 0; i < 20; ++i) {
+      r = c.Call(PutFrame(i + 1, 5, 0, "r" + std::to_string(i), chunk));
+      if (r.h.type != static_cast<uint8_t>(MsgType::kOk)) break;
+      ++stored;
+    }
+    ASSERT_EQ(static_cast<uint16_t>(ErrorCode::kNoSpace), ErrorOf(r)) << ErrorMessage(r);
+    EXPECT_GT(stored, 3);
+    EXPECT_NE(std::string::npos, ErrorMessage(r).find("is full")) << ErrorMessage(r);
+    EXPECT_NE(std::string::npos, ErrorMessage(r).find("No space left")) << ErrorMessage(r);
+    EXPECT_EQ(0u, test::CountFiles(peer.data_dir() + "/tmp"));  // the partial temp file is gone
+    EXPECT_EQ(static_cast<size_t>(stored), test::CountFiles(peer.data_dir() + "/files"));
+    // Still serving on the same connection: PING, GET, a PUT that fits.
+    EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(EncodePing(100)).h.type);
+    Reply d = c.Call(EncodeGet(101, 5, "r0"));
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kData), d.h.type);
+    DataReply dr;
+    ASSERT_TRUE(DecodeData(d.payload, &dr).ok());
+    EXPECT_EQ(chunk, dr.data);
+    EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(102, 5, 0, "tiny", "t")).h.type);
+  }
 }
 
 }  // namespace
