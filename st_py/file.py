@@ -482,8 +482,9 @@ class StFile:
     # -- GET_LOCAL ------------------------------------------------------------
     def get_local_plan(self, allow_unavailable: bool = False) -> GetLocalPlan:
         """The live peerlist and commit generation for a GET_LOCAL, as plain
-        data to hand to analysis tasks. Peers the tracker reports failed or
-        that do not answer a PING are left out (paper 4.3: initial failures).
+        data to hand to analysis tasks. Peers that do not answer a PING are
+        left out (paper 4.3: initial failures); the PING, not the tracker's
+        announce-based view, decides, since it is current.
 
         Raises
         ------
@@ -494,9 +495,10 @@ class StFile:
         self.flush()
         self.refresh()
         ordered = [self.peers[i] for i in sorted(self.peers)]
-        candidates = [p.addr for p in ordered if p.alive]
-        answers = ping_all(candidates)
-        ring = tuple(a for a in candidates if answers.get(a) is None)
+        # PING every peer, even those the tracker reports failed: a peer that
+        # just restarted answers before its first announce reaches the tracker.
+        answers = ping_all([p.addr for p in ordered])
+        ring = tuple(p.addr for p in ordered if answers.get(p.addr) is None)
         dead = tuple(p.addr for p in ordered if p.addr not in ring)
         reader = self._infofile()
         generation, records = reader.snapshot()

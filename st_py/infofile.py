@@ -101,6 +101,34 @@ def create_infofile(path: Path, meta: dict, peers: list[tuple[int, str, str]]) -
         os.unlink(tmp)
 
 
+def recover(root: Path) -> tuple[int, int]:
+    """Finish what a tracker killed mid-transaction left under namespace
+    ``root``: roll back each infofile's hot journal (readers open infofiles
+    read-only and cannot, so until then they fail with "attempt to write a
+    readonly database"), and remove half-created infofiles
+    (``.st-creating-*``). Run by the tracker before it serves.
+
+    Returns
+    -------
+    (infofiles rolled back, temporary files removed)
+    """
+    rolled = removed = 0
+    for journal in root.rglob("*-journal"):
+        db = journal.with_name(journal.name[: -len("-journal")])
+        if db.is_file():
+            conn = sqlite3.connect(str(db), isolation_level=None)
+            try:
+                conn.execute("PRAGMA busy_timeout=10000")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # rolls the journal back
+                rolled += 1
+            finally:
+                conn.close()
+    for tmp in root.rglob(".st-creating-*"):
+        tmp.unlink(missing_ok=True)
+        removed += 1
+    return rolled, removed
+
+
 class InfofileWriter:
     """The tracker's read-write handle on one infofile."""
 

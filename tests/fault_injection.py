@@ -91,6 +91,7 @@ class Report:
     faults: Counter = field(default_factory=Counter)
     ops: Counter = field(default_factory=Counter)
     clear_errors: Counter = field(default_factory=Counter)
+    examples: dict = field(default_factory=dict)  # one message per kind of clear error
     records_checked: int = 0
     copies_checked: int = 0
     problems: list[str] = field(default_factory=list)  # must stay empty
@@ -99,7 +100,7 @@ class Report:
         return {"seed": self.seed, "steps": self.steps, "seconds": round(self.seconds, 1),
                 "faults": dict(self.faults), "faults_total": sum(self.faults.values()),
                 "ops": dict(self.ops), "ops_total": sum(self.ops.values()),
-                "clear_errors": dict(self.clear_errors), "records_checked": self.records_checked,
+                "clear_errors": dict(self.clear_errors), "examples": self.examples, "records_checked": self.records_checked,
                 "copies_checked": self.copies_checked, "records_lost": self.lost, "problems": self.problems}
 
     lost: int = 0
@@ -250,7 +251,7 @@ class FaultInjection:
             with self.c.open(file) as f:
                 plan = f.get_local_plan()
         except StoreTorrentError as e:
-            self.report.clear_errors[f"get_local_plan: {type(e).__name__}"] += 1
+            self.clear_error(f"get_local_plan: {type(e).__name__}", e)
             return
         fault = self._maybe_kill_during("get_local")
         parts, records = [], []
@@ -261,7 +262,7 @@ class FaultInjection:
                 records += recs
             check_complete(plan, parts)
         except StoreTorrentError as e:
-            self.report.clear_errors[f"get_local: {type(e).__name__}"] += 1
+            self.clear_error(f"get_local: {type(e).__name__}", e)
             return
         finally:
             if fault:
@@ -298,7 +299,7 @@ class FaultInjection:
                     except RecordNotFoundError:
                         self.problem(f"DELETE {file} {n}: committed record not found")
                     except StoreTorrentError as e:
-                        self.report.clear_errors[f"delete: {type(e).__name__}"] += 1
+                        self.clear_error(f"delete: {type(e).__name__}", e)
                         if n not in self._committed(file):
                             self.deleted[file].add(n)  # the tracker got it before the error
         finally:
@@ -316,6 +317,10 @@ class FaultInjection:
         self.check_seen()
         self.report.steps += 1
         time.sleep(self.rng.uniform(0.0, 0.4))  # let the writers get on between faults
+
+    def clear_error(self, kind: str, e: Exception) -> None:
+        self.report.clear_errors[kind] += 1
+        self.report.examples.setdefault(kind, str(e)[:400])
 
     def problem(self, msg: str) -> None:
         self.report.problems.append(msg)
@@ -338,7 +343,7 @@ class FaultInjection:
                 if "st_py.errors" not in err and "StoreTorrentError" not in err:
                     self.problem(f"writer failed without a clear error: {last}")
                 else:
-                    self.report.clear_errors["writer: " + last.split(":")[0].split(".")[-1]] += 1
+                    self.clear_error("writer: " + last.split(":")[0].split(".")[-1], RuntimeError(last))
         for i in sorted(self.dead):
             self.cluster.start_peer(i, port=self.ports[i])
         self.dead.clear()

@@ -1,5 +1,7 @@
 """The tracker: liveness from announces, restarts, scheduling (paper 3.3, 5)."""
 
+import sqlite3
+
 import pytest
 
 from conftest import poll_for
@@ -64,3 +66,38 @@ def test_infofile_records_commit_in_groups(cluster):
     assert r.count() == 20 and r.generation() == 2
     f.close()
     assert r.count() == 25 and r.generation() == 3
+
+
+CRASH_MID_COMMIT = """
+import os, signal, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA journal_mode=DELETE")
+conn.execute("PRAGMA cache_size=1")  # spill to the database file before the commit
+conn.execute("BEGIN IMMEDIATE")
+conn.executemany("INSERT INTO records VALUES (?, 1, 0, 99, 0)", [(f"half/{i}",) for i in range(5000)])
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_tracker_start_rolls_back_a_transaction_cut_by_a_crash(tmp_path):
+    # A tracker SIGKILLed mid-commit leaves a hot journal; read-only readers
+    # (clients, peers) cannot roll it back. The next tracker start does.
+    import subprocess
+    import sys
+
+    from st_py.infofile import InfofileReader, InfofileWriter, create_infofile, recover
+
+    path = tmp_path / "ns" / "f"
+    create_infofile(path, {"file_id": 1, "copies": 1}, [(0, "p", "h:1")])
+    w = InfofileWriter(path)
+    w.commit([("kept", 1, 0, [0])])
+    w.close()
+    proc = subprocess.run([sys.executable, "-c", CRASH_MID_COMMIT, str(path)])
+    assert proc.returncode == -9
+    assert (tmp_path / "ns" / "f-journal").exists()
+    (tmp_path / "ns" / ".st-creating-g-1-2").write_bytes(b"")
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        InfofileReader(path).names()
+    assert recover(tmp_path / "ns") == (1, 1)
+    assert InfofileReader(path).names() == ["kept"]
+    assert not (tmp_path / "ns" / ".st-creating-g-1-2").exists()

@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 
 from .._proto import tracker_pb2_grpc as pb_grpc
+from ..infofile import recover
 from .peers import PeerRegistry
 from .service import TrackerService
 from .state import TrackerState
@@ -28,6 +29,10 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
     picks a free port). Stops at once on a signal (paper 5).
     """
     root.mkdir(parents=True, exist_ok=True)
+    rolled, removed = recover(root)
+    if rolled or removed:
+        log.warning("recovered after a crash: %d infofile transactions rolled back, %d half-created "
+                    "infofiles removed", rolled, removed)
     state = TrackerState(state_dir)
     registry = PeerRegistry(state, announce_interval, misses)
     service = TrackerService(root.resolve(), state, registry, quota_bytes)
