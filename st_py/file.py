@@ -226,10 +226,14 @@ class StFile:
                     op.callback(op.name, None)
             return
         retry = isinstance(exc, PeerUnavailableError) or (
-            isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR))
+            isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR,
+                                                        ErrorCode.BUSY, ErrorCode.TIMEOUT))
         if retry:
             # Dynamic failure (paper 4.3): put this copy on a peer that holds no copy.
-            if isinstance(exc, PeerError):
+            # A full or failing disk takes the peer out of this file's writes; a
+            # peer at its connection limit (BUSY) or that timed out a stalled
+            # frame is fine and stays usable.
+            if isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR):
                 self._transport.failed.setdefault(self._addr(idx), str(exc))
             new = choose_spare([i for i in self.peers if self._usable(i)], op.peers)
             if new is not None:

@@ -27,6 +27,7 @@ import pytest
 from conftest import poll_for
 from st_py import protocol as P
 from st_py.cluster import Daemon
+from st_py.infofile import InfofileReader
 
 
 def start_peer(peer_bin, tmp_path: Path, *extra: str, name: str = "peer") -> Daemon:
@@ -319,3 +320,24 @@ def test_full_disk_peer_answers_no_space_and_the_client_fails_over(make_cluster,
         assert files_under(small / "tmp") == []
     finally:
         cluster.stop()  # before the tmpfs is unmounted
+
+
+def test_a_busy_peer_gets_no_copies_and_the_put_succeeds(make_cluster):
+    # One slot per peer, and someone else holds peer 0's: the client's PUTs to
+    # it are answered BUSY, so those copies go to peers with room (paper 4.3),
+    # and peer 0 is not reported failed (it is fine, only full of clients).
+    cluster = make_cluster(3, peer_args=["--max-connections", "1"])
+    hog = Conn(cluster.peer_addrs[0])
+    assert hog.call(P.encode_ping(1)).type == P.MsgType.OK
+    c = cluster.client()
+    blobs = {f"b{i}": bytes([i % 256]) * 100 for i in range(60)}
+    with c.create("/hostile/busy", replication="x2", blocksize=1) as f:
+        for n, v in blobs.items():
+            f.queue_put(n, v)
+    hog.close()
+    r = InfofileReader(cluster.namespace / "hostile" / "busy")
+    busy_idx = [i for i, a in r.conn.execute("SELECT peer_idx, addr FROM peers") if a == cluster.peer_addrs[0]]
+    assert all(busy_idx[0] not in m.peers for m in r.lookup_many(list(blobs)).values())
+    with c.open("/hostile/busy") as f:
+        assert all(f.get(n) == v for n, v in blobs.items())
+    assert c.status().alive_peers == 3
