@@ -92,6 +92,7 @@ class Client:
         """
         info = self.tracker.open(name)
         t = Transport(timeout=self.timeout)
+        t.set_capability(info.file_id, info.capability)
         try:
             delete_file_on_peers(t, info.file_id, [p.addr for p in info.peers if p.alive])
         finally:

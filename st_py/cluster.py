@@ -147,6 +147,11 @@ class LocalCluster:
     n_peers : int
     announce_interval : float
         Seconds between peer announces; a peer is failed after 3 misses.
+    auth : bool
+        Sign and check capabilities (docs/capabilities.md) with the key in
+        ``data_dir/secret.key``, created on first start.
+    capability_ttl : float
+        Seconds a capability the tracker issues is valid.
     """
 
     data_dir: Path
@@ -154,6 +159,8 @@ class LocalCluster:
     announce_interval: float = 1.0
     peer_args: list[str] = field(default_factory=list)
     die_with_parent: bool = False  # SIGKILL the daemons if this process dies (storetorrent up)
+    auth: bool = True
+    capability_ttl: float = 3600.0
     tracker: Daemon | None = None
     peers: list[Daemon | None] = field(default_factory=list)
     tracker_port: int = 0
@@ -174,7 +181,21 @@ class LocalCluster:
     def peer_addrs(self) -> list[str]:
         return [p.addr for p in self.peers if p is not None]
 
+    @property
+    def key_file(self) -> Path:
+        return self.data_dir / "secret.key"
+
+    def mint(self, ops: int, file_id: int = 0, ttl: float = 3600.0, user: str = "admin") -> bytes:
+        """A capability signed with this cluster's key (e.g. ADMIN for SCRUB)."""
+        from .capability import load_key, mint
+
+        return mint(load_key(self.key_file), ops, file_id, ttl, user)
+
     def start(self, wait: bool = True) -> "LocalCluster":
+        if self.auth and not self.key_file.exists():
+            from .capability import new_key_file
+
+            new_key_file(self.key_file)
         self.start_tracker()
         for i in range(self.n_peers):
             self.start_peer(i)
@@ -187,6 +208,8 @@ class LocalCluster:
         argv = [sys.executable, "-m", "st_py.tracker", "--root", str(self.namespace),
                 "--state-dir", str(self.data_dir / "tracker"), "--port", str(self.tracker_port),
                 "--announce-interval", str(self.announce_interval)]
+        if self.auth:
+            argv += ["--key-file", str(self.key_file), "--capability-ttl", str(self.capability_ttl)]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent),
                                              env.get("PYTHONPATH", "")])
@@ -201,7 +224,7 @@ class LocalCluster:
         argv = [find_peer_binary(), "--data", str(self.data_dir / "peers" / f"peer-{i}"),
                 "--port", str(port), "--namespace", str(self.namespace),
                 "--tracker", self.tracker_addr, "--announce-interval", str(self.announce_interval),
-                *self.peer_args]
+                *(["--key-file", str(self.key_file)] if self.auth else []), *self.peer_args]
         d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log",
                    die_with_parent=self.die_with_parent)
         self.peers[i] = d

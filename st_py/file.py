@@ -38,7 +38,11 @@ COALESCE_BYTES = 1 << 20
 def _name_bytes(name: str) -> bytes:
     if not isinstance(name, str):
         raise BadNameError(f"record name must be a str, not {type(name).__name__}")
-    b = name.encode("utf-8", "surrogateescape")
+    try:
+        b = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadNameError(f"record name {name[:80]!r} is not valid UTF-8 (the infofile keeps names as "
+                           "UTF-8 text); decode it first, e.g. bytes.hex() or base64") from None
     if not b or len(b) > MAX_NAME or b"\x00" in b:
         raise BadNameError(f"record name must be 1 to {MAX_NAME} bytes without NUL: {name[:80]!r}")
     return b
@@ -97,6 +101,7 @@ class StFile:
         self.depth = depth
         self.group_size = group_size
         self._transport = Transport(timeout=timeout, on_peer_failure=self._peer_failed)
+        self._cap_renew_at = float("inf")
         self._reader: InfofileReader | None = None
         self._infofile_override = infofile_path
         self._set_info(info)
@@ -121,10 +126,26 @@ class StFile:
         self.replication = info.replication
         self.copies = info.copies
         self.peers = {p.peer_idx: p for p in info.peers}
+        if info.capability:
+            self._cap_renew_at = time.time() + (info.capability_expires - time.time()) * 2 / 3
+            self._transport.set_capability(self.file_id, info.capability)
 
     def refresh(self) -> None:
-        """Re-read the peerlist and liveness from the tracker."""
+        """Re-read the peerlist and liveness from the tracker (and get a
+        fresh capability)."""
         self._set_info(self._tracker.open(self.name))
+
+    def _renew_capability(self) -> None:
+        """Renew the capability when a third of its lifetime is left
+        (docs/capabilities.md), so peers never see it expire. A tracker
+        outage is ridden out while the old one is still valid."""
+        if self.info.capability and time.time() >= self._cap_renew_at:
+            try:
+                self.refresh()
+            except TrackerUnavailableError:
+                if time.time() >= self.info.capability_expires:
+                    raise
+                self._cap_renew_at = time.time() + 1.0
 
     @property
     def infofile_path(self) -> str:
@@ -181,6 +202,7 @@ class StFile:
         BadNameError, NotEnoughPeersError, RecordExistsError
         """
         self._check_open()
+        self._renew_capability()
         name_b = _name_bytes(name)
         if self._check_names and self._infofile().exists(name):
             raise RecordExistsError(f"record {name!r} is already committed in {self.name}: records are "
@@ -387,6 +409,7 @@ class StFile:
             RecordNotFoundError / RecordUnavailableError.
         """
         self._check_open()
+        self._renew_capability()
         if self._to_commit or self._commits:
             self._maybe_commit(force=True)  # read your own writes
             self._reap_commits(all_=True)
@@ -465,6 +488,7 @@ class StFile:
             If no peer and no commit knows the name.
         """
         self._check_open()
+        self._renew_capability()
         self.flush()
         name_b = _name_bytes(name)
         meta = self._infofile().lookup(name)
@@ -510,7 +534,7 @@ class StFile:
         if len(dead) >= self.copies:
             unavailable = reader.count_unavailable([p.peer_idx for p in ordered if p.addr in dead], self.copies)
         plan = GetLocalPlan(self.name, self.file_id, generation, ring, dead, self.copies, records,
-                            unavailable, str(self.infofile_path))
+                            unavailable, str(self.infofile_path), bytes(self.info.capability))
         if not allow_unavailable:
             plan.check_available()
         return plan

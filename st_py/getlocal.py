@@ -49,6 +49,7 @@ class GetLocalPlan:
     records: int
     unavailable: int = 0
     infofile_path: str = ""
+    capability: bytes = b""  # the READ token the peers check (docs/capabilities.md)
 
     @property
     def expected(self) -> int:
@@ -151,6 +152,7 @@ def reveal_ring(peer: str, plan: GetLocalPlan, timeout: float | None = None,
     """
     own = transport is None
     t = transport or Transport(timeout=timeout or 10 + 1.0 * len(plan.ring))
+    t.set_capability(plan.file_id, plan.capability)
     attempts = 0
     try:
         while True:

@@ -31,7 +31,11 @@ def normalize(name: str) -> str:
         raise BadNameError(f"file name must be a str, not {type(name).__name__}")
     if "\x00" in name:
         raise BadNameError("file name contains a NUL byte")
-    if len(name.encode()) > MAX_FILE_NAME:
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadNameError(f"file name {name!r} is not valid UTF-8") from None
+    if len(encoded) > MAX_FILE_NAME:
         raise BadNameError(f"file name longer than {MAX_FILE_NAME} bytes")
     parts = name.strip("/").split("/")
     if not name.strip("/"):
@@ -50,7 +54,7 @@ def infofile_path(root: str | os.PathLike, name: str) -> Path:
     path = Path(root, rel)
     # normalize() already refuses '..'; this is a second fence against symlinks.
     real_root = os.path.realpath(root)
-    if not os.path.realpath(path.parent).startswith(real_root):
+    if os.path.commonpath([real_root, os.path.realpath(path.parent)]) != real_root:
         raise BadNameError(f"file name {name!r} resolves outside the namespace root")
     return path
 

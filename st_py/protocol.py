@@ -32,6 +32,7 @@ class MsgType(enum.IntEnum):
     GET_LOCAL = 0x05
     PING = 0x06
     SCRUB = 0x07
+    AUTH = 0x08  # payload: one capability token (docs/capabilities.md)
     RING_SEGMENT = 0x10
     OK = 0x80
     DATA = 0x82
@@ -132,6 +133,12 @@ def encode_ping(seq: int) -> bytes:
 def encode_scrub(seq: int) -> bytes:
     """SCRUB: run the peer's scrubber now (paper 3.1, 4.3); empty payload."""
     return frame(MsgType.SCRUB, seq)
+
+
+def encode_auth(seq: int, token: bytes) -> bytes:
+    """AUTH: present a capability token (docs/capabilities.md); the whole
+    payload is the token. The peer answers OK, or ERROR DENIED saying why."""
+    return frame(MsgType.AUTH, seq, bytes(token))
 
 
 SCRUB_REPLY = struct.Struct("<QQQQQ")
@@ -268,6 +275,8 @@ def decode_payload(msg_type: int, flags: int, payload: memoryview) -> dict:
         f = _ring_fields(r)
     elif t in (MsgType.PING, MsgType.SCRUB):
         f = {}
+    elif t == MsgType.AUTH:
+        f = {"token": bytes(r.rest())}
     elif t == MsgType.RING_SEGMENT:
         f = _ring_fields(r)
         f["origin"] = r.u16()

@@ -9,6 +9,7 @@ import grpc
 
 from ._proto import tracker_pb2 as pb
 from ._proto import tracker_pb2_grpc as pb_grpc
+from .namespace import normalize
 from .errors import (BadNameError, NotEnoughPeersError, QuotaExceededError, StFileExistsError,
                      StFileNotFoundError, TrackerError, TrackerUnavailableError)
 
@@ -60,11 +61,13 @@ class TrackerClient:
             raise self.map_error(e, method) from None
 
     def create(self, name: str, replication: str, est_size: int, blocksize: int = 0) -> pb.FileInfo:
+        name = normalize(name)  # a clear BadNameError before anything is sent
         return self._call("Create", pb.CreateRequest(name=name, replication=replication, est_size=est_size,
                                                      blocksize=blocksize, user=self.user))
 
     def open(self, name: str) -> pb.FileInfo:
-        return self._call("Open", pb.OpenRequest(name=name))
+        name = normalize(name)
+        return self._call("Open", pb.OpenRequest(name=name, user=self.user))
 
     def commit(self, name: str, file_id: int, records: list[pb.RecordCommit]) -> pb.CommitReply:
         return self._call("Commit", pb.CommitRequest(name=name, file_id=file_id, records=records,
@@ -78,6 +81,7 @@ class TrackerClient:
 
     def delete(self, name: str, file_id: int = 0, records: list[str] | None = None,
                whole_file: bool = False) -> pb.DeleteReply:
+        name = normalize(name)
         return self._call("Delete", pb.DeleteRequest(name=name, file_id=file_id, records=records or [],
                                                      whole_file=whole_file, user=self.user))
 

@@ -18,7 +18,7 @@ from collections import deque
 from typing import Callable
 
 from .errors import PeerError, PeerUnavailableError
-from .protocol import FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, MsgType, ProtocolError
+from .protocol import FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, MsgType, ProtocolError, encode_auth
 
 IOV_MAX = 512
 RECV_CHUNK = 256 * 1024
@@ -169,6 +169,8 @@ class Transport:
         self.on_peer_failure = on_peer_failure
         self.conns: dict[str, PeerConnection] = {}
         self.failed: dict[str, str] = {}
+        self.capabilities: dict[int, bytes] = {}  # file_id -> token, sent first on every connection
+        self.auth_errors: dict[str, Exception] = {}
         self.sel = selectors.DefaultSelector()
         self._registered: dict[int, int] = {}
 
@@ -190,7 +192,26 @@ class Transport:
             raise PeerUnavailableError(addr, f"cannot connect: {e.strerror or e}") from None
         self.conns[addr] = c
         self.failed.pop(addr, None)
+        for token in self.capabilities.values():
+            self._send_auth(c, token)
         return c
+
+    def set_capability(self, file_id: int, token: bytes) -> None:
+        """Use ``token`` for ``file_id`` (docs/capabilities.md): sent as AUTH
+        ahead of any later request, on every open and every new connection."""
+        if not token or self.capabilities.get(file_id) == token:
+            return
+        self.capabilities[file_id] = token
+        for c in self.conns.values():
+            if c.dead is None:
+                self._send_auth(c, token)
+
+    def _send_auth(self, conn: PeerConnection, token: bytes) -> None:
+        def done(fr, exc, addr=conn.addr):
+            if exc is not None:  # the requests that need it will be DENIED with the reason
+                self.auth_errors[addr] = exc
+
+        conn.send(lambda seq: [encode_auth(seq, token)], done)
 
     def send(self, addr: str, build: Callable[[int], list], callback: Callback) -> None:
         """Queue a request to ``addr``; a connection failure is reported to

@@ -11,9 +11,25 @@ from st_py.getlocal import reveal
 from st_py.infofile import InfofileReader
 
 
-def scrub(addr: str) -> dict:
+def authenticate(sock, token: bytes) -> None:
+    """Send AUTH with ``token`` on a raw socket and wait for its OK
+    (docs/capabilities.md); nothing to do for an empty token."""
+    if not token:
+        return
+    seq = 1 << 62
+    sock.sendall(P.encode_auth(seq, token))
+    dec, frames = P.FrameDecoder(), []
+    while not frames:
+        frames = dec.feed(sock.recv(65536))
+    assert frames[0].seq == seq and frames[0].type == P.MsgType.OK, frames[0].fields
+
+
+def scrub(addr: str, token: bytes = b"") -> dict:
+    """Run the peer's scrubber now (SCRUB, with an ADMIN capability ``token``
+    when the peer checks them) and return what it did."""
     host, port = addr.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as s:
+        authenticate(s, token)
         s.sendall(P.encode_scrub(1))
         dec, frames = P.FrameDecoder(), []
         while not frames:
@@ -22,6 +38,13 @@ def scrub(addr: str) -> dict:
     assert fr.type == P.MsgType.OK, fr.fields
     keys = ("files", "removed_uncommitted", "removed_deleted_files", "removed_tmp", "kept")
     return dict(zip(keys, struct.unpack("<5Q", fr.fields["payload"])))
+
+
+def admin_scrub(cluster, addr: str) -> dict:
+    """:func:`scrub` with an ADMIN capability minted with the cluster's key."""
+    from st_py.capability import ADMIN
+
+    return scrub(addr, cluster.mint(ADMIN) if cluster.auth else b"")
 
 
 def stored(cluster) -> int:

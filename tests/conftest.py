@@ -7,6 +7,7 @@ them. On failure the daemons' logs are printed.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -49,6 +50,8 @@ def make_cluster(tmp_path: Path, peer_bin, request):
     made: list[LocalCluster] = []
 
     def make(n_peers: int = 4, name: str = "cluster", **kw) -> LocalCluster:
+        # ST_TEST_AUTH=0: the whole suite in development mode, without capabilities
+        kw.setdefault("auth", os.environ.get("ST_TEST_AUTH", "1") != "0")
         c = LocalCluster(tmp_path / name, n_peers=n_peers, announce_interval=kw.pop("announce_interval", 0.3),
                          **kw)
         made.append(c)

@@ -48,6 +48,7 @@ for p in (ROOT, ROOT / "integrations"):
         sys.path.insert(0, str(p))
 
 from st_integrations.tasks import check_complete  # noqa: E402
+from st_py.capability import READ  # noqa: E402
 from st_py.client import Client  # noqa: E402
 from st_py.cluster import LocalCluster  # noqa: E402
 from st_py.errors import RecordNotFoundError, StoreTorrentError  # noqa: E402
@@ -352,10 +353,10 @@ class FaultInjection:
         self.final_checks()
 
     def final_checks(self) -> None:
-        from checks import scrub  # noqa: PLC0415 (tests/ is on sys.path when run by pytest or as a script)
+        from checks import admin_scrub  # noqa: PLC0415 (tests/ is on sys.path when run by pytest or as a script)
 
         for a in self.cluster.peer_addrs:
-            scrub(a)
+            admin_scrub(self.cluster, a)
         for i in range(N_PEERS):
             tmp = self.cluster.data_dir / "peers" / f"peer-{i}" / "tmp"
             left = [p.name for p in tmp.iterdir()] if tmp.exists() else []
@@ -370,6 +371,8 @@ class FaultInjection:
                 metas = r.lookup_many(r.names())
                 file_id = int(r.meta()["file_id"])
                 r.close()
+                if self.cluster.auth:
+                    t.set_capability(file_id, self.cluster.mint(READ, file_id))
                 lost = self.seen[file] - self.deleted[file] - set(metas)
                 self.report.lost += len(lost)
                 for n in sorted(lost)[:10]:

@@ -3,6 +3,7 @@
 tracker restarted in the middle of writes."""
 
 import threading
+import time
 
 import pytest
 
@@ -144,3 +145,16 @@ def test_writer_killed_mid_pipeline_then_a_retry_commits_everything(cluster, tmp
             if n not in committed:
                 f.queue_put(n, v)  # some copies collide with the crashed writer's: placed elsewhere
     check_file(cluster, "/fail/crash", blobs)
+
+
+def test_peers_announce_again_soon_after_a_long_tracker_outage(cluster):
+    # gRPC's default reconnect backoff grows to minutes; peers keep theirs
+    # within one announce interval, so a restarted tracker sees them at once.
+    c = cluster.client()
+    cluster.tracker.kill()
+    time.sleep(6)
+    cluster.start_tracker()
+    time.sleep(2.0)  # the tracker's grace for known peers is over: ages show real announces
+    st = c.status()
+    assert st.alive_peers == 4, st
+    assert all(p.last_announce_age_s < 1.0 for p in st.peers), [p.last_announce_age_s for p in st.peers]

@@ -309,7 +309,9 @@ def test_full_disk_peer_answers_no_space_and_the_client_fails_over(make_cluster,
         addr = cluster.peers[2].addr
         assert_serving(addr)
         conn = Conn(addr)
-        fid = c.open("/h/full").file_id
+        g = c.open("/h/full")
+        fid = g.file_id
+        assert conn.call(P.encode_auth(9, g.info.capability)).type == P.MsgType.OK
         name = held[0].name.split("@")[0]
         fr = conn.call(P.encode_get(1, fid, name))
         assert fr.type == P.MsgType.DATA and fr.fields["data"] == blobs[name]

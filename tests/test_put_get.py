@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from checks import authenticate
 from st_py import protocol as P
 from st_py.errors import (BadNameError, RecordExistsError, RecordNotFoundError, StFileExistsError,
                           StFileNotFoundError)
@@ -50,10 +51,11 @@ def test_corrupted_copy_is_detected_and_next_copy_read(cluster):
     path.write_bytes(bytes(raw))
     with c.open("/t/corrupt") as f:
         assert f.get("victim") == b"A" * 4096  # from the rank-1 copy
-        fid = f.file_id
+        fid, token = f.file_id, f.info.capability
     # The holder of the bad copy checked it and said so (docs/peer.md, "Hostile input").
     host, port = addr.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as s:
+        authenticate(s, token)
         s.sendall(P.encode_get(1, fid, "victim"))
         dec, frames = P.FrameDecoder(), []
         while not frames:
@@ -153,10 +155,12 @@ def test_truncated_put_frame_leaves_no_record(cluster):
     data = os.urandom(100_000)
     full = P.encode_put(1, f.file_id, 0, "partial", data)
     s = socket.create_connection((host, int(port)))
+    authenticate(s, f.info.capability)
     s.sendall(full[: len(full) // 2])  # the writer dies mid-record
     s.close()
     # the peer is still healthy and holds no trace of the record
     s = socket.create_connection((host, int(port)))
+    authenticate(s, f.info.capability)
     s.sendall(P.encode_get(2, f.file_id, "partial"))
     frames = []
     dec = P.FrameDecoder()
@@ -176,6 +180,7 @@ def test_pipelined_requests_matched_out_of_order(cluster):
     f = c.create("/t/pipe", replication="x1")
     host, port = cluster.peer_addrs[0].rsplit(":", 1)
     s = socket.create_connection((host, int(port)))
+    authenticate(s, f.info.capability)
     frames = [P.encode_put(i, f.file_id, 0, f"r{i}", bytes([i]) * i) for i in range(1, 101)]
     frames += [P.encode_get(1000 + i, f.file_id, f"r{i}") for i in range(1, 101)]
     s.sendall(b"".join(frames))
@@ -197,6 +202,7 @@ def test_peer_refuses_bad_crc_and_oversized_frames(cluster):
     f = c.create("/t/bad", replication="x1")
     host, port = cluster.peer_addrs[0].rsplit(":", 1)
     s = socket.create_connection((host, int(port)))
+    authenticate(s, f.info.capability)
     s.sendall(P.encode_put(5, f.file_id, 0, "r", b"data", crc=1234))
     dec, frames = P.FrameDecoder(), []
     while not frames:

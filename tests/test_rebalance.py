@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from checks import check_exactly_once, check_file, fill, reveal_all, scrub
+from checks import admin_scrub, check_exactly_once, check_file, fill, reveal_all
 from conftest import poll_for
 from st_py.errors import BadNameError, RecordsUnavailableError
 from st_py.infofile import InfofileReader
@@ -69,7 +69,7 @@ def test_returning_peer_with_stale_copies_is_never_revealed_and_is_scrubbed(make
     assert not any(r.peer == lost for r in recs)
 
     # Its scrubber removes the stale copies: nothing committed to it any more.
-    res = scrub(lost)
+    res = admin_scrub(cluster, lost)
     assert res["removed_uncommitted"] == len(stale_files), res
     assert not list((cluster.data_dir / "peers" / "peer-2" / "files").rglob("*@*"))
     check_file(cluster, "/rb/stale", blobs)

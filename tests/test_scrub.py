@@ -2,7 +2,7 @@
 crashed writer never committed, and records of deleted files, are removed;
 nothing committed ever is."""
 
-from checks import scrub, stored
+from checks import admin_scrub, stored
 
 
 def test_scrub_removes_uncommitted_and_deleted_keeps_committed(make_cluster):
@@ -26,7 +26,7 @@ def test_scrub_removes_uncommitted_and_deleted_keeps_committed(make_cluster):
     assert stored(cluster) == 60 + 40 + 10
     totals = {}
     for addr in cluster.peer_addrs:
-        for k, v in scrub(addr).items():
+        for k, v in admin_scrub(cluster, addr).items():
             totals[k] = totals.get(k, 0) + v
     assert totals["removed_uncommitted"] == 40
     assert totals["removed_deleted_files"] == 10
@@ -44,7 +44,7 @@ def test_young_uncommitted_records_survive_a_scrub(cluster):
     f = c.create("/scrub/young", replication="x1")
     for i in range(5):
         f.queue_put(f"inflight/{i}", b"x").result()
-    res = [scrub(a) for a in cluster.peer_addrs]  # default --scrub-age is an hour
+    res = [admin_scrub(cluster, a) for a in cluster.peer_addrs]  # default --scrub-age is an hour
     assert sum(r["removed_uncommitted"] for r in res) == 0
     f.close()  # the commit arrives after the scrub: nothing was lost
     assert all(c.open("/scrub/young").get(f"inflight/{i}") == b"x" for i in range(5))

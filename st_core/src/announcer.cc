@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "log.h"
@@ -27,8 +28,20 @@ void Announcer::Stop() {
 }
 
 void Announcer::Run() {
-  auto channel = grpc::CreateChannel(options_.tracker, grpc::InsecureChannelCredentials());
-  auto stub = storetorrent::v1::Tracker::NewStub(channel);
+  // After a failure, gRPC backs off reconnecting (up to minutes) and rate-limits
+  // re-resolving the name: a peer would stay silent long after a tracker
+  // restart and be reported failed. So each attempt after a failure uses a
+  // fresh channel, and the backoff is kept within one announce interval.
+  grpc::ChannelArguments args;
+  int max_backoff_ms = static_cast<int>(std::max(0.2, std::min(options_.interval_s, 10.0)) * 1000);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(100, max_backoff_ms));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(100, max_backoff_ms));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff_ms);
+  auto connect = [&] {
+    return storetorrent::v1::Tracker::NewStub(
+        grpc::CreateCustomChannel(options_.tracker, grpc::InsecureChannelCredentials(), args));
+  };
+  auto stub = connect();
   bool failing = false;
   auto last_log = std::chrono::steady_clock::time_point();
   uint64_t failures = 0;
@@ -55,6 +68,7 @@ void Announcer::Run() {
     req.set_used_bytes(used);
     req.set_records(store_->record_count());
 
+    if (failing) stub = connect();
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(options_.deadline_s * 1000)));

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "announcer.h"
+#include "capability.h"
 #include "event_loop.h"
 #include "log.h"
 #include "options.h"
@@ -31,6 +32,34 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
+std::string Hex(const std::string& bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 0xf]);
+  }
+  return out;
+}
+
+// st-peer --mint-token: a token for operators and scripts (docs/peer.md).
+int RunMintToken(const st::Options& opt) {
+  std::string key, warning;
+  st::Status s = st::LoadKeyFile(opt.key_file, &key, &warning);
+  if (!s.ok()) {
+    std::fprintf(stderr, "st-peer: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (!warning.empty()) std::fprintf(stderr, "st-peer: warning: %s\n", warning.c_str());
+  st::Capability cap;
+  cap.ops = opt.mint_ops;
+  cap.file_id = opt.mint_file_id;
+  cap.expires = static_cast<uint64_t>(static_cast<double>(st::UnixNow()) + opt.mint_ttl_s);
+  cap.user = opt.mint_user;
+  std::printf("%s\n", Hex(st::MintToken(key, cap)).c_str());
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,7 +73,16 @@ int main(int argc, char** argv) {
     std::fputs(st::Usage().c_str(), stdout);
     return 0;
   }
+  if (opt.mint_token) return RunMintToken(opt);
   if (opt.verbose) st::SetLogLevel(st::LogLevel::kDebug);
+
+  std::string capability_key;
+  if (!opt.key_file.empty()) {
+    std::string warning;
+    s = st::LoadKeyFile(opt.key_file, &capability_key, &warning);
+    if (!s.ok()) return Fail("cannot use --key-file: " + s.message());
+    if (!warning.empty()) ST_LOG_WARN("%s", warning.c_str());
+  }
 
   // Block the stop signals in every thread (gRPC's and the announcer's
   // threads inherit the mask); the loop reads them from a signalfd.
@@ -95,6 +133,7 @@ int main(int argc, char** argv) {
   sv.idle_timeout_s = opt.idle_timeout_s;
   sv.keepalive_timeout_s = opt.keepalive_timeout_s;
   sv.max_connections = static_cast<size_t>(opt.max_connections);
+  sv.capability_key = capability_key;
   auto server = std::make_unique<st::Server>(loop.get(), store.get(), sv);
   s = server->Start();
   if (!s.ok()) return Fail("cannot listen: " + s.ToString());
@@ -115,6 +154,13 @@ int main(int argc, char** argv) {
     ST_LOG_INFO("scrubber: no periodic runs (--scrub-interval 0), only on SCRUB requests; "
                 "records and temporary files younger than %g s are kept",
                 opt.scrub_age_s);
+  }
+
+  if (capability_key.empty()) {
+    ST_LOG_WARN("capabilities are not checked: start with --key-file (docs/capabilities.md); "
+                "anyone who can connect may read, write and delete every record");
+  } else {
+    ST_LOG_INFO("capabilities are checked with the key of %s", opt.key_file.c_str());
   }
 
   {

@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <vector>
+
+#include "capability.h"
 
 namespace st {
 namespace {
@@ -50,6 +53,8 @@ bool ParseBytes(const std::string& s, uint64_t* v) {
 
 std::string Usage() {
   return R"(usage: st-peer --data DIR [options]
+       st-peer --mint-token --key-file PATH --ops OPS [--file-id ID] [--ttl SECONDS]
+               [--user NAME]
 
 StoreTorrent storage peer: stores records under DIR and serves the binary
 protocol of docs/wire-protocol.md.
@@ -93,8 +98,23 @@ protocol of docs/wire-protocol.md.
                               answered ERROR BUSY and closed (default 1024;
                               0: no limit). Ring links from other peers do
                               not count, and have a limit of N of their own
+  --key-file PATH             the capability key shared with the tracker (64
+                              hex digits, mode 0600): every request must then
+                              be allowed by a token sent with AUTH
+                              (docs/capabilities.md). Without it nothing is
+                              checked (development mode, logged as a warning)
   --verbose                   debug logging
   --help                      this text
+
+Minting a token (operators, scripts): --mint-token prints a token signed
+with --key-file, as hex, on stdout and exits; no --data is needed.
+  --ops OPS                   what it allows: a number, the sum of 1 READ,
+                              2 WRITE, 4 DELETE, 8 PEER, 16 ADMIN, or names
+                              joined by '+' (read+write)
+  --file-id ID                the file (decimal or 0x hex); 0, the default:
+                              every file
+  --ttl SECONDS               how long it is valid (default 3600)
+  --user NAME                 who it is for, shown in the peers' logs
 
 BYTES accept a K, M, G or T suffix (powers of 1024). On start the peer prints
 "listening on HOST:PORT" on stdout; logs go to stderr. SIGINT or SIGTERM stop
@@ -105,6 +125,8 @@ it cleanly.
 Status ParseOptions(int argc, const char* const* argv, Options* out) {
   *out = Options();
   bool have_data = false;
+  bool have_ops = false;
+  std::vector<std::string> mint_flags;  // flags that only --mint-token takes
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -122,16 +144,17 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
       value = arg.substr(eq + 1);
       has_value = true;
     }
-    if (flag == "--sync" || flag == "--verbose") {
+    if (flag == "--sync" || flag == "--verbose" || flag == "--mint-token") {
       if (has_value) return Status::InvalidArgument(flag + " takes no value");
-      (flag == "--sync" ? out->sync : out->verbose) = true;
+      (flag == "--sync" ? out->sync : flag == "--verbose" ? out->verbose : out->mint_token) = true;
       continue;
     }
     static const char* const kValued[] = {
         "--data", "--host", "--port", "--advertise", "--namespace", "--tracker",
         "--announce-interval", "--max-frame", "--get-local-cache", "--ring-timeout-base",
         "--ring-timeout-per-peer", "--scrub-interval", "--scrub-age", "--capacity", "--reserve",
-        "--idle-timeout", "--keepalive-timeout", "--max-connections"};
+        "--idle-timeout", "--keepalive-timeout", "--max-connections", "--key-file", "--ops",
+        "--file-id", "--ttl", "--user"};
     bool known = false;
     for (const char* k : kValued) known = known || flag == k;
     if (!known) return Status::InvalidArgument("unknown flag " + flag);
@@ -180,6 +203,41 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
         return bad("a number of connections 0..1000000 (0: no limit)");
       }
       out->max_connections = v;
+    } else if (flag == "--key-file") {
+      if (value.empty()) return bad("a file name");
+      out->key_file = value;
+    } else if (flag == "--ops") {
+      if (!ParseOps(value, &out->mint_ops)) {
+        return bad("1..31, the sum of 1 READ, 2 WRITE, 4 DELETE, 8 PEER, 16 ADMIN, or names "
+                   "joined by '+'");
+      }
+      have_ops = true;
+      mint_flags.push_back(flag);
+    } else if (flag == "--file-id") {
+      bool hex = value.size() > 2 && value[0] == '0' && (value[1] == 'x' || value[1] == 'X');
+      std::string digits = hex ? value.substr(2) : value;
+      const char* allowed = hex ? "0123456789abcdefABCDEF" : "0123456789";
+      char* end = nullptr;
+      errno = 0;
+      unsigned long long v =
+          digits.empty() ? 0 : std::strtoull(digits.c_str(), &end, hex ? 16 : 10);
+      if (digits.empty() || digits.find_first_not_of(allowed) != std::string::npos ||
+          errno != 0) {
+        return bad("a file id, decimal or 0x hex (0: every file)");
+      }
+      out->mint_file_id = v;
+      mint_flags.push_back(flag);
+    } else if (flag == "--user") {
+      if (value.size() > kCapabilityMaxUser) return bad("a user name of at most 256 bytes");
+      out->mint_user = value;
+      mint_flags.push_back(flag);
+    } else if (flag == "--ttl") {
+      double d;
+      if (!ParseDouble(value, &d) || d <= 0 || d > 1e10) {
+        return bad("a positive number of seconds");
+      }
+      out->mint_ttl_s = d;
+      mint_flags.push_back(flag);
     } else if (flag == "--capacity" || flag == "--reserve") {
       uint64_t v;
       if (!ParseBytes(value, &v)) return bad("a byte count");
@@ -211,6 +269,14 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
         out->ring_timeout_per_peer_s = d;
       }
     }
+  }
+  if (out->mint_token) {
+    if (out->key_file.empty()) return Status::InvalidArgument("--mint-token needs --key-file PATH");
+    if (!have_ops) return Status::InvalidArgument("--mint-token needs --ops (what the token allows)");
+    return Status::OK();
+  }
+  if (!mint_flags.empty()) {
+    return Status::InvalidArgument(mint_flags.front() + " is only for --mint-token");
   }
   if (!have_data) return Status::InvalidArgument("--data DIR is required");
   return Status::OK();

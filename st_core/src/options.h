@@ -30,6 +30,13 @@ struct Options {
   double idle_timeout_s = 30;       // a begun frame stalled this long: closed; 0: never
   double keepalive_timeout_s = 0;   // a client connection idle this long: closed; 0: never
   uint64_t max_connections = 1024;  // client connections; 0: no limit
+  std::string key_file;        // empty: capabilities are not checked
+  // --mint-token: print a token signed with --key-file and exit (no --data).
+  bool mint_token = false;
+  uint8_t mint_ops = 0;
+  uint64_t mint_file_id = 0;
+  double mint_ttl_s = 3600;
+  std::string mint_user;
   bool verbose = false;
   bool help = false;
 };

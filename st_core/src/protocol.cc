@@ -23,6 +23,8 @@ const char* MsgTypeName(uint8_t type) {
       return "PING";
     case MsgType::kScrub:
       return "SCRUB";
+    case MsgType::kAuth:
+      return "AUTH";
     case MsgType::kRingSegment:
       return "RING_SEGMENT";
     case MsgType::kOk:
@@ -142,6 +144,11 @@ Status DecodePing(std::string_view payload) {
 Status DecodeScrub(std::string_view payload) {
   Reader r(payload);
   return Finish(r);
+}
+
+Status DecodeAuth(std::string_view payload, std::string_view* token) {
+  *token = payload;
+  return Status::OK();
 }
 
 Status DecodeRingSegment(std::string_view payload, RingSegment* out) {
@@ -284,6 +291,10 @@ std::string EncodeGetLocal(uint64_t seq, const RingHeader& ring) {
 std::string EncodePing(uint64_t seq) { return EncodeFrame(MsgType::kPing, 0, seq, {}); }
 
 std::string EncodeScrub(uint64_t seq) { return EncodeFrame(MsgType::kScrub, 0, seq, {}); }
+
+std::string EncodeAuth(uint64_t seq, std::string_view token) {
+  return EncodeFrame(MsgType::kAuth, 0, seq, token);
+}
 
 std::string EncodeRingSegmentPayload(const RingHeader& ring, uint16_t origin,
                                      const RingEntry* begin, const RingEntry* end) {

@@ -41,6 +41,7 @@ enum class MsgType : uint8_t {
   kGetLocal = 0x05,
   kPing = 0x06,
   kScrub = 0x07,
+  kAuth = 0x08,  // payload: one capability token (docs/capabilities.md)
   kRingSegment = 0x10,
   kOk = 0x80,
   kData = 0x82,
@@ -183,6 +184,9 @@ Status DecodeDeleteFile(std::string_view payload, uint64_t* file_id);
 Status DecodeGetLocal(std::string_view payload, RingHeader* out);
 Status DecodePing(std::string_view payload);
 Status DecodeScrub(std::string_view payload);  // empty
+// AUTH: the whole payload is the token; it always decodes (a malformed token
+// is refused with DENIED, not BAD_FRAME: docs/capabilities.md).
+Status DecodeAuth(std::string_view payload, std::string_view* token);
 Status DecodeRingSegment(std::string_view payload, RingSegment* out);
 Status DecodeData(std::string_view payload, DataReply* out);
 Status DecodeLocalList(std::string_view payload, std::vector<LocalListEntry>* out);
@@ -204,6 +208,7 @@ std::string EncodeDeleteFile(uint64_t seq, uint64_t file_id);
 std::string EncodeGetLocal(uint64_t seq, const RingHeader& ring);
 std::string EncodePing(uint64_t seq);
 std::string EncodeScrub(uint64_t seq);
+std::string EncodeAuth(uint64_t seq, std::string_view token);
 
 // The RING_SEGMENT payload for entries [begin, end).
 std::string EncodeRingSegmentPayload(const RingHeader& ring, uint16_t origin,

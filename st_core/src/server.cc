@@ -207,7 +207,7 @@ void Server::OnAccept() {
     Connection* c = Adopt(fd, std::move(remote), false);
     if (c == nullptr) continue;
     uint64_t id = c->id();
-    Inbound& in = inbound_.emplace(id, Inbound{kind}).first->second;
+    Inbound& in = inbound_.emplace(id, Inbound{kind, false, 0, {}}).first->second;
     ++kind_count_[static_cast<int>(kind)];
     if (kind == Kind::kProbation) {
       c->SetTimeouts(options_.idle_timeout_s, 0);
@@ -283,6 +283,10 @@ void Server::RefuseNow(int fd, const std::string& remote) {
 void Server::OnFrameStart(Connection* c, const FrameHeader& h) {
   auto it = inbound_.find(c->id());
   if (it == inbound_.end() || it->second.classified) return;
+  // A ring link sends AUTH before its first RING_SEGMENT, and so does a
+  // client before its first request: the frame after the AUTHs tells. (A
+  // connection on probation stays on it meanwhile: its timer still runs.)
+  if (h.type == static_cast<uint8_t>(MsgType::kAuth)) return;
   Inbound& in = it->second;
   in.classified = true;
   if (in.probation_timer != 0) {
@@ -378,6 +382,7 @@ void Server::OnClosed(Connection* conn, const std::string& reason) {
     --kind_count_[static_cast<int>(in->second.kind)];
     inbound_.erase(in);
   }
+  link_auth_.erase(id);
   auto la = link_addr_.find(id);
   if (la != link_addr_.end()) {
     std::string addr = la->second;
@@ -427,7 +432,29 @@ void Server::SendSegment(const std::string& addr, uint16_t flags, std::string pa
       return;
     }
   }
+  AuthenticateLink(link);
   link->Send(EncodeFrame(MsgType::kRingSegment, flags, ++next_link_seq_, payload));
+}
+
+uint64_t Server::Now() const { return options_.clock ? options_.clock() : UnixNow(); }
+
+void Server::AuthenticateLink(Connection* link) {
+  if (!checks_capabilities()) return;
+  LinkAuth& la = link_auth_[link->id()];
+  uint64_t now = Now();
+  if (la.expires != 0 && la.expires > now && la.expires - now > kRingTokenRenewS) return;
+  Capability cap;
+  cap.ops = kOpPeer;
+  cap.file_id = 0;
+  cap.expires = now + kRingTokenTtlS;
+  cap.user = "peer:" + store_->peer_id();
+  uint64_t seq = ++next_link_seq_;
+  link->Send(EncodeAuth(seq, MintToken(options_.capability_key, cap)));
+  la.expires = cap.expires;
+  la.seqs.push_back(seq);
+  ++ring_auths_sent_;
+  ST_LOG_DEBUG("ring link %s: sent a PEER capability valid until %llu", link->remote().c_str(),
+               static_cast<unsigned long long>(cap.expires));
 }
 
 void Server::OnFrame(Connection* c, const FrameHeader& h, std::string_view payload) {
@@ -441,14 +468,28 @@ void Server::OnFrame(Connection* c, const FrameHeader& h, std::string_view paylo
 
 void Server::HandleLinkReply(Connection* c, const std::string& addr, const FrameHeader& h,
                              std::string_view payload) {
-  (void)c;
+  bool auth_reply = false;
+  auto la = link_auth_.find(c->id());
+  if (la != link_auth_.end()) {
+    auto& seqs = la->second.seqs;
+    for (auto s = seqs.begin(); s != seqs.end(); ++s) {
+      if (*s == h.seq) {
+        seqs.erase(s);
+        auth_reply = true;
+        break;
+      }
+    }
+  }
   if (h.type == static_cast<uint8_t>(MsgType::kOk)) return;
   if (h.type == static_cast<uint8_t>(MsgType::kError)) {
     ErrorReply e;
-    std::string why = DecodeError(payload, &e).ok()
-                          ? std::string("it refused an index segment: ") + ErrorCodeName(e.code) +
-                                ": " + e.message
-                          : "it sent an unreadable ERROR frame";
+    std::string why =
+        !DecodeError(payload, &e).ok() ? "it sent an unreadable ERROR frame"
+        : auth_reply ? std::string("it refused this peer's capability (AUTH): ") +
+                           ErrorCodeName(e.code) + ": " + e.message +
+                           " (do both peers use the same --key-file?)"
+                     : std::string("it refused an index segment: ") + ErrorCodeName(e.code) +
+                           ": " + e.message;
     ST_LOG_WARN("ring peer %s: %s", addr.c_str(), why.c_str());
     get_local_->OnPeerUnreachable(addr, why);
     return;
@@ -475,6 +516,60 @@ void Server::HandleScrub(Connection* c, uint64_t seq) {
   });
 }
 
+void Server::HandleAuth(Connection* c, uint64_t seq, std::string_view payload) {
+  std::string_view token;
+  Status s = DecodeAuth(payload, &token);
+  if (!s.ok() || !checks_capabilities()) {
+    // Without a key nothing is checked (development mode, logged at start).
+    c->Send(EncodeOk(seq));
+    return;
+  }
+  auto it = inbound_.find(c->id());
+  if (it == inbound_.end()) {
+    c->Send(EncodeError(seq, ErrorCode::kInternal,
+                        "AUTH on a connection the server does not track (server.cc, HandleAuth)"));
+    return;
+  }
+  uint64_t now = Now();
+  Capability cap;
+  s = VerifyToken(options_.capability_key, token, now, &cap);
+  if (!s.ok()) {
+    ST_LOG_INFO("refused a capability from %s: %s", c->remote().c_str(), s.message().c_str());
+    c->Send(EncodeError(seq, ErrorCode::kDenied, "AUTH refused: " + s.message()));
+    return;
+  }
+  ST_LOG_DEBUG("connection %s: capability %s on file %016llx for '%s', expires at %llu",
+               c->remote().c_str(), OpsText(cap.ops).c_str(),
+               static_cast<unsigned long long>(cap.file_id), Printable(cap.user, 64).c_str(),
+               static_cast<unsigned long long>(cap.expires));
+  it->second.caps.Add(cap, now);
+  c->Send(EncodeOk(seq));
+}
+
+bool Server::Allowed(Connection* c, uint64_t seq, uint8_t type, uint64_t file_id, uint8_t op) {
+  if (!checks_capabilities()) return true;
+  std::string why;
+  auto it = inbound_.find(c->id());
+  if (it == inbound_.end()) {
+    why = "the server does not track this connection (server.cc, Allowed)";
+  } else if (it->second.caps.Check(file_id, op, Now(), &why)) {
+    return true;
+  }
+  const char* name = MsgTypeName(type);
+  std::string msg = std::string(name != nullptr ? name : "request") + " denied: " + why;
+  ++denied_since_log_;
+  double now = EventLoop::Now();
+  if (now >= denied_log_at_) {
+    ST_LOG_INFO("denied %llu request(s) for want of a capability (the latest from %s: %s)",
+                static_cast<unsigned long long>(denied_since_log_), c->remote().c_str(),
+                msg.c_str());
+    denied_since_log_ = 0;
+    denied_log_at_ = now + 10;  // at most one line per 10 s
+  }
+  c->Send(EncodeError(seq, ErrorCode::kDenied, msg));
+  return false;
+}
+
 void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view payload) {
   const uint64_t seq = h.seq;
   auto bad_frame = [&](const Status& s) {
@@ -487,6 +582,7 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
       PutRequest req;
       Status s = DecodePut(payload, &req);
       if (!s.ok()) return bad_frame(s);
+      if (!Allowed(c, seq, h.type, req.file_id, kOpWrite)) return;
       s = store_->Put(req.file_id, req.copy_rank, req.crc32c, req.name, req.data,
                       (h.flags & kFlagReplace) != 0);
       if (s.ok()) {
@@ -507,6 +603,7 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
       NameRequest req;
       Status s = DecodeName(payload, &req);
       if (!s.ok()) return bad_frame(s);
+      if (!Allowed(c, seq, h.type, req.file_id, kOpRead)) return;
       s = ValidateRecordName(req.name);
       if (!s.ok()) {
         c->Send(EncodeError(seq, ErrorCode::kBadName, "record name refused: " + s.message()));
@@ -537,6 +634,7 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
       NameRequest req;
       Status s = DecodeName(payload, &req);
       if (!s.ok()) return bad_frame(s);
+      if (!Allowed(c, seq, h.type, req.file_id, kOpDelete)) return;
       s = ValidateRecordName(req.name);
       if (!s.ok()) {
         c->Send(EncodeError(seq, ErrorCode::kBadName, "record name refused: " + s.message()));
@@ -550,6 +648,7 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
       uint64_t file_id;
       Status s = DecodeDeleteFile(payload, &file_id);
       if (!s.ok()) return bad_frame(s);
+      if (!Allowed(c, seq, h.type, file_id, kOpDelete)) return;
       uint64_t removed = 0;
       s = store_->DeleteFile(file_id, &removed);
       if (s.ok()) {
@@ -564,6 +663,7 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
       RingHeader ring;
       Status s = DecodeGetLocal(payload, &ring);
       if (!s.ok()) return bad_frame(s);
+      if (!Allowed(c, seq, h.type, ring.file_id, kOpRead)) return;
       c->BeginDeferred();  // every reply goes through SendToClient
       get_local_->OnGetLocal(c->id(), seq, ring);
       return;
@@ -577,13 +677,18 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
     case MsgType::kScrub: {
       Status s = DecodeScrub(payload);
       if (!s.ok()) return bad_frame(s);
+      if (!Allowed(c, seq, h.type, 0, kOpAdmin)) return;
       HandleScrub(c, seq);
       return;
     }
+    case MsgType::kAuth:
+      HandleAuth(c, seq, payload);
+      return;
     case MsgType::kRingSegment: {
       RingSegment seg;
       Status s = DecodeRingSegment(payload, &seg);
       if (!s.ok()) return bad_frame(s);
+      if (!Allowed(c, seq, h.type, seg.ring.file_id, kOpPeer)) return;
       ErrorCode code;
       std::string message;
       if (get_local_->OnSegment(h.flags, payload, std::move(seg), &code, &message)) {

@@ -8,13 +8,16 @@
 #ifndef ST_CORE_SERVER_H_
 #define ST_CORE_SERVER_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "capability.h"
 #include "connection.h"
 #include "event_loop.h"
 #include "get_local.h"
@@ -38,6 +41,11 @@ struct ServerOptions {
   double idle_timeout_s = 30;       // a begun frame that gets no byte for this long
   double keepalive_timeout_s = 0;   // a client connection with nothing in flight
   size_t max_connections = 1024;    // client connections; ring links have as many again
+  // Capabilities (docs/capabilities.md): the 32-byte key of --key-file.
+  // Empty: AUTH is answered OK and ignored, and nothing is checked.
+  std::string capability_key;
+  // Unix seconds for capability expiry; empty: UnixNow(). (Tests move it.)
+  std::function<uint64_t()> clock;
 };
 
 // Splits "host:port" (or "[v6]:port"). False if malformed.
@@ -80,10 +88,27 @@ class Server : public Connection::Handler, public GetLocal::Host {
   void SendToClient(uint64_t conn_id, std::string frame) override;
   void SendSegment(const std::string& addr, uint16_t flags, std::string payload) override;
 
+  // A ring link's own PEER token (file 0, user "peer:<peer_id>") lasts this
+  // long, and a fresh one is sent before a segment once the one sent is
+  // within kRingTokenRenewS of its expiry.
+  static constexpr uint64_t kRingTokenTtlS = 3600;
+  static constexpr uint64_t kRingTokenRenewS = 600;
+  bool checks_capabilities() const { return !options_.capability_key.empty(); }
+  // AUTH frames this peer sent on its ring links (any thread may read it).
+  uint64_t ring_auths_sent() const { return ring_auths_sent_.load(); }
+
  private:
   void OnAccept();
   void HandleRequest(Connection* c, const FrameHeader& h, std::string_view payload);
   void HandleScrub(Connection* c, uint64_t seq);
+  void HandleAuth(Connection* c, uint64_t seq, std::string_view payload);
+  // With a key: true if the connection's capabilities allow op on file_id;
+  // otherwise answers ERROR DENIED for seq and returns false.
+  bool Allowed(Connection* c, uint64_t seq, uint8_t type, uint64_t file_id, uint8_t op);
+  uint64_t Now() const;
+  // Before a segment on an outgoing ring link: AUTH with a fresh PEER token
+  // if the link has none or its token is about to expire.
+  void AuthenticateLink(Connection* link);
   void HandleLinkReply(Connection* c, const std::string& addr, const FrameHeader& h,
                        std::string_view payload);
   Connection* Connect(const std::string& addr, std::string* error);
@@ -97,8 +122,14 @@ class Server : public Connection::Handler, public GetLocal::Host {
   enum class Kind : int { kClient = 0, kRing, kProbation, kRefused, kCount };
   struct Inbound {
     Kind kind;
-    bool classified = false;  // its first frame has started
+    bool classified = false;  // its first frame (other than AUTH) has started
     EventLoop::TimerId probation_timer = 0;
+    CapabilityTable caps;     // tokens sent with AUTH (only with a key)
+  };
+  // An outgoing ring link's AUTH state.
+  struct LinkAuth {
+    uint64_t expires = 0;          // of the last token sent; 0: none yet
+    std::vector<uint64_t> seqs;    // AUTH frames not answered yet
   };
   void SetKind(uint64_t id, Inbound* in, Kind kind);
   void Refuse(Connection* c, Inbound* in, const std::string& why);
@@ -119,12 +150,16 @@ class Server : public Connection::Handler, public GetLocal::Host {
   std::vector<std::unique_ptr<Connection>> graveyard_;  // closed, freed by a posted task
   std::unordered_map<std::string, uint64_t> links_;      // successor address -> connection id
   std::unordered_map<uint64_t, std::string> link_addr_;  // connection id -> successor address
+  std::unordered_map<uint64_t, LinkAuth> link_auth_;     // connection id -> its AUTH state
   std::unique_ptr<GetLocal> get_local_;
   std::unique_ptr<Scrubber> scrubber_;  // only with a namespace root
   std::unordered_map<uint64_t, Inbound> inbound_;
   size_t kind_count_[static_cast<int>(Kind::kCount)] = {};
   uint64_t refused_since_log_ = 0;
   double refusal_log_at_ = 0;
+  std::atomic<uint64_t> ring_auths_sent_{0};
+  uint64_t denied_since_log_ = 0;
+  double denied_log_at_ = 0;
 };
 
 }  // namespace st

@@ -1,5 +1,5 @@
 // The st-peer binary: the "listening on" line, serving, clean stop on
-// SIGINT/SIGTERM, usage errors.
+// SIGINT/SIGTERM, usage errors, --key-file and --mint-token.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -10,11 +10,15 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "capability.h"
 #include "protocol.h"
 #include "test_util.h"
 
@@ -121,6 +125,82 @@ TEST(Main, UsageErrorsExitWithTwo) {
   EXPECT_EQ(0u, ReadLine(c.out, 5).find("usage: st-peer"));
   status = WaitFor(c.pid, 5);
   EXPECT_EQ(0, WEXITSTATUS(status));
+  close(c.out);
+}
+
+TEST(Main, MintTokenPrintsAVerifiableToken) {
+  test::TempDir dir;
+  const std::string key(32, '\x07');
+  const std::string path = dir.path() + "/secret.key";
+  std::ofstream(path) << test::ToHex(key) << "\n";
+  ASSERT_EQ(0, chmod(path.c_str(), 0600));
+  uint64_t before = UnixNow();
+  Child c = Spawn({"--mint-token", "--key-file", path, "--ops", "16", "--file-id", "0", "--ttl",
+                   "3600", "--user", "admin"});
+  std::string line = ReadLine(c.out, 10);
+  int status = WaitFor(c.pid, 5);
+  close(c.out);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(0, WEXITSTATUS(status));
+  std::string token = test::FromHex(line);
+  ASSERT_EQ(line, test::ToHex(token)) << "not lower-case hex: " << line;
+  Capability cap;
+  Status s = VerifyToken(key, token, UnixNow(), &cap);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(kOpAdmin, cap.ops);
+  EXPECT_EQ(0u, cap.file_id);
+  EXPECT_EQ("admin", cap.user);
+  EXPECT_GE(cap.expires, before + 3600);
+  EXPECT_LE(cap.expires, UnixNow() + 3600);
+  EXPECT_FALSE(VerifyToken(std::string(32, '\x08'), token, UnixNow(), &cap).ok());
+
+  // A key file that is not a key: exit 1, nothing on stdout.
+  std::ofstream(path, std::ios::trunc) << "not a key\n";
+  c = Spawn({"--mint-token", "--key-file", path, "--ops", "16"});
+  EXPECT_EQ("", ReadLine(c.out, 5));
+  status = WaitFor(c.pid, 5);
+  close(c.out);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(1, WEXITSTATUS(status));
+  // Nor does a peer start with it.
+  c = Spawn({"--data", dir.path() + "/d", "--key-file", path});
+  EXPECT_EQ("", ReadLine(c.out, 5));
+  status = WaitFor(c.pid, 5);
+  close(c.out);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(1, WEXITSTATUS(status));
+}
+
+TEST(Main, KeyedPeerDeniesRequestsWithoutAToken) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/secret.key";
+  std::ofstream(path) << test::ToHex(std::string(32, '\x07')) << "\n";
+  ASSERT_EQ(0, chmod(path.c_str(), 0600));
+  Child c = Spawn({"--data", dir.path() + "/d", "--port", "0", "--key-file", path});
+  std::string line = ReadLine(c.out, 10);
+  ASSERT_EQ(0u, line.find("listening on 127.0.0.1:")) << line;
+  int port = std::stoi(line.substr(line.rfind(':') + 1));
+  PingOnce(port);  // PING needs nothing
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(0, connect(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)));
+  std::string f = EncodeDeleteFile(4, 1);
+  ASSERT_EQ(static_cast<ssize_t>(f.size()), write(fd, f.data(), f.size()));
+  char buf[512];
+  size_t got = 0;
+  while (got < kFramePrefixSize + 2) {
+    ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+    ASSERT_GT(n, 0);
+    got += static_cast<size_t>(n);
+  }
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kError), static_cast<uint8_t>(buf[4]));
+  EXPECT_EQ(static_cast<int>(ErrorCode::kDenied), buf[kFramePrefixSize]);
+  close(fd);
+  kill(c.pid, SIGTERM);
+  EXPECT_NE(-1, WaitFor(c.pid, 5));
   close(c.out);
 }
 

@@ -108,5 +108,58 @@ TEST(Options, Errors) {
   EXPECT_NE(std::string::npos, Usage().find("--get-local-cache"));
 }
 
+TEST(Options, KeyFileAndMintToken) {
+  Options o;
+  ASSERT_TRUE(Parse({"--data", "/d", "--key-file", "/etc/st/secret.key"}, &o).ok());
+  EXPECT_EQ("/etc/st/secret.key", o.key_file);
+  EXPECT_FALSE(o.mint_token);
+  ASSERT_TRUE(Parse({"--data", "/d"}, &o).ok());
+  EXPECT_EQ("", o.key_file);
+  EXPECT_FALSE(Parse({"--data", "/d", "--key-file", ""}, &o).ok());
+
+  // --mint-token needs no --data.
+  ASSERT_TRUE(Parse({"--mint-token", "--key-file", "k", "--ops", "16", "--file-id", "0", "--ttl",
+                     "3600", "--user", "admin"},
+                    &o)
+                  .ok());
+  EXPECT_TRUE(o.mint_token);
+  EXPECT_EQ("k", o.key_file);
+  EXPECT_EQ(16, o.mint_ops);
+  EXPECT_EQ(0u, o.mint_file_id);
+  EXPECT_EQ(3600.0, o.mint_ttl_s);
+  EXPECT_EQ("admin", o.mint_user);
+  ASSERT_TRUE(Parse({"--mint-token", "--key-file=k", "--ops=read+write", "--file-id=0x2a"}, &o).ok());
+  EXPECT_EQ(3, o.mint_ops);
+  EXPECT_EQ(42u, o.mint_file_id);
+  EXPECT_EQ(3600.0, o.mint_ttl_s);  // the default
+  EXPECT_EQ("", o.mint_user);
+  ASSERT_TRUE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--file-id=18446744073709551615"},
+                    &o)
+                  .ok());
+  EXPECT_EQ(18446744073709551615ull, o.mint_file_id);
+
+  Status s = Parse({"--mint-token", "--ops", "16"}, &o);
+  EXPECT_NE(std::string::npos, s.message().find("--key-file")) << s.message();
+  s = Parse({"--mint-token", "--key-file", "k"}, &o);
+  EXPECT_NE(std::string::npos, s.message().find("--ops")) << s.message();
+  s = Parse({"--data", "/d", "--ops", "16"}, &o);
+  EXPECT_NE(std::string::npos, s.message().find("only for --mint-token")) << s.message();
+  EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=0"}, &o).ok());
+  EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=32"}, &o).ok());
+  EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=write+sing"}, &o).ok());
+  EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--file-id=-1"}, &o).ok());
+  EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--file-id=0x"}, &o).ok());
+  EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--file-id=12a"}, &o).ok());
+  EXPECT_FALSE(
+      Parse({"--mint-token", "--key-file=k", "--ops=1", "--file-id=18446744073709551616"}, &o).ok());
+  EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--ttl=0"}, &o).ok());
+  EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--ttl=-5"}, &o).ok());
+  std::string long_user(257, 'u');
+  EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--user", long_user.c_str()}, &o).ok());
+  EXPECT_FALSE(Parse({"--mint-token=1", "--key-file=k", "--ops=1"}, &o).ok());
+  EXPECT_NE(std::string::npos, Usage().find("--key-file"));
+  EXPECT_NE(std::string::npos, Usage().find("--mint-token"));
+}
+
 }  // namespace
 }  // namespace st

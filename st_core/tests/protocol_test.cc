@@ -85,6 +85,12 @@ std::string DecodeAndReencode(const json& v) {
     case MsgType::kScrub:
       EXPECT_TRUE(DecodeScrub(payload).ok());
       return EncodeScrub(h.seq);
+    case MsgType::kAuth: {
+      std::string_view token;
+      EXPECT_TRUE(DecodeAuth(payload, &token).ok());
+      EXPECT_EQ(Hex(f["token"]), token);
+      return EncodeAuth(h.seq, token);
+    }
     case MsgType::kRingSegment: {
       RingSegment s;
       EXPECT_TRUE(DecodeRingSegment(payload, &s).ok());
@@ -215,6 +221,11 @@ std::string Classify(const std::string& bytes) {
     case MsgType::kScrub:
       s = DecodeScrub(p);
       break;
+    case MsgType::kAuth: {
+      std::string_view token;
+      s = DecodeAuth(p, &token);
+      break;
+    }
     case MsgType::kRingSegment: {
       RingSegment r;
       s = DecodeRingSegment(p, &r);
@@ -347,6 +358,8 @@ TEST(Protocol, Names) {
   EXPECT_STREQ("UNKNOWN_ERROR", ErrorCodeName(99));
   EXPECT_EQ(nullptr, MsgTypeName(0x33));
   EXPECT_STREQ("SCRUB", MsgTypeName(0x07));
+  EXPECT_STREQ("AUTH", MsgTypeName(0x08));
+  EXPECT_STREQ("DENIED", ErrorCodeName(15));
   EXPECT_EQ("a\\x00b", Printable(std::string("a\0b", 3)));
 }
 

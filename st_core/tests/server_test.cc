@@ -14,7 +14,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -175,6 +177,7 @@ class TestPeer {
   std::string addr() const { return server_->advertise(); }
   const std::string& peer_id() const { return store_->peer_id(); }
   const std::string& data_dir() const { return store_->data_dir(); }
+  Server* server() { return server_.get(); }
 
  private:
   test::TempDir dir_;
@@ -1077,6 +1080,424 @@ TEST_F(ServerTest, FullDiskAnswersNoSpaceAndKeepsServing) {
     EXPECT_EQ(chunk, dr.data);
     EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(102, 5, 0, "tiny", "t")).h.type);
   }
+}
+
+
+// ---- Capabilities (docs/capabilities.md) ------------------------------------------
+
+const std::string kCapKey(32, '\x42');
+
+// Peers sharing one clock for capability expiry, which a test may move.
+struct CapClock {
+  std::shared_ptr<std::atomic<int64_t>> offset = std::make_shared<std::atomic<int64_t>>(0);
+  uint64_t Now() const { return static_cast<uint64_t>(static_cast<int64_t>(UnixNow()) + *offset); }
+  void Advance(int64_t s) { *offset += s; }
+  std::function<uint64_t()> Fn() const {
+    auto o = offset;
+    return [o] { return static_cast<uint64_t>(static_cast<int64_t>(UnixNow()) + o->load()); };
+  }
+};
+
+ServerOptions Keyed(const CapClock& clock, const std::string& ns = "",
+                    const std::string& key = kCapKey) {
+  ServerOptions sv;
+  sv.capability_key = key;
+  sv.clock = clock.Fn();
+  sv.namespace_dir = ns;
+  sv.get_local_cache_s = 0;  // every GET_LOCAL runs its ring
+  return sv;
+}
+
+std::string Token(uint8_t ops, uint64_t file_id, uint64_t expires, const std::string& key = kCapKey,
+                  const std::string& user = "test") {
+  Capability c;
+  c.ops = ops;
+  c.file_id = file_id;
+  c.expires = expires;
+  c.user = user;
+  return MintToken(key, c);
+}
+
+constexpr uint16_t kDenied = static_cast<uint16_t>(ErrorCode::kDenied);
+
+bool IsOk(const Reply& r) { return r.h.type == static_cast<uint8_t>(MsgType::kOk); }
+
+TEST_F(ServerTest, CapsWithoutAuthNothingButPingIsServed) {
+  CapClock clock;
+  TestPeer peer(Keyed(clock), "");
+  Client c(peer.port());
+  Reply r = c.Call(PutFrame(1, 10, 0, "a", "data"));
+  ASSERT_EQ(kDenied, ErrorOf(r));
+  EXPECT_EQ(1u, r.h.seq);
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("PUT denied")) << ErrorMessage(r);
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("file 000000000000000a")) << ErrorMessage(r);
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("WRITE")) << ErrorMessage(r);
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("AUTH")) << ErrorMessage(r);
+  EXPECT_EQ(0u, test::CountFiles(peer.data_dir() + "/files"));
+  EXPECT_EQ(0u, test::CountFiles(peer.data_dir() + "/tmp"));
+  r = c.Call(EncodeGet(2, 10, "a"));
+  EXPECT_EQ(kDenied, ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("READ")) << ErrorMessage(r);
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeDelete(3, 10, "a"))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeDeleteFile(4, 10))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeScrub(5))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeGetLocal(6, RingHeader{10, 1, "/f", {peer.addr()}}))));
+  // PING needs nothing, and the connection stays open after a denial.
+  r = c.Call(EncodePing(7));
+  EXPECT_TRUE(IsOk(r));
+  EXPECT_EQ(7u, r.h.seq);
+  // A record stored by an authorised client is not revealed or removed either.
+  Client w(peer.port());
+  ASSERT_TRUE(IsOk(w.Call(EncodeAuth(1, Token(kOpWrite, 10, clock.Now() + 3600)))));
+  ASSERT_TRUE(IsOk(w.Call(PutFrame(2, 10, 0, "a", "data"))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeGet(8, 10, "a"))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeDeleteFile(9, 10))));
+  EXPECT_EQ(1u, test::CountFiles(peer.data_dir() + "/files"));
+}
+
+TEST_F(ServerTest, CapsValidAuthAllowsItsOperations) {
+  CapClock clock;
+  TestPeer peer(Keyed(clock), "");
+  Client c(peer.port());
+  Reply r = c.Call(EncodeAuth(1, Token(kOpRead | kOpWrite | kOpDelete, 10, clock.Now() + 3600)));
+  ASSERT_TRUE(IsOk(r)) << ErrorMessage(r);
+  EXPECT_EQ(1u, r.h.seq);
+  EXPECT_TRUE(r.payload.empty());
+  r = c.Call(PutFrame(2, 10, 0, "a", "data"));
+  ASSERT_TRUE(IsOk(r)) << ErrorMessage(r);
+  EXPECT_EQ(1u, test::CountFiles(peer.data_dir() + "/files"));
+  r = c.Call(EncodeGet(3, 10, "a"));
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kData), r.h.type) << ErrorMessage(r);
+  EXPECT_TRUE(IsOk(c.Call(EncodeDelete(4, 10, "a"))));
+  EXPECT_TRUE(IsOk(c.Call(EncodeDeleteFile(5, 10))));
+  // The token belongs to the connection: another one has none.
+  Client other(peer.port());
+  EXPECT_EQ(kDenied, ErrorOf(other.Call(PutFrame(1, 10, 0, "b", "data"))));
+}
+
+TEST_F(ServerTest, CapsTokenIsBoundToItsFile) {
+  CapClock clock;
+  TestPeer peer(Keyed(clock), "");
+  Client c(peer.port());
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(1, Token(kOpRead | kOpWrite, 10, clock.Now() + 3600)))));
+  Reply r = c.Call(PutFrame(2, 11, 0, "a", "data"));
+  EXPECT_EQ(kDenied, ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("file 000000000000000b")) << ErrorMessage(r);
+  EXPECT_EQ(0u, test::CountFiles(peer.data_dir() + "/files"));
+  EXPECT_TRUE(IsOk(c.Call(PutFrame(3, 10, 0, "a", "data"))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeGet(4, 11, "a"))));
+  // Tokens for several files live side by side on one connection.
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(5, Token(kOpWrite, 11, clock.Now() + 3600)))));
+  EXPECT_TRUE(IsOk(c.Call(PutFrame(6, 11, 0, "a", "data"))));
+  EXPECT_TRUE(IsOk(c.Call(PutFrame(7, 10, 0, "b", "data"))));
+  EXPECT_EQ(3u, test::CountFiles(peer.data_dir() + "/files"));
+}
+
+TEST_F(ServerTest, CapsReadOnlyTokenCannotWriteOrDelete) {
+  CapClock clock;
+  TestPeer peer(Keyed(clock), "");
+  Client w(peer.port());
+  ASSERT_TRUE(IsOk(w.Call(EncodeAuth(1, Token(kOpWrite, 10, clock.Now() + 3600)))));
+  ASSERT_TRUE(IsOk(w.Call(PutFrame(2, 10, 0, "a", "data"))));
+  // WRITE does not include READ.
+  EXPECT_EQ(kDenied, ErrorOf(w.Call(EncodeGet(3, 10, "a"))));
+  Client c(peer.port());
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(1, Token(kOpRead, 10, clock.Now() + 3600)))));
+  Reply r = c.Call(PutFrame(2, 10, 0, "b", "data"));
+  EXPECT_EQ(kDenied, ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("allows READ")) << ErrorMessage(r);
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), c.Call(EncodeGet(3, 10, "a")).h.type);
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeDelete(4, 10, "a"))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeDeleteFile(5, 10))));
+  EXPECT_EQ(1u, test::CountFiles(peer.data_dir() + "/files"));
+}
+
+TEST_F(ServerTest, CapsExpiredTokens) {
+  CapClock clock;
+  TestPeer peer(Keyed(clock), "");
+  Client c(peer.port());
+  // Expired beyond the 30 s of skew: refused at AUTH.
+  Reply r = c.Call(EncodeAuth(1, Token(kOpWrite, 10, clock.Now() - 31)));
+  EXPECT_EQ(kDenied, ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("expired")) << ErrorMessage(r);
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(PutFrame(2, 10, 0, "a", "data"))));
+  // Within the skew: accepted.
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(3, Token(kOpWrite, 10, clock.Now() - 20)))));
+  EXPECT_TRUE(IsOk(c.Call(PutFrame(4, 10, 0, "a", "data"))));
+  // A token that expires while the connection lives: checked on every request.
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(5, Token(kOpWrite, 10, clock.Now() + 100)))));
+  EXPECT_TRUE(IsOk(c.Call(PutFrame(6, 10, 0, "b", "data"))));
+  clock.Advance(100 + 30);
+  EXPECT_TRUE(IsOk(c.Call(PutFrame(7, 10, 0, "c", "data"))));
+  clock.Advance(5);
+  r = c.Call(PutFrame(8, 10, 0, "d", "data"));
+  EXPECT_EQ(kDenied, ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("expired at")) << ErrorMessage(r);
+  EXPECT_EQ(3u, test::CountFiles(peer.data_dir() + "/files"));
+}
+
+TEST_F(ServerTest, CapsForgedAndMalformedTokensAreRefused) {
+  CapClock clock;
+  TestPeer peer(Keyed(clock), "");
+  Client c(peer.port());
+  std::string good = Token(kOpWrite, 10, clock.Now() + 3600);
+  std::string forged = good;
+  forged[1] = static_cast<char>(kOpWrite | kOpDelete);  // more rights, same MAC
+  Reply r = c.Call(EncodeAuth(1, forged));
+  EXPECT_EQ(kDenied, ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("signature")) << ErrorMessage(r);
+  std::string flipped = good;
+  flipped.back() = static_cast<char>(flipped.back() ^ 0x80);
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeAuth(2, flipped))));
+  r = c.Call(EncodeAuth(3, Token(kOpWrite, 10, clock.Now() + 3600, std::string(32, 'k'))));
+  EXPECT_EQ(kDenied, ErrorOf(r));  // another key
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("signature")) << ErrorMessage(r);
+  r = c.Call(EncodeAuth(4, good.substr(0, good.size() - 1)));
+  EXPECT_EQ(kDenied, ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("malformed")) << ErrorMessage(r);
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeAuth(5, ""))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeAuth(6, std::string(5000, '\x01')))));
+  // None of them gave anything; the connection is still open.
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(PutFrame(7, 10, 0, "a", "data"))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeDeleteFile(8, 10))));
+  EXPECT_EQ(0u, test::CountFiles(peer.data_dir() + "/files"));
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(9, good))));
+  EXPECT_TRUE(IsOk(c.Call(PutFrame(10, 10, 0, "a", "data"))));
+}
+
+TEST_F(ServerTest, CapsANewerTokenReplacesTheOlder) {
+  CapClock clock;
+  TestPeer peer(Keyed(clock), "");
+  Client c(peer.port());
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(1, Token(kOpWrite, 10, clock.Now() + 3600)))));
+  ASSERT_TRUE(IsOk(c.Call(PutFrame(2, 10, 0, "a", "data"))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeGet(3, 10, "a"))));
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(4, Token(kOpRead, 10, clock.Now() + 3600)))));
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), c.Call(EncodeGet(5, 10, "a")).h.type);
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(PutFrame(6, 10, 0, "b", "data"))));
+  // A refused AUTH leaves the held token alone.
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeAuth(7, Token(kOpWrite, 10, clock.Now() - 100)))));
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), c.Call(EncodeGet(8, 10, "a")).h.type);
+  EXPECT_EQ(1u, test::CountFiles(peer.data_dir() + "/files"));
+}
+
+TEST_F(ServerTest, CapsAuthIsProcessedInOrderWithPipelinedFrames) {
+  CapClock clock;
+  TestPeer peer(Keyed(clock), "");
+  Client c(peer.port());
+  // One write: a PUT before the AUTH is denied, the ones after it are not.
+  c.Send(PutFrame(1, 10, 0, "early", "data") +
+         EncodeAuth(2, Token(kOpWrite, 10, clock.Now() + 3600)) +
+         PutFrame(3, 10, 0, "late", "data") + PutFrame(4, 12, 0, "other", "data") +
+         EncodeAuth(5, Token(kOpRead, 10, clock.Now() + 3600)) + PutFrame(6, 10, 0, "last", "x"));
+  std::map<uint64_t, Reply> got;
+  for (int i = 0; i < 6; ++i) {
+    Reply r = c.Read();
+    ASSERT_FALSE(r.eof);
+    got[r.h.seq] = r;
+  }
+  EXPECT_EQ(kDenied, ErrorOf(got[1]));
+  EXPECT_TRUE(IsOk(got[2]));
+  EXPECT_TRUE(IsOk(got[3])) << ErrorMessage(got[3]);
+  EXPECT_EQ(kDenied, ErrorOf(got[4]));
+  EXPECT_TRUE(IsOk(got[5]));
+  EXPECT_EQ(kDenied, ErrorOf(got[6]));
+  EXPECT_EQ(1u, test::CountFiles(peer.data_dir() + "/files"));
+}
+
+TEST_F(ServerTest, CapsUnkeyedPeerAnswersAuthAndChecksNothing) {
+  TestPeer peer;
+  Client c(peer.port());
+  EXPECT_TRUE(IsOk(c.Call(PutFrame(1, 10, 0, "a", "data"))));
+  Reply r = c.Call(EncodeAuth(2, "not a token"));
+  EXPECT_TRUE(IsOk(r));
+  EXPECT_EQ(2u, r.h.seq);
+  EXPECT_TRUE(IsOk(c.Call(EncodeAuth(3, Token(kOpRead, 10, 1)))));  // expired: ignored too
+  EXPECT_TRUE(IsOk(c.Call(PutFrame(4, 11, 0, "b", "data"))));
+  EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), c.Call(EncodeGet(5, 10, "a")).h.type);
+}
+
+TEST_F(ServerTest, CapsRingSegmentNeedsPeer) {
+  CapClock clock;
+  test::TempDir ns;
+  TestPeer peer(Keyed(clock, ns.path()), "");
+  WriteInfofile(ns.path() + "/f", 9, {{peer.peer_id(), peer.addr()}, {"other", "127.0.0.1:1"}},
+                {});
+  RingSegment seg;
+  seg.ring = RingHeader{9, 1, "/f", {peer.addr(), "127.0.0.1:1"}};
+  seg.origin = 1;
+  Client c(peer.port());
+  Reply r = c.Call(EncodeRingSegment(1, 0, seg));
+  EXPECT_EQ(kDenied, ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("PEER")) << ErrorMessage(r);
+  // Every op but PEER, for this very file: still denied.
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(2, Token(kOpAll & ~kOpPeer, 9, clock.Now() + 3600)))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeRingSegment(3, 0, seg))));
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(4, Token(kOpPeer, 0, clock.Now() + 3600, kCapKey, "peer:x")))));
+  r = c.Call(EncodeRingSegment(5, 0, seg));
+  EXPECT_TRUE(IsOk(r)) << ErrorMessage(r);
+}
+
+TEST_F(ServerTest, CapsScrubNeedsAdminForEveryFile) {
+  CapClock clock;
+  test::TempDir ns;
+  TestPeer peer(Keyed(clock, ns.path()), "");
+  Client c(peer.port());
+  Reply r = c.Call(EncodeScrub(1));
+  EXPECT_EQ(kDenied, ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("ADMIN")) << ErrorMessage(r);
+  // ADMIN for one file is not ADMIN for the peer; nor is every other op.
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(2, Token(kOpAll, 5, clock.Now() + 3600)))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeScrub(3))));
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(4, Token(kOpAll & ~kOpAdmin, 0, clock.Now() + 3600)))));
+  EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeScrub(5))));
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(6, Token(kOpAdmin, 0, clock.Now() + 3600, kCapKey, "admin")))));
+  r = c.Call(EncodeScrub(7));
+  EXPECT_TRUE(IsOk(r)) << ErrorMessage(r);
+  EXPECT_EQ(kScrubReplySize, r.payload.size());
+}
+
+// Each peer's client sends AUTH with `token` (if not empty) and GET_LOCAL;
+// returns the error code each got (0: a LOCAL_LIST) and the records listed.
+std::vector<uint16_t> KeyedGetLocal(std::vector<std::unique_ptr<TestPeer>>& peers,
+                                    const RingHeader& ring, const std::string& token,
+                                    size_t* listed, std::string* messages) {
+  std::vector<std::unique_ptr<Client>> clients;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    clients.push_back(std::make_unique<Client>(peers[i]->port()));
+    if (!token.empty()) clients[i]->Send(EncodeAuth(50, token));
+    clients[i]->Send(EncodeGetLocal(100 + i, ring));
+  }
+  std::vector<uint16_t> errors;
+  *listed = 0;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (!token.empty()) {
+      Reply a = clients[i]->Read();
+      EXPECT_TRUE(IsOk(a)) << ErrorMessage(a);
+    }
+    uint16_t error;
+    std::string message;
+    *listed += ReadLocalList(clients[i].get(), 100 + i, &error, &message).size();
+    errors.push_back(error);
+    if (error != 0) *messages += message + "\n";
+  }
+  return errors;
+}
+
+TEST_F(ServerTest, CapsGetLocalAcrossKeyedPeers) {
+  CapClock clock;
+  test::TempDir ns;
+  const uint64_t kFile = 77;
+  std::vector<std::unique_ptr<TestPeer>> peers;
+  for (int i = 0; i < 3; ++i) peers.push_back(std::make_unique<TestPeer>(Keyed(clock, ns.path()), ""));
+  RingHeader ring{kFile, 1, "/f", {}};
+  std::vector<std::pair<std::string, std::string>> rows;
+  std::vector<std::tuple<std::string, int, int>> copies;
+  for (int i = 0; i < 3; ++i) {
+    ring.peers.push_back(peers[i]->addr());
+    rows.emplace_back(peers[i]->peer_id(), peers[i]->addr());
+    Client w(peers[i]->port());
+    ASSERT_TRUE(IsOk(w.Call(EncodeAuth(1, Token(kOpWrite, kFile, clock.Now() + 3600)))));
+    std::string name = "rec" + std::to_string(i);
+    ASSERT_TRUE(IsOk(w.Call(PutFrame(2, kFile, 0, name, "data"))));
+    copies.emplace_back(name, 0, i);
+  }
+  WriteInfofile(ns.path() + "/f", kFile, rows, copies);
+  const std::string read = Token(kOpRead, kFile, clock.Now() + 3600);
+
+  // Without a READ token, every client is denied and no ring starts.
+  size_t listed = 0;
+  std::string messages;
+  std::vector<uint16_t> errors = KeyedGetLocal(peers, ring, "", &listed, &messages);
+  for (uint16_t e : errors) EXPECT_EQ(kDenied, e) << messages;
+  for (auto& p : peers) EXPECT_EQ(0u, p->server()->ring_auths_sent());
+
+  // With one, the ring completes: each ring link sent AUTH with its own
+  // PEER token first.
+  messages.clear();
+  errors = KeyedGetLocal(peers, ring, read, &listed, &messages);
+  for (uint16_t e : errors) EXPECT_EQ(0, e) << messages;
+  EXPECT_EQ(3u, listed);
+  for (auto& p : peers) EXPECT_EQ(1u, p->server()->ring_auths_sent());
+
+  // The links stay open and keep their token until it is within 10 min of
+  // its expiry (1 h after it was minted).
+  clock.Advance(2000);
+  messages.clear();
+  errors = KeyedGetLocal(peers, ring, Token(kOpRead, kFile, clock.Now() + 3600), &listed, &messages);
+  for (uint16_t e : errors) EXPECT_EQ(0, e) << messages;
+  for (auto& p : peers) EXPECT_EQ(1u, p->server()->ring_auths_sent());
+  clock.Advance(1001);  // 599 s left: a fresh token goes first
+  messages.clear();
+  errors = KeyedGetLocal(peers, ring, Token(kOpRead, kFile, clock.Now() + 3600), &listed, &messages);
+  for (uint16_t e : errors) EXPECT_EQ(0, e) << messages;
+  for (auto& p : peers) EXPECT_EQ(2u, p->server()->ring_auths_sent());
+  // Long after the first token's expiry the ring still completes.
+  clock.Advance(3500);
+  messages.clear();
+  errors = KeyedGetLocal(peers, ring, Token(kOpRead, kFile, clock.Now() + 3600), &listed, &messages);
+  for (uint16_t e : errors) EXPECT_EQ(0, e) << messages;
+  EXPECT_EQ(3u, listed);
+}
+
+TEST_F(ServerTest, CapsRingPeerWithAnotherKeyIsReported) {
+  CapClock clock;
+  test::TempDir ns;
+  const uint64_t kFile = 78;
+  std::vector<std::unique_ptr<TestPeer>> peers;
+  peers.push_back(std::make_unique<TestPeer>(Keyed(clock, ns.path()), ""));
+  peers.push_back(std::make_unique<TestPeer>(Keyed(clock, ns.path(), std::string(32, 'o')), ""));
+  RingHeader ring{kFile, 1, "/f", {peers[0]->addr(), peers[1]->addr()}};
+  WriteInfofile(ns.path() + "/f", kFile,
+                {{peers[0]->peer_id(), peers[0]->addr()}, {peers[1]->peer_id(), peers[1]->addr()}},
+                {});
+  // Peer 0's client can use its key; peer 1 refuses peer 0's ring token.
+  Client c(peers[0]->port());
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(1, Token(kOpRead, kFile, clock.Now() + 3600)))));
+  c.Send(EncodeGetLocal(2, ring));
+  uint16_t error;
+  std::string message;
+  ReadLocalList(&c, 2, &error, &message);
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kPeerUnreachable), error) << message;
+  EXPECT_NE(std::string::npos, message.find(peers[1]->addr())) << message;
+  EXPECT_NE(std::string::npos, message.find("DENIED")) << message;
+}
+
+TEST_F(ServerTest, CapsRingLinksThatAuthenticateAreNotStarvedByTheConnectionLimit) {
+  // As RingLinksAreNotStarvedByTheConnectionLimit, with keys: the ring links'
+  // first frame is AUTH, and they are still told from clients.
+  CapClock clock;
+  test::TempDir ns;
+  ServerOptions sv = Keyed(clock, ns.path());
+  sv.max_connections = 1;
+  TestPeer p0(sv, ""), p1(sv, "");
+  const std::string write = Token(kOpWrite | kOpRead, 9, clock.Now() + 3600);
+  {
+    Client c0(p0.port()), c1(p1.port());
+    ASSERT_TRUE(IsOk(c0.Call(EncodeAuth(1, write))));
+    ASSERT_TRUE(IsOk(c1.Call(EncodeAuth(1, write))));
+    ASSERT_TRUE(IsOk(c0.Call(PutFrame(2, 9, 0, "a", "A"))));
+    ASSERT_TRUE(IsOk(c1.Call(PutFrame(2, 9, 1, "a", "A"))));
+  }
+  usleep(100 * 1000);  // the slots are free again
+  WriteInfofile(ns.path() + "/f", 9, {{p0.peer_id(), p0.addr()}, {p1.peer_id(), p1.addr()}},
+                {{"a", 0, 0}, {"a", 1, 1}});
+  RingHeader ring{9, 1, "/f", {p0.addr(), p1.addr()}};
+  Client c0(p0.port()), c1(p1.port());
+  ASSERT_TRUE(IsOk(c0.Call(EncodeAuth(1, write))));
+  ASSERT_TRUE(IsOk(c1.Call(EncodeAuth(1, write))));
+  Client third(p0.port());
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBusy), ErrorOf(third.Call(EncodePing(2))));
+  c0.Send(EncodeGetLocal(5, ring));
+  c1.Send(EncodeGetLocal(6, ring));
+  uint16_t error;
+  std::string message;
+  auto l0 = ReadLocalList(&c0, 5, &error, &message);
+  ASSERT_EQ(0, error) << message;
+  auto l1 = ReadLocalList(&c1, 6, &error, &message);
+  ASSERT_EQ(0, error) << message;
+  ASSERT_EQ(1u, l0.size());
+  EXPECT_EQ(0u, l1.size());
 }
 
 }  // namespace

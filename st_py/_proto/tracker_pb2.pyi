@@ -29,7 +29,7 @@ class Peer(_message.Message):
     def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes")
+    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes", "capability", "capability_expires", "capability_ops")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,9 @@ class FileInfo(_message.Message):
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITY_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITY_EXPIRES_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITY_OPS_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     name: str
     replication: str
@@ -50,7 +53,10 @@ class FileInfo(_message.Message):
     blocksize: int
     records: int
     bytes: int
-    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+    capability: bytes
+    capability_expires: int
+    capability_ops: int
+    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
     __slots__ = ("name", "replication", "est_size", "blocksize", "user")
@@ -67,10 +73,12 @@ class CreateRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., replication: _Optional[str] = ..., est_size: _Optional[int] = ..., blocksize: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
 
 class OpenRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "user")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    user: str
+    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
 
 class RecordCommit(_message.Message):
     __slots__ = ("name", "size", "crc32c", "peer_idx")

@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 
 from .._proto import tracker_pb2_grpc as pb_grpc
+from ..capability import CapabilityError, load_key
 from ..infofile import recover
 from .peers import PeerRegistry
 from .service import TrackerService
@@ -22,7 +23,8 @@ log = logging.getLogger("st.tracker")
 
 async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int = 0,
                 announce_interval: float = 2.0, misses: int = 3,
-                quota_bytes: int | None = None) -> None:
+                quota_bytes: int | None = None, key: bytes | None = None,
+                capability_ttl_s: float = 3600.0) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
     Prints ``listening on HOST:PORT`` on stdout once it accepts RPCs (port 0
@@ -35,7 +37,10 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
                     "infofiles removed", rolled, removed)
     state = TrackerState(state_dir)
     registry = PeerRegistry(state, announce_interval, misses)
-    service = TrackerService(root.resolve(), state, registry, quota_bytes)
+    service = TrackerService(root.resolve(), state, registry, quota_bytes, key, capability_ttl_s)
+    if key is None:
+        log.warning("no --key-file: files are opened without capabilities; peers started without "
+                    "--key-file do not check them (development mode, docs/capabilities.md)")
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", 256 * 1024 * 1024),
                                       ("grpc.max_send_message_length", 256 * 1024 * 1024),
                                       ("grpc.so_reuseport", 0)])
@@ -64,9 +69,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--announce-interval", type=float, default=2.0, help="seconds between peer announces")
     ap.add_argument("--misses", type=int, default=3, help="announces a peer may miss before it is failed")
     ap.add_argument("--quota-bytes", type=int, default=None, help="per-file quota of stored bytes (all copies)")
+    ap.add_argument("--key-file", type=Path, help="shared secret for signing capabilities (docs/capabilities.md)")
+    ap.add_argument("--capability-ttl", type=float, default=3600.0, help="seconds a capability is valid")
     ap.add_argument("--log-level", default="INFO")
     a = ap.parse_args(argv)
     logging.basicConfig(level=a.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     state_dir = a.state_dir or a.root.resolve().parent / "tracker-state"
-    asyncio.run(serve(a.root, state_dir, a.host, a.port, a.announce_interval, a.misses, a.quota_bytes))
+    try:
+        key = load_key(a.key_file) if a.key_file else None
+    except (CapabilityError, OSError) as e:
+        raise SystemExit(f"tracker: {e}")
+    asyncio.run(serve(a.root, state_dir, a.host, a.port, a.announce_interval, a.misses, a.quota_bytes,
+                      key, a.capability_ttl))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grpc
 
-from .. import namespace
+from .. import capability, namespace
 from .._proto import tracker_pb2 as pb
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..errors import BadNameError
@@ -30,15 +30,19 @@ from .state import TrackerState
 log = logging.getLogger("st.tracker")
 
 DEFAULT_BLOCKSIZE = 16
+FILE_OPS = capability.READ | capability.WRITE | capability.DELETE
 
 
 class TrackerService(pb_grpc.TrackerServicer):
     def __init__(self, root: Path, state: TrackerState, registry: PeerRegistry,
-                 quota_bytes: int | None = None):
+                 quota_bytes: int | None = None, key: bytes | None = None,
+                 capability_ttl_s: float = 3600.0):
         self.root = root
         self.state = state
         self.registry = registry
         self.quota_bytes = quota_bytes
+        self.key = key
+        self.capability_ttl_s = capability_ttl_s
         self._committers: dict[str, Committer] = {}
 
     # -- helpers -------------------------------------------------------------
@@ -90,6 +94,15 @@ class TrackerService(pb_grpc.TrackerServicer):
                            peers=peers, generation=int(meta["generation"]),
                            blocksize=int(meta["blocksize"]), records=n, bytes=b)
 
+    def _grant(self, info: pb.FileInfo, user: str, ops: int) -> pb.FileInfo:
+        """Attach a capability for ``ops`` on the file (docs/capabilities.md)."""
+        if self.key is not None and ops:
+            now = time.time()
+            info.capability = capability.mint(self.key, ops, info.file_id, self.capability_ttl_s, user, now)
+            info.capability_expires = int(now + self.capability_ttl_s)
+            info.capability_ops = ops
+        return info
+
     # -- RPCs ----------------------------------------------------------------
     async def Create(self, request, context):
         name = await self._name(context, request.name)
@@ -124,14 +137,14 @@ class TrackerService(pb_grpc.TrackerServicer):
                                 f"a parent of {name} is a file, not a directory")
         self.state.add_file(name, file_id, request.user)
         log.info("created %s id=%x class=%s peers=%d", name, file_id, replication, len(chosen))
-        return self._file_info(name)
+        return self._grant(self._file_info(name), request.user, FILE_OPS)
 
     async def Open(self, request, context):
         name = await self._name(context, request.name)
         info = self._file_info(name)
         if info is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}")
-        return info
+        return self._grant(info, request.user, FILE_OPS)
 
     async def Commit(self, request, context):
         name = await self._name(context, request.name)
