@@ -9,6 +9,8 @@
     storetorrent status    peers, liveness, space
     storetorrent rm        delete a file or a record
     storetorrent rebalance restore F copies after peers are lost for good
+    storetorrent chmod     permission bits, group, owner of a file or directory
+    storetorrent user add  a user with an API key in the tracker's users file
 """
 
 from __future__ import annotations
@@ -163,15 +165,63 @@ def ls(tracker, data, path, records) -> None:
             for n in f.names():
                 click.echo(n)
         return
+    from .tracker.access import mode_text
+
     tab = Table(box=None)
-    for col in ("name", "class", "records", "bytes"):
-        tab.add_column(col, justify="left" if col == "name" else "right")
+    for col in ("mode", "owner", "group", "name", "class", "records", "bytes"):
+        tab.add_column(col, justify="right" if col in ("records", "bytes") else "left")
     for e in c.ls(path):
+        perms = ("d" if e.is_dir else "-") + mode_text(e.mode)
         if e.is_dir:
-            tab.add_row(e.name + "/", "", "", "")
+            tab.add_row(perms, e.owner, e.group, e.name + "/", "", "", "")
         else:
-            tab.add_row(e.name, e.replication, f"{e.records:,}", f"{e.bytes:,}")
+            tab.add_row(perms, e.owner, e.group, e.name, e.replication, f"{e.records:,}", f"{e.bytes:,}")
     console.print(tab)
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@click.argument("mode")
+@click.argument("path")
+@click.option("--group", default="", help="new group (one of yours)")
+@click.option("--owner", default="", help="new owner (admins only)")
+def chmod(tracker, data, mode, path, group, owner) -> None:
+    """Set the permission bits (octal MODE, e.g. 640; '-' keeps them) of a
+    file or directory PATH, as UNIX does (docs/security.md)."""
+    from .client import Client
+
+    try:
+        bits = 0 if mode == "-" else int(mode, 8)
+    except ValueError:
+        raise click.BadParameter(f"{mode!r} is not an octal mode such as 640") from None
+    r = Client(_tracker(tracker, data)).chmod(path, bits, group, owner)
+    console.print(f"{path}: {r.mode:o} {r.owner}:{r.group}")
+
+
+@cli.group()
+def user() -> None:
+    """Manage the tracker's users file (API keys, groups, quotas)."""
+
+
+@user.command("add")
+@click.argument("name")
+@click.option("--users", "users_file", required=True, type=click.Path(dir_okay=False),
+              help="the tracker's users file (TOML); created if missing")
+@click.option("--group", "groups", multiple=True, help="a group (repeat); the first owns new files")
+@click.option("--quota-bytes", type=int, default=None, help="stored bytes, all copies")
+@click.option("--admin", is_flag=True, help="may do anything")
+def user_add(name, users_file, groups, quota_bytes, admin) -> None:
+    """Add user NAME with a new API key, printed once (only its hash is kept).
+    The tracker picks up the change at its next request."""
+    from .tracker.access import add_user
+
+    try:
+        key = add_user(Path(users_file), name, list(groups), quota_bytes, admin)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    console.print(f"user {name} added to {users_file}; give them this API key (shown once):")
+    click.echo(key)
 
 
 @cli.command()

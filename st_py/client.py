@@ -46,28 +46,32 @@ class Client:
         Records per group commit (paper 3.5; the paper used 40).
     timeout : float
         Seconds without progress before a peer is declared unavailable.
+    api_key : str, optional
+        The user's API key for a tracker with a users file (default:
+        ``$STORETORRENT_API_KEY``; docs/security.md).
     """
 
     def __init__(self, tracker: str | None = None, depth: int = DEFAULT_DEPTH,
-                 group_size: int = DEFAULT_GROUP, timeout: float = 30.0):
-        self.tracker = TrackerClient(tracker or default_tracker())
+                 group_size: int = DEFAULT_GROUP, timeout: float = 30.0, api_key: str | None = None):
+        self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key)
         self.depth, self.group_size, self.timeout = depth, group_size, timeout
 
     def create(self, name: str, replication: str = "x2", est_size: int = 0,
-               blocksize: int = 0) -> StFile:
+               blocksize: int = 0, mode: int = 0) -> StFile:
         """Create file ``name`` with replication class ``replication``
         (x1, x2, x3 ...) and open it for writing (paper 3.1, 3.3).
 
         ``est_size`` is the expected user bytes (one copy); the tracker uses it
         to schedule peers with room. ``blocksize`` consecutive records go to
         the same peers before the client picks others (0: tracker default).
+        ``mode`` is the file's permission bits (0: 0o644; docs/security.md).
 
         Raises
         ------
         StFileExistsError, BadNameError, NotEnoughPeersError, QuotaExceededError,
-        TrackerUnavailableError
+        PermissionDeniedError, NotAuthenticatedError, TrackerUnavailableError
         """
-        info = self.tracker.create(name, replication, est_size, blocksize)
+        info = self.tracker.create(name, replication, est_size, blocksize, mode)
         return StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
 
     def open(self, name: str) -> StFile:
@@ -115,6 +119,17 @@ class Client:
 
         with self.open(name) as f:
             return rebalance(f, lost, progress)
+
+    def chmod(self, name: str, mode: int = 0, group: str = "", owner: str = ""):
+        """Change the mode bits, group or (admins) owner of a file or
+        directory, as UNIX chmod/chgrp/chown (docs/security.md).
+
+        Raises
+        ------
+        PermissionDeniedError
+            Not the owner (or not an admin for a new owner).
+        """
+        return self.tracker.set_mode(name, mode, group, owner)
 
     def ls(self, path: str = "/"):
         """Entries of a namespace directory (``ListEntry`` messages)."""

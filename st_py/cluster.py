@@ -161,6 +161,8 @@ class LocalCluster:
     die_with_parent: bool = False  # SIGKILL the daemons if this process dies (storetorrent up)
     auth: bool = True
     capability_ttl: float = 3600.0
+    users_file: Path | None = None  # API keys, groups, quotas (docs/security.md)
+    tracker_args: list[str] = field(default_factory=list)
     tracker: Daemon | None = None
     peers: list[Daemon | None] = field(default_factory=list)
     tracker_port: int = 0
@@ -210,6 +212,9 @@ class LocalCluster:
                 "--announce-interval", str(self.announce_interval)]
         if self.auth:
             argv += ["--key-file", str(self.key_file), "--capability-ttl", str(self.capability_ttl)]
+        if self.users_file:
+            argv += ["--users", str(self.users_file)]
+        argv += self.tracker_args
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent),
                                              env.get("PYTHONPATH", "")])

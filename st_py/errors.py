@@ -37,6 +37,14 @@ class QuotaExceededError(StoreTorrentError):
     """The operation would take the user over quota."""
 
 
+class PermissionDeniedError(StoreTorrentError, PermissionError):
+    """The user may not do this (file or directory mode, docs/security.md)."""
+
+
+class NotAuthenticatedError(StoreTorrentError, PermissionError):
+    """The tracker needs an API key (STORETORRENT_API_KEY) and got none or an unknown one."""
+
+
 class NotEnoughPeersError(StoreTorrentError):
     """Fewer live peers than the replication class needs."""
 

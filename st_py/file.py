@@ -19,7 +19,8 @@ import grpc
 from ._proto import tracker_pb2 as pb
 from .errors import (BadNameError, ChecksumError, GetLocalError, NotEnoughPeersError, PeerError,
                      PeerUnavailableError, RecordExistsError, RecordNotFoundError,
-                     RecordUnavailableError, StoreTorrentError, TrackerUnavailableError)
+                     RecordUnavailableError, StoreTorrentError, TrackerUnavailableError,
+                     PermissionDeniedError, QuotaExceededError)
 from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
 from .infofile import InfofileReader
 from .placement import choose_holders, choose_spare
@@ -135,6 +136,12 @@ class StFile:
         fresh capability)."""
         self._set_info(self._tracker.open(self.name))
 
+    def _check_may_write(self) -> None:
+        """Refuse a write the tracker did not allow, before any data moves."""
+        if self.info.capability_ops and not self.info.capability_ops & 2:  # capability.WRITE
+            raise (QuotaExceededError if "quota" in self.info.write_denied else PermissionDeniedError)(
+                self.info.write_denied or f"no write permission on {self.name}")
+
     def _renew_capability(self) -> None:
         """Renew the capability when a third of its lifetime is left
         (docs/capabilities.md), so peers never see it expire. A tracker
@@ -203,6 +210,7 @@ class StFile:
         """
         self._check_open()
         self._renew_capability()
+        self._check_may_write()
         name_b = _name_bytes(name)
         if self._check_names and self._infofile().exists(name):
             raise RecordExistsError(f"record {name!r} is already committed in {self.name}: records are "
@@ -390,7 +398,9 @@ class StFile:
             if len(errs) == 1:
                 raise errs[0][1]
             more = f" (and {len(errs) - 5} more)" if len(errs) > 5 else ""
-            raise StoreTorrentError(f"{len(errs)} queued operations failed: " +
+            kinds = {type(e) for _, e in errs}
+            cls = kinds.pop() if len(kinds) == 1 else StoreTorrentError  # e.g. all QuotaExceededError
+            raise cls(f"{len(errs)} queued operations failed: " +
                                     "; ".join(f"{n!r}: {e}" for n, e in errs[:5]) + more)
 
     # -- GET ------------------------------------------------------------------
@@ -489,6 +499,7 @@ class StFile:
         """
         self._check_open()
         self._renew_capability()
+        self._check_may_write()
         self.flush()
         name_b = _name_bytes(name)
         meta = self._infofile().lookup(name)

@@ -141,6 +141,17 @@ class InfofileWriter:
     def meta(self) -> dict:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
 
+    def set_meta(self, values: dict) -> None:
+        """Set meta keys (owner, group, mode) in one transaction."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(values.items()))
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
     def commit(self, records: list[tuple[str, int, int, list[int]]]) -> tuple[int, int, list[Conflict]]:
         """Group commit: add ``records`` (name, size, crc32c, peer_idx per copy
         rank) in one transaction (paper 3.5).
@@ -192,15 +203,18 @@ class InfofileWriter:
             raise
         return gen, {r[0] for r in new_rows}, conflicts
 
-    def delete_records(self, names: list[str]) -> tuple[int, int]:
-        """Remove records and their copies. Returns (generation, removed)."""
+    def delete_records(self, names: list[str]) -> tuple[int, int, int]:
+        """Remove records and their copies. Returns (generation, removed,
+        bytes removed (one copy))."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
-            removed = 0
+            removed = nbytes = 0
             for i in range(0, len(names), 500):
                 chunk = names[i:i + 500]
                 marks = ",".join("?" * len(chunk))
+                nbytes += int(c.execute(f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks})",
+                                        chunk).fetchone()[0])
                 removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
                 c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
                 c.execute(f"DELETE FROM copy_history WHERE name IN ({marks})", chunk)
@@ -210,7 +224,7 @@ class InfofileWriter:
         except BaseException:
             c.execute("ROLLBACK")
             raise
-        return gen, removed
+        return gen, removed, nbytes
 
     def move_copies(self, moves: list[tuple[str, int, int, int]]) -> tuple[int, int, list[Conflict]]:
         """Rebalance (paper 4.4): move copies to new holders in one transaction.

@@ -4,14 +4,16 @@ StoreTorrent exceptions that say what to do."""
 from __future__ import annotations
 
 import getpass
+import os
 
 import grpc
 
 from ._proto import tracker_pb2 as pb
 from ._proto import tracker_pb2_grpc as pb_grpc
 from .namespace import normalize
-from .errors import (BadNameError, NotEnoughPeersError, QuotaExceededError, StFileExistsError,
-                     StFileNotFoundError, TrackerError, TrackerUnavailableError)
+from .errors import (BadNameError, NotAuthenticatedError, NotEnoughPeersError, PermissionDeniedError,
+                     QuotaExceededError, StFileExistsError, StFileNotFoundError, StoreTorrentError, TrackerError,
+                     TrackerUnavailableError)
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -26,10 +28,12 @@ def _user() -> str:
 class TrackerClient:
     """A connection to the tracker at ``address`` (``host:port``)."""
 
-    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None):
         self.address = address
         self.timeout = timeout
         self.user = _user()
+        api_key = api_key or os.environ.get("STORETORRENT_API_KEY", "")
+        self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
         self._channel = grpc.insecure_channel(
             address, options=[("grpc.max_receive_message_length", 256 * 1024 * 1024),
                               ("grpc.max_send_message_length", 256 * 1024 * 1024)])
@@ -46,6 +50,10 @@ class TrackerClient:
             return BadNameError(detail)
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
             return QuotaExceededError(detail)
+        if code == grpc.StatusCode.PERMISSION_DENIED:
+            return PermissionDeniedError(detail)
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return NotAuthenticatedError(detail)
         if code == grpc.StatusCode.FAILED_PRECONDITION and "live peers" in (detail or ""):
             return NotEnoughPeersError(detail)
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -56,14 +64,15 @@ class TrackerClient:
 
     def _call(self, method: str, request, timeout: float | None = None):
         try:
-            return getattr(self._stub, method)(request, timeout=timeout or self.timeout)
+            return getattr(self._stub, method)(request, timeout=timeout or self.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             raise self.map_error(e, method) from None
 
-    def create(self, name: str, replication: str, est_size: int, blocksize: int = 0) -> pb.FileInfo:
+    def create(self, name: str, replication: str, est_size: int, blocksize: int = 0,
+               mode: int = 0) -> pb.FileInfo:
         name = normalize(name)  # a clear BadNameError before anything is sent
         return self._call("Create", pb.CreateRequest(name=name, replication=replication, est_size=est_size,
-                                                     blocksize=blocksize, user=self.user))
+                                                     blocksize=blocksize, user=self.user, mode=mode))
 
     def open(self, name: str) -> pb.FileInfo:
         name = normalize(name)
@@ -77,7 +86,8 @@ class TrackerClient:
         """Start a commit; returns a grpc future (``.result()`` raises
         grpc.RpcError: map it with :meth:`map_error`)."""
         return self._stub.Commit.future(pb.CommitRequest(name=name, file_id=file_id, records=records,
-                                                         user=self.user), timeout=self.timeout)
+                                                         user=self.user), timeout=self.timeout,
+                                     metadata=self._metadata)
 
     def delete(self, name: str, file_id: int = 0, records: list[str] | None = None,
                whole_file: bool = False) -> pb.DeleteReply:
@@ -98,10 +108,14 @@ class TrackerClient:
         return self._call("MoveCopies", pb.MoveCopiesRequest(name=name, file_id=file_id, moves=moves,
                                                              user=self.user))
 
+    def set_mode(self, name: str, mode: int = 0, group: str = "", owner: str = "") -> pb.SetModeReply:
+        return self._call("SetMode", pb.SetModeRequest(name=normalize(name), mode=mode, group=group,
+                                                       owner=owner, user=self.user))
+
     def report_failure(self, addr: str, reason: str) -> None:
         try:
             self._call("ReportFailure", pb.ReportFailureRequest(addr=addr, reason=reason), timeout=2.0)
-        except TrackerError:
+        except StoreTorrentError:
             pass  # best effort: the tracker also sees the missing announces
 
     def close(self) -> None:

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "capability.h"
+#include "coding.h"
 #include "log.h"
 #include "storetorrent/v1/tracker.grpc.pb.h"
 
@@ -70,6 +72,13 @@ void Announcer::Run() {
 
     if (failing) stub = connect();
     grpc::ClientContext ctx;
+    if (!options_.capability_key.empty()) {
+      Capability cap;
+      cap.ops = kOpPeer;
+      cap.expires = UnixNow() + 300;
+      cap.user = "peer:" + options_.peer_id;
+      ctx.AddMetadata("x-st-capability", EncodeLowerHex(MintToken(options_.capability_key, cap)));
+    }
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(options_.deadline_s * 1000)));
     {

@@ -24,6 +24,9 @@ struct AnnouncerOptions {
   std::string addr;       // advertised address
   double interval_s = 2;
   double deadline_s = 1;
+  // With a key, each announce carries a PEER capability (gRPC metadata
+  // x-st-capability, hex) so the tracker knows it comes from a peer.
+  std::string capability_key;
 };
 
 class Announcer {

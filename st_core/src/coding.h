@@ -123,6 +123,18 @@ class Reader {
   size_t left_;
 };
 
+// Lower-case hex of bytes (tokens in logs and gRPC metadata).
+inline std::string EncodeLowerHex(std::string_view bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 0xf]);
+  }
+  return out;
+}
+
 // Parses exactly `digits` lower-case hex digits (the store's file names).
 inline bool ParseLowerHex(std::string_view s, size_t digits, uint64_t* v) {
   if (s.size() != digits) return false;

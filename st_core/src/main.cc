@@ -11,6 +11,7 @@
 
 #include "announcer.h"
 #include "capability.h"
+#include "coding.h"
 #include "event_loop.h"
 #include "log.h"
 #include "options.h"
@@ -32,15 +33,6 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-std::string Hex(const std::string& bytes) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 0xf]);
-  }
-  return out;
-}
 
 // st-peer --mint-token: a token for operators and scripts (docs/peer.md).
 int RunMintToken(const st::Options& opt) {
@@ -56,7 +48,7 @@ int RunMintToken(const st::Options& opt) {
   cap.file_id = opt.mint_file_id;
   cap.expires = static_cast<uint64_t>(static_cast<double>(st::UnixNow()) + opt.mint_ttl_s);
   cap.user = opt.mint_user;
-  std::printf("%s\n", Hex(st::MintToken(key, cap)).c_str());
+  std::printf("%s\n", st::EncodeLowerHex(st::MintToken(key, cap)).c_str());
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
@@ -197,6 +189,7 @@ int main(int argc, char** argv) {
     ao.peer_id = store->peer_id();
     ao.addr = server->advertise();
     ao.interval_s = opt.announce_interval_s;
+    ao.capability_key = capability_key;
     announcer = std::make_unique<st::Announcer>(ao, store.get());
     announcer->Start();
   }

@@ -29,7 +29,7 @@ class Peer(_message.Message):
     def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes", "capability", "capability_expires", "capability_ops")
+    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,10 @@ class FileInfo(_message.Message):
     CAPABILITY_FIELD_NUMBER: _ClassVar[int]
     CAPABILITY_EXPIRES_FIELD_NUMBER: _ClassVar[int]
     CAPABILITY_OPS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    WRITE_DENIED_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     name: str
     replication: str
@@ -56,21 +60,27 @@ class FileInfo(_message.Message):
     capability: bytes
     capability_expires: int
     capability_ops: int
-    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ...) -> None: ...
+    owner: str
+    group: str
+    mode: int
+    write_denied: str
+    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., write_denied: _Optional[str] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("name", "replication", "est_size", "blocksize", "user")
+    __slots__ = ("name", "replication", "est_size", "blocksize", "user", "mode")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     EST_SIZE_FIELD_NUMBER: _ClassVar[int]
     BLOCKSIZE_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
     name: str
     replication: str
     est_size: int
     blocksize: int
     user: str
-    def __init__(self, name: _Optional[str] = ..., replication: _Optional[str] = ..., est_size: _Optional[int] = ..., blocksize: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+    mode: int
+    def __init__(self, name: _Optional[str] = ..., replication: _Optional[str] = ..., est_size: _Optional[int] = ..., blocksize: _Optional[int] = ..., user: _Optional[str] = ..., mode: _Optional[int] = ...) -> None: ...
 
 class OpenRequest(_message.Message):
     __slots__ = ("name", "user")
@@ -143,20 +153,26 @@ class ListRequest(_message.Message):
     def __init__(self, path: _Optional[str] = ...) -> None: ...
 
 class ListEntry(_message.Message):
-    __slots__ = ("name", "is_dir", "file_id", "replication", "records", "bytes")
+    __slots__ = ("name", "is_dir", "file_id", "replication", "records", "bytes", "owner", "group", "mode")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IS_DIR_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
     name: str
     is_dir: bool
     file_id: int
     replication: str
     records: int
     bytes: int
-    def __init__(self, name: _Optional[str] = ..., is_dir: _Optional[bool] = ..., file_id: _Optional[int] = ..., replication: _Optional[str] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+    owner: str
+    group: str
+    mode: int
+    def __init__(self, name: _Optional[str] = ..., is_dir: _Optional[bool] = ..., file_id: _Optional[int] = ..., replication: _Optional[str] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ...) -> None: ...
 
 class ListReply(_message.Message):
     __slots__ = ("entries",)
@@ -263,3 +279,27 @@ class MoveCopiesReply(_message.Message):
     moved: int
     conflicts: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, generation: _Optional[int] = ..., moved: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetModeRequest(_message.Message):
+    __slots__ = ("name", "mode", "group", "owner", "user")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mode: int
+    group: str
+    owner: str
+    user: str
+    def __init__(self, name: _Optional[str] = ..., mode: _Optional[int] = ..., group: _Optional[str] = ..., owner: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
+
+class SetModeReply(_message.Message):
+    __slots__ = ("owner", "group", "mode")
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    owner: str
+    group: str
+    mode: int
+    def __init__(self, owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ...) -> None: ...

@@ -84,6 +84,11 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.FromString,
                 _registered_method=True)
+        self.SetMode = channel.unary_unary(
+                '/storetorrent.v1.Tracker/SetMode',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.SetModeRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SetModeReply.FromString,
+                _registered_method=True)
 
 
 class TrackerServicer:
@@ -159,6 +164,13 @@ class TrackerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetMode(self, request, context):
+        """Changes a file's or directory's mode, group or owner (chmod/chgrp/chown).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TrackerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -211,6 +223,11 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.MoveCopies,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.SerializeToString,
+            ),
+            'SetMode': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetMode,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SetModeRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.SetModeReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -483,6 +500,33 @@ class Tracker:
             '/storetorrent.v1.Tracker/MoveCopies',
             storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetMode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/SetMode',
+            storetorrent_dot_v1_dot_tracker__pb2.SetModeRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.SetModeReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -28,6 +28,7 @@ class Committer:
     def __init__(self, writer: InfofileWriter):
         self.writer = writer
         meta = writer.meta()
+        self._meta = meta
         npeers = writer.conn.execute("SELECT count(*) FROM peers").fetchone()[0]
         self.meta = FileMeta(int(meta["file_id"]), int(meta["copies"]), int(npeers))
         self._lock = asyncio.Lock()
@@ -57,6 +58,15 @@ class Committer:
                         f.set_result((gen, sum(1 for n in names if n in new),
                                       [by_name[n] for n in names if n in by_name]))
         return await fut
+
+    def writer_meta(self) -> dict:
+        """The infofile's meta (owner, group, mode ...) as cached: only
+        :meth:`set_meta` changes those keys."""
+        return dict(self._meta)
+
+    async def set_meta(self, values: dict) -> None:
+        await self.run(self.writer.set_meta, values)
+        self._meta.update(values)
 
     async def move_copies(self, moves: list[tuple[str, int, int, int]]) -> tuple[int, int, list[Conflict]]:
         """Rebalance moves in one transaction, after the commits queued now."""

@@ -14,6 +14,7 @@ import grpc
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..capability import CapabilityError, load_key
 from ..infofile import recover
+from .access import AccessError, Users
 from .peers import PeerRegistry
 from .service import TrackerService
 from .state import TrackerState
@@ -24,7 +25,7 @@ log = logging.getLogger("st.tracker")
 async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int = 0,
                 announce_interval: float = 2.0, misses: int = 3,
                 quota_bytes: int | None = None, key: bytes | None = None,
-                capability_ttl_s: float = 3600.0) -> None:
+                capability_ttl_s: float = 3600.0, users: Users | None = None) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
     Prints ``listening on HOST:PORT`` on stdout once it accepts RPCs (port 0
@@ -37,7 +38,7 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
                     "infofiles removed", rolled, removed)
     state = TrackerState(state_dir)
     registry = PeerRegistry(state, announce_interval, misses)
-    service = TrackerService(root.resolve(), state, registry, quota_bytes, key, capability_ttl_s)
+    service = TrackerService(root.resolve(), state, registry, quota_bytes, key, capability_ttl_s, users)
     if key is None:
         log.warning("no --key-file: files are opened without capabilities; peers started without "
                     "--key-file do not check them (development mode, docs/capabilities.md)")
@@ -71,6 +72,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quota-bytes", type=int, default=None, help="per-file quota of stored bytes (all copies)")
     ap.add_argument("--key-file", type=Path, help="shared secret for signing capabilities (docs/capabilities.md)")
     ap.add_argument("--capability-ttl", type=float, default=3600.0, help="seconds a capability is valid")
+    ap.add_argument("--users", type=Path, help="users file (TOML): API keys, groups, quotas (docs/security.md); "
+                                               "without it the tracker trusts the user name clients claim")
+    ap.add_argument("--user-quota-bytes", type=int, default=None,
+                    help="default per-user quota of stored bytes (all copies)")
     ap.add_argument("--log-level", default="INFO")
     a = ap.parse_args(argv)
     logging.basicConfig(level=a.log_level, stream=sys.stderr,
@@ -80,5 +85,13 @@ def main(argv: list[str] | None = None) -> None:
         key = load_key(a.key_file) if a.key_file else None
     except (CapabilityError, OSError) as e:
         raise SystemExit(f"tracker: {e}")
+    users = Users(a.users.resolve() if a.users else None, a.user_quota_bytes)
+    if a.users:
+        try:
+            users.authenticate([], "")  # loads and checks the file
+        except AccessError:
+            pass
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"tracker: cannot use --users {a.users}: {e}")
     asyncio.run(serve(a.root, state_dir, a.host, a.port, a.announce_interval, a.misses, a.quota_bytes,
-                      key, a.capability_ttl))
+                      key, a.capability_ttl, users))

@@ -22,7 +22,9 @@ from .._proto import tracker_pb2_grpc as pb_grpc
 from ..errors import BadNameError
 from ..infofile import InfofileReader, InfofileWriter, create_infofile
 from ..replication import copies as class_copies
+from .access import DEFAULT_FILE_MODE, R, W, AccessError, Owner, User, Users, may, mode_text
 from .committer import Committer
+from .guard import Guard, owner_of_meta
 from .peers import PeerRegistry
 from .scheduler import SchedulingError, schedule
 from .state import TrackerState
@@ -36,14 +38,45 @@ FILE_OPS = capability.READ | capability.WRITE | capability.DELETE
 class TrackerService(pb_grpc.TrackerServicer):
     def __init__(self, root: Path, state: TrackerState, registry: PeerRegistry,
                  quota_bytes: int | None = None, key: bytes | None = None,
-                 capability_ttl_s: float = 3600.0):
+                 capability_ttl_s: float = 3600.0, users: Users | None = None):
         self.root = root
         self.state = state
         self.registry = registry
         self.quota_bytes = quota_bytes
         self.key = key
         self.capability_ttl_s = capability_ttl_s
+        self.users = users or Users()
+        self.guard = Guard(root, state, self.users)
         self._committers: dict[str, Committer] = {}
+
+    # -- who is asking, and may they ---------------------------------------------
+    async def _user(self, context, claimed: str = "") -> User:
+        try:
+            return self.users.authenticate(context.invocation_metadata(), claimed)
+        except AccessError as e:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
+
+    async def _allowed(self, context, check, *args):
+        """Run a Guard check; an AccessError aborts the RPC with its reason."""
+        try:
+            return check(*args)
+        except AccessError as e:
+            code = grpc.StatusCode.RESOURCE_EXHAUSTED if e.code == "quota" else grpc.StatusCode.PERMISSION_DENIED
+            await context.abort(code, str(e))
+
+    async def _peer_token(self, context) -> None:
+        """Announces must carry a PEER capability when a key is configured."""
+        if self.key is None:
+            return
+        token = dict(context.invocation_metadata() or ()).get("x-st-capability", "")
+        try:
+            cap = capability.verify(self.key, bytes.fromhex(token))
+            if not cap.allows(capability.PEER):
+                raise capability.CapabilityError("the capability does not allow PEER")
+        except (ValueError, capability.CapabilityError) as e:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                f"announce refused: {e}; peers announce with a PEER capability signed "
+                                "with the tracker's key (st-peer --key-file)")
 
     # -- helpers -------------------------------------------------------------
     async def _name(self, context, name: str) -> str:
@@ -89,28 +122,45 @@ class TrackerService(pb_grpc.TrackerServicer):
             n, b = r.stats()
         finally:
             r.close()
+        o = owner_of_meta(meta)
         return pb.FileInfo(file_id=int(meta["file_id"]), name=name, replication=meta["replication"],
                            copies=int(meta["copies"]), infofile_path=str(path.resolve()),
                            peers=peers, generation=int(meta["generation"]),
-                           blocksize=int(meta["blocksize"]), records=n, bytes=b)
+                           blocksize=int(meta["blocksize"]), records=n, bytes=b,
+                           owner=o.owner, group=o.group, mode=o.mode)
 
-    def _grant(self, info: pb.FileInfo, user: str, ops: int) -> pb.FileInfo:
-        """Attach a capability for ``ops`` on the file (docs/capabilities.md)."""
+    def _grant(self, info: pb.FileInfo, user: User, name: str) -> pb.FileInfo:
+        """Attach a capability for what ``user`` may do on the file
+        (docs/capabilities.md): READ if they may read it; WRITE and DELETE if
+        they may write it and its owner is within quota (else
+        ``write_denied`` says why)."""
+        o = Owner(info.owner, info.group, info.mode)
+        ops = capability.READ if may(user, o, R) else 0
+        info.write_denied = self.guard.write_denied(user, name, o)
+        if not info.write_denied:
+            ops |= capability.WRITE | capability.DELETE
         if self.key is not None and ops:
             now = time.time()
-            info.capability = capability.mint(self.key, ops, info.file_id, self.capability_ttl_s, user, now)
+            info.capability = capability.mint(self.key, ops, info.file_id, self.capability_ttl_s, user.name, now)
             info.capability_expires = int(now + self.capability_ttl_s)
-            info.capability_ops = ops
+        info.capability_ops = ops
         return info
 
     # -- RPCs ----------------------------------------------------------------
     async def Create(self, request, context):
+        user = await self._user(context, request.user)
         name = await self._name(context, request.name)
         replication = request.replication or "x2"
         try:
             f = class_copies(replication)
         except BadNameError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        mode = request.mode or DEFAULT_FILE_MODE
+        if mode > 0o777:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"mode {mode:o} is not 0 to 0777")
+        new_dirs = await self._allowed(context, self.guard.check_create, user, name)
+        await self._allowed(context, self.guard.check_quota, user.name, request.est_size * f,
+                            f"creating {name} (est. {request.est_size:,} bytes x{f})")
         if self.quota_bytes is not None and request.est_size * f > self.quota_bytes:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                 f"estimated size {request.est_size} x{f} exceeds the quota of "
@@ -127,7 +177,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         blocksize = request.blocksize or DEFAULT_BLOCKSIZE
         meta = {"file_id": file_id, "name": name, "replication": replication, "copies": f,
                 "blocksize": blocksize, "est_size": request.est_size, "created_at": time.time(),
-                "owner": request.user or ""}
+                "owner": user.name, "group": user.group, "mode": f"{mode:04o}"}
         try:
             create_infofile(path, meta, [(i, p.peer_id, p.addr) for i, p in enumerate(chosen)])
         except FileExistsError:
@@ -135,25 +185,29 @@ class TrackerService(pb_grpc.TrackerServicer):
         except NotADirectoryError:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"a parent of {name} is a file, not a directory")
-        self.state.add_file(name, file_id, request.user)
-        log.info("created %s id=%x class=%s peers=%d", name, file_id, replication, len(chosen))
-        return self._grant(self._file_info(name), request.user, FILE_OPS)
+        self.guard.made_dirs(user, new_dirs)
+        self.state.add_file(name, file_id, user.name)
+        log.info("created %s id=%x class=%s peers=%d owner=%s", name, file_id, replication, len(chosen), user.name)
+        return self._grant(self._file_info(name), user, name)
 
     async def Open(self, request, context):
+        user = await self._user(context, request.user)
         name = await self._name(context, request.name)
+        await self._allowed(context, self.guard.check_search, user, name)
         info = self._file_info(name)
         if info is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}")
-        return self._grant(info, request.user, FILE_OPS)
+        o = Owner(info.owner, info.group, info.mode)
+        if not (may(user, o, R) or may(user, o, W)):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"user {user.name} may not open {name} ({mode_text(o.mode)} {o.owner}:{o.group})")
+        return self._grant(info, user, name)
 
     async def Commit(self, request, context):
+        user = await self._user(context, request.user)
         name = await self._name(context, request.name)
-        c = self._committer(name)
-        if c is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
-        if c.meta.file_id != request.file_id:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"file {name} was deleted and created again since it was opened; reopen it")
+        c = await self._open_committer(context, name, request.file_id)
+        o = await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "write")
         f = c.meta.copies
         batch = []
         for r in request.records:
@@ -162,17 +216,21 @@ class TrackerService(pb_grpc.TrackerServicer):
                                     f"record {r.name!r}: needs {f} copies on distinct peers of the peerlist, "
                                     f"got peer indexes {list(r.peer_idx)}")
             batch.append((r.name, r.size, r.crc32c, list(r.peer_idx)))
+        add = sum(r[1] for r in batch) * f
         if self.quota_bytes is not None:
             _, used = await c.run(c.writer.stats)
-            add = sum(r[1] for r in batch) * f
             if used * f + add > self.quota_bytes:
                 await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                     f"commit of {add} bytes would exceed the quota of {self.quota_bytes} bytes")
+        await self._allowed(context, self.guard.check_quota, o.owner, add, f"a commit to {name}")
         gen, n, conflicts = await c.commit(batch)
+        if n:  # exact when every record of the batch is new (retries and conflicts are rare)
+            self.guard.charge(o.owner, add * n // len(batch))
         return pb.CommitReply(generation=gen, committed=n,
                               conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
 
     async def Delete(self, request, context):
+        user = await self._user(context, request.user)
         name = await self._name(context, request.name)
         c = self._committer(name)
         if c is None:
@@ -180,21 +238,31 @@ class TrackerService(pb_grpc.TrackerServicer):
         if request.file_id and c.meta.file_id != request.file_id:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"file {name} was deleted and created again since it was opened; reopen it")
-        if request.whole_file:
-            n, _ = await c.run(c.writer.stats)
+        meta = c.writer_meta()
+        o = owner_of_meta(meta)
+        if request.whole_file:  # as in UNIX: write permission on the directory
+            parent = name.rsplit("/", 1)[0] or "/"
+            await self._allowed(context, self.guard.check_dir, user, parent, W, "delete entries in directory")
+            n, b = await c.run(c.writer.stats)
             self._drop_committer(name)
             os.unlink(namespace.infofile_path(self.root, name))
             self.state.remove_file(name)
-            log.info("deleted file %s (%d records)", name, n)
+            self.guard.charge(o.owner, -b * c.meta.copies)
+            log.info("deleted file %s (%d records) for %s", name, n, user.name)
             return pb.DeleteReply(deleted=n)
-        gen, n = await c.run(c.writer.delete_records, list(request.records))
+        await self._allowed(context, self.guard.check_file, user, name, meta, W, "delete records of")
+        gen, n, b = await c.run(c.writer.delete_records, list(request.records))
+        self.guard.charge(o.owner, -b * c.meta.copies)
         return pb.DeleteReply(deleted=n, generation=gen)
 
     async def List(self, request, context):
+        user = await self._user(context)
         path = request.path or "/"
         if path.strip("/"):
             path = await self._name(context, path)
         d = namespace.dir_path(self.root, path)
+        if d.is_dir():
+            await self._allowed(context, self.guard.check_dir, user, path, R, "list directory")
         if d.is_file():
             entries = [d]
         elif d.is_dir():
@@ -205,7 +273,8 @@ class TrackerService(pb_grpc.TrackerServicer):
         for e in entries:
             full = "/" + str(e.relative_to(self.root))
             if e.is_dir():
-                out.append(pb.ListEntry(name=full, is_dir=True))
+                o = self.guard.dir_owner(full)
+                out.append(pb.ListEntry(name=full, is_dir=True, owner=o.owner, group=o.group, mode=o.mode))
                 continue
             try:
                 r = InfofileReader(e)
@@ -215,11 +284,13 @@ class TrackerService(pb_grpc.TrackerServicer):
             except Exception:  # not an infofile: show it, say nothing more
                 out.append(pb.ListEntry(name=full))
                 continue
+            o = owner_of_meta(meta)
             out.append(pb.ListEntry(name=full, file_id=int(meta["file_id"]), replication=meta["replication"],
-                                    records=n, bytes=b))
+                                    records=n, bytes=b, owner=o.owner, group=o.group, mode=o.mode))
         return pb.ListReply(entries=out)
 
     async def Announce(self, request, context):
+        await self._peer_token(context)
         if not request.peer_id or not request.addr:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "announce needs peer_id and addr")
         self.registry.announce(request.peer_id, request.addr, request.capacity_bytes,
@@ -227,6 +298,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         return pb.AnnounceReply(interval_s=self.registry.interval_s)
 
     async def ReportFailure(self, request, context):
+        await self._user(context)
         if self.registry.report_failed(request.addr):
             log.warning("client reports peer %s failed: %s", request.addr, request.reason)
         return pb.ReportFailureReply()
@@ -241,16 +313,20 @@ class TrackerService(pb_grpc.TrackerServicer):
         return c
 
     async def ExtendPeerlist(self, request, context):
+        user = await self._user(context, request.user)
         name = await self._name(context, request.name)
         c = await self._open_committer(context, name, request.file_id)
+        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "rebalance")
         rows = await c.add_peers([(p.peer_id, p.addr) for p in self.registry.live()])
         for idx, pid, addr in rows:
             log.info("peerlist of %s: added peer %d %s (%s)", name, idx, addr, pid)
         return self._file_info(name)
 
     async def MoveCopies(self, request, context):
+        user = await self._user(context, request.user)
         name = await self._name(context, request.name)
         c = await self._open_committer(context, name, request.file_id)
+        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "rebalance")
         moves = [(m.name, m.copy_rank, m.from_peer_idx, m.to_peer_idx) for m in request.moves]
         gen, moved, conflicts = await c.move_copies(moves)
         log.info("rebalance of %s: %d copies moved, %d conflicts, generation %d",
@@ -258,7 +334,42 @@ class TrackerService(pb_grpc.TrackerServicer):
         return pb.MoveCopiesReply(generation=gen, moved=moved,
                                   conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
 
+    async def SetMode(self, request, context):
+        """chmod / chgrp / chown: the owner may change mode and group (to one
+        of their groups), only an admin the owner."""
+        user = await self._user(context, request.user)
+        name = await self._name(context, request.name)
+        if request.mode > 0o777:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"mode {request.mode:o} is not 0 to 0777")
+        is_dir = namespace.dir_path(self.root, name).is_dir()
+        c = None if is_dir else self._committer(name)
+        if not is_dir and c is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no such file or directory {name}")
+        await self._allowed(context, self.guard.check_search, user, name)
+        o = self.guard.dir_owner(name) if is_dir else owner_of_meta(c.writer_meta())
+        if not user.admin and user.name != o.owner:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"only the owner ({o.owner}) or an admin may change {name}")
+        if request.owner and request.owner != o.owner and not user.admin:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "only an admin may change the owner")
+        if request.group and not user.admin and request.group not in user.groups + (user.name,):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"{user.name} is not in group {request.group}")
+        new = Owner(request.owner or o.owner, request.group or o.group, request.mode or o.mode)
+        if is_dir:
+            self.state.set_dir_owner(name, new.owner, new.group, new.mode)
+        else:
+            await c.set_meta({"owner": new.owner, "group": new.group, "mode": f"{new.mode:04o}"})
+            if new.owner != o.owner:  # the stored bytes move to the new owner's account
+                _, b = await c.run(c.writer.stats)
+                self.guard.charge(o.owner, -b * c.meta.copies)
+                self.guard.charge(new.owner, b * c.meta.copies)
+                self.state.add_file(name, c.meta.file_id, new.owner)
+        log.info("%s set %s to %s %s:%s", user.name, name, mode_text(new.mode), new.owner, new.group)
+        return pb.SetModeReply(owner=new.owner, group=new.group, mode=new.mode)
+
     async def Status(self, request, context):
+        # open to everyone: peers, liveness and space, no file names
         peers = [self._peer_msg(0, p.peer_id, p.addr) for p in
                  sorted(self.registry.peers.values(), key=lambda p: p.addr)]
         alive = [p for p in peers if p.alive]

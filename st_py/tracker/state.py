@@ -1,8 +1,9 @@
 """The tracker's own SQLite state (``<state-dir>/tracker.db``).
 
 Record metadata lives in the infofiles; this database keeps what the tracker
-needs across restarts besides them: the files it created (for status) and the
-peers it has seen (paper 5: all hard state in SQLite).
+needs across restarts besides them: the files it created and their owners,
+the owner and mode of namespace directories, and the peers it has seen
+(paper 5: all hard state in SQLite).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ CREATE TABLE IF NOT EXISTS files(
 );
 CREATE TABLE IF NOT EXISTS peers(
   peer_id TEXT PRIMARY KEY, addr TEXT NOT NULL, seen_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dirs(
+  path TEXT PRIMARY KEY, owner TEXT NOT NULL, grp TEXT NOT NULL, mode INTEGER NOT NULL
 );
 """
 
@@ -38,6 +42,17 @@ class TrackerState:
 
     def file_count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM files").fetchone()[0])
+
+    def files(self) -> list[tuple[str, str]]:
+        """(name, owner) of every file."""
+        return list(self.conn.execute("SELECT name, coalesce(owner, '') FROM files"))
+
+    def dir_owner(self, path: str) -> tuple[str, str, int] | None:
+        """(owner, group, mode) of a namespace directory, if recorded."""
+        return self.conn.execute("SELECT owner, grp, mode FROM dirs WHERE path = ?", (path,)).fetchone()
+
+    def set_dir_owner(self, path: str, owner: str, group: str, mode: int) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)", (path, owner, group, mode))
 
     def known_peers(self) -> list[tuple[str, str]]:
         return list(self.conn.execute("SELECT peer_id, addr FROM peers"))

@@ -1,0 +1,124 @@
+"""The tracker's permission and quota checks over the namespace
+(docs/security.md). :mod:`.access` says who the user is and what mode bits
+mean; this module knows where owners and modes are kept (directories in the
+tracker's state, files in their infofile's meta) and what each user stores.
+"""
+
+from __future__ import annotations
+
+from .. import namespace
+from ..infofile import InfofileReader
+from .access import (DEFAULT_DIR_MODE, ROOT_MODE, W, X, AccessError, Owner, User, Users, may,
+                     mode_text)
+from .state import TrackerState
+
+
+def _ancestors(name: str) -> list[str]:
+    """"/a/b/c" -> ["/", "/a", "/a/b"]."""
+    parts = name.strip("/").split("/")
+    return ["/"] + ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def owner_of_meta(meta: dict) -> Owner:
+    mode = meta.get("mode")
+    return Owner(meta.get("owner") or "", meta.get("group") or "",
+                 int(mode, 8) if isinstance(mode, str) and mode else 0o644)
+
+
+class Guard:
+    def __init__(self, root, state: TrackerState, users: Users):
+        self.root = root
+        self.state = state
+        self.users = users
+        self.usage: dict[str, int] = {}  # user -> stored bytes (all copies) of the files they own
+        for name, owner in state.files():
+            try:
+                r = InfofileReader(namespace.infofile_path(root, name))
+            except (FileNotFoundError, OSError):
+                continue
+            try:
+                _, b = r.stats()
+                self.usage[owner] = self.usage.get(owner, 0) + b * int(r.meta().get("copies", 1))
+            finally:
+                r.close()
+
+    # -- ownership ------------------------------------------------------------
+    def dir_owner(self, path: str) -> Owner:
+        row = self.state.dir_owner(path)
+        if row is not None:
+            return Owner(row[0], row[1], int(row[2]))
+        if path == "/":
+            return Owner("root", "root", ROOT_MODE)
+        return Owner("", "", DEFAULT_DIR_MODE)  # made before modes were kept
+
+    @staticmethod
+    def _deny(user: User, what: str, name: str, o: Owner) -> AccessError:
+        return AccessError("denied", f"user {user.name} may not {what} {name} "
+                                     f"({mode_text(o.mode)} {o.owner or '?'}:{o.group or '?'})")
+
+    def check_search(self, user: User, name: str) -> None:
+        """x on every existing ancestor directory of ``name``."""
+        for d in _ancestors(name):
+            if d != "/" and not namespace.dir_path(self.root, d).is_dir():
+                break
+            o = self.dir_owner(d)
+            if not may(user, o, X):
+                raise self._deny(user, "search directory", d, o)
+
+    def check_create(self, user: User, name: str) -> list[str]:
+        """Search on the ancestors and write on the deepest existing one, where
+        the new entries go. Returns the directories to create."""
+        self.check_search(user, name)
+        missing, deepest = [], "/"
+        for d in _ancestors(name):
+            if d == "/" or namespace.dir_path(self.root, d).is_dir():
+                deepest = d
+            else:
+                missing.append(d)
+        o = self.dir_owner(deepest)
+        if not may(user, o, W):
+            raise self._deny(user, "create entries in directory", deepest, o)
+        return missing
+
+    def check_file(self, user: User, name: str, meta: dict, want: int, what: str) -> Owner:
+        self.check_search(user, name)
+        o = owner_of_meta(meta)
+        if not may(user, o, want):
+            raise self._deny(user, what, name, o)
+        return o
+
+    def check_dir(self, user: User, path: str, want: int, what: str) -> None:
+        self.check_search(user, path.rstrip("/") + "/x" if path != "/" else "/x")
+        o = self.dir_owner(path)
+        if not may(user, o, want):
+            raise self._deny(user, what, path, o)
+
+    def made_dirs(self, user: User, dirs: list[str]) -> None:
+        for d in dirs:
+            self.state.set_dir_owner(d, user.name, user.group, DEFAULT_DIR_MODE)
+
+    # -- quota ----------------------------------------------------------------
+    def quota_of(self, owner: str) -> int | None:
+        return self.users.quota_for(owner)
+
+    def check_quota(self, owner: str, add_bytes: int, doing: str) -> None:
+        """Raise AccessError("quota") if ``owner`` storing ``add_bytes`` more
+        would exceed their quota."""
+        quota = self.quota_of(owner)
+        used = self.usage.get(owner, 0)
+        if quota is not None and used + add_bytes > quota:
+            raise AccessError("quota", f"{doing} needs {add_bytes:,} bytes but {owner} has used {used:,} of a "
+                                       f"{quota:,}-byte quota; delete files or ask an admin for more")
+
+    def write_denied(self, user: User, name: str, o: Owner) -> str:
+        """Why ``user`` gets no WRITE capability on file ``name``, or ''."""
+        if not may(user, o, W):
+            return str(self._deny(user, "write", name, o))
+        quota, used = self.quota_of(o.owner), self.usage.get(o.owner, 0)
+        if quota is not None and used >= quota:
+            return (f"{o.owner} has used {used:,} of a {quota:,}-byte quota: no more writes to {name}; "
+                    "delete files or ask an admin for more")
+        return ""
+
+    def charge(self, owner: str, delta: int) -> None:
+        self.usage[owner] = max(0, self.usage.get(owner, 0) + delta)
