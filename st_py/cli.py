@@ -40,6 +40,10 @@ def _tracker(tracker: str | None, data: str) -> str:
         return os.environ["STORETORRENT_TRACKER"]
     info = read_cluster_file(data)
     if info:
+        for var, path in zip(("STORETORRENT_TLS_CA", "STORETORRENT_TLS_CERT", "STORETORRENT_TLS_KEY"),
+                             info.get("tls") or ()):
+            if path:
+                os.environ.setdefault(var, path)
         return info["tracker"]
     raise click.UsageError("no tracker: pass --tracker HOST:PORT, set STORETORRENT_TRACKER, "
                            f"or start a local cluster with `storetorrent up --data {data}`")
@@ -59,11 +63,18 @@ def cli() -> None:
 @click.option("--data", default=DATA_DEFAULT, show_default=True, type=click.Path(file_okay=False))
 @click.option("--peers", default=4, show_default=True, help="number of peers")
 @click.option("--announce-interval", default=1.0, show_default=True, help="seconds between announces")
-def up(data: str, peers: int, announce_interval: float) -> None:
-    """Run a local cluster (tracker and PEERS peers under DATA) until Ctrl-C."""
+@click.option("--tls", is_flag=True, help="serve the tracker over TLS with a local CA made in DATA/tls")
+@click.option("--mtls", is_flag=True, help="mutual TLS: clients need a certificate of the local CA")
+@click.option("--users", "users_file", type=click.Path(dir_okay=False), default=None,
+              help="users file (API keys, groups, quotas); see `storetorrent user add`")
+def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, users_file) -> None:
+    """Run a local cluster (tracker and PEERS peers under DATA) until Ctrl-C.
+
+    Capabilities are always on (a key is made in DATA/secret.key)."""
     from .cluster import LocalCluster
 
-    cluster = LocalCluster(Path(data), n_peers=peers, announce_interval=announce_interval, die_with_parent=True)
+    cluster = LocalCluster(Path(data), n_peers=peers, announce_interval=announce_interval, die_with_parent=True,
+                           tls=tls, mutual_tls=mtls, users_file=Path(users_file).resolve() if users_file else None)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -74,6 +85,11 @@ def up(data: str, peers: int, announce_interval: float) -> None:
             console.print(f"peer-{i}   {a}")
         console.print(f"namespace {cluster.namespace}\nlogs      {cluster.data_dir / 'logs'}")
         console.print(f"export STORETORRENT_TRACKER={cluster.tracker_addr}   # Ctrl-C stops the cluster")
+        ca, cert, key = cluster.client_tls
+        if ca:
+            console.print(f"export STORETORRENT_TLS_CA={ca}")
+        if cert:
+            console.print(f"export STORETORRENT_TLS_CERT={cert} STORETORRENT_TLS_KEY={key}")
         while not stop.wait(0.5):
             dead = [d.name for d in [cluster.tracker, *cluster.peers] if d is not None and not d.alive()]
             if dead:

@@ -49,11 +49,15 @@ class Client:
     api_key : str, optional
         The user's API key for a tracker with a users file (default:
         ``$STORETORRENT_API_KEY``; docs/security.md).
+    tls : (CA, client certificate, client key), optional
+        Paths for a tracker served over TLS (default: ``$STORETORRENT_TLS_CA``,
+        ``$STORETORRENT_TLS_CERT``, ``$STORETORRENT_TLS_KEY``).
     """
 
     def __init__(self, tracker: str | None = None, depth: int = DEFAULT_DEPTH,
-                 group_size: int = DEFAULT_GROUP, timeout: float = 30.0, api_key: str | None = None):
-        self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key)
+                 group_size: int = DEFAULT_GROUP, timeout: float = 30.0, api_key: str | None = None,
+                 tls: tuple[str | None, str | None, str | None] = (None, None, None)):
+        self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key, tls=tls)
         self.depth, self.group_size, self.timeout = depth, group_size, timeout
 
     def create(self, name: str, replication: str = "x2", est_size: int = 0,

@@ -56,6 +56,15 @@ def find_peer_binary() -> str:
                             "st_core with CMake) or set ST_PEER_BIN to the binary")
 
 
+def _user_name() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "user"
+
+
 def _die_with_parent(argv: list[str]) -> list[str]:
     """Prefix ``argv`` so the child gets SIGKILL when its parent dies
     (``setpriv --pdeathsig``, util-linux). No ``preexec_fn``: that can
@@ -162,6 +171,8 @@ class LocalCluster:
     auth: bool = True
     capability_ttl: float = 3600.0
     users_file: Path | None = None  # API keys, groups, quotas (docs/security.md)
+    tls: bool = False  # the tracker serves gRPC over TLS with a local CA in data_dir/tls
+    mutual_tls: bool = False  # ... and requires client certificates
     tracker_args: list[str] = field(default_factory=list)
     tracker: Daemon | None = None
     peers: list[Daemon | None] = field(default_factory=list)
@@ -184,6 +195,20 @@ class LocalCluster:
         return [p.addr for p in self.peers if p is not None]
 
     @property
+    def tls_dir(self) -> Path:
+        return self.data_dir / "tls"
+
+    @property
+    def client_tls(self) -> tuple[str | None, str | None, str | None]:
+        """(CA, client cert, client key) for clients of this cluster."""
+        if not (self.tls or self.mutual_tls):
+            return (None, None, None)
+        d, u = self.tls_dir, _user_name()
+        if self.mutual_tls:
+            return (str(d / "ca.pem"), str(d / f"{u}.pem"), str(d / f"{u}.key"))
+        return (str(d / "ca.pem"), None, None)
+
+    @property
     def key_file(self) -> Path:
         return self.data_dir / "secret.key"
 
@@ -198,6 +223,10 @@ class LocalCluster:
             from .capability import new_key_file
 
             new_key_file(self.key_file)
+        if (self.tls or self.mutual_tls) and not (self.tls_dir / "ca.pem").exists():
+            from .tls import make_local_ca
+
+            make_local_ca(self.tls_dir, ["127.0.0.1", "localhost"], [_user_name(), "peer"])
         self.start_tracker()
         for i in range(self.n_peers):
             self.start_peer(i)
@@ -214,6 +243,10 @@ class LocalCluster:
             argv += ["--key-file", str(self.key_file), "--capability-ttl", str(self.capability_ttl)]
         if self.users_file:
             argv += ["--users", str(self.users_file)]
+        if self.tls or self.mutual_tls:
+            argv += ["--tls-cert", str(self.tls_dir / "tracker.pem"), "--tls-key", str(self.tls_dir / "tracker.key")]
+            if self.mutual_tls:
+                argv += ["--tls-client-ca", str(self.tls_dir / "ca.pem")]
         argv += self.tracker_args
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent),
@@ -229,11 +262,19 @@ class LocalCluster:
         argv = [find_peer_binary(), "--data", str(self.data_dir / "peers" / f"peer-{i}"),
                 "--port", str(port), "--namespace", str(self.namespace),
                 "--tracker", self.tracker_addr, "--announce-interval", str(self.announce_interval),
-                *(["--key-file", str(self.key_file)] if self.auth else []), *self.peer_args]
+                *(["--key-file", str(self.key_file)] if self.auth else []), *self._peer_tls_args(), *self.peer_args]
         d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log",
                    die_with_parent=self.die_with_parent)
         self.peers[i] = d
         return d
+
+    def _peer_tls_args(self) -> list[str]:
+        if not (self.tls or self.mutual_tls):
+            return []
+        args = ["--tracker-ca", str(self.tls_dir / "ca.pem")]
+        if self.mutual_tls:
+            args += ["--tracker-cert", str(self.tls_dir / "peer.pem"), "--tracker-key", str(self.tls_dir / "peer.key")]
+        return args
 
     def kill_peer(self, i: int) -> str:
         """SIGKILL peer ``i``; returns its address."""
@@ -250,11 +291,12 @@ class LocalCluster:
     def client(self, **kwargs):
         from .client import Client
 
+        kwargs.setdefault("tls", self.client_tls)
         return Client(self.tracker_addr, **kwargs)
 
     def wait_for_peers(self, n: int, timeout: float = 30.0) -> None:
         """Wait until the tracker counts ``n`` live peers."""
-        t = TrackerClient(self.tracker_addr, timeout=5)
+        t = TrackerClient(self.tracker_addr, timeout=5, tls=self.client_tls)
         deadline = time.monotonic() + timeout
         alive = 0
         try:
@@ -273,7 +315,7 @@ class LocalCluster:
 
     def _write_cluster_file(self) -> None:
         info = {"tracker": self.tracker_addr, "peers": self.peer_addrs, "namespace": str(self.namespace),
-                "pid": os.getpid()}
+                "pid": os.getpid(), "tls": list(self.client_tls)}
         (self.data_dir / CLUSTER_FILE).write_text(json.dumps(info, indent=1))
 
     def stop(self) -> None:

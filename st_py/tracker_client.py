@@ -9,6 +9,7 @@ import os
 import grpc
 
 from ._proto import tracker_pb2 as pb
+from . import tls as tlsmod
 from ._proto import tracker_pb2_grpc as pb_grpc
 from .namespace import normalize
 from .errors import (BadNameError, NotAuthenticatedError, NotEnoughPeersError, PermissionDeniedError,
@@ -26,17 +27,18 @@ def _user() -> str:
 
 
 class TrackerClient:
-    """A connection to the tracker at ``address`` (``host:port``)."""
+    """A connection to the tracker at ``address`` (``host:port``); over TLS
+    when ``tls`` = (CA, client cert, client key) or ``$STORETORRENT_TLS_CA``
+    gives a CA (st_py.tls)."""
 
-    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None):
+    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None,
+                 tls: tuple[str | None, str | None, str | None] = (None, None, None)):
         self.address = address
         self.timeout = timeout
         self.user = _user()
         api_key = api_key or os.environ.get("STORETORRENT_API_KEY", "")
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
-        self._channel = grpc.insecure_channel(
-            address, options=[("grpc.max_receive_message_length", 256 * 1024 * 1024),
-                              ("grpc.max_send_message_length", 256 * 1024 * 1024)])
+        self._channel = tlsmod.channel(address, *tls)  # TLS with a CA (argument or $STORETORRENT_TLS_CA)
         self._stub = pb_grpc.TrackerStub(self._channel)
 
     def map_error(self, e: grpc.RpcError, method: str) -> Exception:

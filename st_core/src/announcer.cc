@@ -39,9 +39,17 @@ void Announcer::Run() {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(100, max_backoff_ms));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(100, max_backoff_ms));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff_ms);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!options_.ca_pem.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options_.ca_pem;
+    ssl.pem_cert_chain = options_.cert_pem;
+    ssl.pem_private_key = options_.key_pem;
+    creds = grpc::SslCredentials(ssl);
+  }
   auto connect = [&] {
     return storetorrent::v1::Tracker::NewStub(
-        grpc::CreateCustomChannel(options_.tracker, grpc::InsecureChannelCredentials(), args));
+        grpc::CreateCustomChannel(options_.tracker, creds, args));
   };
   auto stub = connect();
   bool failing = false;

@@ -27,6 +27,9 @@ struct AnnouncerOptions {
   // With a key, each announce carries a PEER capability (gRPC metadata
   // x-st-capability, hex) so the tracker knows it comes from a peer.
   std::string capability_key;
+  // PEM contents: with ca_pem, announces go over TLS; with cert and key too,
+  // the peer shows a client certificate (mutual TLS).
+  std::string ca_pem, cert_pem, key_pem;
 };
 
 class Announcer {

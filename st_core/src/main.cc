@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
+#include <utility>
 
 #include "announcer.h"
 #include "capability.h"
@@ -190,6 +193,19 @@ int main(int argc, char** argv) {
     ao.addr = server->advertise();
     ao.interval_s = opt.announce_interval_s;
     ao.capability_key = capability_key;
+    for (auto [path, out] : {std::pair{&opt.tracker_ca, &ao.ca_pem}, {&opt.tracker_cert, &ao.cert_pem},
+                             {&opt.tracker_key, &ao.key_pem}}) {
+      if (path->empty()) continue;
+      std::ifstream in(*path, std::ios::binary);
+      std::ostringstream text;
+      text << in.rdbuf();
+      if (!in || text.str().empty()) return Fail("cannot read " + *path + " (PEM for the tracker's TLS)");
+      *out = text.str();
+    }
+    if (!ao.ca_pem.empty()) {
+      ST_LOG_INFO("announcing to %s over TLS%s", opt.tracker.c_str(),
+                  ao.cert_pem.empty() ? "" : " with a client certificate");
+    }
     announcer = std::make_unique<st::Announcer>(ao, store.get());
     announcer->Start();
   }

@@ -67,6 +67,9 @@ protocol of docs/wire-protocol.md.
   --namespace DIR             namespace root holding the infofiles (needed for
                               GET_LOCAL)
   --tracker HOST:PORT         tracker gRPC address; without it, no announces
+  --tracker-ca PATH           announce over TLS, trusting this CA certificate (PEM)
+  --tracker-cert PATH         with --tracker-key: a client certificate (PEM) for a
+  --tracker-key PATH          tracker that requires mutual TLS
   --announce-interval SECONDS seconds between announces (default 2)
   --max-frame BYTES           largest frame accepted (default 67112960)
   --get-local-cache SECONDS   how long a GET_LOCAL result is kept for late
@@ -154,6 +157,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
         "--announce-interval", "--max-frame", "--get-local-cache", "--ring-timeout-base",
         "--ring-timeout-per-peer", "--scrub-interval", "--scrub-age", "--capacity", "--reserve",
         "--idle-timeout", "--keepalive-timeout", "--max-connections", "--key-file", "--ops",
+        "--tracker-ca", "--tracker-cert", "--tracker-key",
         "--file-id", "--ttl", "--user"};
     bool known = false;
     for (const char* k : kValued) known = known || flag == k;
@@ -206,6 +210,10 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
     } else if (flag == "--key-file") {
       if (value.empty()) return bad("a file name");
       out->key_file = value;
+    } else if (flag == "--tracker-ca" || flag == "--tracker-cert" || flag == "--tracker-key") {
+      if (value.empty()) return bad("a file name");
+      (flag == "--tracker-ca" ? out->tracker_ca
+                              : flag == "--tracker-cert" ? out->tracker_cert : out->tracker_key) = value;
     } else if (flag == "--ops") {
       if (!ParseOps(value, &out->mint_ops)) {
         return bad("1..31, the sum of 1 READ, 2 WRITE, 4 DELETE, 8 PEER, 16 ADMIN, or names "
@@ -279,6 +287,12 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
     return Status::InvalidArgument(mint_flags.front() + " is only for --mint-token");
   }
   if (!have_data) return Status::InvalidArgument("--data DIR is required");
+  if (out->tracker_cert.empty() != out->tracker_key.empty()) {
+    return Status::InvalidArgument("--tracker-cert and --tracker-key go together");
+  }
+  if (!out->tracker_cert.empty() && out->tracker_ca.empty()) {
+    return Status::InvalidArgument("--tracker-cert needs --tracker-ca (mutual TLS is TLS)");
+  }
   return Status::OK();
 }
 

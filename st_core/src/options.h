@@ -17,6 +17,9 @@ struct Options {
   std::string advertise;       // empty: "<host>:<port>" as listened
   std::string namespace_dir;   // empty: no GET_LOCAL
   std::string tracker;         // empty: no announces
+  std::string tracker_ca;      // PEM CA certificate: announce over TLS (docs/security.md)
+  std::string tracker_cert;    // PEM client certificate and key, for a mutual-TLS tracker
+  std::string tracker_key;
   double announce_interval_s = 2;
   uint32_t max_frame = kDefaultMaxFrame;
   double get_local_cache_s = 60;

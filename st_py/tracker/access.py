@@ -134,17 +134,26 @@ class Users:
             return u.quota_bytes if u is not None else self.default_quota
         return self.default_quota
 
-    def authenticate(self, metadata, claimed: str) -> User:
-        """The user making a request, from its gRPC ``metadata``.
+    def authenticate(self, metadata, claimed: str, cert_names: list[str] = ()) -> User:
+        """The user making a request: from a client certificate's common name
+        (mutual TLS, ``cert_names``), else from its API key (gRPC
+        ``metadata``), else, in development mode, the ``claimed`` name.
 
         Raises
         ------
         AccessError("unauthenticated")
-            No or an unknown API key while a users file is in force.
+            No or an unknown API key (or certificate user) while a users file
+            is in force.
         """
         if not self.enabled:
-            return User(claimed or "anonymous", quota_bytes=self.default_quota)
+            name = cert_names[0] if cert_names else (claimed or "anonymous")
+            return User(name, quota_bytes=self.default_quota)
         self._reload()
+        if cert_names:
+            u = self._by_name.get(cert_names[0])
+            if u is None:
+                raise AccessError("unauthenticated", f"certificate user {cert_names[0]} is not in the users file")
+            return u
         key = ""
         for k, v in metadata or ():
             if k == "authorization" and v.startswith("Bearer "):

@@ -14,6 +14,7 @@ import grpc
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..capability import CapabilityError, load_key
 from ..infofile import recover
+from ..tls import server_credentials
 from .access import AccessError, Users
 from .peers import PeerRegistry
 from .service import TrackerService
@@ -25,7 +26,8 @@ log = logging.getLogger("st.tracker")
 async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int = 0,
                 announce_interval: float = 2.0, misses: int = 3,
                 quota_bytes: int | None = None, key: bytes | None = None,
-                capability_ttl_s: float = 3600.0, users: Users | None = None) -> None:
+                capability_ttl_s: float = 3600.0, users: Users | None = None,
+                tls: tuple[str, str, str | None] | None = None) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
     Prints ``listening on HOST:PORT`` on stdout once it accepts RPCs (port 0
@@ -39,6 +41,7 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
     state = TrackerState(state_dir)
     registry = PeerRegistry(state, announce_interval, misses)
     service = TrackerService(root.resolve(), state, registry, quota_bytes, key, capability_ttl_s, users)
+    service.mutual_tls = bool(tls and tls[2])
     if key is None:
         log.warning("no --key-file: files are opened without capabilities; peers started without "
                     "--key-file do not check them (development mode, docs/capabilities.md)")
@@ -46,7 +49,10 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
                                       ("grpc.max_send_message_length", 256 * 1024 * 1024),
                                       ("grpc.so_reuseport", 0)])
     pb_grpc.add_TrackerServicer_to_server(service, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    if tls:  # (cert, key, client CA or None): docs/security.md
+        bound = server.add_secure_port(f"{host}:{port}", server_credentials(*tls))
+    else:
+        bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise SystemExit(f"tracker: cannot listen on {host}:{port}")
     await server.start()
@@ -76,6 +82,10 @@ def main(argv: list[str] | None = None) -> None:
                                                "without it the tracker trusts the user name clients claim")
     ap.add_argument("--user-quota-bytes", type=int, default=None,
                     help="default per-user quota of stored bytes (all copies)")
+    ap.add_argument("--tls-cert", help="serve gRPC over TLS with this certificate (PEM)")
+    ap.add_argument("--tls-key", help="the certificate's private key (PEM)")
+    ap.add_argument("--tls-client-ca", help="mutual TLS: clients need a certificate signed by this CA; "
+                                            "its common name is the user name")
     ap.add_argument("--log-level", default="INFO")
     a = ap.parse_args(argv)
     logging.basicConfig(level=a.log_level, stream=sys.stderr,
@@ -93,5 +103,8 @@ def main(argv: list[str] | None = None) -> None:
             pass
         except (OSError, ValueError) as e:
             raise SystemExit(f"tracker: cannot use --users {a.users}: {e}")
+    if bool(a.tls_cert) != bool(a.tls_key):
+        raise SystemExit("tracker: --tls-cert and --tls-key go together")
+    tls = (a.tls_cert, a.tls_key, a.tls_client_ca) if a.tls_cert else None
     asyncio.run(serve(a.root, state_dir, a.host, a.port, a.announce_interval, a.misses, a.quota_bytes,
-                      key, a.capability_ttl, users))
+                      key, a.capability_ttl, users, tls))

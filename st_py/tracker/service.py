@@ -46,13 +46,15 @@ class TrackerService(pb_grpc.TrackerServicer):
         self.key = key
         self.capability_ttl_s = capability_ttl_s
         self.users = users or Users()
+        self.mutual_tls = False  # set by serve(): client certificates name the user
         self.guard = Guard(root, state, self.users)
         self._committers: dict[str, Committer] = {}
 
     # -- who is asking, and may they ---------------------------------------------
     async def _user(self, context, claimed: str = "") -> User:
+        cert_names = [n.decode() for n in (context.peer_identities() or [])] if self.mutual_tls else []
         try:
-            return self.users.authenticate(context.invocation_metadata(), claimed)
+            return self.users.authenticate(context.invocation_metadata(), claimed, cert_names[:1])
         except AccessError as e:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
 
