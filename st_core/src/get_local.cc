@@ -294,7 +294,7 @@ bool GetLocal::OnSegment(uint16_t flags, std::string_view payload, RingSegment s
   size_t n = seg.ring.peers.size();
   size_t origin = seg.origin;
   if (origin >= n || origin == me) {
-    *code = ErrorCode::kInternal;
+    *code = ErrorCode::kBadFrame;  // a malformed request, not a bug in this peer
     *message = "RING_SEGMENT origin " + std::to_string(origin) +
                " is not another peer of a ring of " + std::to_string(n);
     return false;
