@@ -101,3 +101,35 @@ def test_tracker_start_rolls_back_a_transaction_cut_by_a_crash(tmp_path):
     assert recover(tmp_path / "ns") == (1, 1)
     assert InfofileReader(path).names() == ["kept"]
     assert not (tmp_path / "ns" / ".st-creating-g-1-2").exists()
+
+
+def test_tracker_reads_its_options_from_a_config_file(tmp_path, peer_bin):
+    # A real cluster gives the tracker its key (and users, TLS) by path in a
+    # config file (docs/deployment.md).
+    import subprocess
+    import sys
+    import time
+
+    from st_py.capability import READ, load_key, new_key_file, verify
+    from st_py.client import Client
+    from st_py.cluster import Daemon
+
+    key = new_key_file(tmp_path / "secret.key")
+    conf = tmp_path / "tracker.toml"
+    conf.write_text(f'root = "{tmp_path / "ns"}"\nkey_file = "{key}"\ncapability_ttl = 120\n')
+    d = Daemon("tracker", [sys.executable, "-m", "st_py.tracker", "--config", str(conf)], tmp_path / "t.log")
+    try:
+        peer = Daemon("peer", [peer_bin, "--data", str(tmp_path / "p"), "--port", "0", "--tracker", d.addr,
+                               "--key-file", str(key), "--announce-interval", "0.2"], tmp_path / "p.log")
+        c = Client(d.addr)
+        poll_for(lambda: c.status().alive_peers == 1, what="the peer's announce")
+        info = c.create("/conf/f", replication="x1").info
+        cap = verify(load_key(key), info.capability)
+        assert cap.allows(READ) and 100 < cap.expires - time.time() <= 120
+        peer.stop()
+    finally:
+        d.stop()
+    bad = tmp_path / "bad.toml"
+    bad.write_text('root = "/tmp/x"\nno_such_option = 1\n')
+    r = subprocess.run([sys.executable, "-m", "st_py.tracker", "--config", str(bad)], capture_output=True, text=True)
+    assert r.returncode != 0 and "no_such_option" in r.stderr

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import sys
+import tomllib
 from pathlib import Path
 
 import grpc
@@ -87,6 +88,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tls-client-ca", help="mutual TLS: clients need a certificate signed by this CA; "
                                             "its common name is the user name")
     ap.add_argument("--log-level", default="INFO")
+    ap.add_argument("--config", type=Path, help="a TOML file of these options (key_file = \"...\", users, "
+                                                "tls_cert ...); flags given on the command line win")
+    pre_ap = argparse.ArgumentParser(add_help=False)
+    pre_ap.add_argument("--config", type=Path)
+    pre, _ = pre_ap.parse_known_args(argv)
+    if pre.config:
+        try:
+            conf = tomllib.loads(pre.config.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise SystemExit(f"tracker: cannot read --config {pre.config}: {e}")
+        known = {a.dest for a in ap._actions}
+        unknown = sorted(k for k in conf if k.replace("-", "_") not in known)
+        if unknown:
+            raise SystemExit(f"tracker: unknown option(s) in {pre.config}: {', '.join(unknown)}")
+        paths = {"root", "state_dir", "key_file", "users"}
+        ap.set_defaults(**{k.replace("-", "_"): Path(v) if k.replace("-", "_") in paths else v
+                           for k, v in conf.items()})
+        for act in ap._actions:
+            if act.dest in {k.replace("-", "_") for k in conf}:
+                act.required = False
     a = ap.parse_args(argv)
     logging.basicConfig(level=a.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
