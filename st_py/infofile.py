@@ -156,9 +156,11 @@ class InfofileWriter:
         """Group commit: add ``records`` (name, size, crc32c, peer_idx per copy
         rank) in one transaction (paper 3.5).
 
-        A record already committed with the same size, CRC and copies counts as
+        A record already committed (or earlier in this batch, which merges
+        the requests of several clients) with the same size and CRC counts as
         committed (an idempotent retry); with other content it is a conflict
-        (records are write-once, paper 2.1) and is left out.
+        (records are write-once, paper 2.1: the first commit wins) and is left
+        out.
 
         Returns
         -------
@@ -176,18 +178,15 @@ class InfofileWriter:
                 for name, size, crc in c.execute(q, chunk):
                     existing[name] = (size, crc)
             now = time.time()
-            new_rows, copy_rows, conflicts, seen = [], [], [], set()
+            new_rows, copy_rows, conflicts = [], [], []
             for name, size, crc, peer_idx in records:
-                if name in seen:
-                    conflicts.append(Conflict(name, "named twice in one commit"))
-                    continue
-                seen.add(name)
                 old = existing.get(name)
                 if old is not None:
                     if old != (size, crc):
                         conflicts.append(Conflict(name, "already committed with other content; delete it first"))
                     continue
-                new_rows.append((name, size, crc, gen, now))
+                existing[name] = (size, crc)  # a later duplicate in this batch (another client's
+                new_rows.append((name, size, crc, gen, now))  # request merged in) is judged against it
                 copy_rows.extend((name, rank, p, gen) for rank, p in enumerate(peer_idx))
             if new_rows:
                 c.executemany("INSERT INTO records(name, size, crc32c, commit_seq, committed_at) "

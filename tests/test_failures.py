@@ -137,7 +137,15 @@ def test_writer_killed_mid_pipeline_then_a_retry_commits_everything(cluster, tmp
     assert w.stdout.readline().strip() == b"ready"
     w.kill()
     w.wait()
+    # Commits the writer sent before it died may still be running in the
+    # tracker: wait until the infofile stops changing.
     reader = InfofileReader(cluster.namespace / "fail" / "crash")
+    last, stable_since = -1, time.monotonic()
+    while time.monotonic() - stable_since < 1.0:
+        gen = reader.generation()
+        if gen != last:
+            last, stable_since = gen, time.monotonic()
+        time.sleep(0.05)
     committed = set(reader.names())
     blobs = {f"r{i}": (b"attempt-1 " * 50 if f"r{i}" in committed else b"attempt-2 " * 40) for i in range(400)}
     with cluster.client().open("/fail/crash") as f:

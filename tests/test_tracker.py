@@ -133,3 +133,18 @@ def test_tracker_reads_its_options_from_a_config_file(tmp_path, peer_bin):
     bad.write_text('root = "/tmp/x"\nno_such_option = 1\n')
     r = subprocess.run([sys.executable, "-m", "st_py.tracker", "--config", str(bad)], capture_output=True, text=True)
     assert r.returncode != 0 and "no_such_option" in r.stderr
+
+
+def test_a_group_commit_merging_two_clients_keeps_the_first_version(tmp_path):
+    # The committer merges every waiting request into one transaction: a
+    # crashed writer's last commit and its retry can meet there (paper 3.5).
+    from st_py.infofile import InfofileWriter, create_infofile
+
+    path = tmp_path / "f"
+    create_infofile(path, {"file_id": 1, "copies": 1}, [(0, "p", "h:1"), (1, "q", "h:2")])
+    w = InfofileWriter(path)
+    gen, new, conflicts = w.commit([("a", 5, 111, [0]), ("b", 1, 1, [0]), ("a", 5, 111, [1]), ("b", 2, 2, [1])])
+    assert new == {"a", "b"}
+    assert [(c.name, "other content" in c.reason) for c in conflicts] == [("b", True)]
+    assert InfofileReader(path).lookup("b").crc32c == 1  # the first version won
+    w.close()
