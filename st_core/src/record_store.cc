@@ -504,7 +504,12 @@ Status RecordStore::Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::
     }
     AddStats(-1, -static_cast<int64_t>(old->size));
   }
-  (*index)[std::string(name)] = RecordMeta{data.size(), crc, copy_rank};
+  RecordMeta meta{data.size(), crc, copy_rank};
+  struct stat st;  // the bytes just written matched crc: verified as of this ctime
+  if (::stat((BucketDir(file_id, bucket) + "/" + fname).c_str(), &st) == 0) {
+    meta.verified_ctime_ns = CtimeNs(st);
+  }
+  (*index)[std::string(name)] = meta;
   AddStats(1, static_cast<int64_t>(data.size()));
   return Status::OK();
 }
@@ -519,6 +524,10 @@ const RecordMeta* RecordStore::Lookup(uint64_t file_id, std::string_view name) c
   if (index == nullptr) return nullptr;
   auto it = index->find(std::string(name));
   return it == index->end() ? nullptr : &it->second;
+}
+
+int64_t RecordStore::CtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
 }
 
 Status RecordStore::VerifyFile(int fd, const std::string& path, uint64_t size,
@@ -574,12 +583,13 @@ Status RecordStore::Get(uint64_t file_id, std::string_view name, OpenRecord* out
     ::close(fd);
     return s;
   }
-  if (verify) {
+  if (verify && meta->verified_ctime_ns != CtimeNs(st)) {
     Status s = VerifyFile(fd, path, static_cast<uint64_t>(st.st_size), *meta);
     if (!s.ok()) {
       ::close(fd);
       return s;
     }
+    files_[file_id][std::string(name)].verified_ctime_ns = CtimeNs(st);
   }
   out->fd = fd;
   out->size = static_cast<uint64_t>(st.st_size);

@@ -15,6 +15,8 @@
 #ifndef ST_CORE_RECORD_STORE_H_
 #define ST_CORE_RECORD_STORE_H_
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -30,6 +32,10 @@ struct RecordMeta {
   uint64_t size = 0;
   uint32_t crc = 0;
   uint8_t copy_rank = 0;
+  // The file's ctime (ns) when its bytes were last known to match crc (at
+  // PUT, or at a verified GET); -1: never. A GET re-reads the file only when
+  // its ctime differs, i.e. the file was written to since.
+  int64_t verified_ctime_ns = -1;
 };
 
 struct StoreOptions {
@@ -66,9 +72,11 @@ class RecordStore {
              std::string_view data, bool replace);
 
   // Opens the record file. NotFound if this peer holds no such record.
-  // With verify, the file is read once and checked against the size and
-  // CRC-32C it was stored with: Corruption (naming the file) on a mismatch,
-  // so a rotting disk is reported by the peer that holds the bad copy.
+  // With verify, the file is checked against the size and CRC-32C it was
+  // stored with, unless it was already checked and not written to since (its
+  // ctime is unchanged): Corruption (naming the file) on a mismatch, so a
+  // damaged copy is reported by the peer that holds it. Bit rot that leaves
+  // the ctime alone is caught by the client's own CRC check.
   Status Get(uint64_t file_id, std::string_view name, OpenRecord* out, bool verify = false);
 
   // NotFound if this peer holds no such record.
@@ -124,6 +132,7 @@ class RecordStore {
   Status MakeBucketDir(uint64_t file_id, uint8_t bucket);
   void AddStats(int64_t records, int64_t bytes);
   Status VerifyFile(int fd, const std::string& path, uint64_t size, const RecordMeta& meta);
+  static int64_t CtimeNs(const struct stat& st);
 
   StoreOptions options_;
   std::string data_dir_;  // absolute
