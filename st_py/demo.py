@@ -116,9 +116,11 @@ def same(a: tuple[pd.DataFrame, pd.DataFrame], b: tuple[pd.DataFrame, pd.DataFra
     return None
 
 
-def start_ray(num_cpus: int = 2, attempts: int = 3) -> None:
+def start_ray(num_cpus: int = 2, attempts: int = 5) -> None:
     """A local Ray instance for the demo, quiet. Ray's node start is
-    occasionally slow on a loaded 2-core machine and times out: try again."""
+    occasionally slow or aborts on a loaded 2-core machine (its GCS server
+    misses its start deadline): clean up what the failed start left behind
+    and try again."""
     import logging
 
     import ray
@@ -128,14 +130,31 @@ def start_ray(num_cpus: int = 2, attempts: int = 3) -> None:
             ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                      configure_logging=False, logging_level=logging.WARNING)
             break
-        except Exception:
+        except Exception as e:
             ray.shutdown()
+            _kill_ray_children()
             if i == attempts - 1:
                 raise
-            time.sleep(2)
+            print(f"Ray did not start ({type(e).__name__}); trying again ({i + 2} of {attempts})", flush=True)
+            time.sleep(3 + 2 * i)
     ray.data.DataContext.get_current().enable_progress_bars = False
     for name in ("ray", "ray.data"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _kill_ray_children() -> None:
+    """SIGKILL the Ray processes a failed ``ray.init`` of this process left
+    (GCS server, raylet, dashboard, monitors): only our own children whose
+    command line is Ray's, never the StoreTorrent daemons."""
+    import psutil  # a dependency of Ray
+
+    for p in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(p.cmdline())
+            if "/ray/" in cmd or "gcs_server" in cmd or "raylet" in cmd:
+                p.kill()
+        except psutil.Error:
+            pass
 
 
 @dataclass
