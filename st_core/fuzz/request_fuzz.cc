@@ -65,11 +65,13 @@
 #include "crc32c.h"
 #include "event_loop.h"
 #include "fuzz_util.h"
+#include "infofile_schema.h"
 #include "log.h"
 #include "name_codec.h"
 #include "protocol.h"
 #include "record_store.h"
 #include "server.h"
+#include "test_util.h"
 
 namespace st {
 namespace {
@@ -98,24 +100,6 @@ struct Sandbox {
 };
 
 Sandbox* g_box = nullptr;
-
-void RemoveTree(const std::string& path) {
-  DIR* d = opendir(path.c_str());
-  if (d != nullptr) {
-    while (struct dirent* e = readdir(d)) {
-      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-      std::string p = path + "/" + e->d_name;
-      struct stat st;
-      if (lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        RemoveTree(p);
-      } else {
-        unlink(p.c_str());
-      }
-    }
-    closedir(d);
-  }
-  rmdir(path.c_str());
-}
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> out;
@@ -151,17 +135,7 @@ std::string Sql(const std::string& s) {
 void WriteInfofile(const std::string& path, const std::string& my_peer_id) {
   sqlite3* db = nullptr;
   ST_FUZZ_CHECK(sqlite3_open(path.c_str(), &db) == SQLITE_OK, "sqlite3_open %s", path.c_str());
-  std::string sql =
-      "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
-      "CREATE TABLE peers(peer_idx INTEGER PRIMARY KEY, peer_id TEXT NOT NULL UNIQUE,"
-      " addr TEXT NOT NULL);"
-      "CREATE TABLE records(name TEXT PRIMARY KEY, size INTEGER NOT NULL, crc32c INTEGER NOT NULL,"
-      " commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL);"
-      "CREATE TABLE copies(name TEXT NOT NULL, copy_rank INTEGER NOT NULL, peer_idx INTEGER NOT NULL,"
-      " since INTEGER NOT NULL, PRIMARY KEY(name, copy_rank)) WITHOUT ROWID;"
-      "CREATE INDEX copies_by_peer ON copies(peer_idx, name);"
-      "CREATE TABLE copy_history(name TEXT NOT NULL, copy_rank INTEGER NOT NULL,"
-      " peer_idx INTEGER NOT NULL, since INTEGER NOT NULL, until INTEGER NOT NULL);"
+  std::string sql = std::string(test::kInfofileSchemaSql) +
       "BEGIN;"
       "INSERT INTO meta VALUES('format','storetorrent-infofile'),('format_version',2),"
       "('file_id',42),('generation',1);"
@@ -180,7 +154,7 @@ void WriteInfofile(const std::string& path, const std::string& my_peer_id) {
 void RemoveSandbox() {
   if (g_box == nullptr) return;
   g_box->store.reset();
-  RemoveTree(g_box->root);
+  test::RemoveTree(g_box->root);
 }
 
 void MakeSandbox() {

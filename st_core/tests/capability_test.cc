@@ -23,11 +23,9 @@ using test::FromHex;
 using test::ToHex;
 
 json LoadVectors() {
-  std::ifstream in(std::string(ST_SOURCE_DIR) + "/tests/vectors/capability.json");
-  EXPECT_TRUE(in.good()) << "cannot open tests/vectors/capability.json";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
+  std::string text = test::ReadSourceFile("tests/vectors/capability.json");
+  EXPECT_FALSE(text.empty()) << "cannot read tests/vectors/capability.json";
+  return json::parse(text);
 }
 
 const std::string kKey = FromHex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "infofile_schema.h"
+
 namespace st {
 namespace test {
 
@@ -28,17 +30,7 @@ inline void WriteInfofile(const std::string& path, uint64_t file_id,
                           const std::string& extra_sql = "") {
   sqlite3* db = nullptr;
   ASSERT_EQ(SQLITE_OK, sqlite3_open(path.c_str(), &db));
-  std::string sql =
-      "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
-      "CREATE TABLE peers(peer_idx INTEGER PRIMARY KEY, peer_id TEXT NOT NULL UNIQUE,"
-      " addr TEXT NOT NULL);"
-      "CREATE TABLE records(name TEXT PRIMARY KEY, size INTEGER NOT NULL, crc32c INTEGER NOT NULL,"
-      " commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL);"
-      "CREATE TABLE copies(name TEXT NOT NULL, copy_rank INTEGER NOT NULL, peer_idx INTEGER NOT NULL,"
-      " since INTEGER NOT NULL, PRIMARY KEY(name, copy_rank)) WITHOUT ROWID;"
-      "CREATE INDEX copies_by_peer ON copies(peer_idx, name);"
-      "CREATE TABLE copy_history(name TEXT NOT NULL, copy_rank INTEGER NOT NULL,"
-      " peer_idx INTEGER NOT NULL, since INTEGER NOT NULL, until INTEGER NOT NULL);"
+  std::string sql = std::string(kInfofileSchemaSql) +
       "BEGIN;"
       "INSERT INTO meta VALUES('format','" + format + "'),('format_version',2),"
       "('file_id'," + std::to_string(file_id) + "),('generation',1);";

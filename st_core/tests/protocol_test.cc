@@ -20,11 +20,9 @@ using test::FromHex;
 using test::ToHex;
 
 json LoadVectors() {
-  std::ifstream in(std::string(ST_SOURCE_DIR) + "/tests/vectors/wire.json");
-  EXPECT_TRUE(in.good()) << "cannot open tests/vectors/wire.json";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
+  std::string text = test::ReadSourceFile("tests/vectors/wire.json");
+  EXPECT_FALSE(text.empty()) << "cannot read tests/vectors/wire.json";
+  return json::parse(text);
 }
 
 std::string Hex(const json& j) { return FromHex(j.get<std::string>()); }

@@ -282,10 +282,7 @@ TEST_F(ServerTest, RequestErrors) {
 
 TEST_F(ServerTest, BadFrameVectorsCloseTheConnection) {
   TestPeer peer;
-  std::ifstream in(std::string(ST_SOURCE_DIR) + "/tests/vectors/wire.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto vectors = nlohmann::json::parse(ss.str());
+  auto vectors = nlohmann::json::parse(test::ReadSourceFile("tests/vectors/wire.json"));
   for (const auto& v : vectors["bad_frames"]) {
     SCOPED_TRACE(v["name"].get<std::string>());
     std::string bytes = test::FromHex(v["hex"].get<std::string>());

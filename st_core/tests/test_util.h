@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace st {
@@ -65,6 +67,17 @@ class TempDir {
  private:
   std::string path_;
 };
+
+#ifdef ST_SOURCE_DIR
+// The contents of a file of the source tree, e.g. "tests/vectors/wire.json"
+// (the vectors the Python codec checks too); empty if it cannot be read.
+inline std::string ReadSourceFile(const std::string& relative) {
+  std::ifstream in(std::string(ST_SOURCE_DIR) + "/" + relative, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+#endif
 
 inline std::string FromHex(const std::string& hex) {
   std::string out;
