@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .tracker_client import TrackerClient
+from .tracker_client import TrackerClient, current_user
 
 CLUSTER_FILE = "cluster.json"
 
@@ -54,15 +54,6 @@ def find_peer_binary() -> str:
         return str(cand)
     raise FileNotFoundError("st-peer not found: install StoreTorrent with `pip install .` (it builds "
                             "st_core with CMake) or set ST_PEER_BIN to the binary")
-
-
-def _user_name() -> str:
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "user"
 
 
 def _die_with_parent(argv: list[str]) -> list[str]:
@@ -203,7 +194,7 @@ class LocalCluster:
         """(CA, client cert, client key) for clients of this cluster."""
         if not (self.tls or self.mutual_tls):
             return (None, None, None)
-        d, u = self.tls_dir, _user_name()
+        d, u = self.tls_dir, (current_user() or "user")
         if self.mutual_tls:
             return (str(d / "ca.pem"), str(d / f"{u}.pem"), str(d / f"{u}.key"))
         return (str(d / "ca.pem"), None, None)
@@ -226,7 +217,7 @@ class LocalCluster:
         if (self.tls or self.mutual_tls) and not (self.tls_dir / "ca.pem").exists():
             from .tls import make_local_ca
 
-            make_local_ca(self.tls_dir, ["127.0.0.1", "localhost"], [_user_name(), "peer"])
+            make_local_ca(self.tls_dir, ["127.0.0.1", "localhost"], [current_user() or "user", "peer"])
         self.start_tracker()
         for i in range(self.n_peers):
             self.start_peer(i)

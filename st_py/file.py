@@ -16,6 +16,7 @@ from typing import Callable
 
 import grpc
 
+from . import capability
 from ._proto import tracker_pb2 as pb
 from .errors import (BadNameError, ChecksumError, GetLocalError, NotEnoughPeersError, PeerError,
                      PeerUnavailableError, RecordExistsError, RecordNotFoundError,
@@ -138,7 +139,7 @@ class StFile:
 
     def _check_may_write(self) -> None:
         """Refuse a write the tracker did not allow, before any data moves."""
-        if self.info.capability_ops and not self.info.capability_ops & 2:  # capability.WRITE
+        if self.info.capability_ops and not self.info.capability_ops & capability.WRITE:
             raise (QuotaExceededError if "quota" in self.info.write_denied else PermissionDeniedError)(
                 self.info.write_denied or f"no write permission on {self.name}")
 

@@ -19,7 +19,8 @@ from .errors import (BadNameError, NotAuthenticatedError, NotEnoughPeersError, P
 DEFAULT_TIMEOUT = 30.0
 
 
-def _user() -> str:
+def current_user() -> str:
+    """The OS user name, or '' if it cannot be found."""
     try:
         return getpass.getuser()
     except Exception:
@@ -35,7 +36,7 @@ class TrackerClient:
                  tls: tuple[str | None, str | None, str | None] = (None, None, None)):
         self.address = address
         self.timeout = timeout
-        self.user = _user()
+        self.user = current_user()
         api_key = api_key or os.environ.get("STORETORRENT_API_KEY", "")
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
         self._channel = tlsmod.channel(address, *tls)  # TLS with a CA (argument or $STORETORRENT_TLS_CA)

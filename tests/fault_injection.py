@@ -95,6 +95,7 @@ class Report:
     examples: dict = field(default_factory=dict)  # one message per kind of clear error
     records_checked: int = 0
     copies_checked: int = 0
+    lost: int = 0
     problems: list[str] = field(default_factory=list)  # must stay empty
 
     def as_dict(self) -> dict:
@@ -103,8 +104,6 @@ class Report:
                 "ops": dict(self.ops), "ops_total": sum(self.ops.values()),
                 "clear_errors": dict(self.clear_errors), "examples": self.examples, "records_checked": self.records_checked,
                 "copies_checked": self.copies_checked, "records_lost": self.lost, "problems": self.problems}
-
-    lost: int = 0
 
 
 class FaultInjection:

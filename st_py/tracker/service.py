@@ -234,12 +234,7 @@ class TrackerService(pb_grpc.TrackerServicer):
     async def Delete(self, request, context):
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
-        c = self._committer(name)
-        if c is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}")
-        if request.file_id and c.meta.file_id != request.file_id:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"file {name} was deleted and created again since it was opened; reopen it")
+        c = await self._open_committer(context, name, request.file_id)
         meta = c.writer_meta()
         o = owner_of_meta(meta)
         if request.whole_file:  # as in UNIX: write permission on the directory
