@@ -3,9 +3,11 @@ workers on one machine stand for several hosts, and each read task must run on
 the node or worker of its peer."""
 
 import io
+import time
 
 import pandas as pd
 import pyarrow as pa
+
 import pytest
 
 from st_py.errors import GetLocalError
@@ -58,9 +60,19 @@ def test_ray_reader_pins_one_task_per_peer_node(arrow_file):
     # Two Ray nodes stand for two hosts, each the host of two peers (more
     # raylets than that overload a 2-core machine).
     a, b = cluster.peer_addrs[:2], cluster.peer_addrs[2:]
-    rc = Cluster(initialize_head=True,
-                 head_node_args={"num_cpus": 1, "resources": {peer_resource(p): 1 for p in a}})
-    other = rc.add_node(num_cpus=1, resources={peer_resource(p): 1 for p in b})
+    for attempt in range(3):  # a raylet can miss its start deadline on a loaded 2-core VM
+        rc = None
+        try:
+            rc = Cluster(initialize_head=True,
+                         head_node_args={"num_cpus": 1, "resources": {peer_resource(p): 1 for p in a}})
+            other = rc.add_node(num_cpus=1, resources={peer_resource(p): 1 for p in b})
+            break
+        except Exception:
+            if rc is not None:
+                rc.shutdown()
+            if attempt == 2:
+                raise
+            time.sleep(3)
     node_of = {**{p: rc.head_node.node_id for p in a}, **{p: other.node_id for p in b}}
     ray.init(address=rc.address, include_dashboard=False, log_to_driver=False)
     try:
