@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import resource
+import statistics
 import tempfile
 import time
 import tracemalloc
@@ -74,21 +75,48 @@ def case_put_4kib(cluster, tmp: Path, n: int, n_depth1: int) -> list[dict]:
             row("put_4kib_pipelining", n_depth1 / dt64b, "records/s", "same client, depth 1", n_depth1 / dt1)]
 
 
-def case_get_1mib(cluster, n: int) -> list[dict]:
+def _get_all(cluster, name: str, n: int) -> float:
     c = cluster.client(depth=16)
-    f = c.open("/bench/put1m")
+    f = c.open(name)
     names = f.names()[:n]
     t0 = time.perf_counter()
-    total = 0
-    for name in names:
-        f.queue_get(name, lambda _n, d, e: None)
+    for rec in names:
+        f.queue_get(rec, lambda _n, d, e: None)
     f.flush()
     dt = time.perf_counter() - t0
-    total = len(names) * MiB
-    base = baselines.tcp_stream([os.urandom(MiB)] * len(names))
     f.close()
     c.close()
-    return [row("get_1mib", total / dt, "B/s", "one loopback TCP stream, same bytes", total / base)]
+    return len(names) * MiB / dt
+
+
+def case_get_1mib(cluster, n: int, rounds: int = 3) -> list[dict]:
+    """GET of 1 MiB records against one loopback TCP stream, alternated
+    ``rounds`` times after a sync (so the writes before do not compete); the
+    median of each. Also the Python receive path (ST_NATIVE=0) in the same
+    rounds."""
+    from st_py import transport
+
+    os.sync()
+    native = transport._native
+    blob = [os.urandom(MiB)] * n
+    st, py, base = [], [], []
+    try:
+        for _ in range(rounds):
+            transport._native = native
+            st.append(_get_all(cluster, "/bench/put1m", n))
+            transport._native = None
+            py.append(_get_all(cluster, "/bench/put1m", n))
+            base.append(n * MiB / baselines.tcp_stream(blob))
+    finally:
+        transport._native = native
+    med = statistics.median
+    label = "one loopback TCP stream, same bytes"
+    rows = [row("get_1mib", med(st), "B/s", label, med(base),
+                note=f"median of {rounds} alternated rounds; receive path "
+                     f"{'C++ (st_py._native)' if native else 'Python (no native module)'}"),
+            row("get_1mib_python", med(py), "B/s", label, med(base),
+                note="the same with the pure-Python receive path")]
+    return rows
 
 
 def arrow_record(i: int, rows: int) -> bytes:

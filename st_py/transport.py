@@ -11,6 +11,7 @@ timeout fails every request in flight to that peer (paper 4.3).
 from __future__ import annotations
 
 import errno
+import os
 import selectors
 import socket
 import time
@@ -18,7 +19,24 @@ from collections import deque
 from typing import Callable
 
 from .errors import PeerError, PeerUnavailableError
-from .protocol import FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, MsgType, ProtocolError, encode_auth
+from .protocol import (FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, MsgType, ProtocolError, decode_payload,
+                       encode_auth)
+
+try:  # the receive path in C++ (st_core/python/native.cc); ST_NATIVE=0 selects the Python one
+    if os.environ.get("ST_NATIVE", "1") == "0":
+        raise ImportError("ST_NATIVE=0")
+    from . import _native
+except ImportError:
+    _native = None
+
+NATIVE = _native is not None
+
+# Record bodies of up to 64 MiB are allocated and freed at GB/s: keep freed
+# memory for reuse instead of page-faulting fresh pages in for every body
+# (docs/benchmarks.md, get_1mib). Unless the user tuned glibc's malloc already.
+KEEP_FREED_BYTES = 256 * 1024 * 1024
+if NATIVE and not any(k.startswith("MALLOC_") for k in os.environ):
+    _native.keep_freed_memory(KEEP_FREED_BYTES)
 
 IOV_MAX = 512
 RECV_CHUNK = 256 * 1024
@@ -49,6 +67,7 @@ class PeerConnection:
         self.sock.setblocking(False)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.decoder = FrameDecoder(max_frame)
+        self._native = _native.Receiver(self.sock.fileno(), max_frame) if _native is not None else None
         self._rbuf = bytearray(RECV_CHUNK)  # reused: no allocation per read
         self._rview = memoryview(self._rbuf)
         self.out: deque = deque()
@@ -91,6 +110,9 @@ class PeerConnection:
                     n = 0
 
     def on_readable(self) -> None:
+        if self._native is not None:
+            self._on_readable_native()
+            return
         while True:
             view = self.decoder.big_view()
             try:
@@ -114,6 +136,24 @@ class PeerConnection:
                 self._dispatch(fr)
             if n < want and self.decoder.big_view() is None:
                 return  # drained; in the middle of a large frame, read on until EAGAIN
+
+    def _on_readable_native(self) -> None:
+        """The same as the Python path below, with the reading, framing and the
+        CRC-32C of DATA bodies done in C++ without the GIL. A DATA frame's
+        fields also carry ``actual_crc32c``, the CRC of the bytes received."""
+        try:
+            frames = self._native.receive()
+        except ValueError as e:
+            raise ProtocolError(str(e)) from None
+        if frames:
+            self.last_progress = time.monotonic()
+        for t, flags, seq, payload, data_info in frames:
+            if data_info is None:
+                fields = decode_payload(t, flags, memoryview(payload))
+            else:
+                crc, rank, actual = data_info
+                fields = {"crc32c": crc, "copy_rank": rank, "data": payload, "actual_crc32c": actual}
+            self._dispatch(Frame(t, seq, flags, fields))
 
     def _dispatch(self, fr: Frame) -> None:
         req = self.pending.get(fr.seq)

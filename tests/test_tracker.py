@@ -1,5 +1,6 @@
 """The tracker: liveness from announces, restarts, scheduling (paper 3.3, 5)."""
 
+import signal
 import sqlite3
 
 import pytest
@@ -66,6 +67,33 @@ def test_infofile_records_commit_in_groups(cluster):
     assert r.count() == 20 and r.generation() == 2
     f.close()
     assert r.count() == 25 and r.generation() == 3
+
+
+def test_group_commit_grows_while_commits_are_in_flight(cluster):
+    """Adaptive group commit (st_py/file.py _maybe_commit): with two commits
+    outstanding (the tracker is stopped), acknowledged records keep waiting
+    and then go to the tracker in one larger group, not in many queued ones."""
+    c = cluster.client(group_size=10, depth=16)
+    f = c.create("/tr/adaptive", replication="x1")
+    sizes = []
+    commit_async = f._tracker.commit_async
+
+    def counted(name, file_id, records):  # the real RPC, counted
+        sizes.append(len(records))
+        return commit_async(name, file_id, records)
+
+    f._tracker.commit_async = counted
+    cluster.tracker.proc.send_signal(signal.SIGSTOP)
+    try:
+        for p in [f.queue_put(f"r{i:03d}", b"x" * 10) for i in range(200)]:
+            p.result()  # every copy acknowledged by the peers
+        assert len(sizes) == 2 and all(n >= 10 for n in sizes)  # at least a group each
+    finally:
+        cluster.tracker.proc.send_signal(signal.SIGCONT)
+    f.close()
+    assert len(sizes) == 3 and sum(sizes) == 200 and sizes[2] >= 200 - 2 * 16
+    r = InfofileReader(cluster.namespace / "tr" / "adaptive")
+    assert r.count() == 200
 
 
 CRASH_MID_COMMIT = """

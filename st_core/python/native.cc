@@ -1,0 +1,255 @@
+// st_py._native: the client's receive path in C++ (issue 4, paper 3.2).
+//
+// A Receiver reads replies from one non-blocking peer socket and splits them
+// into frames with the peer's own parser (protocol.h ParsePrefix) and CRC-32C
+// (crc32c.h). The body of a large DATA reply is received straight into the
+// bytes object handed to the caller, and its CRC-32C is computed chunk by
+// chunk while the bytes are still in cache: one copy from the kernel, no
+// second pass, and the GIL is released for both. Everything else about a
+// frame (the payload grammar of small replies, dispatch by sequence number)
+// stays in Python (st_py/transport.py); the pure-Python decoder in
+// st_py/protocol.py is the reference and the fallback.
+
+#include <Python.h>
+#include <nanobind/nanobind.h>
+
+#include <malloc.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "coding.h"
+#include "crc32c.h"
+#include "protocol.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+constexpr size_t kChunk = 256 * 1024;       // one recv of small frames; CRC stays cache-hot
+constexpr size_t kBig = 256 * 1024;         // DATA frames this large go straight to their bytes
+constexpr size_t kDataFixed = 4 + 1;        // DATA payload: u32 crc32c, u8 copy_rank, then data
+constexpr size_t kFairness = 8 * 1024 * 1024;  // bytes per call before other sockets get a turn
+
+constexpr int kEndOfStream = -1;  // recv() returned 0
+
+[[noreturn]] void RaiseErrno(int err) {
+  if (err == kEndOfStream) {  // as st_py/transport.py says it
+    PyObject* args = Py_BuildValue("(is)", ECONNRESET, "connection closed by peer");
+    PyErr_SetObject(PyExc_ConnectionResetError, args);
+    Py_XDECREF(args);
+  } else {
+    errno = err;
+    PyErr_SetFromErrno(PyExc_OSError);  // picks the OSError subclass of errno
+  }
+  throw nb::python_error();
+}
+
+// One frame as Python sees it: (type, flags, seq, payload, data_info).
+// data_info is None, or for DATA (crc32c in the frame, copy_rank, CRC-32C of
+// the data received), in which case payload is the record data alone.
+nb::tuple FrameTuple(const st::FrameHeader& h, nb::object payload, nb::object data_info) {
+  return nb::make_tuple(h.type, h.flags, h.seq, payload, data_info);
+}
+
+class Receiver {
+ public:
+  Receiver(int fd, uint32_t max_frame) : fd_(fd), max_frame_(max_frame), buf_(kChunk) {}
+
+  ~Receiver() { Py_XDECREF(big_); }
+
+  // Reads what the socket has (up to kFairness bytes) and returns the whole
+  // frames received, in order. Raises ConnectionResetError when the peer
+  // closed the connection, OSError on a socket error, ValueError on a frame
+  // that breaks docs/wire-protocol.md.
+  nb::list Receive() {
+    if (pending_errno_ != 0) RaiseErrno(pending_errno_);
+    nb::list out;
+    size_t got = 0;
+    while (got < kFairness) {
+      if (big_ != nullptr) {
+        ssize_t n = FillBig();
+        if (n < 0) break;  // EAGAIN
+        got += static_cast<size_t>(n);
+        if (big_pos_ == big_len_) EmitBig(out);
+        continue;
+      }
+      if (!ParseBuffered(out)) continue;  // a large DATA body started: fill it first
+      ssize_t n = RecvInto(buf_.data() + wpos_, buf_.size() - wpos_);
+      if (n < 0) break;
+      got += static_cast<size_t>(n);
+      wpos_ += static_cast<size_t>(n);
+    }
+    if (pending_errno_ != 0 && out.size() == 0) RaiseErrno(pending_errno_);
+    return out;  // frames received before a socket error are delivered first
+  }
+
+  // Bytes received but not yet returned as a frame.
+  size_t buffered() const { return (wpos_ - rpos_) + (big_ != nullptr ? big_pos_ : 0); }
+
+ private:
+  // recv() with the GIL released. Returns bytes read, or -1 on EAGAIN or
+  // on an error or end of stream (kept in pending_errno_).
+  ssize_t RecvInto(uint8_t* dst, size_t n) {
+    if (pending_errno_ != 0) return -1;
+    ssize_t r;
+    int err = 0;
+    {
+      nb::gil_scoped_release nogil;
+      do {
+        r = ::recv(fd_, dst, n, 0);
+      } while (r < 0 && errno == EINTR);
+      if (r < 0) err = errno;
+    }
+    if (r == 0) err = kEndOfStream;
+    if (r <= 0) {
+      if (err != EAGAIN && err != EWOULDBLOCK) pending_errno_ = err;
+      return -1;
+    }
+    return r;
+  }
+
+  ssize_t FillBig() {
+    uint8_t* dst = reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(big_)) + big_pos_;
+    ssize_t n = RecvInto(dst, big_len_ - big_pos_);
+    if (n > 0) {
+      nb::gil_scoped_release nogil;
+      big_crc_ = st::crc32c::Extend(big_crc_, dst, static_cast<size_t>(n));
+    }
+    if (n > 0) big_pos_ += static_cast<size_t>(n);
+    return n;
+  }
+
+  void EmitBig(nb::list& out) {
+    nb::object data = nb::steal(big_);
+    big_ = nullptr;
+    out.append(FrameTuple(big_header_, data, nb::make_tuple(big_frame_crc_, big_rank_, big_crc_)));
+  }
+
+  [[noreturn]] void BadPrefix(st::PrefixResult r, const st::FrameHeader& h) {
+    std::string msg;
+    if (r == st::PrefixResult::kBadVersion) {
+      msg = "protocol version " + std::to_string(h.version) + ", expected " +
+            std::to_string(st::kProtocolVersion);
+    } else {
+      msg = "frame length " + std::to_string(h.length) + " outside [12, " + std::to_string(max_frame_) + "]";
+    }
+    throw nb::value_error(msg.c_str());
+  }
+
+  // Emits every whole frame in buf_[rpos_, wpos_) and compacts the buffer so
+  // the next recv has room. Returns false if a large DATA body was started.
+  bool ParseBuffered(nb::list& out) {
+    while (true) {
+      const uint8_t* p = buf_.data() + rpos_;
+      size_t avail = wpos_ - rpos_;
+      st::FrameHeader h;
+      st::PrefixResult r = st::ParsePrefix(p, avail, max_frame_, &h);
+      if (r == st::PrefixResult::kNeedMore) break;
+      if (r != st::PrefixResult::kOk) BadPrefix(r, h);
+      size_t frame = h.frame_size();
+      bool is_data = h.type == static_cast<uint8_t>(st::MsgType::kData);
+      if (is_data && h.payload_size() < kDataFixed) throw nb::value_error("payload shorter than its fields");
+      if (is_data && frame >= kBig && avail < frame) {
+        if (avail < st::kFramePrefixSize + kDataFixed) break;
+        StartBig(h, p, avail);
+        return false;
+      }
+      if (avail < frame) break;
+      const uint8_t* payload = p + st::kFramePrefixSize;
+      if (is_data) {
+        uint32_t frame_crc = st::DecodeFixed32(payload);
+        uint8_t rank = payload[4];
+        size_t n = h.payload_size() - kDataFixed;
+        nb::bytes data(reinterpret_cast<const char*>(payload + kDataFixed), n);
+        uint32_t actual = st::crc32c::Value(payload + kDataFixed, n);
+        out.append(FrameTuple(h, data, nb::make_tuple(frame_crc, rank, actual)));
+      } else {
+        out.append(FrameTuple(h, nb::bytes(reinterpret_cast<const char*>(payload), h.payload_size()),
+                              nb::none()));
+      }
+      rpos_ += frame;
+    }
+    // Compact, and grow for a small frame larger than the buffer.
+    size_t left = wpos_ - rpos_;
+    if (rpos_ > 0) {
+      std::memmove(buf_.data(), buf_.data() + rpos_, left);
+      rpos_ = 0;
+      wpos_ = left;
+    }
+    if (left >= st::kFramePrefixSize) {  // below that the buffer has room for the header
+      size_t want = st::kLengthSize + st::DecodeFixed32(buf_.data());
+      bool big_data = buf_[st::kLengthSize] == static_cast<uint8_t>(st::MsgType::kData) && want >= kBig;
+      // want <= max_frame: ParsePrefix checked it
+      if (!big_data && want > buf_.size()) buf_.resize(want);
+    }
+    return true;
+  }
+
+  void StartBig(const st::FrameHeader& h, const uint8_t* p, size_t avail) {
+    size_t n = h.payload_size() - kDataFixed;
+    PyObject* obj = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n));
+    if (obj == nullptr) throw nb::python_error();
+    const uint8_t* payload = p + st::kFramePrefixSize;
+    big_header_ = h;
+    big_frame_crc_ = st::DecodeFixed32(payload);
+    big_rank_ = payload[4];
+    size_t have = avail - st::kFramePrefixSize - kDataFixed;  // < n: the frame is incomplete
+    uint8_t* dst = reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(obj));
+    std::memcpy(dst, payload + kDataFixed, have);
+    big_crc_ = st::crc32c::Value(dst, have);
+    big_ = obj;
+    big_len_ = n;
+    big_pos_ = have;
+    rpos_ = wpos_ = 0;
+  }
+
+  int fd_;
+  int pending_errno_ = 0;  // the socket failed or closed; raised once the frames before it are out
+  uint32_t max_frame_;
+  std::vector<uint8_t> buf_;
+  size_t rpos_ = 0, wpos_ = 0;
+  // A large DATA frame being received into its own bytes object.
+  PyObject* big_ = nullptr;
+  size_t big_len_ = 0, big_pos_ = 0;
+  uint32_t big_crc_ = 0, big_frame_crc_ = 0;
+  uint8_t big_rank_ = 0;
+  st::FrameHeader big_header_;
+};
+
+}  // namespace
+
+NB_MODULE(_native, m) {
+  m.doc() = "StoreTorrent's client receive path in C++ (shares the peer's frame parser and CRC-32C).";
+  m.def("keep_freed_memory", [](size_t max_bytes) {
+    // Large record bodies are allocated and freed at GB/s; by default glibc
+    // hands freed memory back to the kernel (trim, or munmap of large
+    // chunks), so every new body page-faults its pages in again, which costs
+    // more than receiving it. Keep up to max_bytes of freed memory for reuse.
+    int ok = mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);  // glibc's maximum
+    ok &= mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::min<size_t>(max_bytes, INT32_MAX)));
+    return ok == 1;
+  }, nb::arg("max_bytes"),
+  "Make glibc keep up to max_bytes of freed heap memory for reuse instead of returning it to the "
+  "kernel (mallopt M_TRIM_THRESHOLD, M_MMAP_THRESHOLD 32 MiB). Returns True if glibc took both.");
+  m.def("crc32c", [](nb::bytes b) {
+    const char* p = b.c_str();
+    size_t n = b.size();
+    nb::gil_scoped_release nogil;
+    return st::crc32c::Value(p, n);
+  }, "CRC-32C (Castagnoli) of a bytes object, with the peer's implementation.");
+  nb::class_<Receiver>(m, "Receiver",
+                       "Reads reply frames from one non-blocking socket (its file descriptor).")
+      .def(nb::init<int, uint32_t>(), nb::arg("fd"), nb::arg("max_frame"))
+      .def("receive", &Receiver::Receive,
+           "Whole frames received so far, as (type, flags, seq, payload, data_info) tuples; "
+           "for DATA, payload is the record data and data_info is (crc32c, copy_rank, "
+           "crc32c of the data received). Raises ConnectionResetError, OSError, ValueError.")
+      .def_prop_ro("buffered", &Receiver::buffered);
+}
