@@ -177,3 +177,19 @@ def test_oversized_length_is_refused_without_allocating():
                               close=False)
     assert isinstance(err, ValueError) and "outside [12, 1048576]" in str(err)
     assert got == [] and r.buffered <= 16
+
+
+def test_frames_of_the_last_read_are_delivered_when_the_socket_goes_quiet():
+    """The receiver returns after ``max_read`` bytes to let other sockets have
+    a turn; the frames of that last read must come out then, not at the next
+    readable event, which never comes when the socket has nothing more (the
+    fault-injection suite found this: replies stuck until the 10 s timeout)."""
+    frames = [P.encode_ok(i, b"x" * 10_000) for i in range(1, 11)]  # 100 KB: fits the socket buffer
+    a, b = socket.socketpair()
+    a.sendall(b"".join(frames))
+    b.setblocking(False)
+    r = native.Receiver(b.fileno(), P.DEFAULT_MAX_FRAME, max_read=30_000)
+    got = r.receive()  # one recv of everything, past max_read
+    a.close()
+    b.close()
+    assert [g[2] for g in got] == list(range(1, 11))

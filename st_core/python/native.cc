@@ -35,7 +35,6 @@ namespace {
 constexpr size_t kChunk = 256 * 1024;       // one recv of small frames; CRC stays cache-hot
 constexpr size_t kBig = 256 * 1024;         // DATA frames this large go straight to their bytes
 constexpr size_t kDataFixed = 4 + 1;        // DATA payload: u32 crc32c, u8 copy_rank, then data
-constexpr size_t kFairness = 8 * 1024 * 1024;  // bytes per call before other sockets get a turn
 
 constexpr int kEndOfStream = -1;  // recv() returned 0
 
@@ -60,11 +59,13 @@ nb::tuple FrameTuple(const st::FrameHeader& h, nb::object payload, nb::object da
 
 class Receiver {
  public:
-  Receiver(int fd, uint32_t max_frame) : fd_(fd), max_frame_(max_frame), buf_(kChunk) {}
+  Receiver(int fd, uint32_t max_frame, size_t max_read)
+      : fd_(fd), max_frame_(max_frame), max_read_(max_read), buf_(kChunk) {}
 
   ~Receiver() { Py_XDECREF(big_); }
 
-  // Reads what the socket has (up to kFairness bytes) and returns the whole
+  // Reads what the socket has (up to about max_read bytes, then other
+  // sockets get a turn) and returns the whole
   // frames received, in order. Raises ConnectionResetError when the peer
   // closed the connection, OSError on a socket error, ValueError on a frame
   // that breaks docs/wire-protocol.md.
@@ -72,7 +73,7 @@ class Receiver {
     if (pending_errno_ != 0) RaiseErrno(pending_errno_);
     nb::list out;
     size_t got = 0;
-    while (got < kFairness) {
+    while (got < max_read_) {
       if (big_ != nullptr) {
         ssize_t n = FillBig();
         if (n < 0) break;  // EAGAIN
@@ -86,6 +87,9 @@ class Receiver {
       got += static_cast<size_t>(n);
       wpos_ += static_cast<size_t>(n);
     }
+    // Frames read by the last recv: the socket may have nothing more, so
+    // they must not wait for the next readable event.
+    if (big_ == nullptr) ParseBuffered(out);
     if (pending_errno_ != 0 && out.size() == 0) RaiseErrno(pending_errno_);
     return out;  // frames received before a socket error are delivered first
   }
@@ -213,6 +217,7 @@ class Receiver {
   int fd_;
   int pending_errno_ = 0;  // the socket failed or closed; raised once the frames before it are out
   uint32_t max_frame_;
+  size_t max_read_;
   std::vector<uint8_t> buf_;
   size_t rpos_ = 0, wpos_ = 0;
   // A large DATA frame being received into its own bytes object.
@@ -246,7 +251,8 @@ NB_MODULE(_native, m) {
   }, "CRC-32C (Castagnoli) of a bytes object, with the peer's implementation.");
   nb::class_<Receiver>(m, "Receiver",
                        "Reads reply frames from one non-blocking socket (its file descriptor).")
-      .def(nb::init<int, uint32_t>(), nb::arg("fd"), nb::arg("max_frame"))
+      .def(nb::init<int, uint32_t, size_t>(), nb::arg("fd"), nb::arg("max_frame"),
+           nb::arg("max_read") = 8 * 1024 * 1024)
       .def("receive", &Receiver::Receive,
            "Whole frames received so far, as (type, flags, seq, payload, data_info) tuples; "
            "for DATA, payload is the record data and data_info is (crc32c, copy_rank, "
