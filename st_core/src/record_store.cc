@@ -393,8 +393,60 @@ Status RecordStore::MakeBucketDir(uint64_t file_id, uint8_t bucket) {
   return Status::OK();
 }
 
+Status RecordStore::WriteLinked(const std::string& bdir, const std::string& dst, std::string_view data,
+                                bool* fall_back) {
+  *fall_back = false;
+  int fd = ::open(bdir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {  // no O_TMPFILE here
+      ST_LOG_INFO("the filesystem of %s has no O_TMPFILE: records are written to temp files and renamed",
+                  bdir.c_str());
+      use_tmpfile_ = false;
+      *fall_back = true;
+      return Status::OK();
+    }
+    return PosixError("create a file in " + bdir, errno);  // ENOENT: the caller makes the bucket
+  }
+  Status s = WriteAll(fd, data.data(), data.size(), dst);
+  if (s.ok() && options_.sync && ::fdatasync(fd) != 0) s = PosixError("fsync " + dst, errno);
+  if (s.ok()) {
+    char proc[64];
+    std::snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    if (::linkat(AT_FDCWD, proc, AT_FDCWD, dst.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      int err = errno;
+      if (err == EEXIST) {
+        *fall_back = true;  // a same-named file (REPLACE of the same rank and CRC): rename over it
+      } else if (err == ENOENT && ::access("/proc/self/fd", F_OK) != 0) {
+        ST_LOG_INFO("no /proc: records are written to temp files and renamed");
+        use_tmpfile_ = false;
+        *fall_back = true;
+      } else {
+        s = PosixError("link " + dst, err);
+      }
+    }
+  }
+  // Closing an unlinked O_TMPFILE file frees it: a failed or interrupted
+  // PUT leaves nothing behind, not even a temp file for the scrubber.
+  if (::close(fd) != 0 && s.ok() && !*fall_back) s = PosixError("close " + dst, errno);
+  return s;
+}
+
 Status RecordStore::WriteAtomic(uint64_t file_id, uint8_t bucket, const std::string& name,
                                 std::string_view data) {
+  std::string bdir = BucketDir(file_id, bucket);
+  std::string dst = bdir + "/" + name;
+  if (use_tmpfile_) {
+    bool fall_back = false;
+    Status s = WriteLinked(bdir, dst, data, &fall_back);
+    if (!s.ok() && ::access(bdir.c_str(), F_OK) != 0) {  // the first record of this bucket
+      s = MakeBucketDir(file_id, bucket);
+      if (s.ok()) s = WriteLinked(bdir, dst, data, &fall_back);
+    }
+    if (!fall_back) {
+      if (!s.ok()) return s;
+      return options_.sync ? FsyncPath(bdir) : Status::OK();
+    }
+  }
   char tmp_name[64];
   std::snprintf(tmp_name, sizeof(tmp_name), "/%d-%llu.tmp", static_cast<int>(::getpid()),
                 static_cast<unsigned long long>(++tmp_counter_));
@@ -404,8 +456,6 @@ Status RecordStore::WriteAtomic(uint64_t file_id, uint8_t bucket, const std::str
   Status s = WriteAll(fd, data.data(), data.size(), tmp);
   if (s.ok() && options_.sync && ::fdatasync(fd) != 0) s = PosixError("fsync " + tmp, errno);
   if (::close(fd) != 0 && s.ok()) s = PosixError("close " + tmp, errno);
-  std::string bdir = BucketDir(file_id, bucket);
-  std::string dst = bdir + "/" + name;
   if (s.ok() && ::rename(tmp.c_str(), dst.c_str()) != 0) {
     if (errno == ENOENT) {
       s = MakeBucketDir(file_id, bucket);

@@ -126,9 +126,15 @@ class RecordStore {
   Status ScanFile(uint64_t file_id, const std::string& dir);
   std::string FileDir(uint64_t file_id) const;
   std::string BucketDir(uint64_t file_id, uint8_t bucket) const;
-  // tmp file, write, fsync (if sync), rename to dir/name, fsync dir (if sync).
+  // Atomic PUT (paper 3.1): the record appears under its name only when
+  // whole. An unnamed O_TMPFILE file in the bucket, written, fsynced (if
+  // sync) and linked to dir/name; where the filesystem has no O_TMPFILE, a
+  // temp file renamed to dir/name. Then the directory is fsynced (if sync).
   Status WriteAtomic(uint64_t file_id, uint8_t bucket, const std::string& name,
                      std::string_view data);
+  // The O_TMPFILE + linkat path. Sets *fall_back (and returns OK) when the
+  // rename path must do it: no O_TMPFILE or /proc, or dst exists.
+  Status WriteLinked(const std::string& bdir, const std::string& dst, std::string_view data, bool* fall_back);
   Status MakeBucketDir(uint64_t file_id, uint8_t bucket);
   void AddStats(int64_t records, int64_t bytes);
   Status VerifyFile(int fd, const std::string& path, uint64_t size, const RecordMeta& meta);
@@ -141,6 +147,7 @@ class RecordStore {
   std::string peer_id_;
   int lock_fd_ = -1;
   uint64_t tmp_counter_ = 0;
+  bool use_tmpfile_ = true;  // cleared when the filesystem has no O_TMPFILE
   std::unique_ptr<char[]> scratch_;  // VerifyFile's read buffer, made on first use
   std::unordered_map<uint64_t, FileIndex> files_;
   std::atomic<uint64_t> used_bytes_{0};

@@ -119,6 +119,23 @@ TEST_F(RecordStoreTest, IdempotentPutExistsAndReplace) {
   EXPECT_EQ("two!", Read(1, "a"));
 }
 
+TEST_F(RecordStoreTest, AStrayFileUnderTheRecordsNameIsReplacedWhole) {
+  // A file the index does not know sits where the record goes (linkat
+  // refuses with EEXIST): the PUT falls back to a temp file renamed over it.
+  ASSERT_TRUE(Put(7, 0, "seed", "x").ok());  // makes the file's directory
+  char bucket[8];
+  snprintf(bucket, sizeof(bucket), "%02x", NameBucket("r"));
+  char crc[16];
+  snprintf(crc, sizeof(crc), "%08x", crc32c::Value("new data"));
+  std::string bdir = store_->data_dir() + "/files/0000000000000007/" + bucket;
+  mkdir(bdir.c_str(), 0755);
+  std::string path = bdir + "/r@0@" + crc;
+  { std::ofstream(path) << "stale, and longer than the record"; }
+  ASSERT_TRUE(Put(7, 0, "r", "new data").ok());
+  EXPECT_EQ("new data", Read(7, "r"));
+  EXPECT_EQ(0u, test::CountFiles(store_->data_dir() + "/tmp"));
+}
+
 TEST_F(RecordStoreTest, IndexRebuiltAfterReopen) {
   std::string long_name(300, 'L');
   std::string weird = std::string("../..//\xff\x01 .x%");
