@@ -177,6 +177,45 @@ def test_truncated_frames_then_close_leave_nothing(peer, tmp_path):
     assert "closed in the middle of a frame" in (tmp_path / "peer.log").read_text()
 
 
+def vm_size(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmSize")
+
+
+def test_a_large_frame_prefix_alone_claims_no_memory(peer, tmp_path):
+    """Prefixes announcing 60 MiB PUTs, each followed by 2 KiB and then
+    silence, must not make the peer reserve 60 MiB per connection: the buffer
+    grows with the bytes that arrive (docs/security.md, hostile input). Then
+    a real 6 MiB PUT sent in pieces still works."""
+    before = vm_size(peer.proc.pid)
+    conns = []
+    for i in range(8):
+        c = Conn(peer.addr)
+        head = P.put_prefix(i + 1, 9, 0, 0, b"big", 60 << 20)
+        c.send(head + b"x" * 1024)
+        conns.append(c)
+    time.sleep(0.2)
+    for c in conns:  # more bytes of the frame: the peer makes room for them
+        c.send(b"y" * 1024)
+    assert_serving(peer.addr)  # every byte has been read by now
+    grown = vm_size(peer.proc.pid) - before
+    assert grown < 8 * (8 << 20), f"the peer reserved {grown >> 20} MiB for 16 KiB of frames"
+    for c in conns:
+        c.close()
+    data = os.urandom(6 << 20)
+    c = Conn(peer.addr)
+    put = P.encode_put(50, 9, 0, "six", data)
+    for i in range(0, len(put), 700_000):
+        c.send(put[i:i + 700_000])
+    fr = c.read(timeout=10)
+    assert fr is not None and fr.type == P.MsgType.OK, fr
+    fr = c.call(P.encode_get(51, 9, "six"), timeout=10)
+    assert fr.type == P.MsgType.DATA and fr.fields["data"] == data
+    c.close()
+
+
 # -- slow senders --------------------------------------------------------------------
 
 def test_slowloris_is_closed_after_the_idle_timeout(peer, tmp_path):

@@ -165,7 +165,12 @@ bool Connection::EnsureSpace() {
     start_ = 0;
     end_ = live;
   }
-  size_t target = std::max(live + kReadChunk, pending_frame_);
+  // A frame's prefix says how large it is, but a buffer for more than
+  // kUpFrontFrame bytes grows with the bytes that arrive (at most doubling),
+  // so a prefix alone cannot make the peer claim --max-frame bytes.
+  size_t want = pending_frame_;
+  if (want > kUpFrontFrame) want = std::max(kUpFrontFrame, std::min(want, 2 * cap_));
+  size_t target = std::max(live + kReadChunk, want);
   if (cap_ - end_ < kReadChunk && cap_ < target) {
     std::unique_ptr<uint8_t[]> nb(new (std::nothrow) uint8_t[target]);
     if (!nb) {

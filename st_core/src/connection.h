@@ -58,6 +58,9 @@ class Connection {
   };
 
   static constexpr size_t kReadChunk = 256 * 1024;
+  // Frames up to this size get their whole buffer when their prefix arrives;
+  // larger ones a buffer that doubles as their bytes come.
+  static constexpr size_t kUpFrontFrame = 4 * 1024 * 1024;
   static constexpr size_t kMaxQueuedBytes = 64 * 1024 * 1024;
   // GET bodies waiting to be sent hold an open file each: a client that
   // pipelines tiny GETs without reading the replies must not exhaust the
