@@ -26,10 +26,10 @@ TARGETS = {"put_1mib_x2": 0.8, "put_4kib_x1": 0.5, "put_4kib_pipelining": 5, "ge
            "get_local_ray": 0.8, "get_local_dask": 0.8, "tracker_commit": 20}
 
 SIZES = {
-    "quick": dict(put1m=128, put4k=10_000, depth1=2_000, get1m=128, arrow=96, commit_big=20_000,
+    "quick": dict(put1m=128, put4k=10_000, depth1=4_000, get1m=128, arrow=96, commit_big=20_000,
                   commit_one=200, duckdb=1_000_000, mem=96, scale_records=[1_000, 10_000],
                   scale_peers=[1, 2, 4, 8]),
-    "full": dict(put1m=512, put4k=50_000, depth1=5_000, get1m=512, arrow=384, commit_big=100_000,
+    "full": dict(put1m=512, put4k=50_000, depth1=20_000, get1m=512, arrow=384, commit_big=100_000,
                  commit_one=500, duckdb=1_000_000, mem=256, scale_records=[1_000, 10_000, 100_000],
                  scale_peers=[1, 2, 4, 8]),
 }
