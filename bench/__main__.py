@@ -22,6 +22,7 @@ from rich.table import Table
 from . import cases
 
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "bench" / "results" / "latest.json"
 TARGETS = {"put_1mib_x2": 0.8, "put_4kib_x1": 0.5, "put_4kib_pipelining": 5, "get_1mib": 0.6,
            "get_local_ray": 0.8, "get_local_dask": 0.8, "tracker_commit": 20}
 
@@ -45,7 +46,7 @@ def fmt(v: float, unit: str) -> str:
     return f"{v:,.0f} {unit}"
 
 
-def plots(results: list[dict]) -> list[str]:
+def plots(results: list[dict], folder: Path) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -62,7 +63,7 @@ def plots(results: list[dict]) -> list[str]:
         ax.set_xlabel("measured ratio / target ratio (>= 1 meets the target)")
         ax.set_title("StoreTorrent vs. physical baselines, same run")
         fig.tight_layout()
-        p = ROOT / "docs" / "bench_ratios.png"
+        p = folder / "bench_ratios.png"
         fig.savefig(p, dpi=110)
         out.append(str(p))
     for prefix, xlabel, fname in (("scaling_put_x2_records_", "records", "bench_scaling_records.png"),
@@ -84,7 +85,7 @@ def plots(results: list[dict]) -> list[str]:
         ax.legend()
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        p = ROOT / "docs" / fname
+        p = folder / fname
         fig.savefig(p, dpi=110)
         out.append(str(p))
     return out
@@ -94,7 +95,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--only", nargs="*", help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "latest.json"))
+    ap.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON (plots go to docs/ only for the default)")
     a = ap.parse_args()
     size = SIZES["quick" if a.quick else "full"]
     con = Console(width=150)
@@ -153,7 +154,10 @@ def main() -> int:
     doc = [{k: r[k] for k in ("name", "value", "unit", "baseline", "baseline_value", "ratio")} | {"note": r["note"]}
            for r in results]
     out.write_text(json.dumps(doc, indent=1))
-    for p in plots(results):
+    # docs/ gets the plots of a run that writes bench/results/latest.json;
+    # a run with another --out keeps them next to its results
+    folder = ROOT / "docs" if out.resolve() == DEFAULT_OUT.resolve() else out.parent
+    for p in plots(results, folder):
         con.print(f"plot: {p}")
     con.print(f"wrote {out} in {time.monotonic() - t0:.0f} s")
     return 0
