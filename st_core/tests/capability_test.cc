@@ -14,6 +14,7 @@
 #include <string>
 
 #include "test_util.h"
+#include "vectors.h"
 
 namespace st {
 namespace {
@@ -22,11 +23,7 @@ using nlohmann::json;
 using test::FromHex;
 using test::ToHex;
 
-json LoadVectors() {
-  std::string text = test::ReadSourceFile("tests/vectors/capability.json");
-  EXPECT_FALSE(text.empty()) << "cannot read tests/vectors/capability.json";
-  return json::parse(text);
-}
+json LoadVectors() { return test::LoadVectors("capability.json"); }
 
 const std::string kKey = FromHex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
 const std::string kOtherKey(32, 'Z');

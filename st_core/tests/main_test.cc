@@ -77,12 +77,8 @@ int WaitFor(pid_t pid, double timeout_s) {
 }
 
 void PingOnce(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(0, connect(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)));
+  int fd = test::ConnectLoopback(port);
+  ASSERT_GE(fd, 0);
   std::string f = EncodePing(3);
   ASSERT_EQ(static_cast<ssize_t>(f.size()), write(fd, f.data(), f.size()));
   char buf[256];
@@ -181,12 +177,8 @@ TEST(Main, KeyedPeerDeniesRequestsWithoutAToken) {
   ASSERT_EQ(0u, line.find("listening on 127.0.0.1:")) << line;
   int port = std::stoi(line.substr(line.rfind(':') + 1));
   PingOnce(port);  // PING needs nothing
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(0, connect(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)));
+  int fd = test::ConnectLoopback(port);
+  ASSERT_GE(fd, 0);
   std::string f = EncodeDeleteFile(4, 1);
   ASSERT_EQ(static_cast<ssize_t>(f.size()), write(fd, f.data(), f.size()));
   char buf[512];

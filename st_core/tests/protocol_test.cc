@@ -11,6 +11,7 @@
 
 #include "crc32c.h"
 #include "test_util.h"
+#include "vectors.h"
 
 namespace st {
 namespace {
@@ -19,11 +20,7 @@ using nlohmann::json;
 using test::FromHex;
 using test::ToHex;
 
-json LoadVectors() {
-  std::string text = test::ReadSourceFile("tests/vectors/wire.json");
-  EXPECT_FALSE(text.empty()) << "cannot read tests/vectors/wire.json";
-  return json::parse(text);
-}
+json LoadVectors() { return test::LoadVectors("wire.json"); }
 
 std::string Hex(const json& j) { return FromHex(j.get<std::string>()); }
 

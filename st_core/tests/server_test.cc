@@ -46,12 +46,8 @@ struct Reply {
 class Client {
  public:
   explicit Client(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a {};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(0, connect(fd_, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)));
+    fd_ = test::ConnectLoopback(port);
+    EXPECT_GE(fd_, 0);
     int one = 1;
     setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   }
@@ -495,14 +491,9 @@ TEST_F(ServerTest, GetLocalPeerUnreachable) {
   TestPeer peer(ns.path());
   WriteInfofile(ns.path() + "/f", 3, {{peer.peer_id(), peer.addr()}}, {});
   // A port nobody listens on.
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<struct sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(s, reinterpret_cast<struct sockaddr*>(&a), &len);
-  std::string dead = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  std::string dead;
+  int s = test::BindLoopback(false, &dead);
+  ASSERT_GE(s, 0);
   close(s);
   Client c(peer.port());
   RingHeader ring{3, 1, "/f", {peer.addr(), dead}};
@@ -519,15 +510,9 @@ TEST_F(ServerTest, GetLocalTimeoutNamesMissingPeers) {
   TestPeer peer(ns.path(), 0.3, 0.1);
   WriteInfofile(ns.path() + "/f", 3, {{peer.peer_id(), peer.addr()}}, {});
   // A "peer" that accepts connections (in the kernel backlog) but never answers.
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(0, bind(s, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)));
-  ASSERT_EQ(0, listen(s, 16));
-  socklen_t len = sizeof(a);
-  getsockname(s, reinterpret_cast<struct sockaddr*>(&a), &len);
-  std::string mute = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  std::string mute;
+  int s = test::BindLoopback(true, &mute);
+  ASSERT_GE(s, 0);
   Client c(peer.port());
   RingHeader ring{3, 1, "/f", {peer.addr(), mute}};
   Reply r = c.Call(EncodeGetLocal(5, ring));
@@ -851,15 +836,9 @@ TEST_F(ServerTest, KeepaliveTimeoutClosesIdleConnectionsButNotWaitingOnes) {
   sv.ring_timeout_per_peer_s = 0;
   TestPeer peer(sv, "");
   WriteInfofile(ns.path() + "/f", 3, {{peer.peer_id(), peer.addr()}}, {});
-  int s = socket(AF_INET, SOCK_STREAM, 0);  // a ring peer that never answers
-  struct sockaddr_in a {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(0, bind(s, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)));
-  ASSERT_EQ(0, listen(s, 16));
-  socklen_t len = sizeof(a);
-  getsockname(s, reinterpret_cast<struct sockaddr*>(&a), &len);
-  std::string mute = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  std::string mute;
+  int s = test::BindLoopback(true, &mute);  // a ring peer that never answers
+  ASSERT_GE(s, 0);
 
   Client idle(peer.port());
   Client waiting(peer.port());

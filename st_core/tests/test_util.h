@@ -2,8 +2,11 @@
 #ifndef ST_CORE_TESTS_TEST_UTIL_H_
 #define ST_CORE_TESTS_TEST_UTIL_H_
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,6 +81,38 @@ inline std::string ReadSourceFile(const std::string& relative) {
   return ss.str();
 }
 #endif
+
+// A TCP connection to 127.0.0.1:port; -1 if it fails.
+inline int ConnectLoopback(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && connect(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
+
+// A socket bound to an ephemeral port of 127.0.0.1 (listening if `listening`)
+// and its address "127.0.0.1:port" in *addr; -1 if it fails.
+inline int BindLoopback(bool listening, std::string* addr) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (fd < 0 || bind(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)) != 0 ||
+      (listening && listen(fd, 16) != 0) ||
+      getsockname(fd, reinterpret_cast<struct sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *addr = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  return fd;
+}
 
 inline std::string FromHex(const std::string& hex) {
   std::string out;
