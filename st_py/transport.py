@@ -66,10 +66,11 @@ class PeerConnection:
         self.sock = socket.create_connection(split_addr(addr), timeout=connect_timeout)
         self.sock.setblocking(False)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.decoder = FrameDecoder(max_frame)
         self._native = _native.Receiver(self.sock.fileno(), max_frame) if _native is not None else None
-        self._rbuf = bytearray(RECV_CHUNK)  # reused: no allocation per read
-        self._rview = memoryview(self._rbuf)
+        if self._native is None:  # the Python receive path
+            self.decoder = FrameDecoder(max_frame)
+            self._rbuf = bytearray(RECV_CHUNK)  # reused: no allocation per read
+            self._rview = memoryview(self._rbuf)
         self.out: deque = deque()
         self.out_bytes = 0
         self.pending: dict[int, _Request] = {}

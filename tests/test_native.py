@@ -16,6 +16,7 @@ Properties:
 from __future__ import annotations
 
 import os
+import selectors
 import socket
 import struct
 import threading
@@ -60,7 +61,6 @@ def receive_all(stream: bytes, cuts: list[int], max_frame: int = P.DEFAULT_MAX_F
     th.start()
     r = native.Receiver(b.fileno(), max_frame)
     got, err = [], None
-    import selectors
     sel = selectors.DefaultSelector()
     sel.register(b, selectors.EVENT_READ)
     try:

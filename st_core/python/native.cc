@@ -123,10 +123,12 @@ class Receiver {
     uint8_t* dst = reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(big_)) + big_pos_;
     ssize_t n = RecvInto(dst, big_len_ - big_pos_);
     if (n > 0) {
-      nb::gil_scoped_release nogil;
-      big_crc_ = st::crc32c::Extend(big_crc_, dst, static_cast<size_t>(n));
+      {
+        nb::gil_scoped_release nogil;
+        big_crc_ = st::crc32c::Extend(big_crc_, dst, static_cast<size_t>(n));
+      }
+      big_pos_ += static_cast<size_t>(n);
     }
-    if (n > 0) big_pos_ += static_cast<size_t>(n);
     return n;
   }
 
