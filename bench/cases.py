@@ -171,9 +171,11 @@ def _read_rows_dask(cluster, name: str, client) -> tuple[float, int]:
 
 
 def _paths_table(paths: list[str]):
-    from st_integrations.decoders import decode_file
+    def read(p):
+        with pa.memory_map(p) as src:
+            return pa.ipc.open_stream(src).read_all()
 
-    return pa.concat_tables([decode_file(p, p) for p in paths])
+    return pa.concat_tables([read(p) for p in paths])
 
 
 def _groups(paths: list[str], k: int = 4) -> list[list[str]]:

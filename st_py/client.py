@@ -78,6 +78,72 @@ class Client:
         info = self.tracker.create(name, replication, est_size, blocksize, mode)
         return StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
 
+    def open_staged(self, name: str, prefer_peer: str | None = None) -> StFile:
+        """Open existing file ``name`` for a staged write: records are stored
+        on their holders but not committed when acknowledged; the writer
+        hands :meth:`StFile.staged_commits` to whoever commits the whole job
+        with :meth:`commit_staged`. ``prefer_peer`` (``host:port``) takes
+        copy rank 0 of every record when it is live (local-first placement).
+
+        Raises
+        ------
+        StFileNotFoundError, TrackerUnavailableError
+        """
+        info = self.tracker.open(name)
+        return StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout, stage=True,
+                      prefer_peer=prefer_peer)
+
+    def commit_staged(self, name: str, records: list[dict]) -> int:
+        """Commit staged records of file ``name`` in one transaction of the
+        tracker (paper 3.5): all of them become visible at once, or none.
+
+        Parameters
+        ----------
+        records : list of dict
+            As returned by :meth:`StFile.staged_commits`, from any number of
+            writers.
+
+        Returns
+        -------
+        int
+            Records newly committed (an identical record committed before
+            counts as already there).
+
+        Raises
+        ------
+        RecordExistsError
+            A name already committed with other content; ``names`` lists them.
+            Nothing of the batch is committed then.
+        StFileNotFoundError, TrackerUnavailableError, QuotaExceededError
+        """
+        from ._proto import tracker_pb2 as pb
+        from .errors import RecordExistsError
+
+        info = self.tracker.open(name)
+        names = [r["name"] for r in records]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})[:5]
+            raise RecordExistsError(f"staged records of {name} name {dup} more than once: a writer ran "
+                                    "twice; nothing was committed", names=dup)
+        existing = self._committed(info, names)
+        if existing:
+            raise RecordExistsError(f"{len(existing)} staged records of {name} are already committed "
+                                    f"(e.g. {existing[:3]}); nothing was committed", names=existing)
+        reply = self.tracker.commit(name, info.file_id, [
+            pb.RecordCommit(name=r["name"], size=r["size"], crc32c=r["crc32c"], peer_idx=r["peer_idx"])
+            for r in records])
+        return reply.committed
+
+    @staticmethod
+    def _committed(info, names: list[str]) -> list[str]:
+        from .infofile import InfofileReader
+
+        r = InfofileReader(info.infofile_path)
+        try:
+            return sorted(r.lookup_many(names))
+        finally:
+            r.close()
+
     def open(self, name: str) -> StFile:
         """Open existing file ``name``. Peers the tracker reports failed are
         avoided (paper 4.3, initial failures).

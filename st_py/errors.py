@@ -57,7 +57,12 @@ class RecordNotFoundError(StoreTorrentError, KeyError):
 
 
 class RecordExistsError(StoreTorrentError):
-    """The record name is already used in this file (records are write-once)."""
+    """The record name is already used in this file (records are write-once).
+    ``names`` lists the names when several are to blame."""
+
+    def __init__(self, message: str, names=()):
+        super().__init__(message)
+        self.names = tuple(names)
 
 
 class RecordUnavailableError(StoreTorrentError):

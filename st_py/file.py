@@ -100,8 +100,17 @@ class StFile:
 
     def __init__(self, tracker: TrackerClient, info: pb.FileInfo, depth: int = DEFAULT_DEPTH,
                  group_size: int = DEFAULT_GROUP, blocksize: int | None = None,
-                 timeout: float = 30.0, infofile_path: str | None = None):
+                 timeout: float = 30.0, infofile_path: str | None = None, stage: bool = False,
+                 prefer_peer: str | None = None):
         self._tracker = tracker
+        # stage: acknowledged records are kept for one atomic commit by the
+        # caller (staged_commits / Client.commit_staged) instead of being
+        # group-committed as they come: how a job's writers make the whole
+        # job visible at once (docs/analysis.md).
+        self._stage = stage
+        # prefer_peer: rank 0 on this peer when it is usable (local-first
+        # placement, FreeLoader seed 004 section 4.1)
+        self._prefer_peer = prefer_peer
         self.depth = depth
         self.group_size = group_size
         self._transport = Transport(timeout=timeout, on_peer_failure=self._peer_failed)
@@ -183,6 +192,11 @@ class StFile:
             raise NotEnoughPeersError(
                 f"file {self.name} (class {self.replication}) needs {self.copies} live peers, "
                 f"{len(live)} of {len(self.peers)} are usable; start peers or wait for them to announce")
+        if self._prefer_peer is not None:
+            mine = [i for i in live if self._addr(i) == self._prefer_peer]
+            if mine:
+                rest = [i for i in live if i != mine[0]]
+                return [mine[0]] + choose_holders(rest, self.copies - 1) if self.copies > 1 else [mine[0]]
         return choose_holders(live, self.copies)
 
     def queue_put(self, name: str, data: bytes, callback: Callable[[str, Exception | None], None] | None = None
@@ -314,6 +328,8 @@ class StFile:
         queueing up, so the tracker's cost per record falls as the load rises.
         A record waits at most one commit's round trip longer for this."""
         self._reap_commits()
+        if self._stage:
+            return
         while self._to_commit and (force or len(self._to_commit) >= self.group_size):
             if len(self._commits) >= MAX_COMMITS_IN_FLIGHT:
                 if not force and len(self._to_commit) < MAX_GROUP:
@@ -378,6 +394,23 @@ class StFile:
             self._tracker_down_since = None
             return reply
         return None
+
+    def staged_commits(self) -> list[dict]:
+        """The records acknowledged by every holder but not committed, of a
+        file opened with ``stage=True``, as plain dicts ``{"name", "size",
+        "crc32c", "peer_idx"}`` (peer indexes by copy rank); they are taken
+        out of the file. Commit them with :meth:`Client.commit_staged`.
+
+        Raises
+        ------
+        StoreTorrentError
+            If queued records failed (as :meth:`flush`).
+        """
+        self.flush()
+        out = [{"name": op.name, "size": op.size, "crc32c": op.crc, "peer_idx": list(op.peers)}
+               for op in self._to_commit if not op.failed]
+        self._to_commit.clear()
+        return out
 
     def put(self, name: str, data: bytes) -> None:
         """Store record ``name`` and wait until every copy is acknowledged.

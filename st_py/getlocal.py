@@ -191,6 +191,37 @@ def reveal_ring(peer: str, plan: GetLocalPlan, timeout: float | None = None,
             t.close()
 
 
+def check_complete(plan: GetLocalPlan, parts: list[tuple[int, tuple[str, ...]]]) -> None:
+    """Every committed record must be revealed exactly once (paper 3.7):
+    every task answered from the same ring, and the counts add up to the
+    plan's ``expected``.
+
+    Parameters
+    ----------
+    parts : list of (records revealed, ring) from one :func:`reveal_ring` per peer
+
+    Raises
+    ------
+    st_py.GetLocalError
+        Saying how many records are missing and which peers are down, or that
+        a peer failed during the scan so that tasks used different rings.
+    """
+    rings = {ring for _, ring in parts}
+    if len(rings) > 1:
+        raise GetLocalError(
+            f"a peer failed during the GET_LOCAL scan of {plan.file_name}: its tasks were answered by "
+            f"{len(rings)} different rings ({' / '.join(','.join(r) for r in sorted(rings))}), so records "
+            "could be revealed twice or not at all; run the scan again")
+    total = sum(n for n, _ in parts)
+    if total != plan.expected:
+        raise GetLocalError(
+            f"GET_LOCAL revealed {total} of the {plan.expected} records of {plan.file_name} it should "
+            f"({plan.records} committed at generation {plan.generation}, {plan.unavailable} without a live "
+            f"copy; peers down: {', '.join(plan.dead) or 'none'}; class x{plan.copies} tolerates "
+            f"{plan.copies - 1}). A peer failed or the file changed during the scan: run it again, "
+            "or restart the peers / rebalance")
+
+
 def local_addresses() -> set[str]:
     """IP addresses of this host (loopback included)."""
     addrs = {"127.0.0.1", "::1", "localhost"}

@@ -47,7 +47,7 @@ for p in (ROOT, ROOT / "integrations"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from st_integrations.tasks import check_complete  # noqa: E402
+from st_py.getlocal import check_complete  # noqa: E402
 from st_py.capability import READ  # noqa: E402
 from st_py.client import Client  # noqa: E402
 from st_py.cluster import LocalCluster  # noqa: E402

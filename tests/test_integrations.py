@@ -1,9 +1,8 @@
-"""Ray, Dask and DuckDB over a real cluster. Several Ray nodes / named Dask
-workers on one machine stand for several hosts, and each read task must run on
-the node or worker of its peer."""
+"""Raw records, unavailable records and DuckDB SQL over infofiles, against a
+real cluster (the Ray and Dask readers have test_analysis_ray.py and
+test_analysis_dask.py)."""
 
 import io
-import time
 
 import pandas as pd
 import pyarrow as pa
@@ -49,90 +48,6 @@ def _sorted(df):
     return df.sort_values(["rec", "row"]).reset_index(drop=True)
 
 
-def test_ray_reader_pins_one_task_per_peer_node(arrow_file):
-    ray = pytest.importorskip("ray")
-    from ray.cluster_utils import Cluster
-
-    from st_integrations.decoders import decode_file
-    from st_integrations.ray_reader import peer_resource, read_storetorrent
-
-    cluster = arrow_file
-    # Two Ray nodes stand for two hosts, each the host of two peers (more
-    # raylets than that overload a 2-core machine).
-    a, b = cluster.peer_addrs[:2], cluster.peer_addrs[2:]
-    for attempt in range(3):  # a raylet can miss its start deadline on a loaded 2-core VM
-        rc = None
-        try:
-            rc = Cluster(initialize_head=True,
-                         head_node_args={"num_cpus": 1, "resources": {peer_resource(p): 1 for p in a}})
-            other = rc.add_node(num_cpus=1, resources={peer_resource(p): 1 for p in b})
-            break
-        except Exception:
-            if rc is not None:
-                rc.shutdown()
-            if attempt == 2:
-                raise
-            time.sleep(3)
-    node_of = {**{p: rc.head_node.node_id for p in a}, **{p: other.node_id for p in b}}
-    ray.init(address=rc.address, include_dashboard=False, log_to_driver=False)
-    try:
-        def where(name, path):
-            t = decode_file(name, path)
-            nid = ray.get_runtime_context().get_node_id()
-            return t.append_column("node", pa.array([nid] * t.num_rows)).append_column(
-                "path", pa.array([path] * t.num_rows))
-
-        ds = read_storetorrent("/int/arrow", tracker=cluster.tracker_addr, decoder=where)
-        df = ds.to_pandas()
-        pd.testing.assert_frame_equal(_sorted(df[["rec", "row", "value"]]), source_frame(), check_dtype=False)
-        for path, node in set(zip(df.path, df.node)):
-            assert node == node_of[peer_of_path(cluster, path)]
-        assert ds.num_blocks() == 4
-
-        # one peer killed: the same rows, from the survivors
-        cluster.kill_peer(1)
-        df2 = read_storetorrent("/int/arrow", tracker=cluster.tracker_addr).to_pandas()
-        pd.testing.assert_frame_equal(_sorted(df2), source_frame(), check_dtype=False)
-    finally:
-        ray.shutdown()
-        rc.shutdown()
-
-
-def test_dask_reader_pins_partitions_to_named_workers(arrow_file):
-    pytest.importorskip("dask.dataframe")
-    from distributed import Client, Scheduler, SpecCluster, Worker
-
-    from st_integrations.decoders import decode_file
-    from st_integrations.dask_reader import read_storetorrent
-
-    cluster = arrow_file
-    workers = {addr: {"cls": Worker, "options": {"name": addr, "nthreads": 1}} for addr in cluster.peer_addrs}
-    spec = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}})
-    client = Client(spec)
-    try:
-        def where(name, path):
-            from distributed import get_worker
-
-            t = decode_file(name, path)
-            try:
-                w = get_worker().name
-            except ValueError:  # the driver samples the schema with the decoder too
-                w = "driver"
-            return t.append_column("worker", pa.array([w] * t.num_rows)).append_column(
-                "path", pa.array([path] * t.num_rows))
-
-        ddf = read_storetorrent("/int/arrow", tracker=cluster.tracker_addr, client=client, decoder=where)
-        assert ddf.npartitions == 4
-        df = ddf.compute()
-        pd.testing.assert_frame_equal(_sorted(df[["rec", "row", "value"]]), source_frame(), check_dtype=False)
-        for path, worker in set(zip(df.path, df.worker)):
-            assert worker == peer_of_path(cluster, path)
-        assert ddf.value.sum().compute() == pytest.approx(source_frame().value.sum())
-    finally:
-        client.close()
-        spec.close()
-
-
 def test_raw_records_become_name_and_bytes_rows(cluster):
     pytest.importorskip("dask.dataframe")
     from distributed import Client, LocalCluster
@@ -152,7 +67,7 @@ def test_raw_records_become_name_and_bytes_rows(cluster):
 
 def test_too_many_dead_peers_says_how_many_records_are_unavailable(cluster):
     from st_integrations.ray_reader import read_storetorrent
-    from st_integrations.tasks import check_complete
+    from st_py.getlocal import check_complete
     from st_py.errors import RecordsUnavailableError
     from st_py.getlocal import reveal_ring
 

@@ -1,5 +1,9 @@
-"""Dask DataFrames over StoreTorrent files: one partition per storage peer,
-computed on the Dask worker on that peer's host (paper 2, 3.7).
+"""Dask DataFrames over StoreTorrent files, lazy and streaming, with
+projection and filter pushdown, each partition computed on the Dask worker
+of its peer's host (paper 2, 3.7; docs/analysis.md).
+
+    ddf = read_storetorrent("/exp/run1", columns=["a", "b"], filters=[("a", ">", 3)])
+    to_storetorrent(ddf, "/exp/out", replication="x2")
 
 Mapping peers to workers, first match wins:
 
@@ -8,21 +12,18 @@ Mapping peers to workers, first match wins:
    hosts this way;
 2. a worker on the peer's host;
 3. for a peer on loopback, a worker on this machine.
-
-Partitions are pinned with ``client.submit(..., workers=[w],
-allow_other_workers=False)`` (``dask.annotate`` is ignored by the query
-planner).
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from st_py.getlocal import GetLocalPlan, local_addresses
+from st_py.getlocal import local_addresses
 from st_py.transport import split_addr
 
-from .decoders import Decoder
-from .tasks import check_complete, plan_read, read_peer
+from .formats import SchemaSource, project, unify
+from .readplan import ReadUnit, ScanPlan, plan_scan
+from .scan import PATH_COLUMN, ScanOptions, read_unit_table, unit_schemas
 
 
 def _worker_host(addr: str) -> str:
@@ -31,12 +32,21 @@ def _worker_host(addr: str) -> str:
     return addr.split("://", 1)[-1].rsplit(":", 1)[0]
 
 
-def _placements(ring: tuple[str, ...], dclient) -> dict[str, str]:
+def worker_of_peers(peers: list[str], dclient) -> dict[str, str]:
+    """``{peer: worker address}`` by the rules of the module docstring.
+
+    Raises
+    ------
+    PlacementError
+        If a peer's host runs no Dask worker, saying how to start one.
+    """
+    from .placement import PlacementError
+
     workers = dclient.scheduler_info(n_workers=-1)["workers"]
     by_name = {str(w.get("name")): a for a, w in workers.items()}
     local = local_addresses()
     out, rr = {}, 0
-    for addr in ring:
+    for addr in peers:
         if addr in by_name:
             out[addr] = by_name[addr]
             continue
@@ -45,67 +55,137 @@ def _placements(ring: tuple[str, ...], dclient) -> dict[str, str]:
         if not match and (host.startswith("127.") or host in local):
             match = sorted(a for a in workers if _worker_host(a) in local or _worker_host(a).startswith("127."))
         if not match:
-            raise RuntimeError(f"no Dask worker runs on the host of peer {addr}: start one there "
-                               f"(e.g. `dask worker SCHEDULER --name {addr}`)")
+            raise PlacementError(f"no Dask worker runs on the host of peer {addr}: start one there "
+                                 f"(e.g. `dask worker SCHEDULER --name {addr}`)", peer=addr)
         out[addr] = match[rr % len(match)]
         rr += 1
     return out
 
 
-def _read_partition(peer: str, plan: GetLocalPlan, schema: pa.Schema, decoder, record_column):
-    table, n = read_peer(peer, plan, schema, decoder, record_column)
-    return table, n
+class _ReadPartition:
+    """The partition function: one read unit -> a pandas DataFrame with
+    Arrow-backed columns. ``columns`` is pushed down by dask's optimizer."""
+
+    def __init__(self, schema: pa.Schema, filter, opts: ScanOptions):
+        self.schema, self.filter, self.opts = schema, filter, opts
+
+    def __call__(self, unit: ReadUnit, columns=None):
+        import pandas as pd
+
+        cols = None if columns is None else [c for c in (list(columns) if not isinstance(columns, str)
+                                                          else [columns]) if c != PATH_COLUMN]
+        t = read_unit_table(unit, self.schema, cols, self.filter, self.opts)
+        return t.to_pandas(types_mapper=pd.ArrowDtype)
 
 
-def _to_pandas(result):
-    import pandas as pd
-
-    return result[0].to_pandas(types_mapper=pd.ArrowDtype)
+def _schemas(unit: ReadUnit, opts: ScanOptions) -> list[SchemaSource]:
+    return unit_schemas(unit, opts)
 
 
-def _part(result):
-    """(records revealed, ring) of a partition, for check_complete."""
-    return result[1]
+def infer_schema(plan: ScanPlan, opts: ScanOptions, dclient, placement: dict[str, str]) -> pa.Schema:
+    """The unified schema of every planned record, from their headers, read
+    by one task per peer on its worker.
+
+    Raises
+    ------
+    SchemaConflictError
+        Naming two records that cannot be unified.
+    """
+    futs = []
+    for peer in plan.peers:
+        merged = ReadUnit(peer, tuple(r for u in plan.units if u.peer == peer for r in u.records))
+        futs.append(dclient.submit(_schemas, merged, opts, workers=[placement[peer]],
+                                   allow_other_workers=False, pure=False))
+    return unify([s for part in dclient.gather(futs) for s in part])
 
 
-def read_storetorrent(name: str, *, tracker: str | None = None, client=None,
-                      decoder: Decoder | None = None, record_column: str | None = None):
-    """Read StoreTorrent file ``name`` as a ``dask.dataframe.DataFrame``.
+def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = None, filters=None,
+                      blocksize: int | str | None = "128MiB", schema: pa.Schema | None = None,
+                      include_paths: bool = False, format: str | None = None, decoder=None,
+                      tracker: str | None = None, client=None):
+    """Read StoreTorrent files as a lazy ``dask.dataframe.DataFrame``.
 
     Parameters
     ----------
-    name : str
+    paths : str or list of str
+        A file (``"/exp/run1"``), a list of files, a directory or a namespace
+        glob (``"/exp/*"``).
+    columns : list of str, optional
+        Columns to read (projection pushdown; later column selections on the
+        DataFrame are pushed down too).
+    filters : pyarrow.dataset.Expression or list of tuples, optional
+        Rows to keep, as in ``dd.read_parquet`` (DNF tuples such as
+        ``[("dep_delay", ">", 60)]``). Parquet records skip row groups by
+        their statistics.
+    blocksize : int or str, optional
+        Target bytes of records per partition (default ``"128MiB"``); each
+        partition holds records of one peer.
+    schema : pyarrow.Schema, optional
+        The records' schema. Without it the schema is inferred from every
+        record's header (Parquet footer, IPC schema message, first block of
+        CSV/JSON), read on the peers' workers when the DataFrame is built.
+    include_paths : bool
+        Add a ``path`` column: ``/file/record`` of each row.
+    format : str, optional
+        Force a format (``"raw"``: every record as ``(record, data)`` rows).
+    decoder : callable(name, path) -> pyarrow.Table, optional
+        For records in other formats.
     tracker : str, optional
-        Tracker ``host:port``.
+        Tracker ``host:port`` (default ``$STORETORRENT_TRACKER`` / the local cluster).
     client : distributed.Client, optional
         Default: the current Dask client.
-    decoder, record_column
-        As in :func:`st_integrations.ray_reader.read_storetorrent`.
 
     Returns
     -------
     dask.dataframe.DataFrame
-        One partition per storage peer, with Arrow-backed columns.
+        Partitions of at most about ``blocksize`` bytes of records, each
+        computed on the worker of its peer's host, with Arrow-backed columns.
 
     Raises
     ------
-    st_py.GetLocalError
-        If records are unavailable.
+    StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError, PlacementError
     """
     import dask.dataframe as dd
     import pandas as pd
+    from dask.utils import parse_bytes
     from distributed import get_client
 
+    from st_py.client import Client, default_tracker
+
+    from .placement import pin_dask_partitions
+
     dclient = client or get_client()
-    plan, schema = plan_read(name, tracker, decoder, record_column)
-    placements = _placements(plan.ring, dclient)
-    parts, counts = [], []
-    for addr in plan.ring:
-        w = [placements[addr]]
-        res = dclient.submit(_read_partition, addr, plan, schema, decoder, record_column,
-                             workers=w, allow_other_workers=False, pure=False)
-        parts.append(dclient.submit(_to_pandas, res, workers=w, allow_other_workers=False))
-        counts.append(dclient.submit(_part, res, workers=w, allow_other_workers=False))
-    check_complete(plan, dclient.gather(counts))
-    meta = schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
-    return dd.from_delayed(parts, meta=meta, verify_meta=False)
+    tracker = tracker or default_tracker()
+    filt = _to_expression(filters)
+    opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths)
+    block = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
+    with Client(tracker) as c:
+        plan = plan_scan(c, paths, block_size=block)
+    placement = worker_of_peers(plan.peers, dclient)
+    pin_dask_partitions(dclient, placement)
+    if schema is None:
+        schema = infer_schema(plan, opts, dclient, placement) if plan.units else project(
+            unify([]), None)
+    out_schema = project(schema, columns)
+    if include_paths:
+        out_schema = out_schema.append(pa.field(PATH_COLUMN, pa.string()))
+    meta = out_schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
+    units = plan.units or [ReadUnit("", ())]
+    ddf = dd.from_map(_ReadPartition(schema, filt, opts), units, meta=meta, label="read-storetorrent",
+                      enforce_metadata=False)
+    if columns is not None:
+        ddf = ddf[list(out_schema.names)]
+    return ddf
+
+
+def _to_expression(filters):
+    """A pyarrow.dataset Expression from an Expression or DNF tuples."""
+    if filters is None:
+        return None
+    import pyarrow.dataset as ds
+
+    if isinstance(filters, ds.Expression):
+        return filters
+    import pyarrow.parquet as pq
+
+    return pq.filters_to_expression(filters)

@@ -1,109 +1,193 @@
-"""Ray Datasets over StoreTorrent files: one read task per storage peer,
-pinned to the Ray node on that peer's host (paper 2, 3.7).
+"""Ray Datasets over StoreTorrent files, in the shape of
+``ray.data.read_parquet``: planned on the driver, read lazily and streamed by
+read tasks pinned to the nodes of the peers that reveal the records (paper 2,
+3.7; docs/analysis.md).
 
-Ray Data has no per-read-task locality, so the tasks are plain Ray tasks with
-a hard placement, and their Arrow tables become a Dataset with
-``ray.data.from_arrow_refs``.
+    ds = read_storetorrent("/exp/*", columns=["a", "b"], filter=pc.field("a") > 3)
+    ds.map_batches(fn).groupby("b").sum("a")
 
-Mapping peers to Ray nodes, first match wins:
+Building the Dataset plans the scan (GET_LOCAL plan, the records each task
+reads, the schema) and reads no record data; the schema comes from the
+records' headers (Parquet footers, IPC schema messages, the first block of
+CSV/JSON) unless ``schema=`` is given, in which case no record is opened.
 
-1. a Ray node with the custom resource ``peer_resource(addr)`` (start each
-   node with ``--resources '{"st-peer-10.0.0.5-7100": 1}'``, or let
-   ``storetorrent`` tests do it); this is how several Ray nodes on one machine
-   stand for several hosts;
-2. the Ray node whose IP is the peer's host (a real cluster: one Ray node and
-   one peer per storage node);
-3. for a peer on loopback, a Ray node on this machine.
+Mapping peers to Ray nodes (:func:`st_integrations.placement.ray_node_of_peers`):
+a node with the custom resource ``st-peer-HOST-PORT``, else the node on the
+peer's IP, else (loopback) a node of this machine.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
 
 import pyarrow as pa
 
-from st_py.getlocal import GetLocalPlan, local_addresses
-from st_py.transport import split_addr
+from .formats import SchemaSource, project, unify
+from .placement import (peer_resource, ray_node_of_peers, ray_per_task_pinning, ray_pin_args,  # noqa: F401
+                        resource_peer)
+from .readplan import ReadUnit, ScanPlan, plan_scan
+from .scan import PATH_COLUMN, ScanOptions, read_unit, unit_schemas
 
-from .decoders import Decoder
-from .tasks import check_complete, plan_read, read_peer
-
-RESOURCE_AMOUNT = 0.001
-
-
-def peer_resource(addr: str) -> str:
-    """The Ray custom resource that marks the node of the peer at ``addr``."""
-    return "st-peer-" + addr.replace(":", "-")
+try:
+    from ray.data import Datasource as _Datasource
+except ImportError:  # Ray is optional
+    _Datasource = object
 
 
-def _placements(ring: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+def _read_fn(unit: ReadUnit, schema: pa.Schema, columns, filter, opts: ScanOptions):
+    def read():
+        yield from (pa.Table.from_batches([b]) for b in read_unit(unit, schema, columns, filter, opts))
+    return read
+
+
+class StoreTorrentDatasource(_Datasource):
+    """A ``ray.data.Datasource`` of planned read units (one ReadTask each).
+
+    ``node_of`` maps each peer to its Ray node id; with ``only_node`` the
+    source yields the units of that node only (the ``"node"`` placement)."""
+
+    def __init__(self, plan: ScanPlan, schema: pa.Schema, columns, filter, opts: ScanOptions,
+                 node_of: dict[str, str], only_node: str | None = None):
+        self.plan, self.schema, self.columns, self.filter, self.opts = plan, schema, columns, filter, opts
+        self.node_of, self.only_node = node_of, only_node
+
+    def _units(self) -> list[ReadUnit]:
+        return [u for u in self.plan.units if self.only_node is None or self.node_of[u.peer] == self.only_node]
+
+    def out_schema(self) -> pa.Schema:
+        s = project(self.schema, self.columns)
+        return s.append(pa.field(PATH_COLUMN, pa.string())) if self.opts.include_paths else s
+
+    def estimate_inmemory_data_size(self) -> int:
+        return sum(u.size for u in self._units())
+
+    def get_name(self) -> str:
+        return "StoreTorrent"
+
+    def get_read_tasks(self, parallelism: int, per_task_row_limit=None, data_context=None):
+        from ray.data import ReadTask
+        from ray.data.block import BlockMetadata
+
+        tasks = []
+        for u in self._units():
+            meta = BlockMetadata(num_rows=None, size_bytes=u.size,
+                                 input_files=[f"{r.file}/{r.name}" for r in u.records], exec_stats=None)
+            t = ReadTask(_read_fn(u, self.schema, self.columns, self.filter, self.opts), meta,
+                         schema=self.out_schema(), per_task_row_limit=per_task_row_limit)
+            t.st_node_id = self.node_of[u.peer]  # read by the per-task pinning hook (placement.py)
+            tasks.append(t)
+        return tasks
+
+
+def _schema_task(units: list[ReadUnit], opts: ScanOptions) -> list[SchemaSource]:
+    merged = ReadUnit(units[0].peer, tuple(r for u in units for r in u.records))
+    return unit_schemas(merged, opts)
+
+
+def infer_schema(plan: ScanPlan, opts: ScanOptions, node_of: dict[str, str]) -> pa.Schema:
+    """The unified schema of the planned records, from their headers, read
+    by one small task per peer on its node.
+
+    Raises
+    ------
+    SchemaConflictError
+        Naming two records that cannot be unified.
+    """
     import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
-    local = local_addresses()
-    out: dict[str, dict[str, Any]] = {}
-    for addr in ring:
-        res = peer_resource(addr)
-        if any(res in n.get("Resources", {}) for n in nodes):
-            out[addr] = {"resources": {res: RESOURCE_AMOUNT}}
-            continue
-        host, _ = split_addr(addr)
-        match = [n for n in nodes if n["NodeManagerAddress"] == host]
-        if not match and (host.startswith("127.") or host in local):
-            match = [n for n in nodes if n["NodeManagerAddress"] in local or
-                     n["NodeManagerAddress"].startswith("127.")] or nodes[:1]
-        if not match:
-            raise RuntimeError(f"no Ray node runs on the host of peer {addr}: start a Ray node there, "
-                               f"or give it the resource {res!r}")
-        out[addr] = {"scheduling_strategy": NodeAffinitySchedulingStrategy(match[0]["NodeID"], soft=False)}
-    return out
+    task = ray.remote(_schema_task)
+    refs = []
+    for peer in plan.peers:
+        units = [u for u in plan.units if u.peer == peer]
+        refs.append(task.options(num_cpus=0, **ray_pin_args(node_of[peer])).remote(units, opts))
+    return unify([s for part in ray.get(refs) for s in part])
 
 
-def _read_task(peer: str, plan: GetLocalPlan, schema: pa.Schema, decoder, record_column):
-    table, n = read_peer(peer, plan, schema, decoder, record_column)
-    return table, n
-
-
-def read_storetorrent(name: str, *, tracker: str | None = None, decoder: Decoder | None = None,
-                     record_column: str | None = None, ray_remote_args: dict | None = None):
-    """Read StoreTorrent file ``name`` as a ``ray.data.Dataset``.
+def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = None, filter=None,
+                      override_num_blocks: int | None = None, block_size: int | None = None,
+                      include_paths: bool = False, schema: pa.Schema | None = None, format: str | None = None,
+                      decoder=None, tracker: str | None = None, ray_remote_args: dict | None = None,
+                      concurrency: int | None = None, placement: str = "auto"):
+    """Read StoreTorrent files as a lazy, streaming ``ray.data.Dataset``.
 
     Parameters
     ----------
-    name : str
-        The file, e.g. ``"/flights/2013"``.
-    tracker : str, optional
-        Tracker ``host:port`` (default: ``$STORETORRENT_TRACKER`` or the local cluster).
+    paths : str or list of str
+        A file (``"/exp/run1"``), a list of files, a directory or a namespace
+        glob (``"/exp/*"``).
+    columns : list of str, optional
+        Columns to read. Parquet and Arrow IPC records decode only these.
+    filter : pyarrow.dataset.Expression, optional
+        Rows to keep (``pyarrow.compute.field("x") > 3``). Parquet records
+        skip row groups whose statistics cannot match.
+    override_num_blocks : int, optional
+        Number of read tasks over the whole scan (each peer with records
+        gets at least one).
+    block_size : int, optional
+        Target bytes of records per read task (default 128 MiB): memory is
+        bounded by the tasks in flight, not by the file.
+    include_paths : bool
+        Add a ``path`` column: ``/file/record`` of each row.
+    schema : pyarrow.Schema, optional
+        The records' schema; without it the schema is unified from every
+        record's header when the Dataset is built.
+    format : str, optional
+        Force a format (``"raw"``: every record as ``(record, data)`` rows).
     decoder : callable(name, path) -> pyarrow.Table, optional
-        Default: Arrow IPC / Parquet by magic bytes, raw records as
-        ``(record, data)`` rows. It must be picklable; it also runs once on
-        the driver, on one record fetched with GET, to learn the schema.
-    record_column : str, optional
-        Add a column of that name holding each row's record name.
+        For records in other formats; must be picklable.
+    tracker : str, optional
+        Tracker ``host:port`` (default ``$STORETORRENT_TRACKER`` / the local cluster).
+    ray_remote_args : dict, optional
+        For the read tasks (e.g. ``num_cpus``); placement is StoreTorrent's.
+    concurrency : int, optional
+        Maximum read tasks running at once.
+    placement : {"auto", "task", "node"}
+        How tasks are pinned (:mod:`st_integrations.placement`).
 
     Returns
     -------
     ray.data.Dataset
-        One block per storage peer, read on that peer's node.
+        Blocks of at most about ``block_size`` bytes of records, each read
+        on the node of its peer.
 
     Raises
     ------
-    st_py.GetLocalError
-        If records are unavailable (more peers down than the class tolerates).
+    StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError, PlacementError
     """
     import ray
 
+    from st_py.client import Client, default_tracker
+
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
-    plan, schema = plan_read(name, tracker, decoder, record_column)
-    task = ray.remote(_read_task)
-    placements = _placements(plan.ring)
-    tables, counts = [], []
-    for addr in plan.ring:
-        opts = {"num_returns": 2, "num_cpus": 1, "max_retries": 0, **placements[addr], **(ray_remote_args or {})}
-        t_ref, n_ref = task.options(**opts).remote(addr, plan, schema, decoder, record_column)
-        tables.append(t_ref)
-        counts.append(n_ref)
-    check_complete(plan, ray.get(counts))
-    return ray.data.from_arrow_refs(tables)
+    tracker = tracker or default_tracker()
+    opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths)
+    with Client(tracker) as c:
+        plan = plan_scan(c, paths, block_size=block_size, num_blocks=override_num_blocks)
+    node_of = ray_node_of_peers(plan.peers)
+    if schema is None:
+        schema = infer_schema(plan, opts, node_of) if plan.units else unify([])
+    if columns is not None:
+        project(schema, columns)  # a clear KeyError for an unknown column, now
+    args = dict(ray_remote_args or {})
+    if placement == "auto":
+        placement = "task" if ray_per_task_pinning() else "node"
+    elif placement == "task" and not ray_per_task_pinning():
+        raise ValueError(f"per-task placement needs Ray {' or '.join(_tested())}; use placement='node'")
+    if placement == "task" or not plan.units:
+        src = StoreTorrentDatasource(plan, schema, columns, filter, opts, node_of)
+        return ray.data.read_datasource(src, override_num_blocks=max(1, len(plan.units)),
+                                        ray_remote_args=args or None, concurrency=concurrency)
+    branches = []
+    for node in sorted(set(node_of[u.peer] for u in plan.units)):
+        src = StoreTorrentDatasource(plan, schema, columns, filter, opts, node_of, only_node=node)
+        n = len(src._units())
+        branches.append(ray.data.read_datasource(src, override_num_blocks=n, concurrency=concurrency,
+                                                 ray_remote_args=args or None, **ray_pin_args(node)))
+    return functools.reduce(lambda a, b: a.union(b), branches)
+
+
+def _tested():
+    from .placement import RAY_TESTED
+
+    return RAY_TESTED

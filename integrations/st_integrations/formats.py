@@ -1,0 +1,333 @@
+"""Record formats: recognising a record's format, reading its schema, and
+reading it as Arrow record batches with column projection and filter pushdown.
+
+Formats, recognised by magic bytes first, then by the record name's extension:
+
+============  ==========================  ===============================
+format        magic bytes                 extensions
+============  ==========================  ===============================
+``parquet``   ``PAR1``                    ``.parquet .pq .parq``
+``arrow``     ``ARROW1`` (IPC file)       ``.arrow .feather .ipc``
+``arrows``    ``ff ff ff ff`` (IPC        ``.arrows``
+              stream)
+``csv``       -                           ``.csv .tsv`` (also gzip'd)
+``json``      -                           ``.json .jsonl .ndjson`` (JSON lines)
+``raw``       anything else               -
+============  ==========================  ===============================
+
+A ``raw`` record becomes one row ``(record: string, data: binary)``; pass
+``format="raw"`` to the readers to get every record that way.
+
+Pushdown (docs/analysis.md):
+
+* Parquet: the projection reads only the selected column chunks, and the
+  filter skips row groups whose statistics cannot match (pyarrow.dataset's
+  Parquet fragment), then filters rows.
+* Arrow IPC: the projection decodes only the selected columns of a
+  memory-mapped file; the filter is applied per batch.
+* CSV and JSON: read whole (they have no index), then projected and filtered.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import pyarrow as pa
+
+from st_py.errors import StoreTorrentError
+
+FORMATS = ("parquet", "arrow", "arrows", "csv", "json", "raw")
+
+RAW_SCHEMA = pa.schema([("record", pa.string()), ("data", pa.binary())])
+
+_EXTENSIONS = {
+    ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
+    ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow",
+    ".arrows": "arrows",
+    ".csv": "csv", ".tsv": "csv",
+    ".json": "json", ".jsonl": "json", ".ndjson": "json",
+}
+
+HEAD_BYTES = 8
+
+Decoder = Callable[[str, str], pa.Table]
+"""A user decoder: ``decoder(record name, local path) -> pyarrow.Table``."""
+
+
+class RecordFormatError(StoreTorrentError):
+    """A record could not be decoded in the format it claims (by magic bytes
+    or by extension). ``record`` names it, ``format`` is the format tried."""
+
+    def __init__(self, message: str, record: str = "", format: str = ""):
+        super().__init__(message)
+        self.record, self.format = record, format
+
+
+class SchemaConflictError(StoreTorrentError):
+    """Two records whose schemas cannot be unified (e.g. a column that is an
+    integer in one and a string in the other). ``first`` and ``second`` name
+    the records, ``column`` the column when one is to blame."""
+
+    def __init__(self, message: str, first: str = "", second: str = "", column: str = ""):
+        super().__init__(message)
+        self.first, self.second, self.column = first, second, column
+
+
+def _extension_format(name: str) -> str | None:
+    base = name.lower()
+    for comp in (".gz", ".bz2", ".zst"):
+        if base.endswith(comp):
+            base = base[: -len(comp)]
+            break
+    return _EXTENSIONS.get(os.path.splitext(base)[1])
+
+
+def detect(name: str, head: bytes) -> str:
+    """The format of a record from its first bytes (at least 8), then its
+    name's extension; ``"raw"`` when neither tells."""
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.startswith(b"ARROW1"):
+        return "arrow"
+    if head.startswith(b"\xff\xff\xff\xff") or (len(head) >= 8 and head[4:8] == b"\xff\xff\xff\xff"):
+        return "arrows"
+    ext = _extension_format(name)
+    if ext in ("csv", "json"):
+        return ext
+    return "raw"
+
+
+def detect_file(name: str, path: str) -> str:
+    with open(path, "rb") as fh:
+        return detect(name, fh.read(HEAD_BYTES))
+
+
+def _csv_format(name: str):
+    import pyarrow.csv as pacsv
+    import pyarrow.dataset as ds
+
+    delim = "\t" if _extension_format(name) == "csv" and ".tsv" in name.lower() else ","
+    return ds.CsvFileFormat(parse_options=pacsv.ParseOptions(delimiter=delim))
+
+
+def _dataset_format(name: str, fmt: str):
+    import pyarrow.dataset as ds
+
+    if fmt == "parquet":
+        return ds.ParquetFileFormat()
+    if fmt == "arrow":
+        return ds.IpcFileFormat()
+    if fmt == "csv":
+        return _csv_format(name)
+    if fmt == "json":
+        return ds.JsonFileFormat()
+    raise ValueError(fmt)
+
+
+def _fragment(name: str, path: str, fmt: str):
+    import pyarrow.fs as pafs
+
+    return _dataset_format(name, fmt).make_fragment(path, filesystem=pafs.LocalFileSystem())
+
+
+def record_schema(name: str, path: str, fmt: str | None = None) -> pa.Schema:
+    """The schema of one record on local disk, from its header only where
+    the format has one (Parquet footer, Arrow IPC schema message); CSV and
+    JSON are inferred from their first block.
+
+    Raises
+    ------
+    RecordFormatError
+        If the record does not decode as its format.
+    """
+    fmt = fmt or detect_file(name, path)
+    try:
+        if fmt == "raw":
+            return RAW_SCHEMA
+        if fmt == "arrows":
+            with pa.memory_map(path) as src:
+                return pa.ipc.open_stream(src).schema
+        return _fragment(name, path, fmt).physical_schema
+    except (pa.ArrowException, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise RecordFormatError(f"record {name!r} does not decode as {fmt}: {e}", name, fmt) from e
+
+
+def scan_record(name: str, path: str, fmt: str | None, schema: pa.Schema, columns: list[str] | None = None,
+                filter=None, batch_size: int = 131_072) -> Iterator[pa.RecordBatch]:
+    """Read one record from local disk as Arrow record batches in the
+    dataset's schema.
+
+    Parameters
+    ----------
+    name, path : str
+        The record's name (for raw rows and messages) and its local path.
+    fmt : str or None
+        One of :data:`FORMATS`; detected when None.
+    schema : pyarrow.Schema
+        The dataset's (unified) schema: columns the record lacks are null,
+        types are cast safely to it (:func:`conform`).
+    columns : list of str, optional
+        Projection; the batches hold these columns, in this order.
+    filter : pyarrow.dataset.Expression, optional
+        Rows to keep; it may name columns outside ``columns``. Row groups of
+        Parquet records are skipped by their statistics.
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        With schema ``project(schema, columns)``.
+
+    Raises
+    ------
+    RecordFormatError
+        If the record does not decode as its format.
+    SchemaConflictError
+        If a value cannot be cast to ``schema``.
+    """
+
+    fmt = fmt or detect_file(name, path)
+    out_schema = project(schema, columns)
+    try:
+        if fmt in ("raw", "arrows"):
+            # No statistics to use: decode (zero-copy for IPC), conform, filter.
+            if fmt == "raw":
+                with open(path, "rb") as fh:
+                    batches = pa.table({"record": [name], "data": [fh.read()]}, schema=RAW_SCHEMA).to_batches()
+                src = None
+            else:
+                src = pa.memory_map(path)
+                batches = pa.ipc.open_stream(src)
+            try:
+                for b in batches:
+                    b = conform(b, schema, name)
+                    if filter is not None:
+                        b = pa.Table.from_batches([b]).filter(filter).combine_chunks()
+                        b = b.to_batches()[0] if b.num_rows else None
+                    if b is not None and b.num_rows:
+                        yield b.select(out_schema.names) if columns is not None else b
+            finally:
+                if src is not None:
+                    src.close()
+            return
+        frag = _fragment(name, path, fmt)
+        phys = frag.physical_schema
+        # Scan in the record's own types, with the dataset's other columns as
+        # nulls, so that a filter on a column the record lacks sees nulls.
+        scan_schema = pa.schema([phys.field(f.name) if phys.get_field_index(f.name) >= 0 else f for f in schema])
+        extra = [n for n in phys.names if scan_schema.get_field_index(n) < 0]
+        if extra:
+            raise SchemaConflictError(
+                f"record {name!r} has columns {extra} that the dataset's schema lacks; pass a schema= that "
+                "includes them, or read the records separately", name, "", extra[0])
+        for b in frag.to_batches(schema=scan_schema, columns=out_schema.names, filter=filter,
+                                 batch_size=batch_size, use_threads=False):
+            if b.num_rows:
+                yield conform(b, out_schema, name)
+    except (pa.ArrowException, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise RecordFormatError(f"record {name!r} does not decode as {fmt}: {e}", name, fmt) from e
+
+
+@dataclass(frozen=True)
+class SchemaSource:
+    """A schema and the record it was read from."""
+
+    schema: pa.Schema
+    record: str
+
+
+def unify(sources: list[SchemaSource]) -> pa.Schema:
+    """The permissive unification of the records' schemas: the union of
+    their columns in order of first appearance; a column missing from a
+    record is null there; numeric types widen (int32 + int64 -> int64,
+    int64 + double -> double), string + large_string -> large_string, null +
+    T -> T.
+
+    Raises
+    ------
+    SchemaConflictError
+        Naming two records whose types for one column cannot be unified.
+    """
+    if not sources:
+        return RAW_SCHEMA
+    out = sources[0].schema
+    origin = {f.name: sources[0].record for f in out}
+    for src in sources[1:]:
+        if src.schema.equals(out):
+            continue
+        try:
+            out = pa.unify_schemas([out, src.schema], promote_options="permissive")
+        except (pa.ArrowTypeError, pa.ArrowInvalid) as e:
+            for f in src.schema:
+                i = out.get_field_index(f.name)
+                if i < 0:
+                    continue
+                try:
+                    pa.unify_schemas([pa.schema([out.field(i)]), pa.schema([f])], promote_options="permissive")
+                except (pa.ArrowTypeError, pa.ArrowInvalid):
+                    raise SchemaConflictError(
+                        f"records {origin[f.name]!r} and {src.record!r} cannot be read as one table: column "
+                        f"{f.name!r} is {out.field(i).type} in the first and {f.type} in the second; pass "
+                        "schema= to read both as one type, or read them separately", origin[f.name],
+                        src.record, f.name) from e
+            raise SchemaConflictError(f"records {sources[0].record!r} and {src.record!r} cannot be unified: {e}",
+                                      sources[0].record, src.record) from e
+        for f in src.schema:
+            origin.setdefault(f.name, src.record)
+    return out
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema, record: str) -> pa.RecordBatch:
+    """``batch`` in ``schema``: columns reordered, missing ones null, types
+    cast safely.
+
+    Raises
+    ------
+    SchemaConflictError
+        If a value cannot be cast (e.g. a string that is not a number), or
+        the record has a column ``schema`` lacks (it would be lost silently).
+    """
+    if batch.schema.equals(schema):
+        return batch
+    extra = [n for n in batch.schema.names if schema.get_field_index(n) < 0]
+    if extra:
+        raise SchemaConflictError(
+            f"record {record!r} has columns {extra} that the dataset's schema lacks; pass a schema= that "
+            "includes them, or columns= to select the ones you want", record, "", extra[0])
+    arrays = []
+    for f in schema:
+        i = batch.schema.get_field_index(f.name)
+        if i < 0:
+            arrays.append(pa.nulls(batch.num_rows, f.type))
+            continue
+        col = batch.column(i)
+        if not col.type.equals(f.type):
+            try:
+                col = col.cast(f.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                raise SchemaConflictError(
+                    f"record {record!r}: column {f.name!r} of type {col.type} cannot be read as {f.type}: {e}",
+                    record, "", f.name) from e
+        arrays.append(col)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def project(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
+    """``schema`` restricted to ``columns``, in that order.
+
+    Raises
+    ------
+    KeyError
+        For a column the schema lacks, naming the columns it has.
+    """
+    if columns is None:
+        return schema
+    missing = [c for c in columns if schema.get_field_index(c) < 0]
+    if missing:
+        raise KeyError(f"columns {missing} are not in the records' schema; columns: {schema.names}")
+    return pa.schema([schema.field(c) for c in columns])

@@ -1,0 +1,272 @@
+"""Planning a scan on the driver: which records each read task reads.
+
+A scan of one or more StoreTorrent files (paper 3.7) is planned in three
+steps, none of which reads a record:
+
+1. **paths**: a file, a list of files, or a namespace glob (``"/exp/*"``)
+   is resolved to file names with the tracker's listing;
+2. **GET_LOCAL**: for each file, the live peerlist and commit generation
+   (:meth:`st_py.StFile.get_local_plan`), then every live peer is asked which
+   records it reveals (the peers run their ring exchange); the counts must add
+   up to the plan's ``expected`` and every peer must have answered from the
+   same ring, or the scan is planned again (a peer died meanwhile) and, if it
+   still does not add up, :class:`st_py.GetLocalError` is raised;
+3. **split**: each peer's records are cut, in name order, into read units of
+   about ``block_size`` bytes (or into ``num_blocks`` units over the whole
+   scan). A unit is a fixed list of records, so a retried read task reads the
+   same records again and can never duplicate or drop rows.
+
+Everything here is plain picklable data, handed to read tasks on the peers'
+nodes (docs/analysis.md).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass, field
+
+from st_py.errors import GetLocalError, StFileNotFoundError
+from st_py.getlocal import GetLocalPlan, check_complete, reveal_ring
+
+DEFAULT_BLOCK_SIZE = 128 << 20  # bytes of records per read task (Ray's target block size)
+PLAN_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class RecordRef:
+    """One record revealed to a peer's node: read ``path`` there."""
+
+    file: str
+    name: str
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
+class ReadUnit:
+    """The records of one read task, all on the node of ``peer``."""
+
+    peer: str
+    records: tuple[RecordRef, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.records)
+
+
+@dataclass
+class ScanPlan:
+    """A planned scan: the GET_LOCAL plan of every file and the read units.
+
+    ``revealed[file]`` is how many records the peers revealed for that file;
+    it equals ``plans[file].expected`` (checked when planned).
+    """
+
+    files: list[str]
+    plans: dict[str, GetLocalPlan]
+    units: list[ReadUnit]
+    revealed: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def peers(self) -> list[str]:
+        """Peers with at least one unit, in ring order of first appearance."""
+        seen: dict[str, None] = {}
+        for u in self.units:
+            seen.setdefault(u.peer)
+        return list(seen)
+
+    @property
+    def num_records(self) -> int:
+        return sum(len(u.records) for u in self.units)
+
+    @property
+    def size(self) -> int:
+        return sum(u.size for u in self.units)
+
+
+def _has_magic(path: str) -> bool:
+    return any(c in path for c in "*?[")
+
+
+def resolve_paths(client, paths: str | list[str]) -> list[str]:
+    """File names for ``paths``: a file name, a list of them, or namespace
+    globs (``*``, ``?``, ``[...]`` within one path component; ``**`` any
+    depth). A directory stands for every file below it.
+
+    Raises
+    ------
+    StFileNotFoundError
+        If a path or glob matches no file.
+    """
+    if isinstance(paths, str):
+        paths = [paths]
+    out: list[str] = []
+    for p in paths:
+        p = "/" + p.strip("/")
+        if not _has_magic(p):
+            entries = _list(client, p)
+            if entries is None:  # a file (or nothing: open() says which)
+                client.tracker.open(p)
+                out.append(p)
+            else:
+                found = _files_below(client, p)
+                if not found:
+                    raise StFileNotFoundError(f"directory {p} holds no StoreTorrent file")
+                out.extend(found)
+            continue
+        # Walk from the deepest directory without wildcards.
+        parts = p.strip("/").split("/")
+        fixed = []
+        for part in parts:
+            if _has_magic(part):
+                break
+            fixed.append(part)
+        root = "/" + "/".join(fixed)
+        matches = [f for f in _files_below(client, root) if _glob_match(f, p)]
+        if not matches:
+            raise StFileNotFoundError(f"no StoreTorrent file matches {p}")
+        out.extend(matches)
+    seen: dict[str, None] = {}
+    for f in out:
+        seen.setdefault(f)
+    return list(seen)
+
+
+def _glob_match(name: str, pattern: str) -> bool:
+    if "**" in pattern:
+        return fnmatch.fnmatchcase(name, pattern.replace("**", "*"))
+    n, q = name.strip("/").split("/"), pattern.strip("/").split("/")
+    return len(n) == len(q) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(n, q))
+
+
+def _list(client, path: str):
+    """The entries of directory ``path``, or None if it is a file or absent."""
+    from st_py.errors import TrackerError
+
+    try:
+        return client.ls(path)
+    except (StFileNotFoundError, TrackerError, NotADirectoryError):
+        return None
+
+
+def _files_below(client, root: str) -> list[str]:
+    out, stack = [], [root]
+    while stack:
+        d = stack.pop()
+        for e in sorted(_list(client, d) or [], key=lambda e: e.name, reverse=True):
+            (stack.append if e.is_dir else out.append)(e.name)
+    return sorted(out)
+
+
+def _reveal_all(plan: GetLocalPlan) -> tuple[dict[str, list], list[tuple[int, tuple[str, ...]]]]:
+    by_peer, parts = {}, []
+    for peer in plan.ring:
+        records, ring = reveal_ring(peer, plan)
+        by_peer[peer] = records
+        parts.append((len(records), ring))
+    return by_peer, parts
+
+
+def plan_file(f) -> tuple[GetLocalPlan, dict[str, list]]:
+    """The GET_LOCAL plan of open file ``f`` and each live peer's revealed
+    records, checked exactly once (paper 3.7).
+
+    Raises
+    ------
+    RecordsUnavailableError
+        More peers down than the class tolerates.
+    GetLocalError
+        The peers' answers did not add up ``PLAN_ATTEMPTS`` times in a row
+        (peers failing during planning), saying by how much.
+    """
+    for attempt in range(PLAN_ATTEMPTS):
+        plan = f.get_local_plan()
+        by_peer, parts = _reveal_all(plan)
+        try:
+            check_complete(plan, parts)
+        except GetLocalError:
+            if attempt == PLAN_ATTEMPTS - 1:
+                raise
+            continue
+        return plan, by_peer
+    raise AssertionError("unreachable")
+
+
+def split(records: list[RecordRef], peer: str, block_size: int) -> list[ReadUnit]:
+    """Cut one peer's records (in name order) into units of about
+    ``block_size`` bytes; a record larger than that is a unit of its own."""
+    units, cur, cur_size = [], [], 0
+    for r in sorted(records, key=lambda r: (r.file, r.name)):
+        if cur and cur_size + r.size > block_size:
+            units.append(ReadUnit(peer, tuple(cur)))
+            cur, cur_size = [], 0
+        cur.append(r)
+        cur_size += r.size
+    if cur:
+        units.append(ReadUnit(peer, tuple(cur)))
+    return units
+
+
+def plan_scan(client, paths: str | list[str], block_size: int | None = None,
+              num_blocks: int | None = None) -> ScanPlan:
+    """Plan a scan of ``paths`` (see the module docstring). Reads no record.
+
+    Parameters
+    ----------
+    client : st_py.Client
+    paths : str or list of str
+        Files, directories or namespace globs.
+    block_size : int, optional
+        Target bytes of records per read unit (default 128 MiB).
+    num_blocks : int, optional
+        Target number of read units over the whole scan (Ray's
+        ``override_num_blocks``); overrides ``block_size``. Each peer with
+        records gets at least one.
+
+    Returns
+    -------
+    ScanPlan
+
+    Raises
+    ------
+    StFileNotFoundError, RecordsUnavailableError, GetLocalError
+    """
+    files = resolve_paths(client, paths)
+    plans, per_peer, revealed = {}, {}, {}
+    for name in files:
+        with client.open(name) as f:
+            plan, by_peer = plan_file(f)
+        plans[name] = plan
+        revealed[name] = sum(len(v) for v in by_peer.values())
+        for peer, recs in by_peer.items():
+            per_peer.setdefault(peer, []).extend(RecordRef(name, r.name, r.path, r.size) for r in recs)
+    total = sum(r.size for recs in per_peer.values() for r in recs)
+    if num_blocks:
+        block_size = max(1, math.ceil(total / max(1, num_blocks)))
+    block_size = block_size or DEFAULT_BLOCK_SIZE
+    units = []
+    for peer in sorted(per_peer):
+        if num_blocks and total:
+            # Proportional share of the units, by bytes, at least one.
+            share = max(1, round(num_blocks * sum(r.size for r in per_peer[peer]) / total))
+            peer_bytes = sum(r.size for r in per_peer[peer])
+            units.extend(split(per_peer[peer], peer, max(1, math.ceil(peer_bytes / share))))
+        else:
+            units.extend(split(per_peer[peer], peer, block_size))
+    return ScanPlan(files, plans, units, revealed)
+
+
+def check_counts(plan: ScanPlan, counts: dict[str, int]) -> None:
+    """After a scan: records read per file must equal the plan's.
+
+    Raises
+    ------
+    GetLocalError
+        Naming the file and both counts.
+    """
+    for name, expected in plan.revealed.items():
+        got = counts.get(name, 0)
+        if got != expected:
+            raise GetLocalError(f"the scan of {name} read {got} records, the plan revealed {expected}: "
+                                "records were lost or read twice; run the scan again")

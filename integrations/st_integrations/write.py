@@ -1,0 +1,155 @@
+"""Writing an engine's output into StoreTorrent as one atomic job.
+
+The protocol, shared by the Ray datasink and Dask's ``to_storetorrent``
+(docs/analysis.md):
+
+1. **start** (driver): create the file, or open it to append;
+2. **write** (each task, on any node): encode each block as one record named
+   ``<prefix>-<task>-<block>.<ext>``, stored with rank 0 on the peer of the
+   task's own node when it is one of the file's peers (local-first, FreeLoader
+   seed 004 section 4.1), and *staged*: stored on every holder, not committed.
+   The task returns its records' metadata as plain dicts;
+3. **commit** (driver): every task's records in one tracker transaction
+   (paper 3.5), so the job's records become visible together or not at all.
+
+A task that fails and is retried writes the same names again (an identical
+copy is an idempotent PUT on the peer); only the attempt that returned is
+committed, so no record is committed twice. A job that fails commits nothing;
+its stored copies are uncommitted and the peers' scrubber removes them, and a
+file the job created is deleted.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from st_py.getlocal import local_addresses
+from st_py.transport import split_addr
+
+EXTENSIONS = {"parquet": "parquet", "arrow": "arrow", "csv": "csv", "json": "jsonl"}
+
+
+def encode(table: pa.Table, format: str, **options) -> bytes:
+    """One record's bytes: ``table`` in ``format`` (parquet, arrow (IPC
+    file), csv, json (JSON lines)); ``options`` go to the format's writer
+    (e.g. ``compression="zstd"``, ``row_group_size=`` for Parquet)."""
+    if format == "parquet":
+        import pyarrow.parquet as pq
+
+        buf = pa.BufferOutputStream()
+        pq.write_table(table, buf, **options)
+        return buf.getvalue().to_pybytes()
+    if format == "arrow":
+        buf = pa.BufferOutputStream()
+        with pa.ipc.new_file(buf, table.schema, **options) as w:
+            w.write_table(table)
+        return buf.getvalue().to_pybytes()
+    if format == "csv":
+        import pyarrow.csv as pacsv
+
+        buf = pa.BufferOutputStream()
+        pacsv.write_csv(table, buf, **options)
+        return buf.getvalue().to_pybytes()
+    if format == "json":
+        out = io.StringIO()
+        table.to_pandas().to_json(out, orient="records", lines=True, **options)
+        return out.getvalue().encode()
+    raise ValueError(f"format must be one of {sorted(EXTENSIONS)}, not {format!r}")
+
+
+@dataclass(frozen=True)
+class WriteJob:
+    """What a write task needs, as plain picklable data."""
+
+    file: str
+    tracker: str
+    format: str
+    prefix: str
+    created: bool
+    options: tuple = ()
+
+    def record_name(self, task: int, block: int) -> str:
+        return f"{self.prefix}-{task:05d}-{block:04d}.{EXTENSIONS[self.format]}"
+
+
+def start_job(client, name: str, replication: str = "x2", format: str = "parquet", prefix: str | None = None,
+              est_size: int = 0, options: dict | None = None) -> WriteJob:
+    """Create file ``name`` (or open it, to append) for a write job.
+
+    Raises
+    ------
+    ValueError
+        Unknown format.
+    StFileExistsError / BadNameError / NotEnoughPeersError ...
+        From the tracker.
+    """
+    from st_py.errors import StFileNotFoundError
+
+    if format not in EXTENSIONS:
+        raise ValueError(f"format must be one of {sorted(EXTENSIONS)}, not {format!r}")
+    created = False
+    try:
+        info = client.tracker.open(name)
+        if info.replication != replication:
+            from st_py.errors import BadNameError
+
+            raise BadNameError(f"{name} exists with class {info.replication}; a job writing class "
+                               f"{replication} into it would be {info.replication}: pass replication="
+                               f"{info.replication!r} or write a new file")
+    except StFileNotFoundError:
+        client.create(name, replication=replication, est_size=est_size).close()
+        created = True
+    return WriteJob(name, client.tracker.address, format, prefix or f"part-{uuid.uuid4().hex[:8]}", created,
+                    tuple(sorted((options or {}).items())))
+
+
+def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None) -> list[dict]:
+    """Write each table of ``tables`` as one staged record; returns the
+    staged records' metadata (plain dicts) for :func:`commit_job`."""
+    from st_py.client import Client
+
+    client = Client(job.tracker)
+    try:
+        f = client.open_staged(job.file, prefer_peer=local_peer or local_peer_of(client, job.file))
+        try:
+            for i, t in enumerate(tables):
+                if t.num_rows == 0:
+                    continue
+                f.queue_put(job.record_name(task, i), encode(t, job.format, **dict(job.options)))
+            return f.staged_commits()
+        finally:
+            f.close()
+    finally:
+        client.close()
+
+
+def local_peer_of(client, file: str) -> str | None:
+    """The peer of ``file`` on this host, if exactly one (on a local cluster
+    every peer is on this host, so none is preferred)."""
+    info = client.tracker.open(file)
+    here = local_addresses()
+    mine = [p.addr for p in info.peers if split_addr(p.addr)[0] in here]
+    return mine[0] if len(mine) == 1 else None
+
+
+def commit_job(client, job: WriteJob, staged: list[list[dict]]) -> int:
+    """Commit every task's staged records in one transaction. Returns the
+    number of records committed."""
+    records = [r for part in staged for r in part]
+    if not records:
+        return 0
+    return client.commit_staged(job.file, records)
+
+
+def abort_job(client, job: WriteJob) -> None:
+    """After a failed job: delete the file if the job created it (its
+    records were never committed); staged copies are left to the scrubber."""
+    if job.created:
+        try:
+            client.delete(job.file)
+        except Exception:  # best effort: the job's own error is the one to report
+            pass

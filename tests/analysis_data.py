@@ -1,0 +1,62 @@
+"""Data and helpers shared by the analysis tests (Ray, Dask, formats)."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+N_PARTS = 24
+ROWS = 1000
+ROW_GROUP = 100
+
+
+def parquet_part(i: int) -> pa.Table:
+    """Part ``i``: rows ``(part, row, x, k)``; ``x`` rises with ``row`` so that
+    row-group statistics can skip groups."""
+    return pa.table({"part": pa.array([i] * ROWS, pa.int64()), "row": pa.array(range(ROWS), pa.int64()),
+                     "x": pa.array([i + r / ROWS for r in range(ROWS)], pa.float64()),
+                     "k": pa.array([f"k{(i + r) % 5}" for r in range(ROWS)], pa.string())})
+
+
+def parquet_bytes(t: pa.Table) -> bytes:
+    buf = pa.BufferOutputStream()
+    pq.write_table(t, buf, row_group_size=ROW_GROUP)
+    return buf.getvalue().to_pybytes()
+
+
+def source_frame() -> pd.DataFrame:
+    return pd.concat([parquet_part(i).to_pandas() for i in range(N_PARTS)], ignore_index=True)
+
+
+def put_parquet_file(client, name: str, replication: str = "x2") -> None:
+    with client.create(name, replication=replication, blocksize=2) as f:
+        for i in range(N_PARTS):
+            f.queue_put(f"part-{i:03d}.parquet", parquet_bytes(parquet_part(i)))
+
+
+def record_files(cluster) -> list[str]:
+    """Every record copy on the cluster's peers (``<data>/files/...``)."""
+    out = []
+    for i in range(len(cluster.peers)):
+        for root, _, files in os.walk(cluster.data_dir / "peers" / f"peer-{i}" / "files"):
+            out.extend(os.path.join(root, f) for f in files)
+    return sorted(out)
+
+
+def atimes(cluster) -> dict[str, int]:
+    """Access times of every record file of the cluster's peers (relatime:
+    the first read after a write moves them)."""
+    return {p: os.stat(p).st_atime_ns for p in record_files(cluster)}
+
+
+def revealing_peer(cluster, paths) -> dict[str, str]:
+    """``{"/file/record": peer}``: the peer that reveals each record in a
+    scan of ``paths`` (what the read tasks are pinned by)."""
+    from st_integrations.readplan import plan_scan
+
+    with cluster.client() as c:
+        plan = plan_scan(c, paths)
+    return {f"{r.file}/{r.name}": u.peer for u in plan.units for r in u.records}
