@@ -223,7 +223,8 @@ def check_complete(plan: GetLocalPlan, parts: list[tuple[int, tuple[str, ...]]])
 
 
 def local_addresses() -> set[str]:
-    """IP addresses of this host (loopback included)."""
+    """IP addresses of this host (loopback included): the host name's, and
+    every interface's when psutil is installed (it comes with Ray and Dask)."""
     addrs = {"127.0.0.1", "::1", "localhost"}
     try:
         host = socket.gethostname()
@@ -231,6 +232,14 @@ def local_addresses() -> set[str]:
         for info in socket.getaddrinfo(host, None):
             addrs.add(info[4][0])
     except OSError:
+        pass
+    try:
+        import psutil
+
+        for nic in psutil.net_if_addrs().values():
+            addrs.update(a.address.split("%", 1)[0] for a in nic
+                         if a.family in (socket.AF_INET, socket.AF_INET6))
+    except (ImportError, OSError):
         pass
     return addrs
 

@@ -66,14 +66,16 @@ class _ReadPartition:
     """The partition function: one read unit -> a pandas DataFrame with
     Arrow-backed columns. ``columns`` is pushed down by dask's optimizer."""
 
-    def __init__(self, schema: pa.Schema, filter, opts: ScanOptions):
-        self.schema, self.filter, self.opts = schema, filter, opts
+    def __init__(self, schema: pa.Schema, filter, opts: ScanOptions, columns: list[str] | None):
+        self.schema, self.filter, self.opts, self.columns = schema, filter, opts, columns
 
     def __call__(self, unit: ReadUnit, columns=None):
         import pandas as pd
 
-        cols = None if columns is None else [c for c in (list(columns) if not isinstance(columns, str)
-                                                          else [columns]) if c != PATH_COLUMN]
+        if columns is None:  # no projection from dask's optimizer: the reader's own
+            columns = self.columns
+        cols = None if columns is None else [c for c in ([columns] if isinstance(columns, str) else list(columns))
+                                             if c != PATH_COLUMN]
         t = read_unit_table(unit, self.schema, cols, self.filter, self.opts)
         return t.to_pandas(types_mapper=pd.ArrowDtype)
 
@@ -171,10 +173,8 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
         out_schema = out_schema.append(pa.field(PATH_COLUMN, pa.string()))
     meta = out_schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
     units = plan.units or [ReadUnit("", ())]
-    ddf = dd.from_map(_ReadPartition(schema, filt, opts), units, meta=meta, label="read-storetorrent",
+    ddf = dd.from_map(_ReadPartition(schema, filt, opts, columns), units, meta=meta, label="read-storetorrent",
                       enforce_metadata=False)
-    if columns is not None:
-        ddf = ddf[list(out_schema.names)]
     return ddf
 
 

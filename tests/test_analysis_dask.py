@@ -1,0 +1,134 @@
+"""The Dask reader and writer against a real cluster (tracker + 4 peers) and
+Dask workers named by the peers' addresses (each name stands for a host)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from analysis_data import N_PARTS, ROWS, atimes, parquet_part, put_parquet_file, revealing_peer, source_frame
+from st_py.cluster import LocalCluster
+
+pytest.importorskip("dask.dataframe")
+
+
+@pytest.fixture(scope="module")
+def st_cluster(tmp_path_factory, peer_bin):
+    c = LocalCluster(tmp_path_factory.mktemp("dask") / "cluster", n_peers=4, announce_interval=0.3)
+    c.start()
+    with c.client() as cl:
+        put_parquet_file(cl, "/dask/pq")
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def dclient(st_cluster):
+    from distributed import Client, Scheduler, SpecCluster, Worker
+
+    workers = {addr: {"cls": Worker, "options": {"name": addr, "nthreads": 1}} for addr in st_cluster.peer_addrs}
+    spec = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}})
+    client = Client(spec)
+    yield client
+    client.close()
+    spec.close()
+
+
+def _sorted(df):
+    return df.sort_values(["part", "row"]).reset_index(drop=True)
+
+
+def _with_worker(df):
+    from distributed import get_worker
+
+    df = df.copy()
+    try:
+        df["worker"] = get_worker().name
+    except ValueError:  # meta inference on the client
+        df["worker"] = ""
+    return df
+
+
+def test_building_reads_no_record_and_partitions_run_on_their_peers_worker(st_cluster, dclient):
+    from st_integrations.dask_reader import read_storetorrent
+
+    before = atimes(st_cluster)
+    ddf = read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=dclient,
+                            schema=parquet_part(0).schema, blocksize=60_000, include_paths=True)
+    assert atimes(st_cluster) == before, "building the DataFrame opened records"
+    assert ddf.npartitions > 4  # several bounded partitions per peer
+    df = ddf.map_partitions(_with_worker).compute()
+    assert atimes(st_cluster) != before
+    pd.testing.assert_frame_equal(_sorted(df[["part", "row", "x", "k"]]), source_frame(), check_dtype=False)
+    peer_of = revealing_peer(st_cluster, "/dask/pq")
+    for path, worker in set(zip(df.path, df.worker)):
+        assert worker == peer_of[path], path
+    # an aggregation after the read: the same answer
+    got = ddf.groupby("k").x.sum().compute().sort_index()
+    want = source_frame().groupby("k").x.sum().sort_index()
+    pd.testing.assert_series_equal(got.astype("float64"), want, check_names=False, check_index_type=False, rtol=1e-12)
+
+
+def test_columns_and_filters_pushdown(st_cluster, dclient):
+    from st_integrations.dask_reader import read_storetorrent
+
+    ddf = read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=dclient, columns=["x", "part"],
+                            filters=[("x", ">=", 5.0), ("x", "<", 5.5)])
+    assert list(ddf.columns) == ["x", "part"]
+    df = ddf.compute().sort_values("x").reset_index(drop=True)
+    src = source_frame()
+    want = src[(src.x >= 5.0) & (src.x < 5.5)][["x", "part"]].sort_values("x").reset_index(drop=True)
+    pd.testing.assert_frame_equal(df, want, check_dtype=False)
+    # a later column selection is pushed into the read too
+    assert read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=dclient)["row"].sum().compute() \
+        == N_PARTS * sum(range(ROWS))
+
+
+def test_to_storetorrent_round_trip_and_failed_job_commits_nothing(st_cluster, dclient):
+    import dask.dataframe as dd
+
+    from st_integrations.dask_reader import read_storetorrent
+    from st_integrations.dask_writer import to_storetorrent
+
+    src = source_frame()
+    n = to_storetorrent(dd.from_pandas(src, npartitions=5), "/dask/out", tracker=st_cluster.tracker_addr,
+                        client=dclient)
+    assert n == 5
+    back = read_storetorrent("/dask/out", tracker=st_cluster.tracker_addr, client=dclient).compute()
+    pd.testing.assert_frame_equal(_sorted(back), src, check_dtype=False)
+
+    def boom(df):
+        if (df["part"] == 20).any():
+            raise ValueError("partition failed on purpose")
+        return df
+
+    bad = dd.from_pandas(src, npartitions=5).map_partitions(boom)
+    with pytest.raises(ValueError, match="on purpose"):
+        to_storetorrent(bad, "/dask/failed", tracker=st_cluster.tracker_addr, client=dclient)
+    with st_cluster.client() as c, pytest.raises(FileNotFoundError):
+        c.open("/dask/failed")
+
+
+def test_peer_killed_same_answer(dclient, tmp_path):
+    from st_integrations.dask_reader import read_storetorrent
+
+    c = LocalCluster(tmp_path / "kill", n_peers=4, announce_interval=0.3)
+    c.start()
+    try:
+        with c.client() as cl:
+            put_parquet_file(cl, "/dask/k")
+        c.kill_peer(2)
+        df = read_storetorrent("/dask/k", tracker=c.tracker_addr, client=dclient).compute()
+        pd.testing.assert_frame_equal(_sorted(df), source_frame(), check_dtype=False)
+    finally:
+        c.stop()
+
+
+def test_raw_format_gives_name_and_bytes_rows(st_cluster, dclient):
+    from st_integrations.dask_reader import read_storetorrent
+
+    df = read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=dclient, format="raw").compute()
+    assert sorted(df.record) == [f"part-{i:03d}.parquet" for i in range(N_PARTS)]
+    assert all(bytes(b).startswith(b"PAR1") for b in df.data)
+    assert isinstance(pa.schema([("x", pa.int64())]), pa.Schema)
