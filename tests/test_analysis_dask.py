@@ -28,7 +28,7 @@ def dclient(st_cluster):
     from distributed import Client, Scheduler, SpecCluster, Worker
 
     workers = {addr: {"cls": Worker, "options": {"name": addr, "nthreads": 1}} for addr in st_cluster.peer_addrs}
-    spec = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}})
+    spec = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}})
     client = Client(spec)
     yield client
     client.close()

@@ -59,7 +59,7 @@ def test_raw_records_become_name_and_bytes_rows(cluster):
     with c.create("/int/raw", replication="x2") as f:
         for k, v in blobs.items():
             f.put(k, v)
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as lc, \
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as lc, \
             Client(lc) as client:
         df = read_storetorrent("/int/raw", tracker=cluster.tracker_addr, client=client).compute()
     assert dict(zip(df.record, df.data)) == blobs

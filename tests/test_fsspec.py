@@ -1,0 +1,334 @@
+"""The fsspec filesystem (``storetorrent://``) over a real cluster, used the
+way pandas, pyarrow, Dask and DuckDB users use it."""
+
+import io
+import json
+import pickle
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import fsspec
+from st_py.errors import RecordExistsError, StFileNotFoundError
+from st_py.protocol import crc32c
+from st_integrations.fsspec_fs import StoreTorrentFileSystem
+
+
+@pytest.fixture(autouse=True)
+def fresh_instances():
+    """fsspec caches filesystems by their arguments; every test gets new
+    ones (an ephemeral tracker port could be reused by a later cluster)."""
+    StoreTorrentFileSystem.clear_instance_cache()
+    yield
+    StoreTorrentFileSystem.clear_instance_cache()
+
+
+def frame(i: int, n: int = 50) -> pd.DataFrame:
+    return pd.DataFrame({"x": range(i * n, (i + 1) * n), "part": [i] * n, "s": [f"r{j}" for j in range(n)]})
+
+
+def parquet(df: pd.DataFrame) -> bytes:
+    b = io.BytesIO()
+    df.to_parquet(b, index=False)
+    return b.getvalue()
+
+
+@pytest.fixture
+def run1(cluster):
+    """/exp/run1 holding four parquet records (x2); returns (cluster, fs, frames)."""
+    frames = [frame(i) for i in range(4)]
+    with cluster.client().create("/exp/run1", replication="x2", blocksize=1) as f:
+        for i, df in enumerate(frames):
+            f.put(f"part-{i}.parquet", parquet(df))
+    return cluster, fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr), frames
+
+
+def _sorted(df):
+    return df.sort_values("x").reset_index(drop=True)
+
+
+def test_urls_entry_point_and_pickling(run1, monkeypatch):
+    cluster, fs, frames = run1
+    T = cluster.tracker_addr
+    cls = StoreTorrentFileSystem
+    assert cls._strip_protocol(f"storetorrent://{T}/exp/run1/") == "/exp/run1"
+    assert cls._strip_protocol("storetorrent:///exp/run1") == "/exp/run1"
+    assert cls._strip_protocol("exp/run1") == "/exp/run1"
+    assert cls._get_kwargs_from_urls(f"storetorrent://{T}/exp") == {"tracker": T}
+    assert cls._get_kwargs_from_urls("storetorrent:///exp") == {}
+    fs2, path = fsspec.core.url_to_fs(f"storetorrent://{T}/exp/run1/part-0.parquet")
+    assert fs2 is fs and path == "/exp/run1/part-0.parquet"  # same arguments: fsspec's cached instance
+    assert fs.unstrip_protocol(path) == f"storetorrent://{T}{path}"
+
+    # A fresh interpreter finds the class through the entry point (no import
+    # of st_integrations first) and an unpickled filesystem reconnects by itself.
+    code = ("import pickle, sys, fsspec\n"
+            "assert 'st_integrations' not in sys.modules\n"
+            "cls = fsspec.get_filesystem_class('storetorrent')\n"
+            "fs = pickle.loads(sys.stdin.buffer.read())\n"
+            "assert type(fs) is cls\n"
+            "sys.stdout.buffer.write(fs.cat_file('/exp/run1/part-1.parquet'))\n")
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(fs), capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()
+    assert pd.read_parquet(io.BytesIO(out.stdout)).equals(frames[1])
+
+    # default tracker ($STORETORRENT_TRACKER) with an empty URL host
+    monkeypatch.setenv("STORETORRENT_TRACKER", T)
+    assert pd.read_parquet("storetorrent:///exp/run1/part-2.parquet").equals(frames[2])
+    assert fsspec.filesystem("storetorrent").ls("/exp", detail=False) == ["/exp/run1"]
+
+
+def test_ls_info_glob_find(run1):
+    cluster, fs, _ = run1
+    c = cluster.client()
+    with c.create("/exp/run2", replication="x1") as f:
+        f.put("2024/01/a.csv", b"a,b\n1,2\n")
+        f.put("2024/01/b.csv", b"a,b\n3,4\n")
+        f.put("2024/02/c.csv", b"a,b\n5,6\n")
+        f.put("top.txt", b"hello")
+    with c.create("/exp/deep/nested/run3") as f:
+        f.put("r", b"z" * 10)
+
+    assert fs.ls("/", detail=False) == ["/exp"]
+    top = {e["name"]: e for e in fs.ls("storetorrent:///exp")}
+    assert set(top) == {"/exp/deep", "/exp/run1", "/exp/run2"}
+    assert top["/exp/deep"]["type"] == "directory" and top["/exp/deep"]["st_type"] == "dir"
+    run2 = top["/exp/run2"]
+    assert (run2["type"], run2["st_type"], run2["replication"], run2["records"], run2["bytes"]) == (
+        "directory", "file", "x1", 4, 8 * 3 + 5)
+    assert top["/exp/run1"]["replication"] == "x2"
+    json.dumps(fs.ls("/exp"))  # plain Python data, no protobuf messages
+
+    inside = {e["name"]: e for e in fs.ls("/exp/run2")}
+    assert inside["/exp/run2/2024"]["type"] == "directory"
+    top_txt = inside["/exp/run2/top.txt"]
+    assert (top_txt["type"], top_txt["size"], top_txt["crc32c"]) == ("file", 5, crc32c(b"hello"))
+    assert fs.ls("/exp/run2/2024", detail=False) == ["/exp/run2/2024/01", "/exp/run2/2024/02"]
+    assert fs.ls("/exp/run2/2024/01/", detail=False) == ["/exp/run2/2024/01/a.csv", "/exp/run2/2024/01/b.csv"]
+    info = fs.info("/exp/run2/2024/02/c.csv")
+    assert (info["type"], info["size"], info["crc32c"]) == ("file", 8, crc32c(b"a,b\n5,6\n"))
+    json.dumps(info)
+    assert fs.info("/exp/run2")["records"] == 4
+    assert fs.isdir("/exp") and fs.isdir("/exp/run2") and fs.isdir("/exp/run2/2024/01")
+    assert fs.isfile("/exp/run2/top.txt") and not fs.isfile("/exp/run2")
+    assert fs.exists("/exp/deep/nested/run3/r") and not fs.exists("/exp/run2/2024/03")
+    assert fs.size("/exp/deep/nested/run3/r") == 10
+
+    assert fs.glob("/exp/run1/*.parquet") == [f"/exp/run1/part-{i}.parquet" for i in range(4)]
+    assert fs.glob("/exp/run2/2024/*/*.csv") == ["/exp/run2/2024/01/a.csv", "/exp/run2/2024/01/b.csv",
+                                                 "/exp/run2/2024/02/c.csv"]
+    assert fs.glob("/exp/*/part-3.parquet") == ["/exp/run1/part-3.parquet"]
+    assert fs.find("/exp/run2") == ["/exp/run2/2024/01/a.csv", "/exp/run2/2024/01/b.csv",
+                                    "/exp/run2/2024/02/c.csv", "/exp/run2/top.txt"]
+    assert len(fs.find("/exp")) == 4 + 4 + 1
+    assert fs.du("/exp/run2") == 29
+    walked = {root: (sorted(dirs), sorted(files)) for root, dirs, files in fs.walk("/exp/run2")}
+    assert walked["/exp/run2"] == (["2024"], ["top.txt"])
+    assert fs.modified("/exp/run2/top.txt") >= fs.created("/exp/run2")
+
+    for missing in ("/nope", "/exp/run9", "/exp/run2/2024/03", "/exp/run2/top.txt/x", "/exp/deep/nested/x/y"):
+        with pytest.raises(FileNotFoundError):
+            fs.info(missing)
+        with pytest.raises(FileNotFoundError):
+            fs.ls(missing)
+        with pytest.raises(FileNotFoundError):
+            fs.cat_file(missing)
+    with pytest.raises(FileNotFoundError, match="no committed record"):
+        fs.open("/exp/run2/2024/01/zzz.csv", "rb")
+    with pytest.raises(IsADirectoryError):
+        fs.cat_file("/exp/run2")
+
+
+def test_pandas_reads_parquet_and_csv(run1):
+    cluster, fs, frames = run1
+    T = cluster.tracker_addr
+    df = pd.read_parquet(f"storetorrent://{T}/exp/run1/part-0.parquet")
+    pd.testing.assert_frame_equal(df, frames[0])
+    csv = frames[3].to_csv(index=False).encode()
+    fs.pipe(f"storetorrent://{T}/exp/tables/t.csv", csv)
+    pd.testing.assert_frame_equal(pd.read_csv(f"storetorrent://{T}/exp/tables/t.csv"), frames[3])
+    # seekable ranged reads of one record
+    data = parquet(frames[2])
+    with fs.open("/exp/run1/part-2.parquet", "rb") as f:
+        assert f.size == len(data)
+        f.seek(-8, 2)
+        assert f.read() == data[-8:]
+        f.seek(4)
+        assert f.read(100) == data[4:104]
+    assert fs.cat_file("/exp/run1/part-2.parquet", start=10, end=20) == data[10:20]
+    assert fs.cat_file("/exp/run1/part-2.parquet", start=-4) == data[-4:] == b"PAR1"
+    assert fs.read_text("/exp/tables/t.csv").startswith("x,part,s\n")
+
+
+def test_pyarrow_dataset(run1):
+    import pyarrow.dataset as ds
+    from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+    cluster, fs, frames = run1
+    expected = _sorted(pd.concat(frames))
+    # this pyarrow wraps an fsspec filesystem itself (PyFileSystem(FSSpecHandler(fs)))
+    t = ds.dataset("/exp/run1", filesystem=fs, format="parquet").to_table()
+    pd.testing.assert_frame_equal(_sorted(t.to_pandas()), expected)
+    d = ds.dataset("/exp/run1", filesystem=PyFileSystem(FSSpecHandler(fs)), format="parquet")
+    assert sorted(d.files) == [f"/exp/run1/part-{i}.parquet" for i in range(4)]
+    assert d.to_table(filter=ds.field("part") == 2).num_rows == 50
+
+
+def test_dask_read_parquet(run1):
+    dask = pytest.importorskip("dask")
+    dd = pytest.importorskip("dask.dataframe")
+
+    cluster, fs, frames = run1
+    with dask.config.set(scheduler="sync"):
+        ddf = dd.read_parquet(f"storetorrent://{cluster.tracker_addr}/exp/run1/*.parquet")
+        assert ddf.npartitions == 4
+        df = ddf.compute()
+        total = ddf.x.sum().compute()
+    pd.testing.assert_frame_equal(_sorted(df), _sorted(pd.concat(frames)), check_dtype=False)
+    assert total == sum(range(200))
+
+
+def test_duckdb_over_registered_filesystem(run1):
+    duckdb = pytest.importorskip("duckdb")
+
+    cluster, fs, frames = run1
+    con = duckdb.connect()
+    con.register_filesystem(fs)
+    row = con.sql(f"SELECT count(*), sum(x) FROM read_parquet('storetorrent://{cluster.tracker_addr}"
+                  "/exp/run1/*.parquet')").fetchone()
+    assert row == (200, sum(range(200)))
+    row = con.sql("SELECT part, count(*) FROM read_parquet('storetorrent:///exp/run1/part-[12].parquet') "
+                  "GROUP BY ALL ORDER BY ALL").fetchall()
+    assert row == [(1, 50), (2, 50)]
+    con.close()
+
+
+def test_write_read_back_and_write_once(cluster, tmp_path):
+    fs = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr)
+    with fs.open("/exp/new/shots/0001.bin", "wb") as f:  # creates StoreTorrent file /exp/new/shots
+        f.write(b"a" * 1000)
+        f.write(b"b" * 24)
+    # committed on close: another client sees it at once
+    assert cluster.client().open("/exp/new/shots").get("0001.bin") == b"a" * 1000 + b"b" * 24
+    info = fs.info("/exp/new/shots")
+    assert (info["st_type"], info["replication"], info["records"]) == ("file", "x2", 1)
+    assert fs.cat_file("/exp/new/shots/0001.bin") == b"a" * 1000 + b"b" * 24
+
+    # an existing file: names with '/' become records of it
+    fs.pipe("/exp/new/shots/sub/0002.bin", b"two")
+    assert fs.ls("/exp/new/shots", detail=False) == ["/exp/new/shots/0001.bin", "/exp/new/shots/sub"]
+    assert cluster.client().open("/exp/new/shots").names() == ["0001.bin", "sub/0002.bin"]
+    local = tmp_path / "local.bin"
+    local.write_bytes(b"from disk" * 100)
+    fs.put_file(str(local), "/exp/new/shots/0003.bin")
+    assert fs.cat_file("/exp/new/shots/0003.bin") == b"from disk" * 100
+    fs.put(str(local), "/exp/new/x3/local.bin")
+    assert fs.info("/exp/new/x3/local.bin")["size"] == 900
+    fs.pipe("/exp/other/a", b"1", replication="x3")
+    assert fs.info("/exp/other")["replication"] == "x3"
+
+    # write-once
+    with pytest.raises(FileExistsError) as e:
+        fs.open("/exp/new/shots/0001.bin", "wb")
+    assert isinstance(e.value, RecordExistsError)
+    with pytest.raises(FileExistsError, match="write-once"):
+        fs.pipe("/exp/new/shots/sub/0002.bin", b"other")
+    with pytest.raises(NotImplementedError, match="write-once"):
+        fs.open("/exp/new/shots/0001.bin", "ab")
+    assert fs.cat_file("/exp/new/shots/sub/0002.bin") == b"two"
+    # records live in StoreTorrent files, never directly in a namespace directory
+    with pytest.raises(IsADirectoryError, match="namespace directory"):
+        fs.pipe("/exp/new/loose.bin", b"x")
+    with pytest.raises(IsADirectoryError):
+        fs.pipe("/exp/new/shots", b"x")
+    # a writer that fails inside its `with` block stores nothing (write-once: no partial records)
+    with pytest.raises(RuntimeError):
+        with fs.open("/exp/new/shots/0004.bin", "wb") as f:
+            f.write(b"half")
+            raise RuntimeError("writer died")
+    assert not fs.exists("/exp/new/shots/0004.bin")
+
+
+def test_rm_record_and_whole_file(run1):
+    cluster, fs, _ = run1
+    fs.pipe("/exp/run1/logs/a.txt", b"a")
+    fs.pipe("/exp/run1/logs/b.txt", b"b")
+    fs.rm_file("/exp/run1/part-0.parquet")
+    assert not fs.exists("/exp/run1/part-0.parquet")
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file("/exp/run1/part-0.parquet")
+    with pytest.raises(FileNotFoundError):
+        fs.rm_file("/exp/run1/part-0.parquet")
+    c = cluster.client()
+    assert "part-0.parquet" not in c.open("/exp/run1").names()
+    fs.rm("/exp/run1/logs", recursive=True)  # a record prefix: its records
+    assert fs.ls("/exp/run1", detail=False) == [f"/exp/run1/part-{i}.parquet" for i in (1, 2, 3)]
+    with pytest.raises(IsADirectoryError):
+        fs.rm("/exp/run1")
+    fs.rm("storetorrent:///exp/run1", recursive=True)  # the whole StoreTorrent file
+    with pytest.raises(StFileNotFoundError):
+        c.open("/exp/run1")
+    assert not fs.exists("/exp/run1")
+    with pytest.raises(FileNotFoundError):
+        fs.rm("/exp/run1", recursive=True)
+
+
+def test_read_survives_a_killed_peer(run1):
+    cluster, fs, frames = run1
+    c = cluster.client()
+    blobs = {f"r{i:02d}": bytes([i]) * (100 + i) for i in range(24)}
+    with c.create("/exp/spread", replication="x2", blocksize=1) as f:
+        for k, v in blobs.items():
+            f.queue_put(k, v)
+    h = c.open("/exp/spread")
+    dead = cluster.kill_peer(0)
+    dead_idx = next(i for i, p in h.peers.items() if p.addr == dead)
+    first_on_dead = [k for k in blobs if h._infofile().lookup(k).peers[0] == dead_idx]
+    assert first_on_dead, "some records must have their first copy on the killed peer"
+
+    remote = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, local_reads=False)
+    assert {k: remote.cat_file(f"/exp/spread/{k}") for k in blobs} == blobs
+    assert remote.stats["get_reads"] == len(blobs) and remote.stats["get_local_calls"] == 0
+    df = pd.read_parquet("/exp/run1/part-1.parquet", filesystem=remote)
+    pd.testing.assert_frame_equal(df, frames[1])
+    # local reads: GET_LOCAL leaves the dead peer out of the ring, the survivors reveal everything
+    assert {k: fs.cat_file(f"/exp/spread/{k}") for k in blobs} == blobs
+    assert fs.stats["local_reads"] == len(blobs)
+
+
+def test_local_reads_use_revealed_paths(run1):
+    cluster, fs, frames = run1
+    assert fs.cat_file("/exp/run1/part-0.parquet") == parquet(frames[0])
+    assert fs.stats == {"local_reads": 1, "get_reads": 0, "local_fallbacks": 0, "get_local_calls": 1,
+                        "cache_hits": 0}
+    for i in range(3):
+        pd.testing.assert_frame_equal(pd.read_parquet(f"/exp/run1/part-{i}.parquet", filesystem=fs), frames[i])
+    assert fs.stats["get_local_calls"] == 1  # once per StoreTorrent file and instance
+    assert fs.stats["local_reads"] == 3 and fs.stats["get_reads"] == 0
+    assert fs.stats["cache_hits"] >= 3  # pyarrow opens each record twice; read once
+
+    # A local copy that does not match its committed CRC-32C is not used:
+    # the record comes by GET (which skips the bad copy too).
+    revealed = {r.name: r.path for r in cluster.client().open("/exp/run1").get_local()}
+    with open(revealed["part-3.parquet"], "r+b") as f:
+        f.seek(100)
+        f.write(b"\xff" * 16)
+    pd.testing.assert_frame_equal(pd.read_parquet("/exp/run1/part-3.parquet", filesystem=fs), frames[3])
+    assert fs.stats["local_fallbacks"] == 1 and fs.stats["get_reads"] == 1
+
+    # records committed after the GET_LOCAL map was made come by GET ...
+    fs.pipe("/exp/run1/late.bin", b"late")
+    assert fs.cat_file("/exp/run1/late.bin") == b"late"
+    assert fs.stats["get_reads"] == 2
+    # ... until invalidate_cache() makes a new map (and empties the record cache)
+    fs.invalidate_cache()
+    assert fs.cat_file("/exp/run1/late.bin") == b"late"
+    assert fs.stats["local_reads"] == 4 and fs.stats["get_local_calls"] == 2
+
+    remote = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, local_reads=False,
+                               record_cache_bytes=0)
+    assert remote.cat_file("/exp/run1/part-1.parquet") == remote.cat_file("/exp/run1/part-1.parquet")
+    assert remote.stats == {"local_reads": 0, "get_reads": 2, "local_fallbacks": 0, "get_local_calls": 0,
+                            "cache_hits": 0}
