@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 FILE = "/nycflights13/flights"
+RESULT = "/nycflights13/results/delay_by_carrier_month"
 
 
 def load_flights() -> pa.Table:
@@ -90,7 +91,8 @@ def _normalize(delay: pd.DataFrame, counts: pd.DataFrame) -> tuple[pd.DataFrame,
 def analyse_ray(tracker: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     from st_integrations.ray_reader import read_storetorrent
 
-    ds = read_storetorrent(FILE, tracker=tracker)
+    # lazy: only the columns the analysis needs are decoded (projection pushdown)
+    ds = read_storetorrent(FILE, tracker=tracker, columns=["carrier", "month", "dep_delay", "origin"])
     delay = ds.groupby(["carrier", "month"]).mean("dep_delay").to_pandas()
     delay = delay.rename(columns={"mean(dep_delay)": "mean_dep_delay"})
     counts = ds.groupby("origin").count().to_pandas().rename(columns={"count()": "flights"})
@@ -100,7 +102,7 @@ def analyse_ray(tracker: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 def analyse_dask(tracker: str, dclient) -> tuple[pd.DataFrame, pd.DataFrame]:
     from st_integrations.dask_reader import read_storetorrent
 
-    ddf = read_storetorrent(FILE, tracker=tracker, client=dclient)
+    ddf = read_storetorrent(FILE, tracker=tracker, client=dclient, columns=["carrier", "month", "dep_delay", "origin"])
     delay = ddf.groupby(["carrier", "month"])["dep_delay"].mean().compute().rename("mean_dep_delay").reset_index()
     counts = ddf.groupby("origin").size().compute().rename("flights").reset_index()
     return _normalize(delay, counts)
@@ -233,6 +235,20 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None) -> Report:
         days = {o: sum(1 for n, _ in records if n.startswith(o + "/")) for o in ("EWR", "JFK", "LGA")}
         report.check("DuckDB: records per origin from the infofile",
                      dict(zip(sql_res.origin, sql_res.records)) == days, str(sql_res.to_dict("list")))
+        flights_sql = sql(client, [FILE], "SELECT origin, count(*) AS flights FROM records_data "
+                                          "GROUP BY 1 ORDER BY 1").to_pandas()
+        report.check("DuckDB: flights per origin from the records' contents == pandas",
+                     dict(zip(flights_sql.origin, flights_sql.flights)) == dict(zip(ref[1].origin, ref[1].flights)),
+                     str(flights_sql.to_dict("list")))
+
+        from st_integrations.ray_writer import write_storetorrent
+
+        n_out = write_storetorrent(ray.data.from_pandas(ray_res[0]), RESULT, replication="x2",
+                                   tracker=cluster.tracker_addr)
+        back = pd.read_parquet(f"storetorrent://{cluster.tracker_addr}{RESULT}", engine="pyarrow")
+        back = back.sort_values(["carrier", "month"]).reset_index(drop=True)
+        report.check(f"Ray wrote the result back ({n_out} Parquet records, one commit); pandas reads it "
+                     "through storetorrent://", same((back, ray_res[1]), ray_res) is None, "")
 
         killed = cluster.kill_peer(1)
         con.print(f"[bold red]killed[/] peer-1 ({killed}) with SIGKILL")

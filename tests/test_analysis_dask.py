@@ -132,3 +132,28 @@ def test_raw_format_gives_name_and_bytes_rows(st_cluster, dclient):
     assert sorted(df.record) == [f"part-{i:03d}.parquet" for i in range(N_PARTS)]
     assert all(bytes(b).startswith(b"PAR1") for b in df.data)
     assert isinstance(pa.schema([("x", pa.int64())]), pa.Schema)
+
+
+def test_record_lost_under_a_planned_scan_fails_loudly(dclient, tmp_path):
+    """A scan planned, then a node loses a revealed record (its file is
+    removed): the read raises instead of returning fewer rows."""
+    from st_integrations.dask_reader import read_storetorrent
+    from st_py.errors import GetLocalError
+
+    c = LocalCluster(tmp_path / "lost", n_peers=4, announce_interval=0.3)
+    c.start()
+    try:
+        with c.client() as cl:
+            put_parquet_file(cl, "/dask/lost")
+        ddf = read_storetorrent("/dask/lost", tracker=c.tracker_addr, client=dclient, schema=parquet_part(0).schema)
+        from st_integrations.readplan import plan_scan
+
+        with c.client() as cl:
+            victim = plan_scan(cl, "/dask/lost").units[0].records[0]
+        import os
+
+        os.unlink(victim.path)
+        with pytest.raises(GetLocalError, match="is gone"):
+            ddf.compute()
+    finally:
+        c.stop()
