@@ -247,7 +247,9 @@ def user_add(name, users_file, groups, quota_bytes, admin) -> None:
 @click.option("--file", "files", multiple=True, required=True, help="StoreTorrent file (repeatable)")
 def sql(tracker, data, query, files) -> None:
     """Run DuckDB SQL QUERY over the infofiles of --file FILE ... (views:
-    records, copies, files)."""
+    records, copies, files) and, when the query names it, over the records'
+    contents (view records_data: local reads where GET_LOCAL reveals them,
+    GET elsewhere)."""
     from st_integrations.duckdb_sql import sql as run_sql
 
     from .client import Client

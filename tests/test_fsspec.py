@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import fsspec
+from fsspec.spec import AbstractFileSystem
 from st_py.errors import RecordExistsError, StFileNotFoundError
 from st_py.protocol import crc32c
 from st_integrations.fsspec_fs import StoreTorrentFileSystem
@@ -123,6 +124,14 @@ def test_ls_info_glob_find(run1):
     assert fs.find("/exp/run2") == ["/exp/run2/2024/01/a.csv", "/exp/run2/2024/01/b.csv",
                                     "/exp/run2/2024/02/c.csv", "/exp/run2/top.txt"]
     assert len(fs.find("/exp")) == 4 + 4 + 1
+    assert fs.find("/exp", maxdepth=2, withdirs=True) == [
+        "/exp", "/exp/deep", "/exp/deep/nested", "/exp/run1", *(f"/exp/run1/part-{i}.parquet" for i in range(4)),
+        "/exp/run2", "/exp/run2/2024", "/exp/run2/top.txt"]
+    # find (one range scan per StoreTorrent file) agrees with fsspec's own, built on walk and ls
+    for path, kw in [("/exp", {}), ("/exp", {"withdirs": True}), ("/exp", {"maxdepth": 3, "withdirs": True}),
+                     ("/exp/run2/2024", {"maxdepth": 1, "withdirs": True}), ("/", {"maxdepth": 4}),
+                     ("/exp/run2/top.txt", {}), ("/exp/nope", {})]:
+        assert fs.find(path, detail=True, **kw) == AbstractFileSystem.find(fs, path, detail=True, **kw), (path, kw)
     assert fs.du("/exp/run2") == 29
     walked = {root: (sorted(dirs), sorted(files)) for root, dirs, files in fs.walk("/exp/run2")}
     assert walked["/exp/run2"] == (["2024"], ["top.txt"])

@@ -114,3 +114,30 @@ def test_duckdb_sql_over_infofiles(cluster):
     con = connect_files(c, ["/sql/a"])
     assert con.execute("SELECT count(DISTINCT peer_idx) >= 2, count(*) FROM copies").fetchone() == (True, 60)
     assert con.execute("SELECT replication, copies, records FROM files").fetchone() == ("x2", 2, 30)
+
+
+def test_duckdb_sql_over_record_contents_next_to_metadata(cluster):
+    from analysis_data import parquet_bytes, parquet_part
+
+    from st_integrations.arrow_dataset import dataset
+    from st_integrations.duckdb_sql import connect_files, sql
+
+    c = cluster.client()
+    with c.create("/sql/data", replication="x2") as f:
+        for i in range(6):
+            f.put(f"p{i}.parquet", parquet_bytes(parquet_part(i)))
+        f.put("extra.csv", b"part,row,x,k\n99,0,0.5,kz\n")
+        f.put("notes.jsonl", b'{"part": 100, "row": 1, "x": 1.5, "k": "kj"}\n')
+    got = sql(c, ["/sql/data"], "SELECT count(*) AS n, sum(part) AS s, max(x) AS mx FROM records_data "
+                                "WHERE k <> 'k0'").to_pylist()[0]
+    src = pd.concat([parquet_part(i).to_pandas() for i in range(6)])
+    src = pd.concat([src, pd.DataFrame({"part": [99, 100], "row": [0, 1], "x": [0.5, 1.5], "k": ["kz", "kj"]})])
+    sel = src[src.k != "k0"]
+    assert got == {"n": len(sel), "s": int(sel.part.sum()), "mx": float(sel.x.max())}
+    # contents next to metadata: rows per record joined with the records view
+    con = connect_files(c, ["/sql/data"], data=True)
+    n_records = con.execute("SELECT count(*) FROM records").fetchone()[0]
+    assert n_records == 8
+    # GET for every record (as on a client that is not a storage node): same rows
+    t = dataset("/sql/data", tracker=cluster.tracker_addr, local=False).to_table()
+    assert t.num_rows == len(src) and sorted(t.column("part").to_pylist()) == sorted(src.part.tolist())

@@ -13,6 +13,15 @@ Views made by :func:`connect`:
     one row per copy: ``file, name, copy_rank, peer_idx, peer_id, addr``
 ``files``
     one row per file: ``file, file_id, replication, copies, records, bytes``
+
+With ``data=True`` (:func:`connect_files`), also:
+
+``records_data``
+    the records' contents as rows (Parquet, Arrow IPC, CSV, JSON lines;
+    raw records as ``(record, data)``), across every file, read through
+    :func:`st_integrations.arrow_dataset.dataset`: local paths for the records
+    GET_LOCAL reveals to this host, GET for the others; DuckDB pushes column
+    projection and filters into the scan.
 """
 
 from __future__ import annotations
@@ -94,18 +103,36 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
     return con
 
 
-def connect_files(client, names: list[str]):
-    """:func:`connect` for StoreTorrent file names, resolved by the tracker."""
+def connect_files(client, names: list[str], data: bool = False):
+    """:func:`connect` for StoreTorrent file names, resolved by the tracker;
+    with ``data`` also the ``records_data`` view of the records' contents.
+
+    Raises
+    ------
+    StFileNotFoundError
+        For an unknown file.
+    SchemaConflictError
+        (``data``) Records whose schemas cannot be unified, naming two.
+    """
     paths = {}
     for n in names:
         info = client.tracker.open(n)
         paths[info.name] = info.infofile_path
-    return connect(paths)
+    con = connect(paths)
+    if data:
+        from .arrow_dataset import dataset
+
+        con.register("records_data", dataset(list(paths), tracker=client.tracker.address))
+    return con
 
 
-def sql(client, names: list[str], query: str):
-    """Run ``query`` over the files ``names``; returns a pyarrow Table."""
-    con = connect_files(client, names)
+def sql(client, names: list[str], query: str, data: bool | None = None):
+    """Run ``query`` over the files ``names``; returns a pyarrow Table. The
+    ``records_data`` view is made when ``data`` is true, or (None) when the
+    query names it."""
+    if data is None:
+        data = "records_data" in query.lower()
+    con = connect_files(client, names, data=data)
     try:
         return con.execute(query).fetch_arrow_table()
     finally:

@@ -1,0 +1,1076 @@
+"""StoreTorrent as an fsspec filesystem: ``storetorrent://`` URLs for pandas,
+pyarrow, Dask, DuckDB and anything else that speaks fsspec.
+
+>>> import fsspec, pandas as pd
+>>> fs = fsspec.filesystem("storetorrent", tracker="127.0.0.1:7000")
+>>> fs.ls("/exp/run1", detail=False)
+['/exp/run1/part-0.parquet', '/exp/run1/part-1.parquet']
+>>> pd.read_parquet("storetorrent://127.0.0.1:7000/exp/run1/part-0.parquet")
+
+Path model (docs/fsspec.md):
+
+- a directory of the namespace (``/exp``) is a ``directory``;
+- a StoreTorrent file (``/exp/run1``, one infofile) is *also* a
+  ``directory``: its entries are its committed records;
+- a record ``part-0.parquet`` of that file is the ``file``
+  ``/exp/run1/part-0.parquet``; a record name holding ``/`` (``2024/01/a``)
+  makes pseudo-directories inside the file (``/exp/run1/2024/01``), as S3
+  prefixes do.
+
+Metadata comes from the tracker (List, Open) for the namespace and from the
+file's infofile (indexed SQLite queries, paper 3.5) for records, so listings
+are never stale. Reads are whole-record GETs (paper 3.6: CRC-checked,
+failing over to the next copy), or plain reads of the local path when a peer
+on this host holds a copy revealed to it by GET_LOCAL (paper 3.7). Writes PUT
+one record when the file object is closed and commit it at once; records are
+write-once.
+
+The filesystem is registered for the ``storetorrent`` protocol through the
+``fsspec.specs`` entry point (pyproject.toml), so ``fsspec.filesystem`` and
+URLs work without importing this module first.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
+from fsspec.utils import stringify_path
+
+from st_py.errors import (BadNameError, RecordExistsError, RecordNotFoundError, StFileExistsError,
+                          StFileNotFoundError)
+
+PROTOCOL = "storetorrent"
+
+# host:port (or [v6]:port): the only form of URL host taken as a tracker address
+_TRACKER_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")
+
+# Records of an infofile (docs/infofile.md): ``name`` is the primary key, so
+# point lookups and ranges [lo, hi) of names are index searches.
+_SQL_META = "SELECT size, crc32c, committed_at FROM records WHERE name = ?"
+_SQL_RANGE = "SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? AND name < ? ORDER BY name"
+_SQL_FROM = "SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? ORDER BY name"
+_SQL_ANY = "SELECT 1 FROM records WHERE name >= ? AND name < ? LIMIT 1"
+
+
+class RecordExistsFSError(RecordExistsError, FileExistsError):
+    """A record of that name is already committed (records are write-once).
+
+    Both a :class:`st_py.errors.RecordExistsError` and a
+    :class:`FileExistsError`, so ``except FileExistsError`` works as with
+    any fsspec filesystem.
+    """
+
+
+def _split_url(path: str) -> tuple[str, str]:
+    """``(tracker or "", path)`` of a ``storetorrent://`` URL or a plain path."""
+    path = stringify_path(path)
+    host = ""
+    for prefix in (PROTOCOL + "://", PROTOCOL + "::"):
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+            if prefix.endswith("//") and not path.startswith("/"):
+                netloc, _, rest = path.partition("/")
+                if _TRACKER_RE.match(netloc):
+                    host, path = netloc, rest
+            break
+    return host, path
+
+
+def _norm(path: str) -> str:
+    """``/a/b``: a leading ``/``, no trailing ``/`` (the root is ``/``)."""
+    path = "/" + path.lstrip("/")
+    return path.rstrip("/") or "/"
+
+
+def _prefixes(path: str):
+    """``/a/b/c``, ``/a/b``, ``/a``, ``/``: the path and its ancestors, longest first."""
+    while True:
+        yield path
+        if path == "/":
+            return
+        path = path.rsplit("/", 1)[0] or "/"
+
+
+def _upper(prefix: str) -> str:
+    """The least string above every string starting with ``prefix``
+    (non-empty): ``a/`` -> ``a0``. Code-point order is the UTF-8 byte order
+    SQLite compares names in."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+def _not_found(path: str, what: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, what, path)
+
+
+def _record_info(name: str, size: int, crc: int, committed_at: float) -> dict:
+    return {"name": name, "size": int(size), "type": "file", "st_type": "record", "crc32c": int(crc),
+            "created": float(committed_at), "mtime": float(committed_at)}
+
+
+def _prefix_info(name: str) -> dict:
+    return {"name": name, "size": 0, "type": "directory", "st_type": "prefix"}
+
+
+@dataclass
+class _ThreadState:
+    """Open StFile handles of one thread: a StFile (its peer transport and
+    infofile connection) is never shared between threads, and pyarrow and
+    DuckDB read from thread pools."""
+
+    epoch: int
+    pid: int
+    handles: dict = field(default_factory=dict)  # file name -> (StFile, infofile inode)
+
+
+class StoreTorrentFileSystem(AbstractFileSystem):
+    """StoreTorrent files and records as an fsspec filesystem.
+
+    Parameters
+    ----------
+    tracker : str, optional
+        ``host:port`` of the tracker. Default: ``$STORETORRENT_TRACKER``, or
+        the local cluster of ``storetorrent up`` in ``./st-data``
+        (:func:`st_py.client.default_tracker`), looked up when the client is
+        first needed, in the process that needs it. A URL
+        ``storetorrent://host:port/path`` gives it too.
+    api_key : str, optional
+        API key for a tracker with a users file (default
+        ``$STORETORRENT_API_KEY``). It is a storage option, so it travels
+        with the pickled filesystem (Dask graphs).
+    replication : str
+        Replication class (``x1``, ``x2``, ...) of the StoreTorrent files a
+        write creates. Existing files keep theirs.
+    local_reads : bool
+        Read records whose copy GET_LOCAL reveals to this host (paper 3.7)
+        from their local path instead of over the network.
+    tls : (CA, client certificate, client key), optional
+        Paths for a tracker served over TLS (default: ``$STORETORRENT_TLS_*``).
+    record_cache_bytes : int
+        Bytes of recently read records kept in memory (LRU; records larger
+        than a quarter of it are not kept; 0 disables). Readers such as
+        pyarrow open a Parquet record twice (schema, then data); a committed
+        record never changes, so the second open costs no GET. Entries are
+        keyed by file id, name, size and CRC-32C, and a read first looks the
+        record up in the infofile, so a deleted record is never served and a
+        record put again with other bytes never served stale.
+
+    Attributes
+    ----------
+    stats : dict of str to int
+        Counters of this instance: ``local_reads`` (records read from a
+        local path), ``get_reads`` (records fetched by GET),
+        ``local_fallbacks`` (local copies that could not be read or failed
+        their size/CRC-32C check, then fetched by GET), ``get_local_calls``
+        (GET_LOCAL maps computed: at most one per StoreTorrent file until
+        :meth:`invalidate_cache`), ``cache_hits`` (reads served by the record
+        cache).
+
+    Notes
+    -----
+    Only plain arguments are kept: the tracker connection and open files are
+    made lazily, per process, so instances pickle (fsspec's ``__reduce__``
+    recreates them from their arguments) and survive a fork. Record metadata
+    is read from the infofile at every call (indexed queries), so it is never
+    stale; what is cached is which paths are StoreTorrent files, one open
+    StFile per file and thread, the GET_LOCAL maps and recently read records.
+    """
+
+    protocol = (PROTOCOL,)
+    root_marker = "/"
+    cachable = True
+
+    def __init__(self, tracker: str | None = None, api_key: str | None = None, replication: str = "x2",
+                 local_reads: bool = True, tls: tuple | None = None, record_cache_bytes: int = 64 << 20,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.tracker = tracker
+        self.api_key = api_key
+        self.replication = replication
+        self.local_reads = local_reads
+        self.tls = tuple(tls) if tls else (None, None, None)
+        self.record_cache_bytes = record_cache_bytes
+        self.stats = {"local_reads": 0, "get_reads": 0, "local_fallbacks": 0, "get_local_calls": 0,
+                      "cache_hits": 0}
+        self._lock = threading.RLock()
+        self._tls = threading.local()
+        self._epoch = 0
+        self._client_obj = None
+        self._client_pid = None
+        self._known: dict[str, dict] = {}  # StoreTorrent file name -> what List said of it
+        self._local: dict[str, dict] = {}  # file name -> {record name: LocalRecord}
+        self._local_locks: dict[str, threading.Lock] = {}
+        self._cache: OrderedDict = OrderedDict()  # (file_id, record, size, crc32c) -> bytes
+        self._cache_used = 0
+
+    # -- URLs -----------------------------------------------------------------
+    @classmethod
+    def _strip_protocol(cls, path):
+        """``storetorrent://host:port/a/b``, ``storetorrent:///a/b`` and
+        ``a/b/`` all become ``/a/b``."""
+        if isinstance(path, list):
+            return [cls._strip_protocol(p) for p in path]
+        return _norm(_split_url(path)[1])
+
+    @staticmethod
+    def _get_kwargs_from_urls(path):
+        """``{"tracker": "host:port"}`` for ``storetorrent://host:port/...``;
+        ``{}`` for an empty host (the default tracker)."""
+        host = _split_url(path)[0]
+        return {"tracker": host} if host else {}
+
+    def unstrip_protocol(self, name: str) -> str:
+        """``storetorrent://<tracker>/a/b`` (with the tracker if one was given)."""
+        if name.startswith(PROTOCOL + "://"):
+            return name
+        return f"{PROTOCOL}://{self.tracker or ''}{_norm(name)}"
+
+    @property
+    def fsid(self) -> str:
+        return f"{PROTOCOL}_{self.tracker or 'default'}"
+
+    # -- connections and caches -----------------------------------------------
+    @property
+    def client(self):
+        """The :class:`st_py.Client` of this process (made on first use)."""
+        pid = os.getpid()
+        if self._client_obj is None or self._client_pid != pid:
+            with self._lock:
+                if self._client_obj is None or self._client_pid != pid:
+                    from st_py.client import Client
+
+                    self._client_obj = Client(self.tracker, api_key=self.api_key, tls=self.tls)
+                    self._client_pid = pid
+                    self._known.clear()
+                    self._local.clear()
+        return self._client_obj
+
+    def _state(self) -> _ThreadState:
+        st = getattr(self._tls, "state", None)
+        pid = os.getpid()
+        if st is None or st.epoch != self._epoch or st.pid != pid:
+            if st is not None and st.pid == pid:  # after a fork the parent's sockets are left alone
+                for h, _ in st.handles.values():
+                    _close_quietly(h)
+            st = self._tls.state = _ThreadState(self._epoch, pid)
+        return st
+
+    def _handle(self, fname: str, created=None):
+        """This thread's open StFile of ``fname``, reopened when its infofile
+        was replaced (the file deleted, or deleted and created again).
+
+        Raises
+        ------
+        StFileNotFoundError
+        """
+        st = self._state()
+        if created is not None:
+            old = st.handles.pop(fname, None)
+            if old is not None:
+                _close_quietly(old[0])
+            st.handles[fname] = (created, _inode(created.infofile_path))
+            return created
+        cur = st.handles.get(fname)
+        if cur is not None:
+            h, ino = cur
+            if ino is not None and _inode(h.infofile_path) == ino:
+                return h
+            del st.handles[fname]
+            _close_quietly(h)
+        try:
+            h = self.client.open(fname)
+        except StFileNotFoundError:
+            self._forget(fname)
+            raise
+        st.handles[fname] = (h, _inode(h.infofile_path))
+        return h
+
+    def _forget(self, fname: str) -> None:
+        with self._lock:
+            self._known.pop(fname, None)
+            self._local.pop(fname, None)
+        cur = self._state().handles.pop(fname, None)
+        if cur is not None:
+            _close_quietly(cur[0])
+
+    def invalidate_cache(self, path=None):
+        """Forget what is cached about ``path`` and below (everything if None).
+
+        Record metadata is always read from the infofile and needs no
+        invalidation. This drops which paths are StoreTorrent files and their
+        GET_LOCAL maps (so records committed since are read locally again);
+        with ``path=None`` also the record cache and every thread's open
+        files.
+        """
+        with self._lock:
+            if path is None:
+                self._known.clear()
+                self._local.clear()
+                self._cache.clear()
+                self._cache_used = 0
+                self._epoch += 1
+            else:
+                p = self._strip_protocol(path)
+                for d in (self._known, self._local):
+                    for name in [n for n in d if p == "/" or n == p or n.startswith(p + "/")]:
+                        del d[name]
+        super().invalidate_cache(path)
+
+    # -- resolving paths ------------------------------------------------------
+    def _remember(self, e) -> dict:
+        d = {"name": e.name, "size": 0, "type": "directory", "st_type": "file", "records": int(e.records),
+             "bytes": int(e.bytes), "replication": e.replication, "file_id": int(e.file_id), "owner": e.owner,
+             "group": e.group, "mode": int(e.mode)}
+        with self._lock:
+            self._known[e.name] = d
+        return d
+
+    def _lookup(self, path: str):
+        """What ``path`` (normalized) is: the StoreTorrent file it is or lies
+        in (the longest prefix that is one), else a namespace directory.
+
+        The tracker's List answers for a directory (its entries), for a
+        StoreTorrent file (that file alone) and NOT_FOUND for anything else,
+        a path inside a file included, so the path and then its ancestors
+        are listed until one exists; files found are remembered.
+
+        Returns
+        -------
+        ("dir", path, ListEntry list or None) | ("file", file name, "") |
+        ("inside", file name, rest of the path) | ("missing", deepest existing directory, rest)
+        """
+        if path == "/":
+            return "dir", "/", None
+        with self._lock:
+            for pre in _prefixes(path):
+                if pre in self._known:
+                    return ("file", pre, "") if pre == path else ("inside", pre, path[len(pre) + 1:])
+        for pre in _prefixes(path):
+            try:
+                entries = self.client.ls(pre)
+            except (StFileNotFoundError, BadNameError):  # record names may hold '..', '.st-', ...
+                continue
+            if len(entries) == 1 and entries[0].name == pre and not entries[0].is_dir:
+                if not entries[0].file_id:  # a stray non-infofile in the namespace: not ours
+                    parent = pre.rsplit("/", 1)[0] or "/"
+                    return "missing", parent, path[len(parent):].lstrip("/")
+                self._remember(entries[0])
+                return ("file", pre, "") if pre == path else ("inside", pre, path[len(pre) + 1:])
+            if pre == path:
+                return "dir", path, entries
+            return "missing", pre, path[len(pre):].lstrip("/")
+        return "missing", "/", path.lstrip("/")  # not reached: the root always lists
+
+    # -- records (the infofile) -----------------------------------------------
+    def _conn(self, fname: str):
+        """This thread's read-only connection to the infofile of ``fname``."""
+        return self._handle(fname)._infofile().conn
+
+    def _meta(self, fname: str, rname: str):
+        """``(size, crc32c, committed_at)`` of committed record ``rname``, or None."""
+        return self._conn(fname).execute(_SQL_META, (rname,)).fetchone()
+
+    def _has_under(self, fname: str, prefix: str) -> bool:
+        """Whether a committed record name starts with ``prefix`` (ending in ``/``)."""
+        return self._conn(fname).execute(_SQL_ANY, (prefix, _upper(prefix))).fetchone() is not None
+
+    def _rows_under(self, fname: str, prefix: str):
+        """``(name, size, crc32c, committed_at)`` of every record whose name
+        starts with ``prefix`` (all if empty), sorted by name."""
+        conn = self._conn(fname)
+        if not prefix:
+            return conn.execute(_SQL_FROM, ("",)).fetchall()
+        return conn.execute(_SQL_RANGE, (prefix, _upper(prefix))).fetchall()
+
+    def _children(self, fname: str, prefix: str) -> tuple[list, list[str]]:
+        """Records and pseudo-directories directly below ``prefix`` (``""``
+        or ending in ``/``), from one read transaction. A pseudo-directory's
+        records are skipped with one index search, so a listing costs the
+        entries it returns, not the records below them."""
+        conn = self._conn(fname)
+        records, dirs = [], []
+        lo = prefix
+        conn.execute("BEGIN")
+        try:
+            while lo is not None:
+                cur = conn.execute(_SQL_RANGE, (lo, _upper(prefix))) if prefix else conn.execute(_SQL_FROM, (lo,))
+                nxt = None
+                for row in cur:
+                    head, sep, _ = row[0][len(prefix):].partition("/")
+                    if not sep:
+                        if head:  # a name equal to the prefix ("a/") is not listed
+                            records.append(row)
+                        continue
+                    if head:  # names with an empty component are not listed (docs/fsspec.md)
+                        dirs.append(prefix + head)
+                    nxt = prefix + head + "0"  # "0" sorts right after "/": past this pseudo-directory
+                    break
+                cur.close()
+                lo = nxt
+        finally:
+            conn.execute("COMMIT")
+        return records, dirs
+
+    def _file_info(self, fname: str) -> dict:
+        h = self._handle(fname)
+        n, nbytes = h._infofile().stats()
+        i = h.info
+        d = {"name": fname, "size": 0, "type": "directory", "st_type": "file", "records": n, "bytes": nbytes,
+             "replication": h.replication, "file_id": int(h.file_id), "owner": i.owner, "group": i.group,
+             "mode": int(i.mode)}
+        with self._lock:
+            self._known[fname] = d
+        return d
+
+    def _entry_info(self, e) -> dict | None:
+        if e.is_dir:
+            return {"name": e.name, "size": 0, "type": "directory", "st_type": "dir", "owner": e.owner,
+                    "group": e.group, "mode": int(e.mode)}
+        if not e.file_id:
+            return None  # not an infofile: nothing StoreTorrent can read
+        return dict(self._remember(e))
+
+    # -- listing --------------------------------------------------------------
+    def ls(self, path, detail=True, **kwargs):
+        """Entries of a namespace directory, StoreTorrent file or pseudo-directory.
+
+        Parameters
+        ----------
+        path : str
+            ``/a/b`` or a ``storetorrent://`` URL.
+        detail : bool
+            Dicts (True) or full paths (False).
+
+        Returns
+        -------
+        list of dict or list of str
+            Sorted by name. Every dict has ``name`` (full path, no protocol),
+            ``size`` (bytes, int), ``type`` (``"file"`` or ``"directory"``)
+            and ``st_type``: ``"dir"`` (namespace directory, size 0),
+            ``"file"`` (StoreTorrent file: a directory of records, size 0,
+            with ``records``, ``bytes`` (committed, one copy),
+            ``replication``, ``file_id``, ``owner``, ``group``, ``mode``),
+            ``"prefix"`` (pseudo-directory of record names holding ``/``,
+            size 0) or ``"record"`` (a committed record: ``size``,
+            ``crc32c``, and ``created`` = ``mtime`` = commit time, unix s).
+            Listing a record gives that record alone. Plain Python values.
+
+        Raises
+        ------
+        FileNotFoundError
+            No such directory, StoreTorrent file, record or record prefix.
+        """
+        path = self._strip_protocol(path)
+        kind, a, b = self._lookup(path)
+        if kind == "dir":
+            entries = b if b is not None else self.client.ls(path)
+            out = [i for i in map(self._entry_info, entries) if i is not None]
+        elif kind == "file" or (kind == "inside" and self._has_under(a, b + "/")):
+            records, dirs = self._children(a, b + "/" if b else "")
+            out = [_record_info(f"{a}/{r[0]}", *r[1:]) for r in records]
+            out += [_prefix_info(f"{a}/{d}") for d in dirs]
+        elif kind == "inside" and (m := self._meta(a, b)) is not None:
+            out = [_record_info(path, *m)]
+        elif kind == "inside":
+            raise _not_found(path, f"no committed record {b!r} (nor records below it) in StoreTorrent file {a}")
+        else:
+            raise _not_found(path, "no StoreTorrent directory, file or record")
+        out.sort(key=lambda d: d["name"])
+        return out if detail else [d["name"] for d in out]
+
+    def info(self, path, **kwargs):
+        """Details of one path, as its entry of :meth:`ls`.
+
+        A name that is both a record and a prefix of longer record names
+        (records ``a`` and ``a/b``) is reported as the record.
+
+        Raises
+        ------
+        FileNotFoundError
+        """
+        path = self._strip_protocol(path)
+        kind, a, b = self._lookup(path)
+        if kind == "dir":
+            return {"name": path, "size": 0, "type": "directory", "st_type": "dir"}
+        if kind == "file":
+            return self._file_info(a)
+        if kind == "inside":
+            m = self._meta(a, b)
+            if m is not None:
+                return _record_info(path, *m)
+            if self._has_under(a, b + "/"):
+                return _prefix_info(path)
+            raise _not_found(path, f"no committed record {b!r} in StoreTorrent file {a}")
+        raise _not_found(path, "no StoreTorrent directory, file or record")
+
+    def find(self, path, maxdepth=None, withdirs=False, detail=False, **kwargs):
+        """Every record below ``path`` (and directories, if ``withdirs``),
+        as fsspec's ``find``; ``glob``, ``du`` and pyarrow's selectors use it.
+
+        Inside a StoreTorrent file this is one range scan of its infofile's
+        index, not a listing per pseudo-directory.
+
+        Returns
+        -------
+        list of str, or dict of path to info (``detail=True``), sorted by path.
+        """
+        if maxdepth is not None and maxdepth < 1:
+            raise ValueError("maxdepth must be at least 1")
+        path = self._strip_protocol(path)
+        out: dict[str, dict] = {}
+        kind, a, b = self._lookup(path)
+        if kind == "inside" and not self._has_under(a, b + "/"):
+            m = self._meta(a, b)
+            if m is not None:  # a record: find gives the record itself
+                out[path] = _record_info(path, *m)
+        elif kind != "missing":
+            if withdirs:
+                out[path] = self.info(path)
+            self._find_into(out, kind, a, b, 0, maxdepth, withdirs)
+        names = sorted(out)
+        return {n: out[n] for n in names} if detail else names
+
+    def _find_into(self, out: dict, kind: str, a: str, b, depth: int, maxdepth, withdirs: bool) -> None:
+        if kind == "dir":
+            for e in (b if b is not None else self.client.ls(a)):
+                info = self._entry_info(e)
+                if info is None:
+                    continue
+                if withdirs:
+                    out[e.name] = info
+                if maxdepth is None or depth + 1 < maxdepth:
+                    self._find_into(out, "dir" if e.is_dir else "file", e.name, None if e.is_dir else "",
+                                    depth + 1, maxdepth, withdirs)
+            return
+        prefix = b + "/" if b else ""
+        base = f"{a}/{prefix}"
+        for name, size, crc, t in self._rows_under(a, prefix):
+            parts = name[len(prefix):].split("/")
+            if "" in parts:
+                continue  # not addressable as a path (docs/fsspec.md)
+            room = len(parts) if maxdepth is None else min(len(parts), maxdepth - depth)
+            if withdirs:
+                for k in range(1, min(room + 1, len(parts))):
+                    d = base + "/".join(parts[:k])
+                    if d not in out:
+                        out[d] = _prefix_info(d)
+            if room == len(parts):
+                out[base + name[len(prefix):]] = _record_info(base + name[len(prefix):], size, crc, t)
+
+    def du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
+        """Bytes of the records below ``path`` (one copy; directories count
+        0): an int, or ``{path: size}`` if not ``total``. From one
+        :meth:`find`, not one ``info`` per record."""
+        sizes = {n: i["size"] for n, i in self.find(path, maxdepth=maxdepth, withdirs=withdirs,
+                                                    detail=True).items()}
+        return sum(sizes.values()) if total else sizes
+
+    def created(self, path):
+        """Commit time of a record, creation time of a StoreTorrent file
+        (UTC datetime).
+
+        Raises
+        ------
+        FileNotFoundError
+        NotImplementedError
+            For namespace directories and record prefixes (no timestamp).
+        """
+        info = self.info(path)
+        if info["st_type"] == "record":
+            return datetime.fromtimestamp(info["created"], tz=timezone.utc)
+        if info["st_type"] == "file":
+            meta = self._handle(info["name"])._infofile().meta()
+            return datetime.fromtimestamp(float(meta.get("created_at", 0)), tz=timezone.utc)
+        raise NotImplementedError(f"{info['name']} is a directory without a timestamp")
+
+    def modified(self, path):
+        """Commit time of a record (records never change); for a StoreTorrent
+        file, its last commit (or its creation). UTC datetime.
+
+        Raises
+        ------
+        FileNotFoundError
+        NotImplementedError
+            For namespace directories and record prefixes.
+        """
+        info = self.info(path)
+        if info["st_type"] == "file":
+            (t,) = self._conn(info["name"]).execute("SELECT max(committed_at) FROM records").fetchone()
+            if t is not None:
+                return datetime.fromtimestamp(float(t), tz=timezone.utc)
+        return self.created(path)
+
+    # -- reading --------------------------------------------------------------
+    def _local_map(self, fname: str) -> dict:
+        """Records of ``fname`` revealed to this host by GET_LOCAL (paper
+        3.7), computed once per file (until :meth:`invalidate_cache`), and
+        only when one of the file's live peers runs on this host. Any failure
+        gives an empty map: reads then use GET."""
+        with self._lock:
+            m = self._local.get(fname)
+            if m is not None:
+                return m
+            lock = self._local_locks.setdefault(fname, threading.Lock())
+        with lock:  # one GET_LOCAL per file, without holding up other files
+            with self._lock:
+                m = self._local.get(fname)
+            if m is not None:
+                return m
+            from st_py.getlocal import is_local
+
+            m = {}
+            try:
+                h = self._handle(fname)
+                if any(p.alive and is_local(p.addr) for p in h.peers.values()):
+                    with self._lock:
+                        self.stats["get_local_calls"] += 1
+                    m = {r.name: r for r in h.get_local(allow_unavailable=True)}
+            except Exception:
+                m = {}
+            with self._lock:
+                self._local[fname] = m
+            return m
+
+    def _read_record(self, fname: str, rname: str, meta=None) -> bytes:
+        """The bytes of record ``rname`` of ``fname``: from the record cache;
+        else from its local path if GET_LOCAL revealed a copy to this host
+        and it matches the committed size and CRC-32C (paper 3.7); else by
+        GET (CRC-checked, next copy on failure, paper 3.6).
+
+        Raises
+        ------
+        FileNotFoundError
+            No committed record of that name.
+        RecordUnavailableError
+            Every copy failed.
+        """
+        if meta is None:
+            meta = self._meta(fname, rname)
+            if meta is None:
+                raise _not_found(f"{fname}/{rname}", f"no committed record {rname!r} in StoreTorrent file {fname}")
+        h = self._handle(fname)
+        key = (h.file_id, rname, meta[0], meta[1])
+        with self._lock:
+            data = self._cache.get(key)
+            if data is not None:
+                self._cache.move_to_end(key)
+                self.stats["cache_hits"] += 1
+                return data
+        data = self._read_local(fname, rname, meta) if self.local_reads else None
+        if data is None:
+            try:
+                data = h.get(rname)
+            except RecordNotFoundError:
+                raise _not_found(f"{fname}/{rname}", f"no committed record {rname!r} in StoreTorrent file "
+                                                     f"{fname}") from None
+            with self._lock:
+                self.stats["get_reads"] += 1
+        if len(data) <= self.record_cache_bytes // 4:
+            with self._lock:
+                if key not in self._cache:
+                    self._cache[key] = data
+                    self._cache_used += len(data)
+                while self._cache_used > self.record_cache_bytes:
+                    self._cache_used -= len(self._cache.popitem(last=False)[1])
+        return data
+
+    def _read_local(self, fname: str, rname: str, meta) -> bytes | None:
+        """The record from its revealed local path, or None (no local copy,
+        unreadable, or not matching the committed size and CRC-32C)."""
+        lr = self._local_map(fname).get(rname)
+        if lr is None:
+            return None
+        from st_py.protocol import crc32c
+
+        try:
+            if lr.size != meta[0]:
+                raise ValueError("size differs")
+            with open(lr.path, "rb") as f:
+                data = f.read()
+            if len(data) != meta[0] or crc32c(data) != meta[1]:
+                raise ValueError("size or CRC-32C differs")
+        except (OSError, ValueError):
+            with self._lock:
+                self.stats["local_fallbacks"] += 1
+            return None
+        with self._lock:
+            self.stats["local_reads"] += 1
+        return data
+
+    def _record_of(self, path: str):
+        """``(file name, record name, (size, crc32c, committed_at))`` of the
+        record at ``path``.
+
+        Raises
+        ------
+        FileNotFoundError, IsADirectoryError
+        """
+        kind, fname, rel = self._lookup(path)
+        if kind == "inside":
+            meta = self._meta(fname, rel)
+            if meta is not None:
+                return fname, rel, meta
+            if self._has_under(fname, rel + "/"):
+                raise IsADirectoryError(errno.EISDIR, "a prefix of record names, not a record", path)
+            raise _not_found(path, f"no committed record {rel!r} in StoreTorrent file {fname}")
+        if kind in ("dir", "file"):
+            raise IsADirectoryError(errno.EISDIR, "a directory" if kind == "dir" else
+                                    "a StoreTorrent file (a directory of records), not a record", path)
+        raise _not_found(path, "no StoreTorrent directory, file or record")
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        """The bytes of a record, or of ``[start, end)`` of it (negative:
+        from the end, as Python slices).
+
+        Source: one whole-record GET (paper 3.6) or local read (3.7); see
+        :meth:`_open`.
+
+        Raises
+        ------
+        FileNotFoundError, IsADirectoryError, RecordUnavailableError
+        """
+        path = self._strip_protocol(path)
+        fname, rname, meta = self._record_of(path)
+        data = self._read_record(fname, rname, meta)
+        if start is None and end is None:
+            return data
+        return data[slice(start, end)]
+
+    def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs):
+        """A file object on one record.
+
+        Parameters
+        ----------
+        path : str
+        mode : {"rb", "wb", "xb"}
+            ``rb``: seekable reads of a committed record. The first read
+            fetches the whole record once (records are KB to a few MB): from
+            its local path when GET_LOCAL revealed a copy to this host and it
+            matches the committed size and CRC-32C (paper 3.7), else by GET,
+            CRC-checked, trying the next copy on any failure (paper 3.6).
+            ``wb``/``xb``: the bytes are buffered and PUT as one record on
+            ``close()`` (every copy acknowledged, paper 3.1), then committed,
+            so the record is visible when ``close()`` returns. If no
+            StoreTorrent file holds the path, its parent becomes a new one
+            (class ``replication``, a keyword here or of the filesystem).
+            Leaving a ``with`` block by an exception stores nothing.
+        kwargs
+            ``replication`` (writes), ``cache_type`` (reads; default
+            ``"none"``: the file object already holds the record).
+
+        Raises
+        ------
+        FileNotFoundError
+            Reading a path that is no committed record.
+        IsADirectoryError
+            A directory, StoreTorrent file or record prefix; or, writing, no
+            StoreTorrent file can hold the path (its parent is a namespace
+            directory).
+        FileExistsError
+            Writing a record that is already committed
+            (:class:`RecordExistsFSError`; records are write-once).
+        NotImplementedError
+            Append (``ab``): records are write-once.
+        """
+        if mode not in ("rb", "wb", "xb"):
+            raise NotImplementedError(f"mode {mode!r}: StoreTorrent records are write-once; use 'rb' or 'wb'")
+        path = self._strip_protocol(path)
+        if mode == "rb":
+            fname, rname, meta = self._record_of(path)
+            kwargs.setdefault("cache_type", "none")
+            return StoreTorrentRecordFile(self, path, mode, block_size, autocommit, cache_options=cache_options,
+                                          size=meta[0], record=(fname, rname, meta), **kwargs)
+        replication = kwargs.pop("replication", None)
+        self._write_target(path)  # fail early: exists, a directory, no file can hold it
+        return StoreTorrentRecordFile(self, path, mode, block_size, autocommit, cache_options=cache_options,
+                                      replication=replication, **kwargs)
+
+    # -- writing --------------------------------------------------------------
+    def _write_target(self, path: str):
+        """``(file name, record name, True if the file exists)`` for a write to ``path``.
+
+        Raises
+        ------
+        RecordExistsFSError, IsADirectoryError
+        """
+        kind, a, b = self._lookup(path)
+        if kind == "inside":
+            if self._meta(a, b) is not None:
+                raise RecordExistsFSError(f"record {b!r} is already committed in {a}: records are write-once; "
+                                          "delete it first (fs.rm) or use another name")
+            return a, b, True
+        if kind in ("dir", "file"):
+            raise IsADirectoryError(errno.EISDIR, "cannot write a record here: it is a namespace directory"
+                                    if kind == "dir" else "cannot write a record here: it is a StoreTorrent file",
+                                    path)
+        parent, base = path.rsplit("/", 1)
+        parent = parent or "/"
+        if parent == "/" or a == parent:
+            where = "the root" if parent == "/" else f"{parent}, a namespace directory"
+            stem = parent.rstrip("/")
+            raise IsADirectoryError(
+                errno.EISDIR, f"records live inside StoreTorrent files and the parent is {where}; write to "
+                f"{stem}/<file>/{base} to create StoreTorrent file {stem}/<file>", path)
+        return parent, base, False
+
+    def _write_record(self, path: str, data, replication: str | None = None) -> None:
+        """PUT ``data`` as the record at ``path`` and commit it (paper 3.1, 3.5)."""
+        fname, rname, exists = self._write_target(path)
+        if exists:
+            h = self._handle(fname)
+        else:
+            try:
+                h = self._handle(fname, created=self.client.create(fname, replication or self.replication,
+                                                                   est_size=len(data)))
+            except StFileExistsError:  # created meanwhile by another writer
+                h = self._handle(fname)
+        try:
+            if h._infofile().exists(rname):
+                raise RecordExistsFSError(f"record {rname!r} is already committed in {fname}: records are "
+                                          "write-once; delete it first (fs.rm) or use another name")
+            h.put(rname, data)
+            h.flush()  # commit now: visible when close() returns
+        except RecordExistsFSError:
+            raise
+        except RecordExistsError as e:
+            raise RecordExistsFSError(str(e)) from e
+        if not exists:
+            self._file_info(fname)  # remember it as a StoreTorrent file
+
+    def pipe_file(self, path, value, mode="overwrite", **kwargs):
+        """Store ``value`` (bytes-like) as the record at ``path``, committed
+        on return. ``mode`` is ignored: records are write-once, so an
+        existing record always raises.
+
+        Raises
+        ------
+        FileExistsError
+            (:class:`RecordExistsFSError`) The record is already committed.
+        IsADirectoryError
+            The path is a directory or StoreTorrent file, or no StoreTorrent
+            file can hold it (its parent is a namespace directory).
+        """
+        self._write_record(self._strip_protocol(path), bytes(value), kwargs.get("replication"))
+
+    def cp_file(self, path1, path2, **kwargs):
+        """Copy one record (read, then a write-once PUT)."""
+        self.pipe_file(path2, self.cat_file(path1))
+
+    def mkdir(self, path, create_parents=True, **kwargs):
+        """No-op: the tracker has no directory call. Namespace directories
+        are made with the StoreTorrent files below them, and a StoreTorrent
+        file by its first record (docs/fsspec.md)."""
+
+    def makedirs(self, path, exist_ok=False):
+        """No-op, as :meth:`mkdir`."""
+
+    # -- deleting -------------------------------------------------------------
+    def rm_file(self, path):
+        """Delete one record: its copies on every holder, then its commit
+        (paper 4.3).
+
+        Raises
+        ------
+        FileNotFoundError
+            No committed record at ``path``.
+        IsADirectoryError
+            ``path`` is a directory or StoreTorrent file (use ``rm(path, recursive=True)``).
+        """
+        path = self._strip_protocol(path)
+        fname, rname, _ = self._record_of(path)
+        try:
+            self._handle(fname).delete(rname)
+        except RecordNotFoundError:
+            raise _not_found(path, f"no record {rname!r} in StoreTorrent file {fname}") from None
+
+    def rm(self, path, recursive=False, maxdepth=None):
+        """Delete records, StoreTorrent files or directories.
+
+        Parameters
+        ----------
+        path : str or list of str
+            Paths or glob patterns.
+        recursive : bool
+            Needed for anything but a record: a StoreTorrent file is deleted
+            whole (``Client.delete``: its records on every live peer, then
+            its infofile); a record prefix deletes its records one by one; a
+            namespace directory deletes every StoreTorrent file below it
+            (the directories stay: the tracker has no call to remove one).
+        maxdepth : None
+            Not supported (deletes follow StoreTorrent file boundaries).
+
+        Raises
+        ------
+        FileNotFoundError, IsADirectoryError (not recursive), ValueError (maxdepth)
+        """
+        if maxdepth is not None:
+            raise ValueError("maxdepth is not supported by StoreTorrentFileSystem.rm")
+        paths = path if isinstance(path, (list, tuple)) else [path]
+        todo = []
+        for p in paths:
+            p = stringify_path(p)
+            if any(c in p for c in "*?["):
+                todo += self.glob(p)
+            else:
+                todo.append(self._strip_protocol(p))
+        for p in todo:
+            self._rm_one(p, recursive)
+
+    def _rm_one(self, path: str, recursive: bool) -> None:
+        kind, a, b = self._lookup(path)
+        if kind == "missing":
+            raise _not_found(path, "no StoreTorrent directory, file or record")
+        if kind == "inside" and (not recursive or self._meta(a, b) is not None):
+            self.rm_file(path)
+            return
+        if not recursive:
+            raise IsADirectoryError(errno.EISDIR, "a directory: pass recursive=True", path)
+        if kind == "file":
+            self.client.delete(a)
+            self._forget(a)
+        elif kind == "inside":  # a record prefix
+            names = [r[0] for r in self._rows_under(a, b + "/")]
+            if not names:
+                raise _not_found(path, f"no committed record {b!r} (nor records below it) in {a}")
+            h = self._handle(a)
+            for name in names:
+                try:
+                    h.delete(name)
+                except RecordNotFoundError:
+                    pass  # deleted meanwhile
+        else:
+            for e in (b if b is not None else self.client.ls(path)):
+                if e.is_dir:
+                    self._rm_one(e.name, True)
+                elif e.file_id:
+                    self.client.delete(e.name)
+                    self._forget(e.name)
+
+    def rmdir(self, path):
+        """Delete an empty StoreTorrent file; no-op for a namespace directory
+        (the tracker cannot remove one).
+
+        Raises
+        ------
+        OSError
+            ``ENOTEMPTY``: the StoreTorrent file or record prefix has records.
+        FileNotFoundError
+        """
+        path = self._strip_protocol(path)
+        kind, a, b = self._lookup(path)
+        if kind == "file":
+            if self._conn(a).execute("SELECT 1 FROM records LIMIT 1").fetchone() is not None:
+                raise OSError(errno.ENOTEMPTY, "the StoreTorrent file has records", path)
+            self.client.delete(a)
+            self._forget(a)
+        elif kind == "inside":
+            if self._has_under(a, b + "/"):
+                raise OSError(errno.ENOTEMPTY, "a record prefix exists while records are below it", path)
+            raise OSError(errno.ENOTDIR, "not a directory", path)
+        elif kind == "missing":
+            raise _not_found(path, "no StoreTorrent directory or file")
+
+
+class StoreTorrentRecordFile(AbstractBufferedFile):
+    """A file object on one record (from :meth:`StoreTorrentFileSystem.open`).
+
+    Reading: the whole record is fetched by the first read and kept, so
+    seeks and ranged reads (Parquet footers, column chunks) cost nothing
+    more. Writing: bytes are buffered and stored as one record on close.
+    """
+
+    def __init__(self, fs, path, mode="rb", block_size=None, autocommit=True, cache_type="none",
+                 cache_options=None, size=None, record=None, replication=None, **kwargs):
+        self._record = record
+        self._data = None
+        self._replication = replication
+        self._pending = None
+        super().__init__(fs, path, mode, block_size, autocommit, cache_type=cache_type,
+                         cache_options=cache_options, size=size, **kwargs)
+
+    @property
+    def details(self):
+        if self._details is None:
+            fname, rname, meta = self._record
+            self._details = _record_info(f"{fname}/{rname}", *meta)
+        return self._details
+
+    @details.setter
+    def details(self, value):
+        self._details = value
+        self.size = value["size"]
+
+    def _fetch_range(self, start, end):
+        """Bytes ``[start, end)`` of the record (the whole record is fetched once)."""
+        if self._data is None:
+            fname, rname, meta = self._record
+            self._data = self.fs._read_record(fname, rname, meta)
+        return self._data[start:end]
+
+    def _upload_chunk(self, final=False):
+        if not final:
+            return False  # keep buffering: a record is one PUT
+        data = self.buffer.getvalue()
+        if self.autocommit:
+            self.fs._write_record(self.path, data, self._replication)
+        else:
+            self._pending = data  # stored by commit() when the fsspec transaction ends
+        return True
+
+    def close(self):
+        """Close; in write mode store and commit the record first.
+
+        Unlike the base class this does not call ``fs.invalidate_cache``:
+        record metadata is read from the infofile at every use, so there is
+        nothing stale to drop after a write."""
+        if self.mode == "rb" or self.closed or getattr(self, "_unclosable", False):
+            return super().close()
+        try:
+            if not self.forced:
+                self.flush(force=True)
+        finally:
+            self.closed = True
+
+    def __exit__(self, exc_type, exc, tb):
+        """Leaving a ``with`` block by an exception stores nothing in write
+        mode: a record is write-once, so a partial one would have to be
+        deleted before its name could be used again."""
+        if exc_type is not None and self.mode != "rb" and not self.closed:
+            self.discard()
+            self.buffer = io.BytesIO()
+            self.closed = True
+            return
+        self.close()
+
+    def commit(self):
+        """Store the record (at the end of an fsspec transaction)."""
+        if self._pending is not None:
+            data, self._pending = self._pending, None
+            self.fs._write_record(self.path, data, self._replication)
+
+    def discard(self):
+        self._pending = None
+
+
+def _inode(path: str):
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def _close_quietly(h) -> None:
+    try:
+        h.close()
+    except Exception:
+        pass
+
+
+__all__ = ["StoreTorrentFileSystem", "StoreTorrentRecordFile", "RecordExistsFSError"]
