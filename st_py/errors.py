@@ -105,6 +105,23 @@ class PeerUnavailableError(StoreTorrentError, ConnectionError):
         self.peer, self.reason = peer, reason
 
 
+class QueuedOperationsError(StoreTorrentError):
+    """Several queued operations failed (``flush()``). ``failures`` is a
+    tuple of ``(record name, exception)``, every one of them."""
+
+    def __init__(self, message: str, failures=()):
+        super().__init__(message)
+        self.failures = tuple(failures)
+
+
+class OperationTimeoutError(StoreTorrentError, TimeoutError):
+    """A wait for queued operations ran past its ``timeout`` (seconds)."""
+
+    def __init__(self, message: str, timeout: float | None = None):
+        super().__init__(message)
+        self.timeout = timeout
+
+
 class GetLocalError(StoreTorrentError):
     """GET_LOCAL could not reveal every record (paper 3.7, 4.5)."""
 

@@ -21,7 +21,7 @@ from ._proto import tracker_pb2 as pb
 from .errors import (BadNameError, ChecksumError, GetLocalError, NotEnoughPeersError, PeerError,
                      PeerUnavailableError, RecordExistsError, RecordNotFoundError,
                      RecordUnavailableError, StoreTorrentError, TrackerUnavailableError,
-                     PermissionDeniedError, QuotaExceededError)
+                     PermissionDeniedError, QueuedOperationsError, QuotaExceededError)
 from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
 from .infofile import InfofileReader
 from .placement import choose_holders, choose_spare
@@ -185,6 +185,14 @@ class StFile:
     def _peer_failed(self, addr: str, reason: str) -> None:
         self._tracker.report_failure(addr, reason)
 
+    def _notify(self, name: str, callback, *args) -> None:
+        """Run a user's callback; an exception it raises is kept for
+        :meth:`flush` (it is the caller's error, not the transport's)."""
+        try:
+            callback(*args)
+        except Exception as e:
+            self._errors.append((name, e))
+
     # -- PUT ------------------------------------------------------------------
     def _choose_block(self) -> list[int]:
         live = [i for i in self.peers if self._usable(i)]
@@ -270,7 +278,7 @@ class StFile:
                 self._to_commit.append(op)
                 op.future._set(True)
                 if op.callback:
-                    op.callback(op.name, None)
+                    self._notify(op.name, op.callback, op.name, None)
             return
         retry = isinstance(exc, PeerUnavailableError) or (
             isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR,
@@ -311,7 +319,7 @@ class StFile:
         self._puts_inflight -= 1
         op.future._set(exc=exc)
         if op.callback:
-            op.callback(op.name, exc)
+            self._notify(op.name, op.callback, op.name, exc)
         else:
             self._errors.append((op.name, exc))
 
@@ -370,7 +378,7 @@ class StFile:
                         exc = RecordExistsError(f"record {bad[op.name]}")
                         op.future._set(exc=exc)
                         if op.callback:
-                            op.callback(op.name, exc)
+                            self._notify(op.name, op.callback, op.name, exc)
                         else:
                             self._errors.append((op.name, exc))
 
@@ -440,8 +448,10 @@ class StFile:
         Raises
         ------
         StoreTorrentError
-            If queued records failed and had no callback to hear of it; the
-            message lists them.
+            If queued records failed and had no callback to hear of it: the
+            failure itself when there is one (or one commit failed them all),
+            else :class:`QueuedOperationsError` with every ``(name, error)``
+            in ``failures``.
         """
         self._transport.wait(lambda: self.inflight == 0)
         self._maybe_commit(force=True)
@@ -449,13 +459,11 @@ class StFile:
         if self._errors:
             errs = list(self._errors)
             self._errors.clear()
-            if len(errs) == 1:
+            if len({id(e) for _, e in errs}) == 1:  # one failure, or one commit that failed a group
                 raise errs[0][1]
             more = f" (and {len(errs) - 5} more)" if len(errs) > 5 else ""
-            kinds = {type(e) for _, e in errs}
-            cls = kinds.pop() if len(kinds) == 1 else StoreTorrentError  # e.g. all QuotaExceededError
-            raise cls(f"{len(errs)} queued operations failed: " +
-                                    "; ".join(f"{n!r}: {e}" for n, e in errs[:5]) + more)
+            raise QueuedOperationsError(f"{len(errs)} queued operations failed: " +
+                                        "; ".join(f"{n!r}: {e}" for n, e in errs[:5]) + more, errs)
 
     # -- GET ------------------------------------------------------------------
     def queue_get(self, name: str, callback: Callable[[str, bytes | None, Exception | None], None] | None = None
@@ -483,7 +491,7 @@ class StFile:
             exc = RecordNotFoundError(f"no committed record {name!r} in {self.name}")
             fut._set(exc=exc)
             if callback:
-                callback(name, None, exc)
+                self._notify(name, callback, name, None, exc)
             return fut
         while self.inflight >= self.depth:
             self.poll(0.05)
@@ -499,7 +507,7 @@ class StFile:
             exc = RecordUnavailableError(f"record {name!r}: every copy failed: " + "; ".join(reasons))
             fut._set(exc=exc)
             if callback:
-                callback(name, None, exc)
+                self._notify(name, callback, name, None, exc)
             return
         idx = order[0]
         addr = self._addr(idx) if idx in self.peers else f"peer#{idx}"
@@ -519,7 +527,7 @@ class StFile:
             self._gets_inflight -= 1
             fut._set(data)
             if callback:
-                callback(name, data, None)
+                self._notify(name, callback, name, data, None)
 
         self._transport.send(addr, lambda seq: [encode_get(seq, self.file_id, name.encode("utf-8", "surrogateescape"))],
                              done)

@@ -6,6 +6,13 @@ what it accepts (one ``sendmsg`` of many frames), reads large chunks, decodes
 the replies back to back and matches them to requests by sequence number, in
 any order. An explicit ``ERROR`` reply fails one request; a socket error or a
 timeout fails every request in flight to that peer (paper 4.3).
+
+Completions are collected while sockets are read and run after the read loop
+(as dask/distributed's comms hand messages to handlers): a callback that
+raises cannot break a connection, lose the replies read with it, or make a
+healthy peer look failed. Its exception reaches the caller of
+:meth:`Transport.poll` (or :meth:`Transport.wait`) once every other
+completion has run.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import time
 from collections import deque
 from typing import Callable
 
-from .errors import PeerError, PeerUnavailableError
+from .errors import OperationTimeoutError, PeerError, PeerUnavailableError
 from .protocol import (FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, MsgType, ProtocolError, decode_payload,
                        encode_auth)
 
@@ -61,8 +68,11 @@ def split_addr(addr: str) -> tuple[str, int]:
 class PeerConnection:
     """One persistent, pipelined connection to the peer at ``addr``."""
 
-    def __init__(self, addr: str, connect_timeout: float, max_frame: int = DEFAULT_MAX_FRAME):
+    def __init__(self, addr: str, connect_timeout: float, max_frame: int = DEFAULT_MAX_FRAME,
+                 complete: Callable[[Callback, Frame | None, Exception | None], None] | None = None):
         self.addr = addr
+        # where finished requests go; by default their callbacks run at once
+        self._complete = complete or (lambda cb, fr, exc: cb(fr, exc))
         self.sock = socket.create_connection(split_addr(addr), timeout=connect_timeout)
         self.sock.setblocking(False)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -172,9 +182,9 @@ class PeerConnection:
             entries = [e for c in req.chunks for e in c.fields["entries"]] + fr.fields["entries"]
             fr.fields["entries"] = entries
         if fr.type == MsgType.ERROR:
-            req.callback(None, PeerError(fr.fields["code"], fr.fields["message"], self.addr, fr.seq))
+            self._complete(req.callback, None, PeerError(fr.fields["code"], fr.fields["message"], self.addr, fr.seq))
         else:
-            req.callback(fr, None)
+            self._complete(req.callback, fr, None)
 
     def fail(self, exc: Exception) -> None:
         """Abort the connection: every request in flight fails with ``exc``."""
@@ -188,7 +198,7 @@ class PeerConnection:
         self.out.clear()
         self.out_bytes = 0
         for req in pending.values():
-            req.callback(None, exc)
+            self._complete(req.callback, None, exc)
 
 
 class Transport:
@@ -214,6 +224,24 @@ class Transport:
         self.auth_errors: dict[str, Exception] = {}
         self.sel = selectors.DefaultSelector()
         self._registered: dict[int, int] = {}
+        self._completions: deque = deque()  # (callback, frame, exception) to run after the read loop
+
+    def _complete(self, callback: Callback, fr: Frame | None, exc: Exception | None) -> None:
+        self._completions.append((callback, fr, exc))
+
+    def _run_completions(self) -> None:
+        """Run the collected callbacks; re-raise the first exception one of
+        them raised, after all of them ran."""
+        first: BaseException | None = None
+        while self._completions:
+            cb, fr, exc = self._completions.popleft()
+            try:
+                cb(fr, exc)
+            except Exception as e:  # a callback's error is its caller's, not the connection's
+                if first is None:
+                    first = e
+        if first is not None:
+            raise first
 
     def connection(self, addr: str) -> PeerConnection:
         """The live connection to ``addr``, made on first use.
@@ -227,7 +255,7 @@ class Transport:
         if c is not None and c.dead is None:
             return c
         try:
-            c = PeerConnection(addr, self.connect_timeout)
+            c = PeerConnection(addr, self.connect_timeout, complete=self._complete)
         except OSError as e:
             self._mark_failed(addr, f"cannot connect: {e.strerror or e}")
             raise PeerUnavailableError(addr, f"cannot connect: {e.strerror or e}") from None
@@ -328,7 +356,9 @@ class Transport:
                 self.sel.modify(fd, ev, c)
             self._registered[fd] = ev
         if not want:
-            if timeout:
+            if self._completions:
+                self._run_completions()
+            elif timeout:
                 time.sleep(min(timeout, 0.01))
             return
         for key, ev in self.sel.select(timeout):
@@ -350,13 +380,14 @@ class Transport:
         for c in active:
             if c.dead is None and c.pending and now - c.last_progress > self.timeout:
                 self._kill(c, PeerUnavailableError(c.addr, f"no reply for {self.timeout:.0f} s"))
+        self._run_completions()
 
     def wait(self, done: Callable[[], bool], timeout: float | None = None) -> None:
         """Poll until ``done()`` is true (or ``timeout`` seconds pass)."""
         end = None if timeout is None else time.monotonic() + timeout
         while not done():
             if end is not None and time.monotonic() > end:
-                raise TimeoutError("operation did not finish in time")
+                raise OperationTimeoutError(f"operation did not finish in {timeout} s", timeout)
             self.poll(0.05)
 
     def close(self) -> None:
