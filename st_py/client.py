@@ -29,7 +29,9 @@ def default_tracker() -> str:
     info = read_cluster_file(os.environ.get("STORETORRENT_DATA", "st-data"))
     if info:
         return info["tracker"]
-    raise RuntimeError(f"no tracker address: pass tracker=..., set ${TRACKER_ENV}, "
+    from .errors import NoTrackerError
+
+    raise NoTrackerError(f"no tracker address: pass tracker=..., set ${TRACKER_ENV}, "
                        "or start a local cluster with `storetorrent up`")
 
 

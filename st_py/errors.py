@@ -8,6 +8,11 @@ to one request (one sequence number); a timeout or socket error is a
 
 from __future__ import annotations
 
+ERROR_KIND_KEY = "st-error"
+"""gRPC trailing metadata key by which the tracker says what kind of
+refusal an error is (``not-enough-peers``, ``no-space``), so that clients
+never parse message text."""
+
 
 class StoreTorrentError(Exception):
     """Base class of every StoreTorrent error."""
@@ -19,6 +24,11 @@ class TrackerError(StoreTorrentError):
 
 class TrackerUnavailableError(TrackerError, ConnectionError):
     """The tracker could not be reached."""
+
+
+class NoTrackerError(TrackerError, LookupError):
+    """No tracker address was given, set in ``$STORETORRENT_TRACKER``, or
+    found in a local cluster's data folder."""
 
 
 class StFileNotFoundError(StoreTorrentError, FileNotFoundError):
@@ -84,9 +94,13 @@ class PeerError(StoreTorrentError):
         ``host:port`` of the peer.
     seq : int
         Sequence number of the failed request.
+    peers : tuple of str
+        ``host:port`` of the peers the error concerns (GET_LOCAL ring
+        failures: the unreachable successor, the peers whose index is missing,
+        the peers breaking an invariant).
     """
 
-    def __init__(self, code: int, message: str, peer: str = "", seq: int = 0):
+    def __init__(self, code: int, message: str, peer: str = "", seq: int = 0, peers=()):
         from .protocol import ErrorCode
 
         try:
@@ -95,6 +109,7 @@ class PeerError(StoreTorrentError):
             cname = str(code)
         super().__init__(f"peer {peer} refused request {seq}: {cname}: {message}")
         self.code, self.message, self.peer, self.seq = code, message, peer, seq
+        self.peers = tuple(peers)
 
 
 class PeerUnavailableError(StoreTorrentError, ConnectionError):

@@ -179,7 +179,7 @@ def reveal_ring(peer: str, plan: GetLocalPlan, timeout: float | None = None,
             if not (isinstance(exc, PeerError) and exc.code in (ErrorCode.PEER_UNREACHABLE, ErrorCode.TIMEOUT)):
                 raise GetLocalError(f"GET_LOCAL failed: {exc}") from exc
             attempts += 1
-            named = [a for a in plan.ring if a != peer and a in exc.message]
+            named = [a for a in plan.ring if a != peer and a in exc.peers] or [a for a in plan.ring if a != peer]
             answers = ping_all(named) if named else {}
             dead = [a for a in named if answers.get(a) is not None]
             if dead:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import google_crc32c
 
+from .errors import StoreTorrentError
+
 VERSION = 1
 HEADER = struct.Struct("<IBBHQ")  # length, type, version, flags, seq
 HEADER_SIZE = HEADER.size  # 16: the length prefix plus the 12-byte header
@@ -60,7 +62,7 @@ class ErrorCode(enum.IntEnum):
     BUSY = 17  # the peer is at its connection limit (seq 0); the connection is closed
 
 
-class ProtocolError(ValueError):
+class ProtocolError(StoreTorrentError, ValueError):
     """A frame that does not follow docs/wire-protocol.md."""
 
 
@@ -189,8 +191,13 @@ def encode_data(seq: int, crc: int, copy_rank: int, data: bytes) -> bytes:
     return frame(MsgType.DATA, seq, struct.pack("<IB", crc, copy_rank) + data)
 
 
-def encode_error(seq: int, code: int, message: str) -> bytes:
-    return frame(MsgType.ERROR, seq, struct.pack("<H", code) + _str16(message.encode()))
+def encode_error(seq: int, code: int, message: str, peers: list[str] = ()) -> bytes:
+    """ERROR ``code:u16 message:str16 [count:u16 peer:str16 * count]``; the
+    peers field (the peers the error concerns) is left out when empty."""
+    payload = struct.pack("<H", code) + _str16(message.encode())
+    if peers:
+        payload += struct.pack("<H", len(peers)) + b"".join(_str16(p.encode()) for p in peers)
+    return frame(MsgType.ERROR, seq, payload)
 
 
 def encode_local_list(seq: int, entries: list[tuple[int, int, bytes, bytes]],
@@ -241,6 +248,9 @@ class _Reader:
 
     def rest(self) -> memoryview:
         return self.take(self.end - self.pos)
+
+    def left(self) -> int:
+        return self.end - self.pos
 
     def done(self) -> None:
         if self.pos != self.end:
@@ -296,6 +306,8 @@ def decode_payload(msg_type: int, flags: int, payload: memoryview) -> dict:
         f = {"entries": entries}
     elif t == MsgType.ERROR:
         f = {"code": r.u16(), "message": r.str16().decode("utf-8", "replace")}
+        if r.left():  # optional: the peers the error concerns
+            f["peers"] = [r.str16().decode("utf-8", "replace") for _ in range(r.u16())]
     else:
         raise ProtocolError(f"unknown message type 0x{t:02x}")
     r.done()

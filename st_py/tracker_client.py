@@ -12,7 +12,7 @@ from ._proto import tracker_pb2 as pb
 from . import tls as tlsmod
 from ._proto import tracker_pb2_grpc as pb_grpc
 from .namespace import normalize
-from .errors import (BadNameError, NotAuthenticatedError, NotEnoughPeersError, PermissionDeniedError,
+from .errors import (ERROR_KIND_KEY, BadNameError, NotAuthenticatedError, NotEnoughPeersError, PermissionDeniedError,
                      QuotaExceededError, StFileExistsError, StFileNotFoundError, StoreTorrentError, TrackerError,
                      TrackerUnavailableError)
 
@@ -57,7 +57,8 @@ class TrackerClient:
             return PermissionDeniedError(detail)
         if code == grpc.StatusCode.UNAUTHENTICATED:
             return NotAuthenticatedError(detail)
-        if code == grpc.StatusCode.FAILED_PRECONDITION and "live peers" in (detail or ""):
+        kind = dict(e.trailing_metadata() or ()).get(ERROR_KIND_KEY)
+        if kind in ("not-enough-peers", "no-space"):
             return NotEnoughPeersError(detail)
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return TrackerUnavailableError(

@@ -182,7 +182,8 @@ class PeerConnection:
             entries = [e for c in req.chunks for e in c.fields["entries"]] + fr.fields["entries"]
             fr.fields["entries"] = entries
         if fr.type == MsgType.ERROR:
-            self._complete(req.callback, None, PeerError(fr.fields["code"], fr.fields["message"], self.addr, fr.seq))
+            self._complete(req.callback, None, PeerError(fr.fields["code"], fr.fields["message"], self.addr, fr.seq,
+                                                         fr.fields.get("peers", ())))
         else:
             self._complete(req.callback, fr, None)
 

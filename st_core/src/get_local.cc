@@ -28,6 +28,7 @@ struct GetLocal::Round {
   bool failed = false;
   ErrorCode error = ErrorCode::kInternal;
   std::string message;
+  std::vector<std::string> error_peers;  // the peers the error concerns
   std::vector<LocalListEntry> result;
 
   const std::string& successor_addr() const { return ring.peers[successor]; }
@@ -154,7 +155,7 @@ GetLocal::Round* GetLocal::StartRound(const RingHeader& ring, size_t me, ErrorCo
 
 void GetLocal::ReplyTo(const Round& r, const Waiter& w) {
   if (r.failed) {
-    host_->SendToClient(w.conn_id, EncodeError(w.seq, r.error, r.message));
+    host_->SendToClient(w.conn_id, EncodeError(w.seq, r.error, r.message, r.error_peers));
     return;
   }
   for (auto& f : EncodeLocalListFrames(w.seq, r.result, options_.chunk_bytes)) {
@@ -183,6 +184,9 @@ void GetLocal::MaybeComplete(Round* r) {
     r->failed = true;
     r->error = ErrorCode::kInvariant;
     r->message = DescribeViolation(v, r->ring.peers);
+    for (size_t i : v.peers) {
+      if (i < r->ring.peers.size()) r->error_peers.push_back(r->ring.peers[i]);
+    }
     ST_LOG_WARN("GET_LOCAL %s: %s", r->Describe().c_str(), r->message.c_str());
   }
   // The segments are no longer needed; keep only the result.
@@ -216,13 +220,14 @@ void GetLocal::Erase(const std::string& key) {
   rounds_.erase(it);
 }
 
-void GetLocal::Fail(const std::string& key, ErrorCode code, const std::string& message) {
+void GetLocal::Fail(const std::string& key, ErrorCode code, const std::string& message,
+                    const std::vector<std::string>& peers) {
   auto it = rounds_.find(key);
   if (it == rounds_.end()) return;
   Round* r = it->second.get();
   ST_LOG_WARN("GET_LOCAL %s failed: %s", r->Describe().c_str(), message.c_str());
   for (const Waiter& w : r->waiters) {
-    host_->SendToClient(w.conn_id, EncodeError(w.seq, code, message));
+    host_->SendToClient(w.conn_id, EncodeError(w.seq, code, message, peers));
   }
   Erase(key);  // drop the round's state
 }
@@ -233,10 +238,12 @@ void GetLocal::OnTimeout(const std::string& key, uint64_t id) {
   Round* r = it->second.get();
   r->timer = 0;
   std::string missing;
+  std::vector<std::string> missing_peers;
   for (size_t i = 0; i < r->have.size(); ++i) {
     if (r->have[i]) continue;
     if (!missing.empty()) missing += ", ";
     missing += r->ring.peers[i];
+    missing_peers.push_back(r->ring.peers[i]);
   }
   char secs[32];
   std::snprintf(secs, sizeof(secs), "%.1f", EventLoop::Now() - r->started);
@@ -244,7 +251,8 @@ void GetLocal::OnTimeout(const std::string& key, uint64_t id) {
        "GET_LOCAL ring did not complete within " + std::string(secs) +
            " s; index segments missing from: " + missing +
            " (are those peers running, reachable, and was GET_LOCAL sent to them with the same "
-           "generation and peerlist?)");
+           "generation and peerlist?)",
+       missing_peers);
 }
 
 void GetLocal::OnGetLocal(uint64_t conn_id, uint64_t seq, const RingHeader& ring) {
@@ -354,7 +362,8 @@ void GetLocal::OnPeerUnreachable(const std::string& addr, const std::string& rea
   for (const auto& key : keys) {
     Fail(key, ErrorCode::kPeerUnreachable,
          "cannot reach ring successor " + addr + ": " + reason +
-             " (is that peer running? GET_LOCAL needs every peer of the ring)");
+             " (is that peer running? GET_LOCAL needs every peer of the ring)",
+         {addr});
   }
 }
 

@@ -93,7 +93,9 @@ class GetLocal {
   // May destroy r.
   void MaybeComplete(Round* r);
   void ReplyTo(const Round& r, const Waiter& w);
-  void Fail(const std::string& key, ErrorCode code, const std::string& message);
+  // Answers every waiter of the round with ERROR `code` naming `peers`.
+  void Fail(const std::string& key, ErrorCode code, const std::string& message,
+            const std::vector<std::string>& peers = {});
   void Erase(const std::string& key);
   void OnTimeout(const std::string& key, uint64_t id);
 

@@ -199,6 +199,16 @@ Status DecodeError(std::string_view payload, ErrorReply* out) {
   std::string_view msg;
   if (!r.U16(&out->code) || !r.Str16(&msg)) return Short();
   out->message.assign(msg);
+  out->peers.clear();
+  if (r.left() > 0) {  // optional: the peers the error concerns
+    uint16_t n = 0;
+    if (!r.U16(&n)) return Short();
+    for (uint16_t i = 0; i < n; ++i) {
+      std::string_view p;
+      if (!r.Str16(&p)) return Short();
+      out->peers.emplace_back(p);
+    }
+  }
   return Finish(r);
 }
 
@@ -419,11 +429,22 @@ std::vector<std::string> EncodeLocalListFrames(uint64_t seq,
   return frames;
 }
 
-std::string EncodeError(uint64_t seq, ErrorCode code, std::string_view message) {
+std::string EncodeError(uint64_t seq, ErrorCode code, std::string_view message,
+                        const std::vector<std::string>& peers) {
   if (message.size() > 4000) message = message.substr(0, 4000);
-  std::string f = StartFrame(MsgType::kError, 0, seq, 4 + message.size());
+  size_t n = std::min(peers.size(), kMaxErrorPeers);
+  size_t len = 4 + message.size();
+  if (n > 0) {
+    len += 2;
+    for (size_t i = 0; i < n; ++i) len += 2 + std::min<size_t>(peers[i].size(), 255);
+  }
+  std::string f = StartFrame(MsgType::kError, 0, seq, len);
   PutFixed16(&f, static_cast<uint16_t>(code));
   PutStr16(&f, message);
+  if (n > 0) {
+    PutFixed16(&f, static_cast<uint16_t>(n));
+    for (size_t i = 0; i < n; ++i) PutStr16(&f, std::string_view(peers[i]).substr(0, 255));
+  }
   FinishFrame(&f);
   return f;
 }

@@ -157,6 +157,7 @@ struct LocalListEntry {
 struct ErrorReply {
   uint16_t code = 0;
   std::string message;
+  std::vector<std::string> peers;  // host:port of the peers the error concerns (may be empty)
 };
 
 // The OK reply to SCRUB: what one scrub run did.
@@ -233,8 +234,12 @@ std::string EncodeLocalList(uint64_t seq, uint16_t flags, const std::vector<Loca
 std::vector<std::string> EncodeLocalListFrames(uint64_t seq,
                                                const std::vector<LocalListEntry>& entries,
                                                size_t chunk_bytes);
-// Messages longer than 4000 bytes are cut.
-std::string EncodeError(uint64_t seq, ErrorCode code, std::string_view message);
+// Messages longer than 4000 bytes are cut. `peers` names the peers the
+// error concerns (GET_LOCAL ring failures), at most kMaxErrorPeers, each cut
+// to 255 bytes; the field is left out when empty.
+constexpr size_t kMaxErrorPeers = 1024;
+std::string EncodeError(uint64_t seq, ErrorCode code, std::string_view message,
+                        const std::vector<std::string>& peers = {});
 
 // Printable form of a name for messages and logs: non-printable bytes as
 // \xHH, cut after max_len bytes.

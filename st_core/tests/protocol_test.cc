@@ -153,7 +153,10 @@ std::string DecodeAndReencode(const json& v) {
       EXPECT_TRUE(DecodeError(payload, &r).ok());
       EXPECT_EQ(f["code"].get<int>(), r.code);
       EXPECT_EQ(f["message"].get<std::string>(), r.message);
-      return EncodeError(h.seq, static_cast<ErrorCode>(r.code), r.message);
+      std::vector<std::string> peers;
+      if (f.contains("peers")) peers = f["peers"].get<std::vector<std::string>>();
+      EXPECT_EQ(peers, r.peers);
+      return EncodeError(h.seq, static_cast<ErrorCode>(r.code), r.message, r.peers);
     }
   }
   ADD_FAILURE() << "unexpected type " << int(h.type);

@@ -117,6 +117,12 @@ uint16_t ErrorOf(const Reply& r) {
   return e.code;
 }
 
+std::vector<std::string> ErrorPeers(const Reply& r) {
+  ErrorReply e;
+  if (r.h.type != static_cast<uint8_t>(MsgType::kError) || !DecodeError(r.payload, &e).ok()) return {};
+  return e.peers;
+}
+
 std::string ErrorMessage(const Reply& r) {
   ErrorReply e;
   if (r.h.type != static_cast<uint8_t>(MsgType::kError) || !DecodeError(r.payload, &e).ok()) {
@@ -500,6 +506,7 @@ TEST_F(ServerTest, GetLocalPeerUnreachable) {
   Reply r = c.Call(EncodeGetLocal(5, ring));
   EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kPeerUnreachable), ErrorOf(r));
   EXPECT_NE(std::string::npos, ErrorMessage(r).find(dead)) << ErrorMessage(r);
+  EXPECT_EQ(std::vector<std::string>{dead}, ErrorPeers(r));  // as a field, not only in the text
   // The round was dropped: a retry tries again.
   r = c.Call(EncodeGetLocal(6, ring));
   EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kPeerUnreachable), ErrorOf(r));
@@ -519,6 +526,7 @@ TEST_F(ServerTest, GetLocalTimeoutNamesMissingPeers) {
   EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kTimeout), ErrorOf(r));
   EXPECT_NE(std::string::npos, ErrorMessage(r).find(mute)) << ErrorMessage(r);
   EXPECT_EQ(std::string::npos, ErrorMessage(r).find(peer.addr() + ",")) << ErrorMessage(r);
+  EXPECT_EQ(std::vector<std::string>{mute}, ErrorPeers(r));
   close(s);
 }
 

@@ -14,7 +14,12 @@ HEADROOM = 1.2  # ask each peer for 20% more than its even share
 
 
 class SchedulingError(Exception):
-    pass
+    """Peers cannot be scheduled; ``reason`` is ``"not-enough-peers"`` or
+    ``"no-space"`` (sent to clients as the ``st-error`` trailing metadata)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 def schedule(live: list[PeerInfo], copies: int, est_size: int) -> list[PeerInfo]:
@@ -34,11 +39,11 @@ def schedule(live: list[PeerInfo], copies: int, est_size: int) -> list[PeerInfo]
     if len(live) < copies:
         raise SchedulingError(
             f"replication class x{copies} needs {copies} live peers, but {len(live)} are alive; "
-            "start more peers or choose a smaller class")
+            "start more peers or choose a smaller class", "not-enough-peers")
     share = int(est_size * copies / len(live) * HEADROOM) if live else 0
     fit = [p for p in live if p.free_bytes >= share]
     if len(fit) < copies:
         raise SchedulingError(
             f"not enough space: x{copies} of {est_size} bytes needs {copies} peers with "
-            f"{share} bytes free each, {len(fit)} have it; free space or add peers")
+            f"{share} bytes free each, {len(fit)} have it; free space or add peers", "no-space")
     return sorted(fit, key=lambda p: (-p.free_bytes, p.peer_id))

@@ -8,6 +8,7 @@ open the infofiles read-only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -19,7 +20,7 @@ import grpc
 from .. import capability, namespace
 from .._proto import tracker_pb2 as pb
 from .._proto import tracker_pb2_grpc as pb_grpc
-from ..errors import BadNameError
+from ..errors import ERROR_KIND_KEY, BadNameError
 from ..infofile import InfofileReader, InfofileWriter, create_infofile
 from ..replication import copies as class_copies
 from .access import DEFAULT_FILE_MODE, R, W, AccessError, Owner, User, Users, may, mode_text
@@ -174,14 +175,16 @@ class TrackerService(pb_grpc.TrackerServicer):
         try:
             chosen = schedule(self.registry.live(), f, request.est_size)
         except SchedulingError as e:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e),
+                                trailing_metadata=((ERROR_KIND_KEY, e.reason),))
         file_id = secrets.randbits(63) or 1
         blocksize = request.blocksize or DEFAULT_BLOCKSIZE
         meta = {"file_id": file_id, "name": name, "replication": replication, "copies": f,
                 "blocksize": blocksize, "est_size": request.est_size, "created_at": time.time(),
                 "owner": user.name, "group": user.group, "mode": f"{mode:04o}"}
         try:
-            create_infofile(path, meta, [(i, p.peer_id, p.addr) for i, p in enumerate(chosen)])
+            await asyncio.to_thread(create_infofile, path, meta,
+                                    [(i, p.peer_id, p.addr) for i, p in enumerate(chosen)])
         except FileExistsError:
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"file {name} already exists")
         except NotADirectoryError:
@@ -190,13 +193,13 @@ class TrackerService(pb_grpc.TrackerServicer):
         self.guard.made_dirs(user, new_dirs)
         self.state.add_file(name, file_id, user.name)
         log.info("created %s id=%x class=%s peers=%d owner=%s", name, file_id, replication, len(chosen), user.name)
-        return self._grant(self._file_info(name), user, name)
+        return self._grant(await asyncio.to_thread(self._file_info, name), user, name)
 
     async def Open(self, request, context):
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
         await self._allowed(context, self.guard.check_search, user, name)
-        info = self._file_info(name)
+        info = await asyncio.to_thread(self._file_info, name)
         if info is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}")
         o = Owner(info.owner, info.group, info.mode)
@@ -266,6 +269,12 @@ class TrackerService(pb_grpc.TrackerServicer):
             entries = sorted(e for e in d.iterdir() if not e.name.startswith(".st-"))
         else:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no such directory or file {path}")
+        out = await asyncio.to_thread(self._list_entries, entries)
+        return pb.ListReply(entries=out)
+
+    def _list_entries(self, entries: list[Path]) -> list[pb.ListEntry]:
+        """ListEntry of each path (directories, and infofiles read-only): run
+        in a thread, off the event loop."""
         out = []
         for e in entries:
             full = "/" + str(e.relative_to(self.root))
@@ -284,7 +293,7 @@ class TrackerService(pb_grpc.TrackerServicer):
             o = owner_of_meta(meta)
             out.append(pb.ListEntry(name=full, file_id=int(meta["file_id"]), replication=meta["replication"],
                                     records=n, bytes=b, owner=o.owner, group=o.group, mode=o.mode))
-        return pb.ListReply(entries=out)
+        return out
 
     async def Announce(self, request, context):
         await self._peer_token(context)
@@ -317,7 +326,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         rows = await c.add_peers([(p.peer_id, p.addr) for p in self.registry.live()])
         for idx, pid, addr in rows:
             log.info("peerlist of %s: added peer %d %s (%s)", name, idx, addr, pid)
-        return self._file_info(name)
+        return await asyncio.to_thread(self._file_info, name)
 
     async def MoveCopies(self, request, context):
         user = await self._user(context, request.user)
