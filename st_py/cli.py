@@ -34,7 +34,7 @@ DATA_DEFAULT = "st-data"
 def _tracker(tracker: str | None, data: str) -> str:
     if tracker:
         return tracker
-    from .cluster import read_cluster_file
+    from .locate import read_cluster_file
 
     if os.environ.get("STORETORRENT_TRACKER"):
         return os.environ["STORETORRENT_TRACKER"]

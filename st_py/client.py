@@ -9,31 +9,11 @@
 
 from __future__ import annotations
 
-import os
 
 from .file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
 from .tracker_client import TrackerClient
 from .transport import Transport
-
-TRACKER_ENV = "STORETORRENT_TRACKER"
-
-
-def default_tracker() -> str:
-    """The tracker address from ``$STORETORRENT_TRACKER``, or the local
-    cluster started by ``storetorrent up`` in ``./st-data``."""
-    addr = os.environ.get(TRACKER_ENV)
-    if addr:
-        return addr
-    from .cluster import read_cluster_file
-
-    info = read_cluster_file(os.environ.get("STORETORRENT_DATA", "st-data"))
-    if info:
-        return info["tracker"]
-    from .errors import NoTrackerError
-
-    raise NoTrackerError(f"no tracker address: pass tracker=..., set ${TRACKER_ENV}, "
-                       "or start a local cluster with `storetorrent up`")
-
+from .locate import TRACKER_ENV, default_tracker  # noqa: F401 (public here too)
 
 class Client:
     """A client of one StoreTorrent tracker.

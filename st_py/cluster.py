@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .locate import CLUSTER_FILE, read_cluster_file  # noqa: F401 (public here too)
 from .tracker_client import TrackerClient, current_user
 
-CLUSTER_FILE = "cluster.json"
 
 
 def find_peer_binary() -> str:
@@ -325,12 +325,3 @@ class LocalCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def read_cluster_file(data_dir: str | Path) -> dict | None:
-    """Addresses of the local cluster running in ``data_dir``, or None."""
-    p = Path(data_dir) / CLUSTER_FILE
-    try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None

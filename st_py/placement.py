@@ -16,6 +16,8 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
+DEFAULT_BLOCKSIZE = 16  # consecutive records on the same holders when a file does not say
+
 
 def choose_holders(usable: Sequence[int], copies: int, rng: random.Random | None = None) -> list[int]:
     """F distinct peers for a block of records, in copy-rank order.

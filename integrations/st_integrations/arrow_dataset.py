@@ -55,7 +55,8 @@ def dataset(paths: str | list[str], *, tracker: str | None = None, schema: pa.Sc
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
-    from st_py.client import Client, default_tracker
+    from st_py.client import Client
+    from st_py.locate import default_tracker
 
     from .fsspec_fs import StoreTorrentFileSystem
 

@@ -152,7 +152,8 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
     from dask.utils import parse_bytes
     from distributed import get_client
 
-    from st_py.client import Client, default_tracker
+    from st_py.client import Client
+    from st_py.locate import default_tracker
 
     from .placement import pin_dask_partitions
 

@@ -65,7 +65,8 @@ def to_storetorrent(ddf, name: str, replication: str = "x2", format: str = "parq
     """
     import pandas as pd
 
-    from st_py.client import Client, default_tracker
+    from st_py.client import Client
+    from st_py.locate import default_tracker
 
     tracker = tracker or default_tracker()
     with Client(tracker) as c:

@@ -138,7 +138,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
     tracker : str, optional
         ``host:port`` of the tracker. Default: ``$STORETORRENT_TRACKER``, or
         the local cluster of ``storetorrent up`` in ``./st-data``
-        (:func:`st_py.client.default_tracker`), looked up when the client is
+        (:func:`st_py.locate.default_tracker`), looked up when the client is
         first needed, in the process that needs it. A URL
         ``storetorrent://host:port/path`` gives it too.
     api_key : str, optional

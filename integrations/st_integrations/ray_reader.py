@@ -156,7 +156,8 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
     """
     import ray
 
-    from st_py.client import Client, default_tracker
+    from st_py.client import Client
+    from st_py.locate import default_tracker
 
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)

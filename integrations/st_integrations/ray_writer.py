@@ -71,7 +71,7 @@ class StoreTorrentDatasink(_Datasink):
                  format_options: dict | None = None):
         import uuid
 
-        from st_py.client import default_tracker
+        from st_py.locate import default_tracker
 
         self.name, self.replication, self.format = name, replication, format
         # Resolved here, on the driver: write tasks run where neither

@@ -38,10 +38,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..placement import choose_holders
+from ..placement import DEFAULT_BLOCKSIZE, choose_holders
 from ..tracker.peers import PeerInfo
 from ..tracker.scheduler import schedule
-from ..tracker.service import DEFAULT_BLOCKSIZE
 
 #: The paper's worked example (4.2): N=100 peers, class x2, two failed peers.
 PAPER_EXAMPLE = {"peers": 100, "copies": 2, "failed": 2, "value": 1 / 100 * 1 / 99}

@@ -21,6 +21,7 @@ from .. import capability, namespace
 from .._proto import tracker_pb2 as pb
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..errors import ERROR_KIND_KEY, BadNameError
+from ..placement import DEFAULT_BLOCKSIZE
 from ..infofile import InfofileReader, InfofileWriter, create_infofile
 from ..replication import copies as class_copies
 from .access import DEFAULT_FILE_MODE, R, W, AccessError, Owner, User, Users, may, mode_text
@@ -32,7 +33,6 @@ from .state import TrackerState
 
 log = logging.getLogger("st.tracker")
 
-DEFAULT_BLOCKSIZE = 16
 FILE_OPS = capability.READ | capability.WRITE | capability.DELETE
 
 
