@@ -14,7 +14,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-import grpc
 
 from . import capability
 from ._proto import tracker_pb2 as pb
@@ -22,6 +21,7 @@ from .errors import (BadNameError, ChecksumError, GetLocalError, NotEnoughPeersE
                      PeerUnavailableError, RecordExistsError, RecordNotFoundError,
                      RecordUnavailableError, StoreTorrentError, TrackerUnavailableError,
                      PermissionDeniedError, QueuedOperationsError, QuotaExceededError)
+from .group_commit import GroupCommitter
 from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
 from .infofile import InfofileReader
 from .placement import choose_holders, choose_spare
@@ -32,10 +32,6 @@ from .transport import Transport
 
 DEFAULT_DEPTH = 64
 DEFAULT_GROUP = 40
-MAX_COMMITS_IN_FLIGHT = 2  # one being written while the next one fills
-MAX_GROUP = 4096  # records in one commit when commits back up (adaptive group commit)
-MAX_GROUP_BYTES = 1 << 20  # and names in it, well inside gRPC's 4 MiB message limit
-COMMIT_RETRY_S = 30.0
 COALESCE_BYTES = 1 << 20
 
 
@@ -107,7 +103,6 @@ class StFile:
         # caller (staged_commits / Client.commit_staged) instead of being
         # group-committed as they come: how a job's writers make the whole
         # job visible at once (docs/analysis.md).
-        self._stage = stage
         # prefer_peer: rank 0 on this peer when it is usable (local-first
         # placement, FreeLoader seed 004 section 4.1)
         self._prefer_peer = prefer_peer
@@ -123,9 +118,8 @@ class StFile:
         self._block_left = 0
         self._puts_inflight = 0
         self._gets_inflight = 0
-        self._to_commit: list[_PutOp] = []
-        self._commits: deque = deque()  # (grpc future, group) in flight to the tracker
-        self._tracker_down_since: float | None = None
+        self._committer = GroupCommitter(tracker, self.name, self.file_id, group_size, self._commit_failed,
+                                         stage=stage)
         # appending to a file that has records: check names up front (write-once)
         self._check_names = info.records > 0
         self._errors: deque[tuple[str, Exception]] = deque()
@@ -243,7 +237,7 @@ class StFile:
         data = bytes(data) if not isinstance(data, bytes) else data
         while self._puts_inflight + self._gets_inflight >= self.depth:
             self._transport.poll(0.05)
-            self._maybe_commit()
+            self._committer.pump()
         if self._block_left <= 0 or not all(self._usable(i) for i in self._block):
             self._block = self._choose_block()
             self._block_left = self.blocksize
@@ -257,7 +251,7 @@ class StFile:
         # peer when the pipeline is full, when enough bytes wait, or at poll().
         if self._transport.out_bytes >= COALESCE_BYTES:
             self._transport.poll(0)
-        self._maybe_commit()
+        self._committer.pump()
         return op.future
 
     def _send_copy(self, op: _PutOp, rank: int, idx: int) -> None:
@@ -275,7 +269,7 @@ class StFile:
             if len(op.acked) == self.copies:
                 op.data = b""  # every copy is stored: memory stays bounded by depth x size
                 self._puts_inflight -= 1
-                self._to_commit.append(op)
+                self._committer.add(op)
                 op.future._set(True)
                 if op.callback:
                     self._notify(op.name, op.callback, op.name, None)
@@ -323,85 +317,13 @@ class StFile:
         else:
             self._errors.append((op.name, exc))
 
-    def _maybe_commit(self, force: bool = False) -> None:
-        """Start group commits (asynchronous: the pipeline keeps flowing while
-        the tracker writes the infofile) and collect finished ones.
-
-        A commit starts once ``group_size`` acknowledged records wait (paper
-        3.5). While ``MAX_COMMITS_IN_FLIGHT`` commits are still in flight,
-        acknowledged records keep waiting and the next commit takes all of
-        them, up to ``MAX_GROUP`` (adaptive group commit, as databases do with
-        their logs): when records arrive faster than the tracker commits
-        groups of ``group_size``, the groups grow instead of the commits
-        queueing up, so the tracker's cost per record falls as the load rises.
-        A record waits at most one commit's round trip longer for this."""
-        self._reap_commits()
-        if self._stage:
-            return
-        while self._to_commit and (force or len(self._to_commit) >= self.group_size):
-            if len(self._commits) >= MAX_COMMITS_IN_FLIGHT:
-                if not force and len(self._to_commit) < MAX_GROUP:
-                    return  # wait for a slot; the next group will be larger
-                while len(self._commits) >= MAX_COMMITS_IN_FLIGHT:
-                    self._reap_commits(block=True)
-            size, nbytes = 0, 0
-            for op in self._to_commit[:max(self.group_size, MAX_GROUP)]:
-                nbytes += len(op.name_b) + 32
-                if size and nbytes > MAX_GROUP_BYTES:
-                    break
-                size += 1
-            group = self._to_commit[:size]
-            del self._to_commit[:size]
-            fut = self._tracker.commit_async(self.name, self.file_id, [
-                pb.RecordCommit(name=op.name, size=op.size, crc32c=op.crc, peer_idx=op.peers)
-                for op in group])
-            self._commits.append((fut, group))
-
-    def _reap_commits(self, block: bool = False, all_: bool = False) -> None:
-        while self._commits and (all_ or block or self._commits[0][0].done()):
-            fut, group = self._commits.popleft()
-            try:
-                reply = fut.result()
-            except grpc.RpcError as e:
-                exc = self._tracker.map_error(e, "Commit")
-                reply = self._retry_commit(group, exc) if isinstance(exc, TrackerUnavailableError) else None
-                if reply is None:
-                    for op in group:
-                        self._errors.append((op.name, exc))
-                    continue
-            finally:
-                block = False
-            if reply.conflicts:
-                bad = {c.split(": ", 1)[0]: c for c in reply.conflicts}
-                for op in group:
-                    if op.name in bad:
-                        exc = RecordExistsError(f"record {bad[op.name]}")
-                        op.future._set(exc=exc)
-                        if op.callback:
-                            self._notify(op.name, op.callback, op.name, exc)
-                        else:
-                            self._errors.append((op.name, exc))
-
-    def _retry_commit(self, group: list[_PutOp], exc: Exception):
-        """The tracker is down or restarting (paper 5): the copies are safe
-        on the peers, so retry the commit, which is idempotent, for up to
-        ``COMMIT_RETRY_S`` seconds. Returns the reply, or None if it stays down."""
-        records = [pb.RecordCommit(name=op.name, size=op.size, crc32c=op.crc, peer_idx=op.peers) for op in group]
-        now = time.monotonic()
-        if self._tracker_down_since is None:
-            self._tracker_down_since = now
-        deadline = self._tracker_down_since + COMMIT_RETRY_S  # one budget per outage, not per group
-        delay = 0.1
-        while time.monotonic() < deadline:
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
-            try:
-                reply = self._tracker.commit(self.name, self.file_id, records)
-            except TrackerUnavailableError:
-                continue
-            self._tracker_down_since = None
-            return reply
-        return None
+    def _commit_failed(self, op: _PutOp, exc: Exception) -> None:
+        """The tracker refused (conflict) or could not commit ``op``."""
+        op.future._set(exc=exc)
+        if op.callback:
+            self._notify(op.name, op.callback, op.name, exc)
+        else:
+            self._errors.append((op.name, exc))
 
     def staged_commits(self) -> list[dict]:
         """The records acknowledged by every holder but not committed, of a
@@ -415,10 +337,7 @@ class StFile:
             If queued records failed (as :meth:`flush`).
         """
         self.flush()
-        out = [{"name": op.name, "size": op.size, "crc32c": op.crc, "peer_idx": list(op.peers)}
-               for op in self._to_commit if not op.failed]
-        self._to_commit.clear()
-        return out
+        return self._committer.take_staged()
 
     def put(self, name: str, data: bytes) -> None:
         """Store record ``name`` and wait until every copy is acknowledged.
@@ -435,7 +354,7 @@ class StFile:
     def poll(self, timeout: float = 0.0) -> int:
         """Make progress on queued operations; returns operations in flight."""
         self._transport.poll(timeout)
-        self._maybe_commit()
+        self._committer.pump()
         return self.inflight
 
     @property
@@ -454,8 +373,7 @@ class StFile:
             in ``failures``.
         """
         self._transport.wait(lambda: self.inflight == 0)
-        self._maybe_commit(force=True)
-        self._reap_commits(all_=True)
+        self._committer.drain()
         if self._errors:
             errs = list(self._errors)
             self._errors.clear()
@@ -482,9 +400,8 @@ class StFile:
         """
         self._check_open()
         self._renew_capability()
-        if self._to_commit or self._commits:
-            self._maybe_commit(force=True)  # read your own writes
-            self._reap_commits(all_=True)
+        if self._committer.busy:
+            self._committer.drain()  # read your own writes
         fut = Pending(self, name)
         meta = self._infofile().lookup(name)
         if meta is None:

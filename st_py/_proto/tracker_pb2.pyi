@@ -115,14 +115,16 @@ class CommitRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ...) -> None: ...
 
 class CommitReply(_message.Message):
-    __slots__ = ("generation", "committed", "conflicts")
+    __slots__ = ("generation", "committed", "conflicts", "conflict_names")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_NAMES_FIELD_NUMBER: _ClassVar[int]
     generation: int
     committed: int
     conflicts: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, generation: _Optional[int] = ..., committed: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ...) -> None: ...
+    conflict_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, generation: _Optional[int] = ..., committed: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., conflict_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
     __slots__ = ("name", "file_id", "records", "whole_file", "user")

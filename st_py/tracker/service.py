@@ -232,7 +232,8 @@ class TrackerService(pb_grpc.TrackerServicer):
         if n:  # exact when every record of the batch is new (retries and conflicts are rare)
             self.guard.charge(o.owner, add * n // len(batch))
         return pb.CommitReply(generation=gen, committed=n,
-                              conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
+                              conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
+                              conflict_names=[x.name for x in conflicts])
 
     async def Delete(self, request, context):
         user = await self._user(context, request.user)

@@ -1,0 +1,150 @@
+"""The client's side of group commit (paper 3.5): acknowledged records wait
+in a group, and groups go to the tracker asynchronously while the PUT
+pipeline keeps flowing.
+
+A commit starts once ``group_size`` acknowledged records wait. While
+``MAX_COMMITS_IN_FLIGHT`` commits are still in flight, acknowledged records
+keep waiting and the next commit takes all of them, up to ``MAX_GROUP``
+(adaptive group commit, as databases do with their logs): when records arrive
+faster than the tracker commits groups of ``group_size``, the groups grow
+instead of the commits queueing up, so the tracker's cost per record falls as
+the load rises. A record waits at most one commit's round trip longer for
+this. A commit that meets an unreachable tracker is retried (it is
+idempotent) for up to ``COMMIT_RETRY_S`` seconds per outage (paper 5).
+
+With ``stage=True`` nothing is committed: the records are handed out by
+:meth:`GroupCommitter.take_staged` for one atomic commit of a whole job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Callable
+
+import grpc
+
+from ._proto import tracker_pb2 as pb
+from .errors import RecordExistsError, TrackerUnavailableError
+
+MAX_COMMITS_IN_FLIGHT = 2  # one being written while the next one fills
+MAX_GROUP = 4096  # records in one commit when commits back up (adaptive group commit)
+MAX_GROUP_BYTES = 1 << 20  # and names in it, well inside gRPC's 4 MiB message limit
+COMMIT_RETRY_S = 30.0
+
+
+class GroupCommitter:
+    """Commits the acknowledged records of one open file.
+
+    Parameters
+    ----------
+    tracker : TrackerClient
+    name, file_id : the file
+    group_size : int
+        Records per group commit when the tracker keeps up.
+    failed : callable(op, exception)
+        Told of a record the tracker refused (a conflict) or could not commit.
+    stage : bool
+        Keep records for :meth:`take_staged` instead of committing them.
+
+    An ``op`` is any object with ``name``, ``name_b``, ``size``, ``crc`` and
+    ``peers`` (peer index per copy rank) attributes.
+    """
+
+    def __init__(self, tracker, name: str, file_id: int, group_size: int,
+                 failed: Callable[[object, Exception], None], stage: bool = False):
+        self._tracker, self.name, self.file_id = tracker, name, file_id
+        self.group_size, self._failed, self.stage = group_size, failed, stage
+        self.waiting: list = []  # acknowledged, not yet sent
+        self._in_flight: deque = deque()  # (grpc future, group)
+        self._down_since: float | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Records wait or commits are in flight."""
+        return bool(self.waiting or self._in_flight)
+
+    def add(self, op) -> None:
+        """A record every holder acknowledged."""
+        self.waiting.append(op)
+
+    def pump(self, force: bool = False) -> None:
+        """Collect finished commits and start new ones (all waiting records
+        when ``force``); never blocks unless ``force`` needs a free slot."""
+        self.reap()
+        if self.stage:
+            return
+        while self.waiting and (force or len(self.waiting) >= self.group_size):
+            if len(self._in_flight) >= MAX_COMMITS_IN_FLIGHT:
+                if not force and len(self.waiting) < MAX_GROUP:
+                    return  # wait for a slot; the next group will be larger
+                while len(self._in_flight) >= MAX_COMMITS_IN_FLIGHT:
+                    self.reap(block=True)
+            size, nbytes = 0, 0
+            for op in self.waiting[:max(self.group_size, MAX_GROUP)]:
+                nbytes += len(op.name_b) + 32
+                if size and nbytes > MAX_GROUP_BYTES:
+                    break
+                size += 1
+            group = self.waiting[:size]
+            del self.waiting[:size]
+            fut = self._tracker.commit_async(self.name, self.file_id, _records(group))
+            self._in_flight.append((fut, group))
+
+    def drain(self) -> None:
+        """Commit every waiting record and wait for every commit."""
+        self.pump(force=True)
+        self.reap(all_=True)
+
+    def reap(self, block: bool = False, all_: bool = False) -> None:
+        """Collect finished commits (the oldest one waited for when
+        ``block``, every one when ``all_``)."""
+        while self._in_flight and (all_ or block or self._in_flight[0][0].done()):
+            fut, group = self._in_flight.popleft()
+            block = False
+            try:
+                reply = fut.result()
+            except grpc.RpcError as e:
+                exc = self._tracker.map_error(e, "Commit")
+                reply = self._retry(group) if isinstance(exc, TrackerUnavailableError) else None
+                if reply is None:
+                    for op in group:
+                        self._failed(op, exc)
+                    continue
+            if reply.conflicts:
+                reasons = dict(zip(reply.conflict_names, reply.conflicts))
+                for op in group:
+                    if op.name in reasons:
+                        self._failed(op, RecordExistsError(f"record {reasons[op.name]}", names=[op.name]))
+
+    def _retry(self, group: list):
+        """The tracker is down or restarting (paper 5): the copies are safe
+        on the peers, so retry the commit for up to ``COMMIT_RETRY_S``
+        seconds. Returns the reply, or None if it stays down."""
+        records = _records(group)
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+        deadline = self._down_since + COMMIT_RETRY_S  # one budget per outage, not per group
+        delay = 0.1
+        while time.monotonic() < deadline:
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            try:
+                reply = self._tracker.commit(self.name, self.file_id, records)
+            except TrackerUnavailableError:
+                continue
+            self._down_since = None
+            return reply
+        return None
+
+    def take_staged(self) -> list[dict]:
+        """The waiting records as plain dicts ``{"name", "size", "crc32c",
+        "peer_idx"}``, taken out (``stage=True``)."""
+        out = [{"name": op.name, "size": op.size, "crc32c": op.crc, "peer_idx": list(op.peers)}
+               for op in self.waiting]
+        self.waiting.clear()
+        return out
+
+
+def _records(group: list) -> list:
+    return [pb.RecordCommit(name=op.name, size=op.size, crc32c=op.crc, peer_idx=op.peers) for op in group]
