@@ -17,16 +17,17 @@ from typing import Callable
 
 from . import capability
 from ._proto import tracker_pb2 as pb
-from .errors import (BadNameError, ChecksumError, GetLocalError, NotEnoughPeersError, PeerError,
+from .errors import (BadNameError, NotEnoughPeersError, PeerError,
                      PeerUnavailableError, RecordExistsError, RecordNotFoundError,
-                     RecordUnavailableError, StoreTorrentError, TrackerUnavailableError,
+                     StoreTorrentError, TrackerUnavailableError,
                      PermissionDeniedError, QueuedOperationsError, QuotaExceededError)
 from .group_commit import GroupCommitter
-from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
+from .local_reads import LocalReadsMixin
+from .reader import ReaderMixin
+from .getlocal import LocalRecord
 from .infofile import InfofileReader
 from .placement import choose_holders, choose_spare
-from .protocol import (MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file, encode_get,
-                       put_prefix)
+from .protocol import (MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file, put_prefix)
 from .tracker_client import TrackerClient
 from .transport import Transport
 
@@ -89,7 +90,7 @@ class _PutOp:
     refused: set[int] = field(default_factory=set)  # peers holding a stale copy (EXISTS)
 
 
-class StFile:
+class StFile(ReaderMixin, LocalReadsMixin):
     """An open StoreTorrent file. Use :meth:`Client.create` or
     :meth:`Client.open` to get one; close it (or use ``with``) to commit the
     last group of records."""
@@ -383,91 +384,6 @@ class StFile:
             raise QueuedOperationsError(f"{len(errs)} queued operations failed: " +
                                         "; ".join(f"{n!r}: {e}" for n, e in errs[:5]) + more, errs)
 
-    # -- GET ------------------------------------------------------------------
-    def queue_get(self, name: str, callback: Callable[[str, bytes | None, Exception | None], None] | None = None
-                  ) -> Pending:
-        """Queue a GET of committed record ``name`` (paper 3.6).
-
-        Reads the infofile for the copies, asks one peer at a time in copy-rank
-        order (never all at once, to avoid incast), verifies the CRC-32C and
-        falls back to the next copy on any error.
-
-        Returns
-        -------
-        Pending
-            ``result()`` is the record's bytes, or raises
-            RecordNotFoundError / RecordUnavailableError.
-        """
-        self._check_open()
-        self._renew_capability()
-        if self._committer.busy:
-            self._committer.drain()  # read your own writes
-        fut = Pending(self, name)
-        meta = self._infofile().lookup(name)
-        if meta is None:
-            exc = RecordNotFoundError(f"no committed record {name!r} in {self.name}")
-            fut._set(exc=exc)
-            if callback:
-                self._notify(name, callback, name, None, exc)
-            return fut
-        while self.inflight >= self.depth:
-            self.poll(0.05)
-        self._gets_inflight += 1
-        order = [i for i in meta.peers if self._usable(i)] + [i for i in meta.peers if not self._usable(i)]
-        self._try_get(name, meta, order, [], fut, callback)
-        self._transport.poll(0)
-        return fut
-
-    def _try_get(self, name, meta, order, reasons, fut, callback) -> None:
-        if not order:
-            self._gets_inflight -= 1
-            exc = RecordUnavailableError(f"record {name!r}: every copy failed: " + "; ".join(reasons))
-            fut._set(exc=exc)
-            if callback:
-                self._notify(name, callback, name, None, exc)
-            return
-        idx = order[0]
-        addr = self._addr(idx) if idx in self.peers else f"peer#{idx}"
-
-        def done(fr, exc):
-            if exc is None:
-                data = fr.fields["data"]
-                actual = fr.fields.get("actual_crc32c")  # computed as it arrived (native receive path)
-                if actual is None:
-                    actual = crc32c(data)
-                if fr.fields["crc32c"] != meta.crc32c or actual != meta.crc32c or len(data) != meta.size:
-                    exc = ChecksumError(f"copy on {addr} does not match its CRC-32C")
-            if exc is not None:
-                reasons.append(f"{addr}: {exc}")
-                self._try_get(name, meta, order[1:], reasons, fut, callback)
-                return
-            self._gets_inflight -= 1
-            fut._set(data)
-            if callback:
-                self._notify(name, callback, name, data, None)
-
-        self._transport.send(addr, lambda seq: [encode_get(seq, self.file_id, name.encode("utf-8", "surrogateescape"))],
-                             done)
-
-    def get(self, name: str) -> bytes:
-        """The bytes of committed record ``name``.
-
-        Raises
-        ------
-        RecordNotFoundError
-            No committed record of that name.
-        RecordUnavailableError
-            Every copy failed (dead peers, CRC mismatch).
-        """
-        return self.queue_get(name).result()
-
-    def names(self, prefix: str | None = None) -> list[str]:
-        """Names of the committed records, sorted (from the infofile)."""
-        return self._infofile().names(prefix)
-
-    def __len__(self) -> int:
-        return self._infofile().count()
-
     # -- DELETE ---------------------------------------------------------------
     def delete(self, name: str) -> None:
         """Delete record ``name``: every copy holder first, then the tracker
@@ -499,75 +415,6 @@ class StFile:
             self._tracker.delete(self.name, self.file_id, records=[name])
         elif not found:
             raise RecordNotFoundError(f"no record {name!r} in {self.name}")
-
-    # -- GET_LOCAL ------------------------------------------------------------
-    def get_local_plan(self, allow_unavailable: bool = False) -> GetLocalPlan:
-        """The live peerlist and commit generation for a GET_LOCAL, as plain
-        data to hand to analysis tasks. Peers that do not answer a PING are
-        left out (paper 4.3: initial failures); the PING, not the tracker's
-        announce-based view, decides, since it is current.
-
-        Raises
-        ------
-        RecordsUnavailableError
-            If F or more peers are dead and records have no live copy (paper
-            4.2), saying how many; unless ``allow_unavailable``.
-        """
-        self.flush()
-        self.refresh()
-        ordered = [self.peers[i] for i in sorted(self.peers)]
-        # PING every peer, even those the tracker reports failed: a peer that
-        # just restarted answers before its first announce reaches the tracker.
-        answers = ping_all([p.addr for p in ordered])
-        ring = tuple(p.addr for p in ordered if answers.get(p.addr) is None)
-        dead = tuple(p.addr for p in ordered if p.addr not in ring)
-        reader = self._infofile()
-        generation, records = reader.snapshot()
-        unavailable = 0
-        if len(dead) >= self.copies:
-            unavailable = reader.count_unavailable([p.peer_idx for p in ordered if p.addr in dead], self.copies)
-        plan = GetLocalPlan(self.name, self.file_id, generation, ring, dead, self.copies, records,
-                            unavailable, str(self.infofile_path), bytes(self.info.capability))
-        if not allow_unavailable:
-            plan.check_available()
-        return plan
-
-    def get_local(self, peer: str | None = None, allow_unavailable: bool = False) -> list[LocalRecord]:
-        """Records revealed to this node, as local paths (paper 3.7).
-
-        Parameters
-        ----------
-        peer : str, optional
-            ``host:port`` of the peer to ask. By default every live peer on
-            this host is asked (one on a real cluster node; all of them on a
-            local cluster) and the lists are joined.
-        allow_unavailable : bool
-            Reveal what is available when records have no live copy, instead
-            of raising.
-
-        Returns
-        -------
-        list of LocalRecord(name, path, size, copy_rank, peer)
-            Across all peers of the file every record committed at the plan's
-            generation is revealed exactly once, lower copy ranks first;
-            uncommitted records never.
-
-        Raises
-        ------
-        RecordsUnavailableError
-            More peers dead than the class tolerates; says how many records.
-        GetLocalError
-            A broken invariant (naming the peers), or a ring that keeps failing.
-        """
-        plan = self.get_local_plan(allow_unavailable)
-        targets = [peer] if peer else [a for a in plan.ring if is_local(a)]
-        if not targets:
-            raise GetLocalError(f"no live peer of {self.name} runs on this host; "
-                                f"live peers: {list(plan.ring)}")
-        out: list[LocalRecord] = []
-        for a in targets:
-            out.extend(reveal(a, plan, allow_unavailable=allow_unavailable))
-        return out
 
     # -- lifecycle ------------------------------------------------------------
     def _check_open(self) -> None:

@@ -1,0 +1,80 @@
+"""GET_LOCAL planning on an open file (paper 3.7, 4.3): the live
+peerlist by PING, the commit generation, and the records without a live
+copy; then the records revealed to this node. A mixin of
+:class:`st_py.file.StFile`.
+"""
+
+from __future__ import annotations
+
+from .errors import GetLocalError
+from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
+
+
+class LocalReadsMixin:
+    def get_local_plan(self, allow_unavailable: bool = False) -> GetLocalPlan:
+        """The live peerlist and commit generation for a GET_LOCAL, as plain
+        data to hand to analysis tasks. Peers that do not answer a PING are
+        left out (paper 4.3: initial failures); the PING, not the tracker's
+        announce-based view, decides, since it is current.
+
+        Raises
+        ------
+        RecordsUnavailableError
+            If F or more peers are dead and records have no live copy (paper
+            4.2), saying how many; unless ``allow_unavailable``.
+        """
+        self.flush()
+        self.refresh()
+        ordered = [self.peers[i] for i in sorted(self.peers)]
+        # PING every peer, even those the tracker reports failed: a peer that
+        # just restarted answers before its first announce reaches the tracker.
+        answers = ping_all([p.addr for p in ordered])
+        ring = tuple(p.addr for p in ordered if answers.get(p.addr) is None)
+        dead = tuple(p.addr for p in ordered if p.addr not in ring)
+        reader = self._infofile()
+        generation, records = reader.snapshot()
+        unavailable = 0
+        if len(dead) >= self.copies:
+            unavailable = reader.count_unavailable([p.peer_idx for p in ordered if p.addr in dead], self.copies)
+        plan = GetLocalPlan(self.name, self.file_id, generation, ring, dead, self.copies, records,
+                            unavailable, str(self.infofile_path), bytes(self.info.capability))
+        if not allow_unavailable:
+            plan.check_available()
+        return plan
+
+    def get_local(self, peer: str | None = None, allow_unavailable: bool = False) -> list[LocalRecord]:
+        """Records revealed to this node, as local paths (paper 3.7).
+
+        Parameters
+        ----------
+        peer : str, optional
+            ``host:port`` of the peer to ask. By default every live peer on
+            this host is asked (one on a real cluster node; all of them on a
+            local cluster) and the lists are joined.
+        allow_unavailable : bool
+            Reveal what is available when records have no live copy, instead
+            of raising.
+
+        Returns
+        -------
+        list of LocalRecord(name, path, size, copy_rank, peer)
+            Across all peers of the file every record committed at the plan's
+            generation is revealed exactly once, lower copy ranks first;
+            uncommitted records never.
+
+        Raises
+        ------
+        RecordsUnavailableError
+            More peers dead than the class tolerates; says how many records.
+        GetLocalError
+            A broken invariant (naming the peers), or a ring that keeps failing.
+        """
+        plan = self.get_local_plan(allow_unavailable)
+        targets = [peer] if peer else [a for a in plan.ring if is_local(a)]
+        if not targets:
+            raise GetLocalError(f"no live peer of {self.name} runs on this host; "
+                                f"live peers: {list(plan.ring)}")
+        out: list[LocalRecord] = []
+        for a in targets:
+            out.extend(reveal(a, plan, allow_unavailable=allow_unavailable))
+        return out
