@@ -16,37 +16,9 @@ from pathlib import Path
 FORMAT = "storetorrent-infofile"
 FORMAT_VERSION = 2
 
-SCHEMA = """
-CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
-CREATE TABLE peers(
-  peer_idx INTEGER PRIMARY KEY,
-  peer_id  TEXT NOT NULL UNIQUE,
-  addr     TEXT NOT NULL
-);
-CREATE TABLE records(
-  name         TEXT PRIMARY KEY,
-  size         INTEGER NOT NULL,
-  crc32c       INTEGER NOT NULL,
-  commit_seq   INTEGER NOT NULL,
-  committed_at REAL NOT NULL
-);
-CREATE TABLE copies(
-  name      TEXT NOT NULL,
-  copy_rank INTEGER NOT NULL,
-  peer_idx  INTEGER NOT NULL,
-  since     INTEGER NOT NULL,
-  PRIMARY KEY(name, copy_rank)
-) WITHOUT ROWID;
-CREATE INDEX copies_by_peer ON copies(peer_idx, name);
-CREATE TABLE copy_history(
-  name      TEXT NOT NULL,
-  copy_rank INTEGER NOT NULL,
-  peer_idx  INTEGER NOT NULL,
-  since     INTEGER NOT NULL,
-  until     INTEGER NOT NULL
-);
-CREATE INDEX copy_history_by_peer ON copy_history(peer_idx, name);
-"""
+SCHEMA = (Path(__file__).with_name("infofile_schema.sql")).read_text()
+"""The infofile's tables (st_py/infofile_schema.sql: the one copy, also
+compiled into the C++ tests)."""
 
 
 @dataclass(frozen=True)

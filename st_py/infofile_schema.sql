@@ -1,0 +1,42 @@
+-- The SQL schema of a format-2 infofile: the one copy. st_py/infofile.py
+-- loads it, CMake compiles it into the C++ tests and fuzz targets, and
+-- docs/infofile.md shows it (tests/test_infofile_schema.py keeps them equal).
+
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+-- keys: format = 'storetorrent-infofile', format_version = 2, file_id,
+--       name, replication ('x2'), copies (2), blocksize, est_size,
+--       created_at (unix s), owner, generation (bumped by every commit,
+--       delete and rebalance move)
+
+CREATE TABLE peers(
+  peer_idx INTEGER PRIMARY KEY,       -- index in the file's peerlist; rows are
+                                      -- only appended (rebalance), never renumbered
+  peer_id  TEXT NOT NULL UNIQUE,      -- the peer's UUID (<data>/PEER_ID)
+  addr     TEXT NOT NULL              -- host:port at scheduling time
+);
+
+CREATE TABLE records(
+  name         TEXT PRIMARY KEY,      -- record name (UTF-8)
+  size         INTEGER NOT NULL,      -- bytes of one copy
+  crc32c       INTEGER NOT NULL,      -- CRC-32C of the bytes
+  commit_seq   INTEGER NOT NULL,      -- generation of the commit that added it
+  committed_at REAL NOT NULL          -- unix seconds
+);
+
+CREATE TABLE copies(                -- the current holder of each copy
+  name      TEXT NOT NULL,
+  copy_rank INTEGER NOT NULL,         -- 0 .. copies-1
+  peer_idx  INTEGER NOT NULL,
+  since     INTEGER NOT NULL,         -- generation from which it holds it
+  PRIMARY KEY(name, copy_rank)
+) WITHOUT ROWID;
+CREATE INDEX copies_by_peer ON copies(peer_idx, name);
+
+CREATE TABLE copy_history(           -- holders replaced by a rebalance
+  name      TEXT NOT NULL,
+  copy_rank INTEGER NOT NULL,
+  peer_idx  INTEGER NOT NULL,
+  since     INTEGER NOT NULL,         -- held from this generation ...
+  until     INTEGER NOT NULL          -- ... to just before this one
+);
+CREATE INDEX copy_history_by_peer ON copy_history(peer_idx, name);
