@@ -322,7 +322,7 @@ def rebalance(tracker, data, files, lost) -> None:
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task(f"rebalance {name}", total=None)
             r = c.rebalance(name, list(lost) or None,
-                            progress=lambda done, total: bar.update(task, completed=done, total=total))
+                            progress=lambda done, total, task=task: bar.update(task, completed=done, total=total))
         console.print(f"{name}: lost peers {', '.join(r.lost) or 'none'}; {r.records_affected:,} records "
                       f"affected, {r.copies_moved:,} copies moved in {r.seconds:.1f} s"
                       + (f"; peerlist grew by {', '.join(r.peers_added)}" if r.peers_added else ""))

@@ -82,7 +82,8 @@ class Daemon:
                                      start_new_session=True)
         self.addr = self._wait_ready(ready_timeout)
         # keep draining stdout so the child never blocks on a full pipe
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     def _wait_ready(self, timeout: float) -> str:
         deadline = time.monotonic() + timeout
@@ -122,6 +123,17 @@ class Daemon:
         if self.alive():
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
+        self._release()
+
+    def _release(self) -> None:
+        """After the child exited: its stdout pipe (once drained) and the log."""
+        drainer = getattr(self, "_drainer", None)
+        if drainer is not None and drainer is not threading.current_thread():
+            drainer.join(2.0)
+        if self.proc.stdout is not None and (drainer is None or not drainer.is_alive()):
+            self.proc.stdout.close()
+        if drainer is None or not drainer.is_alive():
+            self._log.close()
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM, then SIGKILL if it does not stop in ``timeout`` seconds."""
@@ -132,7 +144,7 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.kill()
         self.proc.wait()
-        self._log.close()
+        self._release()
 
 
 @dataclass

@@ -161,10 +161,10 @@ def reveal_ring(peer: str, plan: GetLocalPlan, timeout: float | None = None,
             if not allow_unavailable:
                 plan.check_available()
             box: dict = {}
-            t.send(peer, lambda seq: [encode_get_local(seq, plan.file_id, plan.generation,
-                                                       plan.file_name, list(plan.ring))],
-                   lambda fr, exc: box.update(fr=fr, exc=exc))
-            t.wait(lambda: box)
+            t.send(peer, lambda seq, plan=plan: [encode_get_local(seq, plan.file_id, plan.generation,
+                                                                  plan.file_name, list(plan.ring))],
+                   lambda fr, exc, box=box: box.update(fr=fr, exc=exc))
+            t.wait(lambda box=box: box)
             exc = box["exc"]
             if exc is None:
                 fr = box["fr"]

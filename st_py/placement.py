@@ -14,7 +14,7 @@ the analysis measures the placement that is really used.
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 DEFAULT_BLOCKSIZE = 16  # consecutive records on the same holders when a file does not say
 

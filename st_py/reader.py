@@ -9,7 +9,8 @@ pipeline depth shared with PUTs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from .errors import ChecksumError, RecordNotFoundError, RecordUnavailableError
 from .protocol import crc32c, encode_get

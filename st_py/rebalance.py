@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from ._proto import tracker_pb2 as pb
 from .errors import BadNameError, PeerError, PeerUnavailableError

@@ -23,7 +23,7 @@ import selectors
 import socket
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import OperationTimeoutError, PeerError, PeerUnavailableError
 from .protocol import (FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, MsgType, ProtocolError, decode_payload,

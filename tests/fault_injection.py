@@ -102,7 +102,8 @@ class Report:
         return {"seed": self.seed, "steps": self.steps, "seconds": round(self.seconds, 1),
                 "faults": dict(self.faults), "faults_total": sum(self.faults.values()),
                 "ops": dict(self.ops), "ops_total": sum(self.ops.values()),
-                "clear_errors": dict(self.clear_errors), "examples": self.examples, "records_checked": self.records_checked,
+                "clear_errors": dict(self.clear_errors), "examples": self.examples,
+                "records_checked": self.records_checked,
                 "copies_checked": self.copies_checked, "records_lost": self.lost, "problems": self.problems}
 
 

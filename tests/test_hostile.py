@@ -68,7 +68,7 @@ class Conn:
                     n = len(chunk)
                     if n:
                         self.frames += self.dec.feed(chunk)
-            except socket.timeout:
+            except TimeoutError:
                 return None
             except ConnectionResetError:
                 n = 0

@@ -94,7 +94,7 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
                    f"(SELECT CAST(value AS VARCHAR) FROM {alias}.meta WHERE key = 'replication') AS replication, "
                    f"(SELECT CAST(value AS INTEGER) FROM {alias}.meta WHERE key = 'copies') AS copies, "
                    f"(SELECT count(*) FROM {alias}.records) AS records, "
-                   f"(SELECT coalesce(sum(size), 0) FROM {alias}.records) AS bytes")
+                   f"(SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM {alias}.records) AS bytes")
     if not rec:
         raise ValueError("connect() needs at least one infofile")
     con.execute("CREATE VIEW records AS " + " UNION ALL ".join(rec))

@@ -13,7 +13,7 @@ it. Nothing is visible before the final commit.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from .write import WriteJob, abort_job, commit_job, start_job, write_blocks
 

@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             conf = tomllib.loads(pre.config.read_text())
         except (OSError, tomllib.TOMLDecodeError) as e:
-            raise SystemExit(f"tracker: cannot read --config {pre.config}: {e}")
+            raise SystemExit(f"tracker: cannot read --config {pre.config}: {e}") from None
         known = {a.dest for a in ap._actions}
         unknown = sorted(k for k in conf if k.replace("-", "_") not in known)
         if unknown:
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         key = load_key(a.key_file) if a.key_file else None
     except (CapabilityError, OSError) as e:
-        raise SystemExit(f"tracker: {e}")
+        raise SystemExit(f"tracker: {e}") from None
     users = Users(a.users.resolve() if a.users else None, a.user_quota_bytes)
     if a.users:
         try:
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         except AccessError:
             pass
         except (OSError, ValueError) as e:
-            raise SystemExit(f"tracker: cannot use --users {a.users}: {e}")
+            raise SystemExit(f"tracker: cannot use --users {a.users}: {e}") from None
     if bool(a.tls_cert) != bool(a.tls_key):
         raise SystemExit("tracker: --tls-cert and --tls-key go together")
     tls = (a.tls_cert, a.tls_key, a.tls_client_ca) if a.tls_cert else None
