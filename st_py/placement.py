@@ -7,7 +7,7 @@ usable peer that holds no copy of the record yet (paper 4.3), so the F copies
 always sit on F distinct peers (invariant 3, paper 3.7).
 
 The client (:mod:`st_py.file`), rebalance (:mod:`st_py.rebalance`) and the
-data-loss analysis (:mod:`st_py.tools.dataloss`) all call these functions, so
+data-loss analysis (:mod:`st_tools.dataloss`) all call these functions, so
 the analysis measures the placement that is really used.
 """
 

@@ -1,4 +1,4 @@
-"""Tests of the data-loss analysis tool (paper 4.2, st_py/tools/dataloss.py).
+"""Tests of the data-loss analysis tool (paper 4.2, st_tools/dataloss.py).
 
 The statistical tests use fixed seeds and tolerances derived from the
 sampling distribution, not magic numbers: within a trial each block is lost
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from st_py.tools import dataloss as dl
+from st_tools import dataloss as dl
 
 Z = 4.0
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,7 +202,7 @@ def test_same_seed_same_results():
 def test_cli_end_to_end(tmp_path):
     png, js = tmp_path / "plot" / "dl.png", tmp_path / "dl.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "st_py.tools.dataloss", "--peers", "12", "--records", "800",
+        [sys.executable, "-m", "st_tools.dataloss", "--peers", "12", "--records", "800",
          "--trials", "3", "--seed", "7", "--max-failed", "4", "--plot", str(png), "--json", str(js)],
         cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -20,7 +20,7 @@ but a whole block is lost or kept together, so the spread of the fraction
 across files/trials grows like ``sqrt(blocksize)``; the tool measures it by
 repeating the run with ``--compare-blocksize`` (default 1).
 
-Run ``python -m st_py.tools.dataloss --help``; the results are in
+Run ``python -m st_tools.dataloss --help``; the results are in
 docs/reliability.md.
 """
 
@@ -39,9 +39,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..placement import DEFAULT_BLOCKSIZE, choose_holders
-from ..tracker.peers import PeerInfo
-from ..tracker.scheduler import schedule
+from st_py.placement import DEFAULT_BLOCKSIZE, choose_holders
+from st_py.tracker.peers import PeerInfo
+from st_py.tracker.scheduler import schedule
 
 #: The paper's worked example (4.2): N=100 peers, class x2, two failed peers.
 PAPER_EXAMPLE = {"peers": 100, "copies": 2, "failed": 2, "value": 1 / 100 * 1 / 99}
@@ -635,7 +635,7 @@ def plot(res: dict[str, Any], path: str | Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit status (2 for bad arguments)."""
     ap = argparse.ArgumentParser(
-        prog="python -m st_py.tools.dataloss",
+        prog="python -m st_tools.dataloss",
         description="Data-loss analysis (paper 4.2) with the real placement code.")
     ap.add_argument("--peers", type=int, default=100, help="N, storage peers (default 100)")
     ap.add_argument("--records", type=int, default=100_000, help="R, records per trial (default 100000)")

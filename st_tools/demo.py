@@ -180,7 +180,7 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None) -> Report:
     from rich.console import Console
     from rich.table import Table
 
-    from .cluster import LocalCluster
+    from st_py.cluster import LocalCluster
 
     con = console or Console()
     report = Report()

@@ -1,1 +1,0 @@
-"""Analysis tools for StoreTorrent (run with ``python -m st_py.tools.<name>``)."""
