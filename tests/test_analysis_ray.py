@@ -227,3 +227,38 @@ def test_write_job_killed_leaves_nothing_visible_and_a_retry_writes_once(st_clus
                        tracker=st_cluster.tracker_addr)
     back = read_storetorrent("/ray/killed", tracker=st_cluster.tracker_addr).to_pandas()
     pd.testing.assert_frame_equal(_sorted(back), source_frame(), check_dtype=False)
+
+
+def _recording_sink_class():
+    from st_integrations.ray_writer import StoreTorrentDatasink
+
+    class Recording(StoreTorrentDatasink):
+        """Notes which Ray node ran each write task."""
+
+        log = ""
+
+        def write(self, blocks, ctx):
+            with open(self.log, "a") as fh:
+                fh.write(f"{ctx.task_idx} {ray.get_runtime_context().get_node_id()}\n")
+            return super().write(blocks, ctx)
+
+    return Recording
+
+
+def test_write_tasks_put_copy_rank_0_on_their_own_node(st_cluster, ray_cluster, tmp_path):
+    """FreeLoader's local-first placement: the first copy of every record a
+    write task stores is on a peer of the task's own node."""
+    from st_py.infofile import InfofileReader
+
+    sink = _recording_sink_class()("/ray/local-first", tracker=st_cluster.tracker_addr, replication="x2")
+    sink.log = str(tmp_path / "tasks")
+    ray.data.from_pandas(source_frame()).repartition(8).write_datasink(sink)
+    node_of_task = dict(line.split() for line in open(sink.log))
+    with st_cluster.client() as c, c.open("/ray/local-first") as f:
+        r = InfofileReader(f.infofile_path)
+        addr = dict(r.conn.execute("SELECT peer_idx, addr FROM peers"))
+        rows = r.conn.execute("SELECT name, peer_idx FROM copies WHERE copy_rank = 0").fetchall()
+    assert len(rows) == 8
+    for name, peer_idx in rows:
+        task = str(int(name.split("-")[2]))  # part-<job>-<task>-<block>.parquet
+        assert ray_cluster[addr[peer_idx]] == node_of_task[task], name
