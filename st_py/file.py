@@ -9,6 +9,7 @@ committed (paper 2.1).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -56,7 +57,9 @@ class Pending:
 
     def __init__(self, file: "StFile", name: str):
         self._file, self.name = file, name
-        self._done, self._result, self._exc = False, None, None
+        self._done = False
+        self._result: object = None
+        self._exc: Exception | None = None
 
     def _set(self, result=None, exc: Exception | None = None) -> None:
         self._done, self._result, self._exc = True, result, exc
@@ -84,7 +87,7 @@ class _PutOp:
     crc: int
     peers: list[int]  # peer_idx per copy rank
     acked: set[int] = field(default_factory=set)
-    future: Pending | None = None
+    future: Pending = None  # type: ignore[assignment]  # set right after construction
     callback: Callable | None = None
     failed: bool = False
     refused: set[int] = field(default_factory=set)  # peers holding a stale copy (EXISTS)
@@ -405,7 +408,7 @@ class StFile(ReaderMixin, LocalReadsMixin):
         results: dict[int, Exception | None] = {}
         for idx in targets:
             self._transport.send(self._addr(idx), lambda seq: [encode_delete(seq, self.file_id, name_b)],
-                                 lambda fr, exc, idx=idx: results.__setitem__(idx, exc))
+                                 functools.partial(_store_result, results, idx))
         self._transport.wait(lambda: len(results) == len(targets))
         found = any(e is None for e in results.values())
         for e in results.values():
@@ -449,12 +452,16 @@ class StFile(ReaderMixin, LocalReadsMixin):
         return f"<StFile {self.name} {self.replication} peers={len(self.peers)}>"
 
 
+def _store_result(results: dict, key, fr, exc) -> None:
+    results[key] = exc
+
+
 def delete_file_on_peers(transport: Transport, file_id: int, addrs: list[str], timeout: float = 30.0) -> dict:
     """Send DELETE_FILE to every peer in ``addrs``; returns {addr: error or None}."""
     results: dict[str, Exception | None] = {}
     for a in addrs:
         transport.send(a, lambda seq: [encode_delete_file(seq, file_id)],
-                       lambda fr, exc, a=a: results.__setitem__(a, exc))
+                       functools.partial(_store_result, results, a))
     transport.wait(lambda: len(results) == len(addrs), timeout=timeout)
     return results
 

@@ -109,6 +109,27 @@ def ping_all(addrs: list[str], timeout: float = 2.0) -> dict[str, str | None]:
     return result
 
 
+class _Reply:
+    """The one reply to a request, filled by its transport callback."""
+
+    __slots__ = ("fr", "exc", "_done")
+
+    def __init__(self):
+        self.fr, self.exc, self._done = None, None, False
+
+    def update_reply(self, fr, exc) -> None:
+        self.fr, self.exc, self._done = fr, exc, True
+
+    def done(self) -> bool:
+        return self._done
+
+
+def _get_local_request(plan: GetLocalPlan):
+    def build(seq: int) -> list:
+        return [encode_get_local(seq, plan.file_id, plan.generation, plan.file_name, list(plan.ring))]
+    return build
+
+
 RING_RETRIES = 3  # restarts of the collective with the same ring before giving up
 
 
@@ -160,14 +181,12 @@ def reveal_ring(peer: str, plan: GetLocalPlan, timeout: float | None = None,
                 raise GetLocalError(f"peer {peer} is not in the live peerlist {list(plan.ring)}")
             if not allow_unavailable:
                 plan.check_available()
-            box: dict = {}
-            t.send(peer, lambda seq, plan=plan: [encode_get_local(seq, plan.file_id, plan.generation,
-                                                                  plan.file_name, list(plan.ring))],
-                   lambda fr, exc, box=box: box.update(fr=fr, exc=exc))
-            t.wait(lambda box=box: box)
-            exc = box["exc"]
+            box = _Reply()
+            t.send(peer, _get_local_request(plan), box.update_reply)
+            t.wait(box.done)
+            exc = box.exc
             if exc is None:
-                fr = box["fr"]
+                fr = box.fr
                 assert fr.type == MsgType.LOCAL_LIST
                 return [LocalRecord(name.decode("utf-8", "surrogateescape"),
                                     path.decode("utf-8", "surrogateescape"), size, rank, peer)
@@ -230,7 +249,7 @@ def local_addresses() -> set[str]:
         host = socket.gethostname()
         addrs.add(host)
         for info in socket.getaddrinfo(host, None):
-            addrs.add(info[4][0])
+            addrs.add(str(info[4][0]))
     except OSError:
         pass
     try:

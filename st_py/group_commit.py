@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 
@@ -52,7 +53,7 @@ class GroupCommitter:
     """
 
     def __init__(self, tracker, name: str, file_id: int, group_size: int,
-                 failed: Callable[[object, Exception], None], stage: bool = False):
+                 failed: Callable[[Any, Exception], None], stage: bool = False):
         self._tracker, self.name, self.file_id = tracker, name, file_id
         self.group_size, self._failed, self.stage = group_size, failed, stage
         self.waiting: list = []  # acknowledged, not yet sent

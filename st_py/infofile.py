@@ -124,7 +124,7 @@ class InfofileWriter:
             c.execute("ROLLBACK")
             raise
 
-    def commit(self, records: list[tuple[str, int, int, list[int]]]) -> tuple[int, int, list[Conflict]]:
+    def commit(self, records: list[tuple[str, int, int, list[int]]]) -> tuple[int, set[str], list[Conflict]]:
         """Group commit: add ``records`` (name, size, crc32c, peer_idx per copy
         rank) in one transaction (paper 3.5).
 
@@ -150,7 +150,9 @@ class InfofileWriter:
                 for name, size, crc in c.execute(q, chunk):
                     existing[name] = (size, crc)
             now = time.time()
-            new_rows, copy_rows, conflicts = [], [], []
+            new_rows: list[tuple] = []
+            copy_rows: list[tuple] = []
+            conflicts: list[Conflict] = []
             for name, size, crc, peer_idx in records:
                 old = existing.get(name)
                 if old is not None:

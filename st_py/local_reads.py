@@ -6,11 +6,29 @@ copy; then the records revealed to this node. A mixin of
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .errors import GetLocalError
 from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
 
 
+
 class LocalReadsMixin:
+    if TYPE_CHECKING:  # provided by StFile
+        from ._proto import tracker_pb2 as pb
+        from .infofile import InfofileReader
+
+        name: str
+        file_id: int
+        copies: int
+        peers: dict
+        info: pb.FileInfo
+
+        @property
+        def infofile_path(self) -> str: ...
+        def _infofile(self) -> InfofileReader: ...
+        def flush(self) -> None: ...
+        def refresh(self) -> None: ...
     def get_local_plan(self, allow_unavailable: bool = False) -> GetLocalPlan:
         """The live peerlist and commit generation for a GET_LOCAL, as plain
         data to hand to analysis tasks. Peers that do not answer a PING are

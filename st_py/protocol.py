@@ -191,7 +191,7 @@ def encode_data(seq: int, crc: int, copy_rank: int, data: bytes) -> bytes:
     return frame(MsgType.DATA, seq, struct.pack("<IB", crc, copy_rank) + data)
 
 
-def encode_error(seq: int, code: int, message: str, peers: list[str] = ()) -> bytes:
+def encode_error(seq: int, code: int, message: str, peers: tuple[str, ...] | list[str] = ()) -> bytes:
     """ERROR ``code:u16 message:str16 [count:u16 peer:str16 * count]``; the
     peers field (the peers the error concerns) is left out when empty."""
     payload = struct.pack("<H", code) + _str16(message.encode())
@@ -361,7 +361,7 @@ class FrameDecoder:
         """
         if self._buf:
             self._buf += data
-            buf = self._buf
+            buf: bytearray | memoryview = self._buf
         else:  # common case: parse straight from the receive buffer, no copy
             buf = data if isinstance(data, memoryview) else memoryview(data)
         out: list[Frame] = []

@@ -20,6 +20,28 @@ if TYPE_CHECKING:
 
 
 class ReaderMixin:
+    if TYPE_CHECKING:  # provided by StFile
+        from .group_commit import GroupCommitter
+        from .infofile import InfofileReader
+        from .transport import Transport
+
+        name: str
+        file_id: int
+        depth: int
+        peers: dict
+        _transport: Transport
+        _committer: GroupCommitter
+        _gets_inflight: int
+
+        @property
+        def inflight(self) -> int: ...
+        def _infofile(self) -> InfofileReader: ...
+        def _notify(self, name: str, callback, *args) -> None: ...
+        def _usable(self, idx: int) -> bool: ...
+        def _addr(self, idx: int) -> str: ...
+        def _check_open(self) -> None: ...
+        def _renew_capability(self) -> None: ...
+        def poll(self, timeout: float = 0.0) -> int: ...
     def queue_get(self, name: str, callback: Callable[[str, bytes | None, Exception | None], None] | None = None
                   ) -> Pending:
         """Queue a GET of committed record ``name`` (paper 3.6).
@@ -40,7 +62,7 @@ class ReaderMixin:
             self._committer.drain()  # read your own writes
         from .file import Pending
 
-        fut = Pending(self, name)
+        fut = Pending(self, name)  # type: ignore[arg-type]  # self is the StFile
         meta = self._infofile().lookup(name)
         if meta is None:
             exc = RecordNotFoundError(f"no committed record {name!r} in {self.name}")

@@ -75,7 +75,7 @@ def make_local_ca(directory: str | os.PathLike, hosts: list[str], clients: list[
              .not_valid_after(now + datetime.timedelta(days=days))
              .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True))
         if server:
-            sans = []
+            sans: list[x509.GeneralName] = []
             for h in hosts:
                 try:
                     sans.append(x509.IPAddress(ipaddress.ip_address(h)))

@@ -3,6 +3,7 @@ StoreTorrent exceptions that say what to do."""
 
 from __future__ import annotations
 
+import builtins
 import getpass
 import os
 
@@ -108,7 +109,7 @@ class TrackerClient:
     def extend_peerlist(self, name: str, file_id: int) -> pb.FileInfo:
         return self._call("ExtendPeerlist", pb.ExtendPeerlistRequest(name=name, file_id=file_id, user=self.user))
 
-    def move_copies(self, name: str, file_id: int, moves: list[pb.CopyMove]) -> pb.MoveCopiesReply:
+    def move_copies(self, name: str, file_id: int, moves: builtins.list[pb.CopyMove]) -> pb.MoveCopiesReply:
         return self._call("MoveCopies", pb.MoveCopiesRequest(name=name, file_id=file_id, moves=moves,
                                                              user=self.user))
 

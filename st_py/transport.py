@@ -32,7 +32,7 @@ from .protocol import (FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, MsgTyp
 try:  # the receive path in C++ (st_core/python/native.cc); ST_NATIVE=0 selects the Python one
     if os.environ.get("ST_NATIVE", "1") == "0":
         raise ImportError("ST_NATIVE=0")
-    from . import _native
+    from . import _native  # type: ignore[attr-defined]
 except ImportError:
     _native = None
 
@@ -152,6 +152,7 @@ class PeerConnection:
         """The same as the Python path below, with the reading, framing and the
         CRC-32C of DATA bodies done in C++ without the GIL. A DATA frame's
         fields also carry ``actual_crc32c``, the CRC of the bytes received."""
+        assert self._native is not None
         try:
             frames = self._native.receive()
         except ValueError as e:
@@ -363,7 +364,7 @@ class Transport:
                 time.sleep(min(timeout, 0.01))
             return
         for key, ev in self.sel.select(timeout):
-            c: PeerConnection = key.data
+            c = key.data
             if c.dead is not None:
                 continue
             try:
