@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from conftest import poll_for
@@ -70,8 +69,7 @@ def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
         up.send_signal(signal.SIGINT)
         up.wait(30)
     assert up.returncode == 0
-    time.sleep(0.2)
-    assert [p for p in daemons if pid_alive(p)] == []
+    poll_for(lambda: not [p for p in daemons if pid_alive(p)], timeout=5, what="the daemons to exit")
 
 
 def test_up_killed_leaves_no_orphans(tmp_path, peer_bin):

@@ -33,7 +33,8 @@ def test_randomized_faults_lose_nothing(tmp_path, seed):
     assert not rep.problems, f"seed {seed}: {rep.problems[:5]}"
     assert rep.lost == 0
     assert sum(rep.faults.values()) > 0 and rep.ops["write"] > 0
-    assert rep.copies_checked >= rep.records_checked > 0 or rep.copies_checked > 0
+    # the checks ran: records were read back and copies were compared on the peers
+    assert rep.records_checked > 0 and rep.copies_checked > 0, rep.as_dict()
 
 
 @pytest.mark.timeout(300)
