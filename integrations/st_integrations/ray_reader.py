@@ -34,9 +34,22 @@ except ImportError:  # Ray is optional
     _Datasource = object
 
 
+BLOCK_BYTES = 32 << 20  # batches are gathered into blocks of about this size
+
+
 def _read_fn(unit: ReadUnit, schema: pa.Schema, columns, filter, opts: ScanOptions):
     def read():
-        yield from (pa.Table.from_batches([b]) for b in read_unit(unit, schema, columns, filter, opts))
+        # Many small records make many small batches: gather them into
+        # blocks, so that per-block costs (object store, scheduling) stay low.
+        buf, size = [], 0
+        for b in read_unit(unit, schema, columns, filter, opts):
+            buf.append(b)
+            size += b.nbytes
+            if size >= BLOCK_BYTES:
+                yield pa.Table.from_batches(buf)
+                buf, size = [], 0
+        if buf:
+            yield pa.Table.from_batches(buf)
     return read
 
 
