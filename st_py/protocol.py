@@ -307,7 +307,10 @@ def decode_payload(msg_type: int, flags: int, payload: memoryview) -> dict:
     elif t == MsgType.ERROR:
         f = {"code": r.u16(), "message": r.str16().decode("utf-8", "replace")}
         if r.left():  # optional: the peers the error concerns
-            f["peers"] = [r.str16().decode("utf-8", "replace") for _ in range(r.u16())]
+            n = r.u16()
+            if n == 0:
+                raise ProtocolError("an ERROR's peers field is present but empty")
+            f["peers"] = [r.str16().decode("utf-8", "replace") for _ in range(n)]
     else:
         raise ProtocolError(f"unknown message type 0x{t:02x}")
     r.done()

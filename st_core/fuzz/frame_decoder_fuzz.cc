@@ -185,14 +185,25 @@ void CheckLocalList(std::string_view payload) {
 void CheckError(std::string_view payload) {
   ErrorReply e;
   if (!DecodeError(payload, &e).ok()) return;
-  ST_FUZZ_CHECK(2 + 2 + e.message.size() == payload.size(), "ERROR fields do not add up");
+  size_t expect = 2 + 2 + e.message.size();
+  bool canonical = e.message.size() <= 4000 && e.peers.size() <= kMaxErrorPeers;
+  if (!e.peers.empty()) {
+    expect += 2;
+    for (const std::string& p : e.peers) {
+      expect += 2 + p.size();
+      canonical = canonical && p.size() <= 255;
+    }
+  }
+  ST_FUZZ_CHECK(expect == payload.size(), "ERROR fields do not add up");
   ST_FUZZ_CHECK(ErrorCodeName(e.code) != nullptr, "no name for error code %u", e.code);
-  std::string f = EncodeError(11, static_cast<ErrorCode>(e.code), e.message);
+  std::string f = EncodeError(11, static_cast<ErrorCode>(e.code), e.message, e.peers);
   CheckEncodedFrame(f, MsgType::kError);
   ErrorReply back;
   ST_FUZZ_CHECK(DecodeError(PayloadOf(f), &back).ok(), "an encoded ERROR does not decode");
-  if (e.message.size() <= 4000) {
+  if (canonical) {
     ST_FUZZ_CHECK(PayloadOf(f) == payload, "ERROR does not re-encode");
+  } else if (e.message.size() <= 4000) {
+    ST_FUZZ_CHECK(back.message == e.message, "an ERROR's message changed on re-encoding");
   } else {
     ST_FUZZ_CHECK(back.message == e.message.substr(0, 4000), "a long ERROR is not cut at 4000");
   }

@@ -203,6 +203,7 @@ Status DecodeError(std::string_view payload, ErrorReply* out) {
   if (r.left() > 0) {  // optional: the peers the error concerns
     uint16_t n = 0;
     if (!r.U16(&n)) return Short();
+    if (n == 0) return Status::Corruption("an ERROR's peers field is present but empty");
     for (uint16_t i = 0; i < n; ++i) {
       std::string_view p;
       if (!r.Str16(&p)) return Short();

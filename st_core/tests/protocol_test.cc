@@ -229,6 +229,11 @@ std::string Classify(const std::string& bytes) {
       s = DecodeRingSegment(p, &r);
       break;
     }
+    case MsgType::kError: {  // a reply, as a client decodes it
+      ErrorReply r;
+      s = DecodeError(p, &r);
+      break;
+    }
     default:
       return "UNKNOWN_TYPE";
   }
