@@ -141,3 +141,31 @@ def test_duckdb_sql_over_record_contents_next_to_metadata(cluster):
     # GET for every record (as on a client that is not a storage node): same rows
     t = dataset("/sql/data", tracker=cluster.tracker_addr, local=False).to_table()
     assert t.num_rows == len(src) and sorted(t.column("part").to_pylist()) == sorted(src.part.tolist())
+
+
+def test_scan_planning_refuses_answers_from_different_rings(cluster, monkeypatch):
+    """A peer dying between the peers' answers makes them answer from
+    different rings: planning tries again, and if the answers never agree it
+    raises instead of planning a scan that could read records twice or not
+    at all."""
+    from st_integrations import readplan
+
+    c = cluster.client()
+    with c.create("/int/rings", replication="x2") as f:
+        for i in range(20):
+            f.queue_put(f"r{i}", b"x")
+    real = readplan.reveal_ring
+    calls = []
+
+    def flaky(peer, plan, *a, **kw):  # the last peer answers from a shorter ring
+        records, ring = real(peer, plan, *a, **kw)
+        calls.append(peer)
+        return (records, ring[:-1]) if peer == plan.ring[-1] else (records, ring)
+
+    monkeypatch.setattr(readplan, "reveal_ring", flaky)
+    with pytest.raises(GetLocalError, match="different rings"):
+        readplan.plan_scan(c, "/int/rings")
+    assert len(calls) == readplan.PLAN_ATTEMPTS * 4  # planned again each time
+    monkeypatch.setattr(readplan, "reveal_ring", real)
+    plan = readplan.plan_scan(c, "/int/rings")
+    assert plan.revealed == {"/int/rings": 20} and plan.num_records == 20
