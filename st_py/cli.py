@@ -49,12 +49,70 @@ def _tracker(tracker: str | None, data: str) -> str:
                            f"or start a local cluster with `storetorrent up --data {data}`")
 
 
+FORMATS = ("table", "json", "csv")
+format_opt = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                          help="table for people; json (a list of objects) or csv for scripts")
+
+
+def human_bytes(n: int) -> str:
+    """``1536`` -> ``"1.5 KiB"`` (binary units)."""
+    v = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{int(v)} B" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return f"{n} B"
+
+
+def _plain(v):
+    """A value JSON and CSV can carry: SQL decimals that are whole (DuckDB's
+    sum of integers) as ints, other decimals as floats, bytes as hex."""
+    import decimal
+
+    if isinstance(v, decimal.Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    return v
+
+
+def emit(rows: list[dict], fmt: str, title: str | None = None, sizes: tuple[str, ...] = (),
+         right: tuple[str, ...] = ()) -> None:
+    """Print ``rows`` (plain dicts with the same keys) as a table, JSON or
+    CSV. ``sizes`` are byte counts: human-readable in a table, exact in
+    JSON and CSV."""
+    rows = [{k: _plain(v) for k, v in r.items()} for r in rows]
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(rows, indent=1, default=str))
+        return
+    if fmt == "csv":
+        import csv
+
+        if rows:
+            w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        return
+    tab = Table(title=title, box=None)
+    cols = list(rows[0]) if rows else []
+    for col in cols:
+        tab.add_column(col, justify="right" if col in sizes or col in right else "left", overflow="fold")
+    for r in rows:
+        tab.add_row(*["" if r[c] is None else human_bytes(r[c]) if c in sizes and isinstance(r[c], int)
+                      else f"{r[c]:,}" if isinstance(r[c], int) and not isinstance(r[c], bool) else str(r[c])
+                      for c in cols])
+    console.print(tab)
+
+
 tracker_opt = click.option("--tracker", envvar="STORETORRENT_TRACKER", help="tracker HOST:PORT")
 data_opt = click.option("--data", default=DATA_DEFAULT, show_default=True,
                         help="local cluster folder (to find its tracker)")
 
 
 @click.group()
+@click.version_option(package_name="storetorrent", prog_name="storetorrent")
 def cli() -> None:
     """StoreTorrent: distributed storage for datasets of many small records."""
 
@@ -171,28 +229,32 @@ def get(tracker, data, file, record, output) -> None:
 @data_opt
 @click.argument("path", default="/")
 @click.option("-r", "--records", is_flag=True, help="list the records of a file")
-def ls(tracker, data, path, records) -> None:
+@format_opt
+def ls(tracker, data, path, records, fmt) -> None:
     """List namespace directory PATH (or the records of a file with -r)."""
     from .client import Client
 
     c = Client(_tracker(tracker, data))
     if records:
         with c.open(path) as f:
-            for n in f.names():
-                click.echo(n)
+            if fmt == "table":
+                for n in f.names():
+                    click.echo(n)
+                return
+            metas = f._infofile().lookup_many(f.names())
+            emit([{"name": n, "size": m.size, "crc32c": m.crc32c} for n, m in sorted(metas.items())], fmt)
         return
     from .tracker.access import mode_text
 
-    tab = Table(box=None)
-    for col in ("mode", "owner", "group", "name", "class", "records", "bytes"):
-        tab.add_column(col, justify="right" if col in ("records", "bytes") else "left")
+    rows = []
     for e in c.ls(path):
-        perms = ("d" if e.is_dir else "-") + mode_text(e.mode)
-        if e.is_dir:
-            tab.add_row(perms, e.owner, e.group, e.name + "/", "", "", "")
-        else:
-            tab.add_row(perms, e.owner, e.group, e.name, e.replication, f"{e.records:,}", f"{e.bytes:,}")
-    console.print(tab)
+        rows.append({"mode": ("d" if e.is_dir else "-") + mode_text(e.mode), "owner": e.owner, "group": e.group,
+                     "name": e.name + ("/" if e.is_dir and fmt == "table" else ""), "type": "dir" if e.is_dir
+                     else "file", "class": e.replication or None, "records": None if e.is_dir else e.records,
+                     "bytes": None if e.is_dir else e.bytes})
+    if fmt == "table":
+        rows = [{k: v for k, v in r.items() if k != "type"} for r in rows]
+    emit(rows, fmt, sizes=("bytes",), right=("records",))
 
 
 @cli.command()
@@ -245,7 +307,8 @@ def user_add(name, users_file, groups, quota_bytes, admin) -> None:
 @data_opt
 @click.argument("query")
 @click.option("--file", "files", multiple=True, required=True, help="StoreTorrent file (repeatable)")
-def sql(tracker, data, query, files) -> None:
+@format_opt
+def sql(tracker, data, query, files, fmt) -> None:
     """Run DuckDB SQL QUERY over the infofiles of --file FILE ... (views:
     records, copies, files) and, when the query names it, over the records'
     contents (view records_data: local reads where GET_LOCAL reveals them,
@@ -255,29 +318,30 @@ def sql(tracker, data, query, files) -> None:
     from .client import Client
 
     table = run_sql(Client(_tracker(tracker, data)), list(files), query)
-    tab = Table()
-    for name in table.column_names:
-        tab.add_column(name)
-    for row in table.to_pylist():
-        tab.add_row(*[str(v) for v in row.values()])
-    console.print(tab)
+    emit(table.to_pylist(), fmt)
 
 
 @cli.command()
 @tracker_opt
 @data_opt
-def status(tracker, data) -> None:
+@format_opt
+def status(tracker, data, fmt) -> None:
     """Peers, their liveness and space, and the file count."""
     from .client import Client
 
     st = Client(_tracker(tracker, data)).status()
-    tab = Table(title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files")
-    for col in ("peer", "state", "records", "used", "free", "last announce"):
-        tab.add_column(col)
-    for p in st.peers:
-        tab.add_row(p.addr, "[green]alive[/]" if p.alive else "[red]failed[/]", f"{p.records:,}",
-                    f"{p.used_bytes:,}", f"{p.free_bytes:,}", f"{p.last_announce_age_s:.1f} s ago")
-    console.print(tab)
+    rows = [{"peer": p.addr, "state": "alive" if p.alive else "failed", "records": p.records,
+             "used_bytes": p.used_bytes, "free_bytes": p.free_bytes,
+             "last_announce_s": round(p.last_announce_age_s, 1)} for p in st.peers]
+    if fmt == "json":  # the cluster summary too
+        import json
+
+        click.echo(json.dumps({"alive_peers": st.alive_peers, "failed_peers": st.failed_peers, "files": st.files,
+                               "capacity_bytes": st.capacity_bytes, "free_bytes": st.free_bytes, "peers": rows},
+                              indent=1))
+        return
+    emit(rows, fmt, title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files",
+         sizes=("used_bytes", "free_bytes"), right=("records", "last_announce_s"))
 
 
 @cli.command()
@@ -342,8 +406,20 @@ def main() -> None:
     try:
         cli(standalone_mode=True)
     except StoreTorrentError as e:
-        console.print(f"[red]error:[/] {e}")
-        sys.exit(2)
+        _fail(str(e))
+    except OSError as e:  # a local path: -o into a missing folder, a file not readable ...
+        _fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
+    except Exception as e:
+        duckdb = sys.modules.get("duckdb")
+        if duckdb is not None and isinstance(e, duckdb.Error):  # a SQL mistake: DuckDB says what and where
+            _fail(f"SQL: {e}")
+        raise
+
+
+def _fail(message: str) -> None:
+    """A user's error: one line on stderr, exit status 2, no traceback."""
+    Console(stderr=True).print(f"[red]error:[/] {message}", highlight=False)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

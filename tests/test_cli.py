@@ -1,5 +1,6 @@
 """The storetorrent command line against a cluster it starts itself."""
 
+import json
 import os
 import signal
 import subprocess
@@ -57,12 +58,29 @@ def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
         assert out.read_bytes() == bytes([3]) * 1000
         assert "/exp/run1" in st("ls", "/exp", data=data).stdout
         assert st("ls", "-r", "/exp/run1", data=data).stdout.split() == [f"shots/{i}.bin" for i in range(5)]
-        r = st("sql", "SELECT count(*) AS n, sum(size) AS b FROM records", "--file", "/exp/run1", data=data)
-        assert "5000" in r.stdout
+        r = st("sql", "SELECT count(*) AS n, sum(size) AS b FROM records", "--file", "/exp/run1", "--format",
+               "json", data=data)
+        assert json.loads(r.stdout) == [{"n": 5, "b": 5000}]
+        r = st("sql", "SELECT count(*) AS n FROM records", "--file", "/exp/run1", "--format", "csv", data=data)
+        assert r.stdout.split() == ["n", "5"]
         r = st("status", data=data)
         assert "3 alive" in r.stdout
-        r = st("get", "/exp/run1", "nope", data=data, check=False)
-        assert r.returncode != 0 and "no committed record 'nope'" in r.stdout
+        status = json.loads(st("status", "--format", "json", data=data).stdout)
+        assert status["alive_peers"] == 3 and all(isinstance(p["free_bytes"], int) for p in status["peers"])
+        entries = json.loads(st("ls", "/exp", "--format", "json", data=data).stdout)
+        assert entries == [{"mode": "-rw-r--r--", "owner": entries[0]["owner"], "group": entries[0]["group"],
+                            "name": "/exp/run1", "type": "file", "class": "x2", "records": 5, "bytes": 5000}]
+        assert "KiB" in st("ls", "/exp", data=data).stdout  # sizes for people in the table
+        records = json.loads(st("ls", "-r", "/exp/run1", "--format", "json", data=data).stdout)
+        assert [(r["name"], r["size"]) for r in records] == [(f"shots/{i}.bin", 1000) for i in range(5)]
+        # user errors: one line on stderr, status 2, no traceback
+        for args, says in ((("get", "/exp/run1", "nope"), "no committed record 'nope'"),
+                           (("sql", "SELEC 1", "--file", "/exp/run1"), "error: SQL:"),
+                           (("get", "/exp/run1", "shots/3.bin", "-o", str(tmp_path / "no" / "dir" / "x")),
+                            "No such file or directory"),
+                           (("ls", "/nope"), "error:")):
+            r = st(*args, data=data, check=False)
+            assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
         st("rm", "/exp/run1", data=data)
         assert "/exp/run1" not in st("ls", "/exp", data=data).stdout
     finally:
