@@ -178,15 +178,21 @@ def demo(data: str | None, peers: int) -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--replication", default="x2", show_default=True, help="class for a new file")
 @click.option("--prefix", default="", help="prepended to every record name")
-def put(tracker, data, file, paths, replication, prefix) -> None:
+@click.option("--skip-existing", is_flag=True,
+              help="resume an interrupted put: records already committed with the same bytes are skipped, "
+                   "ones with other bytes are reported (exit status 1)")
+def put(tracker, data, file, paths, replication, prefix, skip_existing) -> None:
     """Store local PATHS (files, or directories recursively) as records of FILE.
 
     Record names are the paths relative to each argument's parent. FILE is
-    created if it does not exist."""
-    from rich.progress import Progress
+    created if it does not exist; an existing FILE of another class than an
+    explicit --replication is an error."""
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                               TransferSpeedColumn)
 
     from .client import Client
-    from .errors import StFileNotFoundError
+    from .errors import BadNameError, StFileNotFoundError
+    from .protocol import crc32c
 
     items = []
     for p in map(Path, paths):
@@ -199,29 +205,81 @@ def put(tracker, data, file, paths, replication, prefix) -> None:
         f = c.open(file)
     except StFileNotFoundError:
         f = c.create(file, replication, est_size=sum(q.stat().st_size for _, q in items))
-    with f, Progress(console=console, transient=True) as prog:
-        task = prog.add_task(f"put {file}", total=len(items))
+    else:
+        explicit = click.get_current_context().get_parameter_source("replication")
+        if explicit == click.core.ParameterSource.COMMANDLINE and f.replication != replication:
+            f.close()
+            raise BadNameError(f"{file} exists with class {f.replication}, not {replication}: records added to "
+                               f"it get {f.replication}; leave out --replication or put into a new file")
+    committed = f._infofile().lookup_many([prefix + n for n, _ in items]) if f.info.records else {}
+    skipped, differ = 0, []
+    total = sum(q.stat().st_size for _, q in items)
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+               TimeRemainingColumn())
+    with f, Progress(*columns, console=console, transient=True) as prog:
+        task = prog.add_task(f"put {file}", total=total)
         for name, q in items:
-            f.queue_put(prefix + name, q.read_bytes(), callback=lambda *_: prog.advance(task))
-    console.print(f"stored {len(items)} records in {file}")
+            body = q.read_bytes()
+            meta = committed.get(prefix + name)
+            if meta is not None and skip_existing:
+                if meta.size == len(body) and meta.crc32c == crc32c(body):
+                    skipped += 1
+                else:
+                    differ.append(prefix + name)
+                prog.advance(task, len(body))
+                continue
+            size = len(body)
+            f.queue_put(prefix + name, body, callback=lambda *_, n=size: prog.advance(task, n))
+    console.print(f"stored {len(items) - skipped - len(differ)} records in {file}"
+                  + (f"; {skipped} already there" if skipped else ""))
+    if differ:
+        _fail(f"{len(differ)} records of {file} exist with other bytes (write-once): "
+              + ", ".join(differ[:5]) + (" ..." if len(differ) > 5 else ""), status=1)
 
 
 @cli.command()
 @tracker_opt
 @data_opt
 @click.argument("file")
-@click.argument("record")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write here (default: stdout)")
-def get(tracker, data, file, record, output) -> None:
-    """Fetch RECORD of FILE (CRC-checked, from any live copy)."""
+@click.argument("record", default="")
+@click.option("-o", "--output", type=click.Path(), help="write here (default: stdout; with -r a folder)")
+@click.option("-r", "--recursive", is_flag=True,
+              help="every record whose name starts with RECORD (default: all) into the folder -o")
+def get(tracker, data, file, record, output, recursive) -> None:
+    """Fetch RECORD of FILE (CRC-checked, from any live copy), or with -r every
+    record under the prefix RECORD into a folder (names with / make folders)."""
     from .client import Client
 
     with Client(_tracker(tracker, data)).open(file) as f:
-        body = f.get(record)
-    if output:
-        Path(output).write_bytes(body)
-    else:
-        sys.stdout.buffer.write(body)
+        if not recursive:
+            if not record:
+                raise click.UsageError("give a RECORD, or -r to fetch many")
+            body = f.get(record)
+            if output:
+                Path(output).write_bytes(body)
+            else:
+                sys.stdout.buffer.write(body)
+            return
+        if not output:
+            raise click.UsageError("-r needs -o FOLDER")
+        root = Path(output).resolve()
+        names = f.names(record or None)
+        targets = {}
+        for n in names:
+            t = (root / n).resolve()
+            if root not in t.parents:  # a record name must not write outside the folder
+                raise click.UsageError(f"record name {n!r} would be written outside {root}; fetch it alone")
+            targets[n] = t
+
+        def save(name, body, exc):
+            if exc is None:
+                targets[name].parent.mkdir(parents=True, exist_ok=True)
+                targets[name].write_bytes(body)
+
+        for n in names:
+            f.queue_get(n, callback=save)
+        f.flush()
+    console.print(f"fetched {len(names)} records of {file} into {root}")
 
 
 @cli.command()
@@ -349,11 +407,29 @@ def status(tracker, data, fmt) -> None:
 @data_opt
 @click.argument("file")
 @click.argument("record", required=False)
-def rm(tracker, data, file, record) -> None:
-    """Delete FILE, or only RECORD of it."""
+@click.option("-r", "--recursive", is_flag=True, help="FILE is a directory: delete every file below it")
+def rm(tracker, data, file, record, recursive) -> None:
+    """Delete FILE, or only RECORD of it, or with -r every file below a directory."""
     from .client import Client
 
     c = Client(_tracker(tracker, data))
+    if recursive:
+        entries = c.ls(file)
+        if len(entries) == 1 and not entries[0].is_dir and entries[0].name == "/" + file.strip("/"):
+            entries = []  # FILE is a file: deleted below
+        stack, files = [e for e in entries], []
+        while stack:
+            e = stack.pop()
+            if e.is_dir:
+                stack.extend(c.ls(e.name))
+            else:
+                files.append(e.name)
+        if not entries:
+            files = [file]
+        for name in sorted(files):
+            n = c.delete(name)
+            console.print(f"deleted {name} ({n} records)")
+        return
     if record:
         with c.open(file) as f:
             f.delete(record)
@@ -416,10 +492,10 @@ def main() -> None:
         raise
 
 
-def _fail(message: str) -> None:
-    """A user's error: one line on stderr, exit status 2, no traceback."""
+def _fail(message: str, status: int = 2) -> None:
+    """A user's error: one line on stderr, exit ``status``, no traceback."""
     Console(stderr=True).print(f"[red]error:[/] {message}", highlight=False)
-    sys.exit(2)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

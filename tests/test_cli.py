@@ -99,3 +99,39 @@ def test_up_killed_leaves_no_orphans(tmp_path, peer_bin):
     up.kill()
     up.wait()
     poll_for(lambda: not any(pid_alive(p) for p in daemons), timeout=10, what="daemons to die with `up`")
+
+
+def _cli(cluster, *args, check=True):
+    return subprocess.run([sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
+                          capture_output=True, text=True, check=check, timeout=120)
+
+
+def test_put_resumes_get_r_and_rm_r(cluster, tmp_path):
+    src = tmp_path / "shots"
+    src.mkdir()
+    for i in range(6):
+        (src / f"{i}.bin").write_bytes(bytes([i]) * 500)
+    _cli(cluster, "put", "/cli/a", str(src / "0.bin"), str(src / "1.bin"))
+    # an interrupted upload resumes: the two already there are skipped
+    r = _cli(cluster, "put", "/cli/a", str(src), "--skip-existing", "--prefix", "")
+    assert "stored 6 records" in r.stdout  # names differ (shots/...), so all six are new
+    r = _cli(cluster, "put", "/cli/a", str(src), "--skip-existing")
+    assert "stored 0 records" in r.stdout and "6 already there" in r.stdout
+    (src / "2.bin").write_bytes(b"changed")
+    r = _cli(cluster, "put", "/cli/a", str(src), "--skip-existing", check=False)
+    assert r.returncode == 1 and "shots/2.bin" in r.stderr and "other bytes" in r.stderr
+    # a class that does not match the existing file is an error
+    r = _cli(cluster, "put", "/cli/a", str(src / "0.bin"), "--replication", "x3", check=False)
+    assert r.returncode == 2 and "class x2" in r.stderr
+    # get -r: a prefix into a folder
+    out = tmp_path / "out"
+    r = _cli(cluster, "get", "/cli/a", "shots/", "-r", "-o", str(out))
+    assert "fetched 6 records" in r.stdout
+    assert sorted(p.name for p in (out / "shots").iterdir()) == [f"{i}.bin" for i in range(6)]
+    assert (out / "shots" / "4.bin").read_bytes() == bytes([4]) * 500
+    # rm -r: every file below a directory
+    _cli(cluster, "put", "/cli/sub/b", str(src / "0.bin"))
+    r = _cli(cluster, "rm", "-r", "/cli")
+    assert "deleted /cli/a" in r.stdout and "deleted /cli/sub/b" in r.stdout
+    left = json.loads(_cli(cluster, "ls", "/cli", "--format", "json").stdout)
+    assert [e["type"] for e in left] == ["dir"]  # no file is left; empty directories stay (no rmdir yet)
