@@ -33,7 +33,8 @@ def _worker_host(addr: str) -> str:
 
 
 def worker_of_peers(peers: list[str], dclient) -> dict[str, str]:
-    """``{peer: worker address}`` by the rules of the module docstring.
+    """``{peer: worker address}`` by the rules of the module docstring (the
+    pinning plugin is given the workers' names, which survive a restart).
 
     Raises
     ------

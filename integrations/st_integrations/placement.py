@@ -153,8 +153,14 @@ except ImportError:  # Dask is optional
 
 
 class DaskPinning(_SchedulerPlugin):
-    """Scheduler plugin: a task that reads a :class:`ReadUnit` may run only on
-    the worker named in ``workers[unit.peer]`` (a worker address or name)."""
+    """Scheduler plugin: a task that reads a :class:`ReadUnit` runs on the
+    worker named in ``workers[unit.peer]`` (a worker name, resolved to its
+    current address, or an address).
+
+    The restriction is loose: if that worker is gone (a nanny restarting it
+    after a crash or over its memory limit gives it a new address), the task
+    may run elsewhere rather than wait forever; there, on another host, a
+    record it cannot find raises ``GetLocalError`` instead of a hang."""
 
     name = "storetorrent-pinning"
 
@@ -171,12 +177,14 @@ class DaskPinning(_SchedulerPlugin):
                 continue
             w = self.workers[unit.peer]
             ts.worker_restrictions = {scheduler.aliases.get(w, w)}
-            ts.loose_restrictions = False
+            ts.loose_restrictions = True
 
 
 def pin_dask_partitions(dclient, placement: dict[str, str]) -> None:
     """Register (or extend) the pinning plugin on ``dclient``'s scheduler
-    with ``{peer: worker}``."""
+    with ``{peer: worker address}``, given to it as the workers' names."""
+    workers = dclient.scheduler_info(n_workers=-1)["workers"]
+    placement = {peer: workers[a].get("name", a) if a in workers else a for peer, a in placement.items()}
     def add(dask_scheduler=None, placement=placement):
         plugin = dask_scheduler.plugins.get(DaskPinning.name)
         if plugin is None:
