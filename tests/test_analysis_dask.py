@@ -157,3 +157,27 @@ def test_record_lost_under_a_planned_scan_fails_loudly(dclient, tmp_path):
             ddf.compute()
     finally:
         c.stop()
+
+
+def test_worker_restarted_mid_scan_does_not_hang(st_cluster):
+    """A worker killed mid-scan is restarted by its nanny under a new address:
+    the scan finishes with the right answer instead of waiting forever for the
+    old address (found by the bounded-memory benchmark)."""
+    import os
+    import signal
+    import time
+
+    from distributed import Client
+    from distributed import LocalCluster as DaskCluster
+
+    from st_integrations.dask_reader import read_storetorrent
+
+    with DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as dc, \
+            Client(dc) as client:
+        ddf = read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=client, blocksize=60_000)
+        fut = client.compute(ddf.x.map_partitions(lambda s: (time.sleep(0.3), s)[1]).sum())
+        time.sleep(1.0)
+        victim = sorted(client.scheduler_info()["workers"])[0]
+        os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+        got = fut.result(timeout=120)
+    assert got == pytest.approx(source_frame().x.sum())
