@@ -6,9 +6,11 @@ copy; then the records revealed to this node. A mixin of
 
 from __future__ import annotations
 
+import time
+
 from typing import TYPE_CHECKING
 
-from .errors import GetLocalError
+from .errors import GetLocalError, TrackerUnavailableError
 from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
 
 
@@ -42,7 +44,14 @@ class LocalReadsMixin:
             4.2), saying how many; unless ``allow_unavailable``.
         """
         self.flush()
-        self.refresh()
+        try:
+            self.refresh()
+        except TrackerUnavailableError:
+            # Read access while the tracker is down (paper 3.5): the peerlist
+            # and the capability of the open file serve until it expires; the
+            # PINGs below decide liveness anyway.
+            if self.info.capability and time.time() >= self.info.capability_expires:
+                raise
         ordered = [self.peers[i] for i in sorted(self.peers)]
         # PING every peer, even those the tracker reports failed: a peer that
         # just restarted answers before its first announce reaches the tracker.

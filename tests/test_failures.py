@@ -164,3 +164,20 @@ def test_peers_announce_again_soon_after_a_long_tracker_outage(cluster):
 
     # "soon": within 3 s of the restart (one announce interval is 0.3 s here)
     poll_for(all_announced, timeout=3.0, what="every peer to announce to the restarted tracker")
+
+
+def test_read_access_while_the_tracker_is_down(cluster):
+    """Paper 3.5: clients keep read access while trackers are down. A file
+    opened before the outage still serves GET and GET_LOCAL."""
+    c = cluster.client()
+    blobs = {f"r{i:02d}": f"value {i}".encode() for i in range(20)}
+    with c.create("/fail/outage", replication="x2") as f:
+        for n, v in blobs.items():
+            f.queue_put(n, v)
+    f = c.open("/fail/outage")
+    cluster.tracker.kill()
+    local = f.get_local()
+    assert sorted(r.name for r in local) == sorted(blobs)  # every peer is on this host: each record once
+    assert {r.name: open(r.path, "rb").read() for r in local} == blobs
+    assert f.get("r07") == blobs["r07"]
+    f.close()
