@@ -23,7 +23,7 @@ import functools
 import pyarrow as pa
 
 from .formats import SchemaSource, project, unify
-from .placement import (peer_resource, ray_node_of_peers, ray_per_task_pinning, ray_pin_args,  # noqa: F401
+from .placement import (RAY_TESTED, peer_resource, ray_node_of_peers, ray_per_task_pinning, ray_pin_args,  # noqa: F401
                         resource_peer)
 from .readplan import ReadUnit, ScanPlan, plan_scan
 from .scan import PATH_COLUMN, ScanOptions, read_unit, unit_schemas
@@ -187,7 +187,7 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
     if placement == "auto":
         placement = "task" if ray_per_task_pinning() else "node"
     elif placement == "task" and not ray_per_task_pinning():
-        raise ValueError(f"per-task placement needs Ray {' or '.join(_tested())}; use placement='node'")
+        raise ValueError(f"per-task placement needs Ray {' or '.join(RAY_TESTED)}; use placement='node'")
     if placement == "task" or not plan.units:
         src = StoreTorrentDatasource(plan, schema, columns, filter, opts, node_of)
         return ray.data.read_datasource(src, override_num_blocks=max(1, len(plan.units)),
@@ -199,9 +199,3 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
         branches.append(ray.data.read_datasource(src, override_num_blocks=n, concurrency=concurrency,
                                                  ray_remote_args=args or None, **ray_pin_args(node)))
     return functools.reduce(lambda a, b: a.union(b), branches)
-
-
-def _tested():
-    from .placement import RAY_TESTED
-
-    return RAY_TESTED

@@ -255,18 +255,3 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
         else:
             units.extend(split(per_peer[peer], peer, block_size))
     return ScanPlan(files, plans, units, revealed)
-
-
-def check_counts(plan: ScanPlan, counts: dict[str, int]) -> None:
-    """After a scan: records read per file must equal the plan's.
-
-    Raises
-    ------
-    GetLocalError
-        Naming the file and both counts.
-    """
-    for name, expected in plan.revealed.items():
-        got = counts.get(name, 0)
-        if got != expected:
-            raise GetLocalError(f"the scan of {name} read {got} records, the plan revealed {expected}: "
-                                "records were lost or read twice; run the scan again")
