@@ -23,6 +23,8 @@ struct GetLocal::Round {
   size_t have_count = 0;
   std::unordered_map<std::string, RecordMeta> mine;  // own segment, for sizes and paths
   std::vector<Waiter> waiters;
+  bool own_ready = false;                     // the own segment is in segments[me]
+  std::vector<SegmentReply> segment_replies;  // RING_SEGMENTs waiting for it
   EventLoop::TimerId timer = 0;  // timeout while collecting, cache expiry when done
   // Result, when done.
   bool failed = false;
@@ -43,12 +45,22 @@ struct GetLocal::Round {
 };
 
 GetLocal::GetLocal(EventLoop* loop, RecordStore* store, GetLocalOptions options, Host* host)
-    : loop_(loop), store_(store), options_(std::move(options)), host_(host) {}
+    : loop_(loop),
+      store_(store),
+      options_(std::move(options)),
+      host_(host),
+      background_(store->env(), loop) {}
 
 GetLocal::~GetLocal() {
   for (auto& kv : rounds_) {
     if (kv.second->timer != 0) loop_->CancelTimer(kv.second->timer);
   }
+}
+
+void GetLocal::AnswerSegments(Round* r, bool ok, ErrorCode code, const std::string& message) {
+  std::vector<SegmentReply> replies;
+  replies.swap(r->segment_replies);
+  for (auto& reply : replies) reply(ok, code, message);
 }
 
 std::string GetLocal::Key(const RingHeader& ring) {
@@ -83,25 +95,6 @@ bool GetLocal::FindMe(const RingHeader& ring, size_t* me, ErrorCode* code,
   return false;
 }
 
-Status GetLocal::ComputeOwnSegment(Round* r, std::vector<RingEntry>* entries) {
-  std::string path = options_.namespace_dir + r->ring.file_name;
-  std::vector<CommittedCopy> committed;
-  InfofileReadOptions ro;
-  ro.generation = r->ring.generation;  // the plan's snapshot: exactly once across the ring
-  Status s = ReadCommittedCopies(path, r->ring.file_id, store_->peer_id(), ro, &committed);
-  if (!s.ok()) return s;
-  const RecordStore::FileIndex* index = store_->Find(r->ring.file_id);
-  entries->clear();
-  if (index == nullptr) return Status::OK();
-  for (auto& c : committed) {
-    auto it = index->find(c.name);
-    if (it == index->end() || it->second.copy_rank != c.copy_rank) continue;
-    r->mine[c.name] = it->second;
-    entries->push_back(RingEntry{c.copy_rank, std::move(c.name)});
-  }
-  return Status::OK();
-}
-
 GetLocal::Round* GetLocal::StartRound(const RingHeader& ring, size_t me, ErrorCode* code,
                                       std::string* message) {
   if (options_.namespace_dir.empty()) {
@@ -122,35 +115,72 @@ GetLocal::Round* GetLocal::StartRound(const RingHeader& ring, size_t me, ErrorCo
   r->segments.resize(n);
   r->partial.resize(n);
   r->have.assign(n, 0);
+  std::string key = r->key;
+  uint64_t id = r->id;
+  if (n > 1) {
+    double timeout = options_.timeout_base_s + options_.timeout_per_peer_s * static_cast<double>(n);
+    r->timer = loop_->AddTimer(timeout, [this, key, id] { OnTimeout(key, id); });
+  }
+  // The infofile read may wait up to its busy timeout for a writer's lock:
+  // off the loop.
+  auto committed = std::make_shared<std::vector<CommittedCopy>>();
+  auto status = std::make_shared<Status>();
+  std::string path = options_.namespace_dir + ring.file_name;
+  uint64_t file_id = ring.file_id;
+  std::string peer_id = store_->peer_id();
+  InfofileReadOptions ro;
+  ro.generation = ring.generation;  // the plan's snapshot: exactly once across the ring
+  ro.cancel = background_.cancel();
+  background_.Schedule(
+      [path, file_id, peer_id, ro, committed, status] {
+        *status = ReadCommittedCopies(path, file_id, peer_id, ro, committed.get());
+      },
+      [this, key, id, committed, status] {
+        OnInfofileRead(key, id, *status, std::move(*committed));
+      });
+  Round* raw = r.get();
+  rounds_[raw->key] = std::move(r);
+  return raw;
+}
 
-  std::vector<RingEntry> own;
-  Status s = ComputeOwnSegment(r.get(), &own);
+void GetLocal::OnInfofileRead(const std::string& key, uint64_t id, const Status& s,
+                              std::vector<CommittedCopy> committed) {
+  auto it = rounds_.find(key);
+  if (it == rounds_.end() || it->second->id != id) return;  // failed or restarted meanwhile
+  Round* r = it->second.get();
   if (!s.ok()) {
-    *code = ErrorCode::kNoNamespace;
-    *message = "cannot read the infofile of " + Printable(ring.file_name) + " under namespace " +
-               options_.namespace_dir + ": " + s.ToString();
-    return nullptr;
+    std::string message = "cannot read the infofile of " + Printable(r->ring.file_name) +
+                          " under namespace " + options_.namespace_dir + ": " + s.ToString();
+    AnswerSegments(r, false, ErrorCode::kNoNamespace, message);
+    Fail(key, ErrorCode::kNoNamespace, message);
+    return;
+  }
+  std::vector<RingEntry> own;
+  const RecordStore::FileIndex* index = store_->Find(r->ring.file_id);
+  if (index != nullptr) {
+    for (auto& c : committed) {
+      auto e = index->find(c.name);
+      if (e == index->end() || e->second.copy_rank != c.copy_rank) continue;
+      r->mine[c.name] = e->second;
+      own.push_back(RingEntry{c.copy_rank, std::move(c.name)});
+    }
   }
   ST_LOG_DEBUG("GET_LOCAL round for %s: own segment of %zu records", r->Describe().c_str(),
                own.size());
-  if (n > 1) {
-    std::vector<std::string> payloads =
-        EncodeRingSegmentPayloads(ring, static_cast<uint16_t>(me), own, options_.chunk_bytes);
+  if (r->ring.peers.size() > 1) {
+    std::vector<std::string> payloads = EncodeRingSegmentPayloads(
+        r->ring, static_cast<uint16_t>(r->me), own, options_.chunk_bytes);
     for (size_t i = 0; i < payloads.size(); ++i) {
       host_->SendSegment(r->successor_addr(), i + 1 < payloads.size() ? kFlagMore : 0,
                          std::move(payloads[i]));
     }
-    double timeout = options_.timeout_base_s + options_.timeout_per_peer_s * static_cast<double>(n);
-    std::string key = r->key;
-    uint64_t id = r->id;
-    r->timer = loop_->AddTimer(timeout, [this, key, id] { OnTimeout(key, id); });
   }
-  r->segments[me] = std::move(own);
-  r->have[me] = 1;
-  r->have_count = 1;
-  Round* raw = r.get();
-  rounds_[raw->key] = std::move(r);
-  return raw;
+  r->segments[r->me] = std::move(own);
+  r->have[r->me] = 1;
+  ++r->have_count;
+  r->own_ready = true;
+  AnswerSegments(r, true, ErrorCode::kInternal, "");
+  MaybeComplete(r);
 }
 
 void GetLocal::ReplyTo(const Round& r, const Waiter& w) {
@@ -216,6 +246,9 @@ void GetLocal::MaybeComplete(Round* r) {
 void GetLocal::Erase(const std::string& key) {
   auto it = rounds_.find(key);
   if (it == rounds_.end()) return;
+  // Segments still waiting were accepted; what ended the round is not their
+  // senders' concern (they time out or fail on their own).
+  AnswerSegments(it->second.get(), true, ErrorCode::kInternal, "");
   if (it->second->timer != 0) loop_->CancelTimer(it->second->timer);
   rounds_.erase(it);
 }
@@ -289,23 +322,29 @@ void GetLocal::OnGetLocal(uint64_t conn_id, uint64_t seq, const RingHeader& ring
   MaybeComplete(r);
 }
 
-bool GetLocal::OnSegment(uint16_t flags, std::string_view payload, RingSegment seg,
-                         ErrorCode* code, std::string* message) {
+void GetLocal::OnSegment(uint16_t flags, std::string_view payload, RingSegment seg,
+                         SegmentReply reply) {
   Status s = ValidateFileName(seg.ring.file_name);
   if (!s.ok()) {
-    *code = ErrorCode::kBadName;
-    *message = "file name '" + Printable(seg.ring.file_name) + "' refused: " + s.message();
-    return false;
+    reply(false, ErrorCode::kBadName,
+          "file name '" + Printable(seg.ring.file_name) + "' refused: " + s.message());
+    return;
   }
   size_t me = 0;
-  if (!FindMe(seg.ring, &me, code, message)) return false;
+  ErrorCode code;
+  std::string message;
+  if (!FindMe(seg.ring, &me, &code, &message)) {
+    reply(false, code, message);
+    return;
+  }
   size_t n = seg.ring.peers.size();
   size_t origin = seg.origin;
   if (origin >= n || origin == me) {
-    *code = ErrorCode::kBadFrame;  // a malformed request, not a bug in this peer
-    *message = "RING_SEGMENT origin " + std::to_string(origin) +
-               " is not another peer of a ring of " + std::to_string(n);
-    return false;
+    // A malformed request, not a bug in this peer.
+    reply(false, ErrorCode::kBadFrame,
+          "RING_SEGMENT origin " + std::to_string(origin) + " is not another peer of a ring of " +
+              std::to_string(n));
+    return;
   }
   std::string key = Key(seg.ring);
   Round* r = nullptr;
@@ -327,10 +366,11 @@ bool GetLocal::OnSegment(uint16_t flags, std::string_view payload, RingSegment s
     }
   }
   if (r == nullptr) {
-    r = StartRound(seg.ring, me, code, message);
+    r = StartRound(seg.ring, me, &code, &message);
     if (r == nullptr) {
-      for (const Waiter& w : carried) host_->SendToClient(w.conn_id, EncodeError(w.seq, *code, *message));
-      return false;
+      for (const Waiter& w : carried) host_->SendToClient(w.conn_id, EncodeError(w.seq, code, message));
+      reply(false, code, message);
+      return;
     }
     r->waiters = std::move(carried);
   }
@@ -349,8 +389,12 @@ bool GetLocal::OnSegment(uint16_t flags, std::string_view payload, RingSegment s
   if (origin != r->successor) {
     host_->SendSegment(r->successor_addr(), flags & kFlagMore, std::string(payload));
   }
+  if (r->own_ready) {
+    reply(true, ErrorCode::kInternal, "");
+  } else {
+    r->segment_replies.push_back(std::move(reply));
+  }
   MaybeComplete(r);
-  return true;
 }
 
 void GetLocal::OnPeerUnreachable(const std::string& addr, const std::string& reason) {

@@ -6,8 +6,12 @@
 // infofile commits to it. State machine of one round at one peer:
 //
 //   (none) --GET_LOCAL or RING_SEGMENT--> COLLECTING
-//       compute own segment, send it to the successor, arm the timeout
-//       (base + per_peer * N); local GET_LOCAL requests become waiters.
+//       arm the timeout (base + per_peer * N); read the infofile on a
+//       background thread (it may wait for a lock: the loop goes on serving);
+//       back on the loop, compute the own segment and send it to the
+//       successor. Local GET_LOCAL requests become waiters. RING_SEGMENTs
+//       are forwarded at once; their OK (or, if this peer cannot read the
+//       infofile, their NO_NAMESPACE) waits for the own segment.
 //   COLLECTING --RING_SEGMENT(origin o)--> COLLECTING
 //       store it (MORE chunks accumulate per origin); forward it to the
 //       successor unless o is the successor.
@@ -19,18 +23,22 @@
 //   DONE --RING_SEGMENT--> a new round (the collective is run again).
 //   DONE --cache expiry--> (none).
 //
-// Runs on the event loop thread. I/O goes through the Host (the server).
+// Runs on the event loop thread. Network I/O goes through the Host (the
+// server); the infofile read runs on the store's Env (background.h).
 #ifndef ST_CORE_GET_LOCAL_H_
 #define ST_CORE_GET_LOCAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "background.h"
 #include "event_loop.h"
+#include "infofile.h"
 #include "protocol.h"
 #include "record_store.h"
 
@@ -68,16 +76,20 @@ class GetLocal {
   // out through the host, now or when the round completes.
   void OnGetLocal(uint64_t conn_id, uint64_t seq, const RingHeader& ring);
 
-  // A RING_SEGMENT from the predecessor. Returns false with the error to
-  // answer it with; true means answer OK.
-  bool OnSegment(uint16_t flags, std::string_view payload, RingSegment seg, ErrorCode* code,
-                 std::string* message);
+  // How a RING_SEGMENT is answered: OK (ok), or ERROR code with message.
+  // Called exactly once, now or when this peer's own segment is known.
+  using SegmentReply = std::function<void(bool ok, ErrorCode code, const std::string& message)>;
+
+  // A RING_SEGMENT from the predecessor.
+  void OnSegment(uint16_t flags, std::string_view payload, RingSegment seg, SegmentReply reply);
 
   // The link to addr failed: every collecting round whose successor it is
   // fails with PEER_UNREACHABLE.
   void OnPeerUnreachable(const std::string& addr, const std::string& reason);
 
   size_t round_count() const { return rounds_.size(); }
+  // Infofile reads scheduled and not yet back on the loop.
+  size_t reads_pending() const { return background_.pending(); }
 
  private:
   struct Waiter {
@@ -89,7 +101,11 @@ class GetLocal {
   static std::string Key(const RingHeader& ring);
   bool FindMe(const RingHeader& ring, size_t* me, ErrorCode* code, std::string* message) const;
   Round* StartRound(const RingHeader& ring, size_t me, ErrorCode* code, std::string* message);
-  Status ComputeOwnSegment(Round* r, std::vector<RingEntry>* entries);
+  // Back on the loop with the infofile's committed copies (or the error).
+  void OnInfofileRead(const std::string& key, uint64_t id, const Status& s,
+                      std::vector<CommittedCopy> committed);
+  // Answers the RING_SEGMENTs waiting for the own segment.
+  static void AnswerSegments(Round* r, bool ok, ErrorCode code, const std::string& message);
   // May destroy r.
   void MaybeComplete(Round* r);
   void ReplyTo(const Round& r, const Waiter& w);
@@ -105,6 +121,8 @@ class GetLocal {
   Host* host_;
   uint64_t next_id_ = 0;
   std::unordered_map<std::string, std::unique_ptr<Round>> rounds_;
+  // Last, so destroyed first: cancels infofile reads waiting for a lock.
+  BackgroundWork background_;
 };
 
 }  // namespace st

@@ -1,22 +1,14 @@
 #include "record_store.h"
 
-#include "coding.h"
-
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <unistd.h>
 #include <vector>
 
+#include "coding.h"
 #include "crc32c.h"
 #include "log.h"
 #include "name_codec.h"
@@ -25,80 +17,12 @@
 namespace st {
 namespace {
 
-Status MkdirIfMissing(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return PosixError("mkdir " + path, errno);
-  return Status::OK();
-}
-
-Status FsyncPath(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return PosixError("open " + path, errno);
-  Status s;
-  if (::fsync(fd) != 0) s = PosixError("fsync " + path, errno);
-  ::close(fd);
-  return s;
-}
-
-Status WriteAll(int fd, const char* p, size_t n, const std::string& path) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return PosixError("write " + path, errno);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::OK();
-}
-
-Status ReadSmallFile(const std::string& path, std::string* out, size_t limit) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return PosixError("open " + path, errno);
-  out->clear();
-  char buf[8192];
-  Status s;
-  while (true) {
-    ssize_t r = ::read(fd, buf, sizeof(buf));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      s = PosixError("read " + path, errno);
-      break;
-    }
-    if (r == 0) break;
-    out->append(buf, static_cast<size_t>(r));
-    if (out->size() > limit) {
-      s = Status::Corruption(path + " is larger than expected");
-      break;
-    }
-  }
-  ::close(fd);
-  return s;
-}
-
-// Removes every entry of a directory (not recursively).
-void RemoveEntries(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  while (struct dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    std::string p = dir + "/" + e->d_name;
-    if (::unlink(p.c_str()) != 0 && errno == EISDIR) {
-      RemoveEntries(p);
-      ::rmdir(p.c_str());
-    }
-  }
-  ::closedir(d);
-}
-
-std::string NewUuid() {
+std::string NewUuid(Env* env) {
   unsigned char b[16];
-  bool ok = false;
-  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ok = ::read(fd, b, sizeof(b)) == static_cast<ssize_t>(sizeof(b));
-    ::close(fd);
-  }
+  std::unique_ptr<RandomAccessFile> f;
+  size_t got = 0;
+  bool ok = env->NewRandomAccessFile("/dev/urandom", &f).ok() &&
+            f->Read(0, sizeof(b), reinterpret_cast<char*>(b), &got).ok() && got == sizeof(b);
   if (!ok) {
     srandom(static_cast<unsigned>(time(nullptr) ^ getpid()));
     for (auto& x : b) x = static_cast<unsigned char>(random());
@@ -113,13 +37,14 @@ std::string NewUuid() {
   return out;
 }
 
+double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
 }  // namespace
 
-RecordStore::RecordStore(const StoreOptions& options) : options_(options) {}
+RecordStore::RecordStore(const StoreOptions& options)
+    : options_(options), env_(options.env != nullptr ? options.env : Env::Default()) {}
 
-RecordStore::~RecordStore() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);
-}
+RecordStore::~RecordStore() = default;
 
 Status RecordStore::Open(const StoreOptions& options, std::unique_ptr<RecordStore>* store) {
   std::unique_ptr<RecordStore> s(new RecordStore(options));
@@ -127,6 +52,24 @@ Status RecordStore::Open(const StoreOptions& options, std::unique_ptr<RecordStor
   if (!st.ok()) return st;
   *store = std::move(s);
   return Status::OK();
+}
+
+Status RecordStore::MkdirIfMissing(const std::string& path) {
+  Status s = env_->CreateDir(path);
+  return s.IsAlreadyExists() ? Status::OK() : s;
+}
+
+// Removes every entry of a directory, and the directories in it.
+void RecordStore::RemoveEntries(const std::string& dir) {
+  std::vector<std::string> names;
+  if (!env_->GetChildren(dir, &names).ok()) return;
+  for (const std::string& n : names) {
+    std::string p = dir + "/" + n;
+    if (env_->RemoveFile(p).IsInvalidArgument()) {  // a directory
+      RemoveEntries(p);
+      env_->RemoveDir(p);
+    }
+  }
 }
 
 Status RecordStore::Init() {
@@ -139,24 +82,19 @@ Status RecordStore::Init() {
       if (!s.ok()) return s;
     }
   }
-  char real[PATH_MAX];
-  if (::realpath(path.c_str(), real) == nullptr) return PosixError("realpath " + path, errno);
-  data_dir_ = real;
+  Status s = env_->RealPath(path, &data_dir_);
+  if (!s.ok()) return s;
   tmp_dir_ = data_dir_ + "/tmp";
   files_dir_ = data_dir_ + "/files";
 
-  std::string lock_path = data_dir_ + "/LOCK";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) return PosixError("open " + lock_path, errno);
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
-      return Status::IOError("data directory " + data_dir_ +
-                             " is in use by another st-peer (LOCK is held)");
-    }
-    return PosixError("flock " + lock_path, errno);
+  s = env_->LockFile(data_dir_ + "/LOCK", &lock_);
+  if (s.IsUnavailable()) {
+    return Status::IOError("data directory " + data_dir_ +
+                           " is in use by another st-peer (LOCK is held)");
   }
+  if (!s.ok()) return s;
 
-  Status s = MkdirIfMissing(tmp_dir_);
+  s = MkdirIfMissing(tmp_dir_);
   if (s.ok()) s = MkdirIfMissing(files_dir_);
   if (s.ok()) s = CleanTmp();
   if (s.ok()) s = LoadPeerId();
@@ -165,21 +103,21 @@ Status RecordStore::Init() {
 }
 
 Status RecordStore::CleanTmp() {
-  DIR* d = ::opendir(tmp_dir_.c_str());
-  if (d == nullptr) return PosixError("opendir " + tmp_dir_, errno);
+  std::vector<std::string> names;
+  Status s = env_->GetChildren(tmp_dir_, &names);
+  if (!s.ok()) return s;
   size_t removed = 0;
-  while (struct dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    std::string p = tmp_dir_ + "/" + e->d_name;
-    if (::unlink(p.c_str()) == 0) {
+  for (const std::string& n : names) {
+    std::string p = tmp_dir_ + "/" + n;
+    s = env_->RemoveFile(p);
+    if (s.ok()) {
       ++removed;
-    } else if (errno == EISDIR) {
+    } else if (s.IsInvalidArgument()) {
       RemoveEntries(p);
-      ::rmdir(p.c_str());
+      env_->RemoveDir(p);
       ++removed;
     }
   }
-  ::closedir(d);
   if (removed > 0) ST_LOG_INFO("removed %zu leftover temporary files from %s", removed, tmp_dir_.c_str());
   return Status::OK();
 }
@@ -187,7 +125,7 @@ Status RecordStore::CleanTmp() {
 Status RecordStore::LoadPeerId() {
   std::string path = data_dir_ + "/PEER_ID";
   std::string content;
-  Status s = ReadSmallFile(path, &content, 4096);
+  Status s = env_->ReadSmallFile(path, 4096, &content);
   if (s.ok()) {
     while (!content.empty() && (content.back() == '\n' || content.back() == ' ')) content.pop_back();
     if (content.empty()) return Status::Corruption(path + " is empty; remove it to make a new identity");
@@ -196,40 +134,41 @@ Status RecordStore::LoadPeerId() {
   }
   if (!s.IsNotFound()) return s;
   // Create it once, durably: temp file, fsync, rename, fsync the directory.
-  peer_id_ = NewUuid();
+  peer_id_ = NewUuid(env_);
   std::string tmp = tmp_dir_ + "/PEER_ID.tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return PosixError("open " + tmp, errno);
-  std::string line = peer_id_ + "\n";
-  s = WriteAll(fd, line.data(), line.size(), tmp);
-  if (s.ok() && ::fsync(fd) != 0) s = PosixError("fsync " + tmp, errno);
-  if (::close(fd) != 0 && s.ok()) s = PosixError("close " + tmp, errno);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = PosixError("rename " + tmp, errno);
+  std::unique_ptr<WritableFile> f;
+  s = env_->NewWritableFile(tmp, /*exclusive=*/false, &f);
+  if (!s.ok()) return s;
+  s = f->Append(peer_id_ + "\n");
+  if (s.ok()) s = f->Sync();
+  Status c = f->Close();
+  if (s.ok()) s = c;
+  if (s.ok()) s = env_->RenameFile(tmp, path);
   if (!s.ok()) {
-    ::unlink(tmp.c_str());
+    env_->RemoveFile(tmp);
     return s;
   }
-  FsyncPath(data_dir_);
+  env_->SyncDir(data_dir_);
   ST_LOG_INFO("created peer identity %s in %s", peer_id_.c_str(), path.c_str());
   return Status::OK();
 }
 
 Status RecordStore::Scan() {
-  DIR* d = ::opendir(files_dir_.c_str());
-  if (d == nullptr) return PosixError("opendir " + files_dir_, errno);
+  std::vector<std::string> names;
+  Status s = env_->GetChildren(files_dir_, &names);
+  if (!s.ok()) return s;
   std::vector<std::pair<uint64_t, std::string>> dirs;
-  while (struct dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
+  for (const std::string& n : names) {
+    if (n[0] == '.') continue;
     uint64_t file_id;
-    if (!ParseLowerHex(e->d_name, 16, &file_id)) {
-      ST_LOG_WARN("ignoring unexpected entry %s/%s", files_dir_.c_str(), e->d_name);
+    if (!ParseLowerHex(n, 16, &file_id)) {
+      ST_LOG_WARN("ignoring unexpected entry %s/%s", files_dir_.c_str(), n.c_str());
       continue;
     }
-    dirs.emplace_back(file_id, files_dir_ + "/" + e->d_name);
+    dirs.emplace_back(file_id, files_dir_ + "/" + n);
   }
-  ::closedir(d);
   for (const auto& [file_id, dir] : dirs) {
-    Status s = ScanFile(file_id, dir);
+    s = ScanFile(file_id, dir);
     if (!s.ok()) return s;
   }
   ST_LOG_INFO("record store %s: %llu records, %llu bytes in %zu files", data_dir_.c_str(),
@@ -239,41 +178,36 @@ Status RecordStore::Scan() {
 }
 
 Status RecordStore::ScanFile(uint64_t file_id, const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return PosixError("opendir " + dir, errno);
+  std::vector<std::string> names;
+  Status s = env_->GetChildren(dir, &names);
+  if (!s.ok()) return s;
   std::vector<std::string> buckets;
-  while (struct dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
+  for (const std::string& n : names) {
+    if (n[0] == '.') continue;
     uint64_t b;
-    if (!ParseLowerHex(e->d_name, 2, &b)) {
-      ST_LOG_WARN("ignoring unexpected entry %s/%s", dir.c_str(), e->d_name);
+    if (!ParseLowerHex(n, 2, &b)) {
+      ST_LOG_WARN("ignoring unexpected entry %s/%s", dir.c_str(), n.c_str());
       continue;
     }
-    buckets.push_back(e->d_name);
+    buckets.push_back(n);
   }
-  ::closedir(d);
 
   FileIndex& index = files_[file_id];
   // Where each indexed name came from, to settle duplicates (a crash during a
   // REPLACE can leave the old and the new copy): the newer one wins.
   struct Origin {
     std::string path;
-    struct timespec ctime;
+    int64_t ctime_ns;
   };
   std::unordered_map<std::string, Origin> origins;
 
   for (const std::string& bucket : buckets) {
     std::string bdir = dir + "/" + bucket;
-    DIR* bd = ::opendir(bdir.c_str());
-    if (bd == nullptr) return PosixError("opendir " + bdir, errno);
+    std::vector<std::string> entries;
+    s = env_->GetChildren(bdir, &entries);
+    if (!s.ok()) return s;
     std::vector<std::string> sidecars;
     std::unordered_map<std::string, bool> record_files;
-    std::vector<std::string> entries;
-    while (struct dirent* e = ::readdir(bd)) {
-      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-      entries.emplace_back(e->d_name);
-    }
-    ::closedir(bd);
     for (const std::string& fname : entries) {
       if (EndsWith(fname, kSidecarSuffix)) {
         sidecars.push_back(fname);
@@ -289,8 +223,8 @@ Status RecordStore::ScanFile(uint64_t file_id, const std::string& dir) {
       }
       std::string name;
       if (IsHashedEncoding(enc)) {
-        Status s = ReadSmallFile(path + kSidecarSuffix, &name, kMaxRecordName + 1);
-        if (!s.ok() || EncodeName(name) != enc) {
+        Status rs = env_->ReadSmallFile(path + kSidecarSuffix, kMaxRecordName + 1, &name);
+        if (!rs.ok() || EncodeName(name) != enc) {
           ST_LOG_WARN("ignoring %s: its name file is missing or does not match", path.c_str());
           continue;
         }
@@ -298,32 +232,30 @@ Status RecordStore::ScanFile(uint64_t file_id, const std::string& dir) {
         ST_LOG_WARN("ignoring %s: not a canonical record name encoding", path.c_str());
         continue;
       }
-      struct stat st;
-      if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      FileInfo st;
+      if (!env_->GetFileInfo(path, &st).ok() || !st.is_regular) {
         ST_LOG_WARN("ignoring %s: not a regular file", path.c_str());
         continue;
       }
       record_files[fname] = true;
-      RecordMeta meta{static_cast<uint64_t>(st.st_size), crc, rank};
+      RecordMeta meta{st.size, crc, rank};
       auto it = index.find(name);
       if (it != index.end()) {
         Origin& prev = origins[name];
-        bool newer = st.st_ctim.tv_sec > prev.ctime.tv_sec ||
-                     (st.st_ctim.tv_sec == prev.ctime.tv_sec &&
-                      st.st_ctim.tv_nsec > prev.ctime.tv_nsec);
+        bool newer = st.ctime_ns > prev.ctime_ns;
         const std::string& loser = newer ? prev.path : path;
         ST_LOG_WARN("two copies of record '%s' of file %016llx; keeping the newer, removing %s",
                     Printable(name).c_str(), static_cast<unsigned long long>(file_id),
                     loser.c_str());
-        ::unlink(loser.c_str());
-        ::unlink((loser + kSidecarSuffix).c_str());
+        env_->RemoveFile(loser);
+        env_->RemoveFile(loser + kSidecarSuffix);
         if (!newer) continue;
         AddStats(-1, -static_cast<int64_t>(it->second.size));
         it->second = meta;
-        prev = Origin{path, st.st_ctim};
+        prev = Origin{path, st.ctime_ns};
       } else {
         index.emplace(name, meta);
-        origins[name] = Origin{path, st.st_ctim};
+        origins[name] = Origin{path, st.ctime_ns};
       }
       AddStats(1, static_cast<int64_t>(meta.size));
     }
@@ -331,13 +263,13 @@ Status RecordStore::ScanFile(uint64_t file_id, const std::string& dir) {
       std::string rec = sc.substr(0, sc.size() - std::strlen(kSidecarSuffix));
       if (record_files.count(rec) == 0) {
         // A sidecar whose record never made it (crash between the two renames).
-        std::string p = bdir + "/" + sc;
         std::string_view enc;
         uint8_t rank;
         uint32_t crc;
-        if (ParseRecordFileName(rec, &enc, &rank, &crc)) {
-          struct stat st;
-          if (::stat((bdir + "/" + rec).c_str(), &st) != 0) ::unlink(p.c_str());
+        FileInfo st;
+        if (ParseRecordFileName(rec, &enc, &rank, &crc) &&
+            env_->GetFileInfo(bdir + "/" + rec, &st).IsNotFound()) {
+          env_->RemoveFile(bdir + "/" + sc);
         }
       }
     }
@@ -370,25 +302,21 @@ std::string RecordStore::RecordPath(uint64_t file_id, std::string_view name,
 }
 
 Status RecordStore::FsSpace(uint64_t* total, uint64_t* avail) const {
-  struct statvfs vfs;
-  if (::statvfs(data_dir_.c_str(), &vfs) != 0) return PosixError("statvfs " + data_dir_, errno);
-  *total = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
-  *avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-  return Status::OK();
+  return env_->GetFreeSpace(data_dir_, total, avail);
 }
 
 Status RecordStore::MakeBucketDir(uint64_t file_id, uint8_t bucket) {
   std::string fdir = FileDir(file_id);
   std::string bdir = BucketDir(file_id, bucket);
-  bool created_file_dir = ::mkdir(fdir.c_str(), 0755) == 0;
-  if (!created_file_dir && errno != EEXIST) return PosixError("mkdir " + fdir, errno);
-  if (::mkdir(bdir.c_str(), 0755) != 0) {
-    if (errno != EEXIST) return PosixError("mkdir " + bdir, errno);
-    return Status::OK();
-  }
+  Status s = env_->CreateDir(fdir);
+  bool created_file_dir = s.ok();
+  if (!s.ok() && !s.IsAlreadyExists()) return s;
+  s = env_->CreateDir(bdir);
+  if (s.IsAlreadyExists()) return Status::OK();
+  if (!s.ok()) return s;
   if (options_.sync) {
-    if (created_file_dir) FsyncPath(files_dir_);
-    FsyncPath(fdir);
+    if (created_file_dir) env_->SyncDir(files_dir_);
+    env_->SyncDir(fdir);
   }
   return Status::OK();
 }
@@ -396,38 +324,34 @@ Status RecordStore::MakeBucketDir(uint64_t file_id, uint8_t bucket) {
 Status RecordStore::WriteLinked(const std::string& bdir, const std::string& dst, std::string_view data,
                                 bool* fall_back) {
   *fall_back = false;
-  int fd = ::open(bdir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {  // no O_TMPFILE here
-      ST_LOG_INFO("the filesystem of %s has no O_TMPFILE: records are written to temp files and renamed",
-                  bdir.c_str());
+  std::unique_ptr<WritableFile> f;
+  Status s = env_->NewAnonymousFile(bdir, &f);
+  if (s.IsInvalidArgument()) {  // no O_TMPFILE here
+    ST_LOG_INFO("the filesystem of %s has no O_TMPFILE: records are written to temp files and renamed",
+                bdir.c_str());
+    use_tmpfile_ = false;
+    *fall_back = true;
+    return Status::OK();
+  }
+  if (!s.ok()) return s;  // NotFound: the caller makes the bucket
+  s = f->Append(data);
+  if (s.ok() && options_.sync) s = f->Sync();
+  if (s.ok()) {
+    Status l = f->Link(dst);
+    if (l.IsAlreadyExists()) {
+      *fall_back = true;  // a same-named file (REPLACE of the same rank and CRC): rename over it
+    } else if (l.IsInvalidArgument()) {
+      ST_LOG_INFO("no /proc: records are written to temp files and renamed");
       use_tmpfile_ = false;
       *fall_back = true;
-      return Status::OK();
-    }
-    return PosixError("create a file in " + bdir, errno);  // ENOENT: the caller makes the bucket
-  }
-  Status s = WriteAll(fd, data.data(), data.size(), dst);
-  if (s.ok() && options_.sync && ::fdatasync(fd) != 0) s = PosixError("fsync " + dst, errno);
-  if (s.ok()) {
-    char proc[64];
-    std::snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-    if (::linkat(AT_FDCWD, proc, AT_FDCWD, dst.c_str(), AT_SYMLINK_FOLLOW) != 0) {
-      int err = errno;
-      if (err == EEXIST) {
-        *fall_back = true;  // a same-named file (REPLACE of the same rank and CRC): rename over it
-      } else if (err == ENOENT && ::access("/proc/self/fd", F_OK) != 0) {
-        ST_LOG_INFO("no /proc: records are written to temp files and renamed");
-        use_tmpfile_ = false;
-        *fall_back = true;
-      } else {
-        s = PosixError("link " + dst, err);
-      }
+    } else {
+      s = l;
     }
   }
   // Closing an unlinked O_TMPFILE file frees it: a failed or interrupted
   // PUT leaves nothing behind, not even a temp file for the scrubber.
-  if (::close(fd) != 0 && s.ok() && !*fall_back) s = PosixError("close " + dst, errno);
+  Status c = f->Close();
+  if (s.ok() && !*fall_back) s = c;
   return s;
 }
 
@@ -438,42 +362,60 @@ Status RecordStore::WriteAtomic(uint64_t file_id, uint8_t bucket, const std::str
   if (use_tmpfile_) {
     bool fall_back = false;
     Status s = WriteLinked(bdir, dst, data, &fall_back);
-    if (!s.ok() && ::access(bdir.c_str(), F_OK) != 0) {  // the first record of this bucket
+    FileInfo bi;
+    if (!s.ok() && env_->GetFileInfo(bdir, &bi).IsNotFound()) {  // the first record of this bucket
       s = MakeBucketDir(file_id, bucket);
       if (s.ok()) s = WriteLinked(bdir, dst, data, &fall_back);
     }
     if (!fall_back) {
       if (!s.ok()) return s;
-      return options_.sync ? FsyncPath(bdir) : Status::OK();
+      return options_.sync ? env_->SyncDir(bdir) : Status::OK();
     }
   }
   char tmp_name[64];
   std::snprintf(tmp_name, sizeof(tmp_name), "/%d-%llu.tmp", static_cast<int>(::getpid()),
                 static_cast<unsigned long long>(++tmp_counter_));
   std::string tmp = tmp_dir_ + tmp_name;
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return PosixError("create " + tmp, errno);
-  Status s = WriteAll(fd, data.data(), data.size(), tmp);
-  if (s.ok() && options_.sync && ::fdatasync(fd) != 0) s = PosixError("fsync " + tmp, errno);
-  if (::close(fd) != 0 && s.ok()) s = PosixError("close " + tmp, errno);
-  if (s.ok() && ::rename(tmp.c_str(), dst.c_str()) != 0) {
-    if (errno == ENOENT) {
+  std::unique_ptr<WritableFile> f;
+  Status s = env_->NewWritableFile(tmp, /*exclusive=*/true, &f);
+  if (!s.ok()) return s;
+  s = f->Append(data);
+  if (s.ok() && options_.sync) s = f->Sync();
+  Status c = f->Close();
+  if (s.ok()) s = c;
+  if (s.ok()) {
+    s = env_->RenameFile(tmp, dst);
+    if (s.IsNotFound()) {
       s = MakeBucketDir(file_id, bucket);
-      if (s.ok() && ::rename(tmp.c_str(), dst.c_str()) != 0) s = PosixError("rename to " + dst, errno);
-    } else {
-      s = PosixError("rename to " + dst, errno);
+      if (s.ok()) s = env_->RenameFile(tmp, dst);
     }
   }
   if (!s.ok()) {
-    ::unlink(tmp.c_str());
+    env_->RemoveFile(tmp);
     return s;
   }
-  if (options_.sync) return FsyncPath(bdir);
+  if (options_.sync) return env_->SyncDir(bdir);
   return Status::OK();
+}
+
+std::string RecordStore::PutKey(uint64_t file_id, std::string_view name) {
+  std::string key(reinterpret_cast<const char*>(&file_id), sizeof(file_id));
+  key.append(name.data(), name.size());
+  return key;
 }
 
 Status RecordStore::Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::string_view name,
                         std::string_view data, bool replace) {
+  PendingPut put;
+  Status s = BeginPut(file_id, copy_rank, crc, name, data, replace, &put);
+  if (!s.ok() || !put.write) return s;
+  return FinishPut(put, WritePut(put, data));
+}
+
+Status RecordStore::BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc,
+                             std::string_view name, std::string_view data, bool replace,
+                             PendingPut* put) {
+  put->write = false;
   Status s = ValidateRecordName(name);
   if (!s.ok()) return s;
   uint32_t actual = crc32c::Value(data);
@@ -484,14 +426,11 @@ Status RecordStore::Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::
                   data.size(), actual, crc);
     return Status::Corruption(msg);
   }
-  FileIndex* index = nullptr;
-  auto fit = files_.find(file_id);
-  if (fit != files_.end()) index = &fit->second;
-  const RecordMeta* old = nullptr;
-  if (index != nullptr) {
-    auto it = index->find(std::string(name));
-    if (it != index->end()) old = &it->second;
+  std::string key = PutKey(file_id, name);
+  if (puts_in_flight_.count(key) != 0) {
+    return Status::Unavailable("a PUT of this record is being written");
   }
+  const RecordMeta* old = Lookup(file_id, name);
   if (old != nullptr) {
     if (old->copy_rank == copy_rank && old->crc == crc && old->size == data.size()) {
       return Status::OK();  // idempotent retry
@@ -506,61 +445,84 @@ Status RecordStore::Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::
     }
   }
   uint64_t old_size = old != nullptr ? old->size : 0;
-  if (options_.capacity > 0 && used_bytes() - old_size + data.size() > options_.capacity) {
+  uint64_t committed = used_bytes() + reserved_bytes_;
+  if (options_.capacity > 0 && committed - old_size + data.size() > options_.capacity) {
     return Status::NoSpace("the peer's capacity of " + std::to_string(options_.capacity) +
                            " bytes would be exceeded (" + std::to_string(used_bytes()) +
-                           " bytes used)");
+                           " bytes used, " + std::to_string(reserved_bytes_) +
+                           " bytes being written)");
   }
   if (options_.reserve > 0) {
     uint64_t total, avail;
     s = FsSpace(&total, &avail);
     if (!s.ok()) return s;
-    if (avail < options_.reserve || avail - options_.reserve < data.size()) {
+    uint64_t want = data.size() + reserved_bytes_;
+    if (avail < options_.reserve || avail - options_.reserve < want) {
       return Status::NoSpace("storing " + std::to_string(data.size()) + " bytes would leave less than the reserve of " +
                              std::to_string(options_.reserve) + " bytes free (" +
                              std::to_string(avail) + " bytes free)");
     }
   }
+  put->file_id = file_id;
+  put->copy_rank = copy_rank;
+  put->crc = crc;
+  put->name.assign(name.data(), name.size());
+  put->size = data.size();
+  put->write = true;
+  puts_in_flight_.insert(std::move(key));
+  reserved_bytes_ += put->size;
+  return Status::OK();
+}
 
-  std::string enc = EncodeName(name);
-  uint8_t bucket = NameBucket(name);
-  std::string fname = RecordFileName(enc, copy_rank, crc);
-  bool hashed = IsHashedEncoding(enc);
-  auto full = [&](const Status& st) {
-    if (!st.IsNoSpace()) return st;
+Status RecordStore::WritePut(const PendingPut& put, std::string_view data) {
+  std::string enc = EncodeName(put.name);
+  uint8_t bucket = NameBucket(put.name);
+  std::string fname = RecordFileName(enc, put.copy_rank, put.crc);
+  if (IsHashedEncoding(enc)) {
+    Status s = WriteAtomic(put.file_id, bucket, fname + kSidecarSuffix, put.name);
+    if (!s.ok()) return s;
+  }
+  Status s = WriteAtomic(put.file_id, bucket, fname, data);
+  if (!s.ok() && IsHashedEncoding(enc)) {
+    env_->RemoveFile(BucketDir(put.file_id, bucket) + "/" + fname + kSidecarSuffix);
+  }
+  return s;
+}
+
+Status RecordStore::FinishPut(const PendingPut& put, const Status& written) {
+  puts_in_flight_.erase(PutKey(put.file_id, put.name));
+  reserved_bytes_ -= put.size;
+  if (!written.ok()) {
+    if (!written.IsNoSpace()) return written;
     return Status::NoSpace("the filesystem of this peer's data directory " + data_dir_ +
-                           " is full (" + st.message() + "); nothing was stored, put the copy on "
+                           " is full (" + written.message() + "); nothing was stored, put the copy on "
                            "another peer");
-  };
-  if (hashed) {
-    s = WriteAtomic(file_id, bucket, fname + kSidecarSuffix, name);
-    if (!s.ok()) return full(s);
   }
-  s = WriteAtomic(file_id, bucket, fname, data);
-  if (!s.ok()) {
-    if (hashed) ::unlink((BucketDir(file_id, bucket) + "/" + fname + kSidecarSuffix).c_str());
-    return full(s);
-  }
-  if (index == nullptr) index = &files_[file_id];
-  if (old != nullptr) {
-    std::string old_fname = RecordFileName(enc, old->copy_rank, old->crc);
+  std::string enc = EncodeName(put.name);
+  uint8_t bucket = NameBucket(put.name);
+  std::string fname = RecordFileName(enc, put.copy_rank, put.crc);
+  FileIndex& index = files_[put.file_id];
+  auto it = index.find(put.name);
+  if (it != index.end()) {  // REPLACE: the old copy goes
+    std::string old_fname = RecordFileName(enc, it->second.copy_rank, it->second.crc);
     if (old_fname != fname) {
-      std::string old_path = BucketDir(file_id, bucket) + "/" + old_fname;
-      if (::unlink(old_path.c_str()) != 0 && errno != ENOENT) {
+      std::string old_path = BucketDir(put.file_id, bucket) + "/" + old_fname;
+      Status r = env_->RemoveFile(old_path);
+      if (!r.ok() && !r.IsNotFound()) {
         ST_LOG_WARN("replaced record but could not remove the old copy %s: %s", old_path.c_str(),
-                    std::strerror(errno));
+                    r.ToString().c_str());
       }
-      if (hashed) ::unlink((old_path + kSidecarSuffix).c_str());
+      if (IsHashedEncoding(enc)) env_->RemoveFile(old_path + kSidecarSuffix);
     }
-    AddStats(-1, -static_cast<int64_t>(old->size));
+    AddStats(-1, -static_cast<int64_t>(it->second.size));
   }
-  RecordMeta meta{data.size(), crc, copy_rank};
-  struct stat st;  // the bytes just written matched crc: verified as of this ctime
-  if (::stat((BucketDir(file_id, bucket) + "/" + fname).c_str(), &st) == 0) {
-    meta.verified_ctime_ns = CtimeNs(st);
+  RecordMeta meta{put.size, put.crc, put.copy_rank};
+  FileInfo st;  // the bytes just written matched crc: verified as of this ctime
+  if (env_->GetFileInfo(BucketDir(put.file_id, bucket) + "/" + fname, &st).ok()) {
+    meta.verified_ctime_ns = st.ctime_ns;
   }
-  (*index)[std::string(name)] = meta;
-  AddStats(1, static_cast<int64_t>(data.size()));
+  index[put.name] = meta;
+  AddStats(1, static_cast<int64_t>(put.size));
   return Status::OK();
 }
 
@@ -576,90 +538,112 @@ const RecordMeta* RecordStore::Lookup(uint64_t file_id, std::string_view name) c
   return it == index->end() ? nullptr : &it->second;
 }
 
-int64_t RecordStore::CtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
-}
-
-Status RecordStore::VerifyFile(int fd, const std::string& path, uint64_t size,
-                               const RecordMeta& meta) {
-  if (size != meta.size) {
-    char msg[160];
-    std::snprintf(msg, sizeof(msg), " holds %llu bytes but the record was stored with %llu",
-                  static_cast<unsigned long long>(size), static_cast<unsigned long long>(meta.size));
-    return Status::Corruption("record file " + path + msg + "; read another copy");
-  }
-  constexpr size_t kChunk = 256 * 1024;
-  if (!scratch_) scratch_.reset(new char[kChunk]);
-  uint32_t crc = 0;
-  uint64_t off = 0;
-  while (off < size) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
-    ssize_t n = ::pread(fd, scratch_.get(), want, static_cast<off_t>(off));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return PosixError("read " + path, errno);
-    if (n == 0) return Status::Corruption("record file " + path + " shrank while it was read");
-    crc = crc32c::Extend(crc, scratch_.get(), static_cast<size_t>(n));
-    off += static_cast<uint64_t>(n);
-  }
-  if (crc != meta.crc) {
-    char msg[160];
-    std::snprintf(msg, sizeof(msg),
-                  " is corrupt: its %llu bytes have CRC-32C %08x, the record was stored with %08x",
-                  static_cast<unsigned long long>(size), crc, meta.crc);
-    return Status::Corruption("record file " + path + msg + "; read another copy");
-  }
-  return Status::OK();
-}
-
-Status RecordStore::Get(uint64_t file_id, std::string_view name, OpenRecord* out, bool verify) {
+Status RecordStore::OpenForRead(uint64_t file_id, std::string_view name, ReadHandle* out) {
   const RecordMeta* meta = Lookup(file_id, name);
   if (meta == nullptr) return Status::NotFound("this peer holds no such record");
   std::string path = RecordPath(file_id, name, *meta);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) {
-      // Removed behind our back: forget it.
-      ST_LOG_WARN("record file %s vanished; dropping it from the index", path.c_str());
-      AddStats(-1, -static_cast<int64_t>(meta->size));
-      files_[file_id].erase(std::string(name));
-      return Status::NotFound("this peer holds no such record (its file vanished)");
-    }
-    return PosixError("open " + path, err);
+  std::unique_ptr<RandomAccessFile> f;
+  Status s = env_->NewRandomAccessFile(path, &f);
+  if (s.IsNotFound()) {
+    // Removed behind our back: forget it.
+    ST_LOG_WARN("record file %s vanished; dropping it from the index", path.c_str());
+    AddStats(-1, -static_cast<int64_t>(meta->size));
+    files_[file_id].erase(std::string(name));
+    return Status::NotFound("this peer holds no such record (its file vanished)");
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    Status s = PosixError("fstat " + path, errno);
-    ::close(fd);
-    return s;
-  }
-  if (verify && meta->verified_ctime_ns != CtimeNs(st)) {
-    Status s = VerifyFile(fd, path, static_cast<uint64_t>(st.st_size), *meta);
-    if (!s.ok()) {
-      ::close(fd);
-      return s;
-    }
-    files_[file_id][std::string(name)].verified_ctime_ns = CtimeNs(st);
-  }
-  out->fd = fd;
-  out->size = static_cast<uint64_t>(st.st_size);
+  if (!s.ok()) return s;
+  FileInfo st;
+  s = f->Stat(&st);
+  if (!s.ok()) return s;
+  out->file = std::move(f);
+  out->path = std::move(path);
+  out->size = st.size;
   out->crc = meta->crc;
   out->copy_rank = meta->copy_rank;
+  out->ctime_ns = st.ctime_ns;
+  out->verified = meta->verified_ctime_ns == st.ctime_ns;
+  out->expected_size = meta->size;
   return Status::OK();
 }
 
-Status RecordStore::Delete(uint64_t file_id, std::string_view name) {
+Status RecordStore::VerifyRead(const ReadHandle& rec) {
+  if (rec.size != rec.expected_size) {
+    char msg[160];
+    std::snprintf(msg, sizeof(msg), " holds %llu bytes but the record was stored with %llu",
+                  static_cast<unsigned long long>(rec.size),
+                  static_cast<unsigned long long>(rec.expected_size));
+    return Status::Corruption("record file " + rec.path + msg + "; read another copy");
+  }
+  constexpr size_t kChunk = 256 * 1024;
+  std::unique_ptr<char[]> buf(new char[kChunk]);
+  uint32_t crc = 0;
+  uint64_t off = 0;
+  while (off < rec.size) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, rec.size - off));
+    size_t n = 0;
+    Status s = rec.file->Read(off, want, buf.get(), &n);
+    if (!s.ok()) return s;
+    if (n == 0) return Status::Corruption("record file " + rec.path + " shrank while it was read");
+    crc = crc32c::Extend(crc, buf.get(), n);
+    off += n;
+  }
+  if (crc != rec.crc) {
+    char msg[160];
+    std::snprintf(msg, sizeof(msg),
+                  " is corrupt: its %llu bytes have CRC-32C %08x, the record was stored with %08x",
+                  static_cast<unsigned long long>(rec.size), crc, rec.crc);
+    return Status::Corruption("record file " + rec.path + msg + "; read another copy");
+  }
+  return Status::OK();
+}
+
+void RecordStore::MarkVerified(uint64_t file_id, std::string_view name, const ReadHandle& rec) {
+  auto fit = files_.find(file_id);
+  if (fit == files_.end()) return;
+  auto it = fit->second.find(std::string(name));
+  // Only if it is still the copy that was verified.
+  if (it == fit->second.end() || it->second.crc != rec.crc || it->second.copy_rank != rec.copy_rank) {
+    return;
+  }
+  it->second.verified_ctime_ns = rec.ctime_ns;
+}
+
+Status RecordStore::Get(uint64_t file_id, std::string_view name, OpenRecord* out, bool verify) {
+  ReadHandle rec;
+  Status s = OpenForRead(file_id, name, &rec);
+  if (!s.ok()) return s;
+  if (verify && !rec.verified) {
+    s = VerifyRead(rec);
+    if (!s.ok()) return s;
+    MarkVerified(file_id, name, rec);
+  }
+  out->fd = rec.file->ReleaseFd();
+  out->size = rec.size;
+  out->crc = rec.crc;
+  out->copy_rank = rec.copy_rank;
+  return Status::OK();
+}
+
+Status RecordStore::Delete(uint64_t file_id, std::string_view name, std::string* dir_to_sync) {
   auto fit = files_.find(file_id);
   if (fit == files_.end()) return Status::NotFound("this peer holds no such record");
   auto it = fit->second.find(std::string(name));
   if (it == fit->second.end()) return Status::NotFound("this peer holds no such record");
   std::string path = RecordPath(file_id, name, it->second);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return PosixError("unlink " + path, errno);
-  if (IsHashedEncoding(EncodeName(name))) ::unlink((path + kSidecarSuffix).c_str());
-  if (options_.sync) FsyncPath(path.substr(0, path.rfind('/')));
+  Status s = env_->RemoveFile(path);
+  if (!s.ok() && !s.IsNotFound()) return s;
+  if (IsHashedEncoding(EncodeName(name))) env_->RemoveFile(path + kSidecarSuffix);
   AddStats(-1, -static_cast<int64_t>(it->second.size));
   fit->second.erase(it);
   if (fit->second.empty()) files_.erase(fit);
+  if (options_.sync) {
+    std::string dir = path.substr(0, path.rfind('/'));
+    if (dir_to_sync != nullptr) {
+      *dir_to_sync = std::move(dir);
+    } else {
+      env_->SyncDir(dir);
+    }
+  }
   return Status::OK();
 }
 
@@ -674,11 +658,12 @@ Status RecordStore::DeleteFile(uint64_t file_id, uint64_t* removed) {
     files_.erase(fit);
   }
   std::string dir = FileDir(file_id);
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return Status::OK();
+  FileInfo st;
+  if (!env_->GetFileInfo(dir, &st).ok()) return Status::OK();
   RemoveEntries(dir);
-  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) return PosixError("rmdir " + dir, errno);
-  if (options_.sync) FsyncPath(files_dir_);
+  Status s = env_->RemoveDir(dir);
+  if (!s.ok() && !s.IsNotFound()) return s;
+  if (options_.sync) env_->SyncDir(files_dir_);
   return Status::OK();
 }
 
@@ -692,16 +677,16 @@ Status RecordStore::RemoveIfStale(uint64_t file_id, std::string_view name, uint8
   const RecordMeta& meta = it->second;
   if (meta.copy_rank != copy_rank || meta.crc != crc) return Status::OK();
   std::string path = RecordPath(file_id, name, meta);
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno != ENOENT) return PosixError("stat " + path, errno);
+  FileInfo st;
+  Status s = env_->GetFileInfo(path, &st);
+  if (!s.ok()) {
+    if (!s.IsNotFound()) return s;
   } else {
-    double mtime = static_cast<double>(st.st_mtim.tv_sec) +
-                   static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
-    if (mtime > mtime_cutoff) return Status::OK();
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return PosixError("unlink " + path, errno);
+    if (Seconds(st.mtime_ns) > mtime_cutoff) return Status::OK();
+    s = env_->RemoveFile(path);
+    if (!s.ok() && !s.IsNotFound()) return s;
   }
-  if (IsHashedEncoding(EncodeName(name))) ::unlink((path + kSidecarSuffix).c_str());
+  if (IsHashedEncoding(EncodeName(name))) env_->RemoveFile(path + kSidecarSuffix);
   AddStats(-1, -static_cast<int64_t>(meta.size));
   fit->second.erase(it);
   if (fit->second.empty()) files_.erase(fit);
@@ -715,32 +700,25 @@ Status RecordStore::RemoveTmpIfStale(const std::string& name, double mtime_cutof
     return Status::InvalidArgument("not a temporary file name: " + name);
   }
   std::string path = tmp_dir_ + "/" + name;
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? Status::OK() : PosixError("stat " + path, errno);
-  }
-  double mtime =
-      static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
-  if (!S_ISREG(st.st_mode) || mtime > mtime_cutoff) return Status::OK();
-  if (::unlink(path.c_str()) != 0) {
-    return errno == ENOENT ? Status::OK() : PosixError("unlink " + path, errno);
-  }
+  FileInfo st;
+  Status s = env_->GetFileInfo(path, &st, /*follow_symlinks=*/false);
+  if (!s.ok()) return s.IsNotFound() ? Status::OK() : s;
+  if (!st.is_regular || Seconds(st.mtime_ns) > mtime_cutoff) return Status::OK();
+  s = env_->RemoveFile(path);
+  if (!s.ok()) return s.IsNotFound() ? Status::OK() : s;
   *removed = true;
   return Status::OK();
 }
 
 void RecordStore::PruneFileDirs(uint64_t file_id) {
   std::string dir = FileDir(file_id);
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> buckets;
-  while (struct dirent* e = ::readdir(d)) {
-    uint64_t b;
-    if (ParseLowerHex(e->d_name, 2, &b)) buckets.emplace_back(e->d_name);
+  std::vector<std::string> names;
+  if (!env_->GetChildren(dir, &names).ok()) return;
+  for (const std::string& b : names) {
+    uint64_t n;
+    if (ParseLowerHex(b, 2, &n)) env_->RemoveDir(dir + "/" + b);  // fails unless empty
   }
-  ::closedir(d);
-  for (const std::string& b : buckets) ::rmdir((dir + "/" + b).c_str());  // fails unless empty
-  if (::rmdir(dir.c_str()) == 0 && options_.sync) FsyncPath(files_dir_);
+  if (env_->RemoveDir(dir).ok() && options_.sync) env_->SyncDir(files_dir_);
 }
 
 }  // namespace st

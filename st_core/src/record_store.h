@@ -10,8 +10,12 @@
 // failure, so no partial record is ever visible. The directory listing is the
 // index: it is rebuilt in memory at start and kept up to date afterwards.
 //
+// Every disk access goes through the Env of StoreOptions (env.h).
+//
 // Not thread-safe: used from the event loop thread only, except
-// used_bytes() and record_count(), which may be read from any thread.
+// used_bytes(), record_count() and FsSpace(), which any thread may call, and
+// WritePut() and VerifyRead(), which do the disk work of a PUT or a GET on a
+// background thread (background.h) between their loop-thread halves.
 #ifndef ST_CORE_RECORD_STORE_H_
 #define ST_CORE_RECORD_STORE_H_
 
@@ -23,7 +27,9 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "env.h"
 #include "status.h"
 
 namespace st {
@@ -43,6 +49,7 @@ struct StoreOptions {
   bool sync = false;      // fsync record files and directories on PUT/DELETE
   uint64_t capacity = 0;  // 0: only the filesystem limits the used bytes
   uint64_t reserve = 0;   // refuse PUTs that would leave less free space
+  Env* env = nullptr;     // nullptr: Env::Default()
 };
 
 class RecordStore {
@@ -54,6 +61,30 @@ class RecordStore {
     uint64_t size = 0;
     uint32_t crc = 0;
     uint8_t copy_rank = 0;
+  };
+
+  // A PUT between its halves: BeginPut (loop) checks and reserves, WritePut
+  // (any thread) writes the bytes, FinishPut (loop) indexes the record.
+  struct PendingPut {
+    uint64_t file_id = 0;
+    uint8_t copy_rank = 0;
+    uint32_t crc = 0;
+    std::string name;
+    uint64_t size = 0;
+    bool write = false;  // false: an idempotent retry, nothing to write
+  };
+
+  // A record opened for a GET. If !verified, VerifyRead (any thread) checks
+  // it and MarkVerified (loop) remembers that it did.
+  struct ReadHandle {
+    std::shared_ptr<RandomAccessFile> file;
+    std::string path;
+    uint64_t size = 0;
+    uint32_t crc = 0;
+    uint8_t copy_rank = 0;
+    int64_t ctime_ns = -1;
+    bool verified = false;
+    uint64_t expected_size = 0;  // as stored
   };
 
   // Creates the layout if needed, empties tmp/, loads or creates PEER_ID and
@@ -71,6 +102,19 @@ class RecordStore {
   Status Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::string_view name,
              std::string_view data, bool replace);
 
+  // Put in three steps, for a caller that writes off the loop thread.
+  // BeginPut makes every check of Put (name, CRC, existing copies, capacity,
+  // reserve) and reserves the bytes; Unavailable if a PUT of the same record
+  // is between BeginPut and FinishPut (wait for it, then try again). After an
+  // OK BeginPut with put->write, call WritePut (any thread) and then
+  // FinishPut with its result, which returns Put's result. With !put->write
+  // (an idempotent retry) the PUT is done: call nothing else.
+  Status BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::string_view name,
+                  std::string_view data, bool replace, PendingPut* put);
+  Status WritePut(const PendingPut& put, std::string_view data);
+  Status FinishPut(const PendingPut& put, const Status& written);
+  bool sync() const { return options_.sync; }
+
   // Opens the record file. NotFound if this peer holds no such record.
   // With verify, the file is checked against the size and CRC-32C it was
   // stored with, unless it was already checked and not written to since (its
@@ -79,8 +123,18 @@ class RecordStore {
   // the ctime alone is caught by the client's own CRC check.
   Status Get(uint64_t file_id, std::string_view name, OpenRecord* out, bool verify = false);
 
+  // Get in steps, for a caller that verifies off the loop thread: OpenForRead
+  // (loop; NotFound as Get), then, unless out->verified, VerifyRead (any
+  // thread; Corruption as Get) and MarkVerified (loop) when it passed.
+  Status OpenForRead(uint64_t file_id, std::string_view name, ReadHandle* out);
+  static Status VerifyRead(const ReadHandle& rec);
+  void MarkVerified(uint64_t file_id, std::string_view name, const ReadHandle& rec);
+
   // NotFound if this peer holds no such record.
-  Status Delete(uint64_t file_id, std::string_view name);
+  // Under sync the directory is fsynced before it returns, unless
+  // dir_to_sync is given: then the caller must SyncDir(*dir_to_sync) (on a
+  // background thread) before it answers the DELETE.
+  Status Delete(uint64_t file_id, std::string_view name, std::string* dir_to_sync = nullptr);
 
   // Removes every record of the file; *removed is how many.
   Status DeleteFile(uint64_t file_id, uint64_t* removed);
@@ -110,6 +164,8 @@ class RecordStore {
   // Filesystem size and space available to this process, from statvfs.
   Status FsSpace(uint64_t* total, uint64_t* avail) const;
 
+  Env* env() const { return env_; }
+
   const std::string& data_dir() const { return data_dir_; }
   const std::string& peer_id() const { return peer_id_; }
   uint64_t capacity() const { return options_.capacity; }
@@ -130,26 +186,30 @@ class RecordStore {
   // whole. An unnamed O_TMPFILE file in the bucket, written, fsynced (if
   // sync) and linked to dir/name; where the filesystem has no O_TMPFILE, a
   // temp file renamed to dir/name. Then the directory is fsynced (if sync).
+  // Thread-safe (it touches only the Env and atomics).
   Status WriteAtomic(uint64_t file_id, uint8_t bucket, const std::string& name,
                      std::string_view data);
   // The O_TMPFILE + linkat path. Sets *fall_back (and returns OK) when the
   // rename path must do it: no O_TMPFILE or /proc, or dst exists.
   Status WriteLinked(const std::string& bdir, const std::string& dst, std::string_view data, bool* fall_back);
   Status MakeBucketDir(uint64_t file_id, uint8_t bucket);
+  Status MkdirIfMissing(const std::string& path);
+  void RemoveEntries(const std::string& dir);
   void AddStats(int64_t records, int64_t bytes);
-  Status VerifyFile(int fd, const std::string& path, uint64_t size, const RecordMeta& meta);
-  static int64_t CtimeNs(const struct stat& st);
+  static std::string PutKey(uint64_t file_id, std::string_view name);
 
   StoreOptions options_;
   std::string data_dir_;  // absolute
   std::string tmp_dir_;
   std::string files_dir_;
   std::string peer_id_;
-  int lock_fd_ = -1;
-  uint64_t tmp_counter_ = 0;
-  bool use_tmpfile_ = true;  // cleared when the filesystem has no O_TMPFILE
-  std::unique_ptr<char[]> scratch_;  // VerifyFile's read buffer, made on first use
+  Env* env_;
+  std::unique_ptr<FileLock> lock_;
+  std::atomic<uint64_t> tmp_counter_{0};
+  std::atomic<bool> use_tmpfile_{true};  // cleared when the filesystem has no O_TMPFILE
   std::unordered_map<uint64_t, FileIndex> files_;
+  std::unordered_set<std::string> puts_in_flight_;  // PutKey of each begun, unfinished PUT
+  uint64_t reserved_bytes_ = 0;  // by PUTs in flight, for the capacity check
   std::atomic<uint64_t> used_bytes_{0};
   std::atomic<uint64_t> records_{0};
 };

@@ -1,20 +1,12 @@
 #include "scrub_plan.h"
 
-#include "coding.h"
-
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <ctime>
 #include <set>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 
+#include "coding.h"
+#include "env.h"
 #include "log.h"
 #include "name_codec.h"
 #include "protocol.h"
@@ -26,56 +18,7 @@ bool Cancelled(const std::atomic<bool>* cancel) {
   return cancel != nullptr && cancel->load(std::memory_order_relaxed);
 }
 
-double WallNow() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double MtimeOf(const struct stat& st) {
-  return static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
-}
-
-// The names in a directory but "." and "..".
-Status ListDir(const std::string& dir, std::vector<std::string>* out) {
-  out->clear();
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return PosixError("opendir " + dir, errno);
-  errno = 0;
-  while (struct dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      out->emplace_back(e->d_name);
-    }
-    errno = 0;
-  }
-  int err = errno;
-  ::closedir(d);
-  if (err != 0) return PosixError("readdir " + dir, err);
-  return Status::OK();
-}
-
-bool ReadSidecar(const std::string& path, std::string* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  out->clear();
-  char buf[4096];
-  bool ok = true;
-  while (true) {
-    ssize_t r = ::read(fd, buf, sizeof(buf));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      ok = r == 0;
-      break;
-    }
-    out->append(buf, static_cast<size_t>(r));
-    if (out->size() > kMaxRecordName) {
-      ok = false;
-      break;
-    }
-  }
-  ::close(fd);
-  return ok;
-}
+double MtimeOf(const FileInfo& st) { return static_cast<double>(st.mtime_ns) * 1e-9; }
 
 // What the namespace walk learned.
 struct NamespaceIndex {
@@ -84,19 +27,18 @@ struct NamespaceIndex {
   bool complete = true;
 };
 
-Status WalkNamespace(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
+Status WalkNamespace(Env* env, const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
                      NamespaceIndex* ns) {
   InfofileReadOptions ro;
   ro.busy_timeout_ms = o.busy_timeout_ms;
   ro.cancel = cancel;
-  struct stat root_st;
-  if (::stat(o.namespace_dir.c_str(), &root_st) != 0) {
-    return Status::Unavailable("namespace root " + o.namespace_dir + ": " + std::strerror(errno));
-  }
-  if (!S_ISDIR(root_st.st_mode)) {
+  FileInfo root_st;
+  Status rs = env->GetFileInfo(o.namespace_dir, &root_st);
+  if (!rs.ok()) return Status::Unavailable("namespace root: " + rs.message());
+  if (!root_st.is_dir) {
     return Status::Unavailable("namespace root " + o.namespace_dir + " is not a directory");
   }
-  std::set<std::pair<dev_t, ino_t>> visited{{root_st.st_dev, root_st.st_ino}};
+  std::set<std::pair<uint64_t, uint64_t>> visited{{root_st.dev, root_st.ino}};
   std::vector<std::string> todo{o.namespace_dir};
   std::vector<std::string> names;
   bool root = true;
@@ -104,7 +46,7 @@ Status WalkNamespace(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
     if (Cancelled(cancel)) return Status::Unavailable("scrub cancelled");
     std::string dir = std::move(todo.back());
     todo.pop_back();
-    Status s = ListDir(dir, &names);
+    Status s = env->GetChildren(dir, &names);
     if (!s.ok()) {
       if (root) return Status::Unavailable("namespace root: " + s.message());
       if (!s.IsNotFound()) {
@@ -117,19 +59,20 @@ Status WalkNamespace(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
     for (const std::string& name : names) {
       if (name.compare(0, 4, ".st-") == 0) continue;
       std::string path = dir + "/" + name;
-      struct stat st;
-      if (::stat(path.c_str(), &st) != 0) {
-        if (errno != ENOENT) {  // ENOENT: removed meanwhile, or a dangling link
-          ST_LOG_WARN("scrub: cannot stat %s: %s", path.c_str(), std::strerror(errno));
+      FileInfo st;
+      s = env->GetFileInfo(path, &st);
+      if (!s.ok()) {
+        if (!s.IsNotFound()) {  // NotFound: removed meanwhile, or a dangling link
+          ST_LOG_WARN("scrub: cannot stat: %s", s.ToString().c_str());
           ns->complete = false;
         }
         continue;
       }
-      if (S_ISDIR(st.st_mode)) {
-        if (visited.emplace(st.st_dev, st.st_ino).second) todo.push_back(std::move(path));
+      if (st.is_dir) {
+        if (visited.emplace(st.dev, st.ino).second) todo.push_back(std::move(path));
         continue;
       }
-      if (!S_ISREG(st.st_mode)) continue;
+      if (!st.is_regular) continue;
       if (Cancelled(cancel)) return Status::Unavailable("scrub cancelled");
       uint64_t file_id = 0;
       s = ProbeInfofile(path, ro, &file_id);
@@ -151,11 +94,12 @@ Status WalkNamespace(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
 
 // The records of one file id on disk. *dir_ok is false if a directory of
 // it could not be listed.
-void ListLocalRecords(const std::string& fdir, std::vector<LocalRecord>* out, bool* dir_ok) {
+void ListLocalRecords(Env* env, const std::string& fdir, std::vector<LocalRecord>* out,
+                      bool* dir_ok) {
   out->clear();
   *dir_ok = true;
   std::vector<std::string> buckets, entries;
-  Status s = ListDir(fdir, &buckets);
+  Status s = env->GetChildren(fdir, &buckets);
   if (!s.ok()) {
     ST_LOG_WARN("scrub: %s", s.ToString().c_str());
     *dir_ok = false;
@@ -165,7 +109,7 @@ void ListLocalRecords(const std::string& fdir, std::vector<LocalRecord>* out, bo
     uint64_t bucket;
     if (!ParseLowerHex(b, 2, &bucket)) continue;
     std::string bdir = fdir + "/" + b;
-    s = ListDir(bdir, &entries);
+    s = env->GetChildren(bdir, &entries);
     if (!s.ok()) {
       if (!s.IsNotFound()) {
         ST_LOG_WARN("scrub: %s", s.ToString().c_str());
@@ -180,12 +124,15 @@ void ListLocalRecords(const std::string& fdir, std::vector<LocalRecord>* out, bo
       if (!ParseRecordFileName(fname, &enc, &r.copy_rank, &r.crc)) continue;
       std::string path = bdir + "/" + fname;
       if (IsHashedEncoding(enc)) {
-        if (!ReadSidecar(path + kSidecarSuffix, &r.name) || EncodeName(r.name) != enc) continue;
+        if (!env->ReadSmallFile(path + kSidecarSuffix, kMaxRecordName, &r.name).ok() ||
+            EncodeName(r.name) != enc) {
+          continue;
+        }
       } else if (!DecodeEncodedName(enc, &r.name)) {
         continue;
       }
-      struct stat st;
-      if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      FileInfo st;
+      if (!env->GetFileInfo(path, &st).ok() || !st.is_regular) continue;
       r.mtime = MtimeOf(st);
       out->push_back(std::move(r));
     }
@@ -196,12 +143,13 @@ void ListLocalRecords(const std::string& fdir, std::vector<LocalRecord>* out, bo
 
 Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
                      ScrubPlan* plan) {
+  Env* env = o.env != nullptr ? o.env : Env::Default();
   *plan = ScrubPlan();
-  plan->now = WallNow();
+  plan->now = env->NowWall();
   plan->cutoff = plan->now - o.age_s;
 
   NamespaceIndex ns;
-  Status s = WalkNamespace(o, cancel, &ns);
+  Status s = WalkNamespace(env, o, cancel, &ns);
   if (!s.ok()) return s;
   plan->infofiles = ns.infofiles;
   plan->namespace_complete = ns.complete;
@@ -221,7 +169,7 @@ Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
   ro.cancel = cancel;
   const std::string files_dir = o.data_dir + "/files";
   std::vector<std::string> file_dirs;
-  s = ListDir(files_dir, &file_dirs);
+  s = env->GetChildren(files_dir, &file_dirs);
   if (!s.ok()) return Status::IOError(s.message());
   std::vector<LocalRecord> local;
   std::vector<CommittedCopy> committed, part;
@@ -230,7 +178,7 @@ Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
     uint64_t file_id;
     if (!ParseLowerHex(d, 16, &file_id)) continue;
     bool dir_ok;
-    ListLocalRecords(files_dir + "/" + d, &local, &dir_ok);
+    ListLocalRecords(env, files_dir + "/" + d, &local, &dir_ok);
     if (local.empty()) {
       if (dir_ok) plan->file_dirs.push_back(file_id);
       continue;
@@ -281,14 +229,14 @@ Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
 
   const std::string tmp_dir = o.data_dir + "/tmp";
   std::vector<std::string> tmps;
-  s = ListDir(tmp_dir, &tmps);
+  s = env->GetChildren(tmp_dir, &tmps);
   if (!s.ok()) {
     ST_LOG_WARN("scrub: %s", s.ToString().c_str());
   } else {
     for (std::string& t : tmps) {
-      struct stat st;
+      FileInfo st;
       std::string path = tmp_dir + "/" + t;
-      if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (!env->GetFileInfo(path, &st, /*follow_symlinks=*/false).ok() || !st.is_regular) continue;
       if (MtimeOf(st) <= plan->cutoff) plan->tmp_files.push_back(std::move(t));
     }
   }

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "env.h"
 #include "scrub.h"
 #include "status.h"
 
@@ -37,6 +38,7 @@ struct ScrubPlanOptions {
   std::string peer_id;
   double age_s = 3600;
   int busy_timeout_ms = 5000;  // per infofile open
+  Env* env = nullptr;          // nullptr: Env::Default()
 };
 
 struct PlannedRemoval {

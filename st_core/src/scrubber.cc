@@ -11,13 +11,13 @@ Scrubber::Scrubber(EventLoop* loop, RecordStore* store, ScrubberOptions options)
     : loop_(loop),
       store_(store),
       options_(std::move(options)),
-      alive_(std::make_shared<bool>(true)) {}
+      alive_(std::make_shared<bool>(true)),
+      background_(store->env(), loop) {}
 
 Scrubber::~Scrubber() {
   *alive_ = false;
   if (timer_ != 0) loop_->CancelTimer(timer_);
-  cancel_.store(true, std::memory_order_relaxed);
-  if (worker_.joinable()) worker_.join();
+  // background_ goes next: it cancels a running inventory and waits for it.
 }
 
 void Scrubber::Start() {
@@ -48,27 +48,18 @@ void Scrubber::Begin() {
   ++runs_;
   started_ = EventLoop::Now();
   counts_ = ScrubReply();
-  if (worker_.joinable()) worker_.join();  // the previous worker has posted and is ending
   ScrubPlanOptions po;
   po.namespace_dir = options_.namespace_dir;
   po.data_dir = store_->data_dir();
   po.peer_id = store_->peer_id();
   po.age_s = options_.age_s;
   po.busy_timeout_ms = options_.busy_timeout_ms;
-  EventLoop* loop = loop_;
-  std::weak_ptr<bool> alive = alive_;
-  std::atomic<bool>* cancel = &cancel_;
-  worker_ = std::thread([this, po, loop, alive, cancel] {
-    auto plan = std::make_shared<ScrubPlan>();
-    Status s = MakeScrubPlan(po, cancel, plan.get());
-    // `this` belongs to the loop thread: touch it only from a posted task,
-    // and only while it is alive.
-    loop->Post([this, alive, s, plan] {
-      auto a = alive.lock();
-      if (!a || !*a) return;
-      OnPlan(s, plan);
-    });
-  });
+  po.env = store_->env();
+  auto plan = std::make_shared<ScrubPlan>();
+  auto status = std::make_shared<Status>();
+  const std::atomic<bool>* cancel = background_.cancel();
+  background_.Schedule([po, cancel, plan, status] { *status = MakeScrubPlan(po, cancel, plan.get()); },
+                       [this, plan, status] { OnPlan(*status, plan); });
 }
 
 void Scrubber::OnPlan(const Status& s, std::shared_ptr<ScrubPlan> plan) {

@@ -1,8 +1,8 @@
 // The scrubber's schedule and its two halves (paper 3.1, 4.3):
 //
-//   loop thread                         worker thread
+//   loop thread                         background thread (background.h)
 //   Request() / periodic timer
-//     -> Begin(): start the worker ---> MakeScrubPlan(): walk the namespace,
+//     -> Begin(): schedule it -------> MakeScrubPlan(): walk the namespace,
 //                                       read infofiles, walk the store and
 //                                       tmp/ (deletes nothing)
 //   OnPlan() <------------ Post --------
@@ -16,7 +16,7 @@
 // then served by a new run (so the answer reflects the state after the
 // request). The periodic timer skips a tick while a run is going on.
 //
-// Everything but the worker runs on the loop thread.
+// Everything but the inventory runs on the loop thread.
 #ifndef ST_CORE_SCRUBBER_H_
 #define ST_CORE_SCRUBBER_H_
 
@@ -25,9 +25,9 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "background.h"
 #include "event_loop.h"
 #include "protocol.h"
 #include "record_store.h"
@@ -50,7 +50,7 @@ class Scrubber {
   using Done = std::function<void(const Status& s, const ScrubReply& counts)>;
 
   Scrubber(EventLoop* loop, RecordStore* store, ScrubberOptions options);
-  ~Scrubber();  // cancels a running inventory and joins its thread
+  ~Scrubber();  // cancels a running inventory and waits for it
 
   Scrubber(const Scrubber&) = delete;
   Scrubber& operator=(const Scrubber&) = delete;
@@ -77,8 +77,6 @@ class Scrubber {
   ScrubberOptions options_;
   std::shared_ptr<bool> alive_;  // false once destroyed; checked by posted tasks
   EventLoop::TimerId timer_ = 0;
-  std::thread worker_;
-  std::atomic<bool> cancel_{false};
   bool running_ = false;
   uint64_t runs_ = 0;
   double started_ = 0;       // monotonic
@@ -88,6 +86,9 @@ class Scrubber {
   std::shared_ptr<ScrubPlan> plan_;
   size_t next_ = 0;  // next removal of plan_ to apply
   ScrubReply counts_;
+  // The inventory. Last, so destroyed first: it cancels a running inventory
+  // and waits for it before anything the inventory's callback uses goes.
+  BackgroundWork background_;
 };
 
 }  // namespace st

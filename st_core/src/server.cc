@@ -76,7 +76,7 @@ bool SplitHostPort(const std::string& addr, std::string* host, std::string* port
 }
 
 Server::Server(EventLoop* loop, RecordStore* store, ServerOptions options)
-    : loop_(loop), store_(store), options_(std::move(options)) {}
+    : loop_(loop), store_(store), options_(std::move(options)), background_(store->env(), loop) {}
 
 Server::~Server() {
   for (auto& kv : inbound_) {
@@ -570,6 +570,66 @@ bool Server::Allowed(Connection* c, uint64_t seq, uint8_t type, uint64_t file_id
   return false;
 }
 
+std::string Server::PutReply(uint64_t seq, uint64_t file_id, std::string_view name,
+                             const Status& s) {
+  if (s.ok()) return EncodeOk(seq);
+  ErrorCode code = s.IsNotFound() ? ErrorCode::kIoError : StoreErrorCode(s);
+  if (code == ErrorCode::kIoError || code == ErrorCode::kNoSpace) {
+    ST_LOG_WARN("PUT '%s' of file %016llx: %s", Printable(name).c_str(),
+                static_cast<unsigned long long>(file_id), s.ToString().c_str());
+  }
+  std::string msg = s.message();
+  if (code == ErrorCode::kBadName) msg = "record name refused: " + msg;
+  return EncodeError(seq, code, msg);
+}
+
+std::string Server::GetError(uint64_t seq, uint64_t file_id, std::string_view name,
+                             const Status& s) {
+  if (s.IsCorruption() || s.IsIOError()) {
+    ST_LOG_WARN("GET '%s' of file %016llx: %s", Printable(name).c_str(),
+                static_cast<unsigned long long>(file_id), s.ToString().c_str());
+  }
+  return EncodeError(seq, StoreErrorCode(s), s.message());
+}
+
+void Server::PutOffLoop(uint64_t conn_id, uint64_t seq, std::shared_ptr<OwnedPut> put) {
+  RecordStore::PendingPut pending;
+  Status s = store_->BeginPut(put->file_id, put->copy_rank, put->crc, put->name, put->data,
+                              put->replace, &pending);
+  std::string key = std::to_string(put->file_id) + "/" + put->name;
+  if (s.IsUnavailable()) {
+    // A PUT of the same record is being written: this one runs after it.
+    put_waiters_[key].push_back([this, conn_id, seq, put] { PutOffLoop(conn_id, seq, put); });
+    return;
+  }
+  if (!s.ok() || !pending.write) {
+    SendToClient(conn_id, PutReply(seq, put->file_id, put->name, s));
+    return;
+  }
+  auto result = std::make_shared<Status>();
+  RecordStore* store = store_;
+  background_.Schedule([store, pending, put, result] { *result = store->WritePut(pending, put->data); },
+                       [this, conn_id, seq, pending, put, result, key] {
+                         Status done = store_->FinishPut(pending, *result);
+                         SendToClient(conn_id, PutReply(seq, put->file_id, put->name, done));
+                         auto w = put_waiters_.find(key);
+                         if (w == put_waiters_.end()) return;
+                         std::vector<std::function<void()>> waiting;
+                         waiting.swap(w->second);
+                         put_waiters_.erase(w);
+                         for (auto& run : waiting) run();
+                       });
+}
+
+void Server::SendRecordToClient(uint64_t conn_id, uint64_t seq, RecordStore::ReadHandle* rec) {
+  auto it = conns_.find(conn_id);
+  if (it == conns_.end() || it->second->closed()) return;  // the handle closes the file
+  Connection* c = it->second.get();
+  c->Send(EncodeDataHeader(seq, rec->crc, rec->copy_rank, rec->size));
+  c->SendFile(rec->file->ReleaseFd(), rec->size);
+  c->EndDeferred();
+}
+
 void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view payload) {
   const uint64_t seq = h.seq;
   auto bad_frame = [&](const Status& s) {
@@ -583,20 +643,23 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
       Status s = DecodePut(payload, &req);
       if (!s.ok()) return bad_frame(s);
       if (!Allowed(c, seq, h.type, req.file_id, kOpWrite)) return;
-      s = store_->Put(req.file_id, req.copy_rank, req.crc32c, req.name, req.data,
-                      (h.flags & kFlagReplace) != 0);
-      if (s.ok()) {
-        c->Send(EncodeOk(seq));
-      } else {
-        ErrorCode code = s.IsNotFound() ? ErrorCode::kIoError : StoreErrorCode(s);
-        if (code == ErrorCode::kIoError || code == ErrorCode::kNoSpace) {
-          ST_LOG_WARN("PUT '%s' of file %016llx: %s", Printable(req.name).c_str(),
-                      static_cast<unsigned long long>(req.file_id), s.ToString().c_str());
-        }
-        std::string msg = s.message();
-        if (code == ErrorCode::kBadName) msg = "record name refused: " + msg;
-        c->Send(EncodeError(seq, code, msg));
+      bool replace = (h.flags & kFlagReplace) != 0;
+      if (store_->sync()) {
+        // The fsyncs run off the loop; the frame's buffer does not outlive
+        // this call, so the PUT takes a copy.
+        auto put = std::make_shared<OwnedPut>();
+        put->file_id = req.file_id;
+        put->copy_rank = req.copy_rank;
+        put->crc = req.crc32c;
+        put->name.assign(req.name);
+        put->data.assign(req.data);
+        put->replace = replace;
+        c->BeginDeferred();
+        PutOffLoop(c->id(), seq, std::move(put));
+        return;
       }
+      s = store_->Put(req.file_id, req.copy_rank, req.crc32c, req.name, req.data, replace);
+      c->Send(PutReply(seq, req.file_id, req.name, s));
       return;
     }
     case MsgType::kGet: {
@@ -609,25 +672,39 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
         c->Send(EncodeError(seq, ErrorCode::kBadName, "record name refused: " + s.message()));
         return;
       }
-      RecordStore::OpenRecord rec;
-      s = store_->Get(req.file_id, req.name, &rec, /*verify=*/true);
+      auto rec = std::make_shared<RecordStore::ReadHandle>();
+      s = store_->OpenForRead(req.file_id, req.name, rec.get());
       if (!s.ok()) {
-        if (s.IsCorruption() || s.IsIOError()) {
-          ST_LOG_WARN("GET '%s' of file %016llx: %s", Printable(req.name).c_str(),
-                      static_cast<unsigned long long>(req.file_id), s.ToString().c_str());
-        }
-        c->Send(EncodeError(seq, StoreErrorCode(s), s.message()));
+        c->Send(GetError(seq, req.file_id, req.name, s));
         return;
       }
-      if (rec.size + kHeaderSize + 5 > 0xFFFFFFFFull) {
-        ::close(rec.fd);
+      if (rec->size + kHeaderSize + 5 > 0xFFFFFFFFull) {
         c->Send(EncodeError(seq, ErrorCode::kInternal,
-                            "record of " + std::to_string(rec.size) +
+                            "record of " + std::to_string(rec->size) +
                                 " bytes does not fit in one frame (server.cc, GET)"));
         return;
       }
-      c->Send(EncodeDataHeader(seq, rec.crc, rec.copy_rank, rec.size));
-      c->SendFile(rec.fd, rec.size);
+      if (rec->verified) {
+        c->Send(EncodeDataHeader(seq, rec->crc, rec->copy_rank, rec->size));
+        c->SendFile(rec->file->ReleaseFd(), rec->size);
+        return;
+      }
+      // Not read since the peer started or since it was written to: its
+      // CRC-32C is checked first, off the loop (it reads the whole file).
+      uint64_t conn_id = c->id();
+      uint64_t file_id = req.file_id;
+      std::string name(req.name);
+      auto result = std::make_shared<Status>();
+      c->BeginDeferred();
+      background_.Schedule([rec, result] { *result = RecordStore::VerifyRead(*rec); },
+                           [this, conn_id, seq, file_id, name, rec, result] {
+                             if (!result->ok()) {
+                               SendToClient(conn_id, GetError(seq, file_id, name, *result));
+                               return;
+                             }
+                             store_->MarkVerified(file_id, name, *rec);
+                             SendRecordToClient(conn_id, seq, rec.get());
+                           });
       return;
     }
     case MsgType::kDelete: {
@@ -640,8 +717,18 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
         c->Send(EncodeError(seq, ErrorCode::kBadName, "record name refused: " + s.message()));
         return;
       }
-      s = store_->Delete(req.file_id, req.name);
-      c->Send(s.ok() ? EncodeOk(seq) : EncodeError(seq, StoreErrorCode(s), s.message()));
+      std::string dir_to_sync;
+      s = store_->Delete(req.file_id, req.name, &dir_to_sync);
+      if (!s.ok() || dir_to_sync.empty()) {
+        c->Send(s.ok() ? EncodeOk(seq) : EncodeError(seq, StoreErrorCode(s), s.message()));
+        return;
+      }
+      // Under --sync the name's removal is made durable before the OK, off the loop.
+      uint64_t conn_id = c->id();
+      Env* env = store_->env();
+      c->BeginDeferred();
+      background_.Schedule([env, dir_to_sync] { env->SyncDir(dir_to_sync); },
+                           [this, conn_id, seq] { SendToClient(conn_id, EncodeOk(seq)); });
       return;
     }
     case MsgType::kDeleteFile: {
@@ -689,14 +776,20 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
       Status s = DecodeRingSegment(payload, &seg);
       if (!s.ok()) return bad_frame(s);
       if (!Allowed(c, seq, h.type, seg.ring.file_id, kOpPeer)) return;
-      ErrorCode code;
-      std::string message;
-      if (get_local_->OnSegment(h.flags, payload, std::move(seg), &code, &message)) {
-        c->Send(EncodeOk(seq));
-      } else {
-        ST_LOG_WARN("refused a RING_SEGMENT from %s: %s", c->remote().c_str(), message.c_str());
-        c->Send(EncodeError(seq, code, message));
-      }
+      uint64_t conn_id = c->id();
+      std::string remote = c->remote();
+      c->BeginDeferred();  // the OK waits for this peer's own segment
+      get_local_->OnSegment(h.flags, payload, std::move(seg),
+                            [this, conn_id, seq, remote](bool ok, ErrorCode code,
+                                                         const std::string& message) {
+                              if (ok) {
+                                SendToClient(conn_id, EncodeOk(seq));
+                                return;
+                              }
+                              ST_LOG_WARN("refused a RING_SEGMENT from %s: %s", remote.c_str(),
+                                          message.c_str());
+                              SendToClient(conn_id, EncodeError(seq, code, message));
+                            });
       return;
     }
     default:

@@ -4,7 +4,10 @@
 //
 // Every request gets exactly one reply carrying its seq (or several
 // LOCAL_LIST frames, MORE on all but the last). Replies of pipelined requests
-// may go out in any order: GET_LOCAL answers when its ring completes.
+// may go out in any order: GET_LOCAL answers when its ring completes, a GET
+// whose file must first be verified and a PUT or DELETE under --sync when
+// their disk work, done on a background thread, ends (docs/peer.md,
+// "Threads").
 #ifndef ST_CORE_SERVER_H_
 #define ST_CORE_SERVER_H_
 
@@ -17,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "background.h"
 #include "capability.h"
 #include "connection.h"
 #include "event_loop.h"
@@ -100,6 +104,25 @@ class Server : public Connection::Handler, public GetLocal::Host {
  private:
   void OnAccept();
   void HandleRequest(Connection* c, const FrameHeader& h, std::string_view payload);
+  // A PUT that owns its bytes, for writing off the loop (--sync).
+  struct OwnedPut {
+    uint64_t file_id = 0;
+    uint8_t copy_rank = 0;
+    uint32_t crc = 0;
+    std::string name;
+    std::string data;
+    bool replace = false;
+  };
+  // BeginPut here, WritePut (and its fsyncs) on a background thread,
+  // FinishPut and the reply back here. The connection has a deferred reply
+  // owed. A PUT of a record that is being written waits for that one.
+  void PutOffLoop(uint64_t conn_id, uint64_t seq, std::shared_ptr<OwnedPut> put);
+  static std::string PutReply(uint64_t seq, uint64_t file_id, std::string_view name,
+                              const Status& s);
+  static std::string GetError(uint64_t seq, uint64_t file_id, std::string_view name,
+                              const Status& s);
+  // DATA header and the file, then the deferred reply is paid.
+  void SendRecordToClient(uint64_t conn_id, uint64_t seq, RecordStore::ReadHandle* rec);
   void HandleScrub(Connection* c, uint64_t seq);
   void HandleAuth(Connection* c, uint64_t seq, std::string_view payload);
   // With a key: true if the connection's capabilities allow op on file_id;
@@ -160,6 +183,11 @@ class Server : public Connection::Handler, public GetLocal::Host {
   std::atomic<uint64_t> ring_auths_sent_{0};
   uint64_t denied_since_log_ = 0;
   double denied_log_at_ = 0;
+  // PUTs waiting for a PUT of the same record ("<file_id>/<name>") to finish.
+  std::unordered_map<std::string, std::vector<std::function<void()>>> put_waiters_;
+  // Disk work off the loop (PUT and DELETE under --sync, GET verification).
+  // Last, so destroyed first: no callback of it runs once the server goes.
+  BackgroundWork background_;
 };
 
 }  // namespace st
