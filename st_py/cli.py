@@ -26,6 +26,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .errors import StoreTorrentError
+from .placement import POLICIES
+from .replication import PROTOCOLS
 
 console = Console()
 DATA_DEFAULT = "st-data"
@@ -177,11 +179,15 @@ def demo(data: str | None, peers: int) -> None:
 @click.argument("file")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--replication", default="x2", show_default=True, help="class for a new file")
+@click.option("--protocol", type=click.Choice(PROTOCOLS), default="client-sync", show_default=True,
+              help="how a new file's copies are written (docs/replication.md)")
+@click.option("--placement", type=click.Choice(POLICIES), default="random", show_default=True,
+              help="where a new file's copies go (docs/replication.md)")
 @click.option("--prefix", default="", help="prepended to every record name")
 @click.option("--skip-existing", is_flag=True,
               help="resume an interrupted put: records already committed with the same bytes are skipped, "
                    "ones with other bytes are reported (exit status 1)")
-def put(tracker, data, file, paths, replication, prefix, skip_existing) -> None:
+def put(tracker, data, file, paths, replication, protocol, placement, prefix, skip_existing) -> None:
     """Store local PATHS (files, or directories recursively) as records of FILE.
 
     Record names are the paths relative to each argument's parent. FILE is
@@ -204,7 +210,8 @@ def put(tracker, data, file, paths, replication, prefix, skip_existing) -> None:
     try:
         f = c.open(file)
     except StFileNotFoundError:
-        f = c.create(file, replication, est_size=sum(q.stat().st_size for _, q in items))
+        f = c.create(file, replication, est_size=sum(q.stat().st_size for _, q in items), protocol=protocol,
+                     placement=placement)
     else:
         explicit = click.get_current_context().get_parameter_source("replication")
         if explicit == click.core.ParameterSource.COMMANDLINE and f.replication != replication:

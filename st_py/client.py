@@ -43,7 +43,8 @@ class Client:
         self.depth, self.group_size, self.timeout = depth, group_size, timeout
 
     def create(self, name: str, replication: str = "x2", est_size: int = 0,
-               blocksize: int = 0, mode: int = 0) -> StFile:
+               blocksize: int = 0, mode: int = 0, protocol: str = "client-sync",
+               placement: str = "random") -> StFile:
         """Create file ``name`` with replication class ``replication``
         (x1, x2, x3 ...) and open it for writing (paper 3.1, 3.3).
 
@@ -51,13 +52,17 @@ class Client:
         to schedule peers with room. ``blocksize`` consecutive records go to
         the same peers before the client picks others (0: tracker default).
         ``mode`` is the file's permission bits (0: 0o644; docs/security.md).
+        ``protocol`` is how copies are written (``client-sync``, ``chain``,
+        ``client-async``, ``chain-async``) and ``placement`` where they go
+        (``random``, ``hash``, ``local-first``); both are kept in the
+        infofile and apply to every writer of the file (docs/replication.md).
 
         Raises
         ------
         StFileExistsError, BadNameError, NotEnoughPeersError, QuotaExceededError,
         PermissionDeniedError, NotAuthenticatedError, TrackerUnavailableError
         """
-        info = self.tracker.create(name, replication, est_size, blocksize, mode)
+        info = self.tracker.create(name, replication, est_size, blocksize, mode, protocol, placement)
         return StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
 
     def open_staged(self, name: str, prefer_peer: str | None = None) -> StFile:

@@ -6,7 +6,8 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 -- keys: format = 'storetorrent-infofile', format_version = 2, file_id,
 --       name, replication ('x2'), copies (2), blocksize, est_size,
 --       created_at (unix s), owner, generation (bumped by every commit,
---       delete and rebalance move)
+--       delete and rebalance move), protocol ('client-sync'), placement
+--       ('random') (both absent in files made before they existed)
 
 CREATE TABLE peers(
   peer_idx INTEGER PRIMARY KEY,       -- index in the file's peerlist; rows are
@@ -40,3 +41,11 @@ CREATE TABLE copy_history(           -- holders replaced by a rebalance
   until     INTEGER NOT NULL          -- ... to just before this one
 );
 CREATE INDEX copy_history_by_peer ON copy_history(peer_idx, name);
+
+CREATE TABLE pending_copies(         -- copies of committed records not stored
+  name      TEXT NOT NULL,             -- yet (async protocols): GET and GET_LOCAL
+  copy_rank INTEGER NOT NULL,          -- use only `copies`; when a pending copy is
+  peer_idx  INTEGER NOT NULL,          -- stored (by its writer or by repair) it
+  since     INTEGER NOT NULL,          -- moves to `copies`. Absent in files made
+  PRIMARY KEY(name, copy_rank)         -- before it existed (none pending there)
+) WITHOUT ROWID;

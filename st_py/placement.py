@@ -44,3 +44,29 @@ def choose_spare(usable: Sequence[int], holders: Sequence[int], rng: random.Rand
     copy (paper 4.3, 4.4), or None if there is none."""
     spare = [i for i in usable if i not in holders]
     return (rng or random).choice(spare) if spare else None
+
+
+# Placement policies, chosen per file at create (docs/replication.md):
+#   random       F distinct peers drawn at random per block (above)
+#   hash         rendezvous hashing of (file id, record name) over the peerlist
+#                (BLAST): a client finds a record's holders without the infofile
+#   local-first  rank 0 on the writer's own node, the others elsewhere
+#                (FreeLoader, seed 004 section 4.1)
+POLICIES = ("random", "hash", "local-first")
+DEFAULT_POLICY = "random"
+
+
+def check_policy(policy: str) -> str:
+    """The policy name (``""`` means the default).
+
+    Raises
+    ------
+    ~st_py.errors.BadNameError
+        For a name not in :data:`POLICIES`.
+    """
+    from .errors import BadNameError
+
+    policy = policy or DEFAULT_POLICY
+    if policy not in POLICIES:
+        raise BadNameError(f"unknown placement policy {policy!r}: use one of {', '.join(POLICIES)}")
+    return policy

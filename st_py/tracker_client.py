@@ -74,10 +74,11 @@ class TrackerClient:
             raise self.map_error(e, method) from None
 
     def create(self, name: str, replication: str, est_size: int, blocksize: int = 0,
-               mode: int = 0) -> pb.FileInfo:
+               mode: int = 0, protocol: str = "", placement: str = "") -> pb.FileInfo:
         name = normalize(name)  # a clear BadNameError before anything is sent
         return self._call("Create", pb.CreateRequest(name=name, replication=replication, est_size=est_size,
-                                                     blocksize=blocksize, user=self.user, mode=mode))
+                                                     blocksize=blocksize, user=self.user, mode=mode,
+                                                     protocol=protocol, placement=placement))
 
     def open(self, name: str) -> pb.FileInfo:
         name = normalize(name)

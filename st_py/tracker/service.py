@@ -21,8 +21,9 @@ from .. import capability, namespace
 from .._proto import tracker_pb2 as pb
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..errors import ERROR_KIND_KEY, BadNameError
-from ..placement import DEFAULT_BLOCKSIZE
+from ..placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy
 from ..infofile import InfofileReader, InfofileWriter, create_infofile
+from ..replication import DEFAULT_PROTOCOL, check_protocol
 from ..replication import copies as class_copies
 from .access import DEFAULT_FILE_MODE, R, W, AccessError, Owner, User, Users, may, mode_text
 from .committer import Committer
@@ -130,7 +131,11 @@ class TrackerService(pb_grpc.TrackerServicer):
                            copies=int(meta["copies"]), infofile_path=str(path.resolve()),
                            peers=peers, generation=int(meta["generation"]),
                            blocksize=int(meta["blocksize"]), records=n, bytes=b,
-                           owner=o.owner, group=o.group, mode=o.mode)
+                           owner=o.owner, group=o.group, mode=o.mode,
+                           # files made before these settings existed have neither key
+                           protocol=meta.get("protocol", DEFAULT_PROTOCOL),
+                           placement=meta.get("placement", DEFAULT_POLICY),
+                           est_size=int(meta.get("est_size") or 0))
 
     def _grant(self, info: pb.FileInfo, user: User, name: str) -> pb.FileInfo:
         """Attach a capability for what ``user`` may do on the file
@@ -156,6 +161,8 @@ class TrackerService(pb_grpc.TrackerServicer):
         replication = request.replication or "x2"
         try:
             f = class_copies(replication)
+            protocol = check_protocol(request.protocol)
+            placement = check_policy(request.placement)
         except BadNameError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         mode = request.mode or DEFAULT_FILE_MODE
@@ -181,7 +188,8 @@ class TrackerService(pb_grpc.TrackerServicer):
         blocksize = request.blocksize or DEFAULT_BLOCKSIZE
         meta = {"file_id": file_id, "name": name, "replication": replication, "copies": f,
                 "blocksize": blocksize, "est_size": request.est_size, "created_at": time.time(),
-                "owner": user.name, "group": user.group, "mode": f"{mode:04o}"}
+                "owner": user.name, "group": user.group, "mode": f"{mode:04o}",
+                "protocol": protocol, "placement": placement}
         try:
             await asyncio.to_thread(create_infofile, path, meta,
                                     [(i, p.peer_id, p.addr) for i, p in enumerate(chosen)])
@@ -192,7 +200,8 @@ class TrackerService(pb_grpc.TrackerServicer):
                                 f"a parent of {name} is a file, not a directory")
         self.guard.made_dirs(user, new_dirs)
         self.state.add_file(name, file_id, user.name)
-        log.info("created %s id=%x class=%s peers=%d owner=%s", name, file_id, replication, len(chosen), user.name)
+        log.info("created %s id=%x class=%s protocol=%s placement=%s peers=%d owner=%s", name, file_id,
+                 replication, protocol, placement, len(chosen), user.name)
         return self._grant(await asyncio.to_thread(self._file_info, name), user, name)
 
     async def Open(self, request, context):
