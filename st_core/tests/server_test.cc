@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <functional>
 #include <fstream>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -181,6 +183,27 @@ class TestPeer {
   const std::string& data_dir() const { return store_->data_dir(); }
   Server* server() { return server_.get(); }
 
+  // Runs fn on the peer's loop thread and returns its result: the server's
+  // state belongs to that thread. fn runs after the batch of events the loop
+  // is handling, so this is also a barrier: whatever the peer was doing when
+  // it was called is done when it returns.
+  template <typename F>
+  auto OnLoop(F fn) -> decltype(fn()) {
+    auto task = std::make_shared<std::packaged_task<decltype(fn())()>>(std::move(fn));
+    auto result = task->get_future();
+    loop_->Post([task] { (*task)(); });
+    return result.get();
+  }
+  // What tests wait for, read on the loop thread.
+  size_t ConnectionCount() { return OnLoop([this] { return server_->connection_count(); }); }
+  size_t ClientCount() { return OnLoop([this] { return server_->client_count(); }); }
+  // Scrubs begun so far, and whether one is running (needs a namespace root).
+  std::pair<uint64_t, bool> ScrubRuns() {
+    return OnLoop([this] {
+      return std::make_pair(server_->scrubber()->runs(), server_->scrubber()->running());
+    });
+  }
+
  private:
   test::TempDir dir_;
   std::unique_ptr<RecordStore> store_;
@@ -326,11 +349,15 @@ TEST_F(ServerTest, TruncatedPutLeavesNothing) {
   TestPeer peer;
   {
     Client c(peer.port());
+    // Accepted first, so that the wait below for no connections at all
+    // means this one has been closed (not that it is yet to be accepted).
+    ASSERT_TRUE(test::PollFor([&] { return peer.ConnectionCount() == 1; }, 10))
+        << "the peer never accepted the connection";
     std::string f = PutFrame(1, 4, 0, "partial", std::string(100000, 'p'));
     c.Send(f.substr(0, f.size() / 2));
-    usleep(100 * 1000);
-  }
-  usleep(100 * 1000);
+  }  // closed mid-frame; one TCP stream: the peer reads the half frame, then the EOF
+  ASSERT_TRUE(test::PollFor([&] { return peer.ConnectionCount() == 0; }, 10))
+      << "the peer never saw the connection closed mid-frame";
   Client c(peer.port());
   EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound), ErrorOf(c.Call(EncodeGet(2, 4, "partial"))));
   EXPECT_EQ(0u, test::CountFiles(peer.data_dir() + "/files"));
@@ -732,12 +759,18 @@ TEST_F(ServerTest, PeriodicScrub) {
   Backdate(RecordFile(peer, 9, "stale", 0, "s"), 7200);
   Backdate(RecordFile(peer, 9, "kept", 0, "k"), 7200);
   WriteInfofile(ns.path() + "/f", 9, {{peer.peer_id(), peer.addr()}}, {{"kept", 0, 0}});
-  bool gone = false;
-  for (int i = 0; i < 100 && !gone; ++i) {
-    gone = ErrorOf(c.Call(EncodeGet(3, 9, "stale"))) == static_cast<uint16_t>(ErrorCode::kNotFound);
-    if (!gone) usleep(50 * 1000);
-  }
-  EXPECT_TRUE(gone) << "no periodic scrub removed the stale record";
+  // A scrub that begins from now on (any earlier one may have missed the
+  // backdating or the infofile) and has ended.
+  const uint64_t begun = peer.ScrubRuns().first;
+  ASSERT_TRUE(test::PollFor(
+      [&] {
+        auto [runs, running] = peer.ScrubRuns();
+        return runs > begun && !running;
+      },
+      10))
+      << "no periodic scrub ran (scrubs begun before: " << begun << ")";
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound), ErrorOf(c.Call(EncodeGet(3, 9, "stale"))))
+      << "a periodic scrub ran and kept the stale record";
   EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), c.Call(EncodeGet(4, 9, "kept")).h.type);
 }
 
@@ -749,9 +782,22 @@ TEST_F(ServerTest, StopDuringAScrubWaitingForALock) {
   ASSERT_EQ(SQLITE_OK, sqlite3_open((ns.path() + "/f").c_str(), &db));
   ASSERT_EQ(SQLITE_OK, sqlite3_exec(db, "BEGIN EXCLUSIVE; INSERT INTO meta VALUES('x', 1);",
                                     nullptr, nullptr, nullptr));
+  int opens = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  ASSERT_GE(opens, 0) << strerror(errno);
+  ASSERT_GE(inotify_add_watch(opens, (ns.path() + "/f").c_str(), IN_OPEN), 0) << strerror(errno);
   Client c(peer->port());
   c.Send(EncodeScrub(1));  // the inventory waits up to 5 s for the lock
-  usleep(200 * 1000);
+  // Once the inventory has opened the infofile it goes on to the locked read
+  // without looking at cancellation again: stopping now has to cut short
+  // the wait for the lock itself.
+  ASSERT_TRUE(test::PollFor(
+      [&] {
+        char events[4096];
+        return read(opens, events, sizeof(events)) > 0;
+      },
+      10))
+      << "the SCRUB's inventory never opened the infofile";
+  close(opens);
   auto t0 = std::chrono::steady_clock::now();
   peer.reset();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -818,12 +864,19 @@ TEST_F(ServerTest, IdleTimeoutCountsFromTheLastByte) {
   std::string f = PutFrame(1, 4, 0, "trickled", std::string(200, 't'));
   for (size_t i = 0; i < 8; ++i) {  // 8 x 0.15 s = 1.2 s > the timeout
     c.Send(f.substr(i * 20, 20));
-    usleep(150 * 1000);
+    // Pacing, not a wait for the peer: the slow sender is what is tested.
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
   }
   c.Send(f.substr(160));
   Reply r = c.Read(5);
   EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), r.h.type) << ErrorMessage(r);
-  usleep(700 * 1000);  // idle with nothing buffered: kept
+  // Idle with nothing buffered: kept. The witness stalls mid-frame after c's
+  // last byte, so by the time the peer closes it for --idle-timeout, c has
+  // been idle longer than that, and a timer of c's would have fired first.
+  Client witness(peer.port());
+  witness.Send(EncodePing(9).substr(0, 5));
+  Reply w = witness.Read(5);
+  ASSERT_EQ(static_cast<uint16_t>(ErrorCode::kTimeout), ErrorOf(w)) << ErrorMessage(w);
   EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), c.Call(EncodeGet(2, 4, "trickled")).h.type);
 }
 
@@ -903,7 +956,8 @@ TEST_F(ServerTest, ConnectionLimit) {
   EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), a->Call(EncodePing(6)).h.type);
   EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), b.Call(EncodePing(7)).h.type);
   a.reset();
-  usleep(100 * 1000);
+  ASSERT_TRUE(test::PollFor([&] { return peer.ClientCount() == 1; }, 10))
+      << "the peer never freed the closed client's slot";
   Client d(peer.port());
   EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), d.Call(EncodePing(8)).h.type);
   Client e(peer.port());
@@ -922,7 +976,8 @@ TEST_F(ServerTest, RingLinksAreNotStarvedByTheConnectionLimit) {
     ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c0.Call(PutFrame(1, 9, 0, "a", "A")).h.type);
     ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c1.Call(PutFrame(1, 9, 1, "a", "A")).h.type);
   }
-  usleep(100 * 1000);  // the slots are free again
+  ASSERT_TRUE(test::PollFor([&] { return p0.ClientCount() == 0 && p1.ClientCount() == 0; }, 10))
+      << "the peers never freed the closed clients' slots";
   WriteInfofile(ns.path() + "/f", 9, {{p0.peer_id(), p0.addr()}, {p1.peer_id(), p1.addr()}},
                 {{"a", 0, 0}, {"a", 1, 1}});
   RingHeader ring{9, 1, "/f", {p0.addr(), p1.addr()}};
@@ -996,8 +1051,23 @@ TEST_F(ServerTest, UnreadGetRepliesDoNotPinUnboundedFiles) {
   std::string batch;
   for (int i = 0; i < kGets; ++i) batch += EncodeGet(100 + i, 2, "r");
   std::thread sender([&] { c.Send(batch); });
-  usleep(500 * 1000);
-  size_t during = open_fds();
+  // Each GET reply queued holds its record file open. Wait until the peer
+  // holds many (it is pinning files for this client) and a whole turn of its
+  // loop opens no more: it has stopped taking this client's GETs. Without a
+  // limit it would go on with every GET it has read, and more arrive.
+  size_t during = 0;
+  EXPECT_TRUE(test::PollFor(
+      [&] {
+        size_t was = open_fds();
+        if (was < before + Connection::kMaxQueuedFiles / 2) return false;
+        peer.OnLoop([] {});
+        size_t now = open_fds();
+        during = std::max({during, was, now});
+        return now == was;
+      },
+      10))
+      << "the peer never settled with the GET replies queued (open files: " << open_fds()
+      << ", before " << before << ")";
   // Without a limit on queued files the peer would hold some 5000 here.
   static_assert(Connection::kMaxQueuedFiles <= 1024, "the test assumes a limit of 1024");
   EXPECT_LT(during, before + 1024 + 64) << "before " << before;
@@ -1464,7 +1534,8 @@ TEST_F(ServerTest, CapsRingLinksThatAuthenticateAreNotStarvedByTheConnectionLimi
     ASSERT_TRUE(IsOk(c0.Call(PutFrame(2, 9, 0, "a", "A"))));
     ASSERT_TRUE(IsOk(c1.Call(PutFrame(2, 9, 1, "a", "A"))));
   }
-  usleep(100 * 1000);  // the slots are free again
+  ASSERT_TRUE(test::PollFor([&] { return p0.ClientCount() == 0 && p1.ClientCount() == 0; }, 10))
+      << "the peers never freed the closed clients' slots";
   WriteInfofile(ns.path() + "/f", 9, {{p0.peer_id(), p0.addr()}, {p1.peer_id(), p1.addr()}},
                 {{"a", 0, 0}, {"a", 1, 1}});
   RingHeader ring{9, 1, "/f", {p0.addr(), p1.addr()}};

@@ -10,10 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace st {
 namespace test {
@@ -112,6 +116,32 @@ inline int BindLoopback(bool listening, std::string* addr) {
   }
   *addr = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
   return fd;
+}
+
+// Waits for a condition instead of sleeping (leveldb and dask tests do the
+// same): calls `done` until it returns true, every millisecond at first and
+// then less often (up to every 50 ms), for at most `timeout_s` seconds; the
+// last call is at the deadline. Returns whether `done` became true. The
+// timeout only bounds a failing test: a passing one waits as long as the
+// condition takes and no longer. Await what the test needs, and say what it
+// was for the failure message:
+//   ASSERT_TRUE(test::PollFor([&] { return peer.ClientCount() == 0; }, 10))
+//       << "the peer never saw the client close";
+// `done` runs on the calling thread: read another thread's state through
+// something that synchronizes (an atomic, or a task posted to its loop).
+inline bool PollFor(const std::function<bool()>& done, double timeout_s) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      Clock::now() +
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  Clock::duration pause = std::chrono::milliseconds(1);
+  while (true) {
+    if (done()) return true;
+    Clock::time_point now = Clock::now();
+    if (now >= deadline) return false;
+    std::this_thread::sleep_for(std::min(pause, deadline - now));
+    pause = std::min<Clock::duration>(pause * 2, std::chrono::milliseconds(50));
+  }
 }
 
 inline std::string FromHex(const std::string& hex) {
