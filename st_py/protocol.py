@@ -24,6 +24,9 @@ MAX_NAME = 4096
 
 FLAG_MORE = 0x0001
 FLAG_REPLACE = 0x0002
+FLAG_ASYNC = 0x0004  # PUT_CHAIN: OK with MORE once the first copy is stored, then the final reply
+FLAG_FORWARDED = 0x0008  # PUT_CHAIN sent by a peer down its chain
+MAX_CHAIN_HOPS = 7
 
 
 class MsgType(enum.IntEnum):
@@ -35,6 +38,7 @@ class MsgType(enum.IntEnum):
     PING = 0x06
     SCRUB = 0x07
     AUTH = 0x08  # payload: one capability token (docs/capabilities.md)
+    PUT_CHAIN = 0x09  # PUT, then forwarded down the chain of holders
     RING_SEGMENT = 0x10
     OK = 0x80
     DATA = 0x82
@@ -94,6 +98,24 @@ def put_prefix(seq: int, file_id: int, copy_rank: int, crc: int, name: bytes,
     """
     fixed = struct.pack("<QBI", file_id, copy_rank, crc) + _str16(name)
     return HEADER.pack(12 + len(fixed) + data_len, MsgType.PUT, VERSION, flags, seq) + fixed
+
+
+def put_chain_prefix(seq: int, file_id: int, copy_rank: int, crc: int, name: bytes, hops: list[str],
+                     data_len: int, flags: int = 0) -> bytes:
+    """Everything of a PUT_CHAIN frame but its data (docs/wire-protocol.md,
+    "Chain replication"): the receiver stores ``copy_rank`` and forwards
+    ``copy_rank + 1`` to ``hops[0]`` with the rest of ``hops``.
+
+    Raises
+    ------
+    ProtocolError
+        For more than :data:`MAX_CHAIN_HOPS` hops.
+    """
+    if len(hops) > MAX_CHAIN_HOPS:
+        raise ProtocolError(f"a chain of {len(hops)} hops (at most {MAX_CHAIN_HOPS})")
+    fixed = (struct.pack("<QBI", file_id, copy_rank, crc) + _str16(name) + struct.pack("<B", len(hops)) +
+             b"".join(_str16(h.encode("utf-8")) for h in hops))
+    return HEADER.pack(12 + len(fixed) + data_len, MsgType.PUT_CHAIN, VERSION, flags, seq) + fixed
 
 
 def encode_put(seq: int, file_id: int, copy_rank: int, name: str | bytes, data: bytes,
@@ -276,6 +298,13 @@ def decode_payload(msg_type: int, flags: int, payload: memoryview) -> dict:
     t = msg_type
     if t == MsgType.PUT:
         f = {"file_id": r.u64(), "copy_rank": r.u8(), "crc32c": r.u32(), "name": r.str16()}
+        f["data"] = bytes(r.rest())
+    elif t == MsgType.PUT_CHAIN:
+        f = {"file_id": r.u64(), "copy_rank": r.u8(), "crc32c": r.u32(), "name": r.str16()}
+        n = r.u8()
+        if n > MAX_CHAIN_HOPS:
+            raise ProtocolError(f"a chain of {n} hops (at most {MAX_CHAIN_HOPS})")
+        f["hops"] = [r.str16().decode("utf-8", "replace") for _ in range(n)]
         f["data"] = bytes(r.rest())
     elif t in (MsgType.GET, MsgType.DELETE):
         f = {"file_id": r.u64(), "name": r.str16()}

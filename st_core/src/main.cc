@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
   sv.get_local_cache_s = opt.get_local_cache_s;
   sv.ring_timeout_base_s = opt.ring_timeout_base_s;
   sv.ring_timeout_per_peer_s = opt.ring_timeout_per_peer_s;
+  sv.chain_timeout_s = opt.chain_timeout_s;
   sv.scrub_interval_s = opt.scrub_interval_s;
   sv.scrub_age_s = opt.scrub_age_s;
   sv.idle_timeout_s = opt.idle_timeout_s;

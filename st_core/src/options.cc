@@ -76,6 +76,8 @@ protocol of docs/wire-protocol.md.
                               clients (default 60)
   --ring-timeout-base SECONDS GET_LOCAL ring timeout: base ... (default 2)
   --ring-timeout-per-peer SECONDS ... plus this per ring peer (default 0.5)
+  --chain-timeout SECONDS     PUT_CHAIN: how long a forwarded copy may take,
+                              per peer left in the chain (default 5)
   --scrub-interval SECONDS    seconds between scrubs, which remove records
                               the namespace does not commit to this peer
                               (needs --namespace; default 86400; 0: only on
@@ -155,7 +157,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
     static const char* const kValued[] = {
         "--data", "--host", "--port", "--advertise", "--namespace", "--tracker",
         "--announce-interval", "--max-frame", "--get-local-cache", "--ring-timeout-base",
-        "--ring-timeout-per-peer", "--scrub-interval", "--scrub-age", "--capacity", "--reserve",
+        "--ring-timeout-per-peer", "--chain-timeout", "--scrub-interval", "--scrub-age", "--capacity", "--reserve",
         "--idle-timeout", "--keepalive-timeout", "--max-connections", "--key-file", "--ops",
         "--tracker-ca", "--tracker-cert", "--tracker-key",
         "--file-id", "--ttl", "--user"};
@@ -273,6 +275,9 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
         out->idle_timeout_s = d;
       } else if (flag == "--keepalive-timeout") {
         out->keepalive_timeout_s = d;
+      } else if (flag == "--chain-timeout") {
+        if (d <= 0) return bad("a positive number of seconds");
+        out->chain_timeout_s = d;
       } else {
         out->ring_timeout_per_peer_s = d;
       }

@@ -25,6 +25,7 @@ struct Options {
   double get_local_cache_s = 60;
   double ring_timeout_base_s = 2;
   double ring_timeout_per_peer_s = 0.5;
+  double chain_timeout_s = 5;
   double scrub_interval_s = 86400;  // 0: no periodic scrub
   double scrub_age_s = 3600;
   bool sync = false;

@@ -27,6 +27,8 @@ const char* MsgTypeName(uint8_t type) {
       return "AUTH";
     case MsgType::kRingSegment:
       return "RING_SEGMENT";
+    case MsgType::kPutChain:
+      return "PUT_CHAIN";
     case MsgType::kOk:
       return "OK";
     case MsgType::kData:
@@ -113,6 +115,31 @@ Status DecodePut(std::string_view payload, PutRequest* out) {
   if (!r.U64(&out->file_id) || !r.U8(&out->copy_rank) || !r.U32(&out->crc32c) ||
       !r.Str16(&out->name)) {
     return Short();
+  }
+  out->data = r.Rest();
+  return Status::OK();
+}
+
+Status DecodePutChain(std::string_view payload, PutChainRequest* out) {
+  Reader r(payload);
+  uint8_t hops = 0;
+  if (!r.U64(&out->file_id) || !r.U8(&out->copy_rank) || !r.U32(&out->crc32c) ||
+      !r.Str16(&out->name) || !r.U8(&hops)) {
+    return Short();
+  }
+  if (hops > kMaxChainHops) {
+    return Status::Corruption("chain of " + std::to_string(hops) + " hops (at most " +
+                              std::to_string(kMaxChainHops) + ")");
+  }
+  if (static_cast<unsigned>(out->copy_rank) + hops > 255) {
+    return Status::Corruption("copy ranks of the chain exceed 255");
+  }
+  out->hops.clear();
+  for (uint8_t i = 0; i < hops; ++i) {
+    std::string_view hop;
+    if (!r.Str16(&hop)) return Short();
+    if (hop.empty()) return Status::Corruption("empty hop address");
+    out->hops.push_back(hop);
   }
   out->data = r.Rest();
   return Status::OK();
@@ -263,6 +290,21 @@ std::string EncodePut(uint64_t seq, uint16_t flags, const PutRequest& req) {
   PutFixed8(&f, req.copy_rank);
   PutFixed32(&f, req.crc32c);
   PutStr16(&f, req.name);
+  f.append(req.data.data(), req.data.size());
+  FinishFrame(&f);
+  return f;
+}
+
+std::string EncodePutChain(uint64_t seq, uint16_t flags, const PutChainRequest& req) {
+  size_t size = 16 + req.name.size() + req.data.size();
+  for (std::string_view h : req.hops) size += 2 + h.size();
+  std::string f = StartFrame(MsgType::kPutChain, flags, seq, size);
+  PutFixed64(&f, req.file_id);
+  PutFixed8(&f, req.copy_rank);
+  PutFixed32(&f, req.crc32c);
+  PutStr16(&f, req.name);
+  PutFixed8(&f, static_cast<uint8_t>(req.hops.size()));
+  for (std::string_view h : req.hops) PutStr16(&f, h);
   f.append(req.data.data(), req.data.size());
   FinishFrame(&f);
   return f;

@@ -32,6 +32,13 @@ constexpr size_t kMaxStr16 = 0xFFFF;
 
 constexpr uint16_t kFlagMore = 0x0001;
 constexpr uint16_t kFlagReplace = 0x0002;
+// PUT_CHAIN: answer OK with MORE once this peer has stored its copy, then the
+// final reply when the rest of the chain has (the async protocols).
+constexpr uint16_t kFlagAsync = 0x0004;
+// PUT_CHAIN sent by a peer down its chain (over a ring link), not by a client.
+constexpr uint16_t kFlagForwarded = 0x0008;
+// A chain holds at most this many peers after the first (replication x8).
+constexpr size_t kMaxChainHops = 7;
 
 enum class MsgType : uint8_t {
   kPut = 0x01,
@@ -42,6 +49,7 @@ enum class MsgType : uint8_t {
   kPing = 0x06,
   kScrub = 0x07,
   kAuth = 0x08,  // payload: one capability token (docs/capabilities.md)
+  kPutChain = 0x09,  // PUT, then forwarded down a chain of holders
   kRingSegment = 0x10,
   kOk = 0x80,
   kData = 0x82,
@@ -103,6 +111,17 @@ struct PutRequest {
   uint8_t copy_rank = 0;
   uint32_t crc32c = 0;
   std::string_view name;
+  std::string_view data;
+};
+
+// PUT_CHAIN: store copy_rank here, then forward copy_rank + 1 to hops[0]
+// with hops[1..] (docs/wire-protocol.md, "Chain replication").
+struct PutChainRequest {
+  uint64_t file_id = 0;
+  uint8_t copy_rank = 0;
+  uint32_t crc32c = 0;
+  std::string_view name;
+  std::vector<std::string_view> hops;  // host:port of the next holders, in rank order
   std::string_view data;
 };
 
@@ -180,6 +199,7 @@ constexpr size_t kScrubReplySize = 40;
 // Payload decoders. Each returns Corruption with a short reason if the
 // payload does not match the grammar of its type (including trailing bytes).
 Status DecodePut(std::string_view payload, PutRequest* out);
+Status DecodePutChain(std::string_view payload, PutChainRequest* out);
 Status DecodeName(std::string_view payload, NameRequest* out);  // GET, DELETE
 Status DecodeDeleteFile(std::string_view payload, uint64_t* file_id);
 Status DecodeGetLocal(std::string_view payload, RingHeader* out);
@@ -203,6 +223,7 @@ void EncodeFramePrefix(uint8_t* dst, MsgType type, uint16_t flags, uint64_t seq,
                        size_t payload_size);
 
 std::string EncodePut(uint64_t seq, uint16_t flags, const PutRequest& req);
+std::string EncodePutChain(uint64_t seq, uint16_t flags, const PutChainRequest& req);
 std::string EncodeGet(uint64_t seq, uint64_t file_id, std::string_view name);
 std::string EncodeDelete(uint64_t seq, uint64_t file_id, std::string_view name);
 std::string EncodeDeleteFile(uint64_t seq, uint64_t file_id);

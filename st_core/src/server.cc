@@ -293,8 +293,9 @@ void Server::OnFrameStart(Connection* c, const FrameHeader& h) {
     loop_->CancelTimer(in.probation_timer);
     in.probation_timer = 0;
   }
-  if (h.type == static_cast<uint8_t>(MsgType::kRingSegment)) {
-    // A ring predecessor's link: it does not take a client slot, and it is
+  if (h.type == static_cast<uint8_t>(MsgType::kRingSegment) ||
+      (h.type == static_cast<uint8_t>(MsgType::kPutChain) && (h.flags & kFlagForwarded))) {
+    // A ring predecessor's link (GET_LOCAL, or a chain of copies): it does not take a client slot, and it is
     // kept open between collectives (no keepalive timeout).
     if (options_.max_connections > 0 &&
         kind_count_[static_cast<int>(Kind::kRing)] >= options_.max_connections) {
@@ -390,6 +391,7 @@ void Server::OnClosed(Connection* conn, const std::string& reason) {
     auto l = links_.find(addr);
     if (l != links_.end() && l->second == id) links_.erase(l);
     ST_LOG_INFO("connection to ring peer %s closed: %s", addr.c_str(), reason.c_str());
+    FailLinkCalls(id, reason);
     loop_->Post([this, addr, reason] {
       if (get_local_) get_local_->OnPeerUnreachable(addr, reason);
     });
@@ -468,6 +470,18 @@ void Server::OnFrame(Connection* c, const FrameHeader& h, std::string_view paylo
 
 void Server::HandleLinkReply(Connection* c, const std::string& addr, const FrameHeader& h,
                              std::string_view payload) {
+  auto calls = link_calls_.find(c->id());
+  if (calls != link_calls_.end()) {
+    auto call = calls->second.find(h.seq);
+    if (call != calls->second.end()) {
+      loop_->CancelTimer(call->second.timer);
+      LinkDone done = std::move(call->second.done);
+      calls->second.erase(call);
+      if (calls->second.empty()) link_calls_.erase(calls);
+      done(&h, payload, "");
+      return;
+    }
+  }
   bool auth_reply = false;
   auto la = link_auth_.find(c->id());
   if (la != link_auth_.end()) {
@@ -592,26 +606,33 @@ std::string Server::GetError(uint64_t seq, uint64_t file_id, std::string_view na
   return EncodeError(seq, StoreErrorCode(s), s.message());
 }
 
-void Server::PutOffLoop(uint64_t conn_id, uint64_t seq, std::shared_ptr<OwnedPut> put) {
+void Server::StoreRecord(std::shared_ptr<OwnedPut> put, StoreDone done) {
+  if (store_->sync()) {
+    StoreOffLoop(std::move(put), std::move(done));
+    return;
+  }
+  done(store_->Put(put->file_id, put->copy_rank, put->crc, put->name, put->data, put->replace));
+}
+
+void Server::StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done) {
   RecordStore::PendingPut pending;
   Status s = store_->BeginPut(put->file_id, put->copy_rank, put->crc, put->name, put->data,
                               put->replace, &pending);
   std::string key = std::to_string(put->file_id) + "/" + put->name;
   if (s.IsUnavailable()) {
     // A PUT of the same record is being written: this one runs after it.
-    put_waiters_[key].push_back([this, conn_id, seq, put] { PutOffLoop(conn_id, seq, put); });
+    put_waiters_[key].push_back([this, put, done] { StoreOffLoop(put, done); });
     return;
   }
   if (!s.ok() || !pending.write) {
-    SendToClient(conn_id, PutReply(seq, put->file_id, put->name, s));
+    done(s);
     return;
   }
   auto result = std::make_shared<Status>();
   RecordStore* store = store_;
   background_.Schedule([store, pending, put, result] { *result = store->WritePut(pending, put->data); },
-                       [this, conn_id, seq, pending, put, result, key] {
-                         Status done = store_->FinishPut(pending, *result);
-                         SendToClient(conn_id, PutReply(seq, put->file_id, put->name, done));
+                       [this, pending, result, key, done] {
+                         done(store_->FinishPut(pending, *result));
                          auto w = put_waiters_.find(key);
                          if (w == put_waiters_.end()) return;
                          std::vector<std::function<void()>> waiting;
@@ -619,6 +640,149 @@ void Server::PutOffLoop(uint64_t conn_id, uint64_t seq, std::shared_ptr<OwnedPut
                          put_waiters_.erase(w);
                          for (auto& run : waiting) run();
                        });
+}
+
+void Server::HandlePutChain(Connection* c, uint64_t seq, uint16_t flags,
+                            const PutChainRequest& req) {
+  auto chain = std::make_shared<ChainPut>();
+  chain->flags = flags;
+  for (std::string_view hop : req.hops) {
+    std::string host, port;
+    std::string h(hop);
+    if (!SplitHostPort(h, &host, &port)) {
+      c->Send(EncodeError(seq, ErrorCode::kBadFrame,
+                          "PUT_CHAIN hop '" + Printable(h) + "' is not a host:port address"));
+      return;
+    }
+    if (h == advertise_) {
+      c->Send(EncodeError(seq, ErrorCode::kBadFrame,
+                          "PUT_CHAIN names this peer (" + advertise_ +
+                              ") as a later holder: a chain needs distinct peers"));
+      return;
+    }
+    chain->hops.push_back(std::move(h));
+  }
+  // The bytes outlive the frame: they are forwarded after the copy here is stored.
+  auto put = std::make_shared<OwnedPut>();
+  put->file_id = req.file_id;
+  put->copy_rank = req.copy_rank;
+  put->crc = req.crc32c;
+  put->name.assign(req.name);
+  put->data.assign(req.data);
+  put->replace = (flags & kFlagReplace) != 0;
+  chain->put = put;
+  uint64_t conn_id = c->id();
+  c->BeginDeferred();
+  StoreRecord(put, [this, conn_id, seq, chain](const Status& s) {
+    const OwnedPut& p = *chain->put;
+    if (!s.ok()) {  // this peer's own copy: the error names no other peer
+      SendToClient(conn_id, PutReply(seq, p.file_id, p.name, s));
+      return;
+    }
+    if (chain->hops.empty()) {
+      SendToClient(conn_id, EncodeOk(seq));
+      return;
+    }
+    if (chain->flags & kFlagAsync) {
+      SendToClient(conn_id, EncodeFrame(MsgType::kOk, kFlagMore, seq, ""));
+    }
+    ForwardChain(conn_id, seq, chain);
+  });
+}
+
+void Server::ForwardChain(uint64_t conn_id, uint64_t seq, std::shared_ptr<ChainPut> chain) {
+  const OwnedPut& p = *chain->put;
+  const std::string hop = chain->hops[0];
+  const unsigned rank = static_cast<unsigned>(p.copy_rank) + 1;
+  uint16_t flags = kFlagForwarded | (chain->flags & kFlagReplace);
+  double timeout = options_.chain_timeout_s * static_cast<double>(chain->hops.size());
+  CallLink(
+      hop,
+      [&](uint64_t link_seq) {
+        PutChainRequest next;
+        next.file_id = p.file_id;
+        next.copy_rank = static_cast<uint8_t>(rank);
+        next.crc32c = p.crc;
+        next.name = p.name;
+        for (size_t i = 1; i < chain->hops.size(); ++i) next.hops.push_back(chain->hops[i]);
+        next.data = p.data;
+        return EncodePutChain(link_seq, flags, next);
+      },
+      timeout,
+      [this, conn_id, seq, chain, hop, rank](const FrameHeader* h, std::string_view payload,
+                                             const std::string& failure) {
+        std::string stored = "copies 0.." + std::to_string(rank - 1) + " are stored";
+        if (h != nullptr && h->type == static_cast<uint8_t>(MsgType::kOk)) {
+          SendToClient(conn_id, EncodeOk(seq));
+          return;
+        }
+        ErrorCode code = ErrorCode::kPeerUnreachable;
+        std::vector<std::string> peers{hop};
+        std::string msg;
+        ErrorReply e;
+        if (h == nullptr) {
+          msg = "cannot forward copy " + std::to_string(rank) + " to " + hop + ": " + failure;
+        } else if (h->type == static_cast<uint8_t>(MsgType::kError) && DecodeError(payload, &e).ok()) {
+          code = static_cast<ErrorCode>(e.code);
+          if (!e.peers.empty()) peers = e.peers;  // a peer further down failed
+          msg = "chain: " + e.message;
+          if (e.peers.empty()) msg = "copy " + std::to_string(rank) + " on " + hop + ": " + e.message;
+        } else {
+          msg = "peer " + hop + " answered a forwarded PUT_CHAIN with a frame of type " +
+                std::to_string(h->type);
+        }
+        if (msg.compare(0, 7, "chain: ") != 0) msg += " (" + stored + ")";
+        SendToClient(conn_id, EncodeError(seq, code, msg, peers));
+      });
+}
+
+void Server::CallLink(const std::string& addr, const std::function<std::string(uint64_t)>& build,
+                      double timeout_s, LinkDone done) {
+  Connection* link = nullptr;
+  auto it = links_.find(addr);
+  if (it != links_.end()) {
+    auto c = conns_.find(it->second);
+    if (c != conns_.end() && !c->second->closed()) link = c->second.get();
+  }
+  if (link == nullptr) {
+    std::string error;
+    link = Connect(addr, &error);
+    if (link == nullptr) {
+      loop_->Post([done, error] { done(nullptr, {}, error); });
+      return;
+    }
+  }
+  AuthenticateLink(link);
+  uint64_t link_id = link->id();
+  uint64_t link_seq = ++next_link_seq_;
+  LinkCall& call = link_calls_[link_id][link_seq];
+  call.done = std::move(done);
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%g", timeout_s);
+  std::string why = std::string("no reply within ") + secs + " s (st-peer --chain-timeout)";
+  call.timer = loop_->AddTimer(timeout_s, [this, link_id, link_seq, why] {
+    auto l = link_calls_.find(link_id);
+    if (l == link_calls_.end()) return;
+    auto c = l->second.find(link_seq);
+    if (c == l->second.end()) return;
+    LinkDone d = std::move(c->second.done);
+    l->second.erase(c);
+    d(nullptr, {}, why);
+  });
+  link->Send(build(link_seq));
+}
+
+void Server::FailLinkCalls(uint64_t link_id, const std::string& reason) {
+  auto l = link_calls_.find(link_id);
+  if (l == link_calls_.end()) return;
+  std::unordered_map<uint64_t, LinkCall> calls;
+  calls.swap(l->second);
+  link_calls_.erase(l);
+  for (auto& kv : calls) {
+    loop_->CancelTimer(kv.second.timer);
+    LinkDone d = std::move(kv.second.done);
+    loop_->Post([d, reason] { d(nullptr, {}, "the link closed: " + reason); });
+  }
 }
 
 void Server::SendRecordToClient(uint64_t conn_id, uint64_t seq, RecordStore::ReadHandle* rec) {
@@ -654,12 +818,26 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
         put->name.assign(req.name);
         put->data.assign(req.data);
         put->replace = replace;
+        uint64_t conn_id = c->id();
         c->BeginDeferred();
-        PutOffLoop(c->id(), seq, std::move(put));
+        StoreOffLoop(put, [this, conn_id, seq, put](const Status& st) {
+          SendToClient(conn_id, PutReply(seq, put->file_id, put->name, st));
+        });
         return;
       }
       s = store_->Put(req.file_id, req.copy_rank, req.crc32c, req.name, req.data, replace);
       c->Send(PutReply(seq, req.file_id, req.name, s));
+      return;
+    }
+    case MsgType::kPutChain: {
+      PutChainRequest req;
+      Status s = DecodePutChain(payload, &req);
+      if (!s.ok()) return bad_frame(s);
+      // A client needs WRITE on the file; a peer forwarding down its chain
+      // shows its PEER capability.
+      uint8_t op = (h.flags & kFlagForwarded) ? kOpPeer : kOpWrite;
+      if (!Allowed(c, seq, h.type, req.file_id, op)) return;
+      HandlePutChain(c, seq, h.flags, req);
       return;
     }
     case MsgType::kGet: {

@@ -39,6 +39,9 @@ struct ServerOptions {
   double get_local_cache_s = 60;
   double ring_timeout_base_s = 2;
   double ring_timeout_per_peer_s = 0.5;
+  // PUT_CHAIN: a forwarded copy's reply must come within this, per peer left
+  // in the chain (so the peer nearest a stuck one is the one that reports it).
+  double chain_timeout_s = 5;
   double scrub_interval_s = 86400;  // periodic scrubs (needs namespace_dir); 0: only on SCRUB
   double scrub_age_s = 3600;        // the scrubber never removes anything younger
   // Hostile or broken clients (docs/peer.md, "Hostile input"); 0: no limit.
@@ -113,10 +116,37 @@ class Server : public Connection::Handler, public GetLocal::Host {
     std::string data;
     bool replace = false;
   };
-  // BeginPut here, WritePut (and its fsyncs) on a background thread,
-  // FinishPut and the reply back here. The connection has a deferred reply
-  // owed. A PUT of a record that is being written waits for that one.
-  void PutOffLoop(uint64_t conn_id, uint64_t seq, std::shared_ptr<OwnedPut> put);
+  // Stores the copy on this peer and calls done with the result on the loop
+  // thread: now, or under --sync after BeginPut here, WritePut (and its
+  // fsyncs) on a background thread and FinishPut back here. A PUT of a
+  // record that is being written waits for that one.
+  using StoreDone = std::function<void(const Status&)>;
+  void StoreRecord(std::shared_ptr<OwnedPut> put, StoreDone done);
+  void StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done);
+
+  // PUT_CHAIN (docs/wire-protocol.md, "Chain replication"): store here, then
+  // forward to the next holder and answer when it has answered.
+  struct ChainPut {
+    std::shared_ptr<OwnedPut> put;
+    std::vector<std::string> hops;
+    uint16_t flags = 0;
+  };
+  void HandlePutChain(Connection* c, uint64_t seq, uint16_t flags, const PutChainRequest& req);
+  void ForwardChain(uint64_t conn_id, uint64_t seq, std::shared_ptr<ChainPut> chain);
+
+  // A request to another peer over the link to addr (AUTH first if needed).
+  // done gets the reply frame, or (h == nullptr) why there is none: the
+  // link could not be made, closed, or timeout_s passed. Never called from
+  // inside CallLink.
+  using LinkDone =
+      std::function<void(const FrameHeader* h, std::string_view payload, const std::string& failure)>;
+  void CallLink(const std::string& addr, const std::function<std::string(uint64_t seq)>& build,
+                double timeout_s, LinkDone done);
+  struct LinkCall {
+    LinkDone done;
+    EventLoop::TimerId timer = 0;
+  };
+  void FailLinkCalls(uint64_t link_id, const std::string& reason);
   static std::string PutReply(uint64_t seq, uint64_t file_id, std::string_view name,
                               const Status& s);
   static std::string GetError(uint64_t seq, uint64_t file_id, std::string_view name,
@@ -183,6 +213,8 @@ class Server : public Connection::Handler, public GetLocal::Host {
   std::atomic<uint64_t> ring_auths_sent_{0};
   uint64_t denied_since_log_ = 0;
   double denied_log_at_ = 0;
+  // Requests in flight on outgoing links: link id -> seq -> call.
+  std::unordered_map<uint64_t, std::unordered_map<uint64_t, LinkCall>> link_calls_;
   // PUTs waiting for a PUT of the same record ("<file_id>/<name>") to finish.
   std::unordered_map<std::string, std::vector<std::function<void()>>> put_waiters_;
   // Disk work off the loop (PUT and DELETE under --sync, GET verification).

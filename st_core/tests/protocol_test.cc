@@ -50,6 +50,19 @@ std::string DecodeAndReencode(const json& v) {
       EXPECT_EQ(crc32c::Value(r.data), r.crc32c);
       return EncodePut(h.seq, h.flags, r);
     }
+    case MsgType::kPutChain: {
+      PutChainRequest r;
+      EXPECT_TRUE(DecodePutChain(payload, &r).ok());
+      EXPECT_EQ(f["file_id"].get<uint64_t>(), r.file_id);
+      EXPECT_EQ(f["copy_rank"].get<int>(), r.copy_rank);
+      EXPECT_EQ(f["crc32c"].get<uint32_t>(), r.crc32c);
+      EXPECT_EQ(Hex(f["name"]), r.name);
+      std::vector<std::string> hops(r.hops.begin(), r.hops.end());
+      EXPECT_EQ(f["hops"].get<std::vector<std::string>>(), hops);
+      EXPECT_EQ(Hex(f["data"]), r.data);
+      EXPECT_EQ(crc32c::Value(r.data), r.crc32c);
+      return EncodePutChain(h.seq, h.flags, r);
+    }
     case MsgType::kGet:
     case MsgType::kDelete: {
       NameRequest r;
@@ -195,6 +208,11 @@ std::string Classify(const std::string& bytes) {
     case MsgType::kPut: {
       PutRequest r;
       s = DecodePut(p, &r);
+      break;
+    }
+    case MsgType::kPutChain: {
+      PutChainRequest r;
+      s = DecodePutChain(p, &r);
       break;
     }
     case MsgType::kGet:
