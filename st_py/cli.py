@@ -484,6 +484,46 @@ def rebalance(tracker, data, files, lost) -> None:
         sys.exit(1)
 
 
+@cli.command()
+@tracker_opt
+@data_opt
+@format_opt
+@click.argument("files", nargs=-1)
+@click.option("--watch", is_flag=True, help="repeat every --interval seconds until interrupted")
+@click.option("--interval", type=float, default=10.0, show_default=True, help="seconds between passes (--watch)")
+@click.option("--failed-after", type=float, default=600.0, show_default=True,
+              help="seconds a peer must have been failed before its copies are restored elsewhere")
+def repair(tracker, data, fmt, files, watch, interval, failed_after) -> None:
+    """Bring every record of FILES (default: all files) back to F stored copies.
+
+    Stores the copies async protocols left pending, on their holder if it is
+    live (a returning peer catches up) or on another peer, and restores the
+    copies of peers failed longer than --failed-after (docs/replication.md,
+    "Repair"). Without --watch, exits with status 1 if a file is not complete.
+    """
+    from . import repair as rp
+    from .client import Client
+
+    c = Client(_tracker(tracker, data))
+    sizes = ()
+
+    def show(r) -> None:
+        if watch and fmt == "table" and r.pending_found == 0 and not r.lost_peers and r.complete:
+            return  # a quiet pass
+        emit([r.as_dict()], fmt, sizes=sizes)
+
+    if watch:
+        try:
+            rp.watch(c, interval, failed_after, list(files) or None, on_report=show)
+        except KeyboardInterrupt:
+            pass
+        return
+    reports = rp.repair(c, list(files) or None, failed_after)
+    emit([r.as_dict() for r in reports], fmt, title="repair")
+    if not all(r.complete for r in reports):
+        sys.exit(1)
+
+
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integrations"))
     try:

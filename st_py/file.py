@@ -1,9 +1,13 @@
 """An open StoreTorrent file: PUT, GET, GET_LOCAL and DELETE of records.
 
-The API follows the paper's figure 4. Replication is client-driven
-(paper 3.1, 4.1): class xF writes F copies on F distinct peers with copy ranks
-0..F-1, and a record is committed to the tracker only after every copy is
-acknowledged, in groups (paper 3.5). Readers see a record only once it is
+The API follows the paper's figure 4. Class xF writes F copies on F distinct
+peers with copy ranks 0..F-1 (paper 3.1, 4.1), by the file's duplication
+protocol (docs/replication.md): ``client-sync`` (the client writes every copy
+and a record is committed once all are acknowledged, paper 3.5), ``chain``
+(one PUT_CHAIN to rank 0, which forwards down the holders), and their async
+forms, where a record is acknowledged and committed once copy rank 0 is
+stored and the other copies are recorded as pending until they are. Records
+are committed in groups (paper 3.5); readers see a record only once it is
 committed (paper 2.1).
 """
 
@@ -28,7 +32,9 @@ from .reader import ReaderMixin
 from .getlocal import LocalRecord
 from .infofile import InfofileReader
 from .placement import choose_holders, choose_spare
-from .protocol import (MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file, put_prefix)
+from .protocol import (FLAG_ASYNC, FLAG_MORE, MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file,
+                       put_chain_prefix, put_prefix)
+from .replication import is_async, is_chain
 from .tracker_client import TrackerClient
 from .transport import Transport
 
@@ -91,6 +97,13 @@ class _PutOp:
     callback: Callable | None = None
     failed: bool = False
     refused: set[int] = field(default_factory=set)  # peers holding a stale copy (EXISTS)
+    acknowledged: bool = False  # future set, handed to the group committer
+    finished: bool = False  # every copy stored or given up: out of the pipeline
+    abandoned: set[int] = field(default_factory=set)  # async copies left pending for repair
+    # group commit state: 0 waiting, 1 commit in flight, 2 committed
+    commit_state: int = 0
+    sent_pending: set[int] = field(default_factory=set)  # ranks committed as pending
+    late: list[int] = field(default_factory=list)  # pending ranks stored while the commit was in flight
 
 
 class StFile(ReaderMixin, LocalReadsMixin):
@@ -136,6 +149,9 @@ class StFile(ReaderMixin, LocalReadsMixin):
         self.file_id = info.file_id
         self.replication = info.replication
         self.copies = info.copies
+        self.protocol = info.protocol or "client-sync"
+        self._chain = is_chain(self.protocol) and info.copies > 1
+        self._async = is_async(self.protocol) and info.copies > 1
         self.peers = {p.peer_idx: p for p in info.peers}
         if info.capability:
             self._cap_renew_at = time.time() + (info.capability_expires - time.time()) * 2 / 3
@@ -249,8 +265,11 @@ class StFile(ReaderMixin, LocalReadsMixin):
         op = _PutOp(name, name_b, data, len(data), crc32c(data), list(self._block), future=Pending(self, name),
                     callback=callback)
         self._puts_inflight += 1
-        for rank, idx in enumerate(op.peers):
-            self._send_copy(op, rank, idx)
+        if self._chain:
+            self._send_chain(op)
+        else:
+            for rank, idx in enumerate(op.peers):
+                self._send_copy(op, rank, idx)
         # Coalesce (paper 3.2): frames pile up and go out in one sendmsg per
         # peer when the pipeline is full, when enough bytes wait, or at poll().
         if self._transport.out_bytes >= COALESCE_BYTES:
@@ -265,18 +284,84 @@ class StFile(ReaderMixin, LocalReadsMixin):
             lambda seq: [put_prefix(seq, self.file_id, rank, op.crc, op.name_b, len(op.data)), op.data],
             lambda fr, exc: self._copy_done(op, rank, idx, exc))
 
-    def _copy_done(self, op: _PutOp, rank: int, idx: int, exc: Exception | None) -> None:
-        if op.failed:
+    def _send_chain(self, op: _PutOp) -> None:
+        """One PUT_CHAIN to the rank-0 holder, which forwards the record
+        down the others (docs/replication.md, "chain")."""
+        hops = [self._addr(i) for i in op.peers[1:]]
+        flags = FLAG_ASYNC if self._async else 0
+        self._transport.send(
+            self._addr(op.peers[0]),
+            lambda seq: [put_chain_prefix(seq, self.file_id, 0, op.crc, op.name_b, hops, len(op.data), flags),
+                         op.data],
+            lambda fr, exc: self._chain_done(op, fr, exc))
+
+    def _chain_done(self, op: _PutOp, fr, exc: Exception | None) -> None:
+        if op.failed or op.finished:
             return
         if exc is None:
-            op.acked.add(rank)
-            if len(op.acked) == self.copies:
-                op.data = b""  # every copy is stored: memory stays bounded by depth x size
-                self._puts_inflight -= 1
-                self._committer.add(op)
-                op.future._set(True)
-                if op.callback:
-                    self._notify(op.name, op.callback, op.name, None)
+            if fr is not None and fr.flags & FLAG_MORE:  # async: copy rank 0 is stored
+                self._copy_stored(op, 0)
+                return
+            for rank in range(self.copies):
+                if rank not in op.acked:
+                    self._copy_stored(op, rank)
+            return
+        # The chain broke. A downstream failure names the peer where it did:
+        # the copies before it are stored; that copy fails over like a
+        # client-sync one, and the copies after it are written directly.
+        broken = None
+        if isinstance(exc, PeerError) and exc.peers:
+            ranks = [r for r, i in enumerate(op.peers) if self._addr(i) == exc.peers[0]]
+            broken = ranks[0] if ranks and ranks[0] > 0 else None
+        if broken is not None:
+            for rank in range(broken):
+                if rank not in op.acked:
+                    self._copy_stored(op, rank)
+            addr = self._addr(op.peers[broken])
+            assert isinstance(exc, PeerError)
+            err: Exception = (PeerUnavailableError(addr, f"copy {broken} of {op.name!r} forwarded by "
+                                                         f"{exc.peer}: {exc.message}")
+                              if exc.code in (ErrorCode.PEER_UNREACHABLE, ErrorCode.TIMEOUT)
+                              else PeerError(exc.code, exc.message, addr, exc.seq))
+            self._copy_done(op, broken, op.peers[broken], err)
+            start = broken + 1
+        elif 0 not in op.acked:  # copy rank 0 itself failed, or its connection did
+            self._copy_done(op, 0, op.peers[0], exc)
+            start = 1
+        else:  # async, rank 0 stored, then its connection failed: the rest is unknown
+            start = 1
+        if op.failed:
+            return
+        for rank in range(start, self.copies):
+            if rank not in op.acked:
+                self._send_copy(op, rank, op.peers[rank])
+
+    def _copy_stored(self, op: _PutOp, rank: int) -> None:
+        op.acked.add(rank)
+        if op.acknowledged:
+            self._committer.copy_stored(op, rank)  # a pending copy of a committed record
+        elif len(op.acked) == self.copies or (self._async and rank == 0):
+            self._acknowledge(op)
+        self._maybe_finish(op)
+
+    def _acknowledge(self, op: _PutOp) -> None:
+        op.acknowledged = True
+        self._committer.add(op)
+        op.future._set(True)
+        if op.callback:
+            self._notify(op.name, op.callback, op.name, None)
+
+    def _maybe_finish(self, op: _PutOp) -> None:
+        if not op.finished and len(op.acked) + len(op.abandoned) >= self.copies:
+            op.finished = True
+            op.data = b""  # every copy is stored: memory stays bounded by depth x size
+            self._puts_inflight -= 1
+
+    def _copy_done(self, op: _PutOp, rank: int, idx: int, exc: Exception | None) -> None:
+        if op.failed or op.finished:
+            return
+        if exc is None:
+            self._copy_stored(op, rank)
             return
         retry = isinstance(exc, PeerUnavailableError) or (
             isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR,
@@ -297,7 +382,7 @@ class StFile(ReaderMixin, LocalReadsMixin):
                 f"record {op.name!r}: copy {rank} failed ({exc}) and no other live peer can take it; "
                 f"class {self.replication} needs {self.copies} live peers")
         elif isinstance(exc, PeerError) and exc.code == ErrorCode.EXISTS:
-            if not self._infofile().exists(op.name):
+            if not self._infofile().exists(op.name) or op.acknowledged:
                 # An uncommitted copy with other content, left by a crashed
                 # writer (paper 4.4) or being written by another one: never
                 # overwrite it; put this copy on another peer instead.
@@ -310,10 +395,17 @@ class StFile(ReaderMixin, LocalReadsMixin):
                     return
             exc = RecordExistsError(f"record {op.name!r} already exists on peer {exc.peer}: records are "
                                     "write-once; delete it first (f.delete(name)) or use another name")
+        if op.acknowledged:
+            # An async record is committed with this copy pending: repair
+            # stores it (storetorrent repair, docs/replication.md).
+            op.abandoned.add(rank)
+            self._maybe_finish(op)
+            return
         self._fail_put(op, exc)
 
     def _fail_put(self, op: _PutOp, exc: Exception) -> None:
         op.failed = True
+        op.finished = True
         self._puts_inflight -= 1
         op.future._set(exc=exc)
         if op.callback:

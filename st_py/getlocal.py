@@ -62,7 +62,7 @@ class GetLocalPlan:
         addrs = {addrs} if isinstance(addrs, str) else set(addrs)
         dead = self.dead + tuple(a for a in self.ring if a in addrs)
         unavailable = self.unavailable
-        if self.infofile_path and len(dead) >= self.copies:
+        if self.infofile_path and dead:  # count_unavailable is quick when too few are dead
             unavailable = count_unavailable(self.infofile_path, dead, self.copies)
         return replace(self, ring=tuple(a for a in self.ring if a not in addrs), dead=dead,
                        unavailable=unavailable)

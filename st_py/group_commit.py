@@ -14,10 +14,16 @@ idempotent) for up to ``COMMIT_RETRY_S`` seconds per outage (paper 5).
 
 With ``stage=True`` nothing is committed: the records are handed out by
 :meth:`GroupCommitter.take_staged` for one atomic commit of a whole job.
+
+Async protocols (docs/replication.md) commit a record once copy rank 0 is
+stored; the ranks not stored when its commit is sent are committed as
+pending, and each one stored later is reported with ``StoreCopies`` once the
+commit is through (never before, so the tracker always knows the record).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -27,6 +33,8 @@ import grpc
 
 from ._proto import tracker_pb2 as pb
 from .errors import RecordExistsError, TrackerUnavailableError
+
+log = logging.getLogger("storetorrent.client")
 
 MAX_COMMITS_IN_FLIGHT = 2  # one being written while the next one fills
 MAX_GROUP = 4096  # records in one commit when commits back up (adaptive group commit)
@@ -48,8 +56,10 @@ class GroupCommitter:
     stage : bool
         Keep records for :meth:`take_staged` instead of committing them.
 
-    An ``op`` is any object with ``name``, ``name_b``, ``size``, ``crc`` and
-    ``peers`` (peer index per copy rank) attributes.
+    An ``op`` is any object with ``name``, ``name_b``, ``size``, ``crc``,
+    ``peers`` (peer index per copy rank) and ``acked`` (copy ranks stored)
+    attributes, and ``commit_state``, ``sent_pending``, ``late`` for this
+    class to keep (see ``st_py.file._PutOp``).
     """
 
     def __init__(self, tracker, name: str, file_id: int, group_size: int,
@@ -59,11 +69,22 @@ class GroupCommitter:
         self.waiting: list = []  # acknowledged, not yet sent
         self._in_flight: deque = deque()  # (grpc future, group)
         self._down_since: float | None = None
+        self._stored: list = []  # pb.CopyStored of pending copies stored since, to report
+        self._stores_in_flight: deque = deque()  # grpc futures of StoreCopies
+
+    def copy_stored(self, op, rank: int) -> None:
+        """A pending copy of an acknowledged record is now stored."""
+        if op.commit_state == 0 or rank not in op.sent_pending:
+            return  # its commit (not sent yet) will say it is stored
+        if op.commit_state == 1:
+            op.late.append(rank)  # reported once the commit is through
+        else:
+            self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
 
     @property
     def busy(self) -> bool:
         """Records wait or commits are in flight."""
-        return bool(self.waiting or self._in_flight)
+        return bool(self.waiting or self._in_flight or self._stored or self._stores_in_flight)
 
     def add(self, op) -> None:
         """A record every holder acknowledged."""
@@ -91,15 +112,39 @@ class GroupCommitter:
             del self.waiting[:size]
             fut = self._tracker.commit_async(self.name, self.file_id, _records(group))
             self._in_flight.append((fut, group))
+        if self._stored and (force or len(self._stored) >= self.group_size or not self._stores_in_flight):
+            stored, self._stored = self._stored, []
+            self._stores_in_flight.append(self._tracker.store_copies_async(self.name, self.file_id, stored))
 
     def drain(self) -> None:
         """Commit every waiting record and wait for every commit."""
         self.pump(force=True)
         self.reap(all_=True)
+        if self._stored:  # pending copies whose records the commits just made known
+            self.pump(force=True)
+        while self._stores_in_flight:
+            self._reap_stores(block=True)
+
+    def _reap_stores(self, block: bool = False) -> None:
+        while self._stores_in_flight and (block or self._stores_in_flight[0].done()):
+            fut = self._stores_in_flight.popleft()
+            block = False
+            try:
+                reply = fut.result()
+            except grpc.RpcError as e:
+                # The copies are on their peers; the infofile still says
+                # pending, and repair will find them stored (a PUT is idempotent).
+                log.warning("%s: could not report stored copies (%s); storetorrent repair will",
+                            self.name, self._tracker.map_error(e, "StoreCopies"))
+                continue
+            if reply.conflicts:
+                log.warning("%s: %d stored copies refused by the tracker: %s", self.name, len(reply.conflicts),
+                            "; ".join(reply.conflicts[:3]))
 
     def reap(self, block: bool = False, all_: bool = False) -> None:
         """Collect finished commits (the oldest one waited for when
         ``block``, every one when ``all_``)."""
+        self._reap_stores()
         while self._in_flight and (all_ or block or self._in_flight[0][0].done()):
             fut, group = self._in_flight.popleft()
             block = False
@@ -112,11 +157,15 @@ class GroupCommitter:
                     for op in group:
                         self._failed(op, exc)
                     continue
-            if reply.conflicts:
-                reasons = dict(zip(reply.conflict_names, reply.conflicts))
-                for op in group:
-                    if op.name in reasons:
-                        self._failed(op, RecordExistsError(f"record {reasons[op.name]}", names=[op.name]))
+            reasons = dict(zip(reply.conflict_names, reply.conflicts))
+            for op in group:
+                if op.name in reasons:
+                    self._failed(op, RecordExistsError(f"record {reasons[op.name]}", names=[op.name]))
+                    continue
+                op.commit_state = 2
+                for rank in op.late:
+                    self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
+                op.late = []
 
     def _retry(self, group: list):
         """The tracker is down or restarting (paper 5): the copies are safe
@@ -148,4 +197,11 @@ class GroupCommitter:
 
 
 def _records(group: list) -> list:
-    return [pb.RecordCommit(name=op.name, size=op.size, crc32c=op.crc, peer_idx=op.peers) for op in group]
+    """The commit of ``group``; copies not stored yet go as pending."""
+    out = []
+    for op in group:
+        op.commit_state = 1
+        op.sent_pending = {r for r in range(len(op.peers)) if r not in op.acked}
+        out.append(pb.RecordCommit(name=op.name, size=op.size, crc32c=op.crc, peer_idx=op.peers,
+                                   pending_ranks=sorted(op.sent_pending)))
+    return out

@@ -24,12 +24,19 @@ compiled into the C++ tests)."""
 @dataclass(frozen=True)
 class RecordMeta:
     """Committed metadata of one record: size in bytes, CRC-32C, and the
-    peer index holding each copy rank (``peers[r]`` holds copy rank ``r``)."""
+    peer indexes holding its stored copies in copy-rank order. ``ranks``
+    gives each one's copy rank; it is ``0 .. F-1`` unless copies are still
+    pending (async protocols), which are left out."""
 
     name: str
     size: int
     crc32c: int
     peers: tuple[int, ...]
+    ranks: tuple[int, ...] = ()
+
+    def copies(self) -> dict[int, int]:
+        """``{copy_rank: peer_idx}`` of the stored copies."""
+        return dict(zip(self.ranks or range(len(self.peers)), self.peers))
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,11 @@ def recover(root: Path) -> tuple[int, int]:
     return rolled, removed
 
 
+PENDING_COPIES_SQL = ("CREATE TABLE IF NOT EXISTS pending_copies(name TEXT NOT NULL, copy_rank INTEGER NOT NULL, "
+                      "peer_idx INTEGER NOT NULL, since INTEGER NOT NULL, PRIMARY KEY(name, copy_rank)) "
+                      "WITHOUT ROWID")
+
+
 class InfofileWriter:
     """The tracker's read-write handle on one infofile."""
 
@@ -109,6 +121,8 @@ class InfofileWriter:
         if not path.is_file():
             raise FileNotFoundError(path)
         self.conn = _connect_rw(path)
+        # Files made before async protocols existed lack the table (none pending there).
+        self.conn.execute(PENDING_COPIES_SQL)
 
     def meta(self) -> dict:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
@@ -153,7 +167,10 @@ class InfofileWriter:
             new_rows: list[tuple] = []
             copy_rows: list[tuple] = []
             conflicts: list[Conflict] = []
-            for name, size, crc, peer_idx in records:
+            pending_rows: list[tuple] = []
+            for rec in records:
+                name, size, crc, peer_idx = rec[:4]
+                pending = rec[4] if len(rec) > 4 else ()
                 old = existing.get(name)
                 if old is not None:
                     if old != (size, crc):
@@ -161,12 +178,15 @@ class InfofileWriter:
                     continue
                 existing[name] = (size, crc)  # a later duplicate in this batch (another client's
                 new_rows.append((name, size, crc, gen, now))  # request merged in) is judged against it
-                copy_rows.extend((name, rank, p, gen) for rank, p in enumerate(peer_idx))
+                for rank, p in enumerate(peer_idx):
+                    (pending_rows if rank in pending else copy_rows).append((name, rank, p, gen))
             if new_rows:
                 c.executemany("INSERT INTO records(name, size, crc32c, commit_seq, committed_at) "
                               "VALUES (?, ?, ?, ?, ?)", new_rows)
                 c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
                               copy_rows)
+                c.executemany("INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
+                              pending_rows)
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
             else:
                 gen -= 1
@@ -175,6 +195,54 @@ class InfofileWriter:
             c.execute("ROLLBACK")
             raise
         return gen, {r[0] for r in new_rows}, conflicts
+
+    def store_copies(self, stored: list[tuple[str, int, int]]) -> tuple[int, int, list[Conflict]]:
+        """Pending copies (async protocols) are now stored: each
+        ``(name, copy_rank, peer_idx)`` leaves ``pending_copies`` and joins
+        ``copies`` from the new generation on, so GET and GET_LOCAL start
+        using it. The holder may differ from the pending one (its writer or
+        repair put it on a spare). Already stored there: an idempotent retry.
+
+        A copy is a conflict (left out) when its record is gone or has no
+        such pending copy, or the holder already holds another copy of the
+        record (invariant 3).
+
+        Returns
+        -------
+        (generation, copies now stored, conflicts)
+        """
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            npeers = int(c.execute("SELECT count(*) FROM peers").fetchone()[0])
+            done, conflicts = 0, []
+            for name, rank, peer in stored:
+                held = dict(c.execute("SELECT copy_rank, peer_idx FROM copies WHERE name = ?", (name,)))
+                pending = dict(c.execute("SELECT copy_rank, peer_idx FROM pending_copies WHERE name = ?", (name,)))
+                if held.get(rank) == peer:
+                    continue  # stored before: a retry
+                if rank not in pending:
+                    conflicts.append(Conflict(name, f"copy rank {rank} is not pending (record deleted, or "
+                                                    "stored elsewhere)"))
+                elif peer in held.values() or peer in {p for r, p in pending.items() if r != rank} \
+                        or not 0 <= peer < npeers:
+                    conflicts.append(Conflict(name, f"peer {peer} cannot take copy rank {rank}: it holds "
+                                                    "another copy or is not in the peerlist"))
+                else:
+                    c.execute("DELETE FROM pending_copies WHERE name = ? AND copy_rank = ?", (name, rank))
+                    c.execute("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
+                              (name, rank, peer, gen))
+                    done += 1
+            if done:
+                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            else:
+                gen -= 1
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return gen, done, conflicts
 
     def delete_records(self, names: list[str]) -> tuple[int, int, int]:
         """Remove records and their copies. Returns (generation, removed,
@@ -190,6 +258,7 @@ class InfofileWriter:
                                         chunk).fetchone()[0])
                 removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
                 c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
+                c.execute(f"DELETE FROM pending_copies WHERE name IN ({marks})", chunk)
                 c.execute(f"DELETE FROM copy_history WHERE name IN ({marks})", chunk)
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
@@ -317,13 +386,16 @@ class InfofileReader:
         return self.lookup_many(names)
 
     def count_unavailable(self, dead_idxs: list[int], copies: int) -> int:
-        """Committed records whose every copy is on a peer in ``dead_idxs``."""
-        if len(dead_idxs) < copies:
+        """Committed records with no stored copy outside ``dead_idxs``
+        (``copies`` is F; a record with pending copies has fewer stored)."""
+        if not dead_idxs:
             return 0
         marks = ",".join("?" * len(dead_idxs))
+        if len(dead_idxs) < copies and not self.count_pending():
+            return 0  # every record has F stored copies on distinct peers
         return int(self.conn.execute(
-            f"SELECT count(*) FROM (SELECT name FROM copies WHERE peer_idx IN ({marks}) "
-            "GROUP BY name HAVING count(*) = ?)", [*dead_idxs, copies]).fetchone()[0])
+            "SELECT count(*) FROM records r WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.name = r.name "
+            f"AND c.peer_idx NOT IN ({marks}))", list(dead_idxs)).fetchone()[0])
 
     def exists(self, name: str) -> bool:
         return self.conn.execute("SELECT 1 FROM records WHERE name = ?", (name,)).fetchone() is not None
@@ -335,7 +407,7 @@ class InfofileReader:
             "JOIN copies c ON c.name = r.name WHERE r.name = ? ORDER BY c.copy_rank", (name,)).fetchall()
         if not rows:
             return None
-        return RecordMeta(name, rows[0][0], rows[0][1], tuple(r[3] for r in rows))
+        return RecordMeta(name, rows[0][0], rows[0][1], tuple(r[3] for r in rows), tuple(r[2] for r in rows))
 
     def lookup_many(self, names: list[str]) -> dict[str, RecordMeta]:
         out: dict[str, list] = {}
@@ -344,9 +416,28 @@ class InfofileReader:
             q = ("SELECT r.name, r.size, r.crc32c, c.copy_rank, c.peer_idx FROM records r "
                  f"JOIN copies c ON c.name = r.name WHERE r.name IN ({','.join('?' * len(chunk))}) "
                  "ORDER BY r.name, c.copy_rank")
-            for name, size, crc, _rank, peer in self.conn.execute(q, chunk):
-                out.setdefault(name, [size, crc, []])[2].append(peer)
-        return {n: RecordMeta(n, v[0], v[1], tuple(v[2])) for n, v in out.items()}
+            for name, size, crc, rank, peer in self.conn.execute(q, chunk):
+                v = out.setdefault(name, [size, crc, [], []])
+                v[2].append(peer)
+                v[3].append(rank)
+        return {n: RecordMeta(n, v[0], v[1], tuple(v[2]), tuple(v[3])) for n, v in out.items()}
+
+    def pending_copies(self, limit: int = 100_000) -> list[tuple[RecordMeta, int, int]]:
+        """Copies of committed records not stored yet (async protocols), as
+        ``(record, copy_rank, pending holder's peer_idx)``, oldest first."""
+        try:
+            rows = self.conn.execute("SELECT name, copy_rank, peer_idx FROM pending_copies ORDER BY since, name "
+                                     "LIMIT ?", (limit,)).fetchall()
+        except sqlite3.OperationalError:  # a file made before async protocols: none pending
+            return []
+        metas = self.lookup_many(sorted({r[0] for r in rows}))
+        return [(metas[n], rank, peer) for n, rank, peer in rows if n in metas]
+
+    def count_pending(self) -> int:
+        try:
+            return int(self.conn.execute("SELECT count(*) FROM pending_copies").fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0
 
     def names(self, prefix: str | None = None) -> list[str]:
         if prefix:

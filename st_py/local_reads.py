@@ -61,7 +61,7 @@ class LocalReadsMixin:
         reader = self._infofile()
         generation, records = reader.snapshot()
         unavailable = 0
-        if len(dead) >= self.copies:
+        if dead:  # quick when fewer than F are dead and no copy is pending
             unavailable = reader.count_unavailable([p.peer_idx for p in ordered if p.addr in dead], self.copies)
         plan = GetLocalPlan(self.name, self.file_id, generation, ring, dead, self.copies, records,
                             unavailable, str(self.infofile_path), bytes(self.info.capability))

@@ -144,8 +144,8 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
     moves: list[pb.CopyMove] = []
     outstanding = {"n": 0}
 
-    def place(m, rank: int, holders: list[int], tried: set[int]) -> None:
-        new = choose_spare([i for i in usable if i not in tried and f._usable(i)], holders)
+    def place(m, rank: int, holders: dict[int, int], tried: set[int]) -> None:
+        new = choose_spare([i for i in usable if i not in tried and f._usable(i)], list(holders.values()))
         if new is None:
             report.under_replicated.append(m.name)
             return
@@ -157,7 +157,7 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
         def done(fr, exc):
             outstanding["n"] -= 1
             if exc is None:
-                moves.append(pb.CopyMove(name=m.name, copy_rank=rank, from_peer_idx=m.peers[rank],
+                moves.append(pb.CopyMove(name=m.name, copy_rank=rank, from_peer_idx=m.copies()[rank],
                                          to_peer_idx=new))
             elif isinstance(exc, (PeerUnavailableError, PeerError)):
                 place(m, rank, holders, tried)  # fail over to another spare (paper 4.3)
@@ -173,8 +173,8 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
     for m in metas:
         if m.name not in data:
             continue
-        holders = list(m.peers)
-        for rank, p in enumerate(m.peers):
+        holders = m.copies()
+        for rank, p in list(holders.items()):
             if p in lost_set:
                 place(m, rank, holders, set())
     f._transport.wait(lambda: outstanding["n"] == 0)

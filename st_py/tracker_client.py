@@ -95,6 +95,16 @@ class TrackerClient:
                                                          user=self.user), timeout=self.timeout,
                                      metadata=self._metadata)
 
+    def store_copies(self, name: str, file_id: int, copies: builtins.list[pb.CopyStored]) -> pb.MoveCopiesReply:
+        return self._call("StoreCopies", pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies,
+                                                               user=self.user))
+
+    def store_copies_async(self, name: str, file_id: int, copies: builtins.list[pb.CopyStored]):
+        """Start a StoreCopies; returns a grpc future (as :meth:`commit_async`)."""
+        return self._stub.StoreCopies.future(pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies,
+                                                                   user=self.user), timeout=self.timeout,
+                                             metadata=self._metadata)
+
     def delete(self, name: str, file_id: int = 0, records: list[str] | None = None,
                whole_file: bool = False) -> pb.DeleteReply:
         name = normalize(name)

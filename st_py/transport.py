@@ -178,6 +178,11 @@ class PeerConnection:
                 req.chunks = []
             req.chunks.append(fr)
             return
+        if fr.flags & FLAG_MORE and fr.type != MsgType.ERROR:
+            # An interim reply (PUT_CHAIN with ASYNC: the first copy is
+            # stored); the request stays in flight for its final reply.
+            self._complete(req.callback, fr, None)
+            return
         del self.pending[fr.seq]
         if fr.type == MsgType.LOCAL_LIST and req.chunks:
             entries = [e for c in req.chunks for e in c.fields["entries"]] + fr.fields["entries"]

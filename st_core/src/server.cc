@@ -412,8 +412,11 @@ void Server::SendToClient(uint64_t conn_id, std::string frame) {
   // MORE; the connection is not idle until then.
   bool last = frame.size() < kFramePrefixSize || (DecodeFixed16(reinterpret_cast<const uint8_t*>(
                                                       frame.data()) + 6) & kFlagMore) == 0;
-  it->second->Send(std::move(frame));
-  if (last) it->second->EndDeferred();
+  // Send may close the connection, which moves it to the graveyard (still
+  // alive until a posted task frees it) and invalidates `it`.
+  Connection* c = it->second.get();
+  c->Send(std::move(frame));
+  if (last) c->EndDeferred();
 }
 
 void Server::SendSegment(const std::string& addr, uint16_t flags, std::string payload) {

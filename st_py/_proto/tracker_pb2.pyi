@@ -317,3 +317,25 @@ class SetModeReply(_message.Message):
     group: str
     mode: int
     def __init__(self, owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ...) -> None: ...
+
+class CopyStored(_message.Message):
+    __slots__ = ("name", "copy_rank", "peer_idx")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COPY_RANK_FIELD_NUMBER: _ClassVar[int]
+    PEER_IDX_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    copy_rank: int
+    peer_idx: int
+    def __init__(self, name: _Optional[str] = ..., copy_rank: _Optional[int] = ..., peer_idx: _Optional[int] = ...) -> None: ...
+
+class StoreCopiesRequest(_message.Message):
+    __slots__ = ("name", "file_id", "copies", "user")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    COPIES_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    file_id: int
+    copies: _containers.RepeatedCompositeFieldContainer[CopyStored]
+    user: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., copies: _Optional[_Iterable[_Union[CopyStored, _Mapping]]] = ..., user: _Optional[str] = ...) -> None: ...

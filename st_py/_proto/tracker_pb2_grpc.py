@@ -84,6 +84,11 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.FromString,
                 _registered_method=True)
+        self.StoreCopies = channel.unary_unary(
+                '/storetorrent.v1.Tracker/StoreCopies',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.StoreCopiesRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.FromString,
+                _registered_method=True)
         self.SetMode = channel.unary_unary(
                 '/storetorrent.v1.Tracker/SetMode',
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.SetModeRequest.SerializeToString,
@@ -164,6 +169,13 @@ class TrackerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StoreCopies(self, request, context):
+        """Pending copies (async protocols) now stored, by their writer or repair.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SetMode(self, request, context):
         """Changes a file's or directory's mode, group or owner (chmod/chgrp/chown).
         """
@@ -222,6 +234,11 @@ def add_TrackerServicer_to_server(servicer, server):
             'MoveCopies': grpc.unary_unary_rpc_method_handler(
                     servicer.MoveCopies,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.SerializeToString,
+            ),
+            'StoreCopies': grpc.unary_unary_rpc_method_handler(
+                    servicer.StoreCopies,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.StoreCopiesRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.SerializeToString,
             ),
             'SetMode': grpc.unary_unary_rpc_method_handler(
@@ -499,6 +516,33 @@ class Tracker:
             target,
             '/storetorrent.v1.Tracker/MoveCopies',
             storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StoreCopies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/StoreCopies',
+            storetorrent_dot_v1_dot_tracker__pb2.StoreCopiesRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.FromString,
             options,
             channel_credentials,

@@ -34,8 +34,9 @@ class Committer:
         self._lock = asyncio.Lock()
         self._queue: list[tuple[list, asyncio.Future]] = []
 
-    async def commit(self, batch: list[tuple[str, int, int, list[int]]]) -> tuple[int, int, list[Conflict]]:
-        """Commit ``batch`` together with whatever else is queued.
+    async def commit(self, batch: list[tuple]) -> tuple[int, int, list[Conflict]]:
+        """Commit ``batch`` (``(name, size, crc32c, peer_idx per rank,
+        pending ranks)`` each) together with whatever else is queued.
 
         Returns (generation, records newly committed from this batch, its conflicts).
         """

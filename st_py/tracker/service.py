@@ -229,7 +229,12 @@ class TrackerService(pb_grpc.TrackerServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"record {r.name!r}: needs {f} copies on distinct peers of the peerlist, "
                                     f"got peer indexes {list(r.peer_idx)}")
-            batch.append((r.name, r.size, r.crc32c, list(r.peer_idx)))
+            pending = set(r.pending_ranks)
+            if 0 in pending or any(p >= f for p in pending):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"record {r.name!r}: pending copy ranks {sorted(pending)} must be among "
+                                    f"1..{f - 1}: copy rank 0 is stored before a record is committed")
+            batch.append((r.name, r.size, r.crc32c, list(r.peer_idx), pending))
         add = sum(r[1] for r in batch) * f
         if self.quota_bytes is not None:
             _, used = await c.run(c.writer.stats)
@@ -348,6 +353,18 @@ class TrackerService(pb_grpc.TrackerServicer):
         log.info("rebalance of %s: %d copies moved, %d conflicts, generation %d",
                  name, moved, len(conflicts), gen)
         return pb.MoveCopiesReply(generation=gen, moved=moved,
+                                  conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
+
+    async def StoreCopies(self, request, context):
+        """Pending copies (async protocols) are stored: they join ``copies``."""
+        user = await self._user(context, request.user)
+        name = await self._name(context, request.name)
+        c = await self._open_committer(context, name, request.file_id)
+        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "write")
+        stored = [(x.name, x.copy_rank, x.peer_idx) for x in request.copies]
+        gen, done, conflicts = await c.run(c.writer.store_copies, stored)
+        log.debug("%s: %d pending copies stored, %d conflicts, generation %d", name, done, len(conflicts), gen)
+        return pb.MoveCopiesReply(generation=gen, moved=done,
                                   conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
 
     async def SetMode(self, request, context):

@@ -1,0 +1,203 @@
+"""Duplication protocols (client-sync, chain, client-async, chain-async) and
+repair, against real trackers and peers (docs/replication.md).
+
+Every test checks what a user would: each record reads back whole, the
+infofile says F stored copies on distinct live peers, and GET_LOCAL reveals
+each record exactly once."""
+
+import os
+import signal
+import sqlite3
+import time
+
+import pytest
+
+from conftest import poll_for
+from st_py import repair as rp
+from st_py.errors import BadNameError
+
+PROTOCOLS = ["client-sync", "chain", "client-async", "chain-async"]
+
+
+def blobs(n, size=3000, tag=""):
+    return {f"{tag}r{i:04d}": (f"{tag}{i}:".encode() * size)[:size] for i in range(n)}
+
+
+def copies_of(f):
+    """{name: {rank: peer_idx}} of stored copies, and {name: {rank: peer_idx}} pending."""
+    conn = sqlite3.connect(f"file:{f.infofile_path}?mode=ro", uri=True)
+    try:
+        stored, pending = {}, {}
+        for n, r, p in conn.execute("SELECT name, copy_rank, peer_idx FROM copies"):
+            stored.setdefault(n, {})[r] = p
+        for n, r, p in conn.execute("SELECT name, copy_rank, peer_idx FROM pending_copies"):
+            pending.setdefault(n, {})[r] = p
+        return stored, pending
+    finally:
+        conn.close()
+
+
+def check_whole(c, name, data, copies, dead=()):
+    """Every record reads back; F stored copies on distinct live peers; none
+    pending; GET_LOCAL reveals each record once."""
+    with c.open(name) as f:
+        for n, v in data.items():
+            assert f.get(n) == v, n
+        stored, pending = copies_of(f)
+        assert pending == {}
+        dead_idx = {i for i, p in f.peers.items() if p.addr in dead}
+        for n in data:
+            held = stored[n]
+            assert sorted(held) == list(range(copies)), (n, held)
+            assert len(set(held.values())) == copies, (n, held)
+            assert not set(held.values()) & dead_idx, (n, held)
+        local = f.get_local()
+        assert sorted(r.name for r in local) == sorted(data)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("replication", ["x2", "x3"])
+def test_protocol_stores_f_copies(cluster, protocol, replication):
+    c = cluster.client()
+    data = blobs(200)
+    with c.create(f"/rep/{protocol}-{replication}", replication, protocol=protocol) as f:
+        assert f.protocol == protocol
+        for n, v in data.items():
+            f.queue_put(n, v)
+    check_whole(c, f"/rep/{protocol}-{replication}", data, int(replication[1:]))
+    with c.open(f"/rep/{protocol}-{replication}") as f:  # every writer of the file uses its protocol
+        assert f.protocol == protocol
+
+
+def test_unknown_protocol_is_refused(cluster):
+    c = cluster.client()
+    with pytest.raises(BadNameError, match="client-sync, chain"):
+        c.create("/rep/bad", protocol="paxos")
+
+
+@pytest.mark.parametrize("protocol", ["chain", "chain-async"])
+def test_chain_holder_killed_mid_forward(make_cluster, protocol):
+    """A holder dies while chains run through it: the peer before it names
+    it, the client puts that copy on another peer, nothing is lost."""
+    cluster = make_cluster(5)
+    c = cluster.client(timeout=10.0)
+    data = blobs(400, size=20000)
+    names = list(data)
+    killed = []
+    with c.create(f"/rep/kill-{protocol}", "x3", protocol=protocol, blocksize=4) as f:
+        for i, n in enumerate(names):
+            f.queue_put(n, data[n])
+            if i == 150:
+                killed.append(cluster.kill_peer(2))
+    assert killed
+    assert all(d.alive() for i, d in enumerate(cluster.peers) if i != 2), "a peer died besides the killed one"
+    check_whole(c, f"/rep/kill-{protocol}", data, 3)
+    # Records queued well after the kill (the pipeline is 64 deep) avoid the dead peer.
+    with c.open(f"/rep/kill-{protocol}") as f:
+        stored, _ = copies_of(f)
+        dead_idx = next(i for i, p in f.peers.items() if p.addr == killed[0])
+        assert not [n for n in names[150 + 80:] if dead_idx in stored[n].values()]
+
+
+WRITER = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from st_py.client import Client
+from st_py.infofile import InfofileReader
+c = Client({tracker!r}, tls={tls!r}, group_size=1, timeout=60.0)
+f = c.create({name!r}, "x2", protocol={protocol!r}, blocksize=1)
+for i in range(60):
+    f.queue_put(f"r{{i:04d}}", (f"{{i}}:".encode() * 3000)[:3000])
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    f.poll(0.05)
+    r = InfofileReader(f.infofile_path)
+    n = r.count_pending()
+    r.close()
+    if n >= 10:
+        print(n, flush=True)
+        os._exit(0)  # the writer dies with copies pending
+print("no pending copies", flush=True)
+os._exit(1)
+"""
+
+
+@pytest.mark.parametrize("protocol", ["client-async", "chain-async"])
+def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster, protocol):
+    """One holder is stopped (SIGSTOP): async records are acknowledged and
+    committed with their copy on it pending, and GET and GET_LOCAL serve
+    them meanwhile. The writer dies. Once the peer is back, repair stores
+    every pending copy (on that peer: it catches up) and every committed
+    record has F stored copies, revealed once by GET_LOCAL."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cluster = make_cluster(3)
+    c = cluster.client()
+    stopped = cluster.peers[1]
+    name = f"/rep/stuck-{protocol}"
+    script = WRITER.format(root=str(Path(__file__).resolve().parents[1]), tracker=cluster.tracker_addr,
+                           tls=cluster.client_tls, name=name, protocol=protocol)
+    os.kill(stopped.pid, signal.SIGSTOP)
+    try:
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        with c.open(name) as f:
+            stored, pending = copies_of(f)
+            stopped_idx = next(i for i, p in f.peers.items() if p.addr == stopped.addr)
+            # pending: every copy on the stopped peer, and maybe live ones the writer had no time to report
+            assert any(stopped_idx in p.values() for p in pending.values())
+            assert all(0 in stored[n] for n in pending)  # copy rank 0 is always stored
+            committed = sorted(stored)
+            for n in committed[:10]:
+                assert f.get(n) == (f"{int(n[1:])}:".encode() * 3000)[:3000]
+    finally:
+        os.kill(stopped.pid, signal.SIGCONT)
+    n_pending = sum(len(p) for p in pending.values())
+    report = rp.repair(c, [name], failed_after=None)[0]
+    assert report.pending_stored == n_pending, report
+    assert report.complete, report
+    data = {n: (f"{int(n[1:])}:".encode() * 3000)[:3000] for n in committed}
+    check_whole(c, name, data, 2)
+    with c.open(name) as f:
+        stored, _ = copies_of(f)
+        # the returning peer caught up: its pending copies are stored on it
+        assert all(stored[n][r] == p for n, ranks in pending.items() for r, p in ranks.items())
+
+
+def test_repair_restores_copies_of_a_peer_failed_too_long(make_cluster):
+    """A peer SIGKILLed under load and failed longer than --failed-after:
+    repair restores F copies of every record it held, on live peers."""
+    cluster = make_cluster(4, announce_interval=0.2)
+    c = cluster.client(timeout=5.0)
+    data = blobs(300)
+
+    with c.create("/rep/lost", "x2") as f:
+        for n, v in data.items():
+            f.queue_put(n, v)
+    lost = cluster.kill_peer(3)
+    poll_for(lambda: any(p.addr == lost and not p.alive for p in c.status().peers), timeout=15,
+             what="the tracker to mark the killed peer failed")
+    # Not yet failed long enough: nothing moves.
+    r = rp.repair(c, ["/rep/lost"], failed_after=3600)[0]
+    assert r.lost_peers == [] and r.copies_restored == 0
+    r = rp.repair(c, ["/rep/lost"], failed_after=0)[0]
+    assert r.lost_peers == [lost]
+    assert r.copies_restored > 0 and r.complete, r
+    check_whole(c, "/rep/lost", data, 2, dead=[lost])
+
+
+def test_repair_cli_json(cluster, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    c = cluster.client()
+    with c.create("/rep/cli", "x2", protocol="chain") as f:
+        f.put("a", b"A")
+    out = subprocess.run([sys.executable, "-m", "st_py.cli", "repair", "--tracker", cluster.tracker_addr,
+                          "--format", "json", "/rep/cli"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert rows[0]["file"] == "/rep/cli" and rows[0]["complete"] is True and rows[0]["pending_found"] == 0
