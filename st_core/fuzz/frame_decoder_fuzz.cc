@@ -19,10 +19,10 @@
 //   - the chunking encoders (RING_SEGMENT payloads, LOCAL_LIST frames) split
 //     a decoded list into frames that decode back to the same list, with
 //     MORE on every frame but the last.
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <climits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,8 +113,7 @@ void CheckRingSegment(std::string_view payload) {
   RingSegment seg;
   if (!DecodeRingSegment(payload, &seg).ok()) return;
   const RingEntry* b = seg.entries.data();
-  std::string p =
-      EncodeRingSegmentPayload(seg.ring, seg.origin, b, b + seg.entries.size());
+  std::string p = EncodeRingSegmentPayload(seg.ring, seg.origin, b, b + seg.entries.size());
   ST_FUZZ_CHECK(p == payload, "RING_SEGMENT does not re-encode (%zu vs %zu bytes)", p.size(),
                 payload.size());
   std::string f = EncodeRingSegment(8, kFlagMore, seg);
@@ -167,11 +166,11 @@ void CheckLocalList(std::string_view payload) {
   for (size_t i = 0; i < frames.size(); ++i) {
     CheckEncodedFrame(frames[i], MsgType::kLocalList);
     FrameHeader h;
-    ParsePrefix(reinterpret_cast<const uint8_t*>(frames[i].data()), frames[i].size(),
-                0xFFFFFFFFu, &h);
+    ParsePrefix(reinterpret_cast<const uint8_t*>(frames[i].data()), frames[i].size(), 0xFFFFFFFFu,
+                &h);
     bool last = i + 1 == frames.size();
-    ST_FUZZ_CHECK(h.flags == (last ? 0 : kFlagMore), "LOCAL_LIST frame %zu of %zu has flags %u",
-                  i, frames.size(), static_cast<unsigned>(h.flags));
+    ST_FUZZ_CHECK(h.flags == (last ? 0 : kFlagMore), "LOCAL_LIST frame %zu of %zu has flags %u", i,
+                  frames.size(), static_cast<unsigned>(h.flags));
     ST_FUZZ_CHECK(h.seq == 10, "LOCAL_LIST frame with another seq");
     std::vector<LocalListEntry> part;
     ST_FUZZ_CHECK(DecodeLocalList(PayloadOf(frames[i]), &part).ok(),
@@ -304,12 +303,12 @@ void CheckPrefixStable(const uint8_t* p, size_t n, uint32_t max_frame) {
       ST_FUZZ_CHECK(k < kFramePrefixSize, "kNeedMore with %zu bytes", k);
       continue;
     }
-    ST_FUZZ_CHECK(got == want, "prefix judged %d on %zu bytes, %d on %zu", static_cast<int>(got),
-                  k, static_cast<int>(want), n);
+    ST_FUZZ_CHECK(got == want, "prefix judged %d on %zu bytes, %d on %zu", static_cast<int>(got), k,
+                  static_cast<int>(want), n);
   }
   if (want == PrefixResult::kOk) {
-    ST_FUZZ_CHECK(full.length >= kHeaderSize && full.length <= max_frame,
-                  "kOk with length %u", full.length);
+    ST_FUZZ_CHECK(full.length >= kHeaderSize && full.length <= max_frame, "kOk with length %u",
+                  full.length);
     ST_FUZZ_CHECK(full.version == kProtocolVersion, "kOk with version %u", full.version);
     ST_FUZZ_CHECK(full.frame_size() == kLengthSize + full.length, "frame_size");
   }

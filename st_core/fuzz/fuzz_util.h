@@ -9,15 +9,14 @@
 #include <string>
 #include <string_view>
 
-#define ST_FUZZ_CHECK(cond, ...)                                                  \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      std::fprintf(stderr, "%s:%d: fuzz invariant broken: %s\n  ", __FILE__,     \
-                   __LINE__, #cond);                                              \
-      std::fprintf(stderr, __VA_ARGS__);                                          \
-      std::fprintf(stderr, "\n");                                                 \
-      std::abort();                                                               \
-    }                                                                             \
+#define ST_FUZZ_CHECK(cond, ...)                                                               \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      std::fprintf(stderr, "%s:%d: fuzz invariant broken: %s\n  ", __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                                       \
+      std::fprintf(stderr, "\n");                                                              \
+      std::abort();                                                                            \
+    }                                                                                          \
   } while (0)
 
 namespace st {

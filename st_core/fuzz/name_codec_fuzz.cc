@@ -50,12 +50,13 @@ void CheckRecordName(std::string_view name) {
   uint8_t rank = static_cast<uint8_t>(name.size() * 37);
   uint32_t crc = crc32c::Value(name);
   std::string fname = RecordFileName(enc, rank, crc);
-  ST_FUZZ_CHECK(fname.size() + std::strlen(kSidecarSuffix) <= 255,
-                "record file name of %zu bytes", fname.size());
+  ST_FUZZ_CHECK(fname.size() + std::strlen(kSidecarSuffix) <= 255, "record file name of %zu bytes",
+                fname.size());
   std::string_view penc;
   uint8_t prank = 0;
   uint32_t pcrc = 0;
-  ST_FUZZ_CHECK(ParseRecordFileName(fname, &penc, &prank, &pcrc), "record file name does not parse");
+  ST_FUZZ_CHECK(ParseRecordFileName(fname, &penc, &prank, &pcrc),
+                "record file name does not parse");
   ST_FUZZ_CHECK(penc == enc && prank == rank && pcrc == crc, "record file name parses differently");
   ST_FUZZ_CHECK(NameBucket(name) == (crc & 0xff), "bucket is not crc32c & 0xff");
 }
@@ -73,8 +74,7 @@ void CheckRecordFileName(std::string_view fname) {
   uint32_t crc = 0;
   if (!ParseRecordFileName(fname, &enc, &rank, &crc)) return;
   ST_FUZZ_CHECK(!enc.empty(), "record file name with an empty encoding parses");
-  ST_FUZZ_CHECK(RecordFileName(enc, rank, crc) == fname,
-                "a non-canonical record file name parses");
+  ST_FUZZ_CHECK(RecordFileName(enc, rank, crc) == fname, "a non-canonical record file name parses");
 }
 
 // The rule of docs/wire-protocol.md, written independently.
@@ -84,8 +84,8 @@ bool FileNameOk(std::string_view s) {
   size_t start = 1;
   while (true) {
     size_t end = s.find('/', start);
-    std::string_view comp = s.substr(start, end == std::string_view::npos ? s.size() - start
-                                                                           : end - start);
+    std::string_view comp =
+        s.substr(start, end == std::string_view::npos ? s.size() - start : end - start);
     if (comp.empty() || comp == "." || comp == "..") return false;
     if (end == std::string_view::npos) return true;
     start = end + 1;

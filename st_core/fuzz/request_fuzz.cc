@@ -135,12 +135,17 @@ std::string Sql(const std::string& s) {
 void WriteInfofile(const std::string& path, const std::string& my_peer_id) {
   sqlite3* db = nullptr;
   ST_FUZZ_CHECK(sqlite3_open(path.c_str(), &db) == SQLITE_OK, "sqlite3_open %s", path.c_str());
-  std::string sql = std::string(test::kInfofileSchemaSql) +
+  std::string sql =
+      std::string(test::kInfofileSchemaSql) +
       "BEGIN;"
       "INSERT INTO meta VALUES('format','storetorrent-infofile'),('format_version',2),"
       "('file_id',42),('generation',1);"
-      "INSERT INTO peers VALUES(0," + Sql(my_peer_id) + "," + Sql(kAdvertise) + ");"
-      "INSERT INTO peers VALUES(1,'fuzz-other-peer'," + Sql(kOtherPeer) + ");"
+      "INSERT INTO peers VALUES(0," +
+      Sql(my_peer_id) + "," + Sql(kAdvertise) +
+      ");"
+      "INSERT INTO peers VALUES(1,'fuzz-other-peer'," +
+      Sql(kOtherPeer) +
+      ");"
       "INSERT INTO records VALUES('a',1,0,1,0),('bc',1,0,1,0),('x',1,0,1,0);"
       "INSERT INTO copies VALUES('a',0,0,1),('x',0,0,1),('bc',1,1,1),('a',1,1,1);"
       "COMMIT;";
@@ -169,10 +174,9 @@ void MakeSandbox() {
   }
   g_box = new Sandbox;
   const char* base = getenv("TMPDIR");
-  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                     "/st_fuzz_XXXXXX";
-  ST_FUZZ_CHECK(mkdtemp(&tmpl[0]) != nullptr, "mkdtemp %s: %s", tmpl.c_str(),
-                std::strerror(errno));
+  std::string tmpl =
+      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/st_fuzz_XXXXXX";
+  ST_FUZZ_CHECK(mkdtemp(&tmpl[0]) != nullptr, "mkdtemp %s: %s", tmpl.c_str(), std::strerror(errno));
   char real[4096];
   ST_FUZZ_CHECK(realpath(tmpl.c_str(), real) != nullptr, "realpath %s", tmpl.c_str());
   g_box->root = real;
@@ -219,7 +223,8 @@ Expected Simulate(const uint8_t* p, size_t n) {
     if (r != PrefixResult::kOk) {
       e.fatal = true;
       e.fatal_seq = r == PrefixResult::kBadVersion ? h.seq : 0;
-      e.fatal_code = r == PrefixResult::kTooLarge ? ErrorCode::kFrameTooLarge : ErrorCode::kBadFrame;
+      e.fatal_code =
+          r == PrefixResult::kTooLarge ? ErrorCode::kFrameTooLarge : ErrorCode::kBadFrame;
       break;
     }
     if (n - off < h.frame_size()) break;  // lost when the client closes
@@ -324,7 +329,7 @@ class FuzzClient {
     chunk_ = (h & 3) == 0 ? size : 1 + (h >> 2) % 97;
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     ST_FUZZ_CHECK(fd_ >= 0, "socket: %s", std::strerror(errno));
-    struct sockaddr_in a {};
+    struct sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -350,7 +355,7 @@ class FuzzClient {
   // machine's ephemeral ports within a minute.
   void CloseFd() {
     if (fd_ < 0) return;
-    struct linger lg {1, 0};
+    struct linger lg{1, 0};
     setsockopt(fd_, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     loop_->RemoveFd(fd_);
     close(fd_);
@@ -453,8 +458,7 @@ void CheckReplyFrame(const Reply& r, const std::string& files_dir) {
       std::string_view id, addr;
       ST_FUZZ_CHECK(rd.Str16(&id) && rd.Str16(&addr) && rd.done(),
                     "an OK reply of %zu bytes that no request has", p.size());
-      ST_FUZZ_CHECK(addr == kAdvertise, "PING reply names address %s",
-                    Printable(addr).c_str());
+      ST_FUZZ_CHECK(addr == kAdvertise, "PING reply names address %s", Printable(addr).c_str());
       break;
     }
     case MsgType::kData: {
@@ -470,8 +474,7 @@ void CheckReplyFrame(const Reply& r, const std::string& files_dir) {
       for (const auto& e : entries) {
         ST_FUZZ_CHECK(e.path.compare(0, files_dir.size() + 1, files_dir + "/") == 0 &&
                           e.path.find("/../") == std::string::npos,
-                      "LOCAL_LIST reveals a path outside the store: %s",
-                      Printable(e.path).c_str());
+                      "LOCAL_LIST reveals a path outside the store: %s", Printable(e.path).c_str());
       }
       break;
     }
@@ -499,7 +502,8 @@ void PrintReplies(const FuzzClient& c) {
       what = std::string(ErrorCodeName(e.code)) + ": " + Printable(e.message, 300);
     } else if (r.h.type == static_cast<uint8_t>(MsgType::kLocalList) &&
                DecodeLocalList(r.payload, &list).ok()) {
-      for (const auto& x : list) what += Printable(x.name) + "@" + std::to_string(x.copy_rank) + " ";
+      for (const auto& x : list)
+        what += Printable(x.name) + "@" + std::to_string(x.copy_rank) + " ";
     } else {
       what = std::to_string(r.payload.size()) + " payload bytes";
     }
@@ -544,8 +548,8 @@ void CheckReplies(const Expected& e, const FuzzClient& c, const std::string& fil
   ST_FUZZ_CHECK(last.h.type == static_cast<uint8_t>(MsgType::kError) &&
                     DecodeError(last.payload, &err).ok() &&
                     err.code == static_cast<uint16_t>(e.fatal_code) && last.h.seq == e.fatal_seq,
-                "the last reply is not ERROR %s for seq %llu", ErrorCodeName(
-                    static_cast<uint16_t>(e.fatal_code)),
+                "the last reply is not ERROR %s for seq %llu",
+                ErrorCodeName(static_cast<uint16_t>(e.fatal_code)),
                 static_cast<unsigned long long>(e.fatal_seq));
   finals.erase(finals.find(last.h.seq));
   for (uint64_t s : e.sync) {
@@ -565,8 +569,8 @@ void CheckReplies(const Expected& e, const FuzzClient& c, const std::string& fil
 std::vector<uint64_t> CheckStore(const Sandbox& box) {
   std::vector<std::string> top = ListDir(box.root);
   ST_FUZZ_CHECK(top == (std::vector<std::string>{"data", "ns"}),
-                "something was written beside the data directory (%zu entries in %s)",
-                top.size(), box.root.c_str());
+                "something was written beside the data directory (%zu entries in %s)", top.size(),
+                box.root.c_str());
   ST_FUZZ_CHECK(ListDir(box.ns) == std::vector<std::string>{"d"} &&
                     ListDir(box.ns + "/d") == std::vector<std::string>{"f"},
                 "the namespace (read-only for the peer) changed");
@@ -588,8 +592,8 @@ std::vector<uint64_t> CheckStore(const Sandbox& box) {
     for (const std::string& bdir : ListDir(files + "/" + fdir)) {
       uint64_t bucket = 0;
       std::string bpath = files + "/" + fdir + "/" + bdir;
-      ST_FUZZ_CHECK(ParseLowerHex(bdir, 2, &bucket) && IsDir(bpath),
-                    "unexpected entry files/%s/%s", fdir.c_str(), Printable(bdir).c_str());
+      ST_FUZZ_CHECK(ParseLowerHex(bdir, 2, &bucket) && IsDir(bpath), "unexpected entry files/%s/%s",
+                    fdir.c_str(), Printable(bdir).c_str());
       std::vector<std::string> entries = ListDir(bpath);
       std::set<std::string> names(entries.begin(), entries.end());
       for (const std::string& fname : entries) {
@@ -599,8 +603,7 @@ std::vector<uint64_t> CheckStore(const Sandbox& box) {
                       "%s is not a regular file", path.c_str());
         if (EndsWith(fname, kSidecarSuffix)) {
           std::string rec = fname.substr(0, fname.size() - std::strlen(kSidecarSuffix));
-          ST_FUZZ_CHECK(names.count(rec) == 1, "a name file without its record: %s",
-                        path.c_str());
+          ST_FUZZ_CHECK(names.count(rec) == 1, "a name file without its record: %s", path.c_str());
           continue;
         }
         std::string_view enc;
@@ -641,8 +644,7 @@ std::vector<uint64_t> CheckStore(const Sandbox& box) {
                   index != nullptr ? index->size() : size_t{0});
     records += on_disk;
   }
-  ST_FUZZ_CHECK(records == box.store->record_count(),
-                "%llu records on disk, the store counts %llu",
+  ST_FUZZ_CHECK(records == box.store->record_count(), "%llu records on disk, the store counts %llu",
                 static_cast<unsigned long long>(records),
                 static_cast<unsigned long long>(box.store->record_count()));
   ST_FUZZ_CHECK(bytes == box.store->used_bytes(), "%llu bytes on disk, the store counts %llu",
@@ -689,8 +691,7 @@ void RunOne(const uint8_t* data, size_t size) {
   // After a frame that does not parse, the server answers it and closes:
   // read until EOF. Otherwise leave once every request has its answer.
   size_t want_replies = want.fatal ? SIZE_MAX : want.sync.size() + want.async.size();
-  auto client =
-      std::make_unique<FuzzClient>(loop.get(), server->port(), data, size, want_replies);
+  auto client = std::make_unique<FuzzClient>(loop.get(), server->port(), data, size, want_replies);
 
   // Stop once the client is done and the server has nothing left running.
   bool hung = false;

@@ -17,8 +17,8 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -144,7 +144,8 @@ class Receiver {
       msg = "protocol version " + std::to_string(h.version) + ", expected " +
             std::to_string(st::kProtocolVersion);
     } else {
-      msg = "frame length " + std::to_string(h.length) + " outside [12, " + std::to_string(max_frame_) + "]";
+      msg = "frame length " + std::to_string(h.length) + " outside [12, " +
+            std::to_string(max_frame_) + "]";
     }
     throw nb::value_error(msg.c_str());
   }
@@ -161,7 +162,8 @@ class Receiver {
       if (r != st::PrefixResult::kOk) BadPrefix(r, h);
       size_t frame = h.frame_size();
       bool is_data = h.type == static_cast<uint8_t>(st::MsgType::kData);
-      if (is_data && h.payload_size() < kDataFixed) throw nb::value_error("payload shorter than its fields");
+      if (is_data && h.payload_size() < kDataFixed)
+        throw nb::value_error("payload shorter than its fields");
       if (is_data && frame >= kBig && avail < frame) {
         if (avail < st::kFramePrefixSize + kDataFixed) break;
         StartBig(h, p, avail);
@@ -177,7 +179,8 @@ class Receiver {
         uint32_t actual = st::crc32c::Value(payload + kDataFixed, n);
         out.append(FrameTuple(h, data, nb::make_tuple(frame_crc, rank, actual)));
       } else {
-        out.append(FrameTuple(h, nb::bytes(reinterpret_cast<const char*>(payload), h.payload_size()),
+        out.append(FrameTuple(h,
+                              nb::bytes(reinterpret_cast<const char*>(payload), h.payload_size()),
                               nb::none()));
       }
       rpos_ += frame;
@@ -191,7 +194,8 @@ class Receiver {
     }
     if (left >= st::kFramePrefixSize) {  // below that the buffer has room for the header
       size_t want = st::kLengthSize + st::DecodeFixed32(buf_.data());
-      bool big_data = buf_[st::kLengthSize] == static_cast<uint8_t>(st::MsgType::kData) && want >= kBig;
+      bool big_data =
+          buf_[st::kLengthSize] == static_cast<uint8_t>(st::MsgType::kData) && want >= kBig;
       // want <= max_frame: ParsePrefix checked it
       if (!big_data && want > buf_.size()) buf_.resize(want);
     }
@@ -233,24 +237,33 @@ class Receiver {
 }  // namespace
 
 NB_MODULE(_native, m) {
-  m.doc() = "StoreTorrent's client receive path in C++ (shares the peer's frame parser and CRC-32C).";
-  m.def("keep_freed_memory", [](size_t max_bytes) {
-    // Large record bodies are allocated and freed at GB/s; by default glibc
-    // hands freed memory back to the kernel (trim, or munmap of large
-    // chunks), so every new body page-faults its pages in again, which costs
-    // more than receiving it. Keep up to max_bytes of freed memory for reuse.
-    int ok = mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);  // glibc's maximum
-    ok &= mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::min<size_t>(max_bytes, INT32_MAX)));
-    return ok == 1;
-  }, nb::arg("max_bytes"),
-  "Make glibc keep up to max_bytes of freed heap memory for reuse instead of returning it to the "
-  "kernel (mallopt M_TRIM_THRESHOLD, M_MMAP_THRESHOLD 32 MiB). Returns True if glibc took both.");
-  m.def("crc32c", [](nb::bytes b) {
-    const char* p = b.c_str();
-    size_t n = b.size();
-    nb::gil_scoped_release nogil;
-    return st::crc32c::Value(p, n);
-  }, "CRC-32C (Castagnoli) of a bytes object, with the peer's implementation.");
+  m.doc() =
+      "StoreTorrent's client receive path in C++ (shares the peer's frame parser and CRC-32C).";
+  m.def(
+      "keep_freed_memory",
+      [](size_t max_bytes) {
+        // Large record bodies are allocated and freed at GB/s; by default glibc
+        // hands freed memory back to the kernel (trim, or munmap of large
+        // chunks), so every new body page-faults its pages in again, which costs
+        // more than receiving it. Keep up to max_bytes of freed memory for reuse.
+        int ok = mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);  // glibc's maximum
+        ok &= mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::min<size_t>(max_bytes, INT32_MAX)));
+        return ok == 1;
+      },
+      nb::arg("max_bytes"),
+      "Make glibc keep up to max_bytes of freed heap memory for reuse instead of returning it to "
+      "the "
+      "kernel (mallopt M_TRIM_THRESHOLD, M_MMAP_THRESHOLD 32 MiB). Returns True if glibc took "
+      "both.");
+  m.def(
+      "crc32c",
+      [](nb::bytes b) {
+        const char* p = b.c_str();
+        size_t n = b.size();
+        nb::gil_scoped_release nogil;
+        return st::crc32c::Value(p, n);
+      },
+      "CRC-32C (Castagnoli) of a bytes object, with the peer's implementation.");
   nb::class_<Receiver>(m, "Receiver",
                        "Reads reply frames from one non-blocking socket (its file descriptor).")
       .def(nb::init<int, uint32_t, size_t>(), nb::arg("fd"), nb::arg("max_frame"),

@@ -17,7 +17,9 @@ Announcer::Announcer(AnnouncerOptions options, const RecordStore* store)
 
 Announcer::~Announcer() { Stop(); }
 
-void Announcer::Start() { thread_ = std::thread([this] { Run(); }); }
+void Announcer::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void Announcer::Stop() {
   {
@@ -48,8 +50,8 @@ void Announcer::Run() {
     creds = grpc::SslCredentials(ssl);
   }
   auto connect = [&] {
-    return storetorrent::v1::Tracker::NewStub(
-        grpc::CreateCustomChannel(options_.tracker, creds, args));
+    return storetorrent::v1::Tracker::NewStub(grpc::CreateCustomChannel(options_.tracker, creds,
+                                                                        args));
   };
   auto stub = connect();
   bool failing = false;

@@ -201,11 +201,12 @@ Status VerifyToken(std::string_view key, std::string_view token, uint64_t now, C
         "--key-file)");
   }
   if (CapabilityExpired(c.expires, now)) {
-    return Status::InvalidArgument(
-        "capability (" + OpsText(c.ops) + " on " + FileText(c.file_id) + ", user '" +
-        Printable(c.user, 64) + "') expired at " + std::to_string(c.expires) +
-        " (unix s; now " + std::to_string(now) + " on this peer, " +
-        std::to_string(kCapabilityClockSkewS) + " s of clock skew allowed): get a fresh one");
+    return Status::InvalidArgument("capability (" + OpsText(c.ops) + " on " + FileText(c.file_id) +
+                                   ", user '" + Printable(c.user, 64) + "') expired at " +
+                                   std::to_string(c.expires) + " (unix s; now " +
+                                   std::to_string(now) + " on this peer, " +
+                                   std::to_string(kCapabilityClockSkewS) +
+                                   " s of clock skew allowed): get a fresh one");
   }
   *out = std::move(c);
   return Status::OK();
@@ -278,7 +279,8 @@ Status LoadKeyFile(const std::string& path, std::string* key, std::string* warni
     std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
     *warning = "the key file " + path + " has mode " + mode +
                ": its group or others may read or change it, and whoever reads it can forge "
-               "capabilities; chmod 600 " + path;
+               "capabilities; chmod 600 " +
+               path;
   }
   return Status::OK();
 }
@@ -327,9 +329,8 @@ bool CapabilityTable::Check(uint64_t file_id, uint8_t op, uint64_t now,
       if (e == nullptr) continue;
       m += first ? ": " : "; ";
       first = false;
-      m += "the token this connection holds for " +
-           FileText(held_id[i]) + " (user '" + Printable(e->user, 64) + "') allows " +
-           OpsText(e->ops);
+      m += "the token this connection holds for " + FileText(held_id[i]) + " (user '" +
+           Printable(e->user, 64) + "') allows " + OpsText(e->ops);
       if (CapabilityExpired(e->expires, now)) {
         m += " but expired at " + std::to_string(e->expires) + " (unix s; now " +
              std::to_string(now) + ", " + std::to_string(kCapabilityClockSkewS) +

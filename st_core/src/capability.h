@@ -51,8 +51,8 @@ struct Capability {
   std::string user;
 
   bool operator==(const Capability& o) const {
-    return version == o.version && ops == o.ops && file_id == o.file_id &&
-           expires == o.expires && user == o.user;
+    return version == o.version && ops == o.ops && file_id == o.file_id && expires == o.expires &&
+           user == o.user;
   }
 };
 

@@ -19,8 +19,8 @@ constexpr size_t kMaxReadPerEvent = 8 * 1024 * 1024;  // fairness between connec
 constexpr double kLingerSeconds = 1.0;
 }  // namespace
 
-Connection::Connection(EventLoop* loop, int fd, uint64_t id, std::string remote,
-                       uint32_t max_frame, Handler* handler)
+Connection::Connection(EventLoop* loop, int fd, uint64_t id, std::string remote, uint32_t max_frame,
+                       Handler* handler)
     : loop_(loop),
       fd_(fd),
       id_(id),
@@ -120,8 +120,8 @@ void Connection::OnIdleTimer() {
     SendErrorAndClose(0, ErrorCode::kTimeout, msg);
     return;
   }
-  ST_LOG_INFO("closing connection %s: idle for %g s (st-peer --keepalive-timeout)",
-              remote_.c_str(), keepalive_timeout_s_);
+  ST_LOG_INFO("closing connection %s: idle for %g s (st-peer --keepalive-timeout)", remote_.c_str(),
+              keepalive_timeout_s_);
   Close("idle for longer than --keepalive-timeout");
 }
 
@@ -348,7 +348,8 @@ void Connection::Flush() {
     OutItem& front = out_.front();
     if (front.file_fd >= 0) {
       off_t off = static_cast<off_t>(front.file_off);
-      size_t chunk = static_cast<size_t>(std::min<uint64_t>(front.file_len - front.file_off, 1u << 30));
+      size_t chunk =
+          static_cast<size_t>(std::min<uint64_t>(front.file_len - front.file_off, 1u << 30));
       ssize_t n = ::sendfile(fd_, front.file_fd, &off, chunk);
       if (n > 0) {
         front.file_off += static_cast<uint64_t>(n);
@@ -384,7 +385,7 @@ void Connection::Flush() {
       iov[cnt].iov_len = it->data.size() - it->offset;
       ++cnt;
     }
-    struct msghdr msg {};
+    struct msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(cnt);
     ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | (file_follows ? MSG_MORE : 0));

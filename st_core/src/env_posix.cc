@@ -80,7 +80,8 @@ class PosixWritableFile : public WritableFile {
   }
 
   Status Link(const std::string& path) override {
-    if (!anonymous_ || fd_ < 0) return Status::InvalidArgument("only an open anonymous file can be linked");
+    if (!anonymous_ || fd_ < 0)
+      return Status::InvalidArgument("only an open anonymous file can be linked");
     char proc[64];
     std::snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd_);
     if (::linkat(AT_FDCWD, proc, AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) {

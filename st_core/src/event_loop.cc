@@ -34,10 +34,11 @@ Status EventLoop::Create(std::unique_ptr<EventLoop>* loop) {
   if (l->epfd_ < 0) return PosixError("epoll_create1", errno);
   l->wakefd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (l->wakefd_ < 0) return PosixError("eventfd", errno);
-  struct epoll_event ev {};
+  struct epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = l->wakefd_;
-  if (epoll_ctl(l->epfd_, EPOLL_CTL_ADD, l->wakefd_, &ev) != 0) return PosixError("epoll_ctl", errno);
+  if (epoll_ctl(l->epfd_, EPOLL_CTL_ADD, l->wakefd_, &ev) != 0)
+    return PosixError("epoll_ctl", errno);
   *loop = std::move(l);
   return Status::OK();
 }
@@ -48,7 +49,7 @@ EventLoop::~EventLoop() {
 }
 
 Status EventLoop::AddFd(int fd, int mask, FdHandler handler) {
-  struct epoll_event ev {};
+  struct epoll_event ev{};
   ev.events = ToEpoll(mask);
   ev.data.fd = fd;
   if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return PosixError("epoll_ctl add", errno);
@@ -57,7 +58,7 @@ Status EventLoop::AddFd(int fd, int mask, FdHandler handler) {
 }
 
 Status EventLoop::ModifyFd(int fd, int mask) {
-  struct epoll_event ev {};
+  struct epoll_event ev{};
   ev.events = ToEpoll(mask);
   ev.data.fd = fd;
   if (epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) != 0) return PosixError("epoll_ctl mod", errno);

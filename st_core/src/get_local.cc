@@ -168,8 +168,8 @@ void GetLocal::OnInfofileRead(const std::string& key, uint64_t id, const Status&
   ST_LOG_DEBUG("GET_LOCAL round for %s: own segment of %zu records", r->Describe().c_str(),
                own.size());
   if (r->ring.peers.size() > 1) {
-    std::vector<std::string> payloads = EncodeRingSegmentPayloads(
-        r->ring, static_cast<uint16_t>(r->me), own, options_.chunk_bytes);
+    std::vector<std::string> payloads =
+        EncodeRingSegmentPayloads(r->ring, static_cast<uint16_t>(r->me), own, options_.chunk_bytes);
     for (size_t i = 0; i < payloads.size(); ++i) {
       host_->SendSegment(r->successor_addr(), i + 1 < payloads.size() ? kFlagMore : 0,
                          std::move(payloads[i]));
@@ -368,7 +368,8 @@ void GetLocal::OnSegment(uint16_t flags, std::string_view payload, RingSegment s
   if (r == nullptr) {
     r = StartRound(seg.ring, me, &code, &message);
     if (r == nullptr) {
-      for (const Waiter& w : carried) host_->SendToClient(w.conn_id, EncodeError(w.seq, code, message));
+      for (const Waiter& w : carried)
+        host_->SendToClient(w.conn_id, EncodeError(w.seq, code, message));
       reply(false, code, message);
       return;
     }

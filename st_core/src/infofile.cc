@@ -177,8 +177,8 @@ Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std:
 
   {
     Stmt meta;
-    rc = sqlite3_prepare_v2(db.db_, "SELECT value FROM meta WHERE key = 'file_id'", -1,
-                            &meta.stmt_, nullptr);
+    rc = sqlite3_prepare_v2(db.db_, "SELECT value FROM meta WHERE key = 'file_id'", -1, &meta.stmt_,
+                            nullptr);
     if (rc != SQLITE_OK) return SqlError(path, db.db_, "reading meta");
     rc = sqlite3_step(meta.stmt_);
     if (rc == SQLITE_DONE) {
@@ -220,7 +220,8 @@ Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std:
     CommittedCopy c;
     const void* blob = sqlite3_column_blob(q.stmt_, 0);
     int n = sqlite3_column_bytes(q.stmt_, 0);
-    if (blob != nullptr && n > 0) c.name.assign(static_cast<const char*>(blob), static_cast<size_t>(n));
+    if (blob != nullptr && n > 0)
+      c.name.assign(static_cast<const char*>(blob), static_cast<size_t>(n));
     int64_t rank = sqlite3_column_int64(q.stmt_, 1);
     if (rank < 0 || rank > 255) continue;  // cannot be a copy this peer stores
     c.copy_rank = static_cast<uint8_t>(rank);

@@ -38,9 +38,10 @@ void Log(LogLevel level, const char* fmt, ...) {
   gettimeofday(&tv, nullptr);
   struct tm tm;
   localtime_r(&tv.tv_sec, &tm);
-  int n = std::snprintf(buf, sizeof(buf), "%04d-%02d-%02d %02d:%02d:%02d.%03d %s st-peer: ",
-                        tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                        tm.tm_sec, static_cast<int>(tv.tv_usec / 1000), LevelName(level));
+  int n = std::snprintf(buf, sizeof(buf),
+                        "%04d-%02d-%02d %02d:%02d:%02d.%03d %s st-peer: ", tm.tm_year + 1900,
+                        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                        static_cast<int>(tv.tv_usec / 1000), LevelName(level));
   if (n < 0) return;
   size_t len = static_cast<size_t>(n);
   va_list ap;

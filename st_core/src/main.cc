@@ -36,7 +36,6 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-
 // st-peer --mint-token: a token for operators and scripts (docs/peer.md).
 int RunMintToken(const st::Options& opt) {
   std::string key, warning;
@@ -162,7 +161,8 @@ int main(int argc, char** argv) {
   {
     char conns[32] = "0 (no limit)", idle[32] = "0 (off)", keepalive[32] = "0 (off)";
     if (opt.max_connections > 0) {
-      std::snprintf(conns, sizeof(conns), "%llu", static_cast<unsigned long long>(opt.max_connections));
+      std::snprintf(conns, sizeof(conns), "%llu",
+                    static_cast<unsigned long long>(opt.max_connections));
     }
     if (opt.idle_timeout_s > 0) std::snprintf(idle, sizeof(idle), "%g s", opt.idle_timeout_s);
     if (opt.keepalive_timeout_s > 0) {
@@ -194,13 +194,15 @@ int main(int argc, char** argv) {
     ao.addr = server->advertise();
     ao.interval_s = opt.announce_interval_s;
     ao.capability_key = capability_key;
-    for (auto [path, out] : {std::pair{&opt.tracker_ca, &ao.ca_pem}, {&opt.tracker_cert, &ao.cert_pem},
+    for (auto [path, out] : {std::pair{&opt.tracker_ca, &ao.ca_pem},
+                             {&opt.tracker_cert, &ao.cert_pem},
                              {&opt.tracker_key, &ao.key_pem}}) {
       if (path->empty()) continue;
       std::ifstream in(*path, std::ios::binary);
       std::ostringstream text;
       text << in.rdbuf();
-      if (!in || text.str().empty()) return Fail("cannot read " + *path + " (PEM for the tracker's TLS)");
+      if (!in || text.str().empty())
+        return Fail("cannot read " + *path + " (PEM for the tracker's TLS)");
       *out = text.str();
     }
     if (!ao.ca_pem.empty()) {

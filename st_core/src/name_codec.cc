@@ -13,8 +13,8 @@ namespace st {
 namespace {
 
 bool IsSafe(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '-' || c == '_' || c == '.';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
 }
 
 int HexValue(char c) {
@@ -49,9 +49,9 @@ Status ValidateFileName(std::string_view file_name) {
   size_t pos = 1;
   while (true) {
     size_t slash = file_name.find('/', pos);
-    std::string_view comp = file_name.substr(pos, slash == std::string_view::npos
-                                                      ? std::string_view::npos
-                                                      : slash - pos);
+    std::string_view comp =
+        file_name.substr(pos,
+                         slash == std::string_view::npos ? std::string_view::npos : slash - pos);
     if (comp.empty()) return Status::InvalidArgument("file name has an empty component");
     if (comp == "." || comp == "..") {
       return Status::InvalidArgument("file name has a '.' or '..' component");

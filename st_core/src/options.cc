@@ -154,13 +154,33 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
       (flag == "--sync" ? out->sync : flag == "--verbose" ? out->verbose : out->mint_token) = true;
       continue;
     }
-    static const char* const kValued[] = {
-        "--data", "--host", "--port", "--advertise", "--namespace", "--tracker",
-        "--announce-interval", "--max-frame", "--get-local-cache", "--ring-timeout-base",
-        "--ring-timeout-per-peer", "--chain-timeout", "--scrub-interval", "--scrub-age", "--capacity", "--reserve",
-        "--idle-timeout", "--keepalive-timeout", "--max-connections", "--key-file", "--ops",
-        "--tracker-ca", "--tracker-cert", "--tracker-key",
-        "--file-id", "--ttl", "--user"};
+    static const char* const kValued[] = {"--data",
+                                          "--host",
+                                          "--port",
+                                          "--advertise",
+                                          "--namespace",
+                                          "--tracker",
+                                          "--announce-interval",
+                                          "--max-frame",
+                                          "--get-local-cache",
+                                          "--ring-timeout-base",
+                                          "--ring-timeout-per-peer",
+                                          "--chain-timeout",
+                                          "--scrub-interval",
+                                          "--scrub-age",
+                                          "--capacity",
+                                          "--reserve",
+                                          "--idle-timeout",
+                                          "--keepalive-timeout",
+                                          "--max-connections",
+                                          "--key-file",
+                                          "--ops",
+                                          "--tracker-ca",
+                                          "--tracker-cert",
+                                          "--tracker-key",
+                                          "--file-id",
+                                          "--ttl",
+                                          "--user"};
     bool known = false;
     for (const char* k : kValued) known = known || flag == k;
     if (!known) return Status::InvalidArgument("unknown flag " + flag);
@@ -180,7 +200,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
       out->host = value;
     } else if (flag == "--port") {
       uint64_t p;
-      if (!ParseBytes(value, &p) || p > 65535 || value.find_first_not_of("0123456789") != std::string::npos) {
+      if (!ParseBytes(value, &p) || p > 65535 ||
+          value.find_first_not_of("0123456789") != std::string::npos) {
         return bad("a port number 0..65535");
       }
       out->port = static_cast<int>(p);
@@ -214,8 +235,9 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
       out->key_file = value;
     } else if (flag == "--tracker-ca" || flag == "--tracker-cert" || flag == "--tracker-key") {
       if (value.empty()) return bad("a file name");
-      (flag == "--tracker-ca" ? out->tracker_ca
-                              : flag == "--tracker-cert" ? out->tracker_cert : out->tracker_key) = value;
+      (flag == "--tracker-ca"     ? out->tracker_ca
+       : flag == "--tracker-cert" ? out->tracker_cert
+                                  : out->tracker_key) = value;
     } else if (flag == "--ops") {
       if (!ParseOps(value, &out->mint_ops)) {
         return bad("1..31, the sum of 1 READ, 2 WRITE, 4 DELETE, 8 PEER, 16 ADMIN, or names "
@@ -231,8 +253,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
       errno = 0;
       unsigned long long v =
           digits.empty() ? 0 : std::strtoull(digits.c_str(), &end, hex ? 16 : 10);
-      if (digits.empty() || digits.find_first_not_of(allowed) != std::string::npos ||
-          errno != 0) {
+      if (digits.empty() || digits.find_first_not_of(allowed) != std::string::npos || errno != 0) {
         return bad("a file id, decimal or 0x hex (0: every file)");
       }
       out->mint_file_id = v;
@@ -285,7 +306,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
   }
   if (out->mint_token) {
     if (out->key_file.empty()) return Status::InvalidArgument("--mint-token needs --key-file PATH");
-    if (!have_ops) return Status::InvalidArgument("--mint-token needs --ops (what the token allows)");
+    if (!have_ops)
+      return Status::InvalidArgument("--mint-token needs --ops (what the token allows)");
     return Status::OK();
   }
   if (!mint_flags.empty()) {

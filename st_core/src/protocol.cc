@@ -43,10 +43,11 @@ const char* MsgTypeName(uint8_t type) {
 
 const char* ErrorCodeName(uint16_t code) {
   static const char* const kNames[] = {
-      "",           "BAD_FRAME",        "FRAME_TOO_LARGE", "UNKNOWN_TYPE", "BAD_NAME",
-      "NOT_FOUND",  "EXISTS",           "CRC_MISMATCH",    "IO_ERROR",     "NO_SPACE",
-      "PEER_UNREACHABLE", "TIMEOUT",    "INVARIANT",       "NO_NAMESPACE", "NOT_IN_RING",
-      "DENIED",     "INTERNAL",         "BUSY"};
+      "",          "BAD_FRAME",    "FRAME_TOO_LARGE",  "UNKNOWN_TYPE",
+      "BAD_NAME",  "NOT_FOUND",    "EXISTS",           "CRC_MISMATCH",
+      "IO_ERROR",  "NO_SPACE",     "PEER_UNREACHABLE", "TIMEOUT",
+      "INVARIANT", "NO_NAMESPACE", "NOT_IN_RING",      "DENIED",
+      "INTERNAL",  "BUSY"};
   if (code >= 1 && code < sizeof(kNames) / sizeof(kNames[0])) return kNames[code];
   return "UNKNOWN_ERROR";
 }
@@ -79,8 +80,7 @@ Status Finish(const Reader& r) {
 bool ReadRingHeader(Reader* r, RingHeader* out) {
   std::string_view file_name;
   uint16_t n;
-  if (!r->U64(&out->file_id) || !r->U64(&out->generation) || !r->Str16(&file_name) ||
-      !r->U16(&n)) {
+  if (!r->U64(&out->file_id) || !r->U64(&out->generation) || !r->Str16(&file_name) || !r->U16(&n)) {
     return false;
   }
   out->file_name.assign(file_name);
@@ -454,7 +454,8 @@ std::vector<std::string> EncodeLocalListFrames(uint64_t seq,
   std::vector<std::string> frames;
   size_t i = 0;
   do {
-    std::string f = StartFrame(MsgType::kLocalList, 0, seq, std::min<size_t>(chunk_bytes, 1 << 20) + 64);
+    std::string f =
+        StartFrame(MsgType::kLocalList, 0, seq, std::min<size_t>(chunk_bytes, 1 << 20) + 64);
     PutFixed32(&f, 0);
     uint32_t count = 0;
     while (i < entries.size() && (count == 0 || f.size() < chunk_bytes)) {

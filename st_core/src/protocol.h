@@ -143,9 +143,7 @@ struct RingEntry {
   uint8_t copy_rank = 0;
   std::string name;
 
-  bool operator==(const RingEntry& o) const {
-    return copy_rank == o.copy_rank && name == o.name;
-  }
+  bool operator==(const RingEntry& o) const { return copy_rank == o.copy_rank && name == o.name; }
 };
 
 struct RingSegment {

@@ -1,11 +1,11 @@
 #include "record_store.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <unistd.h>
 #include <vector>
 
 #include "coding.h"
@@ -118,7 +118,8 @@ Status RecordStore::CleanTmp() {
       ++removed;
     }
   }
-  if (removed > 0) ST_LOG_INFO("removed %zu leftover temporary files from %s", removed, tmp_dir_.c_str());
+  if (removed > 0)
+    ST_LOG_INFO("removed %zu leftover temporary files from %s", removed, tmp_dir_.c_str());
   return Status::OK();
 }
 
@@ -127,8 +128,10 @@ Status RecordStore::LoadPeerId() {
   std::string content;
   Status s = env_->ReadSmallFile(path, 4096, &content);
   if (s.ok()) {
-    while (!content.empty() && (content.back() == '\n' || content.back() == ' ')) content.pop_back();
-    if (content.empty()) return Status::Corruption(path + " is empty; remove it to make a new identity");
+    while (!content.empty() && (content.back() == '\n' || content.back() == ' '))
+      content.pop_back();
+    if (content.empty())
+      return Status::Corruption(path + " is empty; remove it to make a new identity");
     peer_id_ = content;
     return Status::OK();
   }
@@ -321,14 +324,15 @@ Status RecordStore::MakeBucketDir(uint64_t file_id, uint8_t bucket) {
   return Status::OK();
 }
 
-Status RecordStore::WriteLinked(const std::string& bdir, const std::string& dst, std::string_view data,
-                                bool* fall_back) {
+Status RecordStore::WriteLinked(const std::string& bdir, const std::string& dst,
+                                std::string_view data, bool* fall_back) {
   *fall_back = false;
   std::unique_ptr<WritableFile> f;
   Status s = env_->NewAnonymousFile(bdir, &f);
   if (s.IsInvalidArgument()) {  // no O_TMPFILE here
-    ST_LOG_INFO("the filesystem of %s has no O_TMPFILE: records are written to temp files and renamed",
-                bdir.c_str());
+    ST_LOG_INFO(
+        "the filesystem of %s has no O_TMPFILE: records are written to temp files and renamed",
+        bdir.c_str());
     use_tmpfile_ = false;
     *fall_back = true;
     return Status::OK();
@@ -421,9 +425,10 @@ Status RecordStore::BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc,
   uint32_t actual = crc32c::Value(data);
   if (actual != crc) {
     char msg[128];
-    std::snprintf(msg, sizeof(msg),
-                  "CRC-32C of the %zu data bytes is %08x but the frame says %08x; resend the record",
-                  data.size(), actual, crc);
+    std::snprintf(
+        msg, sizeof(msg),
+        "CRC-32C of the %zu data bytes is %08x but the frame says %08x; resend the record",
+        data.size(), actual, crc);
     return Status::Corruption(msg);
   }
   std::string key = PutKey(file_id, name);
@@ -458,7 +463,8 @@ Status RecordStore::BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc,
     if (!s.ok()) return s;
     uint64_t want = data.size() + reserved_bytes_;
     if (avail < options_.reserve || avail - options_.reserve < want) {
-      return Status::NoSpace("storing " + std::to_string(data.size()) + " bytes would leave less than the reserve of " +
+      return Status::NoSpace("storing " + std::to_string(data.size()) +
+                             " bytes would leave less than the reserve of " +
                              std::to_string(options_.reserve) + " bytes free (" +
                              std::to_string(avail) + " bytes free)");
     }
@@ -495,7 +501,8 @@ Status RecordStore::FinishPut(const PendingPut& put, const Status& written) {
   if (!written.ok()) {
     if (!written.IsNoSpace()) return written;
     return Status::NoSpace("the filesystem of this peer's data directory " + data_dir_ +
-                           " is full (" + written.message() + "); nothing was stored, put the copy on "
+                           " is full (" + written.message() +
+                           "); nothing was stored, put the copy on "
                            "another peer");
   }
   std::string enc = EncodeName(put.name);
@@ -602,7 +609,8 @@ void RecordStore::MarkVerified(uint64_t file_id, std::string_view name, const Re
   if (fit == files_.end()) return;
   auto it = fit->second.find(std::string(name));
   // Only if it is still the copy that was verified.
-  if (it == fit->second.end() || it->second.crc != rec.crc || it->second.copy_rank != rec.copy_rank) {
+  if (it == fit->second.end() || it->second.crc != rec.crc ||
+      it->second.copy_rank != rec.copy_rank) {
     return;
   }
   it->second.verified_ctime_ns = rec.ctime_ns;

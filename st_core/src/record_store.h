@@ -191,7 +191,8 @@ class RecordStore {
                      std::string_view data);
   // The O_TMPFILE + linkat path. Sets *fall_back (and returns OK) when the
   // rename path must do it: no O_TMPFILE or /proc, or dst exists.
-  Status WriteLinked(const std::string& bdir, const std::string& dst, std::string_view data, bool* fall_back);
+  Status WriteLinked(const std::string& bdir, const std::string& dst, std::string_view data,
+                     bool* fall_back);
   Status MakeBucketDir(uint64_t file_id, uint8_t bucket);
   Status MkdirIfMissing(const std::string& path);
   void RemoveEntries(const std::string& dir);

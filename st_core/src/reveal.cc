@@ -95,9 +95,7 @@ bool Reveal(const std::vector<std::vector<RingEntry>>& segments, size_t me,
 }
 
 std::string DescribeViolation(const InvariantViolation& v, const std::vector<std::string>& peers) {
-  auto addr = [&](size_t i) {
-    return i < peers.size() ? peers[i] : "peer #" + std::to_string(i);
-  };
+  auto addr = [&](size_t i) { return i < peers.size() ? peers[i] : "peer #" + std::to_string(i); };
   std::string msg;
   if (v.invariant == 3) {
     msg = "invariant 3 (one copy per peer) broken: peer " + addr(v.peers.empty() ? 0 : v.peers[0]) +

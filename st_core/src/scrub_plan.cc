@@ -141,8 +141,7 @@ void ListLocalRecords(Env* env, const std::string& fdir, std::vector<LocalRecord
 
 }  // namespace
 
-Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
-                     ScrubPlan* plan) {
+Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel, ScrubPlan* plan) {
   Env* env = o.env != nullptr ? o.env : Env::Default();
   *plan = ScrubPlan();
   plan->now = env->NowWall();
@@ -196,8 +195,7 @@ Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
         if (!s.ok() && Cancelled(cancel)) return Status::Unavailable("scrub cancelled");
         if (!s.ok()) {
           ST_LOG_WARN("scrub: skipping file %016llx (%zu local records): %s",
-                      static_cast<unsigned long long>(file_id), local.size(),
-                      s.ToString().c_str());
+                      static_cast<unsigned long long>(file_id), local.size(), s.ToString().c_str());
           state = InfofileState::kUnknown;
           break;
         }

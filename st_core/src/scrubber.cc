@@ -58,7 +58,8 @@ void Scrubber::Begin() {
   auto plan = std::make_shared<ScrubPlan>();
   auto status = std::make_shared<Status>();
   const std::atomic<bool>* cancel = background_.cancel();
-  background_.Schedule([po, cancel, plan, status] { *status = MakeScrubPlan(po, cancel, plan.get()); },
+  background_.Schedule([po, cancel, plan,
+                        status] { *status = MakeScrubPlan(po, cancel, plan.get()); },
                        [this, plan, status] { OnPlan(*status, plan); });
 }
 
@@ -79,11 +80,11 @@ void Scrubber::Apply() {
   for (; next_ < end; ++next_) {
     const PlannedRemoval& r = plan_->removals[next_];
     bool removed = false;
-    Status s = store_->RemoveIfStale(r.file_id, r.name, r.copy_rank, r.crc, plan_->cutoff, &removed);
+    Status s =
+        store_->RemoveIfStale(r.file_id, r.name, r.copy_rank, r.crc, plan_->cutoff, &removed);
     if (!s.ok()) {
-      ST_LOG_WARN("scrub: cannot remove record '%s' of file %016llx: %s",
-                  Printable(r.name).c_str(), static_cast<unsigned long long>(r.file_id),
-                  s.ToString().c_str());
+      ST_LOG_WARN("scrub: cannot remove record '%s' of file %016llx: %s", Printable(r.name).c_str(),
+                  static_cast<unsigned long long>(r.file_id), s.ToString().c_str());
       continue;
     }
     if (!removed) continue;
@@ -121,16 +122,15 @@ void Scrubber::Apply() {
 void Scrubber::Finish(const Status& s) {
   double now = EventLoop::Now();
   if (s.ok()) {
-    ST_LOG_INFO(
-        "scrub: %llu files (%llu skipped), %llu records: removed %llu uncommitted, %llu of "
-        "deleted files, %llu temporary files; kept %llu; %.3f s (inventory %.3f s)",
-        static_cast<unsigned long long>(counts_.files),
-        static_cast<unsigned long long>(plan_->skipped),
-        static_cast<unsigned long long>(plan_->records),
-        static_cast<unsigned long long>(counts_.removed_uncommitted),
-        static_cast<unsigned long long>(counts_.removed_deleted_files),
-        static_cast<unsigned long long>(counts_.removed_tmp),
-        static_cast<unsigned long long>(counts_.kept), now - started_, planned_ - started_);
+    ST_LOG_INFO("scrub: %llu files (%llu skipped), %llu records: removed %llu uncommitted, %llu of "
+                "deleted files, %llu temporary files; kept %llu; %.3f s (inventory %.3f s)",
+                static_cast<unsigned long long>(counts_.files),
+                static_cast<unsigned long long>(plan_->skipped),
+                static_cast<unsigned long long>(plan_->records),
+                static_cast<unsigned long long>(counts_.removed_uncommitted),
+                static_cast<unsigned long long>(counts_.removed_deleted_files),
+                static_cast<unsigned long long>(counts_.removed_tmp),
+                static_cast<unsigned long long>(counts_.kept), now - started_, planned_ - started_);
   } else {
     ST_LOG_WARN("scrub failed after %.3f s, nothing removed: %s", now - started_,
                 s.ToString().c_str());

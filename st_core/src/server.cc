@@ -93,7 +93,7 @@ Server::~Server() {
 }
 
 Status Server::Start() {
-  struct addrinfo hints {};
+  struct addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
@@ -136,11 +136,10 @@ Status Server::Start() {
   if (getsockname(listen_fd_, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0) {
     return PosixError("getsockname", errno);
   }
-  port_ = ss.ss_family == AF_INET6
-              ? ntohs(reinterpret_cast<struct sockaddr_in6*>(&ss)->sin6_port)
-              : ntohs(reinterpret_cast<struct sockaddr_in*>(&ss)->sin_port);
-  advertise_ = options_.advertise.empty() ? options_.host + ":" + std::to_string(port_)
-                                          : options_.advertise;
+  port_ = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<struct sockaddr_in6*>(&ss)->sin6_port)
+                                   : ntohs(reinterpret_cast<struct sockaddr_in*>(&ss)->sin_port);
+  advertise_ =
+      options_.advertise.empty() ? options_.host + ":" + std::to_string(port_) : options_.advertise;
 
   GetLocalOptions gl;
   gl.advertise = advertise_;
@@ -295,8 +294,8 @@ void Server::OnFrameStart(Connection* c, const FrameHeader& h) {
   }
   if (h.type == static_cast<uint8_t>(MsgType::kRingSegment) ||
       (h.type == static_cast<uint8_t>(MsgType::kPutChain) && (h.flags & kFlagForwarded))) {
-    // A ring predecessor's link (GET_LOCAL, or a chain of copies): it does not take a client slot, and it is
-    // kept open between collectives (no keepalive timeout).
+    // A ring predecessor's link (GET_LOCAL, or a chain of copies): it does not take a client slot,
+    // and it is kept open between collectives (no keepalive timeout).
     if (options_.max_connections > 0 &&
         kind_count_[static_cast<int>(Kind::kRing)] >= options_.max_connections) {
       Refuse(c, &in,
@@ -319,7 +318,8 @@ void Server::OnFrameStart(Connection* c, const FrameHeader& h) {
 
 Connection* Server::Adopt(int fd, std::string remote, bool connecting) {
   uint64_t id = ++next_conn_id_;
-  auto conn = std::make_unique<Connection>(loop_, fd, id, std::move(remote), options_.max_frame, this);
+  auto conn =
+      std::make_unique<Connection>(loop_, fd, id, std::move(remote), options_.max_frame, this);
   Connection* raw = conn.get();
   conns_[id] = std::move(conn);
   // Outgoing ring links stay open between collectives: no keepalive limit.
@@ -341,7 +341,7 @@ Connection* Server::Connect(const std::string& addr, std::string* error) {
     *error = "not a host:port address";
     return nullptr;
   }
-  struct addrinfo hints {};
+  struct addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
@@ -410,8 +410,8 @@ void Server::SendToClient(uint64_t conn_id, std::string frame) {
   if (it == conns_.end() || it->second->closed()) return;
   // Every deferred request (GET_LOCAL, SCRUB) ends with one frame without
   // MORE; the connection is not idle until then.
-  bool last = frame.size() < kFramePrefixSize || (DecodeFixed16(reinterpret_cast<const uint8_t*>(
-                                                      frame.data()) + 6) & kFlagMore) == 0;
+  bool last = frame.size() < kFramePrefixSize ||
+              (DecodeFixed16(reinterpret_cast<const uint8_t*>(frame.data()) + 6) & kFlagMore) == 0;
   // Send may close the connection, which moves it to the graveyard (still
   // alive until a posted task frees it) and invalidates `it`.
   Connection* c = it->second.get();
@@ -500,13 +500,12 @@ void Server::HandleLinkReply(Connection* c, const std::string& addr, const Frame
   if (h.type == static_cast<uint8_t>(MsgType::kOk)) return;
   if (h.type == static_cast<uint8_t>(MsgType::kError)) {
     ErrorReply e;
-    std::string why =
-        !DecodeError(payload, &e).ok() ? "it sent an unreadable ERROR frame"
-        : auth_reply ? std::string("it refused this peer's capability (AUTH): ") +
-                           ErrorCodeName(e.code) + ": " + e.message +
-                           " (do both peers use the same --key-file?)"
-                     : std::string("it refused an index segment: ") + ErrorCodeName(e.code) +
-                           ": " + e.message;
+    std::string why = !DecodeError(payload, &e).ok() ? "it sent an unreadable ERROR frame"
+                      : auth_reply ? std::string("it refused this peer's capability (AUTH): ") +
+                                         ErrorCodeName(e.code) + ": " + e.message +
+                                         " (do both peers use the same --key-file?)"
+                                   : std::string("it refused an index segment: ") +
+                                         ErrorCodeName(e.code) + ": " + e.message;
     ST_LOG_WARN("ring peer %s: %s", addr.c_str(), why.c_str());
     get_local_->OnPeerUnreachable(addr, why);
     return;
@@ -528,7 +527,8 @@ void Server::HandleScrub(Connection* c, uint64_t seq) {
       SendToClient(conn_id, EncodeScrubReply(seq, counts));
     } else {
       ErrorCode code = s.IsUnavailable() ? ErrorCode::kNoNamespace : ErrorCode::kIoError;
-      SendToClient(conn_id, EncodeError(seq, code, "scrub failed, nothing removed: " + s.message()));
+      SendToClient(conn_id,
+                   EncodeError(seq, code, "scrub failed, nothing removed: " + s.message()));
     }
   });
 }
@@ -633,7 +633,8 @@ void Server::StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done) {
   }
   auto result = std::make_shared<Status>();
   RecordStore* store = store_;
-  background_.Schedule([store, pending, put, result] { *result = store->WritePut(pending, put->data); },
+  background_.Schedule([store, pending, put,
+                        result] { *result = store->WritePut(pending, put->data); },
                        [this, pending, result, key, done] {
                          done(store_->FinishPut(pending, *result));
                          auto w = put_waiters_.find(key);
@@ -725,11 +726,13 @@ void Server::ForwardChain(uint64_t conn_id, uint64_t seq, std::shared_ptr<ChainP
         ErrorReply e;
         if (h == nullptr) {
           msg = "cannot forward copy " + std::to_string(rank) + " to " + hop + ": " + failure;
-        } else if (h->type == static_cast<uint8_t>(MsgType::kError) && DecodeError(payload, &e).ok()) {
+        } else if (h->type == static_cast<uint8_t>(MsgType::kError) &&
+                   DecodeError(payload, &e).ok()) {
           code = static_cast<ErrorCode>(e.code);
           if (!e.peers.empty()) peers = e.peers;  // a peer further down failed
           msg = "chain: " + e.message;
-          if (e.peers.empty()) msg = "copy " + std::to_string(rank) + " on " + hop + ": " + e.message;
+          if (e.peers.empty())
+            msg = "copy " + std::to_string(rank) + " on " + hop + ": " + e.message;
         } else {
           msg = "peer " + hop + " answered a forwarded PUT_CHAIN with a frame of type " +
                 std::to_string(h->type);

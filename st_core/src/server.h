@@ -138,8 +138,8 @@ class Server : public Connection::Handler, public GetLocal::Host {
   // done gets the reply frame, or (h == nullptr) why there is none: the
   // link could not be made, closed, or timeout_s passed. Never called from
   // inside CallLink.
-  using LinkDone =
-      std::function<void(const FrameHeader* h, std::string_view payload, const std::string& failure)>;
+  using LinkDone = std::function<void(const FrameHeader* h, std::string_view payload,
+                                      const std::string& failure)>;
   void CallLink(const std::string& addr, const std::function<std::string(uint64_t seq)>& build,
                 double timeout_s, LinkDone done);
   struct LinkCall {

@@ -33,9 +33,7 @@ class Status {
   }
   static Status IOError(std::string_view msg) { return Status(Code::kIOError, msg); }
   static Status NoSpace(std::string_view msg) { return Status(Code::kNoSpace, msg); }
-  static Status AlreadyExists(std::string_view msg) {
-    return Status(Code::kAlreadyExists, msg);
-  }
+  static Status AlreadyExists(std::string_view msg) { return Status(Code::kAlreadyExists, msg); }
   static Status Unavailable(std::string_view msg) { return Status(Code::kUnavailable, msg); }
 
   bool ok() const { return code_ == Code::kOk; }

@@ -25,7 +25,8 @@ using test::ToHex;
 
 json LoadVectors() { return test::LoadVectors("capability.json"); }
 
-const std::string kKey = FromHex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
+const std::string kKey =
+    FromHex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
 const std::string kOtherKey(32, 'Z');
 constexpr uint64_t kNow = 1700000000;
 

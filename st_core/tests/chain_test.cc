@@ -40,7 +40,8 @@ std::string ChainFrame(uint64_t seq, uint64_t fid, const std::string& name, cons
 
 std::vector<std::string> ErrorPeers(const Reply& r) {
   ErrorReply e;
-  if (r.h.type != static_cast<uint8_t>(MsgType::kError) || !DecodeError(r.payload, &e).ok()) return {};
+  if (r.h.type != static_cast<uint8_t>(MsgType::kError) || !DecodeError(r.payload, &e).ok())
+    return {};
   return e.peers;
 }
 
@@ -49,7 +50,8 @@ int RankOf(TestPeer* p, uint64_t fid, const std::string& name) {
   Client c(p->port());
   Reply r = c.Call(EncodeGet(1, fid, name));
   DataReply d;
-  if (r.h.type != static_cast<uint8_t>(MsgType::kData) || !DecodeData(r.payload, &d).ok()) return -1;
+  if (r.h.type != static_cast<uint8_t>(MsgType::kData) || !DecodeData(r.payload, &d).ok())
+    return -1;
   return d.copy_rank;
 }
 
@@ -77,7 +79,8 @@ TEST_F(ChainTest, ThreeCopiesDownTheChain) {
   EXPECT_EQ(data, DataOf(cc.Call(EncodeGet(2, 7, "rec"))));
   // Pipelined chains share one link per hop; a retry is idempotent.
   std::string batch;
-  for (int i = 0; i < 50; ++i) batch += ChainFrame(100 + i, 7, "r" + std::to_string(i), "d", {b.addr()});
+  for (int i = 0; i < 50; ++i)
+    batch += ChainFrame(100 + i, 7, "r" + std::to_string(i), "d", {b.addr()});
   batch += ChainFrame(200, 7, "rec", data, {b.addr(), c.addr()});
   client.Send(batch);
   for (int i = 0; i < 51; ++i) EXPECT_TRUE(IsOk(client.Read())) << i;

@@ -73,7 +73,8 @@ TEST(Crc32c, InterleavedBlocksAgreeWithThePortableCode) {
   for (size_t base : {size_t{768}, size_t{3 * 8192}, size_t{2 * 3 * 8192}, size_t{150000}}) {
     for (size_t off = 0; off < 9; ++off) {
       for (size_t len = base - 9; len <= base + 800; len += 7) {
-        ASSERT_EQ(ExtendPortable(0, data.data() + off, len), ExtendHardware(0, data.data() + off, len))
+        ASSERT_EQ(ExtendPortable(0, data.data() + off, len),
+                  ExtendHardware(0, data.data() + off, len))
             << "len " << len << " offset " << off;
       }
     }

@@ -37,15 +37,13 @@ class InfofileTest : public ::testing::Test {
     // Generation 1: a@0 and a@1 on A and B, b@0 on A. Generation 2: c
     // committed (B rank 0, A rank 1). Generation 3: rebalance moved a@1 from
     // B to C.
-    test::WriteInfofile(
-        path_, 9, {{"A", "h:1"}, {"B", "h:2"}, {"C", "h:3"}},
-        {{"a", 0, 0}, {"a", 1, 1}, {"b", 0, 0}},
-        "storetorrent-infofile",
-        "INSERT INTO records VALUES('c',1,0,2,0);"
-        "INSERT INTO copies VALUES('c',0,1,2),('c',1,0,2);"
-        "UPDATE copies SET peer_idx=2, since=3 WHERE name='a' AND copy_rank=1;"
-        "INSERT INTO copy_history VALUES('a',1,1,1,3);"
-        "UPDATE meta SET value=3 WHERE key='generation';");
+    test::WriteInfofile(path_, 9, {{"A", "h:1"}, {"B", "h:2"}, {"C", "h:3"}},
+                        {{"a", 0, 0}, {"a", 1, 1}, {"b", 0, 0}}, "storetorrent-infofile",
+                        "INSERT INTO records VALUES('c',1,0,2,0);"
+                        "INSERT INTO copies VALUES('c',0,1,2),('c',1,0,2);"
+                        "UPDATE copies SET peer_idx=2, since=3 WHERE name='a' AND copy_rank=1;"
+                        "INSERT INTO copy_history VALUES('a',1,1,1,3);"
+                        "UPDATE meta SET value=3 WHERE key='generation';");
   }
   test::TempDir dir_;
   std::string path_;

@@ -31,9 +31,12 @@ inline void WriteInfofile(const std::string& path, uint64_t file_id,
   sqlite3* db = nullptr;
   ASSERT_EQ(SQLITE_OK, sqlite3_open(path.c_str(), &db));
   std::string sql = std::string(kInfofileSchemaSql) +
-      "BEGIN;"
-      "INSERT INTO meta VALUES('format','" + format + "'),('format_version',2),"
-      "('file_id'," + std::to_string(file_id) + "),('generation',1);";
+                    "BEGIN;"
+                    "INSERT INTO meta VALUES('format','" +
+                    format +
+                    "'),('format_version',2),"
+                    "('file_id'," +
+                    std::to_string(file_id) + "),('generation',1);";
   for (size_t i = 0; i < peers.size(); ++i) {
     sql += "INSERT INTO peers VALUES(" + std::to_string(i) + ",'" + peers[i].first + "','" +
            peers[i].second + "');";

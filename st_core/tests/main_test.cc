@@ -54,7 +54,7 @@ Child Spawn(const std::vector<std::string>& args) {
 std::string ReadLine(int fd, double timeout_s) {
   std::string line;
   while (true) {
-    struct pollfd p {fd, POLLIN, 0};
+    struct pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0) return line;
     char ch;
     if (read(fd, &ch, 1) != 1 || ch == '\n') return line;

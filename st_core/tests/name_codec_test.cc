@@ -76,9 +76,8 @@ TEST(NameCodec, LongNamesHashed) {
 TEST(NameCodec, DecodeIsInverseAndCanonical) {
   std::string all;
   for (int c = 1; c < 256; ++c) all.push_back(static_cast<char>(c));
-  for (const std::string& name :
-       {std::string("abc"), std::string(".x"), std::string(".."), std::string("a/b c"),
-        all.substr(0, 60), all.substr(100, 60)}) {
+  for (const std::string& name : {std::string("abc"), std::string(".x"), std::string(".."),
+                                  std::string("a/b c"), all.substr(0, 60), all.substr(100, 60)}) {
     std::string enc = EncodeName(name);
     ASSERT_FALSE(IsHashedEncoding(enc));
     std::string back;
@@ -113,9 +112,7 @@ TEST(NameCodec, RecordFileNames) {
   EXPECT_FALSE(ParseRecordFileName("a@0@00000000.name", &enc, &rank, &crc));
 }
 
-TEST(NameCodec, Bucket) {
-  EXPECT_EQ(crc32c::Value("abc") & 0xff, NameBucket("abc"));
-}
+TEST(NameCodec, Bucket) { EXPECT_EQ(crc32c::Value("abc") & 0xff, NameBucket("abc")); }
 
 TEST(NameCodec, ValidateFileName) {
   EXPECT_TRUE(ValidateFileName("/a").ok());

@@ -71,11 +71,19 @@ TEST(Options, Scrub) {
 
 TEST(Options, All) {
   Options o;
-  ASSERT_TRUE(Parse({"--data=/d", "--host", "0.0.0.0", "--port", "7000", "--advertise",
-                     "h:7000", "--namespace", "/ns/", "--tracker", "t:50051",
-                     "--announce-interval", "0.5", "--max-frame", "1M", "--get-local-cache", "0",
-                     "--ring-timeout-base", "1", "--ring-timeout-per-peer", "0.25", "--sync",
-                     "--capacity", "10G", "--reserve", "4096"},
+  ASSERT_TRUE(Parse({"--data=/d",  "--host",
+                     "0.0.0.0",    "--port",
+                     "7000",       "--advertise",
+                     "h:7000",     "--namespace",
+                     "/ns/",       "--tracker",
+                     "t:50051",    "--announce-interval",
+                     "0.5",        "--max-frame",
+                     "1M",         "--get-local-cache",
+                     "0",          "--ring-timeout-base",
+                     "1",          "--ring-timeout-per-peer",
+                     "0.25",       "--sync",
+                     "--capacity", "10G",
+                     "--reserve",  "4096"},
                     &o)
                   .ok());
   EXPECT_EQ(7000, o.port);
@@ -128,7 +136,8 @@ TEST(Options, KeyFileAndMintToken) {
   EXPECT_EQ(0u, o.mint_file_id);
   EXPECT_EQ(3600.0, o.mint_ttl_s);
   EXPECT_EQ("admin", o.mint_user);
-  ASSERT_TRUE(Parse({"--mint-token", "--key-file=k", "--ops=read+write", "--file-id=0x2a"}, &o).ok());
+  ASSERT_TRUE(
+      Parse({"--mint-token", "--key-file=k", "--ops=read+write", "--file-id=0x2a"}, &o).ok());
   EXPECT_EQ(3, o.mint_ops);
   EXPECT_EQ(42u, o.mint_file_id);
   EXPECT_EQ(3600.0, o.mint_ttl_s);  // the default
@@ -150,12 +159,14 @@ TEST(Options, KeyFileAndMintToken) {
   EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--file-id=-1"}, &o).ok());
   EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--file-id=0x"}, &o).ok());
   EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--file-id=12a"}, &o).ok());
-  EXPECT_FALSE(
-      Parse({"--mint-token", "--key-file=k", "--ops=1", "--file-id=18446744073709551616"}, &o).ok());
+  EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--file-id=18446744073709551616"},
+                     &o)
+                   .ok());
   EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--ttl=0"}, &o).ok());
   EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--ttl=-5"}, &o).ok());
   std::string long_user(257, 'u');
-  EXPECT_FALSE(Parse({"--mint-token", "--key-file=k", "--ops=1", "--user", long_user.c_str()}, &o).ok());
+  EXPECT_FALSE(
+      Parse({"--mint-token", "--key-file=k", "--ops=1", "--user", long_user.c_str()}, &o).ok());
   EXPECT_FALSE(Parse({"--mint-token=1", "--key-file=k", "--ops=1"}, &o).ok());
   EXPECT_NE(std::string::npos, Usage().find("--key-file"));
   EXPECT_NE(std::string::npos, Usage().find("--mint-token"));

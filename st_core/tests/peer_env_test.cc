@@ -73,7 +73,8 @@ TEST_F(PeerEnvTest, WriteErrorsAreRefusedAndLoseNothing) {
   const Case cases[] = {
       {"EIO on write", FaultEnv::kWrite, Fault::Error(EIO), ErrorCode::kIoError},
       {"ENOSPC on write", FaultEnv::kWrite, Fault::Error(ENOSPC), ErrorCode::kNoSpace},
-      {"short write, then ENOSPC", FaultEnv::kWrite, Fault::ShortWrite(5, ENOSPC), ErrorCode::kNoSpace},
+      {"short write, then ENOSPC", FaultEnv::kWrite, Fault::ShortWrite(5, ENOSPC),
+       ErrorCode::kNoSpace},
       {"EIO on link", FaultEnv::kLink, Fault::Error(EIO), ErrorCode::kIoError},
       {"EDQUOT on create", FaultEnv::kCreate, Fault::Error(EDQUOT), ErrorCode::kNoSpace},
   };
@@ -102,7 +103,8 @@ TEST_F(PeerEnvTest, WriteErrorsAreRefusedAndLoseNothing) {
 // temporary file and renamed: a short write removes the temporary file.
 TEST_F(PeerEnvTest, ShortWriteOnTheRenamePathLeavesNoTemporaryFile) {
   TestPeer peer(ServerOptions(), Store());
-  env_.Inject(FaultEnv::kCreate, Fault::Error(EOPNOTSUPP).On("/data/files/").Times(1));  // no O_TMPFILE
+  env_.Inject(FaultEnv::kCreate,
+              Fault::Error(EOPNOTSUPP).On("/data/files/").Times(1));  // no O_TMPFILE
   Client c(peer.port());
   ASSERT_TRUE(IsOk(c.Call(PutFrame(1, 7, 0, "a", "first"))));
   env_.Inject(FaultEnv::kWrite, Fault::ShortWrite(3, ENOSPC).On("/data/tmp/"));

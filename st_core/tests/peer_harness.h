@@ -66,7 +66,7 @@ class Client {
   bool ReadN(size_t n, std::string* out, double timeout_s) {
     out->clear();
     while (out->size() < n) {
-      struct pollfd p {fd_, POLLIN, 0};
+      struct pollfd p{fd_, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0) return false;
       char buf[65536];
       ssize_t r = recv(fd_, buf, std::min(sizeof(buf), n - out->size()), 0);
@@ -114,12 +114,15 @@ inline std::string ErrorMessage(const Reply& r) {
   return e.message;
 }
 
-inline bool IsOk(const Reply& r) { return !r.eof && r.h.type == static_cast<uint8_t>(MsgType::kOk); }
+inline bool IsOk(const Reply& r) {
+  return !r.eof && r.h.type == static_cast<uint8_t>(MsgType::kOk);
+}
 
 // The record's bytes if r is a DATA reply; "<error>" otherwise.
 inline std::string DataOf(const Reply& r) {
   DataReply d;
-  if (r.eof || r.h.type != static_cast<uint8_t>(MsgType::kData) || !DecodeData(r.payload, &d).ok()) {
+  if (r.eof || r.h.type != static_cast<uint8_t>(MsgType::kData) ||
+      !DecodeData(r.payload, &d).ok()) {
     return "<error>";
   }
   return std::string(d.data);

@@ -29,9 +29,8 @@ std::string Hex(const json& j) { return FromHex(j.get<std::string>()); }
 std::string DecodeAndReencode(const json& v) {
   std::string bytes = Hex(v["hex"]);
   FrameHeader h;
-  EXPECT_EQ(PrefixResult::kOk,
-            ParsePrefix(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                        kDefaultMaxFrame, &h));
+  EXPECT_EQ(PrefixResult::kOk, ParsePrefix(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                           bytes.size(), kDefaultMaxFrame, &h));
   EXPECT_EQ(bytes.size(), h.frame_size());
   EXPECT_EQ(v["seq"].get<uint64_t>(), h.seq);
   EXPECT_EQ(v["flags"].get<uint16_t>(), h.flags);
@@ -297,7 +296,8 @@ TEST(Protocol, LocalListChunksCarryMoreOnAllButLast) {
   for (int i = 0; i < 5000; ++i) {
     entries.push_back(LocalListEntry{static_cast<uint8_t>(i % 3), static_cast<uint64_t>(i),
                                      "record-" + std::to_string(i),
-                                     "/data/files/0000000000000001/00/record-" + std::to_string(i)});
+                                     "/data/files/0000000000000001/00/record-" +
+                                         std::to_string(i)});
   }
   std::vector<std::string> frames = EncodeLocalListFrames(9, entries, 64 * 1024);
   ASSERT_GT(frames.size(), 3u);
@@ -350,7 +350,11 @@ TEST(Protocol, DecodersRejectShortAndTrailing) {
   p[p.size() - 4] = 1;  // count 1, no entry
   EXPECT_FALSE(DecodeRingSegment(p, &seg).ok());
   ErrorReply e;
-  EXPECT_FALSE(DecodeError(std::string("\x05\x00\x09\x00" "abc", 7), &e).ok());
+  EXPECT_FALSE(DecodeError(std::string("\x05\x00\x09\x00"
+                                       "abc",
+                                       7),
+                           &e)
+                   .ok());
   EXPECT_FALSE(DecodeScrub("x").ok());
   ScrubReply sr;
   EXPECT_FALSE(DecodeScrubReply(std::string(39, '\0'), &sr).ok());

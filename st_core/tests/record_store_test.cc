@@ -45,7 +45,6 @@ class RecordStoreTest : public ::testing::Test {
     return out;
   }
 
-
   test::TempDir dir_;
   std::unique_ptr<RecordStore> store_;
 };
@@ -78,7 +77,8 @@ TEST_F(RecordStoreTest, LayoutOnDisk) {
   snprintf(bucket, sizeof(bucket), "%02x", NameBucket("JFK/x"));
   char crc[16];
   snprintf(crc, sizeof(crc), "%08x", crc32c::Value("data"));
-  std::string expected = store_->data_dir() + "/files/0000000000000042/" + bucket + "/JFK%2Fx@1@" + crc;
+  std::string expected =
+      store_->data_dir() + "/files/0000000000000042/" + bucket + "/JFK%2Fx@1@" + crc;
   EXPECT_EQ(expected, store_->RecordPath(0x42, "JFK/x", *m));
   struct stat st;
   EXPECT_EQ(0, stat(expected.c_str(), &st));
@@ -130,7 +130,9 @@ TEST_F(RecordStoreTest, AStrayFileUnderTheRecordsNameIsReplacedWhole) {
   std::string bdir = store_->data_dir() + "/files/0000000000000007/" + bucket;
   mkdir(bdir.c_str(), 0755);
   std::string path = bdir + "/r@0@" + crc;
-  { std::ofstream(path) << "stale, and longer than the record"; }
+  {
+    std::ofstream(path) << "stale, and longer than the record";
+  }
   ASSERT_TRUE(Put(7, 0, "r", "new data").ok());
   EXPECT_EQ("new data", Read(7, "r"));
   EXPECT_EQ(0u, test::CountFiles(store_->data_dir() + "/tmp"));
@@ -162,7 +164,9 @@ TEST_F(RecordStoreTest, IndexRebuiltAfterReopen) {
 
 TEST_F(RecordStoreTest, TmpCleanedAtStart) {
   std::string junk = store_->data_dir() + "/tmp/123-1.tmp";
-  { std::ofstream(junk) << "partial"; }
+  {
+    std::ofstream(junk) << "partial";
+  }
   Reopen();
   EXPECT_EQ(0u, test::CountFiles(store_->data_dir() + "/tmp"));
 }
@@ -178,7 +182,8 @@ TEST_F(RecordStoreTest, NamesStayInsideTheDataDir) {
     EXPECT_EQ(std::string::npos, path.substr(prefix.size()).find("/", 3)) << path;
   }
   EXPECT_EQ(6u, test::CountFiles(store_->data_dir() + "/files/0000000000000003"));
-  EXPECT_EQ(2u, test::CountFiles(dir_.path()) - test::CountFiles(store_->data_dir() + "/files") - 0);  // PEER_ID, LOCK
+  EXPECT_EQ(2u, test::CountFiles(dir_.path()) - test::CountFiles(store_->data_dir() + "/files") -
+                    0);  // PEER_ID, LOCK
 }
 
 TEST_F(RecordStoreTest, DeleteFile) {

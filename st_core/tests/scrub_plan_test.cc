@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "crc32c.h"
-#include "record_store.h"
 #include "infofile_util.h"
+#include "record_store.h"
 #include "test_util.h"
 
 namespace st {
@@ -116,8 +116,11 @@ TEST_F(ScrubPlanTest, PlansUncommittedWrongRankAndDeletedFiles) {
   Put(1, long_name, 0, kOld);
   ASSERT_EQ(0, mkdir((ns_ + "/d").c_str(), 0755));
   WriteInfofile(ns_ + "/d/f1", 1, store_->peer_id(),
-                {{"committed-old", 0, 0}, {"committed-young", 1, 0}, {"wrong-rank-old", 1, 0},
-                 {"other-peers-copy", 1, 1}, {"never-written", 0, 0}});
+                {{"committed-old", 0, 0},
+                 {"committed-young", 1, 0},
+                 {"wrong-rank-old", 1, 0},
+                 {"other-peers-copy", 1, 1},
+                 {"never-written", 0, 0}});
   // File 2: no infofile (deleted); only a reserved .st- copy and a file of
   // another format claim its id.
   Put(2, "gone-old", 0, kOld);
@@ -287,7 +290,8 @@ TEST_F(ScrubPlanTest, ApplyThroughTheStoreRechecks) {
   std::map<std::string, bool> removed;
   for (const auto& r : plan.removals) {
     bool gone = false;
-    ASSERT_TRUE(store_->RemoveIfStale(r.file_id, r.name, r.copy_rank, r.crc, plan.cutoff, &gone).ok());
+    ASSERT_TRUE(
+        store_->RemoveIfStale(r.file_id, r.name, r.copy_rank, r.crc, plan.cutoff, &gone).ok());
     removed[r.name] = gone;
   }
   EXPECT_EQ((std::map<std::string, bool>{

@@ -90,8 +90,7 @@ TEST(Scrub, UnknownFileIdOldRecordsRemoved) {
 TEST(Scrub, UnreadableInfofileRemovesNothing) {
   std::vector<LocalRecord> local{Rec("a", 0, kOld), Rec("b", 0, 0), Rec("c", 0, kYoung)};
   EXPECT_EQ(std::vector<A>(3, A::kKeepUnknown), Decide(local, InfofileState::kUnknown, {}));
-  EXPECT_EQ(std::vector<A>(3, A::kKeepUnknown),
-            Decide(local, InfofileState::kUnknown, {{"a", 1}}));
+  EXPECT_EQ(std::vector<A>(3, A::kKeepUnknown), Decide(local, InfofileState::kUnknown, {{"a", 1}}));
 }
 
 TEST(Scrub, ZeroAgeRemovesEverythingUncommitted) {

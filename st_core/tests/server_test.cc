@@ -17,23 +17,23 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
-#include <nlohmann/json.hpp>
-#include <tuple>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "coding.h"
 #include "crc32c.h"
-#include "name_codec.h"
 #include "infofile_util.h"
+#include "name_codec.h"
 #include "test_util.h"
 
 namespace st {
@@ -72,7 +72,7 @@ class Client {
   bool ReadN(size_t n, std::string* out, double timeout_s) {
     out->clear();
     while (out->size() < n) {
-      struct pollfd p {fd_, POLLIN, 0};
+      struct pollfd p{fd_, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0) return false;
       char buf[65536];
       ssize_t r = recv(fd_, buf, std::min(sizeof(buf), n - out->size()), 0);
@@ -97,7 +97,7 @@ class Client {
 
   // True if the server closed the connection (EOF) within timeout_s.
   bool ClosedByPeer(double timeout_s = 5) {
-    struct pollfd p {fd_, POLLIN, 0};
+    struct pollfd p{fd_, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0) return false;
     char c;
     return recv(fd_, &c, 1, 0) <= 0;
@@ -121,7 +121,8 @@ uint16_t ErrorOf(const Reply& r) {
 
 std::vector<std::string> ErrorPeers(const Reply& r) {
   ErrorReply e;
-  if (r.h.type != static_cast<uint8_t>(MsgType::kError) || !DecodeError(r.payload, &e).ok()) return {};
+  if (r.h.type != static_cast<uint8_t>(MsgType::kError) || !DecodeError(r.payload, &e).ok())
+    return {};
   return e.peers;
 }
 
@@ -195,8 +196,12 @@ class TestPeer {
     return result.get();
   }
   // What tests wait for, read on the loop thread.
-  size_t ConnectionCount() { return OnLoop([this] { return server_->connection_count(); }); }
-  size_t ClientCount() { return OnLoop([this] { return server_->client_count(); }); }
+  size_t ConnectionCount() {
+    return OnLoop([this] { return server_->connection_count(); });
+  }
+  size_t ClientCount() {
+    return OnLoop([this] { return server_->client_count(); });
+  }
   // Scrubs begun so far, and whether one is running (needs a namespace root).
   std::pair<uint64_t, bool> ScrubRuns() {
     return OnLoop([this] {
@@ -263,7 +268,8 @@ TEST_F(ServerTest, RequestErrors) {
   TestPeer peer;
   Client c(peer.port());
   EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound), ErrorOf(c.Call(EncodeGet(1, 9, "nope"))));
-  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound), ErrorOf(c.Call(EncodeDelete(2, 9, "nope"))));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound),
+            ErrorOf(c.Call(EncodeDelete(2, 9, "nope"))));
   PutRequest bad;
   bad.file_id = 9;
   bad.name = "x";
@@ -272,13 +278,15 @@ TEST_F(ServerTest, RequestErrors) {
   Reply r = c.Call(EncodePut(3, 0, bad));
   EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kCrcMismatch), ErrorOf(r));
   EXPECT_EQ(3u, r.h.seq);
-  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBadName), ErrorOf(c.Call(PutFrame(4, 9, 0, "", "d"))));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBadName),
+            ErrorOf(c.Call(PutFrame(4, 9, 0, "", "d"))));
   EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBadName),
             ErrorOf(c.Call(PutFrame(4, 9, 0, std::string("a\0b", 3), "d"))));
   EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBadName), ErrorOf(c.Call(EncodeGet(4, 9, ""))));
   EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(5, 9, 0, "x", "one")).h.type);
   EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(6, 9, 0, "x", "one")).h.type);
-  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kExists), ErrorOf(c.Call(PutFrame(7, 9, 0, "x", "two"))));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kExists),
+            ErrorOf(c.Call(PutFrame(7, 9, 0, "x", "two"))));
   EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk),
             c.Call(PutFrame(8, 9, 1, "x", "two", kFlagReplace)).h.type);
   Reply g = c.Call(EncodeGet(9, 9, "x"));
@@ -359,7 +367,8 @@ TEST_F(ServerTest, TruncatedPutLeavesNothing) {
   ASSERT_TRUE(test::PollFor([&] { return peer.ConnectionCount() == 0; }, 10))
       << "the peer never saw the connection closed mid-frame";
   Client c(peer.port());
-  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound), ErrorOf(c.Call(EncodeGet(2, 4, "partial"))));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotFound),
+            ErrorOf(c.Call(EncodeGet(2, 4, "partial"))));
   EXPECT_EQ(0u, test::CountFiles(peer.data_dir() + "/files"));
   EXPECT_EQ(0u, test::CountFiles(peer.data_dir() + "/tmp"));
 }
@@ -437,8 +446,9 @@ TEST_F(ServerTest, GetLocalRingOfThree) {
     for (int rank = 0; rank < 2; ++rank) {
       int idx = (r + rank) % 3;
       Client c(peers[idx]->port());
-      ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk),
-                c.Call(PutFrame(1, kFile, static_cast<uint8_t>(rank), name, "data of " + name)).h.type);
+      ASSERT_EQ(
+          static_cast<uint8_t>(MsgType::kOk),
+          c.Call(PutFrame(1, kFile, static_cast<uint8_t>(rank), name, "data of " + name)).h.type);
       if (r != 7 || rank != 0) copies.emplace_back(name, rank, idx);  // rec7@0 uncommitted
     }
   }
@@ -506,13 +516,17 @@ TEST_F(ServerTest, GetLocalSinglePeerAndErrors) {
   EXPECT_EQ("a", list[0].name);
 
   RingHeader other{3, 1, "/f", {"127.0.0.1:1"}};
-  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotInRing), ErrorOf(c.Call(EncodeGetLocal(6, other))));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNotInRing),
+            ErrorOf(c.Call(EncodeGetLocal(6, other))));
   RingHeader bad_name{3, 1, "/../f", {peer.addr()}};
-  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBadName), ErrorOf(c.Call(EncodeGetLocal(7, bad_name))));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kBadName),
+            ErrorOf(c.Call(EncodeGetLocal(7, bad_name))));
   RingHeader missing{3, 2, "/nope", {peer.addr()}};
-  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNoNamespace), ErrorOf(c.Call(EncodeGetLocal(8, missing))));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNoNamespace),
+            ErrorOf(c.Call(EncodeGetLocal(8, missing))));
   RingHeader wrong_id{4, 1, "/f", {peer.addr()}};  // meta.file_id is 3
-  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNoNamespace), ErrorOf(c.Call(EncodeGetLocal(9, wrong_id))));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNoNamespace),
+            ErrorOf(c.Call(EncodeGetLocal(9, wrong_id))));
   Client c2(no_ns.port());
   RingHeader r2{3, 1, "/f", {no_ns.addr()}};
   Reply r = c2.Call(EncodeGetLocal(10, r2));
@@ -658,13 +672,13 @@ TEST_F(ServerTest, ScrubRemovesWhatTheInfofileDoesNotCommit) {
   const std::vector<Rec> recs{
       {21, "committed-0", 0, true, true},
       {21, "committed-1", 1, true, true},
-      {21, "wrong-rank", 0, true, false},      // committed here at rank 1
-      {21, "uncommitted", 0, true, false},     // a crashed writer's leftover
-      {21, "others-copy", 0, true, false},     // committed at rank 0 to another peer
-      {21, "in-flight", 0, false, true},       // not committed yet, but young
-      {22, "deleted-a", 0, true, false},       // file 22 has no infofile
+      {21, "wrong-rank", 0, true, false},  // committed here at rank 1
+      {21, "uncommitted", 0, true, false},  // a crashed writer's leftover
+      {21, "others-copy", 0, true, false},  // committed at rank 0 to another peer
+      {21, "in-flight", 0, false, true},  // not committed yet, but young
+      {22, "deleted-a", 0, true, false},  // file 22 has no infofile
       {22, "deleted-b", 1, true, false},
-      {23, "deleted-young", 0, false, true},   // file 23 neither, but the record is young
+      {23, "deleted-young", 0, false, true},  // file 23 neither, but the record is young
   };
   uint64_t seq = 0;
   for (const Rec& r : recs) {
@@ -1015,7 +1029,8 @@ TEST_F(ServerTest, GetReportsACorruptedRecordFile) {
   ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(1, 6, 0, "r", data)).h.type);
   ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(2, 6, 0, "t", data)).h.type);
   {
-    std::fstream f(RecordFile(peer, 6, "r", 0, data), std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(RecordFile(peer, 6, "r", 0, data),
+                   std::ios::in | std::ios::out | std::ios::binary);
     ASSERT_TRUE(f.good());
     f.seekp(4321);
     f.put('X');  // one flipped byte, same size
@@ -1038,7 +1053,8 @@ TEST_F(ServerTest, UnreadGetRepliesDoNotPinUnboundedFiles) {
   // its requests instead of opening a file for each.
   TestPeer peer;
   Client c(peer.port());
-  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(1, 2, 0, "r", std::string(4096, 'r'))).h.type);
+  ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk),
+            c.Call(PutFrame(1, 2, 0, "r", std::string(4096, 'r'))).h.type);
   auto open_fds = [] {
     size_t n = 0;
     DIR* d = opendir("/proc/self/fd");
@@ -1136,7 +1152,6 @@ TEST_F(ServerTest, FullDiskAnswersNoSpaceAndKeepsServing) {
     EXPECT_EQ(static_cast<uint8_t>(MsgType::kOk), c.Call(PutFrame(102, 5, 0, "tiny", "t")).h.type);
   }
 }
-
 
 // ---- Capabilities (docs/capabilities.md) ------------------------------------------
 
@@ -1376,8 +1391,7 @@ TEST_F(ServerTest, CapsRingSegmentNeedsPeer) {
   CapClock clock;
   test::TempDir ns;
   TestPeer peer(Keyed(clock, ns.path()), "");
-  WriteInfofile(ns.path() + "/f", 9, {{peer.peer_id(), peer.addr()}, {"other", "127.0.0.1:1"}},
-                {});
+  WriteInfofile(ns.path() + "/f", 9, {{peer.peer_id(), peer.addr()}, {"other", "127.0.0.1:1"}}, {});
   RingSegment seg;
   seg.ring = RingHeader{9, 1, "/f", {peer.addr(), "127.0.0.1:1"}};
   seg.origin = 1;
@@ -1388,7 +1402,8 @@ TEST_F(ServerTest, CapsRingSegmentNeedsPeer) {
   // Every op but PEER, for this very file: still denied.
   ASSERT_TRUE(IsOk(c.Call(EncodeAuth(2, Token(kOpAll & ~kOpPeer, 9, clock.Now() + 3600)))));
   EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeRingSegment(3, 0, seg))));
-  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(4, Token(kOpPeer, 0, clock.Now() + 3600, kCapKey, "peer:x")))));
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(4,
+                                     Token(kOpPeer, 0, clock.Now() + 3600, kCapKey, "peer:x")))));
   r = c.Call(EncodeRingSegment(5, 0, seg));
   EXPECT_TRUE(IsOk(r)) << ErrorMessage(r);
 }
@@ -1406,7 +1421,8 @@ TEST_F(ServerTest, CapsScrubNeedsAdminForEveryFile) {
   EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeScrub(3))));
   ASSERT_TRUE(IsOk(c.Call(EncodeAuth(4, Token(kOpAll & ~kOpAdmin, 0, clock.Now() + 3600)))));
   EXPECT_EQ(kDenied, ErrorOf(c.Call(EncodeScrub(5))));
-  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(6, Token(kOpAdmin, 0, clock.Now() + 3600, kCapKey, "admin")))));
+  ASSERT_TRUE(IsOk(c.Call(EncodeAuth(6,
+                                     Token(kOpAdmin, 0, clock.Now() + 3600, kCapKey, "admin")))));
   r = c.Call(EncodeScrub(7));
   EXPECT_TRUE(IsOk(r)) << ErrorMessage(r);
   EXPECT_EQ(kScrubReplySize, r.payload.size());
@@ -1444,7 +1460,8 @@ TEST_F(ServerTest, CapsGetLocalAcrossKeyedPeers) {
   test::TempDir ns;
   const uint64_t kFile = 77;
   std::vector<std::unique_ptr<TestPeer>> peers;
-  for (int i = 0; i < 3; ++i) peers.push_back(std::make_unique<TestPeer>(Keyed(clock, ns.path()), ""));
+  for (int i = 0; i < 3; ++i)
+    peers.push_back(std::make_unique<TestPeer>(Keyed(clock, ns.path()), ""));
   RingHeader ring{kFile, 1, "/f", {}};
   std::vector<std::pair<std::string, std::string>> rows;
   std::vector<std::tuple<std::string, int, int>> copies;
@@ -1479,18 +1496,21 @@ TEST_F(ServerTest, CapsGetLocalAcrossKeyedPeers) {
   // its expiry (1 h after it was minted).
   clock.Advance(2000);
   messages.clear();
-  errors = KeyedGetLocal(peers, ring, Token(kOpRead, kFile, clock.Now() + 3600), &listed, &messages);
+  errors =
+      KeyedGetLocal(peers, ring, Token(kOpRead, kFile, clock.Now() + 3600), &listed, &messages);
   for (uint16_t e : errors) EXPECT_EQ(0, e) << messages;
   for (auto& p : peers) EXPECT_EQ(1u, p->server()->ring_auths_sent());
   clock.Advance(1001);  // 599 s left: a fresh token goes first
   messages.clear();
-  errors = KeyedGetLocal(peers, ring, Token(kOpRead, kFile, clock.Now() + 3600), &listed, &messages);
+  errors =
+      KeyedGetLocal(peers, ring, Token(kOpRead, kFile, clock.Now() + 3600), &listed, &messages);
   for (uint16_t e : errors) EXPECT_EQ(0, e) << messages;
   for (auto& p : peers) EXPECT_EQ(2u, p->server()->ring_auths_sent());
   // Long after the first token's expiry the ring still completes.
   clock.Advance(3500);
   messages.clear();
-  errors = KeyedGetLocal(peers, ring, Token(kOpRead, kFile, clock.Now() + 3600), &listed, &messages);
+  errors =
+      KeyedGetLocal(peers, ring, Token(kOpRead, kFile, clock.Now() + 3600), &listed, &messages);
   for (uint16_t e : errors) EXPECT_EQ(0, e) << messages;
   EXPECT_EQ(3u, listed);
 }

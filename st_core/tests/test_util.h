@@ -89,7 +89,7 @@ inline std::string ReadSourceFile(const std::string& relative) {
 // A TCP connection to 127.0.0.1:port; -1 if it fails.
 inline int ConnectLoopback(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a {};
+  struct sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -104,7 +104,7 @@ inline int ConnectLoopback(int port) {
 // and its address "127.0.0.1:port" in *addr; -1 if it fails.
 inline int BindLoopback(bool listening, std::string* addr) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a {};
+  struct sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(a);
