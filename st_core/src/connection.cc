@@ -30,6 +30,7 @@ Connection::Connection(EventLoop* loop, int fd, uint64_t id, std::string remote,
 
 Connection::~Connection() {
   if (linger_timer_ != 0) loop_->CancelTimer(linger_timer_);
+  if (hold_timer_ != 0) loop_->CancelTimer(hold_timer_);
   if (idle_timer_ != 0) loop_->CancelTimer(idle_timer_);
   if (fd_ >= 0) {
     loop_->RemoveFd(fd_);
@@ -68,7 +69,7 @@ void Connection::EndDeferred() {
 }
 
 double Connection::IdleDeadline() const {
-  if (closed() || connecting_ || lingering_ || paused_ || eof_ || close_after_flush_ ||
+  if (closed() || connecting_ || lingering_ || paused_ || held_ || eof_ || close_after_flush_ ||
       stop_frames_) {
     return 0;
   }
@@ -139,7 +140,7 @@ void Connection::OnEvents(int events) {
     if (closed()) return;
   }
   // Frames left in the buffer while output was backed up.
-  if (frames_waiting_ && !paused_) ProcessFrames();
+  if (frames_waiting_ && !paused_ && !held_) ProcessFrames();
   if (!closed()) ArmIdleTimer();
 }
 
@@ -201,7 +202,7 @@ void Connection::OnReadable() {
     }
   }
   size_t total = 0;
-  while (!closed() && !paused_ && !stop_frames_ && !eof_) {
+  while (!closed() && !paused_ && !held_ && !stop_frames_ && !eof_) {
     if (!EnsureSpace()) return;
     size_t space = cap_ - end_;
     ssize_t n = ::read(fd_, buf_.get() + end_, space);
@@ -242,14 +243,14 @@ void Connection::ProcessFrames() {
   // still buffered are then processed now, as no event may come for them.
   do {
     ProcessBufferedFrames();
-  } while (!closed() && frames_waiting_ && !paused_ && !stop_frames_);
+  } while (!closed() && frames_waiting_ && !paused_ && !held_ && !stop_frames_);
 }
 
 void Connection::ProcessBufferedFrames() {
   in_dispatch_ = true;
   frames_waiting_ = false;
   while (!closed() && !stop_frames_) {
-    if (paused_) {
+    if (paused_ || held_) {
       frames_waiting_ = end_ > start_;
       break;
     }
@@ -282,6 +283,14 @@ void Connection::ProcessBufferedFrames() {
     }
     if (live < h.frame_size()) {
       pending_frame_ = h.frame_size();
+      break;
+    }
+    double wait = handler_->Admit(this, h);
+    if (closed()) break;
+    if (wait > 0) {
+      pending_frame_ = h.frame_size();  // seen: OnFrameStart is not called again
+      frames_waiting_ = true;
+      Hold(wait);
       break;
     }
     pending_frame_ = 0;
@@ -433,6 +442,20 @@ void Connection::Flush() {
   if (!in_dispatch_) ArmIdleTimer();
 }
 
+void Connection::Hold(double seconds) {
+  held_ = true;
+  UpdateInterest();
+  hold_timer_ = loop_->AddTimer(seconds, [this] {
+    hold_timer_ = 0;
+    held_ = false;
+    // The sender was held up by us: its idle time counts from now.
+    if (idle_timeout_s_ > 0) last_read_ = EventLoop::Now();
+    UpdateInterest();
+    ProcessFrames();
+    if (!closed()) ArmIdleTimer();
+  });
+}
+
 void Connection::StartLinger() {
   // Half-close so the client reads the error, then discard whatever it still
   // sends for a moment: closing with unread input would reset the
@@ -452,7 +475,8 @@ void Connection::UpdateInterest() {
   if (connecting_) {
     mask = EventLoop::kWritable;
   } else {
-    if (lingering_ || (!paused_ && !close_after_flush_ && !eof_)) mask |= EventLoop::kReadable;
+    if (lingering_ || (!paused_ && !held_ && !close_after_flush_ && !eof_))
+      mask |= EventLoop::kReadable;
     if (want_write_) mask |= EventLoop::kWritable;
   }
   if (mask != interest_) {
@@ -470,6 +494,10 @@ void Connection::Close(const std::string& reason) {
   if (idle_timer_ != 0) {
     loop_->CancelTimer(idle_timer_);
     idle_timer_ = 0;
+  }
+  if (hold_timer_ != 0) {
+    loop_->CancelTimer(hold_timer_);
+    hold_timer_ = 0;
   }
   loop_->RemoveFd(fd_);
   ::close(fd_);

@@ -51,6 +51,15 @@ class Connection {
       (void)conn;
       (void)header;
     }
+    // A whole frame is about to be delivered: 0 lets it through; a positive
+    // number of seconds holds it (and stops reading the socket, so the
+    // sender waits) and asks again after that long. Impact control
+    // (token_bucket.h) answers here.
+    virtual double Admit(Connection* conn, const FrameHeader& header) {
+      (void)conn;
+      (void)header;
+      return 0;
+    }
     // Called once, when the connection is closed (by either side, or on a
     // connect failure). The Connection may be destroyed only after this
     // call returns (e.g. from a task posted to the loop).
@@ -122,6 +131,7 @@ class Connection {
   double IdleDeadline() const;
   void ArmIdleTimer();
   void OnIdleTimer();
+  void Hold(double seconds);
 
   EventLoop* loop_;
   int fd_;
@@ -136,6 +146,8 @@ class Connection {
   bool close_after_flush_ = false;
   bool lingering_ = false;      // write side shut, discarding input until EOF
   bool paused_ = false;         // too much output queued: not reading
+  bool held_ = false;           // the handler holds the next frame (Admit): not reading
+  EventLoop::TimerId hold_timer_ = 0;
   bool want_write_ = false;
   bool eof_ = false;            // the other side closed its write side
   bool frames_waiting_ = false; // complete frames buffered while paused

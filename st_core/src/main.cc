@@ -123,6 +123,9 @@ int main(int argc, char** argv) {
   sv.ring_timeout_base_s = opt.ring_timeout_base_s;
   sv.ring_timeout_per_peer_s = opt.ring_timeout_per_peer_s;
   sv.chain_timeout_s = opt.chain_timeout_s;
+  sv.max_write_bytes_per_s = opt.max_write_mbps * 1e6;
+  sv.max_read_bytes_per_s = opt.max_read_mbps * 1e6;
+  sv.max_requests_per_s = opt.max_request_rate;
   sv.scrub_interval_s = opt.scrub_interval_s;
   sv.scrub_age_s = opt.scrub_age_s;
   sv.idle_timeout_s = opt.idle_timeout_s;
@@ -149,6 +152,11 @@ int main(int argc, char** argv) {
     ST_LOG_INFO("scrubber: no periodic runs (--scrub-interval 0), only on SCRUB requests; "
                 "records and temporary files younger than %g s are kept",
                 opt.scrub_age_s);
+  }
+
+  if (opt.max_write_mbps > 0 || opt.max_read_mbps > 0 || opt.max_request_rate > 0) {
+    ST_LOG_INFO("impact control: writes %g MB/s, reads %g MB/s, %g requests/s (0: no limit)",
+                opt.max_write_mbps, opt.max_read_mbps, opt.max_request_rate);
   }
 
   if (capability_key.empty()) {

@@ -78,6 +78,11 @@ protocol of docs/wire-protocol.md.
   --ring-timeout-per-peer SECONDS ... plus this per ring peer (default 0.5)
   --chain-timeout SECONDS     PUT_CHAIN: how long a forwarded copy may take,
                               per peer left in the chain (default 5)
+  --max-write-mbps MB/S       impact control: at most this many MB (10^6
+                              bytes) per second of PUT data (default 0: none)
+  --max-read-mbps MB/S        ... of GET data sent (default 0: none)
+  --max-request-rate N        ... requests per second (default 0: none);
+                              over a limit, clients wait, they do not fail
   --scrub-interval SECONDS    seconds between scrubs, which remove records
                               the namespace does not commit to this peer
                               (needs --namespace; default 86400; 0: only on
@@ -280,7 +285,10 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
       }
     } else {
       double d;
-      if (!ParseDouble(value, &d) || d < 0) return bad("a non-negative number of seconds");
+      if (!ParseDouble(value, &d) || d < 0) {
+        return bad(flag.compare(0, 6, "--max-") == 0 ? "a non-negative number"
+                                                     : "a non-negative number of seconds");
+      }
       if (flag == "--announce-interval") {
         if (d <= 0) return bad("a positive number of seconds");
         out->announce_interval_s = d;
@@ -296,6 +304,12 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
         out->idle_timeout_s = d;
       } else if (flag == "--keepalive-timeout") {
         out->keepalive_timeout_s = d;
+      } else if (flag == "--max-write-mbps") {
+        out->max_write_mbps = d;
+      } else if (flag == "--max-read-mbps") {
+        out->max_read_mbps = d;
+      } else if (flag == "--max-request-rate") {
+        out->max_request_rate = d;
       } else if (flag == "--chain-timeout") {
         if (d <= 0) return bad("a positive number of seconds");
         out->chain_timeout_s = d;

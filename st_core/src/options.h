@@ -26,6 +26,9 @@ struct Options {
   double ring_timeout_base_s = 2;
   double ring_timeout_per_peer_s = 0.5;
   double chain_timeout_s = 5;
+  double max_write_mbps = 0;    // impact control; 0: no limit
+  double max_read_mbps = 0;
+  double max_request_rate = 0;  // requests per second
   double scrub_interval_s = 86400;  // 0: no periodic scrub
   double scrub_age_s = 3600;
   bool sync = false;

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -75,8 +76,47 @@ bool SplitHostPort(const std::string& addr, std::string* host, std::string* port
   return true;
 }
 
+namespace {
+
+// A bucket for `rate` units per second holding a tenth of a second's worth
+// (at least `least`, so one request of that cost always fits).
+TokenBucket MakeBucket(double rate, double least) {
+  if (rate <= 0) return TokenBucket();
+  return TokenBucket(rate, std::max(rate * 0.1, least));
+}
+
+}  // namespace
+
 Server::Server(EventLoop* loop, RecordStore* store, ServerOptions options)
-    : loop_(loop), store_(store), options_(std::move(options)), background_(store->env(), loop) {}
+    : loop_(loop),
+      store_(store),
+      options_(std::move(options)),
+      write_bucket_(MakeBucket(options_.max_write_bytes_per_s, 1)),
+      read_bucket_(MakeBucket(options_.max_read_bytes_per_s, 1)),
+      request_bucket_(MakeBucket(options_.max_requests_per_s, 1)),
+      background_(store->env(), loop) {}
+
+double Server::Admit(Connection* conn, const FrameHeader& h) {
+  (void)conn;
+  auto type = static_cast<MsgType>(h.type);
+  // Ring traffic, AUTH and PING are never held: a GET_LOCAL collective or a
+  // liveness check must not wait behind another client's bulk transfer.
+  if (type == MsgType::kRingSegment || type == MsgType::kAuth || type == MsgType::kPing) return 0;
+  double now = EventLoop::Now();
+  double wait = request_bucket_.WaitFor(now, 1);
+  bool write = type == MsgType::kPut || type == MsgType::kPutChain;
+  if (write) wait = std::max(wait, write_bucket_.WaitFor(now, 1));
+  // A GET's cost is known once the record is found: it is taken then (a debt
+  // the next GETs wait for).
+  if (type == MsgType::kGet) wait = std::max(wait, read_bucket_.WaitFor(now, 1));
+  if (wait > 0) {
+    ++throttled_;
+    return std::max(wait, 0.001);
+  }
+  request_bucket_.Take(now, 1);
+  if (write) write_bucket_.Take(now, static_cast<double>(h.payload_size()));
+  return 0;
+}
 
 Server::~Server() {
   for (auto& kv : inbound_) {
@@ -868,6 +908,7 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
                                 " bytes does not fit in one frame (server.cc, GET)"));
         return;
       }
+      read_bucket_.Take(EventLoop::Now(), static_cast<double>(rec->size));
       if (rec->verified) {
         c->Send(EncodeDataHeader(seq, rec->crc, rec->copy_rank, rec->size));
         c->SendFile(rec->file->ReleaseFd(), rec->size);

@@ -27,6 +27,7 @@
 #include "get_local.h"
 #include "record_store.h"
 #include "scrubber.h"
+#include "token_bucket.h"
 
 namespace st {
 
@@ -42,6 +43,13 @@ struct ServerOptions {
   // PUT_CHAIN: a forwarded copy's reply must come within this, per peer left
   // in the chain (so the peer nearest a stuck one is the one that reports it).
   double chain_timeout_s = 5;
+  // Impact control (FreeLoader seed 004, 3.2.2): 0 = no limit. Bytes per
+  // second of PUT data received and of GET data sent, and requests per
+  // second. Over the limit a connection's next request waits (the peer stops
+  // reading that socket), so clients slow down instead of failing.
+  double max_write_bytes_per_s = 0;
+  double max_read_bytes_per_s = 0;
+  double max_requests_per_s = 0;
   double scrub_interval_s = 86400;  // periodic scrubs (needs namespace_dir); 0: only on SCRUB
   double scrub_age_s = 3600;        // the scrubber never removes anything younger
   // Hostile or broken clients (docs/peer.md, "Hostile input"); 0: no limit.
@@ -83,6 +91,7 @@ class Server : public Connection::Handler, public GetLocal::Host {
   void OnFrame(Connection* conn, const FrameHeader& header, std::string_view payload) override;
   void OnFrameStart(Connection* conn, const FrameHeader& header) override;
   void OnClosed(Connection* conn, const std::string& reason) override;
+  double Admit(Connection* conn, const FrameHeader& header) override;
 
   // How long an over-the-limit connection may take to show a RING_SEGMENT
   // prefix before it is refused, and how many such connections (with the
@@ -103,6 +112,8 @@ class Server : public Connection::Handler, public GetLocal::Host {
   bool checks_capabilities() const { return !options_.capability_key.empty(); }
   // AUTH frames this peer sent on its ring links (any thread may read it).
   uint64_t ring_auths_sent() const { return ring_auths_sent_.load(); }
+  // Requests held back by impact control so far (any thread may read it).
+  uint64_t throttled() const { return throttled_.load(); }
 
  private:
   void OnAccept();
@@ -213,6 +224,11 @@ class Server : public Connection::Handler, public GetLocal::Host {
   std::atomic<uint64_t> ring_auths_sent_{0};
   uint64_t denied_since_log_ = 0;
   double denied_log_at_ = 0;
+  // Impact control (token_bucket.h).
+  TokenBucket write_bucket_;
+  TokenBucket read_bucket_;
+  TokenBucket request_bucket_;
+  std::atomic<uint64_t> throttled_{0};
   // Requests in flight on outgoing links: link id -> seq -> call.
   std::unordered_map<uint64_t, std::unordered_map<uint64_t, LinkCall>> link_calls_;
   // PUTs waiting for a PUT of the same record ("<file_id>/<name>") to finish.
