@@ -19,17 +19,22 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import analysis, cases
+from . import analysis, cases, protocols, throttle
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench" / "results" / "latest.json"
 TARGETS = {"put_1mib_x2": 0.8, "put_4kib_x1": 0.5, "put_4kib_pipelining": 5, "get_1mib": 0.6,
            "get_local_ray": 0.8, "get_local_dask": 0.8, "tracker_commit": 20,
-           "analysis_ray": 0.8, "analysis_dask": 0.8, "ray_write": 0.5, "pushdown_filter_bytes": 0.05}
+           "analysis_ray": 0.8, "analysis_dask": 0.8, "ray_write": 0.5, "pushdown_filter_bytes": 0.05,
+           "throttle_write": 0.9, "throttle_read": 0.9, "throttle_requests": 0.9}
+# impact control: a limit holds within 10% (ratio 0.9 to 1.1, checked separately)
+WITHIN = {"throttle_write": 1.1, "throttle_read": 1.1, "throttle_requests": 1.1}
 AT_MOST = {"pushdown_filter_bytes"}  # targets met by a ratio at most the target (the others: at least)
 
 
 def meets(name: str, ratio: float) -> bool:
+    if name in WITHIN:
+        return TARGETS[name] <= ratio <= WITHIN[name]
     return ratio <= TARGETS[name] if name in AT_MOST else ratio >= TARGETS[name]
 
 
@@ -39,12 +44,12 @@ SIZES = {
                   scale_peers=[1, 2, 4, 8],
                   # bench/analysis.py: MiB of Parquet records (and per record), Ray write, bounded-memory file
                   analysis=96, analysis_record=8, raywrite=64, raywrite_block=16, bounded=2048, ray_store=80,
-                  dask_limit=512, rounds=3, ray_rounds=3, warm=True),
+                  dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=24, proto4k=2_000),
     "full": dict(put1m=512, put4k=50_000, depth1=20_000, get1m=512, arrow=384, commit_big=100_000,
                  commit_one=500, duckdb=1_000_000, mem=256, scale_records=[1_000, 10_000, 100_000],
                  scale_peers=[1, 2, 4, 8],
                  analysis=1024, analysis_record=16, raywrite=512, raywrite_block=16, bounded=4096, ray_store=80,
-                 dask_limit=512, rounds=3, ray_rounds=3, warm=True),
+                 dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=128, proto4k=10_000),
 }
 
 
@@ -108,13 +113,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--only", nargs="*", help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
-                                              "analysis pushdown raywrite bounded")
+                                              "analysis pushdown raywrite bounded protocols throttle")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON (plots go to docs/ only for the default)")
     a = ap.parse_args()
     size = SIZES["quick" if a.quick else "full"]
     con = Console(width=150)
     want = set(a.only or ["put1m", "put4k", "get1m", "ray", "dask", "commit", "duckdb", "memory", "scaling",
-                          *analysis.GROUPS_OF_CASES])
+                          protocols.GROUP, throttle.GROUP, *analysis.GROUPS_OF_CASES])
     results: list[dict] = []
     tmp = Path(tempfile.mkdtemp(prefix="st-bench-"))
     t0 = time.monotonic()
@@ -128,6 +133,8 @@ def main() -> int:
                 ("get1m", lambda: cases.case_get_1mib(cluster, size["get1m"]) if "put1m" in want else []),
                 ("commit", lambda: cases.case_tracker_commit(cluster, size["commit_big"], size["commit_one"])),
                 ("memory", lambda: cases.case_memory(cluster, size["mem"])),
+                (protocols.GROUP, lambda: protocols.case_protocols(cluster, size["proto1m"], size["proto4k"],
+                                                                   size["rounds"])),
             ]
             for key, fn in steps:
                 if key in want:
@@ -150,6 +157,9 @@ def main() -> int:
             t1 = time.monotonic()
             results += analysis.run_cases(tmp, size, want, lambda text: con.status(f"bench: {text}"))
             timing["analysis"] = time.monotonic() - t1
+        if throttle.GROUP in want:
+            with con.status("bench: impact control (one throttled peer)"):
+                results += throttle.case_throttle(tmp, 2.0 if a.quick else 4.0)
         if "duckdb" in want:
             with con.status("bench: DuckDB over a 1M-record infofile"):
                 results += cases.case_duckdb(tmp, size["duckdb"])
@@ -168,7 +178,7 @@ def main() -> int:
         mark = "" if tgt is None or r["ratio"] is None else (" ok" if meets(r["name"], r["ratio"]) else " MISSED")
         tab.add_row(r["name"], fmt(r["value"], r["unit"]), r["baseline"] or r.get("note", ""),
                     "" if r["baseline_value"] is None else fmt(r["baseline_value"], r["unit"]),
-                    ratio + mark, "" if tgt is None else f"{'<=' if r['name'] in AT_MOST else '>='} {tgt}")
+                    ratio + mark, "" if tgt is None else (f"{tgt}..{WITHIN[r['name']]}" if r['name'] in WITHIN else f"{'<=' if r['name'] in AT_MOST else '>='} {tgt}"))
     con.print(tab)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,27 @@ TEST(Options, Defaults) {
   EXPECT_EQ(1024u, o.max_connections);
 }
 
+TEST(Options, ImpactControlAndChains) {
+  Options o;
+  ASSERT_TRUE(Parse({"--data", "/d"}, &o).ok());
+  EXPECT_EQ(0.0, o.max_write_mbps);
+  EXPECT_EQ(0.0, o.max_read_mbps);
+  EXPECT_EQ(0.0, o.max_request_rate);
+  EXPECT_EQ(5.0, o.chain_timeout_s);
+  ASSERT_TRUE(Parse({"--data", "/d", "--max-write-mbps", "40", "--max-read-mbps=80.5",
+                     "--max-request-rate", "400", "--chain-timeout", "2"},
+                    &o)
+                  .ok());
+  EXPECT_EQ(40.0, o.max_write_mbps);
+  EXPECT_EQ(80.5, o.max_read_mbps);
+  EXPECT_EQ(400.0, o.max_request_rate);
+  EXPECT_EQ(2.0, o.chain_timeout_s);
+  Status s = Parse({"--data", "/d", "--max-write-mbps", "-1"}, &o);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(std::string::npos, s.message().find("a non-negative number")) << s.message();
+  EXPECT_TRUE(Parse({"--data", "/d", "--chain-timeout", "0"}, &o).IsInvalidArgument());
+}
+
 TEST(Options, HostileInputLimits) {
   Options o;
   ASSERT_TRUE(Parse({"--data", "/d", "--idle-timeout", "1.5", "--keepalive-timeout=300",
