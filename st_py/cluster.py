@@ -67,7 +67,9 @@ def _die_with_parent(argv: list[str]) -> list[str]:
 
 
 class Daemon:
-    """A child process that prints ``listening on HOST:PORT`` when ready."""
+    """A child process that prints ``listening on HOST:PORT`` when ready
+    (and ``metrics on HOST:PORT`` before it if it serves Prometheus metrics:
+    ``metrics_addr``)."""
 
     def __init__(self, name: str, argv: list[str], log_path: Path, env: dict | None = None,
                  ready_timeout: float = 30.0, die_with_parent: bool = False):
@@ -76,6 +78,7 @@ class Daemon:
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_path.open("ab")
+        self.metrics_addr: str | None = None
         if die_with_parent:
             argv = _die_with_parent(argv)
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, env=env,
@@ -93,6 +96,8 @@ class Daemon:
             if not line:
                 break
             text = line.decode(errors="replace").strip()
+            if text.startswith("metrics on "):
+                self.metrics_addr = text.split("metrics on ", 1)[1]
             if text.startswith("listening on "):
                 return text.split("listening on ", 1)[1]
         self.kill()
@@ -180,6 +185,7 @@ class LocalCluster:
     tracker: Daemon | None = None
     peers: list[Daemon | None] = field(default_factory=list)
     tracker_port: int = 0
+    _clients: list = field(default_factory=list, init=False, repr=False, compare=False)  # closed by stop()
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).resolve()
@@ -265,6 +271,7 @@ class LocalCluster:
         argv = [find_peer_binary(), "--data", str(self.data_dir / "peers" / f"peer-{i}"),
                 "--port", str(port), "--namespace", str(self.namespace),
                 "--tracker", self.tracker_addr, "--announce-interval", str(self.announce_interval),
+                "--metrics-port", "0",
                 *(["--key-file", str(self.key_file)] if self.auth else []), *self._peer_tls_args(), *self.peer_args]
         d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log",
                    die_with_parent=self.die_with_parent)
@@ -292,10 +299,14 @@ class LocalCluster:
         self.start_tracker()
 
     def client(self, **kwargs):
+        """A :class:`Client` of this cluster's tracker; :meth:`stop` closes
+        it (its gRPC channel) if the caller has not."""
         from .client import Client
 
         kwargs.setdefault("tls", self.client_tls)
-        return Client(self.tracker_addr, **kwargs)
+        c = Client(self.tracker_addr, **kwargs)
+        self._clients.append(c)
+        return c
 
     def wait_for_peers(self, n: int, timeout: float = 30.0) -> None:
         """Wait until the tracker counts ``n`` live peers."""
@@ -322,6 +333,9 @@ class LocalCluster:
         (self.data_dir / CLUSTER_FILE).write_text(json.dumps(info, indent=1))
 
     def stop(self) -> None:
+        clients, self._clients = self._clients, []
+        for c in clients:
+            c.close()
         for d in self.peers:
             if d is not None:
                 d.stop()

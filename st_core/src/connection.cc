@@ -209,6 +209,7 @@ void Connection::OnReadable() {
     if (n > 0) {
       end_ += static_cast<size_t>(n);
       total += static_cast<size_t>(n);
+      if (metrics_ != nullptr) metrics_->bytes_received.fetch_add(n, std::memory_order_relaxed);
       if (idle_timeout_s_ > 0 || keepalive_timeout_s_ > 0) {
         last_read_ = last_activity_ = EventLoop::Now();
       }
@@ -297,6 +298,10 @@ void Connection::ProcessBufferedFrames() {
     std::string_view payload(reinterpret_cast<const char*>(buf_.get() + start_ + kFramePrefixSize),
                              h.payload_size());
     start_ += h.frame_size();  // the bytes stay in place until the next read
+    if (metrics_ != nullptr) {
+      metrics_->requests[h.type].fetch_add(1, std::memory_order_relaxed);
+      dispatched_[h.seq] = {EventLoop::Now(), h.type};
+    }
     handler_->OnFrame(this, h, payload);
   }
   in_dispatch_ = false;
@@ -311,7 +316,26 @@ void Connection::ProcessBufferedFrames() {
   Flush();
 }
 
+void Connection::NoteReply(const std::string& bytes) {
+  if (bytes.size() < kFramePrefixSize) return;
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  uint8_t type = p[4];
+  uint16_t flags = static_cast<uint16_t>(p[6] | (p[7] << 8));
+  uint64_t seq = 0;
+  for (int i = 7; i >= 0; --i) seq = (seq << 8) | p[8 + i];
+  if (type == static_cast<uint8_t>(MsgType::kError) && bytes.size() >= kFramePrefixSize + 2) {
+    uint16_t code = static_cast<uint16_t>(p[16] | (p[17] << 8));
+    metrics_->errors[code < PeerMetrics::kCodes ? code : 0].fetch_add(1, std::memory_order_relaxed);
+  }
+  if (flags & kFlagMore) return;  // not the last frame of its reply
+  auto it = dispatched_.find(seq);
+  if (it == dispatched_.end()) return;
+  metrics_->ObserveLatency(it->second.second, EventLoop::Now() - it->second.first);
+  dispatched_.erase(it);
+}
+
 void Connection::Send(std::string bytes) {
+  if (metrics_ != nullptr && !closed()) NoteReply(bytes);
   if (closed() || lingering_ || bytes.empty()) return;
   queued_bytes_ += bytes.size();
   OutItem item;
@@ -361,6 +385,7 @@ void Connection::Flush() {
           static_cast<size_t>(std::min<uint64_t>(front.file_len - front.file_off, 1u << 30));
       ssize_t n = ::sendfile(fd_, front.file_fd, &off, chunk);
       if (n > 0) {
+        if (metrics_ != nullptr) metrics_->bytes_sent.fetch_add(n, std::memory_order_relaxed);
         front.file_off += static_cast<uint64_t>(n);
         queued_bytes_ -= static_cast<size_t>(n);
         if (front.file_off == front.file_len) {
@@ -408,6 +433,7 @@ void Connection::Flush() {
       return;
     }
     size_t left = static_cast<size_t>(n);
+    if (metrics_ != nullptr) metrics_->bytes_sent.fetch_add(left, std::memory_order_relaxed);
     queued_bytes_ -= left;
     while (left > 0) {
       OutItem& it = out_.front();

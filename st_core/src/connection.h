@@ -31,8 +31,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 
 #include "event_loop.h"
+#include "metrics.h"
 #include "protocol.h"
 
 namespace st {
@@ -86,6 +89,10 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   Status Start(bool connecting);
+
+  // Counts this connection's requests, replies, errors, bytes and request
+  // latencies into m (metrics.h); for inbound connections.
+  void SetMetrics(PeerMetrics* m) { metrics_ = m; }
 
   // Seconds; 0 turns a limit off (the default). See the file comment.
   void SetTimeouts(double idle_timeout_s, double keepalive_timeout_s);
@@ -167,6 +174,11 @@ class Connection {
   size_t start_ = 0;  // first unconsumed byte
   size_t end_ = 0;    // one past the last byte read
   size_t pending_frame_ = 0;  // size of the incomplete frame at start_, if known
+
+  // Metrics: the dispatch time and type of each request not answered yet.
+  PeerMetrics* metrics_ = nullptr;
+  std::unordered_map<uint64_t, std::pair<double, uint8_t>> dispatched_;
+  void NoteReply(const std::string& bytes);
 
   std::deque<OutItem> out_;
   size_t queued_bytes_ = 0;

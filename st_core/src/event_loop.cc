@@ -139,6 +139,7 @@ void EventLoop::Run() {
       timeout_ms = delta <= 0 ? 0 : static_cast<int>(std::ceil(delta * 1000.0));
     }
     int n = epoll_wait(epfd_, events, kMaxEvents, timeout_ms);
+    double busy_from = busy_ns_ != nullptr ? Now() : 0;
     if (n < 0) {
       if (errno == EINTR) continue;
       ST_LOG_ERROR("epoll_wait: %s", PosixError("epoll_wait", errno).ToString().c_str());
@@ -164,6 +165,10 @@ void EventLoop::Run() {
     if (stop_) break;
     RunTimers();
     RunPosted();
+    if (busy_ns_ != nullptr) {
+      busy_ns_->fetch_add(static_cast<uint64_t>((Now() - busy_from) * 1e9),
+                          std::memory_order_relaxed);
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #ifndef ST_CORE_EVENT_LOOP_H_
 #define ST_CORE_EVENT_LOOP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -59,12 +60,17 @@ class EventLoop {
   // Monotonic clock in seconds.
   static double Now();
 
+  // Adds the time spent outside epoll_wait (handling events, timers and
+  // posted tasks) to *busy_ns, for the peer's load (metrics.h). Set before Run.
+  void SetBusyCounter(std::atomic<uint64_t>* busy_ns) { busy_ns_ = busy_ns; }
+
  private:
   EventLoop() = default;
   void Wake();
   void RunTimers();
   void RunPosted();
 
+  std::atomic<uint64_t>* busy_ns_ = nullptr;
   int epfd_ = -1;
   int wakefd_ = -1;
   bool stop_ = false;

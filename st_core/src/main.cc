@@ -17,6 +17,7 @@
 #include "coding.h"
 #include "event_loop.h"
 #include "log.h"
+#include "metrics_http.h"
 #include "options.h"
 #include "record_store.h"
 #include "server.h"
@@ -136,6 +137,18 @@ int main(int argc, char** argv) {
   s = server->Start();
   if (!s.ok()) return Fail("cannot listen: " + s.ToString());
 
+  std::unique_ptr<st::MetricsHttp> metrics;
+  if (opt.metrics_port >= 0) {
+    st::Server* srv = server.get();
+    metrics = std::make_unique<st::MetricsHttp>(loop.get(), [srv] { return srv->RenderMetrics(); });
+    s = metrics->Start(opt.host, opt.metrics_port);
+    if (!s.ok()) return Fail("cannot serve metrics: " + s.ToString());
+    ST_LOG_INFO("Prometheus metrics at http://%s:%d/metrics", opt.host.c_str(), metrics->port());
+  }
+  loop->SetBusyCounter(&server->metrics()->loop_busy_ns);
+
+  // "listening on" last: whoever waits for it (st_py.cluster) has the metrics line by then.
+  if (metrics) std::printf("metrics on %s:%d\n", opt.host.c_str(), metrics->port());
   std::printf("listening on %s:%d\n", opt.host.c_str(), server->port());
   std::fflush(stdout);
   ST_LOG_INFO("peer %s serving %s as %s%s%s", store->peer_id().c_str(), store->data_dir().c_str(),
@@ -224,6 +237,7 @@ int main(int argc, char** argv) {
   loop->Run();
 
   if (announcer) announcer->Stop();
+  metrics.reset();
   server.reset();
   loop->RemoveFd(sfd);
   close(sfd);

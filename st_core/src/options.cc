@@ -62,6 +62,8 @@ protocol of docs/wire-protocol.md.
   --data DIR                  record store directory (created if missing)
   --host HOST                 address to listen on (default 127.0.0.1)
   --port PORT                 port to listen on; 0 picks a free one (default 0)
+  --metrics-port PORT         serve Prometheus metrics at http://HOST:PORT/metrics
+                              (0 picks a free one; default: no metrics endpoint)
   --advertise HOST:PORT       address announced and matched in GET_LOCAL
                               peerlists (default: HOST:PORT as listened)
   --namespace DIR             namespace root holding the infofiles (needed for
@@ -162,6 +164,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
     static const char* const kValued[] = {"--data",
                                           "--host",
                                           "--port",
+                                          "--metrics-port",
                                           "--advertise",
                                           "--namespace",
                                           "--tracker",
@@ -206,13 +209,13 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
     } else if (flag == "--host") {
       if (value.empty()) return bad("a host name or address");
       out->host = value;
-    } else if (flag == "--port") {
+    } else if (flag == "--port" || flag == "--metrics-port") {
       uint64_t p;
       if (!ParseBytes(value, &p) || p > 65535 ||
           value.find_first_not_of("0123456789") != std::string::npos) {
         return bad("a port number 0..65535");
       }
-      out->port = static_cast<int>(p);
+      (flag == "--port" ? out->port : out->metrics_port) = static_cast<int>(p);
     } else if (flag == "--advertise" || flag == "--tracker") {
       size_t colon = value.rfind(':');
       if (colon == std::string::npos || colon == 0 || colon + 1 == value.size()) {

@@ -14,6 +14,7 @@ struct Options {
   std::string data_dir;
   std::string host = "127.0.0.1";
   int port = 0;
+  int metrics_port = -1;  // -1: no metrics endpoint
   std::string advertise;       // empty: "<host>:<port>" as listened
   std::string namespace_dir;   // empty: no GET_LOCAL
   std::string tracker;         // empty: no announces

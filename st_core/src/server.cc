@@ -96,6 +96,19 @@ Server::Server(EventLoop* loop, RecordStore* store, ServerOptions options)
       request_bucket_(MakeBucket(options_.max_requests_per_s, 1)),
       background_(store->env(), loop) {}
 
+std::string Server::RenderMetrics() {
+  PeerGauges g;
+  g.connections = conns_.size();
+  g.records = store_->record_count();
+  g.used_bytes = store_->used_bytes();
+  g.capacity_bytes = store_->capacity();
+  store_->FsSpace(&g.fs_total_bytes, &g.fs_free_bytes);
+  g.throttled = throttled_.load();
+  g.getlocal_rounds = round_count();
+  g.peer_id = store_->peer_id();
+  return RenderPrometheus(metrics_, g);
+}
+
 double Server::Admit(Connection* conn, const FrameHeader& h) {
   (void)conn;
   auto type = static_cast<MsgType>(h.type);
@@ -364,6 +377,10 @@ Connection* Server::Adopt(int fd, std::string remote, bool connecting) {
   conns_[id] = std::move(conn);
   // Outgoing ring links stay open between collectives: no keepalive limit.
   raw->SetTimeouts(options_.idle_timeout_s, connecting ? 0 : options_.keepalive_timeout_s);
+  if (!connecting) {  // inbound: requests to this peer
+    raw->SetMetrics(&metrics_);
+    metrics_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
+  }
   Status s = raw->Start(connecting);
   if (!s.ok()) {
     ST_LOG_WARN("cannot watch connection %s: %s", raw->remote().c_str(), s.ToString().c_str());

@@ -25,6 +25,7 @@
 #include "connection.h"
 #include "event_loop.h"
 #include "get_local.h"
+#include "metrics.h"
 #include "record_store.h"
 #include "scrubber.h"
 #include "token_bucket.h"
@@ -114,6 +115,9 @@ class Server : public Connection::Handler, public GetLocal::Host {
   uint64_t ring_auths_sent() const { return ring_auths_sent_.load(); }
   // Requests held back by impact control so far (any thread may read it).
   uint64_t throttled() const { return throttled_.load(); }
+  PeerMetrics* metrics() { return &metrics_; }
+  // The Prometheus exposition of metrics() and the peer's gauges (loop thread).
+  std::string RenderMetrics();
 
  private:
   void OnAccept();
@@ -229,6 +233,7 @@ class Server : public Connection::Handler, public GetLocal::Host {
   TokenBucket read_bucket_;
   TokenBucket request_bucket_;
   std::atomic<uint64_t> throttled_{0};
+  PeerMetrics metrics_;
   // Requests in flight on outgoing links: link id -> seq -> call.
   std::unordered_map<uint64_t, std::unordered_map<uint64_t, LinkCall>> link_calls_;
   // PUTs waiting for a PUT of the same record ("<file_id>/<name>") to finish.
