@@ -127,18 +127,37 @@ def cli() -> None:
 @click.option("--mtls", is_flag=True, help="mutual TLS: clients need a certificate of the local CA")
 @click.option("--users", "users_file", type=click.Path(dir_okay=False), default=None,
               help="users file (API keys, groups, quotas); see `storetorrent user add`")
-def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, users_file) -> None:
+@click.option("--port", "tracker_port", type=int, default=0,
+              help="the tracker's port (default: the last run's, else a free one)")
+@click.option("--repair-interval", type=float, default=30.0, show_default=True,
+              help="seconds between repair passes (pending copies, long-failed peers); 0: no repair")
+@click.option("--failed-after", type=float, default=600.0, show_default=True,
+              help="repair restores the copies of a peer failed this long (seconds)")
+def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, users_file, tracker_port: int,
+       repair_interval: float, failed_after: float) -> None:
     """Run a local cluster (tracker and PEERS peers under DATA) until Ctrl-C.
 
-    Capabilities are always on (a key is made in DATA/secret.key)."""
-    from .cluster import LocalCluster
+    A daemon that dies is restarted on its port with backoff while the others
+    keep serving; the tracker and peers come back on the same ports after
+    `up` itself is restarted. Capabilities are always on (a key is made in
+    DATA/secret.key). docs/deployment.md, "A local cluster"."""
+    import logging
 
+    from .cluster import LocalCluster
+    from .supervisor import Supervisor
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cluster = LocalCluster(Path(data), n_peers=peers, announce_interval=announce_interval, die_with_parent=True,
-                           tls=tls, mutual_tls=mtls, users_file=Path(users_file).resolve() if users_file else None)
+                           tls=tls, mutual_tls=mtls, users_file=Path(users_file).resolve() if users_file else None,
+                           tracker_port=tracker_port, keep_layout=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     cluster.start()
+    supervisor = Supervisor(cluster)
+    if repair_interval > 0:
+        threading.Thread(target=_repair_loop, args=(cluster, repair_interval, failed_after, stop),
+                         name="repair", daemon=True).start()
     try:
         console.print(f"tracker  {cluster.tracker_addr}")
         for i, a in enumerate(cluster.peer_addrs):
@@ -151,13 +170,30 @@ def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, u
         if cert:
             console.print(f"export STORETORRENT_TLS_CERT={cert} STORETORRENT_TLS_KEY={key}")
         while not stop.wait(0.5):
-            dead = [d.name for d in [cluster.tracker, *cluster.peers] if d is not None and not d.alive()]
-            if dead:
-                console.print(f"[yellow]exited: {', '.join(dead)}[/]")
-                break
+            supervisor.check()
     finally:
+        stop.set()
         cluster.stop()
         console.print("cluster stopped")
+
+
+def _repair_loop(cluster, interval: float, failed_after: float, stop: threading.Event) -> None:
+    """``storetorrent up``'s healer: repair passes until ``stop``."""
+    import logging
+
+    from . import repair as rp
+
+    log = logging.getLogger("storetorrent.repair")
+    while not stop.wait(interval):
+        try:
+            from .client import Client
+
+            with Client(cluster.tracker_addr, tls=cluster.client_tls) as c:
+                for r in rp.repair(c, failed_after=failed_after):
+                    if r.pending_found or r.lost_peers or not r.complete:
+                        log.info("repair %s", r.as_dict())
+        except Exception as e:  # the tracker restarting, ...: next pass
+            log.warning("repair pass failed: %s", e)
 
 
 @cli.command()

@@ -8,7 +8,8 @@ line. Layout under the data folder::
     <data>/tracker/            tracker state
     <data>/peers/peer-<i>/     each peer's record store
     <data>/logs/               daemons' stderr
-    <data>/cluster.json        addresses, for the CLI
+    <data>/cluster.json        addresses, for the CLI (while it runs)
+    <data>/layout.json         ports, reused by the next start (keep_layout)
 """
 
 from __future__ import annotations
@@ -182,6 +183,9 @@ class LocalCluster:
     tls: bool = False  # the tracker serves gRPC over TLS with a local CA in data_dir/tls
     mutual_tls: bool = False  # ... and requires client certificates
     tracker_args: list[str] = field(default_factory=list)
+    # Start the tracker and each peer on the ports of the last run (layout.json)
+    # when they are free, so addresses survive a restart (storetorrent up).
+    keep_layout: bool = False
     tracker: Daemon | None = None
     peers: list[Daemon | None] = field(default_factory=list)
     tracker_port: int = 0
@@ -236,9 +240,25 @@ class LocalCluster:
             from .tls import make_local_ca
 
             make_local_ca(self.tls_dir, ["127.0.0.1", "localhost"], [current_user() or "user", "peer"])
-        self.start_tracker()
+        ports = self._last_layout() if self.keep_layout else {}
+        if ports.get("tracker") and not self.tracker_port:
+            self.tracker_port = ports["tracker"]
+        try:
+            self.start_tracker()
+        except RuntimeError:
+            if not ports.get("tracker") or self.tracker_port != ports["tracker"]:
+                raise
+            self.tracker_port = 0  # the old port is taken: any port
+            self.start_tracker()
+        peer_ports = ports.get("peers", [])
         for i in range(self.n_peers):
-            self.start_peer(i)
+            port = peer_ports[i] if i < len(peer_ports) else 0
+            try:
+                self.start_peer(i, port)
+            except RuntimeError:
+                if not port:
+                    raise
+                self.start_peer(i, 0)
         if wait:
             self.wait_for_peers(self.n_peers)
         self._write_cluster_file()
@@ -331,6 +351,14 @@ class LocalCluster:
         info = {"tracker": self.tracker_addr, "peers": self.peer_addrs, "namespace": str(self.namespace),
                 "pid": os.getpid(), "tls": list(self.client_tls)}
         (self.data_dir / CLUSTER_FILE).write_text(json.dumps(info, indent=1))
+        layout = {"tracker": self.tracker_port, "peers": [int(a.rsplit(":", 1)[1]) for a in self.peer_addrs]}
+        (self.data_dir / "layout.json").write_text(json.dumps(layout))
+
+    def _last_layout(self) -> dict:
+        try:
+            return json.loads((self.data_dir / "layout.json").read_text())
+        except (OSError, ValueError):
+            return {}
 
     def stop(self) -> None:
         clients, self._clients = self._clients, []

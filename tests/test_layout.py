@@ -18,10 +18,11 @@ ENGINES = ("st_integrations",)
 RULES = {
     "st_py.tracker": CLIENT_ONLY + TOP + ENGINES,
     "st_py.cluster": ("st_py.cli", "st_tools") + ENGINES,
+    "st_py.supervisor": ("st_py.cli", "st_tools") + ENGINES,  # the local cluster's, as cluster
     "st_integrations": ("st_py.tracker", "st_py.cluster", "st_py.cli", "st_tools"),
 }
 CORE = [m for m in (p.stem for p in (ROOT / "st_py").glob("*.py"))
-        if m not in ("cluster", "cli", "__init__", "__main__")]
+        if m not in ("cluster", "supervisor", "cli", "__init__", "__main__")]
 for m in CORE:
     RULES[f"st_py.{m}"] = ("st_py.tracker",) + TOP + ENGINES
 
