@@ -29,9 +29,9 @@ from .errors import (BadNameError, NotEnoughPeersError, PeerError,
 from .group_commit import GroupCommitter
 from .local_reads import LocalReadsMixin
 from .reader import ReaderMixin
-from .getlocal import LocalRecord
+from .getlocal import LocalRecord, local_addresses
 from .infofile import InfofileReader
-from .placement import choose_holders, choose_spare
+from .placement import choose_holders, choose_spare, hash_holders, local_first_holders, pick_local_peer
 from .protocol import (FLAG_ASYNC, FLAG_MORE, MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file,
                        put_chain_prefix, put_prefix)
 from .replication import is_async, is_chain
@@ -121,8 +121,11 @@ class StFile(ReaderMixin, LocalReadsMixin):
         # group-committed as they come: how a job's writers make the whole
         # job visible at once (docs/analysis.md).
         # prefer_peer: rank 0 on this peer when it is usable (local-first
-        # placement, FreeLoader seed 004 section 4.1)
+        # placement, FreeLoader seed 004 section 4.1), whatever the file's
+        # policy unless it is hash; _local_peer: the one this writer uses
         self._prefer_peer = prefer_peer
+        self._local_peer: int | None = None
+        self._local_hosts: set[str] | None = None  # this machine's addresses, looked up once
         self.depth = depth
         self.group_size = group_size
         self._transport = Transport(timeout=timeout, on_peer_failure=self._peer_failed)
@@ -153,6 +156,9 @@ class StFile(ReaderMixin, LocalReadsMixin):
         self._chain = is_chain(self.protocol) and info.copies > 1
         self._async = is_async(self.protocol) and info.copies > 1
         self.peers = {p.peer_idx: p for p in info.peers}
+        self.placement = info.placement or "random"
+        self._hash_placement = self.placement == "hash"  # holders per record, from its name
+        self._peer_ids = {p.peer_idx: p.peer_id for p in info.peers}
         if info.capability:
             self._cap_renew_at = time.time() + (info.capability_expires - time.time()) * 2 / 3
             self._transport.set_capability(self.file_id, info.capability)
@@ -208,17 +214,24 @@ class StFile(ReaderMixin, LocalReadsMixin):
             self._errors.append((name, e))
 
     # -- PUT ------------------------------------------------------------------
-    def _choose_block(self) -> list[int]:
+    def _choose_block(self, name: str) -> list[int]:
+        """The holders of the next block of records by the file's placement
+        policy (st_py.placement), in copy-rank order; under hash placement,
+        of record ``name`` alone."""
         live = [i for i in self.peers if self._usable(i)]
         if len(live) < self.copies:
             raise NotEnoughPeersError(
                 f"file {self.name} (class {self.replication}) needs {self.copies} live peers, "
                 f"{len(live)} of {len(self.peers)} are usable; start peers or wait for them to announce")
-        if self._prefer_peer is not None:
-            mine = [i for i in live if self._addr(i) == self._prefer_peer]
-            if mine:
-                rest = [i for i in live if i != mine[0]]
-                return [mine[0]] + choose_holders(rest, self.copies - 1) if self.copies > 1 else [mine[0]]
+        if self._hash_placement:
+            return hash_holders(self.file_id, name, self._peer_ids, self.copies, set(live))
+        if self._prefer_peer is not None or self.placement == "local-first":
+            if self._local_peer not in live:  # first block, or this writer's node went away
+                if self._local_hosts is None:
+                    self._local_hosts = local_addresses() if self.placement == "local-first" else set()
+                self._local_peer = pick_local_peer({i: self._addr(i) for i in self.peers}, live,
+                                                   self._local_hosts, self._prefer_peer)
+            return local_first_holders(live, self.copies, self._local_peer)
         return choose_holders(live, self.copies)
 
     def queue_put(self, name: str, data: bytes, callback: Callable[[str, Exception | None], None] | None = None
@@ -258,8 +271,8 @@ class StFile(ReaderMixin, LocalReadsMixin):
         while self._puts_inflight + self._gets_inflight >= self.depth:
             self._transport.poll(0.05)
             self._committer.pump()
-        if self._block_left <= 0 or not all(self._usable(i) for i in self._block):
-            self._block = self._choose_block()
+        if self._block_left <= 0 or self._hash_placement or not all(self._usable(i) for i in self._block):
+            self._block = self._choose_block(name)
             self._block_left = self.blocksize
         self._block_left -= 1
         op = _PutOp(name, name_b, data, len(data), crc32c(data), list(self._block), future=Pending(self, name),

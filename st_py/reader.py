@@ -2,18 +2,26 @@
 
 Reads the infofile for a record's copies, asks one holder at a time in
 copy-rank order (never all at once, to avoid incast), verifies the CRC-32C
-and falls back to the next copy on any error. A mixin of
+and falls back to the next copy on any error. A file with hash placement
+stays readable when its infofile cannot be read: the holders follow from the
+record's name (st_py.placement.hash_ranking). A mixin of
 :class:`st_py.file.StFile`, which holds the transport, the peerlist and the
 pipeline depth shared with PUTs.
 """
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from typing import TYPE_CHECKING
 from collections.abc import Callable
 
-from .errors import ChecksumError, RecordNotFoundError, RecordUnavailableError
-from .protocol import crc32c, encode_get
+from .errors import ChecksumError, PeerError, RecordNotFoundError, RecordUnavailableError
+from .infofile import RecordMeta
+from .placement import hash_ranking
+from .protocol import ErrorCode, crc32c, encode_get
+
+log = logging.getLogger("st.client")
 
 if TYPE_CHECKING:
     from .file import Pending
@@ -29,6 +37,8 @@ class ReaderMixin:
         file_id: int
         depth: int
         peers: dict
+        _hash_placement: bool
+        _peer_ids: dict[int, str]
         _transport: Transport
         _committer: GroupCommitter
         _gets_inflight: int
@@ -42,6 +52,8 @@ class ReaderMixin:
         def _check_open(self) -> None: ...
         def _renew_capability(self) -> None: ...
         def poll(self, timeout: float = 0.0) -> int: ...
+
+    _warned_unreadable = False  # logged once per file that its infofile could not be read
     def queue_get(self, name: str, callback: Callable[[str, bytes | None, Exception | None], None] | None = None
                   ) -> Pending:
         """Queue a GET of committed record ``name`` (paper 3.6).
@@ -49,6 +61,13 @@ class ReaderMixin:
         Reads the infofile for the copies, asks one peer at a time in copy-rank
         order (never all at once, to avoid incast), verifies the CRC-32C and
         falls back to the next copy on any error.
+
+        Under hash placement, when the infofile cannot be read (missing,
+        unreadable, locked past SQLite's busy timeout), the peers are asked
+        in the record's rendezvous order instead, and a copy is checked
+        against the CRC-32C its holder stored with it. Such a read cannot
+        know whether the record is committed: it returns any stored copy
+        (docs/replication.md, "Placement policies").
 
         Returns
         -------
@@ -63,25 +82,46 @@ class ReaderMixin:
         from .file import Pending
 
         fut = Pending(self, name)  # type: ignore[arg-type]  # self is the StFile
-        meta = self._infofile().lookup(name)
-        if meta is None:
-            exc = RecordNotFoundError(f"no committed record {name!r} in {self.name}")
-            fut._set(exc=exc)
-            if callback:
-                self._notify(name, callback, name, None, exc)
-            return fut
+        try:
+            meta = self._infofile().lookup(name)
+            holders = list(meta.peers) if meta is not None else []
+        except (OSError, sqlite3.Error) as e:
+            if not self._hash_placement:
+                raise
+            if not self._warned_unreadable:
+                log.warning("%s: infofile unreadable (%s): reading records from their hash holders", self.name, e)
+                self._warned_unreadable = True
+            meta, holders = None, hash_ranking(self.file_id, name, self._peer_ids)
+        else:
+            if meta is None:
+                exc = RecordNotFoundError(f"no committed record {name!r} in {self.name}")
+                fut._set(exc=exc)
+                if callback:
+                    self._notify(name, callback, name, None, exc)
+                return fut
         while self.inflight >= self.depth:
             self.poll(0.05)
         self._gets_inflight += 1
-        order = [i for i in meta.peers if self._usable(i)] + [i for i in meta.peers if not self._usable(i)]
+        order = [i for i in holders if self._usable(i)] + [i for i in holders if not self._usable(i)]
         self._try_get(name, meta, order, [], fut, callback)
         self._transport.poll(0)
         return fut
 
-    def _try_get(self, name, meta, order, reasons, fut, callback) -> None:
+    def _try_get(self, name: str, meta: RecordMeta | None, order: list[int], reasons: list[tuple[str, Exception]],
+                 fut, callback) -> None:
+        """Ask the first peer of ``order``; on any error, the next one.
+        ``meta`` None: a read without the infofile (hash placement), where
+        NOT_FOUND only means "not on this peer"."""
         if not order:
             self._gets_inflight -= 1
-            exc = RecordUnavailableError(f"record {name!r}: every copy failed: " + "; ".join(reasons))
+            if meta is None and all(isinstance(e, PeerError) and e.code == ErrorCode.NOT_FOUND
+                                    for _, e in reasons):
+                exc: Exception = RecordNotFoundError(
+                    f"no record {name!r} in {self.name} on any of its {len(reasons)} peers (read without "
+                    "the infofile, from the record's hash holders)")
+            else:
+                exc = RecordUnavailableError(f"record {name!r}: every copy failed: " +
+                                             "; ".join(f"{a}: {e}" for a, e in reasons))
             fut._set(exc=exc)
             if callback:
                 self._notify(name, callback, name, None, exc)
@@ -95,10 +135,13 @@ class ReaderMixin:
                 actual = fr.fields.get("actual_crc32c")  # computed as it arrived (native receive path)
                 if actual is None:
                     actual = crc32c(data)
-                if fr.fields["crc32c"] != meta.crc32c or actual != meta.crc32c or len(data) != meta.size:
+                if meta is None:  # no committed CRC to compare with: the one stored beside the copy
+                    if actual != fr.fields["crc32c"]:
+                        exc = ChecksumError(f"copy on {addr} does not match its CRC-32C")
+                elif fr.fields["crc32c"] != meta.crc32c or actual != meta.crc32c or len(data) != meta.size:
                     exc = ChecksumError(f"copy on {addr} does not match its CRC-32C")
             if exc is not None:
-                reasons.append(f"{addr}: {exc}")
+                reasons.append((addr, exc))
                 self._try_get(name, meta, order[1:], reasons, fut, callback)
                 return
             self._gets_inflight -= 1

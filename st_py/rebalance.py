@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from ._proto import tracker_pb2 as pb
 from .errors import BadNameError, PeerError, PeerUnavailableError
 from .getlocal import ping_all
-from .placement import choose_spare
+from .placement import choose_spare, hash_spare
 from .protocol import FLAG_REPLACE, put_prefix
 
 BATCH = 256  # records read, rewritten and committed together
@@ -140,12 +140,15 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
         else:
             report.unavailable.append(m.name)
 
-    # 2. Write each lost copy, same rank, to a live peer holding no copy.
+    # 2. Write each lost copy, same rank, to a live peer holding no copy (under hash
+    # placement the first such peer in the record's ranking, where readers look).
     moves: list[pb.CopyMove] = []
     outstanding = {"n": 0}
 
     def place(m, rank: int, holders: dict[int, int], tried: set[int]) -> None:
-        new = choose_spare([i for i in usable if i not in tried and f._usable(i)], list(holders.values()))
+        candidates = [i for i in usable if i not in tried and f._usable(i)]
+        new = (hash_spare(f.file_id, m.name, f._peer_ids, candidates, holders.values()) if f._hash_placement
+               else choose_spare(candidates, list(holders.values())))
         if new is None:
             report.under_replicated.append(m.name)
             return
