@@ -49,7 +49,10 @@ class Client:
         (x1, x2, x3 ...) and open it for writing (paper 3.1, 3.3).
 
         ``est_size`` is the expected user bytes (one copy); the tracker uses it
-        to schedule peers with room. ``blocksize`` consecutive records go to
+        to schedule peers with room and reserves that much (times F) on them
+        until this handle is closed (docs/replication.md, "Space
+        reservation"); commits beyond it may not take space other files
+        have reserved. ``blocksize`` consecutive records go to
         the same peers before the client picks others (0: tracker default).
         ``mode`` is the file's permission bits (0: 0o644; docs/security.md).
         ``protocol`` is how copies are written (``client-sync``, ``chain``,
@@ -61,9 +64,12 @@ class Client:
         ------
         StFileExistsError, BadNameError, NotEnoughPeersError, QuotaExceededError,
         PermissionDeniedError, NotAuthenticatedError, TrackerUnavailableError
+        (:class:`NoSpaceError`, a kind of NotEnoughPeersError, when no peers have room for ``est_size``)
         """
         info = self.tracker.create(name, replication, est_size, blocksize, mode, protocol, placement)
-        return StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
+        f = StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
+        f._holds_reservation = est_size > 0
+        return f
 
     def open_staged(self, name: str, prefer_peer: str | None = None) -> StFile:
         """Open existing file ``name`` for a staged write: records are stored

@@ -59,6 +59,12 @@ class NotEnoughPeersError(StoreTorrentError):
     """Fewer live peers than the replication class needs."""
 
 
+class NoSpaceError(NotEnoughPeersError):
+    """Peers lack the space: no peers can take a new file's ``est_size``, or
+    a commit goes beyond the file's reservation into space other files have
+    reserved (docs/replication.md, "Space reservation")."""
+
+
 class RecordNotFoundError(StoreTorrentError, KeyError):
     """No committed record of that name in the file."""
 

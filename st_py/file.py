@@ -126,6 +126,7 @@ class StFile(ReaderMixin, LocalReadsMixin):
         self._prefer_peer = prefer_peer
         self._local_peer: int | None = None
         self._local_hosts: set[str] | None = None  # this machine's addresses, looked up once
+        self._holds_reservation = False  # created with an est_size: close() ends the reservation
         self.depth = depth
         self.group_size = group_size
         self._transport = Transport(timeout=timeout, on_peer_failure=self._peer_failed)
@@ -537,9 +538,21 @@ class StFile(ReaderMixin, LocalReadsMixin):
             self.flush()
         finally:
             self._closed = True
+            if self._holds_reservation:
+                self._end_reservation()
             self._transport.close()
             if self._reader is not None:
                 self._reader.close()
+
+    def _end_reservation(self) -> None:
+        """Tell the tracker this file's space reservation is no longer needed
+        (docs/replication.md, "Space reservation"); if it cannot be told,
+        the reservation's lease runs out instead."""
+        self._holds_reservation = False
+        try:
+            self._tracker.close_file(self.name, self.file_id, timeout=5.0)
+        except StoreTorrentError:
+            pass
 
     def __enter__(self) -> "StFile":
         return self

@@ -13,9 +13,9 @@ from ._proto import tracker_pb2 as pb
 from . import tls as tlsmod
 from ._proto import tracker_pb2_grpc as pb_grpc
 from .namespace import normalize
-from .errors import (ERROR_KIND_KEY, BadNameError, NotAuthenticatedError, NotEnoughPeersError, PermissionDeniedError,
-                     QuotaExceededError, StFileExistsError, StFileNotFoundError, StoreTorrentError, TrackerError,
-                     TrackerUnavailableError)
+from .errors import (ERROR_KIND_KEY, BadNameError, NoSpaceError, NotAuthenticatedError, NotEnoughPeersError,
+                     PermissionDeniedError, QuotaExceededError, StFileExistsError, StFileNotFoundError,
+                     StoreTorrentError, TrackerError, TrackerUnavailableError)
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -59,7 +59,9 @@ class TrackerClient:
         if code == grpc.StatusCode.UNAUTHENTICATED:
             return NotAuthenticatedError(detail)
         kind = dict(e.trailing_metadata() or ()).get(ERROR_KIND_KEY)
-        if kind in ("not-enough-peers", "no-space"):
+        if kind == "no-space":
+            return NoSpaceError(detail)
+        if kind == "not-enough-peers":
             return NotEnoughPeersError(detail)
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return TrackerUnavailableError(
@@ -104,6 +106,10 @@ class TrackerClient:
         return self._stub.StoreCopies.future(pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies,
                                                                    user=self.user), timeout=self.timeout,
                                              metadata=self._metadata)
+
+    def close_file(self, name: str, file_id: int, timeout: float | None = None) -> pb.CloseReply:
+        """End the space reservation of a file this client created."""
+        return self._call("Close", pb.CloseRequest(name=normalize(name), file_id=file_id, user=self.user), timeout)
 
     def delete(self, name: str, file_id: int = 0, records: list[str] | None = None,
                whole_file: bool = False) -> pb.DeleteReply:

@@ -94,6 +94,11 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.SetModeRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SetModeReply.FromString,
                 _registered_method=True)
+        self.Close = channel.unary_unary(
+                '/storetorrent.v1.Tracker/Close',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.CloseRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.CloseReply.FromString,
+                _registered_method=True)
 
 
 class TrackerServicer:
@@ -183,6 +188,13 @@ class TrackerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Close(self, request, context):
+        """The creator of a file is done writing: its space reservation ends.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TrackerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -245,6 +257,11 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.SetMode,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SetModeRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.SetModeReply.SerializeToString,
+            ),
+            'Close': grpc.unary_unary_rpc_method_handler(
+                    servicer.Close,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.CloseRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.CloseReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -571,6 +588,33 @@ class Tracker:
             '/storetorrent.v1.Tracker/SetMode',
             storetorrent_dot_v1_dot_tracker__pb2.SetModeRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.SetModeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Close(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/Close',
+            storetorrent_dot_v1_dot_tracker__pb2.CloseRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.CloseReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,6 +6,8 @@ tracker's state, files in their infofile's meta) and what each user stores.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .. import namespace
 from ..infofile import InfofileReader
 from .access import (DEFAULT_DIR_MODE, ROOT_MODE, W, X, AccessError, Owner, User, Users, may,
@@ -31,6 +33,8 @@ class Guard:
         self.state = state
         self.users = users
         self.usage: dict[str, int] = {}  # user -> stored bytes (all copies) of the files they own
+        # user -> bytes (all copies) reserved for their files and not committed yet (set by the service)
+        self.reserved_of: Callable[[str], int] = lambda owner: 0
         for name, owner in state.files():
             try:
                 r = InfofileReader(namespace.infofile_path(root, name))
@@ -94,28 +98,43 @@ class Guard:
             raise self._deny(user, what, path, o)
 
     def made_dirs(self, user: User, dirs: list[str]) -> None:
+        """``user`` creates directories ``dirs``: they own those that have
+        no owner yet (another create may have made one first)."""
         for d in dirs:
-            self.state.set_dir_owner(d, user.name, user.group, DEFAULT_DIR_MODE)
+            if self.state.dir_owner(d) is None:
+                self.state.set_dir_owner(d, user.name, user.group, DEFAULT_DIR_MODE)
 
     # -- quota ----------------------------------------------------------------
     def quota_of(self, owner: str) -> int | None:
         return self.users.quota_for(owner)
 
+    def used(self, owner: str) -> tuple[int, int]:
+        """(bytes counted against ``owner``'s quota, of which reserved): the
+        committed bytes of their files (all copies) and the reserved bytes
+        not committed yet (paper 4.4: the tracker's two-phase quota)."""
+        reserved = self.reserved_of(owner)
+        return self.usage.get(owner, 0) + reserved, reserved
+
     def check_quota(self, owner: str, add_bytes: int, doing: str) -> None:
         """Raise AccessError("quota") if ``owner`` storing ``add_bytes`` more
         would exceed their quota."""
         quota = self.quota_of(owner)
-        used = self.usage.get(owner, 0)
-        if quota is not None and used + add_bytes > quota:
-            raise AccessError("quota", f"{doing} needs {add_bytes:,} bytes but {owner} has used {used:,} of a "
+        if quota is None:
+            return
+        used, reserved = self.used(owner)
+        if used + add_bytes > quota:
+            held = f", {reserved:,} of them reserved by files being written" if reserved else ""
+            raise AccessError("quota", f"{doing} needs {add_bytes:,} bytes but {owner} has used {used:,}{held} of a "
                                        f"{quota:,}-byte quota; delete files or ask an admin for more")
 
-    def write_denied(self, user: User, name: str, o: Owner) -> str:
-        """Why ``user`` gets no WRITE capability on file ``name``, or ''."""
+    def write_denied(self, user: User, name: str, o: Owner, own_reserved: int = 0) -> str:
+        """Why ``user`` gets no WRITE capability on file ``name``, or ''.
+        ``own_reserved``: bytes the file itself has reserved, which its
+        writes may use even when they fill the quota."""
         if not may(user, o, W):
             return str(self._deny(user, "write", name, o))
-        quota, used = self.quota_of(o.owner), self.usage.get(o.owner, 0)
-        if quota is not None and used >= quota:
+        quota, (used, _) = self.quota_of(o.owner), self.used(o.owner)
+        if quota is not None and used - own_reserved >= quota:
             return (f"{o.owner} has used {used:,} of a {quota:,}-byte quota: no more writes to {name}; "
                     "delete files or ask an admin for more")
         return ""

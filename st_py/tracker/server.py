@@ -28,7 +28,7 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
                 announce_interval: float = 2.0, misses: int = 3,
                 quota_bytes: int | None = None, key: bytes | None = None,
                 capability_ttl_s: float = 3600.0, users: Users | None = None,
-                tls: tuple[str, str, str | None] | None = None) -> None:
+                tls: tuple[str, str, str | None] | None = None, reservation_lease_s: float = 900.0) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
     Prints ``listening on HOST:PORT`` on stdout once it accepts RPCs (port 0
@@ -41,7 +41,8 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
                     "infofiles removed", rolled, removed)
     state = TrackerState(state_dir)
     registry = PeerRegistry(state, announce_interval, misses)
-    service = TrackerService(root.resolve(), state, registry, quota_bytes, key, capability_ttl_s, users)
+    service = TrackerService(root.resolve(), state, registry, quota_bytes, key, capability_ttl_s, users,
+                             reservation_lease_s)
     service.mutual_tls = bool(tls and tls[2])
     if key is None:
         log.warning("no --key-file: files are opened without capabilities; peers started without "
@@ -87,6 +88,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tls-key", help="the certificate's private key (PEM)")
     ap.add_argument("--tls-client-ca", help="mutual TLS: clients need a certificate signed by this CA; "
                                             "its common name is the user name")
+    ap.add_argument("--reservation-lease", type=float, default=900.0,
+                    help="seconds a file's space reservation (est_size) outlives its last commit or open for "
+                         "writing when its creator does not close it (docs/replication.md)")
     ap.add_argument("--log-level", default="INFO")
     ap.add_argument("--config", type=Path, help="a TOML file of these options (key_file = \"...\", users, "
                                                 "tls_cert ...); flags given on the command line win")
@@ -128,4 +132,4 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("tracker: --tls-cert and --tls-key go together")
     tls = (a.tls_cert, a.tls_key, a.tls_client_ca) if a.tls_cert else None
     asyncio.run(serve(a.root, state_dir, a.host, a.port, a.announce_interval, a.misses, a.quota_bytes,
-                      key, a.capability_ttl, users, tls))
+                      key, a.capability_ttl, users, tls, a.reservation_lease))

@@ -29,6 +29,7 @@ from .access import DEFAULT_FILE_MODE, R, W, AccessError, Owner, User, Users, ma
 from .committer import Committer
 from .guard import Guard, owner_of_meta
 from .peers import PeerRegistry
+from .reservations import Reservations
 from .scheduler import SchedulingError, schedule
 from .state import TrackerState
 
@@ -40,7 +41,8 @@ FILE_OPS = capability.READ | capability.WRITE | capability.DELETE
 class TrackerService(pb_grpc.TrackerServicer):
     def __init__(self, root: Path, state: TrackerState, registry: PeerRegistry,
                  quota_bytes: int | None = None, key: bytes | None = None,
-                 capability_ttl_s: float = 3600.0, users: Users | None = None):
+                 capability_ttl_s: float = 3600.0, users: Users | None = None,
+                 reservation_lease_s: float = 900.0):
         self.root = root
         self.state = state
         self.registry = registry
@@ -51,6 +53,11 @@ class TrackerService(pb_grpc.TrackerServicer):
         self.mutual_tls = False  # set by serve(): client certificates name the user
         self.guard = Guard(root, state, self.users)
         self._committers: dict[str, Committer] = {}
+        self._peer_ids: dict[int, dict[int, str]] = {}  # file id -> {peer_idx: peer_id}, for commits
+        # Space reservations of files being written (docs/replication.md)
+        self.reservations = Reservations(state, reservation_lease_s)
+        self.reservations.load(self._committed_bytes)
+        self.guard.reserved_of = self.reservations.of_owner
 
     # -- who is asking, and may they ---------------------------------------------
     async def _user(self, context, claimed: str = "") -> User:
@@ -103,14 +110,41 @@ class TrackerService(pb_grpc.TrackerServicer):
         if c is not None:
             c.close()
 
+    def _committed_bytes(self, name: str, file_id: int) -> int | None:
+        """User bytes committed to file ``name`` (None if it is gone or
+        another file took its name): how much of a reservation kept in the
+        state was used before a restart."""
+        try:
+            r = InfofileReader(namespace.infofile_path(self.root, name))
+        except (FileNotFoundError, OSError):
+            return None
+        try:
+            if int(r.meta()["file_id"]) != file_id:
+                return None
+            return r.stats()[1]
+        finally:
+            r.close()
+
     def _peer_msg(self, idx: int, peer_id: str, fallback_addr: str) -> pb.Peer:
         p = self.registry.get(peer_id)
         if p is None:
             return pb.Peer(peer_idx=idx, peer_id=peer_id, addr=fallback_addr, alive=False)
         return pb.Peer(peer_idx=idx, peer_id=peer_id, addr=p.addr, alive=self.registry.alive(p),
                        capacity_bytes=p.capacity_bytes, used_bytes=p.used_bytes,
-                       free_bytes=p.free_bytes, records=p.records,
+                       free_bytes=max(0, p.usable_free), records=p.records,
                        last_announce_age_s=self.registry.age(p))
+
+    def _with_reservations(self, info: pb.FileInfo | None) -> pb.FileInfo | None:
+        """Fill in what is reserved: the file's own reservation and what
+        every reservation holds on each of its peers (on the event loop, where
+        reservations change)."""
+        if info is not None:
+            r = self.reservations.get(info.file_id)
+            info.reserved_bytes = r.remaining if r else 0
+            held = self.reservations.on_peers()
+            for p in info.peers:
+                p.reserved_bytes = held.get(p.peer_id, 0)
+        return info
 
     def _file_info(self, name: str) -> pb.FileInfo | None:
         """FileInfo from a read-only connection (commits run in threads)."""
@@ -144,7 +178,8 @@ class TrackerService(pb_grpc.TrackerServicer):
         ``write_denied`` says why)."""
         o = Owner(info.owner, info.group, info.mode)
         ops = capability.READ if may(user, o, R) else 0
-        info.write_denied = self.guard.write_denied(user, name, o)
+        own = self.reservations.get(info.file_id)
+        info.write_denied = self.guard.write_denied(user, name, o, own.remaining * own.copies if own else 0)
         if not info.write_denied:
             ops |= capability.WRITE | capability.DELETE
         if self.key is not None and ops:
@@ -169,8 +204,6 @@ class TrackerService(pb_grpc.TrackerServicer):
         if mode > 0o777:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"mode {mode:o} is not 0 to 0777")
         new_dirs = await self._allowed(context, self.guard.check_create, user, name)
-        await self._allowed(context, self.guard.check_quota, user.name, request.est_size * f,
-                            f"creating {name} (est. {request.est_size:,} bytes x{f})")
         if self.quota_bytes is not None and request.est_size * f > self.quota_bytes:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                 f"estimated size {request.est_size} x{f} exceeds the quota of "
@@ -179,43 +212,72 @@ class TrackerService(pb_grpc.TrackerServicer):
         if path.exists():
             await context.abort(grpc.StatusCode.ALREADY_EXISTS,
                                 f"file {name} already exists; open it, or delete it first")
+        if request.est_size:
+            await self._wait_for_space_reports()
+        # From the quota check to the reservation nothing awaits, so the event
+        # loop serialises creates (FreeLoader 4.1.1): each sees the others'
+        # reservations in the quota and on the peers.
+        await self._allowed(context, self.guard.check_quota, user.name, request.est_size * f,
+                            f"creating {name} (est. {request.est_size:,} bytes x{f})")
         try:
-            chosen = schedule(self.registry.live(), f, request.est_size)
+            chosen = schedule(self.registry.live(), f, request.est_size, self.reservations.on_peers())
         except SchedulingError as e:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e),
                                 trailing_metadata=((ERROR_KIND_KEY, e.reason),))
         file_id = secrets.randbits(63) or 1
+        if request.est_size:
+            self.reservations.add(file_id, name, user.name, f, request.est_size, [p.peer_id for p in chosen])
         blocksize = request.blocksize or DEFAULT_BLOCKSIZE
         meta = {"file_id": file_id, "name": name, "replication": replication, "copies": f,
                 "blocksize": blocksize, "est_size": request.est_size, "created_at": time.time(),
                 "owner": user.name, "group": user.group, "mode": f"{mode:04o}",
                 "protocol": protocol, "placement": placement}
+        # Owners of the new directories before they exist: a create running
+        # meanwhile in the same new directory must not find it ownerless.
+        self.guard.made_dirs(user, new_dirs)
         try:
             await asyncio.to_thread(create_infofile, path, meta,
                                     [(i, p.peer_id, p.addr) for i, p in enumerate(chosen)])
-        except FileExistsError:
-            await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"file {name} already exists")
-        except NotADirectoryError:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"a parent of {name} is a file, not a directory")
-        self.guard.made_dirs(user, new_dirs)
+        except BaseException as e:
+            self.reservations.release(file_id)
+            if isinstance(e, FileExistsError):
+                await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"file {name} already exists")
+            if isinstance(e, NotADirectoryError):
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"a parent of {name} is a file, not a directory")
+            raise
+        self.reservations.persist(file_id)
         self.state.add_file(name, file_id, user.name)
-        log.info("created %s id=%x class=%s protocol=%s placement=%s peers=%d owner=%s", name, file_id,
-                 replication, protocol, placement, len(chosen), user.name)
-        return self._grant(await asyncio.to_thread(self._file_info, name), user, name)
+        log.info("created %s id=%x class=%s protocol=%s placement=%s peers=%d owner=%s%s", name, file_id,
+                 replication, protocol, placement, len(chosen), user.name,
+                 f" reserved={request.est_size}x{f}" if request.est_size else "")
+        return self._grant(self._with_reservations(await asyncio.to_thread(self._file_info, name)), user, name)
+
+    async def _wait_for_space_reports(self) -> None:
+        """Live peers whose free space the tracker does not know (kept by an
+        older tracker's state, not announced since this one started) may
+        announce before a create with an ``est_size`` is scheduled: it waits
+        until they have or are no longer live (one liveness window after the
+        tracker started); until they announce they count as full (issue 14)."""
+        deadline = time.monotonic() + self.registry.window_s
+        while any(not p.space_known for p in self.registry.live()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
 
     async def Open(self, request, context):
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
         await self._allowed(context, self.guard.check_search, user, name)
-        info = await asyncio.to_thread(self._file_info, name)
+        info = self._with_reservations(await asyncio.to_thread(self._file_info, name))
         if info is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}")
         o = Owner(info.owner, info.group, info.mode)
         if not (may(user, o, R) or may(user, o, W)):
             await context.abort(grpc.StatusCode.PERMISSION_DENIED,
                                 f"user {user.name} may not open {name} ({mode_text(o.mode)} {o.owner}:{o.group})")
-        return self._grant(info, user, name)
+        info = self._grant(info, user, name)
+        if not info.write_denied and may(user, o, W):
+            self.reservations.renew(info.file_id)  # a writer is still at it
+        return info
 
     async def Commit(self, request, context):
         user = await self._user(context, request.user)
@@ -224,6 +286,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         o = await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "write")
         f = c.meta.copies
         batch = []
+        on_peer: dict[int, int] = {}  # peer_idx -> bytes of this batch it holds
         for r in request.records:
             if len(r.peer_idx) != f or len(set(r.peer_idx)) != f or any(p >= c.meta.npeers for p in r.peer_idx):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
@@ -235,19 +298,62 @@ class TrackerService(pb_grpc.TrackerServicer):
                                     f"record {r.name!r}: pending copy ranks {sorted(pending)} must be among "
                                     f"1..{f - 1}: copy rank 0 is stored before a record is committed")
             batch.append((r.name, r.size, r.crc32c, list(r.peer_idx), pending))
-        add = sum(r[1] for r in batch) * f
+            for p in r.peer_idx:
+                on_peer[p] = on_peer.get(p, 0) + r.size
+        size = sum(r[1] for r in batch)  # one copy
+        add = size * f
         if self.quota_bytes is not None:
             _, used = await c.run(c.writer.stats)
             if used * f + add > self.quota_bytes:
                 await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                     f"commit of {add} bytes would exceed the quota of {self.quota_bytes} bytes")
-        await self._allowed(context, self.guard.check_quota, o.owner, add, f"a commit to {name}")
+        file_id = c.meta.file_id
+        ids = self._peer_ids.get(file_id)
+        if ids is None:
+            ids = self._peer_ids[file_id] = dict(await c.run(_read_peer_ids, c.writer))
+        res = self.reservations.get(file_id)
+        beyond = max(0, size - (res.remaining if res else 0))  # bytes the reservation does not cover
+        # The reserved part is already in the quota's count (two-phase quota): only what goes beyond is new.
+        await self._allowed(context, self.guard.check_quota, o.owner, beyond * f, f"a commit to {name}")
+        if beyond:
+            await self._check_unreserved(context, name, res, ids, on_peer, beyond / size)
         gen, n, conflicts = await c.commit(batch)
         if n:  # exact when every record of the batch is new (retries and conflicts are rare)
             self.guard.charge(o.owner, add * n // len(batch))
+            self.reservations.committed(file_id, size * n // len(batch))
+            for idx, b in on_peer.items():  # in the peers' free space from their next announce on
+                peer = self.registry.get(ids.get(idx, ""))
+                if peer is not None:
+                    peer.unannounced_bytes += b * n // len(batch)
         return pb.CommitReply(generation=gen, committed=n,
                               conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
                               conflict_names=[x.name for x in conflicts])
+
+    async def _check_unreserved(self, context, name: str, res, ids: dict[int, str], on_peer: dict[int, int],
+                                beyond: float) -> None:
+        """Refuse a commit whose bytes beyond the file's reservation (the
+        fraction ``beyond`` of the batch) would take, on some holder, space
+        that other files have reserved (docs/replication.md, "Space
+        reservation"). Holders no other file has reserved space on are not
+        checked: the peer itself refuses a PUT it has no room for."""
+        held = self.reservations.on_peers(exclude_file=res.file_id if res else 0)
+        if not held:
+            return
+        for idx, b in sorted(on_peer.items()):
+            peer = self.registry.get(ids.get(idx, ""))
+            others = held.get(peer.peer_id, 0) if peer is not None else 0
+            if peer is None or not others:
+                continue
+            extra = int(b * beyond + 0.999)
+            room = peer.usable_free - others
+            if extra > room:
+                what = (f"goes {extra:,} bytes beyond its reservation (est_size {res.est_size:,})" if res else
+                        f"adds {extra:,} bytes and it has no reservation (no est_size at create)")
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"commit to {name} refused: it {what} on peer {peer.addr}, which has {max(0, room):,} bytes "
+                    f"free that other files have not reserved ({others:,} reserved); create the file with a "
+                    "larger est_size, or free space", trailing_metadata=((ERROR_KIND_KEY, "no-space"),))
 
     async def Delete(self, request, context):
         user = await self._user(context, request.user)
@@ -262,6 +368,8 @@ class TrackerService(pb_grpc.TrackerServicer):
             self._drop_committer(name)
             os.unlink(namespace.infofile_path(self.root, name))
             self.state.remove_file(name)
+            self.reservations.release(c.meta.file_id)
+            self._peer_ids.pop(c.meta.file_id, None)
             self.guard.charge(o.owner, -b * c.meta.copies)
             log.info("deleted file %s (%d records) for %s", name, n, user.name)
             return pb.DeleteReply(deleted=n)
@@ -339,9 +447,10 @@ class TrackerService(pb_grpc.TrackerServicer):
         c = await self._open_committer(context, name, request.file_id)
         await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "rebalance")
         rows = await c.add_peers([(p.peer_id, p.addr) for p in self.registry.live()])
+        self._peer_ids.pop(c.meta.file_id, None)
         for idx, pid, addr in rows:
             log.info("peerlist of %s: added peer %d %s (%s)", name, idx, addr, pid)
-        return await asyncio.to_thread(self._file_info, name)
+        return self._with_reservations(await asyncio.to_thread(self._file_info, name))
 
     async def MoveCopies(self, request, context):
         user = await self._user(context, request.user)
@@ -398,13 +507,32 @@ class TrackerService(pb_grpc.TrackerServicer):
                 self.guard.charge(o.owner, -b * c.meta.copies)
                 self.guard.charge(new.owner, b * c.meta.copies)
                 self.state.add_file(name, c.meta.file_id, new.owner)
+                res = self.reservations.get(c.meta.file_id)
+                if res is not None:  # and so does the reservation
+                    res.owner = new.owner
+                    self.reservations.persist(res.file_id)
         log.info("%s set %s to %s %s:%s", user.name, name, mode_text(new.mode), new.owner, new.group)
         return pb.SetModeReply(owner=new.owner, group=new.group, mode=new.mode)
 
+    async def Close(self, request, context):
+        """The creator of a file is done writing: its reservation ends."""
+        user = await self._user(context, request.user)
+        name = await self._name(context, request.name)
+        c = await self._open_committer(context, name, request.file_id)
+        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "close")
+        r = self.reservations.release(c.meta.file_id)
+        if r is not None:
+            log.info("%s closed: reservation of %d bytes x%d ended, %d bytes unused", name, r.est_size,
+                     r.copies, r.remaining)
+        return pb.CloseReply(released_bytes=r.remaining if r else 0)
+
     async def Status(self, request, context):
         # open to everyone: peers, liveness and space, no file names
+        held = self.reservations.on_peers()
         peers = [self._peer_msg(0, p.peer_id, p.addr) for p in
                  sorted(self.registry.peers.values(), key=lambda p: p.addr)]
+        for p in peers:
+            p.reserved_bytes = held.get(p.peer_id, 0)
         alive = [p for p in peers if p.alive]
         return pb.StatusReply(peers=peers, files=self.state.file_count(), alive_peers=len(alive),
                               failed_peers=len(peers) - len(alive),
@@ -416,3 +544,6 @@ class TrackerService(pb_grpc.TrackerServicer):
         for name in list(self._committers):
             self._drop_committer(name)
 
+
+def _read_peer_ids(writer: InfofileWriter) -> list[tuple[int, str]]:
+    return list(writer.conn.execute("SELECT peer_idx, peer_id FROM peers"))

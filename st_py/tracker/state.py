@@ -2,12 +2,14 @@
 
 Record metadata lives in the infofiles; this database keeps what the tracker
 needs across restarts besides them: the files it created and their owners,
-the owner and mode of namespace directories, and the peers it has seen
+the owner and mode of namespace directories, the peers it has seen with the
+space they last announced, and the space reservations of files being written
 (paper 5: all hard state in SQLite).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from pathlib import Path
@@ -22,7 +24,16 @@ CREATE TABLE IF NOT EXISTS peers(
 CREATE TABLE IF NOT EXISTS dirs(
   path TEXT PRIMARY KEY, owner TEXT NOT NULL, grp TEXT NOT NULL, mode INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS reservations(
+  file_id INTEGER PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL, copies INTEGER NOT NULL,
+  est_size INTEGER NOT NULL, peer_ids TEXT NOT NULL
+);
 """
+
+# Space last announced by each peer (NULL: never, or kept by a tracker before
+# these columns): what the scheduler counts for a peer that has not announced
+# since this tracker started (issue 14).
+PEER_SPACE = ("capacity_bytes", "used_bytes", "free_bytes")
 
 
 class TrackerState:
@@ -33,6 +44,10 @@ class TrackerState:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(SCHEMA)
+        have = {r[1] for r in self.conn.execute("PRAGMA table_info(peers)")}
+        for col in PEER_SPACE:
+            if col not in have:
+                self.conn.execute(f"ALTER TABLE peers ADD COLUMN {col} INTEGER")
 
     def add_file(self, name: str, file_id: int, owner: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", (name, file_id, time.time(), owner))
@@ -54,11 +69,28 @@ class TrackerState:
     def set_dir_owner(self, path: str, owner: str, group: str, mode: int) -> None:
         self.conn.execute("INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)", (path, owner, group, mode))
 
-    def known_peers(self) -> list[tuple[str, str]]:
-        return list(self.conn.execute("SELECT peer_id, addr FROM peers"))
+    def known_peers(self) -> list[tuple[str, str, int | None, int | None, int | None]]:
+        """(peer_id, addr, capacity, used, free bytes) of every peer seen;
+        the space as last announced, None if never kept."""
+        return list(self.conn.execute("SELECT peer_id, addr, capacity_bytes, used_bytes, free_bytes FROM peers"))
 
-    def remember_peer(self, peer_id: str, addr: str) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO peers VALUES (?, ?, ?)", (peer_id, addr, time.time()))
+    def remember_peer(self, peer_id: str, addr: str, capacity: int | None = None, used: int | None = None,
+                      free: int | None = None) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO peers(peer_id, addr, seen_at, capacity_bytes, used_bytes, "
+                          "free_bytes) VALUES (?, ?, ?, ?, ?, ?)", (peer_id, addr, time.time(), capacity, used, free))
+
+    def reservations(self) -> list[tuple[int, str, str, int, int, list[str]]]:
+        """(file_id, name, owner, copies, est_size, peer ids) of each reservation."""
+        return [(fid, name, owner, copies, est, json.loads(pids)) for fid, name, owner, copies, est, pids in
+                self.conn.execute("SELECT file_id, name, owner, copies, est_size, peer_ids FROM reservations")]
+
+    def add_reservation(self, file_id: int, name: str, owner: str, copies: int, est_size: int,
+                        peer_ids: list[str]) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO reservations VALUES (?, ?, ?, ?, ?, ?)",
+                          (file_id, name, owner, copies, est_size, json.dumps(peer_ids)))
+
+    def drop_reservation(self, file_id: int) -> None:
+        self.conn.execute("DELETE FROM reservations WHERE file_id = ?", (file_id,))
 
     def close(self) -> None:
         self.conn.close()
