@@ -53,6 +53,14 @@ SIZES = {
 }
 
 
+def _target_text(name: str, tgt: float | None) -> str:
+    if tgt is None:
+        return ""
+    if name in WITHIN:
+        return f"{tgt}..{WITHIN[name]}"
+    return f"{'<=' if name in AT_MOST else '>='} {tgt}"
+
+
 def fmt(v: float, unit: str) -> str:
     if unit == "B/s":
         return f"{v / 1e6:,.0f} MB/s"
@@ -178,7 +186,7 @@ def main() -> int:
         mark = "" if tgt is None or r["ratio"] is None else (" ok" if meets(r["name"], r["ratio"]) else " MISSED")
         tab.add_row(r["name"], fmt(r["value"], r["unit"]), r["baseline"] or r.get("note", ""),
                     "" if r["baseline_value"] is None else fmt(r["baseline_value"], r["unit"]),
-                    ratio + mark, "" if tgt is None else (f"{tgt}..{WITHIN[r['name']]}" if r['name'] in WITHIN else f"{'<=' if r['name'] in AT_MOST else '>='} {tgt}"))
+                    ratio + mark, _target_text(r["name"], tgt))
     con.print(tab)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

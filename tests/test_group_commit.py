@@ -16,6 +16,10 @@ class Op:
     size: int = 3
     crc: int = 7
     peers: list = field(default_factory=lambda: [0])
+    acked: set = field(default_factory=lambda: {0})  # every copy stored (client-sync)
+    commit_state: int = 0
+    sent_pending: set = field(default_factory=set)
+    late: list = field(default_factory=list)
 
     @property
     def name_b(self) -> bytes:

@@ -8,6 +8,8 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from st_py.errors import RecordNotFoundError
+
 
 def scrape(addr: str) -> dict:
     """{(name, frozenset(labels)): value} of one /metrics page."""
@@ -33,7 +35,7 @@ def test_peer_metrics_follow_requests(cluster):
     f = c.open("/metrics/a")
     for i in range(20):
         assert f.get(f"r{i}") == b"x" * 1000
-    with pytest.raises(Exception):
+    with pytest.raises(RecordNotFoundError):
         f.delete("never-stored")  # every peer answers NOT_FOUND
     f.close()
     pages = [scrape(p.metrics_addr) for p in cluster.peers]
@@ -57,5 +59,6 @@ def test_peer_metrics_endpoint_answers_only_metrics(cluster):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(f"http://{addr}/nope", timeout=10)
     assert e.value.code == 404
+    e.value.close()  # an HTTPError holds the response (and its socket) open
     with urllib.request.urlopen(f"http://{addr}/", timeout=10) as r:
         assert b"/metrics" in r.read()

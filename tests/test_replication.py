@@ -8,7 +8,6 @@ each record exactly once."""
 import os
 import signal
 import sqlite3
-import time
 
 import pytest
 
