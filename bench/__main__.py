@@ -19,14 +19,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import analysis, cases, protocols, throttle
+from . import analysis, cases, hotspot, protocols, throttle
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench" / "results" / "latest.json"
 TARGETS = {"put_1mib_x2": 0.8, "put_4kib_x1": 0.5, "put_4kib_pipelining": 5, "get_1mib": 0.6,
            "get_local_ray": 0.8, "get_local_dask": 0.8, "tracker_commit": 20,
            "analysis_ray": 0.8, "analysis_dask": 0.8, "ray_write": 0.5, "pushdown_filter_bytes": 0.05,
-           "throttle_write": 0.9, "throttle_read": 0.9, "throttle_requests": 0.9}
+           "throttle_write": 0.9, "throttle_read": 0.9, "throttle_requests": 0.9,
+           "get_hotspot_skipping": 1.5}
 # impact control: a limit holds within 10% (ratio 0.9 to 1.1, checked separately)
 WITHIN = {"throttle_write": 1.1, "throttle_read": 1.1, "throttle_requests": 1.1}
 AT_MOST = {"pushdown_filter_bytes"}  # targets met by a ratio at most the target (the others: at least)
@@ -121,13 +122,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--only", nargs="*", help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
-                                              "analysis pushdown raywrite bounded protocols throttle")
+                                              "analysis pushdown raywrite bounded protocols throttle hotspot")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON (plots go to docs/ only for the default)")
     a = ap.parse_args()
     size = SIZES["quick" if a.quick else "full"]
     con = Console(width=150)
     want = set(a.only or ["put1m", "put4k", "get1m", "ray", "dask", "commit", "duckdb", "memory", "scaling",
-                          protocols.GROUP, throttle.GROUP, *analysis.GROUPS_OF_CASES])
+                          protocols.GROUP, throttle.GROUP, hotspot.GROUP, *analysis.GROUPS_OF_CASES])
     results: list[dict] = []
     tmp = Path(tempfile.mkdtemp(prefix="st-bench-"))
     t0 = time.monotonic()
@@ -165,6 +166,9 @@ def main() -> int:
             t1 = time.monotonic()
             results += analysis.run_cases(tmp, size, want, lambda text: con.status(f"bench: {text}"))
             timing["analysis"] = time.monotonic() - t1
+        if hotspot.GROUP in want:
+            with con.status("bench: load-aware reads against a hot spot"):
+                results += hotspot.case_hotspot(tmp, 64 if a.quick else 256, size["rounds"])
         if throttle.GROUP in want:
             with con.status("bench: impact control (one throttled peer)"):
                 results += throttle.case_throttle(tmp, 2.0 if a.quick else 4.0)

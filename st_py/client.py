@@ -34,13 +34,19 @@ class Client:
     tls : (CA, client certificate, client key), optional
         Paths for a tracker served over TLS (default: ``$STORETORRENT_TLS_CA``,
         ``$STORETORRENT_TLS_CERT``, ``$STORETORRENT_TLS_KEY``).
+    balance_reads : bool
+        GET asks the least loaded copy holder first and skips hot spots
+        (default); False: copy-rank order, as in the paper
+        (docs/replication.md, "Load-aware reads").
     """
 
     def __init__(self, tracker: str | None = None, depth: int = DEFAULT_DEPTH,
                  group_size: int = DEFAULT_GROUP, timeout: float = 30.0, api_key: str | None = None,
-                 tls: tuple[str | None, str | None, str | None] = (None, None, None)):
+                 tls: tuple[str | None, str | None, str | None] = (None, None, None),
+                 balance_reads: bool = True):
         self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key, tls=tls)
         self.depth, self.group_size, self.timeout = depth, group_size, timeout
+        self.balance_reads = balance_reads
 
     def create(self, name: str, replication: str = "x2", est_size: int = 0,
                blocksize: int = 0, mode: int = 0, protocol: str = "client-sync",
@@ -68,6 +74,7 @@ class Client:
         """
         info = self.tracker.create(name, replication, est_size, blocksize, mode, protocol, placement)
         f = StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
+        f.balance_reads = self.balance_reads
         f._holds_reservation = est_size > 0
         return f
 
@@ -146,7 +153,9 @@ class Client:
         StFileNotFoundError, TrackerUnavailableError
         """
         info = self.tracker.open(name)
-        return StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
+        f = StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
+        f.balance_reads = self.balance_reads
+        return f
 
     def delete(self, name: str) -> int:
         """Delete file ``name``: its records on every live peer, then its

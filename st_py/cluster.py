@@ -285,14 +285,17 @@ class LocalCluster:
         self.tracker_port = int(self.tracker.addr.rsplit(":", 1)[1])  # same port after a restart
         return self.tracker
 
-    def start_peer(self, i: int, port: int = 0) -> Daemon:
+    def start_peer(self, i: int, port: int = 0, extra_args: list[str] | tuple[str, ...] = ()) -> Daemon:
+        """Start peer ``i`` (on ``port``; 0: any), with ``extra_args`` after
+        the cluster's ``peer_args`` (e.g. impact-control limits for one peer)."""
         while len(self.peers) <= i:
             self.peers.append(None)
         argv = [find_peer_binary(), "--data", str(self.data_dir / "peers" / f"peer-{i}"),
                 "--port", str(port), "--namespace", str(self.namespace),
                 "--tracker", self.tracker_addr, "--announce-interval", str(self.announce_interval),
                 "--metrics-port", "0",
-                *(["--key-file", str(self.key_file)] if self.auth else []), *self._peer_tls_args(), *self.peer_args]
+                *(["--key-file", str(self.key_file)] if self.auth else []), *self._peer_tls_args(), *self.peer_args,
+                *extra_args]
         d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log",
                    die_with_parent=self.die_with_parent)
         self.peers[i] = d

@@ -1,8 +1,15 @@
 """GET with failover (paper 3.6): the read side of an open file.
 
-Reads the infofile for a record's copies, asks one holder at a time in
-copy-rank order (never all at once, to avoid incast), verifies the CRC-32C
-and falls back to the next copy on any error. A file with hash placement
+Reads the infofile for a record's copies, asks one holder at a time (never
+all at once, to avoid incast), verifies the CRC-32C and falls back to the
+next copy on any error. Which copy first is load-aware (CEFT, seed 001
+section 5: "hot-spot skipping" and "doubling the degree of parallelism";
+docs/replication.md, "Load-aware reads"): the holder with the fewest of this
+client's requests in flight, weighed with the load it announced, and a
+holder that has become a hot spot (its replies much slower than the other
+holders') is asked last. A batch of ``queue_get`` thus spreads over every
+copy instead of piling on rank 0 (equally loaded copies take turns).
+``balance_reads=False`` keeps the paper's copy-rank order. A file with hash placement
 stays readable when its infofile cannot be read: the holders follow from the
 record's name (st_py.placement.hash_ranking). A mixin of
 :class:`st_py.file.StFile`, which holds the transport, the peerlist and the
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from typing import TYPE_CHECKING
 from collections.abc import Callable
 
@@ -22,6 +30,14 @@ from .placement import hash_ranking
 from .protocol import ErrorCode, crc32c, encode_get
 
 log = logging.getLogger("st.client")
+
+# Load-aware reads: a score per copy holder, lowest first.
+LOAD_WEIGHT = 8.0  # an announced load of 1.0 (a saturated peer) counts as 8 requests in flight
+HOT_FACTOR = 4.0  # a holder whose GETs take 4x the typical holder's is a hot spot ...
+HOT_FLOOR_S = 0.02  # ... and at least 20 ms
+HOT_PENALTY = 1000.0  # then it is asked only after every other copy
+LATENCY_ALPHA = 0.2  # smoothing of each holder's GET time
+HOT_MEMORY_S = 3.0  # a holder's GET time is forgotten this long after its last GET
 
 if TYPE_CHECKING:
     from .file import Pending
@@ -54,6 +70,40 @@ class ReaderMixin:
         def poll(self, timeout: float = 0.0) -> int: ...
 
     _warned_unreadable = False  # logged once per file that its infofile could not be read
+    balance_reads = True  # False: copy-rank order (the paper's)
+    _latency: dict  # peer_idx -> (smoothed seconds per GET, when last observed) (made on first use)
+
+    def _read_order(self, holders: list[int]) -> list[int]:
+        """The copies to ask, best first (see the module docstring)."""
+        usable = [i for i in holders if self._usable(i)]
+        rest = [i for i in holders if not self._usable(i)]
+        if not self.balance_reads or len(usable) < 2:
+            return usable + rest
+        now = time.monotonic()
+        lat = {i: v for i, (v, at) in self.__dict__.setdefault("_latency", {}).items()
+               if now - at < HOT_MEMORY_S}  # a skipped hot spot is tried again after a while
+        known = sorted(lat[i] for i in usable if i in lat)
+        typical = known[len(known) // 2] if known else 0.0
+        # Ties go round the copies, GET after GET: a batch uses every copy.
+        turn = self.__dict__["_turn"] = self.__dict__.get("_turn", -1) + 1
+
+        def score(pos_idx):
+            pos, i = pos_idx
+            s = self._transport.in_flight_to(self._addr(i)) + LOAD_WEIGHT * getattr(self.peers[i], "load", 0.0)
+            if typical > 0 and lat.get(i, 0.0) > max(HOT_FACTOR * typical, HOT_FLOOR_S):
+                s += HOT_PENALTY  # a hot spot: only if no other copy answers
+            return (s, (pos - turn) % len(usable))
+
+        return [i for _, i in sorted(enumerate(usable), key=score)] + rest
+
+    def _observe(self, idx: int, seconds: float) -> None:
+        lat = self.__dict__.setdefault("_latency", {})
+        now = time.monotonic()
+        old = lat.get(idx)
+        if old is None or now - old[1] >= HOT_MEMORY_S:
+            lat[idx] = (seconds, now)
+        else:
+            lat[idx] = (old[0] + LATENCY_ALPHA * (seconds - old[0]), now)
     def queue_get(self, name: str, callback: Callable[[str, bytes | None, Exception | None], None] | None = None
                   ) -> Pending:
         """Queue a GET of committed record ``name`` (paper 3.6).
@@ -102,8 +152,7 @@ class ReaderMixin:
         while self.inflight >= self.depth:
             self.poll(0.05)
         self._gets_inflight += 1
-        order = [i for i in holders if self._usable(i)] + [i for i in holders if not self._usable(i)]
-        self._try_get(name, meta, order, [], fut, callback)
+        self._try_get(name, meta, self._read_order(holders), [], fut, callback)
         self._transport.poll(0)
         return fut
 
@@ -128,9 +177,11 @@ class ReaderMixin:
             return
         idx = order[0]
         addr = self._addr(idx) if idx in self.peers else f"peer#{idx}"
+        sent = time.monotonic()
 
         def done(fr, exc):
             if exc is None:
+                self._observe(idx, time.monotonic() - sent)
                 data = fr.fields["data"]
                 actual = fr.fields.get("actual_crc32c")  # computed as it arrived (native receive path)
                 if actual is None:

@@ -303,6 +303,11 @@ class Transport:
     def in_flight(self) -> int:
         return sum(len(c.pending) for c in self.conns.values())
 
+    def in_flight_to(self, addr: str) -> int:
+        """Requests sent to ``addr`` and not answered yet."""
+        c = self.conns.get(addr)
+        return len(c.pending) if c is not None and c.dead is None else 0
+
     @property
     def out_bytes(self) -> int:
         """Bytes queued but not yet accepted by the sockets."""

@@ -58,6 +58,8 @@ void Announcer::Run() {
   auto last_log = std::chrono::steady_clock::time_point();
   uint64_t failures = 0;
   const auto kLogEvery = std::chrono::seconds(30);
+  uint64_t busy_before = options_.loop_busy_ns != nullptr ? options_.loop_busy_ns->load() : 0;
+  auto busy_since = std::chrono::steady_clock::now();
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -79,6 +81,15 @@ void Announcer::Run() {
     req.set_free_bytes(avail);
     req.set_used_bytes(used);
     req.set_records(store_->record_count());
+    if (options_.loop_busy_ns != nullptr) {
+      uint64_t busy = options_.loop_busy_ns->load();
+      auto now = std::chrono::steady_clock::now();
+      double wall = std::chrono::duration<double>(now - busy_since).count();
+      if (wall > 0)
+        req.set_load(std::min(1.0, static_cast<double>(busy - busy_before) * 1e-9 / wall));
+      busy_before = busy;
+      busy_since = now;
+    }
 
     if (failing) stub = connect();
     grpc::ClientContext ctx;

@@ -4,6 +4,7 @@
 #ifndef ST_CORE_ANNOUNCER_H_
 #define ST_CORE_ANNOUNCER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,9 @@ struct AnnouncerOptions {
   // PEM contents: with ca_pem, announces go over TLS; with cert and key too,
   // the peer shows a client certificate (mutual TLS).
   std::string ca_pem, cert_pem, key_pem;
+  // The event loop's busy time (EventLoop::SetBusyCounter); each announce
+  // carries its share of the time since the previous one as the peer's load.
+  const std::atomic<uint64_t>* loop_busy_ns = nullptr;
 };
 
 class Announcer {

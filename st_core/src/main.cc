@@ -215,6 +215,7 @@ int main(int argc, char** argv) {
     ao.addr = server->advertise();
     ao.interval_s = opt.announce_interval_s;
     ao.capability_key = capability_key;
+    ao.loop_busy_ns = &server->metrics()->loop_busy_ns;
     for (auto [path, out] : {std::pair{&opt.tracker_ca, &ao.ca_pem},
                              {&opt.tracker_cert, &ao.cert_pem},
                              {&opt.tracker_key, &ao.key_pem}}) {

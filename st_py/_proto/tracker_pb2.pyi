@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Peer(_message.Message):
-    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes")
+    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes", "load")
     PEER_IDX_FIELD_NUMBER: _ClassVar[int]
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,7 @@ class Peer(_message.Message):
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     LAST_ANNOUNCE_AGE_S_FIELD_NUMBER: _ClassVar[int]
     RESERVED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
     peer_idx: int
     peer_id: str
     addr: str
@@ -28,7 +29,8 @@ class Peer(_message.Message):
     records: int
     last_announce_age_s: float
     reserved_bytes: int
-    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ...) -> None: ...
+    load: float
+    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ...) -> None: ...
 
 class FileInfo(_message.Message):
     __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes")
@@ -199,20 +201,22 @@ class ListReply(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[ListEntry, _Mapping]]] = ...) -> None: ...
 
 class AnnounceRequest(_message.Message):
-    __slots__ = ("peer_id", "addr", "capacity_bytes", "used_bytes", "free_bytes", "records")
+    __slots__ = ("peer_id", "addr", "capacity_bytes", "used_bytes", "free_bytes", "records", "load")
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
     USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
     peer_id: str
     addr: str
     capacity_bytes: int
     used_bytes: int
     free_bytes: int
     records: int
-    def __init__(self, peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ...) -> None: ...
+    load: float
+    def __init__(self, peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., load: _Optional[float] = ...) -> None: ...
 
 class AnnounceReply(_message.Message):
     __slots__ = ("interval_s",)

@@ -34,6 +34,7 @@ class PeerInfo:
     space_known: bool = True  # False: loaded from a state without its space, not announced since
     unannounced_bytes: int = 0  # committed to it since its last announce (not in free_bytes yet)
     saved_at: float = 0.0  # when its space was last written to the state (time.monotonic())
+    load: float = 0.0  # event-loop busy fraction it announced (0..1)
 
     @property
     def usable_free(self) -> int:
@@ -52,7 +53,8 @@ class PeerRegistry:
             self.peers[peer_id] = PeerInfo(peer_id, addr, capacity or 0, used or 0, free or 0, last_announce=now,
                                            space_known=free is not None)
 
-    def announce(self, peer_id: str, addr: str, capacity: int, used: int, free: int, records: int) -> None:
+    def announce(self, peer_id: str, addr: str, capacity: int, used: int, free: int, records: int,
+                 load: float = 0.0) -> None:
         p = self.peers.get(peer_id)
         if p is None:
             p = self.peers[peer_id] = PeerInfo(peer_id, addr)
@@ -61,6 +63,7 @@ class PeerRegistry:
             self.state.remember_peer(peer_id, addr, capacity, used, free)
             p.saved_at = now
         p.addr, p.capacity_bytes, p.used_bytes, p.free_bytes, p.records = addr, capacity, used, free, records
+        p.load = min(max(load, 0.0), 1.0)
         p.last_announce = now
         p.announced = p.space_known = True
         p.reported_failed = False

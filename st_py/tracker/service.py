@@ -132,7 +132,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         return pb.Peer(peer_idx=idx, peer_id=peer_id, addr=p.addr, alive=self.registry.alive(p),
                        capacity_bytes=p.capacity_bytes, used_bytes=p.used_bytes,
                        free_bytes=max(0, p.usable_free), records=p.records,
-                       last_announce_age_s=self.registry.age(p))
+                       last_announce_age_s=self.registry.age(p), load=p.load)
 
     def _with_reservations(self, info: pb.FileInfo | None) -> pb.FileInfo | None:
         """Fill in what is reserved: the file's own reservation and what
@@ -423,7 +423,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         if not request.peer_id or not request.addr:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "announce needs peer_id and addr")
         self.registry.announce(request.peer_id, request.addr, request.capacity_bytes,
-                               request.used_bytes, request.free_bytes, request.records)
+                               request.used_bytes, request.free_bytes, request.records, request.load)
         return pb.AnnounceReply(interval_s=self.registry.interval_s)
 
     async def ReportFailure(self, request, context):
