@@ -31,7 +31,8 @@ from .local_reads import LocalReadsMixin
 from .reader import ReaderMixin
 from .getlocal import LocalRecord, local_addresses
 from .infofile import InfofileReader
-from .placement import choose_holders, choose_spare, hash_holders, local_first_holders, pick_local_peer
+from .placement import (choose_holders, choose_spare, hash_holders, hash_spare, local_first_holders,
+                        pick_local_peer)
 from .protocol import (FLAG_ASYNC, FLAG_MORE, MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file,
                        put_chain_prefix, put_prefix)
 from .replication import is_async, is_chain
@@ -371,6 +372,14 @@ class StFile(ReaderMixin, LocalReadsMixin):
             op.data = b""  # every copy is stored: memory stays bounded by depth x size
             self._puts_inflight -= 1
 
+    def _spare(self, name: str, usable: list[int], holders: list[int]) -> int | None:
+        """A peer to take over a failed copy (paper 4.3): under hash
+        placement the next one of the record's ranking, where readers
+        without the infofile look; else a random one."""
+        if self._hash_placement:
+            return hash_spare(self.file_id, name, self._peer_ids, usable, holders)
+        return choose_spare(usable, holders)
+
     def _copy_done(self, op: _PutOp, rank: int, idx: int, exc: Exception | None) -> None:
         if op.failed or op.finished:
             return
@@ -387,7 +396,7 @@ class StFile(ReaderMixin, LocalReadsMixin):
             # frame is fine and stays usable.
             if isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR):
                 self._transport.failed.setdefault(self._addr(idx), str(exc))
-            new = choose_spare([i for i in self.peers if self._usable(i)], op.peers)
+            new = self._spare(op.name, [i for i in self.peers if self._usable(i)], op.peers)
             if new is not None:
                 op.peers[rank] = new
                 self._send_copy(op, rank, new)
@@ -402,7 +411,7 @@ class StFile(ReaderMixin, LocalReadsMixin):
                 # overwrite it; put this copy on another peer instead.
                 op.refused.add(idx)
                 usable = [i for i in self.peers if self._usable(i) and i not in op.refused]
-                new = choose_spare(usable, op.peers)
+                new = self._spare(op.name, usable, op.peers)
                 if new is not None:
                     op.peers[rank] = new
                     self._send_copy(op, rank, new)

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 
 from ._proto import tracker_pb2 as pb
 from .errors import PeerError, PeerUnavailableError, StoreTorrentError
-from .placement import choose_spare
 from .protocol import FLAG_REPLACE, put_prefix
 from .rebalance import rebalance
 
@@ -144,7 +143,7 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
     def place(meta, rank: int, target: int | None, taken: list[int], tried: set[int]) -> None:
         usable = [i for i in f.peers if f._usable(i) and i not in tried]
         if target is None or target not in usable or target in taken:
-            target = choose_spare(usable, taken)
+            target = f._spare(meta.name, usable, taken)
         if target is None:
             report.pending_left.append(meta.name)
             return
