@@ -6,6 +6,7 @@ import json
 import pickle
 import subprocess
 import sys
+import threading
 
 import pandas as pd
 import pytest
@@ -220,7 +221,8 @@ def test_write_read_back_and_write_once(cluster, tmp_path):
         f.write(b"a" * 1000)
         f.write(b"b" * 24)
     # committed on close: another client sees it at once
-    assert cluster.client().open("/exp/new/shots").get("0001.bin") == b"a" * 1000 + b"b" * 24
+    with cluster.client().open("/exp/new/shots") as h:
+        assert h.get("0001.bin") == b"a" * 1000 + b"b" * 24
     info = fs.info("/exp/new/shots")
     assert (info["st_type"], info["replication"], info["records"]) == ("file", "x2", 1)
     assert fs.cat_file("/exp/new/shots/0001.bin") == b"a" * 1000 + b"b" * 24
@@ -228,7 +230,8 @@ def test_write_read_back_and_write_once(cluster, tmp_path):
     # an existing file: names with '/' become records of it
     fs.pipe("/exp/new/shots/sub/0002.bin", b"two")
     assert fs.ls("/exp/new/shots", detail=False) == ["/exp/new/shots/0001.bin", "/exp/new/shots/sub"]
-    assert cluster.client().open("/exp/new/shots").names() == ["0001.bin", "sub/0002.bin"]
+    with cluster.client().open("/exp/new/shots") as h:
+        assert h.names() == ["0001.bin", "sub/0002.bin"]
     local = tmp_path / "local.bin"
     local.write_bytes(b"from disk" * 100)
     fs.put_file(str(local), "/exp/new/shots/0003.bin")
@@ -271,7 +274,8 @@ def test_rm_record_and_whole_file(run1):
     with pytest.raises(FileNotFoundError):
         fs.rm_file("/exp/run1/part-0.parquet")
     c = cluster.client()
-    assert "part-0.parquet" not in c.open("/exp/run1").names()
+    with c.open("/exp/run1") as h:
+        assert "part-0.parquet" not in h.names()
     fs.rm("/exp/run1/logs", recursive=True)  # a record prefix: its records
     assert fs.ls("/exp/run1", detail=False) == [f"/exp/run1/part-{i}.parquet" for i in (1, 2, 3)]
     with pytest.raises(IsADirectoryError):
@@ -295,6 +299,7 @@ def test_read_survives_a_killed_peer(run1):
     dead = cluster.kill_peer(0)
     dead_idx = next(i for i, p in h.peers.items() if p.addr == dead)
     first_on_dead = [k for k in blobs if h._infofile().lookup(k).peers[0] == dead_idx]
+    h.close()
     assert first_on_dead, "some records must have their first copy on the killed peer"
 
     remote = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, local_reads=False)
@@ -320,7 +325,8 @@ def test_local_reads_use_revealed_paths(run1):
 
     # A local copy that does not match its committed CRC-32C is not used:
     # the record comes by GET (which skips the bad copy too).
-    revealed = {r.name: r.path for r in cluster.client().open("/exp/run1").get_local()}
+    with cluster.client().open("/exp/run1") as h:
+        revealed = {r.name: r.path for r in h.get_local()}
     with open(revealed["part-3.parquet"], "r+b") as f:
         f.seek(100)
         f.write(b"\xff" * 16)
@@ -341,3 +347,24 @@ def test_local_reads_use_revealed_paths(run1):
     assert remote.cat_file("/exp/run1/part-1.parquet") == remote.cat_file("/exp/run1/part-1.parquet")
     assert remote.stats == {"local_reads": 0, "get_reads": 2, "local_fallbacks": 0, "get_local_calls": 0,
                             "cache_hits": 0}
+
+
+def test_close_and_ended_threads_release_open_files(run1):
+    """The filesystem closes what it opened: the files of a thread that
+    ended (when another thread opens its own), every file and the tracker
+    connection on close() (and when the instance is collected), after which
+    it reopens them on use."""
+    cluster, _, frames = run1
+    fs = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, local_reads=False, record_cache_bytes=0)
+    t = threading.Thread(target=fs.cat_file, args=("/exp/run1/part-1.parquet",))
+    t.start()
+    t.join()
+    [(thread_file, _)] = [h for st in fs._res.states for h in st.handles.values()]
+    assert not thread_file._closed
+    assert fs.cat_file("/exp/run1/part-2.parquet") == parquet(frames[2])  # this thread's own file
+    assert thread_file._closed
+    [(mine, _)] = [h for st in fs._res.states for h in st.handles.values()]
+    fs.close()
+    assert mine._closed and not fs._res.states and fs._res.client is None
+    assert fs.cat_file("/exp/run1/part-3.parquet") == parquet(frames[3])
+    fs.close()

@@ -37,6 +37,7 @@ import io
 import os
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -127,7 +128,55 @@ class _ThreadState:
 
     epoch: int
     pid: int
+    thread: threading.Thread
     handles: dict = field(default_factory=dict)  # file name -> (StFile, infofile inode)
+
+    def close(self) -> None:
+        handles, self.handles = self.handles, {}
+        for h, _ in handles.values():
+            _close_quietly(h)
+
+
+class _Resources:
+    """What one filesystem instance holds open: every thread's StFile handles
+    (peer sockets, infofile connections) and the tracker client (a gRPC
+    channel). Kept apart from the instance so that ``weakref.finalize`` can
+    close them when the instance is dropped: fsspec caches instances and
+    never closes them itself. Only what this process opened is closed: after
+    a fork the parent's sockets and channel are left alone."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.states: list[_ThreadState] = []
+        self.client = None
+        self.client_pid: int | None = None
+
+    def add(self, st: _ThreadState) -> None:
+        """Keep ``st``; close the handles of threads of this process that ended."""
+        with self.lock:
+            ended = [s for s in self.states if s.pid == st.pid and not s.thread.is_alive()]
+            self.states = [s for s in self.states if s not in ended] + [st]
+        for s in ended:
+            s.close()
+
+    def drop(self, st: _ThreadState) -> None:
+        """Close the handles of ``st`` (of the calling thread) and forget it."""
+        with self.lock:
+            self.states = [s for s in self.states if s is not st]
+        st.close()
+
+    def close(self) -> None:
+        pid = os.getpid()
+        with self.lock:
+            mine = [s for s in self.states if s.pid == pid]
+            self.states = [s for s in self.states if s.pid != pid]
+            client = self.client if self.client_pid == pid else None
+            if client is not None:
+                self.client = self.client_pid = None
+        for s in mine:
+            s.close()
+        if client is not None:
+            client.close()
 
 
 class StoreTorrentFileSystem(AbstractFileSystem):
@@ -202,8 +251,9 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         self._lock = threading.RLock()
         self._tls = threading.local()
         self._epoch = 0
-        self._client_obj = None
-        self._client_pid = None
+        self._res = _Resources()
+        # closed with the instance; not at exit, where a flush could wait on peers for nothing
+        weakref.finalize(self, self._res.close).atexit = False
         self._known: dict[str, dict] = {}  # StoreTorrent file name -> what List said of it
         self._local: dict[str, dict] = {}  # file name -> {record name: LocalRecord}
         self._local_locks: dict[str, threading.Lock] = {}
@@ -240,26 +290,38 @@ class StoreTorrentFileSystem(AbstractFileSystem):
     @property
     def client(self):
         """The :class:`st_py.Client` of this process (made on first use)."""
-        pid = os.getpid()
-        if self._client_obj is None or self._client_pid != pid:
+        res, pid = self._res, os.getpid()
+        client = res.client
+        if client is None or res.client_pid != pid:
             with self._lock:
-                if self._client_obj is None or self._client_pid != pid:
+                if res.client is None or res.client_pid != pid:
                     from st_py.client import Client
 
-                    self._client_obj = Client(self.tracker, api_key=self.api_key, tls=self.tls)
-                    self._client_pid = pid
+                    # after a fork the parent's channel is left alone
+                    res.client, res.client_pid = Client(self.tracker, api_key=self.api_key, tls=self.tls), pid
                     self._known.clear()
                     self._local.clear()
-        return self._client_obj
+                client = res.client
+        return client
+
+    def close(self) -> None:
+        """Close every thread's open StoreTorrent files and the tracker
+        connection of this process. The filesystem stays usable: they are
+        opened again on next use. Also done when the instance is garbage
+        collected (fsspec's instance cache keeps it until
+        ``clear_instance_cache``)."""
+        with self._lock:
+            self._epoch += 1  # threads open new handles; this thread's old state is closed below
+        self._res.close()
 
     def _state(self) -> _ThreadState:
         st = getattr(self._tls, "state", None)
         pid = os.getpid()
         if st is None or st.epoch != self._epoch or st.pid != pid:
             if st is not None and st.pid == pid:  # after a fork the parent's sockets are left alone
-                for h, _ in st.handles.values():
-                    _close_quietly(h)
-            st = self._tls.state = _ThreadState(self._epoch, pid)
+                self._res.drop(st)
+            st = self._tls.state = _ThreadState(self._epoch, pid, threading.current_thread())
+            self._res.add(st)
         return st
 
     def _handle(self, fname: str, created=None):
