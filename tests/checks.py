@@ -85,10 +85,13 @@ def check_exactly_once(records, blobs):
 
 def check_file(cluster, name, blobs, copies=2):
     reader = InfofileReader(cluster.namespace / name.lstrip("/"))
-    assert reader.count() == len(blobs)
-    for n in blobs:
-        m = reader.lookup(n)
-        assert len(set(m.peers)) == copies, m  # invariant 3: one copy per peer
+    try:
+        assert reader.count() == len(blobs)
+        for n in blobs:
+            m = reader.lookup(n)
+            assert len(set(m.peers)) == copies, m  # invariant 3: one copy per peer
+    finally:
+        reader.close()
     with cluster.client().open(name) as f:
         for n, v in blobs.items():
             assert f.get(n) == v

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pandas as pd
 import pyarrow.compute as pc
@@ -253,11 +254,12 @@ def test_write_tasks_put_copy_rank_0_on_their_own_node(st_cluster, ray_cluster, 
     sink = _recording_sink_class()("/ray/local-first", tracker=st_cluster.tracker_addr, replication="x2")
     sink.log = str(tmp_path / "tasks")
     ray.data.from_pandas(source_frame()).repartition(8).write_datasink(sink)
-    node_of_task = dict(line.split() for line in open(sink.log))
+    node_of_task = dict(line.split() for line in Path(sink.log).read_text().splitlines())
     with st_cluster.client() as c, c.open("/ray/local-first") as f:
         r = InfofileReader(f.infofile_path)
         addr = dict(r.conn.execute("SELECT peer_idx, addr FROM peers"))
         rows = r.conn.execute("SELECT name, peer_idx FROM copies WHERE copy_rank = 0").fetchall()
+        r.close()
     assert len(rows) == 8
     for name, peer_idx in rows:
         task = str(int(name.split("-")[2]))  # part-<job>-<task>-<block>.parquet

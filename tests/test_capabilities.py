@@ -103,8 +103,10 @@ def test_peers_refuse_missing_forged_expired_wrong_file_and_wrong_op_tokens(clus
     denied(call(addr, P.encode_scrub(6))[0])
 
     # the refused requests changed nothing
-    assert c.open("/cap/a").get("r") == b"secret"
-    assert not c.open("/cap/b").names()
+    with c.open("/cap/a") as a:
+        assert a.get("r") == b"secret"
+    with c.open("/cap/b") as g:
+        assert not g.names()
     b.close()
 
 

@@ -86,6 +86,7 @@ def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
     finally:
         up.send_signal(signal.SIGINT)
         up.wait(30)
+        up.stdout.close()
     assert up.returncode == 0
     poll_for(lambda: not [p for p in daemons if pid_alive(p)], timeout=5, what="the daemons to exit")
 

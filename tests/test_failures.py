@@ -4,6 +4,8 @@ tracker restarted in the middle of writes."""
 
 import threading
 import time
+from contextlib import closing
+from pathlib import Path
 
 import pytest
 
@@ -22,10 +24,10 @@ def test_put_survives_a_peer_killed_mid_pipeline(cluster):
         if i == 500:
             dead = cluster.kill_peer(1)
     f.close()  # every record committed with 2 copies, none of the later ones on the dead peer
-    reader = InfofileReader(cluster.namespace / "fail" / "put")
-    idx = {p.peer_idx: p.addr for p in c.open("/fail/put").info.peers}
-    late = [n for n in list(blobs)[700:] if idx[reader.lookup(n).peers[0]] == dead
-            or idx[reader.lookup(n).peers[1]] == dead]
+    idx = {p.peer_idx: p.addr for p in c.tracker.open("/fail/put").peers}
+    with closing(InfofileReader(cluster.namespace / "fail" / "put")) as reader:
+        late = [n for n in list(blobs)[700:] if idx[reader.lookup(n).peers[0]] == dead
+                or idx[reader.lookup(n).peers[1]] == dead]
     assert late == []
     check_file(cluster, "/fail/put", blobs)
 
@@ -35,7 +37,7 @@ def test_put_fails_clearly_with_fewer_live_peers_than_copies(cluster):
     f = c.create("/fail/few", replication="x3")
     for i in (0, 1):
         cluster.kill_peer(i)
-    with pytest.raises(NotEnoughPeersError, match="x3"):
+    with pytest.raises(NotEnoughPeersError, match="x3"), f:  # f is closed on the way out
         for i in range(50):
             f.put(f"r{i}", b"x")
         f.flush()
@@ -63,9 +65,9 @@ def test_open_reports_failed_peers_and_new_writes_avoid_them(cluster):
         assert [p.addr for p in f.info.peers if not p.alive] == [dead]
         for i in range(100):
             f.queue_put(f"r{i}", b"x")
-    reader = InfofileReader(cluster.namespace / "fail" / "initial")
-    dead_idx = [p.peer_idx for p in c.open("/fail/initial").info.peers if p.addr == dead]
-    assert all(dead_idx[0] not in reader.lookup(f"r{i}").peers for i in range(100))
+    dead_idx = [p.peer_idx for p in c.tracker.open("/fail/initial").peers if p.addr == dead]
+    with closing(InfofileReader(cluster.namespace / "fail" / "initial")) as reader:
+        assert all(dead_idx[0] not in reader.lookup(f"r{i}").peers for i in range(100))
 
 
 def test_delete_reaches_every_live_copy_holder(cluster):
@@ -133,10 +135,9 @@ def test_writer_killed_mid_pipeline_then_a_retry_commits_everything(cluster, tmp
 
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
-    w = subprocess.Popen([sys.executable, str(script), cluster.tracker_addr], stdout=subprocess.PIPE)
-    assert w.stdout.readline().strip() == b"ready"
-    w.kill()
-    w.wait()
+    with subprocess.Popen([sys.executable, str(script), cluster.tracker_addr], stdout=subprocess.PIPE) as w:
+        assert w.stdout.readline().strip() == b"ready"
+        w.kill()
     # The application retries with the same data. Commits the writer sent
     # just before it died may still land: those names are then committed
     # already (skipped, or an idempotent commit of the same bytes).
@@ -178,6 +179,6 @@ def test_read_access_while_the_tracker_is_down(cluster):
     cluster.tracker.kill()
     local = f.get_local()
     assert sorted(r.name for r in local) == sorted(blobs)  # every peer is on this host: each record once
-    assert {r.name: open(r.path, "rb").read() for r in local} == blobs
+    assert {r.name: Path(r.path).read_bytes() for r in local} == blobs
     assert f.get("r07") == blobs["r07"]
     f.close()

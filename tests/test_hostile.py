@@ -20,6 +20,7 @@ import socket
 import struct
 import subprocess
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -349,9 +350,9 @@ def test_full_disk_peer_answers_no_space_and_the_client_fails_over(make_cluster,
         addr = cluster.peers[2].addr
         assert_serving(addr)
         conn = Conn(addr)
-        g = c.open("/h/full")
-        fid = g.file_id
-        assert conn.call(P.encode_auth(9, g.info.capability)).type == P.MsgType.OK
+        with c.open("/h/full") as g:
+            fid, token = g.file_id, g.info.capability
+        assert conn.call(P.encode_auth(9, token)).type == P.MsgType.OK
         name = held[0].name.split("@")[0]
         fr = conn.call(P.encode_get(1, fid, name))
         assert fr.type == P.MsgType.DATA and fr.fields["data"] == blobs[name]
@@ -377,9 +378,9 @@ def test_a_busy_peer_gets_no_copies_and_the_put_succeeds(make_cluster):
         for n, v in blobs.items():
             f.queue_put(n, v)
     hog.close()
-    r = InfofileReader(cluster.namespace / "hostile" / "busy")
-    busy_idx = [i for i, a in r.conn.execute("SELECT peer_idx, addr FROM peers") if a == cluster.peer_addrs[0]]
-    assert all(busy_idx[0] not in m.peers for m in r.lookup_many(list(blobs)).values())
+    with closing(InfofileReader(cluster.namespace / "hostile" / "busy")) as r:
+        busy_idx = [i for i, a in r.conn.execute("SELECT peer_idx, addr FROM peers") if a == cluster.peer_addrs[0]]
+        assert all(busy_idx[0] not in m.peers for m in r.lookup_many(list(blobs)).values())
     with c.open("/hostile/busy") as f:
         assert all(f.get(n) == v for n, v in blobs.items())
     assert c.status().alive_peers == 3

@@ -76,15 +76,16 @@ def test_too_many_dead_peers_says_how_many_records_are_unavailable(cluster):
         for i in range(40):
             f.put(f"r{i}", b"x")
     cluster.kill_peer(0)
-    with pytest.raises(RecordsUnavailableError) as e:
-        c.open("/int/x1").get_local_plan()
+    with c.open("/int/x1") as f, pytest.raises(RecordsUnavailableError) as e:
+        f.get_local_plan()
     missing = e.value.unavailable
     assert missing > 0 and f"{missing} of 40 records" in str(e.value)
     # The readers fail the same way, before any task runs.
     with pytest.raises(RecordsUnavailableError, match=f"{missing} of 40 records"):
         read_storetorrent("/int/x1", tracker=cluster.tracker_addr)
     # Reading the rest on purpose: the count adds up to what is available.
-    plan = c.open("/int/x1").get_local_plan(allow_unavailable=True)
+    with c.open("/int/x1") as f:
+        plan = f.get_local_plan(allow_unavailable=True)
     parts = [(len(recs), ring) for recs, ring in
              (reveal_ring(a, plan, allow_unavailable=True) for a in plan.ring)]
     assert sum(n for n, _ in parts) == 40 - missing == plan.expected

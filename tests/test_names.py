@@ -5,6 +5,7 @@ leave the namespace root."""
 
 import os
 import unicodedata
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -40,8 +41,8 @@ def test_hostile_record_names_stay_inside_the_data_dirs_and_are_kept_exactly(clu
         for i, n in enumerate(HOSTILE_RECORD_NAMES):
             f.put(n, f"record {i}".encode())
     # kept exactly: no normalisation, no trimming
-    r = InfofileReader(cluster.namespace / "names" / "hostile")
-    assert sorted(r.names()) == sorted(HOSTILE_RECORD_NAMES)
+    with closing(InfofileReader(cluster.namespace / "names" / "hostile")) as r:
+        assert sorted(r.names()) == sorted(HOSTILE_RECORD_NAMES)
     with c.open("/names/hostile") as f:
         for i, n in enumerate(HOSTILE_RECORD_NAMES):
             assert f.get(n) == f"record {i}".encode(), n
@@ -63,7 +64,8 @@ def test_refused_record_names_say_why_and_store_nothing(cluster):
         for n, why in REFUSED_RECORD_NAMES.items():
             with pytest.raises(BadNameError, match=why):
                 f.put(n, b"x")
-    assert InfofileReader(cluster.namespace / "names" / "refused").names() == []
+    with closing(InfofileReader(cluster.namespace / "names" / "refused")) as r:
+        assert r.names() == []
     peers = cluster.data_dir / "peers"
     assert not [p for p in peers.rglob("*@*") if p.is_file()]
 

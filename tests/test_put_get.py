@@ -3,6 +3,7 @@
 import os
 import socket
 import struct
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -40,10 +41,9 @@ def test_corrupted_copy_is_detected_and_next_copy_read(cluster):
     c = cluster.client()
     with c.create("/t/corrupt", replication="x2") as f:
         f.put("victim", b"A" * 4096)
-    reader = InfofileReader(cluster.namespace / "t" / "corrupt")
-    meta = reader.lookup("victim")
-    rank0_peer = meta.peers[0]
-    addr = {p.peer_idx: p.addr for p in c.open("/t/corrupt").info.peers}[rank0_peer]
+    with closing(InfofileReader(cluster.namespace / "t" / "corrupt")) as reader:
+        rank0_peer = reader.lookup("victim").peers[0]
+    addr = {p.peer_idx: p.addr for p in c.tracker.open("/t/corrupt").peers}[rank0_peer]
     i = cluster.peer_addrs.index(addr)
     [path] = [p for p in record_files(cluster, i) if p.name.startswith("victim@")]
     raw = bytearray(path.read_bytes())
@@ -71,12 +71,12 @@ def test_x2_copies_on_distinct_peers(cluster):
     with c.create("/t/x2", replication="x2", blocksize=4) as f:
         for i in range(64):
             f.queue_put(f"r{i}", b"x" * 100)
-    reader = InfofileReader(cluster.namespace / "t" / "x2")
     peers_used = set()
-    for name in reader.names():
-        m = reader.lookup(name)
-        assert len(m.peers) == 2 and m.peers[0] != m.peers[1], m
-        peers_used.update(m.peers)
+    with closing(InfofileReader(cluster.namespace / "t" / "x2")) as reader:
+        for name in reader.names():
+            m = reader.lookup(name)
+            assert len(m.peers) == 2 and m.peers[0] != m.peers[1], m
+            peers_used.update(m.peers)
     assert len(peers_used) > 2  # random placement spreads blocks over the peerlist
     # and the copies really are on those peers' disks, once per peer
     on_disk = sum(len(record_files(cluster, i)) for i in range(4))
@@ -88,9 +88,10 @@ def test_x3_and_x1(cluster):
     for cls, n in (("x1", 1), ("x3", 3)):
         with c.create(f"/t/{cls}", replication=cls) as f:
             f.put("a", b"payload")
-        m = InfofileReader(cluster.namespace / "t" / cls).lookup("a")
-        assert len(set(m.peers)) == n
-        assert c.open(f"/t/{cls}").get("a") == b"payload"
+        with closing(InfofileReader(cluster.namespace / "t" / cls)) as r:
+            assert len(set(r.lookup("a").peers)) == n
+        with c.open(f"/t/{cls}") as f:
+            assert f.get("a") == b"payload"
 
 
 def test_records_are_write_once(cluster):

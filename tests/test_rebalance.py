@@ -15,8 +15,11 @@ from st_py.infofile import InfofileReader
 def holders(cluster, name):
     """{record: tuple of peer addresses per copy rank} from the infofile."""
     r = InfofileReader(cluster.namespace / name.lstrip("/"))
-    addr = dict(r.conn.execute("SELECT peer_idx, addr FROM peers"))
-    return {n: tuple(addr[i] for i in m.peers) for n, m in r.lookup_many(r.names()).items()}
+    try:
+        addr = dict(r.conn.execute("SELECT peer_idx, addr FROM peers"))
+        return {n: tuple(addr[i] for i in m.peers) for n, m in r.lookup_many(r.names()).items()}
+    finally:
+        r.close()
 
 
 def test_rebalance_restores_two_copies_and_keeps_live_holders(make_cluster):
@@ -38,12 +41,14 @@ def test_rebalance_restores_two_copies_and_keeps_live_holders(make_cluster):
         # live holders keep their copy at the same rank; only the lost one moved
         assert all(b == a for b, a in zip(before[n], h) if b != lost), (n, before[n], h)
     check_file(cluster, "/rb/x2", blobs)
-    check_exactly_once(reveal_all(c.open("/rb/x2"))[1], blobs)
+    with c.open("/rb/x2") as f:
+        check_exactly_once(reveal_all(f)[1], blobs)
 
     # Two copies again: losing a second original peer loses nothing.
     cluster.kill_peer(3)
     check_file(cluster, "/rb/x2", blobs)
-    check_exactly_once(reveal_all(c.open("/rb/x2"))[1], blobs)
+    with c.open("/rb/x2") as f:
+        check_exactly_once(reveal_all(f)[1], blobs)
 
     # Nothing left to do: a second rebalance of the same lost peer moves nothing.
     again = c.rebalance("/rb/x2", lost=[lost])
@@ -62,8 +67,8 @@ def test_returning_peer_with_stale_copies_is_never_revealed_and_is_scrubbed(make
     # The peer comes back with its old store (same port: same address).
     cluster.start_peer(2, port=int(lost.rsplit(":", 1)[1]))
     poll_for(lambda: c.status().alive_peers == 4, what="the returning peer's announce")
-    f = c.open("/rb/stale")
-    plan, recs = reveal_all(f)
+    with c.open("/rb/stale") as f:
+        plan, recs = reveal_all(f)
     assert lost in plan.ring
     check_exactly_once(recs, blobs)  # no INVARIANT error, nothing revealed twice
     assert not any(r.peer == lost for r in recs)
@@ -90,8 +95,8 @@ def test_rebalance_x1_reports_unavailable_records(make_cluster):
     assert set(report.unavailable) == lost_names
     assert not report.complete and report.copies_moved == 0
     # GET_LOCAL says how many records have no live copy.
-    with pytest.raises(RecordsUnavailableError) as e:
-        c.open("/rb/x1").get_local_plan()
+    with c.open("/rb/x1") as f, pytest.raises(RecordsUnavailableError) as e:
+        f.get_local_plan()
     assert e.value.unavailable == len(lost_names)
     assert f"{len(lost_names)} of {len(blobs)} records" in str(e.value)
 

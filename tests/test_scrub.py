@@ -47,4 +47,5 @@ def test_young_uncommitted_records_survive_a_scrub(cluster):
     res = [admin_scrub(cluster, a) for a in cluster.peer_addrs]  # default --scrub-age is an hour
     assert sum(r["removed_uncommitted"] for r in res) == 0
     f.close()  # the commit arrives after the scrub: nothing was lost
-    assert all(c.open("/scrub/young").get(f"inflight/{i}") == b"x" for i in range(5))
+    with c.open("/scrub/young") as f:
+        assert all(f.get(f"inflight/{i}") == b"x" for i in range(5))

@@ -17,7 +17,8 @@ def test_tracker_over_tls_with_a_local_ca(make_cluster):
     c = cluster.client()
     with c.create("/tls/a", replication="x2") as f:
         f.put("r", b"over tls")
-    assert c.open("/tls/a").get("r") == b"over tls"
+    with c.open("/tls/a") as f:
+        assert f.get("r") == b"over tls"
     assert c.status().alive_peers == 3  # the peers announce over TLS too
     # a plaintext client cannot talk to it
     with pytest.raises(StoreTorrentError):

@@ -2,6 +2,7 @@
 
 import signal
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -26,7 +27,8 @@ def test_tracker_restart_keeps_every_committed_record(cluster):
     poll_for(lambda: c2.status().alive_peers == 4, what="peers to re-announce")
     with c2.create("/tr/after", replication="x2") as f:
         f.put("x", b"y")
-    assert c2.open("/tr/after").get("x") == b"y"
+    with c2.open("/tr/after") as f:
+        assert f.get("x") == b"y"
 
 
 def test_peer_missing_announces_is_failed_and_left_out(cluster):
@@ -60,13 +62,13 @@ def test_infofile_records_commit_in_groups(cluster):
     f = c.create("/tr/groups", replication="x1")
     for i in range(25):
         f.put(f"r{i}", b"x")
-    r = InfofileReader(cluster.namespace / "tr" / "groups")
-    # two groups of 10 are committed (asynchronously); the last 5 wait for a full group or close()
-    poll_for(lambda: r.count() == 20, what="two group commits")
-    f.poll(0.2)
-    assert r.count() == 20 and r.generation() == 2
-    f.close()
-    assert r.count() == 25 and r.generation() == 3
+    with closing(InfofileReader(cluster.namespace / "tr" / "groups")) as r:
+        # two groups of 10 are committed (asynchronously); the last 5 wait for a full group or close()
+        poll_for(lambda: r.count() == 20, what="two group commits")
+        f.poll(0.2)
+        assert r.count() == 20 and r.generation() == 2
+        f.close()
+        assert r.count() == 25 and r.generation() == 3
 
 
 def test_group_commit_grows_while_commits_are_in_flight(cluster):
@@ -92,8 +94,8 @@ def test_group_commit_grows_while_commits_are_in_flight(cluster):
         cluster.tracker.proc.send_signal(signal.SIGCONT)
     f.close()
     assert len(sizes) == 3 and sum(sizes) == 200 and sizes[2] >= 200 - 2 * 16
-    r = InfofileReader(cluster.namespace / "tr" / "adaptive")
-    assert r.count() == 200
+    with closing(InfofileReader(cluster.namespace / "tr" / "adaptive")) as r:
+        assert r.count() == 200
 
 
 CRASH_MID_COMMIT = """
@@ -124,10 +126,11 @@ def test_tracker_start_rolls_back_a_transaction_cut_by_a_crash(tmp_path):
     assert proc.returncode == -9
     assert (tmp_path / "ns" / "f-journal").exists()
     (tmp_path / "ns" / ".st-creating-g-1-2").write_bytes(b"")
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        InfofileReader(path).names()
+    with closing(InfofileReader(path)) as r, pytest.raises(sqlite3.OperationalError, match="readonly"):
+        r.names()
     assert recover(tmp_path / "ns") == (1, 1)
-    assert InfofileReader(path).names() == ["kept"]
+    with closing(InfofileReader(path)) as r:
+        assert r.names() == ["kept"]
     assert not (tmp_path / "ns" / ".st-creating-g-1-2").exists()
 
 
@@ -146,16 +149,19 @@ def test_tracker_reads_its_options_from_a_config_file(tmp_path, peer_bin):
     conf = tmp_path / "tracker.toml"
     conf.write_text(f'root = "{tmp_path / "ns"}"\nkey_file = "{key}"\ncapability_ttl = 120\n')
     d = Daemon("tracker", [sys.executable, "-m", "st_py.tracker", "--config", str(conf)], tmp_path / "t.log")
+    peer = None
     try:
         peer = Daemon("peer", [peer_bin, "--data", str(tmp_path / "p"), "--port", "0", "--tracker", d.addr,
                                "--key-file", str(key), "--announce-interval", "0.2"], tmp_path / "p.log")
-        c = Client(d.addr)
-        poll_for(lambda: c.status().alive_peers == 1, what="the peer's announce")
-        info = c.create("/conf/f", replication="x1").info
+        with Client(d.addr) as c:
+            poll_for(lambda: c.status().alive_peers == 1, what="the peer's announce")
+            with c.create("/conf/f", replication="x1") as f:
+                info = f.info
         cap = verify(load_key(key), info.capability)
         assert cap.allows(READ) and 100 < cap.expires - time.time() <= 120
-        peer.stop()
     finally:
+        if peer is not None:
+            peer.stop()
         d.stop()
     bad = tmp_path / "bad.toml"
     bad.write_text('root = "/tmp/x"\nno_such_option = 1\n')
@@ -174,5 +180,6 @@ def test_a_group_commit_merging_two_clients_keeps_the_first_version(tmp_path):
     gen, new, conflicts = w.commit([("a", 5, 111, [0]), ("b", 1, 1, [0]), ("a", 5, 111, [1]), ("b", 2, 2, [1])])
     assert new == {"a", "b"}
     assert [(c.name, "other content" in c.reason) for c in conflicts] == [("b", True)]
-    assert InfofileReader(path).lookup("b").crc32c == 1  # the first version won
+    with closing(InfofileReader(path)) as r:
+        assert r.lookup("b").crc32c == 1  # the first version won
     w.close()
