@@ -7,6 +7,7 @@ them. On failure the daemons' logs are printed.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from pathlib import Path
@@ -77,3 +78,14 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, "rep_" + rep.when, rep)
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_after_test():
+    """Collect garbage when the test and its function-scoped fixtures are
+    done (this autouse fixture is torn down after them), so a socket, file or
+    subprocess left open in a reference cycle is finalized now: its
+    ResourceWarning, an error (pyproject.toml), then fails this test rather
+    than whichever later test happens to trigger the collection."""
+    yield
+    gc.collect()
