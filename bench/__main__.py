@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import analysis, cases, hotspot, protocols, throttle
+from . import analysis, cases, durability, hotspot, protocols, throttle
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench" / "results" / "latest.json"
@@ -122,13 +122,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--only", nargs="*", help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
-                                              "analysis pushdown raywrite bounded protocols throttle hotspot")
+                                              "analysis pushdown raywrite bounded protocols throttle hotspot durability")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON (plots go to docs/ only for the default)")
     a = ap.parse_args()
     size = SIZES["quick" if a.quick else "full"]
     con = Console(width=150)
     want = set(a.only or ["put1m", "put4k", "get1m", "ray", "dask", "commit", "duckdb", "memory", "scaling",
-                          protocols.GROUP, throttle.GROUP, hotspot.GROUP, *analysis.GROUPS_OF_CASES])
+                          protocols.GROUP, throttle.GROUP, hotspot.GROUP, durability.GROUP,
+                          *analysis.GROUPS_OF_CASES])
     results: list[dict] = []
     tmp = Path(tempfile.mkdtemp(prefix="st-bench-"))
     t0 = time.monotonic()
@@ -166,6 +167,9 @@ def main() -> int:
             t1 = time.monotonic()
             results += analysis.run_cases(tmp, size, want, lambda text: con.status(f"bench: {text}"))
             timing["analysis"] = time.monotonic() - t1
+        if durability.GROUP in want:
+            with con.status("bench: what durable replies cost (--sync, --sync-each)"):
+                results += durability.case_durability(tmp, 3_000 if a.quick else 20_000, 64 if a.quick else 256)
         if hotspot.GROUP in want:
             with con.status("bench: load-aware reads against a hot spot"):
                 results += hotspot.case_hotspot(tmp, 64 if a.quick else 256, size["rounds"])

@@ -110,6 +110,9 @@ class Env {
   virtual Status RemoveDir(const std::string& path) = 0;
   // fsync of a directory, making the names created or removed in it durable.
   virtual Status SyncDir(const std::string& path) = 0;
+  // syncfs of the filesystem holding path: every file and name written on it
+  // so far is durable when it returns OK (the peer's group fsync).
+  virtual Status SyncFilesystem(const std::string& path) = 0;
   // The absolute path with symbolic links resolved.
   virtual Status RealPath(const std::string& path, std::string* out) = 0;
   // Takes an exclusive flock on path (created if missing) without waiting;
@@ -161,6 +164,7 @@ class EnvWrapper : public Env {
   Status CreateDir(const std::string& path) override { return target_->CreateDir(path); }
   Status RemoveDir(const std::string& path) override { return target_->RemoveDir(path); }
   Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }
+  Status SyncFilesystem(const std::string& path) override { return target_->SyncFilesystem(path); }
   Status RealPath(const std::string& path, std::string* out) override {
     return target_->RealPath(path, out);
   }

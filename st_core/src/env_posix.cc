@@ -278,6 +278,15 @@ class PosixEnv : public Env {
     return s;
   }
 
+  Status SyncFilesystem(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return PosixError("open " + path, errno);
+    Status s;
+    if (::syncfs(fd) != 0) s = PosixError("fsync (syncfs) of the filesystem of " + path, errno);
+    ::close(fd);
+    return s;
+  }
+
   Status RealPath(const std::string& path, std::string* out) override {
     char real[PATH_MAX];
     if (::realpath(path.c_str(), real) == nullptr) return PosixError("realpath " + path, errno);

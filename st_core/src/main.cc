@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   st::StoreOptions so;
   so.data_dir = opt.data_dir;
   so.sync = opt.sync;
+  so.sync_each = opt.sync_each;
   so.capacity = opt.capacity;
   so.reserve = opt.reserve;
   std::unique_ptr<st::RecordStore> store;
@@ -152,7 +153,10 @@ int main(int argc, char** argv) {
   std::printf("listening on %s:%d\n", opt.host.c_str(), server->port());
   std::fflush(stdout);
   ST_LOG_INFO("peer %s serving %s as %s%s%s", store->peer_id().c_str(), store->data_dir().c_str(),
-              server->advertise().c_str(), opt.sync ? " (sync)" : "",
+              server->advertise().c_str(),
+              opt.sync_each ? " (sync: an fsync per record)"
+              : opt.sync    ? " (sync: group fsync)"
+                            : "",
               opt.namespace_dir.empty() ? " (no --namespace: GET_LOCAL disabled)" : "");
 
   if (opt.namespace_dir.empty()) {

@@ -93,9 +93,13 @@ protocol of docs/wire-protocol.md.
                               temporary file modified less than this long
                               ago: its write may not be committed yet
                               (default 3600)
-  --sync                      fsync record files and directories on PUT
-                              (default off: a peer crash loses nothing, a
-                              power loss may lose recent PUTs)
+  --sync                      reply to a PUT or DELETE only once it is on
+                              stable storage: the records of a batch are
+                              written, then one syncfs (group fsync) makes
+                              them durable (default off: a peer crash loses
+                              nothing, a power loss may lose recent PUTs)
+  --sync-each                 --sync with an fdatasync and a directory fsync
+                              per record (slower; for comparison)
   --capacity BYTES            refuse PUTs beyond this many stored bytes
   --reserve BYTES             refuse PUTs that would leave less free space on
                               the filesystem (default 0)
@@ -156,9 +160,17 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
       value = arg.substr(eq + 1);
       has_value = true;
     }
-    if (flag == "--sync" || flag == "--verbose" || flag == "--mint-token") {
+    if (flag == "--sync" || flag == "--sync-each" || flag == "--verbose" ||
+        flag == "--mint-token") {
       if (has_value) return Status::InvalidArgument(flag + " takes no value");
-      (flag == "--sync" ? out->sync : flag == "--verbose" ? out->verbose : out->mint_token) = true;
+      if (flag == "--sync-each") out->sync_each = true;
+      (flag == "--sync" || flag == "--sync-each" ? out->sync
+       : flag == "--verbose"                     ? out->verbose
+                                                 : out->mint_token) = true;
+      continue;
+    }
+    if (flag == "--config") {  // read by ConfigThenArgv
+      if (!has_value) ++i;
       continue;
     }
     static const char* const kValued[] = {"--data",

@@ -32,7 +32,8 @@ struct Options {
   double max_request_rate = 0;  // requests per second
   double scrub_interval_s = 86400;  // 0: no periodic scrub
   double scrub_age_s = 3600;
-  bool sync = false;
+  bool sync = false;       // durable replies (group fsync)
+  bool sync_each = false;  // ... by an fsync per record instead
   uint64_t capacity = 0;       // 0: not given
   uint64_t reserve = 0;
   double idle_timeout_s = 30;       // a begun frame stalled this long: closed; 0: never

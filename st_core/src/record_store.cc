@@ -317,7 +317,7 @@ Status RecordStore::MakeBucketDir(uint64_t file_id, uint8_t bucket) {
   s = env_->CreateDir(bdir);
   if (s.IsAlreadyExists()) return Status::OK();
   if (!s.ok()) return s;
-  if (options_.sync) {
+  if (sync_each()) {
     if (created_file_dir) env_->SyncDir(files_dir_);
     env_->SyncDir(fdir);
   }
@@ -339,7 +339,7 @@ Status RecordStore::WriteLinked(const std::string& bdir, const std::string& dst,
   }
   if (!s.ok()) return s;  // NotFound: the caller makes the bucket
   s = f->Append(data);
-  if (s.ok() && options_.sync) s = f->Sync();
+  if (s.ok() && sync_each()) s = f->Sync();
   if (s.ok()) {
     Status l = f->Link(dst);
     if (l.IsAlreadyExists()) {
@@ -373,7 +373,7 @@ Status RecordStore::WriteAtomic(uint64_t file_id, uint8_t bucket, const std::str
     }
     if (!fall_back) {
       if (!s.ok()) return s;
-      return options_.sync ? env_->SyncDir(bdir) : Status::OK();
+      return sync_each() ? env_->SyncDir(bdir) : Status::OK();
     }
   }
   char tmp_name[64];
@@ -384,7 +384,7 @@ Status RecordStore::WriteAtomic(uint64_t file_id, uint8_t bucket, const std::str
   Status s = env_->NewWritableFile(tmp, /*exclusive=*/true, &f);
   if (!s.ok()) return s;
   s = f->Append(data);
-  if (s.ok() && options_.sync) s = f->Sync();
+  if (s.ok() && sync_each()) s = f->Sync();
   Status c = f->Close();
   if (s.ok()) s = c;
   if (s.ok()) {
@@ -398,7 +398,7 @@ Status RecordStore::WriteAtomic(uint64_t file_id, uint8_t bucket, const std::str
     env_->RemoveFile(tmp);
     return s;
   }
-  if (options_.sync) return env_->SyncDir(bdir);
+  if (sync_each()) return env_->SyncDir(bdir);
   return Status::OK();
 }
 
@@ -413,7 +413,22 @@ Status RecordStore::Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::
   PendingPut put;
   Status s = BeginPut(file_id, copy_rank, crc, name, data, replace, &put);
   if (!s.ok() || !put.write) return s;
-  return FinishPut(put, WritePut(put, data));
+  Status w = WritePut(put, data);
+  if (w.ok() && options_.sync && !options_.sync_each) {
+    w = SyncAll();
+    if (!w.ok()) RemoveWritten(put);
+  }
+  return FinishPut(put, w);
+}
+
+Status RecordStore::SyncAll() { return env_->SyncFilesystem(data_dir_); }
+
+void RecordStore::RemoveWritten(const PendingPut& put) {
+  std::string enc = EncodeName(put.name);
+  std::string path = BucketDir(put.file_id, NameBucket(put.name)) + "/" +
+                     RecordFileName(enc, put.copy_rank, put.crc);
+  env_->RemoveFile(path);
+  if (IsHashedEncoding(enc)) env_->RemoveFile(path + kSidecarSuffix);
 }
 
 Status RecordStore::BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc,

@@ -46,7 +46,11 @@ struct RecordMeta {
 
 struct StoreOptions {
   std::string data_dir;
-  bool sync = false;      // fsync record files and directories on PUT/DELETE
+  bool sync = false;       // durable PUT/DELETE replies (see sync_each)
+  // With sync: fsync each record file and its directory in WritePut (the
+  // old way). Without: WritePut does not sync, and the caller makes a
+  // batch durable with SyncAll() before it answers (group fsync).
+  bool sync_each = false;
   uint64_t capacity = 0;  // 0: only the filesystem limits the used bytes
   uint64_t reserve = 0;   // refuse PUTs that would leave less free space
   Env* env = nullptr;     // nullptr: Env::Default()
@@ -112,6 +116,12 @@ class RecordStore {
   Status BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::string_view name,
                   std::string_view data, bool replace, PendingPut* put);
   Status WritePut(const PendingPut& put, std::string_view data);
+  // Group fsync (any thread): makes everything written so far durable.
+  Status SyncAll();
+  // Any thread: removes the files WritePut wrote for put (when the group
+  // fsync after it failed: the PUT is refused, its bytes must not stay).
+  void RemoveWritten(const PendingPut& put);
+  bool sync_each() const { return options_.sync && options_.sync_each; }
   Status FinishPut(const PendingPut& put, const Status& written);
   bool sync() const { return options_.sync; }
 

@@ -688,19 +688,63 @@ void Server::StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done) {
     done(s);
     return;
   }
+  if (!store_->sync_each()) {  // group fsync: joins the batch being filled
+    if (!filling_) filling_ = std::make_shared<SyncBatch>();
+    filling_->puts.push_back(SyncBatch::Item{put, pending, std::move(done), key, Status()});
+    FlushSyncBatch();
+    return;
+  }
   auto result = std::make_shared<Status>();
   RecordStore* store = store_;
   background_.Schedule([store, pending, put,
                         result] { *result = store->WritePut(pending, put->data); },
                        [this, pending, result, key, done] {
                          done(store_->FinishPut(pending, *result));
-                         auto w = put_waiters_.find(key);
-                         if (w == put_waiters_.end()) return;
-                         std::vector<std::function<void()>> waiting;
-                         waiting.swap(w->second);
-                         put_waiters_.erase(w);
-                         for (auto& run : waiting) run();
+                         RunPutWaiters(key);
                        });
+}
+
+void Server::RunPutWaiters(const std::string& key) {
+  auto w = put_waiters_.find(key);
+  if (w == put_waiters_.end()) return;
+  std::vector<std::function<void()>> waiting;
+  waiting.swap(w->second);
+  put_waiters_.erase(w);
+  for (auto& run : waiting) run();
+}
+
+void Server::FlushSyncBatch() {
+  if (sync_in_flight_ || !filling_ || filling_->puts.empty()) return;
+  std::shared_ptr<SyncBatch> batch = std::move(filling_);
+  filling_.reset();
+  sync_in_flight_ = true;
+  RecordStore* store = store_;
+  background_.Schedule(
+      [store, batch] {
+        // Write every record of the batch, then one syncfs for all of them.
+        bool any = false;
+        for (auto& item : batch->puts) {
+          item.result = store->WritePut(item.pending, item.put->data);
+          any = any || item.result.ok();
+        }
+        if (!any) return;
+        Status synced = store->SyncAll();
+        if (synced.ok()) return;
+        for (auto& item : batch->puts) {
+          if (!item.result.ok()) continue;
+          store->RemoveWritten(item.pending);  // refused: its bytes must not stay
+          item.result = synced;
+        }
+      },
+      [this, batch] {
+        sync_in_flight_ = false;
+        ++sync_batches_;
+        for (auto& item : batch->puts) {
+          item.done(store_->FinishPut(item.pending, item.result));
+          RunPutWaiters(item.key);
+        }
+        FlushSyncBatch();  // the PUTs that came meanwhile, as one batch
+      });
 }
 
 void Server::HandlePutChain(Connection* c, uint64_t seq, uint16_t flags,

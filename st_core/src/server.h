@@ -138,6 +138,21 @@ class Server : public Connection::Handler, public GetLocal::Host {
   using StoreDone = std::function<void(const Status&)>;
   void StoreRecord(std::shared_ptr<OwnedPut> put, StoreDone done);
   void StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done);
+  // Group fsync (--sync without --sync-each): the PUTs that arrive while a
+  // batch is being written and synced form the next batch; one batch is in
+  // flight at a time, so batches grow with the load.
+  struct SyncBatch {
+    struct Item {
+      std::shared_ptr<OwnedPut> put;
+      RecordStore::PendingPut pending;
+      StoreDone done;
+      std::string key;
+      Status result;
+    };
+    std::vector<Item> puts;
+  };
+  void FlushSyncBatch();
+  void RunPutWaiters(const std::string& key);
 
   // PUT_CHAIN (docs/wire-protocol.md, "Chain replication"): store here, then
   // forward to the next holder and answer when it has answered.
@@ -236,6 +251,9 @@ class Server : public Connection::Handler, public GetLocal::Host {
   PeerMetrics metrics_;
   // Requests in flight on outgoing links: link id -> seq -> call.
   std::unordered_map<uint64_t, std::unordered_map<uint64_t, LinkCall>> link_calls_;
+  std::shared_ptr<SyncBatch> filling_;
+  bool sync_in_flight_ = false;
+  uint64_t sync_batches_ = 0;
   // PUTs waiting for a PUT of the same record ("<file_id>/<name>") to finish.
   std::unordered_map<std::string, std::vector<std::function<void()>>> put_waiters_;
   // Disk work off the loop (PUT and DELETE under --sync, GET verification).

@@ -153,6 +153,11 @@ class FaultEnv : public EnvWrapper {
     if (int e = Check(kLink, to)) return PosixError("rename to " + to, e);
     return target()->RenameFile(from, to);
   }
+  // The group fsync counts as kSyncFile: it is what makes record files durable.
+  Status SyncFilesystem(const std::string& path) override {
+    if (int e = Check(kSyncFile, path)) return PosixError("fsync (syncfs) " + path, e);
+    return target()->SyncFilesystem(path);
+  }
   Status SyncDir(const std::string& path) override {
     if (int e = Check(kSyncDir, path)) return PosixError("fsync " + path, e);
     return target()->SyncDir(path);

@@ -175,6 +175,37 @@ TEST_F(PeerEnvTest, StuckFsyncDoesNotStallThePeer) {
   EXPECT_EQ("S", DataOf(b.Call(EncodeGet(7, 7, "slow"))));
 }
 
+// Under --sync, the PUTs that arrive while one group fsync runs are written
+// and made durable together by the next one: 40 PUTs cost a few syncfs, not
+// 40 fsyncs, and none is answered before its batch is synced.
+TEST_F(PeerEnvTest, GroupFsyncBatchesThePutsOfALoopTurn) {
+  TestPeer peer(ServerOptions(), Store(/*sync=*/true));
+  env_.Inject(FaultEnv::kSyncFile, Fault::Stuck());
+  Client c(peer.port());
+  std::string batch;
+  for (int i = 0; i < 40; ++i) batch += PutFrame(i + 1, 7, 0, "g" + std::to_string(i), "data");
+  c.Send(batch);
+  ASSERT_TRUE(PollFor([&] { return env_.blocked() == 1; }, 10)) << "no group fsync began";
+  EXPECT_TRUE(c.Read(0.2).eof) << "a PUT was answered before its group fsync";
+  env_.Release();
+  for (int i = 0; i < 40; ++i) EXPECT_TRUE(IsOk(c.Read())) << i;
+  EXPECT_LE(env_.calls(FaultEnv::kSyncFile), 3u);  // the first PUT's batch, then the other 39
+  EXPECT_GE(env_.calls(FaultEnv::kSyncFile), 1u);
+}
+
+// --sync-each: an fdatasync per record (and its directory), no syncfs.
+TEST_F(PeerEnvTest, SyncEachFsyncsEveryRecord) {
+  StoreOptions so = Store(/*sync=*/true);
+  so.sync_each = true;
+  TestPeer peer(ServerOptions(), so);
+  Client c(peer.port());
+  const uint64_t files = env_.calls(FaultEnv::kSyncFile), dirs = env_.calls(FaultEnv::kSyncDir);
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(IsOk(c.Call(PutFrame(i + 1, 7, 0, "e" + std::to_string(i), "d"))));
+  EXPECT_EQ(files + 5, env_.calls(FaultEnv::kSyncFile));  // PEER_ID was synced before
+  EXPECT_GE(env_.calls(FaultEnv::kSyncDir), dirs + 5);
+}
+
 // A GET whose verification reads a stuck disk holds up only itself.
 TEST_F(PeerEnvTest, StuckVerificationDoesNotStallThePeer) {
   {
