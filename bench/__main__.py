@@ -122,7 +122,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--only", nargs="*", help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
-                                              "analysis pushdown raywrite bounded protocols throttle hotspot durability")
+                                              "analysis pushdown raywrite bounded protocols throttle hotspot "
+                                              "durability")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON (plots go to docs/ only for the default)")
     a = ap.parse_args()
     size = SIZES["quick" if a.quick else "full"]

@@ -7,7 +7,7 @@
     storetorrent ls        list the namespace
     storetorrent sql       DuckDB SQL over infofiles
     storetorrent status    peers, liveness, space
-    storetorrent rm        delete a file or a record
+    storetorrent rm        delete a file, a record or an empty directory (-r: a tree)
     storetorrent rebalance restore F copies after peers are lost for good
     storetorrent chmod     permission bits, group, owner of a file or directory
     storetorrent user add  a user with an API key in the tracker's users file
@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .errors import StoreTorrentError
+from .filters import FILTERS
 from .placement import POLICIES
 from .replication import PROTOCOLS
 
@@ -219,11 +220,14 @@ def demo(data: str | None, peers: int) -> None:
               help="how a new file's copies are written (docs/replication.md)")
 @click.option("--placement", type=click.Choice(POLICIES), default="random", show_default=True,
               help="where a new file's copies go (docs/replication.md)")
+@click.option("--filter", "filters", multiple=True, type=click.Choice(FILTERS),
+              help="client-side filter of a new file, in order (repeat): zstd, aes-256-gcm (the key from "
+                   "$STORETORRENT_KEY_FILE or $STORETORRENT_ENCRYPTION_KEY; docs/filters.md)")
 @click.option("--prefix", default="", help="prepended to every record name")
 @click.option("--skip-existing", is_flag=True,
               help="resume an interrupted put: records already committed with the same bytes are skipped, "
                    "ones with other bytes are reported (exit status 1)")
-def put(tracker, data, file, paths, replication, protocol, placement, prefix, skip_existing) -> None:
+def put(tracker, data, file, paths, replication, protocol, placement, filters, prefix, skip_existing) -> None:
     """Store local PATHS (files, or directories recursively) as records of FILE.
 
     Record names are the paths relative to each argument's parent. FILE is
@@ -247,7 +251,7 @@ def put(tracker, data, file, paths, replication, protocol, placement, prefix, sk
         f = c.open(file)
     except StFileNotFoundError:
         f = c.create(file, replication, est_size=sum(q.stat().st_size for _, q in items), protocol=protocol,
-                     placement=placement)
+                     placement=placement, filters=list(filters))
     else:
         explicit = click.get_current_context().get_parameter_source("replication")
         if explicit == click.core.ParameterSource.COMMANDLINE and f.replication != replication:
@@ -450,36 +454,51 @@ def status(tracker, data, fmt) -> None:
 @data_opt
 @click.argument("file")
 @click.argument("record", required=False)
-@click.option("-r", "--recursive", is_flag=True, help="FILE is a directory: delete every file below it")
+@click.option("-r", "--recursive", is_flag=True,
+              help="FILE is a directory: delete every file below it, then the directories")
 def rm(tracker, data, file, record, recursive) -> None:
-    """Delete FILE, or only RECORD of it, or with -r every file below a directory."""
+    """Delete FILE, or only RECORD of it, or an empty directory (as rmdir);
+    with -r a directory and everything below it."""
     from .client import Client
+    from .errors import StFileNotFoundError
 
     c = Client(_tracker(tracker, data))
     if recursive:
+        top = "/" + file.strip("/")
         entries = c.ls(file)
-        if len(entries) == 1 and not entries[0].is_dir and entries[0].name == "/" + file.strip("/"):
-            entries = []  # FILE is a file: deleted below
-        stack, files = [e for e in entries], []
-        while stack:
-            e = stack.pop()
-            if e.is_dir:
-                stack.extend(c.ls(e.name))
-            else:
-                files.append(e.name)
-        if not entries:
-            files = [file]
+        if len(entries) == 1 and not entries[0].is_dir and entries[0].name == top:
+            files, dirs = [top], []  # FILE is a file
+        else:
+            stack, files, dirs = list(entries), [], [top] if top != "/" else []
+            while stack:
+                e = stack.pop()
+                if e.is_dir:
+                    dirs.append(e.name)
+                    stack.extend(c.ls(e.name))
+                else:
+                    files.append(e.name)
         for name in sorted(files):
             n = c.delete(name)
             console.print(f"deleted {name} ({n} records)")
+        for d in sorted(dirs, key=lambda d: (-d.count("/"), d)):  # the deepest first
+            c.rmdir(d)
+            console.print(f"removed directory {d}")
         return
     if record:
         with c.open(file) as f:
             f.delete(record)
         console.print(f"deleted record {record} of {file}")
-    else:
+        return
+    try:
         n = c.delete(file)
-        console.print(f"deleted {file} ({n} records)")
+    except StFileNotFoundError:  # not a file: an empty directory?
+        try:
+            c.rmdir(file)
+        except StFileNotFoundError:
+            raise StFileNotFoundError(f"no such file or directory {file}") from None
+        console.print(f"removed directory {file}")
+        return
+    console.print(f"deleted {file} ({n} records)")
 
 
 @cli.command()

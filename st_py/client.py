@@ -11,6 +11,7 @@ from __future__ import annotations
 
 
 from .file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
+from .filters import MissingKeyError, check_filters, key_check, load_key
 from .tracker_client import TrackerClient
 from .transport import Transport
 from .locate import TRACKER_ENV, default_tracker  # noqa: F401 (public here too)
@@ -38,19 +39,25 @@ class Client:
         GET asks the least loaded copy holder first and skips hot spots
         (default); False: copy-rank order, as in the paper
         (docs/replication.md, "Load-aware reads").
+    encryption_key : bytes or path, optional
+        The 32-byte key of files with the ``aes-256-gcm`` filter, or a file
+        holding it (default: ``$STORETORRENT_KEY_FILE``,
+        ``$STORETORRENT_ENCRYPTION_KEY``; docs/filters.md). It stays on
+        this machine: the tracker gets only a check value.
     """
 
     def __init__(self, tracker: str | None = None, depth: int = DEFAULT_DEPTH,
                  group_size: int = DEFAULT_GROUP, timeout: float = 30.0, api_key: str | None = None,
                  tls: tuple[str | None, str | None, str | None] = (None, None, None),
-                 balance_reads: bool = True):
+                 balance_reads: bool = True, encryption_key: bytes | str | None = None):
         self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key, tls=tls)
         self.depth, self.group_size, self.timeout = depth, group_size, timeout
         self.balance_reads = balance_reads
+        self.encryption_key = load_key(encryption_key)  # never sent to the tracker
 
     def create(self, name: str, replication: str = "x2", est_size: int = 0,
                blocksize: int = 0, mode: int = 0, protocol: str = "client-sync",
-               placement: str = "random") -> StFile:
+               placement: str = "random", filters: list[str] | tuple[str, ...] = ()) -> StFile:
         """Create file ``name`` with replication class ``replication``
         (x1, x2, x3 ...) and open it for writing (paper 3.1, 3.3).
 
@@ -65,17 +72,36 @@ class Client:
         ``client-async``, ``chain-async``) and ``placement`` where they go
         (``random``, ``hash``, ``local-first``); both are kept in the
         infofile and apply to every writer of the file (docs/replication.md).
+        ``filters`` is the client-side filter chain applied to every record,
+        in order (``["zstd"]``, ``["aes-256-gcm"]``, ``["zstd",
+        "aes-256-gcm"]``; docs/filters.md); encryption uses this client's
+        ``encryption_key``.
 
         Raises
         ------
+        MissingKeyError (aes-256-gcm without a key),
         StFileExistsError, BadNameError, NotEnoughPeersError, QuotaExceededError,
         PermissionDeniedError, NotAuthenticatedError, TrackerUnavailableError
         (:class:`NoSpaceError`, a kind of NotEnoughPeersError, when no peers have room for ``est_size``)
         """
-        info = self.tracker.create(name, replication, est_size, blocksize, mode, protocol, placement)
-        f = StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
-        f.balance_reads = self.balance_reads
+        chain = check_filters(filters)
+        check = ""
+        if "aes-256-gcm" in chain:
+            if self.encryption_key is None:
+                raise MissingKeyError(f"creating {name} with aes-256-gcm needs a key: Client(encryption_key=...), "
+                                      "$STORETORRENT_KEY_FILE or $STORETORRENT_ENCRYPTION_KEY (docs/filters.md)",
+                                      file=name, filter="aes-256-gcm")
+            check = key_check(self.encryption_key)
+        info = self.tracker.create(name, replication, est_size, blocksize, mode, protocol, placement,
+                                   ",".join(chain), check)
+        f = self._file(info)
         f._holds_reservation = est_size > 0
+        return f
+
+    def _file(self, info, **kw) -> StFile:
+        f = StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout, **kw)
+        f.balance_reads = self.balance_reads
+        f.encryption_key = self.encryption_key
         return f
 
     def open_staged(self, name: str, prefer_peer: str | None = None) -> StFile:
@@ -90,8 +116,7 @@ class Client:
         StFileNotFoundError, TrackerUnavailableError
         """
         info = self.tracker.open(name)
-        return StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout, stage=True,
-                      prefer_peer=prefer_peer)
+        return self._file(info, stage=True, prefer_peer=prefer_peer)
 
     def commit_staged(self, name: str, records: list[dict]) -> int:
         """Commit staged records of file ``name`` in one transaction of the
@@ -153,9 +178,7 @@ class Client:
         StFileNotFoundError, TrackerUnavailableError
         """
         info = self.tracker.open(name)
-        f = StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout)
-        f.balance_reads = self.balance_reads
-        return f
+        return self._file(info)
 
     def delete(self, name: str) -> int:
         """Delete file ``name``: its records on every live peer, then its
@@ -202,6 +225,16 @@ class Client:
             Not the owner (or not an admin for a new owner).
         """
         return self.tracker.set_mode(name, mode, group, owner)
+
+    def rmdir(self, path: str) -> None:
+        """Remove the empty namespace directory ``path``, as UNIX rmdir (write
+        permission on its parent).
+
+        Raises
+        ------
+        DirectoryNotEmptyError, StFileNotFoundError, PermissionDeniedError
+        """
+        self.tracker.remove_dir(path)
 
     def ls(self, path: str = "/"):
         """Entries of a namespace directory (``ListEntry`` messages)."""

@@ -155,6 +155,8 @@ class StFile(ReaderMixin, LocalReadsMixin):
         self.replication = info.replication
         self.copies = info.copies
         self.protocol = info.protocol or "client-sync"
+        self._filter_names = [n for n in info.filters.split(",") if n]
+        self._filters = None  # made on first use (an encrypted file needs the key only to read or write)
         self._chain = is_chain(self.protocol) and info.copies > 1
         self._async = is_async(self.protocol) and info.copies > 1
         self.peers = {p.peer_idx: p for p in info.peers}
@@ -164,6 +166,23 @@ class StFile(ReaderMixin, LocalReadsMixin):
         if info.capability:
             self._cap_renew_at = time.time() + (info.capability_expires - time.time()) * 2 / 3
             self._transport.set_capability(self.file_id, info.capability)
+
+    encryption_key: bytes | None = None  # set by Client (docs/filters.md)
+
+    @property
+    def filters(self):
+        """The file's :class:`~st_py.filters.FilterChain` (empty: no filter).
+
+        Raises
+        ------
+        MissingKeyError, WrongKeyError
+            An encrypted file without its key, or with another one.
+        """
+        if self._filters is None:
+            from .filters import FilterChain
+
+            self._filters = FilterChain(self._filter_names, self.encryption_key, self.name, self.info.key_check)
+        return self._filters
 
     def refresh(self) -> None:
         """Re-read the peerlist and liveness from the tracker (and get a
@@ -270,6 +289,8 @@ class StFile(ReaderMixin, LocalReadsMixin):
             raise RecordExistsError(f"record {name!r} is already committed in {self.name}: records are "
                                     "write-once; delete it first or use another name")
         data = bytes(data) if not isinstance(data, bytes) else data
+        if self.filters:  # the peers store (and CRC) the filtered bytes
+            data = self.filters.encode(self.file_id, name, data)
         while self._puts_inflight + self._gets_inflight >= self.depth:
             self._transport.poll(0.05)
             self._committer.pump()

@@ -7,7 +7,9 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 --       name, replication ('x2'), copies (2), blocksize, est_size,
 --       created_at (unix s), owner, generation (bumped by every commit,
 --       delete and rebalance move), protocol ('client-sync'), placement
---       ('random') (both absent in files made before they existed)
+--       ('random') (both absent in files made before they existed),
+--       filters ('zstd,aes-256-gcm'; '' or absent: none; docs/filters.md),
+--       key_check (HMAC of the encryption key; never the key)
 
 CREATE TABLE peers(
   peer_idx INTEGER PRIMARY KEY,       -- index in the file's peerlist; rows are

@@ -21,10 +21,10 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
-from .errors import ChecksumError, PeerError, RecordNotFoundError, RecordUnavailableError
+from .errors import ChecksumError, PeerError, RecordNotFoundError, RecordUnavailableError, StoreTorrentError
 from .infofile import RecordMeta
 from .placement import hash_ranking
 from .protocol import ErrorCode, crc32c, encode_get
@@ -56,6 +56,7 @@ class ReaderMixin:
         _hash_placement: bool
         _peer_ids: dict[int, str]
         _transport: Transport
+        filters: Any
         _committer: GroupCommitter
         _gets_inflight: int
 
@@ -104,8 +105,8 @@ class ReaderMixin:
             lat[idx] = (seconds, now)
         else:
             lat[idx] = (old[0] + LATENCY_ALPHA * (seconds - old[0]), now)
-    def queue_get(self, name: str, callback: Callable[[str, bytes | None, Exception | None], None] | None = None
-                  ) -> Pending:
+    def queue_get(self, name: str, callback: Callable[[str, bytes | None, Exception | None], None] | None = None,
+                  *, stored: bool = False) -> Pending:
         """Queue a GET of committed record ``name`` (paper 3.6).
 
         Reads the infofile for the copies, asks one peer at a time in copy-rank
@@ -119,11 +120,16 @@ class ReaderMixin:
         know whether the record is committed: it returns any stored copy
         (docs/replication.md, "Placement policies").
 
+        ``stored=True`` returns the bytes as the peers store them, before the
+        file's filters (docs/filters.md) are undone: for copying records
+        between peers (rebalance, repair).
+
         Returns
         -------
         Pending
             ``result()`` is the record's bytes, or raises
-            RecordNotFoundError / RecordUnavailableError.
+            RecordNotFoundError / RecordUnavailableError (and, with filters,
+            WrongKeyError / FilterError).
         """
         self._check_open()
         self._renew_capability()
@@ -152,12 +158,12 @@ class ReaderMixin:
         while self.inflight >= self.depth:
             self.poll(0.05)
         self._gets_inflight += 1
-        self._try_get(name, meta, self._read_order(holders), [], fut, callback)
+        self._try_get(name, meta, self._read_order(holders), [], fut, callback, stored)
         self._transport.poll(0)
         return fut
 
     def _try_get(self, name: str, meta: RecordMeta | None, order: list[int], reasons: list[tuple[str, Exception]],
-                 fut, callback) -> None:
+                 fut, callback, stored: bool = False) -> None:
         """Ask the first peer of ``order``; on any error, the next one.
         ``meta`` None: a read without the infofile (hash placement), where
         NOT_FOUND only means "not on this peer"."""
@@ -193,9 +199,17 @@ class ReaderMixin:
                     exc = ChecksumError(f"copy on {addr} does not match its CRC-32C")
             if exc is not None:
                 reasons.append((addr, exc))
-                self._try_get(name, meta, order[1:], reasons, fut, callback)
+                self._try_get(name, meta, order[1:], reasons, fut, callback, stored)
                 return
             self._gets_inflight -= 1
+            if not stored and self.filters:
+                try:
+                    data = self.filters.decode(self.file_id, name, data)
+                except StoreTorrentError as e:  # a wrong key, or bytes a filter cannot undo
+                    fut._set(exc=e)
+                    if callback:
+                        self._notify(name, callback, name, None, e)
+                    return
             fut._set(data)
             if callback:
                 self._notify(name, callback, name, data, None)

@@ -132,7 +132,7 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
         if all(p in lost_set for p in m.peers):
             report.unavailable.append(m.name)
             continue
-        pending.append((m, f.queue_get(m.name)))
+        pending.append((m, f.queue_get(m.name, stored=True)))
     for m, fut in pending:
         exc = fut.exception()
         if exc is None:

@@ -136,7 +136,7 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
     for meta, rank, peer in pending:
         by_name.setdefault(meta.name, []).append((rank, peer))
         metas[meta.name] = meta
-    reads = {n: f.queue_get(n) for n in by_name}
+    reads = {n: f.queue_get(n, stored=True) for n in by_name}
     stored: list[pb.CopyStored] = []
     outstanding = {"n": 0}
 

@@ -13,9 +13,9 @@ from ._proto import tracker_pb2 as pb
 from . import tls as tlsmod
 from ._proto import tracker_pb2_grpc as pb_grpc
 from .namespace import normalize
-from .errors import (ERROR_KIND_KEY, BadNameError, NoSpaceError, NotAuthenticatedError, NotEnoughPeersError,
-                     PermissionDeniedError, QuotaExceededError, StFileExistsError, StFileNotFoundError,
-                     StoreTorrentError, TrackerError, TrackerUnavailableError)
+from .errors import (ERROR_KIND_KEY, BadNameError, DirectoryNotEmptyError, NoSpaceError, NotAuthenticatedError,
+                     NotEnoughPeersError, PermissionDeniedError, QuotaExceededError, StFileExistsError,
+                     StFileNotFoundError, StoreTorrentError, TrackerError, TrackerUnavailableError)
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -63,6 +63,8 @@ class TrackerClient:
             return NoSpaceError(detail)
         if kind == "not-enough-peers":
             return NotEnoughPeersError(detail)
+        if kind == "not-empty":
+            return DirectoryNotEmptyError(detail)
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return TrackerUnavailableError(
                 f"tracker at {self.address} unreachable ({code.name}: {detail}); "
@@ -76,11 +78,13 @@ class TrackerClient:
             raise self.map_error(e, method) from None
 
     def create(self, name: str, replication: str, est_size: int, blocksize: int = 0,
-               mode: int = 0, protocol: str = "", placement: str = "") -> pb.FileInfo:
+               mode: int = 0, protocol: str = "", placement: str = "", filters: str = "",
+               key_check: str = "") -> pb.FileInfo:
         name = normalize(name)  # a clear BadNameError before anything is sent
         return self._call("Create", pb.CreateRequest(name=name, replication=replication, est_size=est_size,
                                                      blocksize=blocksize, user=self.user, mode=mode,
-                                                     protocol=protocol, placement=placement))
+                                                     protocol=protocol, placement=placement, filters=filters,
+                                                     key_check=key_check))
 
     def open(self, name: str) -> pb.FileInfo:
         name = normalize(name)
@@ -131,8 +135,12 @@ class TrackerClient:
                                                              user=self.user))
 
     def set_mode(self, name: str, mode: int = 0, group: str = "", owner: str = "") -> pb.SetModeReply:
-        return self._call("SetMode", pb.SetModeRequest(name=normalize(name), mode=mode, group=group,
+        name = normalize(name) if name.strip("/") else "/"  # the root has a mode too
+        return self._call("SetMode", pb.SetModeRequest(name=name, mode=mode, group=group,
                                                        owner=owner, user=self.user))
+
+    def remove_dir(self, path: str) -> pb.RemoveDirReply:
+        return self._call("RemoveDir", pb.RemoveDirRequest(path=normalize(path), user=self.user))
 
     def report_failure(self, addr: str, reason: str) -> None:
         try:

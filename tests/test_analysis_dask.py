@@ -181,3 +181,23 @@ def test_worker_restarted_mid_scan_does_not_hang(st_cluster):
         os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
         got = fut.result(timeout=120)
     assert got == pytest.approx(source_frame().x.sum())
+
+
+def test_encrypted_compressed_file_reads_back(st_cluster, dclient, monkeypatch):
+    """Client-side filters (docs/filters.md): the Dask reader decodes the
+    local copies with the key of its environment."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from st_integrations.dask_reader import read_storetorrent
+
+    key = bytes(range(32))
+    monkeypatch.setenv("STORETORRENT_ENCRYPTION_KEY", key.hex())
+    with st_cluster.client() as c, c.create("/dask/secret", "x2", filters=["zstd", "aes-256-gcm"]) as f:
+        for i in range(6):
+            b = io.BytesIO()
+            pq.write_table(pa.table({"v": list(range(i * 100, i * 100 + 100))}), b)
+            f.put(f"p{i}.parquet", b.getvalue())
+    df = read_storetorrent("/dask/secret", tracker=st_cluster.tracker_addr, client=dclient).compute()
+    assert sorted(df.v) == list(range(600))

@@ -72,6 +72,9 @@ def dataset(paths: str | list[str], *, tracker: str | None = None, schema: pa.Sc
     opts = ScanOptions()
     for unit in plan.units:
         here = is_local(unit.peer) if local is None else (local and is_local(unit.peer))
+        # Records of files with client-side filters (docs/filters.md) go
+        # through the fsspec layer, which undoes the filters.
+        here = here and not any(ref.filters for ref in unit.records)
         for ref in unit.records:
             if here:
                 with open(ref.path, "rb") as fh:

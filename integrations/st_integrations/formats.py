@@ -99,8 +99,20 @@ def detect(name: str, head: bytes) -> str:
     return "raw"
 
 
-def detect_file(name: str, path: str) -> str:
-    with open(path, "rb") as fh:
+# A record's bytes: its local path, or (a record of a file with client-side
+# filters, docs/filters.md) the decoded bytes in memory.
+Source = str | pa.Buffer
+
+
+def _open(source: Source):
+    """A readable Arrow file on the source (memory-mapped when a path)."""
+    return pa.memory_map(source) if isinstance(source, str) else pa.BufferReader(source)
+
+
+def detect_file(name: str, source: Source) -> str:
+    if not isinstance(source, str):
+        return detect(name, source[:HEAD_BYTES].to_pybytes())
+    with open(source, "rb") as fh:
         return detect(name, fh.read(HEAD_BYTES))
 
 
@@ -126,13 +138,15 @@ def _dataset_format(name: str, fmt: str):
     raise ValueError(fmt)
 
 
-def _fragment(name: str, path: str, fmt: str):
+def _fragment(name: str, source: Source, fmt: str):
     import pyarrow.fs as pafs
 
-    return _dataset_format(name, fmt).make_fragment(path, filesystem=pafs.LocalFileSystem())
+    if not isinstance(source, str):
+        return _dataset_format(name, fmt).make_fragment(source)
+    return _dataset_format(name, fmt).make_fragment(source, filesystem=pafs.LocalFileSystem())
 
 
-def record_schema(name: str, path: str, fmt: str | None = None) -> pa.Schema:
+def record_schema(name: str, path: Source, fmt: str | None = None) -> pa.Schema:
     """The schema of one record on local disk, from its header only where
     the format has one (Parquet footer, Arrow IPC schema message); CSV and
     JSON are inferred from their first block.
@@ -147,7 +161,7 @@ def record_schema(name: str, path: str, fmt: str | None = None) -> pa.Schema:
         if fmt == "raw":
             return RAW_SCHEMA
         if fmt == "arrows":
-            with pa.memory_map(path) as src:
+            with _open(path) as src:
                 return pa.ipc.open_stream(src).schema
         return _fragment(name, path, fmt).physical_schema
     except (pa.ArrowException, OSError) as e:
@@ -156,15 +170,17 @@ def record_schema(name: str, path: str, fmt: str | None = None) -> pa.Schema:
         raise RecordFormatError(f"record {name!r} does not decode as {fmt}: {e}", name, fmt) from e
 
 
-def scan_record(name: str, path: str, fmt: str | None, schema: pa.Schema, columns: list[str] | None = None,
+def scan_record(name: str, path: Source, fmt: str | None, schema: pa.Schema, columns: list[str] | None = None,
                 filter=None, batch_size: int = 131_072) -> Iterator[pa.RecordBatch]:
     """Read one record from local disk as Arrow record batches in the
     dataset's schema.
 
     Parameters
     ----------
-    name, path : str
-        The record's name (for raw rows and messages) and its local path.
+    name : str
+        The record's name (for raw rows and messages).
+    path : str or pyarrow.Buffer
+        Its local path, or its decoded bytes (a file with filters).
     fmt : str or None
         One of :data:`FORMATS`; detected when None.
     schema : pyarrow.Schema
@@ -195,11 +211,15 @@ def scan_record(name: str, path: str, fmt: str | None, schema: pa.Schema, column
         if fmt in ("raw", "arrows"):
             # No statistics to use: decode (zero-copy for IPC), conform, filter.
             if fmt == "raw":
-                with open(path, "rb") as fh:
-                    batches = pa.table({"record": [name], "data": [fh.read()]}, schema=RAW_SCHEMA).to_batches()
+                if isinstance(path, str):
+                    with open(path, "rb") as fh:
+                        raw = fh.read()
+                else:
+                    raw = path.to_pybytes()
+                batches = pa.table({"record": [name], "data": [raw]}, schema=RAW_SCHEMA).to_batches()
                 src = None
             else:
-                src = pa.memory_map(path)
+                src = _open(path)
                 batches = pa.ipc.open_stream(src)
             try:
                 for b in batches:

@@ -536,10 +536,10 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             out = [i for i in map(self._entry_info, entries) if i is not None]
         elif kind == "file" or (kind == "inside" and self._has_under(a, b + "/")):
             records, dirs = self._children(a, b + "/" if b else "")
-            out = [_record_info(f"{a}/{r[0]}", *r[1:]) for r in records]
+            out = [self._rec_info(a, r[0], f"{a}/{r[0]}", r[1:]) for r in records]
             out += [_prefix_info(f"{a}/{d}") for d in dirs]
         elif kind == "inside" and (m := self._meta(a, b)) is not None:
-            out = [_record_info(path, *m)]
+            out = [self._rec_info(a, b, path, m)]
         elif kind == "inside":
             raise _not_found(path, f"no committed record {b!r} (nor records below it) in StoreTorrent file {a}")
         else:
@@ -566,7 +566,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         if kind == "inside":
             m = self._meta(a, b)
             if m is not None:
-                return _record_info(path, *m)
+                return self._rec_info(a, b, path, m)
             if self._has_under(a, b + "/"):
                 return _prefix_info(path)
             raise _not_found(path, f"no committed record {b!r} in StoreTorrent file {a}")
@@ -591,7 +591,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         if kind == "inside" and not self._has_under(a, b + "/"):
             m = self._meta(a, b)
             if m is not None:  # a record: find gives the record itself
-                out[path] = _record_info(path, *m)
+                out[path] = self._rec_info(a, b, path, m)
         elif kind != "missing":
             if withdirs:
                 out[path] = self.info(path)
@@ -624,7 +624,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                     if d not in out:
                         out[d] = _prefix_info(d)
             if room == len(parts):
-                out[base + name[len(prefix):]] = _record_info(base + name[len(prefix):], size, crc, t)
+                out[base + name[len(prefix):]] = self._rec_info(a, name, base + name[len(prefix):], (size, crc, t))
 
     def du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Bytes of the records below ``path`` (one copy; directories count
@@ -743,6 +743,14 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                     self._cache_used -= len(self._cache.popitem(last=False)[1])
         return data
 
+    def _rec_info(self, fname: str, rname: str, path: str, meta) -> dict:
+        """The fsspec info of a record. Under client-side filters
+        (docs/filters.md) the infofile knows the stored size only, so the
+        record is read (and cached) to give the size a reader will see."""
+        if self._handle(fname)._filter_names:
+            meta = (len(self._read_record(fname, rname, tuple(meta))),) + tuple(meta[1:])
+        return _record_info(path, *meta)
+
     def _read_local(self, fname: str, rname: str, meta) -> bytes | None:
         """The record from its revealed local path, or None (no local copy,
         unreadable, or not matching the committed size and CRC-32C)."""
@@ -764,6 +772,9 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             return None
         with self._lock:
             self.stats["local_reads"] += 1
+        h = self._handle(fname)
+        if h.filters:  # client-side filters (docs/filters.md): the local copy is stored bytes
+            data = h.filters.decode(h.file_id, rname, data)
         return data
 
     def _record_of(self, path: str):
@@ -848,7 +859,8 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             fname, rname, meta = self._record_of(path)
             kwargs.setdefault("cache_type", "none")
             return StoreTorrentRecordFile(self, path, mode, block_size, autocommit, cache_options=cache_options,
-                                          size=meta[0], record=(fname, rname, meta), **kwargs)
+                                          size=self._rec_info(fname, rname, path, meta)["size"],
+                                          record=(fname, rname, meta), **kwargs)
         replication = kwargs.pop("replication", None)
         self._write_target(path)  # fail early: exists, a directory, no file can hold it
         return StoreTorrentRecordFile(self, path, mode, block_size, autocommit, cache_options=cache_options,
@@ -1061,7 +1073,7 @@ class StoreTorrentRecordFile(AbstractBufferedFile):
     def details(self):
         if self._details is None:
             fname, rname, meta = self._record
-            self._details = _record_info(f"{fname}/{rname}", *meta)
+            self._details = self.fs._rec_info(fname, rname, f"{fname}/{rname}", meta)
         return self._details
 
     @details.setter

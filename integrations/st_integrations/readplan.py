@@ -40,7 +40,12 @@ class RecordRef:
     file: str
     name: str
     path: str
-    size: int
+    size: int  # as stored (after the file's filters)
+    # The file's client-side filters (docs/filters.md): the bytes at path
+    # are decoded with them before they are parsed.
+    filters: tuple[str, ...] = ()
+    file_id: int = 0
+    key_check: str = ""
 
 
 @dataclass(frozen=True)
@@ -237,10 +242,13 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
     for name in files:
         with client.open(name) as f:
             plan, by_peer = plan_file(f)
+            filters = tuple(n for n in f.info.filters.split(",") if n)
+            fid, check = f.file_id, f.info.key_check
         plans[name] = plan
         revealed[name] = sum(len(v) for v in by_peer.values())
         for peer, recs in by_peer.items():
-            per_peer.setdefault(peer, []).extend(RecordRef(name, r.name, r.path, r.size) for r in recs)
+            per_peer.setdefault(peer, []).extend(RecordRef(name, r.name, r.path, r.size, filters, fid, check)
+                                                 for r in recs)
     total = sum(r.size for recs in per_peer.values() for r in recs)
     if num_blocks:
         block_size = max(1, math.ceil(total / max(1, num_blocks)))

@@ -9,6 +9,7 @@ read task and a Dask task.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from collections.abc import Iterator
@@ -33,6 +34,43 @@ class ScanOptions:
     decoder: Decoder | None = None
     include_paths: bool = False
     batch_size: int = 131_072
+    # For records of encrypted files: the key, when the driver was given one
+    # (it then travels with the tasks); None: each task loads it from its
+    # own environment ($STORETORRENT_KEY_FILE, ...; docs/filters.md).
+    encryption_key: bytes | None = None
+
+
+_chains: dict = {}  # (filters, key check) -> FilterChain, per process
+
+
+def _source(ref, opts: ScanOptions):
+    """What to parse for ``ref``: its local path, or for a file with
+    client-side filters its decoded bytes."""
+    if not ref.filters:
+        return ref.path
+    from st_py.filters import FilterChain, load_key
+
+    k = (ref.filters, ref.key_check, ref.file)
+    chain = _chains.get(k)
+    if chain is None:
+        key = opts.encryption_key if opts.encryption_key is not None else load_key()
+        chain = _chains[k] = FilterChain(ref.filters, key, ref.file, ref.key_check)
+    with open(ref.path, "rb") as fh:
+        stored = fh.read()
+    return pa.py_buffer(chain.decode(ref.file_id, ref.name, stored))
+
+
+def _decoder_path(ref, source, stack) -> str:
+    """A path for a user's decoder: the record's own, or a temporary file of
+    its decoded bytes."""
+    if isinstance(source, str):
+        return source
+    import tempfile
+
+    tmp = stack.enter_context(tempfile.NamedTemporaryFile(prefix="st-record-"))
+    tmp.write(source.to_pybytes())
+    tmp.flush()
+    return tmp.name
 
 
 def _stat(ref) -> None:
@@ -56,9 +94,11 @@ def unit_schemas(unit: ReadUnit, opts: ScanOptions) -> list[SchemaSource]:
     out: dict[pa.Schema, str] = {}
     for ref in unit.records:
         _stat(ref)
+        src = _source(ref, opts)
         if opts.decoder is not None:
-            return [SchemaSource(opts.decoder(ref.name, ref.path).schema, ref.name)]
-        s = RAW_SCHEMA if opts.format == "raw" else record_schema(ref.name, ref.path, opts.format)
+            with contextlib.ExitStack() as stack:
+                return [SchemaSource(opts.decoder(ref.name, _decoder_path(ref, src, stack)).schema, ref.name)]
+        s = RAW_SCHEMA if opts.format == "raw" else record_schema(ref.name, src, opts.format)
         if s not in out:
             out[s] = ref.name
     return [SchemaSource(s, n) for s, n in out.items()]
@@ -86,16 +126,18 @@ def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filt
         out_schema = out_schema.append(pa.field(PATH_COLUMN, pa.string()))
     for ref in unit.records:
         _stat(ref)
+        src = _source(ref, opts)
         if opts.decoder is not None:
-            t = opts.decoder(ref.name, ref.path)
+            with contextlib.ExitStack() as stack:
+                t = opts.decoder(ref.name, _decoder_path(ref, src, stack))
             if filter is not None:
                 t = t.filter(filter)
             batches = (conform(b, schema, ref.name) for b in t.to_batches())
             if columns is not None:
                 batches = (b.select(columns) for b in batches)
         else:
-            fmt = "raw" if opts.format == "raw" else (opts.format or detect_file(ref.name, ref.path))
-            batches = scan_record(ref.name, ref.path, fmt, schema, columns, filter, opts.batch_size)
+            fmt = "raw" if opts.format == "raw" else (opts.format or detect_file(ref.name, src))
+            batches = scan_record(ref.name, src, fmt, schema, columns, filter, opts.batch_size)
         for b in batches:
             if opts.include_paths:
                 b = b.append_column(PATH_COLUMN, pa.array([f"{ref.file}/{ref.name}"] * b.num_rows, pa.string()))

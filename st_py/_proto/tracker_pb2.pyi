@@ -33,7 +33,7 @@ class Peer(_message.Message):
     def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes")
+    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes", "filters", "key_check")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,8 @@ class FileInfo(_message.Message):
     PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     EST_SIZE_FIELD_NUMBER: _ClassVar[int]
     RESERVED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    KEY_CHECK_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     name: str
     replication: str
@@ -76,10 +78,12 @@ class FileInfo(_message.Message):
     placement: str
     est_size: int
     reserved_bytes: int
-    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., write_denied: _Optional[str] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., est_size: _Optional[int] = ..., reserved_bytes: _Optional[int] = ...) -> None: ...
+    filters: str
+    key_check: str
+    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., write_denied: _Optional[str] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., est_size: _Optional[int] = ..., reserved_bytes: _Optional[int] = ..., filters: _Optional[str] = ..., key_check: _Optional[str] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("name", "replication", "est_size", "blocksize", "user", "mode", "protocol", "placement")
+    __slots__ = ("name", "replication", "est_size", "blocksize", "user", "mode", "protocol", "placement", "filters", "key_check")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     EST_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +92,8 @@ class CreateRequest(_message.Message):
     MODE_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    KEY_CHECK_FIELD_NUMBER: _ClassVar[int]
     name: str
     replication: str
     est_size: int
@@ -96,7 +102,9 @@ class CreateRequest(_message.Message):
     mode: int
     protocol: str
     placement: str
-    def __init__(self, name: _Optional[str] = ..., replication: _Optional[str] = ..., est_size: _Optional[int] = ..., blocksize: _Optional[int] = ..., user: _Optional[str] = ..., mode: _Optional[int] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ...) -> None: ...
+    filters: str
+    key_check: str
+    def __init__(self, name: _Optional[str] = ..., replication: _Optional[str] = ..., est_size: _Optional[int] = ..., blocksize: _Optional[int] = ..., user: _Optional[str] = ..., mode: _Optional[int] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., filters: _Optional[str] = ..., key_check: _Optional[str] = ...) -> None: ...
 
 class OpenRequest(_message.Message):
     __slots__ = ("name", "user")
@@ -363,3 +371,15 @@ class CloseReply(_message.Message):
     RELEASED_BYTES_FIELD_NUMBER: _ClassVar[int]
     released_bytes: int
     def __init__(self, released_bytes: _Optional[int] = ...) -> None: ...
+
+class RemoveDirRequest(_message.Message):
+    __slots__ = ("path", "user")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    user: str
+    def __init__(self, path: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
+
+class RemoveDirReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -99,6 +99,11 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.CloseRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.CloseReply.FromString,
                 _registered_method=True)
+        self.RemoveDir = channel.unary_unary(
+                '/storetorrent.v1.Tracker/RemoveDir',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.RemoveDirRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.RemoveDirReply.FromString,
+                _registered_method=True)
 
 
 class TrackerServicer:
@@ -195,6 +200,13 @@ class TrackerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RemoveDir(self, request, context):
+        """Removes an empty namespace directory (rmdir): write permission on its parent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TrackerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -262,6 +274,11 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.Close,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.CloseRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.CloseReply.SerializeToString,
+            ),
+            'RemoveDir': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveDir,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.RemoveDirRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.RemoveDirReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -615,6 +632,33 @@ class Tracker:
             '/storetorrent.v1.Tracker/Close',
             storetorrent_dot_v1_dot_tracker__pb2.CloseRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.CloseReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveDir(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/RemoveDir',
+            storetorrent_dot_v1_dot_tracker__pb2.RemoveDirRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.RemoveDirReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -9,6 +9,7 @@ open the infofiles read-only.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import secrets
@@ -23,11 +24,12 @@ from .._proto import tracker_pb2_grpc as pb_grpc
 from ..errors import ERROR_KIND_KEY, BadNameError
 from ..placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy
 from ..infofile import InfofileReader, InfofileWriter, create_infofile
+from ..filters import check_filters
 from ..replication import DEFAULT_PROTOCOL, check_protocol
 from ..replication import copies as class_copies
 from .access import DEFAULT_FILE_MODE, R, W, AccessError, Owner, User, Users, may, mode_text
-from .committer import Committer
-from .guard import Guard, owner_of_meta
+from .committer import Committer, CommitStats
+from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
 from .peers import PeerRegistry
 from .reservations import Reservations
 from .scheduler import SchedulingError, schedule
@@ -53,7 +55,9 @@ class TrackerService(pb_grpc.TrackerServicer):
         self.mutual_tls = False  # set by serve(): client certificates name the user
         self.guard = Guard(root, state, self.users)
         self._committers: dict[str, Committer] = {}
+        self.commit_stats = CommitStats()  # of every committer (metrics)
         self._peer_ids: dict[int, dict[int, str]] = {}  # file id -> {peer_idx: peer_id}, for commits
+        self._creating: dict[str, int] = {}  # names being created: RemoveDir keeps their directories
         # Space reservations of files being written (docs/replication.md)
         self.reservations = Reservations(state, reservation_lease_s)
         self.reservations.load(self._committed_bytes)
@@ -102,7 +106,7 @@ class TrackerService(pb_grpc.TrackerServicer):
             path = namespace.infofile_path(self.root, name)
             if not path.is_file():
                 return None
-            c = self._committers[name] = Committer(InfofileWriter(path))
+            c = self._committers[name] = Committer(InfofileWriter(path), self.commit_stats)
         return c
 
     def _drop_committer(self, name: str) -> None:
@@ -169,7 +173,8 @@ class TrackerService(pb_grpc.TrackerServicer):
                            # files made before these settings existed have neither key
                            protocol=meta.get("protocol", DEFAULT_PROTOCOL),
                            placement=meta.get("placement", DEFAULT_POLICY),
-                           est_size=int(meta.get("est_size") or 0))
+                           est_size=int(meta.get("est_size") or 0),
+                           filters=meta.get("filters", ""), key_check=meta.get("key_check", ""))
 
     def _grant(self, info: pb.FileInfo, user: User, name: str) -> pb.FileInfo:
         """Attach a capability for what ``user`` may do on the file
@@ -191,12 +196,29 @@ class TrackerService(pb_grpc.TrackerServicer):
 
     # -- RPCs ----------------------------------------------------------------
     async def Create(self, request, context):
+        try:
+            name = namespace.normalize(request.name)
+        except BadNameError:
+            name = ""  # refused by _create
+        self._creating[name] = self._creating.get(name, 0) + 1
+        try:
+            return await self._create(request, context)
+        finally:
+            self._creating[name] -= 1
+            if not self._creating[name]:
+                del self._creating[name]
+
+    async def _create(self, request, context):
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
         replication = request.replication or "x2"
         try:
             f = class_copies(replication)
             protocol = check_protocol(request.protocol)
+            filters = ",".join(check_filters(request.filters.split(",")))
+            if "aes-256-gcm" in filters and len(request.key_check) != 32:
+                raise BadNameError("an aes-256-gcm file needs the key's check value (st_py.filters.key_check); "
+                                   "the tracker never sees the key itself")
             placement = check_policy(request.placement)
         except BadNameError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
@@ -231,13 +253,14 @@ class TrackerService(pb_grpc.TrackerServicer):
         meta = {"file_id": file_id, "name": name, "replication": replication, "copies": f,
                 "blocksize": blocksize, "est_size": request.est_size, "created_at": time.time(),
                 "owner": user.name, "group": user.group, "mode": f"{mode:04o}",
-                "protocol": protocol, "placement": placement}
+                "protocol": protocol, "placement": placement, "filters": filters,
+                "key_check": request.key_check if "aes-256-gcm" in filters else ""}
         # Owners of the new directories before they exist: a create running
         # meanwhile in the same new directory must not find it ownerless.
         self.guard.made_dirs(user, new_dirs)
         try:
             await asyncio.to_thread(create_infofile, path, meta,
-                                    [(i, p.peer_id, p.addr) for i, p in enumerate(chosen)])
+                                    [(i, p.peer_id, p.addr) for i, p in enumerate(chosen)], disk_mode(mode, False))
         except BaseException as e:
             self.reservations.release(file_id)
             if isinstance(e, FileExistsError):
@@ -248,6 +271,8 @@ class TrackerService(pb_grpc.TrackerServicer):
             raise
         self.reservations.persist(file_id)
         self.state.add_file(name, file_id, user.name)
+        for d in new_dirs:  # made with the umask's bits
+            self.guard.follow_on_disk(d, self.guard.dir_owner(d).mode, True)
         log.info("created %s id=%x class=%s protocol=%s placement=%s peers=%d owner=%s%s", name, file_id,
                  replication, protocol, placement, len(chosen), user.name,
                  f" reserved={request.est_size}x{f}" if request.est_size else "")
@@ -428,7 +453,7 @@ class TrackerService(pb_grpc.TrackerServicer):
 
     async def ReportFailure(self, request, context):
         await self._user(context)
-        if self.registry.report_failed(request.addr):
+        if self.registry.report_failed(request.addr, request.reason):
             log.warning("client reports peer %s failed: %s", request.addr, request.reason)
         return pb.ReportFailureReply()
 
@@ -480,7 +505,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         """chmod / chgrp / chown: the owner may change mode and group (to one
         of their groups), only an admin the owner."""
         user = await self._user(context, request.user)
-        name = await self._name(context, request.name)
+        name = await self._name(context, request.name) if request.name.strip("/") else "/"  # "/": the root
         if request.mode > 0o777:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"mode {request.mode:o} is not 0 to 0777")
         is_dir = namespace.dir_path(self.root, name).is_dir()
@@ -498,6 +523,13 @@ class TrackerService(pb_grpc.TrackerServicer):
             await context.abort(grpc.StatusCode.PERMISSION_DENIED,
                                 f"{user.name} is not in group {request.group}")
         new = Owner(request.owner or o.owner, request.group or o.group, request.mode or o.mode)
+        try:  # POSIX access to the namespace follows (paper 3.5): the bits on disk first
+            set_disk_mode(namespace.dir_path(self.root, name) if is_dir else namespace.infofile_path(self.root, name),
+                          new.mode, is_dir)
+        except OSError as e:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"cannot set the permission bits of {name} in the namespace on disk "
+                                f"({e.strerror}); nothing was changed")
         if is_dir:
             self.state.set_dir_owner(name, new.owner, new.group, new.mode)
         else:
@@ -513,6 +545,46 @@ class TrackerService(pb_grpc.TrackerServicer):
                     self.reservations.persist(res.file_id)
         log.info("%s set %s to %s %s:%s", user.name, name, mode_text(new.mode), new.owner, new.group)
         return pb.SetModeReply(owner=new.owner, group=new.group, mode=new.mode)
+
+    async def RemoveDir(self, request, context):
+        """rmdir: an empty namespace directory goes, as in UNIX with write
+        (and search) permission on its parent."""
+        user = await self._user(context, request.user)
+        if not request.path.strip("/"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the namespace root cannot be removed")
+        name = await self._name(context, request.path)
+        await self._allowed(context, self.guard.check_search, user, name)
+        d = namespace.dir_path(self.root, name)
+        if not d.is_dir():
+            if d.exists():
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"{name} is a file, not a directory: delete it with `storetorrent rm {name}`",
+                                    trailing_metadata=((ERROR_KIND_KEY, "not-a-directory"),))
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no such directory {name}")
+        parent = name.rsplit("/", 1)[0] or "/"
+        await self._allowed(context, self.guard.check_dir, user, parent, W, "delete entries in directory")
+        # No await from here to the rmdir: a create that starts meanwhile
+        # either is in _creating or finds the directory gone (and makes it anew).
+        busy = [n for n in self._creating if n.startswith(name + "/")]
+        entries = sorted(e.name for e in d.iterdir())
+        if busy or entries:
+            shown = [e for e in entries if not e.startswith(namespace.TMP_PREFIX)]
+            what = (f"{len(shown)} entries: {', '.join(shown[:3])}{', ...' if len(shown) > 3 else ''}" if shown
+                    else "a file is being created in it")
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"directory {name} is not empty ({what}); delete what it holds first, or "
+                                f"everything with `storetorrent rm -r {name}`",
+                                trailing_metadata=((ERROR_KIND_KEY, "not-empty"),))
+        try:
+            os.rmdir(d)
+        except OSError as e:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"cannot remove directory {name}: {e.strerror}",
+                                trailing_metadata=((ERROR_KIND_KEY, "not-empty"),) if e.errno == errno.ENOTEMPTY
+                                else ())
+        self.state.remove_dir(name)
+        log.info("%s removed directory %s", user.name, name)
+        return pb.RemoveDirReply()
 
     async def Close(self, request, context):
         """The creator of a file is done writing: its reservation ends."""
