@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import analysis, cases, durability, hotspot, protocols, throttle
+from . import analysis, cases, durability, filters, hotspot, protocols, throttle
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench" / "results" / "latest.json"
@@ -123,13 +123,13 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--only", nargs="*", help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
                                               "analysis pushdown raywrite bounded protocols throttle hotspot "
-                                              "durability")
+                                              "durability filters")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON (plots go to docs/ only for the default)")
     a = ap.parse_args()
     size = SIZES["quick" if a.quick else "full"]
     con = Console(width=150)
     want = set(a.only or ["put1m", "put4k", "get1m", "ray", "dask", "commit", "duckdb", "memory", "scaling",
-                          protocols.GROUP, throttle.GROUP, hotspot.GROUP, durability.GROUP,
+                          protocols.GROUP, throttle.GROUP, hotspot.GROUP, durability.GROUP, filters.GROUP,
                           *analysis.GROUPS_OF_CASES])
     results: list[dict] = []
     tmp = Path(tempfile.mkdtemp(prefix="st-bench-"))
@@ -146,6 +146,7 @@ def main() -> int:
                 ("memory", lambda: cases.case_memory(cluster, size["mem"])),
                 (protocols.GROUP, lambda: protocols.case_protocols(cluster, size["proto1m"], size["proto4k"],
                                                                    size["rounds"])),
+                (filters.GROUP, lambda: filters.case_filters(cluster)),
             ]
             for key, fn in steps:
                 if key in want:
