@@ -142,12 +142,11 @@ def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, u
     keep serving; the tracker and peers come back on the same ports after
     `up` itself is restarted. Capabilities are always on (a key is made in
     DATA/secret.key). docs/deployment.md, "A local cluster"."""
-    import logging
-
+    from . import logs
     from .cluster import LocalCluster
     from .supervisor import Supervisor
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup("INFO", "text")  # the daemons' format (docs/operations.md, "Logs")
     cluster = LocalCluster(Path(data), n_peers=peers, announce_interval=announce_interval, die_with_parent=True,
                            tls=tls, mutual_tls=mtls, users_file=Path(users_file).resolve() if users_file else None,
                            tracker_port=tracker_port, keep_layout=True)
@@ -161,6 +160,8 @@ def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, u
                          name="repair", daemon=True).start()
     try:
         console.print(f"tracker  {cluster.tracker_addr}")
+        if cluster.tracker is not None and cluster.tracker.metrics_addr:
+            console.print(f"status   http://{cluster.tracker.metrics_addr}/   (metrics: /metrics)")
         for i, a in enumerate(cluster.peer_addrs):
             console.print(f"peer-{i}   {a}")
         console.print(f"namespace {cluster.namespace}\nlogs      {cluster.data_dir / 'logs'}")

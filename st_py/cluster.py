@@ -267,7 +267,7 @@ class LocalCluster:
     def start_tracker(self) -> Daemon:
         argv = [sys.executable, "-m", "st_py.tracker", "--root", str(self.namespace),
                 "--state-dir", str(self.data_dir / "tracker"), "--port", str(self.tracker_port),
-                "--announce-interval", str(self.announce_interval)]
+                "--announce-interval", str(self.announce_interval), "--metrics-port", "0"]
         if self.auth:
             argv += ["--key-file", str(self.key_file), "--capability-ttl", str(self.capability_ttl)]
         if self.users_file:

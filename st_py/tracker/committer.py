@@ -15,6 +15,15 @@ from dataclasses import dataclass, replace
 from ..infofile import Conflict, InfofileWriter
 
 
+@dataclass
+class CommitStats:
+    """What the committers of one tracker did (its metrics)."""
+
+    transactions: int = 0  # commit transactions run
+    requests: int = 0  # Commit requests they took
+    records: int = 0  # records newly committed
+
+
 @dataclass(frozen=True)
 class FileMeta:
     """The immutable part of an infofile's meta table."""
@@ -25,8 +34,9 @@ class FileMeta:
 
 
 class Committer:
-    def __init__(self, writer: InfofileWriter):
+    def __init__(self, writer: InfofileWriter, stats: CommitStats | None = None):
         self.writer = writer
+        self.stats = stats if stats is not None else CommitStats()
         meta = writer.meta()
         self._meta = meta
         npeers = writer.conn.execute("SELECT count(*) FROM peers").fetchone()[0]
@@ -53,6 +63,9 @@ class Committer:
                         if not f.done():
                             f.set_exception(e)
                 else:
+                    self.stats.transactions += 1
+                    self.stats.requests += len(jobs)
+                    self.stats.records += len(new)
                     by_name = {c.name: c for c in conflicts}
                     for b, f in jobs:
                         names = {r[0] for r in b}

@@ -8,16 +8,28 @@ last announced (kept at their first announce and then at most every
 ``SAVE_SPACE_S``), so that creates can be scheduled before they announce
 again (issue 14). A peer the state knows no space of (kept by an older
 tracker) has ``space_known`` False until it announces.
+
+The registry also keeps what an operator asks after (the status page and
+metrics, docs/operations.md): counts of announces and failure reports, and
+the last ``EVENTS_KEPT`` peer events (a client's failure report, a peer
+failed for missing its announces, a failed peer announcing again), noticed
+by :meth:`PeerRegistry.sweep`, which the tracker runs every announce
+interval and before each status page or scrape.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from .state import TrackerState
 
 SAVE_SPACE_S = 30.0  # how often a peer's announced space is written to the state
+EVENTS_KEPT = 50  # recent peer events shown on the status page
+
+log = logging.getLogger("st.tracker")
 
 
 @dataclass
@@ -35,11 +47,25 @@ class PeerInfo:
     unannounced_bytes: int = 0  # committed to it since its last announce (not in free_bytes yet)
     saved_at: float = 0.0  # when its space was last written to the state (time.monotonic())
     load: float = 0.0  # event-loop busy fraction it announced (0..1)
+    was_alive: bool = True  # live when last looked at (sweep): a change is an event
+    lapsed: bool = False  # its announces stopped for a liveness window (sweep), even if reported failed before
 
     @property
     def usable_free(self) -> int:
         """Free bytes as announced, less what was committed to it since."""
         return self.free_bytes - self.unannounced_bytes
+
+
+@dataclass
+class PeerEvent:
+    """Something that happened to a peer, for the status page."""
+
+    at: float  # time.time()
+    kind: str  # "reported" (a client's ReportFailure), "failed" (missed announces), "returned"
+    addr: str
+    peer_id: str
+    detail: str
+    count: int = 1  # the same report repeated while the peer stayed failed
 
 
 class PeerRegistry:
@@ -48,6 +74,10 @@ class PeerRegistry:
         self.interval_s = interval_s
         self.window_s = interval_s * misses
         self.peers: dict[str, PeerInfo] = {}
+        self.events: deque[PeerEvent] = deque(maxlen=EVENTS_KEPT)
+        self.announces = 0  # announces received
+        self.failure_reports = 0  # ReportFailure RPCs
+        self.failures: dict[str, int] = {}  # cause ("reported", "missed_announces") -> live-to-failed transitions
         now = time.monotonic()
         for peer_id, addr, capacity, used, free in state.known_peers():
             self.peers[peer_id] = PeerInfo(peer_id, addr, capacity or 0, used or 0, free or 0, last_announce=now,
@@ -55,10 +85,15 @@ class PeerRegistry:
 
     def announce(self, peer_id: str, addr: str, capacity: int, used: int, free: int, records: int,
                  load: float = 0.0) -> None:
+        self.announces += 1
         p = self.peers.get(peer_id)
         if p is None:
             p = self.peers[peer_id] = PeerInfo(peer_id, addr)
         now = time.monotonic()
+        if not p.was_alive:
+            self._event("returned", p, f"announced again after {now - p.last_announce:.1f} s", addr)
+            log.info("peer %s (%s) announced again", addr, peer_id)
+            p.was_alive = True
         if p.addr != addr or not p.announced or now - p.saved_at >= SAVE_SPACE_S:
             self.state.remember_peer(peer_id, addr, capacity, used, free)
             p.saved_at = now
@@ -66,16 +101,45 @@ class PeerRegistry:
         p.load = min(max(load, 0.0), 1.0)
         p.last_announce = now
         p.announced = p.space_known = True
-        p.reported_failed = False
+        p.reported_failed = p.lapsed = False
         p.unannounced_bytes = 0
 
-    def report_failed(self, addr: str) -> bool:
+    def report_failed(self, addr: str, reason: str = "") -> bool:
         """A client saw ``addr`` fail: treat it as failed until it announces again."""
+        self.failure_reports += 1
         for p in self.peers.values():
             if p.addr == addr:
                 p.reported_failed = True
+                last = self.events[-1] if self.events else None
+                if (not p.was_alive and last is not None and last.kind == "reported" and last.addr == addr
+                        and last.detail == reason):
+                    last.count += 1  # another client saw the same failure
+                    last.at = time.time()
+                else:
+                    self._event("reported", p, reason)
+                if p.was_alive:
+                    p.was_alive = False
+                    self.failures["reported"] = self.failures.get("reported", 0) + 1
                 return True
         return False
+
+    def sweep(self) -> None:
+        """Notice peers that missed their announces for a liveness window
+        (liveness is otherwise computed when asked, with no moment of
+        failing). A peer a client reported failed gets this event too: it
+        confirms the report, where announcing again would refute it."""
+        for p in self.peers.values():
+            age = self.age(p)
+            if not p.lapsed and age > self.window_s:
+                p.lapsed = True
+                if p.was_alive:
+                    p.was_alive = False
+                    self.failures["missed_announces"] = self.failures.get("missed_announces", 0) + 1
+                self._event("failed", p, f"no announce for {age:.2f} s (liveness window {self.window_s:.2f} s)")
+                log.warning("peer %s (%s) failed: no announce for %.1f s", p.addr, p.peer_id, age)
+
+    def _event(self, kind: str, p: PeerInfo, detail: str, addr: str = "") -> None:
+        self.events.append(PeerEvent(time.time(), kind, addr or p.addr, p.peer_id, detail))
 
     def alive(self, p: PeerInfo) -> bool:
         return not p.reported_failed and (time.monotonic() - p.last_announce) <= self.window_s

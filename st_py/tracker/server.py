@@ -6,20 +6,26 @@ import argparse
 import asyncio
 import logging
 import signal
-import sys
+import time
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import grpc
+from prometheus_client import disable_created_metrics
 
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..capability import CapabilityError, load_key
+from .. import logs
 from ..infofile import recover
 from ..tls import server_credentials
 from .access import AccessError, Users
+from .httpd import StatusHttp
+from .metrics import TrackerMetrics
 from .peers import PeerRegistry
 from .service import TrackerService
 from .state import TrackerState
+from .web import render_html, snapshot
 
 log = logging.getLogger("st.tracker")
 
@@ -28,12 +34,17 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
                 announce_interval: float = 2.0, misses: int = 3,
                 quota_bytes: int | None = None, key: bytes | None = None,
                 capability_ttl_s: float = 3600.0, users: Users | None = None,
-                tls: tuple[str, str, str | None] | None = None, reservation_lease_s: float = 900.0) -> None:
+                tls: tuple[str, str, str | None] | None = None, reservation_lease_s: float = 900.0,
+                metrics_port: int | None = None) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
     Prints ``listening on HOST:PORT`` on stdout once it accepts RPCs (port 0
-    picks a free port). Stops at once on a signal (paper 5).
+    picks a free port). Stops at once on a signal (paper 5). With
+    ``metrics_port`` it serves Prometheus metrics at /metrics and its status
+    page at / and /status.json on that port (0: a free one), and prints
+    ``metrics on HOST:PORT`` before ``listening on``.
     """
+    started = time.time()
     root.mkdir(parents=True, exist_ok=True)
     rolled, removed = recover(root)
     if rolled or removed:
@@ -47,9 +58,12 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
     if key is None:
         log.warning("no --key-file: files are opened without capabilities; peers started without "
                     "--key-file do not check them (development mode, docs/capabilities.md)")
+    version = _version()
+    metrics = TrackerMetrics(service, version, started)
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", 256 * 1024 * 1024),
                                       ("grpc.max_send_message_length", 256 * 1024 * 1024),
-                                      ("grpc.so_reuseport", 0)])
+                                      ("grpc.so_reuseport", 0)],
+                             interceptors=[metrics.rpc])
     pb_grpc.add_TrackerServicer_to_server(service, server)
     if tls:  # (cert, key, client CA or None): docs/security.md
         bound = server.add_secure_port(f"{host}:{port}", server_credentials(*tls))
@@ -58,15 +72,46 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
     if bound == 0:
         raise SystemExit(f"tracker: cannot listen on {host}:{port}")
     await server.start()
+    web = None
+    if metrics_port is not None:
+        web = StatusHttp(metrics.render, lambda: snapshot(service, started, version, f"{host}:{bound}"),
+                         render_html)
+        try:
+            mport = await web.start(host, metrics_port)
+        except OSError as e:
+            await server.stop(grace=0)
+            raise SystemExit(f"tracker: cannot serve metrics on {host}:{metrics_port}: {e}") from None
+        log.info("Prometheus metrics at http://%s:%d/metrics, status page at http://%s:%d/", host, mport, host,
+                 mport)
+        print(f"metrics on {host}:{mport}", flush=True)  # before "listening on", as st-peer
     print(f"listening on {host}:{bound}", flush=True)
+    log.info("tracker %s serving %s on %s:%d", version, root, host, bound)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    sweeper = asyncio.create_task(_sweep(registry, min(announce_interval, 1.0)))
     await stop.wait()
+    sweeper.cancel()
+    if web is not None:
+        await web.stop()
     await server.stop(grace=0.2)
     service.close()
     state.close()
+
+
+async def _sweep(registry: PeerRegistry, every_s: float) -> None:
+    """Notice (log, count, list) peers failing by missed announces."""
+    while True:
+        registry.sweep()
+        await asyncio.sleep(every_s)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("storetorrent")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -91,7 +136,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--reservation-lease", type=float, default=900.0,
                     help="seconds a file's space reservation (est_size) outlives its last commit or open for "
                          "writing when its creator does not close it (docs/replication.md)")
+    ap.add_argument("--metrics-port", type=int, default=None,
+                    help="serve Prometheus metrics at http://HOST:PORT/metrics and the status page at / "
+                         "(0 picks a free port; default: none). docs/operations.md")
     ap.add_argument("--log-level", default="INFO")
+    ap.add_argument("--log-format", choices=logs.FORMATS, default="text",
+                    help="text: 'YYYY-MM-DD HH:MM:SS.mmm LEVEL logger: message' (as st-peer); json: one "
+                         "object per line (ts, level, logger, msg, ...)")
     ap.add_argument("--config", type=Path, help="a TOML file of these options (key_file = \"...\", users, "
                                                 "tls_cert ...); flags given on the command line win")
     pre_ap = argparse.ArgumentParser(add_help=False)
@@ -113,8 +164,8 @@ def main(argv: list[str] | None = None) -> None:
             if act.dest in {k.replace("-", "_") for k in conf}:
                 act.required = False
     a = ap.parse_args(argv)
-    logging.basicConfig(level=a.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(a.log_level, a.log_format)
+    disable_created_metrics()  # no *_created series: this process is the tracker alone
     state_dir = a.state_dir or a.root.resolve().parent / "tracker-state"
     try:
         key = load_key(a.key_file) if a.key_file else None
@@ -132,4 +183,4 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("tracker: --tls-cert and --tls-key go together")
     tls = (a.tls_cert, a.tls_key, a.tls_client_ca) if a.tls_cert else None
     asyncio.run(serve(a.root, state_dir, a.host, a.port, a.announce_interval, a.misses, a.quota_bytes,
-                      key, a.capability_ttl, users, tls, a.reservation_lease))
+                      key, a.capability_ttl, users, tls, a.reservation_lease, a.metrics_port))

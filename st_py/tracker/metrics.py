@@ -1,0 +1,167 @@
+"""The tracker's Prometheus metrics (docs/operations.md, "Metrics").
+
+One :class:`TrackerMetrics` per tracker, with its own ``CollectorRegistry``
+(several trackers in one process do not share counters). Per-RPC counters and
+latencies come from :class:`RpcMetrics`, a gRPC server interceptor; the rest
+is read at scrape time from the tracker's own state (its peer registry,
+reservations, group committers), so the tracker's logic knows nothing of
+Prometheus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from .service import TrackerService
+
+# Upper bounds (seconds) of the RPC latency buckets, as the peers' (st_core/src/metrics.h) and beyond.
+RPC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+               5.0, 10.0)
+
+
+class RpcMetrics(grpc.aio.ServerInterceptor):
+    """Counts every RPC by method and status code and times it by method.
+
+    A handler that aborts (``context.abort``) ends with the code it gave;
+    one that raises ends UNKNOWN, one cancelled CANCELLED. RPCs refused
+    with RESOURCE_EXHAUSTED (a user's or a file's quota) are also counted as
+    quota refusals."""
+
+    def __init__(self, registry: CollectorRegistry):
+        self.rpcs = Counter("st_tracker_rpcs", "RPCs served, by method and gRPC status code",
+                            ["method", "code"], registry=registry)
+        self.seconds = Histogram("st_tracker_rpc_seconds", "RPC latency, from the handler's start to its reply",
+                                 ["method"], buckets=RPC_BUCKETS, registry=registry)
+        self.in_flight = Gauge("st_tracker_rpcs_in_flight", "RPCs being handled", registry=registry)
+        self.quota_refusals = Counter("st_tracker_quota_refusals",
+                                      "RPCs refused because a user's or a file's quota would be exceeded",
+                                      ["method"], registry=registry)
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:  # unknown method (UNIMPLEMENTED), or streaming
+            return handler
+        method = handler_call_details.method.rsplit("/", 1)[-1]
+        behavior = handler.unary_unary
+
+        async def observed(request, context):
+            start = time.perf_counter()
+            code = grpc.StatusCode.UNKNOWN
+            self.in_flight.inc()
+            try:
+                reply = await behavior(request, context)
+                code = _code_of(context) or grpc.StatusCode.OK
+                return reply
+            except BaseException as e:
+                code = _code_of(context) or (grpc.StatusCode.CANCELLED if _cancelled(e) else grpc.StatusCode.UNKNOWN)
+                raise
+            finally:
+                self.in_flight.dec()
+                self.seconds.labels(method).observe(time.perf_counter() - start)
+                self.rpcs.labels(method, code.name).inc()
+                if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    self.quota_refusals.labels(method).inc()
+
+        return grpc.unary_unary_rpc_method_handler(observed, request_deserializer=handler.request_deserializer,
+                                                   response_serializer=handler.response_serializer)
+
+
+def _code_of(context) -> grpc.StatusCode | None:
+    """The status code a handler set (``abort``, ``set_code``), if any."""
+    code = context.code()
+    if code is None or isinstance(code, grpc.StatusCode):
+        return code
+    for c in grpc.StatusCode:  # grpc.aio may keep the C core's integer
+        if c.value[0] == code:
+            return c
+    return None
+
+
+def _cancelled(e: BaseException) -> bool:
+    return isinstance(e, asyncio.CancelledError)
+
+
+class StateCollector(Collector):
+    """Metrics read from the tracker's state at scrape time (on its event
+    loop, where that state changes)."""
+
+    def __init__(self, service: TrackerService, started: float, version: str):
+        self.service = service
+        self.started = started
+        self.version = version
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.service
+        reg = s.registry
+        reg.sweep()
+        info = GaugeMetricFamily("st_tracker_info", "constant 1: the tracker's version", labels=["version"])
+        info.add_metric([self.version], 1)
+        yield info
+        yield GaugeMetricFamily("st_tracker_start_time_seconds", "when the tracker started (Unix time)",
+                                value=self.started)
+        yield GaugeMetricFamily("st_tracker_files", "files in the namespace", value=s.state.file_count())
+        held = s.reservations.on_peers()
+        peers = list(reg.peers.values())
+        live = [p for p in peers if reg.alive(p)]
+        by_state = GaugeMetricFamily("st_tracker_peers", "peers known, by state (live: announced within the "
+                                     "liveness window and not reported failed since)", labels=["state"])
+        by_state.add_metric(["live"], len(live))
+        by_state.add_metric(["failed"], len(peers) - len(live))
+        yield by_state
+        yield GaugeMetricFamily("st_tracker_capacity_bytes", "capacity the live peers announced",
+                                value=sum(p.capacity_bytes for p in live))
+        yield GaugeMetricFamily("st_tracker_used_bytes", "bytes the live peers announced they hold",
+                                value=sum(p.used_bytes for p in live))
+        yield GaugeMetricFamily("st_tracker_free_bytes", "free bytes of the live peers (as announced, less "
+                                "commits since), before reservations", value=sum(max(0, p.usable_free) for p in live))
+        yield GaugeMetricFamily("st_tracker_reserved_bytes", "bytes held on peers by space reservations",
+                                value=sum(held.values()))
+        yield GaugeMetricFamily("st_tracker_reservations", "files holding a space reservation",
+                                value=len(s.reservations.by_file))
+        alive = GaugeMetricFamily("st_tracker_peer_alive", "1 if the peer is live, 0 if failed",
+                                  labels=["peer_id", "addr"])
+        age = GaugeMetricFamily("st_tracker_peer_last_announce_age_seconds", "seconds since the peer's last "
+                                "announce", labels=["peer_id", "addr"])
+        for p in sorted(peers, key=lambda p: p.addr):
+            alive.add_metric([p.peer_id, p.addr], 1 if reg.alive(p) else 0)
+            age.add_metric([p.peer_id, p.addr], reg.age(p))
+        yield alive
+        yield age
+        yield CounterMetricFamily("st_tracker_announces", "peer announces received", value=reg.announces)
+        yield CounterMetricFamily("st_tracker_failure_reports", "ReportFailure RPCs (a client could not reach "
+                                  "a peer)", value=reg.failure_reports)
+        failures = CounterMetricFamily("st_tracker_peer_failures", "peers that went from live to failed, by "
+                                       "cause", labels=["cause"])
+        for cause in ("reported", "missed_announces"):
+            failures.add_metric([cause], reg.failures.get(cause, 0))
+        yield failures
+        cs = s.commit_stats
+        yield CounterMetricFamily("st_tracker_commit_transactions", "group-commit transactions run "
+                                  "(SQLite transactions on infofiles)", value=cs.transactions)
+        yield CounterMetricFamily("st_tracker_commit_requests", "Commit requests those transactions took "
+                                  "(requests / transactions: the group-commit factor)", value=cs.requests)
+        yield CounterMetricFamily("st_tracker_committed_records", "records newly committed", value=cs.records)
+
+
+class TrackerMetrics:
+    """The tracker's registry: RPC metrics (the interceptor), its state, and
+    the process's (``process_*``: CPU, memory, open descriptors)."""
+
+    def __init__(self, service: TrackerService, version: str, started: float | None = None):
+        self.registry = CollectorRegistry()
+        self.rpc = RpcMetrics(self.registry)
+        self.registry.register(StateCollector(service, time.time() if started is None else started, version))
+        ProcessCollector(registry=self.registry)
+
+    def render(self) -> bytes:
+        """The Prometheus text format (version 0.0.4)."""
+        return generate_latest(self.registry)

@@ -1,0 +1,220 @@
+"""The tracker's metrics, status data and log formats (docs/operations.md):
+/metrics parsed with the official Prometheus parser, /status.json as the
+status page's data, and the text and JSON log lines of tracker and peers."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import poll_for
+
+from st_py.errors import QuotaExceededError, StFileNotFoundError
+
+
+def fetch(addr: str, path: str) -> tuple[str, str]:
+    """(content type, body) of http://addr/path."""
+    with urllib.request.urlopen(f"http://{addr}{path}", timeout=10) as r:
+        return r.headers["Content-Type"], r.read().decode()
+
+
+def scrape(addr: str) -> dict:
+    """{(name, frozenset(labels)): value} of the tracker's /metrics."""
+    ctype, text = fetch(addr, "/metrics")
+    assert ctype.startswith("text/plain; version=0.0.4")
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def value(m: dict, name: str, **labels) -> float:
+    return m.get((name, frozenset(labels.items())), 0.0)
+
+
+def status(cluster) -> dict:
+    ctype, body = fetch(cluster.tracker.metrics_addr, "/status.json")
+    assert ctype == "application/json"
+    return json.loads(body)
+
+
+def test_tracker_metrics_follow_rpcs(make_cluster):
+    cluster = make_cluster(3, tracker_args=["--quota-bytes", "100000"])
+    addr = cluster.tracker.metrics_addr
+    assert addr and addr != cluster.tracker_addr
+    c = cluster.client()
+    with c.create("/m/a", "x2", est_size=10_000) as f:
+        for i in range(30):
+            f.queue_put(f"r{i}", b"x" * 100)
+        f.flush()
+        reserved = value(scrape(addr), "st_tracker_reserved_bytes")
+        assert reserved >= 10_000 * 2 - 30 * 100 * 2 - 100  # what the commits have not used yet
+    with pytest.raises(QuotaExceededError):
+        c.create("/m/big", "x2", est_size=1_000_000)
+    with pytest.raises(StFileNotFoundError):
+        c.tracker.open("/m/never-made")
+
+    m = scrape(addr)
+    info = [k for k in m if k[0] == "st_tracker_info"]
+    assert len(info) == 1 and m[info[0]] == 1 and dict(info[0][1])["version"]
+    assert value(m, "st_tracker_rpcs_total", method="Create", code="OK") == 1
+    assert value(m, "st_tracker_rpcs_total", method="Create", code="RESOURCE_EXHAUSTED") == 1
+    assert value(m, "st_tracker_rpcs_total", method="Open", code="NOT_FOUND") == 1
+    assert value(m, "st_tracker_quota_refusals_total", method="Create") == 1
+    commits = value(m, "st_tracker_rpcs_total", method="Commit", code="OK")
+    assert commits >= 1
+    assert value(m, "st_tracker_rpc_seconds_count", method="Commit") == commits
+    assert value(m, "st_tracker_rpc_seconds_bucket", method="Commit", le="+Inf") == commits
+    assert value(m, "st_tracker_rpc_seconds_sum", method="Create") > 0
+    assert value(m, "st_tracker_rpcs_in_flight") == 0
+    assert 1 <= value(m, "st_tracker_commit_transactions_total") <= commits
+    assert value(m, "st_tracker_commit_requests_total") == commits
+    assert value(m, "st_tracker_committed_records_total") == 30
+    assert value(m, "st_tracker_files") == 1
+    assert value(m, "st_tracker_peers", state="live") == 3
+    assert value(m, "st_tracker_peers", state="failed") == 0
+    assert value(m, "st_tracker_free_bytes") > 0
+    assert value(m, "st_tracker_capacity_bytes") >= value(m, "st_tracker_free_bytes")
+    assert value(m, "st_tracker_reserved_bytes") == 0  # closed: the reservation ended
+    assert value(m, "st_tracker_announces_total") >= 3
+    assert value(m, "st_tracker_rpcs_total", method="Announce", code="OK") >= 3
+    assert value(m, "process_open_fds") > 0
+    alive = {dict(k[1])["addr"]: v for k, v in m.items() if k[0] == "st_tracker_peer_alive"}
+    assert alive == {a: 1 for a in cluster.peer_addrs}
+
+    # a peer dies and a client says so
+    dead = cluster.kill_peer(1)
+    c.tracker.report_failure(dead, "test: connection refused")
+    c.tracker.report_failure(dead, "test: connection refused")  # a second client, the same failure
+    m = scrape(addr)
+    assert value(m, "st_tracker_failure_reports_total") == 2
+    assert value(m, "st_tracker_peer_failures_total", cause="reported") == 1
+    assert value(m, "st_tracker_peers", state="failed") == 1
+    alive = {dict(k[1])["addr"]: v for k, v in m.items() if k[0] == "st_tracker_peer_alive"}
+    assert alive[dead] == 0 and sum(alive.values()) == 2
+
+
+def test_status_json_follows_a_failure_and_a_return(make_cluster):
+    cluster = make_cluster(3)
+    c = cluster.client()
+    with c.create("/s/a", "x2") as f:
+        f.put("r", b"data")
+    s = status(cluster)
+    assert s["files"] == 1
+    assert s["totals"]["live_peers"] == 3 and s["totals"]["failed_peers"] == 0
+    assert {p["addr"] for p in s["peers"]} == set(cluster.peer_addrs)
+    assert sum(p["records"] for p in s["peers"]) in (0, 2)  # as last announced
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", s["tracker"]["started_at"])
+    assert s["tracker"]["uptime_s"] > 0 and s["tracker"]["addr"] == cluster.tracker_addr
+    assert s["recent_failures"] == []
+
+    port = int(cluster.peers[2].addr.rsplit(":", 1)[1])
+    dead = cluster.kill_peer(2)
+    s = poll_for(lambda: (lambda s: s if s["totals"]["failed_peers"] == 1 else None)(status(cluster)),
+                 what="the killed peer to be failed")
+    ev = s["recent_failures"][0]
+    assert ev["kind"] == "failed" and ev["addr"] == dead and "no announce for" in ev["detail"]
+    peer = next(p for p in s["peers"] if p["addr"] == dead)
+    assert not peer["alive"] and peer["state"] == "failed"
+    assert peer["last_announce_age_s"] >= s["tracker"]["liveness_window_s"]
+
+    cluster.start_peer(2, port)  # back on its address
+    s = poll_for(lambda: (lambda s: s if s["totals"]["failed_peers"] == 0 else None)(status(cluster)),
+                 what="the peer to announce again")
+    assert [e["kind"] for e in s["recent_failures"]] == ["returned", "failed"]  # newest first
+
+
+def test_status_http_endpoint(cluster):
+    addr = cluster.tracker.metrics_addr
+    ctype, page = fetch(addr, "/")
+    assert ctype == "text/html; charset=utf-8"
+    assert '<meta http-equiv="refresh" content="5">' in page
+    for a in cluster.peer_addrs:
+        assert a in page
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"http://{addr}/nope", timeout=10)
+    assert e.value.code == 404
+    e.value.close()
+    req = urllib.request.Request(f"http://{addr}/status.json", method="HEAD")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert int(r.headers["Content-Length"]) > 0 and r.read() == b""
+    req = urllib.request.Request(f"http://{addr}/", data=b"x", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 405
+    e.value.close()
+
+
+TEXT_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} (DEBUG|INFO|WARN|ERROR|CRITICAL) [\w.-]+: .*")
+JSON_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def _exercise(cluster) -> None:
+    """Some work that logs: a create, a peer that fails and is reported."""
+    c = cluster.client()
+    with c.create("/logs/a", "x2") as f:
+        f.put("r", b"data")
+    dead = cluster.kill_peer(0)
+    c.tracker.report_failure(dead, 'test: "refused"\nsecond line')
+    poll_for(lambda: c.status().failed_peers == 1, what="the peer to be failed")
+
+
+def test_text_logs_of_tracker_and_peers_share_one_format(make_cluster):
+    cluster = make_cluster(2)
+    _exercise(cluster)
+    cluster.stop()
+    for log in sorted((cluster.data_dir / "logs").iterdir()):
+        lines = log.read_text().splitlines()
+        assert lines, log
+        bad = [x for x in lines if not TEXT_LINE.fullmatch(x)]
+        assert not bad, f"{log.name}: {bad[:5]}"
+    tracker = (cluster.data_dir / "logs" / "tracker.log").read_text()
+    assert " WARN st.tracker: client reports peer " in tracker
+
+
+def test_json_logs_of_tracker_and_peers(make_cluster):
+    cluster = make_cluster(2, tracker_args=["--log-format", "json"], peer_args=["--log-format", "json"])
+    _exercise(cluster)
+    cluster.stop()
+    seen = {}
+    for log in sorted((cluster.data_dir / "logs").iterdir()):
+        lines = log.read_text().splitlines()
+        assert lines, log
+        for line in lines:
+            rec = json.loads(line)  # every line is one object
+            assert JSON_TS.fullmatch(rec["ts"]), line
+            assert rec["level"] in ("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL"), line
+            assert isinstance(rec["msg"], str) and rec["logger"], line
+            seen.setdefault(rec["logger"], []).append(rec)
+    assert any("serving" in r["msg"] for r in seen["st-peer"])
+    reports = [r for r in seen["st.tracker"] if r["msg"].startswith("client reports peer")]
+    assert len(reports) == 1 and reports[0]["level"] == "WARN"
+    assert reports[0]["msg"].endswith('test: "refused"\nsecond line')
+
+
+def test_json_formatter_keeps_extra_fields_and_exceptions():
+    import logging
+
+    from st_py.logs import JsonFormatter, TextFormatter
+
+    rec = logging.LogRecord("st.tracker", logging.ERROR, __file__, 1, "moved %d copies", (3,), None)
+    rec.file = "/exp/run1"
+    out = json.loads(JsonFormatter().format(rec))
+    assert out["msg"] == "moved 3 copies" and out["file"] == "/exp/run1" and out["level"] == "ERROR"
+    assert JSON_TS.fullmatch(out["ts"])
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        import sys
+
+        rec = logging.LogRecord("st.tracker", logging.WARNING, __file__, 1, "failed", (), sys.exc_info())
+    out = json.loads(JsonFormatter().format(rec))
+    assert out["level"] == "WARN" and "ValueError: boom" in out["exc"]
+    text = TextFormatter().format(rec)
+    assert TEXT_LINE.fullmatch(text.splitlines()[0]) and "ValueError: boom" in text
