@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
   }
   if (opt.mint_token) return RunMintToken(opt);
   if (opt.verbose) st::SetLogLevel(st::LogLevel::kDebug);
+  st::LogFormat log_format;
+  if (st::ParseLogFormat(opt.log_format, &log_format)) st::SetLogFormat(log_format);
 
   std::string capability_key;
   if (!opt.key_file.empty()) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "capability.h"
+#include "log.h"
 
 namespace st {
 namespace {
@@ -120,6 +121,8 @@ protocol of docs/wire-protocol.md.
                               (docs/capabilities.md). Without it nothing is
                               checked (development mode, logged as a warning)
   --verbose                   debug logging
+  --log-format FORMAT         text (default) or json: one JSON object per
+                              line (docs/operations.md, "Logs")
   --help                      this text
 
 Minting a token (operators, scripts): --mint-token prints a token signed
@@ -197,6 +200,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
                                           "--keepalive-timeout",
                                           "--max-connections",
                                           "--key-file",
+                                          "--log-format",
                                           "--ops",
                                           "--tracker-ca",
                                           "--tracker-cert",
@@ -261,6 +265,10 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
       (flag == "--tracker-ca"     ? out->tracker_ca
        : flag == "--tracker-cert" ? out->tracker_cert
                                   : out->tracker_key) = value;
+    } else if (flag == "--log-format") {
+      LogFormat format;
+      if (!ParseLogFormat(value, &format)) return bad("text or json");
+      out->log_format = value;
     } else if (flag == "--ops") {
       if (!ParseOps(value, &out->mint_ops)) {
         return bad("1..31, the sum of 1 READ, 2 WRITE, 4 DELETE, 8 PEER, 16 ADMIN, or names "

@@ -47,6 +47,7 @@ struct Options {
   double mint_ttl_s = 3600;
   std::string mint_user;
   bool verbose = false;
+  std::string log_format = "text";  // --log-format: text or json (log.h)
   bool help = false;
 };
 
