@@ -10,7 +10,7 @@ from __future__ import annotations
 
 ERROR_KIND_KEY = "st-error"
 """gRPC trailing metadata key by which the tracker says what kind of
-refusal an error is (``not-enough-peers``, ``no-space``), so that clients
+refusal an error is (``not-enough-peers``, ``no-space``, ``not-empty``), so that clients
 never parse message text."""
 
 
@@ -57,6 +57,10 @@ class NotAuthenticatedError(StoreTorrentError, PermissionError):
 
 class NotEnoughPeersError(StoreTorrentError):
     """Fewer live peers than the replication class needs."""
+
+
+class DirectoryNotEmptyError(StoreTorrentError, OSError):
+    """A namespace directory to remove still holds files or directories."""
 
 
 class NoSpaceError(NotEnoughPeersError):

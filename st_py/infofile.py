@@ -53,9 +53,10 @@ def _connect_rw(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def create_infofile(path: Path, meta: dict, peers: list[tuple[int, str, str]]) -> None:
+def create_infofile(path: Path, meta: dict, peers: list[tuple[int, str, str]], mode: int | None = None) -> None:
     """Create the infofile atomically: build it under a temporary name in the
     same directory, then link it into place (fails if ``path`` exists).
+    ``mode``: its permission bits from the start (whatever the umask).
 
     Raises
     ------
@@ -64,6 +65,9 @@ def create_infofile(path: Path, meta: dict, peers: list[tuple[int, str, str]]) -
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".st-creating-{path.name}-{os.getpid()}-{time.monotonic_ns()}")
+    if mode is not None:  # SQLite gives its journal the same bits
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.chmod(tmp, mode)
     conn = _connect_rw(tmp)
     try:
         conn.executescript(SCHEMA)

@@ -130,9 +130,9 @@ def test_put_resumes_get_r_and_rm_r(cluster, tmp_path):
     assert "fetched 6 records" in r.stdout
     assert sorted(p.name for p in (out / "shots").iterdir()) == [f"{i}.bin" for i in range(6)]
     assert (out / "shots" / "4.bin").read_bytes() == bytes([4]) * 500
-    # rm -r: every file below a directory
+    # rm -r: every file below a directory, then the directories
     _cli(cluster, "put", "/cli/sub/b", str(src / "0.bin"))
     r = _cli(cluster, "rm", "-r", "/cli")
     assert "deleted /cli/a" in r.stdout and "deleted /cli/sub/b" in r.stdout
-    left = json.loads(_cli(cluster, "ls", "/cli", "--format", "json").stdout)
-    assert [e["type"] for e in left] == ["dir"]  # no file is left; empty directories stay (no rmdir yet)
+    assert "removed directory /cli/sub" in r.stdout and "removed directory /cli\n" in r.stdout
+    assert json.loads(_cli(cluster, "ls", "/", "--format", "json").stdout) == []

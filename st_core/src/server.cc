@@ -688,17 +688,19 @@ void Server::StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done) {
     done(s);
     return;
   }
-  if (!store_->sync_each()) {  // group fsync: joins the batch being filled
-    if (!filling_) filling_ = std::make_shared<SyncBatch>();
-    filling_->puts.push_back(SyncBatch::Item{put, pending, std::move(done), key, Status()});
-    FlushSyncBatch();
-    return;
-  }
   auto result = std::make_shared<Status>();
   RecordStore* store = store_;
+  bool group = !store_->sync_each();
   background_.Schedule([store, pending, put,
                         result] { *result = store->WritePut(pending, put->data); },
-                       [this, pending, result, key, done] {
+                       [this, pending, result, key, done, group, put] {
+                         if (group && result->ok()) {
+                           // Written (in parallel with other PUTs); durable
+                           // with the next group fsync, answered after it.
+                           sync_waiting_.push_back(SyncItem{put, pending, done, key, Status()});
+                           MaybeGroupSync();
+                           return;
+                         }
                          done(store_->FinishPut(pending, *result));
                          RunPutWaiters(key);
                        });
@@ -713,37 +715,28 @@ void Server::RunPutWaiters(const std::string& key) {
   for (auto& run : waiting) run();
 }
 
-void Server::FlushSyncBatch() {
-  if (sync_in_flight_ || !filling_ || filling_->puts.empty()) return;
-  std::shared_ptr<SyncBatch> batch = std::move(filling_);
-  filling_.reset();
+void Server::MaybeGroupSync() {
+  if (sync_in_flight_ || sync_waiting_.empty()) return;
+  auto batch = std::make_shared<std::vector<SyncItem>>();
+  batch->swap(sync_waiting_);
   sync_in_flight_ = true;
   RecordStore* store = store_;
+  auto synced = std::make_shared<Status>();
   background_.Schedule(
-      [store, batch] {
-        // Write every record of the batch, then one syncfs for all of them.
-        bool any = false;
-        for (auto& item : batch->puts) {
-          item.result = store->WritePut(item.pending, item.put->data);
-          any = any || item.result.ok();
-        }
-        if (!any) return;
-        Status synced = store->SyncAll();
-        if (synced.ok()) return;
-        for (auto& item : batch->puts) {
-          if (!item.result.ok()) continue;
-          store->RemoveWritten(item.pending);  // refused: its bytes must not stay
-          item.result = synced;
-        }
+      [store, batch, synced] {
+        // One syncfs for every record written since the last one.
+        *synced = store->SyncAll();
+        if (synced->ok()) return;
+        for (auto& item : *batch) store->RemoveWritten(item.pending);  // refused: must not stay
       },
-      [this, batch] {
+      [this, batch, synced] {
         sync_in_flight_ = false;
         ++sync_batches_;
-        for (auto& item : batch->puts) {
-          item.done(store_->FinishPut(item.pending, item.result));
+        for (auto& item : *batch) {
+          item.done(store_->FinishPut(item.pending, *synced));
           RunPutWaiters(item.key);
         }
-        FlushSyncBatch();  // the PUTs that came meanwhile, as one batch
+        MaybeGroupSync();  // the PUTs written meanwhile, as one batch
       });
 }
 

@@ -138,20 +138,18 @@ class Server : public Connection::Handler, public GetLocal::Host {
   using StoreDone = std::function<void(const Status&)>;
   void StoreRecord(std::shared_ptr<OwnedPut> put, StoreDone done);
   void StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done);
-  // Group fsync (--sync without --sync-each): the PUTs that arrive while a
-  // batch is being written and synced form the next batch; one batch is in
-  // flight at a time, so batches grow with the load.
-  struct SyncBatch {
-    struct Item {
-      std::shared_ptr<OwnedPut> put;
-      RecordStore::PendingPut pending;
-      StoreDone done;
-      std::string key;
-      Status result;
-    };
-    std::vector<Item> puts;
+  // Group fsync (--sync without --sync-each): each PUT is written on a
+  // background thread as it comes; the PUTs written while one syncfs runs
+  // wait for the next, which makes them all durable before they are
+  // answered. One syncfs in flight at a time, so batches grow with the load.
+  struct SyncItem {
+    std::shared_ptr<OwnedPut> put;
+    RecordStore::PendingPut pending;
+    StoreDone done;
+    std::string key;
+    Status result;
   };
-  void FlushSyncBatch();
+  void MaybeGroupSync();
   void RunPutWaiters(const std::string& key);
 
   // PUT_CHAIN (docs/wire-protocol.md, "Chain replication"): store here, then
@@ -251,7 +249,7 @@ class Server : public Connection::Handler, public GetLocal::Host {
   PeerMetrics metrics_;
   // Requests in flight on outgoing links: link id -> seq -> call.
   std::unordered_map<uint64_t, std::unordered_map<uint64_t, LinkCall>> link_calls_;
-  std::shared_ptr<SyncBatch> filling_;
+  std::vector<SyncItem> sync_waiting_;  // written, waiting for the next group fsync
   bool sync_in_flight_ = false;
   uint64_t sync_batches_ = 0;
   // PUTs waiting for a PUT of the same record ("<file_id>/<name>") to finish.

@@ -6,7 +6,10 @@ tracker's state, files in their infofile's meta) and what each user stores.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 from .. import namespace
 from ..infofile import InfofileReader
@@ -19,6 +22,30 @@ def _ancestors(name: str) -> list[str]:
     """"/a/b/c" -> ["/", "/a", "/a/b"]."""
     parts = name.strip("/").split("/")
     return ["/"] + ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+log = logging.getLogger("st.tracker")
+
+
+def disk_mode(mode: int, is_dir: bool) -> int:
+    """The permission bits on disk of an infofile (or a namespace directory)
+    whose StoreTorrent mode is ``mode`` (paper 3.5: the infofiles' UNIX
+    permissions govern access to the shared namespace). The group's and
+    others' read bits (and search bits of directories) are the mode's; the
+    file's UNIX owner is the tracker's account, which keeps rw (rwx): the
+    tracker writes every infofile, and peers, running as that account, read
+    them. Nobody else gets w: only the tracker writes the namespace."""
+    return (0o700 | (mode & 0o055)) if is_dir else (0o600 | (mode & 0o044))
+
+
+def set_disk_mode(path: Path, mode: int, is_dir: bool) -> bool:
+    """chmod ``path`` to :func:`disk_mode`; False if it already had it.
+    Raises OSError (e.g. the tracker's account does not own it)."""
+    want = disk_mode(mode, is_dir)
+    if os.stat(path).st_mode & 0o7777 == want:
+        return False
+    os.chmod(path, want)
+    return True
 
 
 def owner_of_meta(meta: dict) -> Owner:
@@ -42,9 +69,25 @@ class Guard:
                 continue
             try:
                 _, b = r.stats()
-                self.usage[owner] = self.usage.get(owner, 0) + b * int(r.meta().get("copies", 1))
+                meta = r.meta()
+                self.usage[owner] = self.usage.get(owner, 0) + b * int(meta.get("copies", 1))
             finally:
                 r.close()
+            self.follow_on_disk(name, owner_of_meta(meta).mode, False)
+        for path, mode in [("/", self.dir_owner("/").mode), *state.dirs()]:
+            self.follow_on_disk(path, int(mode), True)
+
+    def follow_on_disk(self, name: str, mode: int, is_dir: bool) -> None:
+        """The infofile or directory ``name`` gets the permission bits of its
+        mode (at start: files chmodded before the tracker did it on disk, a
+        namespace restored from a backup; new directories); a failure is
+        logged."""
+        try:
+            path = namespace.dir_path(self.root, name) if is_dir else namespace.infofile_path(self.root, name)
+            if path.exists() and set_disk_mode(path, mode, is_dir):
+                log.info("%s: permission bits on disk set to %o (mode %o)", name, disk_mode(mode, is_dir), mode)
+        except (OSError, ValueError) as e:
+            log.warning("%s: cannot set its permission bits on disk to follow mode %o: %s", name, mode, e)
 
     # -- ownership ------------------------------------------------------------
     def dir_owner(self, path: str) -> Owner:

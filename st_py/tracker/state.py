@@ -69,6 +69,13 @@ class TrackerState:
     def set_dir_owner(self, path: str, owner: str, group: str, mode: int) -> None:
         self.conn.execute("INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)", (path, owner, group, mode))
 
+    def remove_dir(self, path: str) -> None:
+        self.conn.execute("DELETE FROM dirs WHERE path = ?", (path,))
+
+    def dirs(self) -> list[tuple[str, int]]:
+        """(path, mode) of every namespace directory with a recorded owner."""
+        return list(self.conn.execute("SELECT path, mode FROM dirs"))
+
     def known_peers(self) -> list[tuple[str, str, int | None, int | None, int | None]]:
         """(peer_id, addr, capacity, used, free bytes) of every peer seen;
         the space as last announced, None if never kept."""
