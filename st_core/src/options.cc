@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "capability.h"
+#include "config_file.h"
 #include "log.h"
 
 namespace st {
@@ -48,6 +49,44 @@ bool ParseBytes(const std::string& s, uint64_t* v) {
   if (n > UINT64_MAX / mult) return false;
   *v = n * mult;
   return true;
+}
+
+// The arguments to parse: the keys of --config FILE as flags, then argv[1..]
+// (later flags win, so the command line overrides the file). `where` says,
+// for each, which line of the file it came from ("" for the command line).
+Status ConfigThenArgv(int argc, const char* const* argv, std::vector<std::string>* args,
+                      std::vector<std::string>* where, Options* out) {
+  bool help = false;  // --help works even with a broken file: it is not read
+  for (int i = 1; i < argc; ++i) {
+    help = help || std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0;
+  }
+  for (int i = 1; i < argc && !help; ++i) {
+    std::string arg = argv[i];
+    std::string path;
+    if (arg == "--config") {
+      if (i + 1 >= argc) return Status::InvalidArgument("--config needs a value");
+      path = argv[++i];
+    } else if (arg.rfind("--config=", 0) == 0) {
+      path = arg.substr(9);
+    } else {
+      continue;
+    }
+    if (!out->config_file.empty()) return Status::InvalidArgument("--config given twice");
+    if (path.empty()) return Status::InvalidArgument("--config needs a file name");
+    out->config_file = path;
+    std::vector<ConfigFlag> flags;
+    Status s = ReadConfigFile(path, &flags);
+    if (!s.ok()) return Status::InvalidArgument(s.message());
+    for (const ConfigFlag& f : flags) {
+      args->push_back(f.has_value ? f.flag + "=" + f.value : f.flag);
+      where->push_back(f.where);
+    }
+  }
+  for (int i = 1; i < argc; ++i) {
+    args->push_back(argv[i]);
+    where->push_back("");
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -120,6 +159,11 @@ protocol of docs/wire-protocol.md.
                               be allowed by a token sent with AUTH
                               (docs/capabilities.md). Without it nothing is
                               checked (development mode, logged as a warning)
+  --config FILE               read these options from a TOML file: each key is
+                              a flag without -- (port = 7100, key-file =
+                              "/etc/storetorrent/secret.key", sync = true);
+                              flags on the command line override it
+                              (docs/deployment.md)
   --verbose                   debug logging
   --log-format FORMAT         text (default) or json: one JSON object per
                               line (docs/operations.md, "Logs")
@@ -146,8 +190,11 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
   bool have_data = false;
   bool have_ops = false;
   std::vector<std::string> mint_flags;  // flags that only --mint-token takes
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
+  std::vector<std::string> args, where;
+  Status cs = ConfigThenArgv(argc, argv, &args, &where, out);
+  if (!cs.ok()) return cs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
     if (arg == "--help" || arg == "-h") {
       out->help = true;
       return Status::OK();
@@ -212,11 +259,12 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
     for (const char* k : kValued) known = known || flag == k;
     if (!known) return Status::InvalidArgument("unknown flag " + flag);
     if (!has_value) {
-      if (i + 1 >= argc) return Status::InvalidArgument(flag + " needs a value");
-      value = argv[++i];
+      if (i + 1 >= args.size()) return Status::InvalidArgument(flag + " needs a value");
+      value = args[++i];
     }
-    auto bad = [&](const char* what) {
-      return Status::InvalidArgument(flag + " " + value + ": expected " + what);
+    auto bad = [&](const char* what) {  // a key of --config FILE is named with its line
+      return Status::InvalidArgument((where[i].empty() ? flag + " " + value : where[i]) +
+                                     ": expected " + what);
     };
     if (flag == "--data") {
       if (value.empty()) return bad("a directory");
@@ -353,7 +401,12 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
   if (!mint_flags.empty()) {
     return Status::InvalidArgument(mint_flags.front() + " is only for --mint-token");
   }
-  if (!have_data) return Status::InvalidArgument("--data DIR is required");
+  if (!have_data) {
+    return Status::InvalidArgument(out->config_file.empty()
+                                       ? "--data DIR is required"
+                                       : "--data DIR is required (or data = \"DIR\" in " +
+                                             out->config_file + ")");
+  }
   if (out->tracker_cert.empty() != out->tracker_key.empty()) {
     return Status::InvalidArgument("--tracker-cert and --tracker-key go together");
   }

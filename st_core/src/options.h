@@ -49,6 +49,7 @@ struct Options {
   bool verbose = false;
   std::string log_format = "text";  // --log-format: text or json (log.h)
   bool help = false;
+  std::string config_file;  // --config FILE: options read from it
 };
 
 // Parses argv. InvalidArgument with a message for a person on any error.

@@ -7,7 +7,6 @@ import asyncio
 import logging
 import signal
 import time
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from .. import logs
 from ..infofile import recover
 from ..tls import server_credentials
 from .access import AccessError, Users
+from .config import apply_config
 from .httpd import StatusHttp
 from .metrics import TrackerMetrics
 from .peers import PeerRegistry
@@ -149,20 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     pre_ap.add_argument("--config", type=Path)
     pre, _ = pre_ap.parse_known_args(argv)
     if pre.config:
-        try:
-            conf = tomllib.loads(pre.config.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise SystemExit(f"tracker: cannot read --config {pre.config}: {e}") from None
-        known = {a.dest for a in ap._actions}
-        unknown = sorted(k for k in conf if k.replace("-", "_") not in known)
-        if unknown:
-            raise SystemExit(f"tracker: unknown option(s) in {pre.config}: {', '.join(unknown)}")
-        paths = {"root", "state_dir", "key_file", "users"}
-        ap.set_defaults(**{k.replace("-", "_"): Path(v) if k.replace("-", "_") in paths else v
-                           for k, v in conf.items()})
-        for act in ap._actions:
-            if act.dest in {k.replace("-", "_") for k in conf}:
-                act.required = False
+        apply_config(ap, pre.config)  # every flag is a key; unknown keys and wrong types stop here
     a = ap.parse_args(argv)
     logs.setup(a.log_level, a.log_format)
     disable_created_metrics()  # no *_created series: this process is the tracker alone
