@@ -119,6 +119,18 @@ class Server : public Connection::Handler, public GetLocal::Host {
   // The Prometheus exposition of metrics() and the peer's gauges (loop thread).
   std::string RenderMetrics();
 
+ protected:
+  // A request to another peer over the link to addr (AUTH first if needed).
+  // done gets the reply frame, or (h == nullptr) why there is none: the
+  // link could not be made, closed, or timeout_s passed. Never called from
+  // inside CallLink.
+  using LinkDone = std::function<void(const FrameHeader* h, std::string_view payload,
+                                      const std::string& failure)>;
+  virtual void CallLink(const std::string& addr,
+                        const std::function<std::string(uint64_t seq)>& build, double timeout_s,
+                        LinkDone done);
+  EventLoop* loop() const { return loop_; }
+
  private:
   void OnAccept();
   void HandleRequest(Connection* c, const FrameHeader& h, std::string_view payload);
@@ -162,14 +174,6 @@ class Server : public Connection::Handler, public GetLocal::Host {
   void HandlePutChain(Connection* c, uint64_t seq, uint16_t flags, const PutChainRequest& req);
   void ForwardChain(uint64_t conn_id, uint64_t seq, std::shared_ptr<ChainPut> chain);
 
-  // A request to another peer over the link to addr (AUTH first if needed).
-  // done gets the reply frame, or (h == nullptr) why there is none: the
-  // link could not be made, closed, or timeout_s passed. Never called from
-  // inside CallLink.
-  using LinkDone = std::function<void(const FrameHeader* h, std::string_view payload,
-                                      const std::string& failure)>;
-  void CallLink(const std::string& addr, const std::function<std::string(uint64_t seq)>& build,
-                double timeout_s, LinkDone done);
   struct LinkCall {
     LinkDone done;
     EventLoop::TimerId timer = 0;
