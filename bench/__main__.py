@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import analysis, cases, durability, filters, hotspot, protocols, throttle
+from . import analysis, cases, durability, filters, hotspot, protocols, striping, throttle
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench" / "results" / "latest.json"
@@ -123,13 +123,14 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--only", nargs="*", help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
                                               "analysis pushdown raywrite bounded protocols throttle hotspot "
-                                              "durability filters")
+                                              "durability filters striping")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON (plots go to docs/ only for the default)")
     a = ap.parse_args()
     size = SIZES["quick" if a.quick else "full"]
     con = Console(width=150)
     want = set(a.only or ["put1m", "put4k", "get1m", "ray", "dask", "commit", "duckdb", "memory", "scaling",
                           protocols.GROUP, throttle.GROUP, hotspot.GROUP, durability.GROUP, filters.GROUP,
+                          striping.GROUP,
                           *analysis.GROUPS_OF_CASES])
     results: list[dict] = []
     tmp = Path(tempfile.mkdtemp(prefix="st-bench-"))
@@ -147,6 +148,7 @@ def main() -> int:
                 (protocols.GROUP, lambda: protocols.case_protocols(cluster, size["proto1m"], size["proto4k"],
                                                                    size["rounds"])),
                 (filters.GROUP, lambda: filters.case_filters(cluster)),
+                (striping.GROUP, lambda: striping.case_striping(cluster, 256 if a.quick else 1024)),
             ]
             for key, fn in steps:
                 if key in want:

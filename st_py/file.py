@@ -29,8 +29,9 @@ from .errors import (BadNameError, NotEnoughPeersError, PeerError,
 from .group_commit import GroupCommitter
 from .local_reads import LocalReadsMixin
 from .reader import ReaderMixin
+from .striping import STRIPE_THRESHOLD, ObjectsMixin
 from .getlocal import LocalRecord, local_addresses
-from .infofile import InfofileReader
+from .infofile import STRIPE_PREFIX, InfofileReader, stripe_name
 from .placement import (choose_holders, choose_spare, hash_holders, hash_spare, local_first_holders,
                         pick_local_peer)
 from .protocol import (FLAG_ASYNC, FLAG_MORE, MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file,
@@ -107,7 +108,7 @@ class _PutOp:
     late: list[int] = field(default_factory=list)  # pending ranks stored while the commit was in flight
 
 
-class StFile(ReaderMixin, LocalReadsMixin):
+class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
     """An open StoreTorrent file. Use :meth:`Client.create` or
     :meth:`Client.open` to get one; close it (or use ``with``) to commit the
     last group of records."""
@@ -255,8 +256,8 @@ class StFile(ReaderMixin, LocalReadsMixin):
             return local_first_holders(live, self.copies, self._local_peer)
         return choose_holders(live, self.copies)
 
-    def queue_put(self, name: str, data: bytes, callback: Callable[[str, Exception | None], None] | None = None
-                  ) -> Pending:
+    def queue_put(self, name: str, data: bytes, callback: Callable[[str, Exception | None], None] | None = None,
+                  *, _holders: list[int] | None = None) -> Pending:
         """Queue a PUT of record ``name`` and return at once (paper 3.2).
 
         Blocks only while ``depth`` records are in flight. The record is
@@ -285,6 +286,9 @@ class StFile(ReaderMixin, LocalReadsMixin):
         self._renew_capability()
         self._check_may_write()
         name_b = _name_bytes(name)
+        if name.startswith(STRIPE_PREFIX) and _holders is None:
+            raise BadNameError(f"record names starting with {STRIPE_PREFIX!r} hold the stripes of objects: "
+                               f"use another name for {name[:80]!r} (docs/striping.md)")
         if self._check_names and self._infofile().exists(name):
             raise RecordExistsError(f"record {name!r} is already committed in {self.name}: records are "
                                     "write-once; delete it first or use another name")
@@ -294,11 +298,15 @@ class StFile(ReaderMixin, LocalReadsMixin):
         while self._puts_inflight + self._gets_inflight >= self.depth:
             self._transport.poll(0.05)
             self._committer.pump()
-        if self._block_left <= 0 or self._hash_placement or not all(self._usable(i) for i in self._block):
-            self._block = self._choose_block(name)
-            self._block_left = self.blocksize
-        self._block_left -= 1
-        op = _PutOp(name, name_b, data, len(data), crc32c(data), list(self._block), future=Pending(self, name),
+        if _holders is not None:  # a stripe of an object: placed by put_object
+            holders = list(_holders)
+        else:
+            if self._block_left <= 0 or self._hash_placement or not all(self._usable(i) for i in self._block):
+                self._block = self._choose_block(name)
+                self._block_left = self.blocksize
+            self._block_left -= 1
+            holders = list(self._block)
+        op = _PutOp(name, name_b, data, len(data), crc32c(data), holders, future=Pending(self, name),
                     callback=callback)
         self._puts_inflight += 1
         if self._chain:
@@ -484,11 +492,17 @@ class StFile(ReaderMixin, LocalReadsMixin):
 
         The record becomes visible to readers when its group is committed
         (every ``group_size`` records) or at :meth:`flush`/:meth:`close`.
+        Data over ``STRIPE_THRESHOLD`` (64 MiB) is stored as a striped
+        object instead (:meth:`put_object`, docs/striping.md), visible at
+        once when this returns.
 
         Raises
         ------
         BadNameError, RecordExistsError, NotEnoughPeersError, PeerError
         """
+        if len(data) > STRIPE_THRESHOLD:
+            self.put_object(name, data)
+            return
         self.queue_put(name, data).result()
 
     def poll(self, timeout: float = 0.0) -> int:
@@ -538,6 +552,19 @@ class StFile(ReaderMixin, LocalReadsMixin):
         self._renew_capability()
         self._check_may_write()
         self.flush()
+        obj = self._infofile().object(name)
+        if obj is not None:  # a striped object: the object first (invisible), then its stripes
+            self._tracker.delete(self.name, self.file_id, records=[name])
+            for i in range(obj.stripes):
+                self._delete_copies(stripe_name(name, i))
+            self._tracker.delete(self.name, self.file_id, records=[stripe_name(name, i) for i in range(obj.stripes)])
+            return
+        if self._delete_copies(name) is None:
+            raise RecordNotFoundError(f"no record {name!r} in {self.name}")
+
+    def _delete_copies(self, name: str) -> bool | None:
+        """DELETE on every holder of ``name`` (every live peer if it is not
+        committed), then its commit. Returns None if nobody knew it."""
         name_b = _name_bytes(name)
         meta = self._infofile().lookup(name)
         targets = [i for i in (meta.peers if meta else self.peers) if self._usable(i)]
@@ -551,9 +578,10 @@ class StFile(ReaderMixin, LocalReadsMixin):
             if isinstance(e, PeerError) and e.code != ErrorCode.NOT_FOUND:
                 raise e
         if meta is not None:
-            self._tracker.delete(self.name, self.file_id, records=[name])
-        elif not found:
-            raise RecordNotFoundError(f"no record {name!r} in {self.name}")
+            if not name.startswith(STRIPE_PREFIX):  # stripes go with their object, in one call
+                self._tracker.delete(self.name, self.file_id, records=[name])
+            return True
+        return True if found else None
 
     # -- lifecycle ------------------------------------------------------------
     def _check_open(self) -> None:

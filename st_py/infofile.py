@@ -117,6 +117,31 @@ PENDING_COPIES_SQL = ("CREATE TABLE IF NOT EXISTS pending_copies(name TEXT NOT N
                       "WITHOUT ROWID")
 
 
+OBJECTS_SQL = ("CREATE TABLE IF NOT EXISTS objects(name TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+               "stripe_size INTEGER NOT NULL, stripes INTEGER NOT NULL, crc32c INTEGER NOT NULL, "
+               "commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL) WITHOUT ROWID")
+
+# The records that hold the stripes of object ``name`` (docs/striping.md);
+# names with this prefix are not user records.
+STRIPE_PREFIX = ".st-stripe/"
+
+
+def stripe_name(obj: str, index: int) -> str:
+    return f"{STRIPE_PREFIX}{obj}/{index:08d}"
+
+
+@dataclass(frozen=True)
+class ObjectMeta:
+    """A striped object: ``size`` bytes in ``stripes`` stripes of
+    ``stripe_size`` (the last may be shorter), CRC-32C of the whole."""
+
+    name: str
+    size: int
+    stripe_size: int
+    stripes: int
+    crc32c: int
+
+
 class InfofileWriter:
     """The tracker's read-write handle on one infofile."""
 
@@ -125,8 +150,9 @@ class InfofileWriter:
         if not path.is_file():
             raise FileNotFoundError(path)
         self.conn = _connect_rw(path)
-        # Files made before async protocols existed lack the table (none pending there).
+        # Files made before async protocols or striping existed lack these tables.
         self.conn.execute(PENDING_COPIES_SQL)
+        self.conn.execute(OBJECTS_SQL)
 
     def meta(self) -> dict:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
@@ -248,6 +274,50 @@ class InfofileWriter:
             raise
         return gen, done, conflicts
 
+    def commit_objects(self, objects: list[tuple[str, int, int, int, int]]) -> tuple[int, int, list[Conflict]]:
+        """Make striped objects ``(name, size, stripe_size, stripes, crc32c)``
+        visible, in one transaction: an object is committed only if every
+        one of its stripe records is (docs/striping.md). Names are write-once
+        across records and objects; the same object again is a retry.
+
+        Returns
+        -------
+        (generation, objects newly committed, conflicts)
+        """
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            now = time.time()
+            added, conflicts = 0, []
+            for name, size, stripe_size, stripes, crc in objects:
+                old = c.execute("SELECT size, crc32c FROM objects WHERE name = ?", (name,)).fetchone()
+                if old is not None:
+                    if tuple(old) != (size, crc):
+                        conflicts.append(Conflict(name, "already committed with other content; delete it first"))
+                    continue
+                if c.execute("SELECT 1 FROM records WHERE name = ?", (name,)).fetchone() is not None:
+                    conflicts.append(Conflict(name, "a record of that name is committed; names are write-once"))
+                    continue
+                lo = stripe_name(name, 0)[:-8]
+                have = int(c.execute("SELECT count(*) FROM records WHERE name >= ? AND name < ?",
+                                     (lo, lo + "\uffff")).fetchone()[0])
+                if have != stripes or stripes != max(1, -(-size // stripe_size)):
+                    conflicts.append(Conflict(name, f"{have} of its {stripes} stripes are committed"))
+                    continue
+                c.execute("INSERT INTO objects(name, size, stripe_size, stripes, crc32c, commit_seq, committed_at) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?)", (name, size, stripe_size, stripes, crc, gen, now))
+                added += 1
+            if added:
+                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            else:
+                gen -= 1
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return gen, added, conflicts
+
     def delete_records(self, names: list[str]) -> tuple[int, int, int]:
         """Remove records and their copies. Returns (generation, removed,
         bytes removed (one copy))."""
@@ -263,6 +333,7 @@ class InfofileWriter:
                 removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
                 c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
                 c.execute(f"DELETE FROM pending_copies WHERE name IN ({marks})", chunk)
+                c.execute(f"DELETE FROM objects WHERE name IN ({marks})", chunk)
                 c.execute(f"DELETE FROM copy_history WHERE name IN ({marks})", chunk)
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
@@ -402,7 +473,10 @@ class InfofileReader:
             f"AND c.peer_idx NOT IN ({marks}))", list(dead_idxs)).fetchone()[0])
 
     def exists(self, name: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM records WHERE name = ?", (name,)).fetchone() is not None
+        """A committed record or striped object of that name."""
+        if self.conn.execute("SELECT 1 FROM records WHERE name = ?", (name,)).fetchone() is not None:
+            return True
+        return self.object(name) is not None
 
     def lookup(self, name: str) -> RecordMeta | None:
         """The committed metadata of record ``name``, or None."""
@@ -444,13 +518,36 @@ class InfofileReader:
             return 0
 
     def names(self, prefix: str | None = None) -> list[str]:
-        if prefix:
-            return [r[0] for r in self.conn.execute(
-                "SELECT name FROM records WHERE substr(name, 1, ?) = ? ORDER BY name", (len(prefix), prefix))]
-        return [r[0] for r in self.conn.execute("SELECT name FROM records ORDER BY name")]
+        """Committed record and object names (not the stripe records), sorted."""
+        p = prefix or ""
+        out = [r[0] for r in self.conn.execute(
+            "SELECT name FROM records WHERE substr(name, 1, ?) = ? ORDER BY name", (len(p), p))
+            if not r[0].startswith(STRIPE_PREFIX)]
+        objs = [o.name for o in self.objects() if o.name.startswith(p)]
+        return sorted(out + objs) if objs else out
 
     def count(self) -> int:
-        return int(self.conn.execute("SELECT count(*) FROM records").fetchone()[0])
+        """Committed records and objects (not the stripe records)."""
+        lo = STRIPE_PREFIX
+        n = int(self.conn.execute("SELECT count(*) FROM records WHERE NOT (name >= ? AND name < ?)",
+                                  (lo, lo[:-1] + chr(ord(lo[-1]) + 1))).fetchone()[0])
+        return n + len(self.objects())
+
+    def object(self, name: str) -> ObjectMeta | None:
+        """The striped object ``name``, or None."""
+        try:
+            row = self.conn.execute("SELECT name, size, stripe_size, stripes, crc32c FROM objects WHERE name = ?",
+                                    (name,)).fetchone()
+        except sqlite3.OperationalError:  # a file made before striping
+            return None
+        return ObjectMeta(*row) if row else None
+
+    def objects(self) -> list[ObjectMeta]:
+        try:
+            rows = self.conn.execute("SELECT name, size, stripe_size, stripes, crc32c FROM objects ORDER BY name")
+        except sqlite3.OperationalError:
+            return []
+        return [ObjectMeta(*r) for r in rows]
 
     def stats(self) -> tuple[int, int]:
         n, b = self.conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM records").fetchone()

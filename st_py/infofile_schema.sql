@@ -51,3 +51,13 @@ CREATE TABLE pending_copies(         -- copies of committed records not stored
   since     INTEGER NOT NULL,          -- moves to `copies`. Absent in files made
   PRIMARY KEY(name, copy_rank)         -- before it existed (none pending there)
 ) WITHOUT ROWID;
+
+CREATE TABLE objects(                -- striped objects (docs/striping.md): the
+  name         TEXT PRIMARY KEY,       -- object's stripes are the records named
+  size         INTEGER NOT NULL,       -- '.st-stripe/' || name || '/' || index
+  stripe_size  INTEGER NOT NULL,       -- (8 digits); the object is visible once
+  stripes      INTEGER NOT NULL,       -- this row is, after every stripe record
+  crc32c       INTEGER NOT NULL,       -- of the whole object
+  commit_seq   INTEGER NOT NULL,
+  committed_at REAL NOT NULL           -- absent in files made before it existed
+) WITHOUT ROWID;

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from .errors import GetLocalError, TrackerUnavailableError
 from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
+from .infofile import STRIPE_PREFIX
 
 
 
@@ -69,8 +70,11 @@ class LocalReadsMixin:
             plan.check_available()
         return plan
 
-    def get_local(self, peer: str | None = None, allow_unavailable: bool = False) -> list[LocalRecord]:
-        """Records revealed to this node, as local paths (paper 3.7).
+    def get_local(self, peer: str | None = None, allow_unavailable: bool = False,
+                  stripes: bool = False) -> list[LocalRecord]:
+        """Records revealed to this node, as local paths (paper 3.7). The
+        stripes of striped objects are left out unless ``stripes`` (see
+        ``local_stripes()``).
 
         Parameters
         ----------
@@ -104,4 +108,6 @@ class LocalReadsMixin:
         out: list[LocalRecord] = []
         for a in targets:
             out.extend(reveal(a, plan, allow_unavailable=allow_unavailable))
+        if not stripes:  # the stripes of striped objects: see local_stripes()
+            out = [r for r in out if not r.name.startswith(STRIPE_PREFIX)]
         return out

@@ -150,6 +150,15 @@ class ReaderMixin:
             meta, holders = None, hash_ranking(self.file_id, name, self._peer_ids)
         else:
             if meta is None:
+                obj = self._infofile().object(name)
+                if obj is not None:  # a striped object (docs/striping.md)
+                    try:
+                        fut._set(self.get_object(obj))  # type: ignore[attr-defined]
+                    except StoreTorrentError as e:
+                        fut._set(exc=e)
+                    if callback:
+                        self._notify(name, callback, name, fut._result, fut._exc)
+                    return fut
                 exc = RecordNotFoundError(f"no committed record {name!r} in {self.name}")
                 fut._set(exc=exc)
                 if callback:

@@ -101,6 +101,10 @@ class TrackerClient:
                                                          user=self.user), timeout=self.timeout,
                                      metadata=self._metadata)
 
+    def commit_objects(self, name: str, file_id: int, objects: builtins.list[pb.ObjectCommit]) -> pb.CommitReply:
+        return self._call("CommitObjects", pb.CommitObjectsRequest(name=name, file_id=file_id, objects=objects,
+                                                                   user=self.user))
+
     def store_copies(self, name: str, file_id: int, copies: builtins.list[pb.CopyStored]) -> pb.MoveCopiesReply:
         return self._call("StoreCopies", pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies,
                                                                user=self.user))

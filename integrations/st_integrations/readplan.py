@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from st_py.errors import GetLocalError, StFileNotFoundError
 from st_py.getlocal import GetLocalPlan, check_complete, reveal_ring
+from st_py.infofile import STRIPE_PREFIX
 
 DEFAULT_BLOCK_SIZE = 128 << 20  # bytes of records per read task (Ray's target block size)
 PLAN_ATTEMPTS = 3
@@ -64,7 +65,8 @@ class ReadUnit:
 class ScanPlan:
     """A planned scan: the GET_LOCAL plan of every file and the read units.
 
-    ``revealed[file]`` is how many records the peers revealed for that file;
+    ``revealed[file]`` is how many records the peers revealed for that file
+    (stripes of striped objects included; they are not scanned);
     it equals ``plans[file].expected`` (checked when planned).
     """
 
@@ -247,8 +249,9 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
         plans[name] = plan
         revealed[name] = sum(len(v) for v in by_peer.values())
         for peer, recs in by_peer.items():
+            # the stripes of striped objects are not records to scan (docs/striping.md)
             per_peer.setdefault(peer, []).extend(RecordRef(name, r.name, r.path, r.size, filters, fid, check)
-                                                 for r in recs)
+                                                 for r in recs if not r.name.startswith(STRIPE_PREFIX))
     total = sum(r.size for recs in per_peer.values() for r in recs)
     if num_blocks:
         block_size = max(1, math.ceil(total / max(1, num_blocks)))

@@ -383,3 +383,29 @@ class RemoveDirRequest(_message.Message):
 class RemoveDirReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ObjectCommit(_message.Message):
+    __slots__ = ("name", "size", "stripe_size", "stripes", "crc32c")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    STRIPE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    STRIPES_FIELD_NUMBER: _ClassVar[int]
+    CRC32C_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    size: int
+    stripe_size: int
+    stripes: int
+    crc32c: int
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., stripe_size: _Optional[int] = ..., stripes: _Optional[int] = ..., crc32c: _Optional[int] = ...) -> None: ...
+
+class CommitObjectsRequest(_message.Message):
+    __slots__ = ("name", "file_id", "objects", "user")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    file_id: int
+    objects: _containers.RepeatedCompositeFieldContainer[ObjectCommit]
+    user: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., objects: _Optional[_Iterable[_Union[ObjectCommit, _Mapping]]] = ..., user: _Optional[str] = ...) -> None: ...

@@ -89,6 +89,11 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.StoreCopiesRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.FromString,
                 _registered_method=True)
+        self.CommitObjects = channel.unary_unary(
+                '/storetorrent.v1.Tracker/CommitObjects',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.CommitObjectsRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.CommitReply.FromString,
+                _registered_method=True)
         self.SetMode = channel.unary_unary(
                 '/storetorrent.v1.Tracker/SetMode',
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.SetModeRequest.SerializeToString,
@@ -186,6 +191,13 @@ class TrackerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitObjects(self, request, context):
+        """Striped objects whose stripe records are all committed become visible.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SetMode(self, request, context):
         """Changes a file's or directory's mode, group or owner (chmod/chgrp/chown).
         """
@@ -264,6 +276,11 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.StoreCopies,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.StoreCopiesRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.SerializeToString,
+            ),
+            'CommitObjects': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitObjects,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.CommitObjectsRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.CommitReply.SerializeToString,
             ),
             'SetMode': grpc.unary_unary_rpc_method_handler(
                     servicer.SetMode,
@@ -578,6 +595,33 @@ class Tracker:
             '/storetorrent.v1.Tracker/StoreCopies',
             storetorrent_dot_v1_dot_tracker__pb2.StoreCopiesRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.MoveCopiesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitObjects(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/CommitObjects',
+            storetorrent_dot_v1_dot_tracker__pb2.CommitObjectsRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.CommitReply.FromString,
             options,
             channel_credentials,
             insecure,

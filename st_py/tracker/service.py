@@ -489,6 +489,21 @@ class TrackerService(pb_grpc.TrackerServicer):
         return pb.MoveCopiesReply(generation=gen, moved=moved,
                                   conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
 
+    async def CommitObjects(self, request, context):
+        """Striped objects whose stripe records are committed become visible
+        (docs/striping.md)."""
+        user = await self._user(context, request.user)
+        name = await self._name(context, request.name)
+        c = await self._open_committer(context, name, request.file_id)
+        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "write")
+        objs = [(o.name, o.size, o.stripe_size, o.stripes, o.crc32c) for o in request.objects]
+        if any(o[2] <= 0 for o in objs):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object needs a positive stripe_size")
+        gen, added, conflicts = await c.run(c.writer.commit_objects, objs)
+        return pb.CommitReply(generation=gen, committed=added,
+                              conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
+                              conflict_names=[x.name for x in conflicts])
+
     async def StoreCopies(self, request, context):
         """Pending copies (async protocols) are stored: they join ``copies``."""
         user = await self._user(context, request.user)

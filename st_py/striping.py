@@ -1,0 +1,244 @@
+"""Striped objects (MORRIS / NFSStripe, seed 003 sections 3-4; FreeLoader's
+stripe width and size, seed 004 section 3.2; docs/striping.md): objects far
+larger than a record are stored as stripes, round-robin across
+``stripe_width`` peers, each stripe a record of its own (its own CRC-32C and
+F copies), named ``.st-stripe/<object>/<index>``. The object becomes visible
+only when every stripe is committed and then its row in the infofile's
+``objects`` table is (``CommitObjects``), in one tracker transaction.
+
+Reading: :meth:`ObjectsMixin.get` of an object fetches its stripes in
+parallel from their holders and reassembles them; :meth:`ObjectsMixin.open`
+returns a seekable read-only file (:class:`ObjectReader`) whose range reads
+fetch only the stripes they touch, so pyarrow reads a Parquet object's
+footer and one column without the rest; :meth:`ObjectsMixin.local_stripes`
+gives the stripes GET_LOCAL reveals to this node, with their offsets.
+
+A mixin of :class:`st_py.file.StFile`.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import google_crc32c
+
+from .errors import BadNameError, ChecksumError, RecordExistsError, RecordNotFoundError
+from .infofile import STRIPE_PREFIX, ObjectMeta, stripe_name
+from .placement import choose_holders
+
+DEFAULT_STRIPE_SIZE = 32 << 20  # bytes: well inside a peer's 64 MiB frame
+STRIPE_THRESHOLD = 64 << 20  # put() stripes objects larger than this
+STRIPES_IN_FLIGHT = 8  # memory bound of put_object: this many stripes held at once
+
+
+@dataclass(frozen=True)
+class LocalStripe:
+    """A stripe of an object revealed to this node by GET_LOCAL: bytes
+    ``[offset, offset + size)`` of ``object`` are in the file at ``path``."""
+
+    object: str
+    index: int
+    offset: int
+    size: int
+    path: str
+    peer: str
+
+
+class ObjectsMixin:
+    if TYPE_CHECKING:  # provided by StFile
+        name: str
+        file_id: int
+        copies: int
+        peers: dict
+        filters: Any
+
+        def queue_put(self, name: str, data: bytes, callback=None, *, _holders=None): ...
+        def queue_get(self, name: str, callback=None, *, stored: bool = False): ...
+        def flush(self) -> None: ...
+        def get_local(self, peer: str | None = None, allow_unavailable: bool = False,
+                      stripes: bool = False) -> list: ...
+        def _infofile(self): ...
+        def _usable(self, idx: int) -> bool: ...
+        def _check_open(self) -> None: ...
+        _tracker: Any
+
+    def put_object(self, name: str, data: bytes | BinaryIO, stripe_size: int = DEFAULT_STRIPE_SIZE,
+                   stripe_width: int | None = None) -> ObjectMeta:
+        """Store ``data`` as striped object ``name`` and make it visible.
+
+        Parameters
+        ----------
+        data : bytes-like or binary file
+            The object; a file is read ``stripe_size`` bytes at a time, so at
+            most ``STRIPES_IN_FLIGHT`` stripes are in memory.
+        stripe_size : int
+            Bytes per stripe (the last may be shorter); at most the peers'
+            frame size (64 MiB by default).
+        stripe_width : int, optional
+            Peers the stripes go round-robin over (copy rank 0 of stripe i on
+            the i-th of them); default: every usable peer.
+
+        Returns
+        -------
+        ObjectMeta
+
+        Raises
+        ------
+        RecordExistsError
+            A record or object of that name is committed (write-once).
+        NotEnoughPeersError, PeerError, BadNameError
+        """
+        self._check_open()
+        if stripe_size <= 0 or stripe_size > 64 << 20:
+            raise BadNameError(f"stripe_size {stripe_size} must be 1 byte to 64 MiB")
+        if self._infofile().exists(name):
+            raise RecordExistsError(f"{name!r} is already committed in {self.name}: names are write-once",
+                                    names=[name])
+        usable = [i for i in sorted(self.peers) if self._usable(i)]
+        width = min(stripe_width or len(usable), len(usable))
+        if width < 1 or len(usable) < self.copies:
+            from .errors import NotEnoughPeersError
+
+            raise NotEnoughPeersError(f"{self.name}: {len(usable)} usable peers, class needs {self.copies}")
+        ring = choose_holders(usable, len(usable))  # a random order: stripe i's rank 0 on ring[i % width]
+        src = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
+        crc, size, index = 0, 0, 0
+        pending = []
+        while True:
+            chunk = src.read(stripe_size)
+            if not chunk and index > 0:
+                break
+            chunk = bytes(chunk)
+            crc = google_crc32c.extend(crc, chunk)
+            size += len(chunk)
+            first = index % width
+            holders = [ring[(first + k) % len(ring)] for k in range(self.copies)]
+            pending.append(self.queue_put(stripe_name(name, index), chunk, _holders=holders))
+            index += 1
+            while len(pending) >= STRIPES_IN_FLIGHT:
+                pending.pop(0).result()
+            if len(chunk) < stripe_size:
+                break
+        for p in pending:
+            p.result()
+        self.flush()  # every stripe committed ...
+        from ._proto import tracker_pb2 as pb
+
+        reply = self._tracker.commit_objects(self.name, self.file_id, [pb.ObjectCommit(
+            name=name, size=size, stripe_size=stripe_size, stripes=index, crc32c=crc)])
+        if reply.conflicts:  # ... then the object, in one transaction
+            raise RecordExistsError(f"object {reply.conflicts[0]}", names=[name])
+        return ObjectMeta(name, size, stripe_size, index, crc)
+
+    def _object(self, name: str) -> ObjectMeta | None:
+        return self._infofile().object(name)
+
+    def get_object(self, obj: ObjectMeta) -> bytes:
+        """The whole object, its stripes fetched in parallel (each from its
+        least loaded holder, failing over to the next copy), each checked
+        against its own CRC-32C, and the whole against the object's size.
+
+        Raises
+        ------
+        RecordUnavailableError, ChecksumError
+        """
+        futs = [self.queue_get(stripe_name(obj.name, i)) for i in range(obj.stripes)]
+        data = b"".join(f.result() for f in futs)
+        if len(data) != obj.size:  # each stripe's CRC-32C was checked as it came
+            raise ChecksumError(f"object {obj.name!r} of {self.name}: its {obj.stripes} stripes hold {len(data)} "
+                                f"bytes, the object {obj.size}")
+        return data
+
+    def open(self, name: str) -> io.RawIOBase:
+        """A seekable, read-only file object over record or object ``name``.
+        For an object, reads fetch only the stripes they touch (at most
+        ``ObjectReader.CACHED`` kept); for a record, the record is read once.
+
+        Raises
+        ------
+        RecordNotFoundError
+        """
+        obj = self._object(name)
+        if obj is not None:
+            return ObjectReader(self, obj)
+        return io.BytesIO(self.queue_get(name).result())  # type: ignore[return-value]
+
+    def local_stripes(self, allow_unavailable: bool = False) -> list[LocalStripe]:
+        """The stripes GET_LOCAL reveals to this node (paper 3.7: across all
+        peers, each stripe exactly once), with their place in their object."""
+        objs = {o.name: o for o in self._infofile().objects()}
+        out = []
+        for r in self.get_local(allow_unavailable=allow_unavailable, stripes=True):
+            if not r.name.startswith(STRIPE_PREFIX):
+                continue
+            obj, _, idx = r.name[len(STRIPE_PREFIX):].rpartition("/")
+            meta = objs.get(obj)
+            if meta is None:  # stripes of an object not (yet) committed
+                continue
+            out.append(LocalStripe(obj, int(idx), int(idx) * meta.stripe_size, r.size, r.path, r.peer))
+        return sorted(out, key=lambda s: (s.object, s.index))
+
+
+class ObjectReader(io.RawIOBase):
+    """A read-only, seekable view of a striped object (``StFile.open``)."""
+
+    CACHED = 4  # stripes kept
+
+    def __init__(self, f, obj: ObjectMeta):
+        super().__init__()
+        self._f, self.obj = f, obj
+        self._pos = 0
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
+        self.stripes_fetched = 0  # how many stripe GETs this reader made
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.obj.size}[whence]
+        if base + offset < 0:
+            raise ValueError("negative seek position")
+        self._pos = base + offset
+        return self._pos
+
+    @property
+    def size(self) -> int:
+        return self.obj.size
+
+    def _stripe(self, i: int) -> bytes:
+        data = self._cache.get(i)
+        if data is None:
+            try:
+                data = self._f.queue_get(stripe_name(self.obj.name, i)).result()
+            except RecordNotFoundError:
+                raise RecordNotFoundError(f"object {self.obj.name!r}: stripe {i} is gone") from None
+            self.stripes_fetched += 1
+            self._cache[i] = data
+            while len(self._cache) > self.CACHED:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(i)
+        return data
+
+    def readinto(self, b) -> int:
+        view = memoryview(b).cast("B")
+        n = min(len(view), max(0, self.obj.size - self._pos))
+        done = 0
+        ss = self.obj.stripe_size
+        while done < n:
+            i, off = divmod(self._pos + done, ss)
+            stripe = self._stripe(i)
+            take = min(n - done, len(stripe) - off)
+            view[done:done + take] = stripe[off:off + take]
+            done += take
+        self._pos += n
+        return n

@@ -1,0 +1,128 @@
+"""Striped objects (docs/striping.md) against real trackers and peers: an
+object as stripes round-robin over the peers, visible only once every stripe
+is committed; whole and range reads; GET_LOCAL's local stripes; holders
+killed during PUT and GET; an object of more than 2 GiB."""
+
+import io
+import os
+from pathlib import Path
+
+import google_crc32c
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from st_py.errors import BadNameError, RecordExistsError
+
+MiB = 1 << 20
+
+
+class Source(io.RawIOBase):
+    """``size`` bytes of deterministic data, read like a file; calls
+    ``on_read(n)`` before the n-th read (a hook to kill a peer mid-PUT)."""
+
+    def __init__(self, size: int, block: bytes, on_read=None):
+        self.size, self.block, self.pos, self.reads, self.on_read = size, block, 0, 0, on_read
+        self.crc = 0
+
+    def readable(self):
+        return True
+
+    def read(self, n=-1):
+        self.reads += 1
+        if self.on_read:
+            self.on_read(self.reads)
+        n = self.size - self.pos if n < 0 else min(n, self.size - self.pos)
+        out = bytearray()
+        while len(out) < n:
+            i, off = divmod(self.pos + len(out), len(self.block))
+            piece = self.block[off:off + n - len(out)]
+            out += i.to_bytes(8, "little")[: len(piece)] + piece[8:] if off == 0 else piece
+        self.pos += n
+        self.crc = google_crc32c.extend(self.crc, bytes(out))
+        return bytes(out)
+
+
+def test_object_round_trip_range_reads_and_local_stripes(cluster):
+    c = cluster.client()
+    data = os.urandom(10 * MiB + 12345)
+    with c.create("/obj/a", "x2") as f:
+        meta = f.put_object("big.bin", data, stripe_size=MiB)
+        assert meta.stripes == 11 and meta.size == len(data)
+        f.put("small", b"a record")
+        with pytest.raises(RecordExistsError):
+            f.put_object("big.bin", data, stripe_size=MiB)
+        with pytest.raises(BadNameError, match="stripes"):
+            f.put(".st-stripe/big.bin/00000000", b"x")
+    with c.open("/obj/a") as f:
+        assert f.names() == ["big.bin", "small"]  # stripes are not records
+        assert len(f) == 2
+        assert f.get("big.bin") == data
+        r = f.open("big.bin")
+        r.seek(5 * MiB + 100)
+        assert r.read(2 * MiB) == data[5 * MiB + 100: 7 * MiB + 100]
+        assert r.stripes_fetched == 3  # only the stripes the range touches
+        r.seek(-10, io.SEEK_END)
+        assert r.read() == data[-10:]
+        stripes = f.local_stripes()
+        assert [s.index for s in stripes] == list(range(11))  # each stripe once across the peers
+        assert sum(s.size for s in stripes) == len(data)
+        assert b"".join(Path(s.path).read_bytes() for s in stripes) == data
+        assert len({s.peer for s in stripes}) > 1  # round-robin over the peers
+        assert [r.name for r in f.get_local()] == ["small"]  # GET_LOCAL of records leaves stripes out
+        f.delete("big.bin")
+        assert f.names() == ["small"] and f.local_stripes() == []
+        assert f.get_local(stripes=True) == [r for r in f.get_local(stripes=True) if r.name == "small"]
+
+
+def test_pyarrow_reads_a_parquet_objects_footer_and_one_column(cluster):
+    c = cluster.client()
+    n = 400_000
+    t = pa.table({"a": pa.array(range(n)), "b": [os.urandom(16) for _ in range(n)],
+                  "c": pa.array([float(i) for i in range(n)])})
+    buf = io.BytesIO()
+    pq.write_table(t, buf, row_group_size=100_000)
+    blob = buf.getvalue()
+    with c.create("/obj/pq", "x2") as f:
+        meta = f.put_object("t.parquet", blob, stripe_size=256 * 1024)
+    with c.open("/obj/pq") as f:
+        r = f.open("t.parquet")
+        got = pq.ParquetFile(r).read(columns=["a"])
+        assert got.column("a").to_pylist() == list(range(n))
+        assert r.stripes_fetched < meta.stripes / 2, (r.stripes_fetched, meta.stripes)
+
+
+def test_holder_killed_during_put_and_during_get(make_cluster):
+    cluster = make_cluster(4)
+    c = cluster.client(timeout=10.0)
+    block = os.urandom(MiB)
+    killed = []
+
+    def kill_at(n):
+        if n == 10 and not killed:
+            killed.append(cluster.kill_peer(2))
+
+    src = Source(40 * MiB + 7, block, on_read=kill_at)
+    with c.create("/obj/kill", "x2") as f:
+        meta = f.put_object("o", src, stripe_size=MiB)
+    assert killed and meta.crc32c == src.crc
+    with cluster.client(timeout=10.0) as c2, c2.open("/obj/kill") as f:
+        r = f.open("o")
+        first = r.read(3 * MiB)
+        killed.append(cluster.kill_peer(3))  # another holder, mid-read
+        rest = r.read()
+        assert google_crc32c.value(first + rest) == meta.crc32c and len(first + rest) == meta.size
+
+
+def test_an_object_of_more_than_2_gib(make_cluster):
+    cluster = make_cluster(4)
+    c = cluster.client()
+    src = Source(2 * 1024 * MiB + 3 * MiB + 5, os.urandom(4 * MiB))
+    with c.create("/obj/huge", "x1") as f:
+        meta = f.put_object("huge.bin", src, stripe_size=32 * MiB)
+    assert meta.size > 2 * 1024 * MiB and meta.stripes == 65
+    with c.open("/obj/huge") as f:
+        data = f.get("huge.bin")
+        assert len(data) == meta.size and google_crc32c.value(data) == src.crc
+        del data
+        assert sum(s.size for s in f.local_stripes()) == meta.size
