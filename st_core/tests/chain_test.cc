@@ -20,6 +20,7 @@ using test::Client;
 using test::DataOf;
 using test::ErrorMessage;
 using test::ErrorOf;
+using test::ErrorPeers;
 using test::IsOk;
 using test::Reply;
 using test::TestPeer;
@@ -36,13 +37,6 @@ std::string ChainFrame(uint64_t seq, uint64_t fid, const std::string& name, cons
   for (const auto& h : hops) p.hops.push_back(h);
   p.data = data;
   return EncodePutChain(seq, flags, p);
-}
-
-std::vector<std::string> ErrorPeers(const Reply& r) {
-  ErrorReply e;
-  if (r.h.type != static_cast<uint8_t>(MsgType::kError) || !DecodeError(r.payload, &e).ok())
-    return {};
-  return e.peers;
 }
 
 // The copy rank a peer holds the record at, or -1.

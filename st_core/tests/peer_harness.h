@@ -95,6 +95,14 @@ class Client {
     return Read(timeout_s);
   }
 
+  // True if the server closed the connection (EOF) within timeout_s.
+  bool ClosedByPeer(double timeout_s = 5) {
+    struct pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0) return false;
+    char c;
+    return recv(fd_, &c, 1, 0) <= 0;
+  }
+
  private:
   int fd_ = -1;
 };
@@ -104,6 +112,14 @@ inline uint16_t ErrorOf(const Reply& r) {
   ErrorReply e;
   EXPECT_TRUE(DecodeError(r.payload, &e).ok());
   return e.code;
+}
+
+// The peers an ERROR reply names (empty for other replies).
+inline std::vector<std::string> ErrorPeers(const Reply& r) {
+  ErrorReply e;
+  if (r.h.type != static_cast<uint8_t>(MsgType::kError) || !DecodeError(r.payload, &e).ok())
+    return {};
+  return e.peers;
 }
 
 inline std::string ErrorMessage(const Reply& r) {

@@ -34,116 +34,19 @@
 #include "crc32c.h"
 #include "infofile_util.h"
 #include "name_codec.h"
+#include "peer_harness.h"
 #include "test_util.h"
 
 namespace st {
 namespace {
 
-struct Reply {
-  FrameHeader h;
-  std::string payload;
-  bool eof = false;
-};
-
-class Client {
- public:
-  explicit Client(int port) {
-    fd_ = test::ConnectLoopback(port);
-    EXPECT_GE(fd_, 0);
-    int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  }
-  ~Client() { Close(); }
-  void Close() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
-  void Send(const std::string& bytes) {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      ASSERT_GT(n, 0) << strerror(errno);
-      off += static_cast<size_t>(n);
-    }
-  }
-
-  // Reads exactly n bytes; false on EOF or timeout.
-  bool ReadN(size_t n, std::string* out, double timeout_s) {
-    out->clear();
-    while (out->size() < n) {
-      struct pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0) return false;
-      char buf[65536];
-      ssize_t r = recv(fd_, buf, std::min(sizeof(buf), n - out->size()), 0);
-      if (r <= 0) return false;
-      out->append(buf, static_cast<size_t>(r));
-    }
-    return true;
-  }
-
-  Reply Read(double timeout_s = 10) {
-    Reply r;
-    std::string prefix;
-    if (!ReadN(kFramePrefixSize, &prefix, timeout_s)) {
-      r.eof = true;
-      return r;
-    }
-    EXPECT_EQ(PrefixResult::kOk, ParsePrefix(reinterpret_cast<const uint8_t*>(prefix.data()),
-                                             prefix.size(), 0xFFFFFFFFu, &r.h));
-    if (!ReadN(r.h.payload_size(), &r.payload, timeout_s)) r.eof = true;
-    return r;
-  }
-
-  // True if the server closed the connection (EOF) within timeout_s.
-  bool ClosedByPeer(double timeout_s = 5) {
-    struct pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0) return false;
-    char c;
-    return recv(fd_, &c, 1, 0) <= 0;
-  }
-
-  Reply Call(const std::string& frame) {
-    Send(frame);
-    return Read();
-  }
-
- private:
-  int fd_ = -1;
-};
-
-uint16_t ErrorOf(const Reply& r) {
-  if (r.h.type != static_cast<uint8_t>(MsgType::kError)) return 0;
-  ErrorReply e;
-  EXPECT_TRUE(DecodeError(r.payload, &e).ok());
-  return e.code;
-}
-
-std::vector<std::string> ErrorPeers(const Reply& r) {
-  ErrorReply e;
-  if (r.h.type != static_cast<uint8_t>(MsgType::kError) || !DecodeError(r.payload, &e).ok())
-    return {};
-  return e.peers;
-}
-
-std::string ErrorMessage(const Reply& r) {
-  ErrorReply e;
-  if (r.h.type != static_cast<uint8_t>(MsgType::kError) || !DecodeError(r.payload, &e).ok()) {
-    return "";
-  }
-  return e.message;
-}
-
-std::string PutFrame(uint64_t seq, uint64_t fid, uint8_t rank, const std::string& name,
-                     const std::string& data, uint16_t flags = 0) {
-  PutRequest p;
-  p.file_id = fid;
-  p.copy_rank = rank;
-  p.crc32c = crc32c::Value(data);
-  p.name = name;
-  p.data = data;
-  return EncodePut(seq, flags, p);
-}
+using test::Client;
+using test::ErrorMessage;
+using test::ErrorOf;
+using test::ErrorPeers;
+using test::PutFrame;
+using test::ReadLocalList;
+using test::Reply;
 
 class TestPeer {
  public:
@@ -395,30 +298,6 @@ TEST_F(ServerTest, LargeRecordRoundTrip) {
 // ---- GET_LOCAL ----------------------------------------------------------------
 
 using test::WriteInfofile;
-
-std::vector<LocalListEntry> ReadLocalList(Client* c, uint64_t seq, uint16_t* error,
-                                          std::string* message) {
-  std::vector<LocalListEntry> all;
-  *error = 0;
-  while (true) {
-    Reply r = c->Read(15);
-    if (r.eof) {
-      *error = 0xFFFF;
-      return all;
-    }
-    EXPECT_EQ(seq, r.h.seq);
-    if (r.h.type == static_cast<uint8_t>(MsgType::kError)) {
-      *error = ErrorOf(r);
-      *message = ErrorMessage(r);
-      return all;
-    }
-    EXPECT_EQ(static_cast<uint8_t>(MsgType::kLocalList), r.h.type);
-    std::vector<LocalListEntry> part;
-    EXPECT_TRUE(DecodeLocalList(r.payload, &part).ok());
-    all.insert(all.end(), part.begin(), part.end());
-    if (!(r.h.flags & kFlagMore)) return all;
-  }
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -1189,8 +1068,6 @@ std::string Token(uint8_t ops, uint64_t file_id, uint64_t expires, const std::st
 }
 
 constexpr uint16_t kDenied = static_cast<uint16_t>(ErrorCode::kDenied);
-
-bool IsOk(const Reply& r) { return r.h.type == static_cast<uint8_t>(MsgType::kOk); }
 
 TEST_F(ServerTest, CapsWithoutAuthNothingButPingIsServed) {
   CapClock clock;
