@@ -7,6 +7,7 @@ where clients run SQLite on the infofile over NFS.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -157,16 +158,23 @@ class InfofileWriter:
     def meta(self) -> dict:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
 
-    def set_meta(self, values: dict) -> None:
-        """Set meta keys (owner, group, mode) in one transaction."""
+    @contextlib.contextmanager
+    def _transaction(self):
+        """One write transaction (BEGIN IMMEDIATE: the write lock at once);
+        rolled back if the block raises."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         try:
-            c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(values.items()))
+            yield c
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")
             raise
+
+    def set_meta(self, values: dict) -> None:
+        """Set meta keys (owner, group, mode) in one transaction."""
+        with self._transaction() as c:
+            c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(values.items()))
 
     def commit(self, records: list[tuple[str, int, int, list[int]]]) -> tuple[int, set[str], list[Conflict]]:
         """Group commit: add ``records`` (name, size, crc32c, peer_idx per copy
@@ -182,9 +190,7 @@ class InfofileWriter:
         -------
         (generation, set of newly committed names, conflicts)
         """
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as c:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             existing: dict[str, tuple[int, int]] = {}
             names = [r[0] for r in records]
@@ -220,10 +226,6 @@ class InfofileWriter:
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
             else:
                 gen -= 1
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
         return gen, {r[0] for r in new_rows}, conflicts
 
     def store_copies(self, stored: list[tuple[str, int, int]]) -> tuple[int, int, list[Conflict]]:
@@ -241,9 +243,7 @@ class InfofileWriter:
         -------
         (generation, copies now stored, conflicts)
         """
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as c:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             npeers = int(c.execute("SELECT count(*) FROM peers").fetchone()[0])
             done, conflicts = 0, []
@@ -268,10 +268,6 @@ class InfofileWriter:
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
             else:
                 gen -= 1
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
         return gen, done, conflicts
 
     def commit_objects(self, objects: list[tuple[str, int, int, int, int]]) -> tuple[int, int, list[Conflict]]:
@@ -284,9 +280,7 @@ class InfofileWriter:
         -------
         (generation, objects newly committed, conflicts)
         """
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as c:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             now = time.time()
             added, conflicts = 0, []
@@ -312,18 +306,12 @@ class InfofileWriter:
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
             else:
                 gen -= 1
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
         return gen, added, conflicts
 
     def delete_records(self, names: list[str]) -> tuple[int, int, int]:
         """Remove records and their copies. Returns (generation, removed,
         bytes removed (one copy))."""
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as c:
             removed = nbytes = 0
             for i in range(0, len(names), 500):
                 chunk = names[i:i + 500]
@@ -337,10 +325,6 @@ class InfofileWriter:
                 c.execute(f"DELETE FROM copy_history WHERE name IN ({marks})", chunk)
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
         return gen, removed, nbytes
 
     def move_copies(self, moves: list[tuple[str, int, int, int]]) -> tuple[int, int, list[Conflict]]:
@@ -360,9 +344,7 @@ class InfofileWriter:
         -------
         (generation, copies moved, conflicts)
         """
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as c:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             npeers = int(c.execute("SELECT count(*) FROM peers").fetchone()[0])
             moved, conflicts = 0, []
@@ -387,18 +369,12 @@ class InfofileWriter:
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
             else:
                 gen -= 1
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
         return gen, moved, conflicts
 
     def add_peers(self, peers: list[tuple[str, str]]) -> list[tuple[int, str, str]]:
         """Append peers ``(peer_id, addr)`` not yet in the peerlist; existing
         peer indexes never change. Returns the rows added."""
-        c = self.conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as c:
             have = {pid for (pid,) in c.execute("SELECT peer_id FROM peers")}
             nxt = int(c.execute("SELECT coalesce(max(peer_idx) + 1, 0) FROM peers").fetchone()[0])
             rows = []
@@ -408,10 +384,6 @@ class InfofileWriter:
                     have.add(pid)
                     nxt += 1
             c.executemany("INSERT INTO peers(peer_idx, peer_id, addr) VALUES (?, ?, ?)", rows)
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
         return rows
 
     def stats(self) -> tuple[int, int]:
