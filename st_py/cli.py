@@ -439,8 +439,8 @@ def status(tracker, data, fmt) -> None:
 
     st = Client(_tracker(tracker, data)).status()
     rows = [{"peer": p.addr, "state": "alive" if p.alive else "failed", "records": p.records,
-             "used_bytes": p.used_bytes, "free_bytes": p.free_bytes,
-             "last_announce_s": round(p.last_announce_age_s, 1)} for p in st.peers]
+             "used_bytes": p.used_bytes, "free_bytes": p.free_bytes, "reserved_bytes": p.reserved_bytes,
+             "load": round(p.load, 2), "last_announce_s": round(p.last_announce_age_s, 1)} for p in st.peers]
     if fmt == "json":  # the cluster summary too
         import json
 
@@ -449,7 +449,7 @@ def status(tracker, data, fmt) -> None:
                               indent=1))
         return
     emit(rows, fmt, title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files",
-         sizes=("used_bytes", "free_bytes"), right=("records", "last_announce_s"))
+         sizes=("used_bytes", "free_bytes", "reserved_bytes"), right=("records", "load", "last_announce_s"))
 
 
 @cli.command()

@@ -1,6 +1,7 @@
 """The fsspec filesystem (``storetorrent://``) over a real cluster, used the
 way pandas, pyarrow, Dask and DuckDB users use it."""
 
+import errno
 import io
 import json
 import pickle
@@ -286,6 +287,14 @@ def test_rm_record_and_whole_file(run1):
     assert not fs.exists("/exp/run1")
     with pytest.raises(FileNotFoundError):
         fs.rm("/exp/run1", recursive=True)
+    # namespace directories: rmdir removes an empty one, refuses a full one
+    fs.pipe("/exp/keep/f/x.txt", b"x")
+    with pytest.raises(OSError) as e:
+        fs.rmdir("/exp")
+    assert e.value.errno == errno.ENOTEMPTY
+    fs.rm("/exp/keep/f", recursive=True)
+    fs.rmdir("/exp/keep")
+    assert not fs.exists("/exp/keep")
 
 
 def test_read_survives_a_killed_peer(run1):

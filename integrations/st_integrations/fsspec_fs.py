@@ -1028,13 +1028,14 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                     self._forget(e.name)
 
     def rmdir(self, path):
-        """Delete an empty StoreTorrent file; no-op for a namespace directory
-        (the tracker cannot remove one).
+        """Delete an empty StoreTorrent file, or remove an empty namespace
+        directory (as UNIX rmdir: write permission on its parent).
 
         Raises
         ------
         OSError
-            ``ENOTEMPTY``: the StoreTorrent file or record prefix has records.
+            ``ENOTEMPTY``: the StoreTorrent file, record prefix or directory
+            is not empty.
         FileNotFoundError
         """
         path = self._strip_protocol(path)
@@ -1048,6 +1049,14 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             if self._has_under(a, b + "/"):
                 raise OSError(errno.ENOTEMPTY, "a record prefix exists while records are below it", path)
             raise OSError(errno.ENOTDIR, "not a directory", path)
+        elif kind == "dir" and path not in ("", "/"):
+            from st_py.errors import DirectoryNotEmptyError
+
+            try:
+                self.client.rmdir(path)
+            except DirectoryNotEmptyError as e:
+                raise OSError(errno.ENOTEMPTY, str(e), path) from None
+            self.invalidate_cache(path)
         elif kind == "missing":
             raise _not_found(path, "no StoreTorrent directory or file")
 
