@@ -190,6 +190,9 @@ class LocalCluster:
     # 127.0.0.<i+2>, the tracker on 127.0.0.1, so a peer's host tells which
     # node it is, as on a real cluster (docs/deployment.md).
     hosts: bool = False
+    # Each peer in a network namespace of its own (root only; st_py.netns):
+    # link_down(i) then cuts it off the network, a real network failure.
+    netns: bool = False
     tracker: Daemon | None = None
     peers: list[Daemon | None] = field(default_factory=list)
     tracker_port: int = 0
@@ -280,6 +283,8 @@ class LocalCluster:
             argv += ["--tls-cert", str(self.tls_dir / "tracker.pem"), "--tls-key", str(self.tls_dir / "tracker.key")]
             if self.mutual_tls:
                 argv += ["--tls-client-ca", str(self.tls_dir / "ca.pem")]
+        if self.netns:  # reachable from the peers' namespaces too
+            argv += ["--host", "0.0.0.0"]
         argv += self.tracker_args
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent),
@@ -294,10 +299,15 @@ class LocalCluster:
         the cluster's ``peer_args`` (e.g. impact-control limits for one peer)."""
         while len(self.peers) <= i:
             self.peers.append(None)
-        argv = [find_peer_binary(), "--data", str(self.data_dir / "peers" / f"peer-{i}"),
+        tracker = self.tracker_addr
+        prefix: list[str] = []
+        if self.netns:
+            prefix = ["ip", "netns", "exec", self._namespaces().namespace(i)]
+            tracker = f"{self._namespaces().host_ip(i)}:{self.tracker_port}"
+        argv = [*prefix, find_peer_binary(), "--data", str(self.data_dir / "peers" / f"peer-{i}"),
                 "--port", str(port), "--namespace", str(self.namespace),
-                *(["--host", self.peer_host(i)] if self.hosts else []),
-                "--tracker", self.tracker_addr, "--announce-interval", str(self.announce_interval),
+                *(["--host", self.peer_host(i)] if self.hosts or self.netns else []),
+                "--tracker", tracker, "--announce-interval", str(self.announce_interval),
                 "--metrics-port", "0",
                 *(["--key-file", str(self.key_file)] if self.auth else []), *self._peer_tls_args(), *self.peer_args,
                 *extra_args]
@@ -307,8 +317,25 @@ class LocalCluster:
         return d
 
     def peer_host(self, i: int) -> str:
-        """The address peer ``i`` listens on: 127.0.0.<i+2> with ``hosts``."""
+        """The address peer ``i`` listens on: 127.0.0.<i+2> with ``hosts``,
+        its namespace's address with ``netns``."""
+        if self.netns:
+            return self._namespaces().peer_ip(i)
         return f"127.0.0.{i + 2}" if self.hosts else "127.0.0.1"
+
+    def _namespaces(self):
+        if getattr(self, "_netns", None) is None:
+            from .netns import NetNamespaces
+
+            self._netns = NetNamespaces()
+        return self._netns
+
+    def link_down(self, i: int) -> None:
+        """With ``netns``: cut peer ``i`` off the network (it keeps running)."""
+        self._namespaces().link(i, False)
+
+    def link_up(self, i: int) -> None:
+        self._namespaces().link(i, True)
 
     def _peer_tls_args(self) -> list[str]:
         if not (self.tls or self.mutual_tls):
@@ -381,6 +408,8 @@ class LocalCluster:
                 d.stop()
         if self.tracker is not None:
             self.tracker.stop()
+        if getattr(self, "_netns", None) is not None:
+            self._netns.destroy()
         try:
             (self.data_dir / CLUSTER_FILE).unlink()
         except FileNotFoundError:

@@ -1,0 +1,53 @@
+"""A peer's host going away from the network (issue 14): each peer in a
+network namespace of its own, joined to this machine by a veth pair; taking
+the link down is a real network failure (packets vanish, nothing is
+refused). Reads fail over to the other copies after the client's timeout,
+the tracker declares the peer failed when its announces stop, writes avoid
+it, and it comes back when the link does."""
+
+import time
+
+import pytest
+
+from conftest import poll_for
+from st_py import netns
+
+
+@pytest.fixture
+def ns_cluster(make_cluster):
+    if why := netns.available():
+        pytest.skip(why)
+    try:
+        return make_cluster(3, netns=True, announce_interval=0.3)
+    except netns.NetnsError as e:
+        pytest.skip(f"network namespaces cannot be made here: {e}")
+
+
+def test_a_peers_link_down_is_a_network_failure(ns_cluster):
+    cluster = ns_cluster
+    addrs = cluster.peer_addrs
+    assert [a.rsplit(":", 1)[0] for a in addrs] == [cluster.peer_host(i) for i in range(3)]
+    assert all(a.startswith("10.") for a in addrs)
+    c = cluster.client(timeout=2.0)
+    blobs = {f"r{i:03d}": bytes([i]) * 2000 for i in range(60)}
+    with c.create("/ns/a", "x2") as f:
+        for n, v in blobs.items():
+            f.queue_put(n, v)
+    gone = addrs[1]
+    cluster.link_down(1)  # the peer still runs; its host is off the network
+    assert cluster.peers[1].alive()
+    t0 = time.monotonic()
+    with c.open("/ns/a") as f:
+        assert {n: f.get(n) for n in blobs} == blobs  # every record from its other copy
+    assert time.monotonic() - t0 >= 1.5  # a GET to the vanished peer waited for the timeout: not refused
+    poll_for(lambda: any(p.addr == gone and not p.alive for p in c.status().peers), timeout=20,
+             what="the tracker to declare the cut-off peer failed (its announces stopped)")
+    with c.create("/ns/b", "x2") as f:  # new writes avoid it
+        for n, v in blobs.items():
+            f.queue_put(n, v)
+    with c.open("/ns/b") as f:
+        assert f.get("r007") == blobs["r007"]
+        assert all(f.peers[i].addr != gone for r in f.names() for i in f._infofile().lookup(r).peers)
+    cluster.link_up(1)
+    poll_for(lambda: any(p.addr == gone and p.alive for p in c.status().peers), timeout=20,
+             what="the peer to announce again once its link is back")
