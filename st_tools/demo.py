@@ -118,22 +118,37 @@ def same(a: tuple[pd.DataFrame, pd.DataFrame], b: tuple[pd.DataFrame, pd.DataFra
     return None
 
 
-def start_ray(num_cpus: int = 2, attempts: int = 5) -> None:
-    """A local Ray instance for the demo, quiet. Ray's node start is
-    occasionally slow or aborts on a loaded 2-core machine (its GCS server
-    misses its start deadline): clean up what the failed start left behind
-    and try again."""
+def start_ray(num_cpus: int = 2, attempts: int = 5, hosts: list[str] | None = None):
+    """A local Ray instance for the demo, quiet; with ``hosts``, a Ray
+    cluster of one node per address (``node_ip_address``), so read tasks go
+    to their peer's node by IP as on a real cluster (returns it, to shut
+    down). Ray's node start is occasionally slow or aborts on a loaded 2-core
+    machine (its GCS server misses its start deadline): clean up what the
+    failed start left behind and try again."""
     import logging
 
     import ray
 
+    rc = None
     for i in range(attempts):
         try:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False, logging_level=logging.WARNING)
+            if hosts:
+                from ray.cluster_utils import Cluster
+
+                rc = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": hosts[0]})
+                for h in hosts[1:]:
+                    rc.add_node(num_cpus=1, node_ip_address=h)
+                ray.init(address=rc.address, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False, logging_level=logging.WARNING)
+            else:
+                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False, logging_level=logging.WARNING)
             break
         except Exception as e:
             ray.shutdown()
+            if rc is not None:
+                rc.shutdown()
+                rc = None
             _kill_ray_children()
             if i == attempts - 1:
                 raise
@@ -144,6 +159,7 @@ def start_ray(num_cpus: int = 2, attempts: int = 5) -> None:
     # Ray 2.60's default hash shuffle costs seconds per small groupby on two
     # cores; the sort-based one answers the demo's in well under a second.
     ctx.shuffle_strategy = "sort_shuffle_pull_based"
+    return rc
     for name in ("ray", "ray.data"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
@@ -178,9 +194,10 @@ class Report:
 def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool = False) -> Report:
     """Run the demo; returns the report (``report.ok`` is the verdict).
 
-    ``hosts``: every peer on its own loopback address (127.0.0.2, .3, ...)
-    and one Dask worker on each, so Dask partitions go to their peer's
-    worker by host, as on a real cluster (Ray runs one node here)."""
+    ``hosts``: every peer on its own loopback address (127.0.0.2, .3, ...),
+    a Ray node (``node_ip_address``) and a Dask worker on each, so read tasks
+    and partitions go to their peer's node or worker by host, as on a real
+    cluster."""
     from rich.console import Console
     from rich.table import Table
 
@@ -194,7 +211,7 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool
         data_dir = tmp.name
     t0 = time.monotonic()
     cluster = LocalCluster(Path(data_dir), n_peers=n_peers, announce_interval=0.5, hosts=hosts)
-    dclient = dcluster = None
+    dclient = dcluster = ray_cluster = None
     try:
         with con.status("starting tracker and peers"):
             cluster.start()
@@ -220,7 +237,7 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool
         import ray
 
         with con.status("Ray: reading records through GET_LOCAL"):
-            start_ray()
+            ray_cluster = start_ray(hosts=[cluster.peer_host(i) for i in range(n_peers)] if hosts else None)
             ray_res = analyse_ray(cluster.tracker_addr)
         diff = same(ray_res, ref)
         report.check("Ray analysis == pandas on the source CSV", diff is None, diff or "")
@@ -304,6 +321,8 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool
 
             if ray.is_initialized():
                 ray.shutdown()
+            if ray_cluster is not None:
+                ray_cluster.shutdown()
         except ImportError:
             pass
         cluster.stop()
