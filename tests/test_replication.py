@@ -121,13 +121,16 @@ os._exit(1)
 """
 
 
-@pytest.mark.parametrize("protocol", ["client-async", "chain-async"])
-def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster, protocol):
+@pytest.mark.parametrize("protocol,holder", [("client-async", "returns"), ("chain-async", "returns"),
+                                             ("client-async", "killed")])
+def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster, protocol, holder):
     """One holder is stopped (SIGSTOP): async records are acknowledged and
     committed with their copy on it pending, and GET and GET_LOCAL serve
-    them meanwhile. The writer dies. Once the peer is back, repair stores
-    every pending copy (on that peer: it catches up) and every committed
-    record has F stored copies, revealed once by GET_LOCAL."""
+    them meanwhile. The writer dies. Then the holder either comes back
+    (SIGCONT: repair stores every pending copy on it, it catches up) or is
+    SIGKILLed (repair stores them on the live peer holding no copy); either
+    way every committed record has F stored copies on live peers, revealed
+    once by GET_LOCAL."""
     import subprocess
     import sys
     from pathlib import Path
@@ -152,17 +155,23 @@ def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster,
             for n in committed[:10]:
                 assert f.get(n) == (f"{int(n[1:])}:".encode() * 3000)[:3000]
     finally:
-        os.kill(stopped.pid, signal.SIGCONT)
+        if holder == "killed":
+            cluster.kill_peer(1)
+        else:
+            os.kill(stopped.pid, signal.SIGCONT)
+    if holder == "killed":
+        poll_for(lambda: any(p.addr == stopped.addr and not p.alive for p in c.status().peers), timeout=15,
+                 what="the tracker to declare the killed holder failed")
     n_pending = sum(len(p) for p in pending.values())
     report = rp.repair(c, [name], failed_after=None)[0]
     assert report.pending_stored == n_pending, report
     assert report.complete, report
     data = {n: (f"{int(n[1:])}:".encode() * 3000)[:3000] for n in committed}
-    check_whole(c, name, data, 2)
+    check_whole(c, name, data, 2, dead=[stopped.addr] if holder == "killed" else ())
     with c.open(name) as f:
         stored, _ = copies_of(f)
-        # the returning peer caught up: its pending copies are stored on it
-        assert all(stored[n][r] == p for n, ranks in pending.items() for r, p in ranks.items())
+        if holder == "returns":  # the returning peer caught up: its pending copies are stored on it
+            assert all(stored[n][r] == p for n, ranks in pending.items() for r, p in ranks.items())
 
 
 def test_repair_restores_copies_of_a_peer_failed_too_long(make_cluster):
