@@ -33,6 +33,8 @@ def test_read_tasks_run_on_the_ray_node_of_their_peers_host(make_cluster):
     with st.client() as c:
         put_parquet_file(c, "/mhr/pq")
     hosts = [st.peer_host(i) for i in range(2)]
+    if ray.is_initialized():  # an earlier test's local Ray instance: this test needs its own cluster
+        ray.shutdown()
     rc = None
     for attempt in range(3):  # a raylet can miss its start deadline on a loaded 2-core VM
         try:
