@@ -43,6 +43,16 @@ int64_t Nanos(const struct timespec& ts) {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+void ToFileInfo(const struct stat& st, FileInfo* info) {
+  info->size = static_cast<uint64_t>(st.st_size);
+  info->mtime_ns = Nanos(st.st_mtim);
+  info->ctime_ns = Nanos(st.st_ctim);
+  info->is_regular = S_ISREG(st.st_mode);
+  info->is_dir = S_ISDIR(st.st_mode);
+  info->dev = static_cast<uint64_t>(st.st_dev);
+  info->ino = static_cast<uint64_t>(st.st_ino);
+}
+
 class PosixWritableFile : public WritableFile {
  public:
   PosixWritableFile(int fd, std::string path, bool anonymous)
@@ -120,13 +130,7 @@ class PosixRandomAccessFile : public RandomAccessFile {
   Status Stat(FileInfo* info) override {
     struct stat st;
     if (::fstat(fd_, &st) != 0) return PosixError("fstat " + path_, errno);
-    info->size = static_cast<uint64_t>(st.st_size);
-    info->mtime_ns = Nanos(st.st_mtim);
-    info->ctime_ns = Nanos(st.st_ctim);
-    info->is_regular = S_ISREG(st.st_mode);
-    info->is_dir = S_ISDIR(st.st_mode);
-    info->dev = static_cast<uint64_t>(st.st_dev);
-    info->ino = static_cast<uint64_t>(st.st_ino);
+    ToFileInfo(st, info);
     return Status::OK();
   }
 
@@ -237,13 +241,7 @@ class PosixEnv : public Env {
     struct stat st;
     int rc = follow_symlinks ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st);
     if (rc != 0) return PosixError("stat " + path, errno);
-    info->size = static_cast<uint64_t>(st.st_size);
-    info->mtime_ns = Nanos(st.st_mtim);
-    info->ctime_ns = Nanos(st.st_ctim);
-    info->is_regular = S_ISREG(st.st_mode);
-    info->is_dir = S_ISDIR(st.st_mode);
-    info->dev = static_cast<uint64_t>(st.st_dev);
-    info->ino = static_cast<uint64_t>(st.st_ino);
+    ToFileInfo(st, info);
     return Status::OK();
   }
 

@@ -476,23 +476,24 @@ void Server::SendToClient(uint64_t conn_id, std::string frame) {
   if (last) c->EndDeferred();
 }
 
-void Server::SendSegment(const std::string& addr, uint16_t flags, std::string payload) {
-  Connection* link = nullptr;
+Connection* Server::LinkTo(const std::string& addr, std::string* error) {
   auto it = links_.find(addr);
   if (it != links_.end()) {
     auto c = conns_.find(it->second);
-    if (c != conns_.end() && !c->second->closed()) link = c->second.get();
+    if (c != conns_.end() && !c->second->closed()) return c->second.get();
   }
+  return Connect(addr, error);
+}
+
+void Server::SendSegment(const std::string& addr, uint16_t flags, std::string payload) {
+  std::string error;
+  Connection* link = LinkTo(addr, &error);
   if (link == nullptr) {
-    std::string error;
-    link = Connect(addr, &error);
-    if (link == nullptr) {
-      ST_LOG_WARN("cannot connect to ring peer %s: %s", addr.c_str(), error.c_str());
-      loop_->Post([this, addr, error] {
-        if (get_local_) get_local_->OnPeerUnreachable(addr, error);
-      });
-      return;
-    }
+    ST_LOG_WARN("cannot connect to ring peer %s: %s", addr.c_str(), error.c_str());
+    loop_->Post([this, addr, error] {
+      if (get_local_) get_local_->OnPeerUnreachable(addr, error);
+    });
+    return;
   }
   AuthenticateLink(link);
   link->Send(EncodeFrame(MsgType::kRingSegment, flags, ++next_link_seq_, payload));
@@ -838,19 +839,11 @@ void Server::ForwardChain(uint64_t conn_id, uint64_t seq, std::shared_ptr<ChainP
 
 void Server::CallLink(const std::string& addr, const std::function<std::string(uint64_t)>& build,
                       double timeout_s, LinkDone done) {
-  Connection* link = nullptr;
-  auto it = links_.find(addr);
-  if (it != links_.end()) {
-    auto c = conns_.find(it->second);
-    if (c != conns_.end() && !c->second->closed()) link = c->second.get();
-  }
+  std::string error;
+  Connection* link = LinkTo(addr, &error);
   if (link == nullptr) {
-    std::string error;
-    link = Connect(addr, &error);
-    if (link == nullptr) {
-      loop_->Post([done, error] { done(nullptr, {}, error); });
-      return;
-    }
+    loop_->Post([done, error] { done(nullptr, {}, error); });
+    return;
   }
   AuthenticateLink(link);
   uint64_t link_id = link->id();

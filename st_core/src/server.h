@@ -197,6 +197,9 @@ class Server : public Connection::Handler, public GetLocal::Host {
   void HandleLinkReply(Connection* c, const std::string& addr, const FrameHeader& h,
                        std::string_view payload);
   Connection* Connect(const std::string& addr, std::string* error);
+  // The open link to a ring peer, or a new one (nullptr and *error if it
+  // cannot be made).
+  Connection* LinkTo(const std::string& addr, std::string* error);
   Connection* Adopt(int fd, std::string remote, bool connecting);
   void PauseAccept();
 
