@@ -23,15 +23,16 @@ from collections.abc import Callable
 from . import capability
 from ._proto import tracker_pb2 as pb
 from .errors import (BadNameError, NotEnoughPeersError, PeerError,
-                     PeerUnavailableError, RecordExistsError, RecordNotFoundError,
+                     LeaseLostError, PeerUnavailableError, RecordExistsError, RecordNotFoundError,
                      StoreTorrentError, TrackerUnavailableError,
                      PermissionDeniedError, QueuedOperationsError, QuotaExceededError)
 from .group_commit import GroupCommitter
 from .local_reads import LocalReadsMixin
 from .reader import ReaderMixin
 from .striping import STRIPE_THRESHOLD, ObjectsMixin
+from .versions import VersionsMixin
 from .getlocal import LocalRecord, local_addresses
-from .infofile import STRIPE_PREFIX, InfofileReader, stripe_name
+from .infofile import STRIPE_PREFIX, VERSION_PREFIX, InfofileReader, stripe_name
 from .placement import (choose_holders, choose_spare, hash_holders, hash_spare, local_first_holders,
                         pick_local_peer)
 from .protocol import (FLAG_ASYNC, FLAG_MORE, MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file,
@@ -106,9 +107,11 @@ class _PutOp:
     commit_state: int = 0
     sent_pending: set[int] = field(default_factory=set)  # ranks committed as pending
     late: list[int] = field(default_factory=list)  # pending ranks stored while the commit was in flight
+    stored_as: str = ""  # a new version (replace=True): the name its copies are stored under
+    key_b: bytes = b""  # the name the peers store it under (name_b, or stored_as's bytes)
 
 
-class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
+class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
     """An open StoreTorrent file. Use :meth:`Client.create` or
     :meth:`Client.open` to get one; close it (or use ``with``) to commit the
     last group of records."""
@@ -142,7 +145,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
         self._puts_inflight = 0
         self._gets_inflight = 0
         self._committer = GroupCommitter(tracker, self.name, self.file_id, group_size, self._commit_failed,
-                                         stage=stage)
+                                         stage=stage, lease=self._lease_for_commit)
         # appending to a file that has records: check names up front (write-once)
         self._check_names = info.records > 0
         self._errors: deque[tuple[str, Exception]] = deque()
@@ -257,7 +260,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
         return choose_holders(live, self.copies)
 
     def queue_put(self, name: str, data: bytes, callback: Callable[[str, Exception | None], None] | None = None,
-                  *, _holders: list[int] | None = None) -> Pending:
+                  *, replace: bool = False, _holders: list[int] | None = None) -> Pending:
         """Queue a PUT of record ``name`` and return at once (paper 3.2).
 
         Blocks only while ``depth`` records are in flight. The record is
@@ -272,6 +275,12 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
             The record, held in memory until acknowledged.
         callback : callable(name, exception or None), optional
             Called when the record is acknowledged or has failed.
+        replace : bool
+            Store a new version of ``name`` (or its first one), which its
+            commit makes current in place of the committed one: readers see
+            the old or the new version whole, never a mix (MORRIS 3.2;
+            docs/replication.md, "Versioned records"). Takes the file's
+            writer lease if this writer does not hold it.
 
         Returns
         -------
@@ -281,6 +290,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
         Raises
         ------
         BadNameError, NotEnoughPeersError, RecordExistsError
+        LeaseHeldError
+            ``replace=True`` while another writer holds the lease.
         """
         self._check_open()
         self._renew_capability()
@@ -289,7 +300,19 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
         if name.startswith(STRIPE_PREFIX) and _holders is None:
             raise BadNameError(f"record names starting with {STRIPE_PREFIX!r} hold the stripes of objects: "
                                f"use another name for {name[:80]!r} (docs/striping.md)")
-        if self._check_names and self._infofile().exists(name):
+        if name.startswith(VERSION_PREFIX):
+            raise BadNameError(f"record names starting with {VERSION_PREFIX!r} hold the versions of replaced "
+                               f"records: use another name for {name[:80]!r} (docs/infofile.md)")
+        stored_as = ""
+        if replace:
+            if len(name_b) > MAX_NAME - 64:
+                raise BadNameError(f"record name {name[:80]!r} is too long to be replaced: at most "
+                                   f"{MAX_NAME - 64} bytes (a version's name adds up to 64)")
+            if self._infofile().object(name) is not None:
+                raise BadNameError(f"{name!r} is a striped object: objects cannot be replaced; delete it and "
+                                   "put it again (docs/striping.md)")
+            stored_as = self._version_key(name)
+        elif self._check_names and self._infofile().exists(name):
             raise RecordExistsError(f"record {name!r} is already committed in {self.name}: records are "
                                     "write-once; delete it first or use another name")
         data = bytes(data) if not isinstance(data, bytes) else data
@@ -307,7 +330,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
             self._block_left -= 1
             holders = list(self._block)
         op = _PutOp(name, name_b, data, len(data), crc32c(data), holders, future=Pending(self, name),
-                    callback=callback)
+                    callback=callback, stored_as=stored_as, key_b=stored_as.encode("utf-8") if stored_as else name_b)
         self._puts_inflight += 1
         if self._chain:
             self._send_chain(op)
@@ -325,7 +348,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
         addr = self._addr(idx)
         self._transport.send(
             addr,
-            lambda seq: [put_prefix(seq, self.file_id, rank, op.crc, op.name_b, len(op.data)), op.data],
+            lambda seq: [put_prefix(seq, self.file_id, rank, op.crc, op.key_b, len(op.data)), op.data],
             lambda fr, exc: self._copy_done(op, rank, idx, exc))
 
     def _send_chain(self, op: _PutOp) -> None:
@@ -335,7 +358,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
         flags = FLAG_ASYNC if self._async else 0
         self._transport.send(
             self._addr(op.peers[0]),
-            lambda seq: [put_chain_prefix(seq, self.file_id, 0, op.crc, op.name_b, hops, len(op.data), flags),
+            lambda seq: [put_chain_prefix(seq, self.file_id, 0, op.crc, op.key_b, hops, len(op.data), flags),
                          op.data],
             lambda fr, exc: self._chain_done(op, fr, exc))
 
@@ -467,6 +490,9 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
 
     def _commit_failed(self, op: _PutOp, exc: Exception) -> None:
         """The tracker refused (conflict) or could not commit ``op``."""
+        if isinstance(exc, LeaseLostError):
+            self._lease_id = ""  # the next new version takes the lease again
+            exc.file = self.name
         op.future._set(exc=exc)
         if op.callback:
             self._notify(op.name, op.callback, op.name, exc)
@@ -487,23 +513,29 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
         self.flush()
         return self._committer.take_staged()
 
-    def put(self, name: str, data: bytes) -> None:
+    def put(self, name: str, data: bytes, replace: bool = False) -> None:
         """Store record ``name`` and wait until every copy is acknowledged.
 
         The record becomes visible to readers when its group is committed
         (every ``group_size`` records) or at :meth:`flush`/:meth:`close`.
         Data over ``STRIPE_THRESHOLD`` (64 MiB) is stored as a striped
         object instead (:meth:`put_object`, docs/striping.md), visible at
-        once when this returns.
+        once when this returns. ``replace=True`` stores a new version of
+        the record under the file's writer lease (:meth:`queue_put`).
 
         Raises
         ------
         BadNameError, RecordExistsError, NotEnoughPeersError, PeerError
+        LeaseHeldError, LeaseLostError
+            ``replace=True``: another writer holds the lease; this one's ran out.
         """
         if len(data) > STRIPE_THRESHOLD:
+            if replace:
+                raise BadNameError(f"{name!r}: data over {STRIPE_THRESHOLD} bytes is a striped object, and "
+                                   "objects cannot be replaced; delete it and put it again")
             self.put_object(name, data)
             return
-        self.queue_put(name, data).result()
+        self.queue_put(name, data, replace=replace).result()
 
     def poll(self, timeout: float = 0.0) -> int:
         """Make progress on queued operations; returns operations in flight."""
@@ -564,9 +596,10 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
 
     def _delete_copies(self, name: str) -> bool | None:
         """DELETE on every holder of ``name`` (every live peer if it is not
-        committed), then its commit. Returns None if nobody knew it."""
-        name_b = _name_bytes(name)
+        committed), then its commit. Returns None if nobody knew it. A
+        replaced record's older versions are left to the scrubber."""
         meta = self._infofile().lookup(name)
+        name_b = _name_bytes(meta.key if meta is not None else name)
         targets = [i for i in (meta.peers if meta else self.peers) if self._usable(i)]
         results: dict[int, Exception | None] = {}
         for idx in targets:
@@ -596,6 +629,11 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin):
             self.flush()
         finally:
             self._closed = True
+            if self._lease_id:
+                try:
+                    self.release_lease()
+                except StoreTorrentError:
+                    pass  # it runs out by itself
             if self._holds_reservation:
                 self._end_reservation()
             self._transport.close()

@@ -55,6 +55,8 @@ class GroupCommitter:
         Told of a record the tracker refused (a conflict) or could not commit.
     stage : bool
         Keep records for :meth:`take_staged` instead of committing them.
+    lease : callable() -> str, optional
+        The writer lease id to commit new versions (ops with ``stored_as``) under.
 
     An ``op`` is any object with ``name``, ``name_b``, ``size``, ``crc``,
     ``peers`` (peer index per copy rank) and ``acked`` (copy ranks stored)
@@ -63,8 +65,10 @@ class GroupCommitter:
     """
 
     def __init__(self, tracker, name: str, file_id: int, group_size: int,
-                 failed: Callable[[Any, Exception], None], stage: bool = False):
+                 failed: Callable[[Any, Exception], None], stage: bool = False,
+                 lease: Callable[[], str] | None = None):
         self._tracker, self.name, self.file_id = tracker, name, file_id
+        self._lease = lease
         self.group_size, self._failed, self.stage = group_size, failed, stage
         self.waiting: list = []  # acknowledged, not yet sent
         self._in_flight: deque = deque()  # (grpc future, group)
@@ -110,7 +114,7 @@ class GroupCommitter:
                 size += 1
             group = self.waiting[:size]
             del self.waiting[:size]
-            fut = self._tracker.commit_async(self.name, self.file_id, _records(group))
+            fut = self._tracker.commit_async(self.name, self.file_id, _records(group), self._lease_id(group))
             self._in_flight.append((fut, group))
         if self._stored and (force or len(self._stored) >= self.group_size or not self._stores_in_flight):
             stored, self._stored = self._stored, []
@@ -180,12 +184,18 @@ class GroupCommitter:
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
             try:
-                reply = self._tracker.commit(self.name, self.file_id, records)
+                reply = self._tracker.commit(self.name, self.file_id, records, self._lease_id(group))
             except TrackerUnavailableError:
                 continue
             self._down_since = None
             return reply
         return None
+
+    def _lease_id(self, group: list) -> str:
+        """The lease for a group with new versions ("" without)."""
+        if self._lease is None or not any(getattr(op, "stored_as", "") for op in group):
+            return ""
+        return self._lease()
 
     def take_staged(self) -> list[dict]:
         """The waiting records as plain dicts ``{"name", "size", "crc32c",
@@ -203,5 +213,5 @@ def _records(group: list) -> list:
         op.commit_state = 1
         op.sent_pending = {r for r in range(len(op.peers)) if r not in op.acked}
         out.append(pb.RecordCommit(name=op.name, size=op.size, crc32c=op.crc, peer_idx=op.peers,
-                                   pending_ranks=sorted(op.sent_pending)))
+                                   pending_ranks=sorted(op.sent_pending), stored_as=getattr(op, "stored_as", "")))
     return out

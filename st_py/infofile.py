@@ -16,6 +16,14 @@ from pathlib import Path
 
 FORMAT = "storetorrent-infofile"
 FORMAT_VERSION = 2
+# A file with a replaced record (docs/infofile.md, "Versions"): peers that do
+# not know versions must not read it (they would look for the copies under
+# the record's name and could find an older version there).
+FORMAT_VERSION_VERSIONS = 3
+
+# Where a replaced record's new version is stored on the peers: its own name,
+# so the copies of the old and the new version never mix (docs/infofile.md).
+VERSION_PREFIX = ".st-version/"
 
 SCHEMA = (Path(__file__).with_name("infofile_schema.sql")).read_text()
 """The infofile's tables (st_py/infofile_schema.sql: the one copy, also
@@ -34,6 +42,14 @@ class RecordMeta:
     crc32c: int
     peers: tuple[int, ...]
     ranks: tuple[int, ...] = ()
+    version: int = 0
+    stored_as: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The name its copies are stored under on the peers: the record's
+        name, or its version's for a replaced record."""
+        return self.stored_as or self.name
 
     def copies(self) -> dict[int, int]:
         """``{copy_rank: peer_idx}`` of the stored copies."""
@@ -122,6 +138,9 @@ OBJECTS_SQL = ("CREATE TABLE IF NOT EXISTS objects(name TEXT PRIMARY KEY, size I
                "stripe_size INTEGER NOT NULL, stripes INTEGER NOT NULL, crc32c INTEGER NOT NULL, "
                "commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL) WITHOUT ROWID")
 
+VERSION_COLUMNS = (("records", "version", "INTEGER NOT NULL DEFAULT 0"), ("records", "stored_as", "TEXT"),
+                   ("copy_history", "stored_as", "TEXT"), ("copy_history", "until_at", "REAL"))
+
 # The records that hold the stripes of object ``name`` (docs/striping.md);
 # names with this prefix are not user records.
 STRIPE_PREFIX = ".st-stripe/"
@@ -151,9 +170,13 @@ class InfofileWriter:
         if not path.is_file():
             raise FileNotFoundError(path)
         self.conn = _connect_rw(path)
-        # Files made before async protocols or striping existed lack these tables.
+        # Files made before async protocols, striping or versions existed lack these.
         self.conn.execute(PENDING_COPIES_SQL)
         self.conn.execute(OBJECTS_SQL)
+        for table, column, decl in VERSION_COLUMNS:
+            have = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
 
     def meta(self) -> dict:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
@@ -176,15 +199,23 @@ class InfofileWriter:
         with self._transaction() as c:
             c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(values.items()))
 
-    def commit(self, records: list[tuple[str, int, int, list[int]]]) -> tuple[int, set[str], list[Conflict]]:
+    def commit(self, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
         """Group commit: add ``records`` (name, size, crc32c, peer_idx per copy
-        rank) in one transaction (paper 3.5).
+        rank[, pending ranks[, stored_as]]) in one transaction (paper 3.5).
 
         A record already committed (or earlier in this batch, which merges
         the requests of several clients) with the same size and CRC counts as
         committed (an idempotent retry); with other content it is a conflict
         (records are write-once, paper 2.1: the first commit wins) and is left
         out.
+
+        A record with ``stored_as`` is a new version (``put(replace=True)``,
+        under the file's writer lease, which the caller checks): it replaces
+        the committed one in this transaction, whose copies move to
+        ``copy_history`` (``until`` this generation, ``until_at`` now) so
+        GET_LOCAL at an older generation still reveals them; or it is
+        committed as version 0 if the name is new. The same ``stored_as``
+        again is a retry.
 
         Returns
         -------
@@ -204,7 +235,10 @@ class InfofileWriter:
             copy_rows: list[tuple] = []
             conflicts: list[Conflict] = []
             pending_rows: list[tuple] = []
+            versions = [rec for rec in records if len(rec) > 5 and rec[5]]
             for rec in records:
+                if len(rec) > 5 and rec[5]:
+                    continue
                 name, size, crc, peer_idx = rec[:4]
                 pending = rec[4] if len(rec) > 4 else ()
                 old = existing.get(name)
@@ -223,12 +257,45 @@ class InfofileWriter:
                               copy_rows)
                 c.executemany("INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
                               pending_rows)
+            replaced = self._commit_versions(c, versions, gen, now) if versions else set()
+            if new_rows or replaced:
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
             else:
                 gen -= 1
-        return gen, {r[0] for r in new_rows}, conflicts
+        return gen, {r[0] for r in new_rows} | replaced, conflicts
 
-    def store_copies(self, stored: list[tuple[str, int, int]]) -> tuple[int, int, list[Conflict]]:
+    @staticmethod
+    def _commit_versions(c: sqlite3.Connection, versions: list[tuple], gen: int, now: float) -> set[str]:
+        """The new versions of :meth:`commit`, in order; returns their names."""
+        done: set[str] = set()
+        for name, size, crc, peer_idx, pending, stored_as in (tuple(r[:6]) for r in versions):
+            old = c.execute("SELECT version, coalesce(stored_as, name) FROM records WHERE name = ?",
+                            (name,)).fetchone()
+            if old is not None and old[1] == stored_as:
+                continue  # this version is committed: a retry
+            if old is None:
+                c.execute("INSERT INTO records(name, size, crc32c, commit_seq, committed_at, version, stored_as) "
+                          "VALUES (?, ?, ?, ?, ?, 0, ?)", (name, size, crc, gen, now, stored_as))
+            else:
+                c.execute("INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
+                          "SELECT name, copy_rank, peer_idx, since, ?, ?, ? FROM copies WHERE name = ?",
+                          (gen, old[1], now, name))
+                c.execute("DELETE FROM copies WHERE name = ?", (name,))
+                c.execute("DELETE FROM pending_copies WHERE name = ?", (name,))
+                c.execute("UPDATE records SET size = ?, crc32c = ?, commit_seq = ?, committed_at = ?, "
+                          "version = ?, stored_as = ? WHERE name = ?",
+                          (size, crc, gen, now, old[0] + 1, stored_as, name))
+            for rank, p in enumerate(peer_idx):
+                table = "pending_copies" if rank in pending else "copies"
+                c.execute(f"INSERT INTO {table}(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
+                          (name, rank, p, gen))
+            done.add(name)
+        if done:
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('format_version', ?)",
+                      (FORMAT_VERSION_VERSIONS,))
+        return done
+
+    def store_copies(self, stored: list[tuple]) -> tuple[int, int, list[Conflict]]:
         """Pending copies (async protocols) are now stored: each
         ``(name, copy_rank, peer_idx)`` leaves ``pending_copies`` and joins
         ``copies`` from the new generation on, so GET and GET_LOCAL start
@@ -236,8 +303,10 @@ class InfofileWriter:
         repair put it on a spare). Already stored there: an idempotent retry.
 
         A copy is a conflict (left out) when its record is gone or has no
-        such pending copy, or the holder already holds another copy of the
-        record (invariant 3).
+        such pending copy, the holder already holds another copy of the
+        record (invariant 3), or (with a fourth element, ``stored_as``; ""
+        for the record's name) the record was replaced by another version
+        meanwhile.
 
         Returns
         -------
@@ -247,7 +316,11 @@ class InfofileWriter:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             npeers = int(c.execute("SELECT count(*) FROM peers").fetchone()[0])
             done, conflicts = 0, []
-            for name, rank, peer in stored:
+            for item in stored:
+                name, rank, peer = item[:3]
+                if len(item) > 3 and self._other_version(c, name, item[3]):
+                    conflicts.append(Conflict(name, "replaced by a newer version meanwhile"))
+                    continue
                 held = dict(c.execute("SELECT copy_rank, peer_idx FROM copies WHERE name = ?", (name,)))
                 pending = dict(c.execute("SELECT copy_rank, peer_idx FROM pending_copies WHERE name = ?", (name,)))
                 if held.get(rank) == peer:
@@ -327,10 +400,19 @@ class InfofileWriter:
             c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
         return gen, removed, nbytes
 
-    def move_copies(self, moves: list[tuple[str, int, int, int]]) -> tuple[int, int, list[Conflict]]:
+    @staticmethod
+    def _other_version(c: sqlite3.Connection, name: str, stored_as: str) -> bool:
+        """Record ``name`` is committed under another version than
+        ``stored_as`` ("": its name)."""
+        row = c.execute("SELECT coalesce(stored_as, name) FROM records WHERE name = ?", (name,)).fetchone()
+        return row is not None and row[0] != (stored_as or name)
+
+    def move_copies(self, moves: list[tuple]) -> tuple[int, int, list[Conflict]]:
         """Rebalance (paper 4.4): move copies to new holders in one transaction.
 
-        Each move is ``(name, copy_rank, old_peer_idx, new_peer_idx)``. The
+        Each move is ``(name, copy_rank, old_peer_idx, new_peer_idx[,
+        stored_as])``; a record replaced by another version than the one
+        copied (``stored_as``, "" for its name) is a conflict. The
         old row goes to ``copy_history`` (valid until this generation), so a
         GET_LOCAL at an older generation still sees the old holder and one at
         this generation or later sees only the new one: each record stays
@@ -348,7 +430,11 @@ class InfofileWriter:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             npeers = int(c.execute("SELECT count(*) FROM peers").fetchone()[0])
             moved, conflicts = 0, []
-            for name, rank, old, new in moves:
+            for move in moves:
+                name, rank, old, new = move[:4]
+                if len(move) > 4 and self._other_version(c, name, move[4]):
+                    conflicts.append(Conflict(name, "replaced by a newer version meanwhile"))
+                    continue
                 rows = dict(c.execute("SELECT copy_rank, peer_idx FROM copies WHERE name = ?", (name,)))
                 if rank not in rows:
                     conflicts.append(Conflict(name, f"copy rank {rank} is not committed (record deleted?)"))
@@ -360,8 +446,9 @@ class InfofileWriter:
                 else:
                     since = c.execute("SELECT since FROM copies WHERE name = ? AND copy_rank = ?",
                                       (name, rank)).fetchone()[0]
-                    c.execute("INSERT INTO copy_history(name, copy_rank, peer_idx, since, until) "
-                              "VALUES (?, ?, ?, ?, ?)", (name, rank, old, since, gen))
+                    c.execute("INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as) "
+                              "SELECT ?, ?, ?, ?, ?, stored_as FROM records WHERE name = ?",
+                              (name, rank, old, since, gen, name))
                     c.execute("UPDATE copies SET peer_idx = ?, since = ? WHERE name = ? AND copy_rank = ?",
                               (new, gen, name, rank))
                     moved += 1
@@ -450,27 +537,37 @@ class InfofileReader:
             return True
         return self.object(name) is not None
 
+    def _version_columns(self) -> str:
+        """``r.version, r.stored_as``, or constants for a file made before
+        versions existed (checked on every query: the tracker adds the
+        columns to an open file)."""
+        try:
+            self.conn.execute("SELECT version, stored_as FROM records LIMIT 0")
+        except sqlite3.OperationalError:
+            return "0, NULL"
+        return "r.version, r.stored_as"
+
     def lookup(self, name: str) -> RecordMeta | None:
-        """The committed metadata of record ``name``, or None."""
-        rows = self.conn.execute(
-            "SELECT r.size, r.crc32c, c.copy_rank, c.peer_idx FROM records r "
-            "JOIN copies c ON c.name = r.name WHERE r.name = ? ORDER BY c.copy_rank", (name,)).fetchall()
-        if not rows:
-            return None
-        return RecordMeta(name, rows[0][0], rows[0][1], tuple(r[3] for r in rows), tuple(r[2] for r in rows))
+        """The committed metadata of record ``name`` (its current version),
+        or None."""
+        return self.lookup_many([name]).get(name)
 
     def lookup_many(self, names: list[str]) -> dict[str, RecordMeta]:
+        """:meth:`lookup` of many names. Each record's metadata comes from
+        one statement: a replacement committed meanwhile shows whole or not
+        at all."""
         out: dict[str, list] = {}
+        cols = self._version_columns()
         for i in range(0, len(names), 500):
             chunk = names[i:i + 500]
-            q = ("SELECT r.name, r.size, r.crc32c, c.copy_rank, c.peer_idx FROM records r "
+            q = (f"SELECT r.name, r.size, r.crc32c, c.copy_rank, c.peer_idx, {cols} FROM records r "
                  f"JOIN copies c ON c.name = r.name WHERE r.name IN ({','.join('?' * len(chunk))}) "
                  "ORDER BY r.name, c.copy_rank")
-            for name, size, crc, rank, peer in self.conn.execute(q, chunk):
-                v = out.setdefault(name, [size, crc, [], []])
+            for name, size, crc, rank, peer, version, stored_as in self.conn.execute(q, chunk):
+                v = out.setdefault(name, [size, crc, [], [], version, stored_as])
                 v[2].append(peer)
                 v[3].append(rank)
-        return {n: RecordMeta(n, v[0], v[1], tuple(v[2]), tuple(v[3])) for n, v in out.items()}
+        return {n: RecordMeta(n, v[0], v[1], tuple(v[2]), tuple(v[3]), v[4], v[5]) for n, v in out.items()}
 
     def pending_copies(self, limit: int = 100_000) -> list[tuple[RecordMeta, int, int]]:
         """Copies of committed records not stored yet (async protocols), as

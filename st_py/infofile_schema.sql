@@ -9,7 +9,8 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 --       delete and rebalance move), protocol ('client-sync'), placement
 --       ('random') (both absent in files made before they existed),
 --       filters ('zstd,aes-256-gcm'; '' or absent: none; docs/filters.md),
---       key_check (HMAC of the encryption key; never the key)
+--       key_check (HMAC of the encryption key; never the key);
+--       format_version becomes 3 with the first replaced record (versions)
 
 CREATE TABLE peers(
   peer_idx INTEGER PRIMARY KEY,       -- index in the file's peerlist; rows are
@@ -23,7 +24,10 @@ CREATE TABLE records(
   size         INTEGER NOT NULL,      -- bytes of one copy
   crc32c       INTEGER NOT NULL,      -- CRC-32C of the bytes
   commit_seq   INTEGER NOT NULL,      -- generation of the commit that added it
-  committed_at REAL NOT NULL          -- unix seconds
+  committed_at REAL NOT NULL,         -- unix seconds
+  version      INTEGER NOT NULL DEFAULT 0,  -- 0, then + 1 by each replacement
+  stored_as    TEXT                   -- the name its copies are stored under on
+                                      -- the peers; NULL: `name` (never replaced)
 );
 
 CREATE TABLE copies(                -- the current holder of each copy
@@ -35,12 +39,14 @@ CREATE TABLE copies(                -- the current holder of each copy
 ) WITHOUT ROWID;
 CREATE INDEX copies_by_peer ON copies(peer_idx, name);
 
-CREATE TABLE copy_history(           -- holders replaced by a rebalance
-  name      TEXT NOT NULL,
-  copy_rank INTEGER NOT NULL,
+CREATE TABLE copy_history(           -- holders replaced by a rebalance, and
+  name      TEXT NOT NULL,             -- the copies of versions replaced by a
+  copy_rank INTEGER NOT NULL,          -- newer one
   peer_idx  INTEGER NOT NULL,
   since     INTEGER NOT NULL,         -- held from this generation ...
-  until     INTEGER NOT NULL          -- ... to just before this one
+  until     INTEGER NOT NULL,         -- ... to just before this one
+  stored_as TEXT,                     -- as records.stored_as then
+  until_at  REAL                      -- a replaced version: unix s it was replaced
 );
 CREATE INDEX copy_history_by_peer ON copy_history(peer_idx, name);
 

@@ -223,8 +223,8 @@ class ReaderMixin:
             if callback:
                 self._notify(name, callback, name, data, None)
 
-        self._transport.send(addr, lambda seq: [encode_get(seq, self.file_id, name.encode("utf-8", "surrogateescape"))],
-                             done)
+        key = (meta.key if meta is not None else name).encode("utf-8", "surrogateescape")  # a version's own name
+        self._transport.send(addr, lambda seq: [encode_get(seq, self.file_id, key)], done)
 
     def get(self, name: str) -> bytes:
         """The bytes of committed record ``name``.

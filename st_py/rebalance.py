@@ -155,13 +155,13 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
         tried.add(new)
         holders[rank] = new  # reserved now, so another lost rank of m cannot pick it
         body = data[m.name]
-        name_b = m.name.encode("utf-8", "surrogateescape")
+        name_b = m.key.encode("utf-8", "surrogateescape")  # a replaced record: its version's name
 
         def done(fr, exc):
             outstanding["n"] -= 1
             if exc is None:
                 moves.append(pb.CopyMove(name=m.name, copy_rank=rank, from_peer_idx=m.copies()[rank],
-                                         to_peer_idx=new))
+                                         to_peer_idx=new, stored_as=m.stored_as or ""))
             elif isinstance(exc, (PeerUnavailableError, PeerError)):
                 place(m, rank, holders, tried)  # fail over to another spare (paper 4.3)
             else:

@@ -150,12 +150,13 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
         tried.add(target)
         taken.append(target)
         body = data[meta.name]
-        name_b = meta.name.encode("utf-8", "surrogateescape")
+        name_b = meta.key.encode("utf-8", "surrogateescape")  # a replaced record: its version's name
 
         def done(fr, exc, target=target):
             outstanding["n"] -= 1
             if exc is None:
-                stored.append(pb.CopyStored(name=meta.name, copy_rank=rank, peer_idx=target))
+                stored.append(pb.CopyStored(name=meta.name, copy_rank=rank, peer_idx=target,
+                                            stored_as=meta.stored_as or ""))
             elif isinstance(exc, (PeerUnavailableError, PeerError)):
                 taken.remove(target)
                 place(meta, rank, None, taken, tried)  # another live peer (paper 4.3)

@@ -80,9 +80,9 @@ def test_group_commit_grows_while_commits_are_in_flight(cluster):
     sizes = []
     commit_async = f._tracker.commit_async
 
-    def counted(name, file_id, records):  # the real RPC, counted
+    def counted(name, file_id, records, lease_id=""):  # the real RPC, counted
         sizes.append(len(records))
-        return commit_async(name, file_id, records)
+        return commit_async(name, file_id, records, lease_id)
 
     f._tracker.commit_async = counted
     cluster.tracker.proc.send_signal(signal.SIGSTOP)
@@ -104,7 +104,8 @@ conn = sqlite3.connect(sys.argv[1], isolation_level=None)
 conn.execute("PRAGMA journal_mode=DELETE")
 conn.execute("PRAGMA cache_size=1")  # spill to the database file before the commit
 conn.execute("BEGIN IMMEDIATE")
-conn.executemany("INSERT INTO records VALUES (?, 1, 0, 99, 0)", [(f"half/{i}",) for i in range(5000)])
+conn.executemany("INSERT INTO records(name, size, crc32c, commit_seq, committed_at) "
+                 "VALUES (?, 1, 0, 99, 0)", [(f"half/{i}",) for i in range(5000)])
 os.kill(os.getpid(), signal.SIGKILL)
 """
 

@@ -21,7 +21,8 @@ struct GetLocal::Round {
   std::vector<std::vector<RingEntry>> partial;  // MORE chunks so far, per origin
   std::vector<char> have;
   size_t have_count = 0;
-  std::unordered_map<std::string, RecordMeta> mine;  // own segment, for sizes and paths
+  // own segment by record name: the name its copy is stored under, for sizes and paths
+  std::unordered_map<std::string, std::pair<std::string, RecordMeta>> mine;
   std::vector<Waiter> waiters;
   bool own_ready = false;                     // the own segment is in segments[me]
   std::vector<SegmentReply> segment_replies;  // RING_SEGMENTs waiting for it
@@ -159,9 +160,9 @@ void GetLocal::OnInfofileRead(const std::string& key, uint64_t id, const Status&
   const RecordStore::FileIndex* index = store_->Find(r->ring.file_id);
   if (index != nullptr) {
     for (auto& c : committed) {
-      auto e = index->find(c.name);
+      auto e = index->find(c.key());
       if (e == index->end() || e->second.copy_rank != c.copy_rank) continue;
-      r->mine[c.name] = e->second;
+      r->mine[c.name] = {c.key(), e->second};
       own.push_back(RingEntry{c.copy_rank, std::move(c.name)});
     }
   }
@@ -200,11 +201,11 @@ void GetLocal::MaybeComplete(Round* r) {
   if (Reveal(r->segments, r->me, &revealed, &v)) {
     r->result.reserve(revealed.size());
     for (auto& e : revealed) {
-      const RecordMeta& meta = r->mine[e.name];
+      const auto& [stored_as, meta] = r->mine[e.name];
       LocalListEntry le;
       le.copy_rank = e.copy_rank;
       le.size = meta.size;
-      le.path = store_->RecordPath(r->ring.file_id, e.name, meta);
+      le.path = store_->RecordPath(r->ring.file_id, stored_as, meta);
       le.name = std::move(e.name);
       r->result.push_back(std::move(le));
     }

@@ -67,7 +67,7 @@ int OnBusy(void* arg, int count) {
 
 // Opens `path` read-only. `wait` must outlive the connection.
 Status OpenReadOnly(const std::string& path, BusyWait* wait, Db* db) {
-  std::string uri = "file:" + UriEscape(path) + "?mode=ro";
+  std::string uri = ReadOnlyUri(path);
   int rc = sqlite3_open_v2(uri.c_str(), &db->db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
   if (rc != SQLITE_OK) return SqlError(path, db->db_, "open");
   if (wait->cancel == nullptr) {
@@ -108,7 +108,12 @@ Status ReadMetaU64(const std::string& path, sqlite3* db, const char* key, uint64
 
 constexpr char kSqliteHeader[] = "SQLite format 3";  // 16 bytes with its NUL
 
+// 2: docs/infofile.md; 3: with replaced records ("Versions").
+constexpr uint64_t kMaxFormatVersion = 3;
+
 }  // namespace
+
+std::string ReadOnlyUri(const std::string& path) { return "file:" + UriEscape(path) + "?mode=ro"; }
 
 Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std::string& peer_id,
                            std::vector<CommittedCopy>* out) {
@@ -199,16 +204,43 @@ Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std:
     }
   }
 
+  // A format this peer does not know may place copies where it would not
+  // look: refuse it rather than reveal the wrong bytes.
+  uint64_t format_version = 0;
+  s = ReadMetaU64(path, db.db_, "format_version", &format_version);
+  if (s.ok() && format_version > kMaxFormatVersion) {
+    return Status::Corruption("infofile " + path + " has format version " +
+                              std::to_string(format_version) + "; this peer reads up to " +
+                              std::to_string(kMaxFormatVersion) + ": upgrade st-peer");
+  }
+
+  // Versions (docs/infofile.md): stored_as names a replaced record's copies;
+  // copy_history.until_at is when a version was superseded. Older infofiles
+  // lack both columns.
+  static const char kQuery[] =
+      "SELECT c.name, r.stored_as, c.copy_rank FROM copies c JOIN peers p USING(peer_idx) "
+      "JOIN records r ON r.name = c.name "
+      "WHERE p.peer_id = ?1 AND r.commit_seq <= ?2 AND c.since <= ?2 "
+      "UNION ALL "
+      "SELECT h.name, h.stored_as, h.copy_rank FROM copy_history h JOIN peers p "
+      "USING(peer_idx) JOIN records r ON r.name = h.name "
+      "WHERE p.peer_id = ?1 AND h.since <= ?2 AND h.until > ?2 "
+      "UNION ALL "
+      "SELECT h.name, h.stored_as, h.copy_rank FROM copy_history h JOIN peers p "
+      "USING(peer_idx) WHERE p.peer_id = ?1 AND ?3 > 0 AND h.until_at >= ?3";
+  static const char kQueryBeforeVersions[] =
+      "SELECT c.name, NULL, c.copy_rank FROM copies c JOIN peers p USING(peer_idx) "
+      "JOIN records r ON r.name = c.name "
+      "WHERE p.peer_id = ?1 AND r.commit_seq <= ?2 AND c.since <= ?2 "
+      "UNION ALL "
+      "SELECT h.name, NULL, h.copy_rank FROM copy_history h JOIN peers p "
+      "USING(peer_idx) JOIN records r ON r.name = h.name "
+      "WHERE p.peer_id = ?1 AND h.since <= ?2 AND h.until > ?2 AND ?3 = ?3";
   Stmt q;
-  rc = sqlite3_prepare_v2(db.db_,
-                          "SELECT c.name, c.copy_rank FROM copies c JOIN peers p USING(peer_idx) "
-                          "JOIN records r ON r.name = c.name "
-                          "WHERE p.peer_id = ?1 AND r.commit_seq <= ?2 AND c.since <= ?2 "
-                          "UNION ALL "
-                          "SELECT h.name, h.copy_rank FROM copy_history h JOIN peers p "
-                          "USING(peer_idx) JOIN records r ON r.name = h.name "
-                          "WHERE p.peer_id = ?1 AND h.since <= ?2 AND h.until > ?2",
-                          -1, &q.stmt_, nullptr);
+  rc = sqlite3_prepare_v2(db.db_, kQuery, -1, &q.stmt_, nullptr);
+  if (rc == SQLITE_ERROR && std::strstr(sqlite3_errmsg(db.db_), "no such column") != nullptr) {
+    rc = sqlite3_prepare_v2(db.db_, kQueryBeforeVersions, -1, &q.stmt_, nullptr);
+  }
   if (rc != SQLITE_OK) return SqlError(path, db.db_, "preparing the copies query");
   sqlite3_bind_text(q.stmt_, 1, peer_id.data(), static_cast<int>(peer_id.size()), SQLITE_STATIC);
   // SQLite integers are signed: "the latest state" is the largest one.
@@ -216,13 +248,18 @@ Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std:
                            ? INT64_MAX
                            : static_cast<int64_t>(options.generation);
   sqlite3_bind_int64(q.stmt_, 2, generation);
+  sqlite3_bind_double(q.stmt_, 3, options.superseded_since);
+  auto column_string = [&q](int col, std::string* out) {
+    const void* blob = sqlite3_column_blob(q.stmt_, col);
+    int n = sqlite3_column_bytes(q.stmt_, col);
+    if (blob != nullptr && n > 0)
+      out->assign(static_cast<const char*>(blob), static_cast<size_t>(n));
+  };
   while ((rc = sqlite3_step(q.stmt_)) == SQLITE_ROW) {
     CommittedCopy c;
-    const void* blob = sqlite3_column_blob(q.stmt_, 0);
-    int n = sqlite3_column_bytes(q.stmt_, 0);
-    if (blob != nullptr && n > 0)
-      c.name.assign(static_cast<const char*>(blob), static_cast<size_t>(n));
-    int64_t rank = sqlite3_column_int64(q.stmt_, 1);
+    column_string(0, &c.name);
+    column_string(1, &c.stored_as);
+    int64_t rank = sqlite3_column_int64(q.stmt_, 2);
     if (rank < 0 || rank > 255) continue;  // cannot be a copy this peer stores
     c.copy_rank = static_cast<uint8_t>(rank);
     out->push_back(std::move(c));

@@ -29,12 +29,12 @@ std::vector<ScrubAction> DecideScrub(const std::vector<LocalRecord>& local, Info
   std::vector<ScrubAction> out(local.size(), ScrubAction::kKeepUnknown);
   if (state == InfofileState::kUnknown) return out;
 
-  // name -> the ranks committed to this peer (normally one; more only if the
+  // stored name -> the ranks committed to this peer (normally one; more only if the
   // infofile breaks invariant 3, and then every committed rank is kept).
   std::unordered_map<std::string_view, std::vector<uint8_t>> ranks;
   if (state == InfofileState::kRead) {
     ranks.reserve(committed.size());
-    for (const CommittedCopy& c : committed) ranks[c.name].push_back(c.copy_rank);
+    for (const CommittedCopy& c : committed) ranks[c.key()].push_back(c.copy_rank);
   }
   for (size_t i = 0; i < local.size(); ++i) {
     const LocalRecord& r = local[i];

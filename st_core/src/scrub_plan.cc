@@ -166,6 +166,9 @@ Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
   InfofileReadOptions ro;
   ro.busy_timeout_ms = o.busy_timeout_ms;
   ro.cancel = cancel;
+  // A replaced version stays for readers at an older generation as long as an
+  // uncommitted record would (docs/infofile.md, "Versions").
+  ro.superseded_since = plan->cutoff;
   const std::string files_dir = o.data_dir + "/files";
   std::vector<std::string> file_dirs;
   s = env->GetChildren(files_dir, &file_dirs);

@@ -45,10 +45,24 @@ inline void WriteInfofile(const std::string& path, uint64_t file_id,
   for (const auto& [name, rank, idx] : copies) {
     sql += "INSERT INTO copies VALUES('" + name + "'," + std::to_string(rank) + "," +
            std::to_string(idx) + ",1);";
-    if (names.insert(name).second) sql += "INSERT INTO records VALUES('" + name + "',1,0,1,0);";
+    if (names.insert(name).second)
+      sql += "INSERT INTO records(name, size, crc32c, commit_seq, committed_at) VALUES('" + name +
+             "',1,0,1,0);";
   }
   sql += extra_sql;
   sql += "COMMIT;";
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  std::string msg = err != nullptr ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  ASSERT_EQ(SQLITE_OK, rc) << msg;
+}
+
+// Runs `sql` on the infofile at `path`.
+inline void ExecSql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(SQLITE_OK, sqlite3_open(path.c_str(), &db));
   char* err = nullptr;
   int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
   std::string msg = err != nullptr ? err : "";

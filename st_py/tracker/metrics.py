@@ -127,6 +127,8 @@ class StateCollector(Collector):
                                 value=sum(held.values()))
         yield GaugeMetricFamily("st_tracker_reservations", "files holding a space reservation",
                                 value=len(s.reservations.by_file))
+        yield GaugeMetricFamily("st_tracker_writer_leases", "files whose writer lease (replacing records) is held",
+                                value=s.leases.held())
         alive = GaugeMetricFamily("st_tracker_peer_alive", "1 if the peer is live, 0 if failed",
                                   labels=["peer_id", "addr"])
         age = GaugeMetricFamily("st_tracker_peer_last_announce_age_seconds", "seconds since the peer's last "
