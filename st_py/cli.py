@@ -11,6 +11,7 @@
     storetorrent rebalance restore F copies after peers are lost for good
     storetorrent chmod     permission bits, group, owner of a file or directory
     storetorrent user add  a user with an API key in the tracker's users file
+    storetorrent recover   rebuild a lost namespace from the peers' infofile mirrors
 """
 
 from __future__ import annotations
@@ -230,7 +231,11 @@ def demo(data: str | None, peers: int, hosts: bool) -> None:
 @click.option("--skip-existing", is_flag=True,
               help="resume an interrupted put: records already committed with the same bytes are skipped, "
                    "ones with other bytes are reported (exit status 1)")
-def put(tracker, data, file, paths, replication, protocol, placement, filters, prefix, skip_existing) -> None:
+@click.option("--replace", is_flag=True,
+              help="store new versions of records that exist, under the file's writer lease "
+                   "(docs/replication.md, \"Versioned records\")")
+def put(tracker, data, file, paths, replication, protocol, placement, filters, prefix, skip_existing,
+        replace) -> None:
     """Store local PATHS (files, or directories recursively) as records of FILE.
 
     Record names are the paths relative to each argument's parent. FILE is
@@ -271,7 +276,7 @@ def put(tracker, data, file, paths, replication, protocol, placement, filters, p
         for name, q in items:
             body = q.read_bytes()
             meta = committed.get(prefix + name)
-            if meta is not None and skip_existing:
+            if meta is not None and skip_existing and not replace:
                 if meta.size == len(body) and meta.crc32c == crc32c(body):
                     skipped += 1
                 else:
@@ -279,7 +284,7 @@ def put(tracker, data, file, paths, replication, protocol, placement, filters, p
                 prog.advance(task, len(body))
                 continue
             size = len(body)
-            f.queue_put(prefix + name, body, callback=lambda *_, n=size: prog.advance(task, n))
+            f.queue_put(prefix + name, body, callback=lambda *_, n=size: prog.advance(task, n), replace=replace)
     console.print(f"stored {len(items) - skipped - len(differ)} records in {file}"
                   + (f"; {skipped} already there" if skipped else ""))
     if differ:
@@ -579,6 +584,50 @@ def repair(tracker, data, fmt, files, watch, interval, failed_after) -> None:
     reports = rp.repair(c, list(files) or None, failed_after)
     emit([r.as_dict() for r in reports], fmt, title="repair")
     if not all(r.complete for r in reports):
+        sys.exit(1)
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@format_opt
+@click.option("--from-peers", is_flag=True, required=True,
+              help="rebuild every infofile from the live peers' mirrors (the only source so far)")
+@click.option("--dry-run", is_flag=True, help="fetch and check the mirrors and report; restore nothing")
+@click.option("--key-file", type=click.Path(dir_okay=False), default=None, envvar="STORETORRENT_KEY_FILE",
+              help="the cluster's capability key, for peers that check capabilities "
+                   "[default: DATA/secret.key if it exists]")
+def recover(tracker, data, fmt, from_peers, dry_run, key_file) -> None:
+    """Rebuild a lost namespace from the peers' infofile mirrors.
+
+    Start the tracker on the empty namespace and let the peers announce
+    first. Each file comes back as its newest mirror was (at most
+    --mirror-interval seconds of commits older than the lost infofile);
+    records never committed do not come back. Reports, per file, whether it
+    was restored, was present already, or conflicts with what holds its
+    name (nothing is overwritten), and its records whose copies are on peers
+    that are not alive. Exits with status 1 unless every file is back and
+    every record has a live copy.
+    """
+    from . import recover as rc
+    from .tracker_client import TrackerClient
+
+    if key_file is None and (Path(data) / "secret.key").is_file():
+        key_file = str(Path(data) / "secret.key")
+    report = rc.recover_from_peers(TrackerClient(_tracker(tracker, data)), rc.key_from(key_file), dry_run=dry_run)
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(report.as_dict(), indent=1))
+    else:
+        rows = [{"file": f.name, "file_id": f"{f.file_id:016x}", "outcome": f.outcome, "generation": f.generation,
+                 "records": f.records, "missing_copies": f.missing_copies, "unreadable": f.unreadable,
+                 "detail": f.detail} for f in report.files]
+        emit(rows, fmt, title=f"recover --from-peers{' (dry run)' if dry_run else ''}: {len(report.files)} files "
+                              f"from {len(report.peers_alive)} live peers", right=("generation", "records"))
+        for peer, why in report.peers_failed:
+            console.print(f"[red]peer {peer}[/]: mirrors not listed: {why}")
+    if not report.complete:
         sys.exit(1)
 
 

@@ -130,6 +130,27 @@ class PeerUnavailableError(StoreTorrentError, ConnectionError):
         self.peer, self.reason = peer, reason
 
 
+class LeaseHeldError(StoreTorrentError):
+    """Another writer holds the file's writer lease, so this one may not
+    replace records now (MORRIS 3.2; docs/replication.md, "Versioned
+    records"). ``holder`` says who (``host:pid`` as that writer gave it),
+    ``expires_in`` in how many seconds the lease runs out unless renewed."""
+
+    def __init__(self, message: str, file: str = "", holder: str = "", expires_in: float = 0.0):
+        super().__init__(message)
+        self.file, self.holder, self.expires_in = file, holder, expires_in
+
+
+class LeaseLostError(StoreTorrentError):
+    """This writer's lease on ``file`` ran out, was released, or was
+    forgotten by a tracker restart: its new versions were not committed.
+    Acquire the lease again and put them again."""
+
+    def __init__(self, message: str, file: str = "", lease_id: str = ""):
+        super().__init__(message)
+        self.file, self.lease_id = file, lease_id
+
+
 class QueuedOperationsError(StoreTorrentError):
     """Several queued operations failed (``flush()``). ``failures`` is a
     tuple of ``(record name, exception)``, every one of them."""
@@ -159,3 +180,21 @@ class RecordsUnavailableError(GetLocalError):
     def __init__(self, message: str, unavailable: int = 0, records: int = 0, dead: tuple = ()):
         super().__init__(message)
         self.unavailable, self.records, self.dead = unavailable, records, tuple(dead)
+
+
+class RecoveryError(StoreTorrentError):
+    """``storetorrent recover --from-peers`` could not rebuild the namespace:
+    no live peer answered, or no peer keeps infofile mirrors.
+
+    Attributes
+    ----------
+    peers_asked : tuple of str
+        ``host:port`` of the live peers asked for their mirrors.
+    failures : tuple of (str, str)
+        ``(host:port, why)`` of each peer whose mirrors could not be listed.
+    """
+
+    def __init__(self, message: str, peers_asked=(), failures=()):
+        super().__init__(message)
+        self.peers_asked = tuple(peers_asked)
+        self.failures = tuple(failures)

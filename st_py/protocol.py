@@ -39,10 +39,13 @@ class MsgType(enum.IntEnum):
     SCRUB = 0x07
     AUTH = 0x08  # payload: one capability token (docs/capabilities.md)
     PUT_CHAIN = 0x09  # PUT, then forwarded down the chain of holders
+    LIST_META = 0x0A  # the peer's infofile mirrors (recovery without the namespace)
+    GET_META = 0x0B  # bytes of one mirror
     RING_SEGMENT = 0x10
     OK = 0x80
     DATA = 0x82
     LOCAL_LIST = 0x85
+    META_LIST = 0x86  # reply to LIST_META
     ERROR = 0xFF
 
 
@@ -163,6 +166,29 @@ def encode_auth(seq: int, token: bytes) -> bytes:
     """AUTH: present a capability token (docs/capabilities.md); the whole
     payload is the token. The peer answers OK, or ERROR DENIED saying why."""
     return frame(MsgType.AUTH, seq, bytes(token))
+
+
+def encode_list_meta(seq: int) -> bytes:
+    """LIST_META: the peer's infofile mirrors (docs/wire-protocol.md); empty
+    payload. Answered by META_LIST frames (MORE on all but the last)."""
+    return frame(MsgType.LIST_META, seq)
+
+
+def encode_get_meta(seq: int, file_id: int, offset: int, length: int) -> bytes:
+    """GET_META: at most ``length`` bytes of the mirror of ``file_id`` from
+    ``offset``; answered by DATA (fewer bytes at the end of the mirror)."""
+    return frame(MsgType.GET_META, seq, struct.pack("<QQI", file_id, offset, length))
+
+
+META_ENTRY = struct.Struct("<QQQI")  # file_id, generation, size, crc32c (then name:str16)
+
+
+def encode_meta_list(seq: int, entries: list[tuple[int, int, int, int, bytes]], flags: int = 0) -> bytes:
+    """META_LIST: ``(file_id, generation, size, crc32c, name)`` per mirror."""
+    body = [struct.pack("<I", len(entries))]
+    for file_id, generation, size, crc, name in entries:
+        body.append(META_ENTRY.pack(file_id, generation, size, crc) + _str16(_to_bytes(name)))
+    return frame(MsgType.META_LIST, seq, b"".join(body), flags)
 
 
 SCRUB_REPLY = struct.Struct("<QQQQQ")
@@ -312,8 +338,10 @@ def decode_payload(msg_type: int, flags: int, payload: memoryview) -> dict:
         f = {"file_id": r.u64()}
     elif t == MsgType.GET_LOCAL:
         f = _ring_fields(r)
-    elif t in (MsgType.PING, MsgType.SCRUB):
+    elif t in (MsgType.PING, MsgType.SCRUB, MsgType.LIST_META):
         f = {}
+    elif t == MsgType.GET_META:
+        f = {"file_id": r.u64(), "offset": r.u64(), "length": r.u32()}
     elif t == MsgType.AUTH:
         f = {"token": bytes(r.rest())}
     elif t == MsgType.RING_SEGMENT:
@@ -333,6 +361,13 @@ def decode_payload(msg_type: int, flags: int, payload: memoryview) -> dict:
             rank, size = r.u8(), r.u64()
             entries.append((rank, size, r.str16(), r.str16()))
         f = {"entries": entries}
+    elif t == MsgType.META_LIST:
+        n = r.u32()
+        metas = []
+        for _ in range(n):
+            file_id, generation, size, crc = META_ENTRY.unpack(r.take(META_ENTRY.size))
+            metas.append((file_id, generation, size, crc, r.str16()))
+        f = {"entries": metas}
     elif t == MsgType.ERROR:
         f = {"code": r.u16(), "message": r.str16().decode("utf-8", "replace")}
         if r.left():  # optional: the peers the error concerns

@@ -13,9 +13,10 @@ from ._proto import tracker_pb2 as pb
 from . import tls as tlsmod
 from ._proto import tracker_pb2_grpc as pb_grpc
 from .namespace import normalize
-from .errors import (ERROR_KIND_KEY, BadNameError, DirectoryNotEmptyError, NoSpaceError, NotAuthenticatedError,
-                     NotEnoughPeersError, PermissionDeniedError, QuotaExceededError, StFileExistsError,
-                     StFileNotFoundError, StoreTorrentError, TrackerError, TrackerUnavailableError)
+from .errors import (ERROR_KIND_KEY, BadNameError, DirectoryNotEmptyError, LeaseHeldError, LeaseLostError,
+                     NoSpaceError, NotAuthenticatedError, NotEnoughPeersError, PermissionDeniedError,
+                     QuotaExceededError, StFileExistsError, StFileNotFoundError, StoreTorrentError, TrackerError,
+                     TrackerUnavailableError)
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -58,7 +59,13 @@ class TrackerClient:
             return PermissionDeniedError(detail)
         if code == grpc.StatusCode.UNAUTHENTICATED:
             return NotAuthenticatedError(detail)
-        kind = dict(e.trailing_metadata() or ()).get(ERROR_KIND_KEY)
+        trailer = dict(e.trailing_metadata() or ())
+        kind = trailer.get(ERROR_KIND_KEY)
+        if kind == "lease-held":
+            return LeaseHeldError(detail, holder=trailer.get("st-lease-holder", ""),
+                                  expires_in=float(trailer.get("st-lease-expires-in", 0.0)))
+        if kind == "lease-lost":
+            return LeaseLostError(detail)
         if kind == "no-space":
             return NoSpaceError(detail)
         if kind == "not-enough-peers":
@@ -90,16 +97,27 @@ class TrackerClient:
         name = normalize(name)
         return self._call("Open", pb.OpenRequest(name=name, user=self.user))
 
-    def commit(self, name: str, file_id: int, records: list[pb.RecordCommit]) -> pb.CommitReply:
+    def commit(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = "") -> pb.CommitReply:
         return self._call("Commit", pb.CommitRequest(name=name, file_id=file_id, records=records,
-                                                     user=self.user))
+                                                     user=self.user, lease_id=lease_id))
 
-    def commit_async(self, name: str, file_id: int, records: list[pb.RecordCommit]):
+    def commit_async(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = ""):
         """Start a commit; returns a grpc future (``.result()`` raises
         grpc.RpcError: map it with :meth:`map_error`)."""
         return self._stub.Commit.future(pb.CommitRequest(name=name, file_id=file_id, records=records,
-                                                         user=self.user), timeout=self.timeout,
+                                                         user=self.user, lease_id=lease_id), timeout=self.timeout,
                                      metadata=self._metadata)
+
+    def lease(self, name: str, file_id: int, lease_id: str = "", ttl_s: float = 0.0, release: bool = False,
+              holder: str = "") -> pb.LeaseReply:
+        """Acquire (no ``lease_id``), renew or release a file's writer lease.
+
+        Raises
+        ------
+        LeaseHeldError, LeaseLostError
+        """
+        return self._call("Lease", pb.LeaseRequest(name=normalize(name), file_id=file_id, user=self.user,
+                                                   lease_id=lease_id, ttl_s=ttl_s, release=release, holder=holder))
 
     def commit_objects(self, name: str, file_id: int, objects: builtins.list[pb.ObjectCommit]) -> pb.CommitReply:
         return self._call("CommitObjects", pb.CommitObjectsRequest(name=name, file_id=file_id, objects=objects,
@@ -145,6 +163,28 @@ class TrackerClient:
 
     def remove_dir(self, path: str) -> pb.RemoveDirReply:
         return self._call("RemoveDir", pb.RemoveDirRequest(path=normalize(path), user=self.user))
+
+    def restore_infofile(self, data: bytes, chunk_size: int = 1 << 20,
+                         timeout: float | None = None) -> pb.RestoreInfofileReply:
+        """Put an infofile copied from a peer's mirror back into the namespace
+        (admins only; ``storetorrent recover --from-peers``). ``data`` goes in
+        chunks of ``chunk_size`` bytes, so infofiles beyond a gRPC message do
+        too. The reply's ``outcome`` is ``restored``, ``present`` or
+        ``conflict`` (nothing overwritten)."""
+        import google_crc32c
+
+        crc = google_crc32c.value(bytes(data))
+
+        def chunks():
+            yield pb.RestoreInfofileChunk(user=self.user, total_size=len(data), crc32c=crc,
+                                          data=bytes(data[:chunk_size]))
+            for off in range(chunk_size, len(data), chunk_size):
+                yield pb.RestoreInfofileChunk(data=bytes(data[off:off + chunk_size]))
+
+        try:
+            return self._stub.RestoreInfofile(chunks(), timeout=timeout or self.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise self.map_error(e, "RestoreInfofile") from None
 
     def report_failure(self, addr: str, reason: str) -> None:
         try:

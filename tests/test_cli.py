@@ -121,6 +121,9 @@ def test_put_resumes_get_r_and_rm_r(cluster, tmp_path):
     (src / "2.bin").write_bytes(b"changed")
     r = _cli(cluster, "put", "/cli/a", str(src), "--skip-existing", check=False)
     assert r.returncode == 1 and "shots/2.bin" in r.stderr and "other bytes" in r.stderr
+    # --replace stores the changed file as a new version (docs/replication.md, "Versioned records")
+    r = _cli(cluster, "put", "/cli/a", str(src / "2.bin"), "--prefix", "shots/", "--replace")
+    assert "stored 1 records" in r.stdout
     # a class that does not match the existing file is an error
     r = _cli(cluster, "put", "/cli/a", str(src / "0.bin"), "--replication", "x3", check=False)
     assert r.returncode == 2 and "class x2" in r.stderr
@@ -130,6 +133,7 @@ def test_put_resumes_get_r_and_rm_r(cluster, tmp_path):
     assert "fetched 6 records" in r.stdout
     assert sorted(p.name for p in (out / "shots").iterdir()) == [f"{i}.bin" for i in range(6)]
     assert (out / "shots" / "4.bin").read_bytes() == bytes([4]) * 500
+    assert (out / "shots" / "2.bin").read_bytes() == b"changed"
     # rm -r: every file below a directory, then the directories
     _cli(cluster, "put", "/cli/sub/b", str(src / "0.bin"))
     r = _cli(cluster, "rm", "-r", "/cli")

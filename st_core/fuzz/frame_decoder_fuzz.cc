@@ -181,6 +181,41 @@ void CheckLocalList(std::string_view payload) {
   ST_FUZZ_CHECK(back == entries, "LOCAL_LIST frames lose or reorder entries");
 }
 
+void CheckMeta(std::string_view payload) {
+  ST_FUZZ_CHECK(DecodeListMeta(payload).ok() == payload.empty(),
+                "LIST_META accepts a payload of %zu bytes", payload.size());
+  GetMetaRequest g;
+  if (DecodeGetMeta(payload, &g).ok()) {
+    ST_FUZZ_CHECK(payload.size() == 20, "GET_META of %zu bytes decodes", payload.size());
+    std::string f = EncodeGetMeta(11, g);
+    CheckEncodedFrame(f, MsgType::kGetMeta);
+    ST_FUZZ_CHECK(PayloadOf(f) == payload, "GET_META does not re-encode");
+  }
+  std::vector<MetaListEntry> entries;
+  if (!DecodeMetaList(payload, &entries).ok()) return;
+  std::string f = EncodeMetaList(12, 0, entries);
+  CheckEncodedFrame(f, MsgType::kMetaList);
+  ST_FUZZ_CHECK(PayloadOf(f) == payload, "META_LIST does not re-encode");
+  size_t chunk = 1 + payload.size() % 131;
+  std::vector<std::string> frames = EncodeMetaListFrames(12, entries, chunk);
+  ST_FUZZ_CHECK(!frames.empty(), "no META_LIST frame");
+  std::vector<MetaListEntry> back;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    CheckEncodedFrame(frames[i], MsgType::kMetaList);
+    FrameHeader h;
+    ParsePrefix(reinterpret_cast<const uint8_t*>(frames[i].data()), frames[i].size(), 0xFFFFFFFFu,
+                &h);
+    ST_FUZZ_CHECK(h.flags == (i + 1 == frames.size() ? 0 : kFlagMore),
+                  "META_LIST frame %zu of %zu has flags %u", i, frames.size(),
+                  static_cast<unsigned>(h.flags));
+    std::vector<MetaListEntry> part;
+    ST_FUZZ_CHECK(DecodeMetaList(PayloadOf(frames[i]), &part).ok(),
+                  "a META_LIST frame does not decode");
+    back.insert(back.end(), part.begin(), part.end());
+  }
+  ST_FUZZ_CHECK(back == entries, "META_LIST frames lose or reorder entries");
+}
+
 void CheckError(std::string_view payload) {
   ErrorReply e;
   if (!DecodeError(payload, &e).ok()) return;
@@ -284,6 +319,7 @@ void CheckPayload(std::string_view payload) {
   CheckRingSegment(payload);
   CheckData(payload);
   CheckLocalList(payload);
+  CheckMeta(payload);
   CheckError(payload);
   CheckScrubReply(payload);
   CheckAuth(payload);

@@ -4,7 +4,8 @@
 Turns the protocol's test vectors (tests/vectors/wire.json) into one file per
 vector under <out>/<target>/, plus a few multi-frame conversations for
 request_fuzz (PUT then GET/DELETE of the same record, a GET_LOCAL whose ring
-completes, a SCRUB) so that the fuzzer starts from requests that succeed.
+completes, a SCRUB, LIST_META and GET_META) so that the fuzzer starts from
+requests that succeed.
 The corpora are generated (build/fuzz/corpus by default), never committed.
 
     st_core/fuzz/make_corpus.py [--vectors tests/vectors/wire.json] [--out build/fuzz/corpus]
@@ -150,6 +151,13 @@ def conversations() -> dict[str, bytes]:
             frame(0x07, 4),
             frame(0x07, 5),
             named(0x02, 6, 42, b"a"),
+        ]),
+        # The infofile mirrors (off in request_fuzz's peer: NO_NAMESPACE), then
+        # a GET_META too short to parse (BAD_FRAME, the connection closes).
+        "conv_meta": b"".join([
+            frame(0x0A, 1),                                          # LIST_META
+            frame(0x0B, 2, struct.pack("<QQI", 42, 0, 4096)),        # GET_META
+            frame(0x0B, 3, struct.pack("<QQ", 42, 0)),
         ]),
         "conv_then_partial_frame": put(1, 3, 0, b"r", b"data") + put(2, 3, 0, b"s", b"more")[:20],
         # A peer that checks capabilities (the first frame is AUTH).

@@ -146,7 +146,8 @@ void WriteInfofile(const std::string& path, const std::string& my_peer_id) {
       "INSERT INTO peers VALUES(1,'fuzz-other-peer'," +
       Sql(kOtherPeer) +
       ");"
-      "INSERT INTO records VALUES('a',1,0,1,0),('bc',1,0,1,0),('x',1,0,1,0);"
+      "INSERT INTO records(name, size, crc32c, commit_seq, committed_at) "
+      "VALUES('a',1,0,1,0),('bc',1,0,1,0),('x',1,0,1,0);"
       "INSERT INTO copies VALUES('a',0,0,1),('x',0,0,1),('bc',1,1,1),('a',1,1,1);"
       "COMMIT;";
   char* err = nullptr;
@@ -273,6 +274,14 @@ Expected Simulate(const uint8_t* p, size_t n) {
       case MsgType::kAuth: {
         std::string_view token;
         s = DecodeAuth(payload, &token);
+        break;
+      }
+      case MsgType::kListMeta:
+        s = DecodeListMeta(payload);
+        break;
+      case MsgType::kGetMeta: {
+        GetMetaRequest req;
+        s = DecodeGetMeta(payload, &req);
         break;
       }
       case MsgType::kRingSegment: {
@@ -716,6 +725,9 @@ void RunOne(const uint8_t* data, size_t size) {
   so.ring_timeout_base_s = 0;
   so.ring_timeout_per_peer_s = 0;
   so.scrub_interval_s = 0;  // only on SCRUB
+  // No infofile mirrors: LIST_META and GET_META answer NO_NAMESPACE at once,
+  // and the data directory keeps its layout.
+  so.mirror_interval_s = 0;
   so.scrub_age_s = 0;       // so a SCRUB removes what is not committed
   if (FirstFrameIsAuth(data, size)) so.capability_key = kCapabilityKey;
   so.clock = [] { return kFuzzNow; };

@@ -52,6 +52,7 @@ constexpr Key kKeys[] = {
     {"max-request-rate", Kind::kNumber},
     {"scrub-interval", Kind::kNumber},
     {"scrub-age", Kind::kNumber},
+    {"mirror-interval", Kind::kNumber},
     {"sync", Kind::kBool},
     {"sync-each", Kind::kBool},
     {"capacity", Kind::kBytes},

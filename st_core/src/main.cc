@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
   sv.max_requests_per_s = opt.max_request_rate;
   sv.scrub_interval_s = opt.scrub_interval_s;
   sv.scrub_age_s = opt.scrub_age_s;
+  sv.mirror_interval_s = opt.mirror_interval_s;
   sv.idle_timeout_s = opt.idle_timeout_s;
   sv.keepalive_timeout_s = opt.keepalive_timeout_s;
   sv.max_connections = static_cast<size_t>(opt.max_connections);
@@ -171,6 +172,15 @@ int main(int argc, char** argv) {
     ST_LOG_INFO("scrubber: no periodic runs (--scrub-interval 0), only on SCRUB requests; "
                 "records and temporary files younger than %g s are kept",
                 opt.scrub_age_s);
+  }
+
+  if (!opt.namespace_dir.empty() && opt.mirror_interval_s > 0) {
+    ST_LOG_INFO("infofile mirrors: every %g s, the infofiles of this peer's files are copied to "
+                "%s/meta/ (storetorrent recover --from-peers)",
+                opt.mirror_interval_s, store->data_dir().c_str());
+  } else if (!opt.namespace_dir.empty()) {
+    ST_LOG_WARN("infofile mirrors disabled (--mirror-interval 0): a lost namespace cannot be "
+                "recovered from this peer");
   }
 
   if (opt.max_write_mbps > 0 || opt.max_read_mbps > 0 || opt.max_request_rate > 0) {

@@ -117,6 +117,27 @@ std::string RenderPrometheus(const PeerMetrics& m, const PeerGauges& g) {
   Sample(&out, "st_peer_throttled_total", "", g.throttled);
   Header(&out, "st_peer_getlocal_rounds", "gauge", "GET_LOCAL rounds in progress or cached.");
   Sample(&out, "st_peer_getlocal_rounds", "", g.getlocal_rounds);
+  if (g.mirror_enabled) {
+    Header(&out, "st_peer_meta_mirrors", "gauge",
+           "Infofile mirrors kept in <data>/meta/ for recovery without the namespace.");
+    Sample(&out, "st_peer_meta_mirrors", "", g.meta_mirrors);
+    Header(&out, "st_peer_meta_mirror_passes_total", "counter",
+           "Mirror passes over the namespace, by result.");
+    Sample(&out, "st_peer_meta_mirror_passes_total", "result=\"ok\"",
+           g.mirror_passes - g.mirror_failed_passes);
+    Sample(&out, "st_peer_meta_mirror_passes_total", "result=\"failed\"", g.mirror_failed_passes);
+    Header(&out, "st_peer_meta_mirror_copies_total", "counter", "Infofiles copied to mirrors.");
+    Sample(&out, "st_peer_meta_mirror_copies_total", "", g.mirror_copies);
+    Header(&out, "st_peer_meta_mirror_removals_total", "counter",
+           "Mirrors removed (file deleted and none of its records left on this peer).");
+    Sample(&out, "st_peer_meta_mirror_removals_total", "", g.mirror_removals);
+    Header(&out, "st_peer_meta_mirror_errors_total", "counter",
+           "Infofiles that could not be probed or copied (retried on the next pass).");
+    Sample(&out, "st_peer_meta_mirror_errors_total", "", g.mirror_errors);
+    Header(&out, "st_peer_meta_mirror_last_pass_timestamp_seconds", "gauge",
+           "Unix time of the last complete mirror pass (0: none yet).");
+    Sample(&out, "st_peer_meta_mirror_last_pass_timestamp_seconds", "", g.mirror_last_pass_s);
+  }
   Header(&out, "st_peer_loop_busy_seconds_total", "counter",
          "Time the event loop spent handling events, timers and tasks (not waiting).");
   Sample(&out, "st_peer_loop_busy_seconds_total", "",

@@ -50,6 +50,15 @@ struct PeerGauges {
   uint64_t throttled = 0;
   uint64_t getlocal_rounds = 0;
   std::string peer_id;
+  // The infofile mirror (meta_mirror.h); left out when it is off.
+  bool mirror_enabled = false;
+  uint64_t meta_mirrors = 0;
+  uint64_t mirror_passes = 0;
+  uint64_t mirror_failed_passes = 0;
+  uint64_t mirror_copies = 0;
+  uint64_t mirror_removals = 0;
+  uint64_t mirror_errors = 0;
+  double mirror_last_pass_s = 0;  // unix time of the last complete pass; 0: none yet
 };
 
 // The exposition text (version 0.0.4): # HELP / # TYPE lines, then samples.

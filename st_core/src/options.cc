@@ -133,6 +133,11 @@ protocol of docs/wire-protocol.md.
                               temporary file modified less than this long
                               ago: its write may not be committed yet
                               (default 3600)
+  --mirror-interval SECONDS   seconds between passes that copy the infofiles
+                              of this peer's files to <data>/meta/, for
+                              `storetorrent recover --from-peers` after the
+                              namespace is lost (needs --namespace; default
+                              5; 0: no mirrors)
   --sync                      reply to a PUT or DELETE only once it is on
                               stable storage: the records of a batch are
                               written, then one syncfs (group fsync) makes
@@ -241,6 +246,7 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
                                           "--max-request-rate",
                                           "--scrub-interval",
                                           "--scrub-age",
+                                          "--mirror-interval",
                                           "--capacity",
                                           "--reserve",
                                           "--idle-timeout",
@@ -374,6 +380,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
         out->scrub_interval_s = d;
       } else if (flag == "--scrub-age") {
         out->scrub_age_s = d;
+      } else if (flag == "--mirror-interval") {
+        out->mirror_interval_s = d;
       } else if (flag == "--idle-timeout") {
         out->idle_timeout_s = d;
       } else if (flag == "--keepalive-timeout") {

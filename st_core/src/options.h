@@ -32,6 +32,7 @@ struct Options {
   double max_request_rate = 0;  // requests per second
   double scrub_interval_s = 86400;  // 0: no periodic scrub
   double scrub_age_s = 3600;
+  double mirror_interval_s = 5;  // infofile mirrors (meta_mirror.h); 0: none
   bool sync = false;       // durable replies (group fsync)
   bool sync_each = false;  // ... by an fsync per record instead
   uint64_t capacity = 0;       // 0: not given

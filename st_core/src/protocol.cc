@@ -29,6 +29,12 @@ const char* MsgTypeName(uint8_t type) {
       return "RING_SEGMENT";
     case MsgType::kPutChain:
       return "PUT_CHAIN";
+    case MsgType::kListMeta:
+      return "LIST_META";
+    case MsgType::kGetMeta:
+      return "GET_META";
+    case MsgType::kMetaList:
+      return "META_LIST";
     case MsgType::kOk:
       return "OK";
     case MsgType::kData:
@@ -240,6 +246,37 @@ Status DecodeError(std::string_view payload, ErrorReply* out) {
   return Finish(r);
 }
 
+Status DecodeListMeta(std::string_view payload) {
+  Reader r(payload);
+  return Finish(r);
+}
+
+Status DecodeGetMeta(std::string_view payload, GetMetaRequest* out) {
+  Reader r(payload);
+  if (!r.U64(&out->file_id) || !r.U64(&out->offset) || !r.U32(&out->length)) return Short();
+  return Finish(r);
+}
+
+Status DecodeMetaList(std::string_view payload, std::vector<MetaListEntry>* out) {
+  Reader r(payload);
+  uint32_t count;
+  if (!r.U32(&count)) return Short();
+  out->clear();
+  // Each entry takes at least 30 bytes: do not trust count for the reservation.
+  out->reserve(std::min<size_t>(count, r.left() / 30));
+  for (uint32_t i = 0; i < count; ++i) {
+    MetaListEntry e;
+    std::string_view name;
+    if (!r.U64(&e.file_id) || !r.U64(&e.generation) || !r.U64(&e.size) || !r.U32(&e.crc32c) ||
+        !r.Str16(&name)) {
+      return Short();
+    }
+    e.name.assign(name);
+    out->push_back(std::move(e));
+  }
+  return Finish(r);
+}
+
 Status DecodeScrubReply(std::string_view payload, ScrubReply* out) {
   Reader r(payload);
   if (!r.U64(&out->files) || !r.U64(&out->removed_uncommitted) ||
@@ -347,6 +384,17 @@ std::string EncodeScrub(uint64_t seq) { return EncodeFrame(MsgType::kScrub, 0, s
 
 std::string EncodeAuth(uint64_t seq, std::string_view token) {
   return EncodeFrame(MsgType::kAuth, 0, seq, token);
+}
+
+std::string EncodeListMeta(uint64_t seq) { return EncodeFrame(MsgType::kListMeta, 0, seq, {}); }
+
+std::string EncodeGetMeta(uint64_t seq, const GetMetaRequest& req) {
+  std::string f = StartFrame(MsgType::kGetMeta, 0, seq, 20);
+  PutFixed64(&f, req.file_id);
+  PutFixed64(&f, req.offset);
+  PutFixed32(&f, req.length);
+  FinishFrame(&f);
+  return f;
 }
 
 std::string EncodeRingSegmentPayload(const RingHeader& ring, uint16_t origin,
@@ -467,6 +515,46 @@ std::vector<std::string> EncodeLocalListFrames(uint64_t seq,
     FinishFrame(&f);
     frames.push_back(std::move(f));
   } while (i < entries.size());
+  for (size_t k = 0; k + 1 < frames.size(); ++k) {
+    EncodeFixed16(reinterpret_cast<uint8_t*>(&frames[k][6]), kFlagMore);
+  }
+  return frames;
+}
+
+static void PutMetaListEntry(std::string* f, const MetaListEntry& e) {
+  PutFixed64(f, e.file_id);
+  PutFixed64(f, e.generation);
+  PutFixed64(f, e.size);
+  PutFixed32(f, e.crc32c);
+  PutStr16(f, std::string_view(e.name).substr(0, kMaxStr16));
+}
+
+std::string EncodeMetaList(uint64_t seq, uint16_t flags, const std::vector<MetaListEntry>& e) {
+  std::string f = StartFrame(MsgType::kMetaList, flags, seq, 4 + e.size() * 64);
+  PutFixed32(&f, static_cast<uint32_t>(e.size()));
+  for (const auto& x : e) PutMetaListEntry(&f, x);
+  FinishFrame(&f);
+  return f;
+}
+
+std::vector<std::string> EncodeMetaListFrames(uint64_t seq, const std::vector<MetaListEntry>& e,
+                                              size_t chunk_bytes) {
+  std::vector<std::string> frames;
+  size_t i = 0;
+  do {
+    std::string f =
+        StartFrame(MsgType::kMetaList, 0, seq, std::min<size_t>(chunk_bytes, 1 << 20) + 64);
+    PutFixed32(&f, 0);
+    uint32_t count = 0;
+    while (i < e.size() && (count == 0 || f.size() < chunk_bytes)) {
+      PutMetaListEntry(&f, e[i]);
+      ++i;
+      ++count;
+    }
+    EncodeFixed32(reinterpret_cast<uint8_t*>(&f[kFramePrefixSize]), count);
+    FinishFrame(&f);
+    frames.push_back(std::move(f));
+  } while (i < e.size());
   for (size_t k = 0; k + 1 < frames.size(); ++k) {
     EncodeFixed16(reinterpret_cast<uint8_t*>(&frames[k][6]), kFlagMore);
   }

@@ -50,10 +50,13 @@ enum class MsgType : uint8_t {
   kScrub = 0x07,
   kAuth = 0x08,  // payload: one capability token (docs/capabilities.md)
   kPutChain = 0x09,  // PUT, then forwarded down a chain of holders
+  kListMeta = 0x0A,  // the infofile mirrors this peer keeps (meta_mirror.h)
+  kGetMeta = 0x0B,   // bytes of one mirror
   kRingSegment = 0x10,
   kOk = 0x80,
   kData = 0x82,
   kLocalList = 0x85,
+  kMetaList = 0x86,  // reply to LIST_META
   kError = 0xFF,
 };
 
@@ -194,6 +197,28 @@ struct ScrubReply {
 };
 constexpr size_t kScrubReplySize = 40;
 
+// GET_META: bytes [offset, offset + length) of the mirror of file_id.
+struct GetMetaRequest {
+  uint64_t file_id = 0;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+};
+
+// One entry of a META_LIST reply: an infofile mirror (docs/wire-protocol.md).
+//   entry := file_id:u64 generation:u64 size:u64 crc32c:u32 name:str16
+struct MetaListEntry {
+  uint64_t file_id = 0;
+  uint64_t generation = 0;  // meta.generation of the mirror
+  uint64_t size = 0;        // bytes of the mirror
+  uint32_t crc32c = 0;      // CRC-32C of those bytes
+  std::string name;         // meta.name: the file's name in the namespace
+
+  bool operator==(const MetaListEntry& o) const {
+    return file_id == o.file_id && generation == o.generation && size == o.size &&
+           crc32c == o.crc32c && name == o.name;
+  }
+};
+
 // Payload decoders. Each returns Corruption with a short reason if the
 // payload does not match the grammar of its type (including trailing bytes).
 Status DecodePut(std::string_view payload, PutRequest* out);
@@ -210,6 +235,9 @@ Status DecodeRingSegment(std::string_view payload, RingSegment* out);
 Status DecodeData(std::string_view payload, DataReply* out);
 Status DecodeLocalList(std::string_view payload, std::vector<LocalListEntry>* out);
 Status DecodeError(std::string_view payload, ErrorReply* out);
+Status DecodeListMeta(std::string_view payload);  // empty
+Status DecodeGetMeta(std::string_view payload, GetMetaRequest* out);
+Status DecodeMetaList(std::string_view payload, std::vector<MetaListEntry>* out);
 // The payload of an OK reply to SCRUB.
 Status DecodeScrubReply(std::string_view payload, ScrubReply* out);
 
@@ -229,6 +257,8 @@ std::string EncodeGetLocal(uint64_t seq, const RingHeader& ring);
 std::string EncodePing(uint64_t seq);
 std::string EncodeScrub(uint64_t seq);
 std::string EncodeAuth(uint64_t seq, std::string_view token);
+std::string EncodeListMeta(uint64_t seq);
+std::string EncodeGetMeta(uint64_t seq, const GetMetaRequest& req);
 
 // The RING_SEGMENT payload for entries [begin, end).
 std::string EncodeRingSegmentPayload(const RingHeader& ring, uint16_t origin,
@@ -253,6 +283,11 @@ std::string EncodeLocalList(uint64_t seq, uint16_t flags, const std::vector<Loca
 std::vector<std::string> EncodeLocalListFrames(uint64_t seq,
                                                const std::vector<LocalListEntry>& entries,
                                                size_t chunk_bytes);
+std::string EncodeMetaList(uint64_t seq, uint16_t flags, const std::vector<MetaListEntry>& e);
+// META_LIST frames of roughly chunk_bytes each; MORE on all but the last.
+// An empty list is one frame with count 0.
+std::vector<std::string> EncodeMetaListFrames(uint64_t seq, const std::vector<MetaListEntry>& e,
+                                              size_t chunk_bytes);
 // Messages longer than 4000 bytes are cut. `peers` names the peers the
 // error concerns (GET_LOCAL ring failures), at most kMaxErrorPeers, each cut
 // to 255 bytes; the field is left out when empty.

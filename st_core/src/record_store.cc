@@ -553,6 +553,15 @@ const RecordStore::FileIndex* RecordStore::Find(uint64_t file_id) const {
   return it == files_.end() ? nullptr : &it->second;
 }
 
+std::vector<uint64_t> RecordStore::FileIds() const {
+  std::vector<uint64_t> ids;
+  ids.reserve(files_.size());
+  for (const auto& kv : files_) {
+    if (!kv.second.empty()) ids.push_back(kv.first);
+  }
+  return ids;
+}
+
 const RecordMeta* RecordStore::Lookup(uint64_t file_id, std::string_view name) const {
   const FileIndex* index = Find(file_id);
   if (index == nullptr) return nullptr;

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "env.h"
 #include "status.h"
@@ -166,6 +167,8 @@ class RecordStore {
 
   // The index of one file, or nullptr if this peer holds none of its records.
   const FileIndex* Find(uint64_t file_id) const;
+  // The file ids this peer holds records of (the infofile mirror's snapshot).
+  std::vector<uint64_t> FileIds() const;
   const RecordMeta* Lookup(uint64_t file_id, std::string_view name) const;
 
   // Absolute path of the record file.

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "coding.h"
+#include "crc32c.h"
 #include "log.h"
 #include "name_codec.h"
 
@@ -106,6 +107,17 @@ std::string Server::RenderMetrics() {
   g.throttled = throttled_.load();
   g.getlocal_rounds = round_count();
   g.peer_id = store_->peer_id();
+  if (mirror_) {
+    const MetaMirrorCounters& m = mirror_->counters();
+    g.mirror_enabled = true;
+    g.meta_mirrors = m.mirrors.load();
+    g.mirror_passes = m.passes.load();
+    g.mirror_failed_passes = m.failed_passes.load();
+    g.mirror_copies = m.copies.load();
+    g.mirror_removals = m.removals.load();
+    g.mirror_errors = m.errors.load();
+    g.mirror_last_pass_s = static_cast<double>(m.last_pass_ns.load()) * 1e-9;
+  }
   return RenderPrometheus(metrics_, g);
 }
 
@@ -135,6 +147,7 @@ Server::~Server() {
   for (auto& kv : inbound_) {
     if (kv.second.probation_timer != 0) loop_->CancelTimer(kv.second.probation_timer);
   }
+  mirror_.reset();
   scrubber_.reset();
   get_local_.reset();
   conns_.clear();
@@ -209,6 +222,14 @@ Status Server::Start() {
     so.age_s = options_.scrub_age_s;
     scrubber_ = std::make_unique<Scrubber>(loop_, store_, so);
     scrubber_->Start();
+    if (options_.mirror_interval_s > 0) {
+      MetaMirrorOptions mo;
+      mo.namespace_dir = options_.namespace_dir;
+      mo.interval_s = options_.mirror_interval_s;
+      mo.remove_after_s = options_.scrub_age_s;
+      mirror_ = std::make_unique<MetaMirror>(loop_, store_, mo);
+      mirror_->Start();
+    }
   }
 
   return loop_->AddFd(listen_fd_, EventLoop::kReadable, [this](int) { OnAccept(); });
@@ -588,6 +609,85 @@ void Server::HandleScrub(Connection* c, uint64_t seq) {
       SendToClient(conn_id,
                    EncodeError(seq, code, "scrub failed, nothing removed: " + s.message()));
     }
+  });
+}
+
+namespace {
+
+const char kNoMirrors[] =
+    "this peer keeps no infofile mirrors: start st-peer with --namespace <dir> and a "
+    "--mirror-interval above 0";
+
+}  // namespace
+
+void Server::HandleListMeta(Connection* c, uint64_t seq) {
+  if (!mirror_) {
+    c->Send(EncodeError(seq, ErrorCode::kNoNamespace, kNoMirrors));
+    return;
+  }
+  uint64_t conn_id = c->id();
+  c->BeginDeferred();
+  // Before the first pass has read <data>/meta/ the catalog is empty: wait for it.
+  mirror_->AfterFirstPass([this, conn_id, seq] {
+    std::vector<MetaListEntry> entries;
+    entries.reserve(mirror_->catalog().size());
+    for (const auto& kv : mirror_->catalog()) entries.push_back(kv.second);
+    for (std::string& f : EncodeMetaListFrames(seq, entries, 256 * 1024)) {
+      SendToClient(conn_id, std::move(f));
+    }
+  });
+}
+
+void Server::HandleGetMeta(Connection* c, uint64_t seq, const GetMetaRequest& req) {
+  if (!mirror_) {
+    c->Send(EncodeError(seq, ErrorCode::kNoNamespace, kNoMirrors));
+    return;
+  }
+  uint64_t conn_id = c->id();
+  c->BeginDeferred();
+  mirror_->AfterFirstPass([this, conn_id, seq, req] {
+    char id[17];
+    std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(req.file_id));
+    if (mirror_->catalog().count(req.file_id) == 0) {
+      SendToClient(conn_id, EncodeError(seq, ErrorCode::kNotFound,
+                                        std::string("this peer has no mirror of file ") + id));
+      return;
+    }
+    // At most what one DATA frame under this peer's --max-frame carries.
+    size_t limit = options_.max_frame > kHeaderSize + 5 ? options_.max_frame - kHeaderSize - 5 : 0;
+    size_t want = std::min<size_t>(req.length, limit);
+    std::string path = mirror_->PathOf(req.file_id);
+    Env* env = store_->env();
+    auto data = std::make_shared<std::string>();
+    auto status = std::make_shared<Status>();
+    uint64_t offset = req.offset;
+    background_.Schedule(
+        [env, path, offset, want, data, status] {
+          std::unique_ptr<RandomAccessFile> f;
+          *status = env->NewRandomAccessFile(path, &f);
+          if (!status->ok()) return;
+          data->resize(want);
+          size_t done = 0;
+          while (done < want) {
+            size_t got = 0;
+            *status = f->Read(offset + done, want - done, &(*data)[done], &got);
+            if (!status->ok()) return;
+            if (got == 0) break;
+            done += got;
+          }
+          data->resize(done);
+        },
+        [this, conn_id, seq, id = std::string(id), data, status] {
+          if (status->IsNotFound()) {
+            SendToClient(conn_id, EncodeError(seq, ErrorCode::kNotFound,
+                                              "the mirror of file " + id + " is gone"));
+          } else if (!status->ok()) {
+            ST_LOG_WARN("GET_META of file %s: %s", id.c_str(), status->ToString().c_str());
+            SendToClient(conn_id, EncodeError(seq, ErrorCode::kIoError, status->message()));
+          } else {
+            SendToClient(conn_id, EncodeData(seq, crc32c::Value(*data), 0, *data));
+          }
+        });
   });
 }
 
@@ -1043,6 +1143,29 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
     case MsgType::kAuth:
       HandleAuth(c, seq, payload);
       return;
+    case MsgType::kListMeta: {
+      Status s = DecodeListMeta(payload);
+      if (!s.ok()) return bad_frame(s);
+      // The mirrors name files and records: ADMIN on every file.
+      if (!Allowed(c, seq, h.type, 0, kOpAdmin)) return;
+      HandleListMeta(c, seq);
+      return;
+    }
+    case MsgType::kGetMeta: {
+      GetMetaRequest req;
+      Status s = DecodeGetMeta(payload, &req);
+      if (!s.ok()) return bad_frame(s);
+      // What a full read of the file needs (READ on it), or ADMIN on every file.
+      if (checks_capabilities()) {
+        auto it = inbound_.find(c->id());
+        std::string why;
+        bool read =
+            it != inbound_.end() && it->second.caps.Check(req.file_id, kOpRead, Now(), &why);
+        if (!read && !Allowed(c, seq, h.type, 0, kOpAdmin)) return;
+      }
+      HandleGetMeta(c, seq, req);
+      return;
+    }
     case MsgType::kRingSegment: {
       RingSegment seg;
       Status s = DecodeRingSegment(payload, &seg);

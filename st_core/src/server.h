@@ -25,6 +25,7 @@
 #include "connection.h"
 #include "event_loop.h"
 #include "get_local.h"
+#include "meta_mirror.h"
 #include "metrics.h"
 #include "record_store.h"
 #include "scrubber.h"
@@ -53,6 +54,10 @@ struct ServerOptions {
   double max_requests_per_s = 0;
   double scrub_interval_s = 86400;  // periodic scrubs (needs namespace_dir); 0: only on SCRUB
   double scrub_age_s = 3600;        // the scrubber never removes anything younger
+  // Infofile mirrors for recovery without the namespace (meta_mirror.h;
+  // needs namespace_dir): seconds between passes; 0: no mirrors, and
+  // LIST_META / GET_META answer NO_NAMESPACE.
+  double mirror_interval_s = 5;
   // Hostile or broken clients (docs/peer.md, "Hostile input"); 0: no limit.
   double idle_timeout_s = 30;       // a begun frame that gets no byte for this long
   double keepalive_timeout_s = 0;   // a client connection with nothing in flight
@@ -87,6 +92,8 @@ class Server : public Connection::Handler, public GetLocal::Host {
   size_t round_count() const { return get_local_ ? get_local_->round_count() : 0; }
   // nullptr without a namespace root.
   Scrubber* scrubber() { return scrubber_.get(); }
+  // nullptr without a namespace root or with mirror_interval_s 0.
+  MetaMirror* mirror() { return mirror_.get(); }
 
   // Connection::Handler
   void OnFrame(Connection* conn, const FrameHeader& header, std::string_view payload) override;
@@ -186,6 +193,9 @@ class Server : public Connection::Handler, public GetLocal::Host {
   // DATA header and the file, then the deferred reply is paid.
   void SendRecordToClient(uint64_t conn_id, uint64_t seq, RecordStore::ReadHandle* rec);
   void HandleScrub(Connection* c, uint64_t seq);
+  // LIST_META and GET_META: the infofile mirrors (docs/wire-protocol.md).
+  void HandleListMeta(Connection* c, uint64_t seq);
+  void HandleGetMeta(Connection* c, uint64_t seq, const GetMetaRequest& req);
   void HandleAuth(Connection* c, uint64_t seq, std::string_view payload);
   // With a key: true if the connection's capabilities allow op on file_id;
   // otherwise answers ERROR DENIED for seq and returns false.
@@ -241,6 +251,7 @@ class Server : public Connection::Handler, public GetLocal::Host {
   std::unordered_map<uint64_t, LinkAuth> link_auth_;     // connection id -> its AUTH state
   std::unique_ptr<GetLocal> get_local_;
   std::unique_ptr<Scrubber> scrubber_;  // only with a namespace root
+  std::unique_ptr<MetaMirror> mirror_;  // only with a namespace root and a mirror interval
   std::unordered_map<uint64_t, Inbound> inbound_;
   size_t kind_count_[static_cast<int>(Kind::kCount)] = {};
   uint64_t refused_since_log_ = 0;

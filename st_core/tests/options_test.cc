@@ -34,6 +34,7 @@ TEST(Options, Defaults) {
   EXPECT_EQ(0u, o.reserve);
   EXPECT_EQ(86400.0, o.scrub_interval_s);
   EXPECT_EQ(3600.0, o.scrub_age_s);
+  EXPECT_EQ(5.0, o.mirror_interval_s);
   EXPECT_EQ(30.0, o.idle_timeout_s);
   EXPECT_EQ(0.0, o.keepalive_timeout_s);
   EXPECT_EQ(1024u, o.max_connections);
@@ -92,6 +93,9 @@ TEST(Options, Scrub) {
   EXPECT_EQ(0.0, o.scrub_interval_s);
   EXPECT_EQ(60.5, o.scrub_age_s);
   EXPECT_FALSE(Parse({"--data", "/d", "--scrub-interval", "-1"}, &o).ok());
+  ASSERT_TRUE(Parse({"--data", "/d", "--mirror-interval", "0"}, &o).ok());
+  EXPECT_EQ(0.0, o.mirror_interval_s);
+  EXPECT_FALSE(Parse({"--data", "/d", "--mirror-interval", "-2"}, &o).ok());
   EXPECT_FALSE(Parse({"--data", "/d", "--scrub-age", "x"}, &o).ok());
   EXPECT_FALSE(Parse({"--data", "/d", "--scrub-age"}, &o).ok());
 }
@@ -215,9 +219,10 @@ std::string Dump(const Options& o) {
     << "|" << o.tracker_key << "|" << o.announce_interval_s << "|" << o.max_frame << "|"
     << o.get_local_cache_s << "|" << o.ring_timeout_base_s << "|" << o.ring_timeout_per_peer_s
     << "|" << o.chain_timeout_s << "|" << o.max_write_mbps << "|" << o.max_read_mbps << "|"
-    << o.max_request_rate << "|" << o.scrub_interval_s << "|" << o.scrub_age_s << "|" << o.sync
-    << "|" << o.capacity << "|" << o.reserve << "|" << o.idle_timeout_s << "|"
-    << o.keepalive_timeout_s << "|" << o.max_connections << "|" << o.key_file << "|" << o.verbose;
+    << o.max_request_rate << "|" << o.scrub_interval_s << "|" << o.scrub_age_s << "|"
+    << o.mirror_interval_s << "|" << o.sync << "|" << o.capacity << "|" << o.reserve << "|"
+    << o.idle_timeout_s << "|" << o.keepalive_timeout_s << "|" << o.max_connections << "|"
+    << o.key_file << "|" << o.verbose;
   return s.str();
 }
 
@@ -243,6 +248,7 @@ max-read-mbps = 80.5
 max-request-rate = 400
 scrub-interval = 0
 scrub-age = 7200
+mirror-interval = 2.5
 sync = true
 capacity = "10G"
 reserve = 4096
@@ -300,6 +306,8 @@ TEST(ConfigFile, EveryKeyAsItsFlag) {
                      "0",
                      "--scrub-age",
                      "7200",
+                     "--mirror-interval",
+                     "2.5",
                      "--sync",
                      "--capacity",
                      "10G",

@@ -92,6 +92,30 @@ std::string DecodeAndReencode(const json& v) {
     case MsgType::kScrub:
       EXPECT_TRUE(DecodeScrub(payload).ok());
       return EncodeScrub(h.seq);
+    case MsgType::kListMeta:
+      EXPECT_TRUE(DecodeListMeta(payload).ok());
+      return EncodeListMeta(h.seq);
+    case MsgType::kGetMeta: {
+      GetMetaRequest r;
+      EXPECT_TRUE(DecodeGetMeta(payload, &r).ok());
+      EXPECT_EQ(f["file_id"].get<uint64_t>(), r.file_id);
+      EXPECT_EQ(f["offset"].get<uint64_t>(), r.offset);
+      EXPECT_EQ(f["length"].get<uint32_t>(), r.length);
+      return EncodeGetMeta(h.seq, r);
+    }
+    case MsgType::kMetaList: {
+      std::vector<MetaListEntry> e;
+      EXPECT_TRUE(DecodeMetaList(payload, &e).ok());
+      EXPECT_EQ(f["entries"].size(), e.size());
+      for (size_t i = 0; i < e.size() && i < f["entries"].size(); ++i) {
+        EXPECT_EQ(f["entries"][i][0].get<uint64_t>(), e[i].file_id);
+        EXPECT_EQ(f["entries"][i][1].get<uint64_t>(), e[i].generation);
+        EXPECT_EQ(f["entries"][i][2].get<uint64_t>(), e[i].size);
+        EXPECT_EQ(f["entries"][i][3].get<uint32_t>(), e[i].crc32c);
+        EXPECT_EQ(Hex(f["entries"][i][4]), e[i].name);
+      }
+      return EncodeMetaList(h.seq, h.flags, e);
+    }
     case MsgType::kAuth: {
       std::string_view token;
       EXPECT_TRUE(DecodeAuth(payload, &token).ok());
@@ -318,6 +342,41 @@ TEST(Protocol, LocalListChunksCarryMoreOnAllButLast) {
   frames = EncodeLocalListFrames(3, {}, 1 << 20);
   ASSERT_EQ(1u, frames.size());
   EXPECT_EQ(ToHex(EncodeLocalList(3, 0, {})), ToHex(frames[0]));
+}
+
+TEST(Protocol, MetaListFramesChunk) {
+  std::vector<MetaListEntry> entries;
+  for (uint64_t i = 0; i < 5000; ++i) {
+    entries.push_back({i + 1, i * 3, i * 4096, static_cast<uint32_t>(i * 7),
+                       "/exp/run-" + std::to_string(i)});
+  }
+  std::vector<std::string> frames = EncodeMetaListFrames(9, entries, 16 * 1024);
+  ASSERT_GT(frames.size(), 3u);
+  std::vector<MetaListEntry> all;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    FrameHeader h;
+    ASSERT_EQ(PrefixResult::kOk, ParsePrefix(reinterpret_cast<const uint8_t*>(frames[i].data()),
+                                             frames[i].size(), kDefaultMaxFrame, &h));
+    EXPECT_EQ(static_cast<uint8_t>(MsgType::kMetaList), h.type);
+    EXPECT_EQ(i + 1 < frames.size() ? kFlagMore : 0, h.flags);
+    std::vector<MetaListEntry> part;
+    ASSERT_TRUE(DecodeMetaList(std::string_view(frames[i]).substr(kFramePrefixSize), &part).ok());
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  EXPECT_EQ(entries, all);
+  frames = EncodeMetaListFrames(3, {}, 1 << 20);
+  ASSERT_EQ(1u, frames.size());
+  EXPECT_EQ(ToHex(EncodeMetaList(3, 0, {})), ToHex(frames[0]));
+  // Truncated and trailing bytes are refused.
+  std::string one = EncodeMetaList(4, 0, {entries[1]});
+  std::string_view p = std::string_view(one).substr(kFramePrefixSize);
+  std::vector<MetaListEntry> out;
+  EXPECT_FALSE(DecodeMetaList(p.substr(0, p.size() - 1), &out).ok());
+  EXPECT_FALSE(DecodeMetaList(std::string(p) + "x", &out).ok());
+  GetMetaRequest g;
+  EXPECT_FALSE(DecodeGetMeta(std::string(19, '\0'), &g).ok());
+  EXPECT_FALSE(DecodeGetMeta(std::string(21, '\0'), &g).ok());
+  EXPECT_FALSE(DecodeListMeta("x").ok());
 }
 
 TEST(Protocol, RingSegmentChunks) {

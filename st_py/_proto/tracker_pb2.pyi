@@ -115,30 +115,34 @@ class OpenRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
 
 class RecordCommit(_message.Message):
-    __slots__ = ("name", "size", "crc32c", "peer_idx", "pending_ranks")
+    __slots__ = ("name", "size", "crc32c", "peer_idx", "pending_ranks", "stored_as")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     CRC32C_FIELD_NUMBER: _ClassVar[int]
     PEER_IDX_FIELD_NUMBER: _ClassVar[int]
     PENDING_RANKS_FIELD_NUMBER: _ClassVar[int]
+    STORED_AS_FIELD_NUMBER: _ClassVar[int]
     name: str
     size: int
     crc32c: int
     peer_idx: _containers.RepeatedScalarFieldContainer[int]
     pending_ranks: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ...) -> None: ...
+    stored_as: str
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ..., stored_as: _Optional[str] = ...) -> None: ...
 
 class CommitRequest(_message.Message):
-    __slots__ = ("name", "file_id", "records", "user")
+    __slots__ = ("name", "file_id", "records", "user", "lease_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     records: _containers.RepeatedCompositeFieldContainer[RecordCommit]
     user: str
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ...) -> None: ...
+    lease_id: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ...) -> None: ...
 
 class CommitReply(_message.Message):
     __slots__ = ("generation", "committed", "conflicts", "conflict_names")
@@ -277,16 +281,18 @@ class ExtendPeerlistRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
 
 class CopyMove(_message.Message):
-    __slots__ = ("name", "copy_rank", "from_peer_idx", "to_peer_idx")
+    __slots__ = ("name", "copy_rank", "from_peer_idx", "to_peer_idx", "stored_as")
     NAME_FIELD_NUMBER: _ClassVar[int]
     COPY_RANK_FIELD_NUMBER: _ClassVar[int]
     FROM_PEER_IDX_FIELD_NUMBER: _ClassVar[int]
     TO_PEER_IDX_FIELD_NUMBER: _ClassVar[int]
+    STORED_AS_FIELD_NUMBER: _ClassVar[int]
     name: str
     copy_rank: int
     from_peer_idx: int
     to_peer_idx: int
-    def __init__(self, name: _Optional[str] = ..., copy_rank: _Optional[int] = ..., from_peer_idx: _Optional[int] = ..., to_peer_idx: _Optional[int] = ...) -> None: ...
+    stored_as: str
+    def __init__(self, name: _Optional[str] = ..., copy_rank: _Optional[int] = ..., from_peer_idx: _Optional[int] = ..., to_peer_idx: _Optional[int] = ..., stored_as: _Optional[str] = ...) -> None: ...
 
 class MoveCopiesRequest(_message.Message):
     __slots__ = ("name", "file_id", "moves", "user")
@@ -335,14 +341,16 @@ class SetModeReply(_message.Message):
     def __init__(self, owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ...) -> None: ...
 
 class CopyStored(_message.Message):
-    __slots__ = ("name", "copy_rank", "peer_idx")
+    __slots__ = ("name", "copy_rank", "peer_idx", "stored_as")
     NAME_FIELD_NUMBER: _ClassVar[int]
     COPY_RANK_FIELD_NUMBER: _ClassVar[int]
     PEER_IDX_FIELD_NUMBER: _ClassVar[int]
+    STORED_AS_FIELD_NUMBER: _ClassVar[int]
     name: str
     copy_rank: int
     peer_idx: int
-    def __init__(self, name: _Optional[str] = ..., copy_rank: _Optional[int] = ..., peer_idx: _Optional[int] = ...) -> None: ...
+    stored_as: str
+    def __init__(self, name: _Optional[str] = ..., copy_rank: _Optional[int] = ..., peer_idx: _Optional[int] = ..., stored_as: _Optional[str] = ...) -> None: ...
 
 class StoreCopiesRequest(_message.Message):
     __slots__ = ("name", "file_id", "copies", "user")
@@ -409,3 +417,59 @@ class CommitObjectsRequest(_message.Message):
     objects: _containers.RepeatedCompositeFieldContainer[ObjectCommit]
     user: str
     def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., objects: _Optional[_Iterable[_Union[ObjectCommit, _Mapping]]] = ..., user: _Optional[str] = ...) -> None: ...
+
+class LeaseRequest(_message.Message):
+    __slots__ = ("name", "file_id", "user", "lease_id", "ttl_s", "release", "holder")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    TTL_S_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    file_id: int
+    user: str
+    lease_id: str
+    ttl_s: float
+    release: bool
+    holder: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., ttl_s: _Optional[float] = ..., release: _Optional[bool] = ..., holder: _Optional[str] = ...) -> None: ...
+
+class LeaseReply(_message.Message):
+    __slots__ = ("lease_id", "expires_in_s")
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_IN_S_FIELD_NUMBER: _ClassVar[int]
+    lease_id: str
+    expires_in_s: float
+    def __init__(self, lease_id: _Optional[str] = ..., expires_in_s: _Optional[float] = ...) -> None: ...
+
+class RestoreInfofileChunk(_message.Message):
+    __slots__ = ("user", "total_size", "data", "crc32c")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    CRC32C_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    total_size: int
+    data: bytes
+    crc32c: int
+    def __init__(self, user: _Optional[str] = ..., total_size: _Optional[int] = ..., data: _Optional[bytes] = ..., crc32c: _Optional[int] = ...) -> None: ...
+
+class RestoreInfofileReply(_message.Message):
+    __slots__ = ("outcome", "name", "file_id", "generation", "present_file_id", "present_generation", "detail")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PRESENT_FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    PRESENT_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    outcome: str
+    name: str
+    file_id: int
+    generation: int
+    present_file_id: int
+    present_generation: int
+    detail: str
+    def __init__(self, outcome: _Optional[str] = ..., name: _Optional[str] = ..., file_id: _Optional[int] = ..., generation: _Optional[int] = ..., present_file_id: _Optional[int] = ..., present_generation: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...

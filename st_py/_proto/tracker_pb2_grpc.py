@@ -109,6 +109,16 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.RemoveDirRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.RemoveDirReply.FromString,
                 _registered_method=True)
+        self.Lease = channel.unary_unary(
+                '/storetorrent.v1.Tracker/Lease',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.LeaseRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.LeaseReply.FromString,
+                _registered_method=True)
+        self.RestoreInfofile = channel.stream_unary(
+                '/storetorrent.v1.Tracker/RestoreInfofile',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileChunk.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileReply.FromString,
+                _registered_method=True)
 
 
 class TrackerServicer:
@@ -219,6 +229,25 @@ class TrackerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Lease(self, request, context):
+        """The file's writer lease: one writer at a time may replace records
+        (put(replace=True), MORRIS 3.2); acquire, renew or release it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreInfofile(self, request_iterator, context):
+        """Recovery without the namespace (docs/operations.md): puts back an
+        infofile copied from a peer's mirror at the namespace path of its
+        meta.name, if nothing is there. Admins only. The infofile's bytes come in
+        chunks (the first names the user and the total size), so infofiles
+        larger than a gRPC message travel too.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TrackerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -296,6 +325,16 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.RemoveDir,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.RemoveDirRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.RemoveDirReply.SerializeToString,
+            ),
+            'Lease': grpc.unary_unary_rpc_method_handler(
+                    servicer.Lease,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.LeaseRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.LeaseReply.SerializeToString,
+            ),
+            'RestoreInfofile': grpc.stream_unary_rpc_method_handler(
+                    servicer.RestoreInfofile,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileChunk.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -703,6 +742,60 @@ class Tracker:
             '/storetorrent.v1.Tracker/RemoveDir',
             storetorrent_dot_v1_dot_tracker__pb2.RemoveDirRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.RemoveDirReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Lease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/Lease',
+            storetorrent_dot_v1_dot_tracker__pb2.LeaseRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.LeaseReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreInfofile(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/storetorrent.v1.Tracker/RestoreInfofile',
+            storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileChunk.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,7 +12,6 @@ import asyncio
 import errno
 import logging
 import os
-import secrets
 import time
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from ..replication import DEFAULT_PROTOCOL, check_protocol
 from ..replication import copies as class_copies
 from .access import DEFAULT_FILE_MODE, R, W, AccessError, Owner, User, Users, may, mode_text
 from .committer import Committer, CommitStats
+from .leases import LeaseHeld, LeaseLost, Leases
 from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
 from .peers import PeerRegistry
 from .reservations import Reservations
@@ -62,6 +62,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         self.reservations = Reservations(state, reservation_lease_s)
         self.reservations.load(self._committed_bytes)
         self.guard.reserved_of = self.reservations.of_owner
+        self.leases = Leases()  # writer leases for replacing records (st_py/tracker/leases.py)
 
     # -- who is asking, and may they ---------------------------------------------
     async def _user(self, context, claimed: str = "") -> User:
@@ -246,7 +247,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         except SchedulingError as e:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e),
                                 trailing_metadata=((ERROR_KIND_KEY, e.reason),))
-        file_id = secrets.randbits(63) or 1
+        file_id = self.state.new_file_id()  # never a restored file's id
         if request.est_size:
             self.reservations.add(file_id, name, user.name, f, request.est_size, [p.peer_id for p in chosen])
         blocksize = request.blocksize or DEFAULT_BLOCKSIZE
@@ -322,9 +323,12 @@ class TrackerService(pb_grpc.TrackerServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"record {r.name!r}: pending copy ranks {sorted(pending)} must be among "
                                     f"1..{f - 1}: copy rank 0 is stored before a record is committed")
-            batch.append((r.name, r.size, r.crc32c, list(r.peer_idx), pending))
+            batch.append((r.name, r.size, r.crc32c, list(r.peer_idx), pending, r.stored_as))
             for p in r.peer_idx:
                 on_peer[p] = on_peer.get(p, 0) + r.size
+        replaced = [r.name for r in request.records if r.stored_as]
+        if replaced:  # new versions: only the lease holder (MORRIS 3.2)
+            await self._check_lease(context, name, c.meta.file_id, request.lease_id)
         size = sum(r[1] for r in batch)  # one copy
         add = size * f
         if self.quota_bytes is not None:
@@ -342,9 +346,11 @@ class TrackerService(pb_grpc.TrackerServicer):
         await self._allowed(context, self.guard.check_quota, o.owner, beyond * f, f"a commit to {name}")
         if beyond:
             await self._check_unreserved(context, name, res, ids, on_peer, beyond / size)
+        # The versions these replace stop counting (only the lease holder replaces them: no race).
+        superseded = await c.run(_committed_bytes_of, c.writer, replaced) if replaced else 0
         gen, n, conflicts = await c.commit(batch)
         if n:  # exact when every record of the batch is new (retries and conflicts are rare)
-            self.guard.charge(o.owner, add * n // len(batch))
+            self.guard.charge(o.owner, add * n // len(batch) - superseded * f)
             self.reservations.committed(file_id, size * n // len(batch))
             for idx, b in on_peer.items():  # in the peers' free space from their next announce on
                 peer = self.registry.get(ids.get(idx, ""))
@@ -394,6 +400,7 @@ class TrackerService(pb_grpc.TrackerServicer):
             os.unlink(namespace.infofile_path(self.root, name))
             self.state.remove_file(name)
             self.reservations.release(c.meta.file_id)
+            self.leases.drop(c.meta.file_id)
             self._peer_ids.pop(c.meta.file_id, None)
             self.guard.charge(o.owner, -b * c.meta.copies)
             log.info("deleted file %s (%d records) for %s", name, n, user.name)
@@ -482,7 +489,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         name = await self._name(context, request.name)
         c = await self._open_committer(context, name, request.file_id)
         await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "rebalance")
-        moves = [(m.name, m.copy_rank, m.from_peer_idx, m.to_peer_idx) for m in request.moves]
+        moves = [(m.name, m.copy_rank, m.from_peer_idx, m.to_peer_idx, m.stored_as) for m in request.moves]
         gen, moved, conflicts = await c.move_copies(moves)
         log.info("rebalance of %s: %d copies moved, %d conflicts, generation %d",
                  name, moved, len(conflicts), gen)
@@ -510,7 +517,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         name = await self._name(context, request.name)
         c = await self._open_committer(context, name, request.file_id)
         await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "write")
-        stored = [(x.name, x.copy_rank, x.peer_idx) for x in request.copies]
+        stored = [(x.name, x.copy_rank, x.peer_idx, x.stored_as) for x in request.copies]
         gen, done, conflicts = await c.run(c.writer.store_copies, stored)
         log.debug("%s: %d pending copies stored, %d conflicts, generation %d", name, done, len(conflicts), gen)
         return pb.MoveCopiesReply(generation=gen, moved=done,
@@ -601,6 +608,45 @@ class TrackerService(pb_grpc.TrackerServicer):
         log.info("%s removed directory %s", user.name, name)
         return pb.RemoveDirReply()
 
+    async def _check_lease(self, context, name: str, file_id: int, lease_id: str) -> None:
+        """New versions commit only under the file's live writer lease."""
+        try:
+            self.leases.check(file_id, lease_id)
+        except LeaseLost:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"replacing records of {name} needs its writer lease, and lease "
+                                f"{lease_id or '(none)'} is not held (expired, released, or the tracker "
+                                "restarted); acquire it again", trailing_metadata=((ERROR_KIND_KEY, "lease-lost"),))
+
+    async def Lease(self, request, context):
+        """Acquire, renew or release a file's writer lease (MORRIS 3.2)."""
+        user = await self._user(context, request.user)
+        name = await self._name(context, request.name)
+        c = await self._open_committer(context, name, request.file_id)
+        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "write")
+        file_id = c.meta.file_id
+        if request.release:
+            self.leases.release(file_id, request.lease_id)
+            log.info("%s: writer lease released by %s", name, user.name)
+            return pb.LeaseReply(lease_id=request.lease_id, expires_in_s=0.0)
+        if request.lease_id:
+            try:
+                lease = self.leases.renew(file_id, request.lease_id, request.ttl_s)
+            except LeaseLost:
+                await self._check_lease(context, name, file_id, request.lease_id)
+            return pb.LeaseReply(lease_id=lease.lease_id, expires_in_s=lease.expires_in())
+        try:
+            lease = self.leases.acquire(file_id, user.name, request.holder, request.ttl_s)
+        except LeaseHeld as e:
+            held = e.lease
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"the writer lease of {name} is held by {held.holder} (user {held.user}) for "
+                                f"{held.expires_in():.1f} s more; only one writer may replace records at a time",
+                                trailing_metadata=((ERROR_KIND_KEY, "lease-held"), ("st-lease-holder", held.holder),
+                                                   ("st-lease-expires-in", f"{held.expires_in():.3f}")))
+        log.info("%s: writer lease granted to %s (%s) for %.1f s", name, lease.holder, user.name, lease.ttl_s)
+        return pb.LeaseReply(lease_id=lease.lease_id, expires_in_s=lease.expires_in())
+
     async def Close(self, request, context):
         """The creator of a file is done writing: its reservation ends."""
         user = await self._user(context, request.user)
@@ -627,9 +673,23 @@ class TrackerService(pb_grpc.TrackerServicer):
                               free_bytes=sum(p.free_bytes for p in alive),
                               liveness_window_s=self.registry.window_s)
 
+    async def RestoreInfofile(self, request_iterator, context):
+        """Recovery without the namespace: an infofile from a peer's mirror
+        goes back into the namespace (st_py/tracker/restore.py)."""
+        from .restore import restore_infofile
+
+        return await restore_infofile(self, request_iterator, context)
+
     def close(self) -> None:
         for name in list(self._committers):
             self._drop_committer(name)
+
+
+def _committed_bytes_of(writer: InfofileWriter, names: list[str]) -> int:
+    """Bytes (one copy) of the committed records among ``names``."""
+    marks = ",".join("?" * len(names))
+    return int(writer.conn.execute(f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks})",
+                                   names).fetchone()[0])
 
 
 def _read_peer_ids(writer: InfofileWriter) -> list[tuple[int, str]]:

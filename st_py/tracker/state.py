@@ -10,6 +10,7 @@ space they last announced, and the space reservations of files being written
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import time
 from pathlib import Path
@@ -23,6 +24,9 @@ CREATE TABLE IF NOT EXISTS peers(
 );
 CREATE TABLE IF NOT EXISTS dirs(
   path TEXT PRIMARY KEY, owner TEXT NOT NULL, grp TEXT NOT NULL, mode INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS file_ids(
+  file_id INTEGER PRIMARY KEY
 );
 CREATE TABLE IF NOT EXISTS reservations(
   file_id INTEGER PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL, copies INTEGER NOT NULL,
@@ -51,6 +55,22 @@ class TrackerState:
 
     def add_file(self, name: str, file_id: int, owner: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", (name, file_id, time.time(), owner))
+
+    def new_file_id(self) -> int:
+        """A random 63-bit file id no file has had: neither a file the
+        tracker knows, nor one it handed out or restored before (a file put
+        back by ``storetorrent recover`` keeps its id; its records on the
+        peers are stored under it)."""
+        while True:
+            file_id = secrets.randbits(63) or 1
+            if (self.conn.execute("SELECT 1 FROM file_ids WHERE file_id = ?", (file_id,)).fetchone() is None
+                    and self.conn.execute("SELECT 1 FROM files WHERE file_id = ?", (file_id,)).fetchone() is None):
+                self.remember_file_id(file_id)
+                return file_id
+
+    def remember_file_id(self, file_id: int) -> None:
+        """``file_id`` is taken for good: :meth:`new_file_id` never returns it."""
+        self.conn.execute("INSERT OR IGNORE INTO file_ids VALUES (?)", (file_id,))
 
     def remove_file(self, name: str) -> None:
         self.conn.execute("DELETE FROM files WHERE name = ?", (name,))
