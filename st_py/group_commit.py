@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -114,8 +115,9 @@ class GroupCommitter:
                 size += 1
             group = self.waiting[:size]
             del self.waiting[:size]
-            fut = self._tracker.commit_async(self.name, self.file_id, _records(group), self._lease_id(group))
-            self._in_flight.append((fut, group))
+            rid = uuid.uuid4().hex  # the same on every retry: the tracker applies it once
+            fut = self._tracker.commit_async(self.name, self.file_id, _records(group), self._lease_id(group), rid)
+            self._in_flight.append((fut, group, rid))
         if self._stored and (force or len(self._stored) >= self.group_size or not self._stores_in_flight):
             stored, self._stored = self._stored, []
             self._stores_in_flight.append(self._tracker.store_copies_async(self.name, self.file_id, stored))
@@ -149,14 +151,14 @@ class GroupCommitter:
         """Collect finished commits (the oldest one waited for when
         ``block``, every one when ``all_``)."""
         self._reap_stores()
-        while self._in_flight and (all_ or block or self._in_flight[0][0].done()):
-            fut, group = self._in_flight.popleft()
+        while self._in_flight and (all_ or block or self._in_flight[0][0].done()):  # (future, group, id)
+            fut, group, rid = self._in_flight.popleft()
             block = False
             try:
                 reply = fut.result()
             except grpc.RpcError as e:
                 exc = self._tracker.map_error(e, "Commit")
-                reply = self._retry(group) if isinstance(exc, TrackerUnavailableError) else None
+                reply = self._retry(group, rid) if isinstance(exc, TrackerUnavailableError) else None
                 if reply is None:
                     for op in group:
                         self._failed(op, exc)
@@ -171,10 +173,13 @@ class GroupCommitter:
                     self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
                 op.late = []
 
-    def _retry(self, group: list):
+    def _retry(self, group: list, rid: str):
         """The tracker is down or restarting (paper 5): the copies are safe
-        on the peers, so retry the commit for up to ``COMMIT_RETRY_S``
-        seconds. Returns the reply, or None if it stays down."""
+        on the peers, so retry the commit (request ``rid`` again: if the
+        tracker applied it before its reply was lost, it is not applied
+        twice, so a record deleted meanwhile stays deleted) for up to
+        ``COMMIT_RETRY_S`` seconds. Returns the reply, or None if it stays
+        down."""
         records = _records(group)
         if self._down_since is None:
             self._down_since = time.monotonic()
@@ -184,7 +189,7 @@ class GroupCommitter:
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
             try:
-                reply = self._tracker.commit(self.name, self.file_id, records, self._lease_id(group))
+                reply = self._tracker.commit(self.name, self.file_id, records, self._lease_id(group), rid)
             except TrackerUnavailableError:
                 continue
             self._down_since = None

@@ -138,6 +138,12 @@ OBJECTS_SQL = ("CREATE TABLE IF NOT EXISTS objects(name TEXT PRIMARY KEY, size I
                "stripe_size INTEGER NOT NULL, stripes INTEGER NOT NULL, crc32c INTEGER NOT NULL, "
                "commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL) WITHOUT ROWID")
 
+COMMIT_REQUESTS_SQL = ("CREATE TABLE IF NOT EXISTS commit_requests(request_id TEXT PRIMARY KEY, "
+                       "generation INTEGER NOT NULL, at REAL NOT NULL) WITHOUT ROWID; "
+                       "CREATE INDEX IF NOT EXISTS commit_requests_by_time ON commit_requests(at)")
+# How long a Commit request's id is remembered: far beyond the client's retries (30 s per outage).
+COMMIT_REQUEST_TTL_S = 3600.0
+
 VERSION_COLUMNS = (("records", "version", "INTEGER NOT NULL DEFAULT 0"), ("records", "stored_as", "TEXT"),
                    ("copy_history", "stored_as", "TEXT"), ("copy_history", "until_at", "REAL"))
 
@@ -173,6 +179,7 @@ class InfofileWriter:
         # Files made before async protocols, striping or versions existed lack these.
         self.conn.execute(PENDING_COPIES_SQL)
         self.conn.execute(OBJECTS_SQL)
+        self.conn.executescript(COMMIT_REQUESTS_SQL)
         for table, column, decl in VERSION_COLUMNS:
             have = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
             if column not in have:
@@ -199,6 +206,32 @@ class InfofileWriter:
         with self._transaction() as c:
             c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(values.items()))
 
+    def commit_requests(self, jobs: list[tuple[str, list[tuple]]]) -> tuple[int, set[str], list[Conflict], set[str]]:
+        """:meth:`commit` of the records of several Commit requests
+        ``(request_id, records)`` in one transaction, each request applied
+        at most once: a request whose id was applied before (a client's
+        retry after a lost reply) is left out, so a record deleted since
+        does not come back. Ids are kept for ``COMMIT_REQUEST_TTL_S``.
+
+        Returns
+        -------
+        (generation, names newly committed, conflicts, ids of the requests left out as applied before)
+        """
+        ids = [rid for rid, _ in jobs if rid]
+        with self._transaction() as c:
+            done: set[str] = set()
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                done |= {r for (r,) in c.execute("SELECT request_id FROM commit_requests WHERE request_id IN "
+                                                 f"({','.join('?' * len(chunk))})", chunk)}
+            records = [r for rid, recs in jobs if not (rid and rid in done) for r in recs]
+            gen, new, conflicts = self._commit(c, records)
+            now = time.time()
+            c.executemany("INSERT OR IGNORE INTO commit_requests(request_id, generation, at) VALUES (?, ?, ?)",
+                          [(rid, gen, now) for rid in ids if rid not in done])
+            c.execute("DELETE FROM commit_requests WHERE at < ?", (now - COMMIT_REQUEST_TTL_S,))
+        return gen, new, conflicts, done
+
     def commit(self, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
         """Group commit: add ``records`` (name, size, crc32c, peer_idx per copy
         rank[, pending ranks[, stored_as]]) in one transaction (paper 3.5).
@@ -222,46 +255,50 @@ class InfofileWriter:
         (generation, set of newly committed names, conflicts)
         """
         with self._transaction() as c:
-            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
-            existing: dict[str, tuple[int, int]] = {}
-            names = [r[0] for r in records]
-            for i in range(0, len(names), 500):
-                chunk = names[i:i + 500]
-                q = f"SELECT name, size, crc32c FROM records WHERE name IN ({','.join('?' * len(chunk))})"
-                for name, size, crc in c.execute(q, chunk):
-                    existing[name] = (size, crc)
-            now = time.time()
-            new_rows: list[tuple] = []
-            copy_rows: list[tuple] = []
-            conflicts: list[Conflict] = []
-            pending_rows: list[tuple] = []
-            versions = [rec for rec in records if len(rec) > 5 and rec[5]]
-            for rec in records:
-                if len(rec) > 5 and rec[5]:
-                    continue
-                name, size, crc, peer_idx = rec[:4]
-                pending = rec[4] if len(rec) > 4 else ()
-                old = existing.get(name)
-                if old is not None:
-                    if old != (size, crc):
-                        conflicts.append(Conflict(name, "already committed with other content; delete it first"))
-                    continue
-                existing[name] = (size, crc)  # a later duplicate in this batch (another client's
-                new_rows.append((name, size, crc, gen, now))  # request merged in) is judged against it
-                for rank, p in enumerate(peer_idx):
-                    (pending_rows if rank in pending else copy_rows).append((name, rank, p, gen))
-            if new_rows:
-                c.executemany("INSERT INTO records(name, size, crc32c, commit_seq, committed_at) "
-                              "VALUES (?, ?, ?, ?, ?)", new_rows)
-                c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
-                              copy_rows)
-                c.executemany("INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
-                              pending_rows)
-            replaced = self._commit_versions(c, versions, gen, now) if versions else set()
-            if new_rows or replaced:
-                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
-            else:
-                gen -= 1
+            return self._commit(c, records)
+
+    def _commit(self, c: sqlite3.Connection, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
+        """:meth:`commit` inside the caller's transaction."""
+        gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+        existing: dict[str, tuple[int, int]] = {}
+        names = [r[0] for r in records]
+        for i in range(0, len(names), 500):
+            chunk = names[i:i + 500]
+            q = f"SELECT name, size, crc32c FROM records WHERE name IN ({','.join('?' * len(chunk))})"
+            for name, size, crc in c.execute(q, chunk):
+                existing[name] = (size, crc)
+        now = time.time()
+        new_rows: list[tuple] = []
+        copy_rows: list[tuple] = []
+        conflicts: list[Conflict] = []
+        pending_rows: list[tuple] = []
+        versions = [rec for rec in records if len(rec) > 5 and rec[5]]
+        for rec in records:
+            if len(rec) > 5 and rec[5]:
+                continue
+            name, size, crc, peer_idx = rec[:4]
+            pending = rec[4] if len(rec) > 4 else ()
+            old = existing.get(name)
+            if old is not None:
+                if old != (size, crc):
+                    conflicts.append(Conflict(name, "already committed with other content; delete it first"))
+                continue
+            existing[name] = (size, crc)  # a later duplicate in this batch (another client's
+            new_rows.append((name, size, crc, gen, now))  # request merged in) is judged against it
+            for rank, p in enumerate(peer_idx):
+                (pending_rows if rank in pending else copy_rows).append((name, rank, p, gen))
+        if new_rows:
+            c.executemany("INSERT INTO records(name, size, crc32c, commit_seq, committed_at) "
+                          "VALUES (?, ?, ?, ?, ?)", new_rows)
+            c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
+                          copy_rows)
+            c.executemany("INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
+                          pending_rows)
+        replaced = self._commit_versions(c, versions, gen, now) if versions else set()
+        if new_rows or replaced:
+            c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+        else:
+            gen -= 1
         return gen, {r[0] for r in new_rows} | replaced, conflicts
 
     @staticmethod

@@ -58,6 +58,13 @@ CREATE TABLE pending_copies(         -- copies of committed records not stored
   PRIMARY KEY(name, copy_rank)         -- before it existed (none pending there)
 ) WITHOUT ROWID;
 
+CREATE TABLE commit_requests(        -- the client's id of every Commit request
+  request_id TEXT PRIMARY KEY,         -- applied in the last hour: a retried request
+  generation INTEGER NOT NULL,         -- (its reply was lost) is answered from here,
+  at         REAL NOT NULL             -- never applied again, so it cannot bring back
+) WITHOUT ROWID;                       -- a record deleted since. Absent in older files
+CREATE INDEX commit_requests_by_time ON commit_requests(at);
+
 CREATE TABLE objects(                -- striped objects (docs/striping.md): the
   name         TEXT PRIMARY KEY,       -- object's stripes are the records named
   size         INTEGER NOT NULL,       -- '.st-stripe/' || name || '/' || index

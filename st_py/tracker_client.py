@@ -97,16 +97,20 @@ class TrackerClient:
         name = normalize(name)
         return self._call("Open", pb.OpenRequest(name=name, user=self.user))
 
-    def commit(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = "") -> pb.CommitReply:
+    def commit(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = "",
+               request_id: str = "") -> pb.CommitReply:
+        """Group commit. ``request_id``: the same on every retry of one
+        request, which the tracker then applies at most once."""
         return self._call("Commit", pb.CommitRequest(name=name, file_id=file_id, records=records,
-                                                     user=self.user, lease_id=lease_id))
+                                                     user=self.user, lease_id=lease_id, request_id=request_id))
 
-    def commit_async(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = ""):
+    def commit_async(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = "",
+                     request_id: str = ""):
         """Start a commit; returns a grpc future (``.result()`` raises
         grpc.RpcError: map it with :meth:`map_error`)."""
         return self._stub.Commit.future(pb.CommitRequest(name=name, file_id=file_id, records=records,
-                                                         user=self.user, lease_id=lease_id), timeout=self.timeout,
-                                     metadata=self._metadata)
+                                                         user=self.user, lease_id=lease_id, request_id=request_id),
+                                        timeout=self.timeout, metadata=self._metadata)
 
     def lease(self, name: str, file_id: int, lease_id: str = "", ttl_s: float = 0.0, release: bool = False,
               holder: str = "") -> pb.LeaseReply:

@@ -27,4 +27,5 @@ def test_schema_creates_every_table_and_index(tmp_path):
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')"
                                         " AND name NOT LIKE 'sqlite_%'")}
     assert names == {"meta", "peers", "records", "copies", "copies_by_peer", "copy_history",
-                     "copy_history_by_peer", "pending_copies", "objects"}
+                     "copy_history_by_peer", "pending_copies", "objects", "commit_requests",
+                     "commit_requests_by_time"}

@@ -80,9 +80,9 @@ def test_group_commit_grows_while_commits_are_in_flight(cluster):
     sizes = []
     commit_async = f._tracker.commit_async
 
-    def counted(name, file_id, records, lease_id=""):  # the real RPC, counted
+    def counted(name, file_id, records, lease_id="", request_id=""):  # the real RPC, counted
         sizes.append(len(records))
-        return commit_async(name, file_id, records, lease_id)
+        return commit_async(name, file_id, records, lease_id, request_id)
 
     f._tracker.commit_async = counted
     cluster.tracker.proc.send_signal(signal.SIGSTOP)
@@ -183,4 +183,48 @@ def test_a_group_commit_merging_two_clients_keeps_the_first_version(tmp_path):
     assert [(c.name, "other content" in c.reason) for c in conflicts] == [("b", True)]
     with closing(InfofileReader(path)) as r:
         assert r.lookup("b").crc32c == 1  # the first version won
+    w.close()
+
+
+def test_a_retried_commit_never_brings_back_a_record_deleted_meanwhile(cluster):
+    # A commit applied by the tracker whose reply was lost (the tracker was
+    # killed, paper 5) is retried by the client with the same request id. A
+    # record deleted between the two must stay deleted: found by the
+    # randomized fault injection (a DELETE ran between a commit and its retry,
+    # and the retry committed the record again without its copies).
+    from st_py._proto import tracker_pb2 as pb
+
+    c = cluster.client()
+    with c.create("/t/retry", "x1") as f:
+        f.put("kept", b"k")
+        name, file_id, t = f.name, f.file_id, f._tracker
+    rec = [pb.RecordCommit(name="r", size=1, crc32c=7, peer_idx=[0]),
+           pb.RecordCommit(name="kept2", size=1, crc32c=8, peer_idx=[1])]
+    assert t.commit(name, file_id, rec, request_id="req-1").committed == 2
+    t.delete(name, file_id, records=["r"])
+    again = t.commit(name, file_id, rec, request_id="req-1")  # the retry: applied before, not again
+    assert again.committed == 0 and not again.conflicts
+    with c.open("/t/retry") as f:
+        assert f.names() == ["kept", "kept2"]
+    # A new request (a new PUT of the name) commits it again, as it should.
+    assert t.commit(name, file_id, rec[:1], request_id="req-2").committed == 1
+    with c.open("/t/retry") as f:
+        assert f.names() == ["kept", "kept2", "r"]
+
+
+def test_commit_request_ids_are_applied_once_in_a_merged_transaction(tmp_path):
+    from st_py.infofile import COMMIT_REQUEST_TTL_S, InfofileWriter, create_infofile
+
+    path = tmp_path / "f"
+    create_infofile(path, {"file_id": 1, "copies": 1}, [(0, "p", "h:1")])
+    w = InfofileWriter(path)
+    gen, new, _, done = w.commit_requests([("A", [("a", 1, 1, [0])]), ("B", [("b", 1, 1, [0])])])
+    assert new == {"a", "b"} and done == set()
+    w.delete_records(["a"])
+    gen2, new2, _, done2 = w.commit_requests([("A", [("a", 1, 1, [0])]), ("C", [("c", 1, 1, [0])])])
+    assert new2 == {"c"} and done2 == {"A"} and gen2 > gen
+    # ids are forgotten after COMMIT_REQUEST_TTL_S
+    w.conn.execute("UPDATE commit_requests SET at = at - ?", (COMMIT_REQUEST_TTL_S + 1,))
+    w.commit_requests([("D", [])])
+    assert [r for (r,) in w.conn.execute("SELECT request_id FROM commit_requests ORDER BY 1")] == ["D"]
     w.close()

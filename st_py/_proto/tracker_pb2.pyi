@@ -131,18 +131,20 @@ class RecordCommit(_message.Message):
     def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ..., stored_as: _Optional[str] = ...) -> None: ...
 
 class CommitRequest(_message.Message):
-    __slots__ = ("name", "file_id", "records", "user", "lease_id")
+    __slots__ = ("name", "file_id", "records", "user", "lease_id", "request_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     records: _containers.RepeatedCompositeFieldContainer[RecordCommit]
     user: str
     lease_id: str
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class CommitReply(_message.Message):
     __slots__ = ("generation", "committed", "conflicts", "conflict_names")

@@ -42,24 +42,26 @@ class Committer:
         npeers = writer.conn.execute("SELECT count(*) FROM peers").fetchone()[0]
         self.meta = FileMeta(int(meta["file_id"]), int(meta["copies"]), int(npeers))
         self._lock = asyncio.Lock()
-        self._queue: list[tuple[list, asyncio.Future]] = []
+        self._queue: list[tuple[list, asyncio.Future, str]] = []
 
-    async def commit(self, batch: list[tuple]) -> tuple[int, int, list[Conflict]]:
+    async def commit(self, batch: list[tuple], request_id: str = "") -> tuple[int, int, list[Conflict]]:
         """Commit ``batch`` (``(name, size, crc32c, peer_idx per rank,
-        pending ranks)`` each) together with whatever else is queued.
+        pending ranks, stored_as)`` each) together with whatever else is
+        queued. A ``request_id`` applied before is not applied again (a
+        retry: InfofileWriter.commit_requests).
 
         Returns (generation, records newly committed from this batch, its conflicts).
         """
         fut = asyncio.get_running_loop().create_future()
-        self._queue.append((batch, fut))
+        self._queue.append((batch, fut, request_id))
         async with self._lock:
             if not fut.done():
                 jobs, self._queue = self._queue, []
-                merged = [r for b, _ in jobs for r in b]
                 try:
-                    gen, new, conflicts = await asyncio.to_thread(self.writer.commit, merged)
+                    gen, new, conflicts, _ = await asyncio.to_thread(
+                        self.writer.commit_requests, [(rid, b) for b, _, rid in jobs])
                 except Exception as e:  # every waiting request hears of it
-                    for _, f in jobs:
+                    for _, f, _ in jobs:
                         if not f.done():
                             f.set_exception(e)
                 else:
@@ -67,7 +69,7 @@ class Committer:
                     self.stats.requests += len(jobs)
                     self.stats.records += len(new)
                     by_name = {c.name: c for c in conflicts}
-                    for b, f in jobs:
+                    for b, f, _ in jobs:
                         names = {r[0] for r in b}
                         f.set_result((gen, sum(1 for n in names if n in new),
                                       [by_name[n] for n in names if n in by_name]))

@@ -348,7 +348,7 @@ class TrackerService(pb_grpc.TrackerServicer):
             await self._check_unreserved(context, name, res, ids, on_peer, beyond / size)
         # The versions these replace stop counting (only the lease holder replaces them: no race).
         superseded = await c.run(_committed_bytes_of, c.writer, replaced) if replaced else 0
-        gen, n, conflicts = await c.commit(batch)
+        gen, n, conflicts = await c.commit(batch, request.request_id)
         if n:  # exact when every record of the batch is new (retries and conflicts are rare)
             self.guard.charge(o.owner, add * n // len(batch) - superseded * f)
             self.reservations.committed(file_id, size * n // len(batch))
