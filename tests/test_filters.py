@@ -97,7 +97,8 @@ def test_rebalance_copies_stored_bytes(make_cluster):
     cluster = make_cluster(4)
     c = cluster.client(encryption_key=KEY)
     blobs = {f"r{i}": os.urandom(3000) + b"x" * 3000 for i in range(40)}
-    with c.create("/flt/rb", "x2", filters=["zstd", "aes-256-gcm"]) as f:
+    # blocksize 1: every peer holds copies (with blocks of 16, peer 1 held none in 1 run of 8)
+    with c.create("/flt/rb", "x2", filters=["zstd", "aes-256-gcm"], blocksize=1) as f:
         for n, v in blobs.items():
             f.queue_put(n, v)
     lost = cluster.kill_peer(1)
