@@ -10,89 +10,32 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "sqlite_ro.h"
+
 namespace st {
 namespace {
 
-std::string UriEscape(const std::string& path) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : path) {
-    bool safe = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                c == '/' || c == '-' || c == '_' || c == '.' || c == '~';
-    if (safe) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    }
-  }
-  return out;
-}
-
-class Db {
- public:
-  ~Db() {
-    if (db_ != nullptr) sqlite3_close_v2(db_);
-  }
-  sqlite3* db_ = nullptr;
-};
-
-class Stmt {
- public:
-  ~Stmt() {
-    if (stmt_ != nullptr) sqlite3_finalize(stmt_);
-  }
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-Status SqlError(const std::string& path, sqlite3* db, const char* what) {
-  return Status::IOError("infofile " + path + ": " + what + ": " +
-                         (db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
-}
-
-// Busy handler: wait in 10 ms steps up to the timeout, unless cancelled.
-struct BusyWait {
-  int timeout_ms;
-  const std::atomic<bool>* cancel;
-};
-
-int OnBusy(void* arg, int count) {
-  auto* w = static_cast<BusyWait*>(arg);
-  if (w->cancel != nullptr && w->cancel->load(std::memory_order_relaxed)) return 0;
-  if (static_cast<int64_t>(count) * 10 >= w->timeout_ms) return 0;
-  sqlite3_sleep(10);
-  return 1;
-}
-
-// Opens `path` read-only. `wait` must outlive the connection.
-Status OpenReadOnly(const std::string& path, BusyWait* wait, Db* db) {
-  std::string uri = ReadOnlyUri(path);
-  int rc = sqlite3_open_v2(uri.c_str(), &db->db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
-  if (rc != SQLITE_OK) return SqlError(path, db->db_, "open");
-  if (wait->cancel == nullptr) {
-    sqlite3_busy_timeout(db->db_, wait->timeout_ms);
-  } else {
-    sqlite3_busy_handler(db->db_, OnBusy, wait);
-  }
-  return Status::OK();
-}
+using sqlite::BusyWait;
+using sqlite::Db;
+using sqlite::OpenReadOnly;
+using sqlite::SqlError;
+using sqlite::Stmt;
 
 // meta.<key> as an unsigned integer (stored as INTEGER or decimal TEXT).
 // NotFound if the key is absent; Corruption if the value is not a number.
 Status ReadMetaU64(const std::string& path, sqlite3* db, const char* key, uint64_t* v) {
   Stmt meta;
-  int rc = sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?", -1, &meta.stmt_, nullptr);
+  int rc = sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?", -1, &meta.stmt, nullptr);
   if (rc != SQLITE_OK) return SqlError(path, db, "reading meta");
-  sqlite3_bind_text(meta.stmt_, 1, key, -1, SQLITE_STATIC);
-  rc = sqlite3_step(meta.stmt_);
+  sqlite3_bind_text(meta.stmt, 1, key, -1, SQLITE_STATIC);
+  rc = sqlite3_step(meta.stmt);
   if (rc == SQLITE_DONE) return Status::NotFound("infofile " + path + " has no meta." + key);
   if (rc != SQLITE_ROW) return SqlError(path, db, "reading meta");
-  if (sqlite3_column_type(meta.stmt_, 0) == SQLITE_INTEGER) {
-    *v = static_cast<uint64_t>(sqlite3_column_int64(meta.stmt_, 0));
+  if (sqlite3_column_type(meta.stmt, 0) == SQLITE_INTEGER) {
+    *v = static_cast<uint64_t>(sqlite3_column_int64(meta.stmt, 0));
     return Status::OK();
   }
-  const unsigned char* txt = sqlite3_column_text(meta.stmt_, 0);
+  const unsigned char* txt = sqlite3_column_text(meta.stmt, 0);
   if (txt == nullptr || *txt < '0' || *txt > '9') {
     return Status::Corruption("infofile " + path + ": meta." + key + " is not a number");
   }
@@ -112,8 +55,6 @@ constexpr char kSqliteHeader[] = "SQLite format 3";  // 16 bytes with its NUL
 constexpr uint64_t kMaxFormatVersion = 3;
 
 }  // namespace
-
-std::string ReadOnlyUri(const std::string& path) { return "file:" + UriEscape(path) + "?mode=ro"; }
 
 Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std::string& peer_id,
                            std::vector<CommittedCopy>* out) {
@@ -144,25 +85,25 @@ Status ProbeInfofile(const std::string& path, const InfofileReadOptions& options
   Status s = OpenReadOnly(path, &wait, &db);
   if (!s.ok()) return s;
   Stmt q;
-  int rc = sqlite3_prepare_v2(db.db_, "SELECT value FROM meta WHERE key = 'format'", -1, &q.stmt_,
+  int rc = sqlite3_prepare_v2(db.db, "SELECT value FROM meta WHERE key = 'format'", -1, &q.stmt,
                               nullptr);
   if (rc != SQLITE_OK) {
     // A database without a meta table is something else. Locks and damage
     // also surface here: those mean "cannot tell".
-    if (rc == SQLITE_ERROR && std::strstr(sqlite3_errmsg(db.db_), "no such table") != nullptr) {
+    if (rc == SQLITE_ERROR && std::strstr(sqlite3_errmsg(db.db), "no such table") != nullptr) {
       return Status::InvalidArgument(path + " has no meta table");
     }
-    return SqlError(path, db.db_, "reading meta.format");
+    return SqlError(path, db.db, "reading meta.format");
   }
-  rc = sqlite3_step(q.stmt_);
+  rc = sqlite3_step(q.stmt);
   if (rc == SQLITE_DONE) return Status::InvalidArgument(path + " has no meta.format");
-  if (rc != SQLITE_ROW) return SqlError(path, db.db_, "reading meta.format");
-  const unsigned char* format = sqlite3_column_text(q.stmt_, 0);
+  if (rc != SQLITE_ROW) return SqlError(path, db.db, "reading meta.format");
+  const unsigned char* format = sqlite3_column_text(q.stmt, 0);
   if (format == nullptr ||
       std::strcmp(reinterpret_cast<const char*>(format), "storetorrent-infofile") != 0) {
     return Status::InvalidArgument(path + " is not a storetorrent-infofile");
   }
-  s = ReadMetaU64(path, db.db_, "file_id", file_id);
+  s = ReadMetaU64(path, db.db, "file_id", file_id);
   if (s.IsNotFound() || s.IsCorruption()) return Status::InvalidArgument(s.message());
   return s;
 }
@@ -182,19 +123,19 @@ Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std:
 
   {
     Stmt meta;
-    rc = sqlite3_prepare_v2(db.db_, "SELECT value FROM meta WHERE key = 'file_id'", -1, &meta.stmt_,
+    rc = sqlite3_prepare_v2(db.db, "SELECT value FROM meta WHERE key = 'file_id'", -1, &meta.stmt,
                             nullptr);
-    if (rc != SQLITE_OK) return SqlError(path, db.db_, "reading meta");
-    rc = sqlite3_step(meta.stmt_);
+    if (rc != SQLITE_OK) return SqlError(path, db.db, "reading meta");
+    rc = sqlite3_step(meta.stmt);
     if (rc == SQLITE_DONE) {
       return Status::Corruption("infofile " + path + " has no meta.file_id");
     }
-    if (rc != SQLITE_ROW) return SqlError(path, db.db_, "reading meta");
+    if (rc != SQLITE_ROW) return SqlError(path, db.db, "reading meta");
     uint64_t stored;
-    if (sqlite3_column_type(meta.stmt_, 0) == SQLITE_INTEGER) {
-      stored = static_cast<uint64_t>(sqlite3_column_int64(meta.stmt_, 0));
+    if (sqlite3_column_type(meta.stmt, 0) == SQLITE_INTEGER) {
+      stored = static_cast<uint64_t>(sqlite3_column_int64(meta.stmt, 0));
     } else {
-      const unsigned char* txt = sqlite3_column_text(meta.stmt_, 0);
+      const unsigned char* txt = sqlite3_column_text(meta.stmt, 0);
       stored = txt != nullptr ? std::strtoull(reinterpret_cast<const char*>(txt), nullptr, 10) : 0;
     }
     if (stored != file_id) {
@@ -207,7 +148,7 @@ Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std:
   // A format this peer does not know may place copies where it would not
   // look: refuse it rather than reveal the wrong bytes.
   uint64_t format_version = 0;
-  s = ReadMetaU64(path, db.db_, "format_version", &format_version);
+  s = ReadMetaU64(path, db.db, "format_version", &format_version);
   if (s.ok() && format_version > kMaxFormatVersion) {
     return Status::Corruption("infofile " + path + " has format version " +
                               std::to_string(format_version) + "; this peer reads up to " +
@@ -237,34 +178,34 @@ Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std:
       "USING(peer_idx) JOIN records r ON r.name = h.name "
       "WHERE p.peer_id = ?1 AND h.since <= ?2 AND h.until > ?2 AND ?3 = ?3";
   Stmt q;
-  rc = sqlite3_prepare_v2(db.db_, kQuery, -1, &q.stmt_, nullptr);
-  if (rc == SQLITE_ERROR && std::strstr(sqlite3_errmsg(db.db_), "no such column") != nullptr) {
-    rc = sqlite3_prepare_v2(db.db_, kQueryBeforeVersions, -1, &q.stmt_, nullptr);
+  rc = sqlite3_prepare_v2(db.db, kQuery, -1, &q.stmt, nullptr);
+  if (rc == SQLITE_ERROR && std::strstr(sqlite3_errmsg(db.db), "no such column") != nullptr) {
+    rc = sqlite3_prepare_v2(db.db, kQueryBeforeVersions, -1, &q.stmt, nullptr);
   }
-  if (rc != SQLITE_OK) return SqlError(path, db.db_, "preparing the copies query");
-  sqlite3_bind_text(q.stmt_, 1, peer_id.data(), static_cast<int>(peer_id.size()), SQLITE_STATIC);
+  if (rc != SQLITE_OK) return SqlError(path, db.db, "preparing the copies query");
+  sqlite3_bind_text(q.stmt, 1, peer_id.data(), static_cast<int>(peer_id.size()), SQLITE_STATIC);
   // SQLite integers are signed: "the latest state" is the largest one.
   int64_t generation = options.generation == 0 || options.generation > INT64_MAX
                            ? INT64_MAX
                            : static_cast<int64_t>(options.generation);
-  sqlite3_bind_int64(q.stmt_, 2, generation);
-  sqlite3_bind_double(q.stmt_, 3, options.superseded_since);
+  sqlite3_bind_int64(q.stmt, 2, generation);
+  sqlite3_bind_double(q.stmt, 3, options.superseded_since);
   auto column_string = [&q](int col, std::string* out) {
-    const void* blob = sqlite3_column_blob(q.stmt_, col);
-    int n = sqlite3_column_bytes(q.stmt_, col);
+    const void* blob = sqlite3_column_blob(q.stmt, col);
+    int n = sqlite3_column_bytes(q.stmt, col);
     if (blob != nullptr && n > 0)
       out->assign(static_cast<const char*>(blob), static_cast<size_t>(n));
   };
-  while ((rc = sqlite3_step(q.stmt_)) == SQLITE_ROW) {
+  while ((rc = sqlite3_step(q.stmt)) == SQLITE_ROW) {
     CommittedCopy c;
     column_string(0, &c.name);
     column_string(1, &c.stored_as);
-    int64_t rank = sqlite3_column_int64(q.stmt_, 2);
+    int64_t rank = sqlite3_column_int64(q.stmt, 2);
     if (rank < 0 || rank > 255) continue;  // cannot be a copy this peer stores
     c.copy_rank = static_cast<uint8_t>(rank);
     out->push_back(std::move(c));
   }
-  if (rc != SQLITE_DONE) return SqlError(path, db.db_, "reading copies");
+  if (rc != SQLITE_DONE) return SqlError(path, db.db, "reading copies");
   return Status::OK();
 }
 

@@ -15,6 +15,10 @@
 namespace st {
 
 struct CommittedCopy {
+  CommittedCopy() = default;
+  CommittedCopy(std::string n, uint8_t rank, std::string stored = "")
+      : name(std::move(n)), copy_rank(rank), stored_as(std::move(stored)) {}
+
   std::string name;  // the record's name (what GET_LOCAL reveals)
   uint8_t copy_rank = 0;
   std::string stored_as;  // the name its copies are stored under (a replaced record's
@@ -56,9 +60,6 @@ struct InfofileReadOptions {
 // ReadCommittedCopies with those options.
 Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std::string& peer_id,
                            const InfofileReadOptions& options, std::vector<CommittedCopy>* out);
-
-// The SQLite URI that opens `path` read-only ("file:<escaped path>?mode=ro").
-std::string ReadOnlyUri(const std::string& path);
 
 // Tells whether the file at `path` is an infofile, and of which file:
 //   OK              it is one: meta.format = 'storetorrent-infofile'; *file_id

@@ -13,6 +13,7 @@
 #include "infofile.h"
 #include "log.h"
 #include "record_store.h"
+#include "sqlite_ro.h"
 
 namespace st {
 namespace {
@@ -32,45 +33,11 @@ std::string Hex16(uint64_t v) {
   return buf;
 }
 
-struct Db {
-  ~Db() {
-    if (db != nullptr) sqlite3_close_v2(db);
-  }
-  sqlite3* db = nullptr;
-};
-
-struct Stmt {
-  ~Stmt() {
-    if (stmt != nullptr) sqlite3_finalize(stmt);
-  }
-  sqlite3_stmt* stmt = nullptr;
-};
-
-Status SqlError(const std::string& path, sqlite3* db, const char* what) {
-  return Status::IOError(path + ": " + what + ": " +
-                         (db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
-}
-
-struct BusyWait {
-  int timeout_ms;
-  const std::atomic<bool>* cancel;
-};
-
-int OnBusy(void* arg, int count) {
-  auto* w = static_cast<BusyWait*>(arg);
-  if (Cancelled(w->cancel)) return 0;
-  if (static_cast<int64_t>(count) * 10 >= w->timeout_ms) return 0;
-  sqlite3_sleep(10);
-  return 1;
-}
-
-Status OpenReadOnly(const std::string& path, BusyWait* wait, Db* db) {
-  std::string uri = ReadOnlyUri(path);
-  int rc = sqlite3_open_v2(uri.c_str(), &db->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
-  if (rc != SQLITE_OK) return SqlError(path, db->db, "open");
-  sqlite3_busy_handler(db->db, OnBusy, wait);
-  return Status::OK();
-}
+using sqlite::BusyWait;
+using sqlite::Db;
+using sqlite::OpenReadOnly;
+using sqlite::SqlError;
+using sqlite::Stmt;
 
 // meta.<key> as text; NotFound if absent.
 Status MetaText(const std::string& path, sqlite3* db, const char* key, std::string* out) {
