@@ -147,3 +147,26 @@ def test_cli_user_add_chmod_and_ls(make_cluster, tmp_path):
     r = subprocess.run([*cli, "ls", "/bio"], capture_output=True, text=True,
                        env=dict(env, STORETORRENT_API_KEY="st_wrong"))
     assert r.returncode != 0 and "unknown API key" in r.stdout + r.stderr
+
+
+def test_only_admins_restore_infofiles_and_only_writers_take_the_writer_lease(site):
+    cluster, c = site
+    with c["alice"].create("/alice/lease", replication="x2", mode=0o640) as f:
+        f.put("a", b"v0")
+        name, file_id = f.name, f.file_id
+    data = (cluster.namespace / "alice/lease").read_bytes()
+    # RestoreInfofile (storetorrent recover --from-peers) writes the namespace: admins only
+    with pytest.raises(PermissionDeniedError):
+        c["alice"].tracker.restore_infofile(data)
+    assert c["root"].tracker.restore_infofile(data).outcome == "present"
+    # bob may read /alice/lease, not write it: no new versions, and no lease from the tracker
+    g = c["bob"].open("/alice/lease")
+    with pytest.raises(PermissionDeniedError):
+        g.put("a", b"bob's version", replace=True)
+    with pytest.raises(PermissionDeniedError):
+        c["bob"].tracker.lease(name, file_id)
+    g.close()
+    with c["alice"].open("/alice/lease") as f:
+        f.put("a", b"v1", replace=True)
+    with c["bob"].open("/alice/lease") as g:
+        assert g.get("a") == b"v1"
