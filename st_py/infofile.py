@@ -574,14 +574,18 @@ class InfofileReader:
             return True
         return self.object(name) is not None
 
+    _has_versions = False  # the columns exist (once added, they stay)
+
     def _version_columns(self) -> str:
         """``r.version, r.stored_as``, or constants for a file made before
-        versions existed (checked on every query: the tracker adds the
+        versions existed (checked again until found: the tracker adds the
         columns to an open file)."""
-        try:
-            self.conn.execute("SELECT version, stored_as FROM records LIMIT 0")
-        except sqlite3.OperationalError:
-            return "0, NULL"
+        if not self._has_versions:
+            try:
+                self.conn.execute("SELECT version, stored_as FROM records LIMIT 0")
+            except sqlite3.OperationalError:
+                return "0, NULL"
+            self._has_versions = True
         return "r.version, r.stored_as"
 
     def lookup(self, name: str) -> RecordMeta | None:

@@ -30,15 +30,15 @@ given (READ and ADMIN on every file): the mirrors name every record.
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import protocol as P
-from .errors import ChecksumError, PeerError, PeerUnavailableError, RecoveryError, StoreTorrentError
+from .errors import ChecksumError, RecoveryError, StoreTorrentError
 from .tracker_client import TrackerClient
+from .transport import Transport
 
 GET_META_CHUNK = 8 << 20  # bytes asked per GET_META (a peer sends at most what its --max-frame allows)
 MAX_NAMES = 1000  # record names listed per file and kind in a report (the counts are always exact)
@@ -109,52 +109,30 @@ class RecoveryReport:
 
 
 class _PeerSession:
-    """One blocking connection to a peer for LIST_META and GET_META."""
+    """LIST_META and GET_META to one peer as blocking calls, over the
+    client's pipelined :class:`~st_py.transport.Transport`."""
 
     def __init__(self, addr: str, token: bytes = b"", timeout: float = 30.0):
         self.addr = addr
-        host, port = addr.rsplit(":", 1)
-        try:
-            self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
-        except OSError as e:
-            raise PeerUnavailableError(addr, str(e)) from None
-        self.dec = P.FrameDecoder()
-        self.seq = 0
+        self.t = Transport(timeout=timeout, connect_timeout=timeout)
         if token:
-            self.call(lambda seq: P.encode_auth(seq, token))
+            self.t.set_capability(0, token)  # an ADMIN capability: AUTH on the connection
 
-    def call(self, build) -> list[P.Frame]:
-        """Send one request; its reply frames (all but the last with MORE).
+    def call(self, build) -> P.Frame:
+        """Send one request and wait for its reply (chunked lists merged).
         Raises PeerError for an ERROR reply, PeerUnavailableError if the
         connection fails."""
-        self.seq += 1
-        seq = self.seq
-        out: list[P.Frame] = []
-        try:
-            self.sock.sendall(build(seq))
-            while True:
-                for fr in self._frames():
-                    if fr.seq != seq:
-                        continue
-                    if fr.type == P.MsgType.ERROR:
-                        raise PeerError(fr.fields["code"], fr.fields["message"], self.addr, seq)
-                    out.append(fr)
-                    if not fr.flags & P.FLAG_MORE:
-                        return out
-        except OSError as e:
-            raise PeerUnavailableError(self.addr, str(e)) from None
-
-    def _frames(self) -> list[P.Frame]:
-        data = self.sock.recv(1 << 20)
-        if not data:
-            raise PeerUnavailableError(self.addr, "connection closed")
-        return self.dec.feed(data)
+        reply: dict = {}
+        self.t.send(self.addr, lambda seq: [build(seq)], lambda fr, exc: reply.update(fr=fr, exc=exc))
+        self.t.wait(lambda: bool(reply))
+        if reply["exc"] is not None:
+            raise reply["exc"]
+        return reply["fr"]
 
     def list_meta(self) -> list[MirrorCopy]:
         out = []
-        for fr in self.call(P.encode_list_meta):
-            for file_id, gen, size, crc, name in fr.fields["entries"]:
-                out.append(MirrorCopy(self.addr, file_id, gen, size, crc, name.decode("utf-8", "replace")))
+        for file_id, gen, size, crc, name in self.call(P.encode_list_meta).fields["entries"]:
+            out.append(MirrorCopy(self.addr, file_id, gen, size, crc, name.decode("utf-8", "replace")))
         return out
 
     def fetch(self, m: MirrorCopy) -> bytes:
@@ -163,7 +141,7 @@ class _PeerSession:
         buf = bytearray()
         while len(buf) < m.size:
             off, want = len(buf), min(GET_META_CHUNK, m.size - len(buf))
-            fr = self.call(lambda seq, off=off, want=want: P.encode_get_meta(seq, m.file_id, off, want))[-1]
+            fr = self.call(lambda seq, off=off, want=want: P.encode_get_meta(seq, m.file_id, off, want))
             data = fr.fields["data"]
             if P.crc32c(data) != fr.fields["crc32c"]:
                 raise ChecksumError(f"GET_META from {self.addr}: a chunk does not match its CRC-32C")
@@ -177,7 +155,7 @@ class _PeerSession:
         return bytes(buf)
 
     def close(self) -> None:
-        self.sock.close()
+        self.t.close()
 
 
 def _inspect(data: bytes, m: MirrorCopy, alive_ids: set[str], max_names: int) -> FileRecovery:

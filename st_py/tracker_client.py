@@ -175,9 +175,9 @@ class TrackerClient:
         chunks of ``chunk_size`` bytes, so infofiles beyond a gRPC message do
         too. The reply's ``outcome`` is ``restored``, ``present`` or
         ``conflict`` (nothing overwritten)."""
-        import google_crc32c
+        from .protocol import crc32c
 
-        crc = google_crc32c.value(bytes(data))
+        crc = crc32c(bytes(data))
 
         def chunks():
             yield pb.RestoreInfofileChunk(user=self.user, total_size=len(data), crc32c=crc,

@@ -29,6 +29,9 @@ from .errors import OperationTimeoutError, PeerError, PeerUnavailableError
 from .protocol import (FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, MsgType, ProtocolError, decode_payload,
                        encode_auth)
 
+# Replies sent in chunks (MORE on all but the last): merged into one list of entries.
+_LISTS = (MsgType.LOCAL_LIST, MsgType.META_LIST)
+
 try:  # the receive path in C++ (st_core/python/native.cc); ST_NATIVE=0 selects the Python one
     if os.environ.get("ST_NATIVE", "1") == "0":
         raise ImportError("ST_NATIVE=0")
@@ -173,7 +176,7 @@ class PeerConnection:
             if fr.type == MsgType.ERROR and fr.seq == 0:
                 raise PeerError(fr.fields["code"], fr.fields["message"], self.addr, 0)
             return  # a reply to a request we already gave up on
-        if fr.type == MsgType.LOCAL_LIST and fr.flags & FLAG_MORE:
+        if fr.type in _LISTS and fr.flags & FLAG_MORE:
             if req.chunks is None:
                 req.chunks = []
             req.chunks.append(fr)
@@ -184,7 +187,7 @@ class PeerConnection:
             self._complete(req.callback, fr, None)
             return
         del self.pending[fr.seq]
-        if fr.type == MsgType.LOCAL_LIST and req.chunks:
+        if fr.type in _LISTS and req.chunks:
             entries = [e for c in req.chunks for e in c.fields["entries"]] + fr.fields["entries"]
             fr.fields["entries"] = entries
         if fr.type == MsgType.ERROR:

@@ -613,10 +613,13 @@ class TrackerService(pb_grpc.TrackerServicer):
         try:
             self.leases.check(file_id, lease_id)
         except LeaseLost:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"replacing records of {name} needs its writer lease, and lease "
-                                f"{lease_id or '(none)'} is not held (expired, released, or the tracker "
-                                "restarted); acquire it again", trailing_metadata=((ERROR_KIND_KEY, "lease-lost"),))
+            await self._lease_lost(context, name, lease_id)
+
+    async def _lease_lost(self, context, name: str, lease_id: str) -> None:
+        await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"replacing records of {name} needs its writer lease, and lease "
+                            f"{lease_id or '(none)'} is not held (expired, released, or the tracker "
+                            "restarted); acquire it again", trailing_metadata=((ERROR_KIND_KEY, "lease-lost"),))
 
     async def Lease(self, request, context):
         """Acquire, renew or release a file's writer lease (MORRIS 3.2)."""
@@ -633,7 +636,7 @@ class TrackerService(pb_grpc.TrackerServicer):
             try:
                 lease = self.leases.renew(file_id, request.lease_id, request.ttl_s)
             except LeaseLost:
-                await self._check_lease(context, name, file_id, request.lease_id)
+                await self._lease_lost(context, name, request.lease_id)
             return pb.LeaseReply(lease_id=lease.lease_id, expires_in_s=lease.expires_in())
         try:
             lease = self.leases.acquire(file_id, user.name, request.holder, request.ttl_s)
