@@ -64,7 +64,8 @@ class FileRecovery:
     ``present`` (the namespace has it at this or a newer generation),
     ``conflict`` (something else holds its name; nothing overwritten),
     ``failed`` (no mirror of it could be fetched and checked; ``detail``
-    says why) or, with ``dry_run``, ``would-restore``.
+    says why); with ``dry_run`` nothing is restored and ``missing``
+    (not in the namespace: a real run restores it) stands for ``restored``.
     """
 
     name: str
@@ -99,7 +100,7 @@ class RecoveryReport:
     @property
     def complete(self) -> bool:
         """Every file restored or present, and every record readable."""
-        return all(f.outcome in ("restored", "present", "would-restore") and f.unreadable == 0
+        return all(f.outcome in ("restored", "present", "missing") and f.unreadable == 0
                    for f in self.files) and not self.peers_failed
 
     def as_dict(self) -> dict:
@@ -285,11 +286,10 @@ def _recover_file(tracker: TrackerClient, sessions: dict[str, _PeerSession], cop
             errors.append(f"{m.peer}: {e}")
             continue
         rec.mirrors = len({c.peer for c in copies})
-        if dry_run:
-            rec.outcome, rec.detail = "would-restore", f"generation {m.generation} from {m.peer}"
-            return rec
-        reply = tracker.restore_infofile(data)
+        reply = tracker.restore_infofile(data, dry_run=dry_run)
         rec.outcome, rec.detail = reply.outcome, reply.detail
+        if reply.outcome == "missing":
+            rec.detail += f" from {m.peer}"
         return rec
     best = copies[0]
     return FileRecovery(name=best.name, file_id=best.file_id, generation=best.generation, outcome="failed",

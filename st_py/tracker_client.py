@@ -169,19 +169,20 @@ class TrackerClient:
         return self._call("RemoveDir", pb.RemoveDirRequest(path=normalize(path), user=self.user))
 
     def restore_infofile(self, data: bytes, chunk_size: int = 1 << 20,
-                         timeout: float | None = None) -> pb.RestoreInfofileReply:
+                         timeout: float | None = None, dry_run: bool = False) -> pb.RestoreInfofileReply:
         """Put an infofile copied from a peer's mirror back into the namespace
         (admins only; ``storetorrent recover --from-peers``). ``data`` goes in
         chunks of ``chunk_size`` bytes, so infofiles beyond a gRPC message do
         too. The reply's ``outcome`` is ``restored``, ``present`` or
-        ``conflict`` (nothing overwritten)."""
+        ``conflict`` (nothing overwritten); with ``dry_run`` nothing is
+        written and ``missing`` stands for ``restored``."""
         from .protocol import crc32c
 
         crc = crc32c(bytes(data))
 
         def chunks():
             yield pb.RestoreInfofileChunk(user=self.user, total_size=len(data), crc32c=crc,
-                                          data=bytes(data[:chunk_size]))
+                                          data=bytes(data[:chunk_size]), dry_run=dry_run)
             for off in range(chunk_size, len(data), chunk_size):
                 yield pb.RestoreInfofileChunk(data=bytes(data[off:off + chunk_size]))
 

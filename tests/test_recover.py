@@ -194,8 +194,7 @@ def test_recover_is_idempotent_and_never_overwrites(make_cluster):
 
     rc, dry = _recover(cluster, "--dry-run")
     assert rc == 0 and dry["dry_run"]
-    assert {f["name"]: f["outcome"] for f in dry["files"]} == {"/r/keep": "would-restore",
-                                                              "/r/taken": "would-restore"}
+    assert {f["name"]: f["outcome"] for f in dry["files"]} == {"/r/keep": "missing", "/r/taken": "missing"}
     assert not (cluster.namespace / "r").exists()  # a dry run restores nothing
 
     with c.create("/r/taken", replication="x2") as f:  # someone took the name meanwhile
@@ -209,6 +208,11 @@ def test_recover_is_idempotent_and_never_overwrites(make_cluster):
         assert all(f["outcome"] == "present" for (n, i), f in got.items() if i == f"{new_id:016x}")
         return {n: got[(n, i)] for n, i in old.items()}
 
+    rc, dry = _recover(cluster, "--dry-run")  # reports what a real run would do, per file
+    assert rc == 1 and {n: f["outcome"] for n, f in outcomes(dry).items()} == {"/r/keep": "missing",
+                                                                               "/r/taken": "conflict"}
+    assert not (cluster.namespace / "r" / "keep").exists()
+
     rc, report = _recover(cluster)
     files = outcomes(report)
     assert rc == 1
@@ -220,6 +224,8 @@ def test_recover_is_idempotent_and_never_overwrites(make_cluster):
 
     rc, again = _recover(cluster)  # a second run changes nothing
     assert {n: f["outcome"] for n, f in outcomes(again).items()} == {"/r/keep": "present", "/r/taken": "conflict"}
+    rc, dry = _recover(cluster, "--dry-run")  # nor would it: a dry run on the healthy namespace says so
+    assert {n: f["outcome"] for n, f in outcomes(dry).items()} == {"/r/keep": "present", "/r/taken": "conflict"}
     with c.open("/r/keep") as f:
         assert f.file_id == before["/r/keep"][0]
         assert all(f.get(f"k{i}") == f"/r/keep/{i}".encode() for i in range(50))

@@ -447,16 +447,18 @@ class LeaseReply(_message.Message):
     def __init__(self, lease_id: _Optional[str] = ..., expires_in_s: _Optional[float] = ...) -> None: ...
 
 class RestoreInfofileChunk(_message.Message):
-    __slots__ = ("user", "total_size", "data", "crc32c")
+    __slots__ = ("user", "total_size", "data", "crc32c", "dry_run")
     USER_FIELD_NUMBER: _ClassVar[int]
     TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     CRC32C_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     user: str
     total_size: int
     data: bytes
     crc32c: int
-    def __init__(self, user: _Optional[str] = ..., total_size: _Optional[int] = ..., data: _Optional[bytes] = ..., crc32c: _Optional[int] = ...) -> None: ...
+    dry_run: bool
+    def __init__(self, user: _Optional[str] = ..., total_size: _Optional[int] = ..., data: _Optional[bytes] = ..., crc32c: _Optional[int] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class RestoreInfofileReply(_message.Message):
     __slots__ = ("outcome", "name", "file_id", "generation", "present_file_id", "present_generation", "detail")

@@ -137,6 +137,7 @@ async def restore_infofile(service, request_iterator, context) -> pb.RestoreInfo
     user: User | None = None
     total = crc = got = 0
     running = 0
+    dry_run = False
     f = None
     try:
         async for chunk in request_iterator:
@@ -146,7 +147,7 @@ async def restore_infofile(service, request_iterator, context) -> pb.RestoreInfo
                     await context.abort(grpc.StatusCode.PERMISSION_DENIED,
                                         f"user {user.name} may not restore infofiles: only an admin may "
                                         "(storetorrent user add NAME --admin)")
-                total, crc = chunk.total_size, chunk.crc32c
+                total, crc, dry_run = chunk.total_size, chunk.crc32c, chunk.dry_run
                 if total > MAX_INFOFILE:
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                         f"an infofile of {total:,} bytes is beyond what a restore takes")
@@ -172,6 +173,8 @@ async def restore_infofile(service, request_iterator, context) -> pb.RestoreInfo
             info = await asyncio.to_thread(_check_infofile, tmp)
         except ValueError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a sound storetorrent-infofile: {e}")
+        if dry_run:
+            return await asyncio.to_thread(_dry_run, service, target_of(service, info), info)
         return await _restore(service, tmp, info, user)
     finally:
         if f is not None:
@@ -179,21 +182,54 @@ async def restore_infofile(service, request_iterator, context) -> pb.RestoreInfo
         tmp.unlink(missing_ok=True)
 
 
-async def _restore(service, tmp: Path, info: _Checked, user: User) -> pb.RestoreInfofileReply:
-    name, file_id, gen = info.name, info.file_id, info.generation
-    reply = pb.RestoreInfofileReply(name=name, file_id=file_id, generation=gen)
+def target_of(service, info: _Checked) -> Path | str:
+    """Where ``info``'s infofile goes in the namespace, or why it cannot
+    (a bad name; a parent that is a file, which cannot become a directory)."""
     try:
-        target = namespace.infofile_path(service.root, name)
+        target = namespace.infofile_path(service.root, info.name)
     except BadNameError as e:
-        reply.outcome, reply.detail = "conflict", str(e)
-        return reply
-    # A parent that is a file cannot become a directory: that is a conflict too.
+        return str(e)
     parent = target.parent
     while parent != Path(service.root) and not parent.exists():
         parent = parent.parent
     if parent.exists() and not parent.is_dir():
+        return f"{info.name}: /{parent.relative_to(service.root)} is a file, not a directory"
+    return target
+
+
+def _held(reply: pb.RestoreInfofileReply, target: Path, file_id: int, gen: int) -> None:
+    """Fill ``reply`` for a name something holds already: ``present`` (this
+    file at this or a newer generation) or ``conflict``."""
+    pid, pgen = _present(target)
+    reply.present_file_id, reply.present_generation = pid, pgen
+    if pid == file_id and pgen >= gen:
+        reply.outcome = "present"
+        reply.detail = f"{reply.name} is there at generation {pgen}"
+    else:
         reply.outcome = "conflict"
-        reply.detail = f"{name}: /{parent.relative_to(service.root)} is a file, not a directory"
+        reply.detail = (f"{reply.name} is held by file {pid:016x} at generation {pgen}" if pid else
+                        f"{reply.name} is held by something that is not an infofile")
+
+
+def _dry_run(service, target: Path | str, info: _Checked) -> pb.RestoreInfofileReply:
+    """What :func:`_restore` would answer, writing nothing: ``missing``
+    where it would restore the file."""
+    reply = pb.RestoreInfofileReply(name=info.name, file_id=info.file_id, generation=info.generation)
+    if isinstance(target, str):
+        reply.outcome, reply.detail = "conflict", target
+    elif target.exists() or target.is_symlink():
+        _held(reply, target, info.file_id, info.generation)
+    else:
+        reply.outcome, reply.detail = "missing", f"{info.name} would be restored at generation {info.generation}"
+    return reply
+
+
+async def _restore(service, tmp: Path, info: _Checked, user: User) -> pb.RestoreInfofileReply:
+    name, file_id, gen = info.name, info.file_id, info.generation
+    reply = pb.RestoreInfofileReply(name=name, file_id=file_id, generation=gen)
+    target = target_of(service, info)
+    if isinstance(target, str):
+        reply.outcome, reply.detail = "conflict", target
         return reply
     o = owner_of_meta(info.meta)
     new_dirs = [d for d in _ancestor_dirs(name) if not namespace.dir_path(service.root, d).is_dir()]
@@ -208,15 +244,8 @@ async def _restore(service, tmp: Path, info: _Checked, user: User) -> pb.Restore
         if not service._creating[name]:
             del service._creating[name]
     if not placed:
-        pid, pgen = await asyncio.to_thread(_present, target)
-        reply.present_file_id, reply.present_generation = pid, pgen
-        if pid == file_id and pgen >= gen:
-            reply.outcome = "present"
-            reply.detail = f"{name} is there at generation {pgen}"
-        else:
-            reply.outcome = "conflict"
-            reply.detail = (f"{name} is held by file {pid:016x} at generation {pgen}" if pid else
-                            f"{name} is held by something that is not an infofile")
+        await asyncio.to_thread(_held, reply, target, file_id, gen)
+        if reply.outcome == "conflict":
             log.warning("restore of %s (file %x, generation %d) refused: %s; nothing overwritten",
                         name, file_id, gen, reply.detail)
         service.state.remember_file_id(file_id)
