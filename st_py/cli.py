@@ -25,13 +25,17 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from .errors import StoreTorrentError
+from .errors import RecordExistsError, StoreTorrentError
 from .filters import FILTERS
 from .placement import POLICIES
 from .replication import PROTOCOLS
 
-console = Console()
+# Names are data: record and file names may hold "[", "]" or anything else,
+# so nothing user-given is ever read as rich markup or highlighted; colour
+# comes from explicit styles (say()).
+console = Console(markup=False, highlight=False)
 DATA_DEFAULT = "st-data"
 
 
@@ -56,6 +60,15 @@ def _tracker(tracker: str | None, data: str) -> str:
 FORMATS = ("table", "json", "csv")
 format_opt = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
                           help="table for people; json (a list of objects) or csv for scripts")
+
+
+def say(*parts: str | tuple[str, str], err: bool = False) -> None:
+    """Print one line made of plain strings and ``(text, style)`` pairs;
+    no part is read as markup (names are data)."""
+    line = Text()
+    for p in parts:
+        line.append(*(p if isinstance(p, tuple) else (p,)))
+    (Console(stderr=True, markup=False, highlight=False) if err else console).print(line, soft_wrap=True)
 
 
 def human_bytes(n: int) -> str:
@@ -99,13 +112,13 @@ def emit(rows: list[dict], fmt: str, title: str | None = None, sizes: tuple[str,
             w.writeheader()
             w.writerows(rows)
         return
-    tab = Table(title=title, box=None)
+    tab = Table(title=Text(title) if title else None, box=None)
     cols = list(rows[0]) if rows else []
     for col in cols:
-        tab.add_column(col, justify="right" if col in sizes or col in right else "left", overflow="fold")
-    for r in rows:
-        tab.add_row(*["" if r[c] is None else human_bytes(r[c]) if c in sizes and isinstance(r[c], int)
-                      else f"{r[c]:,}" if isinstance(r[c], int) and not isinstance(r[c], bool) else str(r[c])
+        tab.add_column(Text(col), justify="right" if col in sizes or col in right else "left", overflow="fold")
+    for r in rows:  # cells as Text: a name like "run[bold]2" is shown as it is
+        tab.add_row(*[Text("" if r[c] is None else human_bytes(r[c]) if c in sizes and isinstance(r[c], int)
+                           else f"{r[c]:,}" if isinstance(r[c], int) and not isinstance(r[c], bool) else str(r[c]))
                       for c in cols])
     console.print(tab)
 
@@ -210,7 +223,7 @@ def demo(data: str | None, peers: int, hosts: bool) -> None:
     through GET_LOCAL, SQL by DuckDB, then a peer killed and the same answer."""
     from st_tools.demo import run
 
-    report = run(data, peers, console, hosts=hosts)
+    report = run(data, peers, Console(), hosts=hosts)  # the demo's own text has markup; its data has none
     sys.exit(0 if report.ok else 1)
 
 
@@ -238,58 +251,64 @@ def put(tracker, data, file, paths, replication, protocol, placement, filters, p
         replace) -> None:
     """Store local PATHS (files, or directories recursively) as records of FILE.
 
-    Record names are the paths relative to each argument's parent. FILE is
-    created if it does not exist; an existing FILE of another class than an
-    explicit --replication is an error."""
+    Record names are the paths relative to each argument's parent; files over
+    64 MiB are stored as striped objects (docs/striping.md). FILE is created
+    if it does not exist; on an existing FILE, --replication, --protocol,
+    --placement and --filter given otherwise than the file's are an error
+    (they are fixed at creation). Exits with status 1 naming every record
+    that was not stored."""
     from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                                TransferSpeedColumn)
 
     from .client import Client
-    from .errors import BadNameError, StFileNotFoundError
-    from .protocol import crc32c
+    from .errors import StFileNotFoundError
+    from .upload import local_items, upload
 
-    items = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            items += [(str(q.relative_to(p.parent)), q) for q in sorted(p.rglob("*")) if q.is_file()]
-        else:
-            items.append((p.name, p))
+    items = local_items(list(paths))
+    total = sum(q.stat().st_size for _, q in items)
     c = Client(_tracker(tracker, data))
     try:
         f = c.open(file)
     except StFileNotFoundError:
-        f = c.create(file, replication, est_size=sum(q.stat().st_size for _, q in items), protocol=protocol,
-                     placement=placement, filters=list(filters))
+        f = c.create(file, replication, est_size=total, protocol=protocol, placement=placement,
+                     filters=list(filters))
     else:
-        explicit = click.get_current_context().get_parameter_source("replication")
-        if explicit == click.core.ParameterSource.COMMANDLINE and f.replication != replication:
-            f.close()
-            raise BadNameError(f"{file} exists with class {f.replication}, not {replication}: records added to "
-                               f"it get {f.replication}; leave out --replication or put into a new file")
-    committed = f._infofile().lookup_many([prefix + n for n, _ in items]) if f.info.records else {}
-    skipped, differ = 0, []
-    total = sum(q.stat().st_size for _, q in items)
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-               TimeRemainingColumn())
+        _check_fixed_options(f, replication=replication, protocol=protocol, placement=placement,
+                             filters=list(filters))
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
+               TransferSpeedColumn(), TimeRemainingColumn())
     with f, Progress(*columns, console=console, transient=True) as prog:
         task = prog.add_task(f"put {file}", total=total)
-        for name, q in items:
-            body = q.read_bytes()
-            meta = committed.get(prefix + name)
-            if meta is not None and skip_existing and not replace:
-                if meta.size == len(body) and meta.crc32c == crc32c(body):
-                    skipped += 1
-                else:
-                    differ.append(prefix + name)
-                prog.advance(task, len(body))
-                continue
-            size = len(body)
-            f.queue_put(prefix + name, body, callback=lambda *_, n=size: prog.advance(task, n), replace=replace)
-    console.print(f"stored {len(items) - skipped - len(differ)} records in {file}"
-                  + (f"; {skipped} already there" if skipped else ""))
-    if differ:
-        _fail(f"{len(differ)} records of {file} exist with other bytes (write-once): "
-              + ", ".join(differ[:5]) + (" ..." if len(differ) > 5 else ""), status=1)
+        report = upload(f, items, prefix=prefix, skip_existing=skip_existing, replace=replace,
+                        on_bytes=lambda n: prog.advance(task, n))
+    say(f"stored {len(report.stored)} records in {file}"
+        + (f"; {len(report.skipped)} already there" if report.skipped else ""))
+    for name, exc in report.failures:
+        hint = ("; pass --skip-existing to resume, or --replace to store new versions"
+                if isinstance(exc, RecordExistsError) and not skip_existing else "")
+        say(("failed:", "red"), f" {name}: {exc}{hint}", err=True)
+    if report.differ:
+        say(("error:", "red"), f" {len(report.differ)} records of {file} exist with other bytes (write-once; "
+            "--replace stores new versions): " + ", ".join(report.differ), err=True)
+    if not report.ok:
+        _fail(f"{len(report.failures) + len(report.differ)} of {len(items)} records of {file} were not stored",
+              status=1)
+
+
+def _check_fixed_options(f, **given) -> None:
+    """Options fixed when a file is created may not be given otherwise for
+    an existing one: never silently ignored (a UsageError names each)."""
+    ctx = click.get_current_context()
+    have = {"replication": f.replication, "protocol": f.protocol, "placement": f.placement,
+            "filters": list(f.filter_names)}
+    wrong = [f"--{'filter' if k == 'filters' else k} {','.join(v) if k == 'filters' else v} (the file has "
+             f"{','.join(have[k]) or 'none' if k == 'filters' else have[k]})"
+             for k, v in given.items()
+             if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE and v != have[k]]
+    if wrong:
+        f.close()
+        raise click.UsageError(f"{f.name} exists, and these are fixed when a file is created: " + "; ".join(wrong)
+                               + ". Leave them out to add records to it, or put into a new file")
 
 
 @cli.command()
@@ -326,15 +345,23 @@ def get(tracker, data, file, record, output, recursive) -> None:
                 raise click.UsageError(f"record name {n!r} would be written outside {root}; fetch it alone")
             targets[n] = t
 
-        def save(name, body, exc):
-            if exc is None:
-                targets[name].parent.mkdir(parents=True, exist_ok=True)
-                targets[name].write_bytes(body)
+        failures: dict[str, Exception] = {}
 
-        for n in names:
+        def save(name, body, exc):  # a callback receives the error, and the caller checks it
+            if exc is not None:
+                failures[name] = exc
+                return
+            targets[name].parent.mkdir(parents=True, exist_ok=True)
+            targets[name].write_bytes(body)
+
+        for n in names:  # records, and striped objects (their stripes in parallel, checked whole)
             f.queue_get(n, callback=save)
         f.flush()
-    console.print(f"fetched {len(names)} records of {file} into {root}")
+    say(f"fetched {len(names) - len(failures)} records of {file} into {root}")
+    for name, exc in sorted(failures.items()):
+        say(("failed:", "red"), f" {name}: {exc}", err=True)
+    if failures:
+        _fail(f"{len(failures)} of {len(names)} records of {file} were not fetched", status=1)
 
 
 @cli.command()
@@ -354,8 +381,17 @@ def ls(tracker, data, path, records, fmt) -> None:
                 for n in f.names():
                     click.echo(n)
                 return
-            metas = f._infofile().lookup_many(f.names())
-            emit([{"name": n, "size": m.size, "crc32c": m.crc32c} for n, m in sorted(metas.items())], fmt)
+            names = f.names()
+            metas = f.records_meta(names)
+            rows = []
+            for n in names:  # records and striped objects alike: one row per name
+                m = metas.get(n)
+                o = f.object_meta(n) if m is None else None
+                if m is not None:
+                    rows.append({"name": n, "kind": "record", "size": m.size, "crc32c": m.crc32c})
+                elif o is not None:
+                    rows.append({"name": n, "kind": "object", "size": o.size, "crc32c": o.crc32c})
+            emit(rows, fmt)
         return
     from .tracker.access import mode_text
 
@@ -541,8 +577,8 @@ def rebalance(tracker, data, files, lost) -> None:
                             ("in conflict", r.conflicts)):
             if names:
                 ok = False
-                console.print(f"[red]{len(names):,} records {what}[/]: "
-                              + ", ".join(map(str, names[:5])) + (" ..." if len(names) > 5 else ""))
+                say((f"{len(names):,} records {what}", "red"), ": "
+                    + ", ".join(map(str, names[:5])) + (" ..." if len(names) > 5 else ""))
     if not ok:
         sys.exit(1)
 
@@ -626,7 +662,7 @@ def recover(tracker, data, fmt, from_peers, dry_run, key_file) -> None:
         emit(rows, fmt, title=f"recover --from-peers{' (dry run)' if dry_run else ''}: {len(report.files)} files "
                               f"from {len(report.peers_alive)} live peers", right=("generation", "records"))
         for peer, why in report.peers_failed:
-            console.print(f"[red]peer {peer}[/]: mirrors not listed: {why}")
+            say((f"peer {peer}", "red"), f": mirrors not listed: {why}")
     if not report.complete:
         sys.exit(1)
 
@@ -648,7 +684,7 @@ def main() -> None:
 
 def _fail(message: str, status: int = 2) -> None:
     """A user's error: one line on stderr, exit ``status``, no traceback."""
-    Console(stderr=True).print(f"[red]error:[/] {message}", highlight=False)
+    say(("error:", "red"), f" {message}", err=True)
     sys.exit(status)
 
 

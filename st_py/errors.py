@@ -85,6 +85,26 @@ class RecordExistsError(StoreTorrentError):
         self.names = tuple(names)
 
 
+class RecordTooLargeError(StoreTorrentError, ValueError):
+    """A record over the largest a peer takes in one frame.
+
+    Attributes
+    ----------
+    name : str
+        The record.
+    size : int
+        Its bytes.
+    limit : int
+        The most one record may hold (bytes); larger data is stored as a
+        striped object by ``put()`` or ``put_object()`` (docs/striping.md).
+    """
+
+    def __init__(self, name: str, size: int, limit: int):
+        super().__init__(f"record {name[:80]!r} has {size:,} bytes, over the record limit of {limit:,}: store it "
+                         "with put() or put_object(), which stripe it (storetorrent put does), not queue_put()")
+        self.name, self.size, self.limit = name, size, limit
+
+
 class RecordUnavailableError(StoreTorrentError):
     """Every copy of a committed record failed (dead peers or corrupt copies)."""
 

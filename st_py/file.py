@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from . import capability
 from ._proto import tracker_pb2 as pb
-from .errors import (BadNameError, NotEnoughPeersError, PeerError,
+from .errors import (BadNameError, NotEnoughPeersError, PeerError, RecordTooLargeError,
                      LeaseLostError, PeerUnavailableError, RecordExistsError, RecordNotFoundError,
                      StoreTorrentError, TrackerUnavailableError,
                      PermissionDeniedError, QueuedOperationsError, QuotaExceededError)
@@ -32,7 +32,7 @@ from .reader import ReaderMixin
 from .striping import STRIPE_THRESHOLD, ObjectsMixin
 from .versions import VersionsMixin
 from .getlocal import LocalRecord, local_addresses
-from .infofile import STRIPE_PREFIX, VERSION_PREFIX, InfofileReader, stripe_name
+from .infofile import STRIPE_PREFIX, VERSION_PREFIX, InfofileReader, ObjectMeta, RecordMeta, stripe_name
 from .placement import (choose_holders, choose_spare, hash_holders, hash_spare, local_first_holders,
                         pick_local_peer)
 from .protocol import (FLAG_ASYNC, FLAG_MORE, MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file,
@@ -174,6 +174,12 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
     encryption_key: bytes | None = None  # set by Client (docs/filters.md)
 
     @property
+    def filter_names(self) -> tuple[str, ...]:
+        """The file's client-side filters in order (``("zstd", "aes-256-gcm")``;
+        empty: none), fixed at creation (docs/filters.md)."""
+        return tuple(self._filter_names)
+
+    @property
     def filters(self):
         """The file's :class:`~st_py.filters.FilterChain` (empty: no filter).
 
@@ -219,6 +225,23 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         if self._reader is None:
             self._reader = InfofileReader(self.infofile_path)
         return self._reader
+
+    def record_meta(self, name: str) -> RecordMeta | None:
+        """The committed metadata of record ``name`` (its current version:
+        stored size and CRC-32C, holders by copy rank), or None if no record
+        of that name is committed (a striped object is not a record: see
+        :meth:`object_meta`)."""
+        return self._infofile().lookup(name)
+
+    def records_meta(self, names: list[str]) -> dict[str, RecordMeta]:
+        """:meth:`record_meta` of many names at once: ``{name: RecordMeta}``
+        of those committed as records."""
+        return self._infofile().lookup_many(names)
+
+    def object_meta(self, name: str) -> ObjectMeta | None:
+        """The committed striped object ``name`` (its original size and
+        CRC-32C, stripe size and count; docs/striping.md), or None."""
+        return self._infofile().object(name)
 
     def _addr(self, idx: int) -> str:
         return self.peers[idx].addr
@@ -290,6 +313,10 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         Raises
         ------
         BadNameError, NotEnoughPeersError, RecordExistsError
+        RecordTooLargeError
+            ``data`` is over ``STRIPE_THRESHOLD`` (64 MiB), more than a
+            peer takes as one record: use :meth:`put` or :meth:`put_object`,
+            which store it as a striped object.
         LeaseHeldError
             ``replace=True`` while another writer holds the lease.
         """
@@ -297,6 +324,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         self._renew_capability()
         self._check_may_write()
         name_b = _name_bytes(name)
+        if len(data) > STRIPE_THRESHOLD and _holders is None:
+            raise RecordTooLargeError(name, len(data), STRIPE_THRESHOLD)
         if name.startswith(STRIPE_PREFIX) and _holders is None:
             raise BadNameError(f"record names starting with {STRIPE_PREFIX!r} hold the stripes of objects: "
                                f"use another name for {name[:80]!r} (docs/striping.md)")

@@ -511,11 +511,27 @@ class InfofileWriter:
         return rows
 
     def stats(self) -> tuple[int, int]:
-        n, b = self.conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM records").fetchone()
-        return int(n), int(b)
+        """``(names, bytes)``: see :func:`name_stats`."""
+        return name_stats(self.conn)
 
     def close(self) -> None:
         self.conn.close()
+
+
+def name_stats(conn: sqlite3.Connection) -> tuple[int, int]:
+    """``(names, bytes)`` of an infofile: committed records and striped
+    objects (one name each, never their stripe records; docs/striping.md),
+    and the bytes stored for one copy of each (stripes included, as stored
+    after filters)."""
+    lo = STRIPE_PREFIX
+    hi = lo[:-1] + chr(ord(lo[-1]) + 1)
+    n, b = conn.execute("SELECT count(*) FILTER (WHERE NOT (name >= ? AND name < ?)), coalesce(sum(size), 0) "
+                        "FROM records", (lo, hi)).fetchone()
+    try:
+        n += conn.execute("SELECT count(*) FROM objects").fetchone()[0]
+    except sqlite3.OperationalError:  # a file made before striping
+        pass
+    return int(n), int(b)
 
 
 class InfofileReader:
@@ -638,10 +654,7 @@ class InfofileReader:
 
     def count(self) -> int:
         """Committed records and objects (not the stripe records)."""
-        lo = STRIPE_PREFIX
-        n = int(self.conn.execute("SELECT count(*) FROM records WHERE NOT (name >= ? AND name < ?)",
-                                  (lo, lo[:-1] + chr(ord(lo[-1]) + 1))).fetchone()[0])
-        return n + len(self.objects())
+        return name_stats(self.conn)[0]
 
     def object(self, name: str) -> ObjectMeta | None:
         """The striped object ``name``, or None."""
@@ -660,8 +673,8 @@ class InfofileReader:
         return [ObjectMeta(*r) for r in rows]
 
     def stats(self) -> tuple[int, int]:
-        n, b = self.conn.execute("SELECT count(*), coalesce(sum(size), 0) FROM records").fetchone()
-        return int(n), int(b)
+        """``(names, bytes)``: see :func:`name_stats`."""
+        return name_stats(self.conn)
 
     def close(self) -> None:
         self.conn.close()

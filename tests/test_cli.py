@@ -126,7 +126,7 @@ def test_put_resumes_get_r_and_rm_r(cluster, tmp_path):
     assert "stored 1 records" in r.stdout
     # a class that does not match the existing file is an error
     r = _cli(cluster, "put", "/cli/a", str(src / "0.bin"), "--replication", "x3", check=False)
-    assert r.returncode == 2 and "class x2" in r.stderr
+    assert r.returncode == 2 and "the file has x2" in r.stderr
     # get -r: a prefix into a folder
     out = tmp_path / "out"
     r = _cli(cluster, "get", "/cli/a", "shots/", "-r", "-o", str(out))

@@ -1,0 +1,160 @@
+"""The command line with features together, against real processes: a
+large file stored by ``put`` is striped and reads back; no failed record is
+ever reported as stored; resume works through filters; options fixed at
+creation are refused, never ignored; names are data, never markup."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from st_py.errors import RecordTooLargeError
+from st_py.striping import STRIPE_THRESHOLD
+
+
+def _cli(cluster, *args, check=False, env=None):
+    return subprocess.run([sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
+                          capture_output=True, text=True, check=check, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def test_put_of_a_file_over_the_record_limit_stores_an_object(cluster, tmp_path):
+    big = tmp_path / "big.bin"
+    body = os.urandom(1 << 20) * 65 + b"tail"  # 65 MiB + 4 bytes: over the 64 MiB record limit
+    big.write_bytes(body)
+    small = tmp_path / "small.txt"
+    small.write_bytes(b"small")
+    r = _cli(cluster, "put", "/big/one", str(big), str(small))
+    assert r.returncode == 0, r.stderr
+    assert "stored 2 records" in r.stdout
+    out = tmp_path / "back.bin"
+    assert _cli(cluster, "get", "/big/one", "big.bin", "-o", str(out)).returncode == 0
+    assert out.read_bytes() == body
+    listing = json.loads(_cli(cluster, "ls", "/big", "--format", "json", check=True).stdout)
+    assert [(e["name"], e["records"]) for e in listing] == [("/big/one", 2)]  # names, not stripe pieces
+    rows = json.loads(_cli(cluster, "ls", "-r", "/big/one", "--format", "json", check=True).stdout)
+    assert [(r["name"], r["kind"], r["size"]) for r in rows] == [("big.bin", "object", len(body)),
+                                                              ("small.txt", "record", 5)]
+    assert _cli(cluster, "ls", "-r", "/big/one", check=True).stdout.split() == ["big.bin", "small.txt"]
+    with cluster.client().open("/big/one") as f:
+        assert len(f) == 2 and f.names() == ["big.bin", "small.txt"]
+        # the library refuses, with its facts, what a peer could not take as one record
+        with pytest.raises(RecordTooLargeError) as e:
+            f.queue_put("too-big", body)
+        assert (e.value.name, e.value.size, e.value.limit) == ("too-big", len(body), STRIPE_THRESHOLD)
+    # resume skips the object by its original size and CRC-32C
+    r = _cli(cluster, "put", "/big/one", str(big), str(small), "--skip-existing")
+    assert r.returncode == 0 and "2 already there" in r.stdout, r.stderr
+
+
+def test_put_names_every_record_that_failed(make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    src = tmp_path / "shots"
+    src.mkdir()
+    (src / "first.bin").write_bytes(b"1" * 100)
+    assert _cli(cluster, "put", "/fail/a", str(src), "--replication", "x2").returncode == 0
+    for i in range(3):
+        (src / f"{i}.bin").write_bytes(bytes([i]) * 100)
+    cluster.kill_peer(1)  # class x2 on one live peer: no record can be stored
+    r = _cli(cluster, "put", "/fail/a", *(str(src / f"{i}.bin") for i in range(3)))
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "stored 0 records" in r.stdout
+    for i in range(3):
+        assert f"failed: {i}.bin" in r.stderr
+    assert "3 of 3 records of /fail/a were not stored" in r.stderr
+    # and the records are not there
+    assert _cli(cluster, "ls", "-r", "/fail/a", check=True).stdout.split() == ["shots/first.bin"]
+
+
+def test_get_r_names_every_record_it_could_not_fetch(make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    c = cluster.client()
+    with c.create("/fail/x1", replication="x1", blocksize=1) as f:
+        for i in range(8):
+            f.put(f"r{i}", bytes([i]) * 10)
+    with c.open("/fail/x1") as f:
+        holders = {n: f.peers[f.record_meta(n).peers[0]].addr for n in f.names()}
+    victim = holders["r0"]
+    cluster.kill_peer(cluster.peer_addrs.index(victim))
+    lost = sorted(n for n, a in holders.items() if a == victim)
+    r = _cli(cluster, "get", "/fail/x1", "-r", "-o", str(tmp_path / "out"))
+    assert r.returncode == 1
+    assert f"fetched {8 - len(lost)} records" in r.stdout
+    for n in lost:
+        assert f"failed: {n}:" in r.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(set(holders) - set(lost))
+
+
+@pytest.mark.parametrize("filters", [["zstd"], ["aes-256-gcm"], ["zstd", "aes-256-gcm"]])
+def test_skip_existing_compares_original_bytes_through_filters(cluster, tmp_path, filters):
+    key = tmp_path / "key"
+    key.write_bytes(os.urandom(32))
+    env = {"STORETORRENT_KEY_FILE": str(key)}
+    src = tmp_path / "d"
+    src.mkdir()
+    for i in range(4):
+        (src / f"{i}.csv").write_text("a,b\n" + f"{i},x\n" * 200)
+    args = [a for f in filters for a in ("--filter", f)]
+    r = _cli(cluster, "put", "/filt/a", str(src), *args, env=env)
+    assert r.returncode == 0, r.stderr
+    r = _cli(cluster, "put", "/filt/a", str(src), "--skip-existing", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "stored 0 records" in r.stdout and "4 already there" in r.stdout
+    (src / "2.csv").write_text("changed")
+    r = _cli(cluster, "put", "/filt/a", str(src), "--skip-existing", env=env)
+    assert r.returncode == 1 and "d/2.csv" in r.stderr and "other bytes" in r.stderr
+
+
+def test_options_fixed_at_creation_are_refused_not_ignored(cluster, tmp_path):
+    one = tmp_path / "one.txt"
+    one.write_text("one")
+    assert _cli(cluster, "put", "/fixed/a", str(one)).returncode == 0
+    two = tmp_path / "two.txt"
+    two.write_text("two")
+    for opt, value, have in (("--filter", "zstd", "none"), ("--protocol", "chain", "client-sync"),
+                             ("--placement", "hash", "random"), ("--replication", "x3", "x2")):
+        r = _cli(cluster, "put", "/fixed/a", str(two), opt, value)
+        assert r.returncode == 2, (opt, r.stdout)
+        assert f"{opt} {value} (the file has {have})" in r.stderr
+    # the same values as the file's are fine, and so is leaving them out
+    assert _cli(cluster, "put", "/fixed/a", str(two), "--protocol", "client-sync").returncode == 0
+    with cluster.client().open("/fixed/a") as f:
+        assert f.names() == ["one.txt", "two.txt"] and f.filter_names == ()
+
+
+def test_names_are_data_not_markup(cluster, tmp_path):
+    src = tmp_path / "s"
+    src.mkdir()
+    (src / "run[bold]2").write_text("bold")
+    (src / "data[s, tz=UTC].csv").write_text("a\n1\n")
+    r = _cli(cluster, "put", "/mk/run[bold]2", str(src / "run[bold]2"), str(src / "data[s, tz=UTC].csv"),
+             "--prefix", "[/]")
+    assert r.returncode == 0, r.stderr
+    assert _cli(cluster, "ls", "-r", "/mk/run[bold]2", check=True).stdout.split() == [
+        "[/]data[s,", "tz=UTC].csv", "[/]run[bold]2"]
+    assert "/mk/run[bold]2" in _cli(cluster, "ls", "/mk", check=True).stdout
+    out = tmp_path / "o.csv"
+    r = _cli(cluster, "get", "/mk/run[bold]2", "[/]data[s, tz=UTC].csv", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.read_text() == "a\n1\n"
+    r = _cli(cluster, "get", "/mk/run[bold]2", "[red]missing")
+    assert r.returncode == 2 and "[red]missing" in r.stderr and "Traceback" not in r.stderr
+    r = _cli(cluster, "rm", "/mk/run[bold]2", "[/]run[bold]2")
+    assert r.returncode == 0 and "deleted record [/]run[bold]2 of /mk/run[bold]2" in r.stdout
+
+
+def test_errors_show_full_arrow_types(cluster, tmp_path):
+    with cluster.client().create("/mk/ts", replication="x1") as f:
+        for name, typ in (("a.parquet", pa.timestamp("ms", tz="UTC")), ("b.parquet", pa.timestamp("ms"))):
+            sink = pa.BufferOutputStream()
+            pq.write_table(pa.table({"t": pa.array([0, 1], typ)}), sink)
+            f.put(name, sink.getvalue().to_pybytes())
+    r = _cli(cluster, "sql", "SELECT count(*) FROM records_data", "--file", "/mk/ts")
+    assert r.returncode != 0
+    assert "timestamp[ms, tz=UTC] in the first and timestamp[ms] in the second" in r.stderr
