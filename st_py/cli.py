@@ -630,7 +630,8 @@ def repair(tracker, data, fmt, files, watch, interval, failed_after) -> None:
 @click.option("--from-peers", is_flag=True, required=True,
               help="rebuild every infofile from the live peers' mirrors (the only source so far)")
 @click.option("--dry-run", is_flag=True, help="fetch and check the mirrors and report; restore nothing")
-@click.option("--key-file", type=click.Path(dir_okay=False), default=None, envvar="STORETORRENT_KEY_FILE",
+@click.option("--key-file", type=click.Path(dir_okay=False), default=None,
+              envvar="STORETORRENT_CAPABILITY_KEY_FILE",
               help="the cluster's capability key, for peers that check capabilities "
                    "[default: DATA/secret.key if it exists]")
 def recover(tracker, data, fmt, from_peers, dry_run, key_file) -> None:

@@ -1,0 +1,247 @@
+"""The composition matrix (docs/composition.md): every feature with every
+other, through every way in, against real processes.
+
+Rows are a covering array of {plain record, striped object, zstd,
+aes-256-gcm, zstd+aes, replaced version} x {x1, x2, x3} x {client-sync,
+chain, client-async} x {random, hash, local-first}: every pair of values of
+two factors is in at least one row (checked below). Each row is one
+StoreTorrent file of CSV records (or a CSV object) written by the client;
+each way in (``WAYS``) must give back exactly the bytes and rows written, or
+a documented, clear error. Then a peer is SIGKILLed: every row is read again
+(x1 rows may name unavailable records, nothing else), and rebalance, repair
+and recover run over all of them.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from conftest import poll_for
+from st_py.cli import cli
+from st_py.errors import RecordUnavailableError, RecordsUnavailableError
+
+KINDS = ("plain", "object", "zstd", "aes-256-gcm", "zstd+aes", "replaced")
+CLASSES = ("x1", "x2", "x3")
+PROTOCOLS = ("client-sync", "chain", "client-async")
+PLACEMENTS = ("random", "hash", "local-first")
+FILTERS = {"zstd": ["zstd"], "aes-256-gcm": ["aes-256-gcm"], "zstd+aes": ["zstd", "aes-256-gcm"]}
+STRIPE = 700  # bytes: the object has several stripes
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: str
+    replication: str
+    protocol: str
+    placement: str
+
+    @property
+    def file(self) -> str:
+        return f"/matrix/{self.kind}-{self.replication}-{self.protocol}-{self.placement}".replace("+", "-")
+
+
+def covering_rows() -> list[Row]:
+    """18 rows in which every pair of values of two factors appears: kind
+    k and class c take protocol (k + c) mod 3 and placement (k + 2c) mod 3."""
+    return [Row(k, c, PROTOCOLS[(ki + ci) % 3], PLACEMENTS[(ki + 2 * ci) % 3])
+            for ki, k in enumerate(KINDS) for ci, c in enumerate(CLASSES)]
+
+
+ROWS = covering_rows()
+
+
+def test_rows_cover_every_pair():
+    factors = [KINDS, CLASSES, PROTOCOLS, PLACEMENTS]
+    for a, b in itertools.combinations(range(4), 2):
+        have = {(astuple(r)[a], astuple(r)[b]) for r in ROWS}
+        assert have == set(itertools.product(factors[a], factors[b])), (a, b)
+
+
+def astuple(r: Row) -> tuple:
+    return (r.kind, r.replication, r.protocol, r.placement)
+
+
+def csv_bytes(part: int, rows: int = 40) -> bytes:
+    return ("i,part,v\n" + "".join(f"{i},{part},{i * part % 7}\n" for i in range(rows))).encode()
+
+
+def expected(row: Row) -> dict[str, bytes]:
+    if row.kind == "object":
+        return {"big.csv": csv_bytes(9, 300)}
+    out = {f"part-{p}.csv": csv_bytes(p) for p in range(3)}
+    if row.kind == "replaced":
+        out["part-1.csv"] = csv_bytes(11, 25)  # the new version
+    return out
+
+
+def write(client, row: Row) -> None:
+    with client.create(row.file, replication=row.replication, protocol=row.protocol, placement=row.placement,
+                       filters=FILTERS.get(row.kind, []), blocksize=1) as f:
+        if row.kind == "object":
+            f.put_object("big.csv", expected(row)["big.csv"], stripe_size=STRIPE)
+            return
+        for p in range(3):
+            f.put(f"part-{p}.csv", csv_bytes(p))
+    if row.kind == "replaced":
+        with client.open(row.file) as f:
+            f.put("part-1.csv", expected(row)["part-1.csv"], replace=True)
+
+
+def frame(blobs: dict[str, bytes]) -> pd.DataFrame:
+    """The rows of every CSV, in a canonical order."""
+    df = pd.concat([pd.read_csv(io.BytesIO(b)) for b in blobs.values()], ignore_index=True)
+    return df.sort_values(["part", "i"]).reset_index(drop=True)
+
+
+# -- the ways in ---------------------------------------------------------------
+# Each takes (ctx, row, want) and checks the answer, or raises what it raises.
+
+def way_client_get(ctx, row, want):
+    with ctx.client.open(row.file) as f:
+        assert f.names() == sorted(want) and len(f) == len(want)
+        assert {n: f.get(n) for n in want} == want
+
+
+def way_client_open(ctx, row, want):
+    with ctx.client.open(row.file) as f:
+        for n, data in want.items():
+            with f.open(n) as fh:
+                fh.seek(len(data) // 2)
+                assert fh.read() == data[len(data) // 2:]
+
+
+def way_get_local(ctx, row, want):
+    with ctx.client.open(row.file) as f:
+        revealed = f.get_local()
+        records = {n: d for n, d in want.items() if row.kind != "object"}
+        assert Counter(r.name for r in revealed) == Counter(list(records))
+        for r in revealed:
+            with open(r.path, "rb") as fh:
+                stored = fh.read()
+            data = f.filters.decode(f.file_id, r.name, stored) if f.filters else stored
+            assert data == records[r.name], r.name
+
+
+def way_local_stripes(ctx, row, want):
+    with ctx.client.open(row.file) as f:
+        stripes = f.local_stripes()
+        if row.kind != "object":
+            assert stripes == []
+            return
+        body = want["big.csv"]
+        assert Counter(s.index for s in stripes) == Counter(range(-(-len(body) // STRIPE)))
+        got = bytearray(len(body))
+        for s in stripes:
+            with open(s.path, "rb") as fh:
+                got[s.offset:s.offset + s.size] = fh.read()
+        assert bytes(got) == body
+
+
+def cli_run(ctx, *args: str):
+    r = CliRunner().invoke(cli, [*args, "--tracker", ctx.cluster.tracker_addr], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def way_cli_ls_get(ctx, row, want):
+    assert cli_run(ctx, "ls", "-r", row.file).output.split() == sorted(want)
+    rows = json.loads(cli_run(ctx, "ls", "-r", row.file, "--format", "json").output)
+    assert {r["name"]: r["size"] for r in rows if r["kind"] == "object"} == (
+        {n: len(d) for n, d in want.items()} if row.kind == "object" else {})
+    listing = json.loads(cli_run(ctx, "ls", "/matrix", "--format", "json").output)
+    assert {e["name"]: e["records"] for e in listing}[row.file] == len(want)
+    for n, data in want.items():
+        assert cli_run(ctx, "get", row.file, n).stdout_bytes == data
+
+
+WAYS = {"Client.get": way_client_get, "Client.open": way_client_open, "get_local": way_get_local,
+        "local_stripes": way_local_stripes, "CLI ls/get": way_cli_ls_get}
+
+
+# -- the matrix ----------------------------------------------------------------
+
+@dataclass
+class Ctx:
+    cluster: object
+    client: object
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory, peer_bin):
+    from st_py.cluster import LocalCluster
+
+    key = tmp_path_factory.mktemp("key") / "key"
+    key.write_bytes(os.urandom(32))
+    old = os.environ.get("STORETORRENT_KEY_FILE")
+    os.environ["STORETORRENT_KEY_FILE"] = str(key)  # the CLI and read tasks find the key here
+    c = LocalCluster(tmp_path_factory.mktemp("matrix") / "cluster", n_peers=4, announce_interval=0.3)
+    c.start()
+    client = c.client()
+    for row in ROWS:
+        write(client, row)
+    yield Ctx(c, client)
+    c.stop()
+    if old is None:
+        os.environ.pop("STORETORRENT_KEY_FILE", None)
+    else:
+        os.environ["STORETORRENT_KEY_FILE"] = old
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.file.rsplit("/", 1)[1])
+def test_cell(matrix, row, way):
+    WAYS[way](matrix, row, expected(row))
+
+
+def test_after_a_peer_is_killed_every_row_reads_rebalance_repair_recover(matrix):
+    """Runs after the cells (file order): one peer SIGKILLed for good."""
+    from st_py import repair as rp
+
+    ctx = matrix
+    dead = ctx.cluster.kill_peer(3)
+    poll_for(lambda: ctx.client.status().alive_peers == 3, timeout=20, what="the tracker to fail the peer")
+    for row in ROWS:
+        want = expected(row)
+        if row.replication != "x1":
+            for way in ("Client.get", "get_local"):
+                WAYS[way](ctx, row, want)
+            continue
+        with ctx.client.open(row.file) as f:  # x1: what the dead peer held is unavailable, and said so
+            for n, data in want.items():
+                try:
+                    assert f.get(n) == data
+                except RecordUnavailableError:
+                    pass
+            try:
+                f.get_local()
+            except RecordsUnavailableError as e:
+                assert e.unavailable >= 1 and dead in e.dead
+            else:  # the dead peer held none of this file's records
+                WAYS["get_local"](ctx, row, want)
+    for row in ROWS:
+        r = ctx.client.rebalance(row.file, [dead])
+        if row.replication == "x1":
+            continue
+        assert not r.unavailable and not r.under_replicated and not r.conflicts, (row, r)
+        WAYS["Client.get"](ctx, row, expected(row))
+        WAYS["get_local"](ctx, row, expected(row))
+    reports = rp.repair(ctx.client, [r.file for r in ROWS if r.replication != "x1"], failed_after=0)
+    assert all(r.complete for r in reports), [r.as_dict() for r in reports if not r.complete]
+    def dry_run() -> dict:  # the peers mirror infofiles every --mirror-interval (5 s): poll
+        out = CliRunner().invoke(cli, ["recover", "--from-peers", "--dry-run", "--format", "json", "--tracker",
+                                       ctx.cluster.tracker_addr, "--key-file", str(ctx.cluster.key_file)])
+        assert out.output.lstrip().startswith("{"), out.output
+        return {f["name"]: f["outcome"] for f in json.loads(out.output)["files"]}
+
+    files = poll_for(lambda: (lambda fs: fs if all(r.file in fs for r in ROWS if r.replication != "x1") else None)(
+        dry_run()), timeout=30, interval=1, what="every file's mirror")
+    assert all(files[r.file] == "present" for r in ROWS if r.replication != "x1"), files
