@@ -239,6 +239,17 @@ class LocalCluster:
         return mint(load_key(self.key_file), ops, file_id, ttl, user)
 
     def start(self, wait: bool = True) -> "LocalCluster":
+        """Start the tracker and the peers.
+
+        Raises
+        ------
+        TrackerLockedError
+            A tracker (of another ``storetorrent up`` on the same DATA)
+            serves this namespace already: one tracker per namespace.
+        """
+        from .tracker.lock import TrackerLock
+
+        TrackerLock([self.namespace, self.data_dir / "tracker"]).release()  # one line, before any daemon starts
         if self.auth and not self.key_file.exists():
             from .capability import new_key_file
 

@@ -12,9 +12,15 @@ tracker) has ``space_known`` False until it announces.
 The registry also keeps what an operator asks after (the status page and
 metrics, docs/operations.md): counts of announces and failure reports, and
 the last ``EVENTS_KEPT`` peer events (a client's failure report, a peer
-failed for missing its announces, a failed peer announcing again), noticed
-by :meth:`PeerRegistry.sweep`, which the tracker runs every announce
-interval and before each status page or scrape.
+failed for missing its announces, a failed peer announcing again, the
+tracker's own stalls), noticed by :meth:`PeerRegistry.sweep`, which the
+tracker runs every announce interval and before each status page or
+scrape; peer events are kept in the tracker state, so the failure history
+survives a restart.
+
+The tracker's own stalls are not peer failures: a gap in the sweeper's
+clock longer than half a liveness window is not counted against any peer
+(:meth:`PeerRegistry._catch_up`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from .state import TrackerState
 
 SAVE_SPACE_S = 30.0  # how often a peer's announced space is written to the state
 EVENTS_KEPT = 50  # recent peer events shown on the status page
+STALL_MIN_S = 1.0  # the shortest gap in the sweeper's clock taken as the tracker's own stall
 
 log = logging.getLogger("st.tracker")
 
@@ -66,6 +73,7 @@ class PeerEvent:
     peer_id: str
     detail: str
     count: int = 1  # the same report repeated while the peer stayed failed
+    seq: int = 0  # its row in the tracker state (kept across restarts)
 
 
 class PeerRegistry:
@@ -78,6 +86,10 @@ class PeerRegistry:
         self.announces = 0  # announces received
         self.failure_reports = 0  # ReportFailure RPCs
         self.failures: dict[str, int] = {}  # cause ("reported", "missed_announces") -> live-to-failed transitions
+        self.stalls = 0  # times this tracker found itself stalled (its own clock jumped)
+        self._tick: float | None = None  # last look at the clock by sweep(); None: no sweeper runs
+        for seq, at, kind, addr, peer_id, detail, count in state.peer_events(EVENTS_KEPT):
+            self.events.append(PeerEvent(at, kind, addr, peer_id, detail, count, seq))
         now = time.monotonic()
         for peer_id, addr, capacity, used, free in state.known_peers():
             self.peers[peer_id] = PeerInfo(peer_id, addr, capacity or 0, used or 0, free or 0, last_announce=now,
@@ -115,6 +127,7 @@ class PeerRegistry:
                         and last.detail == reason):
                     last.count += 1  # another client saw the same failure
                     last.at = time.time()
+                    self.state.update_peer_event(last.seq, last.at, last.count)
                 else:
                     self._event("reported", p, reason)
                 if p.was_alive:
@@ -123,11 +136,35 @@ class PeerRegistry:
                 return True
         return False
 
+    def _catch_up(self) -> None:
+        """The tracker's own stalls are not the peers' failures. Once the
+        sweeper runs (every announce interval, at most 1 s), a gap of more
+        than half a liveness window between two looks at the clock means
+        this process did not run (SIGSTOP, a blocked event loop, a paused
+        VM; and at least ``STALL_MIN_S``): the announces of that time could not be received, so the gap
+        is not counted against any peer (each one alive before it keeps the
+        age it had). Peers whose announces had stopped before still fail."""
+        now = time.monotonic()
+        if self._tick is not None:
+            gap = now - self._tick
+            if gap > max(self.window_s / 2, STALL_MIN_S):
+                self.stalls += 1
+                for p in self.peers.values():
+                    if self._tick - p.last_announce <= self.window_s:
+                        p.last_announce += gap
+                log.warning("tracker stalled for %.1f s (no sweep since): peers are not failed for announces it "
+                            "could not receive", gap)
+                at, detail = time.time(), f"the tracker did not run for {gap:.1f} s; no peer failed for it"
+                seq = self.state.add_peer_event(at, "tracker-stall", "", "", detail, EVENTS_KEPT)
+                self.events.append(PeerEvent(at, "tracker-stall", "", "", detail, seq=seq))
+        self._tick = now
+
     def sweep(self) -> None:
         """Notice peers that missed their announces for a liveness window
         (liveness is otherwise computed when asked, with no moment of
         failing). A peer a client reported failed gets this event too: it
         confirms the report, where announcing again would refute it."""
+        self._catch_up()
         for p in self.peers.values():
             age = self.age(p)
             if not p.lapsed and age > self.window_s:
@@ -139,12 +176,16 @@ class PeerRegistry:
                 log.warning("peer %s (%s) failed: no announce for %.1f s", p.addr, p.peer_id, age)
 
     def _event(self, kind: str, p: PeerInfo, detail: str, addr: str = "") -> None:
-        self.events.append(PeerEvent(time.time(), kind, addr or p.addr, p.peer_id, detail))
+        at, addr = time.time(), addr or p.addr
+        seq = self.state.add_peer_event(at, kind, addr, p.peer_id, detail, EVENTS_KEPT)
+        self.events.append(PeerEvent(at, kind, addr, p.peer_id, detail, seq=seq))
 
     def alive(self, p: PeerInfo) -> bool:
-        return not p.reported_failed and (time.monotonic() - p.last_announce) <= self.window_s
+        return not p.reported_failed and self.age(p) <= self.window_s
 
     def age(self, p: PeerInfo) -> float:
+        if self._tick is not None:
+            self._catch_up()  # a stall is noticed before any answer counts it against a peer
         return time.monotonic() - p.last_announce
 
     def get(self, peer_id: str) -> PeerInfo | None:

@@ -20,6 +20,7 @@ from ..infofile import recover
 from ..tls import server_credentials
 from .access import AccessError, Users
 from .config import apply_config
+from .lock import TrackerLock, TrackerLockedError
 from .httpd import StatusHttp
 from .metrics import TrackerMetrics
 from .peers import PeerRegistry
@@ -46,6 +47,18 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
     """
     started = time.time()
     root.mkdir(parents=True, exist_ok=True)
+    lock = TrackerLock([root, state_dir])  # one tracker per namespace: before touching anything
+    try:
+        await _serve(lock, started, root, state_dir, host, port, announce_interval, misses, quota_bytes, key,
+                     capability_ttl_s, users, tls, reservation_lease_s, metrics_port)
+    finally:
+        lock.release()
+
+
+async def _serve(lock: TrackerLock, started: float, root: Path, state_dir: Path, host: str, port: int,
+                 announce_interval: float, misses: int, quota_bytes: int | None, key: bytes | None,
+                 capability_ttl_s: float, users: Users | None, tls: tuple[str, str, str | None] | None,
+                 reservation_lease_s: float, metrics_port: int | None) -> None:
     rolled, removed = recover(root)
     if rolled or removed:
         log.warning("recovered after a crash: %d infofile transactions rolled back, %d half-created "
@@ -84,6 +97,7 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
         log.info("Prometheus metrics at http://%s:%d/metrics, status page at http://%s:%d/", host, mport, host,
                  mport)
         print(f"metrics on {host}:{mport}", flush=True)  # before "listening on", as st-peer
+    lock.serving(f"{host}:{bound}")
     print(f"listening on {host}:{bound}", flush=True)
     log.info("tracker %s serving %s on %s:%d", version, root, host, bound)
     stop = asyncio.Event()
@@ -169,5 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     if bool(a.tls_cert) != bool(a.tls_key):
         raise SystemExit("tracker: --tls-cert and --tls-key go together")
     tls = (a.tls_cert, a.tls_key, a.tls_client_ca) if a.tls_cert else None
-    asyncio.run(serve(a.root, state_dir, a.host, a.port, a.announce_interval, a.misses, a.quota_bytes,
-                      key, a.capability_ttl, users, tls, a.reservation_lease, a.metrics_port))
+    try:
+        asyncio.run(serve(a.root, state_dir, a.host, a.port, a.announce_interval, a.misses, a.quota_bytes,
+                          key, a.capability_ttl, users, tls, a.reservation_lease, a.metrics_port))
+    except TrackerLockedError as e:  # one line, no traceback
+        raise SystemExit(f"tracker: {e}") from None

@@ -3,8 +3,9 @@
 Record metadata lives in the infofiles; this database keeps what the tracker
 needs across restarts besides them: the files it created and their owners,
 the owner and mode of namespace directories, the peers it has seen with the
-space they last announced, and the space reservations of files being written
-(paper 5: all hard state in SQLite).
+space they last announced, their recent events (failures, returns: the
+status page's failure history), and the space reservations of files being
+written (paper 5: all hard state in SQLite).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ CREATE TABLE IF NOT EXISTS dirs(
 );
 CREATE TABLE IF NOT EXISTS file_ids(
   file_id INTEGER PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS peer_events(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, kind TEXT NOT NULL, addr TEXT NOT NULL,
+  peer_id TEXT NOT NULL, detail TEXT NOT NULL, count INTEGER NOT NULL DEFAULT 1
 );
 CREATE TABLE IF NOT EXISTS reservations(
   file_id INTEGER PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL, copies INTEGER NOT NULL,
@@ -105,6 +110,24 @@ class TrackerState:
                       free: int | None = None) -> None:
         self.conn.execute("INSERT OR REPLACE INTO peers(peer_id, addr, seen_at, capacity_bytes, used_bytes, "
                           "free_bytes) VALUES (?, ?, ?, ?, ?, ?)", (peer_id, addr, time.time(), capacity, used, free))
+
+    def add_peer_event(self, at: float, kind: str, addr: str, peer_id: str, detail: str, keep: int) -> int:
+        """Keep a peer event (the failure history of the status page), and
+        only the newest ``keep``; returns its row id."""
+        seq = self.conn.execute("INSERT INTO peer_events(at, kind, addr, peer_id, detail) VALUES (?, ?, ?, ?, ?)",
+                                (at, kind, addr, peer_id, detail)).lastrowid
+        self.conn.execute("DELETE FROM peer_events WHERE seq <= ?", (seq - keep,))
+        return int(seq or 0)
+
+    def update_peer_event(self, seq: int, at: float, count: int) -> None:
+        self.conn.execute("UPDATE peer_events SET at = ?, count = ? WHERE seq = ?", (at, count, seq))
+
+    def peer_events(self, keep: int) -> list[tuple[int, float, str, str, str, str, int]]:
+        """The newest ``keep`` peer events, oldest first: (seq, at, kind,
+        addr, peer_id, detail, count)."""
+        return list(reversed(self.conn.execute(
+            "SELECT seq, at, kind, addr, peer_id, detail, count FROM peer_events ORDER BY seq DESC LIMIT ?",
+            (keep,)).fetchall()))
 
     def reservations(self) -> list[tuple[int, str, str, int, int, list[str]]]:
         """(file_id, name, owner, copies, est_size, peer ids) of each reservation."""
