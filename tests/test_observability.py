@@ -100,6 +100,12 @@ def test_tracker_metrics_follow_rpcs(make_cluster):
     assert alive[dead] == 0 and sum(alive.values()) == 2
 
 
+def peer_events(s: dict) -> list[dict]:
+    """The status's events of peers (a loaded machine may add the tracker's
+    own stalls, docs/reliability.md)."""
+    return [e for e in s["recent_failures"] if e["kind"] != "tracker-stall"]
+
+
 def test_status_json_follows_a_failure_and_a_return(make_cluster):
     cluster = make_cluster(3)
     c = cluster.client()
@@ -112,13 +118,13 @@ def test_status_json_follows_a_failure_and_a_return(make_cluster):
     assert sum(p["records"] for p in s["peers"]) in (0, 2)  # as last announced
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", s["tracker"]["started_at"])
     assert s["tracker"]["uptime_s"] > 0 and s["tracker"]["addr"] == cluster.tracker_addr
-    assert s["recent_failures"] == []
+    assert peer_events(s) == []
 
     port = int(cluster.peers[2].addr.rsplit(":", 1)[1])
     dead = cluster.kill_peer(2)
     s = poll_for(lambda: (lambda s: s if s["totals"]["failed_peers"] == 1 else None)(status(cluster)),
                  what="the killed peer to be failed")
-    ev = s["recent_failures"][0]
+    ev = peer_events(s)[0]
     assert ev["kind"] == "failed" and ev["addr"] == dead and "no announce for" in ev["detail"]
     peer = next(p for p in s["peers"] if p["addr"] == dead)
     assert not peer["alive"] and peer["state"] == "failed"
@@ -127,7 +133,7 @@ def test_status_json_follows_a_failure_and_a_return(make_cluster):
     cluster.start_peer(2, port)  # back on its address
     s = poll_for(lambda: (lambda s: s if s["totals"]["failed_peers"] == 0 else None)(status(cluster)),
                  what="the peer to announce again")
-    assert [e["kind"] for e in s["recent_failures"]] == ["returned", "failed"]  # newest first
+    assert [e["kind"] for e in peer_events(s)] == ["returned", "failed"]  # newest first
 
 
 def test_status_http_endpoint(cluster):
