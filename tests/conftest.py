@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -89,3 +90,13 @@ def _collect_garbage_after_test():
     than whichever later test happens to trigger the collection."""
     yield
     gc.collect()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_ray_between_modules():
+    """A test that lets a reader start Ray on its own (as users do) must not
+    leave it running for the next module, whose fixture starts its own."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()

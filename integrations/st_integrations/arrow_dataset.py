@@ -62,7 +62,7 @@ def dataset(paths: str | list[str], *, tracker: str | None = None, schema: pa.Sc
 
     tracker = tracker or default_tracker()
     with Client(tracker) as c:
-        plan = plan_scan(c, paths)
+        plan = plan_scan(c, paths, skip_ignored=True)
     stfs = StoreTorrentFileSystem(tracker=tracker)
     remote_fs = pafs.PyFileSystem(pafs.FSSpecHandler(stfs))
     local_fs = pafs.LocalFileSystem()

@@ -21,7 +21,7 @@ import pyarrow as pa
 from st_py.getlocal import local_addresses
 from st_py.transport import split_addr
 
-from .formats import SchemaSource, project, unify
+from .formats import SchemaSource, check_columns, project, unify
 from .readplan import ReadUnit, ScanPlan, plan_scan
 from .scan import PATH_COLUMN, ScanOptions, read_unit_table, unit_schemas
 
@@ -102,7 +102,7 @@ def infer_schema(plan: ScanPlan, opts: ScanOptions, dclient, placement: dict[str
     return unify([s for part in dclient.gather(futs) for s in part])
 
 
-def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = None, filters=None,
+def read_storetorrent(paths: str | list[str], *, columns: list[str] | str | None = None, filters=None,
                       blocksize: int | str | None = "128MiB", schema: pa.Schema | None = None,
                       include_paths: bool = False, format: str | None = None, decoder=None,
                       tracker: str | None = None, client=None):
@@ -113,9 +113,10 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
     paths : str or list of str
         A file (``"/exp/run1"``), a list of files, a directory or a namespace
         glob (``"/exp/*"``).
-    columns : list of str, optional
+    columns : list of str, or str, optional
         Columns to read (projection pushdown; later column selections on the
-        DataFrame are pushed down too).
+        DataFrame are pushed down too). One column name as a string gives a
+        Series of it, as ``dd.read_parquet`` does.
     filters : pyarrow.dataset.Expression or list of tuples, optional
         Rows to keep, as in ``dd.read_parquet`` (DNF tuples such as
         ``[("dep_delay", ">", 60)]``). Parquet records skip row groups by
@@ -136,40 +137,58 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
     tracker : str, optional
         Tracker ``host:port`` (default ``$STORETORRENT_TRACKER`` / the local cluster).
     client : distributed.Client, optional
-        Default: the current Dask client.
+        Default: the current Dask client. With none, and every peer of the
+        scan on this host, the DataFrame runs on Dask's default (threaded)
+        scheduler here; peers on other hosts need a distributed Client.
 
     Returns
     -------
-    dask.dataframe.DataFrame
+    dask.dataframe.DataFrame or dask.dataframe.Series
         Partitions of at most about ``blocksize`` bytes of records, each
-        computed on the worker of its peer's host, with Arrow-backed columns.
+        computed on the worker of its peer's host, with Arrow-backed columns
+        (a Series for ``columns`` given as one name).
 
     Raises
     ------
-    StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError, PlacementError
+    StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError
+    PlacementError
+        No Dask worker on a peer's host, or no distributed Client while
+        peers are on other hosts (saying how to start one).
+    ColumnNotFoundError
+        ``columns`` or ``filters`` name a column the records lack (when the
+        DataFrame is built), naming it and the columns there are.
     """
     import dask.dataframe as dd
     import pandas as pd
     from dask.utils import parse_bytes
-    from distributed import get_client
 
     from st_py.client import Client
     from st_py.locate import default_tracker
 
     from .placement import pin_dask_partitions
 
-    dclient = client or get_client()
+    series = columns if isinstance(columns, str) else None
+    if series is not None:
+        columns = [series]
+    dclient = client or _current_client()
     tracker = tracker or default_tracker()
     filt = _to_expression(filters)
+    dnf = filters if isinstance(filters, list) else None
     opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths)
     block = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
     with Client(tracker) as c:
-        plan = plan_scan(c, paths, block_size=block)
-    placement = worker_of_peers(plan.peers, dclient)
-    pin_dask_partitions(dclient, placement)
-    if schema is None:
-        schema = infer_schema(plan, opts, dclient, placement) if plan.units else project(
-            unify([]), None)
+        plan = plan_scan(c, paths, block_size=block, skip_ignored=format is None and decoder is None)
+    if dclient is None:
+        _check_all_local(plan)
+        if schema is None:
+            schema = unify([s for u in plan.units for s in unit_schemas(u, opts)])
+    else:
+        placement = worker_of_peers(plan.peers, dclient)
+        pin_dask_partitions(dclient, placement)
+        if schema is None:
+            schema = infer_schema(plan, opts, dclient, placement) if plan.units else project(
+                unify([]), None)
+    check_columns(schema, columns, dnf if dnf is not None else filt)
     out_schema = project(schema, columns)
     if include_paths:
         out_schema = out_schema.append(pa.field(PATH_COLUMN, pa.string()))
@@ -177,7 +196,31 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
     units = plan.units or [ReadUnit("", ())]
     ddf = dd.from_map(_ReadPartition(schema, filt, opts, columns), units, meta=meta, label="read-storetorrent",
                       enforce_metadata=False)
-    return ddf
+    return ddf[series] if series is not None else ddf
+
+
+def _current_client():
+    """The current distributed Client, or None (Dask's default scheduler)."""
+    try:
+        from distributed import get_client
+
+        return get_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def _check_all_local(plan: ScanPlan) -> None:
+    """Without a distributed Client the partitions run here: every peer of
+    the scan must be on this host, or its records' paths are elsewhere."""
+    from st_py.getlocal import is_local
+
+    from .placement import PlacementError
+
+    remote = [p for p in plan.peers if not is_local(p)]
+    if remote:
+        raise PlacementError(f"peers {', '.join(remote[:3])} are on other hosts and no Dask client is running: "
+                             "start one first, e.g. `from distributed import Client; client = "
+                             "Client(\"SCHEDULER:8786\")` with a worker on each storage node", peer=remote[0])
 
 
 def _to_expression(filters):

@@ -253,6 +253,38 @@ def scan_record(name: str, path: Source, fmt: str | None, schema: pa.Schema, col
         raise RecordFormatError(f"record {name!r} does not decode as {fmt}: {e}", name, fmt) from e
 
 
+# Record names readers skip unless asked for every record (format="raw" or a
+# decoder), as pyarrow.dataset's ignore_prefixes: "_SUCCESS", ".crc", ...
+IGNORE_PREFIXES = ("_", ".")
+
+
+def ignored(name: str) -> bool:
+    """Is record ``name`` one that format-detecting scans skip (its last
+    path component starts with ``_`` or ``.``)?"""
+    return name.rsplit("/", 1)[-1].startswith(IGNORE_PREFIXES)
+
+
+class StrayRecordError(RecordFormatError):
+    """A record of no known format (``raw``) in a scan of records of a
+    known one, which would become rows of nulls plus ``record``/``data``
+    columns. ``record`` names it, ``format`` is ``"raw"``, ``other`` names a
+    record of the known format and ``other_format`` its format."""
+
+    def __init__(self, record: str, other: str, other_format: str):
+        super().__init__(f"record {record!r} is of no known format (by its bytes and name), while {other!r} and "
+                         f"others are {other_format}: it would become rows of nulls. Delete or rename it (names "
+                         "starting with _ or . are skipped), read the files with format=\"raw\" or a decoder=, "
+                         "or name the records to read", record, "raw")
+        self.other, self.other_format = other, other_format
+
+
+def _check_no_stray(sources: list[SchemaSource]) -> None:
+    raw = [s for s in sources if s.schema.equals(RAW_SCHEMA)]
+    known = [s for s in sources if not s.schema.equals(RAW_SCHEMA)]
+    if raw and known:
+        raise StrayRecordError(raw[0].record, known[0].record, _extension_format(known[0].record) or "parquet or arrow")
+
+
 @dataclass(frozen=True)
 class SchemaSource:
     """A schema and the record it was read from."""
@@ -272,9 +304,12 @@ def unify(sources: list[SchemaSource]) -> pa.Schema:
     ------
     SchemaConflictError
         Naming two records whose types for one column cannot be unified.
+    StrayRecordError
+        A record of no known format among records of a known one.
     """
     if not sources:
         return RAW_SCHEMA
+    _check_no_stray(sources)
     out = sources[0].schema
     origin = {f.name: sources[0].record for f in out}
     for src in sources[1:]:
@@ -337,17 +372,62 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema, record: str) -> pa.RecordB
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+class ColumnNotFoundError(StoreTorrentError, KeyError):
+    """``columns`` or a filter name a column the records lack. ``column`` is
+    the first such name ("" when a filter expression names it), ``columns``
+    the records' columns."""
+
+    def __init__(self, message: str, column: str = "", columns=()):
+        super().__init__(message)
+        self.column, self.columns = column, tuple(columns)
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the sentence
+        return str(self.args[0])
+
+
 def project(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
     """``schema`` restricted to ``columns``, in that order.
 
     Raises
     ------
-    KeyError
+    ColumnNotFoundError
         For a column the schema lacks, naming the columns it has.
     """
     if columns is None:
         return schema
     missing = [c for c in columns if schema.get_field_index(c) < 0]
     if missing:
-        raise KeyError(f"columns {missing} are not in the records' schema; columns: {schema.names}")
+        raise ColumnNotFoundError(f"columns {missing} are not in the records; their columns: {schema.names}",
+                                  missing[0], schema.names)
     return pa.schema([schema.field(c) for c in columns])
+
+
+def check_columns(schema: pa.Schema, columns: list[str] | None, filter=None) -> None:
+    """Check, when a Dataset or DataFrame is built (not in its read tasks),
+    that ``columns`` and the columns ``filter`` names are in ``schema``.
+
+    Parameters
+    ----------
+    filter : pyarrow.dataset.Expression or DNF tuples, optional
+
+    Raises
+    ------
+    ColumnNotFoundError
+        Naming the column (or the filter) and the records' columns.
+    """
+    project(schema, columns)
+    if filter is None:
+        return
+    if isinstance(filter, list):  # DNF tuples: [("a", ">", 1)] or [[("a", ">", 1)], ...]
+        terms = [t for part in filter for t in (part if isinstance(part, list) else [part])]
+        missing = [t[0] for t in terms if schema.get_field_index(t[0]) < 0]
+        if missing:
+            raise ColumnNotFoundError(f"filters name {missing[0]!r}, which is not in the records; their columns: "
+                                      f"{schema.names}", missing[0], schema.names)
+        return
+    try:
+        schema.empty_table().filter(filter)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError) as e:
+        raise ColumnNotFoundError(f"filter {filter} cannot apply to the records (a column it names is not "
+                                  f"there, or has another type); their columns: {schema.names}", "",
+                                  schema.names) from e

@@ -22,7 +22,7 @@ import functools
 
 import pyarrow as pa
 
-from .formats import SchemaSource, project, unify
+from .formats import SchemaSource, check_columns, project, unify
 from .placement import (RAY_TESTED, peer_resource, ray_node_of_peers, ray_per_task_pinning, ray_pin_args,  # noqa: F401
                         resource_peer)
 from .readplan import ReadUnit, ScanPlan, plan_scan
@@ -166,23 +166,32 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
     Raises
     ------
     StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError, PlacementError
+    ColumnNotFoundError
+        ``columns`` or ``filter`` name a column the records lack (when the
+        Dataset is built), naming the records' columns.
+    StrayRecordError
+        A record of no known format among records of a known one (names
+        starting with ``_`` or ``.`` are skipped; ``format="raw"`` or a
+        ``decoder`` read every record).
     """
     import ray
 
     from st_py.client import Client
     from st_py.locate import default_tracker
 
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
     tracker = tracker or default_tracker()
     opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths)
     with Client(tracker) as c:
-        plan = plan_scan(c, paths, block_size=block_size, num_blocks=override_num_blocks)
+        plan = plan_scan(c, paths, block_size=block_size, num_blocks=override_num_blocks,
+                         skip_ignored=format is None and decoder is None)
+    # Ray is started only for a scan that can run: a plan that fails (dead
+    # peers, unknown file) raises without the cost of starting a cluster.
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False)
     node_of = ray_node_of_peers(plan.peers)
     if schema is None:
         schema = infer_schema(plan, opts, node_of) if plan.units else unify([])
-    if columns is not None:
-        project(schema, columns)  # a clear KeyError for an unknown column, now
+    check_columns(schema, columns, filter)  # an unknown column is an error now, not in a read task
     args = dict(ray_remote_args or {})
     if placement == "auto":
         placement = "task" if ray_per_task_pinning() else "node"

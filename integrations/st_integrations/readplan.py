@@ -30,6 +30,8 @@ from st_py.errors import GetLocalError, StFileNotFoundError
 from st_py.getlocal import GetLocalPlan, check_complete, reveal_ring
 from st_py.infofile import STRIPE_PREFIX
 
+from .formats import ignored
+
 DEFAULT_BLOCK_SIZE = 128 << 20  # bytes of records per read task (Ray's target block size)
 PLAN_ATTEMPTS = 3
 
@@ -74,6 +76,7 @@ class ScanPlan:
     plans: dict[str, GetLocalPlan]
     units: list[ReadUnit]
     revealed: dict[str, int] = field(default_factory=dict)
+    skipped: int = 0  # records left out by their name (skip_ignored)
 
     @property
     def peers(self) -> list[str]:
@@ -216,7 +219,7 @@ def split(records: list[RecordRef], peer: str, block_size: int) -> list[ReadUnit
 
 
 def plan_scan(client, paths: str | list[str], block_size: int | None = None,
-              num_blocks: int | None = None) -> ScanPlan:
+              num_blocks: int | None = None, skip_ignored: bool = False) -> ScanPlan:
     """Plan a scan of ``paths`` (see the module docstring). Reads no record.
 
     Parameters
@@ -230,6 +233,10 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
         Target number of read units over the whole scan (Ray's
         ``override_num_blocks``); overrides ``block_size``. Each peer with
         records gets at least one.
+    skip_ignored : bool
+        Leave out records whose last name component starts with ``_`` or
+        ``.`` (``_SUCCESS``, ...; :func:`formats.ignored`), as format-detecting
+        scans do (``ScanPlan.skipped`` counts them).
 
     Returns
     -------
@@ -241,6 +248,7 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
     """
     files = resolve_paths(client, paths)
     plans, per_peer, revealed = {}, {}, {}
+    skipped = 0
     for name in files:
         with client.open(name) as f:
             plan, by_peer = plan_file(f)
@@ -250,8 +258,12 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
         revealed[name] = sum(len(v) for v in by_peer.values())
         for peer, recs in by_peer.items():
             # the stripes of striped objects are not records to scan (docs/striping.md)
+            keep = [r for r in recs if not r.name.startswith(STRIPE_PREFIX)]
+            if skip_ignored:
+                skipped += sum(1 for r in keep if ignored(r.name))
+                keep = [r for r in keep if not ignored(r.name)]
             per_peer.setdefault(peer, []).extend(RecordRef(name, r.name, r.path, r.size, filters, fid, check)
-                                                 for r in recs if not r.name.startswith(STRIPE_PREFIX))
+                                                 for r in keep)
     total = sum(r.size for recs in per_peer.values() for r in recs)
     if num_blocks:
         block_size = max(1, math.ceil(total / max(1, num_blocks)))
@@ -265,4 +277,4 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
             units.extend(split(per_peer[peer], peer, max(1, math.ceil(peer_bytes / share))))
         else:
             units.extend(split(per_peer[peer], peer, block_size))
-    return ScanPlan(files, plans, units, revealed)
+    return ScanPlan(files, plans, units, revealed, skipped)
