@@ -322,11 +322,13 @@ def rchar() -> int:
     raise RuntimeError("no rchar in /proc/self/io")
 
 
-def _scan_bytes(units, schema, columns, filter) -> tuple[int, int, float]:
-    """Read every unit in this thread; (bytes read, rows, seconds)."""
+def _scan_bytes(units, schema, columns, filter, verify: bool = False) -> tuple[int, int, float]:
+    """Read every unit in this thread; (bytes read, rows, seconds). With
+    ``verify`` each record is read whole and its CRC-32C checked first (the
+    readers' default); without, Parquet reads only what it decodes."""
     from st_integrations.scan import ScanOptions, read_unit
 
-    opts = ScanOptions()
+    opts = ScanOptions(verify=verify)
     rows = 0
     r0, t0 = rchar(), time.perf_counter()
     for u in units:
@@ -357,18 +359,25 @@ def case_pushdown(cluster, f: PqFile) -> list[dict]:
     full, rows, t_full = _scan_bytes(plan.units, schema, None, None)
     filt, frows, t_filt = _scan_bytes(plan.units, schema, None, flt)
     proj, prows, t_proj = _scan_bytes(plan.units, schema, ["x"], None)
+    checked, crows, t_checked = _scan_bytes(plan.units, schema, None, None, verify=True)
+    assert crows == rows
     assert rows == prows == f.rows and frows == k * rg_rows, (rows, prows, frows, f.rows, k * rg_rows)
     assert full >= f.bytes * 0.95, (full, f.bytes)  # the scan did read the records (no memory map)
     base = "full scan: every column, no filter"
     one = f"{f.records} records x {ROW_GROUPS} row groups, {f.bytes / MiB:,.0f} MiB"
     return [row("pushdown_filter_bytes", filt, "B", base, full,
-                note=f"t range matching {k} of {groups} row groups ({100 * k / groups:.1f}%); rchar of this "
+                note=f"t range matching {k} of {groups} row groups ({100 * k / groups:.1f}%); copies not CRC-checked "
+                     f"(ScanOptions(verify=False)); rchar of this "
                      f"process around read_unit over the planned units, 1 thread; {one}; "
                      f"{t_filt:.2f} s vs {t_full:.2f} s"),
             row("pushdown_projection_bytes", proj, "B", base, full,
                 note=f"columns=['x'] (1 of 5); {t_proj:.2f} s"),
             row("pushdown_full_scan_bytes", full, "B", "the records' bytes", f.bytes,
-                note=f"rchar outside the three scans while they ran: {rchar() - idle - full - filt - proj} B")]
+                note=f"rchar outside the four scans while they ran: "
+                     f"{rchar() - idle - full - filt - proj - checked} B"),
+            row("scan_crc_check_time", t_checked, "s", "the same full scan, copies not checked", t_full,
+                note=f"each record read whole and its CRC-32C checked before parsing (the readers' default); "
+                     f"{checked / MiB:,.0f} MiB read vs {full / MiB:,.0f} MiB")]
 
 
 # -- bounded memory --------------------------------------------------------------

@@ -110,7 +110,23 @@ class RecordUnavailableError(StoreTorrentError):
 
 
 class ChecksumError(StoreTorrentError):
-    """Bytes that do not match their CRC-32C."""
+    """Bytes that do not match their CRC-32C (or their size).
+
+    Attributes
+    ----------
+    record, file : str
+        The record and StoreTorrent file, when known ("" otherwise).
+    path : str
+        The local path read (GET_LOCAL reads), or "".
+    expected, actual : int or None
+        The CRC-32C the record was stored with and the one of the bytes read.
+    """
+
+    def __init__(self, message: str, record: str = "", file: str = "", path: str = "",
+                 expected: int | None = None, actual: int | None = None):
+        super().__init__(message)
+        self.record, self.file, self.path = record, file, path
+        self.expected, self.actual = expected, actual
 
 
 class PeerError(StoreTorrentError):

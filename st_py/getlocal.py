@@ -12,8 +12,8 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass, replace
 
-from .errors import GetLocalError, PeerError, PeerUnavailableError, RecordsUnavailableError
-from .protocol import ErrorCode, MsgType, encode_get_local, encode_ping
+from .errors import ChecksumError, GetLocalError, PeerError, PeerUnavailableError, RecordsUnavailableError
+from .protocol import ErrorCode, MsgType, crc32c, encode_get_local, encode_ping
 from .transport import Transport, split_addr
 
 
@@ -26,6 +26,65 @@ class LocalRecord:
     size: int
     copy_rank: int
     peer: str
+
+    @property
+    def crc32c(self) -> int | None:
+        """The CRC-32C the copy was stored with (from its path)."""
+        return path_crc32c(self.path)
+
+    def read(self, file: str = "") -> bytes:
+        """The copy's bytes, checked against its size and CRC-32C (as GET
+        checks them; paper 3.6).
+
+        Raises
+        ------
+        ChecksumError
+            The bytes on disk are not the record's (bit rot, a truncated or
+            overwritten file): read another copy with ``StFile.get``.
+        GetLocalError
+            The file is gone (deleted meanwhile, or the disk lost it).
+        """
+        return read_verified(self.path, self.size, self.name, file)
+
+
+def path_crc32c(path: str) -> int | None:
+    """The CRC-32C in a peer's record file name
+    (``<name>@<copy rank>@<crc:08x>[.name]``, docs/peer.md), or None."""
+    base = path.rsplit("/", 1)[-1]
+    if base.endswith(".name"):
+        base = base[:-5]
+    tail = base.rsplit("@", 1)
+    if len(tail) != 2 or len(tail[1]) != 8:
+        return None
+    try:
+        return int(tail[1], 16)
+    except ValueError:
+        return None
+
+
+def read_verified(path: str, size: int, record: str = "", file: str = "") -> bytes:
+    """Read a revealed copy and check its size and CRC-32C (the one in its
+    path); see :meth:`LocalRecord.read`.
+
+    Raises
+    ------
+    ChecksumError, GetLocalError
+    """
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        raise GetLocalError(f"record {record!r} of {file or 'its file'}, revealed at {path}, is gone: deleted "
+                            "during the scan or lost by the peer's disk; run the scan again") from None
+    want = path_crc32c(path)
+    got = crc32c(data)
+    if len(data) != size or (want is not None and got != want):
+        raise ChecksumError(f"record {record!r} of {file or 'its file'}: the copy at {path} has {len(data)} bytes "
+                            f"and CRC-32C {got:08x}, it was stored with {size} bytes and "
+                            f"{want if want is None else format(want, '08x')}; read it by GET from another copy "
+                            "(StFile.get), and run `storetorrent repair`", record=record, file=file, path=path,
+                            expected=want, actual=got)
+    return data
 
 
 @dataclass(frozen=True)

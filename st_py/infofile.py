@@ -665,9 +665,15 @@ class InfofileReader:
             return None
         return ObjectMeta(*row) if row else None
 
-    def objects(self) -> list[ObjectMeta]:
+    def objects(self, generation: int | None = None) -> list[ObjectMeta]:
+        """The striped objects, sorted by name; with ``generation`` only
+        those committed at or before it (a GET_LOCAL plan's snapshot)."""
+        q = "SELECT name, size, stripe_size, stripes, crc32c FROM objects"
+        args: tuple = ()
+        if generation is not None:
+            q, args = q + " WHERE commit_seq <= ?", (generation,)
         try:
-            rows = self.conn.execute("SELECT name, size, stripe_size, stripes, crc32c FROM objects ORDER BY name")
+            rows = self.conn.execute(q + " ORDER BY name", args)
         except sqlite3.OperationalError:
             return []
         return [ObjectMeta(*r) for r in rows]

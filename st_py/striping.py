@@ -37,14 +37,22 @@ STRIPES_IN_FLIGHT = 8  # memory bound of put_object: this many stripes held at o
 @dataclass(frozen=True)
 class LocalStripe:
     """A stripe of an object revealed to this node by GET_LOCAL: bytes
-    ``[offset, offset + size)`` of ``object`` are in the file at ``path``."""
+    ``[offset, offset + size)`` of ``object``.
+
+    In a file without client-side filters the file at ``path`` holds those
+    bytes as they are (``stored_size == size``). In a file with filters
+    (docs/filters.md) it holds them compressed and/or encrypted
+    (``stored_size`` bytes): read a stripe with
+    :meth:`ObjectsMixin.read_local_stripe`, which checks and decodes it."""
 
     object: str
     index: int
     offset: int
-    size: int
+    size: int  # bytes of the object (plaintext)
     path: str
     peer: str
+    stored_size: int = -1  # bytes of the file at path
+    filtered: bool = False  # path holds filtered bytes (docs/filters.md)
 
 
 class ObjectsMixin:
@@ -64,6 +72,9 @@ class ObjectsMixin:
         def _usable(self, idx: int) -> bool: ...
         def _check_open(self) -> None: ...
         _tracker: Any
+
+        @property
+        def filter_names(self) -> tuple[str, ...]: ...
 
     def put_object(self, name: str, data: bytes | BinaryIO, stripe_size: int = DEFAULT_STRIPE_SIZE,
                    stripe_width: int | None = None) -> ObjectMeta:
@@ -168,7 +179,9 @@ class ObjectsMixin:
 
     def local_stripes(self, allow_unavailable: bool = False) -> list[LocalStripe]:
         """The stripes GET_LOCAL reveals to this node (paper 3.7: across all
-        peers, each stripe exactly once), with their place in their object."""
+        peers, each stripe exactly once), with their place in their object
+        (plaintext offsets and sizes; in a file with filters the paths hold
+        filtered bytes: read them with :meth:`read_local_stripe`)."""
         objs = {o.name: o for o in self._infofile().objects()}
         out = []
         for r in self.get_local(allow_unavailable=allow_unavailable, stripes=True):
@@ -178,8 +191,38 @@ class ObjectsMixin:
             meta = objs.get(obj)
             if meta is None:  # stripes of an object not (yet) committed
                 continue
-            out.append(LocalStripe(obj, int(idx), int(idx) * meta.stripe_size, r.size, r.path, r.peer))
+            offset = int(idx) * meta.stripe_size
+            size = min(meta.stripe_size, meta.size - offset)
+            out.append(LocalStripe(obj, int(idx), offset, size, r.path, r.peer, r.size, bool(self.filter_names)))
         return sorted(out, key=lambda s: (s.object, s.index))
+
+    def read_local_stripe(self, stripe: LocalStripe) -> bytes:
+        """The ``stripe.size`` bytes of the object that ``stripe`` holds:
+        its local copy read, checked against its size and CRC-32C, and
+        decoded with the file's filters; a copy that fails the check is read
+        by GET from another copy instead.
+
+        Raises
+        ------
+        GetLocalError
+            The copy is gone (deleted meanwhile).
+        RecordUnavailableError
+            No copy passes the check.
+        """
+        from .errors import ChecksumError
+        from .getlocal import read_verified
+
+        name = stripe_name(stripe.object, stripe.index)
+        try:
+            stored = read_verified(stripe.path, stripe.stored_size, name, self.name)
+        except ChecksumError:
+            return self.queue_get(name).result()
+        data = self.filters.decode(self.file_id, name, stored) if stripe.filtered else stored
+        if len(data) != stripe.size:
+            raise ChecksumError(f"stripe {stripe.index} of object {stripe.object!r} in {self.name} decodes to "
+                                f"{len(data)} bytes, not {stripe.size}", record=name, file=self.name,
+                                path=stripe.path)
+        return data
 
 
 class ObjectReader(io.RawIOBase):

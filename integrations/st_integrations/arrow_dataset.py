@@ -2,25 +2,27 @@
 contents, for pyarrow and for DuckDB (which scans a pyarrow dataset with
 projection and filter pushdown).
 
-Records revealed to this host by GET_LOCAL (paper 3.7) are read from their
-local paths; the others through the ``storetorrent://`` filesystem, which
-fetches them with GET (paper 3.6). Parquet, Arrow IPC files, CSV and JSON
-lines records are scanned lazily by pyarrow; Arrow IPC streams and raw
-records have no dataset format, so they are decoded into memory when the
-dataset is made.
+Every record is read through the ``storetorrent://`` filesystem: the copies
+GET_LOCAL reveals to this host (paper 3.7) from their local paths, checked
+against their size and CRC-32C, the others (and a local copy that fails the
+check) with GET (paper 3.6); striped objects by ranged reads of their
+stripes. Records named ``_*`` or ``.*`` are skipped. Parquet, Arrow IPC
+files and CSV records are scanned lazily by pyarrow; Arrow IPC streams, JSON
+lines and raw records are decoded into memory when the dataset is made.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from st_py.getlocal import is_local
-
 from .formats import RAW_SCHEMA, SchemaSource, detect, unify
 from .readplan import plan_scan
-from .scan import ScanOptions, read_unit, unit_schemas
 
-_DS_FORMATS = {"parquet": "parquet", "arrow": "ipc", "csv": "csv", "json": "json"}
+# Formats scanned lazily through the storetorrent:// filesystem. JSON lines
+# records are decoded when the dataset is made, like IPC streams and raw
+# records: pyarrow's JSON scan reads its first block on an Arrow thread
+# while DuckDB holds the GIL, and a Python filesystem there deadlocks.
+_DS_FORMATS = {"parquet": "parquet", "arrow": "ipc", "csv": "csv"}
 
 
 def _head(fs, path: str) -> bytes:
@@ -63,55 +65,41 @@ def dataset(paths: str | list[str], *, tracker: str | None = None, schema: pa.Sc
     tracker = tracker or default_tracker()
     with Client(tracker) as c:
         plan = plan_scan(c, paths, skip_ignored=True)
-    stfs = StoreTorrentFileSystem(tracker=tracker)
+    # Every record through the storetorrent:// filesystem: it reads the
+    # copies GET_LOCAL reveals to this host from their local paths, checked
+    # against their size and CRC-32C (a bad copy is read by GET from another
+    # one), the others by GET; it undoes client-side filters and reads
+    # striped objects by ranges (docs/fsspec.md).
+    stfs = StoreTorrentFileSystem(tracker=tracker, local_reads=local is not False)
     remote_fs = pafs.PyFileSystem(pafs.FSSpecHandler(stfs))
-    local_fs = pafs.LocalFileSystem()
-    groups: dict[tuple[str, str], list[str]] = {}
-    in_memory: list[tuple] = []  # (unit, records) decoded now
+    groups: dict[str, list[str]] = {}
+    in_memory: list[tuple[str, str, str]] = []  # (format, path, record) decoded now
     sources: list[SchemaSource] = []
-    opts = ScanOptions()
     for unit in plan.units:
-        here = is_local(unit.peer) if local is None else (local and is_local(unit.peer))
-        # Records of files with client-side filters (docs/filters.md) go
-        # through the fsspec layer, which undoes the filters.
-        here = here and not any(ref.filters for ref in unit.records)
         for ref in unit.records:
-            if here:
-                with open(ref.path, "rb") as fh:
-                    fmt = detect(ref.name, fh.read(8))
-                where, path = "local", ref.path
-            else:
-                path = f"{ref.file}/{ref.name}"
-                fmt = detect(ref.name, _head(stfs, path))
-                where = "remote"
+            path = f"{ref.file}/{ref.name}"
+            fmt = detect(ref.name, _head(stfs, path))
             if fmt in _DS_FORMATS:
-                groups.setdefault((fmt, where), []).append(path)
+                groups.setdefault(fmt, []).append(path)
             else:
-                in_memory.append((fmt, where, ref))
-        if here:
-            sources.extend(unit_schemas(unit, opts))
+                in_memory.append((fmt, path, ref.name))
     parts = []
-    for (fmt, where), files in sorted(groups.items()):
-        part = ds.dataset(files, format=_DS_FORMATS[fmt], filesystem=local_fs if where == "local" else remote_fs)
-        if where == "remote":
-            sources.extend(SchemaSource(f.physical_schema, f.path) for f in part.get_fragments())
+    for fmt, files in sorted(groups.items()):
+        part = ds.dataset(files, format=_DS_FORMATS[fmt], filesystem=remote_fs)
+        sources.extend(SchemaSource(f.physical_schema, f.path) for f in part.get_fragments())
         parts.append(part)
     tables = []
-    for fmt, where, ref in in_memory:
-        if where == "local":
-            from .readplan import ReadUnit
+    for fmt, path, record in in_memory:
+        data = stfs.cat_file(path)
+        if fmt == "arrows":
+            t = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+        elif fmt == "json":
+            import pyarrow.json as pajson
 
-            unit_tables = list(read_unit(ReadUnit("", (ref,)), _record_schema(ref, fmt), None, None, opts))
-            t = pa.Table.from_batches(unit_tables)
+            t = pajson.read_json(pa.BufferReader(data))
         else:
-            from .formats import RAW_SCHEMA as raw
-
-            data = stfs.cat_file(f"{ref.file}/{ref.name}")
-            if fmt == "arrows":
-                t = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-            else:
-                t = pa.table({"record": [ref.name], "data": [data]}, schema=raw)
-        sources.append(SchemaSource(t.schema, ref.name))
+            t = pa.table({"record": [record], "data": [data]}, schema=RAW_SCHEMA)
+        sources.append(SchemaSource(t.schema, path))
         tables.append(t)
     if schema is None:
         schema = unify(sources) if sources else RAW_SCHEMA
@@ -125,8 +113,3 @@ def dataset(paths: str | list[str], *, tracker: str | None = None, schema: pa.Sc
         return ds.dataset(schema.empty_table())
     return out[0] if len(out) == 1 else ds.dataset(out)
 
-
-def _record_schema(ref, fmt: str) -> pa.Schema:
-    from .formats import record_schema
-
-    return record_schema(ref.name, ref.path, fmt)

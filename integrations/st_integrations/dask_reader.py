@@ -174,7 +174,7 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | str | None
     tracker = tracker or default_tracker()
     filt = _to_expression(filters)
     dnf = filters if isinstance(filters, list) else None
-    opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths)
+    opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths, tracker=tracker)
     block = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
     with Client(tracker) as c:
         plan = plan_scan(c, paths, block_size=block, skip_ignored=format is None and decoder is None)

@@ -7,12 +7,21 @@ DuckDB's sqlite extension comes from the PyPI package ``duckdb-ext-sqlite``
 Views made by :func:`connect`:
 
 ``records``
-    one row per committed record of every attached file:
-    ``file VARCHAR, name VARCHAR, size BIGINT, crc32c BIGINT, commit_seq BIGINT, committed_at DOUBLE``
+    one row per name of every attached file, as every way in sees names
+    (docs/composition.md): each committed record and each striped object,
+    never the stripes of an object:
+    ``file VARCHAR, name VARCHAR, size BIGINT, crc32c BIGINT, commit_seq BIGINT, committed_at DOUBLE,
+    kind VARCHAR`` (``'record'`` or ``'object'``; an object's ``size`` and
+    ``crc32c`` are of its whole plaintext, a record's of its stored bytes)
+``stripes``
+    one row per stripe of a committed striped object (docs/striping.md):
+    ``file, object, stripe (index), name (the stripe's record), size, crc32c``
 ``copies``
-    one row per copy: ``file, name, copy_rank, peer_idx, peer_id, addr``
+    one row per stored copy (of records and of stripes):
+    ``file, name, copy_rank, peer_idx, peer_id, addr``
 ``files``
-    one row per file: ``file, file_id, replication, copies, records, bytes``
+    one row per file: ``file, file_id, replication, copies, records`` (names,
+    as ``records``), ``bytes`` (one copy of each, stripes included, as stored)
 
 With ``data=True`` (:func:`connect_files`), also:
 
@@ -29,6 +38,8 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+
+from st_py.infofile import STRIPE_PREFIX
 
 
 def sqlite_extension_dir() -> str:
@@ -58,6 +69,19 @@ def _quote(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def _has_objects(path: str) -> bool:
+    """Whether the infofile has the ``objects`` table (files made before
+    striping do not)."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'objects'").fetchone() \
+            is not None
+    finally:
+        conn.close()
+
+
 def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
     """A DuckDB connection with each infofile attached read-only and the
     ``records``, ``copies`` and ``files`` views across all of them.
@@ -79,33 +103,48 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
     con.execute(f"SET extension_directory = {_quote(sqlite_extension_dir())}")
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("LOAD sqlite")
-    rec, cop, fil = [], [], []
+    rec, cop, fil, stripes = [], [], [], []
     for i, (fname, path) in enumerate(infofiles.items()):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"infofile {path} of {fname} does not exist")
         alias = f"f{i}"
         con.execute(f"ATTACH {_quote(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
         q = _quote(fname)
-        rec.append(f"SELECT {q} AS file, name, size, crc32c, commit_seq, committed_at FROM {alias}.records")
+        plain = f"NOT starts_with(name, {_quote(STRIPE_PREFIX)})"
+        rec.append(f"SELECT {q} AS file, name, size, crc32c, commit_seq, committed_at, 'record' AS kind "
+                   f"FROM {alias}.records WHERE {plain}")
+        if _has_objects(path):
+            rec.append(f"SELECT {q} AS file, name, size, crc32c, commit_seq, committed_at, 'object' AS kind "
+                       f"FROM {alias}.objects WHERE name IS NOT NULL")  # a column read: WITHOUT ROWID
+            stripes.append(
+                f"SELECT {q} AS file, o.name AS object, CAST(regexp_extract(r.name, '/([0-9]+)$', 1) AS INTEGER) "
+                f"AS stripe, r.name, r.size, r.crc32c FROM {alias}.records r JOIN {alias}.objects o "
+                f"ON o.name = regexp_extract(r.name, '^\\.st-stripe/(.*)/[0-9]+$', 1) WHERE starts_with(r.name, "
+                f"{_quote(STRIPE_PREFIX)})")
         cop.append(f"SELECT {q} AS file, c.name, c.copy_rank, c.peer_idx, p.peer_id, p.addr "
                    f"FROM {alias}.copies c JOIN {alias}.peers p USING (peer_idx)")
         fil.append(f"SELECT {q} AS file, "
                    f"(SELECT CAST(value AS BIGINT) FROM {alias}.meta WHERE key = 'file_id') AS file_id, "
                    f"(SELECT CAST(value AS VARCHAR) FROM {alias}.meta WHERE key = 'replication') AS replication, "
                    f"(SELECT CAST(value AS INTEGER) FROM {alias}.meta WHERE key = 'copies') AS copies, "
-                   f"(SELECT count(*) FROM {alias}.records) AS records, "
+                   f"(SELECT count(*) FROM {alias}.records WHERE {plain}) + "
+                   f"{f'(SELECT count(name) FROM {alias}.objects)' if _has_objects(path) else '0'} AS records, "
                    f"(SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM {alias}.records) AS bytes")
     if not rec:
         raise ValueError("connect() needs at least one infofile")
     con.execute("CREATE VIEW records AS " + " UNION ALL ".join(rec))
     con.execute("CREATE VIEW copies AS " + " UNION ALL ".join(cop))
+    con.execute("CREATE VIEW stripes AS " + (" UNION ALL ".join(stripes) if stripes else
+                "SELECT NULL::VARCHAR AS file, NULL::VARCHAR AS object, NULL::INTEGER AS stripe, "
+                "NULL::VARCHAR AS name, NULL::BIGINT AS size, NULL::BIGINT AS crc32c WHERE false"))
     con.execute("CREATE VIEW files AS " + " UNION ALL ".join(fil))
     return con
 
 
 def connect_files(client, names: list[str], data: bool = False):
-    """:func:`connect` for StoreTorrent file names, resolved by the tracker;
-    with ``data`` also the ``records_data`` view of the records' contents.
+    """:func:`connect` for StoreTorrent files, directories or namespace
+    globs (``"/exp/*"``), resolved by the tracker; with ``data`` also the
+    ``records_data`` view of the records' contents.
 
     Raises
     ------
@@ -114,8 +153,10 @@ def connect_files(client, names: list[str], data: bool = False):
     SchemaConflictError
         (``data``) Records whose schemas cannot be unified, naming two.
     """
+    from .readplan import resolve_paths
+
     paths = {}
-    for n in names:
+    for n in resolve_paths(client, names):  # files, directories, namespace globs
         info = client.tracker.open(n)
         paths[info.name] = info.infofile_path
     con = connect(paths)

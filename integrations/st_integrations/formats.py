@@ -101,15 +101,34 @@ def detect(name: str, head: bytes) -> str:
 
 # A record's bytes: its local path, or (a record of a file with client-side
 # filters, docs/filters.md) the decoded bytes in memory.
-Source = str | pa.Buffer
+# A seekable file: a striped object read by ranges (docs/striping.md).
+Source = str | pa.Buffer | pa.NativeFile
 
 
 def _open(source: Source):
     """A readable Arrow file on the source (memory-mapped when a path)."""
+    if isinstance(source, pa.NativeFile):
+        source.seek(0)
+        return pa.BufferReader(source.read_buffer())
     return pa.memory_map(source) if isinstance(source, str) else pa.BufferReader(source)
 
 
+def _whole(source: Source) -> bytes:
+    if isinstance(source, str):
+        with open(source, "rb") as fh:
+            return fh.read()
+    if isinstance(source, pa.NativeFile):
+        source.seek(0)
+        return source.read()
+    return source.to_pybytes()
+
+
 def detect_file(name: str, source: Source) -> str:
+    if isinstance(source, pa.NativeFile):
+        pos = source.tell()
+        head = source.read(HEAD_BYTES)
+        source.seek(pos)
+        return detect(name, head)
     if not isinstance(source, str):
         return detect(name, source[:HEAD_BYTES].to_pybytes())
     with open(source, "rb") as fh:
@@ -141,6 +160,9 @@ def _dataset_format(name: str, fmt: str):
 def _fragment(name: str, source: Source, fmt: str):
     import pyarrow.fs as pafs
 
+    if isinstance(source, pa.NativeFile) and fmt != "parquet":
+        source.seek(0)  # only Parquet fragments read a Python file by ranges
+        source = source.read_buffer()
     if not isinstance(source, str):
         return _dataset_format(name, fmt).make_fragment(source)
     return _dataset_format(name, fmt).make_fragment(source, filesystem=pafs.LocalFileSystem())
@@ -179,8 +201,9 @@ def scan_record(name: str, path: Source, fmt: str | None, schema: pa.Schema, col
     ----------
     name : str
         The record's name (for raw rows and messages).
-    path : str or pyarrow.Buffer
-        Its local path, or its decoded bytes (a file with filters).
+    path : str, pyarrow.Buffer or pyarrow.NativeFile
+        Its local path, its bytes (checked, decoded), or a seekable file
+        (a striped Parquet object, read by ranges).
     fmt : str or None
         One of :data:`FORMATS`; detected when None.
     schema : pyarrow.Schema
@@ -211,11 +234,7 @@ def scan_record(name: str, path: Source, fmt: str | None, schema: pa.Schema, col
         if fmt in ("raw", "arrows"):
             # No statistics to use: decode (zero-copy for IPC), conform, filter.
             if fmt == "raw":
-                if isinstance(path, str):
-                    with open(path, "rb") as fh:
-                        raw = fh.read()
-                else:
-                    raw = path.to_pybytes()
+                raw = _whole(path)
                 batches = pa.table({"record": [name], "data": [raw]}, schema=RAW_SCHEMA).to_batches()
                 src = None
             else:

@@ -180,7 +180,7 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
     from st_py.locate import default_tracker
 
     tracker = tracker or default_tracker()
-    opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths)
+    opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths, tracker=tracker)
     with Client(tracker) as c:
         plan = plan_scan(c, paths, block_size=block_size, num_blocks=override_num_blocks,
                          skip_ignored=format is None and decoder is None)

@@ -26,7 +26,7 @@ import fnmatch
 import math
 from dataclasses import dataclass, field
 
-from st_py.errors import GetLocalError, StFileNotFoundError
+from st_py.errors import GetLocalError, RecordNotFoundError, StFileNotFoundError
 from st_py.getlocal import GetLocalPlan, check_complete, reveal_ring
 from st_py.infofile import STRIPE_PREFIX
 
@@ -43,12 +43,16 @@ class RecordRef:
     file: str
     name: str
     path: str
-    size: int  # as stored (after the file's filters)
+    size: int  # as stored (after the file's filters); an object's: its plaintext size
     # The file's client-side filters (docs/filters.md): the bytes at path
     # are decoded with them before they are parsed.
     filters: tuple[str, ...] = ()
     file_id: int = 0
     key_check: str = ""
+    # "record": one revealed copy at ``path``; "object": a striped object
+    # (docs/striping.md), read with ranged GETs of its stripes (no path),
+    # planned on the peer that holds most of its stripes.
+    kind: str = "record"
 
 
 @dataclass(frozen=True)
@@ -68,8 +72,9 @@ class ScanPlan:
     """A planned scan: the GET_LOCAL plan of every file and the read units.
 
     ``revealed[file]`` is how many records the peers revealed for that file
-    (stripes of striped objects included; they are not scanned);
-    it equals ``plans[file].expected`` (checked when planned).
+    (stripes of striped objects included; they are scanned as their
+    objects, one :class:`RecordRef` of kind ``"object"`` each); it equals
+    ``plans[file].expected`` (checked when planned).
     """
 
     files: list[str]
@@ -100,30 +105,62 @@ def _has_magic(path: str) -> bool:
 
 
 def resolve_paths(client, paths: str | list[str]) -> list[str]:
-    """File names for ``paths``: a file name, a list of them, or namespace
-    globs (``*``, ``?``, ``[...]`` within one path component; ``**`` any
-    depth). A directory stands for every file below it.
+    """File names for ``paths`` (see :func:`resolve_targets`), in order.
 
     Raises
     ------
     StFileNotFoundError
-        If a path or glob matches no file.
+        If a path or glob matches nothing.
+    """
+    return list(resolve_targets(client, paths))
+
+
+def resolve_targets(client, paths: str | list[str]) -> dict[str, list[str] | None]:
+    """What ``paths`` name: ``{file name: record selection}``, in order.
+
+    A path is a StoreTorrent file (all its records: selection None), a
+    namespace directory (every file below it), a namespace glob (``*``,
+    ``?``, ``[...]`` within one path component; ``**`` any depth), or a
+    path inside a file: a record or object (``/exp/run1/part-0.parquet``),
+    a record prefix (``/exp/run1/2024`` for ``2024/...``) or a glob of
+    record names (``/exp/run1/*.parquet``). The selection lists such
+    patterns; :func:`selected` applies them.
+
+    Raises
+    ------
+    StFileNotFoundError
+        If a path or glob matches no file (or no record name inside one:
+        that is checked when planned).
     """
     if isinstance(paths, str):
         paths = [paths]
-    out: list[str] = []
+    out: dict[str, list[str] | None] = {}
+
+    def add(fname: str, pattern: str | None) -> None:
+        if pattern is None:
+            out[fname] = None
+        elif fname not in out:
+            out[fname] = [pattern]
+        elif out[fname] is not None:
+            out[fname].append(pattern)  # type: ignore[union-attr]
+
     for p in paths:
         p = "/" + p.strip("/")
+        inside = _inside_file(client, p)
+        if inside is not None:
+            add(*inside)
+            continue
         if not _has_magic(p):
             entries = _list(client, p)
-            if entries is None:  # a file (or nothing: open() says which)
-                client.tracker.open(p)
-                out.append(p)
+            if entries is None:  # not a file, directory, nor a path inside a file
+                client.tracker.open(p)  # raises StFileNotFoundError saying so
+                add(p, None)
             else:
                 found = _files_below(client, p)
                 if not found:
                     raise StFileNotFoundError(f"directory {p} holds no StoreTorrent file")
-                out.extend(found)
+                for f in found:
+                    add(f, None)
             continue
         # Walk from the deepest directory without wildcards.
         parts = p.strip("/").split("/")
@@ -136,11 +173,41 @@ def resolve_paths(client, paths: str | list[str]) -> list[str]:
         matches = [f for f in _files_below(client, root) if _glob_match(f, p)]
         if not matches:
             raise StFileNotFoundError(f"no StoreTorrent file matches {p}")
-        out.extend(matches)
-    seen: dict[str, None] = {}
-    for f in out:
-        seen.setdefault(f)
-    return list(seen)
+        for f in matches:
+            add(f, None)
+    return out
+
+
+def _is_file(client, path: str) -> bool:
+    entries = _list(client, path)
+    return bool(entries) and len(entries) == 1 and entries[0].name == path and not entries[0].is_dir
+
+
+def _inside_file(client, p: str) -> tuple[str, str] | None:
+    """``(file, record pattern)`` if ``p`` lies inside a StoreTorrent file."""
+    parts = p.strip("/").split("/")
+    for n in range(len(parts) - 1, 0, -1):
+        head = parts[:n]
+        if any(_has_magic(x) for x in head):
+            continue
+        pre = "/" + "/".join(head)
+        if _is_file(client, pre):
+            return pre, "/".join(parts[n:])
+    return None
+
+
+def selected(name: str, patterns: list[str] | None) -> bool:
+    """Whether record name ``name`` is in a selection of
+    :func:`resolve_targets`: a name, a prefix of ``/``-separated names, or
+    a glob of names."""
+    if patterns is None:
+        return True
+    for q in patterns:
+        if name == q or name.startswith(q.rstrip("/") + "/"):
+            return True
+        if _has_magic(q) and _glob_match(name, q):
+            return True
+    return False
 
 
 def _glob_match(name: str, pattern: str) -> bool:
@@ -203,6 +270,18 @@ def plan_file(f) -> tuple[GetLocalPlan, dict[str, list]]:
     raise AssertionError("unreachable")
 
 
+def _object_peer(obj: str, by_peer: dict[str, list], ring) -> str:
+    """The peer revealing the most bytes of ``obj``'s stripes (the read task
+    of the object runs on its node), else the first of the ring."""
+    prefix = f"{STRIPE_PREFIX}{obj}/"
+    best, best_bytes = ring[0], -1
+    for peer in ring:
+        n = sum(r.size for r in by_peer.get(peer, ()) if r.name.startswith(prefix))
+        if n > best_bytes:
+            best, best_bytes = peer, n
+    return best
+
+
 def split(records: list[RecordRef], peer: str, block_size: int) -> list[ReadUnit]:
     """Cut one peer's records (in name order) into units of about
     ``block_size`` bytes; a record larger than that is a unit of its own."""
@@ -245,25 +324,42 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
     Raises
     ------
     StFileNotFoundError, RecordsUnavailableError, GetLocalError
+    RecordNotFoundError
+        A path inside a file (a record name, prefix or glob) matches no
+        committed record.
     """
-    files = resolve_paths(client, paths)
+    targets = resolve_targets(client, paths)
+    files = list(targets)
     plans, per_peer, revealed = {}, {}, {}
     skipped = 0
     for name in files:
+        want = targets[name]
         with client.open(name) as f:
             plan, by_peer = plan_file(f)
             filters = tuple(n for n in f.info.filters.split(",") if n)
             fid, check = f.file_id, f.info.key_check
+            objects = f._infofile().objects(plan.generation)
         plans[name] = plan
         revealed[name] = sum(len(v) for v in by_peer.values())
         for peer, recs in by_peer.items():
-            # the stripes of striped objects are not records to scan (docs/striping.md)
-            keep = [r for r in recs if not r.name.startswith(STRIPE_PREFIX)]
+            # the stripes of striped objects are scanned as their objects (below)
+            keep = [r for r in recs if not r.name.startswith(STRIPE_PREFIX) and selected(r.name, want)]
             if skip_ignored:
                 skipped += sum(1 for r in keep if ignored(r.name))
                 keep = [r for r in keep if not ignored(r.name)]
             per_peer.setdefault(peer, []).extend(RecordRef(name, r.name, r.path, r.size, filters, fid, check)
                                                  for r in keep)
+        objects = [o for o in objects if selected(o.name, want)]
+        if want is not None and not objects and not any(selected(r.name, want) for recs in by_peer.values()
+                                                         for r in recs):
+            raise RecordNotFoundError(f"no committed record of {name} matches {', '.join(want)}")
+        for obj in objects:
+            if skip_ignored and ignored(obj.name):
+                skipped += 1
+                continue
+            peer = _object_peer(obj.name, by_peer, plan.ring)
+            per_peer.setdefault(peer, []).append(RecordRef(name, obj.name, "", obj.size, filters, fid, check,
+                                                           kind="object"))
     total = sum(r.size for recs in per_peer.values() for r in recs)
     if num_blocks:
         block_size = max(1, math.ceil(total / max(1, num_blocks)))

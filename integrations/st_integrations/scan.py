@@ -10,25 +10,33 @@ read task and a Dask task.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import threading
 from dataclasses import dataclass
 from collections.abc import Iterator
 
 import pyarrow as pa
 
 from st_py.errors import ChecksumError, GetLocalError
+from st_py.getlocal import read_verified
 
-from .formats import (RAW_SCHEMA, Decoder, SchemaSource, conform, detect_file, project, record_schema,
-                      scan_record)
+from .formats import (RAW_SCHEMA, Decoder, RecordFormatError, SchemaSource, Source, conform, detect, detect_file,
+                      project, record_schema, scan_record)
 from .readplan import ReadUnit
 
 PATH_COLUMN = "path"
+log = logging.getLogger("st.scan")
 
 
 @dataclass(frozen=True)
 class ScanOptions:
     """How to read records: ``format`` forces one (``"raw"``: every record as
-    ``(record, data)``), ``decoder`` is a user's ``fn(name, path) -> Table``."""
+    ``(record, data)``), ``decoder`` is a user's ``fn(name, path) -> Table``.
+
+    ``tracker`` is the tracker's ``host:port``: read tasks use it to read
+    striped objects (ranged GETs of their stripes) and to fetch, by GET, a
+    record whose local copy fails its CRC-32C check."""
 
     format: str | None = None
     decoder: Decoder | None = None
@@ -38,16 +46,41 @@ class ScanOptions:
     # (it then travels with the tasks); None: each task loads it from its
     # own environment ($STORETORRENT_KEY_FILE, ...; docs/filters.md).
     encryption_key: bytes | None = None
+    tracker: str | None = None
+    api_key: str | None = None
+    # Check each local copy's CRC-32C before parsing it (reads it whole).
+    # False: parse the local path directly (Parquet then reads only the
+    # column chunks it needs); only for disks that check their own data
+    # (ZFS, ...) or to measure the check's cost (bench/analysis.py).
+    verify: bool = True
 
+
+SCAN_STATS = {"records_verified": 0, "checksum_fallbacks": 0, "objects_read": 0}
+"""Counters of this process's read tasks: local copies read and checked
+against their CRC-32C, copies that failed it and were read by GET from
+another copy instead, striped objects read."""
 
 _chains: dict = {}  # (filters, key check) -> FilterChain, per process
+_open_files = threading.local()  # per thread: {(tracker, file): StFile}
 
 
-def _source(ref, opts: ScanOptions):
-    """What to parse for ``ref``: its local path, or for a file with
-    client-side filters its decoded bytes."""
-    if not ref.filters:
-        return ref.path
+def _stfile(opts: ScanOptions, file: str):
+    """An open handle on ``file`` for this thread (kept for the process's
+    lifetime, as a read task's connections to the peers are)."""
+    files = getattr(_open_files, "files", None)
+    if files is None:
+        files = _open_files.files = {}
+    key = (opts.tracker, file)
+    f = files.get(key)
+    if f is None:
+        from st_py.client import Client
+
+        c = Client(opts.tracker, api_key=opts.api_key, encryption_key=opts.encryption_key)
+        f = files[key] = c.open(file)
+    return f
+
+
+def _decode(ref, opts: ScanOptions, stored: bytes) -> bytes:
     from st_py.filters import FilterChain, load_key
 
     k = (ref.filters, ref.key_check, ref.file)
@@ -55,18 +88,68 @@ def _source(ref, opts: ScanOptions):
     if chain is None:
         key = opts.encryption_key if opts.encryption_key is not None else load_key()
         chain = _chains[k] = FilterChain(ref.filters, key, ref.file, ref.key_check)
-    with open(ref.path, "rb") as fh:
-        stored = fh.read()
-    return pa.py_buffer(chain.decode(ref.file_id, ref.name, stored))
+    return chain.decode(ref.file_id, ref.name, stored)
+
+
+def _object_source(ref, opts: ScanOptions) -> Source:
+    """A striped object (docs/striping.md): a Parquet object as a seekable
+    file whose reads fetch only the stripes they touch (footer, then the
+    column chunks of the row groups kept), anything else whole."""
+    f = _stfile(opts, ref.file)
+    reader = f.open(ref.name)
+    head = reader.read(8)
+    fmt = opts.format or (None if opts.decoder is not None else detect(ref.name, head))
+    SCAN_STATS["objects_read"] += 1
+    if fmt == "parquet":
+        reader.seek(0)
+        return pa.PythonFile(reader, mode="r")
+    reader.close()
+    return pa.py_buffer(f.get(ref.name))
+
+
+def _source(ref, opts: ScanOptions, verify: bool = True) -> Source:
+    """What to parse for ``ref``: the bytes of its local copy, checked
+    against the copy's size and CRC-32C (paper 3.6's end-to-end check,
+    docs/reliability.md) and decoded with the file's filters; a copy that
+    fails the check is reported in the log and ``SCAN_STATS``, and the
+    record is read by GET from another copy (GET checks it too), so a scan
+    never turns bad bytes into rows. With ``verify`` False (schema
+    inference: headers only), the local path of an unfiltered record.
+
+    Raises
+    ------
+    GetLocalError
+        The revealed copy is gone.
+    RecordUnavailableError
+        No copy passes the check.
+    """
+    if ref.kind == "object":
+        return _object_source(ref, opts)
+    if not (verify and opts.verify) and not ref.filters:
+        _stat(ref)
+        return ref.path
+    try:
+        stored = read_verified(ref.path, ref.size, ref.name, ref.file)
+    except ChecksumError as e:
+        SCAN_STATS["checksum_fallbacks"] += 1
+        log.warning("%s; reading it by GET from another copy", e)
+        return pa.py_buffer(_stfile(opts, ref.file).get(ref.name))  # decoded, CRC-checked
+    SCAN_STATS["records_verified"] += 1
+    return pa.py_buffer(_decode(ref, opts, stored) if ref.filters else stored)
 
 
 def _decoder_path(ref, source, stack) -> str:
-    """A path for a user's decoder: the record's own, or a temporary file of
-    its decoded bytes."""
+    """A path for a user's decoder: the record's own (its bytes checked),
+    or a temporary file of its decoded bytes."""
     if isinstance(source, str):
         return source
+    if ref.kind == "record" and not ref.filters:
+        return ref.path  # just read and checked
     import tempfile
 
+    if isinstance(source, pa.NativeFile):
+        source.seek(0)
+        source = source.read_buffer()
     tmp = stack.enter_context(tempfile.NamedTemporaryFile(prefix="st-record-"))
     tmp.write(source.to_pybytes())
     tmp.flush()
@@ -82,7 +165,7 @@ def _stat(ref) -> None:
                             "node lost it or the file was deleted during the scan; run the scan again") from None
     if st.st_size != ref.size:
         raise ChecksumError(f"record {ref.name!r} of {ref.file} at {ref.path} has {st.st_size} bytes, its "
-                            f"peer revealed {ref.size}")
+                            f"peer revealed {ref.size}", record=ref.name, file=ref.file, path=ref.path)
 
 
 def unit_schemas(unit: ReadUnit, opts: ScanOptions) -> list[SchemaSource]:
@@ -93,12 +176,17 @@ def unit_schemas(unit: ReadUnit, opts: ScanOptions) -> list[SchemaSource]:
     are read."""
     out: dict[pa.Schema, str] = {}
     for ref in unit.records:
-        _stat(ref)
-        src = _source(ref, opts)
-        if opts.decoder is not None:
+        if opts.format == "raw":
+            s = RAW_SCHEMA
+        elif opts.decoder is not None:
+            src = _source(ref, opts)
             with contextlib.ExitStack() as stack:
                 return [SchemaSource(opts.decoder(ref.name, _decoder_path(ref, src, stack)).schema, ref.name)]
-        s = RAW_SCHEMA if opts.format == "raw" else record_schema(ref.name, src, opts.format)
+        else:
+            try:  # the header only, from the local path ...
+                s = record_schema(ref.name, _source(ref, opts, verify=False), opts.format)
+            except RecordFormatError:  # ... unless it does not decode: is the copy bad?
+                s = record_schema(ref.name, _source(ref, opts), opts.format)
         if s not in out:
             out[s] = ref.name
     return [SchemaSource(s, n) for s, n in out.items()]
@@ -116,8 +204,9 @@ def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filt
     ------
     GetLocalError
         A revealed record file is gone.
-    ChecksumError
-        A record file's size is not what its peer revealed.
+    RecordUnavailableError
+        A record whose local copy fails its CRC-32C check has no good copy
+        elsewhere either (never a row from bad bytes).
     RecordFormatError, SchemaConflictError
         A record does not decode, or does not fit ``schema``.
     """
@@ -125,7 +214,6 @@ def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filt
     if opts.include_paths:
         out_schema = out_schema.append(pa.field(PATH_COLUMN, pa.string()))
     for ref in unit.records:
-        _stat(ref)
         src = _source(ref, opts)
         if opts.decoder is not None:
             with contextlib.ExitStack() as stack:

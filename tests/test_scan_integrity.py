@@ -1,0 +1,122 @@
+"""Checksummed scans (docs/reliability.md, "Checksummed scans"): a local copy
+whose bytes rotted (same size, one byte flipped) never becomes rows. The
+Dask and Ray scans, get_local's ``LocalRecord.read``, fsspec local reads
+and DuckDB's ``records_data`` check each copy's CRC-32C, read the record by
+GET from a good copy instead and count it; with no good copy the scan
+raises naming the record. Real tracker and peers."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from st_py.errors import ChecksumError, RecordUnavailableError
+
+N = 6
+ROWS = 2_000
+
+
+def _part(i: int) -> bytes:
+    buf = io.BytesIO()
+    # uncompressed, no dictionary: a flipped byte in the data pages changes a
+    # value and still decodes (the silent wrong row this guards against)
+    pq.write_table(pa.table({"i": pa.array(range(i * ROWS, (i + 1) * ROWS), pa.int64())}), buf,
+                   compression="none", use_dictionary=False, write_statistics=False)
+    return buf.getvalue()
+
+
+def _flip(path: str) -> None:
+    """Flip one byte in the middle of the data pages, keeping the size."""
+    with open(path, "r+b") as fh:
+        data = bytearray(fh.read())
+        at = len(data) // 3
+        data[at] ^= 0x40
+        fh.seek(0)
+        fh.write(data)
+
+
+@pytest.fixture
+def rotted(cluster, monkeypatch):
+    """/rot/pq (x2): N Parquet records; the copy GET_LOCAL reveals of
+    part-2 has a flipped byte. Returns (cluster, the rotted LocalRecord)."""
+    monkeypatch.setenv("STORETORRENT_TRACKER", cluster.tracker_addr)
+    with cluster.client().create("/rot/pq", replication="x2") as f:
+        for i in range(N):
+            f.put(f"part-{i}.parquet", _part(i))
+    with cluster.client().open("/rot/pq") as f:
+        (victim,) = [r for r in f.get_local() if r.name == "part-2.parquet"]
+    _flip(victim.path)
+    # what an unchecked read gives: wrong values, no error
+    unchecked = pq.read_table(victim.path)["i"].to_pylist()
+    assert unchecked != list(range(2 * ROWS, 3 * ROWS))
+    return cluster, victim
+
+
+TOTAL = sum(range(N * ROWS))
+
+
+def test_get_local_read_checks_the_crc(rotted):
+    cluster, victim = rotted
+    assert victim.crc32c is not None
+    with pytest.raises(ChecksumError) as e:
+        victim.read("/rot/pq")
+    assert e.value.record == "part-2.parquet" and e.value.path == victim.path
+    assert e.value.expected == victim.crc32c and e.value.actual != victim.crc32c
+    with cluster.client().open("/rot/pq") as f:
+        good = [r for r in f.get_local() if r.name != "part-2.parquet"]
+        assert all(r.read() for r in good)  # the others pass
+        assert f.get("part-2.parquet") == _part(2)  # GET fails over to the good copy
+
+
+def test_dask_scan_reads_the_good_copy(rotted):
+    from st_integrations import scan
+    from st_integrations.dask_reader import read_storetorrent
+
+    before = scan.SCAN_STATS["checksum_fallbacks"]
+    ddf = read_storetorrent("/rot/pq")  # Dask's default scheduler: this process
+    assert len(ddf) == N * ROWS and int(ddf["i"].sum().compute()) == TOTAL
+    assert scan.SCAN_STATS["checksum_fallbacks"] > before
+
+
+def test_records_data_and_fsspec_read_the_good_copy(rotted):
+    cluster, _ = rotted
+    from st_integrations.duckdb_sql import sql
+    from st_integrations.fsspec_fs import StoreTorrentFileSystem
+
+    out = sql(cluster.client(), ["/rot/pq"], "SELECT count(*) AS n, sum(i) AS s FROM records_data").to_pylist()
+    assert out == [{"n": N * ROWS, "s": TOTAL}]
+    fs = StoreTorrentFileSystem(tracker=cluster.tracker_addr)
+    assert fs.cat_file("/rot/pq/part-2.parquet") == _part(2)
+    assert fs.stats["local_fallbacks"] >= 1
+
+
+def test_no_good_copy_is_an_error_naming_the_record(rotted):
+    cluster, victim = rotted
+    from st_integrations.dask_reader import read_storetorrent
+
+    with cluster.client().open("/rot/pq") as f:
+        meta = f.record_meta("part-2.parquet")
+        # the other copy too: find it among the peers' record files
+        import glob
+
+        others = [p for p in glob.glob(str(cluster.data_dir / "peers" / "*" / "files" / "*" / "*" / "part-2.parquet@*"))
+                  if p != victim.path]
+    assert meta is not None and len(others) == 1
+    _flip(others[0])
+    with pytest.raises(RecordUnavailableError, match="part-2.parquet"):
+        read_storetorrent("/rot/pq").compute()
+
+
+@pytest.mark.slow
+def test_ray_scan_reads_the_good_copy(rotted):
+    ray = pytest.importorskip("ray")
+    from st_integrations.ray_reader import read_storetorrent
+
+    try:
+        ds = read_storetorrent("/rot/pq")
+        assert ds.count() == N * ROWS and ds.sum("i") == TOTAL
+    finally:
+        ray.shutdown()
