@@ -118,7 +118,7 @@ class Client:
         info = self.tracker.open(name)
         return self._file(info, stage=True, prefer_peer=prefer_peer)
 
-    def commit_staged(self, name: str, records: list[dict]) -> int:
+    def commit_staged(self, name: str, records: list[dict], delete: list[str] | None = None) -> int:
         """Commit staged records of file ``name`` in one transaction of the
         tracker (paper 3.5): all of them become visible at once, or none.
 
@@ -127,6 +127,11 @@ class Client:
         records : list of dict
             As returned by :meth:`StFile.staged_commits`, from any number of
             writers.
+        delete : list of str, optional
+            Committed records and objects removed in the same transaction
+            (a write job's ``mode="overwrite"``): readers see the file before
+            or after, never between. Their copies are left to the peers'
+            scrubber.
 
         Returns
         -------
@@ -150,13 +155,13 @@ class Client:
             dup = sorted({n for n in names if names.count(n) > 1})[:5]
             raise RecordExistsError(f"staged records of {name} name {dup} more than once: a writer ran "
                                     "twice; nothing was committed", names=dup)
-        existing = self._committed(info, names)
+        existing = sorted(set(self._committed(info, names)) - set(delete or ()))
         if existing:
             raise RecordExistsError(f"{len(existing)} staged records of {name} are already committed "
                                     f"(e.g. {existing[:3]}); nothing was committed", names=existing)
         reply = self.tracker.commit(name, info.file_id, [
             pb.RecordCommit(name=r["name"], size=r["size"], crc32c=r["crc32c"], peer_idx=r["peer_idx"])
-            for r in records])
+            for r in records], delete=delete or ())
         return reply.committed
 
     @staticmethod

@@ -422,20 +422,60 @@ class InfofileWriter:
         """Remove records and their copies. Returns (generation, removed,
         bytes removed (one copy))."""
         with self._transaction() as c:
-            removed = nbytes = 0
-            for i in range(0, len(names), 500):
-                chunk = names[i:i + 500]
-                marks = ",".join("?" * len(chunk))
-                nbytes += int(c.execute(f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks})",
-                                        chunk).fetchone()[0])
-                removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
-                c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
-                c.execute(f"DELETE FROM pending_copies WHERE name IN ({marks})", chunk)
-                c.execute(f"DELETE FROM objects WHERE name IN ({marks})", chunk)
-                c.execute(f"DELETE FROM copy_history WHERE name IN ({marks})", chunk)
+            removed, nbytes = self._delete(c, names)
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
         return gen, removed, nbytes
+
+    def commit_replacing(self, records: list[tuple], names: list[str]
+                         ) -> tuple[int, set[str], list[Conflict], int, int]:
+        """In one transaction: remove the committed records and objects
+        ``names`` (an object with its stripe records), then commit
+        ``records`` as :meth:`commit` does. Readers see the file before or
+        after, never between (a write job's ``mode="overwrite"``).
+
+        Returns
+        -------
+        (generation, names newly committed, conflicts, names removed, bytes removed (one copy))
+        """
+        with self._transaction() as c:
+            objs: list[str] = []
+            for i in range(0, len(names), 500):
+                chunk = names[i:i + 500]
+                try:
+                    objs += [o for (o,) in c.execute(f"SELECT name FROM objects WHERE name IN "
+                                                     f"({','.join('?' * len(chunk))})", chunk)]
+                except sqlite3.OperationalError:  # a file made before striping
+                    break
+            stripes = [n for (n,) in c.execute("SELECT name FROM records WHERE substr(name, 1, ?) = ?",
+                                               (len(STRIPE_PREFIX), STRIPE_PREFIX))
+                       if n[len(STRIPE_PREFIX):].rpartition("/")[0] in set(objs)] if objs else []
+            removed, nbytes = self._delete(c, list(names) + stripes)
+            if removed:
+                gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            gen, new, conflicts = self._commit(c, records)
+        return gen, new, conflicts, removed - len(stripes) + len(objs), nbytes
+
+    @staticmethod
+    def _delete(c: sqlite3.Connection, names: list[str]) -> tuple[int, int]:
+        """Remove ``names`` (records, objects' rows) with their copies inside
+        the caller's transaction; (records and objects removed, bytes)."""
+        removed = nbytes = 0
+        for i in range(0, len(names), 500):
+            chunk = names[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            nbytes += int(c.execute(f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks})",
+                                    chunk).fetchone()[0])
+            removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
+            c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
+            c.execute(f"DELETE FROM pending_copies WHERE name IN ({marks})", chunk)
+            try:
+                removed += c.execute(f"DELETE FROM objects WHERE name IN ({marks})", chunk).rowcount
+            except sqlite3.OperationalError:  # a file made before striping
+                pass
+            c.execute(f"DELETE FROM copy_history WHERE name IN ({marks})", chunk)
+        return removed, nbytes
 
     @staticmethod
     def _other_version(c: sqlite3.Connection, name: str, stored_as: str) -> bool:

@@ -98,11 +98,13 @@ class TrackerClient:
         return self._call("Open", pb.OpenRequest(name=name, user=self.user))
 
     def commit(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = "",
-               request_id: str = "") -> pb.CommitReply:
+               request_id: str = "", delete=()) -> pb.CommitReply:
         """Group commit. ``request_id``: the same on every retry of one
-        request, which the tracker then applies at most once."""
+        request, which the tracker then applies at most once. ``delete``:
+        names removed in the same transaction (applied alone)."""
         return self._call("Commit", pb.CommitRequest(name=name, file_id=file_id, records=records,
-                                                     user=self.user, lease_id=lease_id, request_id=request_id))
+                                                     user=self.user, lease_id=lease_id, request_id=request_id,
+                                                     delete=list(delete)))
 
     def commit_async(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = "",
                      request_id: str = ""):

@@ -277,7 +277,7 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool
         from st_integrations.ray_writer import write_storetorrent
 
         n_out = write_storetorrent(ray.data.from_pandas(ray_res[0]), RESULT, replication="x2",
-                                   tracker=cluster.tracker_addr)
+                                   tracker=cluster.tracker_addr, mode="overwrite")
         back = pd.read_parquet(f"storetorrent://{cluster.tracker_addr}{RESULT}", engine="pyarrow")
         back = back.sort_values(["carrier", "month"]).reset_index(drop=True)
         report.check(f"Ray wrote the result back ({n_out} Parquet records, one commit); pandas reads it "

@@ -29,7 +29,7 @@ def _write_partition(df, job, partition_info=None):
 
 def to_storetorrent(ddf, name: str, replication: str = "x2", format: str = "parquet", *,
                     tracker: str | None = None, prefix: str | None = None, format_options: dict | None = None,
-                    client=None) -> int:
+                    client=None, mode: str = "error") -> int:
     """Write ``ddf`` into StoreTorrent file ``name``, one record per
     partition, atomically: every record becomes visible in one commit at the
     end, or (the job failed) none.
@@ -38,8 +38,7 @@ def to_storetorrent(ddf, name: str, replication: str = "x2", format: str = "parq
     ----------
     ddf : dask.dataframe.DataFrame
     name : str
-        The StoreTorrent file; created if missing, appended to if it exists
-        with the same ``replication``.
+        The StoreTorrent file; created if missing.
     replication : str
         ``"x1"``, ``"x2"``, ``"x3"``.
     format : str
@@ -52,6 +51,11 @@ def to_storetorrent(ddf, name: str, replication: str = "x2", format: str = "parq
         For the format's writer.
     client : distributed.Client, optional
         Default: the current Dask client, or Dask's default scheduler.
+    mode : {"error", "append", "overwrite"}
+        If ``name`` exists and holds records: raise ``StFileExistsError``
+        (default), add to them, or replace them atomically (readers see the
+        old records or the new ones, whole), as ``DataFrame.to_parquet``'s
+        ``append``/``overwrite`` and Spark's save modes.
 
     Returns
     -------
@@ -70,7 +74,7 @@ def to_storetorrent(ddf, name: str, replication: str = "x2", format: str = "parq
 
     tracker = tracker or default_tracker()
     with Client(tracker) as c:
-        job = start_job(c, name, replication, format, prefix, options=format_options)
+        job = start_job(c, name, replication, format, prefix, options=format_options, mode=mode)
         try:
             meta = pd.DataFrame({"staged": pd.Series([], dtype=object)})
             parts = ddf.map_partitions(_write_partition, job, meta=meta, enforce_metadata=False)

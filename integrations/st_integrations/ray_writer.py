@@ -44,8 +44,7 @@ class StoreTorrentDatasink(_Datasink):
     Parameters
     ----------
     name : str
-        The StoreTorrent file; created if missing, appended to if it exists
-        with the same ``replication``.
+        The StoreTorrent file; created if missing.
     replication : str
         Replication class of a created file (``"x1"``, ``"x2"``, ``"x3"``).
     format : str
@@ -59,6 +58,10 @@ class StoreTorrentDatasink(_Datasink):
         Rows per write call, as in Ray's file datasinks.
     format_options : dict, optional
         For the format's writer (e.g. ``{"compression": "zstd"}``).
+    mode : {"error", "append", "overwrite"}
+        If ``name`` exists and holds records: raise ``StFileExistsError``
+        (default), add to them, or replace them atomically (readers see the
+        old records or the new ones, whole), as Ray's and Spark's save modes.
 
     Raises (from ``write_datasink``)
     --------------------------------
@@ -68,7 +71,7 @@ class StoreTorrentDatasink(_Datasink):
 
     def __init__(self, name: str, replication: str = "x2", format: str = "parquet", *,
                  tracker: str | None = None, prefix: str | None = None, min_rows_per_write: int | None = None,
-                 format_options: dict | None = None):
+                 format_options: dict | None = None, mode: str = "error"):
         import uuid
 
         from st_py.locate import default_tracker
@@ -80,6 +83,7 @@ class StoreTorrentDatasink(_Datasink):
         self.prefix = prefix or f"part-{uuid.uuid4().hex[:8]}"
         self._min_rows = min_rows_per_write
         self.format_options = format_options or {}
+        self.mode = mode
         self.job: WriteJob | None = None
         self.committed = 0
 
@@ -91,7 +95,7 @@ class StoreTorrentDatasink(_Datasink):
     def on_write_start(self, schema=None) -> None:
         with self._client() as c:
             self.job = start_job(c, self.name, self.replication, self.format, self.prefix,
-                                 options=self.format_options)
+                                 options=self.format_options, mode=self.mode)
 
     def write(self, blocks: Iterable, ctx) -> list[dict]:
         from ray.data.block import BlockAccessor

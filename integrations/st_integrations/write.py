@@ -3,14 +3,19 @@
 The protocol, shared by the Ray datasink and Dask's ``to_storetorrent``
 (docs/analysis.md):
 
-1. **start** (driver): create the file, or open it to append;
+1. **start** (driver): create the file, or open it (``mode``: ``"error"``,
+   the default, refuses a file that holds names; ``"append"`` adds to it;
+   ``"overwrite"`` notes the names it holds, to be replaced);
 2. **write** (each task, on any node): encode each block as one record named
    ``<prefix>-<task>-<block>.<ext>``, stored with rank 0 on the peer of the
    task's own node when it is one of the file's peers (local-first, FreeLoader
    seed 004 section 4.1), and *staged*: stored on every holder, not committed.
    The task returns its records' metadata as plain dicts;
 3. **commit** (driver): every task's records in one tracker transaction
-   (paper 3.5), so the job's records become visible together or not at all.
+   (paper 3.5), so the job's records become visible together or not at all;
+   with ``mode="overwrite"`` the same transaction removes the names the file
+   held when the job started, so readers see the old result or the new one,
+   whole (the old copies are then removed by the peers' scrubber).
 
 A task that fails and is retried writes the same names again (an identical
 copy is an idempotent PUT on the peer); only the attempt that returned is
@@ -71,40 +76,68 @@ class WriteJob:
     prefix: str
     created: bool
     options: tuple = ()
+    mode: str = "error"
+    replaces: tuple[str, ...] = ()  # mode="overwrite": the names removed at commit
 
     def record_name(self, task: int, block: int) -> str:
         return f"{self.prefix}-{task:05d}-{block:04d}.{EXTENSIONS[self.format]}"
 
 
+MODES = ("error", "append", "overwrite")
+
+
 def start_job(client, name: str, replication: str = "x2", format: str = "parquet", prefix: str | None = None,
-              est_size: int = 0, options: dict | None = None) -> WriteJob:
-    """Create file ``name`` (or open it, to append) for a write job.
+              est_size: int = 0, options: dict | None = None, mode: str = "error") -> WriteJob:
+    """Create file ``name`` (or open it, by ``mode``) for a write job.
+
+    Parameters
+    ----------
+    mode : {"error", "append", "overwrite"}
+        For a file that exists and holds records or objects: ``"error"``
+        raises, ``"append"`` adds the job's records to them,
+        ``"overwrite"`` replaces them with the job's records in the commit's
+        transaction. An existing file without names (left by a job that was
+        killed) is written into in every mode.
 
     Raises
     ------
     ValueError
-        Unknown format.
-    StFileExistsError / BadNameError / NotEnoughPeersError ...
+        Unknown format or mode.
+    StFileExistsError
+        ``mode="error"`` and the file holds names (says how many).
+    BadNameError
+        The file exists with another replication class.
+    NotEnoughPeersError ...
         From the tracker.
     """
-    from st_py.errors import StFileNotFoundError
+    from st_py.errors import BadNameError, StFileExistsError, StFileNotFoundError
 
     if format not in EXTENSIONS:
         raise ValueError(f"format must be one of {sorted(EXTENSIONS)}, not {format!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}, not {mode!r}")
     created = False
+    replaces: tuple[str, ...] = ()
     try:
         info = client.tracker.open(name)
-        if info.replication != replication:
-            from st_py.errors import BadNameError
-
-            raise BadNameError(f"{name} exists with class {info.replication}; a job writing class "
-                               f"{replication} into it would be {info.replication}: pass replication="
-                               f"{info.replication!r} or write a new file")
     except StFileNotFoundError:
         client.create(name, replication=replication, est_size=est_size).close()
         created = True
+    else:
+        if info.replication != replication:
+            raise BadNameError(f"{name} exists with class {info.replication}; a job writing class "
+                               f"{replication} into it would be {info.replication}: pass replication="
+                               f"{info.replication!r} or write a new file")
+        with client.open(name) as f:
+            names = f.names()
+        if names and mode == "error":
+            raise StFileExistsError(f"{name} exists and holds {len(names)} records: pass mode='overwrite' to "
+                                    "replace them with this job's output (atomically), or mode='append' to "
+                                    "add to them")
+        if mode == "overwrite":
+            replaces = tuple(names)
     return WriteJob(name, client.tracker.address, format, prefix or f"part-{uuid.uuid4().hex[:8]}", created,
-                    tuple(sorted((options or {}).items())))
+                    tuple(sorted((options or {}).items())), mode, replaces)
 
 
 def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None) -> list[dict]:
@@ -140,6 +173,8 @@ def commit_job(client, job: WriteJob, staged: list[list[dict]]) -> int:
     """Commit every task's staged records in one transaction. Returns the
     number of records committed."""
     records = [r for part in staged for r in part]
+    if job.replaces:  # mode="overwrite": the old names go in the same transaction
+        return client.commit_staged(job.file, records, delete=list(job.replaces))
     if not records:
         return 0
     return client.commit_staged(job.file, records)

@@ -348,7 +348,14 @@ class TrackerService(pb_grpc.TrackerServicer):
             await self._check_unreserved(context, name, res, ids, on_peer, beyond / size)
         # The versions these replace stop counting (only the lease holder replaces them: no race).
         superseded = await c.run(_committed_bytes_of, c.writer, replaced) if replaced else 0
-        gen, n, conflicts = await c.commit(batch, request.request_id)
+        removed = removed_bytes = 0
+        if request.delete:  # an overwrite: the old names go in the same transaction, alone
+            gen, new, conflicts, removed, removed_bytes = await c.run(c.writer.commit_replacing, batch,
+                                                                      list(request.delete))
+            n = sum(1 for r in batch if r[0] in new)
+            self.guard.charge(o.owner, -removed_bytes * f)
+        else:
+            gen, n, conflicts = await c.commit(batch, request.request_id)
         if n:  # exact when every record of the batch is new (retries and conflicts are rare)
             self.guard.charge(o.owner, add * n // len(batch) - superseded * f)
             self.reservations.committed(file_id, size * n // len(batch))
@@ -358,7 +365,7 @@ class TrackerService(pb_grpc.TrackerServicer):
                     peer.unannounced_bytes += b * n // len(batch)
         return pb.CommitReply(generation=gen, committed=n,
                               conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
-                              conflict_names=[x.name for x in conflicts])
+                              conflict_names=[x.name for x in conflicts], deleted=removed)
 
     async def _check_unreserved(self, context, name: str, res, ids: dict[int, str], on_peer: dict[int, int],
                                 beyond: float) -> None:
