@@ -242,15 +242,22 @@ def test_write_read_back_and_write_once(cluster, tmp_path):
     fs.pipe("/exp/other/a", b"1", replication="x3")
     assert fs.info("/exp/other")["replication"] == "x3"
 
-    # write-once
+    # exclusive writes refuse a committed record; overwrites store a new version of it
     with pytest.raises(FileExistsError) as e:
-        fs.open("/exp/new/shots/0001.bin", "wb")
+        fs.open("/exp/new/shots/0001.bin", "xb")
     assert isinstance(e.value, RecordExistsError)
     with pytest.raises(FileExistsError, match="write-once"):
-        fs.pipe("/exp/new/shots/sub/0002.bin", b"other")
+        fs.pipe_file("/exp/new/shots/sub/0002.bin", b"other", mode="create")
     with pytest.raises(NotImplementedError, match="write-once"):
         fs.open("/exp/new/shots/0001.bin", "ab")
     assert fs.cat_file("/exp/new/shots/sub/0002.bin") == b"two"
+    fs.pipe("/exp/new/shots/sub/0002.bin", b"second")  # fsspec's default mode: overwrite
+    assert fs.cat_file("/exp/new/shots/sub/0002.bin") == b"second"
+    with fs.open("/exp/new/shots/sub/0002.bin", "wb") as f:
+        f.write(b"third")
+    assert fs.cat_file("/exp/new/shots/sub/0002.bin") == b"third"
+    with cluster.client().open("/exp/new/shots") as f:
+        assert f.get("sub/0002.bin") == b"third" and f.record_meta("sub/0002.bin").version == 2
     # records live in StoreTorrent files, never directly in a namespace directory
     with pytest.raises(IsADirectoryError, match="namespace directory"):
         fs.pipe("/exp/new/loose.bin", b"x")
@@ -377,3 +384,38 @@ def test_close_and_ended_threads_release_open_files(run1):
     assert mine._closed and not fs._res.states and fs._res.client is None
     assert fs.cat_file("/exp/run1/part-3.parquet") == parquet(frames[3])
     fs.close()
+
+
+def test_striped_objects_are_files_of_their_full_size_and_stripes_never_show(cluster):
+    """One object model (docs/composition.md): an object is a file of its
+    whole size everywhere in fsspec, read by ranges; .st-stripe/ never
+    shows (ls, find, glob, du, info, open)."""
+    import io as _io
+
+    import pandas as _pd
+
+    from st_integrations.fsspec_fs import StoreTorrentFileSystem
+
+    frame = _pd.DataFrame({"i": range(20_000), "k": ["abc"] * 20_000})
+    csv = frame.to_csv(index=False).encode()
+    with cluster.client().create("/fo/f", replication="x2") as f:
+        f.put("small.csv", b"i,k\n1,x\n")
+        meta = f.put_object("sub/big.csv", csv, stripe_size=16 << 10)
+    assert meta.stripes > 3
+    fs = StoreTorrentFileSystem(tracker=cluster.tracker_addr)
+    assert fs.ls("/fo/f", detail=False) == ["/fo/f/small.csv", "/fo/f/sub"]
+    assert fs.ls("/fo/f/sub", detail=False) == ["/fo/f/sub/big.csv"]
+    info = fs.info("/fo/f/sub/big.csv")
+    assert info["type"] == "file" and info["st_type"] == "object" and info["size"] == len(csv)
+    assert fs.find("/fo/f") == ["/fo/f/small.csv", "/fo/f/sub/big.csv"]
+    assert fs.glob("/fo/f/**/*.csv") == ["/fo/f/small.csv", "/fo/f/sub/big.csv"]
+    assert fs.du("/fo/f") == len(csv) + 8
+    assert not fs.exists("/fo/f/.st-stripe") and not fs.exists(f"/fo/f/.st-stripe/sub/big.csv/{0:08d}")
+    assert fs.isfile("/fo/f/sub/big.csv") and fs.isdir("/fo/f/sub")
+    assert fs.cat_file("/fo/f/sub/big.csv", start=100_000, end=100_050) == csv[100_000:100_050]
+    with fs.open("/fo/f/sub/big.csv", "rb") as fh:
+        fh.seek(len(csv) - 20)
+        assert fh.read() == csv[-20:]
+    back = _pd.read_csv(f"storetorrent://{cluster.tracker_addr}/fo/f/sub/big.csv")
+    _pd.testing.assert_frame_equal(back, frame)
+    assert _io.BytesIO(fs.cat_file("/fo/f/sub/big.csv")).getvalue() == csv

@@ -158,3 +158,13 @@ def test_ray_reads_objects_like_records(objects):
         assert read_storetorrent("/obj/z", columns=["i"], filter=pc.field("i") < 12_000).count() == 12_000
     finally:
         ray.shutdown()
+
+
+@pytest.mark.parametrize("name,rows", [("/obj/pq", 40_000), ("/obj/z", 40_000), ("/obj/csv", 21_000)])
+def test_records_data_and_pyarrow_dataset_read_objects(objects, name, rows):
+    from st_integrations.arrow_dataset import dataset
+    from st_integrations.duckdb_sql import sql
+
+    out = sql(objects.client(), [name], "SELECT count(*) AS n, sum(i) AS s FROM records_data").to_pylist()
+    assert out == [{"n": rows, "s": _sum(rows)}]
+    assert dataset(name).count_rows() == rows

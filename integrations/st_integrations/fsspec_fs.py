@@ -36,6 +36,7 @@ import errno
 import io
 import os
 import re
+import sqlite3
 import threading
 import weakref
 from collections import OrderedDict
@@ -59,6 +60,17 @@ _SQL_META = "SELECT size, crc32c, committed_at FROM records WHERE name = ?"
 _SQL_RANGE = "SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? AND name < ? ORDER BY name"
 _SQL_FROM = "SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? ORDER BY name"
 _SQL_ANY = "SELECT 1 FROM records WHERE name >= ? AND name < ? LIMIT 1"
+# Striped objects (docs/striping.md): a name of the file, as a record is; its
+# stripe records (".st-stripe/...") are never shown.
+_SQL_OBJ_META = "SELECT size, crc32c, committed_at, stripes, stripe_size FROM objects WHERE name = ?"
+_SQL_OBJ_RANGE = ("SELECT name, size, crc32c, committed_at, stripes, stripe_size FROM objects "
+                  "WHERE name >= ? AND name < ? ORDER BY name")
+_SQL_OBJ_ALL = "SELECT name, size, crc32c, committed_at, stripes, stripe_size FROM objects ORDER BY name"
+_HIDDEN = (".st-stripe/", ".st-version/")  # reserved prefixes: stripes, stored names of versions
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(_HIDDEN)
 
 
 class RecordExistsFSError(RecordExistsError, FileExistsError):
@@ -116,8 +128,25 @@ def _record_info(name: str, size: int, crc: int, committed_at: float) -> dict:
             "created": float(committed_at), "mtime": float(committed_at)}
 
 
+def _object_info(name: str, size: int, crc: int, committed_at: float, stripes: int, stripe_size: int) -> dict:
+    return {"name": name, "size": int(size), "type": "file", "st_type": "object", "crc32c": int(crc),
+            "created": float(committed_at), "mtime": float(committed_at), "stripes": int(stripes),
+            "stripe_size": int(stripe_size)}
+
+
 def _prefix_info(name: str) -> dict:
     return {"name": name, "size": 0, "type": "directory", "st_type": "prefix"}
+
+
+@dataclass(frozen=True)
+class _ObjectMeta:
+    """What the infofile says of a striped object (``_record_of``)."""
+
+    size: int
+    crc32c: int
+    committed_at: float
+    stripes: int
+    stripe_size: int
 
 
 @dataclass
@@ -436,20 +465,47 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         return self._handle(fname)._infofile().conn
 
     def _meta(self, fname: str, rname: str):
-        """``(size, crc32c, committed_at)`` of committed record ``rname``, or None."""
+        """``(size, crc32c, committed_at)`` of committed record ``rname``, or
+        None (also for the reserved names of stripes and versions)."""
+        if _hidden(rname):
+            return None
         return self._conn(fname).execute(_SQL_META, (rname,)).fetchone()
 
     def _has_under(self, fname: str, prefix: str) -> bool:
-        """Whether a committed record name starts with ``prefix`` (ending in ``/``)."""
-        return self._conn(fname).execute(_SQL_ANY, (prefix, _upper(prefix))).fetchone() is not None
+        """Whether a committed record or object name starts with ``prefix``
+        (ending in ``/``)."""
+        if _hidden(prefix):
+            return False
+        if self._conn(fname).execute(_SQL_ANY, (prefix, _upper(prefix))).fetchone() is not None:
+            return True
+        return bool(self._objects_under(fname, prefix))
+
+    def _obj_meta(self, fname: str, rname: str):
+        """``(size, crc32c, committed_at, stripes, stripe_size)`` of striped
+        object ``rname``, or None."""
+        try:
+            return self._conn(fname).execute(_SQL_OBJ_META, (rname,)).fetchone()
+        except sqlite3.OperationalError:  # a file made before striping
+            return None
+
+    def _objects_under(self, fname: str, prefix: str) -> list:
+        """``(name, size, crc32c, committed_at, stripes, stripe_size)`` of
+        the objects whose names start with ``prefix`` ("" for all)."""
+        conn = self._conn(fname)
+        try:
+            if not prefix:
+                return conn.execute(_SQL_OBJ_ALL).fetchall()
+            return conn.execute(_SQL_OBJ_RANGE, (prefix, _upper(prefix))).fetchall()
+        except sqlite3.OperationalError:  # a file made before striping
+            return []
 
     def _rows_under(self, fname: str, prefix: str):
         """``(name, size, crc32c, committed_at)`` of every record whose name
         starts with ``prefix`` (all if empty), sorted by name."""
         conn = self._conn(fname)
         if not prefix:
-            return conn.execute(_SQL_FROM, ("",)).fetchall()
-        return conn.execute(_SQL_RANGE, (prefix, _upper(prefix))).fetchall()
+            return [r for r in conn.execute(_SQL_FROM, ("",)) if not _hidden(r[0])]
+        return [r for r in conn.execute(_SQL_RANGE, (prefix, _upper(prefix))) if not _hidden(r[0])]
 
     def _children(self, fname: str, prefix: str) -> tuple[list, list[str]]:
         """Records and pseudo-directories directly below ``prefix`` (``""``
@@ -470,14 +526,20 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                         if head:  # a name equal to the prefix ("a/") is not listed
                             records.append(row)
                         continue
-                    if head:  # names with an empty component are not listed (docs/fsspec.md)
-                        dirs.append(prefix + head)
+                    if head and not _hidden(prefix + head + "/"):  # names with an empty component are
+                        dirs.append(prefix + head)                  # not listed (docs/fsspec.md)
                     nxt = prefix + head + "0"  # "0" sorts right after "/": past this pseudo-directory
                     break
                 cur.close()
                 lo = nxt
         finally:
             conn.execute("COMMIT")
+        for row in self._objects_under(fname, prefix):
+            head, sep, _ = row[0][len(prefix):].partition("/")
+            if not sep:
+                records.append(row)
+            elif head and prefix + head not in dirs:
+                dirs.append(prefix + head)
         return records, dirs
 
     def _file_info(self, fname: str) -> dict:
@@ -536,10 +598,13 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             out = [i for i in map(self._entry_info, entries) if i is not None]
         elif kind == "file" or (kind == "inside" and self._has_under(a, b + "/")):
             records, dirs = self._children(a, b + "/" if b else "")
-            out = [self._rec_info(a, r[0], f"{a}/{r[0]}", r[1:]) for r in records]
+            out = [_object_info(f"{a}/{r[0]}", *r[1:]) if len(r) > 4 else self._rec_info(a, r[0], f"{a}/{r[0]}", r[1:])
+                   for r in records]
             out += [_prefix_info(f"{a}/{d}") for d in dirs]
         elif kind == "inside" and (m := self._meta(a, b)) is not None:
             out = [self._rec_info(a, b, path, m)]
+        elif kind == "inside" and (om := self._obj_meta(a, b)) is not None:
+            out = [_object_info(path, *om)]
         elif kind == "inside":
             raise _not_found(path, f"no committed record {b!r} (nor records below it) in StoreTorrent file {a}")
         else:
@@ -567,6 +632,9 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             m = self._meta(a, b)
             if m is not None:
                 return self._rec_info(a, b, path, m)
+            om = self._obj_meta(a, b)
+            if om is not None:
+                return _object_info(path, *om)
             if self._has_under(a, b + "/"):
                 return _prefix_info(path)
             raise _not_found(path, f"no committed record {b!r} in StoreTorrent file {a}")
@@ -590,8 +658,11 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         kind, a, b = self._lookup(path)
         if kind == "inside" and not self._has_under(a, b + "/"):
             m = self._meta(a, b)
+            om = self._obj_meta(a, b) if m is None else None
             if m is not None:  # a record: find gives the record itself
                 out[path] = self._rec_info(a, b, path, m)
+            elif om is not None:
+                out[path] = _object_info(path, *om)
         elif kind != "missing":
             if withdirs:
                 out[path] = self.info(path)
@@ -625,6 +696,18 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                         out[d] = _prefix_info(d)
             if room == len(parts):
                 out[base + name[len(prefix):]] = self._rec_info(a, name, base + name[len(prefix):], (size, crc, t))
+        for name, *om in self._objects_under(a, prefix):
+            parts = name[len(prefix):].split("/")
+            if "" in parts:
+                continue
+            room = len(parts) if maxdepth is None else min(len(parts), maxdepth - depth)
+            if withdirs:
+                for k in range(1, min(room + 1, len(parts))):
+                    d = base + "/".join(parts[:k])
+                    if d not in out:
+                        out[d] = _prefix_info(d)
+            if room == len(parts):
+                out[base + name[len(prefix):]] = _object_info(base + name[len(prefix):], *om)
 
     def du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Bytes of the records below ``path`` (one copy; directories count
@@ -790,6 +873,9 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             meta = self._meta(fname, rel)
             if meta is not None:
                 return fname, rel, meta
+            om = self._obj_meta(fname, rel)
+            if om is not None:
+                return fname, rel, _ObjectMeta(*om)
             if self._has_under(fname, rel + "/"):
                 raise IsADirectoryError(errno.EISDIR, "a prefix of record names, not a record", path)
             raise _not_found(path, f"no committed record {rel!r} in StoreTorrent file {fname}")
@@ -811,6 +897,11 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         """
         path = self._strip_protocol(path)
         fname, rname, meta = self._record_of(path)
+        if isinstance(meta, _ObjectMeta):  # ranged reads of the stripes it touches
+            lo, hi, _ = slice(start, end).indices(meta.size)
+            with self._handle(fname).open(rname) as r:
+                r.seek(lo)
+                return r.read(max(0, hi - lo))
         data = self._read_record(fname, rname, meta)
         if start is None and end is None:
             return data
@@ -830,10 +921,13 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             CRC-checked, trying the next copy on any failure (paper 3.6).
             ``wb``/``xb``: the bytes are buffered and PUT as one record on
             ``close()`` (every copy acknowledged, paper 3.1), then committed,
-            so the record is visible when ``close()`` returns. If no
-            StoreTorrent file holds the path, its parent becomes a new one
-            (class ``replication``, a keyword here or of the filesystem).
-            Leaving a ``with`` block by an exception stores nothing.
+            so the record is visible when ``close()`` returns. ``wb`` of a
+            committed record stores a new version of it (fsspec's overwrite;
+            readers see the old bytes or the new, whole); ``xb`` refuses it.
+            If no StoreTorrent file holds the path, its parent becomes a new
+            one (class ``replication``, a keyword here or of the
+            filesystem). Leaving a ``with`` block by an exception stores
+            nothing.
         kwargs
             ``replication`` (writes), ``cache_type`` (reads; default
             ``"none"``: the file object already holds the record).
@@ -847,8 +941,8 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             StoreTorrent file can hold the path (its parent is a namespace
             directory).
         FileExistsError
-            Writing a record that is already committed
-            (:class:`RecordExistsFSError`; records are write-once).
+            ``xb`` of a record that is already committed, or a write to a
+            striped object (:class:`RecordExistsFSError`).
         NotImplementedError
             Append (``ab``): records are write-once.
         """
@@ -857,17 +951,19 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         path = self._strip_protocol(path)
         if mode == "rb":
             fname, rname, meta = self._record_of(path)
+            if isinstance(meta, _ObjectMeta):  # seekable; reads fetch only the stripes they touch
+                return io.BufferedReader(self._handle(fname).open(rname), buffer_size=1 << 20)
             kwargs.setdefault("cache_type", "none")
             return StoreTorrentRecordFile(self, path, mode, block_size, autocommit, cache_options=cache_options,
                                           size=self._rec_info(fname, rname, path, meta)["size"],
                                           record=(fname, rname, meta), **kwargs)
         replication = kwargs.pop("replication", None)
-        self._write_target(path)  # fail early: exists, a directory, no file can hold it
+        self._write_target(path, replace=mode == "wb")  # fail early: a directory, no file can hold it, exists (xb)
         return StoreTorrentRecordFile(self, path, mode, block_size, autocommit, cache_options=cache_options,
                                       replication=replication, **kwargs)
 
     # -- writing --------------------------------------------------------------
-    def _write_target(self, path: str):
+    def _write_target(self, path: str, replace: bool = False):
         """``(file name, record name, True if the file exists)`` for a write to ``path``.
 
         Raises
@@ -876,7 +972,10 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         """
         kind, a, b = self._lookup(path)
         if kind == "inside":
-            if self._meta(a, b) is not None:
+            if self._obj_meta(a, b) is not None:
+                raise RecordExistsFSError(f"{b!r} is a striped object in {a}: objects are not replaced; delete "
+                                          "it first (fs.rm) or use another name")
+            if self._meta(a, b) is not None and not replace:
                 raise RecordExistsFSError(f"record {b!r} is already committed in {a}: records are write-once; "
                                           "delete it first (fs.rm) or use another name")
             return a, b, True
@@ -894,9 +993,11 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                 f"{stem}/<file>/{base} to create StoreTorrent file {stem}/<file>", path)
         return parent, base, False
 
-    def _write_record(self, path: str, data, replication: str | None = None) -> None:
-        """PUT ``data`` as the record at ``path`` and commit it (paper 3.1, 3.5)."""
-        fname, rname, exists = self._write_target(path)
+    def _write_record(self, path: str, data, replication: str | None = None, replace: bool = False) -> None:
+        """PUT ``data`` as the record at ``path`` and commit it (paper 3.1,
+        3.5); with ``replace``, as a new version of a committed record
+        (docs/replication.md, "Versioned records")."""
+        fname, rname, exists = self._write_target(path, replace)
         if exists:
             h = self._handle(fname)
         else:
@@ -906,10 +1007,10 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             except StFileExistsError:  # created meanwhile by another writer
                 h = self._handle(fname)
         try:
-            if h._infofile().exists(rname):
+            if h._infofile().exists(rname) and not replace:
                 raise RecordExistsFSError(f"record {rname!r} is already committed in {fname}: records are "
                                           "write-once; delete it first (fs.rm) or use another name")
-            h.put(rname, data)
+            h.put(rname, data, replace=replace and h._infofile().exists(rname))
             h.flush()  # commit now: visible when close() returns
         except RecordExistsFSError:
             raise
@@ -920,18 +1021,24 @@ class StoreTorrentFileSystem(AbstractFileSystem):
 
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
         """Store ``value`` (bytes-like) as the record at ``path``, committed
-        on return. ``mode`` is ignored: records are write-once, so an
-        existing record always raises.
+        on return. ``mode="overwrite"`` (fsspec's default) of a committed
+        record stores a new version of it (readers see the old bytes or the
+        new, whole; docs/replication.md, "Versioned records");
+        ``mode="create"`` refuses an existing record.
 
         Raises
         ------
         FileExistsError
-            (:class:`RecordExistsFSError`) The record is already committed.
+            (:class:`RecordExistsFSError`) ``mode="create"`` and the record
+            is committed, or the path is a striped object.
         IsADirectoryError
             The path is a directory or StoreTorrent file, or no StoreTorrent
             file can hold it (its parent is a namespace directory).
         """
-        self._write_record(self._strip_protocol(path), bytes(value), kwargs.get("replication"))
+        if mode not in ("overwrite", "create"):
+            raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
+        self._write_record(self._strip_protocol(path), bytes(value), kwargs.get("replication"),
+                           replace=mode == "overwrite")
 
     def cp_file(self, path1, path2, **kwargs):
         """Copy one record (read, then a write-once PUT)."""
@@ -1102,7 +1209,7 @@ class StoreTorrentRecordFile(AbstractBufferedFile):
             return False  # keep buffering: a record is one PUT
         data = self.buffer.getvalue()
         if self.autocommit:
-            self.fs._write_record(self.path, data, self._replication)
+            self.fs._write_record(self.path, data, self._replication, replace=self.mode == "wb")
         else:
             self._pending = data  # stored by commit() when the fsspec transaction ends
         return True
@@ -1136,7 +1243,7 @@ class StoreTorrentRecordFile(AbstractBufferedFile):
         """Store the record (at the end of an fsspec transaction)."""
         if self._pending is not None:
             data, self._pending = self._pending, None
-            self.fs._write_record(self.path, data, self._replication)
+            self.fs._write_record(self.path, data, self._replication, replace=self.mode == "wb")
 
     def discard(self):
         self._pending = None
