@@ -684,7 +684,10 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             return
         prefix = b + "/" if b else ""
         base = f"{a}/{prefix}"
-        for name, size, crc, t in self._rows_under(a, prefix):
+        rows = [(name, lambda p, n=name, m=(size, crc, t): self._rec_info(a, n, p, m))
+                for name, size, crc, t in self._rows_under(a, prefix)]
+        rows += [(name, lambda p, om=om: _object_info(p, *om)) for name, *om in self._objects_under(a, prefix)]
+        for name, info in rows:  # records and striped objects alike
             parts = name[len(prefix):].split("/")
             if "" in parts:
                 continue  # not addressable as a path (docs/fsspec.md)
@@ -695,19 +698,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                     if d not in out:
                         out[d] = _prefix_info(d)
             if room == len(parts):
-                out[base + name[len(prefix):]] = self._rec_info(a, name, base + name[len(prefix):], (size, crc, t))
-        for name, *om in self._objects_under(a, prefix):
-            parts = name[len(prefix):].split("/")
-            if "" in parts:
-                continue
-            room = len(parts) if maxdepth is None else min(len(parts), maxdepth - depth)
-            if withdirs:
-                for k in range(1, min(room + 1, len(parts))):
-                    d = base + "/".join(parts[:k])
-                    if d not in out:
-                        out[d] = _prefix_info(d)
-            if room == len(parts):
-                out[base + name[len(prefix):]] = _object_info(base + name[len(prefix):], *om)
+                out[base + name[len(prefix):]] = info(base + name[len(prefix):])
 
     def du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Bytes of the records below ``path`` (one copy; directories count
