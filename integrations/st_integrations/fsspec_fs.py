@@ -1032,7 +1032,19 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                            replace=mode == "overwrite")
 
     def cp_file(self, path1, path2, **kwargs):
-        """Copy one record (read, then a write-once PUT)."""
+        """Copy one record (read, then a PUT; a committed target gets a new
+        version, as ``pipe_file``). A directory (namespace directory,
+        StoreTorrent file or prefix) is skipped: directories exist through
+        the records below them (no empty directories, as S3), so a recursive
+        ``copy`` copies its records one by one.
+
+        Raises
+        ------
+        FileNotFoundError
+            ``path1`` does not exist.
+        """
+        if self.isdir(path1):
+            return
         self.pipe_file(path2, self.cat_file(path1))
 
     def mkdir(self, path, create_parents=True, **kwargs):
