@@ -53,6 +53,34 @@ def test_put_of_a_file_over_the_record_limit_stores_an_object(cluster, tmp_path)
     assert r.returncode == 0 and "2 already there" in r.stdout, r.stderr
 
 
+def test_a_large_csv_put_with_the_cli_gives_the_same_rows_everywhere(cluster, tmp_path, monkeypatch):
+    """The issue's new user: a CSV over the record limit stored by the CLI
+    reads as the same rows from pandas, Ray, Dask and DuckDB."""
+    import pandas as pd
+
+    from st_integrations.dask_reader import read_storetorrent as dask_read
+    from st_integrations.duckdb_sql import sql
+    from st_integrations.ray_reader import read_storetorrent as ray_read
+
+    monkeypatch.setenv("STORETORRENT_TRACKER", cluster.tracker_addr)
+    n = 6_400_000  # ~ 70 MiB of CSV: one striped object
+    csv = tmp_path / "big.csv"
+    pd.DataFrame({"i": range(n), "k": [j % 97 for j in range(n)]}).to_csv(csv, index=False)
+    assert csv.stat().st_size > STRIPE_THRESHOLD
+    assert _cli(cluster, "put", "/big/csv", str(csv)).returncode == 0
+    want = (n, sum(range(n)), sum(j % 97 for j in range(n)))
+
+    def facts(df) -> tuple:
+        return (len(df), int(df["i"].sum()), int(df["k"].sum()))
+
+    assert facts(pd.read_csv(f"storetorrent://{cluster.tracker_addr}/big/csv/big.csv")) == want
+    ds = ray_read("/big/csv")
+    assert (ds.count(), int(ds.sum("i")), int(ds.sum("k"))) == want
+    assert facts(dask_read("/big/csv").compute()) == want
+    t = sql(cluster.client(), ["/big/csv"], "SELECT count(*) AS n, sum(i) AS i, sum(k) AS k FROM records_data")
+    assert tuple(int(t[c][0].as_py()) for c in ("n", "i", "k")) == want
+
+
 def test_put_names_every_record_that_failed(make_cluster, tmp_path):
     cluster = make_cluster(2)
     src = tmp_path / "shots"
