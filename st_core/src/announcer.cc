@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "event_loop.h"
+
 #include "capability.h"
 #include "coding.h"
 #include "log.h"
@@ -58,12 +60,47 @@ void Announcer::Run() {
   auto last_log = std::chrono::steady_clock::time_point();
   uint64_t failures = 0;
   const auto kLogEvery = std::chrono::seconds(30);
-  uint64_t busy_before = options_.loop_busy_ns != nullptr ? options_.loop_busy_ns->load() : 0;
-  auto busy_since = std::chrono::steady_clock::now();
+  // The loop's busy time including the turn in progress (loop_busy_ns only
+  // grows when a turn ends): monotonic, and a stuck turn counts as busy.
+  auto busy_now = [this](double now) -> double {
+    double busy = options_.loop_busy_ns != nullptr
+                      ? static_cast<double>(options_.loop_busy_ns->load()) * 1e-9
+                      : 0;
+    int64_t start =
+        options_.loop_turn_start_ns != nullptr ? options_.loop_turn_start_ns->load() : 0;
+    if (start > 0) busy += std::max(0.0, now - static_cast<double>(start) * 1e-9);
+    return busy;
+  };
+  double busy_since = EventLoop::Now();
+  double busy_before = busy_now(busy_since);
+  bool stalled = false;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) break;
+    }
+    double now_s = EventLoop::Now();
+    int64_t turn = options_.loop_turn_start_ns != nullptr ? options_.loop_turn_start_ns->load() : 0;
+    double stuck_s = turn > 0 ? now_s - static_cast<double>(turn) * 1e-9 : 0;
+    if (stuck_s > options_.loop_stall_limit_s) {
+      if (!stalled) {
+        ST_LOG_ERROR("event loop stuck in one turn for %.1f s (a handler or syscall has not "
+                     "returned; --loop-stall-limit %g s): announces stop, so the tracker fails "
+                     "this peer until the loop turns again",
+                     stuck_s, options_.loop_stall_limit_s);
+      }
+      stalled = true;
+      if (options_.stalls != nullptr) options_.stalls->fetch_add(1, std::memory_order_relaxed);
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock,
+                   std::chrono::milliseconds(static_cast<int64_t>(options_.interval_s * 1000)),
+                   [this] { return stop_; });
+      if (stop_) break;
+      continue;
+    }
+    if (stalled) {
+      ST_LOG_INFO("event loop turns again: announcing");
+      stalled = false;
     }
     storetorrent::v1::AnnounceRequest req;
     req.set_peer_id(options_.peer_id);
@@ -82,13 +119,11 @@ void Announcer::Run() {
     req.set_used_bytes(used);
     req.set_records(store_->record_count());
     if (options_.loop_busy_ns != nullptr) {
-      uint64_t busy = options_.loop_busy_ns->load();
-      auto now = std::chrono::steady_clock::now();
-      double wall = std::chrono::duration<double>(now - busy_since).count();
-      if (wall > 0)
-        req.set_load(std::min(1.0, static_cast<double>(busy - busy_before) * 1e-9 / wall));
+      double busy = busy_now(now_s);
+      double wall = now_s - busy_since;
+      if (wall > 0) req.set_load(std::clamp((busy - busy_before) / wall, 0.0, 1.0));
       busy_before = busy;
-      busy_since = now;
+      busy_since = now_s;
     }
 
     if (failing) stub = connect();

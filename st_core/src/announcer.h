@@ -1,6 +1,14 @@
 // A thread that reports the peer to the tracker (paper 3.3: soft state):
 // every interval it calls Tracker.Announce with the peer's identity, address
 // and space. Failures are logged (rate-limited) and the peer keeps serving.
+//
+// Liveness comes from the event loop, not from this thread: an announce is
+// sent only while the loop turns. When one loop turn has lasted longer than
+// loop_stall_limit_s (a blocked syscall, a handler that does not return), the
+// announces stop, so the tracker fails the peer after its liveness window and
+// clients route around it; they resume when the loop turns again. The load
+// announced counts the turn in progress, so a loop that is stuck reports
+// itself fully busy and load-aware reads avoid it (docs/reliability.md).
 #ifndef ST_CORE_ANNOUNCER_H_
 #define ST_CORE_ANNOUNCER_H_
 
@@ -34,6 +42,11 @@ struct AnnouncerOptions {
   // The event loop's busy time (EventLoop::SetBusyCounter); each announce
   // carries its share of the time since the previous one as the peer's load.
   const std::atomic<uint64_t>* loop_busy_ns = nullptr;
+  // The loop's heartbeat (EventLoop::SetTurnClock) and how long one turn may
+  // last before announces stop; stalls counts the announces withheld.
+  const std::atomic<int64_t>* loop_turn_start_ns = nullptr;
+  double loop_stall_limit_s = 4;
+  std::atomic<uint64_t>* stalls = nullptr;
 };
 
 class Announcer {

@@ -42,6 +42,7 @@ constexpr Key kKeys[] = {
     {"tracker-cert", Kind::kString},
     {"tracker-key", Kind::kString},
     {"announce-interval", Kind::kNumber},
+    {"loop-stall-limit", Kind::kNumber},
     {"max-frame", Kind::kBytes},
     {"get-local-cache", Kind::kNumber},
     {"ring-timeout-base", Kind::kNumber},

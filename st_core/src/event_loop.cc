@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 
@@ -139,7 +140,11 @@ void EventLoop::Run() {
       timeout_ms = delta <= 0 ? 0 : static_cast<int>(std::ceil(delta * 1000.0));
     }
     int n = epoll_wait(epfd_, events, kMaxEvents, timeout_ms);
-    double busy_from = busy_ns_ != nullptr ? Now() : 0;
+    double busy_from = busy_ns_ != nullptr || turn_start_ns_ != nullptr ? Now() : 0;
+    if (turn_start_ns_ != nullptr) {
+      turn_start_ns_->store(std::max<int64_t>(1, static_cast<int64_t>(busy_from * 1e9)),
+                            std::memory_order_relaxed);
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       ST_LOG_ERROR("epoll_wait: %s", PosixError("epoll_wait", errno).ToString().c_str());
@@ -169,7 +174,9 @@ void EventLoop::Run() {
       busy_ns_->fetch_add(static_cast<uint64_t>((Now() - busy_from) * 1e9),
                           std::memory_order_relaxed);
     }
+    if (turn_start_ns_ != nullptr) turn_start_ns_->store(0, std::memory_order_relaxed);
   }
+  if (turn_start_ns_ != nullptr) turn_start_ns_->store(0, std::memory_order_relaxed);
 }
 
 }  // namespace st

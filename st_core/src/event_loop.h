@@ -64,6 +64,12 @@ class EventLoop {
   // posted tasks) to *busy_ns, for the peer's load (metrics.h). Set before Run.
   void SetBusyCounter(std::atomic<uint64_t>* busy_ns) { busy_ns_ = busy_ns; }
 
+  // The loop's heartbeat for liveness (announcer.h): *turn_start_ns holds
+  // Now() in nanoseconds from the moment epoll_wait returns until the turn's
+  // handlers, timers and tasks are done, and 0 while the loop waits. A value
+  // that stays non-zero for long is a stuck loop. Set before Run.
+  void SetTurnClock(std::atomic<int64_t>* turn_start_ns) { turn_start_ns_ = turn_start_ns; }
+
  private:
   EventLoop() = default;
   void Wake();
@@ -71,6 +77,7 @@ class EventLoop {
   void RunPosted();
 
   std::atomic<uint64_t>* busy_ns_ = nullptr;
+  std::atomic<int64_t>* turn_start_ns_ = nullptr;
   int epfd_ = -1;
   int wakefd_ = -1;
   bool stop_ = false;

@@ -4,10 +4,12 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <utility>
@@ -53,6 +55,26 @@ int RunMintToken(const st::Options& opt) {
   cap.user = opt.mint_user;
   std::printf("%s\n", st::EncodeLowerHex(st::MintToken(key, cap)).c_str());
   return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+// Fault injection for tests (--fault-loop-stall-file, docs/reliability.md): a
+// timer on the loop checks every 100 ms whether the file exists, and while it
+// does, blocks the loop thread in that handler, as a wedged handler or a
+// blocked syscall would; the process stays alive and its sockets open.
+void StartLoopStallFault(st::EventLoop* loop, const std::string& path) {
+  ST_LOG_WARN("fault injection: the event loop blocks while %s exists", path.c_str());
+  auto check = std::make_shared<std::function<void()>>();
+  *check = [loop, path, weak = std::weak_ptr<std::function<void()>>(check)] {
+    if (access(path.c_str(), F_OK) == 0) {
+      ST_LOG_WARN("fault injection: blocking the event loop while %s exists", path.c_str());
+      while (access(path.c_str(), F_OK) == 0) usleep(20 * 1000);
+      ST_LOG_WARN("fault injection: %s removed; the event loop turns again", path.c_str());
+    }
+    if (auto self = weak.lock()) loop->AddTimer(0.1, *self);
+  };
+  loop->AddTimer(0.1, *check);
+  static std::shared_ptr<std::function<void()>> keep;  // lives as long as the process
+  keep = check;
 }
 
 }  // namespace
@@ -150,6 +172,9 @@ int main(int argc, char** argv) {
     ST_LOG_INFO("Prometheus metrics at http://%s:%d/metrics", opt.host.c_str(), metrics->port());
   }
   loop->SetBusyCounter(&server->metrics()->loop_busy_ns);
+  loop->SetTurnClock(&server->metrics()->loop_turn_start_ns);
+  if (!opt.fault_loop_stall_file.empty())
+    StartLoopStallFault(loop.get(), opt.fault_loop_stall_file);
 
   // "listening on" last: whoever waits for it (st_py.cluster) has the metrics line by then.
   if (metrics) std::printf("metrics on %s:%d\n", opt.host.c_str(), metrics->port());
@@ -232,6 +257,10 @@ int main(int argc, char** argv) {
     ao.interval_s = opt.announce_interval_s;
     ao.capability_key = capability_key;
     ao.loop_busy_ns = &server->metrics()->loop_busy_ns;
+    ao.loop_turn_start_ns = &server->metrics()->loop_turn_start_ns;
+    ao.stalls = &server->metrics()->loop_stalls;
+    ao.loop_stall_limit_s = opt.loop_stall_limit_s > 0 ? opt.loop_stall_limit_s
+                                                       : std::max(2.0, 2 * opt.announce_interval_s);
     for (auto [path, out] : {std::pair{&opt.tracker_ca, &ao.ca_pem},
                              {&opt.tracker_cert, &ao.cert_pem},
                              {&opt.tracker_key, &ao.key_pem}}) {

@@ -138,6 +138,11 @@ std::string RenderPrometheus(const PeerMetrics& m, const PeerGauges& g) {
            "Unix time of the last complete mirror pass (0: none yet).");
     Sample(&out, "st_peer_meta_mirror_last_pass_timestamp_seconds", "", g.mirror_last_pass_s);
   }
+  Header(&out, "st_peer_loop_stalled_announces_total", "counter",
+         "Announces withheld because the event loop was stuck in one turn longer than "
+         "--loop-stall-limit (the tracker fails the peer).");
+  Sample(&out, "st_peer_loop_stalled_announces_total", "",
+         m.loop_stalls.load(std::memory_order_relaxed));
   Header(&out, "st_peer_loop_busy_seconds_total", "counter",
          "Time the event loop spent handling events, timers and tasks (not waiting).");
   Sample(&out, "st_peer_loop_busy_seconds_total", "",

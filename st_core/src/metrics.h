@@ -35,6 +35,8 @@ struct PeerMetrics {
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> connections_accepted{0};
   std::atomic<uint64_t> loop_busy_ns{0};
+  std::atomic<int64_t> loop_turn_start_ns{0};  // EventLoop::SetTurnClock
+  std::atomic<uint64_t> loop_stalls{0};        // announces withheld (announcer.h)
 
   void ObserveLatency(uint8_t type, double seconds);
 };

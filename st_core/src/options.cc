@@ -113,6 +113,10 @@ protocol of docs/wire-protocol.md.
   --tracker-cert PATH         with --tracker-key: a client certificate (PEM) for a
   --tracker-key PATH          tracker that requires mutual TLS
   --announce-interval SECONDS seconds between announces (default 2)
+  --loop-stall-limit SECONDS  announces stop while one event-loop turn has
+                              lasted longer than this, so the tracker fails a
+                              wedged peer (default: 2 announce intervals, at
+                              least 2)
   --max-frame BYTES           largest frame accepted (default 67112960)
   --get-local-cache SECONDS   how long a GET_LOCAL result is kept for late
                               clients (default 60)
@@ -184,6 +188,10 @@ with --key-file, as hex, on stdout and exits; no --data is needed.
   --ttl SECONDS               how long it is valid (default 3600)
   --user NAME                 who it is for, shown in the peers' logs
 
+Fault injection (tests, docs/reliability.md):
+  --fault-loop-stall-file PATH  while PATH exists, a handler blocks the event
+                              loop (checked every 100 ms): a wedged peer
+
 BYTES accept a K, M, G or T suffix (powers of 1024). On start the peer prints
 "listening on HOST:PORT" on stdout; logs go to stderr. SIGINT or SIGTERM stop
 it cleanly.
@@ -236,6 +244,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
                                           "--namespace",
                                           "--tracker",
                                           "--announce-interval",
+                                          "--loop-stall-limit",
+                                          "--fault-loop-stall-file",
                                           "--max-frame",
                                           "--get-local-cache",
                                           "--ring-timeout-base",
@@ -314,6 +324,9 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
     } else if (flag == "--key-file") {
       if (value.empty()) return bad("a file name");
       out->key_file = value;
+    } else if (flag == "--fault-loop-stall-file") {
+      if (value.empty()) return bad("a file name");
+      out->fault_loop_stall_file = value;
     } else if (flag == "--tracker-ca" || flag == "--tracker-cert" || flag == "--tracker-key") {
       if (value.empty()) return bad("a file name");
       (flag == "--tracker-ca"     ? out->tracker_ca
@@ -372,6 +385,9 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
       if (flag == "--announce-interval") {
         if (d <= 0) return bad("a positive number of seconds");
         out->announce_interval_s = d;
+      } else if (flag == "--loop-stall-limit") {
+        if (d <= 0) return bad("a positive number of seconds");
+        out->loop_stall_limit_s = d;
       } else if (flag == "--get-local-cache") {
         out->get_local_cache_s = d;
       } else if (flag == "--ring-timeout-base") {

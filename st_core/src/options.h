@@ -22,6 +22,8 @@ struct Options {
   std::string tracker_cert;    // PEM client certificate and key, for a mutual-TLS tracker
   std::string tracker_key;
   double announce_interval_s = 2;
+  double loop_stall_limit_s = 0;  // 0: max(2 s, 2 announce intervals)
+  std::string fault_loop_stall_file;  // testing: block the loop while it exists
   uint32_t max_frame = kDefaultMaxFrame;
   double get_local_cache_s = 60;
   double ring_timeout_base_s = 2;

@@ -479,8 +479,10 @@ TEST(ConfigFile, EveryFlagIsAKey) {
   ASSERT_GT(flags.size(), 30u);
   std::set<std::string> keys;
   for (const std::string& k : ConfigKeys()) keys.insert(k);
-  const std::set<std::string> command_line_only = {"config",  "help", "mint-token", "ops",
-                                                   "file-id", "ttl",  "user"};
+  const std::set<std::string> command_line_only = {"config",     "help",
+                                                   "mint-token", "ops",
+                                                   "file-id",    "ttl",
+                                                   "user",       "fault-loop-stall-file"};
   for (const std::string& f : flags) {
     EXPECT_TRUE(keys.count(f) + command_line_only.count(f) == 1) << "--" << f;
   }
