@@ -194,6 +194,13 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             self._filters = FilterChain(self._filter_names, self.encryption_key, self.name, self.info.key_check)
         return self._filters
 
+    def report_bad_copy(self, name: str, peer: str, detail: str) -> None:
+        """Tell the tracker that the copy of record ``name`` on ``peer``
+        (``host:port``) failed a checked read: its CRC-32C did not match
+        (docs/reliability.md, bit rot). Best effort, never raises; the
+        peer's verifier quarantines the copy and ``repair`` restores it."""
+        self._tracker.report_bad_copy(self.name, name, peer, detail)
+
     def refresh(self) -> None:
         """Re-read the peerlist and liveness from the tracker (and get a
         fresh capability)."""

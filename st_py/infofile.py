@@ -535,6 +535,55 @@ class InfofileWriter:
                 gen -= 1
         return gen, moved, conflicts
 
+    def unstore_copies(self, bad: list[tuple[str, int, str, int]]) -> tuple[int, int, list[Conflict]]:
+        """Copies a peer's verifier found corrupt and quarantined (docs/peer.md,
+        "Verifier"): each ``(stored name, copy_rank, peer_id, crc32c)`` leaves
+        ``copies`` for ``pending_copies`` at the same rank and holder, in one
+        transaction, so GET and GET_LOCAL stop using it from the new
+        generation and ``repair`` restores it from a good copy (its first
+        step). The old row goes to ``copy_history``, as a rebalance move.
+
+        A report is left out (a conflict) when the stored name is not the
+        record's current version, the copy rank is not committed to that
+        peer, or the CRC-32C differs (the copy was replaced meanwhile).
+
+        Returns
+        -------
+        (generation, copies now pending, conflicts)
+        """
+        with self._transaction() as c:
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            peer_idx = {pid: idx for idx, pid in c.execute("SELECT peer_idx, peer_id FROM peers")}
+            done, conflicts = 0, []
+            for stored, rank, peer_id, crc in bad:
+                row = c.execute("SELECT name, crc32c, stored_as FROM records WHERE name = ? OR stored_as = ?",
+                                (stored, stored)).fetchall()
+                row = [r for r in row if (r[2] or r[0]) == stored]
+                idx = peer_idx.get(peer_id)
+                if not row:
+                    conflicts.append(Conflict(stored, "not a committed record's current version"))
+                    continue
+                name, have_crc, _ = row[0]
+                held = c.execute("SELECT peer_idx, since FROM copies WHERE name = ? AND copy_rank = ?",
+                                 (name, rank)).fetchone()
+                if held is None or idx is None or held[0] != idx:
+                    conflicts.append(Conflict(name, f"copy rank {rank} is not committed to peer {peer_id}"))
+                elif (have_crc & 0xFFFFFFFF) != (crc & 0xFFFFFFFF):
+                    conflicts.append(Conflict(name, "the record was stored with another CRC-32C"))
+                else:
+                    c.execute("INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as) "
+                              "SELECT ?, ?, ?, ?, ?, stored_as FROM records WHERE name = ?",
+                              (name, rank, idx, held[1], gen, name))
+                    c.execute("DELETE FROM copies WHERE name = ? AND copy_rank = ?", (name, rank))
+                    c.execute("INSERT OR REPLACE INTO pending_copies(name, copy_rank, peer_idx, since) "
+                              "VALUES (?, ?, ?, ?)", (name, rank, idx, gen))
+                    done += 1
+            if done:
+                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            else:
+                gen -= 1
+        return gen, done, conflicts
+
     def add_peers(self, peers: list[tuple[str, str]]) -> list[tuple[int, str, str]]:
         """Append peers ``(peer_id, addr)`` not yet in the peerlist; existing
         peer indexes never change. Returns the rows added."""

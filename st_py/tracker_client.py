@@ -199,5 +199,17 @@ class TrackerClient:
         except StoreTorrentError:
             pass  # best effort: the tracker also sees the missing announces
 
+    def report_bad_copy(self, file: str, record: str, addr: str, detail: str) -> None:
+        """Tell the tracker a copy on peer ``addr`` failed a checked read
+        (its CRC-32C did not match): an event on its status page and the
+        ``st_tracker_bad_copies{source="client"}`` counter; the peer's
+        verifier quarantines the copy on its next pass. Best effort: never
+        raises."""
+        try:
+            self._call("ReportBadCopy", pb.ReportBadCopyRequest(file=file, record=record, addr=addr,
+                                                                detail=detail), timeout=2.0)
+        except StoreTorrentError:
+            pass
+
     def close(self) -> None:
         self._channel.close()

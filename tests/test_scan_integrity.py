@@ -120,3 +120,79 @@ def test_ray_scan_reads_the_good_copy(rotted):
         assert ds.count() == N * ROWS and ds.sum("i") == TOTAL
     finally:
         ray.shutdown()
+
+
+def _tracker_status(cluster) -> dict:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/status.json", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_a_checked_scan_reports_the_bad_copy_to_the_tracker(rotted):
+    cluster, victim = rotted
+    from st_integrations.dask_reader import read_storetorrent
+
+    assert int(read_storetorrent("/rot/pq")["i"].sum().compute()) == TOTAL
+    events = [e for e in _tracker_status(cluster)["recent_failures"] if e["kind"] == "bad-copy"]
+    assert any("part-2.parquet" in e["detail"] and e["addr"] == victim.peer for e in events), events
+    assert all(p["alive"] for p in _tracker_status(cluster)["peers"])  # a bad copy is not a dead peer
+
+
+def test_the_verifier_quarantines_a_rotted_copy_and_repair_restores_it(make_cluster, monkeypatch):
+    """The verifying scrubber (docs/peer.md, "Verifier"): every peer re-reads
+    its copies each second here; the flipped copy is quarantined (moved to
+    <data>/quarantine/, never served), reported with the next announce (the
+    tracker marks it pending), and ``repair`` puts a good copy back on the
+    same peer. Reads give the right rows throughout."""
+    import glob
+    import os
+    import urllib.request
+
+    from conftest import poll_for
+    from st_integrations.dask_reader import read_storetorrent
+    from st_py import repair as rp
+
+    cluster = make_cluster(3, peer_args=["--verify-interval", "1", "--verify-mbps", "50"])
+    monkeypatch.setenv("STORETORRENT_TRACKER", cluster.tracker_addr)
+    c = cluster.client()
+    with c.create("/rot/v", replication="x2") as f:
+        for i in range(N):
+            f.put(f"part-{i}.parquet", _part(i))
+    with c.open("/rot/v") as f:
+        (victim,) = [r for r in f.get_local() if r.name == "part-3.parquet"]
+    holder = next(i for i, p in enumerate(cluster.peers) if p.addr == victim.peer)
+    _flip(victim.path)
+
+    def metric(name: str) -> float:
+        with urllib.request.urlopen(f"http://{cluster.peers[holder].metrics_addr}/metrics", timeout=10) as r:
+            line = next(ln for ln in r.read().decode().splitlines() if ln.startswith(name + " "))
+        return float(line.split()[-1])
+
+    poll_for(lambda: metric("st_peer_copies_quarantined_total") >= 1, timeout=20,
+             what="the verifier to quarantine the copy")
+    assert metric("st_peer_copies_bad_total") == 1 and metric("st_peer_copies_verified_total") >= 1
+    assert not os.path.exists(victim.path)
+    (moved,) = glob.glob(str(cluster.data_dir / "peers" / f"peer-{holder}" / "quarantine" / "*" / "part-3*"))
+    assert os.path.basename(moved) == os.path.basename(victim.path)
+    # the tracker hears of it with the next announce: an event, the counters, and the copy pending
+    poll_for(lambda: next(p for p in _tracker_status(cluster)["peers"] if p["addr"] == victim.peer)
+             ["copies_quarantined"] == 1, timeout=10, what="the announce carrying the bad copy")
+    events = [e for e in _tracker_status(cluster)["recent_failures"] if e["kind"] == "bad-copy"]
+    assert any("part-3.parquet" in e["detail"] and "quarantined" in e["detail"] for e in events), events
+    with c.open("/rot/v") as f:
+        assert f.get("part-3.parquet") == _part(3)
+        assert sorted(r.name for r in f.get_local()) == sorted(f"part-{i}.parquet" for i in range(N))
+    assert int(read_storetorrent("/rot/v")["i"].sum().compute()) == TOTAL
+
+    (report,) = rp.repair(c, ["/rot/v"], failed_after=600)
+    assert report.pending_found == 1 and report.pending_stored == 1 and report.complete, report.as_dict()
+    restored = glob.glob(str(cluster.data_dir / "peers" / f"peer-{holder}" / "files" / "*" / "*" / "part-3*"))
+    assert len(restored) == 1
+    with open(restored[0], "rb") as fh:
+        assert fh.read() == _part(3)
+    with c.open("/rot/v") as f:
+        held = {r.name: r for r in f.get_local()}
+        assert held["part-3.parquet"].read() == _part(3)
+    assert int(read_storetorrent("/rot/v")["i"].sum().compute()) == TOTAL

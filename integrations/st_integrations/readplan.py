@@ -53,6 +53,7 @@ class RecordRef:
     # (docs/striping.md), read with ranged GETs of its stripes (no path),
     # planned on the peer that holds most of its stripes.
     kind: str = "record"
+    peer: str = ""  # the address of the peer that revealed ``path``
 
 
 @dataclass(frozen=True)
@@ -347,8 +348,8 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
             if skip_ignored:
                 skipped += sum(1 for r in keep if ignored(r.name))
                 keep = [r for r in keep if not ignored(r.name)]
-            per_peer.setdefault(peer, []).extend(RecordRef(name, r.name, r.path, r.size, filters, fid, check)
-                                                 for r in keep)
+            per_peer.setdefault(peer, []).extend(RecordRef(name, r.name, r.path, r.size, filters, fid, check,
+                                                           peer=peer) for r in keep)
         objects = [o for o in objects if selected(o.name, want)]
         if want is not None and not objects and not any(selected(r.name, want) for recs in by_peer.values()
                                                          for r in recs):

@@ -133,7 +133,9 @@ def _source(ref, opts: ScanOptions, verify: bool = True) -> Source:
     except ChecksumError as e:
         SCAN_STATS["checksum_fallbacks"] += 1
         log.warning("%s; reading it by GET from another copy", e)
-        return pa.py_buffer(_stfile(opts, ref.file).get(ref.name))  # decoded, CRC-checked
+        f = _stfile(opts, ref.file)
+        f.report_bad_copy(ref.name, ref.peer, str(e))  # best effort
+        return pa.py_buffer(f.get(ref.name))  # decoded, CRC-checked
     SCAN_STATS["records_verified"] += 1
     return pa.py_buffer(_decode(ref, opts, stored) if ref.filters else stored)
 

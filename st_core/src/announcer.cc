@@ -126,6 +126,22 @@ void Announcer::Run() {
       busy_since = now_s;
     }
 
+    std::vector<BadCopy> bad;
+    if (options_.bad_copies != nullptr) bad = options_.bad_copies->Take(1000);
+    for (const BadCopy& b : bad) {
+      storetorrent::v1::BadCopy* m = req.add_bad_copies();
+      m->set_file_id(b.file_id);
+      m->set_name(b.name);
+      m->set_copy_rank(b.copy_rank);
+      m->set_crc32c(b.crc);
+      m->set_detail("quarantined as " + b.quarantined_as);
+    }
+    if (options_.verifier != nullptr) {
+      req.set_copies_verified(options_.verifier->copies_verified.load());
+      req.set_copies_bad(options_.verifier->copies_bad.load());
+      req.set_copies_quarantined(options_.verifier->copies_quarantined.load());
+    }
+
     if (failing) stub = connect();
     grpc::ClientContext ctx;
     if (!options_.capability_key.empty()) {
@@ -144,6 +160,7 @@ void Announcer::Run() {
     }
     storetorrent::v1::AnnounceReply reply;
     grpc::Status status = stub->Announce(&ctx, req, &reply);
+    if (!status.ok() && !bad.empty()) options_.bad_copies->PutBack(std::move(bad));
     {
       std::lock_guard<std::mutex> lock(mu_);
       in_flight_ = nullptr;

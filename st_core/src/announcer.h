@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "record_store.h"
+#include "verifier.h"
 
 namespace grpc {
 class ClientContext;
@@ -47,6 +48,10 @@ struct AnnouncerOptions {
   const std::atomic<int64_t>* loop_turn_start_ns = nullptr;
   double loop_stall_limit_s = 4;
   std::atomic<uint64_t>* stalls = nullptr;
+  // Copies the verifier quarantined: sent with the next announce (given
+  // back if it fails), and the verifier's counters.
+  BadCopyQueue* bad_copies = nullptr;
+  const VerifierCounters* verifier = nullptr;
 };
 
 class Announcer {

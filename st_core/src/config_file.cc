@@ -42,6 +42,8 @@ constexpr Key kKeys[] = {
     {"tracker-cert", Kind::kString},
     {"tracker-key", Kind::kString},
     {"announce-interval", Kind::kNumber},
+    {"verify-interval", Kind::kNumber},
+    {"verify-mbps", Kind::kNumber},
     {"loop-stall-limit", Kind::kNumber},
     {"max-frame", Kind::kBytes},
     {"get-local-cache", Kind::kNumber},

@@ -155,6 +155,8 @@ int main(int argc, char** argv) {
   sv.scrub_interval_s = opt.scrub_interval_s;
   sv.scrub_age_s = opt.scrub_age_s;
   sv.mirror_interval_s = opt.mirror_interval_s;
+  sv.verify_interval_s = opt.verify_interval_s;
+  sv.verify_bytes_per_s = opt.verify_mbps * 1e6;
   sv.idle_timeout_s = opt.idle_timeout_s;
   sv.keepalive_timeout_s = opt.keepalive_timeout_s;
   sv.max_connections = static_cast<size_t>(opt.max_connections);
@@ -259,6 +261,8 @@ int main(int argc, char** argv) {
     ao.loop_busy_ns = &server->metrics()->loop_busy_ns;
     ao.loop_turn_start_ns = &server->metrics()->loop_turn_start_ns;
     ao.stalls = &server->metrics()->loop_stalls;
+    ao.bad_copies = server->bad_copies();
+    ao.verifier = &server->verifier()->counters();
     ao.loop_stall_limit_s = opt.loop_stall_limit_s > 0 ? opt.loop_stall_limit_s
                                                        : std::max(2.0, 2 * opt.announce_interval_s);
     for (auto [path, out] : {std::pair{&opt.tracker_ca, &ao.ca_pem},

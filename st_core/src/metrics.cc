@@ -138,6 +138,27 @@ std::string RenderPrometheus(const PeerMetrics& m, const PeerGauges& g) {
            "Unix time of the last complete mirror pass (0: none yet).");
     Sample(&out, "st_peer_meta_mirror_last_pass_timestamp_seconds", "", g.mirror_last_pass_s);
   }
+  Header(&out, "st_peer_verify_passes_total", "counter",
+         "Complete passes of the verifying scrubber over every stored copy (--verify-interval).");
+  Sample(&out, "st_peer_verify_passes_total", "", g.verify_passes);
+  Header(&out, "st_peer_copies_verified_total", "counter",
+         "Stored copies re-read and found to match the CRC-32C they were stored with.");
+  Sample(&out, "st_peer_copies_verified_total", "", g.copies_verified);
+  Header(&out, "st_peer_verified_bytes_total", "counter", "Bytes of the copies verified.");
+  Sample(&out, "st_peer_verified_bytes_total", "", g.bytes_verified);
+  Header(&out, "st_peer_copies_bad_total", "counter",
+         "Stored copies whose bytes did not match their CRC-32C (bit rot, a damaged file).");
+  Sample(&out, "st_peer_copies_bad_total", "", g.copies_bad);
+  Header(&out, "st_peer_copies_quarantined_total", "counter",
+         "Bad copies moved to <data>/quarantine/ and reported to the tracker (repair restores "
+         "them).");
+  Sample(&out, "st_peer_copies_quarantined_total", "", g.copies_quarantined);
+  Header(&out, "st_peer_verify_errors_total", "counter",
+         "Copies the verifier could not read (not a CRC mismatch; retried next pass).");
+  Sample(&out, "st_peer_verify_errors_total", "", g.verify_errors);
+  Header(&out, "st_peer_verify_last_pass_timestamp_seconds", "gauge",
+         "Unix time of the last complete verify pass (0: none yet).");
+  Sample(&out, "st_peer_verify_last_pass_timestamp_seconds", "", g.verify_last_pass_s);
   Header(&out, "st_peer_loop_stalled_announces_total", "counter",
          "Announces withheld because the event loop was stuck in one turn longer than "
          "--loop-stall-limit (the tracker fails the peer).");

@@ -60,6 +60,14 @@ struct PeerGauges {
   uint64_t mirror_copies = 0;
   uint64_t mirror_removals = 0;
   uint64_t mirror_errors = 0;
+  // The verifying scrubber (verifier.h).
+  uint64_t verify_passes = 0;
+  uint64_t copies_verified = 0;
+  uint64_t bytes_verified = 0;
+  uint64_t copies_bad = 0;
+  uint64_t copies_quarantined = 0;
+  uint64_t verify_errors = 0;
+  double verify_last_pass_s = 0;
   double mirror_last_pass_s = 0;  // unix time of the last complete pass; 0: none yet
 };
 

@@ -142,6 +142,15 @@ protocol of docs/wire-protocol.md.
                               `storetorrent recover --from-peers` after the
                               namespace is lost (needs --namespace; default
                               5; 0: no mirrors)
+  --verify-interval SECONDS   seconds between passes of the verifying
+                              scrubber, which re-reads every stored copy and
+                              quarantines one whose CRC-32C is wrong (to
+                              <data>/quarantine/, reported to the tracker;
+                              repair restores it). The first pass runs
+                              SECONDS after start (default 604800, a week;
+                              0: never)
+  --verify-mbps MB/S          the verifier reads at most this many MB (10^6
+                              bytes) per second (default 20; 0: no cap)
   --sync                      reply to a PUT or DELETE only once it is on
                               stable storage: the records of a batch are
                               written, then one syncfs (group fsync) makes
@@ -257,6 +266,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
                                           "--scrub-interval",
                                           "--scrub-age",
                                           "--mirror-interval",
+                                          "--verify-interval",
+                                          "--verify-mbps",
                                           "--capacity",
                                           "--reserve",
                                           "--idle-timeout",
@@ -398,6 +409,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
         out->scrub_age_s = d;
       } else if (flag == "--mirror-interval") {
         out->mirror_interval_s = d;
+      } else if (flag == "--verify-interval") {
+        out->verify_interval_s = d;
       } else if (flag == "--idle-timeout") {
         out->idle_timeout_s = d;
       } else if (flag == "--keepalive-timeout") {
@@ -408,6 +421,8 @@ Status ParseOptions(int argc, const char* const* argv, Options* out) {
         out->max_read_mbps = d;
       } else if (flag == "--max-request-rate") {
         out->max_request_rate = d;
+      } else if (flag == "--verify-mbps") {
+        out->verify_mbps = d;
       } else if (flag == "--chain-timeout") {
         if (d <= 0) return bad("a positive number of seconds");
         out->chain_timeout_s = d;

@@ -35,6 +35,8 @@ struct Options {
   double scrub_interval_s = 86400;  // 0: no periodic scrub
   double scrub_age_s = 3600;
   double mirror_interval_s = 5;  // infofile mirrors (meta_mirror.h); 0: none
+  double verify_interval_s = 7 * 86400;  // the verifying scrubber (verifier.h); 0: none
+  double verify_mbps = 20;               // its read rate cap, MB (10^6 B) per second; 0: none
   bool sync = false;       // durable replies (group fsync)
   bool sync_each = false;  // ... by an fsync per record instead
   uint64_t capacity = 0;       // 0: not given

@@ -726,6 +726,40 @@ Status RecordStore::RemoveIfStale(uint64_t file_id, std::string_view name, uint8
   return Status::OK();
 }
 
+Status RecordStore::Quarantine(uint64_t file_id, std::string_view name, uint8_t copy_rank,
+                               uint32_t crc, bool* moved, std::string* to) {
+  *moved = false;
+  auto fit = files_.find(file_id);
+  if (fit == files_.end()) return Status::OK();
+  auto it = fit->second.find(std::string(name));
+  if (it == fit->second.end()) return Status::OK();
+  const RecordMeta& meta = it->second;
+  if (meta.copy_rank != copy_rank || meta.crc != crc) return Status::OK();
+  std::string path = RecordPath(file_id, name, meta);
+  char dir[32];
+  std::snprintf(dir, sizeof(dir), "/%016llx", static_cast<unsigned long long>(file_id));
+  std::string qdir = data_dir_ + "/quarantine";
+  Status s = MkdirIfMissing(qdir);
+  if (s.ok()) s = MkdirIfMissing(qdir + dir);
+  if (!s.ok()) return s;
+  std::string base = path.substr(path.rfind('/') + 1);
+  std::string dst = qdir + dir + "/" + base;
+  FileInfo st;
+  for (int n = 1; env_->GetFileInfo(dst, &st).ok(); ++n) {  // quarantined before: keep both
+    dst = qdir + dir + "/" + base + "." + std::to_string(n);
+  }
+  s = env_->RenameFile(path, dst);
+  if (!s.ok() && !s.IsNotFound()) return s;
+  if (IsHashedEncoding(EncodeName(name)))
+    env_->RenameFile(path + kSidecarSuffix, dst + kSidecarSuffix);
+  AddStats(-1, -static_cast<int64_t>(meta.size));
+  fit->second.erase(it);
+  if (fit->second.empty()) files_.erase(fit);
+  *moved = s.ok();
+  *to = dst;
+  return Status::OK();
+}
+
 Status RecordStore::RemoveTmpIfStale(const std::string& name, double mtime_cutoff, bool* removed) {
   *removed = false;
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {

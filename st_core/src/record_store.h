@@ -4,6 +4,9 @@
 //   <data>/LOCK          flock()ed while a peer uses the directory
 //   <data>/tmp/          temporary files; emptied at start
 //   <data>/files/<file_id:016x>/<bucket:02x>/<enc(name)>@<rank>@<crc:08x>[.name]
+//   <data>/quarantine/<file_id:016x>/...  copies the verifier found corrupt
+//                                          (verifier.h): kept for the operator,
+//                                          never indexed or served
 //
 // A PUT writes a temporary file, optionally fsyncs it, renames it into place
 // and optionally fsyncs the directory; the temporary file is removed on any
@@ -156,6 +159,14 @@ class RecordStore {
   // *removed says whether it went; a record that changed is left alone.
   Status RemoveIfStale(uint64_t file_id, std::string_view name, uint8_t copy_rank, uint32_t crc,
                        double mtime_cutoff, bool* removed);
+
+  // For the verifier (verifier.h): moves the record file (and its name
+  // sidecar) to <data>/quarantine/<file_id>/ and drops it from the index,
+  // only if this peer still holds the record at copy_rank with crc (a copy
+  // replaced or deleted meanwhile is left alone: *moved false). *to is the
+  // quarantined path. The copy is never served again; repair restores it.
+  Status Quarantine(uint64_t file_id, std::string_view name, uint8_t copy_rank, uint32_t crc,
+                    bool* moved, std::string* to);
 
   // Removes <data>/tmp/<name> if it is a regular file last modified at or
   // before mtime_cutoff.

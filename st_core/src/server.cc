@@ -118,6 +118,16 @@ std::string Server::RenderMetrics() {
     g.mirror_errors = m.errors.load();
     g.mirror_last_pass_s = static_cast<double>(m.last_pass_ns.load()) * 1e-9;
   }
+  if (verifier_) {
+    const VerifierCounters& v = verifier_->counters();
+    g.verify_passes = v.passes.load();
+    g.copies_verified = v.copies_verified.load();
+    g.bytes_verified = v.bytes_verified.load();
+    g.copies_bad = v.copies_bad.load();
+    g.copies_quarantined = v.copies_quarantined.load();
+    g.verify_errors = v.errors.load();
+    g.verify_last_pass_s = static_cast<double>(v.last_pass_ns.load()) * 1e-9;
+  }
   return RenderPrometheus(metrics_, g);
 }
 
@@ -147,6 +157,7 @@ Server::~Server() {
   for (auto& kv : inbound_) {
     if (kv.second.probation_timer != 0) loop_->CancelTimer(kv.second.probation_timer);
   }
+  verifier_.reset();
   mirror_.reset();
   scrubber_.reset();
   get_local_.reset();
@@ -214,6 +225,12 @@ Status Server::Start() {
   gl.timeout_base_s = options_.ring_timeout_base_s;
   gl.timeout_per_peer_s = options_.ring_timeout_per_peer_s;
   get_local_ = std::make_unique<GetLocal>(loop_, store_, gl, this);
+
+  VerifierOptions vo;
+  vo.interval_s = options_.verify_interval_s;
+  vo.bytes_per_s = options_.verify_bytes_per_s;
+  verifier_ = std::make_unique<Verifier>(loop_, store_, vo, &bad_copies_);
+  verifier_->Start();
 
   if (!options_.namespace_dir.empty()) {
     ScrubberOptions so;

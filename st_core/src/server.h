@@ -30,6 +30,7 @@
 #include "record_store.h"
 #include "scrubber.h"
 #include "token_bucket.h"
+#include "verifier.h"
 
 namespace st {
 
@@ -58,6 +59,10 @@ struct ServerOptions {
   // needs namespace_dir): seconds between passes; 0: no mirrors, and
   // LIST_META / GET_META answer NO_NAMESPACE.
   double mirror_interval_s = 5;
+  // The verifying scrubber (verifier.h): seconds between passes (0: none)
+  // and its read rate cap in bytes per second (0: none).
+  double verify_interval_s = 7 * 86400;
+  double verify_bytes_per_s = 20e6;
   // Hostile or broken clients (docs/peer.md, "Hostile input"); 0: no limit.
   double idle_timeout_s = 30;       // a begun frame that gets no byte for this long
   double keepalive_timeout_s = 0;   // a client connection with nothing in flight
@@ -94,6 +99,9 @@ class Server : public Connection::Handler, public GetLocal::Host {
   Scrubber* scrubber() { return scrubber_.get(); }
   // nullptr without a namespace root or with mirror_interval_s 0.
   MetaMirror* mirror() { return mirror_.get(); }
+  Verifier* verifier() { return verifier_.get(); }
+  // Copies the verifier quarantined, for the announcer to report.
+  BadCopyQueue* bad_copies() { return &bad_copies_; }
 
   // Connection::Handler
   void OnFrame(Connection* conn, const FrameHeader& header, std::string_view payload) override;
@@ -252,6 +260,8 @@ class Server : public Connection::Handler, public GetLocal::Host {
   std::unique_ptr<GetLocal> get_local_;
   std::unique_ptr<Scrubber> scrubber_;  // only with a namespace root
   std::unique_ptr<MetaMirror> mirror_;  // only with a namespace root and a mirror interval
+  BadCopyQueue bad_copies_;
+  std::unique_ptr<Verifier> verifier_;
   std::unordered_map<uint64_t, Inbound> inbound_;
   size_t kind_count_[static_cast<int>(Kind::kCount)] = {};
   uint64_t refused_since_log_ = 0;

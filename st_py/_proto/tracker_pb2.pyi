@@ -219,7 +219,7 @@ class ListReply(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[ListEntry, _Mapping]]] = ...) -> None: ...
 
 class AnnounceRequest(_message.Message):
-    __slots__ = ("peer_id", "addr", "capacity_bytes", "used_bytes", "free_bytes", "records", "load")
+    __slots__ = ("peer_id", "addr", "capacity_bytes", "used_bytes", "free_bytes", "records", "load", "bad_copies", "copies_verified", "copies_bad", "copies_quarantined")
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -227,6 +227,10 @@ class AnnounceRequest(_message.Message):
     FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
+    BAD_COPIES_FIELD_NUMBER: _ClassVar[int]
+    COPIES_VERIFIED_FIELD_NUMBER: _ClassVar[int]
+    COPIES_BAD_FIELD_NUMBER: _ClassVar[int]
+    COPIES_QUARANTINED_FIELD_NUMBER: _ClassVar[int]
     peer_id: str
     addr: str
     capacity_bytes: int
@@ -234,7 +238,25 @@ class AnnounceRequest(_message.Message):
     free_bytes: int
     records: int
     load: float
-    def __init__(self, peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., load: _Optional[float] = ...) -> None: ...
+    bad_copies: _containers.RepeatedCompositeFieldContainer[BadCopy]
+    copies_verified: int
+    copies_bad: int
+    copies_quarantined: int
+    def __init__(self, peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., load: _Optional[float] = ..., bad_copies: _Optional[_Iterable[_Union[BadCopy, _Mapping]]] = ..., copies_verified: _Optional[int] = ..., copies_bad: _Optional[int] = ..., copies_quarantined: _Optional[int] = ...) -> None: ...
+
+class BadCopy(_message.Message):
+    __slots__ = ("file_id", "name", "copy_rank", "crc32c", "detail")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COPY_RANK_FIELD_NUMBER: _ClassVar[int]
+    CRC32C_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    name: str
+    copy_rank: int
+    crc32c: int
+    detail: str
+    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., copy_rank: _Optional[int] = ..., crc32c: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class AnnounceReply(_message.Message):
     __slots__ = ("interval_s",)
@@ -251,6 +273,22 @@ class ReportFailureRequest(_message.Message):
     def __init__(self, addr: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ReportFailureReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReportBadCopyRequest(_message.Message):
+    __slots__ = ("file", "record", "addr", "detail")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    file: str
+    record: str
+    addr: str
+    detail: str
+    def __init__(self, file: _Optional[str] = ..., record: _Optional[str] = ..., addr: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class ReportBadCopyReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 

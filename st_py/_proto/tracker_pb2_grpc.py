@@ -69,6 +69,11 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.ReportFailureRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.ReportFailureReply.FromString,
                 _registered_method=True)
+        self.ReportBadCopy = channel.unary_unary(
+                '/storetorrent.v1.Tracker/ReportBadCopy',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.ReportBadCopyRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.ReportBadCopyReply.FromString,
+                _registered_method=True)
         self.Status = channel.unary_unary(
                 '/storetorrent.v1.Tracker/Status',
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.StatusRequest.SerializeToString,
@@ -168,6 +173,13 @@ class TrackerServicer:
 
     def ReportFailure(self, request, context):
         """A client reports a peer it saw fail (paper 4.3).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportBadCopy(self, request, context):
+        """A client's checked read found a copy whose CRC-32C does not match.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -285,6 +297,11 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.ReportFailure,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.ReportFailureRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.ReportFailureReply.SerializeToString,
+            ),
+            'ReportBadCopy': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportBadCopy,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.ReportBadCopyRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.ReportBadCopyReply.SerializeToString,
             ),
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
@@ -526,6 +543,33 @@ class Tracker:
             '/storetorrent.v1.Tracker/ReportFailure',
             storetorrent_dot_v1_dot_tracker__pb2.ReportFailureRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.ReportFailureReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportBadCopy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/ReportBadCopy',
+            storetorrent_dot_v1_dot_tracker__pb2.ReportBadCopyRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.ReportBadCopyReply.FromString,
             options,
             channel_credentials,
             insecure,

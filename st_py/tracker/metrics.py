@@ -146,6 +146,12 @@ class StateCollector(Collector):
         for cause in ("reported", "missed_announces"):
             failures.add_metric([cause], reg.failures.get(cause, 0))
         yield failures
+        bad = CounterMetricFamily("st_tracker_bad_copies", "copies found not to match their CRC-32C, by who "
+                                  "found them (peer: its verifier quarantined it; client: a checked read)",
+                                  labels=["source"])
+        for source in ("peer", "client"):
+            bad.add_metric([source], reg.bad_copies.get(source, 0))
+        yield bad
         cs = s.commit_stats
         yield CounterMetricFamily("st_tracker_commit_transactions", "group-commit transactions run "
                                   "(SQLite transactions on infofiles)", value=cs.transactions)

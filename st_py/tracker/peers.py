@@ -56,6 +56,10 @@ class PeerInfo:
     load: float = 0.0  # event-loop busy fraction it announced (0..1)
     was_alive: bool = True  # live when last looked at (sweep): a change is an event
     lapsed: bool = False  # its announces stopped for a liveness window (sweep), even if reported failed before
+    # its verifying scrubber's counters since it started (docs/peer.md, "Verifier")
+    copies_verified: int = 0
+    copies_bad: int = 0
+    copies_quarantined: int = 0
 
     @property
     def usable_free(self) -> int:
@@ -87,6 +91,7 @@ class PeerRegistry:
         self.failure_reports = 0  # ReportFailure RPCs
         self.failures: dict[str, int] = {}  # cause ("reported", "missed_announces") -> live-to-failed transitions
         self.stalls = 0  # times this tracker found itself stalled (its own clock jumped)
+        self.bad_copies: dict[str, int] = {}  # who found it ("peer" verifier, "client" scan) -> reports
         self._tick: float | None = None  # last look at the clock by sweep(); None: no sweeper runs
         for seq, at, kind, addr, peer_id, detail, count in state.peer_events(EVENTS_KEPT):
             self.events.append(PeerEvent(at, kind, addr, peer_id, detail, count, seq))
@@ -115,6 +120,22 @@ class PeerRegistry:
         p.announced = p.space_known = True
         p.reported_failed = p.lapsed = False
         p.unannounced_bytes = 0
+
+    def verified(self, peer_id: str, verified: int, bad: int, quarantined: int) -> None:
+        """The verifier counters a peer announced."""
+        p = self.peers.get(peer_id)
+        if p is not None:
+            p.copies_verified, p.copies_bad, p.copies_quarantined = verified, bad, quarantined
+
+    def bad_copy(self, addr: str, detail: str, source: str) -> None:
+        """A copy on ``addr`` failed its CRC-32C check: found by the peer's
+        verifier (``source`` "peer", the copy is quarantined) or by a
+        client's checked read (``source`` "client"). An event on the status
+        page; the peer stays live."""
+        self.bad_copies[source] = self.bad_copies.get(source, 0) + 1
+        p = next((q for q in self.peers.values() if q.addr == addr), None)
+        if p is not None:
+            self._event("bad-copy", p, detail)
 
     def report_failed(self, addr: str, reason: str = "") -> bool:
         """A client saw ``addr`` fail: treat it as failed until it announces again."""

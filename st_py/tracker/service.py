@@ -463,13 +463,47 @@ class TrackerService(pb_grpc.TrackerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "announce needs peer_id and addr")
         self.registry.announce(request.peer_id, request.addr, request.capacity_bytes,
                                request.used_bytes, request.free_bytes, request.records, request.load)
+        self.registry.verified(request.peer_id, request.copies_verified, request.copies_bad,
+                               request.copies_quarantined)
+        if request.bad_copies:
+            await self._quarantined(request.peer_id, request.addr, list(request.bad_copies))
         return pb.AnnounceReply(interval_s=self.registry.interval_s)
+
+    async def _quarantined(self, peer_id: str, addr: str, bad: list) -> None:
+        """Copies a peer's verifier quarantined (docs/peer.md, "Verifier"):
+        each becomes a pending copy in its file's infofile, so reads stop
+        using it and ``repair`` restores it from a good copy."""
+        names = {fid: name for name, fid in self.state.file_ids()}
+        by_file: dict[int, list] = {}
+        for b in bad:
+            by_file.setdefault(b.file_id, []).append(b)
+        for fid, copies in by_file.items():
+            name = names.get(fid)
+            for b in copies:
+                self.registry.bad_copy(addr, f"file {name or f'{fid:016x} (deleted)'} record {b.name!r} copy rank "
+                                             f"{b.copy_rank}: CRC-32C mismatch, {b.detail}", "peer")
+            c = self._committer(name) if name else None
+            if c is None or c.meta.file_id != fid:
+                continue
+            gen, moved, conflicts = await c.run(c.writer.unstore_copies,
+                                                [(b.name, b.copy_rank, peer_id, b.crc32c) for b in copies])
+            log.warning("peer %s quarantined %d bad copies of %s: %d now pending (repair restores them)%s",
+                        addr, len(copies), name, moved,
+                        "; left alone: " + "; ".join(f"{x.name}: {x.reason}" for x in conflicts) if conflicts else "")
 
     async def ReportFailure(self, request, context):
         await self._user(context)
         if self.registry.report_failed(request.addr, request.reason):
             log.warning("client reports peer %s failed: %s", request.addr, request.reason)
         return pb.ReportFailureReply()
+
+    async def ReportBadCopy(self, request, context):
+        await self._user(context)
+        log.warning("client reports a bad copy of %r in %s on %s: %s", request.record, request.file,
+                    request.addr or "an unknown peer", request.detail)
+        self.registry.bad_copy(request.addr, f"file {request.file} record {request.record!r}: a checked read "
+                                             f"found it corrupt ({request.detail})", "client")
+        return pb.ReportBadCopyReply()
 
     async def _open_committer(self, context, name: str, file_id: int) -> Committer:
         c = self._committer(name)

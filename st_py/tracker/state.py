@@ -83,6 +83,10 @@ class TrackerState:
     def file_count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM files").fetchone()[0])
 
+    def file_ids(self) -> list[tuple[str, int]]:
+        """(name, file_id) of every file."""
+        return list(self.conn.execute("SELECT name, file_id FROM files"))
+
     def files(self) -> list[tuple[str, str]]:
         """(name, owner) of every file."""
         return list(self.conn.execute("SELECT name, coalesce(owner, '') FROM files"))

@@ -36,6 +36,8 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
             "last_announce_age_s": round(reg.age(p), 3), "announced_since_start": p.announced,
             "records": p.records, "capacity_bytes": p.capacity_bytes, "used_bytes": p.used_bytes,
             "free_bytes": max(0, p.usable_free), "reserved_bytes": held.get(p.peer_id, 0), "load": round(p.load, 3),
+            "copies_verified": p.copies_verified, "copies_bad": p.copies_bad,
+            "copies_quarantined": p.copies_quarantined,
         })
     live = [p for p in peers if p["alive"]]
     events = [{"time": rfc3339(e.at), "age_s": round(now - e.at, 3), "kind": e.kind, "addr": e.addr,
@@ -107,9 +109,13 @@ def render_html(s: dict[str, Any]) -> str:
             f'<td title="{e(p["peer_id"])}">{e(p["peer_id"][:8])}</td><td>{state}</td>'
             f'<td class="n">{duration(p["last_announce_age_s"])} ago</td><td class="n">{p["records"]:,}</td>'
             f'<td class="n">{size(p["used_bytes"])}</td><td class="n">{size(p["free_bytes"])}</td>'
-            f'<td class="n">{size(p["reserved_bytes"])}</td><td class="n">{p["load"] * 100:.0f}%</td></tr>')
+            f'<td class="n">{size(p["reserved_bytes"])}</td><td class="n">{p["load"] * 100:.0f}%</td>'
+            f'<td class="n">{p["copies_verified"]:,}</td><td class="n">{p["copies_bad"]:,}</td>'
+            f'<td class="n">{p["copies_quarantined"]:,}</td></tr>')
     peers = ('<table id="peers"><tr><th>address</th><th>peer id</th><th>state</th><th>last announce</th>'
-             '<th>records</th><th>used</th><th>free</th><th>reserved</th><th>load</th></tr>'
+             '<th>records</th><th>used</th><th>free</th><th>reserved</th><th>load</th>'
+             '<th title="copies the verifying scrubber checked against their CRC-32C">verified</th>'
+             '<th>bad</th><th>quarantined</th></tr>'
              + "".join(rows) + "</table>") if rows else '<p class="none">No peer has announced yet.</p>'
     events = []
     for ev in s["recent_failures"]:
