@@ -5,7 +5,11 @@ file. Each step is one of: start a writer process (sometimes SIGKILLed at a
 random moment), SIGKILL a peer, restart a peer, SIGKILL and restart the
 tracker, GET a sample of committed records, a GET_LOCAL scan, or DELETE some
 records; GET, GET_LOCAL and DELETE sometimes have a peer SIGKILLed while they
-run. At most one peer is down at a time (x2 tolerates one failure).
+run. Besides the SIGKILLs (issue "Integrity and liveness"): flip a byte in a
+stored copy (bit rot: same size; the peers' verifiers run every second), block
+a peer's event loop for 1-3 s while its process lives (a wedged peer,
+``--fault-loop-stall-file``), and SIGSTOP the tracker for 1-3 s. At most one
+peer is down or wedged at a time (x2 tolerates one failure).
 
 It checks, as it goes and at the end (after every peer is back and every peer
 scrubbed with age 0):
@@ -13,7 +17,10 @@ scrubbed with age 0):
 - every committed record reads back with the right bytes (CRC-checked), and
   at the end every copy on every holder does;
 - a GET_LOCAL scan either fails with a clear error or reveals each record of
-  its snapshot exactly once, with the right bytes;
+  its snapshot exactly once, with the right bytes (read as analysis reads
+  them: checked against the copy's CRC-32C, a bad copy read by GET instead);
+- every flipped copy is quarantined by its peer's verifier and restored by
+  ``repair`` before the final checks;
 - after the scrub no temporary file is left and every peer holds exactly the
   copies the infofiles commit to it.
 
@@ -51,7 +58,7 @@ from st_py.getlocal import check_complete  # noqa: E402
 from st_py.capability import READ  # noqa: E402
 from st_py.client import Client  # noqa: E402
 from st_py.cluster import LocalCluster  # noqa: E402
-from st_py.errors import RecordNotFoundError, StoreTorrentError  # noqa: E402
+from st_py.errors import ChecksumError, RecordNotFoundError, StoreTorrentError  # noqa: E402
 from st_py.getlocal import reveal_ring  # noqa: E402
 from st_py.infofile import InfofileReader  # noqa: E402
 from st_py.protocol import crc32c, encode_get  # noqa: E402
@@ -61,7 +68,7 @@ FILES = {"/soak/x2": "x2", "/soak/x3": "x3"}
 N_PEERS = 5
 MAX_WRITERS = 2
 ACTIONS = {"write": 5, "kill_peer": 2, "restart_peer": 2, "kill_tracker": 1, "get": 3, "get_local": 2,
-           "delete": 2}
+           "delete": 2, "flip_byte": 1, "block_loop": 1, "pause_tracker": 1}
 
 
 def payload(name: str) -> bytes:
@@ -108,7 +115,7 @@ class Report:
 
 
 class FaultInjection:
-    def __init__(self, workdir: Path, seed: int, log=print):
+    def __init__(self, workdir: Path, seed: int, log=print, verify_interval: float = 1.0):
         self.workdir = Path(workdir)
         self.rng = random.Random(seed)
         self.report = Report(seed)
@@ -120,14 +127,22 @@ class FaultInjection:
         self.deleted: dict[str, set[str]] = {f: set() for f in FILES}
         self.step_no = 0
         self._lock = threading.Lock()
+        self.verify_interval = verify_interval  # the peers' --verify-interval (0: no verifier)
+        self.stalled: set[int] = set()  # peers whose loop is blocked now
+        self.flipped: dict[tuple[str, str], Path] = {}  # (file, record) -> the rotted copy's path
 
     # -- setup and teardown ---------------------------------------------------
     def start(self) -> None:
         self.cluster = LocalCluster(self.workdir / "cluster", n_peers=N_PEERS, announce_interval=0.3,
                                     peer_args=["--scrub-age", "0", "--ring-timeout-base", "1",
-                                               "--ring-timeout-per-peer", "0.2"])
+                                               "--ring-timeout-per-peer", "0.2",
+                                               "--verify-interval", str(self.verify_interval)])
         self.cluster.start()
         self.ports = [int(a.rsplit(":", 1)[1]) for a in self.cluster.peer_addrs]
+        for i in range(N_PEERS):  # each peer with its own loop-stall switch (block_loop)
+            self.cluster.peers[i].stop()
+            self.cluster.start_peer(i, port=self.ports[i], extra_args=self._peer_extra(i))
+        self.cluster.wait_for_peers(N_PEERS)
         self.c = Client(self.cluster.tracker_addr, timeout=10)
         for name, cls in FILES.items():
             self.c.create(name, replication=cls, blocksize=4).close()
@@ -144,13 +159,16 @@ class FaultInjection:
         if self.cluster is not None:
             self.cluster.stop()
 
+    def _peer_extra(self, i: int) -> list[str]:
+        return ["--fault-loop-stall-file", str(self.workdir / f"stall-peer-{i}")]
+
     # -- faults ---------------------------------------------------------------
     def _live_peers(self) -> list[int]:
-        return [i for i in range(N_PEERS) if i not in self.dead]
+        return [i for i in range(N_PEERS) if i not in self.dead and i not in self.stalled]
 
     def kill_peer(self, why: str = "kill_peer") -> bool:
         with self._lock:
-            if self.dead:
+            if self.dead or self.stalled:
                 return False  # at most one peer down: the x2 file tolerates one
             i = self.rng.choice(self._live_peers())
             self.dead.add(i)
@@ -162,9 +180,67 @@ class FaultInjection:
         if not self.dead:
             return
         i = self.rng.choice(sorted(self.dead))
-        self.cluster.start_peer(i, port=self.ports[i])
+        self.cluster.start_peer(i, port=self.ports[i], extra_args=self._peer_extra(i))
         self.dead.discard(i)
         self.report.ops["restart_peer"] += 1
+
+    def flip_byte(self) -> None:
+        """Bit rot: one byte of one stored copy of a committed record flipped
+        (same size). Its peer's verifier must quarantine it; reads must never
+        return it."""
+        file = self.rng.choice(list(FILES))
+        r = InfofileReader(self.cluster.namespace / file.lstrip("/"))
+        try:
+            file_id = int(r.meta()["file_id"])
+            names = [n for n in r.names() if n not in self.deleted[file] and (file, n) not in self.flipped]
+        finally:
+            r.close()
+        if not names:
+            return
+        name = self.rng.choice(names)
+        live = self._live_peers()
+        enc = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else f"%{ord(ch):02X}" for ch in name)
+        paths = [p for i in live for p in (self.cluster.data_dir / "peers" / f"peer-{i}" / "files"
+                                           / f"{file_id:016x}").glob(f"*/{enc}@*") if not p.name.endswith(".name")]
+        if not paths:
+            return
+        path = self.rng.choice(paths)
+        try:
+            data = bytearray(path.read_bytes())
+            data[self.rng.randrange(len(data))] ^= 0x20
+            with open(path, "r+b") as fh:  # in place: the same inode, as bit rot
+                fh.write(data)
+        except OSError:
+            return  # deleted or moved meanwhile
+        self.flipped[(file, name)] = path
+        self.report.faults["flip_byte"] += 1
+
+    def block_loop(self) -> None:
+        """A wedged peer: its event loop blocked for 1-3 s, the process alive."""
+        with self._lock:
+            if self.dead or self.stalled:
+                return
+            i = self.rng.choice(self._live_peers())
+            self.stalled.add(i)
+        stall = self.workdir / f"stall-peer-{i}"
+        stall.touch()
+        self.report.faults["block_loop"] += 1
+
+        def unblock() -> None:
+            stall.unlink(missing_ok=True)
+            with self._lock:
+                self.stalled.discard(i)
+        threading.Timer(self.rng.uniform(1.0, 3.0), unblock).start()
+
+    def pause_tracker(self) -> None:
+        """The tracker SIGSTOPped for 1-3 s (a VM pause, a long GC)."""
+        import os
+        import signal
+
+        os.kill(self.cluster.tracker.pid, signal.SIGSTOP)
+        self.report.faults["pause_tracker"] += 1
+        time.sleep(self.rng.uniform(1.0, 3.0))
+        os.kill(self.cluster.tracker.pid, signal.SIGCONT)
 
     def kill_tracker(self) -> None:
         self.cluster.tracker.kill()
@@ -237,6 +313,9 @@ class FaultInjection:
                 except StoreTorrentError as e:
                     if n in self.deleted[file]:
                         continue
+                    if (file, n) in self.flipped:  # one copy rotted, the other's holder down or wedged
+                        self.clear_error(f"get of a rotted record: {type(e).__name__}", e)
+                        continue
                     self.problem(f"GET {file} {n} failed with at most one peer down: {e}")
                     continue
                 self.report.ops["get"] += 1
@@ -277,10 +356,25 @@ class FaultInjection:
         if set(counts) != expected:
             self.problem(f"GET_LOCAL {file} at generation {plan.generation}: "
                          f"{len(expected - set(counts))} missing, {len(set(counts) - expected)} extra")
-        for r in records:
-            with open(r.path, "rb") as fh:
-                if fh.read() != payload(r.name):
-                    self.problem(f"GET_LOCAL {file} {r.name}: {r.path} has wrong bytes")
+        for r in records:  # read as the analysis scans do: checked, a bad copy by GET instead
+            try:
+                data = r.read(file)
+            except ChecksumError as e:
+                if (file, r.name) not in self.flipped:
+                    self.problem(f"GET_LOCAL {file} {r.name}: {r.path} is corrupt but was never flipped: {e}")
+                    continue
+                self.report.ops["checksum_fallback"] += 1
+                try:
+                    with self.c.open(file) as f:
+                        data = f.get(r.name)
+                except StoreTorrentError as e2:
+                    self.clear_error(f"get after a checksum fallback: {type(e2).__name__}", e2)
+                    continue
+            except (OSError, StoreTorrentError) as e:  # deleted or quarantined since the plan
+                self.clear_error(f"get_local read: {type(e).__name__}", e)
+                continue
+            if data != payload(r.name):
+                self.problem(f"GET_LOCAL {file} {r.name}: {r.path} gave wrong bytes")
             self.report.records_checked += 1
 
     def delete(self) -> None:
@@ -345,12 +439,38 @@ class FaultInjection:
                     self.problem(f"writer failed without a clear error: {last}")
                 else:
                     self.clear_error("writer: " + last.split(":")[0].split(".")[-1], RuntimeError(last))
+        for i in range(N_PEERS):
+            (self.workdir / f"stall-peer-{i}").unlink(missing_ok=True)
         for i in sorted(self.dead):
-            self.cluster.start_peer(i, port=self.ports[i])
+            self.cluster.start_peer(i, port=self.ports[i], extra_args=self._peer_extra(i))
         self.dead.clear()
         self.cluster.wait_for_peers(N_PEERS)
         self.check_seen()
+        self.heal_flips()
         self.final_checks()
+
+    def heal_flips(self) -> None:
+        """Every flipped copy still committed is quarantined by its peer's
+        verifier (within 60 s), and ``repair`` writes a good copy back."""
+        if not self.flipped or not self.verify_interval:
+            return
+        from st_py import repair as rp  # noqa: PLC0415
+
+        deadline = time.monotonic() + 60
+        waiting = dict(self.flipped)
+        while waiting and time.monotonic() < deadline:
+            waiting = {k: p for k, p in waiting.items() if p.exists()}
+            time.sleep(0.5)
+        for (file, name), p in waiting.items():
+            if name not in self.deleted[file]:
+                self.problem(f"{file} {name}: the rotted copy {p} was not quarantined within 60 s")
+        quarantined = sum(1 for _ in (self.cluster.data_dir / "peers").glob("peer-*/quarantine/*/*@*"))
+        self.report.ops["quarantined"] += quarantined
+        time.sleep(1.0)  # the next announces carry the bad copies to the tracker
+        for rep in rp.repair(self.c, list(FILES), failed_after=600):
+            self.report.ops["copies_restored"] += rep.pending_stored
+            if rep.pending_left:
+                self.problem(f"repair left pending copies of {rep.file}: {rep.pending_left[:3]}")
 
     def final_checks(self) -> None:
         from checks import admin_scrub  # noqa: PLC0415 (tests/ is on sys.path when run by pytest or as a script)
