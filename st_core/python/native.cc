@@ -12,10 +12,15 @@
 
 #include <Python.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -234,6 +239,84 @@ class Receiver {
   st::FrameHeader big_header_;
 };
 
+// The CRC-32C in a peer's record file name (<enc>@<rank>@<crc:08x>[.name]),
+// as st_py.getlocal.path_crc32c; false if there is none.
+bool PathCrc(std::string_view path, uint32_t* crc) {
+  size_t slash = path.rfind('/');
+  std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  if (base.size() >= 5 && base.substr(base.size() - 5) == ".name") base.remove_suffix(5);
+  size_t at = base.rfind('@');
+  if (at == std::string_view::npos || base.size() - at - 1 != 8) return false;
+  uint32_t v = 0;
+  for (char c : base.substr(at + 1)) {
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
+    if (d < 0) return false;
+    v = v << 4 | static_cast<uint32_t>(d);
+  }
+  *crc = v;
+  return true;
+}
+
+// Reads revealed record copies into one buffer, each at the offset its
+// expected size gives, checking each copy's size and the CRC-32C in its
+// file name (docs/reliability.md, checked scans). The GIL is released for
+// the I/O and the CRCs. Returns (bytes, bad): bad lists (index, reason,
+// actual size, actual CRC-32C) with reason 1 missing, 2 size or CRC differs,
+// 3 another I/O error; their slots in bytes hold garbage.
+nb::tuple ReadCopies(const std::vector<std::string>& paths, const std::vector<uint64_t>& sizes) {
+  if (paths.size() != sizes.size()) throw nb::value_error("paths and sizes differ in length");
+  uint64_t total = 0;
+  for (uint64_t s : sizes) total += s;
+  PyObject* out = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(total));
+  if (out == nullptr) throw nb::python_error();
+  nb::object buf = nb::steal(out);
+  char* base = PyBytes_AS_STRING(out);
+  struct Bad {
+    size_t index;
+    int reason;
+    uint64_t size;
+    uint32_t crc;
+  };
+  std::vector<Bad> bad;
+  {
+    nb::gil_scoped_release nogil;
+    uint64_t off = 0;
+    for (size_t i = 0; i < paths.size(); ++i) {
+      char* dst = base + off;
+      uint64_t want = sizes[i];
+      off += want;
+      int fd = ::open(paths[i].c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        bad.push_back({i, errno == ENOENT ? 1 : 3, 0, 0});
+        continue;
+      }
+      uint64_t got = 0;
+      int reason = 0;
+      while (got < want) {
+        ssize_t n = ::read(fd, dst + got, want - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) reason = 3;
+        if (n <= 0) break;
+        got += static_cast<uint64_t>(n);
+      }
+      char extra;
+      if (reason == 0 && got == want && ::read(fd, &extra, 1) > 0) ++got;  // longer than stored
+      ::close(fd);
+      uint32_t crc = reason == 0 && got == want ? st::crc32c::Value(dst, want) : 0;
+      uint32_t expected;
+      if (reason == 0 && (got != want || (PathCrc(paths[i], &expected) && crc != expected)))
+        reason = 2;
+      if (reason != 0) bad.push_back({i, reason, got, crc});
+    }
+  }
+  nb::list bad_list;
+  for (const Bad& b : bad) bad_list.append(nb::make_tuple(b.index, b.reason, b.size, b.crc));
+  return nb::make_tuple(buf, bad_list);
+}
+
 }  // namespace
 
 NB_MODULE(_native, m) {
@@ -264,6 +347,11 @@ NB_MODULE(_native, m) {
         return st::crc32c::Value(p, n);
       },
       "CRC-32C (Castagnoli) of a bytes object, with the peer's implementation.");
+  m.def("read_copies", &ReadCopies, nb::arg("paths"), nb::arg("sizes"),
+        "Read record copies into one bytes object (each at the offset its size gives), checking "
+        "each one's size and the CRC-32C in its file name; returns (bytes, [(index, reason, "
+        "size, crc32c) of the bad ones]), reason 1 missing, 2 size or CRC-32C differs, 3 I/O "
+        "error.");
   nb::class_<Receiver>(m, "Receiver",
                        "Reads reply frames from one non-blocking socket (its file descriptor).")
       .def(nb::init<int, uint32_t, size_t>(), nb::arg("fd"), nb::arg("max_frame"),
