@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import analysis, cases, durability, filters, hotspot, protocols, striping, throttle
+from . import analysis, cases, durability, filters, hotspot, protocols, smallrecords, striping, throttle
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench" / "results" / "latest.json"
@@ -45,12 +45,12 @@ SIZES = {
                   scale_peers=[1, 2, 4, 8],
                   # bench/analysis.py: MiB of Parquet records (and per record), Ray write, bounded-memory file
                   analysis=96, analysis_record=8, raywrite=64, raywrite_block=16, bounded=2048, ray_store=80,
-                  dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=24, proto4k=2_000),
+                  dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=24, proto4k=2_000, small=20_000),
     "full": dict(put1m=512, put4k=50_000, depth1=20_000, get1m=512, arrow=384, commit_big=100_000,
                  commit_one=500, duckdb=1_000_000, mem=256, scale_records=[1_000, 10_000, 100_000],
                  scale_peers=[1, 2, 4, 8],
                  analysis=1024, analysis_record=16, raywrite=512, raywrite_block=16, bounded=4096, ray_store=80,
-                 dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=128, proto4k=10_000),
+                 dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=128, proto4k=10_000, small=100_000),
 }
 
 
@@ -123,14 +123,14 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--only", nargs="*", help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
                                               "analysis pushdown raywrite bounded protocols throttle hotspot "
-                                              "durability filters striping")
+                                              "durability filters striping small")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON (plots go to docs/ only for the default)")
     a = ap.parse_args()
     size = SIZES["quick" if a.quick else "full"]
     con = Console(width=150)
     want = set(a.only or ["put1m", "put4k", "get1m", "ray", "dask", "commit", "duckdb", "memory", "scaling",
                           protocols.GROUP, throttle.GROUP, hotspot.GROUP, durability.GROUP, filters.GROUP,
-                          striping.GROUP,
+                          striping.GROUP, smallrecords.GROUP,
                           *analysis.GROUPS_OF_CASES])
     results: list[dict] = []
     tmp = Path(tempfile.mkdtemp(prefix="st-bench-"))
@@ -171,6 +171,9 @@ def main() -> int:
             t1 = time.monotonic()
             results += analysis.run_cases(tmp, size, want, lambda text: con.status(f"bench: {text}"))
             timing["analysis"] = time.monotonic() - t1
+        if smallrecords.GROUP in want:
+            with con.status("bench: many small records (4 KiB raw) through every analysis path"):
+                results += smallrecords.case_small_raw(tmp, size["small"], size["rounds"])
         if durability.GROUP in want:
             with con.status("bench: what durable replies cost (--sync, --sync-each)"):
                 results += durability.case_durability(tmp, 3_000 if a.quick else 20_000, 64 if a.quick else 256)

@@ -221,3 +221,46 @@ def test_raw_scans_batch_many_records_and_check_each(rotted):
     one = read_storetorrent("/rot/pq", format="raw", columns=["data"],
                             filters=[("record", "==", "part-2.parquet")]).compute()
     assert list(one.columns) == ["data"] and [bytes(d) for d in one["data"]] == [_part(2)]
+
+
+def test_a_bad_copy_report_survives_a_peer_killed_before_it_reached_the_tracker(make_cluster):
+    """The quarantined file is the durable record of the report: a peer
+    SIGKILLed while its report could not reach the tracker (paused) reports
+    it again when it restarts, and repair restores the copy."""
+    import glob
+    import os
+    import signal
+    import urllib.request
+
+    from conftest import poll_for
+    from st_py import repair as rp
+
+    cluster = make_cluster(3, peer_args=["--verify-interval", "1"])
+    c = cluster.client()
+    with c.create("/rot/k", replication="x2") as f:
+        for i in range(N):
+            f.put(f"part-{i}.parquet", _part(i))
+    with c.open("/rot/k") as f:
+        (victim,) = [r for r in f.get_local() if r.name == "part-4.parquet"]
+    holder = next(i for i, p in enumerate(cluster.peers) if p.addr == victim.peer)
+    metrics = cluster.peers[holder].metrics_addr
+    os.kill(cluster.tracker.pid, signal.SIGSTOP)  # announces fail: the report stays on the peer
+    try:
+        _flip(victim.path)
+
+        def quarantined() -> bool:
+            with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as r:
+                return any(ln.startswith("st_peer_copies_quarantined_total 1") for ln in r.read().decode().splitlines())
+        poll_for(quarantined, timeout=20, what="the verifier to quarantine the copy")
+        cluster.kill_peer(holder)
+    finally:
+        os.kill(cluster.tracker.pid, signal.SIGCONT)
+    qdir = cluster.data_dir / "peers" / f"peer-{holder}" / "quarantine"
+    assert [p for p in glob.glob(str(qdir / "*" / "*")) if not p.endswith(".reported")]
+    cluster.start_peer(holder, port=int(victim.peer.rsplit(":", 1)[1]))
+    poll_for(lambda: glob.glob(str(qdir / "*" / "*.reported")), timeout=20,
+             what="the restarted peer to report the quarantined copy")
+    (report,) = rp.repair(c, ["/rot/k"], failed_after=600)
+    assert report.pending_stored == 1 and report.complete, report.as_dict()
+    with c.open("/rot/k") as f:
+        assert {r.name: r.read() for r in f.get_local()}["part-4.parquet"] == _part(4)

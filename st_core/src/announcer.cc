@@ -160,7 +160,13 @@ void Announcer::Run() {
     }
     storetorrent::v1::AnnounceReply reply;
     grpc::Status status = stub->Announce(&ctx, req, &reply);
-    if (!status.ok() && !bad.empty()) options_.bad_copies->PutBack(std::move(bad));
+    if (!bad.empty()) {
+      if (status.ok()) {
+        BadCopyQueue::Acknowledge(store_->env(), bad);
+      } else {
+        options_.bad_copies->PutBack(std::move(bad));
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       in_flight_ = nullptr;

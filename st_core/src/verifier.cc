@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "log.h"
+#include "name_codec.h"
 #include "protocol.h"
 
 namespace st {
@@ -31,6 +33,17 @@ void BadCopyQueue::PutBack(std::vector<BadCopy> copies) {
   for (auto it = copies.rbegin(); it != copies.rend(); ++it) q_.push_front(std::move(*it));
 }
 
+void BadCopyQueue::Acknowledge(Env* env, const std::vector<BadCopy>& copies) {
+  for (const BadCopy& b : copies) {
+    if (b.quarantined_as.empty()) continue;
+    Status s = env->RenameFile(b.quarantined_as, b.quarantined_as + ".reported");
+    if (!s.ok() && !s.IsNotFound()) {
+      ST_LOG_WARN("verify: cannot mark %s reported: %s (it is reported again after a restart)",
+                  b.quarantined_as.c_str(), s.ToString().c_str());
+    }
+  }
+}
+
 Verifier::Verifier(EventLoop* loop, RecordStore* store, VerifierOptions options,
                    BadCopyQueue* reports)
     : loop_(loop),
@@ -46,7 +59,56 @@ Verifier::~Verifier() {
   background_.reset();  // cancels the running batch and waits for it
 }
 
+// Quarantined copies whose report never reached the tracker (the peer
+// stopped first): <data>/quarantine/<file_id>/<record file name>[.N], not
+// yet *.reported. Reported again with the next announce.
+void Verifier::RequeueUnreported() {
+  if (reports_ == nullptr) return;
+  Env* env = store_->env();
+  std::string root = store_->data_dir() + "/quarantine";
+  std::vector<std::string> dirs;
+  if (!env->GetChildren(root, &dirs).ok()) return;
+  size_t n = 0;
+  for (const std::string& d : dirs) {
+    uint64_t file_id = 0;
+    if (d.size() != 16 ||
+        std::sscanf(d.c_str(), "%16llx", reinterpret_cast<unsigned long long*>(&file_id)) != 1) {
+      continue;
+    }
+    std::vector<std::string> files;
+    if (!env->GetChildren(root + "/" + d, &files).ok()) continue;
+    for (const std::string& f : files) {
+      auto ends = [&f](std::string_view s) {
+        return f.size() >= s.size() && f.compare(f.size() - s.size(), s.size(), s) == 0;
+      };
+      if (ends(".reported") || ends(kSidecarSuffix)) continue;
+      std::string_view base(f);
+      size_t dot = base.rfind('.');  // a copy quarantined twice: "<record file name>.N"
+      if (dot != std::string_view::npos && dot > base.rfind('@') &&
+          base.find_first_not_of("0123456789", dot + 1) == std::string_view::npos) {
+        base = base.substr(0, dot);
+      }
+      std::string_view enc;
+      BadCopy b;
+      if (!ParseRecordFileName(base, &enc, &b.copy_rank, &b.crc)) continue;
+      std::string path = root + "/" + d + "/" + f;
+      if (IsHashedEncoding(enc)) {
+        if (!env->ReadSmallFile(path + kSidecarSuffix, 4096 + 1, &b.name).ok()) continue;
+      } else if (!DecodeEncodedName(enc, &b.name)) {
+        continue;
+      }
+      b.file_id = file_id;
+      b.quarantined_as = path;
+      reports_->Push(std::move(b));
+      ++n;
+    }
+  }
+  if (n > 0)
+    ST_LOG_WARN("verify: %zu quarantined copies not yet reported to the tracker: reporting", n);
+}
+
 void Verifier::Start() {
+  RequeueUnreported();
   if (options_.interval_s <= 0) return;
   timer_ = loop_->AddTimer(options_.interval_s, [this] { Tick(); });
 }

@@ -45,12 +45,17 @@ struct BadCopy {
 };
 
 // Thread-safe: the verifier pushes on the loop thread, the announcer takes
-// and (after a failed announce) gives back on its own thread.
+// and (after a failed announce) gives back on its own thread. A report is
+// durable: the quarantined file itself is the record of it until the
+// tracker has it (Acknowledge renames it to *.reported), and a peer that
+// restarts before then reports it again (Verifier::Start).
 class BadCopyQueue {
  public:
   void Push(BadCopy c);
   std::vector<BadCopy> Take(size_t max);
   void PutBack(std::vector<BadCopy> copies);
+  // The tracker has these (any thread): marks their quarantined files.
+  static void Acknowledge(Env* env, const std::vector<BadCopy>& copies);
 
  private:
   std::mutex mu_;
@@ -94,6 +99,7 @@ class Verifier {
     uint32_t actual = 0;
   };
 
+  void RequeueUnreported();
   void Tick();
   void Begin();
   void NextBatch();
