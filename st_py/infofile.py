@@ -607,7 +607,7 @@ class InfofileWriter:
         self.conn.close()
 
 
-def name_stats(conn: sqlite3.Connection) -> tuple[int, int]:
+def name_stats(conn: "sqlite3.Connection | _ReadOnlyConnection") -> tuple[int, int]:
     """``(names, bytes)`` of an infofile: committed records and striped
     objects (one name each, never their stripe records; docs/striping.md),
     and the bytes stored for one copy of each (stripes included, as stored
@@ -623,6 +623,57 @@ def name_stats(conn: sqlite3.Connection) -> tuple[int, int]:
     return int(n), int(b)
 
 
+class _ReadOnlyConnection:
+    """A read-only SQLite connection to an infofile that survives a tracker
+    killed in the middle of a transaction. Its rollback journal is then hot,
+    and a read-only connection cannot roll it back (SQLITE_READONLY_ROLLBACK,
+    "attempt to write a readonly database") until a writer opens the file.
+    A statement that fails so, outside a transaction, rolls the journal
+    back through a short read-write connection when this process may write
+    the file (SQLite does it on the first read), else waits for the tracker
+    to do it, and runs again on a fresh read-only connection (up to about
+    10 s). Everything else is the sqlite3 connection's."""
+
+    def __init__(self, path: Path):
+        self._path = path
+        self._c = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        c = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+        c.execute("PRAGMA busy_timeout=10000")
+        return c
+
+    def execute(self, sql: str, params=()):
+        delay = 0.01
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                return self._c.execute(sql, params)
+            except sqlite3.OperationalError as e:
+                code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+                if code != sqlite3.SQLITE_READONLY or self._c.in_transaction or time.monotonic() > deadline:
+                    raise
+                self._recover()
+                time.sleep(delay)
+                delay = min(0.5, delay * 2)
+
+    def _recover(self) -> None:
+        if os.access(self._path, os.W_OK):
+            try:
+                rw = sqlite3.connect(self._path, timeout=10)
+                try:
+                    rw.execute("SELECT count(*) FROM meta").fetchone()  # rolls a hot journal back
+                finally:
+                    rw.close()
+            except sqlite3.Error:
+                pass
+        self._c.close()
+        self._c = self._open()
+
+    def __getattr__(self, name: str):
+        return getattr(self._c, name)
+
+
 class InfofileReader:
     """A read-only handle on an infofile, for clients (GET, listing, SQL)."""
 
@@ -630,9 +681,7 @@ class InfofileReader:
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"infofile {self.path} does not exist")
-        self.conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
-                                    check_same_thread=False)
-        self.conn.execute("PRAGMA busy_timeout=10000")
+        self.conn = _ReadOnlyConnection(self.path)
 
     def meta(self) -> dict:
         return dict(self.conn.execute("SELECT key, value FROM meta"))

@@ -5,6 +5,8 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from st_py.infofile import SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,3 +31,36 @@ def test_schema_creates_every_table_and_index(tmp_path):
     assert names == {"meta", "peers", "records", "copies", "copies_by_peer", "copy_history",
                      "copy_history_by_peer", "pending_copies", "objects", "commit_requests",
                      "commit_requests_by_time"}
+
+
+def test_a_reader_survives_a_hot_journal_left_by_a_killed_tracker(tmp_path):
+    """A tracker SIGKILLed mid-transaction leaves a hot rollback journal; a
+    read-only connection cannot roll it back (SQLITE_READONLY_ROLLBACK). The
+    client's InfofileReader still reads the committed state (the soak found
+    a writer failing with "attempt to write a readonly database")."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    from st_py.infofile import InfofileReader
+
+    p = tmp_path / "f.db"
+    c = sqlite3.connect(p)
+    c.execute("PRAGMA journal_mode=DELETE")
+    c.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
+    c.execute("INSERT INTO meta VALUES('generation', '7')")
+    c.commit()
+    c.close()
+    killed = (f"import sqlite3, os\nc = sqlite3.connect({str(p)!r}, isolation_level=None)\n"
+              "c.execute('PRAGMA cache_size=1')\nc.execute('BEGIN IMMEDIATE')\n"
+              "for i in range(3000): c.execute('INSERT INTO meta VALUES(?, ?)', (f'k{i}', 'x' * 200))\n"
+              "os._exit(0)\n")
+    subprocess.run([sys.executable, "-c", killed], check=True)
+    assert (tmp_path / "f.db-journal").exists()
+    raw = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError):  # what a plain read-only connection gets
+        raw.execute("SELECT value FROM meta").fetchall()
+    raw.close()
+    r = InfofileReader(p)
+    assert r.generation() == 7 and len(r.meta()) == 1  # the uncommitted rows rolled back
+    r.close()

@@ -21,7 +21,7 @@ import pyarrow as pa
 from st_py.getlocal import local_addresses
 from st_py.transport import split_addr
 
-from .formats import SchemaSource, check_columns, project, unify
+from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
 from .readplan import ReadUnit, ScanPlan, plan_scan
 from .scan import PATH_COLUMN, ScanOptions, read_unit_table, unit_schemas
 
@@ -178,6 +178,8 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | str | None
     block = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
     with Client(tracker) as c:
         plan = plan_scan(c, paths, block_size=block, skip_ignored=format is None and decoder is None)
+    if schema is None and format == "raw" and decoder is None:
+        schema = RAW_SCHEMA  # fixed: no schema pass, no record opened before the scan
     if dclient is None:
         _check_all_local(plan)
         if schema is None:

@@ -22,7 +22,7 @@ import functools
 
 import pyarrow as pa
 
-from .formats import SchemaSource, check_columns, project, unify
+from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
 from .placement import (RAY_TESTED, peer_resource, ray_node_of_peers, ray_per_task_pinning, ray_pin_args,  # noqa: F401
                         resource_peer)
 from .readplan import ReadUnit, ScanPlan, plan_scan
@@ -189,6 +189,8 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
     node_of = ray_node_of_peers(plan.peers)
+    if schema is None and format == "raw" and decoder is None:
+        schema = RAW_SCHEMA  # fixed: no schema pass, no record opened before the scan
     if schema is None:
         schema = infer_schema(plan, opts, node_of) if plan.units else unify([])
     check_columns(schema, columns, filter)  # an unknown column is an error now, not in a read task
