@@ -56,14 +56,18 @@ def _ray(tracker: str, name: str) -> tuple[int, int]:
     return sum(r["n"] for r in rows), sum(r["b"] for r in rows)
 
 
-def _dask(tracker: str, name: str, dclient) -> tuple[int, int]:
+def _partition_counts(df):
     import pandas as pd
 
+    data = pa.array(df["data"])  # the partition's Arrow column (ArrowDtype): no per-row Python
+    return pd.DataFrame({"n": [len(df)], "b": [pc.sum(pc.binary_length(data)).as_py() or 0]})
+
+
+def _dask(tracker: str, name: str, dclient) -> tuple[int, int]:
     from st_integrations.dask_reader import read_storetorrent
 
     ddf = read_storetorrent(name, format="raw", tracker=tracker, client=dclient)
-    out = ddf.map_partitions(lambda df: pd.DataFrame({"n": [len(df)], "b": [int(df["data"].map(len).sum())]}),
-                             meta={"n": "int64", "b": "int64"}).compute()
+    out = ddf.map_partitions(_partition_counts, meta={"n": "int64", "b": "int64"}).compute()
     return int(out["n"].sum()), int(out["b"].sum())
 
 

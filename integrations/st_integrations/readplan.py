@@ -23,6 +23,7 @@ nodes (docs/analysis.md).
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import math
 from dataclasses import dataclass, field
 
@@ -66,6 +67,18 @@ class ReadUnit:
     @property
     def size(self) -> int:
         return sum(r.size for r in self.records)
+
+    def __dask_tokenize__(self):
+        """Dask's deterministic token, from one hash over the records (its
+        default walks every RecordRef field by field: about 50 us a record,
+        a second per 20,000 records when a DataFrame is built)."""
+        token = self.__dict__.get("_token")
+        if token is None:
+            h = hashlib.blake2b(digest_size=16)
+            for r in self.records:
+                h.update(f"{r.file}\0{r.name}\0{r.path}\0{r.size}\0{r.kind}\0{r.peer}\0".encode())
+            token = self.__dict__["_token"] = ("st-read-unit", self.peer, len(self.records), h.hexdigest())
+        return token
 
 
 @dataclass
