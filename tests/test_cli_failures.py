@@ -186,3 +186,33 @@ def test_errors_show_full_arrow_types(cluster, tmp_path):
     r = _cli(cluster, "sql", "SELECT count(*) FROM records_data", "--file", "/mk/ts")
     assert r.returncode != 0
     assert "timestamp[ms, tz=UTC] in the first and timestamp[ms] in the second" in r.stderr
+
+
+def test_put_over_quota_names_every_refused_record(make_cluster, tmp_path):
+    """A user's quota refuses the commit of a CLI put: the exit status is 1,
+    every refused record is named, and the summary counts only what was
+    committed (the quota is checked per commit group, so a group over it is
+    refused whole)."""
+    from st_py.tracker.access import add_user
+
+    users = tmp_path / "users.toml"
+    key = add_user(users, "alice", ["physics"], quota_bytes=1_000_000)
+    cluster = make_cluster(2, users_file=users)
+    env = {"STORETORRENT_API_KEY": key}
+    first = tmp_path / "first.bin"
+    first.write_bytes(b"f" * 1000)
+    assert _cli(cluster, "put", "/alice/q", str(first), "--replication", "x2", env=env).returncode == 0
+    src = tmp_path / "shots"
+    src.mkdir()
+    for i in range(8):
+        (src / f"{i}.bin").write_bytes(bytes([i]) * 200_000)  # 400 kB with both copies each
+    r = _cli(cluster, "put", "/alice/q", str(src), env=env)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "quota" in r.stderr and "Traceback" not in r.stderr
+    failed = sorted(line.split("failed: ", 1)[1].split(":")[0]
+                    for line in r.stderr.splitlines() if "failed: " in line)
+    with cluster.client(api_key=key).open("/alice/q") as f:
+        stored = [n for n in f.names() if n != "first.bin"]
+    assert len(stored) <= 2 and len(failed) >= 6  # at most 2 x 400 kB fit in 1 MB
+    assert sorted(stored + failed) == sorted(f"shots/{i}.bin" for i in range(8))
+    assert f"stored {len(stored)} records" in r.stdout
