@@ -148,6 +148,7 @@ class Client:
         """
         from ._proto import tracker_pb2 as pb
         from .errors import RecordExistsError
+        from .group_commit import schema_table
 
         info = self.tracker.open(name)
         names = [r["name"] for r in records]
@@ -159,9 +160,10 @@ class Client:
         if existing:
             raise RecordExistsError(f"{len(existing)} staged records of {name} are already committed "
                                     f"(e.g. {existing[:3]}); nothing was committed", names=existing)
+        schemas, refs = schema_table([r.get("schema") for r in records])
         reply = self.tracker.commit(name, info.file_id, [
-            pb.RecordCommit(name=r["name"], size=r["size"], crc32c=r["crc32c"], peer_idx=r["peer_idx"])
-            for r in records], delete=delete or ())
+            pb.RecordCommit(name=r["name"], size=r["size"], crc32c=r["crc32c"], peer_idx=r["peer_idx"], schema=ref)
+            for r, ref in zip(records, refs)], delete=delete or (), schemas=schemas)
         return reply.committed
 
     @staticmethod

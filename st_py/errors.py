@@ -129,6 +129,15 @@ class ChecksumError(StoreTorrentError):
         self.expected, self.actual = expected, actual
 
 
+class RecordFormatError(StoreTorrentError):
+    """A record could not be decoded in the format it claims (by magic bytes
+    or by extension). ``record`` names it, ``format`` is the format tried."""
+
+    def __init__(self, message: str, record: str = "", format: str = ""):
+        super().__init__(message)
+        self.record, self.format = record, format
+
+
 class PeerError(StoreTorrentError):
     """An explicit error reply from a peer, tied to one request.
 

@@ -37,6 +37,7 @@ from .placement import (choose_holders, choose_spare, hash_holders, hash_spare, 
                         pick_local_peer)
 from .protocol import (FLAG_ASYNC, FLAG_MORE, MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file,
                        put_chain_prefix, put_prefix)
+from .record_format import written_schema
 from .replication import is_async, is_chain
 from .tracker_client import TrackerClient
 from .transport import Transport
@@ -109,6 +110,7 @@ class _PutOp:
     late: list[int] = field(default_factory=list)  # pending ranks stored while the commit was in flight
     stored_as: str = ""  # a new version (replace=True): the name its copies are stored under
     key_b: bytes = b""  # the name the peers store it under (name_b, or stored_as's bytes)
+    schema: tuple[str, bytes] | None = None  # (format, Arrow IPC schema) kept in the infofile
 
 
 class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
@@ -150,6 +152,10 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         self._check_names = info.records > 0
         self._errors: deque[tuple[str, Exception]] = deque()
         self._closed = False
+        # Keep each record's format and schema in the infofile at commit
+        # (st_py.record_format.written_schema: a footer parse for Parquet,
+        # the first block for CSV/JSON, a magic-byte check for others).
+        self.keep_schemas = True
 
     # -- metadata -------------------------------------------------------------
     def _set_info(self, info: pb.FileInfo) -> None:
@@ -352,6 +358,9 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             raise RecordExistsError(f"record {name!r} is already committed in {self.name}: records are "
                                     "write-once; delete it first or use another name")
         data = bytes(data) if not isinstance(data, bytes) else data
+        # the record's format and schema, of its plaintext, for the infofile:
+        # scans then read no record to learn them (docs/infofile.md)
+        schema = written_schema(name, data) if self.keep_schemas and _holders is None else None
         if self.filters:  # the peers store (and CRC) the filtered bytes
             data = self.filters.encode(self.file_id, name, data)
         while self._puts_inflight + self._gets_inflight >= self.depth:
@@ -366,7 +375,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             self._block_left -= 1
             holders = list(self._block)
         op = _PutOp(name, name_b, data, len(data), crc32c(data), holders, future=Pending(self, name),
-                    callback=callback, stored_as=stored_as, key_b=stored_as.encode("utf-8") if stored_as else name_b)
+                    callback=callback, stored_as=stored_as, key_b=stored_as.encode("utf-8") if stored_as else name_b,
+                    schema=schema)
         self._puts_inflight += 1
         if self._chain:
             self._send_chain(op)
@@ -538,8 +548,9 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
     def staged_commits(self) -> list[dict]:
         """The records acknowledged by every holder but not committed, of a
         file opened with ``stage=True``, as plain dicts ``{"name", "size",
-        "crc32c", "peer_idx"}`` (peer indexes by copy rank); they are taken
-        out of the file. Commit them with :meth:`Client.commit_staged`.
+        "crc32c", "peer_idx", "schema"}`` (peer indexes by copy rank;
+        ``schema`` the record's ``(format, Arrow IPC schema)`` or None);
+        they are taken out of the file. Commit them with :meth:`Client.commit_staged`.
 
         Raises
         ------

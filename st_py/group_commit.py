@@ -108,15 +108,22 @@ class GroupCommitter:
                 while len(self._in_flight) >= MAX_COMMITS_IN_FLIGHT:
                     self.reap(block=True)
             size, nbytes = 0, 0
+            seen: set = set()
             for op in self.waiting[:max(self.group_size, MAX_GROUP)]:
                 nbytes += len(op.name_b) + 32
+                schema = getattr(op, "schema", None)
+                if schema is not None and schema not in seen:
+                    seen.add(schema)
+                    nbytes += len(schema[1]) + 16
                 if size and nbytes > MAX_GROUP_BYTES:
                     break
                 size += 1
             group = self.waiting[:size]
             del self.waiting[:size]
             rid = uuid.uuid4().hex  # the same on every retry: the tracker applies it once
-            fut = self._tracker.commit_async(self.name, self.file_id, _records(group), self._lease_id(group), rid)
+            records, schemas = _records(group)
+            fut = self._tracker.commit_async(self.name, self.file_id, records, self._lease_id(group), rid,
+                                             schemas=schemas)
             self._in_flight.append((fut, group, rid))
         if self._stored and (force or len(self._stored) >= self.group_size or not self._stores_in_flight):
             stored, self._stored = self._stored, []
@@ -180,7 +187,7 @@ class GroupCommitter:
         twice, so a record deleted meanwhile stays deleted) for up to
         ``COMMIT_RETRY_S`` seconds. Returns the reply, or None if it stays
         down."""
-        records = _records(group)
+        records, schemas = _records(group)
         if self._down_since is None:
             self._down_since = time.monotonic()
         deadline = self._down_since + COMMIT_RETRY_S  # one budget per outage, not per group
@@ -189,7 +196,8 @@ class GroupCommitter:
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
             try:
-                reply = self._tracker.commit(self.name, self.file_id, records, self._lease_id(group), rid)
+                reply = self._tracker.commit(self.name, self.file_id, records, self._lease_id(group), rid,
+                                             schemas=schemas)
             except TrackerUnavailableError:
                 continue
             self._down_since = None
@@ -204,19 +212,41 @@ class GroupCommitter:
 
     def take_staged(self) -> list[dict]:
         """The waiting records as plain dicts ``{"name", "size", "crc32c",
-        "peer_idx"}``, taken out (``stage=True``)."""
-        out = [{"name": op.name, "size": op.size, "crc32c": op.crc, "peer_idx": list(op.peers)}
-               for op in self.waiting]
+        "peer_idx", "schema"}`` (``schema``: ``(format, Arrow IPC schema)``
+        or None), taken out (``stage=True``)."""
+        out = [{"name": op.name, "size": op.size, "crc32c": op.crc, "peer_idx": list(op.peers),
+                "schema": getattr(op, "schema", None)} for op in self.waiting]
         self.waiting.clear()
         return out
 
 
-def _records(group: list) -> list:
-    """The commit of ``group``; copies not stored yet go as pending."""
+def schema_table(schemas) -> tuple[list, list[int]]:
+    """The distinct ``(format, schema)`` of ``schemas`` (None: not known) as
+    ``pb.RecordSchema`` messages, and each one's 1-based index (0: None)."""
+    index: dict = {}
+    table: list = []
+    refs: list[int] = []
+    for s in schemas:
+        if s is None:
+            refs.append(0)
+            continue
+        i = index.get(s)
+        if i is None:
+            table.append(pb.RecordSchema(format=s[0], schema=s[1]))
+            i = index[s] = len(table)
+        refs.append(i)
+    return table, refs
+
+
+def _records(group: list) -> tuple[list, list]:
+    """The commit of ``group`` (records, and the schemas they point into);
+    copies not stored yet go as pending."""
     out = []
-    for op in group:
+    schemas, refs = schema_table([getattr(op, "schema", None) for op in group])
+    for op, ref in zip(group, refs):
         op.commit_state = 1
         op.sent_pending = {r for r in range(len(op.peers)) if r not in op.acked}
         out.append(pb.RecordCommit(name=op.name, size=op.size, crc32c=op.crc, peer_idx=op.peers,
-                                   pending_ranks=sorted(op.sent_pending), stored_as=getattr(op, "stored_as", "")))
-    return out
+                                   pending_ranks=sorted(op.sent_pending), stored_as=getattr(op, "stored_as", ""),
+                                   schema=ref))
+    return out, schemas

@@ -57,6 +57,19 @@ class RecordMeta:
 
 
 @dataclass(frozen=True)
+class SchemaGroup:
+    """Committed records (and objects) that share one format and schema,
+    as kept at write time: ``schema`` is the Arrow IPC serialization
+    (:func:`st_py.record_format.load_schema`), ``records`` how many,
+    ``first`` the first name (by name order) that has it."""
+
+    format: str
+    schema: bytes
+    records: int
+    first: str
+
+
+@dataclass(frozen=True)
 class Conflict:
     name: str
     reason: str
@@ -145,7 +158,12 @@ COMMIT_REQUESTS_SQL = ("CREATE TABLE IF NOT EXISTS commit_requests(request_id TE
 COMMIT_REQUEST_TTL_S = 3600.0
 
 VERSION_COLUMNS = (("records", "version", "INTEGER NOT NULL DEFAULT 0"), ("records", "stored_as", "TEXT"),
-                   ("copy_history", "stored_as", "TEXT"), ("copy_history", "until_at", "REAL"))
+                   ("copy_history", "stored_as", "TEXT"), ("copy_history", "until_at", "REAL"),
+                   ("records", "schema_id", "INTEGER"), ("objects", "schema_id", "INTEGER"))
+
+SCHEMAS_SQL = ("CREATE TABLE IF NOT EXISTS schemas(schema_id INTEGER PRIMARY KEY, format TEXT NOT NULL, "
+               "schema BLOB NOT NULL, UNIQUE(format, schema)); "
+               "CREATE INDEX IF NOT EXISTS records_by_schema ON records(schema_id)")
 
 # The records that hold the stripes of object ``name`` (docs/striping.md);
 # names with this prefix are not user records.
@@ -184,6 +202,7 @@ class InfofileWriter:
             have = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
             if column not in have:
                 self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        self.conn.executescript(SCHEMAS_SQL)
 
     def meta(self) -> dict:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
@@ -234,7 +253,10 @@ class InfofileWriter:
 
     def commit(self, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
         """Group commit: add ``records`` (name, size, crc32c, peer_idx per copy
-        rank[, pending ranks[, stored_as]]) in one transaction (paper 3.5).
+        rank[, pending ranks[, stored_as[, (format, schema)]]]) in one
+        transaction (paper 3.5). The ``(format, Arrow IPC schema)`` of a
+        record goes to the ``schemas`` table once and the record points to it
+        (docs/infofile.md, "Record schemas").
 
         A record already committed (or earlier in this batch, which merges
         the requests of several clients) with the same size and CRC counts as
@@ -272,6 +294,7 @@ class InfofileWriter:
         copy_rows: list[tuple] = []
         conflicts: list[Conflict] = []
         pending_rows: list[tuple] = []
+        schema_ids = _schema_ids(c, records, 6)
         versions = [rec for rec in records if len(rec) > 5 and rec[5]]
         for rec in records:
             if len(rec) > 5 and rec[5]:
@@ -284,17 +307,18 @@ class InfofileWriter:
                     conflicts.append(Conflict(name, "already committed with other content; delete it first"))
                 continue
             existing[name] = (size, crc)  # a later duplicate in this batch (another client's
-            new_rows.append((name, size, crc, gen, now))  # request merged in) is judged against it
+            new_rows.append((name, size, crc, gen, now,  # request merged in) is judged against it
+                             schema_ids.get(rec[6]) if len(rec) > 6 and rec[6] else None))
             for rank, p in enumerate(peer_idx):
                 (pending_rows if rank in pending else copy_rows).append((name, rank, p, gen))
         if new_rows:
-            c.executemany("INSERT INTO records(name, size, crc32c, commit_seq, committed_at) "
-                          "VALUES (?, ?, ?, ?, ?)", new_rows)
+            c.executemany("INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id) "
+                          "VALUES (?, ?, ?, ?, ?, ?)", new_rows)
             c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
                           copy_rows)
             c.executemany("INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
                           pending_rows)
-        replaced = self._commit_versions(c, versions, gen, now) if versions else set()
+        replaced = self._commit_versions(c, versions, gen, now, schema_ids) if versions else set()
         if new_rows or replaced:
             c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
         else:
@@ -302,17 +326,20 @@ class InfofileWriter:
         return gen, {r[0] for r in new_rows} | replaced, conflicts
 
     @staticmethod
-    def _commit_versions(c: sqlite3.Connection, versions: list[tuple], gen: int, now: float) -> set[str]:
+    def _commit_versions(c: sqlite3.Connection, versions: list[tuple], gen: int, now: float,
+                         schema_ids: dict) -> set[str]:
         """The new versions of :meth:`commit`, in order; returns their names."""
         done: set[str] = set()
-        for name, size, crc, peer_idx, pending, stored_as in (tuple(r[:6]) for r in versions):
+        for rec in versions:
+            name, size, crc, peer_idx, pending, stored_as = rec[:6]
+            sid = schema_ids.get(rec[6]) if len(rec) > 6 and rec[6] else None
             old = c.execute("SELECT version, coalesce(stored_as, name) FROM records WHERE name = ?",
                             (name,)).fetchone()
             if old is not None and old[1] == stored_as:
                 continue  # this version is committed: a retry
             if old is None:
-                c.execute("INSERT INTO records(name, size, crc32c, commit_seq, committed_at, version, stored_as) "
-                          "VALUES (?, ?, ?, ?, ?, 0, ?)", (name, size, crc, gen, now, stored_as))
+                c.execute("INSERT INTO records(name, size, crc32c, commit_seq, committed_at, version, stored_as, "
+                          "schema_id) VALUES (?, ?, ?, ?, ?, 0, ?, ?)", (name, size, crc, gen, now, stored_as, sid))
             else:
                 c.execute("INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
                           "SELECT name, copy_rank, peer_idx, since, ?, ?, ? FROM copies WHERE name = ?",
@@ -320,8 +347,8 @@ class InfofileWriter:
                 c.execute("DELETE FROM copies WHERE name = ?", (name,))
                 c.execute("DELETE FROM pending_copies WHERE name = ?", (name,))
                 c.execute("UPDATE records SET size = ?, crc32c = ?, commit_seq = ?, committed_at = ?, "
-                          "version = ?, stored_as = ? WHERE name = ?",
-                          (size, crc, gen, now, old[0] + 1, stored_as, name))
+                          "version = ?, stored_as = ?, schema_id = ? WHERE name = ?",
+                          (size, crc, gen, now, old[0] + 1, stored_as, sid, name))
             for rank, p in enumerate(peer_idx):
                 table = "pending_copies" if rank in pending else "copies"
                 c.execute(f"INSERT INTO {table}(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
@@ -380,9 +407,9 @@ class InfofileWriter:
                 gen -= 1
         return gen, done, conflicts
 
-    def commit_objects(self, objects: list[tuple[str, int, int, int, int]]) -> tuple[int, int, list[Conflict]]:
-        """Make striped objects ``(name, size, stripe_size, stripes, crc32c)``
-        visible, in one transaction: an object is committed only if every
+    def commit_objects(self, objects: list[tuple]) -> tuple[int, int, list[Conflict]]:
+        """Make striped objects ``(name, size, stripe_size, stripes, crc32c[,
+        (format, schema)])`` visible, in one transaction: an object is committed only if every
         one of its stripe records is (docs/striping.md). Names are write-once
         across records and objects; the same object again is a retry.
 
@@ -394,7 +421,10 @@ class InfofileWriter:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             now = time.time()
             added, conflicts = 0, []
-            for name, size, stripe_size, stripes, crc in objects:
+            schema_ids = _schema_ids(c, objects, 5)
+            for obj in objects:
+                name, size, stripe_size, stripes, crc = obj[:5]
+                sid = schema_ids.get(obj[5]) if len(obj) > 5 and obj[5] else None
                 old = c.execute("SELECT size, crc32c FROM objects WHERE name = ?", (name,)).fetchone()
                 if old is not None:
                     if tuple(old) != (size, crc):
@@ -409,8 +439,9 @@ class InfofileWriter:
                 if have != stripes or stripes != max(1, -(-size // stripe_size)):
                     conflicts.append(Conflict(name, f"{have} of its {stripes} stripes are committed"))
                     continue
-                c.execute("INSERT INTO objects(name, size, stripe_size, stripes, crc32c, commit_seq, committed_at) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?)", (name, size, stripe_size, stripes, crc, gen, now))
+                c.execute("INSERT INTO objects(name, size, stripe_size, stripes, crc32c, commit_seq, committed_at, "
+                          "schema_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          (name, size, stripe_size, stripes, crc, gen, now, sid))
                 added += 1
             if added:
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
@@ -605,6 +636,19 @@ class InfofileWriter:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _schema_ids(c: sqlite3.Connection, rows: list[tuple], at: int) -> dict[tuple[str, bytes], int]:
+    """The ``schema_id`` of every distinct ``(format, schema)`` at index
+    ``at`` of ``rows``, added to the ``schemas`` table if new (inside the
+    caller's transaction)."""
+    keys = {r[at] for r in rows if len(r) > at and r[at]}
+    out: dict[tuple[str, bytes], int] = {}
+    for fmt, blob in keys:
+        c.execute("INSERT OR IGNORE INTO schemas(format, schema) VALUES (?, ?)", (fmt, blob))
+        out[(fmt, blob)] = int(c.execute("SELECT schema_id FROM schemas WHERE format = ? AND schema = ?",
+                                         (fmt, blob)).fetchone()[0])
+    return out
 
 
 def name_stats(conn: "sqlite3.Connection | _ReadOnlyConnection") -> tuple[int, int]:
@@ -819,6 +863,61 @@ class InfofileReader:
     def stats(self) -> tuple[int, int]:
         """``(names, bytes)``: see :func:`name_stats`."""
         return name_stats(self.conn)
+
+    # -- record schemas kept at write time (docs/infofile.md, "Record schemas") --
+    def schema_groups(self) -> list[SchemaGroup] | None:
+        """The distinct schemas of the committed records and objects (not
+        the stripe records), each with its count and the first record name
+        that has it; None for a file made before schemas were kept. Records
+        whose schema was not kept count in no group (see
+        :meth:`names_without_schema`). One indexed query over the records,
+        whatever their number; no record is read."""
+        lo, hi = STRIPE_PREFIX, STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
+        try:
+            rows = self.conn.execute(
+                "SELECT s.schema_id, s.format, s.schema, g.n, g.first FROM schemas s JOIN ("
+                "  SELECT schema_id, count(*) AS n, min(name) AS first FROM records "
+                "  WHERE schema_id IS NOT NULL AND NOT (name >= ? AND name < ?) GROUP BY schema_id"
+                "  UNION ALL SELECT schema_id, count(*), min(name) FROM objects WHERE schema_id IS NOT NULL "
+                "  GROUP BY schema_id) g USING(schema_id) ORDER BY g.first", (lo, hi)).fetchall()
+        except sqlite3.OperationalError:  # no schemas table (yet): a file made before they were kept
+            return None
+        return [SchemaGroup(fmt, bytes(blob), int(n), first) for _, fmt, blob, n, first in rows]
+
+    def names_without_schema(self, limit: int | None = None) -> list[str]:
+        """Committed record and object names (not stripes) whose schema was
+        not kept, sorted: names readers skip (``_SUCCESS``), records whose
+        bytes did not decode, and every record of a file made before
+        schemas were kept."""
+        lo, hi = STRIPE_PREFIX, STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
+        lim = -1 if limit is None else int(limit)
+        try:
+            out = [n for (n,) in self.conn.execute(
+                "SELECT name FROM records WHERE schema_id IS NULL AND NOT (name >= ? AND name < ?) "
+                "ORDER BY name LIMIT ?", (lo, hi, lim))]
+        except sqlite3.OperationalError:  # no schema_id column: nothing was kept
+            return self.names()[:limit]
+        try:
+            out += [n for (n,) in self.conn.execute("SELECT name FROM objects WHERE schema_id IS NULL")]
+        except sqlite3.OperationalError:
+            pass
+        return sorted(out)[:limit]
+
+    def schemas_of(self, names: list[str]) -> dict[str, tuple[str, bytes]]:
+        """``{name: (format, Arrow IPC schema)}`` of the named records and
+        objects whose schema was kept (others are left out)."""
+        out: dict[str, tuple[str, bytes]] = {}
+        for table in ("records", "objects"):
+            for i in range(0, len(names), 500):
+                chunk = names[i:i + 500]
+                try:
+                    rows = self.conn.execute(
+                        f"SELECT t.name, s.format, s.schema FROM {table} t JOIN schemas s USING(schema_id) "
+                        f"WHERE t.name IN ({','.join('?' * len(chunk))})", chunk)
+                except sqlite3.OperationalError:
+                    break
+                out.update((n, (fmt, bytes(blob))) for n, fmt, blob in rows)
+        return out
 
     def close(self) -> None:
         self.conn.close()

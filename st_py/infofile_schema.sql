@@ -26,8 +26,19 @@ CREATE TABLE records(
   commit_seq   INTEGER NOT NULL,      -- generation of the commit that added it
   committed_at REAL NOT NULL,         -- unix seconds
   version      INTEGER NOT NULL DEFAULT 0,  -- 0, then + 1 by each replacement
-  stored_as    TEXT                   -- the name its copies are stored under on
+  stored_as    TEXT,                  -- the name its copies are stored under on
                                       -- the peers; NULL: `name` (never replaced)
+  schema_id    INTEGER                -- its format and schema (schemas); NULL: not
+                                      -- kept (a stripe, a name readers skip, bytes
+                                      -- of no decodable format, an older writer)
+);
+CREATE INDEX records_by_schema ON records(schema_id);
+
+CREATE TABLE schemas(                -- the distinct record schemas, kept at write
+  schema_id INTEGER PRIMARY KEY,       -- time so scans read no record to learn them
+  format    TEXT NOT NULL,             -- parquet, arrow, arrows, csv, json, raw
+  schema    BLOB NOT NULL,             -- the Arrow IPC serialization of the schema
+  UNIQUE(format, schema)               -- absent in files made before it existed
 );
 
 CREATE TABLE copies(                -- the current holder of each copy
@@ -72,5 +83,6 @@ CREATE TABLE objects(                -- striped objects (docs/striping.md): the
   stripes      INTEGER NOT NULL,       -- this row is, after every stripe record
   crc32c       INTEGER NOT NULL,       -- of the whole object
   commit_seq   INTEGER NOT NULL,
-  committed_at REAL NOT NULL           -- absent in files made before it existed
+  committed_at REAL NOT NULL,          -- absent in files made before it existed
+  schema_id    INTEGER                 -- as records.schema_id
 ) WITHOUT ROWID;

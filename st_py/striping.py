@@ -62,6 +62,7 @@ class ObjectsMixin:
         copies: int
         peers: dict
         filters: Any
+        keep_schemas: bool
 
         def queue_put(self, name: str, data: bytes, callback=None, *, _holders=None): ...
         def queue_get(self, name: str, callback=None, *, stored: bool = False): ...
@@ -118,11 +119,15 @@ class ObjectsMixin:
         src = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
         crc, size, index = 0, 0, 0
         pending = []
+        head, prev, last = b"", b"", b""  # first stripe, and the last two: the object's schema
         while True:
             chunk = src.read(stripe_size)
             if not chunk and index > 0:
                 break
             chunk = bytes(chunk)
+            if index == 0:
+                head = chunk
+            prev, last = last, chunk
             crc = google_crc32c.extend(crc, chunk)
             size += len(chunk)
             first = index % width
@@ -137,9 +142,14 @@ class ObjectsMixin:
             p.result()
         self.flush()  # every stripe committed ...
         from ._proto import tracker_pb2 as pb
+        from .group_commit import schema_table
+        from .record_format import written_object_schema
 
+        schema = written_object_schema(name, head, prev + last) if self.keep_schemas else None
+        schemas, refs = schema_table([schema])
         reply = self._tracker.commit_objects(self.name, self.file_id, [pb.ObjectCommit(
-            name=name, size=size, stripe_size=stripe_size, stripes=index, crc32c=crc)])
+            name=name, size=size, stripe_size=stripe_size, stripes=index, crc32c=crc, schema=refs[0])],
+            schemas=schemas)
         if reply.conflicts:  # ... then the object, in one transaction
             raise RecordExistsError(f"object {reply.conflicts[0]}", names=[name])
         return ObjectMeta(name, size, stripe_size, index, crc)

@@ -98,20 +98,22 @@ class TrackerClient:
         return self._call("Open", pb.OpenRequest(name=name, user=self.user))
 
     def commit(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = "",
-               request_id: str = "", delete=()) -> pb.CommitReply:
+               request_id: str = "", delete=(), schemas=()) -> pb.CommitReply:
         """Group commit. ``request_id``: the same on every retry of one
         request, which the tracker then applies at most once. ``delete``:
-        names removed in the same transaction (applied alone)."""
+        names removed in the same transaction (applied alone). ``schemas``:
+        the ``pb.RecordSchema`` the records' ``schema`` fields point into."""
         return self._call("Commit", pb.CommitRequest(name=name, file_id=file_id, records=records,
                                                      user=self.user, lease_id=lease_id, request_id=request_id,
-                                                     delete=list(delete)))
+                                                     delete=list(delete), schemas=list(schemas)))
 
     def commit_async(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = "",
-                     request_id: str = ""):
+                     request_id: str = "", schemas=()):
         """Start a commit; returns a grpc future (``.result()`` raises
         grpc.RpcError: map it with :meth:`map_error`)."""
         return self._stub.Commit.future(pb.CommitRequest(name=name, file_id=file_id, records=records,
-                                                         user=self.user, lease_id=lease_id, request_id=request_id),
+                                                         user=self.user, lease_id=lease_id, request_id=request_id,
+                                                         schemas=list(schemas)),
                                         timeout=self.timeout, metadata=self._metadata)
 
     def lease(self, name: str, file_id: int, lease_id: str = "", ttl_s: float = 0.0, release: bool = False,
@@ -125,9 +127,10 @@ class TrackerClient:
         return self._call("Lease", pb.LeaseRequest(name=normalize(name), file_id=file_id, user=self.user,
                                                    lease_id=lease_id, ttl_s=ttl_s, release=release, holder=holder))
 
-    def commit_objects(self, name: str, file_id: int, objects: builtins.list[pb.ObjectCommit]) -> pb.CommitReply:
+    def commit_objects(self, name: str, file_id: int, objects: builtins.list[pb.ObjectCommit],
+                       schemas=()) -> pb.CommitReply:
         return self._call("CommitObjects", pb.CommitObjectsRequest(name=name, file_id=file_id, objects=objects,
-                                                                   user=self.user))
+                                                                   user=self.user, schemas=list(schemas)))
 
     def store_copies(self, name: str, file_id: int, copies: builtins.list[pb.CopyStored]) -> pb.MoveCopiesReply:
         return self._call("StoreCopies", pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies,

@@ -30,7 +30,7 @@ def test_schema_creates_every_table_and_index(tmp_path):
                                         " AND name NOT LIKE 'sqlite_%'")}
     assert names == {"meta", "peers", "records", "copies", "copies_by_peer", "copy_history",
                      "copy_history_by_peer", "pending_copies", "objects", "commit_requests",
-                     "commit_requests_by_time"}
+                     "commit_requests_by_time", "schemas", "records_by_schema"}
 
 
 def test_a_reader_survives_a_hot_journal_left_by_a_killed_tracker(tmp_path):

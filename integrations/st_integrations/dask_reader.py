@@ -23,7 +23,7 @@ from st_py.transport import split_addr
 
 from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
 from .readplan import ReadUnit, ScanPlan, plan_scan
-from .scan import PATH_COLUMN, ScanOptions, read_unit_table, unit_schemas
+from .scan import PATH_COLUMN, ScanOptions, kept_schema_sources, read_unit_table, unit_schemas
 
 
 def _worker_host(addr: str) -> str:
@@ -86,20 +86,24 @@ def _schemas(unit: ReadUnit, opts: ScanOptions) -> list[SchemaSource]:
 
 
 def infer_schema(plan: ScanPlan, opts: ScanOptions, dclient, placement: dict[str, str]) -> pa.Schema:
-    """The unified schema of every planned record, from their headers, read
-    by one task per peer on its worker.
+    """The unified schema of every planned record: the schemas kept in the
+    infofiles at write time, and for records written without one, their
+    headers, read by one task per peer on its worker (no task when every
+    schema was kept).
 
     Raises
     ------
     SchemaConflictError
         Naming two records that cannot be unified.
     """
+    kept = kept_schema_sources(plan, opts)
+    sources, todo = kept if kept is not None else ([], plan.units)
     futs = []
-    for peer in plan.peers:
-        merged = ReadUnit(peer, tuple(r for u in plan.units if u.peer == peer for r in u.records))
+    for peer in dict.fromkeys(u.peer for u in todo):
+        merged = ReadUnit(peer, tuple(r for u in todo if u.peer == peer for r in u.records))
         futs.append(dclient.submit(_schemas, merged, opts, workers=[placement[peer]],
                                    allow_other_workers=False, pure=False))
-    return unify([s for part in dclient.gather(futs) for s in part])
+    return unify(sources + [s for part in dclient.gather(futs) for s in part] if futs else sources)
 
 
 def read_storetorrent(paths: str | list[str], *, columns: list[str] | str | None = None, filters=None,
@@ -183,7 +187,9 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | str | None
     if dclient is None:
         _check_all_local(plan)
         if schema is None:
-            schema = unify([s for u in plan.units for s in unit_schemas(u, opts)])
+            kept = kept_schema_sources(plan, opts)
+            sources, todo = kept if kept is not None else ([], plan.units)
+            schema = unify(sources + [s for u in todo for s in unit_schemas(u, opts)])
     else:
         placement = worker_of_peers(plan.peers, dclient)
         pin_dask_partitions(dclient, placement)

@@ -30,39 +30,19 @@ Pushdown (docs/analysis.md):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
-from st_py.errors import StoreTorrentError
+from st_py.errors import RecordFormatError, StoreTorrentError
+from st_py.record_format import (FORMATS, HEAD_BYTES, IGNORE_PREFIXES, RAW_SCHEMA, dataset_format, detect,
+                                 extension_format, ignored, schema_of)
 
-FORMATS = ("parquet", "arrow", "arrows", "csv", "json", "raw")
-
-RAW_SCHEMA = pa.schema([("record", pa.string()), ("data", pa.binary())])
-
-_EXTENSIONS = {
-    ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
-    ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow",
-    ".arrows": "arrows",
-    ".csv": "csv", ".tsv": "csv",
-    ".json": "json", ".jsonl": "json", ".ndjson": "json",
-}
-
-HEAD_BYTES = 8
+__all__ = ["FORMATS", "HEAD_BYTES", "IGNORE_PREFIXES", "RAW_SCHEMA", "RecordFormatError", "detect", "ignored"]
 
 Decoder = Callable[[str, str], pa.Table]
 """A user decoder: ``decoder(record name, local path) -> pyarrow.Table``."""
-
-
-class RecordFormatError(StoreTorrentError):
-    """A record could not be decoded in the format it claims (by magic bytes
-    or by extension). ``record`` names it, ``format`` is the format tried."""
-
-    def __init__(self, message: str, record: str = "", format: str = ""):
-        super().__init__(message)
-        self.record, self.format = record, format
 
 
 class SchemaConflictError(StoreTorrentError):
@@ -75,28 +55,7 @@ class SchemaConflictError(StoreTorrentError):
         self.first, self.second, self.column = first, second, column
 
 
-def _extension_format(name: str) -> str | None:
-    base = name.lower()
-    for comp in (".gz", ".bz2", ".zst"):
-        if base.endswith(comp):
-            base = base[: -len(comp)]
-            break
-    return _EXTENSIONS.get(os.path.splitext(base)[1])
-
-
-def detect(name: str, head: bytes) -> str:
-    """The format of a record from its first bytes (at least 8), then its
-    name's extension; ``"raw"`` when neither tells."""
-    if head.startswith(b"PAR1"):
-        return "parquet"
-    if head.startswith(b"ARROW1"):
-        return "arrow"
-    if head.startswith(b"\xff\xff\xff\xff") or (len(head) >= 8 and head[4:8] == b"\xff\xff\xff\xff"):
-        return "arrows"
-    ext = _extension_format(name)
-    if ext in ("csv", "json"):
-        return ext
-    return "raw"
+_extension_format = extension_format
 
 
 # A record's bytes: its local path, or (a record of a file with client-side
@@ -135,26 +94,7 @@ def detect_file(name: str, source: Source) -> str:
         return detect(name, fh.read(HEAD_BYTES))
 
 
-def _csv_format(name: str):
-    import pyarrow.csv as pacsv
-    import pyarrow.dataset as ds
-
-    delim = "\t" if _extension_format(name) == "csv" and ".tsv" in name.lower() else ","
-    return ds.CsvFileFormat(parse_options=pacsv.ParseOptions(delimiter=delim))
-
-
-def _dataset_format(name: str, fmt: str):
-    import pyarrow.dataset as ds
-
-    if fmt == "parquet":
-        return ds.ParquetFileFormat()
-    if fmt == "arrow":
-        return ds.IpcFileFormat()
-    if fmt == "csv":
-        return _csv_format(name)
-    if fmt == "json":
-        return ds.JsonFileFormat()
-    raise ValueError(fmt)
+_dataset_format = dataset_format
 
 
 def _fragment(name: str, source: Source, fmt: str):
@@ -171,7 +111,7 @@ def _fragment(name: str, source: Source, fmt: str):
 def record_schema(name: str, path: Source, fmt: str | None = None) -> pa.Schema:
     """The schema of one record on local disk, from its header only where
     the format has one (Parquet footer, Arrow IPC schema message); CSV and
-    JSON are inferred from their first block.
+    JSON are inferred from their first block (:func:`st_py.record_format.schema_of`).
 
     Raises
     ------
@@ -179,17 +119,15 @@ def record_schema(name: str, path: Source, fmt: str | None = None) -> pa.Schema:
         If the record does not decode as its format.
     """
     fmt = fmt or detect_file(name, path)
-    try:
-        if fmt == "raw":
-            return RAW_SCHEMA
-        if fmt == "arrows":
-            with _open(path) as src:
-                return pa.ipc.open_stream(src).schema
-        return _fragment(name, path, fmt).physical_schema
-    except (pa.ArrowException, OSError) as e:
-        if isinstance(e, FileNotFoundError):
-            raise
-        raise RecordFormatError(f"record {name!r} does not decode as {fmt}: {e}", name, fmt) from e
+    if isinstance(path, pa.NativeFile) and fmt == "parquet":  # a striped object: its footer by ranged reads
+        try:
+            return _fragment(name, path, fmt).physical_schema
+        except (pa.ArrowException, OSError) as e:
+            raise RecordFormatError(f"record {name!r} does not decode as {fmt}: {e}", name, fmt) from e
+    if isinstance(path, pa.NativeFile):
+        path.seek(0)
+        path = path.read_buffer()
+    return schema_of(name, path, fmt)
 
 
 def scan_record(name: str, path: Source, fmt: str | None, schema: pa.Schema, columns: list[str] | None = None,
@@ -270,17 +208,6 @@ def scan_record(name: str, path: Source, fmt: str | None, schema: pa.Schema, col
         if isinstance(e, FileNotFoundError):
             raise
         raise RecordFormatError(f"record {name!r} does not decode as {fmt}: {e}", name, fmt) from e
-
-
-# Record names readers skip unless asked for every record (format="raw" or a
-# decoder), as pyarrow.dataset's ignore_prefixes: "_SUCCESS", ".crc", ...
-IGNORE_PREFIXES = ("_", ".")
-
-
-def ignored(name: str) -> bool:
-    """Is record ``name`` one that format-detecting scans skip (its last
-    path component starts with ``_`` or ``.``)?"""
-    return name.rsplit("/", 1)[-1].startswith(IGNORE_PREFIXES)
 
 
 class StrayRecordError(RecordFormatError):

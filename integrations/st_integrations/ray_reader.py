@@ -26,7 +26,7 @@ from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
 from .placement import (RAY_TESTED, peer_resource, ray_node_of_peers, ray_per_task_pinning, ray_pin_args,  # noqa: F401
                         resource_peer)
 from .readplan import ReadUnit, ScanPlan, plan_scan
-from .scan import PATH_COLUMN, ScanOptions, read_unit, unit_schemas
+from .scan import PATH_COLUMN, ScanOptions, kept_schema_sources, read_unit, unit_schemas
 
 try:
     from ray.data import Datasource as _Datasource
@@ -98,22 +98,28 @@ def _schema_task(units: list[ReadUnit], opts: ScanOptions) -> list[SchemaSource]
 
 
 def infer_schema(plan: ScanPlan, opts: ScanOptions, node_of: dict[str, str]) -> pa.Schema:
-    """The unified schema of the planned records, from their headers, read
-    by one small task per peer on its node.
+    """The unified schema of the planned records: the schemas kept in the
+    infofiles at write time, and for records written without one, their
+    headers, read by one small task per peer on its node (no task when
+    every schema was kept).
 
     Raises
     ------
     SchemaConflictError
         Naming two records that cannot be unified.
     """
-    import ray
+    kept = kept_schema_sources(plan, opts)
+    sources, todo = kept if kept is not None else ([], plan.units)
+    if todo:
+        import ray
 
-    task = ray.remote(_schema_task)
-    refs = []
-    for peer in plan.peers:
-        units = [u for u in plan.units if u.peer == peer]
-        refs.append(task.options(num_cpus=0, **ray_pin_args(node_of[peer])).remote(units, opts))
-    return unify([s for part in ray.get(refs) for s in part])
+        task = ray.remote(_schema_task)
+        refs = []
+        for peer in dict.fromkeys(u.peer for u in todo):
+            units = [u for u in todo if u.peer == peer]
+            refs.append(task.options(num_cpus=0, **ray_pin_args(node_of[peer])).remote(units, opts))
+        sources += [s for part in ray.get(refs) for s in part]
+    return unify(sources)
 
 
 def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = None, filter=None,

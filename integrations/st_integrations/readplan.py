@@ -96,6 +96,12 @@ class ScanPlan:
     units: list[ReadUnit]
     revealed: dict[str, int] = field(default_factory=dict)
     skipped: int = 0  # records left out by their name (skip_ignored)
+    # The record schemas kept in the infofiles at write time (docs/infofile.md,
+    # "Record schemas"): (format, Arrow IPC schema, a record that has it),
+    # and the planned records whose schema was not kept, as (file, name):
+    # only those are opened to learn the scan's schema.
+    kept_schemas: list[tuple[str, bytes, str]] = field(default_factory=list)
+    unknown_schemas: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def peers(self) -> list[str]:
@@ -346,13 +352,28 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
     files = list(targets)
     plans, per_peer, revealed = {}, {}, {}
     skipped = 0
+    kept: dict[tuple[str, bytes], str] = {}
+    unknown: set[tuple[str, str]] = set()
     for name in files:
         want = targets[name]
         with client.open(name) as f:
             plan, by_peer = plan_file(f)
             filters = tuple(n for n in f.info.filters.split(",") if n)
             fid, check = f.file_id, f.info.key_check
-            objects = f._infofile().objects(plan.generation)
+            infofile = f._infofile()
+            objects = infofile.objects(plan.generation)
+            if want is None:
+                _kept_schemas(infofile, name, kept, unknown)
+            else:
+                names = [r.name for recs in by_peer.values() for r in recs
+                         if not r.name.startswith(STRIPE_PREFIX) and selected(r.name, want)]
+                names += [o.name for o in objects if selected(o.name, want)]
+                have = infofile.schemas_of(names)
+                for n in names:
+                    if n in have:
+                        kept.setdefault(have[n], n)
+                    else:
+                        unknown.add((name, n))
         plans[name] = plan
         revealed[name] = sum(len(v) for v in by_peer.values())
         for peer, recs in by_peer.items():
@@ -387,4 +408,18 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
             units.extend(split(per_peer[peer], peer, max(1, math.ceil(peer_bytes / share))))
         else:
             units.extend(split(per_peer[peer], peer, block_size))
-    return ScanPlan(files, plans, units, revealed, skipped)
+    return ScanPlan(files, plans, units, revealed, skipped, [(fmt, blob, first) for (fmt, blob), first in kept.items()],
+                    unknown)
+
+
+def _kept_schemas(infofile, file: str, kept: dict, unknown: set) -> None:
+    """The record schemas of a whole file kept in its infofile, into
+    ``kept`` (``{(format, schema): first record}``), and the names whose
+    schema was not kept into ``unknown``: one indexed query, no record read."""
+    groups = infofile.schema_groups()
+    if groups is None:  # a file made before schemas were kept: every record's header is read
+        unknown.update((file, n) for n in infofile.names())
+        return
+    for g in groups:
+        kept.setdefault((g.format, g.schema), g.first)
+    unknown.update((file, n) for n in infofile.names_without_schema())

@@ -115,23 +115,33 @@ class OpenRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
 
 class RecordCommit(_message.Message):
-    __slots__ = ("name", "size", "crc32c", "peer_idx", "pending_ranks", "stored_as")
+    __slots__ = ("name", "size", "crc32c", "peer_idx", "pending_ranks", "stored_as", "schema")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     CRC32C_FIELD_NUMBER: _ClassVar[int]
     PEER_IDX_FIELD_NUMBER: _ClassVar[int]
     PENDING_RANKS_FIELD_NUMBER: _ClassVar[int]
     STORED_AS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
     name: str
     size: int
     crc32c: int
     peer_idx: _containers.RepeatedScalarFieldContainer[int]
     pending_ranks: _containers.RepeatedScalarFieldContainer[int]
     stored_as: str
-    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ..., stored_as: _Optional[str] = ...) -> None: ...
+    schema: int
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ..., stored_as: _Optional[str] = ..., schema: _Optional[int] = ...) -> None: ...
+
+class RecordSchema(_message.Message):
+    __slots__ = ("format", "schema")
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    format: str
+    schema: bytes
+    def __init__(self, format: _Optional[str] = ..., schema: _Optional[bytes] = ...) -> None: ...
 
 class CommitRequest(_message.Message):
-    __slots__ = ("name", "file_id", "records", "user", "lease_id", "request_id", "delete")
+    __slots__ = ("name", "file_id", "records", "user", "lease_id", "request_id", "delete", "schemas")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +149,7 @@ class CommitRequest(_message.Message):
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DELETE_FIELD_NUMBER: _ClassVar[int]
+    SCHEMAS_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     records: _containers.RepeatedCompositeFieldContainer[RecordCommit]
@@ -146,7 +157,8 @@ class CommitRequest(_message.Message):
     lease_id: str
     request_id: str
     delete: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., delete: _Optional[_Iterable[str]] = ...) -> None: ...
+    schemas: _containers.RepeatedCompositeFieldContainer[RecordSchema]
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., delete: _Optional[_Iterable[str]] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ...) -> None: ...
 
 class CommitReply(_message.Message):
     __slots__ = ("generation", "committed", "conflicts", "conflict_names", "deleted")
@@ -437,30 +449,34 @@ class RemoveDirReply(_message.Message):
     def __init__(self) -> None: ...
 
 class ObjectCommit(_message.Message):
-    __slots__ = ("name", "size", "stripe_size", "stripes", "crc32c")
+    __slots__ = ("name", "size", "stripe_size", "stripes", "crc32c", "schema")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     STRIPE_SIZE_FIELD_NUMBER: _ClassVar[int]
     STRIPES_FIELD_NUMBER: _ClassVar[int]
     CRC32C_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
     name: str
     size: int
     stripe_size: int
     stripes: int
     crc32c: int
-    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., stripe_size: _Optional[int] = ..., stripes: _Optional[int] = ..., crc32c: _Optional[int] = ...) -> None: ...
+    schema: int
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., stripe_size: _Optional[int] = ..., stripes: _Optional[int] = ..., crc32c: _Optional[int] = ..., schema: _Optional[int] = ...) -> None: ...
 
 class CommitObjectsRequest(_message.Message):
-    __slots__ = ("name", "file_id", "objects", "user")
+    __slots__ = ("name", "file_id", "objects", "user", "schemas")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECTS_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    SCHEMAS_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     objects: _containers.RepeatedCompositeFieldContainer[ObjectCommit]
     user: str
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., objects: _Optional[_Iterable[_Union[ObjectCommit, _Mapping]]] = ..., user: _Optional[str] = ...) -> None: ...
+    schemas: _containers.RepeatedCompositeFieldContainer[RecordSchema]
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., objects: _Optional[_Iterable[_Union[ObjectCommit, _Mapping]]] = ..., user: _Optional[str] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ...) -> None: ...
 
 class LeaseRequest(_message.Message):
     __slots__ = ("name", "file_id", "user", "lease_id", "ttl_s", "release", "holder")

@@ -46,7 +46,7 @@ class Committer:
 
     async def commit(self, batch: list[tuple], request_id: str = "") -> tuple[int, int, list[Conflict]]:
         """Commit ``batch`` (``(name, size, crc32c, peer_idx per rank,
-        pending ranks, stored_as)`` each) together with whatever else is
+        pending ranks, stored_as, (format, schema) or None)`` each) together with whatever else is
         queued. A ``request_id`` applied before is not applied again (a
         retry: InfofileWriter.commit_requests).
 

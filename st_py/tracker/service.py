@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import grpc
+import pyarrow as pa
 
 from .. import capability, namespace
 from .._proto import tracker_pb2 as pb
@@ -24,6 +25,7 @@ from ..errors import ERROR_KIND_KEY, BadNameError
 from ..placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy
 from ..infofile import InfofileReader, InfofileWriter, create_infofile
 from ..filters import check_filters
+from ..record_format import FORMATS, load_schema
 from ..replication import DEFAULT_PROTOCOL, check_protocol
 from ..replication import copies as class_copies
 from .access import DEFAULT_FILE_MODE, R, W, AccessError, Owner, User, Users, may, mode_text
@@ -38,6 +40,7 @@ from .state import TrackerState
 log = logging.getLogger("st.tracker")
 
 FILE_OPS = capability.READ | capability.WRITE | capability.DELETE
+MAX_SCHEMA_BYTES = 1 << 20  # one record schema kept in an infofile (Arrow IPC)
 
 
 class TrackerService(pb_grpc.TrackerServicer):
@@ -46,6 +49,7 @@ class TrackerService(pb_grpc.TrackerServicer):
                  capability_ttl_s: float = 3600.0, users: Users | None = None,
                  reservation_lease_s: float = 900.0):
         self.root = root
+        self._schemas_seen: set[tuple[str, bytes]] = set()  # record schemas already checked
         self.state = state
         self.registry = registry
         self.quota_bytes = quota_bytes
@@ -313,6 +317,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         f = c.meta.copies
         batch = []
         on_peer: dict[int, int] = {}  # peer_idx -> bytes of this batch it holds
+        schemas = await self._record_schemas(context, request.schemas)
         for r in request.records:
             if len(r.peer_idx) != f or len(set(r.peer_idx)) != f or any(p >= c.meta.npeers for p in r.peer_idx):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
@@ -323,7 +328,12 @@ class TrackerService(pb_grpc.TrackerServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"record {r.name!r}: pending copy ranks {sorted(pending)} must be among "
                                     f"1..{f - 1}: copy rank 0 is stored before a record is committed")
-            batch.append((r.name, r.size, r.crc32c, list(r.peer_idx), pending, r.stored_as))
+            if r.schema > len(schemas):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"record {r.name!r}: schema {r.schema} is not among the request's "
+                                    f"{len(schemas)} schemas")
+            batch.append((r.name, r.size, r.crc32c, list(r.peer_idx), pending, r.stored_as,
+                          schemas[r.schema - 1] if r.schema else None))
             for p in r.peer_idx:
                 on_peer[p] = on_peer.get(p, 0) + r.size
         replaced = [r.name for r in request.records if r.stored_as]
@@ -366,6 +376,31 @@ class TrackerService(pb_grpc.TrackerServicer):
         return pb.CommitReply(generation=gen, committed=n,
                               conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
                               conflict_names=[x.name for x in conflicts], deleted=removed)
+
+    async def _record_schemas(self, context, schemas) -> list[tuple[str, bytes]]:
+        """The request's record schemas as ``(format, Arrow IPC schema)``,
+        each checked once (a known format, at most ``MAX_SCHEMA_BYTES``, a
+        schema Arrow reads): the infofile keeps them for every reader
+        (docs/infofile.md, "Record schemas")."""
+        out = []
+        for s in schemas:
+            key = (s.format, bytes(s.schema))
+            if key not in self._schemas_seen:
+                if s.format not in FORMATS or len(s.schema) > MAX_SCHEMA_BYTES:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                        f"record schema of format {s.format[:40]!r} and {len(s.schema)} bytes: "
+                                        f"the format must be one of {list(FORMATS)} and the schema at most "
+                                        f"{MAX_SCHEMA_BYTES} bytes")
+                try:
+                    load_schema(key[1])
+                except (pa.ArrowException, ValueError) as e:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                        f"a record schema is not an Arrow IPC schema: {e}")
+                if len(self._schemas_seen) > 4096:
+                    self._schemas_seen.clear()
+                self._schemas_seen.add(key)
+            out.append(key)
+        return out
 
     async def _check_unreserved(self, context, name: str, res, ids: dict[int, str], on_peer: dict[int, int],
                                 beyond: float) -> None:
@@ -544,7 +579,11 @@ class TrackerService(pb_grpc.TrackerServicer):
         name = await self._name(context, request.name)
         c = await self._open_committer(context, name, request.file_id)
         await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "write")
-        objs = [(o.name, o.size, o.stripe_size, o.stripes, o.crc32c) for o in request.objects]
+        schemas = await self._record_schemas(context, request.schemas)
+        if any(o.schema > len(schemas) for o in request.objects):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object's schema is not among the request's")
+        objs = [(o.name, o.size, o.stripe_size, o.stripes, o.crc32c, schemas[o.schema - 1] if o.schema else None)
+                for o in request.objects]
         if any(o[2] <= 0 for o in objs):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object needs a positive stripe_size")
         gen, added, conflicts = await c.run(c.writer.commit_objects, objs)

@@ -1,0 +1,158 @@
+"""Record schemas kept at write time (docs/infofile.md, "Record schemas";
+issue "Many small records at full speed"): the writer puts each record's
+format and Arrow schema in the infofile with its commit, so a scan learns
+the schema of every record from one SQL query and opens no record before
+it reads. Records written without one (older writers, ``keep_schemas``
+off) still have their headers read. Real tracker and peers."""
+
+from __future__ import annotations
+
+import io
+
+import grpc
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from st_py.record_format import RAW_SCHEMA, load_schema
+from st_integrations import formats, scan
+from st_integrations.formats import SchemaConflictError, StrayRecordError
+
+
+def _parquet(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+def _part(i: int, rows: int = 100) -> bytes:
+    return _parquet(pa.table({"i": pa.array(range(i * rows, (i + 1) * rows), pa.int64()),
+                              "k": pa.array([f"k{j % 7}" for j in range(rows)])}))
+
+
+@pytest.fixture
+def no_header_reads(monkeypatch):
+    """Count every record header a scan reads while it is planned."""
+    calls: list[str] = []
+    real = formats.record_schema
+
+    def counting(name, path, fmt=None):
+        calls.append(name)
+        return real(name, path, fmt)
+
+    monkeypatch.setattr(scan, "record_schema", counting)
+    return calls
+
+
+def _dask(cluster, path, **kw):
+    from st_integrations.dask_reader import read_storetorrent
+
+    return read_storetorrent(path, tracker=cluster.tracker_addr, client=None, **kw)
+
+
+def test_the_infofile_keeps_each_records_schema(cluster):
+    with cluster.client().create("/ks/pq", replication="x2") as f:
+        for i in range(20):
+            f.queue_put(f"part-{i:02}.parquet", _part(i))
+        f.put("notes.txt", b"free text")
+        f.put("_SUCCESS", b"")
+    with cluster.client().open("/ks/pq") as f:
+        groups = f._infofile().schema_groups()
+        by_format = {g.format: g for g in groups}
+        assert sorted(by_format) == ["parquet", "raw"]
+        assert by_format["parquet"].records == 20 and by_format["parquet"].first == "part-00.parquet"
+        assert load_schema(by_format["parquet"].schema).equals(pq.read_schema(io.BytesIO(_part(0))))
+        assert by_format["raw"].records == 1 and load_schema(by_format["raw"].schema).equals(RAW_SCHEMA)
+        assert f._infofile().names_without_schema() == ["_SUCCESS"]  # a name readers skip
+
+
+def test_a_scan_over_kept_schemas_opens_no_record_to_plan(cluster, no_header_reads):
+    n = 30
+    with cluster.client().create("/ks/scan", replication="x2") as f:
+        for i in range(n):
+            f.queue_put(f"part-{i:02}.parquet", _part(i))
+    ddf = _dask(cluster, "/ks/scan")
+    assert no_header_reads == []  # the DataFrame was built from the infofile alone
+    df = ddf.compute()
+    assert len(df) == n * 100 and int(df["i"].sum()) == sum(range(n * 100))
+
+
+def test_records_written_without_a_schema_have_their_headers_read(cluster, no_header_reads):
+    with cluster.client().create("/ks/mixed", replication="x1") as f:
+        for i in range(4):
+            f.put(f"part-{i}.parquet", _part(i))
+        f.keep_schemas = False  # as a writer from before schemas were kept
+        f.put("old-0.parquet", _parquet(pa.table({"i": pa.array([7], pa.int64()), "extra": [1.5]})))
+    ddf = _dask(cluster, "/ks/mixed")
+    assert no_header_reads == ["old-0.parquet"]
+    assert list(ddf.columns) == ["i", "k", "extra"]
+    df = ddf.compute()
+    assert len(df) == 401 and df["extra"].notna().sum() == 1
+
+
+def test_kept_schemas_that_conflict_name_both_records_before_any_read(cluster, no_header_reads):
+    with cluster.client().create("/ks/conflict", replication="x1") as f:
+        f.put("a.parquet", _parquet(pa.table({"x": pa.array([1], pa.int64())})))
+        f.put("b.parquet", _parquet(pa.table({"x": pa.array(["one"])})))
+    with pytest.raises(SchemaConflictError) as e:
+        _dask(cluster, "/ks/conflict")
+    assert (e.value.first, e.value.second, e.value.column) == ("a.parquet", "b.parquet", "x")
+    assert no_header_reads == []
+
+
+def test_a_stray_record_is_named_from_the_kept_schemas(cluster, no_header_reads):
+    with cluster.client().create("/ks/stray", replication="x1") as f:
+        f.put("part-0.parquet", _part(0))
+        f.put("notes.txt", b"not a table")
+    with pytest.raises(StrayRecordError) as e:
+        _dask(cluster, "/ks/stray")
+    assert e.value.record == "notes.txt"
+    assert no_header_reads == []
+    # format="raw" reads every record as (record, data), as before
+    assert len(_dask(cluster, "/ks/stray", format="raw").compute()) == 2
+
+
+def test_a_selection_uses_the_schemas_of_the_records_it_names(cluster, no_header_reads):
+    with cluster.client().create("/ks/sel", replication="x1") as f:
+        f.put("a/part-0.parquet", _part(0))
+        f.put("b/part-0.parquet", _parquet(pa.table({"z": pa.array([1.0])})))
+    ddf = _dask(cluster, "/ks/sel/a")
+    assert list(ddf.columns) == ["i", "k"] and no_header_reads == []
+    assert len(ddf.compute()) == 100
+
+
+def test_filtered_objects_and_csv_keep_their_plaintext_schema(cluster, tmp_path, no_header_reads):
+    key = tmp_path / "key"
+    key.write_bytes(bytes(range(32)))
+    c = cluster.client(encryption_key=key.read_bytes())
+    table = pa.table({"i": pa.array(range(50_000), pa.int64())})
+    with c.create("/ks/obj", replication="x2", filters=["zstd", "aes-256-gcm"]) as f:
+        f.put_object("big.parquet", _parquet(table), stripe_size=64 << 10)  # several stripes
+        f.put("small.csv", b"i\n1\n2\n")
+    with c.open("/ks/obj") as f:
+        groups = {g.format: g for g in f._infofile().schema_groups()}
+        assert sorted(groups) == ["csv", "parquet"]
+        assert load_schema(groups["parquet"].schema).equals(table.schema)
+        assert groups["parquet"].first == "big.parquet"  # the object, not its stripes
+        assert f._infofile().names_without_schema() == []
+
+
+def test_the_tracker_refuses_a_schema_that_is_not_one(cluster):
+    from st_py._proto import tracker_pb2 as pb
+
+    with cluster.client().create("/ks/bad", replication="x1") as f:
+        f.put("a.bin", b"a")
+        tracker = f._tracker
+        info = f.info
+        with pytest.raises(grpc.RpcError) as e:
+            tracker._stub.Commit(pb.CommitRequest(
+                name="/ks/bad", file_id=info.file_id, user=tracker.user,
+                records=[pb.RecordCommit(name="a.bin", size=1, crc32c=0, peer_idx=[0], schema=1)],
+                schemas=[pb.RecordSchema(format="parquet", schema=b"not arrow")]), metadata=tracker._metadata)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "Arrow" in e.value.details()
+        with pytest.raises(grpc.RpcError) as e:
+            tracker._stub.Commit(pb.CommitRequest(
+                name="/ks/bad", file_id=info.file_id, user=tracker.user,
+                records=[pb.RecordCommit(name="b.bin", size=1, crc32c=0, peer_idx=[0], schema=2)]),
+                metadata=tracker._metadata)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "schema 2" in e.value.details()
