@@ -201,6 +201,24 @@ def unit_schemas(unit: ReadUnit, opts: ScanOptions) -> list[SchemaSource]:
     return [SchemaSource(s, n) for s, n in out.items()]
 
 
+def kept_schema_sources(plan, opts: ScanOptions) -> tuple[list[SchemaSource], list[ReadUnit]] | None:
+    """The schemas kept in the infofiles at write time for a planned scan
+    (no record read), and the read units cut down to the records whose
+    schema was not kept (their headers still have to be read); None when
+    the kept schemas do not apply (a ``decoder``, or ``format`` forcing
+    another format than the records were written as)."""
+    from st_py.record_format import load_schema
+
+    if opts.decoder is not None:
+        return None
+    if opts.format is not None and any(fmt != opts.format for fmt, _, _ in plan.kept_schemas):
+        return None
+    sources = [SchemaSource(load_schema(blob), first) for _, blob, first in plan.kept_schemas]
+    units = [ReadUnit(u.peer, tuple(r for r in u.records if (r.file, r.name) in plan.unknown_schemas))
+             for u in plan.units] if plan.unknown_schemas else []
+    return sources, [u for u in units if u.records]
+
+
 def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filter, opts: ScanOptions,
               counts: dict | None = None) -> Iterator[pa.RecordBatch]:
     """Stream a unit's records as batches of ``project(schema, columns)``
@@ -225,8 +243,8 @@ def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filt
     if opts.format == "raw" and opts.decoder is None:
         yield from _raw_batches(unit, columns, filter, opts, counts)
         return
-    for ref in unit.records:
-        src = _source(ref, opts)
+    out = _Coalescer(opts.batch_size)
+    for ref, src in _sources(unit.records, opts):
         if opts.decoder is not None:
             with contextlib.ExitStack() as stack:
                 t = opts.decoder(ref.name, _decoder_path(ref, src, stack))
@@ -241,9 +259,79 @@ def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filt
         for b in batches:
             if opts.include_paths:
                 b = b.append_column(PATH_COLUMN, pa.array([f"{ref.file}/{ref.name}"] * b.num_rows, pa.string()))
-            yield b
+            yield from out.add(b)
         if counts is not None:
             counts[ref.file] = counts.get(ref.file, 0) + 1
+    yield from out.flush()
+
+
+SMALL_RECORD_BYTES = 1 << 20  # records up to this size are read many at a time (one native call) ...
+READ_AHEAD_BYTES = 32 << 20  # ... up to this many bytes at once
+
+
+def _sources(refs, opts: ScanOptions):
+    """``(ref, source)`` of each record, in order: small unfiltered records
+    are read and checked many at a time (one native call for a run of them,
+    issue "Many small records"), the others one by one (:func:`_source`)."""
+    from st_py.getlocal import read_copies
+
+    i = 0
+    while i < len(refs):
+        ref = refs[i]
+        if not (opts.verify and ref.kind == "record" and ref.size <= SMALL_RECORD_BYTES):
+            yield ref, _source(ref, opts)
+            i += 1
+            continue
+        j, held = i, 0
+        while (j < len(refs) and refs[j].kind == "record" and refs[j].size <= SMALL_RECORD_BYTES
+               and held < READ_AHEAD_BYTES):
+            held += refs[j].size
+            j += 1
+        run = refs[i:j]
+        i = j
+        data, bad = read_copies([r.path for r in run], [r.size for r in run])
+        bad_at = {b[0] for b in bad}
+        buf = pa.py_buffer(data)
+        off = 0
+        for k, r in enumerate(run):
+            if k in bad_at:
+                yield r, pa.py_buffer(_checked_bytes(r, opts))  # raises, or reads a good copy by GET
+            else:
+                SCAN_STATS["records_verified"] += 1
+                stored = buf.slice(off, r.size)
+                yield r, (pa.py_buffer(_decode(r, opts, stored.to_pybytes())) if r.filters else stored)
+            off += r.size
+
+
+class _Coalescer:
+    """Gathers the small batches of many small records into batches of
+    about ``rows`` rows (columns built across records, issue "Many small
+    records"), so that an engine gets a few large blocks, not one per
+    record."""
+
+    def __init__(self, rows: int):
+        self.rows = max(1, rows)
+        self.held: list[pa.RecordBatch] = []
+        self.count = 0
+
+    def add(self, b: pa.RecordBatch):
+        if b.num_rows >= self.rows and not self.held:
+            yield b
+            return
+        self.held.append(b)
+        self.count += b.num_rows
+        if self.count >= self.rows:
+            yield from self.flush()
+
+    def flush(self):
+        if not self.held:
+            return
+        held, self.held, self.count = self.held, [], 0
+        if len(held) == 1:
+            yield held[0]
+            return
+        t = pa.Table.from_batches(held).combine_chunks()
+        yield from t.to_batches()
 
 
 def _binary_array(datas: list[bytes]) -> pa.Array:
