@@ -13,7 +13,7 @@ import socket
 from dataclasses import dataclass, replace
 
 from .errors import ChecksumError, GetLocalError, PeerError, PeerUnavailableError, RecordsUnavailableError
-from .protocol import ErrorCode, MsgType, crc32c, encode_get_local, encode_ping
+from .protocol import ErrorCode, LocalEntries, MsgType, crc32c, encode_get_local, encode_ping
 from .transport import Transport, split_addr
 
 
@@ -242,7 +242,19 @@ def reveal(peer: str, plan: GetLocalPlan, timeout: float | None = None,
 def reveal_ring(peer: str, plan: GetLocalPlan, timeout: float | None = None,
                 transport: Transport | None = None, allow_unavailable: bool = False
                 ) -> tuple[list[LocalRecord], tuple[str, ...]]:
-    """Ask ``peer`` for the records it reveals to its node (paper 3.7).
+    """Ask ``peer`` for the records it reveals to its node (paper 3.7); see
+    :func:`reveal_entries`, which gives them by column."""
+    e, ring = reveal_entries(peer, plan, timeout, transport, allow_unavailable)
+    return [LocalRecord(name, path, size, rank, peer)
+            for rank, size, name, path in zip(e.ranks, e.sizes, e.names, e.paths)], ring
+
+
+def reveal_entries(peer: str, plan: GetLocalPlan, timeout: float | None = None,
+                   transport: Transport | None = None, allow_unavailable: bool = False
+                   ) -> tuple[LocalEntries, tuple[str, ...]]:
+    """Ask ``peer`` for the records it reveals to its node (paper 3.7), by
+    column (:class:`st_py.protocol.LocalEntries`: no object per record, for
+    plans of millions of records).
 
     When the ring fails (a peer timed out or is unreachable), the peers the
     error names are PINGed; those that do not answer are removed from the
@@ -255,7 +267,7 @@ def reveal_ring(peer: str, plan: GetLocalPlan, timeout: float | None = None,
 
     Returns
     -------
-    (list of LocalRecord, ring)
+    (LocalEntries, ring)
         ``ring`` is the peerlist of the collective that answered. The tasks of
         one scan must all report the same ring: if a peer failed between two
         tasks' requests they may not, and the scan must be run again (the
@@ -287,9 +299,7 @@ def reveal_ring(peer: str, plan: GetLocalPlan, timeout: float | None = None,
             if exc is None:
                 fr = box.fr
                 assert fr.type == MsgType.LOCAL_LIST
-                return [LocalRecord(name.decode("utf-8", "surrogateescape"),
-                                    path.decode("utf-8", "surrogateescape"), size, rank, peer)
-                        for rank, size, name, path in fr.fields["entries"]], plan.ring
+                return LocalEntries.of(fr.fields["entries"]), plan.ring
             if isinstance(exc, PeerUnavailableError):
                 raise GetLocalError(f"GET_LOCAL: the local peer {peer} is unavailable: {exc.reason}") from exc
             if isinstance(exc, PeerError) and exc.code == ErrorCode.INVARIANT:

@@ -864,6 +864,12 @@ class InfofileReader:
         """``(names, bytes)``: see :func:`name_stats`."""
         return name_stats(self.conn)
 
+    def has_stripes(self) -> bool:
+        """Are there stripe records (of objects, committed or not)?"""
+        lo, hi = STRIPE_PREFIX, STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
+        return self.conn.execute("SELECT 1 FROM records WHERE name >= ? AND name < ? LIMIT 1",
+                                 (lo, hi)).fetchone() is not None
+
     # -- record schemas kept at write time (docs/infofile.md, "Record schemas") --
     def schema_groups(self) -> list[SchemaGroup] | None:
         """The distinct schemas of the committed records and objects (not

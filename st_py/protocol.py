@@ -266,6 +266,56 @@ class Frame:
     fields: dict = field(default_factory=dict)
 
 
+class LocalEntries:
+    """The entries of a LOCAL_LIST reply by column: ``ranks``, ``sizes``,
+    ``names`` and ``paths`` (str, UTF-8 with surrogateescape), one list
+    each (a GET_LOCAL plan of a million records without an object per
+    record). Decoded by ``st_py._native.decode_local_list`` when it is
+    built, else from :func:`decode_payload`'s tuples."""
+
+    __slots__ = ("ranks", "sizes", "names", "paths")
+
+    def __init__(self, ranks: list, sizes: list, names: list, paths: list):
+        self.ranks, self.sizes, self.names, self.paths = ranks, sizes, names, paths
+
+    @classmethod
+    def of(cls, entries) -> "LocalEntries":
+        """From ``(rank, size, name bytes, path bytes)`` tuples, or as is."""
+        if isinstance(entries, LocalEntries):
+            return entries
+        out = cls([], [], [], [])
+        for rank, size, name, path in entries:
+            out.ranks.append(rank)
+            out.sizes.append(size)
+            out.names.append(name.decode("utf-8", "surrogateescape"))
+            out.paths.append(path.decode("utf-8", "surrogateescape"))
+        return out
+
+    @classmethod
+    def concat(cls, parts) -> "LocalEntries":
+        parts = [cls.of(p) for p in parts]
+        return cls([x for p in parts for x in p.ranks], [x for p in parts for x in p.sizes],
+                   [x for p in parts for x in p.names], [x for p in parts for x in p.paths])
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def decode_local_list_native(native, payload) -> dict:
+    """A LOCAL_LIST payload's fields with its entries by column
+    (:class:`LocalEntries`) through the native decoder.
+
+    Raises
+    ------
+    ProtocolError
+        If the payload is malformed.
+    """
+    try:
+        return {"entries": LocalEntries(*native.decode_local_list(bytes(payload)))}
+    except ValueError as e:
+        raise ProtocolError(str(e)) from None
+
+
 class _Reader:
     __slots__ = ("buf", "pos", "end")
 

@@ -26,7 +26,8 @@ from collections import deque
 from collections.abc import Callable
 
 from .errors import OperationTimeoutError, PeerError, PeerUnavailableError
-from .protocol import (FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, MsgType, ProtocolError, decode_payload,
+from .protocol import (FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, LocalEntries, MsgType, ProtocolError,
+                       decode_local_list_native, decode_payload,
                        encode_auth)
 
 # Replies sent in chunks (MORE on all but the last): merged into one list of entries.
@@ -40,6 +41,7 @@ except ImportError:
     _native = None
 
 NATIVE = _native is not None
+_NATIVE_LISTS = hasattr(_native, "decode_local_list")  # a GET_LOCAL plan's entries by column, in C++
 
 # Record bodies of up to 64 MiB are allocated and freed at GB/s: keep freed
 # memory for reuse instead of page-faulting fresh pages in for every body
@@ -163,7 +165,9 @@ class PeerConnection:
         if frames:
             self.last_progress = time.monotonic()
         for t, flags, seq, payload, data_info in frames:
-            if data_info is None:
+            if data_info is None and t == MsgType.LOCAL_LIST and _NATIVE_LISTS:
+                fields = decode_local_list_native(_native, payload)
+            elif data_info is None:
                 fields = decode_payload(t, flags, memoryview(payload))
             else:
                 crc, rank, actual = data_info
@@ -188,8 +192,11 @@ class PeerConnection:
             return
         del self.pending[fr.seq]
         if fr.type in _LISTS and req.chunks:
-            entries = [e for c in req.chunks for e in c.fields["entries"]] + fr.fields["entries"]
-            fr.fields["entries"] = entries
+            parts = [c.fields["entries"] for c in req.chunks] + [fr.fields["entries"]]
+            if fr.type == MsgType.LOCAL_LIST:
+                fr.fields["entries"] = LocalEntries.concat(parts)
+            else:
+                fr.fields["entries"] = [e for p in parts for e in p]
         if fr.type == MsgType.ERROR:
             self._complete(req.callback, None, PeerError(fr.fields["code"], fr.fields["message"], self.addr, fr.seq,
                                                          fr.fields.get("peers", ())))

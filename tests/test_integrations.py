@@ -155,7 +155,7 @@ def test_scan_planning_refuses_answers_from_different_rings(cluster, monkeypatch
     with c.create("/int/rings", replication="x2") as f:
         for i in range(20):
             f.queue_put(f"r{i}", b"x")
-    real = readplan.reveal_ring
+    real = readplan.reveal_entries
     calls = []
 
     def flaky(peer, plan, *a, **kw):  # the last peer answers from a shorter ring
@@ -163,10 +163,10 @@ def test_scan_planning_refuses_answers_from_different_rings(cluster, monkeypatch
         calls.append(peer)
         return (records, ring[:-1]) if peer == plan.ring[-1] else (records, ring)
 
-    monkeypatch.setattr(readplan, "reveal_ring", flaky)
+    monkeypatch.setattr(readplan, "reveal_entries", flaky)
     with pytest.raises(GetLocalError, match="different rings"):
         readplan.plan_scan(c, "/int/rings")
     assert len(calls) == readplan.PLAN_ATTEMPTS * 4  # planned again each time
-    monkeypatch.setattr(readplan, "reveal_ring", real)
+    monkeypatch.setattr(readplan, "reveal_entries", real)
     plan = readplan.plan_scan(c, "/int/rings")
     assert plan.revealed == {"/int/rings": 20} and plan.num_records == 20

@@ -193,3 +193,22 @@ def test_frames_of_the_last_read_are_delivered_when_the_socket_goes_quiet():
     a.close()
     b.close()
     assert [g[2] for g in got] == list(range(1, 11))
+
+
+@settings(**SETTINGS)
+@given(entries=st.lists(st.tuples(st.integers(0, 255), st.integers(0, 2**64 - 1), st.binary(max_size=40),
+                                  st.binary(max_size=60)), max_size=30),
+       cut=st.integers(0, 200))
+def test_native_local_list_decode_equals_the_reference(entries, cut):
+    """A GET_LOCAL plan's entries decoded by column in C++ are the Python
+    decoder's (names and paths as UTF-8 with surrogateescape); a payload
+    cut short or with bytes after it is refused."""
+    payload = P.encode_local_list(1, entries)[P.HEADER_SIZE:]
+    got = P.decode_local_list_native(native, payload)["entries"]
+    want = P.LocalEntries.of(P.decode_payload(P.MsgType.LOCAL_LIST, 0, memoryview(payload))["entries"])
+    assert (got.ranks, got.sizes, got.names, got.paths) == (want.ranks, want.sizes, want.names, want.paths)
+    if cut < len(payload):
+        with pytest.raises(P.ProtocolError):
+            P.decode_local_list_native(native, payload[:cut])
+    with pytest.raises(P.ProtocolError):
+        P.decode_local_list_native(native, payload + b"x")

@@ -100,7 +100,7 @@ def infer_schema(plan: ScanPlan, opts: ScanOptions, dclient, placement: dict[str
     sources, todo = kept if kept is not None else ([], plan.units)
     futs = []
     for peer in dict.fromkeys(u.peer for u in todo):
-        merged = ReadUnit(peer, tuple(r for u in todo if u.peer == peer for r in u.records))
+        merged = ReadUnit.of(peer, (r for u in todo if u.peer == peer for r in u.records))
         futs.append(dclient.submit(_schemas, merged, opts, workers=[placement[peer]],
                                    allow_other_workers=False, pure=False))
     return unify(sources + [s for part in dclient.gather(futs) for s in part] if futs else sources)
@@ -201,7 +201,7 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | str | None
     if include_paths:
         out_schema = out_schema.append(pa.field(PATH_COLUMN, pa.string()))
     meta = out_schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
-    units = plan.units or [ReadUnit("", ())]
+    units = plan.units or [ReadUnit("")]
     ddf = dd.from_map(_ReadPartition(schema, filt, opts, columns), units, meta=meta, label="read-storetorrent",
                       enforce_metadata=False)
     return ddf[series] if series is not None else ddf

@@ -84,7 +84,7 @@ class StoreTorrentDatasource(_Datasource):
         tasks = []
         for u in self._units():
             meta = BlockMetadata(num_rows=None, size_bytes=u.size,
-                                 input_files=[f"{r.file}/{r.name}" for r in u.records], exec_stats=None)
+                                 input_files=u.input_files, exec_stats=None)
             t = ReadTask(_read_fn(u, self.schema, self.columns, self.filter, self.opts), meta,
                          schema=self.out_schema(), per_task_row_limit=per_task_row_limit)
             t.st_node_id = self.node_of[u.peer]  # read by the per-task pinning hook (placement.py)
@@ -93,7 +93,7 @@ class StoreTorrentDatasource(_Datasource):
 
 
 def _schema_task(units: list[ReadUnit], opts: ScanOptions) -> list[SchemaSource]:
-    merged = ReadUnit(units[0].peer, tuple(r for u in units for r in u.records))
+    merged = ReadUnit.of(units[0].peer, (r for u in units for r in u.records))
     return unit_schemas(merged, opts)
 
 

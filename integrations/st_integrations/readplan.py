@@ -28,7 +28,8 @@ import math
 from dataclasses import dataclass, field
 
 from st_py.errors import GetLocalError, RecordNotFoundError, StFileNotFoundError
-from st_py.getlocal import GetLocalPlan, check_complete, reveal_ring
+from st_py.getlocal import GetLocalPlan, check_complete, reveal_entries
+from st_py.protocol import LocalEntries
 from st_py.infofile import STRIPE_PREFIX
 
 from .formats import ignored
@@ -58,26 +59,93 @@ class RecordRef:
 
 
 @dataclass(frozen=True)
+class FileRef:
+    """What the records of one file in a read unit share."""
+
+    file: str
+    filters: tuple[str, ...] = ()
+    file_id: int = 0
+    key_check: str = ""
+
+
+@dataclass(frozen=True)
 class ReadUnit:
-    """The records of one read task, all on the node of ``peer``."""
+    """The records of one read task, all on the node of ``peer``, by column
+    (issue "Many small records": a plan of a million records holds a few
+    lists, not a million objects, and pickles to a task in one go).
+
+    Record ``i`` is ``names[i]`` of file ``files[file_of[i]]``, read at
+    ``paths[i]`` (``""``: a striped object, read by ranged GETs) with
+    ``sizes[i]`` bytes. :attr:`records` gives them as :class:`RecordRef`.
+    """
 
     peer: str
-    records: tuple[RecordRef, ...]
+    files: tuple[FileRef, ...] = ()
+    file_of: tuple[int, ...] = ()
+    names: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    sizes: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, peer: str, refs) -> "ReadUnit":
+        """A unit of :class:`RecordRef` ``refs`` (in this order)."""
+        files: dict[FileRef, int] = {}
+        file_of, names, paths, sizes = [], [], [], []
+        for r in refs:
+            fr = FileRef(r.file, r.filters, r.file_id, r.key_check)
+            file_of.append(files.setdefault(fr, len(files)))
+            names.append(r.name)
+            paths.append(r.path if r.kind == "record" else "")
+            sizes.append(r.size)
+        return cls(peer, tuple(files), tuple(file_of), tuple(names), tuple(paths), tuple(sizes))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def records(self) -> tuple[RecordRef, ...]:
+        """The records as :class:`RecordRef` (built on each call: keep it)."""
+        files, peer = self.files, self.peer
+        return tuple(RecordRef(f.file, n, p, z, f.filters, f.file_id, f.key_check,
+                               "record" if p else "object", peer if p else "")
+                     for f, n, p, z in zip((files[i] for i in self.file_of), self.names, self.paths, self.sizes))
+
+    def ref(self, i: int) -> RecordRef:
+        """Record ``i`` as a :class:`RecordRef`."""
+        f, p = self.files[self.file_of[i]], self.paths[i]
+        return RecordRef(f.file, self.names[i], p, self.sizes[i], f.filters, f.file_id, f.key_check,
+                         "record" if p else "object", self.peer if p else "")
+
+    def select(self, keep) -> "ReadUnit":
+        """The unit with only the records at the indexes ``keep``."""
+        keep = list(keep)
+        return ReadUnit(self.peer, self.files, tuple(self.file_of[i] for i in keep),
+                        tuple(self.names[i] for i in keep), tuple(self.paths[i] for i in keep),
+                        tuple(self.sizes[i] for i in keep))
 
     @property
     def size(self) -> int:
-        return sum(r.size for r in self.records)
+        return sum(self.sizes)
+
+    @property
+    def input_files(self) -> list[str]:
+        """``/file/record`` of every record."""
+        files = [f.file for f in self.files]
+        return [f"{files[i]}/{n}" for i, n in zip(self.file_of, self.names)]
 
     def __dask_tokenize__(self):
         """Dask's deterministic token, from one hash over the records (its
-        default walks every RecordRef field by field: about 50 us a record,
-        a second per 20,000 records when a DataFrame is built)."""
+        default walks every field: about 50 us a record, a second per
+        20,000 records when a DataFrame is built)."""
         token = self.__dict__.get("_token")
         if token is None:
             h = hashlib.blake2b(digest_size=16)
-            for r in self.records:
-                h.update(f"{r.file}\0{r.name}\0{r.path}\0{r.size}\0{r.kind}\0{r.peer}\0".encode())
-            token = self.__dict__["_token"] = ("st-read-unit", self.peer, len(self.records), h.hexdigest())
+            h.update(repr(self.files).encode())
+            h.update(repr(self.file_of).encode())
+            for col in (self.names, self.paths):
+                h.update("\0".join(col).encode("utf-8", "surrogateescape"))
+            h.update(repr(self.sizes).encode())
+            token = self.__dict__["_token"] = ("st-read-unit", self.peer, len(self.names), h.hexdigest())
         return token
 
 
@@ -113,7 +181,7 @@ class ScanPlan:
 
     @property
     def num_records(self) -> int:
-        return sum(len(u.records) for u in self.units)
+        return sum(len(u) for u in self.units)
 
     @property
     def size(self) -> int:
@@ -256,16 +324,16 @@ def _files_below(client, root: str) -> list[str]:
     return sorted(out)
 
 
-def _reveal_all(plan: GetLocalPlan) -> tuple[dict[str, list], list[tuple[int, tuple[str, ...]]]]:
+def _reveal_all(plan: GetLocalPlan) -> tuple[dict[str, LocalEntries], list[tuple[int, tuple[str, ...]]]]:
     by_peer, parts = {}, []
     for peer in plan.ring:
-        records, ring = reveal_ring(peer, plan)
-        by_peer[peer] = records
-        parts.append((len(records), ring))
+        entries, ring = reveal_entries(peer, plan)
+        by_peer[peer] = entries
+        parts.append((len(entries), ring))
     return by_peer, parts
 
 
-def plan_file(f) -> tuple[GetLocalPlan, dict[str, list]]:
+def plan_file(f) -> tuple[GetLocalPlan, dict[str, LocalEntries]]:
     """The GET_LOCAL plan of open file ``f`` and each live peer's revealed
     records, checked exactly once (paper 3.7).
 
@@ -290,31 +358,65 @@ def plan_file(f) -> tuple[GetLocalPlan, dict[str, list]]:
     raise AssertionError("unreachable")
 
 
-def _object_peer(obj: str, by_peer: dict[str, list], ring) -> str:
+def _object_peer(obj: str, by_peer: dict[str, LocalEntries], ring) -> str:
     """The peer revealing the most bytes of ``obj``'s stripes (the read task
     of the object runs on its node), else the first of the ring."""
     prefix = f"{STRIPE_PREFIX}{obj}/"
     best, best_bytes = ring[0], -1
     for peer in ring:
-        n = sum(r.size for r in by_peer.get(peer, ()) if r.name.startswith(prefix))
+        e = by_peer.get(peer)
+        n = sum(z for name, z in zip(e.names, e.sizes) if name.startswith(prefix)) if e is not None else 0
         if n > best_bytes:
             best, best_bytes = peer, n
     return best
 
 
-def split(records: list[RecordRef], peer: str, block_size: int) -> list[ReadUnit]:
-    """Cut one peer's records (in name order) into units of about
-    ``block_size`` bytes; a record larger than that is a unit of its own."""
-    units, cur, cur_size = [], [], 0
-    for r in sorted(records, key=lambda r: (r.file, r.name)):
-        if cur and cur_size + r.size > block_size:
-            units.append(ReadUnit(peer, tuple(cur)))
-            cur, cur_size = [], 0
-        cur.append(r)
-        cur_size += r.size
-    if cur:
-        units.append(ReadUnit(peer, tuple(cur)))
+def split(cols: "_Columns", peer: str, block_size: int) -> list[ReadUnit]:
+    """Cut one peer's records (grouped by file, in name order within one)
+    into units of about ``block_size`` bytes; a record larger than that is
+    a unit of its own."""
+    units = []
+    n = len(cols.names)
+    files = tuple(cols.files)
+    i = 0
+    while i < n:
+        j, held = i, 0
+        while j < n and not (j > i and held + cols.sizes[j] > block_size):
+            held += cols.sizes[j]
+            j += 1
+        units.append(ReadUnit(peer, files, tuple(cols.file_of[i:j]), tuple(cols.names[i:j]),
+                              tuple(cols.paths[i:j]), tuple(cols.sizes[i:j])))
+        i = j
     return units
+
+
+class _Columns:
+    """One peer's planned records by column, while a plan is built."""
+
+    def __init__(self):
+        self.files: list[FileRef] = []
+        self.file_of: list[int] = []
+        self.names: list[str] = []
+        self.paths: list[str] = []
+        self.sizes: list[int] = []
+
+    def add(self, fref: FileRef, names, paths, sizes) -> None:
+        if not self.files or self.files[-1] != fref:
+            self.files.append(fref)
+        k = len(self.files) - 1
+        self.file_of += [k] * len(names)
+        self.names += names
+        self.paths += paths
+        self.sizes += sizes
+
+    @property
+    def size(self) -> int:
+        return sum(self.sizes)
+
+
+def _maybe_ignored(name: str) -> bool:
+    """A quick superset test of :func:`formats.ignored` (substring checks in C)."""
+    return "/_" in name or "/." in name or name[:1] in ("_", ".")
 
 
 def plan_scan(client, paths: str | list[str], block_size: int | None = None,
@@ -350,66 +452,84 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
     """
     targets = resolve_targets(client, paths)
     files = list(targets)
-    plans, per_peer, revealed = {}, {}, {}
+    plans, revealed = {}, {}
+    per_peer: dict[str, _Columns] = {}
     skipped = 0
     kept: dict[tuple[str, bytes], str] = {}
     unknown: set[tuple[str, str]] = set()
     for name in files:
         want = targets[name]
         with client.open(name) as f:
-            plan, by_peer = plan_file(f)
-            filters = tuple(n for n in f.info.filters.split(",") if n)
-            fid, check = f.file_id, f.info.key_check
-            infofile = f._infofile()
-            objects = infofile.objects(plan.generation)
-            if want is None:
-                _kept_schemas(infofile, name, kept, unknown)
-            else:
-                names = [r.name for recs in by_peer.values() for r in recs
-                         if not r.name.startswith(STRIPE_PREFIX) and selected(r.name, want)]
-                names += [o.name for o in objects if selected(o.name, want)]
-                have = infofile.schemas_of(names)
-                for n in names:
-                    if n in have:
-                        kept.setdefault(have[n], n)
-                    else:
-                        unknown.add((name, n))
-        plans[name] = plan
-        revealed[name] = sum(len(v) for v in by_peer.values())
-        for peer, recs in by_peer.items():
-            # the stripes of striped objects are scanned as their objects (below)
-            keep = [r for r in recs if not r.name.startswith(STRIPE_PREFIX) and selected(r.name, want)]
-            if skip_ignored:
-                skipped += sum(1 for r in keep if ignored(r.name))
-                keep = [r for r in keep if not ignored(r.name)]
-            per_peer.setdefault(peer, []).extend(RecordRef(name, r.name, r.path, r.size, filters, fid, check,
-                                                           peer=peer) for r in keep)
-        objects = [o for o in objects if selected(o.name, want)]
-        if want is not None and not objects and not any(selected(r.name, want) for recs in by_peer.values()
-                                                         for r in recs):
-            raise RecordNotFoundError(f"no committed record of {name} matches {', '.join(want)}")
-        for obj in objects:
-            if skip_ignored and ignored(obj.name):
-                skipped += 1
-                continue
-            peer = _object_peer(obj.name, by_peer, plan.ring)
-            per_peer.setdefault(peer, []).append(RecordRef(name, obj.name, "", obj.size, filters, fid, check,
-                                                           kind="object"))
-    total = sum(r.size for recs in per_peer.values() for r in recs)
+            skipped += _plan_one(f, name, want, skip_ignored, plans, revealed, per_peer, kept, unknown)
+    total = sum(c.size for c in per_peer.values())
     if num_blocks:
         block_size = max(1, math.ceil(total / max(1, num_blocks)))
     block_size = block_size or DEFAULT_BLOCK_SIZE
     units = []
     for peer in sorted(per_peer):
+        cols = per_peer[peer]
+        if not cols.names:
+            continue
         if num_blocks and total:
             # Proportional share of the units, by bytes, at least one.
-            share = max(1, round(num_blocks * sum(r.size for r in per_peer[peer]) / total))
-            peer_bytes = sum(r.size for r in per_peer[peer])
-            units.extend(split(per_peer[peer], peer, max(1, math.ceil(peer_bytes / share))))
+            peer_bytes = cols.size
+            share = max(1, round(num_blocks * peer_bytes / total))
+            units.extend(split(cols, peer, max(1, math.ceil(peer_bytes / share))))
         else:
-            units.extend(split(per_peer[peer], peer, block_size))
+            units.extend(split(cols, peer, block_size))
     return ScanPlan(files, plans, units, revealed, skipped, [(fmt, blob, first) for (fmt, blob), first in kept.items()],
                     unknown)
+
+
+def _plan_one(f, name: str, want, skip_ignored: bool, plans: dict, revealed: dict, per_peer: dict,
+              kept: dict, unknown: set) -> int:
+    """Plan open file ``f`` into ``per_peer`` (columns by peer) and learn
+    its records' kept schemas; returns the records skipped by name."""
+    skipped = 0
+    plan, by_peer = plan_file(f)
+    fref = FileRef(name, tuple(n for n in f.info.filters.split(",") if n), f.file_id, f.info.key_check)
+    infofile = f._infofile()
+    objects = infofile.objects(plan.generation)
+    has_stripes = infofile.has_stripes()
+    plans[name] = plan
+    revealed[name] = sum(len(v) for v in by_peer.values())
+    planned: list[str] = []  # names of a selection
+    for peer, e in by_peer.items():
+        names, paths, sizes = e.names, e.paths, e.sizes
+        if want is not None or has_stripes or skip_ignored:
+            # the stripes of striped objects are scanned as their objects (below)
+            keep = [k for k, n in enumerate(names)
+                    if not (has_stripes and n.startswith(STRIPE_PREFIX)) and (want is None or selected(n, want))]
+            if skip_ignored:
+                drop = {k for k in keep if _maybe_ignored(names[k]) and ignored(names[k])}
+                skipped += len(drop)
+                keep = [k for k in keep if k not in drop] if drop else keep
+            if len(keep) != len(names):
+                names, paths, sizes = [names[k] for k in keep], [paths[k] for k in keep], [sizes[k] for k in keep]
+        if want is not None:
+            planned += names
+        per_peer.setdefault(peer, _Columns()).add(fref, names, paths, sizes)
+    objects = [o for o in objects if selected(o.name, want)]
+    if want is not None and not objects and not any(
+            selected(n, want) for e in by_peer.values() for n in e.names):
+        raise RecordNotFoundError(f"no committed record of {name} matches {', '.join(want)}")
+    for obj in objects:
+        if skip_ignored and ignored(obj.name):
+            skipped += 1
+            continue
+        peer = _object_peer(obj.name, by_peer, plan.ring)
+        per_peer.setdefault(peer, _Columns()).add(fref, [obj.name], [""], [obj.size])
+        planned.append(obj.name)
+    if want is None:
+        _kept_schemas(infofile, name, kept, unknown)
+    else:
+        have = infofile.schemas_of(planned)
+        for n in planned:
+            if n in have:
+                kept.setdefault(have[n], n)
+            else:
+                unknown.add((name, n))
+    return skipped
 
 
 def _kept_schemas(infofile, file: str, kept: dict, unknown: set) -> None:

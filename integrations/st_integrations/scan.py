@@ -23,7 +23,7 @@ from st_py.getlocal import read_verified
 
 from .formats import (RAW_SCHEMA, Decoder, RecordFormatError, SchemaSource, Source, conform, detect, detect_file,
                       project, record_schema, scan_record)
-from .readplan import ReadUnit, RecordRef
+from .readplan import ReadUnit
 
 PATH_COLUMN = "path"
 log = logging.getLogger("st.scan")
@@ -214,9 +214,14 @@ def kept_schema_sources(plan, opts: ScanOptions) -> tuple[list[SchemaSource], li
     if opts.format is not None and any(fmt != opts.format for fmt, _, _ in plan.kept_schemas):
         return None
     sources = [SchemaSource(load_schema(blob), first) for _, blob, first in plan.kept_schemas]
-    units = [ReadUnit(u.peer, tuple(r for r in u.records if (r.file, r.name) in plan.unknown_schemas))
-             for u in plan.units] if plan.unknown_schemas else []
-    return sources, [u for u in units if u.records]
+    units = []
+    if plan.unknown_schemas:
+        for u in plan.units:
+            files = [f.file for f in u.files]
+            keep = [k for k, (i, n) in enumerate(zip(u.file_of, u.names)) if (files[i], n) in plan.unknown_schemas]
+            if keep:
+                units.append(u.select(keep))
+    return sources, units
 
 
 def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filter, opts: ScanOptions,
@@ -353,20 +358,20 @@ def _raw_batches(unit: ReadUnit, columns, filter, opts: ScanOptions, counts: dic
     records, not as a one-row batch each. A copy that fails the check is
     read by GET from another copy (:func:`_checked_bytes`); a striped
     object's bytes come by ranged GETs."""
-    refs = unit.records
+    sizes = unit.sizes
     limit = max(1, min(RAW_BATCH_RECORDS, opts.batch_size))
     i = 0
-    while i < len(refs):
+    while i < len(sizes):
         j, held = i, 0
-        while j < len(refs) and j - i < limit and held < RAW_BATCH_BYTES:
-            held += refs[j].size
+        while j < len(sizes) and j - i < limit and held < RAW_BATCH_BYTES:
+            held += sizes[j]
             j += 1
-        chunk = refs[i:j]
-        i = j
-        b = _raw_batch(chunk, opts)
+        b = _raw_batch(unit, i, j, opts)
         if counts is not None:
-            for ref in chunk:
-                counts[ref.file] = counts.get(ref.file, 0) + 1
+            for k in range(i, j):
+                f = unit.files[unit.file_of[k]].file
+                counts[f] = counts.get(f, 0) + 1
+        i = j
         if filter is not None:
             t = pa.Table.from_batches([b]).filter(filter).combine_chunks()
             if not t.num_rows:
@@ -377,26 +382,31 @@ def _raw_batches(unit: ReadUnit, columns, filter, opts: ScanOptions, counts: dic
         yield b
 
 
-def _raw_batch(chunk: tuple[RecordRef, ...], opts: ScanOptions) -> pa.RecordBatch:
-    """One raw batch (``record``, ``data``[, ``path``]) of ``chunk``."""
+def _raw_batch(unit: ReadUnit, i: int, j: int, opts: ScanOptions) -> pa.RecordBatch:
+    """One raw batch (``record``, ``data``[, ``path``]) of the unit's
+    records ``i`` to ``j`` (by column: no object per record in the common
+    case)."""
     from st_py.getlocal import read_copies
 
-    plain = all(r.kind == "record" and not r.filters for r in chunk)
-    local = [k for k, r in enumerate(chunk) if r.kind == "record"]
-    data, bad = read_copies([chunk[k].path for k in local], [chunk[k].size for k in local], check=opts.verify)
-    if plain and not bad:  # the common case: the buffer is the column's data
-        SCAN_STATS["records_verified"] += len(chunk) if opts.verify else 0
-        sizes = [r.size for r in chunk]
+    paths, sizes = unit.paths[i:j], unit.sizes[i:j]
+    files = unit.files
+    filtered = any(files[k].filters for k in set(unit.file_of[i:j]))
+    local = [k for k, p in enumerate(paths) if p]
+    every = len(local) == len(paths)
+    data, bad = read_copies(list(paths) if every else [paths[k] for k in local],
+                            list(sizes) if every else [sizes[k] for k in local], check=opts.verify)
+    if every and not filtered and not bad:  # the common case: the buffer is the column's data
+        SCAN_STATS["records_verified"] += len(paths) if opts.verify else 0
         column = _binary_array_from(data, sizes)
     else:
         bad_at = {local[b[0]] for b in bad}
-        datas: list[bytes] = []
-        off = 0
-        starts = {}
+        starts, off = {}, 0
         for k in local:
             starts[k] = off
-            off += chunk[k].size
-        for k, ref in enumerate(chunk):
+            off += sizes[k]
+        datas: list[bytes] = []
+        for k in range(len(paths)):
+            ref = unit.ref(i + k)
             if ref.kind == "object":
                 datas.append(_stfile(opts, ref.file).get(ref.name))
                 SCAN_STATS["objects_read"] += 1
@@ -407,10 +417,10 @@ def _raw_batch(chunk: tuple[RecordRef, ...], opts: ScanOptions) -> pa.RecordBatc
                 SCAN_STATS["records_verified"] += 1 if opts.verify else 0
                 datas.append(_decode(ref, opts, stored) if ref.filters else stored)
         column = _binary_array(datas)
-    arrays = [pa.array([r.name for r in chunk], pa.string()), column]
+    arrays = [pa.array(unit.names[i:j], pa.string()), column]
     fields = ["record", "data"]
     if opts.include_paths:
-        arrays.append(pa.array([f"{r.file}/{r.name}" for r in chunk], pa.string()))
+        arrays.append(pa.array(unit.input_files[i:j] if i or j < len(unit) else unit.input_files, pa.string()))
         fields.append(PATH_COLUMN)
     return pa.RecordBatch.from_arrays(arrays, names=fields)
 

@@ -317,6 +317,51 @@ nb::tuple ReadCopies(const std::vector<std::string>& paths, const std::vector<ui
   return nb::make_tuple(buf, bad_list);
 }
 
+// LOCAL_LIST payload (docs/wire-protocol.md): u32 n, then n x (u8 copy_rank,
+// u64 size, str16 name, str16 path), as four Python lists (ranks, sizes,
+// names, paths) with the strings decoded as UTF-8 (surrogateescape): a
+// GET_LOCAL plan of a million records without a Python object per field.
+nb::tuple DecodeLocalList(nb::bytes payload) {
+  const auto* p = reinterpret_cast<const uint8_t*>(payload.c_str());
+  const uint8_t* end = p + payload.size();
+  auto malformed = [](const char* what) {
+    PyErr_SetString(PyExc_ValueError, what);
+    throw nb::python_error();
+  };
+  if (end - p < 4) malformed("LOCAL_LIST: no entry count");
+  uint32_t n = st::DecodeFixed32(p);
+  p += 4;
+  if (static_cast<uint64_t>(n) * 13 > static_cast<uint64_t>(end - p))
+    malformed("LOCAL_LIST: more entries than bytes");
+  nb::object ranks = nb::steal(PyList_New(n)), sizes = nb::steal(PyList_New(n));
+  nb::object names = nb::steal(PyList_New(n)), paths = nb::steal(PyList_New(n));
+  if (!ranks.is_valid() || !sizes.is_valid() || !names.is_valid() || !paths.is_valid())
+    throw nb::python_error();
+  auto str16 = [&](PyObject* list, uint32_t i) {
+    if (end - p < 2) malformed("LOCAL_LIST: truncated string length");
+    uint16_t len = st::DecodeFixed16(p);
+    p += 2;
+    if (end - p < len) malformed("LOCAL_LIST: truncated string");
+    PyObject* s = PyUnicode_DecodeUTF8(reinterpret_cast<const char*>(p), len, "surrogateescape");
+    if (s == nullptr) throw nb::python_error();
+    PyList_SET_ITEM(list, i, s);
+    p += len;
+  };
+  for (uint32_t i = 0; i < n; ++i) {
+    if (end - p < 9) malformed("LOCAL_LIST: truncated entry");
+    PyObject* rank = PyLong_FromLong(p[0]);
+    PyObject* size = PyLong_FromUnsignedLongLong(st::DecodeFixed64(p + 1));
+    if (rank == nullptr || size == nullptr) throw nb::python_error();
+    PyList_SET_ITEM(ranks.ptr(), i, rank);
+    PyList_SET_ITEM(sizes.ptr(), i, size);
+    p += 9;
+    str16(names.ptr(), i);
+    str16(paths.ptr(), i);
+  }
+  if (p != end) malformed("LOCAL_LIST: trailing bytes after the entries");
+  return nb::make_tuple(ranks, sizes, names, paths);
+}
+
 }  // namespace
 
 NB_MODULE(_native, m) {
@@ -352,6 +397,9 @@ NB_MODULE(_native, m) {
         "each one's size and the CRC-32C in its file name; returns (bytes, [(index, reason, "
         "size, crc32c) of the bad ones]), reason 1 missing, 2 size or CRC-32C differs, 3 I/O "
         "error.");
+  m.def("decode_local_list", &DecodeLocalList, nb::arg("payload"),
+        "A LOCAL_LIST payload as four lists (copy ranks, sizes, names, paths); raises "
+        "ValueError if it is malformed.");
   nb::class_<Receiver>(m, "Receiver",
                        "Reads reply frames from one non-blocking socket (its file descriptor).")
       .def(nb::init<int, uint32_t, size_t>(), nb::arg("fd"), nb::arg("max_frame"),
