@@ -152,8 +152,8 @@ class TrackerClient:
         return self._call("Delete", pb.DeleteRequest(name=name, file_id=file_id, records=records or [],
                                                      whole_file=whole_file, user=self.user))
 
-    def list(self, path: str = "/") -> pb.ListReply:
-        return self._call("List", pb.ListRequest(path=path))
+    def list(self, path: str = "/", names_only: bool = False) -> pb.ListReply:
+        return self._call("List", pb.ListRequest(path=path, names_only=names_only))
 
     def status(self, timeout: float | None = None) -> pb.StatusReply:
         return self._call("Status", pb.StatusRequest(), timeout)

@@ -156,3 +156,22 @@ def test_the_tracker_refuses_a_schema_that_is_not_one(cluster):
                 records=[pb.RecordCommit(name="b.bin", size=1, crc32c=0, peer_idx=[0], schema=2)]),
                 metadata=tracker._metadata)
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "schema 2" in e.value.details()
+
+
+def test_records_all_of_no_known_format_are_read_as_raw_in_batches(cluster, no_header_reads):
+    """Every kept schema says raw: the scan reads the records many per
+    batch, as format="raw" does, and gives the same rows."""
+    from st_integrations.readplan import plan_scan
+    from st_integrations.scan import ScanOptions, options_for
+
+    with cluster.client().create("/ks/raw", replication="x2") as f:
+        for i in range(50):
+            f.queue_put(f"shot-{i:03}.bin", bytes([i]) * (100 + i))
+    with cluster.client() as c:
+        plan = plan_scan(c, "/ks/raw", skip_ignored=True)
+    assert options_for(plan, ScanOptions()).format == "raw"
+    assert options_for(plan, ScanOptions(format="csv")).format == "csv"  # a forced format stays
+    df = _dask(cluster, "/ks/raw").compute()
+    assert no_header_reads == []
+    assert sorted(df["record"]) == [f"shot-{i:03}.bin" for i in range(50)]
+    assert sum(len(d) for d in df["data"]) == sum(100 + i for i in range(50))

@@ -23,7 +23,7 @@ from st_py.transport import split_addr
 
 from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
 from .readplan import ReadUnit, ScanPlan, plan_scan
-from .scan import PATH_COLUMN, ScanOptions, kept_schema_sources, read_unit_table, unit_schemas
+from .scan import PATH_COLUMN, ScanOptions, kept_schema_sources, options_for, read_unit_table, unit_schemas
 
 
 def _worker_host(addr: str) -> str:
@@ -182,7 +182,9 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | str | None
     block = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
     with Client(tracker) as c:
         plan = plan_scan(c, paths, block_size=block, skip_ignored=format is None and decoder is None)
-    if schema is None and format == "raw" and decoder is None:
+    if schema is None:
+        opts = options_for(plan, opts)  # records all of no known format: read as raw, many per batch
+    if schema is None and opts.format == "raw" and decoder is None:
         schema = RAW_SCHEMA  # fixed: no schema pass, no record opened before the scan
     if dclient is None:
         _check_all_local(plan)

@@ -26,7 +26,7 @@ from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
 from .placement import (RAY_TESTED, peer_resource, ray_node_of_peers, ray_per_task_pinning, ray_pin_args,  # noqa: F401
                         resource_peer)
 from .readplan import ReadUnit, ScanPlan, plan_scan
-from .scan import PATH_COLUMN, ScanOptions, kept_schema_sources, read_unit, unit_schemas
+from .scan import PATH_COLUMN, ScanOptions, kept_schema_sources, options_for, read_unit, unit_schemas
 
 try:
     from ray.data import Datasource as _Datasource
@@ -190,12 +190,14 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
     with Client(tracker) as c:
         plan = plan_scan(c, paths, block_size=block_size, num_blocks=override_num_blocks,
                          skip_ignored=format is None and decoder is None)
+    if schema is None:
+        opts = options_for(plan, opts)  # records all of no known format: read as raw, many per batch
     # Ray is started only for a scan that can run: a plan that fails (dead
     # peers, unknown file) raises without the cost of starting a cluster.
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
     node_of = ray_node_of_peers(plan.peers)
-    if schema is None and format == "raw" and decoder is None:
+    if schema is None and opts.format == "raw" and decoder is None:
         schema = RAW_SCHEMA  # fixed: no schema pass, no record opened before the scan
     if schema is None:
         schema = infer_schema(plan, opts, node_of) if plan.units else unify([])

@@ -310,7 +310,7 @@ def _list(client, path: str):
     from st_py.errors import TrackerError
 
     try:
-        return client.ls(path)
+        return list(client.tracker.list(path, names_only=True).entries)
     except (StFileNotFoundError, TrackerError, NotADirectoryError):
         return None
 
@@ -414,6 +414,13 @@ class _Columns:
         return sum(self.sizes)
 
 
+def _any_maybe_ignored(names: list[str]) -> bool:
+    """Could any of ``names`` be one readers skip? (Substring searches over
+    all of them at once: names hold no NUL.)"""
+    blob = "\0" + "\0".join(names)
+    return any(s in blob for s in ("\0_", "\0.", "/_", "/."))
+
+
 def _maybe_ignored(name: str) -> bool:
     """A quick superset test of :func:`formats.ignored` (substring checks in C)."""
     return "/_" in name or "/." in name or name[:1] in ("_", ".")
@@ -496,11 +503,12 @@ def _plan_one(f, name: str, want, skip_ignored: bool, plans: dict, revealed: dic
     planned: list[str] = []  # names of a selection
     for peer, e in by_peer.items():
         names, paths, sizes = e.names, e.paths, e.sizes
-        if want is not None or has_stripes or skip_ignored:
+        maybe_ignored = skip_ignored and _any_maybe_ignored(names)
+        if want is not None or has_stripes or maybe_ignored:
             # the stripes of striped objects are scanned as their objects (below)
             keep = [k for k, n in enumerate(names)
                     if not (has_stripes and n.startswith(STRIPE_PREFIX)) and (want is None or selected(n, want))]
-            if skip_ignored:
+            if maybe_ignored:
                 drop = {k for k in keep if _maybe_ignored(names[k]) and ignored(names[k])}
                 skipped += len(drop)
                 keep = [k for k in keep if k not in drop] if drop else keep

@@ -201,6 +201,19 @@ def unit_schemas(unit: ReadUnit, opts: ScanOptions) -> list[SchemaSource]:
     return [SchemaSource(s, n) for s, n in out.items()]
 
 
+def options_for(plan, opts: ScanOptions) -> ScanOptions:
+    """``opts`` for reading ``plan``: a format-detecting scan of records that
+    were all written as records of no known format (their kept schemas say
+    so) reads them as ``format="raw"`` does, many records per batch, instead
+    of a one-row batch each."""
+    import dataclasses
+
+    if (opts.format is None and opts.decoder is None and plan.kept_schemas and not plan.unknown_schemas
+            and all(fmt == "raw" for fmt, _, _ in plan.kept_schemas)):
+        return dataclasses.replace(opts, format="raw")
+    return opts
+
+
 def kept_schema_sources(plan, opts: ScanOptions) -> tuple[list[SchemaSource], list[ReadUnit]] | None:
     """The schemas kept in the infofiles at write time for a planned scan
     (no record read), and the read units cut down to the records whose

@@ -197,10 +197,12 @@ class DeleteReply(_message.Message):
     def __init__(self, deleted: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class ListRequest(_message.Message):
-    __slots__ = ("path",)
+    __slots__ = ("path", "names_only")
     PATH_FIELD_NUMBER: _ClassVar[int]
+    NAMES_ONLY_FIELD_NUMBER: _ClassVar[int]
     path: str
-    def __init__(self, path: _Optional[str] = ...) -> None: ...
+    names_only: bool
+    def __init__(self, path: _Optional[str] = ..., names_only: _Optional[bool] = ...) -> None: ...
 
 class ListEntry(_message.Message):
     __slots__ = ("name", "is_dir", "file_id", "replication", "records", "bytes", "owner", "group", "mode")

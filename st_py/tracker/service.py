@@ -466,12 +466,12 @@ class TrackerService(pb_grpc.TrackerServicer):
             entries = sorted(e for e in d.iterdir() if not e.name.startswith(".st-"))
         else:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no such directory or file {path}")
-        out = await asyncio.to_thread(self._list_entries, entries)
+        out = await asyncio.to_thread(self._list_entries, entries, request.names_only)
         return pb.ListReply(entries=out)
 
-    def _list_entries(self, entries: list[Path]) -> list[pb.ListEntry]:
+    def _list_entries(self, entries: list[Path], names_only: bool = False) -> list[pb.ListEntry]:
         """ListEntry of each path (directories, and infofiles read-only): run
-        in a thread, off the event loop."""
+        in a thread, off the event loop. ``names_only``: no record counts."""
         out = []
         for e in entries:
             full = "/" + str(e.relative_to(self.root))
@@ -482,7 +482,7 @@ class TrackerService(pb_grpc.TrackerServicer):
             try:
                 r = InfofileReader(e)
                 meta = r.meta()
-                n, b = r.stats()
+                n, b = r.stats() if not names_only else (0, 0)
                 r.close()
             except Exception:  # not an infofile: show it, say nothing more
                 out.append(pb.ListEntry(name=full))
