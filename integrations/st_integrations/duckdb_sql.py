@@ -123,13 +123,16 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
                 f"{_quote(STRIPE_PREFIX)})")
         cop.append(f"SELECT {q} AS file, c.name, c.copy_rank, c.peer_idx, p.peer_id, p.addr "
                    f"FROM {alias}.copies c JOIN {alias}.peers p USING (peer_idx)")
-        fil.append(f"SELECT {q} AS file, "
-                   f"(SELECT CAST(value AS BIGINT) FROM {alias}.meta WHERE key = 'file_id') AS file_id, "
+        # FROM meta WHERE key = ...: a query that prunes every column (count(*)) still reads a
+        # column, as DuckDB's sqlite scanner cannot scan a WITHOUT ROWID table by ROWID
+        objs = f"(SELECT count(*) FROM {alias}.objects WHERE name IS NOT NULL)" if _has_objects(path) else "0"
+        fil.append(f"SELECT {q} AS file, CAST(m.value AS BIGINT) AS file_id, "
                    f"(SELECT CAST(value AS VARCHAR) FROM {alias}.meta WHERE key = 'replication') AS replication, "
                    f"(SELECT CAST(value AS INTEGER) FROM {alias}.meta WHERE key = 'copies') AS copies, "
                    f"(SELECT count(*) FROM {alias}.records WHERE {plain}) + "
-                   f"{f'(SELECT count(name) FROM {alias}.objects)' if _has_objects(path) else '0'} AS records, "
-                   f"(SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM {alias}.records) AS bytes")
+                   f"{objs} AS records, "
+                   f"(SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM {alias}.records) AS bytes "
+                   f"FROM {alias}.meta m WHERE m.key = 'file_id'")
     if not rec:
         raise ValueError("connect() needs at least one infofile")
     con.execute("CREATE VIEW records AS " + " UNION ALL ".join(rec))
