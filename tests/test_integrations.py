@@ -170,3 +170,25 @@ def test_scan_planning_refuses_answers_from_different_rings(cluster, monkeypatch
     monkeypatch.setattr(readplan, "reveal_entries", real)
     plan = readplan.plan_scan(c, "/int/rings")
     assert plan.revealed == {"/int/rings": 20} and plan.num_records == 20
+
+
+def test_duckdb_views_over_hundreds_of_infofiles(tmp_path):
+    """The views are trees of UNION ALLs: one flat union of 150 files went
+    past DuckDB's expression depth limit (found by ./dev bench --scale)."""
+    from st_integrations.duckdb_sql import connect
+    from st_py.infofile import InfofileWriter, create_infofile
+
+    paths = {}
+    for k in range(150):
+        p = tmp_path / f"f{k}"
+        create_infofile(p, {"file_id": k, "name": f"/f{k}", "replication": "x1", "copies": 1, "blocksize": 16,
+                            "est_size": 0, "created_at": 0, "owner": ""}, [(0, "p", "h:1")])
+        w = InfofileWriter(p)
+        w.commit([("a", 1, 0, [0]), ("b", 2, 0, [0])])
+        w.close()
+        paths[f"/f{k}"] = str(p)
+    con = connect(paths)
+    assert con.execute("SELECT count(*), sum(records), sum(bytes) FROM files").fetchone() == (150, 300, 450)
+    assert con.execute("SELECT count(*), count(DISTINCT file) FROM records").fetchone() == (300, 150)
+    assert con.execute("SELECT count(*) FROM copies").fetchone() == (300,)
+    con.close()

@@ -135,13 +135,33 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
                    f"FROM {alias}.meta m WHERE m.key = 'file_id'")
     if not rec:
         raise ValueError("connect() needs at least one infofile")
-    con.execute("CREATE VIEW records AS " + " UNION ALL ".join(rec))
-    con.execute("CREATE VIEW copies AS " + " UNION ALL ".join(cop))
-    con.execute("CREATE VIEW stripes AS " + (" UNION ALL ".join(stripes) if stripes else
-                "SELECT NULL::VARCHAR AS file, NULL::VARCHAR AS object, NULL::INTEGER AS stripe, "
-                "NULL::VARCHAR AS name, NULL::BIGINT AS size, NULL::BIGINT AS crc32c WHERE false"))
-    con.execute("CREATE VIEW files AS " + " UNION ALL ".join(fil))
+    _union_view(con, "records", rec)
+    _union_view(con, "copies", cop)
+    if stripes:
+        _union_view(con, "stripes", stripes)
+    else:
+        con.execute("CREATE VIEW stripes AS SELECT NULL::VARCHAR AS file, NULL::VARCHAR AS object, "
+                    "NULL::INTEGER AS stripe, NULL::VARCHAR AS name, NULL::BIGINT AS size, NULL::BIGINT AS crc32c "
+                    "WHERE false")
+    _union_view(con, "files", fil)
     return con
+
+
+UNION_FANOUT = 64  # selects per UNION ALL: DuckDB's parser refuses expressions over 1,000 deep
+
+
+def _union_view(con, name: str, parts: list[str]) -> None:
+    """``CREATE VIEW name`` as the UNION ALL of ``parts``, as a tree of
+    views of at most ``UNION_FANOUT`` selects each (thousands of files)."""
+    level = 0
+    while len(parts) > UNION_FANOUT:
+        grouped = []
+        for i in range(0, len(parts), UNION_FANOUT):
+            sub = f"_st_{name}_{level}_{i // UNION_FANOUT}"
+            con.execute(f"CREATE VIEW {sub} AS " + " UNION ALL ".join(parts[i:i + UNION_FANOUT]))
+            grouped.append(f"SELECT * FROM {sub}")
+        parts, level = grouped, level + 1
+    con.execute(f"CREATE VIEW {name} AS " + " UNION ALL ".join(parts))
 
 
 def connect_files(client, names: list[str], data: bool = False):
