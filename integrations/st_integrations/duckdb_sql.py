@@ -123,16 +123,19 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
                 f"{_quote(STRIPE_PREFIX)})")
         cop.append(f"SELECT {q} AS file, c.name, c.copy_rank, c.peer_idx, p.peer_id, p.addr "
                    f"FROM {alias}.copies c JOIN {alias}.peers p USING (peer_idx)")
-        # FROM meta WHERE key = ...: a query that prunes every column (count(*)) still reads a
-        # column, as DuckDB's sqlite scanner cannot scan a WITHOUT ROWID table by ROWID
-        objs = f"(SELECT count(*) FROM {alias}.objects WHERE name IS NOT NULL)" if _has_objects(path) else "0"
-        fil.append(f"SELECT {q} AS file, CAST(m.value AS BIGINT) AS file_id, "
-                   f"(SELECT CAST(value AS VARCHAR) FROM {alias}.meta WHERE key = 'replication') AS replication, "
-                   f"(SELECT CAST(value AS INTEGER) FROM {alias}.meta WHERE key = 'copies') AS copies, "
-                   f"(SELECT count(*) FROM {alias}.records WHERE {plain}) + "
-                   f"{objs} AS records, "
-                   f"(SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM {alias}.records) AS bytes "
-                   f"FROM {alias}.meta m WHERE m.key = 'file_id'")
+        # One row per file from three one-row aggregates (scalar subqueries made DuckDB's planner
+        # superlinear in the number of files); every aggregate reads a column, as DuckDB's sqlite
+        # scanner cannot scan a WITHOUT ROWID table (meta, objects) by ROWID
+        objs = f"(SELECT count(*) AS n FROM {alias}.objects WHERE name IS NOT NULL)" if _has_objects(path) else \
+            "(SELECT 0 AS n)"
+        fil.append(f"SELECT {q} AS file, CAST(m.file_id AS BIGINT) AS file_id, "
+                   f"CAST(m.replication AS VARCHAR) AS replication, CAST(m.copies AS INTEGER) AS copies, "
+                   f"r.n + o.n AS records, CAST(r.b AS BIGINT) AS bytes FROM "
+                   f"(SELECT max(value) FILTER (WHERE key = 'file_id') AS file_id, "
+                   f"max(value) FILTER (WHERE key = 'replication') AS replication, "
+                   f"max(value) FILTER (WHERE key = 'copies') AS copies FROM {alias}.meta) m, "
+                   f"(SELECT count(*) FILTER (WHERE {plain}) AS n, coalesce(sum(size), 0) AS b "
+                   f"FROM {alias}.records) r, {objs} o")
     if not rec:
         raise ValueError("connect() needs at least one infofile")
     _union_view(con, "records", rec)
