@@ -133,7 +133,8 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
                    f"r.n + o.n AS records, CAST(r.b AS BIGINT) AS bytes FROM "
                    f"(SELECT max(value) FILTER (WHERE key = 'file_id') AS file_id, "
                    f"max(value) FILTER (WHERE key = 'replication') AS replication, "
-                   f"max(value) FILTER (WHERE key = 'copies') AS copies FROM {alias}.meta) m, "
+                   f"max(value) FILTER (WHERE key = 'copies') AS copies FROM {alias}.meta "
+                   f"WHERE key IN ('file_id', 'replication', 'copies')) m, "
                    f"(SELECT count(*) FILTER (WHERE {plain}) AS n, coalesce(sum(size), 0) AS b "
                    f"FROM {alias}.records) r, {objs} o")
     if not rec:
