@@ -100,8 +100,7 @@ def create_infofile(path: Path, meta: dict, peers: list[tuple[int, str, str]], m
         os.chmod(tmp, mode)
     conn = _connect_rw(tmp)
     try:
-        conn.executescript(SCHEMA)
-        conn.execute("BEGIN")
+        conn.executescript("BEGIN;\n" + SCHEMA)  # one transaction (one sync), left open for the rows
         rows = {"format": FORMAT, "format_version": FORMAT_VERSION, "generation": 0, **meta}
         conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(rows.items()))
         conn.executemany("INSERT INTO peers(peer_idx, peer_id, addr) VALUES (?, ?, ?)", peers)
@@ -524,7 +523,9 @@ class InfofileWriter:
         old row goes to ``copy_history`` (valid until this generation), so a
         GET_LOCAL at an older generation still sees the old holder and one at
         this generation or later sees only the new one: each record stays
-        revealed exactly once (paper 3.7, invariant 2).
+        revealed exactly once (paper 3.7, invariant 2). ``until_at`` (now)
+        makes the old holder's scrubber keep its copy ``--scrub-age`` more
+        seconds, for readers planned before the move (docs/infofile.md).
 
         A move is a conflict (left out) when the record is gone, its copy
         rank is no longer held by ``old_peer_idx`` (moved by someone else), or
@@ -554,9 +555,9 @@ class InfofileWriter:
                 else:
                     since = c.execute("SELECT since FROM copies WHERE name = ? AND copy_rank = ?",
                                       (name, rank)).fetchone()[0]
-                    c.execute("INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as) "
-                              "SELECT ?, ?, ?, ?, ?, stored_as FROM records WHERE name = ?",
-                              (name, rank, old, since, gen, name))
+                    c.execute("INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, "
+                              "until_at) SELECT ?, ?, ?, ?, ?, stored_as, ? FROM records WHERE name = ?",
+                              (name, rank, old, since, gen, time.time(), name))
                     c.execute("UPDATE copies SET peer_idx = ?, since = ? WHERE name = ? AND copy_rank = ?",
                               (new, gen, name, rank))
                     moved += 1

@@ -80,9 +80,9 @@ def test_group_commit_grows_while_commits_are_in_flight(cluster):
     sizes = []
     commit_async = f._tracker.commit_async
 
-    def counted(name, file_id, records, lease_id="", request_id=""):  # the real RPC, counted
+    def counted(name, file_id, records, lease_id="", request_id="", **kw):  # the real RPC, counted
         sizes.append(len(records))
-        return commit_async(name, file_id, records, lease_id, request_id)
+        return commit_async(name, file_id, records, lease_id, request_id, **kw)
 
     f._tracker.commit_async = counted
     cluster.tracker.proc.send_signal(signal.SIGSTOP)
