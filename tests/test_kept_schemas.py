@@ -175,3 +175,42 @@ def test_records_all_of_no_known_format_are_read_as_raw_in_batches(cluster, no_h
     assert no_header_reads == []
     assert sorted(df["record"]) == [f"shot-{i:03}.bin" for i in range(50)]
     assert sum(len(d) for d in df["data"]) == sum(100 + i for i in range(50))
+
+
+def test_small_parquet_records_are_scanned_together_with_paths_filters_and_errors(cluster):
+    """Runs of small Parquet records are scanned as one in-memory dataset:
+    the same rows, each row's path, filters with row-group pushdown, a
+    column that only some records have as nulls; a record with a column the
+    scan's schema lacks is still named (the run falls back to one record at
+    a time, and no row is yielded twice)."""
+    import pyarrow.dataset as ds
+
+    from st_integrations.formats import unify
+    from st_integrations.readplan import plan_scan
+    from st_integrations.scan import PATH_COLUMN, ScanOptions, kept_schema_sources, read_unit
+
+    with cluster.client().create("/ks/run", replication="x2") as f:
+        for i in range(40):
+            t = pa.table({"i": pa.array(range(i * 10, i * 10 + 10), pa.int64())})
+            if i % 2:
+                t = t.append_column("odd", pa.array([True] * 10))
+            f.queue_put(f"p{i:03}.parquet", _parquet(t))
+    with cluster.client() as c:
+        plan = plan_scan(c, "/ks/run", skip_ignored=True)
+    opts = ScanOptions(tracker=cluster.tracker_addr, include_paths=True)
+    schema = unify(kept_schema_sources(plan, opts)[0])
+    assert schema.names == ["i", "odd"]
+
+    def rows(columns=None, filter=None, schema=schema):
+        return pa.Table.from_batches([b for u in plan.units for b in read_unit(u, schema, columns, filter, opts)])
+
+    t = rows()
+    assert sorted(t["i"].to_pylist()) == list(range(400))
+    assert t["odd"].null_count == 200
+    for i, path in zip(t["i"].to_pylist(), t[PATH_COLUMN].to_pylist()):
+        assert path == f"/ks/run/p{i // 10:03}.parquet"
+    t = rows(["i"], ds.field("i") >= 395)
+    assert sorted(t["i"].to_pylist()) == [395, 396, 397, 398, 399] and t.column_names == ["i", PATH_COLUMN]
+    with pytest.raises(SchemaConflictError) as e:
+        rows(schema=pa.schema([("i", pa.int64())]))
+    assert e.value.first == "p001.parquet" and e.value.column == "odd"

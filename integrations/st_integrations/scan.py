@@ -21,8 +21,8 @@ import pyarrow as pa
 from st_py.errors import ChecksumError, GetLocalError
 from st_py.getlocal import read_verified
 
-from .formats import (RAW_SCHEMA, Decoder, RecordFormatError, SchemaSource, Source, conform, detect, detect_file,
-                      project, record_schema, scan_record)
+from .formats import (RAW_SCHEMA, Decoder, RecordFormatError, SchemaConflictError, SchemaSource, Source, conform,
+                      detect, detect_file, project, record_schema, scan_record)
 from .readplan import ReadUnit
 
 PATH_COLUMN = "path"
@@ -262,7 +262,18 @@ def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filt
         yield from _raw_batches(unit, columns, filter, opts, counts)
         return
     out = _Coalescer(opts.batch_size)
+    run: list = []  # small Parquet records in memory, scanned together
     for ref, src in _sources(unit.records, opts):
+        if (opts.decoder is None and isinstance(src, pa.Buffer) and src.size <= SMALL_RECORD_BYTES
+                and (opts.format or detect_file(ref.name, src)) == "parquet"):
+            run.append((ref, src))
+            if len(run) >= PARQUET_RUN:
+                yield from _parquet_run(run, schema, columns, filter, opts, out, counts)
+                run = []
+            continue
+        if run:
+            yield from _parquet_run(run, schema, columns, filter, opts, out, counts)
+            run = []
         if opts.decoder is not None:
             with contextlib.ExitStack() as stack:
                 t = opts.decoder(ref.name, _decoder_path(ref, src, stack))
@@ -280,7 +291,66 @@ def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filt
             yield from out.add(b)
         if counts is not None:
             counts[ref.file] = counts.get(ref.file, 0) + 1
+    if run:
+        yield from _parquet_run(run, schema, columns, filter, opts, out, counts)
     yield from out.flush()
+
+
+PARQUET_RUN = 256  # small Parquet records scanned as one in-memory dataset
+
+
+def _parquet_run(run: list, schema: pa.Schema, columns, filter, opts: ScanOptions, out: "_Coalescer",
+                 counts: dict | None) -> Iterator[pa.RecordBatch]:
+    """Small Parquet records, already read and checked into memory, scanned
+    as one dataset of in-memory fragments (pyarrow's scanner over many
+    fragments, threaded, instead of a scanner per record: issue "Many small
+    records"). A record with a column the scan's schema lacks, or any
+    decoding error, sends the whole run through the per-record path
+    (:func:`scan_record`), which names the record; the run's batches are
+    held until it is through, so nothing is yielded twice."""
+    import pyarrow.dataset as ds
+
+    fmt = ds.ParquetFileFormat()
+    held: list[pa.RecordBatch] = []
+    try:
+        frags = [fmt.make_fragment(src) for _, src in run]
+        names = set(schema.names)
+        if all(set(f.physical_schema.names) <= names for f in frags):
+            dset = ds.FileSystemDataset(frags, schema, fmt)
+            by_buffer = {src.address: ref for ref, src in run} if opts.include_paths else {}
+            cols = project(schema, columns).names
+            scanner = dset.scanner(columns=cols, filter=filter, batch_size=opts.batch_size, use_threads=True)
+            for tagged in scanner.scan_batches():
+                b = tagged.record_batch
+                if not b.num_rows:
+                    continue
+                b = conform(b, project(schema, columns), run[0][0].name)
+                if opts.include_paths:
+                    buf = getattr(tagged.fragment, "buffer", None)
+                    ref = by_buffer.get(buf.address) if buf is not None else None
+                    if ref is None:
+                        raise LookupError("a batch of an unknown fragment")
+                    b = b.append_column(PATH_COLUMN, pa.array([f"{ref.file}/{ref.name}"] * b.num_rows,
+                                                              pa.string()))
+                held.append(b)
+        else:
+            held = None  # type: ignore[assignment]
+    except (pa.ArrowException, LookupError, SchemaConflictError):
+        held = None  # type: ignore[assignment]
+    if held is None:  # the per-record path: the same rows, or the error naming the record
+        held = [b for ref, src in run for b in _record_batches(ref, src, schema, columns, filter, opts)]
+    for b in held:
+        yield from out.add(b)
+    if counts is not None:
+        for ref, _ in run:
+            counts[ref.file] = counts.get(ref.file, 0) + 1
+
+
+def _record_batches(ref, src, schema, columns, filter, opts: ScanOptions):
+    for b in scan_record(ref.name, src, "parquet", schema, columns, filter, opts.batch_size):
+        if opts.include_paths:
+            b = b.append_column(PATH_COLUMN, pa.array([f"{ref.file}/{ref.name}"] * b.num_rows, pa.string()))
+        yield b
 
 
 SMALL_RECORD_BYTES = 1 << 20  # records up to this size are read many at a time (one native call) ...
