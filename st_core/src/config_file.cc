@@ -8,6 +8,8 @@
 #include <cstring>
 #include <map>
 
+#include "options.h"
+
 // toml++ (Debian's libtomlplusplus-dev, upstream's single header alike),
 // compiled into this file only, without exceptions: parse() returns a result.
 #define TOML_HEADER_ONLY 1
@@ -24,53 +26,27 @@ namespace {
 
 enum class Kind { kString, kInteger, kNumber, kBytes, kBool };
 
-struct Key {
-  const char* name;
-  Kind kind;
-};
-
-// Every flag of st-peer but the command-line-only ones (options.cc's Usage()).
-constexpr Key kKeys[] = {
-    {"data", Kind::kString},
-    {"host", Kind::kString},
-    {"port", Kind::kInteger},
-    {"metrics-port", Kind::kInteger},
-    {"advertise", Kind::kString},
-    {"namespace", Kind::kString},
-    {"tracker", Kind::kString},
-    {"tracker-ca", Kind::kString},
-    {"tracker-cert", Kind::kString},
-    {"tracker-key", Kind::kString},
-    {"announce-interval", Kind::kNumber},
-    {"verify-interval", Kind::kNumber},
-    {"verify-mbps", Kind::kNumber},
-    {"loop-stall-limit", Kind::kNumber},
-    {"max-frame", Kind::kBytes},
-    {"get-local-cache", Kind::kNumber},
-    {"ring-timeout-base", Kind::kNumber},
-    {"ring-timeout-per-peer", Kind::kNumber},
-    {"chain-timeout", Kind::kNumber},
-    {"max-write-mbps", Kind::kNumber},
-    {"max-read-mbps", Kind::kNumber},
-    {"max-request-rate", Kind::kNumber},
-    {"scrub-interval", Kind::kNumber},
-    {"scrub-age", Kind::kNumber},
-    {"mirror-interval", Kind::kNumber},
-    {"sync", Kind::kBool},
-    {"sync-each", Kind::kBool},
-    {"capacity", Kind::kBytes},
-    {"reserve", Kind::kBytes},
-    {"idle-timeout", Kind::kNumber},
-    {"keepalive-timeout", Kind::kNumber},
-    {"max-connections", Kind::kInteger},
-    {"key-file", Kind::kString},
-    {"verbose", Kind::kBool},
-    {"log-format", Kind::kString},
-};
-
-// Flags a config file may not set, and why.
-constexpr const char* kCommandLineOnly[] = {"config",  "help", "mint-token", "ops",
-                                            "file-id", "ttl",  "user"};
+// The TOML type of an option's value.
+Kind KindOf(OptionType t) {
+  switch (t) {
+    case OptionType::kBool:
+      return Kind::kBool;
+    case OptionType::kPort:
+    case OptionType::kCount:
+      return Kind::kInteger;
+    case OptionType::kSeconds:
+    case OptionType::kRate:
+      return Kind::kNumber;
+    case OptionType::kBytes:
+      return Kind::kBytes;
+    case OptionType::kString:
+    case OptionType::kHostPort:
+    case OptionType::kOps:
+    case OptionType::kFileId:
+      return Kind::kString;
+  }
+  return Kind::kString;
+}
 
 const char* KindText(Kind k) {
   switch (k) {
@@ -125,7 +101,9 @@ std::string FormatDouble(double d) {
 
 std::vector<std::string> ConfigKeys() {
   std::vector<std::string> out;
-  for (const Key& k : kKeys) out.push_back(k.name);
+  for (const OptionSpec& s : OptionTable()) {
+    if (!(s.flags & kOptCommandLineOnly)) out.push_back(s.name);
+  }
   return out;
 }
 
@@ -149,21 +127,19 @@ Status ParseConfigText(const std::string& text, const std::string& source,
     for (char& c : name) c = c == '_' ? '-' : c;
     std::string at =
         Where(source, raw_key.source().begin.line > 0 ? raw_key.source() : node.source());
-    const Key* known = nullptr;
-    for (const Key& k : kKeys) known = known ? known : (name == k.name ? &k : nullptr);
+    const OptionSpec* known = FindOption(name);
+    if (known != nullptr && (known->flags & kOptCommandLineOnly)) {
+      return Status::InvalidArgument(at + ": key '" + key +
+                                     "' is not allowed in a config file (--" + name +
+                                     " is only for the command line)");
+    }
     if (known == nullptr) {
-      for (const char* k : kCommandLineOnly) {
-        if (name == k) {
-          return Status::InvalidArgument(at + ": key '" + key +
-                                         "' is not allowed in a config file (--" + name +
-                                         " is only for the command line)");
-        }
-      }
       std::string keys;
-      for (const Key& k : kKeys) keys += std::string(keys.empty() ? "" : ", ") + k.name;
+      for (const std::string& k : ConfigKeys()) keys += (keys.empty() ? "" : ", ") + k;
       return Status::InvalidArgument(at + ": unknown key '" + key +
                                      "' (the keys are st-peer's flags without --: " + keys + ")");
     }
+    name = known->name;  // an alias sets its option
     auto [prev, fresh] = seen.emplace(name, key);
     if (!fresh) {
       return Status::InvalidArgument(at + ": key '" + key + "' sets --" + name + ", which '" +
@@ -172,7 +148,8 @@ Status ParseConfigText(const std::string& text, const std::string& source,
     ConfigFlag f;
     f.flag = "--" + name;
     bool ok = false;
-    switch (known->kind) {
+    const Kind kind = KindOf(known->type);
+    switch (kind) {
       case Kind::kString:
         if (auto v = node.as_string()) f.value = v->get(), ok = true;
         break;
@@ -197,7 +174,7 @@ Status ParseConfigText(const std::string& text, const std::string& source,
         break;
     }
     if (!ok) {
-      return Status::InvalidArgument(at + ": key '" + key + "' must be " + KindText(known->kind) +
+      return Status::InvalidArgument(at + ": key '" + key + "' must be " + KindText(kind) +
                                      ", not " + TypeText(node.type()));
     }
     f.where = at + ": " + key + " = " + (f.has_value ? f.value : "true");

@@ -1,13 +1,14 @@
 // st-peer --config FILE: the peer's options from a TOML file (docs/deployment.md).
 //
-// Each key is one of st-peer's flags without its leading "--" ("max-write-mbps",
-// or with underscores, "max_write_mbps"), at the top level of the file; its
-// value has the flag's type: a string, an integer, a number (integer or float),
-// a byte count (an integer, or a string with a K, M, G or T suffix) or a
-// boolean (true is the flag given, false the flag left out). The keys become
-// flags that the command line overrides (ParseOptions). Flags that only make
-// sense on a command line (--config, --help, --mint-token and its --ops,
-// --file-id, --ttl, --user) are not keys.
+// Each key is one of st-peer's options without its leading "--" (the name
+// or the old name of a row of the option table, options.h: "max-write-mb-per-s",
+// or with underscores, "max_write_mb_per_s"), at the top level of the file;
+// its value has the option's type: a string, an integer, a number (integer or
+// float), a byte count (an integer, or a string with a K, M, G or T suffix)
+// or a boolean (true is the flag given, false the flag left out). The keys
+// become flags that the command line overrides (ParseOptions). Options marked
+// kOptCommandLineOnly in the table (--config, --help, --mint-token and its
+// --ops, --file-id, --ttl, --user, --fault-loop-stall-file) are not keys.
 #ifndef ST_CORE_CONFIG_FILE_H_
 #define ST_CORE_CONFIG_FILE_H_
 
@@ -36,7 +37,8 @@ Status ParseConfigText(const std::string& text, const std::string& source,
 // Reads and parses the file `path`; IOError if it cannot be read.
 Status ReadConfigFile(const std::string& path, std::vector<ConfigFlag>* out);
 
-// The flag names (without "--") a config file may set, in --help order.
+// The keys (option names without "--") a config file may set, in --help
+// order; each option's old name (OptionSpec::alias) is accepted too.
 std::vector<std::string> ConfigKeys();
 
 }  // namespace st

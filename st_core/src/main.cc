@@ -95,10 +95,9 @@ int main(int argc, char** argv) {
   st::LogFormat log_format;
   if (st::ParseLogFormat(opt.log_format, &log_format)) st::SetLogFormat(log_format);
 
-  std::string capability_key;
   if (!opt.key_file.empty()) {
     std::string warning;
-    s = st::LoadKeyFile(opt.key_file, &capability_key, &warning);
+    s = st::LoadKeyFile(opt.key_file, &opt.server.capability_key, &warning);
     if (!s.ok()) return Fail("cannot use --key-file: " + s.message());
     if (!warning.empty()) ST_LOG_WARN("%s", warning.c_str());
   }
@@ -113,14 +112,8 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   RaiseFdLimit();
 
-  st::StoreOptions so;
-  so.data_dir = opt.data_dir;
-  so.sync = opt.sync;
-  so.sync_each = opt.sync_each;
-  so.capacity = opt.capacity;
-  so.reserve = opt.reserve;
   std::unique_ptr<st::RecordStore> store;
-  s = st::RecordStore::Open(so, &store);
+  s = st::RecordStore::Open(opt.store, &store);
   if (!s.ok()) return Fail("cannot open the record store: " + s.ToString());
 
   std::unique_ptr<st::EventLoop> loop;
@@ -139,28 +132,7 @@ int main(int argc, char** argv) {
   });
   if (!s.ok()) return Fail("cannot watch signals: " + s.ToString());
 
-  st::ServerOptions sv;
-  sv.host = opt.host;
-  sv.port = opt.port;
-  sv.advertise = opt.advertise;
-  sv.namespace_dir = opt.namespace_dir;
-  sv.max_frame = opt.max_frame;
-  sv.get_local_cache_s = opt.get_local_cache_s;
-  sv.ring_timeout_base_s = opt.ring_timeout_base_s;
-  sv.ring_timeout_per_peer_s = opt.ring_timeout_per_peer_s;
-  sv.chain_timeout_s = opt.chain_timeout_s;
-  sv.max_write_bytes_per_s = opt.max_write_mbps * 1e6;
-  sv.max_read_bytes_per_s = opt.max_read_mbps * 1e6;
-  sv.max_requests_per_s = opt.max_request_rate;
-  sv.scrub_interval_s = opt.scrub_interval_s;
-  sv.scrub_age_s = opt.scrub_age_s;
-  sv.mirror_interval_s = opt.mirror_interval_s;
-  sv.verify_interval_s = opt.verify_interval_s;
-  sv.verify_bytes_per_s = opt.verify_mbps * 1e6;
-  sv.idle_timeout_s = opt.idle_timeout_s;
-  sv.keepalive_timeout_s = opt.keepalive_timeout_s;
-  sv.max_connections = static_cast<size_t>(opt.max_connections);
-  sv.capability_key = capability_key;
+  const st::ServerOptions& sv = opt.server;
   auto server = std::make_unique<st::Server>(loop.get(), store.get(), sv);
   s = server->Start();
   if (!s.ok()) return Fail("cannot listen: " + s.ToString());
@@ -169,9 +141,9 @@ int main(int argc, char** argv) {
   if (opt.metrics_port >= 0) {
     st::Server* srv = server.get();
     metrics = std::make_unique<st::MetricsHttp>(loop.get(), [srv] { return srv->RenderMetrics(); });
-    s = metrics->Start(opt.host, opt.metrics_port);
+    s = metrics->Start(sv.host, opt.metrics_port);
     if (!s.ok()) return Fail("cannot serve metrics: " + s.ToString());
-    ST_LOG_INFO("Prometheus metrics at http://%s:%d/metrics", opt.host.c_str(), metrics->port());
+    ST_LOG_INFO("Prometheus metrics at http://%s:%d/metrics", sv.host.c_str(), metrics->port());
   }
   loop->SetBusyCounter(&server->metrics()->loop_busy_ns);
   loop->SetTurnClock(&server->metrics()->loop_turn_start_ns);
@@ -179,43 +151,44 @@ int main(int argc, char** argv) {
     StartLoopStallFault(loop.get(), opt.fault_loop_stall_file);
 
   // "listening on" last: whoever waits for it (st_py.cluster) has the metrics line by then.
-  if (metrics) std::printf("metrics on %s:%d\n", opt.host.c_str(), metrics->port());
-  std::printf("listening on %s:%d\n", opt.host.c_str(), server->port());
+  if (metrics) std::printf("metrics on %s:%d\n", sv.host.c_str(), metrics->port());
+  std::printf("listening on %s:%d\n", sv.host.c_str(), server->port());
   std::fflush(stdout);
   ST_LOG_INFO("peer %s serving %s as %s%s%s", store->peer_id().c_str(), store->data_dir().c_str(),
               server->advertise().c_str(),
-              opt.sync_each ? " (sync: an fsync per record)"
-              : opt.sync    ? " (sync: group fsync)"
-                            : "",
-              opt.namespace_dir.empty() ? " (no --namespace: GET_LOCAL disabled)" : "");
+              opt.store.sync_each ? " (sync: an fsync per record)"
+              : opt.store.sync    ? " (sync: group fsync)"
+                                  : "",
+              sv.namespace_dir.empty() ? " (no --namespace: GET_LOCAL disabled)" : "");
 
-  if (opt.namespace_dir.empty()) {
+  if (sv.namespace_dir.empty()) {
     ST_LOG_INFO("scrubber disabled: no --namespace, so committed records cannot be told from "
                 "stale ones (SCRUB answers NO_NAMESPACE)");
-  } else if (opt.scrub_interval_s > 0) {
+  } else if (sv.scrub_interval_s > 0) {
     ST_LOG_INFO("scrubber: every %g s; records and temporary files younger than %g s are kept",
-                opt.scrub_interval_s, opt.scrub_age_s);
+                sv.scrub_interval_s, sv.scrub_age_s);
   } else {
     ST_LOG_INFO("scrubber: no periodic runs (--scrub-interval 0), only on SCRUB requests; "
                 "records and temporary files younger than %g s are kept",
-                opt.scrub_age_s);
+                sv.scrub_age_s);
   }
 
-  if (!opt.namespace_dir.empty() && opt.mirror_interval_s > 0) {
+  if (!sv.namespace_dir.empty() && sv.mirror_interval_s > 0) {
     ST_LOG_INFO("infofile mirrors: every %g s, the infofiles of this peer's files are copied to "
                 "%s/meta/ (storetorrent recover --from-peers)",
-                opt.mirror_interval_s, store->data_dir().c_str());
-  } else if (!opt.namespace_dir.empty()) {
+                sv.mirror_interval_s, store->data_dir().c_str());
+  } else if (!sv.namespace_dir.empty()) {
     ST_LOG_WARN("infofile mirrors disabled (--mirror-interval 0): a lost namespace cannot be "
                 "recovered from this peer");
   }
 
-  if (opt.max_write_mbps > 0 || opt.max_read_mbps > 0 || opt.max_request_rate > 0) {
+  if (sv.max_write_bytes_per_s > 0 || sv.max_read_bytes_per_s > 0 || sv.max_requests_per_s > 0) {
     ST_LOG_INFO("impact control: writes %g MB/s, reads %g MB/s, %g requests/s (0: no limit)",
-                opt.max_write_mbps, opt.max_read_mbps, opt.max_request_rate);
+                sv.max_write_bytes_per_s / 1e6, sv.max_read_bytes_per_s / 1e6,
+                sv.max_requests_per_s);
   }
 
-  if (capability_key.empty()) {
+  if (sv.capability_key.empty()) {
     ST_LOG_WARN("capabilities are not checked: start with --key-file (docs/capabilities.md); "
                 "anyone who can connect may read, write and delete every record");
   } else {
@@ -224,13 +197,13 @@ int main(int argc, char** argv) {
 
   {
     char conns[32] = "0 (no limit)", idle[32] = "0 (off)", keepalive[32] = "0 (off)";
-    if (opt.max_connections > 0) {
+    if (sv.max_connections > 0) {
       std::snprintf(conns, sizeof(conns), "%llu",
-                    static_cast<unsigned long long>(opt.max_connections));
+                    static_cast<unsigned long long>(sv.max_connections));
     }
-    if (opt.idle_timeout_s > 0) std::snprintf(idle, sizeof(idle), "%g s", opt.idle_timeout_s);
-    if (opt.keepalive_timeout_s > 0) {
-      std::snprintf(keepalive, sizeof(keepalive), "%g s", opt.keepalive_timeout_s);
+    if (sv.idle_timeout_s > 0) std::snprintf(idle, sizeof(idle), "%g s", sv.idle_timeout_s);
+    if (sv.keepalive_timeout_s > 0) {
+      std::snprintf(keepalive, sizeof(keepalive), "%g s", sv.keepalive_timeout_s);
     }
     ST_LOG_INFO("connection limits: --max-connections %s, --idle-timeout %s (a stalled frame), "
                 "--keepalive-timeout %s (an idle connection)",
@@ -239,13 +212,13 @@ int main(int argc, char** argv) {
   {
     // Each connection takes a descriptor, and a GET in flight one more.
     struct rlimit rl;
-    uint64_t want = 2 * opt.max_connections + 256;
-    if (opt.max_connections > 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+    uint64_t want = 2 * sv.max_connections + 256;
+    if (sv.max_connections > 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
         rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
       ST_LOG_WARN("the file descriptor limit (%llu) is low for --max-connections %llu: raise "
                   "ulimit -n to at least %llu or lower --max-connections",
                   static_cast<unsigned long long>(rl.rlim_cur),
-                  static_cast<unsigned long long>(opt.max_connections),
+                  static_cast<unsigned long long>(sv.max_connections),
                   static_cast<unsigned long long>(want));
     }
   }
@@ -257,7 +230,7 @@ int main(int argc, char** argv) {
     ao.peer_id = store->peer_id();
     ao.addr = server->advertise();
     ao.interval_s = opt.announce_interval_s;
-    ao.capability_key = capability_key;
+    ao.capability_key = sv.capability_key;
     ao.loop_busy_ns = &server->metrics()->loop_busy_ns;
     ao.loop_turn_start_ns = &server->metrics()->loop_turn_start_ns;
     ao.stalls = &server->metrics()->loop_stalls;

@@ -12,6 +12,7 @@
 #include "crc32c.h"
 #include "infofile.h"
 #include "log.h"
+#include "namespace_walk.h"
 #include "record_store.h"
 #include "sqlite_ro.h"
 
@@ -275,118 +276,88 @@ Status RunMirrorPass(const MirrorPassOptions& o, const std::atomic<bool>* cancel
   Status s;
   if (!state->loaded && !(s = LoadCatalog(o, env, state)).ok()) return s;
 
-  FileInfo root_st;
-  s = env->GetFileInfo(o.namespace_dir, &root_st);
-  if (!s.ok()) return Status::Unavailable("namespace root: " + s.message());
-  if (!root_st.is_dir) {
-    return Status::Unavailable("namespace root " + o.namespace_dir + " is not a directory");
-  }
   InfofileReadOptions ro;
   ro.busy_timeout_ms = o.busy_timeout_ms;
   ro.cancel = cancel;
   std::unordered_map<std::string, MirrorState::Seen> seen;  // this walk's
   std::set<uint64_t> present;                               // file ids in the namespace
-  std::set<std::pair<uint64_t, uint64_t>> visited{{root_st.dev, root_st.ino}};
-  std::vector<std::string> todo{o.namespace_dir}, names;
-  bool complete = true, root = true;
-  while (!todo.empty()) {
-    if (Cancelled(cancel)) return Status::Unavailable("mirror pass cancelled");
-    std::string dir = std::move(todo.back());
-    todo.pop_back();
-    s = env->GetChildren(dir, &names);
-    if (!s.ok()) {
-      if (root) return Status::Unavailable("namespace root: " + s.message());
-      if (!s.IsNotFound()) {
-        ST_LOG_WARN("mirror: cannot read namespace directory: %s", s.ToString().c_str());
-        complete = false;
-      }
-      continue;
-    }
-    root = false;
-    for (const std::string& name : names) {
-      if (name.compare(0, 4, ".st-") == 0) continue;
-      if (Cancelled(cancel)) return Status::Unavailable("mirror pass cancelled");
-      std::string path = dir + "/" + name;
-      FileInfo st;
-      s = env->GetFileInfo(path, &st);
-      if (!s.ok()) {
-        if (!s.IsNotFound()) {
-          ST_LOG_WARN("mirror: cannot stat: %s", s.ToString().c_str());
-          complete = false;
+  bool complete = true;
+  NamespaceWalkOptions walk;
+  walk.root = o.namespace_dir;
+  walk.log_tag = "mirror";
+  walk.cancelled = "mirror pass cancelled";
+  walk.cancel = cancel;
+  s = WalkNamespace(
+      env, walk,
+      [&](const std::string& path, const FileInfo& st) {
+        MirrorState::Seen id;
+        bool sqlite = false;
+        Status s = Identify(env, path, st, &id, &sqlite);
+        if (!s.ok()) {
+          if (!s.IsNotFound()) {
+            ST_LOG_WARN("mirror: cannot read: %s", s.ToString().c_str());
+            complete = false;
+            ++stats->errors;
+          }
+          return Status::OK();
         }
-        continue;
-      }
-      if (st.is_dir) {
-        if (visited.emplace(st.dev, st.ino).second) todo.push_back(std::move(path));
-        continue;
-      }
-      if (!st.is_regular) continue;
-      MirrorState::Seen id;
-      bool sqlite = false;
-      s = Identify(env, path, st, &id, &sqlite);
-      if (!s.ok()) {
-        if (!s.IsNotFound()) {
-          ST_LOG_WARN("mirror: cannot read: %s", s.ToString().c_str());
-          complete = false;
-          ++stats->errors;
+        auto old = state->seen.find(path);
+        if (old != state->seen.end() && old->second == id) {  // settled by an earlier pass
+          if (old->second.file_id != 0) {
+            present.insert(old->second.file_id);
+            ++stats->infofiles;
+          }
+          seen.emplace(path, old->second);
+          return Status::OK();
         }
-        continue;
-      }
-      auto old = state->seen.find(path);
-      if (old != state->seen.end() && old->second == id) {  // settled by an earlier pass
-        if (old->second.file_id != 0) {
-          present.insert(old->second.file_id);
-          ++stats->infofiles;
+        if (!sqlite) {  // not an infofile
+          seen.emplace(path, id);
+          return Status::OK();
         }
-        seen.emplace(path, old->second);
-        continue;
-      }
-      if (!sqlite) {  // not an infofile
-        seen.emplace(path, id);
-        continue;
-      }
-      uint64_t file_id = 0;
-      s = ProbeInfofile(path, ro, &file_id);
-      if (Cancelled(cancel)) return Status::Unavailable("mirror pass cancelled");
-      if (s.IsInvalidArgument()) {  // an SQLite file, not an infofile
-        seen.emplace(path, id);
-        continue;
-      }
-      if (!s.ok()) {
-        if (!s.IsNotFound()) {
-          ST_LOG_WARN("mirror: cannot tell whether %s is an infofile: %s", path.c_str(),
-                      s.ToString().c_str());
-          complete = false;
-          ++stats->errors;
-        }
-        continue;
-      }
-      present.insert(file_id);
-      ++stats->infofiles;
-      auto cur = state->mirrors.find(file_id);
-      bool copied = false;
-      MetaListEntry entry;
-      s = CopyInfofile(o, env, cancel, path, file_id,
-                       cur != state->mirrors.end() ? &cur->second : nullptr, &copied, &entry);
-      if (!s.ok()) {
+        uint64_t file_id = 0;
+        s = ProbeInfofile(path, ro, &file_id);
         if (Cancelled(cancel)) return Status::Unavailable("mirror pass cancelled");
-        ST_LOG_WARN("mirror: cannot copy %s (file %016llx): %s; retried next pass", path.c_str(),
-                    static_cast<unsigned long long>(file_id), s.ToString().c_str());
-        ++stats->errors;
-        continue;  // not settled: tried again next pass
-      }
-      if (copied) {
-        ST_LOG_DEBUG("mirror: copied %s (file %016llx, generation %llu, %llu bytes)", path.c_str(),
-                     static_cast<unsigned long long>(file_id),
-                     static_cast<unsigned long long>(entry.generation),
-                     static_cast<unsigned long long>(entry.size));
-        state->mirrors[file_id] = std::move(entry);
-        ++stats->copied;
-      }
-      id.file_id = file_id;
-      seen.emplace(path, id);
-    }
-  }
+        if (s.IsInvalidArgument()) {  // an SQLite file, not an infofile
+          seen.emplace(path, id);
+          return Status::OK();
+        }
+        if (!s.ok()) {
+          if (!s.IsNotFound()) {
+            ST_LOG_WARN("mirror: cannot tell whether %s is an infofile: %s", path.c_str(),
+                        s.ToString().c_str());
+            complete = false;
+            ++stats->errors;
+          }
+          return Status::OK();
+        }
+        present.insert(file_id);
+        ++stats->infofiles;
+        auto cur = state->mirrors.find(file_id);
+        bool copied = false;
+        MetaListEntry entry;
+        s = CopyInfofile(o, env, cancel, path, file_id,
+                         cur != state->mirrors.end() ? &cur->second : nullptr, &copied, &entry);
+        if (!s.ok()) {
+          if (Cancelled(cancel)) return Status::Unavailable("mirror pass cancelled");
+          ST_LOG_WARN("mirror: cannot copy %s (file %016llx): %s; retried next pass", path.c_str(),
+                      static_cast<unsigned long long>(file_id), s.ToString().c_str());
+          ++stats->errors;
+          return Status::OK();  // not settled: tried again next pass
+        }
+        if (copied) {
+          ST_LOG_DEBUG("mirror: copied %s (file %016llx, generation %llu, %llu bytes)",
+                       path.c_str(), static_cast<unsigned long long>(file_id),
+                       static_cast<unsigned long long>(entry.generation),
+                       static_cast<unsigned long long>(entry.size));
+          state->mirrors[file_id] = std::move(entry);
+          ++stats->copied;
+        }
+        id.file_id = file_id;
+        seen.emplace(path, id);
+        return Status::OK();
+      },
+      &complete);
+  if (!s.ok()) return s;
   state->seen.swap(seen);
   stats->complete = complete;
 

@@ -1,12 +1,12 @@
 #include "metrics_http.h"
 
-#include <netdb.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "net.h"
 
 namespace st {
 
@@ -22,36 +22,8 @@ MetricsHttp::~MetricsHttp() {
 }
 
 Status MetricsHttp::Start(const std::string& host, int port) {
-  struct addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  struct addrinfo* res = nullptr;
-  std::string p = std::to_string(port);
-  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), p.c_str(), &hints, &res);
-  if (rc != 0) return Status::InvalidArgument("cannot resolve " + host + ": " + gai_strerror(rc));
-  Status s = Status::IOError("no address to listen on for " + host);
-  for (struct addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 64) != 0) {
-      s = PosixError("listen for metrics on " + host + ":" + p, errno);
-      ::close(fd);
-      continue;
-    }
-    listen_fd_ = fd;
-    s = Status::OK();
-    break;
-  }
-  freeaddrinfo(res);
+  Status s = ListenTcp(host, port, 64, &listen_fd_, &port_);
   if (!s.ok()) return s;
-  struct sockaddr_storage ss;
-  socklen_t len = sizeof(ss);
-  getsockname(listen_fd_, reinterpret_cast<struct sockaddr*>(&ss), &len);
-  port_ = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<struct sockaddr_in6*>(&ss)->sin6_port)
-                                   : ntohs(reinterpret_cast<struct sockaddr_in*>(&ss)->sin_port);
   return loop_->AddFd(listen_fd_, EventLoop::kReadable, [this](int) { OnAccept(); });
 }
 

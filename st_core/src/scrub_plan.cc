@@ -1,6 +1,5 @@
 #include "scrub_plan.h"
 
-#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -9,6 +8,7 @@
 #include "env.h"
 #include "log.h"
 #include "name_codec.h"
+#include "namespace_walk.h"
 #include "protocol.h"
 
 namespace st {
@@ -24,72 +24,39 @@ double MtimeOf(const FileInfo& st) { return static_cast<double>(st.mtime_ns) * 1
 struct NamespaceIndex {
   std::unordered_map<uint64_t, std::vector<std::string>> paths;  // file_id -> infofiles
   uint64_t infofiles = 0;
-  bool complete = true;
+  bool complete = true;  // every directory listed, every file identified
 };
 
-Status WalkNamespace(Env* env, const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
-                     NamespaceIndex* ns) {
+Status IndexNamespace(Env* env, const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
+                      NamespaceIndex* ns) {
   InfofileReadOptions ro;
   ro.busy_timeout_ms = o.busy_timeout_ms;
   ro.cancel = cancel;
-  FileInfo root_st;
-  Status rs = env->GetFileInfo(o.namespace_dir, &root_st);
-  if (!rs.ok()) return Status::Unavailable("namespace root: " + rs.message());
-  if (!root_st.is_dir) {
-    return Status::Unavailable("namespace root " + o.namespace_dir + " is not a directory");
-  }
-  std::set<std::pair<uint64_t, uint64_t>> visited{{root_st.dev, root_st.ino}};
-  std::vector<std::string> todo{o.namespace_dir};
-  std::vector<std::string> names;
-  bool root = true;
-  while (!todo.empty()) {
-    if (Cancelled(cancel)) return Status::Unavailable("scrub cancelled");
-    std::string dir = std::move(todo.back());
-    todo.pop_back();
-    Status s = env->GetChildren(dir, &names);
-    if (!s.ok()) {
-      if (root) return Status::Unavailable("namespace root: " + s.message());
-      if (!s.IsNotFound()) {
-        ST_LOG_WARN("scrub: cannot read namespace directory: %s", s.ToString().c_str());
-        ns->complete = false;
-      }
-      continue;
-    }
-    root = false;
-    for (const std::string& name : names) {
-      if (name.compare(0, 4, ".st-") == 0) continue;
-      std::string path = dir + "/" + name;
-      FileInfo st;
-      s = env->GetFileInfo(path, &st);
-      if (!s.ok()) {
-        if (!s.IsNotFound()) {  // NotFound: removed meanwhile, or a dangling link
-          ST_LOG_WARN("scrub: cannot stat: %s", s.ToString().c_str());
+  NamespaceWalkOptions walk;
+  walk.root = o.namespace_dir;
+  walk.log_tag = "scrub";
+  walk.cancelled = "scrub cancelled";
+  walk.cancel = cancel;
+  return WalkNamespace(
+      env, walk,
+      [&](const std::string& path, const FileInfo&) {
+        if (Cancelled(cancel)) return Status::Unavailable("scrub cancelled");
+        uint64_t file_id = 0;
+        Status s = ProbeInfofile(path, ro, &file_id);
+        if (s.ok()) {
+          ns->paths[file_id].push_back(path);
+          ++ns->infofiles;
+        } else if (Cancelled(cancel)) {
+          return Status::Unavailable("scrub cancelled");
+        } else if (!s.IsInvalidArgument() && !s.IsNotFound()) {
+          // Maybe an infofile, maybe not: no file id may be taken as deleted.
+          ST_LOG_WARN("scrub: cannot tell whether %s is an infofile: %s", path.c_str(),
+                      s.ToString().c_str());
           ns->complete = false;
         }
-        continue;
-      }
-      if (st.is_dir) {
-        if (visited.emplace(st.dev, st.ino).second) todo.push_back(std::move(path));
-        continue;
-      }
-      if (!st.is_regular) continue;
-      if (Cancelled(cancel)) return Status::Unavailable("scrub cancelled");
-      uint64_t file_id = 0;
-      s = ProbeInfofile(path, ro, &file_id);
-      if (s.ok()) {
-        ns->paths[file_id].push_back(std::move(path));
-        ++ns->infofiles;
-      } else if (Cancelled(cancel)) {
-        return Status::Unavailable("scrub cancelled");
-      } else if (!s.IsInvalidArgument() && !s.IsNotFound()) {
-        // Maybe an infofile, maybe not: no file id may be taken as deleted.
-        ST_LOG_WARN("scrub: cannot tell whether %s is an infofile: %s", path.c_str(),
-                    s.ToString().c_str());
-        ns->complete = false;
-      }
-    }
-  }
-  return Status::OK();
+        return Status::OK();
+      },
+      &ns->complete);
 }
 
 // The records of one file id on disk. *dir_ok is false if a directory of
@@ -148,7 +115,7 @@ Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
   plan->cutoff = plan->now - o.age_s;
 
   NamespaceIndex ns;
-  Status s = WalkNamespace(env, o, cancel, &ns);
+  Status s = IndexNamespace(env, o, cancel, &ns);
   if (!s.ok()) return s;
   plan->infofiles = ns.infofiles;
   plan->namespace_complete = ns.complete;

@@ -1,13 +1,12 @@
 #include "server.h"
 
-#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +15,7 @@
 #include "crc32c.h"
 #include "log.h"
 #include "name_codec.h"
+#include "net.h"
 
 namespace st {
 namespace {
@@ -35,29 +35,6 @@ ErrorCode StoreErrorCode(const Status& s) {
     default:
       return ErrorCode::kIoError;
   }
-}
-
-std::string SockAddrString(const struct sockaddr* sa) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (sa->sa_family == AF_INET) {
-    auto* in = reinterpret_cast<const struct sockaddr_in*>(sa);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    port = ntohs(in->sin_port);
-    return std::string(host) + ":" + std::to_string(port);
-  }
-  if (sa->sa_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<const struct sockaddr_in6*>(sa);
-    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-    port = ntohs(in6->sin6_port);
-    return "[" + std::string(host) + "]:" + std::to_string(port);
-  }
-  return "?";
-}
-
-void SetNoDelay(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 }  // namespace
@@ -133,17 +110,18 @@ std::string Server::RenderMetrics() {
 
 double Server::Admit(Connection* conn, const FrameHeader& h) {
   (void)conn;
-  auto type = static_cast<MsgType>(h.type);
+  const RequestType* row = FindRequestType(h.type);
+  const unsigned flags = row != nullptr ? row->flags : 0;
   // Ring traffic, AUTH and PING are never held: a GET_LOCAL collective or a
   // liveness check must not wait behind another client's bulk transfer.
-  if (type == MsgType::kRingSegment || type == MsgType::kAuth || type == MsgType::kPing) return 0;
+  if (flags & kNeverHeld) return 0;
   double now = EventLoop::Now();
   double wait = request_bucket_.WaitFor(now, 1);
-  bool write = type == MsgType::kPut || type == MsgType::kPutChain;
+  bool write = (flags & kWriteBytes) != 0;
   if (write) wait = std::max(wait, write_bucket_.WaitFor(now, 1));
   // A GET's cost is known once the record is found: it is taken then (a debt
   // the next GETs wait for).
-  if (type == MsgType::kGet) wait = std::max(wait, read_bucket_.WaitFor(now, 1));
+  if (flags & kReadBytes) wait = std::max(wait, read_bucket_.WaitFor(now, 1));
   if (wait > 0) {
     ++throttled_;
     return std::max(wait, 0.001);
@@ -170,51 +148,8 @@ Server::~Server() {
 }
 
 Status Server::Start() {
-  struct addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  struct addrinfo* res = nullptr;
-  std::string port = std::to_string(options_.port);
-  int rc = getaddrinfo(options_.host.empty() ? nullptr : options_.host.c_str(), port.c_str(),
-                       &hints, &res);
-  if (rc != 0) {
-    return Status::InvalidArgument("cannot resolve --host " + options_.host + ": " +
-                                   gai_strerror(rc));
-  }
-  Status s = Status::IOError("no address to listen on for " + options_.host);
-  for (struct addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      s = PosixError("socket", errno);
-      continue;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-      s = PosixError("bind " + options_.host + ":" + port, errno);
-      ::close(fd);
-      continue;
-    }
-    if (::listen(fd, 1024) != 0) {
-      s = PosixError("listen", errno);
-      ::close(fd);
-      continue;
-    }
-    listen_fd_ = fd;
-    s = Status::OK();
-    break;
-  }
-  freeaddrinfo(res);
+  Status s = ListenTcp(options_.host, options_.port, 1024, &listen_fd_, &port_);
   if (!s.ok()) return s;
-
-  struct sockaddr_storage ss;
-  socklen_t len = sizeof(ss);
-  if (getsockname(listen_fd_, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0) {
-    return PosixError("getsockname", errno);
-  }
-  port_ = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<struct sockaddr_in6*>(&ss)->sin6_port)
-                                   : ntohs(reinterpret_cast<struct sockaddr_in*>(&ss)->sin_port);
   advertise_ =
       options_.advertise.empty() ? options_.host + ":" + std::to_string(port_) : options_.advertise;
 
@@ -609,7 +544,8 @@ void Server::HandleLinkReply(Connection* c, const std::string& addr, const Frame
   ST_LOG_WARN("ring peer %s sent an unexpected frame of type 0x%02x", addr.c_str(), h.type);
 }
 
-void Server::HandleScrub(Connection* c, uint64_t seq) {
+void Server::HandleScrub(Connection* c, const FrameHeader& h, std::string_view, Request*) {
+  const uint64_t seq = h.seq;
   if (!scrubber_) {
     c->Send(EncodeError(seq, ErrorCode::kNoNamespace,
                         "this peer has no namespace root, so it cannot tell committed records "
@@ -637,7 +573,8 @@ const char kNoMirrors[] =
 
 }  // namespace
 
-void Server::HandleListMeta(Connection* c, uint64_t seq) {
+void Server::HandleListMeta(Connection* c, const FrameHeader& h, std::string_view, Request*) {
+  const uint64_t seq = h.seq;
   if (!mirror_) {
     c->Send(EncodeError(seq, ErrorCode::kNoNamespace, kNoMirrors));
     return;
@@ -655,7 +592,9 @@ void Server::HandleListMeta(Connection* c, uint64_t seq) {
   });
 }
 
-void Server::HandleGetMeta(Connection* c, uint64_t seq, const GetMetaRequest& req) {
+void Server::HandleGetMeta(Connection* c, const FrameHeader& h, std::string_view, Request* r) {
+  const GetMetaRequest req = std::get<GetMetaRequest>(r->body);
+  const uint64_t seq = h.seq;
   if (!mirror_) {
     c->Send(EncodeError(seq, ErrorCode::kNoNamespace, kNoMirrors));
     return;
@@ -708,10 +647,10 @@ void Server::HandleGetMeta(Connection* c, uint64_t seq, const GetMetaRequest& re
   });
 }
 
-void Server::HandleAuth(Connection* c, uint64_t seq, std::string_view payload) {
-  std::string_view token;
-  Status s = DecodeAuth(payload, &token);
-  if (!s.ok() || !checks_capabilities()) {
+void Server::HandleAuth(Connection* c, const FrameHeader& h, std::string_view, Request* r) {
+  const uint64_t seq = h.seq;
+  std::string_view token = std::get<std::string_view>(r->body);
+  if (!checks_capabilities()) {
     // Without a key nothing is checked (development mode, logged at start).
     c->Send(EncodeOk(seq));
     return;
@@ -724,7 +663,7 @@ void Server::HandleAuth(Connection* c, uint64_t seq, std::string_view payload) {
   }
   uint64_t now = Now();
   Capability cap;
-  s = VerifyToken(options_.capability_key, token, now, &cap);
+  Status s = VerifyToken(options_.capability_key, token, now, &cap);
   if (!s.ok()) {
     ST_LOG_INFO("refused a capability from %s: %s", c->remote().c_str(), s.message().c_str());
     c->Send(EncodeError(seq, ErrorCode::kDenied, "AUTH refused: " + s.message()));
@@ -858,8 +797,10 @@ void Server::MaybeGroupSync() {
       });
 }
 
-void Server::HandlePutChain(Connection* c, uint64_t seq, uint16_t flags,
-                            const PutChainRequest& req) {
+void Server::HandlePutChain(Connection* c, const FrameHeader& h, std::string_view, Request* r) {
+  const PutChainRequest& req = std::get<PutChainRequest>(r->body);
+  const uint64_t seq = h.seq;
+  const uint16_t flags = h.flags;
   auto chain = std::make_shared<ChainPut>();
   chain->flags = flags;
   for (std::string_view hop : req.hops) {
@@ -1004,215 +945,272 @@ void Server::SendRecordToClient(uint64_t conn_id, uint64_t seq, RecordStore::Rea
   c->EndDeferred();
 }
 
+// ---- The request table ------------------------------------------------------------
+
+namespace {
+
+// Decoders: the payload into Request::body, and the file and record name
+// the shared checks need.
+
+Status DecodePutRequest(std::string_view payload, Server::Request* req) {
+  PutRequest& put = req->body.emplace<PutRequest>();
+  Status s = DecodePut(payload, &put);
+  req->file_id = put.file_id;
+  return s;
+}
+
+Status DecodePutChainRequest(std::string_view payload, Server::Request* req) {
+  PutChainRequest& chain = req->body.emplace<PutChainRequest>();
+  Status s = DecodePutChain(payload, &chain);
+  req->file_id = chain.file_id;
+  return s;
+}
+
+Status DecodeNameRequest(std::string_view payload, Server::Request* req) {  // GET, DELETE
+  NameRequest& name = req->body.emplace<NameRequest>();
+  Status s = DecodeName(payload, &name);
+  req->file_id = name.file_id;
+  req->name = name.name;
+  return s;
+}
+
+Status DecodeDeleteFileRequest(std::string_view payload, Server::Request* req) {
+  return DecodeDeleteFile(payload, &req->file_id);
+}
+
+Status DecodeGetLocalRequest(std::string_view payload, Server::Request* req) {
+  RingHeader& ring = req->body.emplace<RingHeader>();
+  Status s = DecodeGetLocal(payload, &ring);
+  req->file_id = ring.file_id;
+  return s;
+}
+
+Status DecodePingRequest(std::string_view payload, Server::Request*) { return DecodePing(payload); }
+
+Status DecodeScrubRequest(std::string_view payload, Server::Request*) {
+  return DecodeScrub(payload);
+}
+
+Status DecodeAuthRequest(std::string_view payload, Server::Request* req) {
+  return DecodeAuth(payload, &req->body.emplace<std::string_view>());
+}
+
+Status DecodeListMetaRequest(std::string_view payload, Server::Request*) {
+  return DecodeListMeta(payload);
+}
+
+Status DecodeGetMetaRequest(std::string_view payload, Server::Request* req) {
+  GetMetaRequest& meta = req->body.emplace<GetMetaRequest>();
+  Status s = DecodeGetMeta(payload, &meta);
+  req->file_id = meta.file_id;
+  return s;
+}
+
+Status DecodeRingSegmentRequest(std::string_view payload, Server::Request* req) {
+  RingSegment& seg = req->body.emplace<RingSegment>();
+  Status s = DecodeRingSegment(payload, &seg);
+  req->file_id = seg.ring.file_id;
+  return s;
+}
+
+}  // namespace
+
+const std::vector<Server::RequestType>& Server::RequestTable() {
+  // type, operation, flags, decoder, handler. The operations are those of
+  // docs/capabilities.md: a client's PUT_CHAIN needs WRITE, a peer's
+  // forwarded one PEER; GET_META needs READ on the file or ADMIN on every
+  // file; SCRUB and LIST_META name files and records: ADMIN on every file.
+  static const std::vector<RequestType> table = {
+      {MsgType::kPut, kOpWrite, kWriteBytes, DecodePutRequest, &Server::HandlePut},
+      {MsgType::kPutChain, kOpWrite, kWriteBytes | kPeerIfForwarded, DecodePutChainRequest,
+       &Server::HandlePutChain},
+      {MsgType::kGet, kOpRead, kReadBytes | kCheckName, DecodeNameRequest, &Server::HandleGet},
+      {MsgType::kDelete, kOpDelete, kCheckName, DecodeNameRequest, &Server::HandleDelete},
+      {MsgType::kDeleteFile, kOpDelete, 0, DecodeDeleteFileRequest, &Server::HandleDeleteFile},
+      {MsgType::kGetLocal, kOpRead, 0, DecodeGetLocalRequest, &Server::HandleGetLocal},
+      {MsgType::kPing, 0, kNeverHeld, DecodePingRequest, &Server::HandlePing},
+      {MsgType::kScrub, kOpAdmin, 0, DecodeScrubRequest, &Server::HandleScrub},
+      {MsgType::kAuth, 0, kNeverHeld, DecodeAuthRequest, &Server::HandleAuth},
+      {MsgType::kListMeta, kOpAdmin, 0, DecodeListMetaRequest, &Server::HandleListMeta},
+      {MsgType::kGetMeta, kOpRead, kOrAdmin, DecodeGetMetaRequest, &Server::HandleGetMeta},
+      {MsgType::kRingSegment, kOpPeer, kNeverHeld, DecodeRingSegmentRequest,
+       &Server::HandleRingSegment},
+  };
+  return table;
+}
+
+const Server::RequestType* Server::FindRequestType(uint8_t type) {
+  static const auto* const by_type = [] {
+    auto* index = new std::array<const RequestType*, 256>();
+    for (const RequestType& row : RequestTable()) (*index)[static_cast<uint8_t>(row.type)] = &row;
+    return index;
+  }();
+  return (*by_type)[type];
+}
+
 void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view payload) {
-  const uint64_t seq = h.seq;
-  auto bad_frame = [&](const Status& s) {
-    c->SendErrorAndClose(seq, ErrorCode::kBadFrame,
+  const RequestType* row = FindRequestType(h.type);
+  if (row == nullptr) {
+    char msg[160];
+    std::snprintf(msg, sizeof(msg),
+                  "message type 0x%02x is not a request this peer knows (protocol version 1); "
+                  "frame skipped",
+                  h.type);
+    c->Send(EncodeError(h.seq, ErrorCode::kUnknownType, msg));
+    return;
+  }
+  Request req;
+  Status s = row->decode(payload, &req);
+  if (!s.ok()) {
+    c->SendErrorAndClose(h.seq, ErrorCode::kBadFrame,
                          std::string(MsgTypeName(h.type)) + " payload does not parse: " +
                              s.message() + "; closing the connection");
-  };
-  switch (static_cast<MsgType>(h.type)) {
-    case MsgType::kPut: {
-      PutRequest req;
-      Status s = DecodePut(payload, &req);
-      if (!s.ok()) return bad_frame(s);
-      if (!Allowed(c, seq, h.type, req.file_id, kOpWrite)) return;
-      bool replace = (h.flags & kFlagReplace) != 0;
-      if (store_->sync()) {
-        // The fsyncs run off the loop; the frame's buffer does not outlive
-        // this call, so the PUT takes a copy.
-        auto put = std::make_shared<OwnedPut>();
-        put->file_id = req.file_id;
-        put->copy_rank = req.copy_rank;
-        put->crc = req.crc32c;
-        put->name.assign(req.name);
-        put->data.assign(req.data);
-        put->replace = replace;
-        uint64_t conn_id = c->id();
-        c->BeginDeferred();
-        StoreOffLoop(put, [this, conn_id, seq, put](const Status& st) {
-          SendToClient(conn_id, PutReply(seq, put->file_id, put->name, st));
-        });
-        return;
-      }
-      s = store_->Put(req.file_id, req.copy_rank, req.crc32c, req.name, req.data, replace);
-      c->Send(PutReply(seq, req.file_id, req.name, s));
-      return;
-    }
-    case MsgType::kPutChain: {
-      PutChainRequest req;
-      Status s = DecodePutChain(payload, &req);
-      if (!s.ok()) return bad_frame(s);
-      // A client needs WRITE on the file; a peer forwarding down its chain
-      // shows its PEER capability.
-      uint8_t op = (h.flags & kFlagForwarded) ? kOpPeer : kOpWrite;
-      if (!Allowed(c, seq, h.type, req.file_id, op)) return;
-      HandlePutChain(c, seq, h.flags, req);
-      return;
-    }
-    case MsgType::kGet: {
-      NameRequest req;
-      Status s = DecodeName(payload, &req);
-      if (!s.ok()) return bad_frame(s);
-      if (!Allowed(c, seq, h.type, req.file_id, kOpRead)) return;
-      s = ValidateRecordName(req.name);
-      if (!s.ok()) {
-        c->Send(EncodeError(seq, ErrorCode::kBadName, "record name refused: " + s.message()));
-        return;
-      }
-      auto rec = std::make_shared<RecordStore::ReadHandle>();
-      s = store_->OpenForRead(req.file_id, req.name, rec.get());
-      if (!s.ok()) {
-        c->Send(GetError(seq, req.file_id, req.name, s));
-        return;
-      }
-      if (rec->size + kHeaderSize + 5 > 0xFFFFFFFFull) {
-        c->Send(EncodeError(seq, ErrorCode::kInternal,
-                            "record of " + std::to_string(rec->size) +
-                                " bytes does not fit in one frame (server.cc, GET)"));
-        return;
-      }
-      read_bucket_.Take(EventLoop::Now(), static_cast<double>(rec->size));
-      if (rec->verified) {
-        c->Send(EncodeDataHeader(seq, rec->crc, rec->copy_rank, rec->size));
-        c->SendFile(rec->file->ReleaseFd(), rec->size);
-        return;
-      }
-      // Not read since the peer started or since it was written to: its
-      // CRC-32C is checked first, off the loop (it reads the whole file).
-      uint64_t conn_id = c->id();
-      uint64_t file_id = req.file_id;
-      std::string name(req.name);
-      auto result = std::make_shared<Status>();
-      c->BeginDeferred();
-      background_.Schedule([rec, result] { *result = RecordStore::VerifyRead(*rec); },
-                           [this, conn_id, seq, file_id, name, rec, result] {
-                             if (!result->ok()) {
-                               SendToClient(conn_id, GetError(seq, file_id, name, *result));
-                               return;
-                             }
-                             store_->MarkVerified(file_id, name, *rec);
-                             SendRecordToClient(conn_id, seq, rec.get());
-                           });
-      return;
-    }
-    case MsgType::kDelete: {
-      NameRequest req;
-      Status s = DecodeName(payload, &req);
-      if (!s.ok()) return bad_frame(s);
-      if (!Allowed(c, seq, h.type, req.file_id, kOpDelete)) return;
-      s = ValidateRecordName(req.name);
-      if (!s.ok()) {
-        c->Send(EncodeError(seq, ErrorCode::kBadName, "record name refused: " + s.message()));
-        return;
-      }
-      std::string dir_to_sync;
-      s = store_->Delete(req.file_id, req.name, &dir_to_sync);
-      if (!s.ok() || dir_to_sync.empty()) {
-        c->Send(s.ok() ? EncodeOk(seq) : EncodeError(seq, StoreErrorCode(s), s.message()));
-        return;
-      }
-      // Under --sync the name's removal is made durable before the OK, off the loop.
-      uint64_t conn_id = c->id();
-      Env* env = store_->env();
-      c->BeginDeferred();
-      background_.Schedule([env, dir_to_sync] { env->SyncDir(dir_to_sync); },
-                           [this, conn_id, seq] { SendToClient(conn_id, EncodeOk(seq)); });
-      return;
-    }
-    case MsgType::kDeleteFile: {
-      uint64_t file_id;
-      Status s = DecodeDeleteFile(payload, &file_id);
-      if (!s.ok()) return bad_frame(s);
-      if (!Allowed(c, seq, h.type, file_id, kOpDelete)) return;
-      uint64_t removed = 0;
-      s = store_->DeleteFile(file_id, &removed);
-      if (s.ok()) {
-        c->Send(EncodeOkRemoved(seq, removed));
-      } else {
-        c->Send(EncodeError(seq, s.IsNoSpace() ? ErrorCode::kNoSpace : ErrorCode::kIoError,
-                            s.message()));
-      }
-      return;
-    }
-    case MsgType::kGetLocal: {
-      RingHeader ring;
-      Status s = DecodeGetLocal(payload, &ring);
-      if (!s.ok()) return bad_frame(s);
-      if (!Allowed(c, seq, h.type, ring.file_id, kOpRead)) return;
-      c->BeginDeferred();  // every reply goes through SendToClient
-      get_local_->OnGetLocal(c->id(), seq, ring);
-      return;
-    }
-    case MsgType::kPing: {
-      Status s = DecodePing(payload);
-      if (!s.ok()) return bad_frame(s);
-      c->Send(EncodePingReply(seq, store_->peer_id(), advertise_));
-      return;
-    }
-    case MsgType::kScrub: {
-      Status s = DecodeScrub(payload);
-      if (!s.ok()) return bad_frame(s);
-      if (!Allowed(c, seq, h.type, 0, kOpAdmin)) return;
-      HandleScrub(c, seq);
-      return;
-    }
-    case MsgType::kAuth:
-      HandleAuth(c, seq, payload);
-      return;
-    case MsgType::kListMeta: {
-      Status s = DecodeListMeta(payload);
-      if (!s.ok()) return bad_frame(s);
-      // The mirrors name files and records: ADMIN on every file.
-      if (!Allowed(c, seq, h.type, 0, kOpAdmin)) return;
-      HandleListMeta(c, seq);
-      return;
-    }
-    case MsgType::kGetMeta: {
-      GetMetaRequest req;
-      Status s = DecodeGetMeta(payload, &req);
-      if (!s.ok()) return bad_frame(s);
-      // What a full read of the file needs (READ on it), or ADMIN on every file.
-      if (checks_capabilities()) {
-        auto it = inbound_.find(c->id());
-        std::string why;
-        bool read =
-            it != inbound_.end() && it->second.caps.Check(req.file_id, kOpRead, Now(), &why);
-        if (!read && !Allowed(c, seq, h.type, 0, kOpAdmin)) return;
-      }
-      HandleGetMeta(c, seq, req);
-      return;
-    }
-    case MsgType::kRingSegment: {
-      RingSegment seg;
-      Status s = DecodeRingSegment(payload, &seg);
-      if (!s.ok()) return bad_frame(s);
-      if (!Allowed(c, seq, h.type, seg.ring.file_id, kOpPeer)) return;
-      uint64_t conn_id = c->id();
-      std::string remote = c->remote();
-      c->BeginDeferred();  // the OK waits for this peer's own segment
-      get_local_->OnSegment(h.flags, payload, std::move(seg),
-                            [this, conn_id, seq, remote](bool ok, ErrorCode code,
-                                                         const std::string& message) {
-                              if (ok) {
-                                SendToClient(conn_id, EncodeOk(seq));
-                                return;
-                              }
-                              ST_LOG_WARN("refused a RING_SEGMENT from %s: %s", remote.c_str(),
-                                          message.c_str());
-                              SendToClient(conn_id, EncodeError(seq, code, message));
-                            });
-      return;
-    }
-    default:
-      break;
+    return;
   }
-  char msg[160];
-  std::snprintf(msg, sizeof(msg),
-                "message type 0x%02x is not a request this peer knows (protocol version 1); "
-                "frame skipped",
-                h.type);
-  c->Send(EncodeError(seq, ErrorCode::kUnknownType, msg));
+  if (!Permitted(c, h, *row, req)) return;
+  if (row->flags & kCheckName) {
+    s = ValidateRecordName(req.name);
+    if (!s.ok()) {
+      c->Send(EncodeError(h.seq, ErrorCode::kBadName, "record name refused: " + s.message()));
+      return;
+    }
+  }
+  (this->*row->handle)(c, h, payload, &req);
+}
+
+bool Server::Permitted(Connection* c, const FrameHeader& h, const RequestType& row,
+                       const Request& req) {
+  if (row.op == 0 || !checks_capabilities()) return true;
+  uint8_t op = (row.flags & kPeerIfForwarded) && (h.flags & kFlagForwarded) ? kOpPeer : row.op;
+  if (row.flags & kOrAdmin) {
+    auto it = inbound_.find(c->id());
+    std::string why;
+    if (it != inbound_.end() && it->second.caps.Check(req.file_id, op, Now(), &why)) return true;
+    return Allowed(c, h.seq, h.type, 0, kOpAdmin);
+  }
+  return Allowed(c, h.seq, h.type, req.file_id, op);
+}
+
+// ---- The handlers -------------------------------------------------------------------
+
+void Server::HandlePut(Connection* c, const FrameHeader& h, std::string_view, Request* r) {
+  const PutRequest& req = std::get<PutRequest>(r->body);
+  const uint64_t seq = h.seq;
+  bool replace = (h.flags & kFlagReplace) != 0;
+  if (store_->sync()) {
+    // The fsyncs run off the loop; the frame's buffer does not outlive
+    // this call, so the PUT takes a copy.
+    auto put = std::make_shared<OwnedPut>();
+    put->file_id = req.file_id;
+    put->copy_rank = req.copy_rank;
+    put->crc = req.crc32c;
+    put->name.assign(req.name);
+    put->data.assign(req.data);
+    put->replace = replace;
+    uint64_t conn_id = c->id();
+    c->BeginDeferred();
+    StoreOffLoop(put, [this, conn_id, seq, put](const Status& st) {
+      SendToClient(conn_id, PutReply(seq, put->file_id, put->name, st));
+    });
+    return;
+  }
+  Status s = store_->Put(req.file_id, req.copy_rank, req.crc32c, req.name, req.data, replace);
+  c->Send(PutReply(seq, req.file_id, req.name, s));
+}
+
+void Server::HandleGet(Connection* c, const FrameHeader& h, std::string_view, Request* r) {
+  const NameRequest& req = std::get<NameRequest>(r->body);
+  const uint64_t seq = h.seq;
+  auto rec = std::make_shared<RecordStore::ReadHandle>();
+  Status s = store_->OpenForRead(req.file_id, req.name, rec.get());
+  if (!s.ok()) {
+    c->Send(GetError(seq, req.file_id, req.name, s));
+    return;
+  }
+  if (rec->size + kHeaderSize + 5 > 0xFFFFFFFFull) {
+    c->Send(EncodeError(seq, ErrorCode::kInternal,
+                        "record of " + std::to_string(rec->size) +
+                            " bytes does not fit in one frame (server.cc, GET)"));
+    return;
+  }
+  read_bucket_.Take(EventLoop::Now(), static_cast<double>(rec->size));
+  if (rec->verified) {
+    c->Send(EncodeDataHeader(seq, rec->crc, rec->copy_rank, rec->size));
+    c->SendFile(rec->file->ReleaseFd(), rec->size);
+    return;
+  }
+  // Not read since the peer started or since it was written to: its
+  // CRC-32C is checked first, off the loop (it reads the whole file).
+  uint64_t conn_id = c->id();
+  uint64_t file_id = req.file_id;
+  std::string name(req.name);
+  auto result = std::make_shared<Status>();
+  c->BeginDeferred();
+  background_.Schedule([rec, result] { *result = RecordStore::VerifyRead(*rec); },
+                       [this, conn_id, seq, file_id, name, rec, result] {
+                         if (!result->ok()) {
+                           SendToClient(conn_id, GetError(seq, file_id, name, *result));
+                           return;
+                         }
+                         store_->MarkVerified(file_id, name, *rec);
+                         SendRecordToClient(conn_id, seq, rec.get());
+                       });
+}
+
+void Server::HandleDelete(Connection* c, const FrameHeader& h, std::string_view, Request* r) {
+  const NameRequest& req = std::get<NameRequest>(r->body);
+  const uint64_t seq = h.seq;
+  std::string dir_to_sync;
+  Status s = store_->Delete(req.file_id, req.name, &dir_to_sync);
+  if (!s.ok() || dir_to_sync.empty()) {
+    c->Send(s.ok() ? EncodeOk(seq) : EncodeError(seq, StoreErrorCode(s), s.message()));
+    return;
+  }
+  // Under --sync the name's removal is made durable before the OK, off the loop.
+  uint64_t conn_id = c->id();
+  Env* env = store_->env();
+  c->BeginDeferred();
+  background_.Schedule([env, dir_to_sync] { env->SyncDir(dir_to_sync); },
+                       [this, conn_id, seq] { SendToClient(conn_id, EncodeOk(seq)); });
+}
+
+void Server::HandleDeleteFile(Connection* c, const FrameHeader& h, std::string_view, Request* r) {
+  uint64_t removed = 0;
+  Status s = store_->DeleteFile(r->file_id, &removed);
+  if (s.ok()) {
+    c->Send(EncodeOkRemoved(h.seq, removed));
+  } else {
+    c->Send(EncodeError(h.seq, s.IsNoSpace() ? ErrorCode::kNoSpace : ErrorCode::kIoError,
+                        s.message()));
+  }
+}
+
+void Server::HandleGetLocal(Connection* c, const FrameHeader& h, std::string_view, Request* r) {
+  c->BeginDeferred();  // every reply goes through SendToClient
+  get_local_->OnGetLocal(c->id(), h.seq, std::get<RingHeader>(r->body));
+}
+
+void Server::HandlePing(Connection* c, const FrameHeader& h, std::string_view, Request*) {
+  c->Send(EncodePingReply(h.seq, store_->peer_id(), advertise_));
+}
+
+void Server::HandleRingSegment(Connection* c, const FrameHeader& h, std::string_view payload,
+                               Request* r) {
+  const uint64_t seq = h.seq;
+  uint64_t conn_id = c->id();
+  std::string remote = c->remote();
+  c->BeginDeferred();  // the OK waits for this peer's own segment
+  get_local_->OnSegment(h.flags, payload, std::move(std::get<RingSegment>(r->body)),
+                        [this, conn_id, seq, remote](bool ok, ErrorCode code,
+                                                     const std::string& message) {
+                          if (ok) {
+                            SendToClient(conn_id, EncodeOk(seq));
+                            return;
+                          }
+                          ST_LOG_WARN("refused a RING_SEGMENT from %s: %s", remote.c_str(),
+                                      message.c_str());
+                          SendToClient(conn_id, EncodeError(seq, code, message));
+                        });
 }
 
 }  // namespace st

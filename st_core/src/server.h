@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "background.h"
@@ -79,6 +80,46 @@ bool SplitHostPort(const std::string& addr, std::string* host, std::string* port
 
 class Server : public Connection::Handler, public GetLocal::Host {
  public:
+  // A request's payload as its row's decoder left it: views into the frame
+  // (copies for the ring types, which outlive it).
+  struct Request {
+    uint64_t file_id = 0;   // the file its capability must cover (0: every file)
+    std::string_view name;  // the record it names (GET, DELETE)
+    std::variant<std::monostate, PutRequest, PutChainRequest, NameRequest, RingHeader, RingSegment,
+                 GetMetaRequest, std::string_view /* AUTH's token */>
+        body;
+  };
+  using RequestDecoder = Status (*)(std::string_view payload, Request* req);
+  using RequestHandler = void (Server::*)(Connection* c, const FrameHeader& h,
+                                          std::string_view payload, Request* req);
+
+  // Row flags of the request table.
+  static constexpr unsigned kCheckName = 1u << 0;        // ValidateRecordName(req.name) first
+  static constexpr unsigned kPeerIfForwarded = 1u << 1;  // kFlagForwarded: PEER instead of op
+  static constexpr unsigned kOrAdmin = 1u << 2;          // or ADMIN on every file (file 0)
+  static constexpr unsigned kNeverHeld = 1u << 3;        // impact control never holds it
+  static constexpr unsigned kWriteBytes = 1u << 4;       // its payload counts as written bytes
+  static constexpr unsigned kReadBytes = 1u << 5;        // waits for the read budget (GET)
+
+  // One row of the request table (after redis's src/commands.def): a request
+  // type, the capability operation it needs (capability.h kOp*; 0: none),
+  // how its payload is decoded and which handler serves it. HandleRequest
+  // does what every row shares, in this order: decode (BAD_FRAME and close
+  // if the payload does not parse), the capability check (DENIED), the
+  // record name check (BAD_NAME), then the handler. Admit reads the impact
+  // control flags.
+  struct RequestType {
+    MsgType type;
+    uint8_t op;
+    unsigned flags;
+    RequestDecoder decode;
+    RequestHandler handle;
+  };
+  // Every request this peer serves, one row per type.
+  static const std::vector<RequestType>& RequestTable();
+  // The row of a message type; nullptr if it is not a request this peer serves.
+  static const RequestType* FindRequestType(uint8_t type);
+
   Server(EventLoop* loop, RecordStore* store, ServerOptions options);
   ~Server() override;
 
@@ -148,7 +189,24 @@ class Server : public Connection::Handler, public GetLocal::Host {
 
  private:
   void OnAccept();
+  // The shared checks of the request table, then the row's handler.
   void HandleRequest(Connection* c, const FrameHeader& h, std::string_view payload);
+  // The request table's handlers (server.cc, RequestTable()).
+  void HandlePut(Connection* c, const FrameHeader& h, std::string_view payload, Request* req);
+  void HandlePutChain(Connection* c, const FrameHeader& h, std::string_view payload, Request* req);
+  void HandleGet(Connection* c, const FrameHeader& h, std::string_view payload, Request* req);
+  void HandleDelete(Connection* c, const FrameHeader& h, std::string_view payload, Request* req);
+  void HandleDeleteFile(Connection* c, const FrameHeader& h, std::string_view payload,
+                        Request* req);
+  void HandleGetLocal(Connection* c, const FrameHeader& h, std::string_view payload, Request* req);
+  void HandlePing(Connection* c, const FrameHeader& h, std::string_view payload, Request* req);
+  void HandleScrub(Connection* c, const FrameHeader& h, std::string_view payload, Request* req);
+  void HandleAuth(Connection* c, const FrameHeader& h, std::string_view payload, Request* req);
+  // LIST_META and GET_META: the infofile mirrors (docs/wire-protocol.md).
+  void HandleListMeta(Connection* c, const FrameHeader& h, std::string_view payload, Request* req);
+  void HandleGetMeta(Connection* c, const FrameHeader& h, std::string_view payload, Request* req);
+  void HandleRingSegment(Connection* c, const FrameHeader& h, std::string_view payload,
+                         Request* req);
   // A PUT that owns its bytes, for writing off the loop (--sync).
   struct OwnedPut {
     uint64_t file_id = 0;
@@ -186,7 +244,6 @@ class Server : public Connection::Handler, public GetLocal::Host {
     std::vector<std::string> hops;
     uint16_t flags = 0;
   };
-  void HandlePutChain(Connection* c, uint64_t seq, uint16_t flags, const PutChainRequest& req);
   void ForwardChain(uint64_t conn_id, uint64_t seq, std::shared_ptr<ChainPut> chain);
 
   struct LinkCall {
@@ -200,14 +257,12 @@ class Server : public Connection::Handler, public GetLocal::Host {
                               const Status& s);
   // DATA header and the file, then the deferred reply is paid.
   void SendRecordToClient(uint64_t conn_id, uint64_t seq, RecordStore::ReadHandle* rec);
-  void HandleScrub(Connection* c, uint64_t seq);
-  // LIST_META and GET_META: the infofile mirrors (docs/wire-protocol.md).
-  void HandleListMeta(Connection* c, uint64_t seq);
-  void HandleGetMeta(Connection* c, uint64_t seq, const GetMetaRequest& req);
-  void HandleAuth(Connection* c, uint64_t seq, std::string_view payload);
   // With a key: true if the connection's capabilities allow op on file_id;
   // otherwise answers ERROR DENIED for seq and returns false.
   bool Allowed(Connection* c, uint64_t seq, uint8_t type, uint64_t file_id, uint8_t op);
+  // Allowed for a request of the table: the row's operation on req's file
+  // (PEER for a forwarded one, or ADMIN on every file instead, by its flags).
+  bool Permitted(Connection* c, const FrameHeader& h, const RequestType& row, const Request& req);
   uint64_t Now() const;
   // Before a segment on an outgoing ring link: AUTH with a fresh PEER token
   // if the link has none or its token is about to expire.

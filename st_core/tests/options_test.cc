@@ -18,47 +18,89 @@ Status Parse(std::vector<const char*> args, Options* o) {
   return ParseOptions(static_cast<int>(args.size()), args.data(), o);
 }
 
+Status ParseArgs(const std::vector<std::string>& args, Options* o) {
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return Parse(argv, o);
+}
+
+// --help with its lines joined: a phrase may be wrapped anywhere.
+std::string FlatUsage() {
+  std::string out;
+  bool space = false;
+  for (char c : Usage()) {
+    if (c == ' ' || c == '\n') {
+      space = true;
+      continue;
+    }
+    if (space && !out.empty()) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
 TEST(Options, Defaults) {
   Options o;
   ASSERT_TRUE(Parse({"--data", "/d"}, &o).ok());
-  EXPECT_EQ("/d", o.data_dir);
-  EXPECT_EQ("127.0.0.1", o.host);
-  EXPECT_EQ(0, o.port);
+  EXPECT_EQ("/d", o.store.data_dir);
+  EXPECT_EQ("127.0.0.1", o.server.host);
+  EXPECT_EQ(0, o.server.port);
   EXPECT_EQ(2.0, o.announce_interval_s);
-  EXPECT_EQ(67112960u, o.max_frame);
-  EXPECT_EQ(60.0, o.get_local_cache_s);
-  EXPECT_EQ(2.0, o.ring_timeout_base_s);
-  EXPECT_EQ(0.5, o.ring_timeout_per_peer_s);
-  EXPECT_FALSE(o.sync);
-  EXPECT_EQ(0u, o.capacity);
-  EXPECT_EQ(0u, o.reserve);
-  EXPECT_EQ(86400.0, o.scrub_interval_s);
-  EXPECT_EQ(3600.0, o.scrub_age_s);
-  EXPECT_EQ(5.0, o.mirror_interval_s);
-  EXPECT_EQ(30.0, o.idle_timeout_s);
-  EXPECT_EQ(0.0, o.keepalive_timeout_s);
-  EXPECT_EQ(1024u, o.max_connections);
+  EXPECT_EQ(67112960u, o.server.max_frame);
+  EXPECT_EQ(60.0, o.server.get_local_cache_s);
+  EXPECT_EQ(2.0, o.server.ring_timeout_base_s);
+  EXPECT_EQ(0.5, o.server.ring_timeout_per_peer_s);
+  EXPECT_FALSE(o.store.sync);
+  EXPECT_EQ(0u, o.store.capacity);
+  EXPECT_EQ(0u, o.store.reserve);
+  EXPECT_EQ(86400.0, o.server.scrub_interval_s);
+  EXPECT_EQ(3600.0, o.server.scrub_age_s);
+  EXPECT_EQ(5.0, o.server.mirror_interval_s);
+  EXPECT_EQ(30.0, o.server.idle_timeout_s);
+  EXPECT_EQ(0.0, o.server.keepalive_timeout_s);
+  EXPECT_EQ(1024u, o.server.max_connections);
 }
 
 TEST(Options, ImpactControlAndChains) {
   Options o;
   ASSERT_TRUE(Parse({"--data", "/d"}, &o).ok());
-  EXPECT_EQ(0.0, o.max_write_mbps);
-  EXPECT_EQ(0.0, o.max_read_mbps);
-  EXPECT_EQ(0.0, o.max_request_rate);
-  EXPECT_EQ(5.0, o.chain_timeout_s);
-  ASSERT_TRUE(Parse({"--data", "/d", "--max-write-mbps", "40", "--max-read-mbps=80.5",
+  EXPECT_EQ(0.0, o.server.max_write_bytes_per_s);
+  EXPECT_EQ(0.0, o.server.max_read_bytes_per_s);
+  EXPECT_EQ(0.0, o.server.max_requests_per_s);
+  EXPECT_EQ(5.0, o.server.chain_timeout_s);
+  ASSERT_TRUE(Parse({"--data", "/d", "--max-write-mb-per-s", "40", "--max-read-mb-per-s=80.5",
                      "--max-request-rate", "400", "--chain-timeout", "2"},
                     &o)
                   .ok());
-  EXPECT_EQ(40.0, o.max_write_mbps);
-  EXPECT_EQ(80.5, o.max_read_mbps);
-  EXPECT_EQ(400.0, o.max_request_rate);
-  EXPECT_EQ(2.0, o.chain_timeout_s);
-  Status s = Parse({"--data", "/d", "--max-write-mbps", "-1"}, &o);
+  EXPECT_EQ(40e6, o.server.max_write_bytes_per_s);  // MB (10^6 bytes) per second
+  EXPECT_EQ(80.5e6, o.server.max_read_bytes_per_s);
+  EXPECT_EQ(400.0, o.server.max_requests_per_s);
+  EXPECT_EQ(2.0, o.server.chain_timeout_s);
+  Status s = Parse({"--data", "/d", "--max-write-mb-per-s", "-1"}, &o);
   EXPECT_TRUE(s.IsInvalidArgument());
-  EXPECT_NE(std::string::npos, s.message().find("a non-negative number")) << s.message();
+  EXPECT_NE(std::string::npos, s.message().find("--max-write-mb-per-s -1: expected a non-negative "
+                                                "number of MB per second"))
+      << s.message();
   EXPECT_TRUE(Parse({"--data", "/d", "--chain-timeout", "0"}, &o).IsInvalidArgument());
+}
+
+// The names the rates had before they said what they are (MB/s) still work,
+// on the command line and in a config file.
+TEST(Options, OldRateNamesAreAliases) {
+  Options o;
+  ASSERT_TRUE(Parse({"--data", "/d", "--max-write-mbps", "40", "--max-read-mbps=80.5"}, &o).ok());
+  EXPECT_EQ(40e6, o.server.max_write_bytes_per_s);
+  EXPECT_EQ(80.5e6, o.server.max_read_bytes_per_s);
+  // the later one wins, whichever name it uses
+  ASSERT_TRUE(
+      Parse({"--data", "/d", "--max-write-mb-per-s", "1", "--max-write-mbps", "2"}, &o).ok());
+  EXPECT_EQ(2e6, o.server.max_write_bytes_per_s);
+  Status s = Parse({"--data", "/d", "--max-read-mbps", "fast"}, &o);
+  EXPECT_NE(std::string::npos, s.message().find("--max-read-mbps fast: expected")) << s.message();
+  EXPECT_EQ(FindOption("max-write-mb-per-s"), FindOption("max-write-mbps"));
+  EXPECT_EQ(FindOption("max-read-mb-per-s"), FindOption("max-read-mbps"));
+  EXPECT_NE(std::string::npos, FlatUsage().find("formerly --max-write-mbps"));
 }
 
 TEST(Options, HostileInputLimits) {
@@ -67,12 +109,12 @@ TEST(Options, HostileInputLimits) {
                      "--max-connections", "4"},
                     &o)
                   .ok());
-  EXPECT_EQ(1.5, o.idle_timeout_s);
-  EXPECT_EQ(300.0, o.keepalive_timeout_s);
-  EXPECT_EQ(4u, o.max_connections);
+  EXPECT_EQ(1.5, o.server.idle_timeout_s);
+  EXPECT_EQ(300.0, o.server.keepalive_timeout_s);
+  EXPECT_EQ(4u, o.server.max_connections);
   ASSERT_TRUE(Parse({"--data", "/d", "--idle-timeout", "0", "--max-connections", "0"}, &o).ok());
-  EXPECT_EQ(0.0, o.idle_timeout_s);  // 0: off
-  EXPECT_EQ(0u, o.max_connections);  // 0: no limit
+  EXPECT_EQ(0.0, o.server.idle_timeout_s);  // 0: off
+  EXPECT_EQ(0u, o.server.max_connections);  // 0: no limit
   EXPECT_FALSE(Parse({"--data", "/d", "--idle-timeout", "-1"}, &o).ok());
   EXPECT_FALSE(Parse({"--data", "/d", "--idle-timeout", "soon"}, &o).ok());
   EXPECT_FALSE(Parse({"--data", "/d", "--keepalive-timeout", "-0.5"}, &o).ok());
@@ -90,11 +132,11 @@ TEST(Options, HostileInputLimits) {
 TEST(Options, Scrub) {
   Options o;
   ASSERT_TRUE(Parse({"--data", "/d", "--scrub-interval", "0", "--scrub-age=60.5"}, &o).ok());
-  EXPECT_EQ(0.0, o.scrub_interval_s);
-  EXPECT_EQ(60.5, o.scrub_age_s);
+  EXPECT_EQ(0.0, o.server.scrub_interval_s);
+  EXPECT_EQ(60.5, o.server.scrub_age_s);
   EXPECT_FALSE(Parse({"--data", "/d", "--scrub-interval", "-1"}, &o).ok());
   ASSERT_TRUE(Parse({"--data", "/d", "--mirror-interval", "0"}, &o).ok());
-  EXPECT_EQ(0.0, o.mirror_interval_s);
+  EXPECT_EQ(0.0, o.server.mirror_interval_s);
   EXPECT_FALSE(Parse({"--data", "/d", "--mirror-interval", "-2"}, &o).ok());
   EXPECT_FALSE(Parse({"--data", "/d", "--scrub-age", "x"}, &o).ok());
   EXPECT_FALSE(Parse({"--data", "/d", "--scrub-age"}, &o).ok());
@@ -117,16 +159,16 @@ TEST(Options, All) {
                      "--reserve",  "4096"},
                     &o)
                   .ok());
-  EXPECT_EQ(7000, o.port);
-  EXPECT_EQ("h:7000", o.advertise);
-  EXPECT_EQ("/ns", o.namespace_dir);
+  EXPECT_EQ(7000, o.server.port);
+  EXPECT_EQ("h:7000", o.server.advertise);
+  EXPECT_EQ("/ns", o.server.namespace_dir);
   EXPECT_EQ("t:50051", o.tracker);
   EXPECT_EQ(0.5, o.announce_interval_s);
-  EXPECT_EQ(1u << 20, o.max_frame);
-  EXPECT_EQ(0.0, o.get_local_cache_s);
-  EXPECT_TRUE(o.sync);
-  EXPECT_EQ(10ull << 30, o.capacity);
-  EXPECT_EQ(4096u, o.reserve);
+  EXPECT_EQ(1u << 20, o.server.max_frame);
+  EXPECT_EQ(0.0, o.server.get_local_cache_s);
+  EXPECT_TRUE(o.store.sync);
+  EXPECT_EQ(10ull << 30, o.store.capacity);
+  EXPECT_EQ(4096u, o.store.reserve);
 }
 
 TEST(Options, Errors) {
@@ -213,17 +255,12 @@ std::string WriteFile(const test::TempDir& dir, const std::string& name, const s
 
 // Every option of the peer, as text, to compare two parses.
 std::string Dump(const Options& o) {
-  std::ostringstream s;
-  s << o.data_dir << "|" << o.host << "|" << o.port << "|" << o.metrics_port << "|" << o.advertise
-    << "|" << o.namespace_dir << "|" << o.tracker << "|" << o.tracker_ca << "|" << o.tracker_cert
-    << "|" << o.tracker_key << "|" << o.announce_interval_s << "|" << o.max_frame << "|"
-    << o.get_local_cache_s << "|" << o.ring_timeout_base_s << "|" << o.ring_timeout_per_peer_s
-    << "|" << o.chain_timeout_s << "|" << o.max_write_mbps << "|" << o.max_read_mbps << "|"
-    << o.max_request_rate << "|" << o.scrub_interval_s << "|" << o.scrub_age_s << "|"
-    << o.mirror_interval_s << "|" << o.sync << "|" << o.capacity << "|" << o.reserve << "|"
-    << o.idle_timeout_s << "|" << o.keepalive_timeout_s << "|" << o.max_connections << "|"
-    << o.key_file << "|" << o.verbose;
-  return s.str();
+  std::string out;
+  for (const OptionSpec& spec : OptionTable()) {
+    if (std::string(spec.name) == "config") continue;  // which file, not what it set
+    out += std::string(spec.name) + "=" + OptionValue(spec, o) + "\n";
+  }
+  return out;
 }
 
 const char kEveryKey[] = R"(# every key st-peer takes
@@ -243,8 +280,8 @@ get-local-cache = 30
 ring-timeout-base = 1.5
 ring-timeout-per-peer = 0.25
 chain-timeout = 7
-max-write-mbps = 40
-max-read-mbps = 80.5
+max-write-mb-per-s = 40
+max-read-mb-per-s = 80.5
 max-request-rate = 400
 scrub-interval = 0
 scrub-age = 7200
@@ -296,9 +333,9 @@ TEST(ConfigFile, EveryKeyAsItsFlag) {
                      "0.25",
                      "--chain-timeout",
                      "7",
-                     "--max-write-mbps",
+                     "--max-write-mb-per-s",
                      "40",
-                     "--max-read-mbps",
+                     "--max-read-mb-per-s",
                      "80.5",
                      "--max-request-rate",
                      "400",
@@ -326,12 +363,12 @@ TEST(ConfigFile, EveryKeyAsItsFlag) {
                   .ok());
   EXPECT_EQ(Dump(from_flags), Dump(from_file));
   EXPECT_EQ(path, from_file.config_file);
-  EXPECT_EQ(7100, from_file.port);
-  EXPECT_EQ(1u << 20, from_file.max_frame);
-  EXPECT_EQ(10ull << 30, from_file.capacity);
-  EXPECT_EQ(80.5, from_file.max_read_mbps);
-  EXPECT_EQ("/mnt/st/ns", from_file.namespace_dir);
-  EXPECT_TRUE(from_file.sync);
+  EXPECT_EQ(7100, from_file.server.port);
+  EXPECT_EQ(1u << 20, from_file.server.max_frame);
+  EXPECT_EQ(10ull << 30, from_file.store.capacity);
+  EXPECT_EQ(80.5e6, from_file.server.max_read_bytes_per_s);
+  EXPECT_EQ("/mnt/st/ns", from_file.server.namespace_dir);
+  EXPECT_TRUE(from_file.store.sync);
   EXPECT_NE(Dump(Options()), Dump(from_file));
 }
 
@@ -343,22 +380,22 @@ TEST(ConfigFile, CommandLineOverridesTheFile) {
   Options o;
   // before or after --config, = or a separate value: the command line wins
   ASSERT_TRUE(Parse({"--port", "7200", "--config", path.c_str(), "--max-write-mbps=10"}, &o).ok());
-  EXPECT_EQ("/from/file", o.data_dir);
-  EXPECT_EQ(7200, o.port);
-  EXPECT_EQ("0.0.0.0", o.host);
-  EXPECT_EQ(10.0, o.max_write_mbps);  // max_write_mbps: underscores work too
-  EXPECT_TRUE(o.sync);
+  EXPECT_EQ("/from/file", o.store.data_dir);
+  EXPECT_EQ(7200, o.server.port);
+  EXPECT_EQ("0.0.0.0", o.server.host);
+  EXPECT_EQ(10e6, o.server.max_write_bytes_per_s);  // max_write_mbps: an alias, underscores
+  EXPECT_TRUE(o.store.sync);
   EXPECT_FALSE(o.verbose);  // false: the flag left out
   std::string config_eq = "--config=" + path;
   ASSERT_TRUE(Parse({config_eq.c_str(), "--data", "/cli", "--verbose"}, &o).ok());
-  EXPECT_EQ("/cli", o.data_dir);
-  EXPECT_EQ(7100, o.port);
+  EXPECT_EQ("/cli", o.store.data_dir);
+  EXPECT_EQ(7100, o.server.port);
   EXPECT_TRUE(o.verbose);
   // an empty file is fine; --data is still required
   std::string empty = WriteFile(dir, "empty.toml", "# nothing\n");
   ASSERT_TRUE(Parse({"--config", empty.c_str(), "--data", "/d"}, &o).ok());
   Options defaults;
-  defaults.data_dir = "/d";
+  defaults.store.data_dir = "/d";
   EXPECT_EQ(Dump(defaults), Dump(o));
   Status s = Parse({"--config", empty.c_str()}, &o);
   EXPECT_NE(std::string::npos, s.message().find("--data DIR is required")) << s.message();
@@ -383,7 +420,7 @@ TEST(ConfigFile, ErrorsNameTheKeyAndTheFile) {
   std::string path;
   std::string m = ConfigError("port = 7100\nprot = 7200\n", &path);
   EXPECT_HAS(m, path + ":2: unknown key 'prot'");
-  EXPECT_HAS(m, "max-write-mbps");  // the list of keys
+  EXPECT_HAS(m, "max-write-mb-per-s");  // the list of keys
 
   m = ConfigError("\nport = \"7100\"\n");
   EXPECT_HAS(m, path + ":2: key 'port' must be an integer, not a string");
@@ -499,9 +536,247 @@ TEST(ConfigFile, TheSampleInDeployParses) {
   std::string path = std::string(ST_SOURCE_DIR) + "/deploy/peer.toml";
   s = Parse({"--config", path.c_str()}, &o);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ("/data1/storetorrent", o.data_dir);
-  EXPECT_EQ(7100, o.port);
+  EXPECT_EQ("/data1/storetorrent", o.store.data_dir);
+  EXPECT_EQ(7100, o.server.port);
   EXPECT_EQ("/etc/storetorrent/secret.key", o.key_file);
+}
+
+// ---- The option table (options.h) ------------------------------------------------
+
+// A value each row takes that is not its default, as on a command line; and
+// the same as a TOML value.
+std::string SampleValue(const OptionSpec& spec) {
+  if (std::string(spec.name) == "log-format") return "json";
+  switch (spec.type) {
+    case OptionType::kBool:
+      return "true";
+    case OptionType::kString:
+      return "/x/y";
+    case OptionType::kHostPort:
+      return "h:1";
+    case OptionType::kPort:
+      return "7";
+    case OptionType::kCount:
+      return "3";
+    case OptionType::kSeconds:
+    case OptionType::kRate:
+      return "0.75";
+    case OptionType::kBytes:
+      return "2K";
+    case OptionType::kOps:
+      return "read+write";
+    case OptionType::kFileId:
+      return "0x2a";
+  }
+  return "";
+}
+
+std::string SampleToml(const OptionSpec& spec) {
+  std::string v = SampleValue(spec);
+  switch (spec.type) {
+    case OptionType::kPort:
+    case OptionType::kCount:
+    case OptionType::kSeconds:
+    case OptionType::kRate:
+    case OptionType::kBool:
+      return v;
+    default:
+      return "\"" + v + "\"";
+  }
+}
+
+// What OptionValue shows after SampleValue.
+std::string SampleShown(const OptionSpec& spec) {
+  switch (spec.type) {
+    case OptionType::kBytes:
+      return "2048";
+    case OptionType::kOps:
+      return "3";
+    case OptionType::kFileId:
+      return "42";
+    default:
+      return SampleValue(spec);
+  }
+}
+
+// The arguments that make a parse of `spec` valid on its own: --data (and
+// the TLS trio, which goes together), or --mint-token's.
+std::vector<std::string> BaseArgs(const OptionSpec& spec) {
+  if (spec.group == OptionGroup::kMintToken)
+    return {"--mint-token", "--key-file", "k", "--ops", "1"};
+  return {"--data", "/d", "--tracker-ca", "/ca", "--tracker-cert", "/c", "--tracker-key", "/k"};
+}
+
+TEST(OptionTable, RowsAreWellFormed) {
+  std::set<std::string> names;
+  for (const OptionSpec& spec : OptionTable()) {
+    SCOPED_TRACE(spec.name);
+    ASSERT_NE(nullptr, spec.name);
+    EXPECT_TRUE(names.insert(spec.name).second) << "two rows named " << spec.name;
+    if (spec.alias != nullptr) {
+      EXPECT_TRUE(names.insert(spec.alias).second) << "alias " << spec.alias << " taken";
+    }
+    EXPECT_EQ(&spec, FindOption(spec.name));
+    ASSERT_NE(nullptr, spec.help);
+    EXPECT_GT(std::string(spec.help).size(), 5u);
+    EXPECT_EQ(spec.type == OptionType::kBool, spec.arg == nullptr);
+    EXPECT_LE(spec.min, spec.max);
+    EXPECT_FALSE(OptionExpects(spec).empty());
+    if (spec.group == OptionGroup::kMintToken || spec.group == OptionGroup::kFault) {
+      EXPECT_TRUE(spec.flags & kOptCommandLineOnly) << "not a key of a config file";
+    }
+  }
+  EXPECT_EQ(nullptr, FindOption("bogus"));
+  EXPECT_EQ(nullptr, FindOption(""));
+}
+
+// The defaults of the table are those of the structs the fields belong to
+// (ServerOptions and StoreOptions keep theirs for code that builds them).
+TEST(OptionTable, DefaultsAreTheStructDefaults) {
+  Options parsed, plain;
+  ASSERT_TRUE(Parse({"--data", "/d"}, &parsed).ok());
+  plain.store.data_dir = "/d";
+  for (const OptionSpec& spec : OptionTable()) {
+    SCOPED_TRACE(spec.name);
+    EXPECT_EQ(OptionValue(spec, plain), OptionValue(spec, parsed));
+    if (spec.def != nullptr && spec.type != OptionType::kBytes &&
+        spec.type != OptionType::kFileId) {
+      EXPECT_EQ(spec.def, OptionValue(spec, parsed));
+    }
+  }
+  EXPECT_EQ(Dump(plain), Dump(parsed));
+  EXPECT_EQ(ServerOptions().max_frame, parsed.server.max_frame);
+  EXPECT_EQ(20e6, parsed.server.verify_bytes_per_s);
+}
+
+// Every flag of the table parses, on its own, into its field; by its old
+// name too; and each key of a config file is the flag's name and sets the
+// same field the same way.
+TEST(OptionTable, EveryFlagParsesAndEveryKeyIsItsFlag) {
+  test::TempDir dir;
+  size_t tested = 0;
+  for (const OptionSpec& spec : OptionTable()) {
+    const std::string name = spec.name;
+    SCOPED_TRACE(name);
+    if (name == "help" || name == "config") continue;  // below and in ConfigFile tests
+    std::vector<std::string> args = BaseArgs(spec);
+    Options base;
+    ASSERT_TRUE(ParseArgs(args, &base).ok());
+    args.push_back("--" + name);
+    if (spec.type != OptionType::kBool) args.push_back(SampleValue(spec));
+    Options o;
+    Status s = ParseArgs(args, &o);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(SampleShown(spec), OptionValue(spec, o));
+    if (name != "mint-token") {
+      EXPECT_NE(OptionValue(spec, base), OptionValue(spec, o));
+    }
+    ++tested;
+
+    if (spec.alias != nullptr) {
+      args[args.size() - (spec.type == OptionType::kBool ? 1 : 2)] = std::string("--") + spec.alias;
+      Options a;
+      ASSERT_TRUE(ParseArgs(args, &a).ok());
+      EXPECT_EQ(Dump(o), Dump(a));
+    }
+    if (spec.flags & kOptCommandLineOnly) continue;
+    std::vector<std::string> keys = {name};
+    if (spec.alias != nullptr) keys.push_back(spec.alias);
+    for (const std::string& key : keys) {
+      std::string path = WriteFile(dir, "one.toml", key + " = " + SampleToml(spec) + "\n");
+      // the base arguments but the one under test, which would override the file's
+      std::vector<std::string> with_file;
+      std::vector<std::string> base_args = BaseArgs(spec);
+      for (size_t i = 0; i < base_args.size(); i += 2) {
+        if (base_args[i] == "--" + name) continue;
+        with_file.push_back(base_args[i]);
+        with_file.push_back(base_args[i + 1]);
+      }
+      with_file.push_back("--config");
+      with_file.push_back(path);
+      Options f;
+      s = ParseArgs(with_file, &f);
+      ASSERT_TRUE(s.ok()) << key << ": " << s.ToString();
+      EXPECT_EQ(Dump(o), Dump(f)) << key;
+    }
+  }
+  EXPECT_GE(tested, OptionTable().size() - 2);
+}
+
+// A value out of bounds is refused with a message that names the flag (or
+// key), the value and the bound.
+TEST(OptionTable, BadBoundsNameFlagValueAndBound) {
+  struct Case {
+    std::vector<const char*> args;
+    const char* message;
+  } cases[] = {
+      {{"--data", "/d", "--port", "70000"}, "--port 70000: expected a port number 0..65535"},
+      {{"--data", "/d", "--metrics-port=65536"},
+       "--metrics-port 65536: expected a port number 0..65535"},
+      {{"--data", "/d", "--max-frame", "63"},
+       "--max-frame 63: expected a byte count between 64 and 4294967295"},
+      {{"--data", "/d", "--max-frame", "4G"},
+       "--max-frame 4G: expected a byte count between 64 and 4294967295"},
+      {{"--data", "/d", "--max-connections", "1000001"},
+       "--max-connections 1000001: expected a number of connections 0..1000000"},
+      {{"--data", "/d", "--announce-interval", "0"},
+       "--announce-interval 0: expected a positive number of seconds"},
+      {{"--data", "/d", "--scrub-age", "-1"},
+       "--scrub-age -1: expected a non-negative number of seconds"},
+      {{"--data", "/d", "--verify-mbps", "-0.5"},
+       "--verify-mbps -0.5: expected a non-negative number of MB per second"},
+      {{"--data", "/d", "--capacity", "0"}, "--capacity 0: expected a positive byte count"},
+      {{"--data", "/d", "--reserve", "1X"}, "--reserve 1X: expected a byte count"},
+      {{"--mint-token", "--key-file", "k", "--ops", "1", "--ttl", "2e10"},
+       "--ttl 2e10: expected a positive number of seconds, at most 10000000000"},
+      {{"--data", "/d", "--namespace", ""}, "--namespace : expected a directory"},
+      {{"--data", "/d", "--advertise", "h:"}, "--advertise h:: expected HOST:PORT"},
+  };
+  for (const Case& c : cases) {
+    Options o;
+    Status s = Parse(c.args, &o);
+    EXPECT_TRUE(s.IsInvalidArgument()) << c.message;
+    EXPECT_HAS(s.message(), c.message);
+  }
+  // in a config file: the file, the line and the key as written
+  test::TempDir dir;
+  std::string path = WriteFile(dir, "peer.toml", "data = \"/d\"\nmax_write_mbps = -3\n");
+  Options o;
+  Status s = Parse({"--config", path.c_str()}, &o);
+  EXPECT_HAS(s.message(),
+             path + ":2: max_write_mbps = -3: expected a non-negative number of MB per second");
+}
+
+// --help lists every option of the table once, with its default and old name.
+TEST(OptionTable, UsageListsEveryOption) {
+  const std::string usage = Usage();
+  const std::string flat = FlatUsage();
+  for (const OptionSpec& spec : OptionTable()) {
+    SCOPED_TRACE(spec.name);
+    std::string head = std::string("\n  --") + spec.name;
+    if (spec.arg != nullptr) head += std::string(" ") + spec.arg;
+    size_t at = usage.find(head + " ");
+    if (at == std::string::npos) at = usage.find(head + "\n");
+    ASSERT_NE(std::string::npos, at);
+    EXPECT_EQ(std::string::npos, usage.find(std::string("\n  --") + spec.name + " ", at + 1))
+        << "listed twice";
+    std::string help_start = std::string(spec.help).substr(0, 20);
+    EXPECT_NE(std::string::npos, flat.find(help_start.substr(0, help_start.rfind(' '))));
+    if (spec.def != nullptr) {
+      EXPECT_NE(std::string::npos, flat.find(std::string("default ") + spec.def));
+    }
+    if (spec.alias != nullptr) {
+      EXPECT_NE(std::string::npos, flat.find(std::string("formerly --") + spec.alias));
+    }
+  }
+  // the options' lines fit in 80 columns (a flag and its value may be longer than the column
+  // where the help starts, and then push it right)
+  std::istringstream lines(usage);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.compare(0, 4, "  --") == 0 || line.compare(0, 30, std::string(30, ' ')) == 0) {
+      EXPECT_LE(line.size(), 80u) << line;
+    }
+  }
 }
 
 }  // namespace

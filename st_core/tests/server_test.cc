@@ -125,6 +125,60 @@ class ServerTest : public ::testing::Test {
   static void SetUpTestSuite() { signal(SIGPIPE, SIG_IGN); }
 };
 
+// The request table (server.h): every request type of the protocol has one
+// row, and nothing else has one; each row needs the operation of
+// docs/capabilities.md.
+TEST(RequestTable, EveryRequestTypeHasOneRow) {
+  std::map<uint8_t, int> rows;
+  for (const Server::RequestType& row : Server::RequestTable()) {
+    uint8_t type = static_cast<uint8_t>(row.type);
+    ++rows[type];
+    EXPECT_NE(nullptr, row.decode) << MsgTypeName(type);
+    EXPECT_NE(nullptr, row.handle) << MsgTypeName(type);
+    EXPECT_EQ(&row, Server::FindRequestType(type));
+  }
+  for (int t = 0; t < 256; ++t) {
+    const uint8_t type = static_cast<uint8_t>(t);
+    const char* name = MsgTypeName(type);
+    // Types below 0x80 are requests; the others (OK, DATA, ERROR...) are replies.
+    bool request = name != nullptr && type < 0x80;
+    EXPECT_EQ(request ? 1 : 0, rows.count(type) ? rows[type] : 0)
+        << "type 0x" << std::hex << t << " " << (name != nullptr ? name : "(none)");
+    if (!request) {
+      EXPECT_EQ(nullptr, Server::FindRequestType(type));
+    }
+  }
+  EXPECT_EQ(12u, Server::RequestTable().size());
+
+  const std::map<MsgType, uint8_t> ops = {
+      {MsgType::kPut, kOpWrite},
+      {MsgType::kPutChain, kOpWrite},
+      {MsgType::kGet, kOpRead},
+      {MsgType::kGetLocal, kOpRead},
+      {MsgType::kDelete, kOpDelete},
+      {MsgType::kDeleteFile, kOpDelete},
+      {MsgType::kRingSegment, kOpPeer},
+      {MsgType::kScrub, kOpAdmin},
+      {MsgType::kListMeta, kOpAdmin},
+      {MsgType::kGetMeta, kOpRead},
+      {MsgType::kPing, 0},
+      {MsgType::kAuth, 0},
+  };
+  for (const auto& [type, op] : ops) {
+    const Server::RequestType* row = Server::FindRequestType(static_cast<uint8_t>(type));
+    ASSERT_NE(nullptr, row);
+    EXPECT_EQ(op, row->op) << MsgTypeName(static_cast<uint8_t>(type));
+  }
+  auto flags = [](MsgType t) { return Server::FindRequestType(static_cast<uint8_t>(t))->flags; };
+  EXPECT_TRUE(flags(MsgType::kPutChain) & Server::kPeerIfForwarded);
+  EXPECT_TRUE(flags(MsgType::kGetMeta) & Server::kOrAdmin);
+  EXPECT_TRUE(flags(MsgType::kGet) & Server::kCheckName);
+  EXPECT_TRUE(flags(MsgType::kDelete) & Server::kCheckName);
+  for (MsgType t : {MsgType::kRingSegment, MsgType::kAuth, MsgType::kPing}) {
+    EXPECT_TRUE(flags(t) & Server::kNeverHeld) << MsgTypeName(static_cast<uint8_t>(t));
+  }
+}
+
 TEST_F(ServerTest, PingAndPipelinedPuts) {
   TestPeer peer;
   Client c(peer.port());
