@@ -789,8 +789,18 @@ class InfofileReader:
 
     def lookup(self, name: str) -> RecordMeta | None:
         """The committed metadata of record ``name`` (its current version),
-        or None."""
-        return self.lookup_many([name]).get(name)
+        or None. One statement (a replacement committed meanwhile shows
+        whole or not at all), the same text every time (SQLite's statement
+        cache keeps it prepared): the per-GET cost."""
+        cols = self._version_columns()
+        rows = self.conn.execute(f"SELECT r.size, r.crc32c, c.copy_rank, c.peer_idx, {cols} FROM records r "
+                                 "JOIN copies c ON c.name = r.name WHERE r.name = ? ORDER BY c.copy_rank",
+                                 (name,)).fetchall()
+        if not rows:
+            return None
+        first = rows[0]
+        return RecordMeta(name, first[0], first[1], tuple(r[3] for r in rows), tuple(r[2] for r in rows),
+                          first[4], first[5])
 
     def lookup_many(self, names: list[str]) -> dict[str, RecordMeta]:
         """:meth:`lookup` of many names. Each record's metadata comes from

@@ -38,6 +38,8 @@ HOT_FLOOR_S = 0.02  # ... and at least 20 ms
 HOT_PENALTY = 1000.0  # then it is asked only after every other copy
 LATENCY_ALPHA = 0.2  # smoothing of each holder's GET time
 HOT_MEMORY_S = 3.0  # a holder's GET time is forgotten this long after its last GET
+HOT_REFRESH_S = 0.05  # the hot spots are worked out again at most this often
+GET_COALESCE_BYTES = 2048  # queued GET frames go out together once this many bytes wait (about 40)
 
 if TYPE_CHECKING:
     from .file import Pending
@@ -77,25 +79,37 @@ class ReaderMixin:
     def _read_order(self, holders: list[int]) -> list[int]:
         """The copies to ask, best first (see the module docstring)."""
         usable = [i for i in holders if self._usable(i)]
-        rest = [i for i in holders if not self._usable(i)]
         if not self.balance_reads or len(usable) < 2:
-            return usable + rest
-        now = time.monotonic()
-        lat = {i: v for i, (v, at) in self.__dict__.setdefault("_latency", {}).items()
-               if now - at < HOT_MEMORY_S}  # a skipped hot spot is tried again after a while
-        known = sorted(lat[i] for i in usable if i in lat)
-        typical = known[len(known) // 2] if known else 0.0
+            return usable + [i for i in holders if i not in usable]
+        rest = [i for i in holders if i not in usable] if len(usable) < len(holders) else []
         # Ties go round the copies, GET after GET: a batch uses every copy.
         turn = self.__dict__["_turn"] = self.__dict__.get("_turn", -1) + 1
-
-        def score(pos_idx):
-            pos, i = pos_idx
+        hot = self._hot_peers()
+        n = len(usable)
+        scored = []
+        for pos, i in enumerate(usable):
             s = self._transport.in_flight_to(self._addr(i)) + LOAD_WEIGHT * getattr(self.peers[i], "load", 0.0)
-            if typical > 0 and lat.get(i, 0.0) > max(HOT_FACTOR * typical, HOT_FLOOR_S):
+            if i in hot:
                 s += HOT_PENALTY  # a hot spot: only if no other copy answers
-            return (s, (pos - turn) % len(usable))
+            scored.append((s, (pos - turn) % n, i))
+        scored.sort()
+        return [i for _, _, i in scored] + rest
 
-        return [i for _, i in sorted(enumerate(usable), key=score)] + rest
+    def _hot_peers(self) -> frozenset:
+        """Holders whose recent GETs took ``HOT_FACTOR`` times the typical
+        holder's: recomputed at most every ``HOT_REFRESH_S`` (it is per
+        GET otherwise, and the latencies move slowly)."""
+        now = time.monotonic()
+        cached = self.__dict__.get("_hot")
+        if cached is not None and now - cached[0] < HOT_REFRESH_S:
+            return cached[1]
+        lat = {i: v for i, (v, at) in self.__dict__.setdefault("_latency", {}).items()
+               if now - at < HOT_MEMORY_S}  # a skipped hot spot is tried again after a while
+        known = sorted(lat.values())
+        typical = known[len(known) // 2] if known else 0.0
+        hot = frozenset(i for i, v in lat.items() if typical > 0 and v > max(HOT_FACTOR * typical, HOT_FLOOR_S))
+        self.__dict__["_hot"] = (now, hot)
+        return hot
 
     def _observe(self, idx: int, seconds: float) -> None:
         lat = self.__dict__.setdefault("_latency", {})
@@ -168,7 +182,10 @@ class ReaderMixin:
             self.poll(0.05)
         self._gets_inflight += 1
         self._try_get(name, meta, self._read_order(holders), [], fut, callback, stored)
-        self._transport.poll(0)
+        # Coalesce (paper 3.2): GET frames go out in one sendmsg per peer once
+        # enough wait, when the pipeline is full, or at poll() / result().
+        if self._transport.out_bytes >= GET_COALESCE_BYTES:
+            self._transport.poll(0)
         return fut
 
     def _try_get(self, name: str, meta: RecordMeta | None, order: list[int], reasons: list[tuple[str, Exception]],
