@@ -8,7 +8,9 @@
     storetorrent sql       DuckDB SQL over infofiles
     storetorrent status    peers, liveness, space
     storetorrent rm        delete a file, a record or an empty directory (-r: a tree)
-    storetorrent rebalance restore F copies after peers are lost for good
+    storetorrent rebalance restore F copies after peers are lost for good;
+                           --spread: even the fill after peers are added
+    storetorrent drain     move everything off a live peer, then retire it
     storetorrent chmod     permission bits, group, owner of a file or directory
     storetorrent user add  a user with an API key in the tracker's users file
     storetorrent recover   rebuild a lost namespace from the peers' infofile mirrors
@@ -475,11 +477,12 @@ def sql(tracker, data, query, files, fmt) -> None:
 @data_opt
 @format_opt
 def status(tracker, data, fmt) -> None:
-    """Peers, their liveness and space, and the file count."""
+    """Peers, their liveness (or drain state: draining, retired) and space,
+    and the file count."""
     from .client import Client
 
     st = Client(_tracker(tracker, data)).status()
-    rows = [{"peer": p.addr, "state": "alive" if p.alive else "failed", "records": p.records,
+    rows = [{"peer": p.addr, "state": _peer_state(p), "records": p.records,
              "used_bytes": p.used_bytes, "free_bytes": p.free_bytes, "reserved_bytes": p.reserved_bytes,
              "load": round(p.load, 2), "last_announce_s": round(p.last_announce_age_s, 1)} for p in st.peers]
     if fmt == "json":  # the cluster summary too
@@ -491,6 +494,15 @@ def status(tracker, data, fmt) -> None:
         return
     emit(rows, fmt, title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files",
          sizes=("used_bytes", "free_bytes", "reserved_bytes"), right=("records", "load", "last_announce_s"))
+
+
+def _peer_state(p) -> str:
+    """``alive`` / ``failed``, or the drain state of a peer out of service:
+    ``draining`` (``draining, failed``), ``retired``."""
+    live = "alive" if p.alive else "failed"
+    if p.drain_state == "retired":
+        return "retired"
+    return f"draining, {live}" if p.drain_state == "draining" and not p.alive else p.drain_state or live
 
 
 @cli.command()
@@ -548,19 +560,56 @@ def rm(tracker, data, file, record, recursive) -> None:
 @cli.command()
 @tracker_opt
 @data_opt
-@click.argument("files", nargs=-1, required=True)
+@click.argument("files", nargs=-1)
 @click.option("--lost", multiple=True, metavar="HOST:PORT",
               help="a peer lost for good (repeat); default: every peer that is failed or silent")
-def rebalance(tracker, data, files, lost) -> None:
-    """Restore F copies of every record of FILES (paper 4.4).
+@click.option("--spread", is_flag=True,
+              help="instead: move copies onto the peers with the most room (new peers first) until every peer's "
+                   "fill is within --tolerance of the mean, online")
+@click.option("--all", "all_files", is_flag=True, help="with --spread: every file of the namespace")
+@click.option("--tolerance", type=float, default=0.1, show_default=True,
+              help="with --spread: how far a peer's fill may stay from the mean, as a fraction of it")
+@click.option("--max-mb-per-s", type=float, default=None,
+              help="with --spread: cap on the copies written, in MB/s (10^6 bytes); the peers' "
+                   "--max-write-mb-per-s hold as well")
+@format_opt
+def rebalance(tracker, data, files, lost, spread, all_files, tolerance, max_mb_per_s, fmt) -> None:
+    """Restore F copies of every record of FILES (paper 4.4), or with
+    --spread even out the peers' fill (paper 5).
 
-    Reads each record with a copy on a lost peer from a live holder and writes
-    that copy to another live peer; live holders keep theirs. Exits with
-    status 1 if records stay unavailable or under-replicated.
+    Without --spread: reads each record with a copy on a lost peer from a live
+    holder and writes that copy to another live peer; live holders keep
+    theirs. Exits with status 1 if records stay unavailable or
+    under-replicated.
+
+    With --spread (FILES, or --all): after peers are added, moves copies from
+    the fullest peers to the emptiest, each file in proportion to the peers'
+    space, while readers go on: every record is read exactly once by GET and
+    GET_LOCAL throughout. A peer's fill is the bytes of the files' committed
+    copies it holds over its space (used + free). The old copies are left to
+    the old holders' scrubbers, which keep them --scrub-age after the move
+    for readers planned before it. Exits with status 1 if the fill is not
+    even within the tolerance or moves were left out (docs/operations.md,
+    "Growing and draining the cluster").
     """
-    from rich.progress import Progress
-
     from .client import Client
+
+    ctx = click.get_current_context()
+    given = {k for k in ("tolerance", "max_mb_per_s", "fmt")
+             if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE}
+    if spread:
+        if lost:
+            raise click.UsageError("--lost restores lost peers' copies, --spread moves copies between live peers: "
+                                   "give one of them")
+        if bool(files) == all_files:
+            raise click.UsageError("--spread needs FILES or --all (not both)")
+        _spread(Client(_tracker(tracker, data)), list(files) if files else None, tolerance, max_mb_per_s, fmt)
+        return
+    if all_files or given:
+        raise click.UsageError("--all, --tolerance, --max-mb-per-s and --format go with --spread")
+    if not files:
+        raise click.UsageError("give the FILES to rebalance (or --spread --all)")
+    from rich.progress import Progress
 
     c = Client(_tracker(tracker, data))
     ok = True
@@ -580,6 +629,103 @@ def rebalance(tracker, data, files, lost) -> None:
                 say((f"{len(names):,} records {what}", "red"), ": "
                     + ", ".join(map(str, names[:5])) + (" ..." if len(names) > 5 else ""))
     if not ok:
+        sys.exit(1)
+
+
+def _move_progress(label: str):
+    """A transient progress bar and its callback(file, moved, planned)."""
+    from rich.progress import Progress
+
+    bar = Progress(console=Console(stderr=True, markup=False, highlight=False), transient=True)
+    task = bar.add_task(label, total=None)
+
+    def update(file: str, done: int, total: int) -> None:
+        bar.update(task, description=f"{label} {file}", completed=done, total=total)
+
+    return bar, update
+
+
+def _spread(c, files, tolerance, max_mb_per_s, fmt) -> None:
+    bar, update = _move_progress("spread")
+    with bar:
+        r = c.spread(files, tolerance, max_mb_per_s, update)
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(r.as_dict(), indent=1))
+    else:
+        mean = r.mean_fill or 1.0
+        emit([{"peer": p.addr, "space_bytes": p.space_bytes, "bytes_before": p.bytes_before,
+               "bytes_after": p.bytes_after, "vs_mean_before": round(p.fill_before / mean, 3),
+               "vs_mean_after": round(p.fill_after / mean, 3)} for p in r.peers], fmt,
+             title=f"spread: {r.copies_moved:,} copies ({human_bytes(r.bytes_moved)}) moved in {r.seconds:.1f} s; "
+                   f"largest distance from the mean fill {r.deviation_before:.1%} -> {r.deviation:.1%} "
+                   f"(tolerance {r.tolerance:.0%})", sizes=("space_bytes", "bytes_before", "bytes_after"),
+             right=("vs_mean_before", "vs_mean_after"))
+        for fm in r.files:
+            for what, items in (("left out", fm.skipped), ("refused", fm.conflicts)):
+                if items:
+                    say((f"{fm.file}: {len(items):,} moves {what}", "red"), ": " + "; ".join(items[:3])
+                        + (" ..." if len(items) > 3 else ""))
+        if not r.even:
+            say(("not even:", "red"), f" a peer's fill is {r.deviation:.1%} from the mean (tolerance "
+                f"{r.tolerance:.0%}): records too large or too few to split finely, or too few peers in service")
+    if not r.complete:
+        sys.exit(1)
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@format_opt
+@click.argument("peer")
+@click.option("--max-mb-per-s", type=float, default=None,
+              help="cap on the copies written, in MB/s (10^6 bytes); the peers' --max-write-mb-per-s hold as well")
+@click.option("--cancel", is_flag=True,
+              help="put PEER back in service instead (new files may use it again); copies moved stay moved")
+def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
+    """Move every copy off live PEER while it serves, then retire it.
+
+    PEER is HOST:PORT, a peer id, or a host only one peer runs on. The
+    tracker first marks it draining: no new file is scheduled on it and no
+    peerlist grows by it. Every file's copies on it are then moved to the
+    peers in service (its x1 records read from PEER itself, so every record
+    stays readable), in passes until none is left; then it is marked retired
+    (`storetorrent status` shows it; kept across tracker restarts) and may
+    be stopped and its data directory removed. Exits with status 1 if copies
+    are left on it (it stays draining: add peers, or run drain again). For a
+    dead peer use `storetorrent rebalance --lost` (docs/operations.md,
+    "Growing and draining the cluster").
+    """
+    from .client import Client
+    from .spread import set_in_service
+
+    c = Client(_tracker(tracker, data))
+    if cancel:
+        ref = set_in_service(c, peer)
+        console.print(f"peer {ref.addr} is in service again")
+        return
+    bar, update = _move_progress(f"drain {peer}")
+    with bar:
+        r = c.drain(peer, max_mb_per_s, update)
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(r.as_dict(), indent=1))
+    elif fmt == "csv":
+        emit([{k: v for k, v in r.as_dict().items() if k not in ("files", "failed_files")}], fmt)
+    else:
+        say(f"peer {r.peer}: {r.copies_moved:,} copies ({human_bytes(r.bytes_moved)}) moved off in "
+            f"{r.seconds:.1f} s, {r.passes} passes; ", (r.drain_state, "green" if r.complete else "red"))
+        for fm in r.files:
+            if fm.stuck:
+                say((f"{fm.file}: {len(fm.stuck):,} records no peer in service can take", "red"), ": "
+                    + ", ".join(fm.stuck[:5]) + (" ..." if len(fm.stuck) > 5 else ""))
+        for name, why in r.failed_files:
+            say((f"{name}: not drained", "red"), f": {why}")
+        if not r.complete:
+            say(("not drained:", "red"), f" {r.copies_left:,} copies left on {r.peer}; it stays draining")
+    if not r.complete:
         sys.exit(1)
 
 

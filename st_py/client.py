@@ -222,6 +222,40 @@ class Client:
         with self.open(name) as f:
             return rebalance(f, lost, progress)
 
+    def spread(self, names=None, tolerance: float = 0.1, max_mb_per_s: float | None = None, progress=None):
+        """Move copies onto the peers with the most room (new peers first)
+        until every peer's fill is within ``tolerance`` of the mean, online
+        (paper 5): see :func:`st_py.spread.spread`. ``names``: the files
+        (default: every file).
+
+        Returns
+        -------
+        SpreadReport
+
+        Raises
+        ------
+        InvalidOptionError, TrackerUnavailableError
+        """
+        from .spread import spread
+
+        return spread(self, names, tolerance, max_mb_per_s, progress)
+
+    def drain(self, peer: str, max_mb_per_s: float | None = None, progress=None):
+        """Move every copy off live peer ``peer`` (``host:port``, peer id or
+        host) while it serves, then retire it: see :func:`st_py.spread.drain`.
+
+        Returns
+        -------
+        DrainReport
+
+        Raises
+        ------
+        UnknownPeerError, PeerNotLiveError, InvalidOptionError, PermissionDeniedError, TrackerUnavailableError
+        """
+        from .spread import drain
+
+        return drain(self, peer, max_mb_per_s, progress)
+
     def chmod(self, name: str, mode: int = 0, group: str = "", owner: str = ""):
         """Change the mode bits, group or (admins) owner of a file or
         directory, as UNIX chmod/chgrp/chown (docs/security.md).

@@ -327,6 +327,28 @@ class LocalCluster:
         self.peers[i] = d
         return d
 
+    def add_peer(self, extra_args: list[str] | tuple[str, ...] = (), wait: bool = True) -> Daemon:
+        """Grow the cluster by one peer (the next index, any port), as a new
+        node joins a running cluster (paper 5): it takes new files after its
+        first announce; ``storetorrent rebalance --spread`` moves existing
+        copies onto it. With ``wait``, returns once the tracker counts it live.
+
+        Raises
+        ------
+        RuntimeError
+            The peer did not start.
+        TimeoutError
+            It did not announce within 30 s.
+        """
+        i = len(self.peers)
+        d = self.start_peer(i, 0, extra_args)
+        self.n_peers = len(self.peer_addrs)
+        if wait:
+            self.wait_for_peers(self.n_peers)
+        if self.tracker is not None and (self.data_dir / CLUSTER_FILE).exists():
+            self._write_cluster_file()
+        return d
+
     def peer_host(self, i: int) -> str:
         """The address peer ``i`` listens on: 127.0.0.<i+2> with ``hosts``,
         its namespace's address with ``netns``."""

@@ -43,6 +43,51 @@ class BadNameError(StoreTorrentError, ValueError):
     """A file or record name that StoreTorrent refuses."""
 
 
+class UnknownPeerError(BadNameError):
+    """No peer of that id, ``host:port`` or host is known to the tracker,
+    or a host names several peers.
+
+    Attributes
+    ----------
+    peer : str
+        What was asked for.
+    known : tuple of str
+        ``host:port`` of the peers the tracker knows (empty when the tracker
+        said so itself).
+    """
+
+    def __init__(self, message: str, peer: str = "", known=()):
+        super().__init__(message)
+        self.peer, self.known = peer, tuple(known)
+
+
+class PeerNotLiveError(StoreTorrentError):
+    """A drain copies a peer's records off it while it serves, so the peer
+    must be live; a dead peer's copies are restored from their other copies
+    with ``storetorrent rebalance --lost`` instead (docs/operations.md).
+
+    Attributes
+    ----------
+    peer : str
+        ``host:port`` of the peer.
+    peer_id : str
+        Its stable id.
+    """
+
+    def __init__(self, message: str, peer: str = "", peer_id: str = ""):
+        super().__init__(message)
+        self.peer, self.peer_id = peer, peer_id
+
+
+class InvalidOptionError(StoreTorrentError, ValueError):
+    """An option out of its range. ``option`` names it, ``value`` is what
+    was given."""
+
+    def __init__(self, message: str, option: str = "", value=None):
+        super().__init__(message)
+        self.option, self.value = option, value
+
+
 class QuotaExceededError(StoreTorrentError):
     """The operation would take the user over quota."""
 

@@ -263,6 +263,15 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         p = self.peers[idx]
         return p.alive and p.addr not in self._transport.failed
 
+    def _write_targets(self) -> list[int]:
+        """Usable peers that take new copies: those in service. Peers being
+        drained or retired (``storetorrent drain``) only when too few others
+        are usable for the class: a drain never fails a write, and its next
+        pass moves such copies off."""
+        usable = [i for i in self.peers if self._usable(i)]
+        in_service = [i for i in usable if not self.peers[i].drain_state]
+        return in_service if len(in_service) >= self.copies else usable
+
     def _peer_failed(self, addr: str, reason: str) -> None:
         self._tracker.report_failure(addr, reason)
 
@@ -279,7 +288,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         """The holders of the next block of records by the file's placement
         policy (st_py.placement), in copy-rank order; under hash placement,
         of record ``name`` alone."""
-        live = [i for i in self.peers if self._usable(i)]
+        live = self._write_targets()
         if len(live) < self.copies:
             raise NotEnoughPeersError(
                 f"file {self.name} (class {self.replication}) needs {self.copies} live peers, "
@@ -494,7 +503,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             # frame is fine and stays usable.
             if isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR):
                 self._transport.failed.setdefault(self._addr(idx), str(exc))
-            new = self._spare(op.name, [i for i in self.peers if self._usable(i)], op.peers)
+            new = self._spare(op.name, self._write_targets(), op.peers)
             if new is not None:
                 op.peers[rank] = new
                 self._send_copy(op, rank, new)
@@ -508,7 +517,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
                 # writer (paper 4.4) or being written by another one: never
                 # overwrite it; put this copy on another peer instead.
                 op.refused.add(idx)
-                usable = [i for i in self.peers if self._usable(i) and i not in op.refused]
+                usable = [i for i in self._write_targets() if i not in op.refused]
                 new = self._spare(op.name, usable, op.peers)
                 if new is not None:
                     op.peers[rank] = new

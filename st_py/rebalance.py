@@ -110,7 +110,8 @@ def rebalance(f, lost: Iterable[str] | None = None,
     lost_set = set(lost_idx)
     for i in lost_idx:
         f._transport.failed.setdefault(f.peers[i].addr, "declared lost by rebalance")
-    usable = [i for i in sorted(f.peers) if i not in lost_set and f._usable(i)]
+    in_service = set(f._write_targets())  # not onto peers being drained (storetorrent drain)
+    usable = [i for i in sorted(f.peers) if i not in lost_set and i in in_service]
 
     affected = f._infofile().copies_held_by(lost_idx)
     names = sorted(affected)

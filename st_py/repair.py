@@ -141,7 +141,7 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
     outstanding = {"n": 0}
 
     def place(meta, rank: int, target: int | None, taken: list[int], tried: set[int]) -> None:
-        usable = [i for i in f.peers if f._usable(i) and i not in tried]
+        usable = [i for i in f._write_targets() if i not in tried]  # in service (not being drained)
         if target is None or target not in usable or target in taken:
             target = f._spare(meta.name, usable, taken)
         if target is None:

@@ -71,6 +71,7 @@ class ObjectsMixin:
                       stripes: bool = False) -> list: ...
         def _infofile(self): ...
         def _usable(self, idx: int) -> bool: ...
+        def _write_targets(self) -> list[int]: ...
         def _check_open(self) -> None: ...
         _tracker: Any
 
@@ -109,7 +110,7 @@ class ObjectsMixin:
         if self._infofile().exists(name):
             raise RecordExistsError(f"{name!r} is already committed in {self.name}: names are write-once",
                                     names=[name])
-        usable = [i for i in sorted(self.peers) if self._usable(i)]
+        usable = sorted(self._write_targets())
         width = min(stripe_width or len(usable), len(usable))
         if width < 1 or len(usable) < self.copies:
             from .errors import NotEnoughPeersError

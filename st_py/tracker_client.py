@@ -16,7 +16,7 @@ from .namespace import normalize
 from .errors import (ERROR_KIND_KEY, BadNameError, DirectoryNotEmptyError, LeaseHeldError, LeaseLostError,
                      NoSpaceError, NotAuthenticatedError, NotEnoughPeersError, PermissionDeniedError,
                      QuotaExceededError, StFileExistsError, StFileNotFoundError, StoreTorrentError, TrackerError,
-                     TrackerUnavailableError)
+                     TrackerUnavailableError, UnknownPeerError)
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -48,6 +48,8 @@ class TrackerClient:
         """The StoreTorrent exception for a failed RPC."""
         code, detail = e.code(), e.details()
         if code == grpc.StatusCode.NOT_FOUND:
+            if dict(e.trailing_metadata() or ()).get(ERROR_KIND_KEY) == "unknown-peer":
+                return UnknownPeerError(detail)
             return StFileNotFoundError(detail)
         if code == grpc.StatusCode.ALREADY_EXISTS:
             return StFileExistsError(detail)
@@ -164,6 +166,18 @@ class TrackerClient:
     def move_copies(self, name: str, file_id: int, moves: builtins.list[pb.CopyMove]) -> pb.MoveCopiesReply:
         return self._call("MoveCopies", pb.MoveCopiesRequest(name=name, file_id=file_id, moves=moves,
                                                              user=self.user))
+
+    def set_peer_state(self, peer: str, drain_state: str) -> pb.Peer:
+        """Take peer ``peer`` (its id or ``host:port``) out of service
+        (``drain_state`` ``"draining"`` or ``"retired"``) or put it back
+        (``""``); returns the peer as the tracker now has it.
+
+        Raises
+        ------
+        UnknownPeerError, PermissionDeniedError (not an admin)
+        """
+        return self._call("SetPeerState", pb.SetPeerStateRequest(peer=peer, drain_state=drain_state,
+                                                                 user=self.user)).peer
 
     def set_mode(self, name: str, mode: int = 0, group: str = "", owner: str = "") -> pb.SetModeReply:
         name = normalize(name) if name.strip("/") else "/"  # the root has a mode too

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Peer(_message.Message):
-    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes", "load")
+    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes", "load", "drain_state")
     PEER_IDX_FIELD_NUMBER: _ClassVar[int]
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class Peer(_message.Message):
     LAST_ANNOUNCE_AGE_S_FIELD_NUMBER: _ClassVar[int]
     RESERVED_BYTES_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_STATE_FIELD_NUMBER: _ClassVar[int]
     peer_idx: int
     peer_id: str
     addr: str
@@ -30,7 +31,8 @@ class Peer(_message.Message):
     last_announce_age_s: float
     reserved_bytes: int
     load: float
-    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ...) -> None: ...
+    drain_state: str
+    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ..., drain_state: _Optional[str] = ...) -> None: ...
 
 class FileInfo(_message.Message):
     __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes", "filters", "key_check")
@@ -537,3 +539,19 @@ class RestoreInfofileReply(_message.Message):
     present_generation: int
     detail: str
     def __init__(self, outcome: _Optional[str] = ..., name: _Optional[str] = ..., file_id: _Optional[int] = ..., generation: _Optional[int] = ..., present_file_id: _Optional[int] = ..., present_generation: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class SetPeerStateRequest(_message.Message):
+    __slots__ = ("peer", "drain_state", "user")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_STATE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    peer: str
+    drain_state: str
+    user: str
+    def __init__(self, peer: _Optional[str] = ..., drain_state: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
+
+class SetPeerStateReply(_message.Message):
+    __slots__ = ("peer",)
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    peer: Peer
+    def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ...) -> None: ...

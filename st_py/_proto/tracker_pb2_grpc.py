@@ -124,6 +124,11 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileChunk.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileReply.FromString,
                 _registered_method=True)
+        self.SetPeerState = channel.unary_unary(
+                '/storetorrent.v1.Tracker/SetPeerState',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateReply.FromString,
+                _registered_method=True)
 
 
 class TrackerServicer:
@@ -260,6 +265,16 @@ class TrackerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetPeerState(self, request, context):
+        """Marks a peer draining (no new file or copy is placed on it while its
+        copies are moved off), retired (drained), or active again
+        (storetorrent drain, docs/operations.md). Kept across tracker restarts.
+        Admins only when a users file is in force.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TrackerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -352,6 +367,11 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.RestoreInfofile,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileChunk.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileReply.SerializeToString,
+            ),
+            'SetPeerState': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPeerState,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -840,6 +860,33 @@ class Tracker:
             '/storetorrent.v1.Tracker/RestoreInfofile',
             storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileChunk.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.RestoreInfofileReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPeerState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/SetPeerState',
+            storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateReply.FromString,
             options,
             channel_credentials,
             insecure,

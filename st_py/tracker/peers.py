@@ -18,6 +18,12 @@ tracker runs every announce interval and before each status page or
 scrape; peer events are kept in the tracker state, so the failure history
 survives a restart.
 
+A peer an operator drains (``storetorrent drain``) is ``draining`` while its
+copies are moved off and ``retired`` once none is left: either way it stays
+readable while it runs, but :meth:`PeerRegistry.schedulable` leaves it out,
+so no new file is scheduled on it and no peerlist grows by it. The state is
+kept in the tracker state until the operator puts the peer back in service.
+
 The tracker's own stalls are not peer failures: a gap in the sweeper's
 clock longer than half a liveness window is not counted against any peer
 (:meth:`PeerRegistry._catch_up`).
@@ -60,6 +66,7 @@ class PeerInfo:
     copies_verified: int = 0
     copies_bad: int = 0
     copies_quarantined: int = 0
+    drain_state: str = ""  # "": in service; "draining", "retired" (storetorrent drain)
 
     @property
     def usable_free(self) -> int:
@@ -99,6 +106,9 @@ class PeerRegistry:
         for peer_id, addr, capacity, used, free in state.known_peers():
             self.peers[peer_id] = PeerInfo(peer_id, addr, capacity or 0, used or 0, free or 0, last_announce=now,
                                            space_known=free is not None)
+        for peer_id, drain_state in state.drain_states().items():
+            if peer_id in self.peers:
+                self.peers[peer_id].drain_state = drain_state
 
     def announce(self, peer_id: str, addr: str, capacity: int, used: int, free: int, records: int,
                  load: float = 0.0) -> None:
@@ -214,3 +224,25 @@ class PeerRegistry:
 
     def live(self) -> list[PeerInfo]:
         return [p for p in self.peers.values() if self.alive(p)]
+
+    def schedulable(self) -> list[PeerInfo]:
+        """Live peers in service: what new files and grown peerlists may use
+        (not draining or retired)."""
+        return [p for p in self.live() if not p.drain_state]
+
+    def find(self, peer: str) -> PeerInfo | None:
+        """The peer of id or ``host:port`` ``peer``, or None."""
+        p = self.peers.get(peer)
+        return p if p is not None else next((q for q in self.peers.values() if q.addr == peer), None)
+
+    def set_drain_state(self, p: PeerInfo, drain_state: str) -> None:
+        """Take peer ``p`` out of service (``"draining"``, ``"retired"``) or
+        put it back (``""``); kept in the tracker state, and an event on the
+        status page."""
+        if drain_state == p.drain_state:
+            return
+        p.drain_state = drain_state
+        self.state.set_drain_state(p.peer_id, drain_state)
+        self._event(drain_state or "in-service", p, {"draining": "being drained: nothing new is placed on it",
+                                                     "retired": "drained: it holds no committed copy"}.get(
+                                                         drain_state, "back in service"))

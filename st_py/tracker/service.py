@@ -141,7 +141,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         return pb.Peer(peer_idx=idx, peer_id=peer_id, addr=p.addr, alive=self.registry.alive(p),
                        capacity_bytes=p.capacity_bytes, used_bytes=p.used_bytes,
                        free_bytes=max(0, p.usable_free), records=p.records,
-                       last_announce_age_s=self.registry.age(p), load=p.load)
+                       last_announce_age_s=self.registry.age(p), load=p.load, drain_state=p.drain_state)
 
     def _with_reservations(self, info: pb.FileInfo | None) -> pb.FileInfo | None:
         """Fill in what is reserved: the file's own reservation and what
@@ -247,7 +247,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         await self._allowed(context, self.guard.check_quota, user.name, request.est_size * f,
                             f"creating {name} (est. {request.est_size:,} bytes x{f})")
         try:
-            chosen = schedule(self.registry.live(), f, request.est_size, self.reservations.on_peers())
+            chosen = schedule(self.registry.schedulable(), f, request.est_size, self.reservations.on_peers())
         except SchedulingError as e:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e),
                                 trailing_metadata=((ERROR_KIND_KEY, e.reason),))
@@ -554,7 +554,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         name = await self._name(context, request.name)
         c = await self._open_committer(context, name, request.file_id)
         await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "rebalance")
-        rows = await c.add_peers([(p.peer_id, p.addr) for p in self.registry.live()])
+        rows = await c.add_peers([(p.peer_id, p.addr) for p in self.registry.schedulable()])
         self._peer_ids.pop(c.meta.file_id, None)
         for idx, pid, addr in rows:
             log.info("peerlist of %s: added peer %d %s (%s)", name, idx, addr, pid)
@@ -755,6 +755,27 @@ class TrackerService(pb_grpc.TrackerServicer):
                               capacity_bytes=sum(p.capacity_bytes for p in alive),
                               free_bytes=sum(p.free_bytes for p in alive),
                               liveness_window_s=self.registry.window_s)
+
+    async def SetPeerState(self, request, context):
+        """Take a peer out of service (draining, retired) or put it back
+        (storetorrent drain): scheduling and peerlist growth leave out a
+        peer out of service; reads are not affected."""
+        user = await self._user(context, request.user)
+        if self.users.enabled and not user.admin:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"user {user.name} may not drain peers: only an admin may "
+                                "(storetorrent user add NAME --admin)")
+        if request.drain_state not in ("", "draining", "retired"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"drain state {request.drain_state[:40]!r} is not draining, retired or empty")
+        p = self.registry.find(request.peer)
+        if p is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                f"no peer {request.peer[:80]!r} has announced to this tracker",
+                                trailing_metadata=((ERROR_KIND_KEY, "unknown-peer"),))
+        self.registry.set_drain_state(p, request.drain_state)
+        log.info("%s set peer %s (%s) %s", user.name, p.addr, p.peer_id, request.drain_state or "in service")
+        return pb.SetPeerStateReply(peer=self._peer_msg(0, p.peer_id, p.addr))
 
     async def RestoreInfofile(self, request_iterator, context):
         """Recovery without the namespace: an infofile from a peer's mirror

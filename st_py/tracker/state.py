@@ -33,6 +33,9 @@ CREATE TABLE IF NOT EXISTS peer_events(
   seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, kind TEXT NOT NULL, addr TEXT NOT NULL,
   peer_id TEXT NOT NULL, detail TEXT NOT NULL, count INTEGER NOT NULL DEFAULT 1
 );
+CREATE TABLE IF NOT EXISTS peer_drain(
+  peer_id TEXT PRIMARY KEY, state TEXT NOT NULL, at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS reservations(
   file_id INTEGER PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL, copies INTEGER NOT NULL,
   est_size INTEGER NOT NULL, peer_ids TEXT NOT NULL
@@ -132,6 +135,18 @@ class TrackerState:
         return list(reversed(self.conn.execute(
             "SELECT seq, at, kind, addr, peer_id, detail, count FROM peer_events ORDER BY seq DESC LIMIT ?",
             (keep,)).fetchall()))
+
+    def drain_states(self) -> dict[str, str]:
+        """``{peer_id: "draining" or "retired"}`` of every peer taken out of
+        service (``storetorrent drain``); peers in service are not listed."""
+        return dict(self.conn.execute("SELECT peer_id, state FROM peer_drain"))
+
+    def set_drain_state(self, peer_id: str, state: str) -> None:
+        """Keep a peer's drain state; ``""`` puts it back in service."""
+        if state:
+            self.conn.execute("INSERT OR REPLACE INTO peer_drain VALUES (?, ?, ?)", (peer_id, state, time.time()))
+        else:
+            self.conn.execute("DELETE FROM peer_drain WHERE peer_id = ?", (peer_id,))
 
     def reservations(self) -> list[tuple[int, str, str, int, int, list[str]]]:
         """(file_id, name, owner, copies, est_size, peer ids) of each reservation."""

@@ -32,7 +32,8 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
         alive = reg.alive(p)
         peers.append({
             "addr": p.addr, "peer_id": p.peer_id, "alive": alive,
-            "state": "live" if alive else "failed (reported by a client)" if p.reported_failed else "failed",
+            "state": ("live" if alive else "failed (reported by a client)" if p.reported_failed else "failed")
+            + (f", {p.drain_state}" if p.drain_state else ""), "drain_state": p.drain_state,
             "last_announce_age_s": round(reg.age(p), 3), "announced_since_start": p.announced,
             "records": p.records, "capacity_bytes": p.capacity_bytes, "used_bytes": p.used_bytes,
             "free_bytes": max(0, p.usable_free), "reserved_bytes": held.get(p.peer_id, 0), "load": round(p.load, 3),
@@ -95,7 +96,8 @@ footer{margin-top:2em;color:#777;font-size:.9em}
 """
 
 KIND_TEXT = {"reported": "reported failed by a client", "failed": "failed: missed announces",
-             "returned": "announced again"}
+             "returned": "announced again", "draining": "drain started", "retired": "retired (drained)",
+             "in-service": "back in service"}
 
 
 def render_html(s: dict[str, Any]) -> str:

@@ -1,0 +1,301 @@
+"""Growing and draining the cluster (paper 5; FreeLoader, seed 004, donor
+withdrawal) against real processes: ``rebalance --spread`` after peers join,
+a GET_LOCAL scan while copies move, a peer SIGKILLed mid-move, and a live
+peer drained and retired."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from checks import admin_scrub, check_exactly_once, check_file, reveal_all
+from conftest import poll_for
+from st_py.errors import InvalidOptionError, PeerNotLiveError, UnknownPeerError
+from st_py.getlocal import reveal
+from st_py.infofile import InfofileReader
+from st_py.protocol import encode_get
+
+
+def put_records(c, name, n, replication="x2", size=64, blocksize=3):
+    """``n`` records of about ``size`` bytes each (sizes vary by a third)."""
+    blobs = {f"rec/{i:04d}": (f"{name} {i} ".encode() * size)[:size + (i % 3) * size // 6] for i in range(n)}
+    with c.create(name, replication=replication, blocksize=blocksize) as f:
+        for k, v in blobs.items():
+            f.queue_put(k, v)
+    return blobs
+
+
+def copy_bytes(cluster, names) -> dict[str, int]:
+    """{peer address: bytes of the committed copies it holds} over ``names``."""
+    out: dict[str, int] = {}
+    for name in names:
+        r = InfofileReader(cluster.namespace / name.lstrip("/"))
+        try:
+            for addr, b in r.conn.execute("SELECT p.addr, sum(r.size) FROM copies c JOIN records r USING(name) "
+                                          "JOIN peers p USING(peer_idx) GROUP BY p.addr"):
+                out[addr] = out.get(addr, 0) + b
+        finally:
+            r.close()
+    return out
+
+
+def copies_on(cluster, name, addr) -> int:
+    r = InfofileReader(cluster.namespace / name.lstrip("/"))
+    try:
+        return r.conn.execute("SELECT count(*) FROM copies c JOIN peers p USING(peer_idx) WHERE p.addr = ?",
+                              (addr,)).fetchone()[0]
+    finally:
+        r.close()
+
+
+def check_every_copy(c, name, blobs):
+    """Every committed copy (not only the one a GET reads first) is on its
+    holder with the right bytes: a GET to each holder in turn."""
+    with c.open(name) as f:
+        metas = f.records_meta(list(blobs))
+        got: dict[tuple[str, int], object] = {}
+        for n, m in metas.items():
+            for rank, idx in m.copies().items():
+                key = (n, rank)
+                f._transport.send(f.peers[idx].addr, lambda seq, n=n: [encode_get(seq, f.file_id, n)],
+                                  lambda fr, exc, key=key: got.__setitem__(key, exc or bytes(fr.fields["data"])))
+        f._transport.wait(lambda: len(got) == sum(len(m.peers) for m in metas.values()))
+    bad = {k: v for k, v in got.items() if v != blobs[k[0]]}
+    assert not bad, list(bad.items())[:3]
+    assert set(metas) == set(blobs)
+
+
+def assert_even(by_addr, addrs, tolerance):
+    mean = sum(by_addr.get(a, 0) for a in addrs) / len(addrs)
+    assert all(abs(by_addr.get(a, 0) - mean) <= tolerance * mean for a in addrs), (by_addr, mean)
+
+
+def cli(cluster, *args, timeout=180):
+    return subprocess.run([sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_spread_after_growing_from_two_to_four_peers(make_cluster):
+    cluster = make_cluster(2, peer_args=["--scrub-age", "8"])
+    c = cluster.client()
+    blobs2 = put_records(c, "/grow/x2", 500)
+    blobs1 = put_records(c, "/grow/x1", 200, replication="x1")
+    old = list(cluster.peer_addrs)
+    with c.open("/grow/x2") as f:
+        before_plan = f.get_local_plan()  # a scan planned before the cluster grows
+    cluster.add_peer()
+    cluster.add_peer()
+    new = [a for a in cluster.peer_addrs if a not in old]
+    assert len(new) == 2 and c.status().alive_peers == 4
+
+    out = cli(cluster, "rebalance", "--spread", "--all", "--tolerance", "0.1", "--format", "json")
+    moved_at = time.monotonic()
+    assert out.returncode == 0, out.stdout + out.stderr
+    # The old holders' scrubbers keep the moved-away copies (--scrub-age after the move).
+    assert sum(admin_scrub(cluster, a)["removed_uncommitted"] for a in old) == 0
+    report = json.loads(out.stdout)
+    assert report["even"] and report["deviation"] <= 0.1 < report["deviation_before"], report
+    moved = report["copies_moved"]
+    assert moved > 0 and {p["peer"] for p in report["peers"]} == set(cluster.peer_addrs)
+    by_addr = copy_bytes(cluster, ["/grow/x2", "/grow/x1"])
+    assert_even(by_addr, cluster.peer_addrs, 0.1)
+    assert all(by_addr.get(a, 0) > 0 for a in new)
+    assert all(copies_on(cluster, "/grow/x2", a) > 0 for a in new)
+
+    # Every record reads back equal, by GET and by GET_LOCAL exactly once.
+    check_file(cluster, "/grow/x2", blobs2)
+    check_file(cluster, "/grow/x1", blobs1, copies=1)
+    check_every_copy(c, "/grow/x2", blobs2)
+    for name, blobs in (("/grow/x2", blobs2), ("/grow/x1", blobs1)):
+        with c.open(name) as f:
+            plan, recs = reveal_all(f)
+        assert set(plan.ring) == set(cluster.peer_addrs)
+        check_exactly_once(recs, blobs)
+    # The scan planned before the move still reveals each record once, from
+    # the old holders, whose moved-away copies are still there to read.
+    recs = [r for a in before_plan.ring for r in reveal(a, before_plan)]
+    check_exactly_once(recs, blobs2)
+    assert {r.peer for r in recs} <= set(old)
+
+    # Even now: a second spread moves nothing.
+    again = c.spread(tolerance=0.1)
+    assert again.copies_moved == 0 and again.even and again.complete
+
+    # Then they remove exactly those: nothing committed.
+    time.sleep(max(0.0, moved_at + 8.5 - time.monotonic()))
+    assert sum(admin_scrub(cluster, a)["removed_uncommitted"] for a in cluster.peer_addrs) == moved
+    check_every_copy(c, "/grow/x2", blobs2)
+    check_file(cluster, "/grow/x1", blobs1, copies=1)
+
+
+def test_get_local_scan_during_spread_sees_each_record_once(make_cluster):
+    cluster = make_cluster(2)
+    c = cluster.client()
+    blobs = put_records(c, "/scan/x2", 600, size=2000)
+    cluster.add_peer()
+    cluster.add_peer()
+    with c.open("/scan/x2") as f:
+        g0 = f.get_local_plan().generation
+    result: dict = {}
+
+    def run():
+        with cluster.client() as c2:
+            try:  # about 1.2 MB to move at 0.4 MB/s: a few seconds
+                result["report"] = c2.spread(["/scan/x2"], max_mb_per_s=0.4)
+            except Exception as e:  # noqa: BLE001 (re-raised below)
+                result["error"] = e
+
+    mover = threading.Thread(target=run)
+    mover.start()
+    generations = []
+    try:
+        while mover.is_alive() or not generations:
+            with c.open("/scan/x2") as f:
+                plan, recs = reveal_all(f)
+                check_exactly_once(recs, blobs)  # reads every revealed local path
+                for n in list(blobs)[plan.generation % 50::50]:
+                    assert f.get(n) == blobs[n]
+            generations.append(plan.generation)
+    finally:
+        mover.join()
+    assert "error" not in result, result
+    r = result["report"]
+    assert r.copies_moved > 0 and r.even and r.complete, r.as_dict()
+    g1 = r.files[0].generation
+    assert any(g0 < g < g1 for g in generations), (g0, generations, g1)  # scans ran between moves
+    assert_even(copy_bytes(cluster, ["/scan/x2"]), cluster.peer_addrs, 0.1)
+    with c.open("/scan/x2") as f:
+        check_exactly_once(reveal_all(f)[1], blobs)
+
+
+def test_peer_killed_mid_spread_loses_no_committed_record(make_cluster):
+    cluster = make_cluster(2)
+    c = cluster.client()
+    blobs2 = put_records(c, "/kill/x2", 500, size=2000)
+    blobs1 = put_records(c, "/kill/x1", 200, replication="x1", size=2000)
+    cluster.add_peer()
+    cluster.add_peer()
+    progress: list = []
+    result: dict = {}
+
+    def run():
+        with cluster.client() as c2:
+            try:
+                result["report"] = c2.spread(["/kill/x2", "/kill/x1"], max_mb_per_s=0.3,
+                                             progress=lambda *a: progress.append(a))
+            except Exception as e:  # noqa: BLE001 (checked below)
+                result["error"] = e
+
+    mover = threading.Thread(target=run)
+    mover.start()
+    try:
+        poll_for(lambda: progress, timeout=60, what="the first batch of moves")
+        victim = cluster.kill_peer(2)  # a new peer, receiving copies: the next batch is on its way
+        assert progress[0][0] == "/kill/x2" and progress[0][1] < progress[0][2], progress
+    finally:
+        mover.join()
+    assert "error" not in result, result  # the spread goes on without it
+    r = result["report"]
+    assert r.copies_moved > 0 and copies_on(cluster, "/kill/x2", victim) > 0
+    # Its x2 copies are read from their other holders meanwhile.
+    check_file(cluster, "/kill/x2", blobs2)
+
+    # Back on its port with its store: every committed copy is there.
+    cluster.start_peer(2, port=int(victim.rsplit(":", 1)[1]))
+    poll_for(lambda: c.status().alive_peers == 4, what="the peer to announce again")
+    for name, blobs in (("/kill/x2", blobs2), ("/kill/x1", blobs1)):
+        check_every_copy(c, name, blobs)
+        with c.open(name) as f:
+            check_exactly_once(reveal_all(f)[1], blobs)
+    again = c.spread(["/kill/x1", "/kill/x2"])
+    assert again.even and again.complete, again.as_dict()
+    check_every_copy(c, "/kill/x2", blobs2)
+
+
+def test_drain_a_live_peer_with_x1_records(make_cluster):
+    cluster = make_cluster(3)
+    c = cluster.client()
+    blobs1 = put_records(c, "/drain/x1", 300, replication="x1", size=1000, blocksize=1)
+    blobs2 = put_records(c, "/drain/x2", 200, size=1000)
+    victim = cluster.peer_addrs[0]
+    assert copies_on(cluster, "/drain/x1", victim) > 0 and copies_on(cluster, "/drain/x2", victim) > 0
+    stop = threading.Event()
+    errors: list = []
+    rounds = [0]
+
+    def read_all_the_time():
+        with cluster.client() as r:
+            while not stop.is_set():
+                try:
+                    for name, blobs in (("/drain/x1", blobs1), ("/drain/x2", blobs2)):
+                        with r.open(name) as f:
+                            futs = {n: f.queue_get(n) for n in blobs}
+                            bad = [n for n, fut in futs.items() if fut.exception() or fut.result() != blobs[n]]
+                            assert not bad, bad[:3]
+                            check_exactly_once(reveal_all(f)[1], blobs)  # raises if any is unavailable
+                    rounds[0] += 1
+                except Exception as e:  # noqa: BLE001 (the test fails on any)
+                    errors.append(e)
+                    return
+
+    reader = threading.Thread(target=read_all_the_time)
+    reader.start()
+    try:
+        poll_for(lambda: rounds[0] >= 1, timeout=60, what="a first round of reads")
+        at_start = rounds[0]
+        out = cli(cluster, "drain", victim, "--max-mb-per-s", "0.1")  # about 230 kB: a few seconds
+        assert rounds[0] >= at_start + 2 or errors  # whole rounds of reads ran during the drain
+        at_end = rounds[0]
+        poll_for(lambda: rounds[0] > at_end or errors, timeout=60, what="reads after the drain")
+    finally:
+        stop.set()
+        reader.join()
+    assert not errors, errors
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "retired" in out.stdout
+
+    # The peer holds nothing the infofiles point to; every record is there.
+    for name in ("/drain/x1", "/drain/x2"):
+        assert copies_on(cluster, name, victim) == 0
+    check_file(cluster, "/drain/x1", blobs1, copies=1)
+    check_file(cluster, "/drain/x2", blobs2)
+    st = json.loads(cli(cluster, "status", "--format", "json").stdout)
+    assert {p["peer"]: p["state"] for p in st["peers"]}[victim] == "retired"
+
+    # New files, and new records of old files, avoid it; a tracker restart keeps that.
+    def new_file_avoids(name):
+        with c.create(name, replication="x2") as f:
+            assert victim not in {p.addr for p in f.peers.values()}
+            for i in range(30):
+                f.put(f"n{i}", b"new" * 10)
+        assert copies_on(cluster, name, victim) == 0
+        with c.open("/drain/x2") as f:
+            for i in range(30):
+                f.put(f"late/{name}/{i}", b"late")
+        assert copies_on(cluster, "/drain/x2", victim) == 0
+
+    new_file_avoids("/drain/new1")
+    cluster.restart_tracker()
+    cluster.wait_for_peers(3)
+    c = cluster.client()
+    assert {p.addr: p.drain_state for p in c.status().peers}[victim] == "retired"
+    new_file_avoids("/drain/new2")
+
+    # Errors carry their facts; --cancel puts the peer back in service.
+    with pytest.raises(UnknownPeerError) as e:
+        c.drain("127.0.0.1:1")
+    assert e.value.peer == "127.0.0.1:1" and victim in e.value.known
+    with pytest.raises(InvalidOptionError) as e2:
+        c.spread(tolerance=1.5)
+    assert e2.value.option == "tolerance"
+    out = cli(cluster, "drain", victim, "--cancel")
+    assert out.returncode == 0, out.stderr
+    assert {p.addr: p.drain_state for p in c.status().peers}[victim] == ""
+    dead = cluster.kill_peer(2)
+    poll_for(lambda: not {p.addr: p.alive for p in c.status().peers}[dead], what="the tracker to see it fail")
+    with pytest.raises(PeerNotLiveError) as e3:
+        c.drain(dead)
+    assert e3.value.peer == dead
