@@ -213,4 +213,4 @@ def test_small_parquet_records_are_scanned_together_with_paths_filters_and_error
     assert sorted(t["i"].to_pylist()) == [395, 396, 397, 398, 399] and t.column_names == ["i", PATH_COLUMN]
     with pytest.raises(SchemaConflictError) as e:
         rows(schema=pa.schema([("i", pa.int64())]))
-    assert e.value.first == "p001.parquet" and e.value.column == "odd"
+    assert e.value.column == "odd" and int(e.value.first[1:4]) % 2 == 1  # a record that has it, named
