@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import analysis, cases, durability, filters, hotspot, protocols, smallrecords, striping, throttle
+from . import analysis, cases, durability, filters, hotspot, protocols, scale, smallrecords, striping, throttle
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench" / "results" / "latest.json"
@@ -45,13 +45,20 @@ SIZES = {
                   scale_peers=[1, 2, 4, 8],
                   # bench/analysis.py: MiB of Parquet records (and per record), Ray write, bounded-memory file
                   analysis=96, analysis_record=8, raywrite=64, raywrite_block=16, bounded=2048, ray_store=80,
-                  dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=24, proto4k=2_000, small=20_000),
+                  dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=24, proto4k=2_000, small=20_000,
+                  small_parquet=1_000, curve_records=[10_000, 50_000], curve_meta=[100_000, 1_000_000],
+                  curve_files=[100, 500]),
     "full": dict(put1m=512, put4k=50_000, depth1=20_000, get1m=512, arrow=384, commit_big=100_000,
                  commit_one=500, duckdb=1_000_000, mem=256, scale_records=[1_000, 10_000, 100_000],
                  scale_peers=[1, 2, 4, 8],
                  analysis=1024, analysis_record=16, raywrite=512, raywrite_block=16, bounded=4096, ray_store=80,
-                 dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=128, proto4k=10_000, small=100_000),
+                 dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=128, proto4k=10_000, small=100_000,
+                 small_parquet=5_000, curve_records=[10_000, 100_000], curve_meta=[100_000, 1_000_000],
+                 curve_files=[100, 1_000]),
 }
+# ./dev bench --scale: the scale curves alone, to 10^6 records on the peers, 10^7 in one infofile, 10^4 files
+SCALE = dict(curve_records=[10_000, 100_000, 1_000_000], curve_meta=[100_000, 1_000_000, 10_000_000],
+             curve_files=[100, 1_000, 10_000])
 
 
 def _target_text(name: str, tgt: float | None) -> str:
@@ -69,6 +76,8 @@ def fmt(v: float, unit: str) -> str:
         return f"{v / 2**20:,.1f} MiB"
     if unit == "s":
         return f"{v:.3f} s"
+    if unit.startswith("B/"):
+        return f"{v:,.1f} {unit}"
     return f"{v:,.0f} {unit}"
 
 
@@ -123,14 +132,19 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument("--only", nargs="*", help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
                                               "analysis pushdown raywrite bounded protocols throttle hotspot "
-                                              "durability filters striping small")
+                                              "durability filters striping small scale")
+    ap.add_argument("--scale", action="store_true",
+                    help="only the scale curves, to 10^6 records on the peers, 10^7 in an infofile, 10^4 files")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON (plots go to docs/ only for the default)")
     a = ap.parse_args()
-    size = SIZES["quick" if a.quick else "full"]
+    size = dict(SIZES["quick" if a.quick else "full"])
+    if a.scale:
+        size.update(SCALE)
+        a.only = [scale.GROUP]
     con = Console(width=150)
     want = set(a.only or ["put1m", "put4k", "get1m", "ray", "dask", "commit", "duckdb", "memory", "scaling",
                           protocols.GROUP, throttle.GROUP, hotspot.GROUP, durability.GROUP, filters.GROUP,
-                          striping.GROUP, smallrecords.GROUP,
+                          striping.GROUP, smallrecords.GROUP, scale.GROUP,
                           *analysis.GROUPS_OF_CASES])
     results: list[dict] = []
     tmp = Path(tempfile.mkdtemp(prefix="st-bench-"))
@@ -174,6 +188,11 @@ def main() -> int:
         if smallrecords.GROUP in want:
             with con.status("bench: many small records (4 KiB raw) through every analysis path"):
                 results += smallrecords.case_small_raw(tmp, size["small"], size["rounds"])
+            with con.status("bench: many small Parquet records through every analysis path"):
+                results += smallrecords.case_small_parquet(tmp, size["small_parquet"], size["rounds"])
+        if scale.GROUP in want:
+            with con.status("bench: scale curves (records in a file, an infofile, files in a namespace)"):
+                results += scale.case_scale(tmp, size["curve_records"], size["curve_meta"], size["curve_files"])
         if durability.GROUP in want:
             with con.status("bench: what durable replies cost (--sync, --sync-each)"):
                 results += durability.case_durability(tmp, 3_000 if a.quick else 20_000, 64 if a.quick else 256)
@@ -211,7 +230,7 @@ def main() -> int:
     # docs/ gets the plots of a run that writes bench/results/latest.json;
     # a run with another --out keeps them next to its results
     folder = ROOT / "docs" if out.resolve() == DEFAULT_OUT.resolve() else out.parent
-    for p in plots(results, folder):
+    for p in plots(results, folder) + scale.plot(results, folder):
         con.print(f"plot: {p}")
     spent = "".join(f", {k} cases {v:.0f} s" for k, v in timing.items())
     con.print(f"wrote {out} in {time.monotonic() - t0:.0f} s{spent}")

@@ -56,6 +56,73 @@ def _ray(tracker: str, name: str) -> tuple[int, int]:
     return sum(r["n"] for r in rows), sum(r["b"] for r in rows)
 
 
+def _write_both_copies(folder: Path, records: int, bodies: list[bytes]) -> float:
+    """Seconds for one process to create and write 2 files a record (the
+    two copies) in two directories: the put's physical floor here."""
+    dirs = [folder / "0", folder / "1"]
+    for d in dirs:
+        d.mkdir(parents=True)
+    t = time.perf_counter()
+    for i in range(records):
+        for d in dirs:
+            fd = os.open(d / f"r{i:08d}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, bodies[i % len(bodies)])
+            os.close(fd)
+    dt = time.perf_counter() - t
+    import shutil
+
+    shutil.rmtree(folder)
+    return dt
+
+
+def _get_pipelined(client, name: str, records: int) -> float:
+    got: list[int] = []
+    with client.open(name) as f:
+        t = time.perf_counter()
+        for i in range(records):
+            f.queue_get(f"r{i:08d}", lambda n, data, exc: got.append(len(data) if exc is None else -1))
+        while len(got) < records:
+            f.poll(0.05)
+        dt = time.perf_counter() - t
+    if sorted(set(got)) != [RECORD]:
+        raise AssertionError(f"pipelined GET: {len(got)} replies, sizes {sorted(set(got))[:5]}")
+    return dt
+
+
+def _sync_getter(tracker: str, name: str, lo: int, hi: int, start, out) -> None:
+    from st_py.client import Client
+
+    with Client(tracker) as c, c.open(name) as f:
+        f.get(f"r{lo:08d}")  # connected
+        start.wait()
+        n = sum(len(f.get(f"r{i:08d}")) for i in range(lo, hi))
+    out.put(n)
+
+
+def _get_16_clients(tracker: str, name: str, records: int, clients: int = 16) -> float:
+    """Seconds for 16 client processes, each doing synchronous get() over
+    its 16th of the records, from a common start."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    cuts = [records * k // clients for k in range(clients + 1)]
+    procs = [ctx.Process(target=_sync_getter, args=(tracker, name, cuts[k], cuts[k + 1], start, out))
+             for k in range(clients)]
+    for p in procs:
+        p.start()
+    time.sleep(3.0)  # every process connected (they import and open the file first)
+    t = time.perf_counter()
+    start.set()
+    total = sum(out.get(timeout=600) for _ in procs)
+    dt = time.perf_counter() - t
+    for p in procs:
+        p.join()
+    if total != records * RECORD:
+        raise AssertionError(f"16 clients read {total} bytes, wrote {records * RECORD}")
+    return dt
+
+
 def _partition_counts(df):
     import pandas as pd
 
@@ -85,11 +152,15 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
     try:
         client = cluster.client()
         name, tracker = "/bench/small", cluster.tracker_addr
+        bodies = [os.urandom(RECORD) for _ in range(min(records, 1024))]
         t0 = time.perf_counter()
         with client.create(name, replication="x2") as f:
             for i in range(records):
-                f.queue_put(f"r{i:08d}", os.urandom(RECORD))
+                f.queue_put(f"r{i:08d}", bodies[i % len(bodies)])
         put_s = time.perf_counter() - t0
+        base_put_s = _write_both_copies(Path(cluster.data_dir) / "baseline-put", records, bodies)
+        get_s = _get_pipelined(client, name, records)
+        get16_s = _get_16_clients(tracker, name, records)
         want = (records, records * RECORD)
         times: dict[str, list[float]] = {}
 
@@ -125,7 +196,13 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
     note = (f"{records:,} raw records of 4 KiB, x2 on 4 peers; every answer checked (rows, byte sum); median of "
             f"{rounds} rounds after a warm run (s: {spread})")
     base = "one process: get_local() + open/read of each path"
-    return [row("small_raw_put", records / put_s, "records/s", note=f"queue_put of the {records:,} records, x2"),
+    return [row("small_raw_put", records / put_s, "records/s", "one process writing both copies' files",
+                records / base_put_s, note=f"queue_put of the {records:,} records, x2 on 4 peers; the baseline creates "
+                "and writes 2 files a record in 2 directories of the same filesystem"),
+            row("small_raw_get_pipelined", records / get_s, "records/s", "16 clients, synchronous GETs",
+                records / get16_s, note=f"queue_get of the {records:,} records from one client (depth 64) against "
+                "16 client processes each doing get() one at a time over a 16th of them (the load of "
+                "`weed benchmark -c 16`-style tools), same records, same run"),
             row("small_raw_getlocal_loop", rate["loop"], "records/s", note=note),
             row("small_raw_read_unit", rate["read_unit"], "records/s", base, rate["loop"],
                 note="scan.read_unit in one process: batches of many records, each copy CRC-checked"),
@@ -133,3 +210,147 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                 note="Dask read_storetorrent(format='raw'), 2 worker processes"),
             row("small_raw_ray", rate["ray"], "records/s", base, rate["loop"],
                 note="Ray read_storetorrent(format='raw'), 2 CPUs")]
+
+
+PARQUET_ROWS = 1_000  # rows per small Parquet record (about 16 KiB)
+
+
+def _parquet_record(i: int) -> bytes:
+    import io
+
+    import pyarrow.parquet as pq
+
+    t = pa.table({"i": pa.array(range(i * PARQUET_ROWS, (i + 1) * PARQUET_ROWS), pa.int64()),
+                  "x": pa.array([float(j % 97) for j in range(PARQUET_ROWS)]),
+                  "k": pa.array([f"k{j % 13}" for j in range(PARQUET_ROWS)])})
+    buf = io.BytesIO()
+    pq.write_table(t, buf)
+    return buf.getvalue()
+
+
+def _facts(t: pa.Table) -> pa.Table:
+    return pa.table({"n": [t.num_rows], "s": [pc.sum(t["i"]).as_py() or 0]})
+
+
+def _pq_baseline(paths: list[str]) -> tuple[int, int]:
+    import pyarrow.dataset as ds
+
+    t = ds.dataset(paths, format="parquet").to_table(columns=["i"])
+    return t.num_rows, pc.sum(t["i"]).as_py()
+
+
+def _pq_read_unit(client, tracker: str, name: str) -> tuple[int, int]:
+    from st_integrations.readplan import plan_scan
+    from st_integrations.formats import unify
+    from st_integrations.scan import ScanOptions, kept_schema_sources, read_unit
+
+    plan = plan_scan(client, [name], skip_ignored=True)
+    opts = ScanOptions(tracker=tracker)
+    kept = kept_schema_sources(plan, opts)
+    assert kept is not None and not kept[1], "every record's schema is kept"
+    schema = unify(kept[0])
+    n = s = 0
+    for u in plan.units:
+        for b in read_unit(u, schema, ["i"], None, opts):
+            n += b.num_rows
+            s += pc.sum(b.column(0)).as_py() or 0
+    return n, s
+
+
+def _pq_ray(tracker: str, name: str) -> tuple[int, int]:
+    from st_integrations.ray_reader import read_storetorrent
+
+    rows = read_storetorrent(name, columns=["i"], tracker=tracker).map_batches(
+        _facts, batch_format="pyarrow", batch_size=None).take_all()
+    return sum(r["n"] for r in rows), sum(r["s"] for r in rows)
+
+
+def _pq_partition(df):
+    import pandas as pd
+
+    return pd.DataFrame({"n": [len(df)], "s": [int(df["i"].sum())]})
+
+
+def _pq_dask(tracker: str, name: str, dclient) -> tuple[int, int]:
+    from st_integrations.dask_reader import read_storetorrent
+
+    ddf = read_storetorrent(name, columns=["i"], tracker=tracker, client=dclient)
+    out = ddf.map_partitions(_pq_partition, meta={"n": "int64", "s": "int64"}).compute()
+    return int(out["n"].sum()), int(out["s"].sum())
+
+
+def case_small_parquet(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
+    """Small Parquet records (1,000 rows, about 16 KiB each), x2 on 4
+    peers: read_unit in one process, Dask (2 workers) and Ray (2 CPUs)
+    against one-process ``pyarrow.dataset`` over the same local files (the
+    GET_LOCAL paths; no CRC check there, every copy checked in the scans).
+    Also the time to build the Dask DataFrame: the schemas come from the
+    infofile, no record is opened."""
+    import logging
+
+    import ray
+    from distributed import Client, LocalCluster as DaskCluster
+
+    from st_integrations.dask_reader import read_storetorrent
+
+    from .analysis import start_ray
+
+    cluster = fresh_cluster(tmp, "small-pq-").start()
+    try:
+        client = cluster.client()
+        name, tracker = "/bench/small_pq", cluster.tracker_addr
+        with client.create(name, replication="x2") as f:
+            for i in range(records):
+                f.queue_put(f"part-{i:06d}.parquet", _parquet_record(i))
+        n_rows = records * PARQUET_ROWS
+        want = (n_rows, n_rows * (n_rows - 1) // 2)
+        with client.open(name) as f:
+            paths = [r.path for r in f.get_local()]
+        times: dict[str, list[float]] = {}
+
+        def timed(label: str, fn) -> None:
+            fn()
+            for _ in range(rounds):
+                t = time.perf_counter()
+                got = fn()
+                times.setdefault(label, []).append(time.perf_counter() - t)
+                if got != want:
+                    raise AssertionError(f"{label}: {got} rows and sum, wrote {want}")
+
+        timed("pyarrow", lambda: _pq_baseline(paths))
+        timed("read_unit", lambda: _pq_read_unit(client, tracker, name))
+        builds = []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            read_storetorrent(name, tracker=tracker, client=None)
+            builds.append(time.perf_counter() - t)
+        quiet = logging.getLogger("distributed")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            with DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as dc, \
+                    Client(dc) as dclient:
+                timed("dask", lambda: _pq_dask(tracker, name, dclient))
+        finally:
+            quiet.setLevel(level)
+        start_ray(cluster.peer_addrs, tmp)
+        try:
+            timed("ray", lambda: _pq_ray(tracker, name))
+        finally:
+            ray.shutdown()
+    finally:
+        cluster.stop()
+    rate = {k: n_rows / statistics.median(v) for k, v in times.items()}
+    spread = "; ".join(f"{k} " + "/".join(f"{x:.2f}" for x in v) for k, v in times.items())
+    note = (f"{records:,} Parquet records of {PARQUET_ROWS:,} rows, x2 on 4 peers, column i; answers checked (rows, "
+            f"sum); median of {rounds} rounds after a warm run (s: {spread})")
+    base = "one process: pyarrow.dataset over the same local files"
+    return [row("small_parquet_pyarrow", rate["pyarrow"], "rows/s", note=note),
+            row("small_parquet_read_unit", rate["read_unit"], "rows/s", base, rate["pyarrow"],
+                note="scan.read_unit in one process: copies read many at a time, CRC-checked, batches gathered"),
+            row("small_parquet_dask", rate["dask"], "rows/s", base, rate["pyarrow"],
+                note="Dask read_storetorrent, 2 worker processes"),
+            row("small_parquet_ray", rate["ray"], "rows/s", base, rate["pyarrow"],
+                note="Ray read_storetorrent, 2 CPUs"),
+            row("small_parquet_dask_build", statistics.median(builds), "s",
+                note=f"building the Dask DataFrame over {records:,} records (schemas from the infofile)")]
