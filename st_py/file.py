@@ -295,14 +295,25 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
                 f"{len(live)} of {len(self.peers)} are usable; start peers or wait for them to announce")
         if self._hash_placement:
             return hash_holders(self.file_id, name, self._peer_ids, self.copies, set(live))
-        if self._prefer_peer is not None or self.placement == "local-first":
-            if self._local_peer not in live:  # first block, or this writer's node went away
-                if self._local_hosts is None:
-                    self._local_hosts = local_addresses() if self.placement == "local-first" else set()
-                self._local_peer = pick_local_peer({i: self._addr(i) for i in self.peers}, live,
-                                                   self._local_hosts, self._prefer_peer)
-            return local_first_holders(live, self.copies, self._local_peer)
+        local = self._writer_peer(live)
+        if local is not None:
+            return local_first_holders(live, self.copies, local)
         return choose_holders(live, self.copies)
+
+    def _writer_peer(self, live: list[int]) -> int | None:
+        """The peer on this writer's node that takes copy rank 0 of records
+        and stripes under local-first placement or with ``prefer_peer``
+        (FreeLoader seed 004 section 4.1), kept while it is in ``live``;
+        None under other policies (and always under hash), or when this node
+        has no usable peer."""
+        if self._hash_placement or (self._prefer_peer is None and self.placement != "local-first"):
+            return None
+        if self._local_peer not in live:  # first use, or this writer's node went away
+            if self._local_hosts is None:
+                self._local_hosts = local_addresses() if self.placement == "local-first" else set()
+            self._local_peer = pick_local_peer({i: self._addr(i) for i in self.peers}, live,
+                                               self._local_hosts, self._prefer_peer)
+        return self._local_peer
 
     def queue_put(self, name: str, data: bytes, callback: Callable[[str, Exception | None], None] | None = None,
                   *, replace: bool = False, _holders: list[int] | None = None) -> Pending:

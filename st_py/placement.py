@@ -15,6 +15,10 @@ record's copies from its name and the peerlist, without the infofile
 ``local-first`` (FreeLoader's asymmetric placement, seed 004 section 4.1):
 copy rank 0 on the writer's own node, the other copies at random elsewhere.
 
+The stripes of an object (docs/striping.md) go round-robin over a random
+order of the peers (:func:`stripe_holders`); under local-first, asymmetric
+striping puts copy rank 0 of a share of them on the writer's node.
+
 A copy that fails moves to a usable peer that holds no copy of the record yet
 (paper 4.3), so the F copies always sit on F distinct peers (invariant 3,
 paper 3.7).
@@ -31,6 +35,7 @@ import functools
 import hashlib
 import random
 from collections.abc import Collection, Mapping, Sequence
+from fractions import Fraction
 
 DEFAULT_BLOCKSIZE = 16  # consecutive records on the same holders when a file does not say
 
@@ -182,3 +187,81 @@ def local_first_holders(usable: Sequence[int], copies: int, local: int | None,
     if local is None or local not in usable or len(usable) < copies:
         return choose_holders(usable, copies, rng)
     return [local] + choose_holders([i for i in usable if i != local], copies - 1, rng)
+
+
+# -- striped objects: round-robin and asymmetric striping -----------------------------
+
+def is_local_stripe(index: int, local_share: float) -> bool:
+    """Whether stripe ``index`` is one of the writer's under asymmetric
+    striping with ``local_share`` (0..1) of the stripes local: the local
+    stripes spread evenly among the others (FreeLoader, seed 004 section
+    4.1: "the local morsels are distributed uniformly with remote
+    morsels"), stripe i local when floor((i+1) s) > floor(i s). With 1 every
+    stripe is, with 0 none. The share is taken as the nearest fraction of
+    denominator at most 1,000 (3/11 exactly: 30 of every 110 stripes)."""
+    f = _share_fraction(local_share)
+    return (index + 1) * f.numerator // f.denominator > index * f.numerator // f.denominator
+
+
+@functools.lru_cache(maxsize=64)
+def _share_fraction(local_share: float) -> Fraction:
+    return Fraction(local_share).limit_denominator(1000)
+
+
+def stripe_holders(index: int, copies: int, ring: Sequence[int], width: int, local: int | None = None,
+                   local_share: float = 1.0) -> list[int]:
+    """The F holders of stripe ``index`` of an object, in copy-rank order
+    (docs/striping.md). Pure: the same arguments place the same way.
+
+    Round-robin (``local`` None, seed 004 section 3.2): copy rank 0 on
+    ``ring[index % width]``, the other ranks on the peers after it in
+    ``ring``, so consecutive stripes start on different peers.
+
+    Asymmetric (``local`` the writer's peer, ``ring`` the other peers;
+    seed 004 section 4.1): a local stripe (:func:`is_local_stripe`) has copy
+    rank 0 on ``local`` and its other ranks round-robin over ``ring`` as
+    ranks 0.. would be; the other stripes are placed round-robin over
+    ``ring`` alone, with ``local`` taking the last rank when ``ring`` has
+    fewer than F peers.
+
+    Parameters
+    ----------
+    index : stripe index, from 0
+    copies : F
+    ring : peer indexes in the object's order (a random permutation, drawn
+        once per object); without ``local`` every usable peer, with it every
+        usable peer but ``local``
+    width : the stripe width, 1..len(ring): rank 0 (round-robin) or the
+        first remote rank (asymmetric) rotates over the first ``width``
+        peers of ``ring``
+    local : the writer's peer, or None
+    local_share : the fraction of stripes whose rank 0 is on ``local``
+
+    Raises
+    ------
+    ValueError
+        If ``ring`` (with ``local``) holds fewer than F peers.
+    """
+    n = len(ring)
+    if n + (local is not None) < copies:
+        raise ValueError(f"{copies} copies need {copies} peers, {n + (local is not None)} given")
+    first = index % max(1, min(width, n)) if n else 0
+    if local is None:
+        return [ring[(first + k) % n] for k in range(copies)]
+    if is_local_stripe(index, local_share):
+        return [local] + [ring[(first + k) % n] for k in range(copies - 1)]
+    remote = [ring[(first + k) % n] for k in range(min(copies, n))]
+    return remote + [local] * (copies - len(remote))
+
+
+def fit_local_share(local_share: float, size: int | None, free_bytes: int | None) -> float:
+    """The local share, lowered so the writer's peer keeps a tenth of its
+    free space (FreeLoader's two-phase choice of the local:remote ratio,
+    seed 004 section 4.1: "check whether the host client has enough donated
+    space ... and adjust the ratio if there is not"). ``size`` is the
+    object's (None: not known in advance, the share is kept), ``free_bytes``
+    what the peer last announced (None: not known, the share is kept). A
+    copy the peer refuses anyway (``NO_SPACE``) fails over to another peer."""
+    if size is None or size <= 0 or free_bytes is None:
+        return local_share
+    return max(0.0, min(local_share, 0.9 * free_bytes / size))

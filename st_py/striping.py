@@ -2,7 +2,10 @@
 stripe width and size, seed 004 section 3.2; docs/striping.md): objects far
 larger than a record are stored as stripes, round-robin across
 ``stripe_width`` peers, each stripe a record of its own (its own CRC-32C and
-F copies), named ``.st-stripe/<object>/<index>``. The object becomes visible
+F copies), named ``.st-stripe/<object>/<index>``. In a ``local-first`` file
+(or from a handle with ``prefer_peer``) striping is asymmetric (FreeLoader,
+seed 004 section 4.1): copy rank 0 of the stripes on the writer's own peer,
+the other copies round-robin over the others. The object becomes visible
 only when every stripe is committed and then its row in the infofile's
 ``objects`` table is (``CommitObjects``), in one tracker transaction.
 
@@ -27,7 +30,7 @@ import google_crc32c
 
 from .errors import BadNameError, ChecksumError, RecordExistsError, RecordNotFoundError
 from .infofile import STRIPE_PREFIX, ObjectMeta, stripe_name
-from .placement import choose_holders
+from .placement import choose_holders, fit_local_share, stripe_holders
 
 DEFAULT_STRIPE_SIZE = 32 << 20  # bytes: well inside a peer's 64 MiB frame
 STRIPE_THRESHOLD = 64 << 20  # put() stripes objects larger than this
@@ -72,6 +75,7 @@ class ObjectsMixin:
         def _infofile(self): ...
         def _usable(self, idx: int) -> bool: ...
         def _write_targets(self) -> list[int]: ...
+        def _writer_peer(self, live: list[int]) -> int | None: ...
         def _check_open(self) -> None: ...
         _tracker: Any
 
@@ -79,7 +83,7 @@ class ObjectsMixin:
         def filter_names(self) -> tuple[str, ...]: ...
 
     def put_object(self, name: str, data: bytes | BinaryIO, stripe_size: int = DEFAULT_STRIPE_SIZE,
-                   stripe_width: int | None = None) -> ObjectMeta:
+                   stripe_width: int | None = None, local_share: float = 1.0) -> ObjectMeta:
         """Store ``data`` as striped object ``name`` and make it visible.
 
         Parameters
@@ -92,7 +96,18 @@ class ObjectsMixin:
             frame size (64 MiB by default).
         stripe_width : int, optional
             Peers the stripes go round-robin over (copy rank 0 of stripe i on
-            the i-th of them); default: every usable peer.
+            the i-th of them); default: every usable peer. Under asymmetric
+            striping, the peers besides the writer's that the other copies
+            go round-robin over (FreeLoader's remote width).
+        local_share : float
+            Asymmetric striping (FreeLoader, seed 004 section 4.1), for a
+            file with ``local-first`` placement or a handle opened with
+            ``prefer_peer``: the fraction (0..1) of the stripes whose copy
+            rank 0 is on the writer's peer, spread evenly among the others
+            (default 1: all of them; 3/11 is the paper's 3:8). Lowered to
+            what the peer's announced free space holds when the object's
+            size is known up front. Ignored for other files, and when this
+            node has no usable peer.
 
         Returns
         -------
@@ -107,17 +122,29 @@ class ObjectsMixin:
         self._check_open()
         if stripe_size <= 0 or stripe_size > 64 << 20:
             raise BadNameError(f"stripe_size {stripe_size} must be 1 byte to 64 MiB")
+        if not 0 <= local_share <= 1:
+            raise BadNameError(f"local_share {local_share} must be 0 to 1")
         if self._infofile().exists(name):
             raise RecordExistsError(f"{name!r} is already committed in {self.name}: names are write-once",
                                     names=[name])
         usable = sorted(self._write_targets())
-        width = min(stripe_width or len(usable), len(usable))
-        if width < 1 or len(usable) < self.copies:
+        if not usable or len(usable) < self.copies:
             from .errors import NotEnoughPeersError
 
             raise NotEnoughPeersError(f"{self.name}: {len(usable)} usable peers, class needs {self.copies}")
-        ring = choose_holders(usable, len(usable))  # a random order: stripe i's rank 0 on ring[i % width]
         src = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
+        # Asymmetric striping (docs/striping.md): copy rank 0 of local_share
+        # of the stripes on the writer's peer, the rest over the others.
+        local = self._writer_peer(usable)
+        if local is not None:
+            p = self.peers[local]
+            local_share = fit_local_share(local_share, _remaining(src),
+                                          p.free_bytes if p.capacity_bytes else None)
+            if local_share <= 0:
+                local = None
+        others = [i for i in usable if i != local]
+        ring = choose_holders(others, len(others))  # a random order: stripe i's rank 0 on ring[i % width]
+        width = min(stripe_width or len(ring), len(ring))
         crc, size, index = 0, 0, 0
         pending = []
         head, prev, last = b"", b"", b""  # first stripe, and the last two: the object's schema
@@ -131,8 +158,7 @@ class ObjectsMixin:
             prev, last = last, chunk
             crc = google_crc32c.extend(crc, chunk)
             size += len(chunk)
-            first = index % width
-            holders = [ring[(first + k) % len(ring)] for k in range(self.copies)]
+            holders = stripe_holders(index, self.copies, ring, width, local, local_share)
             pending.append(self.queue_put(stripe_name(name, index), chunk, _holders=holders))
             index += 1
             while len(pending) >= STRIPES_IN_FLIGHT:
@@ -234,6 +260,19 @@ class ObjectsMixin:
                                 f"{len(data)} bytes, not {stripe.size}", record=name, file=self.name,
                                 path=stripe.path)
         return data
+
+
+def _remaining(src) -> int | None:
+    """Bytes left in a seekable source (its position kept), else None."""
+    try:
+        if not src.seekable():
+            return None
+        pos = src.tell()
+        end = src.seek(0, io.SEEK_END)
+        src.seek(pos)
+        return max(0, end - pos)
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 class ObjectReader(io.RawIOBase):

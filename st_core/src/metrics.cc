@@ -126,6 +126,16 @@ std::string RenderPrometheus(const PeerMetrics& m, const PeerGauges& g) {
   Gauge(&out, "st_peer_filesystem_free_bytes",
         "Bytes free to the peer on the data directory's filesystem.", g.fs_free_bytes);
   Counter(&out, "st_peer_throttled_total", "Requests held back by impact control.", g.throttled);
+  Gauge(&out, "st_peer_impact_scale",
+        "Factor applied to the impact-control limits by --yield-to-host-load (1: whole limits, "
+        "always 1 without it).",
+        g.impact_scale);
+  if (g.yield_enabled) {
+    Gauge(&out, "st_peer_host_other_cpu_ratio",
+          "Share of the host's CPU used by other processes over the last second "
+          "(--yield-to-host-load).",
+          g.host_other_cpu);
+  }
   Gauge(&out, "st_peer_getlocal_rounds", "GET_LOCAL rounds in progress or cached.",
         g.getlocal_rounds);
   if (g.mirror_enabled) {

@@ -1,8 +1,8 @@
 // The peer's metrics, exported in the Prometheus text format
 // (docs/operations.md, "Metrics"): requests and replies by type, errors by
 // code, request latency histograms by type, bytes through the sockets,
-// connections, records, disk space, requests held by impact control, and
-// the event loop's busy time.
+// connections, records, disk space, requests held by impact control (and
+// the factor on its limits), and the event loop's busy time.
 //
 // Counters are atomics written on the loop thread; Render may run anywhere.
 // Request latency is measured by the connections (connection.h): from the
@@ -50,6 +50,11 @@ struct PeerGauges {
   uint64_t fs_total_bytes = 0;
   uint64_t fs_free_bytes = 0;
   uint64_t throttled = 0;
+  // --yield-to-host-load (host_load.h): the factor on the limits, and the
+  // share of the host's CPU other processes used; the latter only with it.
+  double impact_scale = 1;
+  bool yield_enabled = false;
+  double host_other_cpu = 0;
   uint64_t getlocal_rounds = 0;
   std::string peer_id;
   // The infofile mirror (meta_mirror.h); left out when it is off.

@@ -118,6 +118,15 @@ std::vector<OptionSpec> MakeTable() {
           "... requests per second; 0: no limit. Over a limit, clients wait, "
           "they do not fail")
           .What("requests per second"),
+      Flag("yield-to-host-load", ST_FIELD(server.yield_to_host_load),
+           "impact control that follows the host's load: every second the "
+           "three limits above are scaled by a factor, 1 while no other work "
+           "uses the host's CPU (/proc/stat less the peer's own), down to "
+           "--yield-floor while it takes all of it, back up when it stops; "
+           "needs at least one of the limits"),
+      Opt("yield-floor", T::kRate, "FRACTION", ST_FIELD(server.yield_floor), "0.1",
+          "the least factor --yield-to-host-load scales the limits by")
+          .Bounds(0.01, 1),
       Opt("scrub-interval", T::kSeconds, "SECONDS", ST_FIELD(server.scrub_interval_s), "86400",
           "seconds between scrubs, which remove records the namespace does not "
           "commit to this peer (needs --namespace); 0: only on a SCRUB request"),

@@ -58,7 +58,7 @@ enum class OptionType : uint8_t {
   kPort,      // an integer 0..65535
   kCount,     // an integer in [min, max]
   kSeconds,   // a finite number of seconds in [min, max]
-  kRate,      // a finite number per second in [min, max], stored times `scale`
+  kRate,      // a finite number (per second, or a plain fraction) in [min, max], times `scale`
   kBytes,     // an integer with an optional K, M, G or T suffix, in [min, max]
   kOps,       // capability operations: a number or names joined by '+' (capability.h)
   kFileId,    // a file id, decimal or 0x hex

@@ -56,11 +56,13 @@ bool SplitHostPort(const std::string& addr, std::string* host, std::string* port
 
 namespace {
 
-// A bucket for `rate` units per second holding a tenth of a second's worth
+// A bucket for `rate` units per second holds a tenth of a second's worth
 // (at least `least`, so one request of that cost always fits).
+double BurstFor(double rate, double least) { return std::max(rate * 0.1, least); }
+
 TokenBucket MakeBucket(double rate, double least) {
   if (rate <= 0) return TokenBucket();
-  return TokenBucket(rate, std::max(rate * 0.1, least));
+  return TokenBucket(rate, BurstFor(rate, least));
 }
 
 }  // namespace
@@ -82,6 +84,9 @@ std::string Server::RenderMetrics() {
   g.capacity_bytes = store_->capacity();
   store_->FsSpace(&g.fs_total_bytes, &g.fs_free_bytes);
   g.throttled = throttled_.load();
+  g.impact_scale = impact_scale_.load();
+  g.yield_enabled = host_load_ != nullptr;
+  g.host_other_cpu = host_other_cpu_.load();
   g.getlocal_rounds = round_count();
   g.peer_id = store_->peer_id();
   if (mirror_) {
@@ -131,7 +136,58 @@ double Server::Admit(Connection* conn, const FrameHeader& h) {
   return 0;
 }
 
+void Server::SampleHostLoad() {
+  host_load_timer_ = loop_->AddTimer(options_.host_load_period_s, [this] { SampleHostLoad(); });
+  CpuTimes t;
+  Status s = options_.cpu_sampler ? options_.cpu_sampler(&t) : ReadCpuTimes(&t);
+  if (!s.ok()) {
+    if (!sampler_failed_) {
+      ST_LOG_WARN("--yield-to-host-load: cannot sample the CPU (%s); the limits stay as they are",
+                  s.ToString().c_str());
+    }
+    sampler_failed_ = true;
+    return;
+  }
+  sampler_failed_ = false;
+  const double before = host_load_->scale();
+  const double scale = host_load_->Update(t);
+  host_other_cpu_ = host_load_->other_load();
+  if (scale != before) ScaleLimits(scale);
+  // One INFO line when the peer starts or stops yielding, at most one a
+  // minute (a host hovering at the noise band would flap); the rest DEBUG.
+  const bool yielding = scale < 1;
+  if (yielding != yielding_) {
+    const double now = EventLoop::Now();
+    const bool info = now - yield_logged_at_ >= 60;
+    if (info) yield_logged_at_ = now;
+    if (yielding) {
+      Log(info ? LogLevel::kInfo : LogLevel::kDebug,
+          "yielding to the host's load: other processes use %.0f%% of its CPU, limits at %.2f",
+          100 * host_load_->other_load(), scale);
+    } else {
+      Log(info ? LogLevel::kInfo : LogLevel::kDebug,
+          "the host's load is gone: impact-control limits whole again");
+    }
+    yielding_ = yielding;
+  } else if (scale != before) {
+    ST_LOG_DEBUG("host load: other processes %.0f%% of the CPU, own %.0f%%, limits at %.2f",
+                 100 * host_load_->other_load(), 100 * host_load_->own_load(), scale);
+  }
+}
+
+void Server::ScaleLimits(double scale) {
+  impact_scale_ = scale;
+  const double now = EventLoop::Now();
+  const double w = options_.max_write_bytes_per_s * scale;
+  const double r = options_.max_read_bytes_per_s * scale;
+  const double q = options_.max_requests_per_s * scale;
+  write_bucket_.SetRate(now, w, BurstFor(w, 1));
+  read_bucket_.SetRate(now, r, BurstFor(r, 1));
+  request_bucket_.SetRate(now, q, BurstFor(q, 1));
+}
+
 Server::~Server() {
+  if (host_load_timer_ != 0) loop_->CancelTimer(host_load_timer_);
   for (auto& kv : inbound_) {
     if (kv.second.probation_timer != 0) loop_->CancelTimer(kv.second.probation_timer);
   }
@@ -182,6 +238,19 @@ Status Server::Start() {
       mirror_ = std::make_unique<MetaMirror>(loop_, store_, mo);
       mirror_->Start();
     }
+  }
+
+  if (options_.yield_to_host_load && options_.max_write_bytes_per_s <= 0 &&
+      options_.max_read_bytes_per_s <= 0 && options_.max_requests_per_s <= 0) {
+    ST_LOG_WARN("--yield-to-host-load has no limit to scale: give --max-write-mb-per-s, "
+                "--max-read-mb-per-s or --max-request-rate; the host's load is not followed");
+  } else if (options_.yield_to_host_load) {
+    ST_LOG_INFO(
+        "impact control follows the host's load: its limits scaled between %.2f and 1 by what "
+        "other processes use of the CPU, every %g s",
+        options_.yield_floor, options_.host_load_period_s);
+    host_load_ = std::make_unique<HostLoadController>(options_.yield_floor);
+    SampleHostLoad();  // the base of the first interval; then one sample a period
   }
 
   return loop_->AddFd(listen_fd_, EventLoop::kReadable, [this](int) { OnAccept(); });

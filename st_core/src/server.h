@@ -26,6 +26,7 @@
 #include "connection.h"
 #include "event_loop.h"
 #include "get_local.h"
+#include "host_load.h"
 #include "meta_mirror.h"
 #include "metrics.h"
 #include "record_store.h"
@@ -54,6 +55,14 @@ struct ServerOptions {
   double max_write_bytes_per_s = 0;
   double max_read_bytes_per_s = 0;
   double max_requests_per_s = 0;
+  // Yielding to the host's own load (host_load.h; FreeLoader 4.2): every
+  // host_load_period_s the limits above are scaled by a factor, from 1 while
+  // no other work uses the host's CPU down to yield_floor while it does.
+  bool yield_to_host_load = false;
+  double yield_floor = 0.1;
+  double host_load_period_s = 1;
+  // Where the samples come from; empty: /proc (ReadCpuTimes). (Tests inject them.)
+  std::function<Status(CpuTimes*)> cpu_sampler;
   double scrub_interval_s = 86400;  // periodic scrubs (needs namespace_dir); 0: only on SCRUB
   double scrub_age_s = 3600;        // the scrubber never removes anything younger
   // Infofile mirrors for recovery without the namespace (meta_mirror.h;
@@ -171,6 +180,11 @@ class Server : public Connection::Handler, public GetLocal::Host {
   uint64_t ring_auths_sent() const { return ring_auths_sent_.load(); }
   // Requests held back by impact control so far (any thread may read it).
   uint64_t throttled() const { return throttled_.load(); }
+  // The factor --yield-to-host-load applies to the limits now (1 without
+  // it), and the share of the host's CPU other processes used over the last
+  // period (any thread may read them).
+  double impact_scale() const { return impact_scale_.load(); }
+  double host_other_cpu() const { return host_other_cpu_.load(); }
   PeerMetrics* metrics() { return &metrics_; }
   // The Prometheus exposition of metrics() and the peer's gauges (loop thread).
   std::string RenderMetrics();
@@ -329,6 +343,17 @@ class Server : public Connection::Handler, public GetLocal::Host {
   TokenBucket read_bucket_;
   TokenBucket request_bucket_;
   std::atomic<uint64_t> throttled_{0};
+  // --yield-to-host-load: a sample every host_load_period_s, which scales
+  // the three buckets' rates.
+  void SampleHostLoad();
+  void ScaleLimits(double scale);
+  std::unique_ptr<HostLoadController> host_load_;
+  EventLoop::TimerId host_load_timer_ = 0;
+  std::atomic<double> impact_scale_{1};
+  std::atomic<double> host_other_cpu_{0};
+  bool yielding_ = false;          // the factor is below 1
+  double yield_logged_at_ = -1e9;  // the last INFO line about it (at most one a minute)
+  bool sampler_failed_ = false;    // logged once
   PeerMetrics metrics_;
   // Requests in flight on outgoing links: link id -> seq -> call.
   std::unordered_map<uint64_t, std::unordered_map<uint64_t, LinkCall>> link_calls_;

@@ -40,6 +40,18 @@ class TokenBucket {
     tokens_ -= cost;
   }
 
+  // A new rate (> 0) and burst from `now` on, for limits that follow the
+  // host's load (host_load.h): what accrued until now at the old rate is
+  // kept up to the new burst, and a debt stays a debt, paid at the new rate.
+  // An unlimited bucket stays unlimited.
+  void SetRate(double now, double rate, double burst) {
+    if (!limited() || rate <= 0) return;
+    Refill(now);
+    rate_ = rate;
+    burst_ = burst;
+    tokens_ = std::min(tokens_, burst_);
+  }
+
   double tokens() const { return tokens_; }
 
  private:
