@@ -36,8 +36,9 @@ from .replication import PROTOCOLS
 
 # Names are data: record and file names may hold "[", "]" or anything else,
 # so nothing user-given is ever read as rich markup or highlighted; colour
-# comes from explicit styles (say()).
-console = Console(markup=False, highlight=False)
+# comes from explicit styles (say()). Lines are never wrapped (soft_wrap):
+# a long path piped to a file stays one line.
+console = Console(markup=False, highlight=False, soft_wrap=True)
 DATA_DEFAULT = "st-data"
 
 
@@ -114,15 +115,39 @@ def emit(rows: list[dict], fmt: str, title: str | None = None, sizes: tuple[str,
             w.writeheader()
             w.writerows(rows)
         return
+    if not rows:  # no table, and no empty line either
+        if title:
+            click.echo(title)
+        return
+    cols = list(rows[0])
+    cells = [["" if r[c] is None else human_bytes(r[c]) if c in sizes and isinstance(r[c], int)
+              else f"{r[c]:,}" if isinstance(r[c], int) and not isinstance(r[c], bool) else str(r[c])
+              for c in cols] for r in rows]
+    justify = ["right" if c in sizes or c in right else "left" for c in cols]
+    if not console.is_terminal:  # piped: plain columns, one line per row, whatever the width
+        click.echo(plain_table(cols, cells, justify, title))
+        return
     tab = Table(title=Text(title) if title else None, box=None)
-    cols = list(rows[0]) if rows else []
-    for col in cols:
-        tab.add_column(Text(col), justify="right" if col in sizes or col in right else "left", overflow="fold")
-    for r in rows:  # cells as Text: a name like "run[bold]2" is shown as it is
-        tab.add_row(*[Text("" if r[c] is None else human_bytes(r[c]) if c in sizes and isinstance(r[c], int)
-                           else f"{r[c]:,}" if isinstance(r[c], int) and not isinstance(r[c], bool) else str(r[c]))
-                      for c in cols])
+    for col, j in zip(cols, justify):
+        tab.add_column(Text(col), justify=j, overflow="fold")  # type: ignore[arg-type]
+    for row in cells:  # cells as Text: a name like "run[bold]2" is shown as it is
+        tab.add_row(*[Text(v) for v in row])
     console.print(tab)
+
+
+def plain_table(cols: list[str], cells: list[list[str]], justify: list[str], title: str | None = None) -> str:
+    """A table as plain text for pipes and files: a header line, then one
+    line per row, columns two spaces apart and as wide as their widest cell
+    (never wrapped or cut), no trailing spaces; ``title`` first if given.
+    Line breaks and tabs inside a cell are shown as ``\\n`` and ``\\t``."""
+    cells = [[v.replace("\n", "\\n").replace("\t", "\\t") for v in row] for row in cells]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if j == "right" else v.ljust(w)
+                         for v, w, j in zip(values, widths, justify)).rstrip()
+
+    return "\n".join(([title] if title else []) + [line(cols)] + [line(row) for row in cells])
 
 
 tracker_opt = click.option("--tracker", envvar="STORETORRENT_TRACKER", help="tracker HOST:PORT")
@@ -146,18 +171,22 @@ def cli() -> None:
               help="users file (API keys, groups, quotas); see `storetorrent user add`")
 @click.option("--port", "tracker_port", type=int, default=0,
               help="the tracker's port (default: the last run's, else a free one)")
+@click.option("--metrics-port", type=int, default=0,
+              help="the tracker's status page and metrics port (default: the last run's, else a free one)")
 @click.option("--repair-interval", type=float, default=30.0, show_default=True,
-              help="seconds between repair passes (pending copies, long-failed peers); 0: no repair")
+              help="seconds between full repair passes (pending copies, long-failed peers); a peer returning or "
+                   "failed --failed-after starts one at once; 0: no repair")
 @click.option("--failed-after", type=float, default=600.0, show_default=True,
               help="repair restores the copies of a peer failed this long (seconds)")
 def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, users_file, tracker_port: int,
-       repair_interval: float, failed_after: float) -> None:
+       metrics_port: int, repair_interval: float, failed_after: float) -> None:
     """Run a local cluster (tracker and PEERS peers under DATA) until Ctrl-C.
 
     A daemon that dies is restarted on its port with backoff while the others
-    keep serving; the tracker and peers come back on the same ports after
-    `up` itself is restarted. Capabilities are always on (a key is made in
-    DATA/secret.key). docs/deployment.md, "A local cluster"."""
+    keep serving; the tracker (its gRPC and status page ports) and peers come
+    back on the same ports after `up` itself is restarted. Capabilities are
+    always on (a key is made in DATA/secret.key). docs/deployment.md, "A
+    local cluster"."""
     from . import logs
     from .cluster import LocalCluster
     from .supervisor import Supervisor
@@ -165,7 +194,7 @@ def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, u
     logs.setup("INFO", "text")  # the daemons' format (docs/operations.md, "Logs")
     cluster = LocalCluster(Path(data), n_peers=peers, announce_interval=announce_interval, die_with_parent=True,
                            tls=tls, mutual_tls=mtls, users_file=Path(users_file).resolve() if users_file else None,
-                           tracker_port=tracker_port, keep_layout=True)
+                           tracker_port=tracker_port, metrics_port=metrics_port, keep_layout=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -174,6 +203,7 @@ def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, u
     if repair_interval > 0:
         threading.Thread(target=_repair_loop, args=(cluster, repair_interval, failed_after, stop),
                          name="repair", daemon=True).start()
+    # One line per item, never wrapped (console: soft_wrap), no empty lines.
     try:
         console.print(f"tracker  {cluster.tracker_addr}")
         if cluster.tracker is not None and cluster.tracker.metrics_addr:
@@ -196,22 +226,29 @@ def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, u
 
 
 def _repair_loop(cluster, interval: float, failed_after: float, stop: threading.Event) -> None:
-    """``storetorrent up``'s healer: repair passes until ``stop``."""
+    """``storetorrent up``'s healer: the repair service of ``storetorrent
+    repair --watch`` (st_py.repair.watch: a pass every ``interval`` seconds,
+    and at once when a peer returns or has been failed ``failed_after``
+    seconds), reporting its progress to the tracker, until ``stop``."""
     import logging
 
     from . import repair as rp
+    from .client import Client
 
     log = logging.getLogger("storetorrent.repair")
-    while not stop.wait(interval):
-        try:
-            from .client import Client
 
+    def show(r) -> None:
+        if r.pending_found or r.lost_peers or not r.complete:
+            log.info("repair %s", r.as_dict())
+
+    while not stop.is_set():
+        try:
             with Client(cluster.tracker_addr, tls=cluster.client_tls) as c:
-                for r in rp.repair(c, failed_after=failed_after):
-                    if r.pending_found or r.lost_peers or not r.complete:
-                        log.info("repair %s", r.as_dict())
-        except Exception as e:  # the tracker restarting, ...: next pass
-            log.warning("repair pass failed: %s", e)
+                rp.watch(c, interval, failed_after, on_report=show, stop=stop.is_set,
+                         poll=min(rp.DEFAULT_POLL_S, cluster.announce_interval))
+        except Exception as e:  # the tracker restarting on a new port, ...: start again
+            log.warning("repair service stopped (%s); starting it again", e)
+            stop.wait(min(interval, 5.0))
 
 
 @cli.command()
@@ -279,7 +316,7 @@ def put(tracker, data, file, paths, replication, protocol, placement, filters, p
                              filters=list(filters))
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
                TransferSpeedColumn(), TimeRemainingColumn())
-    with f, Progress(*columns, console=console, transient=True) as prog:
+    with f, Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as prog:
         task = prog.add_task(f"put {file}", total=total)
         report = upload(f, items, prefix=prefix, skip_existing=skip_existing, replace=replace,
                         on_bytes=lambda n: prog.advance(task, n))
@@ -477,23 +514,56 @@ def sql(tracker, data, query, files, fmt) -> None:
 @data_opt
 @format_opt
 def status(tracker, data, fmt) -> None:
-    """Peers, their liveness (or drain state: draining, retired) and space,
-    and the file count."""
+    """Peers (name, liveness or drain state, uptime, restarts, space), the
+    file count, the records short of copies and the files affected (counted
+    by the tracker every few seconds), and the repair service's progress."""
     from .client import Client
 
     st = Client(_tracker(tracker, data)).status()
-    rows = [{"peer": p.addr, "state": _peer_state(p), "records": p.records,
-             "used_bytes": p.used_bytes, "free_bytes": p.free_bytes, "reserved_bytes": p.reserved_bytes,
-             "load": round(p.load, 2), "last_announce_s": round(p.last_announce_age_s, 1)} for p in st.peers]
+    rows = [{"name": p.name, "peer": p.addr, "state": _peer_state(p), "up_s": round(p.uptime_s, 1) if p.uptime_s
+             else None, "restarts": p.restarts, "records": p.records, "used_bytes": p.used_bytes,
+             "free_bytes": p.free_bytes, "reserved_bytes": p.reserved_bytes, "load": round(p.load, 2),
+             "last_announce_s": round(p.last_announce_age_s, 1)} for p in st.peers]
     if fmt == "json":  # the cluster summary too
         import json
 
-        click.echo(json.dumps({"alive_peers": st.alive_peers, "failed_peers": st.failed_peers, "files": st.files,
-                               "capacity_bytes": st.capacity_bytes, "free_bytes": st.free_bytes, "peers": rows},
-                              indent=1))
+        r = st.repair
+        click.echo(json.dumps({
+            "alive_peers": st.alive_peers, "failed_peers": st.failed_peers, "files": st.files,
+            "capacity_bytes": st.capacity_bytes, "used_bytes": st.used_bytes, "free_bytes": st.free_bytes,
+            "filesystems": st.filesystems, "records_short": st.records_short, "files_short": st.files_short,
+            "records_pending": st.records_pending, "counted_s_ago": round(st.short_age_s, 1),
+            "repair": {"repairer": r.repairer, "running": r.running, "reason": r.reason, "files_done": r.files_done,
+                       "files_total": r.files_total, "copies_stored": r.copies_stored,
+                       "copies_restored": r.copies_restored, "records_left": r.records_left,
+                       "pass_seconds": round(r.pass_seconds, 3), "passes": r.passes,
+                       "reported_s_ago": round(r.age_s, 1)} if r.repairer else None,
+            "peers": rows}, indent=1))
         return
-    emit(rows, fmt, title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files",
-         sizes=("used_bytes", "free_bytes", "reserved_bytes"), right=("records", "load", "last_announce_s"))
+    emit(rows, fmt, title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files; "
+                          f"{_copies_line(st)}; {_repair_line(st.repair)}",
+         sizes=("used_bytes", "free_bytes", "reserved_bytes"),
+         right=("up_s", "restarts", "records", "load", "last_announce_s"))
+
+
+def _copies_line(st) -> str:
+    """``12 records short of copies in 1 file`` (the tracker's count)."""
+    if st.short_age_s < 0:
+        return "copies not counted yet"
+    if not st.records_short:
+        return "no record short of copies"
+    return (f"{st.records_short:,} record{'' if st.records_short == 1 else 's'} short of copies in "
+            f"{st.files_short:,} file{'' if st.files_short == 1 else 's'}")
+
+
+def _repair_line(r) -> str:
+    """What the repair service last reported, in a few words."""
+    if not r.repairer:
+        return "no repair service (storetorrent repair --watch)"
+    if r.running:
+        return (f"repair running ({r.reason}): file {r.files_done:,} of {r.files_total:,}, "
+                f"{r.copies_stored + r.copies_restored:,} copies written")
+    return f"repair idle, reported {r.age_s:.0f} s ago"
 
 
 def _peer_state(p) -> str:
@@ -614,7 +684,7 @@ def rebalance(tracker, data, files, lost, spread, all_files, tolerance, max_mb_p
     c = Client(_tracker(tracker, data))
     ok = True
     for name in files:
-        with Progress(console=console, transient=True) as bar:
+        with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
             task = bar.add_task(f"rebalance {name}", total=None)
             r = c.rebalance(name, list(lost) or None,
                             progress=lambda done, total, task=task: bar.update(task, completed=done, total=total))
@@ -636,7 +706,8 @@ def _move_progress(label: str):
     """A transient progress bar and its callback(file, moved, planned)."""
     from rich.progress import Progress
 
-    bar = Progress(console=Console(stderr=True, markup=False, highlight=False), transient=True)
+    err = Console(stderr=True, markup=False, highlight=False)
+    bar = Progress(console=err, transient=True, disable=not err.is_terminal)  # no bar, no empty line in a pipe
     task = bar.add_task(label, total=None)
 
     def update(file: str, done: int, total: int) -> None:
@@ -734,17 +805,26 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
 @data_opt
 @format_opt
 @click.argument("files", nargs=-1)
-@click.option("--watch", is_flag=True, help="repeat every --interval seconds until interrupted")
-@click.option("--interval", type=float, default=10.0, show_default=True, help="seconds between passes (--watch)")
+@click.option("--watch", is_flag=True,
+              help="the repair service: a pass every --interval seconds, and at once when a peer returns or has "
+                   "been failed --failed-after, until interrupted (SIGINT, SIGTERM)")
+@click.option("--interval", type=float, default=10.0, show_default=True,
+              help="seconds between full passes (--watch)")
+@click.option("--poll", type=float, default=1.0, show_default=True,
+              help="seconds between looks at the tracker's status for returning or lost peers (--watch)")
 @click.option("--failed-after", type=float, default=600.0, show_default=True,
               help="seconds a peer must have been failed before its copies are restored elsewhere")
-def repair(tracker, data, fmt, files, watch, interval, failed_after) -> None:
+def repair(tracker, data, fmt, files, watch, interval, poll, failed_after) -> None:
     """Bring every record of FILES (default: all files) back to F stored copies.
 
     Stores the copies async protocols left pending, on their holder if it is
     live (a returning peer catches up) or on another peer, and restores the
     copies of peers failed longer than --failed-after (docs/replication.md,
     "Repair"). Without --watch, exits with status 1 if a file is not complete.
+    With --watch it is the cluster's repair service (a systemd unit:
+    deploy/storetorrent-repair.service); it reports its progress to the
+    tracker (`storetorrent status`, the status page) and logs each pass that
+    did something.
     """
     from . import repair as rp
     from .client import Client
@@ -758,12 +838,15 @@ def repair(tracker, data, fmt, files, watch, interval, failed_after) -> None:
         emit([r.as_dict()], fmt, sizes=sizes)
 
     if watch:
-        try:
-            rp.watch(c, interval, failed_after, list(files) or None, on_report=show)
-        except KeyboardInterrupt:
-            pass
+        from . import logs
+
+        logs.setup("INFO", "text")  # pass summaries and warnings on stderr (the journal under systemd)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        rp.watch(c, interval, failed_after, list(files) or None, on_report=show, stop=stop.is_set, poll=poll)
         return
-    reports = rp.repair(c, list(files) or None, failed_after)
+    reports = rp.repair(c, list(files) or None, failed_after, report=True)
     emit([r.as_dict() for r in reports], fmt, title="repair")
     if not all(r.complete for r in reports):
         sys.exit(1)

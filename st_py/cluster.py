@@ -9,7 +9,8 @@ line. Layout under the data folder::
     <data>/peers/peer-<i>/     each peer's record store
     <data>/logs/               daemons' stderr
     <data>/cluster.json        addresses, for the CLI (while it runs)
-    <data>/layout.json         ports, reused by the next start (keep_layout)
+    <data>/layout.json         ports (tracker, its status page, peers), reused
+                               by the next start (keep_layout)
 """
 
 from __future__ import annotations
@@ -196,6 +197,9 @@ class LocalCluster:
     tracker: Daemon | None = None
     peers: list[Daemon | None] = field(default_factory=list)
     tracker_port: int = 0
+    # The tracker's status page and metrics port (--metrics-port; 0: a free one);
+    # kept, like tracker_port, when the tracker is restarted.
+    metrics_port: int = 0
     _clients: list = field(default_factory=list, init=False, repr=False, compare=False)  # closed by stop()
 
     def __post_init__(self) -> None:
@@ -259,14 +263,18 @@ class LocalCluster:
 
             make_local_ca(self.tls_dir, ["127.0.0.1", "localhost"], [current_user() or "user", "peer"])
         ports = self._last_layout() if self.keep_layout else {}
-        if ports.get("tracker") and not self.tracker_port:
-            self.tracker_port = ports["tracker"]
+        reused = []  # the last run's ports: any port if one is taken now
+        for key, attr in (("tracker", "tracker_port"), ("metrics", "metrics_port")):
+            if ports.get(key) and not getattr(self, attr):
+                setattr(self, attr, ports[key])
+                reused.append(attr)
         try:
             self.start_tracker()
         except RuntimeError:
-            if not ports.get("tracker") or self.tracker_port != ports["tracker"]:
+            if not reused:
                 raise
-            self.tracker_port = 0  # the old port is taken: any port
+            for attr in reused:
+                setattr(self, attr, 0)
             self.start_tracker()
         peer_ports = ports.get("peers", [])
         for i in range(self.n_peers):
@@ -285,7 +293,7 @@ class LocalCluster:
     def start_tracker(self) -> Daemon:
         argv = [sys.executable, "-m", "st_py.tracker", "--root", str(self.namespace),
                 "--state-dir", str(self.data_dir / "tracker"), "--port", str(self.tracker_port),
-                "--announce-interval", str(self.announce_interval), "--metrics-port", "0"]
+                "--announce-interval", str(self.announce_interval), "--metrics-port", str(self.metrics_port)]
         if self.auth:
             argv += ["--key-file", str(self.key_file), "--capability-ttl", str(self.capability_ttl)]
         if self.users_file:
@@ -302,7 +310,9 @@ class LocalCluster:
                                              env.get("PYTHONPATH", "")])
         self.tracker = Daemon("tracker", argv, self.data_dir / "logs" / "tracker.log", env=env,
                               die_with_parent=self.die_with_parent)
-        self.tracker_port = int(self.tracker.addr.rsplit(":", 1)[1])  # same port after a restart
+        self.tracker_port = int(self.tracker.addr.rsplit(":", 1)[1])  # same ports after a restart
+        if self.tracker.metrics_addr:
+            self.metrics_port = int(self.tracker.metrics_addr.rsplit(":", 1)[1])
         return self.tracker
 
     def start_peer(self, i: int, port: int = 0, extra_args: list[str] | tuple[str, ...] = ()) -> Daemon:
@@ -421,9 +431,11 @@ class LocalCluster:
 
     def _write_cluster_file(self) -> None:
         info = {"tracker": self.tracker_addr, "peers": self.peer_addrs, "namespace": str(self.namespace),
-                "pid": os.getpid(), "tls": list(self.client_tls)}
+                "pid": os.getpid(), "tls": list(self.client_tls),
+                "status": self.tracker.metrics_addr if self.tracker is not None else None}
         (self.data_dir / CLUSTER_FILE).write_text(json.dumps(info, indent=1))
-        layout = {"tracker": self.tracker_port, "peers": [int(a.rsplit(":", 1)[1]) for a in self.peer_addrs]}
+        layout = {"tracker": self.tracker_port, "metrics": self.metrics_port,
+                  "peers": [int(a.rsplit(":", 1)[1]) for a in self.peer_addrs]}
         (self.data_dir / "layout.json").write_text(json.dumps(layout))
 
     def _last_layout(self) -> dict:

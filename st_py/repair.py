@@ -17,18 +17,25 @@ Two kinds of damage, two steps per file:
    held. A peer that comes back sooner keeps its copies.
 
 :func:`repair` does one pass; :func:`watch` repeats it (``storetorrent
-repair --watch``), which is how a cluster heals without an operator.
+repair --watch``, deploy/storetorrent-repair.service), which is how a
+cluster heals without an operator: it looks at the tracker's status every
+second and repairs at once when a peer returns (it catches up on the copies
+pending for it) or has been failed ``failed_after`` seconds, and reports
+its progress to the tracker, which shows it with the records short of
+copies it counts itself (docs/operations.md, "Status page").
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ._proto import tracker_pb2 as pb
-from .errors import PeerError, PeerUnavailableError, StoreTorrentError
+from .errors import PeerError, PeerUnavailableError, StoreTorrentError, TrackerUnavailableError
 from .protocol import FLAG_REPLACE, put_prefix
 from .rebalance import rebalance
 
@@ -190,23 +197,22 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
 
 
 def repair(client, names: Iterable[str] | None = None, failed_after: float | None = DEFAULT_FAILED_AFTER_S,
-           on_report: Callable[[RepairReport], None] | None = None) -> list[RepairReport]:
+           on_report: Callable[[RepairReport], None] | None = None, report: bool = False) -> list[RepairReport]:
     """One repair pass over ``names`` (default: every file of the namespace).
 
     A file that cannot be repaired now (tracker error, too few peers) is
     logged and reported with a conflict; the pass goes on with the others.
+    With ``report``, the pass's progress goes to the tracker as the repair
+    service's does (:func:`watch`), with the reason ``storetorrent repair``.
+
+    Raises
+    ------
+    TrackerUnavailableError
+        Listing the namespace failed (default ``names`` only).
     """
-    out = []
-    for name in (list(names) if names is not None else list(all_files(client))):
-        try:
-            r = repair_file(client, name, failed_after)
-        except StoreTorrentError as e:
-            log.warning("repair of %s failed: %s", name, e)
-            r = RepairReport(name, conflicts=[str(e)])
-        out.append(r)
-        if on_report:
-            on_report(r)
-    return out
+    files = list(names) if names is not None else list(all_files(client))
+    return _one_pass(client, files, failed_after, "storetorrent repair", on_report,
+                     _Reporter(client if report else None, None), lambda: False)
 
 
 def all_files(client, path: str = "/") -> Iterable[str]:
@@ -218,17 +224,219 @@ def all_files(client, path: str = "/") -> Iterable[str]:
             yield e.name
 
 
+@dataclass(frozen=True)
+class PeerLook:
+    """One peer as a look at the tracker's status saw it (plain data)."""
+
+    peer_id: str
+    addr: str
+    name: str
+    alive: bool
+    restarts: int
+    lost: bool  # failed for at least ``failed_after`` seconds
+
+    @property
+    def label(self) -> str:
+        """``peer-1 (10.0.0.7:7100)``, or the address alone."""
+        return f"{self.name} ({self.addr})" if self.name else self.addr
+
+
+@dataclass
+class ClusterLook:
+    """What the repair service needs of one ``Status`` reply: each peer's
+    liveness, restarts and loss, and the tracker's count of records with a
+    copy pending (docs/operations.md, "Status page")."""
+
+    peers: dict[str, PeerLook]
+    records_pending: int = 0
+    records_short: int = 0
+
+
+def look(status, failed_after: float) -> ClusterLook:
+    """A :class:`ClusterLook` of a ``Client.status()`` reply; a peer failed
+    for at least ``failed_after`` seconds is lost."""
+    peers = {p.peer_id: PeerLook(p.peer_id, p.addr, p.name, p.alive, p.restarts,
+                                 not p.alive and p.last_announce_age_s >= failed_after) for p in status.peers}
+    return ClusterLook(peers, status.records_pending, status.records_short)
+
+
+def wake_reasons(before: ClusterLook, after: ClusterLook) -> list[str]:
+    """Why a repair pass should run now rather than at its interval, from
+    two looks at the tracker (empty: no reason). A peer that returned,
+    restarted or joined can take the copies pending for it (it catches up,
+    paper 4.5); a peer newly lost has its copies restored elsewhere; more
+    records with a copy pending (a writer died, a verifier quarantined a
+    copy) are stored."""
+    out = []
+    for pid, p in after.peers.items():
+        b = before.peers.get(pid)
+        if p.alive and b is None:
+            out.append(f"peer {p.label} joined")
+        elif p.alive and b is not None and not b.alive:
+            out.append(f"peer {p.label} returned")
+        elif p.alive and b is not None and p.restarts > b.restarts:
+            out.append(f"peer {p.label} restarted")
+        if p.lost and (b is None or not b.lost):
+            out.append(f"peer {p.label} failed longer than --failed-after")
+    if after.records_pending > before.records_pending:
+        out.append(f"{after.records_pending:,} records with a copy pending")
+    return out
+
+
+@dataclass
+class PassProgress:
+    """A repair pass as the repair service reports it to the tracker
+    (``ReportRepair``) and to ``on_progress``: plain data, counts of
+    files and copies, ``seconds`` since the pass started (or its length once
+    done), ``passes`` finished since the service started."""
+
+    reason: str = ""
+    running: bool = False
+    files_done: int = 0
+    files_total: int = 0
+    copies_stored: int = 0
+    copies_restored: int = 0
+    records_left: int = 0
+    seconds: float = 0.0
+    passes: int = 0
+
+
+DEFAULT_POLL_S = 1.0  # how often the repair service looks at the tracker's status
+HEARTBEAT_S = 10.0  # an idle repair service reports at least this often
+REPORT_EVERY_S = 1.0  # a running pass reports at most this often
+
+
 def watch(client, interval: float = 10.0, failed_after: float = DEFAULT_FAILED_AFTER_S,
           names: Iterable[str] | None = None, on_report: Callable[[RepairReport], None] | None = None,
-          stop: Callable[[], bool] = lambda: False) -> None:
-    """Repair every ``interval`` seconds until ``stop()`` is true
-    (``storetorrent repair --watch``)."""
+          stop: Callable[[], bool] = lambda: False, poll: float = DEFAULT_POLL_S,
+          on_progress: Callable[[PassProgress], None] | None = None, report: bool = True) -> None:
+    """The repair service (``storetorrent repair --watch``): repair passes
+    until ``stop()`` is true.
+
+    A pass runs at start, every ``interval`` seconds, and at once when a
+    look at the tracker's status (every ``poll`` seconds, one ``Status``
+    RPC: the tracker counts pending copies itself, off its event loop)
+    gives a reason (:func:`wake_reasons`): a peer returned, restarted or
+    joined (its pending copies are stored on it: it catches up), a peer has
+    been failed ``failed_after`` seconds (its copies are restored
+    elsewhere), or more records have a copy pending.
+
+    With ``report``, the progress of each pass (and, while idle, a heartbeat
+    every ``HEARTBEAT_S``) goes to the tracker (``ReportRepair``), which
+    shows it in ``storetorrent status`` and on its status page; a tracker
+    that refuses the report (not an admin, an older tracker) is not asked
+    again. ``on_report`` gets each file's :class:`RepairReport`,
+    ``on_progress`` each :class:`PassProgress`. Errors reaching the tracker
+    are logged and retried; they never end the watch.
+    """
+    reporter = _Reporter(client if report else None, on_progress)
+    last: ClusterLook | None = None
+    reason = "start"
+    next_pass = time.monotonic()
+    blind = False  # the last look failed (logged once, not every poll)
     while not stop():
-        t0 = time.monotonic()
         try:
-            repair(client, names, failed_after, on_report)
-        except StoreTorrentError as e:  # the tracker is down: try again next round
-            log.warning("repair pass failed: %s", e)
-        deadline = t0 + interval
+            now_look: ClusterLook | None = look(client.status(), failed_after)
+            if blind:
+                log.info("repair: the tracker's status can be read again")
+            blind = False
+        except StoreTorrentError as e:  # the tracker is down: look again next round
+            if not blind:
+                log.warning("repair: cannot read the tracker's status (looking again every %g s): %s", poll, e)
+            blind, now_look = True, None
+        if now_look is not None:
+            if last is not None:
+                why = wake_reasons(last, now_look)
+                if why:
+                    reason, next_pass = "; ".join(why), time.monotonic()
+            last = now_look
+        if time.monotonic() >= next_pass:
+            _one_pass(client, names, failed_after, reason, on_report, reporter, stop)
+            reason, next_pass = "interval", time.monotonic() + interval
+        else:
+            reporter.heartbeat()
+        deadline = min(next_pass, time.monotonic() + poll)
         while not stop() and time.monotonic() < deadline:
-            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+
+def _one_pass(client, names: Iterable[str] | None, failed_after: float | None, reason: str,
+              on_report: Callable[[RepairReport], None] | None, reporter: _Reporter,
+              stop: Callable[[], bool]) -> list[RepairReport]:
+    """Repair ``names`` (default: every file), keeping ``reporter.progress``
+    up to date and sending it; returns each file's report."""
+    out: list[RepairReport] = []
+    t0 = time.monotonic()
+    prog = reporter.progress
+    prog.reason, prog.running, prog.seconds = reason, True, 0.0
+    prog.files_done = prog.copies_stored = prog.copies_restored = prog.records_left = 0
+    try:
+        files = list(names) if names is not None else list(all_files(client))
+    except StoreTorrentError as e:
+        log.warning("repair pass (%s) failed: %s", reason, e)
+        prog.running = False
+        reporter.send(force=True)
+        return out
+    prog.files_total = len(files)
+    reporter.send(force=True)
+    for name in files:
+        if stop():
+            break
+        try:
+            r = repair_file(client, name, failed_after)
+        except StoreTorrentError as e:
+            log.warning("repair of %s failed: %s", name, e)
+            r = RepairReport(name, conflicts=[str(e)])
+        prog.files_done += 1
+        prog.copies_stored += r.pending_stored
+        prog.copies_restored += r.copies_restored
+        prog.records_left += len(set(r.pending_left) | set(r.unavailable) | set(r.under_replicated))
+        prog.seconds = time.monotonic() - t0
+        out.append(r)
+        if on_report:
+            on_report(r)
+        reporter.send()
+    prog.running, prog.seconds = False, time.monotonic() - t0
+    prog.passes += 1
+    if prog.copies_stored or prog.copies_restored or prog.records_left:
+        log.info("repair pass (%s): %d files, %d pending copies stored, %d copies restored, %d records left, "
+                 "%.1f s", reason, prog.files_total, prog.copies_stored, prog.copies_restored, prog.records_left,
+                 prog.seconds)
+    reporter.send(force=True)
+    return out
+
+
+class _Reporter:
+    """Sends :class:`PassProgress` to the tracker (rate-limited, best
+    effort) and to a callback."""
+
+    def __init__(self, client, on_progress: Callable[[PassProgress], None] | None):
+        self.client = client
+        self.on_progress = on_progress
+        self.progress = PassProgress()
+        self.repairer = f"{socket.gethostname()}:{os.getpid()}"
+        self._sent = 0.0
+
+    def heartbeat(self) -> None:
+        if time.monotonic() - self._sent >= HEARTBEAT_S:
+            self.send(force=True)
+
+    def send(self, force: bool = False) -> None:
+        if not force and time.monotonic() - self._sent < REPORT_EVERY_S:
+            return
+        self._sent = time.monotonic()
+        p = self.progress
+        if self.on_progress:
+            self.on_progress(PassProgress(**vars(p)))
+        if self.client is None:
+            return
+        try:
+            self.client.tracker.report_repair(pb.RepairStatus(
+                repairer=self.repairer, running=p.running, reason=p.reason, files_done=p.files_done,
+                files_total=p.files_total, copies_stored=p.copies_stored, copies_restored=p.copies_restored,
+                records_left=p.records_left, pass_seconds=p.seconds, passes=p.passes))
+        except TrackerUnavailableError:
+            pass  # the status look says so; the next report tries again
+        except StoreTorrentError as e:  # not an admin, or a tracker without ReportRepair
+            log.warning("repair: the tracker refuses progress reports (%s); repairing without them", e)
+            self.client = None

@@ -216,6 +216,18 @@ class TrackerClient:
         except StoreTorrentError:
             pass  # best effort: the tracker also sees the missing announces
 
+    def report_repair(self, status: pb.RepairStatus) -> None:
+        """The repair service's progress (``st_py.repair.watch``): the
+        tracker keeps the last report for Status and its status page.
+
+        Raises
+        ------
+        PermissionDeniedError
+            A users file is in force and the user is not an admin.
+        TrackerUnavailableError
+        """
+        self._call("ReportRepair", pb.ReportRepairRequest(status=status, user=self.user), timeout=2.0)
+
     def report_bad_copy(self, file: str, record: str, addr: str, detail: str) -> None:
         """Tell the tracker a copy on peer ``addr`` failed a checked read
         (its CRC-32C did not match): an event on its status page and the

@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from st_py.tracker_client import TrackerClient
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
 TRACKER = [sys.executable, "-m", "st_py.tracker"]
+STORETORRENT = str(Path(sys.executable).parent / "storetorrent")  # the CLI's console script
 
 
 def toml_str(p) -> str:
@@ -177,11 +179,13 @@ def test_systemd_units_run_the_samples_hardened(peer_bin, name, sample):
     argv = shlex.split(s["ExecStart"])
     assert argv[0].startswith("/opt/storetorrent/venv/bin/")
     assert argv[argv.index("--config") + 1] == f"/etc/storetorrent/{sample}"
+    mounts = unit["Unit"]["RequiresMountsFor"].split()  # never started on an unmounted namespace
     if name == "storetorrent-peer.service":
         assert Path(argv[0]).name == "st-peer"
         flags = help_flags([peer_bin])
         rest = argv[1:]
         assert conf["data"] in writable  # the record store is writable in the sandbox
+        assert conf["namespace"] in mounts and conf["data"] in mounts
         need = 2 * conf["max-connections"] + 256
         assert int(s["LimitNOFILE"]) >= need
     else:
@@ -190,6 +194,7 @@ def test_systemd_units_run_the_samples_hardened(peer_bin, name, sample):
         rest = argv[3:]
         for key in ("root", "state-dir"):
             assert any(Path(conf[key]).is_relative_to(w) for w in writable), key
+            assert conf[key] in mounts, key
         assert int(s["LimitNOFILE"]) >= 4096
     used = [a.split("=", 1)[0] for a in rest if a.startswith("--")]
     assert used and set(used) <= flags, set(used) - flags
@@ -197,11 +202,13 @@ def test_systemd_units_run_the_samples_hardened(peer_bin, name, sample):
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None,
                     reason="systemd-analyze is not installed on this machine (the units are only parsed)")
-@pytest.mark.parametrize("name", ["storetorrent-peer.service", "storetorrent-tracker.service"])
+@pytest.mark.parametrize("name", ["storetorrent-peer.service", "storetorrent-tracker.service",
+                                  "storetorrent-repair.service"])
 def test_systemd_units_pass_systemd_analyze_verify(peer_bin, tmp_path, name):
     # systemd-analyze checks that ExecStart's program exists: point it at this machine's install
     text = (DEPLOY / name).read_text()
-    prog = peer_bin if "st-peer" in name else sys.executable
+    prog = {"storetorrent-peer.service": peer_bin, "storetorrent-tracker.service": sys.executable,
+            "storetorrent-repair.service": STORETORRENT}[name]
     text = re.sub(r"/opt/storetorrent/venv/bin/\S+", prog, text)
     unit = tmp_path / name
     unit.write_text(text)
@@ -211,3 +218,59 @@ def test_systemd_units_pass_systemd_analyze_verify(peer_bin, tmp_path, name):
                        capture_output=True, text=True, timeout=60)
     level = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout + r.stderr)
     assert level and float(level.group(1)) <= 2.0, r.stdout[-2000:]
+
+
+def test_repair_unit_runs_the_repair_service_hardened():
+    """deploy/storetorrent-repair.service: `storetorrent repair --watch`
+    with flags it has, its environment from deploy/repair.env (the variables
+    the CLI reads), the namespace of tracker.toml mounted first."""
+    unit = read_unit("storetorrent-repair.service")
+    s = unit["Service"]
+    assert s["Restart"] == "on-failure" and s["User"] == s["Group"] == "storetorrent"
+    assert s["ProtectSystem"] == "strict" and s["NoNewPrivileges"] == "yes" and "ReadWritePaths" not in s
+    assert s["CapabilityBoundingSet"] == "" and s["PrivateTmp"] == "yes" and s["ProtectHome"] == "yes"
+    assert unit["Install"]["WantedBy"] == "multi-user.target"
+    assert "storetorrent-tracker.service" in unit["Unit"]["After"].split()
+    assert read_toml("tracker.toml")["root"] in unit["Unit"]["RequiresMountsFor"].split()
+    argv = shlex.split(s["ExecStart"])
+    assert argv[0] == "/opt/storetorrent/venv/bin/storetorrent" and argv[1:3] == ["repair", "--watch"]
+    used = {a.split("=", 1)[0] for a in argv[2:] if a.startswith("--")}
+    flags = help_flags([STORETORRENT, "repair"])
+    assert used <= flags, used - flags
+    assert {"--watch", "--failed-after", "--interval", "--poll"} <= flags
+    assert s["EnvironmentFile"] == "/etc/storetorrent/repair.env"
+    env = {}
+    for line in (DEPLOY / "repair.env").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            env[key] = value
+    assert env["STORETORRENT_TRACKER"].endswith(f":{read_toml('tracker.toml')['port']}")
+    assert set(env) <= {"STORETORRENT_TRACKER", "STORETORRENT_TLS_CA", "STORETORRENT_TLS_CERT",
+                        "STORETORRENT_TLS_KEY", "STORETORRENT_API_KEY"}
+
+
+def test_announce_interval_is_set_in_one_place(make_cluster, peer_bin, tmp_path):
+    """The tracker's --announce-interval is the cluster's: the peer's sample
+    sets none, and a peer started with another interval announces at the
+    tracker's (its reply says when to announce next), so it stays live
+    within the tracker's liveness window."""
+    assert "announce-interval" not in read_toml("peer.toml")
+    assert read_toml("tracker.toml")["announce-interval"] > 0
+    cluster = make_cluster(1, announce_interval=0.3)  # liveness window 0.9 s
+    peer = Daemon("peer-slow", [peer_bin, "--data", str(tmp_path / "slow"), "--port", "0", "--namespace",
+                                str(cluster.namespace), "--tracker", cluster.tracker_addr,
+                                "--announce-interval", "30", *(["--key-file", str(cluster.key_file)]
+                                                               if cluster.auth else [])],
+                  tmp_path / "logs" / "peer-slow.log")
+    try:
+        cluster.wait_for_peers(2)
+        t = TrackerClient(cluster.tracker_addr, timeout=10, tls=cluster.client_tls)
+        try:
+            for _ in range(12):  # 3.6 s: four liveness windows, a tenth of the peer's own interval
+                time.sleep(0.3)
+                p = next(p for p in t.status().peers if p.addr == peer.addr)
+                assert p.alive and p.last_announce_age_s < 0.9, p
+        finally:
+            t.close()
+    finally:
+        peer.stop()

@@ -224,3 +224,21 @@ def test_json_formatter_keeps_extra_fields_and_exceptions():
     assert out["level"] == "WARN" and "ValueError: boom" in out["exc"]
     text = TextFormatter().format(rec)
     assert TEXT_LINE.fullmatch(text.splitlines()[0]) and "ValueError: boom" in text
+
+
+def test_capacity_counts_each_disk_once(make_cluster):
+    """Peers on one filesystem (as here) announce it once each: the totals
+    count it once, or the sum of the peers' --capacity when that is less;
+    each peer is named after its data directory and has started once."""
+    cluster = make_cluster(3, peer_args=["--capacity", "1G"])
+    s = poll_for(lambda: (s := status(cluster))["totals"]["live_peers"] == 3 and s, what="3 live peers")
+    fs = {p["fs_id"] for p in s["peers"]}
+    assert len(fs) == 1 and fs != {""} and s["totals"]["filesystems"] == 1
+    assert s["totals"]["capacity_bytes"] == 3 * (1 << 30)  # three capped shares of one disk
+    assert s["totals"]["free_bytes"] <= 3 * (1 << 30)
+    assert sorted(p["name"] for p in s["peers"]) == ["peer-0", "peer-1", "peer-2"]
+    assert all(p["restarts"] == 0 and 0 < p["uptime_s"] < 120 for p in s["peers"])
+    m = scrape(cluster.tracker.metrics_addr)
+    assert value(m, "st_tracker_capacity_bytes") == 3 * (1 << 30) and value(m, "st_tracker_filesystems") == 1
+    st = cluster.client().status()
+    assert st.capacity_bytes == 3 * (1 << 30) and st.filesystems == 1

@@ -1,6 +1,8 @@
 """The tracker's status page in a real browser (headless Chromium through
-Playwright): a cluster with a killed peer shows that peer failed and the
-failure among the recent ones (docs/operations.md, "Status page").
+Playwright): a cluster with a killed peer shows that peer failed, the
+failure among the recent ones, and the records short of copies and the
+files affected; under `storetorrent up`, a peer killed and restarted shows
+its restart and the copies it missed (docs/operations.md, "Status page").
 
 ``ST_UPDATE_SCREENSHOT=1`` saves the page as docs/status_page.png."""
 
@@ -8,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import shutil
+import sqlite3
 import urllib.request
 from pathlib import Path
 
@@ -42,6 +46,15 @@ def _status(addr: str) -> dict:
         return json.loads(r.read())
 
 
+def _records_on(infofile: str, peer_idx: int) -> int:
+    """Records of an infofile with a copy on peer ``peer_idx``."""
+    conn = sqlite3.connect(f"file:{infofile}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT count(DISTINCT name) FROM copies WHERE peer_idx = ?", (peer_idx,)).fetchone()[0]
+    finally:
+        conn.close()
+
+
 def test_status_page_shows_a_failed_peer(make_cluster, browser):
     cluster = make_cluster(4)
     c = cluster.client()
@@ -53,10 +66,18 @@ def test_status_page_shows_a_failed_peer(make_cluster, browser):
     addr = cluster.tracker.metrics_addr
     poll_for(lambda: sum(p["records"] for p in _status(addr)["peers"]) == 2 * (40 + 120 + 25),
              what="the peers to announce their records")
+    short = {}  # file -> its records with a copy on the peer about to die
+    for i in range(3):
+        with c.open(f"/exp/run{i + 1}") as f:
+            idx = next(j for j, p in f.peers.items() if p.addr == cluster.peer_addrs[1])
+            short[f.name] = _records_on(f.infofile_path, idx)
+    short = {k: v for k, v in short.items() if v}
     dead = cluster.kill_peer(1)
     c.tracker.report_failure(dead, "connection refused (PUT event-00007)")
     poll_for(lambda: any(e["kind"] == "failed" for e in _status(addr)["recent_failures"]),
              what="the tracker to notice the missed announces")
+    poll_for(lambda: _status(addr)["copies"]["records_short"] == sum(short.values()), timeout=20,
+             what="the tracker to count the dead peer's records short of copies")
 
     page = browser.new_page(viewport={"width": 1180, "height": 640})
     page.goto(f"http://{addr}/", timeout=30_000)
@@ -72,6 +93,19 @@ def test_status_page_shows_a_failed_peer(make_cluster, browser):
             assert "live" in page.locator("#peers tr", has_text=a).inner_text()
     summary = page.locator("#summary").inner_text()
     assert "4 files" in summary and "3 live peers" in summary and "1 failed" in summary
+    # the operator's first question, first on the page
+    n = sum(short.values())
+    assert page.locator("#copies").inner_text().startswith(
+        f"{n:,} records short of copies in {len(short)} file{'' if len(short) == 1 else 's'}")
+    assert "No repair service has reported" in page.locator("#repair").inner_text()
+    # every peer named after its data directory; the disk they share counted once
+    names = [page.locator("#peers tr", has_text=a).locator("td.name").inner_text() for a in cluster.peer_addrs]
+    assert names == [f"peer-{i}" for i in range(4)]
+    s = _status(addr)
+    assert s["totals"]["filesystems"] == 1 and "on 1 disk" in summary
+    assert s["totals"]["capacity_bytes"] == max(p["capacity_bytes"] for p in s["peers"])
+    # what is reserved, and for what (not "(1 file)" beside a byte count)
+    assert "for 1 file being written" in page.locator("#reserved").inner_text()
     events = page.locator("#failures").inner_text()
     assert dead in events and "connection refused (PUT event-00007)" in events
     assert "missed announces" in events
@@ -82,3 +116,60 @@ def test_status_page_shows_a_failed_peer(make_cluster, browser):
         page.screenshot(path=str(SCREENSHOT), full_page=True)
     page.close()
     writing.close()
+
+
+def test_status_page_under_up_counts_short_copies_and_restarts(tmp_path, peer_bin, browser):
+    """`storetorrent up` with its repair off: peer-1 is stopped while an
+    async writer dies with copies pending on it, then SIGKILLed; `up`
+    restarts it. The page names it peer-1 with 1 restart, counts exactly the
+    records whose copies are still pending and the one file, and after
+    `storetorrent repair` shows none short and the pass that fixed them."""
+    from test_cli import st
+    from test_repair_service import infofile_copies, write_with_pending
+    from test_up_supervisor import _peer_pid, _start, _stop
+
+    from st_py.cluster import read_cluster_file
+    from st_py.client import Client
+
+    data = tmp_path / "st-data"
+    up = _start(data, "--repair-interval", "0")
+    try:
+        info = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
+        addr = info["status"]
+        pid = poll_for(lambda: _peer_pid(up.pid, 1), what="peer-1 running")
+        os.kill(pid, signal.SIGSTOP)
+        write_with_pending(info["tracker"], (None, None, None), "/up/async")
+        os.kill(pid, signal.SIGKILL)  # a stopped process dies too
+        poll_for(lambda: (p := _peer_pid(up.pid, 1)) and p != pid, timeout=30, what="up to restart peer-1")
+        peer1 = poll_for(lambda: next((p for p in _status(addr)["peers"] if p["name"] == "peer-1"
+                                       and p["alive"] and p["restarts"] == 1), None), timeout=30,
+                         what="the tracker to see peer-1 restarted")
+        with Client(info["tracker"]) as c, c.open("/up/async") as f:
+            _, pending = infofile_copies(f.infofile_path)
+        assert pending and peer1["uptime_s"] < 60
+        poll_for(lambda: _status(addr)["copies"]["records_short"] == len(pending), timeout=20,
+                 what="the tracker to count the records with copies pending")
+
+        page = browser.new_page(viewport={"width": 1180, "height": 640})
+        page.goto(f"http://{addr}/", timeout=30_000)
+        copies = page.locator("#copies")
+        assert copies.inner_text().startswith(f"{len(pending):,} records short of copies in 1 file"), \
+            copies.inner_text()
+        assert "short" in copies.get_attribute("class")
+        row = page.locator("#peers tr", has_text="peer-1")
+        assert row.locator("td.restarts").inner_text() == "1" and "live" in row.inner_text()
+        for other in ("peer-0", "peer-2"):
+            assert page.locator("#peers tr", has_text=other).locator("td.restarts").inner_text() == "0"
+        assert "restarted" in page.locator("#failures").inner_text()
+
+        st("repair", data=data)  # one pass by hand: the page follows
+        poll_for(lambda: _status(addr)["copies"]["records_short"] == 0, timeout=20,
+                 what="the count to drop to 0 after the repair")
+        page.reload()
+        assert page.locator("#copies").inner_text().startswith("Every record has all its copies")
+        assert "Repair idle" in page.locator("#repair").inner_text()
+        assert f"{sum(len(r) for r in pending.values()):,} pending copies stored" in \
+            page.locator("#repair").inner_text()
+        page.close()
+    finally:
+        _stop(up)

@@ -1,10 +1,14 @@
 """`storetorrent up` as a supervisor: a killed peer is restarted on its
 address while the cluster keeps serving, and a restarted `up` comes back on
-the same ports (docs/deployment.md, "A local cluster")."""
+the same ports, its status page's too (docs/deployment.md, "A local
+cluster"); its output and `storetorrent status` piped to a file are plain
+lines, never wrapped."""
 
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 
@@ -28,10 +32,29 @@ def _peer_pid(up_pid: int, i: int) -> int | None:
     return None
 
 
-def _start(data, *extra):
-    return subprocess.Popen([sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "3",
-                             "--announce-interval", "0.3", *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def _start(data, *extra, out=None):
+    """`storetorrent up` with 3 peers; its stdout into the file ``out``."""
+    f = out.open("w") if out else None
+    try:
+        return subprocess.Popen([sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "3",
+                                 "--announce-interval", "0.3", *extra],
+                                stdout=f or subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    finally:
+        if f:
+            f.close()  # the child has its own descriptor
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _plain_lines(text: str) -> list[str]:
+    """The lines of piped output: none empty, none ending in spaces."""
+    lines = text.rstrip("\n").split("\n")
+    assert all(line.strip() and line == line.rstrip() for line in lines), text
+    return lines
 
 
 def _stop(up):
@@ -50,11 +73,27 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
     src.mkdir()
     for i in range(6):
         (src / f"{i}.bin").write_bytes(bytes([i]) * 500)
-    up = _start(data)
+    status_port = _free_port()
+    printed = tmp_path / "up.out"
+    up = _start(data, "--metrics-port", str(status_port), out=printed)
     try:
         first = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
+        assert first["status"] == f"127.0.0.1:{status_port}"
+        # what `up` printed to a file: one line each, the long paths whole, no empty line
+        lines = _plain_lines(poll_for(lambda: "export STORETORRENT_TRACKER" in (t := printed.read_text()) and t))
+        assert f"status   http://127.0.0.1:{status_port}/   (metrics: /metrics)" in lines
+        assert f"namespace {data / 'namespace'}" in lines and len(str(data / "namespace")) > 70
+        # `storetorrent status` into a pipe: a title, a header and one line per peer, however wide
+        table = _plain_lines(st("status", data=data).stdout)
+        assert len(table) == 2 + 3 and table[0].startswith("3 alive, 0 failed, 0 files; no record short of copies")
+        assert table[1].split() == ["name", "peer", "state", "up_s", "restarts", "records", "used_bytes",
+                                    "free_bytes", "reserved_bytes", "load", "last_announce_s"]
+        assert [re.split(r"\s+", row)[:3] for row in table[2:]] == [
+            [f"peer-{i}", a, "alive"] for i, a in sorted(enumerate(first["peers"]), key=lambda x: x[1])]
         poll_for(lambda: _peer_pid(up.pid, 1), what="peer-1 running")
-        st("put", "/sup/a", str(src), "--replication", "x2", data=data)
+        # a progress bar on a terminal; nothing of it (not even an empty line) in a pipe
+        assert _plain_lines(st("put", "/sup/a", str(src), "--replication", "x2", data=data).stdout) == [
+            "stored 6 records in /sup/a"]
         old = _peer_pid(up.pid, 1)
         os.kill(old, signal.SIGKILL)
         # The cluster keeps serving while peer-1 is down ...
@@ -68,15 +107,20 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
         poll_for(lambda: sum(1 for p in _status_peers(data) if p["state"] == "alive") == 3, timeout=30,
                  what="3 live peers again")
         assert sorted(p["peer"] for p in _status_peers(data)) == sorted(first["peers"])
+        restarts = {p["name"]: p["restarts"] for p in _status_peers(data)}
+        assert restarts == {"peer-0": 0, "peer-1": 1, "peer-2": 0}  # the tracker saw the restart too
     finally:
         err = _stop(up)
     assert "peer-1: exited" in err and "restarted (restart 1)" in err, err[-2000:]
 
-    up = _start(data)  # the same ports after a restart of `up` itself
+    up = _start(data, out=printed)  # the same ports after a restart of `up` itself, its status page's too
     try:
         again = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start again")
         assert again["tracker"] == first["tracker"]
         assert again["peers"] == first["peers"]
+        assert again["status"] == f"127.0.0.1:{status_port}"
+        assert f"status   http://127.0.0.1:{status_port}/   (metrics: /metrics)" in _plain_lines(
+            poll_for(lambda: "export STORETORRENT_TRACKER" in (t := printed.read_text()) and t))
         out = tmp_path / "out2.bin"
         st("get", "/sup/a", "shots/5.bin", "-o", str(out), data=data)
         assert out.read_bytes() == bytes([5]) * 500

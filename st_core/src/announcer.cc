@@ -1,9 +1,11 @@
 #include "announcer.h"
 
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "event_loop.h"
 
@@ -15,7 +17,20 @@
 namespace st {
 
 Announcer::Announcer(AnnouncerOptions options, const RecordStore* store)
-    : options_(std::move(options)), store_(store) {}
+    : options_(std::move(options)), store_(store), started_at_(store->env()->NowWall()) {}
+
+// The data directory's filesystem as "<hostname>:<st_dev in hex>": peers on
+// one node's one disk announce the same id, so the tracker counts that
+// disk's space once (docs/operations.md, "Status page"). "" if unknown.
+static std::string FilesystemId(const RecordStore* store) {
+  FileInfo info;
+  if (!store->env()->GetFileInfo(store->data_dir(), &info).ok()) return "";
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
+  char dev[32];
+  std::snprintf(dev, sizeof(dev), "%llx", static_cast<unsigned long long>(info.dev));
+  return std::string(host) + ":" + dev;
+}
 
 Announcer::~Announcer() { Stop(); }
 
@@ -74,6 +89,10 @@ void Announcer::Run() {
   double busy_since = EventLoop::Now();
   double busy_before = busy_now(busy_since);
   bool stalled = false;
+  const std::string fs_id = FilesystemId(store_);
+  // The tracker's reply says when to announce next: its --announce-interval
+  // is the cluster's one setting; ours holds until the first reply.
+  double interval_s = options_.interval_s;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -92,8 +111,7 @@ void Announcer::Run() {
       stalled = true;
       if (options_.stalls != nullptr) options_.stalls->fetch_add(1, std::memory_order_relaxed);
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock,
-                   std::chrono::milliseconds(static_cast<int64_t>(options_.interval_s * 1000)),
+      cv_.wait_for(lock, std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000)),
                    [this] { return stop_; });
       if (stop_) break;
       continue;
@@ -105,9 +123,14 @@ void Announcer::Run() {
     storetorrent::v1::AnnounceRequest req;
     req.set_peer_id(options_.peer_id);
     req.set_addr(options_.addr);
+    req.set_started_at(started_at_);
+    req.set_data_dir(store_->data_dir());
+    req.set_fs_id(fs_id);
     uint64_t total = 0, avail = 0;
     uint64_t used = store_->used_bytes();
     if (store_->FsSpace(&total, &avail).ok()) {
+      req.set_fs_size_bytes(total);
+      req.set_fs_free_bytes(avail);
       uint64_t cap = store_->capacity();
       if (cap > 0) {
         total = std::min(total, cap);
@@ -174,6 +197,7 @@ void Announcer::Run() {
     }
     auto now = std::chrono::steady_clock::now();
     if (status.ok()) {
+      if (reply.interval_s() > 0) interval_s = std::clamp(reply.interval_s(), 0.05, 600.0);
       if (failing) {
         ST_LOG_INFO("announce to tracker %s works again after %llu failures",
                     options_.tracker.c_str(), static_cast<unsigned long long>(failures));
@@ -192,7 +216,7 @@ void Announcer::Run() {
       failing = true;
     }
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(static_cast<int64_t>(options_.interval_s * 1000)),
+    cv_.wait_for(lock, std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000)),
                  [this] { return stop_; });
     if (stop_) break;
   }

@@ -9,6 +9,10 @@
 // clients route around it; they resume when the loop turns again. The load
 // announced counts the turn in progress, so a loop that is stuck reports
 // itself fully busy and load-aware reads avoid it (docs/reliability.md).
+//
+// Each announce also says when this process started, its data directory and
+// that directory's filesystem (for the status page), and the interval comes
+// from the tracker's reply (interval_s here holds until the first one).
 #ifndef ST_CORE_ANNOUNCER_H_
 #define ST_CORE_ANNOUNCER_H_
 
@@ -73,6 +77,7 @@ class Announcer {
 
   AnnouncerOptions options_;
   const RecordStore* store_;
+  double started_at_;  // Unix time: the tracker counts a new value as a restart
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Peer(_message.Message):
-    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes", "load", "drain_state")
+    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes", "load", "drain_state", "name", "uptime_s", "restarts", "fs_id")
     PEER_IDX_FIELD_NUMBER: _ClassVar[int]
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,10 @@ class Peer(_message.Message):
     RESERVED_BYTES_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
     DRAIN_STATE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    FS_ID_FIELD_NUMBER: _ClassVar[int]
     peer_idx: int
     peer_id: str
     addr: str
@@ -32,7 +36,11 @@ class Peer(_message.Message):
     reserved_bytes: int
     load: float
     drain_state: str
-    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ..., drain_state: _Optional[str] = ...) -> None: ...
+    name: str
+    uptime_s: float
+    restarts: int
+    fs_id: str
+    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ..., drain_state: _Optional[str] = ..., name: _Optional[str] = ..., uptime_s: _Optional[float] = ..., restarts: _Optional[int] = ..., fs_id: _Optional[str] = ...) -> None: ...
 
 class FileInfo(_message.Message):
     __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes", "filters", "key_check")
@@ -235,7 +243,7 @@ class ListReply(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[ListEntry, _Mapping]]] = ...) -> None: ...
 
 class AnnounceRequest(_message.Message):
-    __slots__ = ("peer_id", "addr", "capacity_bytes", "used_bytes", "free_bytes", "records", "load", "bad_copies", "copies_verified", "copies_bad", "copies_quarantined")
+    __slots__ = ("peer_id", "addr", "capacity_bytes", "used_bytes", "free_bytes", "records", "load", "bad_copies", "copies_verified", "copies_bad", "copies_quarantined", "started_at", "data_dir", "fs_id", "fs_size_bytes", "fs_free_bytes")
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -247,6 +255,11 @@ class AnnounceRequest(_message.Message):
     COPIES_VERIFIED_FIELD_NUMBER: _ClassVar[int]
     COPIES_BAD_FIELD_NUMBER: _ClassVar[int]
     COPIES_QUARANTINED_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    DATA_DIR_FIELD_NUMBER: _ClassVar[int]
+    FS_ID_FIELD_NUMBER: _ClassVar[int]
+    FS_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FS_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
     peer_id: str
     addr: str
     capacity_bytes: int
@@ -258,7 +271,12 @@ class AnnounceRequest(_message.Message):
     copies_verified: int
     copies_bad: int
     copies_quarantined: int
-    def __init__(self, peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., load: _Optional[float] = ..., bad_copies: _Optional[_Iterable[_Union[BadCopy, _Mapping]]] = ..., copies_verified: _Optional[int] = ..., copies_bad: _Optional[int] = ..., copies_quarantined: _Optional[int] = ...) -> None: ...
+    started_at: float
+    data_dir: str
+    fs_id: str
+    fs_size_bytes: int
+    fs_free_bytes: int
+    def __init__(self, peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., load: _Optional[float] = ..., bad_copies: _Optional[_Iterable[_Union[BadCopy, _Mapping]]] = ..., copies_verified: _Optional[int] = ..., copies_bad: _Optional[int] = ..., copies_quarantined: _Optional[int] = ..., started_at: _Optional[float] = ..., data_dir: _Optional[str] = ..., fs_id: _Optional[str] = ..., fs_size_bytes: _Optional[int] = ..., fs_free_bytes: _Optional[int] = ...) -> None: ...
 
 class BadCopy(_message.Message):
     __slots__ = ("file_id", "name", "copy_rank", "crc32c", "detail")
@@ -313,7 +331,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s")
+    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s", "used_bytes", "filesystems", "records_short", "files_short", "records_pending", "short_age_s", "repair")
     PEERS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     ALIVE_PEERS_FIELD_NUMBER: _ClassVar[int]
@@ -321,6 +339,13 @@ class StatusReply(_message.Message):
     CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
     FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
     LIVENESS_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FILESYSTEMS_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_SHORT_FIELD_NUMBER: _ClassVar[int]
+    FILES_SHORT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_PENDING_FIELD_NUMBER: _ClassVar[int]
+    SHORT_AGE_S_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_FIELD_NUMBER: _ClassVar[int]
     peers: _containers.RepeatedCompositeFieldContainer[Peer]
     files: int
     alive_peers: int
@@ -328,7 +353,52 @@ class StatusReply(_message.Message):
     capacity_bytes: int
     free_bytes: int
     liveness_window_s: float
-    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ...) -> None: ...
+    used_bytes: int
+    filesystems: int
+    records_short: int
+    files_short: int
+    records_pending: int
+    short_age_s: float
+    repair: RepairStatus
+    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ..., used_bytes: _Optional[int] = ..., filesystems: _Optional[int] = ..., records_short: _Optional[int] = ..., files_short: _Optional[int] = ..., records_pending: _Optional[int] = ..., short_age_s: _Optional[float] = ..., repair: _Optional[_Union[RepairStatus, _Mapping]] = ...) -> None: ...
+
+class RepairStatus(_message.Message):
+    __slots__ = ("repairer", "age_s", "running", "reason", "files_done", "files_total", "copies_stored", "copies_restored", "records_left", "pass_seconds", "passes")
+    REPAIRER_FIELD_NUMBER: _ClassVar[int]
+    AGE_S_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FILES_DONE_FIELD_NUMBER: _ClassVar[int]
+    FILES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    COPIES_STORED_FIELD_NUMBER: _ClassVar[int]
+    COPIES_RESTORED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_LEFT_FIELD_NUMBER: _ClassVar[int]
+    PASS_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PASSES_FIELD_NUMBER: _ClassVar[int]
+    repairer: str
+    age_s: float
+    running: bool
+    reason: str
+    files_done: int
+    files_total: int
+    copies_stored: int
+    copies_restored: int
+    records_left: int
+    pass_seconds: float
+    passes: int
+    def __init__(self, repairer: _Optional[str] = ..., age_s: _Optional[float] = ..., running: _Optional[bool] = ..., reason: _Optional[str] = ..., files_done: _Optional[int] = ..., files_total: _Optional[int] = ..., copies_stored: _Optional[int] = ..., copies_restored: _Optional[int] = ..., records_left: _Optional[int] = ..., pass_seconds: _Optional[float] = ..., passes: _Optional[int] = ...) -> None: ...
+
+class ReportRepairRequest(_message.Message):
+    __slots__ = ("status", "user")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    status: RepairStatus
+    user: str
+    def __init__(self, status: _Optional[_Union[RepairStatus, _Mapping]] = ..., user: _Optional[str] = ...) -> None: ...
+
+class ReportRepairReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class ExtendPeerlistRequest(_message.Message):
     __slots__ = ("name", "file_id", "user")

@@ -129,6 +129,11 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateReply.FromString,
                 _registered_method=True)
+        self.ReportRepair = channel.unary_unary(
+                '/storetorrent.v1.Tracker/ReportRepair',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.ReportRepairRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.ReportRepairReply.FromString,
+                _registered_method=True)
 
 
 class TrackerServicer:
@@ -191,7 +196,7 @@ class TrackerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Status(self, request, context):
-        """Cluster summary: peers, liveness, space, files.
+        """Cluster summary: peers, liveness, space, files, records short of copies, repair.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -270,6 +275,14 @@ class TrackerServicer:
         copies are moved off), retired (drained), or active again
         (storetorrent drain, docs/operations.md). Kept across tracker restarts.
         Admins only when a users file is in force.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportRepair(self, request, context):
+        """The repair service's progress (storetorrent repair --watch), shown by
+        Status and the status page. Admins only when a users file is in force.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -372,6 +385,11 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.SetPeerState,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateReply.SerializeToString,
+            ),
+            'ReportRepair': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportRepair,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.ReportRepairRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.ReportRepairReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -887,6 +905,33 @@ class Tracker:
             '/storetorrent.v1.Tracker/SetPeerState',
             storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.SetPeerStateReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportRepair(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/ReportRepair',
+            storetorrent_dot_v1_dot_tracker__pb2.ReportRepairRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.ReportRepairReply.FromString,
             options,
             channel_credentials,
             insecure,

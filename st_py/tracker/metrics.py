@@ -20,6 +20,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from .health import space_totals
+
 if TYPE_CHECKING:
     from .service import TrackerService
 
@@ -117,12 +119,29 @@ class StateCollector(Collector):
         by_state.add_metric(["live"], len(live))
         by_state.add_metric(["failed"], len(peers) - len(live))
         yield by_state
-        yield GaugeMetricFamily("st_tracker_capacity_bytes", "capacity the live peers announced",
-                                value=sum(p.capacity_bytes for p in live))
+        space = space_totals(reg, peers)
+        yield GaugeMetricFamily("st_tracker_capacity_bytes", "capacity the live peers announced, each "
+                                "filesystem counted once", value=space.capacity_bytes)
         yield GaugeMetricFamily("st_tracker_used_bytes", "bytes the live peers announced they hold",
-                                value=sum(p.used_bytes for p in live))
+                                value=space.used_bytes)
         yield GaugeMetricFamily("st_tracker_free_bytes", "free bytes of the live peers (as announced, less "
-                                "commits since), before reservations", value=sum(max(0, p.usable_free) for p in live))
+                                "commits since), each filesystem counted once, before reservations",
+                                value=space.free_bytes)
+        yield GaugeMetricFamily("st_tracker_filesystems", "distinct filesystems the live peers store on",
+                                value=space.filesystems)
+        h = s.copy_health
+        if h.at:  # counted at least once (every few seconds, not per scrape)
+            yield GaugeMetricFamily("st_tracker_records_short_of_copies", "committed records with fewer than F "
+                                    "copies stored on live peers", value=h.records_short)
+            yield GaugeMetricFamily("st_tracker_files_short_of_copies", "files with records short of copies",
+                                    value=h.files_short)
+            yield GaugeMetricFamily("st_tracker_records_pending_copies", "records short of copies with a copy "
+                                    "pending (async, or quarantined)", value=h.records_pending)
+            yield GaugeMetricFamily("st_tracker_copies_counted_timestamp_seconds", "when those counts were made "
+                                    "(Unix time)", value=h.at)
+        if s.repair_progress is not None:
+            yield GaugeMetricFamily("st_tracker_repair_report_age_seconds", "seconds since the repair service's "
+                                    "last progress report", value=s.repair_progress.age())
         yield GaugeMetricFamily("st_tracker_reserved_bytes", "bytes held on peers by space reservations",
                                 value=sum(held.values()))
         yield GaugeMetricFamily("st_tracker_reservations", "files holding a space reservation",
@@ -133,11 +152,15 @@ class StateCollector(Collector):
                                   labels=["peer_id", "addr"])
         age = GaugeMetricFamily("st_tracker_peer_last_announce_age_seconds", "seconds since the peer's last "
                                 "announce", labels=["peer_id", "addr"])
+        restarts = CounterMetricFamily("st_tracker_peer_restarts", "process restarts of the peer the tracker "
+                                       "has seen (a new start time announced)", labels=["peer_id", "addr"])
         for p in sorted(peers, key=lambda p: p.addr):
             alive.add_metric([p.peer_id, p.addr], 1 if reg.alive(p) else 0)
             age.add_metric([p.peer_id, p.addr], reg.age(p))
+            restarts.add_metric([p.peer_id, p.addr], p.restarts)
         yield alive
         yield age
+        yield restarts
         yield CounterMetricFamily("st_tracker_announces", "peer announces received", value=reg.announces)
         yield CounterMetricFamily("st_tracker_failure_reports", "ReportFailure RPCs (a client could not reach "
                                   "a peer)", value=reg.failure_reports)

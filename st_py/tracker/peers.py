@@ -18,6 +18,13 @@ tracker runs every announce interval and before each status page or
 scrape; peer events are kept in the tracker state, so the failure history
 survives a restart.
 
+Each announce also says when the peer's process started, its data
+directory and that directory's filesystem: a new start time counts as a
+restart (kept in the tracker state, an event on the status page), the
+peer's *name* is the last component of its data directory (``peer-1``
+under ``storetorrent up``), and peers announcing one filesystem id share
+its space (:func:`st_py.tracker.health.space_totals`).
+
 A peer an operator drains (``storetorrent drain``) is ``draining`` while its
 copies are moved off and ``retired`` once none is left: either way it stays
 readable while it runs, but :meth:`PeerRegistry.schedulable` leaves it out,
@@ -35,6 +42,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 from .state import TrackerState
 
@@ -67,6 +75,12 @@ class PeerInfo:
     copies_bad: int = 0
     copies_quarantined: int = 0
     drain_state: str = ""  # "": in service; "draining", "retired" (storetorrent drain)
+    name: str = ""  # the last component of its data directory ("": not announced)
+    started_at: float = 0.0  # Unix time its process started, as announced (0: unknown)
+    restarts: int = 0  # new start times seen (kept in the tracker state)
+    fs_id: str = ""  # its data directory's filesystem ("<host>:<st_dev>"; "": unknown)
+    fs_size_bytes: int = 0  # that filesystem's size and available bytes, before --capacity
+    fs_free_bytes: int = 0
 
     @property
     def usable_free(self) -> int:
@@ -109,22 +123,58 @@ class PeerRegistry:
         for peer_id, drain_state in state.drain_states().items():
             if peer_id in self.peers:
                 self.peers[peer_id].drain_state = drain_state
+        for peer_id, (started_at, restarts) in state.peer_starts().items():
+            if peer_id in self.peers:
+                self.peers[peer_id].started_at, self.peers[peer_id].restarts = started_at, restarts
 
     def announce(self, peer_id: str, addr: str, capacity: int, used: int, free: int, records: int,
-                 load: float = 0.0) -> None:
+                 load: float = 0.0, *, started_at: float = 0.0, data_dir: str = "", fs_id: str = "",
+                 fs_size: int = 0, fs_free: int = 0) -> None:
+        """A peer's announce (paper 3.3): it is live, with this space.
+
+        Parameters
+        ----------
+        capacity, used, free : int
+            Bytes, as the peer announced them (``--capacity`` applied).
+        load : float
+            Its event loop's busy fraction, 0..1.
+        started_at : float
+            Unix time its process started (0: an older peer, unknown); a
+            value other than the last one seen is a restart.
+        data_dir, fs_id : str
+            Its data directory (its last component names the peer) and that
+            directory's filesystem id.
+        fs_size, fs_free : int
+            That filesystem's size and available bytes, before ``--capacity``.
+        """
         self.announces += 1
         p = self.peers.get(peer_id)
         if p is None:
             p = self.peers[peer_id] = PeerInfo(peer_id, addr)
         now = time.monotonic()
+        restarted = started_at > 0 and p.started_at > 0 and started_at != p.started_at
+        if restarted:
+            p.restarts += 1
+            log.info("peer %s (%s) restarted (restart %d)", addr, peer_id, p.restarts)
+        # A restart is one event: part of the return of a failed peer, else its own.
+        again = f"its process restarted (restart {p.restarts})" if restarted else ""
         if not p.was_alive:
-            self._event("returned", p, f"announced again after {now - p.last_announce:.1f} s", addr)
+            self._event("returned", p, f"announced again after {now - p.last_announce:.1f} s"
+                        + (f"; {again}" if again else ""), addr)
             log.info("peer %s (%s) announced again", addr, peer_id)
             p.was_alive = True
+        elif restarted:
+            self._event("restarted", p, f"{again}, within the liveness window", addr)
         if p.addr != addr or not p.announced or now - p.saved_at >= SAVE_SPACE_S:
             self.state.remember_peer(peer_id, addr, capacity, used, free)
             p.saved_at = now
         p.addr, p.capacity_bytes, p.used_bytes, p.free_bytes, p.records = addr, capacity, used, free, records
+        if started_at > 0 and started_at != p.started_at:
+            p.started_at = started_at
+            self.state.remember_start(peer_id, started_at, p.restarts)
+        if data_dir:
+            p.name = PurePosixPath(data_dir).name or data_dir
+        p.fs_id, p.fs_size_bytes, p.fs_free_bytes = fs_id, fs_size, fs_free
         p.load = min(max(load, 0.0), 1.0)
         p.last_announce = now
         p.announced = p.space_known = True
@@ -213,6 +263,10 @@ class PeerRegistry:
 
     def alive(self, p: PeerInfo) -> bool:
         return not p.reported_failed and self.age(p) <= self.window_s
+
+    def uptime(self, p: PeerInfo) -> float:
+        """Seconds since peer ``p``'s process started (0: unknown)."""
+        return max(0.0, time.time() - p.started_at) if p.started_at > 0 else 0.0
 
     def age(self, p: PeerInfo) -> float:
         if self._tick is not None:

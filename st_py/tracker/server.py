@@ -20,6 +20,7 @@ from ..infofile import recover
 from ..tls import server_credentials
 from .access import AccessError, Users
 from .config import apply_config
+from .health import ShortCopies, keep_counting
 from .lock import TrackerLock, TrackerLockedError
 from .httpd import StatusHttp
 from .metrics import TrackerMetrics
@@ -105,8 +106,10 @@ async def _serve(lock: TrackerLock, started: float, root: Path, state_dir: Path,
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     sweeper = asyncio.create_task(_sweep(registry, min(announce_interval, 1.0)))
+    counter = asyncio.create_task(keep_counting(service, ShortCopies(root.resolve())))
     await stop.wait()
     sweeper.cancel()
+    counter.cancel()
     if web is not None:
         await web.stop()
     await server.stop(grace=0.2)

@@ -32,6 +32,7 @@ from .access import DEFAULT_FILE_MODE, R, W, AccessError, Owner, User, Users, ma
 from .committer import Committer, CommitStats
 from .leases import LeaseHeld, LeaseLost, Leases
 from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
+from .health import CopyHealth, RepairProgress, space_totals
 from .peers import PeerRegistry
 from .reservations import Reservations
 from .scheduler import SchedulingError, schedule
@@ -67,6 +68,9 @@ class TrackerService(pb_grpc.TrackerServicer):
         self.reservations.load(self._committed_bytes)
         self.guard.reserved_of = self.reservations.of_owner
         self.leases = Leases()  # writer leases for replacing records (st_py/tracker/leases.py)
+        # Records short of copies, counted every few seconds (health.keep_counting, started by serve())
+        self.copy_health = CopyHealth()
+        self.repair_progress: RepairProgress | None = None  # the repair service's last report
 
     # -- who is asking, and may they ---------------------------------------------
     async def _user(self, context, claimed: str = "") -> User:
@@ -141,7 +145,9 @@ class TrackerService(pb_grpc.TrackerServicer):
         return pb.Peer(peer_idx=idx, peer_id=peer_id, addr=p.addr, alive=self.registry.alive(p),
                        capacity_bytes=p.capacity_bytes, used_bytes=p.used_bytes,
                        free_bytes=max(0, p.usable_free), records=p.records,
-                       last_announce_age_s=self.registry.age(p), load=p.load, drain_state=p.drain_state)
+                       last_announce_age_s=self.registry.age(p), load=p.load, drain_state=p.drain_state,
+                       name=p.name, uptime_s=self.registry.uptime(p) if self.registry.alive(p) else 0.0,
+                       restarts=p.restarts, fs_id=p.fs_id)
 
     def _with_reservations(self, info: pb.FileInfo | None) -> pb.FileInfo | None:
         """Fill in what is reserved: the file's own reservation and what
@@ -497,7 +503,9 @@ class TrackerService(pb_grpc.TrackerServicer):
         if not request.peer_id or not request.addr:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "announce needs peer_id and addr")
         self.registry.announce(request.peer_id, request.addr, request.capacity_bytes,
-                               request.used_bytes, request.free_bytes, request.records, request.load)
+                               request.used_bytes, request.free_bytes, request.records, request.load,
+                               started_at=request.started_at, data_dir=request.data_dir, fs_id=request.fs_id,
+                               fs_size=request.fs_size_bytes, fs_free=request.fs_free_bytes)
         self.registry.verified(request.peer_id, request.copies_verified, request.copies_bad,
                                request.copies_quarantined)
         if request.bad_copies:
@@ -750,11 +758,39 @@ class TrackerService(pb_grpc.TrackerServicer):
         for p in peers:
             p.reserved_bytes = held.get(p.peer_id, 0)
         alive = [p for p in peers if p.alive]
+        space = space_totals(self.registry)
+        h = self.copy_health
         return pb.StatusReply(peers=peers, files=self.state.file_count(), alive_peers=len(alive),
                               failed_peers=len(peers) - len(alive),
-                              capacity_bytes=sum(p.capacity_bytes for p in alive),
-                              free_bytes=sum(p.free_bytes for p in alive),
-                              liveness_window_s=self.registry.window_s)
+                              capacity_bytes=space.capacity_bytes, free_bytes=space.free_bytes,
+                              used_bytes=space.used_bytes, filesystems=space.filesystems,
+                              liveness_window_s=self.registry.window_s,
+                              records_short=h.records_short, files_short=h.files_short,
+                              records_pending=h.records_pending, short_age_s=h.age(),
+                              repair=self._repair_status())
+
+    def _repair_status(self) -> pb.RepairStatus:
+        r = self.repair_progress
+        if r is None:
+            return pb.RepairStatus()
+        return pb.RepairStatus(repairer=r.repairer, age_s=r.age(), running=r.running, reason=r.reason,
+                               files_done=r.files_done, files_total=r.files_total, copies_stored=r.copies_stored,
+                               copies_restored=r.copies_restored, records_left=r.records_left,
+                               pass_seconds=r.pass_seconds, passes=r.passes)
+
+    async def ReportRepair(self, request, context):
+        """The repair service's progress: kept (the last report only) for
+        Status and the status page; an admin's when a users file is in force."""
+        user = await self._user(context, request.user)
+        if self.users.enabled and not user.admin:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"user {user.name} may not report repair progress: only an admin may "
+                                "(the repair service stores copies of every file)")
+        s = request.status
+        self.repair_progress = RepairProgress(s.repairer[:200] or "unknown", s.running, s.reason[:200],
+                                              s.files_done, s.files_total, s.copies_stored, s.copies_restored,
+                                              s.records_left, s.pass_seconds, s.passes)
+        return pb.ReportRepairReply()
 
     async def SetPeerState(self, request, context):
         """Take a peer out of service (draining, retired) or put it back

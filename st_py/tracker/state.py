@@ -46,6 +46,10 @@ CREATE TABLE IF NOT EXISTS reservations(
 # these columns): what the scheduler counts for a peer that has not announced
 # since this tracker started (issue 14).
 PEER_SPACE = ("capacity_bytes", "used_bytes", "free_bytes")
+# When each peer's process last started (its announced Unix time) and how
+# many times the tracker has seen it start again: the status page's uptime
+# and restart count, kept across tracker restarts.
+PEER_START = (("started_at", "REAL"), ("restarts", "INTEGER NOT NULL DEFAULT 0"))
 
 
 class TrackerState:
@@ -60,6 +64,9 @@ class TrackerState:
         for col in PEER_SPACE:
             if col not in have:
                 self.conn.execute(f"ALTER TABLE peers ADD COLUMN {col} INTEGER")
+        for col, decl in PEER_START:
+            if col not in have:
+                self.conn.execute(f"ALTER TABLE peers ADD COLUMN {col} {decl}")
 
     def add_file(self, name: str, file_id: int, owner: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", (name, file_id, time.time(), owner))
@@ -115,8 +122,23 @@ class TrackerState:
 
     def remember_peer(self, peer_id: str, addr: str, capacity: int | None = None, used: int | None = None,
                       free: int | None = None) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO peers(peer_id, addr, seen_at, capacity_bytes, used_bytes, "
-                          "free_bytes) VALUES (?, ?, ?, ?, ?, ?)", (peer_id, addr, time.time(), capacity, used, free))
+        self.conn.execute("INSERT INTO peers(peer_id, addr, seen_at, capacity_bytes, used_bytes, free_bytes) "
+                          "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(peer_id) DO UPDATE SET addr = excluded.addr, "
+                          "seen_at = excluded.seen_at, capacity_bytes = excluded.capacity_bytes, "
+                          "used_bytes = excluded.used_bytes, free_bytes = excluded.free_bytes",
+                          (peer_id, addr, time.time(), capacity, used, free))
+
+    def peer_starts(self) -> dict[str, tuple[float, int]]:
+        """``{peer_id: (started_at, restarts)}``: when each peer's process
+        last started (Unix time, as it announced) and the restarts seen;
+        peers that never announced a start are not listed."""
+        return {pid: (float(at), int(n)) for pid, at, n in
+                self.conn.execute("SELECT peer_id, started_at, restarts FROM peers WHERE started_at IS NOT NULL")}
+
+    def remember_start(self, peer_id: str, started_at: float, restarts: int) -> None:
+        """A peer (already remembered) announced a new process start."""
+        self.conn.execute("UPDATE peers SET started_at = ?, restarts = ? WHERE peer_id = ?",
+                          (started_at, restarts, peer_id))
 
     def add_peer_event(self, at: float, kind: str, addr: str, peer_id: str, detail: str, keep: int) -> int:
         """Keep a peer event (the failure history of the status page), and

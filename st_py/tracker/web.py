@@ -3,6 +3,11 @@ tracker knows of its peers, files and recent failures, as a dict
 (:func:`snapshot`, served as ``/status.json``) and as one server-rendered
 HTML page (:func:`render_html`, served at ``/``) that refreshes itself.
 
+First the operator's first question: how many records are short of
+copies, in how many files, and whether a repair is at work
+(:mod:`st_py.tracker.health`; the count is the tracker's cached one, never
+made per request).
+
 Like the Status RPC it shows no file names, only counts, so it needs no
 login.
 """
@@ -14,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..logs import utc_timestamp as rfc3339
+from .health import space_totals
 
 if TYPE_CHECKING:
     from .service import TrackerService
@@ -22,16 +28,21 @@ REFRESH_S = 5
 
 
 def snapshot(service: TrackerService, started: float, version: str, addr: str) -> dict[str, Any]:
-    """Everything the page shows (run it on the tracker's event loop)."""
+    """Everything the page shows, as plain data (run it on the tracker's
+    event loop). Sizes in bytes, times in seconds; see docs/operations.md,
+    "Status page", for the keys."""
     reg = service.registry
     reg.sweep()
     now = time.time()
     held = service.reservations.on_peers()
+    fs_label: dict[str, str] = {}  # filesystem id -> "disk 1", ... in address order
     peers = []
-    for p in sorted(reg.peers.values(), key=lambda p: p.addr):
+    for p in sorted(reg.peers.values(), key=lambda p: (p.name, p.addr)):  # peer-0, peer-1, ... under up
         alive = reg.alive(p)
+        if p.fs_id and p.fs_id not in fs_label:
+            fs_label[p.fs_id] = f"disk {len(fs_label) + 1}"
         peers.append({
-            "addr": p.addr, "peer_id": p.peer_id, "alive": alive,
+            "name": p.name, "addr": p.addr, "peer_id": p.peer_id, "alive": alive,
             "state": ("live" if alive else "failed (reported by a client)" if p.reported_failed else "failed")
             + (f", {p.drain_state}" if p.drain_state else ""), "drain_state": p.drain_state,
             "last_announce_age_s": round(reg.age(p), 3), "announced_since_start": p.announced,
@@ -39,8 +50,14 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
             "free_bytes": max(0, p.usable_free), "reserved_bytes": held.get(p.peer_id, 0), "load": round(p.load, 3),
             "copies_verified": p.copies_verified, "copies_bad": p.copies_bad,
             "copies_quarantined": p.copies_quarantined,
+            "started_at": rfc3339(p.started_at) if p.started_at else None,
+            "uptime_s": round(reg.uptime(p), 3) if alive else None,
+            "restarts": p.restarts, "fs_id": p.fs_id, "filesystem": fs_label.get(p.fs_id, ""),
         })
     live = [p for p in peers if p["alive"]]
+    space = space_totals(reg)
+    h = service.copy_health
+    shared = {f for f in fs_label if sum(1 for p in live if p["fs_id"] == f) > 1}
     events = [{"time": rfc3339(e.at), "age_s": round(now - e.at, 3), "kind": e.kind, "addr": e.addr,
                "peer_id": e.peer_id, "detail": e.detail, "count": e.count} for e in reversed(reg.events)]
     return {
@@ -50,11 +67,16 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
         "generated_at": rfc3339(now),
         "files": service.state.file_count(),
         "reservations": len(service.reservations.by_file),
+        "copies": {"records_short": h.records_short, "files_short": h.files_short,
+                   "records_pending": h.records_pending, "counted": h.at > 0,
+                   "counted_at": rfc3339(h.at) if h.at else None, "age_s": round(h.age(now), 3),
+                   "files_counted": h.files, "unreadable_infofiles": h.errors,
+                   "count_seconds": round(h.seconds, 3)},
+        "repair": service.repair_progress.as_dict() if service.repair_progress is not None else None,
         "totals": {"peers": len(peers), "live_peers": len(live), "failed_peers": len(peers) - len(live),
-                   "capacity_bytes": sum(p["capacity_bytes"] for p in live),
-                   "used_bytes": sum(p["used_bytes"] for p in live),
-                   "free_bytes": sum(p["free_bytes"] for p in live),
-                   "reserved_bytes": sum(held.values())},
+                   "capacity_bytes": space.capacity_bytes, "used_bytes": space.used_bytes,
+                   "free_bytes": space.free_bytes, "filesystems": space.filesystems,
+                   "shared_filesystems": len(shared), "reserved_bytes": sum(held.values())},
         "peers": peers,
         "recent_failures": events,
     }
@@ -88,34 +110,87 @@ STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 h1{font-size:1.4em;margin:0 0 .2em} h2{font-size:1.1em;margin:1.4em 0 .4em}
 .meta{color:#555} .meta b{color:#222}
-table{border-collapse:collapse;min-width:60%} th,td{padding:.25em .7em;border-bottom:1px solid #ddd;text-align:left}
+table{border-collapse:collapse;min-width:60%} th,td{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:left}
+td{white-space:nowrap} td.wrap{white-space:normal}
 th{background:#f3f3f3} td.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.failed td{background:#fde8e8} .state-live{color:#17702a;font-weight:600} .state-failed{color:#b3261e;font-weight:600}
 .summary span{display:inline-block;margin-right:1.6em} .none{color:#777;font-style:italic}
+.health{font-size:1.15em;padding:.45em .8em;border-radius:4px;margin:.8em 0 .3em}
+.health.ok{background:#e6f4ea;color:#17702a} .health.short{background:#fde8e8;color:#8c1d18}
+.health.unknown{background:#f3f3f3;color:#555} .repair{margin:.2em 0 .8em;color:#333}
 footer{margin-top:2em;color:#777;font-size:.9em}
 """
 
 KIND_TEXT = {"reported": "reported failed by a client", "failed": "failed: missed announces",
              "returned": "announced again", "draining": "drain started", "retired": "retired (drained)",
-             "in-service": "back in service"}
+             "in-service": "back in service", "restarted": "restarted"}
+
+
+def _health_html(s: dict[str, Any]) -> str:
+    """The first line: records short of copies (or not), then the repair."""
+    e = html.escape
+    c = s["copies"]
+    when = f' <small>(counted {duration(c["age_s"])} ago)</small>' if c["counted"] else ""
+    if not c["counted"]:
+        line = '<p class="health unknown" id="copies">Counting copies&hellip;</p>'
+    elif c["records_short"]:
+        pending = f', {c["records_pending"]:,} with a copy pending' if c["records_pending"] else ""
+        line = (f'<p class="health short" id="copies"><b>{c["records_short"]:,}</b> record'
+                f'{"" if c["records_short"] == 1 else "s"} short of copies in <b>{c["files_short"]:,}</b> '
+                f'file{"" if c["files_short"] == 1 else "s"}{pending}{when}</p>')
+    else:
+        line = f'<p class="health ok" id="copies">Every record has all its copies on live peers{when}</p>'
+    r = s["repair"]
+    if r is None:
+        rep = ('No repair service has reported: run <code>storetorrent repair --watch</code> '
+               '(deploy/storetorrent-repair.service)')
+    else:
+        last = (f'{r["copies_stored"]:,} pending copies stored, {r["copies_restored"]:,} copies restored'
+                + (f', {r["records_left"]:,} records left' if r["records_left"] else ""))
+        why = f' ({e(r["reason"])})' if r["reason"] else ""
+        if r["running"]:
+            rep = (f'Repair <b>running</b>{why}: file {r["files_done"]:,} of {r["files_total"]:,}, {last}, '
+                   f'for {duration(r["pass_seconds"])}')
+        else:
+            rep = (f'Repair idle; last pass{why}: {r["files_total"]:,} files, {last}, took '
+                   f'{duration(r["pass_seconds"])}')
+        rep += f'. Reported {duration(r["age_s"])} ago by {e(r["repairer"])}; {r["passes"]:,} passes.'
+    return line + f'\n<p class="repair" id="repair">{rep}</p>'
+
+
+def _reserved_for(n: int) -> str:
+    """What the reserved bytes are held for, or nothing when no file holds any."""
+    return f" for {n:,} file{'' if n == 1 else 's'} being written" if n else ""
 
 
 def render_html(s: dict[str, Any]) -> str:
+    """The status page of :func:`snapshot`'s data: one HTML document, every
+    value escaped, refreshed by the browser every ``REFRESH_S`` seconds."""
     e = html.escape
     t, tot = s["tracker"], s["totals"]
     rows = []
     for p in s["peers"]:
         state = f'<span class="state-{"live" if p["alive"] else "failed"}">{e(p["state"])}</span>'
+        restarts = f'{p["restarts"]:,}' if p["started_at"] or p["restarts"] else "?"
+        up = "&ndash;" if p["uptime_s"] is None else duration(p["uptime_s"]) if p["started_at"] else "?"
+        fs = (f'<td title="{e(p["fs_id"])}">{e(p["filesystem"])}</td>' if p["fs_id"] else '<td>?</td>')
         rows.append(
-            f'<tr class="{"live" if p["alive"] else "failed"}"><td>{e(p["addr"])}</td>'
-            f'<td title="{e(p["peer_id"])}">{e(p["peer_id"][:8])}</td><td>{state}</td>'
+            f'<tr class="{"live" if p["alive"] else "failed"}">'
+            f'<td class="name" title="peer id {e(p["peer_id"])}">{e(p["name"] or "?")}</td>'
+            f'<td>{e(p["addr"])}</td><td class="wrap">{state}</td>'
+            f'<td class="n">{up}</td>'
+            f'<td class="n restarts">{restarts}</td>'
             f'<td class="n">{duration(p["last_announce_age_s"])} ago</td><td class="n">{p["records"]:,}</td>'
-            f'<td class="n">{size(p["used_bytes"])}</td><td class="n">{size(p["free_bytes"])}</td>'
+            f'<td class="n">{size(p["used_bytes"])}</td><td class="n">{size(p["free_bytes"])}</td>{fs}'
             f'<td class="n">{size(p["reserved_bytes"])}</td><td class="n">{p["load"] * 100:.0f}%</td>'
             f'<td class="n">{p["copies_verified"]:,}</td><td class="n">{p["copies_bad"]:,}</td>'
             f'<td class="n">{p["copies_quarantined"]:,}</td></tr>')
-    peers = ('<table id="peers"><tr><th>address</th><th>peer id</th><th>state</th><th>last announce</th>'
-             '<th>records</th><th>used</th><th>free</th><th>reserved</th><th>load</th>'
+    peers = ('<table id="peers"><tr><th title="its data directory; its id is in status.json">name</th>'
+             '<th>address</th><th>state</th>'
+             '<th title="since its process started">up</th><th title="process restarts seen by the tracker">'
+             'restarts</th><th>last announce</th><th>records</th><th>used</th><th>free</th>'
+             '<th title="the filesystem of its data directory: peers on one disk share its space">disk</th>'
+             '<th title="held for files being written (est_size)">reserved</th><th>load</th>'
              '<th title="copies the verifying scrubber checked against their CRC-32C">verified</th>'
              '<th>bad</th><th>quarantined</th></tr>'
              + "".join(rows) + "</table>") if rows else '<p class="none">No peer has announced yet.</p>'
@@ -125,7 +200,7 @@ def render_html(s: dict[str, Any]) -> str:
         events.append(
             f'<tr class="{"live" if ev["kind"] == "returned" else "failed"}"><td>{e(ev["time"])}</td>'
             f'<td class="n">{duration(ev["age_s"])} ago</td><td>{e(ev["addr"])}</td>'
-            f'<td>{e(KIND_TEXT.get(ev["kind"], ev["kind"]))}{times}</td><td>{e(ev["detail"])}</td></tr>')
+            f'<td>{e(KIND_TEXT.get(ev["kind"], ev["kind"]))}{times}</td><td class="wrap">{e(ev["detail"])}</td></tr>')
     failures = ('<table id="failures"><tr><th>time (UTC)</th><th>when</th><th>peer</th><th>event</th>'
                 '<th>detail</th></tr>' + "".join(events) + "</table>") if events else \
         '<p class="none">No failures since the tracker started.</p>'
@@ -139,11 +214,14 @@ def render_html(s: dict[str, Any]) -> str:
 <p class="meta"><b>{e(t["addr"])}</b> &middot; version {e(t["version"])} &middot; up {duration(t["uptime_s"])}
 (since {e(t["started_at"])}) &middot; announces every {t["announce_interval_s"]:g} s, failed after
 {t["liveness_window_s"]:g} s without one</p>
+{_health_html(s)}
 <p class="summary" id="summary"><span><b>{s["files"]:,}</b> files</span>
 <span><b>{tot["live_peers"]}</b> live peers</span><span><b>{tot["failed_peers"]}</b> failed</span>
-<span>capacity <b>{size(tot["capacity_bytes"])}</b></span><span>used <b>{size(tot["used_bytes"])}</b></span>
-<span>free <b>{size(tot["free_bytes"])}</b></span><span>reserved <b>{size(tot["reserved_bytes"])}</b>
-({s["reservations"]} file{"" if s["reservations"] == 1 else "s"})</span></p>
+<span title="each filesystem counted once, however many peers store on it">capacity
+<b>{size(tot["capacity_bytes"])}</b> on {tot["filesystems"]} disk{"" if tot["filesystems"] == 1 else "s"}</span>
+<span>used <b>{size(tot["used_bytes"])}</b></span><span>free <b>{size(tot["free_bytes"])}</b></span>
+<span id="reserved" title="space held on the peers for files being written (est_size at create)">reserved
+<b>{size(tot["reserved_bytes"])}</b>{_reserved_for(s["reservations"])}</span></p>
 <h2>Peers</h2>
 {peers}
 <h2>Recent failures</h2>

@@ -1,0 +1,263 @@
+"""What the operator asks first (docs/operations.md, "Status page"): are
+records short of copies, in how many files, is a repair at work on them,
+and how much space the cluster really has.
+
+* :class:`ShortCopies` counts, from the infofiles, the committed records with
+  fewer than F copies stored on live peers: a copy pending (an async copy
+  never stored, a copy a peer's verifier quarantined) or a copy on a peer
+  that is not live. The count is the tracker's own, so it is right whether
+  or not a repair service runs. It is made in a thread every few seconds
+  (:func:`keep_counting`), never per status request, and each infofile is
+  read again only when it changed (size, mtime, inode) or the live peers
+  of its peerlist did: a healthy, idle namespace costs one ``stat`` per
+  file per count.
+* :class:`RepairProgress` is what the repair service (``storetorrent repair
+  --watch``) last reported with the ``ReportRepair`` RPC.
+* :func:`space_totals` sums the live peers' space counting each filesystem
+  once: peers on one disk (several per node, or ``storetorrent up``) each
+  announce that disk's size and free bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import namespace
+from ..infofile import InfofileReader
+
+if TYPE_CHECKING:
+    from .peers import PeerInfo, PeerRegistry
+    from .service import TrackerService
+
+log = logging.getLogger("st.tracker")
+
+COUNT_EVERY_S = 5.0  # a count at least this often; at once when the live peers change
+MAX_DUTY = 0.1  # counts take at most this fraction of the time (a count of 2 s: every 20 s)
+# An infofile's count holds a read lock its commits wait for: a file that
+# changed is read again at most this often, in proportion to what its last
+# read took (0.5 s: every 25 s), unless the liveness of its peers changed.
+FILE_DUTY = 0.02
+
+
+@dataclass
+class CopyHealth:
+    """One count of the namespace's copies (plain data; see the module).
+
+    ``records_short``: committed records with fewer than F copies stored on
+    live peers (stripe records of objects count one each);
+    ``files_short``: files with such records; ``records_pending``: of those,
+    records with a copy pending; ``files``: files counted; ``errors``:
+    infofiles that could not be read (counted at their last count);
+    ``at``: Unix time the count ended (0: none yet); ``seconds``: how long
+    it took; ``reread``: infofiles it had to read (the others were cached).
+    """
+
+    records_short: int = 0
+    files_short: int = 0
+    records_pending: int = 0
+    files: int = 0
+    errors: int = 0
+    at: float = 0.0
+    seconds: float = 0.0
+    reread: int = 0
+
+    def age(self, now: float | None = None) -> float:
+        """Seconds since the count (-1.0: never counted)."""
+        return -1.0 if not self.at else max(0.0, (time.time() if now is None else now) - self.at)
+
+
+@dataclass
+class _FileCount:
+    stat_key: tuple[int, int, int]  # inode, mtime_ns, size of the infofile when read
+    peer_ids: dict[int, str]  # its peerlist
+    dead: frozenset[int]  # peer indexes not live when counted
+    short: int
+    pending: int
+    next_at: float = 0.0  # time.monotonic() before which a change of the file alone is not read again
+
+
+class ShortCopies:
+    """Counts records short of copies over the whole namespace (thread-safe
+    to call from one thread at a time: :func:`keep_counting` runs it in
+    ``asyncio.to_thread``)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._files: dict[str, _FileCount] = {}
+        self.current = CopyHealth()
+
+    def count(self, files: Iterable[tuple[str, int]], live: frozenset[str]) -> CopyHealth:
+        """Count every file of ``files`` (``(name, file_id)``, as the
+        tracker's state lists them) against the peer ids ``live``.
+
+        Blocking (stats and SQLite reads): call it off the event loop.
+        Returns the new :class:`CopyHealth` (also kept as ``current``).
+        """
+        t0 = time.monotonic()
+        out = CopyHealth()
+        seen: set[str] = set()
+        for name, _file_id in files:
+            seen.add(name)
+            out.files += 1
+            path = namespace.infofile_path(self.root, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                self._files.pop(name, None)  # deleted meanwhile
+                continue
+            key = (st.st_ino, st.st_mtime_ns, st.st_size)
+            old = self._files.get(name)
+            try:
+                fc = self._count_file(path, key, old, live)
+            except (sqlite3.Error, OSError, ValueError) as e:
+                out.errors += 1
+                log.debug("counting copies of %s: %s", name, e)
+                if old is None:
+                    continue
+                fc = old
+            if fc is not old:
+                out.reread += 1
+                self._files[name] = fc
+            if fc.short:
+                out.files_short += 1
+                out.records_short += fc.short
+                out.records_pending += fc.pending
+        for gone in set(self._files) - seen:
+            del self._files[gone]
+        out.at = time.time()
+        out.seconds = time.monotonic() - t0
+        self.current = out
+        return out
+
+    @staticmethod
+    def _count_file(path: Path, key: tuple[int, int, int], old: _FileCount | None,
+                    live: frozenset[str]) -> _FileCount:
+        if old is not None:
+            dead = frozenset(i for i, pid in old.peer_ids.items() if pid not in live)
+            if dead == old.dead and (old.stat_key == key or time.monotonic() < old.next_at):
+                return old  # its peers' liveness did not change, and the file did not or was read just now
+        t0 = time.monotonic()
+        r = InfofileReader(path)
+        try:
+            c = r.conn
+            c.execute("BEGIN")  # one snapshot for the peerlist and the counts
+            try:
+                peer_ids = {int(i): str(pid) for i, pid in c.execute("SELECT peer_idx, peer_id FROM peers")}
+                dead = frozenset(i for i, pid in peer_ids.items() if pid not in live)
+                marks = ",".join("?" * len(dead))
+                try:
+                    pending = int(c.execute("SELECT count(DISTINCT name) FROM pending_copies").fetchone()[0])
+                    pending_sql = "SELECT name FROM pending_copies"
+                except sqlite3.OperationalError:  # a file made before async protocols: none pending
+                    pending, pending_sql = 0, ""
+                parts = ([pending_sql] if pending_sql else []) + (
+                    [f"SELECT name FROM copies WHERE peer_idx IN ({marks})"] if dead else [])
+                short = int(c.execute(f"SELECT count(*) FROM ({' UNION '.join(parts)})", sorted(dead))
+                            .fetchone()[0]) if parts else 0
+            finally:
+                c.execute("COMMIT")
+        finally:
+            r.close()
+        took = time.monotonic() - t0
+        return _FileCount(key, peer_ids, dead, short, pending, t0 + took + took / FILE_DUTY)
+
+
+async def keep_counting(service: TrackerService, counter: ShortCopies, every_s: float = COUNT_EVERY_S) -> None:
+    """Count records short of copies (in a thread) every ``every_s`` seconds,
+    or longer if a count takes more than ``MAX_DUTY`` of the time, and at
+    once when the set of live peers changes. The result goes to
+    ``service.copy_health``; runs until cancelled."""
+    registry = service.registry
+    last_live: frozenset[str] | None = None
+    next_at = 0.0
+    wait = every_s
+    while True:
+        live = frozenset(p.peer_id for p in registry.live())
+        now = time.monotonic()
+        if live != last_live or now >= next_at:
+            files = service.state.file_ids()
+            try:
+                service.copy_health = await asyncio.to_thread(counter.count, files, live)
+            except Exception:  # never stop counting: the next round tries again
+                log.exception("counting records short of copies failed")
+            last_live = live
+            wait = max(every_s, service.copy_health.seconds / MAX_DUTY)
+            next_at = time.monotonic() + wait
+        await asyncio.sleep(min(0.5, wait))
+
+
+@dataclass
+class RepairProgress:
+    """The repair service's last report (``ReportRepair``), as the tracker
+    keeps it; ``received`` is ``time.monotonic()`` of the report."""
+
+    repairer: str
+    running: bool
+    reason: str
+    files_done: int
+    files_total: int
+    copies_stored: int
+    copies_restored: int
+    records_left: int
+    pass_seconds: float
+    passes: int
+    received: float = field(default_factory=time.monotonic)
+
+    def age(self) -> float:
+        """Seconds since the report."""
+        return max(0.0, time.monotonic() - self.received)
+
+    def as_dict(self) -> dict:
+        """Plain data for /status.json (``age_s`` instead of ``received``)."""
+        return {"repairer": self.repairer, "running": self.running, "reason": self.reason,
+                "files_done": self.files_done, "files_total": self.files_total,
+                "copies_stored": self.copies_stored, "copies_restored": self.copies_restored,
+                "records_left": self.records_left, "pass_seconds": round(self.pass_seconds, 3),
+                "passes": self.passes, "age_s": round(self.age(), 3)}
+
+
+@dataclass
+class SpaceTotals:
+    """The live peers' space, each filesystem counted once (bytes)."""
+
+    capacity_bytes: int = 0
+    used_bytes: int = 0
+    free_bytes: int = 0
+    filesystems: int = 0
+
+
+def space_totals(registry: PeerRegistry, peers: Iterable[PeerInfo] | None = None) -> SpaceTotals:
+    """Sum the space of the live ones of ``peers`` (default: every peer).
+
+    Peers that announce the same filesystem id share one disk: its capacity
+    is the smaller of the disk's size and the peers' capacities (each
+    ``--capacity`` or the disk), its free bytes the smaller of the disk's
+    free bytes (the latest announce, less what was committed to the group
+    since) and the peers' own free bytes. Used bytes are each peer's own.
+    Peers that announce no filesystem id (older ones) count alone.
+    """
+    groups: dict[str, list[PeerInfo]] = {}
+    for p in registry.peers.values() if peers is None else peers:
+        if registry.alive(p):
+            groups.setdefault(p.fs_id or f"peer:{p.peer_id}", []).append(p)
+    out = SpaceTotals(filesystems=len(groups))
+    for g in groups.values():
+        cap = sum(p.capacity_bytes for p in g)
+        free = sum(max(0, p.usable_free) for p in g)
+        disk = [p for p in g if p.fs_id and p.fs_size_bytes]
+        if disk:
+            latest = max(disk, key=lambda p: p.last_announce)
+            cap = min(cap, max(p.fs_size_bytes for p in disk))
+            free = min(free, max(0, latest.fs_free_bytes - sum(p.unannounced_bytes for p in g)))
+        out.capacity_bytes += cap
+        out.free_bytes += free
+        out.used_bytes += sum(p.used_bytes for p in g)
+    return out
