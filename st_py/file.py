@@ -234,10 +234,23 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
     def infofile_path(self) -> str:
         return self._infofile_override or self.info.infofile_path
 
-    def _infofile(self) -> InfofileReader:
+    def infofile(self) -> InfofileReader:
+        """This handle's read-only reader of the file's infofile (SQLite,
+        docs/infofile.md; paper 3.5: clients read infofiles directly), opened
+        on first use and closed with the handle. Its point and range queries
+        are the one place that knows the infofile's tables on the client.
+
+        Raises
+        ------
+        FileNotFoundError
+            The infofile is not there (the file was deleted, or the namespace
+            is not visible from this host).
+        """
         if self._reader is None:
             self._reader = InfofileReader(self.infofile_path)
         return self._reader
+
+    _infofile = infofile  # the name the mixins use
 
     def record_meta(self, name: str) -> RecordMeta | None:
         """The committed metadata of record ``name`` (its current version:

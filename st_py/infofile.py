@@ -875,6 +875,70 @@ class InfofileReader:
         """``(names, bytes)``: see :func:`name_stats`."""
         return name_stats(self.conn)
 
+    # -- point and range queries of names (the fsspec filesystem, listings) --
+    # ``name`` is the primary key of records and objects: a point lookup or
+    # a range [lo, hi) of names is one index search.
+    def record_stat(self, name: str) -> tuple[int, int, float] | None:
+        """``(size, crc32c, committed_at)`` of committed record ``name``
+        (size as stored, after filters), or None."""
+        return self.conn.execute("SELECT size, crc32c, committed_at FROM records WHERE name = ?",
+                                 (name,)).fetchone()
+
+    def records_between(self, lo: str, hi: str | None = None):
+        """``(name, size, crc32c, committed_at)`` of the committed records
+        with ``lo <= name < hi`` (no upper bound if None), in name order: a
+        cursor (close it, or read it to the end)."""
+        if hi is None:
+            return self.conn.execute("SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? "
+                                     "ORDER BY name", (lo,))
+        return self.conn.execute("SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? AND "
+                                 "name < ? ORDER BY name", (lo, hi))
+
+    def any_between(self, lo: str, hi: str) -> bool:
+        """Is a record named ``lo <= name < hi`` committed?"""
+        return self.conn.execute("SELECT 1 FROM records WHERE name >= ? AND name < ? LIMIT 1",
+                                 (lo, hi)).fetchone() is not None
+
+    def object_stat(self, name: str) -> tuple[int, int, float, int, int] | None:
+        """``(size, crc32c, committed_at, stripes, stripe_size)`` of striped
+        object ``name``, or None."""
+        try:
+            return self.conn.execute("SELECT size, crc32c, committed_at, stripes, stripe_size FROM objects "
+                                     "WHERE name = ?", (name,)).fetchone()
+        except sqlite3.OperationalError:  # a file made before striping
+            return None
+
+    def objects_between(self, lo: str = "", hi: str | None = None) -> list[tuple]:
+        """``(name, size, crc32c, committed_at, stripes, stripe_size)`` of the
+        striped objects with ``lo <= name < hi`` (all from ``lo`` if None)."""
+        q = "SELECT name, size, crc32c, committed_at, stripes, stripe_size FROM objects WHERE name >= ?"
+        args: tuple = (lo,)
+        if hi is not None:
+            q, args = q + " AND name < ?", (lo, hi)
+        try:
+            return self.conn.execute(q + " ORDER BY name", args).fetchall()
+        except sqlite3.OperationalError:  # a file made before striping
+            return []
+
+    def last_commit_at(self) -> float | None:
+        """Unix seconds of the newest committed record, or None."""
+        (t,) = self.conn.execute("SELECT max(committed_at) FROM records").fetchone()
+        return None if t is None else float(t)
+
+    def is_empty(self) -> bool:
+        """No record (committed or a stripe) at all."""
+        return self.conn.execute("SELECT 1 FROM records LIMIT 1").fetchone() is None
+
+    @contextlib.contextmanager
+    def read_transaction(self):
+        """Queries inside see one snapshot of the infofile (a read
+        transaction: a commit meanwhile shows whole or not at all)."""
+        self.conn.execute("BEGIN")
+        try:
+            yield self
+        finally:
+            self.conn.execute("COMMIT")
+
     def has_stripes(self) -> bool:
         """Are there stripe records (of objects, committed or not)?"""
         lo, hi = STRIPE_PREFIX, STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import GetLocalError, TrackerUnavailableError
 from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
@@ -26,6 +26,7 @@ class LocalReadsMixin:
         copies: int
         peers: dict
         info: pb.FileInfo
+        filters: Any
 
         @property
         def infofile_path(self) -> str: ...
@@ -111,3 +112,26 @@ class LocalReadsMixin:
         if not stripes:  # the stripes of striped objects: see local_stripes()
             out = [r for r in out if not r.name.startswith(STRIPE_PREFIX)]
         return out
+
+    def read_local(self, record: LocalRecord) -> bytes:
+        """The record's bytes from its revealed local copy, checked against
+        the size and CRC-32C it was stored with (paper 3.6's end-to-end
+        check, on the local path of 3.7) and decoded with the file's
+        client-side filters (docs/filters.md): what :meth:`get` returns,
+        without the network. Used by the fsspec filesystem's local reads.
+
+        Raises
+        ------
+        ChecksumError
+            The copy on disk is not the record's (bit rot, a truncated or
+            overwritten file): read it with :meth:`get` (another copy) and
+            report it (:meth:`report_bad_copy`).
+        GetLocalError
+            The copy is gone (deleted meanwhile, or lost by the disk).
+        WrongKeyError, FilterError
+            The file's filters cannot decode it (a wrong key).
+        """
+        data = record.read(self.name)
+        if self.filters:
+            data = self.filters.decode(self.file_id, record.name, data)
+        return data

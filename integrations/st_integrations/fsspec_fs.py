@@ -36,7 +36,6 @@ import errno
 import io
 import os
 import re
-import sqlite3
 import threading
 import weakref
 from collections import OrderedDict
@@ -46,26 +45,14 @@ from datetime import datetime, timezone
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 from fsspec.utils import stringify_path
 
-from st_py.errors import (BadNameError, RecordExistsError, RecordNotFoundError, StFileExistsError,
-                          StFileNotFoundError)
+from st_py.errors import (BadNameError, ChecksumError, GetLocalError, RecordExistsError, RecordNotFoundError,
+                          StFileExistsError, StFileNotFoundError)
 
 PROTOCOL = "storetorrent"
 
 # host:port (or [v6]:port): the only form of URL host taken as a tracker address
 _TRACKER_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")
 
-# Records of an infofile (docs/infofile.md): ``name`` is the primary key, so
-# point lookups and ranges [lo, hi) of names are index searches.
-_SQL_META = "SELECT size, crc32c, committed_at FROM records WHERE name = ?"
-_SQL_RANGE = "SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? AND name < ? ORDER BY name"
-_SQL_FROM = "SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? ORDER BY name"
-_SQL_ANY = "SELECT 1 FROM records WHERE name >= ? AND name < ? LIMIT 1"
-# Striped objects (docs/striping.md): a name of the file, as a record is; its
-# stripe records (".st-stripe/...") are never shown.
-_SQL_OBJ_META = "SELECT size, crc32c, committed_at, stripes, stripe_size FROM objects WHERE name = ?"
-_SQL_OBJ_RANGE = ("SELECT name, size, crc32c, committed_at, stripes, stripe_size FROM objects "
-                  "WHERE name >= ? AND name < ? ORDER BY name")
-_SQL_OBJ_ALL = "SELECT name, size, crc32c, committed_at, stripes, stripe_size FROM objects ORDER BY name"
 _HIDDEN = (".st-stripe/", ".st-version/")  # reserved prefixes: stripes, stored names of versions
 
 
@@ -459,66 +446,54 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             return "missing", pre, path[len(pre):].lstrip("/")
         return "missing", "/", path.lstrip("/")  # not reached: the root always lists
 
-    # -- records (the infofile) -----------------------------------------------
-    def _conn(self, fname: str):
-        """This thread's read-only connection to the infofile of ``fname``."""
-        return self._handle(fname)._infofile().conn
+    # -- records (the infofile, through st_py.infofile.InfofileReader) --------
+    def _infofile(self, fname: str):
+        """This thread's read-only reader of the infofile of ``fname``."""
+        return self._handle(fname).infofile()
 
     def _meta(self, fname: str, rname: str):
         """``(size, crc32c, committed_at)`` of committed record ``rname``, or
         None (also for the reserved names of stripes and versions)."""
         if _hidden(rname):
             return None
-        return self._conn(fname).execute(_SQL_META, (rname,)).fetchone()
+        return self._infofile(fname).record_stat(rname)
 
     def _has_under(self, fname: str, prefix: str) -> bool:
         """Whether a committed record or object name starts with ``prefix``
         (ending in ``/``)."""
         if _hidden(prefix):
             return False
-        if self._conn(fname).execute(_SQL_ANY, (prefix, _upper(prefix))).fetchone() is not None:
+        if self._infofile(fname).any_between(prefix, _upper(prefix)):
             return True
         return bool(self._objects_under(fname, prefix))
 
     def _obj_meta(self, fname: str, rname: str):
         """``(size, crc32c, committed_at, stripes, stripe_size)`` of striped
         object ``rname``, or None."""
-        try:
-            return self._conn(fname).execute(_SQL_OBJ_META, (rname,)).fetchone()
-        except sqlite3.OperationalError:  # a file made before striping
-            return None
+        return self._infofile(fname).object_stat(rname)
 
     def _objects_under(self, fname: str, prefix: str) -> list:
         """``(name, size, crc32c, committed_at, stripes, stripe_size)`` of
         the objects whose names start with ``prefix`` ("" for all)."""
-        conn = self._conn(fname)
-        try:
-            if not prefix:
-                return conn.execute(_SQL_OBJ_ALL).fetchall()
-            return conn.execute(_SQL_OBJ_RANGE, (prefix, _upper(prefix))).fetchall()
-        except sqlite3.OperationalError:  # a file made before striping
-            return []
+        return self._infofile(fname).objects_between(prefix, _upper(prefix) if prefix else None)
 
     def _rows_under(self, fname: str, prefix: str):
         """``(name, size, crc32c, committed_at)`` of every record whose name
         starts with ``prefix`` (all if empty), sorted by name."""
-        conn = self._conn(fname)
-        if not prefix:
-            return [r for r in conn.execute(_SQL_FROM, ("",)) if not _hidden(r[0])]
-        return [r for r in conn.execute(_SQL_RANGE, (prefix, _upper(prefix))) if not _hidden(r[0])]
+        rows = self._infofile(fname).records_between(prefix, _upper(prefix) if prefix else None)
+        return [r for r in rows if not _hidden(r[0])]
 
     def _children(self, fname: str, prefix: str) -> tuple[list, list[str]]:
         """Records and pseudo-directories directly below ``prefix`` (``""``
         or ending in ``/``), from one read transaction. A pseudo-directory's
         records are skipped with one index search, so a listing costs the
         entries it returns, not the records below them."""
-        conn = self._conn(fname)
+        infofile = self._infofile(fname)
         records, dirs = [], []
-        lo = prefix
-        conn.execute("BEGIN")
-        try:
+        lo: str | None = prefix
+        with infofile.read_transaction():
             while lo is not None:
-                cur = conn.execute(_SQL_RANGE, (lo, _upper(prefix))) if prefix else conn.execute(_SQL_FROM, (lo,))
+                cur = infofile.records_between(lo, _upper(prefix) if prefix else None)
                 nxt = None
                 for row in cur:
                     head, sep, _ = row[0][len(prefix):].partition("/")
@@ -532,8 +507,6 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                     break
                 cur.close()
                 lo = nxt
-        finally:
-            conn.execute("COMMIT")
         for row in self._objects_under(fname, prefix):
             head, sep, _ = row[0][len(prefix):].partition("/")
             if not sep:
@@ -544,7 +517,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
 
     def _file_info(self, fname: str) -> dict:
         h = self._handle(fname)
-        n, nbytes = h._infofile().stats()
+        n, nbytes = h.infofile().stats()
         i = h.info
         d = {"name": fname, "size": 0, "type": "directory", "st_type": "file", "records": n, "bytes": nbytes,
              "replication": h.replication, "file_id": int(h.file_id), "owner": i.owner, "group": i.group,
@@ -722,7 +695,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         if info["st_type"] == "record":
             return datetime.fromtimestamp(info["created"], tz=timezone.utc)
         if info["st_type"] == "file":
-            meta = self._handle(info["name"])._infofile().meta()
+            meta = self._infofile(info["name"]).meta()
             return datetime.fromtimestamp(float(meta.get("created_at", 0)), tz=timezone.utc)
         raise NotImplementedError(f"{info['name']} is a directory without a timestamp")
 
@@ -738,7 +711,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         """
         info = self.info(path)
         if info["st_type"] == "file":
-            (t,) = self._conn(info["name"]).execute("SELECT max(committed_at) FROM records").fetchone()
+            t = self._infofile(info["name"]).last_commit_at()
             if t is not None:
                 return datetime.fromtimestamp(float(t), tz=timezone.utc)
         return self.created(path)
@@ -829,26 +802,19 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         """The record from its revealed local path, or None (no local copy,
         unreadable, or not matching the committed size and CRC-32C)."""
         lr = self._local_map(fname).get(rname)
-        if lr is None:
-            return None
-        from st_py.protocol import crc32c
-
+        if lr is None or lr.size != meta[0] or lr.crc32c not in (None, meta[1]):
+            return None  # not revealed here, or a copy of a version replaced since
+        h = self._handle(fname)
         try:
-            if lr.size != meta[0]:
-                raise ValueError("size differs")
-            with open(lr.path, "rb") as f:
-                data = f.read()
-            if len(data) != meta[0] or crc32c(data) != meta[1]:
-                raise ValueError("size or CRC-32C differs")
-        except (OSError, ValueError):
+            data = h.read_local(lr)  # checked against its size and CRC-32C, decoded
+        except (ChecksumError, GetLocalError) as e:
             with self._lock:
                 self.stats["local_fallbacks"] += 1
+            if isinstance(e, ChecksumError):
+                h.report_bad_copy(rname, lr.peer, str(e))  # best effort
             return None
         with self._lock:
             self.stats["local_reads"] += 1
-        h = self._handle(fname)
-        if h.filters:  # client-side filters (docs/filters.md): the local copy is stored bytes
-            data = h.filters.decode(h.file_id, rname, data)
         return data
 
     def _record_of(self, path: str):
@@ -998,10 +964,10 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             except StFileExistsError:  # created meanwhile by another writer
                 h = self._handle(fname)
         try:
-            if h._infofile().exists(rname) and not replace:
+            if h.infofile().exists(rname) and not replace:
                 raise RecordExistsFSError(f"record {rname!r} is already committed in {fname}: records are "
                                           "write-once; delete it first (fs.rm) or use another name")
-            h.put(rname, data, replace=replace and h._infofile().exists(rname))
+            h.put(rname, data, replace=replace and h.infofile().exists(rname))
             h.flush()  # commit now: visible when close() returns
         except RecordExistsFSError:
             raise
@@ -1151,7 +1117,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         path = self._strip_protocol(path)
         kind, a, b = self._lookup(path)
         if kind == "file":
-            if self._conn(a).execute("SELECT 1 FROM records LIMIT 1").fetchone() is not None:
+            if not self._infofile(a).is_empty():
                 raise OSError(errno.ENOTEMPTY, "the StoreTorrent file has records", path)
             self.client.delete(a)
             self._forget(a)

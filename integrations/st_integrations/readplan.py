@@ -495,7 +495,7 @@ def _plan_one(f, name: str, want, skip_ignored: bool, plans: dict, revealed: dic
     skipped = 0
     plan, by_peer = plan_file(f)
     fref = FileRef(name, tuple(n for n in f.info.filters.split(",") if n), f.file_id, f.info.key_check)
-    infofile = f._infofile()
+    infofile = f.infofile()
     objects = infofile.objects(plan.generation)
     has_stripes = infofile.has_stripes()
     plans[name] = plan
