@@ -184,7 +184,7 @@ def count_unavailable(infofile_path: str, dead: tuple[str, ...], copies: int) ->
 
     r = InfofileReader(infofile_path)
     try:
-        idxs = [i for i, a in r.conn.execute("SELECT peer_idx, addr FROM peers") if a in set(dead)]
+        idxs = [i for i, _, a in r.peerlist() if a in set(dead)]
         return r.count_unavailable(idxs, copies)
     finally:
         r.close()

@@ -878,6 +878,10 @@ class InfofileReader:
     # -- point and range queries of names (the fsspec filesystem, listings) --
     # ``name`` is the primary key of records and objects: a point lookup or
     # a range [lo, hi) of names is one index search.
+    def peerlist(self) -> list[tuple[int, str, str]]:
+        """The file's peerlist: ``(peer_idx, peer_id, addr)``, by index."""
+        return self.conn.execute("SELECT peer_idx, peer_id, addr FROM peers ORDER BY peer_idx").fetchall()
+
     def record_stat(self, name: str) -> tuple[int, int, float] | None:
         """``(size, crc32c, committed_at)`` of committed record ``name``
         (size as stored, after filters), or None."""

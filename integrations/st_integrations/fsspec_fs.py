@@ -38,7 +38,6 @@ import os
 import re
 import threading
 import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -47,6 +46,8 @@ from fsspec.utils import stringify_path
 
 from st_py.errors import (BadNameError, ChecksumError, GetLocalError, RecordExistsError, RecordNotFoundError,
                           StFileExistsError, StFileNotFoundError)
+
+from .record_cache import RecordCache
 
 PROTOCOL = "storetorrent"
 
@@ -273,8 +274,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         self._known: dict[str, dict] = {}  # StoreTorrent file name -> what List said of it
         self._local: dict[str, dict] = {}  # file name -> {record name: LocalRecord}
         self._local_locks: dict[str, threading.Lock] = {}
-        self._cache: OrderedDict = OrderedDict()  # (file_id, record, size, crc32c) -> bytes
-        self._cache_used = 0
+        self._cache = RecordCache(record_cache_bytes)  # (file_id, record, size, crc32c) -> bytes
 
     # -- URLs -----------------------------------------------------------------
     @classmethod
@@ -392,7 +392,6 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                 self._known.clear()
                 self._local.clear()
                 self._cache.clear()
-                self._cache_used = 0
                 self._epoch += 1
             else:
                 p = self._strip_protocol(path)
@@ -766,12 +765,11 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                 raise _not_found(f"{fname}/{rname}", f"no committed record {rname!r} in StoreTorrent file {fname}")
         h = self._handle(fname)
         key = (h.file_id, rname, meta[0], meta[1])
-        with self._lock:
-            data = self._cache.get(key)
-            if data is not None:
-                self._cache.move_to_end(key)
+        data = self._cache.get(key)
+        if data is not None:
+            with self._lock:
                 self.stats["cache_hits"] += 1
-                return data
+            return data
         data = self._read_local(fname, rname, meta) if self.local_reads else None
         if data is None:
             try:
@@ -781,13 +779,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                                                      f"{fname}") from None
             with self._lock:
                 self.stats["get_reads"] += 1
-        if len(data) <= self.record_cache_bytes // 4:
-            with self._lock:
-                if key not in self._cache:
-                    self._cache[key] = data
-                    self._cache_used += len(data)
-                while self._cache_used > self.record_cache_bytes:
-                    self._cache_used -= len(self._cache.popitem(last=False)[1])
+        self._cache.put(key, data)
         return data
 
     def _rec_info(self, fname: str, rname: str, path: str, meta) -> dict:
