@@ -12,7 +12,8 @@ The client library (paper section 3, figure 4)::
 from .client import Client, create, open
 from .errors import *  # noqa: F401,F403
 from .errors import StoreTorrentError
-from .file import Pending, StFile
+from .file import StFile
+from .pending import Pending
 from .getlocal import GetLocalPlan, LocalRecord, reveal
 
 __all__ = ["Client", "create", "open", "StFile", "Pending", "LocalRecord", "GetLocalPlan", "reveal",

@@ -8,10 +8,34 @@ to one request (one sequence number); a timeout or socket error is a
 
 from __future__ import annotations
 
+import enum
+
 ERROR_KIND_KEY = "st-error"
 """gRPC trailing metadata key by which the tracker says what kind of
 refusal an error is (``not-enough-peers``, ``no-space``, ``not-empty``), so that clients
 never parse message text."""
+
+
+class ErrorCode(enum.IntEnum):
+    """The error codes of the peer's ERROR frame (docs/wire-protocol.md)."""
+
+    BAD_FRAME = 1
+    FRAME_TOO_LARGE = 2
+    UNKNOWN_TYPE = 3
+    BAD_NAME = 4
+    NOT_FOUND = 5
+    EXISTS = 6
+    CRC_MISMATCH = 7
+    IO_ERROR = 8
+    NO_SPACE = 9
+    PEER_UNREACHABLE = 10
+    TIMEOUT = 11
+    INVARIANT = 12
+    NO_NAMESPACE = 13
+    NOT_IN_RING = 14
+    DENIED = 15
+    INTERNAL = 16
+    BUSY = 17  # the peer is at its connection limit (seq 0); the connection is closed
 
 
 class StoreTorrentError(Exception):
@@ -201,8 +225,6 @@ class PeerError(StoreTorrentError):
     """
 
     def __init__(self, code: int, message: str, peer: str = "", seq: int = 0, peers=()):
-        from .protocol import ErrorCode
-
         try:
             cname = ErrorCode(code).name
         except ValueError:

@@ -27,6 +27,7 @@ from .errors import (BadNameError, NotEnoughPeersError, PeerError, RecordTooLarg
                      StoreTorrentError, TrackerUnavailableError,
                      PermissionDeniedError, QueuedOperationsError, QuotaExceededError)
 from .group_commit import GroupCommitter
+from .pending import Pending
 from .local_reads import LocalReadsMixin
 from .reader import ReaderMixin
 from .striping import STRIPE_THRESHOLD, ObjectsMixin
@@ -58,34 +59,6 @@ def _name_bytes(name: str) -> bytes:
     if not b or len(b) > MAX_NAME or b"\x00" in b:
         raise BadNameError(f"record name must be 1 to {MAX_NAME} bytes without NUL: {name[:80]!r}")
     return b
-
-
-class Pending:
-    """The outcome of a queued operation: ``done()``, ``result()``, ``exception()``."""
-
-    __slots__ = ("name", "_done", "_result", "_exc", "_file")
-
-    def __init__(self, file: "StFile", name: str):
-        self._file, self.name = file, name
-        self._done = False
-        self._result: object = None
-        self._exc: Exception | None = None
-
-    def _set(self, result=None, exc: Exception | None = None) -> None:
-        self._done, self._result, self._exc = True, result, exc
-
-    def done(self) -> bool:
-        return self._done
-
-    def exception(self) -> Exception | None:
-        self._file._transport.wait(lambda: self._done)
-        return self._exc
-
-    def result(self):
-        exc = self.exception()
-        if exc is not None:
-            raise exc
-        return self._result
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import google_crc32c
 
-from .errors import StoreTorrentError
+from .errors import ErrorCode, StoreTorrentError  # noqa: F401  (ErrorCode: re-exported, the wire's codes)
 
 VERSION = 1
 HEADER = struct.Struct("<IBBHQ")  # length, type, version, flags, seq
@@ -47,26 +47,6 @@ class MsgType(enum.IntEnum):
     LOCAL_LIST = 0x85
     META_LIST = 0x86  # reply to LIST_META
     ERROR = 0xFF
-
-
-class ErrorCode(enum.IntEnum):
-    BAD_FRAME = 1
-    FRAME_TOO_LARGE = 2
-    UNKNOWN_TYPE = 3
-    BAD_NAME = 4
-    NOT_FOUND = 5
-    EXISTS = 6
-    CRC_MISMATCH = 7
-    IO_ERROR = 8
-    NO_SPACE = 9
-    PEER_UNREACHABLE = 10
-    TIMEOUT = 11
-    INVARIANT = 12
-    NO_NAMESPACE = 13
-    NOT_IN_RING = 14
-    DENIED = 15
-    INTERNAL = 16
-    BUSY = 17  # the peer is at its connection limit (seq 0); the connection is closed
 
 
 class ProtocolError(StoreTorrentError, ValueError):

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from .errors import ChecksumError, PeerError, RecordNotFoundError, RecordUnavailableError, StoreTorrentError
 from .infofile import RecordMeta
 from .placement import hash_ranking
+from .pending import Pending
 from .protocol import ErrorCode, crc32c, encode_get
 
 log = logging.getLogger("st.client")
@@ -40,9 +41,6 @@ LATENCY_ALPHA = 0.2  # smoothing of each holder's GET time
 HOT_MEMORY_S = 3.0  # a holder's GET time is forgotten this long after its last GET
 HOT_REFRESH_S = 0.05  # the hot spots are worked out again at most this often
 GET_COALESCE_BYTES = 2048  # queued GET frames go out together once this many bytes wait (about 40)
-
-if TYPE_CHECKING:
-    from .file import Pending
 
 
 class ReaderMixin:
@@ -149,9 +147,7 @@ class ReaderMixin:
         self._renew_capability()
         if self._committer.busy:
             self._committer.drain()  # read your own writes
-        from .file import Pending
-
-        fut = Pending(self, name)  # type: ignore[arg-type]  # self is the StFile
+        fut = Pending(self, name)
         try:
             meta = self._infofile().lookup(name)
             holders = list(meta.peers) if meta is not None else []
