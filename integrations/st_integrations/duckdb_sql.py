@@ -103,7 +103,8 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
     con.execute(f"SET extension_directory = {_quote(sqlite_extension_dir())}")
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("LOAD sqlite")
-    rec, cop, fil, stripes = [], [], [], []
+    rec, cop, stripes = [], [], []
+    fmeta, frec, fobj = [], [], []
     for i, (fname, path) in enumerate(infofiles.items()):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"infofile {path} of {fname} does not exist")
@@ -123,20 +124,18 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
                 f"{_quote(STRIPE_PREFIX)})")
         cop.append(f"SELECT {q} AS file, c.name, c.copy_rank, c.peer_idx, p.peer_id, p.addr "
                    f"FROM {alias}.copies c JOIN {alias}.peers p USING (peer_idx)")
-        # One row per file from three one-row aggregates (scalar subqueries made DuckDB's planner
-        # superlinear in the number of files); every aggregate reads a column, as DuckDB's sqlite
-        # scanner cannot scan a WITHOUT ROWID table (meta, objects) by ROWID
-        objs = f"(SELECT count(*) AS n FROM {alias}.objects WHERE name IS NOT NULL)" if _has_objects(path) else \
-            "(SELECT 0 AS n)"
-        fil.append(f"SELECT {q} AS file, CAST(m.file_id AS BIGINT) AS file_id, "
-                   f"CAST(m.replication AS VARCHAR) AS replication, CAST(m.copies AS INTEGER) AS copies, "
-                   f"r.n + o.n AS records, CAST(r.b AS BIGINT) AS bytes FROM "
-                   f"(SELECT max(value) FILTER (WHERE key = 'file_id') AS file_id, "
-                   f"max(value) FILTER (WHERE key = 'replication') AS replication, "
-                   f"max(value) FILTER (WHERE key = 'copies') AS copies FROM {alias}.meta "
-                   f"WHERE key IN ('file_id', 'replication', 'copies')) m, "
-                   f"(SELECT count(*) FILTER (WHERE {plain}) AS n, coalesce(sum(size), 0) AS b "
-                   f"FROM {alias}.records) r, {objs} o")
+        # One row per file: three unions of one-row aggregates (meta, records, objects), joined on
+        # the file once (cross joins inside every branch made DuckDB's planner superlinear in the
+        # number of files); every aggregate reads a column, as DuckDB's sqlite scanner cannot scan
+        # a WITHOUT ROWID table (meta, objects) by ROWID
+        fmeta.append(f"SELECT {q} AS file, max(value) FILTER (WHERE key = 'file_id') AS file_id, "
+                     f"max(value) FILTER (WHERE key = 'replication') AS replication, "
+                     f"max(value) FILTER (WHERE key = 'copies') AS copies FROM {alias}.meta "
+                     f"WHERE key IN ('file_id', 'replication', 'copies')")
+        frec.append(f"SELECT {q} AS file, count(*) FILTER (WHERE {plain}) AS n, coalesce(sum(size), 0) AS b "
+                    f"FROM {alias}.records")
+        fobj.append(f"SELECT {q} AS file, count(*) AS n FROM {alias}.objects WHERE name IS NOT NULL"
+                    if _has_objects(path) else f"SELECT {q} AS file, 0 AS n")
     if not rec:
         raise ValueError("connect() needs at least one infofile")
     _union_view(con, "records", rec)
@@ -147,7 +146,13 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
         con.execute("CREATE VIEW stripes AS SELECT NULL::VARCHAR AS file, NULL::VARCHAR AS object, "
                     "NULL::INTEGER AS stripe, NULL::VARCHAR AS name, NULL::BIGINT AS size, NULL::BIGINT AS crc32c "
                     "WHERE false")
-    _union_view(con, "files", fil)
+    _union_view(con, "_st_files_meta", fmeta)
+    _union_view(con, "_st_files_records", frec)
+    _union_view(con, "_st_files_objects", fobj)
+    con.execute("CREATE VIEW files AS SELECT m.file, CAST(m.file_id AS BIGINT) AS file_id, "
+                "CAST(m.replication AS VARCHAR) AS replication, CAST(m.copies AS INTEGER) AS copies, "
+                "r.n + o.n AS records, CAST(r.b AS BIGINT) AS bytes FROM _st_files_meta m "
+                "JOIN _st_files_records r USING (file) JOIN _st_files_objects o USING (file)")
     return con
 
 
