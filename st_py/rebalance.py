@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from ._proto import tracker_pb2 as pb
 from .errors import BadNameError, PeerError, PeerUnavailableError
 from .getlocal import ping_all
-from .placement import choose_spare, hash_spare
+from .placement import choose_spare, hash_spare, shares_domain
 from .protocol import FLAG_REPLACE, put_prefix
 
 BATCH = 256  # records read, rewritten and committed together
@@ -32,7 +32,11 @@ class RebalanceReport:
 
     ``unavailable`` are records with every copy on lost peers (nothing to
     read them from); ``under_replicated`` are records that kept fewer than
-    F copies because no live peer could take a copy.
+    F copies because no live peer could take a copy; ``shared_domain`` are
+    records given a copy whose holders now share a failure domain, because
+    no live peer in another domain could take it (docs/replication.md,
+    "Failure domains"; only when the peerlist spans several domains); they
+    count as restored.
     """
 
     file: str
@@ -42,6 +46,7 @@ class RebalanceReport:
     unavailable: list[str] = field(default_factory=list)
     under_replicated: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    shared_domain: list[str] = field(default_factory=list)
     peers_added: list[str] = field(default_factory=list)
     generation: int = 0
     seconds: float = 0.0
@@ -142,14 +147,17 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
             report.unavailable.append(m.name)
 
     # 2. Write each lost copy, same rank, to a live peer holding no copy (under hash
-    # placement the first such peer in the record's ranking, where readers look).
+    # placement the first such peer in the record's ranking, where readers look),
+    # apart by failure domain from the live copies (docs/replication.md).
     moves: list[pb.CopyMove] = []
     outstanding = {"n": 0}
 
     def place(m, rank: int, holders: dict[int, int], tried: set[int]) -> None:
         candidates = [i for i in usable if i not in tried and f._usable(i)]
-        new = (hash_spare(f.file_id, m.name, f._peer_ids, candidates, holders.values()) if f._hash_placement
-               else choose_spare(candidates, list(holders.values())))
+        keep = [p for r, p in holders.items() if r != rank and p not in lost_set]
+        new = (hash_spare(f.file_id, m.name, f._peer_ids, candidates, holders.values(), f._spread, keep)
+               if f._hash_placement else choose_spare(candidates, list(holders.values()), domains=f._spread,
+                                                      apart_from=keep))
         if new is None:
             report.under_replicated.append(m.name)
             return
@@ -174,14 +182,19 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
                                                   FLAG_REPLACE), body],
                           done)
 
+    placed: list[tuple[str, dict[int, int]]] = []
     for m in metas:
         if m.name not in data:
             continue
         holders = m.copies()
+        placed.append((m.name, holders))
         for rank, p in list(holders.items()):
             if p in lost_set:
                 place(m, rank, holders, set())
     f._transport.wait(lambda: outstanding["n"] == 0)
+    if f._spread is not None:  # the peerlist spans several domains (one: a single machine, nothing to spread)
+        short = set(report.under_replicated)
+        report.shared_domain += [n for n, h in placed if n not in short and shares_domain(list(h.values()), f._spread)]
 
     # 3. Commit the moves: from now on the new holders serve these copies.
     if moves:

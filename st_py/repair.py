@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from ._proto import tracker_pb2 as pb
 from .errors import PeerError, PeerUnavailableError, StoreTorrentError, TrackerUnavailableError
+from .placement import shares_domain
 from .protocol import FLAG_REPLACE, put_prefix
 from .rebalance import rebalance
 
@@ -52,7 +53,10 @@ class RepairReport:
     ``pending_left`` are copies still pending after the pass (no stored copy
     to read, or no live peer to take them); ``lost_peers`` are the peers
     failed longer than ``failed_after`` whose copies were restored
-    elsewhere (``copies_restored``).
+    elsewhere (``copies_restored``); ``shared_domain`` are records whose
+    restored or stored copies share a failure domain because no live peer
+    in another domain could take them (docs/replication.md, "Failure
+    domains"; they count as complete).
     """
 
     file: str
@@ -64,6 +68,7 @@ class RepairReport:
     unavailable: list[str] = field(default_factory=list)
     under_replicated: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    shared_domain: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -76,6 +81,7 @@ class RepairReport:
                 "pending_left": len(self.pending_left), "lost_peers": self.lost_peers,
                 "copies_restored": self.copies_restored, "unavailable": len(self.unavailable),
                 "under_replicated": len(self.under_replicated), "conflicts": len(self.conflicts),
+                "shared_domain": len(self.shared_domain),
                 "complete": self.complete, "seconds": round(self.seconds, 3)}
 
 
@@ -113,6 +119,7 @@ def repair_file(client, name: str, failed_after: float | None = DEFAULT_FAILED_A
                 report.copies_restored = rb.copies_moved
                 report.unavailable = rb.unavailable
                 report.under_replicated = rb.under_replicated
+                report.shared_domain += rb.shared_domain
                 report.conflicts += rb.conflicts
     report.seconds = time.monotonic() - t0
     return report
@@ -150,7 +157,9 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
     def place(meta, rank: int, target: int | None, taken: list[int], tried: set[int]) -> None:
         usable = [i for i in f._write_targets() if i not in tried]  # in service (not being drained)
         if target is None or target not in usable or target in taken:
-            target = f._spare(meta.name, usable, taken)
+            target = f._spare(meta.name, usable, taken)  # apart by failure domain from the others
+            if target is not None and shares_domain(taken + [target], f._spread):
+                report.shared_domain.append(meta.name)
         if target is None:
             report.pending_left.append(meta.name)
             return

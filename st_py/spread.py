@@ -70,6 +70,7 @@ from ._proto import tracker_pb2 as pb
 from .errors import InvalidOptionError, PeerError, PeerNotLiveError, PeerUnavailableError, StoreTorrentError, \
     UnknownPeerError
 from .infofile import RecordMeta
+from .placement import Domain, farthest, nearness
 from .protocol import FLAG_REPLACE, put_prefix
 from .repair import all_files
 
@@ -396,7 +397,8 @@ def _is_even(held: Mapping, space: Mapping, tolerance: float) -> bool:
 
 
 def _plan_spread(metas: Mapping[str, RecordMeta], peers: list[int], space: Mapping[int, int],
-                 taken: dict[str, set[int]], prior: Mapping[int, int] | None = None) -> list[_Move]:
+                 taken: dict[str, set[int]], prior: Mapping[int, int] | None = None,
+                 domains: Mapping[int, Domain] | None = None) -> list[_Move]:
     """Moves that bring each of ``peers`` (in service, usable) to its share
     of the file's copy bytes, in proportion to ``space``. ``prior`` are the
     bytes each peer holds of the files spread before this one: a peer's
@@ -408,7 +410,9 @@ def _plan_spread(metas: Mapping[str, RecordMeta], peers: list[int], space: Mappi
     holders and recent holders, updated); a move is planned only if it
     brings the two peers closer to their shares (the sum over peers of
     ``(bytes - share)^2 / space`` falls), so planning ends and a second
-    spread plans nothing new."""
+    spread plans nothing new. With ``domains`` a copy never moves nearer,
+    by failure domain, to the record's other copies than it was
+    (docs/replication.md, "Failure domains")."""
     prior = prior or {}
     held, on = _holdings(metas, peers)
     total, room = sum(held.values()), sum(space[p] for p in peers)
@@ -417,6 +421,7 @@ def _plan_spread(metas: Mapping[str, RecordMeta], peers: list[int], space: Mappi
     before = sum(prior.get(p, 0) for p in peers)
     share = {p: (total + before) * space[p] / room - prior.get(p, 0) for p in peers}
     moves: list[_Move] = []
+    now: dict[str, list[int]] = {}  # holders of records with a move planned, as planned
     for s in sorted(peers, key=lambda p: (-(held[p] - share[p]) / space[p], p)):
         if held[s] <= share[s]:
             break  # the rest are at or below their share
@@ -425,9 +430,11 @@ def _plan_spread(metas: Mapping[str, RecordMeta], peers: list[int], space: Mappi
             if es <= 0 or all(held[r] >= share[r] for r in peers if r != s):
                 break
             best, best_gap = None, 0.0
+            others = [p for p in now.get(name, metas[name].peers) if p != s]
+            limit = nearness(s, others, domains)
             for r in peers:
                 er = held[r] - share[r]
-                if r == s or er >= 0 or r in taken[name]:
+                if r == s or er >= 0 or r in taken[name] or nearness(r, others, domains) > limit:
                     continue
                 gain = ((es - size) ** 2 - es ** 2) / space[s] + ((er + size) ** 2 - er ** 2) / space[r]
                 if gain < 0 and -er / space[r] > best_gap:
@@ -437,15 +444,18 @@ def _plan_spread(metas: Mapping[str, RecordMeta], peers: list[int], space: Mappi
             held[s] -= size
             held[best] += size
             taken[name].add(best)
+            now[name] = others + [best]
             moves.append(_Move(name, rank, s, best, size))
     return moves
 
 
 def _plan_drain(metas: Mapping[str, RecordMeta], drained: int, peers: list[int], space: Mapping[int, int],
-                taken: dict[str, set[int]], fallback: dict[str, set[int]]) -> tuple[list[_Move], list[str]]:
+                taken: dict[str, set[int]], fallback: dict[str, set[int]],
+                domains: Mapping[int, Domain] | None = None) -> tuple[list[_Move], list[str]]:
     """A move for every copy on peer ``drained``, each to the peer in service
     whose fill it raises least among those holding no copy of the record
-    (``taken``); one that held a copy recently (``fallback``) only if no
+    (``taken``) and, with ``domains``, farthest by failure domain from its
+    other copies; one that held a copy recently (``fallback``) only if no
     other can take it. Returns (moves, records no peer can take)."""
     held, _ = _holdings(metas, peers)
     moves, stuck = [], []
@@ -460,6 +470,7 @@ def _plan_drain(metas: Mapping[str, RecordMeta], drained: int, peers: list[int],
             if not cands:
                 stuck.append(m.name)
                 continue
+            cands = farthest(cands, [p for p in m.peers if p != drained], domains)
             r = min(cands, key=lambda r: ((held[r] + m.size) / space[r], r))
             held[r] += m.size
             taken[m.name].add(r)
@@ -530,6 +541,7 @@ def _move_batch(f, batch: list[_Move], peers: list[int], space: Mapping[int, int
         if dst is None or not ok(dst) or (dst in old and not allow_recent):
             cands = [r for r in peers if ok(r) and r not in old] or (
                 [r for r in peers if ok(r)] if allow_recent else [])
+            cands = farthest(cands, [p for p in m.peers if p != mv.src], f._spread)  # apart by failure domain
             dst = min(cands, key=lambda r: ((held.get(r, 0) + m.size) / space[r], r)) if cands else None
         if dst is None:
             fm.skipped.append(f"{mv.name}: no live peer in service can take copy {mv.rank}")
@@ -622,7 +634,7 @@ def _spread_file(f, in_service: dict[str, int], tolerance: float, throttle: _Thr
     recent = _recent_holders(reader)
     taken = {n: set(m.peers) | recent.get(n, set()) for n, m in metas.items()}
     prior = {i: so_far.get(f.peers[i].peer_id, 0) for i in peers}
-    moves = _plan_spread(metas, peers, space, taken, prior)
+    moves = _plan_spread(metas, peers, space, taken, prior, f._spread)
     held, _ = _holdings(metas, f.peers)
     _execute(f, moves, peers, space, held, fm, throttle, progress)
     fm.after = _by_peer_id(f, held, in_service)
@@ -708,7 +720,7 @@ def _drain_file(f, peer_id: str, in_service: dict[str, int], throttle: _Throttle
     held, _ = _holdings(metas, f.peers)
     recent = _recent_holders(reader, on_drained)
     taken = {n: set(m.peers) | recent.get(n, set()) for n, m in on_drained.items()}
-    moves, fm.stuck = _plan_drain(on_drained, drained, peers, space, taken, recent)
+    moves, fm.stuck = _plan_drain(on_drained, drained, peers, space, taken, recent, f._spread)
     _execute(f, moves, peers, space, held, fm, throttle, progress, allow_recent=True)
     return fm, len(moves) + len(fm.stuck)
 

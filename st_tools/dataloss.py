@@ -20,6 +20,21 @@ but a whole block is lost or kept together, so the spread of the fraction
 across files/trials grows like ``sqrt(blocksize)``; the tool measures it by
 repeating the run with ``--compare-blocksize`` (default 1).
 
+**Failure domains** (``--domains D``, docs/reliability.md, "Correlated
+failures"). The peers are split evenly into D racks (peer i in rack
+``i mod D``, declared as its ``--domain``), whole racks fail (a switch, a
+power feed: the paper's "nodes failing in the same rack", 4.2) and the tool
+compares the records lost with the client's domain-aware placement
+(:func:`st_py.placement.choose_holders` with the peers' domains, as
+:class:`st_py.file.StFile` places when the peerlist spans several domains)
+and with domain-blind placement (without them), against the exact
+fractions :func:`exact_domain_loss`. The paper's claim that its analysis
+"does not require the failures to be independent" holds for the expected
+fraction at a given number of failed *peers*; a rack failure fails N/D
+peers at once, which blind placement turns into a loss of about
+``(1/D)^F`` of the records at the first rack lost, and aware placement into
+none until F racks are down.
+
 Run ``python -m st_tools.dataloss --help``; the results are in
 docs/reliability.md.
 """
@@ -39,7 +54,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from st_py.placement import DEFAULT_BLOCKSIZE, choose_holders
+from st_py.placement import DEFAULT_BLOCKSIZE, Domain, choose_holders
 from st_py.tracker.peers import PeerInfo
 from st_py.tracker.scheduler import schedule
 
@@ -234,7 +249,13 @@ def trial_std(p: float, records: int, blocksize: int) -> float:
 
 # -- simulation with the real placement code -------------------------------------
 
-def make_peerlist(peers: int, copies: int, est_size: int) -> list[PeerInfo]:
+def rack_of(peer: int, domains: int) -> int:
+    """The rack (failure domain) of simulated peer ``peer`` among ``domains``:
+    ``peer mod domains``, so racks differ in size by at most one peer."""
+    return peer % domains
+
+
+def make_peerlist(peers: int, copies: int, est_size: int, domains: int = 0) -> list[PeerInfo]:
     """The peerlist of a new file on ``peers`` equal peers, from the real
     tracker scheduler :func:`st_py.tracker.scheduler.schedule`.
 
@@ -246,6 +267,9 @@ def make_peerlist(peers: int, copies: int, est_size: int) -> list[PeerInfo]:
         F of the class.
     est_size : int
         Estimated user bytes of the file (one copy).
+    domains : int
+        D > 0: peer i declares failure domain ``dc1/rack<i mod D>/node<i>``
+        (:func:`rack_of`); 0: none (each its own host).
 
     Returns
     -------
@@ -265,7 +289,8 @@ def make_peerlist(peers: int, copies: int, est_size: int) -> list[PeerInfo]:
     """
     _check(peers, copies, 0)
     live = [PeerInfo(peer_id=f"peer{i:05d}", addr=f"10.0.{i // 250}.{i % 250 + 1}:7000",
-                     capacity_bytes=PEER_FREE_BYTES, free_bytes=PEER_FREE_BYTES)
+                     capacity_bytes=PEER_FREE_BYTES, free_bytes=PEER_FREE_BYTES,
+                     domain=f"dc1/rack{rack_of(i, domains):03d}/node{i:05d}" if domains else "")
             for i in range(peers)]
     chosen = schedule(live, copies, est_size)
     if len(chosen) != peers:
@@ -274,7 +299,7 @@ def make_peerlist(peers: int, copies: int, est_size: int) -> list[PeerInfo]:
 
 
 def place_records(usable: Sequence[int], copies: int, records: int, blocksize: int,
-                  rng: random.Random) -> tuple[np.ndarray, np.ndarray]:
+                  rng: random.Random, domains: dict[int, Domain] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Place R records of class xF, one :func:`choose_holders` call per block.
 
     Mirrors :meth:`st_py.file.StFile.queue_put`: every ``blocksize``
@@ -292,6 +317,9 @@ def place_records(usable: Sequence[int], copies: int, records: int, blocksize: i
         Records per block, >= 1.
     rng : random.Random
         Seeded source passed to ``choose_holders``.
+    domains : dict, optional
+        ``{peer index: Domain}``: domain-aware placement, as the client
+        places when the peerlist spans several domains; None: blind.
 
     Returns
     -------
@@ -308,8 +336,11 @@ def place_records(usable: Sequence[int], copies: int, records: int, blocksize: i
     """
     weights = block_weights(records, blocksize)
     nblocks = len(weights)
-    flat = np.fromiter((i for _ in range(nblocks) for i in choose_holders(usable, copies, rng)),
-                       dtype=np.int64, count=nblocks * copies)
+    if domains is None:
+        it = (i for _ in range(nblocks) for i in choose_holders(usable, copies, rng))
+    else:
+        it = (i for _ in range(nblocks) for i in choose_holders(usable, copies, rng, domains))
+    flat = np.fromiter(it, dtype=np.int64, count=nblocks * copies)
     return flat.reshape(nblocks, copies), weights
 
 
@@ -471,6 +502,258 @@ def analyse(peers: int = 100, records: int = 100_000, trials: int = 20, seed: in
             "blocksize": blocksize, "compare_blocksize": compare_blocksize,
             "classes": list(classes), "failed": gs, "rows": rows, "paper_example": example,
             "elapsed_s": time.perf_counter() - t0}
+
+
+# -- correlated failures: whole failure domains ---------------------------------------
+
+def _check_domains(peers: int, domains: int, copies: int, failed_domains: int) -> None:
+    _check(peers, copies, 0)
+    if domains < 1:
+        raise ValueError(f"the number of failure domains D must be >= 1, got {domains}")
+    if domains > peers:
+        raise ValueError(f"D={domains} failure domains need at least as many peers, N={peers} (D > N)")
+    if not 0 <= failed_domains <= domains:
+        raise ValueError(f"cannot fail {failed_domains} of D={domains} failure domains")
+
+
+def exact_domain_loss(peers: int, domains: int, copies: int, failed_domains: int, aware: bool) -> float:
+    """Exact probability that a record has every copy in ``failed_domains``
+    failed domains (chosen uniformly, independently of the placement).
+
+    * Domain-aware placement with D >= F: the F copies are in F distinct
+      domains, a uniform F-subset of the D (racks of equal size; sizes that
+      differ by one peer skew this slightly), so the probability is
+      ``C(g, F) / C(D, F)``: 0 until F domains are down.
+    * Domain-aware with D < F: every domain holds a copy, so a record is
+      lost only when all D are down.
+    * Blind placement: the failed peers are the g domains' peers, G of N
+      (G = g N / D when D divides N), and the F holders a uniform F-subset:
+      ``C(G, F) / C(N, F)``, as :func:`exact_unavailable`.
+
+    Parameters
+    ----------
+    peers, domains, copies, failed_domains : int
+        N, D (the peers of rack d are those with ``i mod D == d``), F, g.
+    aware : bool
+        Domain-aware (True) or blind placement.
+
+    Returns
+    -------
+    float
+        Probability in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        For N < 1, F > N, D < 1, D > N or g outside 0..D.
+
+    Notes
+    -----
+    Paper section 4.2 (the "twin nodes" and racks of its last paragraph).
+    """
+    _check_domains(peers, domains, copies, failed_domains)
+    if aware:
+        if domains >= copies:
+            return math.comb(failed_domains, copies) / math.comb(domains, copies)
+        return 1.0 if failed_domains == domains else 0.0
+    if peers % domains == 0:
+        return exact_unavailable(peers, copies, failed_domains * peers // domains)
+    # racks of two sizes: average over which racks fail (exact, by their sizes)
+    big, small = peers % domains, domains - peers % domains  # racks of size q+1 and q
+    q = peers // domains
+    total = 0.0
+    for b in range(max(0, failed_domains - small), min(big, failed_domains) + 1):
+        w = math.comb(big, b) * math.comb(small, failed_domains - b) / math.comb(domains, failed_domains)
+        total += w * exact_unavailable(peers, copies, b * (q + 1) + (failed_domains - b) * q)
+    return total
+
+
+def simulate_domains(peers: int, domains: int, copies: int, records: int, trials: int, blocksize: int,
+                     seed: int | str) -> dict[str, np.ndarray]:
+    """Measure the unavailable fraction when g = 0..D whole domains fail,
+    with domain-aware and with blind placement of the same file.
+
+    Each trial schedules a file on N peers in D racks (:func:`make_peerlist`),
+    places R records twice (one :func:`choose_holders` call per block, with
+    and without the peers' domains), then for each g fails the peers of g
+    racks drawn at random (the same racks for both placements).
+
+    Parameters
+    ----------
+    peers, domains, copies, records, trials, blocksize : int
+        N, D, F, R per trial, trials, records per block.
+    seed : int or str
+        Seed of the ``random.Random`` of placement and failures.
+
+    Returns
+    -------
+    dict
+        ``"aware"`` and ``"blind"``: numpy.ndarray, shape (D+1, trials),
+        float64, the fraction of records unavailable per g and trial.
+
+    Raises
+    ------
+    ValueError
+        For arguments out of range.
+    """
+    _check_domains(peers, domains, copies, 0)
+    if trials < 1:
+        raise ValueError(f"trials must be >= 1, got {trials}")
+    block_weights(records, blocksize)
+    rng = random.Random(seed)
+    out = {"aware": np.zeros((domains + 1, trials)), "blind": np.zeros((domains + 1, trials))}
+    for t in range(trials):
+        peerlist = make_peerlist(peers, copies, records * RECORD_BYTES, domains)
+        usable = list(range(len(peerlist)))
+        doms = {k: p.failure_domain for k, p in enumerate(peerlist)}
+        rack = {k: rack_of(int(p.peer_id[4:]), domains) for k, p in enumerate(peerlist)}
+        placed = {"aware": place_records(usable, copies, records, blocksize, rng, doms),
+                  "blind": place_records(usable, copies, records, blocksize, rng)}
+        for g in range(domains + 1):
+            down = set(rng.sample(range(domains), g))
+            failed = [k for k in usable if rack[k] in down]
+            for kind, (holders, weights) in placed.items():
+                out[kind][g, t] = unavailable_fraction(holders, weights, failed, peers)
+    return out
+
+
+def analyse_domains(peers: int = 100, domains: int = 10, records: int = 100_000, trials: int = 20,
+                    seed: int | None = None, blocksize: int = DEFAULT_BLOCKSIZE,
+                    classes: Sequence[int] = (1, 2, 3)) -> dict[str, Any]:
+    """The correlated-failure analysis (``--domains D``), JSON-ready.
+
+    Parameters
+    ----------
+    peers, domains, records, trials, blocksize : int
+        N, D racks, R per trial, trials, records per block.
+    seed : int, optional
+        Master seed (random and returned if None); class F uses
+        ``"{seed}:x{F}:domains"``.
+    classes : sequence of int
+        The F values.
+
+    Returns
+    -------
+    dict
+        ``seed``, the parameters, ``rows`` (one per class and number of
+        failed domains g: ``failed_peers`` (the peers of the g largest
+        racks: g N / D when D divides N), and for
+        ``aware`` and ``blind`` placement ``*_mean``, ``*_std`` (over
+        trials) and ``*_exact`` (:func:`exact_domain_loss`)) and
+        ``elapsed_s``.
+
+    Raises
+    ------
+    ValueError
+        For arguments out of range (trials < 2, D > N, F > N, ...).
+    """
+    if seed is None:
+        seed = secrets.randbits(32)
+    if trials < 2:
+        raise ValueError(f"trials must be >= 2 to measure a spread, got {trials}")
+    if not classes:
+        raise ValueError("no replication class given")
+    for f in classes:
+        _check_domains(peers, domains, f, 0)
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    for f in classes:
+        fr = simulate_domains(peers, domains, f, records, trials, blocksize, f"{seed}:x{f}:domains")
+        for g in range(domains + 1):
+            row: dict[str, Any] = {"copies": f, "failed_domains": g,
+                                   "failed_peers": sum(1 for i in range(peers) if rack_of(i, domains) < g)}
+            for kind in ("aware", "blind"):
+                row[f"{kind}_mean"] = float(fr[kind][g].mean())
+                row[f"{kind}_std"] = float(fr[kind][g].std(ddof=1))
+                row[f"{kind}_exact"] = exact_domain_loss(peers, domains, f, g, kind == "aware")
+            rows.append(row)
+    return {"mode": "domains", "seed": seed, "peers": peers, "domains": domains, "records": records,
+            "trials": trials, "blocksize": blocksize, "classes": list(classes), "rows": rows,
+            "elapsed_s": time.perf_counter() - t0}
+
+
+def print_domain_report(res: dict[str, Any], console: Any = None) -> None:
+    """Print :func:`analyse_domains`'s results as a rich table: per class and
+    number of failed domains, the fraction lost with aware and blind
+    placement, measured and exact.
+
+    Parameters
+    ----------
+    res : dict
+        The result of :func:`analyse_domains`.
+    console : rich.console.Console, optional
+        Where to print (default: 120 columns at least when not a terminal).
+    """
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal and console.width < 120:
+            console = Console(width=120)
+    console.print(f"seed {res['seed']}: N={res['peers']} peers in D={res['domains']} racks, R={res['records']} "
+                  f"records per trial, {res['trials']} trials, blocksize {res['blocksize']} "
+                  f"(rerun with --seed {res['seed']})")
+    t = Table(title="Fraction of records unavailable with g whole racks failed: domain-aware vs blind placement",
+              box=box.SIMPLE_HEAD)
+    for name in ("class", "racks down", "peers down", "aware measured", "aware exact", "blind measured",
+                 "blind std/trial", "blind exact"):
+        t.add_column(name, justify="right")
+    prev = None
+    for r in res["rows"]:
+        if r["failed_domains"] > max(r["copies"] + 2, 3) and r["failed_domains"] < res["domains"]:
+            continue  # the table's point is the first racks lost
+        if prev is not None and r["copies"] != prev:
+            t.add_section()
+        prev = r["copies"]
+        t.add_row(f"x{r['copies']}", str(r["failed_domains"]), str(r["failed_peers"]), _pct(r["aware_mean"]),
+                  _pct(r["aware_exact"]), _pct(r["blind_mean"]), _pct(r["blind_std"]), _pct(r["blind_exact"]))
+    console.print(t)
+    console.print(f"elapsed {res['elapsed_s']:.1f} s")
+
+
+def plot_domains(res: dict[str, Any], path: str | Path) -> None:
+    """Write the figure of :func:`analyse_domains`: fraction unavailable vs
+    racks failed (log y), aware (filled) and blind (open) placement, the
+    exact values as lines.
+
+    Raises
+    ------
+    RuntimeError
+        If matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+    except ImportError as e:  # pragma: no cover - matplotlib is in the test extra
+        raise RuntimeError("--plot needs matplotlib: pip install matplotlib") from e
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ci, f in enumerate(res["classes"]):
+        c = colours[ci % len(colours)]
+        rows = [r for r in res["rows"] if r["copies"] == f and r["failed_domains"] >= 1]
+        g = np.array([r["failed_domains"] for r in rows])
+        for kind, mk, ls in (("aware", "o", "-"), ("blind", "s", "--")):
+            exact = np.array([r[f"{kind}_exact"] for r in rows])
+            mean = np.array([r[f"{kind}_mean"] for r in rows])
+            pos, m = exact > 0, mean > 0
+            ax.plot(g[pos], exact[pos], ls, color=c, alpha=0.8)
+            ax.plot(g[m], mean[m], mk, color=c, mfc=c if kind == "aware" else "none", ms=5,
+                    label=f"x{f} {kind}")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"racks failed (of D={res['domains']}, {res['peers'] // res['domains']} peers each)")
+    ax.set_ylabel("fraction of records unavailable")
+    ax.set_title(f"Whole racks failing: domain-aware vs blind placement\n"
+                 f"N={res['peers']}, R={res['records']}, {res['trials']} trials (lines: exact)", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="lower right")
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 # -- output -----------------------------------------------------------------------
@@ -647,6 +930,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="second blocksize to compare the spread with (default 1; 0 skips)")
     ap.add_argument("--classes", default="1,2,3", help="comma-separated F values (default 1,2,3)")
     ap.add_argument("--max-failed", type=int, default=None, help="largest G (default min(10, N))")
+    ap.add_argument("--domains", type=int, default=0, metavar="D",
+                    help="correlated failures: the peers in D racks (failure domains), whole racks fail, "
+                         "domain-aware vs blind placement (default 0: independent peer failures)")
     ap.add_argument("--plot", default=None, help="write the figure to this PNG")
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
     a = ap.parse_args(argv)
@@ -655,15 +941,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:
         ap.error(f"--classes must be comma-separated integers, got {a.classes!r}")
     try:
-        res = analyse(peers=a.peers, records=a.records, trials=a.trials, seed=a.seed,
-                      blocksize=a.blocksize, classes=classes, max_failed=a.max_failed,
-                      compare_blocksize=a.compare_blocksize)
+        if a.domains:
+            res = analyse_domains(peers=a.peers, domains=a.domains, records=a.records, trials=a.trials,
+                                  seed=a.seed, blocksize=a.blocksize, classes=classes)
+        else:
+            res = analyse(peers=a.peers, records=a.records, trials=a.trials, seed=a.seed,
+                          blocksize=a.blocksize, classes=classes, max_failed=a.max_failed,
+                          compare_blocksize=a.compare_blocksize)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print_report(res)
+    (print_domain_report if a.domains else print_report)(res)
     if a.plot:
-        plot(res, a.plot)
+        (plot_domains if a.domains else plot)(res, a.plot)
         print(f"wrote {a.plot}")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)

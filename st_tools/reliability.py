@@ -112,8 +112,32 @@ rebalance: each of the failed peer's copies moves to a spare drawn by
 :func:`st_py.placement.choose_spare` among the live peers holding no copy of
 its block, and the peer is replaced by an empty one).
 
+Correlated failures (failure domains)
+------------------------------------
+With ``domains=D`` (``--domains D``) the units that fail are whole racks,
+not peers: the N peers sit in D racks of N/D (peer i in rack ``i mod D``,
+declared as its ``--domain``, :func:`st_tools.dataloss.rack_of`), each
+rack fails at rate ``lambda`` (its switch or power feed: every peer of it at
+once) and is repaired at rate ``mu``, and k is the number of racks down.
+The chain is the same birth-death chain over D units; only the safety
+probability changes, to the exact one of the placement
+(:func:`st_tools.dataloss.exact_domain_loss` per block):
+
+* domain-aware placement (what the client does when the peerlist spans
+  several domains, docs/replication.md, "Failure domains"): a block's F
+  copies are on F distinct racks, ``s(k) = (1 - C(k, F)/C(D, F))^B``, so
+  no data is lost before F racks are down at once;
+* blind placement: the k racks' ``kN/D`` peers are a failed set like any
+  other, ``s(k) = (1 - C(kN/D, F)/C(N, F))^B``, and the first rack lost
+  already loses data when B is large.
+
+Peer failures within racks are left out of this mode (they add the
+independent chain's rate of loss); :func:`simulate` checks it with the real
+placement code, repair ``"rebuild"`` only.
+
 Run ``python -m st_tools.reliability --help``; the results are in
-docs/reliability.md, section "Markov reliability model (CEFT section 6)".
+docs/reliability.md, sections "Markov reliability model (CEFT section 6)"
+and "Correlated failures".
 """
 
 from __future__ import annotations
@@ -134,7 +158,7 @@ from typing import Any
 import numpy as np
 
 from st_py.placement import DEFAULT_BLOCKSIZE, choose_spare
-from st_tools.dataloss import RECORD_BYTES, block_weights, make_peerlist, place_records
+from st_tools.dataloss import RECORD_BYTES, block_weights, exact_domain_loss, make_peerlist, place_records, rack_of
 
 HOURS_PER_YEAR = 365.25 * 24  # 8766 h, the Julian year
 DEFAULT_RECORDS = 100_000     # as st_tools.dataloss
@@ -166,12 +190,15 @@ def _rate(name: str, value: Any, positive: bool) -> float:
 
 
 def _check(peers: Any, copies: Any, fail_rate: Any, repair_rate: Any, records: Any, blocksize: Any,
-           repair: Any) -> tuple[int, int, float, float, int, int]:
+           repair: Any, domains: Any = 0) -> tuple[int, int, float, float, int, int]:
     """Validate the chain's parameters; raise ValueError with a clear message."""
     n = _int("peers (N)", peers, 1)
     f = _int("copies (F, class xF)", copies, 1)
     if f > n:
         raise ValueError(f"class x{f} needs {f} distinct peers, but only N={n} exist (F > N)")
+    d = _int("domains (D)", domains, 0)
+    if d > n:
+        raise ValueError(f"D={d} failure domains need at least as many peers, N={n} (D > N)")
     lam = _rate("fail_rate_per_h (lambda)", fail_rate, positive=True)
     mu = _rate("repair_rate_per_h (mu)", repair_rate, positive=False)
     r = _int("records (R)", records, 1)
@@ -182,6 +209,42 @@ def _check(peers: Any, copies: Any, fail_rate: Any, repair_rate: Any, records: A
 
 
 # -- the chain ----------------------------------------------------------------------
+
+def log_safety_domains(peers: int, domains: int, copies: int, blocks: int, aware: bool = True) -> np.ndarray:
+    """``log s(k)`` when k of D whole racks are down, k = 0..D (module
+    docstring, "Correlated failures").
+
+    Parameters
+    ----------
+    peers : int
+        N >= 1, in D racks (peer i in rack ``i mod D``).
+    domains : int
+        D, 1 <= D <= N.
+    copies : int
+        F, 1 <= F <= N.
+    blocks : int
+        B >= 1.
+    aware : bool
+        Domain-aware (True) or blind placement.
+
+    Returns
+    -------
+    numpy.ndarray, shape (D+1,), float64
+        ``B log(1 - p_k)`` with ``p_k`` :func:`st_tools.dataloss.exact_domain_loss`;
+        ``-inf`` where every block is lost (k = D).
+
+    Raises
+    ------
+    ValueError
+        For arguments out of range.
+    """
+    b = _int("blocks (B)", blocks, 1)
+    out = np.empty(domains + 1)
+    for k in range(domains + 1):
+        hit = exact_domain_loss(peers, domains, copies, k, aware)
+        out[k] = -math.inf if hit >= 1.0 else b * math.log1p(-hit)
+    return out
+
 
 def log_safety(peers: int, copies: int, blocks: int) -> np.ndarray:
     """``log s(k)``, the log-probability that k random failed peers hold no
@@ -247,7 +310,7 @@ class Chain:
 
 def build_chain(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: float,
                 records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
-                repair: str = "parallel") -> Chain:
+                repair: str = "parallel", domains: int = 0, aware: bool = True) -> Chain:
     """The transition rates of the chain (see the module docstring).
 
     Parameters
@@ -267,6 +330,12 @@ def build_chain(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per
         Records per holder set (default 16, the tracker's default).
     repair : {"parallel", "serial"}
         Repair rate ``k mu`` or ``mu`` in state k >= 1.
+    domains : int
+        0: peers fail (the chain's units are the N peers). D >= 1: whole
+        racks fail (D units of N/D peers; lambda and mu are a rack's), module
+        docstring "Correlated failures".
+    aware : bool
+        With ``domains``: domain-aware placement (True) or blind.
 
     Returns
     -------
@@ -275,16 +344,17 @@ def build_chain(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per
     Raises
     ------
     ValueError
-        For any argument out of range (F > N, lambda <= 0, mu < 0, R < 1, ...).
+        For any argument out of range (F > N, lambda <= 0, mu < 0, R < 1, D > N, ...).
     """
     n, f, lam, mu, r, b = _check(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize,
-                                 repair)
+                                 repair, domains)
     blocks = len(block_weights(r, b))
-    ls = log_safety(n, f, blocks)
-    k = np.arange(n)
+    units = domains or n
+    ls = log_safety_domains(n, domains, f, blocks, aware) if domains else log_safety(n, f, blocks)
+    k = np.arange(units)
     diff = ls[1:] - ls[:-1]                         # log r_k <= 0, -inf at k = N-1
     branch = -np.expm1(diff)                        # 1 - r_k, precise when tiny
-    fail = (n - k) * lam
+    fail = (units - k) * lam
     up = fail * np.exp(diff)
     loss = fail * branch
     down = (k * mu if repair == "parallel" else np.where(k > 0, mu, 0.0)).astype(np.float64)
@@ -302,7 +372,7 @@ def _mttdl(ch: Chain) -> float:
 
 def mttdl_hours(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: float,
                 records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
-                repair: str = "parallel") -> float:
+                repair: str = "parallel", domains: int = 0, aware: bool = True) -> float:
     """Mean time to data loss of a class xF file, starting with every peer up.
 
     The expected absorption time of the chain from state 0, solved on the
@@ -311,9 +381,10 @@ def mttdl_hours(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per
 
     Parameters
     ----------
-    peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair
+    peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair, domains, aware
         As in :func:`build_chain`: N, F, lambda (1/h), mu (1/h), R, records
-        per block, ``"parallel"`` (rate per failed peer) or ``"serial"``.
+        per block, ``"parallel"`` (rate per failed peer) or ``"serial"``,
+        D racks failing whole (0: peers fail) and the placement.
 
     Returns
     -------
@@ -326,7 +397,7 @@ def mttdl_hours(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per
         For any argument out of range.
     """
     return _mttdl(build_chain(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize,
-                              repair))
+                              repair, domains, aware))
 
 
 def _loss_probability(ch: Chain, t: float) -> float:
@@ -364,7 +435,7 @@ def _loss_probability(ch: Chain, t: float) -> float:
 def loss_probability(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: float,
                      mission_hours: float | Sequence[float] | np.ndarray,
                      records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
-                     repair: str = "parallel") -> float | np.ndarray:
+                     repair: str = "parallel", domains: int = 0, aware: bool = True) -> float | np.ndarray:
     """Probability that a class xF file loses a record within the mission time.
 
     ``P(T_DL <= t)`` from state 0, the DL entry of ``exp(Q t)``, computed by
@@ -372,7 +443,7 @@ def loss_probability(peers: int, copies: int, fail_rate_per_h: float, repair_rat
 
     Parameters
     ----------
-    peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair
+    peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair, domains, aware
         As in :func:`build_chain`.
     mission_hours : float or array_like of float, shape (M,)
         t >= 0 in hours.
@@ -387,7 +458,7 @@ def loss_probability(peers: int, copies: int, fail_rate_per_h: float, repair_rat
     ValueError
         For any argument out of range, a negative or non-finite mission time.
     """
-    ch = build_chain(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair)
+    ch = build_chain(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair, domains, aware)
     ts = np.asarray(mission_hours, dtype=np.float64) if not isinstance(mission_hours, bool) else None
     if ts is None or ts.ndim > 1 or not np.all(np.isfinite(ts)) or np.any(ts < 0):
         raise ValueError(f"mission_hours must be finite and >= 0, got {mission_hours!r}")
@@ -397,7 +468,7 @@ def loss_probability(peers: int, copies: int, fail_rate_per_h: float, repair_rat
 
 def model(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: float,
           mission_hours: float, records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
-          repair: str = "parallel") -> dict[str, Any]:
+          repair: str = "parallel", domains: int = 0, aware: bool = True) -> dict[str, Any]:
     """MTTDL and mission loss probability of one class, JSON-ready.
 
     Parameters
@@ -408,8 +479,10 @@ def model(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: fl
     -------
     dict
         ``copies``, ``blocks`` (B), ``first_loss_branch`` (``1 - s(F)``, the
-        probability that the F-th concurrent failure loses data; 0 if F = N
-        would need more peers -- never, F <= N), ``mttdl_hours``,
+        probability that the F-th concurrent failure loses data; with D < F
+        racks, the D-th), ``first_failure_branch`` (``1 - s(1)``: that the
+        first one does; 0 but for x1 and blind placement under rack
+        failures), ``mttdl_hours``,
         ``mttdl_years``, ``mission_hours``, ``p_loss``.
 
     Raises
@@ -417,18 +490,21 @@ def model(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: fl
     ValueError
         For any argument out of range.
     """
-    ch = build_chain(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair)
+    ch = build_chain(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair, domains, aware)
     m = _mttdl(ch)
     p = loss_probability(peers, copies, fail_rate_per_h, repair_rate_per_h, mission_hours, records,
-                         blocksize, repair)
-    return {"copies": copies, "blocks": ch.blocks, "first_loss_branch": float(ch.branch[copies - 1]),
+                         blocksize, repair, domains, aware)
+    first = min(copies, len(ch.branch)) - 1  # the F-th unit down (with D < F racks: the last)
+    return {"copies": copies, "blocks": ch.blocks, "first_loss_branch": float(ch.branch[first]),
+            "first_failure_branch": float(ch.branch[0]),
             "mttdl_hours": m, "mttdl_years": m / HOURS_PER_YEAR, "mission_hours": float(mission_hours),
             "p_loss": p}
 
 
 def required_repair_rate(peers: int, copies: int, fail_rate_per_h: float, target_mttdl_hours: float,
                          records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
-                         repair: str = "parallel", rtol: float = 1e-6) -> float:
+                         repair: str = "parallel", rtol: float = 1e-6, domains: int = 0,
+                         aware: bool = True) -> float:
     """The repair rate mu a class xF needs for a target MTTDL.
 
     MTTDL grows with mu (tests check it), so mu is found by bisection on
@@ -436,7 +512,7 @@ def required_repair_rate(peers: int, copies: int, fail_rate_per_h: float, target
 
     Parameters
     ----------
-    peers, copies, fail_rate_per_h, records, blocksize, repair
+    peers, copies, fail_rate_per_h, records, blocksize, repair, domains, aware
         As in :func:`build_chain`.
     target_mttdl_hours : float
         The MTTDL wanted, hours, > 0.
@@ -458,22 +534,23 @@ def required_repair_rate(peers: int, copies: int, fail_rate_per_h: float, target
         infinity when the first failure can already lose data, i.e. for
         F = 1; the message gives the bound).
     """
-    n, f, lam, _, r, b = _check(peers, copies, fail_rate_per_h, 0.0, records, blocksize, repair)
+    n, f, lam, _, r, b = _check(peers, copies, fail_rate_per_h, 0.0, records, blocksize, repair, domains)
+    units = domains or n
     target = _rate("target_mttdl_hours", target_mttdl_hours, positive=True)
     if not 0 < rtol < 1:
         raise ValueError(f"rtol must be in (0, 1), got {rtol}")
 
     def m(mu: float) -> float:
-        return _mttdl(build_chain(n, f, lam, mu, r, b, repair))
+        return _mttdl(build_chain(n, f, lam, mu, r, b, repair, domains, aware))
 
     if m(0.0) >= target:
         return 0.0
     # with instant repair only a failure in state 0 matters: MTTDL -> 1 / (N lambda branch_0)
-    branch0 = float(build_chain(n, f, lam, 0.0, r, b, repair).branch[0])
-    if branch0 > 0 and target >= 1.0 / (n * lam * branch0) * (1 - 1e-9):
+    branch0 = float(build_chain(n, f, lam, 0.0, r, b, repair, domains, aware).branch[0])
+    if branch0 > 0 and target >= 1.0 / (units * lam * branch0) * (1 - 1e-9):
         raise ValueError(f"no repair rate gives class x{f} an MTTDL of {target:.4g} h: with instant "
                          f"repair the first failure still loses data with probability {branch0:.3g}, "
-                         f"so the MTTDL stays below 1/(N lambda p) = {1.0 / (n * lam * branch0):.4g} h")
+                         f"so the MTTDL stays below 1/(N lambda p) = {1.0 / (units * lam * branch0):.4g} h")
     lo, hi = 0.0, lam
     while m(hi) < target:
         lo, hi = hi, hi * 2.0
@@ -518,21 +595,36 @@ class SimResult:
 
 def _one_run(peers: int, copies: int, lam: float, mu: float, records: int, blocksize: int, repair: str,
              sim_repair: str, prng: random.Random, rng: np.random.Generator,
-             max_events: int) -> tuple[float, int]:
-    peerlist = make_peerlist(peers, copies, records * RECORD_BYTES)
-    usable = list(range(len(peerlist)))
-    holders, _ = place_records(usable, copies, records, blocksize, prng)
+             max_events: int, domains: int = 0, aware: bool = True) -> tuple[float, int]:
+    # The units that fail: the peers, or (domains > 0) whole racks of them.
+    if domains:
+        peerlist = make_peerlist(peers, copies, records * RECORD_BYTES, domains)
+        usable = list(range(len(peerlist)))
+        doms = {k: p.failure_domain for k, p in enumerate(peerlist)} if aware else None
+        holders, _ = place_records(usable, copies, records, blocksize, prng, doms)
+        unit_of = [rack_of(int(p.peer_id[4:]), domains) for p in peerlist]
+    else:
+        peerlist = make_peerlist(peers, copies, records * RECORD_BYTES)
+        usable = list(range(len(peerlist)))
+        holders, _ = place_records(usable, copies, records, blocksize, prng)
+        unit_of = usable
+    units = domains or peers
     nblocks = len(holders)
-    # blocks of each peer (a block never has two copies on one peer)
-    of_peer: list[set[int]] = [set() for _ in range(peers)]
+    # blocks of each unit, and how many distinct units hold each block: it is
+    # lost when all of them are down (F for peers: a block never has two
+    # copies on one peer)
+    of_peer: list[set[int]] = [set() for _ in range(units)]
+    need = np.empty(nblocks, dtype=np.int64)
     for blk, hs in enumerate(holders.tolist()):
-        for p in hs:
-            of_peer[p].add(blk)
+        us = {unit_of[p] for p in hs}
+        need[blk] = len(us)
+        for u in us:
+            of_peer[u].add(blk)
     holders_l = holders.tolist()
     down_count = np.zeros(nblocks, dtype=np.int64)
-    is_up = [True] * peers
-    queue: list[int] = []                       # serial repair: failed peers in failure order
-    heap = [(float(rng.exponential(1.0 / lam)), 0, p) for p in range(peers)]  # (time, kind 0=fail/1=repair, peer)
+    is_up = [True] * units
+    queue: list[int] = []                       # serial repair: failed units in failure order
+    heap = [(float(rng.exponential(1.0 / lam)), 0, p) for p in range(units)]  # (time, kind 0=fail/1=repair, unit)
     heapq.heapify(heap)
     events = 0
     while heap:
@@ -545,7 +637,7 @@ def _one_run(peers: int, copies: int, lam: float, mu: float, records: int, block
             is_up[p] = False
             blks = np.fromiter(of_peer[p], dtype=np.int64, count=len(of_peer[p]))
             down_count[blks] += 1
-            if blks.size and int(down_count[blks].max()) >= copies:
+            if blks.size and bool(np.any(down_count[blks] >= need[blks])):
                 return t, events
             if mu > 0:
                 if repair == "parallel":
@@ -579,7 +671,7 @@ def _one_run(peers: int, copies: int, lam: float, mu: float, records: int, block
 def simulate(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: float, runs: int,
              records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE, repair: str = "parallel",
              sim_repair: str = "rebuild", seed: int | str | None = None,
-             max_events: int = 1_000_000) -> SimResult:
+             max_events: int = 1_000_000, domains: int = 0, aware: bool = True) -> SimResult:
     """Simulate independent files until their first data loss.
 
     Each run schedules a new file on N peers (``schedule()``), places its R
@@ -604,6 +696,12 @@ def simulate(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h:
         Seed; random (and returned) if None.
     max_events : int
         Safety limit on the events of one run.
+    domains : int
+        D >= 1: whole racks fail instead of peers (module docstring,
+        "Correlated failures"); ``sim_repair`` must be ``"rebuild"``.
+    aware : bool
+        With ``domains``: domain-aware placement (the peers' domains given to
+        ``choose_holders``) or blind.
 
     Returns
     -------
@@ -612,13 +710,15 @@ def simulate(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h:
     Raises
     ------
     ValueError
-        For arguments out of range.
+        For arguments out of range, or ``"respread"`` with ``domains``.
     RuntimeError
         If a run has no data loss within ``max_events`` events.
     """
     n, f, lam, mu, r, b = _check(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize,
-                                 repair)
+                                 repair, domains)
     runs = _int("runs", runs, 1)
+    if domains and sim_repair != "rebuild":
+        raise ValueError("with domains, sim_repair must be rebuild (a rack comes back with its copies)")
     max_events = _int("max_events", max_events, 1)
     if sim_repair not in SIM_REPAIRS:
         raise ValueError(f"sim_repair must be one of {', '.join(SIM_REPAIRS)}, got {sim_repair!r}")
@@ -629,7 +729,7 @@ def simulate(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h:
     out = np.empty(runs)
     ev = np.empty(runs, dtype=np.int64)
     for i in range(runs):
-        out[i], ev[i] = _one_run(n, f, lam, mu, r, b, repair, sim_repair, prng, rng, max_events)
+        out[i], ev[i] = _one_run(n, f, lam, mu, r, b, repair, sim_repair, prng, rng, max_events, domains, aware)
     return SimResult(loss_hours=out, events=ev, seed=seed)
 
 
@@ -705,7 +805,7 @@ def analyse(peers: int, classes: Sequence[int], fail_rate_per_h: float, repair_r
             mission_hours: float, records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
             repair: str = "parallel", simulate_runs: int = 0, sim_repair: str = "rebuild",
             seed: int | None = None, target_mttdl_hours: float | None = None,
-            curve_points: int = 10) -> dict[str, Any]:
+            curve_points: int = 10, domains: int = 0) -> dict[str, Any]:
     """Model (and optionally simulate) every class; JSON-ready results.
 
     Parameters
@@ -725,6 +825,11 @@ def analyse(peers: int, classes: Sequence[int], fail_rate_per_h: float, repair_r
     curve_points : int
         Times (log-spaced, MTTDL/100 to 4 MTTDL) at which the simulated
         P(loss) is compared with the model, for the plot.
+    domains : int
+        D >= 1: whole racks fail at ``fail_rate_per_h`` each (module
+        docstring, "Correlated failures"); each row is domain-aware
+        placement and holds ``blind``, the same for blind placement (its
+        model fields, and ``sim`` if simulated).
 
     Returns
     -------
@@ -751,11 +856,12 @@ def analyse(peers: int, classes: Sequence[int], fail_rate_per_h: float, repair_r
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     for f in classes:
-        row = model(peers, f, fail_rate_per_h, repair_rate_per_h, mission_hours, records, blocksize, repair)
+        row = model(peers, f, fail_rate_per_h, repair_rate_per_h, mission_hours, records, blocksize, repair,
+                    domains)
         if target_mttdl_hours is not None:
             try:
                 mu = required_repair_rate(peers, f, fail_rate_per_h, target_mttdl_hours, records, blocksize,
-                                          repair)
+                                          repair, domains=domains)
                 row["required_repair_rate"] = mu
                 row["required_repair_hours"] = math.inf if mu == 0 else 1.0 / mu
             except ValueError as e:
@@ -763,16 +869,27 @@ def analyse(peers: int, classes: Sequence[int], fail_rate_per_h: float, repair_r
                     raise
                 row["required_repair_rate"] = None
                 row["required_repair_note"] = str(e)
+        if domains:
+            blind = model(peers, f, fail_rate_per_h, repair_rate_per_h, mission_hours, records, blocksize, repair,
+                          domains, aware=False)
+            if simulate_runs:
+                bs = summarize(simulate(peers, f, fail_rate_per_h, repair_rate_per_h, simulate_runs, records,
+                                        blocksize, repair, sim_repair, seed=f"{seed}:x{f}:blind", domains=domains,
+                                        aware=False), mission_hours)
+                bs["z_mttdl"] = (bs["mttdl_hours"] - blind["mttdl_hours"]) / bs["mttdl_se"]
+                bs["z_p_loss"] = _z_binomial(bs["p_loss"], blind["p_loss"], simulate_runs)
+                blind["sim"] = bs
+            row["blind"] = blind
         if simulate_runs:
             sim = simulate(peers, f, fail_rate_per_h, repair_rate_per_h, simulate_runs, records, blocksize,
-                           repair, sim_repair, seed=f"{seed}:x{f}")
+                           repair, sim_repair, seed=f"{seed}:x{f}", domains=domains)
             s = summarize(sim, mission_hours)
             s["z_mttdl"] = (s["mttdl_hours"] - row["mttdl_hours"]) / s["mttdl_se"]
             s["z_p_loss"] = _z_binomial(s["p_loss"], row["p_loss"], simulate_runs)
             row["sim"] = s
             ts = np.geomspace(row["mttdl_hours"] / 100, 4 * row["mttdl_hours"], curve_points)
             pm = np.asarray(loss_probability(peers, f, fail_rate_per_h, repair_rate_per_h, ts, records, blocksize,
-                                             repair))
+                                             repair, domains))
             ks = [int(np.count_nonzero(sim.loss_hours <= t)) for t in ts]
             row["curve"] = {"hours": ts.tolist(), "model": pm.tolist(),
                             "sim": [k / simulate_runs for k in ks],
@@ -783,7 +900,7 @@ def analyse(peers: int, classes: Sequence[int], fail_rate_per_h: float, repair_r
     return {"seed": seed, "peers": peers, "classes": list(classes), "fail_rate_per_h": fail_rate_per_h,
             "repair_rate_per_h": repair_rate_per_h, "repair": repair, "records": records,
             "blocksize": blocksize, "mission_hours": mission_hours, "simulate_runs": simulate_runs,
-            "sim_repair": sim_repair, "target_mttdl_hours": target_mttdl_hours, "rows": rows,
+            "sim_repair": sim_repair, "target_mttdl_hours": target_mttdl_hours, "domains": domains, "rows": rows,
             "elapsed_s": time.perf_counter() - t0}
 
 
@@ -813,13 +930,18 @@ def print_report(res: dict[str, Any], console: Any = None) -> None:
         if not console.is_terminal and console.width < 160:
             console = Console(width=160)
     lam, mu = res["fail_rate_per_h"], res["repair_rate_per_h"]
-    console.print(f"N={res['peers']} peers, lambda={_g(lam)}/h (MTTF {_g(1 / lam)} h), mu={_g(mu)}/h "
+    dom = res.get("domains", 0)
+    unit = "rack" if dom else "peer"
+    console.print(f"N={res['peers']} peers" + (f" in D={dom} racks failing whole" if dom else "")
+                  + f", lambda={_g(lam)}/h per {unit} (MTTF {_g(1 / lam)} h), mu={_g(mu)}/h "
                   f"(repair {_g(1 / mu) if mu else 'never'} h, {res['repair']}), R={res['records']} records, "
                   f"blocksize {res['blocksize']}, mission {_g(res['mission_hours'])} h")
     sim = res["simulate_runs"] > 0
     t = Table(title="Markov model (CEFT section 6)" + (f" vs {res['simulate_runs']} simulated files per class"
                                                        if sim else ""), box=box.SIMPLE_HEAD)
     cols = ["class", "1-s(F)", "MTTDL (h)", "MTTDL (years)", "P(loss in mission)"]
+    if dom:
+        cols = ["class", "1-s(1) blind", "MTTDL (y) aware", "MTTDL (y) blind", "P(loss) aware", "P(loss) blind"]
     if sim:
         cols += ["sim MTTDL (h), 95% CI", "z", "sim P(loss), 95% CI", "z", "events/run"]
     if res.get("target_mttdl_hours") is not None:
@@ -829,6 +951,10 @@ def print_report(res: dict[str, Any], console: Any = None) -> None:
     for r in res["rows"]:
         cells = [f"x{r['copies']}", _g(r["first_loss_branch"]), _g(r["mttdl_hours"]), _g(r["mttdl_years"]),
                  _g(r["p_loss"])]
+        if dom:
+            bl = r["blind"]
+            cells = [f"x{r['copies']}", _g(bl["first_failure_branch"]), _g(r["mttdl_years"]), _g(bl["mttdl_years"]),
+                     _g(r["p_loss"]), _g(bl["p_loss"])]
         if sim:
             s = r["sim"]
             cells += [f"{_g(s['mttdl_hours'])} [{_g(s['mttdl_ci'][0])}, {_g(s['mttdl_ci'][1])}]",
@@ -851,6 +977,10 @@ def print_report(res: dict[str, Any], console: Any = None) -> None:
     for r in res["rows"]:
         if r.get("required_repair_note"):
             console.print(f"x{r['copies']}: {r['required_repair_note']}")
+        bs = r.get("blind", {}).get("sim")
+        if bs:
+            console.print(f"x{r['copies']} blind placement, simulated: MTTDL {_g(bs['mttdl_hours'])} h "
+                          f"(z {bs['z_mttdl']:+.2f}), P(loss) {_g(bs['p_loss'])} (z {bs['z_p_loss']:+.2f})")
     console.print(f"elapsed {res['elapsed_s']:.1f} s")
 
 
@@ -884,9 +1014,16 @@ def plot(res: dict[str, Any], path: str | Path) -> None:
     ts = np.geomspace(lo, hi, 120)
     for ci, r in enumerate(res["rows"]):
         c = colours[ci % len(colours)]
+        dom = res.get("domains", 0)
         pm = loss_probability(res["peers"], r["copies"], res["fail_rate_per_h"], res["repair_rate_per_h"], ts,
-                              res["records"], res["blocksize"], res["repair"])
-        ax.plot(ts, pm, "-", color=c, label=f"x{r['copies']} model (MTTDL {_g(r['mttdl_hours'])} h)")
+                              res["records"], res["blocksize"], res["repair"], dom)
+        ax.plot(ts, pm, "-", color=c, label=f"x{r['copies']} {'aware ' if dom else ''}model "
+                                           f"(MTTDL {_g(r['mttdl_hours'])} h)")
+        if dom:
+            pb = loss_probability(res["peers"], r["copies"], res["fail_rate_per_h"], res["repair_rate_per_h"], ts,
+                                  res["records"], res["blocksize"], res["repair"], dom, aware=False)
+            ax.plot(ts, pb, "--", color=c, label=f"x{r['copies']} blind model "
+                                                 f"(MTTDL {_g(r['blind']['mttdl_hours'])} h)")
         if "curve" in r:
             cv = r["curve"]
             h, p = np.array(cv["hours"]), np.array(cv["sim"])
@@ -902,7 +1039,8 @@ def plot(res: dict[str, Any], path: str | Path) -> None:
     ax.set_xlabel("mission time t (hours)")
     ax.set_ylabel("P(data loss by t)")
     rep = res["repair_rate_per_h"]
-    title = (f"N={res['peers']}, \u03bb={_g(res['fail_rate_per_h'])}/h, \u03bc={_g(rep)}/h "
+    title = (f"N={res['peers']}" + (f" in {res['domains']} racks failing whole" if res.get("domains") else "")
+             + f", \u03bb={_g(res['fail_rate_per_h'])}/h, \u03bc={_g(rep)}/h "
              f"({res['repair']} repair), R={res['records']}, blocksize {res['blocksize']}")
     if res["simulate_runs"]:
         title += (f"\n{res['simulate_runs']} simulated files per class ({res['sim_repair']}), "
@@ -941,6 +1079,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sim-repair", choices=SIM_REPAIRS, default="rebuild",
                     help="simulated repair: the peer returns with its copies (rebuild, default) or they "
                          "move to spares (respread, StoreTorrent's rebalance)")
+    ap.add_argument("--domains", type=int, default=0, metavar="D",
+                    help="correlated failures: the peers in D racks that fail whole (--fail-rate and the repair "
+                         "are a rack's), domain-aware vs blind placement (default 0: peers fail)")
     ap.add_argument("--target-mttdl-years", type=float, default=None,
                     help="also print the repair rate each class needs for this MTTDL")
     ap.add_argument("--seed", type=int, default=None, help="seed of the simulation (default: random, printed)")
@@ -960,7 +1101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     target = None if a.target_mttdl_years is None else a.target_mttdl_years * HOURS_PER_YEAR
     try:
         res = analyse(a.peers, classes, a.fail_rate, mu, a.mission_hours, a.records, a.blocksize, a.repair,
-                      a.simulate, a.sim_repair, a.seed, target)
+                      a.simulate, a.sim_repair, a.seed, target, domains=a.domains)
     except (ValueError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

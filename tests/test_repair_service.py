@@ -142,7 +142,7 @@ def test_a_returning_peer_catches_up_at_once(make_cluster, start_watch):
         assert st.records_pending == len(pending) and 0 <= st.short_age_s < 10
         assert not st.repair.repairer  # no repair service has reported yet
         watcher = start_watch(cluster, "--interval", "3600", "--poll", "0.2", "--failed-after", "3600")
-        st = poll_for(lambda: (s := c.status()).repair.passes >= 1 and not s.repair.running and s, timeout=30,
+        st = poll_for(lambda: (s := c.status()).repair.passes >= 1 and not s.repair.running and s, timeout=90,
                       what="the repair service's first pass (the peer still down)")
         assert st.repair.reason == "start"
         assert st.repair.copies_stored == sum(len(r) for r in pending.values()) - len(on_stopped)
@@ -185,7 +185,7 @@ def test_a_peer_failed_longer_than_failed_after_is_restored_at_once(make_cluster
             f.queue_put(n, v)
     watcher = start_watch(cluster, "--interval", "3600", "--poll", "0.2", "--failed-after", "2")
     try:
-        poll_for(lambda: c.status().repair.passes >= 1, timeout=30, what="the repair service's first pass")
+        poll_for(lambda: c.status().repair.passes >= 1, timeout=90, what="the repair service's first pass")
         with c.open("/svc/lost") as f:
             path = f.infofile_path
             lost_idx = next(i for i, p in f.peers.items() if p.addr == cluster.peer_addrs[3])

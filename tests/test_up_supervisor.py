@@ -87,7 +87,7 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
         table = _plain_lines(st("status", data=data).stdout)
         assert len(table) == 2 + 3 and table[0].startswith("3 alive, 0 failed, 0 files; no record short of copies")
         assert table[1].split() == ["name", "peer", "state", "up_s", "restarts", "records", "used_bytes",
-                                    "free_bytes", "reserved_bytes", "load", "last_announce_s"]
+                                    "free_bytes", "reserved_bytes", "load", "last_announce_s", "domain"]
         assert [re.split(r"\s+", row)[:3] for row in table[2:]] == [
             [f"peer-{i}", a, "alive"] for i, a in sorted(enumerate(first["peers"]), key=lambda x: x[1])]
         poll_for(lambda: _peer_pid(up.pid, 1), what="peer-1 running")

@@ -126,6 +126,7 @@ void Announcer::Run() {
     req.set_started_at(started_at_);
     req.set_data_dir(store_->data_dir());
     req.set_fs_id(fs_id);
+    req.set_domain(options_.domain);
     uint64_t total = 0, avail = 0;
     uint64_t used = store_->used_bytes();
     if (store_->FsSpace(&total, &avail).ok()) {

@@ -11,8 +11,9 @@
 // itself fully busy and load-aware reads avoid it (docs/reliability.md).
 //
 // Each announce also says when this process started, its data directory and
-// that directory's filesystem (for the status page), and the interval comes
-// from the tracker's reply (interval_s here holds until the first one).
+// that directory's filesystem (for the status page), and its failure domain
+// (docs/replication.md, "Failure domains"); the interval comes from the
+// tracker's reply (interval_s here holds until the first one).
 #ifndef ST_CORE_ANNOUNCER_H_
 #define ST_CORE_ANNOUNCER_H_
 
@@ -36,6 +37,7 @@ struct AnnouncerOptions {
   std::string tracker;    // host:port of the tracker's gRPC service
   std::string peer_id;
   std::string addr;       // advertised address
+  std::string domain;     // --domain (failure domain); empty: addr's host
   double interval_s = 2;
   double deadline_s = 1;
   // With a key, each announce carries a PEER capability (gRPC metadata

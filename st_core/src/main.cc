@@ -160,6 +160,9 @@ int main(int argc, char** argv) {
               : opt.store.sync    ? " (sync: group fsync)"
                                   : "",
               sv.namespace_dir.empty() ? " (no --namespace: GET_LOCAL disabled)" : "");
+  ST_LOG_INFO("failure domain %s", opt.domain.empty()
+                                       ? "of its host (no --domain: peers of one machine share it)"
+                                       : opt.domain.c_str());
 
   if (sv.namespace_dir.empty()) {
     ST_LOG_INFO("scrubber disabled: no --namespace, so committed records cannot be told from "
@@ -229,6 +232,7 @@ int main(int argc, char** argv) {
     ao.tracker = opt.tracker;
     ao.peer_id = store->peer_id();
     ao.addr = server->advertise();
+    ao.domain = opt.domain;
     ao.interval_s = opt.announce_interval_s;
     ao.capability_key = sv.capability_key;
     ao.loop_busy_ns = &server->metrics()->loop_busy_ns;

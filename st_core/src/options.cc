@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -48,6 +49,9 @@ bool IsLogFormat(const std::string& v) {
 
 bool IsUserName(const std::string& v) { return v.size() <= kCapabilityMaxUser; }
 
+constexpr size_t kMaxDomain = 255;  // bytes, as the tracker keeps it (st_py.placement.MAX_DOMAIN)
+constexpr size_t kMaxDomainLevels = 8;  // site/rack/host and a few more
+
 std::vector<OptionSpec> MakeTable() {
   using T = OptionType;
   using G = OptionGroup;
@@ -82,6 +86,14 @@ std::vector<OptionSpec> MakeTable() {
       Opt("tracker-key", T::kString, "PATH", ST_FIELD(tracker_key), nullptr,
           "the private key (PEM) of --tracker-cert")
           .What("a file name"),
+      Opt("domain", T::kString, "SITE/RACK/HOST", ST_FIELD(domain), nullptr,
+          "this peer's failure domain, announced to the tracker: the copies of "
+          "a record go to peers of distinct domains (distinct sites if there "
+          "are enough, else racks, else hosts). 1 to 8 names of letters, "
+          "digits and . _ - : joined by '/', coarsest first; without it, the "
+          "host of its address, so peers of one machine share a domain")
+          .What("1 to 8 names of letters, digits and . _ - : joined by '/' (at most 255 bytes)")
+          .Check(IsFailureDomain),
       Opt("announce-interval", T::kSeconds, "SECONDS", ST_FIELD(announce_interval_s), "2",
           "seconds between announces")
           .Flags(kOptPositive),
@@ -337,6 +349,24 @@ std::string FormatBound(double v) {
 }
 
 }  // namespace
+
+bool IsFailureDomain(const std::string& v) {
+  if (v.empty() || v.size() > kMaxDomain) return false;
+  size_t levels = 1, len = 0;
+  for (char c : v) {
+    if (c == '/') {
+      if (len == 0) return false;  // empty component: leading, trailing or doubled '/'
+      ++levels;
+      len = 0;
+    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+               c == ':') {
+      ++len;
+    } else {
+      return false;
+    }
+  }
+  return len > 0 && levels <= kMaxDomainLevels;
+}
 
 const std::vector<OptionSpec>& OptionTable() {
   static const std::vector<OptionSpec>* table = new std::vector<OptionSpec>(MakeTable());

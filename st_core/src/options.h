@@ -30,6 +30,7 @@ struct Options {
                          // scrubber, mirrors, verifier, connection limits
   int metrics_port = -1;       // -1: no metrics endpoint
   std::string tracker;         // empty: no announces
+  std::string domain;          // --domain SITE/RACK/HOST; empty: its host
   std::string tracker_ca;      // PEM CA certificate: announce over TLS (docs/security.md)
   std::string tracker_cert;    // PEM client certificate and key, for a mutual-TLS tracker
   std::string tracker_key;
@@ -121,6 +122,11 @@ std::string OptionExpects(const OptionSpec& spec);
 // The option's current value in `o`, as a command line would give it
 // ("true"/"false" for kBool): for tests and messages.
 std::string OptionValue(const OptionSpec& spec, const Options& o);
+
+// Whether `v` is a failure domain --domain takes: 1 to 8 path components
+// (site/rack/host, coarsest first) of letters, digits and . _ - :, joined by
+// '/', at most 255 bytes (docs/replication.md, "Failure domains").
+bool IsFailureDomain(const std::string& v);
 
 // ---- Parsing -------------------------------------------------------------------
 

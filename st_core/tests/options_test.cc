@@ -539,6 +539,42 @@ TEST(ConfigFile, TheSampleInDeployParses) {
   EXPECT_EQ("/data1/storetorrent", o.store.data_dir);
   EXPECT_EQ(7100, o.server.port);
   EXPECT_EQ("/etc/storetorrent/secret.key", o.key_file);
+  EXPECT_EQ("dc1/rack07/peer1", o.domain);
+}
+
+// --domain: a failure domain path, announced to the tracker (docs/replication.md,
+// "Failure domains"); without it, empty (the tracker takes the address's host).
+TEST(Options, Domain) {
+  Options o;
+  ASSERT_TRUE(Parse({"--data", "/d"}, &o).ok());
+  EXPECT_EQ("", o.domain);
+  for (const char* good :
+       {"rack1", "site-a/rack.2/host_3", "dc1/room:2/row/rack/pdu/host/disk/x", "10.0.0.5"}) {
+    SCOPED_TRACE(good);
+    ASSERT_TRUE(Parse({"--data", "/d", "--domain", good}, &o).ok());
+    EXPECT_EQ(good, o.domain);
+    EXPECT_TRUE(IsFailureDomain(good));
+  }
+  test::TempDir dir;
+  std::string path = WriteFile(dir, "peer.toml", "data = \"/d\"\ndomain = \"eu/r1/h7\"\n");
+  ASSERT_TRUE(Parse({"--config", path.c_str()}, &o).ok());
+  EXPECT_EQ("eu/r1/h7", o.domain);
+  ASSERT_TRUE(Parse({"--config", path.c_str(), "--domain", "us/r2"}, &o).ok());  // the flag wins
+  EXPECT_EQ("us/r2", o.domain);
+  const std::string too_long(256, 'a');
+  for (const std::string& bad :
+       {std::string(""), std::string("/rack1"), std::string("rack1/"), std::string("a//b"),
+        std::string("a b"), std::string("a/b\n"), std::string("a/b/c/d/e/f/g/h/i"),
+        std::string("caf\xc3\xa9"), too_long}) {
+    SCOPED_TRACE(bad);
+    EXPECT_FALSE(IsFailureDomain(bad));
+    Status s = ParseArgs({"--data", "/d", "--domain", bad}, &o);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(std::string::npos, s.message().find("--domain")) << s.message();
+    EXPECT_NE(std::string::npos, s.message().find("joined by '/'")) << s.message();
+  }
+  EXPECT_TRUE(IsFailureDomain(std::string(255, 'a')));
+  EXPECT_NE(std::string::npos, FlatUsage().find("--domain SITE/RACK/HOST"));
 }
 
 // ---- The option table (options.h) ------------------------------------------------
@@ -547,6 +583,7 @@ TEST(ConfigFile, TheSampleInDeployParses) {
 // the same as a TOML value.
 std::string SampleValue(const OptionSpec& spec) {
   if (std::string(spec.name) == "log-format") return "json";
+  if (std::string(spec.name) == "domain") return "site-a/rack1/h1";
   switch (spec.type) {
     case OptionType::kBool:
       return "true";

@@ -44,6 +44,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from ..placement import Domain, normalize_domain, peer_domain
 from .state import TrackerState
 
 SAVE_SPACE_S = 30.0  # how often a peer's announced space is written to the state
@@ -81,11 +82,18 @@ class PeerInfo:
     fs_id: str = ""  # its data directory's filesystem ("<host>:<st_dev>"; "": unknown)
     fs_size_bytes: int = 0  # that filesystem's size and available bytes, before --capacity
     fs_free_bytes: int = 0
+    domain: str = ""  # its failure domain as declared (st-peer --domain); "": its host
 
     @property
     def usable_free(self) -> int:
         """Free bytes as announced, less what was committed to it since."""
         return self.free_bytes - self.unannounced_bytes
+
+    @property
+    def failure_domain(self) -> Domain:
+        """Its failure domain, coarsest first: the one it declared, else its
+        host (docs/replication.md, "Failure domains")."""
+        return peer_domain(self.domain, self.addr)
 
 
 @dataclass
@@ -126,10 +134,13 @@ class PeerRegistry:
         for peer_id, (started_at, restarts) in state.peer_starts().items():
             if peer_id in self.peers:
                 self.peers[peer_id].started_at, self.peers[peer_id].restarts = started_at, restarts
+        for peer_id, domain in state.peer_domains().items():
+            if peer_id in self.peers:
+                self.peers[peer_id].domain = domain
 
     def announce(self, peer_id: str, addr: str, capacity: int, used: int, free: int, records: int,
                  load: float = 0.0, *, started_at: float = 0.0, data_dir: str = "", fs_id: str = "",
-                 fs_size: int = 0, fs_free: int = 0) -> None:
+                 fs_size: int = 0, fs_free: int = 0, domain: str = "") -> None:
         """A peer's announce (paper 3.3): it is live, with this space.
 
         Parameters
@@ -146,6 +157,9 @@ class PeerRegistry:
             directory's filesystem id.
         fs_size, fs_free : int
             That filesystem's size and available bytes, before ``--capacity``.
+        domain : str
+            Its failure domain as declared (``st-peer --domain site/rack/host``;
+            ``""``: none, its host is its domain); kept in the tracker state.
         """
         self.announces += 1
         p = self.peers.get(peer_id)
@@ -174,6 +188,13 @@ class PeerRegistry:
             self.state.remember_start(peer_id, started_at, p.restarts)
         if data_dir:
             p.name = PurePosixPath(data_dir).name or data_dir
+        domain = normalize_domain(domain)
+        if domain != p.domain:
+            if p.announced or p.domain:
+                log.info("peer %s (%s) is now in failure domain %s (was %s)", addr, peer_id,
+                         domain or "of its host", p.domain or "of its host")
+            p.domain = domain
+            self.state.remember_domain(peer_id, domain)
         p.fs_id, p.fs_size_bytes, p.fs_free_bytes = fs_id, fs_size, fs_free
         p.load = min(max(load, 0.0), 1.0)
         p.last_announce = now

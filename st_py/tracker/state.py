@@ -50,6 +50,10 @@ PEER_SPACE = ("capacity_bytes", "used_bytes", "free_bytes")
 # many times the tracker has seen it start again: the status page's uptime
 # and restart count, kept across tracker restarts.
 PEER_START = (("started_at", "REAL"), ("restarts", "INTEGER NOT NULL DEFAULT 0"))
+# Each peer's failure domain as it last declared it (st-peer --domain; NULL
+# or "": none, its host): the scheduler and the clients' placement know it
+# before the peer announces again after a tracker restart.
+PEER_DOMAIN = (("domain", "TEXT"),)
 
 
 class TrackerState:
@@ -64,7 +68,7 @@ class TrackerState:
         for col in PEER_SPACE:
             if col not in have:
                 self.conn.execute(f"ALTER TABLE peers ADD COLUMN {col} INTEGER")
-        for col, decl in PEER_START:
+        for col, decl in PEER_START + PEER_DOMAIN:
             if col not in have:
                 self.conn.execute(f"ALTER TABLE peers ADD COLUMN {col} {decl}")
 
@@ -139,6 +143,15 @@ class TrackerState:
         """A peer (already remembered) announced a new process start."""
         self.conn.execute("UPDATE peers SET started_at = ?, restarts = ? WHERE peer_id = ?",
                           (started_at, restarts, peer_id))
+
+    def peer_domains(self) -> dict[str, str]:
+        """``{peer_id: domain}`` as each peer last declared it (``--domain``);
+        peers that declared none are not listed."""
+        return dict(self.conn.execute("SELECT peer_id, domain FROM peers WHERE coalesce(domain, '') != ''"))
+
+    def remember_domain(self, peer_id: str, domain: str) -> None:
+        """A peer (already remembered) declared failure domain ``domain`` (``""``: none)."""
+        self.conn.execute("UPDATE peers SET domain = ? WHERE peer_id = ?", (domain, peer_id))
 
     def add_peer_event(self, at: float, kind: str, addr: str, peer_id: str, detail: str, keep: int) -> int:
         """Keep a peer event (the failure history of the status page), and
