@@ -31,7 +31,10 @@ MAX_USER = 256
 CLOCK_SKEW_S = 30
 
 READ, WRITE, DELETE, PEER, ADMIN = 1, 2, 4, 8, 16
-OP_NAMES = {READ: "read", WRITE: "write", DELETE: "delete", PEER: "peer", ADMIN: "admin"}
+# Between trackers only (a master and the per-file trackers it spawns, paper
+# 3.5): the token's user is who the call is made for. Peers grant nothing for it.
+TRACKER = 32
+OP_NAMES = {READ: "read", WRITE: "write", DELETE: "delete", PEER: "peer", ADMIN: "admin", TRACKER: "tracker"}
 
 _HEAD = struct.Struct("<BBQQH")  # version, ops, file_id, expires, user length
 
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     k.add_argument("path")
     m = sub.add_parser("mint", help="print a token (hex) signed with a key file")
     m.add_argument("--key-file", required=True)
-    m.add_argument("--ops", type=int, required=True, help="1 read, 2 write, 4 delete, 8 peer, 16 admin")
+    m.add_argument("--ops", type=int, required=True, help="1 read, 2 write, 4 delete, 8 peer, 16 admin, 32 tracker")
     m.add_argument("--file-id", type=lambda s: int(s, 0), default=0)
     m.add_argument("--ttl", type=float, default=3600)
     m.add_argument("--user", default="")

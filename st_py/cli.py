@@ -178,8 +178,11 @@ def cli() -> None:
                    "failed --failed-after starts one at once; 0: no repair")
 @click.option("--failed-after", type=float, default=600.0, show_default=True,
               help="repair restores the copies of a peer failed this long (seconds)")
+@click.option("--file-trackers", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="per-file tracker processes the tracker spawns: each file's commits go to the one its name "
+                   "hashes to (of N+1 with the tracker itself); clients are redirected on open (paper 3.5)")
 def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, users_file, tracker_port: int,
-       metrics_port: int, repair_interval: float, failed_after: float) -> None:
+       metrics_port: int, repair_interval: float, failed_after: float, file_trackers: int) -> None:
     """Run a local cluster (tracker and PEERS peers under DATA) until Ctrl-C.
 
     A daemon that dies is restarted on its port with backoff while the others
@@ -194,7 +197,8 @@ def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, u
     logs.setup("INFO", "text")  # the daemons' format (docs/operations.md, "Logs")
     cluster = LocalCluster(Path(data), n_peers=peers, announce_interval=announce_interval, die_with_parent=True,
                            tls=tls, mutual_tls=mtls, users_file=Path(users_file).resolve() if users_file else None,
-                           tracker_port=tracker_port, metrics_port=metrics_port, keep_layout=True)
+                           tracker_port=tracker_port, metrics_port=metrics_port, keep_layout=True,
+                           file_trackers=file_trackers)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -208,6 +212,15 @@ def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, u
         console.print(f"tracker  {cluster.tracker_addr}")
         if cluster.tracker is not None and cluster.tracker.metrics_addr:
             console.print(f"status   http://{cluster.tracker.metrics_addr}/   (metrics: /metrics)")
+        if file_trackers:
+            from .tracker_client import TrackerClient
+
+            t = TrackerClient(cluster.tracker_addr, timeout=5, tls=cluster.client_tls)
+            try:
+                for ft in t.status().file_trackers:
+                    console.print(f"file-tracker-{ft.shard} {ft.addr}   (files hashing to {ft.shard} of {ft.shards})")
+            finally:
+                t.close()
         for i, a in enumerate(cluster.peer_addrs):
             console.print(f"peer-{i}   {a}")
         console.print(f"namespace {cluster.namespace}\nlogs      {cluster.data_dir / 'logs'}")
@@ -514,8 +527,8 @@ def sql(tracker, data, query, files, fmt) -> None:
 @data_opt
 @format_opt
 def status(tracker, data, fmt) -> None:
-    """Peers (name, liveness or drain state, uptime, restarts, space), the
-    file count, the records short of copies and the files affected (counted
+    """Peers (name, liveness or drain state, uptime, restarts, space, failure
+    domain), the file count, the records short of copies and the files affected (counted
     by the tracker every few seconds), and the repair service's progress."""
     from .client import Client
 
@@ -523,7 +536,7 @@ def status(tracker, data, fmt) -> None:
     rows = [{"name": p.name, "peer": p.addr, "state": _peer_state(p), "up_s": round(p.uptime_s, 1) if p.uptime_s
              else None, "restarts": p.restarts, "records": p.records, "used_bytes": p.used_bytes,
              "free_bytes": p.free_bytes, "reserved_bytes": p.reserved_bytes, "load": round(p.load, 2),
-             "last_announce_s": round(p.last_announce_age_s, 1)} for p in st.peers]
+             "last_announce_s": round(p.last_announce_age_s, 1), "domain": p.domain} for p in st.peers]
     if fmt == "json":  # the cluster summary too
         import json
 
@@ -538,12 +551,24 @@ def status(tracker, data, fmt) -> None:
                        "copies_restored": r.copies_restored, "records_left": r.records_left,
                        "pass_seconds": round(r.pass_seconds, 3), "passes": r.passes,
                        "reported_s_ago": round(r.age_s, 1)} if r.repairer else None,
-            "peers": rows}, indent=1))
+            "peers": rows, "file_trackers": _file_tracker_rows(st)}, indent=1))
         return
     emit(rows, fmt, title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files; "
                           f"{_copies_line(st)}; {_repair_line(st.repair)}",
          sizes=("used_bytes", "free_bytes", "reserved_bytes"),
          right=("up_s", "restarts", "records", "load", "last_announce_s"))
+    if st.file_trackers and fmt == "table":  # csv: one table per output, the peers
+        rows = [{**r, "pid": str(r["pid"])} for r in _file_tracker_rows(st)]  # a pid without a comma
+        emit(rows, fmt, title=f"{len(st.file_trackers)} per-file trackers (files hash over "
+                              f"{st.file_trackers[0].shards} shards; shard 0: the tracker itself)",
+             right=("shard", "pid", "up_s", "restarts", "commits", "records"))
+
+
+def _file_tracker_rows(st) -> list[dict]:
+    """The per-file trackers of a StatusReply as plain rows (paper 3.5)."""
+    return [{"shard": t.shard, "addr": t.addr, "state": "alive" if t.alive else "restarting", "pid": t.pid,
+             "up_s": round(t.uptime_s, 1) if t.alive else None, "restarts": t.restarts, "commits": t.commits,
+             "records": t.records} for t in st.file_trackers]
 
 
 def _copies_line(st) -> str:
@@ -698,6 +723,10 @@ def rebalance(tracker, data, files, lost, spread, all_files, tolerance, max_mb_p
                 ok = False
                 say((f"{len(names):,} records {what}", "red"), ": "
                     + ", ".join(map(str, names[:5])) + (" ..." if len(names) > 5 else ""))
+        if r.shared_domain:  # restored, but not as far apart as the class wants (docs/replication.md)
+            say((f"{len(r.shared_domain):,} records", "yellow"), " restored with copies sharing a failure domain "
+                "(no live peer in another domain could take them): " + ", ".join(map(str, r.shared_domain[:5]))
+                + (" ..." if len(r.shared_domain) > 5 else ""))
     if not ok:
         sys.exit(1)
 

@@ -161,7 +161,7 @@ class Client:
             raise RecordExistsError(f"{len(existing)} staged records of {name} are already committed "
                                     f"(e.g. {existing[:3]}); nothing was committed", names=existing)
         schemas, refs = schema_table([r.get("schema") for r in records])
-        reply = self.tracker.commit(name, info.file_id, [
+        reply = self.tracker.at(info.file_tracker).commit(name, info.file_id, [  # its per-file tracker (paper 3.5)
             pb.RecordCommit(name=r["name"], size=r["size"], crc32c=r["crc32c"], peer_idx=r["peer_idx"], schema=ref)
             for r, ref in zip(records, refs)], delete=delete or (), schemas=schemas)
         return reply.committed

@@ -171,6 +171,9 @@ class LocalCluster:
         ``data_dir/secret.key``, created on first start.
     capability_ttl : float
         Seconds a capability the tracker issues is valid.
+    domains : list of str
+        Failure domains: peer i runs with ``--domain domains[i]``
+        (``"site/rack/host"``; docs/replication.md, "Failure domains").
     """
 
     data_dir: Path
@@ -191,6 +194,10 @@ class LocalCluster:
     # 127.0.0.<i+2>, the tracker on 127.0.0.1, so a peer's host tells which
     # node it is, as on a real cluster (docs/deployment.md).
     hosts: bool = False
+    # Failure domains (docs/replication.md, "Failure domains"): peer i runs
+    # with --domain domains[i] ("site/rack/host"); peers past the list or
+    # given "" declare none (their host is their domain).
+    domains: list[str] = field(default_factory=list)
     # Each peer in a network namespace of its own (root only; st_py.netns):
     # link_down(i) then cuts it off the network, a real network failure.
     netns: bool = False
@@ -200,6 +207,9 @@ class LocalCluster:
     # The tracker's status page and metrics port (--metrics-port; 0: a free one);
     # kept, like tracker_port, when the tracker is restarted.
     metrics_port: int = 0
+    # Per-file trackers the tracker spawns (--file-trackers; paper 3.5): files
+    # hash over it and them, and clients are redirected to a file's on open.
+    file_trackers: int = 0
     _clients: list = field(default_factory=list, init=False, repr=False, compare=False)  # closed by stop()
 
     def __post_init__(self) -> None:
@@ -302,6 +312,13 @@ class LocalCluster:
             argv += ["--tls-cert", str(self.tls_dir / "tracker.pem"), "--tls-key", str(self.tls_dir / "tracker.key")]
             if self.mutual_tls:
                 argv += ["--tls-client-ca", str(self.tls_dir / "ca.pem")]
+        if self.file_trackers:
+            argv += ["--file-trackers", str(self.file_trackers)]
+            if self.tls or self.mutual_tls:  # the trackers check each other's certificate (the local CA's)
+                argv += ["--tracker-ca", str(self.tls_dir / "ca.pem")]
+                if self.mutual_tls:  # any client certificate of the CA will do: the peers'
+                    argv += ["--tracker-cert", str(self.tls_dir / "peer.pem"),
+                             "--tracker-key", str(self.tls_dir / "peer.key")]
         if self.netns:  # reachable from the peers' namespaces too
             argv += ["--host", "0.0.0.0"]
         argv += self.tracker_args
@@ -330,6 +347,7 @@ class LocalCluster:
                 *(["--host", self.peer_host(i)] if self.hosts or self.netns else []),
                 "--tracker", tracker, "--announce-interval", str(self.announce_interval),
                 "--metrics-port", "0",
+                *(["--domain", self.domains[i]] if i < len(self.domains) and self.domains[i] else []),
                 *(["--key-file", str(self.key_file)] if self.auth else []), *self._peer_tls_args(), *self.peer_args,
                 *extra_args]
         d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log",

@@ -50,6 +50,23 @@ class TrackerUnavailableError(TrackerError, ConnectionError):
     """The tracker could not be reached."""
 
 
+class TrackerMovedError(TrackerError):
+    """A per-file tracker no longer takes this file's writes (the master
+    restarted with another number of per-file trackers, paper 3.5): open the
+    file again through the master, which redirects to the tracker that does
+    (StFile does this by itself and retries).
+
+    Attributes
+    ----------
+    tracker : str
+        ``host:port`` of the master to ask ("" if the refusal did not say).
+    """
+
+    def __init__(self, message: str, tracker: str = ""):
+        super().__init__(message)
+        self.tracker = tracker
+
+
 class NoTrackerError(TrackerError, LookupError):
     """No tracker address was given, set in ``$STORETORRENT_TRACKER``, or
     found in a local cluster's data folder."""

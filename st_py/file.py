@@ -14,6 +14,7 @@ committed (paper 2.1).
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from . import capability
 from ._proto import tracker_pb2 as pb
 from .errors import (BadNameError, NotEnoughPeersError, PeerError, RecordTooLargeError,
                      LeaseLostError, PeerUnavailableError, RecordExistsError, RecordNotFoundError,
-                     StoreTorrentError, TrackerUnavailableError,
+                     StoreTorrentError, TrackerMovedError, TrackerUnavailableError,
                      PermissionDeniedError, QueuedOperationsError, QuotaExceededError)
 from .group_commit import GroupCommitter
 from .pending import Pending
@@ -34,14 +35,16 @@ from .striping import STRIPE_THRESHOLD, ObjectsMixin
 from .versions import VersionsMixin
 from .getlocal import LocalRecord, local_addresses
 from .infofile import STRIPE_PREFIX, VERSION_PREFIX, InfofileReader, ObjectMeta, RecordMeta, stripe_name
-from .placement import (choose_holders, choose_spare, hash_holders, hash_spare, local_first_holders,
-                        pick_local_peer)
+from .placement import (DomainShortfall, choose_holders, choose_spare, domain_count, hash_holders, hash_spare,
+                        local_first_holders, peer_domain, pick_local_peer, shares_domain)
 from .protocol import (FLAG_ASYNC, FLAG_MORE, MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file,
                        put_chain_prefix, put_prefix)
 from .record_format import written_schema
 from .replication import is_async, is_chain
 from .tracker_client import TrackerClient
 from .transport import Transport
+
+log = logging.getLogger("storetorrent.client")
 
 DEFAULT_DEPTH = 64
 DEFAULT_GROUP = 40
@@ -117,10 +120,15 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         self.blocksize = blocksize or info.blocksize or 16
         self._block: list[int] = []
         self._block_left = 0
+        self._block_shared = False  # two holders of the block share a failure domain
+        # Records (and stripes) this handle placed with two copies in one
+        # failure domain because the usable peers allowed no better
+        # (docs/replication.md, "Failure domains"): never a silent downgrade.
+        self.domain_shortfall = DomainShortfall()
         self._puts_inflight = 0
         self._gets_inflight = 0
-        self._committer = GroupCommitter(tracker, self.name, self.file_id, group_size, self._commit_failed,
-                                         stage=stage, lease=self._lease_for_commit)
+        self._committer = GroupCommitter(self._ftracker, self.name, self.file_id, group_size, self._commit_failed,
+                                         stage=stage, lease=self._lease_for_commit, relocate=self._relocate)
         # appending to a file that has records: check names up front (write-once)
         self._check_names = info.records > 0
         self._errors: deque[tuple[str, Exception]] = deque()
@@ -146,9 +154,40 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         self.placement = info.placement or "random"
         self._hash_placement = self.placement == "hash"  # holders per record, from its name
         self._peer_ids = {p.peer_idx: p.peer_id for p in info.peers}
+        # failure domains (docs/replication.md, "Failure domains"): placement
+        # takes copies apart by them when the peerlist spans more than one
+        self.domains = {p.peer_idx: peer_domain(p.domain, p.addr) for p in info.peers}
+        self._spread = self.domains if domain_count(self.domains, self.domains) > 1 else None
         if info.capability:
             self._cap_renew_at = time.time() + (info.capability_expires - time.time()) * 2 / 3
             self._transport.set_capability(self.file_id, info.capability)
+        # Where this file's metadata writes go (commits, leases, record deletes): a per-file
+        # tracker when the master redirected the file to one (paper 3.5), else the master.
+        self._ftracker = self._tracker.at(info.file_tracker) if info.file_tracker else self._tracker
+        if getattr(self, "_committer", None) is not None:
+            self._committer.use(self._ftracker)
+
+    def _relocate(self) -> TrackerClient:
+        """Ask the master again where this file's writes go (its per-file
+        tracker restarted at another address, or no longer has the file)
+        and send them there; returns that tracker's client.
+
+        Raises
+        ------
+        TrackerUnavailableError, StFileNotFoundError
+        """
+        self.refresh()
+        return self._ftracker
+
+    def _file_tracker_call(self, method: str, *args, **kwargs):
+        """``TrackerClient.<method>(*args, **kwargs)`` on the tracker that
+        takes this file's writes; if it says it no longer does
+        (TrackerMovedError), once more after :meth:`_relocate`."""
+        try:
+            return getattr(self._ftracker, method)(*args, **kwargs)
+        except TrackerMovedError:
+            self._relocate()
+            return getattr(self._ftracker, method)(*args, **kwargs)
 
     encryption_key: bytes | None = None  # set by Client (docs/filters.md)
 
@@ -272,19 +311,38 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
     # -- PUT ------------------------------------------------------------------
     def _choose_block(self, name: str) -> list[int]:
         """The holders of the next block of records by the file's placement
-        policy (st_py.placement), in copy-rank order; under hash placement,
-        of record ``name`` alone."""
+        policy (st_py.placement), in copy-rank order, apart by failure domain
+        as far as the usable peers allow; under hash placement, of record
+        ``name`` alone."""
         live = self._write_targets()
         if len(live) < self.copies:
             raise NotEnoughPeersError(
                 f"file {self.name} (class {self.replication}) needs {self.copies} live peers, "
                 f"{len(live)} of {len(self.peers)} are usable; start peers or wait for them to announce")
         if self._hash_placement:
-            return hash_holders(self.file_id, name, self._peer_ids, self.copies, set(live))
+            return hash_holders(self.file_id, name, self._peer_ids, self.copies, set(live), self._spread)
         local = self._writer_peer(live)
         if local is not None:
-            return local_first_holders(live, self.copies, local)
-        return choose_holders(live, self.copies)
+            return local_first_holders(live, self.copies, local, domains=self._spread)
+        return choose_holders(live, self.copies, domains=self._spread)
+
+    def _note_domains(self, name: str, holders: list[int]) -> None:
+        """Count record ``name``, two of whose ``holders`` share a failure
+        domain (callers check), in :attr:`domain_shortfall`, and log the
+        first once per handle: a WARNING when the peerlist spans several
+        domains, INFO in a one-domain cluster (a single machine), which has
+        none to take copies apart by."""
+        s = self.domain_shortfall
+        if s.records:  # logged already: only counted (cheap, per record)
+            s.records += 1
+            return
+        live = self._write_targets()
+        if s.note(name, holders, self.domains, live):
+            log.log(logging.WARNING if self._spread is not None else logging.INFO,
+                    "file %s: copies of record %r share failure domain %s: its %d usable peers span %d failure "
+                    "domain(s) and class %s needs %d, so copies are on distinct peers only (the count: "
+                    "StFile.domain_shortfall; docs/replication.md, \"Failure domains\")", self.name, name, s.domain,
+                    len(live), s.domains, self.replication, self.copies)
 
     def _writer_peer(self, live: list[int]) -> int | None:
         """The peer on this writer's node that takes copy rank 0 of records
@@ -374,12 +432,17 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             self._committer.pump()
         if _holders is not None:  # a stripe of an object: placed by put_object
             holders = list(_holders)
+            shared = shares_domain(holders, self.domains)
         else:
             if self._block_left <= 0 or self._hash_placement or not all(self._usable(i) for i in self._block):
                 self._block = self._choose_block(name)
+                self._block_shared = shares_domain(self._block, self.domains)
                 self._block_left = self.blocksize
             self._block_left -= 1
             holders = list(self._block)
+            shared = self._block_shared
+        if shared:
+            self._note_domains(name, holders)
         op = _PutOp(name, name_b, data, len(data), crc32c(data), holders, future=Pending(self, name),
                     callback=callback, stored_as=stored_as, key_b=stored_as.encode("utf-8") if stored_as else name_b,
                     schema=schema)
@@ -476,13 +539,32 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             op.data = b""  # every copy is stored: memory stays bounded by depth x size
             self._puts_inflight -= 1
 
-    def _spare(self, name: str, usable: list[int], holders: list[int]) -> int | None:
-        """A peer to take over a failed copy (paper 4.3): under hash
-        placement the next one of the record's ranking, where readers
-        without the infofile look; else a random one."""
+    def _spare(self, name: str, usable: list[int], holders: list[int],
+               apart_from: list[int] | None = None) -> int | None:
+        """A peer to take over a failed copy (paper 4.3), holding none of
+        ``holders`` and, among those, apart by failure domain from
+        ``apart_from`` (the holders that keep their copies; default
+        ``holders``): under hash placement the first such one of the
+        record's ranking, where readers without the infofile look; else a
+        random one."""
         if self._hash_placement:
-            return hash_spare(self.file_id, name, self._peer_ids, usable, holders)
-        return choose_spare(usable, holders)
+            return hash_spare(self.file_id, name, self._peer_ids, usable, holders, self._spread, apart_from)
+        return choose_spare(usable, holders, domains=self._spread, apart_from=apart_from)
+
+    def _fail_over(self, op: _PutOp, rank: int, usable: list[int]) -> bool:
+        """Send copy ``rank`` of ``op`` to a spare among ``usable`` (paper
+        4.3), apart by failure domain from the copies that stay; False if
+        there is none. A spare that must share a domain is counted."""
+        others = [p for r, p in enumerate(op.peers) if r != rank]
+        new = self._spare(op.name, usable, op.peers, others)
+        if new is None:
+            return False
+        before = shares_domain(op.peers, self.domains)
+        op.peers[rank] = new
+        if not before and shares_domain(op.peers, self.domains):
+            self._note_domains(op.name, op.peers)
+        self._send_copy(op, rank, new)
+        return True
 
     def _copy_done(self, op: _PutOp, rank: int, idx: int, exc: Exception | None) -> None:
         if op.failed or op.finished:
@@ -500,10 +582,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             # frame is fine and stays usable.
             if isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR):
                 self._transport.failed.setdefault(self._addr(idx), str(exc))
-            new = self._spare(op.name, self._write_targets(), op.peers)
-            if new is not None:
-                op.peers[rank] = new
-                self._send_copy(op, rank, new)
+            if self._fail_over(op, rank, self._write_targets()):
                 return
             exc = NotEnoughPeersError(
                 f"record {op.name!r}: copy {rank} failed ({exc}) and no other live peer can take it; "
@@ -514,11 +593,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
                 # writer (paper 4.4) or being written by another one: never
                 # overwrite it; put this copy on another peer instead.
                 op.refused.add(idx)
-                usable = [i for i in self._write_targets() if i not in op.refused]
-                new = self._spare(op.name, usable, op.peers)
-                if new is not None:
-                    op.peers[rank] = new
-                    self._send_copy(op, rank, new)
+                if self._fail_over(op, rank, [i for i in self._write_targets() if i not in op.refused]):
                     return
             exc = RecordExistsError(f"record {op.name!r} already exists on peer {exc.peer}: records are "
                                     "write-once; delete it first (f.delete(name)) or use another name")
@@ -639,10 +714,11 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         self.flush()
         obj = self._infofile().object(name)
         if obj is not None:  # a striped object: the object first (invisible), then its stripes
-            self._tracker.delete(self.name, self.file_id, records=[name])
+            self._file_tracker_call("delete", self.name, self.file_id, records=[name])
             for i in range(obj.stripes):
                 self._delete_copies(stripe_name(name, i))
-            self._tracker.delete(self.name, self.file_id, records=[stripe_name(name, i) for i in range(obj.stripes)])
+            self._file_tracker_call("delete", self.name, self.file_id,
+                                    records=[stripe_name(name, i) for i in range(obj.stripes)])
             return
         if self._delete_copies(name) is None:
             raise RecordNotFoundError(f"no record {name!r} in {self.name}")
@@ -665,7 +741,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
                 raise e
         if meta is not None:
             if not name.startswith(STRIPE_PREFIX):  # stripes go with their object, in one call
-                self._tracker.delete(self.name, self.file_id, records=[name])
+                self._file_tracker_call("delete", self.name, self.file_id, records=[name])
             return True
         return True if found else None
 

@@ -11,6 +11,10 @@ instead of the commits queueing up, so the tracker's cost per record falls as
 the load rises. A record waits at most one commit's round trip longer for
 this. A commit that meets an unreachable tracker is retried (it is
 idempotent) for up to ``COMMIT_RETRY_S`` seconds per outage (paper 5).
+Commits go to the tracker that takes the file's writes, a per-file tracker
+when the master redirected the file to one (paper 3.5); if that tracker
+stays unreachable for ``RELOCATE_AFTER_S`` or says it no longer has the
+file, the master is asked again where the file's writes go.
 
 With ``stage=True`` nothing is committed: the records are handed out by
 :meth:`GroupCommitter.take_staged` for one atomic commit of a whole job.
@@ -33,7 +37,7 @@ from typing import Any
 import grpc
 
 from ._proto import tracker_pb2 as pb
-from .errors import RecordExistsError, TrackerUnavailableError
+from .errors import RecordExistsError, TrackerMovedError, TrackerUnavailableError
 
 log = logging.getLogger("storetorrent.client")
 
@@ -41,6 +45,7 @@ MAX_COMMITS_IN_FLIGHT = 2  # one being written while the next one fills
 MAX_GROUP = 4096  # records in one commit when commits back up (adaptive group commit)
 MAX_GROUP_BYTES = 1 << 20  # and names in it, well inside gRPC's 4 MiB message limit
 COMMIT_RETRY_S = 30.0
+RELOCATE_AFTER_S = 1.0  # a per-file tracker down this long may have come back elsewhere: ask the master
 
 
 class GroupCommitter:
@@ -58,6 +63,10 @@ class GroupCommitter:
         Keep records for :meth:`take_staged` instead of committing them.
     lease : callable() -> str, optional
         The writer lease id to commit new versions (ops with ``stored_as``) under.
+    relocate : callable() -> TrackerClient, optional
+        Asks the master again where the file's writes go (it re-opens the
+        file) and returns that tracker's client: called when the tracker
+        commits go to stays unreachable or no longer has the file.
 
     An ``op`` is any object with ``name``, ``name_b``, ``size``, ``crc``,
     ``peers`` (peer index per copy rank) and ``acked`` (copy ranks stored)
@@ -67,15 +76,20 @@ class GroupCommitter:
 
     def __init__(self, tracker, name: str, file_id: int, group_size: int,
                  failed: Callable[[Any, Exception], None], stage: bool = False,
-                 lease: Callable[[], str] | None = None):
+                 lease: Callable[[], str] | None = None, relocate: Callable[[], Any] | None = None):
         self._tracker, self.name, self.file_id = tracker, name, file_id
-        self._lease = lease
+        self._lease, self._relocate = lease, relocate
         self.group_size, self._failed, self.stage = group_size, failed, stage
         self.waiting: list = []  # acknowledged, not yet sent
         self._in_flight: deque = deque()  # (grpc future, group)
         self._down_since: float | None = None
         self._stored: list = []  # pb.CopyStored of pending copies stored since, to report
         self._stores_in_flight: deque = deque()  # grpc futures of StoreCopies
+
+    def use(self, tracker) -> None:
+        """Send the next commits to ``tracker`` (the file was redirected
+        anew); those in flight finish where they are."""
+        self._tracker = tracker
 
     def copy_stored(self, op, rank: int) -> None:
         """A pending copy of an acknowledged record is now stored."""
@@ -165,7 +179,8 @@ class GroupCommitter:
                 reply = fut.result()
             except grpc.RpcError as e:
                 exc = self._tracker.map_error(e, "Commit")
-                reply = self._retry(group, rid) if isinstance(exc, TrackerUnavailableError) else None
+                reply = (self._retry(group, rid, moved=isinstance(exc, TrackerMovedError))
+                         if isinstance(exc, (TrackerUnavailableError, TrackerMovedError)) else None)
                 if reply is None:
                     for op in group:
                         self._failed(op, exc)
@@ -180,25 +195,38 @@ class GroupCommitter:
                     self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
                 op.late = []
 
-    def _retry(self, group: list, rid: str):
+    def _retry(self, group: list, rid: str, moved: bool = False):
         """The tracker is down or restarting (paper 5): the copies are safe
         on the peers, so retry the commit (request ``rid`` again: if the
         tracker applied it before its reply was lost, it is not applied
         twice, so a record deleted meanwhile stays deleted) for up to
-        ``COMMIT_RETRY_S`` seconds. Returns the reply, or None if it stays
-        down."""
+        ``COMMIT_RETRY_S`` seconds. A per-file tracker down for
+        ``RELOCATE_AFTER_S``, or one that no longer has the file
+        (``moved``), sends the retries through the master's redirect
+        anew. Returns the reply, or None if it stays down."""
         records, schemas = _records(group)
         if self._down_since is None:
             self._down_since = time.monotonic()
         deadline = self._down_since + COMMIT_RETRY_S  # one budget per outage, not per group
         delay = 0.1
+        asked = time.monotonic()  # when the master was last asked where the file's writes go
         while time.monotonic() < deadline:
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+            if self._relocate is not None and (moved or time.monotonic() - asked >= RELOCATE_AFTER_S):
+                asked = time.monotonic()
+                try:
+                    self._tracker = self._relocate()
+                    moved = False
+                except TrackerUnavailableError:  # the master is down too: keep trying
+                    continue
             try:
                 reply = self._tracker.commit(self.name, self.file_id, records, self._lease_id(group), rid,
                                              schemas=schemas)
             except TrackerUnavailableError:
+                continue
+            except TrackerMovedError:
+                moved = True
                 continue
             self._down_since = None
             return reply

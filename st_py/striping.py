@@ -64,6 +64,7 @@ class ObjectsMixin:
         file_id: int
         copies: int
         peers: dict
+        _spread: dict | None
         filters: Any
         keep_schemas: bool
 
@@ -77,6 +78,7 @@ class ObjectsMixin:
         def _write_targets(self) -> list[int]: ...
         def _writer_peer(self, live: list[int]) -> int | None: ...
         def _check_open(self) -> None: ...
+        def _file_tracker_call(self, method: str, *args, **kwargs) -> Any: ...
         _tracker: Any
 
         @property
@@ -134,7 +136,8 @@ class ObjectsMixin:
             raise NotEnoughPeersError(f"{self.name}: {len(usable)} usable peers, class needs {self.copies}")
         src = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
         # Asymmetric striping (docs/striping.md): copy rank 0 of local_share
-        # of the stripes on the writer's peer, the rest over the others.
+        # of the stripes on the writer's peer, the rest over the others; each
+        # stripe's copies apart by failure domain (docs/replication.md).
         local = self._writer_peer(usable)
         if local is not None:
             p = self.peers[local]
@@ -158,7 +161,7 @@ class ObjectsMixin:
             prev, last = last, chunk
             crc = google_crc32c.extend(crc, chunk)
             size += len(chunk)
-            holders = stripe_holders(index, self.copies, ring, width, local, local_share)
+            holders = stripe_holders(index, self.copies, ring, width, local, local_share, self._spread)
             pending.append(self.queue_put(stripe_name(name, index), chunk, _holders=holders))
             index += 1
             while len(pending) >= STRIPES_IN_FLIGHT:
@@ -174,7 +177,7 @@ class ObjectsMixin:
 
         schema = written_object_schema(name, head, prev + last) if self.keep_schemas else None
         schemas, refs = schema_table([schema])
-        reply = self._tracker.commit_objects(self.name, self.file_id, [pb.ObjectCommit(
+        reply = self._file_tracker_call("commit_objects", self.name, self.file_id, [pb.ObjectCommit(
             name=name, size=size, stripe_size=stripe_size, stripes=index, crc32c=crc, schema=refs[0])],
             schemas=schemas)
         if reply.conflicts:  # ... then the object, in one transaction

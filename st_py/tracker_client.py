@@ -16,7 +16,7 @@ from .namespace import normalize
 from .errors import (ERROR_KIND_KEY, BadNameError, DirectoryNotEmptyError, LeaseHeldError, LeaseLostError,
                      NoSpaceError, NotAuthenticatedError, NotEnoughPeersError, PermissionDeniedError,
                      QuotaExceededError, StFileExistsError, StFileNotFoundError, StoreTorrentError, TrackerError,
-                     TrackerUnavailableError, UnknownPeerError)
+                     TrackerMovedError, TrackerUnavailableError, UnknownPeerError)
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -40,9 +40,25 @@ class TrackerClient:
         self.timeout = timeout
         self.user = current_user()
         api_key = api_key or os.environ.get("STORETORRENT_API_KEY", "")
+        self._api_key, self._tls = api_key, tls
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
         self._channel = tlsmod.channel(address, *tls)  # TLS with a CA (argument or $STORETORRENT_TLS_CA)
         self._stub = pb_grpc.TrackerStub(self._channel)
+        self._others: dict[str, TrackerClient] = {}  # per-file trackers (at())
+
+    def at(self, address: str) -> "TrackerClient":
+        """A client of the tracker at ``address`` (``host:port``) with this
+        one's user, API key, TLS and timeout: a per-file tracker a file's
+        writes are redirected to (FileInfo.file_tracker, paper 3.5); this
+        client itself for "" or its own address. Made once per address and
+        closed with this client."""
+        if not address or address == self.address:
+            return self
+        other = self._others.get(address)
+        if other is None:
+            other = self._others[address] = TrackerClient(address, self.timeout, self._api_key or None, self._tls)
+            other.user = self.user
+        return other
 
     def map_error(self, e: grpc.RpcError, method: str) -> Exception:
         """The StoreTorrent exception for a failed RPC."""
@@ -74,6 +90,8 @@ class TrackerClient:
             return NotEnoughPeersError(detail)
         if kind == "not-empty":
             return DirectoryNotEmptyError(detail)
+        if kind == "wrong-tracker":
+            return TrackerMovedError(detail, tracker=trailer.get("st-tracker", ""))
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return TrackerUnavailableError(
                 f"tracker at {self.address} unreachable ({code.name}: {detail}); "
@@ -241,4 +259,7 @@ class TrackerClient:
             pass
 
     def close(self) -> None:
+        for other in self._others.values():
+            other.close()
+        self._others.clear()
         self._channel.close()

@@ -38,6 +38,8 @@ class VersionsMixin:
 
         def _check_open(self) -> None: ...
 
+        def _file_tracker_call(self, method: str, *args, **kwargs): ...
+
     _lease_id: str = ""
     _lease_ttl: float = 0.0  # seconds, as granted
     _lease_renew_at: float = 0.0  # time.monotonic()
@@ -78,7 +80,7 @@ class VersionsMixin:
         deadline = time.monotonic() + wait
         while True:
             try:
-                reply = self._tracker.lease(self.name, self.file_id, ttl_s=ttl or 0.0,
+                reply = self._file_tracker_call("lease", self.name, self.file_id, ttl_s=ttl or 0.0,
                                             holder=f"{socket.gethostname()}:{os.getpid()}")
                 break
             except LeaseHeldError as e:
@@ -97,13 +99,14 @@ class VersionsMixin:
         by now are not committed."""
         lease_id, self._lease_id = self._lease_id, ""
         if lease_id:
-            self._tracker.lease(self.name, self.file_id, lease_id=lease_id, release=True)
+            self._file_tracker_call("lease", self.name, self.file_id, lease_id=lease_id, release=True)
 
     def _renew_lease(self, force: bool = False) -> None:
         if not self._lease_id or (not force and time.monotonic() < self._lease_renew_at):
             return
         try:
-            reply = self._tracker.lease(self.name, self.file_id, lease_id=self._lease_id, ttl_s=self._lease_ttl)
+            reply = self._file_tracker_call("lease", self.name, self.file_id, lease_id=self._lease_id,
+                                            ttl_s=self._lease_ttl)
         except LeaseLostError as e:
             self._lease_id = ""
             e.file = self.name

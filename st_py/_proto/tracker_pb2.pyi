@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Peer(_message.Message):
-    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes", "load", "drain_state", "name", "uptime_s", "restarts", "fs_id")
+    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes", "load", "drain_state", "name", "uptime_s", "restarts", "fs_id", "domain")
     PEER_IDX_FIELD_NUMBER: _ClassVar[int]
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class Peer(_message.Message):
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
     FS_ID_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
     peer_idx: int
     peer_id: str
     addr: str
@@ -40,10 +41,11 @@ class Peer(_message.Message):
     uptime_s: float
     restarts: int
     fs_id: str
-    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ..., drain_state: _Optional[str] = ..., name: _Optional[str] = ..., uptime_s: _Optional[float] = ..., restarts: _Optional[int] = ..., fs_id: _Optional[str] = ...) -> None: ...
+    domain: str
+    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ..., drain_state: _Optional[str] = ..., name: _Optional[str] = ..., uptime_s: _Optional[float] = ..., restarts: _Optional[int] = ..., fs_id: _Optional[str] = ..., domain: _Optional[str] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes", "filters", "key_check")
+    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes", "filters", "key_check", "file_tracker")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +69,7 @@ class FileInfo(_message.Message):
     RESERVED_BYTES_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     KEY_CHECK_FIELD_NUMBER: _ClassVar[int]
+    FILE_TRACKER_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     name: str
     replication: str
@@ -90,7 +93,8 @@ class FileInfo(_message.Message):
     reserved_bytes: int
     filters: str
     key_check: str
-    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., write_denied: _Optional[str] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., est_size: _Optional[int] = ..., reserved_bytes: _Optional[int] = ..., filters: _Optional[str] = ..., key_check: _Optional[str] = ...) -> None: ...
+    file_tracker: str
+    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., write_denied: _Optional[str] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., est_size: _Optional[int] = ..., reserved_bytes: _Optional[int] = ..., filters: _Optional[str] = ..., key_check: _Optional[str] = ..., file_tracker: _Optional[str] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
     __slots__ = ("name", "replication", "est_size", "blocksize", "user", "mode", "protocol", "placement", "filters", "key_check")
@@ -243,7 +247,7 @@ class ListReply(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[ListEntry, _Mapping]]] = ...) -> None: ...
 
 class AnnounceRequest(_message.Message):
-    __slots__ = ("peer_id", "addr", "capacity_bytes", "used_bytes", "free_bytes", "records", "load", "bad_copies", "copies_verified", "copies_bad", "copies_quarantined", "started_at", "data_dir", "fs_id", "fs_size_bytes", "fs_free_bytes")
+    __slots__ = ("peer_id", "addr", "capacity_bytes", "used_bytes", "free_bytes", "records", "load", "bad_copies", "copies_verified", "copies_bad", "copies_quarantined", "started_at", "data_dir", "fs_id", "fs_size_bytes", "fs_free_bytes", "domain")
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -260,6 +264,7 @@ class AnnounceRequest(_message.Message):
     FS_ID_FIELD_NUMBER: _ClassVar[int]
     FS_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     FS_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
     peer_id: str
     addr: str
     capacity_bytes: int
@@ -276,7 +281,8 @@ class AnnounceRequest(_message.Message):
     fs_id: str
     fs_size_bytes: int
     fs_free_bytes: int
-    def __init__(self, peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., load: _Optional[float] = ..., bad_copies: _Optional[_Iterable[_Union[BadCopy, _Mapping]]] = ..., copies_verified: _Optional[int] = ..., copies_bad: _Optional[int] = ..., copies_quarantined: _Optional[int] = ..., started_at: _Optional[float] = ..., data_dir: _Optional[str] = ..., fs_id: _Optional[str] = ..., fs_size_bytes: _Optional[int] = ..., fs_free_bytes: _Optional[int] = ...) -> None: ...
+    domain: str
+    def __init__(self, peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., load: _Optional[float] = ..., bad_copies: _Optional[_Iterable[_Union[BadCopy, _Mapping]]] = ..., copies_verified: _Optional[int] = ..., copies_bad: _Optional[int] = ..., copies_quarantined: _Optional[int] = ..., started_at: _Optional[float] = ..., data_dir: _Optional[str] = ..., fs_id: _Optional[str] = ..., fs_size_bytes: _Optional[int] = ..., fs_free_bytes: _Optional[int] = ..., domain: _Optional[str] = ...) -> None: ...
 
 class BadCopy(_message.Message):
     __slots__ = ("file_id", "name", "copy_rank", "crc32c", "detail")
@@ -331,7 +337,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s", "used_bytes", "filesystems", "records_short", "files_short", "records_pending", "short_age_s", "repair")
+    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s", "used_bytes", "filesystems", "records_short", "files_short", "records_pending", "short_age_s", "repair", "file_trackers")
     PEERS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     ALIVE_PEERS_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +352,7 @@ class StatusReply(_message.Message):
     RECORDS_PENDING_FIELD_NUMBER: _ClassVar[int]
     SHORT_AGE_S_FIELD_NUMBER: _ClassVar[int]
     REPAIR_FIELD_NUMBER: _ClassVar[int]
+    FILE_TRACKERS_FIELD_NUMBER: _ClassVar[int]
     peers: _containers.RepeatedCompositeFieldContainer[Peer]
     files: int
     alive_peers: int
@@ -360,7 +367,30 @@ class StatusReply(_message.Message):
     records_pending: int
     short_age_s: float
     repair: RepairStatus
-    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ..., used_bytes: _Optional[int] = ..., filesystems: _Optional[int] = ..., records_short: _Optional[int] = ..., files_short: _Optional[int] = ..., records_pending: _Optional[int] = ..., short_age_s: _Optional[float] = ..., repair: _Optional[_Union[RepairStatus, _Mapping]] = ...) -> None: ...
+    file_trackers: _containers.RepeatedCompositeFieldContainer[FileTracker]
+    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ..., used_bytes: _Optional[int] = ..., filesystems: _Optional[int] = ..., records_short: _Optional[int] = ..., files_short: _Optional[int] = ..., records_pending: _Optional[int] = ..., short_age_s: _Optional[float] = ..., repair: _Optional[_Union[RepairStatus, _Mapping]] = ..., file_trackers: _Optional[_Iterable[_Union[FileTracker, _Mapping]]] = ...) -> None: ...
+
+class FileTracker(_message.Message):
+    __slots__ = ("shard", "shards", "addr", "alive", "pid", "restarts", "uptime_s", "commits", "records")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    COMMITS_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    shards: int
+    addr: str
+    alive: bool
+    pid: int
+    restarts: int
+    uptime_s: float
+    commits: int
+    records: int
+    def __init__(self, shard: _Optional[int] = ..., shards: _Optional[int] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., pid: _Optional[int] = ..., restarts: _Optional[int] = ..., uptime_s: _Optional[float] = ..., commits: _Optional[int] = ..., records: _Optional[int] = ...) -> None: ...
 
 class RepairStatus(_message.Message):
     __slots__ = ("repairer", "age_s", "running", "reason", "files_done", "files_total", "copies_stored", "copies_restored", "records_left", "pass_seconds", "passes")
@@ -625,3 +655,134 @@ class SetPeerStateReply(_message.Message):
     PEER_FIELD_NUMBER: _ClassVar[int]
     peer: Peer
     def __init__(self, peer: _Optional[_Union[Peer, _Mapping]] = ...) -> None: ...
+
+class AdmitItem(_message.Message):
+    __slots__ = ("id", "user", "name", "file_id", "owner", "group", "mode", "what", "bytes", "copies", "on_peers", "request_id", "records")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    WHAT_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    COPIES_FIELD_NUMBER: _ClassVar[int]
+    ON_PEERS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    user: str
+    name: str
+    file_id: int
+    owner: str
+    group: str
+    mode: int
+    what: str
+    bytes: int
+    copies: int
+    on_peers: _containers.RepeatedCompositeFieldContainer[PeerBytes]
+    request_id: str
+    records: int
+    def __init__(self, id: _Optional[str] = ..., user: _Optional[str] = ..., name: _Optional[str] = ..., file_id: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., what: _Optional[str] = ..., bytes: _Optional[int] = ..., copies: _Optional[int] = ..., on_peers: _Optional[_Iterable[_Union[PeerBytes, _Mapping]]] = ..., request_id: _Optional[str] = ..., records: _Optional[int] = ...) -> None: ...
+
+class PeerBytes(_message.Message):
+    __slots__ = ("peer_id", "bytes")
+    PEER_ID_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    peer_id: str
+    bytes: int
+    def __init__(self, peer_id: _Optional[str] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class Settlement(_message.Message):
+    __slots__ = ("id", "owner", "file_id", "charge", "written", "on_peers")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    CHARGE_FIELD_NUMBER: _ClassVar[int]
+    WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    ON_PEERS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    owner: str
+    file_id: int
+    charge: int
+    written: int
+    on_peers: _containers.RepeatedCompositeFieldContainer[PeerBytes]
+    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., file_id: _Optional[int] = ..., charge: _Optional[int] = ..., written: _Optional[int] = ..., on_peers: _Optional[_Iterable[_Union[PeerBytes, _Mapping]]] = ...) -> None: ...
+
+class AdmitRequest(_message.Message):
+    __slots__ = ("shard", "items", "settled", "master_epoch")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    SETTLED_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    items: _containers.RepeatedCompositeFieldContainer[AdmitItem]
+    settled: _containers.RepeatedCompositeFieldContainer[Settlement]
+    master_epoch: str
+    def __init__(self, shard: _Optional[int] = ..., items: _Optional[_Iterable[_Union[AdmitItem, _Mapping]]] = ..., settled: _Optional[_Iterable[_Union[Settlement, _Mapping]]] = ..., master_epoch: _Optional[str] = ...) -> None: ...
+
+class AdmitResult(_message.Message):
+    __slots__ = ("id", "ok", "refusal", "message")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REFUSAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    ok: bool
+    refusal: str
+    message: str
+    def __init__(self, id: _Optional[str] = ..., ok: _Optional[bool] = ..., refusal: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class AdmitReply(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AdmitResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AdmitResult, _Mapping]]] = ...) -> None: ...
+
+class FileControlRequest(_message.Message):
+    __slots__ = ("name", "file_id", "op", "meta", "peers", "peer_id", "bad_copies")
+    class MetaEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    PEER_ID_FIELD_NUMBER: _ClassVar[int]
+    BAD_COPIES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    file_id: int
+    op: str
+    meta: _containers.ScalarMap[str, str]
+    peers: _containers.RepeatedCompositeFieldContainer[Peer]
+    peer_id: str
+    bad_copies: _containers.RepeatedCompositeFieldContainer[BadCopy]
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., op: _Optional[str] = ..., meta: _Optional[_Mapping[str, str]] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., peer_id: _Optional[str] = ..., bad_copies: _Optional[_Iterable[_Union[BadCopy, _Mapping]]] = ...) -> None: ...
+
+class FileControlReply(_message.Message):
+    __slots__ = ("file_id", "generation", "records", "bytes", "copies", "owner", "done", "conflicts", "added")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    COPIES_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    generation: int
+    records: int
+    bytes: int
+    copies: int
+    owner: str
+    done: int
+    conflicts: _containers.RepeatedScalarFieldContainer[str]
+    added: _containers.RepeatedCompositeFieldContainer[Peer]
+    def __init__(self, file_id: _Optional[int] = ..., generation: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., copies: _Optional[int] = ..., owner: _Optional[str] = ..., done: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., added: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ...) -> None: ...

@@ -134,6 +134,16 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.ReportRepairRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.ReportRepairReply.FromString,
                 _registered_method=True)
+        self.Admit = channel.unary_unary(
+                '/storetorrent.v1.Tracker/Admit',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.AdmitRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.AdmitReply.FromString,
+                _registered_method=True)
+        self.FileControl = channel.unary_unary(
+                '/storetorrent.v1.Tracker/FileControl',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.FileControlRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.FileControlReply.FromString,
+                _registered_method=True)
 
 
 class TrackerServicer:
@@ -288,6 +298,32 @@ class TrackerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Admit(self, request, context):
+        """Internal, between the master tracker and the per-file trackers it
+        spawns (paper 3.5; docs/architecture.md, "Per-file trackers"). Both
+        carry a TRACKER capability signed with the shared key (gRPC metadata
+        x-st-internal) whenever the trackers have a key.
+        A per-file tracker asks the master to admit writes to its files: the
+        user's permission (directories are the master's) and, for a commit,
+        the owner's quota and the space others reserved, which the master
+        holds for the commit's bytes until it is settled; and reports what the
+        commits it admitted really added (conflicts, retries) and what record
+        deletes freed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FileControl(self, request, context):
+        """The master has a per-file tracker change one of its files or forget
+        what it cached of it: the master's own writes (chmod, whole-file
+        delete, peerlist growth, quarantined copies, a restored infofile) go
+        through the file's one writer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TrackerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -390,6 +426,16 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.ReportRepair,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.ReportRepairRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.ReportRepairReply.SerializeToString,
+            ),
+            'Admit': grpc.unary_unary_rpc_method_handler(
+                    servicer.Admit,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.AdmitRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.AdmitReply.SerializeToString,
+            ),
+            'FileControl': grpc.unary_unary_rpc_method_handler(
+                    servicer.FileControl,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.FileControlRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.FileControlReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -932,6 +978,60 @@ class Tracker:
             '/storetorrent.v1.Tracker/ReportRepair',
             storetorrent_dot_v1_dot_tracker__pb2.ReportRepairRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.ReportRepairReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Admit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/Admit',
+            storetorrent_dot_v1_dot_tracker__pb2.AdmitRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.AdmitReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FileControl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/FileControl',
+            storetorrent_dot_v1_dot_tracker__pb2.FileControlRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.FileControlReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -134,6 +134,24 @@ class Users:
             return u.quota_bytes if u is not None else self.default_quota
         return self.default_quota
 
+    def lookup(self, name: str) -> User:
+        """User ``name`` as another tracker vouched for them (a per-file
+        tracker and its master, docs/architecture.md): from the users file,
+        or, in development mode, by name alone.
+
+        Raises
+        ------
+        AccessError("unauthenticated")
+            A users file is in force and has no such user (any more).
+        """
+        if not self.enabled:
+            return User(name or "anonymous", quota_bytes=self.default_quota)
+        self._reload()
+        u = self._by_name.get(name)
+        if u is None:
+            raise AccessError("unauthenticated", f"user {name} is not in the users file")
+        return u
+
     def authenticate(self, metadata, claimed: str, cert_names: list[str] = ()) -> User:
         """The user making a request: from a client certificate's common name
         (mutual TLS, ``cert_names``), else from its API key (gRPC

@@ -43,6 +43,7 @@ class Committer:
         self.meta = FileMeta(int(meta["file_id"]), int(meta["copies"]), int(npeers))
         self._lock = asyncio.Lock()
         self._queue: list[tuple[list, asyncio.Future, str]] = []
+        self.gone = False  # retired (its file deleted): every later request fails with FileNotFoundError
 
     async def commit(self, batch: list[tuple], request_id: str = "") -> tuple[int, int, list[Conflict]]:
         """Commit ``batch`` (``(name, size, crc32c, peer_idx per rank,
@@ -58,6 +59,7 @@ class Committer:
             if not fut.done():
                 jobs, self._queue = self._queue, []
                 try:
+                    self._check_here()
                     gen, new, conflicts, _ = await asyncio.to_thread(
                         self.writer.commit_requests, [(rid, b) for b, _, rid in jobs])
                 except Exception as e:  # every waiting request hears of it
@@ -96,9 +98,42 @@ class Committer:
         return rows
 
     async def run(self, fn, *args):
-        """Run ``fn(*args)`` on the writer in a thread, alone."""
+        """Run ``fn(*args)`` on the writer in a thread, alone.
+
+        Raises
+        ------
+        FileNotFoundError
+            The committer was retired (:meth:`retire`): its file is gone.
+        """
         async with self._lock:
+            self._check_here()
             return await asyncio.to_thread(fn, *args)
 
+    def _check_here(self) -> None:
+        if self.gone:
+            raise FileNotFoundError(f"infofile {self.writer.path} was deleted")
+
+    async def retire(self, unlink: bool) -> tuple[int, int]:
+        """After every transaction queued before it: count the file's
+        names and bytes (one copy), close the writer and, with ``unlink``,
+        remove the infofile (a whole-file delete), so no later request can
+        write into a deleted file. Returns ``(names, bytes)``."""
+        async with self._lock:
+            self._check_here()
+            n, b = await asyncio.to_thread(self.writer.stats)
+            self.gone = True
+            self.writer.close()
+            if unlink:
+                self.writer.path.unlink(missing_ok=True)
+            return n, b
+
+    async def aclose(self) -> None:
+        """Close the writer once no transaction runs on it."""
+        async with self._lock:
+            if not self.gone:
+                self.gone = True
+                self.writer.close()
+
     def close(self) -> None:
+        self.gone = True
         self.writer.close()

@@ -14,7 +14,8 @@ import tomllib
 from pathlib import Path
 
 # Not keys: they only make sense on a command line.
-COMMAND_LINE_ONLY = {"help", "config"}
+# shard, shards, master, master_pid, master_epoch: set by a master for the per-file trackers it spawns.
+COMMAND_LINE_ONLY = {"help", "config", "shard", "shards", "master", "master_pid", "master_epoch"}
 
 
 def _kind(action: argparse.Action) -> tuple[str, tuple[type, ...]]:

@@ -104,9 +104,11 @@ class Guard:
                                      f"({mode_text(o.mode)} {o.owner or '?'}:{o.group or '?'})")
 
     def check_search(self, user: User, name: str) -> None:
-        """x on every existing ancestor directory of ``name``."""
+        """x on every existing ancestor directory of ``name`` (a normalized
+        name: its ancestors are plain paths under the root, so a stat says
+        whether each exists; run for every commit)."""
         for d in _ancestors(name):
-            if d != "/" and not namespace.dir_path(self.root, d).is_dir():
+            if d != "/" and not os.path.isdir(os.path.join(self.root, d.lstrip("/"))):
                 break
             o = self.dir_owner(d)
             if not may(user, o, X):

@@ -50,7 +50,10 @@ def _holder(fd: int) -> tuple[int, str]:
 
 
 class TrackerLock:
-    """Exclusive locks on ``dirs`` (namespace root, state directory).
+    """Exclusive locks on ``dirs`` (namespace root, state directory), each
+    the file ``name`` in it (a per-file tracker locks its shard's:
+    ``.st-file-tracker-<i>.lock`` in the state directory, so two processes
+    never write the same files).
 
     Raises
     ------
@@ -58,12 +61,12 @@ class TrackerLock:
         At construction, if another process holds one of them.
     """
 
-    def __init__(self, dirs: list[Path]):
+    def __init__(self, dirs: list[Path], name: str = LOCK_NAME):
         self._fds: list[int] = []
         try:
             for d in dict.fromkeys(Path(d).resolve() for d in dirs):  # once each, in order
                 d.mkdir(parents=True, exist_ok=True)
-                path = d / LOCK_NAME
+                path = d / name
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -250,8 +250,9 @@ async def _restore(service, tmp: Path, info: _Checked, user: User) -> pb.Restore
                         name, file_id, gen, reply.detail)
         service.state.remember_file_id(file_id)
         return reply
-    # The tracker's view of the name starts afresh from the restored file.
-    service._drop_committer(name)
+    # The tracker's view of the name starts afresh from the restored file (and so does the view
+    # of the per-file tracker that writes it, if another does).
+    await service.forget_file(name)
     service._peer_ids.pop(file_id, None)
     service.state.remember_file_id(file_id)
     service.state.add_file(name, file_id, o.owner)

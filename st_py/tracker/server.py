@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
+import socket
+import sys
 import time
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -20,6 +24,8 @@ from ..infofile import recover
 from ..tls import server_credentials
 from .access import AccessError, Users
 from .config import apply_config
+from .file_trackers import FileTrackers, internal_credentials
+from .file_tracker import INTERNAL_KEY_ENV, run_file_tracker
 from .health import ShortCopies, keep_counting
 from .lock import TrackerLock, TrackerLockedError
 from .httpd import StatusHttp
@@ -32,26 +38,41 @@ from .web import render_html, snapshot
 log = logging.getLogger("st.tracker")
 
 
+@dataclass
+class FileTrackerOptions:
+    """How a master runs its per-file trackers (paper 3.5;
+    st_py/tracker/file_trackers.py)."""
+
+    n: int = 0  # per-file tracker processes
+    argv: list[str] = field(default_factory=list)  # their options shared with the master (root, key, users, TLS)
+    advertise_host: str = ""  # where clients reach them ("" : the master's --host)
+    base_port: int | None = None  # tracker i on base_port + i - 1; 0: free ports; None: the master's port + 1
+    creds: object = None  # grpc.ChannelCredentials for the calls between trackers (TLS)
+
+
 async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int = 0,
                 announce_interval: float = 2.0, misses: int = 3,
                 quota_bytes: int | None = None, key: bytes | None = None,
                 capability_ttl_s: float = 3600.0, users: Users | None = None,
                 tls: tuple[str, str, str | None] | None = None, reservation_lease_s: float = 900.0,
-                metrics_port: int | None = None) -> None:
+                metrics_port: int | None = None, file_trackers: FileTrackerOptions | None = None) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
     Prints ``listening on HOST:PORT`` on stdout once it accepts RPCs (port 0
     picks a free port). Stops at once on a signal (paper 5). With
     ``metrics_port`` it serves Prometheus metrics at /metrics and its status
     page at / and /status.json on that port (0: a free one), and prints
-    ``metrics on HOST:PORT`` before ``listening on``.
+    ``metrics on HOST:PORT`` before ``listening on``. With
+    ``file_trackers.n`` > 0 it starts that many per-file trackers before
+    it says it listens (paper 3.5), and stops them when it stops.
     """
     started = time.time()
     root.mkdir(parents=True, exist_ok=True)
     lock = TrackerLock([root, state_dir])  # one tracker per namespace: before touching anything
     try:
         await _serve(lock, started, root, state_dir, host, port, announce_interval, misses, quota_bytes, key,
-                     capability_ttl_s, users, tls, reservation_lease_s, metrics_port)
+                     capability_ttl_s, users, tls, reservation_lease_s, metrics_port,
+                     file_trackers or FileTrackerOptions())
     finally:
         lock.release()
 
@@ -59,7 +80,7 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
 async def _serve(lock: TrackerLock, started: float, root: Path, state_dir: Path, host: str, port: int,
                  announce_interval: float, misses: int, quota_bytes: int | None, key: bytes | None,
                  capability_ttl_s: float, users: Users | None, tls: tuple[str, str, str | None] | None,
-                 reservation_lease_s: float, metrics_port: int | None) -> None:
+                 reservation_lease_s: float, metrics_port: int | None, ft: FileTrackerOptions) -> None:
     rolled, removed = recover(root)
     if rolled or removed:
         log.warning("recovered after a crash: %d infofile transactions rolled back, %d half-created "
@@ -69,6 +90,7 @@ async def _serve(lock: TrackerLock, started: float, root: Path, state_dir: Path,
     service = TrackerService(root.resolve(), state, registry, quota_bytes, key, capability_ttl_s, users,
                              reservation_lease_s)
     service.mutual_tls = bool(tls and tls[2])
+    service.shards = ft.n + 1  # files hash over the master and its per-file trackers (shards.py)
     if key is None:
         log.warning("no --key-file: files are opened without capabilities; peers started without "
                     "--key-file do not check them (development mode, docs/capabilities.md)")
@@ -98,6 +120,13 @@ async def _serve(lock: TrackerLock, started: float, root: Path, state_dir: Path,
         log.info("Prometheus metrics at http://%s:%d/metrics, status page at http://%s:%d/", host, mport, host,
                  mport)
         print(f"metrics on {host}:{mport}", flush=True)  # before "listening on", as st-peer
+    trackers = None
+    if ft.n:
+        try:
+            trackers = await _start_file_trackers(service, ft, host, port, bound, key)
+        except BaseException:
+            await server.stop(grace=0)
+            raise
     lock.serving(f"{host}:{bound}")
     print(f"listening on {host}:{bound}", flush=True)
     log.info("tracker %s serving %s on %s:%d", version, root, host, bound)
@@ -110,6 +139,8 @@ async def _serve(lock: TrackerLock, started: float, root: Path, state_dir: Path,
     await stop.wait()
     sweeper.cancel()
     counter.cancel()
+    if trackers is not None:
+        await trackers.stop()
     if web is not None:
         await web.stop()
     await server.stop(grace=0.2)
@@ -117,11 +148,60 @@ async def _serve(lock: TrackerLock, started: float, root: Path, state_dir: Path,
     state.close()
 
 
+def advertised_host(host: str, advertise: str = "") -> str:
+    """The host clients reach this tracker's per-file trackers at:
+    ``advertise``, else ``host`` unless it is a wildcard (0.0.0.0, ::, ""),
+    else this machine's name."""
+    if advertise:
+        return advertise
+    return host if host not in ("", "0.0.0.0", "::", "[::]") else socket.getfqdn()
+
+
+async def _start_file_trackers(service: TrackerService, ft: FileTrackerOptions, host: str, port: int, bound: int,
+                               key: bytes | None) -> FileTrackers:
+    """Start the master's per-file trackers and wait until each serves."""
+    adv = advertised_host(host, ft.advertise_host)
+    master = f"{adv}:{bound}"
+    env = dict(os.environ)
+    if key is None:  # their calls to each other are signed all the same (routing.new_internal_key)
+        env[INTERNAL_KEY_ENV] = service.internal_key.hex()
+    base = ft.base_port if ft.base_port is not None else (port + 1 if port else 0)
+
+    def argv(shard: int, p: int) -> list[str]:
+        return [sys.executable, "-m", "st_py.tracker", *ft.argv, "--shard", str(shard), "--shards", str(ft.n + 1),
+                "--master", master, "--master-pid", str(os.getpid()), "--master-epoch", service.epoch,
+                "--port", str(p)]
+
+    trackers = FileTrackers(ft.n, argv, adv, base, ft.creds, on_death=service.shard_died,  # type: ignore[arg-type]
+                            env=env)
+    try:
+        await trackers.start()
+    except BaseException:
+        await trackers.stop()
+        raise
+    service.file_trackers = trackers
+    return trackers
+
+
 async def _sweep(registry: PeerRegistry, every_s: float) -> None:
     """Notice (log, count, list) peers failing by missed announces."""
     while True:
         registry.sweep()
         await asyncio.sleep(every_s)
+
+
+def _shared_argv(a: argparse.Namespace, state_dir: Path) -> list[str]:
+    """The options a master passes on to its per-file trackers: the same
+    namespace, key, users file, quotas, TLS and logs."""
+    out = ["--root", str(a.root.resolve()), "--state-dir", str(state_dir.resolve()), "--host", a.host,
+           "--log-level", a.log_level, "--log-format", a.log_format]
+    for flag, v in (("--key-file", a.key_file), ("--users", a.users), ("--quota-bytes", a.quota_bytes),
+                    ("--user-quota-bytes", a.user_quota_bytes), ("--tls-cert", a.tls_cert), ("--tls-key", a.tls_key),
+                    ("--tls-client-ca", a.tls_client_ca), ("--tracker-ca", a.tracker_ca),
+                    ("--tracker-cert", a.tracker_cert), ("--tracker-key", a.tracker_key)):
+        if v is not None:
+            out += [flag, str(Path(v).resolve()) if isinstance(v, Path) else str(v)]
+    return out
 
 
 def _version() -> str:
@@ -156,6 +236,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--metrics-port", type=int, default=None,
                     help="serve Prometheus metrics at http://HOST:PORT/metrics and the status page at / "
                          "(0 picks a free port; default: none). docs/operations.md")
+    ap.add_argument("--file-trackers", type=int, default=0,
+                    help="per-file tracker processes this master spawns (paper 3.5): the metadata writes of each "
+                         "file (commits, leases, record deletes) go to the one its name hashes to, of N+1 with the "
+                         "master; clients are redirected on open. docs/architecture.md, \"Per-file trackers\"")
+    ap.add_argument("--file-tracker-port", type=int, default=None,
+                    help="per-file tracker i listens on this port + i - 1 (0: free ports; default: --port + 1, "
+                         "or free ports when --port is 0)")
+    ap.add_argument("--advertise-host", default="",
+                    help="the host clients reach the per-file trackers at (default: --host, or this machine's "
+                         "name when --host is 0.0.0.0)")
+    ap.add_argument("--tracker-ca", help="TLS between the master and its per-file trackers: the CA that signed "
+                                         "--tls-cert (default: --tls-client-ca)")
+    ap.add_argument("--tracker-cert", help="mutual TLS between the master and its per-file trackers: a client "
+                                           "certificate signed by --tls-client-ca (PEM)")
+    ap.add_argument("--tracker-key", help="that certificate's private key (PEM)")
+    # Set by a master for the per-file trackers it spawns, never by hand (nor in a config file).
+    ap.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--shards", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--master", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--master-pid", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--master-epoch", default="", help=argparse.SUPPRESS)
     ap.add_argument("--log-level", default="INFO")
     ap.add_argument("--log-format", choices=logs.FORMATS, default="text",
                     help="text: 'YYYY-MM-DD HH:MM:SS.mmm LEVEL logger: message' (as st-peer); json: one "
@@ -186,8 +287,19 @@ def main(argv: list[str] | None = None) -> None:
     if bool(a.tls_cert) != bool(a.tls_key):
         raise SystemExit("tracker: --tls-cert and --tls-key go together")
     tls = (a.tls_cert, a.tls_key, a.tls_client_ca) if a.tls_cert else None
+    if a.shard:  # a per-file tracker its master started (st_py/tracker/file_tracker.py)
+        run_file_tracker(a, key, users, tls)
+        return
+    if a.file_trackers < 0:
+        raise SystemExit("tracker: --file-trackers must be 0 or more")
+    try:
+        creds = internal_credentials(tls, a.tracker_ca, a.tracker_cert, a.tracker_key) if a.file_trackers else None
+    except (ValueError, OSError) as e:
+        raise SystemExit(f"tracker: {e}") from None
+    ft = FileTrackerOptions(a.file_trackers, _shared_argv(a, state_dir), a.advertise_host, a.file_tracker_port,
+                            creds)
     try:
         asyncio.run(serve(a.root, state_dir, a.host, a.port, a.announce_interval, a.misses, a.quota_bytes,
-                          key, a.capability_ttl, users, tls, a.reservation_lease, a.metrics_port))
+                          key, a.capability_ttl, users, tls, a.reservation_lease, a.metrics_port, ft))
     except TrackerLockedError as e:  # one line, no traceback
         raise SystemExit(f"tracker: {e}") from None

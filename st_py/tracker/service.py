@@ -13,6 +13,7 @@ import errno
 import logging
 import os
 import time
+import uuid
 from pathlib import Path
 
 import grpc
@@ -22,19 +23,21 @@ from .. import capability, namespace
 from .._proto import tracker_pb2 as pb
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..errors import ERROR_KIND_KEY, BadNameError
-from ..placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy
+from ..placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy, domain_text
 from ..infofile import InfofileReader, InfofileWriter, create_infofile
 from ..filters import check_filters
 from ..record_format import FORMATS, load_schema
 from ..replication import DEFAULT_PROTOCOL, check_protocol
 from ..replication import copies as class_copies
 from .access import DEFAULT_FILE_MODE, R, W, AccessError, Owner, User, Users, may, mode_text
+from .admission import Admissions, meta_of
 from .committer import Committer, CommitStats
 from .leases import LeaseHeld, LeaseLost, Leases
 from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
 from .health import CopyHealth, RepairProgress, space_totals
 from .peers import PeerRegistry
 from .reservations import Reservations
+from .routing import Routing
 from .scheduler import SchedulingError, schedule
 from .state import TrackerState
 
@@ -44,7 +47,7 @@ FILE_OPS = capability.READ | capability.WRITE | capability.DELETE
 MAX_SCHEMA_BYTES = 1 << 20  # one record schema kept in an infofile (Arrow IPC)
 
 
-class TrackerService(pb_grpc.TrackerServicer):
+class TrackerService(Routing, pb_grpc.TrackerServicer):
     def __init__(self, root: Path, state: TrackerState, registry: PeerRegistry,
                  quota_bytes: int | None = None, key: bytes | None = None,
                  capability_ttl_s: float = 3600.0, users: Users | None = None,
@@ -68,14 +71,23 @@ class TrackerService(pb_grpc.TrackerServicer):
         self.reservations.load(self._committed_bytes)
         self.guard.reserved_of = self.reservations.of_owner
         self.leases = Leases()  # writer leases for replacing records (st_py/tracker/leases.py)
+        # Per-file trackers (paper 3.5): who writes which infofile; commits admitted for them (routing.py)
+        self._init_routing(key)
+        self.admissions = Admissions(self.guard, self.reservations, registry)
         # Records short of copies, counted every few seconds (health.keep_counting, started by serve())
         self.copy_health = CopyHealth()
         self.repair_progress: RepairProgress | None = None  # the repair service's last report
 
     # -- who is asking, and may they ---------------------------------------------
     async def _user(self, context, claimed: str = "") -> User:
+        try:  # a call another tracker of this master made for a user it authenticated (routing.py)
+            vouched = self._vouched(context)
+        except capability.CapabilityError as e:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"internal call refused: {e}")
         cert_names = [n.decode() for n in (context.peer_identities() or [])] if self.mutual_tls else []
         try:
+            if vouched is not None:
+                return self.users.lookup(vouched)
             return self.users.authenticate(context.invocation_metadata(), claimed, cert_names[:1])
         except AccessError as e:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
@@ -147,7 +159,7 @@ class TrackerService(pb_grpc.TrackerServicer):
                        free_bytes=max(0, p.usable_free), records=p.records,
                        last_announce_age_s=self.registry.age(p), load=p.load, drain_state=p.drain_state,
                        name=p.name, uptime_s=self.registry.uptime(p) if self.registry.alive(p) else 0.0,
-                       restarts=p.restarts, fs_id=p.fs_id)
+                       restarts=p.restarts, fs_id=p.fs_id, domain=domain_text(p.failure_domain))
 
     def _with_reservations(self, info: pb.FileInfo | None) -> pb.FileInfo | None:
         """Fill in what is reserved: the file's own reservation and what
@@ -185,7 +197,8 @@ class TrackerService(pb_grpc.TrackerServicer):
                            protocol=meta.get("protocol", DEFAULT_PROTOCOL),
                            placement=meta.get("placement", DEFAULT_POLICY),
                            est_size=int(meta.get("est_size") or 0),
-                           filters=meta.get("filters", ""), key_check=meta.get("key_check", ""))
+                           filters=meta.get("filters", ""), key_check=meta.get("key_check", ""),
+                           file_tracker=self.file_tracker_of(name))  # redirected on open (paper 3.5)
 
     def _grant(self, info: pb.FileInfo, user: User, name: str) -> pb.FileInfo:
         """Attach a capability for what ``user`` may do on the file
@@ -257,6 +270,7 @@ class TrackerService(pb_grpc.TrackerServicer):
         except SchedulingError as e:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e),
                                 trailing_metadata=((ERROR_KIND_KEY, e.reason),))
+        self._log_domains(name, f, chosen)
         file_id = self.state.new_file_id()  # never a restored file's id
         if request.est_size:
             self.reservations.add(file_id, name, user.name, f, request.est_size, [p.peer_id for p in chosen])
@@ -289,6 +303,24 @@ class TrackerService(pb_grpc.TrackerServicer):
                  f" reserved={request.est_size}x{f}" if request.est_size else "")
         return self._grant(self._with_reservations(await asyncio.to_thread(self._file_info, name)), user, name)
 
+    def _log_domains(self, name: str, copies: int, chosen: list) -> None:
+        """Say at create when the peerlist cannot keep a record's copies in
+        distinct failure domains (docs/replication.md, "Failure domains"):
+        WARNING when the live peers span more domains than it does (peers
+        left out for space), INFO when the cluster has fewer than F (one,
+        a single machine: nothing to say)."""
+        span = len({p.failure_domain for p in chosen})
+        if span >= copies:
+            return
+        live = len({p.failure_domain for p in self.registry.schedulable()})
+        if span < min(copies, live):
+            log.warning("%s: its %d peers span %d failure domains, the live peers %d: peers of the others lack "
+                        "room, so records of class x%d may have copies in one domain", name, len(chosen), span,
+                        live, copies)
+        elif live > 1:
+            log.info("%s: the live peers span %d failure domains, fewer than its %d copies: records will have "
+                     "copies in one domain", name, live, copies)
+
     async def _wait_for_space_reports(self) -> None:
         """Live peers whose free space the tracker does not know (kept by an
         older tracker's state, not announced since this one started) may
@@ -318,8 +350,9 @@ class TrackerService(pb_grpc.TrackerServicer):
     async def Commit(self, request, context):
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
+        if not await self._here(context, name):  # a per-file tracker writes this file (paper 3.5)
+            return await self._forward(context, "Commit", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
-        o = await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "write")
         f = c.meta.copies
         batch = []
         on_peer: dict[int, int] = {}  # peer_idx -> bytes of this batch it holds
@@ -356,29 +389,34 @@ class TrackerService(pb_grpc.TrackerServicer):
         ids = self._peer_ids.get(file_id)
         if ids is None:
             ids = self._peer_ids[file_id] = dict(await c.run(_read_peer_ids, c.writer))
-        res = self.reservations.get(file_id)
-        beyond = max(0, size - (res.remaining if res else 0))  # bytes the reservation does not cover
-        # The reserved part is already in the quota's count (two-phase quota): only what goes beyond is new.
-        await self._allowed(context, self.guard.check_quota, o.owner, beyond * f, f"a commit to {name}")
-        if beyond:
-            await self._check_unreserved(context, name, res, ids, on_peer, beyond / size)
-        # The versions these replace stop counting (only the lease holder replaces them: no race).
-        superseded = await c.run(_committed_bytes_of, c.writer, replaced) if replaced else 0
-        removed = removed_bytes = 0
-        if request.delete:  # an overwrite: the old names go in the same transaction, alone
-            gen, new, conflicts, removed, removed_bytes = await c.run(c.writer.commit_replacing, batch,
-                                                                      list(request.delete))
-            n = sum(1 for r in batch if r[0] in new)
-            self.guard.charge(o.owner, -removed_bytes * f)
-        else:
-            gen, n, conflicts = await c.commit(batch, request.request_id)
-        if n:  # exact when every record of the batch is new (retries and conflicts are rare)
-            self.guard.charge(o.owner, add * n // len(batch) - superseded * f)
-            self.reservations.committed(file_id, size * n // len(batch))
-            for idx, b in on_peer.items():  # in the peers' free space from their next announce on
-                peer = self.registry.get(ids.get(idx, ""))
-                if peer is not None:
-                    peer.unannounced_bytes += b * n // len(batch)
+        on_peers: dict[str, int] = {}  # peer id -> bytes (one copy) of this batch it holds
+        for idx, b in on_peer.items():
+            on_peers[ids.get(idx, "")] = on_peers.get(ids.get(idx, ""), 0) + b
+        # A per-file tracker names every request, so its master can tell whether it was applied if the
+        # tracker dies before settling its admission (st_py/tracker/admission.py).
+        rid = request.request_id or (f"st-{uuid.uuid4().hex}" if self.shard else "")
+        # Permission, quota and reserved space: the bytes are held from here on (admission.py)
+        o, adm = await self._admit(context, user, name, c, "write", size, on_peers, rid, len(batch))
+        removed = removed_bytes = superseded = n = 0
+        try:
+            # The versions these replace stop counting (only the lease holder replaces them: no race).
+            superseded = await c.run(_committed_bytes_of, c.writer, replaced) if replaced else 0
+            if request.delete:  # an overwrite: the old names go in the same transaction, alone
+                gen, new, conflicts, removed, removed_bytes = await c.run(c.writer.commit_replacing, batch,
+                                                                          list(request.delete))
+                n = sum(1 for r in batch if r[0] in new)
+            else:
+                gen, n, conflicts = await c.commit(batch, rid)
+        except Exception as e:  # nothing committed: what the admission held goes back
+            await self._settle(adm, o.owner, file_id, 0, 0, {})
+            if isinstance(e, FileNotFoundError):  # deleted meanwhile (Committer.retire)
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"file {name} was deleted")
+            raise
+        # What the commit really added: exact when every record of the batch is new (retries and
+        # conflicts are rare); the versions it replaced and the names an overwrite removed are freed.
+        whole = len(batch) or 1
+        await self._settle(adm, o.owner, file_id, add * n // whole - superseded * f - removed_bytes * f,
+                           size * n // whole, {p: b * n // whole for p, b in on_peers.items()})
         return pb.CommitReply(generation=gen, committed=n,
                               conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
                               conflict_names=[x.name for x in conflicts], deleted=removed)
@@ -408,54 +446,35 @@ class TrackerService(pb_grpc.TrackerServicer):
             out.append(key)
         return out
 
-    async def _check_unreserved(self, context, name: str, res, ids: dict[int, str], on_peer: dict[int, int],
-                                beyond: float) -> None:
-        """Refuse a commit whose bytes beyond the file's reservation (the
-        fraction ``beyond`` of the batch) would take, on some holder, space
-        that other files have reserved (docs/replication.md, "Space
-        reservation"). Holders no other file has reserved space on are not
-        checked: the peer itself refuses a PUT it has no room for."""
-        held = self.reservations.on_peers(exclude_file=res.file_id if res else 0)
-        if not held:
-            return
-        for idx, b in sorted(on_peer.items()):
-            peer = self.registry.get(ids.get(idx, ""))
-            others = held.get(peer.peer_id, 0) if peer is not None else 0
-            if peer is None or not others:
-                continue
-            extra = int(b * beyond + 0.999)
-            room = peer.usable_free - others
-            if extra > room:
-                what = (f"goes {extra:,} bytes beyond its reservation (est_size {res.est_size:,})" if res else
-                        f"adds {extra:,} bytes and it has no reservation (no est_size at create)")
-                await context.abort(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"commit to {name} refused: it {what} on peer {peer.addr}, which has {max(0, room):,} bytes "
-                    f"free that other files have not reserved ({others:,} reserved); create the file with a "
-                    "larger est_size, or free space", trailing_metadata=((ERROR_KIND_KEY, "no-space"),))
-
     async def Delete(self, request, context):
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
-        c = await self._open_committer(context, name, request.file_id)
-        meta = c.writer_meta()
-        o = owner_of_meta(meta)
+        here = await self._here(context, name)
         if request.whole_file:  # as in UNIX: write permission on the directory
+            if here:
+                c = await self._open_committer(context, name, request.file_id)
             parent = name.rsplit("/", 1)[0] or "/"
             await self._allowed(context, self.guard.check_dir, user, parent, W, "delete entries in directory")
-            n, b = await c.run(c.writer.stats)
-            self._drop_committer(name)
-            os.unlink(namespace.infofile_path(self.root, name))
+            if here:  # after the commits queued before it, and none after (Committer.retire)
+                n, b = await c.retire(unlink=True)
+                self._committers.pop(name, None)
+                self.leases.drop(c.meta.file_id)
+                self._peer_ids.pop(c.meta.file_id, None)
+                file_id, copies, owner = c.meta.file_id, c.meta.copies, owner_of_meta(c.writer_meta()).owner
+            else:  # its per-file tracker closes and unlinks it, and forgets its lease
+                r = await self._control(context, name, "drop", request.file_id)
+                n, b, file_id, copies, owner = r.records, r.bytes, r.file_id, r.copies, r.owner
             self.state.remove_file(name)
-            self.reservations.release(c.meta.file_id)
-            self.leases.drop(c.meta.file_id)
-            self._peer_ids.pop(c.meta.file_id, None)
-            self.guard.charge(o.owner, -b * c.meta.copies)
+            self.reservations.release(file_id)
+            self.guard.charge(owner, -b * copies)
             log.info("deleted file %s (%d records) for %s", name, n, user.name)
             return pb.DeleteReply(deleted=n)
-        await self._allowed(context, self.guard.check_file, user, name, meta, W, "delete records of")
+        if not here:
+            return await self._forward(context, "Delete", request, user, name)
+        c = await self._open_committer(context, name, request.file_id)
+        o, _ = await self._admit(context, user, name, c, "delete records of")
         gen, n, b = await c.run(c.writer.delete_records, list(request.records))
-        self.guard.charge(o.owner, -b * c.meta.copies)
+        await self._settle(None, o.owner, c.meta.file_id, -b * c.meta.copies, 0, {})
         return pb.DeleteReply(deleted=n, generation=gen)
 
     async def List(self, request, context):
@@ -505,17 +524,19 @@ class TrackerService(pb_grpc.TrackerServicer):
         self.registry.announce(request.peer_id, request.addr, request.capacity_bytes,
                                request.used_bytes, request.free_bytes, request.records, request.load,
                                started_at=request.started_at, data_dir=request.data_dir, fs_id=request.fs_id,
-                               fs_size=request.fs_size_bytes, fs_free=request.fs_free_bytes)
+                               fs_size=request.fs_size_bytes, fs_free=request.fs_free_bytes, domain=request.domain)
         self.registry.verified(request.peer_id, request.copies_verified, request.copies_bad,
                                request.copies_quarantined)
         if request.bad_copies:
-            await self._quarantined(request.peer_id, request.addr, list(request.bad_copies))
+            await self._quarantined(request.peer_id, request.addr, list(request.bad_copies), context)
         return pb.AnnounceReply(interval_s=self.registry.interval_s)
 
-    async def _quarantined(self, peer_id: str, addr: str, bad: list) -> None:
+    async def _quarantined(self, peer_id: str, addr: str, bad: list, context=None) -> None:
         """Copies a peer's verifier quarantined (docs/peer.md, "Verifier"):
         each becomes a pending copy in its file's infofile, so reads stop
-        using it and ``repair`` restores it from a good copy."""
+        using it and ``repair`` restores it from a good copy. A file of a
+        per-file tracker that is down fails the announce (UNAVAILABLE), and
+        the peer reports the copies again with its next one."""
         names = {fid: name for name, fid in self.state.file_ids()}
         by_file: dict[int, list] = {}
         for b in bad:
@@ -525,14 +546,19 @@ class TrackerService(pb_grpc.TrackerServicer):
             for b in copies:
                 self.registry.bad_copy(addr, f"file {name or f'{fid:016x} (deleted)'} record {b.name!r} copy rank "
                                              f"{b.copy_rank}: CRC-32C mismatch, {b.detail}", "peer")
-            c = self._committer(name) if name else None
-            if c is None or c.meta.file_id != fid:
-                continue
-            gen, moved, conflicts = await c.run(c.writer.unstore_copies,
-                                                [(b.name, b.copy_rank, peer_id, b.crc32c) for b in copies])
+            if name and context is not None and not await self._here(context, name):  # its writer does it
+                r = await self._control(context, name, "unstore", fid, peer_id=peer_id, bad_copies=copies)
+                moved, left = r.done, list(r.conflicts)
+            else:
+                c = self._committer(name) if name else None
+                if c is None or c.meta.file_id != fid:
+                    continue
+                gen, moved, conflicts = await c.run(c.writer.unstore_copies,
+                                                    [(b.name, b.copy_rank, peer_id, b.crc32c) for b in copies])
+                left = [f"{x.name}: {x.reason}" for x in conflicts]
             log.warning("peer %s quarantined %d bad copies of %s: %d now pending (repair restores them)%s",
                         addr, len(copies), name, moved,
-                        "; left alone: " + "; ".join(f"{x.name}: {x.reason}" for x in conflicts) if conflicts else "")
+                        "; left alone: " + "; ".join(left) if left else "")
 
     async def ReportFailure(self, request, context):
         await self._user(context)
@@ -550,6 +576,12 @@ class TrackerService(pb_grpc.TrackerServicer):
 
     async def _open_committer(self, context, name: str, file_id: int) -> Committer:
         c = self._committer(name)
+        if c is not None and file_id and c.meta.file_id != file_id:
+            # Kept for an earlier file of this name, unlinked behind its back (a namespace restored
+            # from a backup, say): open the name again, and close that one after its transactions.
+            self._committers.pop(name, None)
+            await c.aclose()
+            c = self._committer(name)
         if c is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
         if file_id and c.meta.file_id != file_id:
@@ -560,10 +592,18 @@ class TrackerService(pb_grpc.TrackerServicer):
     async def ExtendPeerlist(self, request, context):
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
-        c = await self._open_committer(context, name, request.file_id)
-        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "rebalance")
-        rows = await c.add_peers([(p.peer_id, p.addr) for p in self.registry.schedulable()])
-        self._peer_ids.pop(c.meta.file_id, None)
+        peers = [(p.peer_id, p.addr) for p in self.registry.schedulable()]
+        if await self._here(context, name):
+            c = await self._open_committer(context, name, request.file_id)
+            await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "rebalance")
+            rows = await c.add_peers(peers)
+            self._peer_ids.pop(c.meta.file_id, None)
+        else:  # the file's per-file tracker appends them (it writes the infofile, and caches its size)
+            _, o = await self._remote_owner(context, name, request.file_id)
+            await self._allowed(context, self.guard.check_file, user, name, _meta(o), W, "rebalance")
+            r = await self._control(context, name, "add-peers", request.file_id,
+                                    peers=[pb.Peer(peer_id=pid, addr=addr) for pid, addr in peers])
+            rows = [(x.peer_idx, x.peer_id, x.addr) for x in r.added]
         for idx, pid, addr in rows:
             log.info("peerlist of %s: added peer %d %s (%s)", name, idx, addr, pid)
         return self._with_reservations(await asyncio.to_thread(self._file_info, name))
@@ -571,8 +611,10 @@ class TrackerService(pb_grpc.TrackerServicer):
     async def MoveCopies(self, request, context):
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
+        if not await self._here(context, name):
+            return await self._forward(context, "MoveCopies", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
-        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "rebalance")
+        await self._admit(context, user, name, c, "rebalance")
         moves = [(m.name, m.copy_rank, m.from_peer_idx, m.to_peer_idx, m.stored_as) for m in request.moves]
         gen, moved, conflicts = await c.move_copies(moves)
         log.info("rebalance of %s: %d copies moved, %d conflicts, generation %d",
@@ -585,8 +627,10 @@ class TrackerService(pb_grpc.TrackerServicer):
         (docs/striping.md)."""
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
+        if not await self._here(context, name):
+            return await self._forward(context, "CommitObjects", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
-        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "write")
+        await self._admit(context, user, name, c, "write")
         schemas = await self._record_schemas(context, request.schemas)
         if any(o.schema > len(schemas) for o in request.objects):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object's schema is not among the request's")
@@ -603,8 +647,10 @@ class TrackerService(pb_grpc.TrackerServicer):
         """Pending copies (async protocols) are stored: they join ``copies``."""
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
+        if not await self._here(context, name):
+            return await self._forward(context, "StoreCopies", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
-        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "write")
+        await self._admit(context, user, name, c, "write")
         stored = [(x.name, x.copy_rank, x.peer_idx, x.stored_as) for x in request.copies]
         gen, done, conflicts = await c.run(c.writer.store_copies, stored)
         log.debug("%s: %d pending copies stored, %d conflicts, generation %d", name, done, len(conflicts), gen)
@@ -619,11 +665,14 @@ class TrackerService(pb_grpc.TrackerServicer):
         if request.mode > 0o777:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"mode {request.mode:o} is not 0 to 0777")
         is_dir = namespace.dir_path(self.root, name).is_dir()
-        c = None if is_dir else self._committer(name)
-        if not is_dir and c is None:
+        here = is_dir or await self._here(context, name)  # another tracker's file: it writes the meta
+        c = None if is_dir or not here else self._committer(name)
+        if here and not is_dir and c is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no such file or directory {name}")
+        file_id, o = (0, Owner("", "", 0)) if here else await self._remote_owner(context, name)
         await self._allowed(context, self.guard.check_search, user, name)
-        o = self.guard.dir_owner(name) if is_dir else owner_of_meta(c.writer_meta())
+        if here:
+            o = self.guard.dir_owner(name) if is_dir else owner_of_meta(c.writer_meta())
         if not user.admin and user.name != o.owner:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED,
                                 f"only the owner ({o.owner}) or an admin may change {name}")
@@ -643,13 +692,19 @@ class TrackerService(pb_grpc.TrackerServicer):
         if is_dir:
             self.state.set_dir_owner(name, new.owner, new.group, new.mode)
         else:
-            await c.set_meta({"owner": new.owner, "group": new.group, "mode": f"{new.mode:04o}"})
+            values = {"owner": new.owner, "group": new.group, "mode": f"{new.mode:04o}"}
+            if c is not None:
+                await c.set_meta(values)
+                file_id, copies = c.meta.file_id, c.meta.copies
+            else:  # the file's per-file tracker writes it, so its next permission checks see it
+                r = await self._control(context, name, "set-meta", file_id, meta=values)
+                file_id, copies = r.file_id, r.copies
             if new.owner != o.owner:  # the stored bytes move to the new owner's account
-                _, b = await c.run(c.writer.stats)
-                self.guard.charge(o.owner, -b * c.meta.copies)
-                self.guard.charge(new.owner, b * c.meta.copies)
-                self.state.add_file(name, c.meta.file_id, new.owner)
-                res = self.reservations.get(c.meta.file_id)
+                b = (await c.run(c.writer.stats))[1] if c is not None else r.bytes
+                self.guard.charge(o.owner, -b * copies)
+                self.guard.charge(new.owner, b * copies)
+                self.state.add_file(name, file_id, new.owner)
+                res = self.reservations.get(file_id)
                 if res is not None:  # and so does the reservation
                     res.owner = new.owner
                     self.reservations.persist(res.file_id)
@@ -710,11 +765,14 @@ class TrackerService(pb_grpc.TrackerServicer):
                             "restarted); acquire it again", trailing_metadata=((ERROR_KIND_KEY, "lease-lost"),))
 
     async def Lease(self, request, context):
-        """Acquire, renew or release a file's writer lease (MORRIS 3.2)."""
+        """Acquire, renew or release a file's writer lease (MORRIS 3.2): kept
+        by the tracker that writes the file, which checks it at commit."""
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
+        if not await self._here(context, name):
+            return await self._forward(context, "Lease", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
-        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "write")
+        await self._admit(context, user, name, c, "write")
         file_id = c.meta.file_id
         if request.release:
             self.leases.release(file_id, request.lease_id)
@@ -742,9 +800,13 @@ class TrackerService(pb_grpc.TrackerServicer):
         """The creator of a file is done writing: its reservation ends."""
         user = await self._user(context, request.user)
         name = await self._name(context, request.name)
-        c = await self._open_committer(context, name, request.file_id)
-        await self._allowed(context, self.guard.check_file, user, name, c.writer_meta(), W, "close")
-        r = self.reservations.release(c.meta.file_id)
+        if await self._here(context, name):
+            c = await self._open_committer(context, name, request.file_id)
+            file_id, o = c.meta.file_id, owner_of_meta(c.writer_meta())
+        else:  # reservations are the master's, whoever writes the file
+            file_id, o = await self._remote_owner(context, name, request.file_id)
+        await self._allowed(context, self.guard.check_file, user, name, _meta(o), W, "close")
+        r = self.reservations.release(file_id)
         if r is not None:
             log.info("%s closed: reservation of %d bytes x%d ended, %d bytes unused", name, r.est_size,
                      r.copies, r.remaining)
@@ -767,7 +829,9 @@ class TrackerService(pb_grpc.TrackerServicer):
                               liveness_window_s=self.registry.window_s,
                               records_short=h.records_short, files_short=h.files_short,
                               records_pending=h.records_pending, short_age_s=h.age(),
-                              repair=self._repair_status())
+                              repair=self._repair_status(),
+                              file_trackers=self.file_trackers.status(self.shard_load)
+                              if self.file_trackers is not None else [])
 
     def _repair_status(self) -> pb.RepairStatus:
         r = self.repair_progress
@@ -823,6 +887,11 @@ class TrackerService(pb_grpc.TrackerServicer):
     def close(self) -> None:
         for name in list(self._committers):
             self._drop_committer(name)
+
+
+def _meta(o: Owner) -> dict:
+    """The meta keys of an infofile with owner, group and mode ``o``."""
+    return meta_of(o.owner, o.group, o.mode)
 
 
 def _committed_bytes_of(writer: InfofileWriter, names: list[str]) -> int:

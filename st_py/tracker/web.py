@@ -53,6 +53,7 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
             "started_at": rfc3339(p.started_at) if p.started_at else None,
             "uptime_s": round(reg.uptime(p), 3) if alive else None,
             "restarts": p.restarts, "fs_id": p.fs_id, "filesystem": fs_label.get(p.fs_id, ""),
+            "domain": "/".join(p.failure_domain), "domain_declared": bool(p.domain),
         })
     live = [p for p in peers if p["alive"]]
     space = space_totals(reg)
@@ -76,10 +77,23 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
         "totals": {"peers": len(peers), "live_peers": len(live), "failed_peers": len(peers) - len(live),
                    "capacity_bytes": space.capacity_bytes, "used_bytes": space.used_bytes,
                    "free_bytes": space.free_bytes, "filesystems": space.filesystems,
-                   "shared_filesystems": len(shared), "reserved_bytes": sum(held.values())},
+                   "shared_filesystems": len(shared), "reserved_bytes": sum(held.values()),
+                   "failure_domains": len({p["domain"] for p in live})},
         "peers": peers,
+        "file_trackers": _file_trackers(service),
         "recent_failures": events,
     }
+
+
+def _file_trackers(service: TrackerService) -> list[dict[str, Any]]:
+    """The per-file trackers the master runs (paper 3.5; tracker
+    --file-trackers): shard, address, pid, state, uptime, restarts and the
+    commits and records the master admitted for their files."""
+    if service.file_trackers is None:
+        return []
+    return [{"shard": t.shard, "shards": t.shards, "addr": t.addr, "alive": t.alive, "pid": t.pid,
+             "uptime_s": round(t.uptime_s, 3) if t.alive else None, "restarts": t.restarts, "commits": t.commits,
+             "records": t.records} for t in service.file_trackers.status(service.shard_load)]
 
 
 def size(n: int) -> str:
@@ -174,6 +188,8 @@ def render_html(s: dict[str, Any]) -> str:
         restarts = f'{p["restarts"]:,}' if p["started_at"] or p["restarts"] else "?"
         up = "&ndash;" if p["uptime_s"] is None else duration(p["uptime_s"]) if p["started_at"] else "?"
         fs = (f'<td title="{e(p["fs_id"])}">{e(p["filesystem"])}</td>' if p["fs_id"] else '<td>?</td>')
+        dom = (f'<td class="domain">{e(p["domain"])}</td>' if p["domain_declared"] else
+               f'<td class="domain" title="no --domain: its host">{e(p["domain"])}</td>')
         rows.append(
             f'<tr class="{"live" if p["alive"] else "failed"}">'
             f'<td class="name" title="peer id {e(p["peer_id"])}">{e(p["name"] or "?")}</td>'
@@ -181,7 +197,7 @@ def render_html(s: dict[str, Any]) -> str:
             f'<td class="n">{up}</td>'
             f'<td class="n restarts">{restarts}</td>'
             f'<td class="n">{duration(p["last_announce_age_s"])} ago</td><td class="n">{p["records"]:,}</td>'
-            f'<td class="n">{size(p["used_bytes"])}</td><td class="n">{size(p["free_bytes"])}</td>{fs}'
+            f'<td class="n">{size(p["used_bytes"])}</td><td class="n">{size(p["free_bytes"])}</td>{fs}{dom}'
             f'<td class="n">{size(p["reserved_bytes"])}</td><td class="n">{p["load"] * 100:.0f}%</td>'
             f'<td class="n">{p["copies_verified"]:,}</td><td class="n">{p["copies_bad"]:,}</td>'
             f'<td class="n">{p["copies_quarantined"]:,}</td></tr>')
@@ -190,6 +206,8 @@ def render_html(s: dict[str, Any]) -> str:
              '<th title="since its process started">up</th><th title="process restarts seen by the tracker">'
              'restarts</th><th>last announce</th><th>records</th><th>used</th><th>free</th>'
              '<th title="the filesystem of its data directory: peers on one disk share its space">disk</th>'
+             '<th title="its failure domain (st-peer --domain; else its host): copies of a record go to '
+             'distinct domains">domain</th>'
              '<th title="held for files being written (est_size)">reserved</th><th>load</th>'
              '<th title="copies the verifying scrubber checked against their CRC-32C">verified</th>'
              '<th>bad</th><th>quarantined</th></tr>'
@@ -201,6 +219,18 @@ def render_html(s: dict[str, Any]) -> str:
             f'<tr class="{"live" if ev["kind"] == "returned" else "failed"}"><td>{e(ev["time"])}</td>'
             f'<td class="n">{duration(ev["age_s"])} ago</td><td>{e(ev["addr"])}</td>'
             f'<td>{e(KIND_TEXT.get(ev["kind"], ev["kind"]))}{times}</td><td class="wrap">{e(ev["detail"])}</td></tr>')
+    fts = [f'<tr class="{"live" if t["alive"] else "failed"}"><td class="n">{t["shard"]}</td><td>{e(t["addr"])}</td>'
+           f'<td class="state-{"live" if t["alive"] else "failed"}">{"live" if t["alive"] else "restarting"}</td>'
+           f'<td class="n">{t["pid"]}</td>'
+           f'<td class="n">{"&ndash;" if t["uptime_s"] is None else duration(t["uptime_s"])}</td>'
+           f'<td class="n">{t["restarts"]:,}</td><td class="n">{t["commits"]:,}</td><td class="n">{t["records"]:,}</td>'
+           '</tr>' for t in s["file_trackers"]]
+    file_trackers = (f'<h2>Per-file trackers</h2><p class="meta">Files hash over {s["file_trackers"][0]["shards"]} '
+                     'shards by name; shard 0 is this tracker, each other one a process it runs and restarts. '
+                     'Clients send a file&rsquo;s commits to its tracker.</p><table id="file-trackers"><tr>'
+                     '<th>shard</th><th>address</th><th>state</th><th>pid</th><th>up</th><th>restarts</th>'
+                     '<th title="Commit requests this tracker admitted for its files">commits</th><th>records</th>'
+                     '</tr>' + "".join(fts) + "</table>") if fts else ""
     failures = ('<table id="failures"><tr><th>time (UTC)</th><th>when</th><th>peer</th><th>event</th>'
                 '<th>detail</th></tr>' + "".join(events) + "</table>") if events else \
         '<p class="none">No failures since the tracker started.</p>'
@@ -220,10 +250,13 @@ def render_html(s: dict[str, Any]) -> str:
 <span title="each filesystem counted once, however many peers store on it">capacity
 <b>{size(tot["capacity_bytes"])}</b> on {tot["filesystems"]} disk{"" if tot["filesystems"] == 1 else "s"}</span>
 <span>used <b>{size(tot["used_bytes"])}</b></span><span>free <b>{size(tot["free_bytes"])}</b></span>
+<span id="domains" title="distinct failure domains of the live peers: a record's copies go to distinct ones">
+<b>{tot["failure_domains"]}</b> failure domain{"" if tot["failure_domains"] == 1 else "s"}</span>
 <span id="reserved" title="space held on the peers for files being written (est_size at create)">reserved
 <b>{size(tot["reserved_bytes"])}</b>{_reserved_for(s["reservations"])}</span></p>
 <h2>Peers</h2>
 {peers}
+{file_trackers}
 <h2>Recent failures</h2>
 {failures}
 <footer>Generated {e(s["generated_at"])}; refreshes every {REFRESH_S} s.
