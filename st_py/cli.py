@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import signal
 import sys
@@ -526,13 +528,18 @@ def sql(tracker, data, query, files, fmt) -> None:
 @tracker_opt
 @data_opt
 @format_opt
-def status(tracker, data, fmt) -> None:
+@click.option("--peer-mtbf-years", type=click.FloatRange(min=0.001), default=5.0, show_default=True,
+              help="a peer's mean time between failures, for the durability of each class")
+def status(tracker, data, fmt, peer_mtbf_years) -> None:
     """Peers (name, liveness or drain state, uptime, restarts, space, failure
     domain), the file count, the records short of copies and the files affected (counted
-    by the tracker every few seconds), and the repair service's progress."""
+    by the tracker every few seconds), the repair service's progress, and the
+    expected durability of each class (CEFT's Markov model, docs/reliability.md)
+    from the cluster's own repair speed."""
     from .client import Client
 
     st = Client(_tracker(tracker, data)).status()
+    durability = _durability(st, peer_mtbf_years)
     rows = [{"name": p.name, "peer": p.addr, "state": _peer_state(p), "up_s": round(p.uptime_s, 1) if p.uptime_s
              else None, "restarts": p.restarts, "records": p.records, "used_bytes": p.used_bytes,
              "free_bytes": p.free_bytes, "reserved_bytes": p.reserved_bytes, "load": round(p.load, 2),
@@ -551,17 +558,49 @@ def status(tracker, data, fmt) -> None:
                        "copies_restored": r.copies_restored, "records_left": r.records_left,
                        "pass_seconds": round(r.pass_seconds, 3), "passes": r.passes,
                        "reported_s_ago": round(r.age_s, 1)} if r.repairer else None,
-            "peers": rows, "file_trackers": _file_tracker_rows(st)}, indent=1))
+            "peers": rows, "file_trackers": _file_tracker_rows(st),
+            "durability": [dataclasses.asdict(d) for d in durability]}, indent=1))
         return
     emit(rows, fmt, title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files; "
                           f"{_copies_line(st)}; {_repair_line(st.repair)}",
          sizes=("used_bytes", "free_bytes", "reserved_bytes"),
          right=("up_s", "restarts", "records", "load", "last_announce_s"))
+    if durability and fmt == "table":
+        d0 = durability[0]
+        say(f"durability, {st.alive_peers} peers failing once in {peer_mtbf_years:g} years each, a failed peer's "
+            f"copies restored in {_hours(d0.repair_hours)} ("
+            + ("the repair service's measured speed" if d0.repair_measured else
+               "assumed: no repair pass has moved copies yet") + "): "
+            + ", ".join(f"{d.replication} MTTDL {_years(d.mttdl_years)}, P(loss in a year) {d.p_loss_year:.1e}"
+                        for d in durability))
     if st.file_trackers and fmt == "table":  # csv: one table per output, the peers
         rows = [{**r, "pid": str(r["pid"])} for r in _file_tracker_rows(st)]  # a pid without a comma
         emit(rows, fmt, title=f"{len(st.file_trackers)} per-file trackers (files hash over "
                               f"{st.file_trackers[0].shards} shards; shard 0: the tracker itself)",
              right=("shard", "pid", "up_s", "restarts", "commits", "records"))
+
+
+def _durability(st, peer_mtbf_years: float) -> list:
+    """The expected durability of x1..x3 on this cluster
+    (st_tools.reliability.cluster_durability), from the repair service's
+    last pass that moved copies; [] without live peers."""
+    from st_tools.reliability import cluster_durability
+
+    live = [p for p in st.peers if p.alive]
+    if not live:
+        return []
+    r = st.repair
+    moved = r.copies_restored + r.copies_stored
+    rate = moved / r.pass_seconds if r.repairer and moved and r.pass_seconds > 0 else None
+    return cluster_durability(len(live), sum(p.records for p in live), rate, peer_mtbf_years)
+
+
+def _hours(h: float) -> str:
+    return f"{h * 3600:.0f} s" if h < 1 / 60 else f"{h * 60:.1f} min" if h < 1 else f"{h:.1f} h"
+
+
+def _years(y: float) -> str:
+    return f"{y * 365.25:.0f} days" if y < 1 else f"{y:,.0f} years" if y < 1e6 else f"{y:.1e} years"
 
 
 def _file_tracker_rows(st) -> list[dict]:

@@ -501,6 +501,89 @@ def model(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: fl
             "p_loss": p}
 
 
+@dataclass(frozen=True)
+class ClassDurability:
+    """The expected durability of a class xF on a running cluster (what
+    ``storetorrent status`` states).
+
+    Attributes
+    ----------
+    replication : str
+        ``"x1"``, ``"x2"``, ...
+    mttdl_years : float
+        Mean time to data loss of the cluster's records stored in that class.
+    p_loss_year : float
+        Probability of losing a record of the class within a year.
+    repair_hours : float
+        Hours to restore the copies of one failed peer (1 / mu).
+    repair_measured : bool
+        True: from the repair service's last pass that moved copies; False:
+        ``default_repair_hours`` was assumed.
+    peer_mtbf_years : float
+        The peers' mean time between failures used (1 / lambda).
+    """
+
+    replication: str
+    mttdl_years: float
+    p_loss_year: float
+    repair_hours: float
+    repair_measured: bool
+    peer_mtbf_years: float
+
+
+def cluster_durability(peers: int, copies_total: int, repair_copies_per_s: float | None,
+                       peer_mtbf_years: float = 5.0, default_repair_hours: float = 24.0,
+                       classes: Sequence[int] = (1, 2, 3),
+                       blocksize: int = DEFAULT_BLOCKSIZE) -> list[ClassDurability]:
+    """The durability of each class on a cluster of ``peers`` live peers,
+    from its own measured repair speed (CEFT section 6's model, with
+    StoreTorrent's parallel repair): a failed peer's ``copies_per_peer``
+    copies are restored at ``repair_copies_per_s`` (the repair service's
+    last pass), so mu = 1 / (copies_per_peer / rate) per failed peer.
+
+    Parameters
+    ----------
+    peers : int
+        Live peers (N >= 1).
+    copies_total : int
+        Copies the live peers hold: a class xF holds R = copies_total / F
+        records, and a peer copies_total / N copies.
+    repair_copies_per_s : float or None
+        Copies the repair service restored per second; None or 0: not
+        measured, ``default_repair_hours`` is assumed.
+    peer_mtbf_years : float
+        Mean time between failures of one peer (lambda = 1 / it).
+
+    Returns
+    -------
+    list of ClassDurability
+        One per class of ``classes`` that fits on ``peers`` (F <= N).
+
+    Raises
+    ------
+    ValueError
+        For a bad argument (e.g. ``peer_mtbf_years <= 0``).
+    """
+    if peer_mtbf_years <= 0 or default_repair_hours <= 0:
+        raise ValueError(f"peer_mtbf_years ({peer_mtbf_years}) and default_repair_hours "
+                         f"({default_repair_hours}) must be positive")
+    if peers < 1:
+        raise ValueError(f"a cluster needs at least one live peer, got {peers}")
+    measured = bool(repair_copies_per_s and repair_copies_per_s > 0)
+    per_peer = max(copies_total / peers, 1.0)
+    hours = per_peer / repair_copies_per_s / 3600.0 if measured else default_repair_hours  # type: ignore[operator]
+    hours = max(hours, 1.0 / 3600.0)  # a second at least: the chain needs a finite rate
+    lam = 1.0 / (peer_mtbf_years * HOURS_PER_YEAR)
+    out = []
+    for f in classes:
+        if f > peers:
+            continue
+        m = model(peers, f, lam, 1.0 / hours, HOURS_PER_YEAR, max(1, copies_total // f), blocksize)
+        out.append(ClassDurability(f"x{f}", float(m["mttdl_years"]), float(m["p_loss"]), hours, measured,
+                                   peer_mtbf_years))
+    return out
+
+
 def required_repair_rate(peers: int, copies: int, fail_rate_per_h: float, target_mttdl_hours: float,
                          records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
                          repair: str = "parallel", rtol: float = 1e-6, domains: int = 0,

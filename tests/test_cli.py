@@ -65,8 +65,13 @@ def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
         assert r.stdout.split() == ["n", "5"]
         r = st("status", data=data)
         assert "3 alive" in r.stdout
+        assert "durability, 3 peers failing once in 5 years each" in " ".join(r.stdout.split())
         status = json.loads(st("status", "--format", "json", data=data).stdout)
         assert status["alive_peers"] == 3 and all(isinstance(p["free_bytes"], int) for p in status["peers"])
+        # the expected durability of each class (CEFT's model, from the cluster's repair speed)
+        dur = {d["replication"]: d for d in status["durability"]}
+        assert sorted(dur) == ["x1", "x2", "x3"] and not dur["x2"]["repair_measured"]
+        assert dur["x1"]["mttdl_years"] < dur["x2"]["mttdl_years"] < dur["x3"]["mttdl_years"]
         entries = json.loads(st("ls", "/exp", "--format", "json", data=data).stdout)
         assert entries == [{"mode": "-rw-r--r--", "owner": entries[0]["owner"], "group": entries[0]["group"],
                             "name": "/exp/run1", "type": "file", "class": "x2", "records": 5, "bytes": 5000}]

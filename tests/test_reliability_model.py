@@ -368,3 +368,21 @@ def test_random_seed_is_reported():
     assert isinstance(sim.seed, int)
     again = rl.simulate(6, 2, 0.05, 0.1, runs=2, records=50, seed=sim.seed)
     assert np.array_equal(sim.loss_hours, again.loss_hours)
+
+
+def test_cluster_durability_follows_the_measured_repair_speed():
+    """What `storetorrent status` states: faster repair, longer MTTDL; the
+    assumed repair time when nothing was measured; classes above N left out."""
+    from st_tools.reliability import cluster_durability
+
+    slow = {d.replication: d for d in cluster_durability(4, 40_000, 0.5)}  # 10,000 copies a peer at 0.5/s
+    fast = {d.replication: d for d in cluster_durability(4, 40_000, 500.0)}
+    assumed = cluster_durability(4, 40_000, None, default_repair_hours=24.0)
+    assert slow["x2"].repair_hours == pytest.approx(10_000 / 0.5 / 3600)
+    assert fast["x2"].repair_measured and not assumed[0].repair_measured and assumed[0].repair_hours == 24.0
+    assert fast["x2"].mttdl_years > slow["x2"].mttdl_years > 0
+    assert fast["x1"].mttdl_years == pytest.approx(slow["x1"].mttdl_years)  # x1: repair cannot help
+    assert fast["x3"].p_loss_year < fast["x2"].p_loss_year < fast["x1"].p_loss_year <= 1
+    assert [d.replication for d in cluster_durability(2, 100, 1.0)] == ["x1", "x2"]
+    with pytest.raises(ValueError):
+        cluster_durability(4, 100, 1.0, peer_mtbf_years=0)
