@@ -35,6 +35,7 @@ from .errors import RecordExistsError, StoreTorrentError
 from .filters import FILTERS
 from .placement import POLICIES
 from .replication import PROTOCOLS
+from .units import human_bytes
 
 # Names are data: record and file names may hold "[", "]" or anything else,
 # so nothing user-given is ever read as rich markup or highlighted; colour
@@ -74,16 +75,6 @@ def say(*parts: str | tuple[str, str], err: bool = False) -> None:
     for p in parts:
         line.append(*(p if isinstance(p, tuple) else (p,)))
     (Console(stderr=True, markup=False, highlight=False) if err else console).print(line, soft_wrap=True)
-
-
-def human_bytes(n: int) -> str:
-    """``1536`` -> ``"1.5 KiB"`` (binary units)."""
-    v = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{int(v)} B" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return f"{n} B"
 
 
 def _plain(v):

@@ -18,6 +18,7 @@ import html
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..units import duration, human_bytes
 from ..logs import utc_timestamp as rfc3339
 from .health import space_totals
 
@@ -94,30 +95,6 @@ def _file_trackers(service: TrackerService) -> list[dict[str, Any]]:
     return [{"shard": t.shard, "shards": t.shards, "addr": t.addr, "alive": t.alive, "pid": t.pid,
              "uptime_s": round(t.uptime_s, 3) if t.alive else None, "restarts": t.restarts, "commits": t.commits,
              "records": t.records} for t in service.file_trackers.status(service.shard_load)]
-
-
-def size(n: int) -> str:
-    """Bytes for people: 1.5 GiB."""
-    v = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{int(v)} B" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return f"{n} B"
-
-
-def duration(s: float) -> str:
-    """Seconds for people: 0.4 s, 12 min, 3 h 5 min, 2 d 4 h."""
-    if s < 60:
-        return f"{s:.1f} s"
-    m = int(s // 60)
-    if m < 60:
-        return f"{m} min"
-    h, m = divmod(m, 60)
-    if h < 24:
-        return f"{h} h {m} min"
-    d, h = divmod(h, 24)
-    return f"{d} d {h} h"
 
 
 STYLE = """
@@ -197,8 +174,9 @@ def render_html(s: dict[str, Any]) -> str:
             f'<td class="n">{up}</td>'
             f'<td class="n restarts">{restarts}</td>'
             f'<td class="n">{duration(p["last_announce_age_s"])} ago</td><td class="n">{p["records"]:,}</td>'
-            f'<td class="n">{size(p["used_bytes"])}</td><td class="n">{size(p["free_bytes"])}</td>{fs}{dom}'
-            f'<td class="n">{size(p["reserved_bytes"])}</td><td class="n">{p["load"] * 100:.0f}%</td>'
+            f'<td class="n">{human_bytes(p["used_bytes"])}</td>'
+            f'<td class="n">{human_bytes(p["free_bytes"])}</td>{fs}{dom}'
+            f'<td class="n">{human_bytes(p["reserved_bytes"])}</td><td class="n">{p["load"] * 100:.0f}%</td>'
             f'<td class="n">{p["copies_verified"]:,}</td><td class="n">{p["copies_bad"]:,}</td>'
             f'<td class="n">{p["copies_quarantined"]:,}</td></tr>')
     peers = ('<table id="peers"><tr><th title="its data directory; its id is in status.json">name</th>'
@@ -248,12 +226,12 @@ def render_html(s: dict[str, Any]) -> str:
 <p class="summary" id="summary"><span><b>{s["files"]:,}</b> files</span>
 <span><b>{tot["live_peers"]}</b> live peers</span><span><b>{tot["failed_peers"]}</b> failed</span>
 <span title="each filesystem counted once, however many peers store on it">capacity
-<b>{size(tot["capacity_bytes"])}</b> on {tot["filesystems"]} disk{"" if tot["filesystems"] == 1 else "s"}</span>
-<span>used <b>{size(tot["used_bytes"])}</b></span><span>free <b>{size(tot["free_bytes"])}</b></span>
+<b>{human_bytes(tot["capacity_bytes"])}</b> on {tot["filesystems"]} disk{"" if tot["filesystems"] == 1 else "s"}</span>
+<span>used <b>{human_bytes(tot["used_bytes"])}</b></span><span>free <b>{human_bytes(tot["free_bytes"])}</b></span>
 <span id="domains" title="distinct failure domains of the live peers: a record's copies go to distinct ones">
 <b>{tot["failure_domains"]}</b> failure domain{"" if tot["failure_domains"] == 1 else "s"}</span>
 <span id="reserved" title="space held on the peers for files being written (est_size at create)">reserved
-<b>{size(tot["reserved_bytes"])}</b>{_reserved_for(s["reservations"])}</span></p>
+<b>{human_bytes(tot["reserved_bytes"])}</b>{_reserved_for(s["reservations"])}</span></p>
 <h2>Peers</h2>
 {peers}
 {file_trackers}
