@@ -172,8 +172,7 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | str | None
     from .placement import pin_dask_partitions
 
     series = columns if isinstance(columns, str) else None
-    if series is not None:
-        columns = [series]
+    cols: list[str] | None = [columns] if isinstance(columns, str) else columns
     dclient = client or _current_client()
     tracker = tracker or default_tracker()
     filt = _to_expression(filters)
@@ -198,13 +197,13 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | str | None
         if schema is None:
             schema = infer_schema(plan, opts, dclient, placement) if plan.units else project(
                 unify([]), None)
-    check_columns(schema, columns, dnf if dnf is not None else filt)
-    out_schema = project(schema, columns)
+    check_columns(schema, cols, dnf if dnf is not None else filt)
+    out_schema = project(schema, cols)
     if include_paths:
         out_schema = out_schema.append(pa.field(PATH_COLUMN, pa.string()))
     meta = out_schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
     units = plan.units or [ReadUnit("")]
-    ddf = dd.from_map(_ReadPartition(schema, filt, opts, columns), units, meta=meta, label="read-storetorrent",
+    ddf = dd.from_map(_ReadPartition(schema, filt, opts, cols), units, meta=meta, label="read-storetorrent",
                       enforce_metadata=False)
     return ddf[series] if series is not None else ddf
 

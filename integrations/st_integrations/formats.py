@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Callable, Iterator
+from typing import TypeAlias
 
 import pyarrow as pa
 
@@ -61,7 +62,7 @@ _extension_format = extension_format
 # A record's bytes: its local path, or (a record of a file with client-side
 # filters, docs/filters.md) the decoded bytes in memory.
 # A seekable file: a striped object read by ranges (docs/striping.md).
-Source = str | pa.Buffer | pa.NativeFile
+Source: TypeAlias = "str | pa.Buffer | pa.NativeFile"
 
 
 def _open(source: Source):

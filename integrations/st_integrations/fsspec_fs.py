@@ -33,11 +33,13 @@ URLs work without importing this module first.
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import os
 import re
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -120,6 +122,10 @@ def _object_info(name: str, size: int, crc: int, committed_at: float, stripes: i
     return {"name": name, "size": int(size), "type": "file", "st_type": "object", "crc32c": int(crc),
             "created": float(committed_at), "mtime": float(committed_at), "stripes": int(stripes),
             "stripe_size": int(stripe_size)}
+
+
+def _object_info_at(path: str, om: tuple) -> dict:
+    return _object_info(path, *om)
 
 
 def _prefix_info(name: str) -> dict:
@@ -656,10 +662,12 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             return
         prefix = b + "/" if b else ""
         base = f"{a}/{prefix}"
-        rows = [(name, lambda p, n=name, m=(size, crc, t): self._rec_info(a, n, p, m))
-                for name, size, crc, t in self._rows_under(a, prefix)]
-        rows += [(name, lambda p, om=om: _object_info(p, *om)) for name, *om in self._objects_under(a, prefix)]
-        for name, info in rows:  # records and striped objects alike
+        rows: list[tuple[str, Callable[[str], dict]]] = [
+            (name, functools.partial(self._rec_info, a, name, meta=(size, crc, t)))
+            for name, size, crc, t in self._rows_under(a, prefix)]
+        rows += [(name, functools.partial(_object_info_at, om=tuple(om)))
+                 for name, *om in self._objects_under(a, prefix)]
+        for name, make_info in rows:  # records and striped objects alike
             parts = name[len(prefix):].split("/")
             if "" in parts:
                 continue  # not addressable as a path (docs/fsspec.md)
@@ -670,7 +678,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                     if d not in out:
                         out[d] = _prefix_info(d)
             if room == len(parts):
-                out[base + name[len(prefix):]] = info(base + name[len(prefix):])
+                out[base + name[len(prefix):]] = make_info(base + name[len(prefix):])
 
     def du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Bytes of the records below ``path`` (one copy; directories count

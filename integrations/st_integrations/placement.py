@@ -116,8 +116,8 @@ def ray_per_task_pinning() -> bool:
                 args["label_selector"] = {**(args.get("label_selector") or {}), "ray.io/node-id": node}
         return args
 
-    pinned._storetorrent = True
-    TaskPoolMapOperator._get_dynamic_ray_remote_args = pinned
+    pinned._storetorrent = True  # type: ignore[attr-defined]
+    TaskPoolMapOperator._get_dynamic_ray_remote_args = pinned  # type: ignore[method-assign]
     return True
 
 
@@ -149,7 +149,7 @@ def _find_unit(node, depth: int = 0):
 try:
     from distributed.diagnostics.plugin import SchedulerPlugin as _SchedulerPlugin
 except ImportError:  # Dask is optional
-    _SchedulerPlugin = object
+    _SchedulerPlugin = object  # type: ignore[misc,assignment]
 
 
 class DaskPinning(_SchedulerPlugin):

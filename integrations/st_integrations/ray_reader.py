@@ -31,7 +31,7 @@ from .scan import PATH_COLUMN, ScanOptions, kept_schema_sources, options_for, re
 try:
     from ray.data import Datasource as _Datasource
 except ImportError:  # Ray is optional
-    _Datasource = object
+    _Datasource = object  # type: ignore[misc,assignment]
 
 
 BLOCK_BYTES = 32 << 20  # batches are gathered into blocks of about this size
@@ -84,7 +84,7 @@ class StoreTorrentDatasource(_Datasource):
         tasks = []
         for u in self._units():
             meta = BlockMetadata(num_rows=None, size_bytes=u.size,
-                                 input_files=u.input_files, exec_stats=None)
+                                 input_files=tuple(u.input_files), exec_stats=None)
             t = ReadTask(_read_fn(u, self.schema, self.columns, self.filter, self.opts), meta,
                          schema=self.out_schema(), per_task_row_limit=per_task_row_limit)
             t.st_node_id = self.node_of[u.peer]  # read by the per-task pinning hook (placement.py)

@@ -20,7 +20,7 @@ from .write import WriteJob, abort_job, commit_job, start_job, write_blocks
 try:
     from ray.data import Datasink as _Datasink
 except ImportError:  # Ray is optional; the class is usable only with it
-    _Datasink = object
+    _Datasink = object  # type: ignore[misc,assignment]
 
 
 def _node_peer(task_idx: int) -> str | None:
@@ -108,6 +108,7 @@ class StoreTorrentDatasink(_Datasink):
         return write_blocks(job, ctx.task_idx, tables, local_peer=_node_peer(ctx.task_idx))
 
     def on_write_complete(self, write_result) -> None:
+        assert self.job is not None  # made by on_write_start
         with self._client() as c:
             self.committed = commit_job(c, self.job, list(write_result.write_returns))
 

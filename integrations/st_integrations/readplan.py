@@ -316,7 +316,8 @@ def _list(client, path: str):
 
 
 def _files_below(client, root: str) -> list[str]:
-    out, stack = [], [root]
+    out: list[str] = []
+    stack = [root]
     while stack:
         d = stack.pop()
         for e in sorted(_list(client, d) or [], key=lambda e: e.name, reverse=True):
@@ -459,7 +460,8 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
     """
     targets = resolve_targets(client, paths)
     files = list(targets)
-    plans, revealed = {}, {}
+    plans: dict[str, GetLocalPlan] = {}
+    revealed: dict[str, int] = {}
     per_peer: dict[str, _Columns] = {}
     skipped = 0
     kept: dict[tuple[str, bytes], str] = {}

@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -279,7 +279,7 @@ def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filt
                 t = opts.decoder(ref.name, _decoder_path(ref, src, stack))
             if filter is not None:
                 t = t.filter(filter)
-            batches = (conform(b, schema, ref.name) for b in t.to_batches())
+            batches: Iterator[pa.RecordBatch] = (conform(b, schema, ref.name) for b in t.to_batches())
             if columns is not None:
                 batches = (b.select(columns) for b in batches)
         else:
@@ -508,7 +508,7 @@ def _raw_batch(unit: ReadUnit, i: int, j: int, opts: ScanOptions) -> pa.RecordBa
     return pa.RecordBatch.from_arrays(arrays, names=fields)
 
 
-def _binary_array_from(data: bytes, sizes: list[int]) -> pa.Array:
+def _binary_array_from(data: bytes, sizes: Sequence[int]) -> pa.Array:
     """A binary array over ``data`` cut at ``sizes`` (no copy)."""
     import numpy as np
 

@@ -110,6 +110,7 @@ class Users:
         return self.path is not None
 
     def _reload(self) -> None:
+        assert self.path is not None  # only called when enabled
         st = os.stat(self.path)
         if st.st_mtime == self._mtime:
             return
@@ -152,7 +153,7 @@ class Users:
             raise AccessError("unauthenticated", f"user {name} is not in the users file")
         return u
 
-    def authenticate(self, metadata, claimed: str, cert_names: list[str] = ()) -> User:
+    def authenticate(self, metadata, claimed: str, cert_names: tuple[str, ...] | list[str] = ()) -> User:
         """The user making a request: from a client certificate's common name
         (mutual TLS, ``cert_names``), else from its API key (gRPC
         ``metadata``), else, in development mode, the ``claimed`` name.

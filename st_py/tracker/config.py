@@ -77,7 +77,7 @@ def apply_config(ap: argparse.ArgumentParser, path: Path) -> dict[str, object]:
             except (TypeError, ValueError) as e:
                 raise SystemExit(f"tracker: {path}: key '{key}': {e}") from None
         elif action.type is float:
-            v = float(v)
+            v = float(v)  # type: ignore[arg-type]  # a TOML number or string; a bad one raises
         values[dest] = v
     ap.set_defaults(**values)
     for a in ap._actions:

@@ -30,6 +30,7 @@ import os
 import secrets
 import signal
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -352,9 +353,9 @@ async def serve_file_tracker(root: Path, state_dir: Path, host: str, port: int, 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        orphan = asyncio.create_task(master_pid_watch(master_pid)())
+        orphan: asyncio.Future[None] = asyncio.ensure_future(master_pid_watch(master_pid)())
         flusher = asyncio.create_task(link.flush_done())
-        stopped = asyncio.create_task(stop.wait())
+        stopped: asyncio.Future[Any] = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({orphan, stopped}, return_when=asyncio.FIRST_COMPLETED)
         if orphan in done:
             log.warning("file tracker %d: master %d is gone; stopping", shard, master_pid)

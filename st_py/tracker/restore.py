@@ -155,6 +155,7 @@ async def restore_infofile(service, request_iterator, context) -> pb.RestoreInfo
             if len(chunk.data) > MAX_CHUNK or got + len(chunk.data) > total:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"more bytes than the {total:,} announced")
+            assert f is not None  # opened with the first chunk
             f.write(chunk.data)
             running = google_crc32c.extend(running, chunk.data)
             got += len(chunk.data)
@@ -175,6 +176,7 @@ async def restore_infofile(service, request_iterator, context) -> pb.RestoreInfo
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a sound storetorrent-infofile: {e}")
         if dry_run:
             return await asyncio.to_thread(_dry_run, service, target_of(service, info), info)
+        assert user is not None  # the first chunk named it
         return await _restore(service, tmp, info, user)
     finally:
         if f is not None:

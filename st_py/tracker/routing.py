@@ -28,6 +28,7 @@ import asyncio
 import logging
 import os
 import secrets
+from typing import Any
 
 import grpc
 
@@ -85,7 +86,7 @@ class Routing:
     key: bytes | None
     shards: int
     shard: int
-    file_trackers: object  # st_py.tracker.file_trackers.FileTrackers | None
+    file_trackers: Any  # st_py.tracker.file_trackers.FileTrackers | None
     internal_key: bytes
     internal: InternalTokens
     epoch: str
@@ -94,7 +95,7 @@ class Routing:
 
     def _init_routing(self, key: bytes | None) -> None:
         self.shard, self.shards = 0, 1  # serve() sets shards = N + 1 when it runs N per-file trackers
-        self.file_trackers = None
+        self.file_trackers = None  # FileTrackers (file_trackers.py) when it runs per-file trackers
         self.internal_key = new_internal_key(key)
         self.internal = InternalTokens(self.internal_key)
         self.epoch = secrets.token_hex(8)  # this master's start: its per-file trackers name it in Admit
@@ -193,6 +194,7 @@ class Routing:
         meta = await asyncio.to_thread(_read_meta, self.root, name)
         if meta is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+        assert meta is not None  # context.abort raises
         fid = int(meta["file_id"])
         if file_id and fid != file_id:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,

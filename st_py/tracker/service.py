@@ -91,6 +91,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             return self.users.authenticate(context.invocation_metadata(), claimed, cert_names[:1])
         except AccessError as e:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(e))
+        raise AssertionError("unreachable: context.abort raises")
 
     async def _allowed(self, context, check, *args):
         """Run a Guard check; an AccessError aborts the RPC with its reason."""
@@ -120,6 +121,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             return namespace.normalize(name)
         except BadNameError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        raise AssertionError("unreachable: context.abort raises")
 
     def _committer(self, name: str) -> Committer | None:
         c = self._committers.get(name)
@@ -584,6 +586,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             c = self._committer(name)
         if c is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+        assert c is not None  # context.abort raises
         if file_id and c.meta.file_id != file_id:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"file {name} was deleted and created again since it was opened; reopen it")

@@ -158,8 +158,9 @@ class TrackerState:
         only the newest ``keep``; returns its row id."""
         seq = self.conn.execute("INSERT INTO peer_events(at, kind, addr, peer_id, detail) VALUES (?, ?, ?, ?, ?)",
                                 (at, kind, addr, peer_id, detail)).lastrowid
+        seq = int(seq or 0)
         self.conn.execute("DELETE FROM peer_events WHERE seq <= ?", (seq - keep,))
-        return int(seq or 0)
+        return seq
 
     def update_peer_event(self, seq: int, at: float, count: int) -> None:
         self.conn.execute("UPDATE peer_events SET at = ?, count = ? WHERE seq = ?", (at, count, seq))
