@@ -19,15 +19,39 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import analysis, cases, durability, filters, hotspot, protocols, scale, smallrecords, striping, throttle
+from . import (
+    analysis,
+    cases,
+    durability,
+    file_trackers,
+    filters,
+    hotspot,
+    protocols,
+    scale,
+    smallrecords,
+    striping,
+    throttle,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench" / "results" / "latest.json"
-TARGETS = {"put_1mib_x2": 0.8, "put_4kib_x1": 0.5, "put_4kib_pipelining": 5, "get_1mib": 0.6,
-           "get_local_ray": 0.8, "get_local_dask": 0.8, "tracker_commit": 20,
-           "analysis_ray": 0.8, "analysis_dask": 0.8, "ray_write": 0.5, "pushdown_filter_bytes": 0.05,
-           "throttle_write": 0.9, "throttle_read": 0.9, "throttle_requests": 0.9,
-           "get_hotspot_skipping": 1.5}
+TARGETS = {
+    "put_1mib_x2": 0.8,
+    "put_4kib_x1": 0.5,
+    "put_4kib_pipelining": 5,
+    "get_1mib": 0.6,
+    "get_local_ray": 0.8,
+    "get_local_dask": 0.8,
+    "tracker_commit": 20,
+    "analysis_ray": 0.8,
+    "analysis_dask": 0.8,
+    "ray_write": 0.5,
+    "pushdown_filter_bytes": 0.05,
+    "throttle_write": 0.9,
+    "throttle_read": 0.9,
+    "throttle_requests": 0.9,
+    "get_hotspot_skipping": 1.5,
+}
 # impact control: a limit holds within 10% (ratio 0.9 to 1.1, checked separately)
 WITHIN = {"throttle_write": 1.1, "throttle_read": 1.1, "throttle_requests": 1.1}
 AT_MOST = {"pushdown_filter_bytes"}  # targets met by a ratio at most the target (the others: at least)
@@ -40,25 +64,76 @@ def meets(name: str, ratio: float) -> bool:
 
 
 SIZES = {
-    "quick": dict(put1m=128, put4k=10_000, depth1=4_000, get1m=128, arrow=96, commit_big=20_000,
-                  commit_one=200, duckdb=1_000_000, mem=96, scale_records=[1_000, 10_000],
-                  scale_peers=[1, 2, 4, 8],
-                  # bench/analysis.py: MiB of Parquet records (and per record), Ray write, bounded-memory file
-                  analysis=96, analysis_record=8, raywrite=64, raywrite_block=16, bounded=2048, ray_store=80,
-                  dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=24, proto4k=2_000, small=20_000,
-                  small_parquet=1_000, curve_records=[10_000, 50_000], curve_meta=[100_000, 1_000_000],
-                  curve_files=[100, 500]),
-    "full": dict(put1m=512, put4k=50_000, depth1=20_000, get1m=512, arrow=384, commit_big=100_000,
-                 commit_one=500, duckdb=1_000_000, mem=256, scale_records=[1_000, 10_000, 100_000],
-                 scale_peers=[1, 2, 4, 8],
-                 analysis=1024, analysis_record=16, raywrite=512, raywrite_block=16, bounded=4096, ray_store=80,
-                 dask_limit=512, rounds=3, ray_rounds=3, warm=True, proto1m=128, proto4k=10_000, small=100_000,
-                 small_parquet=5_000, curve_records=[10_000, 100_000], curve_meta=[100_000, 1_000_000],
-                 curve_files=[100, 1_000]),
+    "quick": dict(
+        put1m=128,
+        put4k=10_000,
+        depth1=4_000,
+        get1m=128,
+        arrow=96,
+        commit_big=20_000,
+        commit_one=200,
+        duckdb=1_000_000,
+        mem=96,
+        scale_records=[1_000, 10_000],
+        scale_peers=[1, 2, 4, 8],
+        # bench/analysis.py: MiB of Parquet records (and per record), Ray write, bounded-memory file
+        analysis=96,
+        analysis_record=8,
+        raywrite=64,
+        raywrite_block=16,
+        bounded=2048,
+        ray_store=80,
+        dask_limit=512,
+        rounds=3,
+        ray_rounds=3,
+        warm=True,
+        proto1m=24,
+        proto4k=2_000,
+        small=20_000,
+        small_parquet=1_000,
+        ft_records=4_000,
+        curve_records=[10_000, 50_000],
+        curve_meta=[100_000, 1_000_000],
+        curve_files=[100, 500],
+    ),
+    "full": dict(
+        put1m=512,
+        put4k=50_000,
+        depth1=20_000,
+        get1m=512,
+        arrow=384,
+        commit_big=100_000,
+        commit_one=500,
+        duckdb=1_000_000,
+        mem=256,
+        scale_records=[1_000, 10_000, 100_000],
+        scale_peers=[1, 2, 4, 8],
+        analysis=1024,
+        analysis_record=16,
+        raywrite=512,
+        raywrite_block=16,
+        bounded=4096,
+        ray_store=80,
+        dask_limit=512,
+        rounds=3,
+        ray_rounds=3,
+        warm=True,
+        proto1m=128,
+        proto4k=10_000,
+        small=100_000,
+        small_parquet=5_000,
+        ft_records=20_000,
+        curve_records=[10_000, 100_000],
+        curve_meta=[100_000, 1_000_000],
+        curve_files=[100, 1_000],
+    ),
 }
 # ./dev bench --scale: the scale curves alone, to 10^6 records on the peers, 10^7 in one infofile, 10^4 files
-SCALE = dict(curve_records=[10_000, 100_000, 1_000_000], curve_meta=[100_000, 1_000_000, 10_000_000],
-             curve_files=[100, 1_000, 10_000])
+SCALE = dict(
+    curve_records=[10_000, 100_000, 1_000_000],
+    curve_meta=[100_000, 1_000_000, 10_000_000],
+    curve_files=[100, 1_000, 10_000],
+)
 
 
 def _target_text(name: str, tgt: float | None) -> str:
@@ -92,8 +167,10 @@ def plots(results: list[dict], folder: Path) -> list[str]:
     if ratios:
         fig, ax = plt.subplots(figsize=(7, 0.8 + 0.3 * len(ratios)))
         names = [r["name"] for r in ratios]
-        vals = [TARGETS[r["name"]] / max(r["ratio"], 1e-9) if r["name"] in AT_MOST else r["ratio"] / TARGETS[r["name"]]
-                for r in ratios]
+        vals = [
+            TARGETS[r["name"]] / max(r["ratio"], 1e-9) if r["name"] in AT_MOST else r["ratio"] / TARGETS[r["name"]]
+            for r in ratios
+        ]
         ax.barh(names, vals, color=["tab:green" if v >= 1 else "tab:red" for v in vals])
         ax.axvline(1.0, color="k", lw=1)
         ax.set_xlabel("measured ratio / target ratio (>= 1 meets the target)")
@@ -102,8 +179,10 @@ def plots(results: list[dict], folder: Path) -> list[str]:
         p = folder / "bench_ratios.png"
         fig.savefig(p, dpi=110)
         out.append(str(p))
-    for prefix, xlabel, fname in (("scaling_put_x2_records_", "records", "bench_scaling_records.png"),
-                                  ("scaling_put_peers_", "peers", "bench_scaling_peers.png")):
+    for prefix, xlabel, fname in (
+        ("scaling_put_x2_records_", "records", "bench_scaling_records.png"),
+        ("scaling_put_peers_", "peers", "bench_scaling_peers.png"),
+    ):
         put = [(int(r["name"].rsplit("_", 1)[1]), r["value"]) for r in results if r["name"].startswith(prefix)]
         glp = prefix.replace("put_x2_", "get_local_").replace("put_", "get_local_")
         gl = [(int(r["name"].rsplit("_", 1)[1]), r["value"]) for r in results if r["name"].startswith(glp)]
@@ -130,11 +209,18 @@ def plots(results: list[dict], folder: Path) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
-    ap.add_argument("--only", nargs="*", help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
-                                              "analysis pushdown raywrite bounded protocols throttle hotspot "
-                                              "durability filters striping small scale")
-    ap.add_argument("--scale", action="store_true",
-                    help="only the scale curves, to 10^6 records on the peers, 10^7 in an infofile, 10^4 files")
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
+        "analysis pushdown raywrite bounded protocols throttle hotspot "
+        "durability filters striping small scale file_trackers",
+    )
+    ap.add_argument(
+        "--scale",
+        action="store_true",
+        help="only the scale curves, to 10^6 records on the peers, 10^7 in an infofile, 10^4 files",
+    )
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON (plots go to docs/ only for the default)")
     a = ap.parse_args()
     size = dict(SIZES["quick" if a.quick else "full"])
@@ -142,10 +228,30 @@ def main() -> int:
         size.update(SCALE)
         a.only = [scale.GROUP]
     con = Console(width=150)
-    want = set(a.only or ["put1m", "put4k", "get1m", "ray", "dask", "commit", "duckdb", "memory", "scaling",
-                          protocols.GROUP, throttle.GROUP, hotspot.GROUP, durability.GROUP, filters.GROUP,
-                          striping.GROUP, smallrecords.GROUP, scale.GROUP,
-                          *analysis.GROUPS_OF_CASES])
+    want = set(
+        a.only
+        or [
+            "put1m",
+            "put4k",
+            "get1m",
+            "ray",
+            "dask",
+            "commit",
+            "duckdb",
+            "memory",
+            "scaling",
+            protocols.GROUP,
+            throttle.GROUP,
+            hotspot.GROUP,
+            durability.GROUP,
+            filters.GROUP,
+            striping.GROUP,
+            smallrecords.GROUP,
+            scale.GROUP,
+            file_trackers.GROUP,
+            *analysis.GROUPS_OF_CASES,
+        ]
+    )
     results: list[dict] = []
     tmp = Path(tempfile.mkdtemp(prefix="st-bench-"))
     t0 = time.monotonic()
@@ -159,8 +265,10 @@ def main() -> int:
                 ("get1m", lambda: cases.case_get_1mib(cluster, size["get1m"]) if "put1m" in want else []),
                 ("commit", lambda: cases.case_tracker_commit(cluster, size["commit_big"], size["commit_one"])),
                 ("memory", lambda: cases.case_memory(cluster, size["mem"])),
-                (protocols.GROUP, lambda: protocols.case_protocols(cluster, size["proto1m"], size["proto4k"],
-                                                                   size["rounds"])),
+                (
+                    protocols.GROUP,
+                    lambda: protocols.case_protocols(cluster, size["proto1m"], size["proto4k"], size["rounds"]),
+                ),
                 (filters.GROUP, lambda: filters.case_filters(cluster)),
                 (striping.GROUP, lambda: striping.case_striping(cluster, 256 if a.quick else 1024)),
             ]
@@ -193,6 +301,9 @@ def main() -> int:
         if scale.GROUP in want:
             with con.status("bench: scale curves (records in a file, an infofile, files in a namespace)"):
                 results += scale.case_scale(tmp, size["curve_records"], size["curve_meta"], size["curve_files"])
+        if file_trackers.GROUP in want:
+            with con.status("bench: per-file trackers, 4 writers of different files"):
+                results += file_trackers.case_file_trackers(tmp, size["ft_records"])
         if durability.GROUP in want:
             with con.status("bench: what durable replies cost (--sync, --sync-each)"):
                 results += durability.case_durability(tmp, 3_000 if a.quick else 20_000, 64 if a.quick else 256)
@@ -218,14 +329,21 @@ def main() -> int:
         tgt = TARGETS.get(r["name"])
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}"
         mark = "" if tgt is None or r["ratio"] is None else (" ok" if meets(r["name"], r["ratio"]) else " MISSED")
-        tab.add_row(r["name"], fmt(r["value"], r["unit"]), r["baseline"] or r.get("note", ""),
-                    "" if r["baseline_value"] is None else fmt(r["baseline_value"], r["unit"]),
-                    ratio + mark, _target_text(r["name"], tgt))
+        tab.add_row(
+            r["name"],
+            fmt(r["value"], r["unit"]),
+            r["baseline"] or r.get("note", ""),
+            "" if r["baseline_value"] is None else fmt(r["baseline_value"], r["unit"]),
+            ratio + mark,
+            _target_text(r["name"], tgt),
+        )
     con.print(tab)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = [{k: r[k] for k in ("name", "value", "unit", "baseline", "baseline_value", "ratio")} | {"note": r["note"]}
-           for r in results]
+    doc = [
+        {k: r[k] for k in ("name", "value", "unit", "baseline", "baseline_value", "ratio")} | {"note": r["note"]}
+        for r in results
+    ]
     out.write_text(json.dumps(doc, indent=1))
     # docs/ gets the plots of a run that writes bench/results/latest.json;
     # a run with another --out keeps them next to its results

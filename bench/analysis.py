@@ -96,8 +96,15 @@ def start_ray(peers: list[str], tmp: Path, **kwargs) -> None:
     try:
         for attempt in range(4):  # Ray's start can miss its deadline on a loaded 2-core VM
             try:
-                ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                         logging_level=logging.WARNING, resources={peer_resource(p): 1 for p in peers}, **kwargs)
+                ray.init(
+                    num_cpus=2,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                    logging_level=logging.WARNING,
+                    resources={peer_resource(p): 1 for p in peers},
+                    **kwargs,
+                )
                 break
             except Exception:
                 ray.shutdown()
@@ -123,9 +130,15 @@ def parquet_table(i: int, rows: int) -> pa.Table:
     ``t`` in ``[i * rows, (i + 1) * rows)``), so row-group statistics on
     ``t`` are selective."""
     rng = np.random.default_rng(1000 + i)
-    return pa.table({"k": rng.integers(0, GROUPS, rows, dtype=np.int64), "x": rng.random(rows),
-                     "y": rng.random(rows), "z": rng.standard_normal(rows),
-                     "t": np.arange(i * rows, (i + 1) * rows, dtype=np.int64)})
+    return pa.table(
+        {
+            "k": rng.integers(0, GROUPS, rows, dtype=np.int64),
+            "x": rng.random(rows),
+            "y": rng.random(rows),
+            "z": rng.standard_normal(rows),
+            "t": np.arange(i * rows, (i + 1) * rows, dtype=np.int64),
+        }
+    )
 
 
 def parquet_bytes(t: pa.Table, row_groups: int = ROW_GROUPS) -> bytes:
@@ -194,8 +207,9 @@ def _norm(df):
     """A result frame as ``k, n, sx, my, mz`` sorted by k, numpy dtypes."""
     import pandas as pd
 
-    out = pd.DataFrame({c: pd.Series(df[c]).to_numpy(dtype="float64" if c != "n" else "int64")
-                        for c in ("k", "n", "sx", "my", "mz")})
+    out = pd.DataFrame(
+        {c: pd.Series(df[c]).to_numpy(dtype="float64" if c != "n" else "int64") for c in ("k", "n", "sx", "my", "mz")}
+    )
     return out.sort_values("k").reset_index(drop=True)
 
 
@@ -260,7 +274,7 @@ def _alternate(sides: dict, rounds: int, check=None, warm: bool = True, after=No
         for n in names:
             run(n, False)
     for r in range(rounds):
-        for n in names[r % len(names):] + names[:r % len(names)]:
+        for n in names[r % len(names) :] + names[: r % len(names)]:
             run(n, True)
     return times
 
@@ -277,14 +291,26 @@ def case_analysis_ray(cluster, f: PqFile, rounds: int = 3, warm: bool = True) ->
     from st_integrations.ray_reader import read_storetorrent
 
     tracker = cluster.tracker_addr
-    sides = {"st": lambda: ray_aggregate(read_storetorrent(f.name, tracker=tracker, columns=COLUMNS)),
-             "pq": lambda: ray_aggregate(ray.data.read_parquet(f.links).select_columns(COLUMNS))}
+    sides = {
+        "st": lambda: ray_aggregate(read_storetorrent(f.name, tracker=tracker, columns=COLUMNS)),
+        "pq": lambda: ray_aggregate(ray.data.read_parquet(f.links).select_columns(COLUMNS)),
+    }
     times = _alternate(sides, rounds, check_same, warm)
     st, pq = statistics.median(times["st"]), statistics.median(times["pq"])
-    note = (f"groupby(k) count/sum/mean/max over {f.records} Parquet records, {f.rows:,} rows, x2 on 4 peers; "
-            f"median of {rounds} alternated rounds (s: st {_spread(times['st'])}, pq {_spread(times['pq'])})")
-    return [row("analysis_ray", f.bytes / st, "B/s", "ray.data.read_parquet of the same files, same Ray",
-                f.bytes / pq, note=note)]
+    note = (
+        f"groupby(k) count/sum/mean/max over {f.records} Parquet records, {f.rows:,} rows, x2 on 4 peers; "
+        f"median of {rounds} alternated rounds (s: st {_spread(times['st'])}, pq {_spread(times['pq'])})"
+    )
+    return [
+        row(
+            "analysis_ray",
+            f.bytes / st,
+            "B/s",
+            "ray.data.read_parquet of the same files, same Ray",
+            f.bytes / pq,
+            note=note,
+        )
+    ]
 
 
 def case_analysis_dask(cluster, f: PqFile, dclient, rounds: int = 3, warm: bool = True) -> list[dict]:
@@ -293,22 +319,39 @@ def case_analysis_dask(cluster, f: PqFile, dclient, rounds: int = 3, warm: bool 
     from st_integrations.dask_reader import read_storetorrent
 
     tracker = cluster.tracker_addr
-    sides = {"st": lambda: dask_aggregate(read_storetorrent(f.name, tracker=tracker, client=dclient,
-                                                            columns=COLUMNS)),
-             "pq": lambda: dask_aggregate(dd.read_parquet(f.links, columns=COLUMNS))}
+    sides = {
+        "st": lambda: dask_aggregate(read_storetorrent(f.name, tracker=tracker, client=dclient, columns=COLUMNS)),
+        "pq": lambda: dask_aggregate(dd.read_parquet(f.links, columns=COLUMNS)),
+    }
     times = _alternate(sides, rounds, check_same, warm)
     st, pq = statistics.median(times["st"]), statistics.median(times["pq"])
-    note = (f"groupby(k) count/sum/mean/max, {f.bytes / MiB:,.0f} MiB; median of {rounds} alternated rounds "
-            f"(s: st {_spread(times['st'])}, pq {_spread(times['pq'])})")
-    return [row("analysis_dask", f.bytes / st, "B/s", "dd.read_parquet of the same files, same Dask cluster",
-                f.bytes / pq, note=note)]
+    note = (
+        f"groupby(k) count/sum/mean/max, {f.bytes / MiB:,.0f} MiB; median of {rounds} alternated rounds "
+        f"(s: st {_spread(times['st'])}, pq {_spread(times['pq'])})"
+    )
+    return [
+        row(
+            "analysis_dask",
+            f.bytes / st,
+            "B/s",
+            "dd.read_parquet of the same files, same Dask cluster",
+            f.bytes / pq,
+            note=note,
+        )
+    ]
 
 
 def case_analysis_pyarrow(f: PqFile, rounds: int = 3) -> list[dict]:
     times = _alternate({"pa": lambda: pyarrow_aggregate(f.links)}, rounds)
-    return [row("analysis_pyarrow", f.bytes / statistics.median(times["pa"]), "B/s",
-                note=f"one process: pyarrow.dataset to_table + group_by, the same files; median of {rounds} "
-                     f"(s: {_spread(times['pa'])})")]
+    return [
+        row(
+            "analysis_pyarrow",
+            f.bytes / statistics.median(times["pa"]),
+            "B/s",
+            note=f"one process: pyarrow.dataset to_table + group_by, the same files; median of {rounds} "
+            f"(s: {_spread(times['pa'])})",
+        )
+    ]
 
 
 # -- pushdown --------------------------------------------------------------------
@@ -365,19 +408,37 @@ def case_pushdown(cluster, f: PqFile) -> list[dict]:
     assert full >= f.bytes * 0.95, (full, f.bytes)  # the scan did read the records (no memory map)
     base = "full scan: every column, no filter"
     one = f"{f.records} records x {ROW_GROUPS} row groups, {f.bytes / MiB:,.0f} MiB"
-    return [row("pushdown_filter_bytes", filt, "B", base, full,
-                note=f"t range matching {k} of {groups} row groups ({100 * k / groups:.1f}%); copies not CRC-checked "
-                     f"(ScanOptions(verify=False)); rchar of this "
-                     f"process around read_unit over the planned units, 1 thread; {one}; "
-                     f"{t_filt:.2f} s vs {t_full:.2f} s"),
-            row("pushdown_projection_bytes", proj, "B", base, full,
-                note=f"columns=['x'] (1 of 5); {t_proj:.2f} s"),
-            row("pushdown_full_scan_bytes", full, "B", "the records' bytes", f.bytes,
-                note=f"rchar outside the four scans while they ran: "
-                     f"{rchar() - idle - full - filt - proj - checked} B"),
-            row("scan_crc_check_time", t_checked, "s", "the same full scan, copies not checked", t_full,
-                note=f"each record read whole and its CRC-32C checked before parsing (the readers' default); "
-                     f"{checked / MiB:,.0f} MiB read vs {full / MiB:,.0f} MiB")]
+    return [
+        row(
+            "pushdown_filter_bytes",
+            filt,
+            "B",
+            base,
+            full,
+            note=f"t range matching {k} of {groups} row groups ({100 * k / groups:.1f}%); copies not CRC-checked "
+            f"(ScanOptions(verify=False)); rchar of this "
+            f"process around read_unit over the planned units, 1 thread; {one}; "
+            f"{t_filt:.2f} s vs {t_full:.2f} s",
+        ),
+        row("pushdown_projection_bytes", proj, "B", base, full, note=f"columns=['x'] (1 of 5); {t_proj:.2f} s"),
+        row(
+            "pushdown_full_scan_bytes",
+            full,
+            "B",
+            "the records' bytes",
+            f.bytes,
+            note=f"rchar outside the four scans while they ran: {rchar() - idle - full - filt - proj - checked} B",
+        ),
+        row(
+            "scan_crc_check_time",
+            t_checked,
+            "s",
+            "the same full scan, copies not checked",
+            t_full,
+            note=f"each record read whole and its CRC-32C checked before parsing (the readers' default); "
+            f"{checked / MiB:,.0f} MiB read vs {full / MiB:,.0f} MiB",
+        ),
+    ]
 
 
 # -- bounded memory --------------------------------------------------------------
@@ -482,13 +543,25 @@ def _rss_rows(prefix: str, mon: PeakRSS, roles: list[str], note: str) -> list[di
     for r in roles:
         if r in by:
             n, peak, first = by[r]
-            out.append(row(f"{prefix}_rss_{r.split(' (')[0].replace(' ', '_')}", peak, "B",
-                           note=f"peak RSS, largest of {n} process{'es' if n > 1 else ''}: {r} (that one "
-                                f"{first / MiB:.0f} MiB when first seen); {note}"))
+            out.append(
+                row(
+                    f"{prefix}_rss_{r.split(' (')[0].replace(' ', '_')}",
+                    peak,
+                    "B",
+                    note=f"peak RSS, largest of {n} process{'es' if n > 1 else ''}: {r} (that one "
+                    f"{first / MiB:.0f} MiB when first seen); {note}",
+                )
+            )
     others = ", ".join(f"{r} {m / MiB:.0f} MiB ({n})" for r, (n, m, _) in sorted(by.items()) if r not in roles)
-    out.append(row(f"{prefix}_rss_all", mon.total, "B",
-                   note=f"peak of the summed RSS of every process at one instant (shared pages count in each; "
-                        f"{(mon.total_first or 0) / MiB:,.0f} MiB at the start); largest of the others: {others}"))
+    out.append(
+        row(
+            f"{prefix}_rss_all",
+            mon.total,
+            "B",
+            note=f"peak of the summed RSS of every process at one instant (shared pages count in each; "
+            f"{(mon.total_first or 0) / MiB:,.0f} MiB at the start); largest of the others: {others}",
+        )
+    )
     return out
 
 
@@ -515,19 +588,25 @@ def case_bounded_ray(cluster, f: PqFile, store: int, block: int, tmp: Path) -> l
         spilled = _ray_spilled()
     finally:
         ray.shutdown()
-    note = (f"{f.bytes / MiB:,.0f} MiB file ({f.bytes / store:.1f}x the object store of {store / MiB:.0f} MiB), "
-            f"block_size {block / MiB:.0f} MiB, map_batches count of every row; {spilled}")
-    return ([row("bounded_ray_scan", f.bytes / dt, "B/s", note=note)] +
-            _rss_rows("bounded_ray", mon, ["driver", "ray raylet (object store)", "ray worker", "ray gcs"],
-                      f"object store {store / MiB:.0f} MiB"))
+    note = (
+        f"{f.bytes / MiB:,.0f} MiB file ({f.bytes / store:.1f}x the object store of {store / MiB:.0f} MiB), "
+        f"block_size {block / MiB:.0f} MiB, map_batches count of every row; {spilled}"
+    )
+    return [row("bounded_ray_scan", f.bytes / dt, "B/s", note=note)] + _rss_rows(
+        "bounded_ray",
+        mon,
+        ["driver", "ray raylet (object store)", "ray worker", "ray gcs"],
+        f"object store {store / MiB:.0f} MiB",
+    )
 
 
 def _ray_spilled() -> str:
     try:
         from ray._private.internal_api import memory_summary
 
-        lines = [ln.strip() for ln in memory_summary(stats_only=True).splitlines()
-                 if "pilled" in ln or "Restored" in ln]
+        lines = [
+            ln.strip() for ln in memory_summary(stats_only=True).splitlines() if "pilled" in ln or "Restored" in ln
+        ]
         return "; ".join(lines) if lines else "nothing spilled"
     except Exception as e:  # diagnostics only
         return f"spill stats unavailable ({type(e).__name__})"
@@ -536,14 +615,19 @@ def _ray_spilled() -> str:
 def case_bounded_dask(cluster, f: PqFile, limit: int, block: int) -> list[dict]:
     """``ddf.sum()`` (every column) of ``f`` (at least 4x ``limit``) through
     the Dask reader on 2 workers of ``limit`` bytes each."""
-    from distributed import Client, LocalCluster as DaskCluster
+    from distributed import Client
+    from distributed import LocalCluster as DaskCluster
 
     from st_integrations.dask_reader import read_storetorrent
 
     assert f.bytes >= 4 * limit, (f.bytes, limit)
     with PeakRSS() as mon:
-        with DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                         memory_limit=limit) as dc, Client(dc) as dclient:
+        with (
+            DaskCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=limit
+            ) as dc,
+            Client(dc) as dclient,
+        ):
             t0 = time.perf_counter()
             ddf = read_storetorrent(f.name, tracker=cluster.tracker_addr, client=dclient, blocksize=block)
             total = ddf.sum().compute()
@@ -552,10 +636,13 @@ def case_bounded_dask(cluster, f: PqFile, limit: int, block: int) -> list[dict]:
     rows = f.rows
     # every row was read once: t is 0 .. rows-1 (the sum of mixed columns comes back as float64)
     assert math.isclose(float(total["t"]), rows * (rows - 1) / 2, rel_tol=1e-12), (total["t"], rows)
-    note = (f"ddf.sum() of every column, {f.bytes / MiB:,.0f} MiB file ({f.bytes / limit:.1f}x a worker's "
-            f"memory_limit of {limit / MiB:.0f} MiB), blocksize {block / MiB:.0f} MiB, {nparts} partitions")
-    return ([row("bounded_dask_scan", f.bytes / dt, "B/s", note=note)] +
-            _rss_rows("bounded_dask", mon, ["driver", "dask worker"], f"memory_limit {limit / MiB:.0f} MiB"))
+    note = (
+        f"ddf.sum() of every column, {f.bytes / MiB:,.0f} MiB file ({f.bytes / limit:.1f}x a worker's "
+        f"memory_limit of {limit / MiB:.0f} MiB), blocksize {block / MiB:.0f} MiB, {nparts} partitions"
+    )
+    return [row("bounded_dask_scan", f.bytes / dt, "B/s", note=note)] + _rss_rows(
+        "bounded_dask", mon, ["driver", "dask worker"], f"memory_limit {limit / MiB:.0f} MiB"
+    )
 
 
 # -- Ray write -------------------------------------------------------------------
@@ -571,7 +658,7 @@ def case_ray_write(cluster, total: int, block: int, tmp: Path, rounds: int = 3, 
     n = max(2, round(total / block))
     ds = ray.data.from_arrow([parquet_table(i, rows) for i in range(n)]).materialize()
     size, nrows = ds.size_bytes(), ds.count()
-    seq = iter(range(10 ** 6))
+    seq = iter(range(10**6))
     tracker = cluster.tracker_addr
 
     def st():
@@ -595,12 +682,16 @@ def case_ray_write(cluster, total: int, block: int, tmp: Path, rounds: int = 3, 
 
     times = _alternate({"st": st, "pq": pq}, rounds, warm=warm, after=after)
     t_st, t_pq = statistics.median(times["st"]), statistics.median(times["pq"])
-    note = (f"{n} blocks, {size / MiB:,.0f} MiB in memory, {nrows:,} rows, one Parquet record/file per block, "
-            f"x1 on 4 peers; median of {rounds} alternated rounds (s: st {_spread(times['st'])}, "
-            f"pq {_spread(times['pq'])})")
+    note = (
+        f"{n} blocks, {size / MiB:,.0f} MiB in memory, {nrows:,} rows, one Parquet record/file per block, "
+        f"x1 on 4 peers; median of {rounds} alternated rounds (s: st {_spread(times['st'])}, "
+        f"pq {_spread(times['pq'])})"
+    )
     base = "ds.write_parquet(local dir), same Dataset, same Ray"
-    return [row("ray_write", size / t_st, "B/s", base, size / t_pq, note=note),
-            row("ray_write_rows", nrows / t_st, "records/s", base, nrows / t_pq, note="rows per second, same runs")]
+    return [
+        row("ray_write", size / t_st, "B/s", base, size / t_pq, note=note),
+        row("ray_write_rows", nrows / t_st, "records/s", base, nrows / t_pq, note="rows per second, same runs"),
+    ]
 
 
 # -- the whole group, as bench/__main__.py runs it -----------------------------------
@@ -621,8 +712,14 @@ def run_cases(tmp: Path, size: dict, want: set, status) -> list[dict]:
     try:
         if want & {"analysis", "pushdown"}:
             with status(f"analysis: writing {size['analysis']} MiB of Parquet records (x2)"):
-                f = make_parquet_file(cluster, "/bench/analysis", size["analysis"] * MiB,
-                                      size["analysis_record"] * MiB, tmp / "analysis-links", "x2")
+                f = make_parquet_file(
+                    cluster,
+                    "/bench/analysis",
+                    size["analysis"] * MiB,
+                    size["analysis_record"] * MiB,
+                    tmp / "analysis-links",
+                    "x2",
+                )
             if "pushdown" in want:
                 with status("analysis: pushdown (bytes read)"):
                     out += case_pushdown(cluster, f)
@@ -640,28 +737,38 @@ def run_cases(tmp: Path, size: dict, want: set, status) -> list[dict]:
                         out += case_analysis_ray(cluster, f, size["ray_rounds"], size["warm"])
                 if "raywrite" in want:
                     with status("analysis: Ray write, StoreTorrent vs write_parquet"):
-                        out += case_ray_write(cluster, size["raywrite"] * MiB, size["raywrite_block"] * MiB,
-                                              tmp, size["rounds"], size["warm"])
+                        out += case_ray_write(
+                            cluster,
+                            size["raywrite"] * MiB,
+                            size["raywrite_block"] * MiB,
+                            tmp,
+                            size["rounds"],
+                            size["warm"],
+                        )
             finally:
                 ray.shutdown()
         if "analysis" in want:
-            from distributed import Client, LocalCluster as DaskCluster
+            from distributed import Client
+            from distributed import LocalCluster as DaskCluster
 
             quiet = logging.getLogger("distributed.shuffle")
             level = quiet.level
             quiet.setLevel(logging.ERROR)  # a line per groupby shuffle otherwise
             try:
-                with status("analysis: Dask group-by, StoreTorrent vs dd.read_parquet"), \
-                        DaskCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                    dashboard_address=None) as dc, Client(dc) as dclient:
+                with (
+                    status("analysis: Dask group-by, StoreTorrent vs dd.read_parquet"),
+                    DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as dc,
+                    Client(dc) as dclient,
+                ):
                     out += case_analysis_dask(cluster, f, dclient, size["rounds"], size["warm"])
             finally:
                 quiet.setLevel(level)
         if "bounded" in want:
             store, limit = size["ray_store"] * MiB, size["dask_limit"] * MiB
             with status(f"analysis: writing {size['bounded']} MiB of Parquet records (x1)"):
-                big = make_parquet_file(cluster, "/bench/bounded", size["bounded"] * MiB, 8 * MiB,
-                                        tmp / "bounded-links", "x1")
+                big = make_parquet_file(
+                    cluster, "/bench/bounded", size["bounded"] * MiB, 8 * MiB, tmp / "bounded-links", "x1"
+                )
             with status("analysis: bounded memory, Ray"):
                 out += case_bounded_ray(cluster, big, store, 16 * MiB, tmp)
             with status("analysis: bounded memory, Dask"):

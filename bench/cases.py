@@ -26,8 +26,15 @@ MiB = 1 << 20
 
 def row(name, value, unit, baseline=None, baseline_value=None, note=""):
     ratio = (value / baseline_value) if baseline_value else None
-    return {"name": name, "value": value, "unit": unit, "baseline": baseline,
-            "baseline_value": baseline_value, "ratio": ratio, "note": note}
+    return {
+        "name": name,
+        "value": value,
+        "unit": unit,
+        "baseline": baseline,
+        "baseline_value": baseline_value,
+        "ratio": ratio,
+        "note": note,
+    }
 
 
 def rss_bytes(pid: int) -> int:
@@ -37,8 +44,7 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def put_records(cluster: LocalCluster, name: str, records, replication: str, depth: int,
-                group: int = 40) -> float:
+def put_records(cluster: LocalCluster, name: str, records, replication: str, depth: int, group: int = 40) -> float:
     c = cluster.client(depth=depth, group_size=group)
     f = c.create(name, replication=replication, est_size=sum(len(d) for _, d in records))
     t0 = time.perf_counter()
@@ -59,8 +65,10 @@ def case_put_1mib_x2(cluster, tmp: Path, n: int) -> list[dict]:
     peak["peer_rss_load"] = max(rss_bytes(p.pid) for p in cluster.peers if p)
     base = baselines.local_write(tmp / "put1m", records, copies=2)
     user = n * MiB
-    return [row("put_1mib_x2", user / dt, "B/s", "local create+write+rename x2, 1 process", user / base),
-            row("peer_rss_under_load", peak["peer_rss_load"], "B", note="max over 4 peers after 1 MiB PUTs")]
+    return [
+        row("put_1mib_x2", user / dt, "B/s", "local create+write+rename x2, 1 process", user / base),
+        row("peer_rss_under_load", peak["peer_rss_load"], "B", note="max over 4 peers after 1 MiB PUTs"),
+    ]
 
 
 def case_put_4kib(cluster, tmp: Path, n: int, n_depth1: int, rounds: int = 3) -> list[dict]:
@@ -79,9 +87,17 @@ def case_put_4kib(cluster, tmp: Path, n: int, n_depth1: int, rounds: int = 3) ->
         d1.append(n_depth1 / put_records(cluster, f"/bench/put4k_d1_{r}", few, "x1", depth=1))
         d64.append(n_depth1 / put_records(cluster, f"/bench/put4k_d64_{r}", few, "x1", depth=64))
     med = statistics.median
-    return [row("put_4kib_x1", n / dt64, "records/s", "local create+write+rename, 1 process", n / base),
-            row("put_4kib_pipelining", med(d64), "records/s", "same client, depth 1", med(d1),
-                note=f"median of {rounds} alternated rounds of {n_depth1} records after a sync")]
+    return [
+        row("put_4kib_x1", n / dt64, "records/s", "local create+write+rename, 1 process", n / base),
+        row(
+            "put_4kib_pipelining",
+            med(d64),
+            "records/s",
+            "same client, depth 1",
+            med(d1),
+            note=f"median of {rounds} alternated rounds of {n_depth1} records after a sync",
+        ),
+    ]
 
 
 def _get_all(cluster, name: str, n: int) -> float:
@@ -120,11 +136,18 @@ def case_get_1mib(cluster, n: int, rounds: int = 3) -> list[dict]:
         transport._native = native
     med = statistics.median
     label = "one loopback TCP stream, same bytes"
-    rows = [row("get_1mib", med(st), "B/s", label, med(base),
-                note=f"median of {rounds} alternated rounds; receive path "
-                     f"{'C++ (st_py._native)' if native else 'Python (no native module)'}"),
-            row("get_1mib_python", med(py), "B/s", label, med(base),
-                note="the same with the pure-Python receive path")]
+    rows = [
+        row(
+            "get_1mib",
+            med(st),
+            "B/s",
+            label,
+            med(base),
+            note=f"median of {rounds} alternated rounds; receive path "
+            f"{'C++ (st_py._native)' if native else 'Python (no native module)'}",
+        ),
+        row("get_1mib_python", med(py), "B/s", label, med(base), note="the same with the pure-Python receive path"),
+    ]
     return rows
 
 
@@ -230,12 +253,24 @@ def _engine_rows(label: str, small, big, timed, ceiling, rounds: int = 3) -> lis
     marg, bmarg = (bbytes - sbytes) / max(tb - ts, 1e-9), (bbytes - sbytes) / max(bb - bs, 1e-9)
     base = "pyarrow reads the same files, 1 process"
     note = f"median of {rounds} alternated rounds"
-    return [row(label, bbytes / tb, "B/s", base, bbytes / bb, note=note),
-            row(f"{label}_vs_engine", bbytes / tb, "B/s", "the engine reading the same files without StoreTorrent",
-                bbytes / tc, note=note),
-            row(f"{label}_fixed_cost", ts - sbytes / marg, "s",
-                note="per-read overhead: plan, schema sample, task launch, ring exchange"),
-            row(f"{label}_marginal", marg, "B/s", base + " (marginal)", bmarg, note=note)]
+    return [
+        row(label, bbytes / tb, "B/s", base, bbytes / bb, note=note),
+        row(
+            f"{label}_vs_engine",
+            bbytes / tb,
+            "B/s",
+            "the engine reading the same files without StoreTorrent",
+            bbytes / tc,
+            note=note,
+        ),
+        row(
+            f"{label}_fixed_cost",
+            ts - sbytes / marg,
+            "s",
+            note="per-read overhead: plan, schema sample, task launch, ring exchange",
+        ),
+        row(f"{label}_marginal", marg, "B/s", base + " (marginal)", bmarg, note=note),
+    ]
 
 
 def case_get_local_ray(cluster, small, big) -> list[dict]:
@@ -251,11 +286,17 @@ def case_get_local_ray(cluster, small, big) -> list[dict]:
 
 
 def case_get_local_dask(cluster, small, big) -> list[dict]:
-    from distributed import Client, LocalCluster as DaskCluster
+    from distributed import Client
+    from distributed import LocalCluster as DaskCluster
 
     with DaskCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as dc, Client(dc) as client:
-        return _engine_rows("get_local_dask", small, big, lambda n: _read_rows_dask(cluster, n, client),
-                            lambda paths: _ceiling_dask(paths, client))
+        return _engine_rows(
+            "get_local_dask",
+            small,
+            big,
+            lambda n: _read_rows_dask(cluster, n, client),
+            lambda paths: _ceiling_dask(paths, client),
+        )
 
 
 def _commit_rate(cluster, name: str, n: int, group: int) -> float:
@@ -265,8 +306,14 @@ def _commit_rate(cluster, name: str, n: int, group: int) -> float:
     f = c.create(name, replication="x1")
     t0 = time.perf_counter()
     for start in range(0, n, group):
-        c.tracker.commit(name, f.file_id, [pb.RecordCommit(name=f"r{i:08d}", size=4096, crc32c=i, peer_idx=[0])
-                                           for i in range(start, min(n, start + group))])
+        c.tracker.commit(
+            name,
+            f.file_id,
+            [
+                pb.RecordCommit(name=f"r{i:08d}", size=4096, crc32c=i, peer_idx=[0])
+                for i in range(start, min(n, start + group))
+            ],
+        )
     dt = time.perf_counter() - t0
     f.close()
     c.close()
@@ -277,8 +324,10 @@ def case_tracker_commit(cluster, n_big: int, n_one: int) -> list[dict]:
     r1000 = _commit_rate(cluster, "/bench/commit1000", n_big, 1000)
     r1 = _commit_rate(cluster, "/bench/commit1", n_one, 1)
     r40 = _commit_rate(cluster, "/bench/commit40", n_big // 5, 40)
-    return [row("tracker_commit", r1000, "records/s", "group size 1", r1),
-            row("tracker_commit_group40", r40, "records/s", note="group size 40, the paper's setting")]
+    return [
+        row("tracker_commit", r1000, "records/s", "group size 1", r1),
+        row("tracker_commit_group40", r40, "records/s", note="group size 40, the paper's setting"),
+    ]
 
 
 def case_duckdb(tmp: Path, n: int) -> list[dict]:
@@ -286,25 +335,41 @@ def case_duckdb(tmp: Path, n: int) -> list[dict]:
     from st_py.infofile import InfofileWriter, create_infofile
 
     path = tmp / "big-infofile"
-    create_infofile(path, {"file_id": 1, "name": "/bench/big", "replication": "x2", "copies": 2,
-                           "blocksize": 16, "est_size": 0, "created_at": 0, "owner": ""},
-                    [(i, f"peer-{i}", f"h:{i}") for i in range(8)])
+    create_infofile(
+        path,
+        {
+            "file_id": 1,
+            "name": "/bench/big",
+            "replication": "x2",
+            "copies": 2,
+            "blocksize": 16,
+            "est_size": 0,
+            "created_at": 0,
+            "owner": "",
+        },
+        [(i, f"peer-{i}", f"h:{i}") for i in range(8)],
+    )
     w = InfofileWriter(path)
     w.conn.execute("PRAGMA synchronous=OFF")
     for start in range(0, n, 100_000):
-        w.commit([(f"{['EWR', 'JFK', 'LGA'][i % 3]}/{i:08d}", 1000 + i % 977, i, [i % 8, (i + 1) % 8])
-                  for i in range(start, min(n, start + 100_000))])
+        w.commit(
+            [
+                (f"{['EWR', 'JFK', 'LGA'][i % 3]}/{i:08d}", 1000 + i % 977, i, [i % 8, (i + 1) % 8])
+                for i in range(start, min(n, start + 100_000))
+            ]
+        )
     w.close()
     con = connect({"/bench/big": str(path)})
     t0 = time.perf_counter()
     cnt = con.execute("SELECT count(*) FROM records").fetchone()[0]
     t1 = time.perf_counter()
-    groups = con.execute("SELECT split_part(name, '/', 1) AS o, count(*), sum(size) FROM records "
-                         "GROUP BY 1").fetchall()
+    groups = con.execute("SELECT split_part(name, '/', 1) AS o, count(*), sum(size) FROM records GROUP BY 1").fetchall()
     t2 = time.perf_counter()
     assert cnt == n and len(groups) == 3
-    return [row("duckdb_count_1m", t1 - t0, "s", note=f"count(*) over an infofile of {n:,} records"),
-            row("duckdb_groupby_1m", t2 - t1, "s", note=f"group-by name prefix over {n:,} records")]
+    return [
+        row("duckdb_count_1m", t1 - t0, "s", note=f"count(*) over an infofile of {n:,} records"),
+        row("duckdb_groupby_1m", t2 - t1, "s", note=f"group-by name prefix over {n:,} records"),
+    ]
 
 
 def case_memory(cluster, n: int, depth: int = 64) -> list[dict]:
@@ -320,11 +385,21 @@ def case_memory(cluster, n: int, depth: int = 64) -> list[dict]:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     c.close()
-    return [row("client_peak_mem_depth64_1mib", peak, "B",
-                note=f"Python heap peak while putting {n} x 1 MiB; bound depth x size = {depth * MiB}"),
-            row("peer_rss_idle", idle, "B", note="max over peers before the memory run"),
-            row("client_maxrss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "B",
-                note="whole benchmark process")]
+    return [
+        row(
+            "client_peak_mem_depth64_1mib",
+            peak,
+            "B",
+            note=f"Python heap peak while putting {n} x 1 MiB; bound depth x size = {depth * MiB}",
+        ),
+        row("peer_rss_idle", idle, "B", note="max over peers before the memory run"),
+        row(
+            "client_maxrss",
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "B",
+            note="whole benchmark process",
+        ),
+    ]
 
 
 def case_scaling(tmp: Path, record_counts: list[int], peer_counts: list[int]) -> list[dict]:
@@ -335,8 +410,14 @@ def case_scaling(tmp: Path, record_counts: list[int], peer_counts: list[int]) ->
             recs = [(f"s{i:07d}", data) for i in range(n)]
             dt = put_records(cl, "/bench/scale", recs, "x2", depth=64)
             out.append(row(f"scaling_put_x2_records_{n}", n / dt, "records/s", note="4 peers, 4 KiB, x2"))
-            out.append(row(f"scaling_get_local_records_{n}", n / _get_local_all(cl), "records/s",
-                           note="4 peers, ring exchange + every peer's list"))
+            out.append(
+                row(
+                    f"scaling_get_local_records_{n}",
+                    n / _get_local_all(cl),
+                    "records/s",
+                    note="4 peers, ring exchange + every peer's list",
+                )
+            )
     for p in peer_counts:
         n = record_counts[1] if len(record_counts) > 1 else record_counts[0]
         with LocalCluster(tmp / f"scale-p{p}", n_peers=p, announce_interval=1.0) as cl:
@@ -344,8 +425,7 @@ def case_scaling(tmp: Path, record_counts: list[int], peer_counts: list[int]) ->
             rep = "x2" if p >= 2 else "x1"
             dt = put_records(cl, "/bench/scale", recs, rep, depth=64)
             out.append(row(f"scaling_put_peers_{p}", n / dt, "records/s", note=f"{n} x 4 KiB, {rep}"))
-            out.append(row(f"scaling_get_local_peers_{p}", n / _get_local_all(cl), "records/s",
-                           note=f"{n} records"))
+            out.append(row(f"scaling_get_local_peers_{p}", n / _get_local_all(cl), "records/s", note=f"{n} records"))
     return out
 
 

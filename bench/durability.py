@@ -35,8 +35,9 @@ def _put_rate(cluster, name: str, data: bytes, n: int, depth: int) -> float:
 def case_durability(tmp: Path, n_4kib: int, n_1mib: int) -> list[dict]:
     rates: dict[tuple[str, str], float] = {}
     for mode, args in MODES:
-        cluster = LocalCluster(Path(tempfile.mkdtemp(prefix=f"sync-{mode}-", dir=tmp)), n_peers=1,
-                               announce_interval=1.0, peer_args=args).start()
+        cluster = LocalCluster(
+            Path(tempfile.mkdtemp(prefix=f"sync-{mode}-", dir=tmp)), n_peers=1, announce_interval=1.0, peer_args=args
+        ).start()
         try:
             os.sync()
             rates[(mode, "4kib")] = _put_rate(cluster, "/bench/sync4k", os.urandom(4096), n_4kib, 64)
@@ -47,6 +48,14 @@ def case_durability(tmp: Path, n_4kib: int, n_1mib: int) -> list[dict]:
     for size, unit, per in (("4kib", "records/s", 1), ("1mib", "B/s", MiB)):
         base = rates[("none", size)] * per
         for mode in ("group", "each"):
-            out.append(row(f"put_{size}_sync_{mode}", rates[(mode, size)] * per, unit, "no --sync, same run", base,
-                           note=f"x1, one peer; --sync{'-each' if mode == 'each' else ''}"))
+            out.append(
+                row(
+                    f"put_{size}_sync_{mode}",
+                    rates[(mode, size)] * per,
+                    unit,
+                    "no --sync, same run",
+                    base,
+                    note=f"x1, one peer; --sync{'-each' if mode == 'each' else ''}",
+                )
+            )
     return out

@@ -46,7 +46,6 @@ if str(REPO) not in sys.path:
 from st_py.cluster import LocalCluster  # noqa: E402
 from st_py.tracker.shards import shard_of  # noqa: E402
 
-
 IN_FLIGHT = 2  # commits each writer keeps in flight (st_py.group_commit.MAX_COMMITS_IN_FLIGHT)
 
 
@@ -73,8 +72,13 @@ def _writer(addr: str, name: str, records: int, group: int, start_at: float, out
     master = TrackerClient(addr)
     info = master.open(name)
     t = master.at(info.file_tracker)
-    batches = [[pb.RecordCommit(name=f"r{i:08d}", size=4096, crc32c=i, peer_idx=[0])
-                for i in range(s, min(records, s + group))] for s in range(0, records, group)]
+    batches = [
+        [
+            pb.RecordCommit(name=f"r{i:08d}", size=4096, crc32c=i, peer_idx=[0])
+            for i in range(s, min(records, s + group))
+        ]
+        for s in range(0, records, group)
+    ]
     time.sleep(max(0.0, start_at - time.time()))
     c0, t0 = os.times(), time.time()
     flying: deque = deque()
@@ -106,8 +110,7 @@ def balanced_names(prefix: str, writers: int, shards: int) -> list[str]:
 def run(trackers: int, writers: int, records: int, group: int, tmp: Path) -> dict:
     """The aggregate commit rate with ``trackers`` tracker processes: a
     dict of plain numbers (records/s, seconds, processes)."""
-    with LocalCluster(tmp / f"trackers-{trackers}", n_peers=1, announce_interval=1.0,
-                      file_trackers=trackers - 1) as cl:
+    with LocalCluster(tmp / f"trackers-{trackers}", n_peers=1, announce_interval=1.0, file_trackers=trackers - 1) as cl:
         c = cl.client()
         names = balanced_names("/bench/ft", writers, trackers)
         for n in names:
@@ -116,8 +119,7 @@ def run(trackers: int, writers: int, records: int, group: int, tmp: Path) -> dic
         out = ctx.Queue()
         pids = [cl.tracker.pid] + [t.pid for t in c.status().file_trackers]
         start_at = time.time() + 3.0  # every writer has started and opened its file by then
-        procs = [ctx.Process(target=_writer, args=(cl.tracker_addr, n, records, group, start_at, out))
-                 for n in names]
+        procs = [ctx.Process(target=_writer, args=(cl.tracker_addr, n, records, group, start_at, out)) for n in names]
         for p in procs:
             p.start()
         time.sleep(max(0.0, start_at - time.time()))
@@ -129,20 +131,28 @@ def run(trackers: int, writers: int, records: int, group: int, tmp: Path) -> dic
         begin, end = min(r[0] for r in results), max(r[1] for r in results)
         total = sum(r[2] for r in results)
         admitted = sum(t.commits for t in c.status().file_trackers)
-    return {"trackers": trackers, "writers": writers, "group": group, "records": total,
-            "seconds": round(end - begin, 3), "records_per_s": round(total / (end - begin)),
-            "commits_per_s": round(total / group / (end - begin)), "commits_on_file_trackers": admitted,
-            "tracker_cpu_s": [round(b - a, 2) for a, b in zip(cpu0, cpu1)],
-            "writers_cpu_s": round(sum(r[3] for r in results), 2),
-            "machine_idle": round((idle1[0] - idle0[0]) / max(1, idle1[1] - idle0[1]), 2),
-            "records_per_busiest_cpu_s": round(total / max(b - a for a, b in zip(cpu0, cpu1)))}
+    return {
+        "trackers": trackers,
+        "writers": writers,
+        "group": group,
+        "records": total,
+        "seconds": round(end - begin, 3),
+        "records_per_s": round(total / (end - begin)),
+        "commits_per_s": round(total / group / (end - begin)),
+        "commits_on_file_trackers": admitted,
+        "tracker_cpu_s": [round(b - a, 2) for a, b in zip(cpu0, cpu1)],
+        "writers_cpu_s": round(sum(r[3] for r in results), 2),
+        "machine_idle": round((idle1[0] - idle0[0]) / max(1, idle1[1] - idle0[1]), 2),
+        "records_per_busiest_cpu_s": round(total / max(b - a for a, b in zip(cpu0, cpu1))),
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     """Run the benchmark and print one line per tracker count (and JSON
     with ``--json``); returns the rows."""
-    ap = argparse.ArgumentParser(prog="python -m bench.file_trackers", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.file_trackers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--writers", type=int, default=4, help="writer processes, one file each")
     ap.add_argument("--records", type=int, default=20_000, help="records each writer commits")
     ap.add_argument("--group", type=int, default=40, help="records per commit (the paper's group commit: 40)")
@@ -155,13 +165,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows.append(run(t, a.writers, a.records, a.group, Path(tmp)))
             base = rows[0]["records_per_s"]
             r = rows[-1]
-            print(f"{r['trackers']} tracker process{'es' if r['trackers'] > 1 else ''}: {r['records_per_s']:>9,} "
-                  f"records/s ({r['commits_per_s']:,} commits/s of {a.group}), {a.writers} writers, "
-                  f"x{r['records_per_s'] / base:.2f}; CPU s in {r['seconds']:.2f} s: trackers "
-                  f"{'+'.join(map(str, r['tracker_cpu_s']))}, writers {r['writers_cpu_s']}; machine idle "
-                  f"{r['machine_idle']:.0%} of {os.cpu_count()} cores; a core each: "
-                  f"{r['records_per_busiest_cpu_s']:,} records/s "
-                  f"(x{r['records_per_busiest_cpu_s'] / rows[0]['records_per_busiest_cpu_s']:.2f})", flush=True)
+            print(
+                f"{r['trackers']} tracker process{'es' if r['trackers'] > 1 else ''}: {r['records_per_s']:>9,} "
+                f"records/s ({r['commits_per_s']:,} commits/s of {a.group}), {a.writers} writers, "
+                f"x{r['records_per_s'] / base:.2f}; CPU s in {r['seconds']:.2f} s: trackers "
+                f"{'+'.join(map(str, r['tracker_cpu_s']))}, writers {r['writers_cpu_s']}; machine idle "
+                f"{r['machine_idle']:.0%} of {os.cpu_count()} cores; a core each: "
+                f"{r['records_per_busiest_cpu_s']:,} records/s "
+                f"(x{r['records_per_busiest_cpu_s'] / rows[0]['records_per_busiest_cpu_s']:.2f})",
+                flush=True,
+            )
     if a.json:
         print(json.dumps(rows, indent=1))
     return rows
@@ -169,3 +182,46 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 if __name__ == "__main__":
     main()
+
+
+GROUP = "file_trackers"
+
+
+def case_file_trackers(tmp: Path, records: int, writers: int = 4, counts=(1, 2, 4)) -> list[dict]:
+    """``./dev bench`` rows: the aggregate commit rate of ``writers``
+    writers of different files with 1, 2 and 4 tracker processes, each
+    against one (the master alone) in the same run, and what each would
+    reach with a core of its own (records per CPU second of the busiest
+    tracker process)."""
+    from .cases import row
+
+    rows = [run(t, writers, records, 40, tmp) for t in counts]
+    base, base_cpu = rows[0]["records_per_s"], rows[0]["records_per_busiest_cpu_s"]
+    out = []
+    for r in rows:
+        note = (
+            f"{writers} writer processes, {records:,} records each in commits of 40, to files spread over the "
+            f"trackers; tracker CPU s {'+'.join(map(str, r['tracker_cpu_s']))}, machine idle "
+            f"{r['machine_idle']:.0%}"
+        )
+        out.append(
+            row(
+                f"file_trackers_{r['trackers']}",
+                r["records_per_s"],
+                "records/s",
+                "the master alone (1 tracker process)",
+                base,
+                note=note,
+            )
+        )
+        out.append(
+            row(
+                f"file_trackers_{r['trackers']}_core_each",
+                r["records_per_busiest_cpu_s"],
+                "records/s",
+                "the master alone",
+                base_cpu,
+                note="records per CPU second of the busiest tracker process: the rate with a core each",
+            )
+        )
+    return out

@@ -47,11 +47,33 @@ def case_filters(cluster, rounds: int = 2) -> list[dict]:
                         stored[label] = r.stats()[1]
     out = []
     for label in CHAINS:
-        out.append(row(f"filter_{label}_stored_pct", 100 * stored[label] / user, "%",
-                       note=f"{len(records)} records, {user / 2**20:.1f} MiB of Arrow IPC; stored / user bytes"))
+        out.append(
+            row(
+                f"filter_{label}_stored_pct",
+                100 * stored[label] / user,
+                "%",
+                note=f"{len(records)} records, {user / 2**20:.1f} MiB of Arrow IPC; stored / user bytes",
+            )
+        )
     for label in list(CHAINS)[1:]:
-        out.append(row(f"filter_{label}_put", put[label], "B/s", "no filter, same run", put["none"],
-                       note="user bytes per second, best of rounds"))
-        out.append(row(f"filter_{label}_get", get[label], "B/s", "no filter, same run", get["none"],
-                       note="user bytes per second, best of rounds"))
+        out.append(
+            row(
+                f"filter_{label}_put",
+                put[label],
+                "B/s",
+                "no filter, same run",
+                put["none"],
+                note="user bytes per second, best of rounds",
+            )
+        )
+        out.append(
+            row(
+                f"filter_{label}_get",
+                get[label],
+                "B/s",
+                "no filter, same run",
+                get["none"],
+                note="user bytes per second, best of rounds",
+            )
+        )
     return out

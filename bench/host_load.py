@@ -41,9 +41,11 @@ from st_py.cluster import LocalCluster
 
 MiB = 1 << 20
 # A native workload: spins, counting, and prints the count on SIGTERM.
-BURN = ("import signal, sys\nn = 0\n"
-        "def stop(*_):\n    print(n, flush=True)\n    sys.exit(0)\n"
-        "signal.signal(signal.SIGTERM, stop)\nwhile True:\n    n += 1\n")
+BURN = (
+    "import signal, sys\nn = 0\n"
+    "def stop(*_):\n    print(n, flush=True)\n    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, stop)\nwhile True:\n    n += 1\n"
+)
 
 
 def scrape(addr: str) -> dict[str, float]:
@@ -57,13 +59,13 @@ def scrape(addr: str) -> dict[str, float]:
     return out
 
 
-def run(tmp: Path, yield_to_host: bool, phase: float, read_mb_per_s: float, floor: float,
-        burners: int) -> dict:
+def run(tmp: Path, yield_to_host: bool, phase: float, read_mb_per_s: float, floor: float, burners: int) -> dict:
     args = ["--max-read-mb-per-s", str(read_mb_per_s)]
     if yield_to_host:
         args += ["--yield-to-host-load", "--yield-floor", str(floor)]
-    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="hostload-", dir=tmp)), n_peers=1, announce_interval=1.0,
-                           peer_args=args).start()
+    cluster = LocalCluster(
+        Path(tempfile.mkdtemp(prefix="hostload-", dir=tmp)), n_peers=1, announce_interval=1.0, peer_args=args
+    ).start()
     try:
         c = cluster.client(depth=16)
         data = os.urandom(MiB)
@@ -96,8 +98,10 @@ def run(tmp: Path, yield_to_host: bool, phase: float, read_mb_per_s: float, floo
             while True:
                 now = time.perf_counter() - t0
                 if not procs and not burn_t and now >= phase:
-                    procs = [subprocess.Popen([sys.executable, "-c", BURN], stdout=subprocess.PIPE, text=True)
-                             for _ in range(burners)]
+                    procs = [
+                        subprocess.Popen([sys.executable, "-c", BURN], stdout=subprocess.PIPE, text=True)
+                        for _ in range(burners)
+                    ]
                     burn_t.append(time.perf_counter())
                 if procs and len(burn_t) == 1 and now >= 2 * phase:
                     for p in procs:
@@ -134,19 +138,30 @@ def run(tmp: Path, yield_to_host: bool, phase: float, read_mb_per_s: float, floo
         return sum(vals) / len(vals) if vals else None
 
     windows = {"before": (2, phase), "during": (phase + 2, 2 * phase), "after": (2 * phase + 5, 3 * phase)}
-    out: dict = {"yield_to_host_load": yield_to_host, "read_mb_per_s": read_mb_per_s, "floor": floor,
-                 "burners": burners, "phase_s": phase}
+    out: dict = {
+        "yield_to_host_load": yield_to_host,
+        "read_mb_per_s": read_mb_per_s,
+        "floor": floor,
+        "burners": burners,
+        "phase_s": phase,
+    }
     for key, (a, b) in windows.items():
-        out[key] = {"mb_per_s": mean_rate(a, b), "scale": mean_metric("st_peer_impact_scale", a, b),
-                    "other_cpu": mean_metric("st_peer_host_other_cpu_ratio", a, b)}
+        out[key] = {
+            "mb_per_s": mean_rate(a, b),
+            "scale": mean_metric("st_peer_impact_scale", a, b),
+            "other_cpu": mean_metric("st_peer_host_other_cpu_ratio", a, b),
+        }
     out["burner_loops_per_s"] = sum(loops) / (burn_t[1] - burn_t[0]) if len(burn_t) == 2 else None
     # the recovery: the first second after the burners stop at 90% of the rate before
     before = out["before"]["mb_per_s"]
-    out["back_after_s"] = next((s for s in range(int(phase)) if mean_rate(2 * phase + s, 2 * phase + s + 1)
-                                >= 0.9 * before), None)
+    out["back_after_s"] = next(
+        (s for s in range(int(phase)) if mean_rate(2 * phase + s, 2 * phase + s + 1) >= 0.9 * before), None
+    )
     out["per_second_mb"] = [round(mean_rate(s, s + 1), 1) for s in range(int(3 * phase))]
-    out["per_second_scale"] = [round(v, 2) if (v := mean_metric("st_peer_impact_scale", s, s + 1)) is not None
-                               else None for s in range(int(3 * phase))]
+    out["per_second_scale"] = [
+        round(v, 2) if (v := mean_metric("st_peer_impact_scale", s, s + 1)) is not None else None
+        for s in range(int(3 * phase))
+    ]
     return out
 
 
@@ -155,18 +170,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phase", type=float, default=12.0, help="seconds of each phase (default 12)")
     ap.add_argument("--read-mb-per-s", type=float, default=100.0, help="the peer's read limit (default 100)")
     ap.add_argument("--floor", type=float, default=0.1, help="--yield-floor (default 0.1)")
-    ap.add_argument("--burners", type=int, default=os.cpu_count() or 1,
-                    help="CPU-burning processes (default: one per CPU)")
+    ap.add_argument(
+        "--burners", type=int, default=os.cpu_count() or 1, help="CPU-burning processes (default: one per CPU)"
+    )
     ap.add_argument("--rounds", type=int, default=1, help="pairs of runs, alternated (default 1)")
     ap.add_argument("--json", type=Path, help="write the results here")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-hostload-") as tmp:
-        runs = [run(Path(tmp), y, a.phase, a.read_mb_per_s, a.floor, a.burners)
-                for _ in range(a.rounds) for y in (True, False)]
-    print(f"1 MiB GETs from one peer with --max-read-mb-per-s {a.read_mb_per_s:g}, 16 in flight; "
-          f"{a.burners} CPU burners in the middle {a.phase:g} s of {3 * a.phase:g} s\n")
-    print("| peer | before: MB/s (factor, other CPU) | burners running | after | burners' loops/s | "
-          "back to 90% after |")
+        runs = [
+            run(Path(tmp), y, a.phase, a.read_mb_per_s, a.floor, a.burners)
+            for _ in range(a.rounds)
+            for y in (True, False)
+        ]
+    print(
+        f"1 MiB GETs from one peer with --max-read-mb-per-s {a.read_mb_per_s:g}, 16 in flight; "
+        f"{a.burners} CPU burners in the middle {a.phase:g} s of {3 * a.phase:g} s\n"
+    )
+    print(
+        "| peer | before: MB/s (factor, other CPU) | burners running | after | burners' loops/s | back to 90% after |"
+    )
     print("|---|---|---|---|---|---|")
 
     def cell(p: dict) -> str:
@@ -180,8 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     for r in runs:
         name = f"`--yield-to-host-load --yield-floor {r['floor']:g}`" if r["yield_to_host_load"] else "without it"
         back = f"{r['back_after_s']} s" if r["back_after_s"] is not None else "-"
-        print(f"| {name} | {cell(r['before'])} | {cell(r['during'])} | {cell(r['after'])} | "
-              f"{r['burner_loops_per_s'] / 1e6:.1f} M | {back} |")
+        print(
+            f"| {name} | {cell(r['before'])} | {cell(r['during'])} | {cell(r['after'])} | "
+            f"{r['burner_loops_per_s'] / 1e6:.1f} M | {back} |"
+        )
     print()
     for r in runs:
         print(("yield" if r["yield_to_host_load"] else "plain") + " MB/s per second:", r["per_second_mb"])

@@ -23,8 +23,7 @@ SLOW_MBPS = 20.0
 
 
 def case_hotspot(tmp: Path, n: int, rounds: int = 3) -> list[dict]:
-    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="hotspot-", dir=tmp)), n_peers=4,
-                           announce_interval=1.0).start()
+    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="hotspot-", dir=tmp)), n_peers=4, announce_interval=1.0).start()
     try:
         c = cluster.client(depth=16)
         data = os.urandom(MiB)
@@ -45,8 +44,15 @@ def case_hotspot(tmp: Path, n: int, rounds: int = 3) -> list[dict]:
                     got = sum(len(p.result()) for p in futs)
                     rates[balance].append(got / (time.perf_counter() - t0))
         med = statistics.median
-        return [row("get_hotspot_skipping", med(rates[True]), "B/s",
-                    f"copy-rank order, one of 4 holders at {SLOW_MBPS:g} MB/s", med(rates[False]),
-                    note=f"{n} GETs of 1 MiB, x2, median of {rounds} alternated rounds")]
+        return [
+            row(
+                "get_hotspot_skipping",
+                med(rates[True]),
+                "B/s",
+                f"copy-rank order, one of 4 holders at {SLOW_MBPS:g} MB/s",
+                med(rates[False]),
+                note=f"{n} GETs of 1 MiB, x2, median of {rounds} alternated rounds",
+            )
+        ]
     finally:
         cluster.stop()

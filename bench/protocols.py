@@ -64,11 +64,25 @@ def case_protocols(cluster, n_1mib: int, n_4kib: int, rounds: int = 3) -> list[d
             base, base_ack = statistics.median(rates["client-sync"]), statistics.median(acks["client-sync"])
             note = f"median of {rounds} alternated rounds of {n} records"
             for protocol in PROTOCOLS:
-                out.append(row(f"protocol_{protocol}_{label}_{replication}", statistics.median(rates[protocol]), unit,
-                               f"client-sync, {label} {replication}", base,
-                               note=note + "; until every copy is stored and committed"))
+                out.append(
+                    row(
+                        f"protocol_{protocol}_{label}_{replication}",
+                        statistics.median(rates[protocol]),
+                        unit,
+                        f"client-sync, {label} {replication}",
+                        base,
+                        note=note + "; until every copy is stored and committed",
+                    )
+                )
                 if "async" in protocol:
-                    out.append(row(f"protocol_{protocol}_{label}_{replication}_ack", statistics.median(acks[protocol]),
-                                   unit, f"client-sync, {label} {replication}", base_ack,
-                                   note=note + "; until every PUT is acknowledged"))
+                    out.append(
+                        row(
+                            f"protocol_{protocol}_{label}_{replication}_ack",
+                            statistics.median(acks[protocol]),
+                            unit,
+                            f"client-sync, {label} {replication}",
+                            base_ack,
+                            note=note + "; until every PUT is acknowledged",
+                        )
+                    )
     return out

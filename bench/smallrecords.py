@@ -51,8 +51,11 @@ def _counts(t: pa.Table) -> pa.Table:
 def _ray(tracker: str, name: str) -> tuple[int, int]:
     from st_integrations.ray_reader import read_storetorrent
 
-    rows = read_storetorrent(name, format="raw", tracker=tracker).map_batches(
-        _counts, batch_format="pyarrow", batch_size=None).take_all()
+    rows = (
+        read_storetorrent(name, format="raw", tracker=tracker)
+        .map_batches(_counts, batch_format="pyarrow", batch_size=None)
+        .take_all()
+    )
     return sum(r["n"] for r in rows), sum(r["b"] for r in rows)
 
 
@@ -107,8 +110,9 @@ def _get_16_clients(tracker: str, name: str, records: int, clients: int = 16) ->
     ctx = mp.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
     cuts = [records * k // clients for k in range(clients + 1)]
-    procs = [ctx.Process(target=_sync_getter, args=(tracker, name, cuts[k], cuts[k + 1], start, out))
-             for k in range(clients)]
+    procs = [
+        ctx.Process(target=_sync_getter, args=(tracker, name, cuts[k], cuts[k + 1], start, out)) for k in range(clients)
+    ]
     for p in procs:
         p.start()
     time.sleep(3.0)  # every process connected (they import and open the file first)
@@ -144,7 +148,8 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
     import logging
 
     import ray
-    from distributed import Client, LocalCluster as DaskCluster
+    from distributed import Client
+    from distributed import LocalCluster as DaskCluster
 
     from .analysis import start_ray
 
@@ -179,8 +184,10 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
         level = quiet.level
         quiet.setLevel(logging.ERROR)
         try:
-            with DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as dc, \
-                    Client(dc) as dclient:
+            with (
+                DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as dc,
+                Client(dc) as dclient,
+            ):
                 timed("dask", lambda: _dask(tracker, name, dclient))
         finally:
             quiet.setLevel(level)
@@ -193,23 +200,57 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
         cluster.stop()
     rate = {k: records / statistics.median(v) for k, v in times.items()}
     spread = "; ".join(f"{k} " + "/".join(f"{x:.2f}" for x in v) for k, v in times.items())
-    note = (f"{records:,} raw records of 4 KiB, x2 on 4 peers; every answer checked (rows, byte sum); median of "
-            f"{rounds} rounds after a warm run (s: {spread})")
+    note = (
+        f"{records:,} raw records of 4 KiB, x2 on 4 peers; every answer checked (rows, byte sum); median of "
+        f"{rounds} rounds after a warm run (s: {spread})"
+    )
     base = "one process: get_local() + open/read of each path"
-    return [row("small_raw_put", records / put_s, "records/s", "one process writing both copies' files",
-                records / base_put_s, note=f"queue_put of the {records:,} records, x2 on 4 peers; the baseline creates "
-                "and writes 2 files a record in 2 directories of the same filesystem"),
-            row("small_raw_get_pipelined", records / get_s, "records/s", "16 clients, synchronous GETs",
-                records / get16_s, note=f"queue_get of the {records:,} records from one client (depth 64) against "
-                "16 client processes each doing get() one at a time over a 16th of them (the load of "
-                "`weed benchmark -c 16`-style tools), same records, same run"),
-            row("small_raw_getlocal_loop", rate["loop"], "records/s", note=note),
-            row("small_raw_read_unit", rate["read_unit"], "records/s", base, rate["loop"],
-                note="scan.read_unit in one process: batches of many records, each copy CRC-checked"),
-            row("small_raw_dask", rate["dask"], "records/s", base, rate["loop"],
-                note="Dask read_storetorrent(format='raw'), 2 worker processes"),
-            row("small_raw_ray", rate["ray"], "records/s", base, rate["loop"],
-                note="Ray read_storetorrent(format='raw'), 2 CPUs")]
+    return [
+        row(
+            "small_raw_put",
+            records / put_s,
+            "records/s",
+            "one process writing both copies' files",
+            records / base_put_s,
+            note=f"queue_put of the {records:,} records, x2 on 4 peers; the baseline creates "
+            "and writes 2 files a record in 2 directories of the same filesystem",
+        ),
+        row(
+            "small_raw_get_pipelined",
+            records / get_s,
+            "records/s",
+            "16 clients, synchronous GETs",
+            records / get16_s,
+            note=f"queue_get of the {records:,} records from one client (depth 64) against "
+            "16 client processes each doing get() one at a time over a 16th of them (the load of "
+            "`weed benchmark -c 16`-style tools), same records, same run",
+        ),
+        row("small_raw_getlocal_loop", rate["loop"], "records/s", note=note),
+        row(
+            "small_raw_read_unit",
+            rate["read_unit"],
+            "records/s",
+            base,
+            rate["loop"],
+            note="scan.read_unit in one process: batches of many records, each copy CRC-checked",
+        ),
+        row(
+            "small_raw_dask",
+            rate["dask"],
+            "records/s",
+            base,
+            rate["loop"],
+            note="Dask read_storetorrent(format='raw'), 2 worker processes",
+        ),
+        row(
+            "small_raw_ray",
+            rate["ray"],
+            "records/s",
+            base,
+            rate["loop"],
+            note="Ray read_storetorrent(format='raw'), 2 CPUs",
+        ),
+    ]
 
 
 PARQUET_ROWS = 1_000  # rows per small Parquet record (about 16 KiB)
@@ -220,9 +261,13 @@ def _parquet_record(i: int) -> bytes:
 
     import pyarrow.parquet as pq
 
-    t = pa.table({"i": pa.array(range(i * PARQUET_ROWS, (i + 1) * PARQUET_ROWS), pa.int64()),
-                  "x": pa.array([float(j % 97) for j in range(PARQUET_ROWS)]),
-                  "k": pa.array([f"k{j % 13}" for j in range(PARQUET_ROWS)])})
+    t = pa.table(
+        {
+            "i": pa.array(range(i * PARQUET_ROWS, (i + 1) * PARQUET_ROWS), pa.int64()),
+            "x": pa.array([float(j % 97) for j in range(PARQUET_ROWS)]),
+            "k": pa.array([f"k{j % 13}" for j in range(PARQUET_ROWS)]),
+        }
+    )
     buf = io.BytesIO()
     pq.write_table(t, buf)
     return buf.getvalue()
@@ -240,8 +285,8 @@ def _pq_baseline(paths: list[str]) -> tuple[int, int]:
 
 
 def _pq_read_unit(client, tracker: str, name: str) -> tuple[int, int]:
-    from st_integrations.readplan import plan_scan
     from st_integrations.formats import unify
+    from st_integrations.readplan import plan_scan
     from st_integrations.scan import ScanOptions, kept_schema_sources, read_unit
 
     plan = plan_scan(client, [name], skip_ignored=True)
@@ -260,8 +305,11 @@ def _pq_read_unit(client, tracker: str, name: str) -> tuple[int, int]:
 def _pq_ray(tracker: str, name: str) -> tuple[int, int]:
     from st_integrations.ray_reader import read_storetorrent
 
-    rows = read_storetorrent(name, columns=["i"], tracker=tracker).map_batches(
-        _facts, batch_format="pyarrow", batch_size=None).take_all()
+    rows = (
+        read_storetorrent(name, columns=["i"], tracker=tracker)
+        .map_batches(_facts, batch_format="pyarrow", batch_size=None)
+        .take_all()
+    )
     return sum(r["n"] for r in rows), sum(r["s"] for r in rows)
 
 
@@ -289,7 +337,8 @@ def case_small_parquet(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
     import logging
 
     import ray
-    from distributed import Client, LocalCluster as DaskCluster
+    from distributed import Client
+    from distributed import LocalCluster as DaskCluster
 
     from st_integrations.dask_reader import read_storetorrent
 
@@ -328,8 +377,10 @@ def case_small_parquet(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
         level = quiet.level
         quiet.setLevel(logging.ERROR)
         try:
-            with DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as dc, \
-                    Client(dc) as dclient:
+            with (
+                DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as dc,
+                Client(dc) as dclient,
+            ):
                 timed("dask", lambda: _pq_dask(tracker, name, dclient))
         finally:
             quiet.setLevel(level)
@@ -342,15 +393,34 @@ def case_small_parquet(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
         cluster.stop()
     rate = {k: n_rows / statistics.median(v) for k, v in times.items()}
     spread = "; ".join(f"{k} " + "/".join(f"{x:.2f}" for x in v) for k, v in times.items())
-    note = (f"{records:,} Parquet records of {PARQUET_ROWS:,} rows, x2 on 4 peers, column i; answers checked (rows, "
-            f"sum); median of {rounds} rounds after a warm run (s: {spread})")
+    note = (
+        f"{records:,} Parquet records of {PARQUET_ROWS:,} rows, x2 on 4 peers, column i; answers checked (rows, "
+        f"sum); median of {rounds} rounds after a warm run (s: {spread})"
+    )
     base = "one process: pyarrow.dataset over the same local files"
-    return [row("small_parquet_pyarrow", rate["pyarrow"], "rows/s", note=note),
-            row("small_parquet_read_unit", rate["read_unit"], "rows/s", base, rate["pyarrow"],
-                note="scan.read_unit in one process: copies read many at a time, CRC-checked, batches gathered"),
-            row("small_parquet_dask", rate["dask"], "rows/s", base, rate["pyarrow"],
-                note="Dask read_storetorrent, 2 worker processes"),
-            row("small_parquet_ray", rate["ray"], "rows/s", base, rate["pyarrow"],
-                note="Ray read_storetorrent, 2 CPUs"),
-            row("small_parquet_dask_build", statistics.median(builds), "s",
-                note=f"building the Dask DataFrame over {records:,} records (schemas from the infofile)")]
+    return [
+        row("small_parquet_pyarrow", rate["pyarrow"], "rows/s", note=note),
+        row(
+            "small_parquet_read_unit",
+            rate["read_unit"],
+            "rows/s",
+            base,
+            rate["pyarrow"],
+            note="scan.read_unit in one process: copies read many at a time, CRC-checked, batches gathered",
+        ),
+        row(
+            "small_parquet_dask",
+            rate["dask"],
+            "rows/s",
+            base,
+            rate["pyarrow"],
+            note="Dask read_storetorrent, 2 worker processes",
+        ),
+        row("small_parquet_ray", rate["ray"], "rows/s", base, rate["pyarrow"], note="Ray read_storetorrent, 2 CPUs"),
+        row(
+            "small_parquet_dask_build",
+            statistics.median(builds),
+            "s",
+            note=f"building the Dask DataFrame over {records:,} records (schemas from the infofile)",
+        ),
+    ]

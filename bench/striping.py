@@ -46,11 +46,19 @@ def case_striping(cluster, total_mib: int = 1024, rounds: int = 4) -> list[dict]
 
         get_records()  # warm up: the first 1 GiB allocation pays for its page faults
         for r in range(rounds):  # alternated: neither always goes first
-            for which in ((get_object, get_records) if r % 2 == 0 else (get_records, get_object)):
+            for which in (get_object, get_records) if r % 2 == 0 else (get_records, get_object):
                 rate = which()
                 if which is get_object:
                     best_obj = max(best_obj, rate)
                 else:
                     best_rec = max(best_rec, rate)
-    return [row("get_striped_object", best_obj, "B/s", f"the same {total_mib} MiB as {n} records of 32 MiB",
-                best_rec, note=f"x1, {n} stripes of 32 MiB over 4 peers; best of {rounds}")]
+    return [
+        row(
+            "get_striped_object",
+            best_obj,
+            "B/s",
+            f"the same {total_mib} MiB as {n} records of 32 MiB",
+            best_rec,
+            note=f"x1, {n} stripes of 32 MiB over 4 peers; best of {rounds}",
+        )
+    ]

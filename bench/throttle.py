@@ -24,10 +24,17 @@ WRITE_MBPS, READ_MBPS, REQUEST_RATE = 40.0, 80.0, 400.0
 
 
 def case_throttle(tmp: Path, seconds: float = 4.0) -> list[dict]:
-    args = ["--max-write-mbps", str(WRITE_MBPS), "--max-read-mbps", str(READ_MBPS),
-            "--max-request-rate", str(REQUEST_RATE)]
-    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="throttle-", dir=tmp)), n_peers=1, announce_interval=1.0,
-                           peer_args=args).start()
+    args = [
+        "--max-write-mbps",
+        str(WRITE_MBPS),
+        "--max-read-mbps",
+        str(READ_MBPS),
+        "--max-request-rate",
+        str(REQUEST_RATE),
+    ]
+    cluster = LocalCluster(
+        Path(tempfile.mkdtemp(prefix="throttle-", dir=tmp)), n_peers=1, announce_interval=1.0, peer_args=args
+    ).start()
     out = []
     try:
         c = cluster.client(depth=16)
@@ -39,8 +46,16 @@ def case_throttle(tmp: Path, seconds: float = 4.0) -> list[dict]:
             f.queue_put(f"r{i:05d}", data)
         f.close()  # raises if any PUT failed
         dt = time.perf_counter() - t0
-        out.append(row("throttle_write", n_put * MiB / dt, "B/s", f"--max-write-mbps {WRITE_MBPS:g}",
-                       WRITE_MBPS * 1e6, note=f"{n_put} PUTs of 1 MiB, none failed"))
+        out.append(
+            row(
+                "throttle_write",
+                n_put * MiB / dt,
+                "B/s",
+                f"--max-write-mbps {WRITE_MBPS:g}",
+                WRITE_MBPS * 1e6,
+                note=f"{n_put} PUTs of 1 MiB, none failed",
+            )
+        )
 
         f = c.open("/bench/throttle")
         n_get = int(READ_MBPS * 1e6 * seconds / MiB)
@@ -48,8 +63,16 @@ def case_throttle(tmp: Path, seconds: float = 4.0) -> list[dict]:
         futs = [f.queue_get(f"r{i % n_put:05d}") for i in range(n_get)]
         got = sum(len(p.result()) for p in futs)
         dt = time.perf_counter() - t0
-        out.append(row("throttle_read", got / dt, "B/s", f"--max-read-mbps {READ_MBPS:g}", READ_MBPS * 1e6,
-                       note=f"{n_get} GETs of 1 MiB, none failed"))
+        out.append(
+            row(
+                "throttle_read",
+                got / dt,
+                "B/s",
+                f"--max-read-mbps {READ_MBPS:g}",
+                READ_MBPS * 1e6,
+                note=f"{n_get} GETs of 1 MiB, none failed",
+            )
+        )
 
         f.close()
         small = os.urandom(4096)
@@ -61,8 +84,16 @@ def case_throttle(tmp: Path, seconds: float = 4.0) -> list[dict]:
         futs = [f.queue_get("small") for _ in range(n_req)]
         assert all(p.result() == small for p in futs)
         dt = time.perf_counter() - t0
-        out.append(row("throttle_requests", n_req / dt, "requests/s", f"--max-request-rate {REQUEST_RATE:g}",
-                       REQUEST_RATE, note=f"{n_req} GETs of a 4 KiB record, none failed"))
+        out.append(
+            row(
+                "throttle_requests",
+                n_req / dt,
+                "requests/s",
+                f"--max-request-rate {REQUEST_RATE:g}",
+                REQUEST_RATE,
+                note=f"{n_req} GETs of a 4 KiB record, none failed",
+            )
+        )
         f.close()
         c.close()
     finally:

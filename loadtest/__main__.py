@@ -25,9 +25,27 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="st-load-") as tmp:
         cluster = LocalCluster(Path(tmp), n_peers=a.peers, announce_interval=0.5).start()
         try:
-            argv = [sys.executable, "-m", "locust", "-f", str(here / "locustfile.py"), "--headless",
-                    "-u", str(a.users), "-r", str(a.users), "-t", a.time, "--host", cluster.tracker_addr,
-                    "--only-summary", "--stop-timeout", "10", "--exit-code-on-error", "1"]
+            argv = [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(here / "locustfile.py"),
+                "--headless",
+                "-u",
+                str(a.users),
+                "-r",
+                str(a.users),
+                "-t",
+                a.time,
+                "--host",
+                cluster.tracker_addr,
+                "--only-summary",
+                "--stop-timeout",
+                "10",
+                "--exit-code-on-error",
+                "1",
+            ]
             if a.csv:
                 argv += ["--csv", a.csv]
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here.parent), os.environ.get("PYTHONPATH", "")]))

@@ -50,9 +50,14 @@ class StoreTorrentUser(User):
         self.client.close()
 
     def _fire(self, kind: str, name: str, t0: float, length: int, exc: Exception | None) -> None:
-        self.environment.events.request.fire(request_type=kind, name=name,
-                                             response_time=(time.perf_counter() - t0) * 1000,
-                                             response_length=length, exception=exc, context={})
+        self.environment.events.request.fire(
+            request_type=kind,
+            name=name,
+            response_time=(time.perf_counter() - t0) * 1000,
+            response_length=length,
+            exception=exc,
+            context={},
+        )
 
     @task(6)
     def put(self) -> None:

@@ -13,9 +13,18 @@ from .client import Client, create, open
 from .errors import *  # noqa: F401,F403
 from .errors import StoreTorrentError
 from .file import StFile
-from .pending import Pending
 from .getlocal import GetLocalPlan, LocalRecord, reveal
+from .pending import Pending
 
-__all__ = ["Client", "create", "open", "StFile", "Pending", "LocalRecord", "GetLocalPlan", "reveal",
-           "StoreTorrentError"]
+__all__ = [
+    "Client",
+    "create",
+    "open",
+    "StFile",
+    "Pending",
+    "LocalRecord",
+    "GetLocalPlan",
+    "reveal",
+    "StoreTorrentError",
+]
 __version__ = "0.1.0"

@@ -73,8 +73,10 @@ def load_key(path: str | os.PathLike) -> bytes:
     """
     text = Path(path).read_text(encoding="ascii", errors="replace").rstrip("\n")
     if len(text) != 64 or any(c not in "0123456789abcdefABCDEF" for c in text):
-        raise CapabilityError(f"key file {path} must hold 64 hex digits (32 bytes); "
-                              "make one with: python -m st_py.capability new-key PATH")
+        raise CapabilityError(
+            f"key file {path} must hold 64 hex digits (32 bytes); "
+            "make one with: python -m st_py.capability new-key PATH"
+        )
     return bytes.fromhex(text)
 
 
@@ -88,8 +90,7 @@ def new_key_file(path: str | os.PathLike) -> Path:
     return p
 
 
-def mint(key: bytes, ops: int, file_id: int, ttl_s: float, user: str = "",
-         now: float | None = None) -> bytes:
+def mint(key: bytes, ops: int, file_id: int, ttl_s: float, user: str = "", now: float | None = None) -> bytes:
     """A signed token for ``ops`` on ``file_id`` (0: every file), valid for
     ``ttl_s`` seconds from ``now``."""
     u = user.encode("utf-8")[:MAX_USER]
@@ -113,7 +114,7 @@ def parse(token: bytes) -> Capability:
         raise CapabilityError(f"capability version {version} is not supported (this is version {VERSION})")
     if ulen > MAX_USER or len(token) != _HEAD.size + ulen + MAC_SIZE:
         raise CapabilityError("malformed capability: wrong length")
-    user = token[_HEAD.size:_HEAD.size + ulen].decode("utf-8", "replace")
+    user = token[_HEAD.size : _HEAD.size + ulen].decode("utf-8", "replace")
     return Capability(ops, file_id, expires, user, version)
 
 
@@ -135,8 +136,9 @@ def verify(key: bytes, token: bytes, now: float | None = None) -> Capability:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m st_py.capability", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m st_py.capability", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     k = sub.add_parser("new-key", help="write a new random key file (mode 0600)")
     k.add_argument("path")

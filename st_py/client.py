@@ -9,12 +9,12 @@
 
 from __future__ import annotations
 
-
 from .file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
 from .filters import MissingKeyError, check_filters, key_check, load_key
+from .locate import TRACKER_ENV, default_tracker  # noqa: F401 (public here too)
 from .tracker_client import TrackerClient
 from .transport import Transport
-from .locate import TRACKER_ENV, default_tracker  # noqa: F401 (public here too)
+
 
 class Client:
     """A client of one StoreTorrent tracker.
@@ -46,18 +46,33 @@ class Client:
         this machine: the tracker gets only a check value.
     """
 
-    def __init__(self, tracker: str | None = None, depth: int = DEFAULT_DEPTH,
-                 group_size: int = DEFAULT_GROUP, timeout: float = 30.0, api_key: str | None = None,
-                 tls: tuple[str | None, str | None, str | None] = (None, None, None),
-                 balance_reads: bool = True, encryption_key: bytes | str | None = None):
+    def __init__(
+        self,
+        tracker: str | None = None,
+        depth: int = DEFAULT_DEPTH,
+        group_size: int = DEFAULT_GROUP,
+        timeout: float = 30.0,
+        api_key: str | None = None,
+        tls: tuple[str | None, str | None, str | None] = (None, None, None),
+        balance_reads: bool = True,
+        encryption_key: bytes | str | None = None,
+    ):
         self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key, tls=tls)
         self.depth, self.group_size, self.timeout = depth, group_size, timeout
         self.balance_reads = balance_reads
         self.encryption_key = load_key(encryption_key)  # never sent to the tracker
 
-    def create(self, name: str, replication: str = "x2", est_size: int = 0,
-               blocksize: int = 0, mode: int = 0, protocol: str = "client-sync",
-               placement: str = "random", filters: list[str] | tuple[str, ...] = ()) -> StFile:
+    def create(
+        self,
+        name: str,
+        replication: str = "x2",
+        est_size: int = 0,
+        blocksize: int = 0,
+        mode: int = 0,
+        protocol: str = "client-sync",
+        placement: str = "random",
+        filters: list[str] | tuple[str, ...] = (),
+    ) -> StFile:
         """Create file ``name`` with replication class ``replication``
         (x1, x2, x3 ...) and open it for writing (paper 3.1, 3.3).
 
@@ -88,12 +103,16 @@ class Client:
         check = ""
         if "aes-256-gcm" in chain:
             if self.encryption_key is None:
-                raise MissingKeyError(f"creating {name} with aes-256-gcm needs a key: Client(encryption_key=...), "
-                                      "$STORETORRENT_KEY_FILE or $STORETORRENT_ENCRYPTION_KEY (docs/filters.md)",
-                                      file=name, filter="aes-256-gcm")
+                raise MissingKeyError(
+                    f"creating {name} with aes-256-gcm needs a key: Client(encryption_key=...), "
+                    "$STORETORRENT_KEY_FILE or $STORETORRENT_ENCRYPTION_KEY (docs/filters.md)",
+                    file=name,
+                    filter="aes-256-gcm",
+                )
             check = key_check(self.encryption_key)
-        info = self.tracker.create(name, replication, est_size, blocksize, mode, protocol, placement,
-                                   ",".join(chain), check)
+        info = self.tracker.create(
+            name, replication, est_size, blocksize, mode, protocol, placement, ",".join(chain), check
+        )
         f = self._file(info)
         f._holds_reservation = est_size > 0
         return f
@@ -154,16 +173,28 @@ class Client:
         names = [r["name"] for r in records]
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})[:5]
-            raise RecordExistsError(f"staged records of {name} name {dup} more than once: a writer ran "
-                                    "twice; nothing was committed", names=dup)
+            raise RecordExistsError(
+                f"staged records of {name} name {dup} more than once: a writer ran twice; nothing was committed",
+                names=dup,
+            )
         existing = sorted(set(self._committed(info, names)) - set(delete or ()))
         if existing:
-            raise RecordExistsError(f"{len(existing)} staged records of {name} are already committed "
-                                    f"(e.g. {existing[:3]}); nothing was committed", names=existing)
+            raise RecordExistsError(
+                f"{len(existing)} staged records of {name} are already committed "
+                f"(e.g. {existing[:3]}); nothing was committed",
+                names=existing,
+            )
         schemas, refs = schema_table([r.get("schema") for r in records])
-        reply = self.tracker.at(info.file_tracker).commit(name, info.file_id, [  # its per-file tracker (paper 3.5)
-            pb.RecordCommit(name=r["name"], size=r["size"], crc32c=r["crc32c"], peer_idx=r["peer_idx"], schema=ref)
-            for r, ref in zip(records, refs)], delete=delete or (), schemas=schemas)
+        reply = self.tracker.at(info.file_tracker).commit(
+            name,
+            info.file_id,
+            [  # its per-file tracker (paper 3.5)
+                pb.RecordCommit(name=r["name"], size=r["size"], crc32c=r["crc32c"], peer_idx=r["peer_idx"], schema=ref)
+                for r, ref in zip(records, refs)
+            ],
+            delete=delete or (),
+            schemas=schemas,
+        )
         return reply.committed
 
     @staticmethod
@@ -295,8 +326,7 @@ class Client:
         self.close()
 
 
-def create(name: str, replication: str = "x2", est_size: int = 0, tracker: str | None = None,
-           **kwargs) -> StFile:
+def create(name: str, replication: str = "x2", est_size: int = 0, tracker: str | None = None, **kwargs) -> StFile:
     """Module-level shortcut for ``Client(tracker).create(...)`` (paper figure 4)."""
     return Client(tracker, **kwargs).create(name, replication, est_size)
 

@@ -30,7 +30,6 @@ from .locate import CLUSTER_FILE, read_cluster_file  # noqa: F401 (public here t
 from .tracker_client import TrackerClient, current_user
 
 
-
 def find_peer_binary() -> str:
     """Path of the ``st-peer`` executable.
 
@@ -54,8 +53,10 @@ def find_peer_binary() -> str:
     repo = Path(__file__).resolve().parent.parent
     for cand in sorted(repo.glob("build/*/st_core/st-peer")):
         return str(cand)
-    raise FileNotFoundError("st-peer not found: install StoreTorrent with `pip install .` (it builds "
-                            "st_core with CMake) or set ST_PEER_BIN to the binary")
+    raise FileNotFoundError(
+        "st-peer not found: install StoreTorrent with `pip install .` (it builds "
+        "st_core with CMake) or set ST_PEER_BIN to the binary"
+    )
 
 
 def _die_with_parent(argv: list[str]) -> list[str]:
@@ -73,8 +74,15 @@ class Daemon:
     (and ``metrics on HOST:PORT`` before it if it serves Prometheus metrics:
     ``metrics_addr``)."""
 
-    def __init__(self, name: str, argv: list[str], log_path: Path, env: dict | None = None,
-                 ready_timeout: float = 30.0, die_with_parent: bool = False):
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        log_path: Path,
+        env: dict | None = None,
+        ready_timeout: float = 30.0,
+        die_with_parent: bool = False,
+    ):
         self.name = name
         self.argv = argv
         self.log_path = log_path
@@ -83,8 +91,7 @@ class Daemon:
         self.metrics_addr: str | None = None
         if die_with_parent:
             argv = _die_with_parent(argv)
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, env=env,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, env=env, start_new_session=True)
         self.addr = self._wait_ready(ready_timeout)
         # keep draining stdout so the child never blocks on a full pipe
         self._drainer = threading.Thread(target=self._drain, daemon=True)
@@ -301,9 +308,21 @@ class LocalCluster:
         return self
 
     def start_tracker(self) -> Daemon:
-        argv = [sys.executable, "-m", "st_py.tracker", "--root", str(self.namespace),
-                "--state-dir", str(self.data_dir / "tracker"), "--port", str(self.tracker_port),
-                "--announce-interval", str(self.announce_interval), "--metrics-port", str(self.metrics_port)]
+        argv = [
+            sys.executable,
+            "-m",
+            "st_py.tracker",
+            "--root",
+            str(self.namespace),
+            "--state-dir",
+            str(self.data_dir / "tracker"),
+            "--port",
+            str(self.tracker_port),
+            "--announce-interval",
+            str(self.announce_interval),
+            "--metrics-port",
+            str(self.metrics_port),
+        ]
         if self.auth:
             argv += ["--key-file", str(self.key_file), "--capability-ttl", str(self.capability_ttl)]
         if self.users_file:
@@ -317,16 +336,20 @@ class LocalCluster:
             if self.tls or self.mutual_tls:  # the trackers check each other's certificate (the local CA's)
                 argv += ["--tracker-ca", str(self.tls_dir / "ca.pem")]
                 if self.mutual_tls:  # any client certificate of the CA will do: the peers'
-                    argv += ["--tracker-cert", str(self.tls_dir / "peer.pem"),
-                             "--tracker-key", str(self.tls_dir / "peer.key")]
+                    argv += [
+                        "--tracker-cert",
+                        str(self.tls_dir / "peer.pem"),
+                        "--tracker-key",
+                        str(self.tls_dir / "peer.key"),
+                    ]
         if self.netns:  # reachable from the peers' namespaces too
             argv += ["--host", "0.0.0.0"]
         argv += self.tracker_args
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent),
-                                             env.get("PYTHONPATH", "")])
-        self.tracker = Daemon("tracker", argv, self.data_dir / "logs" / "tracker.log", env=env,
-                              die_with_parent=self.die_with_parent)
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
+        self.tracker = Daemon(
+            "tracker", argv, self.data_dir / "logs" / "tracker.log", env=env, die_with_parent=self.die_with_parent
+        )
         self.tracker_port = int(self.tracker.addr.rsplit(":", 1)[1])  # same ports after a restart
         if self.tracker.metrics_addr:
             self.metrics_port = int(self.tracker.metrics_addr.rsplit(":", 1)[1])
@@ -342,16 +365,29 @@ class LocalCluster:
         if self.netns:
             prefix = ["ip", "netns", "exec", self._namespaces().namespace(i)]
             tracker = f"{self._namespaces().host_ip(i)}:{self.tracker_port}"
-        argv = [*prefix, find_peer_binary(), "--data", str(self.data_dir / "peers" / f"peer-{i}"),
-                "--port", str(port), "--namespace", str(self.namespace),
-                *(["--host", self.peer_host(i)] if self.hosts or self.netns else []),
-                "--tracker", tracker, "--announce-interval", str(self.announce_interval),
-                "--metrics-port", "0",
-                *(["--domain", self.domains[i]] if i < len(self.domains) and self.domains[i] else []),
-                *(["--key-file", str(self.key_file)] if self.auth else []), *self._peer_tls_args(), *self.peer_args,
-                *extra_args]
-        d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log",
-                   die_with_parent=self.die_with_parent)
+        argv = [
+            *prefix,
+            find_peer_binary(),
+            "--data",
+            str(self.data_dir / "peers" / f"peer-{i}"),
+            "--port",
+            str(port),
+            "--namespace",
+            str(self.namespace),
+            *(["--host", self.peer_host(i)] if self.hosts or self.netns else []),
+            "--tracker",
+            tracker,
+            "--announce-interval",
+            str(self.announce_interval),
+            "--metrics-port",
+            "0",
+            *(["--domain", self.domains[i]] if i < len(self.domains) and self.domains[i] else []),
+            *(["--key-file", str(self.key_file)] if self.auth else []),
+            *self._peer_tls_args(),
+            *self.peer_args,
+            *extra_args,
+        ]
+        d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log", die_with_parent=self.die_with_parent)
         self.peers[i] = d
         return d
 
@@ -448,12 +484,20 @@ class LocalCluster:
             t.close()
 
     def _write_cluster_file(self) -> None:
-        info = {"tracker": self.tracker_addr, "peers": self.peer_addrs, "namespace": str(self.namespace),
-                "pid": os.getpid(), "tls": list(self.client_tls),
-                "status": self.tracker.metrics_addr if self.tracker is not None else None}
+        info = {
+            "tracker": self.tracker_addr,
+            "peers": self.peer_addrs,
+            "namespace": str(self.namespace),
+            "pid": os.getpid(),
+            "tls": list(self.client_tls),
+            "status": self.tracker.metrics_addr if self.tracker is not None else None,
+        }
         (self.data_dir / CLUSTER_FILE).write_text(json.dumps(info, indent=1))
-        layout = {"tracker": self.tracker_port, "metrics": self.metrics_port,
-                  "peers": [int(a.rsplit(":", 1)[1]) for a in self.peer_addrs]}
+        layout = {
+            "tracker": self.tracker_port,
+            "metrics": self.metrics_port,
+            "peers": [int(a.rsplit(":", 1)[1]) for a in self.peer_addrs],
+        }
         (self.data_dir / "layout.json").write_text(json.dumps(layout))
 
     def _last_layout(self) -> dict:

@@ -186,8 +186,10 @@ class RecordTooLargeError(StoreTorrentError, ValueError):
     """
 
     def __init__(self, name: str, size: int, limit: int):
-        super().__init__(f"record {name[:80]!r} has {size:,} bytes, over the record limit of {limit:,}: store it "
-                         "with put() or put_object(), which stripe it (storetorrent put does), not queue_put()")
+        super().__init__(
+            f"record {name[:80]!r} has {size:,} bytes, over the record limit of {limit:,}: store it "
+            "with put() or put_object(), which stripe it (storetorrent put does), not queue_put()"
+        )
         self.name, self.size, self.limit = name, size, limit
 
 
@@ -208,8 +210,15 @@ class ChecksumError(StoreTorrentError):
         The CRC-32C the record was stored with and the one of the bytes read.
     """
 
-    def __init__(self, message: str, record: str = "", file: str = "", path: str = "",
-                 expected: int | None = None, actual: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        record: str = "",
+        file: str = "",
+        path: str = "",
+        expected: int | None = None,
+        actual: int | None = None,
+    ):
         super().__init__(message)
         self.record, self.file, self.path = record, file, path
         self.expected, self.actual = expected, actual

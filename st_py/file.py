@@ -17,32 +17,62 @@ import functools
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from collections.abc import Callable
-
+from dataclasses import dataclass, field
 
 from . import capability
 from ._proto import tracker_pb2 as pb
-from .errors import (BadNameError, NotEnoughPeersError, PeerError, RecordTooLargeError,
-                     LeaseLostError, PeerUnavailableError, RecordExistsError, RecordNotFoundError,
-                     StoreTorrentError, TrackerMovedError, TrackerUnavailableError,
-                     PermissionDeniedError, QueuedOperationsError, QuotaExceededError)
-from .group_commit import GroupCommitter
-from .pending import Pending
-from .local_reads import LocalReadsMixin
-from .reader import ReaderMixin
-from .striping import STRIPE_THRESHOLD, ObjectsMixin
-from .versions import VersionsMixin
+from .errors import (
+    BadNameError,
+    LeaseLostError,
+    NotEnoughPeersError,
+    PeerError,
+    PeerUnavailableError,
+    PermissionDeniedError,
+    QueuedOperationsError,
+    QuotaExceededError,
+    RecordExistsError,
+    RecordNotFoundError,
+    RecordTooLargeError,
+    StoreTorrentError,
+    TrackerMovedError,
+    TrackerUnavailableError,
+)
 from .getlocal import LocalRecord, local_addresses
+from .group_commit import GroupCommitter
 from .infofile import STRIPE_PREFIX, VERSION_PREFIX, InfofileReader, ObjectMeta, RecordMeta, stripe_name
-from .placement import (DomainShortfall, choose_holders, choose_spare, domain_count, hash_holders, hash_spare,
-                        local_first_holders, peer_domain, pick_local_peer, shares_domain)
-from .protocol import (FLAG_ASYNC, FLAG_MORE, MAX_NAME, ErrorCode, crc32c, encode_delete, encode_delete_file,
-                       put_chain_prefix, put_prefix)
+from .local_reads import LocalReadsMixin
+from .pending import Pending
+from .placement import (
+    DomainShortfall,
+    choose_holders,
+    choose_spare,
+    domain_count,
+    hash_holders,
+    hash_spare,
+    local_first_holders,
+    peer_domain,
+    pick_local_peer,
+    shares_domain,
+)
+from .protocol import (
+    FLAG_ASYNC,
+    FLAG_MORE,
+    MAX_NAME,
+    ErrorCode,
+    crc32c,
+    encode_delete,
+    encode_delete_file,
+    put_chain_prefix,
+    put_prefix,
+)
+from .reader import ReaderMixin
 from .record_format import written_schema
 from .replication import is_async, is_chain
+from .striping import STRIPE_THRESHOLD, ObjectsMixin
 from .tracker_client import TrackerClient
 from .transport import Transport
+from .versions import VersionsMixin
 
 log = logging.getLogger("storetorrent.client")
 
@@ -57,8 +87,10 @@ def _name_bytes(name: str) -> bytes:
     try:
         b = name.encode("utf-8")
     except UnicodeEncodeError:
-        raise BadNameError(f"record name {name[:80]!r} is not valid UTF-8 (the infofile keeps names as "
-                           "UTF-8 text); decode it first, e.g. bytes.hex() or base64") from None
+        raise BadNameError(
+            f"record name {name[:80]!r} is not valid UTF-8 (the infofile keeps names as "
+            "UTF-8 text); decode it first, e.g. bytes.hex() or base64"
+        ) from None
     if not b or len(b) > MAX_NAME or b"\x00" in b:
         raise BadNameError(f"record name must be 1 to {MAX_NAME} bytes without NUL: {name[:80]!r}")
     return b
@@ -94,10 +126,18 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
     :meth:`Client.open` to get one; close it (or use ``with``) to commit the
     last group of records."""
 
-    def __init__(self, tracker: TrackerClient, info: pb.FileInfo, depth: int = DEFAULT_DEPTH,
-                 group_size: int = DEFAULT_GROUP, blocksize: int | None = None,
-                 timeout: float = 30.0, infofile_path: str | None = None, stage: bool = False,
-                 prefer_peer: str | None = None):
+    def __init__(
+        self,
+        tracker: TrackerClient,
+        info: pb.FileInfo,
+        depth: int = DEFAULT_DEPTH,
+        group_size: int = DEFAULT_GROUP,
+        blocksize: int | None = None,
+        timeout: float = 30.0,
+        infofile_path: str | None = None,
+        stage: bool = False,
+        prefer_peer: str | None = None,
+    ):
         self._tracker = tracker
         # stage: acknowledged records are kept for one atomic commit by the
         # caller (staged_commits / Client.commit_staged) instead of being
@@ -127,8 +167,16 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         self.domain_shortfall = DomainShortfall()
         self._puts_inflight = 0
         self._gets_inflight = 0
-        self._committer = GroupCommitter(self._ftracker, self.name, self.file_id, group_size, self._commit_failed,
-                                         stage=stage, lease=self._lease_for_commit, relocate=self._relocate)
+        self._committer = GroupCommitter(
+            self._ftracker,
+            self.name,
+            self.file_id,
+            group_size,
+            self._commit_failed,
+            stage=stage,
+            lease=self._lease_for_commit,
+            relocate=self._relocate,
+        )
         # appending to a file that has records: check names up front (write-once)
         self._check_names = info.records > 0
         self._errors: deque[tuple[str, Exception]] = deque()
@@ -228,7 +276,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         """Refuse a write the tracker did not allow, before any data moves."""
         if self.info.capability_ops and not self.info.capability_ops & capability.WRITE:
             raise (QuotaExceededError if "quota" in self.info.write_denied else PermissionDeniedError)(
-                self.info.write_denied or f"no write permission on {self.name}")
+                self.info.write_denied or f"no write permission on {self.name}"
+            )
 
     def _renew_capability(self) -> None:
         """Renew the capability when a third of its lifetime is left
@@ -318,7 +367,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         if len(live) < self.copies:
             raise NotEnoughPeersError(
                 f"file {self.name} (class {self.replication}) needs {self.copies} live peers, "
-                f"{len(live)} of {len(self.peers)} are usable; start peers or wait for them to announce")
+                f"{len(live)} of {len(self.peers)} are usable; start peers or wait for them to announce"
+            )
         if self._hash_placement:
             return hash_holders(self.file_id, name, self._peer_ids, self.copies, set(live), self._spread)
         local = self._writer_peer(live)
@@ -338,11 +388,19 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             return
         live = self._write_targets()
         if s.note(name, holders, self.domains, live):
-            log.log(logging.WARNING if self._spread is not None else logging.INFO,
-                    "file %s: copies of record %r share failure domain %s: its %d usable peers span %d failure "
-                    "domain(s) and class %s needs %d, so copies are on distinct peers only (the count: "
-                    "StFile.domain_shortfall; docs/replication.md, \"Failure domains\")", self.name, name, s.domain,
-                    len(live), s.domains, self.replication, self.copies)
+            log.log(
+                logging.WARNING if self._spread is not None else logging.INFO,
+                "file %s: copies of record %r share failure domain %s: its %d usable peers span %d failure "
+                "domain(s) and class %s needs %d, so copies are on distinct peers only (the count: "
+                'StFile.domain_shortfall; docs/replication.md, "Failure domains")',
+                self.name,
+                name,
+                s.domain,
+                len(live),
+                s.domains,
+                self.replication,
+                self.copies,
+            )
 
     def _writer_peer(self, live: list[int]) -> int | None:
         """The peer on this writer's node that takes copy rank 0 of records
@@ -355,12 +413,20 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         if self._local_peer not in live:  # first use, or this writer's node went away
             if self._local_hosts is None:
                 self._local_hosts = local_addresses() if self.placement == "local-first" else set()
-            self._local_peer = pick_local_peer({i: self._addr(i) for i in self.peers}, live,
-                                               self._local_hosts, self._prefer_peer)
+            self._local_peer = pick_local_peer(
+                {i: self._addr(i) for i in self.peers}, live, self._local_hosts, self._prefer_peer
+            )
         return self._local_peer
 
-    def queue_put(self, name: str, data: bytes, callback: Callable[[str, Exception | None], None] | None = None,
-                  *, replace: bool = False, _holders: list[int] | None = None) -> Pending:
+    def queue_put(
+        self,
+        name: str,
+        data: bytes,
+        callback: Callable[[str, Exception | None], None] | None = None,
+        *,
+        replace: bool = False,
+        _holders: list[int] | None = None,
+    ) -> Pending:
         """Queue a PUT of record ``name`` and return at once (paper 3.2).
 
         Blocks only while ``depth`` records are in flight. The record is
@@ -404,23 +470,33 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         if len(data) > STRIPE_THRESHOLD and _holders is None:
             raise RecordTooLargeError(name, len(data), STRIPE_THRESHOLD)
         if name.startswith(STRIPE_PREFIX) and _holders is None:
-            raise BadNameError(f"record names starting with {STRIPE_PREFIX!r} hold the stripes of objects: "
-                               f"use another name for {name[:80]!r} (docs/striping.md)")
+            raise BadNameError(
+                f"record names starting with {STRIPE_PREFIX!r} hold the stripes of objects: "
+                f"use another name for {name[:80]!r} (docs/striping.md)"
+            )
         if name.startswith(VERSION_PREFIX):
-            raise BadNameError(f"record names starting with {VERSION_PREFIX!r} hold the versions of replaced "
-                               f"records: use another name for {name[:80]!r} (docs/infofile.md)")
+            raise BadNameError(
+                f"record names starting with {VERSION_PREFIX!r} hold the versions of replaced "
+                f"records: use another name for {name[:80]!r} (docs/infofile.md)"
+            )
         stored_as = ""
         if replace:
             if len(name_b) > MAX_NAME - 64:
-                raise BadNameError(f"record name {name[:80]!r} is too long to be replaced: at most "
-                                   f"{MAX_NAME - 64} bytes (a version's name adds up to 64)")
+                raise BadNameError(
+                    f"record name {name[:80]!r} is too long to be replaced: at most "
+                    f"{MAX_NAME - 64} bytes (a version's name adds up to 64)"
+                )
             if self._infofile().object(name) is not None:
-                raise BadNameError(f"{name!r} is a striped object: objects cannot be replaced; delete it and "
-                                   "put it again (docs/striping.md)")
+                raise BadNameError(
+                    f"{name!r} is a striped object: objects cannot be replaced; delete it and "
+                    "put it again (docs/striping.md)"
+                )
             stored_as = self._version_key(name)
         elif self._check_names and self._infofile().exists(name):
-            raise RecordExistsError(f"record {name!r} is already committed in {self.name}: records are "
-                                    "write-once; delete it first or use another name")
+            raise RecordExistsError(
+                f"record {name!r} is already committed in {self.name}: records are "
+                "write-once; delete it first or use another name"
+            )
         data = bytes(data) if not isinstance(data, bytes) else data
         # the record's format and schema, of its plaintext, for the infofile:
         # scans then read no record to learn them (docs/infofile.md)
@@ -443,9 +519,19 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             shared = self._block_shared
         if shared:
             self._note_domains(name, holders)
-        op = _PutOp(name, name_b, data, len(data), crc32c(data), holders, future=Pending(self, name),
-                    callback=callback, stored_as=stored_as, key_b=stored_as.encode("utf-8") if stored_as else name_b,
-                    schema=schema)
+        op = _PutOp(
+            name,
+            name_b,
+            data,
+            len(data),
+            crc32c(data),
+            holders,
+            future=Pending(self, name),
+            callback=callback,
+            stored_as=stored_as,
+            key_b=stored_as.encode("utf-8") if stored_as else name_b,
+            schema=schema,
+        )
         self._puts_inflight += 1
         if self._chain:
             self._send_chain(op)
@@ -464,7 +550,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         self._transport.send(
             addr,
             lambda seq: [put_prefix(seq, self.file_id, rank, op.crc, op.key_b, len(op.data)), op.data],
-            lambda fr, exc: self._copy_done(op, rank, idx, exc))
+            lambda fr, exc: self._copy_done(op, rank, idx, exc),
+        )
 
     def _send_chain(self, op: _PutOp) -> None:
         """One PUT_CHAIN to the rank-0 holder, which forwards the record
@@ -473,9 +560,9 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         flags = FLAG_ASYNC if self._async else 0
         self._transport.send(
             self._addr(op.peers[0]),
-            lambda seq: [put_chain_prefix(seq, self.file_id, 0, op.crc, op.key_b, hops, len(op.data), flags),
-                         op.data],
-            lambda fr, exc: self._chain_done(op, fr, exc))
+            lambda seq: [put_chain_prefix(seq, self.file_id, 0, op.crc, op.key_b, hops, len(op.data), flags), op.data],
+            lambda fr, exc: self._chain_done(op, fr, exc),
+        )
 
     def _chain_done(self, op: _PutOp, fr, exc: Exception | None) -> None:
         if op.failed or op.finished:
@@ -501,10 +588,11 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
                     self._copy_stored(op, rank)
             addr = self._addr(op.peers[broken])
             assert isinstance(exc, PeerError)
-            err: Exception = (PeerUnavailableError(addr, f"copy {broken} of {op.name!r} forwarded by "
-                                                         f"{exc.peer}: {exc.message}")
-                              if exc.code in (ErrorCode.PEER_UNREACHABLE, ErrorCode.TIMEOUT)
-                              else PeerError(exc.code, exc.message, addr, exc.seq))
+            err: Exception = (
+                PeerUnavailableError(addr, f"copy {broken} of {op.name!r} forwarded by {exc.peer}: {exc.message}")
+                if exc.code in (ErrorCode.PEER_UNREACHABLE, ErrorCode.TIMEOUT)
+                else PeerError(exc.code, exc.message, addr, exc.seq)
+            )
             self._copy_done(op, broken, op.peers[broken], err)
             start = broken + 1
         elif 0 not in op.acked:  # copy rank 0 itself failed, or its connection did
@@ -539,8 +627,9 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             op.data = b""  # every copy is stored: memory stays bounded by depth x size
             self._puts_inflight -= 1
 
-    def _spare(self, name: str, usable: list[int], holders: list[int],
-               apart_from: list[int] | None = None) -> int | None:
+    def _spare(
+        self, name: str, usable: list[int], holders: list[int], apart_from: list[int] | None = None
+    ) -> int | None:
         """A peer to take over a failed copy (paper 4.3), holding none of
         ``holders`` and, among those, apart by failure domain from
         ``apart_from`` (the holders that keep their copies; default
@@ -573,8 +662,9 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             self._copy_stored(op, rank)
             return
         retry = isinstance(exc, PeerUnavailableError) or (
-            isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR,
-                                                        ErrorCode.BUSY, ErrorCode.TIMEOUT))
+            isinstance(exc, PeerError)
+            and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR, ErrorCode.BUSY, ErrorCode.TIMEOUT)
+        )
         if retry:
             # Dynamic failure (paper 4.3): put this copy on a peer that holds no copy.
             # A full or failing disk takes the peer out of this file's writes; a
@@ -586,7 +676,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
                 return
             exc = NotEnoughPeersError(
                 f"record {op.name!r}: copy {rank} failed ({exc}) and no other live peer can take it; "
-                f"class {self.replication} needs {self.copies} live peers")
+                f"class {self.replication} needs {self.copies} live peers"
+            )
         elif isinstance(exc, PeerError) and exc.code == ErrorCode.EXISTS:
             if not self._infofile().exists(op.name) or op.acknowledged:
                 # An uncommitted copy with other content, left by a crashed
@@ -595,8 +686,10 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
                 op.refused.add(idx)
                 if self._fail_over(op, rank, [i for i in self._write_targets() if i not in op.refused]):
                     return
-            exc = RecordExistsError(f"record {op.name!r} already exists on peer {exc.peer}: records are "
-                                    "write-once; delete it first (f.delete(name)) or use another name")
+            exc = RecordExistsError(
+                f"record {op.name!r} already exists on peer {exc.peer}: records are "
+                "write-once; delete it first (f.delete(name)) or use another name"
+            )
         if op.acknowledged:
             # An async record is committed with this copy pending: repair
             # stores it (storetorrent repair, docs/replication.md).
@@ -659,8 +752,10 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         """
         if len(data) > STRIPE_THRESHOLD:
             if replace:
-                raise BadNameError(f"{name!r}: data over {STRIPE_THRESHOLD} bytes is a striped object, and "
-                                   "objects cannot be replaced; delete it and put it again")
+                raise BadNameError(
+                    f"{name!r}: data over {STRIPE_THRESHOLD} bytes is a striped object, and "
+                    "objects cannot be replaced; delete it and put it again"
+                )
             self.put_object(name, data)
             return
         self.queue_put(name, data, replace=replace).result()
@@ -694,8 +789,9 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             if len({id(e) for _, e in errs}) == 1:  # one failure, or one commit that failed a group
                 raise errs[0][1]
             more = f" (and {len(errs) - 5} more)" if len(errs) > 5 else ""
-            raise QueuedOperationsError(f"{len(errs)} queued operations failed: " +
-                                        "; ".join(f"{n!r}: {e}" for n, e in errs[:5]) + more, errs)
+            raise QueuedOperationsError(
+                f"{len(errs)} queued operations failed: " + "; ".join(f"{n!r}: {e}" for n, e in errs[:5]) + more, errs
+            )
 
     # -- DELETE ---------------------------------------------------------------
     def delete(self, name: str) -> None:
@@ -717,8 +813,9 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             self._file_tracker_call("delete", self.name, self.file_id, records=[name])
             for i in range(obj.stripes):
                 self._delete_copies(stripe_name(name, i))
-            self._file_tracker_call("delete", self.name, self.file_id,
-                                    records=[stripe_name(name, i) for i in range(obj.stripes)])
+            self._file_tracker_call(
+                "delete", self.name, self.file_id, records=[stripe_name(name, i) for i in range(obj.stripes)]
+            )
             return
         if self._delete_copies(name) is None:
             raise RecordNotFoundError(f"no record {name!r} in {self.name}")
@@ -727,13 +824,19 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         """DELETE on every holder of ``name`` (every live peer if it is not
         committed), then its commit. Returns None if nobody knew it. A
         replaced record's older versions are left to the scrubber."""
-        meta = self._infofile().lookup(name)
-        name_b = _name_bytes(meta.key if meta is not None else name)
-        targets = [i for i in (meta.peers if meta else self.peers) if self._usable(i)]
+        info = self._infofile()
+        meta = info.lookup(name)
+        key = meta.key if meta is not None else name
+        targets = [(key, i) for i in (meta.peers if meta else self.peers) if self._usable(i)]
+        if meta is not None:  # its older versions and moved copies go with it
+            targets += [(k, i) for k, i in info.superseded_copies(name) if self._usable(i) and (k, i) not in targets]
         results: dict[int, Exception | None] = {}
-        for idx in targets:
-            self._transport.send(self._addr(idx), lambda seq: [encode_delete(seq, self.file_id, name_b)],
-                                 functools.partial(_store_result, results, idx))
+        for n, (k, idx) in enumerate(targets):
+            self._transport.send(
+                self._addr(idx),
+                functools.partial(_encode_delete, file_id=self.file_id, name=_name_bytes(k)),
+                functools.partial(_store_result, results, n),
+            )
         self._transport.wait(lambda: len(results) == len(targets))
         found = any(e is None for e in results.values())
         for e in results.values():
@@ -799,12 +902,15 @@ def _store_result(results: dict, key, fr, exc) -> None:
     results[key] = exc
 
 
+def _encode_delete(seq: int, file_id: int, name: bytes) -> list:
+    return [encode_delete(seq, file_id, name)]
+
+
 def delete_file_on_peers(transport: Transport, file_id: int, addrs: list[str], timeout: float = 30.0) -> dict:
     """Send DELETE_FILE to every peer in ``addrs``; returns {addr: error or None}."""
     results: dict[str, Exception | None] = {}
     for a in addrs:
-        transport.send(a, lambda seq: [encode_delete_file(seq, file_id)],
-                       functools.partial(_store_result, results, a))
+        transport.send(a, lambda seq: [encode_delete_file(seq, file_id)], functools.partial(_store_result, results, a))
     transport.wait(lambda: len(results) == len(addrs), timeout=timeout)
     return results
 

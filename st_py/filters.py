@@ -116,8 +116,11 @@ def load_key(key: bytes | str | os.PathLike | None = None) -> bytes | None:
         except (UnicodeDecodeError, ValueError):
             raw = b""
     if len(raw) != KEY_BYTES:
-        raise FilterError(f"the encryption key in {where} is not {KEY_BYTES} bytes (or {2 * KEY_BYTES} hex digits); "
-                          "make one with: python -c 'import os; print(os.urandom(32).hex())'", filter="aes-256-gcm")
+        raise FilterError(
+            f"the encryption key in {where} is not {KEY_BYTES} bytes (or {2 * KEY_BYTES} hex digits); "
+            "make one with: python -c 'import os; print(os.urandom(32).hex())'",
+            filter="aes-256-gcm",
+        )
     return raw
 
 
@@ -130,8 +133,7 @@ class FilterChain:
     """The filters of one file. ``encode`` and ``decode`` are pure functions
     of (file id, record name, bytes)."""
 
-    def __init__(self, names: Sequence[str], key: bytes | None = None, file: str = "",
-                 expected_check: str = ""):
+    def __init__(self, names: Sequence[str], key: bytes | None = None, file: str = "", expected_check: str = ""):
         self.names = check_filters(names)
         self.file = file
         self._aead = None
@@ -141,10 +143,16 @@ class FilterChain:
                 raise MissingKeyError(
                     f"file {file} is encrypted (filters {','.join(self.names)}): give its key with "
                     "Client(encryption_key=...), $STORETORRENT_KEY_FILE or $STORETORRENT_ENCRYPTION_KEY",
-                    file=file, filter="aes-256-gcm")
+                    file=file,
+                    filter="aes-256-gcm",
+                )
             if expected_check and not hmac.compare_digest(key_check(key), expected_check):
-                raise WrongKeyError(f"the key given is not the key of {file} (key check {key_check(key)[:8]}..., "
-                                    f"the file's is {expected_check[:8]}...)", file=file, filter="aes-256-gcm")
+                raise WrongKeyError(
+                    f"the key given is not the key of {file} (key check {key_check(key)[:8]}..., "
+                    f"the file's is {expected_check[:8]}...)",
+                    file=file,
+                    filter="aes-256-gcm",
+                )
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
             self._aead = AESGCM(key)
@@ -189,19 +197,35 @@ class FilterChain:
                 try:
                     data = self._zd.decompress(data)  # type: ignore[union-attr]
                 except zstandard.ZstdError as e:
-                    raise FilterError(f"record {name!r} of {self.file}: not valid zstd data ({e})",
-                                      file=self.file, record=name, filter=f) from None
+                    raise FilterError(
+                        f"record {name!r} of {self.file}: not valid zstd data ({e})",
+                        file=self.file,
+                        record=name,
+                        filter=f,
+                    ) from None
             else:
                 from cryptography.exceptions import InvalidTag
 
                 if len(data) < NONCE_BYTES + 16:
-                    raise FilterError(f"record {name!r} of {self.file}: {len(data)} bytes are too few for "
-                                      "AES-256-GCM (nonce and tag)", file=self.file, record=name, filter=f)
+                    raise FilterError(
+                        f"record {name!r} of {self.file}: {len(data)} bytes are too few for "
+                        "AES-256-GCM (nonce and tag)",
+                        file=self.file,
+                        record=name,
+                        filter=f,
+                    )
                 try:
-                    data = self._aead.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:],  # type: ignore[union-attr]
-                                              self._aad(file_id, name))
+                    data = self._aead.decrypt(  # type: ignore[union-attr]
+                        data[:NONCE_BYTES],
+                        data[NONCE_BYTES:],
+                        self._aad(file_id, name),
+                    )
                 except InvalidTag:
-                    raise WrongKeyError(f"record {name!r} of {self.file} does not decrypt with the key given: "
-                                        "another key, or the stored bytes were changed",
-                                        file=self.file, record=name, filter=f) from None
+                    raise WrongKeyError(
+                        f"record {name!r} of {self.file} does not decrypt with the key given: "
+                        "another key, or the stored bytes were changed",
+                        file=self.file,
+                        record=name,
+                        filter=f,
+                    ) from None
         return data

@@ -74,16 +74,24 @@ def read_verified(path: str, size: int, record: str = "", file: str = "") -> byt
         with open(path, "rb") as fh:
             data = fh.read()
     except FileNotFoundError:
-        raise GetLocalError(f"record {record!r} of {file or 'its file'}, revealed at {path}, is gone: deleted "
-                            "during the scan or lost by the peer's disk; run the scan again") from None
+        raise GetLocalError(
+            f"record {record!r} of {file or 'its file'}, revealed at {path}, is gone: deleted "
+            "during the scan or lost by the peer's disk; run the scan again"
+        ) from None
     want = path_crc32c(path)
     got = crc32c(data)
     if len(data) != size or (want is not None and got != want):
-        raise ChecksumError(f"record {record!r} of {file or 'its file'}: the copy at {path} has {len(data)} bytes "
-                            f"and CRC-32C {got:08x}, it was stored with {size} bytes and "
-                            f"{want if want is None else format(want, '08x')}; read it by GET from another copy "
-                            "(StFile.get), and run `storetorrent repair`", record=record, file=file, path=path,
-                            expected=want, actual=got)
+        raise ChecksumError(
+            f"record {record!r} of {file or 'its file'}: the copy at {path} has {len(data)} bytes "
+            f"and CRC-32C {got:08x}, it was stored with {size} bytes and "
+            f"{want if want is None else format(want, '08x')}; read it by GET from another copy "
+            "(StFile.get), and run `storetorrent repair`",
+            record=record,
+            file=file,
+            path=path,
+            expected=want,
+            actual=got,
+        )
     return data
 
 
@@ -163,8 +171,7 @@ class GetLocalPlan:
         unavailable = self.unavailable
         if self.infofile_path and dead:  # count_unavailable is quick when too few are dead
             unavailable = count_unavailable(self.infofile_path, dead, self.copies)
-        return replace(self, ring=tuple(a for a in self.ring if a not in addrs), dead=dead,
-                       unavailable=unavailable)
+        return replace(self, ring=tuple(a for a in self.ring if a not in addrs), dead=dead, unavailable=unavailable)
 
     def check_available(self) -> None:
         """Raise :class:`RecordsUnavailableError` if records have every copy
@@ -174,7 +181,11 @@ class GetLocalPlan:
                 f"{self.unavailable} of {self.records} records of {self.file_name} are unavailable: every "
                 f"copy is on a dead peer ({len(self.dead)} dead: {', '.join(self.dead)}; class "
                 f"x{self.copies} tolerates {self.copies - 1}); restart those peers, or pass "
-                "allow_unavailable=True to read the rest", self.unavailable, self.records, self.dead)
+                "allow_unavailable=True to read the rest",
+                self.unavailable,
+                self.records,
+                self.dead,
+            )
 
 
 def count_unavailable(infofile_path: str, dead: tuple[str, ...], copies: int) -> int:
@@ -196,8 +207,10 @@ def ping_all(addrs: list[str], timeout: float = 2.0) -> dict[str, str | None]:
     result: dict[str, str | None] = {}
     try:
         for a in addrs:
+
             def cb(fr, exc, a=a):
                 result[a] = None if exc is None else str(exc)
+
             t.send(a, lambda seq: [encode_ping(seq)], cb)
         t.wait(lambda: len(result) == len(addrs), timeout=timeout + 1)
     except TimeoutError:
@@ -226,32 +239,47 @@ class _Reply:
 def _get_local_request(plan: GetLocalPlan):
     def build(seq: int) -> list:
         return [encode_get_local(seq, plan.file_id, plan.generation, plan.file_name, list(plan.ring))]
+
     return build
 
 
 RING_RETRIES = 3  # restarts of the collective with the same ring before giving up
 
 
-def reveal(peer: str, plan: GetLocalPlan, timeout: float | None = None,
-           transport: Transport | None = None, allow_unavailable: bool = False) -> list[LocalRecord]:
+def reveal(
+    peer: str,
+    plan: GetLocalPlan,
+    timeout: float | None = None,
+    transport: Transport | None = None,
+    allow_unavailable: bool = False,
+) -> list[LocalRecord]:
     """Ask ``peer`` for the records it reveals to its node (paper 3.7); see
     :func:`reveal_ring`, which also says which ring answered."""
     return reveal_ring(peer, plan, timeout, transport, allow_unavailable)[0]
 
 
-def reveal_ring(peer: str, plan: GetLocalPlan, timeout: float | None = None,
-                transport: Transport | None = None, allow_unavailable: bool = False
-                ) -> tuple[list[LocalRecord], tuple[str, ...]]:
+def reveal_ring(
+    peer: str,
+    plan: GetLocalPlan,
+    timeout: float | None = None,
+    transport: Transport | None = None,
+    allow_unavailable: bool = False,
+) -> tuple[list[LocalRecord], tuple[str, ...]]:
     """Ask ``peer`` for the records it reveals to its node (paper 3.7); see
     :func:`reveal_entries`, which gives them by column."""
     e, ring = reveal_entries(peer, plan, timeout, transport, allow_unavailable)
-    return [LocalRecord(name, path, size, rank, peer)
-            for rank, size, name, path in zip(e.ranks, e.sizes, e.names, e.paths)], ring
+    return [
+        LocalRecord(name, path, size, rank, peer) for rank, size, name, path in zip(e.ranks, e.sizes, e.names, e.paths)
+    ], ring
 
 
-def reveal_entries(peer: str, plan: GetLocalPlan, timeout: float | None = None,
-                   transport: Transport | None = None, allow_unavailable: bool = False
-                   ) -> tuple[LocalEntries, tuple[str, ...]]:
+def reveal_entries(
+    peer: str,
+    plan: GetLocalPlan,
+    timeout: float | None = None,
+    transport: Transport | None = None,
+    allow_unavailable: bool = False,
+) -> tuple[LocalEntries, tuple[str, ...]]:
     """Ask ``peer`` for the records it reveals to its node (paper 3.7), by
     column (:class:`st_py.protocol.LocalEntries`: no object per record, for
     plans of millions of records).
@@ -339,7 +367,8 @@ def check_complete(plan: GetLocalPlan, parts: list[tuple[int, tuple[str, ...]]])
         raise GetLocalError(
             f"a peer failed during the GET_LOCAL scan of {plan.file_name}: its tasks were answered by "
             f"{len(rings)} different rings ({' / '.join(','.join(r) for r in sorted(rings))}), so records "
-            "could be revealed twice or not at all; run the scan again")
+            "could be revealed twice or not at all; run the scan again"
+        )
     total = sum(n for n, _ in parts)
     if total != plan.expected:
         raise GetLocalError(
@@ -347,7 +376,8 @@ def check_complete(plan: GetLocalPlan, parts: list[tuple[int, tuple[str, ...]]])
             f"({plan.records} committed at generation {plan.generation}, {plan.unavailable} without a live "
             f"copy; peers down: {', '.join(plan.dead) or 'none'}; class x{plan.copies} tolerates "
             f"{plan.copies - 1}). A peer failed or the file changed during the scan: run it again, "
-            "or restart the peers / rebalance")
+            "or restart the peers / rebalance"
+        )
 
 
 def local_addresses() -> set[str]:
@@ -365,8 +395,7 @@ def local_addresses() -> set[str]:
         import psutil
 
         for nic in psutil.net_if_addrs().values():
-            addrs.update(a.address.split("%", 1)[0] for a in nic
-                         if a.family in (socket.AF_INET, socket.AF_INET6))
+            addrs.update(a.address.split("%", 1)[0] for a in nic if a.family in (socket.AF_INET, socket.AF_INET6))
     except (ImportError, OSError):
         pass
     return addrs

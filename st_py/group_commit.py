@@ -74,9 +74,17 @@ class GroupCommitter:
     class to keep (see ``st_py.file._PutOp``).
     """
 
-    def __init__(self, tracker, name: str, file_id: int, group_size: int,
-                 failed: Callable[[Any, Exception], None], stage: bool = False,
-                 lease: Callable[[], str] | None = None, relocate: Callable[[], Any] | None = None):
+    def __init__(
+        self,
+        tracker,
+        name: str,
+        file_id: int,
+        group_size: int,
+        failed: Callable[[Any, Exception], None],
+        stage: bool = False,
+        lease: Callable[[], str] | None = None,
+        relocate: Callable[[], Any] | None = None,
+    ):
         self._tracker, self.name, self.file_id = tracker, name, file_id
         self._lease, self._relocate = lease, relocate
         self.group_size, self._failed, self.stage = group_size, failed, stage
@@ -123,7 +131,7 @@ class GroupCommitter:
                     self.reap(block=True)
             size, nbytes = 0, 0
             seen: set = set()
-            for op in self.waiting[:max(self.group_size, MAX_GROUP)]:
+            for op in self.waiting[: max(self.group_size, MAX_GROUP)]:
                 nbytes += len(op.name_b) + 32
                 schema = getattr(op, "schema", None)
                 if schema is not None and schema not in seen:
@@ -136,8 +144,9 @@ class GroupCommitter:
             del self.waiting[:size]
             rid = uuid.uuid4().hex  # the same on every retry: the tracker applies it once
             records, schemas = _records(group)
-            fut = self._tracker.commit_async(self.name, self.file_id, records, self._lease_id(group), rid,
-                                             schemas=schemas)
+            fut = self._tracker.commit_async(
+                self.name, self.file_id, records, self._lease_id(group), rid, schemas=schemas
+            )
             self._in_flight.append((fut, group, rid))
         if self._stored and (force or len(self._stored) >= self.group_size or not self._stores_in_flight):
             stored, self._stored = self._stored, []
@@ -161,12 +170,19 @@ class GroupCommitter:
             except grpc.RpcError as e:
                 # The copies are on their peers; the infofile still says
                 # pending, and repair will find them stored (a PUT is idempotent).
-                log.warning("%s: could not report stored copies (%s); storetorrent repair will",
-                            self.name, self._tracker.map_error(e, "StoreCopies"))
+                log.warning(
+                    "%s: could not report stored copies (%s); storetorrent repair will",
+                    self.name,
+                    self._tracker.map_error(e, "StoreCopies"),
+                )
                 continue
             if reply.conflicts:
-                log.warning("%s: %d stored copies refused by the tracker: %s", self.name, len(reply.conflicts),
-                            "; ".join(reply.conflicts[:3]))
+                log.warning(
+                    "%s: %d stored copies refused by the tracker: %s",
+                    self.name,
+                    len(reply.conflicts),
+                    "; ".join(reply.conflicts[:3]),
+                )
 
     def reap(self, block: bool = False, all_: bool = False) -> None:
         """Collect finished commits (the oldest one waited for when
@@ -179,8 +195,11 @@ class GroupCommitter:
                 reply = fut.result()
             except grpc.RpcError as e:
                 exc = self._tracker.map_error(e, "Commit")
-                reply = (self._retry(group, rid, moved=isinstance(exc, TrackerMovedError))
-                         if isinstance(exc, (TrackerUnavailableError, TrackerMovedError)) else None)
+                reply = (
+                    self._retry(group, rid, moved=isinstance(exc, TrackerMovedError))
+                    if isinstance(exc, (TrackerUnavailableError, TrackerMovedError))
+                    else None
+                )
                 if reply is None:
                     for op in group:
                         self._failed(op, exc)
@@ -221,8 +240,9 @@ class GroupCommitter:
                 except TrackerUnavailableError:  # the master is down too: keep trying
                     continue
             try:
-                reply = self._tracker.commit(self.name, self.file_id, records, self._lease_id(group), rid,
-                                             schemas=schemas)
+                reply = self._tracker.commit(
+                    self.name, self.file_id, records, self._lease_id(group), rid, schemas=schemas
+                )
             except TrackerUnavailableError:
                 continue
             except TrackerMovedError:
@@ -242,8 +262,16 @@ class GroupCommitter:
         """The waiting records as plain dicts ``{"name", "size", "crc32c",
         "peer_idx", "schema"}`` (``schema``: ``(format, Arrow IPC schema)``
         or None), taken out (``stage=True``)."""
-        out = [{"name": op.name, "size": op.size, "crc32c": op.crc, "peer_idx": list(op.peers),
-                "schema": getattr(op, "schema", None)} for op in self.waiting]
+        out = [
+            {
+                "name": op.name,
+                "size": op.size,
+                "crc32c": op.crc,
+                "peer_idx": list(op.peers),
+                "schema": getattr(op, "schema", None),
+            }
+            for op in self.waiting
+        ]
         self.waiting.clear()
         return out
 
@@ -274,7 +302,15 @@ def _records(group: list) -> tuple[list, list]:
     for op, ref in zip(group, refs):
         op.commit_state = 1
         op.sent_pending = {r for r in range(len(op.peers)) if r not in op.acked}
-        out.append(pb.RecordCommit(name=op.name, size=op.size, crc32c=op.crc, peer_idx=op.peers,
-                                   pending_ranks=sorted(op.sent_pending), stored_as=getattr(op, "stored_as", ""),
-                                   schema=ref))
+        out.append(
+            pb.RecordCommit(
+                name=op.name,
+                size=op.size,
+                crc32c=op.crc,
+                peer_idx=op.peers,
+                pending_ranks=sorted(op.sent_pending),
+                stored_as=getattr(op, "stored_as", ""),
+                schema=ref,
+            )
+        )
     return out, schemas

@@ -141,28 +141,41 @@ def recover(root: Path) -> tuple[int, int]:
     return rolled, removed
 
 
-PENDING_COPIES_SQL = ("CREATE TABLE IF NOT EXISTS pending_copies(name TEXT NOT NULL, copy_rank INTEGER NOT NULL, "
-                      "peer_idx INTEGER NOT NULL, since INTEGER NOT NULL, PRIMARY KEY(name, copy_rank)) "
-                      "WITHOUT ROWID")
+PENDING_COPIES_SQL = (
+    "CREATE TABLE IF NOT EXISTS pending_copies(name TEXT NOT NULL, copy_rank INTEGER NOT NULL, "
+    "peer_idx INTEGER NOT NULL, since INTEGER NOT NULL, PRIMARY KEY(name, copy_rank)) "
+    "WITHOUT ROWID"
+)
 
 
-OBJECTS_SQL = ("CREATE TABLE IF NOT EXISTS objects(name TEXT PRIMARY KEY, size INTEGER NOT NULL, "
-               "stripe_size INTEGER NOT NULL, stripes INTEGER NOT NULL, crc32c INTEGER NOT NULL, "
-               "commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL) WITHOUT ROWID")
+OBJECTS_SQL = (
+    "CREATE TABLE IF NOT EXISTS objects(name TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+    "stripe_size INTEGER NOT NULL, stripes INTEGER NOT NULL, crc32c INTEGER NOT NULL, "
+    "commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL) WITHOUT ROWID"
+)
 
-COMMIT_REQUESTS_SQL = ("CREATE TABLE IF NOT EXISTS commit_requests(request_id TEXT PRIMARY KEY, "
-                       "generation INTEGER NOT NULL, at REAL NOT NULL) WITHOUT ROWID; "
-                       "CREATE INDEX IF NOT EXISTS commit_requests_by_time ON commit_requests(at)")
+COMMIT_REQUESTS_SQL = (
+    "CREATE TABLE IF NOT EXISTS commit_requests(request_id TEXT PRIMARY KEY, "
+    "generation INTEGER NOT NULL, at REAL NOT NULL) WITHOUT ROWID; "
+    "CREATE INDEX IF NOT EXISTS commit_requests_by_time ON commit_requests(at)"
+)
 # How long a Commit request's id is remembered: far beyond the client's retries (30 s per outage).
 COMMIT_REQUEST_TTL_S = 3600.0
 
-VERSION_COLUMNS = (("records", "version", "INTEGER NOT NULL DEFAULT 0"), ("records", "stored_as", "TEXT"),
-                   ("copy_history", "stored_as", "TEXT"), ("copy_history", "until_at", "REAL"),
-                   ("records", "schema_id", "INTEGER"), ("objects", "schema_id", "INTEGER"))
+VERSION_COLUMNS = (
+    ("records", "version", "INTEGER NOT NULL DEFAULT 0"),
+    ("records", "stored_as", "TEXT"),
+    ("copy_history", "stored_as", "TEXT"),
+    ("copy_history", "until_at", "REAL"),
+    ("records", "schema_id", "INTEGER"),
+    ("objects", "schema_id", "INTEGER"),
+)
 
-SCHEMAS_SQL = ("CREATE TABLE IF NOT EXISTS schemas(schema_id INTEGER PRIMARY KEY, format TEXT NOT NULL, "
-               "schema BLOB NOT NULL, UNIQUE(format, schema)); "
-               "CREATE INDEX IF NOT EXISTS records_by_schema ON records(schema_id)")
+SCHEMAS_SQL = (
+    "CREATE TABLE IF NOT EXISTS schemas(schema_id INTEGER PRIMARY KEY, format TEXT NOT NULL, "
+    "schema BLOB NOT NULL, UNIQUE(format, schema)); "
+    "CREATE INDEX IF NOT EXISTS records_by_schema ON records(schema_id)"
+)
 
 # The records that hold the stripes of object ``name`` (docs/striping.md);
 # names with this prefix are not user records.
@@ -239,14 +252,21 @@ class InfofileWriter:
         with self._transaction() as c:
             done: set[str] = set()
             for i in range(0, len(ids), 500):
-                chunk = ids[i:i + 500]
-                done |= {r for (r,) in c.execute("SELECT request_id FROM commit_requests WHERE request_id IN "
-                                                 f"({','.join('?' * len(chunk))})", chunk)}
+                chunk = ids[i : i + 500]
+                done |= {
+                    r
+                    for (r,) in c.execute(
+                        f"SELECT request_id FROM commit_requests WHERE request_id IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    )
+                }
             records = [r for rid, recs in jobs if not (rid and rid in done) for r in recs]
             gen, new, conflicts = self._commit(c, records)
             now = time.time()
-            c.executemany("INSERT OR IGNORE INTO commit_requests(request_id, generation, at) VALUES (?, ?, ?)",
-                          [(rid, gen, now) for rid in ids if rid not in done])
+            c.executemany(
+                "INSERT OR IGNORE INTO commit_requests(request_id, generation, at) VALUES (?, ?, ?)",
+                [(rid, gen, now) for rid in ids if rid not in done],
+            )
             c.execute("DELETE FROM commit_requests WHERE at < ?", (now - COMMIT_REQUEST_TTL_S,))
         return gen, new, conflicts, done
 
@@ -284,7 +304,7 @@ class InfofileWriter:
         existing: dict[str, tuple[int, int]] = {}
         names = [r[0] for r in records]
         for i in range(0, len(names), 500):
-            chunk = names[i:i + 500]
+            chunk = names[i : i + 500]
             q = f"SELECT name, size, crc32c FROM records WHERE name IN ({','.join('?' * len(chunk))})"
             for name, size, crc in c.execute(q, chunk):
                 existing[name] = (size, crc)
@@ -306,17 +326,28 @@ class InfofileWriter:
                     conflicts.append(Conflict(name, "already committed with other content; delete it first"))
                 continue
             existing[name] = (size, crc)  # a later duplicate in this batch (another client's
-            new_rows.append((name, size, crc, gen, now,  # request merged in) is judged against it
-                             schema_ids.get(rec[6]) if len(rec) > 6 and rec[6] else None))
+            new_rows.append(
+                (
+                    name,
+                    size,
+                    crc,
+                    gen,
+                    now,  # request merged in) is judged against it
+                    schema_ids.get(rec[6]) if len(rec) > 6 and rec[6] else None,
+                )
+            )
             for rank, p in enumerate(peer_idx):
                 (pending_rows if rank in pending else copy_rows).append((name, rank, p, gen))
         if new_rows:
-            c.executemany("INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id) "
-                          "VALUES (?, ?, ?, ?, ?, ?)", new_rows)
-            c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
-                          copy_rows)
-            c.executemany("INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
-                          pending_rows)
+            c.executemany(
+                "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                new_rows,
+            )
+            c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", copy_rows)
+            c.executemany(
+                "INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", pending_rows
+            )
         replaced = self._commit_versions(c, versions, gen, now, schema_ids) if versions else set()
         if new_rows or replaced:
             c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
@@ -325,37 +356,46 @@ class InfofileWriter:
         return gen, {r[0] for r in new_rows} | replaced, conflicts
 
     @staticmethod
-    def _commit_versions(c: sqlite3.Connection, versions: list[tuple], gen: int, now: float,
-                         schema_ids: dict) -> set[str]:
+    def _commit_versions(
+        c: sqlite3.Connection, versions: list[tuple], gen: int, now: float, schema_ids: dict
+    ) -> set[str]:
         """The new versions of :meth:`commit`, in order; returns their names."""
         done: set[str] = set()
         for rec in versions:
             name, size, crc, peer_idx, pending, stored_as = rec[:6]
             sid = schema_ids.get(rec[6]) if len(rec) > 6 and rec[6] else None
-            old = c.execute("SELECT version, coalesce(stored_as, name) FROM records WHERE name = ?",
-                            (name,)).fetchone()
+            old = c.execute("SELECT version, coalesce(stored_as, name) FROM records WHERE name = ?", (name,)).fetchone()
             if old is not None and old[1] == stored_as:
                 continue  # this version is committed: a retry
             if old is None:
-                c.execute("INSERT INTO records(name, size, crc32c, commit_seq, committed_at, version, stored_as, "
-                          "schema_id) VALUES (?, ?, ?, ?, ?, 0, ?, ?)", (name, size, crc, gen, now, stored_as, sid))
+                c.execute(
+                    "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, version, stored_as, "
+                    "schema_id) VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
+                    (name, size, crc, gen, now, stored_as, sid),
+                )
             else:
-                c.execute("INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
-                          "SELECT name, copy_rank, peer_idx, since, ?, ?, ? FROM copies WHERE name = ?",
-                          (gen, old[1], now, name))
+                c.execute(
+                    "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
+                    "SELECT name, copy_rank, peer_idx, since, ?, ?, ? FROM copies WHERE name = ?",
+                    (gen, old[1], now, name),
+                )
                 c.execute("DELETE FROM copies WHERE name = ?", (name,))
                 c.execute("DELETE FROM pending_copies WHERE name = ?", (name,))
-                c.execute("UPDATE records SET size = ?, crc32c = ?, commit_seq = ?, committed_at = ?, "
-                          "version = ?, stored_as = ?, schema_id = ? WHERE name = ?",
-                          (size, crc, gen, now, old[0] + 1, stored_as, sid, name))
+                c.execute(
+                    "UPDATE records SET size = ?, crc32c = ?, commit_seq = ?, committed_at = ?, "
+                    "version = ?, stored_as = ?, schema_id = ? WHERE name = ?",
+                    (size, crc, gen, now, old[0] + 1, stored_as, sid, name),
+                )
             for rank, p in enumerate(peer_idx):
                 table = "pending_copies" if rank in pending else "copies"
-                c.execute(f"INSERT INTO {table}(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
-                          (name, rank, p, gen))
+                c.execute(
+                    f"INSERT INTO {table}(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", (name, rank, p, gen)
+                )
             done.add(name)
         if done:
-            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('format_version', ?)",
-                      (FORMAT_VERSION_VERSIONS,))
+            c.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('format_version', ?)", (FORMAT_VERSION_VERSIONS,)
+            )
         return done
 
     def store_copies(self, stored: list[tuple]) -> tuple[int, int, list[Conflict]]:
@@ -389,16 +429,27 @@ class InfofileWriter:
                 if held.get(rank) == peer:
                     continue  # stored before: a retry
                 if rank not in pending:
-                    conflicts.append(Conflict(name, f"copy rank {rank} is not pending (record deleted, or "
-                                                    "stored elsewhere)"))
-                elif peer in held.values() or peer in {p for r, p in pending.items() if r != rank} \
-                        or not 0 <= peer < npeers:
-                    conflicts.append(Conflict(name, f"peer {peer} cannot take copy rank {rank}: it holds "
-                                                    "another copy or is not in the peerlist"))
+                    conflicts.append(
+                        Conflict(name, f"copy rank {rank} is not pending (record deleted, or stored elsewhere)")
+                    )
+                elif (
+                    peer in held.values()
+                    or peer in {p for r, p in pending.items() if r != rank}
+                    or not 0 <= peer < npeers
+                ):
+                    conflicts.append(
+                        Conflict(
+                            name,
+                            f"peer {peer} cannot take copy rank {rank}: it holds "
+                            "another copy or is not in the peerlist",
+                        )
+                    )
                 else:
                     c.execute("DELETE FROM pending_copies WHERE name = ? AND copy_rank = ?", (name, rank))
-                    c.execute("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
-                              (name, rank, peer, gen))
+                    c.execute(
+                        "INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
+                        (name, rank, peer, gen),
+                    )
                     done += 1
             if done:
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
@@ -433,14 +484,19 @@ class InfofileWriter:
                     conflicts.append(Conflict(name, "a record of that name is committed; names are write-once"))
                     continue
                 lo = stripe_name(name, 0)[:-8]
-                have = int(c.execute("SELECT count(*) FROM records WHERE name >= ? AND name < ?",
-                                     (lo, lo + "\uffff")).fetchone()[0])
+                have = int(
+                    c.execute(
+                        "SELECT count(*) FROM records WHERE name >= ? AND name < ?", (lo, lo + "\uffff")
+                    ).fetchone()[0]
+                )
                 if have != stripes or stripes != max(1, -(-size // stripe_size)):
                     conflicts.append(Conflict(name, f"{have} of its {stripes} stripes are committed"))
                     continue
-                c.execute("INSERT INTO objects(name, size, stripe_size, stripes, crc32c, commit_seq, committed_at, "
-                          "schema_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                          (name, size, stripe_size, stripes, crc, gen, now, sid))
+                c.execute(
+                    "INSERT INTO objects(name, size, stripe_size, stripes, crc32c, commit_seq, committed_at, "
+                    "schema_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (name, size, stripe_size, stripes, crc, gen, now, sid),
+                )
                 added += 1
             if added:
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
@@ -457,8 +513,9 @@ class InfofileWriter:
             c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
         return gen, removed, nbytes
 
-    def commit_replacing(self, records: list[tuple], names: list[str]
-                         ) -> tuple[int, set[str], list[Conflict], int, int]:
+    def commit_replacing(
+        self, records: list[tuple], names: list[str]
+    ) -> tuple[int, set[str], list[Conflict], int, int]:
         """In one transaction: remove the committed records and objects
         ``names`` (an object with its stripe records), then commit
         ``records`` as :meth:`commit` does. Readers see the file before or
@@ -471,15 +528,27 @@ class InfofileWriter:
         with self._transaction() as c:
             objs: list[str] = []
             for i in range(0, len(names), 500):
-                chunk = names[i:i + 500]
+                chunk = names[i : i + 500]
                 try:
-                    objs += [o for (o,) in c.execute(f"SELECT name FROM objects WHERE name IN "
-                                                     f"({','.join('?' * len(chunk))})", chunk)]
+                    objs += [
+                        o
+                        for (o,) in c.execute(
+                            f"SELECT name FROM objects WHERE name IN ({','.join('?' * len(chunk))})", chunk
+                        )
+                    ]
                 except sqlite3.OperationalError:  # a file made before striping
                     break
-            stripes = [n for (n,) in c.execute("SELECT name FROM records WHERE substr(name, 1, ?) = ?",
-                                               (len(STRIPE_PREFIX), STRIPE_PREFIX))
-                       if n[len(STRIPE_PREFIX):].rpartition("/")[0] in set(objs)] if objs else []
+            stripes = (
+                [
+                    n
+                    for (n,) in c.execute(
+                        "SELECT name FROM records WHERE substr(name, 1, ?) = ?", (len(STRIPE_PREFIX), STRIPE_PREFIX)
+                    )
+                    if n[len(STRIPE_PREFIX) :].rpartition("/")[0] in set(objs)
+                ]
+                if objs
+                else []
+            )
             removed, nbytes = self._delete(c, list(names) + stripes)
             if removed:
                 gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
@@ -493,10 +562,11 @@ class InfofileWriter:
         the caller's transaction; (records and objects removed, bytes)."""
         removed = nbytes = 0
         for i in range(0, len(names), 500):
-            chunk = names[i:i + 500]
+            chunk = names[i : i + 500]
             marks = ",".join("?" * len(chunk))
-            nbytes += int(c.execute(f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks})",
-                                    chunk).fetchone()[0])
+            nbytes += int(
+                c.execute(f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks})", chunk).fetchone()[0]
+            )
             removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
             c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
             c.execute(f"DELETE FROM pending_copies WHERE name IN ({marks})", chunk)
@@ -550,16 +620,25 @@ class InfofileWriter:
                 elif rows[rank] != old:
                     conflicts.append(Conflict(name, f"copy rank {rank} is held by peer {rows[rank]}, not {old}"))
                 elif new in rows.values() or not 0 <= new < npeers:
-                    conflicts.append(Conflict(name, f"peer {new} cannot take copy rank {rank}: it holds "
-                                                    "another copy or is not in the peerlist"))
+                    conflicts.append(
+                        Conflict(
+                            name,
+                            f"peer {new} cannot take copy rank {rank}: it holds another copy or is not in the peerlist",
+                        )
+                    )
                 else:
-                    since = c.execute("SELECT since FROM copies WHERE name = ? AND copy_rank = ?",
-                                      (name, rank)).fetchone()[0]
-                    c.execute("INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, "
-                              "until_at) SELECT ?, ?, ?, ?, ?, stored_as, ? FROM records WHERE name = ?",
-                              (name, rank, old, since, gen, time.time(), name))
-                    c.execute("UPDATE copies SET peer_idx = ?, since = ? WHERE name = ? AND copy_rank = ?",
-                              (new, gen, name, rank))
+                    since = c.execute(
+                        "SELECT since FROM copies WHERE name = ? AND copy_rank = ?", (name, rank)
+                    ).fetchone()[0]
+                    c.execute(
+                        "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, "
+                        "until_at) SELECT ?, ?, ?, ?, ?, stored_as, ? FROM records WHERE name = ?",
+                        (name, rank, old, since, gen, time.time(), name),
+                    )
+                    c.execute(
+                        "UPDATE copies SET peer_idx = ?, since = ? WHERE name = ? AND copy_rank = ?",
+                        (new, gen, name, rank),
+                    )
                     moved += 1
             if moved:
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
@@ -588,27 +667,33 @@ class InfofileWriter:
             peer_idx = {pid: idx for idx, pid in c.execute("SELECT peer_idx, peer_id FROM peers")}
             done, conflicts = 0, []
             for stored, rank, peer_id, crc in bad:
-                row = c.execute("SELECT name, crc32c, stored_as FROM records WHERE name = ? OR stored_as = ?",
-                                (stored, stored)).fetchall()
+                row = c.execute(
+                    "SELECT name, crc32c, stored_as FROM records WHERE name = ? OR stored_as = ?", (stored, stored)
+                ).fetchall()
                 row = [r for r in row if (r[2] or r[0]) == stored]
                 idx = peer_idx.get(peer_id)
                 if not row:
                     conflicts.append(Conflict(stored, "not a committed record's current version"))
                     continue
                 name, have_crc, _ = row[0]
-                held = c.execute("SELECT peer_idx, since FROM copies WHERE name = ? AND copy_rank = ?",
-                                 (name, rank)).fetchone()
+                held = c.execute(
+                    "SELECT peer_idx, since FROM copies WHERE name = ? AND copy_rank = ?", (name, rank)
+                ).fetchone()
                 if held is None or idx is None or held[0] != idx:
                     conflicts.append(Conflict(name, f"copy rank {rank} is not committed to peer {peer_id}"))
                 elif (have_crc & 0xFFFFFFFF) != (crc & 0xFFFFFFFF):
                     conflicts.append(Conflict(name, "the record was stored with another CRC-32C"))
                 else:
-                    c.execute("INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as) "
-                              "SELECT ?, ?, ?, ?, ?, stored_as FROM records WHERE name = ?",
-                              (name, rank, idx, held[1], gen, name))
+                    c.execute(
+                        "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as) "
+                        "SELECT ?, ?, ?, ?, ?, stored_as FROM records WHERE name = ?",
+                        (name, rank, idx, held[1], gen, name),
+                    )
                     c.execute("DELETE FROM copies WHERE name = ? AND copy_rank = ?", (name, rank))
-                    c.execute("INSERT OR REPLACE INTO pending_copies(name, copy_rank, peer_idx, since) "
-                              "VALUES (?, ?, ?, ?)", (name, rank, idx, gen))
+                    c.execute(
+                        "INSERT OR REPLACE INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
+                        (name, rank, idx, gen),
+                    )
                     done += 1
             if done:
                 c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
@@ -647,8 +732,9 @@ def _schema_ids(c: sqlite3.Connection, rows: list[tuple], at: int) -> dict[tuple
     out: dict[tuple[str, bytes], int] = {}
     for fmt, blob in keys:
         c.execute("INSERT OR IGNORE INTO schemas(format, schema) VALUES (?, ?)", (fmt, blob))
-        out[(fmt, blob)] = int(c.execute("SELECT schema_id FROM schemas WHERE format = ? AND schema = ?",
-                                         (fmt, blob)).fetchone()[0])
+        out[(fmt, blob)] = int(
+            c.execute("SELECT schema_id FROM schemas WHERE format = ? AND schema = ?", (fmt, blob)).fetchone()[0]
+        )
     return out
 
 
@@ -659,8 +745,9 @@ def name_stats(conn: "sqlite3.Connection | _ReadOnlyConnection") -> tuple[int, i
     after filters)."""
     lo = STRIPE_PREFIX
     hi = lo[:-1] + chr(ord(lo[-1]) + 1)
-    n, b = conn.execute("SELECT count(*) FILTER (WHERE NOT (name >= ? AND name < ?)), coalesce(sum(size), 0) "
-                        "FROM records", (lo, hi)).fetchone()
+    n, b = conn.execute(
+        "SELECT count(*) FILTER (WHERE NOT (name >= ? AND name < ?)), coalesce(sum(size), 0) FROM records", (lo, hi)
+    ).fetchone()
     try:
         n += conn.execute("SELECT count(*) FROM objects").fetchone()[0]
     except sqlite3.OperationalError:  # a file made before striping
@@ -751,8 +838,10 @@ class InfofileReader:
         if not peer_idxs:
             return {}
         marks = ",".join("?" * len(peer_idxs))
-        names = [r[0] for r in self.conn.execute(
-            f"SELECT DISTINCT name FROM copies WHERE peer_idx IN ({marks})", list(peer_idxs))]
+        names = [
+            r[0]
+            for r in self.conn.execute(f"SELECT DISTINCT name FROM copies WHERE peer_idx IN ({marks})", list(peer_idxs))
+        ]
         return self.lookup_many(names)
 
     def count_unavailable(self, dead_idxs: list[int], copies: int) -> int:
@@ -763,9 +852,13 @@ class InfofileReader:
         marks = ",".join("?" * len(dead_idxs))
         if len(dead_idxs) < copies and not self.count_pending():
             return 0  # every record has F stored copies on distinct peers
-        return int(self.conn.execute(
-            "SELECT count(*) FROM records r WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.name = r.name "
-            f"AND c.peer_idx NOT IN ({marks}))", list(dead_idxs)).fetchone()[0])
+        return int(
+            self.conn.execute(
+                "SELECT count(*) FROM records r WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.name = r.name "
+                f"AND c.peer_idx NOT IN ({marks}))",
+                list(dead_idxs),
+            ).fetchone()[0]
+        )
 
     def exists(self, name: str) -> bool:
         """A committed record or striped object of that name."""
@@ -793,14 +886,29 @@ class InfofileReader:
         whole or not at all), the same text every time (SQLite's statement
         cache keeps it prepared): the per-GET cost."""
         cols = self._version_columns()
-        rows = self.conn.execute(f"SELECT r.size, r.crc32c, c.copy_rank, c.peer_idx, {cols} FROM records r "
-                                 "JOIN copies c ON c.name = r.name WHERE r.name = ? ORDER BY c.copy_rank",
-                                 (name,)).fetchall()
+        rows = self.conn.execute(
+            f"SELECT r.size, r.crc32c, c.copy_rank, c.peer_idx, {cols} FROM records r "
+            "JOIN copies c ON c.name = r.name WHERE r.name = ? ORDER BY c.copy_rank",
+            (name,),
+        ).fetchall()
         if not rows:
             return None
         first = rows[0]
-        return RecordMeta(name, first[0], first[1], tuple(r[3] for r in rows), tuple(r[2] for r in rows),
-                          first[4], first[5])
+        return RecordMeta(
+            name, first[0], first[1], tuple(r[3] for r in rows), tuple(r[2] for r in rows), first[4], first[5]
+        )
+
+    def superseded_copies(self, name: str) -> list[tuple[str, int]]:
+        """``(stored name, peer index)`` of the copies of record ``name`` kept
+        in ``copy_history``: its older versions and copies moved off a
+        holder, left on their peers for GET_LOCAL plans of older
+        generations until the scrubber removes them (paper 4.4). Deleting
+        the record deletes them too."""
+        key = "coalesce(stored_as, name)" if self._version_columns() != "0, NULL" else "name"
+        return [
+            (str(k), int(p))
+            for k, p in self.conn.execute(f"SELECT DISTINCT {key}, peer_idx FROM copy_history WHERE name = ?", (name,))
+        ]
 
     def lookup_many(self, names: list[str]) -> dict[str, RecordMeta]:
         """:meth:`lookup` of many names. Each record's metadata comes from
@@ -809,10 +917,12 @@ class InfofileReader:
         out: dict[str, list] = {}
         cols = self._version_columns()
         for i in range(0, len(names), 500):
-            chunk = names[i:i + 500]
-            q = (f"SELECT r.name, r.size, r.crc32c, c.copy_rank, c.peer_idx, {cols} FROM records r "
-                 f"JOIN copies c ON c.name = r.name WHERE r.name IN ({','.join('?' * len(chunk))}) "
-                 "ORDER BY r.name, c.copy_rank")
+            chunk = names[i : i + 500]
+            q = (
+                f"SELECT r.name, r.size, r.crc32c, c.copy_rank, c.peer_idx, {cols} FROM records r "
+                f"JOIN copies c ON c.name = r.name WHERE r.name IN ({','.join('?' * len(chunk))}) "
+                "ORDER BY r.name, c.copy_rank"
+            )
             for name, size, crc, rank, peer, version, stored_as in self.conn.execute(q, chunk):
                 v = out.setdefault(name, [size, crc, [], [], version, stored_as])
                 v[2].append(peer)
@@ -823,8 +933,9 @@ class InfofileReader:
         """Copies of committed records not stored yet (async protocols), as
         ``(record, copy_rank, pending holder's peer_idx)``, oldest first."""
         try:
-            rows = self.conn.execute("SELECT name, copy_rank, peer_idx FROM pending_copies ORDER BY since, name "
-                                     "LIMIT ?", (limit,)).fetchall()
+            rows = self.conn.execute(
+                "SELECT name, copy_rank, peer_idx FROM pending_copies ORDER BY since, name LIMIT ?", (limit,)
+            ).fetchall()
         except sqlite3.OperationalError:  # a file made before async protocols: none pending
             return []
         metas = self.lookup_many(sorted({r[0] for r in rows}))
@@ -839,9 +950,13 @@ class InfofileReader:
     def names(self, prefix: str | None = None) -> list[str]:
         """Committed record and object names (not the stripe records), sorted."""
         p = prefix or ""
-        out = [r[0] for r in self.conn.execute(
-            "SELECT name FROM records WHERE substr(name, 1, ?) = ? ORDER BY name", (len(p), p))
-            if not r[0].startswith(STRIPE_PREFIX)]
+        out = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT name FROM records WHERE substr(name, 1, ?) = ? ORDER BY name", (len(p), p)
+            )
+            if not r[0].startswith(STRIPE_PREFIX)
+        ]
         objs = [o.name for o in self.objects() if o.name.startswith(p)]
         return sorted(out + objs) if objs else out
 
@@ -852,8 +967,9 @@ class InfofileReader:
     def object(self, name: str) -> ObjectMeta | None:
         """The striped object ``name``, or None."""
         try:
-            row = self.conn.execute("SELECT name, size, stripe_size, stripes, crc32c FROM objects WHERE name = ?",
-                                    (name,)).fetchone()
+            row = self.conn.execute(
+                "SELECT name, size, stripe_size, stripes, crc32c FROM objects WHERE name = ?", (name,)
+            ).fetchone()
         except sqlite3.OperationalError:  # a file made before striping
             return None
         return ObjectMeta(*row) if row else None
@@ -885,30 +1001,34 @@ class InfofileReader:
     def record_stat(self, name: str) -> tuple[int, int, float] | None:
         """``(size, crc32c, committed_at)`` of committed record ``name``
         (size as stored, after filters), or None."""
-        return self.conn.execute("SELECT size, crc32c, committed_at FROM records WHERE name = ?",
-                                 (name,)).fetchone()
+        return self.conn.execute("SELECT size, crc32c, committed_at FROM records WHERE name = ?", (name,)).fetchone()
 
     def records_between(self, lo: str, hi: str | None = None):
         """``(name, size, crc32c, committed_at)`` of the committed records
         with ``lo <= name < hi`` (no upper bound if None), in name order: a
         cursor (close it, or read it to the end)."""
         if hi is None:
-            return self.conn.execute("SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? "
-                                     "ORDER BY name", (lo,))
-        return self.conn.execute("SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? AND "
-                                 "name < ? ORDER BY name", (lo, hi))
+            return self.conn.execute(
+                "SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? ORDER BY name", (lo,)
+            )
+        return self.conn.execute(
+            "SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? AND name < ? ORDER BY name", (lo, hi)
+        )
 
     def any_between(self, lo: str, hi: str) -> bool:
         """Is a record named ``lo <= name < hi`` committed?"""
-        return self.conn.execute("SELECT 1 FROM records WHERE name >= ? AND name < ? LIMIT 1",
-                                 (lo, hi)).fetchone() is not None
+        return (
+            self.conn.execute("SELECT 1 FROM records WHERE name >= ? AND name < ? LIMIT 1", (lo, hi)).fetchone()
+            is not None
+        )
 
     def object_stat(self, name: str) -> tuple[int, int, float, int, int] | None:
         """``(size, crc32c, committed_at, stripes, stripe_size)`` of striped
         object ``name``, or None."""
         try:
-            return self.conn.execute("SELECT size, crc32c, committed_at, stripes, stripe_size FROM objects "
-                                     "WHERE name = ?", (name,)).fetchone()
+            return self.conn.execute(
+                "SELECT size, crc32c, committed_at, stripes, stripe_size FROM objects WHERE name = ?", (name,)
+            ).fetchone()
         except sqlite3.OperationalError:  # a file made before striping
             return None
 
@@ -946,8 +1066,10 @@ class InfofileReader:
     def has_stripes(self) -> bool:
         """Are there stripe records (of objects, committed or not)?"""
         lo, hi = STRIPE_PREFIX, STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
-        return self.conn.execute("SELECT 1 FROM records WHERE name >= ? AND name < ? LIMIT 1",
-                                 (lo, hi)).fetchone() is not None
+        return (
+            self.conn.execute("SELECT 1 FROM records WHERE name >= ? AND name < ? LIMIT 1", (lo, hi)).fetchone()
+            is not None
+        )
 
     # -- record schemas kept at write time (docs/infofile.md, "Record schemas") --
     def schema_groups(self) -> list[SchemaGroup] | None:
@@ -964,7 +1086,9 @@ class InfofileReader:
                 "  SELECT schema_id, count(*) AS n, min(name) AS first FROM records "
                 "  WHERE schema_id IS NOT NULL AND NOT (name >= ? AND name < ?) GROUP BY schema_id"
                 "  UNION ALL SELECT schema_id, count(*), min(name) FROM objects WHERE schema_id IS NOT NULL "
-                "  GROUP BY schema_id) g USING(schema_id) ORDER BY g.first", (lo, hi)).fetchall()
+                "  GROUP BY schema_id) g USING(schema_id) ORDER BY g.first",
+                (lo, hi),
+            ).fetchall()
         except sqlite3.OperationalError:  # no schemas table (yet): a file made before they were kept
             return None
         return [SchemaGroup(fmt, bytes(blob), int(n), first) for _, fmt, blob, n, first in rows]
@@ -977,9 +1101,14 @@ class InfofileReader:
         lo, hi = STRIPE_PREFIX, STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
         lim = -1 if limit is None else int(limit)
         try:
-            out = [n for (n,) in self.conn.execute(
-                "SELECT name FROM records WHERE schema_id IS NULL AND NOT (name >= ? AND name < ?) "
-                "ORDER BY name LIMIT ?", (lo, hi, lim))]
+            out = [
+                n
+                for (n,) in self.conn.execute(
+                    "SELECT name FROM records WHERE schema_id IS NULL AND NOT (name >= ? AND name < ?) "
+                    "ORDER BY name LIMIT ?",
+                    (lo, hi, lim),
+                )
+            ]
         except sqlite3.OperationalError:  # no schema_id column: nothing was kept
             return self.names()[:limit]
         try:
@@ -994,11 +1123,13 @@ class InfofileReader:
         out: dict[str, tuple[str, bytes]] = {}
         for table in ("records", "objects"):
             for i in range(0, len(names), 500):
-                chunk = names[i:i + 500]
+                chunk = names[i : i + 500]
                 try:
                     rows = self.conn.execute(
                         f"SELECT t.name, s.format, s.schema FROM {table} t JOIN schemas s USING(schema_id) "
-                        f"WHERE t.name IN ({','.join('?' * len(chunk))})", chunk)
+                        f"WHERE t.name IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    )
                 except sqlite3.OperationalError:
                     break
                 out.update((n, (fmt, bytes(blob))) for n, fmt, blob in rows)

@@ -7,13 +7,11 @@ copy; then the records revealed to this node. A mixin of
 from __future__ import annotations
 
 import time
-
 from typing import TYPE_CHECKING, Any
 
 from .errors import GetLocalError, TrackerUnavailableError
 from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
 from .infofile import STRIPE_PREFIX
-
 
 
 class LocalReadsMixin:
@@ -33,6 +31,7 @@ class LocalReadsMixin:
         def _infofile(self) -> InfofileReader: ...
         def flush(self) -> None: ...
         def refresh(self) -> None: ...
+
     def get_local_plan(self, allow_unavailable: bool = False) -> GetLocalPlan:
         """The live peerlist and commit generation for a GET_LOCAL, as plain
         data to hand to analysis tasks. Peers that do not answer a PING are
@@ -65,14 +64,25 @@ class LocalReadsMixin:
         unavailable = 0
         if dead:  # quick when fewer than F are dead and no copy is pending
             unavailable = reader.count_unavailable([p.peer_idx for p in ordered if p.addr in dead], self.copies)
-        plan = GetLocalPlan(self.name, self.file_id, generation, ring, dead, self.copies, records,
-                            unavailable, str(self.infofile_path), bytes(self.info.capability))
+        plan = GetLocalPlan(
+            self.name,
+            self.file_id,
+            generation,
+            ring,
+            dead,
+            self.copies,
+            records,
+            unavailable,
+            str(self.infofile_path),
+            bytes(self.info.capability),
+        )
         if not allow_unavailable:
             plan.check_available()
         return plan
 
-    def get_local(self, peer: str | None = None, allow_unavailable: bool = False,
-                  stripes: bool = False) -> list[LocalRecord]:
+    def get_local(
+        self, peer: str | None = None, allow_unavailable: bool = False, stripes: bool = False
+    ) -> list[LocalRecord]:
         """Records revealed to this node, as local paths (paper 3.7). The
         stripes of striped objects are left out unless ``stripes`` (see
         ``local_stripes()``).
@@ -104,8 +114,7 @@ class LocalReadsMixin:
         plan = self.get_local_plan(allow_unavailable)
         targets = [peer] if peer else [a for a in plan.ring if is_local(a)]
         if not targets:
-            raise GetLocalError(f"no live peer of {self.name} runs on this host; "
-                                f"live peers: {list(plan.ring)}")
+            raise GetLocalError(f"no live peer of {self.name} runs on this host; live peers: {list(plan.ring)}")
         out: list[LocalRecord] = []
         for a in targets:
             out.extend(reveal(a, plan, allow_unavailable=allow_unavailable))

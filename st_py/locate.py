@@ -42,5 +42,6 @@ def default_tracker() -> str:
     info = read_cluster_file(os.environ.get(DATA_ENV, "st-data"))
     if info:
         return info["tracker"]
-    raise NoTrackerError(f"no tracker address: pass tracker=..., set ${TRACKER_ENV}, "
-                         "or start a local cluster with `storetorrent up`")
+    raise NoTrackerError(
+        f"no tracker address: pass tracker=..., set ${TRACKER_ENV}, or start a local cluster with `storetorrent up`"
+    )

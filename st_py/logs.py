@@ -46,8 +46,10 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         msg = record.getMessage().replace("\r", " ").replace("\n", " ")
         lt = time.localtime(record.created)
-        line = (f"{time.strftime('%Y-%m-%d %H:%M:%S', lt)}.{int(record.msecs):03d} {level_name(record)} "
-                f"{record.name}: {msg}")
+        line = (
+            f"{time.strftime('%Y-%m-%d %H:%M:%S', lt)}.{int(record.msecs):03d} {level_name(record)} "
+            f"{record.name}: {msg}"
+        )
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         if record.stack_info:
@@ -59,8 +61,12 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: ts, level, logger, msg, extra fields, exc."""
 
     def format(self, record: logging.LogRecord) -> str:
-        out = {"ts": utc_timestamp(record.created), "level": level_name(record), "logger": record.name,
-               "msg": record.getMessage()}
+        out = {
+            "ts": utc_timestamp(record.created),
+            "level": level_name(record),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
         for k, v in vars(record).items():
             if k not in _STANDARD and k not in out:
                 out[k] = v

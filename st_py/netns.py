@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 
-
 FORWARD = "/proc/sys/net/ipv4/ip_forward"  # turned on while namespaces exist: peer to peer traffic
 
 
@@ -83,8 +82,10 @@ class NetNamespaces:
         ns, veth = self.made[i]
         self._ip("netns", "exec", ns, "ip", "link", "set", veth + "p", "up" if up else "down")
         if up:  # the default route left with the link
-            subprocess.run(["ip", "netns", "exec", ns, "ip", "route", "replace", "default", "via",
-                            self.host_ip(i)], capture_output=True)
+            subprocess.run(
+                ["ip", "netns", "exec", ns, "ip", "route", "replace", "default", "via", self.host_ip(i)],
+                capture_output=True,
+            )
 
     def destroy(self) -> None:
         """Remove every namespace made (their veth pairs go with them)."""

@@ -58,6 +58,7 @@ MAX_DOMAIN = 255  # bytes of a domain as declared (st-peer --domain)
 
 # -- failure domains ----------------------------------------------------------------
 
+
 def host_of(addr: str) -> str:
     """The host of ``host:port`` (``[v6]:port`` too), without brackets."""
     return addr.rsplit(":", 1)[0].strip("[]") if ":" in addr else addr
@@ -144,8 +145,9 @@ def farthest(cands: Iterable[int], placed: Sequence[int], domains: Mapping[int, 
     return [i for i, n in zip(cands, near) if n == best]
 
 
-def spread_holders(order: Sequence[int], copies: int, domains: Mapping[int, Domain] | None,
-                   placed: Sequence[int] = ()) -> list[int]:
+def spread_holders(
+    order: Sequence[int], copies: int, domains: Mapping[int, Domain] | None, placed: Sequence[int] = ()
+) -> list[int]:
     """``copies`` distinct peers of ``order``, each the first one in
     ``order`` whose domain is farthest from those of the peers placed before
     it (``placed``, then the ones this call picked): greedy, in copy-rank
@@ -222,8 +224,7 @@ class DomainShortfall:
     domains: int = 0
     copies: int = 0
 
-    def note(self, name: str, holders: Sequence[int], domains: Mapping[int, Domain],
-             usable: Iterable[int]) -> bool:
+    def note(self, name: str, holders: Sequence[int], domains: Mapping[int, Domain], usable: Iterable[int]) -> bool:
         """Count record ``name`` if two of its ``holders`` share a domain;
         True the first time (when the caller logs it)."""
         if not shares_domain(holders, domains):
@@ -258,8 +259,9 @@ def spread_level(holders: Sequence[int], domains: Mapping[int, Domain] | None) -
     return depth
 
 
-def choose_holders(usable: Sequence[int], copies: int, rng: random.Random | None = None,
-                   domains: Mapping[int, Domain] | None = None) -> list[int]:
+def choose_holders(
+    usable: Sequence[int], copies: int, rng: random.Random | None = None, domains: Mapping[int, Domain] | None = None
+) -> list[int]:
     """F distinct peers for a block of records, in copy-rank order.
 
     Parameters
@@ -284,8 +286,13 @@ def choose_holders(usable: Sequence[int], copies: int, rng: random.Random | None
     return spread_holders((rng or random).sample(list(usable), len(usable)), copies, domains)
 
 
-def choose_spare(usable: Sequence[int], holders: Sequence[int], rng: random.Random | None = None,
-                 domains: Mapping[int, Domain] | None = None, apart_from: Sequence[int] | None = None) -> int | None:
+def choose_spare(
+    usable: Sequence[int],
+    holders: Sequence[int],
+    rng: random.Random | None = None,
+    domains: Mapping[int, Domain] | None = None,
+    apart_from: Sequence[int] | None = None,
+) -> int | None:
     """A usable peer holding no copy of the record, to take over a failed
     copy (paper 4.3, 4.4), or None if there is none.
 
@@ -334,6 +341,7 @@ def check_policy(policy: str) -> str:
 
 # -- hash placement: rendezvous (highest-random-weight) hashing -----------------
 
+
 @functools.lru_cache(maxsize=4096)
 def _peer_hasher(file_id: int, peer_id: str) -> hashlib.blake2b:
     """BLAKE2b already fed with (file id, peer id): one copy per name."""
@@ -361,8 +369,14 @@ def hash_ranking(file_id: int, name: str, peer_ids: Mapping[int, str]) -> list[i
     return sorted(peer_ids, key=lambda i: (-hash_weight(file_id, name, peer_ids[i]), i))
 
 
-def hash_holders(file_id: int, name: str, peer_ids: Mapping[int, str], copies: int,
-                 usable: Collection[int] | None = None, domains: Mapping[int, Domain] | None = None) -> list[int]:
+def hash_holders(
+    file_id: int,
+    name: str,
+    peer_ids: Mapping[int, str],
+    copies: int,
+    usable: Collection[int] | None = None,
+    domains: Mapping[int, Domain] | None = None,
+) -> list[int]:
     """The F holders of record ``name`` under hash placement, in copy-rank
     order: the first ``copies`` peers of :func:`hash_ranking` that are in
     ``usable`` (default: all); with ``domains``, taken apart by failure
@@ -381,9 +395,15 @@ def hash_holders(file_id: int, name: str, peer_ids: Mapping[int, str], copies: i
     return spread_holders(ranked, copies, domains)
 
 
-def hash_spare(file_id: int, name: str, peer_ids: Mapping[int, str], usable: Collection[int],
-               holders: Collection[int], domains: Mapping[int, Domain] | None = None,
-               apart_from: Sequence[int] | None = None) -> int | None:
+def hash_spare(
+    file_id: int,
+    name: str,
+    peer_ids: Mapping[int, str],
+    usable: Collection[int],
+    holders: Collection[int],
+    domains: Mapping[int, Domain] | None = None,
+    apart_from: Sequence[int] | None = None,
+) -> int | None:
     """:func:`choose_spare` under hash placement: the usable peer holding no
     copy of record ``name`` that comes first in its ranking, where a reader
     without the infofile looks first; with ``domains``, the first of those
@@ -397,8 +417,14 @@ def hash_spare(file_id: int, name: str, peer_ids: Mapping[int, str], usable: Col
 
 # -- local-first placement ---------------------------------------------------------
 
-def pick_local_peer(addrs: Mapping[int, str], usable: Collection[int], local_hosts: Collection[str],
-                    prefer: str | None = None, rng: random.Random | None = None) -> int | None:
+
+def pick_local_peer(
+    addrs: Mapping[int, str],
+    usable: Collection[int],
+    local_hosts: Collection[str],
+    prefer: str | None = None,
+    rng: random.Random | None = None,
+) -> int | None:
     """The peer of the writer's own node: the usable peer at address
     ``prefer`` (``host:port``) when given, else one usable peer whose host
     is in ``local_hosts``, drawn at random (callers keep it for the whole
@@ -419,8 +445,13 @@ def pick_local_peer(addrs: Mapping[int, str], usable: Collection[int], local_hos
     return (rng or random).choice(local) if local else None
 
 
-def local_first_holders(usable: Sequence[int], copies: int, local: int | None,
-                        rng: random.Random | None = None, domains: Mapping[int, Domain] | None = None) -> list[int]:
+def local_first_holders(
+    usable: Sequence[int],
+    copies: int,
+    local: int | None,
+    rng: random.Random | None = None,
+    domains: Mapping[int, Domain] | None = None,
+) -> list[int]:
     """F distinct peers with copy rank 0 on ``local`` (the writer's node)
     and the others drawn at random from the rest (with ``domains``, apart
     from ``local``'s domain and each other's: :func:`choose_holders`);
@@ -441,6 +472,7 @@ def local_first_holders(usable: Sequence[int], copies: int, local: int | None,
 
 # -- striped objects: round-robin and asymmetric striping -----------------------------
 
+
 def is_local_stripe(index: int, local_share: float) -> bool:
     """Whether stripe ``index`` is one of the writer's under asymmetric
     striping with ``local_share`` (0..1) of the stripes local: the local
@@ -458,8 +490,15 @@ def _share_fraction(local_share: float) -> Fraction:
     return Fraction(local_share).limit_denominator(1000)
 
 
-def stripe_holders(index: int, copies: int, ring: Sequence[int], width: int, local: int | None = None,
-                   local_share: float = 1.0, domains: Mapping[int, Domain] | None = None) -> list[int]:
+def stripe_holders(
+    index: int,
+    copies: int,
+    ring: Sequence[int],
+    width: int,
+    local: int | None = None,
+    local_share: float = 1.0,
+    domains: Mapping[int, Domain] | None = None,
+) -> list[int]:
     """The F holders of stripe ``index`` of an object, in copy-rank order
     (docs/striping.md). Pure: the same arguments place the same way.
 

@@ -73,8 +73,7 @@ def frame(msg_type: int, seq: int, payload: bytes = b"", flags: int = 0) -> byte
     return HEADER.pack(12 + len(payload), msg_type, VERSION, flags, seq) + payload
 
 
-def put_prefix(seq: int, file_id: int, copy_rank: int, crc: int, name: bytes,
-               data_len: int, flags: int = 0) -> bytes:
+def put_prefix(seq: int, file_id: int, copy_rank: int, crc: int, name: bytes, data_len: int, flags: int = 0) -> bytes:
     """Everything of a PUT frame but its data, so the data can be sent as is.
 
     Returns the bytes to send before ``data_len`` bytes of record data.
@@ -83,8 +82,9 @@ def put_prefix(seq: int, file_id: int, copy_rank: int, crc: int, name: bytes,
     return HEADER.pack(12 + len(fixed) + data_len, MsgType.PUT, VERSION, flags, seq) + fixed
 
 
-def put_chain_prefix(seq: int, file_id: int, copy_rank: int, crc: int, name: bytes, hops: list[str],
-                     data_len: int, flags: int = 0) -> bytes:
+def put_chain_prefix(
+    seq: int, file_id: int, copy_rank: int, crc: int, name: bytes, hops: list[str], data_len: int, flags: int = 0
+) -> bytes:
     """Everything of a PUT_CHAIN frame but its data (docs/wire-protocol.md,
     "Chain replication"): the receiver stores ``copy_rank`` and forwards
     ``copy_rank + 1`` to ``hops[0]`` with the rest of ``hops``.
@@ -96,13 +96,18 @@ def put_chain_prefix(seq: int, file_id: int, copy_rank: int, crc: int, name: byt
     """
     if len(hops) > MAX_CHAIN_HOPS:
         raise ProtocolError(f"a chain of {len(hops)} hops (at most {MAX_CHAIN_HOPS})")
-    fixed = (struct.pack("<QBI", file_id, copy_rank, crc) + _str16(name) + struct.pack("<B", len(hops)) +
-             b"".join(_str16(h.encode("utf-8")) for h in hops))
+    fixed = (
+        struct.pack("<QBI", file_id, copy_rank, crc)
+        + _str16(name)
+        + struct.pack("<B", len(hops))
+        + b"".join(_str16(h.encode("utf-8")) for h in hops)
+    )
     return HEADER.pack(12 + len(fixed) + data_len, MsgType.PUT_CHAIN, VERSION, flags, seq) + fixed
 
 
-def encode_put(seq: int, file_id: int, copy_rank: int, name: str | bytes, data: bytes,
-               crc: int | None = None, flags: int = 0) -> bytes:
+def encode_put(
+    seq: int, file_id: int, copy_rank: int, name: str | bytes, data: bytes, crc: int | None = None, flags: int = 0
+) -> bytes:
     name_b = _to_bytes(name)
     if crc is None:
         crc = crc32c(data)
@@ -122,14 +127,12 @@ def encode_delete_file(seq: int, file_id: int) -> bytes:
 
 
 def _ring_header(file_id: int, generation: int, file_name: str, peers: list[str]) -> bytes:
-    parts = [struct.pack("<QQ", file_id, generation), _str16(_to_bytes(file_name)),
-             struct.pack("<H", len(peers))]
+    parts = [struct.pack("<QQ", file_id, generation), _str16(_to_bytes(file_name)), struct.pack("<H", len(peers))]
     parts += [_str16(_to_bytes(p)) for p in peers]
     return b"".join(parts)
 
 
-def encode_get_local(seq: int, file_id: int, generation: int, file_name: str,
-                     peers: list[str]) -> bytes:
+def encode_get_local(seq: int, file_id: int, generation: int, file_name: str, peers: list[str]) -> bytes:
     return frame(MsgType.GET_LOCAL, seq, _ring_header(file_id, generation, file_name, peers))
 
 
@@ -175,11 +178,11 @@ SCRUB_REPLY = struct.Struct("<QQQQQ")
 SCRUB_REPLY_FIELDS = ("files", "removed_uncommitted", "removed_deleted_files", "removed_tmp", "kept")
 
 
-def encode_scrub_reply(seq: int, files: int, removed_uncommitted: int, removed_deleted_files: int,
-                       removed_tmp: int, kept: int) -> bytes:
+def encode_scrub_reply(
+    seq: int, files: int, removed_uncommitted: int, removed_deleted_files: int, removed_tmp: int, kept: int
+) -> bytes:
     """The OK reply to SCRUB."""
-    return encode_ok(seq, SCRUB_REPLY.pack(files, removed_uncommitted, removed_deleted_files,
-                                           removed_tmp, kept))
+    return encode_ok(seq, SCRUB_REPLY.pack(files, removed_uncommitted, removed_deleted_files, removed_tmp, kept))
 
 
 def decode_scrub_reply(payload: bytes | bytearray | memoryview) -> dict:
@@ -201,11 +204,17 @@ def decode_scrub_reply(payload: bytes | bytearray | memoryview) -> dict:
     return dict(zip(SCRUB_REPLY_FIELDS, SCRUB_REPLY.unpack(bytes(payload))))
 
 
-def encode_ring_segment(seq: int, file_id: int, generation: int, file_name: str,
-                        peers: list[str], origin: int,
-                        entries: list[tuple[int, bytes]], flags: int = 0) -> bytes:
-    body = [_ring_header(file_id, generation, file_name, peers),
-            struct.pack("<HI", origin, len(entries))]
+def encode_ring_segment(
+    seq: int,
+    file_id: int,
+    generation: int,
+    file_name: str,
+    peers: list[str],
+    origin: int,
+    entries: list[tuple[int, bytes]],
+    flags: int = 0,
+) -> bytes:
+    body = [_ring_header(file_id, generation, file_name, peers), struct.pack("<HI", origin, len(entries))]
     for rank, name in entries:
         body.append(struct.pack("<B", rank) + _str16(_to_bytes(name)))
     return frame(MsgType.RING_SEGMENT, seq, b"".join(body), flags)
@@ -228,8 +237,7 @@ def encode_error(seq: int, code: int, message: str, peers: tuple[str, ...] | lis
     return frame(MsgType.ERROR, seq, payload)
 
 
-def encode_local_list(seq: int, entries: list[tuple[int, int, bytes, bytes]],
-                      flags: int = 0) -> bytes:
+def encode_local_list(seq: int, entries: list[tuple[int, int, bytes, bytes]], flags: int = 0) -> bytes:
     body = [struct.pack("<I", len(entries))]
     for rank, size, name, path in entries:
         body.append(struct.pack("<BQ", rank, size) + _str16(name) + _str16(path))
@@ -274,8 +282,12 @@ class LocalEntries:
     @classmethod
     def concat(cls, parts) -> "LocalEntries":
         parts = [cls.of(p) for p in parts]
-        return cls([x for p in parts for x in p.ranks], [x for p in parts for x in p.sizes],
-                   [x for p in parts for x in p.names], [x for p in parts for x in p.paths])
+        return cls(
+            [x for p in parts for x in p.ranks],
+            [x for p in parts for x in p.sizes],
+            [x for p in parts for x in p.names],
+            [x for p in parts for x in p.paths],
+        )
 
     def __len__(self) -> int:
         return len(self.names)
@@ -305,7 +317,7 @@ class _Reader:
     def take(self, n: int) -> memoryview:
         if self.pos + n > self.end:
             raise ProtocolError("payload shorter than its fields")
-        v = self.buf[self.pos:self.pos + n]
+        v = self.buf[self.pos : self.pos + n]
         self.pos += n
         return v
 
@@ -434,7 +446,7 @@ class FrameDecoder:
         fill, for ``socket.recv_into`` (one copy from the kernel, no more)."""
         if not self._big_len:
             return None
-        return memoryview(self._big)[self._big_pos:self._big_len]
+        return memoryview(self._big)[self._big_pos : self._big_len]
 
     def big_filled(self, n: int) -> list[Frame]:
         """``n`` bytes were received into :meth:`big_view`."""
@@ -474,11 +486,11 @@ class FrameDecoder:
                 if 4 + length >= self.BIG:  # switch to filling the large-frame buffer
                     if len(self._big) < 4 + length:
                         self._big = bytearray(4 + length)
-                    self._big[:n - pos] = buf[pos:n]
+                    self._big[: n - pos] = buf[pos:n]
                     self._big_len, self._big_pos = 4 + length, n - pos
                     pos = n
                 break
-            payload = memoryview(buf)[pos + HEADER_SIZE:pos + 4 + length]
+            payload = memoryview(buf)[pos + HEADER_SIZE : pos + 4 + length]
             try:
                 fields = decode_payload(t, flags, payload)
             finally:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .errors import ChecksumError, PeerError, RecordNotFoundError, RecordUnavailableError, StoreTorrentError
 from .infofile import RecordMeta
-from .placement import hash_ranking
 from .pending import Pending
+from .placement import hash_ranking
 from .protocol import ErrorCode, crc32c, encode_get
 
 log = logging.getLogger("st.client")
@@ -101,8 +101,9 @@ class ReaderMixin:
         cached = self.__dict__.get("_hot")
         if cached is not None and now - cached[0] < HOT_REFRESH_S:
             return cached[1]
-        lat = {i: v for i, (v, at) in self.__dict__.setdefault("_latency", {}).items()
-               if now - at < HOT_MEMORY_S}  # a skipped hot spot is tried again after a while
+        lat = {
+            i: v for i, (v, at) in self.__dict__.setdefault("_latency", {}).items() if now - at < HOT_MEMORY_S
+        }  # a skipped hot spot is tried again after a while
         known = sorted(lat.values())
         typical = known[len(known) // 2] if known else 0.0
         hot = frozenset(i for i, v in lat.items() if typical > 0 and v > max(HOT_FACTOR * typical, HOT_FLOOR_S))
@@ -117,8 +118,14 @@ class ReaderMixin:
             lat[idx] = (seconds, now)
         else:
             lat[idx] = (old[0] + LATENCY_ALPHA * (seconds - old[0]), now)
-    def queue_get(self, name: str, callback: Callable[[str, bytes | None, Exception | None], None] | None = None,
-                  *, stored: bool = False) -> Pending:
+
+    def queue_get(
+        self,
+        name: str,
+        callback: Callable[[str, bytes | None, Exception | None], None] | None = None,
+        *,
+        stored: bool = False,
+    ) -> Pending:
         """Queue a GET of committed record ``name`` (paper 3.6).
 
         Reads the infofile for the copies, asks one peer at a time in copy-rank
@@ -184,21 +191,30 @@ class ReaderMixin:
             self._transport.poll(0)
         return fut
 
-    def _try_get(self, name: str, meta: RecordMeta | None, order: list[int], reasons: list[tuple[str, Exception]],
-                 fut, callback, stored: bool = False) -> None:
+    def _try_get(
+        self,
+        name: str,
+        meta: RecordMeta | None,
+        order: list[int],
+        reasons: list[tuple[str, Exception]],
+        fut,
+        callback,
+        stored: bool = False,
+    ) -> None:
         """Ask the first peer of ``order``; on any error, the next one.
         ``meta`` None: a read without the infofile (hash placement), where
         NOT_FOUND only means "not on this peer"."""
         if not order:
             self._gets_inflight -= 1
-            if meta is None and all(isinstance(e, PeerError) and e.code == ErrorCode.NOT_FOUND
-                                    for _, e in reasons):
+            if meta is None and all(isinstance(e, PeerError) and e.code == ErrorCode.NOT_FOUND for _, e in reasons):
                 exc: Exception = RecordNotFoundError(
                     f"no record {name!r} in {self.name} on any of its {len(reasons)} peers (read without "
-                    "the infofile, from the record's hash holders)")
+                    "the infofile, from the record's hash holders)"
+                )
             else:
-                exc = RecordUnavailableError(f"record {name!r}: every copy failed: " +
-                                             "; ".join(f"{a}: {e}" for a, e in reasons))
+                exc = RecordUnavailableError(
+                    f"record {name!r}: every copy failed: " + "; ".join(f"{a}: {e}" for a, e in reasons)
+                )
             fut._set(exc=exc)
             if callback:
                 self._notify(name, callback, name, None, exc)

@@ -14,8 +14,8 @@ peer comes back (paper 4.5; docs/decisions.md, "A returning peer").
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from ._proto import tracker_pb2 as pb
 from .errors import BadNameError, PeerError, PeerUnavailableError
@@ -63,8 +63,9 @@ def _lost_indexes(f, lost: Iterable[str] | None) -> list[int]:
         lost = list(lost)
         unknown = [a for a in lost if a not in by_addr]
         if unknown:
-            raise BadNameError(f"not in the peerlist of {f.name}: {', '.join(unknown)}; "
-                               f"its peers are {', '.join(sorted(by_addr))}")
+            raise BadNameError(
+                f"not in the peerlist of {f.name}: {', '.join(unknown)}; its peers are {', '.join(sorted(by_addr))}"
+            )
         return sorted(by_addr[a] for a in lost)
     # Default: peers the tracker reports failed, and peers that do not answer.
     alive = [p.addr for p in f.peers.values() if p.alive]
@@ -72,8 +73,9 @@ def _lost_indexes(f, lost: Iterable[str] | None) -> list[int]:
     return sorted(i for i, p in f.peers.items() if not p.alive or answers.get(p.addr) is not None)
 
 
-def rebalance(f, lost: Iterable[str] | None = None,
-              progress: Callable[[int, int], None] | None = None) -> RebalanceReport:
+def rebalance(
+    f, lost: Iterable[str] | None = None, progress: Callable[[int, int], None] | None = None
+) -> RebalanceReport:
     """Restore F copies of every record of open file ``f`` (paper 4.4).
 
     Parameters
@@ -122,7 +124,7 @@ def rebalance(f, lost: Iterable[str] | None = None,
     names = sorted(affected)
     report.records_affected = len(names)
     for start in range(0, len(names), BATCH):
-        _rebalance_batch(f, [affected[n] for n in names[start:start + BATCH]], lost_set, usable, report)
+        _rebalance_batch(f, [affected[n] for n in names[start : start + BATCH]], lost_set, usable, report)
         if progress:
             progress(min(start + BATCH, len(names)), len(names))
     report.generation = f._infofile().generation()
@@ -155,9 +157,11 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
     def place(m, rank: int, holders: dict[int, int], tried: set[int]) -> None:
         candidates = [i for i in usable if i not in tried and f._usable(i)]
         keep = [p for r, p in holders.items() if r != rank and p not in lost_set]
-        new = (hash_spare(f.file_id, m.name, f._peer_ids, candidates, holders.values(), f._spread, keep)
-               if f._hash_placement else choose_spare(candidates, list(holders.values()), domains=f._spread,
-                                                      apart_from=keep))
+        new = (
+            hash_spare(f.file_id, m.name, f._peer_ids, candidates, holders.values(), f._spread, keep)
+            if f._hash_placement
+            else choose_spare(candidates, list(holders.values()), domains=f._spread, apart_from=keep)
+        )
         if new is None:
             report.under_replicated.append(m.name)
             return
@@ -169,18 +173,26 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
         def done(fr, exc):
             outstanding["n"] -= 1
             if exc is None:
-                moves.append(pb.CopyMove(name=m.name, copy_rank=rank, from_peer_idx=m.copies()[rank],
-                                         to_peer_idx=new, stored_as=m.stored_as or ""))
+                moves.append(
+                    pb.CopyMove(
+                        name=m.name,
+                        copy_rank=rank,
+                        from_peer_idx=m.copies()[rank],
+                        to_peer_idx=new,
+                        stored_as=m.stored_as or "",
+                    )
+                )
             elif isinstance(exc, (PeerUnavailableError, PeerError)):
                 place(m, rank, holders, tried)  # fail over to another spare (paper 4.3)
             else:
                 report.conflicts.append(f"{m.name}: {exc}")
 
         outstanding["n"] += 1
-        f._transport.send(f.peers[new].addr,
-                          lambda seq: [put_prefix(seq, f.file_id, rank, m.crc32c, name_b, len(body),
-                                                  FLAG_REPLACE), body],
-                          done)
+        f._transport.send(
+            f.peers[new].addr,
+            lambda seq: [put_prefix(seq, f.file_id, rank, m.crc32c, name_b, len(body), FLAG_REPLACE), body],
+            done,
+        )
 
     placed: list[tuple[str, dict[int, int]]] = []
     for m in metas:
@@ -202,5 +214,3 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
         report.copies_moved += reply.moved
         report.conflicts.extend(reply.conflicts)
         report.generation = reply.generation
-
-

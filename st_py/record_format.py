@@ -57,14 +57,22 @@ def __getattr__(name: str):
         return _raw_schema_blob()
     raise AttributeError(name)
 
+
 HEAD_BYTES = 8
 
 _EXTENSIONS = {
-    ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
-    ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".parq": "parquet",
+    ".arrow": "arrow",
+    ".feather": "arrow",
+    ".ipc": "arrow",
     ".arrows": "arrows",
-    ".csv": "csv", ".tsv": "csv",
-    ".json": "json", ".jsonl": "json", ".ndjson": "json",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
 }
 
 # Record names readers skip unless asked for every record (format="raw" or a
@@ -202,7 +210,7 @@ def written_object_schema(name: str, head: bytes, tail: bytes) -> tuple[str, byt
             footer = struct.unpack("<I", tail[-8:-4])[0]
             if footer + 8 > len(tail):
                 return None
-            schema = schema_of(name, pa.py_buffer(b"PAR1" + bytes(tail[-(footer + 8):])), fmt)
+            schema = schema_of(name, pa.py_buffer(b"PAR1" + bytes(tail[-(footer + 8) :])), fmt)
         elif fmt == "arrow":  # "ARROW1" and 2 bytes of padding, then the stream's schema message
             schema = pa.ipc.open_stream(pa.BufferReader(pa.py_buffer(head)[8:])).schema
         else:

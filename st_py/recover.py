@@ -100,13 +100,18 @@ class RecoveryReport:
     @property
     def complete(self) -> bool:
         """Every file restored or present, and every record readable."""
-        return all(f.outcome in ("restored", "present", "missing") and f.unreadable == 0
-                   for f in self.files) and not self.peers_failed
+        return (
+            all(f.outcome in ("restored", "present", "missing") and f.unreadable == 0 for f in self.files)
+            and not self.peers_failed
+        )
 
     def as_dict(self) -> dict:
-        return {"dry_run": self.dry_run, "peers_alive": self.peers_alive,
-                "peers_failed": [{"peer": p, "error": e} for p, e in self.peers_failed],
-                "files": [f.as_dict() for f in self.files]}
+        return {
+            "dry_run": self.dry_run,
+            "peers_alive": self.peers_alive,
+            "peers_failed": [{"peer": p, "error": e} for p, e in self.peers_failed],
+            "files": [f.as_dict() for f in self.files],
+        }
 
 
 class _PeerSession:
@@ -150,9 +155,11 @@ class _PeerSession:
                 break
             buf += data
         if len(buf) != m.size or P.crc32c(bytes(buf)) != m.crc32c:
-            raise ChecksumError(f"the mirror of file {m.file_id:016x} on {self.addr} is {len(buf):,} bytes with "
-                                f"CRC-32C {P.crc32c(bytes(buf)):08x}, listed as {m.size:,} bytes with "
-                                f"{m.crc32c:08x} (replaced during the transfer?)")
+            raise ChecksumError(
+                f"the mirror of file {m.file_id:016x} on {self.addr} is {len(buf):,} bytes with "
+                f"CRC-32C {P.crc32c(bytes(buf)):08x}, listed as {m.size:,} bytes with "
+                f"{m.crc32c:08x} (replaced during the transfer?)"
+            )
         return bytes(buf)
 
     def close(self) -> None:
@@ -180,13 +187,16 @@ def _inspect(data: bytes, m: MirrorCopy, alive_ids: set[str], max_names: int) ->
             if meta.get("format") != "storetorrent-infofile":
                 raise ValueError(f"meta.format is {meta.get('format')!r}")
             if int(meta.get("file_id", 0)) != m.file_id or int(meta.get("generation", -1)) != m.generation:
-                raise ValueError(f"it is file {int(meta.get('file_id', 0)):016x} at generation "
-                                 f"{meta.get('generation')}, listed as {m.file_id:016x} at {m.generation}")
+                raise ValueError(
+                    f"it is file {int(meta.get('file_id', 0)):016x} at generation "
+                    f"{meta.get('generation')}, listed as {m.file_id:016x} at {m.generation}"
+                )
             copies = int(meta.get("copies", 1) or 1)
             holders: dict[str, list[str]] = {}
             for name, peer_id in conn.execute(
-                    "SELECT r.name, p.peer_id FROM records r LEFT JOIN copies c ON c.name = r.name "
-                    "LEFT JOIN peers p ON p.peer_idx = c.peer_idx ORDER BY r.name"):
+                "SELECT r.name, p.peer_id FROM records r LEFT JOIN copies c ON c.name = r.name "
+                "LEFT JOIN peers p ON p.peer_idx = c.peer_idx ORDER BY r.name"
+            ):
                 holders.setdefault(name, [])
                 if peer_id is not None:
                     holders[name].append(peer_id)
@@ -196,8 +206,14 @@ def _inspect(data: bytes, m: MirrorCopy, alive_ids: set[str], max_names: int) ->
             conn.close()
     finally:
         os.unlink(tmp)
-    rec = FileRecovery(name=str(meta.get("name", "")), file_id=m.file_id, generation=m.generation,
-                       outcome="", records=len(holders), source=m.peer)
+    rec = FileRecovery(
+        name=str(meta.get("name", "")),
+        file_id=m.file_id,
+        generation=m.generation,
+        outcome="",
+        records=len(holders),
+        source=m.peer,
+    )
     for name, ids in holders.items():
         live = [p for p in ids if p in alive_ids]
         if len(live) < copies:  # a holder is not alive, or a copy was never stored (pending)
@@ -211,8 +227,13 @@ def _inspect(data: bytes, m: MirrorCopy, alive_ids: set[str], max_names: int) ->
     return rec
 
 
-def recover_from_peers(tracker: TrackerClient, key: bytes | None = None, dry_run: bool = False,
-                       max_names: int = MAX_NAMES, timeout: float = 30.0) -> RecoveryReport:
+def recover_from_peers(
+    tracker: TrackerClient,
+    key: bytes | None = None,
+    dry_run: bool = False,
+    max_names: int = MAX_NAMES,
+    timeout: float = 30.0,
+) -> RecoveryReport:
     """Rebuild the namespace from the live peers' infofile mirrors.
 
     Parameters
@@ -241,8 +262,9 @@ def recover_from_peers(tracker: TrackerClient, key: bytes | None = None, dry_run
     alive = sorted(p.addr for p in status.peers if p.alive)
     alive_ids = {p.peer_id for p in status.peers if p.alive}
     if not alive:
-        raise RecoveryError("no live peer: start the peers (and give them a minute to announce) before recovering",
-                            peers_asked=())
+        raise RecoveryError(
+            "no live peer: start the peers (and give them a minute to announce) before recovering", peers_asked=()
+        )
     token = b""
     if key is not None:
         from .capability import ADMIN, READ, mint
@@ -273,8 +295,14 @@ def recover_from_peers(tracker: TrackerClient, key: bytes | None = None, dry_run
     return RecoveryReport(files=files, peers_alive=alive, peers_failed=failed, dry_run=dry_run)
 
 
-def _recover_file(tracker: TrackerClient, sessions: dict[str, _PeerSession], copies: list[MirrorCopy],
-                  alive_ids: set[str], dry_run: bool, max_names: int) -> FileRecovery:
+def _recover_file(
+    tracker: TrackerClient,
+    sessions: dict[str, _PeerSession],
+    copies: list[MirrorCopy],
+    alive_ids: set[str],
+    dry_run: bool,
+    max_names: int,
+) -> FileRecovery:
     """Fetch the newest sound mirror of one file (trying the others in
     order of generation) and restore it."""
     errors = []
@@ -292,8 +320,14 @@ def _recover_file(tracker: TrackerClient, sessions: dict[str, _PeerSession], cop
             rec.detail += f" from {m.peer}"
         return rec
     best = copies[0]
-    return FileRecovery(name=best.name, file_id=best.file_id, generation=best.generation, outcome="failed",
-                        mirrors=len({c.peer for c in copies}), detail="; ".join(errors))
+    return FileRecovery(
+        name=best.name,
+        file_id=best.file_id,
+        generation=best.generation,
+        outcome="failed",
+        mirrors=len({c.peer for c in copies}),
+        detail="; ".join(errors),
+    )
 
 
 def key_from(path: str | os.PathLike | None) -> bytes | None:

@@ -77,12 +77,20 @@ class RepairReport:
         return not (self.pending_left or self.unavailable or self.under_replicated or self.conflicts)
 
     def as_dict(self) -> dict:
-        return {"file": self.file, "pending_found": self.pending_found, "pending_stored": self.pending_stored,
-                "pending_left": len(self.pending_left), "lost_peers": self.lost_peers,
-                "copies_restored": self.copies_restored, "unavailable": len(self.unavailable),
-                "under_replicated": len(self.under_replicated), "conflicts": len(self.conflicts),
-                "shared_domain": len(self.shared_domain),
-                "complete": self.complete, "seconds": round(self.seconds, 3)}
+        return {
+            "file": self.file,
+            "pending_found": self.pending_found,
+            "pending_stored": self.pending_stored,
+            "pending_left": len(self.pending_left),
+            "lost_peers": self.lost_peers,
+            "copies_restored": self.copies_restored,
+            "unavailable": len(self.unavailable),
+            "under_replicated": len(self.under_replicated),
+            "conflicts": len(self.conflicts),
+            "shared_domain": len(self.shared_domain),
+            "complete": self.complete,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def lost_peers(client, failed_after: float) -> set[str]:
@@ -171,8 +179,9 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
         def done(fr, exc, target=target):
             outstanding["n"] -= 1
             if exc is None:
-                stored.append(pb.CopyStored(name=meta.name, copy_rank=rank, peer_idx=target,
-                                            stored_as=meta.stored_as or ""))
+                stored.append(
+                    pb.CopyStored(name=meta.name, copy_rank=rank, peer_idx=target, stored_as=meta.stored_as or "")
+                )
             elif isinstance(exc, (PeerUnavailableError, PeerError)):
                 taken.remove(target)
                 place(meta, rank, None, taken, tried)  # another live peer (paper 4.3)
@@ -181,10 +190,11 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
 
         outstanding["n"] += 1
         # REPLACE: a stale or half-written copy of this record at the target is ours to overwrite.
-        f._transport.send(f.peers[target].addr,
-                          lambda seq: [put_prefix(seq, f.file_id, rank, meta.crc32c, name_b, len(body),
-                                                  FLAG_REPLACE), body],
-                          done)
+        f._transport.send(
+            f.peers[target].addr,
+            lambda seq: [put_prefix(seq, f.file_id, rank, meta.crc32c, name_b, len(body), FLAG_REPLACE), body],
+            done,
+        )
 
     data: dict[str, bytes] = {}
     for n, fut in reads.items():
@@ -205,8 +215,13 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
     return stored
 
 
-def repair(client, names: Iterable[str] | None = None, failed_after: float | None = DEFAULT_FAILED_AFTER_S,
-           on_report: Callable[[RepairReport], None] | None = None, report: bool = False) -> list[RepairReport]:
+def repair(
+    client,
+    names: Iterable[str] | None = None,
+    failed_after: float | None = DEFAULT_FAILED_AFTER_S,
+    on_report: Callable[[RepairReport], None] | None = None,
+    report: bool = False,
+) -> list[RepairReport]:
     """One repair pass over ``names`` (default: every file of the namespace).
 
     A file that cannot be repaired now (tracker error, too few peers) is
@@ -220,8 +235,15 @@ def repair(client, names: Iterable[str] | None = None, failed_after: float | Non
         Listing the namespace failed (default ``names`` only).
     """
     files = list(names) if names is not None else list(all_files(client))
-    return _one_pass(client, files, failed_after, "storetorrent repair", on_report,
-                     _Reporter(client if report else None, None), lambda: False)
+    return _one_pass(
+        client,
+        files,
+        failed_after,
+        "storetorrent repair",
+        on_report,
+        _Reporter(client if report else None, None),
+        lambda: False,
+    )
 
 
 def all_files(client, path: str = "/") -> Iterable[str]:
@@ -264,8 +286,12 @@ class ClusterLook:
 def look(status, failed_after: float) -> ClusterLook:
     """A :class:`ClusterLook` of a ``Client.status()`` reply; a peer failed
     for at least ``failed_after`` seconds is lost."""
-    peers = {p.peer_id: PeerLook(p.peer_id, p.addr, p.name, p.alive, p.restarts,
-                                 not p.alive and p.last_announce_age_s >= failed_after) for p in status.peers}
+    peers = {
+        p.peer_id: PeerLook(
+            p.peer_id, p.addr, p.name, p.alive, p.restarts, not p.alive and p.last_announce_age_s >= failed_after
+        )
+        for p in status.peers
+    }
     return ClusterLook(peers, status.records_pending, status.records_short)
 
 
@@ -315,10 +341,17 @@ HEARTBEAT_S = 10.0  # an idle repair service reports at least this often
 REPORT_EVERY_S = 1.0  # a running pass reports at most this often
 
 
-def watch(client, interval: float = 10.0, failed_after: float = DEFAULT_FAILED_AFTER_S,
-          names: Iterable[str] | None = None, on_report: Callable[[RepairReport], None] | None = None,
-          stop: Callable[[], bool] = lambda: False, poll: float = DEFAULT_POLL_S,
-          on_progress: Callable[[PassProgress], None] | None = None, report: bool = True) -> None:
+def watch(
+    client,
+    interval: float = 10.0,
+    failed_after: float = DEFAULT_FAILED_AFTER_S,
+    names: Iterable[str] | None = None,
+    on_report: Callable[[RepairReport], None] | None = None,
+    stop: Callable[[], bool] = lambda: False,
+    poll: float = DEFAULT_POLL_S,
+    on_progress: Callable[[PassProgress], None] | None = None,
+    report: bool = True,
+) -> None:
     """The repair service (``storetorrent repair --watch``): repair passes
     until ``stop()`` is true.
 
@@ -369,9 +402,15 @@ def watch(client, interval: float = 10.0, failed_after: float = DEFAULT_FAILED_A
             time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
 
-def _one_pass(client, names: Iterable[str] | None, failed_after: float | None, reason: str,
-              on_report: Callable[[RepairReport], None] | None, reporter: _Reporter,
-              stop: Callable[[], bool]) -> list[RepairReport]:
+def _one_pass(
+    client,
+    names: Iterable[str] | None,
+    failed_after: float | None,
+    reason: str,
+    on_report: Callable[[RepairReport], None] | None,
+    reporter: _Reporter,
+    stop: Callable[[], bool],
+) -> list[RepairReport]:
     """Repair ``names`` (default: every file), keeping ``reporter.progress``
     up to date and sending it; returns each file's report."""
     out: list[RepairReport] = []
@@ -408,9 +447,15 @@ def _one_pass(client, names: Iterable[str] | None, failed_after: float | None, r
     prog.running, prog.seconds = False, time.monotonic() - t0
     prog.passes += 1
     if prog.copies_stored or prog.copies_restored or prog.records_left:
-        log.info("repair pass (%s): %d files, %d pending copies stored, %d copies restored, %d records left, "
-                 "%.1f s", reason, prog.files_total, prog.copies_stored, prog.copies_restored, prog.records_left,
-                 prog.seconds)
+        log.info(
+            "repair pass (%s): %d files, %d pending copies stored, %d copies restored, %d records left, %.1f s",
+            reason,
+            prog.files_total,
+            prog.copies_stored,
+            prog.copies_restored,
+            prog.records_left,
+            prog.seconds,
+        )
     reporter.send(force=True)
     return out
 
@@ -440,10 +485,20 @@ class _Reporter:
         if self.client is None:
             return
         try:
-            self.client.tracker.report_repair(pb.RepairStatus(
-                repairer=self.repairer, running=p.running, reason=p.reason, files_done=p.files_done,
-                files_total=p.files_total, copies_stored=p.copies_stored, copies_restored=p.copies_restored,
-                records_left=p.records_left, pass_seconds=p.seconds, passes=p.passes))
+            self.client.tracker.report_repair(
+                pb.RepairStatus(
+                    repairer=self.repairer,
+                    running=p.running,
+                    reason=p.reason,
+                    files_done=p.files_done,
+                    files_total=p.files_total,
+                    copies_stored=p.copies_stored,
+                    copies_restored=p.copies_restored,
+                    records_left=p.records_left,
+                    pass_seconds=p.seconds,
+                    passes=p.passes,
+                )
+            )
         except TrackerUnavailableError:
             pass  # the status look says so; the next report tries again
         except StoreTorrentError as e:  # not an admin, or a tracker without ReportRepair

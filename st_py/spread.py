@@ -67,8 +67,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ._proto import tracker_pb2 as pb
-from .errors import InvalidOptionError, PeerError, PeerNotLiveError, PeerUnavailableError, StoreTorrentError, \
-    UnknownPeerError
+from .errors import (
+    InvalidOptionError,
+    PeerError,
+    PeerNotLiveError,
+    PeerUnavailableError,
+    StoreTorrentError,
+    UnknownPeerError,
+)
 from .infofile import RecordMeta
 from .placement import Domain, farthest, nearness
 from .protocol import FLAG_REPLACE, put_prefix
@@ -148,10 +154,17 @@ class FileMoves:
     after: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"file": self.file, "copies_planned": self.copies_planned, "copies_moved": self.copies_moved,
-                "bytes_moved": self.bytes_moved, "peers_added": list(self.peers_added),
-                "skipped": len(self.skipped), "conflicts": len(self.conflicts), "stuck": len(self.stuck),
-                "generation": self.generation}
+        return {
+            "file": self.file,
+            "copies_planned": self.copies_planned,
+            "copies_moved": self.copies_moved,
+            "bytes_moved": self.bytes_moved,
+            "peers_added": list(self.peers_added),
+            "skipped": len(self.skipped),
+            "conflicts": len(self.conflicts),
+            "stuck": len(self.stuck),
+            "generation": self.generation,
+        }
 
 
 def _fill_deviation(peers: Iterable[PeerFill], after: bool) -> tuple[float, float]:
@@ -211,12 +224,26 @@ class SpreadReport:
         return self.even and not any(f.conflicts or f.skipped for f in self.files)
 
     def as_dict(self) -> dict:
-        return {"tolerance": self.tolerance, "even": self.even, "deviation_before": round(self.deviation_before, 4),
-                "deviation": round(self.deviation, 4), "copies_moved": self.copies_moved,
-                "bytes_moved": self.bytes_moved, "seconds": round(self.seconds, 3),
-                "files": [f.as_dict() for f in self.files],
-                "peers": [{"peer": p.addr, "peer_id": p.peer_id, "space_bytes": p.space_bytes,
-                           "bytes_before": p.bytes_before, "bytes_after": p.bytes_after} for p in self.peers]}
+        return {
+            "tolerance": self.tolerance,
+            "even": self.even,
+            "deviation_before": round(self.deviation_before, 4),
+            "deviation": round(self.deviation, 4),
+            "copies_moved": self.copies_moved,
+            "bytes_moved": self.bytes_moved,
+            "seconds": round(self.seconds, 3),
+            "files": [f.as_dict() for f in self.files],
+            "peers": [
+                {
+                    "peer": p.addr,
+                    "peer_id": p.peer_id,
+                    "space_bytes": p.space_bytes,
+                    "bytes_before": p.bytes_before,
+                    "bytes_after": p.bytes_after,
+                }
+                for p in self.peers
+            ],
+        }
 
 
 @dataclass
@@ -252,11 +279,18 @@ class DrainReport:
         return self.drain_state == RETIRED
 
     def as_dict(self) -> dict:
-        return {"peer": self.peer, "peer_id": self.peer_id, "drain_state": self.drain_state,
-                "copies_moved": self.copies_moved, "bytes_moved": self.bytes_moved,
-                "copies_left": self.copies_left, "failed_files": [list(x) for x in self.failed_files],
-                "passes": self.passes, "seconds": round(self.seconds, 3),
-                "files": [f.as_dict() for f in self.files if f.copies_planned or f.stuck or f.skipped]}
+        return {
+            "peer": self.peer,
+            "peer_id": self.peer_id,
+            "drain_state": self.drain_state,
+            "copies_moved": self.copies_moved,
+            "bytes_moved": self.bytes_moved,
+            "copies_left": self.copies_left,
+            "failed_files": [list(x) for x in self.failed_files],
+            "passes": self.passes,
+            "seconds": round(self.seconds, 3),
+            "files": [f.as_dict() for f in self.files if f.copies_planned or f.stuck or f.skipped],
+        }
 
 
 # -- peers ---------------------------------------------------------------------
@@ -283,10 +317,14 @@ def find_peer(client, peer: str) -> PeerRef:
     if len(on_host) == 1:
         return _ref(on_host[0])
     if on_host:
-        raise UnknownPeerError(f"{len(on_host)} peers run on host {peer}: name one as HOST:PORT "
-                               f"({', '.join(p.addr for p in on_host)})", peer, known)
-    raise UnknownPeerError(f"no peer {peer!r} is known to the tracker; its peers are {', '.join(known) or 'none'}",
-                           peer, known)
+        raise UnknownPeerError(
+            f"{len(on_host)} peers run on host {peer}: name one as HOST:PORT ({', '.join(p.addr for p in on_host)})",
+            peer,
+            known,
+        )
+    raise UnknownPeerError(
+        f"no peer {peer!r} is known to the tracker; its peers are {', '.join(known) or 'none'}", peer, known
+    )
 
 
 def set_in_service(client, peer: str) -> PeerRef:
@@ -311,11 +349,15 @@ def _space(p) -> int:
 # -- options -------------------------------------------------------------------
 def _check_options(tolerance: float, max_mb_per_s: float | None) -> None:
     if not 0 <= tolerance < 1:
-        raise InvalidOptionError(f"tolerance {tolerance} must be at least 0 and below 1 (a fraction of the "
-                                 "mean fill: 0.1 is 10%)", "tolerance", tolerance)
+        raise InvalidOptionError(
+            f"tolerance {tolerance} must be at least 0 and below 1 (a fraction of the mean fill: 0.1 is 10%)",
+            "tolerance",
+            tolerance,
+        )
     if max_mb_per_s is not None and not max_mb_per_s > 0:
-        raise InvalidOptionError(f"max_mb_per_s {max_mb_per_s} must be above 0 (None: no cap)", "max_mb_per_s",
-                                 max_mb_per_s)
+        raise InvalidOptionError(
+            f"max_mb_per_s {max_mb_per_s} must be above 0 (None: no cap)", "max_mb_per_s", max_mb_per_s
+        )
 
 
 class _Throttle:
@@ -365,10 +407,12 @@ def _recent_holders(reader, names: Iterable[str] | None = None) -> dict[str, set
             names = list(names)
             rows = []
             for i in range(0, len(names), 500):
-                chunk = names[i:i + 500]
+                chunk = names[i : i + 500]
                 rows += reader.conn.execute(
                     f"SELECT name, peer_idx FROM copy_history WHERE until_at >= ? AND name IN "
-                    f"({','.join('?' * len(chunk))})", [since, *chunk]).fetchall()
+                    f"({','.join('?' * len(chunk))})",
+                    [since, *chunk],
+                ).fetchall()
         for name, idx in rows:
             out.setdefault(name, set()).add(idx)
     except sqlite3.OperationalError:  # a file made before versions: no until_at, nothing recent
@@ -396,9 +440,14 @@ def _is_even(held: Mapping, space: Mapping, tolerance: float) -> bool:
     return all(abs(held[p] / space[p] - mean) <= tolerance * mean for p in held)
 
 
-def _plan_spread(metas: Mapping[str, RecordMeta], peers: list[int], space: Mapping[int, int],
-                 taken: dict[str, set[int]], prior: Mapping[int, int] | None = None,
-                 domains: Mapping[int, Domain] | None = None) -> list[_Move]:
+def _plan_spread(
+    metas: Mapping[str, RecordMeta],
+    peers: list[int],
+    space: Mapping[int, int],
+    taken: dict[str, set[int]],
+    prior: Mapping[int, int] | None = None,
+    domains: Mapping[int, Domain] | None = None,
+) -> list[_Move]:
     """Moves that bring each of ``peers`` (in service, usable) to its share
     of the file's copy bytes, in proportion to ``space``. ``prior`` are the
     bytes each peer holds of the files spread before this one: a peer's
@@ -436,7 +485,7 @@ def _plan_spread(metas: Mapping[str, RecordMeta], peers: list[int], space: Mappi
                 er = held[r] - share[r]
                 if r == s or er >= 0 or r in taken[name] or nearness(r, others, domains) > limit:
                     continue
-                gain = ((es - size) ** 2 - es ** 2) / space[s] + ((er + size) ** 2 - er ** 2) / space[r]
+                gain = ((es - size) ** 2 - es**2) / space[s] + ((er + size) ** 2 - er**2) / space[r]
                 if gain < 0 and -er / space[r] > best_gap:
                     best, best_gap = r, -er / space[r]
             if best is None:
@@ -449,9 +498,15 @@ def _plan_spread(metas: Mapping[str, RecordMeta], peers: list[int], space: Mappi
     return moves
 
 
-def _plan_drain(metas: Mapping[str, RecordMeta], drained: int, peers: list[int], space: Mapping[int, int],
-                taken: dict[str, set[int]], fallback: dict[str, set[int]],
-                domains: Mapping[int, Domain] | None = None) -> tuple[list[_Move], list[str]]:
+def _plan_drain(
+    metas: Mapping[str, RecordMeta],
+    drained: int,
+    peers: list[int],
+    space: Mapping[int, int],
+    taken: dict[str, set[int]],
+    fallback: dict[str, set[int]],
+    domains: Mapping[int, Domain] | None = None,
+) -> tuple[list[_Move], list[str]]:
     """A move for every copy on peer ``drained``, each to the peer in service
     whose fill it raises least among those holding no copy of the record
     (``taken``) and, with ``domains``, farthest by failure domain from its
@@ -492,8 +547,17 @@ def _batches(moves: list[_Move]) -> Iterable[list[_Move]]:
         yield batch
 
 
-def _execute(f, moves: list[_Move], peers: list[int], space: Mapping[int, int], held: dict[int, int],
-             fm: FileMoves, throttle: _Throttle, progress: Progress | None, allow_recent: bool = False) -> None:
+def _execute(
+    f,
+    moves: list[_Move],
+    peers: list[int],
+    space: Mapping[int, int],
+    held: dict[int, int],
+    fm: FileMoves,
+    throttle: _Throttle,
+    progress: Progress | None,
+    allow_recent: bool = False,
+) -> None:
     """Carry out ``moves`` on open file ``f`` in batches (read, write, commit);
     ``held`` (bytes per peer index) follows the committed moves. A copy
     whose planned peer cannot take it goes to another peer in service
@@ -508,8 +572,16 @@ def _execute(f, moves: list[_Move], peers: list[int], space: Mapping[int, int], 
             progress(f.name, done, len(moves))
 
 
-def _move_batch(f, batch: list[_Move], peers: list[int], space: Mapping[int, int], held: dict[int, int],
-                fm: FileMoves, throttle: _Throttle, allow_recent: bool) -> None:
+def _move_batch(
+    f,
+    batch: list[_Move],
+    peers: list[int],
+    space: Mapping[int, int],
+    held: dict[int, int],
+    fm: FileMoves,
+    throttle: _Throttle,
+    allow_recent: bool,
+) -> None:
     reader = f._infofile()
     names = sorted({mv.name for mv in batch})
     metas = reader.lookup_many(names)  # as committed now: writers and other movers go on meanwhile
@@ -540,7 +612,8 @@ def _move_batch(f, batch: list[_Move], peers: list[int], space: Mapping[int, int
         old = recent.get(mv.name, set())
         if dst is None or not ok(dst) or (dst in old and not allow_recent):
             cands = [r for r in peers if ok(r) and r not in old] or (
-                [r for r in peers if ok(r)] if allow_recent else [])
+                [r for r in peers if ok(r)] if allow_recent else []
+            )
             cands = farthest(cands, [p for p in m.peers if p != mv.src], f._spread)  # apart by failure domain
             dst = min(cands, key=lambda r: ((held.get(r, 0) + m.size) / space[r], r)) if cands else None
         if dst is None:
@@ -562,9 +635,11 @@ def _move_batch(f, batch: list[_Move], peers: list[int], space: Mapping[int, int
 
         outstanding["n"] += 1
         # REPLACE: a stale or half-written copy of this record at dst (none is committed there) is overwritten
-        f._transport.send(f.peers[dst].addr,
-                          lambda seq: [put_prefix(seq, f.file_id, mv.rank, m.crc32c, key, len(body), FLAG_REPLACE),
-                                       body], done)
+        f._transport.send(
+            f.peers[dst].addr,
+            lambda seq: [put_prefix(seq, f.file_id, mv.rank, m.crc32c, key, len(body), FLAG_REPLACE), body],
+            done,
+        )
 
     for mv, m in valid:
         if mv.name in data:
@@ -573,9 +648,16 @@ def _move_batch(f, batch: list[_Move], peers: list[int], space: Mapping[int, int
     f._transport.wait(lambda: outstanding["n"] == 0)
     if not moved:
         return
-    reply = f._tracker.move_copies(f.name, f.file_id, [
-        pb.CopyMove(name=mv.name, copy_rank=mv.rank, from_peer_idx=mv.src, to_peer_idx=dst,
-                    stored_as=m.stored_as or "") for mv, m, dst in moved])
+    reply = f._tracker.move_copies(
+        f.name,
+        f.file_id,
+        [
+            pb.CopyMove(
+                name=mv.name, copy_rank=mv.rank, from_peer_idx=mv.src, to_peer_idx=dst, stored_as=m.stored_as or ""
+            )
+            for mv, m, dst in moved
+        ],
+    )
     fm.conflicts.extend(reply.conflicts)
     fm.generation = max(fm.generation, int(reply.generation))
     now = reader.lookup_many(sorted({mv.name for mv, _, _ in moved}))  # what the tracker committed
@@ -613,8 +695,14 @@ def _by_peer_id(f, held: Mapping[int, int], peer_ids: Iterable[str]) -> dict[str
     return out
 
 
-def _spread_file(f, in_service: dict[str, int], tolerance: float, throttle: _Throttle,
-                 progress: Progress | None, so_far: Mapping[str, int]) -> FileMoves:
+def _spread_file(
+    f,
+    in_service: dict[str, int],
+    tolerance: float,
+    throttle: _Throttle,
+    progress: Progress | None,
+    so_far: Mapping[str, int],
+) -> FileMoves:
     """Spread open file ``f`` over the peers ``in_service`` (``{peer_id:
     space}``; ``so_far``: their bytes of the files spread before); see
     :func:`spread`."""
@@ -641,8 +729,13 @@ def _spread_file(f, in_service: dict[str, int], tolerance: float, throttle: _Thr
     return fm
 
 
-def spread(client, names: Iterable[str] | None = None, tolerance: float = DEFAULT_TOLERANCE,
-           max_mb_per_s: float | None = None, progress: Progress | None = None) -> SpreadReport:
+def spread(
+    client,
+    names: Iterable[str] | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_mb_per_s: float | None = None,
+    progress: Progress | None = None,
+) -> SpreadReport:
     """Move copies onto the peers with the most room (new peers first) until
     every peer's fill is within ``tolerance`` of the mean, online (paper 5;
     the module docstring says how readers stay exactly-once and when the old
@@ -684,11 +777,12 @@ def spread(client, names: Iterable[str] | None = None, tolerance: float = DEFAUL
     in_service = {p.peer_id: _space(p) for p in peers}
     report = SpreadReport(tolerance, peers=[PeerFill(p.addr, p.peer_id, in_service[p.peer_id]) for p in peers])
     throttle = _Throttle(max_mb_per_s)
-    for name in (list(names) if names is not None else list(all_files(client))):
+    for name in list(names) if names is not None else list(all_files(client)):
         try:
             with client.open(name) as f:
-                fm = _spread_file(f, in_service, tolerance, throttle, progress,
-                                  {p.peer_id: p.bytes_after for p in report.peers})
+                fm = _spread_file(
+                    f, in_service, tolerance, throttle, progress, {p.peer_id: p.bytes_after for p in report.peers}
+                )
         except StoreTorrentError as e:  # deleted meanwhile, not ours to move: the others go on
             report.files.append(FileMoves(name, conflicts=[f"{name}: {e}"]))
             continue
@@ -700,8 +794,9 @@ def spread(client, names: Iterable[str] | None = None, tolerance: float = DEFAUL
     return report
 
 
-def _drain_file(f, peer_id: str, in_service: dict[str, int], throttle: _Throttle,
-                progress: Progress | None) -> tuple[FileMoves, int]:
+def _drain_file(
+    f, peer_id: str, in_service: dict[str, int], throttle: _Throttle, progress: Progress | None
+) -> tuple[FileMoves, int]:
     """Move every copy of open file ``f`` off peer ``peer_id``; returns the
     moves and how many copies it held when the pass looked."""
     fm = FileMoves(f.name)
@@ -725,8 +820,13 @@ def _drain_file(f, peer_id: str, in_service: dict[str, int], throttle: _Throttle
     return fm, len(moves) + len(fm.stuck)
 
 
-def drain(client, peer: str, max_mb_per_s: float | None = None, progress: Progress | None = None,
-          max_passes: int = MAX_DRAIN_PASSES) -> DrainReport:
+def drain(
+    client,
+    peer: str,
+    max_mb_per_s: float | None = None,
+    progress: Progress | None = None,
+    max_passes: int = MAX_DRAIN_PASSES,
+) -> DrainReport:
     """Take live peer ``peer`` out of service and move every copy it holds to
     the peers in service, while it still serves; then retire it
     (FreeLoader's donor withdrawal, seed 004 3.1; paper 5).
@@ -780,17 +880,24 @@ def drain(client, peer: str, max_mb_per_s: float | None = None, progress: Progre
     t0 = time.monotonic()
     ref = find_peer(client, peer)
     if not ref.alive:
-        raise PeerNotLiveError(f"peer {ref.addr} is not live: a drain reads its copies from it while it serves; "
-                               f"restore its copies from their other copies with `storetorrent rebalance --lost "
-                               f"{ref.addr}` (every file) instead", ref.addr, ref.peer_id)
+        raise PeerNotLiveError(
+            f"peer {ref.addr} is not live: a drain reads its copies from it while it serves; "
+            f"restore its copies from their other copies with `storetorrent rebalance --lost "
+            f"{ref.addr}` (every file) instead",
+            ref.addr,
+            ref.peer_id,
+        )
     report = DrainReport(ref.addr, ref.peer_id)
     report.drain_state = client.tracker.set_peer_state(ref.peer_id, DRAINING).drain_state
     throttle = _Throttle(max_mb_per_s)
     by_file: dict[str, FileMoves] = {}
     for n in range(1, max_passes + 1):
         report.passes = n
-        in_service = {p.peer_id: _space(p) for p in client.status().peers
-                      if p.alive and not p.drain_state and p.peer_id != ref.peer_id}
+        in_service = {
+            p.peer_id: _space(p)
+            for p in client.status().peers
+            if p.alive and not p.drain_state and p.peer_id != ref.peer_id
+        }
         found = moved = 0
         report.failed_files = []
         for name in all_files(client):
@@ -840,5 +947,15 @@ def _count_on(client, peer_id: str, report: DrainReport) -> int:
     return left
 
 
-__all__ = ["DEFAULT_TOLERANCE", "DrainReport", "FileMoves", "PeerFill", "PeerRef", "SpreadReport", "drain",
-           "find_peer", "set_in_service", "spread"]
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "DrainReport",
+    "FileMoves",
+    "PeerFill",
+    "PeerRef",
+    "SpreadReport",
+    "drain",
+    "find_peer",
+    "set_in_service",
+    "spread",
+]

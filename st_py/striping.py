@@ -71,21 +71,29 @@ class ObjectsMixin:
         def queue_put(self, name: str, data: bytes, callback=None, *, _holders=None): ...
         def queue_get(self, name: str, callback=None, *, stored: bool = False): ...
         def flush(self) -> None: ...
-        def get_local(self, peer: str | None = None, allow_unavailable: bool = False,
-                      stripes: bool = False) -> list: ...
+        def get_local(
+            self, peer: str | None = None, allow_unavailable: bool = False, stripes: bool = False
+        ) -> list: ...
         def _infofile(self): ...
         def _usable(self, idx: int) -> bool: ...
         def _write_targets(self) -> list[int]: ...
         def _writer_peer(self, live: list[int]) -> int | None: ...
         def _check_open(self) -> None: ...
         def _file_tracker_call(self, method: str, *args, **kwargs) -> Any: ...
+
         _tracker: Any
 
         @property
         def filter_names(self) -> tuple[str, ...]: ...
 
-    def put_object(self, name: str, data: bytes | BinaryIO, stripe_size: int = DEFAULT_STRIPE_SIZE,
-                   stripe_width: int | None = None, local_share: float = 1.0) -> ObjectMeta:
+    def put_object(
+        self,
+        name: str,
+        data: bytes | BinaryIO,
+        stripe_size: int = DEFAULT_STRIPE_SIZE,
+        stripe_width: int | None = None,
+        local_share: float = 1.0,
+    ) -> ObjectMeta:
         """Store ``data`` as striped object ``name`` and make it visible.
 
         Parameters
@@ -127,8 +135,7 @@ class ObjectsMixin:
         if not 0 <= local_share <= 1:
             raise BadNameError(f"local_share {local_share} must be 0 to 1")
         if self._infofile().exists(name):
-            raise RecordExistsError(f"{name!r} is already committed in {self.name}: names are write-once",
-                                    names=[name])
+            raise RecordExistsError(f"{name!r} is already committed in {self.name}: names are write-once", names=[name])
         usable = sorted(self._write_targets())
         if not usable or len(usable) < self.copies:
             from .errors import NotEnoughPeersError
@@ -141,8 +148,7 @@ class ObjectsMixin:
         local = self._writer_peer(usable)
         if local is not None:
             p = self.peers[local]
-            local_share = fit_local_share(local_share, _remaining(src),
-                                          p.free_bytes if p.capacity_bytes else None)
+            local_share = fit_local_share(local_share, _remaining(src), p.free_bytes if p.capacity_bytes else None)
             if local_share <= 0:
                 local = None
         others = [i for i in usable if i != local]
@@ -177,9 +183,13 @@ class ObjectsMixin:
 
         schema = written_object_schema(name, head, prev + last) if self.keep_schemas else None
         schemas, refs = schema_table([schema])
-        reply = self._file_tracker_call("commit_objects", self.name, self.file_id, [pb.ObjectCommit(
-            name=name, size=size, stripe_size=stripe_size, stripes=index, crc32c=crc, schema=refs[0])],
-            schemas=schemas)
+        reply = self._file_tracker_call(
+            "commit_objects",
+            self.name,
+            self.file_id,
+            [pb.ObjectCommit(name=name, size=size, stripe_size=stripe_size, stripes=index, crc32c=crc, schema=refs[0])],
+            schemas=schemas,
+        )
         if reply.conflicts:  # ... then the object, in one transaction
             raise RecordExistsError(f"object {reply.conflicts[0]}", names=[name])
         return ObjectMeta(name, size, stripe_size, index, crc)
@@ -199,8 +209,10 @@ class ObjectsMixin:
         futs = [self.queue_get(stripe_name(obj.name, i)) for i in range(obj.stripes)]
         data = b"".join(f.result() for f in futs)
         if len(data) != obj.size:  # each stripe's CRC-32C was checked as it came
-            raise ChecksumError(f"object {obj.name!r} of {self.name}: its {obj.stripes} stripes hold {len(data)} "
-                                f"bytes, the object {obj.size}")
+            raise ChecksumError(
+                f"object {obj.name!r} of {self.name}: its {obj.stripes} stripes hold {len(data)} "
+                f"bytes, the object {obj.size}"
+            )
         return data
 
     def open(self, name: str) -> io.RawIOBase:
@@ -227,7 +239,7 @@ class ObjectsMixin:
         for r in self.get_local(allow_unavailable=allow_unavailable, stripes=True):
             if not r.name.startswith(STRIPE_PREFIX):
                 continue
-            obj, _, idx = r.name[len(STRIPE_PREFIX):].rpartition("/")
+            obj, _, idx = r.name[len(STRIPE_PREFIX) :].rpartition("/")
             meta = objs.get(obj)
             if meta is None:  # stripes of an object not (yet) committed
                 continue
@@ -259,9 +271,13 @@ class ObjectsMixin:
             return self.queue_get(name).result()
         data = self.filters.decode(self.file_id, name, stored) if stripe.filtered else stored
         if len(data) != stripe.size:
-            raise ChecksumError(f"stripe {stripe.index} of object {stripe.object!r} in {self.name} decodes to "
-                                f"{len(data)} bytes, not {stripe.size}", record=name, file=self.name,
-                                path=stripe.path)
+            raise ChecksumError(
+                f"stripe {stripe.index} of object {stripe.object!r} in {self.name} decodes to "
+                f"{len(data)} bytes, not {stripe.size}",
+                record=name,
+                file=self.name,
+                path=stripe.path,
+            )
         return data
 
 
@@ -334,7 +350,7 @@ class ObjectReader(io.RawIOBase):
             i, off = divmod(self._pos + done, ss)
             stripe = self._stripe(i)
             take = min(n - done, len(stripe) - off)
-            view[done:done + take] = stripe[off:off + take]
+            view[done : done + take] = stripe[off : off + take]
             done += take
         self._pos += n
         return n

@@ -19,8 +19,10 @@ from pathlib import Path
 
 import grpc
 
-CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024),
-                   ("grpc.max_send_message_length", 256 * 1024 * 1024)]
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+]
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -29,8 +31,9 @@ def _write_private(path: Path, data: bytes) -> None:
         fh.write(data)
 
 
-def make_local_ca(directory: str | os.PathLike, hosts: list[str], clients: list[str],
-                  days: int = 365) -> dict[str, Path]:
+def make_local_ca(
+    directory: str | os.PathLike, hosts: list[str], clients: list[str], days: int = 365
+) -> dict[str, Path]:
     """Create ``ca.pem`` / ``ca.key``, ``tracker.pem`` / ``tracker.key`` (valid
     for ``hosts``: names or IP addresses) and ``<name>.pem`` / ``<name>.key``
     for each client name in ``directory``. Keys are written with mode 0600.
@@ -49,31 +52,46 @@ def make_local_ca(directory: str | os.PathLike, hosts: list[str], clients: list[
     now = datetime.datetime.now(datetime.timezone.utc)
 
     def name(cn: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "StoreTorrent local CA"),
-                          x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+        return x509.Name(
+            [
+                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "StoreTorrent local CA"),
+                x509.NameAttribute(NameOID.COMMON_NAME, cn),
+            ]
+        )
 
     def pem_key(k) -> bytes:
-        return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                               serialization.NoEncryption())
+        return k.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (x509.CertificateBuilder().subject_name(name("StoreTorrent CA")).issuer_name(name("StoreTorrent CA"))
-               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5))
-               .not_valid_after(now + datetime.timedelta(days=days))
-               .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-               .sign(ca_key, hashes.SHA256()))
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(name("StoreTorrent CA"))
+        .issuer_name(name("StoreTorrent CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
     out = {"ca": d / "ca.pem"}
     (d / "ca.pem").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     _write_private(d / "ca.key", pem_key(ca_key))
 
     def issue(stem: str, cn: str, server: bool) -> None:
         key = ec.generate_private_key(ec.SECP256R1())
-        b = (x509.CertificateBuilder().subject_name(name(cn)).issuer_name(ca_cert.subject)
-             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(minutes=5))
-             .not_valid_after(now + datetime.timedelta(days=days))
-             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True))
+        b = (
+            x509.CertificateBuilder()
+            .subject_name(name(cn))
+            .issuer_name(ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=days))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        )
         if server:
             sans: list[x509.GeneralName] = []
             for h in hosts:
@@ -82,7 +100,8 @@ def make_local_ca(directory: str | os.PathLike, hosts: list[str], clients: list[
                 except ValueError:
                     sans.append(x509.DNSName(h))
             b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False).add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+            )
         else:
             b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
         cert = b.sign(ca_key, hashes.SHA256())
@@ -108,13 +127,16 @@ def channel(address: str, ca: str | None = None, cert: str | None = None, key: s
     creds = grpc.ssl_channel_credentials(
         root_certificates=Path(ca).read_bytes(),
         private_key=Path(key).read_bytes() if cert and key else None,
-        certificate_chain=Path(cert).read_bytes() if cert and key else None)
+        certificate_chain=Path(cert).read_bytes() if cert and key else None,
+    )
     return grpc.secure_channel(address, creds, options=CHANNEL_OPTIONS)
 
 
 def server_credentials(cert: str, key: str, client_ca: str | None = None) -> grpc.ServerCredentials:
     """The tracker's TLS credentials; with ``client_ca``, clients must show a
     certificate it signed (mutual TLS)."""
-    return grpc.ssl_server_credentials([(Path(key).read_bytes(), Path(cert).read_bytes())],
-                                       root_certificates=Path(client_ca).read_bytes() if client_ca else None,
-                                       require_client_auth=bool(client_ca))
+    return grpc.ssl_server_credentials(
+        [(Path(key).read_bytes(), Path(cert).read_bytes())],
+        root_certificates=Path(client_ca).read_bytes() if client_ca else None,
+        require_client_auth=bool(client_ca),
+    )

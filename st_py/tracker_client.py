@@ -9,14 +9,29 @@ import os
 
 import grpc
 
-from ._proto import tracker_pb2 as pb
 from . import tls as tlsmod
+from ._proto import tracker_pb2 as pb
 from ._proto import tracker_pb2_grpc as pb_grpc
+from .errors import (
+    ERROR_KIND_KEY,
+    BadNameError,
+    DirectoryNotEmptyError,
+    LeaseHeldError,
+    LeaseLostError,
+    NoSpaceError,
+    NotAuthenticatedError,
+    NotEnoughPeersError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    StFileExistsError,
+    StFileNotFoundError,
+    StoreTorrentError,
+    TrackerError,
+    TrackerMovedError,
+    TrackerUnavailableError,
+    UnknownPeerError,
+)
 from .namespace import normalize
-from .errors import (ERROR_KIND_KEY, BadNameError, DirectoryNotEmptyError, LeaseHeldError, LeaseLostError,
-                     NoSpaceError, NotAuthenticatedError, NotEnoughPeersError, PermissionDeniedError,
-                     QuotaExceededError, StFileExistsError, StFileNotFoundError, StoreTorrentError, TrackerError,
-                     TrackerMovedError, TrackerUnavailableError, UnknownPeerError)
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -34,8 +49,13 @@ class TrackerClient:
     when ``tls`` = (CA, client cert, client key) or ``$STORETORRENT_TLS_CA``
     gives a CA (st_py.tls)."""
 
-    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None,
-                 tls: tuple[str | None, str | None, str | None] = (None, None, None)):
+    def __init__(
+        self,
+        address: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        api_key: str | None = None,
+        tls: tuple[str | None, str | None, str | None] = (None, None, None),
+    ):
         self.address = address
         self.timeout = timeout
         self.user = current_user()
@@ -80,8 +100,11 @@ class TrackerClient:
         trailer = dict(e.trailing_metadata() or ())
         kind = trailer.get(ERROR_KIND_KEY)
         if kind == "lease-held":
-            return LeaseHeldError(detail, holder=trailer.get("st-lease-holder", ""),
-                                  expires_in=float(trailer.get("st-lease-expires-in", 0.0)))
+            return LeaseHeldError(
+                detail,
+                holder=trailer.get("st-lease-holder", ""),
+                expires_in=float(trailer.get("st-lease-expires-in", 0.0)),
+            )
         if kind == "lease-lost":
             return LeaseLostError(detail)
         if kind == "no-space":
@@ -95,7 +118,8 @@ class TrackerClient:
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return TrackerUnavailableError(
                 f"tracker at {self.address} unreachable ({code.name}: {detail}); "
-                "is it running (storetorrent up / storetorrent status)?")
+                "is it running (storetorrent up / storetorrent status)?"
+            )
         return TrackerError(f"tracker {method} failed: {code.name}: {detail}")
 
     def _call(self, method: str, request, timeout: float | None = None):
@@ -104,73 +128,147 @@ class TrackerClient:
         except grpc.RpcError as e:
             raise self.map_error(e, method) from None
 
-    def create(self, name: str, replication: str, est_size: int, blocksize: int = 0,
-               mode: int = 0, protocol: str = "", placement: str = "", filters: str = "",
-               key_check: str = "") -> pb.FileInfo:
+    def create(
+        self,
+        name: str,
+        replication: str,
+        est_size: int,
+        blocksize: int = 0,
+        mode: int = 0,
+        protocol: str = "",
+        placement: str = "",
+        filters: str = "",
+        key_check: str = "",
+    ) -> pb.FileInfo:
         name = normalize(name)  # a clear BadNameError before anything is sent
-        return self._call("Create", pb.CreateRequest(name=name, replication=replication, est_size=est_size,
-                                                     blocksize=blocksize, user=self.user, mode=mode,
-                                                     protocol=protocol, placement=placement, filters=filters,
-                                                     key_check=key_check))
+        return self._call(
+            "Create",
+            pb.CreateRequest(
+                name=name,
+                replication=replication,
+                est_size=est_size,
+                blocksize=blocksize,
+                user=self.user,
+                mode=mode,
+                protocol=protocol,
+                placement=placement,
+                filters=filters,
+                key_check=key_check,
+            ),
+        )
 
     def open(self, name: str) -> pb.FileInfo:
         name = normalize(name)
         return self._call("Open", pb.OpenRequest(name=name, user=self.user))
 
-    def commit(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = "",
-               request_id: str = "", delete=(), schemas=()) -> pb.CommitReply:
+    def commit(
+        self,
+        name: str,
+        file_id: int,
+        records: list[pb.RecordCommit],
+        lease_id: str = "",
+        request_id: str = "",
+        delete=(),
+        schemas=(),
+    ) -> pb.CommitReply:
         """Group commit. ``request_id``: the same on every retry of one
         request, which the tracker then applies at most once. ``delete``:
         names removed in the same transaction (applied alone). ``schemas``:
         the ``pb.RecordSchema`` the records' ``schema`` fields point into."""
-        return self._call("Commit", pb.CommitRequest(name=name, file_id=file_id, records=records,
-                                                     user=self.user, lease_id=lease_id, request_id=request_id,
-                                                     delete=list(delete), schemas=list(schemas)))
+        return self._call(
+            "Commit",
+            pb.CommitRequest(
+                name=name,
+                file_id=file_id,
+                records=records,
+                user=self.user,
+                lease_id=lease_id,
+                request_id=request_id,
+                delete=list(delete),
+                schemas=list(schemas),
+            ),
+        )
 
-    def commit_async(self, name: str, file_id: int, records: list[pb.RecordCommit], lease_id: str = "",
-                     request_id: str = "", schemas=()):
+    def commit_async(
+        self,
+        name: str,
+        file_id: int,
+        records: list[pb.RecordCommit],
+        lease_id: str = "",
+        request_id: str = "",
+        schemas=(),
+    ):
         """Start a commit; returns a grpc future (``.result()`` raises
         grpc.RpcError: map it with :meth:`map_error`)."""
-        return self._stub.Commit.future(pb.CommitRequest(name=name, file_id=file_id, records=records,
-                                                         user=self.user, lease_id=lease_id, request_id=request_id,
-                                                         schemas=list(schemas)),
-                                        timeout=self.timeout, metadata=self._metadata)
+        return self._stub.Commit.future(
+            pb.CommitRequest(
+                name=name,
+                file_id=file_id,
+                records=records,
+                user=self.user,
+                lease_id=lease_id,
+                request_id=request_id,
+                schemas=list(schemas),
+            ),
+            timeout=self.timeout,
+            metadata=self._metadata,
+        )
 
-    def lease(self, name: str, file_id: int, lease_id: str = "", ttl_s: float = 0.0, release: bool = False,
-              holder: str = "") -> pb.LeaseReply:
+    def lease(
+        self, name: str, file_id: int, lease_id: str = "", ttl_s: float = 0.0, release: bool = False, holder: str = ""
+    ) -> pb.LeaseReply:
         """Acquire (no ``lease_id``), renew or release a file's writer lease.
 
         Raises
         ------
         LeaseHeldError, LeaseLostError
         """
-        return self._call("Lease", pb.LeaseRequest(name=normalize(name), file_id=file_id, user=self.user,
-                                                   lease_id=lease_id, ttl_s=ttl_s, release=release, holder=holder))
+        return self._call(
+            "Lease",
+            pb.LeaseRequest(
+                name=normalize(name),
+                file_id=file_id,
+                user=self.user,
+                lease_id=lease_id,
+                ttl_s=ttl_s,
+                release=release,
+                holder=holder,
+            ),
+        )
 
-    def commit_objects(self, name: str, file_id: int, objects: builtins.list[pb.ObjectCommit],
-                       schemas=()) -> pb.CommitReply:
-        return self._call("CommitObjects", pb.CommitObjectsRequest(name=name, file_id=file_id, objects=objects,
-                                                                   user=self.user, schemas=list(schemas)))
+    def commit_objects(
+        self, name: str, file_id: int, objects: builtins.list[pb.ObjectCommit], schemas=()
+    ) -> pb.CommitReply:
+        return self._call(
+            "CommitObjects",
+            pb.CommitObjectsRequest(name=name, file_id=file_id, objects=objects, user=self.user, schemas=list(schemas)),
+        )
 
     def store_copies(self, name: str, file_id: int, copies: builtins.list[pb.CopyStored]) -> pb.MoveCopiesReply:
-        return self._call("StoreCopies", pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies,
-                                                               user=self.user))
+        return self._call(
+            "StoreCopies", pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies, user=self.user)
+        )
 
     def store_copies_async(self, name: str, file_id: int, copies: builtins.list[pb.CopyStored]):
         """Start a StoreCopies; returns a grpc future (as :meth:`commit_async`)."""
-        return self._stub.StoreCopies.future(pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies,
-                                                                   user=self.user), timeout=self.timeout,
-                                             metadata=self._metadata)
+        return self._stub.StoreCopies.future(
+            pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies, user=self.user),
+            timeout=self.timeout,
+            metadata=self._metadata,
+        )
 
     def close_file(self, name: str, file_id: int, timeout: float | None = None) -> pb.CloseReply:
         """End the space reservation of a file this client created."""
         return self._call("Close", pb.CloseRequest(name=normalize(name), file_id=file_id, user=self.user), timeout)
 
-    def delete(self, name: str, file_id: int = 0, records: list[str] | None = None,
-               whole_file: bool = False) -> pb.DeleteReply:
+    def delete(
+        self, name: str, file_id: int = 0, records: list[str] | None = None, whole_file: bool = False
+    ) -> pb.DeleteReply:
         name = normalize(name)
-        return self._call("Delete", pb.DeleteRequest(name=name, file_id=file_id, records=records or [],
-                                                     whole_file=whole_file, user=self.user))
+        return self._call(
+            "Delete",
+            pb.DeleteRequest(name=name, file_id=file_id, records=records or [], whole_file=whole_file, user=self.user),
+        )
 
     def list(self, path: str = "/", names_only: bool = False) -> pb.ListReply:
         return self._call("List", pb.ListRequest(path=path, names_only=names_only))
@@ -182,8 +280,7 @@ class TrackerClient:
         return self._call("ExtendPeerlist", pb.ExtendPeerlistRequest(name=name, file_id=file_id, user=self.user))
 
     def move_copies(self, name: str, file_id: int, moves: builtins.list[pb.CopyMove]) -> pb.MoveCopiesReply:
-        return self._call("MoveCopies", pb.MoveCopiesRequest(name=name, file_id=file_id, moves=moves,
-                                                             user=self.user))
+        return self._call("MoveCopies", pb.MoveCopiesRequest(name=name, file_id=file_id, moves=moves, user=self.user))
 
     def set_peer_state(self, peer: str, drain_state: str) -> pb.Peer:
         """Take peer ``peer`` (its id or ``host:port``) out of service
@@ -194,19 +291,20 @@ class TrackerClient:
         ------
         UnknownPeerError, PermissionDeniedError (not an admin)
         """
-        return self._call("SetPeerState", pb.SetPeerStateRequest(peer=peer, drain_state=drain_state,
-                                                                 user=self.user)).peer
+        return self._call(
+            "SetPeerState", pb.SetPeerStateRequest(peer=peer, drain_state=drain_state, user=self.user)
+        ).peer
 
     def set_mode(self, name: str, mode: int = 0, group: str = "", owner: str = "") -> pb.SetModeReply:
         name = normalize(name) if name.strip("/") else "/"  # the root has a mode too
-        return self._call("SetMode", pb.SetModeRequest(name=name, mode=mode, group=group,
-                                                       owner=owner, user=self.user))
+        return self._call("SetMode", pb.SetModeRequest(name=name, mode=mode, group=group, owner=owner, user=self.user))
 
     def remove_dir(self, path: str) -> pb.RemoveDirReply:
         return self._call("RemoveDir", pb.RemoveDirRequest(path=normalize(path), user=self.user))
 
-    def restore_infofile(self, data: bytes, chunk_size: int = 1 << 20,
-                         timeout: float | None = None, dry_run: bool = False) -> pb.RestoreInfofileReply:
+    def restore_infofile(
+        self, data: bytes, chunk_size: int = 1 << 20, timeout: float | None = None, dry_run: bool = False
+    ) -> pb.RestoreInfofileReply:
         """Put an infofile copied from a peer's mirror back into the namespace
         (admins only; ``storetorrent recover --from-peers``). ``data`` goes in
         chunks of ``chunk_size`` bytes, so infofiles beyond a gRPC message do
@@ -218,10 +316,11 @@ class TrackerClient:
         crc = crc32c(bytes(data))
 
         def chunks():
-            yield pb.RestoreInfofileChunk(user=self.user, total_size=len(data), crc32c=crc,
-                                          data=bytes(data[:chunk_size]), dry_run=dry_run)
+            yield pb.RestoreInfofileChunk(
+                user=self.user, total_size=len(data), crc32c=crc, data=bytes(data[:chunk_size]), dry_run=dry_run
+            )
             for off in range(chunk_size, len(data), chunk_size):
-                yield pb.RestoreInfofileChunk(data=bytes(data[off:off + chunk_size]))
+                yield pb.RestoreInfofileChunk(data=bytes(data[off : off + chunk_size]))
 
         try:
             return self._stub.RestoreInfofile(chunks(), timeout=timeout or self.timeout, metadata=self._metadata)
@@ -253,8 +352,11 @@ class TrackerClient:
         verifier quarantines the copy on its next pass. Best effort: never
         raises."""
         try:
-            self._call("ReportBadCopy", pb.ReportBadCopyRequest(file=file, record=record, addr=addr,
-                                                                detail=detail), timeout=2.0)
+            self._call(
+                "ReportBadCopy",
+                pb.ReportBadCopyRequest(file=file, record=record, addr=addr, detail=detail),
+                timeout=2.0,
+            )
         except StoreTorrentError:
             pass
 

@@ -26,9 +26,18 @@ from collections import deque
 from collections.abc import Callable
 
 from .errors import OperationTimeoutError, PeerError, PeerUnavailableError
-from .protocol import (FLAG_MORE, DEFAULT_MAX_FRAME, Frame, FrameDecoder, LocalEntries, MsgType, ProtocolError,
-                       decode_local_list_native, decode_payload,
-                       encode_auth)
+from .protocol import (
+    DEFAULT_MAX_FRAME,
+    FLAG_MORE,
+    Frame,
+    FrameDecoder,
+    LocalEntries,
+    MsgType,
+    ProtocolError,
+    decode_local_list_native,
+    decode_payload,
+    encode_auth,
+)
 
 # Replies sent in chunks (MORE on all but the last): merged into one list of entries.
 _LISTS = (MsgType.LOCAL_LIST, MsgType.META_LIST)
@@ -73,8 +82,13 @@ def split_addr(addr: str) -> tuple[str, int]:
 class PeerConnection:
     """One persistent, pipelined connection to the peer at ``addr``."""
 
-    def __init__(self, addr: str, connect_timeout: float, max_frame: int = DEFAULT_MAX_FRAME,
-                 complete: Callable[[Callback, Frame | None, Exception | None], None] | None = None):
+    def __init__(
+        self,
+        addr: str,
+        connect_timeout: float,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        complete: Callable[[Callback, Frame | None, Exception | None], None] | None = None,
+    ):
         self.addr = addr
         # where finished requests go; by default their callbacks run at once
         self._complete = complete or (lambda cb, fr, exc: cb(fr, exc))
@@ -198,8 +212,11 @@ class PeerConnection:
             else:
                 fr.fields["entries"] = [e for p in parts for e in p]
         if fr.type == MsgType.ERROR:
-            self._complete(req.callback, None, PeerError(fr.fields["code"], fr.fields["message"], self.addr, fr.seq,
-                                                         fr.fields.get("peers", ())))
+            self._complete(
+                req.callback,
+                None,
+                PeerError(fr.fields["code"], fr.fields["message"], self.addr, fr.seq, fr.fields.get("peers", ())),
+            )
         else:
             self._complete(req.callback, fr, None)
 
@@ -230,8 +247,12 @@ class Transport:
         Told once per failed peer (the client reports it to the tracker).
     """
 
-    def __init__(self, timeout: float = 30.0, connect_timeout: float = 3.0,
-                 on_peer_failure: Callable[[str, str], None] | None = None):
+    def __init__(
+        self,
+        timeout: float = 30.0,
+        connect_timeout: float = 3.0,
+        on_peer_failure: Callable[[str, str], None] | None = None,
+    ):
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.on_peer_failure = on_peer_failure

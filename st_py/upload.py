@@ -83,8 +83,15 @@ def _same_bytes(f, name: str, path: Path) -> bool:
     return f.get(name) == path.read_bytes()
 
 
-def upload(f, items: list[tuple[str, Path]], *, prefix: str = "", skip_existing: bool = False,
-           replace: bool = False, on_bytes: Callable[[int], None] | None = None) -> UploadReport:
+def upload(
+    f,
+    items: list[tuple[str, Path]],
+    *,
+    prefix: str = "",
+    skip_existing: bool = False,
+    replace: bool = False,
+    on_bytes: Callable[[int], None] | None = None,
+) -> UploadReport:
     """Store ``items`` (``(record name, local path)``) in open file ``f``.
 
     Files up to ``STRIPE_THRESHOLD`` bytes (64 MiB) are queued as records
@@ -137,16 +144,17 @@ def upload(f, items: list[tuple[str, Path]], *, prefix: str = "", skip_existing:
                 continue
             if size > STRIPE_THRESHOLD:
                 if replace:
-                    raise BadNameError(f"{name!r}: {size:,} bytes is over the record limit and stored as a striped "
-                                       "object, and objects cannot be replaced; delete it and put it again")
+                    raise BadNameError(
+                        f"{name!r}: {size:,} bytes is over the record limit and stored as a striped "
+                        "object, and objects cannot be replaced; delete it and put it again"
+                    )
                 with path.open("rb") as fh:
                     f.put_object(name, fh)
                 report.stored.append(name)
                 if on_bytes is not None:
                     on_bytes(size)
                 continue
-            f.queue_put(name, path.read_bytes(), callback=lambda n, exc, size=size: done(n, exc, size),
-                        replace=replace)
+            f.queue_put(name, path.read_bytes(), callback=lambda n, exc, size=size: done(n, exc, size), replace=replace)
             queued.append(name)
         except StoreTorrentError as e:
             failed[name] = e

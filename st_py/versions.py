@@ -80,8 +80,9 @@ class VersionsMixin:
         deadline = time.monotonic() + wait
         while True:
             try:
-                reply = self._file_tracker_call("lease", self.name, self.file_id, ttl_s=ttl or 0.0,
-                                            holder=f"{socket.gethostname()}:{os.getpid()}")
+                reply = self._file_tracker_call(
+                    "lease", self.name, self.file_id, ttl_s=ttl or 0.0, holder=f"{socket.gethostname()}:{os.getpid()}"
+                )
                 break
             except LeaseHeldError as e:
                 e.file = self.name
@@ -105,8 +106,9 @@ class VersionsMixin:
         if not self._lease_id or (not force and time.monotonic() < self._lease_renew_at):
             return
         try:
-            reply = self._file_tracker_call("lease", self.name, self.file_id, lease_id=self._lease_id,
-                                            ttl_s=self._lease_ttl)
+            reply = self._file_tracker_call(
+                "lease", self.name, self.file_id, lease_id=self._lease_id, ttl_s=self._lease_ttl
+            )
         except LeaseLostError as e:
             self._lease_id = ""
             e.file = self.name

@@ -48,9 +48,9 @@ import random
 import secrets
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -61,11 +61,12 @@ from st_py.tracker.scheduler import schedule
 #: The paper's worked example (4.2): N=100 peers, class x2, two failed peers.
 PAPER_EXAMPLE = {"peers": 100, "copies": 2, "failed": 2, "value": 1 / 100 * 1 / 99}
 
-RECORD_BYTES = 4096          # nominal record size, only used for schedule()'s est_size
-PEER_FREE_BYTES = 1 << 50    # every simulated peer has room, so the peerlist is all N peers
+RECORD_BYTES = 4096  # nominal record size, only used for schedule()'s est_size
+PEER_FREE_BYTES = 1 << 50  # every simulated peer has room, so the peerlist is all N peers
 
 
 # -- formulas -------------------------------------------------------------------
+
 
 def _check(peers: int, copies: int, failed: int) -> None:
     """Validate N, F, G; raise ValueError with a clear message."""
@@ -74,8 +75,7 @@ def _check(peers: int, copies: int, failed: int) -> None:
     if copies < 1:
         raise ValueError(f"the number of copies F (class xF) must be >= 1, got {copies}")
     if copies > peers:
-        raise ValueError(f"class x{copies} needs {copies} distinct peers, but only N={peers} exist "
-                         "(F > N)")
+        raise ValueError(f"class x{copies} needs {copies} distinct peers, but only N={peers} exist (F > N)")
     if failed < 0:
         raise ValueError(f"the number of failed peers G must be >= 0, got {failed}")
     if failed > peers:
@@ -249,6 +249,7 @@ def trial_std(p: float, records: int, blocksize: int) -> float:
 
 # -- simulation with the real placement code -------------------------------------
 
+
 def rack_of(peer: int, domains: int) -> int:
     """The rack (failure domain) of simulated peer ``peer`` among ``domains``:
     ``peer mod domains``, so racks differ in size by at most one peer."""
@@ -288,18 +289,30 @@ def make_peerlist(peers: int, copies: int, est_size: int, domains: int = 0) -> l
         over N peers).
     """
     _check(peers, copies, 0)
-    live = [PeerInfo(peer_id=f"peer{i:05d}", addr=f"10.0.{i // 250}.{i % 250 + 1}:7000",
-                     capacity_bytes=PEER_FREE_BYTES, free_bytes=PEER_FREE_BYTES,
-                     domain=f"dc1/rack{rack_of(i, domains):03d}/node{i:05d}" if domains else "")
-            for i in range(peers)]
+    live = [
+        PeerInfo(
+            peer_id=f"peer{i:05d}",
+            addr=f"10.0.{i // 250}.{i % 250 + 1}:7000",
+            capacity_bytes=PEER_FREE_BYTES,
+            free_bytes=PEER_FREE_BYTES,
+            domain=f"dc1/rack{rack_of(i, domains):03d}/node{i:05d}" if domains else "",
+        )
+        for i in range(peers)
+    ]
     chosen = schedule(live, copies, est_size)
     if len(chosen) != peers:
         raise RuntimeError(f"schedule() kept {len(chosen)} of {peers} peers")
     return chosen
 
 
-def place_records(usable: Sequence[int], copies: int, records: int, blocksize: int,
-                  rng: random.Random, domains: dict[int, Domain] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def place_records(
+    usable: Sequence[int],
+    copies: int,
+    records: int,
+    blocksize: int,
+    rng: random.Random,
+    domains: dict[int, Domain] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Place R records of class xF, one :func:`choose_holders` call per block.
 
     Mirrors :meth:`st_py.file.StFile.queue_put`: every ``blocksize``
@@ -344,8 +357,7 @@ def place_records(usable: Sequence[int], copies: int, records: int, blocksize: i
     return flat.reshape(nblocks, copies), weights
 
 
-def unavailable_fraction(holders: np.ndarray, weights: np.ndarray, failed: Sequence[int],
-                         peers: int) -> float:
+def unavailable_fraction(holders: np.ndarray, weights: np.ndarray, failed: Sequence[int], peers: int) -> float:
     """Fraction of records whose every copy is on a failed peer.
 
     Parameters
@@ -371,8 +383,9 @@ def unavailable_fraction(holders: np.ndarray, weights: np.ndarray, failed: Seque
     return float(weights[lost].sum()) / float(weights.sum())
 
 
-def simulate(peers: int, copies: int, records: int, failed_counts: Sequence[int], trials: int,
-             blocksize: int, seed: int | str) -> np.ndarray:
+def simulate(
+    peers: int, copies: int, records: int, failed_counts: Sequence[int], trials: int, blocksize: int, seed: int | str
+) -> np.ndarray:
     """Measure the unavailable fraction over independent trials.
 
     Each trial schedules a new file on N peers, places R records of class xF
@@ -424,9 +437,16 @@ def simulate(peers: int, copies: int, records: int, failed_counts: Sequence[int]
     return out
 
 
-def analyse(peers: int = 100, records: int = 100_000, trials: int = 20, seed: int | None = None,
-            blocksize: int = DEFAULT_BLOCKSIZE, classes: Sequence[int] = (1, 2, 3),
-            max_failed: int | None = None, compare_blocksize: int = 1) -> dict[str, Any]:
+def analyse(
+    peers: int = 100,
+    records: int = 100_000,
+    trials: int = 20,
+    seed: int | None = None,
+    blocksize: int = DEFAULT_BLOCKSIZE,
+    classes: Sequence[int] = (1, 2, 3),
+    max_failed: int | None = None,
+    compare_blocksize: int = 1,
+) -> dict[str, Any]:
     """Run the whole analysis and return JSON-ready results.
 
     Parameters
@@ -478,13 +498,18 @@ def analyse(peers: int = 100, records: int = 100_000, trials: int = 20, seed: in
     for f in classes:
         runs = {blocksize: simulate(peers, f, records, gs, trials, blocksize, f"{seed}:x{f}:b{blocksize}")}
         if compare_blocksize:
-            runs[compare_blocksize] = simulate(peers, f, records, gs, trials, compare_blocksize,
-                                               f"{seed}:x{f}:b{compare_blocksize}")
+            runs[compare_blocksize] = simulate(
+                peers, f, records, gs, trials, compare_blocksize, f"{seed}:x{f}:b{compare_blocksize}"
+            )
         for k, g in enumerate(gs):
             p = exact_unavailable(peers, f, g)
-            row: dict[str, Any] = {"copies": f, "failed": g, "exact": p,
-                                   "paper": paper_formula(peers, f, g),
-                                   "paper_limit": paper_limit(peers, f, g)}
+            row: dict[str, Any] = {
+                "copies": f,
+                "failed": g,
+                "exact": p,
+                "paper": paper_formula(peers, f, g),
+                "paper_limit": paper_limit(peers, f, g),
+            }
             for b, fr in runs.items():
                 sfx = "" if b == blocksize else "_b" + str(b)
                 sd = trial_std(p, records, b)
@@ -496,15 +521,28 @@ def analyse(peers: int = 100, records: int = 100_000, trials: int = 20, seed: in
                 row["fractions" + sfx] = fr[k].tolist()
             rows.append(row)
     ex = PAPER_EXAMPLE
-    example = dict(ex, exact=exact_unavailable(ex["peers"], ex["copies"], ex["failed"]),
-                   paper_formula=paper_formula(ex["peers"], ex["copies"], ex["failed"]))
-    return {"seed": seed, "peers": peers, "records": records, "trials": trials,
-            "blocksize": blocksize, "compare_blocksize": compare_blocksize,
-            "classes": list(classes), "failed": gs, "rows": rows, "paper_example": example,
-            "elapsed_s": time.perf_counter() - t0}
+    example = dict(
+        ex,
+        exact=exact_unavailable(ex["peers"], ex["copies"], ex["failed"]),
+        paper_formula=paper_formula(ex["peers"], ex["copies"], ex["failed"]),
+    )
+    return {
+        "seed": seed,
+        "peers": peers,
+        "records": records,
+        "trials": trials,
+        "blocksize": blocksize,
+        "compare_blocksize": compare_blocksize,
+        "classes": list(classes),
+        "failed": gs,
+        "rows": rows,
+        "paper_example": example,
+        "elapsed_s": time.perf_counter() - t0,
+    }
 
 
 # -- correlated failures: whole failure domains ---------------------------------------
+
 
 def _check_domains(peers: int, domains: int, copies: int, failed_domains: int) -> None:
     _check(peers, copies, 0)
@@ -568,8 +606,9 @@ def exact_domain_loss(peers: int, domains: int, copies: int, failed_domains: int
     return total
 
 
-def simulate_domains(peers: int, domains: int, copies: int, records: int, trials: int, blocksize: int,
-                     seed: int | str) -> dict[str, np.ndarray]:
+def simulate_domains(
+    peers: int, domains: int, copies: int, records: int, trials: int, blocksize: int, seed: int | str
+) -> dict[str, np.ndarray]:
     """Measure the unavailable fraction when g = 0..D whole domains fail,
     with domain-aware and with blind placement of the same file.
 
@@ -607,8 +646,10 @@ def simulate_domains(peers: int, domains: int, copies: int, records: int, trials
         usable = list(range(len(peerlist)))
         doms = {k: p.failure_domain for k, p in enumerate(peerlist)}
         rack = {k: rack_of(int(p.peer_id[4:]), domains) for k, p in enumerate(peerlist)}
-        placed = {"aware": place_records(usable, copies, records, blocksize, rng, doms),
-                  "blind": place_records(usable, copies, records, blocksize, rng)}
+        placed = {
+            "aware": place_records(usable, copies, records, blocksize, rng, doms),
+            "blind": place_records(usable, copies, records, blocksize, rng),
+        }
         for g in range(domains + 1):
             down = set(rng.sample(range(domains), g))
             failed = [k for k in usable if rack[k] in down]
@@ -617,9 +658,15 @@ def simulate_domains(peers: int, domains: int, copies: int, records: int, trials
     return out
 
 
-def analyse_domains(peers: int = 100, domains: int = 10, records: int = 100_000, trials: int = 20,
-                    seed: int | None = None, blocksize: int = DEFAULT_BLOCKSIZE,
-                    classes: Sequence[int] = (1, 2, 3)) -> dict[str, Any]:
+def analyse_domains(
+    peers: int = 100,
+    domains: int = 10,
+    records: int = 100_000,
+    trials: int = 20,
+    seed: int | None = None,
+    blocksize: int = DEFAULT_BLOCKSIZE,
+    classes: Sequence[int] = (1, 2, 3),
+) -> dict[str, Any]:
     """The correlated-failure analysis (``--domains D``), JSON-ready.
 
     Parameters
@@ -660,16 +707,28 @@ def analyse_domains(peers: int = 100, domains: int = 10, records: int = 100_000,
     for f in classes:
         fr = simulate_domains(peers, domains, f, records, trials, blocksize, f"{seed}:x{f}:domains")
         for g in range(domains + 1):
-            row: dict[str, Any] = {"copies": f, "failed_domains": g,
-                                   "failed_peers": sum(1 for i in range(peers) if rack_of(i, domains) < g)}
+            row: dict[str, Any] = {
+                "copies": f,
+                "failed_domains": g,
+                "failed_peers": sum(1 for i in range(peers) if rack_of(i, domains) < g),
+            }
             for kind in ("aware", "blind"):
                 row[f"{kind}_mean"] = float(fr[kind][g].mean())
                 row[f"{kind}_std"] = float(fr[kind][g].std(ddof=1))
                 row[f"{kind}_exact"] = exact_domain_loss(peers, domains, f, g, kind == "aware")
             rows.append(row)
-    return {"mode": "domains", "seed": seed, "peers": peers, "domains": domains, "records": records,
-            "trials": trials, "blocksize": blocksize, "classes": list(classes), "rows": rows,
-            "elapsed_s": time.perf_counter() - t0}
+    return {
+        "mode": "domains",
+        "seed": seed,
+        "peers": peers,
+        "domains": domains,
+        "records": records,
+        "trials": trials,
+        "blocksize": blocksize,
+        "classes": list(classes),
+        "rows": rows,
+        "elapsed_s": time.perf_counter() - t0,
+    }
 
 
 def print_domain_report(res: dict[str, Any], console: Any = None) -> None:
@@ -692,13 +751,25 @@ def print_domain_report(res: dict[str, Any], console: Any = None) -> None:
         console = Console()
         if not console.is_terminal and console.width < 120:
             console = Console(width=120)
-    console.print(f"seed {res['seed']}: N={res['peers']} peers in D={res['domains']} racks, R={res['records']} "
-                  f"records per trial, {res['trials']} trials, blocksize {res['blocksize']} "
-                  f"(rerun with --seed {res['seed']})")
-    t = Table(title="Fraction of records unavailable with g whole racks failed: domain-aware vs blind placement",
-              box=box.SIMPLE_HEAD)
-    for name in ("class", "racks down", "peers down", "aware measured", "aware exact", "blind measured",
-                 "blind std/trial", "blind exact"):
+    console.print(
+        f"seed {res['seed']}: N={res['peers']} peers in D={res['domains']} racks, R={res['records']} "
+        f"records per trial, {res['trials']} trials, blocksize {res['blocksize']} "
+        f"(rerun with --seed {res['seed']})"
+    )
+    t = Table(
+        title="Fraction of records unavailable with g whole racks failed: domain-aware vs blind placement",
+        box=box.SIMPLE_HEAD,
+    )
+    for name in (
+        "class",
+        "racks down",
+        "peers down",
+        "aware measured",
+        "aware exact",
+        "blind measured",
+        "blind std/trial",
+        "blind exact",
+    ):
         t.add_column(name, justify="right")
     prev = None
     for r in res["rows"]:
@@ -707,8 +778,16 @@ def print_domain_report(res: dict[str, Any], console: Any = None) -> None:
         if prev is not None and r["copies"] != prev:
             t.add_section()
         prev = r["copies"]
-        t.add_row(f"x{r['copies']}", str(r["failed_domains"]), str(r["failed_peers"]), _pct(r["aware_mean"]),
-                  _pct(r["aware_exact"]), _pct(r["blind_mean"]), _pct(r["blind_std"]), _pct(r["blind_exact"]))
+        t.add_row(
+            f"x{r['copies']}",
+            str(r["failed_domains"]),
+            str(r["failed_peers"]),
+            _pct(r["aware_mean"]),
+            _pct(r["aware_exact"]),
+            _pct(r["blind_mean"]),
+            _pct(r["blind_std"]),
+            _pct(r["blind_exact"]),
+        )
     console.print(t)
     console.print(f"elapsed {res['elapsed_s']:.1f} s")
 
@@ -741,13 +820,15 @@ def plot_domains(res: dict[str, Any], path: str | Path) -> None:
             mean = np.array([r[f"{kind}_mean"] for r in rows])
             pos, m = exact > 0, mean > 0
             ax.plot(g[pos], exact[pos], ls, color=c, alpha=0.8)
-            ax.plot(g[m], mean[m], mk, color=c, mfc=c if kind == "aware" else "none", ms=5,
-                    label=f"x{f} {kind}")
+            ax.plot(g[m], mean[m], mk, color=c, mfc=c if kind == "aware" else "none", ms=5, label=f"x{f} {kind}")
     ax.set_yscale("log")
     ax.set_xlabel(f"racks failed (of D={res['domains']}, {res['peers'] // res['domains']} peers each)")
     ax.set_ylabel("fraction of records unavailable")
-    ax.set_title(f"Whole racks failing: domain-aware vs blind placement\n"
-                 f"N={res['peers']}, R={res['records']}, {res['trials']} trials (lines: exact)", fontsize=10)
+    ax.set_title(
+        f"Whole racks failing: domain-aware vs blind placement\n"
+        f"N={res['peers']}, R={res['records']}, {res['trials']} trials (lines: exact)",
+        fontsize=10,
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2, loc="lower right")
     fig.tight_layout()
@@ -757,6 +838,7 @@ def plot_domains(res: dict[str, Any], path: str | Path) -> None:
 
 
 # -- output -----------------------------------------------------------------------
+
 
 def _pct(x: float) -> str:
     return "0" if x == 0 else f"{100 * x:.3g}%"
@@ -783,12 +865,15 @@ def print_report(res: dict[str, Any], console: Any = None) -> None:
         if not console.is_terminal and console.width < 120:
             console = Console(width=120)
     b, b2 = res["blocksize"], res["compare_blocksize"]
-    console.print(f"seed {res['seed']}: N={res['peers']} peers, R={res['records']} records per trial, "
-                  f"{res['trials']} trials, blocksize {b} (rerun with --seed {res['seed']})")
-    t = Table(title=f"Fraction of records unavailable with G of N={res['peers']} peers failed "
-                    f"(blocksize {b})", box=box.SIMPLE_HEAD)
-    for name in ("class", "G", "measured", "std/trial", "exact", "z", "paper", "paper/exact",
-                 "(G/N)^F"):
+    console.print(
+        f"seed {res['seed']}: N={res['peers']} peers, R={res['records']} records per trial, "
+        f"{res['trials']} trials, blocksize {b} (rerun with --seed {res['seed']})"
+    )
+    t = Table(
+        title=f"Fraction of records unavailable with G of N={res['peers']} peers failed (blocksize {b})",
+        box=box.SIMPLE_HEAD,
+    )
+    for name in ("class", "G", "measured", "std/trial", "exact", "z", "paper", "paper/exact", "(G/N)^F"):
         t.add_column(name, justify="right")
     prev = None
     for r in res["rows"]:
@@ -796,19 +881,41 @@ def print_report(res: dict[str, Any], console: Any = None) -> None:
             t.add_section()
         prev = r["copies"]
         ratio = f"{r['paper'] / r['exact']:.3f}" if r["exact"] > 0 else "-"
-        t.add_row(f"x{r['copies']}", str(r["failed"]), _pct(r["measured_mean"]), _pct(r["measured_std"]),
-                  _pct(r["exact"]), f"{r['z']:+.2f}", _pct(r["paper"]), ratio, _pct(r["paper_limit"]))
+        t.add_row(
+            f"x{r['copies']}",
+            str(r["failed"]),
+            _pct(r["measured_mean"]),
+            _pct(r["measured_std"]),
+            _pct(r["exact"]),
+            f"{r['z']:+.2f}",
+            _pct(r["paper"]),
+            ratio,
+            _pct(r["paper_limit"]),
+        )
     console.print(t)
     ex = res["paper_example"]
-    console.print(f"Paper's worked example (N={ex['peers']}, x{ex['copies']}, G={ex['failed']}): "
-                  f"1/100*1/99 = {_pct(ex['value'])}; exact = {_pct(ex['exact'])} "
-                  f"(x{ex['exact'] / ex['value']:.2f}); paper's formula = {_pct(ex['paper_formula'])}.")
+    console.print(
+        f"Paper's worked example (N={ex['peers']}, x{ex['copies']}, G={ex['failed']}): "
+        f"1/100*1/99 = {_pct(ex['value'])}; exact = {_pct(ex['exact'])} "
+        f"(x{ex['exact'] / ex['value']:.2f}); paper's formula = {_pct(ex['paper_formula'])}."
+    )
     console.print("z = (measured - exact) / (theory std / sqrt(trials)); |z| < ~3 agrees with exact.")
     if b2:
-        t2 = Table(title=f"Effect of blocksize: spread of the fraction across trials, blocksize {b} vs {b2}",
-                   box=box.SIMPLE_HEAD)
-        for name in ("class", "G", "exact", f"mean b={b}", f"mean b={b2}", f"std b={b}",
-                     f"std b={b2}", "std ratio", "theory ratio"):
+        t2 = Table(
+            title=f"Effect of blocksize: spread of the fraction across trials, blocksize {b} vs {b2}",
+            box=box.SIMPLE_HEAD,
+        )
+        for name in (
+            "class",
+            "G",
+            "exact",
+            f"mean b={b}",
+            f"mean b={b2}",
+            f"std b={b}",
+            f"std b={b2}",
+            "std ratio",
+            "theory ratio",
+        ):
             t2.add_column(name, justify="right")
         prev = None
         for r in res["rows"]:
@@ -818,10 +925,17 @@ def print_report(res: dict[str, Any], console: Any = None) -> None:
                 t2.add_section()
             prev = r["copies"]
             s1, s2 = r["measured_std"], r[f"measured_std_b{b2}"]
-            t2.add_row(f"x{r['copies']}", str(r["failed"]), _pct(r["exact"]), _pct(r["measured_mean"]),
-                       _pct(r[f"measured_mean_b{b2}"]), _pct(s1), _pct(s2),
-                       f"{s1 / s2:.2f}" if s2 > 0 else "-",
-                       f"{r['theory_std'] / r[f'theory_std_b{b2}']:.2f}")
+            t2.add_row(
+                f"x{r['copies']}",
+                str(r["failed"]),
+                _pct(r["exact"]),
+                _pct(r["measured_mean"]),
+                _pct(r[f"measured_mean_b{b2}"]),
+                _pct(s1),
+                _pct(s2),
+                f"{s1 / s2:.2f}" if s2 > 0 else "-",
+                f"{r['theory_std'] / r[f'theory_std_b{b2}']:.2f}",
+            )
         console.print(t2)
     console.print(f"elapsed {res['elapsed_s']:.1f} s")
 
@@ -874,21 +988,20 @@ def plot(res: dict[str, Any], path: str | Path) -> None:
     ex = res["paper_example"]
     if ex["peers"] == res["peers"] and ex["copies"] in res["classes"]:
         ax.plot([ex["failed"]], [ex["value"]], "k*", ms=10)
-        handles.append(Line2D([], [], color="k", marker="*", ls="", ms=10,
-                              label="paper's example 1/100\u00b71/99"))
+        handles.append(Line2D([], [], color="k", marker="*", ls="", ms=10, label="paper's example 1/100\u00b71/99"))
     ax.set_yscale("log")
     floor = min([r["exact"] for r in res["rows"] if r["exact"] > 0], default=None)
     if floor is not None:
         ax.set_ylim(bottom=floor / 20)  # error bars reaching mean - std <= 0 run off the bottom
     ax.set_xlabel("G, failed peers")
     ax.set_ylabel("fraction of records unavailable")
-    ax.set_title(f"N={res['peers']} peers, R={res['records']} records, {res['trials']} trials, "
-                 f"blocksize {b}")
+    ax.set_title(f"N={res['peers']} peers, R={res['records']} records, {res['trials']} trials, blocksize {b}")
     ax.grid(True, which="both", alpha=0.3)
-    handles[len(res["classes"]):len(res["classes"])] = [
+    handles[len(res["classes"]) : len(res["classes"])] = [
         Line2D([], [], color="k", marker="o", ms=4, ls="", label="measured, \u00b1 std over trials"),
         Line2D([], [], color="k", ls="-", label="exact C(G,F)/C(N,F)"),
-        Line2D([], [], color="k", ls="--", label="paper \u220f G/(N-i), F factors")]
+        Line2D([], [], color="k", ls="--", label="paper \u220f G/(N-i), F factors"),
+    ]
     ax.legend(handles=handles, fontsize=7, loc="lower right", ncol=2)
     if b2:
         ax = axes[0][1]
@@ -901,8 +1014,7 @@ def plot(res: dict[str, Any], path: str | Path) -> None:
                 th = np.array([r["theory_std" + sfx] for r in rows])
                 ax.plot(g, th, ls, color=c, alpha=0.7)
                 m = sd > 0
-                ax.plot(g[m], sd[m], mk, color=c, mfc=c if bb == b else "none", ms=5,
-                        label=f"x{f} blocksize {bb}")
+                ax.plot(g[m], sd[m], mk, color=c, mfc=c if bb == b else "none", ms=5, label=f"x{f} blocksize {bb}")
         ax.set_yscale("log")
         ax.set_xlabel("G, failed peers")
         ax.set_ylabel("std of the fraction across trials")
@@ -918,21 +1030,34 @@ def plot(res: dict[str, Any], path: str | Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit status (2 for bad arguments)."""
     ap = argparse.ArgumentParser(
-        prog="python -m st_tools.dataloss",
-        description="Data-loss analysis (paper 4.2) with the real placement code.")
+        prog="python -m st_tools.dataloss", description="Data-loss analysis (paper 4.2) with the real placement code."
+    )
     ap.add_argument("--peers", type=int, default=100, help="N, storage peers (default 100)")
     ap.add_argument("--records", type=int, default=100_000, help="R, records per trial (default 100000)")
     ap.add_argument("--trials", type=int, default=20, help="independent files/failure draws (default 20)")
     ap.add_argument("--seed", type=int, default=None, help="master seed (default: random, printed)")
-    ap.add_argument("--blocksize", type=int, default=DEFAULT_BLOCKSIZE,
-                    help=f"records per holder set (default {DEFAULT_BLOCKSIZE}, the tracker's default)")
-    ap.add_argument("--compare-blocksize", type=int, default=1,
-                    help="second blocksize to compare the spread with (default 1; 0 skips)")
+    ap.add_argument(
+        "--blocksize",
+        type=int,
+        default=DEFAULT_BLOCKSIZE,
+        help=f"records per holder set (default {DEFAULT_BLOCKSIZE}, the tracker's default)",
+    )
+    ap.add_argument(
+        "--compare-blocksize",
+        type=int,
+        default=1,
+        help="second blocksize to compare the spread with (default 1; 0 skips)",
+    )
     ap.add_argument("--classes", default="1,2,3", help="comma-separated F values (default 1,2,3)")
     ap.add_argument("--max-failed", type=int, default=None, help="largest G (default min(10, N))")
-    ap.add_argument("--domains", type=int, default=0, metavar="D",
-                    help="correlated failures: the peers in D racks (failure domains), whole racks fail, "
-                         "domain-aware vs blind placement (default 0: independent peer failures)")
+    ap.add_argument(
+        "--domains",
+        type=int,
+        default=0,
+        metavar="D",
+        help="correlated failures: the peers in D racks (failure domains), whole racks fail, "
+        "domain-aware vs blind placement (default 0: independent peer failures)",
+    )
     ap.add_argument("--plot", default=None, help="write the figure to this PNG")
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
     a = ap.parse_args(argv)
@@ -942,12 +1067,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"--classes must be comma-separated integers, got {a.classes!r}")
     try:
         if a.domains:
-            res = analyse_domains(peers=a.peers, domains=a.domains, records=a.records, trials=a.trials,
-                                  seed=a.seed, blocksize=a.blocksize, classes=classes)
+            res = analyse_domains(
+                peers=a.peers,
+                domains=a.domains,
+                records=a.records,
+                trials=a.trials,
+                seed=a.seed,
+                blocksize=a.blocksize,
+                classes=classes,
+            )
         else:
-            res = analyse(peers=a.peers, records=a.records, trials=a.trials, seed=a.seed,
-                          blocksize=a.blocksize, classes=classes, max_failed=a.max_failed,
-                          compare_blocksize=a.compare_blocksize)
+            res = analyse(
+                peers=a.peers,
+                records=a.records,
+                trials=a.trials,
+                seed=a.seed,
+                blocksize=a.blocksize,
+                classes=classes,
+                max_failed=a.max_failed,
+                compare_blocksize=a.compare_blocksize,
+            )
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

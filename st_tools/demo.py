@@ -48,9 +48,12 @@ def split_records(flights: pa.Table) -> list[tuple[str, pa.Table]]:
     """One record per origin airport and day, named ``ORIGIN/YYYY-MM-DD``."""
     t = flights.sort_by([("origin", "ascending"), ("month", "ascending"), ("day", "ascending")])
     keys = pc.binary_join_element_wise(
-        t["origin"], pc.cast(t["year"], pa.string()),
+        t["origin"],
+        pc.cast(t["year"], pa.string()),
         pc.utf8_lpad(pc.cast(t["month"], pa.string()), 2, "0"),
-        pc.utf8_lpad(pc.cast(t["day"], pa.string()), 2, "0"), "|").to_pylist()
+        pc.utf8_lpad(pc.cast(t["day"], pa.string()), 2, "0"),
+        "|",
+    ).to_pylist()
     out, start = [], 0
     for i in range(1, len(keys) + 1):
         if i == len(keys) or keys[i] != keys[start]:
@@ -70,8 +73,14 @@ def to_ipc(table: pa.Table) -> bytes:
 def reference(flights: pa.Table) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The analysis by pandas directly on the source table."""
     df = flights.select(["carrier", "month", "dep_delay", "origin"]).to_pandas()
-    delay = (df.groupby(["carrier", "month"])["dep_delay"].mean().rename("mean_dep_delay")
-             .reset_index().sort_values(["carrier", "month"]).reset_index(drop=True))
+    delay = (
+        df.groupby(["carrier", "month"])["dep_delay"]
+        .mean()
+        .rename("mean_dep_delay")
+        .reset_index()
+        .sort_values(["carrier", "month"])
+        .reset_index(drop=True)
+    )
     counts = df.groupby("origin").size().rename("flights").reset_index().sort_values("origin")
     return delay, counts.reset_index(drop=True)
 
@@ -84,8 +93,10 @@ def _normalize(delay: pd.DataFrame, counts: pd.DataFrame) -> tuple[pd.DataFrame,
     counts = counts[["origin", "flights"]].copy()
     counts["origin"] = counts["origin"].astype(str)
     counts["flights"] = counts["flights"].astype("int64")
-    return (delay.sort_values(["carrier", "month"]).reset_index(drop=True),
-            counts.sort_values("origin").reset_index(drop=True))
+    return (
+        delay.sort_values(["carrier", "month"]).reset_index(drop=True),
+        counts.sort_values("origin").reset_index(drop=True),
+    )
 
 
 def analyse_ray(tracker: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -138,11 +149,21 @@ def start_ray(num_cpus: int = 2, attempts: int = 5, hosts: list[str] | None = No
                 rc = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": hosts[0]})
                 for h in hosts[1:]:
                     rc.add_node(num_cpus=1, node_ip_address=h)
-                ray.init(address=rc.address, include_dashboard=False, log_to_driver=False,
-                         configure_logging=False, logging_level=logging.WARNING)
+                ray.init(
+                    address=rc.address,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                    logging_level=logging.WARNING,
+                )
             else:
-                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                         configure_logging=False, logging_level=logging.WARNING)
+                ray.init(
+                    num_cpus=num_cpus,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                    logging_level=logging.WARNING,
+                )
             break
         except Exception as e:
             ray.shutdown()
@@ -215,8 +236,10 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool
     try:
         with con.status("starting tracker and peers"):
             cluster.start()
-        con.print(f"[bold]cluster[/]: tracker {cluster.tracker_addr}, {n_peers} peers "
-                  f"{', '.join(cluster.peer_addrs)}; data in {cluster.data_dir}")
+        con.print(
+            f"[bold]cluster[/]: tracker {cluster.tracker_addr}, {n_peers} peers "
+            f"{', '.join(cluster.peer_addrs)}; data in {cluster.data_dir}"
+        )
 
         flights = load_flights()
         records = split_records(flights)
@@ -229,8 +252,10 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool
                 total += len(data)
                 f.queue_put(name, data)
         dt = time.monotonic() - t1
-        con.print(f"[bold]stored[/] {flights.num_rows:,} flights as {len(records):,} records "
-                  f"({total / 1e6:.1f} MB, class x2) in {dt:.2f} s")
+        con.print(
+            f"[bold]stored[/] {flights.num_rows:,} flights as {len(records):,} records "
+            f"({total / 1e6:.1f} MB, class x2) in {dt:.2f} s"
+        )
 
         ref = reference(flights)
 
@@ -242,19 +267,22 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool
         diff = same(ray_res, ref)
         report.check("Ray analysis == pandas on the source CSV", diff is None, diff or "")
 
-        from distributed import Client as DaskClient, LocalCluster as DaskCluster
+        from distributed import Client as DaskClient
+        from distributed import LocalCluster as DaskCluster
 
         with con.status("Dask: reading records through GET_LOCAL"):
             if hosts:  # a worker on each peer's host: partitions are pinned by host
                 from distributed import Nanny, Scheduler, SpecCluster
 
                 dcluster = SpecCluster(
-                    workers={h: {"cls": Nanny, "options": {"host": h, "nthreads": 1}}
-                             for h in (cluster.peer_host(i) for i in range(n_peers))},
-                    scheduler={"cls": Scheduler, "options": {"dashboard_address": None}})
+                    workers={
+                        h: {"cls": Nanny, "options": {"host": h, "nthreads": 1}}
+                        for h in (cluster.peer_host(i) for i in range(n_peers))
+                    },
+                    scheduler={"cls": Scheduler, "options": {"dashboard_address": None}},
+                )
             else:
-                dcluster = DaskCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+                dcluster = DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
             dclient = DaskClient(dcluster)
             dask_res = analyse_dask(cluster.tracker_addr, dclient)
         diff = same(dask_res, ref)
@@ -262,26 +290,38 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool
 
         from st_integrations.duckdb_sql import sql
 
-        q = ("SELECT split_part(name, '/', 1) AS origin, count(*) AS records, sum(size) AS bytes "
-             "FROM records GROUP BY 1 ORDER BY 1")
+        q = (
+            "SELECT split_part(name, '/', 1) AS origin, count(*) AS records, sum(size) AS bytes "
+            "FROM records GROUP BY 1 ORDER BY 1"
+        )
         sql_res = sql(client, [FILE], q).to_pandas()
         days = {o: sum(1 for n, _ in records if n.startswith(o + "/")) for o in ("EWR", "JFK", "LGA")}
-        report.check("DuckDB: records per origin from the infofile",
-                     dict(zip(sql_res.origin, sql_res.records)) == days, str(sql_res.to_dict("list")))
-        flights_sql = sql(client, [FILE], "SELECT origin, count(*) AS flights FROM records_data "
-                                          "GROUP BY 1 ORDER BY 1").to_pandas()
-        report.check("DuckDB: flights per origin from the records' contents == pandas",
-                     dict(zip(flights_sql.origin, flights_sql.flights)) == dict(zip(ref[1].origin, ref[1].flights)),
-                     str(flights_sql.to_dict("list")))
+        report.check(
+            "DuckDB: records per origin from the infofile",
+            dict(zip(sql_res.origin, sql_res.records)) == days,
+            str(sql_res.to_dict("list")),
+        )
+        flights_sql = sql(
+            client, [FILE], "SELECT origin, count(*) AS flights FROM records_data GROUP BY 1 ORDER BY 1"
+        ).to_pandas()
+        report.check(
+            "DuckDB: flights per origin from the records' contents == pandas",
+            dict(zip(flights_sql.origin, flights_sql.flights)) == dict(zip(ref[1].origin, ref[1].flights)),
+            str(flights_sql.to_dict("list")),
+        )
 
         from st_integrations.ray_writer import write_storetorrent
 
-        n_out = write_storetorrent(ray.data.from_pandas(ray_res[0]), RESULT, replication="x2",
-                                   tracker=cluster.tracker_addr, mode="overwrite")
+        n_out = write_storetorrent(
+            ray.data.from_pandas(ray_res[0]), RESULT, replication="x2", tracker=cluster.tracker_addr, mode="overwrite"
+        )
         back = pd.read_parquet(f"storetorrent://{cluster.tracker_addr}{RESULT}", engine="pyarrow")
         back = back.sort_values(["carrier", "month"]).reset_index(drop=True)
-        report.check(f"Ray wrote the result back ({n_out} Parquet records, one commit); pandas reads it "
-                     "through storetorrent://", same((back, ray_res[1]), ray_res) is None, "")
+        report.check(
+            f"Ray wrote the result back ({n_out} Parquet records, one commit); pandas reads it through storetorrent://",
+            same((back, ray_res[1]), ray_res) is None,
+            "",
+        )
 
         killed = cluster.kill_peer(1)
         con.print(f"[bold red]killed[/] peer-1 ({killed}) with SIGKILL")

@@ -161,16 +161,17 @@ from st_py.placement import DEFAULT_BLOCKSIZE, choose_spare
 from st_tools.dataloss import RECORD_BYTES, block_weights, exact_domain_loss, make_peerlist, place_records, rack_of
 
 HOURS_PER_YEAR = 365.25 * 24  # 8766 h, the Julian year
-DEFAULT_RECORDS = 100_000     # as st_tools.dataloss
+DEFAULT_RECORDS = 100_000  # as st_tools.dataloss
 REPAIR_MODES = ("parallel", "serial")
 SIM_REPAIRS = ("rebuild", "respread")
-Z95 = 1.959963984540054       # two-sided 95% normal quantile
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
-_SERIES_TERMS = 30            # uniformization series terms for a step with Lambda h <= 1/2
-_STEP = 0.5                   # largest Lambda h of the series step
+_SERIES_TERMS = 30  # uniformization series terms for a step with Lambda h <= 1/2
+_STEP = 0.5  # largest Lambda h of the series step
 
 
 # -- validation -------------------------------------------------------------------
+
 
 def _int(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -189,8 +190,16 @@ def _rate(name: str, value: Any, positive: bool) -> float:
     return v
 
 
-def _check(peers: Any, copies: Any, fail_rate: Any, repair_rate: Any, records: Any, blocksize: Any,
-           repair: Any, domains: Any = 0) -> tuple[int, int, float, float, int, int]:
+def _check(
+    peers: Any,
+    copies: Any,
+    fail_rate: Any,
+    repair_rate: Any,
+    records: Any,
+    blocksize: Any,
+    repair: Any,
+    domains: Any = 0,
+) -> tuple[int, int, float, float, int, int]:
     """Validate the chain's parameters; raise ValueError with a clear message."""
     n = _int("peers (N)", peers, 1)
     f = _int("copies (F, class xF)", copies, 1)
@@ -209,6 +218,7 @@ def _check(peers: Any, copies: Any, fail_rate: Any, repair_rate: Any, records: A
 
 
 # -- the chain ----------------------------------------------------------------------
+
 
 def log_safety_domains(peers: int, domains: int, copies: int, blocks: int, aware: bool = True) -> np.ndarray:
     """``log s(k)`` when k of D whole racks are down, k = 0..D (module
@@ -308,9 +318,17 @@ class Chain:
     blocks: int
 
 
-def build_chain(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: float,
-                records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
-                repair: str = "parallel", domains: int = 0, aware: bool = True) -> Chain:
+def build_chain(
+    peers: int,
+    copies: int,
+    fail_rate_per_h: float,
+    repair_rate_per_h: float,
+    records: int = DEFAULT_RECORDS,
+    blocksize: int = DEFAULT_BLOCKSIZE,
+    repair: str = "parallel",
+    domains: int = 0,
+    aware: bool = True,
+) -> Chain:
     """The transition rates of the chain (see the module docstring).
 
     Parameters
@@ -346,14 +364,13 @@ def build_chain(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per
     ValueError
         For any argument out of range (F > N, lambda <= 0, mu < 0, R < 1, D > N, ...).
     """
-    n, f, lam, mu, r, b = _check(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize,
-                                 repair, domains)
+    n, f, lam, mu, r, b = _check(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair, domains)
     blocks = len(block_weights(r, b))
     units = domains or n
     ls = log_safety_domains(n, domains, f, blocks, aware) if domains else log_safety(n, f, blocks)
     k = np.arange(units)
-    diff = ls[1:] - ls[:-1]                         # log r_k <= 0, -inf at k = N-1
-    branch = -np.expm1(diff)                        # 1 - r_k, precise when tiny
+    diff = ls[1:] - ls[:-1]  # log r_k <= 0, -inf at k = N-1
+    branch = -np.expm1(diff)  # 1 - r_k, precise when tiny
     fail = (units - k) * lam
     up = fail * np.exp(diff)
     loss = fail * branch
@@ -364,15 +381,23 @@ def build_chain(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per
 def _mttdl(ch: Chain) -> float:
     a, b, c = ch.up, ch.down, ch.loss
     x = z = 0.0
-    for k in range(len(a) - 1, -1, -1):             # a[N-1] = 0: x, z of state N never used
+    for k in range(len(a) - 1, -1, -1):  # a[N-1] = 0: x, z of state N never used
         e = b[k] + c[k] + a[k] * z
         x, z = (1.0 + a[k] * x) / e, (c[k] + a[k] * z) / e
     return x
 
 
-def mttdl_hours(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: float,
-                records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
-                repair: str = "parallel", domains: int = 0, aware: bool = True) -> float:
+def mttdl_hours(
+    peers: int,
+    copies: int,
+    fail_rate_per_h: float,
+    repair_rate_per_h: float,
+    records: int = DEFAULT_RECORDS,
+    blocksize: int = DEFAULT_BLOCKSIZE,
+    repair: str = "parallel",
+    domains: int = 0,
+    aware: bool = True,
+) -> float:
     """Mean time to data loss of a class xF file, starting with every peer up.
 
     The expected absorption time of the chain from state 0, solved on the
@@ -396,8 +421,9 @@ def mttdl_hours(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per
     ValueError
         For any argument out of range.
     """
-    return _mttdl(build_chain(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize,
-                              repair, domains, aware))
+    return _mttdl(
+        build_chain(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair, domains, aware)
+    )
 
 
 def _loss_probability(ch: Chain, t: float) -> float:
@@ -407,11 +433,11 @@ def _loss_probability(ch: Chain, t: float) -> float:
     rate = ch.up + ch.down + ch.loss
     lam = float(rate.max())
     s = max(0, math.ceil(math.log2(lam * t / _STEP)))
-    h = t / 2.0 ** s
-    p = np.diag(1.0 - rate / lam)                  # uniformized chain on the transient states
+    h = t / 2.0**s
+    p = np.diag(1.0 - rate / lam)  # uniformized chain on the transient states
     p[np.arange(n - 1), np.arange(1, n)] = ch.up[:-1] / lam
     p[np.arange(1, n), np.arange(n - 1)] = ch.down[1:] / lam
-    pl = ch.loss / lam                             # one-step absorption probabilities
+    pl = ch.loss / lam  # one-step absorption probabilities
     # exp(Q h) = exp(-lam h) sum_m (lam h)^m / m! P^m (E: transient block, L: DL column)
     e = np.eye(n)
     el = np.zeros(n)
@@ -423,7 +449,7 @@ def _loss_probability(ch: Chain, t: float) -> float:
         term = (term @ p) * (lh / m)
         e += term
         el += terml
-    w = math.exp(-lh)                              # the DL row of P stays e_DL: its corner is exactly 1
+    w = math.exp(-lh)  # the DL row of P stays e_DL: its corner is exactly 1
     e *= w
     el *= w
     for _ in range(s):
@@ -432,10 +458,18 @@ def _loss_probability(ch: Chain, t: float) -> float:
     return float(min(1.0, el[0]))
 
 
-def loss_probability(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: float,
-                     mission_hours: float | Sequence[float] | np.ndarray,
-                     records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
-                     repair: str = "parallel", domains: int = 0, aware: bool = True) -> float | np.ndarray:
+def loss_probability(
+    peers: int,
+    copies: int,
+    fail_rate_per_h: float,
+    repair_rate_per_h: float,
+    mission_hours: float | Sequence[float] | np.ndarray,
+    records: int = DEFAULT_RECORDS,
+    blocksize: int = DEFAULT_BLOCKSIZE,
+    repair: str = "parallel",
+    domains: int = 0,
+    aware: bool = True,
+) -> float | np.ndarray:
     """Probability that a class xF file loses a record within the mission time.
 
     ``P(T_DL <= t)`` from state 0, the DL entry of ``exp(Q t)``, computed by
@@ -466,9 +500,18 @@ def loss_probability(peers: int, copies: int, fail_rate_per_h: float, repair_rat
     return float(out[0]) if ts.ndim == 0 else out
 
 
-def model(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: float,
-          mission_hours: float, records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
-          repair: str = "parallel", domains: int = 0, aware: bool = True) -> dict[str, Any]:
+def model(
+    peers: int,
+    copies: int,
+    fail_rate_per_h: float,
+    repair_rate_per_h: float,
+    mission_hours: float,
+    records: int = DEFAULT_RECORDS,
+    blocksize: int = DEFAULT_BLOCKSIZE,
+    repair: str = "parallel",
+    domains: int = 0,
+    aware: bool = True,
+) -> dict[str, Any]:
     """MTTDL and mission loss probability of one class, JSON-ready.
 
     Parameters
@@ -492,13 +535,20 @@ def model(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: fl
     """
     ch = build_chain(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair, domains, aware)
     m = _mttdl(ch)
-    p = loss_probability(peers, copies, fail_rate_per_h, repair_rate_per_h, mission_hours, records,
-                         blocksize, repair, domains, aware)
+    p = loss_probability(
+        peers, copies, fail_rate_per_h, repair_rate_per_h, mission_hours, records, blocksize, repair, domains, aware
+    )
     first = min(copies, len(ch.branch)) - 1  # the F-th unit down (with D < F racks: the last)
-    return {"copies": copies, "blocks": ch.blocks, "first_loss_branch": float(ch.branch[first]),
-            "first_failure_branch": float(ch.branch[0]),
-            "mttdl_hours": m, "mttdl_years": m / HOURS_PER_YEAR, "mission_hours": float(mission_hours),
-            "p_loss": p}
+    return {
+        "copies": copies,
+        "blocks": ch.blocks,
+        "first_loss_branch": float(ch.branch[first]),
+        "first_failure_branch": float(ch.branch[0]),
+        "mttdl_hours": m,
+        "mttdl_years": m / HOURS_PER_YEAR,
+        "mission_hours": float(mission_hours),
+        "p_loss": p,
+    }
 
 
 @dataclass(frozen=True)
@@ -531,10 +581,15 @@ class ClassDurability:
     peer_mtbf_years: float
 
 
-def cluster_durability(peers: int, copies_total: int, repair_copies_per_s: float | None,
-                       peer_mtbf_years: float = 5.0, default_repair_hours: float = 24.0,
-                       classes: Sequence[int] = (1, 2, 3),
-                       blocksize: int = DEFAULT_BLOCKSIZE) -> list[ClassDurability]:
+def cluster_durability(
+    peers: int,
+    copies_total: int,
+    repair_copies_per_s: float | None,
+    peer_mtbf_years: float = 5.0,
+    default_repair_hours: float = 24.0,
+    classes: Sequence[int] = (1, 2, 3),
+    blocksize: int = DEFAULT_BLOCKSIZE,
+) -> list[ClassDurability]:
     """The durability of each class on a cluster of ``peers`` live peers,
     from its own measured repair speed (CEFT section 6's model, with
     StoreTorrent's parallel repair): a failed peer's ``copies_per_peer``
@@ -565,8 +620,9 @@ def cluster_durability(peers: int, copies_total: int, repair_copies_per_s: float
         For a bad argument (e.g. ``peer_mtbf_years <= 0``).
     """
     if peer_mtbf_years <= 0 or default_repair_hours <= 0:
-        raise ValueError(f"peer_mtbf_years ({peer_mtbf_years}) and default_repair_hours "
-                         f"({default_repair_hours}) must be positive")
+        raise ValueError(
+            f"peer_mtbf_years ({peer_mtbf_years}) and default_repair_hours ({default_repair_hours}) must be positive"
+        )
     if peers < 1:
         raise ValueError(f"a cluster needs at least one live peer, got {peers}")
     measured = bool(repair_copies_per_s and repair_copies_per_s > 0)
@@ -579,15 +635,24 @@ def cluster_durability(peers: int, copies_total: int, repair_copies_per_s: float
         if f > peers:
             continue
         m = model(peers, f, lam, 1.0 / hours, HOURS_PER_YEAR, max(1, copies_total // f), blocksize)
-        out.append(ClassDurability(f"x{f}", float(m["mttdl_years"]), float(m["p_loss"]), hours, measured,
-                                   peer_mtbf_years))
+        out.append(
+            ClassDurability(f"x{f}", float(m["mttdl_years"]), float(m["p_loss"]), hours, measured, peer_mtbf_years)
+        )
     return out
 
 
-def required_repair_rate(peers: int, copies: int, fail_rate_per_h: float, target_mttdl_hours: float,
-                         records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
-                         repair: str = "parallel", rtol: float = 1e-6, domains: int = 0,
-                         aware: bool = True) -> float:
+def required_repair_rate(
+    peers: int,
+    copies: int,
+    fail_rate_per_h: float,
+    target_mttdl_hours: float,
+    records: int = DEFAULT_RECORDS,
+    blocksize: int = DEFAULT_BLOCKSIZE,
+    repair: str = "parallel",
+    rtol: float = 1e-6,
+    domains: int = 0,
+    aware: bool = True,
+) -> float:
     """The repair rate mu a class xF needs for a target MTTDL.
 
     MTTDL grows with mu (tests check it), so mu is found by bisection on
@@ -631,9 +696,11 @@ def required_repair_rate(peers: int, copies: int, fail_rate_per_h: float, target
     # with instant repair only a failure in state 0 matters: MTTDL -> 1 / (N lambda branch_0)
     branch0 = float(build_chain(n, f, lam, 0.0, r, b, repair, domains, aware).branch[0])
     if branch0 > 0 and target >= 1.0 / (units * lam * branch0) * (1 - 1e-9):
-        raise ValueError(f"no repair rate gives class x{f} an MTTDL of {target:.4g} h: with instant "
-                         f"repair the first failure still loses data with probability {branch0:.3g}, "
-                         f"so the MTTDL stays below 1/(N lambda p) = {1.0 / (units * lam * branch0):.4g} h")
+        raise ValueError(
+            f"no repair rate gives class x{f} an MTTDL of {target:.4g} h: with instant "
+            f"repair the first failure still loses data with probability {branch0:.3g}, "
+            f"so the MTTDL stays below 1/(N lambda p) = {1.0 / (units * lam * branch0):.4g} h"
+        )
     lo, hi = 0.0, lam
     while m(hi) < target:
         lo, hi = hi, hi * 2.0
@@ -656,6 +723,7 @@ def required_repair_rate(peers: int, copies: int, fail_rate_per_h: float, target
 
 # -- Monte-Carlo simulation with the real placement code ---------------------------
 
+
 @dataclass
 class SimResult:
     """Loss times of independent simulated files.
@@ -676,9 +744,21 @@ class SimResult:
     seed: int | str
 
 
-def _one_run(peers: int, copies: int, lam: float, mu: float, records: int, blocksize: int, repair: str,
-             sim_repair: str, prng: random.Random, rng: np.random.Generator,
-             max_events: int, domains: int = 0, aware: bool = True) -> tuple[float, int]:
+def _one_run(
+    peers: int,
+    copies: int,
+    lam: float,
+    mu: float,
+    records: int,
+    blocksize: int,
+    repair: str,
+    sim_repair: str,
+    prng: random.Random,
+    rng: np.random.Generator,
+    max_events: int,
+    domains: int = 0,
+    aware: bool = True,
+) -> tuple[float, int]:
     # The units that fail: the peers, or (domains > 0) whole racks of them.
     if domains:
         peerlist = make_peerlist(peers, copies, records * RECORD_BYTES, domains)
@@ -706,7 +786,7 @@ def _one_run(peers: int, copies: int, lam: float, mu: float, records: int, block
     holders_l = holders.tolist()
     down_count = np.zeros(nblocks, dtype=np.int64)
     is_up = [True] * units
-    queue: list[int] = []                       # serial repair: failed units in failure order
+    queue: list[int] = []  # serial repair: failed units in failure order
     heap = [(float(rng.exponential(1.0 / lam)), 0, p) for p in range(units)]  # (time, kind 0=fail/1=repair, unit)
     heapq.heapify(heap)
     events = 0
@@ -714,9 +794,11 @@ def _one_run(peers: int, copies: int, lam: float, mu: float, records: int, block
         t, kind, p = heapq.heappop(heap)
         events += 1
         if events > max_events:
-            raise RuntimeError(f"no data loss within {max_events} events (t = {t:.4g} h): raise the "
-                               "failure rate or lower the repair rate so that runs end")
-        if kind == 0:                             # peer p fails
+            raise RuntimeError(
+                f"no data loss within {max_events} events (t = {t:.4g} h): raise the "
+                "failure rate or lower the repair rate so that runs end"
+            )
+        if kind == 0:  # peer p fails
             is_up[p] = False
             blks = np.fromiter(of_peer[p], dtype=np.int64, count=len(of_peer[p]))
             down_count[blks] += 1
@@ -729,15 +811,15 @@ def _one_run(peers: int, copies: int, lam: float, mu: float, records: int, block
                     queue.append(p)
                     if len(queue) == 1:
                         heapq.heappush(heap, (t + float(rng.exponential(1.0 / mu)), 1, p))
-        else:                                     # peer p repaired
+        else:  # peer p repaired
             blks = np.fromiter(of_peer[p], dtype=np.int64, count=len(of_peer[p]))
             down_count[blks] -= 1
-            if sim_repair == "respread":          # rebalance: each copy to a spare, p replaced empty
+            if sim_repair == "respread":  # rebalance: each copy to a spare, p replaced empty
                 live = [i for i in range(peers) if is_up[i]]
                 for blk in blks.tolist():
                     hs = holders_l[blk]
                     spare = choose_spare(live, hs, prng)
-                    if spare is None:             # no live peer without a copy: keep it on p
+                    if spare is None:  # no live peer without a copy: keep it on p
                         continue
                     hs[hs.index(p)] = spare
                     of_peer[p].discard(blk)
@@ -751,10 +833,21 @@ def _one_run(peers: int, copies: int, lam: float, mu: float, records: int, block
     raise AssertionError("the event heap never empties")  # pragma: no cover
 
 
-def simulate(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h: float, runs: int,
-             records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE, repair: str = "parallel",
-             sim_repair: str = "rebuild", seed: int | str | None = None,
-             max_events: int = 1_000_000, domains: int = 0, aware: bool = True) -> SimResult:
+def simulate(
+    peers: int,
+    copies: int,
+    fail_rate_per_h: float,
+    repair_rate_per_h: float,
+    runs: int,
+    records: int = DEFAULT_RECORDS,
+    blocksize: int = DEFAULT_BLOCKSIZE,
+    repair: str = "parallel",
+    sim_repair: str = "rebuild",
+    seed: int | str | None = None,
+    max_events: int = 1_000_000,
+    domains: int = 0,
+    aware: bool = True,
+) -> SimResult:
     """Simulate independent files until their first data loss.
 
     Each run schedules a new file on N peers (``schedule()``), places its R
@@ -797,8 +890,7 @@ def simulate(peers: int, copies: int, fail_rate_per_h: float, repair_rate_per_h:
     RuntimeError
         If a run has no data loss within ``max_events`` events.
     """
-    n, f, lam, mu, r, b = _check(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize,
-                                 repair, domains)
+    n, f, lam, mu, r, b = _check(peers, copies, fail_rate_per_h, repair_rate_per_h, records, blocksize, repair, domains)
     runs = _int("runs", runs, 1)
     if domains and sim_repair != "rebuild":
         raise ValueError("with domains, sim_repair must be rebuild (a rack comes back with its copies)")
@@ -870,8 +962,15 @@ def summarize(sim: SimResult, mission_hours: float) -> dict[str, Any]:
     mean = float(x.mean())
     half = Z95 * float(x.std(ddof=1)) / math.sqrt(n) if n > 1 else math.inf
     k = int(np.count_nonzero(x <= mission_hours))
-    return {"runs": n, "mttdl_hours": mean, "mttdl_se": half / Z95, "mttdl_ci": [mean - half, mean + half],
-            "p_loss": k / n, "p_loss_ci": list(wilson(k, n)), "events_mean": float(sim.events.mean())}
+    return {
+        "runs": n,
+        "mttdl_hours": mean,
+        "mttdl_se": half / Z95,
+        "mttdl_ci": [mean - half, mean + half],
+        "p_loss": k / n,
+        "p_loss_ci": list(wilson(k, n)),
+        "events_mean": float(sim.events.mean()),
+    }
 
 
 def _z_binomial(p_sim: float, p_model: float, runs: int) -> float:
@@ -884,11 +983,23 @@ def _z_binomial(p_sim: float, p_model: float, runs: int) -> float:
 
 # -- the whole analysis -------------------------------------------------------------
 
-def analyse(peers: int, classes: Sequence[int], fail_rate_per_h: float, repair_rate_per_h: float,
-            mission_hours: float, records: int = DEFAULT_RECORDS, blocksize: int = DEFAULT_BLOCKSIZE,
-            repair: str = "parallel", simulate_runs: int = 0, sim_repair: str = "rebuild",
-            seed: int | None = None, target_mttdl_hours: float | None = None,
-            curve_points: int = 10, domains: int = 0) -> dict[str, Any]:
+
+def analyse(
+    peers: int,
+    classes: Sequence[int],
+    fail_rate_per_h: float,
+    repair_rate_per_h: float,
+    mission_hours: float,
+    records: int = DEFAULT_RECORDS,
+    blocksize: int = DEFAULT_BLOCKSIZE,
+    repair: str = "parallel",
+    simulate_runs: int = 0,
+    sim_repair: str = "rebuild",
+    seed: int | None = None,
+    target_mttdl_hours: float | None = None,
+    curve_points: int = 10,
+    domains: int = 0,
+) -> dict[str, Any]:
     """Model (and optionally simulate) every class; JSON-ready results.
 
     Parameters
@@ -939,12 +1050,12 @@ def analyse(peers: int, classes: Sequence[int], fail_rate_per_h: float, repair_r
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     for f in classes:
-        row = model(peers, f, fail_rate_per_h, repair_rate_per_h, mission_hours, records, blocksize, repair,
-                    domains)
+        row = model(peers, f, fail_rate_per_h, repair_rate_per_h, mission_hours, records, blocksize, repair, domains)
         if target_mttdl_hours is not None:
             try:
-                mu = required_repair_rate(peers, f, fail_rate_per_h, target_mttdl_hours, records, blocksize,
-                                          repair, domains=domains)
+                mu = required_repair_rate(
+                    peers, f, fail_rate_per_h, target_mttdl_hours, records, blocksize, repair, domains=domains
+                )
                 row["required_repair_rate"] = mu
                 row["required_repair_hours"] = math.inf if mu == 0 else 1.0 / mu
             except ValueError as e:
@@ -953,41 +1064,93 @@ def analyse(peers: int, classes: Sequence[int], fail_rate_per_h: float, repair_r
                 row["required_repair_rate"] = None
                 row["required_repair_note"] = str(e)
         if domains:
-            blind = model(peers, f, fail_rate_per_h, repair_rate_per_h, mission_hours, records, blocksize, repair,
-                          domains, aware=False)
+            blind = model(
+                peers,
+                f,
+                fail_rate_per_h,
+                repair_rate_per_h,
+                mission_hours,
+                records,
+                blocksize,
+                repair,
+                domains,
+                aware=False,
+            )
             if simulate_runs:
-                bs = summarize(simulate(peers, f, fail_rate_per_h, repair_rate_per_h, simulate_runs, records,
-                                        blocksize, repair, sim_repair, seed=f"{seed}:x{f}:blind", domains=domains,
-                                        aware=False), mission_hours)
+                bs = summarize(
+                    simulate(
+                        peers,
+                        f,
+                        fail_rate_per_h,
+                        repair_rate_per_h,
+                        simulate_runs,
+                        records,
+                        blocksize,
+                        repair,
+                        sim_repair,
+                        seed=f"{seed}:x{f}:blind",
+                        domains=domains,
+                        aware=False,
+                    ),
+                    mission_hours,
+                )
                 bs["z_mttdl"] = (bs["mttdl_hours"] - blind["mttdl_hours"]) / bs["mttdl_se"]
                 bs["z_p_loss"] = _z_binomial(bs["p_loss"], blind["p_loss"], simulate_runs)
                 blind["sim"] = bs
             row["blind"] = blind
         if simulate_runs:
-            sim = simulate(peers, f, fail_rate_per_h, repair_rate_per_h, simulate_runs, records, blocksize,
-                           repair, sim_repair, seed=f"{seed}:x{f}", domains=domains)
+            sim = simulate(
+                peers,
+                f,
+                fail_rate_per_h,
+                repair_rate_per_h,
+                simulate_runs,
+                records,
+                blocksize,
+                repair,
+                sim_repair,
+                seed=f"{seed}:x{f}",
+                domains=domains,
+            )
             s = summarize(sim, mission_hours)
             s["z_mttdl"] = (s["mttdl_hours"] - row["mttdl_hours"]) / s["mttdl_se"]
             s["z_p_loss"] = _z_binomial(s["p_loss"], row["p_loss"], simulate_runs)
             row["sim"] = s
             ts = np.geomspace(row["mttdl_hours"] / 100, 4 * row["mttdl_hours"], curve_points)
-            pm = np.asarray(loss_probability(peers, f, fail_rate_per_h, repair_rate_per_h, ts, records, blocksize,
-                                             repair, domains))
+            pm = np.asarray(
+                loss_probability(peers, f, fail_rate_per_h, repair_rate_per_h, ts, records, blocksize, repair, domains)
+            )
             ks = [int(np.count_nonzero(sim.loss_hours <= t)) for t in ts]
-            row["curve"] = {"hours": ts.tolist(), "model": pm.tolist(),
-                            "sim": [k / simulate_runs for k in ks],
-                            "sim_ci": [list(wilson(k, simulate_runs)) for k in ks],
-                            "z": [_z_binomial(k / simulate_runs, float(p), simulate_runs) for k, p in zip(ks, pm)]}
+            row["curve"] = {
+                "hours": ts.tolist(),
+                "model": pm.tolist(),
+                "sim": [k / simulate_runs for k in ks],
+                "sim_ci": [list(wilson(k, simulate_runs)) for k in ks],
+                "z": [_z_binomial(k / simulate_runs, float(p), simulate_runs) for k, p in zip(ks, pm)],
+            }
             row["loss_hours"] = sim.loss_hours.tolist()
         rows.append(row)
-    return {"seed": seed, "peers": peers, "classes": list(classes), "fail_rate_per_h": fail_rate_per_h,
-            "repair_rate_per_h": repair_rate_per_h, "repair": repair, "records": records,
-            "blocksize": blocksize, "mission_hours": mission_hours, "simulate_runs": simulate_runs,
-            "sim_repair": sim_repair, "target_mttdl_hours": target_mttdl_hours, "domains": domains, "rows": rows,
-            "elapsed_s": time.perf_counter() - t0}
+    return {
+        "seed": seed,
+        "peers": peers,
+        "classes": list(classes),
+        "fail_rate_per_h": fail_rate_per_h,
+        "repair_rate_per_h": repair_rate_per_h,
+        "repair": repair,
+        "records": records,
+        "blocksize": blocksize,
+        "mission_hours": mission_hours,
+        "simulate_runs": simulate_runs,
+        "sim_repair": sim_repair,
+        "target_mttdl_hours": target_mttdl_hours,
+        "domains": domains,
+        "rows": rows,
+        "elapsed_s": time.perf_counter() - t0,
+    }
 
 
 # -- output -------------------------------------------------------------------------
+
 
 def _g(x: float) -> str:
     return f"{x:.4g}"
@@ -1015,13 +1178,19 @@ def print_report(res: dict[str, Any], console: Any = None) -> None:
     lam, mu = res["fail_rate_per_h"], res["repair_rate_per_h"]
     dom = res.get("domains", 0)
     unit = "rack" if dom else "peer"
-    console.print(f"N={res['peers']} peers" + (f" in D={dom} racks failing whole" if dom else "")
-                  + f", lambda={_g(lam)}/h per {unit} (MTTF {_g(1 / lam)} h), mu={_g(mu)}/h "
-                  f"(repair {_g(1 / mu) if mu else 'never'} h, {res['repair']}), R={res['records']} records, "
-                  f"blocksize {res['blocksize']}, mission {_g(res['mission_hours'])} h")
+    console.print(
+        f"N={res['peers']} peers"
+        + (f" in D={dom} racks failing whole" if dom else "")
+        + f", lambda={_g(lam)}/h per {unit} (MTTF {_g(1 / lam)} h), mu={_g(mu)}/h "
+        f"(repair {_g(1 / mu) if mu else 'never'} h, {res['repair']}), R={res['records']} records, "
+        f"blocksize {res['blocksize']}, mission {_g(res['mission_hours'])} h"
+    )
     sim = res["simulate_runs"] > 0
-    t = Table(title="Markov model (CEFT section 6)" + (f" vs {res['simulate_runs']} simulated files per class"
-                                                       if sim else ""), box=box.SIMPLE_HEAD)
+    t = Table(
+        title="Markov model (CEFT section 6)"
+        + (f" vs {res['simulate_runs']} simulated files per class" if sim else ""),
+        box=box.SIMPLE_HEAD,
+    )
     cols = ["class", "1-s(F)", "MTTDL (h)", "MTTDL (years)", "P(loss in mission)"]
     if dom:
         cols = ["class", "1-s(1) blind", "MTTDL (y) aware", "MTTDL (y) blind", "P(loss) aware", "P(loss) blind"]
@@ -1032,38 +1201,61 @@ def print_report(res: dict[str, Any], console: Any = None) -> None:
     for c in cols:
         t.add_column(c, justify="right")
     for r in res["rows"]:
-        cells = [f"x{r['copies']}", _g(r["first_loss_branch"]), _g(r["mttdl_hours"]), _g(r["mttdl_years"]),
-                 _g(r["p_loss"])]
+        cells = [
+            f"x{r['copies']}",
+            _g(r["first_loss_branch"]),
+            _g(r["mttdl_hours"]),
+            _g(r["mttdl_years"]),
+            _g(r["p_loss"]),
+        ]
         if dom:
             bl = r["blind"]
-            cells = [f"x{r['copies']}", _g(bl["first_failure_branch"]), _g(r["mttdl_years"]), _g(bl["mttdl_years"]),
-                     _g(r["p_loss"]), _g(bl["p_loss"])]
+            cells = [
+                f"x{r['copies']}",
+                _g(bl["first_failure_branch"]),
+                _g(r["mttdl_years"]),
+                _g(bl["mttdl_years"]),
+                _g(r["p_loss"]),
+                _g(bl["p_loss"]),
+            ]
         if sim:
             s = r["sim"]
-            cells += [f"{_g(s['mttdl_hours'])} [{_g(s['mttdl_ci'][0])}, {_g(s['mttdl_ci'][1])}]",
-                      f"{s['z_mttdl']:+.2f}",
-                      f"{_g(s['p_loss'])} [{_g(s['p_loss_ci'][0])}, {_g(s['p_loss_ci'][1])}]",
-                      f"{s['z_p_loss']:+.2f}", f"{s['events_mean']:.0f}"]
+            cells += [
+                f"{_g(s['mttdl_hours'])} [{_g(s['mttdl_ci'][0])}, {_g(s['mttdl_ci'][1])}]",
+                f"{s['z_mttdl']:+.2f}",
+                f"{_g(s['p_loss'])} [{_g(s['p_loss_ci'][0])}, {_g(s['p_loss_ci'][1])}]",
+                f"{s['z_p_loss']:+.2f}",
+                f"{s['events_mean']:.0f}",
+            ]
         if res.get("target_mttdl_hours") is not None:
             mu_r = r.get("required_repair_rate")
-            cells.append("unreachable" if mu_r is None else
-                         ("none needed" if mu_r == 0 else f"mu={_g(mu_r)}/h ({_g(1 / mu_r)} h)"))
+            cells.append(
+                "unreachable"
+                if mu_r is None
+                else ("none needed" if mu_r == 0 else f"mu={_g(mu_r)}/h ({_g(1 / mu_r)} h)")
+            )
         t.add_row(*cells)
     console.print(t)
     if sim:
-        console.print(f"seed {res['seed']} (rerun with --seed {res['seed']}); simulated repair: "
-                      f"{res['sim_repair']}; z = (sim - model) / standard error")
+        console.print(
+            f"seed {res['seed']} (rerun with --seed {res['seed']}); simulated repair: "
+            f"{res['sim_repair']}; z = (sim - model) / standard error"
+        )
         for r in res["rows"]:
             zs = r["curve"]["z"]
-            console.print(f"x{r['copies']}: P(loss by t) at {len(zs)} times from MTTDL/100 to 4 MTTDL: "
-                          f"max |z| = {max(abs(z) for z in zs):.2f}")
+            console.print(
+                f"x{r['copies']}: P(loss by t) at {len(zs)} times from MTTDL/100 to 4 MTTDL: "
+                f"max |z| = {max(abs(z) for z in zs):.2f}"
+            )
     for r in res["rows"]:
         if r.get("required_repair_note"):
             console.print(f"x{r['copies']}: {r['required_repair_note']}")
         bs = r.get("blind", {}).get("sim")
         if bs:
-            console.print(f"x{r['copies']} blind placement, simulated: MTTDL {_g(bs['mttdl_hours'])} h "
-                          f"(z {bs['z_mttdl']:+.2f}), P(loss) {_g(bs['p_loss'])} (z {bs['z_p_loss']:+.2f})")
+            console.print(
+                f"x{r['copies']} blind placement, simulated: MTTDL {_g(bs['mttdl_hours'])} h "
+                f"(z {bs['z_mttdl']:+.2f}), P(loss) {_g(bs['p_loss'])} (z {bs['z_p_loss']:+.2f})"
+            )
     console.print(f"elapsed {res['elapsed_s']:.1f} s")
 
 
@@ -1098,23 +1290,49 @@ def plot(res: dict[str, Any], path: str | Path) -> None:
     for ci, r in enumerate(res["rows"]):
         c = colours[ci % len(colours)]
         dom = res.get("domains", 0)
-        pm = loss_probability(res["peers"], r["copies"], res["fail_rate_per_h"], res["repair_rate_per_h"], ts,
-                              res["records"], res["blocksize"], res["repair"], dom)
-        ax.plot(ts, pm, "-", color=c, label=f"x{r['copies']} {'aware ' if dom else ''}model "
-                                           f"(MTTDL {_g(r['mttdl_hours'])} h)")
+        pm = loss_probability(
+            res["peers"],
+            r["copies"],
+            res["fail_rate_per_h"],
+            res["repair_rate_per_h"],
+            ts,
+            res["records"],
+            res["blocksize"],
+            res["repair"],
+            dom,
+        )
+        ax.plot(
+            ts,
+            pm,
+            "-",
+            color=c,
+            label=f"x{r['copies']} {'aware ' if dom else ''}model (MTTDL {_g(r['mttdl_hours'])} h)",
+        )
         if dom:
-            pb = loss_probability(res["peers"], r["copies"], res["fail_rate_per_h"], res["repair_rate_per_h"], ts,
-                                  res["records"], res["blocksize"], res["repair"], dom, aware=False)
-            ax.plot(ts, pb, "--", color=c, label=f"x{r['copies']} blind model "
-                                                 f"(MTTDL {_g(r['blind']['mttdl_hours'])} h)")
+            pb = loss_probability(
+                res["peers"],
+                r["copies"],
+                res["fail_rate_per_h"],
+                res["repair_rate_per_h"],
+                ts,
+                res["records"],
+                res["blocksize"],
+                res["repair"],
+                dom,
+                aware=False,
+            )
+            ax.plot(
+                ts, pb, "--", color=c, label=f"x{r['copies']} blind model (MTTDL {_g(r['blind']['mttdl_hours'])} h)"
+            )
         if "curve" in r:
             cv = r["curve"]
             h, p = np.array(cv["hours"]), np.array(cv["sim"])
             ci_ = np.array(cv["sim_ci"])
             m = p > 0
             yerr = np.clip([p[m] - ci_[m, 0], ci_[m, 1] - p[m]], 0.0, None)
-            ax.errorbar(h[m], p[m], yerr=yerr, fmt="o", color=c, ms=4, capsize=3,
-                        label=f"x{r['copies']} simulated, 95% CI")
+            ax.errorbar(
+                h[m], p[m], yerr=yerr, fmt="o", color=c, ms=4, capsize=3, label=f"x{r['copies']} simulated, 95% CI"
+            )
     ax.axvline(res["mission_hours"], color="0.5", ls=":", lw=1, label=f"mission {_g(res['mission_hours'])} h")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -1122,12 +1340,14 @@ def plot(res: dict[str, Any], path: str | Path) -> None:
     ax.set_xlabel("mission time t (hours)")
     ax.set_ylabel("P(data loss by t)")
     rep = res["repair_rate_per_h"]
-    title = (f"N={res['peers']}" + (f" in {res['domains']} racks failing whole" if res.get("domains") else "")
-             + f", \u03bb={_g(res['fail_rate_per_h'])}/h, \u03bc={_g(rep)}/h "
-             f"({res['repair']} repair), R={res['records']}, blocksize {res['blocksize']}")
+    title = (
+        f"N={res['peers']}"
+        + (f" in {res['domains']} racks failing whole" if res.get("domains") else "")
+        + f", \u03bb={_g(res['fail_rate_per_h'])}/h, \u03bc={_g(rep)}/h "
+        f"({res['repair']} repair), R={res['records']}, blocksize {res['blocksize']}"
+    )
     if res["simulate_runs"]:
-        title += (f"\n{res['simulate_runs']} simulated files per class ({res['sim_repair']}), "
-                  f"seed {res['seed']}")
+        title += f"\n{res['simulate_runs']} simulated files per class ({res['sim_repair']}), seed {res['seed']}"
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
@@ -1142,31 +1362,63 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m st_tools.reliability",
         description="Markov reliability model (CEFT section 6) of class xF files: MTTDL and P(loss) "
-                    "within a mission, optionally checked by simulation with the real placement code.")
+        "within a mission, optionally checked by simulation with the real placement code.",
+    )
     ap.add_argument("--peers", type=int, default=100, help="N, storage peers (default 100)")
     ap.add_argument("--copies", default="1,2,3", help="comma-separated classes F (default 1,2,3)")
-    ap.add_argument("--fail-rate", type=float, default=1 / (5 * HOURS_PER_YEAR),
-                    help="lambda, failures per hour of one peer (default 1/(5 years))")
+    ap.add_argument(
+        "--fail-rate",
+        type=float,
+        default=1 / (5 * HOURS_PER_YEAR),
+        help="lambda, failures per hour of one peer (default 1/(5 years))",
+    )
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--repair-rate", type=float, default=None, help="mu, repairs per hour (default 1/24)")
     g.add_argument("--repair-hours", type=float, default=None, help="mean repair time 1/mu, hours")
-    ap.add_argument("--repair", choices=REPAIR_MODES, default="parallel",
-                    help="repair rate per failed peer (parallel, default, as CEFT) or one repair process")
+    ap.add_argument(
+        "--repair",
+        choices=REPAIR_MODES,
+        default="parallel",
+        help="repair rate per failed peer (parallel, default, as CEFT) or one repair process",
+    )
     ap.add_argument("--records", type=int, default=DEFAULT_RECORDS, help=f"R (default {DEFAULT_RECORDS})")
-    ap.add_argument("--blocksize", type=int, default=DEFAULT_BLOCKSIZE,
-                    help=f"records per holder set (default {DEFAULT_BLOCKSIZE})")
-    ap.add_argument("--mission-hours", type=float, default=HOURS_PER_YEAR,
-                    help=f"mission time t, hours (default {HOURS_PER_YEAR:g}, one year)")
-    ap.add_argument("--simulate", type=int, default=0, metavar="RUNS",
-                    help="Monte-Carlo runs (files simulated to their first loss) per class (default 0)")
-    ap.add_argument("--sim-repair", choices=SIM_REPAIRS, default="rebuild",
-                    help="simulated repair: the peer returns with its copies (rebuild, default) or they "
-                         "move to spares (respread, StoreTorrent's rebalance)")
-    ap.add_argument("--domains", type=int, default=0, metavar="D",
-                    help="correlated failures: the peers in D racks that fail whole (--fail-rate and the repair "
-                         "are a rack's), domain-aware vs blind placement (default 0: peers fail)")
-    ap.add_argument("--target-mttdl-years", type=float, default=None,
-                    help="also print the repair rate each class needs for this MTTDL")
+    ap.add_argument(
+        "--blocksize", type=int, default=DEFAULT_BLOCKSIZE, help=f"records per holder set (default {DEFAULT_BLOCKSIZE})"
+    )
+    ap.add_argument(
+        "--mission-hours",
+        type=float,
+        default=HOURS_PER_YEAR,
+        help=f"mission time t, hours (default {HOURS_PER_YEAR:g}, one year)",
+    )
+    ap.add_argument(
+        "--simulate",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="Monte-Carlo runs (files simulated to their first loss) per class (default 0)",
+    )
+    ap.add_argument(
+        "--sim-repair",
+        choices=SIM_REPAIRS,
+        default="rebuild",
+        help="simulated repair: the peer returns with its copies (rebuild, default) or they "
+        "move to spares (respread, StoreTorrent's rebalance)",
+    )
+    ap.add_argument(
+        "--domains",
+        type=int,
+        default=0,
+        metavar="D",
+        help="correlated failures: the peers in D racks that fail whole (--fail-rate and the repair "
+        "are a rack's), domain-aware vs blind placement (default 0: peers fail)",
+    )
+    ap.add_argument(
+        "--target-mttdl-years",
+        type=float,
+        default=None,
+        help="also print the repair rate each class needs for this MTTDL",
+    )
     ap.add_argument("--seed", type=int, default=None, help="seed of the simulation (default: random, printed)")
     ap.add_argument("--plot", default=None, help="write the figure to this PNG")
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
@@ -1183,8 +1435,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         mu = 1 / 24 if a.repair_rate is None else a.repair_rate
     target = None if a.target_mttdl_years is None else a.target_mttdl_years * HOURS_PER_YEAR
     try:
-        res = analyse(a.peers, classes, a.fail_rate, mu, a.mission_hours, a.records, a.blocksize, a.repair,
-                      a.simulate, a.sim_repair, a.seed, target, domains=a.domains)
+        res = analyse(
+            a.peers,
+            classes,
+            a.fail_rate,
+            mu,
+            a.mission_hours,
+            a.records,
+            a.blocksize,
+            a.repair,
+            a.simulate,
+            a.sim_repair,
+            a.seed,
+            target,
+            domains=a.domains,
+        )
     except (ValueError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

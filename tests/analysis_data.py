@@ -16,9 +16,14 @@ ROW_GROUP = 100
 def parquet_part(i: int) -> pa.Table:
     """Part ``i``: rows ``(part, row, x, k)``; ``x`` rises with ``row`` so that
     row-group statistics can skip groups."""
-    return pa.table({"part": pa.array([i] * ROWS, pa.int64()), "row": pa.array(range(ROWS), pa.int64()),
-                     "x": pa.array([i + r / ROWS for r in range(ROWS)], pa.float64()),
-                     "k": pa.array([f"k{(i + r) % 5}" for r in range(ROWS)], pa.string())})
+    return pa.table(
+        {
+            "part": pa.array([i] * ROWS, pa.int64()),
+            "row": pa.array(range(ROWS), pa.int64()),
+            "x": pa.array([i + r / ROWS for r in range(ROWS)], pa.float64()),
+            "k": pa.array([f"k{(i + r) % 5}" for r in range(ROWS)], pa.string()),
+        }
+    )
 
 
 def parquet_bytes(t: pa.Table) -> bytes:

@@ -54,8 +54,7 @@ def make_cluster(tmp_path: Path, peer_bin, request):
     def make(n_peers: int = 4, name: str = "cluster", **kw) -> LocalCluster:
         # ST_TEST_AUTH=0: the whole suite in development mode, without capabilities
         kw.setdefault("auth", os.environ.get("ST_TEST_AUTH", "1") != "0")
-        c = LocalCluster(tmp_path / name, n_peers=n_peers, announce_interval=kw.pop("announce_interval", 0.3),
-                         **kw)
+        c = LocalCluster(tmp_path / name, n_peers=n_peers, announce_interval=kw.pop("announce_interval", 0.3), **kw)
         made.append(c)
         c.start()
         return c

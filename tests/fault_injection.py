@@ -54,12 +54,11 @@ for p in (ROOT, ROOT / "integrations"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from st_py.getlocal import check_complete  # noqa: E402
 from st_py.capability import READ  # noqa: E402
 from st_py.client import Client  # noqa: E402
 from st_py.cluster import LocalCluster  # noqa: E402
 from st_py.errors import ChecksumError, RecordNotFoundError, StoreTorrentError  # noqa: E402
-from st_py.getlocal import reveal_ring  # noqa: E402
+from st_py.getlocal import check_complete, reveal_ring  # noqa: E402
 from st_py.infofile import InfofileReader  # noqa: E402
 from st_py.protocol import crc32c, encode_get  # noqa: E402
 from st_py.transport import Transport  # noqa: E402
@@ -67,8 +66,18 @@ from st_py.transport import Transport  # noqa: E402
 FILES = {"/soak/x2": "x2", "/soak/x3": "x3"}
 N_PEERS = 5
 MAX_WRITERS = 2
-ACTIONS = {"write": 5, "kill_peer": 2, "restart_peer": 2, "kill_tracker": 1, "get": 3, "get_local": 2,
-           "delete": 2, "flip_byte": 1, "block_loop": 1, "pause_tracker": 1}
+ACTIONS = {
+    "write": 5,
+    "kill_peer": 2,
+    "restart_peer": 2,
+    "kill_tracker": 1,
+    "get": 3,
+    "get_local": 2,
+    "delete": 2,
+    "flip_byte": 1,
+    "block_loop": 1,
+    "pause_tracker": 1,
+}
 
 
 def payload(name: str) -> bytes:
@@ -106,12 +115,21 @@ class Report:
     problems: list[str] = field(default_factory=list)  # must stay empty
 
     def as_dict(self) -> dict:
-        return {"seed": self.seed, "steps": self.steps, "seconds": round(self.seconds, 1),
-                "faults": dict(self.faults), "faults_total": sum(self.faults.values()),
-                "ops": dict(self.ops), "ops_total": sum(self.ops.values()),
-                "clear_errors": dict(self.clear_errors), "examples": self.examples,
-                "records_checked": self.records_checked,
-                "copies_checked": self.copies_checked, "records_lost": self.lost, "problems": self.problems}
+        return {
+            "seed": self.seed,
+            "steps": self.steps,
+            "seconds": round(self.seconds, 1),
+            "faults": dict(self.faults),
+            "faults_total": sum(self.faults.values()),
+            "ops": dict(self.ops),
+            "ops_total": sum(self.ops.values()),
+            "clear_errors": dict(self.clear_errors),
+            "examples": self.examples,
+            "records_checked": self.records_checked,
+            "copies_checked": self.copies_checked,
+            "records_lost": self.lost,
+            "problems": self.problems,
+        }
 
 
 class FaultInjection:
@@ -133,10 +151,21 @@ class FaultInjection:
 
     # -- setup and teardown ---------------------------------------------------
     def start(self) -> None:
-        self.cluster = LocalCluster(self.workdir / "cluster", n_peers=N_PEERS, announce_interval=0.3,
-                                    peer_args=["--scrub-age", "0", "--ring-timeout-base", "1",
-                                               "--ring-timeout-per-peer", "0.2",
-                                               "--verify-interval", str(self.verify_interval)])
+        self.cluster = LocalCluster(
+            self.workdir / "cluster",
+            n_peers=N_PEERS,
+            announce_interval=0.3,
+            peer_args=[
+                "--scrub-age",
+                "0",
+                "--ring-timeout-base",
+                "1",
+                "--ring-timeout-per-peer",
+                "0.2",
+                "--verify-interval",
+                str(self.verify_interval),
+            ],
+        )
         self.cluster.start()
         self.ports = [int(a.rsplit(":", 1)[1]) for a in self.cluster.peer_addrs]
         for i in range(N_PEERS):  # each peer with its own loop-stall switch (block_loop)
@@ -200,8 +229,12 @@ class FaultInjection:
         name = self.rng.choice(names)
         live = self._live_peers()
         enc = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else f"%{ord(ch):02X}" for ch in name)
-        paths = [p for i in live for p in (self.cluster.data_dir / "peers" / f"peer-{i}" / "files"
-                                           / f"{file_id:016x}").glob(f"*/{enc}@*") if not p.name.endswith(".name")]
+        paths = [
+            p
+            for i in live
+            for p in (self.cluster.data_dir / "peers" / f"peer-{i}" / "files" / f"{file_id:016x}").glob(f"*/{enc}@*")
+            if not p.name.endswith(".name")
+        ]
         if not paths:
             return
         path = self.rng.choice(paths)
@@ -230,6 +263,7 @@ class FaultInjection:
             stall.unlink(missing_ok=True)
             with self._lock:
                 self.stalled.discard(i)
+
         threading.Timer(self.rng.uniform(1.0, 3.0), unblock).start()
 
     def pause_tracker(self) -> None:
@@ -266,9 +300,20 @@ class FaultInjection:
         count = self.rng.randint(20, 300)
         depth = self.rng.choice([1, 8, 64])
         err = (self.workdir / f"writer-{prefix}.err").open("wb")
-        w = subprocess.Popen([sys.executable, str(self.script), str(ROOT), self.cluster.tracker_addr, file,
-                              prefix, str(count), str(depth)],
-                             stdout=subprocess.DEVNULL, stderr=err)
+        w = subprocess.Popen(
+            [
+                sys.executable,
+                str(self.script),
+                str(ROOT),
+                self.cluster.tracker_addr,
+                file,
+                prefix,
+                str(count),
+                str(depth),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
         w.err_path = err.name
         err.close()
         self.writers.append(w)
@@ -354,8 +399,10 @@ class FaultInjection:
         if twice:
             self.problem(f"GET_LOCAL {file} revealed {len(twice)} records twice, e.g. {twice[:3]}")
         if set(counts) != expected:
-            self.problem(f"GET_LOCAL {file} at generation {plan.generation}: "
-                         f"{len(expected - set(counts))} missing, {len(set(counts) - expected)} extra")
+            self.problem(
+                f"GET_LOCAL {file} at generation {plan.generation}: "
+                f"{len(expected - set(counts))} missing, {len(set(counts) - expected)} extra"
+            )
         for r in records:  # read as the analysis scans do: checked, a bad copy by GET instead
             try:
                 data = r.read(file)
@@ -501,8 +548,11 @@ class FaultInjection:
                 for n, m in metas.items():
                     for rank, idx in enumerate(m.peers):
                         expected_per_peer[addr[idx]] += 1
-                        t.send(addr[idx], lambda seq, n=n: [encode_get(seq, file_id, n)],
-                               lambda fr, exc, key=(n, rank, addr[idx]): results.__setitem__(key, (fr, exc)))
+                        t.send(
+                            addr[idx],
+                            lambda seq, n=n: [encode_get(seq, file_id, n)],
+                            lambda fr, exc, key=(n, rank, addr[idx]): results.__setitem__(key, (fr, exc)),
+                        )
                 t.wait(lambda: len(results) == sum(len(m.peers) for m in metas.values()), timeout=120)
                 for (n, rank, a), (fr, exc) in results.items():
                     self.report.copies_checked += 1
@@ -516,29 +566,35 @@ class FaultInjection:
         stored = self._stored_per_peer()
         for a in self.cluster.peer_addrs:
             if stored.get(a, 0) != expected_per_peer.get(a, 0):
-                self.problem(f"{a} stores {stored.get(a, 0)} records after the scrub, the infofiles "
-                             f"commit {expected_per_peer.get(a, 0)} to it")
+                self.problem(
+                    f"{a} stores {stored.get(a, 0)} records after the scrub, the infofiles "
+                    f"commit {expected_per_peer.get(a, 0)} to it"
+                )
 
     def _stored_per_peer(self) -> dict[str, int]:
         out = {}
         for i, a in enumerate(self.cluster.peer_addrs):
             root = self.cluster.data_dir / "peers" / f"peer-{i}" / "files"
-            out[a] = sum(1 for p in root.rglob("*@*") if p.is_file() and not p.name.endswith(".name")) \
-                if root.exists() else 0
+            out[a] = (
+                sum(1 for p in root.rglob("*@*") if p.is_file() and not p.name.endswith(".name"))
+                if root.exists()
+                else 0
+            )
         return out
 
 
-def run(seed: int, workdir: Path, steps: int | None = None, seconds: float | None = None,
-        log=print) -> Report:
+def run(seed: int, workdir: Path, steps: int | None = None, seconds: float | None = None, log=print) -> Report:
     """One fault-injection run; prints its seed first so it can be replayed."""
-    log(f"fault injection: seed {seed} (replay: python tests/fault_injection.py --seed {seed}"
-        + (f" --steps {steps}" if steps else "") + ")")
+    log(
+        f"fault injection: seed {seed} (replay: python tests/fault_injection.py --seed {seed}"
+        + (f" --steps {steps}" if steps else "")
+        + ")"
+    )
     fi = FaultInjection(workdir, seed, log)
     t0 = time.monotonic()
     try:
         fi.start()
-        while (steps is None or fi.report.steps < steps) and \
-                (seconds is None or time.monotonic() - t0 < seconds):
+        while (steps is None or fi.report.steps < steps) and (seconds is None or time.monotonic() - t0 < seconds):
             fi.step()
         fi.finish()
     finally:
@@ -572,13 +628,18 @@ def main() -> None:
             shutil.rmtree(workdir, ignore_errors=True)
         if args.seed is not None or time.monotonic() - t0 >= args.seconds or rep.problems:
             break
-    total = {"runs": len(reports), "seconds": round(time.monotonic() - t0),
-             "seeds": [r["seed"] for r in reports], "steps": sum(r["steps"] for r in reports),
-             "faults": sum(r["faults_total"] for r in reports), "ops": sum(r["ops_total"] for r in reports),
-             "records_checked": sum(r["records_checked"] for r in reports),
-             "copies_checked": sum(r["copies_checked"] for r in reports),
-             "records_lost": sum(r["records_lost"] for r in reports),
-             "problems": sum(len(r["problems"]) for r in reports)}
+    total = {
+        "runs": len(reports),
+        "seconds": round(time.monotonic() - t0),
+        "seeds": [r["seed"] for r in reports],
+        "steps": sum(r["steps"] for r in reports),
+        "faults": sum(r["faults_total"] for r in reports),
+        "ops": sum(r["ops_total"] for r in reports),
+        "records_checked": sum(r["records_checked"] for r in reports),
+        "copies_checked": sum(r["copies_checked"] for r in reports),
+        "records_lost": sum(r["records_lost"] for r in reports),
+        "problems": sum(len(r["problems"]) for r in reports),
+    }
     print("TOTAL " + json.dumps(total))
     if args.json:
         args.json.write_text(json.dumps({"total": total, "runs": reports}, indent=1))

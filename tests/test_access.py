@@ -16,10 +16,12 @@ from st_py.tracker.access import add_user
 @pytest.fixture
 def site(make_cluster, tmp_path):
     users = tmp_path / "users.toml"
-    keys = {"alice": add_user(users, "alice", ["physics"], quota_bytes=2_000_000),
-            "bob": add_user(users, "bob", ["physics"]),
-            "carol": add_user(users, "carol", ["chemistry"]),
-            "root": add_user(users, "root", ["admin"], admin=True)}
+    keys = {
+        "alice": add_user(users, "alice", ["physics"], quota_bytes=2_000_000),
+        "bob": add_user(users, "bob", ["physics"]),
+        "carol": add_user(users, "carol", ["chemistry"]),
+        "root": add_user(users, "root", ["admin"], admin=True),
+    }
     cluster = make_cluster(3, users_file=users)
     clients = {u: cluster.client(api_key=k) for u, k in keys.items()}
     return cluster, clients
@@ -131,8 +133,12 @@ def test_cli_user_add_chmod_and_ls(make_cluster, tmp_path):
 
     users = tmp_path / "users.toml"
     cli = [sys.executable, "-m", "st_py.cli"]
-    out = subprocess.run([*cli, "user", "add", "dana", "--users", str(users), "--group", "bio"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [*cli, "user", "add", "dana", "--users", str(users), "--group", "bio"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     key = out.strip().splitlines()[-1]
     assert key.startswith("st_") and key not in users.read_text()  # only the hash is kept
     assert (users.stat().st_mode & 0o777) == 0o600
@@ -144,8 +150,9 @@ def test_cli_user_add_chmod_and_ls(make_cluster, tmp_path):
     assert r.returncode == 0 and "600 dana:bio" in r.stdout, r.stdout + r.stderr
     r = run("ls", "/bio")
     assert "-rw-------" in r.stdout and "dana" in r.stdout, r.stdout
-    r = subprocess.run([*cli, "ls", "/bio"], capture_output=True, text=True,
-                       env=dict(env, STORETORRENT_API_KEY="st_wrong"))
+    r = subprocess.run(
+        [*cli, "ls", "/bio"], capture_output=True, text=True, env=dict(env, STORETORRENT_API_KEY="st_wrong")
+    )
     assert r.returncode != 0 and "unknown API key" in r.stdout + r.stderr
 
 

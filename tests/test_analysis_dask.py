@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 import pytest
-
 from analysis_data import N_PARTS, ROWS, atimes, parquet_part, put_parquet_file, revealing_peer, source_frame
+
 from st_py.cluster import LocalCluster
 
 pytest.importorskip("dask.dataframe")
@@ -54,8 +54,14 @@ def test_building_reads_no_record_and_partitions_run_on_their_peers_worker(st_cl
     from st_integrations.dask_reader import read_storetorrent
 
     before = atimes(st_cluster)
-    ddf = read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=dclient,
-                            schema=parquet_part(0).schema, blocksize=60_000, include_paths=True)
+    ddf = read_storetorrent(
+        "/dask/pq",
+        tracker=st_cluster.tracker_addr,
+        client=dclient,
+        schema=parquet_part(0).schema,
+        blocksize=60_000,
+        include_paths=True,
+    )
     assert atimes(st_cluster) == before, "building the DataFrame opened records"
     assert ddf.npartitions > 4  # several bounded partitions per peer
     df = ddf.map_partitions(_with_worker).compute()
@@ -73,16 +79,22 @@ def test_building_reads_no_record_and_partitions_run_on_their_peers_worker(st_cl
 def test_columns_and_filters_pushdown(st_cluster, dclient):
     from st_integrations.dask_reader import read_storetorrent
 
-    ddf = read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=dclient, columns=["x", "part"],
-                            filters=[("x", ">=", 5.0), ("x", "<", 5.5)])
+    ddf = read_storetorrent(
+        "/dask/pq",
+        tracker=st_cluster.tracker_addr,
+        client=dclient,
+        columns=["x", "part"],
+        filters=[("x", ">=", 5.0), ("x", "<", 5.5)],
+    )
     assert list(ddf.columns) == ["x", "part"]
     df = ddf.compute().sort_values("x").reset_index(drop=True)
     src = source_frame()
     want = src[(src.x >= 5.0) & (src.x < 5.5)][["x", "part"]].sort_values("x").reset_index(drop=True)
     pd.testing.assert_frame_equal(df, want, check_dtype=False)
     # a later column selection is pushed into the read too
-    assert read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=dclient)["row"].sum().compute() \
-        == N_PARTS * sum(range(ROWS))
+    assert read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=dclient)[
+        "row"
+    ].sum().compute() == N_PARTS * sum(range(ROWS))
 
 
 def test_to_storetorrent_round_trip_and_failed_job_commits_nothing(st_cluster, dclient):
@@ -92,8 +104,9 @@ def test_to_storetorrent_round_trip_and_failed_job_commits_nothing(st_cluster, d
     from st_integrations.dask_writer import to_storetorrent
 
     src = source_frame()
-    n = to_storetorrent(dd.from_pandas(src, npartitions=5), "/dask/out", tracker=st_cluster.tracker_addr,
-                        client=dclient)
+    n = to_storetorrent(
+        dd.from_pandas(src, npartitions=5), "/dask/out", tracker=st_cluster.tracker_addr, client=dclient
+    )
     assert n == 5
     back = read_storetorrent("/dask/out", tracker=st_cluster.tracker_addr, client=dclient).compute()
     pd.testing.assert_frame_equal(_sorted(back), src, check_dtype=False)
@@ -172,8 +185,10 @@ def test_worker_restarted_mid_scan_does_not_hang(st_cluster):
 
     from st_integrations.dask_reader import read_storetorrent
 
-    with DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as dc, \
-            Client(dc) as client:
+    with (
+        DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as dc,
+        Client(dc) as client,
+    ):
         ddf = read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=client, blocksize=60_000)
         fut = client.compute(ddf.x.map_partitions(lambda s: (time.sleep(0.3), s)[1]).sum())
         time.sleep(1.0)

@@ -15,10 +15,18 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.compute as pc
 import pytest
-
-from analysis_data import (N_PARTS, ROWS, atimes, parquet_part, put_parquet_file, record_files, revealing_peer,
-                           source_frame)
+from analysis_data import (
+    N_PARTS,
+    ROWS,
+    atimes,
+    parquet_part,
+    put_parquet_file,
+    record_files,
+    revealing_peer,
+    source_frame,
+)
 from conftest import poll_for
+
 from st_py.cluster import LocalCluster
 
 ray = pytest.importorskip("ray")
@@ -45,8 +53,9 @@ def ray_cluster(st_cluster):
     for attempt in range(3):  # a raylet can miss its start deadline on a loaded 2-core VM
         rc = None
         try:
-            rc = Cluster(initialize_head=True,
-                         head_node_args={"num_cpus": 1, "resources": {peer_resource(p): 1 for p in a}})
+            rc = Cluster(
+                initialize_head=True, head_node_args={"num_cpus": 1, "resources": {peer_resource(p): 1 for p in a}}
+            )
             other = rc.add_node(num_cpus=1, resources={peer_resource(p): 1 for p in b})
             break
         except Exception:
@@ -56,8 +65,12 @@ def ray_cluster(st_cluster):
                 raise
             time.sleep(3)
     # Ray workers import this module's functions by name
-    ray.init(address=rc.address, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.path.dirname(__file__)}})
+    ray.init(
+        address=rc.address,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.path.dirname(__file__)}},
+    )
     ray.data.DataContext.get_current().enable_progress_bars = False
     node_of = {**{p: rc.head_node.node_id for p in a}, **{p: other.node_id for p in b}}
     yield node_of
@@ -110,8 +123,12 @@ def test_blocks_per_peer_pinned_to_its_node_and_fused(st_cluster, ray_cluster):
 def test_columns_and_filter_pushdown(st_cluster, ray_cluster):
     from st_integrations.ray_reader import read_storetorrent
 
-    ds = read_storetorrent("/ray/pq", tracker=st_cluster.tracker_addr, columns=["x", "part"],
-                           filter=(pc.field("x") >= 5.0) & (pc.field("x") < 5.5))
+    ds = read_storetorrent(
+        "/ray/pq",
+        tracker=st_cluster.tracker_addr,
+        columns=["x", "part"],
+        filter=(pc.field("x") >= 5.0) & (pc.field("x") < 5.5),
+    )
     df = ds.to_pandas()
     src = source_frame()
     want = src[(src.x >= 5.0) & (src.x < 5.5)][["x", "part"]].sort_values("x").reset_index(drop=True)
@@ -156,7 +173,8 @@ def test_datasink_round_trip_local_first_and_atomic(st_cluster, ray_cluster):
     cl = st_cluster.client()
     with pytest.raises(Exception, match="on purpose"):
         ray.data.from_pandas(src).repartition(6).map_batches(boom, batch_format="pandas").write_datasink(
-            StoreTorrentDatasink("/ray/failed", tracker=st_cluster.tracker_addr))
+            StoreTorrentDatasink("/ray/failed", tracker=st_cluster.tracker_addr)
+        )
     with pytest.raises(FileNotFoundError):
         cl.open("/ray/failed")
 
@@ -209,13 +227,17 @@ def test_write_job_killed_leaves_nothing_visible_and_a_retry_writes_once(st_clus
     from st_integrations.ray_reader import read_storetorrent
     from st_integrations.ray_writer import write_storetorrent
 
-    script = WRITER.format(tests=os.path.dirname(__file__), address=ray.get_runtime_context().gcs_address,
-                           tracker=st_cluster.tracker_addr)
+    script = WRITER.format(
+        tests=os.path.dirname(__file__), address=ray.get_runtime_context().gcs_address, tracker=st_cluster.tracker_addr
+    )
     stored = len(record_files(st_cluster))
     p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:  # kill the job once some write tasks have stored records on the peers
-        poll_for(lambda: len(record_files(st_cluster)) >= stored + 6 or p.poll() is not None, timeout=120,
-                 what="the write job to store records")
+        poll_for(
+            lambda: len(record_files(st_cluster)) >= stored + 6 or p.poll() is not None,
+            timeout=120,
+            what="the write job to store records",
+        )
         assert p.poll() is None, "the write job ended before it was killed"
     finally:
         p.send_signal(signal.SIGKILL)
@@ -224,8 +246,9 @@ def test_write_job_killed_leaves_nothing_visible_and_a_retry_writes_once(st_clus
     with cl.open("/ray/killed") as f:
         assert len(f) == 0, "records of a killed job became visible"
     # the rerun appends to the file the killed job made: every row once
-    write_storetorrent(ray.data.from_pandas(source_frame()).repartition(5), "/ray/killed",
-                       tracker=st_cluster.tracker_addr)
+    write_storetorrent(
+        ray.data.from_pandas(source_frame()).repartition(5), "/ray/killed", tracker=st_cluster.tracker_addr
+    )
     back = read_storetorrent("/ray/killed", tracker=st_cluster.tracker_addr).to_pandas()
     pd.testing.assert_frame_equal(_sorted(back), source_frame(), check_dtype=False)
 

@@ -24,7 +24,7 @@ def _ignored_params(fn: ast.Lambda | ast.FunctionDef) -> list[str]:
     a = fn.args
     out = [f"*{a.vararg.arg}" for _ in [0] if a.vararg] + [f"**{a.kwarg.arg}" for _ in [0] if a.kwarg]
     params = a.posonlyargs + a.args
-    required = params[:len(params) - len(a.defaults)]
+    required = params[: len(params) - len(a.defaults)]
     body = fn.body if isinstance(fn.body, list) else [fn.body]
     used = set().union(*(_names_used(b) for b in body))
     return out + [p.arg for p in required[-1:] if p.arg not in used]
@@ -40,8 +40,11 @@ def _violations(path: Path) -> list[str]:
         for kw in node.keywords:
             if kw.arg != "callback":
                 continue
-            fn = kw.value if isinstance(kw.value, ast.Lambda) else (
-                defs.get(kw.value.id) if isinstance(kw.value, ast.Name) else None)
+            fn = (
+                kw.value
+                if isinstance(kw.value, ast.Lambda)
+                else (defs.get(kw.value.id) if isinstance(kw.value, ast.Name) else None)
+            )
             if fn is None:
                 continue
             dropped = _ignored_params(fn)
@@ -62,10 +65,12 @@ def test_callbacks_look_at_their_error():
 def test_the_rule_finds_a_dropped_error(tmp_path):
     bad = ROOT / "tests" / "_lint_sample.py"
     try:
-        bad.write_text("f.queue_put('a', b'', callback=lambda *_, n=1: prog.advance(n))\n"
-                       "def cb(name, body, exc):\n    print(name, body)\n"
-                       "f.queue_get('a', callback=cb)\n"
-                       "f.queue_get('b', callback=lambda name, body, exc: errs.append(exc))\n")
+        bad.write_text(
+            "f.queue_put('a', b'', callback=lambda *_, n=1: prog.advance(n))\n"
+            "def cb(name, body, exc):\n    print(name, body)\n"
+            "f.queue_get('a', callback=cb)\n"
+            "f.queue_get('b', callback=lambda name, body, exc: errs.append(exc))\n"
+        )
         got = _violations(bad)
     finally:
         bad.unlink()

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from checks import authenticate
+
 from st_py import capability as cap
 from st_py import protocol as P
 from st_py.getlocal import reveal
@@ -92,8 +92,13 @@ def test_peers_refuse_missing_forged_expired_wrong_file_and_wrong_op_tokens(clus
 
     # the wrong operation: a read-only token cannot write or delete
     ro = cluster.mint(cap.READ, fid_a)
-    auth, get, put, delete = call(holder, P.encode_auth(1, ro), P.encode_get(2, fid_a, "r"),
-                                  P.encode_put(3, fid_a, 0, "y", b"no"), P.encode_delete(4, fid_a, "r"))
+    auth, get, put, delete = call(
+        holder,
+        P.encode_auth(1, ro),
+        P.encode_get(2, fid_a, "r"),
+        P.encode_put(3, fid_a, 0, "y", b"no"),
+        P.encode_delete(4, fid_a, "r"),
+    )
     assert auth.type == P.MsgType.OK and get.type == P.MsgType.DATA and get.fields["data"] == b"secret"
     assert "write" in denied(put) and "delete" in denied(delete)
 

@@ -8,12 +8,19 @@ import sys
 from pathlib import Path
 
 from conftest import poll_for
+
 from st_py.cluster import read_cluster_file
 
 
 def st(*args, data, check=True, input=None):
-    return subprocess.run([sys.executable, "-m", "st_py.cli", *args, "--data", str(data)],
-                          capture_output=True, text=True, check=check, input=input, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "st_py.cli", *args, "--data", str(data)],
+        capture_output=True,
+        text=True,
+        check=check,
+        input=input,
+        timeout=120,
+    )
 
 
 def pid_alive(pid: int) -> bool:
@@ -41,9 +48,12 @@ def children_of(pid: int) -> list[int]:
 
 def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
     data = tmp_path / "st-data"
-    up = subprocess.Popen([sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "3",
-                           "--announce-interval", "0.3"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "3", "--announce-interval", "0.3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
         daemons = poll_for(lambda: len(children_of(up.pid)) == 4 and children_of(up.pid), what="4 daemons")
@@ -58,8 +68,15 @@ def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
         assert out.read_bytes() == bytes([3]) * 1000
         assert "/exp/run1" in st("ls", "/exp", data=data).stdout
         assert st("ls", "-r", "/exp/run1", data=data).stdout.split() == [f"shots/{i}.bin" for i in range(5)]
-        r = st("sql", "SELECT count(*) AS n, sum(size) AS b FROM records", "--file", "/exp/run1", "--format",
-               "json", data=data)
+        r = st(
+            "sql",
+            "SELECT count(*) AS n, sum(size) AS b FROM records",
+            "--file",
+            "/exp/run1",
+            "--format",
+            "json",
+            data=data,
+        )
         assert json.loads(r.stdout) == [{"n": 5, "b": 5000}]
         r = st("sql", "SELECT count(*) AS n FROM records", "--file", "/exp/run1", "--format", "csv", data=data)
         assert r.stdout.split() == ["n", "5"]
@@ -73,17 +90,31 @@ def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
         assert sorted(dur) == ["x1", "x2", "x3"] and not dur["x2"]["repair_measured"]
         assert dur["x1"]["mttdl_years"] < dur["x2"]["mttdl_years"] < dur["x3"]["mttdl_years"]
         entries = json.loads(st("ls", "/exp", "--format", "json", data=data).stdout)
-        assert entries == [{"mode": "-rw-r--r--", "owner": entries[0]["owner"], "group": entries[0]["group"],
-                            "name": "/exp/run1", "type": "file", "class": "x2", "records": 5, "bytes": 5000}]
+        assert entries == [
+            {
+                "mode": "-rw-r--r--",
+                "owner": entries[0]["owner"],
+                "group": entries[0]["group"],
+                "name": "/exp/run1",
+                "type": "file",
+                "class": "x2",
+                "records": 5,
+                "bytes": 5000,
+            }
+        ]
         assert "KiB" in st("ls", "/exp", data=data).stdout  # sizes for people in the table
         records = json.loads(st("ls", "-r", "/exp/run1", "--format", "json", data=data).stdout)
         assert [(r["name"], r["size"]) for r in records] == [(f"shots/{i}.bin", 1000) for i in range(5)]
         # user errors: one line on stderr, status 2, no traceback
-        for args, says in ((("get", "/exp/run1", "nope"), "no committed record 'nope'"),
-                           (("sql", "SELEC 1", "--file", "/exp/run1"), "error: SQL:"),
-                           (("get", "/exp/run1", "shots/3.bin", "-o", str(tmp_path / "no" / "dir" / "x")),
-                            "No such file or directory"),
-                           (("ls", "/nope"), "error:")):
+        for args, says in (
+            (("get", "/exp/run1", "nope"), "no committed record 'nope'"),
+            (("sql", "SELEC 1", "--file", "/exp/run1"), "error: SQL:"),
+            (
+                ("get", "/exp/run1", "shots/3.bin", "-o", str(tmp_path / "no" / "dir" / "x")),
+                "No such file or directory",
+            ),
+            (("ls", "/nope"), "error:"),
+        ):
             r = st(*args, data=data, check=False)
             assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
         st("rm", "/exp/run1", data=data)
@@ -98,8 +129,11 @@ def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
 
 def test_up_killed_leaves_no_orphans(tmp_path, peer_bin):
     data = tmp_path / "st-data"
-    up = subprocess.Popen([sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "2"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
     daemons = poll_for(lambda: len(children_of(up.pid)) == 3 and children_of(up.pid), what="3 daemons")
     up.kill()
@@ -108,8 +142,13 @@ def test_up_killed_leaves_no_orphans(tmp_path, peer_bin):
 
 
 def _cli(cluster, *args, check=True):
-    return subprocess.run([sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
-                          capture_output=True, text=True, check=check, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=120,
+    )
 
 
 def test_put_resumes_get_r_and_rm_r(cluster, tmp_path):

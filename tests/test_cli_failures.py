@@ -19,9 +19,14 @@ from st_py.striping import STRIPE_THRESHOLD
 
 
 def _cli(cluster, *args, check=False, env=None):
-    return subprocess.run([sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
-                          capture_output=True, text=True, check=check, timeout=300,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_put_of_a_file_over_the_record_limit_stores_an_object(cluster, tmp_path):
@@ -39,8 +44,10 @@ def test_put_of_a_file_over_the_record_limit_stores_an_object(cluster, tmp_path)
     listing = json.loads(_cli(cluster, "ls", "/big", "--format", "json", check=True).stdout)
     assert [(e["name"], e["records"]) for e in listing] == [("/big/one", 2)]  # names, not stripe pieces
     rows = json.loads(_cli(cluster, "ls", "-r", "/big/one", "--format", "json", check=True).stdout)
-    assert [(r["name"], r["kind"], r["size"]) for r in rows] == [("big.bin", "object", len(body)),
-                                                              ("small.txt", "record", 5)]
+    assert [(r["name"], r["kind"], r["size"]) for r in rows] == [
+        ("big.bin", "object", len(body)),
+        ("small.txt", "record", 5),
+    ]
     assert _cli(cluster, "ls", "-r", "/big/one", check=True).stdout.split() == ["big.bin", "small.txt"]
     with cluster.client().open("/big/one") as f:
         assert len(f) == 2 and f.names() == ["big.bin", "small.txt"]
@@ -145,8 +152,12 @@ def test_options_fixed_at_creation_are_refused_not_ignored(cluster, tmp_path):
     assert _cli(cluster, "put", "/fixed/a", str(one)).returncode == 0
     two = tmp_path / "two.txt"
     two.write_text("two")
-    for opt, value, have in (("--filter", "zstd", "none"), ("--protocol", "chain", "client-sync"),
-                             ("--placement", "hash", "random"), ("--replication", "x3", "x2")):
+    for opt, value, have in (
+        ("--filter", "zstd", "none"),
+        ("--protocol", "chain", "client-sync"),
+        ("--placement", "hash", "random"),
+        ("--replication", "x3", "x2"),
+    ):
         r = _cli(cluster, "put", "/fixed/a", str(two), opt, value)
         assert r.returncode == 2, (opt, r.stdout)
         assert f"{opt} {value} (the file has {have})" in r.stderr
@@ -161,11 +172,15 @@ def test_names_are_data_not_markup(cluster, tmp_path):
     src.mkdir()
     (src / "run[bold]2").write_text("bold")
     (src / "data[s, tz=UTC].csv").write_text("a\n1\n")
-    r = _cli(cluster, "put", "/mk/run[bold]2", str(src / "run[bold]2"), str(src / "data[s, tz=UTC].csv"),
-             "--prefix", "[/]")
+    r = _cli(
+        cluster, "put", "/mk/run[bold]2", str(src / "run[bold]2"), str(src / "data[s, tz=UTC].csv"), "--prefix", "[/]"
+    )
     assert r.returncode == 0, r.stderr
     assert _cli(cluster, "ls", "-r", "/mk/run[bold]2", check=True).stdout.split() == [
-        "[/]data[s,", "tz=UTC].csv", "[/]run[bold]2"]
+        "[/]data[s,",
+        "tz=UTC].csv",
+        "[/]run[bold]2",
+    ]
     assert "/mk/run[bold]2" in _cli(cluster, "ls", "/mk", check=True).stdout
     out = tmp_path / "o.csv"
     r = _cli(cluster, "get", "/mk/run[bold]2", "[/]data[s, tz=UTC].csv", "-o", str(out))
@@ -209,8 +224,7 @@ def test_put_over_quota_names_every_refused_record(make_cluster, tmp_path):
     r = _cli(cluster, "put", "/alice/q", str(src), env=env)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "quota" in r.stderr and "Traceback" not in r.stderr
-    failed = sorted(line.split("failed: ", 1)[1].split(":")[0]
-                    for line in r.stderr.splitlines() if "failed: " in line)
+    failed = sorted(line.split("failed: ", 1)[1].split(":")[0] for line in r.stderr.splitlines() if "failed: " in line)
     with cluster.client(api_key=key).open("/alice/q") as f:
         stored = [n for n in f.names() if n != "first.bin"]
     assert len(stored) <= 2 and len(failed) >= 6  # at most 2 x 400 kB fit in 1 MB

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-
 from conftest import poll_for
+
 from st_py.cli import cli
-from st_py.errors import RecordUnavailableError, RecordsUnavailableError
+from st_py.errors import RecordsUnavailableError, RecordUnavailableError
 
 KINDS = ("plain", "object", "zstd", "aes-256-gcm", "zstd+aes", "replaced")
 CLASSES = ("x1", "x2", "x3")
@@ -52,8 +52,11 @@ class Row:
 def covering_rows() -> list[Row]:
     """18 rows in which every pair of values of two factors appears: kind
     k and class c take protocol (k + c) mod 3 and placement (k + 2c) mod 3."""
-    return [Row(k, c, PROTOCOLS[(ki + ci) % 3], PLACEMENTS[(ki + 2 * ci) % 3])
-            for ki, k in enumerate(KINDS) for ci, c in enumerate(CLASSES)]
+    return [
+        Row(k, c, PROTOCOLS[(ki + ci) % 3], PLACEMENTS[(ki + 2 * ci) % 3])
+        for ki, k in enumerate(KINDS)
+        for ci, c in enumerate(CLASSES)
+    ]
 
 
 ROWS = covering_rows()
@@ -84,8 +87,14 @@ def expected(row: Row) -> dict[str, bytes]:
 
 
 def write(client, row: Row) -> None:
-    with client.create(row.file, replication=row.replication, protocol=row.protocol, placement=row.placement,
-                       filters=FILTERS.get(row.kind, []), blocksize=1) as f:
+    with client.create(
+        row.file,
+        replication=row.replication,
+        protocol=row.protocol,
+        placement=row.placement,
+        filters=FILTERS.get(row.kind, []),
+        blocksize=1,
+    ) as f:
         if row.kind == "object":
             f.put_object("big.csv", expected(row)["big.csv"], stripe_size=STRIPE)
             return
@@ -105,6 +114,7 @@ def frame(blobs: dict[str, bytes]) -> pd.DataFrame:
 # -- the ways in ---------------------------------------------------------------
 # Each takes (ctx, row, want) and checks the answer, or raises what it raises.
 
+
 def way_client_get(ctx, row, want):
     with ctx.client.open(row.file) as f:
         assert f.names() == sorted(want) and len(f) == len(want)
@@ -116,7 +126,7 @@ def way_client_open(ctx, row, want):
         for n, data in want.items():
             with f.open(n) as fh:
                 fh.seek(len(data) // 2)
-                assert fh.read() == data[len(data) // 2:]
+                assert fh.read() == data[len(data) // 2 :]
 
 
 def way_get_local(ctx, row, want):
@@ -142,7 +152,7 @@ def way_local_stripes(ctx, row, want):
         got = bytearray(len(body))
         for s in stripes:
             with open(s.path, "rb") as fh:
-                got[s.offset:s.offset + s.size] = fh.read()
+                got[s.offset : s.offset + s.size] = fh.read()
         assert bytes(got) == body
 
 
@@ -156,7 +166,8 @@ def way_cli_ls_get(ctx, row, want):
     assert cli_run(ctx, "ls", "-r", row.file).output.split() == sorted(want)
     rows = json.loads(cli_run(ctx, "ls", "-r", row.file, "--format", "json").output)
     assert {r["name"]: r["size"] for r in rows if r["kind"] == "object"} == (
-        {n: len(d) for n, d in want.items()} if row.kind == "object" else {})
+        {n: len(d) for n, d in want.items()} if row.kind == "object" else {}
+    )
     listing = json.loads(cli_run(ctx, "ls", "/matrix", "--format", "json").output)
     assert {e["name"]: e["records"] for e in listing}[row.file] == len(want)
     for n, data in want.items():
@@ -177,8 +188,9 @@ def way_fsspec(ctx, row, want):
 
 
 def way_pandas(ctx, row, want):
-    got = pd.concat([pd.read_csv(f"storetorrent://{ctx.cluster.tracker_addr}{row.file}/{n}") for n in want],
-                    ignore_index=True)
+    got = pd.concat(
+        [pd.read_csv(f"storetorrent://{ctx.cluster.tracker_addr}{row.file}/{n}") for n in want], ignore_index=True
+    )
     pd.testing.assert_frame_equal(got.sort_values(["part", "i"]).reset_index(drop=True), frame(want))
 
 
@@ -222,14 +234,24 @@ def way_duckdb(ctx, row, want):
         con.close()
 
 
-WAYS = {"Client.get": way_client_get, "Client.open": way_client_open, "get_local": way_get_local,
-        "local_stripes": way_local_stripes, "CLI ls/get": way_cli_ls_get, "fsspec": way_fsspec,
-        "pandas": way_pandas, "pyarrow.dataset": way_pyarrow_dataset, "Ray": way_ray, "Dask": way_dask,
-        "DuckDB": way_duckdb}
+WAYS = {
+    "Client.get": way_client_get,
+    "Client.open": way_client_open,
+    "get_local": way_get_local,
+    "local_stripes": way_local_stripes,
+    "CLI ls/get": way_cli_ls_get,
+    "fsspec": way_fsspec,
+    "pandas": way_pandas,
+    "pyarrow.dataset": way_pyarrow_dataset,
+    "Ray": way_ray,
+    "Dask": way_dask,
+    "DuckDB": way_duckdb,
+}
 ANALYSIS = ("fsspec", "pyarrow.dataset", "Dask", "DuckDB")  # also read after a peer is killed
 
 
 # -- the matrix ----------------------------------------------------------------
+
 
 @dataclass
 class Ctx:
@@ -298,12 +320,29 @@ def test_after_a_peer_is_killed_every_row_reads_rebalance_repair_recover(matrix)
         WAYS["get_local"](ctx, row, expected(row))
     reports = rp.repair(ctx.client, [r.file for r in ROWS if r.replication != "x1"], failed_after=0)
     assert all(r.complete for r in reports), [r.as_dict() for r in reports if not r.complete]
+
     def dry_run() -> dict:  # the peers mirror infofiles every --mirror-interval (5 s): poll
-        out = CliRunner().invoke(cli, ["recover", "--from-peers", "--dry-run", "--format", "json", "--tracker",
-                                       ctx.cluster.tracker_addr, "--key-file", str(ctx.cluster.key_file)])
+        out = CliRunner().invoke(
+            cli,
+            [
+                "recover",
+                "--from-peers",
+                "--dry-run",
+                "--format",
+                "json",
+                "--tracker",
+                ctx.cluster.tracker_addr,
+                "--key-file",
+                str(ctx.cluster.key_file),
+            ],
+        )
         assert out.output.lstrip().startswith("{"), out.output
         return {f["name"]: f["outcome"] for f in json.loads(out.output)["files"]}
 
-    files = poll_for(lambda: (lambda fs: fs if all(r.file in fs for r in ROWS if r.replication != "x1") else None)(
-        dry_run()), timeout=30, interval=1, what="every file's mirror")
+    files = poll_for(
+        lambda: (lambda fs: fs if all(r.file in fs for r in ROWS if r.replication != "x1") else None)(dry_run()),
+        timeout=30,
+        interval=1,
+        what="every file's mirror",
+    )
     assert all(files[r.file] == "present" for r in ROWS if r.replication != "x1"), files

@@ -41,6 +41,7 @@ def runs() -> dict[int, tuple[list[int], np.ndarray]]:
 
 # -- formulas ---------------------------------------------------------------------
 
+
 def test_exact_formula_matches_enumeration():
     # brute force: fraction of F-subsets of N peers that lie inside a G-set
     for n, f, g in [(7, 2, 3), (8, 3, 5), (6, 1, 2), (6, 3, 3), (9, 2, 9)]:
@@ -68,10 +69,11 @@ def test_paper_formula_is_an_upper_bound():
                 assert dl.paper_limit(n, f, g) <= dl.paper_formula(n, f, g) * (1 + 1e-12)
                 # ratio paper/exact = G^F / (G (G-1) ... (G-F+1))
                 falling = math.prod(g - i for i in range(f))
-                assert dl.paper_formula(n, f, g) / exact == pytest.approx(g ** f / falling)
+                assert dl.paper_formula(n, f, g) / exact == pytest.approx(g**f / falling)
 
 
 # -- measurements with the real placement code ------------------------------------
+
 
 def test_uses_real_placement_code(monkeypatch):
     calls = {"choose_holders": 0, "schedule": 0}
@@ -154,7 +156,7 @@ def test_blocks_widen_the_spread_not_the_mean():
         frac = dl.simulate(N, f, records, [g], trials, b, seed=f"spread:{b}")[0]
         sigma = dl.trial_std(p, records, b)
         assert abs(frac.mean() - p) <= Z * sigma / math.sqrt(trials)
-        ratio = (trials - 1) * frac.var(ddof=1) / sigma ** 2
+        ratio = (trials - 1) * frac.var(ddof=1) / sigma**2
         assert lo <= ratio <= hi, (b, frac.std(ddof=1), sigma)
         stds[b] = frac.std(ddof=1)
     assert dl.trial_std(p, records, 16) / dl.trial_std(p, records, 1) == pytest.approx(4.0)
@@ -163,8 +165,11 @@ def test_blocks_widen_the_spread_not_the_mean():
 
 # -- argument checking and the CLI --------------------------------------------------
 
-@pytest.mark.parametrize("n,f,g,msg", [(10, 2, 11, "G > N"), (3, 4, 1, "F > N"), (10, 0, 1, "F"),
-                                       (10, 2, -1, "G must be >= 0"), (0, 1, 0, "N must be")])
+
+@pytest.mark.parametrize(
+    "n,f,g,msg",
+    [(10, 2, 11, "G > N"), (3, 4, 1, "F > N"), (10, 0, 1, "F"), (10, 2, -1, "G must be >= 0"), (0, 1, 0, "N must be")],
+)
 def test_formulas_refuse_bad_arguments(n, f, g, msg):
     with pytest.raises(ValueError, match=msg):
         dl.exact_unavailable(n, f, g)
@@ -185,8 +190,9 @@ def test_simulate_and_analyse_refuse_bad_arguments():
         dl.analyse(peers=5, records=100, trials=1)
 
 
-@pytest.mark.parametrize("argv,msg", [(["--peers", "5", "--max-failed", "6"], "G > N"),
-                                      (["--peers", "5", "--classes", "1,6"], "F > N")])
+@pytest.mark.parametrize(
+    "argv,msg", [(["--peers", "5", "--max-failed", "6"], "G > N"), (["--peers", "5", "--classes", "1,6"], "F > N")]
+)
 def test_cli_refuses_bad_arguments(capsys, argv, msg):
     assert dl.main(argv + ["--records", "50", "--trials", "2"]) == 2
     err = capsys.readouterr().err
@@ -202,9 +208,30 @@ def test_same_seed_same_results():
 def test_cli_end_to_end(tmp_path):
     png, js = tmp_path / "plot" / "dl.png", tmp_path / "dl.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "st_tools.dataloss", "--peers", "12", "--records", "800",
-         "--trials", "3", "--seed", "7", "--max-failed", "4", "--plot", str(png), "--json", str(js)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "st_tools.dataloss",
+            "--peers",
+            "12",
+            "--records",
+            "800",
+            "--trials",
+            "3",
+            "--seed",
+            "7",
+            "--max-failed",
+            "4",
+            "--plot",
+            str(png),
+            "--json",
+            str(js),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "seed 7" in proc.stdout and "x3" in proc.stdout and "blocksize 16 vs 1" in proc.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

@@ -51,8 +51,9 @@ scrub-age = 7200.5
 capacity = "1G"
 sync = true
 """)
-    peer = Daemon("peer-config", [peer_bin, "--config", str(config), "--port", "0"],
-                  tmp_path / "logs" / "peer-config.log")
+    peer = Daemon(
+        "peer-config", [peer_bin, "--config", str(config), "--port", "0"], tmp_path / "logs" / "peer-config.log"
+    )
     try:
         assert peer.addr.startswith("127.0.0.1:") and not peer.addr.endswith(f":{cluster.tracker_port}")
         assert peer.metrics_addr is not None  # metrics-port from the file
@@ -71,14 +72,17 @@ sync = true
         peer.stop()
 
 
-@pytest.mark.parametrize("text, message", [
-    ('data = "/d"\nport = "7100"\n', "{path}:2: key 'port' must be an integer, not a string"),
-    ('data = "/d"\nprot = 7100\n', "{path}:2: unknown key 'prot'"),
-    ('data = "/d"\nport = 70000\n', "{path}:2: port = 70000: expected a port number 0..65535"),
-    ('data = "/d"\nsync = "yes"\n', "{path}:2: key 'sync' must be true or false, not a string"),
-    ('data = "/d"\nmint-token = true\n', "key 'mint-token' is not allowed in a config file"),
-    ('data = "/d"\nport = \n', "{path}:2:"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('data = "/d"\nport = "7100"\n', "{path}:2: key 'port' must be an integer, not a string"),
+        ('data = "/d"\nprot = 7100\n', "{path}:2: unknown key 'prot'"),
+        ('data = "/d"\nport = 70000\n', "{path}:2: port = 70000: expected a port number 0..65535"),
+        ('data = "/d"\nsync = "yes"\n', "{path}:2: key 'sync' must be true or false, not a string"),
+        ('data = "/d"\nmint-token = true\n', "key 'mint-token' is not allowed in a config file"),
+        ('data = "/d"\nport = \n', "{path}:2:"),
+    ],
+)
 def test_peer_config_errors_name_the_file_line_and_key(peer_bin, tmp_path, text, message):
     path = tmp_path / "peer.toml"
     path.write_text(text)
@@ -112,17 +116,20 @@ reservation-lease = 60
         tracker.stop()
 
 
-@pytest.mark.parametrize("text, message", [
-    ('root = "/ns"\nport = "7000"\n', "key 'port' must be an integer, not a string"),
-    ('root = "/ns"\nport = true\n', "key 'port' must be an integer, not a boolean"),
-    ('root = "/ns"\nannounce-interval = "2s"\n', "key 'announce-interval' must be a number, not a string"),
-    ('root = "/ns"\nkey_file = 5\n', "key 'key_file' must be a string, not an integer"),
-    ('root = "/ns"\nlog-format = "xml"\n', "key 'log-format' is 'xml'; it must be one of text, json"),
-    ('root = "/ns"\nprot = 7000\n', "unknown key 'prot'"),
-    ('root = "/ns"\nkey_file = "/a"\nkey-file = "/b"\n', "sets --key-file, which"),
-    ('root = "/ns"\nconfig = "/other.toml"\n', "key 'config' is not allowed in a config file"),
-    ('root = "/ns"\nport = \n', "cannot read --config"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('root = "/ns"\nport = "7000"\n', "key 'port' must be an integer, not a string"),
+        ('root = "/ns"\nport = true\n', "key 'port' must be an integer, not a boolean"),
+        ('root = "/ns"\nannounce-interval = "2s"\n', "key 'announce-interval' must be a number, not a string"),
+        ('root = "/ns"\nkey_file = 5\n', "key 'key_file' must be a string, not an integer"),
+        ('root = "/ns"\nlog-format = "xml"\n', "key 'log-format' is 'xml'; it must be one of text, json"),
+        ('root = "/ns"\nprot = 7000\n', "unknown key 'prot'"),
+        ('root = "/ns"\nkey_file = "/a"\nkey-file = "/b"\n', "sets --key-file, which"),
+        ('root = "/ns"\nconfig = "/other.toml"\n', "key 'config' is not allowed in a config file"),
+        ('root = "/ns"\nport = \n', "cannot read --config"),
+    ],
+)
 def test_tracker_config_errors_name_the_file_and_key(tmp_path, text, message):
     path = tmp_path / "tracker.toml"
     path.write_text(text)
@@ -139,14 +146,19 @@ def test_every_tracker_key_is_documented():
 
 def test_the_samples_in_deploy_are_valid(peer_bin, tmp_path):
     # every key of the tracker's sample (--help stops after the file is checked)
-    r = subprocess.run([*TRACKER, "--config", str(DEPLOY / "tracker.toml"), "--help"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [*TRACKER, "--config", str(DEPLOY / "tracker.toml"), "--help"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     # every key of the peer's sample, checked by the real binary (--mint-token
     # parses the whole file, then needs only the key)
     key = new_key_file(tmp_path / "secret.key")
-    r = subprocess.run([peer_bin, "--config", str(DEPLOY / "peer.toml"), "--key-file", str(key), "--mint-token",
-                        "--ops", "read"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [peer_bin, "--config", str(DEPLOY / "peer.toml"), "--key-file", str(key), "--mint-token", "--ops", "read"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 0 and re.fullmatch(r"[0-9a-f]+\n", r.stdout), r.stderr
 
 
@@ -163,8 +175,9 @@ def read_toml(name: str) -> dict:
     return tomllib.loads((DEPLOY / name).read_text())
 
 
-@pytest.mark.parametrize("name, sample", [("storetorrent-peer.service", "peer.toml"),
-                                          ("storetorrent-tracker.service", "tracker.toml")])
+@pytest.mark.parametrize(
+    "name, sample", [("storetorrent-peer.service", "peer.toml"), ("storetorrent-tracker.service", "tracker.toml")]
+)
 def test_systemd_units_run_the_samples_hardened(peer_bin, name, sample):
     unit = read_unit(name)
     s = unit["Service"]
@@ -200,22 +213,29 @@ def test_systemd_units_run_the_samples_hardened(peer_bin, name, sample):
     assert used and set(used) <= flags, set(used) - flags
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
-                    reason="systemd-analyze is not installed on this machine (the units are only parsed)")
-@pytest.mark.parametrize("name", ["storetorrent-peer.service", "storetorrent-tracker.service",
-                                  "storetorrent-repair.service"])
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None,
+    reason="systemd-analyze is not installed on this machine (the units are only parsed)",
+)
+@pytest.mark.parametrize(
+    "name", ["storetorrent-peer.service", "storetorrent-tracker.service", "storetorrent-repair.service"]
+)
 def test_systemd_units_pass_systemd_analyze_verify(peer_bin, tmp_path, name):
     # systemd-analyze checks that ExecStart's program exists: point it at this machine's install
     text = (DEPLOY / name).read_text()
-    prog = {"storetorrent-peer.service": peer_bin, "storetorrent-tracker.service": sys.executable,
-            "storetorrent-repair.service": STORETORRENT}[name]
+    prog = {
+        "storetorrent-peer.service": peer_bin,
+        "storetorrent-tracker.service": sys.executable,
+        "storetorrent-repair.service": STORETORRENT,
+    }[name]
     text = re.sub(r"/opt/storetorrent/venv/bin/\S+", prog, text)
     unit = tmp_path / name
     unit.write_text(text)
     r = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and not r.stderr.strip(), r.stderr
-    r = subprocess.run(["systemd-analyze", "security", "--offline=true", str(unit)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", str(unit)], capture_output=True, text=True, timeout=60
+    )
     level = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout + r.stderr)
     assert level and float(level.group(1)) <= 2.0, r.stdout[-2000:]
 
@@ -245,8 +265,13 @@ def test_repair_unit_runs_the_repair_service_hardened():
             key, value = line.split("=", 1)
             env[key] = value
     assert env["STORETORRENT_TRACKER"].endswith(f":{read_toml('tracker.toml')['port']}")
-    assert set(env) <= {"STORETORRENT_TRACKER", "STORETORRENT_TLS_CA", "STORETORRENT_TLS_CERT",
-                        "STORETORRENT_TLS_KEY", "STORETORRENT_API_KEY"}
+    assert set(env) <= {
+        "STORETORRENT_TRACKER",
+        "STORETORRENT_TLS_CA",
+        "STORETORRENT_TLS_CERT",
+        "STORETORRENT_TLS_KEY",
+        "STORETORRENT_API_KEY",
+    }
 
 
 def test_announce_interval_is_set_in_one_place(make_cluster, peer_bin, tmp_path):
@@ -257,11 +282,24 @@ def test_announce_interval_is_set_in_one_place(make_cluster, peer_bin, tmp_path)
     assert "announce-interval" not in read_toml("peer.toml")
     assert read_toml("tracker.toml")["announce-interval"] > 0
     cluster = make_cluster(1, announce_interval=0.3)  # liveness window 0.9 s
-    peer = Daemon("peer-slow", [peer_bin, "--data", str(tmp_path / "slow"), "--port", "0", "--namespace",
-                                str(cluster.namespace), "--tracker", cluster.tracker_addr,
-                                "--announce-interval", "30", *(["--key-file", str(cluster.key_file)]
-                                                               if cluster.auth else [])],
-                  tmp_path / "logs" / "peer-slow.log")
+    peer = Daemon(
+        "peer-slow",
+        [
+            peer_bin,
+            "--data",
+            str(tmp_path / "slow"),
+            "--port",
+            "0",
+            "--namespace",
+            str(cluster.namespace),
+            "--tracker",
+            cluster.tracker_addr,
+            "--announce-interval",
+            "30",
+            *(["--key-file", str(cluster.key_file)] if cluster.auth else []),
+        ],
+        tmp_path / "logs" / "peer-slow.log",
+    )
     try:
         cluster.wait_for_peers(2)
         t = TrackerClient(cluster.tracker_addr, timeout=10, tls=cluster.client_tls)

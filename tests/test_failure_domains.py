@@ -11,12 +11,22 @@ import random
 from collections import Counter
 
 import pytest
-
 from conftest import poll_for
+
 from st_py.infofile import STRIPE_PREFIX, InfofileReader
-from st_py.placement import (choose_holders, choose_spare, domain_count, hash_holders, hash_spare,
-                             local_first_holders, normalize_domain, peer_domain, shares_domain, spread_level,
-                             stripe_holders)
+from st_py.placement import (
+    choose_holders,
+    choose_spare,
+    domain_count,
+    hash_holders,
+    hash_spare,
+    local_first_holders,
+    normalize_domain,
+    peer_domain,
+    shares_domain,
+    spread_level,
+    stripe_holders,
+)
 from st_py.repair import repair_file
 from st_py.tracker.peers import PeerInfo, PeerRegistry
 from st_py.tracker.scheduler import SchedulingError, domain_shares, schedule
@@ -187,8 +197,7 @@ def test_default_domain_is_the_host_and_status_shows_it(make_cluster, caplog):
     import json
     import urllib.request
 
-    page = json.loads(urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/status.json",
-                                             timeout=10).read())
+    page = json.loads(urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/status.json", timeout=10).read())
     assert sorted(p["domain"] for p in page["peers"]) == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
     assert page["totals"]["failure_domains"] == 3
     html = urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/", timeout=10).read().decode()
@@ -270,7 +279,11 @@ def test_scheduler_shares_follow_the_domains_and_prefer_a_spanning_peerlist():
     assert {p.peer_id for p in schedule(peers, 2, 9000)} == {"p1", "p2", "p3"}
     # ... though its even share (9000 x 2 / 4 x 1.2 = 5400 bytes) would have fitted
     assert {p.peer_id for p in schedule([_peer(q.peer_id, "", 10_000) for q in peers], 2, 9000)} == {
-        "p1", "p2", "p3", "p4"}
+        "p1",
+        "p2",
+        "p3",
+        "p4",
+    }
     # a tight peer of the big rack leaves; rack B's peer, with room for its share, stays
     peers[2] = _peer("p3", "A", 1_100)
     assert [p.peer_id for p in schedule(peers, 2, 3000)] == ["p1", "p2", "p4"]
@@ -297,6 +310,7 @@ def test_the_registry_keeps_a_peers_domain_across_tracker_restarts(tmp_path):
 
 # -- the data-loss tool and the Markov model with whole domains failing ----------------
 
+
 def test_dataloss_exact_domain_loss_and_the_simulation_agree():
     from st_tools import dataloss as dl
 
@@ -313,7 +327,8 @@ def test_dataloss_exact_domain_loss_and_the_simulation_agree():
     import math
 
     want = sum(math.comb(sum(sizes[i] for i in c), 2) for c in itertools.combinations(range(4), 2)) / (
-        math.comb(4, 2) * math.comb(10, 2))
+        math.comb(4, 2) * math.comb(10, 2)
+    )
     assert dl.exact_domain_loss(10, 4, 2, 2, False) == pytest.approx(want)
     with pytest.raises(ValueError, match="D > N"):
         dl.exact_domain_loss(5, 6, 2, 1, True)
@@ -335,8 +350,29 @@ def test_dataloss_cli_with_domains(tmp_path, capsys):
     from st_tools import dataloss as dl
 
     png, js = tmp_path / "d.png", tmp_path / "d.json"
-    assert dl.main(["--domains", "5", "--peers", "20", "--records", "500", "--trials", "3", "--seed", "2",
-                    "--classes", "2", "--plot", str(png), "--json", str(js)]) == 0
+    assert (
+        dl.main(
+            [
+                "--domains",
+                "5",
+                "--peers",
+                "20",
+                "--records",
+                "500",
+                "--trials",
+                "3",
+                "--seed",
+                "2",
+                "--classes",
+                "2",
+                "--plot",
+                str(png),
+                "--json",
+                str(js),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "domain-aware vs blind" in out and "racks down" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

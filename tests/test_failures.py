@@ -8,9 +8,9 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-
 from checks import check_file
 from conftest import poll_for
+
 from st_py.errors import NotEnoughPeersError, RecordExistsError
 from st_py.infofile import InfofileReader
 
@@ -26,8 +26,11 @@ def test_put_survives_a_peer_killed_mid_pipeline(cluster):
     f.close()  # every record committed with 2 copies, none of the later ones on the dead peer
     idx = {p.peer_idx: p.addr for p in c.tracker.open("/fail/put").peers}
     with closing(InfofileReader(cluster.namespace / "fail" / "put")) as reader:
-        late = [n for n in list(blobs)[700:] if idx[reader.lookup(n).peers[0]] == dead
-                or idx[reader.lookup(n).peers[1]] == dead]
+        late = [
+            n
+            for n in list(blobs)[700:]
+            if idx[reader.lookup(n).peers[0]] == dead or idx[reader.lookup(n).peers[1]] == dead
+        ]
     assert late == []
     check_file(cluster, "/fail/put", blobs)
 

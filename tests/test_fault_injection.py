@@ -13,7 +13,6 @@ import random
 import sqlite3
 
 import pytest
-
 from fault_injection import FaultInjection, payload, run
 
 STEPS = int(os.environ.get("ST_FAULT_STEPS", "60"))
@@ -50,8 +49,9 @@ def test_the_checks_catch_a_lost_record_and_a_corrupted_copy(tmp_path):
         for w in fi.writers:
             w.wait(60)
         fi.check_seen()
-        copy = next(p for p in (fi.cluster.data_dir / "peers").rglob("*@*")
-                    if p.is_file() and not p.name.endswith(".name"))
+        copy = next(
+            p for p in (fi.cluster.data_dir / "peers").rglob("*@*") if p.is_file() and not p.name.endswith(".name")
+        )
         data = bytearray(copy.read_bytes())
         corrupted = next(n for f in fi.seen for n in fi.seen[f] if payload(n) == bytes(data))
         data[0] ^= 0xFF

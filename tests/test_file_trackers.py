@@ -17,16 +17,22 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from checks import check_file, fill
 from conftest import poll_for
+from test_metrics import scrape, value
+
 from st_py import capability as cap
 from st_py._proto import tracker_pb2 as pb
-from st_py.errors import (LeaseHeldError, LeaseLostError, PermissionDeniedError, QuotaExceededError,
-                         TrackerMovedError, TrackerUnavailableError)
+from st_py.errors import (
+    LeaseHeldError,
+    LeaseLostError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    TrackerMovedError,
+    TrackerUnavailableError,
+)
 from st_py.tracker.access import add_user
 from st_py.tracker.shards import shard_of
-from test_metrics import scrape, value
 
 SHARDS = 3  # --file-trackers 2: the master (shard 0) and two per-file trackers
 
@@ -92,8 +98,9 @@ def test_open_and_create_redirect_and_commits_through_file_trackers_reach_reader
             assert len(g) == 100 and g.get("r042") == b"42"
     # The master ran shard 0's commits only; the others went straight to their trackers,
     # which the master admitted (one Admit per group of commits).
-    commits = value(scrape(ft.tracker.metrics_addr), "st_tracker_rpcs_total", method="Commit", code="OK") - \
-        value(before, "st_tracker_rpcs_total", method="Commit", code="OK")
+    commits = value(scrape(ft.tracker.metrics_addr), "st_tracker_rpcs_total", method="Commit", code="OK") - value(
+        before, "st_tracker_rpcs_total", method="Commit", code="OK"
+    )
     assert 1 <= commits <= 4, commits  # 100 records in groups of 40
     after = file_trackers(c)
     assert all(after[s].commits >= 1 and after[s].records == 100 for s in (1, 2)), after
@@ -103,15 +110,20 @@ def test_open_and_create_redirect_and_commits_through_file_trackers_reach_reader
     with c.create(name, "x1") as f:
         f.put("through-the-file-tracker", b"a")
     info = c.tracker.open(name)
-    reply = c.tracker.commit(name, info.file_id, [pb.RecordCommit(name="through-the-master", size=1,
-                                                                  crc32c=0, peer_idx=[0])])
+    reply = c.tracker.commit(
+        name, info.file_id, [pb.RecordCommit(name="through-the-master", size=1, crc32c=0, peer_idx=[0])]
+    )
     assert reply.committed == 1
     with c.open(name) as f:
         assert len(f) == 2 and f.record_meta("through-the-master") is not None
 
     # storetorrent status and the status page list them
-    out = subprocess.run([sys.executable, "-m", "st_py.cli", "status", "--tracker", ft.tracker_addr,
-                          "--format", "json"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "st_py.cli", "status", "--tracker", ft.tracker_addr, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     listed = {t["shard"]: t for t in json.loads(out.stdout)["file_trackers"]}
     assert {s: t["addr"] for s, t in listed.items()} == {s: t.addr for s, t in trackers.items()}
@@ -138,8 +150,9 @@ def test_a_file_tracker_killed_mid_write_is_restarted_and_loses_nothing_committe
     # close() committed the rest: the commits in flight and those after were retried (same
     # request ids) against the tracker the master started again
     assert committed == 201
-    t = poll_for(lambda: file_trackers(c)[1].pid != old and file_trackers(c)[1], timeout=30,
-                 what="the restarted file tracker")
+    t = poll_for(
+        lambda: file_trackers(c)[1].pid != old and file_trackers(c)[1], timeout=30, what="the restarted file tracker"
+    )
     assert t.alive and t.restarts == 1 and t.addr == addr  # on its port again
     check_file(ft, name, blobs)
     # and the restarted tracker takes new commits at once
@@ -214,15 +227,15 @@ def test_a_commit_cut_by_a_killed_file_tracker_is_given_back_and_its_retry_charg
     name = on_shard(1, "/q/cut")[0]
     c.create(name, "x2").close()
     info = c.tracker.open(name)
-    records = [pb.RecordCommit(name=f"r{i:06d}", size=20, crc32c=i, peer_idx=[0, 1])
-               for i in range(150_000)]  # 6,000,000 bytes with both copies, in one long transaction
+    records = [
+        pb.RecordCommit(name=f"r{i:06d}", size=20, crc32c=i, peer_idx=[0, 1]) for i in range(150_000)
+    ]  # 6,000,000 bytes with both copies, in one long transaction
     journal = cluster.namespace / (name.lstrip("/") + "-journal")
     outcome: dict = {}
 
     def commit():
         try:
-            outcome["reply"] = c.tracker.at(info.file_tracker).commit(name, info.file_id, records,
-                                                                     request_id="cut-1")
+            outcome["reply"] = c.tracker.at(info.file_tracker).commit(name, info.file_id, records, request_id="cut-1")
         except Exception as e:
             outcome["error"] = e
 
@@ -233,8 +246,11 @@ def test_a_commit_cut_by_a_killed_file_tracker_is_given_back_and_its_retry_charg
     os.kill(old, signal.SIGKILL)
     th.join(60)
     assert isinstance(outcome.get("error"), TrackerUnavailableError), outcome
-    poll_for(lambda: file_trackers(c)[1].pid != old and file_trackers(c)[1].alive, timeout=30,
-             what="the restarted file tracker")
+    poll_for(
+        lambda: file_trackers(c)[1].pid != old and file_trackers(c)[1].alive,
+        timeout=30,
+        what="the restarted file tracker",
+    )
     log = (cluster.data_dir / "logs" / "tracker.log").read_text()
     assert "file tracker 1 died holding 1 admitted commits" in log
     # The client retries its request (the same id) against the restarted tracker: applied once.
@@ -399,8 +415,9 @@ def test_a_client_whose_file_tracker_moved_reopens_through_the_master(ft):
     # A tracker that does not take the file's writes says so, and names the master to ask.
     info = c.tracker.open(name)
     with pytest.raises(TrackerMovedError) as e:
-        c.tracker.at(trackers[2].addr).commit(name, info.file_id, [
-            pb.RecordCommit(name="x", size=1, crc32c=0, peer_idx=[0, 1])])
+        c.tracker.at(trackers[2].addr).commit(
+            name, info.file_id, [pb.RecordCommit(name="x", size=1, crc32c=0, peer_idx=[0, 1])]
+        )
     assert e.value.tracker == ft.tracker_addr
     # A handle sent to the wrong tracker re-opens the file through the master and carries on.
     info.file_tracker = trackers[2].addr

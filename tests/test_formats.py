@@ -13,17 +13,30 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-
 from analysis_data import ROW_GROUP, parquet_bytes, parquet_part
-from st_integrations.formats import (RAW_SCHEMA, SchemaConflictError, SchemaSource, conform, detect,
-                                     record_schema, scan_record, unify)
+
+from st_integrations.formats import (
+    RAW_SCHEMA,
+    SchemaConflictError,
+    SchemaSource,
+    conform,
+    detect,
+    record_schema,
+    scan_record,
+    unify,
+)
 
 N_EACH = 30
 
 
 def _rows(i: int) -> pa.Table:
-    return pa.table({"rec": pa.array([i] * 20, pa.int64()), "row": pa.array(range(20), pa.int64()),
-                     "v": pa.array([i * 100.0 + r for r in range(20)])})
+    return pa.table(
+        {
+            "rec": pa.array([i] * 20, pa.int64()),
+            "row": pa.array(range(20), pa.int64()),
+            "v": pa.array([i * 100.0 + r for r in range(20)]),
+        }
+    )
 
 
 def _csv(t: pa.Table) -> bytes:
@@ -41,8 +54,10 @@ def dclient():
     pytest.importorskip("dask.dataframe")
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as lc, \
-            Client(lc) as client:
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as lc,
+        Client(lc) as client,
+    ):
         yield client
 
 
@@ -114,9 +129,13 @@ def test_parquet_pushdown_reads_fewer_bytes(tmp_path):
     (/proc/self/io rchar), on a 100-row-group record of about 10 MB: a filter
     that selects 1% of the row groups reads at most 5% of the bytes."""
     groups = 100
-    t = pa.table({"t": pa.array(range(groups * ROW_GROUP), pa.int64()),
-                  "a": pa.array([float(i) for i in range(groups * ROW_GROUP)]),
-                  "blob": pa.array([("z" * 1000) + str(i) for i in range(groups * ROW_GROUP)])})
+    t = pa.table(
+        {
+            "t": pa.array(range(groups * ROW_GROUP), pa.int64()),
+            "a": pa.array([float(i) for i in range(groups * ROW_GROUP)]),
+            "blob": pa.array([("z" * 1000) + str(i) for i in range(groups * ROW_GROUP)]),
+        }
+    )
     path = tmp_path / "rec"
     pq.write_table(t, path, row_group_size=ROW_GROUP, compression="none")
     schema = record_schema("rec.parquet", str(path))
@@ -133,7 +152,7 @@ def test_parquet_pushdown_reads_fewer_bytes(tmp_path):
     projected, n = read(columns=["t"])
     assert n == groups * ROW_GROUP
     assert one_group <= full * 0.05, (one_group, full)  # 1 of 100 row groups, plus the footer
-    assert projected < full * 0.05, (projected, full)   # "t" is a small share of the bytes
+    assert projected < full * 0.05, (projected, full)  # "t" is a small share of the bytes
 
 
 def test_arrow_stream_projection_and_filter(tmp_path):

@@ -9,14 +9,14 @@ import subprocess
 import sys
 import threading
 
+import fsspec
 import pandas as pd
 import pytest
-
-import fsspec
 from fsspec.spec import AbstractFileSystem
+
+from st_integrations.fsspec_fs import StoreTorrentFileSystem
 from st_py.errors import RecordExistsError, StFileNotFoundError
 from st_py.protocol import crc32c
-from st_integrations.fsspec_fs import StoreTorrentFileSystem
 
 
 @pytest.fixture(autouse=True)
@@ -67,12 +67,14 @@ def test_urls_entry_point_and_pickling(run1, monkeypatch):
 
     # A fresh interpreter finds the class through the entry point (no import
     # of st_integrations first) and an unpickled filesystem reconnects by itself.
-    code = ("import pickle, sys, fsspec\n"
-            "assert 'st_integrations' not in sys.modules\n"
-            "cls = fsspec.get_filesystem_class('storetorrent')\n"
-            "fs = pickle.loads(sys.stdin.buffer.read())\n"
-            "assert type(fs) is cls\n"
-            "sys.stdout.buffer.write(fs.cat_file('/exp/run1/part-1.parquet'))\n")
+    code = (
+        "import pickle, sys, fsspec\n"
+        "assert 'st_integrations' not in sys.modules\n"
+        "cls = fsspec.get_filesystem_class('storetorrent')\n"
+        "fs = pickle.loads(sys.stdin.buffer.read())\n"
+        "assert type(fs) is cls\n"
+        "sys.stdout.buffer.write(fs.cat_file('/exp/run1/part-1.parquet'))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(fs), capture_output=True, timeout=60)
     assert out.returncode == 0, out.stderr.decode()
     assert pd.read_parquet(io.BytesIO(out.stdout)).equals(frames[1])
@@ -100,7 +102,12 @@ def test_ls_info_glob_find(run1):
     assert top["/exp/deep"]["type"] == "directory" and top["/exp/deep"]["st_type"] == "dir"
     run2 = top["/exp/run2"]
     assert (run2["type"], run2["st_type"], run2["replication"], run2["records"], run2["bytes"]) == (
-        "directory", "file", "x1", 4, 8 * 3 + 5)
+        "directory",
+        "file",
+        "x1",
+        4,
+        8 * 3 + 5,
+    )
     assert top["/exp/run1"]["replication"] == "x2"
     json.dumps(fs.ls("/exp"))  # plain Python data, no protobuf messages
 
@@ -120,19 +127,39 @@ def test_ls_info_glob_find(run1):
     assert fs.size("/exp/deep/nested/run3/r") == 10
 
     assert fs.glob("/exp/run1/*.parquet") == [f"/exp/run1/part-{i}.parquet" for i in range(4)]
-    assert fs.glob("/exp/run2/2024/*/*.csv") == ["/exp/run2/2024/01/a.csv", "/exp/run2/2024/01/b.csv",
-                                                 "/exp/run2/2024/02/c.csv"]
+    assert fs.glob("/exp/run2/2024/*/*.csv") == [
+        "/exp/run2/2024/01/a.csv",
+        "/exp/run2/2024/01/b.csv",
+        "/exp/run2/2024/02/c.csv",
+    ]
     assert fs.glob("/exp/*/part-3.parquet") == ["/exp/run1/part-3.parquet"]
-    assert fs.find("/exp/run2") == ["/exp/run2/2024/01/a.csv", "/exp/run2/2024/01/b.csv",
-                                    "/exp/run2/2024/02/c.csv", "/exp/run2/top.txt"]
+    assert fs.find("/exp/run2") == [
+        "/exp/run2/2024/01/a.csv",
+        "/exp/run2/2024/01/b.csv",
+        "/exp/run2/2024/02/c.csv",
+        "/exp/run2/top.txt",
+    ]
     assert len(fs.find("/exp")) == 4 + 4 + 1
     assert fs.find("/exp", maxdepth=2, withdirs=True) == [
-        "/exp", "/exp/deep", "/exp/deep/nested", "/exp/run1", *(f"/exp/run1/part-{i}.parquet" for i in range(4)),
-        "/exp/run2", "/exp/run2/2024", "/exp/run2/top.txt"]
+        "/exp",
+        "/exp/deep",
+        "/exp/deep/nested",
+        "/exp/run1",
+        *(f"/exp/run1/part-{i}.parquet" for i in range(4)),
+        "/exp/run2",
+        "/exp/run2/2024",
+        "/exp/run2/top.txt",
+    ]
     # find (one range scan per StoreTorrent file) agrees with fsspec's own, built on walk and ls
-    for path, kw in [("/exp", {}), ("/exp", {"withdirs": True}), ("/exp", {"maxdepth": 3, "withdirs": True}),
-                     ("/exp/run2/2024", {"maxdepth": 1, "withdirs": True}), ("/", {"maxdepth": 4}),
-                     ("/exp/run2/top.txt", {}), ("/exp/nope", {})]:
+    for path, kw in [
+        ("/exp", {}),
+        ("/exp", {"withdirs": True}),
+        ("/exp", {"maxdepth": 3, "withdirs": True}),
+        ("/exp/run2/2024", {"maxdepth": 1, "withdirs": True}),
+        ("/", {"maxdepth": 4}),
+        ("/exp/run2/top.txt", {}),
+        ("/exp/nope", {}),
+    ]:
         assert fs.find(path, detail=True, **kw) == AbstractFileSystem.find(fs, path, detail=True, **kw), (path, kw)
     assert fs.du("/exp/run2") == 29
     walked = {root: (sorted(dirs), sorted(files)) for root, dirs, files in fs.walk("/exp/run2")}
@@ -207,11 +234,14 @@ def test_duckdb_over_registered_filesystem(run1):
     cluster, fs, frames = run1
     con = duckdb.connect()
     con.register_filesystem(fs)
-    row = con.sql(f"SELECT count(*), sum(x) FROM read_parquet('storetorrent://{cluster.tracker_addr}"
-                  "/exp/run1/*.parquet')").fetchone()
+    row = con.sql(
+        f"SELECT count(*), sum(x) FROM read_parquet('storetorrent://{cluster.tracker_addr}/exp/run1/*.parquet')"
+    ).fetchone()
     assert row == (200, sum(range(200)))
-    row = con.sql("SELECT part, count(*) FROM read_parquet('storetorrent:///exp/run1/part-[12].parquet') "
-                  "GROUP BY ALL ORDER BY ALL").fetchall()
+    row = con.sql(
+        "SELECT part, count(*) FROM read_parquet('storetorrent:///exp/run1/part-[12].parquet') "
+        "GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
     assert row == [(1, 50), (2, 50)]
     con.close()
 
@@ -331,8 +361,7 @@ def test_read_survives_a_killed_peer(run1):
 def test_local_reads_use_revealed_paths(run1):
     cluster, fs, frames = run1
     assert fs.cat_file("/exp/run1/part-0.parquet") == parquet(frames[0])
-    assert fs.stats == {"local_reads": 1, "get_reads": 0, "local_fallbacks": 0, "get_local_calls": 1,
-                        "cache_hits": 0}
+    assert fs.stats == {"local_reads": 1, "get_reads": 0, "local_fallbacks": 0, "get_local_calls": 1, "cache_hits": 0}
     for i in range(3):
         pd.testing.assert_frame_equal(pd.read_parquet(f"/exp/run1/part-{i}.parquet", filesystem=fs), frames[i])
     assert fs.stats["get_local_calls"] == 1  # once per StoreTorrent file and instance
@@ -358,11 +387,15 @@ def test_local_reads_use_revealed_paths(run1):
     assert fs.cat_file("/exp/run1/late.bin") == b"late"
     assert fs.stats["local_reads"] == 4 and fs.stats["get_local_calls"] == 2
 
-    remote = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, local_reads=False,
-                               record_cache_bytes=0)
+    remote = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, local_reads=False, record_cache_bytes=0)
     assert remote.cat_file("/exp/run1/part-1.parquet") == remote.cat_file("/exp/run1/part-1.parquet")
-    assert remote.stats == {"local_reads": 0, "get_reads": 2, "local_fallbacks": 0, "get_local_calls": 0,
-                            "cache_hits": 0}
+    assert remote.stats == {
+        "local_reads": 0,
+        "get_reads": 2,
+        "local_fallbacks": 0,
+        "get_local_calls": 0,
+        "cache_hits": 0,
+    }
 
 
 def test_close_and_ended_threads_release_open_files(run1):

@@ -15,8 +15,8 @@ import itertools
 import posixpath
 
 import pytest
-from fsspec.tests.abstract import AbstractFixtures
 from fsspec.tests.abstract import AbstractCopyTests as _Copy
+from fsspec.tests.abstract import AbstractFixtures
 from fsspec.tests.abstract import AbstractGetTests as _Get
 from fsspec.tests.abstract import AbstractOpenTests as _Open
 from fsspec.tests.abstract import AbstractPipeTests as _Pipe

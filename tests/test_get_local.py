@@ -6,8 +6,8 @@ import shutil
 import signal
 
 import pytest
-
 from checks import check_exactly_once, fill, reveal_all
+
 from st_py.errors import GetLocalError, RecordNotFoundError
 from st_py.getlocal import reveal
 

@@ -31,8 +31,9 @@ def _committer(cluster, name, **kw):
     f = c.create(name, replication="x1")
     f.close()
     failed = []
-    gc = GroupCommitter(c.tracker, name, f.file_id, kw.pop("group_size", 10),
-                        lambda op, exc: failed.append((op.name, exc)), **kw)
+    gc = GroupCommitter(
+        c.tracker, name, f.file_id, kw.pop("group_size", 10), lambda op, exc: failed.append((op.name, exc)), **kw
+    )
     return gc, failed, InfofileReader(f.infofile_path)
 
 
@@ -52,8 +53,8 @@ def test_conflicts_are_reported_per_record_by_name(cluster):
     gc.add(Op("same"))
     gc.add(Op("clash"))
     gc.drain()
-    gc.add(Op("same"))              # identical: already committed, fine
-    gc.add(Op("clash", crc=8))      # other content: refused
+    gc.add(Op("same"))  # identical: already committed, fine
+    gc.add(Op("clash", crc=8))  # other content: refused
     gc.add(Op("fresh"))
     gc.drain()
     assert [n for n, _ in failed] == ["clash"]

@@ -24,16 +24,15 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-
 from conftest import poll_for
+
 from st_py import protocol as P
 from st_py.cluster import Daemon
 from st_py.infofile import InfofileReader
 
 
 def start_peer(peer_bin, tmp_path: Path, *extra: str, name: str = "peer") -> Daemon:
-    return Daemon(name, [peer_bin, "--data", str(tmp_path / name), "--port", "0", *extra],
-                  tmp_path / f"{name}.log")
+    return Daemon(name, [peer_bin, "--data", str(tmp_path / name), "--port", "0", *extra], tmp_path / f"{name}.log")
 
 
 class Conn:
@@ -119,6 +118,7 @@ def peer(peer_bin, tmp_path):
 
 # -- garbage, bad prefixes, unknown types ----------------------------------------
 
+
 def test_garbage_and_bad_prefixes_get_an_error_then_close(peer):
     rng = random.Random(1234)
     cases = [
@@ -128,8 +128,12 @@ def test_garbage_and_bad_prefixes_get_an_error_then_close(peer):
         ("a length below the header", struct.pack("<IBBHQ", 4, 1, 1, 0, 5), P.ErrorCode.BAD_FRAME, 0),
         ("protocol version 9", struct.pack("<IBBHQ", 12, P.MsgType.PING, 9, 0, 6), P.ErrorCode.BAD_FRAME, 6),
         ("a GET whose payload is cut short", P.frame(P.MsgType.GET, 7, b"\x01\x02\x03"), P.ErrorCode.BAD_FRAME, 7),
-        ("a name longer than its frame", P.frame(P.MsgType.GET, 8, struct.pack("<QH", 1, 500) + b"ab"),
-         P.ErrorCode.BAD_FRAME, 8),
+        (
+            "a name longer than its frame",
+            P.frame(P.MsgType.GET, 8, struct.pack("<QH", 1, 500) + b"ab"),
+            P.ErrorCode.BAD_FRAME,
+            8,
+        ),
     ]
     for i in range(5):  # whatever random bytes announce, the stream is refused
         cases.append((f"random bytes #{i}", rng.randbytes(4096), None, None))
@@ -160,6 +164,7 @@ def test_unknown_type_is_skipped_and_the_connection_kept(peer):
 
 # -- truncated frames ----------------------------------------------------------------
 
+
 def test_truncated_frames_then_close_leave_nothing(peer, tmp_path):
     data = os.urandom(200_000)
     put = P.encode_put(1, 77, 0, "cut", data)
@@ -175,8 +180,11 @@ def test_truncated_frames_then_close_leave_nothing(peer, tmp_path):
     assert files_under(store / "files") == []
     assert files_under(store / "tmp") == []
     # the peer handles each close in its own time: wait for it to say so
-    poll_for(lambda: (tmp_path / "peer.log").read_text().count("closed in the middle of a frame") >= 1,
-             timeout=10, what="the peer to log a connection closed mid-frame")
+    poll_for(
+        lambda: (tmp_path / "peer.log").read_text().count("closed in the middle of a frame") >= 1,
+        timeout=10,
+        what="the peer to log a connection closed mid-frame",
+    )
 
 
 def vm_size(pid: int) -> int:
@@ -210,7 +218,7 @@ def test_a_large_frame_prefix_alone_claims_no_memory(peer, tmp_path):
     c = Conn(peer.addr)
     put = P.encode_put(50, 9, 0, "six", data)
     for i in range(0, len(put), 700_000):
-        c.send(put[i:i + 700_000])
+        c.send(put[i : i + 700_000])
     fr = c.read(timeout=10)
     assert fr is not None and fr.type == P.MsgType.OK, fr
     fr = c.call(P.encode_get(51, 9, "six"), timeout=10)
@@ -219,6 +227,7 @@ def test_a_large_frame_prefix_alone_claims_no_memory(peer, tmp_path):
 
 
 # -- slow senders --------------------------------------------------------------------
+
 
 def test_slowloris_is_closed_after_the_idle_timeout(peer, tmp_path):
     """--idle-timeout 1: a frame begun and then stalled is dropped after 1 s
@@ -260,6 +269,7 @@ def test_slowloris_is_closed_after_the_idle_timeout(peer, tmp_path):
 
 
 # -- too many connections ----------------------------------------------------------
+
 
 def test_connection_limit(peer_bin, tmp_path):
     d = start_peer(peer_bin, tmp_path, "--max-connections", "4")
@@ -303,6 +313,7 @@ def test_connection_limit(peer_bin, tmp_path):
 
 # -- a full disk ---------------------------------------------------------------------
 
+
 @pytest.fixture
 def tiny_tmpfs():
     """mount(path, size): a tmpfs of ``size`` at ``path``, unmounted at teardown."""
@@ -312,11 +323,11 @@ def tiny_tmpfs():
         path.mkdir(parents=True, exist_ok=True)
         if shutil.which("mount") is None:
             pytest.skip("no mount(8) on this machine: cannot make a small filesystem to fill")
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+        )
         if r.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN; euid {os.geteuid()}): "
-                        f"{r.stderr.strip()}")
+            pytest.skip(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN; euid {os.geteuid()}): {r.stderr.strip()}")
         mounted.append(path)
         return path
 

@@ -26,11 +26,27 @@ def test_docs_show_the_schema_file():
 def test_schema_creates_every_table_and_index(tmp_path):
     conn = sqlite3.connect(tmp_path / "f")
     conn.executescript(SCHEMA)
-    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')"
-                                        " AND name NOT LIKE 'sqlite_%'")}
-    assert names == {"meta", "peers", "records", "copies", "copies_by_peer", "copy_history",
-                     "copy_history_by_peer", "pending_copies", "objects", "commit_requests",
-                     "commit_requests_by_time", "schemas", "records_by_schema"}
+    names = {
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    assert names == {
+        "meta",
+        "peers",
+        "records",
+        "copies",
+        "copies_by_peer",
+        "copy_history",
+        "copy_history_by_peer",
+        "pending_copies",
+        "objects",
+        "commit_requests",
+        "commit_requests_by_time",
+        "schemas",
+        "records_by_schema",
+    }
 
 
 def test_a_reader_survives_a_hot_journal_left_by_a_killed_tracker(tmp_path):
@@ -51,10 +67,12 @@ def test_a_reader_survives_a_hot_journal_left_by_a_killed_tracker(tmp_path):
     c.execute("INSERT INTO meta VALUES('generation', '7')")
     c.commit()
     c.close()
-    killed = (f"import sqlite3, os\nc = sqlite3.connect({str(p)!r}, isolation_level=None)\n"
-              "c.execute('PRAGMA cache_size=1')\nc.execute('BEGIN IMMEDIATE')\n"
-              "for i in range(3000): c.execute('INSERT INTO meta VALUES(?, ?)', (f'k{i}', 'x' * 200))\n"
-              "os._exit(0)\n")
+    killed = (
+        f"import sqlite3, os\nc = sqlite3.connect({str(p)!r}, isolation_level=None)\n"
+        "c.execute('PRAGMA cache_size=1')\nc.execute('BEGIN IMMEDIATE')\n"
+        "for i in range(3000): c.execute('INSERT INTO meta VALUES(?, ?)', (f'k{i}', 'x' * 200))\n"
+        "os._exit(0)\n"
+    )
     subprocess.run([sys.executable, "-c", killed], check=True)
     assert (tmp_path / "f.db-journal").exists()
     raw = sqlite3.connect(f"file:{p}?mode=ro", uri=True)

@@ -6,7 +6,6 @@ import io
 
 import pandas as pd
 import pyarrow as pa
-
 import pytest
 
 from st_py.errors import GetLocalError
@@ -15,8 +14,13 @@ N_RECORDS = 40
 
 
 def arrow_record(i: int) -> bytes:
-    t = pa.table({"rec": pa.array([i] * 25, pa.int64()), "row": pa.array(range(25), pa.int64()),
-                  "value": pa.array([float(i * 100 + r) for r in range(25)])})
+    t = pa.table(
+        {
+            "rec": pa.array([i] * 25, pa.int64()),
+            "row": pa.array(range(25), pa.int64()),
+            "value": pa.array([float(i * 100 + r) for r in range(25)]),
+        }
+    )
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, t.schema) as w:
         w.write_table(t)
@@ -24,8 +28,9 @@ def arrow_record(i: int) -> bytes:
 
 
 def source_frame() -> pd.DataFrame:
-    return pd.DataFrame([(i, r, float(i * 100 + r)) for i in range(N_RECORDS) for r in range(25)],
-                        columns=["rec", "row", "value"])
+    return pd.DataFrame(
+        [(i, r, float(i * 100 + r)) for i in range(N_RECORDS) for r in range(25)], columns=["rec", "row", "value"]
+    )
 
 
 @pytest.fixture
@@ -59,17 +64,18 @@ def test_raw_records_become_name_and_bytes_rows(cluster):
     with c.create("/int/raw", replication="x2") as f:
         for k, v in blobs.items():
             f.put(k, v)
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as lc, \
-            Client(lc) as client:
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as lc,
+        Client(lc) as client,
+    ):
         df = read_storetorrent("/int/raw", tracker=cluster.tracker_addr, client=client).compute()
     assert dict(zip(df.record, df.data)) == blobs
 
 
 def test_too_many_dead_peers_says_how_many_records_are_unavailable(cluster):
     from st_integrations.ray_reader import read_storetorrent
-    from st_py.getlocal import check_complete
     from st_py.errors import RecordsUnavailableError
-    from st_py.getlocal import reveal_ring
+    from st_py.getlocal import check_complete, reveal_ring
 
     c = cluster.client()
     with c.create("/int/x1", replication="x1", blocksize=1) as f:
@@ -86,8 +92,7 @@ def test_too_many_dead_peers_says_how_many_records_are_unavailable(cluster):
     # Reading the rest on purpose: the count adds up to what is available.
     with c.open("/int/x1") as f:
         plan = f.get_local_plan(allow_unavailable=True)
-    parts = [(len(recs), ring) for recs, ring in
-             (reveal_ring(a, plan, allow_unavailable=True) for a in plan.ring)]
+    parts = [(len(recs), ring) for recs, ring in (reveal_ring(a, plan, allow_unavailable=True) for a in plan.ring)]
     assert sum(n for n, _ in parts) == 40 - missing == plan.expected
     check_complete(plan, parts)
     # Tasks answered by different rings (a peer died mid-scan) are refused.
@@ -103,9 +108,12 @@ def test_duckdb_sql_over_infofiles(cluster):
         with c.create(name, replication="x2") as f:
             for i in range(n):
                 f.queue_put(f"{'even' if i % 2 == 0 else 'odd'}/{i}", b"z" * i)
-    t = sql(c, ["/sql/a", "/sql/b"],
-            "SELECT file, split_part(name, '/', 1) AS kind, count(*) AS n, sum(size) AS bytes "
-            "FROM records GROUP BY ALL ORDER BY ALL").to_pylist()
+    t = sql(
+        c,
+        ["/sql/a", "/sql/b"],
+        "SELECT file, split_part(name, '/', 1) AS kind, count(*) AS n, sum(size) AS bytes "
+        "FROM records GROUP BY ALL ORDER BY ALL",
+    ).to_pylist()
     assert t == [
         {"file": "/sql/a", "kind": "even", "n": 15, "bytes": sum(range(0, 30, 2))},
         {"file": "/sql/a", "kind": "odd", "n": 15, "bytes": sum(range(1, 30, 2))},
@@ -129,8 +137,9 @@ def test_duckdb_sql_over_record_contents_next_to_metadata(cluster):
             f.put(f"p{i}.parquet", parquet_bytes(parquet_part(i)))
         f.put("extra.csv", b"part,row,x,k\n99,0,0.5,kz\n")
         f.put("notes.jsonl", b'{"part": 100, "row": 1, "x": 1.5, "k": "kj"}\n')
-    got = sql(c, ["/sql/data"], "SELECT count(*) AS n, sum(part) AS s, max(x) AS mx FROM records_data "
-                                "WHERE k <> 'k0'").to_pylist()[0]
+    got = sql(
+        c, ["/sql/data"], "SELECT count(*) AS n, sum(part) AS s, max(x) AS mx FROM records_data WHERE k <> 'k0'"
+    ).to_pylist()[0]
     src = pd.concat([parquet_part(i).to_pandas() for i in range(6)])
     src = pd.concat([src, pd.DataFrame({"part": [99, 100], "row": [0, 1], "x": [0.5, 1.5], "k": ["kz", "kj"]})])
     sel = src[src.k != "k0"]
@@ -181,8 +190,20 @@ def test_duckdb_views_over_hundreds_of_infofiles(tmp_path):
     paths = {}
     for k in range(150):
         p = tmp_path / f"f{k}"
-        create_infofile(p, {"file_id": k, "name": f"/f{k}", "replication": "x1", "copies": 1, "blocksize": 16,
-                            "est_size": 0, "created_at": 0, "owner": ""}, [(0, "p", "h:1")])
+        create_infofile(
+            p,
+            {
+                "file_id": k,
+                "name": f"/f{k}",
+                "replication": "x1",
+                "copies": 1,
+                "blocksize": 16,
+                "est_size": 0,
+                "created_at": 0,
+                "owner": "",
+            },
+            [(0, "p", "h:1")],
+        )
         w = InfofileWriter(p)
         w.commit([("a", 1, 0, [0]), ("b", 2, 0, [0])])
         w.close()

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from st_py.record_format import RAW_SCHEMA, load_schema
 from st_integrations import formats, scan
 from st_integrations.formats import SchemaConflictError, StrayRecordError
+from st_py.record_format import RAW_SCHEMA, load_schema
 
 
 def _parquet(table: pa.Table) -> bytes:
@@ -26,8 +26,14 @@ def _parquet(table: pa.Table) -> bytes:
 
 
 def _part(i: int, rows: int = 100) -> bytes:
-    return _parquet(pa.table({"i": pa.array(range(i * rows, (i + 1) * rows), pa.int64()),
-                              "k": pa.array([f"k{j % 7}" for j in range(rows)])}))
+    return _parquet(
+        pa.table(
+            {
+                "i": pa.array(range(i * rows, (i + 1) * rows), pa.int64()),
+                "k": pa.array([f"k{j % 7}" for j in range(rows)]),
+            }
+        )
+    )
 
 
 @pytest.fixture
@@ -145,16 +151,27 @@ def test_the_tracker_refuses_a_schema_that_is_not_one(cluster):
         tracker = f._tracker
         info = f.info
         with pytest.raises(grpc.RpcError) as e:
-            tracker._stub.Commit(pb.CommitRequest(
-                name="/ks/bad", file_id=info.file_id, user=tracker.user,
-                records=[pb.RecordCommit(name="a.bin", size=1, crc32c=0, peer_idx=[0], schema=1)],
-                schemas=[pb.RecordSchema(format="parquet", schema=b"not arrow")]), metadata=tracker._metadata)
+            tracker._stub.Commit(
+                pb.CommitRequest(
+                    name="/ks/bad",
+                    file_id=info.file_id,
+                    user=tracker.user,
+                    records=[pb.RecordCommit(name="a.bin", size=1, crc32c=0, peer_idx=[0], schema=1)],
+                    schemas=[pb.RecordSchema(format="parquet", schema=b"not arrow")],
+                ),
+                metadata=tracker._metadata,
+            )
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "Arrow" in e.value.details()
         with pytest.raises(grpc.RpcError) as e:
-            tracker._stub.Commit(pb.CommitRequest(
-                name="/ks/bad", file_id=info.file_id, user=tracker.user,
-                records=[pb.RecordCommit(name="b.bin", size=1, crc32c=0, peer_idx=[0], schema=2)]),
-                metadata=tracker._metadata)
+            tracker._stub.Commit(
+                pb.CommitRequest(
+                    name="/ks/bad",
+                    file_id=info.file_id,
+                    user=tracker.user,
+                    records=[pb.RecordCommit(name="b.bin", size=1, crc32c=0, peer_idx=[0], schema=2)],
+                ),
+                metadata=tracker._metadata,
+            )
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "schema 2" in e.value.details()
 
 

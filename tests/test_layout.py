@@ -9,8 +9,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CLIENT_ONLY = ("st_py.client", "st_py.file", "st_py.transport", "st_py.getlocal", "st_py.tracker_client",
-               "st_py.rebalance", "st_py.locate")
+CLIENT_ONLY = (
+    "st_py.client",
+    "st_py.file",
+    "st_py.transport",
+    "st_py.getlocal",
+    "st_py.tracker_client",
+    "st_py.rebalance",
+    "st_py.locate",
+)
 TOP = ("st_py.cluster", "st_py.cli", "st_tools")
 ENGINES = ("st_integrations",)
 
@@ -21,8 +28,11 @@ RULES = {
     "st_py.supervisor": ("st_py.cli", "st_tools") + ENGINES,  # the local cluster's, as cluster
     "st_integrations": ("st_py.tracker", "st_py.cluster", "st_py.cli", "st_tools"),
 }
-CORE = [m for m in (p.stem for p in (ROOT / "st_py").glob("*.py"))
-        if m not in ("cluster", "supervisor", "cli", "__init__", "__main__")]
+CORE = [
+    m
+    for m in (p.stem for p in (ROOT / "st_py").glob("*.py"))
+    if m not in ("cluster", "supervisor", "cli", "__init__", "__main__")
+]
 for m in CORE:
     RULES[f"st_py.{m}"] = ("st_py.tracker",) + TOP + ENGINES
 

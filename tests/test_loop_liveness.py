@@ -28,8 +28,9 @@ def test_a_peer_with_a_blocked_loop_is_failed_and_avoided(make_cluster, tmp_path
     cluster = make_cluster(3)
     stall = tmp_path / "stall-peer-2"
     cluster.peers[2].stop()
-    wedged = cluster.start_peer(2, extra_args=["--fault-loop-stall-file", str(stall),
-                                               "--loop-stall-limit", str(STALL_LIMIT)]).addr
+    wedged = cluster.start_peer(
+        2, extra_args=["--fault-loop-stall-file", str(stall), "--loop-stall-limit", str(STALL_LIMIT)]
+    ).addr
     poll_for(lambda: peer_state(cluster, wedged)["alive"], timeout=10, what="the restarted peer to be live")
     c = cluster.client()
     with c.create("/wedge/f", "x2") as f:

@@ -12,11 +12,11 @@ import itertools
 from collections import Counter
 
 import pytest
+from conftest import poll_for
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
-from conftest import poll_for
 from st_py.errors import BadNameError, RecordExistsError, RecordNotFoundError
 
 NAMES = st.sampled_from(["a", "b", "c.csv", "dir/d", "dir/e f", "[x]"])
@@ -44,7 +44,7 @@ def test_client_api_never_diverges_from_the_model(make_cluster, protocol):
 
         @rule(name=NAMES, data=DATA)
         def put(self, name, data):
-            ran['put'] += 1
+            ran["put"] += 1
             with client.open(self.name) as f:
                 if name in self.model:
                     with pytest.raises(RecordExistsError):
@@ -55,7 +55,7 @@ def test_client_api_never_diverges_from_the_model(make_cluster, protocol):
 
         @rule(name=NAMES, data=st.binary(min_size=1, max_size=5 * STRIPE))
         def put_object(self, name, data):
-            ran['put_object'] += 1
+            ran["put_object"] += 1
             with client.open(self.name) as f:
                 if name in self.model:
                     with pytest.raises(RecordExistsError):
@@ -66,7 +66,7 @@ def test_client_api_never_diverges_from_the_model(make_cluster, protocol):
 
         @rule(name=NAMES, data=DATA)
         def replace(self, name, data):
-            ran['replace'] += 1
+            ran["replace"] += 1
             with client.open(self.name) as f:
                 if self.model.get(name, ("",))[0] == "object":
                     with pytest.raises(BadNameError):
@@ -77,7 +77,7 @@ def test_client_api_never_diverges_from_the_model(make_cluster, protocol):
 
         @rule(name=NAMES)
         def delete(self, name):
-            ran['delete'] += 1
+            ran["delete"] += 1
             with client.open(self.name) as f:
                 if name not in self.model:
                     with pytest.raises(RecordNotFoundError):
@@ -89,7 +89,7 @@ def test_client_api_never_diverges_from_the_model(make_cluster, protocol):
         @precondition(lambda self: self.down is None)
         @rule(i=st.integers(0, 3))
         def kill_peer(self, i):
-            ran['kill_peer'] += 1
+            ran["kill_peer"] += 1
             addr = cluster.kill_peer(i)
             self.down = (i, int(addr.rsplit(":", 1)[1]))
             poll_for(lambda: alive() == 3, timeout=20, what="the tracker to fail the killed peer")
@@ -97,7 +97,7 @@ def test_client_api_never_diverges_from_the_model(make_cluster, protocol):
         @precondition(lambda self: self.down is not None)
         @rule()
         def restart_peer(self):
-            ran['restart_peer'] += 1
+            ran["restart_peer"] += 1
             i, port = self.down
             cluster.start_peer(i, port)
             self.down = None
@@ -105,7 +105,7 @@ def test_client_api_never_diverges_from_the_model(make_cluster, protocol):
 
         @rule()
         def check(self):
-            ran['check'] += 1
+            ran["check"] += 1
             with client.open(self.name) as f:
                 assert f.names() == sorted(self.model)
                 assert len(f) == len(self.model)
@@ -120,17 +120,25 @@ def test_client_api_never_diverges_from_the_model(make_cluster, protocol):
                 objects = {n: d for n, (k, d) in self.model.items() if k == "object"}
                 stripes = f.local_stripes()
                 assert Counter((s.object, s.index) for s in stripes) == Counter(
-                    (n, i) for n, d in objects.items() for i in range(-(-len(d) // STRIPE)))
+                    (n, i) for n, d in objects.items() for i in range(-(-len(d) // STRIPE))
+                )
                 for s in stripes:
                     with open(s.path, "rb") as fh:
-                        assert fh.read() == objects[s.object][s.offset:s.offset + s.size]
+                        assert fh.read() == objects[s.object][s.offset : s.offset + s.size]
 
         def teardown(self):
             if self.down is not None:
                 self.restart_peer()
 
-    run_state_machine_as_test(ClusterModel, settings=settings(
-        max_examples=15, stateful_step_count=20, deadline=None, derandomize=True,
-        suppress_health_check=list(HealthCheck)))
+    run_state_machine_as_test(
+        ClusterModel,
+        settings=settings(
+            max_examples=15,
+            stateful_step_count=20,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
     print(dict(ran))
     assert all(ran[r] >= 3 for r in ("put", "put_object", "replace", "delete", "kill_peer", "check")), ran

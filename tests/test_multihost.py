@@ -5,7 +5,6 @@ a real cluster maps them, and a dead host's records come from the others."""
 
 import pandas as pd
 import pytest
-
 from analysis_data import N_PARTS, put_parquet_file, revealing_peer, source_frame
 
 

@@ -10,7 +10,6 @@ import time
 
 import pandas as pd
 import pytest
-
 from analysis_data import N_PARTS, ROWS, put_parquet_file, revealing_peer, source_frame
 
 ray = pytest.importorskip("ray")
@@ -50,8 +49,12 @@ def test_read_tasks_run_on_the_ray_node_of_their_peers_host(make_cluster):
             time.sleep(3)
     assert rc is not None
     try:
-        ray.init(address=rc.address, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": os.path.dirname(__file__)}})
+        ray.init(
+            address=rc.address,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": os.path.dirname(__file__)}},
+        )
         ray.data.DataContext.get_current().enable_progress_bars = False
         node_ip = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
         assert sorted(node_ip.values()) == hosts

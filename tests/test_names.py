@@ -15,10 +15,32 @@ from st_py.infofile import InfofileReader
 from st_py.namespace import infofile_path, normalize
 
 HOSTILE_RECORD_NAMES = [
-    "..", ".", "../../../../etc/passwd", "/etc/passwd", "a/../../b", "./x", ".hidden", "...",
-    "a\\..\\..\\b", "%2e%2e", "%2E%2E%2Fetc", "x" * 4096, "/" * 300, "\n", " ", "name\twith\rcontrols",
-    "\u202egnp.exe", "e\u0301", "\u00e9", "\ufeffbom", "\u2215fake-slash", "\uff0e\uff0e", "con", "NUL",
-    "emoji \U0001F4A9", "zero-width\u200bspace",
+    "..",
+    ".",
+    "../../../../etc/passwd",
+    "/etc/passwd",
+    "a/../../b",
+    "./x",
+    ".hidden",
+    "...",
+    "a\\..\\..\\b",
+    "%2e%2e",
+    "%2E%2E%2Fetc",
+    "x" * 4096,
+    "/" * 300,
+    "\n",
+    " ",
+    "name\twith\rcontrols",
+    "\u202egnp.exe",
+    "e\u0301",
+    "\u00e9",
+    "\ufeffbom",
+    "\u2215fake-slash",
+    "\uff0e\uff0e",
+    "con",
+    "NUL",
+    "emoji \U0001f4a9",
+    "zero-width\u200bspace",
 ]
 REFUSED_RECORD_NAMES = {
     "": "1 to 4096 bytes",
@@ -70,8 +92,22 @@ def test_refused_record_names_say_why_and_store_nothing(cluster):
     assert not [p for p in peers.rglob("*@*") if p.is_file()]
 
 
-@pytest.mark.parametrize("name", ["/../x", "/a/../../x", "..", "/a/./b", "//", "", "a\x00b",
-                                  "/.st-creating-x", "/a/.st-tmp/b", "/\udcff", "/" + "d/" * 600 + "f"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "/../x",
+        "/a/../../x",
+        "..",
+        "/a/./b",
+        "//",
+        "",
+        "a\x00b",
+        "/.st-creating-x",
+        "/a/.st-tmp/b",
+        "/\udcff",
+        "/" + "d/" * 600 + "f",
+    ],
+)
 def test_file_names_cannot_escape_the_namespace(cluster, name):
     c = cluster.client()
     with pytest.raises(BadNameError):

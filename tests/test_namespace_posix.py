@@ -10,17 +10,18 @@ import sys
 
 import pytest
 
-from st_py.errors import (BadNameError, DirectoryNotEmptyError, PermissionDeniedError, StFileNotFoundError,
-                          TrackerError)
+from st_py.errors import BadNameError, DirectoryNotEmptyError, PermissionDeniedError, StFileNotFoundError, TrackerError
 from st_py.tracker.access import add_user
 
 
 @pytest.fixture
 def site(make_cluster, tmp_path):
     users = tmp_path / "users.toml"
-    keys = {"alice": add_user(users, "alice", ["physics"]),
-            "bob": add_user(users, "bob", ["physics"]),
-            "root": add_user(users, "root", ["admin"], admin=True)}
+    keys = {
+        "alice": add_user(users, "alice", ["physics"]),
+        "bob": add_user(users, "bob", ["physics"]),
+        "root": add_user(users, "root", ["admin"], admin=True),
+    }
     cluster = make_cluster(2, users_file=users)
     clients = {u: cluster.client(api_key=k) for u, k in keys.items()}
     return cluster, clients, keys
@@ -133,8 +134,9 @@ def test_cli_rm_removes_empty_directories_and_rm_r_whole_trees(site, tmp_path):
     env = dict(os.environ, STORETORRENT_TRACKER=cluster.tracker_addr, STORETORRENT_API_KEY=keys["alice"])
 
     def st(*args):
-        return subprocess.run([sys.executable, "-m", "st_py.cli", *args], capture_output=True, text=True,
-                              env=env, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "st_py.cli", *args], capture_output=True, text=True, env=env, timeout=120
+        )
 
     for name in ("/alice/tree/a", "/alice/tree/sub/b", "/alice/tree/sub/deeper/c", "/alice/keep/x"):
         with c["alice"].create(name, replication="x1") as f:
@@ -149,9 +151,13 @@ def test_cli_rm_removes_empty_directories_and_rm_r_whole_trees(site, tmp_path):
     assert r.returncode == 2 and "no such file or directory /alice/nothing" in r.stderr, r.stderr
     r = st("rm", "-r", "/alice/tree")
     assert r.returncode == 0, r.stdout + r.stderr
-    for line in ("deleted /alice/tree/a", "deleted /alice/tree/sub/deeper/c",
-                 "removed directory /alice/tree/sub/deeper", "removed directory /alice/tree/sub",
-                 "removed directory /alice/tree"):
+    for line in (
+        "deleted /alice/tree/a",
+        "deleted /alice/tree/sub/deeper/c",
+        "removed directory /alice/tree/sub/deeper",
+        "removed directory /alice/tree/sub",
+        "removed directory /alice/tree",
+    ):
         assert line in r.stdout
     assert not (cluster.namespace / "alice" / "tree").exists()
     assert json.loads(st("ls", "/alice", "--format", "json").stdout) == []

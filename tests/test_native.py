@@ -22,7 +22,8 @@ import struct
 import threading
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from st_py import protocol as P
 from st_py import transport
@@ -111,8 +112,15 @@ def reply_frames(draw) -> list[bytes]:
         elif kind == "error":
             frames.append(P.encode_error(seq, draw(st.integers(1, 17)), draw(st.text(max_size=40))))
         else:
-            entries = [(draw(st.integers(0, 2)), draw(st.integers(0, 2**40)), draw(st.binary(max_size=20)),
-                        draw(st.binary(max_size=30))) for _ in range(draw(st.integers(0, 4)))]
+            entries = [
+                (
+                    draw(st.integers(0, 2)),
+                    draw(st.integers(0, 2**40)),
+                    draw(st.binary(max_size=20)),
+                    draw(st.binary(max_size=30)),
+                )
+                for _ in range(draw(st.integers(0, 4)))
+            ]
             frames.append(P.encode_local_list(seq, entries))
     return frames
 
@@ -132,21 +140,28 @@ def test_corrupted_large_body_is_reported_by_its_crc():
     frame = bytearray(P.encode_data(7, P.crc32c(body), 1, body))
     frame[-1000] ^= 0xFF  # a bit flip in flight
     got, err, _ = receive_all(bytes(frame), [P.HEADER_SIZE + 3, 70_000])
-    (t, flags, seq, data, (crc, rank, actual)), = got
+    ((t, flags, seq, data, (crc, rank, actual)),) = got
     assert (t, seq, rank, crc) == (P.MsgType.DATA, 7, 1, P.crc32c(body))
     assert actual == P.crc32c(data) != crc
 
 
 @settings(**SETTINGS)
-@given(data=st.lists(st.tuples(st.binary(max_size=60),
-                               st.sampled_from([int(m) for m in P.MsgType] + [0x33]),
-                               st.sampled_from([1, 1, 2]),
-                               st.one_of(st.none(), st.integers(0, 2**32 - 1))), min_size=1, max_size=4),
-       max_frame=st.sampled_from([P.DEFAULT_MAX_FRAME, 300]),
-       cuts=st.lists(st.integers(0, 10**6), max_size=4))
+@given(
+    data=st.lists(
+        st.tuples(
+            st.binary(max_size=60),
+            st.sampled_from([int(m) for m in P.MsgType] + [0x33]),
+            st.sampled_from([1, 1, 2]),
+            st.one_of(st.none(), st.integers(0, 2**32 - 1)),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    max_frame=st.sampled_from([P.DEFAULT_MAX_FRAME, 300]),
+    cuts=st.lists(st.integers(0, 10**6), max_size=4),
+)
 def test_hostile_bytes_same_frames_or_same_refusal(data, max_frame, cuts):
-    stream = b"".join(struct.pack("<IBBHQ", 12 + len(b) if ln is None else ln, t, v, 0, 1) + b
-                      for b, t, v, ln in data)
+    stream = b"".join(struct.pack("<IBBHQ", 12 + len(b) if ln is None else ln, t, v, 0, 1) + b for b, t, v, ln in data)
     try:
         want = ("ok", P.FrameDecoder(max_frame).feed(stream))
     except P.ProtocolError:
@@ -173,8 +188,7 @@ def test_frames_before_the_close_are_delivered_first():
 
 
 def test_oversized_length_is_refused_without_allocating():
-    got, err, r = receive_all(struct.pack("<IBBHQ", 2**31, P.MsgType.DATA, 1, 0, 5), [], max_frame=1 << 20,
-                              close=False)
+    got, err, r = receive_all(struct.pack("<IBBHQ", 2**31, P.MsgType.DATA, 1, 0, 5), [], max_frame=1 << 20, close=False)
     assert isinstance(err, ValueError) and "outside [12, 1048576]" in str(err)
     assert got == [] and r.buffered <= 16
 
@@ -196,14 +210,18 @@ def test_frames_of_the_last_read_are_delivered_when_the_socket_goes_quiet():
 
 
 @settings(**SETTINGS)
-@given(entries=st.lists(st.tuples(st.integers(0, 255), st.integers(0, 2**64 - 1), st.binary(max_size=40),
-                                  st.binary(max_size=60)), max_size=30),
-       cut=st.integers(0, 200))
+@given(
+    entries=st.lists(
+        st.tuples(st.integers(0, 255), st.integers(0, 2**64 - 1), st.binary(max_size=40), st.binary(max_size=60)),
+        max_size=30,
+    ),
+    cut=st.integers(0, 200),
+)
 def test_native_local_list_decode_equals_the_reference(entries, cut):
     """A GET_LOCAL plan's entries decoded by column in C++ are the Python
     decoder's (names and paths as UTF-8 with surrogateescape); a payload
     cut short or with bytes after it is refused."""
-    payload = P.encode_local_list(1, entries)[P.HEADER_SIZE:]
+    payload = P.encode_local_list(1, entries)[P.HEADER_SIZE :]
     got = P.decode_local_list_native(native, payload)["entries"]
     want = P.LocalEntries.of(P.decode_payload(P.MsgType.LOCAL_LIST, 0, memoryview(payload))["entries"])
     assert (got.ranks, got.sizes, got.names, got.paths) == (want.ranks, want.sizes, want.names, want.paths)

@@ -8,8 +8,8 @@ it, and it comes back when the link does."""
 import time
 
 import pytest
-
 from conftest import poll_for
+
 from st_py import netns
 
 
@@ -40,8 +40,11 @@ def test_a_peers_link_down_is_a_network_failure(ns_cluster):
     with c.open("/ns/a") as f:
         assert {n: f.get(n) for n in blobs} == blobs  # every record from its other copy
     assert time.monotonic() - t0 >= 1.5  # a GET to the vanished peer waited for the timeout: not refused
-    poll_for(lambda: any(p.addr == gone and not p.alive for p in c.status().peers), timeout=20,
-             what="the tracker to declare the cut-off peer failed (its announces stopped)")
+    poll_for(
+        lambda: any(p.addr == gone and not p.alive for p in c.status().peers),
+        timeout=20,
+        what="the tracker to declare the cut-off peer failed (its announces stopped)",
+    )
     with c.create("/ns/b", "x2") as f:  # new writes avoid it
         for n, v in blobs.items():
             f.queue_put(n, v)
@@ -49,5 +52,8 @@ def test_a_peers_link_down_is_a_network_failure(ns_cluster):
         assert f.get("r007") == blobs["r007"]
         assert all(f.peers[i].addr != gone for r in f.names() for i in f._infofile().lookup(r).peers)
     cluster.link_up(1)
-    poll_for(lambda: any(p.addr == gone and p.alive for p in c.status().peers), timeout=20,
-             what="the peer to announce again once its link is back")
+    poll_for(
+        lambda: any(p.addr == gone and p.alive for p in c.status().peers),
+        timeout=20,
+        what="the peer to announce again once its link is back",
+    )

@@ -10,8 +10,13 @@ NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "walkthrough.ipynb"
 
 
 def _outputs(nb, output_type=None):
-    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-            if output_type is None or o.get("output_type") == output_type]
+    return [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if output_type is None or o.get("output_type") == output_type
+    ]
 
 
 def _pngs(nb):
@@ -24,8 +29,9 @@ def test_walkthrough_notebook_is_saved_executed():
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), \
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), (
         "save the notebook executed top to bottom: .venv/bin/jupyter execute --inplace notebooks/walkthrough.ipynb"
+    )
     assert not _outputs(nb, "error")
     assert _pngs(nb), "the notebook shows at least one plot, saved as PNG"
     source = "\n".join(c.source for c in code)
@@ -41,8 +47,9 @@ def test_walkthrough_notebook_executes(tmp_path, peer_bin):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     os.environ["ST_NOTEBOOK_DATA"] = str(tmp_path / "nb")
     try:
-        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                resources={"metadata": {"path": str(NOTEBOOK.parent.parent)}}).execute()
+        nbclient.NotebookClient(
+            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent.parent)}}
+        ).execute()
     finally:
         os.environ.pop("ST_NOTEBOOK_DATA", None)
     assert not _outputs(nb, "error")

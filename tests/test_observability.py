@@ -10,9 +10,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from conftest import poll_for
+from prometheus_client.parser import text_string_to_metric_families
 
 from st_py.errors import QuotaExceededError, StFileNotFoundError
 
@@ -122,8 +121,10 @@ def test_status_json_follows_a_failure_and_a_return(make_cluster):
 
     port = int(cluster.peers[2].addr.rsplit(":", 1)[1])
     dead = cluster.kill_peer(2)
-    s = poll_for(lambda: (lambda s: s if s["totals"]["failed_peers"] == 1 else None)(status(cluster)),
-                 what="the killed peer to be failed")
+    s = poll_for(
+        lambda: (lambda s: s if s["totals"]["failed_peers"] == 1 else None)(status(cluster)),
+        what="the killed peer to be failed",
+    )
     ev = peer_events(s)[0]
     assert ev["kind"] == "failed" and ev["addr"] == dead and "no announce for" in ev["detail"]
     peer = next(p for p in s["peers"] if p["addr"] == dead)
@@ -131,8 +132,10 @@ def test_status_json_follows_a_failure_and_a_return(make_cluster):
     assert peer["last_announce_age_s"] >= s["tracker"]["liveness_window_s"]
 
     cluster.start_peer(2, port)  # back on its address
-    s = poll_for(lambda: (lambda s: s if s["totals"]["failed_peers"] == 0 else None)(status(cluster)),
-                 what="the peer to announce again")
+    s = poll_for(
+        lambda: (lambda s: s if s["totals"]["failed_peers"] == 0 else None)(status(cluster)),
+        what="the peer to announce again",
+    )
     assert [e["kind"] for e in peer_events(s)] == ["returned", "failed"]  # newest first
 
 

@@ -29,8 +29,11 @@ def test_a_slow_put_is_overtaken_by_fast_requests_on_one_connection(make_cluster
     big = os.urandom(16 << 20)
     with socket.create_connection((host, int(port)), timeout=30) as s:
         # one write: a 16 MiB PUT (seq 1), then ten PINGs (seq 2..11) and a GET of a missing record (seq 12)
-        s.sendall(P.encode_put(1, file_id, 0, "big", big) + b"".join(P.encode_ping(q) for q in range(2, 12))
-                  + P.encode_get(12, file_id, "missing"))
+        s.sendall(
+            P.encode_put(1, file_id, 0, "big", big)
+            + b"".join(P.encode_ping(q) for q in range(2, 12))
+            + P.encode_get(12, file_id, "missing")
+        )
         frames = _replies(s, 12)
     order = [fr.seq for fr in frames]
     assert sorted(order) == list(range(1, 13))  # every request answered once

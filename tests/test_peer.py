@@ -4,13 +4,13 @@ import signal
 import time
 
 from conftest import poll_for
+
 from st_py import protocol as P
 from st_py.cluster import Daemon
 
 
 def start_peer(peer_bin, tmp_path, *extra):
-    return Daemon("peer", [peer_bin, "--data", str(tmp_path / "data"), "--port", "0", *extra],
-                  tmp_path / "peer.log")
+    return Daemon("peer", [peer_bin, "--data", str(tmp_path / "data"), "--port", "0", *extra], tmp_path / "peer.log")
 
 
 def request(addr, frame_bytes):
@@ -35,7 +35,7 @@ def test_peer_prints_address_answers_ping_and_stops_at_once(peer_bin, tmp_path):
         assert fr.type == P.MsgType.OK and fr.seq == 3
         payload = fr.fields["payload"]
         n = int.from_bytes(payload[:2], "little")
-        peer_id = payload[2:2 + n].decode()
+        peer_id = payload[2 : 2 + n].decode()
         assert len(peer_id) == 36  # a UUID, kept in <data>/PEER_ID
         assert (tmp_path / "data" / "PEER_ID").read_text().strip() == peer_id
         t0 = time.monotonic()

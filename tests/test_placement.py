@@ -7,19 +7,19 @@ import random
 from collections import Counter
 
 import pytest
-
 from conftest import poll_for
+
 from st_py.errors import RecordNotFoundError
 from st_py.file import StFile
 from st_py.infofile import InfofileReader
-from st_py.placement import (choose_holders, hash_holders, hash_ranking, hash_spare, local_first_holders,
-                             pick_local_peer)
+from st_py.placement import choose_holders, hash_holders, hash_ranking, hash_spare, local_first_holders, pick_local_peer
 
 PEERS = {i: f"{random.Random(i).getrandbits(64):016x}" for i in range(8)}  # peer ids as peers make them
 NAMES = [f"rec-{i:05d}" for i in range(10_000)]
 
 
 # -- rendezvous hashing -------------------------------------------------------------
+
 
 def test_hash_holders_are_stable_and_depend_on_peer_ids_not_indexes():
     a = [hash_holders(7, n, PEERS, 2) for n in NAMES[:500]]
@@ -58,7 +58,7 @@ def test_adding_a_peer_moves_about_one_copy_in_n():
         assert [i for i in hash_ranking(99, n, grown) if i != 8] == hash_ranking(99, n, PEERS)
         before, after = hash_holders(99, n, PEERS, 2), hash_holders(99, n, grown, 2)
         kept = [i for i in after if i != 8]
-        assert kept == before[:len(kept)]  # a copy moves only to the new peer
+        assert kept == before[: len(kept)]  # a copy moves only to the new peer
         moved += len(set(after) - set(before))
     frac = moved / (2 * len(NAMES))  # copies that moved, of all copies
     assert 1 / 9 * 0.85 <= frac <= 1 / 9 * 1.15, frac
@@ -97,6 +97,7 @@ def test_local_first_puts_rank_0_on_the_writers_node():
 
 
 # -- real writes ----------------------------------------------------------------
+
 
 def holders_of(cluster, name):
     r = InfofileReader(cluster.namespace / name.strip("/"))

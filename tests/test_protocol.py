@@ -65,7 +65,7 @@ def test_large_frames_fill_their_own_buffer():
     while d.big_view() is not None:
         view = d.big_view()
         n = min(len(view), 70_000, len(stream) - pos)
-        view[:n] = stream[pos:pos + n]
+        view[:n] = stream[pos : pos + n]
         view.release()
         got += d.big_filled(n)
         pos += n

@@ -22,7 +22,8 @@ from __future__ import annotations
 import struct
 import tracemalloc
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from st_py import protocol as P
 
@@ -53,7 +54,7 @@ def feed_like_transport(chunks: list[bytes], max_frame: int) -> tuple[list[P.Fra
             view = d.big_view()
             if view is not None:
                 n = min(len(view), len(chunk) - pos)
-                view[:n] = chunk[pos:pos + n]
+                view[:n] = chunk[pos : pos + n]
                 view.release()
                 frames += d.big_filled(n)
                 pos += n
@@ -98,9 +99,14 @@ def frame_shaped(draw) -> bytes:
     for _ in range(draw(st.integers(1, 4))):
         body = draw(st.binary(max_size=80))
         t = draw(st.sampled_from([int(m) for m in P.MsgType] + [0x00, 0x33]))
-        length = draw(st.one_of(st.just(12 + len(body)), u32,
-                                # large frames: received into their own buffer
-                                st.integers(P.FrameDecoder.BIG - 4, P.FrameDecoder.BIG + 64)))
+        length = draw(
+            st.one_of(
+                st.just(12 + len(body)),
+                u32,
+                # large frames: received into their own buffer
+                st.integers(P.FrameDecoder.BIG - 4, P.FrameDecoder.BIG + 64),
+            )
+        )
         version = draw(st.sampled_from([1, 1, 1, 0, 2]))
         parts.append(struct.pack("<IBBHQ", length, t, version, draw(u16), draw(u64)) + body)
     return b"".join(parts)
@@ -110,8 +116,11 @@ max_frames = st.sampled_from([P.DEFAULT_MAX_FRAME, 64, 300])
 
 
 @settings(max_examples=400, **SETTINGS)
-@given(data=st.one_of(st.binary(max_size=600), frame_shaped()),
-       cuts=st.lists(st.integers(0, 10_000), max_size=8), max_frame=max_frames)
+@given(
+    data=st.one_of(st.binary(max_size=600), frame_shaped()),
+    cuts=st.lists(st.integers(0, 10_000), max_size=8),
+    max_frame=max_frames,
+)
 def test_arbitrary_bytes_raise_only_protocol_error(data, cuts, max_frame):
     whole = decode_or_error([data], max_frame)
     pieces = decode_or_error(split(data, cuts), max_frame)
@@ -122,8 +131,7 @@ def test_arbitrary_bytes_raise_only_protocol_error(data, cuts, max_frame):
 
 
 @settings(max_examples=300, **SETTINGS)
-@given(t=st.sampled_from([int(m) for m in P.MsgType] + [0x00, 0x42]), flags=u16,
-       payload=st.binary(max_size=200))
+@given(t=st.sampled_from([int(m) for m in P.MsgType] + [0x00, 0x42]), flags=u16, payload=st.binary(max_size=200))
 def test_payload_decoders_raise_only_protocol_error(t, flags, payload):
     try:
         fields = P.decode_payload(t, flags, memoryview(payload))
@@ -150,15 +158,37 @@ list_entries = st.lists(st.tuples(u8, u64, names, names), max_size=5)
 def messages(draw):
     """(frame bytes, expected type, flags, expected fields) for one message."""
     seq = draw(u64)
-    kind = draw(st.sampled_from(["put", "get", "delete", "delete_file", "get_local", "ping",
-                                 "scrub", "auth", "ring_segment", "ok", "ok_scrub", "data",
-                                 "local_list", "error"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "put",
+                "get",
+                "delete",
+                "delete_file",
+                "get_local",
+                "ping",
+                "scrub",
+                "auth",
+                "ring_segment",
+                "ok",
+                "ok_scrub",
+                "data",
+                "local_list",
+                "error",
+            ]
+        )
+    )
     if kind == "put":
         fid, rank, name, data, flags = draw(u64), draw(u8), draw(names), draw(names), draw(u16)
         crc = draw(st.one_of(st.none(), u32))
         f = P.encode_put(seq, fid, rank, name, data, crc=crc, flags=flags)
-        want = {"file_id": fid, "copy_rank": rank, "name": name, "data": data,
-                "crc32c": P.crc32c(data) if crc is None else crc}
+        want = {
+            "file_id": fid,
+            "copy_rank": rank,
+            "name": name,
+            "data": data,
+            "crc32c": P.crc32c(data) if crc is None else crc,
+        }
         return f, P.MsgType.PUT, seq, flags, want
     if kind in ("get", "delete"):
         fid, name = draw(u64), draw(names)
@@ -172,8 +202,7 @@ def messages(draw):
         fid, gen, fname, ps = draw(u64), draw(u64), draw(texts), draw(peers)
         want = {"file_id": fid, "generation": gen, "file_name": fname, "peers": ps}
         if kind == "get_local":
-            return (P.encode_get_local(seq, fid, gen, fname, ps), P.MsgType.GET_LOCAL, seq, 0,
-                    want)
+            return (P.encode_get_local(seq, fid, gen, fname, ps), P.MsgType.GET_LOCAL, seq, 0, want)
         origin, es, flags = draw(u16), draw(entries), draw(st.sampled_from([0, P.FLAG_MORE]))
         f = P.encode_ring_segment(seq, fid, gen, fname, ps, origin, es, flags)
         return f, P.MsgType.RING_SEGMENT, seq, flags, {**want, "origin": origin, "entries": es}
@@ -193,8 +222,13 @@ def messages(draw):
         return f, P.MsgType.OK, seq, 0, {"payload": P.SCRUB_REPLY.pack(*counts)}
     if kind == "data":
         crc, rank, data = draw(u32), draw(u8), draw(names)
-        return (P.encode_data(seq, crc, rank, data), P.MsgType.DATA, seq, 0,
-                {"crc32c": crc, "copy_rank": rank, "data": data})
+        return (
+            P.encode_data(seq, crc, rank, data),
+            P.MsgType.DATA,
+            seq,
+            0,
+            {"crc32c": crc, "copy_rank": rank, "data": data},
+        )
     if kind == "local_list":
         es, flags = draw(list_entries), draw(st.sampled_from([0, P.FLAG_MORE]))
         return P.encode_local_list(seq, es, flags), P.MsgType.LOCAL_LIST, seq, flags, {"entries": es}
@@ -222,8 +256,7 @@ def test_every_message_type_round_trips(msg):
 def test_stream_split_at_every_boundary_decodes_the_same(msgs):
     stream = b"".join(m[0] for m in msgs)
     whole = P.FrameDecoder().feed(stream)
-    assert [(f.type, f.seq, f.flags, f.fields) for f in whole] == [
-        (m[1], m[2], m[3], m[4]) for m in msgs]
+    assert [(f.type, f.seq, f.flags, f.fields) for f in whole] == [(m[1], m[2], m[3], m[4]) for m in msgs]
     for cut in range(len(stream) + 1):
         frames, d = feed_like_transport([stream[:cut], stream[cut:]], P.DEFAULT_MAX_FRAME)
         assert frames == whole, f"cut at byte {cut}"
@@ -231,8 +264,11 @@ def test_stream_split_at_every_boundary_decodes_the_same(msgs):
 
 
 @settings(max_examples=10, **SETTINGS)
-@given(size=st.integers(P.FrameDecoder.BIG, P.FrameDecoder.BIG + 5000),
-       cuts=st.lists(st.integers(0, 2**20), min_size=1, max_size=6), seq=u64)
+@given(
+    size=st.integers(P.FrameDecoder.BIG, P.FrameDecoder.BIG + 5000),
+    cuts=st.lists(st.integers(0, 2**20), min_size=1, max_size=6),
+    seq=u64,
+)
 def test_large_frames_split_anywhere_decode_the_same(size, cuts, seq):
     data = bytes(range(256)) * (size // 256) + b"z" * (size % 256)
     stream = P.encode_data(seq, 7, 1, data) + P.encode_ok(seq ^ 1) + P.encode_data(2, 0, 0, b"tail")
@@ -246,8 +282,14 @@ def test_large_frames_split_anywhere_decode_the_same(size, cuts, seq):
 
 
 @settings(max_examples=200, **SETTINGS)
-@given(max_frame=st.integers(12, P.DEFAULT_MAX_FRAME), over=st.integers(1, 2**32),
-       t=u8, flags=u16, seq=u64, rest=st.binary(max_size=32))
+@given(
+    max_frame=st.integers(12, P.DEFAULT_MAX_FRAME),
+    over=st.integers(1, 2**32),
+    t=u8,
+    flags=u16,
+    seq=u64,
+    rest=st.binary(max_size=32),
+)
 def test_oversized_length_refused_without_allocating(max_frame, over, t, flags, seq, rest):
     length = min(max_frame + over, 0xFFFFFFFF)
     if length <= max_frame:
@@ -276,7 +318,7 @@ def test_length_below_header_refused(length, t, seq, piece):
     d = P.FrameDecoder()
     try:
         for i in range(0, len(header), piece):
-            d.feed(header[i:i + piece])
+            d.feed(header[i : i + piece])
     except P.ProtocolError:
         return
     raise AssertionError(f"length {length} accepted")

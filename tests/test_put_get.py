@@ -7,11 +7,10 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-
 from checks import authenticate
+
 from st_py import protocol as P
-from st_py.errors import (BadNameError, RecordExistsError, RecordNotFoundError, StFileExistsError,
-                          StFileNotFoundError)
+from st_py.errors import BadNameError, RecordExistsError, RecordNotFoundError, StFileExistsError, StFileNotFoundError
 from st_py.infofile import InfofileReader
 
 

@@ -17,8 +17,12 @@ from st_integrations.formats import ColumnNotFoundError, StrayRecordError
 
 def _parquet(rows: int, start: int) -> bytes:
     buf = io.BytesIO()
-    pq.write_table(pa.table({"i": pa.array(range(start, start + rows), pa.int64()),
-                             "origin": pa.array(["EWR", "JFK"] * (rows // 2))}), buf)
+    pq.write_table(
+        pa.table(
+            {"i": pa.array(range(start, start + rows), pa.int64()), "origin": pa.array(["EWR", "JFK"] * (rows // 2))}
+        ),
+        buf,
+    )
     return buf.getvalue()
 
 
@@ -46,8 +50,9 @@ def test_stray_records_are_an_error_naming_them_and_conventional_names_are_skipp
         read_storetorrent("/val/pq")
     assert e.value.record == "notes.txt" and e.value.format == "raw" and e.value.other.endswith(".parquet")
     raw = read_storetorrent("/val/pq", format="raw").compute()  # every record, as (record, data)
-    assert sorted(raw["record"]) == sorted(["_SUCCESS", "logs/.crc", "notes.txt"] +
-                                           [f"part-{p}.parquet" for p in range(4)])
+    assert sorted(raw["record"]) == sorted(
+        ["_SUCCESS", "logs/.crc", "notes.txt"] + [f"part-{p}.parquet" for p in range(4)]
+    )
     from st_integrations.duckdb_sql import connect_files
 
     with pytest.raises(StrayRecordError):

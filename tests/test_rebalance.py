@@ -5,9 +5,9 @@ import subprocess
 import sys
 
 import pytest
-
 from checks import admin_scrub, check_exactly_once, check_file, fill, reveal_all
 from conftest import poll_for
+
 from st_py.errors import BadNameError, RecordsUnavailableError
 from st_py.infofile import InfofileReader
 

@@ -43,8 +43,10 @@ def _infofile_state(cluster, name: str) -> tuple[int, int, dict[str, set[str]]]:
     try:
         meta = r.meta()
         holders: dict[str, set[str]] = {}
-        for rec, addr in r.conn.execute("SELECT r.name, p.addr FROM records r JOIN copies c ON c.name = r.name "
-                                        "JOIN peers p ON p.peer_idx = c.peer_idx"):
+        for rec, addr in r.conn.execute(
+            "SELECT r.name, p.addr FROM records r JOIN copies c ON c.name = r.name "
+            "JOIN peers p ON p.peer_idx = c.peer_idx"
+        ):
             holders.setdefault(rec, set()).add(addr)
         return int(meta["file_id"]), int(meta["generation"]), holders
     finally:
@@ -72,8 +74,20 @@ def _wait_for_mirrors(cluster, names: list[str]) -> dict[str, tuple[int, int, di
 def _recover(cluster, *args: str) -> tuple[int, dict]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("STORETORRENT_TRACKER", None)
-    argv = [sys.executable, "-m", "st_py.cli", "recover", "--from-peers", "--format", "json",
-            "--tracker", cluster.tracker_addr, "--data", str(cluster.data_dir), *args]
+    argv = [
+        sys.executable,
+        "-m",
+        "st_py.cli",
+        "recover",
+        "--from-peers",
+        "--format",
+        "json",
+        "--tracker",
+        cluster.tracker_addr,
+        "--data",
+        str(cluster.data_dir),
+        *args,
+    ]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode in (0, 1), p.stdout + p.stderr
     return p.returncode, json.loads(p.stdout)
@@ -130,8 +144,11 @@ def test_recover_a_deleted_namespace_from_the_peers(make_cluster):
     _lose_namespace(cluster)
     dead = cluster.kill_peer(3)
     cluster.wait_for_peers(3)
-    poll_for(lambda: not any(p.alive for p in c.tracker.status().peers if p.addr == dead), timeout=20,
-             what=f"the tracker to count {dead} failed")
+    poll_for(
+        lambda: not any(p.alive for p in c.tracker.status().peers if p.addr == dead),
+        timeout=20,
+        what=f"the tracker to count {dead} failed",
+    )
 
     rc, report = _recover(cluster)
     assert rc == 1  # x1 records died with the peer
@@ -209,8 +226,10 @@ def test_recover_is_idempotent_and_never_overwrites(make_cluster):
         return {n: got[(n, i)] for n, i in old.items()}
 
     rc, dry = _recover(cluster, "--dry-run")  # reports what a real run would do, per file
-    assert rc == 1 and {n: f["outcome"] for n, f in outcomes(dry).items()} == {"/r/keep": "missing",
-                                                                               "/r/taken": "conflict"}
+    assert rc == 1 and {n: f["outcome"] for n, f in outcomes(dry).items()} == {
+        "/r/keep": "missing",
+        "/r/taken": "conflict",
+    }
     assert not (cluster.namespace / "r" / "keep").exists()
 
     rc, report = _recover(cluster)

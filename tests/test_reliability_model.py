@@ -42,13 +42,14 @@ def _dense_loss(ch: rl.Chain, t: float) -> float:
 
 # -- closed forms -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("peers,lam,mu", [(1, 0.5, 0.0), (8, 0.01, 0.1), (100, 1 / 43830, 1 / 24)])
 def test_x1_every_failure_loses_data(peers, lam, mu):
     """x1 with many records: every peer holds a block, so the first failure
     loses data: ``1 - s(1) = 1 - (1 - 1/N)^B = 1`` to double precision, the
     chain is one exponential step of rate N lambda, MTTDL = 1/(N lambda)
     whatever the repair rate, and P(loss by t) = 1 - exp(-N lambda t)."""
-    records = 1_000_000                                  # B = 62,500 blocks: (1 - 1/N)^B underflows
+    records = 1_000_000  # B = 62,500 blocks: (1 - 1/N)^B underflows
     assert rl.build_chain(peers, 1, lam, mu, records).branch[0] == 1.0
     assert rl.mttdl_hours(peers, 1, lam, mu, records) == pytest.approx(1 / (peers * lam), rel=1e-12)
     t = np.array([0.0, 0.1, 1.0, 5.0]) / (peers * lam)
@@ -80,10 +81,11 @@ def test_x2_on_two_peers_is_the_textbook_mirror(lam, mu, repair):
     ``A r1 + B r2 = 0`` (no loss directly from k = 0).
     """
     assert rl.mttdl_hours(2, 2, lam, mu, records=10, repair=repair) == pytest.approx(
-        (3 * lam + mu) / (2 * lam ** 2), rel=1e-12)
+        (3 * lam + mu) / (2 * lam**2), rel=1e-12
+    )
     b = 3 * lam + mu
     r2 = (-b - math.sqrt(b * b - 8 * lam * lam)) / 2
-    r1 = 2 * lam * lam / r2                              # r1 r2 = 2 lambda^2; (-b + disc)/2 would cancel
+    r1 = 2 * lam * lam / r2  # r1 r2 = 2 lambda^2; (-b + disc)/2 would cancel
     a_, b_ = r2 / (r2 - r1), -r1 / (r2 - r1)
     for t in (0.01 / lam, 0.5 / lam, 3 / lam, 30 / lam):
         exact = 1 - (a_ * math.exp(r1 * t) + b_ * math.exp(r2 * t))
@@ -96,7 +98,7 @@ def test_required_repair_rate_inverts_the_mirror_formula():
     for years in (10, 1e3, 1e6):
         target = years * rl.HOURS_PER_YEAR
         mu = rl.required_repair_rate(2, 2, lam, target, records=10)
-        assert mu == pytest.approx(2 * lam ** 2 * target - 3 * lam, rel=1e-5)
+        assert mu == pytest.approx(2 * lam**2 * target - 3 * lam, rel=1e-5)
     # 2.5 years is met without any repair: MTTDL(mu = 0) = 3/(2 lambda) = 7.5 years
     assert rl.required_repair_rate(2, 2, lam, 2.5 * rl.HOURS_PER_YEAR, records=10) == 0.0
 
@@ -109,7 +111,7 @@ def test_first_loss_branch_is_the_issue_formula():
         blocks = math.ceil(r / b)
         assert ch.blocks == blocks
         assert ch.branch[f - 1] == pytest.approx(1 - (1 - 1 / math.comb(n, f)) ** blocks, rel=1e-12)
-        assert np.all(ch.loss[:f - 1] == 0) and ch.branch[n - 1] == 1.0
+        assert np.all(ch.loss[: f - 1] == 0) and ch.branch[n - 1] == 1.0
         assert np.all(ch.up + ch.loss == pytest.approx((n - np.arange(n)) * 0.01))
 
 
@@ -121,8 +123,11 @@ def test_safety_probability_matches_enumeration():
         logs = rl.log_safety(n, f, blocks)
         for k in range(n + 1):
             fails = list(itertools.combinations(range(n), k))
-            safe = sum(all(not set(s) <= set(c) for s in placement)
-                       for placement in itertools.product(subsets, repeat=blocks) for c in fails)
+            safe = sum(
+                all(not set(s) <= set(c) for s in placement)
+                for placement in itertools.product(subsets, repeat=blocks)
+                for c in fails
+            )
             total = len(subsets) ** blocks * len(fails)
             assert math.exp(logs[k]) == pytest.approx(safe / total, rel=1e-12, abs=1e-300)
 
@@ -133,14 +138,24 @@ def test_without_repair_the_chain_is_a_pure_death_process():
     n, f, lam, r = 10, 3, 0.02, 300
     ch = rl.build_chain(n, f, lam, 0.0, r)
     reach = np.concatenate([[1.0], np.cumprod(1 - ch.branch)[:-1]])
-    assert rl.mttdl_hours(n, f, lam, 0.0, r) == pytest.approx(float(np.sum(reach / ((n - np.arange(n)) * lam))),
-                                                              rel=1e-12)
+    assert rl.mttdl_hours(n, f, lam, 0.0, r) == pytest.approx(
+        float(np.sum(reach / ((n - np.arange(n)) * lam))), rel=1e-12
+    )
 
 
 # -- the numerics against dense linear algebra ------------------------------------------
 
-@pytest.mark.parametrize("args", [(10, 2, 0.01, 0.1, 2000), (12, 3, 0.01, 1.0, 300), (20, 3, 0.001, 1.0, 500),
-                                  (100, 3, 1 / 43830, 1 / 24, 100_000), (9, 4, 0.05, 0.2, 800)])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (10, 2, 0.01, 0.1, 2000),
+        (12, 3, 0.01, 1.0, 300),
+        (20, 3, 0.001, 1.0, 500),
+        (100, 3, 1 / 43830, 1 / 24, 100_000),
+        (9, 4, 0.05, 0.2, 800),
+    ],
+)
 @pytest.mark.parametrize("repair", rl.REPAIR_MODES)
 def test_mttdl_elimination_matches_a_dense_solve(args, repair):
     ch = rl.build_chain(*args, repair=repair)
@@ -179,6 +194,7 @@ def test_loss_probability_approaches_the_exponential_law():
 
 # -- monotonicity -------------------------------------------------------------------
 
+
 def test_more_repair_more_copies_fewer_failures_give_a_larger_mttdl():
     n, lam, r = 20, 0.01, 2000
     for repair in rl.REPAIR_MODES:
@@ -209,14 +225,16 @@ def test_required_repair_rate_reaches_the_target():
         assert rl.mttdl_hours(n, f, lam, mu, repair=repair) >= target
         assert rl.mttdl_hours(n, f, lam, mu * (1 - 1e-5), repair=repair) < target
     # x3 needs a faster repair when failed peers wait for one repair process
-    assert (rl.required_repair_rate(n, 3, lam, target, repair="serial")
-            > rl.required_repair_rate(n, 3, lam, target, repair="parallel"))
+    assert rl.required_repair_rate(n, 3, lam, target, repair="serial") > rl.required_repair_rate(
+        n, 3, lam, target, repair="parallel"
+    )
     # x1 cannot reach it: with instant repair the first failure still loses data
     with pytest.raises(ValueError, match="no repair rate gives class x1"):
         rl.required_repair_rate(n, 1, lam, target)
 
 
 # -- the model against the simulation with the real placement code ---------------------
+
 
 def test_simulation_uses_the_real_placement_code(monkeypatch):
     calls = {"choose_holders": 0, "schedule": 0}
@@ -252,19 +270,22 @@ def _agree(sim: rl.SimResult, peers, copies, lam, mu, records, repair="parallel"
     return (s["mttdl_hours"] - m) / s["mttdl_se"], (s["p_loss"] - p) / math.sqrt(p * (1 - p) / s["runs"])
 
 
-@pytest.mark.parametrize("peers,copies,mu,records,runs,repair", [
-    (10, 2, 1.0, 200, 2000, "parallel"),   # 1 - s(2) = 0.25: most 2-failure states are safe
-    (12, 3, 1.0, 2000, 700, "parallel"),   # 1 - s(3) = 0.43, ~900 events per run
-    (12, 3, 1.0, 2000, 700, "serial"),
-    (8, 2, 1.0, 16, 600, "parallel"),      # one block: the chain's memoryless safety is the roughest here
-])
+@pytest.mark.parametrize(
+    "peers,copies,mu,records,runs,repair",
+    [
+        (10, 2, 1.0, 200, 2000, "parallel"),  # 1 - s(2) = 0.25: most 2-failure states are safe
+        (12, 3, 1.0, 2000, 700, "parallel"),  # 1 - s(3) = 0.43, ~900 events per run
+        (12, 3, 1.0, 2000, 700, "serial"),
+        (8, 2, 1.0, 16, 600, "parallel"),  # one block: the chain's memoryless safety is the roughest here
+    ],
+)
 def test_model_agrees_with_simulation(peers, copies, mu, records, runs, repair):
     lam = 0.01
     sim = rl.simulate(peers, copies, lam, mu, runs, records, repair=repair, seed=f"test:{peers}:{copies}:{repair}")
     z_m, z_p = _agree(sim, peers, copies, lam, mu, records, repair)
     assert abs(z_m) < Z and abs(z_p) < Z, (z_m, z_p)
     # the same data reject the chain that ignores placement (every F-set of failed peers loses data)
-    z_m, z_p = _agree(sim, peers, copies, lam, mu, 10 ** 9, repair)
+    z_m, z_p = _agree(sim, peers, copies, lam, mu, 10**9, repair)
     assert abs(z_m) > Z, z_m
 
 
@@ -286,11 +307,38 @@ def test_simulation_refuses_a_run_without_loss():
 
 # -- CLI and arguments ------------------------------------------------------------------
 
+
 def test_cli_end_to_end(tmp_path, capsys):
     png, js = tmp_path / "plot" / "m.png", tmp_path / "m.json"
-    assert rl.main(["--peers", "10", "--copies", "1,2", "--fail-rate", "0.01", "--repair-hours", "2",
-                    "--records", "400", "--mission-hours", "50", "--simulate", "60", "--seed", "7",
-                    "--target-mttdl-years", "0.01", "--plot", str(png), "--json", str(js)]) == 0
+    assert (
+        rl.main(
+            [
+                "--peers",
+                "10",
+                "--copies",
+                "1,2",
+                "--fail-rate",
+                "0.01",
+                "--repair-hours",
+                "2",
+                "--records",
+                "400",
+                "--mission-hours",
+                "50",
+                "--simulate",
+                "60",
+                "--seed",
+                "7",
+                "--target-mttdl-years",
+                "0.01",
+                "--plot",
+                str(png),
+                "--json",
+                str(js),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "seed 7" in out and "x2" in out and "MTTDL (years)" in out and "unreachable" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
@@ -303,23 +351,33 @@ def test_cli_end_to_end(tmp_path, capsys):
     assert rl.mttdl_hours(10, 2, 0.01, x2["required_repair_rate"], 400) >= 0.01 * rl.HOURS_PER_YEAR
 
 
-@pytest.mark.parametrize("kwargs,msg", [
-    ({"peers": 0}, "peers (N) must be >= 1"),
-    ({"peers": 4.0}, "peers (N) must be an integer"),
-    ({"peers": True}, "peers (N) must be an integer"),
-    ({"copies": 0}, "copies (F, class xF) must be >= 1"),
-    ({"copies": 6}, "class x6 needs 6 distinct peers"),
-    ({"fail_rate_per_h": 0.0}, "fail_rate_per_h (lambda) must be a finite number > 0"),
-    ({"fail_rate_per_h": math.nan}, "fail_rate_per_h (lambda) must be a finite number > 0"),
-    ({"repair_rate_per_h": -1.0}, "repair_rate_per_h (mu) must be a finite number >= 0"),
-    ({"repair_rate_per_h": math.inf}, "repair_rate_per_h (mu) must be a finite number >= 0"),
-    ({"records": 0}, "records (R) must be >= 1"),
-    ({"blocksize": 0}, "blocksize must be >= 1"),
-    ({"repair": "fifo"}, "repair must be one of parallel, serial"),
-])
+@pytest.mark.parametrize(
+    "kwargs,msg",
+    [
+        ({"peers": 0}, "peers (N) must be >= 1"),
+        ({"peers": 4.0}, "peers (N) must be an integer"),
+        ({"peers": True}, "peers (N) must be an integer"),
+        ({"copies": 0}, "copies (F, class xF) must be >= 1"),
+        ({"copies": 6}, "class x6 needs 6 distinct peers"),
+        ({"fail_rate_per_h": 0.0}, "fail_rate_per_h (lambda) must be a finite number > 0"),
+        ({"fail_rate_per_h": math.nan}, "fail_rate_per_h (lambda) must be a finite number > 0"),
+        ({"repair_rate_per_h": -1.0}, "repair_rate_per_h (mu) must be a finite number >= 0"),
+        ({"repair_rate_per_h": math.inf}, "repair_rate_per_h (mu) must be a finite number >= 0"),
+        ({"records": 0}, "records (R) must be >= 1"),
+        ({"blocksize": 0}, "blocksize must be >= 1"),
+        ({"repair": "fifo"}, "repair must be one of parallel, serial"),
+    ],
+)
 def test_bad_arguments_raise_value_error(kwargs, msg):
-    args = {"peers": 5, "copies": 2, "fail_rate_per_h": 0.01, "repair_rate_per_h": 0.1, "records": 100,
-            "blocksize": 16, "repair": "parallel"} | kwargs
+    args = {
+        "peers": 5,
+        "copies": 2,
+        "fail_rate_per_h": 0.01,
+        "repair_rate_per_h": 0.1,
+        "records": 100,
+        "blocksize": 16,
+        "repair": "parallel",
+    } | kwargs
     for fn in (rl.mttdl_hours, rl.build_chain):
         with pytest.raises(ValueError, match=msg.replace("(", r"\(").replace(")", r"\)")):
             fn(**args)
@@ -343,11 +401,14 @@ def test_bad_mission_target_and_simulation_arguments():
         rl.analyse(5, [], 0.01, 0.1, 10.0, 100)
 
 
-@pytest.mark.parametrize("argv,msg", [
-    (["--peers", "3", "--copies", "4"], "class x4 needs 4 distinct peers"),
-    (["--fail-rate", "-1"], "fail_rate_per_h (lambda) must be a finite number > 0"),
-    (["--records", "0"], "records (R) must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "argv,msg",
+    [
+        (["--peers", "3", "--copies", "4"], "class x4 needs 4 distinct peers"),
+        (["--fail-rate", "-1"], "fail_rate_per_h (lambda) must be a finite number > 0"),
+        (["--records", "0"], "records (R) must be >= 1"),
+    ],
+)
 def test_cli_refuses_bad_arguments(capsys, argv, msg):
     assert rl.main(argv) == 2
     err = capsys.readouterr().err
@@ -356,7 +417,7 @@ def test_cli_refuses_bad_arguments(capsys, argv, msg):
 
 def test_wilson_interval():
     lo, hi = rl.wilson(0, 100)
-    assert lo == 0 and 0.03 < hi < 0.04                 # the rule of three: ~3/n
+    assert lo == 0 and 0.03 < hi < 0.04  # the rule of three: ~3/n
     lo, hi = rl.wilson(50, 100)
     assert lo == pytest.approx(0.4038, abs=1e-4) and hi == pytest.approx(0.5962, abs=1e-4)
     with pytest.raises(ValueError):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import poll_for
+
 from st_py.repair import ClusterLook, PeerLook, wake_reasons
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,11 +54,11 @@ os._exit(1)
 """
 
 
-def write_with_pending(tracker: str, tls, name: str, replication: str = "x2", n: int = 60,
-                       pending: int = 10) -> None:
+def write_with_pending(tracker: str, tls, name: str, replication: str = "x2", n: int = 60, pending: int = 10) -> None:
     """Run WRITER in a child process: it must leave ``pending`` copies."""
-    script = WRITER.format(root=str(ROOT), tracker=tracker, tls=tls, name=name, replication=replication, n=n,
-                           pending=pending)
+    script = WRITER.format(
+        root=str(ROOT), tracker=tracker, tls=tls, name=name, replication=replication, n=n, pending=pending
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -85,9 +86,13 @@ def start_watch():
 
     def start(cluster, *args: str) -> subprocess.Popen:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        p = subprocess.Popen([sys.executable, "-m", "st_py.cli", "repair", "--watch", "--tracker",
-                              cluster.tracker_addr, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "st_py.cli", "repair", "--watch", "--tracker", cluster.tracker_addr, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         started.append(p)
         return p
 
@@ -137,23 +142,35 @@ def test_a_returning_peer_catches_up_at_once(make_cluster, start_watch):
         waiting = {n for n, _ in on_stopped}  # records only the stopped peer can complete
         assert len(waiting) >= 5
         # The tracker's own count (refreshed every few seconds, at once when the live peers change).
-        st = poll_for(lambda: (s := c.status()).records_short == len(pending) and s.files_short == 1 and s,
-                      timeout=20, what="the tracker to count the records short of copies")
+        st = poll_for(
+            lambda: (s := c.status()).records_short == len(pending) and s.files_short == 1 and s,
+            timeout=20,
+            what="the tracker to count the records short of copies",
+        )
         assert st.records_pending == len(pending) and 0 <= st.short_age_s < 10
         assert not st.repair.repairer  # no repair service has reported yet
         watcher = start_watch(cluster, "--interval", "3600", "--poll", "0.2", "--failed-after", "3600")
-        st = poll_for(lambda: (s := c.status()).repair.passes >= 1 and not s.repair.running and s, timeout=90,
-                      what="the repair service's first pass (the peer still down)")
+        st = poll_for(
+            lambda: (s := c.status()).repair.passes >= 1 and not s.repair.running and s,
+            timeout=90,
+            what="the repair service's first pass (the peer still down)",
+        )
         assert st.repair.reason == "start"
         assert st.repair.copies_stored == sum(len(r) for r in pending.values()) - len(on_stopped)
         assert st.repair.records_left == len(waiting)  # no live peer holding no copy: they wait for the peer
-        poll_for(lambda: c.status().records_short == len(waiting), timeout=20,
-                 what="the tracker to count only the records waiting for the stopped peer")
+        poll_for(
+            lambda: c.status().records_short == len(waiting),
+            timeout=20,
+            what="the tracker to count only the records waiting for the stopped peer",
+        )
     finally:
         os.kill(stopped.pid, signal.SIGCONT)
     try:
-        st = poll_for(lambda: (s := c.status()).repair.passes >= 2 and not s.repair.running and s, timeout=30,
-                      what="a repair pass when the peer returned")
+        st = poll_for(
+            lambda: (s := c.status()).repair.passes >= 2 and not s.repair.running and s,
+            timeout=30,
+            what="a repair pass when the peer returned",
+        )
         assert "returned" in st.repair.reason and stopped.addr in st.repair.reason, st.repair
         assert st.repair.copies_stored == len(on_stopped) and st.repair.records_left == 0
         stored, left = infofile_copies(path)
@@ -193,16 +210,21 @@ def test_a_peer_failed_longer_than_failed_after_is_restored_at_once(make_cluster
         assert on_lost
         lost = cluster.kill_peer(3)
         # short of copies while the peer is failed, then restored elsewhere
-        s = poll_for(lambda: (s := status_json(cluster))["copies"]["records_short"] == len(on_lost) and s,
-                     timeout=20, what="the tracker to count the lost peer's records short of copies")
+        s = poll_for(
+            lambda: (s := status_json(cluster))["copies"]["records_short"] == len(on_lost) and s,
+            timeout=20,
+            what="the tracker to count the lost peer's records short of copies",
+        )
         assert s["copies"]["files_short"] == 1
-        st = poll_for(lambda: (s := c.status()).records_short == 0 and s.repair.passes >= 2 and s, timeout=40,
-                      what="the repair service to restore the lost peer's copies")
+        st = poll_for(
+            lambda: (s := c.status()).records_short == 0 and s.repair.passes >= 2 and s,
+            timeout=40,
+            what="the repair service to restore the lost peer's copies",
+        )
         assert "failed longer than --failed-after" in st.repair.reason and lost in st.repair.reason
         assert st.repair.copies_restored == len(on_lost) and st.repair.records_left == 0
         stored, pending = infofile_copies(path)
-        assert pending == {} and all(len(set(r.values())) == 2 and lost_idx not in r.values()
-                                     for r in stored.values())
+        assert pending == {} and all(len(set(r.values())) == 2 and lost_idx not in r.values() for r in stored.values())
         with c.open("/svc/lost") as f:
             for n in sorted(on_lost)[:10]:
                 assert f.get(n) == data[n]
@@ -217,8 +239,11 @@ def test_the_count_is_cached_not_made_per_request(make_cluster):
     c = cluster.client()
     with c.create("/svc/cache", "x2") as f:
         f.put("a", b"A")
-    first = poll_for(lambda: (s := status_json(cluster))["copies"]["files_counted"] == 1 and s, timeout=15,
-                     what="a count with the file")
+    first = poll_for(
+        lambda: (s := status_json(cluster))["copies"]["files_counted"] == 1 and s,
+        timeout=15,
+        what="a count with the file",
+    )
     again = [status_json(cluster)["copies"] for _ in range(10)]
     assert len({a["counted_at"] for a in again}) <= 2  # one count, or a refresh in between (every 5 s)
     assert first["copies"]["records_short"] == 0 and first["copies"]["count_seconds"] < 5
@@ -237,12 +262,17 @@ def test_wake_reasons():
     before = _look([a, b])
     assert wake_reasons(before, before) == []
     assert wake_reasons(before, _look([a, PeerLook("id-b", "h:2", "peer-1", True, 1, False)])) == [
-        "peer peer-1 (h:2) returned"]
+        "peer peer-1 (h:2) returned"
+    ]
     assert wake_reasons(before, _look([PeerLook("id-a", "h:1", "peer-0", True, 1, False), b])) == [
-        "peer peer-0 (h:1) restarted"]
+        "peer peer-0 (h:1) restarted"
+    ]
     assert wake_reasons(before, _look([a, PeerLook("id-b", "h:2", "", False, 0, True)])) == [
-        "peer h:2 failed longer than --failed-after"]
+        "peer h:2 failed longer than --failed-after"
+    ]
     c = PeerLook("id-c", "h:3", "peer-2", True, 0, False)
-    assert wake_reasons(before, _look([a, b, c], pending=4)) == ["peer peer-2 (h:3) joined",
-                                                                 "4 records with a copy pending"]
+    assert wake_reasons(before, _look([a, b, c], pending=4)) == [
+        "peer peer-2 (h:3) joined",
+        "4 records with a copy pending",
+    ]
     assert wake_reasons(_look([a, b], pending=4), _look([a, b], pending=2)) == []

@@ -10,8 +10,8 @@ import signal
 import sqlite3
 
 import pytest
-
 from conftest import poll_for
+
 from st_py import repair as rp
 from st_py.errors import BadNameError
 
@@ -95,7 +95,7 @@ def test_chain_holder_killed_mid_forward(make_cluster, protocol):
     with c.open(f"/rep/kill-{protocol}") as f:
         stored, _ = copies_of(f)
         dead_idx = next(i for i, p in f.peers.items() if p.addr == killed[0])
-        assert not [n for n in names[150 + 80:] if dead_idx in stored[n].values()]
+        assert not [n for n in names[150 + 80 :] if dead_idx in stored[n].values()]
 
 
 WRITER = """
@@ -121,8 +121,9 @@ os._exit(1)
 """
 
 
-@pytest.mark.parametrize("protocol,holder", [("client-async", "returns"), ("chain-async", "returns"),
-                                             ("client-async", "killed")])
+@pytest.mark.parametrize(
+    "protocol,holder", [("client-async", "returns"), ("chain-async", "returns"), ("client-async", "killed")]
+)
 def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster, protocol, holder):
     """One holder is stopped (SIGSTOP): async records are acknowledged and
     committed with their copy on it pending, and GET and GET_LOCAL serve
@@ -139,8 +140,13 @@ def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster,
     c = cluster.client()
     stopped = cluster.peers[1]
     name = f"/rep/stuck-{protocol}"
-    script = WRITER.format(root=str(Path(__file__).resolve().parents[1]), tracker=cluster.tracker_addr,
-                           tls=cluster.client_tls, name=name, protocol=protocol)
+    script = WRITER.format(
+        root=str(Path(__file__).resolve().parents[1]),
+        tracker=cluster.tracker_addr,
+        tls=cluster.client_tls,
+        name=name,
+        protocol=protocol,
+    )
     os.kill(stopped.pid, signal.SIGSTOP)
     try:
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
@@ -160,8 +166,11 @@ def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster,
         else:
             os.kill(stopped.pid, signal.SIGCONT)
     if holder == "killed":
-        poll_for(lambda: any(p.addr == stopped.addr and not p.alive for p in c.status().peers), timeout=15,
-                 what="the tracker to declare the killed holder failed")
+        poll_for(
+            lambda: any(p.addr == stopped.addr and not p.alive for p in c.status().peers),
+            timeout=15,
+            what="the tracker to declare the killed holder failed",
+        )
     n_pending = sum(len(p) for p in pending.values())
     report = rp.repair(c, [name], failed_after=None)[0]
     assert report.pending_stored == n_pending, report
@@ -185,8 +194,11 @@ def test_repair_restores_copies_of_a_peer_failed_too_long(make_cluster):
         for n, v in data.items():
             f.queue_put(n, v)
     lost = cluster.kill_peer(3)
-    poll_for(lambda: any(p.addr == lost and not p.alive for p in c.status().peers), timeout=15,
-             what="the tracker to mark the killed peer failed")
+    poll_for(
+        lambda: any(p.addr == lost and not p.alive for p in c.status().peers),
+        timeout=15,
+        what="the tracker to mark the killed peer failed",
+    )
     # Not yet failed long enough: nothing moves.
     r = rp.repair(c, ["/rep/lost"], failed_after=3600)[0]
     assert r.lost_peers == [] and r.copies_restored == 0
@@ -204,8 +216,22 @@ def test_repair_cli_json(cluster, tmp_path):
     c = cluster.client()
     with c.create("/rep/cli", "x2", protocol="chain") as f:
         f.put("a", b"A")
-    out = subprocess.run([sys.executable, "-m", "st_py.cli", "repair", "--tracker", cluster.tracker_addr,
-                          "--format", "json", "/rep/cli"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "st_py.cli",
+            "repair",
+            "--tracker",
+            cluster.tracker_addr,
+            "--format",
+            "json",
+            "/rep/cli",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert rows[0]["file"] == "/rep/cli" and rows[0]["complete"] is True and rows[0]["pending_found"] == 0

@@ -11,8 +11,8 @@ import threading
 import time
 
 import pytest
-
 from conftest import poll_for
+
 from st_py.errors import NoSpaceError, QuotaExceededError
 from st_py.tracker.access import add_user
 
@@ -135,8 +135,11 @@ def test_reservation_of_a_writer_that_died_expires(make_cluster):
     info = c.tracker.create("/res/dead", "x2", 300_000)  # a client that never closes
     assert info.reserved_bytes == 300_000
     assert sum(p.reserved_bytes for p in c.status().peers) == 600_000
-    poll_for(lambda: sum(p.reserved_bytes for p in c.status().peers) == 0, timeout=10,
-             what="the reservation's lease to run out")
+    poll_for(
+        lambda: sum(p.reserved_bytes for p in c.status().peers) == 0,
+        timeout=10,
+        what="the reservation's lease to run out",
+    )
 
 
 def test_commits_renew_the_lease(make_cluster):

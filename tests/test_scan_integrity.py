@@ -23,8 +23,13 @@ def _part(i: int) -> bytes:
     buf = io.BytesIO()
     # uncompressed, no dictionary: a flipped byte in the data pages changes a
     # value and still decodes (the silent wrong row this guards against)
-    pq.write_table(pa.table({"i": pa.array(range(i * ROWS, (i + 1) * ROWS), pa.int64())}), buf,
-                   compression="none", use_dictionary=False, write_statistics=False)
+    pq.write_table(
+        pa.table({"i": pa.array(range(i * ROWS, (i + 1) * ROWS), pa.int64())}),
+        buf,
+        compression="none",
+        use_dictionary=False,
+        write_statistics=False,
+    )
     return buf.getvalue()
 
 
@@ -102,8 +107,11 @@ def test_no_good_copy_is_an_error_naming_the_record(rotted):
         # the other copy too: find it among the peers' record files
         import glob
 
-        others = [p for p in glob.glob(str(cluster.data_dir / "peers" / "*" / "files" / "*" / "*" / "part-2.parquet@*"))
-                  if p != victim.path]
+        others = [
+            p
+            for p in glob.glob(str(cluster.data_dir / "peers" / "*" / "files" / "*" / "*" / "part-2.parquet@*"))
+            if p != victim.path
+        ]
     assert meta is not None and len(others) == 1
     _flip(others[0])
     with pytest.raises(RecordUnavailableError, match="part-2.parquet"):
@@ -151,6 +159,7 @@ def test_the_verifier_quarantines_a_rotted_copy_and_repair_restores_it(make_clus
     import urllib.request
 
     from conftest import poll_for
+
     from st_integrations.dask_reader import read_storetorrent
     from st_py import repair as rp
 
@@ -170,15 +179,21 @@ def test_the_verifier_quarantines_a_rotted_copy_and_repair_restores_it(make_clus
             line = next(ln for ln in r.read().decode().splitlines() if ln.startswith(name + " "))
         return float(line.split()[-1])
 
-    poll_for(lambda: metric("st_peer_copies_quarantined_total") >= 1, timeout=20,
-             what="the verifier to quarantine the copy")
+    poll_for(
+        lambda: metric("st_peer_copies_quarantined_total") >= 1, timeout=20, what="the verifier to quarantine the copy"
+    )
     assert metric("st_peer_copies_bad_total") == 1 and metric("st_peer_copies_verified_total") >= 1
     assert not os.path.exists(victim.path)
     (moved,) = glob.glob(str(cluster.data_dir / "peers" / f"peer-{holder}" / "quarantine" / "*" / "part-3*"))
     assert os.path.basename(moved) == os.path.basename(victim.path)
     # the tracker hears of it with the next announce: an event, the counters, and the copy pending
-    poll_for(lambda: next(p for p in _tracker_status(cluster)["peers"] if p["addr"] == victim.peer)
-             ["copies_quarantined"] == 1, timeout=10, what="the announce carrying the bad copy")
+    poll_for(
+        lambda: (
+            next(p for p in _tracker_status(cluster)["peers"] if p["addr"] == victim.peer)["copies_quarantined"] == 1
+        ),
+        timeout=10,
+        what="the announce carrying the bad copy",
+    )
     events = [e for e in _tracker_status(cluster)["recent_failures"] if e["kind"] == "bad-copy"]
     assert any("part-3.parquet" in e["detail"] and "quarantined" in e["detail"] for e in events), events
     with c.open("/rot/v") as f:
@@ -209,8 +224,7 @@ def test_raw_scans_batch_many_records_and_check_each(rotted):
 
     df = read_storetorrent("/rot/pq", format="raw", include_paths=True).compute()
     assert sorted(df["record"]) == sorted(f"part-{i}.parquet" for i in range(N))
-    assert {r: bytes(d) for r, d in zip(df["record"], df["data"])} == {f"part-{i}.parquet": _part(i)
-                                                                        for i in range(N)}
+    assert {r: bytes(d) for r, d in zip(df["record"], df["data"])} == {f"part-{i}.parquet": _part(i) for i in range(N)}
     assert set(df["path"]) == {f"/rot/pq/part-{i}.parquet" for i in range(N)}
     plan = plan_scan(cluster.client(), ["/rot/pq"])
     opts = ScanOptions(format="raw", tracker=cluster.tracker_addr)
@@ -218,8 +232,9 @@ def test_raw_scans_batch_many_records_and_check_each(rotted):
         batches = list(read_unit(unit, RAW_SCHEMA, None, None, opts))
         assert len(batches) == 1 and batches[0].num_rows == len(unit.records)
     # a filter and a projection over the batch
-    one = read_storetorrent("/rot/pq", format="raw", columns=["data"],
-                            filters=[("record", "==", "part-2.parquet")]).compute()
+    one = read_storetorrent(
+        "/rot/pq", format="raw", columns=["data"], filters=[("record", "==", "part-2.parquet")]
+    ).compute()
     assert list(one.columns) == ["data"] and [bytes(d) for d in one["data"]] == [_part(2)]
 
 
@@ -233,6 +248,7 @@ def test_a_bad_copy_report_survives_a_peer_killed_before_it_reached_the_tracker(
     import urllib.request
 
     from conftest import poll_for
+
     from st_py import repair as rp
 
     cluster = make_cluster(3, peer_args=["--verify-interval", "1"])
@@ -251,6 +267,7 @@ def test_a_bad_copy_report_survives_a_peer_killed_before_it_reached_the_tracker(
         def quarantined() -> bool:
             with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as r:
                 return any(ln.startswith("st_peer_copies_quarantined_total 1") for ln in r.read().decode().splitlines())
+
         poll_for(quarantined, timeout=20, what="the verifier to quarantine the copy")
         cluster.kill_peer(holder)
     finally:
@@ -258,8 +275,11 @@ def test_a_bad_copy_report_survives_a_peer_killed_before_it_reached_the_tracker(
     qdir = cluster.data_dir / "peers" / f"peer-{holder}" / "quarantine"
     assert [p for p in glob.glob(str(qdir / "*" / "*")) if not p.endswith(".reported")]
     cluster.start_peer(holder, port=int(victim.peer.rsplit(":", 1)[1]))
-    poll_for(lambda: glob.glob(str(qdir / "*" / "*.reported")), timeout=20,
-             what="the restarted peer to report the quarantined copy")
+    poll_for(
+        lambda: glob.glob(str(qdir / "*" / "*.reported")),
+        timeout=20,
+        what="the restarted peer to report the quarantined copy",
+    )
     (report,) = rp.repair(c, ["/rot/k"], failed_after=600)
     assert report.pending_stored == 1 and report.complete, report.as_dict()
     with c.open("/rot/k") as f:

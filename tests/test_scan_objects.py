@@ -21,8 +21,12 @@ STRIPE = 16 << 10  # small stripes: objects of a few hundred KiB have several
 
 
 def _table(start: int, rows: int) -> pa.Table:
-    return pa.table({"i": pa.array(range(start, start + rows), pa.int64()),
-                     "k": pa.array([f"k{j % 7}" for j in range(start, start + rows)], pa.string())})
+    return pa.table(
+        {
+            "i": pa.array(range(start, start + rows), pa.int64()),
+            "k": pa.array([f"k{j % 7}" for j in range(start, start + rows)], pa.string()),
+        }
+    )
 
 
 def _parquet(t: pa.Table) -> bytes:
@@ -112,27 +116,50 @@ def test_duckdb_sees_one_row_per_name_and_sql_takes_globs(objects):
     c = objects.client()
     rows = sql(c, ["/obj/*"], "SELECT file, name, kind, size FROM records ORDER BY ALL").to_pylist()
     names = [(r["file"], r["name"], r["kind"]) for r in rows]
-    assert names == [("/obj/csv", "a.csv", "record"), ("/obj/csv", "b.csv", "object"),
-                     ("/obj/pq", "big.parquet", "object"), ("/obj/pq", "part-0.parquet", "record"),
-                     ("/obj/pq", "part-1.parquet", "record"), ("/obj/z", "big.parquet", "object"),
-                     ("/obj/z", "part-0.parquet", "record"), ("/obj/z", "part-1.parquet", "record")]
+    assert names == [
+        ("/obj/csv", "a.csv", "record"),
+        ("/obj/csv", "b.csv", "object"),
+        ("/obj/pq", "big.parquet", "object"),
+        ("/obj/pq", "part-0.parquet", "record"),
+        ("/obj/pq", "part-1.parquet", "record"),
+        ("/obj/z", "big.parquet", "object"),
+        ("/obj/z", "part-0.parquet", "record"),
+        ("/obj/z", "part-1.parquet", "record"),
+    ]
     with c.open("/obj/pq") as f:
         meta = f.object_meta("big.parquet")
     big = [r for r in rows if r["file"] == "/obj/pq" and r["name"] == "big.parquet"][0]
     assert big["size"] == meta.size
-    stripes = sql(c, ["/obj/pq"], "SELECT object, count(*) AS n, sum(size) AS b, min(stripe) AS lo, "
-                  "max(stripe) AS hi FROM stripes GROUP BY object").to_pylist()
-    assert stripes == [{"object": "big.parquet", "n": meta.stripes, "b": meta.size, "lo": 0,
-                        "hi": meta.stripes - 1}]
+    stripes = sql(
+        c,
+        ["/obj/pq"],
+        "SELECT object, count(*) AS n, sum(size) AS b, min(stripe) AS lo, "
+        "max(stripe) AS hi FROM stripes GROUP BY object",
+    ).to_pylist()
+    assert stripes == [{"object": "big.parquet", "n": meta.stripes, "b": meta.size, "lo": 0, "hi": meta.stripes - 1}]
     files = sql(c, ["/obj/pq", "/obj/csv"], "SELECT file, records FROM files ORDER BY file").to_pylist()
     assert files == [{"file": "/obj/csv", "records": 2}, {"file": "/obj/pq", "records": 3}]
     # counted as a whole (DuckDB's optimizer turned count(name) of a WITHOUT ROWID table into a ROWID scan)
     assert sql(c, ["/obj/pq", "/obj/csv"], "SELECT count(*) AS n FROM files").to_pylist() == [{"n": 2}]
     # the CLI: a glob in --file, as the readers take
-    out = subprocess.run([sys.executable, "-m", "st_py.cli", "sql", "--tracker", objects.tracker_addr,
-                          "--file", "/obj/*", "--format", "json",
-                          "SELECT count(*) AS n FROM records WHERE kind = 'object'"],
-                         capture_output=True, text=True, env={**os.environ})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "st_py.cli",
+            "sql",
+            "--tracker",
+            objects.tracker_addr,
+            "--file",
+            "/obj/*",
+            "--format",
+            "json",
+            "SELECT count(*) AS n FROM records WHERE kind = 'object'",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    )
     assert out.returncode == 0, out.stderr
     assert '"n": 3' in out.stdout
 

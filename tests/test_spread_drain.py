@@ -10,9 +10,9 @@ import threading
 import time
 
 import pytest
-
 from checks import admin_scrub, check_exactly_once, check_file, reveal_all
 from conftest import poll_for
+
 from st_py.errors import InvalidOptionError, PeerNotLiveError, UnknownPeerError
 from st_py.getlocal import reveal
 from st_py.infofile import InfofileReader
@@ -21,7 +21,7 @@ from st_py.protocol import encode_get
 
 def put_records(c, name, n, replication="x2", size=64, blocksize=3):
     """``n`` records of about ``size`` bytes each (sizes vary by a third)."""
-    blobs = {f"rec/{i:04d}": (f"{name} {i} ".encode() * size)[:size + (i % 3) * size // 6] for i in range(n)}
+    blobs = {f"rec/{i:04d}": (f"{name} {i} ".encode() * size)[: size + (i % 3) * size // 6] for i in range(n)}
     with c.create(name, replication=replication, blocksize=blocksize) as f:
         for k, v in blobs.items():
             f.queue_put(k, v)
@@ -34,8 +34,10 @@ def copy_bytes(cluster, names) -> dict[str, int]:
     for name in names:
         r = InfofileReader(cluster.namespace / name.lstrip("/"))
         try:
-            for addr, b in r.conn.execute("SELECT p.addr, sum(r.size) FROM copies c JOIN records r USING(name) "
-                                          "JOIN peers p USING(peer_idx) GROUP BY p.addr"):
+            for addr, b in r.conn.execute(
+                "SELECT p.addr, sum(r.size) FROM copies c JOIN records r USING(name) "
+                "JOIN peers p USING(peer_idx) GROUP BY p.addr"
+            ):
                 out[addr] = out.get(addr, 0) + b
         finally:
             r.close()
@@ -45,8 +47,9 @@ def copy_bytes(cluster, names) -> dict[str, int]:
 def copies_on(cluster, name, addr) -> int:
     r = InfofileReader(cluster.namespace / name.lstrip("/"))
     try:
-        return r.conn.execute("SELECT count(*) FROM copies c JOIN peers p USING(peer_idx) WHERE p.addr = ?",
-                              (addr,)).fetchone()[0]
+        return r.conn.execute(
+            "SELECT count(*) FROM copies c JOIN peers p USING(peer_idx) WHERE p.addr = ?", (addr,)
+        ).fetchone()[0]
     finally:
         r.close()
 
@@ -60,8 +63,11 @@ def check_every_copy(c, name, blobs):
         for n, m in metas.items():
             for rank, idx in m.copies().items():
                 key = (n, rank)
-                f._transport.send(f.peers[idx].addr, lambda seq, n=n: [encode_get(seq, f.file_id, n)],
-                                  lambda fr, exc, key=key: got.__setitem__(key, exc or bytes(fr.fields["data"])))
+                f._transport.send(
+                    f.peers[idx].addr,
+                    lambda seq, n=n: [encode_get(seq, f.file_id, n)],
+                    lambda fr, exc, key=key: got.__setitem__(key, exc or bytes(fr.fields["data"])),
+                )
         f._transport.wait(lambda: len(got) == sum(len(m.peers) for m in metas.values()))
     bad = {k: v for k, v in got.items() if v != blobs[k[0]]}
     assert not bad, list(bad.items())[:3]
@@ -74,8 +80,12 @@ def assert_even(by_addr, addrs, tolerance):
 
 
 def cli(cluster, *args, timeout=180):
-    return subprocess.run([sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_spread_after_growing_from_two_to_four_peers(make_cluster):
@@ -156,7 +166,7 @@ def test_get_local_scan_during_spread_sees_each_record_once(make_cluster):
             with c.open("/scan/x2") as f:
                 plan, recs = reveal_all(f)
                 check_exactly_once(recs, blobs)  # reads every revealed local path
-                for n in list(blobs)[plan.generation % 50::50]:
+                for n in list(blobs)[plan.generation % 50 :: 50]:
                     assert f.get(n) == blobs[n]
             generations.append(plan.generation)
     finally:
@@ -184,8 +194,9 @@ def test_peer_killed_mid_spread_loses_no_committed_record(make_cluster):
     def run():
         with cluster.client() as c2:
             try:
-                result["report"] = c2.spread(["/kill/x2", "/kill/x1"], max_mb_per_s=0.3,
-                                             progress=lambda *a: progress.append(a))
+                result["report"] = c2.spread(
+                    ["/kill/x2", "/kill/x1"], max_mb_per_s=0.3, progress=lambda *a: progress.append(a)
+                )
             except Exception as e:  # noqa: BLE001 (checked below)
                 result["error"] = e
 

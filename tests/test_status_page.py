@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import shutil
+import signal
 import sqlite3
 import urllib.request
 from pathlib import Path
@@ -22,15 +22,24 @@ from conftest import poll_for
 CHROMIUM = os.environ.get("ST_CHROMIUM", "/usr/bin/chromium")
 # The machines that run the tests have no internet: without these flags
 # Chromium waits on network lookups (updates, sync, QUIC probes).
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "status_page.png"
 
 
 @pytest.fixture
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install "
-                                   "storetorrent[test])")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install storetorrent[test])"
+    )
     if not (os.access(CHROMIUM, os.X_OK) or shutil.which(CHROMIUM)):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set ST_CHROMIUM)")
     with sync_api.sync_playwright() as p:
@@ -64,8 +73,10 @@ def test_status_page_shows_a_failed_peer(make_cluster, browser):
                 f.queue_put(f"event-{j:05d}", os.urandom(2000))
     writing = c.create("/exp/run4", "x2", est_size=50_000_000)  # holds a space reservation while open
     addr = cluster.tracker.metrics_addr
-    poll_for(lambda: sum(p["records"] for p in _status(addr)["peers"]) == 2 * (40 + 120 + 25),
-             what="the peers to announce their records")
+    poll_for(
+        lambda: sum(p["records"] for p in _status(addr)["peers"]) == 2 * (40 + 120 + 25),
+        what="the peers to announce their records",
+    )
     short = {}  # file -> its records with a copy on the peer about to die
     for i in range(3):
         with c.open(f"/exp/run{i + 1}") as f:
@@ -74,10 +85,15 @@ def test_status_page_shows_a_failed_peer(make_cluster, browser):
     short = {k: v for k, v in short.items() if v}
     dead = cluster.kill_peer(1)
     c.tracker.report_failure(dead, "connection refused (PUT event-00007)")
-    poll_for(lambda: any(e["kind"] == "failed" for e in _status(addr)["recent_failures"]),
-             what="the tracker to notice the missed announces")
-    poll_for(lambda: _status(addr)["copies"]["records_short"] == sum(short.values()), timeout=20,
-             what="the tracker to count the dead peer's records short of copies")
+    poll_for(
+        lambda: any(e["kind"] == "failed" for e in _status(addr)["recent_failures"]),
+        what="the tracker to notice the missed announces",
+    )
+    poll_for(
+        lambda: _status(addr)["copies"]["records_short"] == sum(short.values()),
+        timeout=20,
+        what="the tracker to count the dead peer's records short of copies",
+    )
 
     page = browser.new_page(viewport={"width": 1180, "height": 640})
     page.goto(f"http://{addr}/", timeout=30_000)
@@ -95,8 +111,11 @@ def test_status_page_shows_a_failed_peer(make_cluster, browser):
     assert "4 files" in summary and "3 live peers" in summary and "1 failed" in summary
     # the operator's first question, first on the page
     n = sum(short.values())
-    assert page.locator("#copies").inner_text().startswith(
-        f"{n:,} records short of copies in {len(short)} file{'' if len(short) == 1 else 's'}")
+    assert (
+        page.locator("#copies")
+        .inner_text()
+        .startswith(f"{n:,} records short of copies in {len(short)} file{'' if len(short) == 1 else 's'}")
+    )
     assert "No repair service has reported" in page.locator("#repair").inner_text()
     # every peer named after its data directory; the disk they share counted once
     names = [page.locator("#peers tr", has_text=a).locator("td.name").inner_text() for a in cluster.peer_addrs]
@@ -128,8 +147,8 @@ def test_status_page_under_up_counts_short_copies_and_restarts(tmp_path, peer_bi
     from test_repair_service import infofile_copies, write_with_pending
     from test_up_supervisor import _peer_pid, _start, _stop
 
-    from st_py.cluster import read_cluster_file
     from st_py.client import Client
+    from st_py.cluster import read_cluster_file
 
     data = tmp_path / "st-data"
     up = _start(data, "--repair-interval", "0")
@@ -141,20 +160,28 @@ def test_status_page_under_up_counts_short_copies_and_restarts(tmp_path, peer_bi
         write_with_pending(info["tracker"], (None, None, None), "/up/async")
         os.kill(pid, signal.SIGKILL)  # a stopped process dies too
         poll_for(lambda: (p := _peer_pid(up.pid, 1)) and p != pid, timeout=30, what="up to restart peer-1")
-        peer1 = poll_for(lambda: next((p for p in _status(addr)["peers"] if p["name"] == "peer-1"
-                                       and p["alive"] and p["restarts"] == 1), None), timeout=30,
-                         what="the tracker to see peer-1 restarted")
+        peer1 = poll_for(
+            lambda: next(
+                (p for p in _status(addr)["peers"] if p["name"] == "peer-1" and p["alive"] and p["restarts"] == 1), None
+            ),
+            timeout=30,
+            what="the tracker to see peer-1 restarted",
+        )
         with Client(info["tracker"]) as c, c.open("/up/async") as f:
             _, pending = infofile_copies(f.infofile_path)
         assert pending and peer1["uptime_s"] < 60
-        poll_for(lambda: _status(addr)["copies"]["records_short"] == len(pending), timeout=20,
-                 what="the tracker to count the records with copies pending")
+        poll_for(
+            lambda: _status(addr)["copies"]["records_short"] == len(pending),
+            timeout=20,
+            what="the tracker to count the records with copies pending",
+        )
 
         page = browser.new_page(viewport={"width": 1180, "height": 640})
         page.goto(f"http://{addr}/", timeout=30_000)
         copies = page.locator("#copies")
-        assert copies.inner_text().startswith(f"{len(pending):,} records short of copies in 1 file"), \
+        assert copies.inner_text().startswith(f"{len(pending):,} records short of copies in 1 file"), (
             copies.inner_text()
+        )
         assert "short" in copies.get_attribute("class")
         row = page.locator("#peers tr", has_text="peer-1")
         assert row.locator("td.restarts").inner_text() == "1" and "live" in row.inner_text()
@@ -163,13 +190,17 @@ def test_status_page_under_up_counts_short_copies_and_restarts(tmp_path, peer_bi
         assert "restarted" in page.locator("#failures").inner_text()
 
         st("repair", data=data)  # one pass by hand: the page follows
-        poll_for(lambda: _status(addr)["copies"]["records_short"] == 0, timeout=20,
-                 what="the count to drop to 0 after the repair")
+        poll_for(
+            lambda: _status(addr)["copies"]["records_short"] == 0,
+            timeout=20,
+            what="the count to drop to 0 after the repair",
+        )
         page.reload()
         assert page.locator("#copies").inner_text().startswith("Every record has all its copies")
         assert "Repair idle" in page.locator("#repair").inner_text()
-        assert f"{sum(len(r) for r in pending.values()):,} pending copies stored" in \
-            page.locator("#repair").inner_text()
+        assert (
+            f"{sum(len(r) for r in pending.values()):,} pending copies stored" in page.locator("#repair").inner_text()
+        )
         page.close()
     finally:
         _stop(up)

@@ -36,7 +36,7 @@ class Source(io.RawIOBase):
         out = bytearray()
         while len(out) < n:
             i, off = divmod(self.pos + len(out), len(self.block))
-            piece = self.block[off:off + n - len(out)]
+            piece = self.block[off : off + n - len(out)]
             out += i.to_bytes(8, "little")[: len(piece)] + piece[8:] if off == 0 else piece
         self.pos += n
         self.crc = google_crc32c.extend(self.crc, bytes(out))
@@ -60,7 +60,7 @@ def test_object_round_trip_range_reads_and_local_stripes(cluster):
         assert f.get("big.bin") == data
         r = f.open("big.bin")
         r.seek(5 * MiB + 100)
-        assert r.read(2 * MiB) == data[5 * MiB + 100: 7 * MiB + 100]
+        assert r.read(2 * MiB) == data[5 * MiB + 100 : 7 * MiB + 100]
         assert r.stripes_fetched == 3  # only the stripes the range touches
         r.seek(-10, io.SEEK_END)
         assert r.read() == data[-10:]
@@ -78,8 +78,9 @@ def test_object_round_trip_range_reads_and_local_stripes(cluster):
 def test_pyarrow_reads_a_parquet_objects_footer_and_one_column(cluster):
     c = cluster.client()
     n = 400_000
-    t = pa.table({"a": pa.array(range(n)), "b": [os.urandom(16) for _ in range(n)],
-                  "c": pa.array([float(i) for i in range(n)])})
+    t = pa.table(
+        {"a": pa.array(range(n)), "b": [os.urandom(16) for _ in range(n)], "c": pa.array([float(i) for i in range(n)])}
+    )
     buf = io.BytesIO()
     pq.write_table(t, buf, row_group_size=100_000)
     blob = buf.getvalue()

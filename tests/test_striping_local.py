@@ -22,6 +22,7 @@ MiB = 1 << 20
 
 # -- the placement, pure ---------------------------------------------------------------
 
+
 def test_round_robin_without_a_local_peer_is_unchanged():
     ring = [3, 0, 2, 1]
     # rank 0 of stripe i on ring[i % width], the other ranks on the peers after it
@@ -69,6 +70,7 @@ def test_the_local_share_fits_the_local_peers_free_space():
 
 # -- real processes ---------------------------------------------------------------------
 
+
 def stripe_holders_of(cluster, path: str, obj: str, stripes: int) -> dict[int, tuple[int, ...]]:
     """{stripe index: holders' peer_idx by copy rank} from the infofile."""
     r = InfofileReader(cluster.namespace / path.strip("/"))
@@ -111,7 +113,7 @@ def test_local_first_object_has_rank_0_on_the_writers_node_and_survives_its_loss
         assert f.get("big.bin") == data
         r = f.open("big.bin")
         r.seek(3 * MiB + 7)
-        assert r.read(2 * MiB) == data[3 * MiB + 7: 5 * MiB + 7]
+        assert r.read(2 * MiB) == data[3 * MiB + 7 : 5 * MiB + 7]
         assert {s.index for s in f.local_stripes()} == set(range(11))  # each stripe once from the others
     c.close()
 

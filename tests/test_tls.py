@@ -38,7 +38,6 @@ def test_mutual_tls_names_the_user_by_certificate(make_cluster, tmp_path):
     with pytest.raises(StoreTorrentError):
         cluster.client(tls=(str(cluster.tls_dir / "ca.pem"), None, None)).tracker.status(timeout=3)
     # a certificate whose user is not in the users file is refused
-    peer_cert = (str(cluster.tls_dir / "ca.pem"), str(cluster.tls_dir / "peer.pem"),
-                 str(cluster.tls_dir / "peer.key"))
+    peer_cert = (str(cluster.tls_dir / "ca.pem"), str(cluster.tls_dir / "peer.pem"), str(cluster.tls_dir / "peer.key"))
     with pytest.raises(StoreTorrentError, match="not in the users file"):
         cluster.client(tls=peer_cert).open("/mtls/x")

@@ -5,8 +5,8 @@ import sqlite3
 from contextlib import closing
 
 import pytest
-
 from conftest import poll_for
+
 from st_py.errors import NotEnoughPeersError
 from st_py.infofile import InfofileReader
 
@@ -34,8 +34,9 @@ def test_tracker_restart_keeps_every_committed_record(cluster):
 def test_peer_missing_announces_is_failed_and_left_out(cluster):
     c = cluster.client()
     dead = cluster.kill_peer(0)
-    st = poll_for(lambda: (s := c.status()).failed_peers == 1 and s, timeout=10,
-                  what="the tracker to mark the killed peer failed")
+    st = poll_for(
+        lambda: (s := c.status()).failed_peers == 1 and s, timeout=10, what="the tracker to mark the killed peer failed"
+    )
     assert [p.addr for p in st.peers if not p.alive] == [dead]
     f = c.create("/tr/new", replication="x2")
     assert dead not in [p.addr for p in f.info.peers]
@@ -155,8 +156,23 @@ def test_tracker_reads_its_options_from_a_config_file(tmp_path, peer_bin):
     d = Daemon("tracker", [sys.executable, "-m", "st_py.tracker", "--config", str(conf)], tmp_path / "t.log")
     peer = None
     try:
-        peer = Daemon("peer", [peer_bin, "--data", str(tmp_path / "p"), "--port", "0", "--tracker", d.addr,
-                               "--key-file", str(key), "--announce-interval", "0.2"], tmp_path / "p.log")
+        peer = Daemon(
+            "peer",
+            [
+                peer_bin,
+                "--data",
+                str(tmp_path / "p"),
+                "--port",
+                "0",
+                "--tracker",
+                d.addr,
+                "--key-file",
+                str(key),
+                "--announce-interval",
+                "0.2",
+            ],
+            tmp_path / "p.log",
+        )
         with Client(d.addr) as c:
             poll_for(lambda: c.status().alive_peers == 1, what="the peer's announce")
             with c.create("/conf/f", replication="x1") as f:
@@ -201,8 +217,10 @@ def test_a_retried_commit_never_brings_back_a_record_deleted_meanwhile(cluster):
     with c.create("/t/retry", "x1") as f:
         f.put("kept", b"k")
         name, file_id, t = f.name, f.file_id, f._tracker
-    rec = [pb.RecordCommit(name="r", size=1, crc32c=7, peer_idx=[0]),
-           pb.RecordCommit(name="kept2", size=1, crc32c=8, peer_idx=[1])]
+    rec = [
+        pb.RecordCommit(name="r", size=1, crc32c=7, peer_idx=[0]),
+        pb.RecordCommit(name="kept2", size=1, crc32c=8, peer_idx=[1]),
+    ]
     assert t.commit(name, file_id, rec, request_id="req-1").committed == 2
     t.delete(name, file_id, records=["r"])
     again = t.commit(name, file_id, rec, request_id="req-1")  # the retry: applied before, not again

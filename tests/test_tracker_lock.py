@@ -9,18 +9,25 @@ import subprocess
 import sys
 
 from conftest import poll_for
+
 from st_py.cluster import read_cluster_file
 
 
 def _tracker(root, state, timeout=30):
-    return subprocess.run([sys.executable, "-m", "st_py.tracker", "--root", str(root), "--state-dir", str(state),
-                           "--port", "0"], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "st_py.tracker", "--root", str(root), "--state-dir", str(state), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_a_second_tracker_refuses_to_start(cluster, tmp_path):
     pid, addr = cluster.tracker.pid, cluster.tracker_addr
-    for root, state in ((cluster.namespace, tmp_path / "other-state"),  # the same namespace
-                        (tmp_path / "other-ns", cluster.data_dir / "tracker")):  # the same state directory
+    for root, state in (
+        (cluster.namespace, tmp_path / "other-state"),  # the same namespace
+        (tmp_path / "other-ns", cluster.data_dir / "tracker"),
+    ):  # the same state directory
         r = _tracker(root, state)
         assert r.returncode != 0
         lines = r.stderr.strip().splitlines()
@@ -37,12 +44,19 @@ def test_a_second_tracker_refuses_to_start(cluster, tmp_path):
 
 def test_up_twice_gives_one_line(tmp_path, peer_bin):
     data = tmp_path / "st-data"
-    up = subprocess.Popen([sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "2",
-                           "--announce-interval", "0.3"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "2", "--announce-interval", "0.3"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         info = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
-        r = subprocess.run([sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "2"],
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "2"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 2
         err = r.stderr.strip().splitlines()
         assert len(err) == 1 and "Traceback" not in r.stderr, r.stderr

@@ -34,18 +34,23 @@ def test_a_tracker_paused_past_the_window_fails_no_peer(make_cluster):
         f.put("r", b"data")
     # a peer that really dies is still failed
     dead = cluster.kill_peer(0)
-    s = poll_for(lambda: (lambda s: s if s["totals"]["failed_peers"] == 1 else None)(status(cluster)),
-                 what="the killed peer to be failed")
+    s = poll_for(
+        lambda: (lambda s: s if s["totals"]["failed_peers"] == 1 else None)(status(cluster)),
+        what="the killed peer to be failed",
+    )
     assert any(e["kind"] == "failed" and e["addr"] == dead for e in s["recent_failures"])
 
 
 def test_failure_history_survives_a_tracker_restart(make_cluster):
     cluster = make_cluster(3)
     dead = cluster.kill_peer(2)
-    poll_for(lambda: any(e["kind"] == "failed" and e["addr"] == dead for e in status(cluster)["recent_failures"]),
-             what="the failure event")
+    poll_for(
+        lambda: any(e["kind"] == "failed" and e["addr"] == dead for e in status(cluster)["recent_failures"]),
+        what="the failure event",
+    )
     before = [e for e in status(cluster)["recent_failures"] if e["addr"] == dead]
     cluster.restart_tracker()
     after = status(cluster)["recent_failures"]
     assert [(e["kind"], e["addr"], e["detail"]) for e in before] == [
-        (e["kind"], e["addr"], e["detail"]) for e in after if e["addr"] == dead][:len(before)]
+        (e["kind"], e["addr"], e["detail"]) for e in after if e["addr"] == dead
+    ][: len(before)]

@@ -13,8 +13,9 @@ import subprocess
 import sys
 
 from conftest import poll_for
-from st_py.cluster import read_cluster_file
 from test_cli import children_of, pid_alive, st
+
+from st_py.cluster import read_cluster_file
 
 
 def _cmdline(pid: int) -> str:
@@ -36,9 +37,24 @@ def _start(data, *extra, out=None):
     """`storetorrent up` with 3 peers; its stdout into the file ``out``."""
     f = out.open("w") if out else None
     try:
-        return subprocess.Popen([sys.executable, "-m", "st_py.cli", "up", "--data", str(data), "--peers", "3",
-                                 "--announce-interval", "0.3", *extra],
-                                stdout=f or subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "st_py.cli",
+                "up",
+                "--data",
+                str(data),
+                "--peers",
+                "3",
+                "--announce-interval",
+                "0.3",
+                *extra,
+            ],
+            stdout=f or subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     finally:
         if f:
             f.close()  # the child has its own descriptor
@@ -83,17 +99,33 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
         lines = _plain_lines(poll_for(lambda: "export STORETORRENT_TRACKER" in (t := printed.read_text()) and t))
         assert f"status   http://127.0.0.1:{status_port}/   (metrics: /metrics)" in lines
         assert f"namespace {data / 'namespace'}" in lines and len(str(data / "namespace")) > 70
-        # `storetorrent status` into a pipe: a title, a header and one line per peer, however wide
+        # `storetorrent status` into a pipe: a title, a header and one line per peer, however wide,
+        # then one line of each class's expected durability
         table = _plain_lines(st("status", data=data).stdout)
-        assert len(table) == 2 + 3 and table[0].startswith("3 alive, 0 failed, 0 files; no record short of copies")
-        assert table[1].split() == ["name", "peer", "state", "up_s", "restarts", "records", "used_bytes",
-                                    "free_bytes", "reserved_bytes", "load", "last_announce_s", "domain"]
-        assert [re.split(r"\s+", row)[:3] for row in table[2:]] == [
-            [f"peer-{i}", a, "alive"] for i, a in sorted(enumerate(first["peers"]), key=lambda x: x[1])]
+        assert len(table) == 2 + 3 + 1 and table[0].startswith("3 alive, 0 failed, 0 files; no record short of copies")
+        assert table[1].split() == [
+            "name",
+            "peer",
+            "state",
+            "up_s",
+            "restarts",
+            "records",
+            "used_bytes",
+            "free_bytes",
+            "reserved_bytes",
+            "load",
+            "last_announce_s",
+            "domain",
+        ]
+        assert table[5].startswith("durability, 3 peers failing once in") and "x3 MTTDL" in table[5]
+        assert [re.split(r"\s+", row)[:3] for row in table[2:5]] == [
+            [f"peer-{i}", a, "alive"] for i, a in sorted(enumerate(first["peers"]), key=lambda x: x[1])
+        ]
         poll_for(lambda: _peer_pid(up.pid, 1), what="peer-1 running")
         # a progress bar on a terminal; nothing of it (not even an empty line) in a pipe
         assert _plain_lines(st("put", "/sup/a", str(src), "--replication", "x2", data=data).stdout) == [
-            "stored 6 records in /sup/a"]
+            "stored 6 records in /sup/a"
+        ]
         old = _peer_pid(up.pid, 1)
         os.kill(old, signal.SIGKILL)
         # The cluster keeps serving while peer-1 is down ...
@@ -101,11 +133,13 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
         st("get", "/sup/a", "shots/4.bin", "-o", str(out), data=data)
         assert out.read_bytes() == bytes([4]) * 500
         # ... and peer-1 comes back, as the same address.
-        new = poll_for(lambda: (p := _peer_pid(up.pid, 1)) and p != old and p, timeout=30,
-                       what="peer-1 restarted")
+        new = poll_for(lambda: (p := _peer_pid(up.pid, 1)) and p != old and p, timeout=30, what="peer-1 restarted")
         assert pid_alive(new)
-        poll_for(lambda: sum(1 for p in _status_peers(data) if p["state"] == "alive") == 3, timeout=30,
-                 what="3 live peers again")
+        poll_for(
+            lambda: sum(1 for p in _status_peers(data) if p["state"] == "alive") == 3,
+            timeout=30,
+            what="3 live peers again",
+        )
         assert sorted(p["peer"] for p in _status_peers(data)) == sorted(first["peers"])
         restarts = {p["name"]: p["restarts"] for p in _status_peers(data)}
         assert restarts == {"peer-0": 0, "peer-1": 1, "peer-2": 0}  # the tracker saw the restart too
@@ -120,7 +154,8 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
         assert again["peers"] == first["peers"]
         assert again["status"] == f"127.0.0.1:{status_port}"
         assert f"status   http://127.0.0.1:{status_port}/   (metrics: /metrics)" in _plain_lines(
-            poll_for(lambda: "export STORETORRENT_TRACKER" in (t := printed.read_text()) and t))
+            poll_for(lambda: "export STORETORRENT_TRACKER" in (t := printed.read_text()) and t)
+        )
         out = tmp_path / "out2.bin"
         st("get", "/sup/a", "shots/5.bin", "-o", str(out), data=data)
         assert out.read_bytes() == bytes([5]) * 500

@@ -11,11 +11,11 @@ import threading
 import time
 
 import pytest
-
 from checks import admin_scrub, check_exactly_once, reveal_all
-from st_py.errors import BadNameError, LeaseHeldError, LeaseLostError, RecordExistsError
-from st_py.getlocal import reveal
 from test_metrics import scrape, value
+
+from st_py.errors import BadNameError, LeaseHeldError, LeaseLostError, RecordExistsError, RecordNotFoundError
+from st_py.getlocal import reveal
 
 
 def _versions(cluster, name: str) -> dict:
@@ -49,8 +49,11 @@ def test_replace_makes_a_new_version_current_and_write_once_stays_the_default(cl
     v = _versions(cluster, "/v/basic")
     assert v["r1"][0] == 2 and v["r1"][1].startswith(".st-version/")
     assert v["fresh"][0] == 0 and v["r2"] == (0, None)
-    meta = sqlite3.connect(cluster.namespace / "v/basic").execute(
-        "SELECT value FROM meta WHERE key = 'format_version'").fetchone()[0]
+    meta = (
+        sqlite3.connect(cluster.namespace / "v/basic")
+        .execute("SELECT value FROM meta WHERE key = 'format_version'")
+        .fetchone()[0]
+    )
     assert int(meta) == 3  # peers that do not know versions refuse it
 
 
@@ -127,8 +130,9 @@ def test_one_writer_at_a_time_and_a_dead_writers_lease_runs_out(cluster, tmp_pat
         f.put("doc", b"version 0")
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
-    w = subprocess.Popen([sys.executable, str(script), cluster.tracker_addr], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE)
+    w = subprocess.Popen(
+        [sys.executable, str(script), cluster.tracker_addr], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     try:
         assert w.stdout.readline().strip() == b"ready"
         with c.open("/v/lease") as f:
@@ -217,3 +221,26 @@ def test_rebalance_and_scrub_keep_the_current_version(make_cluster):
         assert {n: f.get(n) for n in blobs} == blobs
         plan, recs = reveal_all(f)
         check_exactly_once(recs, blobs)
+
+
+def test_deleting_a_replaced_record_deletes_every_version(cluster):
+    """Found by the stateful model test: the older version of a replaced
+    record stays on its holders for GET_LOCAL plans of older generations.
+    Deleting the record deletes it too, so a second delete is refused
+    (nothing is left to find) and the name can be put again."""
+    c = cluster.client()
+    with c.create("/v/del", "x2") as f:
+        f.put("c.csv", b"first")
+    with c.open("/v/del") as f:
+        f.put("c.csv", b"second", replace=True)
+    with c.open("/v/del") as f:
+        f.delete("c.csv")
+    held = [p for p in cluster.data_dir.glob("peers/*/**/*") if p.is_file() and "c.csv" in p.name]
+    assert held == []  # no version of it on any peer
+    with c.open("/v/del") as f:
+        assert f.names() == []
+        with pytest.raises(RecordNotFoundError):
+            f.delete("c.csv")
+        f.put("c.csv", b"third")
+    with c.open("/v/del") as f:
+        assert f.get("c.csv") == b"third"

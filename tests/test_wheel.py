@@ -32,19 +32,27 @@ print("round trip ok")
 @pytest.mark.timeout(1500)
 def test_the_wheel_installs_and_runs_on_its_own_libraries(tmp_path):
     dist = tmp_path / "dist"
-    subprocess.run(["bash", str(ROOT / "scripts/build-wheel.sh"), str(dist)], cwd=ROOT, check=True,
-                   env={**os.environ, "PYTHON": sys.executable}, capture_output=True, timeout=1200)
+    subprocess.run(
+        ["bash", str(ROOT / "scripts/build-wheel.sh"), str(dist)],
+        cwd=ROOT,
+        check=True,
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        timeout=1200,
+    )
     wheels = list(dist.glob("storetorrent-*-manylinux_2_35_x86_64.whl"))
     assert len(wheels) == 1, list(dist.iterdir())
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheels[0])], check=True, timeout=900,
-                   capture_output=True)
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", str(wheels[0])], check=True, timeout=900, capture_output=True
+    )
     out = subprocess.run([str(env_dir / "bin" / "st-peer"), "--help"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and "usage: st-peer" in out.stdout + out.stderr
-    version = subprocess.run([str(env_dir / "bin" / "storetorrent"), "--version"], capture_output=True, text=True,
-                             timeout=60)
+    version = subprocess.run(
+        [str(env_dir / "bin" / "storetorrent"), "--version"], capture_output=True, text=True, timeout=60
+    )
     assert "0.1.0" in version.stdout
     # The binary resolves its libraries inside the wheel, not from the system.
     binary = next(env_dir.glob("lib/python*/site-packages/storetorrent.scripts/st-peer"))
@@ -52,6 +60,12 @@ def test_the_wheel_installs_and_runs_on_its_own_libraries(tmp_path):
     for line in ldd.splitlines():
         if any(lib in line for lib in SYSTEM_LIBS):
             assert "storetorrent.libs" in line, line
-    rt = subprocess.run([str(py), "-c", ROUND_TRIP], capture_output=True, text=True, timeout=120,
-                        cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    rt = subprocess.run(
+        [str(py), "-c", ROUND_TRIP],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
     assert rt.returncode == 0 and "round trip ok" in rt.stdout, rt.stdout + rt.stderr

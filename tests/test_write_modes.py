@@ -68,8 +68,9 @@ def test_overwrite_is_atomic_for_readers(cluster, monkeypatch):
     t.start()
     try:
         for gen in range(1, 6):
-            to_storetorrent(dd.from_pandas(_frame(0, 1_000).assign(gen=gen), npartitions=5), "/wm/atomic",
-                            mode="overwrite")
+            to_storetorrent(
+                dd.from_pandas(_frame(0, 1_000).assign(gen=gen), npartitions=5), "/wm/atomic", mode="overwrite"
+            )
     finally:
         stop.set()
         t.join()

@@ -30,8 +30,9 @@ def _head(fs, path: str) -> bytes:
         return fh.read(8)
 
 
-def dataset(paths: str | list[str], *, tracker: str | None = None, schema: pa.Schema | None = None,
-            local: bool | None = None):
+def dataset(
+    paths: str | list[str], *, tracker: str | None = None, schema: pa.Schema | None = None, local: bool | None = None
+):
     """A pyarrow Dataset over the records of StoreTorrent files ``paths``.
 
     Parameters
@@ -112,4 +113,3 @@ def dataset(paths: str | list[str], *, tracker: str | None = None, schema: pa.Sc
     if not out:
         return ds.dataset(schema.empty_table())
     return out[0] if len(out) == 1 else ds.dataset(out)
-

@@ -56,8 +56,11 @@ def worker_of_peers(peers: list[str], dclient) -> dict[str, str]:
         if not match and (host.startswith("127.") or host in local):
             match = sorted(a for a in workers if _worker_host(a) in local or _worker_host(a).startswith("127."))
         if not match:
-            raise PlacementError(f"no Dask worker runs on the host of peer {addr}: start one there "
-                                 f"(e.g. `dask worker SCHEDULER --name {addr}`)", peer=addr)
+            raise PlacementError(
+                f"no Dask worker runs on the host of peer {addr}: start one there "
+                f"(e.g. `dask worker SCHEDULER --name {addr}`)",
+                peer=addr,
+            )
         out[addr] = match[rr % len(match)]
         rr += 1
     return out
@@ -75,8 +78,11 @@ class _ReadPartition:
 
         if columns is None:  # no projection from dask's optimizer: the reader's own
             columns = self.columns
-        cols = None if columns is None else [c for c in ([columns] if isinstance(columns, str) else list(columns))
-                                             if c != PATH_COLUMN]
+        cols = (
+            None
+            if columns is None
+            else [c for c in ([columns] if isinstance(columns, str) else list(columns)) if c != PATH_COLUMN]
+        )
         t = read_unit_table(unit, self.schema, cols, self.filter, self.opts)
         return t.to_pandas(types_mapper=pd.ArrowDtype)
 
@@ -101,15 +107,25 @@ def infer_schema(plan: ScanPlan, opts: ScanOptions, dclient, placement: dict[str
     futs = []
     for peer in dict.fromkeys(u.peer for u in todo):
         merged = ReadUnit.of(peer, (r for u in todo if u.peer == peer for r in u.records))
-        futs.append(dclient.submit(_schemas, merged, opts, workers=[placement[peer]],
-                                   allow_other_workers=False, pure=False))
+        futs.append(
+            dclient.submit(_schemas, merged, opts, workers=[placement[peer]], allow_other_workers=False, pure=False)
+        )
     return unify(sources + [s for part in dclient.gather(futs) for s in part] if futs else sources)
 
 
-def read_storetorrent(paths: str | list[str], *, columns: list[str] | str | None = None, filters=None,
-                      blocksize: int | str | None = "128MiB", schema: pa.Schema | None = None,
-                      include_paths: bool = False, format: str | None = None, decoder=None,
-                      tracker: str | None = None, client=None):
+def read_storetorrent(
+    paths: str | list[str],
+    *,
+    columns: list[str] | str | None = None,
+    filters=None,
+    blocksize: int | str | None = "128MiB",
+    schema: pa.Schema | None = None,
+    include_paths: bool = False,
+    format: str | None = None,
+    decoder=None,
+    tracker: str | None = None,
+    client=None,
+):
     """Read StoreTorrent files as a lazy ``dask.dataframe.DataFrame``.
 
     Parameters
@@ -195,16 +211,16 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | str | None
         placement = worker_of_peers(plan.peers, dclient)
         pin_dask_partitions(dclient, placement)
         if schema is None:
-            schema = infer_schema(plan, opts, dclient, placement) if plan.units else project(
-                unify([]), None)
+            schema = infer_schema(plan, opts, dclient, placement) if plan.units else project(unify([]), None)
     check_columns(schema, cols, dnf if dnf is not None else filt)
     out_schema = project(schema, cols)
     if include_paths:
         out_schema = out_schema.append(pa.field(PATH_COLUMN, pa.string()))
     meta = out_schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
     units = plan.units or [ReadUnit("")]
-    ddf = dd.from_map(_ReadPartition(schema, filt, opts, cols), units, meta=meta, label="read-storetorrent",
-                      enforce_metadata=False)
+    ddf = dd.from_map(
+        _ReadPartition(schema, filt, opts, cols), units, meta=meta, label="read-storetorrent", enforce_metadata=False
+    )
     return ddf[series] if series is not None else ddf
 
 
@@ -227,9 +243,12 @@ def _check_all_local(plan: ScanPlan) -> None:
 
     remote = [p for p in plan.peers if not is_local(p)]
     if remote:
-        raise PlacementError(f"peers {', '.join(remote[:3])} are on other hosts and no Dask client is running: "
-                             "start one first, e.g. `from distributed import Client; client = "
-                             "Client(\"SCHEDULER:8786\")` with a worker on each storage node", peer=remote[0])
+        raise PlacementError(
+            f"peers {', '.join(remote[:3])} are on other hosts and no Dask client is running: "
+            "start one first, e.g. `from distributed import Client; client = "
+            'Client("SCHEDULER:8786")` with a worker on each storage node',
+            peer=remote[0],
+        )
 
 
 def _to_expression(filters):

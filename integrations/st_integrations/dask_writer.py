@@ -27,9 +27,18 @@ def _write_partition(df, job, partition_info=None):
     return pd.DataFrame({"staged": [staged]})
 
 
-def to_storetorrent(ddf, name: str, replication: str = "x2", format: str = "parquet", *,
-                    tracker: str | None = None, prefix: str | None = None, format_options: dict | None = None,
-                    client=None, mode: str = "error") -> int:
+def to_storetorrent(
+    ddf,
+    name: str,
+    replication: str = "x2",
+    format: str = "parquet",
+    *,
+    tracker: str | None = None,
+    prefix: str | None = None,
+    format_options: dict | None = None,
+    client=None,
+    mode: str = "error",
+) -> int:
     """Write ``ddf`` into StoreTorrent file ``name``, one record per
     partition, atomically: every record becomes visible in one commit at the
     end, or (the job failed) none.

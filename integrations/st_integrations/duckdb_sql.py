@@ -54,14 +54,18 @@ def sqlite_extension_dir() -> str:
 
     spec = importlib.util.find_spec("duckdb_ext")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("DuckDB's sqlite extension is missing: pip install "
-                           f"duckdb-ext-sqlite=={duckdb.__version__}.* (it must match duckdb {duckdb.__version__})")
+        raise RuntimeError(
+            "DuckDB's sqlite extension is missing: pip install "
+            f"duckdb-ext-sqlite=={duckdb.__version__}.* (it must match duckdb {duckdb.__version__})"
+        )
     root = Path(list(spec.submodule_search_locations)[0]) / "extensions"
     want = root / f"v{duckdb.__version__}"
     if not want.is_dir():
         have = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
-        raise RuntimeError(f"duckdb-ext-sqlite ships {have}, but duckdb is v{duckdb.__version__}: "
-                           "install matching versions (pyproject pins duckdb==1.4.4)")
+        raise RuntimeError(
+            f"duckdb-ext-sqlite ships {have}, but duckdb is v{duckdb.__version__}: "
+            "install matching versions (pyproject pins duckdb==1.4.4)"
+        )
     return str(root)
 
 
@@ -76,8 +80,9 @@ def _has_objects(path: str) -> bool:
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'objects'").fetchone() \
-            is not None
+        return (
+            conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'objects'").fetchone() is not None
+        )
     finally:
         conn.close()
 
@@ -112,30 +117,44 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
         con.execute(f"ATTACH {_quote(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
         q = _quote(fname)
         plain = f"NOT starts_with(name, {_quote(STRIPE_PREFIX)})"
-        rec.append(f"SELECT {q} AS file, name, size, crc32c, commit_seq, committed_at, 'record' AS kind "
-                   f"FROM {alias}.records WHERE {plain}")
+        rec.append(
+            f"SELECT {q} AS file, name, size, crc32c, commit_seq, committed_at, 'record' AS kind "
+            f"FROM {alias}.records WHERE {plain}"
+        )
         if _has_objects(path):
-            rec.append(f"SELECT {q} AS file, name, size, crc32c, commit_seq, committed_at, 'object' AS kind "
-                       f"FROM {alias}.objects WHERE name IS NOT NULL")  # a column read: WITHOUT ROWID
+            rec.append(
+                f"SELECT {q} AS file, name, size, crc32c, commit_seq, committed_at, 'object' AS kind "
+                f"FROM {alias}.objects WHERE name IS NOT NULL"
+            )  # a column read: WITHOUT ROWID
             stripes.append(
                 f"SELECT {q} AS file, o.name AS object, CAST(regexp_extract(r.name, '/([0-9]+)$', 1) AS INTEGER) "
                 f"AS stripe, r.name, r.size, r.crc32c FROM {alias}.records r JOIN {alias}.objects o "
                 f"ON o.name = regexp_extract(r.name, '^\\.st-stripe/(.*)/[0-9]+$', 1) WHERE starts_with(r.name, "
-                f"{_quote(STRIPE_PREFIX)})")
-        cop.append(f"SELECT {q} AS file, c.name, c.copy_rank, c.peer_idx, p.peer_id, p.addr "
-                   f"FROM {alias}.copies c JOIN {alias}.peers p USING (peer_idx)")
+                f"{_quote(STRIPE_PREFIX)})"
+            )
+        cop.append(
+            f"SELECT {q} AS file, c.name, c.copy_rank, c.peer_idx, p.peer_id, p.addr "
+            f"FROM {alias}.copies c JOIN {alias}.peers p USING (peer_idx)"
+        )
         # One row per file: three unions of one-row aggregates (meta, records, objects), joined on
         # the file once (cross joins inside every branch made DuckDB's planner superlinear in the
         # number of files); every aggregate reads a column, as DuckDB's sqlite scanner cannot scan
         # a WITHOUT ROWID table (meta, objects) by ROWID
-        fmeta.append(f"SELECT {q} AS file, max(value) FILTER (WHERE key = 'file_id') AS file_id, "
-                     f"max(value) FILTER (WHERE key = 'replication') AS replication, "
-                     f"max(value) FILTER (WHERE key = 'copies') AS copies FROM {alias}.meta "
-                     f"WHERE key IN ('file_id', 'replication', 'copies')")
-        frec.append(f"SELECT {q} AS file, count(*) FILTER (WHERE {plain}) AS n, coalesce(sum(size), 0) AS b "
-                    f"FROM {alias}.records")
-        fobj.append(f"SELECT {q} AS file, count(*) AS n FROM {alias}.objects WHERE name IS NOT NULL"
-                    if _has_objects(path) else f"SELECT {q} AS file, 0 AS n")
+        fmeta.append(
+            f"SELECT {q} AS file, max(value) FILTER (WHERE key = 'file_id') AS file_id, "
+            f"max(value) FILTER (WHERE key = 'replication') AS replication, "
+            f"max(value) FILTER (WHERE key = 'copies') AS copies FROM {alias}.meta "
+            f"WHERE key IN ('file_id', 'replication', 'copies')"
+        )
+        frec.append(
+            f"SELECT {q} AS file, count(*) FILTER (WHERE {plain}) AS n, coalesce(sum(size), 0) AS b "
+            f"FROM {alias}.records"
+        )
+        fobj.append(
+            f"SELECT {q} AS file, count(*) AS n FROM {alias}.objects WHERE name IS NOT NULL"
+            if _has_objects(path)
+            else f"SELECT {q} AS file, 0 AS n"
+        )
     if not rec:
         raise ValueError("connect() needs at least one infofile")
     _union_view(con, "records", rec)
@@ -143,16 +162,20 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
     if stripes:
         _union_view(con, "stripes", stripes)
     else:
-        con.execute("CREATE VIEW stripes AS SELECT NULL::VARCHAR AS file, NULL::VARCHAR AS object, "
-                    "NULL::INTEGER AS stripe, NULL::VARCHAR AS name, NULL::BIGINT AS size, NULL::BIGINT AS crc32c "
-                    "WHERE false")
+        con.execute(
+            "CREATE VIEW stripes AS SELECT NULL::VARCHAR AS file, NULL::VARCHAR AS object, "
+            "NULL::INTEGER AS stripe, NULL::VARCHAR AS name, NULL::BIGINT AS size, NULL::BIGINT AS crc32c "
+            "WHERE false"
+        )
     _union_view(con, "_st_files_meta", fmeta)
     _union_view(con, "_st_files_records", frec)
     _union_view(con, "_st_files_objects", fobj)
-    con.execute("CREATE VIEW files AS SELECT m.file, CAST(m.file_id AS BIGINT) AS file_id, "
-                "CAST(m.replication AS VARCHAR) AS replication, CAST(m.copies AS INTEGER) AS copies, "
-                "r.n + o.n AS records, CAST(r.b AS BIGINT) AS bytes FROM _st_files_meta m "
-                "JOIN _st_files_records r USING (file) JOIN _st_files_objects o USING (file)")
+    con.execute(
+        "CREATE VIEW files AS SELECT m.file, CAST(m.file_id AS BIGINT) AS file_id, "
+        "CAST(m.replication AS VARCHAR) AS replication, CAST(m.copies AS INTEGER) AS copies, "
+        "r.n + o.n AS records, CAST(r.b AS BIGINT) AS bytes FROM _st_files_meta m "
+        "JOIN _st_files_records r USING (file) JOIN _st_files_objects o USING (file)"
+    )
     return con
 
 
@@ -167,7 +190,7 @@ def _union_view(con, name: str, parts: list[str]) -> None:
         grouped = []
         for i in range(0, len(parts), UNION_FANOUT):
             sub = f"_st_{name}_{level}_{i // UNION_FANOUT}"
-            con.execute(f"CREATE VIEW {sub} AS " + " UNION ALL ".join(parts[i:i + UNION_FANOUT]))
+            con.execute(f"CREATE VIEW {sub} AS " + " UNION ALL ".join(parts[i : i + UNION_FANOUT]))
             grouped.append(f"SELECT * FROM {sub}")
         parts, level = grouped, level + 1
     con.execute(f"CREATE VIEW {name} AS " + " UNION ALL ".join(parts))

@@ -30,15 +30,24 @@ Pushdown (docs/analysis.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TypeAlias
 
 import pyarrow as pa
 
 from st_py.errors import RecordFormatError, StoreTorrentError
-from st_py.record_format import (FORMATS, HEAD_BYTES, IGNORE_PREFIXES, RAW_SCHEMA, dataset_format, detect,
-                                 extension_format, ignored, schema_of)
+from st_py.record_format import (
+    FORMATS,
+    HEAD_BYTES,
+    IGNORE_PREFIXES,
+    RAW_SCHEMA,
+    dataset_format,
+    detect,
+    extension_format,
+    ignored,
+    schema_of,
+)
 
 __all__ = ["FORMATS", "HEAD_BYTES", "IGNORE_PREFIXES", "RAW_SCHEMA", "RecordFormatError", "detect", "ignored"]
 
@@ -131,8 +140,15 @@ def record_schema(name: str, path: Source, fmt: str | None = None) -> pa.Schema:
     return schema_of(name, path, fmt)
 
 
-def scan_record(name: str, path: Source, fmt: str | None, schema: pa.Schema, columns: list[str] | None = None,
-                filter=None, batch_size: int = 131_072) -> Iterator[pa.RecordBatch]:
+def scan_record(
+    name: str,
+    path: Source,
+    fmt: str | None,
+    schema: pa.Schema,
+    columns: list[str] | None = None,
+    filter=None,
+    batch_size: int = 131_072,
+) -> Iterator[pa.RecordBatch]:
     """Read one record from local disk as Arrow record batches in the
     dataset's schema.
 
@@ -200,9 +216,14 @@ def scan_record(name: str, path: Source, fmt: str | None, schema: pa.Schema, col
         if extra:
             raise SchemaConflictError(
                 f"record {name!r} has columns {extra} that the dataset's schema lacks; pass a schema= that "
-                "includes them, or read the records separately", name, "", extra[0])
-        for b in frag.to_batches(schema=scan_schema, columns=out_schema.names, filter=filter,
-                                 batch_size=batch_size, use_threads=False):
+                "includes them, or read the records separately",
+                name,
+                "",
+                extra[0],
+            )
+        for b in frag.to_batches(
+            schema=scan_schema, columns=out_schema.names, filter=filter, batch_size=batch_size, use_threads=False
+        ):
             if b.num_rows:
                 yield conform(b, out_schema, name)
     except (pa.ArrowException, OSError) as e:
@@ -218,10 +239,14 @@ class StrayRecordError(RecordFormatError):
     record of the known format and ``other_format`` its format."""
 
     def __init__(self, record: str, other: str, other_format: str):
-        super().__init__(f"record {record!r} is of no known format (by its bytes and name), while {other!r} and "
-                         f"others are {other_format}: it would become rows of nulls. Delete or rename it (names "
-                         "starting with _ or . are skipped), read the files with format=\"raw\" or a decoder=, "
-                         "or name the records to read", record, "raw")
+        super().__init__(
+            f"record {record!r} is of no known format (by its bytes and name), while {other!r} and "
+            f"others are {other_format}: it would become rows of nulls. Delete or rename it (names "
+            'starting with _ or . are skipped), read the files with format="raw" or a decoder=, '
+            "or name the records to read",
+            record,
+            "raw",
+        )
         self.other, self.other_format = other, other_format
 
 
@@ -275,10 +300,16 @@ def unify(sources: list[SchemaSource]) -> pa.Schema:
                     raise SchemaConflictError(
                         f"records {origin[f.name]!r} and {src.record!r} cannot be read as one table: column "
                         f"{f.name!r} is {out.field(i).type} in the first and {f.type} in the second; pass "
-                        "schema= to read both as one type, or read them separately", origin[f.name],
-                        src.record, f.name) from e
-            raise SchemaConflictError(f"records {sources[0].record!r} and {src.record!r} cannot be unified: {e}",
-                                      sources[0].record, src.record) from e
+                        "schema= to read both as one type, or read them separately",
+                        origin[f.name],
+                        src.record,
+                        f.name,
+                    ) from e
+            raise SchemaConflictError(
+                f"records {sources[0].record!r} and {src.record!r} cannot be unified: {e}",
+                sources[0].record,
+                src.record,
+            ) from e
         for f in src.schema:
             origin.setdefault(f.name, src.record)
     return out
@@ -300,7 +331,11 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema, record: str) -> pa.RecordB
     if extra:
         raise SchemaConflictError(
             f"record {record!r} has columns {extra} that the dataset's schema lacks; pass a schema= that "
-            "includes them, or columns= to select the ones you want", record, "", extra[0])
+            "includes them, or columns= to select the ones you want",
+            record,
+            "",
+            extra[0],
+        )
     arrays = []
     for f in schema:
         i = batch.schema.get_field_index(f.name)
@@ -314,7 +349,10 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema, record: str) -> pa.RecordB
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
                 raise SchemaConflictError(
                     f"record {record!r}: column {f.name!r} of type {col.type} cannot be read as {f.type}: {e}",
-                    record, "", f.name) from e
+                    record,
+                    "",
+                    f.name,
+                ) from e
         arrays.append(col)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -344,8 +382,9 @@ def project(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
         return schema
     missing = [c for c in columns if schema.get_field_index(c) < 0]
     if missing:
-        raise ColumnNotFoundError(f"columns {missing} are not in the records; their columns: {schema.names}",
-                                  missing[0], schema.names)
+        raise ColumnNotFoundError(
+            f"columns {missing} are not in the records; their columns: {schema.names}", missing[0], schema.names
+        )
     return pa.schema([schema.field(c) for c in columns])
 
 
@@ -369,12 +408,18 @@ def check_columns(schema: pa.Schema, columns: list[str] | None, filter=None) -> 
         terms = [t for part in filter for t in (part if isinstance(part, list) else [part])]
         missing = [t[0] for t in terms if schema.get_field_index(t[0]) < 0]
         if missing:
-            raise ColumnNotFoundError(f"filters name {missing[0]!r}, which is not in the records; their columns: "
-                                      f"{schema.names}", missing[0], schema.names)
+            raise ColumnNotFoundError(
+                f"filters name {missing[0]!r}, which is not in the records; their columns: {schema.names}",
+                missing[0],
+                schema.names,
+            )
         return
     try:
         schema.empty_table().filter(filter)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, KeyError) as e:
-        raise ColumnNotFoundError(f"filter {filter} cannot apply to the records (a column it names is not "
-                                  f"there, or has another type); their columns: {schema.names}", "",
-                                  schema.names) from e
+        raise ColumnNotFoundError(
+            f"filter {filter} cannot apply to the records (a column it names is not "
+            f"there, or has another type); their columns: {schema.names}",
+            "",
+            schema.names,
+        ) from e

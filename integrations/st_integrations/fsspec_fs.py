@@ -46,8 +46,15 @@ from datetime import datetime, timezone
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 from fsspec.utils import stringify_path
 
-from st_py.errors import (BadNameError, ChecksumError, GetLocalError, RecordExistsError, RecordNotFoundError,
-                          StFileExistsError, StFileNotFoundError)
+from st_py.errors import (
+    BadNameError,
+    ChecksumError,
+    GetLocalError,
+    RecordExistsError,
+    RecordNotFoundError,
+    StFileExistsError,
+    StFileNotFoundError,
+)
 
 from .record_cache import RecordCache
 
@@ -78,7 +85,7 @@ def _split_url(path: str) -> tuple[str, str]:
     host = ""
     for prefix in (PROTOCOL + "://", PROTOCOL + "::"):
         if path.startswith(prefix):
-            path = path[len(prefix):]
+            path = path[len(prefix) :]
             if prefix.endswith("//") and not path.startswith("/"):
                 netloc, _, rest = path.partition("/")
                 if _TRACKER_RE.match(netloc):
@@ -114,14 +121,29 @@ def _not_found(path: str, what: str) -> FileNotFoundError:
 
 
 def _record_info(name: str, size: int, crc: int, committed_at: float) -> dict:
-    return {"name": name, "size": int(size), "type": "file", "st_type": "record", "crc32c": int(crc),
-            "created": float(committed_at), "mtime": float(committed_at)}
+    return {
+        "name": name,
+        "size": int(size),
+        "type": "file",
+        "st_type": "record",
+        "crc32c": int(crc),
+        "created": float(committed_at),
+        "mtime": float(committed_at),
+    }
 
 
 def _object_info(name: str, size: int, crc: int, committed_at: float, stripes: int, stripe_size: int) -> dict:
-    return {"name": name, "size": int(size), "type": "file", "st_type": "object", "crc32c": int(crc),
-            "created": float(committed_at), "mtime": float(committed_at), "stripes": int(stripes),
-            "stripe_size": int(stripe_size)}
+    return {
+        "name": name,
+        "size": int(size),
+        "type": "file",
+        "st_type": "object",
+        "crc32c": int(crc),
+        "created": float(committed_at),
+        "mtime": float(committed_at),
+        "stripes": int(stripes),
+        "stripe_size": int(stripe_size),
+    }
 
 
 def _object_info_at(path: str, om: tuple) -> dict:
@@ -259,9 +281,16 @@ class StoreTorrentFileSystem(AbstractFileSystem):
     root_marker = "/"
     cachable = True
 
-    def __init__(self, tracker: str | None = None, api_key: str | None = None, replication: str = "x2",
-                 local_reads: bool = True, tls: tuple | None = None, record_cache_bytes: int = 64 << 20,
-                 **kwargs):
+    def __init__(
+        self,
+        tracker: str | None = None,
+        api_key: str | None = None,
+        replication: str = "x2",
+        local_reads: bool = True,
+        tls: tuple | None = None,
+        record_cache_bytes: int = 64 << 20,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.tracker = tracker
         self.api_key = api_key
@@ -269,8 +298,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         self.local_reads = local_reads
         self.tls = tuple(tls) if tls else (None, None, None)
         self.record_cache_bytes = record_cache_bytes
-        self.stats = {"local_reads": 0, "get_reads": 0, "local_fallbacks": 0, "get_local_calls": 0,
-                      "cache_hits": 0}
+        self.stats = {"local_reads": 0, "get_reads": 0, "local_fallbacks": 0, "get_local_calls": 0, "cache_hits": 0}
         self._lock = threading.RLock()
         self._tls = threading.local()
         self._epoch = 0
@@ -408,9 +436,19 @@ class StoreTorrentFileSystem(AbstractFileSystem):
 
     # -- resolving paths ------------------------------------------------------
     def _remember(self, e) -> dict:
-        d = {"name": e.name, "size": 0, "type": "directory", "st_type": "file", "records": int(e.records),
-             "bytes": int(e.bytes), "replication": e.replication, "file_id": int(e.file_id), "owner": e.owner,
-             "group": e.group, "mode": int(e.mode)}
+        d = {
+            "name": e.name,
+            "size": 0,
+            "type": "directory",
+            "st_type": "file",
+            "records": int(e.records),
+            "bytes": int(e.bytes),
+            "replication": e.replication,
+            "file_id": int(e.file_id),
+            "owner": e.owner,
+            "group": e.group,
+            "mode": int(e.mode),
+        }
         with self._lock:
             self._known[e.name] = d
         return d
@@ -434,7 +472,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         with self._lock:
             for pre in _prefixes(path):
                 if pre in self._known:
-                    return ("file", pre, "") if pre == path else ("inside", pre, path[len(pre) + 1:])
+                    return ("file", pre, "") if pre == path else ("inside", pre, path[len(pre) + 1 :])
         for pre in _prefixes(path):
             try:
                 entries = self.client.ls(pre)
@@ -443,12 +481,12 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             if len(entries) == 1 and entries[0].name == pre and not entries[0].is_dir:
                 if not entries[0].file_id:  # a stray non-infofile in the namespace: not ours
                     parent = pre.rsplit("/", 1)[0] or "/"
-                    return "missing", parent, path[len(parent):].lstrip("/")
+                    return "missing", parent, path[len(parent) :].lstrip("/")
                 self._remember(entries[0])
-                return ("file", pre, "") if pre == path else ("inside", pre, path[len(pre) + 1:])
+                return ("file", pre, "") if pre == path else ("inside", pre, path[len(pre) + 1 :])
             if pre == path:
                 return "dir", path, entries
-            return "missing", pre, path[len(pre):].lstrip("/")
+            return "missing", pre, path[len(pre) :].lstrip("/")
         return "missing", "/", path.lstrip("/")  # not reached: the root always lists
 
     # -- records (the infofile, through st_py.infofile.InfofileReader) --------
@@ -501,19 +539,19 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                 cur = infofile.records_between(lo, _upper(prefix) if prefix else None)
                 nxt = None
                 for row in cur:
-                    head, sep, _ = row[0][len(prefix):].partition("/")
+                    head, sep, _ = row[0][len(prefix) :].partition("/")
                     if not sep:
                         if head:  # a name equal to the prefix ("a/") is not listed
                             records.append(row)
                         continue
                     if head and not _hidden(prefix + head + "/"):  # names with an empty component are
-                        dirs.append(prefix + head)                  # not listed (docs/fsspec.md)
+                        dirs.append(prefix + head)  # not listed (docs/fsspec.md)
                     nxt = prefix + head + "0"  # "0" sorts right after "/": past this pseudo-directory
                     break
                 cur.close()
                 lo = nxt
         for row in self._objects_under(fname, prefix):
-            head, sep, _ = row[0][len(prefix):].partition("/")
+            head, sep, _ = row[0][len(prefix) :].partition("/")
             if not sep:
                 records.append(row)
             elif head and prefix + head not in dirs:
@@ -524,17 +562,34 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         h = self._handle(fname)
         n, nbytes = h.infofile().stats()
         i = h.info
-        d = {"name": fname, "size": 0, "type": "directory", "st_type": "file", "records": n, "bytes": nbytes,
-             "replication": h.replication, "file_id": int(h.file_id), "owner": i.owner, "group": i.group,
-             "mode": int(i.mode)}
+        d = {
+            "name": fname,
+            "size": 0,
+            "type": "directory",
+            "st_type": "file",
+            "records": n,
+            "bytes": nbytes,
+            "replication": h.replication,
+            "file_id": int(h.file_id),
+            "owner": i.owner,
+            "group": i.group,
+            "mode": int(i.mode),
+        }
         with self._lock:
             self._known[fname] = d
         return d
 
     def _entry_info(self, e) -> dict | None:
         if e.is_dir:
-            return {"name": e.name, "size": 0, "type": "directory", "st_type": "dir", "owner": e.owner,
-                    "group": e.group, "mode": int(e.mode)}
+            return {
+                "name": e.name,
+                "size": 0,
+                "type": "directory",
+                "st_type": "dir",
+                "owner": e.owner,
+                "group": e.group,
+                "mode": int(e.mode),
+            }
         if not e.file_id:
             return None  # not an infofile: nothing StoreTorrent can read
         return dict(self._remember(e))
@@ -576,8 +631,10 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             out = [i for i in map(self._entry_info, entries) if i is not None]
         elif kind == "file" or (kind == "inside" and self._has_under(a, b + "/")):
             records, dirs = self._children(a, b + "/" if b else "")
-            out = [_object_info(f"{a}/{r[0]}", *r[1:]) if len(r) > 4 else self._rec_info(a, r[0], f"{a}/{r[0]}", r[1:])
-                   for r in records]
+            out = [
+                _object_info(f"{a}/{r[0]}", *r[1:]) if len(r) > 4 else self._rec_info(a, r[0], f"{a}/{r[0]}", r[1:])
+                for r in records
+            ]
             out += [_prefix_info(f"{a}/{d}") for d in dirs]
         elif kind == "inside" and (m := self._meta(a, b)) is not None:
             out = [self._rec_info(a, b, path, m)]
@@ -650,25 +707,34 @@ class StoreTorrentFileSystem(AbstractFileSystem):
 
     def _find_into(self, out: dict, kind: str, a: str, b, depth: int, maxdepth, withdirs: bool) -> None:
         if kind == "dir":
-            for e in (b if b is not None else self.client.ls(a)):
+            for e in b if b is not None else self.client.ls(a):
                 info = self._entry_info(e)
                 if info is None:
                     continue
                 if withdirs:
                     out[e.name] = info
                 if maxdepth is None or depth + 1 < maxdepth:
-                    self._find_into(out, "dir" if e.is_dir else "file", e.name, None if e.is_dir else "",
-                                    depth + 1, maxdepth, withdirs)
+                    self._find_into(
+                        out,
+                        "dir" if e.is_dir else "file",
+                        e.name,
+                        None if e.is_dir else "",
+                        depth + 1,
+                        maxdepth,
+                        withdirs,
+                    )
             return
         prefix = b + "/" if b else ""
         base = f"{a}/{prefix}"
         rows: list[tuple[str, Callable[[str], dict]]] = [
             (name, functools.partial(self._rec_info, a, name, meta=(size, crc, t)))
-            for name, size, crc, t in self._rows_under(a, prefix)]
-        rows += [(name, functools.partial(_object_info_at, om=tuple(om)))
-                 for name, *om in self._objects_under(a, prefix)]
+            for name, size, crc, t in self._rows_under(a, prefix)
+        ]
+        rows += [
+            (name, functools.partial(_object_info_at, om=tuple(om))) for name, *om in self._objects_under(a, prefix)
+        ]
         for name, make_info in rows:  # records and striped objects alike
-            parts = name[len(prefix):].split("/")
+            parts = name[len(prefix) :].split("/")
             if "" in parts:
                 continue  # not addressable as a path (docs/fsspec.md)
             room = len(parts) if maxdepth is None else min(len(parts), maxdepth - depth)
@@ -678,14 +744,13 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                     if d not in out:
                         out[d] = _prefix_info(d)
             if room == len(parts):
-                out[base + name[len(prefix):]] = make_info(base + name[len(prefix):])
+                out[base + name[len(prefix) :]] = make_info(base + name[len(prefix) :])
 
     def du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Bytes of the records below ``path`` (one copy; directories count
         0): an int, or ``{path: size}`` if not ``total``. From one
         :meth:`find`, not one ``info`` per record."""
-        sizes = {n: i["size"] for n, i in self.find(path, maxdepth=maxdepth, withdirs=withdirs,
-                                                    detail=True).items()}
+        sizes = {n: i["size"] for n, i in self.find(path, maxdepth=maxdepth, withdirs=withdirs, detail=True).items()}
         return sum(sizes.values()) if total else sizes
 
     def created(self, path):
@@ -783,8 +848,9 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             try:
                 data = h.get(rname)
             except RecordNotFoundError:
-                raise _not_found(f"{fname}/{rname}", f"no committed record {rname!r} in StoreTorrent file "
-                                                     f"{fname}") from None
+                raise _not_found(
+                    f"{fname}/{rname}", f"no committed record {rname!r} in StoreTorrent file {fname}"
+                ) from None
             with self._lock:
                 self.stats["get_reads"] += 1
         self._cache.put(key, data)
@@ -837,8 +903,11 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                 raise IsADirectoryError(errno.EISDIR, "a prefix of record names, not a record", path)
             raise _not_found(path, f"no committed record {rel!r} in StoreTorrent file {fname}")
         if kind in ("dir", "file"):
-            raise IsADirectoryError(errno.EISDIR, "a directory" if kind == "dir" else
-                                    "a StoreTorrent file (a directory of records), not a record", path)
+            raise IsADirectoryError(
+                errno.EISDIR,
+                "a directory" if kind == "dir" else "a StoreTorrent file (a directory of records), not a record",
+                path,
+            )
         raise _not_found(path, "no StoreTorrent directory, file or record")
 
     def cat_file(self, path, start=None, end=None, **kwargs):
@@ -911,13 +980,22 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             if isinstance(meta, _ObjectMeta):  # seekable; reads fetch only the stripes they touch
                 return io.BufferedReader(self._handle(fname).open(rname), buffer_size=1 << 20)
             kwargs.setdefault("cache_type", "none")
-            return StoreTorrentRecordFile(self, path, mode, block_size, autocommit, cache_options=cache_options,
-                                          size=self._rec_info(fname, rname, path, meta)["size"],
-                                          record=(fname, rname, meta), **kwargs)
+            return StoreTorrentRecordFile(
+                self,
+                path,
+                mode,
+                block_size,
+                autocommit,
+                cache_options=cache_options,
+                size=self._rec_info(fname, rname, path, meta)["size"],
+                record=(fname, rname, meta),
+                **kwargs,
+            )
         replication = kwargs.pop("replication", None)
         self._write_target(path, replace=mode == "wb")  # fail early: a directory, no file can hold it, exists (xb)
-        return StoreTorrentRecordFile(self, path, mode, block_size, autocommit, cache_options=cache_options,
-                                      replication=replication, **kwargs)
+        return StoreTorrentRecordFile(
+            self, path, mode, block_size, autocommit, cache_options=cache_options, replication=replication, **kwargs
+        )
 
     # -- writing --------------------------------------------------------------
     def _write_target(self, path: str, replace: bool = False):
@@ -930,24 +1008,35 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         kind, a, b = self._lookup(path)
         if kind == "inside":
             if self._obj_meta(a, b) is not None:
-                raise RecordExistsFSError(f"{b!r} is a striped object in {a}: objects are not replaced; delete "
-                                          "it first (fs.rm) or use another name")
+                raise RecordExistsFSError(
+                    f"{b!r} is a striped object in {a}: objects are not replaced; delete "
+                    "it first (fs.rm) or use another name"
+                )
             if self._meta(a, b) is not None and not replace:
-                raise RecordExistsFSError(f"record {b!r} is already committed in {a}: records are write-once; "
-                                          "delete it first (fs.rm) or use another name")
+                raise RecordExistsFSError(
+                    f"record {b!r} is already committed in {a}: records are write-once; "
+                    "delete it first (fs.rm) or use another name"
+                )
             return a, b, True
         if kind in ("dir", "file"):
-            raise IsADirectoryError(errno.EISDIR, "cannot write a record here: it is a namespace directory"
-                                    if kind == "dir" else "cannot write a record here: it is a StoreTorrent file",
-                                    path)
+            raise IsADirectoryError(
+                errno.EISDIR,
+                "cannot write a record here: it is a namespace directory"
+                if kind == "dir"
+                else "cannot write a record here: it is a StoreTorrent file",
+                path,
+            )
         parent, base = path.rsplit("/", 1)
         parent = parent or "/"
         if parent == "/" or a == parent:
             where = "the root" if parent == "/" else f"{parent}, a namespace directory"
             stem = parent.rstrip("/")
             raise IsADirectoryError(
-                errno.EISDIR, f"records live inside StoreTorrent files and the parent is {where}; write to "
-                f"{stem}/<file>/{base} to create StoreTorrent file {stem}/<file>", path)
+                errno.EISDIR,
+                f"records live inside StoreTorrent files and the parent is {where}; write to "
+                f"{stem}/<file>/{base} to create StoreTorrent file {stem}/<file>",
+                path,
+            )
         return parent, base, False
 
     def _write_record(self, path: str, data, replication: str | None = None, replace: bool = False) -> None:
@@ -959,14 +1048,17 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             h = self._handle(fname)
         else:
             try:
-                h = self._handle(fname, created=self.client.create(fname, replication or self.replication,
-                                                                   est_size=len(data)))
+                h = self._handle(
+                    fname, created=self.client.create(fname, replication or self.replication, est_size=len(data))
+                )
             except StFileExistsError:  # created meanwhile by another writer
                 h = self._handle(fname)
         try:
             if h.infofile().exists(rname) and not replace:
-                raise RecordExistsFSError(f"record {rname!r} is already committed in {fname}: records are "
-                                          "write-once; delete it first (fs.rm) or use another name")
+                raise RecordExistsFSError(
+                    f"record {rname!r} is already committed in {fname}: records are "
+                    "write-once; delete it first (fs.rm) or use another name"
+                )
             h.put(rname, data, replace=replace and h.infofile().exists(rname))
             h.flush()  # commit now: visible when close() returns
         except RecordExistsFSError:
@@ -994,8 +1086,9 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         """
         if mode not in ("overwrite", "create"):
             raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
-        self._write_record(self._strip_protocol(path), bytes(value), kwargs.get("replication"),
-                           replace=mode == "overwrite")
+        self._write_record(
+            self._strip_protocol(path), bytes(value), kwargs.get("replication"), replace=mode == "overwrite"
+        )
 
     def cp_file(self, path1, path2, **kwargs):
         """Copy one record (read, then a PUT; a committed target gets a new
@@ -1096,7 +1189,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                 except RecordNotFoundError:
                     pass  # deleted meanwhile
         else:
-            for e in (b if b is not None else self.client.ls(path)):
+            for e in b if b is not None else self.client.ls(path):
                 if e.is_dir:
                     self._rm_one(e.name, True)
                 elif e.file_id:
@@ -1145,14 +1238,35 @@ class StoreTorrentRecordFile(AbstractBufferedFile):
     more. Writing: bytes are buffered and stored as one record on close.
     """
 
-    def __init__(self, fs, path, mode="rb", block_size=None, autocommit=True, cache_type="none",
-                 cache_options=None, size=None, record=None, replication=None, **kwargs):
+    def __init__(
+        self,
+        fs,
+        path,
+        mode="rb",
+        block_size=None,
+        autocommit=True,
+        cache_type="none",
+        cache_options=None,
+        size=None,
+        record=None,
+        replication=None,
+        **kwargs,
+    ):
         self._record = record
         self._data = None
         self._replication = replication
         self._pending = None
-        super().__init__(fs, path, mode, block_size, autocommit, cache_type=cache_type,
-                         cache_options=cache_options, size=size, **kwargs)
+        super().__init__(
+            fs,
+            path,
+            mode,
+            block_size,
+            autocommit,
+            cache_type=cache_type,
+            cache_options=cache_options,
+            size=size,
+            **kwargs,
+        )
 
     @property
     def details(self):

@@ -52,7 +52,7 @@ def resource_peer(resource: str) -> str | None:
     """The peer address of a :func:`peer_resource` name, else None."""
     if not resource.startswith("st-peer-"):
         return None
-    host, _, port = resource[len("st-peer-"):].rpartition("-")
+    host, _, port = resource[len("st-peer-") :].rpartition("-")
     return f"{host}:{port}" if host and port.isdigit() else None
 
 
@@ -78,11 +78,15 @@ def ray_node_of_peers(peers: list[str]) -> dict[str, str]:
             host, _ = split_addr(addr)
             match = [n for n in nodes if n["NodeManagerAddress"] == host]
             if not match and (host.startswith("127.") or host in local):
-                match = [n for n in nodes if n["NodeManagerAddress"] in local or
-                         n["NodeManagerAddress"].startswith("127.")] or nodes[:1]
+                match = [
+                    n for n in nodes if n["NodeManagerAddress"] in local or n["NodeManagerAddress"].startswith("127.")
+                ] or nodes[:1]
         if not match:
-            raise PlacementError(f"no Ray node runs on the host of peer {addr}: start a Ray node there, or "
-                                 f"give one the resource {res!r}", peer=addr)
+            raise PlacementError(
+                f"no Ray node runs on the host of peer {addr}: start a Ray node there, or "
+                f"give one the resource {res!r}",
+                peer=addr,
+            )
         out[addr] = match[0]["NodeID"]
     return out
 
@@ -185,6 +189,7 @@ def pin_dask_partitions(dclient, placement: dict[str, str]) -> None:
     with ``{peer: worker address}``, given to it as the workers' names."""
     workers = dclient.scheduler_info(n_workers=-1)["workers"]
     placement = {peer: workers[a].get("name", a) if a in workers else a for peer, a in placement.items()}
+
     def add(dask_scheduler=None, placement=placement):
         plugin = dask_scheduler.plugins.get(DaskPinning.name)
         if plugin is None:

@@ -23,8 +23,7 @@ import functools
 import pyarrow as pa
 
 from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
-from .placement import (RAY_TESTED, peer_resource, ray_node_of_peers, ray_per_task_pinning, ray_pin_args,  # noqa: F401
-                        resource_peer)
+from .placement import RAY_TESTED, peer_resource, ray_node_of_peers, ray_per_task_pinning, ray_pin_args, resource_peer  # noqa: F401
 from .readplan import ReadUnit, ScanPlan, plan_scan
 from .scan import PATH_COLUMN, ScanOptions, kept_schema_sources, options_for, read_unit, unit_schemas
 
@@ -50,6 +49,7 @@ def _read_fn(unit: ReadUnit, schema: pa.Schema, columns, filter, opts: ScanOptio
                 buf, size = [], 0
         if buf:
             yield pa.Table.from_batches(buf)
+
     return read
 
 
@@ -59,8 +59,16 @@ class StoreTorrentDatasource(_Datasource):
     ``node_of`` maps each peer to its Ray node id; with ``only_node`` the
     source yields the units of that node only (the ``"node"`` placement)."""
 
-    def __init__(self, plan: ScanPlan, schema: pa.Schema, columns, filter, opts: ScanOptions,
-                 node_of: dict[str, str], only_node: str | None = None):
+    def __init__(
+        self,
+        plan: ScanPlan,
+        schema: pa.Schema,
+        columns,
+        filter,
+        opts: ScanOptions,
+        node_of: dict[str, str],
+        only_node: str | None = None,
+    ):
         self.plan, self.schema, self.columns, self.filter, self.opts = plan, schema, columns, filter, opts
         self.node_of, self.only_node = node_of, only_node
 
@@ -83,10 +91,13 @@ class StoreTorrentDatasource(_Datasource):
 
         tasks = []
         for u in self._units():
-            meta = BlockMetadata(num_rows=None, size_bytes=u.size,
-                                 input_files=tuple(u.input_files), exec_stats=None)
-            t = ReadTask(_read_fn(u, self.schema, self.columns, self.filter, self.opts), meta,
-                         schema=self.out_schema(), per_task_row_limit=per_task_row_limit)
+            meta = BlockMetadata(num_rows=None, size_bytes=u.size, input_files=tuple(u.input_files), exec_stats=None)
+            t = ReadTask(
+                _read_fn(u, self.schema, self.columns, self.filter, self.opts),
+                meta,
+                schema=self.out_schema(),
+                per_task_row_limit=per_task_row_limit,
+            )
             t.st_node_id = self.node_of[u.peer]  # read by the per-task pinning hook (placement.py)
             tasks.append(t)
         return tasks
@@ -122,11 +133,22 @@ def infer_schema(plan: ScanPlan, opts: ScanOptions, node_of: dict[str, str]) -> 
     return unify(sources)
 
 
-def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = None, filter=None,
-                      override_num_blocks: int | None = None, block_size: int | None = None,
-                      include_paths: bool = False, schema: pa.Schema | None = None, format: str | None = None,
-                      decoder=None, tracker: str | None = None, ray_remote_args: dict | None = None,
-                      concurrency: int | None = None, placement: str = "auto"):
+def read_storetorrent(
+    paths: str | list[str],
+    *,
+    columns: list[str] | None = None,
+    filter=None,
+    override_num_blocks: int | None = None,
+    block_size: int | None = None,
+    include_paths: bool = False,
+    schema: pa.Schema | None = None,
+    format: str | None = None,
+    decoder=None,
+    tracker: str | None = None,
+    ray_remote_args: dict | None = None,
+    concurrency: int | None = None,
+    placement: str = "auto",
+):
     """Read StoreTorrent files as a lazy, streaming ``ray.data.Dataset``.
 
     Parameters
@@ -188,8 +210,13 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
     tracker = tracker or default_tracker()
     opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths, tracker=tracker)
     with Client(tracker) as c:
-        plan = plan_scan(c, paths, block_size=block_size, num_blocks=override_num_blocks,
-                         skip_ignored=format is None and decoder is None)
+        plan = plan_scan(
+            c,
+            paths,
+            block_size=block_size,
+            num_blocks=override_num_blocks,
+            skip_ignored=format is None and decoder is None,
+        )
     if schema is None:
         opts = options_for(plan, opts)  # records all of no known format: read as raw, many per batch
     # Ray is started only for a scan that can run: a plan that fails (dead
@@ -209,12 +236,16 @@ def read_storetorrent(paths: str | list[str], *, columns: list[str] | None = Non
         raise ValueError(f"per-task placement needs Ray {' or '.join(RAY_TESTED)}; use placement='node'")
     if placement == "task" or not plan.units:
         src = StoreTorrentDatasource(plan, schema, columns, filter, opts, node_of)
-        return ray.data.read_datasource(src, override_num_blocks=max(1, len(plan.units)),
-                                        ray_remote_args=args or None, concurrency=concurrency)
+        return ray.data.read_datasource(
+            src, override_num_blocks=max(1, len(plan.units)), ray_remote_args=args or None, concurrency=concurrency
+        )
     branches = []
     for node in sorted(set(node_of[u.peer] for u in plan.units)):
         src = StoreTorrentDatasource(plan, schema, columns, filter, opts, node_of, only_node=node)
         n = len(src._units())
-        branches.append(ray.data.read_datasource(src, override_num_blocks=n, concurrency=concurrency,
-                                                 ray_remote_args=args or None, **ray_pin_args(node)))
+        branches.append(
+            ray.data.read_datasource(
+                src, override_num_blocks=n, concurrency=concurrency, ray_remote_args=args or None, **ray_pin_args(node)
+            )
+        )
     return functools.reduce(lambda a, b: a.union(b), branches)

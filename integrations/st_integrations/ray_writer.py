@@ -69,9 +69,18 @@ class StoreTorrentDatasink(_Datasink):
     RecordExistsError, PeerError
     """
 
-    def __init__(self, name: str, replication: str = "x2", format: str = "parquet", *,
-                 tracker: str | None = None, prefix: str | None = None, min_rows_per_write: int | None = None,
-                 format_options: dict | None = None, mode: str = "error"):
+    def __init__(
+        self,
+        name: str,
+        replication: str = "x2",
+        format: str = "parquet",
+        *,
+        tracker: str | None = None,
+        prefix: str | None = None,
+        min_rows_per_write: int | None = None,
+        format_options: dict | None = None,
+        mode: str = "error",
+    ):
         import uuid
 
         from st_py.locate import default_tracker
@@ -94,8 +103,9 @@ class StoreTorrentDatasink(_Datasink):
 
     def on_write_start(self, schema=None) -> None:
         with self._client() as c:
-            self.job = start_job(c, self.name, self.replication, self.format, self.prefix,
-                                 options=self.format_options, mode=self.mode)
+            self.job = start_job(
+                c, self.name, self.replication, self.format, self.prefix, options=self.format_options, mode=self.mode
+            )
 
     def write(self, blocks: Iterable, ctx) -> list[dict]:
         from ray.data.block import BlockAccessor
@@ -103,8 +113,9 @@ class StoreTorrentDatasink(_Datasink):
         tables = (BlockAccessor.for_block(b).to_arrow() for b in blocks)
         # The job as the driver started it; Ray may have pickled this sink
         # before on_write_start ran, so rebuild it from the same fields then.
-        job = self.job or WriteJob(self.name, self.tracker, self.format, self.prefix, False,
-                                   tuple(sorted(self.format_options.items())))
+        job = self.job or WriteJob(
+            self.name, self.tracker, self.format, self.prefix, False, tuple(sorted(self.format_options.items()))
+        )
         return write_blocks(job, ctx.task_idx, tables, local_peer=_node_peer(ctx.task_idx))
 
     def on_write_complete(self, write_result) -> None:
@@ -125,8 +136,16 @@ class StoreTorrentDatasink(_Datasink):
         return self._min_rows
 
 
-def write_storetorrent(ds, name: str, replication: str = "x2", format: str = "parquet", *,
-                       tracker: str | None = None, ray_remote_args: dict | None = None, **kwargs) -> int:
+def write_storetorrent(
+    ds,
+    name: str,
+    replication: str = "x2",
+    format: str = "parquet",
+    *,
+    tracker: str | None = None,
+    ray_remote_args: dict | None = None,
+    **kwargs,
+) -> int:
     """Write Dataset ``ds`` into StoreTorrent file ``name`` atomically (see
     :class:`StoreTorrentDatasink` for the arguments). Returns the number of
     records committed."""

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 from st_py.errors import GetLocalError, RecordNotFoundError, StFileNotFoundError
 from st_py.getlocal import GetLocalPlan, check_complete, reveal_entries
-from st_py.protocol import LocalEntries
 from st_py.infofile import STRIPE_PREFIX
+from st_py.protocol import LocalEntries
 
 from .formats import ignored
 
@@ -106,22 +106,39 @@ class ReadUnit:
     def records(self) -> tuple[RecordRef, ...]:
         """The records as :class:`RecordRef` (built on each call: keep it)."""
         files, peer = self.files, self.peer
-        return tuple(RecordRef(f.file, n, p, z, f.filters, f.file_id, f.key_check,
-                               "record" if p else "object", peer if p else "")
-                     for f, n, p, z in zip((files[i] for i in self.file_of), self.names, self.paths, self.sizes))
+        return tuple(
+            RecordRef(
+                f.file, n, p, z, f.filters, f.file_id, f.key_check, "record" if p else "object", peer if p else ""
+            )
+            for f, n, p, z in zip((files[i] for i in self.file_of), self.names, self.paths, self.sizes)
+        )
 
     def ref(self, i: int) -> RecordRef:
         """Record ``i`` as a :class:`RecordRef`."""
         f, p = self.files[self.file_of[i]], self.paths[i]
-        return RecordRef(f.file, self.names[i], p, self.sizes[i], f.filters, f.file_id, f.key_check,
-                         "record" if p else "object", self.peer if p else "")
+        return RecordRef(
+            f.file,
+            self.names[i],
+            p,
+            self.sizes[i],
+            f.filters,
+            f.file_id,
+            f.key_check,
+            "record" if p else "object",
+            self.peer if p else "",
+        )
 
     def select(self, keep) -> "ReadUnit":
         """The unit with only the records at the indexes ``keep``."""
         keep = list(keep)
-        return ReadUnit(self.peer, self.files, tuple(self.file_of[i] for i in keep),
-                        tuple(self.names[i] for i in keep), tuple(self.paths[i] for i in keep),
-                        tuple(self.sizes[i] for i in keep))
+        return ReadUnit(
+            self.peer,
+            self.files,
+            tuple(self.file_of[i] for i in keep),
+            tuple(self.names[i] for i in keep),
+            tuple(self.paths[i] for i in keep),
+            tuple(self.sizes[i] for i in keep),
+        )
 
     @property
     def size(self) -> int:
@@ -385,8 +402,16 @@ def split(cols: "_Columns", peer: str, block_size: int) -> list[ReadUnit]:
         while j < n and not (j > i and held + cols.sizes[j] > block_size):
             held += cols.sizes[j]
             j += 1
-        units.append(ReadUnit(peer, files, tuple(cols.file_of[i:j]), tuple(cols.names[i:j]),
-                              tuple(cols.paths[i:j]), tuple(cols.sizes[i:j])))
+        units.append(
+            ReadUnit(
+                peer,
+                files,
+                tuple(cols.file_of[i:j]),
+                tuple(cols.names[i:j]),
+                tuple(cols.paths[i:j]),
+                tuple(cols.sizes[i:j]),
+            )
+        )
         i = j
     return units
 
@@ -427,8 +452,13 @@ def _maybe_ignored(name: str) -> bool:
     return "/_" in name or "/." in name or name[:1] in ("_", ".")
 
 
-def plan_scan(client, paths: str | list[str], block_size: int | None = None,
-              num_blocks: int | None = None, skip_ignored: bool = False) -> ScanPlan:
+def plan_scan(
+    client,
+    paths: str | list[str],
+    block_size: int | None = None,
+    num_blocks: int | None = None,
+    skip_ignored: bool = False,
+) -> ScanPlan:
     """Plan a scan of ``paths`` (see the module docstring). Reads no record.
 
     Parameters
@@ -486,12 +516,14 @@ def plan_scan(client, paths: str | list[str], block_size: int | None = None,
             units.extend(split(cols, peer, max(1, math.ceil(peer_bytes / share))))
         else:
             units.extend(split(cols, peer, block_size))
-    return ScanPlan(files, plans, units, revealed, skipped, [(fmt, blob, first) for (fmt, blob), first in kept.items()],
-                    unknown)
+    return ScanPlan(
+        files, plans, units, revealed, skipped, [(fmt, blob, first) for (fmt, blob), first in kept.items()], unknown
+    )
 
 
-def _plan_one(f, name: str, want, skip_ignored: bool, plans: dict, revealed: dict, per_peer: dict,
-              kept: dict, unknown: set) -> int:
+def _plan_one(
+    f, name: str, want, skip_ignored: bool, plans: dict, revealed: dict, per_peer: dict, kept: dict, unknown: set
+) -> int:
     """Plan open file ``f`` into ``per_peer`` (columns by peer) and learn
     its records' kept schemas; returns the records skipped by name."""
     skipped = 0
@@ -508,8 +540,11 @@ def _plan_one(f, name: str, want, skip_ignored: bool, plans: dict, revealed: dic
         maybe_ignored = skip_ignored and _any_maybe_ignored(names)
         if want is not None or has_stripes or maybe_ignored:
             # the stripes of striped objects are scanned as their objects (below)
-            keep = [k for k, n in enumerate(names)
-                    if not (has_stripes and n.startswith(STRIPE_PREFIX)) and (want is None or selected(n, want))]
+            keep = [
+                k
+                for k, n in enumerate(names)
+                if not (has_stripes and n.startswith(STRIPE_PREFIX)) and (want is None or selected(n, want))
+            ]
             if maybe_ignored:
                 drop = {k for k in keep if _maybe_ignored(names[k]) and ignored(names[k])}
                 skipped += len(drop)
@@ -520,8 +555,7 @@ def _plan_one(f, name: str, want, skip_ignored: bool, plans: dict, revealed: dic
             planned += names
         per_peer.setdefault(peer, _Columns()).add(fref, names, paths, sizes)
     objects = [o for o in objects if selected(o.name, want)]
-    if want is not None and not objects and not any(
-            selected(n, want) for e in by_peer.values() for n in e.names):
+    if want is not None and not objects and not any(selected(n, want) for e in by_peer.values() for n in e.names):
         raise RecordNotFoundError(f"no committed record of {name} matches {', '.join(want)}")
     for obj in objects:
         if skip_ignored and ignored(obj.name):

@@ -13,16 +13,28 @@ import contextlib
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 
 from st_py.errors import ChecksumError, GetLocalError
 from st_py.getlocal import read_verified
 
-from .formats import (RAW_SCHEMA, Decoder, RecordFormatError, SchemaConflictError, SchemaSource, Source, conform,
-                      detect, detect_file, project, record_schema, scan_record)
+from .formats import (
+    RAW_SCHEMA,
+    Decoder,
+    RecordFormatError,
+    SchemaConflictError,
+    SchemaSource,
+    Source,
+    conform,
+    detect,
+    detect_file,
+    project,
+    record_schema,
+    scan_record,
+)
 from .readplan import ReadUnit
 
 PATH_COLUMN = "path"
@@ -170,11 +182,17 @@ def _stat(ref) -> None:
     try:
         st = os.stat(ref.path)
     except FileNotFoundError:
-        raise GetLocalError(f"record {ref.name!r} of {ref.file}, revealed at {ref.path}, is gone: the peer's "
-                            "node lost it or the file was deleted during the scan; run the scan again") from None
+        raise GetLocalError(
+            f"record {ref.name!r} of {ref.file}, revealed at {ref.path}, is gone: the peer's "
+            "node lost it or the file was deleted during the scan; run the scan again"
+        ) from None
     if st.st_size != ref.size:
-        raise ChecksumError(f"record {ref.name!r} of {ref.file} at {ref.path} has {st.st_size} bytes, its "
-                            f"peer revealed {ref.size}", record=ref.name, file=ref.file, path=ref.path)
+        raise ChecksumError(
+            f"record {ref.name!r} of {ref.file} at {ref.path} has {st.st_size} bytes, its peer revealed {ref.size}",
+            record=ref.name,
+            file=ref.file,
+            path=ref.path,
+        )
 
 
 def unit_schemas(unit: ReadUnit, opts: ScanOptions) -> list[SchemaSource]:
@@ -208,8 +226,13 @@ def options_for(plan, opts: ScanOptions) -> ScanOptions:
     of a one-row batch each."""
     import dataclasses
 
-    if (opts.format is None and opts.decoder is None and plan.kept_schemas and not plan.unknown_schemas
-            and all(fmt == "raw" for fmt, _, _ in plan.kept_schemas)):
+    if (
+        opts.format is None
+        and opts.decoder is None
+        and plan.kept_schemas
+        and not plan.unknown_schemas
+        and all(fmt == "raw" for fmt, _, _ in plan.kept_schemas)
+    ):
         return dataclasses.replace(opts, format="raw")
     return opts
 
@@ -237,8 +260,9 @@ def kept_schema_sources(plan, opts: ScanOptions) -> tuple[list[SchemaSource], li
     return sources, units
 
 
-def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filter, opts: ScanOptions,
-              counts: dict | None = None) -> Iterator[pa.RecordBatch]:
+def read_unit(
+    unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filter, opts: ScanOptions, counts: dict | None = None
+) -> Iterator[pa.RecordBatch]:
     """Stream a unit's records as batches of ``project(schema, columns)``
     (plus a ``path`` column, ``/file/record``, with ``include_paths``).
 
@@ -264,8 +288,12 @@ def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filt
     out = _Coalescer(opts.batch_size)
     run: list = []  # small Parquet records in memory, scanned together
     for ref, src in _sources(unit.records, opts):
-        if (opts.decoder is None and isinstance(src, pa.Buffer) and src.size <= SMALL_RECORD_BYTES
-                and (opts.format or detect_file(ref.name, src)) == "parquet"):
+        if (
+            opts.decoder is None
+            and isinstance(src, pa.Buffer)
+            and src.size <= SMALL_RECORD_BYTES
+            and (opts.format or detect_file(ref.name, src)) == "parquet"
+        ):
             run.append((ref, src))
             if len(run) >= PARQUET_RUN:
                 yield from _parquet_run(run, schema, columns, filter, opts, out, counts)
@@ -299,8 +327,9 @@ def read_unit(unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filt
 PARQUET_RUN = 256  # small Parquet records scanned as one in-memory dataset
 
 
-def _parquet_run(run: list, schema: pa.Schema, columns, filter, opts: ScanOptions, out: "_Coalescer",
-                 counts: dict | None) -> Iterator[pa.RecordBatch]:
+def _parquet_run(
+    run: list, schema: pa.Schema, columns, filter, opts: ScanOptions, out: "_Coalescer", counts: dict | None
+) -> Iterator[pa.RecordBatch]:
     """Small Parquet records, already read and checked into memory, scanned
     as one dataset of in-memory fragments (pyarrow's scanner over many
     fragments, threaded, instead of a scanner per record: issue "Many small
@@ -330,8 +359,7 @@ def _parquet_run(run: list, schema: pa.Schema, columns, filter, opts: ScanOption
                     ref = by_buffer.get(buf.address) if buf is not None else None
                     if ref is None:
                         raise LookupError("a batch of an unknown fragment")
-                    b = b.append_column(PATH_COLUMN, pa.array([f"{ref.file}/{ref.name}"] * b.num_rows,
-                                                              pa.string()))
+                    b = b.append_column(PATH_COLUMN, pa.array([f"{ref.file}/{ref.name}"] * b.num_rows, pa.string()))
                 held.append(b)
         else:
             held = None  # type: ignore[assignment]
@@ -371,8 +399,12 @@ def _sources(refs, opts: ScanOptions):
             i += 1
             continue
         j, held = i, 0
-        while (j < len(refs) and refs[j].kind == "record" and refs[j].size <= SMALL_RECORD_BYTES
-               and held < READ_AHEAD_BYTES):
+        while (
+            j < len(refs)
+            and refs[j].kind == "record"
+            and refs[j].size <= SMALL_RECORD_BYTES
+            and held < READ_AHEAD_BYTES
+        ):
             held += refs[j].size
             j += 1
         run = refs[i:j]
@@ -433,8 +465,7 @@ RAW_BATCH_BYTES = 16 << 20  # a raw batch holds records up to this many bytes ..
 RAW_BATCH_RECORDS = 65_536  # ... and at most this many
 
 
-def _raw_batches(unit: ReadUnit, columns, filter, opts: ScanOptions, counts: dict | None
-                 ) -> Iterator[pa.RecordBatch]:
+def _raw_batches(unit: ReadUnit, columns, filter, opts: ScanOptions, counts: dict | None) -> Iterator[pa.RecordBatch]:
     """``format="raw"``: many records per batch (issue "Many small
     records"): each batch's copies are read and checked (size and CRC-32C)
     by one native call into one buffer, and its columns are built across
@@ -476,8 +507,11 @@ def _raw_batch(unit: ReadUnit, i: int, j: int, opts: ScanOptions) -> pa.RecordBa
     filtered = any(files[k].filters for k in set(unit.file_of[i:j]))
     local = [k for k, p in enumerate(paths) if p]
     every = len(local) == len(paths)
-    data, bad = read_copies(list(paths) if every else [paths[k] for k in local],
-                            list(sizes) if every else [sizes[k] for k in local], check=opts.verify)
+    data, bad = read_copies(
+        list(paths) if every else [paths[k] for k in local],
+        list(sizes) if every else [sizes[k] for k in local],
+        check=opts.verify,
+    )
     if every and not filtered and not bad:  # the common case: the buffer is the column's data
         SCAN_STATS["records_verified"] += len(paths) if opts.verify else 0
         column = _binary_array_from(data, sizes)
@@ -496,7 +530,7 @@ def _raw_batch(unit: ReadUnit, i: int, j: int, opts: ScanOptions) -> pa.RecordBa
             elif k in bad_at:
                 datas.append(_checked_bytes(ref, opts))  # raises, or reads a good copy by GET
             else:
-                stored = data[starts[k]:starts[k] + ref.size]
+                stored = data[starts[k] : starts[k] + ref.size]
                 SCAN_STATS["records_verified"] += 1 if opts.verify else 0
                 datas.append(_decode(ref, opts, stored) if ref.filters else stored)
         column = _binary_array(datas)

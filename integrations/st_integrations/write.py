@@ -86,8 +86,16 @@ class WriteJob:
 MODES = ("error", "append", "overwrite")
 
 
-def start_job(client, name: str, replication: str = "x2", format: str = "parquet", prefix: str | None = None,
-              est_size: int = 0, options: dict | None = None, mode: str = "error") -> WriteJob:
+def start_job(
+    client,
+    name: str,
+    replication: str = "x2",
+    format: str = "parquet",
+    prefix: str | None = None,
+    est_size: int = 0,
+    options: dict | None = None,
+    mode: str = "error",
+) -> WriteJob:
     """Create file ``name`` (or open it, by ``mode``) for a write job.
 
     Parameters
@@ -125,19 +133,31 @@ def start_job(client, name: str, replication: str = "x2", format: str = "parquet
         created = True
     else:
         if info.replication != replication:
-            raise BadNameError(f"{name} exists with class {info.replication}; a job writing class "
-                               f"{replication} into it would be {info.replication}: pass replication="
-                               f"{info.replication!r} or write a new file")
+            raise BadNameError(
+                f"{name} exists with class {info.replication}; a job writing class "
+                f"{replication} into it would be {info.replication}: pass replication="
+                f"{info.replication!r} or write a new file"
+            )
         with client.open(name) as f:
             names = f.names()
         if names and mode == "error":
-            raise StFileExistsError(f"{name} exists and holds {len(names)} records: pass mode='overwrite' to "
-                                    "replace them with this job's output (atomically), or mode='append' to "
-                                    "add to them")
+            raise StFileExistsError(
+                f"{name} exists and holds {len(names)} records: pass mode='overwrite' to "
+                "replace them with this job's output (atomically), or mode='append' to "
+                "add to them"
+            )
         if mode == "overwrite":
             replaces = tuple(names)
-    return WriteJob(name, client.tracker.address, format, prefix or f"part-{uuid.uuid4().hex[:8]}", created,
-                    tuple(sorted((options or {}).items())), mode, replaces)
+    return WriteJob(
+        name,
+        client.tracker.address,
+        format,
+        prefix or f"part-{uuid.uuid4().hex[:8]}",
+        created,
+        tuple(sorted((options or {}).items())),
+        mode,
+        replaces,
+    )
 
 
 def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None) -> list[dict]:

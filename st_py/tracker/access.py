@@ -31,9 +31,10 @@ import hashlib
 import hmac
 import os
 import secrets
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 R, W, X = 4, 2, 1
 DEFAULT_FILE_MODE = 0o644
@@ -121,8 +122,9 @@ class Users:
             h = str(u.get("api_key_sha256", "")).lower()
             if len(h) != 64:
                 raise ValueError(f"users file {self.path}: user {name} has no valid api_key_sha256")
-            by_hash[h] = User(name, tuple(u.get("groups", ())), u.get("quota_bytes", default_quota),
-                              bool(u.get("admin", False)))
+            by_hash[h] = User(
+                name, tuple(u.get("groups", ())), u.get("quota_bytes", default_quota), bool(u.get("admin", False))
+            )
         self._by_hash, self._mtime = by_hash, st.st_mtime
         self._by_name = {u.name: u for u in by_hash.values()}
         self.default_quota = default_quota
@@ -176,28 +178,34 @@ class Users:
         key = ""
         for k, v in metadata or ():
             if k == "authorization" and v.startswith("Bearer "):
-                key = v[len("Bearer "):]
+                key = v[len("Bearer ") :]
         if not key:
-            raise AccessError("unauthenticated", "this tracker requires an API key: set STORETORRENT_API_KEY "
-                                                 "(an admin makes one with `storetorrent user add NAME`)")
+            raise AccessError(
+                "unauthenticated",
+                "this tracker requires an API key: set STORETORRENT_API_KEY "
+                "(an admin makes one with `storetorrent user add NAME`)",
+            )
         h = hash_key(key)
         for known, user in self._by_hash.items():
             if hmac.compare_digest(known, h):
                 return user
-        raise AccessError("unauthenticated", "unknown API key: check STORETORRENT_API_KEY, or ask an admin "
-                                             "for a new key")
+        raise AccessError(
+            "unauthenticated", "unknown API key: check STORETORRENT_API_KEY, or ask an admin for a new key"
+        )
 
 
-def add_user(path: Path, name: str, groups: list[str], quota_bytes: int | None = None,
-             admin: bool = False) -> str:
+def add_user(path: Path, name: str, groups: list[str], quota_bytes: int | None = None, admin: bool = False) -> str:
     """Append user ``name`` to the users file with a fresh API key; returns
     the key (shown once: only its hash is stored)."""
     key = "st_" + secrets.token_urlsafe(32)
     existing = tomllib.loads(path.read_text()) if path.exists() else {}
     if name in existing.get("users", {}):
         raise ValueError(f"user {name} already exists in {path}")
-    lines = [f"\n[users.{name}]", f'api_key_sha256 = "{hash_key(key)}"',
-             "groups = [" + ", ".join(f'"{g}"' for g in groups) + "]"]
+    lines = [
+        f"\n[users.{name}]",
+        f'api_key_sha256 = "{hash_key(key)}"',
+        "groups = [" + ", ".join(f'"{g}"' for g in groups) + "]",
+    ]
     if quota_bytes is not None:
         lines.append(f"quota_bytes = {quota_bytes}")
     if admin:

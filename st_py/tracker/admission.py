@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from .. import namespace
 from ..infofile import InfofileReader
-from .access import W, AccessError, Owner, User
+from .access import AccessError, Owner, User, W
 from .guard import Guard, owner_of_meta
 from .peers import PeerRegistry
 from .reservations import Reservation, Reservations
@@ -71,8 +71,17 @@ class Admissions:
         self.held: dict[str, Held] = {}  # by admission id (per-file trackers' commits only)
         self.load: dict[int, ShardLoad] = {}
 
-    def admit(self, user: User, name: str, file_id: int, meta: dict, what: str, size: int = 0, copies: int = 1,
-              on_peers: dict[str, int] | None = None) -> Owner:
+    def admit(
+        self,
+        user: User,
+        name: str,
+        file_id: int,
+        meta: dict,
+        what: str,
+        size: int = 0,
+        copies: int = 1,
+        on_peers: dict[str, int] | None = None,
+    ) -> Owner:
         """Check that ``user`` may ``what`` (write, ...) file ``name`` whose
         infofile meta (owner, group, mode) is ``meta``, and for a commit of
         ``size`` user bytes (one copy) of a file of ``copies`` copies, with
@@ -127,12 +136,17 @@ class Admissions:
             extra = int(b * beyond + 0.999)
             room = peer.usable_free - others
             if extra > room:
-                what = (f"goes {extra:,} bytes beyond its reservation (est_size {res.est_size:,})" if res else
-                        f"adds {extra:,} bytes and it has no reservation (no est_size at create)")
-                raise AccessError("no-space",
-                                  f"commit to {name} refused: it {what} on peer {peer.addr}, which has "
-                                  f"{max(0, room):,} bytes free that other files have not reserved ({others:,} "
-                                  "reserved); create the file with a larger est_size, or free space")
+                what = (
+                    f"goes {extra:,} bytes beyond its reservation (est_size {res.est_size:,})"
+                    if res
+                    else f"adds {extra:,} bytes and it has no reservation (no est_size at create)"
+                )
+                raise AccessError(
+                    "no-space",
+                    f"commit to {name} refused: it {what} on peer {peer.addr}, which has "
+                    f"{max(0, room):,} bytes free that other files have not reserved ({others:,} "
+                    "reserved); create the file with a larger est_size, or free space",
+                )
 
     def apply(self, owner: str, file_id: int, charge: int, written: int, on_peers: dict[str, int]) -> None:
         """Add ``charge`` bytes (all copies) to ``owner``'s usage, ``written``
@@ -156,8 +170,9 @@ class Admissions:
         load.commits += 1
         load.records += records
 
-    def settle(self, admit_id: str, owner: str, file_id: int, charge: int, written: int,
-               on_peers: dict[str, int]) -> bool:
+    def settle(
+        self, admit_id: str, owner: str, file_id: int, charge: int, written: int, on_peers: dict[str, int]
+    ) -> bool:
         """A per-file tracker's correction (deltas, as :meth:`apply`) of what
         admission ``admit_id`` holds, or a change made without one
         (``admit_id`` ""). One naming an admission not held (never admitted,
@@ -189,8 +204,13 @@ class Admissions:
                 self.apply(h.owner, h.file_id, -h.charge, -h.written, {p: -b for p, b in h.on_peers.items()})
                 back += 1
         if mine:
-            log.info("file tracker %d died holding %d admitted commits: %d applied (kept), %d not (given back)",
-                     shard, len(mine), kept, back)
+            log.info(
+                "file tracker %d died holding %d admitted commits: %d applied (kept), %d not (given back)",
+                shard,
+                len(mine),
+                kept,
+                back,
+            )
         return kept, back
 
 

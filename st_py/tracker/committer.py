@@ -61,7 +61,8 @@ class Committer:
                 try:
                     self._check_here()
                     gen, new, conflicts, _ = await asyncio.to_thread(
-                        self.writer.commit_requests, [(rid, b) for b, _, rid in jobs])
+                        self.writer.commit_requests, [(rid, b) for b, _, rid in jobs]
+                    )
                 except Exception as e:  # every waiting request hears of it
                     for _, f, _ in jobs:
                         if not f.done():
@@ -73,8 +74,9 @@ class Committer:
                     by_name = {c.name: c for c in conflicts}
                     for b, f, _ in jobs:
                         names = {r[0] for r in b}
-                        f.set_result((gen, sum(1 for n in names if n in new),
-                                      [by_name[n] for n in names if n in by_name]))
+                        f.set_result(
+                            (gen, sum(1 for n in names if n in new), [by_name[n] for n in names if n in by_name])
+                        )
         return await fut
 
     def writer_meta(self) -> dict:

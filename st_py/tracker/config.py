@@ -10,8 +10,9 @@ key.
 from __future__ import annotations
 
 import argparse
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 # Not keys: they only make sense on a command line.
 # shard, shards, master, master_pid, master_epoch: set by a master for the per-file trackers it spawns.
@@ -30,8 +31,14 @@ def _kind(action: argparse.Action) -> tuple[str, tuple[type, ...]]:
 
 
 def _type_name(v: object) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "an array",
-            dict: "a table"}.get(type(v), "a date or time")
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a float",
+        str: "a string",
+        list: "an array",
+        dict: "a table",
+    }.get(type(v), "a date or time")
 
 
 def apply_config(ap: argparse.ArgumentParser, path: Path) -> dict[str, object]:
@@ -57,20 +64,26 @@ def apply_config(ap: argparse.ArgumentParser, path: Path) -> dict[str, object]:
         action = actions.get(dest)
         if action is None:
             if dest in COMMAND_LINE_ONLY:
-                raise SystemExit(f"tracker: {path}: key '{key}' is not allowed in a config file "
-                                 f"(--{dest} is only for the command line)")
-            raise SystemExit(f"tracker: {path}: unknown key '{key}' (the keys are the tracker's flags without "
-                             f"--: {', '.join(sorted(actions))})")
+                raise SystemExit(
+                    f"tracker: {path}: key '{key}' is not allowed in a config file "
+                    f"(--{dest} is only for the command line)"
+                )
+            raise SystemExit(
+                f"tracker: {path}: unknown key '{key}' (the keys are the tracker's flags without "
+                f"--: {', '.join(sorted(actions))})"
+            )
         if dest in seen:
-            raise SystemExit(f"tracker: {path}: key '{key}' sets --{dest.replace('_', '-')}, which "
-                             f"'{seen[dest]}' already set")
+            raise SystemExit(
+                f"tracker: {path}: key '{key}' sets --{dest.replace('_', '-')}, which '{seen[dest]}' already set"
+            )
         seen[dest] = key
         want, types = _kind(action)
         if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
             raise SystemExit(f"tracker: {path}: key '{key}' must be {want}, not {_type_name(v)}")
         if action.choices is not None and v not in action.choices:
-            raise SystemExit(f"tracker: {path}: key '{key}' is {v!r}; it must be one of "
-                             f"{', '.join(map(str, action.choices))}")
+            raise SystemExit(
+                f"tracker: {path}: key '{key}' is {v!r}; it must be one of {', '.join(map(str, action.choices))}"
+            )
         if callable(action.type) and isinstance(v, str):
             try:
                 v = action.type(v)

@@ -38,7 +38,7 @@ from .._proto import tracker_pb2 as pb
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..tls import server_credentials
 from .access import AccessError, Owner, User, Users
-from .committer import Committer, CommitStats
+from .committer import CommitStats, Committer
 from .file_trackers import channel_to, master_pid_watch
 from .guard import owner_of_meta
 from .leases import Leases
@@ -54,8 +54,22 @@ DONE_FLUSH_S = 1.0  # admissions done are reported at least this often
 DONE_BATCH = 1024  # ... or once this many wait
 
 # The RPCs only a master serves: a per-file tracker refuses them (wrong-tracker).
-MASTER_ONLY = ("Create", "Open", "List", "Announce", "ReportFailure", "ReportBadCopy", "Status", "ExtendPeerlist",
-               "SetMode", "Close", "RemoveDir", "SetPeerState", "ReportRepair", "Admit")
+MASTER_ONLY = (
+    "Create",
+    "Open",
+    "List",
+    "Announce",
+    "ReportFailure",
+    "ReportBadCopy",
+    "Status",
+    "ExtendPeerlist",
+    "SetMode",
+    "Close",
+    "RemoveDir",
+    "SetPeerState",
+    "ReportRepair",
+    "Admit",
+)
 
 
 class MasterLink:
@@ -65,8 +79,14 @@ class MasterLink:
     so under load the master sees one small RPC per group of concurrent
     commits."""
 
-    def __init__(self, master: str, shard: int, tokens: InternalTokens,
-                 creds: grpc.ChannelCredentials | None = None, epoch: str = ""):
+    def __init__(
+        self,
+        master: str,
+        shard: int,
+        tokens: InternalTokens,
+        creds: grpc.ChannelCredentials | None = None,
+        epoch: str = "",
+    ):
         self.master, self.shard, self._tokens, self.epoch = master, shard, tokens, epoch
         self._channel = channel_to(master, creds)
         self._stub = pb_grpc.TrackerStub(self._channel)
@@ -133,9 +153,15 @@ class MasterLink:
             self.rpcs += 1
             try:
                 reply = await self._stub.Admit(
-                    pb.AdmitRequest(shard=self.shard, master_epoch=self.epoch, items=[i for i, _ in items],
-                                    settled=[s for s, _ in settled] + [pb.Settlement(id=d) for d in done]),
-                    metadata=self._tokens.metadata(f"file-tracker-{self.shard}"), timeout=ADMIT_TIMEOUT_S)
+                    pb.AdmitRequest(
+                        shard=self.shard,
+                        master_epoch=self.epoch,
+                        items=[i for i, _ in items],
+                        settled=[s for s, _ in settled] + [pb.Settlement(id=d) for d in done],
+                    ),
+                    metadata=self._tokens.metadata(f"file-tracker-{self.shard}"),
+                    timeout=ADMIT_TIMEOUT_S,
+                )
             except grpc.aio.AioRpcError as e:
                 for _, f in [*items, *settled]:
                     if not f.done():
@@ -161,8 +187,18 @@ class FileTrackerService(TrackerService):
     :class:`TrackerService` for the files of shard ``shard`` of ``shards``,
     with admission by the master at ``master`` through ``link``."""
 
-    def __init__(self, root: Path, shard: int, shards: int, master: str, link: MasterLink, internal_key: bytes,
-                 quota_bytes: int | None = None, key: bytes | None = None, users: Users | None = None):
+    def __init__(
+        self,
+        root: Path,
+        shard: int,
+        shards: int,
+        master: str,
+        link: MasterLink,
+        internal_key: bytes,
+        quota_bytes: int | None = None,
+        key: bytes | None = None,
+        users: Users | None = None,
+    ):
         # Only the writer's state: the namespace, peers, usage and reservations are the master's.
         self.root = root
         self._schemas_seen: set[tuple[str, bytes]] = set()
@@ -188,17 +224,37 @@ class FileTrackerService(TrackerService):
             await self._wrong_tracker(context, name, self.master)
         return True
 
-    async def _admit(self, context, user: User, name: str, c: Committer, what: str, size: int = 0,
-                     on_peers: dict[str, int] | None = None, request_id: str = "",
-                     records: int = 0) -> tuple[Owner, Admission | None]:
+    async def _admit(
+        self,
+        context,
+        user: User,
+        name: str,
+        c: Committer,
+        what: str,
+        size: int = 0,
+        on_peers: dict[str, int] | None = None,
+        request_id: str = "",
+        records: int = 0,
+    ) -> tuple[Owner, Admission | None]:
         """As the master's, asking the master (one Admit item)."""
         o = owner_of_meta(c.writer_meta())
         f = c.meta.copies
         peers = dict(on_peers or {})
-        item = pb.AdmitItem(id=self.link.new_id() if size else "", user=user.name, name=name,
-                            file_id=c.meta.file_id, owner=o.owner, group=o.group, mode=o.mode, what=what,
-                            bytes=size, copies=f, request_id=request_id, records=records,
-                            on_peers=[pb.PeerBytes(peer_id=p, bytes=b) for p, b in peers.items()])
+        item = pb.AdmitItem(
+            id=self.link.new_id() if size else "",
+            user=user.name,
+            name=name,
+            file_id=c.meta.file_id,
+            owner=o.owner,
+            group=o.group,
+            mode=o.mode,
+            what=what,
+            bytes=size,
+            copies=f,
+            request_id=request_id,
+            records=records,
+            on_peers=[pb.PeerBytes(peer_id=p, bytes=b) for p, b in peers.items()],
+        )
         try:
             r = await self.link.admit(item)
         except grpc.aio.AioRpcError as e:
@@ -206,9 +262,10 @@ class FileTrackerService(TrackerService):
                 task = asyncio.ensure_future(self._cancel(item))
                 self._background.add(task)  # kept until done (the loop holds tasks weakly)
                 task.add_done_callback(self._background.discard)
-            await context.abort(grpc.StatusCode.UNAVAILABLE,
-                                f"the master tracker {self.master}, which admits writes, is unreachable "
-                                f"({e.code().name}); try again")
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"the master tracker {self.master}, which admits writes, is unreachable ({e.code().name}); try again",
+            )
         if not r.ok:
             await refuse(context, AccessError(r.refusal, r.message))
         if not size:
@@ -217,27 +274,46 @@ class FileTrackerService(TrackerService):
 
     async def _cancel(self, item: pb.AdmitItem) -> None:
         try:
-            await self.link.settle(pb.Settlement(id=item.id, owner=item.owner, file_id=item.file_id,
-                                                 charge=-item.bytes * item.copies, written=-item.bytes,
-                                                 on_peers=[pb.PeerBytes(peer_id=p.peer_id, bytes=-p.bytes)
-                                                           for p in item.on_peers]))
+            await self.link.settle(
+                pb.Settlement(
+                    id=item.id,
+                    owner=item.owner,
+                    file_id=item.file_id,
+                    charge=-item.bytes * item.copies,
+                    written=-item.bytes,
+                    on_peers=[pb.PeerBytes(peer_id=p.peer_id, bytes=-p.bytes) for p in item.on_peers],
+                )
+            )
         except grpc.aio.AioRpcError:
             pass  # the master is gone: a new one counts usage from the infofiles
 
-    async def _settle(self, adm: Admission | None, owner: str, file_id: int, charge: int, written: int,
-                      on_peers: dict[str, int]) -> None:
+    async def _settle(
+        self, adm: Admission | None, owner: str, file_id: int, charge: int, written: int, on_peers: dict[str, int]
+    ) -> None:
         dc, dw, dp = _deltas(adm, charge, written, on_peers)
         if not (dc or dw or dp):  # just what was admitted (the common case), or nothing
             if adm is not None:
                 self.link.done(adm.id)
             return
         try:
-            await self.link.settle(pb.Settlement(id=adm.id if adm else "", owner=owner, file_id=file_id, charge=dc,
-                                                 written=dw,
-                                                 on_peers=[pb.PeerBytes(peer_id=p, bytes=b) for p, b in dp.items()]))
+            await self.link.settle(
+                pb.Settlement(
+                    id=adm.id if adm else "",
+                    owner=owner,
+                    file_id=file_id,
+                    charge=dc,
+                    written=dw,
+                    on_peers=[pb.PeerBytes(peer_id=p, bytes=b) for p, b in dp.items()],
+                )
+            )
         except grpc.aio.AioRpcError as e:
-            log.warning("could not settle a commit to file %x with the master (%s): its owner's usage is off by "
-                        "%d bytes until the master restarts", file_id, e.code().name, dc)
+            log.warning(
+                "could not settle a commit to file %x with the master (%s): its owner's usage is off by "
+                "%d bytes until the master restarts",
+                file_id,
+                e.code().name,
+                dc,
+            )
 
     async def Delete(self, request, context):
         """Records of one of its files (a whole file is the master's:
@@ -262,13 +338,19 @@ class FileTrackerService(TrackerService):
             c = self._committer(name)
             if c is None or (request.file_id and c.meta.file_id != request.file_id):
                 return pb.FileControlReply(conflicts=[f"{name}: the file is gone"])
-            gen, done, conflicts = await c.run(c.writer.unstore_copies, [(b.name, b.copy_rank, request.peer_id,
-                                                                          b.crc32c) for b in request.bad_copies])
-            return pb.FileControlReply(file_id=c.meta.file_id, generation=gen, done=done,
-                                       conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
+            gen, done, conflicts = await c.run(
+                c.writer.unstore_copies, [(b.name, b.copy_rank, request.peer_id, b.crc32c) for b in request.bad_copies]
+            )
+            return pb.FileControlReply(
+                file_id=c.meta.file_id,
+                generation=gen,
+                done=done,
+                conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
+            )
         c = await self._open_committer(context, name, request.file_id)
-        reply = pb.FileControlReply(file_id=c.meta.file_id, copies=c.meta.copies,
-                                    owner=owner_of_meta(c.writer_meta()).owner)
+        reply = pb.FileControlReply(
+            file_id=c.meta.file_id, copies=c.meta.copies, owner=owner_of_meta(c.writer_meta()).owner
+        )
         if op == "set-meta":
             await c.set_meta(dict(request.meta))
             reply.records, reply.bytes = await c.run(c.writer.stats)
@@ -317,11 +399,23 @@ FileTrackerService.RestoreInfofile = RestoreInfofile  # type: ignore[method-assi
 INTERNAL_KEY_ENV = "ST_TRACKER_INTERNAL_KEY"  # hex: the key of internal calls when the trackers have no --key-file
 
 
-async def serve_file_tracker(root: Path, state_dir: Path, host: str, port: int, shard: int, shards: int,
-                             master: str, master_pid: int, internal_key: bytes, key: bytes | None = None,
-                             users: Users | None = None, quota_bytes: int | None = None,
-                             tls: tuple[str, str, str | None] | None = None,
-                             creds: grpc.ChannelCredentials | None = None, epoch: str = "") -> None:
+async def serve_file_tracker(
+    root: Path,
+    state_dir: Path,
+    host: str,
+    port: int,
+    shard: int,
+    shards: int,
+    master: str,
+    master_pid: int,
+    internal_key: bytes,
+    key: bytes | None = None,
+    users: Users | None = None,
+    quota_bytes: int | None = None,
+    tls: tuple[str, str, str | None] | None = None,
+    creds: grpc.ChannelCredentials | None = None,
+    epoch: str = "",
+) -> None:
     """Run per-file tracker ``shard`` of ``shards`` for the master at
     ``master`` (process ``master_pid``) until SIGTERM/SIGINT or until the
     master is gone. Prints ``listening on HOST:PORT`` once it serves.
@@ -335,20 +429,28 @@ async def serve_file_tracker(root: Path, state_dir: Path, host: str, port: int, 
     link = MasterLink(master, shard, InternalTokens(internal_key), creds, epoch)
     service = FileTrackerService(root.resolve(), shard, shards, master, link, internal_key, quota_bytes, key, users)
     service.mutual_tls = bool(tls and tls[2])
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 256 * 1024 * 1024),
-                                      ("grpc.max_send_message_length", 256 * 1024 * 1024),
-                                      ("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+            ("grpc.max_send_message_length", 256 * 1024 * 1024),
+            ("grpc.so_reuseport", 0),
+        ]
+    )
     pb_grpc.add_TrackerServicer_to_server(service, server)
-    bound = (server.add_secure_port(f"{host}:{port}", server_credentials(*tls)) if tls
-             else server.add_insecure_port(f"{host}:{port}"))
+    bound = (
+        server.add_secure_port(f"{host}:{port}", server_credentials(*tls))
+        if tls
+        else server.add_insecure_port(f"{host}:{port}")
+    )
     try:
         if bound == 0:
             raise SystemExit(f"file tracker {shard}: cannot listen on {host}:{port}")
         await server.start()
         lock.serving(f"{host}:{bound}")
         print(f"listening on {host}:{bound}", flush=True)
-        log.info("file tracker %d of %d serving %s on %s:%d for master %s", shard, shards - 1, root, host, bound,
-                 master)
+        log.info(
+            "file tracker %d of %d serving %s on %s:%d for master %s", shard, shards - 1, root, host, bound, master
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -375,8 +477,10 @@ def run_file_tracker(a, key: bytes | None, users: Users, tls) -> None:
     hexkey = os.environ.pop(INTERNAL_KEY_ENV, "")
     internal_key = key if key is not None else bytes.fromhex(hexkey) if hexkey else None
     if internal_key is None:
-        raise SystemExit(f"file tracker {a.shard}: no key for the calls between trackers (--key-file, or "
-                         f"${INTERNAL_KEY_ENV} from its master)")
+        raise SystemExit(
+            f"file tracker {a.shard}: no key for the calls between trackers (--key-file, or "
+            f"${INTERNAL_KEY_ENV} from its master)"
+        )
     name = f"st.tracker.file-{a.shard}"
 
     class _Name(logging.Filter):  # its lines say which process wrote them (they share the master's stderr)
@@ -392,9 +496,25 @@ def run_file_tracker(a, key: bytes | None, users: Users, tls) -> None:
 
     try:
         creds = internal_credentials(tls, a.tracker_ca, a.tracker_cert, a.tracker_key)
-        asyncio.run(serve_file_tracker(a.root, a.state_dir or a.root.resolve().parent / "tracker-state", a.host,
-                                       a.port, a.shard, a.shards, a.master, a.master_pid, internal_key, key, users,
-                                       a.quota_bytes, tls, creds, a.master_epoch))
+        asyncio.run(
+            serve_file_tracker(
+                a.root,
+                a.state_dir or a.root.resolve().parent / "tracker-state",
+                a.host,
+                a.port,
+                a.shard,
+                a.shards,
+                a.master,
+                a.master_pid,
+                internal_key,
+                key,
+                users,
+                a.quota_bytes,
+                tls,
+                creds,
+                a.master_epoch,
+            )
+        )
     except (TrackerLockedError, ValueError) as e:
         raise SystemExit(f"file tracker {a.shard}: {e}") from None
 

@@ -43,8 +43,10 @@ MAX_BACKOFF_S = 5.0
 STABLE_AFTER_S = 30.0
 READY_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0
-CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024),
-                   ("grpc.max_send_message_length", 256 * 1024 * 1024)]
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+]
 
 
 @dataclass
@@ -82,8 +84,9 @@ def channel_to(addr: str, creds: grpc.ChannelCredentials | None) -> grpc.aio.Cha
     return grpc.aio.secure_channel(addr, creds, options=CHANNEL_OPTIONS)
 
 
-def internal_credentials(tls: tuple[str, str, str | None] | None, ca: str | None, cert: str | None,
-                         key: str | None) -> grpc.ChannelCredentials | None:
+def internal_credentials(
+    tls: tuple[str, str, str | None] | None, ca: str | None, cert: str | None, key: str | None
+) -> grpc.ChannelCredentials | None:
     """TLS for the calls between a master and its per-file trackers, which
     serve with the master's certificate: trust ``ca`` (default: the client
     CA of mutual TLS) and, under mutual TLS, show client certificate
@@ -100,14 +103,20 @@ def internal_credentials(tls: tuple[str, str, str | None] | None, ca: str | None
         return None
     ca = ca or tls[2]
     if not ca:
-        raise ValueError("per-file trackers over TLS: give --tracker-ca, the CA that signed --tls-cert, so the "
-                         "trackers can check each other's certificate")
+        raise ValueError(
+            "per-file trackers over TLS: give --tracker-ca, the CA that signed --tls-cert, so the "
+            "trackers can check each other's certificate"
+        )
     if tls[2] and not (cert and key):
-        raise ValueError("per-file trackers with mutual TLS: give --tracker-cert and --tracker-key, a client "
-                         "certificate signed by --tls-client-ca, for the calls between trackers")
-    return grpc.ssl_channel_credentials(root_certificates=Path(ca).read_bytes(),
-                                        private_key=Path(key).read_bytes() if cert and key else None,
-                                        certificate_chain=Path(cert).read_bytes() if cert and key else None)
+        raise ValueError(
+            "per-file trackers with mutual TLS: give --tracker-cert and --tracker-key, a client "
+            "certificate signed by --tls-client-ca, for the calls between trackers"
+        )
+    return grpc.ssl_channel_credentials(
+        root_certificates=Path(ca).read_bytes(),
+        private_key=Path(key).read_bytes() if cert and key else None,
+        certificate_chain=Path(cert).read_bytes() if cert and key else None,
+    )
 
 
 class FileTrackers:
@@ -131,9 +140,16 @@ class FileTrackers:
         The children's environment.
     """
 
-    def __init__(self, n: int, argv: Callable[[int, int], list[str]], advertise_host: str, base_port: int = 0,
-                 creds: grpc.ChannelCredentials | None = None,
-                 on_death: Callable[[int], Awaitable[None]] | None = None, env: dict | None = None):
+    def __init__(
+        self,
+        n: int,
+        argv: Callable[[int, int], list[str]],
+        advertise_host: str,
+        base_port: int = 0,
+        creds: grpc.ChannelCredentials | None = None,
+        on_death: Callable[[int], Awaitable[None]] | None = None,
+        env: dict | None = None,
+    ):
         self.n = n
         self._argv, self._host, self._creds = argv, advertise_host, creds
         self._on_death, self._env = on_death, env
@@ -160,8 +176,9 @@ class FileTrackers:
 
     async def _spawn(self, t: FileTracker) -> None:
         argv = die_with_parent(self._argv(t.shard, t.port))
-        t.proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, env=self._env,
-                                                      start_new_session=True)
+        t.proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, env=self._env, start_new_session=True
+        )
         assert t.proc.stdout is not None
         try:
             addr = await asyncio.wait_for(_listening(t.proc.stdout), READY_TIMEOUT_S)
@@ -169,8 +186,9 @@ class FileTrackers:
             if t.proc.returncode is None:
                 t.proc.kill()
             await t.proc.wait()
-            raise RuntimeError(f"file tracker {t.shard} did not start (exit status {t.proc.returncode}; its log "
-                               "is the master's)") from None
+            raise RuntimeError(
+                f"file tracker {t.shard} did not start (exit status {t.proc.returncode}; its log is the master's)"
+            ) from None
         t.port = int(addr.rsplit(":", 1)[1])
         t.addr = f"{self._host}:{t.port}"
         if t.channel is not None:
@@ -193,8 +211,15 @@ class FileTrackers:
             up = time.monotonic() - t.started
             if up >= STABLE_AFTER_S:
                 t.backoff = FIRST_BACKOFF_S
-            log.warning("file tracker %d (pid %d, %s) exited with status %s after %.1f s; starting it again in "
-                        "%.1f s", t.shard, t.proc.pid, t.addr, code, up, t.backoff)
+            log.warning(
+                "file tracker %d (pid %d, %s) exited with status %s after %.1f s; starting it again in %.1f s",
+                t.shard,
+                t.proc.pid,
+                t.addr,
+                code,
+                up,
+                t.backoff,
+            )
             if self._on_death is not None:
                 try:
                     await self._on_death(t.shard)
@@ -208,8 +233,9 @@ class FileTrackers:
                     break
                 except (RuntimeError, OSError) as e:
                     if t.port:  # its port may be taken now: any port (clients re-open through the master)
-                        log.warning("file tracker %d: cannot start on port %d (%s); trying any port", t.shard,
-                                    t.port, e)
+                        log.warning(
+                            "file tracker %d: cannot start on port %d (%s); trying any port", t.shard, t.port, e
+                        )
                         t.port = 0
                         continue
                     log.error("file tracker %d: %s; trying again in %.1f s", t.shard, e, t.backoff)
@@ -234,10 +260,19 @@ class FileTrackers:
         out = []
         for t in self.trackers:
             commits, records = load(t.shard)
-            out.append(pb.FileTracker(shard=t.shard, shards=self.shards, addr=t.addr, alive=t.alive,
-                                      pid=t.proc.pid if t.proc is not None else 0, restarts=t.restarts,
-                                      uptime_s=now - t.started if t.alive else 0.0, commits=commits,
-                                      records=records))
+            out.append(
+                pb.FileTracker(
+                    shard=t.shard,
+                    shards=self.shards,
+                    addr=t.addr,
+                    alive=t.alive,
+                    pid=t.proc.pid if t.proc is not None else 0,
+                    restarts=t.restarts,
+                    uptime_s=now - t.started if t.alive else 0.0,
+                    commits=commits,
+                    records=records,
+                )
+            )
         return out
 
     async def stop(self) -> None:

@@ -13,13 +13,12 @@ from pathlib import Path
 
 from .. import namespace
 from ..infofile import InfofileReader
-from .access import (DEFAULT_DIR_MODE, ROOT_MODE, W, X, AccessError, Owner, User, Users, may,
-                     mode_text)
+from .access import DEFAULT_DIR_MODE, ROOT_MODE, AccessError, Owner, User, Users, W, X, may, mode_text
 from .state import TrackerState
 
 
 def _ancestors(name: str) -> list[str]:
-    """"/a/b/c" -> ["/", "/a", "/a/b"]."""
+    """ "/a/b/c" -> ["/", "/a", "/a/b"]."""
     parts = name.strip("/").split("/")
     return ["/"] + ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
 
@@ -50,8 +49,9 @@ def set_disk_mode(path: Path, mode: int, is_dir: bool) -> bool:
 
 def owner_of_meta(meta: dict) -> Owner:
     mode = meta.get("mode")
-    return Owner(meta.get("owner") or "", meta.get("group") or "",
-                 int(mode, 8) if isinstance(mode, str) and mode else 0o644)
+    return Owner(
+        meta.get("owner") or "", meta.get("group") or "", int(mode, 8) if isinstance(mode, str) and mode else 0o644
+    )
 
 
 class Guard:
@@ -100,8 +100,9 @@ class Guard:
 
     @staticmethod
     def _deny(user: User, what: str, name: str, o: Owner) -> AccessError:
-        return AccessError("denied", f"user {user.name} may not {what} {name} "
-                                     f"({mode_text(o.mode)} {o.owner or '?'}:{o.group or '?'})")
+        return AccessError(
+            "denied", f"user {user.name} may not {what} {name} ({mode_text(o.mode)} {o.owner or '?'}:{o.group or '?'})"
+        )
 
     def check_search(self, user: User, name: str) -> None:
         """x on every existing ancestor directory of ``name`` (a normalized
@@ -169,8 +170,11 @@ class Guard:
         used, reserved = self.used(owner)
         if used + add_bytes > quota:
             held = f", {reserved:,} of them reserved by files being written" if reserved else ""
-            raise AccessError("quota", f"{doing} needs {add_bytes:,} bytes but {owner} has used {used:,}{held} of a "
-                                       f"{quota:,}-byte quota; delete files or ask an admin for more")
+            raise AccessError(
+                "quota",
+                f"{doing} needs {add_bytes:,} bytes but {owner} has used {used:,}{held} of a "
+                f"{quota:,}-byte quota; delete files or ask an admin for more",
+            )
 
     def write_denied(self, user: User, name: str, o: Owner, own_reserved: int = 0) -> str:
         """Why ``user`` gets no WRITE capability on file ``name``, or ''.
@@ -180,8 +184,10 @@ class Guard:
             return str(self._deny(user, "write", name, o))
         quota, (used, _) = self.quota_of(o.owner), self.used(o.owner)
         if quota is not None and used - own_reserved >= quota:
-            return (f"{o.owner} has used {used:,} of a {quota:,}-byte quota: no more writes to {name}; "
-                    "delete files or ask an admin for more")
+            return (
+                f"{o.owner} has used {used:,} of a {quota:,}-byte quota: no more writes to {name}; "
+                "delete files or ask an admin for more"
+            )
         return ""
 
     def charge(self, owner: str, delta: int) -> None:

@@ -138,8 +138,7 @@ class ShortCopies:
         return out
 
     @staticmethod
-    def _count_file(path: Path, key: tuple[int, int, int], old: _FileCount | None,
-                    live: frozenset[str]) -> _FileCount:
+    def _count_file(path: Path, key: tuple[int, int, int], old: _FileCount | None, live: frozenset[str]) -> _FileCount:
         if old is not None:
             dead = frozenset(i for i, pid in old.peer_ids.items() if pid not in live)
             if dead == old.dead and (old.stat_key == key or time.monotonic() < old.next_at):
@@ -159,9 +158,13 @@ class ShortCopies:
                 except sqlite3.OperationalError:  # a file made before async protocols: none pending
                     pending, pending_sql = 0, ""
                 parts = ([pending_sql] if pending_sql else []) + (
-                    [f"SELECT name FROM copies WHERE peer_idx IN ({marks})"] if dead else [])
-                short = int(c.execute(f"SELECT count(*) FROM ({' UNION '.join(parts)})", sorted(dead))
-                            .fetchone()[0]) if parts else 0
+                    [f"SELECT name FROM copies WHERE peer_idx IN ({marks})"] if dead else []
+                )
+                short = (
+                    int(c.execute(f"SELECT count(*) FROM ({' UNION '.join(parts)})", sorted(dead)).fetchone()[0])
+                    if parts
+                    else 0
+                )
             finally:
                 c.execute("COMMIT")
         finally:
@@ -217,11 +220,19 @@ class RepairProgress:
 
     def as_dict(self) -> dict:
         """Plain data for /status.json (``age_s`` instead of ``received``)."""
-        return {"repairer": self.repairer, "running": self.running, "reason": self.reason,
-                "files_done": self.files_done, "files_total": self.files_total,
-                "copies_stored": self.copies_stored, "copies_restored": self.copies_restored,
-                "records_left": self.records_left, "pass_seconds": round(self.pass_seconds, 3),
-                "passes": self.passes, "age_s": round(self.age(), 3)}
+        return {
+            "repairer": self.repairer,
+            "running": self.running,
+            "reason": self.reason,
+            "files_done": self.files_done,
+            "files_total": self.files_total,
+            "copies_stored": self.copies_stored,
+            "copies_restored": self.copies_restored,
+            "records_left": self.records_left,
+            "pass_seconds": round(self.pass_seconds, 3),
+            "passes": self.passes,
+            "age_s": round(self.age(), 3),
+        }
 
 
 @dataclass

@@ -28,13 +28,13 @@ class StatusHttp:
     """Serves ``render_metrics()`` at /metrics and ``status()`` (a dict) at
     / as HTML (``render_html``) and at /status.json."""
 
-    def __init__(self, render_metrics: Callable[[], bytes], status: Callable[[], dict],
-                 render_html: Callable[[dict], str]):
+    def __init__(
+        self, render_metrics: Callable[[], bytes], status: Callable[[], dict], render_html: Callable[[dict], str]
+    ):
         self.routes: dict[str, Callable[[], Page]] = {
             "/metrics": lambda: (200, METRICS_TYPE, render_metrics()),
             "/": lambda: (200, "text/html; charset=utf-8", render_html(status()).encode()),
-            "/status.json": lambda: (200, "application/json",
-                                     json.dumps(status(), indent=1).encode() + b"\n"),
+            "/status.json": lambda: (200, "application/json", json.dumps(status(), indent=1).encode() + b"\n"),
         }
         self.server: asyncio.Server | None = None
 
@@ -89,10 +89,17 @@ class StatusHttp:
     @staticmethod
     async def _reply(writer: asyncio.StreamWriter, page: Page, head_only: bool) -> None:
         status, ctype, body = page
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-                  500: "Internal Server Error"}[status]
-        writer.write(f"HTTP/1.0 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                     "Cache-Control: no-store\r\nConnection: close\r\n\r\n".encode())
+        reason = {
+            200: "OK",
+            400: "Bad Request",
+            404: "Not Found",
+            405: "Method Not Allowed",
+            500: "Internal Server Error",
+        }[status]
+        writer.write(
+            f"HTTP/1.0 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+            "Cache-Control: no-store\r\nConnection: close\r\n\r\n".encode()
+        )
         if not head_only:
             writer.write(body)
         await writer.drain()

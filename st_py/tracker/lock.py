@@ -37,8 +37,10 @@ class TrackerLockedError(StoreTorrentError):
     def __init__(self, path: str, pid: int, addr: str):
         who = f"pid {pid}" if pid else "another process"
         at = f", serving {addr}" if addr else ""
-        super().__init__(f"another tracker ({who}{at}) holds {path}: one tracker per namespace; stop it first, "
-                         "or point clients at it (STORETORRENT_TRACKER)")
+        super().__init__(
+            f"another tracker ({who}{at}) holds {path}: one tracker per namespace; stop it first, "
+            "or point clients at it (STORETORRENT_TRACKER)"
+        )
         self.path, self.pid, self.addr = path, pid, addr
 
 

@@ -26,8 +26,7 @@ if TYPE_CHECKING:
     from .service import TrackerService
 
 # Upper bounds (seconds) of the RPC latency buckets, as the peers' (st_core/src/metrics.h) and beyond.
-RPC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-               5.0, 10.0)
+RPC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class RpcMetrics(grpc.aio.ServerInterceptor):
@@ -39,14 +38,23 @@ class RpcMetrics(grpc.aio.ServerInterceptor):
     quota refusals."""
 
     def __init__(self, registry: CollectorRegistry):
-        self.rpcs = Counter("st_tracker_rpcs", "RPCs served, by method and gRPC status code",
-                            ["method", "code"], registry=registry)
-        self.seconds = Histogram("st_tracker_rpc_seconds", "RPC latency, from the handler's start to its reply",
-                                 ["method"], buckets=RPC_BUCKETS, registry=registry)
+        self.rpcs = Counter(
+            "st_tracker_rpcs", "RPCs served, by method and gRPC status code", ["method", "code"], registry=registry
+        )
+        self.seconds = Histogram(
+            "st_tracker_rpc_seconds",
+            "RPC latency, from the handler's start to its reply",
+            ["method"],
+            buckets=RPC_BUCKETS,
+            registry=registry,
+        )
         self.in_flight = Gauge("st_tracker_rpcs_in_flight", "RPCs being handled", registry=registry)
-        self.quota_refusals = Counter("st_tracker_quota_refusals",
-                                      "RPCs refused because a user's or a file's quota would be exceeded",
-                                      ["method"], registry=registry)
+        self.quota_refusals = Counter(
+            "st_tracker_quota_refusals",
+            "RPCs refused because a user's or a file's quota would be exceeded",
+            ["method"],
+            registry=registry,
+        )
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
@@ -73,8 +81,9 @@ class RpcMetrics(grpc.aio.ServerInterceptor):
                 if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     self.quota_refusals.labels(method).inc()
 
-        return grpc.unary_unary_rpc_method_handler(observed, request_deserializer=handler.request_deserializer,
-                                                   response_serializer=handler.response_serializer)
+        return grpc.unary_unary_rpc_method_handler(
+            observed, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+        )
 
 
 def _code_of(context) -> grpc.StatusCode | None:
@@ -108,52 +117,85 @@ class StateCollector(Collector):
         info = GaugeMetricFamily("st_tracker_info", "constant 1: the tracker's version", labels=["version"])
         info.add_metric([self.version], 1)
         yield info
-        yield GaugeMetricFamily("st_tracker_start_time_seconds", "when the tracker started (Unix time)",
-                                value=self.started)
+        yield GaugeMetricFamily(
+            "st_tracker_start_time_seconds", "when the tracker started (Unix time)", value=self.started
+        )
         yield GaugeMetricFamily("st_tracker_files", "files in the namespace", value=s.state.file_count())
         held = s.reservations.on_peers()
         peers = list(reg.peers.values())
         live = [p for p in peers if reg.alive(p)]
-        by_state = GaugeMetricFamily("st_tracker_peers", "peers known, by state (live: announced within the "
-                                     "liveness window and not reported failed since)", labels=["state"])
+        by_state = GaugeMetricFamily(
+            "st_tracker_peers",
+            "peers known, by state (live: announced within the liveness window and not reported failed since)",
+            labels=["state"],
+        )
         by_state.add_metric(["live"], len(live))
         by_state.add_metric(["failed"], len(peers) - len(live))
         yield by_state
         space = space_totals(reg, peers)
-        yield GaugeMetricFamily("st_tracker_capacity_bytes", "capacity the live peers announced, each "
-                                "filesystem counted once", value=space.capacity_bytes)
-        yield GaugeMetricFamily("st_tracker_used_bytes", "bytes the live peers announced they hold",
-                                value=space.used_bytes)
-        yield GaugeMetricFamily("st_tracker_free_bytes", "free bytes of the live peers (as announced, less "
-                                "commits since), each filesystem counted once, before reservations",
-                                value=space.free_bytes)
-        yield GaugeMetricFamily("st_tracker_filesystems", "distinct filesystems the live peers store on",
-                                value=space.filesystems)
+        yield GaugeMetricFamily(
+            "st_tracker_capacity_bytes",
+            "capacity the live peers announced, each filesystem counted once",
+            value=space.capacity_bytes,
+        )
+        yield GaugeMetricFamily(
+            "st_tracker_used_bytes", "bytes the live peers announced they hold", value=space.used_bytes
+        )
+        yield GaugeMetricFamily(
+            "st_tracker_free_bytes",
+            "free bytes of the live peers (as announced, less "
+            "commits since), each filesystem counted once, before reservations",
+            value=space.free_bytes,
+        )
+        yield GaugeMetricFamily(
+            "st_tracker_filesystems", "distinct filesystems the live peers store on", value=space.filesystems
+        )
         h = s.copy_health
         if h.at:  # counted at least once (every few seconds, not per scrape)
-            yield GaugeMetricFamily("st_tracker_records_short_of_copies", "committed records with fewer than F "
-                                    "copies stored on live peers", value=h.records_short)
-            yield GaugeMetricFamily("st_tracker_files_short_of_copies", "files with records short of copies",
-                                    value=h.files_short)
-            yield GaugeMetricFamily("st_tracker_records_pending_copies", "records short of copies with a copy "
-                                    "pending (async, or quarantined)", value=h.records_pending)
-            yield GaugeMetricFamily("st_tracker_copies_counted_timestamp_seconds", "when those counts were made "
-                                    "(Unix time)", value=h.at)
+            yield GaugeMetricFamily(
+                "st_tracker_records_short_of_copies",
+                "committed records with fewer than F copies stored on live peers",
+                value=h.records_short,
+            )
+            yield GaugeMetricFamily(
+                "st_tracker_files_short_of_copies", "files with records short of copies", value=h.files_short
+            )
+            yield GaugeMetricFamily(
+                "st_tracker_records_pending_copies",
+                "records short of copies with a copy pending (async, or quarantined)",
+                value=h.records_pending,
+            )
+            yield GaugeMetricFamily(
+                "st_tracker_copies_counted_timestamp_seconds", "when those counts were made (Unix time)", value=h.at
+            )
         if s.repair_progress is not None:
-            yield GaugeMetricFamily("st_tracker_repair_report_age_seconds", "seconds since the repair service's "
-                                    "last progress report", value=s.repair_progress.age())
-        yield GaugeMetricFamily("st_tracker_reserved_bytes", "bytes held on peers by space reservations",
-                                value=sum(held.values()))
-        yield GaugeMetricFamily("st_tracker_reservations", "files holding a space reservation",
-                                value=len(s.reservations.by_file))
-        yield GaugeMetricFamily("st_tracker_writer_leases", "files whose writer lease (replacing records) is held",
-                                value=s.leases.held())
-        alive = GaugeMetricFamily("st_tracker_peer_alive", "1 if the peer is live, 0 if failed",
-                                  labels=["peer_id", "addr"])
-        age = GaugeMetricFamily("st_tracker_peer_last_announce_age_seconds", "seconds since the peer's last "
-                                "announce", labels=["peer_id", "addr"])
-        restarts = CounterMetricFamily("st_tracker_peer_restarts", "process restarts of the peer the tracker "
-                                       "has seen (a new start time announced)", labels=["peer_id", "addr"])
+            yield GaugeMetricFamily(
+                "st_tracker_repair_report_age_seconds",
+                "seconds since the repair service's last progress report",
+                value=s.repair_progress.age(),
+            )
+        yield GaugeMetricFamily(
+            "st_tracker_reserved_bytes", "bytes held on peers by space reservations", value=sum(held.values())
+        )
+        yield GaugeMetricFamily(
+            "st_tracker_reservations", "files holding a space reservation", value=len(s.reservations.by_file)
+        )
+        yield GaugeMetricFamily(
+            "st_tracker_writer_leases", "files whose writer lease (replacing records) is held", value=s.leases.held()
+        )
+        alive = GaugeMetricFamily(
+            "st_tracker_peer_alive", "1 if the peer is live, 0 if failed", labels=["peer_id", "addr"]
+        )
+        age = GaugeMetricFamily(
+            "st_tracker_peer_last_announce_age_seconds",
+            "seconds since the peer's last announce",
+            labels=["peer_id", "addr"],
+        )
+        restarts = CounterMetricFamily(
+            "st_tracker_peer_restarts",
+            "process restarts of the peer the tracker has seen (a new start time announced)",
+            labels=["peer_id", "addr"],
+        )
         for p in sorted(peers, key=lambda p: p.addr):
             alive.add_metric([p.peer_id, p.addr], 1 if reg.alive(p) else 0)
             age.add_metric([p.peer_id, p.addr], reg.age(p))
@@ -162,24 +204,37 @@ class StateCollector(Collector):
         yield age
         yield restarts
         yield CounterMetricFamily("st_tracker_announces", "peer announces received", value=reg.announces)
-        yield CounterMetricFamily("st_tracker_failure_reports", "ReportFailure RPCs (a client could not reach "
-                                  "a peer)", value=reg.failure_reports)
-        failures = CounterMetricFamily("st_tracker_peer_failures", "peers that went from live to failed, by "
-                                       "cause", labels=["cause"])
+        yield CounterMetricFamily(
+            "st_tracker_failure_reports",
+            "ReportFailure RPCs (a client could not reach a peer)",
+            value=reg.failure_reports,
+        )
+        failures = CounterMetricFamily(
+            "st_tracker_peer_failures", "peers that went from live to failed, by cause", labels=["cause"]
+        )
         for cause in ("reported", "missed_announces"):
             failures.add_metric([cause], reg.failures.get(cause, 0))
         yield failures
-        bad = CounterMetricFamily("st_tracker_bad_copies", "copies found not to match their CRC-32C, by who "
-                                  "found them (peer: its verifier quarantined it; client: a checked read)",
-                                  labels=["source"])
+        bad = CounterMetricFamily(
+            "st_tracker_bad_copies",
+            "copies found not to match their CRC-32C, by who "
+            "found them (peer: its verifier quarantined it; client: a checked read)",
+            labels=["source"],
+        )
         for source in ("peer", "client"):
             bad.add_metric([source], reg.bad_copies.get(source, 0))
         yield bad
         cs = s.commit_stats
-        yield CounterMetricFamily("st_tracker_commit_transactions", "group-commit transactions run "
-                                  "(SQLite transactions on infofiles)", value=cs.transactions)
-        yield CounterMetricFamily("st_tracker_commit_requests", "Commit requests those transactions took "
-                                  "(requests / transactions: the group-commit factor)", value=cs.requests)
+        yield CounterMetricFamily(
+            "st_tracker_commit_transactions",
+            "group-commit transactions run (SQLite transactions on infofiles)",
+            value=cs.transactions,
+        )
+        yield CounterMetricFamily(
+            "st_tracker_commit_requests",
+            "Commit requests those transactions took (requests / transactions: the group-commit factor)",
+            value=cs.requests,
+        )
         yield CounterMetricFamily("st_tracker_committed_records", "records newly committed", value=cs.records)
 
 

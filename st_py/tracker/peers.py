@@ -126,8 +126,9 @@ class PeerRegistry:
             self.events.append(PeerEvent(at, kind, addr, peer_id, detail, count, seq))
         now = time.monotonic()
         for peer_id, addr, capacity, used, free in state.known_peers():
-            self.peers[peer_id] = PeerInfo(peer_id, addr, capacity or 0, used or 0, free or 0, last_announce=now,
-                                           space_known=free is not None)
+            self.peers[peer_id] = PeerInfo(
+                peer_id, addr, capacity or 0, used or 0, free or 0, last_announce=now, space_known=free is not None
+            )
         for peer_id, drain_state in state.drain_states().items():
             if peer_id in self.peers:
                 self.peers[peer_id].drain_state = drain_state
@@ -138,9 +139,23 @@ class PeerRegistry:
             if peer_id in self.peers:
                 self.peers[peer_id].domain = domain
 
-    def announce(self, peer_id: str, addr: str, capacity: int, used: int, free: int, records: int,
-                 load: float = 0.0, *, started_at: float = 0.0, data_dir: str = "", fs_id: str = "",
-                 fs_size: int = 0, fs_free: int = 0, domain: str = "") -> None:
+    def announce(
+        self,
+        peer_id: str,
+        addr: str,
+        capacity: int,
+        used: int,
+        free: int,
+        records: int,
+        load: float = 0.0,
+        *,
+        started_at: float = 0.0,
+        data_dir: str = "",
+        fs_id: str = "",
+        fs_size: int = 0,
+        fs_free: int = 0,
+        domain: str = "",
+    ) -> None:
         """A peer's announce (paper 3.3): it is live, with this space.
 
         Parameters
@@ -173,8 +188,12 @@ class PeerRegistry:
         # A restart is one event: part of the return of a failed peer, else its own.
         again = f"its process restarted (restart {p.restarts})" if restarted else ""
         if not p.was_alive:
-            self._event("returned", p, f"announced again after {now - p.last_announce:.1f} s"
-                        + (f"; {again}" if again else ""), addr)
+            self._event(
+                "returned",
+                p,
+                f"announced again after {now - p.last_announce:.1f} s" + (f"; {again}" if again else ""),
+                addr,
+            )
             log.info("peer %s (%s) announced again", addr, peer_id)
             p.was_alive = True
         elif restarted:
@@ -191,8 +210,13 @@ class PeerRegistry:
         domain = normalize_domain(domain)
         if domain != p.domain:
             if p.announced or p.domain:
-                log.info("peer %s (%s) is now in failure domain %s (was %s)", addr, peer_id,
-                         domain or "of its host", p.domain or "of its host")
+                log.info(
+                    "peer %s (%s) is now in failure domain %s (was %s)",
+                    addr,
+                    peer_id,
+                    domain or "of its host",
+                    p.domain or "of its host",
+                )
             p.domain = domain
             self.state.remember_domain(peer_id, domain)
         p.fs_id, p.fs_size_bytes, p.fs_free_bytes = fs_id, fs_size, fs_free
@@ -225,8 +249,13 @@ class PeerRegistry:
             if p.addr == addr:
                 p.reported_failed = True
                 last = self.events[-1] if self.events else None
-                if (not p.was_alive and last is not None and last.kind == "reported" and last.addr == addr
-                        and last.detail == reason):
+                if (
+                    not p.was_alive
+                    and last is not None
+                    and last.kind == "reported"
+                    and last.addr == addr
+                    and last.detail == reason
+                ):
                     last.count += 1  # another client saw the same failure
                     last.at = time.time()
                     self.state.update_peer_event(last.seq, last.at, last.count)
@@ -254,8 +283,11 @@ class PeerRegistry:
                 for p in self.peers.values():
                     if self._tick - p.last_announce <= self.window_s:
                         p.last_announce += gap
-                log.warning("tracker stalled for %.1f s (no sweep since): peers are not failed for announces it "
-                            "could not receive", gap)
+                log.warning(
+                    "tracker stalled for %.1f s (no sweep since): peers are not failed for announces it "
+                    "could not receive",
+                    gap,
+                )
                 at, detail = time.time(), f"the tracker did not run for {gap:.1f} s; no peer failed for it"
                 seq = self.state.add_peer_event(at, "tracker-stall", "", "", detail, EVENTS_KEPT)
                 self.events.append(PeerEvent(at, "tracker-stall", "", "", detail, seq=seq))
@@ -318,6 +350,11 @@ class PeerRegistry:
             return
         p.drain_state = drain_state
         self.state.set_drain_state(p.peer_id, drain_state)
-        self._event(drain_state or "in-service", p, {"draining": "being drained: nothing new is placed on it",
-                                                     "retired": "drained: it holds no committed copy"}.get(
-                                                         drain_state, "back in service"))
+        self._event(
+            drain_state or "in-service",
+            p,
+            {
+                "draining": "being drained: nothing new is placed on it",
+                "retired": "drained: it holds no committed copy",
+            }.get(drain_state, "back in service"),
+        )

@@ -57,12 +57,14 @@ class Reservations:
             if written is None:
                 self.state.drop_reservation(file_id)
                 continue
-            self.by_file[file_id] = Reservation(file_id, name, owner, copies, est_size, peer_ids, written,
-                                                time.monotonic() + self.lease_s)
+            self.by_file[file_id] = Reservation(
+                file_id, name, owner, copies, est_size, peer_ids, written, time.monotonic() + self.lease_s
+            )
 
     def add(self, file_id: int, name: str, owner: str, copies: int, est_size: int, peer_ids: list[str]) -> None:
-        self.by_file[file_id] = Reservation(file_id, name, owner, copies, est_size, list(peer_ids), 0,
-                                            time.monotonic() + self.lease_s)
+        self.by_file[file_id] = Reservation(
+            file_id, name, owner, copies, est_size, list(peer_ids), 0, time.monotonic() + self.lease_s
+        )
 
     def persist(self, file_id: int) -> None:
         r = self.by_file.get(file_id)

@@ -144,17 +144,20 @@ async def restore_infofile(service, request_iterator, context) -> pb.RestoreInfo
             if user is None:
                 user = await service._user(context, chunk.user)
                 if service.users.enabled and not user.admin:
-                    await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                        f"user {user.name} may not restore infofiles: only an admin may "
-                                        "(storetorrent user add NAME --admin)")
+                    await context.abort(
+                        grpc.StatusCode.PERMISSION_DENIED,
+                        f"user {user.name} may not restore infofiles: only an admin may "
+                        "(storetorrent user add NAME --admin)",
+                    )
                 total, crc, dry_run = chunk.total_size, chunk.crc32c, chunk.dry_run
                 if total > MAX_INFOFILE:
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                        f"an infofile of {total:,} bytes is beyond what a restore takes")
+                    await context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"an infofile of {total:,} bytes is beyond what a restore takes",
+                    )
                 f = open(tmp, "xb")
             if len(chunk.data) > MAX_CHUNK or got + len(chunk.data) > total:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"more bytes than the {total:,} announced")
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"more bytes than the {total:,} announced")
             assert f is not None  # opened with the first chunk
             f.write(chunk.data)
             running = google_crc32c.extend(running, chunk.data)
@@ -167,9 +170,11 @@ async def restore_infofile(service, request_iterator, context) -> pb.RestoreInfo
         f.close()
         f = None
         if got != total or running != crc:
-            await context.abort(grpc.StatusCode.DATA_LOSS,
-                                f"received {got:,} of {total:,} bytes with CRC-32C {running:08x}, expected "
-                                f"{crc:08x}: the infofile was damaged on its way; send it again")
+            await context.abort(
+                grpc.StatusCode.DATA_LOSS,
+                f"received {got:,} of {total:,} bytes with CRC-32C {running:08x}, expected "
+                f"{crc:08x}: the infofile was damaged on its way; send it again",
+            )
         try:
             info = await asyncio.to_thread(_check_infofile, tmp)
         except ValueError as e:
@@ -209,8 +214,11 @@ def _held(reply: pb.RestoreInfofileReply, target: Path, file_id: int, gen: int) 
         reply.detail = f"{reply.name} is there at generation {pgen}"
     else:
         reply.outcome = "conflict"
-        reply.detail = (f"{reply.name} is held by file {pid:016x} at generation {pgen}" if pid else
-                        f"{reply.name} is held by something that is not an infofile")
+        reply.detail = (
+            f"{reply.name} is held by file {pid:016x} at generation {pgen}"
+            if pid
+            else f"{reply.name} is held by something that is not an infofile"
+        )
 
 
 def _dry_run(service, target: Path | str, info: _Checked) -> pb.RestoreInfofileReply:
@@ -248,8 +256,13 @@ async def _restore(service, tmp: Path, info: _Checked, user: User) -> pb.Restore
     if not placed:
         await asyncio.to_thread(_held, reply, target, file_id, gen)
         if reply.outcome == "conflict":
-            log.warning("restore of %s (file %x, generation %d) refused: %s; nothing overwritten",
-                        name, file_id, gen, reply.detail)
+            log.warning(
+                "restore of %s (file %x, generation %d) refused: %s; nothing overwritten",
+                name,
+                file_id,
+                gen,
+                reply.detail,
+            )
         service.state.remember_file_id(file_id)
         return reply
     # The tracker's view of the name starts afresh from the restored file (and so does the view

@@ -47,8 +47,11 @@ log = logging.getLogger("st.tracker")
 
 FORWARD_TIMEOUT_S = 60.0
 
-REFUSAL_CODES = {"quota": grpc.StatusCode.RESOURCE_EXHAUSTED, "no-space": grpc.StatusCode.FAILED_PRECONDITION,
-                 "unauthenticated": grpc.StatusCode.UNAUTHENTICATED}
+REFUSAL_CODES = {
+    "quota": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "no-space": grpc.StatusCode.FAILED_PRECONDITION,
+    "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
+}
 
 
 class Admission:
@@ -58,8 +61,7 @@ class Admission:
 
     __slots__ = ("id", "owner", "file_id", "charge", "written", "on_peers")
 
-    def __init__(self, admit_id: str, owner: str, file_id: int, charge: int, written: int,
-                 on_peers: dict[str, int]):
+    def __init__(self, admit_id: str, owner: str, file_id: int, charge: int, written: int, on_peers: dict[str, int]):
         self.id, self.owner, self.file_id = admit_id, owner, file_id
         self.charge, self.written, self.on_peers = charge, written, on_peers
 
@@ -133,16 +135,18 @@ class Routing:
         else:
             why = "it carries no TRACKER capability"
         if who is None:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"this RPC is only for the trackers of one master: {why}")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED, f"this RPC is only for the trackers of one master: {why}"
+            )
         return who  # type: ignore[return-value]
 
     async def _stub(self, context, name: str):
         shard = self.owner_shard(name)
         stub = self.file_trackers.stub(shard) if self.file_trackers is not None else None  # type: ignore[attr-defined]
         if stub is None:
-            await context.abort(grpc.StatusCode.UNAVAILABLE,
-                                f"file tracker {shard}, which writes {name}, is restarting; try again")
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, f"file tracker {shard}, which writes {name}, is restarting; try again"
+            )
         return stub, shard
 
     async def _forward(self, context, method: str, request, user: User, name: str):
@@ -150,11 +154,15 @@ class Routing:
         tracker, made for ``user``; its reply or its refusal is the answer."""
         stub, shard = await self._stub(context, name)
         try:
-            return await getattr(stub, method)(request, metadata=self.internal.metadata(user.name),
-                                               timeout=FORWARD_TIMEOUT_S)
+            return await getattr(stub, method)(
+                request, metadata=self.internal.metadata(user.name), timeout=FORWARD_TIMEOUT_S
+            )
         except grpc.aio.AioRpcError as e:
-            await context.abort(e.code(), e.details() or f"file tracker {shard}: {e.code().name}",
-                                trailing_metadata=tuple((k, v) for k, v in (e.trailing_metadata() or ())))
+            await context.abort(
+                e.code(),
+                e.details() or f"file tracker {shard}: {e.code().name}",
+                trailing_metadata=tuple((k, v) for k, v in (e.trailing_metadata() or ())),
+            )
 
     async def _control(self, context, name: str, op: str, file_id: int = 0, **fields) -> pb.FileControlReply:
         """Have the per-file tracker of file ``name`` carry out FileControl
@@ -163,11 +171,13 @@ class Routing:
         stub, shard = await self._stub(context, name)
         req = pb.FileControlRequest(name=name, file_id=file_id, op=op, **fields)
         try:
-            return await stub.FileControl(req, metadata=self.internal.metadata("master"),
-                                          timeout=FORWARD_TIMEOUT_S)
+            return await stub.FileControl(req, metadata=self.internal.metadata("master"), timeout=FORWARD_TIMEOUT_S)
         except grpc.aio.AioRpcError as e:
-            await context.abort(e.code(), e.details() or f"file tracker {shard}: {e.code().name}",
-                                trailing_metadata=tuple((k, v) for k, v in (e.trailing_metadata() or ())))
+            await context.abort(
+                e.code(),
+                e.details() or f"file tracker {shard}: {e.code().name}",
+                trailing_metadata=tuple((k, v) for k, v in (e.trailing_metadata() or ())),
+            )
             raise  # not reached: abort raises
 
     async def forget_file(self, name: str) -> None:
@@ -183,8 +193,11 @@ class Routing:
         if stub is None:
             return
         try:
-            await stub.FileControl(pb.FileControlRequest(name=name, op="forget"),
-                                   metadata=self.internal.metadata("master"), timeout=FORWARD_TIMEOUT_S)
+            await stub.FileControl(
+                pb.FileControlRequest(name=name, op="forget"),
+                metadata=self.internal.metadata("master"),
+                timeout=FORWARD_TIMEOUT_S,
+            )
         except grpc.aio.AioRpcError as e:
             log.warning("file tracker %d could not forget %s: %s", shard, name, e.details())
 
@@ -197,14 +210,25 @@ class Routing:
         assert meta is not None  # context.abort raises
         fid = int(meta["file_id"])
         if file_id and fid != file_id:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"file {name} was deleted and created again since it was opened; reopen it")
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"file {name} was deleted and created again since it was opened; reopen it",
+            )
         return fid, owner_of_meta(meta)
 
     # -- admission (master: here; a per-file tracker overrides) ----------------
-    async def _admit(self, context, user: User, name: str, c: Committer, what: str, size: int = 0,
-                     on_peers: dict[str, int] | None = None, request_id: str = "",
-                     records: int = 0) -> tuple[Owner, Admission | None]:
+    async def _admit(
+        self,
+        context,
+        user: User,
+        name: str,
+        c: Committer,
+        what: str,
+        size: int = 0,
+        on_peers: dict[str, int] | None = None,
+        request_id: str = "",
+        records: int = 0,
+    ) -> tuple[Owner, Admission | None]:
         """May ``user`` ``what`` (write ...) file ``name``, and may a commit of
         ``size`` user bytes (one copy; ``on_peers`` by holder) be made? The
         bytes are held from now on (:meth:`_settle` corrects them). Aborts
@@ -218,8 +242,9 @@ class Routing:
             return o, None
         return o, Admission("", o.owner, c.meta.file_id, size * f, size, dict(on_peers or {}))
 
-    async def _settle(self, adm: Admission | None, owner: str, file_id: int, charge: int, written: int,
-                      on_peers: dict[str, int]) -> None:
+    async def _settle(
+        self, adm: Admission | None, owner: str, file_id: int, charge: int, written: int, on_peers: dict[str, int]
+    ) -> None:
         """What a write really changed: ``charge`` bytes (all copies) of
         ``owner``, ``written`` user bytes of the file's reservation,
         ``on_peers`` bytes on holders; the part ``adm`` held already is not
@@ -235,24 +260,47 @@ class Routing:
         if self.shard != 0:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "only a master tracker admits writes")
         if request.master_epoch != self.epoch:  # a per-file tracker of an earlier master (an orphan)
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"file tracker {request.shard} was started by another master; it must stop")
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"file tracker {request.shard} was started by another master; it must stop",
+            )
         for s in request.settled:  # refunds first: they may make room for the new commits
-            self.admissions.settle(s.id, s.owner, s.file_id, s.charge, s.written,
-                                   {p.peer_id: p.bytes for p in s.on_peers})
+            self.admissions.settle(
+                s.id, s.owner, s.file_id, s.charge, s.written, {p.peer_id: p.bytes for p in s.on_peers}
+            )
         results = []
         for it in request.items:
             on_peers = {p.peer_id: p.bytes for p in it.on_peers}
             try:
                 user = self.users.lookup(it.user)  # type: ignore[attr-defined]
-                o = self.admissions.admit(user, it.name, it.file_id, meta_of(it.owner, it.group, it.mode),
-                                          it.what, it.bytes, it.copies, on_peers)
+                o = self.admissions.admit(
+                    user,
+                    it.name,
+                    it.file_id,
+                    meta_of(it.owner, it.group, it.mode),
+                    it.what,
+                    it.bytes,
+                    it.copies,
+                    on_peers,
+                )
             except AccessError as e:
                 results.append(pb.AdmitResult(id=it.id, ok=False, refusal=e.code, message=str(e)))
                 continue
             if it.bytes:
-                self.admissions.hold(it.id, Held(request.shard, it.name, it.file_id, o.owner, it.request_id,
-                                                 it.bytes * it.copies, it.bytes, on_peers), it.records)
+                self.admissions.hold(
+                    it.id,
+                    Held(
+                        request.shard,
+                        it.name,
+                        it.file_id,
+                        o.owner,
+                        it.request_id,
+                        it.bytes * it.copies,
+                        it.bytes,
+                        on_peers,
+                    ),
+                    it.records,
+                )
             results.append(pb.AdmitResult(id=it.id, ok=True))
         return pb.AdmitReply(results=results)
 
@@ -274,14 +322,17 @@ class Routing:
 
     async def _wrong_tracker(self, context, name: str, master: str) -> None:
         """Refuse a request for a file this tracker does not write."""
-        await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"this tracker does not take the writes of {name} (it is another tracker's); "
-                            f"open the file again through the master {master}",
-                            trailing_metadata=((ERROR_KIND_KEY, WRONG_TRACKER), (TRACKER_KEY, master)))
+        await context.abort(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"this tracker does not take the writes of {name} (it is another tracker's); "
+            f"open the file again through the master {master}",
+            trailing_metadata=((ERROR_KIND_KEY, WRONG_TRACKER), (TRACKER_KEY, master)),
+        )
 
 
-def _deltas(adm: Admission | None, charge: int, written: int,
-            on_peers: dict[str, int]) -> tuple[int, int, dict[str, int]]:
+def _deltas(
+    adm: Admission | None, charge: int, written: int, on_peers: dict[str, int]
+) -> tuple[int, int, dict[str, int]]:
     """What is left to add once what ``adm`` held is counted."""
     if adm is None:
         return charge, written, dict(on_peers)

@@ -76,8 +76,9 @@ def domain_shares(peers: Sequence[PeerInfo], copies: int, est_size: int) -> dict
     return {p.peer_id: -(-int(load[d]) // len(v)) for d, v in by.items() for p in v}
 
 
-def schedule(live: list[PeerInfo], copies: int, est_size: int,
-             reserved: Mapping[str, int] | None = None) -> list[PeerInfo]:
+def schedule(
+    live: list[PeerInfo], copies: int, est_size: int, reserved: Mapping[str, int] | None = None
+) -> list[PeerInfo]:
     """Choose the peerlist of a new file.
 
     Parameters
@@ -104,7 +105,9 @@ def schedule(live: list[PeerInfo], copies: int, est_size: int,
     if len(live) < copies:
         raise SchedulingError(
             f"replication class x{copies} needs {copies} live peers, but {len(live)} are alive; "
-            "start more peers or choose a smaller class", "not-enough-peers")
+            "start more peers or choose a smaller class",
+            "not-enough-peers",
+        )
     reserved = reserved or {}
     room = {p.peer_id: p.usable_free - reserved.get(p.peer_id, 0) for p in live}
     chosen = sorted(live, key=lambda p: (-room[p.peer_id], p.peer_id))
@@ -114,12 +117,23 @@ def schedule(live: list[PeerInfo], copies: int, est_size: int,
         if not short:
             return chosen
         per_domain = Counter(p.failure_domain for p in chosen)
-        chosen.remove(min(short, key=lambda p: (per_domain[p.failure_domain] == 1,
-                                                room[p.peer_id] / max(1, share[p.peer_id]), p.peer_id)))
+        chosen.remove(
+            min(
+                short,
+                key=lambda p: (
+                    per_domain[p.failure_domain] == 1,
+                    room[p.peer_id] / max(1, share[p.peer_id]),
+                    p.peer_id,
+                ),
+            )
+        )
     need = int(share_of(est_size, copies, copies) * HEADROOM)
     fit = sum(1 for r in room.values() if r >= need)
     held = sum(1 for p in live if reserved.get(p.peer_id))
     raise SchedulingError(
         f"not enough space: x{copies} of {est_size} bytes needs at least {copies} peers with {need} bytes "
-        f"free each, {fit} have it" + (f" ({held} peers hold space reserved by files being written)"
-                                       if held else "") + "; free space or add peers", "no-space")
+        f"free each, {fit} have it"
+        + (f" ({held} peers hold space reserved by files being written)" if held else "")
+        + "; free space or add peers",
+        "no-space",
+    )

@@ -17,18 +17,18 @@ from pathlib import Path
 import grpc
 from prometheus_client import disable_created_metrics
 
+from .. import logs
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..capability import CapabilityError, load_key
-from .. import logs
 from ..infofile import recover
 from ..tls import server_credentials
 from .access import AccessError, Users
 from .config import apply_config
-from .file_trackers import FileTrackers, internal_credentials
 from .file_tracker import INTERNAL_KEY_ENV, run_file_tracker
+from .file_trackers import FileTrackers, internal_credentials
 from .health import ShortCopies, keep_counting
-from .lock import TrackerLock, TrackerLockedError
 from .httpd import StatusHttp
+from .lock import TrackerLock, TrackerLockedError
 from .metrics import TrackerMetrics
 from .peers import PeerRegistry
 from .service import TrackerService
@@ -50,12 +50,22 @@ class FileTrackerOptions:
     creds: object = None  # grpc.ChannelCredentials for the calls between trackers (TLS)
 
 
-async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int = 0,
-                announce_interval: float = 2.0, misses: int = 3,
-                quota_bytes: int | None = None, key: bytes | None = None,
-                capability_ttl_s: float = 3600.0, users: Users | None = None,
-                tls: tuple[str, str, str | None] | None = None, reservation_lease_s: float = 900.0,
-                metrics_port: int | None = None, file_trackers: FileTrackerOptions | None = None) -> None:
+async def serve(
+    root: Path,
+    state_dir: Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    announce_interval: float = 2.0,
+    misses: int = 3,
+    quota_bytes: int | None = None,
+    key: bytes | None = None,
+    capability_ttl_s: float = 3600.0,
+    users: Users | None = None,
+    tls: tuple[str, str, str | None] | None = None,
+    reservation_lease_s: float = 900.0,
+    metrics_port: int | None = None,
+    file_trackers: FileTrackerOptions | None = None,
+) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
     Prints ``listening on HOST:PORT`` on stdout once it accepts RPCs (port 0
@@ -70,36 +80,75 @@ async def serve(root: Path, state_dir: Path, host: str = "127.0.0.1", port: int 
     root.mkdir(parents=True, exist_ok=True)
     lock = TrackerLock([root, state_dir])  # one tracker per namespace: before touching anything
     try:
-        await _serve(lock, started, root, state_dir, host, port, announce_interval, misses, quota_bytes, key,
-                     capability_ttl_s, users, tls, reservation_lease_s, metrics_port,
-                     file_trackers or FileTrackerOptions())
+        await _serve(
+            lock,
+            started,
+            root,
+            state_dir,
+            host,
+            port,
+            announce_interval,
+            misses,
+            quota_bytes,
+            key,
+            capability_ttl_s,
+            users,
+            tls,
+            reservation_lease_s,
+            metrics_port,
+            file_trackers or FileTrackerOptions(),
+        )
     finally:
         lock.release()
 
 
-async def _serve(lock: TrackerLock, started: float, root: Path, state_dir: Path, host: str, port: int,
-                 announce_interval: float, misses: int, quota_bytes: int | None, key: bytes | None,
-                 capability_ttl_s: float, users: Users | None, tls: tuple[str, str, str | None] | None,
-                 reservation_lease_s: float, metrics_port: int | None, ft: FileTrackerOptions) -> None:
+async def _serve(
+    lock: TrackerLock,
+    started: float,
+    root: Path,
+    state_dir: Path,
+    host: str,
+    port: int,
+    announce_interval: float,
+    misses: int,
+    quota_bytes: int | None,
+    key: bytes | None,
+    capability_ttl_s: float,
+    users: Users | None,
+    tls: tuple[str, str, str | None] | None,
+    reservation_lease_s: float,
+    metrics_port: int | None,
+    ft: FileTrackerOptions,
+) -> None:
     rolled, removed = recover(root)
     if rolled or removed:
-        log.warning("recovered after a crash: %d infofile transactions rolled back, %d half-created "
-                    "infofiles removed", rolled, removed)
+        log.warning(
+            "recovered after a crash: %d infofile transactions rolled back, %d half-created infofiles removed",
+            rolled,
+            removed,
+        )
     state = TrackerState(state_dir)
     registry = PeerRegistry(state, announce_interval, misses)
-    service = TrackerService(root.resolve(), state, registry, quota_bytes, key, capability_ttl_s, users,
-                             reservation_lease_s)
+    service = TrackerService(
+        root.resolve(), state, registry, quota_bytes, key, capability_ttl_s, users, reservation_lease_s
+    )
     service.mutual_tls = bool(tls and tls[2])
     service.shards = ft.n + 1  # files hash over the master and its per-file trackers (shards.py)
     if key is None:
-        log.warning("no --key-file: files are opened without capabilities; peers started without "
-                    "--key-file do not check them (development mode, docs/capabilities.md)")
+        log.warning(
+            "no --key-file: files are opened without capabilities; peers started without "
+            "--key-file do not check them (development mode, docs/capabilities.md)"
+        )
     version = _version()
     metrics = TrackerMetrics(service, version, started)
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 256 * 1024 * 1024),
-                                      ("grpc.max_send_message_length", 256 * 1024 * 1024),
-                                      ("grpc.so_reuseport", 0)],
-                             interceptors=[metrics.rpc])
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+            ("grpc.max_send_message_length", 256 * 1024 * 1024),
+            ("grpc.so_reuseport", 0),
+        ],
+        interceptors=[metrics.rpc],
+    )
     pb_grpc.add_TrackerServicer_to_server(service, server)
     if tls:  # (cert, key, client CA or None): docs/security.md
         bound = server.add_secure_port(f"{host}:{port}", server_credentials(*tls))
@@ -110,15 +159,13 @@ async def _serve(lock: TrackerLock, started: float, root: Path, state_dir: Path,
     await server.start()
     web = None
     if metrics_port is not None:
-        web = StatusHttp(metrics.render, lambda: snapshot(service, started, version, f"{host}:{bound}"),
-                         render_html)
+        web = StatusHttp(metrics.render, lambda: snapshot(service, started, version, f"{host}:{bound}"), render_html)
         try:
             mport = await web.start(host, metrics_port)
         except OSError as e:
             await server.stop(grace=0)
             raise SystemExit(f"tracker: cannot serve metrics on {host}:{metrics_port}: {e}") from None
-        log.info("Prometheus metrics at http://%s:%d/metrics, status page at http://%s:%d/", host, mport, host,
-                 mport)
+        log.info("Prometheus metrics at http://%s:%d/metrics, status page at http://%s:%d/", host, mport, host, mport)
         print(f"metrics on {host}:{mport}", flush=True)  # before "listening on", as st-peer
     trackers = None
     if ft.n:
@@ -157,8 +204,9 @@ def advertised_host(host: str, advertise: str = "") -> str:
     return host if host not in ("", "0.0.0.0", "::", "[::]") else socket.getfqdn()
 
 
-async def _start_file_trackers(service: TrackerService, ft: FileTrackerOptions, host: str, port: int, bound: int,
-                               key: bytes | None) -> FileTrackers:
+async def _start_file_trackers(
+    service: TrackerService, ft: FileTrackerOptions, host: str, port: int, bound: int, key: bytes | None
+) -> FileTrackers:
     """Start the master's per-file trackers and wait until each serves."""
     adv = advertised_host(host, ft.advertise_host)
     master = f"{adv}:{bound}"
@@ -168,12 +216,34 @@ async def _start_file_trackers(service: TrackerService, ft: FileTrackerOptions, 
     base = ft.base_port if ft.base_port is not None else (port + 1 if port else 0)
 
     def argv(shard: int, p: int) -> list[str]:
-        return [sys.executable, "-m", "st_py.tracker", *ft.argv, "--shard", str(shard), "--shards", str(ft.n + 1),
-                "--master", master, "--master-pid", str(os.getpid()), "--master-epoch", service.epoch,
-                "--port", str(p)]
+        return [
+            sys.executable,
+            "-m",
+            "st_py.tracker",
+            *ft.argv,
+            "--shard",
+            str(shard),
+            "--shards",
+            str(ft.n + 1),
+            "--master",
+            master,
+            "--master-pid",
+            str(os.getpid()),
+            "--master-epoch",
+            service.epoch,
+            "--port",
+            str(p),
+        ]
 
-    trackers = FileTrackers(ft.n, argv, adv, base, ft.creds, on_death=service.shard_died,  # type: ignore[arg-type]
-                            env=env)
+    trackers = FileTrackers(
+        ft.n,
+        argv,
+        adv,
+        base,
+        ft.creds,
+        on_death=service.shard_died,  # type: ignore[arg-type]
+        env=env,
+    )
     try:
         await trackers.start()
     except BaseException:
@@ -193,12 +263,30 @@ async def _sweep(registry: PeerRegistry, every_s: float) -> None:
 def _shared_argv(a: argparse.Namespace, state_dir: Path) -> list[str]:
     """The options a master passes on to its per-file trackers: the same
     namespace, key, users file, quotas, TLS and logs."""
-    out = ["--root", str(a.root.resolve()), "--state-dir", str(state_dir.resolve()), "--host", a.host,
-           "--log-level", a.log_level, "--log-format", a.log_format]
-    for flag, v in (("--key-file", a.key_file), ("--users", a.users), ("--quota-bytes", a.quota_bytes),
-                    ("--user-quota-bytes", a.user_quota_bytes), ("--tls-cert", a.tls_cert), ("--tls-key", a.tls_key),
-                    ("--tls-client-ca", a.tls_client_ca), ("--tracker-ca", a.tracker_ca),
-                    ("--tracker-cert", a.tracker_cert), ("--tracker-key", a.tracker_key)):
+    out = [
+        "--root",
+        str(a.root.resolve()),
+        "--state-dir",
+        str(state_dir.resolve()),
+        "--host",
+        a.host,
+        "--log-level",
+        a.log_level,
+        "--log-format",
+        a.log_format,
+    ]
+    for flag, v in (
+        ("--key-file", a.key_file),
+        ("--users", a.users),
+        ("--quota-bytes", a.quota_bytes),
+        ("--user-quota-bytes", a.user_quota_bytes),
+        ("--tls-cert", a.tls_cert),
+        ("--tls-key", a.tls_key),
+        ("--tls-client-ca", a.tls_client_ca),
+        ("--tracker-ca", a.tracker_ca),
+        ("--tracker-cert", a.tracker_cert),
+        ("--tracker-key", a.tracker_key),
+    ):
         if v is not None:
             out += [flag, str(Path(v).resolve()) if isinstance(v, Path) else str(v)]
     return out
@@ -222,34 +310,66 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quota-bytes", type=int, default=None, help="per-file quota of stored bytes (all copies)")
     ap.add_argument("--key-file", type=Path, help="shared secret for signing capabilities (docs/capabilities.md)")
     ap.add_argument("--capability-ttl", type=float, default=3600.0, help="seconds a capability is valid")
-    ap.add_argument("--users", type=Path, help="users file (TOML): API keys, groups, quotas (docs/security.md); "
-                                               "without it the tracker trusts the user name clients claim")
-    ap.add_argument("--user-quota-bytes", type=int, default=None,
-                    help="default per-user quota of stored bytes (all copies)")
+    ap.add_argument(
+        "--users",
+        type=Path,
+        help="users file (TOML): API keys, groups, quotas (docs/security.md); "
+        "without it the tracker trusts the user name clients claim",
+    )
+    ap.add_argument(
+        "--user-quota-bytes", type=int, default=None, help="default per-user quota of stored bytes (all copies)"
+    )
     ap.add_argument("--tls-cert", help="serve gRPC over TLS with this certificate (PEM)")
     ap.add_argument("--tls-key", help="the certificate's private key (PEM)")
-    ap.add_argument("--tls-client-ca", help="mutual TLS: clients need a certificate signed by this CA; "
-                                            "its common name is the user name")
-    ap.add_argument("--reservation-lease", type=float, default=900.0,
-                    help="seconds a file's space reservation (est_size) outlives its last commit or open for "
-                         "writing when its creator does not close it (docs/replication.md)")
-    ap.add_argument("--metrics-port", type=int, default=None,
-                    help="serve Prometheus metrics at http://HOST:PORT/metrics and the status page at / "
-                         "(0 picks a free port; default: none). docs/operations.md")
-    ap.add_argument("--file-trackers", type=int, default=0,
-                    help="per-file tracker processes this master spawns (paper 3.5): the metadata writes of each "
-                         "file (commits, leases, record deletes) go to the one its name hashes to, of N+1 with the "
-                         "master; clients are redirected on open. docs/architecture.md, \"Per-file trackers\"")
-    ap.add_argument("--file-tracker-port", type=int, default=None,
-                    help="per-file tracker i listens on this port + i - 1 (0: free ports; default: --port + 1, "
-                         "or free ports when --port is 0)")
-    ap.add_argument("--advertise-host", default="",
-                    help="the host clients reach the per-file trackers at (default: --host, or this machine's "
-                         "name when --host is 0.0.0.0)")
-    ap.add_argument("--tracker-ca", help="TLS between the master and its per-file trackers: the CA that signed "
-                                         "--tls-cert (default: --tls-client-ca)")
-    ap.add_argument("--tracker-cert", help="mutual TLS between the master and its per-file trackers: a client "
-                                           "certificate signed by --tls-client-ca (PEM)")
+    ap.add_argument(
+        "--tls-client-ca",
+        help="mutual TLS: clients need a certificate signed by this CA; its common name is the user name",
+    )
+    ap.add_argument(
+        "--reservation-lease",
+        type=float,
+        default=900.0,
+        help="seconds a file's space reservation (est_size) outlives its last commit or open for "
+        "writing when its creator does not close it (docs/replication.md)",
+    )
+    ap.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics at http://HOST:PORT/metrics and the status page at / "
+        "(0 picks a free port; default: none). docs/operations.md",
+    )
+    ap.add_argument(
+        "--file-trackers",
+        type=int,
+        default=0,
+        help="per-file tracker processes this master spawns (paper 3.5): the metadata writes of each "
+        "file (commits, leases, record deletes) go to the one its name hashes to, of N+1 with the "
+        'master; clients are redirected on open. docs/architecture.md, "Per-file trackers"',
+    )
+    ap.add_argument(
+        "--file-tracker-port",
+        type=int,
+        default=None,
+        help="per-file tracker i listens on this port + i - 1 (0: free ports; default: --port + 1, "
+        "or free ports when --port is 0)",
+    )
+    ap.add_argument(
+        "--advertise-host",
+        default="",
+        help="the host clients reach the per-file trackers at (default: --host, or this machine's "
+        "name when --host is 0.0.0.0)",
+    )
+    ap.add_argument(
+        "--tracker-ca",
+        help="TLS between the master and its per-file trackers: the CA that signed "
+        "--tls-cert (default: --tls-client-ca)",
+    )
+    ap.add_argument(
+        "--tracker-cert",
+        help="mutual TLS between the master and its per-file trackers: a client "
+        "certificate signed by --tls-client-ca (PEM)",
+    )
     ap.add_argument("--tracker-key", help="that certificate's private key (PEM)")
     # Set by a master for the per-file trackers it spawns, never by hand (nor in a config file).
     ap.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)
@@ -258,11 +378,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--master-pid", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--master-epoch", default="", help=argparse.SUPPRESS)
     ap.add_argument("--log-level", default="INFO")
-    ap.add_argument("--log-format", choices=logs.FORMATS, default="text",
-                    help="text: 'YYYY-MM-DD HH:MM:SS.mmm LEVEL logger: message' (as st-peer); json: one "
-                         "object per line (ts, level, logger, msg, ...)")
-    ap.add_argument("--config", type=Path, help="a TOML file of these options (key_file = \"...\", users, "
-                                                "tls_cert ...); flags given on the command line win")
+    ap.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default="text",
+        help="text: 'YYYY-MM-DD HH:MM:SS.mmm LEVEL logger: message' (as st-peer); json: one "
+        "object per line (ts, level, logger, msg, ...)",
+    )
+    ap.add_argument(
+        "--config",
+        type=Path,
+        help='a TOML file of these options (key_file = "...", users, '
+        "tls_cert ...); flags given on the command line win",
+    )
     pre_ap = argparse.ArgumentParser(add_help=False)
     pre_ap.add_argument("--config", type=Path)
     pre, _ = pre_ap.parse_known_args(argv)
@@ -296,10 +424,25 @@ def main(argv: list[str] | None = None) -> None:
         creds = internal_credentials(tls, a.tracker_ca, a.tracker_cert, a.tracker_key) if a.file_trackers else None
     except (ValueError, OSError) as e:
         raise SystemExit(f"tracker: {e}") from None
-    ft = FileTrackerOptions(a.file_trackers, _shared_argv(a, state_dir), a.advertise_host, a.file_tracker_port,
-                            creds)
+    ft = FileTrackerOptions(a.file_trackers, _shared_argv(a, state_dir), a.advertise_host, a.file_tracker_port, creds)
     try:
-        asyncio.run(serve(a.root, state_dir, a.host, a.port, a.announce_interval, a.misses, a.quota_bytes,
-                          key, a.capability_ttl, users, tls, a.reservation_lease, a.metrics_port, ft))
+        asyncio.run(
+            serve(
+                a.root,
+                state_dir,
+                a.host,
+                a.port,
+                a.announce_interval,
+                a.misses,
+                a.quota_bytes,
+                key,
+                a.capability_ttl,
+                users,
+                tls,
+                a.reservation_lease,
+                a.metrics_port,
+                ft,
+            )
+        )
     except TrackerLockedError as e:  # one line, no traceback
         raise SystemExit(f"tracker: {e}") from None

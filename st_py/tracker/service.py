@@ -23,18 +23,18 @@ from .. import capability, namespace
 from .._proto import tracker_pb2 as pb
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..errors import ERROR_KIND_KEY, BadNameError
-from ..placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy, domain_text
-from ..infofile import InfofileReader, InfofileWriter, create_infofile
 from ..filters import check_filters
+from ..infofile import InfofileReader, InfofileWriter, create_infofile
+from ..placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy, domain_text
 from ..record_format import FORMATS, load_schema
 from ..replication import DEFAULT_PROTOCOL, check_protocol
 from ..replication import copies as class_copies
-from .access import DEFAULT_FILE_MODE, R, W, AccessError, Owner, User, Users, may, mode_text
+from .access import DEFAULT_FILE_MODE, AccessError, Owner, R, User, Users, W, may, mode_text
 from .admission import Admissions, meta_of
-from .committer import Committer, CommitStats
-from .leases import LeaseHeld, LeaseLost, Leases
+from .committer import CommitStats, Committer
 from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
 from .health import CopyHealth, RepairProgress, space_totals
+from .leases import LeaseHeld, LeaseLost, Leases
 from .peers import PeerRegistry
 from .reservations import Reservations
 from .routing import Routing
@@ -48,10 +48,17 @@ MAX_SCHEMA_BYTES = 1 << 20  # one record schema kept in an infofile (Arrow IPC)
 
 
 class TrackerService(Routing, pb_grpc.TrackerServicer):
-    def __init__(self, root: Path, state: TrackerState, registry: PeerRegistry,
-                 quota_bytes: int | None = None, key: bytes | None = None,
-                 capability_ttl_s: float = 3600.0, users: Users | None = None,
-                 reservation_lease_s: float = 900.0):
+    def __init__(
+        self,
+        root: Path,
+        state: TrackerState,
+        registry: PeerRegistry,
+        quota_bytes: int | None = None,
+        key: bytes | None = None,
+        capability_ttl_s: float = 3600.0,
+        users: Users | None = None,
+        reservation_lease_s: float = 900.0,
+    ):
         self.root = root
         self._schemas_seen: set[tuple[str, bytes]] = set()  # record schemas already checked
         self.state = state
@@ -111,9 +118,11 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             if not cap.allows(capability.PEER):
                 raise capability.CapabilityError("the capability does not allow PEER")
         except (ValueError, capability.CapabilityError) as e:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                f"announce refused: {e}; peers announce with a PEER capability signed "
-                                "with the tracker's key (st-peer --key-file)")
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"announce refused: {e}; peers announce with a PEER capability signed "
+                "with the tracker's key (st-peer --key-file)",
+            )
 
     # -- helpers -------------------------------------------------------------
     async def _name(self, context, name: str) -> str:
@@ -156,12 +165,24 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         p = self.registry.get(peer_id)
         if p is None:
             return pb.Peer(peer_idx=idx, peer_id=peer_id, addr=fallback_addr, alive=False)
-        return pb.Peer(peer_idx=idx, peer_id=peer_id, addr=p.addr, alive=self.registry.alive(p),
-                       capacity_bytes=p.capacity_bytes, used_bytes=p.used_bytes,
-                       free_bytes=max(0, p.usable_free), records=p.records,
-                       last_announce_age_s=self.registry.age(p), load=p.load, drain_state=p.drain_state,
-                       name=p.name, uptime_s=self.registry.uptime(p) if self.registry.alive(p) else 0.0,
-                       restarts=p.restarts, fs_id=p.fs_id, domain=domain_text(p.failure_domain))
+        return pb.Peer(
+            peer_idx=idx,
+            peer_id=peer_id,
+            addr=p.addr,
+            alive=self.registry.alive(p),
+            capacity_bytes=p.capacity_bytes,
+            used_bytes=p.used_bytes,
+            free_bytes=max(0, p.usable_free),
+            records=p.records,
+            last_announce_age_s=self.registry.age(p),
+            load=p.load,
+            drain_state=p.drain_state,
+            name=p.name,
+            uptime_s=self.registry.uptime(p) if self.registry.alive(p) else 0.0,
+            restarts=p.restarts,
+            fs_id=p.fs_id,
+            domain=domain_text(p.failure_domain),
+        )
 
     def _with_reservations(self, info: pb.FileInfo | None) -> pb.FileInfo | None:
         """Fill in what is reserved: the file's own reservation and what
@@ -184,23 +205,36 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             return None
         try:
             meta = r.meta()
-            peers = [self._peer_msg(idx, pid, addr) for idx, pid, addr in
-                     r.conn.execute("SELECT peer_idx, peer_id, addr FROM peers ORDER BY peer_idx")]
+            peers = [
+                self._peer_msg(idx, pid, addr)
+                for idx, pid, addr in r.conn.execute("SELECT peer_idx, peer_id, addr FROM peers ORDER BY peer_idx")
+            ]
             n, b = r.stats()
         finally:
             r.close()
         o = owner_of_meta(meta)
-        return pb.FileInfo(file_id=int(meta["file_id"]), name=name, replication=meta["replication"],
-                           copies=int(meta["copies"]), infofile_path=str(path.resolve()),
-                           peers=peers, generation=int(meta["generation"]),
-                           blocksize=int(meta["blocksize"]), records=n, bytes=b,
-                           owner=o.owner, group=o.group, mode=o.mode,
-                           # files made before these settings existed have neither key
-                           protocol=meta.get("protocol", DEFAULT_PROTOCOL),
-                           placement=meta.get("placement", DEFAULT_POLICY),
-                           est_size=int(meta.get("est_size") or 0),
-                           filters=meta.get("filters", ""), key_check=meta.get("key_check", ""),
-                           file_tracker=self.file_tracker_of(name))  # redirected on open (paper 3.5)
+        return pb.FileInfo(
+            file_id=int(meta["file_id"]),
+            name=name,
+            replication=meta["replication"],
+            copies=int(meta["copies"]),
+            infofile_path=str(path.resolve()),
+            peers=peers,
+            generation=int(meta["generation"]),
+            blocksize=int(meta["blocksize"]),
+            records=n,
+            bytes=b,
+            owner=o.owner,
+            group=o.group,
+            mode=o.mode,
+            # files made before these settings existed have neither key
+            protocol=meta.get("protocol", DEFAULT_PROTOCOL),
+            placement=meta.get("placement", DEFAULT_POLICY),
+            est_size=int(meta.get("est_size") or 0),
+            filters=meta.get("filters", ""),
+            key_check=meta.get("key_check", ""),
+            file_tracker=self.file_tracker_of(name),
+        )  # redirected on open (paper 3.5)
 
     def _grant(self, info: pb.FileInfo, user: User, name: str) -> pb.FileInfo:
         """Attach a capability for what ``user`` may do on the file
@@ -243,8 +277,10 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             protocol = check_protocol(request.protocol)
             filters = ",".join(check_filters(request.filters.split(",")))
             if "aes-256-gcm" in filters and len(request.key_check) != 32:
-                raise BadNameError("an aes-256-gcm file needs the key's check value (st_py.filters.key_check); "
-                                   "the tracker never sees the key itself")
+                raise BadNameError(
+                    "an aes-256-gcm file needs the key's check value (st_py.filters.key_check); "
+                    "the tracker never sees the key itself"
+                )
             placement = check_policy(request.placement)
         except BadNameError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
@@ -253,56 +289,90 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"mode {mode:o} is not 0 to 0777")
         new_dirs = await self._allowed(context, self.guard.check_create, user, name)
         if self.quota_bytes is not None and request.est_size * f > self.quota_bytes:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"estimated size {request.est_size} x{f} exceeds the quota of "
-                                f"{self.quota_bytes} bytes; ask for a larger quota or split the data")
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"estimated size {request.est_size} x{f} exceeds the quota of "
+                f"{self.quota_bytes} bytes; ask for a larger quota or split the data",
+            )
         path = namespace.infofile_path(self.root, name)
         if path.exists():
-            await context.abort(grpc.StatusCode.ALREADY_EXISTS,
-                                f"file {name} already exists; open it, or delete it first")
+            await context.abort(
+                grpc.StatusCode.ALREADY_EXISTS, f"file {name} already exists; open it, or delete it first"
+            )
         if request.est_size:
             await self._wait_for_space_reports()
         # From the quota check to the reservation nothing awaits, so the event
         # loop serialises creates (FreeLoader 4.1.1): each sees the others'
         # reservations in the quota and on the peers.
-        await self._allowed(context, self.guard.check_quota, user.name, request.est_size * f,
-                            f"creating {name} (est. {request.est_size:,} bytes x{f})")
+        await self._allowed(
+            context,
+            self.guard.check_quota,
+            user.name,
+            request.est_size * f,
+            f"creating {name} (est. {request.est_size:,} bytes x{f})",
+        )
         try:
             chosen = schedule(self.registry.schedulable(), f, request.est_size, self.reservations.on_peers())
         except SchedulingError as e:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e),
-                                trailing_metadata=((ERROR_KIND_KEY, e.reason),))
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, str(e), trailing_metadata=((ERROR_KIND_KEY, e.reason),)
+            )
         self._log_domains(name, f, chosen)
         file_id = self.state.new_file_id()  # never a restored file's id
         if request.est_size:
             self.reservations.add(file_id, name, user.name, f, request.est_size, [p.peer_id for p in chosen])
         blocksize = request.blocksize or DEFAULT_BLOCKSIZE
-        meta = {"file_id": file_id, "name": name, "replication": replication, "copies": f,
-                "blocksize": blocksize, "est_size": request.est_size, "created_at": time.time(),
-                "owner": user.name, "group": user.group, "mode": f"{mode:04o}",
-                "protocol": protocol, "placement": placement, "filters": filters,
-                "key_check": request.key_check if "aes-256-gcm" in filters else ""}
+        meta = {
+            "file_id": file_id,
+            "name": name,
+            "replication": replication,
+            "copies": f,
+            "blocksize": blocksize,
+            "est_size": request.est_size,
+            "created_at": time.time(),
+            "owner": user.name,
+            "group": user.group,
+            "mode": f"{mode:04o}",
+            "protocol": protocol,
+            "placement": placement,
+            "filters": filters,
+            "key_check": request.key_check if "aes-256-gcm" in filters else "",
+        }
         # Owners of the new directories before they exist: a create running
         # meanwhile in the same new directory must not find it ownerless.
         self.guard.made_dirs(user, new_dirs)
         try:
-            await asyncio.to_thread(create_infofile, path, meta,
-                                    [(i, p.peer_id, p.addr) for i, p in enumerate(chosen)], disk_mode(mode, False))
+            await asyncio.to_thread(
+                create_infofile,
+                path,
+                meta,
+                [(i, p.peer_id, p.addr) for i, p in enumerate(chosen)],
+                disk_mode(mode, False),
+            )
         except BaseException as e:
             self.reservations.release(file_id)
             if isinstance(e, FileExistsError):
                 await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"file {name} already exists")
             if isinstance(e, NotADirectoryError):
-                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                    f"a parent of {name} is a file, not a directory")
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION, f"a parent of {name} is a file, not a directory"
+                )
             raise
         self.reservations.persist(file_id)
         self.state.add_file(name, file_id, user.name)
         for d in new_dirs:  # made with the umask's bits
             self.guard.follow_on_disk(d, self.guard.dir_owner(d).mode, True)
-        log.info("created %s id=%x class=%s protocol=%s placement=%s peers=%d owner=%s%s", name, file_id,
-                 replication, protocol, placement, len(chosen), user.name,
-                 f" reserved={request.est_size}x{f}" if request.est_size else "")
+        log.info(
+            "created %s id=%x class=%s protocol=%s placement=%s peers=%d owner=%s%s",
+            name,
+            file_id,
+            replication,
+            protocol,
+            placement,
+            len(chosen),
+            user.name,
+            f" reserved={request.est_size}x{f}" if request.est_size else "",
+        )
         return self._grant(self._with_reservations(await asyncio.to_thread(self._file_info, name)), user, name)
 
     def _log_domains(self, name: str, copies: int, chosen: list) -> None:
@@ -316,12 +386,23 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             return
         live = len({p.failure_domain for p in self.registry.schedulable()})
         if span < min(copies, live):
-            log.warning("%s: its %d peers span %d failure domains, the live peers %d: peers of the others lack "
-                        "room, so records of class x%d may have copies in one domain", name, len(chosen), span,
-                        live, copies)
+            log.warning(
+                "%s: its %d peers span %d failure domains, the live peers %d: peers of the others lack "
+                "room, so records of class x%d may have copies in one domain",
+                name,
+                len(chosen),
+                span,
+                live,
+                copies,
+            )
         elif live > 1:
-            log.info("%s: the live peers span %d failure domains, fewer than its %d copies: records will have "
-                     "copies in one domain", name, live, copies)
+            log.info(
+                "%s: the live peers span %d failure domains, fewer than its %d copies: records will have "
+                "copies in one domain",
+                name,
+                live,
+                copies,
+            )
 
     async def _wait_for_space_reports(self) -> None:
         """Live peers whose free space the tracker does not know (kept by an
@@ -342,8 +423,10 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}")
         o = Owner(info.owner, info.group, info.mode)
         if not (may(user, o, R) or may(user, o, W)):
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"user {user.name} may not open {name} ({mode_text(o.mode)} {o.owner}:{o.group})")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"user {user.name} may not open {name} ({mode_text(o.mode)} {o.owner}:{o.group})",
+            )
         info = self._grant(info, user, name)
         if not info.write_denied and may(user, o, W):
             self.reservations.renew(info.file_id)  # a writer is still at it
@@ -361,20 +444,34 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         schemas = await self._record_schemas(context, request.schemas)
         for r in request.records:
             if len(r.peer_idx) != f or len(set(r.peer_idx)) != f or any(p >= c.meta.npeers for p in r.peer_idx):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"record {r.name!r}: needs {f} copies on distinct peers of the peerlist, "
-                                    f"got peer indexes {list(r.peer_idx)}")
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"record {r.name!r}: needs {f} copies on distinct peers of the peerlist, "
+                    f"got peer indexes {list(r.peer_idx)}",
+                )
             pending = set(r.pending_ranks)
             if 0 in pending or any(p >= f for p in pending):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"record {r.name!r}: pending copy ranks {sorted(pending)} must be among "
-                                    f"1..{f - 1}: copy rank 0 is stored before a record is committed")
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"record {r.name!r}: pending copy ranks {sorted(pending)} must be among "
+                    f"1..{f - 1}: copy rank 0 is stored before a record is committed",
+                )
             if r.schema > len(schemas):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"record {r.name!r}: schema {r.schema} is not among the request's "
-                                    f"{len(schemas)} schemas")
-            batch.append((r.name, r.size, r.crc32c, list(r.peer_idx), pending, r.stored_as,
-                          schemas[r.schema - 1] if r.schema else None))
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"record {r.name!r}: schema {r.schema} is not among the request's {len(schemas)} schemas",
+                )
+            batch.append(
+                (
+                    r.name,
+                    r.size,
+                    r.crc32c,
+                    list(r.peer_idx),
+                    pending,
+                    r.stored_as,
+                    schemas[r.schema - 1] if r.schema else None,
+                )
+            )
             for p in r.peer_idx:
                 on_peer[p] = on_peer.get(p, 0) + r.size
         replaced = [r.name for r in request.records if r.stored_as]
@@ -385,8 +482,10 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         if self.quota_bytes is not None:
             _, used = await c.run(c.writer.stats)
             if used * f + add > self.quota_bytes:
-                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                    f"commit of {add} bytes would exceed the quota of {self.quota_bytes} bytes")
+                await context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"commit of {add} bytes would exceed the quota of {self.quota_bytes} bytes",
+                )
         file_id = c.meta.file_id
         ids = self._peer_ids.get(file_id)
         if ids is None:
@@ -404,8 +503,9 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             # The versions these replace stop counting (only the lease holder replaces them: no race).
             superseded = await c.run(_committed_bytes_of, c.writer, replaced) if replaced else 0
             if request.delete:  # an overwrite: the old names go in the same transaction, alone
-                gen, new, conflicts, removed, removed_bytes = await c.run(c.writer.commit_replacing, batch,
-                                                                          list(request.delete))
+                gen, new, conflicts, removed, removed_bytes = await c.run(
+                    c.writer.commit_replacing, batch, list(request.delete)
+                )
                 n = sum(1 for r in batch if r[0] in new)
             else:
                 gen, n, conflicts = await c.commit(batch, rid)
@@ -417,11 +517,21 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         # What the commit really added: exact when every record of the batch is new (retries and
         # conflicts are rare); the versions it replaced and the names an overwrite removed are freed.
         whole = len(batch) or 1
-        await self._settle(adm, o.owner, file_id, add * n // whole - superseded * f - removed_bytes * f,
-                           size * n // whole, {p: b * n // whole for p, b in on_peers.items()})
-        return pb.CommitReply(generation=gen, committed=n,
-                              conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
-                              conflict_names=[x.name for x in conflicts], deleted=removed)
+        await self._settle(
+            adm,
+            o.owner,
+            file_id,
+            add * n // whole - superseded * f - removed_bytes * f,
+            size * n // whole,
+            {p: b * n // whole for p, b in on_peers.items()},
+        )
+        return pb.CommitReply(
+            generation=gen,
+            committed=n,
+            conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
+            conflict_names=[x.name for x in conflicts],
+            deleted=removed,
+        )
 
     async def _record_schemas(self, context, schemas) -> list[tuple[str, bytes]]:
         """The request's record schemas as ``(format, Arrow IPC schema)``,
@@ -433,15 +543,18 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             key = (s.format, bytes(s.schema))
             if key not in self._schemas_seen:
                 if s.format not in FORMATS or len(s.schema) > MAX_SCHEMA_BYTES:
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                        f"record schema of format {s.format[:40]!r} and {len(s.schema)} bytes: "
-                                        f"the format must be one of {list(FORMATS)} and the schema at most "
-                                        f"{MAX_SCHEMA_BYTES} bytes")
+                    await context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"record schema of format {s.format[:40]!r} and {len(s.schema)} bytes: "
+                        f"the format must be one of {list(FORMATS)} and the schema at most "
+                        f"{MAX_SCHEMA_BYTES} bytes",
+                    )
                 try:
                     load_schema(key[1])
                 except (pa.ArrowException, ValueError) as e:
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                        f"a record schema is not an Arrow IPC schema: {e}")
+                    await context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT, f"a record schema is not an Arrow IPC schema: {e}"
+                    )
                 if len(self._schemas_seen) > 4096:
                     self._schemas_seen.clear()
                 self._schemas_seen.add(key)
@@ -515,20 +628,40 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 out.append(pb.ListEntry(name=full))
                 continue
             o = owner_of_meta(meta)
-            out.append(pb.ListEntry(name=full, file_id=int(meta["file_id"]), replication=meta["replication"],
-                                    records=n, bytes=b, owner=o.owner, group=o.group, mode=o.mode))
+            out.append(
+                pb.ListEntry(
+                    name=full,
+                    file_id=int(meta["file_id"]),
+                    replication=meta["replication"],
+                    records=n,
+                    bytes=b,
+                    owner=o.owner,
+                    group=o.group,
+                    mode=o.mode,
+                )
+            )
         return out
 
     async def Announce(self, request, context):
         await self._peer_token(context)
         if not request.peer_id or not request.addr:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "announce needs peer_id and addr")
-        self.registry.announce(request.peer_id, request.addr, request.capacity_bytes,
-                               request.used_bytes, request.free_bytes, request.records, request.load,
-                               started_at=request.started_at, data_dir=request.data_dir, fs_id=request.fs_id,
-                               fs_size=request.fs_size_bytes, fs_free=request.fs_free_bytes, domain=request.domain)
-        self.registry.verified(request.peer_id, request.copies_verified, request.copies_bad,
-                               request.copies_quarantined)
+        self.registry.announce(
+            request.peer_id,
+            request.addr,
+            request.capacity_bytes,
+            request.used_bytes,
+            request.free_bytes,
+            request.records,
+            request.load,
+            started_at=request.started_at,
+            data_dir=request.data_dir,
+            fs_id=request.fs_id,
+            fs_size=request.fs_size_bytes,
+            fs_free=request.fs_free_bytes,
+            domain=request.domain,
+        )
+        self.registry.verified(request.peer_id, request.copies_verified, request.copies_bad, request.copies_quarantined)
         if request.bad_copies:
             await self._quarantined(request.peer_id, request.addr, list(request.bad_copies), context)
         return pb.AnnounceReply(interval_s=self.registry.interval_s)
@@ -546,8 +679,12 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         for fid, copies in by_file.items():
             name = names.get(fid)
             for b in copies:
-                self.registry.bad_copy(addr, f"file {name or f'{fid:016x} (deleted)'} record {b.name!r} copy rank "
-                                             f"{b.copy_rank}: CRC-32C mismatch, {b.detail}", "peer")
+                self.registry.bad_copy(
+                    addr,
+                    f"file {name or f'{fid:016x} (deleted)'} record {b.name!r} copy rank "
+                    f"{b.copy_rank}: CRC-32C mismatch, {b.detail}",
+                    "peer",
+                )
             if name and context is not None and not await self._here(context, name):  # its writer does it
                 r = await self._control(context, name, "unstore", fid, peer_id=peer_id, bad_copies=copies)
                 moved, left = r.done, list(r.conflicts)
@@ -555,12 +692,18 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 c = self._committer(name) if name else None
                 if c is None or c.meta.file_id != fid:
                     continue
-                gen, moved, conflicts = await c.run(c.writer.unstore_copies,
-                                                    [(b.name, b.copy_rank, peer_id, b.crc32c) for b in copies])
+                gen, moved, conflicts = await c.run(
+                    c.writer.unstore_copies, [(b.name, b.copy_rank, peer_id, b.crc32c) for b in copies]
+                )
                 left = [f"{x.name}: {x.reason}" for x in conflicts]
-            log.warning("peer %s quarantined %d bad copies of %s: %d now pending (repair restores them)%s",
-                        addr, len(copies), name, moved,
-                        "; left alone: " + "; ".join(left) if left else "")
+            log.warning(
+                "peer %s quarantined %d bad copies of %s: %d now pending (repair restores them)%s",
+                addr,
+                len(copies),
+                name,
+                moved,
+                "; left alone: " + "; ".join(left) if left else "",
+            )
 
     async def ReportFailure(self, request, context):
         await self._user(context)
@@ -570,10 +713,18 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
 
     async def ReportBadCopy(self, request, context):
         await self._user(context)
-        log.warning("client reports a bad copy of %r in %s on %s: %s", request.record, request.file,
-                    request.addr or "an unknown peer", request.detail)
-        self.registry.bad_copy(request.addr, f"file {request.file} record {request.record!r}: a checked read "
-                                             f"found it corrupt ({request.detail})", "client")
+        log.warning(
+            "client reports a bad copy of %r in %s on %s: %s",
+            request.record,
+            request.file,
+            request.addr or "an unknown peer",
+            request.detail,
+        )
+        self.registry.bad_copy(
+            request.addr,
+            f"file {request.file} record {request.record!r}: a checked read found it corrupt ({request.detail})",
+            "client",
+        )
         return pb.ReportBadCopyReply()
 
     async def _open_committer(self, context, name: str, file_id: int) -> Committer:
@@ -588,8 +739,10 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
         assert c is not None  # context.abort raises
         if file_id and c.meta.file_id != file_id:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"file {name} was deleted and created again since it was opened; reopen it")
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"file {name} was deleted and created again since it was opened; reopen it",
+            )
         return c
 
     async def ExtendPeerlist(self, request, context):
@@ -604,8 +757,13 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         else:  # the file's per-file tracker appends them (it writes the infofile, and caches its size)
             _, o = await self._remote_owner(context, name, request.file_id)
             await self._allowed(context, self.guard.check_file, user, name, _meta(o), W, "rebalance")
-            r = await self._control(context, name, "add-peers", request.file_id,
-                                    peers=[pb.Peer(peer_id=pid, addr=addr) for pid, addr in peers])
+            r = await self._control(
+                context,
+                name,
+                "add-peers",
+                request.file_id,
+                peers=[pb.Peer(peer_id=pid, addr=addr) for pid, addr in peers],
+            )
             rows = [(x.peer_idx, x.peer_id, x.addr) for x in r.added]
         for idx, pid, addr in rows:
             log.info("peerlist of %s: added peer %d %s (%s)", name, idx, addr, pid)
@@ -620,10 +778,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         await self._admit(context, user, name, c, "rebalance")
         moves = [(m.name, m.copy_rank, m.from_peer_idx, m.to_peer_idx, m.stored_as) for m in request.moves]
         gen, moved, conflicts = await c.move_copies(moves)
-        log.info("rebalance of %s: %d copies moved, %d conflicts, generation %d",
-                 name, moved, len(conflicts), gen)
-        return pb.MoveCopiesReply(generation=gen, moved=moved,
-                                  conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
+        log.info("rebalance of %s: %d copies moved, %d conflicts, generation %d", name, moved, len(conflicts), gen)
+        return pb.MoveCopiesReply(generation=gen, moved=moved, conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
 
     async def CommitObjects(self, request, context):
         """Striped objects whose stripe records are committed become visible
@@ -637,14 +793,19 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         schemas = await self._record_schemas(context, request.schemas)
         if any(o.schema > len(schemas) for o in request.objects):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object's schema is not among the request's")
-        objs = [(o.name, o.size, o.stripe_size, o.stripes, o.crc32c, schemas[o.schema - 1] if o.schema else None)
-                for o in request.objects]
+        objs = [
+            (o.name, o.size, o.stripe_size, o.stripes, o.crc32c, schemas[o.schema - 1] if o.schema else None)
+            for o in request.objects
+        ]
         if any(o[2] <= 0 for o in objs):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object needs a positive stripe_size")
         gen, added, conflicts = await c.run(c.writer.commit_objects, objs)
-        return pb.CommitReply(generation=gen, committed=added,
-                              conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
-                              conflict_names=[x.name for x in conflicts])
+        return pb.CommitReply(
+            generation=gen,
+            committed=added,
+            conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
+            conflict_names=[x.name for x in conflicts],
+        )
 
     async def StoreCopies(self, request, context):
         """Pending copies (async protocols) are stored: they join ``copies``."""
@@ -657,8 +818,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         stored = [(x.name, x.copy_rank, x.peer_idx, x.stored_as) for x in request.copies]
         gen, done, conflicts = await c.run(c.writer.store_copies, stored)
         log.debug("%s: %d pending copies stored, %d conflicts, generation %d", name, done, len(conflicts), gen)
-        return pb.MoveCopiesReply(generation=gen, moved=done,
-                                  conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
+        return pb.MoveCopiesReply(generation=gen, moved=done, conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
 
     async def SetMode(self, request, context):
         """chmod / chgrp / chown: the owner may change mode and group (to one
@@ -677,21 +837,26 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         if here:
             o = self.guard.dir_owner(name) if is_dir else owner_of_meta(c.writer_meta())
         if not user.admin and user.name != o.owner:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"only the owner ({o.owner}) or an admin may change {name}")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED, f"only the owner ({o.owner}) or an admin may change {name}"
+            )
         if request.owner and request.owner != o.owner and not user.admin:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, "only an admin may change the owner")
         if request.group and not user.admin and request.group not in user.groups + (user.name,):
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"{user.name} is not in group {request.group}")
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{user.name} is not in group {request.group}")
         new = Owner(request.owner or o.owner, request.group or o.group, request.mode or o.mode)
         try:  # POSIX access to the namespace follows (paper 3.5): the bits on disk first
-            set_disk_mode(namespace.dir_path(self.root, name) if is_dir else namespace.infofile_path(self.root, name),
-                          new.mode, is_dir)
+            set_disk_mode(
+                namespace.dir_path(self.root, name) if is_dir else namespace.infofile_path(self.root, name),
+                new.mode,
+                is_dir,
+            )
         except OSError as e:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"cannot set the permission bits of {name} in the namespace on disk "
-                                f"({e.strerror}); nothing was changed")
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"cannot set the permission bits of {name} in the namespace on disk "
+                f"({e.strerror}); nothing was changed",
+            )
         if is_dir:
             self.state.set_dir_owner(name, new.owner, new.group, new.mode)
         else:
@@ -725,9 +890,11 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         d = namespace.dir_path(self.root, name)
         if not d.is_dir():
             if d.exists():
-                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                    f"{name} is a file, not a directory: delete it with `storetorrent rm {name}`",
-                                    trailing_metadata=((ERROR_KIND_KEY, "not-a-directory"),))
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"{name} is a file, not a directory: delete it with `storetorrent rm {name}`",
+                    trailing_metadata=((ERROR_KIND_KEY, "not-a-directory"),),
+                )
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no such directory {name}")
         parent = name.rsplit("/", 1)[0] or "/"
         await self._allowed(context, self.guard.check_dir, user, parent, W, "delete entries in directory")
@@ -737,19 +904,25 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         entries = sorted(e.name for e in d.iterdir())
         if busy or entries:
             shown = [e for e in entries if not e.startswith(namespace.TMP_PREFIX)]
-            what = (f"{len(shown)} entries: {', '.join(shown[:3])}{', ...' if len(shown) > 3 else ''}" if shown
-                    else "a file is being created in it")
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"directory {name} is not empty ({what}); delete what it holds first, or "
-                                f"everything with `storetorrent rm -r {name}`",
-                                trailing_metadata=((ERROR_KIND_KEY, "not-empty"),))
+            what = (
+                f"{len(shown)} entries: {', '.join(shown[:3])}{', ...' if len(shown) > 3 else ''}"
+                if shown
+                else "a file is being created in it"
+            )
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"directory {name} is not empty ({what}); delete what it holds first, or "
+                f"everything with `storetorrent rm -r {name}`",
+                trailing_metadata=((ERROR_KIND_KEY, "not-empty"),),
+            )
         try:
             os.rmdir(d)
         except OSError as e:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"cannot remove directory {name}: {e.strerror}",
-                                trailing_metadata=((ERROR_KIND_KEY, "not-empty"),) if e.errno == errno.ENOTEMPTY
-                                else ())
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"cannot remove directory {name}: {e.strerror}",
+                trailing_metadata=((ERROR_KIND_KEY, "not-empty"),) if e.errno == errno.ENOTEMPTY else (),
+            )
         self.state.remove_dir(name)
         log.info("%s removed directory %s", user.name, name)
         return pb.RemoveDirReply()
@@ -762,10 +935,13 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             await self._lease_lost(context, name, lease_id)
 
     async def _lease_lost(self, context, name: str, lease_id: str) -> None:
-        await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                            f"replacing records of {name} needs its writer lease, and lease "
-                            f"{lease_id or '(none)'} is not held (expired, released, or the tracker "
-                            "restarted); acquire it again", trailing_metadata=((ERROR_KIND_KEY, "lease-lost"),))
+        await context.abort(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"replacing records of {name} needs its writer lease, and lease "
+            f"{lease_id or '(none)'} is not held (expired, released, or the tracker "
+            "restarted); acquire it again",
+            trailing_metadata=((ERROR_KIND_KEY, "lease-lost"),),
+        )
 
     async def Lease(self, request, context):
         """Acquire, renew or release a file's writer lease (MORRIS 3.2): kept
@@ -791,11 +967,16 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             lease = self.leases.acquire(file_id, user.name, request.holder, request.ttl_s)
         except LeaseHeld as e:
             held = e.lease
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                f"the writer lease of {name} is held by {held.holder} (user {held.user}) for "
-                                f"{held.expires_in():.1f} s more; only one writer may replace records at a time",
-                                trailing_metadata=((ERROR_KIND_KEY, "lease-held"), ("st-lease-holder", held.holder),
-                                                   ("st-lease-expires-in", f"{held.expires_in():.3f}")))
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"the writer lease of {name} is held by {held.holder} (user {held.user}) for "
+                f"{held.expires_in():.1f} s more; only one writer may replace records at a time",
+                trailing_metadata=(
+                    (ERROR_KIND_KEY, "lease-held"),
+                    ("st-lease-holder", held.holder),
+                    ("st-lease-expires-in", f"{held.expires_in():.3f}"),
+                ),
+            )
         log.info("%s: writer lease granted to %s (%s) for %.1f s", name, lease.holder, user.name, lease.ttl_s)
         return pb.LeaseReply(lease_id=lease.lease_id, expires_in_s=lease.expires_in())
 
@@ -811,52 +992,81 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         await self._allowed(context, self.guard.check_file, user, name, _meta(o), W, "close")
         r = self.reservations.release(file_id)
         if r is not None:
-            log.info("%s closed: reservation of %d bytes x%d ended, %d bytes unused", name, r.est_size,
-                     r.copies, r.remaining)
+            log.info(
+                "%s closed: reservation of %d bytes x%d ended, %d bytes unused", name, r.est_size, r.copies, r.remaining
+            )
         return pb.CloseReply(released_bytes=r.remaining if r else 0)
 
     async def Status(self, request, context):
         # open to everyone: peers, liveness and space, no file names
         held = self.reservations.on_peers()
-        peers = [self._peer_msg(0, p.peer_id, p.addr) for p in
-                 sorted(self.registry.peers.values(), key=lambda p: p.addr)]
+        peers = [
+            self._peer_msg(0, p.peer_id, p.addr) for p in sorted(self.registry.peers.values(), key=lambda p: p.addr)
+        ]
         for p in peers:
             p.reserved_bytes = held.get(p.peer_id, 0)
         alive = [p for p in peers if p.alive]
         space = space_totals(self.registry)
         h = self.copy_health
-        return pb.StatusReply(peers=peers, files=self.state.file_count(), alive_peers=len(alive),
-                              failed_peers=len(peers) - len(alive),
-                              capacity_bytes=space.capacity_bytes, free_bytes=space.free_bytes,
-                              used_bytes=space.used_bytes, filesystems=space.filesystems,
-                              liveness_window_s=self.registry.window_s,
-                              records_short=h.records_short, files_short=h.files_short,
-                              records_pending=h.records_pending, short_age_s=h.age(),
-                              repair=self._repair_status(),
-                              file_trackers=self.file_trackers.status(self.shard_load)
-                              if self.file_trackers is not None else [])
+        return pb.StatusReply(
+            peers=peers,
+            files=self.state.file_count(),
+            alive_peers=len(alive),
+            failed_peers=len(peers) - len(alive),
+            capacity_bytes=space.capacity_bytes,
+            free_bytes=space.free_bytes,
+            used_bytes=space.used_bytes,
+            filesystems=space.filesystems,
+            liveness_window_s=self.registry.window_s,
+            records_short=h.records_short,
+            files_short=h.files_short,
+            records_pending=h.records_pending,
+            short_age_s=h.age(),
+            repair=self._repair_status(),
+            file_trackers=self.file_trackers.status(self.shard_load) if self.file_trackers is not None else [],
+        )
 
     def _repair_status(self) -> pb.RepairStatus:
         r = self.repair_progress
         if r is None:
             return pb.RepairStatus()
-        return pb.RepairStatus(repairer=r.repairer, age_s=r.age(), running=r.running, reason=r.reason,
-                               files_done=r.files_done, files_total=r.files_total, copies_stored=r.copies_stored,
-                               copies_restored=r.copies_restored, records_left=r.records_left,
-                               pass_seconds=r.pass_seconds, passes=r.passes)
+        return pb.RepairStatus(
+            repairer=r.repairer,
+            age_s=r.age(),
+            running=r.running,
+            reason=r.reason,
+            files_done=r.files_done,
+            files_total=r.files_total,
+            copies_stored=r.copies_stored,
+            copies_restored=r.copies_restored,
+            records_left=r.records_left,
+            pass_seconds=r.pass_seconds,
+            passes=r.passes,
+        )
 
     async def ReportRepair(self, request, context):
         """The repair service's progress: kept (the last report only) for
         Status and the status page; an admin's when a users file is in force."""
         user = await self._user(context, request.user)
         if self.users.enabled and not user.admin:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"user {user.name} may not report repair progress: only an admin may "
-                                "(the repair service stores copies of every file)")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"user {user.name} may not report repair progress: only an admin may "
+                "(the repair service stores copies of every file)",
+            )
         s = request.status
-        self.repair_progress = RepairProgress(s.repairer[:200] or "unknown", s.running, s.reason[:200],
-                                              s.files_done, s.files_total, s.copies_stored, s.copies_restored,
-                                              s.records_left, s.pass_seconds, s.passes)
+        self.repair_progress = RepairProgress(
+            s.repairer[:200] or "unknown",
+            s.running,
+            s.reason[:200],
+            s.files_done,
+            s.files_total,
+            s.copies_stored,
+            s.copies_restored,
+            s.records_left,
+            s.pass_seconds,
+            s.passes,
+        )
         return pb.ReportRepairReply()
 
     async def SetPeerState(self, request, context):
@@ -865,17 +1075,22 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         peer out of service; reads are not affected."""
         user = await self._user(context, request.user)
         if self.users.enabled and not user.admin:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"user {user.name} may not drain peers: only an admin may "
-                                "(storetorrent user add NAME --admin)")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"user {user.name} may not drain peers: only an admin may (storetorrent user add NAME --admin)",
+            )
         if request.drain_state not in ("", "draining", "retired"):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"drain state {request.drain_state[:40]!r} is not draining, retired or empty")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"drain state {request.drain_state[:40]!r} is not draining, retired or empty",
+            )
         p = self.registry.find(request.peer)
         if p is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND,
-                                f"no peer {request.peer[:80]!r} has announced to this tracker",
-                                trailing_metadata=((ERROR_KIND_KEY, "unknown-peer"),))
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no peer {request.peer[:80]!r} has announced to this tracker",
+                trailing_metadata=((ERROR_KIND_KEY, "unknown-peer"),),
+            )
         self.registry.set_drain_state(p, request.drain_state)
         log.info("%s set peer %s (%s) %s", user.name, p.addr, p.peer_id, request.drain_state or "in service")
         return pb.SetPeerStateReply(peer=self._peer_msg(0, p.peer_id, p.addr))
@@ -900,8 +1115,9 @@ def _meta(o: Owner) -> dict:
 def _committed_bytes_of(writer: InfofileWriter, names: list[str]) -> int:
     """Bytes (one copy) of the committed records among ``names``."""
     marks = ",".join("?" * len(names))
-    return int(writer.conn.execute(f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks})",
-                                   names).fetchone()[0])
+    return int(
+        writer.conn.execute(f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks})", names).fetchone()[0]
+    )
 
 
 def _read_peer_ids(writer: InfofileWriter) -> list[tuple[int, str]]:

@@ -86,8 +86,9 @@ def internal_user(key: bytes | None, metadata) -> str | None:
         if INTERNAL_USER_KEY not in md:
             return None
         if key is not None:
-            raise capability.CapabilityError("an internal call needs a TRACKER capability signed with the "
-                                             "trackers' key")
+            raise capability.CapabilityError(
+                "an internal call needs a TRACKER capability signed with the trackers' key"
+            )
         return str(md[INTERNAL_USER_KEY])
     if key is None:
         raise capability.CapabilityError("this tracker has no key to check an internal capability with")

@@ -59,8 +59,7 @@ PEER_DOMAIN = (("domain", "TEXT"),)
 class TrackerState:
     def __init__(self, state_dir: Path):
         state_dir.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(state_dir / "tracker.db"), isolation_level=None,
-                                    check_same_thread=False)
+        self.conn = sqlite3.connect(str(state_dir / "tracker.db"), isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(SCHEMA)
@@ -82,8 +81,10 @@ class TrackerState:
         peers are stored under it)."""
         while True:
             file_id = secrets.randbits(63) or 1
-            if (self.conn.execute("SELECT 1 FROM file_ids WHERE file_id = ?", (file_id,)).fetchone() is None
-                    and self.conn.execute("SELECT 1 FROM files WHERE file_id = ?", (file_id,)).fetchone() is None):
+            if (
+                self.conn.execute("SELECT 1 FROM file_ids WHERE file_id = ?", (file_id,)).fetchone() is None
+                and self.conn.execute("SELECT 1 FROM files WHERE file_id = ?", (file_id,)).fetchone() is None
+            ):
                 self.remember_file_id(file_id)
                 return file_id
 
@@ -124,25 +125,33 @@ class TrackerState:
         the space as last announced, None if never kept."""
         return list(self.conn.execute("SELECT peer_id, addr, capacity_bytes, used_bytes, free_bytes FROM peers"))
 
-    def remember_peer(self, peer_id: str, addr: str, capacity: int | None = None, used: int | None = None,
-                      free: int | None = None) -> None:
-        self.conn.execute("INSERT INTO peers(peer_id, addr, seen_at, capacity_bytes, used_bytes, free_bytes) "
-                          "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(peer_id) DO UPDATE SET addr = excluded.addr, "
-                          "seen_at = excluded.seen_at, capacity_bytes = excluded.capacity_bytes, "
-                          "used_bytes = excluded.used_bytes, free_bytes = excluded.free_bytes",
-                          (peer_id, addr, time.time(), capacity, used, free))
+    def remember_peer(
+        self, peer_id: str, addr: str, capacity: int | None = None, used: int | None = None, free: int | None = None
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO peers(peer_id, addr, seen_at, capacity_bytes, used_bytes, free_bytes) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(peer_id) DO UPDATE SET addr = excluded.addr, "
+            "seen_at = excluded.seen_at, capacity_bytes = excluded.capacity_bytes, "
+            "used_bytes = excluded.used_bytes, free_bytes = excluded.free_bytes",
+            (peer_id, addr, time.time(), capacity, used, free),
+        )
 
     def peer_starts(self) -> dict[str, tuple[float, int]]:
         """``{peer_id: (started_at, restarts)}``: when each peer's process
         last started (Unix time, as it announced) and the restarts seen;
         peers that never announced a start are not listed."""
-        return {pid: (float(at), int(n)) for pid, at, n in
-                self.conn.execute("SELECT peer_id, started_at, restarts FROM peers WHERE started_at IS NOT NULL")}
+        return {
+            pid: (float(at), int(n))
+            for pid, at, n in self.conn.execute(
+                "SELECT peer_id, started_at, restarts FROM peers WHERE started_at IS NOT NULL"
+            )
+        }
 
     def remember_start(self, peer_id: str, started_at: float, restarts: int) -> None:
         """A peer (already remembered) announced a new process start."""
-        self.conn.execute("UPDATE peers SET started_at = ?, restarts = ? WHERE peer_id = ?",
-                          (started_at, restarts, peer_id))
+        self.conn.execute(
+            "UPDATE peers SET started_at = ?, restarts = ? WHERE peer_id = ?", (started_at, restarts, peer_id)
+        )
 
     def peer_domains(self) -> dict[str, str]:
         """``{peer_id: domain}`` as each peer last declared it (``--domain``);
@@ -156,8 +165,10 @@ class TrackerState:
     def add_peer_event(self, at: float, kind: str, addr: str, peer_id: str, detail: str, keep: int) -> int:
         """Keep a peer event (the failure history of the status page), and
         only the newest ``keep``; returns its row id."""
-        seq = self.conn.execute("INSERT INTO peer_events(at, kind, addr, peer_id, detail) VALUES (?, ?, ?, ?, ?)",
-                                (at, kind, addr, peer_id, detail)).lastrowid
+        seq = self.conn.execute(
+            "INSERT INTO peer_events(at, kind, addr, peer_id, detail) VALUES (?, ?, ?, ?, ?)",
+            (at, kind, addr, peer_id, detail),
+        ).lastrowid
         seq = int(seq or 0)
         self.conn.execute("DELETE FROM peer_events WHERE seq <= ?", (seq - keep,))
         return seq
@@ -168,9 +179,14 @@ class TrackerState:
     def peer_events(self, keep: int) -> list[tuple[int, float, str, str, str, str, int]]:
         """The newest ``keep`` peer events, oldest first: (seq, at, kind,
         addr, peer_id, detail, count)."""
-        return list(reversed(self.conn.execute(
-            "SELECT seq, at, kind, addr, peer_id, detail, count FROM peer_events ORDER BY seq DESC LIMIT ?",
-            (keep,)).fetchall()))
+        return list(
+            reversed(
+                self.conn.execute(
+                    "SELECT seq, at, kind, addr, peer_id, detail, count FROM peer_events ORDER BY seq DESC LIMIT ?",
+                    (keep,),
+                ).fetchall()
+            )
+        )
 
     def drain_states(self) -> dict[str, str]:
         """``{peer_id: "draining" or "retired"}`` of every peer taken out of
@@ -186,13 +202,20 @@ class TrackerState:
 
     def reservations(self) -> list[tuple[int, str, str, int, int, list[str]]]:
         """(file_id, name, owner, copies, est_size, peer ids) of each reservation."""
-        return [(fid, name, owner, copies, est, json.loads(pids)) for fid, name, owner, copies, est, pids in
-                self.conn.execute("SELECT file_id, name, owner, copies, est_size, peer_ids FROM reservations")]
+        return [
+            (fid, name, owner, copies, est, json.loads(pids))
+            for fid, name, owner, copies, est, pids in self.conn.execute(
+                "SELECT file_id, name, owner, copies, est_size, peer_ids FROM reservations"
+            )
+        ]
 
-    def add_reservation(self, file_id: int, name: str, owner: str, copies: int, est_size: int,
-                        peer_ids: list[str]) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO reservations VALUES (?, ?, ?, ?, ?, ?)",
-                          (file_id, name, owner, copies, est_size, json.dumps(peer_ids)))
+    def add_reservation(
+        self, file_id: int, name: str, owner: str, copies: int, est_size: int, peer_ids: list[str]
+    ) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO reservations VALUES (?, ?, ?, ?, ?, ?)",
+            (file_id, name, owner, copies, est_size, json.dumps(peer_ids)),
+        )
 
     def drop_reservation(self, file_id: int) -> None:
         self.conn.execute("DELETE FROM reservations WHERE file_id = ?", (file_id,))

@@ -18,8 +18,8 @@ import html
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..units import duration, human_bytes
 from ..logs import utc_timestamp as rfc3339
+from ..units import duration, human_bytes
 from .health import space_totals
 
 if TYPE_CHECKING:
@@ -42,44 +42,87 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
         alive = reg.alive(p)
         if p.fs_id and p.fs_id not in fs_label:
             fs_label[p.fs_id] = f"disk {len(fs_label) + 1}"
-        peers.append({
-            "name": p.name, "addr": p.addr, "peer_id": p.peer_id, "alive": alive,
-            "state": ("live" if alive else "failed (reported by a client)" if p.reported_failed else "failed")
-            + (f", {p.drain_state}" if p.drain_state else ""), "drain_state": p.drain_state,
-            "last_announce_age_s": round(reg.age(p), 3), "announced_since_start": p.announced,
-            "records": p.records, "capacity_bytes": p.capacity_bytes, "used_bytes": p.used_bytes,
-            "free_bytes": max(0, p.usable_free), "reserved_bytes": held.get(p.peer_id, 0), "load": round(p.load, 3),
-            "copies_verified": p.copies_verified, "copies_bad": p.copies_bad,
-            "copies_quarantined": p.copies_quarantined,
-            "started_at": rfc3339(p.started_at) if p.started_at else None,
-            "uptime_s": round(reg.uptime(p), 3) if alive else None,
-            "restarts": p.restarts, "fs_id": p.fs_id, "filesystem": fs_label.get(p.fs_id, ""),
-            "domain": "/".join(p.failure_domain), "domain_declared": bool(p.domain),
-        })
+        peers.append(
+            {
+                "name": p.name,
+                "addr": p.addr,
+                "peer_id": p.peer_id,
+                "alive": alive,
+                "state": ("live" if alive else "failed (reported by a client)" if p.reported_failed else "failed")
+                + (f", {p.drain_state}" if p.drain_state else ""),
+                "drain_state": p.drain_state,
+                "last_announce_age_s": round(reg.age(p), 3),
+                "announced_since_start": p.announced,
+                "records": p.records,
+                "capacity_bytes": p.capacity_bytes,
+                "used_bytes": p.used_bytes,
+                "free_bytes": max(0, p.usable_free),
+                "reserved_bytes": held.get(p.peer_id, 0),
+                "load": round(p.load, 3),
+                "copies_verified": p.copies_verified,
+                "copies_bad": p.copies_bad,
+                "copies_quarantined": p.copies_quarantined,
+                "started_at": rfc3339(p.started_at) if p.started_at else None,
+                "uptime_s": round(reg.uptime(p), 3) if alive else None,
+                "restarts": p.restarts,
+                "fs_id": p.fs_id,
+                "filesystem": fs_label.get(p.fs_id, ""),
+                "domain": "/".join(p.failure_domain),
+                "domain_declared": bool(p.domain),
+            }
+        )
     live = [p for p in peers if p["alive"]]
     space = space_totals(reg)
     h = service.copy_health
     shared = {f for f in fs_label if sum(1 for p in live if p["fs_id"] == f) > 1}
-    events = [{"time": rfc3339(e.at), "age_s": round(now - e.at, 3), "kind": e.kind, "addr": e.addr,
-               "peer_id": e.peer_id, "detail": e.detail, "count": e.count} for e in reversed(reg.events)]
+    events = [
+        {
+            "time": rfc3339(e.at),
+            "age_s": round(now - e.at, 3),
+            "kind": e.kind,
+            "addr": e.addr,
+            "peer_id": e.peer_id,
+            "detail": e.detail,
+            "count": e.count,
+        }
+        for e in reversed(reg.events)
+    ]
     return {
-        "tracker": {"version": version, "addr": addr, "started_at": rfc3339(started),
-                    "uptime_s": round(now - started, 3), "announce_interval_s": reg.interval_s,
-                    "liveness_window_s": round(reg.window_s, 3)},
+        "tracker": {
+            "version": version,
+            "addr": addr,
+            "started_at": rfc3339(started),
+            "uptime_s": round(now - started, 3),
+            "announce_interval_s": reg.interval_s,
+            "liveness_window_s": round(reg.window_s, 3),
+        },
         "generated_at": rfc3339(now),
         "files": service.state.file_count(),
         "reservations": len(service.reservations.by_file),
-        "copies": {"records_short": h.records_short, "files_short": h.files_short,
-                   "records_pending": h.records_pending, "counted": h.at > 0,
-                   "counted_at": rfc3339(h.at) if h.at else None, "age_s": round(h.age(now), 3),
-                   "files_counted": h.files, "unreadable_infofiles": h.errors,
-                   "count_seconds": round(h.seconds, 3)},
+        "copies": {
+            "records_short": h.records_short,
+            "files_short": h.files_short,
+            "records_pending": h.records_pending,
+            "counted": h.at > 0,
+            "counted_at": rfc3339(h.at) if h.at else None,
+            "age_s": round(h.age(now), 3),
+            "files_counted": h.files,
+            "unreadable_infofiles": h.errors,
+            "count_seconds": round(h.seconds, 3),
+        },
         "repair": service.repair_progress.as_dict() if service.repair_progress is not None else None,
-        "totals": {"peers": len(peers), "live_peers": len(live), "failed_peers": len(peers) - len(live),
-                   "capacity_bytes": space.capacity_bytes, "used_bytes": space.used_bytes,
-                   "free_bytes": space.free_bytes, "filesystems": space.filesystems,
-                   "shared_filesystems": len(shared), "reserved_bytes": sum(held.values()),
-                   "failure_domains": len({p["domain"] for p in live})},
+        "totals": {
+            "peers": len(peers),
+            "live_peers": len(live),
+            "failed_peers": len(peers) - len(live),
+            "capacity_bytes": space.capacity_bytes,
+            "used_bytes": space.used_bytes,
+            "free_bytes": space.free_bytes,
+            "filesystems": space.filesystems,
+            "shared_filesystems": len(shared),
+            "reserved_bytes": sum(held.values()),
+            "failure_domains": len({p["domain"] for p in live}),
+        },
         "peers": peers,
         "file_trackers": _file_trackers(service),
         "recent_failures": events,
@@ -92,9 +135,20 @@ def _file_trackers(service: TrackerService) -> list[dict[str, Any]]:
     commits and records the master admitted for their files."""
     if service.file_trackers is None:
         return []
-    return [{"shard": t.shard, "shards": t.shards, "addr": t.addr, "alive": t.alive, "pid": t.pid,
-             "uptime_s": round(t.uptime_s, 3) if t.alive else None, "restarts": t.restarts, "commits": t.commits,
-             "records": t.records} for t in service.file_trackers.status(service.shard_load)]
+    return [
+        {
+            "shard": t.shard,
+            "shards": t.shards,
+            "addr": t.addr,
+            "alive": t.alive,
+            "pid": t.pid,
+            "uptime_s": round(t.uptime_s, 3) if t.alive else None,
+            "restarts": t.restarts,
+            "commits": t.commits,
+            "records": t.records,
+        }
+        for t in service.file_trackers.status(service.shard_load)
+    ]
 
 
 STYLE = """
@@ -112,40 +166,52 @@ tr.failed td{background:#fde8e8} .state-live{color:#17702a;font-weight:600} .sta
 footer{margin-top:2em;color:#777;font-size:.9em}
 """
 
-KIND_TEXT = {"reported": "reported failed by a client", "failed": "failed: missed announces",
-             "returned": "announced again", "draining": "drain started", "retired": "retired (drained)",
-             "in-service": "back in service", "restarted": "restarted"}
+KIND_TEXT = {
+    "reported": "reported failed by a client",
+    "failed": "failed: missed announces",
+    "returned": "announced again",
+    "draining": "drain started",
+    "retired": "retired (drained)",
+    "in-service": "back in service",
+    "restarted": "restarted",
+}
 
 
 def _health_html(s: dict[str, Any]) -> str:
     """The first line: records short of copies (or not), then the repair."""
     e = html.escape
     c = s["copies"]
-    when = f' <small>(counted {duration(c["age_s"])} ago)</small>' if c["counted"] else ""
+    when = f" <small>(counted {duration(c['age_s'])} ago)</small>" if c["counted"] else ""
     if not c["counted"]:
         line = '<p class="health unknown" id="copies">Counting copies&hellip;</p>'
     elif c["records_short"]:
-        pending = f', {c["records_pending"]:,} with a copy pending' if c["records_pending"] else ""
-        line = (f'<p class="health short" id="copies"><b>{c["records_short"]:,}</b> record'
-                f'{"" if c["records_short"] == 1 else "s"} short of copies in <b>{c["files_short"]:,}</b> '
-                f'file{"" if c["files_short"] == 1 else "s"}{pending}{when}</p>')
+        pending = f", {c['records_pending']:,} with a copy pending" if c["records_pending"] else ""
+        line = (
+            f'<p class="health short" id="copies"><b>{c["records_short"]:,}</b> record'
+            f"{'' if c['records_short'] == 1 else 's'} short of copies in <b>{c['files_short']:,}</b> "
+            f"file{'' if c['files_short'] == 1 else 's'}{pending}{when}</p>"
+        )
     else:
         line = f'<p class="health ok" id="copies">Every record has all its copies on live peers{when}</p>'
     r = s["repair"]
     if r is None:
-        rep = ('No repair service has reported: run <code>storetorrent repair --watch</code> '
-               '(deploy/storetorrent-repair.service)')
+        rep = (
+            "No repair service has reported: run <code>storetorrent repair --watch</code> "
+            "(deploy/storetorrent-repair.service)"
+        )
     else:
-        last = (f'{r["copies_stored"]:,} pending copies stored, {r["copies_restored"]:,} copies restored'
-                + (f', {r["records_left"]:,} records left' if r["records_left"] else ""))
-        why = f' ({e(r["reason"])})' if r["reason"] else ""
+        last = f"{r['copies_stored']:,} pending copies stored, {r['copies_restored']:,} copies restored" + (
+            f", {r['records_left']:,} records left" if r["records_left"] else ""
+        )
+        why = f" ({e(r['reason'])})" if r["reason"] else ""
         if r["running"]:
-            rep = (f'Repair <b>running</b>{why}: file {r["files_done"]:,} of {r["files_total"]:,}, {last}, '
-                   f'for {duration(r["pass_seconds"])}')
+            rep = (
+                f"Repair <b>running</b>{why}: file {r['files_done']:,} of {r['files_total']:,}, {last}, "
+                f"for {duration(r['pass_seconds'])}"
+            )
         else:
-            rep = (f'Repair idle; last pass{why}: {r["files_total"]:,} files, {last}, took '
-                   f'{duration(r["pass_seconds"])}')
-        rep += f'. Reported {duration(r["age_s"])} ago by {e(r["repairer"])}; {r["passes"]:,} passes.'
+            rep = f"Repair idle; last pass{why}: {r['files_total']:,} files, {last}, took {duration(r['pass_seconds'])}"
+        rep += f". Reported {duration(r['age_s'])} ago by {e(r['repairer'])}; {r['passes']:,} passes."
     return line + f'\n<p class="repair" id="repair">{rep}</p>'
 
 
@@ -162,11 +228,14 @@ def render_html(s: dict[str, Any]) -> str:
     rows = []
     for p in s["peers"]:
         state = f'<span class="state-{"live" if p["alive"] else "failed"}">{e(p["state"])}</span>'
-        restarts = f'{p["restarts"]:,}' if p["started_at"] or p["restarts"] else "?"
+        restarts = f"{p['restarts']:,}" if p["started_at"] or p["restarts"] else "?"
         up = "&ndash;" if p["uptime_s"] is None else duration(p["uptime_s"]) if p["started_at"] else "?"
-        fs = (f'<td title="{e(p["fs_id"])}">{e(p["filesystem"])}</td>' if p["fs_id"] else '<td>?</td>')
-        dom = (f'<td class="domain">{e(p["domain"])}</td>' if p["domain_declared"] else
-               f'<td class="domain" title="no --domain: its host">{e(p["domain"])}</td>')
+        fs = f'<td title="{e(p["fs_id"])}">{e(p["filesystem"])}</td>' if p["fs_id"] else "<td>?</td>"
+        dom = (
+            f'<td class="domain">{e(p["domain"])}</td>'
+            if p["domain_declared"]
+            else f'<td class="domain" title="no --domain: its host">{e(p["domain"])}</td>'
+        )
         rows.append(
             f'<tr class="{"live" if p["alive"] else "failed"}">'
             f'<td class="name" title="peer id {e(p["peer_id"])}">{e(p["name"] or "?")}</td>'
@@ -178,40 +247,61 @@ def render_html(s: dict[str, Any]) -> str:
             f'<td class="n">{human_bytes(p["free_bytes"])}</td>{fs}{dom}'
             f'<td class="n">{human_bytes(p["reserved_bytes"])}</td><td class="n">{p["load"] * 100:.0f}%</td>'
             f'<td class="n">{p["copies_verified"]:,}</td><td class="n">{p["copies_bad"]:,}</td>'
-            f'<td class="n">{p["copies_quarantined"]:,}</td></tr>')
-    peers = ('<table id="peers"><tr><th title="its data directory; its id is in status.json">name</th>'
-             '<th>address</th><th>state</th>'
-             '<th title="since its process started">up</th><th title="process restarts seen by the tracker">'
-             'restarts</th><th>last announce</th><th>records</th><th>used</th><th>free</th>'
-             '<th title="the filesystem of its data directory: peers on one disk share its space">disk</th>'
-             '<th title="its failure domain (st-peer --domain; else its host): copies of a record go to '
-             'distinct domains">domain</th>'
-             '<th title="held for files being written (est_size)">reserved</th><th>load</th>'
-             '<th title="copies the verifying scrubber checked against their CRC-32C">verified</th>'
-             '<th>bad</th><th>quarantined</th></tr>'
-             + "".join(rows) + "</table>") if rows else '<p class="none">No peer has announced yet.</p>'
+            f'<td class="n">{p["copies_quarantined"]:,}</td></tr>'
+        )
+    peers = (
+        (
+            '<table id="peers"><tr><th title="its data directory; its id is in status.json">name</th>'
+            "<th>address</th><th>state</th>"
+            '<th title="since its process started">up</th><th title="process restarts seen by the tracker">'
+            "restarts</th><th>last announce</th><th>records</th><th>used</th><th>free</th>"
+            '<th title="the filesystem of its data directory: peers on one disk share its space">disk</th>'
+            '<th title="its failure domain (st-peer --domain; else its host): copies of a record go to '
+            'distinct domains">domain</th>'
+            '<th title="held for files being written (est_size)">reserved</th><th>load</th>'
+            '<th title="copies the verifying scrubber checked against their CRC-32C">verified</th>'
+            "<th>bad</th><th>quarantined</th></tr>" + "".join(rows) + "</table>"
+        )
+        if rows
+        else '<p class="none">No peer has announced yet.</p>'
+    )
     events = []
     for ev in s["recent_failures"]:
-        times = f' (&times;{ev["count"]})' if ev["count"] > 1 else ""
+        times = f" (&times;{ev['count']})" if ev["count"] > 1 else ""
         events.append(
             f'<tr class="{"live" if ev["kind"] == "returned" else "failed"}"><td>{e(ev["time"])}</td>'
             f'<td class="n">{duration(ev["age_s"])} ago</td><td>{e(ev["addr"])}</td>'
-            f'<td>{e(KIND_TEXT.get(ev["kind"], ev["kind"]))}{times}</td><td class="wrap">{e(ev["detail"])}</td></tr>')
-    fts = [f'<tr class="{"live" if t["alive"] else "failed"}"><td class="n">{t["shard"]}</td><td>{e(t["addr"])}</td>'
-           f'<td class="state-{"live" if t["alive"] else "failed"}">{"live" if t["alive"] else "restarting"}</td>'
-           f'<td class="n">{t["pid"]}</td>'
-           f'<td class="n">{"&ndash;" if t["uptime_s"] is None else duration(t["uptime_s"])}</td>'
-           f'<td class="n">{t["restarts"]:,}</td><td class="n">{t["commits"]:,}</td><td class="n">{t["records"]:,}</td>'
-           '</tr>' for t in s["file_trackers"]]
-    file_trackers = (f'<h2>Per-file trackers</h2><p class="meta">Files hash over {s["file_trackers"][0]["shards"]} '
-                     'shards by name; shard 0 is this tracker, each other one a process it runs and restarts. '
-                     'Clients send a file&rsquo;s commits to its tracker.</p><table id="file-trackers"><tr>'
-                     '<th>shard</th><th>address</th><th>state</th><th>pid</th><th>up</th><th>restarts</th>'
-                     '<th title="Commit requests this tracker admitted for its files">commits</th><th>records</th>'
-                     '</tr>' + "".join(fts) + "</table>") if fts else ""
-    failures = ('<table id="failures"><tr><th>time (UTC)</th><th>when</th><th>peer</th><th>event</th>'
-                '<th>detail</th></tr>' + "".join(events) + "</table>") if events else \
-        '<p class="none">No failures since the tracker started.</p>'
+            f'<td>{e(KIND_TEXT.get(ev["kind"], ev["kind"]))}{times}</td><td class="wrap">{e(ev["detail"])}</td></tr>'
+        )
+    fts = [
+        f'<tr class="{"live" if t["alive"] else "failed"}"><td class="n">{t["shard"]}</td><td>{e(t["addr"])}</td>'
+        f'<td class="state-{"live" if t["alive"] else "failed"}">{"live" if t["alive"] else "restarting"}</td>'
+        f'<td class="n">{t["pid"]}</td>'
+        f'<td class="n">{"&ndash;" if t["uptime_s"] is None else duration(t["uptime_s"])}</td>'
+        f'<td class="n">{t["restarts"]:,}</td><td class="n">{t["commits"]:,}</td><td class="n">{t["records"]:,}</td>'
+        "</tr>"
+        for t in s["file_trackers"]
+    ]
+    file_trackers = (
+        (
+            f'<h2>Per-file trackers</h2><p class="meta">Files hash over {s["file_trackers"][0]["shards"]} '
+            "shards by name; shard 0 is this tracker, each other one a process it runs and restarts. "
+            'Clients send a file&rsquo;s commits to its tracker.</p><table id="file-trackers"><tr>'
+            "<th>shard</th><th>address</th><th>state</th><th>pid</th><th>up</th><th>restarts</th>"
+            '<th title="Commit requests this tracker admitted for its files">commits</th><th>records</th>'
+            "</tr>" + "".join(fts) + "</table>"
+        )
+        if fts
+        else ""
+    )
+    failures = (
+        (
+            '<table id="failures"><tr><th>time (UTC)</th><th>when</th><th>peer</th><th>event</th>'
+            "<th>detail</th></tr>" + "".join(events) + "</table>"
+        )
+        if events
+        else '<p class="none">No failures since the tracker started.</p>'
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="refresh" content="{REFRESH_S}">
