@@ -265,6 +265,7 @@ class PeerLook:
     alive: bool
     restarts: int
     lost: bool  # failed for at least ``failed_after`` seconds
+    returns: int = 0  # times it announced again after being failed (the tracker's count)
 
     @property
     def label(self) -> str:
@@ -288,7 +289,13 @@ def look(status, failed_after: float) -> ClusterLook:
     for at least ``failed_after`` seconds is lost."""
     peers = {
         p.peer_id: PeerLook(
-            p.peer_id, p.addr, p.name, p.alive, p.restarts, not p.alive and p.last_announce_age_s >= failed_after
+            p.peer_id,
+            p.addr,
+            p.name,
+            p.alive,
+            p.restarts,
+            not p.alive and p.last_announce_age_s >= failed_after,
+            getattr(p, "returns", 0),
         )
         for p in status.peers
     }
@@ -307,7 +314,8 @@ def wake_reasons(before: ClusterLook, after: ClusterLook) -> list[str]:
         b = before.peers.get(pid)
         if p.alive and b is None:
             out.append(f"peer {p.label} joined")
-        elif p.alive and b is not None and not b.alive:
+        elif p.alive and b is not None and (not b.alive or p.returns != b.returns):
+            # failed and back between the two looks (during a long pass) counts too
             out.append(f"peer {p.label} returned")
         elif p.alive and b is not None and p.restarts > b.restarts:
             out.append(f"peer {p.label} restarted")

@@ -163,6 +163,9 @@ def test_a_returning_peer_catches_up_at_once(make_cluster, start_watch):
             timeout=20,
             what="the tracker to count only the records waiting for the stopped peer",
         )
+        # Its return is what wakes the service: the tracker must have seen it go (on a fast
+        # machine all of the above fits in the liveness window).
+        poll_for(lambda: c.status().alive_peers == 2, timeout=30, what="the tracker to fail the stopped peer")
     finally:
         os.kill(stopped.pid, signal.SIGCONT)
     try:
@@ -186,6 +189,7 @@ def test_a_returning_peer_catches_up_at_once(make_cluster, start_watch):
                 assert f.get(n) == (f"{int(n[1:])}:".encode() * 3000)[:3000]
     finally:
         err = stop_watch(watcher)
+        print("----- repair --watch stderr -----\n" + err[-6000:])  # shown if the test fails
     assert "repair pass (peer" in err and "returned" in err, err[-2000:]
 
 
@@ -276,3 +280,7 @@ def test_wake_reasons():
         "4 records with a copy pending",
     ]
     assert wake_reasons(_look([a, b], pending=4), _look([a, b], pending=2)) == []
+    # failed and back between two looks (both saw it alive: the first look came before a
+    # 30 s pass that waited on it, the second after its return): the tracker's count says so
+    back = PeerLook("id-a", "h:1", "peer-0", True, 0, False, returns=1)
+    assert wake_reasons(_look([a, b]), _look([back, b])) == ["peer peer-0 (h:1) returned"]

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Peer(_message.Message):
-    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes", "load", "drain_state", "name", "uptime_s", "restarts", "fs_id", "domain")
+    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes", "load", "drain_state", "name", "uptime_s", "restarts", "fs_id", "domain", "returns")
     PEER_IDX_FIELD_NUMBER: _ClassVar[int]
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class Peer(_message.Message):
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
     FS_ID_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    RETURNS_FIELD_NUMBER: _ClassVar[int]
     peer_idx: int
     peer_id: str
     addr: str
@@ -42,7 +43,8 @@ class Peer(_message.Message):
     restarts: int
     fs_id: str
     domain: str
-    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ..., drain_state: _Optional[str] = ..., name: _Optional[str] = ..., uptime_s: _Optional[float] = ..., restarts: _Optional[int] = ..., fs_id: _Optional[str] = ..., domain: _Optional[str] = ...) -> None: ...
+    returns: int
+    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ..., drain_state: _Optional[str] = ..., name: _Optional[str] = ..., uptime_s: _Optional[float] = ..., restarts: _Optional[int] = ..., fs_id: _Optional[str] = ..., domain: _Optional[str] = ..., returns: _Optional[int] = ...) -> None: ...
 
 class FileInfo(_message.Message):
     __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "bytes", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes", "filters", "key_check", "file_tracker")

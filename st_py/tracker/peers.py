@@ -79,6 +79,7 @@ class PeerInfo:
     name: str = ""  # the last component of its data directory ("": not announced)
     started_at: float = 0.0  # Unix time its process started, as announced (0: unknown)
     restarts: int = 0  # new start times seen (kept in the tracker state)
+    returns: int = 0  # announces after being failed, since the tracker started
     fs_id: str = ""  # its data directory's filesystem ("<host>:<st_dev>"; "": unknown)
     fs_size_bytes: int = 0  # that filesystem's size and available bytes, before --capacity
     fs_free_bytes: int = 0
@@ -196,6 +197,7 @@ class PeerRegistry:
             )
             log.info("peer %s (%s) announced again", addr, peer_id)
             p.was_alive = True
+            p.returns += 1
         elif restarted:
             self._event("restarted", p, f"{again}, within the liveness window", addr)
         if p.addr != addr or not p.announced or now - p.saved_at >= SAVE_SPACE_S:

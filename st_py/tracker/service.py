@@ -180,6 +180,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             name=p.name,
             uptime_s=self.registry.uptime(p) if self.registry.alive(p) else 0.0,
             restarts=p.restarts,
+            returns=p.returns,
             fs_id=p.fs_id,
             domain=domain_text(p.failure_domain),
         )
