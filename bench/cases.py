@@ -332,7 +332,7 @@ def case_tracker_commit(cluster, n_big: int, n_one: int) -> list[dict]:
 
 def case_duckdb(tmp: Path, n: int) -> list[dict]:
     from st_integrations.duckdb_sql import connect
-    from st_py.infofile import InfofileWriter, create_infofile
+    from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
 
     path = tmp / "big-infofile"
     create_infofile(

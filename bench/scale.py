@@ -121,8 +121,9 @@ def _records_curve(tmp: Path, counts: list[int]) -> list[dict]:
 
 def _meta_curve(tmp: Path, counts: list[int]) -> list[dict]:
     from st_integrations.duckdb_sql import connect
-    from st_py.infofile import InfofileReader, InfofileWriter, create_infofile
+    from st_py.infofile import InfofileReader
     from st_py.record_format import written_schema
+    from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
 
     out: list[dict] = []
     schema = written_schema("x.bin", b"x")

@@ -185,7 +185,7 @@ def test_duckdb_views_over_hundreds_of_infofiles(tmp_path):
     """The views are trees of UNION ALLs: one flat union of 150 files went
     past DuckDB's expression depth limit (found by ./dev bench --scale)."""
     from st_integrations.duckdb_sql import connect
-    from st_py.infofile import InfofileWriter, create_infofile
+    from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
 
     paths = {}
     for k in range(150):

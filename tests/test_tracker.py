@@ -118,7 +118,8 @@ def test_tracker_start_rolls_back_a_transaction_cut_by_a_crash(tmp_path):
     import subprocess
     import sys
 
-    from st_py.infofile import InfofileReader, InfofileWriter, create_infofile, recover
+    from st_py.infofile import InfofileReader
+    from st_py.tracker.infofile_writer import InfofileWriter, create_infofile, recover
 
     path = tmp_path / "ns" / "f"
     create_infofile(path, {"file_id": 1, "copies": 1}, [(0, "p", "h:1")])
@@ -192,7 +193,7 @@ def test_tracker_reads_its_options_from_a_config_file(tmp_path, peer_bin):
 def test_a_group_commit_merging_two_clients_keeps_the_first_version(tmp_path):
     # The committer merges every waiting request into one transaction: a
     # crashed writer's last commit and its retry can meet there (paper 3.5).
-    from st_py.infofile import InfofileWriter, create_infofile
+    from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
 
     path = tmp_path / "f"
     create_infofile(path, {"file_id": 1, "copies": 1}, [(0, "p", "h:1"), (1, "q", "h:2")])
@@ -234,7 +235,7 @@ def test_a_retried_commit_never_brings_back_a_record_deleted_meanwhile(cluster):
 
 
 def test_commit_request_ids_are_applied_once_in_a_merged_transaction(tmp_path):
-    from st_py.infofile import COMMIT_REQUEST_TTL_S, InfofileWriter, create_infofile
+    from st_py.tracker.infofile_writer import COMMIT_REQUEST_TTL_S, InfofileWriter, create_infofile
 
     path = tmp_path / "f"
     create_infofile(path, {"file_id": 1, "copies": 1}, [(0, "p", "h:1")])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 
-from ..infofile import Conflict, InfofileWriter
+from .infofile_writer import Conflict, InfofileWriter
 
 
 @dataclass

@@ -20,7 +20,6 @@ from prometheus_client import disable_created_metrics
 from .. import logs
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..capability import CapabilityError, load_key
-from ..infofile import recover
 from ..tls import server_credentials
 from .access import AccessError, Users
 from .config import apply_config
@@ -28,6 +27,7 @@ from .file_tracker import INTERNAL_KEY_ENV, run_file_tracker
 from .file_trackers import FileTrackers, internal_credentials
 from .health import ShortCopies, keep_counting
 from .httpd import StatusHttp
+from .infofile_writer import recover
 from .lock import TrackerLock, TrackerLockedError
 from .metrics import TrackerMetrics
 from .peers import PeerRegistry

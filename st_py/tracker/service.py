@@ -24,7 +24,7 @@ from .._proto import tracker_pb2 as pb
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..errors import ERROR_KIND_KEY, BadNameError
 from ..filters import check_filters
-from ..infofile import InfofileReader, InfofileWriter, create_infofile
+from ..infofile import InfofileReader
 from ..placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy, domain_text
 from ..record_format import FORMATS, load_schema
 from ..replication import DEFAULT_PROTOCOL, check_protocol
@@ -34,6 +34,7 @@ from .admission import Admissions, meta_of
 from .committer import CommitStats, Committer
 from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
 from .health import CopyHealth, RepairProgress, space_totals
+from .infofile_writer import InfofileWriter, create_infofile
 from .leases import LeaseHeld, LeaseLost, Leases
 from .peers import PeerRegistry
 from .reservations import Reservations

@@ -1,0 +1,673 @@
+"""The tracker's write side of the infofile (format in docs/infofile.md):
+the tracker is its only writer.
+
+:func:`create_infofile` makes a file's infofile; :class:`InfofileWriter` is
+the tracker's read-write handle on one (the group commit of records, objects
+and new versions; copies stored, moved and unstored; deletes; peerlist
+growth), and opening one migrates a file made before a table or column
+existed (:data:`VERSION_COLUMNS` and the ``*_SQL`` statements);
+:func:`recover` rolls back what a tracker killed mid-transaction left. The
+format itself (schema, constants, dataclasses) and the read-only
+:class:`~st_py.infofile.InfofileReader` are in :mod:`st_py.infofile`, shared
+with the clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..infofile import FORMAT, FORMAT_VERSION, FORMAT_VERSION_VERSIONS, SCHEMA, STRIPE_PREFIX, name_stats, stripe_name
+
+
+@dataclass(frozen=True)
+class Conflict:
+    name: str
+    reason: str
+
+
+def _connect_rw(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=10000")
+    return conn
+
+
+def create_infofile(path: Path, meta: dict, peers: list[tuple[int, str, str]], mode: int | None = None) -> None:
+    """Create the infofile atomically: build it under a temporary name in the
+    same directory, then link it into place (fails if ``path`` exists).
+    ``mode``: its permission bits from the start (whatever the umask).
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` already exists.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".st-creating-{path.name}-{os.getpid()}-{time.monotonic_ns()}")
+    if mode is not None:  # SQLite gives its journal the same bits
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.chmod(tmp, mode)
+    conn = _connect_rw(tmp)
+    try:
+        conn.executescript("BEGIN;\n" + SCHEMA)  # one transaction (one sync), left open for the rows
+        rows = {"format": FORMAT, "format_version": FORMAT_VERSION, "generation": 0, **meta}
+        conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(rows.items()))
+        conn.executemany("INSERT INTO peers(peer_idx, peer_id, addr) VALUES (?, ?, ?)", peers)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    try:
+        os.link(tmp, path)  # atomic, and refuses to replace an existing file
+    finally:
+        os.unlink(tmp)
+
+
+def recover(root: Path) -> tuple[int, int]:
+    """Finish what a tracker killed mid-transaction left under namespace
+    ``root``: roll back each infofile's hot journal (readers open infofiles
+    read-only and cannot, so until then they fail with "attempt to write a
+    readonly database"), and remove half-created infofiles
+    (``.st-creating-*``). Run by the tracker before it serves.
+
+    Returns
+    -------
+    (infofiles rolled back, temporary files removed)
+    """
+    rolled = removed = 0
+    for journal in root.rglob("*-journal"):
+        db = journal.with_name(journal.name[: -len("-journal")])
+        if db.is_file():
+            conn = sqlite3.connect(str(db), isolation_level=None)
+            try:
+                conn.execute("PRAGMA busy_timeout=10000")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # rolls the journal back
+                rolled += 1
+            finally:
+                conn.close()
+    for tmp in root.rglob(".st-creating-*"):
+        tmp.unlink(missing_ok=True)
+        removed += 1
+    return rolled, removed
+
+
+PENDING_COPIES_SQL = (
+    "CREATE TABLE IF NOT EXISTS pending_copies(name TEXT NOT NULL, copy_rank INTEGER NOT NULL, "
+    "peer_idx INTEGER NOT NULL, since INTEGER NOT NULL, PRIMARY KEY(name, copy_rank)) "
+    "WITHOUT ROWID"
+)
+
+
+OBJECTS_SQL = (
+    "CREATE TABLE IF NOT EXISTS objects(name TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+    "stripe_size INTEGER NOT NULL, stripes INTEGER NOT NULL, crc32c INTEGER NOT NULL, "
+    "commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL) WITHOUT ROWID"
+)
+
+COMMIT_REQUESTS_SQL = (
+    "CREATE TABLE IF NOT EXISTS commit_requests(request_id TEXT PRIMARY KEY, "
+    "generation INTEGER NOT NULL, at REAL NOT NULL) WITHOUT ROWID; "
+    "CREATE INDEX IF NOT EXISTS commit_requests_by_time ON commit_requests(at)"
+)
+# How long a Commit request's id is remembered: far beyond the client's retries (30 s per outage).
+COMMIT_REQUEST_TTL_S = 3600.0
+
+VERSION_COLUMNS = (
+    ("records", "version", "INTEGER NOT NULL DEFAULT 0"),
+    ("records", "stored_as", "TEXT"),
+    ("copy_history", "stored_as", "TEXT"),
+    ("copy_history", "until_at", "REAL"),
+    ("records", "schema_id", "INTEGER"),
+    ("objects", "schema_id", "INTEGER"),
+)
+
+SCHEMAS_SQL = (
+    "CREATE TABLE IF NOT EXISTS schemas(schema_id INTEGER PRIMARY KEY, format TEXT NOT NULL, "
+    "schema BLOB NOT NULL, UNIQUE(format, schema)); "
+    "CREATE INDEX IF NOT EXISTS records_by_schema ON records(schema_id)"
+)
+
+
+class InfofileWriter:
+    """The tracker's read-write handle on one infofile."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        if not path.is_file():
+            raise FileNotFoundError(path)
+        self.conn = _connect_rw(path)
+        # Files made before async protocols, striping or versions existed lack these.
+        self.conn.execute(PENDING_COPIES_SQL)
+        self.conn.execute(OBJECTS_SQL)
+        self.conn.executescript(COMMIT_REQUESTS_SQL)
+        for table, column, decl in VERSION_COLUMNS:
+            have = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        self.conn.executescript(SCHEMAS_SQL)
+
+    def meta(self) -> dict:
+        return dict(self.conn.execute("SELECT key, value FROM meta"))
+
+    @contextlib.contextmanager
+    def _transaction(self):
+        """One write transaction (BEGIN IMMEDIATE: the write lock at once);
+        rolled back if the block raises."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            yield c
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def set_meta(self, values: dict) -> None:
+        """Set meta keys (owner, group, mode) in one transaction."""
+        with self._transaction() as c:
+            c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(values.items()))
+
+    def commit_requests(self, jobs: list[tuple[str, list[tuple]]]) -> tuple[int, set[str], list[Conflict], set[str]]:
+        """:meth:`commit` of the records of several Commit requests
+        ``(request_id, records)`` in one transaction, each request applied
+        at most once: a request whose id was applied before (a client's
+        retry after a lost reply) is left out, so a record deleted since
+        does not come back. Ids are kept for ``COMMIT_REQUEST_TTL_S``.
+
+        Returns
+        -------
+        (generation, names newly committed, conflicts, ids of the requests left out as applied before)
+        """
+        ids = [rid for rid, _ in jobs if rid]
+        with self._transaction() as c:
+            done: set[str] = set()
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                done |= {
+                    r
+                    for (r,) in c.execute(
+                        f"SELECT request_id FROM commit_requests WHERE request_id IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    )
+                }
+            records = [r for rid, recs in jobs if not (rid and rid in done) for r in recs]
+            gen, new, conflicts = self._commit(c, records)
+            now = time.time()
+            c.executemany(
+                "INSERT OR IGNORE INTO commit_requests(request_id, generation, at) VALUES (?, ?, ?)",
+                [(rid, gen, now) for rid in ids if rid not in done],
+            )
+            c.execute("DELETE FROM commit_requests WHERE at < ?", (now - COMMIT_REQUEST_TTL_S,))
+        return gen, new, conflicts, done
+
+    def commit(self, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
+        """Group commit: add ``records`` (name, size, crc32c, peer_idx per copy
+        rank[, pending ranks[, stored_as[, (format, schema)]]]) in one
+        transaction (paper 3.5). The ``(format, Arrow IPC schema)`` of a
+        record goes to the ``schemas`` table once and the record points to it
+        (docs/infofile.md, "Record schemas").
+
+        A record already committed (or earlier in this batch, which merges
+        the requests of several clients) with the same size and CRC counts as
+        committed (an idempotent retry); with other content it is a conflict
+        (records are write-once, paper 2.1: the first commit wins) and is left
+        out.
+
+        A record with ``stored_as`` is a new version (``put(replace=True)``,
+        under the file's writer lease, which the caller checks): it replaces
+        the committed one in this transaction, whose copies move to
+        ``copy_history`` (``until`` this generation, ``until_at`` now) so
+        GET_LOCAL at an older generation still reveals them; or it is
+        committed as version 0 if the name is new. The same ``stored_as``
+        again is a retry.
+
+        Returns
+        -------
+        (generation, set of newly committed names, conflicts)
+        """
+        with self._transaction() as c:
+            return self._commit(c, records)
+
+    def _commit(self, c: sqlite3.Connection, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
+        """:meth:`commit` inside the caller's transaction."""
+        gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+        existing: dict[str, tuple[int, int]] = {}
+        names = [r[0] for r in records]
+        for i in range(0, len(names), 500):
+            chunk = names[i : i + 500]
+            q = f"SELECT name, size, crc32c FROM records WHERE name IN ({','.join('?' * len(chunk))})"
+            for name, size, crc in c.execute(q, chunk):
+                existing[name] = (size, crc)
+        now = time.time()
+        new_rows: list[tuple] = []
+        copy_rows: list[tuple] = []
+        conflicts: list[Conflict] = []
+        pending_rows: list[tuple] = []
+        schema_ids = _schema_ids(c, records, 6)
+        versions = [rec for rec in records if len(rec) > 5 and rec[5]]
+        for rec in records:
+            if len(rec) > 5 and rec[5]:
+                continue
+            name, size, crc, peer_idx = rec[:4]
+            pending = rec[4] if len(rec) > 4 else ()
+            old = existing.get(name)
+            if old is not None:
+                if old != (size, crc):
+                    conflicts.append(Conflict(name, "already committed with other content; delete it first"))
+                continue
+            existing[name] = (size, crc)  # a later duplicate in this batch (another client's
+            new_rows.append(
+                (
+                    name,
+                    size,
+                    crc,
+                    gen,
+                    now,  # request merged in) is judged against it
+                    schema_ids.get(rec[6]) if len(rec) > 6 and rec[6] else None,
+                )
+            )
+            for rank, p in enumerate(peer_idx):
+                (pending_rows if rank in pending else copy_rows).append((name, rank, p, gen))
+        if new_rows:
+            c.executemany(
+                "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                new_rows,
+            )
+            c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", copy_rows)
+            c.executemany(
+                "INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", pending_rows
+            )
+        replaced = self._commit_versions(c, versions, gen, now, schema_ids) if versions else set()
+        if new_rows or replaced:
+            c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+        else:
+            gen -= 1
+        return gen, {r[0] for r in new_rows} | replaced, conflicts
+
+    @staticmethod
+    def _commit_versions(
+        c: sqlite3.Connection, versions: list[tuple], gen: int, now: float, schema_ids: dict
+    ) -> set[str]:
+        """The new versions of :meth:`commit`, in order; returns their names."""
+        done: set[str] = set()
+        for rec in versions:
+            name, size, crc, peer_idx, pending, stored_as = rec[:6]
+            sid = schema_ids.get(rec[6]) if len(rec) > 6 and rec[6] else None
+            old = c.execute("SELECT version, coalesce(stored_as, name) FROM records WHERE name = ?", (name,)).fetchone()
+            if old is not None and old[1] == stored_as:
+                continue  # this version is committed: a retry
+            if old is None:
+                c.execute(
+                    "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, version, stored_as, "
+                    "schema_id) VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
+                    (name, size, crc, gen, now, stored_as, sid),
+                )
+            else:
+                c.execute(
+                    "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
+                    "SELECT name, copy_rank, peer_idx, since, ?, ?, ? FROM copies WHERE name = ?",
+                    (gen, old[1], now, name),
+                )
+                c.execute("DELETE FROM copies WHERE name = ?", (name,))
+                c.execute("DELETE FROM pending_copies WHERE name = ?", (name,))
+                c.execute(
+                    "UPDATE records SET size = ?, crc32c = ?, commit_seq = ?, committed_at = ?, "
+                    "version = ?, stored_as = ?, schema_id = ? WHERE name = ?",
+                    (size, crc, gen, now, old[0] + 1, stored_as, sid, name),
+                )
+            for rank, p in enumerate(peer_idx):
+                table = "pending_copies" if rank in pending else "copies"
+                c.execute(
+                    f"INSERT INTO {table}(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", (name, rank, p, gen)
+                )
+            done.add(name)
+        if done:
+            c.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('format_version', ?)", (FORMAT_VERSION_VERSIONS,)
+            )
+        return done
+
+    def store_copies(self, stored: list[tuple]) -> tuple[int, int, list[Conflict]]:
+        """Pending copies (async protocols) are now stored: each
+        ``(name, copy_rank, peer_idx)`` leaves ``pending_copies`` and joins
+        ``copies`` from the new generation on, so GET and GET_LOCAL start
+        using it. The holder may differ from the pending one (its writer or
+        repair put it on a spare). Already stored there: an idempotent retry.
+
+        A copy is a conflict (left out) when its record is gone or has no
+        such pending copy, the holder already holds another copy of the
+        record (invariant 3), or (with a fourth element, ``stored_as``; ""
+        for the record's name) the record was replaced by another version
+        meanwhile.
+
+        Returns
+        -------
+        (generation, copies now stored, conflicts)
+        """
+        with self._transaction() as c:
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            npeers = int(c.execute("SELECT count(*) FROM peers").fetchone()[0])
+            done, conflicts = 0, []
+            for item in stored:
+                name, rank, peer = item[:3]
+                if len(item) > 3 and self._other_version(c, name, item[3]):
+                    conflicts.append(Conflict(name, "replaced by a newer version meanwhile"))
+                    continue
+                held = dict(c.execute("SELECT copy_rank, peer_idx FROM copies WHERE name = ?", (name,)))
+                pending = dict(c.execute("SELECT copy_rank, peer_idx FROM pending_copies WHERE name = ?", (name,)))
+                if held.get(rank) == peer:
+                    continue  # stored before: a retry
+                if rank not in pending:
+                    conflicts.append(
+                        Conflict(name, f"copy rank {rank} is not pending (record deleted, or stored elsewhere)")
+                    )
+                elif (
+                    peer in held.values()
+                    or peer in {p for r, p in pending.items() if r != rank}
+                    or not 0 <= peer < npeers
+                ):
+                    conflicts.append(
+                        Conflict(
+                            name,
+                            f"peer {peer} cannot take copy rank {rank}: it holds "
+                            "another copy or is not in the peerlist",
+                        )
+                    )
+                else:
+                    c.execute("DELETE FROM pending_copies WHERE name = ? AND copy_rank = ?", (name, rank))
+                    c.execute(
+                        "INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
+                        (name, rank, peer, gen),
+                    )
+                    done += 1
+            if done:
+                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            else:
+                gen -= 1
+        return gen, done, conflicts
+
+    def commit_objects(self, objects: list[tuple]) -> tuple[int, int, list[Conflict]]:
+        """Make striped objects ``(name, size, stripe_size, stripes, crc32c[,
+        (format, schema)])`` visible, in one transaction: an object is committed only if every
+        one of its stripe records is (docs/striping.md). Names are write-once
+        across records and objects; the same object again is a retry.
+
+        Returns
+        -------
+        (generation, objects newly committed, conflicts)
+        """
+        with self._transaction() as c:
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            now = time.time()
+            added, conflicts = 0, []
+            schema_ids = _schema_ids(c, objects, 5)
+            for obj in objects:
+                name, size, stripe_size, stripes, crc = obj[:5]
+                sid = schema_ids.get(obj[5]) if len(obj) > 5 and obj[5] else None
+                old = c.execute("SELECT size, crc32c FROM objects WHERE name = ?", (name,)).fetchone()
+                if old is not None:
+                    if tuple(old) != (size, crc):
+                        conflicts.append(Conflict(name, "already committed with other content; delete it first"))
+                    continue
+                if c.execute("SELECT 1 FROM records WHERE name = ?", (name,)).fetchone() is not None:
+                    conflicts.append(Conflict(name, "a record of that name is committed; names are write-once"))
+                    continue
+                lo = stripe_name(name, 0)[:-8]
+                have = int(
+                    c.execute(
+                        "SELECT count(*) FROM records WHERE name >= ? AND name < ?", (lo, lo + "\uffff")
+                    ).fetchone()[0]
+                )
+                if have != stripes or stripes != max(1, -(-size // stripe_size)):
+                    conflicts.append(Conflict(name, f"{have} of its {stripes} stripes are committed"))
+                    continue
+                c.execute(
+                    "INSERT INTO objects(name, size, stripe_size, stripes, crc32c, commit_seq, committed_at, "
+                    "schema_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (name, size, stripe_size, stripes, crc, gen, now, sid),
+                )
+                added += 1
+            if added:
+                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            else:
+                gen -= 1
+        return gen, added, conflicts
+
+    def delete_records(self, names: list[str]) -> tuple[int, int, int]:
+        """Remove records and their copies. Returns (generation, removed,
+        bytes removed (one copy))."""
+        with self._transaction() as c:
+            removed, nbytes = self._delete(c, names)
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+        return gen, removed, nbytes
+
+    def commit_replacing(
+        self, records: list[tuple], names: list[str]
+    ) -> tuple[int, set[str], list[Conflict], int, int]:
+        """In one transaction: remove the committed records and objects
+        ``names`` (an object with its stripe records), then commit
+        ``records`` as :meth:`commit` does. Readers see the file before or
+        after, never between (a write job's ``mode="overwrite"``).
+
+        Returns
+        -------
+        (generation, names newly committed, conflicts, names removed, bytes removed (one copy))
+        """
+        with self._transaction() as c:
+            objs: list[str] = []
+            for i in range(0, len(names), 500):
+                chunk = names[i : i + 500]
+                try:
+                    objs += [
+                        o
+                        for (o,) in c.execute(
+                            f"SELECT name FROM objects WHERE name IN ({','.join('?' * len(chunk))})", chunk
+                        )
+                    ]
+                except sqlite3.OperationalError:  # a file made before striping
+                    break
+            stripes = (
+                [
+                    n
+                    for (n,) in c.execute(
+                        "SELECT name FROM records WHERE substr(name, 1, ?) = ?", (len(STRIPE_PREFIX), STRIPE_PREFIX)
+                    )
+                    if n[len(STRIPE_PREFIX) :].rpartition("/")[0] in set(objs)
+                ]
+                if objs
+                else []
+            )
+            removed, nbytes = self._delete(c, list(names) + stripes)
+            if removed:
+                gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            gen, new, conflicts = self._commit(c, records)
+        return gen, new, conflicts, removed - len(stripes) + len(objs), nbytes
+
+    @staticmethod
+    def _delete(c: sqlite3.Connection, names: list[str]) -> tuple[int, int]:
+        """Remove ``names`` (records, objects' rows) with their copies inside
+        the caller's transaction; (records and objects removed, bytes)."""
+        removed = nbytes = 0
+        for i in range(0, len(names), 500):
+            chunk = names[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            nbytes += int(
+                c.execute(f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks})", chunk).fetchone()[0]
+            )
+            removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
+            c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
+            c.execute(f"DELETE FROM pending_copies WHERE name IN ({marks})", chunk)
+            try:
+                removed += c.execute(f"DELETE FROM objects WHERE name IN ({marks})", chunk).rowcount
+            except sqlite3.OperationalError:  # a file made before striping
+                pass
+            c.execute(f"DELETE FROM copy_history WHERE name IN ({marks})", chunk)
+        return removed, nbytes
+
+    @staticmethod
+    def _other_version(c: sqlite3.Connection, name: str, stored_as: str) -> bool:
+        """Record ``name`` is committed under another version than
+        ``stored_as`` ("": its name)."""
+        row = c.execute("SELECT coalesce(stored_as, name) FROM records WHERE name = ?", (name,)).fetchone()
+        return row is not None and row[0] != (stored_as or name)
+
+    def move_copies(self, moves: list[tuple]) -> tuple[int, int, list[Conflict]]:
+        """Rebalance (paper 4.4): move copies to new holders in one transaction.
+
+        Each move is ``(name, copy_rank, old_peer_idx, new_peer_idx[,
+        stored_as])``; a record replaced by another version than the one
+        copied (``stored_as``, "" for its name) is a conflict. The
+        old row goes to ``copy_history`` (valid until this generation), so a
+        GET_LOCAL at an older generation still sees the old holder and one at
+        this generation or later sees only the new one: each record stays
+        revealed exactly once (paper 3.7, invariant 2). ``until_at`` (now)
+        makes the old holder's scrubber keep its copy ``--scrub-age`` more
+        seconds, for readers planned before the move (docs/infofile.md).
+
+        A move is a conflict (left out) when the record is gone, its copy
+        rank is no longer held by ``old_peer_idx`` (moved by someone else), or
+        the new holder already holds another copy of it (invariant 3).
+
+        Returns
+        -------
+        (generation, copies moved, conflicts)
+        """
+        with self._transaction() as c:
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            npeers = int(c.execute("SELECT count(*) FROM peers").fetchone()[0])
+            moved, conflicts = 0, []
+            for move in moves:
+                name, rank, old, new = move[:4]
+                if len(move) > 4 and self._other_version(c, name, move[4]):
+                    conflicts.append(Conflict(name, "replaced by a newer version meanwhile"))
+                    continue
+                rows = dict(c.execute("SELECT copy_rank, peer_idx FROM copies WHERE name = ?", (name,)))
+                if rank not in rows:
+                    conflicts.append(Conflict(name, f"copy rank {rank} is not committed (record deleted?)"))
+                elif rows[rank] != old:
+                    conflicts.append(Conflict(name, f"copy rank {rank} is held by peer {rows[rank]}, not {old}"))
+                elif new in rows.values() or not 0 <= new < npeers:
+                    conflicts.append(
+                        Conflict(
+                            name,
+                            f"peer {new} cannot take copy rank {rank}: it holds another copy or is not in the peerlist",
+                        )
+                    )
+                else:
+                    since = c.execute(
+                        "SELECT since FROM copies WHERE name = ? AND copy_rank = ?", (name, rank)
+                    ).fetchone()[0]
+                    c.execute(
+                        "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, "
+                        "until_at) SELECT ?, ?, ?, ?, ?, stored_as, ? FROM records WHERE name = ?",
+                        (name, rank, old, since, gen, time.time(), name),
+                    )
+                    c.execute(
+                        "UPDATE copies SET peer_idx = ?, since = ? WHERE name = ? AND copy_rank = ?",
+                        (new, gen, name, rank),
+                    )
+                    moved += 1
+            if moved:
+                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            else:
+                gen -= 1
+        return gen, moved, conflicts
+
+    def unstore_copies(self, bad: list[tuple[str, int, str, int]]) -> tuple[int, int, list[Conflict]]:
+        """Copies a peer's verifier found corrupt and quarantined (docs/peer.md,
+        "Verifier"): each ``(stored name, copy_rank, peer_id, crc32c)`` leaves
+        ``copies`` for ``pending_copies`` at the same rank and holder, in one
+        transaction, so GET and GET_LOCAL stop using it from the new
+        generation and ``repair`` restores it from a good copy (its first
+        step). The old row goes to ``copy_history``, as a rebalance move.
+
+        A report is left out (a conflict) when the stored name is not the
+        record's current version, the copy rank is not committed to that
+        peer, or the CRC-32C differs (the copy was replaced meanwhile).
+
+        Returns
+        -------
+        (generation, copies now pending, conflicts)
+        """
+        with self._transaction() as c:
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            peer_idx = {pid: idx for idx, pid in c.execute("SELECT peer_idx, peer_id FROM peers")}
+            done, conflicts = 0, []
+            for stored, rank, peer_id, crc in bad:
+                row = c.execute(
+                    "SELECT name, crc32c, stored_as FROM records WHERE name = ? OR stored_as = ?", (stored, stored)
+                ).fetchall()
+                row = [r for r in row if (r[2] or r[0]) == stored]
+                idx = peer_idx.get(peer_id)
+                if not row:
+                    conflicts.append(Conflict(stored, "not a committed record's current version"))
+                    continue
+                name, have_crc, _ = row[0]
+                held = c.execute(
+                    "SELECT peer_idx, since FROM copies WHERE name = ? AND copy_rank = ?", (name, rank)
+                ).fetchone()
+                if held is None or idx is None or held[0] != idx:
+                    conflicts.append(Conflict(name, f"copy rank {rank} is not committed to peer {peer_id}"))
+                elif (have_crc & 0xFFFFFFFF) != (crc & 0xFFFFFFFF):
+                    conflicts.append(Conflict(name, "the record was stored with another CRC-32C"))
+                else:
+                    c.execute(
+                        "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as) "
+                        "SELECT ?, ?, ?, ?, ?, stored_as FROM records WHERE name = ?",
+                        (name, rank, idx, held[1], gen, name),
+                    )
+                    c.execute("DELETE FROM copies WHERE name = ? AND copy_rank = ?", (name, rank))
+                    c.execute(
+                        "INSERT OR REPLACE INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
+                        (name, rank, idx, gen),
+                    )
+                    done += 1
+            if done:
+                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            else:
+                gen -= 1
+        return gen, done, conflicts
+
+    def add_peers(self, peers: list[tuple[str, str]]) -> list[tuple[int, str, str]]:
+        """Append peers ``(peer_id, addr)`` not yet in the peerlist; existing
+        peer indexes never change. Returns the rows added."""
+        with self._transaction() as c:
+            have = {pid for (pid,) in c.execute("SELECT peer_id FROM peers")}
+            nxt = int(c.execute("SELECT coalesce(max(peer_idx) + 1, 0) FROM peers").fetchone()[0])
+            rows = []
+            for pid, addr in peers:
+                if pid not in have:
+                    rows.append((nxt, pid, addr))
+                    have.add(pid)
+                    nxt += 1
+            c.executemany("INSERT INTO peers(peer_idx, peer_id, addr) VALUES (?, ?, ?)", rows)
+        return rows
+
+    def stats(self) -> tuple[int, int]:
+        """``(names, bytes)``: see :func:`name_stats`."""
+        return name_stats(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _schema_ids(c: sqlite3.Connection, rows: list[tuple], at: int) -> dict[tuple[str, bytes], int]:
+    """The ``schema_id`` of every distinct ``(format, schema)`` at index
+    ``at`` of ``rows``, added to the ``schemas`` table if new (inside the
+    caller's transaction)."""
+    keys = {r[at] for r in rows if len(r) > at and r[at]}
+    out: dict[tuple[str, bytes], int] = {}
+    for fmt, blob in keys:
+        c.execute("INSERT OR IGNORE INTO schemas(format, schema) VALUES (?, ?)", (fmt, blob))
+        out[(fmt, blob)] = int(
+            c.execute("SELECT schema_id FROM schemas WHERE format = ? AND schema = ?", (fmt, blob)).fetchone()[0]
+        )
+    return out
