@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from . import capability
 from ._proto import tracker_pb2 as pb
+from .copies import CopiesMixin, CopyOutcome, CopyToStore
 from .errors import (
     BadNameError,
     LeaseLostError,
@@ -44,6 +45,7 @@ from .infofile import STRIPE_PREFIX, VERSION_PREFIX, InfofileReader, ObjectMeta,
 from .local_reads import LocalReadsMixin
 from .pending import Pending
 from .placement import (
+    Domain,
     DomainShortfall,
     choose_holders,
     choose_spare,
@@ -121,7 +123,7 @@ class _PutOp:
     schema: tuple[str, bytes] | None = None  # (format, Arrow IPC schema) kept in the infofile
 
 
-class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
+class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMixin):
     """An open StoreTorrent file. Use :meth:`Client.create` or
     :meth:`Client.open` to get one; close it (or use ``with``) to commit the
     last group of records."""
@@ -260,6 +262,16 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             self._filters = FilterChain(self._filter_names, self.encryption_key, self.name, self.info.key_check)
         return self._filters
 
+    @property
+    def placement_domains(self) -> dict[int, Domain] | None:
+        """The failure domain of each peer index of the peerlist when it
+        spans more than one domain, else None (one domain, e.g. a single
+        machine: nothing to take copies apart by). What placement keeps a
+        record's copies apart by (docs/replication.md, "Failure domains");
+        pass it as ``domains`` to :mod:`st_py.placement`'s functions.
+        :attr:`domains` has every peer's domain in either case."""
+        return self._spread
+
     def report_bad_copy(self, name: str, peer: str, detail: str) -> None:
         """Tell the tracker that the copy of record ``name`` on ``peer``
         (``host:port``) failed a checked read: its CRC-32C did not match
@@ -271,6 +283,72 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         """Re-read the peerlist and liveness from the tracker (and get a
         fresh capability)."""
         self._set_info(self._tracker.open(self.name))
+
+    def extend_peerlist(self) -> list[int]:
+        """Have the tracker add its live peers in service that are not in
+        this file's peerlist yet (``ExtendPeerlist``; new peers take new
+        copies: rebalance, paper 4.4, and spread, paper 5), and use the new
+        peerlist from now on. Peer indexes already in :attr:`peers` keep
+        their meaning (the peerlist only grows).
+
+        Returns
+        -------
+        list of int
+            The indexes of the peers added, in order (empty: none).
+
+        Raises
+        ------
+        PermissionDeniedError
+            No write permission on the file.
+        TrackerError
+            The tracker cannot be reached, or the file is gone.
+        """
+        before = set(self.peers)
+        self._set_info(self._tracker.extend_peerlist(self.name, self.file_id))
+        return sorted(set(self.peers) - before)
+
+    def commit_moved_copies(self, moves: list[pb.CopyMove]) -> pb.MoveCopiesReply:
+        """Commit copies moved to new holders (``MoveCopies``; paper 4.4
+        rebalance, and spread and drain, paper 5): each ``CopyMove`` names a
+        record, its copy rank, the old and the new holder's peer index and
+        the name its copies are stored under (``RecordMeta.stored_as``).
+        The new holders must have the copies already (:meth:`store_copies`).
+        From the reply's ``generation`` on, readers use the new holders; the
+        old ones go to the infofile's ``copy_history``.
+
+        Returns
+        -------
+        MoveCopiesReply
+            ``moved`` (copies committed), ``conflicts`` (``"name: reason"``
+            of moves refused: the record was deleted, replaced or moved
+            meanwhile) and ``generation``.
+
+        Raises
+        ------
+        TrackerError
+        """
+        return self._tracker.move_copies(self.name, self.file_id, moves)
+
+    def commit_stored_copies(self, stored: list[pb.CopyStored]) -> pb.MoveCopiesReply:
+        """Commit pending copies as stored (``StoreCopies``; async protocols,
+        docs/replication.md; repair's catch-up, paper 4.5): each
+        ``CopyStored`` names a record, its copy rank, the peer index now
+        holding it and the name its copies are stored under
+        (``RecordMeta.stored_as``). The holders must have the copies already
+        (:meth:`store_copies`). From the reply's ``generation`` on, GET and
+        GET_LOCAL use them.
+
+        Returns
+        -------
+        MoveCopiesReply
+            ``moved`` (copies committed as stored), ``conflicts``
+            (``"name: reason"``) and ``generation``.
+
+        Raises
+        ------
+        TrackerError
+        """
+        return self._tracker.store_copies(self.name, self.file_id, stored)
 
     def _check_may_write(self) -> None:
         """Refuse a write the tracker did not allow, before any data moves."""
@@ -333,16 +411,42 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
     def _addr(self, idx: int) -> str:
         return self.peers[idx].addr
 
-    def _usable(self, idx: int) -> bool:
+    # -- peers (paper 4.3 failover, 4.4 rebalance) --------------------------------
+    def peer_usable(self, idx: int) -> bool:
+        """Whether peer ``idx`` (an index of :attr:`peers`, the file's
+        peerlist) may be sent requests: the tracker reported it alive at the
+        last :meth:`refresh`, and this handle has not seen it fail since
+        (a broken connection, a full or failing disk, :meth:`mark_peer_failed`).
+
+        Raises
+        ------
+        KeyError
+            ``idx`` is not in the peerlist.
+        """
         p = self.peers[idx]
         return p.alive and p.addr not in self._transport.failed
 
-    def _write_targets(self) -> list[int]:
-        """Usable peers that take new copies: those in service. Peers being
-        drained or retired (``storetorrent drain``) only when too few others
-        are usable for the class: a drain never fails a write, and its next
-        pass moves such copies off."""
-        usable = [i for i in self.peers if self._usable(i)]
+    def mark_peer_failed(self, idx: int, reason: str) -> None:
+        """Count peer ``idx`` as failed for this handle, as a broken
+        connection to it would, without telling the tracker (rebalance
+        declares lost peers so, paper 4.4): :meth:`peer_usable` is False, so
+        no copy is placed on it and reads ask it last. A peer already failed
+        keeps its first ``reason``; a new connection to it (a read that
+        asks it after all) clears the mark.
+
+        Raises
+        ------
+        KeyError
+            ``idx`` is not in the peerlist.
+        """
+        self._transport.failed.setdefault(self.peers[idx].addr, reason)
+
+    def write_targets(self) -> list[int]:
+        """Indexes of the usable peers that take new copies: those in
+        service. Peers being drained or retired (``storetorrent drain``)
+        only when too few others are usable for the class: a drain never
+        fails a write, and its next pass moves such copies off."""
+        usable = [i for i in self.peers if self.peer_usable(i)]
         in_service = [i for i in usable if not self.peers[i].drain_state]
         return in_service if len(in_service) >= self.copies else usable
 
@@ -363,7 +467,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         policy (st_py.placement), in copy-rank order, apart by failure domain
         as far as the usable peers allow; under hash placement, of record
         ``name`` alone."""
-        live = self._write_targets()
+        live = self.write_targets()
         if len(live) < self.copies:
             raise NotEnoughPeersError(
                 f"file {self.name} (class {self.replication}) needs {self.copies} live peers, "
@@ -386,7 +490,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         if s.records:  # logged already: only counted (cheap, per record)
             s.records += 1
             return
-        live = self._write_targets()
+        live = self.write_targets()
         if s.note(name, holders, self.domains, live):
             log.log(
                 logging.WARNING if self._spread is not None else logging.INFO,
@@ -463,7 +567,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         LeaseHeldError
             ``replace=True`` while another writer holds the lease.
         """
-        self._check_open()
+        self.check_open()
         self._renew_capability()
         self._check_may_write()
         name_b = _name_bytes(name)
@@ -510,7 +614,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             holders = list(_holders)
             shared = shares_domain(holders, self.domains)
         else:
-            if self._block_left <= 0 or self._hash_placement or not all(self._usable(i) for i in self._block):
+            if self._block_left <= 0 or self._hash_placement or not all(self.peer_usable(i) for i in self._block):
                 self._block = self._choose_block(name)
                 self._block_shared = shares_domain(self._block, self.domains)
                 self._block_left = self.blocksize
@@ -627,15 +731,18 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             op.data = b""  # every copy is stored: memory stays bounded by depth x size
             self._puts_inflight -= 1
 
-    def _spare(
+    def spare_peer(
         self, name: str, usable: list[int], holders: list[int], apart_from: list[int] | None = None
     ) -> int | None:
-        """A peer to take over a failed copy (paper 4.3), holding none of
+        """A peer index to take over a failed or lost copy of record
+        ``name`` (paper 4.3, 4.4): one of ``usable`` holding none of
         ``holders`` and, among those, apart by failure domain from
         ``apart_from`` (the holders that keep their copies; default
         ``holders``): under hash placement the first such one of the
         record's ranking, where readers without the infofile look; else a
-        random one."""
+        random one. None if no peer of ``usable`` qualifies. Peer indexes
+        are those of :attr:`peers`; the caller picks ``usable`` (e.g.
+        :meth:`write_targets`)."""
         if self._hash_placement:
             return hash_spare(self.file_id, name, self._peer_ids, usable, holders, self._spread, apart_from)
         return choose_spare(usable, holders, domains=self._spread, apart_from=apart_from)
@@ -645,7 +752,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         4.3), apart by failure domain from the copies that stay; False if
         there is none. A spare that must share a domain is counted."""
         others = [p for r, p in enumerate(op.peers) if r != rank]
-        new = self._spare(op.name, usable, op.peers, others)
+        new = self.spare_peer(op.name, usable, op.peers, others)
         if new is None:
             return False
         before = shares_domain(op.peers, self.domains)
@@ -672,7 +779,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
             # frame is fine and stays usable.
             if isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR):
                 self._transport.failed.setdefault(self._addr(idx), str(exc))
-            if self._fail_over(op, rank, self._write_targets()):
+            if self._fail_over(op, rank, self.write_targets()):
                 return
             exc = NotEnoughPeersError(
                 f"record {op.name!r}: copy {rank} failed ({exc}) and no other live peer can take it; "
@@ -684,7 +791,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
                 # writer (paper 4.4) or being written by another one: never
                 # overwrite it; put this copy on another peer instead.
                 op.refused.add(idx)
-                if self._fail_over(op, rank, [i for i in self._write_targets() if i not in op.refused]):
+                if self._fail_over(op, rank, [i for i in self.write_targets() if i not in op.refused]):
                     return
             exc = RecordExistsError(
                 f"record {op.name!r} already exists on peer {exc.peer}: records are "
@@ -804,7 +911,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         RecordNotFoundError
             If no peer and no commit knows the name.
         """
-        self._check_open()
+        self.check_open()
         self._renew_capability()
         self._check_may_write()
         self.flush()
@@ -827,9 +934,11 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         info = self._infofile()
         meta = info.lookup(name)
         key = meta.key if meta is not None else name
-        targets = [(key, i) for i in (meta.peers if meta else self.peers) if self._usable(i)]
+        targets = [(key, i) for i in (meta.peers if meta else self.peers) if self.peer_usable(i)]
         if meta is not None:  # its older versions and moved copies go with it
-            targets += [(k, i) for k, i in info.superseded_copies(name) if self._usable(i) and (k, i) not in targets]
+            targets += [
+                (k, i) for k, i in info.superseded_copies(name) if self.peer_usable(i) and (k, i) not in targets
+            ]
         results: dict[int, Exception | None] = {}
         for n, (k, idx) in enumerate(targets):
             self._transport.send(
@@ -849,7 +958,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin):
         return True if found else None
 
     # -- lifecycle ------------------------------------------------------------
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise :class:`StoreTorrentError` if this handle is closed."""
         if self._closed:
             raise StoreTorrentError(f"file {self.name} is closed")
 
@@ -915,4 +1025,4 @@ def delete_file_on_peers(transport: Transport, file_id: int, addrs: list[str], t
     return results
 
 
-__all__ = ["StFile", "Pending", "LocalRecord", "delete_file_on_peers"]
+__all__ = ["StFile", "Pending", "LocalRecord", "CopyToStore", "CopyOutcome", "delete_file_on_peers"]

@@ -14,14 +14,15 @@ peer comes back (paper 4.5; docs/decisions.md, "A returning peer").
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ._proto import tracker_pb2 as pb
-from .errors import BadNameError, PeerError, PeerUnavailableError
+from .copies import CopyToStore
+from .errors import BadNameError
 from .getlocal import ping_all
-from .placement import choose_spare, hash_spare, shares_domain
-from .protocol import FLAG_REPLACE, put_prefix
+from .infofile import RecordMeta
+from .placement import shares_domain
 
 BATCH = 256  # records read, rewritten and committed together
 
@@ -102,32 +103,30 @@ def rebalance(
         If the tracker cannot be reached.
     """
     t0 = time.monotonic()
-    f._check_open()
+    f.check_open()
     f.flush()
     f.refresh()
     lost_idx = _lost_indexes(f, lost)
     report = RebalanceReport(f.name, [f.peers[i].addr for i in lost_idx])
     if not lost_idx:
-        report.generation = f._infofile().generation()
+        report.generation = f.infofile().generation()
         report.seconds = time.monotonic() - t0
         return report
-    before = set(f.peers)
-    f._set_info(f._tracker.extend_peerlist(f.name, f.file_id))
-    report.peers_added = [f.peers[i].addr for i in sorted(set(f.peers) - before)]
+    report.peers_added = [f.peers[i].addr for i in f.extend_peerlist()]
     lost_set = set(lost_idx)
     for i in lost_idx:
-        f._transport.failed.setdefault(f.peers[i].addr, "declared lost by rebalance")
-    in_service = set(f._write_targets())  # not onto peers being drained (storetorrent drain)
+        f.mark_peer_failed(i, "declared lost by rebalance")
+    in_service = set(f.write_targets())  # not onto peers being drained (storetorrent drain)
     usable = [i for i in sorted(f.peers) if i not in lost_set and i in in_service]
 
-    affected = f._infofile().copies_held_by(lost_idx)
+    affected = f.infofile().copies_held_by(lost_idx)
     names = sorted(affected)
     report.records_affected = len(names)
     for start in range(0, len(names), BATCH):
         _rebalance_batch(f, [affected[n] for n in names[start : start + BATCH]], lost_set, usable, report)
         if progress:
             progress(min(start + BATCH, len(names)), len(names))
-    report.generation = f._infofile().generation()
+    report.generation = f.infofile().generation()
     report.seconds = time.monotonic() - t0
     return report
 
@@ -151,66 +150,60 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
     # 2. Write each lost copy, same rank, to a live peer holding no copy (under hash
     # placement the first such peer in the record's ranking, where readers look),
     # apart by failure domain from the live copies (docs/replication.md).
-    moves: list[pb.CopyMove] = []
-    outstanding = {"n": 0}
+    holders_of: dict[str, dict[int, int]] = {}  # rank -> peer, as placed so far
+    tried: dict[tuple[str, int], set[int]] = {}
 
-    def place(m, rank: int, holders: dict[int, int], tried: set[int]) -> None:
-        candidates = [i for i in usable if i not in tried and f._usable(i)]
+    def place(m: RecordMeta, rank: int) -> int | None:
+        holders = holders_of[m.name]
+        t = tried[(m.name, rank)]
+        candidates = [i for i in usable if i not in t and f.peer_usable(i)]
         keep = [p for r, p in holders.items() if r != rank and p not in lost_set]
-        new = (
-            hash_spare(f.file_id, m.name, f._peer_ids, candidates, holders.values(), f._spread, keep)
-            if f._hash_placement
-            else choose_spare(candidates, list(holders.values()), domains=f._spread, apart_from=keep)
-        )
+        new = f.spare_peer(m.name, candidates, list(holders.values()), keep)
         if new is None:
             report.under_replicated.append(m.name)
-            return
-        tried.add(new)
+            return None
+        t.add(new)
         holders[rank] = new  # reserved now, so another lost rank of m cannot pick it
-        body = data[m.name]
-        name_b = m.key.encode("utf-8", "surrogateescape")  # a replaced record: its version's name
-
-        def done(fr, exc):
-            outstanding["n"] -= 1
-            if exc is None:
-                moves.append(
-                    pb.CopyMove(
-                        name=m.name,
-                        copy_rank=rank,
-                        from_peer_idx=m.copies()[rank],
-                        to_peer_idx=new,
-                        stored_as=m.stored_as or "",
-                    )
-                )
-            elif isinstance(exc, (PeerUnavailableError, PeerError)):
-                place(m, rank, holders, tried)  # fail over to another spare (paper 4.3)
-            else:
-                report.conflicts.append(f"{m.name}: {exc}")
-
-        outstanding["n"] += 1
-        f._transport.send(
-            f.peers[new].addr,
-            lambda seq: [put_prefix(seq, f.file_id, rank, m.crc32c, name_b, len(body), FLAG_REPLACE), body],
-            done,
-        )
+        return new
 
     placed: list[tuple[str, dict[int, int]]] = []
-    for m in metas:
-        if m.name not in data:
-            continue
-        holders = m.copies()
-        placed.append((m.name, holders))
-        for rank, p in list(holders.items()):
-            if p in lost_set:
-                place(m, rank, holders, set())
-    f._transport.wait(lambda: outstanding["n"] == 0)
-    if f._spread is not None:  # the peerlist spans several domains (one: a single machine, nothing to spread)
+
+    def copies() -> Iterator[CopyToStore]:
+        for m in metas:
+            if m.name not in data:
+                continue
+            holders = holders_of[m.name] = m.copies()
+            placed.append((m.name, holders))
+            for rank, p in list(holders.items()):
+                if p in lost_set:
+                    tried[(m.name, rank)] = set()
+                    new = place(m, rank)
+                    if new is not None:
+                        yield CopyToStore(m, rank, new, data[m.name])
+
+    # a copy whose new holder fails goes to another spare (paper 4.3)
+    moves: list[pb.CopyMove] = []
+    for o in f.store_copies(copies(), fail_over=lambda o: place(o.record, o.rank)):
+        if o.stored:
+            moves.append(
+                pb.CopyMove(
+                    name=o.record.name,
+                    copy_rank=o.rank,
+                    from_peer_idx=o.record.copies()[o.rank],
+                    to_peer_idx=o.peer,
+                    stored_as=o.record.stored_as or "",
+                )
+            )
+        elif not o.peer_failed:
+            report.conflicts.append(f"{o.record.name}: {o.error}")
+    domains = f.placement_domains
+    if domains is not None:  # the peerlist spans several domains (one: a single machine, nothing to spread)
         short = set(report.under_replicated)
-        report.shared_domain += [n for n, h in placed if n not in short and shares_domain(list(h.values()), f._spread)]
+        report.shared_domain += [n for n, h in placed if n not in short and shares_domain(list(h.values()), domains)]
 
     # 3. Commit the moves: from now on the new holders serve these copies.
     if moves:
-        reply = f._tracker.move_copies(f.name, f.file_id, moves)
+        reply = f.commit_moved_copies(moves)
         report.copies_moved += reply.moved
         report.conflicts.extend(reply.conflicts)
         report.generation = reply.generation

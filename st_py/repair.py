@@ -31,13 +31,14 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ._proto import tracker_pb2 as pb
-from .errors import PeerError, PeerUnavailableError, StoreTorrentError, TrackerUnavailableError
+from .copies import CopyOutcome, CopyToStore
+from .errors import StoreTorrentError, TrackerUnavailableError
+from .infofile import RecordMeta
 from .placement import shares_domain
-from .protocol import FLAG_REPLACE, put_prefix
 from .rebalance import rebalance
 
 log = logging.getLogger("storetorrent.repair")
@@ -135,7 +136,7 @@ def repair_file(client, name: str, failed_after: float | None = DEFAULT_FAILED_A
 
 def _store_pending(f, report: RepairReport) -> None:
     f.refresh()
-    reader = f._infofile()
+    reader = f.infofile()
     while True:
         pending = [p for p in reader.pending_copies(limit=BATCH) if p[0].name not in report.pending_left]
         if not pending:
@@ -144,7 +145,7 @@ def _store_pending(f, report: RepairReport) -> None:
         stored = _store_batch(f, pending, report)
         if not stored:
             return
-        reply = f._tracker.store_copies(f.name, f.file_id, stored)
+        reply = f.commit_stored_copies(stored)
         report.pending_stored += reply.moved
         report.conflicts += list(reply.conflicts)
         if reply.moved == 0:
@@ -159,42 +160,26 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
         by_name.setdefault(meta.name, []).append((rank, peer))
         metas[meta.name] = meta
     reads = {n: f.queue_get(n, stored=True) for n in by_name}
-    stored: list[pb.CopyStored] = []
-    outstanding = {"n": 0}
+    taken_of: dict[str, list[int]] = {}  # a record's holders, and the peers given its pending copies
+    tried: dict[tuple[str, int], set[int]] = {}
 
-    def place(meta, rank: int, target: int | None, taken: list[int], tried: set[int]) -> None:
-        usable = [i for i in f._write_targets() if i not in tried]  # in service (not being drained)
+    def place(meta: RecordMeta, rank: int, target: int | None) -> int | None:
+        taken, t = taken_of[meta.name], tried[(meta.name, rank)]
+        usable = [i for i in f.write_targets() if i not in t]  # in service (not being drained)
         if target is None or target not in usable or target in taken:
-            target = f._spare(meta.name, usable, taken)  # apart by failure domain from the others
-            if target is not None and shares_domain(taken + [target], f._spread):
+            target = f.spare_peer(meta.name, usable, taken)  # apart by failure domain from the others
+            if target is not None and shares_domain(taken + [target], f.placement_domains):
                 report.shared_domain.append(meta.name)
         if target is None:
             report.pending_left.append(meta.name)
-            return
-        tried.add(target)
+            return None
+        t.add(target)
         taken.append(target)
-        body = data[meta.name]
-        name_b = meta.key.encode("utf-8", "surrogateescape")  # a replaced record: its version's name
+        return target
 
-        def done(fr, exc, target=target):
-            outstanding["n"] -= 1
-            if exc is None:
-                stored.append(
-                    pb.CopyStored(name=meta.name, copy_rank=rank, peer_idx=target, stored_as=meta.stored_as or "")
-                )
-            elif isinstance(exc, (PeerUnavailableError, PeerError)):
-                taken.remove(target)
-                place(meta, rank, None, taken, tried)  # another live peer (paper 4.3)
-            else:
-                report.conflicts.append(f"{meta.name}: {exc}")
-
-        outstanding["n"] += 1
-        # REPLACE: a stale or half-written copy of this record at the target is ours to overwrite.
-        f._transport.send(
-            f.peers[target].addr,
-            lambda seq: [put_prefix(seq, f.file_id, rank, meta.crc32c, name_b, len(body), FLAG_REPLACE), body],
-            done,
-        )
+    def fail_over(o: CopyOutcome) -> int | None:
+        taken_of[o.record.name].remove(o.peer)
+        return place(o.record, o.rank, None)  # another live peer (paper 4.3)
 
     data: dict[str, bytes] = {}
     for n, fut in reads.items():
@@ -204,14 +189,27 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
         else:
             log.warning("repair of %s: record %r has no readable stored copy: %s", f.name, n, exc)
             report.pending_left.append(n)
-    for n, ranks in by_name.items():
-        if n not in data:
-            continue
-        taken = list(metas[n].copies().values()) + [p for _, p in ranks]
-        for rank, peer in ranks:
-            taken.remove(peer)
-            place(metas[n], rank, peer, taken, set())
-    f._transport.wait(lambda: outstanding["n"] == 0)
+
+    def copies() -> Iterator[CopyToStore]:
+        for n, ranks in by_name.items():
+            if n not in data:
+                continue
+            taken = taken_of[n] = list(metas[n].copies().values()) + [p for _, p in ranks]
+            for rank, peer in ranks:
+                taken.remove(peer)
+                tried[(n, rank)] = set()
+                target = place(metas[n], rank, peer)  # its pending holder if that peer is live
+                if target is not None:
+                    yield CopyToStore(metas[n], rank, target, data[n])
+
+    stored: list[pb.CopyStored] = []
+    for o in f.store_copies(copies(), fail_over):
+        if o.stored:
+            stored.append(
+                pb.CopyStored(name=o.record.name, copy_rank=o.rank, peer_idx=o.peer, stored_as=o.record.stored_as or "")
+            )
+        elif not o.peer_failed:
+            report.conflicts.append(f"{o.record.name}: {o.error}")
     return stored
 
 

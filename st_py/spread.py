@@ -63,21 +63,19 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ._proto import tracker_pb2 as pb
+from .copies import CopyOutcome, CopyToStore
 from .errors import (
     InvalidOptionError,
-    PeerError,
     PeerNotLiveError,
-    PeerUnavailableError,
     StoreTorrentError,
     UnknownPeerError,
 )
 from .infofile import RecordMeta
 from .placement import Domain, farthest, nearness
-from .protocol import FLAG_REPLACE, put_prefix
 from .repair import all_files
 
 DEFAULT_TOLERANCE = 0.1
@@ -582,7 +580,7 @@ def _move_batch(
     throttle: _Throttle,
     allow_recent: bool,
 ) -> None:
-    reader = f._infofile()
+    reader = f.infofile()
     names = sorted({mv.name for mv in batch})
     metas = reader.lookup_many(names)  # as committed now: writers and other movers go on meanwhile
     recent = _recent_holders(reader, names)
@@ -602,55 +600,51 @@ def _move_batch(
             data[n] = fut.result()
         else:  # every copy failed: nothing is written, the record stays where it is
             fm.skipped.append(f"{n}: not readable now: {exc}")
-    moved: list[tuple[_Move, RecordMeta, int]] = []
-    outstanding = {"n": 0}
+    tried: dict[tuple[str, int], set[int]] = {}
+    move_of: dict[tuple[str, int], _Move] = {}
 
-    def place(mv: _Move, m: RecordMeta, dst: int | None, tried: set[int]) -> None:
+    def place(mv: _Move, m: RecordMeta, dst: int | None) -> int | None:
+        t = tried[(mv.name, mv.rank)]
+
         def ok(r: int) -> bool:
-            return r not in tried and r not in taken[mv.name] and f._usable(r)
+            return r not in t and r not in taken[mv.name] and f.peer_usable(r)
 
         old = recent.get(mv.name, set())
         if dst is None or not ok(dst) or (dst in old and not allow_recent):
             cands = [r for r in peers if ok(r) and r not in old] or (
                 [r for r in peers if ok(r)] if allow_recent else []
             )
-            cands = farthest(cands, [p for p in m.peers if p != mv.src], f._spread)  # apart by failure domain
+            cands = farthest(cands, [p for p in m.peers if p != mv.src], f.placement_domains)  # apart by failure domain
             dst = min(cands, key=lambda r: ((held.get(r, 0) + m.size) / space[r], r)) if cands else None
         if dst is None:
             fm.skipped.append(f"{mv.name}: no live peer in service can take copy {mv.rank}")
-            return
-        tried.add(dst)
+            return None
+        t.add(dst)
         taken[mv.name].add(dst)
-        body = data[mv.name]
-        key = m.key.encode("utf-8", "surrogateescape")  # a replaced record: its version's name
+        return dst
 
-        def done(fr, exc, dst=dst):
-            outstanding["n"] -= 1
-            if exc is None:
-                moved.append((mv, m, dst))
-            elif isinstance(exc, (PeerUnavailableError, PeerError)):
-                place(mv, m, None, tried)  # another peer (paper 4.3); not throttled: rare
-            else:
-                fm.conflicts.append(f"{mv.name}: {exc}")
+    def copies() -> Iterator[CopyToStore]:
+        for mv, m in valid:
+            if mv.name in data:
+                throttle.take(m.size, f.poll)
+                tried[(mv.name, mv.rank)] = set()
+                move_of[(mv.name, mv.rank)] = mv
+                dst = place(mv, m, mv.dst)
+                if dst is not None:
+                    yield CopyToStore(m, mv.rank, dst, data[mv.name])
 
-        outstanding["n"] += 1
-        # REPLACE: a stale or half-written copy of this record at dst (none is committed there) is overwritten
-        f._transport.send(
-            f.peers[dst].addr,
-            lambda seq: [put_prefix(seq, f.file_id, mv.rank, m.crc32c, key, len(body), FLAG_REPLACE), body],
-            done,
-        )
+    def fail_over(o: CopyOutcome) -> int | None:
+        return place(move_of[(o.record.name, o.rank)], o.record, None)  # another peer (paper 4.3); not throttled: rare
 
-    for mv, m in valid:
-        if mv.name in data:
-            throttle.take(m.size, f._transport.poll)
-            place(mv, m, mv.dst, set())
-    f._transport.wait(lambda: outstanding["n"] == 0)
+    moved: list[tuple[_Move, RecordMeta, int]] = []
+    for o in f.store_copies(copies(), fail_over):
+        if o.stored:
+            moved.append((move_of[(o.record.name, o.rank)], o.record, o.peer))
+        elif not o.peer_failed:
+            fm.conflicts.append(f"{o.record.name}: {o.error}")
     if not moved:
         return
-    reply = f._tracker.move_copies(
-        f.name,
-        f.file_id,
+    reply = f.commit_moved_copies(
         [
             pb.CopyMove(
                 name=mv.name, copy_rank=mv.rank, from_peer_idx=mv.src, to_peer_idx=dst, stored_as=m.stored_as or ""
@@ -671,7 +665,7 @@ def _move_batch(
 
 
 def _prepare(f) -> None:
-    f._check_open()
+    f.check_open()
     f.flush()
     f.refresh()
 
@@ -681,9 +675,7 @@ def _grow_peerlist(f, in_service: set[str], fm: FileMoves) -> None:
     adds its live peers in service: ``ExtendPeerlist``)."""
     have = {p.peer_id for p in f.peers.values()}
     if in_service - have:
-        before = set(f.peers)
-        f._set_info(f._tracker.extend_peerlist(f.name, f.file_id))
-        fm.peers_added = [f.peers[i].addr for i in sorted(set(f.peers) - before)]
+        fm.peers_added = [f.peers[i].addr for i in f.extend_peerlist()]
 
 
 def _by_peer_id(f, held: Mapping[int, int], peer_ids: Iterable[str]) -> dict[str, int]:
@@ -708,7 +700,7 @@ def _spread_file(
     :func:`spread`."""
     fm = FileMoves(f.name)
     _prepare(f)
-    reader = f._infofile()
+    reader = f.infofile()
     metas = reader.copies_held_by(sorted(f.peers))
     held, _ = _holdings(metas, f.peers)
     fm.before = _by_peer_id(f, held, in_service)
@@ -717,12 +709,12 @@ def _spread_file(
         fm.after = dict(fm.before)
         return fm
     _grow_peerlist(f, set(in_service), fm)
-    peers = sorted(i for i, p in f.peers.items() if p.peer_id in in_service and f._usable(i))
+    peers = sorted(i for i, p in f.peers.items() if p.peer_id in in_service and f.peer_usable(i))
     space = {i: in_service[f.peers[i].peer_id] for i in peers}
     recent = _recent_holders(reader)
     taken = {n: set(m.peers) | recent.get(n, set()) for n, m in metas.items()}
     prior = {i: so_far.get(f.peers[i].peer_id, 0) for i in peers}
-    moves = _plan_spread(metas, peers, space, taken, prior, f._spread)
+    moves = _plan_spread(metas, peers, space, taken, prior, f.placement_domains)
     held, _ = _holdings(metas, f.peers)
     _execute(f, moves, peers, space, held, fm, throttle, progress)
     fm.after = _by_peer_id(f, held, in_service)
@@ -804,18 +796,18 @@ def _drain_file(
     drained = next((i for i, p in f.peers.items() if p.peer_id == peer_id), None)
     if drained is None:
         return fm, 0
-    reader = f._infofile()
+    reader = f.infofile()
     if not reader.copies_held_by([drained]):
         return fm, 0
     _grow_peerlist(f, set(in_service), fm)
     metas = reader.copies_held_by(sorted(f.peers))
     on_drained = {n: m for n, m in metas.items() if drained in m.peers}
-    peers = sorted(i for i, p in f.peers.items() if p.peer_id in in_service and f._usable(i))
+    peers = sorted(i for i, p in f.peers.items() if p.peer_id in in_service and f.peer_usable(i))
     space = {i: in_service[f.peers[i].peer_id] for i in peers}
     held, _ = _holdings(metas, f.peers)
     recent = _recent_holders(reader, on_drained)
     taken = {n: set(m.peers) | recent.get(n, set()) for n, m in on_drained.items()}
-    moves, fm.stuck = _plan_drain(on_drained, drained, peers, space, taken, recent, f._spread)
+    moves, fm.stuck = _plan_drain(on_drained, drained, peers, space, taken, recent, f.placement_domains)
     _execute(f, moves, peers, space, held, fm, throttle, progress, allow_recent=True)
     return fm, len(moves) + len(fm.stuck)
 
@@ -941,7 +933,7 @@ def _count_on(client, peer_id: str, report: DrainReport) -> int:
         try:
             with client.open(name) as f:
                 idx = [i for i, p in f.peers.items() if p.peer_id == peer_id]
-                left += sum(1 for m in f._infofile().copies_held_by(idx).values() for p in m.peers if p in idx)
+                left += sum(1 for m in f.infofile().copies_held_by(idx).values() for p in m.peers if p in idx)
         except StoreTorrentError as e:
             report.failed_files.append((name, str(e)))
     return left

@@ -36,7 +36,7 @@ class VersionsMixin:
         file_id: int
         _tracker: TrackerClient
 
-        def _check_open(self) -> None: ...
+        def check_open(self) -> None: ...
 
         def _file_tracker_call(self, method: str, *args, **kwargs): ...
 
@@ -73,7 +73,7 @@ class VersionsMixin:
         LeaseHeldError
             Another writer holds it (``holder``, ``expires_in``) past ``wait``.
         """
-        self._check_open()
+        self.check_open()
         if self._lease_id:
             self._renew_lease(force=True)
             return self.lease  # type: ignore[return-value]

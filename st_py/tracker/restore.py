@@ -142,7 +142,7 @@ async def restore_infofile(service, request_iterator, context) -> pb.RestoreInfo
     try:
         async for chunk in request_iterator:
             if user is None:
-                user = await service._user(context, chunk.user)
+                user = await service.authenticate(context, chunk.user)
                 if service.users.enabled and not user.admin:
                     await context.abort(
                         grpc.StatusCode.PERMISSION_DENIED,
@@ -243,16 +243,12 @@ async def _restore(service, tmp: Path, info: _Checked, user: User) -> pb.Restore
         return reply
     o = owner_of_meta(info.meta)
     new_dirs = [d for d in _ancestor_dirs(name) if not namespace.dir_path(service.root, d).is_dir()]
-    service._creating[name] = service._creating.get(name, 0) + 1  # RemoveDir keeps its directories
     try:
-        placed = await asyncio.to_thread(_place, tmp, target, o.mode)
+        with service.creating(name):  # RemoveDir keeps its directories
+            placed = await asyncio.to_thread(_place, tmp, target, o.mode)
     except NotADirectoryError:
         reply.outcome, reply.detail = "conflict", f"a parent of {name} is a file, not a directory"
         return reply
-    finally:
-        service._creating[name] -= 1
-        if not service._creating[name]:
-            del service._creating[name]
     if not placed:
         await asyncio.to_thread(_held, reply, target, file_id, gen)
         if reply.outcome == "conflict":
@@ -268,7 +264,7 @@ async def _restore(service, tmp: Path, info: _Checked, user: User) -> pb.Restore
     # The tracker's view of the name starts afresh from the restored file (and so does the view
     # of the per-file tracker that writes it, if another does).
     await service.forget_file(name)
-    service._peer_ids.pop(file_id, None)
+    service.forget_peer_ids(file_id)
     service.state.remember_file_id(file_id)
     service.state.add_file(name, file_id, o.owner)
     for d in new_dirs:

@@ -9,11 +9,13 @@ open the infofiles read-only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -87,7 +89,14 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         self.repair_progress: RepairProgress | None = None  # the repair service's last report
 
     # -- who is asking, and may they ---------------------------------------------
-    async def _user(self, context, claimed: str = "") -> User:
+    async def authenticate(self, context, claimed: str = "") -> User:
+        """The user making the RPC of ``context``: the one another tracker
+        of this master vouched for (routing.py), else the one its client
+        certificate (mutual TLS) or API key names, else, in development mode
+        (no users file), ``claimed`` (the request's ``user`` field). Aborts
+        the RPC with UNAUTHENTICATED when a users file is in force and none
+        of them names a known user, or a vouching token is bad
+        (docs/security.md)."""
         try:  # a call another tracker of this master made for a user it authenticated (routing.py)
             vouched = self._vouched(context)
         except capability.CapabilityError as e:
@@ -126,6 +135,26 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             )
 
     # -- helpers -------------------------------------------------------------
+    @contextlib.contextmanager
+    def creating(self, name: str) -> Iterator[None]:
+        """While in this context, file ``name`` (normalized) is being
+        created or restored: RemoveDir refuses to remove its directories,
+        as if it were there already. Nests."""
+        self._creating[name] = self._creating.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            self._creating[name] -= 1
+            if not self._creating[name]:
+                del self._creating[name]
+
+    def forget_peer_ids(self, file_id: int) -> None:
+        """Drop the ``{peer_idx: peer_id}`` of file ``file_id`` cached for
+        its commits; the next commit reads them from its infofile again
+        (its peerlist grew, or the infofile was put there anew:
+        RestoreInfofile)."""
+        self._peer_ids.pop(file_id, None)
+
     async def _name(self, context, name: str) -> str:
         try:
             return namespace.normalize(name)
@@ -262,16 +291,11 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             name = namespace.normalize(request.name)
         except BadNameError:
             name = ""  # refused by _create
-        self._creating[name] = self._creating.get(name, 0) + 1
-        try:
+        with self.creating(name):
             return await self._create(request, context)
-        finally:
-            self._creating[name] -= 1
-            if not self._creating[name]:
-                del self._creating[name]
 
     async def _create(self, request, context):
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         replication = request.replication or "x2"
         try:
@@ -417,7 +441,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             await asyncio.sleep(0.05)
 
     async def Open(self, request, context):
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         await self._allowed(context, self.guard.check_search, user, name)
         info = self._with_reservations(await asyncio.to_thread(self._file_info, name))
@@ -435,7 +459,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return info
 
     async def Commit(self, request, context):
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         if not await self._here(context, name):  # a per-file tracker writes this file (paper 3.5)
             return await self._forward(context, "Commit", request, user, name)
@@ -564,7 +588,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return out
 
     async def Delete(self, request, context):
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         here = await self._here(context, name)
         if request.whole_file:  # as in UNIX: write permission on the directory
@@ -595,7 +619,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return pb.DeleteReply(deleted=n, generation=gen)
 
     async def List(self, request, context):
-        user = await self._user(context)
+        user = await self.authenticate(context)
         path = request.path or "/"
         if path.strip("/"):
             path = await self._name(context, path)
@@ -708,13 +732,13 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             )
 
     async def ReportFailure(self, request, context):
-        await self._user(context)
+        await self.authenticate(context)
         if self.registry.report_failed(request.addr, request.reason):
             log.warning("client reports peer %s failed: %s", request.addr, request.reason)
         return pb.ReportFailureReply()
 
     async def ReportBadCopy(self, request, context):
-        await self._user(context)
+        await self.authenticate(context)
         log.warning(
             "client reports a bad copy of %r in %s on %s: %s",
             request.record,
@@ -748,7 +772,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return c
 
     async def ExtendPeerlist(self, request, context):
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         peers = [(p.peer_id, p.addr) for p in self.registry.schedulable()]
         if await self._here(context, name):
@@ -772,7 +796,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return self._with_reservations(await asyncio.to_thread(self._file_info, name))
 
     async def MoveCopies(self, request, context):
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         if not await self._here(context, name):
             return await self._forward(context, "MoveCopies", request, user, name)
@@ -786,7 +810,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
     async def CommitObjects(self, request, context):
         """Striped objects whose stripe records are committed become visible
         (docs/striping.md)."""
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         if not await self._here(context, name):
             return await self._forward(context, "CommitObjects", request, user, name)
@@ -811,7 +835,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
 
     async def StoreCopies(self, request, context):
         """Pending copies (async protocols) are stored: they join ``copies``."""
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         if not await self._here(context, name):
             return await self._forward(context, "StoreCopies", request, user, name)
@@ -825,7 +849,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
     async def SetMode(self, request, context):
         """chmod / chgrp / chown: the owner may change mode and group (to one
         of their groups), only an admin the owner."""
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name) if request.name.strip("/") else "/"  # "/": the root
         if request.mode > 0o777:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"mode {request.mode:o} is not 0 to 0777")
@@ -884,7 +908,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
     async def RemoveDir(self, request, context):
         """rmdir: an empty namespace directory goes, as in UNIX with write
         (and search) permission on its parent."""
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         if not request.path.strip("/"):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the namespace root cannot be removed")
         name = await self._name(context, request.path)
@@ -948,7 +972,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
     async def Lease(self, request, context):
         """Acquire, renew or release a file's writer lease (MORRIS 3.2): kept
         by the tracker that writes the file, which checks it at commit."""
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         if not await self._here(context, name):
             return await self._forward(context, "Lease", request, user, name)
@@ -984,7 +1008,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
 
     async def Close(self, request, context):
         """The creator of a file is done writing: its reservation ends."""
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         if await self._here(context, name):
             c = await self._open_committer(context, name, request.file_id)
@@ -1049,7 +1073,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
     async def ReportRepair(self, request, context):
         """The repair service's progress: kept (the last report only) for
         Status and the status page; an admin's when a users file is in force."""
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         if self.users.enabled and not user.admin:
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -1075,7 +1099,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         """Take a peer out of service (draining, retired) or put it back
         (storetorrent drain): scheduling and peerlist growth leave out a
         peer out of service; reads are not affected."""
-        user = await self._user(context, request.user)
+        user = await self.authenticate(context, request.user)
         if self.users.enabled and not user.admin:
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
