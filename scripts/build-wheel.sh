@@ -12,7 +12,16 @@ PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3
 BIN=$(dirname "$PY")
 raw=$(mktemp -d)
 trap 'rm -rf "$raw"' EXIT
-"$PY" -m pip wheel --no-deps . -w "$raw" -C build-dir="$raw/build"
+# Offline: build with the environment's own scikit-build-core and nanobind
+# (./dev setup installs them) instead of fetching them into an isolated one.
+isolation=--no-build-isolation
+"$PY" -c "import scikit_build_core, nanobind" 2>/dev/null || isolation=
+"$PY" -m pip wheel --no-deps $isolation . -w "$raw" -C build-dir="$raw/build"
 mkdir -p "$DIST"
-PATH="$BIN:$PATH" "$BIN/auditwheel" repair --plat manylinux_2_35_x86_64 -w "$DIST" "$raw"/storetorrent-*.whl
+# The platform tag this machine's build is consistent with (manylinux_2_35_x86_64
+# on Debian 12 / Ubuntu 22.04), as auditwheel reads it from the binaries; PLAT overrides.
+PLAT=${PLAT:-$(PATH="$BIN:$PATH" "$BIN/auditwheel" show "$raw"/storetorrent-*.whl |
+    grep -o "manylinux_[0-9]*_[0-9]*_$(uname -m)" | head -n 1)}
+[ -n "$PLAT" ] || { echo "build-wheel: auditwheel found no manylinux tag for this build (set PLAT)" >&2; exit 1; }
+PATH="$BIN:$PATH" "$BIN/auditwheel" repair --plat "$PLAT" -w "$DIST" "$raw"/storetorrent-*.whl
 ls "$DIST"/storetorrent-*manylinux*.whl

@@ -489,9 +489,11 @@ def _check_fixed_options(f, **given) -> None:
 @click.option("-o", "--output", type=click.Path(), help="write here (default: stdout; with -r a folder)")
 @click.option(
     "-r",
+    "--records",
     "--recursive",
+    "recursive",
     is_flag=True,
-    help="every record whose name starts with RECORD (default: all) into the folder -o",
+    help="the file's records (as ls -r lists them) whose names start with RECORD (default: all) into the folder -o",
 )
 def get(tracker, data, file, record, output, recursive) -> None:
     """Fetch RECORD of FILE (CRC-checked, from any live copy), or with -r every

@@ -170,9 +170,23 @@ class FileTrackers:
             One did not print ``listening on`` within 30 s (its stderr is the
             master's).
         """
-        await asyncio.gather(*(self._spawn(t) for t in self.trackers))
+        await asyncio.gather(*(self._first_spawn(t) for t in self.trackers))
         for t in self.trackers:
             t.tasks.append(asyncio.create_task(self._watch(t)))
+
+    async def _first_spawn(self, t: FileTracker) -> None:
+        """Start ``t`` on its port or, if that is taken (by another program,
+        or an old per-file tracker of a master that just restarted not yet
+        gone), on any port: clients learn its address from the master on
+        open, so a fixed port is a convenience, not a contract."""
+        try:
+            await self._spawn(t)
+        except (RuntimeError, OSError) as e:
+            if not t.port:
+                raise
+            log.warning("file tracker %d: cannot start on port %d (%s); trying any port", t.shard, t.port, e)
+            t.port = 0
+            await self._spawn(t)
 
     async def _spawn(self, t: FileTracker) -> None:
         argv = die_with_parent(self._argv(t.shard, t.port))
