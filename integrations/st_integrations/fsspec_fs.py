@@ -28,6 +28,16 @@ write-once.
 The filesystem is registered for the ``storetorrent`` protocol through the
 ``fsspec.specs`` entry point (pyproject.toml), so ``fsspec.filesystem`` and
 URLs work without importing this module first.
+
+This module holds the filesystem's read side (URLs, resolving paths,
+listings, reads). The rest is split by responsibility:
+:mod:`~st_integrations.fsspec_paths` (the path model: URL parsing, record-name
+ranges, info dicts), :mod:`~st_integrations.fsspec_resources` (handles and
+the tracker client, per thread and process),
+:mod:`~st_integrations.fsspec_write` (writes and deletes, a base class of
+:class:`StoreTorrentFileSystem`) and :mod:`~st_integrations.fsspec_file` (the
+file object). :class:`StoreTorrentFileSystem` stays here: the entry point and
+pickles name it by this module.
 """
 
 from __future__ import annotations
@@ -36,195 +46,42 @@ import errno
 import functools
 import io
 import os
-import re
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
-from fsspec.utils import stringify_path
+from fsspec.spec import AbstractFileSystem
 
 from st_py.errors import (
     BadNameError,
     ChecksumError,
     GetLocalError,
-    RecordExistsError,
     RecordNotFoundError,
-    StFileExistsError,
     StFileNotFoundError,
 )
 
+from .fsspec_file import StoreTorrentRecordFile
+from .fsspec_paths import (
+    PROTOCOL,
+    _hidden,
+    _norm,
+    _not_found,
+    _object_info,
+    _object_info_at,
+    _ObjectMeta,
+    _prefix_info,
+    _prefixes,
+    _record_info,
+    _split_url,
+    _upper,
+)
+from .fsspec_resources import _close_quietly, _inode, _Resources, _ThreadState
+from .fsspec_write import RecordExistsFSError, WriteMixin
 from .record_cache import RecordCache
 
-PROTOCOL = "storetorrent"
 
-# host:port (or [v6]:port): the only form of URL host taken as a tracker address
-_TRACKER_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")
-
-_HIDDEN = (".st-stripe/", ".st-version/")  # reserved prefixes: stripes, stored names of versions
-
-
-def _hidden(name: str) -> bool:
-    return name.startswith(_HIDDEN)
-
-
-class RecordExistsFSError(RecordExistsError, FileExistsError):
-    """A record of that name is already committed (records are write-once).
-
-    Both a :class:`st_py.errors.RecordExistsError` and a
-    :class:`FileExistsError`, so ``except FileExistsError`` works as with
-    any fsspec filesystem.
-    """
-
-
-def _split_url(path: str) -> tuple[str, str]:
-    """``(tracker or "", path)`` of a ``storetorrent://`` URL or a plain path."""
-    path = stringify_path(path)
-    host = ""
-    for prefix in (PROTOCOL + "://", PROTOCOL + "::"):
-        if path.startswith(prefix):
-            path = path[len(prefix) :]
-            if prefix.endswith("//") and not path.startswith("/"):
-                netloc, _, rest = path.partition("/")
-                if _TRACKER_RE.match(netloc):
-                    host, path = netloc, rest
-            break
-    return host, path
-
-
-def _norm(path: str) -> str:
-    """``/a/b``: a leading ``/``, no trailing ``/`` (the root is ``/``)."""
-    path = "/" + path.lstrip("/")
-    return path.rstrip("/") or "/"
-
-
-def _prefixes(path: str):
-    """``/a/b/c``, ``/a/b``, ``/a``, ``/``: the path and its ancestors, longest first."""
-    while True:
-        yield path
-        if path == "/":
-            return
-        path = path.rsplit("/", 1)[0] or "/"
-
-
-def _upper(prefix: str) -> str:
-    """The least string above every string starting with ``prefix``
-    (non-empty): ``a/`` -> ``a0``. Code-point order is the UTF-8 byte order
-    SQLite compares names in."""
-    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
-
-
-def _not_found(path: str, what: str) -> FileNotFoundError:
-    return FileNotFoundError(errno.ENOENT, what, path)
-
-
-def _record_info(name: str, size: int, crc: int, committed_at: float) -> dict:
-    return {
-        "name": name,
-        "size": int(size),
-        "type": "file",
-        "st_type": "record",
-        "crc32c": int(crc),
-        "created": float(committed_at),
-        "mtime": float(committed_at),
-    }
-
-
-def _object_info(name: str, size: int, crc: int, committed_at: float, stripes: int, stripe_size: int) -> dict:
-    return {
-        "name": name,
-        "size": int(size),
-        "type": "file",
-        "st_type": "object",
-        "crc32c": int(crc),
-        "created": float(committed_at),
-        "mtime": float(committed_at),
-        "stripes": int(stripes),
-        "stripe_size": int(stripe_size),
-    }
-
-
-def _object_info_at(path: str, om: tuple) -> dict:
-    return _object_info(path, *om)
-
-
-def _prefix_info(name: str) -> dict:
-    return {"name": name, "size": 0, "type": "directory", "st_type": "prefix"}
-
-
-@dataclass(frozen=True)
-class _ObjectMeta:
-    """What the infofile says of a striped object (``_record_of``)."""
-
-    size: int
-    crc32c: int
-    committed_at: float
-    stripes: int
-    stripe_size: int
-
-
-@dataclass
-class _ThreadState:
-    """Open StFile handles of one thread: a StFile (its peer transport and
-    infofile connection) is never shared between threads, and pyarrow and
-    DuckDB read from thread pools."""
-
-    epoch: int
-    pid: int
-    thread: threading.Thread
-    handles: dict = field(default_factory=dict)  # file name -> (StFile, infofile inode)
-
-    def close(self) -> None:
-        handles, self.handles = self.handles, {}
-        for h, _ in handles.values():
-            _close_quietly(h)
-
-
-class _Resources:
-    """What one filesystem instance holds open: every thread's StFile handles
-    (peer sockets, infofile connections) and the tracker client (a gRPC
-    channel). Kept apart from the instance so that ``weakref.finalize`` can
-    close them when the instance is dropped: fsspec caches instances and
-    never closes them itself. Only what this process opened is closed: after
-    a fork the parent's sockets and channel are left alone."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.states: list[_ThreadState] = []
-        self.client = None
-        self.client_pid: int | None = None
-
-    def add(self, st: _ThreadState) -> None:
-        """Keep ``st``; close the handles of threads of this process that ended."""
-        with self.lock:
-            ended = [s for s in self.states if s.pid == st.pid and not s.thread.is_alive()]
-            self.states = [s for s in self.states if s not in ended] + [st]
-        for s in ended:
-            s.close()
-
-    def drop(self, st: _ThreadState) -> None:
-        """Close the handles of ``st`` (of the calling thread) and forget it."""
-        with self.lock:
-            self.states = [s for s in self.states if s is not st]
-        st.close()
-
-    def close(self) -> None:
-        pid = os.getpid()
-        with self.lock:
-            mine = [s for s in self.states if s.pid == pid]
-            self.states = [s for s in self.states if s.pid != pid]
-            client = self.client if self.client_pid == pid else None
-            if client is not None:
-                self.client = self.client_pid = None
-        for s in mine:
-            s.close()
-        if client is not None:
-            client.close()
-
-
-class StoreTorrentFileSystem(AbstractFileSystem):
+class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
     """StoreTorrent files and records as an fsspec filesystem.
 
     Parameters
@@ -996,354 +853,6 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         return StoreTorrentRecordFile(
             self, path, mode, block_size, autocommit, cache_options=cache_options, replication=replication, **kwargs
         )
-
-    # -- writing --------------------------------------------------------------
-    def _write_target(self, path: str, replace: bool = False):
-        """``(file name, record name, True if the file exists)`` for a write to ``path``.
-
-        Raises
-        ------
-        RecordExistsFSError, IsADirectoryError
-        """
-        kind, a, b = self._lookup(path)
-        if kind == "inside":
-            if self._obj_meta(a, b) is not None:
-                raise RecordExistsFSError(
-                    f"{b!r} is a striped object in {a}: objects are not replaced; delete "
-                    "it first (fs.rm) or use another name"
-                )
-            if self._meta(a, b) is not None and not replace:
-                raise RecordExistsFSError(
-                    f"record {b!r} is already committed in {a}: records are write-once; "
-                    "delete it first (fs.rm) or use another name"
-                )
-            return a, b, True
-        if kind in ("dir", "file"):
-            raise IsADirectoryError(
-                errno.EISDIR,
-                "cannot write a record here: it is a namespace directory"
-                if kind == "dir"
-                else "cannot write a record here: it is a StoreTorrent file",
-                path,
-            )
-        parent, base = path.rsplit("/", 1)
-        parent = parent or "/"
-        if parent == "/" or a == parent:
-            where = "the root" if parent == "/" else f"{parent}, a namespace directory"
-            stem = parent.rstrip("/")
-            raise IsADirectoryError(
-                errno.EISDIR,
-                f"records live inside StoreTorrent files and the parent is {where}; write to "
-                f"{stem}/<file>/{base} to create StoreTorrent file {stem}/<file>",
-                path,
-            )
-        return parent, base, False
-
-    def _write_record(self, path: str, data, replication: str | None = None, replace: bool = False) -> None:
-        """PUT ``data`` as the record at ``path`` and commit it (paper 3.1,
-        3.5); with ``replace``, as a new version of a committed record
-        (docs/replication.md, "Versioned records")."""
-        fname, rname, exists = self._write_target(path, replace)
-        if exists:
-            h = self._handle(fname)
-        else:
-            try:
-                h = self._handle(
-                    fname, created=self.client.create(fname, replication or self.replication, est_size=len(data))
-                )
-            except StFileExistsError:  # created meanwhile by another writer
-                h = self._handle(fname)
-        try:
-            if h.infofile().exists(rname) and not replace:
-                raise RecordExistsFSError(
-                    f"record {rname!r} is already committed in {fname}: records are "
-                    "write-once; delete it first (fs.rm) or use another name"
-                )
-            h.put(rname, data, replace=replace and h.infofile().exists(rname))
-            h.flush()  # commit now: visible when close() returns
-        except RecordExistsFSError:
-            raise
-        except RecordExistsError as e:
-            raise RecordExistsFSError(str(e)) from e
-        if not exists:
-            self._file_info(fname)  # remember it as a StoreTorrent file
-
-    def pipe_file(self, path, value, mode="overwrite", **kwargs):
-        """Store ``value`` (bytes-like) as the record at ``path``, committed
-        on return. ``mode="overwrite"`` (fsspec's default) of a committed
-        record stores a new version of it (readers see the old bytes or the
-        new, whole; docs/replication.md, "Versioned records");
-        ``mode="create"`` refuses an existing record.
-
-        Raises
-        ------
-        FileExistsError
-            (:class:`RecordExistsFSError`) ``mode="create"`` and the record
-            is committed, or the path is a striped object.
-        IsADirectoryError
-            The path is a directory or StoreTorrent file, or no StoreTorrent
-            file can hold it (its parent is a namespace directory).
-        """
-        if mode not in ("overwrite", "create"):
-            raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
-        self._write_record(
-            self._strip_protocol(path), bytes(value), kwargs.get("replication"), replace=mode == "overwrite"
-        )
-
-    def cp_file(self, path1, path2, **kwargs):
-        """Copy one record (read, then a PUT; a committed target gets a new
-        version, as ``pipe_file``). A directory (namespace directory,
-        StoreTorrent file or prefix) is skipped: directories exist through
-        the records below them (no empty directories, as S3), so a recursive
-        ``copy`` copies its records one by one.
-
-        Raises
-        ------
-        FileNotFoundError
-            ``path1`` does not exist.
-        """
-        if self.isdir(path1):
-            return
-        self.pipe_file(path2, self.cat_file(path1))
-
-    def mkdir(self, path, create_parents=True, **kwargs):
-        """No-op: the tracker has no directory call. Namespace directories
-        are made with the StoreTorrent files below them, and a StoreTorrent
-        file by its first record (docs/fsspec.md)."""
-
-    def makedirs(self, path, exist_ok=False):
-        """No-op, as :meth:`mkdir`."""
-
-    # -- deleting -------------------------------------------------------------
-    def rm_file(self, path):
-        """Delete one record: its copies on every holder, then its commit
-        (paper 4.3).
-
-        Raises
-        ------
-        FileNotFoundError
-            No committed record at ``path``.
-        IsADirectoryError
-            ``path`` is a directory or StoreTorrent file (use ``rm(path, recursive=True)``).
-        """
-        path = self._strip_protocol(path)
-        fname, rname, _ = self._record_of(path)
-        try:
-            self._handle(fname).delete(rname)
-        except RecordNotFoundError:
-            raise _not_found(path, f"no record {rname!r} in StoreTorrent file {fname}") from None
-
-    def rm(self, path, recursive=False, maxdepth=None):
-        """Delete records, StoreTorrent files or directories.
-
-        Parameters
-        ----------
-        path : str or list of str
-            Paths or glob patterns.
-        recursive : bool
-            Needed for anything but a record: a StoreTorrent file is deleted
-            whole (``Client.delete``: its records on every live peer, then
-            its infofile); a record prefix deletes its records one by one; a
-            namespace directory deletes every StoreTorrent file below it
-            (the directories stay: the tracker has no call to remove one).
-        maxdepth : None
-            Not supported (deletes follow StoreTorrent file boundaries).
-
-        Raises
-        ------
-        FileNotFoundError, IsADirectoryError (not recursive), ValueError (maxdepth)
-        """
-        if maxdepth is not None:
-            raise ValueError("maxdepth is not supported by StoreTorrentFileSystem.rm")
-        paths = path if isinstance(path, (list, tuple)) else [path]
-        todo = []
-        for p in paths:
-            p = stringify_path(p)
-            if any(c in p for c in "*?["):
-                todo += self.glob(p)
-            else:
-                todo.append(self._strip_protocol(p))
-        for p in todo:
-            self._rm_one(p, recursive)
-
-    def _rm_one(self, path: str, recursive: bool) -> None:
-        kind, a, b = self._lookup(path)
-        if kind == "missing":
-            raise _not_found(path, "no StoreTorrent directory, file or record")
-        if kind == "inside" and (not recursive or self._meta(a, b) is not None):
-            self.rm_file(path)
-            return
-        if not recursive:
-            raise IsADirectoryError(errno.EISDIR, "a directory: pass recursive=True", path)
-        if kind == "file":
-            self.client.delete(a)
-            self._forget(a)
-        elif kind == "inside":  # a record prefix
-            names = [r[0] for r in self._rows_under(a, b + "/")]
-            if not names:
-                raise _not_found(path, f"no committed record {b!r} (nor records below it) in {a}")
-            h = self._handle(a)
-            for name in names:
-                try:
-                    h.delete(name)
-                except RecordNotFoundError:
-                    pass  # deleted meanwhile
-        else:
-            for e in b if b is not None else self.client.ls(path):
-                if e.is_dir:
-                    self._rm_one(e.name, True)
-                elif e.file_id:
-                    self.client.delete(e.name)
-                    self._forget(e.name)
-
-    def rmdir(self, path):
-        """Delete an empty StoreTorrent file, or remove an empty namespace
-        directory (as UNIX rmdir: write permission on its parent).
-
-        Raises
-        ------
-        OSError
-            ``ENOTEMPTY``: the StoreTorrent file, record prefix or directory
-            is not empty.
-        FileNotFoundError
-        """
-        path = self._strip_protocol(path)
-        kind, a, b = self._lookup(path)
-        if kind == "file":
-            if not self._infofile(a).is_empty():
-                raise OSError(errno.ENOTEMPTY, "the StoreTorrent file has records", path)
-            self.client.delete(a)
-            self._forget(a)
-        elif kind == "inside":
-            if self._has_under(a, b + "/"):
-                raise OSError(errno.ENOTEMPTY, "a record prefix exists while records are below it", path)
-            raise OSError(errno.ENOTDIR, "not a directory", path)
-        elif kind == "dir" and path not in ("", "/"):
-            from st_py.errors import DirectoryNotEmptyError
-
-            try:
-                self.client.rmdir(path)
-            except DirectoryNotEmptyError as e:
-                raise OSError(errno.ENOTEMPTY, str(e), path) from None
-            self.invalidate_cache(path)
-        elif kind == "missing":
-            raise _not_found(path, "no StoreTorrent directory or file")
-
-
-class StoreTorrentRecordFile(AbstractBufferedFile):
-    """A file object on one record (from :meth:`StoreTorrentFileSystem.open`).
-
-    Reading: the whole record is fetched by the first read and kept, so
-    seeks and ranged reads (Parquet footers, column chunks) cost nothing
-    more. Writing: bytes are buffered and stored as one record on close.
-    """
-
-    def __init__(
-        self,
-        fs,
-        path,
-        mode="rb",
-        block_size=None,
-        autocommit=True,
-        cache_type="none",
-        cache_options=None,
-        size=None,
-        record=None,
-        replication=None,
-        **kwargs,
-    ):
-        self._record = record
-        self._data = None
-        self._replication = replication
-        self._pending = None
-        super().__init__(
-            fs,
-            path,
-            mode,
-            block_size,
-            autocommit,
-            cache_type=cache_type,
-            cache_options=cache_options,
-            size=size,
-            **kwargs,
-        )
-
-    @property
-    def details(self):
-        if self._details is None:
-            fname, rname, meta = self._record
-            self._details = self.fs._rec_info(fname, rname, f"{fname}/{rname}", meta)
-        return self._details
-
-    @details.setter
-    def details(self, value):
-        self._details = value
-        self.size = value["size"]
-
-    def _fetch_range(self, start, end):
-        """Bytes ``[start, end)`` of the record (the whole record is fetched once)."""
-        if self._data is None:
-            fname, rname, meta = self._record
-            self._data = self.fs._read_record(fname, rname, meta)
-        return self._data[start:end]
-
-    def _upload_chunk(self, final=False):
-        if not final:
-            return False  # keep buffering: a record is one PUT
-        data = self.buffer.getvalue()
-        if self.autocommit:
-            self.fs._write_record(self.path, data, self._replication, replace=self.mode == "wb")
-        else:
-            self._pending = data  # stored by commit() when the fsspec transaction ends
-        return True
-
-    def close(self):
-        """Close; in write mode store and commit the record first.
-
-        Unlike the base class this does not call ``fs.invalidate_cache``:
-        record metadata is read from the infofile at every use, so there is
-        nothing stale to drop after a write."""
-        if self.mode == "rb" or self.closed or getattr(self, "_unclosable", False):
-            return super().close()
-        try:
-            if not self.forced:
-                self.flush(force=True)
-        finally:
-            self.closed = True
-
-    def __exit__(self, exc_type, exc, tb):
-        """Leaving a ``with`` block by an exception stores nothing in write
-        mode: a record is write-once, so a partial one would have to be
-        deleted before its name could be used again."""
-        if exc_type is not None and self.mode != "rb" and not self.closed:
-            self.discard()
-            self.buffer = io.BytesIO()
-            self.closed = True
-            return
-        self.close()
-
-    def commit(self):
-        """Store the record (at the end of an fsspec transaction)."""
-        if self._pending is not None:
-            data, self._pending = self._pending, None
-            self.fs._write_record(self.path, data, self._replication, replace=self.mode == "wb")
-
-    def discard(self):
-        self._pending = None
-
-
-def _inode(path: str):
-    try:
-        return os.stat(path).st_ino
-    except OSError:
-        return None
-
-
-def _close_quietly(h) -> None:
-    try:
-        h.close()
-    except Exception:
-        pass
 
 
 __all__ = ["StoreTorrentFileSystem", "StoreTorrentRecordFile", "RecordExistsFSError"]

@@ -1,0 +1,85 @@
+"""What one fsspec filesystem instance holds open, per thread and per
+process: StFile handles (peer sockets, infofile connections) and the
+tracker client. Kept apart from :class:`st_integrations.fsspec_fs.StoreTorrentFileSystem`
+so that ``weakref.finalize`` can close them when the instance is dropped,
+and so that threads and forked processes never share a handle.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _ThreadState:
+    """Open StFile handles of one thread: a StFile (its peer transport and
+    infofile connection) is never shared between threads, and pyarrow and
+    DuckDB read from thread pools."""
+
+    epoch: int
+    pid: int
+    thread: threading.Thread
+    handles: dict = field(default_factory=dict)  # file name -> (StFile, infofile inode)
+
+    def close(self) -> None:
+        handles, self.handles = self.handles, {}
+        for h, _ in handles.values():
+            _close_quietly(h)
+
+
+class _Resources:
+    """What one filesystem instance holds open: every thread's StFile handles
+    (peer sockets, infofile connections) and the tracker client (a gRPC
+    channel). Kept apart from the instance so that ``weakref.finalize`` can
+    close them when the instance is dropped: fsspec caches instances and
+    never closes them itself. Only what this process opened is closed: after
+    a fork the parent's sockets and channel are left alone."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.states: list[_ThreadState] = []
+        self.client = None
+        self.client_pid: int | None = None
+
+    def add(self, st: _ThreadState) -> None:
+        """Keep ``st``; close the handles of threads of this process that ended."""
+        with self.lock:
+            ended = [s for s in self.states if s.pid == st.pid and not s.thread.is_alive()]
+            self.states = [s for s in self.states if s not in ended] + [st]
+        for s in ended:
+            s.close()
+
+    def drop(self, st: _ThreadState) -> None:
+        """Close the handles of ``st`` (of the calling thread) and forget it."""
+        with self.lock:
+            self.states = [s for s in self.states if s is not st]
+        st.close()
+
+    def close(self) -> None:
+        pid = os.getpid()
+        with self.lock:
+            mine = [s for s in self.states if s.pid == pid]
+            self.states = [s for s in self.states if s.pid != pid]
+            client = self.client if self.client_pid == pid else None
+            if client is not None:
+                self.client = self.client_pid = None
+        for s in mine:
+            s.close()
+        if client is not None:
+            client.close()
+
+
+def _inode(path: str):
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def _close_quietly(h) -> None:
+    try:
+        h.close()
+    except Exception:
+        pass

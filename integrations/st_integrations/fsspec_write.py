@@ -1,0 +1,287 @@
+"""The write side of the fsspec filesystem: storing records (``pipe_file``,
+``cp_file``, the ``wb``/``xb`` file objects through ``_write_record``),
+deleting them (``rm_file``, ``rm``, ``rmdir``) and the no-op directory calls.
+:class:`WriteMixin` is a base of
+:class:`st_integrations.fsspec_fs.StoreTorrentFileSystem`, ahead of fsspec's
+``AbstractFileSystem`` so that its methods override fsspec's; it resolves
+paths with the filesystem's read side (``_lookup``, ``_meta``,
+``_handle``, ...), declared below for type checking only.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING, Any
+
+from fsspec.utils import stringify_path
+
+from st_py.errors import RecordExistsError, RecordNotFoundError, StFileExistsError
+
+from .fsspec_paths import _not_found
+
+
+class RecordExistsFSError(RecordExistsError, FileExistsError):
+    """A record of that name is already committed (records are write-once).
+
+    Both a :class:`st_py.errors.RecordExistsError` and a
+    :class:`FileExistsError`, so ``except FileExistsError`` works as with
+    any fsspec filesystem.
+    """
+
+
+class WriteMixin:
+    """Writes and deletes of :class:`st_integrations.fsspec_fs.StoreTorrentFileSystem`."""
+
+    if TYPE_CHECKING:  # provided by StoreTorrentFileSystem (and fsspec's AbstractFileSystem)
+        replication: str
+
+        @property
+        def client(self) -> Any: ...
+        @classmethod
+        def _strip_protocol(cls, path: Any) -> Any: ...
+        def _handle(self, fname: str, created: Any = None) -> Any: ...
+        def _forget(self, fname: str) -> None: ...
+        def _lookup(self, path: str) -> tuple[str, str, Any]: ...
+        def _infofile(self, fname: str) -> Any: ...
+        def _meta(self, fname: str, rname: str) -> Any: ...
+        def _has_under(self, fname: str, prefix: str) -> bool: ...
+        def _obj_meta(self, fname: str, rname: str) -> Any: ...
+        def _rows_under(self, fname: str, prefix: str) -> list: ...
+        def _file_info(self, fname: str) -> dict: ...
+        def _record_of(self, path: str) -> tuple[str, str, Any]: ...
+        def cat_file(self, path: Any, start: Any = None, end: Any = None, **kwargs: Any) -> Any: ...
+        def isdir(self, path: Any) -> bool: ...
+        def glob(self, path: Any, maxdepth: Any = None, **kwargs: Any) -> Any: ...
+        def invalidate_cache(self, path: Any = None) -> None: ...
+
+    # -- writing --------------------------------------------------------------
+    def _write_target(self, path: str, replace: bool = False):
+        """``(file name, record name, True if the file exists)`` for a write to ``path``.
+
+        Raises
+        ------
+        RecordExistsFSError, IsADirectoryError
+        """
+        kind, a, b = self._lookup(path)
+        if kind == "inside":
+            if self._obj_meta(a, b) is not None:
+                raise RecordExistsFSError(
+                    f"{b!r} is a striped object in {a}: objects are not replaced; delete "
+                    "it first (fs.rm) or use another name"
+                )
+            if self._meta(a, b) is not None and not replace:
+                raise RecordExistsFSError(
+                    f"record {b!r} is already committed in {a}: records are write-once; "
+                    "delete it first (fs.rm) or use another name"
+                )
+            return a, b, True
+        if kind in ("dir", "file"):
+            raise IsADirectoryError(
+                errno.EISDIR,
+                "cannot write a record here: it is a namespace directory"
+                if kind == "dir"
+                else "cannot write a record here: it is a StoreTorrent file",
+                path,
+            )
+        parent, base = path.rsplit("/", 1)
+        parent = parent or "/"
+        if parent == "/" or a == parent:
+            where = "the root" if parent == "/" else f"{parent}, a namespace directory"
+            stem = parent.rstrip("/")
+            raise IsADirectoryError(
+                errno.EISDIR,
+                f"records live inside StoreTorrent files and the parent is {where}; write to "
+                f"{stem}/<file>/{base} to create StoreTorrent file {stem}/<file>",
+                path,
+            )
+        return parent, base, False
+
+    def _write_record(self, path: str, data, replication: str | None = None, replace: bool = False) -> None:
+        """PUT ``data`` as the record at ``path`` and commit it (paper 3.1,
+        3.5); with ``replace``, as a new version of a committed record
+        (docs/replication.md, "Versioned records")."""
+        fname, rname, exists = self._write_target(path, replace)
+        if exists:
+            h = self._handle(fname)
+        else:
+            try:
+                h = self._handle(
+                    fname, created=self.client.create(fname, replication or self.replication, est_size=len(data))
+                )
+            except StFileExistsError:  # created meanwhile by another writer
+                h = self._handle(fname)
+        try:
+            if h.infofile().exists(rname) and not replace:
+                raise RecordExistsFSError(
+                    f"record {rname!r} is already committed in {fname}: records are "
+                    "write-once; delete it first (fs.rm) or use another name"
+                )
+            h.put(rname, data, replace=replace and h.infofile().exists(rname))
+            h.flush()  # commit now: visible when close() returns
+        except RecordExistsFSError:
+            raise
+        except RecordExistsError as e:
+            raise RecordExistsFSError(str(e)) from e
+        if not exists:
+            self._file_info(fname)  # remember it as a StoreTorrent file
+
+    def pipe_file(self, path, value, mode="overwrite", **kwargs):
+        """Store ``value`` (bytes-like) as the record at ``path``, committed
+        on return. ``mode="overwrite"`` (fsspec's default) of a committed
+        record stores a new version of it (readers see the old bytes or the
+        new, whole; docs/replication.md, "Versioned records");
+        ``mode="create"`` refuses an existing record.
+
+        Raises
+        ------
+        FileExistsError
+            (:class:`RecordExistsFSError`) ``mode="create"`` and the record
+            is committed, or the path is a striped object.
+        IsADirectoryError
+            The path is a directory or StoreTorrent file, or no StoreTorrent
+            file can hold it (its parent is a namespace directory).
+        """
+        if mode not in ("overwrite", "create"):
+            raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
+        self._write_record(
+            self._strip_protocol(path), bytes(value), kwargs.get("replication"), replace=mode == "overwrite"
+        )
+
+    def cp_file(self, path1, path2, **kwargs):
+        """Copy one record (read, then a PUT; a committed target gets a new
+        version, as ``pipe_file``). A directory (namespace directory,
+        StoreTorrent file or prefix) is skipped: directories exist through
+        the records below them (no empty directories, as S3), so a recursive
+        ``copy`` copies its records one by one.
+
+        Raises
+        ------
+        FileNotFoundError
+            ``path1`` does not exist.
+        """
+        if self.isdir(path1):
+            return
+        self.pipe_file(path2, self.cat_file(path1))
+
+    def mkdir(self, path, create_parents=True, **kwargs):
+        """No-op: the tracker has no directory call. Namespace directories
+        are made with the StoreTorrent files below them, and a StoreTorrent
+        file by its first record (docs/fsspec.md)."""
+
+    def makedirs(self, path, exist_ok=False):
+        """No-op, as :meth:`mkdir`."""
+
+    # -- deleting -------------------------------------------------------------
+    def rm_file(self, path):
+        """Delete one record: its copies on every holder, then its commit
+        (paper 4.3).
+
+        Raises
+        ------
+        FileNotFoundError
+            No committed record at ``path``.
+        IsADirectoryError
+            ``path`` is a directory or StoreTorrent file (use ``rm(path, recursive=True)``).
+        """
+        path = self._strip_protocol(path)
+        fname, rname, _ = self._record_of(path)
+        try:
+            self._handle(fname).delete(rname)
+        except RecordNotFoundError:
+            raise _not_found(path, f"no record {rname!r} in StoreTorrent file {fname}") from None
+
+    def rm(self, path, recursive=False, maxdepth=None):
+        """Delete records, StoreTorrent files or directories.
+
+        Parameters
+        ----------
+        path : str or list of str
+            Paths or glob patterns.
+        recursive : bool
+            Needed for anything but a record: a StoreTorrent file is deleted
+            whole (``Client.delete``: its records on every live peer, then
+            its infofile); a record prefix deletes its records one by one; a
+            namespace directory deletes every StoreTorrent file below it
+            (the directories stay: the tracker has no call to remove one).
+        maxdepth : None
+            Not supported (deletes follow StoreTorrent file boundaries).
+
+        Raises
+        ------
+        FileNotFoundError, IsADirectoryError (not recursive), ValueError (maxdepth)
+        """
+        if maxdepth is not None:
+            raise ValueError("maxdepth is not supported by StoreTorrentFileSystem.rm")
+        paths = path if isinstance(path, (list, tuple)) else [path]
+        todo = []
+        for p in paths:
+            p = stringify_path(p)
+            if any(c in p for c in "*?["):
+                todo += self.glob(p)
+            else:
+                todo.append(self._strip_protocol(p))
+        for p in todo:
+            self._rm_one(p, recursive)
+
+    def _rm_one(self, path: str, recursive: bool) -> None:
+        kind, a, b = self._lookup(path)
+        if kind == "missing":
+            raise _not_found(path, "no StoreTorrent directory, file or record")
+        if kind == "inside" and (not recursive or self._meta(a, b) is not None):
+            self.rm_file(path)
+            return
+        if not recursive:
+            raise IsADirectoryError(errno.EISDIR, "a directory: pass recursive=True", path)
+        if kind == "file":
+            self.client.delete(a)
+            self._forget(a)
+        elif kind == "inside":  # a record prefix
+            names = [r[0] for r in self._rows_under(a, b + "/")]
+            if not names:
+                raise _not_found(path, f"no committed record {b!r} (nor records below it) in {a}")
+            h = self._handle(a)
+            for name in names:
+                try:
+                    h.delete(name)
+                except RecordNotFoundError:
+                    pass  # deleted meanwhile
+        else:
+            for e in b if b is not None else self.client.ls(path):
+                if e.is_dir:
+                    self._rm_one(e.name, True)
+                elif e.file_id:
+                    self.client.delete(e.name)
+                    self._forget(e.name)
+
+    def rmdir(self, path):
+        """Delete an empty StoreTorrent file, or remove an empty namespace
+        directory (as UNIX rmdir: write permission on its parent).
+
+        Raises
+        ------
+        OSError
+            ``ENOTEMPTY``: the StoreTorrent file, record prefix or directory
+            is not empty.
+        FileNotFoundError
+        """
+        path = self._strip_protocol(path)
+        kind, a, b = self._lookup(path)
+        if kind == "file":
+            if not self._infofile(a).is_empty():
+                raise OSError(errno.ENOTEMPTY, "the StoreTorrent file has records", path)
+            self.client.delete(a)
+            self._forget(a)
+        elif kind == "inside":
+            if self._has_under(a, b + "/"):
+                raise OSError(errno.ENOTEMPTY, "a record prefix exists while records are below it", path)
+            raise OSError(errno.ENOTDIR, "not a directory", path)
+        elif kind == "dir" and path not in ("", "/"):
+            from st_py.errors import DirectoryNotEmptyError
+
+            try:
+                self.client.rmdir(path)
+            except DirectoryNotEmptyError as e:
+                raise OSError(errno.ENOTEMPTY, str(e), path) from None
+            self.invalidate_cache(path)
+        elif kind == "missing":
+            raise _not_found(path, "no StoreTorrent directory or file")
