@@ -139,6 +139,20 @@ def emit(
     if not console.is_terminal:  # piped: plain columns, one line per row, whatever the width
         click.echo(plain_table(cols, cells, justify, title))
         return
+    natural = max(len(line) for line in plain_table(cols, cells, justify).splitlines())
+    if natural > console.width:  # too wide to read folded: one block per row, a field per line (psql's \x)
+        if title:
+            console.print(Text(title))
+        for i, row in enumerate(cells):
+            if len(cells) > 1:
+                console.print(Text(f"-[ {i + 1} of {len(cells)} ]-", style="dim"))
+            block = Table(box=None, show_header=False, padding=(0, 1, 0, 0))
+            block.add_column(style="bold", no_wrap=True)
+            block.add_column(overflow="fold")
+            for col, v in zip(cols, row):
+                block.add_row(Text(col), Text(v))
+            console.print(block)
+        return
     tab = Table(title=Text(title) if title else None, box=None)
     for col, j in zip(cols, justify):
         tab.add_column(Text(col), justify=j, overflow="fold")  # type: ignore[arg-type]

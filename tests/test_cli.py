@@ -184,3 +184,34 @@ def test_put_resumes_get_r_and_rm_r(cluster, tmp_path):
     assert "deleted /cli/a" in r.stdout and "deleted /cli/sub/b" in r.stdout
     assert "removed directory /cli/sub" in r.stdout and "removed directory /cli\n" in r.stdout
     assert json.loads(_cli(cluster, "ls", "/", "--format", "json").stdout) == []
+
+
+def test_a_table_too_wide_for_the_terminal_is_shown_a_field_per_line(monkeypatch, capsys):
+    """repair, recover and status print many columns: on an 80-column terminal
+    a folded table is unreadable, so each row becomes a block of field lines
+    (psql's expanded display); a table that fits stays a table."""
+    from rich.console import Console
+
+    import st_py.cli as cli
+
+    monkeypatch.setattr(cli, "console", Console(width=80, force_terminal=True, color_system=None))
+    row = {
+        "file": "/nycflights/flights-2013-by-month",
+        "pending_found": 1234,
+        "pending_stored": 1200,
+        "lost_peers": "127.0.0.1:40159",
+        "copies_restored": 12345,
+        "under_replicated": 3,
+        "conflicts": 0,
+        "shared_domain": 0,
+        "seconds": 1.2,
+    }
+    cli.emit([row, row], "table", title="repair")
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[0] == "repair" and lines[1] == "-[ 1 of 2 ]-"
+    assert lines[2].split() == ["file", "/nycflights/flights-2013-by-month"]
+    assert [line.split()[0] for line in lines[2:11]] == list(row)
+    assert lines[3].split() == ["pending_found", "1,234"]
+    cli.emit([{"name": "a", "size": 3}], "table")
+    assert capsys.readouterr().out.split() == ["name", "size", "a", "3"]
