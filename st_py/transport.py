@@ -96,6 +96,7 @@ class PeerConnection:
         self.sock.setblocking(False)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._native = _native.Receiver(self.sock.fileno(), max_frame) if _native is not None else None
+        self._native_buffered = 0  # bytes of a partly received frame, at the last read
         if self._native is None:  # the Python receive path
             self.decoder = FrameDecoder(max_frame)
             self._rbuf = bytearray(RECV_CHUNK)  # reused: no allocation per read
@@ -176,8 +177,10 @@ class PeerConnection:
             frames = self._native.receive()
         except ValueError as e:
             raise ProtocolError(str(e)) from None
-        if frames:
+        buffered = self._native.buffered
+        if frames or buffered > self._native_buffered:  # bytes of a large frame count as progress too
             self.last_progress = time.monotonic()
+        self._native_buffered = buffered
         for t, flags, seq, payload, data_info in frames:
             if data_info is None and t == MsgType.LOCAL_LIST and _NATIVE_LISTS:
                 fields = decode_local_list_native(_native, payload)
@@ -263,6 +266,7 @@ class Transport:
         self.sel = selectors.DefaultSelector()
         self._registered: dict[int, int] = {}
         self._completions: deque = deque()  # (callback, frame, exception) to run after the read loop
+        self._last_poll = time.monotonic()
 
     def _complete(self, callback: Callback, fr: Frame | None, exc: Exception | None) -> None:
         self._completions.append((callback, fr, exc))
@@ -420,6 +424,12 @@ class Transport:
             except OSError as e:
                 self._kill(c, PeerUnavailableError(c.addr, f"connection lost: {e.strerror or e}"))
         now = time.monotonic()
+        if now - self._last_poll > self.timeout / 2:
+            # The caller did not poll for a while (parsing a record it got, a task between two
+            # of its reads): time its peers could not be heard is not theirs to answer for.
+            for c in active:
+                c.last_progress = max(c.last_progress, now)
+        self._last_poll = now
         for c in active:
             if c.dead is None and c.pending and now - c.last_progress > self.timeout:
                 self._kill(c, PeerUnavailableError(c.addr, f"no reply for {self.timeout:.0f} s"))

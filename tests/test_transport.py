@@ -4,6 +4,8 @@ reports every failure in one StoreTorrentError. Against real peers."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from st_py.errors import PeerError, QueuedOperationsError, StoreTorrentError
@@ -53,3 +55,91 @@ def test_flush_reports_every_failed_put_in_one_error(cluster):
     assert {n for n, _ in e.value.failures} == {f"r{i}" for i in range(5)}
     assert all(isinstance(x, PeerError) for _, x in e.value.failures)
     f._transport.close()
+
+
+class _SlowPeer:
+    """One connection's worth of a peer that answers each request with a
+    DATA frame of ``size`` bytes, sent in ``pieces`` pieces ``gap`` seconds
+    apart (a peer streaming a large record slowly: a throttled disk, a busy
+    link). Only the reply's pacing is under the test's control; the frames
+    are the wire protocol's own (st_py.protocol)."""
+
+    def __init__(self, size: int, pieces: int, gap: float):
+        import socket
+        import threading
+
+        self.data = bytes(range(256)) * (size // 256)
+        self.pieces, self.gap = pieces, gap
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.addr = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import time
+
+        from st_py.protocol import HEADER, crc32c, encode_data
+
+        conn, _ = self.listener.accept()
+        self.listener.close()
+        with conn, contextlib.suppress(OSError):  # the client may give up and close first
+            head = b""
+            while len(head) < HEADER.size:
+                head += conn.recv(HEADER.size - len(head))
+            length, _, _, _, seq = HEADER.unpack(head)
+            rest = length + 4 - HEADER.size
+            while rest:
+                rest -= len(conn.recv(rest))
+            reply = encode_data(seq, crc32c(self.data), 0, self.data)
+            step = -(-len(reply) // self.pieces)
+            for i in range(0, len(reply), step):
+                conn.sendall(reply[i : i + step])
+                time.sleep(self.gap)
+            conn.recv(1)  # until the client closes
+
+
+def _get_from(peer: _SlowPeer, timeout: float, away: float = 0.0):
+    import time
+
+    from st_py.protocol import encode_get
+    from st_py.transport import Transport
+
+    t = Transport(timeout=timeout)
+    got: dict = {}
+    t.send(peer.addr, lambda seq: [encode_get(seq, 1, b"r")], lambda fr, exc: got.update(fr=fr, exc=exc))
+    t.poll(0)  # the request goes out
+    if away:
+        time.sleep(away)  # the caller does other work and polls no more
+    t.wait(lambda: bool(got), timeout=30)
+    t.close()
+    return got
+
+
+def test_a_large_reply_that_keeps_arriving_is_not_timed_out():
+    """8 MiB arriving over ~2.4 s, the client's timeout 1 s: bytes of a frame
+    not yet whole are progress (the native receive path counted whole
+    frames only, and failed the peer with "no reply for 1 s")."""
+    peer = _SlowPeer(8 << 20, pieces=8, gap=0.3)
+    got = _get_from(peer, timeout=1.0)
+    assert got["exc"] is None, got["exc"]
+    assert got["fr"].fields["data"] == peer.data
+
+
+def test_a_caller_that_did_not_poll_does_not_blame_the_peer():
+    """The reply is streaming but larger than the socket buffers; the caller
+    polls no more for 2 s (longer than its 1 s timeout), then waits: the
+    time it was away is not the peer's."""
+    peer = _SlowPeer(8 << 20, pieces=2, gap=0.05)
+    got = _get_from(peer, timeout=1.0, away=2.0)
+    assert got["exc"] is None, got["exc"]
+    assert got["fr"].fields["data"] == peer.data
+
+
+def test_a_peer_that_stops_answering_is_still_timed_out():
+    """The other side of the two tests above: a reply that stops half way
+    fails the request after the timeout, while the caller waits."""
+    from st_py.errors import PeerUnavailableError
+
+    peer = _SlowPeer(8 << 20, pieces=2, gap=5.0)
+    got = _get_from(peer, timeout=1.0)
+    assert isinstance(got["exc"], PeerUnavailableError) and "no reply" in str(got["exc"])
