@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .errors import PeerError, PeerUnavailableError
 from .infofile import RecordMeta
-from .protocol import FLAG_REPLACE, put_prefix
+from .protocol import FLAG_REPLACE
 
 
 @dataclass(frozen=True)
@@ -150,9 +150,14 @@ class CopiesMixin:
             key = c.record.key.encode("utf-8", "surrogateescape")  # a replaced record: its version's name
             body, crc = c.data, c.record.crc32c
             outstanding += 1
-            self._transport.send(
+            self._transport.send_put(
                 self.peers[peer].addr,
-                lambda seq: [put_prefix(seq, self.file_id, c.rank, crc, key, len(body), FLAG_REPLACE), body],
+                self.file_id,
+                c.rank,
+                crc,
+                key,
+                body,
+                FLAG_REPLACE,
                 lambda fr, exc: done(c, peer, exc),
             )
 

@@ -66,7 +66,6 @@ from .protocol import (
     encode_delete,
     encode_delete_file,
     put_chain_prefix,
-    put_prefix,
 )
 from .reader import ReaderMixin
 from .record_format import written_schema
@@ -650,10 +649,14 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         return op.future
 
     def _send_copy(self, op: _PutOp, rank: int, idx: int) -> None:
-        addr = self._addr(idx)
-        self._transport.send(
-            addr,
-            lambda seq: [put_prefix(seq, self.file_id, rank, op.crc, op.key_b, len(op.data)), op.data],
+        self._transport.send_put(
+            self._addr(idx),
+            self.file_id,
+            rank,
+            op.crc,
+            op.key_b,
+            op.data,
+            0,
             lambda fr, exc: self._copy_done(op, rank, idx, exc),
         )
 

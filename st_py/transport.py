@@ -37,7 +37,10 @@ from .protocol import (
     decode_local_list_native,
     decode_payload,
     encode_auth,
+    put_prefix,
 )
+
+_OK = int(MsgType.OK)
 
 # Replies sent in chunks (MORE on all but the last): merged into one list of entries.
 _LISTS = (MsgType.LOCAL_LIST, MsgType.META_LIST)
@@ -97,39 +100,79 @@ class PeerConnection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._native = _native.Receiver(self.sock.fileno(), max_frame) if _native is not None else None
         self._native_buffered = 0  # bytes of a partly received frame, at the last read
+        # the send path in C++: frames queued and written by one sendmsg without the GIL
+        self._sender = _native.Sender(self.sock.fileno()) if _native is not None else None
         if self._native is None:  # the Python receive path
             self.decoder = FrameDecoder(max_frame)
             self._rbuf = bytearray(RECV_CHUNK)  # reused: no allocation per read
             self._rview = memoryview(self._rbuf)
-        self.out: deque = deque()
-        self.out_bytes = 0
+        self.out: deque = deque()  # the Python send path's queue
+        self._out_bytes = 0
         self.pending: dict[int, _Request] = {}
         self._seq = 0
         self.last_progress = time.monotonic()
         self.dead: Exception | None = None
 
-    def send(self, build: Callable[[int], list], callback: Callback) -> int:
-        """Queue one request. ``build(seq)`` returns the frame as a list of
-        buffers (so large record bodies are not copied)."""
+    @property
+    def out_bytes(self) -> int:
+        """Bytes queued and not yet accepted by the socket."""
+        return self._sender.out_bytes if self._sender is not None else self._out_bytes
+
+    @property
+    def has_out(self) -> bool:
+        """Whether bytes wait to be sent."""
+        return not self._sender.empty if self._sender is not None else bool(self.out)
+
+    def _next_seq(self, callback: Callback) -> int:
         self._seq += 1
         seq = self._seq
         if not self.pending:
             self.last_progress = time.monotonic()
-        for part in build(seq):
-            if len(part):  # an empty record body adds nothing to send
-                self.out.append(part)
-                self.out_bytes += len(part)
         self.pending[seq] = _Request(seq, callback)
         return seq
 
+    def send(self, build: Callable[[int], list], callback: Callback) -> int:
+        """Queue one request. ``build(seq)`` returns the frame as a list of
+        buffers (so large record bodies are not copied)."""
+        seq = self._next_seq(callback)
+        for part in build(seq):
+            if len(part):  # an empty record body adds nothing to send
+                if self._sender is not None:
+                    self._sender.queue(part)
+                else:
+                    self.out.append(part)
+                    self._out_bytes += len(part)
+        return seq
+
+    def send_put(
+        self, file_id: int, copy_rank: int, crc: int, name: bytes, data: bytes, flags: int, callback: Callback
+    ) -> int:
+        """Queue the PUT of one record copy (docs/wire-protocol.md), framed in
+        C++ where the extension is built."""
+        seq = self._next_seq(callback)
+        if self._sender is not None:
+            self._sender.put(seq, file_id, copy_rank, crc, name, data, flags)
+        else:
+            prefix = put_prefix(seq, file_id, copy_rank, crc, name, len(data), flags)
+            self.out.append(prefix)
+            self._out_bytes += len(prefix)
+            if len(data):
+                self.out.append(data)
+                self._out_bytes += len(data)
+        return seq
+
     def on_writable(self) -> None:
+        if self._sender is not None:
+            if self._sender.flush():
+                self.last_progress = time.monotonic()
+            return
         while self.out:
             bufs = [self.out[i] for i in range(min(len(self.out), IOV_MAX))]
             try:
                 n = self.sock.sendmsg(bufs)
             except (BlockingIOError, InterruptedError):
                 return
-            self.out_bytes -= n
+            self._out_bytes -= n
             self.last_progress = time.monotonic()
             while n:
                 head = self.out[0]
@@ -182,7 +225,9 @@ class PeerConnection:
             self.last_progress = time.monotonic()
         self._native_buffered = buffered
         for t, flags, seq, payload, data_info in frames:
-            if data_info is None and t == MsgType.LOCAL_LIST and _NATIVE_LISTS:
+            if t == _OK:  # a PUT's or DELETE's reply: nothing to parse
+                fields = {"payload": payload}
+            elif data_info is None and t == MsgType.LOCAL_LIST and _NATIVE_LISTS:
                 fields = decode_local_list_native(_native, payload)
             elif data_info is None:
                 fields = decode_payload(t, flags, memoryview(payload))
@@ -233,7 +278,9 @@ class PeerConnection:
                 pass
         pending, self.pending = self.pending, {}
         self.out.clear()
-        self.out_bytes = 0
+        self._out_bytes = 0
+        if self._sender is not None:
+            self._sender.clear()
         for req in pending.values():
             self._complete(req.callback, None, exc)
 
@@ -334,6 +381,27 @@ class Transport:
             return
         conn.send(build, callback)
 
+    def send_put(
+        self,
+        addr: str,
+        file_id: int,
+        copy_rank: int,
+        crc: int,
+        name: bytes,
+        data: bytes,
+        flags: int,
+        callback: Callback,
+    ) -> None:
+        """Queue the PUT of one record copy to ``addr`` (see :meth:`send`):
+        ``name`` is the record name's UTF-8 bytes, ``crc`` the CRC-32C of
+        ``data``, ``flags`` the frame flags (e.g. ``FLAG_REPLACE``)."""
+        try:
+            conn = self.connection(addr)
+        except PeerUnavailableError as e:
+            callback(None, e)
+            return
+        conn.send_put(file_id, copy_rank, crc, name, data, flags, callback)
+
     @property
     def in_flight(self) -> int:
         return sum(len(c.pending) for c in self.conns.values())
@@ -377,9 +445,9 @@ class Transport:
     def poll(self, timeout: float = 0.0) -> None:
         """Make progress: write what the sockets accept, read and dispatch
         replies, fail connections that timed out. Waits at most ``timeout``."""
-        active = [c for c in self.conns.values() if c.dead is None and (c.pending or c.out)]
+        active = [c for c in self.conns.values() if c.dead is None and (c.pending or c.has_out)]
         for c in active:
-            if c.out:  # try first: usually the socket takes it all at once
+            if c.has_out:  # try first: usually the socket takes it all at once
                 try:
                     c.on_writable()
                 except OSError as e:
@@ -387,7 +455,7 @@ class Transport:
         want = {}
         for c in active:
             if c.dead is None:
-                want[c.sock.fileno()] = (c, selectors.EVENT_READ | (selectors.EVENT_WRITE if c.out else 0))
+                want[c.sock.fileno()] = (c, selectors.EVENT_READ | (selectors.EVENT_WRITE if c.has_out else 0))
         for fd in list(self._registered):
             if fd not in want:
                 try:

@@ -1,4 +1,11 @@
-// st_py._native: the client's receive path in C++ (issue 4, paper 3.2).
+// st_py._native: the client's send and receive paths in C++ (issues 4 and 21,
+// paper 3.2).
+//
+// A Sender queues the request frames of one peer connection: a PUT's prefix
+// is framed here, small record bodies are copied next to it (one iovec for
+// many small frames), large ones are referenced, not copied, and flush()
+// writes what the socket accepts with one sendmsg of up to IOV_MAX buffers,
+// without the GIL.
 //
 // A Receiver reads replies from one non-blocking peer socket and splits them
 // into frames with the peer's own parser (protocol.h ParsePrefix) and CRC-32C
@@ -20,12 +27,14 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -239,6 +248,174 @@ class Receiver {
   st::FrameHeader big_header_;
 };
 
+// The request frames queued for one non-blocking peer socket, sent by
+// Flush() with sendmsg (MSG_NOSIGNAL) without the GIL. Bytes of small parts
+// (up to kCopyMax) are copied into one growing byte stream, so a run of small
+// frames is a single iovec; a larger part is referenced through the buffer
+// protocol and sent from its own memory. Parts are sent whole and in order.
+class Sender {
+ public:
+  static constexpr size_t kCopyMax = 16 * 1024;
+  static constexpr size_t kIovMax = 512;
+
+  explicit Sender(int fd) : fd_(fd) {}
+  ~Sender() { Clear(); }
+  Sender(const Sender&) = delete;
+  Sender& operator=(const Sender&) = delete;
+
+  // Queues the PUT frame of one record copy (docs/wire-protocol.md): its
+  // prefix and fields are encoded here, then data follows.
+  void Put(uint64_t seq, uint64_t file_id, uint8_t copy_rank, uint32_t crc, nb::bytes name,
+           nb::handle data, uint16_t flags) {
+    if (name.size() > 0xFFFF) throw nb::value_error("record name longer than a str16");
+    Py_buffer view;
+    if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
+    size_t fixed = 8 + 1 + 4 + 2 + name.size();
+    uint8_t prefix[st::kFramePrefixSize + 8 + 1 + 4 + 2];
+    size_t payload = fixed + static_cast<size_t>(view.len);
+    st::EncodeFramePrefix(prefix, st::MsgType::kPut, flags, seq, payload);
+    uint8_t* q = prefix + st::kFramePrefixSize;
+    st::EncodeFixed64(q, file_id);
+    q[8] = copy_rank;
+    st::EncodeFixed32(q + 9, crc);
+    st::EncodeFixed16(q + 13, static_cast<uint16_t>(name.size()));
+    Copy(prefix, sizeof(prefix));
+    Copy(name.c_str(), name.size());
+    AddView(&view);
+  }
+
+  // Queues one part of a frame (bytes, bytearray, memoryview; any buffer).
+  void Queue(nb::handle part) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(part.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
+    AddView(&view);
+  }
+
+  // Writes what the socket accepts, up to everything queued. Returns the
+  // bytes written (0 if the socket is full). Raises OSError on a socket error.
+  size_t Flush() {
+    size_t total = 0;
+    while (!segs_.empty()) {
+      iovec iov[kIovMax];
+      size_t n = 0;
+      for (auto it = segs_.begin(); it != segs_.end() && n < kIovMax; ++it, ++n) {
+        iov[n].iov_base = it->view.obj != nullptr
+                              ? static_cast<char*>(it->view.buf) + it->off
+                              : const_cast<char*>(stream_.data()) + (it->off - stream_base_);
+        iov[n].iov_len = it->len;
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = n;
+      ssize_t r;
+      int err = 0;
+      {
+        nb::gil_scoped_release nogil;
+        do {
+          r = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+        } while (r < 0 && errno == EINTR);
+        if (r < 0) err = errno;
+      }
+      if (r < 0) {
+        if (err == EAGAIN || err == EWOULDBLOCK) break;
+        RaiseErrno(err);
+      }
+      Consume(static_cast<size_t>(r));
+      total += static_cast<size_t>(r);
+    }
+    return total;
+  }
+
+  // Drops everything queued (the connection failed).
+  void Clear() {
+    for (Seg& s : segs_) {
+      if (s.view.obj != nullptr) PyBuffer_Release(&s.view);
+    }
+    segs_.clear();
+    stream_base_ += stream_.size();
+    stream_.clear();
+    stream_head_ = 0;
+    out_bytes_ = 0;
+  }
+
+  size_t out_bytes() const { return out_bytes_; }
+  bool empty() const { return segs_.empty(); }
+
+ private:
+  struct Seg {
+    Py_buffer view;  // view.obj null: bytes of stream_ from offset off
+    uint64_t off;  // into view.buf, or an absolute offset into the stream
+    size_t len;
+  };
+
+  // Appends bytes to the copied stream, extending the last segment when it
+  // is the stream's tail.
+  void Copy(const void* p, size_t n) {
+    if (n == 0) return;
+    uint64_t abs = stream_base_ + stream_.size();
+    stream_.append(static_cast<const char*>(p), n);
+    out_bytes_ += n;
+    if (!segs_.empty() && segs_.back().view.obj == nullptr &&
+        segs_.back().off + segs_.back().len == abs) {
+      segs_.back().len += n;
+      return;
+    }
+    Seg s{};
+    s.off = abs;
+    s.len = n;
+    segs_.push_back(s);
+  }
+
+  // Takes over a buffer view: copied if small (and released), else kept.
+  void AddView(Py_buffer* view) {
+    size_t n = static_cast<size_t>(view->len);
+    if (n <= kCopyMax) {
+      Copy(view->buf, n);
+      PyBuffer_Release(view);
+      return;
+    }
+    Seg s{};
+    s.view = *view;
+    s.off = 0;
+    s.len = n;
+    segs_.push_back(s);
+    out_bytes_ += n;
+  }
+
+  // Forgets the first n bytes sent.
+  void Consume(size_t n) {
+    out_bytes_ -= n;
+    while (n > 0) {
+      Seg& s = segs_.front();
+      size_t k = std::min(n, s.len);
+      if (s.view.obj == nullptr) stream_head_ = s.off + k - stream_base_;
+      s.off += k;
+      s.len -= k;
+      n -= k;
+      if (s.len == 0) {
+        if (s.view.obj != nullptr) PyBuffer_Release(&s.view);
+        segs_.pop_front();
+      }
+    }
+    if (segs_.empty()) {  // everything sent: reuse the stream from its start
+      stream_base_ += stream_.size();
+      stream_.clear();
+      stream_head_ = 0;
+    } else if (stream_head_ > (1u << 20) && stream_head_ * 2 > stream_.size()) {
+      stream_.erase(0, stream_head_);  // compact: copied bytes already sent
+      stream_base_ += stream_head_;
+      stream_head_ = 0;
+    }
+  }
+
+  int fd_;
+  std::deque<Seg> segs_;
+  std::string stream_;  // copied bytes; stream_[0] is absolute offset stream_base_
+  uint64_t stream_base_ = 0;
+  uint64_t stream_head_ = 0;  // bytes of stream_ already sent
+  size_t out_bytes_ = 0;
+};
+
 // The CRC-32C in a peer's record file name (<enc>@<rank>@<crc:08x>[.name]),
 // as st_py.getlocal.path_crc32c; false if there is none.
 bool PathCrc(std::string_view path, uint32_t* crc) {
@@ -365,8 +542,8 @@ nb::tuple DecodeLocalList(nb::bytes payload) {
 }  // namespace
 
 NB_MODULE(_native, m) {
-  m.doc() =
-      "StoreTorrent's client receive path in C++ (shares the peer's frame parser and CRC-32C).";
+  m.doc() = "StoreTorrent's client send and receive paths in C++ (share the peer's frame codec and "
+            "CRC-32C).";
   m.def(
       "keep_freed_memory",
       [](size_t max_bytes) {
@@ -409,4 +586,18 @@ NB_MODULE(_native, m) {
            "for DATA, payload is the record data and data_info is (crc32c, copy_rank, "
            "crc32c of the data received). Raises ConnectionResetError, OSError, ValueError.")
       .def_prop_ro("buffered", &Receiver::buffered);
+  nb::class_<Sender>(m, "Sender",
+                     "Queues request frames for one non-blocking socket (its file descriptor) "
+                     "and writes them with sendmsg.")
+      .def(nb::init<int>(), nb::arg("fd"))
+      .def("put", &Sender::Put, nb::arg("seq"), nb::arg("file_id"), nb::arg("copy_rank"),
+           nb::arg("crc32c"), nb::arg("name"), nb::arg("data"), nb::arg("flags") = 0,
+           "Queue the PUT frame of one record copy: prefix framed here, then data "
+           "(copied up to 16 KiB, else referenced).")
+      .def("queue", &Sender::Queue, nb::arg("part"), "Queue one part of a frame (any buffer).")
+      .def("flush", &Sender::Flush,
+           "Write what the socket accepts; returns the bytes written. Raises OSError.")
+      .def("clear", &Sender::Clear, "Drop everything queued.")
+      .def_prop_ro("out_bytes", &Sender::out_bytes)
+      .def_prop_ro("empty", &Sender::empty);
 }
