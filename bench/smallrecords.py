@@ -14,6 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from st_py.protocol import crc32c
+
 from .cases import fresh_cluster, row
 
 GROUP = "small"
@@ -59,23 +61,60 @@ def _ray(tracker: str, name: str) -> tuple[int, int]:
     return sum(r["n"] for r in rows), sum(r["b"] for r in rows)
 
 
-def _write_both_copies(folder: Path, records: int, bodies: list[bytes]) -> float:
-    """Seconds for one process to create and write 2 files a record (the
-    two copies) in two directories: the put's physical floor here."""
-    dirs = [folder / "0", folder / "1"]
-    for d in dirs:
-        d.mkdir(parents=True)
-    t = time.perf_counter()
+def _write_both_copies(folder: Path, records: int, bodies: list[bytes], layout: str) -> float:
+    """Seconds for one process to create and write 2 files a record (the two
+    copies): the put's physical floor here. ``layout`` "peers" lays them out
+    as the peers' record store does (docs/record-store.md: a copy's file
+    ``<name>@<rank>@<crc32c>`` in one of 256 directories by the CRC-32C of
+    the name, a tree a copy), "flat" in one directory a copy. The files stay
+    until the caller removes ``folder``: a deletion during the measurement
+    would slow inode allocation on ext4 without a journal (below)."""
+    folder.mkdir(parents=True)
+    paths = []
     for i in range(records):
-        for d in dirs:
-            fd = os.open(d / f"r{i:08d}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            os.write(fd, bodies[i % len(bodies)])
-            os.close(fd)
-    dt = time.perf_counter() - t
+        name = f"r{i:08d}"
+        crc = crc32c(bodies[i % len(bodies)])
+        for copy in (0, 1):
+            if layout == "flat":
+                paths.append(folder / str(copy) / name)
+            else:
+                bucket = crc32c(name.encode()) & 0xFF
+                paths.append(folder / str(copy) / f"{bucket:02x}" / f"{name}@{copy}@{crc:08x}")
+    t = time.perf_counter()
+    made: set[Path] = set()
+    for k, path in enumerate(paths):
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, bodies[(k // 2) % len(bodies)])
+        os.close(fd)
+    return time.perf_counter() - t
+
+
+def _put_rounds(cluster, client, name: str, records: int, bodies: list[bytes], rounds: int) -> dict[str, list[float]]:
+    """``rounds`` rounds of: queue_put of the records x2 (into ``name``, then
+    ``name-<round>``), one process writing both copies' files as the peers lay
+    them out, and the same in two flat directories. Interleaved, so a change
+    in the disk's speed over the case lands on every side; nothing is
+    deleted until the end."""
+    times: dict[str, list[float]] = {"put": [], "peers": [], "flat": []}
+    scratch = Path(cluster.data_dir) / "baseline-put"
+    os.sync()
+    for k in range(rounds):
+        t = time.perf_counter()
+        with client.create(name if k == 0 else f"{name}-{k}", replication="x2") as f:
+            for i in range(records):
+                f.queue_put(f"r{i:08d}", bodies[i % len(bodies)])
+        times["put"].append(time.perf_counter() - t)
+        for layout in ("peers", "flat"):
+            times[layout].append(_write_both_copies(scratch / f"{layout}-{k}", records, bodies, layout))
     import shutil
 
-    shutil.rmtree(folder)
-    return dt
+    shutil.rmtree(scratch)
+    for k in range(1, rounds):
+        client.delete(f"{name}-{k}")
+    return times
 
 
 def _get_pipelined(client, name: str, records: int) -> float:
@@ -158,12 +197,8 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
         client = cluster.client()
         name, tracker = "/bench/small", cluster.tracker_addr
         bodies = [os.urandom(RECORD) for _ in range(min(records, 1024))]
-        t0 = time.perf_counter()
-        with client.create(name, replication="x2") as f:
-            for i in range(records):
-                f.queue_put(f"r{i:08d}", bodies[i % len(bodies)])
-        put_s = time.perf_counter() - t0
-        base_put_s = _write_both_copies(Path(cluster.data_dir) / "baseline-put", records, bodies)
+        puts = _put_rounds(cluster, client, name, records, bodies, rounds)
+        put_s, peers_s, flat_s = (statistics.median(puts[k]) for k in ("put", "peers", "flat"))
         get_s = _get_pipelined(client, name, records)
         get16_s = _get_16_clients(tracker, name, records)
         want = (records, records * RECORD)
@@ -210,10 +245,24 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
             "small_raw_put",
             records / put_s,
             "records/s",
-            "one process writing both copies' files",
-            records / base_put_s,
+            "one process writing both copies' files, laid out as the peers do",
+            records / peers_s,
             note=f"queue_put of the {records:,} records, x2 on 4 peers; the baseline creates "
-            "and writes 2 files a record in 2 directories of the same filesystem",
+            "and writes the same 2 files a record (names, 256 directories a copy) on the same "
+            f"filesystem; medians of {rounds} interleaved rounds (s: put "
+            + "/".join(f"{x:.2f}" for x in puts["put"])
+            + ", baseline "
+            + "/".join(f"{x:.2f}" for x in puts["peers"])
+            + ")",
+        ),
+        row(
+            "small_raw_put_flat",
+            records / put_s,
+            "records/s",
+            "one process writing 2 files a record in 2 flat directories",
+            records / flat_s,
+            note="the same puts against the same bytes in one directory a copy: what the peers' "
+            "layout costs on this filesystem (s: " + "/".join(f"{x:.2f}" for x in puts["flat"]) + ")",
         ),
         row(
             "small_raw_get_pipelined",

@@ -35,6 +35,9 @@ class ScriptedTransport:
         else:
             self.queue.append((addr, callback))
 
+    def send_put(self, addr, file_id, copy_rank, crc, name, data, flags, callback):
+        self.send(addr, lambda seq: [put_prefix(seq, file_id, copy_rank, crc, name, len(data), flags), data], callback)
+
     def wait(self, done):
         while not done():
             addr, callback = self.queue.popleft()
