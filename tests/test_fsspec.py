@@ -2,6 +2,7 @@
 way pandas, pyarrow, Dask and DuckDB users use it."""
 
 import errno
+import gc
 import io
 import json
 import pickle
@@ -452,3 +453,40 @@ def test_striped_objects_are_files_of_their_full_size_and_stripes_never_show(clu
     back = _pd.read_csv(f"storetorrent://{cluster.tracker_addr}/fo/f/sub/big.csv")
     _pd.testing.assert_frame_equal(back, frame)
     assert _io.BytesIO(fs.cat_file("/fo/f/sub/big.csv")).getvalue() == csv
+
+
+def test_a_walk_over_many_files_keeps_a_bounded_number_open(cluster, monkeypatch):
+    """A thread keeps at most MAX_OPEN_FILES StFile handles (each an infofile
+    connection and an epoll descriptor): `find` over 10^4 files ran out of
+    descriptors before. The least recently used is closed first, unless an
+    object reader still reads through it; then it is closed once that reader
+    is gone. Every answer stays right."""
+    from st_integrations import fsspec_resources
+
+    monkeypatch.setattr(fsspec_resources, "MAX_OPEN_FILES", 3)
+    c = cluster.client()
+    obj = bytes(range(256)) * 40  # 10 KiB in stripes of 1 KiB
+    with c.create("/many/f0", replication="x1") as f:
+        f.put_object("obj", obj, stripe_size=1024)
+    for i in range(1, 8):
+        with c.create(f"/many/f{i}", replication="x1") as f:
+            f.put("r", f"record {i}".encode())
+    fs = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, local_reads=False, record_cache_bytes=0)
+    reader = fs.open("/many/f0/obj", "rb")
+    assert reader.read(100) == obj[:100]
+    [st] = fs._res.states
+    (held, _) = st.handles["/many/f0"]
+    for i in range(1, 8):
+        assert fs.cat_file(f"/many/f{i}/r") == f"record {i}".encode()
+        assert len(st.handles) <= 3
+    assert "/many/f0" not in st.handles and not held._closed  # evicted, but its reader still reads
+    assert reader.read() == obj[100:]
+    evicted = [h for h in st.retired] + [h for h, _ in st.handles.values()]
+    reader.close()
+    del reader
+    gc.collect()
+    assert sorted(fs.find("/many")) == ["/many/f0/obj"] + [f"/many/f{i}/r" for i in range(1, 8)]
+    assert held._closed and not st.retired  # closed once its reader was gone
+    assert all(h._closed for h in evicted if all(h is not k for k, _ in st.handles.values()))
+    assert len(st.handles) <= 3
+    fs.close()

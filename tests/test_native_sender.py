@@ -19,6 +19,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -61,6 +62,25 @@ def flush_all(sender, sock: socket.socket) -> int:
     return calls
 
 
+@pytest.fixture
+def pair():
+    """(reading end, non-blocking writing end, a Sender on the writing end)."""
+    a, b = socket.socketpair()
+    b.setblocking(False)
+    yield a, b, native.Sender(b.fileno())
+    a.close()
+    b.close()
+
+
+def sent_through(sender, a: socket.socket, b: socket.socket) -> bytes:
+    """Flush everything ``sender`` holds into ``b``; the bytes that reach ``a``."""
+    got = bytearray()
+    th = drain(a, sender.out_bytes, got)
+    flush_all(sender, b)
+    th.join(10)
+    return bytes(got)
+
+
 op = st.one_of(
     st.tuples(
         st.just("put"),
@@ -95,12 +115,9 @@ def test_queued_frames_arrive_as_the_python_encoder_writes_them(ops):
             sender.queue(memoryview(bytearray(part)) if kind == "view" else part)
             want += part
     assert sender.out_bytes == len(want)
-    got = bytearray()
-    th = drain(a, len(want), got)
-    flush_all(sender, b)
-    th.join(10)
+    got = sent_through(sender, a, b)
     assert sender.out_bytes == 0 and sender.empty
-    assert bytes(got) == bytes(want)
+    assert got == bytes(want)
     a.close()
     b.close()
 
@@ -131,10 +148,8 @@ def test_a_put_frame_decodes_to_its_fields():
     b.close()
 
 
-def test_a_small_body_is_copied_and_a_large_one_released_once_sent():
-    a, b = socket.socketpair()
-    b.setblocking(False)
-    sender = native.Sender(b.fileno())
+def test_a_small_body_is_copied_and_a_large_one_released_once_sent(pair):
+    a, b, sender = pair
     small = bytearray(b"s" * 100)
     sender.put(1, 1, 0, 0, b"n", small)
     small[:] = b"t" * 100  # changed after queueing: the copy is sent
@@ -142,30 +157,19 @@ def test_a_small_body_is_copied_and_a_large_one_released_once_sent():
     sender.queue(large)
     with pytest.raises(BufferError):  # referenced, not copied: it cannot be resized meanwhile
         large.append(0)
-    got = bytearray()
-    th = drain(a, sender.out_bytes, got)
-    flush_all(sender, b)
-    th.join(10)
-    assert bytes(got).endswith(b"s" * 100 + b"L" * 100_000)
+    assert sent_through(sender, a, b).endswith(b"s" * 100 + b"L" * 100_000)
     large.append(0)  # released once sent
 
     body = bytes(100_000)
     refs = sys.getrefcount(body)
     sender.queue(body)
     assert sys.getrefcount(body) == refs + 1  # held while queued
-    got.clear()
-    th = drain(a, sender.out_bytes, got)
-    flush_all(sender, b)
-    th.join(10)
+    assert len(sent_through(sender, a, b)) == 100_000
     assert sys.getrefcount(body) == refs  # and let go once sent
-    a.close()
-    b.close()
 
 
-def test_a_closed_peer_is_an_oserror_and_clear_drops_the_queue():
-    a, b = socket.socketpair()
-    b.setblocking(False)
-    sender = native.Sender(b.fileno())
+def test_a_closed_peer_is_an_oserror_and_clear_drops_the_queue(pair):
+    a, b, sender = pair
     a.close()
     sender.put(1, 1, 0, 0, b"n", b"data")
     with pytest.raises(BrokenPipeError):  # MSG_NOSIGNAL: an error, not SIGPIPE
@@ -174,7 +178,6 @@ def test_a_closed_peer_is_an_oserror_and_clear_drops_the_queue():
     sender.queue(b"x" * 100_000)
     sender.clear()
     assert sender.out_bytes == 0 and sender.empty
-    b.close()
 
 
 def test_a_name_longer_than_a_str16_is_refused():
@@ -199,3 +202,25 @@ def test_the_python_send_path_stores_the_same_records(cluster, monkeypatch):
     monkeypatch.undo()
     with c.open("/t/pysend") as f:
         assert {n: f.get(n) for n in bodies} == bodies
+
+
+def test_a_second_thread_is_refused_while_a_flush_waits_on_the_socket():
+    """Flush releases the GIL in sendmsg: another thread calling in then gets
+    a RuntimeError, not a race on the queued buffers."""
+    a, b = socket.socketpair()  # b stays blocking: flush waits until a reads
+    sender = native.Sender(b.fileno())
+    sender.queue(bytes(4 * 2**20))
+    sent: list[int] = []
+    th = threading.Thread(target=lambda: sent.append(sender.flush()))
+    th.start()
+    time.sleep(0.3)  # the flush is blocked in sendmsg: nothing reads a yet
+    with pytest.raises(RuntimeError, match="two threads"):
+        sender.put(1, 1, 0, 0, b"n", b"data")
+    got = bytearray()
+    drain(a, 4 * 2**20, got).join(10)
+    th.join(10)
+    assert sent == [4 * 2**20] and len(got) == 4 * 2**20
+    sender.put(1, 1, 0, 0, b"n", b"data")  # free again
+    assert not sender.empty
+    a.close()
+    b.close()

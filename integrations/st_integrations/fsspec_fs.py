@@ -241,31 +241,31 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         """
         st = self._state()
         if created is not None:
-            old = st.handles.pop(fname, None)
+            old = st.pop(fname)
             if old is not None:
                 _close_quietly(old[0])
-            st.handles[fname] = (created, _inode(created.infofile_path))
+            st.keep(fname, created, _inode(created.infofile_path))
             return created
-        cur = st.handles.get(fname)
+        cur = st.get(fname)
         if cur is not None:
             h, ino = cur
             if ino is not None and _inode(h.infofile_path) == ino:
                 return h
-            del st.handles[fname]
+            st.pop(fname)
             _close_quietly(h)
         try:
             h = self.client.open(fname)
         except StFileNotFoundError:
             self._forget(fname)
             raise
-        st.handles[fname] = (h, _inode(h.infofile_path))
+        st.keep(fname, h, _inode(h.infofile_path))
         return h
 
     def _forget(self, fname: str) -> None:
         with self._lock:
             self._known.pop(fname, None)
             self._local.pop(fname, None)
-        cur = self._state().handles.pop(fname, None)
+        cur = self._state().pop(fname)
         if cur is not None:
             _close_quietly(cur[0])
 
@@ -835,7 +835,9 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         if mode == "rb":
             fname, rname, meta = self._record_of(path)
             if isinstance(meta, _ObjectMeta):  # seekable; reads fetch only the stripes they touch
-                return io.BufferedReader(self._handle(fname).open(rname), buffer_size=1 << 20)
+                reader = self._handle(fname).open(rname)
+                self._state().readers.add(reader)  # its handle stays open while it is used
+                return io.BufferedReader(reader, buffer_size=1 << 20)
             kwargs.setdefault("cache_type", "none")
             return StoreTorrentRecordFile(
                 self,

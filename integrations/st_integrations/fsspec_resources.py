@@ -9,23 +9,60 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
+
+# StFile handles a thread keeps open, most recently used first: each holds an
+# infofile connection and an epoll descriptor (and sockets to the peers it
+# read from), so a walk over 10,000 files would otherwise run out of file
+# descriptors (found by `./dev bench --scale`, fsspec find over 10^4 files).
+MAX_OPEN_FILES = 64
 
 
 @dataclass
 class _ThreadState:
     """Open StFile handles of one thread: a StFile (its peer transport and
     infofile connection) is never shared between threads, and pyarrow and
-    DuckDB read from thread pools."""
+    DuckDB read from thread pools. At most :data:`MAX_OPEN_FILES` are kept,
+    the least recently used closed first; one that an object reader still
+    uses is closed when that reader is gone."""
 
     epoch: int
     pid: int
     thread: threading.Thread
-    handles: dict = field(default_factory=dict)  # file name -> (StFile, infofile inode)
+    handles: OrderedDict = field(default_factory=OrderedDict)  # file name -> (StFile, infofile inode)
+    readers: weakref.WeakSet = field(default_factory=weakref.WeakSet)  # object readers handed out
+    retired: list = field(default_factory=list)  # evicted handles a reader still used
+
+    def get(self, fname: str):
+        """``(StFile, inode)`` of ``fname``, marked most recently used, or None."""
+        cur = self.handles.get(fname)
+        if cur is not None:
+            self.handles.move_to_end(fname)
+        return cur
+
+    def keep(self, fname: str, h, ino) -> None:
+        """Keep ``h`` open for ``fname``; close the least recently used
+        handles beyond :data:`MAX_OPEN_FILES`."""
+        self.handles[fname] = (h, ino)
+        self.handles.move_to_end(fname)
+        while len(self.handles) > MAX_OPEN_FILES:
+            _, (old, _) = self.handles.popitem(last=False)
+            self.retired.append(old)
+        if self.retired:
+            used = {id(r._f) for r in list(self.readers)}
+            for old in [o for o in self.retired if id(o) not in used]:
+                self.retired.remove(old)
+                _close_quietly(old)
+
+    def pop(self, fname: str):
+        return self.handles.pop(fname, None)
 
     def close(self) -> None:
-        handles, self.handles = self.handles, {}
-        for h, _ in handles.values():
+        handles, self.handles = self.handles, OrderedDict()
+        retired, self.retired = self.retired, []
+        for h in [h for h, _ in handles.values()] + retired:
             _close_quietly(h)
 
 

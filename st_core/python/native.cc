@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,23 @@ nb::tuple FrameTuple(const st::FrameHeader& h, nb::object payload, nb::object da
   return nb::make_tuple(h.type, h.flags, h.seq, payload, data_info);
 }
 
+// Marks an object in use for the length of a call that releases the GIL:
+// a second thread calling in meanwhile gets a RuntimeError instead of racing
+// on its buffers (a client's connections belong to one thread at a time).
+class InUse {
+ public:
+  explicit InUse(bool* flag) : flag_(flag) {
+    if (*flag_) throw std::runtime_error("a peer connection is used by two threads at once");
+    *flag_ = true;
+  }
+  ~InUse() { *flag_ = false; }
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+
+ private:
+  bool* flag_;
+};
+
 class Receiver {
  public:
   Receiver(int fd, uint32_t max_frame, size_t max_read)
@@ -84,6 +102,7 @@ class Receiver {
   // closed the connection, OSError on a socket error, ValueError on a frame
   // that breaks docs/wire-protocol.md.
   nb::list Receive() {
+    InUse in_use(&busy_);
     if (pending_errno_ != 0) RaiseErrno(pending_errno_);
     nb::list out;
     size_t got = 0;
@@ -235,6 +254,7 @@ class Receiver {
   }
 
   int fd_;
+  bool busy_ = false;  // in Receive
   int pending_errno_ = 0;  // the socket failed or closed; raised once the frames before it are out
   uint32_t max_frame_;
   size_t max_read_;
@@ -259,7 +279,7 @@ class Sender {
   static constexpr size_t kIovMax = 512;
 
   explicit Sender(int fd) : fd_(fd) {}
-  ~Sender() { Clear(); }
+  ~Sender() { Drop(); }
   Sender(const Sender&) = delete;
   Sender& operator=(const Sender&) = delete;
 
@@ -267,6 +287,7 @@ class Sender {
   // prefix and fields are encoded here, then data follows.
   void Put(uint64_t seq, uint64_t file_id, uint8_t copy_rank, uint32_t crc, nb::bytes name,
            nb::handle data, uint16_t flags) {
+    InUse in_use(&busy_);
     if (name.size() > 0xFFFF) throw nb::value_error("record name longer than a str16");
     Py_buffer view;
     if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
@@ -286,6 +307,7 @@ class Sender {
 
   // Queues one part of a frame (bytes, bytearray, memoryview; any buffer).
   void Queue(nb::handle part) {
+    InUse in_use(&busy_);
     Py_buffer view;
     if (PyObject_GetBuffer(part.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
     AddView(&view);
@@ -294,6 +316,7 @@ class Sender {
   // Writes what the socket accepts, up to everything queued. Returns the
   // bytes written (0 if the socket is full). Raises OSError on a socket error.
   size_t Flush() {
+    InUse in_use(&busy_);
     size_t total = 0;
     while (!segs_.empty()) {
       iovec iov[kIovMax];
@@ -328,6 +351,15 @@ class Sender {
 
   // Drops everything queued (the connection failed).
   void Clear() {
+    InUse in_use(&busy_);
+    Drop();
+  }
+
+  size_t out_bytes() const { return out_bytes_; }
+  bool empty() const { return segs_.empty(); }
+
+ private:
+  void Drop() {
     for (Seg& s : segs_) {
       if (s.view.obj != nullptr) PyBuffer_Release(&s.view);
     }
@@ -338,10 +370,6 @@ class Sender {
     out_bytes_ = 0;
   }
 
-  size_t out_bytes() const { return out_bytes_; }
-  bool empty() const { return segs_.empty(); }
-
- private:
   struct Seg {
     Py_buffer view;  // view.obj null: bytes of stream_ from offset off
     uint64_t off;  // into view.buf, or an absolute offset into the stream
@@ -409,6 +437,7 @@ class Sender {
   }
 
   int fd_;
+  bool busy_ = false;  // in a call (Flush releases the GIL)
   std::deque<Seg> segs_;
   std::string stream_;  // copied bytes; stream_[0] is absolute offset stream_base_
   uint64_t stream_base_ = 0;
