@@ -17,6 +17,7 @@ struct GetLocal::Round {
   size_t successor = 0;
   double started = 0;
   bool done = false;
+  bool revealing = false;  // every segment is in; Reveal runs off the loop
   std::vector<std::vector<RingEntry>> segments;
   std::vector<std::vector<RingEntry>> partial;  // MORE chunks so far, per origin
   std::vector<char> have;
@@ -119,7 +120,15 @@ GetLocal::Round* GetLocal::StartRound(const RingHeader& ring, size_t me, ErrorCo
   std::string key = r->key;
   uint64_t id = r->id;
   if (n > 1) {
-    double timeout = options_.timeout_base_s + options_.timeout_per_peer_s * static_cast<double>(n);
+    // The ring's work grows with its entries (about this peer's records of
+    // the file times the peers): a fixed timeout failed every round of a
+    // file of 10^6 records on a 2-core machine (docs/benchmarks.md).
+    const RecordStore::FileIndex* index = store_->Find(ring.file_id);
+    double entries =
+        static_cast<double>(index != nullptr ? index->size() : 0) * static_cast<double>(n);
+    double timeout = options_.timeout_base_s +
+                     options_.timeout_per_peer_s * static_cast<double>(n) +
+                     options_.timeout_per_million_s * entries / 1e6;
     r->timer = loop_->AddTimer(timeout, [this, key, id] { OnTimeout(key, id); });
   }
   // The infofile read may wait up to its busy timeout for a writer's lock:
@@ -195,20 +204,55 @@ void GetLocal::ReplyTo(const Round& r, const Waiter& w) {
 }
 
 void GetLocal::MaybeComplete(Round* r) {
-  if (r->done || r->have_count < r->ring.peers.size()) return;
-  std::vector<RingEntry> revealed;
-  InvariantViolation v;
-  if (Reveal(r->segments, r->me, &revealed, &v)) {
-    r->result.reserve(revealed.size());
-    for (auto& e : revealed) {
-      const auto& [stored_as, meta] = r->mine[e.name];
-      LocalListEntry le;
-      le.copy_rank = e.copy_rank;
-      le.size = meta.size;
-      le.path = store_->RecordPath(r->ring.file_id, stored_as, meta);
-      le.name = std::move(e.name);
-      r->result.push_back(std::move(le));
-    }
+  if (r->done || r->revealing || r->have_count < r->ring.peers.size()) return;
+  // Reveal and the paths of a file of 10^6 records take seconds: off the
+  // loop, which keeps announcing and serving meanwhile (a stalled loop stops
+  // announces and the tracker fails the peer).
+  r->revealing = true;
+  if (r->timer != 0) loop_->CancelTimer(r->timer);  // every segment arrived: no more timeout
+  r->timer = 0;
+  struct Work {
+    std::vector<std::vector<RingEntry>> segments;
+    std::unordered_map<std::string, std::pair<std::string, RecordMeta>> mine;
+    bool ok = false;
+    InvariantViolation violation;
+    std::vector<LocalListEntry> result;
+  };
+  auto w = std::make_shared<Work>();
+  w->segments = std::move(r->segments);
+  w->mine = std::move(r->mine);
+  size_t me = r->me;
+  uint64_t file_id = r->ring.file_id;
+  const RecordStore* store = store_;
+  std::string key = r->key;
+  uint64_t id = r->id;
+  background_.Schedule(
+      [w, me, file_id, store] {
+        std::vector<RingEntry> revealed;
+        w->ok = Reveal(w->segments, me, &revealed, &w->violation);
+        if (!w->ok) return;
+        w->result.reserve(revealed.size());
+        for (auto& e : revealed) {
+          const auto& [stored_as, meta] = w->mine[e.name];
+          LocalListEntry le;
+          le.copy_rank = e.copy_rank;
+          le.size = meta.size;
+          le.path = store->RecordPath(file_id, stored_as, meta);
+          le.name = std::move(e.name);
+          w->result.push_back(std::move(le));
+        }
+      },
+      [this, w, key, id] {
+        auto it = rounds_.find(key);
+        if (it == rounds_.end() || it->second->id != id) return;  // failed or restarted meanwhile
+        Complete(it->second.get(), w->ok, w->violation, std::move(w->result));
+      });
+}
+
+void GetLocal::Complete(Round* r, bool ok, const InvariantViolation& v,
+                        std::vector<LocalListEntry> result) {
+  if (ok) {
+    r->result = std::move(result);
     ST_LOG_INFO("GET_LOCAL %s complete in %.3f s: revealing %zu records", r->Describe().c_str(),
                 EventLoop::Now() - r->started, r->result.size());
   } else {

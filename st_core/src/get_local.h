@@ -41,6 +41,7 @@
 #include "infofile.h"
 #include "protocol.h"
 #include "record_store.h"
+#include "reveal.h"
 
 namespace st {
 
@@ -50,6 +51,7 @@ struct GetLocalOptions {
   double cache_s = 60;
   double timeout_base_s = 2;
   double timeout_per_peer_s = 0.5;
+  double timeout_per_million_s = 10;  // per million entries in the ring
   size_t chunk_bytes = 1 << 20;  // LOCAL_LIST and RING_SEGMENT frame size
 };
 
@@ -106,8 +108,10 @@ class GetLocal {
                       std::vector<CommittedCopy> committed);
   // Answers the RING_SEGMENTs waiting for the own segment.
   static void AnswerSegments(Round* r, bool ok, ErrorCode code, const std::string& message);
-  // May destroy r.
+  // Once every segment is in: Reveal off the loop, then Complete.
   void MaybeComplete(Round* r);
+  // Back on the loop with Reveal's result: answers the waiters. May destroy r.
+  void Complete(Round* r, bool ok, const InvariantViolation& v, std::vector<LocalListEntry> result);
   void ReplyTo(const Round& r, const Waiter& w);
   // Answers every waiter of the round with ERROR `code` naming `peers`.
   void Fail(const std::string& key, ErrorCode code, const std::string& message,

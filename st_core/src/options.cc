@@ -111,6 +111,9 @@ std::vector<OptionSpec> MakeTable() {
           "GET_LOCAL ring timeout: base ..."),
       Opt("ring-timeout-per-peer", T::kSeconds, "SECONDS", ST_FIELD(server.ring_timeout_per_peer_s),
           "0.5", "... plus this per ring peer"),
+      Opt("ring-timeout-per-million", T::kSeconds, "SECONDS",
+          ST_FIELD(server.ring_timeout_per_million_s), "10",
+          "... plus this per million entries in the ring (records of the file here x peers)"),
       Opt("chain-timeout", T::kSeconds, "SECONDS", ST_FIELD(server.chain_timeout_s), "5",
           "PUT_CHAIN: how long a forwarded copy may take, per peer left in the "
           "chain")

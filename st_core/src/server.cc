@@ -215,6 +215,7 @@ Status Server::Start() {
   gl.cache_s = options_.get_local_cache_s;
   gl.timeout_base_s = options_.ring_timeout_base_s;
   gl.timeout_per_peer_s = options_.ring_timeout_per_peer_s;
+  gl.timeout_per_million_s = options_.ring_timeout_per_million_s;
   get_local_ = std::make_unique<GetLocal>(loop_, store_, gl, this);
 
   VerifierOptions vo;

@@ -45,6 +45,7 @@ struct ServerOptions {
   double get_local_cache_s = 60;
   double ring_timeout_base_s = 2;
   double ring_timeout_per_peer_s = 0.5;
+  double ring_timeout_per_million_s = 10;
   // PUT_CHAIN: a forwarded copy's reply must come within this, per peer left
   // in the chain (so the peer nearest a stuck one is the one that reports it).
   double chain_timeout_s = 5;
