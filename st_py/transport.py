@@ -123,9 +123,9 @@ class PeerConnection:
         """Whether bytes wait to be sent."""
         return not self._sender.empty if self._sender is not None else bool(self.out)
 
-    def _next_seq(self, callback: Callback) -> int:
-        self._seq += 1
-        seq = self._seq
+    def _track(self, seq: int, callback: Callback) -> int:
+        """Count request ``seq`` in flight, once its frame is queued (a frame
+        that could not be built or queued leaves nothing waiting)."""
         if not self.pending:
             self.last_progress = time.monotonic()
         self.pending[seq] = _Request(seq, callback)
@@ -134,7 +134,8 @@ class PeerConnection:
     def send(self, build: Callable[[int], list], callback: Callback) -> int:
         """Queue one request. ``build(seq)`` returns the frame as a list of
         buffers (so large record bodies are not copied)."""
-        seq = self._next_seq(callback)
+        self._seq += 1
+        seq = self._seq
         for part in build(seq):
             if len(part):  # an empty record body adds nothing to send
                 if self._sender is not None:
@@ -142,14 +143,15 @@ class PeerConnection:
                 else:
                     self.out.append(part)
                     self._out_bytes += len(part)
-        return seq
+        return self._track(seq, callback)
 
     def send_put(
         self, file_id: int, copy_rank: int, crc: int, name: bytes, data: bytes, flags: int, callback: Callback
     ) -> int:
         """Queue the PUT of one record copy (docs/wire-protocol.md), framed in
         C++ where the extension is built."""
-        seq = self._next_seq(callback)
+        self._seq += 1
+        seq = self._seq
         if self._sender is not None:
             self._sender.put(seq, file_id, copy_rank, crc, name, data, flags)
         else:
@@ -159,7 +161,7 @@ class PeerConnection:
             if len(data):
                 self.out.append(data)
                 self._out_bytes += len(data)
-        return seq
+        return self._track(seq, callback)
 
     def on_writable(self) -> None:
         if self._sender is not None:

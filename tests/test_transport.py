@@ -143,3 +143,22 @@ def test_a_peer_that_stops_answering_is_still_timed_out():
     peer = _SlowPeer(8 << 20, pieces=2, gap=5.0)
     got = _get_from(peer, timeout=1.0)
     assert isinstance(got["exc"], PeerUnavailableError) and "no reply" in str(got["exc"])
+
+
+def test_a_request_whose_frame_cannot_be_built_leaves_nothing_in_flight(cluster):
+    """A frame that fails to build (a chain of too many hops) raises to the
+    caller and is not counted in flight: a flush would otherwise wait for a
+    reply that can never come."""
+    from st_py.protocol import ProtocolError, put_chain_prefix
+
+    c = cluster.client()
+    with c.create("/t/unbuilt", replication="x1") as f:
+        conn = f._transport.connection(f.peers[0].addr)
+        before = len(conn.pending)
+        hops = [f"127.0.0.1:{p}" for p in range(1000, 1100)]
+        with pytest.raises(ProtocolError):
+            conn.send(lambda seq: [put_chain_prefix(seq, f.file_id, 0, 0, b"r", hops, 1), b"x"], lambda fr, e: None)
+        assert len(conn.pending) == before and f._transport.in_flight == before
+        f.put("r", b"still works")
+    with c.open("/t/unbuilt") as f:
+        assert f.get("r") == b"still works"
