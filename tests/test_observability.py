@@ -245,3 +245,46 @@ def test_capacity_counts_each_disk_once(make_cluster):
     assert value(m, "st_tracker_capacity_bytes") == 3 * (1 << 30) and value(m, "st_tracker_filesystems") == 1
     st = cluster.client().status()
     assert st.capacity_bytes == 3 * (1 << 30) and st.filesystems == 1
+
+
+def test_an_aborted_rpc_is_counted_before_its_status_is_sent():
+    """grpc.aio's ``abort`` sends the status, then raises: a count taken as
+    the handler unwinds comes after the client has its error, and a scrape
+    right then missed it (seen in CI). The context below stands for grpc's
+    at the one point that matters: when the status goes out."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import grpc
+    from prometheus_client import CollectorRegistry
+
+    from st_py.tracker.metrics import RpcMetrics
+
+    metrics = RpcMetrics(CollectorRegistry())
+    seen_when_sent = []
+
+    class Context:
+        def code(self):
+            return grpc.StatusCode.NOT_FOUND
+
+        async def abort(self, code, details="", trailing_metadata=()):
+            seen_when_sent.append(metrics.rpcs.labels("Open", code.name)._value.get())
+            raise grpc.aio.AbortError()
+
+    async def behavior(request, context):
+        await context.abort(grpc.StatusCode.NOT_FOUND, "no StoreTorrent file /x")
+
+    async def run():
+        handler = grpc.unary_unary_rpc_method_handler(behavior)
+        details = SimpleNamespace(method="/storetorrent.v1.Tracker/Open")
+        observed = await metrics.intercept_service(lambda _: _async(handler), details)
+        with pytest.raises(grpc.aio.AbortError):
+            await observed.unary_unary(None, Context())
+
+    async def _async(x):
+        return x
+
+    asyncio.run(run())
+    assert seen_when_sent == [1.0]
+    assert metrics.rpcs.labels("Open", "NOT_FOUND")._value.get() == 1  # once, not again as it unwinds
+    assert metrics.in_flight._value.get() == 0

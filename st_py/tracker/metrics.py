@@ -65,25 +65,51 @@ class RpcMetrics(grpc.aio.ServerInterceptor):
 
         async def observed(request, context):
             start = time.perf_counter()
-            code = grpc.StatusCode.UNKNOWN
-            self.in_flight.inc()
-            try:
-                reply = await behavior(request, context)
-                code = _code_of(context) or grpc.StatusCode.OK
-                return reply
-            except BaseException as e:
-                code = _code_of(context) or (grpc.StatusCode.CANCELLED if _cancelled(e) else grpc.StatusCode.UNKNOWN)
-                raise
-            finally:
+            counted = False
+
+            def count(code: grpc.StatusCode) -> None:
+                nonlocal counted
+                if counted:
+                    return
+                counted = True
                 self.in_flight.dec()
                 self.seconds.labels(method).observe(time.perf_counter() - start)
                 self.rpcs.labels(method, code.name).inc()
                 if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     self.quota_refusals.labels(method).inc()
 
+            self.in_flight.inc()
+            try:
+                reply = await behavior(request, _CountingContext(context, count))
+                count(_code_of(context) or grpc.StatusCode.OK)
+                return reply
+            except BaseException as e:
+                count(_code_of(context) or (grpc.StatusCode.CANCELLED if _cancelled(e) else grpc.StatusCode.UNKNOWN))
+                raise
+
         return grpc.unary_unary_rpc_method_handler(
             observed, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
         )
+
+
+class _CountingContext:
+    """The servicer context a handler sees: ``abort`` counts the RPC before
+    grpc.aio sends its status (``abort`` sends, then raises), so a client
+    that has its error already finds it in ``/metrics``. Everything else is
+    the real context's."""
+
+    __slots__ = ("_context", "_count")
+
+    def __init__(self, context, count):
+        self._context = context
+        self._count = count
+
+    async def abort(self, code, details="", trailing_metadata=()):
+        self._count(code if isinstance(code, grpc.StatusCode) else grpc.StatusCode.UNKNOWN)
+        await self._context.abort(code, details, trailing_metadata)
+
+    def __getattr__(self, name):
+        return getattr(self._context, name)
 
 
 def _code_of(context) -> grpc.StatusCode | None:
