@@ -22,8 +22,10 @@ nodes (docs/analysis.md).
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import hashlib
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -85,6 +87,13 @@ class ReadUnit:
     names: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
     sizes: tuple[int, ...] = ()
+    # Who planned it (set by :func:`plan_scan`): the scan's files with their
+    # file ids, commit generations and rings, the block size, the peer and
+    # the unit's place in the peer's records. It stands for the records in
+    # Dask's token (the same plan always cuts the same units), so building a
+    # DataFrame over 10^6 records hashes no name. "" for a unit made any
+    # other way, whose token hashes its records.
+    key: str = ""
 
     @classmethod
     def of(cls, peer: str, refs) -> "ReadUnit":
@@ -131,7 +140,7 @@ class ReadUnit:
     def select(self, keep) -> "ReadUnit":
         """The unit with only the records at the indexes ``keep``."""
         keep = list(keep)
-        return ReadUnit(
+        return ReadUnit(  # no key: the records are no longer the planned ones
             self.peer,
             self.files,
             tuple(self.file_of[i] for i in keep),
@@ -151,17 +160,22 @@ class ReadUnit:
         return [f"{files[i]}/{n}" for i, n in zip(self.file_of, self.names)]
 
     def __dask_tokenize__(self):
-        """Dask's deterministic token, from one hash over the records (its
-        default walks every field: about 50 us a record, a second per
-        20,000 records when a DataFrame is built)."""
+        """Dask's deterministic token: the planner's :attr:`key` with the
+        unit's length, ends and byte sum, or, for a unit without a key, one
+        hash over the records (Dask's default walks every field: about 50 us
+        a record, a second per 20,000 records when a DataFrame is built)."""
         token = self.__dict__.get("_token")
         if token is None:
             h = hashlib.blake2b(digest_size=16)
-            h.update(repr(self.files).encode())
-            h.update(repr(self.file_of).encode())
-            for col in (self.names, self.paths):
-                h.update("\0".join(col).encode("utf-8", "surrogateescape"))
-            h.update(repr(self.sizes).encode())
+            if self.key and self.names:
+                ends = (self.names[0], self.names[-1], self.paths[0], self.paths[-1], sum(self.sizes))
+                h.update(repr((self.key, len(self.names), ends)).encode("utf-8", "surrogateescape"))
+            else:
+                h.update(repr(self.files).encode())
+                h.update(repr(self.file_of).encode())
+                for col in (self.names, self.paths):
+                    h.update("\0".join(col).encode("utf-8", "surrogateescape"))
+                h.update(repr(self.sizes).encode())
             token = self.__dict__["_token"] = ("st-read-unit", self.peer, len(self.names), h.hexdigest())
         return token
 
@@ -389,19 +403,23 @@ def _object_peer(obj: str, by_peer: dict[str, LocalEntries], ring) -> str:
     return best
 
 
-def split(cols: "_Columns", peer: str, block_size: int) -> list[ReadUnit]:
+def split(cols: "_Columns", peer: str, block_size: int, scan_key: str = "") -> list[ReadUnit]:
     """Cut one peer's records (grouped by file, in name order within one)
     into units of about ``block_size`` bytes; a record larger than that is
-    a unit of its own."""
+    a unit of its own. ``scan_key`` (the plan's identity, see
+    :attr:`ReadUnit.key`) keys the units.
+
+    The cuts are found by bisecting the running byte sum, so the cost per
+    record is C's (slices and one ``accumulate``), not a Python loop's."""
     units = []
     n = len(cols.names)
     files = tuple(cols.files)
+    ends = list(itertools.accumulate(cols.sizes))  # ends[k]: bytes of records 0..k
     i = 0
     while i < n:
-        j, held = i, 0
-        while j < n and not (j > i and held + cols.sizes[j] > block_size):
-            held += cols.sizes[j]
-            j += 1
+        base = ends[i - 1] if i else 0
+        # the longest run i..j-1 of at most block_size bytes, at least one record
+        j = max(i + 1, bisect.bisect_right(ends, base + block_size, lo=i))
         units.append(
             ReadUnit(
                 peer,
@@ -410,6 +428,7 @@ def split(cols: "_Columns", peer: str, block_size: int) -> list[ReadUnit]:
                 tuple(cols.names[i:j]),
                 tuple(cols.paths[i:j]),
                 tuple(cols.sizes[i:j]),
+                f"{scan_key}/{peer}/{i}:{j}" if scan_key else "",
             )
         )
         i = j
@@ -504,6 +523,7 @@ def plan_scan(
     if num_blocks:
         block_size = max(1, math.ceil(total / max(1, num_blocks)))
     block_size = block_size or DEFAULT_BLOCK_SIZE
+    scan_key = _scan_key(plans, targets, skip_ignored, block_size, num_blocks)
     units = []
     for peer in sorted(per_peer):
         cols = per_peer[peer]
@@ -513,12 +533,22 @@ def plan_scan(
             # Proportional share of the units, by bytes, at least one.
             peer_bytes = cols.size
             share = max(1, round(num_blocks * peer_bytes / total))
-            units.extend(split(cols, peer, max(1, math.ceil(peer_bytes / share))))
+            units.extend(split(cols, peer, max(1, math.ceil(peer_bytes / share)), scan_key))
         else:
-            units.extend(split(cols, peer, block_size))
+            units.extend(split(cols, peer, block_size, scan_key))
     return ScanPlan(
         files, plans, units, revealed, skipped, [(fmt, blob, first) for (fmt, blob), first in kept.items()], unknown
     )
+
+
+def _scan_key(plans: dict, targets: dict, skip_ignored: bool, block_size: int, num_blocks: int | None) -> str:
+    """The identity of a scan's cut (:attr:`ReadUnit.key`): each file with
+    its id, the commit generation its peers revealed and their ring (what
+    GET_LOCAL's answer is a function of, paper 3.7), the selection, and the
+    cutting parameters."""
+    ident = [(name, p.file_id, p.generation, tuple(p.ring), targets.get(name)) for name, p in plans.items()]
+    h = hashlib.blake2b(repr((ident, skip_ignored, block_size, num_blocks)).encode("utf-8", "surrogateescape"))
+    return h.hexdigest()[:32]
 
 
 def _plan_one(
