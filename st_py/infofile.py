@@ -452,6 +452,36 @@ class InfofileReader:
             return None
         return [SchemaGroup(fmt, bytes(blob), int(n), first) for _, fmt, blob, n, first in rows]
 
+    def kept_schemas(self) -> list[tuple[str, bytes, str]] | None:
+        """The distinct schemas of the committed records and objects (not
+        the stripe records) as ``(format, Arrow IPC schema, a record that
+        has it)``, in the order of those records' names; None for a file made
+        before schemas were kept. What a scan needs of
+        :meth:`schema_groups` without its counts: one index probe per
+        distinct schema (``records_by_schema``), so its cost does not grow
+        with the records (0.2 s at 10^6 records for ``schema_groups``)."""
+        lo, hi = STRIPE_PREFIX, STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
+        try:
+            kinds = self.conn.execute("SELECT schema_id, format, schema FROM schemas ORDER BY schema_id").fetchall()
+        except sqlite3.OperationalError:  # no schemas table (yet): a file made before they were kept
+            return None
+        out = []
+        for schema_id, fmt, blob in kinds:
+            row = self.conn.execute(
+                "SELECT name FROM records WHERE schema_id = ? AND NOT (name >= ? AND name < ?) LIMIT 1",
+                (schema_id, lo, hi),
+            ).fetchone()
+            if row is None:
+                try:
+                    row = self.conn.execute(
+                        "SELECT name FROM objects WHERE schema_id = ? LIMIT 1", (schema_id,)
+                    ).fetchone()
+                except sqlite3.OperationalError:  # a file made before striping
+                    row = None
+            if row is not None:  # else: kept for records deleted since
+                out.append((fmt, bytes(blob), row[0]))
+        return sorted(out, key=lambda k: k[2])
+
     def names_without_schema(self, limit: int | None = None) -> list[str]:
         """Committed record and object names (not stripes) whose schema was
         not kept, sorted: names readers skip (``_SUCCESS``), records whose

@@ -72,6 +72,29 @@ def test_the_infofile_keeps_each_records_schema(cluster):
         assert f._infofile().names_without_schema() == ["_SUCCESS"]  # a name readers skip
 
 
+
+def test_a_scans_schema_probe_agrees_with_the_groups_and_skips_deleted_records(cluster):
+    """``kept_schemas`` (one index probe per schema, what a scan asks) gives
+    the schemas of ``schema_groups`` (a pass over every record), each with
+    a record that has it, and none kept only for records deleted since."""
+    c = cluster.client()
+    with c.create("/ks/probe", replication="x2") as f:
+        for i in range(5):
+            f.queue_put(f"part-{i:02}.parquet", _part(i))
+        f.put("notes.txt", b"free text")
+        f.put("gone.csv", b"a,b\n1,2\n")
+    with c.open("/ks/probe") as f:
+        f.delete("gone.csv")
+    with c.open("/ks/probe") as f:
+        info = f._infofile()
+        probe = info.kept_schemas()
+        groups = info.schema_groups()
+    assert sorted((fmt, blob) for fmt, blob, _ in probe) == sorted((g.format, g.schema) for g in groups)
+    assert sorted(fmt for fmt, _, _ in probe) == ["parquet", "raw"]  # not csv: its one record is deleted
+    have = {g.format: g for g in groups}
+    for fmt, _, name in probe:
+        assert name == have[fmt].first  # one record per schema, here the first committed
+
 def test_a_scan_over_kept_schemas_opens_no_record_to_plan(cluster, no_header_reads):
     n = 30
     with cluster.client().create("/ks/scan", replication="x2") as f:

@@ -610,10 +610,10 @@ def _kept_schemas(infofile, file: str, kept: dict, unknown: set) -> None:
     """The record schemas of a whole file kept in its infofile, into
     ``kept`` (``{(format, schema): first record}``), and the names whose
     schema was not kept into ``unknown``: one indexed query, no record read."""
-    groups = infofile.schema_groups()
-    if groups is None:  # a file made before schemas were kept: every record's header is read
+    schemas = infofile.kept_schemas()
+    if schemas is None:  # a file made before schemas were kept: every record's header is read
         unknown.update((file, n) for n in infofile.names())
         return
-    for g in groups:
-        kept.setdefault((g.format, g.schema), g.first)
+    for fmt, schema, first in schemas:
+        kept.setdefault((fmt, schema), first)
     unknown.update((file, n) for n in infofile.names_without_schema())
