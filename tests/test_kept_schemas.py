@@ -72,7 +72,6 @@ def test_the_infofile_keeps_each_records_schema(cluster):
         assert f._infofile().names_without_schema() == ["_SUCCESS"]  # a name readers skip
 
 
-
 def test_a_scans_schema_probe_agrees_with_the_groups_and_skips_deleted_records(cluster):
     """``kept_schemas`` (one index probe per schema, what a scan asks) gives
     the schemas of ``schema_groups`` (a pass over every record), each with
@@ -94,6 +93,7 @@ def test_a_scans_schema_probe_agrees_with_the_groups_and_skips_deleted_records(c
     have = {g.format: g for g in groups}
     for fmt, _, name in probe:
         assert name == have[fmt].first  # one record per schema, here the first committed
+
 
 def test_a_scan_over_kept_schemas_opens_no_record_to_plan(cluster, no_header_reads):
     n = 30
