@@ -82,3 +82,34 @@ def test_a_reader_survives_a_hot_journal_left_by_a_killed_tracker(tmp_path):
     r = InfofileReader(p)
     assert r.generation() == 7 and len(r.meta()) == 1  # the uncommitted rows rolled back
     r.close()
+
+
+def _rows_past_generation(path: str) -> tuple[int, int, int]:
+    """(generation, record rows, rows of records and copies written past it)."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as c:
+        gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+        n = c.execute("SELECT count(*) FROM records").fetchone()[0]
+        past = c.execute("SELECT count(*) FROM records WHERE commit_seq > ?", (gen,)).fetchone()[0]
+        past += c.execute("SELECT count(*) FROM copies WHERE since > ?", (gen,)).fetchone()[0]
+    return gen, n, past
+
+
+def test_no_row_is_written_past_the_generation_of_its_transaction(cluster):
+    """What ``InfofileReader.snapshot`` counts on: after commits, striped
+    objects, replaced versions, conflicts and deletes, no record or copy
+    row has a ``commit_seq``/``since`` above ``meta.generation``."""
+    c = cluster.client()
+    with c.create("/inv/f", "x2") as f:
+        path = f.infofile_path
+        for i in range(50):
+            f.queue_put(f"r{i:02}", b"x" * 100)
+        f.flush()
+        f.put_object("big.bin", b"y" * 300_000, stripe_size=64 << 10)
+        f.put("r00", b"z" * 10, replace=True)
+    with c.open("/inv/f") as f:
+        f.delete("r01")
+        f.delete("big.bin")
+        gen, n, past = _rows_past_generation(str(path))
+        assert past == 0
+        assert f._infofile().snapshot() == (gen, n)
+    assert n == 49  # 50 records, one deleted; the object's stripes deleted with it
