@@ -281,13 +281,19 @@ class LocalEntries:
 
     @classmethod
     def concat(cls, parts) -> "LocalEntries":
+        """One list of ``parts`` in order (``list.extend``: copies of
+        pointers in C, not an iteration per entry; one part is returned as
+        it is)."""
         parts = [cls.of(p) for p in parts]
-        return cls(
-            [x for p in parts for x in p.ranks],
-            [x for p in parts for x in p.sizes],
-            [x for p in parts for x in p.names],
-            [x for p in parts for x in p.paths],
-        )
+        if len(parts) == 1:
+            return parts[0]
+        out = cls([], [], [], [])
+        for p in parts:
+            out.ranks.extend(p.ranks)
+            out.sizes.extend(p.sizes)
+            out.names.extend(p.names)
+            out.paths.extend(p.paths)
+        return out
 
     def __len__(self) -> int:
         return len(self.names)

@@ -198,6 +198,25 @@ def test_the_tracker_refuses_a_schema_that_is_not_one(cluster):
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "schema 2" in e.value.details()
 
 
+def test_a_name_readers_skip_keeps_no_schema_whoever_sends_one(cluster, monkeypatch):
+    """Scans skip ``_SUCCESS`` by looking only at names without a kept
+    schema (readplan.py), so the tracker keeps none for such a name even
+    from a writer that sends one (here: one that sends raw for every name)."""
+    import st_py.file
+    from st_py.record_format import written_schema
+
+    with cluster.client().create("/ks/skip", replication="x2") as f:
+        f.put("part-0.parquet", _part(0))
+        monkeypatch.setattr(st_py.file, "written_schema", lambda name, data: written_schema("x.bin", data))
+        f.put("_SUCCESS", b"")
+        f.put("sub/.hidden", b"x")
+    monkeypatch.undo()
+    with cluster.client().open("/ks/skip") as f:
+        assert f._infofile().names_without_schema() == ["_SUCCESS", "sub/.hidden"]
+    df = _dask(cluster, "/ks/skip").compute()
+    assert sorted(df["i"].tolist()) == list(range(100))  # the Parquet rows, nothing of the two skipped
+
+
 def test_records_all_of_no_known_format_are_read_as_raw_in_batches(cluster, no_header_reads):
     """Every kept schema says raw: the scan reads the records many per
     batch, as format="raw" does, and gives the same rows."""

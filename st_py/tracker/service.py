@@ -28,7 +28,7 @@ from ..errors import ERROR_KIND_KEY, BadNameError
 from ..filters import check_filters
 from ..infofile import InfofileReader
 from ..placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy, domain_text
-from ..record_format import FORMATS, load_schema
+from ..record_format import FORMATS, ignored, load_schema
 from ..replication import DEFAULT_PROTOCOL, check_protocol
 from ..replication import copies as class_copies
 from .access import DEFAULT_FILE_MODE, AccessError, Owner, R, User, Users, W, may, mode_text
@@ -240,7 +240,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 self._peer_msg(idx, pid, addr)
                 for idx, pid, addr in r.conn.execute("SELECT peer_idx, peer_id, addr FROM peers ORDER BY peer_idx")
             ]
-            n, b = r.stats()
+            n = r.count()  # not r.stats(): its byte sum reads every record's row
         finally:
             r.close()
         o = owner_of_meta(meta)
@@ -254,7 +254,6 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             generation=int(meta["generation"]),
             blocksize=int(meta["blocksize"]),
             records=n,
-            bytes=b,
             owner=o.owner,
             group=o.group,
             mode=o.mode,
@@ -495,7 +494,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                     list(r.peer_idx),
                     pending,
                     r.stored_as,
-                    schemas[r.schema - 1] if r.schema else None,
+                    # a name readers skip keeps none, whoever sent one: scans rely on it (readplan.py)
+                    schemas[r.schema - 1] if r.schema and not ignored(r.name) else None,
                 )
             )
             for p in r.peer_idx:
@@ -820,7 +820,14 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         if any(o.schema > len(schemas) for o in request.objects):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object's schema is not among the request's")
         objs = [
-            (o.name, o.size, o.stripe_size, o.stripes, o.crc32c, schemas[o.schema - 1] if o.schema else None)
+            (
+                o.name,
+                o.size,
+                o.stripe_size,
+                o.stripes,
+                o.crc32c,
+                schemas[o.schema - 1] if o.schema and not ignored(o.name) else None,
+            )
             for o in request.objects
         ]
         if any(o[2] <= 0 for o in objs):
