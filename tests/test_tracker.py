@@ -250,3 +250,49 @@ def test_commit_request_ids_are_applied_once_in_a_merged_transaction(tmp_path):
     w.commit_requests([("D", [])])
     assert [r for (r,) in w.conn.execute("SELECT request_id FROM commit_requests ORDER BY 1")] == ["D"]
     w.close()
+
+
+def test_the_writers_kept_stats_match_a_count_after_every_kind_of_change(tmp_path):
+    """``InfofileWriter.stats`` (what a quota check per commit reads) is
+    carried along by plain group commits and counted again after anything
+    else: it equals a full count after commits with duplicates, conflicts
+    and retried request ids, stripes, objects, versions, deletes, an
+    overwrite and a rolled-back transaction."""
+    from st_py.infofile import name_stats, stripe_name
+    from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
+
+    path = tmp_path / "f"
+    create_infofile(path, {"file_id": 1, "copies": 1}, [(0, "p", "h:1"), (1, "q", "h:2")])
+    w = InfofileWriter(path)
+    seen = []
+
+    def check():
+        got = w.stats()
+        want = name_stats(w.conn)
+        seen.append(want)
+        assert got == want
+
+    check()
+    w.commit([("a", 5, 1, [0]), ("b", 7, 2, [0]), ("a", 5, 1, [1]), ("b", 9, 3, [1])])  # a repeat, a conflict
+    check()
+    w.commit_requests([("r1", [("c", 11, 4, [0])]), ("r1", [("c", 11, 4, [0])]), ("", [("d", 13, 5, [1])])])
+    w.commit_requests([("r1", [("c", 11, 4, [0])])])  # a retry applied before
+    check()
+    w.commit([(stripe_name("obj", 0), 100, 6, [0]), (stripe_name("obj", 1), 50, 7, [1])])  # stripes: bytes only
+    check()
+    w.commit_objects([("obj", 150, 100, 2, 8)])
+    check()
+    w.commit([("a", 17, 9, [1], (), "a@v1")])  # a new version of a
+    check()
+    w.delete_records(["b", "nope"])
+    check()
+    w.commit_replacing([("e", 19, 10, [0])], ["c", "obj"])
+    check()
+    with pytest.raises(sqlite3.Error):  # a holder SQLite cannot bind, after the records went in: rolled back
+        w.commit([("f", 1, 1, [0]), ("f2", 1, 1, [[1]])])
+    check()
+    w.commit([("g", 23, 11, [1])])
+    check()
+    w.close()
+    assert seen[0] == (0, 0) and seen[-1] == (4, 17 + 13 + 19 + 23)  # a (its new version), d, e, g
+    assert len(set(seen)) > 6  # the changes did change it

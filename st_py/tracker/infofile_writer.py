@@ -150,6 +150,11 @@ class InfofileWriter:
             if column not in have:
                 self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
         self.conn.executescript(SCHEMAS_SQL)
+        # (names, bytes) as :meth:`stats` counts them, kept up to date by the
+        # plain group commits of this writer (the infofile's only one) so a
+        # quota check per commit does not sum 10^6 sizes; None: count again.
+        self._stats: tuple[int, int] | None = None
+        self._delta: tuple[int, int] | None = None  # this transaction's change, if exactly known
 
     def meta(self) -> dict:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
@@ -159,13 +164,19 @@ class InfofileWriter:
         """One write transaction (BEGIN IMMEDIATE: the write lock at once);
         rolled back if the block raises."""
         c = self.conn
+        self._delta = None  # unknown unless the transaction says (see _commit)
         c.execute("BEGIN IMMEDIATE")
         try:
             yield c
             c.execute("COMMIT")
         except BaseException:
+            self._stats = None
             c.execute("ROLLBACK")
             raise
+        if self._stats is not None and self._delta is not None:
+            self._stats = (self._stats[0] + self._delta[0], self._stats[1] + self._delta[1])
+        else:
+            self._stats = None
 
     def set_meta(self, values: dict) -> None:
         """Set meta keys (owner, group, mode) in one transaction."""
@@ -196,6 +207,7 @@ class InfofileWriter:
                     )
                 }
             records = [r for rid, recs in jobs if not (rid and rid in done) for r in recs]
+            self._delta = (0, 0)
             gen, new, conflicts = self._commit(c, records)
             now = time.time()
             c.executemany(
@@ -231,6 +243,7 @@ class InfofileWriter:
         (generation, set of newly committed names, conflicts)
         """
         with self._transaction() as c:
+            self._delta = (0, 0)
             return self._commit(c, records)
 
     def _commit(self, c: sqlite3.Connection, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
@@ -284,6 +297,13 @@ class InfofileWriter:
                 "INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", pending_rows
             )
         replaced = self._commit_versions(c, versions, gen, now, schema_ids) if versions else set()
+        if not versions and self._delta == (0, 0):  # only new records: the change is known exactly
+            self._delta = (
+                sum(1 for r in new_rows if not r[0].startswith(STRIPE_PREFIX)),
+                sum(r[1] for r in new_rows),
+            )
+        else:
+            self._delta = None
         if new_rows or replaced:
             c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
         else:
@@ -652,8 +672,14 @@ class InfofileWriter:
         return rows
 
     def stats(self) -> tuple[int, int]:
-        """``(names, bytes)``: see :func:`name_stats`."""
-        return name_stats(self.conn)
+        """``(names, bytes)``: see :func:`name_stats`. Counted once, then
+        carried along by this writer's group commits of new records (an
+        exact sum of what each one inserted); any other change (a delete,
+        a version, an object, a rolled-back transaction) has it counted
+        again at the next call."""
+        if self._stats is None:
+            self._stats = name_stats(self.conn)
+        return self._stats
 
     def close(self) -> None:
         self.conn.close()
