@@ -55,6 +55,8 @@ def _timed(fn, *args, **kw):
 
 
 def _records_curve(tmp: Path, counts: list[int]) -> list[dict]:
+    import dask.dataframe  # noqa: F401  (imported here, not inside the first size's build time)
+
     from st_integrations.dask_reader import read_storetorrent
     from st_integrations.duckdb_sql import sql
     from st_integrations.fsspec_fs import StoreTorrentFileSystem
