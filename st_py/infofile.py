@@ -517,7 +517,19 @@ class InfofileReader:
                 )
             ]
         except sqlite3.OperationalError:  # no schema_id column: nothing was kept
-            return self.names()[:limit]
+            if limit is None:
+                return self.names()
+            out = [
+                n
+                for (n,) in self.conn.execute(
+                    "SELECT name FROM records WHERE NOT (name >= ? AND name < ?) ORDER BY name LIMIT ?", (lo, hi, lim)
+                )
+            ]
+            try:
+                out += [n for (n,) in self.conn.execute("SELECT name FROM objects ORDER BY name LIMIT ?", (lim,))]
+            except sqlite3.OperationalError:  # a file made before striping
+                pass
+            return sorted(out)[:limit]
         try:
             out += [n for (n,) in self.conn.execute("SELECT name FROM objects WHERE schema_id IS NULL")]
         except sqlite3.OperationalError:

@@ -113,3 +113,35 @@ def test_no_row_is_written_past_the_generation_of_its_transaction(cluster):
         assert past == 0
         assert f._infofile().snapshot() == (gen, n)
     assert n == 49  # 50 records, one deleted; the object's stripes deleted with it
+
+
+def test_a_file_made_before_kept_schemas_has_every_name_without_one(tmp_path):
+    """An infofile of a writer from before record schemas (no ``schema_id``
+    column, no ``schemas`` table): every name counts as without a schema,
+    ``limit`` is taken in SQL, and a scan reads headers (kept_schemas None)."""
+    from st_py.infofile import InfofileReader
+
+    path = tmp_path / "old"
+    with sqlite3.connect(path) as c:
+        c.executescript(
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;"
+            "CREATE TABLE records(name TEXT PRIMARY KEY, size INTEGER NOT NULL, crc32c INTEGER NOT NULL,"
+            " commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL);"
+            "CREATE TABLE objects(name TEXT PRIMARY KEY, size INTEGER NOT NULL, stripe_size INTEGER NOT NULL,"
+            " stripes INTEGER NOT NULL, crc32c INTEGER NOT NULL, commit_seq INTEGER NOT NULL,"
+            " committed_at REAL NOT NULL) WITHOUT ROWID;"
+        )
+        c.executemany(
+            "INSERT INTO records VALUES (?, 1, 0, 1, 0)",
+            [("b",), ("_SUCCESS",), (".st-stripe/big/00000000",), ("c",)],
+        )
+        c.execute("INSERT INTO objects VALUES ('big', 1, 1, 1, 0, 1, 0)")
+    r = InfofileReader(path)
+    try:
+        assert r.names_without_schema() == ["_SUCCESS", "b", "big", "c"]
+        assert r.names_without_schema(limit=1) == ["_SUCCESS"]
+        assert r.names_without_schema(limit=3) == ["_SUCCESS", "b", "big"]
+        assert r.kept_schemas() is None and r.schema_groups() is None
+        assert r.count() == 4
+    finally:
+        r.close()
