@@ -79,6 +79,8 @@ class SchemaGroup:
 # The records that hold the stripes of object ``name`` (docs/striping.md);
 # names with this prefix are not user records.
 STRIPE_PREFIX = ".st-stripe/"
+# The stripe records' names are the range [STRIPE_PREFIX, STRIPE_END): one index range in SQL.
+STRIPE_END = STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
 
 
 def stripe_name(obj: str, index: int) -> str:
@@ -103,7 +105,7 @@ def name_stats(conn: "sqlite3.Connection | _ReadOnlyConnection") -> tuple[int, i
     and the bytes stored for one copy of each (stripes included, as stored
     after filters)."""
     lo = STRIPE_PREFIX
-    hi = lo[:-1] + chr(ord(lo[-1]) + 1)
+    hi = STRIPE_END
     n, b = conn.execute(
         "SELECT count(*) FILTER (WHERE NOT (name >= ? AND name < ?)), coalesce(sum(size), 0) FROM records", (lo, hi)
     ).fetchone()
@@ -332,7 +334,7 @@ class InfofileReader:
         :meth:`stats`, which sums their sizes), less the stripes' range of
         names, plus the objects."""
         lo = STRIPE_PREFIX
-        hi = lo[:-1] + chr(ord(lo[-1]) + 1)
+        hi = STRIPE_END
         (n,) = self.conn.execute("SELECT count(*) FROM records").fetchone()
         (stripes,) = self.conn.execute("SELECT count(*) FROM records WHERE name >= ? AND name < ?", (lo, hi)).fetchone()
         try:
@@ -442,7 +444,7 @@ class InfofileReader:
 
     def has_stripes(self) -> bool:
         """Are there stripe records (of objects, committed or not)?"""
-        lo, hi = STRIPE_PREFIX, STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
+        lo, hi = STRIPE_PREFIX, STRIPE_END
         return (
             self.conn.execute("SELECT 1 FROM records WHERE name >= ? AND name < ? LIMIT 1", (lo, hi)).fetchone()
             is not None
@@ -456,7 +458,7 @@ class InfofileReader:
         whose schema was not kept count in no group (see
         :meth:`names_without_schema`). One indexed query over the records,
         whatever their number; no record is read."""
-        lo, hi = STRIPE_PREFIX, STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
+        lo, hi = STRIPE_PREFIX, STRIPE_END
         try:
             rows = self.conn.execute(
                 "SELECT s.schema_id, s.format, s.schema, g.n, g.first FROM schemas s JOIN ("
@@ -478,7 +480,7 @@ class InfofileReader:
         :meth:`schema_groups` without its counts: one index probe per
         distinct schema (``records_by_schema``), so its cost does not grow
         with the records (0.2 s at 10^6 records for ``schema_groups``)."""
-        lo, hi = STRIPE_PREFIX, STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
+        lo, hi = STRIPE_PREFIX, STRIPE_END
         try:
             kinds = self.conn.execute("SELECT schema_id, format, schema FROM schemas ORDER BY schema_id").fetchall()
         except sqlite3.OperationalError:  # no schemas table (yet): a file made before they were kept
@@ -505,7 +507,7 @@ class InfofileReader:
         not kept, sorted: names readers skip (``_SUCCESS``), records whose
         bytes did not decode, and every record of a file made before
         schemas were kept."""
-        lo, hi = STRIPE_PREFIX, STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
+        lo, hi = STRIPE_PREFIX, STRIPE_END
         lim = -1 if limit is None else int(limit)
         try:
             out = [
