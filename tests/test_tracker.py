@@ -61,15 +61,18 @@ def test_not_enough_peers_is_a_clear_error(make_cluster):
 def test_infofile_records_commit_in_groups(cluster):
     c = cluster.client(group_size=10)
     f = c.create("/tr/groups", replication="x1")
-    for i in range(25):
-        f.put(f"r{i}", b"x")
-    with closing(InfofileReader(cluster.namespace / "tr" / "groups")) as r:
-        # two groups of 10 are committed (asynchronously); the last 5 wait for a full group or close()
+    with closing(f), closing(InfofileReader(cluster.namespace / "tr" / "groups")) as r:
+        for i in range(25):
+            f.put(f"r{i}", b"x")
+        # two groups of 10 are committed (asynchronously); the last 5 wait for a full group or close().
+        # The tracker may merge the two commits into one transaction (one generation) when the second
+        # arrives while the first is being written (seen in CI), so 1 or 2 generations.
         poll_for(lambda: r.count() == 20, what="two group commits")
         f.poll(0.2)
-        assert r.count() == 20 and r.generation() == 2
+        gen = r.generation()
+        assert r.count() == 20 and gen in (1, 2)
         f.close()
-        assert r.count() == 25 and r.generation() == 3
+        assert r.count() == 25 and r.generation() == gen + 1
 
 
 def test_group_commit_grows_while_commits_are_in_flight(cluster):
