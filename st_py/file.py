@@ -14,6 +14,7 @@ committed (paper 2.1).
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import time
 from collections import deque
@@ -125,7 +126,15 @@ class _PutOp:
 class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMixin):
     """An open StoreTorrent file. Use :meth:`Client.create` or
     :meth:`Client.open` to get one; close it (or use ``with``) to commit the
-    last group of records."""
+    last group of records.
+
+    Thread safety: one handle may be shared between threads. Its public
+    methods run one at a time (a re-entrant lock per handle, the one its
+    transport turns under), so threads sharing a handle are correct but not
+    parallel; a thread pool that wants parallel reads opens a handle per
+    thread (as the Ray and Dask scans do). A :class:`Pending` may be waited
+    on from any thread. ``tests/test_threads.py`` checks both.
+    """
 
     def __init__(
         self,
@@ -1026,6 +1035,27 @@ def delete_file_on_peers(transport: Transport, file_id: int, addrs: list[str], t
         transport.send(a, lambda seq: [encode_delete_file(seq, file_id)], functools.partial(_store_result, results, a))
     transport.wait(lambda: len(results) == len(addrs), timeout=timeout)
     return results
+
+
+def _serialize_public_methods(cls: type) -> type:
+    """Wrap every public method of ``cls`` (and of its mixins) so it runs
+    under the handle's transport lock (see :class:`StFile`)."""
+
+    def make(fn):
+        @functools.wraps(fn)
+        def locked(self, *args, **kwargs):
+            with self._transport.lock:
+                return fn(self, *args, **kwargs)
+
+        return locked
+
+    names = {n for klass in cls.__mro__[:-1] for n, a in vars(klass).items() if inspect.isfunction(a)}
+    for name in sorted(n for n in names if not n.startswith("_")):
+        setattr(cls, name, make(getattr(cls, name)))
+    return cls
+
+
+_serialize_public_methods(StFile)
 
 
 __all__ = ["StFile", "Pending", "LocalRecord", "CopyToStore", "CopyOutcome", "delete_file_on_peers"]

@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import os
 import struct
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -131,13 +132,22 @@ def key_check(key: bytes) -> str:
 
 class FilterChain:
     """The filters of one file. ``encode`` and ``decode`` are pure functions
-    of (file id, record name, bytes)."""
+    of (file id, record name, bytes).
+
+    Thread safety: one chain may be shared by any number of threads (a
+    Dask worker's or Ray actor's read tasks, an fsspec filesystem's readers,
+    one :class:`~st_py.file.StFile` used from a thread pool). The zstd
+    compressor and decompressor are not safe for concurrent use (the
+    ``zstandard`` package's documentation: one per thread), so each thread
+    gets its own on first use; AES-GCM (``cryptography``'s ``AESGCM``) is
+    stateless and shared. ``tests/test_threads.py`` checks it.
+    """
 
     def __init__(self, names: Sequence[str], key: bytes | None = None, file: str = "", expected_check: str = ""):
         self.names = check_filters(names)
         self.file = file
         self._aead = None
-        self._zc = self._zd = None
+        self._zstd: threading.local | None = None  # per thread: .c compressor, .d decompressor
         if "aes-256-gcm" in self.names:
             if key is None:
                 raise MissingKeyError(
@@ -157,10 +167,27 @@ class FilterChain:
 
             self._aead = AESGCM(key)
         if "zstd" in self.names:
+            import zstandard  # noqa: F401 (fails here, at open, when it is missing)
+
+            self._zstd = threading.local()
+
+    def _compressor(self):
+        z = self._zstd
+        c = getattr(z, "c", None)
+        if c is None:
             import zstandard
 
-            self._zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-            self._zd = zstandard.ZstdDecompressor()
+            c = z.c = zstandard.ZstdCompressor(level=ZSTD_LEVEL)  # type: ignore[union-attr]
+        return c
+
+    def _decompressor(self):
+        z = self._zstd
+        d = getattr(z, "d", None)
+        if d is None:
+            import zstandard
+
+            d = z.d = zstandard.ZstdDecompressor()  # type: ignore[union-attr]
+        return d
 
     def __bool__(self) -> bool:
         return bool(self.names)
@@ -173,7 +200,7 @@ class FilterChain:
         """The bytes to store for record ``name``."""
         for f in self.names:
             if f == "zstd":
-                data = self._zc.compress(data)  # type: ignore[union-attr]
+                data = self._compressor().compress(data)
             else:
                 nonce = os.urandom(NONCE_BYTES)
                 data = nonce + self._aead.encrypt(nonce, data, self._aad(file_id, name))  # type: ignore[union-attr]
@@ -195,7 +222,7 @@ class FilterChain:
                 import zstandard
 
                 try:
-                    data = self._zd.decompress(data)  # type: ignore[union-attr]
+                    data = self._decompressor().decompress(data)
                 except zstandard.ZstdError as e:
                     raise FilterError(
                         f"record {name!r} of {self.file}: not valid zstd data ({e})",

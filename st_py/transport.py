@@ -18,9 +18,11 @@ completion has run.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import selectors
 import socket
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -287,8 +289,24 @@ class PeerConnection:
             self._complete(req.callback, None, exc)
 
 
+def _locked(fn):
+    """Run a :class:`Transport` method under its ``lock``."""
+
+    @functools.wraps(fn)
+    def locked(self, *args, **kwargs):
+        with self.lock:
+            return fn(self, *args, **kwargs)
+
+    return locked
+
+
 class Transport:
     """The set of peer connections of one client, driven by :meth:`poll`.
+
+    Thread safety: may be shared between threads; its public methods run
+    one at a time under :attr:`lock` (a thread waiting in :meth:`wait`
+    releases it between turns, and a turn completes every thread's
+    requests).
 
     Parameters
     ----------
@@ -316,6 +334,10 @@ class Transport:
         self._registered: dict[int, int] = {}
         self._completions: deque = deque()  # (callback, frame, exception) to run after the read loop
         self._last_poll = time.monotonic()
+        # Held by every call that turns or feeds this transport, and by every
+        # public method of the StFile that owns it (file.py): one thread at a
+        # time, re-entrant for callbacks that send from inside poll().
+        self.lock = threading.RLock()
 
     def _complete(self, callback: Callback, fr: Frame | None, exc: Exception | None) -> None:
         self._completions.append((callback, fr, exc))
@@ -334,6 +356,7 @@ class Transport:
         if first is not None:
             raise first
 
+    @_locked
     def connection(self, addr: str) -> PeerConnection:
         """The live connection to ``addr``, made on first use.
 
@@ -356,6 +379,7 @@ class Transport:
             self._send_auth(c, token)
         return c
 
+    @_locked
     def set_capability(self, file_id: int, token: bytes) -> None:
         """Use ``token`` for ``file_id`` (docs/capabilities.md): sent as AUTH
         ahead of any later request, on every open and every new connection."""
@@ -373,6 +397,7 @@ class Transport:
 
         conn.send(lambda seq: [encode_auth(seq, token)], done)
 
+    @_locked
     def send(self, addr: str, build: Callable[[int], list], callback: Callback) -> None:
         """Queue a request to ``addr``; a connection failure is reported to
         ``callback`` like any other failure of the request."""
@@ -383,6 +408,7 @@ class Transport:
             return
         conn.send(build, callback)
 
+    @_locked
     def send_put(
         self,
         addr: str,
@@ -444,6 +470,7 @@ class Transport:
             return None
         return fd if fd >= 0 else None
 
+    @_locked
     def poll(self, timeout: float = 0.0) -> None:
         """Make progress: write what the sockets accept, read and dispatch
         replies, fail connections that timed out. Waits at most ``timeout``."""
@@ -513,6 +540,7 @@ class Transport:
                 raise OperationTimeoutError(f"operation did not finish in {timeout} s", timeout)
             self.poll(0.05)
 
+    @_locked
     def close(self) -> None:
         for c in self.conns.values():
             if c.dead is None:
