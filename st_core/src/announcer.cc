@@ -76,14 +76,22 @@ void Announcer::Run() {
   uint64_t failures = 0;
   const auto kLogEvery = std::chrono::seconds(30);
   // The loop's busy time including the turn in progress (loop_busy_ns only
-  // grows when a turn ends): monotonic, and a stuck turn counts as busy.
-  auto busy_now = [this](double now) -> double {
+  // grows when a turn ends), so a stuck turn counts as busy; and a loop that
+  // waits but has not come back for kOverdueS (its thread stopped or
+  // starved: it wakes every tick) counts its silence as busy too.
+  const double kOverdueS = 5 * EventLoop::kTickS;
+  auto busy_now = [this, kOverdueS](double now) -> double {
     double busy = options_.loop_busy_ns != nullptr
                       ? static_cast<double>(options_.loop_busy_ns->load()) * 1e-9
                       : 0;
     int64_t start =
         options_.loop_turn_start_ns != nullptr ? options_.loop_turn_start_ns->load() : 0;
-    if (start > 0) busy += std::max(0.0, now - static_cast<double>(start) * 1e-9);
+    int64_t last = options_.loop_last_turn_ns != nullptr ? options_.loop_last_turn_ns->load() : 0;
+    if (start > 0) {
+      busy += std::max(0.0, now - static_cast<double>(start) * 1e-9);
+    } else if (last > 0 && now - static_cast<double>(last) * 1e-9 > kOverdueS) {
+      busy += now - static_cast<double>(last) * 1e-9;
+    }
     return busy;
   };
   double busy_since = EventLoop::Now();
@@ -99,14 +107,20 @@ void Announcer::Run() {
       if (stop_) break;
     }
     double now_s = EventLoop::Now();
-    int64_t turn = options_.loop_turn_start_ns != nullptr ? options_.loop_turn_start_ns->load() : 0;
-    double stuck_s = turn > 0 ? now_s - static_cast<double>(turn) * 1e-9 : 0;
+    // The heartbeat is stale whatever stops the loop: a turn that does not
+    // end, or a thread that does not come back from epoll_wait.
+    int64_t last = options_.loop_last_turn_ns != nullptr ? options_.loop_last_turn_ns->load() : 0;
+    double stuck_s = last > 0 ? now_s - static_cast<double>(last) * 1e-9 : 0;
     if (stuck_s > options_.loop_stall_limit_s) {
       if (!stalled) {
-        ST_LOG_ERROR("event loop stuck in one turn for %.1f s (a handler or syscall has not "
-                     "returned; --loop-stall-limit %g s): announces stop, so the tracker fails "
-                     "this peer until the loop turns again",
-                     stuck_s, options_.loop_stall_limit_s);
+        int64_t turn =
+            options_.loop_turn_start_ns != nullptr ? options_.loop_turn_start_ns->load() : 0;
+        ST_LOG_ERROR("event loop stuck for %.1f s (%s; --loop-stall-limit %g s): announces stop, "
+                     "so the tracker fails this peer until the loop turns again",
+                     stuck_s,
+                     turn > 0 ? "in one turn: a handler or syscall has not returned"
+                              : "not back from waiting: its thread is stopped or starved",
+                     options_.loop_stall_limit_s);
       }
       stalled = true;
       if (options_.stalls != nullptr) options_.stalls->fetch_add(1, std::memory_order_relaxed);

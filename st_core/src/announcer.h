@@ -3,12 +3,16 @@
 // and space. Failures are logged (rate-limited) and the peer keeps serving.
 //
 // Liveness comes from the event loop, not from this thread: an announce is
-// sent only while the loop turns. When one loop turn has lasted longer than
-// loop_stall_limit_s (a blocked syscall, a handler that does not return), the
+// sent only while the loop turns. The loop wakes at least every tick
+// (EventLoop::kTickS) and marks each turn (EventLoop::last_turn_ns); when no
+// turn has been marked for longer than loop_stall_limit_s, whatever the
+// reason (a blocked syscall, a handler that does not return, the loop thread
+// stopped by a debugger or starved while it waits in epoll_wait), the
 // announces stop, so the tracker fails the peer after its liveness window and
 // clients route around it; they resume when the loop turns again. The load
-// announced counts the turn in progress, so a loop that is stuck reports
-// itself fully busy and load-aware reads avoid it (docs/reliability.md).
+// announced counts the turn in progress, and a loop overdue by several ticks,
+// so a loop that is stuck reports itself busy and load-aware reads avoid it
+// (docs/reliability.md).
 //
 // Each announce also says when this process started, its data directory and
 // that directory's filesystem (for the status page), and its failure domain
@@ -49,10 +53,13 @@ struct AnnouncerOptions {
   // The event loop's busy time (EventLoop::SetBusyCounter); each announce
   // carries its share of the time since the previous one as the peer's load.
   const std::atomic<uint64_t>* loop_busy_ns = nullptr;
-  // The loop's heartbeat (EventLoop::SetTurnClock) and how long one turn may
-  // last before announces stop; stalls counts the announces withheld.
-  const std::atomic<int64_t>* loop_turn_start_ns = nullptr;
+  // The loop's heartbeat (EventLoop::last_turn_ns) and how old it may be
+  // before announces stop; stalls counts the announces withheld. Without a
+  // heartbeat, announces never stop.
+  const std::atomic<int64_t>* loop_last_turn_ns = nullptr;
   double loop_stall_limit_s = 4;
+  // The turn in progress (EventLoop::SetTurnClock), counted as busy.
+  const std::atomic<int64_t>* loop_turn_start_ns = nullptr;
   std::atomic<uint64_t>* stalls = nullptr;
   // Copies the verifier quarantined: sent with the next announce (given
   // back if it fails), and the verifier's counters.

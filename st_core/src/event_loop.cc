@@ -29,6 +29,12 @@ double EventLoop::Now() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+int64_t EventLoop::NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 Status EventLoop::Create(std::unique_ptr<EventLoop>* loop) {
   std::unique_ptr<EventLoop> l(new EventLoop());
   l->epfd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -40,6 +46,7 @@ Status EventLoop::Create(std::unique_ptr<EventLoop>* loop) {
   ev.data.fd = l->wakefd_;
   if (epoll_ctl(l->epfd_, EPOLL_CTL_ADD, l->wakefd_, &ev) != 0)
     return PosixError("epoll_ctl", errno);
+  l->last_turn_ns_.store(NowNs(), std::memory_order_relaxed);
   *loop = std::move(l);
   return Status::OK();
 }
@@ -128,27 +135,34 @@ void EventLoop::RunPosted() {
 
 void EventLoop::Run() {
   constexpr int kMaxEvents = 256;
+  constexpr int kTickMs = static_cast<int>(kTickS * 1000);
   struct epoll_event events[kMaxEvents];
   while (!stop_) {
-    int timeout_ms = -1;
+    // The heartbeat: one more turn done. Waiting at most a tick keeps it
+    // fresh while idle, so a stale one means the loop is not turning.
+    last_turn_ns_.store(NowNs(), std::memory_order_relaxed);
+    int timeout_ms = kTickMs;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!posted_.empty()) timeout_ms = 0;
     }
     if (timeout_ms != 0 && !timers_.empty()) {
       double delta = timers_.begin()->first.first - Now();
-      timeout_ms = delta <= 0 ? 0 : static_cast<int>(std::ceil(delta * 1000.0));
+      if (delta <= 0) {
+        timeout_ms = 0;
+      } else if (delta < kTickS) {
+        timeout_ms = static_cast<int>(std::ceil(delta * 1000.0));
+      }
     }
     int n = epoll_wait(epfd_, events, kMaxEvents, timeout_ms);
-    double busy_from = busy_ns_ != nullptr || turn_start_ns_ != nullptr ? Now() : 0;
-    if (turn_start_ns_ != nullptr) {
-      turn_start_ns_->store(std::max<int64_t>(1, static_cast<int64_t>(busy_from * 1e9)),
-                            std::memory_order_relaxed);
-    }
     if (n < 0) {
       if (errno == EINTR) continue;
       ST_LOG_ERROR("epoll_wait: %s", PosixError("epoll_wait", errno).ToString().c_str());
       break;
+    }
+    int64_t busy_from = NowNs();
+    if (turn_start_ns_ != nullptr) {
+      turn_start_ns_->store(std::max<int64_t>(1, busy_from), std::memory_order_relaxed);
     }
     for (int i = 0; i < n && !stop_; ++i) {
       int fd = events[i].data.fd;
@@ -171,8 +185,7 @@ void EventLoop::Run() {
     RunTimers();
     RunPosted();
     if (busy_ns_ != nullptr) {
-      busy_ns_->fetch_add(static_cast<uint64_t>((Now() - busy_from) * 1e9),
-                          std::memory_order_relaxed);
+      busy_ns_->fetch_add(static_cast<uint64_t>(NowNs() - busy_from), std::memory_order_relaxed);
     }
     if (turn_start_ns_ != nullptr) turn_start_ns_->store(0, std::memory_order_relaxed);
   }

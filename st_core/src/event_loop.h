@@ -57,17 +57,29 @@ class EventLoop {
   void Stop();                // loop thread
   void StopFromAnyThread();   // any thread
 
-  // Monotonic clock in seconds.
+  // Monotonic clock in seconds, and in nanoseconds (as last_turn_ns() and
+  // the turn clock hold it).
   static double Now();
+  static int64_t NowNs();
 
   // Adds the time spent outside epoll_wait (handling events, timers and
   // posted tasks) to *busy_ns, for the peer's load (metrics.h). Set before Run.
   void SetBusyCounter(std::atomic<uint64_t>* busy_ns) { busy_ns_ = busy_ns; }
 
-  // The loop's heartbeat for liveness (announcer.h): *turn_start_ns holds
+  // Liveness (announcer.h). The loop never waits longer than kTickS in
+  // epoll_wait: even with nothing to do it wakes every tick, and each time
+  // around, before it waits, it stores Now() in nanoseconds in
+  // last_turn_ns(). So a value older than a few ticks means the loop is not
+  // turning, whatever stops it: a handler or syscall that does not return,
+  // or the loop thread itself stopped (by a debugger, a ptrace stop, or
+  // starved) while it waits. Set from Create() on; readable from any thread.
+  static constexpr double kTickS = 0.1;
+  const std::atomic<int64_t>& last_turn_ns() const { return last_turn_ns_; }
+
+  // The turn in progress, for the load (announcer.h): *turn_start_ns holds
   // Now() in nanoseconds from the moment epoll_wait returns until the turn's
-  // handlers, timers and tasks are done, and 0 while the loop waits. A value
-  // that stays non-zero for long is a stuck loop. Set before Run.
+  // handlers, timers and tasks are done, and 0 while the loop waits, so a
+  // stuck turn counts as busy. Set before Run.
   void SetTurnClock(std::atomic<int64_t>* turn_start_ns) { turn_start_ns_ = turn_start_ns; }
 
  private:
@@ -78,6 +90,7 @@ class EventLoop {
 
   std::atomic<uint64_t>* busy_ns_ = nullptr;
   std::atomic<int64_t>* turn_start_ns_ = nullptr;
+  std::atomic<int64_t> last_turn_ns_{0};
   int epfd_ = -1;
   int wakefd_ = -1;
   bool stop_ = false;

@@ -1,4 +1,5 @@
 // st-peer: the StoreTorrent storage peer. See docs/peer.md.
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -12,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "announcer.h"
@@ -236,6 +238,7 @@ int main(int argc, char** argv) {
     ao.interval_s = opt.announce_interval_s;
     ao.capability_key = sv.capability_key;
     ao.loop_busy_ns = &server->metrics()->loop_busy_ns;
+    ao.loop_last_turn_ns = &loop->last_turn_ns();
     ao.loop_turn_start_ns = &server->metrics()->loop_turn_start_ns;
     ao.stalls = &server->metrics()->loop_stalls;
     ao.bad_copies = server->bad_copies();
@@ -261,7 +264,16 @@ int main(int argc, char** argv) {
     announcer->Start();
   }
 
-  loop->Run();
+  // The loop runs on a thread of its own named "st-loop", so that a debugger,
+  // top -H and tests (tests/test_loop_liveness.py) can tell it from the
+  // others; the main thread waits for it. A thread takes its creator's name,
+  // so the background pool is started here first, not by the loop.
+  store->env()->Schedule([] {});
+  std::thread loop_thread([&loop] {
+    pthread_setname_np(pthread_self(), "st-loop");
+    loop->Run();
+  });
+  loop_thread.join();
 
   if (announcer) announcer->Stop();
   metrics.reset();
