@@ -9,11 +9,26 @@ check) with GET (paper 3.6); striped objects by ranged reads of their
 stripes. Records named ``_*`` or ``.*`` are skipped. Parquet, Arrow IPC
 files and CSV records are scanned lazily by pyarrow; Arrow IPC streams, JSON
 lines and raw records are decoded into memory when the dataset is made.
+
+At interpreter exit (an ``atexit`` hook), what a scan of such a dataset may
+still hold is released before Python finalizes: the DuckDB connections
+that registered one (:func:`close_at_exit`) are closed, then the hook waits
+(a few seconds at most) until Arrow's threads have let go of every record
+file they opened through the Python filesystem. An Arrow thread that must
+take the GIL to close one while the interpreter finalizes is ended by
+CPython with ``pthread_exit``, which a C++ destructor cannot survive
+(``terminate called without an active exception``, exit status 134).
 """
 
 from __future__ import annotations
 
+import atexit
+import threading
+import time
+import weakref
+
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from .formats import RAW_SCHEMA, SchemaSource, detect, unify
 from .readplan import plan_scan
@@ -23,6 +38,98 @@ from .readplan import plan_scan
 # records: pyarrow's JSON scan reads its first block on an Arrow thread
 # while DuckDB holds the GIL, and a Python filesystem there deadlocks.
 _DS_FORMATS = {"parquet": "parquet", "arrow": "ipc", "csv": "csv"}
+
+
+# Record files opened by Arrow through the Python filesystem and not yet
+# released by it: the tokens of live _ArrowFile wrappers.
+_LIVE_FILES: set[int] = set()
+_EXIT_OWNERS: weakref.WeakSet = weakref.WeakSet()  # DuckDB connections closed at exit
+_EXIT_HOOK = threading.Lock()
+_exit_hook_registered = False
+EXIT_WAIT_S = 5.0  # at most this long at exit for Arrow's threads to release record files
+EXIT_STALL_S = 0.5  # ... and no longer once none has been released for this long
+
+
+class _ArrowFile:
+    """The Python file object Arrow holds while it reads one record: a thin
+    wrapper without reference cycles, so it is freed exactly when Arrow's
+    C++ file releases it (on whichever thread), which the exit hook waits for."""
+
+    def __init__(self, raw):
+        self._raw = raw
+        self._live = _LIVE_FILES  # still reachable in __del__ while modules are torn down
+        self._token = id(self)
+        self._live.add(self._token)
+
+    def __getattr__(self, name):
+        return getattr(self._raw, name)
+
+    def __del__(self):
+        self._live.discard(self._token)  # one C call under the GIL: atomic
+
+
+class _TrackedHandler(pafs.FSSpecHandler):
+    """pyarrow's handler of an fsspec filesystem, its opened files tracked
+    (:class:`_ArrowFile`)."""
+
+    def open_input_stream(self, path):
+        return self._open_tracked(path)
+
+    def open_input_file(self, path):
+        return self._open_tracked(path)
+
+    def _open_tracked(self, path):
+        if not self.fs.isfile(path):
+            raise FileNotFoundError(path)
+        return pa.PythonFile(_ArrowFile(self.fs.open(path, mode="rb")), mode="r")
+
+
+def close_at_exit(owner) -> None:
+    """Close ``owner`` (a DuckDB connection that registered a dataset of
+    this module) at interpreter exit, before Arrow's threads are waited for;
+    it is not kept alive for that."""
+    _EXIT_OWNERS.add(owner)
+    _register_exit_hook()
+
+
+def _register_exit_hook() -> None:
+    """Register :func:`_release_at_exit` once. Called after the fsspec
+    filesystem is imported, so that it runs before that module's own exit
+    hook (``atexit`` runs the last registered first) closes the handles."""
+    global _exit_hook_registered
+    with _EXIT_HOOK:
+        if not _exit_hook_registered:
+            atexit.register(_release_at_exit)
+            _exit_hook_registered = True
+
+
+def _release_at_exit() -> None:
+    """At exit: close the DuckDB connections that scan datasets of this
+    module, then wait until Arrow's threads have released the record files
+    they opened (each release takes the GIL, which a finalizing interpreter
+    refuses with ``pthread_exit``). A file still held by a live object (a
+    reader the program kept) is released by the main thread at
+    finalization: the wait ends when none has been released for
+    :data:`EXIT_STALL_S` seconds, or after :data:`EXIT_WAIT_S`."""
+    for owner in list(_EXIT_OWNERS):
+        try:
+            owner.close()
+        except Exception:  # already closed, or closing failed: nothing more to do at exit
+            pass
+    if not _LIVE_FILES:
+        return
+    import gc
+
+    gc.collect()  # readers in reference cycles
+    deadline = time.monotonic() + EXIT_WAIT_S
+    last, last_change = len(_LIVE_FILES), time.monotonic()
+    while _LIVE_FILES and time.monotonic() < deadline and time.monotonic() - last_change < EXIT_STALL_S:
+        time.sleep(0.01)  # the GIL is free for the Arrow threads that close files
+        if len(_LIVE_FILES) != last:
+            last, last_change = len(_LIVE_FILES), time.monotonic()
+    # A thread that has just released its last file may still be returning
+    # from the wrapper's __del__: let it drop the GIL before finalization.
+    time.sleep(0.02)
 
 
 def _head(fs, path: str) -> bytes:
@@ -56,7 +163,6 @@ def dataset(
     StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError
     """
     import pyarrow.dataset as ds
-    import pyarrow.fs as pafs
 
     from st_py.client import Client
     from st_py.locate import default_tracker
@@ -72,7 +178,8 @@ def dataset(
     # one), the others by GET; it undoes client-side filters and reads
     # striped objects by ranges (docs/fsspec.md).
     stfs = StoreTorrentFileSystem(tracker=tracker, local_reads=local is not False)
-    remote_fs = pafs.PyFileSystem(pafs.FSSpecHandler(stfs))
+    remote_fs = pafs.PyFileSystem(_TrackedHandler(stfs))
+    _register_exit_hook()
     groups: dict[str, list[str]] = {}
     in_memory: list[tuple[str, str, str]] = []  # (format, path, record) decoded now
     sources: list[SchemaSource] = []

@@ -201,6 +201,9 @@ def connect_files(client, names: list[str], data: bool = False):
     globs (``"/exp/*"``), resolved by the tracker; with ``data`` also the
     ``records_data`` view of the records' contents.
 
+    A connection with ``data`` that the program leaves open is closed at
+    interpreter exit (:func:`st_integrations.arrow_dataset.close_at_exit`).
+
     Raises
     ------
     StFileNotFoundError
@@ -216,9 +219,12 @@ def connect_files(client, names: list[str], data: bool = False):
         paths[info.name] = info.infofile_path
     con = connect(paths)
     if data:
-        from .arrow_dataset import dataset
+        from .arrow_dataset import close_at_exit, dataset
 
         con.register("records_data", dataset(list(paths), tracker=client.tracker.address))
+        # A connection left open scans records through Python on Arrow's
+        # threads: it is closed at exit, before Python finalizes.
+        close_at_exit(con)
     return con
 
 

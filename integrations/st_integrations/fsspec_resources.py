@@ -3,10 +3,20 @@ process: StFile handles (peer sockets, infofile connections) and the
 tracker client. Kept apart from :class:`st_integrations.fsspec_fs.StoreTorrentFileSystem`
 so that ``weakref.finalize`` can close them when the instance is dropped,
 and so that threads and forked processes never share a handle.
+
+fsspec caches filesystem instances for the life of the process, so a
+program that never closes one still holds its handles when it ends: an
+``atexit`` hook closes every instance's handles and tracker client before
+Python finalizes. Otherwise the peer connections' native senders and
+receivers (``st_py._native``) outlive the interpreter, which nanobind
+reports as leaked instances. At exit a handle with operations still in
+flight (a thread of the program still reading) is only dropped, not
+flushed: its peers may never answer.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import weakref
@@ -59,11 +69,14 @@ class _ThreadState:
     def pop(self, fname: str):
         return self.handles.pop(fname, None)
 
-    def close(self) -> None:
+    def close(self, at_exit: bool = False) -> None:
+        """Close every handle (``at_exit``: only those with nothing in
+        flight; the others are dropped)."""
         handles, self.handles = self.handles, OrderedDict()
         retired, self.retired = self.retired, []
         for h in [h for h, _ in handles.values()] + retired:
-            _close_quietly(h)
+            if not at_exit or not getattr(h, "inflight", 0):
+                _close_quietly(h)
 
 
 class _Resources:
@@ -79,6 +92,7 @@ class _Resources:
         self.states: list[_ThreadState] = []
         self.client = None
         self.client_pid: int | None = None
+        _LIVE.add(self)
 
     def add(self, st: _ThreadState) -> None:
         """Keep ``st``; close the handles of threads of this process that ended."""
@@ -94,7 +108,9 @@ class _Resources:
             self.states = [s for s in self.states if s is not st]
         st.close()
 
-    def close(self) -> None:
+    def close(self, at_exit: bool = False) -> None:
+        """Close what this process opened: every thread's handles and the
+        tracker client (``at_exit``: see :meth:`_ThreadState.close`)."""
         pid = os.getpid()
         with self.lock:
             mine = [s for s in self.states if s.pid == pid]
@@ -103,9 +119,27 @@ class _Resources:
             if client is not None:
                 self.client = self.client_pid = None
         for s in mine:
-            s.close()
-        if client is not None:
+            s.close(at_exit)
+        if client is not None and at_exit:
+            _close_quietly(client)
+        elif client is not None:
             client.close()
+
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # every _Resources of this process
+
+
+def _close_all_at_exit() -> None:
+    """Close the handles and clients of every filesystem instance still
+    alive (fsspec's instance cache keeps them to the end)."""
+    for res in list(_LIVE):
+        try:
+            res.close(at_exit=True)
+        except Exception:  # at exit nothing more can be done about it
+            pass
+
+
+atexit.register(_close_all_at_exit)
 
 
 def _inode(path: str):
