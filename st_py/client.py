@@ -44,6 +44,10 @@ class Client:
         holding it (default: ``$STORETORRENT_KEY_FILE``,
         ``$STORETORRENT_ENCRYPTION_KEY``; docs/filters.md). It stays on
         this machine: the tracker gets only a check value.
+
+    Thread safety: a Client may be shared between threads (its gRPC
+    channel is; each :meth:`open` returns a new :class:`StFile`, which may
+    be shared too, one call at a time). ``tests/test_threads.py``.
     """
 
     def __init__(

@@ -194,7 +194,25 @@ class RecordTooLargeError(StoreTorrentError, ValueError):
 
 
 class RecordUnavailableError(StoreTorrentError):
-    """Every copy of a committed record failed (dead peers or corrupt copies)."""
+    """A committed record cannot be read now: every copy failed (dead
+    peers, corrupt copies), or none is left (lost: its copies quarantined or
+    on lost peers; docs/reliability.md, "Copy states").
+
+    Attributes
+    ----------
+    record, file : str
+        The record (or striped object) and its StoreTorrent file.
+    reason : str
+        Why, in the terms of :mod:`st_py.copy_health` (``"lost, no good copy
+        left: ..."``) or of the failed reads.
+    lost : bool
+        No good copy is left anywhere: reading again will not help; restore
+        it from a backup or write it again.
+    """
+
+    def __init__(self, message: str, record: str = "", file: str = "", reason: str = "", lost: bool = False):
+        super().__init__(message)
+        self.record, self.file, self.reason, self.lost = record, file, reason, lost
 
 
 class ChecksumError(StoreTorrentError):
@@ -310,14 +328,44 @@ class GetLocalError(StoreTorrentError):
     """GET_LOCAL could not reveal every record (paper 3.7, 4.5)."""
 
 
-class RecordsUnavailableError(GetLocalError):
-    """More peers are dead than the replication class tolerates: some records
-    have every copy on dead peers (paper 4.2). ``unavailable`` says how many;
-    ``dead`` lists the peers."""
+class RecordsUnavailableError(GetLocalError, RecordUnavailableError):
+    """A GET_LOCAL plan (``get_local``, the Ray and Dask scans, DuckDB's
+    records) found committed records with no live copy: every copy on dead
+    peers (more failures than the class tolerates, paper 4.2), or none left
+    at all (lost: quarantined, docs/reliability.md "Copy states"). It is a
+    :class:`RecordUnavailableError` too, naming the first such record.
 
-    def __init__(self, message: str, unavailable: int = 0, records: int = 0, dead: tuple = ()):
-        super().__init__(message)
+    Attributes
+    ----------
+    unavailable, records : int
+        How many records have no live copy, of how many committed.
+    dead : tuple of str
+        ``host:port`` of the peers that did not answer.
+    names : tuple of str
+        The records with no live copy (the first 100).
+    reasons : dict
+        ``{name: why}`` for ``names``, in :mod:`st_py.copy_health`'s words.
+    record, file, reason, lost :
+        As :class:`RecordUnavailableError`, of the first of ``names``;
+        ``lost`` when every one of ``names`` has no good copy left.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        unavailable: int = 0,
+        records: int = 0,
+        dead: tuple = (),
+        names: tuple = (),
+        reasons: dict | None = None,
+        file: str = "",
+        lost: bool = False,
+    ):
+        reasons = dict(reasons or {})
+        first = names[0] if names else ""
+        RecordUnavailableError.__init__(self, message, first, file, reasons.get(first, ""), lost)
         self.unavailable, self.records, self.dead = unavailable, records, tuple(dead)
+        self.names, self.reasons = tuple(names), reasons
 
 
 class RecoveryError(StoreTorrentError):

@@ -169,23 +169,67 @@ class GetLocalPlan:
         addrs = {addrs} if isinstance(addrs, str) else set(addrs)
         dead = self.dead + tuple(a for a in self.ring if a in addrs)
         unavailable = self.unavailable
-        if self.infofile_path and dead:  # count_unavailable is quick when too few are dead
+        if self.infofile_path:  # count_unavailable is quick when too few are dead and none is damaged
             unavailable = count_unavailable(self.infofile_path, dead, self.copies)
         return replace(self, ring=tuple(a for a in self.ring if a not in addrs), dead=dead, unavailable=unavailable)
 
     def check_available(self) -> None:
-        """Raise :class:`RecordsUnavailableError` if records have every copy
-        on dead peers (paper 4.2: more failures than the class tolerates)."""
-        if self.unavailable:
-            raise RecordsUnavailableError(
-                f"{self.unavailable} of {self.records} records of {self.file_name} are unavailable: every "
-                f"copy is on a dead peer ({len(self.dead)} dead: {', '.join(self.dead)}; class "
-                f"x{self.copies} tolerates {self.copies - 1}); restart those peers, or pass "
-                "allow_unavailable=True to read the rest",
-                self.unavailable,
-                self.records,
-                self.dead,
+        """Raise :class:`RecordsUnavailableError` if records have no live
+        copy: every copy on dead peers (paper 4.2: more failures than the
+        class tolerates), or none left (quarantined: lost). The error names
+        them with their reasons (:mod:`st_py.copy_health`)."""
+        if not self.unavailable:
+            return
+        reasons = self.unavailable_reasons()
+        names = tuple(sorted(reasons))
+        lost = bool(reasons) and all(r.startswith("lost") for r in reasons.values())
+        some = "; ".join(f"{n!r}: {reasons[n]}" for n in names[:3]) + (" ..." if len(names) > 3 else "")
+        if self.dead:
+            advice = (
+                f"{len(self.dead)} dead: {', '.join(self.dead)}; class x{self.copies} tolerates "
+                f"{self.copies - 1}; restart those peers, or pass allow_unavailable=True to read the rest"
             )
+        else:
+            advice = "no good copy is left of them: write them again, or pass allow_unavailable=True to read the rest"
+        raise RecordsUnavailableError(
+            f"{self.unavailable} of {self.records} records of {self.file_name} are unavailable ({some}); {advice}",
+            self.unavailable,
+            self.records,
+            self.dead,
+            names,
+            reasons,
+            self.file_name,
+            lost,
+        )
+
+    def unavailable_reasons(self, limit: int = 100) -> dict[str, str]:
+        """``{record: why}`` of (at most ``limit``) records with no live copy,
+        the peers of ``dead`` taken as failed just now."""
+        if not self.infofile_path:
+            return {}
+        from .copy_health import Liveness, file_health, unavailable_reason
+        from .infofile import InfofileReader
+
+        r = InfofileReader(self.infofile_path)
+        try:
+            peers = r.peerlist()
+            dead = set(self.dead)
+            lv = Liveness(
+                {pid: (0.0 if addr in dead else None) for _, pid, addr in peers},
+                float("inf"),
+                addrs={pid: addr for _, pid, addr in peers},
+            )
+            h = file_health(r, lv, self.file_name)
+        finally:
+            r.close()
+        out = {}
+        for name in sorted(h.records):
+            rh = h.records[name]
+            if rh.live == 0:
+                out[name] = unavailable_reason(rh)
+                if len(out) >= limit:
+                    break
+        return out
 
 
 def count_unavailable(infofile_path: str, dead: tuple[str, ...], copies: int) -> int:

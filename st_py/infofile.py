@@ -213,12 +213,12 @@ class InfofileReader:
 
     def count_unavailable(self, dead_idxs: list[int], copies: int) -> int:
         """Committed records with no stored copy outside ``dead_idxs``
-        (``copies`` is F; a record with pending copies has fewer stored)."""
-        if not dead_idxs:
-            return 0
-        marks = ",".join("?" * len(dead_idxs))
-        if len(dead_idxs) < copies and not self.count_pending():
+        (``copies`` is F; a record with pending or quarantined copies has
+        fewer stored, and one whose every copy was quarantined has none)."""
+        damaged = self.count_pending() + self.count_quarantined()
+        if len(dead_idxs) < copies and not damaged:
             return 0  # every record has F stored copies on distinct peers
+        marks = ",".join("?" * len(dead_idxs))
         return int(
             self.conn.execute(
                 "SELECT count(*) FROM records r WHERE NOT EXISTS (SELECT 1 FROM copies c WHERE c.name = r.name "
@@ -313,6 +313,97 @@ class InfofileReader:
             return int(self.conn.execute("SELECT count(*) FROM pending_copies").fetchone()[0])
         except sqlite3.OperationalError:
             return 0
+
+    def count_quarantined(self) -> int:
+        """Copies a peer's verifier quarantined that no good copy replaced yet."""
+        try:
+            return int(self.conn.execute("SELECT count(*) FROM quarantined_copies").fetchone()[0])
+        except sqlite3.OperationalError:  # a file made before the table: they are pending_copies rows
+            return 0
+
+    def copies_to_restore(self, limit: int = 100_000) -> list[tuple[RecordMeta, int, int, str]]:
+        """Copies repair must store again: pending ones (async protocols) and
+        quarantined ones (a verifier found them bad), as ``(record,
+        copy_rank, holder's peer_idx, "pending" | "quarantined")``, oldest
+        first. A record with no stored copy left is included, its
+        ``RecordMeta.peers`` empty (it cannot be restored: it is lost)."""
+        rows: list[tuple[str, int, int, str]] = []
+        for table, kind in (("pending_copies", "pending"), ("quarantined_copies", "quarantined")):
+            try:
+                rows += [
+                    (n, int(r), int(p), kind)
+                    for n, r, p in self.conn.execute(
+                        f"SELECT name, copy_rank, peer_idx FROM {table} ORDER BY since, name LIMIT ?", (limit,)
+                    )
+                ]
+            except sqlite3.OperationalError:  # a file made before the table
+                pass
+        rows = rows[:limit]
+        metas = self.lookup_many(sorted({r[0] for r in rows}))
+        missing = sorted({r[0] for r in rows} - set(metas))
+        if missing:  # no stored copy: RecordMeta without peers
+            cols = self._version_columns()
+            for i in range(0, len(missing), 500):
+                chunk = missing[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                q = f"SELECT r.name, r.size, r.crc32c, {cols} FROM records r WHERE r.name IN ({marks})"
+                for name, size, crc, version, stored_as in self.conn.execute(q, chunk):
+                    metas[name] = RecordMeta(name, size, crc, (), (), version, stored_as)
+        return [(metas[n], rank, peer, kind) for n, rank, peer, kind in rows if n in metas]
+
+    def copy_rows(
+        self, non_live_idxs: list[int], names: list[str] | None = None
+    ) -> dict[str, list[tuple[int, int, str]]]:
+        """Every copy row of the committed records that have a copy pending,
+        quarantined, or stored on one of ``non_live_idxs`` (or, with
+        ``names``, of those committed records): ``{name: [(copy_rank,
+        peer_idx, "stored" | "pending" | "quarantined")]}``. The input of
+        :func:`st_py.copy_health.file_health`; records with F copies stored
+        on other peers are not read (cost: the damaged records, plus an
+        index range per non-live peer)."""
+        parts: list[str] = []
+        args: list[object] = []
+        if names is not None:
+            parts.append(f"SELECT name FROM records WHERE name IN ({','.join('?' * len(names))})")
+            args += list(names)
+        else:
+            for table in ("pending_copies", "quarantined_copies"):
+                if self._has_table(table):
+                    parts.append(f"SELECT name FROM {table}")
+            if non_live_idxs:
+                parts.append(f"SELECT name FROM copies WHERE peer_idx IN ({','.join('?' * len(non_live_idxs))})")
+                args += list(non_live_idxs)
+        if not parts:
+            return {}
+        c = self.conn
+        own = not c.in_transaction
+        if own:
+            c.execute("BEGIN")  # one snapshot of the three tables
+        try:
+            found = [r[0] for r in c.execute(" UNION ".join(parts), args)]
+            out: dict[str, list[tuple[int, int, str]]] = {n: [] for n in found}
+            for table, kind in (
+                ("copies", "stored"),
+                ("pending_copies", "pending"),
+                ("quarantined_copies", "quarantined"),
+            ):
+                if kind != "stored" and not self._has_table(table):
+                    continue
+                for i in range(0, len(found), 500):
+                    chunk = found[i : i + 500]
+                    q = f"SELECT name, copy_rank, peer_idx FROM {table} WHERE name IN ({','.join('?' * len(chunk))})"
+                    for n, r, p in c.execute(q, chunk):
+                        out[n].append((int(r), int(p), kind))
+        finally:
+            if own:
+                c.execute("COMMIT")
+        return out
+
+    def _has_table(self, table: str) -> bool:
+        return (
+            self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+            is not None
+        )
 
     def names(self, prefix: str | None = None) -> list[str]:
         """Committed record and object names (not the stripe records), sorted."""

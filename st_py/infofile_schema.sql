@@ -69,6 +69,15 @@ CREATE TABLE pending_copies(         -- copies of committed records not stored
   PRIMARY KEY(name, copy_rank)         -- before it existed (none pending there)
 ) WITHOUT ROWID;
 
+CREATE TABLE quarantined_copies(     -- copies a peer's verifier found bad and
+  name      TEXT NOT NULL,             -- moved aside (docs/reliability.md, "Copy
+  copy_rank INTEGER NOT NULL,          -- states"): no reader uses them; repair
+  peer_idx  INTEGER NOT NULL,          -- stores a good copy at the rank (from a
+  since     INTEGER NOT NULL,          -- live one) and the row moves to `copies`.
+  at        REAL NOT NULL,             -- unix s of the verifier's report. Absent in
+  PRIMARY KEY(name, copy_rank)         -- older files (their quarantined copies are
+) WITHOUT ROWID;                       -- pending_copies rows)
+
 CREATE TABLE commit_requests(        -- the client's id of every Commit request
   request_id TEXT PRIMARY KEY,         -- applied in the last hour: a retried request
   generation INTEGER NOT NULL,         -- (its reply was lost) is answered from here,

@@ -61,9 +61,8 @@ class LocalReadsMixin:
         dead = tuple(p.addr for p in ordered if p.addr not in ring)
         reader = self._infofile()
         generation, records = reader.snapshot()
-        unavailable = 0
-        if dead:  # quick when fewer than F are dead and no copy is pending
-            unavailable = reader.count_unavailable([p.peer_idx for p in ordered if p.addr in dead], self.copies)
+        # quick when fewer than F are dead and no copy is pending or quarantined
+        unavailable = reader.count_unavailable([p.peer_idx for p in ordered if p.addr in dead], self.copies)
         plan = GetLocalPlan(
             self.name,
             self.file_id,

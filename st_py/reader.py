@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .copy_health import unavailable_error, without_stored_copy
 from .errors import ChecksumError, PeerError, RecordNotFoundError, RecordUnavailableError, StoreTorrentError
 from .infofile import RecordMeta
 from .pending import Pending
@@ -176,7 +177,11 @@ class ReaderMixin:
                     if callback:
                         self._notify(name, callback, name, fut._result, fut._exc)
                     return fut
-                exc = RecordNotFoundError(f"no committed record {name!r} in {self.name}")
+                h = without_stored_copy(self._infofile(), name, self.name)
+                if h is not None:  # committed, but no stored copy is left (copy_health)
+                    exc: Exception = unavailable_error(self.name, h)
+                else:
+                    exc = RecordNotFoundError(f"no committed record {name!r} in {self.name}")
                 fut._set(exc=exc)
                 if callback:
                     self._notify(name, callback, name, None, exc)
@@ -212,9 +217,8 @@ class ReaderMixin:
                     "the infofile, from the record's hash holders)"
                 )
             else:
-                exc = RecordUnavailableError(
-                    f"record {name!r}: every copy failed: " + "; ".join(f"{a}: {e}" for a, e in reasons)
-                )
+                why = "every copy failed: " + "; ".join(f"{a}: {e}" for a, e in reasons)
+                exc = RecordUnavailableError(f"record {name!r} of {self.name}: {why}", name, self.name, why)
             fut._set(exc=exc)
             if callback:
                 self._notify(name, callback, name, None, exc)

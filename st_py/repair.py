@@ -1,20 +1,25 @@
 """Repair: bring every committed record back to F stored copies (paper 4.4;
 BLAST's rejoin, seed 002).
 
-Two kinds of damage, two steps per file:
+Copies are in the states of :mod:`st_py.copy_health` (the one model that
+``storetorrent status`` counts with too); repair works on three of them,
+in two steps per file, then reports what is left in the same model:
 
-1. **Pending copies** (async protocols, docs/replication.md): a record is
-   committed once copy rank 0 is stored; a copy its writer could not finish
-   (the writer died, or the holder was down) stays in ``pending_copies``.
-   Repair reads the record from a stored copy (CRC-checked), writes the
-   pending copy at its rank to its holder if that peer is live (a returning
-   peer catches up this way), else to a live peer holding no copy, and
-   reports it stored (``StoreCopies``): from the next generation GET and
-   GET_LOCAL use it.
-2. **Lost peers**: a peer failed for longer than ``failed_after`` seconds
-   (the tracker's liveness, ``last_announce_age_s``) is taken as lost, and
-   :func:`st_py.rebalance.rebalance` restores F copies of every record it
-   held. A peer that comes back sooner keeps its copies.
+1. **Pending and quarantined copies**: a copy an async protocol's writer
+   could not finish (docs/replication.md) stays in ``pending_copies``; a
+   copy a peer's verifier found bad is in ``quarantined_copies``. Repair
+   reads the record from a live stored copy (CRC-checked), writes the copy
+   at its rank to its holder if that peer is live (a returning peer catches
+   up this way), else to a live peer holding no copy, and reports it stored
+   (``StoreCopies``): from the next generation GET and GET_LOCAL use it. A
+   record with no stored copy left is **lost**: reported, never invented.
+2. **Gone copies**: a peer failed for ``failed_after`` seconds or longer
+   (the tracker's ``--failed-after``, read from its ``Status`` reply unless
+   given) is lost, and :func:`st_py.rebalance.rebalance` restores F copies
+   of every record it held. A peer failed for less is **suspect**: its
+   copies are left where they are, and the records short of them are
+   reported as ``waiting`` (until ``waiting_until``), so a pass before
+   ``failed_after`` is not complete.
 
 :func:`repair` does one pass; :func:`watch` repeats it (``storetorrent
 repair --watch``, deploy/storetorrent-repair.service), which is how a
@@ -36,6 +41,7 @@ from dataclasses import dataclass, field
 
 from ._proto import tracker_pb2 as pb
 from .copies import CopyOutcome, CopyToStore
+from .copy_health import DEFAULT_FAILED_AFTER_S, CopyState, Liveness, file_health
 from .errors import StoreTorrentError, TrackerUnavailableError
 from .infofile import RecordMeta
 from .placement import shares_domain
@@ -43,27 +49,38 @@ from .rebalance import rebalance
 
 log = logging.getLogger("storetorrent.repair")
 
-DEFAULT_FAILED_AFTER_S = 600.0
 BATCH = 256
 
 
 @dataclass
 class RepairReport:
-    """What one repair pass did to one file.
+    """What one repair pass did to one file, and what is left of its
+    damage in the copy model (:mod:`st_py.copy_health`).
 
-    ``pending_left`` are copies still pending after the pass (no stored copy
-    to read, or no live peer to take them); ``lost_peers`` are the peers
-    failed longer than ``failed_after`` whose copies were restored
+    ``pending_found`` / ``quarantined_found`` are the pending and
+    quarantined copies found, ``pending_stored`` the copies of either kind
+    stored; ``pending_left`` are records with such a copy still missing
+    after the pass (no live peer to take it, or no live stored copy to read
+    now); ``lost`` are records with no good copy left anywhere (every copy
+    quarantined, pending or on lost peers); ``waiting`` are records short
+    only of copies on suspect peers (failed less than ``failed_after`` s),
+    which count as lost at ``waiting_until`` (Unix s); ``lost_peers`` are
+    the peers failed ``failed_after`` or longer whose copies were restored
     elsewhere (``copies_restored``); ``shared_domain`` are records whose
     restored or stored copies share a failure domain because no live peer
     in another domain could take them (docs/replication.md, "Failure
-    domains"; they count as complete).
+    domains"; they count as complete). Plain data.
     """
 
     file: str
     pending_found: int = 0
+    quarantined_found: int = 0
     pending_stored: int = 0
     pending_left: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    waiting_until: float = 0.0
+    failed_after: float = DEFAULT_FAILED_AFTER_S
     lost_peers: list[str] = field(default_factory=list)
     copies_restored: int = 0
     unavailable: list[str] = field(default_factory=list)
@@ -75,14 +92,24 @@ class RepairReport:
     @property
     def complete(self) -> bool:
         """Every record of the file has F stored copies on live peers."""
-        return not (self.pending_left or self.unavailable or self.under_replicated or self.conflicts)
+        return self.complete_but_waiting and not self.waiting
+
+    @property
+    def complete_but_waiting(self) -> bool:
+        """Complete but for records waiting for suspect peers (``repair
+        --wait-ok`` exits 0 then)."""
+        return not (self.pending_left or self.unavailable or self.under_replicated or self.conflicts or self.lost)
 
     def as_dict(self) -> dict:
         return {
             "file": self.file,
             "pending_found": self.pending_found,
+            "quarantined_found": self.quarantined_found,
             "pending_stored": self.pending_stored,
             "pending_left": len(self.pending_left),
+            "lost": len(self.lost),
+            "waiting": len(self.waiting),
+            "waiting_until": round(self.waiting_until, 1) if self.waiting else None,
             "lost_peers": self.lost_peers,
             "copies_restored": self.copies_restored,
             "unavailable": len(self.unavailable),
@@ -94,13 +121,24 @@ class RepairReport:
         }
 
 
-def lost_peers(client, failed_after: float) -> set[str]:
+def liveness(client, failed_after: float | None = None) -> Liveness:
+    """The tracker's view of its peers (one ``Status`` RPC), with its
+    ``--failed-after`` unless ``failed_after`` overrides it."""
+    return Liveness.from_status(client.status(), failed_after)
+
+
+def lost_peers(client, failed_after: float | None = None) -> set[str]:
     """Addresses of peers the tracker has seen failed for at least
-    ``failed_after`` seconds."""
-    return {p.addr for p in client.status().peers if not p.alive and p.last_announce_age_s >= failed_after}
+    ``failed_after`` seconds (default: the tracker's ``--failed-after``)."""
+    return _gone(liveness(client, failed_after))
 
 
-def repair_file(client, name: str, failed_after: float | None = DEFAULT_FAILED_AFTER_S) -> RepairReport:
+def _gone(lv: Liveness) -> set[str]:
+    """Addresses of the peers whose copies are ``gone`` in ``lv``."""
+    return {lv.addrs.get(pid, "") for pid in lv.failed_for if lv.copy_state(pid) is CopyState.GONE}
+
+
+def repair_file(client, name: str, failed_after: float | None = None) -> RepairReport:
     """One repair pass over file ``name`` (see the module docstring).
 
     Parameters
@@ -108,40 +146,66 @@ def repair_file(client, name: str, failed_after: float | None = DEFAULT_FAILED_A
     client : Client
     name : str
         The file.
-    failed_after : float or None
-        Seconds a peer must have been failed to count as lost; None: do not
-        restore lost peers' copies (only complete pending copies).
+    failed_after : float, optional
+        Seconds a peer must have been failed to count as lost (its copies
+        are restored elsewhere); default: the tracker's ``--failed-after``.
 
     Raises
     ------
     StFileNotFoundError, TrackerUnavailableError
     """
     t0 = time.monotonic()
-    report = RepairReport(name)
+    lv = liveness(client, failed_after)
+    report = RepairReport(name, failed_after=lv.failed_after_s)
     with client.open(name) as f:
         _store_pending(f, report)
-        if failed_after is not None:
-            lost = sorted(lost_peers(client, failed_after) & {p.addr for p in f.peers.values()})
-            if lost:
-                rb = rebalance(f, lost=lost)
-                report.lost_peers = lost
-                report.copies_restored = rb.copies_moved
-                report.unavailable = rb.unavailable
-                report.under_replicated = rb.under_replicated
-                report.shared_domain += rb.shared_domain
-                report.conflicts += rb.conflicts
+        lost = sorted(_gone(lv) & {p.addr for p in f.peers.values()})
+        if lost:
+            rb = rebalance(f, lost=lost)
+            report.lost_peers = lost
+            report.copies_restored = rb.copies_moved
+            report.unavailable = rb.unavailable
+            report.under_replicated = rb.under_replicated
+            report.shared_domain += rb.shared_domain
+            report.conflicts += rb.conflicts
+        _what_is_left(f, liveness(client, lv.failed_after_s), report)
     report.seconds = time.monotonic() - t0
     return report
+
+
+def _what_is_left(f, lv: Liveness, report: RepairReport) -> None:
+    """The file's damage after the pass, in the copy model: lost and
+    waiting records, and under-replicated ones the steps above missed."""
+    f.refresh()
+    h = file_health(f.infofile(), lv, f.name)
+    report.lost = h.lost
+    report.waiting = h.waiting
+    report.waiting_until = max((h.records[n].until for n in h.waiting), default=0.0)
+    known = set(report.lost) | set(report.waiting) | set(report.unavailable) | set(report.pending_left)
+    report.under_replicated = sorted(set(report.under_replicated) | (set(h.under_replicated) - known))
 
 
 def _store_pending(f, report: RepairReport) -> None:
     f.refresh()
     reader = f.infofile()
     while True:
-        pending = [p for p in reader.pending_copies(limit=BATCH) if p[0].name not in report.pending_left]
-        if not pending:
+        skip = set(report.pending_left) | set(report.lost)
+        rows = [p for p in reader.copies_to_restore(limit=BATCH) if p[0].name not in skip]
+        if not rows:
             return
-        report.pending_found += len(pending)
+        pending = []
+        for meta, rank, peer, kind in rows:
+            if not meta.peers:  # no stored copy to read: lost (copy_health says so at the end)
+                if meta.name not in report.lost:
+                    report.lost.append(meta.name)
+                continue
+            if kind == "quarantined":
+                report.quarantined_found += 1
+            else:
+                report.pending_found += 1
+            pending.append((meta, rank, peer))
+        if not pending:
+            continue
         stored = _store_batch(f, pending, report)
         if not stored:
             return
@@ -216,7 +280,7 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
 def repair(
     client,
     names: Iterable[str] | None = None,
-    failed_after: float | None = DEFAULT_FAILED_AFTER_S,
+    failed_after: float | None = None,
     on_report: Callable[[RepairReport], None] | None = None,
     report: bool = False,
 ) -> list[RepairReport]:
@@ -280,11 +344,14 @@ class ClusterLook:
     peers: dict[str, PeerLook]
     records_pending: int = 0
     records_short: int = 0
+    records_quarantined: int = 0
 
 
-def look(status, failed_after: float) -> ClusterLook:
+def look(status, failed_after: float | None = None) -> ClusterLook:
     """A :class:`ClusterLook` of a ``Client.status()`` reply; a peer failed
-    for at least ``failed_after`` seconds is lost."""
+    for at least ``failed_after`` seconds (default: the tracker's
+    ``--failed-after``) is lost."""
+    lv = Liveness.from_status(status, failed_after)
     peers = {
         p.peer_id: PeerLook(
             p.peer_id,
@@ -292,12 +359,12 @@ def look(status, failed_after: float) -> ClusterLook:
             p.name,
             p.alive,
             p.restarts,
-            not p.alive and p.last_announce_age_s >= failed_after,
+            lv.copy_state(p.peer_id) is CopyState.GONE,
             getattr(p, "returns", 0),
         )
         for p in status.peers
     }
-    return ClusterLook(peers, status.records_pending, status.records_short)
+    return ClusterLook(peers, status.records_pending, status.records_short, getattr(status, "records_quarantined", 0))
 
 
 def wake_reasons(before: ClusterLook, after: ClusterLook) -> list[str]:
@@ -321,6 +388,8 @@ def wake_reasons(before: ClusterLook, after: ClusterLook) -> list[str]:
             out.append(f"peer {p.label} failed longer than --failed-after")
     if after.records_pending > before.records_pending:
         out.append(f"{after.records_pending:,} records with a copy pending")
+    if after.records_quarantined > before.records_quarantined:
+        out.append(f"{after.records_quarantined:,} records with a copy quarantined")
     return out
 
 
@@ -350,7 +419,7 @@ REPORT_EVERY_S = 1.0  # a running pass reports at most this often
 def watch(
     client,
     interval: float = 10.0,
-    failed_after: float = DEFAULT_FAILED_AFTER_S,
+    failed_after: float | None = None,
     names: Iterable[str] | None = None,
     on_report: Callable[[RepairReport], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
@@ -366,8 +435,9 @@ def watch(
     RPC: the tracker counts pending copies itself, off its event loop)
     gives a reason (:func:`wake_reasons`): a peer returned, restarted or
     joined (its pending copies are stored on it: it catches up), a peer has
-    been failed ``failed_after`` seconds (its copies are restored
-    elsewhere), or more records have a copy pending.
+    been failed ``failed_after`` seconds (default: the tracker's
+    ``--failed-after``; its copies are restored elsewhere), or more records
+    have a copy pending or quarantined.
 
     With ``report``, the progress of each pass (and, while idle, a heartbeat
     every ``HEARTBEAT_S``) goes to the tracker (``ReportRepair``), which
@@ -444,7 +514,9 @@ def _one_pass(
         prog.files_done += 1
         prog.copies_stored += r.pending_stored
         prog.copies_restored += r.copies_restored
-        prog.records_left += len(set(r.pending_left) | set(r.unavailable) | set(r.under_replicated))
+        prog.records_left += len(
+            set(r.pending_left) | set(r.unavailable) | set(r.under_replicated) | set(r.lost) | set(r.waiting)
+        )
         prog.seconds = time.monotonic() - t0
         out.append(r)
         if on_report:

@@ -337,7 +337,7 @@ def test_the_masters_own_writes_go_through_the_files_tracker(make_cluster):
         assert len(f) == 1 and f.get("again") == b"new file"
 
 
-def test_a_quarantined_copy_of_a_file_trackers_file_becomes_pending_and_repair_restores_it(make_cluster):
+def test_a_quarantined_copy_of_a_file_trackers_file_is_recorded_and_repair_restores_it(make_cluster):
     from st_py import repair as rp
     from st_py.infofile import InfofileReader
 
@@ -354,18 +354,19 @@ def test_a_quarantined_copy_of_a_file_trackers_file_becomes_pending_and_repair_r
         fh.seek(0)
         fh.write(bytes([b[0] ^ 0xFF]))
 
-    def pending() -> int:
+    def quarantined() -> int:
         r = InfofileReader(cluster.namespace / name.lstrip("/"))
         try:
-            return r.count_pending()
+            return r.count_quarantined()
         finally:
             r.close()
 
-    # the peer reports it to the master with an announce; the file's tracker makes the copy pending
-    poll_for(lambda: pending() == 1, timeout=30, what="the quarantined copy to become pending")
+    # the peer reports it to the master with an announce; the file's tracker records the copy quarantined
+    poll_for(lambda: quarantined() == 1, timeout=30, what="the quarantined copy to be recorded")
     (report,) = rp.repair(c, [name], failed_after=600)
+    assert report.quarantined_found == 1, report.as_dict()
     assert report.pending_stored == 1 and report.complete, report.as_dict()  # StoreCopies, forwarded
-    assert pending() == 0
+    assert quarantined() == 0
     with c.open(name) as f:
         assert f.get("r7") == b"7" * 1000
 

@@ -38,6 +38,7 @@ def test_schema_creates_every_table_and_index(tmp_path):
         "records",
         "copies",
         "copies_by_peer",
+        "quarantined_copies",
         "copy_history",
         "copy_history_by_peer",
         "pending_copies",

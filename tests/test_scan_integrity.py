@@ -202,7 +202,7 @@ def test_the_verifier_quarantines_a_rotted_copy_and_repair_restores_it(make_clus
     assert int(read_storetorrent("/rot/v")["i"].sum().compute()) == TOTAL
 
     (report,) = rp.repair(c, ["/rot/v"], failed_after=600)
-    assert report.pending_found == 1 and report.pending_stored == 1 and report.complete, report.as_dict()
+    assert report.quarantined_found == 1 and report.pending_stored == 1 and report.complete, report.as_dict()
     restored = glob.glob(str(cluster.data_dir / "peers" / f"peer-{holder}" / "files" / "*" / "*" / "part-3*"))
     assert len(restored) == 1
     with open(restored[0], "rb") as fh:

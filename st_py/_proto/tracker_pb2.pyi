@@ -337,7 +337,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s", "used_bytes", "filesystems", "records_short", "files_short", "records_pending", "short_age_s", "repair", "file_trackers")
+    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s", "used_bytes", "filesystems", "records_short", "files_short", "records_pending", "short_age_s", "repair", "file_trackers", "failed_after_s", "records_lost", "records_waiting", "records_quarantined")
     PEERS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     ALIVE_PEERS_FIELD_NUMBER: _ClassVar[int]
@@ -353,6 +353,10 @@ class StatusReply(_message.Message):
     SHORT_AGE_S_FIELD_NUMBER: _ClassVar[int]
     REPAIR_FIELD_NUMBER: _ClassVar[int]
     FILE_TRACKERS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_AFTER_S_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_LOST_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_WAITING_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_QUARANTINED_FIELD_NUMBER: _ClassVar[int]
     peers: _containers.RepeatedCompositeFieldContainer[Peer]
     files: int
     alive_peers: int
@@ -368,7 +372,11 @@ class StatusReply(_message.Message):
     short_age_s: float
     repair: RepairStatus
     file_trackers: _containers.RepeatedCompositeFieldContainer[FileTracker]
-    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ..., used_bytes: _Optional[int] = ..., filesystems: _Optional[int] = ..., records_short: _Optional[int] = ..., files_short: _Optional[int] = ..., records_pending: _Optional[int] = ..., short_age_s: _Optional[float] = ..., repair: _Optional[_Union[RepairStatus, _Mapping]] = ..., file_trackers: _Optional[_Iterable[_Union[FileTracker, _Mapping]]] = ...) -> None: ...
+    failed_after_s: float
+    records_lost: int
+    records_waiting: int
+    records_quarantined: int
+    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ..., used_bytes: _Optional[int] = ..., filesystems: _Optional[int] = ..., records_short: _Optional[int] = ..., files_short: _Optional[int] = ..., records_pending: _Optional[int] = ..., short_age_s: _Optional[float] = ..., repair: _Optional[_Union[RepairStatus, _Mapping]] = ..., file_trackers: _Optional[_Iterable[_Union[FileTracker, _Mapping]]] = ..., failed_after_s: _Optional[float] = ..., records_lost: _Optional[int] = ..., records_waiting: _Optional[int] = ..., records_quarantined: _Optional[int] = ...) -> None: ...
 
 class FileTracker(_message.Message):
     __slots__ = ("shard", "shards", "addr", "alive", "pid", "restarts", "uptime_s", "commits", "records")

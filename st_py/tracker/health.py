@@ -2,11 +2,13 @@
 records short of copies, in how many files, is a repair at work on them,
 and how much space the cluster really has.
 
-* :class:`ShortCopies` counts, from the infofiles, the committed records with
-  fewer than F copies stored on live peers: a copy pending (an async copy
-  never stored, a copy a peer's verifier quarantined) or a copy on a peer
-  that is not live. The count is the tracker's own, so it is right whether
-  or not a repair service runs. It is made in a thread every few seconds
+* :class:`ShortCopies` counts, from the infofiles, the committed records
+  (names: an object once, never its stripes) that are not available in the
+  one copy model, :mod:`st_py.copy_health`, which ``repair`` reads too:
+  under-replicated (a copy pending, quarantined, or on a peer that is not
+  live; ``waiting`` when only suspect peers, failed less than the tracker's
+  ``--failed-after``, are to blame) or lost (no good copy left). The count
+  is the tracker's own, so it is right whether or not a repair service runs. It is made in a thread every few seconds
   (:func:`keep_counting`), never per status request, and each infofile is
   read again only when it changed (size, mtime, inode) or the live peers
   of its peerlist did: a healthy, idle namespace costs one ``stat`` per
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import namespace
+from ..copy_health import CopyState, FileHealth, Liveness, file_health
 from ..infofile import InfofileReader
 
 if TYPE_CHECKING:
@@ -51,10 +54,12 @@ FILE_DUTY = 0.02
 class CopyHealth:
     """One count of the namespace's copies (plain data; see the module).
 
-    ``records_short``: committed records with fewer than F copies stored on
-    live peers (stripe records of objects count one each);
-    ``files_short``: files with such records; ``records_pending``: of those,
-    records with a copy pending; ``files``: files counted; ``errors``:
+    ``records_short``: committed names with fewer than F copies live
+    (:mod:`st_py.copy_health`; an object counts once, whatever its stripes);
+    ``files_short``: files with such records; of those records,
+    ``records_pending`` have a copy pending, ``records_quarantined`` a copy
+    quarantined, ``records_lost`` no good copy, ``records_waiting`` only
+    copies on suspect peers missing; ``files``: files counted; ``errors``:
     infofiles that could not be read (counted at their last count);
     ``at``: Unix time the count ended (0: none yet); ``seconds``: how long
     it took; ``reread``: infofiles it had to read (the others were cached).
@@ -63,6 +68,9 @@ class CopyHealth:
     records_short: int = 0
     files_short: int = 0
     records_pending: int = 0
+    records_quarantined: int = 0
+    records_lost: int = 0
+    records_waiting: int = 0
     files: int = 0
     errors: int = 0
     at: float = 0.0
@@ -78,10 +86,13 @@ class CopyHealth:
 class _FileCount:
     stat_key: tuple[int, int, int]  # inode, mtime_ns, size of the infofile when read
     peer_ids: dict[int, str]  # its peerlist
-    dead: frozenset[int]  # peer indexes not live when counted
-    short: int
-    pending: int
+    states: tuple  # (peer index, copy state) of its peers not live when counted
+    health: FileHealth
     next_at: float = 0.0  # time.monotonic() before which a change of the file alone is not read again
+
+    @property
+    def short(self) -> int:
+        return len(self.health.records)
 
 
 class ShortCopies:
@@ -94,9 +105,9 @@ class ShortCopies:
         self._files: dict[str, _FileCount] = {}
         self.current = CopyHealth()
 
-    def count(self, files: Iterable[tuple[str, int]], live: frozenset[str]) -> CopyHealth:
+    def count(self, files: Iterable[tuple[str, int]], liveness: Liveness) -> CopyHealth:
         """Count every file of ``files`` (``(name, file_id)``, as the
-        tracker's state lists them) against the peer ids ``live``.
+        tracker's state lists them) against the peers' ``liveness``.
 
         Blocking (stats and SQLite reads): call it off the event loop.
         Returns the new :class:`CopyHealth` (also kept as ``current``).
@@ -116,7 +127,7 @@ class ShortCopies:
             key = (st.st_ino, st.st_mtime_ns, st.st_size)
             old = self._files.get(name)
             try:
-                fc = self._count_file(path, key, old, live)
+                fc = self._count_file(path, key, old, liveness)
             except (sqlite3.Error, OSError, ValueError) as e:
                 out.errors += 1
                 log.debug("counting copies of %s: %s", name, e)
@@ -127,9 +138,13 @@ class ShortCopies:
                 out.reread += 1
                 self._files[name] = fc
             if fc.short:
+                h = fc.health
                 out.files_short += 1
                 out.records_short += fc.short
-                out.records_pending += fc.pending
+                out.records_pending += h.count(CopyState.PENDING)
+                out.records_quarantined += h.count(CopyState.QUARANTINED)
+                out.records_lost += len(h.lost)
+                out.records_waiting += len(h.waiting)
         for gone in set(self._files) - seen:
             del self._files[gone]
         out.at = time.time()
@@ -138,57 +153,59 @@ class ShortCopies:
         return out
 
     @staticmethod
-    def _count_file(path: Path, key: tuple[int, int, int], old: _FileCount | None, live: frozenset[str]) -> _FileCount:
+    def _count_file(path: Path, key: tuple[int, int, int], old: _FileCount | None, lv: Liveness) -> _FileCount:
         if old is not None:
-            dead = frozenset(i for i, pid in old.peer_ids.items() if pid not in live)
-            if dead == old.dead and (old.stat_key == key or time.monotonic() < old.next_at):
-                return old  # its peers' liveness did not change, and the file did not or was read just now
+            states = _states(old.peer_ids, lv)
+            if states == old.states and (old.stat_key == key or time.monotonic() < old.next_at):
+                return old  # its peers' states did not change, and the file did not or was read just now
         t0 = time.monotonic()
         r = InfofileReader(path)
         try:
-            c = r.conn
-            c.execute("BEGIN")  # one snapshot for the peerlist and the counts
-            try:
-                peer_ids = {int(i): str(pid) for i, pid in c.execute("SELECT peer_idx, peer_id FROM peers")}
-                dead = frozenset(i for i, pid in peer_ids.items() if pid not in live)
-                marks = ",".join("?" * len(dead))
-                try:
-                    pending = int(c.execute("SELECT count(DISTINCT name) FROM pending_copies").fetchone()[0])
-                    pending_sql = "SELECT name FROM pending_copies"
-                except sqlite3.OperationalError:  # a file made before async protocols: none pending
-                    pending, pending_sql = 0, ""
-                parts = ([pending_sql] if pending_sql else []) + (
-                    [f"SELECT name FROM copies WHERE peer_idx IN ({marks})"] if dead else []
-                )
-                short = (
-                    int(c.execute(f"SELECT count(*) FROM ({' UNION '.join(parts)})", sorted(dead)).fetchone()[0])
-                    if parts
-                    else 0
-                )
-            finally:
-                c.execute("COMMIT")
+            with r.read_transaction():  # one snapshot for the peerlist and the copies
+                peer_ids = {int(i): str(pid) for i, pid, _ in r.peerlist()}
+                health = file_health(r, lv)
         finally:
             r.close()
         took = time.monotonic() - t0
-        return _FileCount(key, peer_ids, dead, short, pending, t0 + took + took / FILE_DUTY)
+        return _FileCount(key, peer_ids, _states(peer_ids, lv), health, t0 + took + took / FILE_DUTY)
+
+
+def _states(peer_ids: dict[int, str], lv: Liveness) -> tuple:
+    """The copy states of a peerlist's peers that are not live, as a key
+    that changes when a peer fails, returns or counts as lost."""
+    return tuple(
+        sorted((i, lv.copy_state(pid).value) for i, pid in peer_ids.items() if lv.copy_state(pid) is not CopyState.LIVE)
+    )
+
+
+def liveness_of(service: TrackerService) -> Liveness:
+    """The tracker's :class:`~st_py.copy_health.Liveness` now: every known
+    peer with the seconds since its last announce when it is not live."""
+    reg = service.registry
+    return Liveness(
+        {p.peer_id: None if reg.alive(p) else reg.age(p) for p in reg.peers.values()},
+        service.failed_after_s,
+        time.time(),
+        {p.peer_id: p.addr for p in reg.peers.values()},
+    )
 
 
 async def keep_counting(service: TrackerService, counter: ShortCopies, every_s: float = COUNT_EVERY_S) -> None:
     """Count records short of copies (in a thread) every ``every_s`` seconds,
     or longer if a count takes more than ``MAX_DUTY`` of the time, and at
-    once when the set of live peers changes. The result goes to
+    once when a peer fails, returns or counts as lost. The result goes to
     ``service.copy_health``; runs until cancelled."""
-    registry = service.registry
-    last_live: frozenset[str] | None = None
+    last_live: tuple | None = None
     next_at = 0.0
     wait = every_s
     while True:
-        live = frozenset(p.peer_id for p in registry.live())
+        lv = liveness_of(service)
+        live = tuple(sorted((pid, lv.copy_state(pid).value) for pid in lv.failed_for))
         now = time.monotonic()
         if live != last_live or now >= next_at:
             files = service.state.file_ids()
             try:
-                service.copy_health = await asyncio.to_thread(counter.count, files, live)
+                service.copy_health = await asyncio.to_thread(counter.count, files, lv)
             except Exception:  # never stop counting: the next round tries again
                 log.exception("counting records short of copies failed")
             last_live = live

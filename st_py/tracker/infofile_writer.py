@@ -102,6 +102,12 @@ PENDING_COPIES_SQL = (
     "WITHOUT ROWID"
 )
 
+QUARANTINED_COPIES_SQL = (
+    "CREATE TABLE IF NOT EXISTS quarantined_copies(name TEXT NOT NULL, copy_rank INTEGER NOT NULL, "
+    "peer_idx INTEGER NOT NULL, since INTEGER NOT NULL, at REAL NOT NULL, PRIMARY KEY(name, copy_rank)) "
+    "WITHOUT ROWID"
+)
+
 
 OBJECTS_SQL = (
     "CREATE TABLE IF NOT EXISTS objects(name TEXT PRIMARY KEY, size INTEGER NOT NULL, "
@@ -143,6 +149,7 @@ class InfofileWriter:
         self.conn = _connect_rw(path)
         # Files made before async protocols, striping or versions existed lack these.
         self.conn.execute(PENDING_COPIES_SQL)
+        self.conn.execute(QUARANTINED_COPIES_SQL)
         self.conn.execute(OBJECTS_SQL)
         self.conn.executescript(COMMIT_REQUESTS_SQL)
         for table, column, decl in VERSION_COLUMNS:
@@ -336,6 +343,7 @@ class InfofileWriter:
                 )
                 c.execute("DELETE FROM copies WHERE name = ?", (name,))
                 c.execute("DELETE FROM pending_copies WHERE name = ?", (name,))
+                c.execute("DELETE FROM quarantined_copies WHERE name = ?", (name,))
                 c.execute(
                     "UPDATE records SET size = ?, crc32c = ?, commit_seq = ?, committed_at = ?, "
                     "version = ?, stored_as = ?, schema_id = ? WHERE name = ?",
@@ -354,8 +362,9 @@ class InfofileWriter:
         return done
 
     def store_copies(self, stored: list[tuple]) -> tuple[int, int, list[Conflict]]:
-        """Pending copies (async protocols) are now stored: each
-        ``(name, copy_rank, peer_idx)`` leaves ``pending_copies`` and joins
+        """Pending copies (async protocols) and good copies in place of
+        quarantined ones are now stored: each ``(name, copy_rank, peer_idx)``
+        leaves ``pending_copies`` (or ``quarantined_copies``) and joins
         ``copies`` from the new generation on, so GET and GET_LOCAL start
         using it. The holder may differ from the pending one (its writer or
         repair put it on a spare). Already stored there: an idempotent retry.
@@ -381,6 +390,11 @@ class InfofileWriter:
                     continue
                 held = dict(c.execute("SELECT copy_rank, peer_idx FROM copies WHERE name = ?", (name,)))
                 pending = dict(c.execute("SELECT copy_rank, peer_idx FROM pending_copies WHERE name = ?", (name,)))
+                quarantined = dict(
+                    c.execute("SELECT copy_rank, peer_idx FROM quarantined_copies WHERE name = ?", (name,))
+                )
+                for r, p in quarantined.items():  # a rank is pending or quarantined, never both
+                    pending.setdefault(r, p)
                 if held.get(rank) == peer:
                     continue  # stored before: a retry
                 if rank not in pending:
@@ -401,6 +415,7 @@ class InfofileWriter:
                     )
                 else:
                     c.execute("DELETE FROM pending_copies WHERE name = ? AND copy_rank = ?", (name, rank))
+                    c.execute("DELETE FROM quarantined_copies WHERE name = ? AND copy_rank = ?", (name, rank))
                     c.execute(
                         "INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
                         (name, rank, peer, gen),
@@ -525,6 +540,7 @@ class InfofileWriter:
             removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
             c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
             c.execute(f"DELETE FROM pending_copies WHERE name IN ({marks})", chunk)
+            c.execute(f"DELETE FROM quarantined_copies WHERE name IN ({marks})", chunk)
             try:
                 removed += c.execute(f"DELETE FROM objects WHERE name IN ({marks})", chunk).rowcount
             except sqlite3.OperationalError:  # a file made before striping
@@ -604,10 +620,12 @@ class InfofileWriter:
     def unstore_copies(self, bad: list[tuple[str, int, str, int]]) -> tuple[int, int, list[Conflict]]:
         """Copies a peer's verifier found corrupt and quarantined (docs/peer.md,
         "Verifier"): each ``(stored name, copy_rank, peer_id, crc32c)`` leaves
-        ``copies`` for ``pending_copies`` at the same rank and holder, in one
-        transaction, so GET and GET_LOCAL stop using it from the new
+        ``copies`` for ``quarantined_copies`` at the same rank and holder, in
+        one transaction, so GET and GET_LOCAL stop using it from the new
         generation and ``repair`` restores it from a good copy (its first
-        step). The old row goes to ``copy_history``, as a rebalance move.
+        step), or reports the record lost when no good copy is left
+        (:mod:`st_py.copy_health`). The old row goes to ``copy_history``, as
+        a rebalance move.
 
         A report is left out (a conflict) when the stored name is not the
         record's current version, the copy rank is not committed to that
@@ -615,7 +633,7 @@ class InfofileWriter:
 
         Returns
         -------
-        (generation, copies now pending, conflicts)
+        (generation, copies now quarantined, conflicts)
         """
         with self._transaction() as c:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
@@ -646,8 +664,9 @@ class InfofileWriter:
                     )
                     c.execute("DELETE FROM copies WHERE name = ? AND copy_rank = ?", (name, rank))
                     c.execute(
-                        "INSERT OR REPLACE INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)",
-                        (name, rank, idx, gen),
+                        "INSERT OR REPLACE INTO quarantined_copies(name, copy_rank, peer_idx, since, at) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        (name, rank, idx, gen, time.time()),
                     )
                     done += 1
             if done:

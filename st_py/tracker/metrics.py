@@ -180,7 +180,7 @@ class StateCollector(Collector):
         if h.at:  # counted at least once (every few seconds, not per scrape)
             yield GaugeMetricFamily(
                 "st_tracker_records_short_of_copies",
-                "committed records with fewer than F copies stored on live peers",
+                "committed records (names) with fewer than F live copies (st_py/copy_health.py)",
                 value=h.records_short,
             )
             yield GaugeMetricFamily(
@@ -188,8 +188,23 @@ class StateCollector(Collector):
             )
             yield GaugeMetricFamily(
                 "st_tracker_records_pending_copies",
-                "records short of copies with a copy pending (async, or quarantined)",
+                "records short of copies with a copy pending (an async copy not stored yet)",
                 value=h.records_pending,
+            )
+            yield GaugeMetricFamily(
+                "st_tracker_records_quarantined_copies",
+                "records short of copies with a copy a peer's verifier quarantined",
+                value=h.records_quarantined,
+            )
+            yield GaugeMetricFamily(
+                "st_tracker_records_lost",
+                "records with no good copy left (no live or suspect copy)",
+                value=h.records_lost,
+            )
+            yield GaugeMetricFamily(
+                "st_tracker_records_waiting_for_peers",
+                "records short of copies only on peers failed less than --failed-after",
+                value=h.records_waiting,
             )
             yield GaugeMetricFamily(
                 "st_tracker_copies_counted_timestamp_seconds", "when those counts were made (Unix time)", value=h.at

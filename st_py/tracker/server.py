@@ -20,6 +20,7 @@ from prometheus_client import disable_created_metrics
 from .. import logs
 from .._proto import tracker_pb2_grpc as pb_grpc
 from ..capability import CapabilityError, load_key
+from ..copy_health import DEFAULT_FAILED_AFTER_S
 from ..tls import server_credentials
 from .access import AccessError, Users
 from .config import apply_config
@@ -65,6 +66,7 @@ async def serve(
     reservation_lease_s: float = 900.0,
     metrics_port: int | None = None,
     file_trackers: FileTrackerOptions | None = None,
+    failed_after_s: float = DEFAULT_FAILED_AFTER_S,
 ) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
@@ -97,6 +99,7 @@ async def serve(
             reservation_lease_s,
             metrics_port,
             file_trackers or FileTrackerOptions(),
+            failed_after_s,
         )
     finally:
         lock.release()
@@ -119,6 +122,7 @@ async def _serve(
     reservation_lease_s: float,
     metrics_port: int | None,
     ft: FileTrackerOptions,
+    failed_after_s: float = DEFAULT_FAILED_AFTER_S,
 ) -> None:
     rolled, removed = recover(root)
     if rolled or removed:
@@ -133,6 +137,7 @@ async def _serve(
         root.resolve(), state, registry, quota_bytes, key, capability_ttl_s, users, reservation_lease_s
     )
     service.mutual_tls = bool(tls and tls[2])
+    service.failed_after_s = failed_after_s  # what repair and the copy counts take as lost (copy_health)
     service.shards = ft.n + 1  # files hash over the master and its per-file trackers (shards.py)
     if key is None:
         log.warning(
@@ -308,6 +313,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--announce-interval", type=float, default=2.0, help="seconds between peer announces")
     ap.add_argument("--misses", type=int, default=3, help="announces a peer may miss before it is failed")
     ap.add_argument("--quota-bytes", type=int, default=None, help="per-file quota of stored bytes (all copies)")
+    ap.add_argument(
+        "--failed-after",
+        type=float,
+        default=DEFAULT_FAILED_AFTER_S,
+        help="seconds a peer must have been failed before its copies count as gone and repair restores "
+        'them elsewhere; sooner they are suspect (docs/reliability.md, "Copy states")',
+    )
     ap.add_argument("--key-file", type=Path, help="shared secret for signing capabilities (docs/capabilities.md)")
     ap.add_argument("--capability-ttl", type=float, default=3600.0, help="seconds a capability is valid")
     ap.add_argument(
@@ -442,6 +454,7 @@ def main(argv: list[str] | None = None) -> None:
                 a.reservation_lease,
                 a.metrics_port,
                 ft,
+                a.failed_after,
             )
         )
     except TrackerLockedError as e:  # one line, no traceback

@@ -24,6 +24,7 @@ import pyarrow as pa
 from .. import capability, namespace
 from .._proto import tracker_pb2 as pb
 from .._proto import tracker_pb2_grpc as pb_grpc
+from ..copy_health import DEFAULT_FAILED_AFTER_S
 from ..errors import ERROR_KIND_KEY, BadNameError
 from ..filters import check_filters
 from ..infofile import InfofileReader
@@ -86,6 +87,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         self.admissions = Admissions(self.guard, self.reservations, registry)
         # Records short of copies, counted every few seconds (health.keep_counting, started by serve())
         self.copy_health = CopyHealth()
+        # --failed-after: a peer failed this long is lost (st_py/copy_health.py); the Status reply carries it
+        self.failed_after_s = DEFAULT_FAILED_AFTER_S
         self.repair_progress: RepairProgress | None = None  # the repair service's last report
 
     # -- who is asking, and may they ---------------------------------------------
@@ -694,8 +697,9 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
 
     async def _quarantined(self, peer_id: str, addr: str, bad: list, context=None) -> None:
         """Copies a peer's verifier quarantined (docs/peer.md, "Verifier"):
-        each becomes a pending copy in its file's infofile, so reads stop
-        using it and ``repair`` restores it from a good copy. A file of a
+        each becomes a quarantined copy in its file's infofile
+        (``quarantined_copies``), so reads stop using it and ``repair``
+        restores it from a good copy, or reports the record lost. A file of a
         per-file tracker that is down fails the announce (UNAVAILABLE), and
         the peer reports the copies again with its next one."""
         names = {fid: name for name, fid in self.state.file_ids()}
@@ -723,7 +727,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 )
                 left = [f"{x.name}: {x.reason}" for x in conflicts]
             log.warning(
-                "peer %s quarantined %d bad copies of %s: %d now pending (repair restores them)%s",
+                "peer %s quarantined %d bad copies of %s: %d recorded as quarantined (repair restores them)%s",
                 addr,
                 len(copies),
                 name,
@@ -1054,6 +1058,10 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             records_short=h.records_short,
             files_short=h.files_short,
             records_pending=h.records_pending,
+            records_quarantined=h.records_quarantined,
+            records_lost=h.records_lost,
+            records_waiting=h.records_waiting,
+            failed_after_s=self.failed_after_s,
             short_age_s=h.age(),
             repair=self._repair_status(),
             file_trackers=self.file_trackers.status(self.shard_load) if self.file_trackers is not None else [],

@@ -18,6 +18,7 @@ import html
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..copy_health import copy_states_text
 from ..logs import utc_timestamp as rfc3339
 from ..units import duration, human_bytes
 from .health import space_totals
@@ -103,6 +104,10 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
             "records_short": h.records_short,
             "files_short": h.files_short,
             "records_pending": h.records_pending,
+            "records_quarantined": h.records_quarantined,
+            "records_lost": h.records_lost,
+            "records_waiting": h.records_waiting,
+            "failed_after_s": service.failed_after_s,
             "counted": h.at > 0,
             "counted_at": rfc3339(h.at) if h.at else None,
             "age_s": round(h.age(now), 3),
@@ -185,7 +190,7 @@ def _health_html(s: dict[str, Any]) -> str:
     if not c["counted"]:
         line = '<p class="health unknown" id="copies">Counting copies&hellip;</p>'
     elif c["records_short"]:
-        pending = f", {c['records_pending']:,} with a copy pending" if c["records_pending"] else ""
+        pending = copy_states_text(c)
         line = (
             f'<p class="health short" id="copies"><b>{c["records_short"]:,}</b> record'
             f"{'' if c['records_short'] == 1 else 's'} short of copies in <b>{c['files_short']:,}</b> "

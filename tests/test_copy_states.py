@@ -1,0 +1,183 @@
+"""One model of a record's copies (st_py/copy_health.py; docs/reliability.md,
+"Copy states"): ``status`` (its line, ``/status.json``, metrics), ``repair``
+(its report and exit code), ``get``, ``get_local`` and the scans say the
+same thing about the same records. Real tracker and peers; peers are
+SIGKILLed and a copy's bytes are flipped on disk.
+
+Before this model, ``status`` counted records short of copies while
+``repair`` exited 0 with every file complete (a peer failed for less than
+``--failed-after`` was left out), and a record whose only copy the verifier
+quarantined was "not committed" to ``get``, "run it again" to a scan and
+complete to ``repair``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import urllib.request
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import poll_for
+
+from st_py.copy_health import user_name
+from st_py.errors import RecordsUnavailableError, RecordUnavailableError
+from st_py.infofile import InfofileReader
+
+
+def _part(i: int) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"i": pa.array(range(i * 100, (i + 1) * 100), pa.int64())}), buf, compression="none")
+    return buf.getvalue()
+
+
+def _status(cluster) -> dict:
+    with urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/status.json", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _metric(cluster, name: str) -> float:
+    with urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/metrics", timeout=10) as r:
+        line = next(ln for ln in r.read().decode().splitlines() if ln.startswith(name + " "))
+    return float(line.split()[-1])
+
+
+def _repair_cli(cluster, *args: str) -> tuple[int, list[dict], str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "st_py.cli", "repair", "--tracker", cluster.tracker_addr, "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    rows = json.loads(out.stdout) if out.stdout.strip() else []
+    return out.returncode, rows, out.stderr
+
+
+def _status_cli(cluster) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-m", "st_py.cli", "status", "--tracker", cluster.tracker_addr, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _names_on(cluster, file: str, addr: str) -> set[str]:
+    """Names (an object once, for its stripes) with a copy on peer ``addr``,
+    read from the infofile with plain SQL."""
+    r = InfofileReader(cluster.namespace / file.lstrip("/"))
+    try:
+        idx = [i for i, _, a in r.peerlist() if a == addr]
+        rows = r.conn.execute(f"SELECT DISTINCT name FROM copies WHERE peer_idx IN ({','.join('?' * len(idx))})", idx)
+        return {user_name(n) for (n,) in rows}
+    finally:
+        r.close()
+
+
+def test_status_and_repair_agree_about_records_waiting_for_a_failed_peer(make_cluster):
+    """A peer SIGKILLed, failed for less than the tracker's --failed-after:
+    status counts its records as short and waiting, repair reports the same
+    records waiting and exits 1 (0 with --wait-ok); an object counts once.
+    Past --failed-after (repair's override), repair restores them and
+    status counts none."""
+    cluster = make_cluster(4)
+    c = cluster.client()
+    with c.create("/cs/wait", "x2") as f:
+        for i in range(40):
+            f.queue_put(f"r{i:03d}", b"%d," % i * 300)
+        f.put_object("big.bin", bytes(range(256)) * 40, stripe_size=2048)  # 5 stripes
+    dead = cluster.kill_peer(1)
+    short = _names_on(cluster, "/cs/wait", dead)
+
+    def counted() -> dict | None:
+        cp = _status(cluster)["copies"]
+        return cp if cp["counted"] and cp["records_short"] == len(short) else None
+
+    cp = poll_for(counted, timeout=30, what=f"status to count the {len(short)} names on the killed peer")
+    assert cp["records_waiting"] == len(short) and cp["records_lost"] == 0, cp
+    assert cp["failed_after_s"] == 600
+    assert _metric(cluster, "st_tracker_records_waiting_for_peers") == len(short)
+    st = _status_cli(cluster)
+    assert (st["records_short"], st["records_waiting"], st["records_lost"]) == (len(short), len(short), 0)
+
+    rc, rows, err = _repair_cli(cluster, "/cs/wait")
+    assert rc == 1, err
+    (row,) = rows
+    assert row["complete"] is False and row["waiting"] == len(short) and row["lost"] == 0, row
+    assert row["lost_peers"] == [] and row["waiting_until"] > 0
+    rc, rows, err = _repair_cli(cluster, "--wait-ok", "/cs/wait")
+    assert rc == 0, err
+
+    rc, rows, err = _repair_cli(cluster, "--failed-after", "0", "/cs/wait")
+    assert rc == 0, (rows, err)
+    assert rows[0]["lost_peers"] == [dead] and rows[0]["copies_restored"] > 0 and rows[0]["complete"], rows
+    poll_for(lambda: _status(cluster)["copies"]["records_short"] == 0, timeout=30, what="status to count 0 short")
+    with c.open("/cs/wait") as f:
+        assert f.get("r007") == b"7," * 300
+        assert f.open("big.bin").read() == bytes(range(256)) * 40
+
+
+def test_a_record_whose_only_copy_is_quarantined_is_lost_in_every_report(make_cluster, monkeypatch):
+    """x1: one flipped byte in the only copy of a Parquet record. Once the
+    verifier quarantined it, get, get_local and the Dask scan raise
+    RecordUnavailableError naming the record (lost), status counts it lost,
+    and repair reports it lost and exits 1, with or without --wait-ok."""
+    from st_integrations.dask_reader import read_storetorrent
+
+    cluster = make_cluster(3, peer_args=["--verify-interval", "1", "--verify-mbps", "50"])
+    monkeypatch.setenv("STORETORRENT_TRACKER", cluster.tracker_addr)
+    c = cluster.client()
+    with c.create("/cs/x1", replication="x1") as f:
+        for i in range(6):
+            f.put(f"part-{i}.parquet", _part(i))
+    with c.open("/cs/x1") as f:
+        (victim,) = [r for r in f.get_local() if r.name == "part-3.parquet"]
+    with open(victim.path, "r+b") as fh:
+        data = bytearray(fh.read())
+        data[len(data) // 3] ^= 0xFF
+        fh.seek(0)
+        fh.write(data)
+
+    def quarantined() -> int:
+        r = InfofileReader(cluster.namespace / "cs" / "x1")
+        try:
+            return r.count_quarantined()
+        finally:
+            r.close()
+
+    poll_for(lambda: quarantined() == 1, timeout=40, what="the verifier's quarantine to reach the infofile")
+
+    with c.open("/cs/x1") as f:
+        assert "part-3.parquet" in f.names()  # committed: its name stays until it is deleted
+        with pytest.raises(RecordUnavailableError) as e:
+            f.get("part-3.parquet")
+        assert (e.value.record, e.value.file, e.value.lost) == ("part-3.parquet", "/cs/x1", True)
+        assert "quarantined" in e.value.reason
+        with pytest.raises(RecordsUnavailableError) as e2:
+            f.get_local()
+        assert e2.value.names == ("part-3.parquet",) and e2.value.lost and e2.value.record == "part-3.parquet"
+        assert isinstance(e2.value, RecordUnavailableError)
+        assert sorted(r.name for r in f.get_local(allow_unavailable=True)) == [
+            f"part-{i}.parquet" for i in range(6) if i != 3
+        ]
+        assert f.get("part-2.parquet") == _part(2)
+    with pytest.raises(RecordUnavailableError) as e3:
+        read_storetorrent("/cs/x1").compute()
+    assert e3.value.record == "part-3.parquet" and e3.value.lost, e3.value
+
+    cp = poll_for(
+        lambda: (cp := _status(cluster)["copies"])["records_lost"] == 1 and cp,
+        timeout=30,
+        what="status to count the record lost",
+    )
+    assert cp["records_short"] == 1 and cp["records_quarantined"] == 1 and cp["records_waiting"] == 0, cp
+    for args in ((), ("--wait-ok",)):
+        rc, rows, err = _repair_cli(cluster, *args, "/cs/x1")
+        assert rc == 1, err
+        assert rows[0]["lost"] == 1 and rows[0]["complete"] is False and rows[0]["quarantined_found"] == 0, rows
