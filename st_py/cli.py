@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import click
@@ -224,7 +225,8 @@ def cli() -> None:
     type=float,
     default=600.0,
     show_default=True,
-    help="repair restores the copies of a peer failed this long (seconds)",
+    help="the tracker's --failed-after: a peer failed this long (seconds) is lost, and repair restores its "
+    "copies elsewhere; sooner its copies are suspect and their records waiting",
 )
 @click.option(
     "--file-trackers",
@@ -271,6 +273,7 @@ def up(
         metrics_port=metrics_port,
         keep_layout=True,
         file_trackers=file_trackers,
+        tracker_args=["--failed-after", str(failed_after)],
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -278,9 +281,7 @@ def up(
     cluster.start()
     supervisor = Supervisor(cluster)
     if repair_interval > 0:
-        threading.Thread(
-            target=_repair_loop, args=(cluster, repair_interval, failed_after, stop), name="repair", daemon=True
-        ).start()
+        threading.Thread(target=_repair_loop, args=(cluster, repair_interval, stop), name="repair", daemon=True).start()
     # One line per item, never wrapped (console: soft_wrap), no empty lines.
     try:
         console.print(f"tracker  {cluster.tracker_addr}")
@@ -312,11 +313,12 @@ def up(
         console.print("cluster stopped")
 
 
-def _repair_loop(cluster, interval: float, failed_after: float, stop: threading.Event) -> None:
+def _repair_loop(cluster, interval: float, stop: threading.Event) -> None:
     """``storetorrent up``'s healer: the repair service of ``storetorrent
     repair --watch`` (st_py.repair.watch: a pass every ``interval`` seconds,
-    and at once when a peer returns or has been failed ``failed_after``
-    seconds), reporting its progress to the tracker, until ``stop``."""
+    and at once when a peer returns or has been failed the tracker's
+    ``--failed-after``), reporting its progress to the tracker, until
+    ``stop``."""
     import logging
 
     from . import repair as rp
@@ -334,7 +336,6 @@ def _repair_loop(cluster, interval: float, failed_after: float, stop: threading.
                 rp.watch(
                     c,
                     interval,
-                    failed_after,
                     on_report=show,
                     stop=stop.is_set,
                     poll=min(rp.DEFAULT_POLL_S, cluster.announce_interval),
@@ -420,6 +421,12 @@ def put(tracker, data, file, paths, replication, protocol, placement, filters, p
     from .errors import StFileNotFoundError
     from .upload import local_items, upload
 
+    bad = [p for p in (prefix + "x").split("/") if p in ("", ".", "..")]
+    if bad:  # names `get -r` could not write back inside its folder, or fsspec could not list
+        raise click.UsageError(
+            f"--prefix {prefix!r} makes record names with an empty, '.' or '..' component (or a leading /): "
+            "give a relative prefix such as 'run1/'"
+        )
     items = local_items(list(paths))
     total = sum(q.stat().st_size for _, q in items)
     c = Client(_tracker(tracker, data))
@@ -500,7 +507,12 @@ def _check_fixed_options(f, **given) -> None:
 @data_opt
 @click.argument("file")
 @click.argument("record", default="")
-@click.option("-o", "--output", type=click.Path(), help="write here (default: stdout; with -r a folder)")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(),
+    help="write here (default: stdout; an existing folder: into it, as cp; with -r a folder)",
+)
 @click.option(
     "-r",
     "--records",
@@ -520,7 +532,10 @@ def get(tracker, data, file, record, output, recursive) -> None:
                 raise click.UsageError("give a RECORD, or -r to fetch many")
             body = f.get(record)
             if output:
-                Path(output).write_bytes(body)
+                out = Path(output)
+                if out.is_dir():  # as cp: into the folder, under the record's last name component
+                    out = out / Path(record).name
+                out.write_bytes(body)
             else:
                 sys.stdout.buffer.write(body)
             return
@@ -728,6 +743,10 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
                     "records_short": st.records_short,
                     "files_short": st.files_short,
                     "records_pending": st.records_pending,
+                    "records_quarantined": st.records_quarantined,
+                    "records_lost": st.records_lost,
+                    "records_waiting": st.records_waiting,
+                    "failed_after_s": st.failed_after_s,
                     "counted_s_ago": round(st.short_age_s, 1),
                     "repair": {
                         "repairer": r.repairer,
@@ -833,9 +852,13 @@ def _copies_line(st) -> str:
         return "copies not counted yet"
     if not st.records_short:
         return "no record short of copies"
+    from .copy_health import copy_states_text
+
+    counts = {k: getattr(st, k) for k in ("records_lost", "records_waiting", "records_quarantined", "records_pending")}
     return (
         f"{st.records_short:,} record{'' if st.records_short == 1 else 's'} short of copies in "
         f"{st.files_short:,} file{'' if st.files_short == 1 else 's'}"
+        + copy_states_text({**counts, "failed_after_s": st.failed_after_s})
     )
 
 
@@ -1173,17 +1196,27 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
 @click.option(
     "--failed-after",
     type=float,
-    default=600.0,
-    show_default=True,
-    help="seconds a peer must have been failed before its copies are restored elsewhere",
+    default=None,
+    help="seconds a peer must have been failed before its copies are restored elsewhere "
+    "(default: the tracker's --failed-after)",
 )
-def repair(tracker, data, fmt, files, watch, interval, poll, failed_after) -> None:
+@click.option(
+    "--wait-ok",
+    is_flag=True,
+    help="exit 0 when the only records short of copies are waiting for peers failed less than --failed-after",
+)
+def repair(tracker, data, fmt, files, watch, interval, poll, failed_after, wait_ok) -> None:
     """Bring every record of FILES (default: all files) back to F stored copies.
 
-    Stores the copies async protocols left pending, on their holder if it is
-    live (a returning peer catches up) or on another peer, and restores the
-    copies of peers failed longer than --failed-after (docs/replication.md,
-    "Repair"). Without --watch, exits with status 1 if a file is not complete.
+    Stores the copies async protocols left pending and good copies in place
+    of quarantined ones, on their holder if it is live (a returning peer
+    catches up) or on another peer, and restores the copies of peers failed
+    longer than --failed-after (docs/replication.md, "Repair"). Reports what
+    is left in the copy model that `storetorrent status` counts with
+    (docs/reliability.md, "Copy states"): records lost (no good copy left)
+    and records waiting for failed peers (until they count as lost). Without
+    --watch, exits with status 1 if a file is not complete (with --wait-ok,
+    records waiting for failed peers do not count).
     With --watch it is the cluster's repair service (a systemd unit:
     deploy/storetorrent-repair.service); it reports its progress to the
     tracker (`storetorrent status`, the status page) and logs each pass that
@@ -1211,8 +1244,23 @@ def repair(tracker, data, fmt, files, watch, interval, poll, failed_after) -> No
         return
     reports = rp.repair(c, list(files) or None, failed_after, report=True)
     emit([r.as_dict() for r in reports], fmt, title="repair")
-    if not all(r.complete for r in reports):
+    if fmt == "table":
+        for r in reports:
+            if r.lost:
+                say((f"{r.file}: {len(r.lost):,} records lost", "red"), ": no good copy left: " + _some(r.lost))
+            if r.waiting:
+                left = max(0.0, r.waiting_until - time.time())
+                say(
+                    (f"{r.file}: {len(r.waiting):,} records waiting", "yellow"),
+                    f" for failed peers; they count as lost in {left:.0f} s (--failed-after {r.failed_after:g}): "
+                    + _some(r.waiting),
+                )
+    if not all(r.complete_but_waiting if wait_ok else r.complete for r in reports):
         sys.exit(1)
+
+
+def _some(names: list[str], n: int = 5) -> str:
+    return ", ".join(names[:n]) + (" ..." if len(names) > n else "")
 
 
 @cli.command()

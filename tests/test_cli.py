@@ -178,6 +178,14 @@ def test_put_resumes_get_r_and_rm_r(cluster, tmp_path):
     assert sorted(p.name for p in (out / "shots").iterdir()) == [f"{i}.bin" for i in range(6)]
     assert (out / "shots" / "4.bin").read_bytes() == bytes([4]) * 500
     assert (out / "shots" / "2.bin").read_bytes() == b"changed"
+    # get -o into an existing folder writes inside it, as cp does
+    r = _cli(cluster, "get", "/cli/a", "shots/4.bin", "-o", str(out))
+    assert (out / "4.bin").read_bytes() == bytes([4]) * 500
+    # a prefix that makes names get -r cannot write back (or fsspec list) is refused, nothing stored
+    for bad in ("../", "/abs/", "a//b/", "./"):
+        r = _cli(cluster, "put", "/cli/a", str(src / "0.bin"), "--prefix", bad, check=False)
+        assert r.returncode == 2 and "--prefix" in r.stderr, (bad, r.stderr)
+    assert "../0.bin" not in _cli(cluster, "ls", "-r", "/cli/a").stdout
     # rm -r: every file below a directory, then the directories
     _cli(cluster, "put", "/cli/sub/b", str(src / "0.bin"))
     r = _cli(cluster, "rm", "-r", "/cli")
