@@ -97,7 +97,7 @@ def test_overwrite_of_a_file_with_an_object(cluster, monkeypatch):
 
 
 @pytest.mark.slow
-def test_ray_modes(cluster, monkeypatch):
+def test_ray_modes(cluster, monkeypatch, capfd):
     ray = pytest.importorskip("ray")
     from st_integrations.ray_writer import write_storetorrent
 
@@ -105,8 +105,15 @@ def test_ray_modes(cluster, monkeypatch):
     try:
         ds = ray.data.from_pandas(_frame(0, 500))
         write_storetorrent(ds, "/wm/ray")
+        capfd.readouterr()
+        # user errors are raised on the driver when called, before Ray runs a task: Ray
+        # never logs them as "Exception occurred in Ray Data or Ray Core internal code"
         with pytest.raises(StFileExistsError):
             write_storetorrent(ds, "/wm/ray")
+        with pytest.raises(ValueError, match="mode must be one of"):
+            write_storetorrent(ds, "/wm/ray", mode="replace")
+        out = capfd.readouterr()
+        assert "internal code" not in out.out + out.err and "Traceback" not in out.err, out.err[-2000:]
         write_storetorrent(ray.data.from_pandas(_frame(500, 20)), "/wm/ray", mode="overwrite")
         assert _read("/wm/ray")["i"].tolist() == list(range(500, 520))
     finally:

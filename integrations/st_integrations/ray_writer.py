@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .write import WriteJob, abort_job, commit_job, start_job, write_blocks
+from .write import WriteJob, abort_job, check_job, commit_job, start_job, write_blocks
 
 try:
     from ray.data import Datasink as _Datasink
@@ -150,5 +150,7 @@ def write_storetorrent(
     :class:`StoreTorrentDatasink` for the arguments). Returns the number of
     records committed."""
     sink = StoreTorrentDatasink(name, replication, format, tracker=tracker, **kwargs)
+    with sink._client() as c:  # user errors here, on the driver, before Ray runs anything
+        check_job(c, name, replication, format, sink.mode)
     ds.write_datasink(sink, ray_remote_args=ray_remote_args)
     return sink.committed

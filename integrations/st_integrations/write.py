@@ -86,6 +86,58 @@ class WriteJob:
 MODES = ("error", "append", "overwrite")
 
 
+def check_job(
+    client, name: str, replication: str = "x2", format: str = "parquet", mode: str = "error"
+) -> list[str] | None:
+    """The checks :func:`start_job` makes, without creating or changing
+    anything: what ``write_storetorrent`` / ``to_storetorrent`` run on the
+    driver when they are called, so a user error is raised there, before
+    the engine runs a task (Ray would report it as its own internal error).
+
+    Returns
+    -------
+    list of str or None
+        The names the file holds (None: it does not exist yet).
+
+    Raises
+    ------
+    ValueError
+        Unknown format or mode.
+    StFileExistsError
+        ``mode="error"`` and the file holds names (says how many).
+    BadNameError
+        The file exists with another replication class, or ``name`` is not a
+        valid file name.
+    """
+    from st_py.errors import BadNameError, StFileExistsError, StFileNotFoundError
+    from st_py.namespace import normalize
+
+    if format not in EXTENSIONS:
+        raise ValueError(f"format must be one of {sorted(EXTENSIONS)}, not {format!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}, not {mode!r}")
+    normalize(name)  # BadNameError for a name no file can have
+    try:
+        info = client.tracker.open(name)
+    except StFileNotFoundError:
+        return None
+    if info.replication != replication:
+        raise BadNameError(
+            f"{name} exists with class {info.replication}; a job writing class "
+            f"{replication} into it would be {info.replication}: pass replication="
+            f"{info.replication!r} or write a new file"
+        )
+    with client.open(name) as f:
+        names = f.names()
+    if names and mode == "error":
+        raise StFileExistsError(
+            f"{name} exists and holds {len(names)} records: pass mode='overwrite' to "
+            "replace them with this job's output (atomically), or mode='append' to "
+            "add to them"
+        )
+    return names
+
+
 def start_job(
     client,
     name: str,
@@ -118,36 +170,14 @@ def start_job(
     NotEnoughPeersError ...
         From the tracker.
     """
-    from st_py.errors import BadNameError, StFileExistsError, StFileNotFoundError
-
-    if format not in EXTENSIONS:
-        raise ValueError(f"format must be one of {sorted(EXTENSIONS)}, not {format!r}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {list(MODES)}, not {mode!r}")
     created = False
     replaces: tuple[str, ...] = ()
-    try:
-        info = client.tracker.open(name)
-    except StFileNotFoundError:
+    names = check_job(client, name, replication, format, mode)
+    if names is None:
         client.create(name, replication=replication, est_size=est_size).close()
         created = True
-    else:
-        if info.replication != replication:
-            raise BadNameError(
-                f"{name} exists with class {info.replication}; a job writing class "
-                f"{replication} into it would be {info.replication}: pass replication="
-                f"{info.replication!r} or write a new file"
-            )
-        with client.open(name) as f:
-            names = f.names()
-        if names and mode == "error":
-            raise StFileExistsError(
-                f"{name} exists and holds {len(names)} records: pass mode='overwrite' to "
-                "replace them with this job's output (atomically), or mode='append' to "
-                "add to them"
-            )
-        if mode == "overwrite":
-            replaces = tuple(names)
+    elif mode == "overwrite":
+        replaces = tuple(names)
     return WriteJob(
         name,
         client.tracker.address,
