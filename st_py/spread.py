@@ -44,9 +44,10 @@ an older plan may still read) unless no other peer can take it.
 
 **Fill.** A peer's fill is the bytes of the committed copies it holds of the
 files considered (one file, the files named, or every file with ``--all``)
-divided by its space, the ``used + free`` bytes it announces (the space
-StoreTorrent may occupy on it: its disk, or ``--capacity``, less what others
-store there). Each file is spread over the peers in service in proportion
+divided by its space, the capacity it announces (the space StoreTorrent may
+occupy on it: its disk, or ``--capacity``; a disk several peers share is
+split evenly between them, :func:`_spaces`), which does not move as copies
+move, so a second spread of an even cluster moves nothing. Each file is spread over the peers in service in proportion
 to their space, so the cluster's fill evens out with every file, and each
 file is read from every peer in parallel. The tolerance is relative to the
 mean fill: with ``0.1`` every peer ends within 10% of it, as far as the
@@ -104,8 +105,8 @@ class PeerRef:
 class PeerFill:
     """One peer's share of the files considered.
 
-    ``space_bytes`` is what StoreTorrent may occupy on it (its announced used
-    plus free bytes); ``bytes_before`` and ``bytes_after`` the committed copy
+    ``space_bytes`` is what StoreTorrent may occupy on it (its announced
+    capacity, a shared disk split evenly: :func:`_spaces`); ``bytes_before`` and ``bytes_after`` the committed copy
     bytes it holds of the files, before and after the operation."""
 
     addr: str
@@ -338,10 +339,27 @@ def set_in_service(client, peer: str) -> PeerRef:
     return _ref(client.tracker.set_peer_state(ref.peer_id, ""))
 
 
-def _space(p) -> int:
-    """What StoreTorrent may occupy on peer ``p`` (a ``pb.Peer``): announced
-    used plus free bytes, else its capacity, else 1 (never announced)."""
-    return int(p.used_bytes + p.free_bytes) or int(p.capacity_bytes) or 1
+def _spaces(peers) -> dict[str, int]:
+    """``{peer_id: space}``: what StoreTorrent may occupy on each of
+    ``peers`` (``pb.Peer``): its announced capacity (its disk, or its
+    ``--capacity``), a filesystem that several of them share (``fs_id``, as
+    ``storetorrent up``'s peers do) split evenly between them; else used
+    plus free bytes; else 1 (never announced).
+
+    Not used plus free, which moves as copies move (a moved-away copy waits
+    for the scrubber, so both holders count it for ``--scrub-age``): the
+    shares then changed between two spreads, and a second spread of an even
+    cluster moved copies again."""
+    peers = list(peers)
+    sharing: dict[str, int] = {}
+    for p in peers:
+        if p.fs_id:
+            sharing[p.fs_id] = sharing.get(p.fs_id, 0) + 1
+    out = {}
+    for p in peers:
+        cap = int(p.capacity_bytes) // max(1, sharing.get(p.fs_id, 1) if p.fs_id else 1)
+        out[p.peer_id] = cap or int(p.used_bytes + p.free_bytes) or 1
+    return out
 
 
 # -- options -------------------------------------------------------------------
@@ -766,7 +784,7 @@ def spread(
     _check_options(tolerance, max_mb_per_s)
     t0 = time.monotonic()
     peers = [p for p in client.status().peers if p.alive and not p.drain_state]
-    in_service = {p.peer_id: _space(p) for p in peers}
+    in_service = _spaces(peers)
     report = SpreadReport(tolerance, peers=[PeerFill(p.addr, p.peer_id, in_service[p.peer_id]) for p in peers])
     throttle = _Throttle(max_mb_per_s)
     for name in list(names) if names is not None else list(all_files(client)):
@@ -885,11 +903,9 @@ def drain(
     by_file: dict[str, FileMoves] = {}
     for n in range(1, max_passes + 1):
         report.passes = n
-        in_service = {
-            p.peer_id: _space(p)
-            for p in client.status().peers
-            if p.alive and not p.drain_state and p.peer_id != ref.peer_id
-        }
+        in_service = _spaces(
+            p for p in client.status().peers if p.alive and not p.drain_state and p.peer_id != ref.peer_id
+        )
         found = moved = 0
         report.failed_files = []
         for name in all_files(client):
