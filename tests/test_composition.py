@@ -286,6 +286,26 @@ def test_cell(matrix, row, way):
     WAYS[way](matrix, row, expected(row))
 
 
+# The threads axis: click's CliRunner swaps the process's stdout (one thread
+# at a time by design), and Ray's driver runs one job at a time from a
+# process; every other way in runs from a thread pool.
+THREAD_WAYS = [w for w in WAYS if w not in ("CLI ls/get", "Ray")]
+
+
+def test_cells_from_threads(matrix):
+    """The cells of every kind (its x2 row) through every way in at once,
+    from 6 threads sharing the Client: what Dask's threaded scheduler and a
+    user's thread pool do. Each cell checks every byte and row, as above."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cells = [(row, way) for row in ROWS if row.replication == "x2" for way in THREAD_WAYS]
+    cells = cells[::2] + cells[1::2]  # neighbours in the pool read different files
+    with ThreadPoolExecutor(6) as ex:
+        futures = [(row, way, ex.submit(WAYS[way], matrix, row, expected(row))) for row, way in cells]
+        failed = [(row.file, way, repr(fut.exception())) for row, way, fut in futures if fut.exception() is not None]
+    assert not failed, failed
+
+
 def test_after_a_peer_is_killed_every_row_reads_rebalance_repair_recover(matrix):
     """Runs after the cells (file order): one peer SIGKILLed for good."""
     from st_py import repair as rp

@@ -84,6 +84,12 @@ from .record_cache import RecordCache
 class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
     """StoreTorrent files and records as an fsspec filesystem.
 
+    Thread safety: one instance may be shared between threads (fsspec
+    caches one per argument set and thread anyway); the tracker client and
+    the open StoreTorrent files it reads through are kept per thread
+    (``fsspec_resources``), so threads read in parallel.
+    ``tests/test_threads.py``.
+
     Parameters
     ----------
     tracker : str, optional

@@ -72,16 +72,29 @@ SCAN_STATS = {"records_verified": 0, "checksum_fallbacks": 0, "objects_read": 0}
 against their CRC-32C, copies that failed it and were read by GET from
 another copy instead, striped objects read."""
 
-_chains: dict = {}  # (filters, key check) -> FilterChain, per process
-_open_files = threading.local()  # per thread: {(tracker, file): StFile}
+_chains: dict = {}  # (filters, key check) -> FilterChain, per process (a chain may be shared by threads)
+_open_files = threading.local()  # per thread: _ThreadFiles {(tracker, file): StFile}
+
+
+class _ThreadFiles(dict):
+    """One thread's open handles; closed when the thread ends (its
+    ``threading.local`` storage is released), so a pool's threads that
+    come and go (Dask's, a user's) leave no sockets behind."""
+
+    def __del__(self):
+        for f in self.values():
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001 (a thread's end: nothing left to tell)
+                pass
 
 
 def _stfile(opts: ScanOptions, file: str):
-    """An open handle on ``file`` for this thread (kept for the process's
-    lifetime, as a read task's connections to the peers are)."""
+    """An open handle on ``file`` for this thread (kept while the thread
+    lives, as a read task's connections to the peers are)."""
     files = getattr(_open_files, "files", None)
     if files is None:
-        files = _open_files.files = {}
+        files = _open_files.files = _ThreadFiles()
     key = (opts.tracker, file)
     f = files.get(key)
     if f is None:
