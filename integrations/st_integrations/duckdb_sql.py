@@ -77,8 +77,10 @@ def _has_objects(path: str) -> bool:
     """Whether the infofile has the ``objects`` table (files made before
     striping do not)."""
     import sqlite3
+    from urllib.parse import quote
 
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    # the path escaped in the URI: a '?' or '#' in a file name would end it
+    conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
     try:
         return (
             conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'objects'").fetchone() is not None
@@ -201,6 +203,13 @@ def connect_files(client, names: list[str], data: bool = False):
     globs (``"/exp/*"``), resolved by the tracker; with ``data`` also the
     ``records_data`` view of the records' contents.
 
+    ``names`` are resolved as the readers resolve paths
+    (:func:`st_integrations.readplan.resolve_targets`): a name that exists
+    literally is that file (or record), even if it holds ``*``, ``?`` or
+    ``[``; only other names are patterns. The metadata views cover each
+    whole file; ``records_data`` holds only the records a path inside a
+    file selects (``/exp/run1/part-0.parquet``).
+
     A connection with ``data`` that the program leaves open is closed at
     interpreter exit (:func:`st_integrations.arrow_dataset.close_at_exit`).
 
@@ -221,7 +230,8 @@ def connect_files(client, names: list[str], data: bool = False):
     if data:
         from .arrow_dataset import close_at_exit, dataset
 
-        con.register("records_data", dataset(list(paths), tracker=client.tracker.address))
+        # the paths as given: a path inside a file selects its records here too
+        con.register("records_data", dataset(names, tracker=client.tracker.address))
         # A connection left open scans records through Python on Arrow's
         # threads: it is closed at exit, before Python finalizes.
         close_at_exit(con)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
+import glob
 import hashlib
 import itertools
 import math
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 
 from st_py.errors import GetLocalError, RecordNotFoundError, StFileNotFoundError
 from st_py.getlocal import GetLocalPlan, check_complete, reveal_entries
-from st_py.infofile import STRIPE_PREFIX
+from st_py.infofile import STRIPE_PREFIX, InfofileReader
 from st_py.protocol import LocalEntries
 
 from .formats import ignored
@@ -223,6 +224,13 @@ def _has_magic(path: str) -> bool:
     return any(c in path for c in "*?[")
 
 
+def escape(name: str) -> str:
+    """``name`` as a pattern that matches it literally: each ``*``, ``?``
+    and ``[`` in brackets (``run[bold]2`` -> ``run[[]bold]2``), as
+    :func:`glob.escape` does."""
+    return glob.escape(name)
+
+
 def resolve_paths(client, paths: str | list[str]) -> list[str]:
     """File names for ``paths`` (see :func:`resolve_targets`), in order.
 
@@ -244,6 +252,14 @@ def resolve_targets(client, paths: str | list[str]) -> dict[str, list[str] | Non
     a record prefix (``/exp/run1/2024`` for ``2024/...``) or a glob of
     record names (``/exp/run1/*.parquet``). The selection lists such
     patterns; :func:`selected` applies them.
+
+    Names are data: a path that names an existing file, directory, record,
+    object or record prefix *literally* means that one, whatever ``*``,
+    ``?``, ``[`` or ``]`` it holds (``/nyc/run[bold]2``); only a path that
+    names nothing literally is a pattern. In a pattern, ``[[]``, ``[*]``
+    and ``[?]`` match ``[``, ``*`` and ``?`` (:func:`escape`). This is the
+    one place every reader (Ray, Dask, pyarrow datasets, DuckDB's
+    ``connect_files`` and ``storetorrent sql --file``) resolves paths.
 
     Raises
     ------
@@ -267,19 +283,21 @@ def resolve_targets(client, paths: str | list[str]) -> dict[str, list[str] | Non
         p = "/" + p.strip("/")
         inside = _inside_file(client, p)
         if inside is not None:
-            add(*inside)
+            fname, patterns = inside
+            for q in patterns:
+                add(fname, q)
             continue
-        if not _has_magic(p):
-            entries = _list(client, p)
-            if entries is None:  # not a file, directory, nor a path inside a file
-                client.tracker.open(p)  # raises StFileNotFoundError saying so
-                add(p, None)
-            else:
-                found = _files_below(client, p)
-                if not found:
-                    raise StFileNotFoundError(f"directory {p} holds no StoreTorrent file")
-                for f in found:
-                    add(f, None)
+        entries = _list(client, p)
+        if entries is not None:  # a file or directory of this very name
+            found = _files_below(client, p)
+            if not found:
+                raise StFileNotFoundError(f"directory {p} holds no StoreTorrent file")
+            for f in found:
+                add(f, None)
+            continue
+        if not _has_magic(p):  # not a file, directory, nor a path inside a file
+            client.tracker.open(p)  # raises StFileNotFoundError saying so
+            add(p, None)
             continue
         # Walk from the deepest directory without wildcards.
         parts = p.strip("/").split("/")
@@ -302,29 +320,47 @@ def _is_file(client, path: str) -> bool:
     return bool(entries) and len(entries) == 1 and entries[0].name == path and not entries[0].is_dir
 
 
-def _inside_file(client, p: str) -> tuple[str, str] | None:
-    """``(file, record pattern)`` if ``p`` lies inside a StoreTorrent file."""
+def _inside_file(client, p: str) -> tuple[str, list[str]] | None:
+    """``(file, record patterns)`` if ``p`` lies inside a StoreTorrent file
+    (named literally, whatever characters it holds)."""
     parts = p.strip("/").split("/")
     for n in range(len(parts) - 1, 0, -1):
-        head = parts[:n]
-        if any(_has_magic(x) for x in head):
-            continue
-        pre = "/" + "/".join(head)
+        pre = "/" + "/".join(parts[:n])
         if _is_file(client, pre):
-            return pre, "/".join(parts[n:])
+            return pre, _record_patterns(client, pre, "/".join(parts[n:]))
     return None
+
+
+def _record_patterns(client, fname: str, rest: str) -> list[str]:
+    """The selection of file ``fname`` that path ``rest`` inside it means:
+    ``rest`` itself (a name or prefix; a pattern if it holds ``*``, ``?``
+    or ``[``), or, when a record or object is named ``rest`` (or its names
+    start with ``rest/``) literally, patterns that match only those."""
+    if not _has_magic(rest):
+        return [rest]
+    reader = InfofileReader(client.tracker.open(fname).infofile_path)
+    try:
+        exact = reader.exists(rest)
+        below = reader.any_between(rest + "/", rest + "0") or bool(reader.objects_between(rest + "/", rest + "0"))
+    finally:
+        reader.close()
+    if not exact and not below:
+        return [rest]  # a pattern
+    esc = escape(rest)
+    return ([esc] if exact else []) + ([esc + "/**"] if below else [])
 
 
 def selected(name: str, patterns: list[str] | None) -> bool:
     """Whether record name ``name`` is in a selection of
     :func:`resolve_targets`: a name, a prefix of ``/``-separated names, or
-    a glob of names."""
+    (holding ``*``, ``?`` or ``[``) a glob of names."""
     if patterns is None:
         return True
     for q in patterns:
-        if name == q or name.startswith(q.rstrip("/") + "/"):
-            return True
-        if _has_magic(q) and _glob_match(name, q):
+        if _has_magic(q):
+            if _glob_match(name, q):
+                return True
+        elif name == q or name.startswith(q.rstrip("/") + "/"):
             return True
     return False
 
