@@ -270,7 +270,8 @@ class LocalCluster:
         """
         from .tracker.lock import TrackerLock
 
-        TrackerLock([self.namespace, self.data_dir / "tracker"]).release()  # one line, before any daemon starts
+        # one line, before any daemon starts (a namespace nested in a served one too)
+        TrackerLock([self.namespace, self.data_dir / "tracker"], nest_root=self.namespace).release()
         if self.auth and not self.key_file.exists():
             from .capability import new_key_file
 

@@ -64,3 +64,26 @@ def test_up_twice_gives_one_line(tmp_path, peer_bin):
     finally:
         up.terminate()
         up.wait(30)
+
+
+def test_a_tracker_refuses_a_root_inside_or_around_a_served_namespace(cluster, tmp_path):
+    """Namespaces never nest: a root inside the served one (also through a
+    symlink) or containing it is refused in one line naming the holder."""
+    pid, addr = cluster.tracker.pid, cluster.tracker_addr
+    (tmp_path / "link").symlink_to(cluster.namespace)
+    cases = (
+        (cluster.namespace / "sub", "inside the namespace"),
+        (tmp_path / "link" / "deeper" / "ns", "inside the namespace"),
+        (cluster.data_dir, "around a namespace"),
+        (tmp_path, "around a namespace"),
+    )
+    for i, (root, what) in enumerate(cases):
+        r = _tracker(root, tmp_path / f"state-{i}")
+        assert r.returncode != 0, (root, r.stdout)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+        assert what in lines[0] and f"pid {pid}" in lines[0] and "namespaces never nest" in lines[0], lines[0]
+        if what.startswith("inside"):
+            assert addr in lines[0]
+    # nothing was written into the served namespace
+    assert [e.name for e in cluster.client().ls("/")] == []

@@ -79,8 +79,8 @@ async def serve(
     it says it listens (paper 3.5), and stops them when it stops.
     """
     started = time.time()
-    root.mkdir(parents=True, exist_ok=True)
-    lock = TrackerLock([root, state_dir])  # one tracker per namespace: before touching anything
+    # one tracker per namespace, never nested: before touching anything (it makes the root)
+    lock = TrackerLock([root, state_dir], nest_root=root)
     try:
         await _serve(
             lock,
