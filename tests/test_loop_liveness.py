@@ -173,7 +173,7 @@ def test_a_peer_whose_loop_thread_is_stopped_is_failed_and_avoided(make_cluster,
     peer = cluster.peers[2]
     records = {f"r{i}": f"record {i}".encode() * 100 for i in range(30)}
     c = cluster.client()
-    with c.create("/stopped/f", "x2") as f:
+    with c.create("/stopped/f", "x2", blocksize=1) as f:  # records on every peer, the stopped one too
         for name, data in records.items():
             f.put(name, data)
     window = status(cluster)["tracker"]["liveness_window_s"]
@@ -183,7 +183,9 @@ def test_a_peer_whose_loop_thread_is_stopped_is_failed_and_avoided(make_cluster,
     wrong: list[str] = []
     reader = None
     if serving:
-        reader_client = cluster.client()
+        # copy-rank order (no load balancing): the records whose first copy
+        # is on the peer are read from it, so it is serving when it stops
+        reader_client = cluster.client(balance_reads=False)
 
         def read_all() -> None:
             while not reading.is_set():
@@ -198,7 +200,12 @@ def test_a_peer_whose_loop_thread_is_stopped_is_failed_and_avoided(make_cluster,
         reader = threading.Thread(target=read_all, daemon=True)
         reader.start()
         before = peer_gets(peer.metrics_addr)
-        poll_for(lambda: peer_gets(peer.metrics_addr) > before + 5, timeout=20, what="the peer to serve GETs")
+        poll_for(
+            lambda: peer_gets(peer.metrics_addr) > before + 5 or wrong,
+            timeout=30,
+            what="the peer to serve GETs",
+        )
+        assert not wrong, wrong[:5]
 
     stop = ThreadStop(loop_thread_id(peer.pid))
     try:
