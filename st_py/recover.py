@@ -34,6 +34,7 @@ import sqlite3
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from . import protocol as P
 from .errors import ChecksumError, RecoveryError, StoreTorrentError
@@ -179,7 +180,7 @@ def _inspect(data: bytes, m: MirrorCopy, alive_ids: set[str], max_names: int) ->
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        conn = sqlite3.connect(f"file:{tmp}?mode=ro", uri=True, isolation_level=None)
+        conn = sqlite3.connect(f"file:{quote(str(tmp))}?mode=ro", uri=True, isolation_level=None)
         try:
             if [r[0] for r in conn.execute("PRAGMA quick_check")] != ["ok"]:
                 raise ValueError("SQLite quick_check failed")

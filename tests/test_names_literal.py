@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from st_py.cluster import LocalCluster
-from st_py.errors import TrackerError
 
 pytest.importorskip("dask.dataframe")
 
@@ -177,14 +176,8 @@ def test_ray_reader_takes_exact_names_and_globs(st_cluster, local_ray):
     assert keys("/br/*") == ALL_KEYS
 
 
-@pytest.mark.xfail(
-    raises=TrackerError,
-    strict=False,
-    reason="st_py/infofile.py opens an infofile by the SQLite URI file:<path>?mode=ro without escaping "
-    "the path: a '?' in a file name ends it (the tracker opens /brq/q, read-write, and creates it empty); "
-    "fixed when the path is escaped (urllib.parse.quote), as the peer's sqlite_ro.cc does",
-)
 def test_a_file_name_with_a_question_mark(st_cluster):
+    """A '?' in a file name: every SQLite URI of an infofile escapes its path."""
     with st_cluster.client() as cl:
         for name, k in (("/brq/q?x", 7), ("/brq/qax", 8)):
             with cl.create(name, replication="x2") as f:

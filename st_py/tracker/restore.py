@@ -33,6 +33,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import google_crc32c
 import grpc
@@ -63,7 +64,7 @@ def _check_infofile(path: Path) -> _Checked:
     """What the infofile at ``path`` is; ValueError saying why it is not a
     sound storetorrent-infofile."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None)
     except sqlite3.Error as e:
         raise ValueError(f"cannot open it as SQLite: {e}") from None
     try:
