@@ -586,16 +586,25 @@ def ls(tracker, data, path, records, fmt) -> None:
                 for n in f.names():
                     click.echo(n)
                 return
-            names = f.names()
-            metas = f.records_meta(names)
+            from .infofile import stripe_name, user_size
+
+            reader = f.infofile()
+            with reader.read_transaction():  # one snapshot; a record with no copy left is listed too
+                names = f.names()
+                recs = {r[0]: r for r in reader.records_between("")}
+                objs = {o.name: o for o in reader.objects()}
             rows = []
-            for n in names:  # records and striped objects alike: one row per name
-                m = metas.get(n)
-                o = f.object_meta(n) if m is None else None
-                if m is not None:
-                    rows.append({"name": n, "kind": "record", "size": m.size, "crc32c": m.crc32c})
+            for n in names:  # records and striped objects alike: one row per name, size = the user's bytes
+                r = recs.get(n)
+                o = objs.get(n) if r is None else None
+                if r is not None:
+                    size = user_size(r[1], r[4])
+                    rows.append({"name": n, "kind": "record", "size": size, "stored_size": r[1], "crc32c": r[2]})
                 elif o is not None:
-                    rows.append({"name": n, "kind": "object", "size": o.size, "crc32c": o.crc32c})
+                    stored = sum(recs[k][1] for k in (stripe_name(n, i) for i in range(o.stripes)) if k in recs)
+                    rows.append(
+                        {"name": n, "kind": "object", "size": o.size, "stored_size": stored, "crc32c": o.crc32c}
+                    )
             emit(rows, fmt)
         return
     from .tracker.access import mode_text
@@ -611,11 +620,12 @@ def ls(tracker, data, path, records, fmt) -> None:
                 "type": "dir" if e.is_dir else "file",
                 "class": e.replication or None,
                 "records": None if e.is_dir else e.records,
-                "bytes": None if e.is_dir else e.bytes,
+                "bytes": None if e.is_dir else e.user_bytes,  # the user's bytes (docs/infofile.md, "Sizes")
+                "stored_bytes": None if e.is_dir else e.bytes,  # one copy, as stored
             }
         )
     if fmt == "table":
-        rows = [{k: v for k, v in r.items() if k != "type"} for r in rows]
+        rows = [{k: v for k, v in r.items() if k not in ("type", "stored_bytes")} for r in rows]
     emit(rows, fmt, sizes=("bytes",), right=("records",))
 
 

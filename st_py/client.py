@@ -193,7 +193,14 @@ class Client:
             name,
             info.file_id,
             [  # its per-file tracker (paper 3.5)
-                pb.RecordCommit(name=r["name"], size=r["size"], crc32c=r["crc32c"], peer_idx=r["peer_idx"], schema=ref)
+                pb.RecordCommit(
+                    name=r["name"],
+                    size=r["size"],
+                    crc32c=r["crc32c"],
+                    peer_idx=r["peer_idx"],
+                    schema=ref,
+                    logical_size=r.get("logical_size"),
+                )
                 for r, ref in zip(records, refs)
             ],
             delete=delete or (),

@@ -121,6 +121,7 @@ class _PutOp:
     stored_as: str = ""  # a new version (replace=True): the name its copies are stored under
     key_b: bytes = b""  # the name the peers store it under (name_b, or stored_as's bytes)
     schema: tuple[str, bytes] | None = None  # (format, Arrow IPC schema) kept in the infofile
+    logical_size: int | None = None  # the user's bytes, before the file's filters (size: as stored)
 
 
 class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMixin):
@@ -613,6 +614,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         # the record's format and schema, of its plaintext, for the infofile:
         # scans then read no record to learn them (docs/infofile.md)
         schema = written_schema(name, data) if self.keep_schemas and _holders is None else None
+        logical_size = len(data)
         if self.filters:  # the peers store (and CRC) the filtered bytes
             data = self.filters.encode(self.file_id, name, data)
         while self._puts_inflight + self._gets_inflight >= self.depth:
@@ -643,6 +645,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
             stored_as=stored_as,
             key_b=stored_as.encode("utf-8") if stored_as else name_b,
             schema=schema,
+            logical_size=logical_size,
         )
         self._puts_inflight += 1
         if self._chain:
@@ -841,7 +844,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
     def staged_commits(self) -> list[dict]:
         """The records acknowledged by every holder but not committed, of a
         file opened with ``stage=True``, as plain dicts ``{"name", "size",
-        "crc32c", "peer_idx", "schema"}`` (peer indexes by copy rank;
+        "crc32c", "peer_idx", "schema", "logical_size"}`` (``size`` as
+        stored, ``logical_size`` the user's bytes; peer indexes by copy rank;
         ``schema`` the record's ``(format, Arrow IPC schema)`` or None);
         they are taken out of the file. Commit them with :meth:`Client.commit_staged`.
 

@@ -260,8 +260,9 @@ class GroupCommitter:
 
     def take_staged(self) -> list[dict]:
         """The waiting records as plain dicts ``{"name", "size", "crc32c",
-        "peer_idx", "schema"}`` (``schema``: ``(format, Arrow IPC schema)``
-        or None), taken out (``stage=True``)."""
+        "peer_idx", "schema", "logical_size"}`` (``size`` as stored,
+        ``logical_size`` the user's bytes; ``schema``: ``(format, Arrow IPC
+        schema)`` or None), taken out (``stage=True``)."""
         out = [
             {
                 "name": op.name,
@@ -269,6 +270,7 @@ class GroupCommitter:
                 "crc32c": op.crc,
                 "peer_idx": list(op.peers),
                 "schema": getattr(op, "schema", None),
+                "logical_size": getattr(op, "logical_size", None),
             }
             for op in self.waiting
         ]
@@ -311,6 +313,7 @@ def _records(group: list) -> tuple[list, list]:
                 pending_ranks=sorted(op.sent_pending),
                 stored_as=getattr(op, "stored_as", ""),
                 schema=ref,
+                logical_size=getattr(op, "logical_size", None),
             )
         )
     return out, schemas

@@ -20,6 +20,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 FORMAT = "storetorrent-infofile"
 FORMAT_VERSION = 2
@@ -39,7 +40,9 @@ compiled into the C++ tests)."""
 
 @dataclass(frozen=True)
 class RecordMeta:
-    """Committed metadata of one record: size in bytes, CRC-32C, and the
+    """Committed metadata of one record: its stored size in bytes (after
+    the file's filters: what the peers hold and check; users see
+    :func:`user_size`), CRC-32C, and the
     peer indexes holding its stored copies in copy-rank order. ``ranks``
     gives each one's copy rank; it is ``0 .. F-1`` unless copies are still
     pending (async protocols), which are left out."""
@@ -99,6 +102,16 @@ class ObjectMeta:
     crc32c: int
 
 
+def user_size(stored: int, logical: int | None) -> int:
+    """A record's ``size`` everywhere users see one (``ls``, fsspec, DuckDB,
+    docs/infofile.md "Sizes"): the bytes the user wrote, before the file's
+    filters, kept at commit (``records.logical_size``). A record committed
+    before they were kept shows its stored size: exact in a file without
+    filters, the filtered size otherwise (``stored_size`` says which).
+    Quotas and space count stored bytes of every copy."""
+    return int(logical) if logical is not None else int(stored)
+
+
 def name_stats(conn: "sqlite3.Connection | _ReadOnlyConnection") -> tuple[int, int]:
     """``(names, bytes)`` of an infofile: committed records and striped
     objects (one name each, never their stripe records; docs/striping.md),
@@ -114,6 +127,25 @@ def name_stats(conn: "sqlite3.Connection | _ReadOnlyConnection") -> tuple[int, i
     except sqlite3.OperationalError:  # a file made before striping
         pass
     return int(n), int(b)
+
+
+def user_bytes(conn: "sqlite3.Connection | _ReadOnlyConnection") -> int:
+    """The sum of :func:`user_size` over an infofile's names: records (not
+    stripes) and striped objects (their whole size)."""
+    try:
+        (b,) = conn.execute(
+            "SELECT coalesce(sum(coalesce(logical_size, size)), 0) FROM records WHERE NOT (name >= ? AND name < ?)",
+            (STRIPE_PREFIX, STRIPE_END),
+        ).fetchone()
+    except sqlite3.OperationalError:  # a file made before logical sizes
+        (b,) = conn.execute(
+            "SELECT coalesce(sum(size), 0) FROM records WHERE NOT (name >= ? AND name < ?)", (STRIPE_PREFIX, STRIPE_END)
+        ).fetchone()
+    try:
+        b += conn.execute("SELECT coalesce(sum(size), 0) FROM objects").fetchone()[0]
+    except sqlite3.OperationalError:  # a file made before striping
+        pass
+    return int(b)
 
 
 class _ReadOnlyConnection:
@@ -132,7 +164,9 @@ class _ReadOnlyConnection:
         self._c = self._open()
 
     def _open(self) -> sqlite3.Connection:
-        c = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+        # the path escaped in the URI: a '?' or '#' in a file name would end it
+        uri = f"file:{quote(str(self._path))}?mode=ro"
+        c = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         c.execute("PRAGMA busy_timeout=10000")
         return c
 
@@ -461,6 +495,23 @@ class InfofileReader:
         """``(names, bytes)``: see :func:`name_stats`."""
         return name_stats(self.conn)
 
+    def user_bytes(self) -> int:
+        """See :func:`user_bytes`."""
+        return user_bytes(self.conn)
+
+    _has_logical = False  # the column exists (once added, it stays)
+
+    def _logical_column(self, prefix: str = "") -> str:
+        """``logical_size`` (with a table alias ``prefix``), or NULL for a
+        file whose tracker has not added the column yet."""
+        if not self._has_logical:
+            try:
+                self.conn.execute("SELECT logical_size FROM records LIMIT 0")
+            except sqlite3.OperationalError:
+                return "NULL"
+            self._has_logical = True
+        return prefix + "logical_size"
+
     # -- point and range queries of names (the fsspec filesystem, listings) --
     # ``name`` is the primary key of records and objects: a point lookup or
     # a range [lo, hi) of names is one index search.
@@ -468,21 +519,27 @@ class InfofileReader:
         """The file's peerlist: ``(peer_idx, peer_id, addr)``, by index."""
         return self.conn.execute("SELECT peer_idx, peer_id, addr FROM peers ORDER BY peer_idx").fetchall()
 
-    def record_stat(self, name: str) -> tuple[int, int, float] | None:
-        """``(size, crc32c, committed_at)`` of committed record ``name``
-        (size as stored, after filters), or None."""
-        return self.conn.execute("SELECT size, crc32c, committed_at FROM records WHERE name = ?", (name,)).fetchone()
+    def record_stat(self, name: str) -> tuple[int, int, float, int | None] | None:
+        """``(size, crc32c, committed_at, logical_size)`` of committed record
+        ``name`` (size as stored, after filters; :func:`user_size` of the two
+        is what users see), or None."""
+        lg = self._logical_column()
+        return self.conn.execute(
+            f"SELECT size, crc32c, committed_at, {lg} FROM records WHERE name = ?", (name,)
+        ).fetchone()
 
     def records_between(self, lo: str, hi: str | None = None):
-        """``(name, size, crc32c, committed_at)`` of the committed records
-        with ``lo <= name < hi`` (no upper bound if None), in name order: a
-        cursor (close it, or read it to the end)."""
+        """``(name, size, crc32c, committed_at, logical_size)`` of the
+        committed records with ``lo <= name < hi`` (no upper bound if None),
+        in name order: a cursor (close it, or read it to the end)."""
+        lg = self._logical_column()
         if hi is None:
             return self.conn.execute(
-                "SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? ORDER BY name", (lo,)
+                f"SELECT name, size, crc32c, committed_at, {lg} FROM records WHERE name >= ? ORDER BY name", (lo,)
             )
         return self.conn.execute(
-            "SELECT name, size, crc32c, committed_at FROM records WHERE name >= ? AND name < ? ORDER BY name", (lo, hi)
+            f"SELECT name, size, crc32c, committed_at, {lg} FROM records WHERE name >= ? AND name < ? ORDER BY name",
+            (lo, hi),
         )
 
     def any_between(self, lo: str, hi: str) -> bool:

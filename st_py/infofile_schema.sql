@@ -21,16 +21,19 @@ CREATE TABLE peers(
 
 CREATE TABLE records(
   name         TEXT PRIMARY KEY,      -- record name (UTF-8)
-  size         INTEGER NOT NULL,      -- bytes of one copy
+  size         INTEGER NOT NULL,      -- bytes of one copy, as stored (after filters)
   crc32c       INTEGER NOT NULL,      -- CRC-32C of the bytes
   commit_seq   INTEGER NOT NULL,      -- generation of the commit that added it
   committed_at REAL NOT NULL,         -- unix seconds
   version      INTEGER NOT NULL DEFAULT 0,  -- 0, then + 1 by each replacement
   stored_as    TEXT,                  -- the name its copies are stored under on
                                       -- the peers; NULL: `name` (never replaced)
-  schema_id    INTEGER                -- its format and schema (schemas); NULL: not
+  schema_id    INTEGER,               -- its format and schema (schemas); NULL: not
                                       -- kept (a stripe, a name readers skip, bytes
                                       -- of no decodable format, an older writer)
+  logical_size INTEGER                -- the user's bytes, before the file's filters
+                                      -- (size is what the peers store); NULL: written
+                                      -- before it was kept (docs/infofile.md, "Sizes")
 );
 CREATE INDEX records_by_schema ON records(schema_id);
 

@@ -99,7 +99,8 @@ def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
                 "type": "file",
                 "class": "x2",
                 "records": 5,
-                "bytes": 5000,
+                "bytes": 5000,  # the user's bytes (docs/infofile.md, "Sizes")
+                "stored_bytes": 5000,  # one copy as stored: the same without filters
             }
         ]
         assert "KiB" in st("ls", "/exp", data=data).stdout  # sizes for people in the table

@@ -11,8 +11,11 @@ Views made by :func:`connect`:
     (docs/composition.md): each committed record and each striped object,
     never the stripes of an object:
     ``file VARCHAR, name VARCHAR, size BIGINT, crc32c BIGINT, commit_seq BIGINT, committed_at DOUBLE,
-    kind VARCHAR`` (``'record'`` or ``'object'``; an object's ``size`` and
-    ``crc32c`` are of its whole plaintext, a record's of its stored bytes)
+    kind VARCHAR, stored_size BIGINT`` (``'record'`` or ``'object'``;
+    ``size`` is the user's bytes, before the file's filters, as everywhere
+    (st_py.infofile.user_size; docs/infofile.md, "Sizes"); ``stored_size``
+    one copy as the peers store it (an object: its stripes); ``crc32c`` of
+    the stored bytes of a record, of an object's whole plaintext)
 ``stripes``
     one row per stripe of a committed striped object (docs/striping.md):
     ``file, object, stripe (index), name (the stripe's record), size, crc32c``
@@ -21,7 +24,8 @@ Views made by :func:`connect`:
     ``file, name, copy_rank, peer_idx, peer_id, addr``
 ``files``
     one row per file: ``file, file_id, replication, copies, records`` (names,
-    as ``records``), ``bytes`` (one copy of each, stripes included, as stored)
+    as ``records``), ``bytes`` (the sum of their ``size``), ``stored_bytes``
+    (one copy of each, stripes included, as stored)
 
 With ``data=True`` (:func:`connect_files`), also:
 
@@ -76,15 +80,23 @@ def _quote(s: str) -> str:
 def _has_objects(path: str) -> bool:
     """Whether the infofile has the ``objects`` table (files made before
     striping do not)."""
+    return _has(path, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'objects'")
+
+
+def _has_logical(path: str) -> bool:
+    """Whether the infofile's records have ``logical_size`` (files whose
+    tracker has not added it yet do not)."""
+    return _has(path, "SELECT 1 FROM pragma_table_info('records') WHERE name = 'logical_size'")
+
+
+def _has(path: str, sql: str) -> bool:
     import sqlite3
     from urllib.parse import quote
 
     # the path escaped in the URI: a '?' or '#' in a file name would end it
     conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
     try:
-        return (
-            conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'objects'").fetchone() is not None
-        )
+        return conn.execute(sql).fetchone() is not None
     finally:
         conn.close()
 
@@ -119,14 +131,19 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
         con.execute(f"ATTACH {_quote(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
         q = _quote(fname)
         plain = f"NOT starts_with(name, {_quote(STRIPE_PREFIX)})"
+        user = "coalesce(logical_size, size)" if _has_logical(path) else "size"  # st_py.infofile.user_size
+        has_objects = _has_objects(path)
         rec.append(
-            f"SELECT {q} AS file, name, size, crc32c, commit_seq, committed_at, 'record' AS kind "
-            f"FROM {alias}.records WHERE {plain}"
+            f"SELECT {q} AS file, name, {user} AS size, crc32c, commit_seq, committed_at, 'record' AS kind, "
+            f"size AS stored_size FROM {alias}.records WHERE {plain}"
         )
-        if _has_objects(path):
+        if has_objects:
             rec.append(
-                f"SELECT {q} AS file, name, size, crc32c, commit_seq, committed_at, 'object' AS kind "
-                f"FROM {alias}.objects WHERE name IS NOT NULL"
+                f"SELECT {q} AS file, o.name, o.size, o.crc32c, o.commit_seq, o.committed_at, 'object' AS kind, "
+                f"CAST(coalesce(s.b, 0) AS BIGINT) AS stored_size FROM {alias}.objects o LEFT JOIN "
+                f"(SELECT regexp_extract(name, '^\\.st-stripe/(.*)/[0-9]+$', 1) AS obj, sum(size) AS b "
+                f"FROM {alias}.records WHERE starts_with(name, {_quote(STRIPE_PREFIX)}) GROUP BY obj) s "
+                "ON s.obj = o.name WHERE o.name IS NOT NULL"
             )  # a column read: WITHOUT ROWID
             stripes.append(
                 f"SELECT {q} AS file, o.name AS object, CAST(regexp_extract(r.name, '/([0-9]+)$', 1) AS INTEGER) "
@@ -149,13 +166,14 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
             f"WHERE key IN ('file_id', 'replication', 'copies')"
         )
         frec.append(
-            f"SELECT {q} AS file, count(*) FILTER (WHERE {plain}) AS n, coalesce(sum(size), 0) AS b "
-            f"FROM {alias}.records"
+            f"SELECT {q} AS file, count(*) FILTER (WHERE {plain}) AS n, coalesce(sum(size), 0) AS b, "
+            f"coalesce(sum({user}) FILTER (WHERE {plain}), 0) AS u FROM {alias}.records"
         )
         fobj.append(
-            f"SELECT {q} AS file, count(*) AS n FROM {alias}.objects WHERE name IS NOT NULL"
-            if _has_objects(path)
-            else f"SELECT {q} AS file, 0 AS n"
+            f"SELECT {q} AS file, count(*) AS n, coalesce(sum(size), 0) AS u FROM {alias}.objects "
+            "WHERE name IS NOT NULL"
+            if has_objects
+            else f"SELECT {q} AS file, 0 AS n, 0 AS u"
         )
     if not rec:
         raise ValueError("connect() needs at least one infofile")
@@ -175,7 +193,8 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
     con.execute(
         "CREATE VIEW files AS SELECT m.file, CAST(m.file_id AS BIGINT) AS file_id, "
         "CAST(m.replication AS VARCHAR) AS replication, CAST(m.copies AS INTEGER) AS copies, "
-        "r.n + o.n AS records, CAST(r.b AS BIGINT) AS bytes FROM _st_files_meta m "
+        "r.n + o.n AS records, CAST(r.u + o.u AS BIGINT) AS bytes, CAST(r.b AS BIGINT) AS stored_bytes "
+        "FROM _st_files_meta m "
         "JOIN _st_files_records r USING (file) JOIN _st_files_objects o USING (file)"
     )
     return con

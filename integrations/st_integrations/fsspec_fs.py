@@ -60,6 +60,7 @@ from st_py.errors import (
     RecordNotFoundError,
     StFileNotFoundError,
 )
+from st_py.infofile import user_size
 
 from .fsspec_file import StoreTorrentRecordFile
 from .fsspec_paths import (
@@ -305,7 +306,8 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             "type": "directory",
             "st_type": "file",
             "records": int(e.records),
-            "bytes": int(e.bytes),
+            "bytes": int(e.user_bytes),  # the user's bytes of its names (st_py.infofile.user_bytes)
+            "stored_bytes": int(e.bytes),  # one copy of each, stripes included, as stored
             "replication": e.replication,
             "file_id": int(e.file_id),
             "owner": e.owner,
@@ -431,7 +433,8 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             "type": "directory",
             "st_type": "file",
             "records": n,
-            "bytes": nbytes,
+            "bytes": h.infofile().user_bytes(),  # the user's bytes of its names (st_py.infofile.user_bytes)
+            "stored_bytes": nbytes,  # one copy of each, stripes included, as stored
             "replication": h.replication,
             "file_id": int(h.file_id),
             "owner": i.owner,
@@ -495,7 +498,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         elif kind == "file" or (kind == "inside" and self._has_under(a, b + "/")):
             records, dirs = self._children(a, b + "/" if b else "")
             out = [
-                _object_info(f"{a}/{r[0]}", *r[1:]) if len(r) > 4 else self._rec_info(a, r[0], f"{a}/{r[0]}", r[1:])
+                _object_info(f"{a}/{r[0]}", *r[1:]) if len(r) > 5 else self._rec_info(a, r[0], f"{a}/{r[0]}", r[1:])
                 for r in records
             ]
             out += [_prefix_info(f"{a}/{d}") for d in dirs]
@@ -590,8 +593,8 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         prefix = b + "/" if b else ""
         base = f"{a}/{prefix}"
         rows: list[tuple[str, Callable[[str], dict]]] = [
-            (name, functools.partial(self._rec_info, a, name, meta=(size, crc, t)))
-            for name, size, crc, t in self._rows_under(a, prefix)
+            (name, functools.partial(self._rec_info, a, name, meta=(size, crc, t, logical)))
+            for name, size, crc, t, logical in self._rows_under(a, prefix)
         ]
         rows += [
             (name, functools.partial(_object_info_at, om=tuple(om))) for name, *om in self._objects_under(a, prefix)
@@ -720,12 +723,16 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         return data
 
     def _rec_info(self, fname: str, rname: str, path: str, meta) -> dict:
-        """The fsspec info of a record. Under client-side filters
-        (docs/filters.md) the infofile knows the stored size only, so the
-        record is read (and cached) to give the size a reader will see."""
-        if self._handle(fname)._filter_names:
-            meta = (len(self._read_record(fname, rname, tuple(meta))),) + tuple(meta[1:])
-        return _record_info(path, *meta)
+        """The fsspec info of a record (``meta``: ``(stored size, crc32c,
+        committed_at, logical_size)``): ``size`` is the user's bytes, as the
+        infofile keeps them (st_py.infofile.user_size). A record of a
+        filtered file committed before they were kept is read (and cached)
+        to give the size a reader will see (docs/filters.md)."""
+        stored, crc, t = meta[0], meta[1], meta[2]
+        logical = meta[3] if len(meta) > 3 else None
+        if logical is None and self._handle(fname).filter_names:
+            logical = len(self._read_record(fname, rname, tuple(meta)))
+        return _record_info(path, user_size(stored, logical), crc, t, stored)
 
     def _read_local(self, fname: str, rname: str, meta) -> bytes | None:
         """The record from its revealed local path, or None (no local copy,

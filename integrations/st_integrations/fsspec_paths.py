@@ -67,10 +67,13 @@ def _not_found(path: str, what: str) -> FileNotFoundError:
     return FileNotFoundError(errno.ENOENT, what, path)
 
 
-def _record_info(name: str, size: int, crc: int, committed_at: float) -> dict:
+def _record_info(name: str, size: int, crc: int, committed_at: float, stored_size: int | None = None) -> dict:
+    """A record's info: ``size`` the user's bytes (st_py.infofile.user_size),
+    ``stored_size`` as the peers store it (after the file's filters)."""
     return {
         "name": name,
         "size": int(size),
+        "stored_size": int(size if stored_size is None else stored_size),
         "type": "file",
         "st_type": "record",
         "crc32c": int(crc),

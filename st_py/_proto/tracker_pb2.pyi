@@ -129,7 +129,7 @@ class OpenRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
 
 class RecordCommit(_message.Message):
-    __slots__ = ("name", "size", "crc32c", "peer_idx", "pending_ranks", "stored_as", "schema")
+    __slots__ = ("name", "size", "crc32c", "peer_idx", "pending_ranks", "stored_as", "schema", "logical_size")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     CRC32C_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +137,7 @@ class RecordCommit(_message.Message):
     PENDING_RANKS_FIELD_NUMBER: _ClassVar[int]
     STORED_AS_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_SIZE_FIELD_NUMBER: _ClassVar[int]
     name: str
     size: int
     crc32c: int
@@ -144,7 +145,8 @@ class RecordCommit(_message.Message):
     pending_ranks: _containers.RepeatedScalarFieldContainer[int]
     stored_as: str
     schema: int
-    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ..., stored_as: _Optional[str] = ..., schema: _Optional[int] = ...) -> None: ...
+    logical_size: int
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ..., stored_as: _Optional[str] = ..., schema: _Optional[int] = ..., logical_size: _Optional[int] = ...) -> None: ...
 
 class RecordSchema(_message.Message):
     __slots__ = ("format", "schema")
@@ -219,7 +221,7 @@ class ListRequest(_message.Message):
     def __init__(self, path: _Optional[str] = ..., names_only: _Optional[bool] = ...) -> None: ...
 
 class ListEntry(_message.Message):
-    __slots__ = ("name", "is_dir", "file_id", "replication", "records", "bytes", "owner", "group", "mode")
+    __slots__ = ("name", "is_dir", "file_id", "replication", "records", "bytes", "owner", "group", "mode", "user_bytes")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IS_DIR_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -229,6 +231,7 @@ class ListEntry(_message.Message):
     OWNER_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    USER_BYTES_FIELD_NUMBER: _ClassVar[int]
     name: str
     is_dir: bool
     file_id: int
@@ -238,7 +241,8 @@ class ListEntry(_message.Message):
     owner: str
     group: str
     mode: int
-    def __init__(self, name: _Optional[str] = ..., is_dir: _Optional[bool] = ..., file_id: _Optional[int] = ..., replication: _Optional[str] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ...) -> None: ...
+    user_bytes: int
+    def __init__(self, name: _Optional[str] = ..., is_dir: _Optional[bool] = ..., file_id: _Optional[int] = ..., replication: _Optional[str] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., user_bytes: _Optional[int] = ...) -> None: ...
 
 class ListReply(_message.Message):
     __slots__ = ("entries",)

@@ -130,6 +130,7 @@ VERSION_COLUMNS = (
     ("copy_history", "until_at", "REAL"),
     ("records", "schema_id", "INTEGER"),
     ("objects", "schema_id", "INTEGER"),
+    ("records", "logical_size", "INTEGER"),
 )
 
 SCHEMAS_SQL = (
@@ -289,14 +290,15 @@ class InfofileWriter:
                     gen,
                     now,  # request merged in) is judged against it
                     schema_ids.get(rec[6]) if len(rec) > 6 and rec[6] else None,
+                    rec[7] if len(rec) > 7 else None,  # the user's bytes (docs/infofile.md, "Sizes")
                 )
             )
             for rank, p in enumerate(peer_idx):
                 (pending_rows if rank in pending else copy_rows).append((name, rank, p, gen))
         if new_rows:
             c.executemany(
-                "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id, logical_size) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 new_rows,
             )
             c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", copy_rows)
@@ -326,14 +328,15 @@ class InfofileWriter:
         for rec in versions:
             name, size, crc, peer_idx, pending, stored_as = rec[:6]
             sid = schema_ids.get(rec[6]) if len(rec) > 6 and rec[6] else None
+            logical = rec[7] if len(rec) > 7 else None
             old = c.execute("SELECT version, coalesce(stored_as, name) FROM records WHERE name = ?", (name,)).fetchone()
             if old is not None and old[1] == stored_as:
                 continue  # this version is committed: a retry
             if old is None:
                 c.execute(
                     "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, version, stored_as, "
-                    "schema_id) VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
-                    (name, size, crc, gen, now, stored_as, sid),
+                    "schema_id, logical_size) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
+                    (name, size, crc, gen, now, stored_as, sid, logical),
                 )
             else:
                 c.execute(
@@ -346,8 +349,8 @@ class InfofileWriter:
                 c.execute("DELETE FROM quarantined_copies WHERE name = ?", (name,))
                 c.execute(
                     "UPDATE records SET size = ?, crc32c = ?, commit_seq = ?, committed_at = ?, "
-                    "version = ?, stored_as = ?, schema_id = ? WHERE name = ?",
-                    (size, crc, gen, now, old[0] + 1, stored_as, sid, name),
+                    "version = ?, stored_as = ?, schema_id = ?, logical_size = ? WHERE name = ?",
+                    (size, crc, gen, now, old[0] + 1, stored_as, sid, logical, name),
                 )
             for rank, p in enumerate(peer_idx):
                 table = "pending_copies" if rank in pending else "copies"

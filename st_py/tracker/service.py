@@ -499,6 +499,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                     r.stored_as,
                     # a name readers skip keeps none, whoever sent one: scans rely on it (readplan.py)
                     schemas[r.schema - 1] if r.schema and not ignored(r.name) else None,
+                    r.logical_size if r.HasField("logical_size") else None,
                 )
             )
             for p in r.peer_idx:
@@ -652,6 +653,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 r = InfofileReader(e)
                 meta = r.meta()
                 n, b = r.stats() if not names_only else (0, 0)
+                ub = r.user_bytes() if not names_only else 0
                 r.close()
             except Exception:  # not an infofile: show it, say nothing more
                 out.append(pb.ListEntry(name=full))
@@ -664,6 +666,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                     replication=meta["replication"],
                     records=n,
                     bytes=b,
+                    user_bytes=ub,
                     owner=o.owner,
                     group=o.group,
                     mode=o.mode,
