@@ -17,6 +17,12 @@ import pytest
 
 from st_py.cluster import LocalCluster, find_peer_binary
 
+# A bare ray.init() (our readers call one when Ray is not running) joins any Ray that
+# another process on this machine started, and its tasks' objects die with that process's
+# driver (OwnerDiedError when two test runs overlapped; ../shared/FACTS.md): every test
+# run starts a Ray of its own. Tests that build a multi-node Ray pass its address.
+os.environ.setdefault("RAY_ADDRESS", "local")
+
 
 def poll_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
     """Wait until ``predicate()`` is truthy; fail the test after ``timeout`` s."""
