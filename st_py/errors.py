@@ -130,7 +130,25 @@ class InvalidOptionError(StoreTorrentError, ValueError):
 
 
 class QuotaExceededError(StoreTorrentError):
-    """The operation would take the user over quota."""
+    """The operation would take the file or its owner over quota.
+
+    Attributes
+    ----------
+    scope : str
+        ``"file"`` (the tracker's per-file ``--quota-bytes``), ``"user"``
+        (the owner's quota), or ``""`` when the tracker did not say.
+    quota_bytes, used_bytes : int
+        The quota and what is used of it (bytes, every copy), when known (0
+        otherwise).
+    records : tuple of str
+        The records refused (a put that crossed the quota: it and the ones
+        queued after it); records admitted before them are committed.
+    """
+
+    def __init__(self, message: str, scope: str = "", quota_bytes: int = 0, used_bytes: int = 0, records=()):
+        super().__init__(message)
+        self.scope, self.quota_bytes, self.used_bytes = scope, quota_bytes, used_bytes
+        self.records = tuple(records)
 
 
 class PermissionDeniedError(StoreTorrentError, PermissionError):

@@ -122,6 +122,7 @@ class _PutOp:
     key_b: bytes = b""  # the name the peers store it under (name_b, or stored_as's bytes)
     schema: tuple[str, bytes] | None = None  # (format, Arrow IPC schema) kept in the infofile
     logical_size: int | None = None  # the user's bytes, before the file's filters (size: as stored)
+    seq: int = 0  # this handle's put number (which puts a quota refusal already told of)
 
 
 class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMixin):
@@ -191,6 +192,9 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         # appending to a file that has records: check names up front (write-once)
         self._check_names = info.records > 0
         self._errors: deque[tuple[str, Exception]] = deque()
+        self._quota_exc: QuotaExceededError | None = None  # a group commit's quota refusal, raised at the next put
+        self._put_seq = 0  # puts queued so far (_PutOp.seq)
+        self._quota_told = 0  # puts up to this one are covered by a quota refusal raised already
         self._closed = False
         # Keep each record's format and schema in the infofile at commit
         # (st_py.record_format.written_schema: a footer parse for Parquet,
@@ -575,10 +579,15 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
             which store it as a striped object.
         LeaseHeldError
             ``replace=True`` while another writer holds the lease.
+        QuotaExceededError
+            A record put before was refused because the quota is full (the
+            tracker admits bytes as the group commits go, and commits the
+            records before it): raised once, at the next put.
         """
         self.check_open()
         self._renew_capability()
         self._check_may_write()
+        self._raise_quota()
         name_b = _name_bytes(name)
         if len(data) > STRIPE_THRESHOLD and _holders is None:
             raise RecordTooLargeError(name, len(data), STRIPE_THRESHOLD)
@@ -646,7 +655,9 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
             key_b=stored_as.encode("utf-8") if stored_as else name_b,
             schema=schema,
             logical_size=logical_size,
+            seq=self._put_seq + 1,
         )
+        self._put_seq += 1
         self._puts_inflight += 1
         if self._chain:
             self._send_chain(op)
@@ -831,15 +842,36 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
             self._errors.append((op.name, exc))
 
     def _commit_failed(self, op: _PutOp, exc: Exception) -> None:
-        """The tracker refused (conflict) or could not commit ``op``."""
+        """The tracker refused (conflict, quota) or could not commit ``op``."""
         if isinstance(exc, LeaseLostError):
             self._lease_id = ""  # the next new version takes the lease again
             exc.file = self.name
+        if isinstance(exc, QuotaExceededError) and not op.callback:
+            if op.seq <= self._quota_told:  # put before a refusal raised already, which covers it
+                op.future._set(exc=exc)
+                return
+            if self._quota_exc is None:
+                self._quota_exc = exc  # raised at the next put (_raise_quota)
         op.future._set(exc=exc)
         if op.callback:
             self._notify(op.name, op.callback, op.name, exc)
         else:
             self._errors.append((op.name, exc))
+
+    def _raise_quota(self) -> None:
+        """Raise the quota refusal the group commit met, once: at the put
+        after it (the records before it are committed; so are none after
+        it, so a writer that goes on learns of it at every group). The
+        refused records' errors are reported by it, not again by close."""
+        exc = self._quota_exc
+        if exc is None:
+            return
+        self._quota_exc = None
+        self._quota_told = self._put_seq  # the puts so far: refused ones among them are told of by this
+        kept = [(n, e) for n, e in self._errors if not isinstance(e, QuotaExceededError)]
+        self._errors.clear()
+        self._errors.extend(kept)
+        raise exc
 
     def staged_commits(self) -> list[dict]:
         """The records acknowledged by every holder but not committed, of a
@@ -882,6 +914,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
             self.put_object(name, data)
             return
         self.queue_put(name, data, replace=replace).result()
+        self._committer.pump()  # its group's commit, if the put filled one (quota: raised below)
+        self._raise_quota()
 
     def poll(self, timeout: float = 0.0) -> int:
         """Make progress on queued operations; returns operations in flight."""
@@ -909,6 +943,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         if self._errors:
             errs = list(self._errors)
             self._errors.clear()
+            if self._quota_exc is not None:  # reported here: not again at the next put
+                self._quota_exc, self._quota_told = None, self._put_seq
             if len({id(e) for _, e in errs}) == 1:  # one failure, or one commit that failed a group
                 raise errs[0][1]
             more = f" (and {len(errs) - 5} more)" if len(errs) > 5 else ""

@@ -37,13 +37,16 @@ from typing import Any
 import grpc
 
 from ._proto import tracker_pb2 as pb
-from .errors import RecordExistsError, TrackerMovedError, TrackerUnavailableError
+from .errors import QuotaExceededError, RecordExistsError, TrackerMovedError, TrackerUnavailableError
 
 log = logging.getLogger("storetorrent.client")
 
 MAX_COMMITS_IN_FLIGHT = 2  # one being written while the next one fills
 MAX_GROUP = 4096  # records in one commit when commits back up (adaptive group commit)
 MAX_GROUP_BYTES = 1 << 20  # and names in it, well inside gRPC's 4 MiB message limit
+# A group is committed once its records hold this many bytes, however few they are: the
+# tracker admits bytes against the quota as the writes go, not all at close (issue "One truth").
+COMMIT_BYTES = 8 << 20
 COMMIT_RETRY_S = 30.0
 RELOCATE_AFTER_S = 1.0  # a per-file tracker down this long may have come back elsewhere: ask the master
 
@@ -89,6 +92,7 @@ class GroupCommitter:
         self._lease, self._relocate = lease, relocate
         self.group_size, self._failed, self.stage = group_size, failed, stage
         self.waiting: list = []  # acknowledged, not yet sent
+        self._waiting_bytes = 0  # their stored bytes (COMMIT_BYTES)
         self._in_flight: deque = deque()  # (grpc future, group)
         self._down_since: float | None = None
         self._stored: list = []  # pb.CopyStored of pending copies stored since, to report
@@ -116,6 +120,7 @@ class GroupCommitter:
     def add(self, op) -> None:
         """A record every holder acknowledged."""
         self.waiting.append(op)
+        self._waiting_bytes += op.size
 
     def pump(self, force: bool = False) -> None:
         """Collect finished commits and start new ones (all waiting records
@@ -123,7 +128,7 @@ class GroupCommitter:
         self.reap()
         if self.stage:
             return
-        while self.waiting and (force or len(self.waiting) >= self.group_size):
+        while self.waiting and (force or len(self.waiting) >= self.group_size or self._waiting_bytes >= COMMIT_BYTES):
             if len(self._in_flight) >= MAX_COMMITS_IN_FLIGHT:
                 if not force and len(self.waiting) < MAX_GROUP:
                     return  # wait for a slot; the next group will be larger
@@ -142,10 +147,11 @@ class GroupCommitter:
                 size += 1
             group = self.waiting[:size]
             del self.waiting[:size]
+            self._waiting_bytes -= sum(op.size for op in group)
             rid = uuid.uuid4().hex  # the same on every retry: the tracker applies it once
             records, schemas = _records(group)
             fut = self._tracker.commit_async(
-                self.name, self.file_id, records, self._lease_id(group), rid, schemas=schemas
+                self.name, self.file_id, records, self._lease_id(group), rid, schemas=schemas, partial_ok=True
             )
             self._in_flight.append((fut, group, rid))
         if self._stored and (force or len(self._stored) >= self.group_size or not self._stores_in_flight):
@@ -205,9 +211,14 @@ class GroupCommitter:
                         self._failed(op, exc)
                     continue
             reasons = dict(zip(reply.conflict_names, reply.conflicts))
+            refused = set(reply.quota_refused)
+            quota = _quota_error(self.name, reply) if refused else None
             for op in group:
                 if op.name in reasons:
                     self._failed(op, RecordExistsError(f"record {reasons[op.name]}", names=[op.name]))
+                    continue
+                if quota is not None and op.name in refused:
+                    self._failed(op, quota)
                     continue
                 op.commit_state = 2
                 for rank in op.late:
@@ -241,7 +252,7 @@ class GroupCommitter:
                     continue
             try:
                 reply = self._tracker.commit(
-                    self.name, self.file_id, records, self._lease_id(group), rid, schemas=schemas
+                    self.name, self.file_id, records, self._lease_id(group), rid, schemas=schemas, partial_ok=True
                 )
             except TrackerUnavailableError:
                 continue
@@ -275,7 +286,23 @@ class GroupCommitter:
             for op in self.waiting
         ]
         self.waiting.clear()
+        self._waiting_bytes = 0
         return out
+
+
+def _quota_error(file: str, reply) -> QuotaExceededError:
+    """The error of the records a commit left out for the quota."""
+    refused = list(reply.quota_refused)
+    whose = "the file's" if reply.quota_scope == "file" else "its owner's"
+    return QuotaExceededError(
+        f"{file} is over {whose} quota ({reply.quota_used_bytes:,} of {reply.quota_bytes:,} bytes used, all "
+        f"copies): record {refused[0]!r} and the records put after it until now are not committed; the "
+        "records before it are. Delete records or ask for a larger quota",
+        reply.quota_scope,
+        reply.quota_bytes,
+        reply.quota_used_bytes,
+        refused,
+    )
 
 
 def schema_table(schemas) -> tuple[list, list[int]]:

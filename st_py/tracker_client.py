@@ -170,6 +170,7 @@ class TrackerClient:
         request_id: str = "",
         delete=(),
         schemas=(),
+        partial_ok: bool = False,
     ) -> pb.CommitReply:
         """Group commit. ``request_id``: the same on every retry of one
         request, which the tracker then applies at most once. ``delete``:
@@ -186,6 +187,7 @@ class TrackerClient:
                 request_id=request_id,
                 delete=list(delete),
                 schemas=list(schemas),
+                partial_ok=partial_ok,
             ),
         )
 
@@ -197,9 +199,12 @@ class TrackerClient:
         lease_id: str = "",
         request_id: str = "",
         schemas=(),
+        partial_ok: bool = False,
     ):
         """Start a commit; returns a grpc future (``.result()`` raises
-        grpc.RpcError: map it with :meth:`map_error`)."""
+        grpc.RpcError: map it with :meth:`map_error`). ``partial_ok``: the
+        tracker may commit the records that fit the quota and refuse the
+        rest (``CommitReply.quota_refused``)."""
         return self._stub.Commit.future(
             pb.CommitRequest(
                 name=name,
@@ -209,6 +214,7 @@ class TrackerClient:
                 lease_id=lease_id,
                 request_id=request_id,
                 schemas=list(schemas),
+                partial_ok=partial_ok,
             ),
             timeout=self.timeout,
             metadata=self._metadata,

@@ -157,7 +157,7 @@ class RecordSchema(_message.Message):
     def __init__(self, format: _Optional[str] = ..., schema: _Optional[bytes] = ...) -> None: ...
 
 class CommitRequest(_message.Message):
-    __slots__ = ("name", "file_id", "records", "user", "lease_id", "request_id", "delete", "schemas")
+    __slots__ = ("name", "file_id", "records", "user", "lease_id", "request_id", "delete", "schemas", "partial_ok")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -166,6 +166,7 @@ class CommitRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DELETE_FIELD_NUMBER: _ClassVar[int]
     SCHEMAS_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_OK_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     records: _containers.RepeatedCompositeFieldContainer[RecordCommit]
@@ -174,21 +175,30 @@ class CommitRequest(_message.Message):
     request_id: str
     delete: _containers.RepeatedScalarFieldContainer[str]
     schemas: _containers.RepeatedCompositeFieldContainer[RecordSchema]
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., delete: _Optional[_Iterable[str]] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ...) -> None: ...
+    partial_ok: bool
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., delete: _Optional[_Iterable[str]] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ..., partial_ok: _Optional[bool] = ...) -> None: ...
 
 class CommitReply(_message.Message):
-    __slots__ = ("generation", "committed", "conflicts", "conflict_names", "deleted")
+    __slots__ = ("generation", "committed", "conflicts", "conflict_names", "deleted", "quota_refused", "quota_scope", "quota_bytes", "quota_used_bytes")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_NAMES_FIELD_NUMBER: _ClassVar[int]
     DELETED_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_REFUSED_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_BYTES_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     generation: int
     committed: int
     conflicts: _containers.RepeatedScalarFieldContainer[str]
     conflict_names: _containers.RepeatedScalarFieldContainer[str]
     deleted: int
-    def __init__(self, generation: _Optional[int] = ..., committed: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., conflict_names: _Optional[_Iterable[str]] = ..., deleted: _Optional[int] = ...) -> None: ...
+    quota_refused: _containers.RepeatedScalarFieldContainer[str]
+    quota_scope: str
+    quota_bytes: int
+    quota_used_bytes: int
+    def __init__(self, generation: _Optional[int] = ..., committed: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., conflict_names: _Optional[_Iterable[str]] = ..., deleted: _Optional[int] = ..., quota_refused: _Optional[_Iterable[str]] = ..., quota_scope: _Optional[str] = ..., quota_bytes: _Optional[int] = ..., quota_used_bytes: _Optional[int] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
     __slots__ = ("name", "file_id", "records", "whole_file", "user")

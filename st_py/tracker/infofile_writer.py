@@ -693,6 +693,15 @@ class InfofileWriter:
             c.executemany("INSERT INTO peers(peer_idx, peer_id, addr) VALUES (?, ?, ?)", rows)
         return rows
 
+    def committed_among(self, names: list[str]) -> set[str]:
+        """Those of ``names`` that are committed records."""
+        out: set[str] = set()
+        for i in range(0, len(names), 500):
+            chunk = names[i : i + 500]
+            q = f"SELECT name FROM records WHERE name IN ({','.join('?' * len(chunk))})"
+            out.update(n for (n,) in self.conn.execute(q, chunk))
+        return out
+
     def stats(self) -> tuple[int, int]:
         """``(names, bytes)``: see :func:`name_stats`. Counted once, then
         carried along by this writer's group commits of new records (an

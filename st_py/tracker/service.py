@@ -460,6 +460,38 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             self.reservations.renew(info.file_id)  # a writer is still at it
         return info
 
+    async def _quota_fit(self, c, batch: list[tuple], f: int) -> tuple[int, tuple[str, int, int]]:
+        """How many records of ``batch`` (in order; ``r[1]``: bytes of one
+        copy, ``f`` copies) fit the quotas: the file's ``--quota-bytes`` and,
+        where this tracker admits commits itself (the master), its owner's
+        quota beyond the file's reservation. Returns that number and, when
+        it is short of the batch, ``(scope, quota, used)`` of the quota that
+        stops it (bytes, all copies). A per-file tracker leaves the owner's
+        quota to the master, which refuses such a commit whole."""
+        rooms: list[tuple[str, int, int, int]] = []  # (scope, quota, used, reserved part)
+        if self.quota_bytes is not None:
+            _, used = await c.run(c.writer.stats)
+            rooms.append(("file", self.quota_bytes, used * f, 0))
+        if not self.shard:
+            owner = owner_of_meta(c.writer_meta()).owner
+            q = self.admissions.guard.quota_of(owner)
+            if q is not None:
+                used_u, _ = self.admissions.guard.used(owner)
+                res = self.reservations.get(c.meta.file_id)
+                rooms.append(("user", q, used_u, res.remaining if res else 0))
+        if not rooms:
+            return len(batch), ("", 0, 0)
+        have = await c.run(c.writer.committed_among, [r[0] for r in batch])  # a retry's: counted already
+        total = 0
+        for k, r in enumerate(batch):
+            if r[0] in have:
+                continue
+            total += r[1]
+            for scope, q, used, reserved in rooms:
+                if used + max(0, total - reserved) * f > q:
+                    return k, (scope, q, used)
+        return len(batch), ("", 0, 0)
+
     async def Commit(self, request, context):
         user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
@@ -502,14 +534,26 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                     r.logical_size if r.HasField("logical_size") else None,
                 )
             )
-            for p in r.peer_idx:
-                on_peer[p] = on_peer.get(p, 0) + r.size
-        replaced = [r.name for r in request.records if r.stored_as]
+        refused: list[str] = []
+        quota: tuple[str, int, int] = ("", 0, 0)
+        if request.partial_ok and not request.delete:  # independent records: commit those that fit
+            fit, quota = await self._quota_fit(c, batch, f)
+            batch, refused = batch[:fit], [r[0] for r in batch[fit:]]
+            if not batch:
+                return pb.CommitReply(
+                    quota_refused=refused, quota_scope=quota[0], quota_bytes=quota[1], quota_used_bytes=quota[2]
+                )
+        names = {r[0] for r in batch}
+        for r in request.records:
+            if r.name in names:
+                for p in r.peer_idx:
+                    on_peer[p] = on_peer.get(p, 0) + r.size
+        replaced = [r.name for r in request.records if r.stored_as and r.name in names]
         if replaced:  # new versions: only the lease holder (MORRIS 3.2)
             await self._check_lease(context, name, c.meta.file_id, request.lease_id)
         size = sum(r[1] for r in batch)  # one copy
         add = size * f
-        if self.quota_bytes is not None:
+        if self.quota_bytes is not None and not request.partial_ok:  # partial_ok: trimmed above
             _, used = await c.run(c.writer.stats)
             if used * f + add > self.quota_bytes:
                 await context.abort(
@@ -556,6 +600,10 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             {p: b * n // whole for p, b in on_peers.items()},
         )
         return pb.CommitReply(
+            quota_refused=refused,
+            quota_scope=quota[0],
+            quota_bytes=quota[1],
+            quota_used_bytes=quota[2],
             generation=gen,
             committed=n,
             conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
