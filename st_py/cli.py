@@ -1215,7 +1215,13 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
     is_flag=True,
     help="exit 0 when the only records short of copies are waiting for peers failed less than --failed-after",
 )
-def repair(tracker, data, fmt, files, watch, interval, poll, failed_after, wait_ok) -> None:
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="change nothing: report what a pass would find (copies pending and quarantined, lost peers, "
+    "lost and waiting records); the exit status as a pass's",
+)
+def repair(tracker, data, fmt, files, watch, interval, poll, failed_after, wait_ok, dry_run) -> None:
     """Bring every record of FILES (default: all files) back to F stored copies.
 
     Stores the copies async protocols left pending and good copies in place
@@ -1235,6 +1241,8 @@ def repair(tracker, data, fmt, files, watch, interval, poll, failed_after, wait_
     from . import repair as rp
     from .client import Client
 
+    if watch and dry_run:
+        raise click.UsageError("--dry-run and --watch do not go together")
     c = Client(_tracker(tracker, data))
     sizes = ()
 
@@ -1252,7 +1260,7 @@ def repair(tracker, data, fmt, files, watch, interval, poll, failed_after, wait_
             signal.signal(sig, lambda *_: stop.set())
         rp.watch(c, interval, failed_after, list(files) or None, on_report=show, stop=stop.is_set, poll=poll)
         return
-    reports = rp.repair(c, list(files) or None, failed_after, report=True)
+    reports = rp.repair(c, list(files) or None, failed_after, report=not dry_run, dry_run=dry_run)
     emit([r.as_dict() for r in reports], fmt, title="repair")
     if fmt == "table":
         for r in reports:

@@ -138,7 +138,7 @@ def _gone(lv: Liveness) -> set[str]:
     return {lv.addrs.get(pid, "") for pid in lv.failed_for if lv.copy_state(pid) is CopyState.GONE}
 
 
-def repair_file(client, name: str, failed_after: float | None = None) -> RepairReport:
+def repair_file(client, name: str, failed_after: float | None = None, dry_run: bool = False) -> RepairReport:
     """One repair pass over file ``name`` (see the module docstring).
 
     Parameters
@@ -149,6 +149,10 @@ def repair_file(client, name: str, failed_after: float | None = None) -> RepairR
     failed_after : float, optional
         Seconds a peer must have been failed to count as lost (its copies
         are restored elsewhere); default: the tracker's ``--failed-after``.
+    dry_run : bool
+        Change nothing: report what the pass would find, in the copy model
+        (:mod:`st_py.copy_health`): copies pending and quarantined, the lost
+        peers whose copies it would restore, lost and waiting records.
 
     Raises
     ------
@@ -157,6 +161,17 @@ def repair_file(client, name: str, failed_after: float | None = None) -> RepairR
     t0 = time.monotonic()
     lv = liveness(client, failed_after)
     report = RepairReport(name, failed_after=lv.failed_after_s)
+    if dry_run:
+        with client.open(name) as f:
+            h = file_health(f.infofile(), lv, f.name)
+            report.pending_found = h.count(CopyState.PENDING)
+            report.quarantined_found = h.count(CopyState.QUARANTINED)
+            report.lost_peers = sorted(_gone(lv) & {p.addr for p in f.peers.values()})
+            report.lost, report.waiting = h.lost, h.waiting
+            report.waiting_until = max((h.records[n].until for n in h.waiting), default=0.0)
+            report.under_replicated = sorted(set(h.under_replicated) - set(h.waiting))
+        report.seconds = time.monotonic() - t0
+        return report
     with client.open(name) as f:
         _store_pending(f, report)
         lost = sorted(_gone(lv) & {p.addr for p in f.peers.values()})
@@ -283,8 +298,11 @@ def repair(
     failed_after: float | None = None,
     on_report: Callable[[RepairReport], None] | None = None,
     report: bool = False,
+    dry_run: bool = False,
 ) -> list[RepairReport]:
-    """One repair pass over ``names`` (default: every file of the namespace).
+    """One repair pass over ``names`` (default: every file of the namespace);
+    with ``dry_run`` nothing is changed and nothing reported to the tracker
+    (see :func:`repair_file`).
 
     A file that cannot be repaired now (tracker error, too few peers) is
     logged and reported with a conflict; the pass goes on with the others.
@@ -297,6 +315,17 @@ def repair(
         Listing the namespace failed (default ``names`` only).
     """
     files = list(names) if names is not None else list(all_files(client))
+    if dry_run:
+        out = []
+        for name in files:
+            try:
+                r = repair_file(client, name, failed_after, dry_run=True)
+            except StoreTorrentError as e:
+                r = RepairReport(name, conflicts=[str(e)])
+            out.append(r)
+            if on_report:
+                on_report(r)
+        return out
     return _one_pass(
         client,
         files,

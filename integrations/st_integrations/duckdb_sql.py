@@ -11,7 +11,11 @@ Views made by :func:`connect`:
     (docs/composition.md): each committed record and each striped object,
     never the stripes of an object:
     ``file VARCHAR, name VARCHAR, size BIGINT, crc32c BIGINT, commit_seq BIGINT, committed_at DOUBLE,
-    kind VARCHAR, stored_size BIGINT`` (``'record'`` or ``'object'``;
+    kind VARCHAR, stored_size BIGINT, state VARCHAR, reason VARCHAR``
+    (``state``: ``available``, ``under_replicated`` or ``lost`` in the copy
+    model ``status`` and ``repair`` read, st_py.copy_health, with the
+    tracker's liveness at connect time; ``reason`` names the copies that are
+    not live, NULL when available; ``kind``: ``'record'`` or ``'object'``;
     ``size`` is the user's bytes, before the file's filters, as everywhere
     (st_py.infofile.user_size; docs/infofile.md, "Sizes"); ``stored_size``
     one copy as the peers store it (an object: its stripes); ``crc32c`` of
@@ -101,7 +105,7 @@ def _has(path: str, sql: str) -> bool:
         conn.close()
 
 
-def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
+def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", liveness=None):
     """A DuckDB connection with each infofile attached read-only and the
     ``records``, ``copies`` and ``files`` views across all of them.
 
@@ -109,6 +113,11 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
     ----------
     infofiles : dict {file name: infofile path} or list of infofile paths
         A list uses each path as the file name.
+    liveness : st_py.copy_health.Liveness, optional
+        The tracker's view of the peers, for ``records.state`` (as
+        :func:`connect_files` fetches it); None: every peer counted live
+        (a record is then ``lost`` or ``under_replicated`` only by its
+        pending and quarantined copies).
 
     Returns
     -------
@@ -177,7 +186,12 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
         )
     if not rec:
         raise ValueError("connect() needs at least one infofile")
-    _union_view(con, "records", rec)
+    _union_view(con, "_st_records", rec)
+    _health_table(con, infofiles, liveness)
+    con.execute(
+        "CREATE VIEW records AS SELECT r.*, coalesce(h.state, 'available') AS state, h.reason "
+        "FROM _st_records r LEFT JOIN _st_health h USING (file, name)"
+    )
     _union_view(con, "copies", cop)
     if stripes:
         _union_view(con, "stripes", stripes)
@@ -198,6 +212,32 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:"):
         "JOIN _st_files_records r USING (file) JOIN _st_files_objects o USING (file)"
     )
     return con
+
+
+def _health_table(con, infofiles: dict[str, str], liveness) -> None:
+    """``_st_health(file, name, state, reason)``: the records of each file
+    that are not available, in the one copy model (st_py.copy_health, the
+    model ``storetorrent status`` and ``repair`` read), made once at
+    connect time (their damaged records only: a healthy file costs a few
+    index probes)."""
+    import pyarrow as pa
+
+    from st_py.copy_health import file_health
+    from st_py.infofile import InfofileReader
+
+    rows: dict[str, list] = {"file": [], "name": [], "state": [], "reason": []}
+    for fname, path in infofiles.items():
+        r = InfofileReader(path)
+        try:
+            h = file_health(r, liveness, fname)
+        finally:
+            r.close()
+        for name, rh in sorted(h.records.items()):
+            rows["file"].append(fname)
+            rows["name"].append(name)
+            rows["state"].append(rh.state.value)
+            rows["reason"].append(rh.reason)
+    con.register("_st_health", pa.table(rows, schema=pa.schema([(k, pa.string()) for k in rows])))
 
 
 UNION_FANOUT = 64  # selects per UNION ALL: DuckDB's parser refuses expressions over 1,000 deep
@@ -239,13 +279,15 @@ def connect_files(client, names: list[str], data: bool = False):
     SchemaConflictError
         (``data``) Records whose schemas cannot be unified, naming two.
     """
+    from st_py.copy_health import Liveness
+
     from .readplan import resolve_paths
 
     paths = {}
     for n in resolve_paths(client, names):  # files, directories, namespace globs
         info = client.tracker.open(n)
         paths[info.name] = info.infofile_path
-    con = connect(paths)
+    con = connect(paths, liveness=Liveness.from_status(client.status()))
     if data:
         from .arrow_dataset import close_at_exit, dataset
 
