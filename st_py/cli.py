@@ -586,24 +586,31 @@ def ls(tracker, data, path, records, fmt) -> None:
                 for n in f.names():
                     click.echo(n)
                 return
+            from .copy_health import Liveness, file_health
             from .infofile import stripe_name, user_size
 
             reader = f.infofile()
+            liveness = Liveness.from_status(c.status())
             with reader.read_transaction():  # one snapshot; a record with no copy left is listed too
                 names = f.names()
                 recs = {r[0]: r for r in reader.records_between("")}
                 objs = {o.name: o for o in reader.objects()}
+                health = file_health(reader, liveness, f.name).records  # the copy model, as status counts
             rows = []
             for n in names:  # records and striped objects alike: one row per name, size = the user's bytes
                 r = recs.get(n)
                 o = objs.get(n) if r is None else None
+                state = health[n].state.value if n in health else "available"
                 if r is not None:
                     size = user_size(r[1], r[4])
-                    rows.append({"name": n, "kind": "record", "size": size, "stored_size": r[1], "crc32c": r[2]})
+                    rows.append(
+                        {"name": n, "kind": "record", "size": size, "stored_size": r[1], "crc32c": r[2], "state": state}
+                    )
                 elif o is not None:
                     stored = sum(recs[k][1] for k in (stripe_name(n, i) for i in range(o.stripes)) if k in recs)
                     rows.append(
                         {"name": n, "kind": "object", "size": o.size, "stored_size": stored, "crc32c": o.crc32c}
+                        | {"state": state}
                     )
             emit(rows, fmt)
         return

@@ -37,7 +37,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from . import protocol as P
+from .copy_health import Liveness, file_health
 from .errors import ChecksumError, RecoveryError, StoreTorrentError
+from .infofile import InfofileReader
 from .tracker_client import TrackerClient
 from .transport import Transport
 
@@ -192,19 +194,19 @@ def _inspect(data: bytes, m: MirrorCopy, alive_ids: set[str], max_names: int) ->
                     f"it is file {int(meta.get('file_id', 0)):016x} at generation "
                     f"{meta.get('generation')}, listed as {m.file_id:016x} at {m.generation}"
                 )
-            copies = int(meta.get("copies", 1) or 1)
-            holders: dict[str, list[str]] = {}
-            for name, peer_id in conn.execute(
-                "SELECT r.name, p.peer_id FROM records r LEFT JOIN copies c ON c.name = r.name "
-                "LEFT JOIN peers p ON p.peer_idx = c.peer_idx ORDER BY r.name"
-            ):
-                holders.setdefault(name, [])
-                if peer_id is not None:
-                    holders[name].append(peer_id)
         except sqlite3.Error as e:
             raise ValueError(f"not a readable infofile: {e}") from None
         finally:
             conn.close()
+        # the copies, in the one copy model (st_py/copy_health.py): names, not stripes
+        reader = InfofileReader(tmp)
+        try:
+            names, _ = reader.stats()
+            health = file_health(reader, Liveness({pid: None for pid in alive_ids}), str(meta.get("name", "")))
+        except sqlite3.Error as e:
+            raise ValueError(f"not a readable infofile: {e}") from None
+        finally:
+            reader.close()
     finally:
         os.unlink(tmp)
     rec = FileRecovery(
@@ -212,16 +214,14 @@ def _inspect(data: bytes, m: MirrorCopy, alive_ids: set[str], max_names: int) ->
         file_id=m.file_id,
         generation=m.generation,
         outcome="",
-        records=len(holders),
+        records=names,
         source=m.peer,
     )
-    for name, ids in holders.items():
-        live = [p for p in ids if p in alive_ids]
-        if len(live) < copies:  # a holder is not alive, or a copy was never stored (pending)
-            rec.missing_copies += 1
-            if len(rec.records_missing_copies) < max_names:
-                rec.records_missing_copies.append(name)
-        if not live:
+    for name, h in sorted(health.records.items()):  # fewer than F live copies (a holder not alive, pending, ...)
+        rec.missing_copies += 1
+        if len(rec.records_missing_copies) < max_names:
+            rec.records_missing_copies.append(name)
+        if h.live == 0:
             rec.unreadable += 1
             if len(rec.records_unreadable) < max_names:
                 rec.records_unreadable.append(name)

@@ -103,8 +103,9 @@ def _agree(cluster, c, want) -> dict:
 
     fs = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, skip_instance_cache=True)
     for f, w in want.items():
-        ls = {r["name"]: r["size"] for r in _cli_json(cluster, "ls", "-r", f)}
-        assert ls == {n: len(d) for n, d in w.items()}, f
+        rows = _cli_json(cluster, "ls", "-r", f)
+        assert {r["name"]: r["size"] for r in rows} == {n: len(d) for n, d in w.items()}, f
+        assert {r["name"]: r["state"] for r in rows} == {n: s for (g, n), s in states.items() if g == f}
         assert sorted(p.rsplit("/", 1)[1] for p in fs.find(f)) == sorted(w)
         assert sorted(n for g, n in states if g == f) == sorted(w)
     # the bytes: every record reads back, or says why not

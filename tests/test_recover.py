@@ -17,6 +17,7 @@ from pathlib import Path
 from conftest import poll_for
 
 from st_py.capability import ADMIN, READ
+from st_py.copy_health import user_name
 from st_py.infofile import InfofileReader
 from st_py.recover import _PeerSession
 
@@ -38,7 +39,8 @@ def _mirrors(cluster, addr: str) -> dict[int, int]:
 
 
 def _infofile_state(cluster, name: str) -> tuple[int, int, dict[str, set[str]]]:
-    """(file id, generation, record -> addresses of its holders) of file ``name``."""
+    """(file id, generation, record -> addresses of its holders) of file ``name``;
+    an object's stripes are the object (one name: counts count names)."""
     r = InfofileReader(cluster.namespace / name.lstrip("/"))
     try:
         meta = r.meta()
@@ -47,7 +49,7 @@ def _infofile_state(cluster, name: str) -> tuple[int, int, dict[str, set[str]]]:
             "SELECT r.name, p.addr FROM records r JOIN copies c ON c.name = r.name "
             "JOIN peers p ON p.peer_idx = c.peer_idx"
         ):
-            holders.setdefault(rec, set()).add(addr)
+            holders.setdefault(user_name(rec), set()).add(addr)
         return int(meta["file_id"]), int(meta["generation"]), holders
     finally:
         r.close()
