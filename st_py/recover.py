@@ -67,8 +67,11 @@ class FileRecovery:
     ``present`` (the namespace has it at this or a newer generation),
     ``conflict`` (something else holds its name; nothing overwritten),
     ``failed`` (no mirror of it could be fetched and checked; ``detail``
-    says why); with ``dry_run`` nothing is restored and ``missing``
-    (not in the namespace: a real run restores it) stands for ``restored``.
+    says why); with ``dry_run`` nothing is restored, ``missing`` (not in
+    the namespace: a real run restores it) stands for ``restored`` and
+    ``undecided`` for ``failed``: the dry run cannot tell what a run would
+    do (``detail`` says why: every mirror's fetch failed or timed out), which
+    says nothing against the file itself.
     """
 
     name: str
@@ -325,7 +328,7 @@ def _recover_file(
         name=best.name,
         file_id=best.file_id,
         generation=best.generation,
-        outcome="failed",
+        outcome="undecided" if dry_run else "failed",
         mirrors=len({c.peer for c in copies}),
         detail="; ".join(errors),
     )
