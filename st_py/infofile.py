@@ -133,14 +133,13 @@ def user_bytes(conn: "sqlite3.Connection | _ReadOnlyConnection") -> int:
     """The sum of :func:`user_size` over an infofile's names: records (not
     stripes) and striped objects (their whole size)."""
     try:
-        (b,) = conn.execute(
-            "SELECT coalesce(sum(coalesce(logical_size, size)), 0) FROM records WHERE NOT (name >= ? AND name < ?)",
-            (STRIPE_PREFIX, STRIPE_END),
-        ).fetchone()
+        conn.execute("SELECT logical_size FROM records LIMIT 0")
+        size = "coalesce(logical_size, size)"
     except sqlite3.OperationalError:  # a file made before logical sizes
-        (b,) = conn.execute(
-            "SELECT coalesce(sum(size), 0) FROM records WHERE NOT (name >= ? AND name < ?)", (STRIPE_PREFIX, STRIPE_END)
-        ).fetchone()
+        size = "size"
+    (b,) = conn.execute(
+        f"SELECT coalesce(sum({size}), 0) FROM records WHERE NOT (name >= ? AND name < ?)", (STRIPE_PREFIX, STRIPE_END)
+    ).fetchone()
     try:
         b += conn.execute("SELECT coalesce(sum(size), 0) FROM objects").fetchone()[0]
     except sqlite3.OperationalError:  # a file made before striping

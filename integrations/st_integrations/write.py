@@ -161,12 +161,8 @@ def start_job(
 
     Raises
     ------
-    ValueError
-        Unknown format or mode.
-    StFileExistsError
-        ``mode="error"`` and the file holds names (says how many).
-    BadNameError
-        The file exists with another replication class.
+    ValueError, StFileExistsError, BadNameError
+        As :func:`check_job`, which it runs first.
     NotEnoughPeersError ...
         From the tracker.
     """
