@@ -1,4 +1,5 @@
 // st-peer: the StoreTorrent storage peer. See docs/peer.md.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -82,6 +83,15 @@ void StartLoopStallFault(st::EventLoop* loop, const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef M_ARENA_MAX
+  // One malloc arena for every thread: glibc gives each new thread's
+  // allocations an arena that reserves 64 MiB of address space at a time, so
+  // the connection buffers of the loop thread (st-loop) would grow the
+  // peer's virtual size in 64 MiB steps, which is what the buffer limits
+  // bound (a frame's memory grows with the bytes that arrive; docs/peer.md,
+  // tests/test_hostile.py). The peer's few threads rarely allocate at once.
+  mallopt(M_ARENA_MAX, 1);
+#endif
   st::Options opt;
   st::Status s = st::ParseOptions(argc, argv, &opt);
   if (!s.ok()) {
