@@ -195,7 +195,11 @@ def test_status_page_under_up_counts_short_copies_and_restarts(tmp_path, peer_bi
             timeout=20,
             what="the count to drop to 0 after the repair",
         )
-        page.reload()
+        # a new page, not page.reload(): the page refreshes itself every 5 s, and a reload racing that
+        # navigation failed with "Not attached to an active page" on a loaded machine
+        page.close()
+        page = browser.new_page(viewport={"width": 1180, "height": 640})
+        page.goto(f"http://{addr}/", timeout=30_000)
         assert page.locator("#copies").inner_text().startswith("Every record has all its copies")
         assert "Repair idle" in page.locator("#repair").inner_text()
         assert (
