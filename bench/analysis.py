@@ -97,6 +97,7 @@ def start_ray(peers: list[str], tmp: Path, **kwargs) -> None:
         for attempt in range(4):  # Ray's start can miss its deadline on a loaded 2-core VM
             try:
                 ray.init(
+                    address="local",  # a Ray of its own, never one another program started here
                     num_cpus=2,
                     include_dashboard=False,
                     log_to_driver=False,

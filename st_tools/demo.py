@@ -158,6 +158,7 @@ def start_ray(num_cpus: int = 2, attempts: int = 5, hosts: list[str] | None = No
                 )
             else:
                 ray.init(
+                    address="local",  # a Ray of its own, never one another program started here
                     num_cpus=num_cpus,
                     include_dashboard=False,
                     log_to_driver=False,
