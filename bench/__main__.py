@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import sys
@@ -214,6 +215,10 @@ def plots(results: list[dict], folder: Path) -> list[str]:
 
 
 def main() -> int:
+    # Every ray.init of the benchmark (ours, and the readers' when Ray is not running) starts a
+    # Ray of its own: a bare one joins any Ray another program on the machine runs (a test run's),
+    # and both then share CPUs and lose objects when the other's driver ends.
+    os.environ.setdefault("RAY_ADDRESS", "local")
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     ap.add_argument(
