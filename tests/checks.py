@@ -95,3 +95,20 @@ def check_file(cluster, name, blobs, copies=2):
     with cluster.client().open(name) as f:
         for n, v in blobs.items():
             assert f.get(n) == v
+
+
+def cli_json(cluster, *args: str, ok: tuple[int, ...] = (0,)):
+    """``storetorrent ARGS --tracker ... --format json`` in a subprocess, as
+    a user runs it: its parsed output; its exit status must be in ``ok``."""
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode in ok, (r.returncode, r.stderr)
+    return json.loads(r.stdout)

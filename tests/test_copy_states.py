@@ -22,6 +22,7 @@ import urllib.request
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from checks import cli_json
 from conftest import poll_for
 
 from st_py.copy_health import user_name
@@ -55,17 +56,6 @@ def _repair_cli(cluster, *args: str) -> tuple[int, list[dict], str]:
     )
     rows = json.loads(out.stdout) if out.stdout.strip() else []
     return out.returncode, rows, out.stderr
-
-
-def _status_cli(cluster) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-m", "st_py.cli", "status", "--tracker", cluster.tracker_addr, "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
 
 
 def _names_on(cluster, file: str, addr: str) -> set[str]:
@@ -103,7 +93,7 @@ def test_status_and_repair_agree_about_records_waiting_for_a_failed_peer(make_cl
     assert cp["records_waiting"] == len(short) and cp["records_lost"] == 0, cp
     assert cp["failed_after_s"] == 600
     assert _metric(cluster, "st_tracker_records_waiting_for_peers") == len(short)
-    st = _status_cli(cluster)
+    st = cli_json(cluster, "status")
     assert (st["records_short"], st["records_waiting"], st["records_lost"]) == (len(short), len(short), 0)
 
     rc, rows, err = _repair_cli(cluster, "/cs/wait")
