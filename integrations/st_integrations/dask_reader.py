@@ -166,7 +166,12 @@ def read_storetorrent(
     dask.dataframe.DataFrame or dask.dataframe.Series
         Partitions of at most about ``blocksize`` bytes of records, each
         computed on the worker of its peer's host, with Arrow-backed columns
-        (a Series for ``columns`` given as one name).
+        (a Series for ``columns`` given as one name). The partitions are
+        pinned by a scheduler plugin (:mod:`st_integrations.engine_compat`);
+        on a dask or distributed version it was not tested with, Dask
+        places them itself and one WARNING on the ``st.engine_compat``
+        logger says so (on several hosts a partition may then fail with
+        ``GetLocalError``).
 
     Raises
     ------
@@ -177,6 +182,11 @@ def read_storetorrent(
     ColumnNotFoundError
         ``columns`` or ``filters`` name a column the records lack (when the
         DataFrame is built), naming it and the columns there are.
+
+    Notes
+    -----
+    Safe to call from several threads with one Client: registering the
+    plugin runs on the scheduler's event loop.
     """
     import dask.dataframe as dd
     import pandas as pd
@@ -185,7 +195,7 @@ def read_storetorrent(
     from st_py.client import Client
     from st_py.locate import default_tracker
 
-    from .placement import pin_dask_partitions
+    from .engine_compat import pin_dask_partitions
 
     series = columns if isinstance(columns, str) else None
     cols: list[str] | None = [columns] if isinstance(columns, str) else columns

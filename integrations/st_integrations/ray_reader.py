@@ -22,8 +22,9 @@ import functools
 
 import pyarrow as pa
 
+from .engine_compat import install_ray_task_pinning, ray_task_pinning_fallback
 from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
-from .placement import RAY_TESTED, peer_resource, ray_node_of_peers, ray_per_task_pinning, ray_pin_args, resource_peer  # noqa: F401
+from .placement import Placement, PlacementError, check_placement, ray_node_of_peers, ray_pin_args
 from .readplan import ReadUnit, ScanPlan, plan_scan
 from .scan import PATH_COLUMN, ScanOptions, kept_schema_sources, options_for, read_unit, unit_schemas
 
@@ -98,7 +99,7 @@ class StoreTorrentDatasource(_Datasource):
                 schema=self.out_schema(),
                 per_task_row_limit=per_task_row_limit,
             )
-            t.st_node_id = self.node_of[u.peer]  # read by the per-task pinning hook (placement.py)
+            t.st_node_id = self.node_of[u.peer]  # read by the per-task pinning hook (engine_compat.py)
             tasks.append(t)
         return tasks
 
@@ -147,7 +148,7 @@ def read_storetorrent(
     tracker: str | None = None,
     ray_remote_args: dict | None = None,
     concurrency: int | None = None,
-    placement: str = "auto",
+    placement: Placement = "auto",
 ):
     """Read StoreTorrent files as a lazy, streaming ``ray.data.Dataset``.
 
@@ -183,7 +184,14 @@ def read_storetorrent(
     concurrency : int, optional
         Maximum read tasks running at once.
     placement : {"auto", "task", "node"}
-        How tasks are pinned (:mod:`st_integrations.placement`).
+        How read tasks are pinned to their peers' nodes
+        (:mod:`st_integrations.placement`). ``"task"``: one read operator,
+        each task pinned by a hook into Ray's internals, so maps after the
+        read run inside the read task; only on a Ray version in
+        ``engine_compat.TESTED``. ``"node"``: one read per node, then
+        ``union`` (public API; maps run in separate tasks). ``"auto"``
+        (default): ``"task"`` where it is tested, else ``"node"`` with one
+        WARNING on the ``st.engine_compat`` logger.
 
     Returns
     -------
@@ -193,7 +201,13 @@ def read_storetorrent(
 
     Raises
     ------
-    StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError, PlacementError
+    StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError
+    InvalidOptionError
+        (a ``ValueError``) ``placement`` is none of its values; raised
+        before anything is planned.
+    PlacementError
+        No Ray node on a peer's host, or ``placement="task"`` on a Ray
+        version it was not tested with.
     ColumnNotFoundError
         ``columns`` or ``filter`` name a column the records lack (when the
         Dataset is built), naming the records' columns.
@@ -201,12 +215,18 @@ def read_storetorrent(
         A record of no known format among records of a known one (names
         starting with ``_`` or ``.`` are skipped; ``format="raw"`` or a
         ``decoder`` read every record).
+
+    Notes
+    -----
+    Safe to call from several threads once Ray is started: the placement
+    hook is installed once, under a lock.
     """
     import ray
 
     from st_py.client import Client
     from st_py.locate import default_tracker
 
+    placement = check_placement(placement)
     tracker = tracker or default_tracker()
     opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths, tracker=tracker)
     with Client(tracker) as c:
@@ -230,10 +250,13 @@ def read_storetorrent(
         schema = infer_schema(plan, opts, node_of) if plan.units else unify([])
     check_columns(schema, columns, filter)  # an unknown column is an error now, not in a read task
     args = dict(ray_remote_args or {})
-    if placement == "auto":
-        placement = "task" if ray_per_task_pinning() else "node"
-    elif placement == "task" and not ray_per_task_pinning():
-        raise ValueError(f"per-task placement needs Ray {' or '.join(RAY_TESTED)}; use placement='node'")
+    if placement != "node":
+        problem = install_ray_task_pinning()
+        if problem is not None and placement == "task":
+            raise PlacementError(f"placement='task' is not available: {problem}; use placement='node' or 'auto'")
+        if problem is not None:
+            ray_task_pinning_fallback(problem)
+        placement = "task" if problem is None else "node"
     if placement == "task" or not plan.units:
         src = StoreTorrentDatasource(plan, schema, columns, filter, opts, node_of)
         return ray.data.read_datasource(

@@ -28,7 +28,7 @@ def _node_peer(task_idx: int) -> str | None:
     node's ``st-peer-*`` resources (several peers on one node: by task)."""
     import ray
 
-    from .ray_reader import resource_peer
+    from .placement import resource_peer
 
     node_id = ray.get_runtime_context().get_node_id()
     for n in ray.nodes():
