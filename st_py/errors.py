@@ -189,6 +189,37 @@ class RecordExistsError(StoreTorrentError):
         self.names = tuple(names)
 
 
+class RecordBeingWrittenError(StoreTorrentError):
+    """Another writer that is still running holds an uncommitted copy of
+    the record on every peer that could take this one (paper 4.4: a live
+    writer's copy is never overwritten; a crashed writer's is replaced by
+    the retry, docs/replication.md, "A crashed writer's leftovers").
+
+    Not a :class:`RecordExistsError`: nothing of that name is committed.
+    Retry once the other writer has finished (its records then exist) or
+    died; a copy left before a peer restarted is removed by the peer's
+    scrubber after ``--scrub-age``.
+
+    Attributes
+    ----------
+    record : str
+        The record's name.
+    file : str
+        The StoreTorrent file.
+    peers : tuple[str, ...]
+        The peers (host:port) holding the other writer's copy.
+    """
+
+    def __init__(self, record: str, file: str, peers=()):
+        self.record, self.file, self.peers = record, file, tuple(peers)
+        super().__init__(
+            f"record {record!r} of {file} is being written by another writer: an uncommitted copy "
+            f"on {', '.join(self.peers) or 'the peers'} belongs to a writer whose connection is "
+            "still open (or to one from before the peer restarted); records are write-once: "
+            "retry when that writer has finished or died, or use another name"
+        )
+
+
 class RecordTooLargeError(StoreTorrentError, ValueError):
     """A record over the largest a peer takes in one frame.
 

@@ -33,6 +33,7 @@ from .errors import (
     PermissionDeniedError,
     QueuedOperationsError,
     QuotaExceededError,
+    RecordBeingWrittenError,
     RecordExistsError,
     RecordNotFoundError,
     RecordTooLargeError,
@@ -60,6 +61,7 @@ from .placement import (
 )
 from .protocol import (
     FLAG_ASYNC,
+    FLAG_LEFTOVER,
     FLAG_MORE,
     MAX_NAME,
     ErrorCode,
@@ -110,7 +112,8 @@ class _PutOp:
     future: Pending = None  # type: ignore[assignment]  # set right after construction
     callback: Callable | None = None
     failed: bool = False
-    refused: set[int] = field(default_factory=set)  # peers holding a stale copy (EXISTS)
+    refused: set[int] = field(default_factory=set)  # peers holding another live writer's copy (EXISTS)
+    leftover_tried: set[int] = field(default_factory=set)  # peers sent a LEFTOVER PUT after EXISTS
     acknowledged: bool = False  # future set, handed to the group committer
     finished: bool = False  # every copy stored or given up: out of the pipeline
     abandoned: set[int] = field(default_factory=set)  # async copies left pending for repair
@@ -617,7 +620,8 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         elif self._check_names and self._infofile().exists(name):
             raise RecordExistsError(
                 f"record {name!r} is already committed in {self.name}: records are "
-                "write-once; delete it first or use another name"
+                "write-once; delete it first or use another name",
+                names=(name,),
             )
         data = bytes(data) if not isinstance(data, bytes) else data
         # the record's format and schema, of its plaintext, for the infofile:
@@ -671,7 +675,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         self._committer.pump()
         return op.future
 
-    def _send_copy(self, op: _PutOp, rank: int, idx: int) -> None:
+    def _send_copy(self, op: _PutOp, rank: int, idx: int, flags: int = 0) -> None:
         self._transport.send_put(
             self._addr(idx),
             self.file_id,
@@ -679,7 +683,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
             op.crc,
             op.key_b,
             op.data,
-            0,
+            flags,
             lambda fr, exc: self._copy_done(op, rank, idx, exc),
         )
 
@@ -812,17 +816,30 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
                 f"class {self.replication} needs {self.copies} live peers"
             )
         elif isinstance(exc, PeerError) and exc.code == ErrorCode.EXISTS:
-            if not self._infofile().exists(op.name) or op.acknowledged:
-                # An uncommitted copy with other content, left by a crashed
-                # writer (paper 4.4) or being written by another one: never
-                # overwrite it; put this copy on another peer instead.
+            committed = self._infofile().exists(op.name) and not op.stored_as
+            if not committed and not op.acknowledged and idx not in op.leftover_tried:
+                # An uncommitted copy with other content. Left by a crashed
+                # writer (paper 4.4), it is replaced: the peer does so only
+                # if the connection that stored it has closed (LEFTOVER), so
+                # a live writer's copy is never overwritten.
+                op.leftover_tried.add(idx)
+                self._send_copy(op, rank, idx, FLAG_LEFTOVER)
+                return
+            if not committed or op.acknowledged:
+                # A live writer's uncommitted copy: put this copy on another peer.
                 op.refused.add(idx)
                 if self._fail_over(op, rank, [i for i in self.write_targets() if i not in op.refused]):
                     return
-            exc = RecordExistsError(
-                f"record {op.name!r} already exists on peer {exc.peer}: records are "
-                "write-once; delete it first (f.delete(name)) or use another name"
-            )
+            if committed:
+                exc = RecordExistsError(
+                    f"record {op.name!r} is already committed in {self.name}: records are "
+                    "write-once; delete it first (f.delete(name)) or use another name",
+                    names=(op.name,),
+                )
+            else:
+                exc = RecordBeingWrittenError(
+                    op.name, self.name, sorted({self._addr(i) for i in op.refused} | {exc.peer})
+                )
         if op.acknowledged:
             # An async record is committed with this copy pending: repair
             # stores it (storetorrent repair, docs/replication.md).
@@ -913,7 +930,14 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
                 )
             self.put_object(name, data)
             return
-        self.queue_put(name, data, replace=replace).result()
+        pending = self.queue_put(name, data, replace=replace)
+        try:
+            pending.result()
+        except StoreTorrentError as e:  # told here: flush and close do not report it again
+            kept = [(n, x) for n, x in self._errors if x is not e]
+            self._errors.clear()
+            self._errors.extend(kept)
+            raise
         self._committer.pump()  # its group's commit, if the put filled one (quota: raised below)
         self._raise_quota()
 

@@ -26,6 +26,8 @@ FLAG_MORE = 0x0001
 FLAG_REPLACE = 0x0002
 FLAG_ASYNC = 0x0004  # PUT_CHAIN: OK with MORE once the first copy is stored, then the final reply
 FLAG_FORWARDED = 0x0008  # PUT_CHAIN sent by a peer down its chain
+FLAG_LEFTOVER = 0x0010  # PUT: replace a copy only if the connection that stored it has closed
+# (a crashed writer's uncommitted copy, paper 4.4; docs/replication.md)
 MAX_CHAIN_HOPS = 7
 
 

@@ -37,6 +37,11 @@ constexpr uint16_t kFlagReplace = 0x0002;
 constexpr uint16_t kFlagAsync = 0x0004;
 // PUT_CHAIN sent by a peer down its chain (over a ring link), not by a client.
 constexpr uint16_t kFlagForwarded = 0x0008;
+// PUT, PUT_CHAIN (from a client): replace a copy of the same name only if the
+// connection that stored it has closed: a crashed writer's uncommitted copy
+// (paper 4.4; docs/replication.md, "A crashed writer's leftovers"). The
+// client checks first that the record is not committed.
+constexpr uint16_t kFlagLeftover = 0x0010;
 // A chain holds at most this many peers after the first (replication x8).
 constexpr size_t kMaxChainHops = 7;
 

@@ -410,8 +410,15 @@ std::string RecordStore::PutKey(uint64_t file_id, std::string_view name) {
 
 Status RecordStore::Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::string_view name,
                         std::string_view data, bool replace) {
+  PutMode mode;
+  mode.replace = replace;
+  return Put(file_id, copy_rank, crc, name, data, mode);
+}
+
+Status RecordStore::Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::string_view name,
+                        std::string_view data, const PutMode& mode) {
   PendingPut put;
-  Status s = BeginPut(file_id, copy_rank, crc, name, data, replace, &put);
+  Status s = BeginPut(file_id, copy_rank, crc, name, data, mode, &put);
   if (!s.ok() || !put.write) return s;
   Status w = WritePut(put, data);
   if (w.ok() && options_.sync && !options_.sync_each) {
@@ -432,7 +439,7 @@ void RecordStore::RemoveWritten(const PendingPut& put) {
 }
 
 Status RecordStore::BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc,
-                             std::string_view name, std::string_view data, bool replace,
+                             std::string_view name, std::string_view data, const PutMode& mode,
                              PendingPut* put) {
   put->write = false;
   Status s = ValidateRecordName(name);
@@ -450,17 +457,34 @@ Status RecordStore::BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc,
   if (puts_in_flight_.count(key) != 0) {
     return Status::Unavailable("a PUT of this record is being written");
   }
-  const RecordMeta* old = Lookup(file_id, name);
+  RecordMeta* old = nullptr;
+  if (auto f = files_.find(file_id); f != files_.end()) {
+    auto it = f->second.find(std::string(name));
+    if (it != f->second.end()) old = &it->second;
+  }
   if (old != nullptr) {
     if (old->copy_rank == copy_rank && old->crc == crc && old->size == data.size()) {
-      return Status::OK();  // idempotent retry
+      // An idempotent retry. The copy is now this writer's too: a LEFTOVER
+      // PUT must not take it from under a live writer that stored the same
+      // bytes after the one that left it.
+      if (mode.writer != 0) old->writer = mode.writer;
+      return Status::OK();
     }
-    if (!replace) {
-      char msg[160];
+    // A crashed writer's leftover (paper 4.4): the connection that stored it
+    // has closed. Whether it is committed is the client's to check (the
+    // infofile); the peer only vouches that its writer is gone.
+    const bool writer_gone = old->writer != 0 && writer_open_ && !writer_open_(old->writer);
+    if (!mode.replace && !(mode.leftover && writer_gone)) {
+      const char* why = !mode.leftover ? "set REPLACE to overwrite it"
+                        : old->writer == 0
+                            ? "its writer is unknown (stored before this peer started, or "
+                              "forwarded down a chain), so LEFTOVER does not replace it"
+                            : "the connection that stored it is still open, so LEFTOVER "
+                              "does not replace it";
+      char msg[320];
       std::snprintf(msg, sizeof(msg),
-                    "this peer already holds the record at copy rank %u with CRC %08x; "
-                    "set REPLACE to overwrite it",
-                    static_cast<unsigned>(old->copy_rank), old->crc);
+                    "this peer already holds the record at copy rank %u with CRC %08x; %s",
+                    static_cast<unsigned>(old->copy_rank), old->crc, why);
       return Status::AlreadyExists(msg);
     }
   }
@@ -489,6 +513,7 @@ Status RecordStore::BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc,
   put->crc = crc;
   put->name.assign(name.data(), name.size());
   put->size = data.size();
+  put->writer = mode.writer;
   put->write = true;
   puts_in_flight_.insert(std::move(key));
   reserved_bytes_ += put->size;
@@ -539,6 +564,7 @@ Status RecordStore::FinishPut(const PendingPut& put, const Status& written) {
     AddStats(-1, -static_cast<int64_t>(it->second.size));
   }
   RecordMeta meta{put.size, put.crc, put.copy_rank};
+  meta.writer = put.writer;
   FileInfo st;  // the bytes just written matched crc: verified as of this ctime
   if (env_->GetFileInfo(BucketDir(put.file_id, bucket) + "/" + fname, &st).ok()) {
     meta.verified_ctime_ns = st.ctime_ns;

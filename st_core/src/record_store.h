@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,6 +47,19 @@ struct RecordMeta {
   // PUT, or at a verified GET); -1: never. A GET re-reads the file only when
   // its ctime differs, i.e. the file was written to since.
   int64_t verified_ctime_ns = -1;
+  // The client connection that stored this copy (0: unknown, e.g. a copy
+  // found on disk at start or forwarded down a chain). A PUT with LEFTOVER
+  // may replace the copy once that connection has closed: a crashed
+  // writer's uncommitted copy (paper 4.4; docs/replication.md, "A crashed
+  // writer's leftovers").
+  uint64_t writer = 0;
+};
+
+// How a PUT treats a copy of the same name this peer already holds.
+struct PutMode {
+  bool replace = false;   // REPLACE: overwrite it (rebalance, new versions)
+  bool leftover = false;  // LEFTOVER: overwrite it only if its writer's connection has closed
+  uint64_t writer = 0;    // the connection this PUT came on (0: unknown)
 };
 
 struct StoreOptions {
@@ -79,6 +93,7 @@ class RecordStore {
     uint32_t crc = 0;
     std::string name;
     uint64_t size = 0;
+    uint64_t writer = 0;  // PutMode::writer
     bool write = false;  // false: an idempotent retry, nothing to write
   };
 
@@ -105,10 +120,16 @@ class RecordStore {
 
   // OK when stored (or an idempotent retry: same rank and crc already held).
   // InvalidArgument: bad name. Corruption: data does not match crc.
-  // AlreadyExists: held with another rank or crc and !replace.
+  // AlreadyExists: held with another rank or crc and !replace (nor a
+  // leftover of a closed writer connection, with mode.leftover).
   // NoSpace: ENOSPC/EDQUOT, capacity or reserve. IOError: anything else.
   Status Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::string_view name,
              std::string_view data, bool replace);
+  Status Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::string_view name,
+             std::string_view data, const PutMode& mode);
+  // Whether a writer connection (RecordMeta::writer) is still open; set by
+  // the server. Unset: every writer counts as open (no leftover is replaced).
+  void SetWriterOpen(std::function<bool(uint64_t)> open) { writer_open_ = std::move(open); }
 
   // Put in three steps, for a caller that writes off the loop thread.
   // BeginPut makes every check of Put (name, CRC, existing copies, capacity,
@@ -118,7 +139,7 @@ class RecordStore {
   // FinishPut with its result, which returns Put's result. With !put->write
   // (an idempotent retry) the PUT is done: call nothing else.
   Status BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::string_view name,
-                  std::string_view data, bool replace, PendingPut* put);
+                  std::string_view data, const PutMode& mode, PendingPut* put);
   Status WritePut(const PendingPut& put, std::string_view data);
   // Group fsync (any thread): makes everything written so far durable.
   Status SyncAll();
@@ -235,6 +256,7 @@ class RecordStore {
   std::unordered_map<uint64_t, FileIndex> files_;
   std::unordered_set<std::string> puts_in_flight_;  // PutKey of each begun, unfinished PUT
   uint64_t reserved_bytes_ = 0;  // by PUTs in flight, for the capacity check
+  std::function<bool(uint64_t)> writer_open_;  // SetWriterOpen
   std::atomic<uint64_t> used_bytes_{0};
   std::atomic<uint64_t> records_{0};
 };

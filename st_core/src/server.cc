@@ -74,7 +74,10 @@ Server::Server(EventLoop* loop, RecordStore* store, ServerOptions options)
       write_bucket_(MakeBucket(options_.max_write_bytes_per_s, 1)),
       read_bucket_(MakeBucket(options_.max_read_bytes_per_s, 1)),
       request_bucket_(MakeBucket(options_.max_requests_per_s, 1)),
-      background_(store->env(), loop) {}
+      background_(store->env(), loop) {
+  // A copy's writer is gone once its connection has closed (ids are never reused).
+  store_->SetWriterOpen([this](uint64_t id) { return conns_.count(id) != 0; });
+}
 
 std::string Server::RenderMetrics() {
   PeerGauges g;
@@ -187,6 +190,7 @@ void Server::ScaleLimits(double scale) {
 }
 
 Server::~Server() {
+  store_->SetWriterOpen(nullptr);
   if (host_load_timer_ != 0) loop_->CancelTimer(host_load_timer_);
   for (auto& kv : inbound_) {
     if (kv.second.probation_timer != 0) loop_->CancelTimer(kv.second.probation_timer);
@@ -798,13 +802,13 @@ void Server::StoreRecord(std::shared_ptr<OwnedPut> put, StoreDone done) {
     StoreOffLoop(std::move(put), std::move(done));
     return;
   }
-  done(store_->Put(put->file_id, put->copy_rank, put->crc, put->name, put->data, put->replace));
+  done(store_->Put(put->file_id, put->copy_rank, put->crc, put->name, put->data, put->mode));
 }
 
 void Server::StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done) {
   RecordStore::PendingPut pending;
   Status s = store_->BeginPut(put->file_id, put->copy_rank, put->crc, put->name, put->data,
-                              put->replace, &pending);
+                              put->mode, &pending);
   std::string key = std::to_string(put->file_id) + "/" + put->name;
   if (s.IsUnavailable()) {
     // A PUT of the same record is being written: this one runs after it.
@@ -896,7 +900,12 @@ void Server::HandlePutChain(Connection* c, const FrameHeader& h, std::string_vie
   put->crc = req.crc32c;
   put->name.assign(req.name);
   put->data.assign(req.data);
-  put->replace = (flags & kFlagReplace) != 0;
+  put->mode.replace = (flags & kFlagReplace) != 0;
+  // A forwarded copy's writer is the chain's head, not this link: unknown.
+  if (!(flags & kFlagForwarded)) {
+    put->mode.leftover = (flags & kFlagLeftover) != 0;
+    put->mode.writer = c->id();
+  }
   chain->put = put;
   uint64_t conn_id = c->id();
   c->BeginDeferred();
@@ -1166,7 +1175,10 @@ bool Server::Permitted(Connection* c, const FrameHeader& h, const RequestType& r
 void Server::HandlePut(Connection* c, const FrameHeader& h, std::string_view, Request* r) {
   const PutRequest& req = std::get<PutRequest>(r->body);
   const uint64_t seq = h.seq;
-  bool replace = (h.flags & kFlagReplace) != 0;
+  PutMode mode;
+  mode.replace = (h.flags & kFlagReplace) != 0;
+  mode.leftover = (h.flags & kFlagLeftover) != 0;
+  mode.writer = c->id();
   if (store_->sync()) {
     // The fsyncs run off the loop; the frame's buffer does not outlive
     // this call, so the PUT takes a copy.
@@ -1176,7 +1188,7 @@ void Server::HandlePut(Connection* c, const FrameHeader& h, std::string_view, Re
     put->crc = req.crc32c;
     put->name.assign(req.name);
     put->data.assign(req.data);
-    put->replace = replace;
+    put->mode = mode;
     uint64_t conn_id = c->id();
     c->BeginDeferred();
     StoreOffLoop(put, [this, conn_id, seq, put](const Status& st) {
@@ -1184,7 +1196,7 @@ void Server::HandlePut(Connection* c, const FrameHeader& h, std::string_view, Re
     });
     return;
   }
-  Status s = store_->Put(req.file_id, req.copy_rank, req.crc32c, req.name, req.data, replace);
+  Status s = store_->Put(req.file_id, req.copy_rank, req.crc32c, req.name, req.data, mode);
   c->Send(PutReply(seq, req.file_id, req.name, s));
 }
 

@@ -229,7 +229,7 @@ class Server : public Connection::Handler, public GetLocal::Host {
     uint32_t crc = 0;
     std::string name;
     std::string data;
-    bool replace = false;
+    PutMode mode;  // REPLACE, LEFTOVER and the writer's connection
   };
   // Stores the copy on this peer and calls done with the result on the loop
   // thread: now, or under --sync after BeginPut here, WritePut (and its

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "crc32c.h"
@@ -117,6 +118,41 @@ TEST_F(RecordStoreTest, IdempotentPutExistsAndReplace) {
   EXPECT_EQ(1u, test::CountFiles(store_->data_dir() + "/files"));
   Reopen();
   EXPECT_EQ("two!", Read(1, "a"));
+}
+
+// A crashed writer's leftover (paper 4.4): a LEFTOVER PUT replaces an
+// uncommitted copy only once the connection that stored it has closed.
+TEST_F(RecordStoreTest, LeftoverReplacesOnlyACopyWhoseWriterIsGone) {
+  std::set<uint64_t> open{7, 8};
+  store_->SetWriterOpen([&open](uint64_t id) { return open.count(id) != 0; });
+  auto put = [&](const std::string& data, uint64_t writer, bool leftover, uint8_t rank = 0) {
+    PutMode m;
+    m.writer = writer;
+    m.leftover = leftover;
+    return store_->Put(1, rank, crc32c::Value(data), "r", data, m);
+  };
+  ASSERT_TRUE(put("from 7", 7, false).ok());
+  EXPECT_TRUE(put("from 8", 8, false).IsAlreadyExists());  // never without LEFTOVER
+  EXPECT_TRUE(put("from 8", 8, true).IsAlreadyExists());   // 7 is still connected
+  EXPECT_EQ("from 7", Read(1, "r"));
+  open.erase(7);  // writer 7 crashed
+  EXPECT_TRUE(put("from 8", 8, false).IsAlreadyExists());  // still never without LEFTOVER
+  ASSERT_TRUE(put("from 8", 8, true, 1).ok());             // replaced, at the retry's rank
+  uint8_t rank = 9;
+  EXPECT_EQ("from 8", Read(1, "r", &rank));
+  EXPECT_EQ(1, rank);
+  EXPECT_EQ(1u, store_->record_count());
+  // An idempotent retry by a live writer makes the copy its own: a LEFTOVER
+  // PUT by a third writer must not take it once the first writer is gone.
+  open.insert(9);
+  ASSERT_TRUE(put("from 8", 9, false, 1).ok());
+  open.erase(8);
+  EXPECT_TRUE(put("from 10", 10, true).IsAlreadyExists());
+  // A copy whose writer is unknown (found on disk at start) is never a leftover.
+  Reopen();
+  store_->SetWriterOpen([](uint64_t) { return false; });
+  EXPECT_TRUE(put("from 11", 11, true).IsAlreadyExists());
+  EXPECT_EQ("from 8", Read(1, "r"));
 }
 
 TEST_F(RecordStoreTest, AStrayFileUnderTheRecordsNameIsReplacedWhole) {
