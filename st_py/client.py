@@ -117,9 +117,7 @@ class Client:
         info = self.tracker.create(
             name, replication, est_size, blocksize, mode, protocol, placement, ",".join(chain), check
         )
-        f = self._file(info)
-        f._holds_reservation = est_size > 0
-        return f
+        return self._file(info, holds_reservation=est_size > 0)
 
     def _file(self, info, **kw) -> StFile:
         f = StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout, **kw)

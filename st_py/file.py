@@ -152,6 +152,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         infofile_path: str | None = None,
         stage: bool = False,
         prefer_peer: str | None = None,
+        holds_reservation: bool = False,
     ):
         self._tracker = tracker
         # stage: acknowledged records are kept for one atomic commit by the
@@ -164,7 +165,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         self._prefer_peer = prefer_peer
         self._local_peer: int | None = None
         self._local_hosts: set[str] | None = None  # this machine's addresses, looked up once
-        self._holds_reservation = False  # created with an est_size: close() ends the reservation
+        self._holds_reservation = holds_reservation  # created with an est_size: close() ends the reservation
         self.depth = depth
         self.group_size = group_size
         self._transport = Transport(timeout=timeout, on_peer_failure=self._peer_failed)
@@ -653,7 +654,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
             len(data),
             crc32c(data),
             holders,
-            future=Pending(self, name),
+            future=Pending(self._transport.wait, name),
             callback=callback,
             stored_as=stored_as,
             key_b=stored_as.encode("utf-8") if stored_as else name_b,
@@ -751,7 +752,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
     def _acknowledge(self, op: _PutOp) -> None:
         op.acknowledged = True
         self._committer.add(op)
-        op.future._set(True)
+        op.future.set_result(True)
         if op.callback:
             self._notify(op.name, op.callback, op.name, None)
 
@@ -852,7 +853,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         op.failed = True
         op.finished = True
         self._puts_inflight -= 1
-        op.future._set(exc=exc)
+        op.future.set_exception(exc)
         if op.callback:
             self._notify(op.name, op.callback, op.name, exc)
         else:
@@ -865,11 +866,11 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
             exc.file = self.name
         if isinstance(exc, QuotaExceededError) and not op.callback:
             if op.seq <= self._quota_told:  # put before a refusal raised already, which covers it
-                op.future._set(exc=exc)
+                op.future.set_exception(exc)
                 return
             if self._quota_exc is None:
                 self._quota_exc = exc  # raised at the next put (_raise_quota)
-        op.future._set(exc=exc)
+        op.future.set_exception(exc)
         if op.callback:
             self._notify(op.name, op.callback, op.name, exc)
         else:

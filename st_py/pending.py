@@ -11,7 +11,7 @@ operation is done. It keeps the Future's method names (``done``,
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 
 class Pending:
@@ -19,27 +19,39 @@ class Pending:
 
     ``result()`` and ``exception()`` wait, turning the open file's
     transport (sending queued frames, receiving replies) until the
-    operation is done.
+    operation is done. The file completes it with :meth:`set_result` or
+    :meth:`set_exception`, once.
+
+    Thread safety: may be waited on from any thread (the file's transport
+    turns under the file's lock; ``tests/test_threads.py``).
     """
 
-    __slots__ = ("name", "_done", "_result", "_exc", "_file")
+    __slots__ = ("name", "_done", "_value", "_error", "_wait")
 
-    def __init__(self, file: Any, name: str):
-        self._file, self.name = file, name  # the StFile whose transport completes it
+    def __init__(self, wait: Callable[[Callable[[], bool]], None], name: str):
+        """``wait(predicate)`` turns the file's transport until
+        ``predicate()`` is true (the file's ``Transport.wait``); ``name``
+        is the record the operation is about."""
+        self._wait, self.name = wait, name
         self._done = False
-        self._result: object = None
-        self._exc: Exception | None = None
+        self._value: object = None
+        self._error: Exception | None = None
 
-    def _set(self, result=None, exc: Exception | None = None) -> None:
-        self._done, self._result, self._exc = True, result, exc
+    def set_result(self, value: object = None) -> None:
+        """Complete the operation with ``value`` (called by the file)."""
+        self._done, self._value, self._error = True, value, None
+
+    def set_exception(self, exc: Exception) -> None:
+        """Complete the operation with the error ``exc`` (called by the file)."""
+        self._done, self._value, self._error = True, None, exc
 
     def done(self) -> bool:
         return self._done
 
     def exception(self) -> Exception | None:
         """The operation's error, or None, once it is done."""
-        self._file._transport.wait(lambda: self._done)
-        return self._exc
+        self._wait(lambda: self._done)
+        return self._error
 
     def result(self):
         """The operation's result once it is done.
@@ -52,4 +64,4 @@ class Pending:
         exc = self.exception()
         if exc is not None:
             raise exc
-        return self._result
+        return self._value

@@ -155,7 +155,7 @@ class ReaderMixin:
         self._renew_capability()
         if self._committer.busy:
             self._committer.drain()  # read your own writes
-        fut = Pending(self, name)
+        fut = Pending(self._transport.wait, name)
         try:
             meta = self._infofile().lookup(name)
             holders = list(meta.peers) if meta is not None else []
@@ -171,18 +171,18 @@ class ReaderMixin:
                 obj = self._infofile().object(name)
                 if obj is not None:  # a striped object (docs/striping.md)
                     try:
-                        fut._set(self.get_object(obj))  # type: ignore[attr-defined]
+                        fut.set_result(self.get_object(obj))  # type: ignore[attr-defined]
                     except StoreTorrentError as e:
-                        fut._set(exc=e)
+                        fut.set_exception(e)
                     if callback:
-                        self._notify(name, callback, name, fut._result, fut._exc)
+                        self._notify(name, callback, name, None if fut.exception() else fut.result(), fut.exception())
                     return fut
                 h = without_stored_copy(self._infofile(), name, self.name)
                 if h is not None:  # committed, but no stored copy is left (copy_health)
                     exc: Exception = unavailable_error(self.name, h)
                 else:
                     exc = RecordNotFoundError(f"no committed record {name!r} in {self.name}")
-                fut._set(exc=exc)
+                fut.set_exception(exc)
                 if callback:
                     self._notify(name, callback, name, None, exc)
                 return fut
@@ -219,7 +219,7 @@ class ReaderMixin:
             else:
                 why = "every copy failed: " + "; ".join(f"{a}: {e}" for a, e in reasons)
                 exc = RecordUnavailableError(f"record {name!r} of {self.name}: {why}", name, self.name, why)
-            fut._set(exc=exc)
+            fut.set_exception(exc)
             if callback:
                 self._notify(name, callback, name, None, exc)
             return
@@ -248,11 +248,11 @@ class ReaderMixin:
                 try:
                     data = self.filters.decode(self.file_id, name, data)
                 except StoreTorrentError as e:  # a wrong key, or bytes a filter cannot undo
-                    fut._set(exc=e)
+                    fut.set_exception(e)
                     if callback:
                         self._notify(name, callback, name, None, e)
                     return
-            fut._set(data)
+            fut.set_result(data)
             if callback:
                 self._notify(name, callback, name, data, None)
 

@@ -73,7 +73,9 @@ class StoreTorrentDatasource(_Datasource):
         self.plan, self.schema, self.columns, self.filter, self.opts = plan, schema, columns, filter, opts
         self.node_of, self.only_node = node_of, only_node
 
-    def _units(self) -> list[ReadUnit]:
+    def units(self) -> list[ReadUnit]:
+        """The read units this datasource reads: all of the plan's, or those
+        of the peers on its node (``only_node``)."""
         return [u for u in self.plan.units if self.only_node is None or self.node_of[u.peer] == self.only_node]
 
     def out_schema(self) -> pa.Schema:
@@ -81,7 +83,7 @@ class StoreTorrentDatasource(_Datasource):
         return s.append(pa.field(PATH_COLUMN, pa.string())) if self.opts.include_paths else s
 
     def estimate_inmemory_data_size(self) -> int:
-        return sum(u.size for u in self._units())
+        return sum(u.size for u in self.units())
 
     def get_name(self) -> str:
         return "StoreTorrent"
@@ -91,7 +93,7 @@ class StoreTorrentDatasource(_Datasource):
         from ray.data.block import BlockMetadata
 
         tasks = []
-        for u in self._units():
+        for u in self.units():
             meta = BlockMetadata(num_rows=None, size_bytes=u.size, input_files=tuple(u.input_files), exec_stats=None)
             t = ReadTask(
                 _read_fn(u, self.schema, self.columns, self.filter, self.opts),
@@ -265,7 +267,7 @@ def read_storetorrent(
     branches = []
     for node in sorted(set(node_of[u.peer] for u in plan.units)):
         src = StoreTorrentDatasource(plan, schema, columns, filter, opts, node_of, only_node=node)
-        n = len(src._units())
+        n = len(src.units())
         branches.append(
             ray.data.read_datasource(
                 src, override_num_blocks=n, concurrency=concurrency, ray_remote_args=args or None, **ray_pin_args(node)

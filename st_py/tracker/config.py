@@ -21,7 +21,7 @@ COMMAND_LINE_ONLY = {"help", "config", "shard", "shards", "master", "master_pid"
 
 def _kind(action: argparse.Action) -> tuple[str, tuple[type, ...]]:
     """What a key's TOML value must be, for the flag ``action``."""
-    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+    if action.nargs == 0 and isinstance(action.const, bool):  # store_true / store_false
         return "true or false", (bool,)
     if action.type is int:
         return "an integer", (int,)
@@ -41,7 +41,22 @@ def _type_name(v: object) -> str:
     }.get(type(v), "a date or time")
 
 
-def apply_config(ap: argparse.ArgumentParser, path: Path) -> dict[str, object]:
+class OptionsParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that keeps the options added to it
+    (:attr:`options`), so a config file is checked against them without
+    reading argparse's private state. Not shared between threads."""
+
+    def __init__(self, *args, **kwargs):
+        self.options: list[argparse.Action] = []  # before argparse adds --help through add_argument
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs) -> argparse.Action:  # type: ignore[override]
+        action = super().add_argument(*args, **kwargs)
+        self.options.append(action)
+        return action
+
+
+def apply_config(ap: OptionsParser, path: Path) -> dict[str, object]:
     """Read TOML file ``path`` and make its keys the defaults of ``ap``'s
     flags (so the command line overrides them); a required flag the file
     sets is no longer required. Returns the values set, by destination.
@@ -56,7 +71,7 @@ def apply_config(ap: argparse.ArgumentParser, path: Path) -> dict[str, object]:
         conf = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise SystemExit(f"tracker: cannot read --config {path}: {e}") from None
-    actions = {a.dest: a for a in ap._actions if a.dest not in COMMAND_LINE_ONLY and a.option_strings}
+    actions = {a.dest: a for a in ap.options if a.dest not in COMMAND_LINE_ONLY and a.option_strings}
     values: dict[str, object] = {}
     seen: dict[str, str] = {}
     for key, v in conf.items():
@@ -93,7 +108,7 @@ def apply_config(ap: argparse.ArgumentParser, path: Path) -> dict[str, object]:
             v = float(v)  # type: ignore[arg-type]  # a TOML number or string; a bad one raises
         values[dest] = v
     ap.set_defaults(**values)
-    for a in ap._actions:
+    for a in ap.options:
         if a.dest in values:
             a.required = False
     return values

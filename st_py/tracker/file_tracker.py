@@ -43,7 +43,7 @@ from .file_trackers import channel_to, master_pid_watch
 from .guard import owner_of_meta
 from .leases import Leases
 from .lock import TrackerLock
-from .routing import Admission, _deltas, refuse
+from .routing import Admission, admission_deltas, refuse
 from .service import TrackerService
 from .shards import InternalTokens, shard_of
 
@@ -290,7 +290,7 @@ class FileTrackerService(TrackerService):
     async def _settle(
         self, adm: Admission | None, owner: str, file_id: int, charge: int, written: int, on_peers: dict[str, int]
     ) -> None:
-        dc, dw, dp = _deltas(adm, charge, written, on_peers)
+        dc, dw, dp = admission_deltas(adm, charge, written, on_peers)
         if not (dc or dw or dp):  # just what was admitted (the common case), or nothing
             if adm is not None:
                 self.link.done(adm.id)

@@ -249,7 +249,7 @@ class Routing:
         ``owner``, ``written`` user bytes of the file's reservation,
         ``on_peers`` bytes on holders; the part ``adm`` held already is not
         counted twice."""
-        dc, dw, dp = _deltas(adm, charge, written, on_peers)
+        dc, dw, dp = admission_deltas(adm, charge, written, on_peers)
         self.admissions.apply(owner, file_id, dc, dw, dp)
 
     # -- the internal RPCs ----------------------------------------------------
@@ -330,7 +330,7 @@ class Routing:
         )
 
 
-def _deltas(
+def admission_deltas(
     adm: Admission | None, charge: int, written: int, on_peers: dict[str, int]
 ) -> tuple[int, int, dict[str, int]]:
     """What is left to add once what ``adm`` held is counted."""

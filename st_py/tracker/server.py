@@ -23,7 +23,7 @@ from ..capability import CapabilityError, load_key
 from ..copy_health import DEFAULT_FAILED_AFTER_S
 from ..tls import server_credentials
 from .access import AccessError, Users
-from .config import apply_config
+from .config import OptionsParser, apply_config
 from .file_tracker import INTERNAL_KEY_ENV, run_file_tracker
 from .file_trackers import FileTrackers, internal_credentials
 from .health import ShortCopies, keep_counting
@@ -305,7 +305,7 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m st_py.tracker", description="StoreTorrent tracker")
+    ap = OptionsParser(prog="python -m st_py.tracker", description="StoreTorrent tracker")
     ap.add_argument("--root", required=True, type=Path, help="namespace root: infofiles live here")
     ap.add_argument("--state-dir", type=Path, help="tracker state (default: <root>/../tracker-state)")
     ap.add_argument("--host", default="127.0.0.1")
