@@ -112,6 +112,24 @@ def detect(name: str, head: bytes) -> str:
     return "raw"
 
 
+def detect_source(name: str, source) -> str:
+    """The format of record ``name`` (:func:`detect`) from the first bytes
+    of ``source``: a local path (str), a bytes-like object (bytes, a
+    ``pyarrow.Buffer``) or a seekable file (read/seek/tell, e.g. a
+    ``pyarrow.NativeFile`` over a striped object), whose position is kept.
+    The one place a record's format is told from its bytes; every reader
+    and writer asks here."""
+    if isinstance(source, str):
+        with open(source, "rb") as fh:
+            return detect(name, fh.read(HEAD_BYTES))
+    if hasattr(source, "seek"):
+        pos = source.tell()
+        head = source.read(HEAD_BYTES)
+        source.seek(pos)
+        return detect(name, bytes(head))
+    return detect(name, bytes(memoryview(source)[:HEAD_BYTES]))
+
+
 def dataset_format(name: str, fmt: str):
     """The ``pyarrow.dataset`` file format that reads a record of ``fmt``
     (a ``.tsv`` record with tab delimiters)."""

@@ -1,19 +1,8 @@
 """Record formats: recognising a record's format, reading its schema, and
 reading it as Arrow record batches with column projection and filter pushdown.
 
-Formats, recognised by magic bytes first, then by the record name's extension:
-
-============  ==========================  ===============================
-format        magic bytes                 extensions
-============  ==========================  ===============================
-``parquet``   ``PAR1``                    ``.parquet .pq .parq``
-``arrow``     ``ARROW1`` (IPC file)       ``.arrow .feather .ipc``
-``arrows``    ``ff ff ff ff`` (IPC        ``.arrows``
-              stream)
-``csv``       -                           ``.csv .tsv`` (also gzip'd)
-``json``      -                           ``.json .jsonl .ndjson`` (JSON lines)
-``raw``       anything else               -
-============  ==========================  ===============================
+Formats are recognised in one place, :mod:`st_py.record_format` (magic bytes
+first, then the record name's extension; its docstring has the table).
 
 A ``raw`` record becomes one row ``(record: string, data: binary)``; pass
 ``format="raw"`` to the readers to get every record that way.
@@ -44,12 +33,22 @@ from st_py.record_format import (
     RAW_SCHEMA,
     dataset_format,
     detect,
+    detect_source,
     extension_format,
     ignored,
     schema_of,
 )
 
-__all__ = ["FORMATS", "HEAD_BYTES", "IGNORE_PREFIXES", "RAW_SCHEMA", "RecordFormatError", "detect", "ignored"]
+__all__ = [
+    "FORMATS",
+    "HEAD_BYTES",
+    "IGNORE_PREFIXES",
+    "RAW_SCHEMA",
+    "RecordFormatError",
+    "detect",
+    "detect_source",
+    "ignored",
+]
 
 Decoder = Callable[[str, str], pa.Table]
 """A user decoder: ``decoder(record name, local path) -> pyarrow.Table``."""
@@ -63,9 +62,6 @@ class SchemaConflictError(StoreTorrentError):
     def __init__(self, message: str, first: str = "", second: str = "", column: str = ""):
         super().__init__(message)
         self.first, self.second, self.column = first, second, column
-
-
-_extension_format = extension_format
 
 
 # A record's bytes: its local path, or (a record of a file with client-side
@@ -92,21 +88,6 @@ def _whole(source: Source) -> bytes:
     return source.to_pybytes()
 
 
-def detect_file(name: str, source: Source) -> str:
-    if isinstance(source, pa.NativeFile):
-        pos = source.tell()
-        head = source.read(HEAD_BYTES)
-        source.seek(pos)
-        return detect(name, head)
-    if not isinstance(source, str):
-        return detect(name, source[:HEAD_BYTES].to_pybytes())
-    with open(source, "rb") as fh:
-        return detect(name, fh.read(HEAD_BYTES))
-
-
-_dataset_format = dataset_format
-
-
 def _fragment(name: str, source: Source, fmt: str):
     import pyarrow.fs as pafs
 
@@ -114,8 +95,8 @@ def _fragment(name: str, source: Source, fmt: str):
         source.seek(0)  # only Parquet fragments read a Python file by ranges
         source = source.read_buffer()
     if not isinstance(source, str):
-        return _dataset_format(name, fmt).make_fragment(source)
-    return _dataset_format(name, fmt).make_fragment(source, filesystem=pafs.LocalFileSystem())
+        return dataset_format(name, fmt).make_fragment(source)
+    return dataset_format(name, fmt).make_fragment(source, filesystem=pafs.LocalFileSystem())
 
 
 def record_schema(name: str, path: Source, fmt: str | None = None) -> pa.Schema:
@@ -128,7 +109,7 @@ def record_schema(name: str, path: Source, fmt: str | None = None) -> pa.Schema:
     RecordFormatError
         If the record does not decode as its format.
     """
-    fmt = fmt or detect_file(name, path)
+    fmt = fmt or detect_source(name, path)
     if isinstance(path, pa.NativeFile) and fmt == "parquet":  # a striped object: its footer by ranged reads
         try:
             return _fragment(name, path, fmt).physical_schema
@@ -183,7 +164,7 @@ def scan_record(
         If a value cannot be cast to ``schema``.
     """
 
-    fmt = fmt or detect_file(name, path)
+    fmt = fmt or detect_source(name, path)
     out_schema = project(schema, columns)
     try:
         if fmt in ("raw", "arrows"):
@@ -254,7 +235,7 @@ def _check_no_stray(sources: list[SchemaSource]) -> None:
     raw = [s for s in sources if s.schema.equals(RAW_SCHEMA)]
     known = [s for s in sources if not s.schema.equals(RAW_SCHEMA)]
     if raw and known:
-        raise StrayRecordError(raw[0].record, known[0].record, _extension_format(known[0].record) or "parquet or arrow")
+        raise StrayRecordError(raw[0].record, known[0].record, extension_format(known[0].record) or "parquet or arrow")
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from .formats import (
     Source,
     conform,
     detect,
-    detect_file,
+    detect_source,
     project,
     record_schema,
     scan_record,
@@ -305,7 +305,7 @@ def read_unit(
             opts.decoder is None
             and isinstance(src, pa.Buffer)
             and src.size <= SMALL_RECORD_BYTES
-            and (opts.format or detect_file(ref.name, src)) == "parquet"
+            and (opts.format or detect_source(ref.name, src)) == "parquet"
         ):
             run.append((ref, src))
             if len(run) >= PARQUET_RUN:
@@ -324,7 +324,7 @@ def read_unit(
             if columns is not None:
                 batches = (b.select(columns) for b in batches)
         else:
-            fmt = "raw" if opts.format == "raw" else (opts.format or detect_file(ref.name, src))
+            fmt = "raw" if opts.format == "raw" else (opts.format or detect_source(ref.name, src))
             batches = scan_record(ref.name, src, fmt, schema, columns, filter, opts.batch_size)
         for b in batches:
             if opts.include_paths:
