@@ -9,12 +9,41 @@ The client library (paper section 3, figure 4)::
     for r in f.get_local(): open(r.path, "rb").read()
 """
 
-from .client import Client, create, open
+from typing import TYPE_CHECKING
+
 from .errors import *  # noqa: F401,F403
 from .errors import StoreTorrentError
-from .file import StFile
-from .getlocal import GetLocalPlan, LocalRecord, reveal
-from .pending import Pending
+
+# The client library is imported when first used (PEP 562), not with the
+# package: the tracker and the tools import st_py.<module> without loading it.
+_LAZY = {
+    "Client": "client",
+    "create": "client",
+    "open": "client",
+    "StFile": "file",
+    "GetLocalPlan": "getlocal",
+    "LocalRecord": "getlocal",
+    "reveal": "getlocal",
+    "Pending": "pending",
+}
+
+if TYPE_CHECKING:
+    from .client import Client, create, open
+    from .file import StFile
+    from .getlocal import GetLocalPlan, LocalRecord, reveal
+    from .pending import Pending
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'st_py' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Client",

