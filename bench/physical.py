@@ -53,7 +53,9 @@ def cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def write_files(folder: Path, count: int, size: int, copies: int = 1, procs: int | None = None, sync: bool = False) -> float:
+def write_files(
+    folder: Path, count: int, size: int, copies: int = 1, procs: int | None = None, sync: bool = False
+) -> float:
     """Seconds for ``procs`` processes (default: one per core) to create
     ``count`` records of ``size`` bytes, ``copies`` times each, as files in
     the peers' layout under ``folder`` (emptied first); ``sync``: one syncfs
