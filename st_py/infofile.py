@@ -86,6 +86,21 @@ STRIPE_PREFIX = ".st-stripe/"
 STRIPE_END = STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
 
 
+# Record names that are no user's: stripe records and the stored names of
+# versions. Listings leave them out, as index ranges [prefix, end).
+RESERVED_PREFIXES = (STRIPE_PREFIX, VERSION_PREFIX)
+
+
+def _upper(prefix: str) -> str:
+    """The least string above every string that starts with ``prefix``
+    (non-empty): ``a/`` -> ``a0``. Code-point order is the order SQLite
+    compares UTF-8 text in."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+RESERVED_RANGES = tuple(sorted((p, _upper(p)) for p in RESERVED_PREFIXES))
+
+
 def stripe_name(obj: str, index: int) -> str:
     return f"{STRIPE_PREFIX}{obj}/{index:08d}"
 
@@ -569,6 +584,194 @@ class InfofileReader:
             return self.conn.execute(q + " ORDER BY name", args).fetchall()
         except sqlite3.OperationalError:  # a file made before striping
             return []
+
+    # -- listings: one range query per call (the fsspec filesystem's find and ls) --
+    # A name listing costs what it returns: one index range, no Python object
+    # per row beyond what is returned, the reserved names (stripes, versions)
+    # cut out as index ranges rather than tested row by row. Like every
+    # method of a reader these use its one connection: call them from one
+    # thread at a time (the fsspec filesystem keeps a reader per thread).
+    def _user_ranges(self, lo: str, hi: str | None) -> list[tuple[str, str | None]]:
+        """``[lo, hi)`` less the reserved ranges of record names (stripe
+        records, the stored names of versions): at most three ranges, in
+        order; ``None`` is no upper bound."""
+        out: list[tuple[str, str | None]] = []
+        for r_lo, r_hi in RESERVED_RANGES:
+            if (hi is None or r_lo < hi) and lo < r_hi:  # they overlap
+                if lo < r_lo:
+                    out.append((lo, r_lo))
+                lo = r_hi
+        if hi is None or lo < hi:
+            out.append((lo, hi))
+        return out
+
+    _objects_table = False  # the objects table exists (once made, it stays)
+
+    def _has_objects(self) -> bool:
+        if not self._objects_table:
+            self._objects_table = self._has_table("objects")
+        return self._objects_table
+
+    def _listing(self, cols: str, obj_cols: str, lo: str, hi: str | None, names: bool = False) -> tuple[list, list]:
+        """``cols`` of the records named in ``[lo, hi)`` but not reserved
+        (one index range each, so in name order) and ``obj_cols`` of the
+        objects in it, in one read transaction (unless the caller holds
+        one). ``names``: the first column alone, not rows."""
+        c = self.conn
+        rows: list = []
+        objs: list = []
+        own = not c.in_transaction
+        if own:
+            c.execute("BEGIN")
+        try:
+            for a, b in self._user_ranges(lo, hi):
+                if b is None:
+                    cur = c.execute(f"SELECT {cols} FROM records WHERE name >= ? ORDER BY name", (a,))
+                else:
+                    cur = c.execute(f"SELECT {cols} FROM records WHERE name >= ? AND name < ? ORDER BY name", (a, b))
+                rows += [r[0] for r in cur] if names else cur
+            if self._has_objects():
+                q = f"SELECT {obj_cols} FROM objects WHERE name >= ?" + ("" if hi is None else " AND name < ?")
+                objs = c.execute(q + " ORDER BY name", (lo,) if hi is None else (lo, hi)).fetchall()
+        finally:
+            if own:
+                c.execute("COMMIT")
+        return rows, objs
+
+    def names_between(self, lo: str = "", hi: str | None = None) -> list[str]:
+        """The names users see in ``lo <= name < hi`` (no upper bound if
+        None): committed records and striped objects, never stripe records
+        or the stored names of versions, sorted (code-point order, which is
+        SQLite's order of UTF-8 text), each once.
+
+        One range of the name index per table (the reserved names are cut
+        out as ranges, not tested row by row), in one read transaction (a
+        commit meanwhile shows whole or not at all); only the names are
+        read. Cost: about 0.5 us per name on this machine (10^5 names:
+        0.05 s), most of it making the Python strings.
+
+        Returns
+        -------
+        list of str
+        """
+        names, objs = self._listing("name", "name", lo, hi, names=True)
+        if objs:  # rarely many: merge the two sorted runs, each name once
+            names += [r[0] for r in objs]
+            names = list(dict.fromkeys(sorted(names)))
+        return names
+
+    def entries_between(
+        self, lo: str = "", hi: str | None = None
+    ) -> list[tuple[str, int, int | None, int, float, int | None, int | None]]:
+        """The records and striped objects named ``lo <= name < hi`` (as
+        :meth:`names_between`), with what a listing shows of each, in name
+        order (a record and an object of one name, which writers refuse,
+        would both be there, the record first).
+
+        One range per table in one read transaction, like
+        :meth:`names_between`; each row is read from the table (about
+        3 us per record here).
+
+        Returns
+        -------
+        list of (name, stored_size, logical_size, crc32c, committed_at, stripes, stripe_size)
+            Sizes in bytes, ``committed_at`` in unix seconds (a float).
+            A record: ``stored_size`` as the peers store it, ``logical_size``
+            the user's bytes or None where they were not kept
+            (:func:`user_size` of the two is its size), ``stripes`` and
+            ``stripe_size`` None. A striped object: both sizes are its
+            whole size, ``stripes`` its stripe count (an int).
+        """
+        lg = self._logical_column()
+        rows, objs = self._listing(
+            f"name, size, {lg}, crc32c, committed_at, NULL, NULL",
+            "name, size, size, crc32c, committed_at, stripes, stripe_size",
+            lo,
+            hi,
+        )
+        if objs:
+            rows += objs
+            rows.sort(key=lambda r: r[0])  # stable: two sorted runs merged
+        return rows
+
+    def level(self, prefix: str, detail: bool = True) -> tuple[list, list[str]]:
+        """One level of the tree that ``/`` in names makes: what lies
+        directly below ``prefix`` (``""``, or ending in ``/``), as a
+        directory listing shows it.
+
+        Record names are read in order from ``prefix``; at the first name
+        below a sub-prefix (``prefix + head + "/"``) the scan jumps past
+        all of that sub-prefix's names with one index search, so a level
+        costs its entries plus one search per head, not the names below
+        them. One read transaction (a snapshot), unless the caller holds
+        one.
+
+        Parameters
+        ----------
+        prefix : str
+        detail : bool
+            Entries as rows (see :meth:`entries_between`) or as names.
+
+        Returns
+        -------
+        (entries, heads)
+            ``entries``: the records and objects named ``prefix + rest``
+            with no ``/`` in ``rest`` (``rest`` may be empty), in name
+            order, as names or rows. ``heads``: each distinct ``head`` for
+            which a name starts with ``prefix + head + "/"`` (``head`` may
+            be empty: a name ``prefix + "/..."``), in order; never a
+            reserved one (the stripes' and versions' prefixes).
+        """
+        c = self.conn
+        plen = len(prefix)
+        hi = _upper(prefix) if prefix else None
+        lg = self._logical_column()
+        cols = f"name, size, {lg}, crc32c, committed_at, NULL, NULL" if detail else "name"
+        sql = f"SELECT {cols} FROM records WHERE name >= ?" + ("" if hi is None else " AND name < ?")
+        entries: list = []
+        heads: list[str] = []
+        own = not c.in_transaction
+        if own:
+            c.execute("BEGIN")
+        try:
+            lo: str | None = None if prefix.startswith(RESERVED_PREFIXES) else prefix
+            while lo is not None:
+                cur = c.execute(sql + " ORDER BY name", (lo,) if hi is None else (lo, hi))
+                nxt = None
+                for row in cur:
+                    name = row[0]
+                    j = name.find("/", plen)
+                    if j < 0:
+                        entries.append(row if detail else name)
+                        continue
+                    if not name.startswith(RESERVED_PREFIXES):
+                        heads.append(name[plen:j])
+                    nxt = name[:j] + "0"  # "0" follows "/": past every name below this head
+                    break
+                cur.close()
+                lo = nxt
+            if self._has_objects():
+                ocols = "name, size, size, crc32c, committed_at, stripes, stripe_size" if detail else "name"
+                q = f"SELECT {ocols} FROM objects WHERE name >= ?" + ("" if hi is None else " AND name < ?")
+                objs = c.execute(q + " ORDER BY name", (prefix,) if hi is None else (prefix, hi)).fetchall()
+            else:
+                objs = []
+        finally:
+            if own:
+                c.execute("COMMIT")
+        if objs:
+            seen = set(heads)
+            for row in objs:
+                name = row[0]
+                j = name.find("/", plen)
+                if j < 0:
+                    entries.append(row if detail else name)
+                elif name[plen:j] not in seen:
+                    seen.add(name[plen:j])
+                    heads.append(name[plen:j])
+            entries.sort(key=(lambda r: r[0]) if detail else None)
+            heads.sort()
+        return entries, heads
 
     def last_commit_at(self) -> float | None:
         """Unix seconds of the newest committed record, or None."""

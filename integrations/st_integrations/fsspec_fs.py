@@ -43,13 +43,12 @@ pickles name it by this module.
 from __future__ import annotations
 
 import errno
-import functools
 import io
 import os
 import threading
 import weakref
-from collections.abc import Callable
 from datetime import datetime, timezone
+from operator import itemgetter
 
 from fsspec.spec import AbstractFileSystem
 
@@ -65,15 +64,19 @@ from st_py.infofile import user_size
 from .fsspec_file import StoreTorrentRecordFile
 from .fsspec_paths import (
     PROTOCOL,
+    _addressable,
+    _all_addressable,
+    _dirs_of,
+    _Found,
     _hidden,
     _norm,
     _not_found,
     _object_info,
-    _object_info_at,
     _ObjectMeta,
     _prefix_info,
     _prefixes,
     _record_info,
+    _row_infos,
     _split_url,
     _upper,
 )
@@ -391,37 +394,31 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         rows = self._infofile(fname).records_between(prefix, _upper(prefix) if prefix else None)
         return [r for r in rows if not _hidden(r[0])]
 
-    def _children(self, fname: str, prefix: str) -> tuple[list, list[str]]:
-        """Records and pseudo-directories directly below ``prefix`` (``""``
-        or ending in ``/``), from one read transaction. A pseudo-directory's
-        records are skipped with one index search, so a listing costs the
-        entries it returns, not the records below them."""
-        infofile = self._infofile(fname)
-        records, dirs = [], []
-        lo: str | None = prefix
-        with infofile.read_transaction():
-            while lo is not None:
-                cur = infofile.records_between(lo, _upper(prefix) if prefix else None)
-                nxt = None
-                for row in cur:
-                    head, sep, _ = row[0][len(prefix) :].partition("/")
-                    if not sep:
-                        if head:  # a name equal to the prefix ("a/") is not listed
-                            records.append(row)
-                        continue
-                    if head and not _hidden(prefix + head + "/"):  # names with an empty component are
-                        dirs.append(prefix + head)  # not listed (docs/fsspec.md)
-                    nxt = prefix + head + "0"  # "0" sorts right after "/": past this pseudo-directory
-                    break
-                cur.close()
-                lo = nxt
-        for row in self._objects_under(fname, prefix):
-            head, sep, _ = row[0][len(prefix) :].partition("/")
-            if not sep:
-                records.append(row)
-            elif head and prefix + head not in dirs:
-                dirs.append(prefix + head)
-        return records, dirs
+    def _children(self, fname: str, prefix: str, detail: bool = True) -> tuple[list, list[str]]:
+        """Records and objects (rows of ``entries_between``, or names if not
+        ``detail``) and pseudo-directories directly below ``prefix`` (``""``
+        or ending in ``/``): :meth:`st_py.infofile.InfofileReader.level`, one
+        read transaction that reads the entries and jumps past each
+        pseudo-directory's records with one index search, so a listing costs
+        the entries it returns, not the records below them. A name equal to
+        the prefix (``a/``) and a directory with an empty name (``a//b``) are
+        not listed (docs/fsspec.md)."""
+        entries, heads = self._infofile(fname).level(prefix, detail)
+        plen = len(prefix)
+        while entries and len(entries[0][0] if detail else entries[0]) == plen:
+            entries.pop(0)  # the prefix itself sorts first
+        return entries, [prefix + h for h in heads if h and not _hidden(prefix + h + "/")]
+
+    def _infos(self, fname: str, pre: str, rows: list) -> list[dict]:
+        """The info dicts of ``entries_between`` rows, named ``pre + name``
+        (:func:`_row_infos`); a record of a filtered file committed before
+        user sizes were kept goes through :meth:`_rec_info`."""
+        infos = _row_infos(pre, rows)
+        if self._handle(fname).filter_names:
+            for i, r in enumerate(rows):
+                if r[2] is None and r[5] is None:
+                    infos[i] = self._rec_info(fname, r[0], pre + r[0], (r[1], r[3], r[4], None))
+        return infos
 
     def _file_info(self, fname: str) -> dict:
         h = self._handle(fname)
@@ -496,12 +493,11 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             entries = b if b is not None else self.client.ls(path)
             out = [i for i in map(self._entry_info, entries) if i is not None]
         elif kind == "file" or (kind == "inside" and self._has_under(a, b + "/")):
-            records, dirs = self._children(a, b + "/" if b else "")
-            out = [
-                _object_info(f"{a}/{r[0]}", *r[1:]) if len(r) > 5 else self._rec_info(a, r[0], f"{a}/{r[0]}", r[1:])
-                for r in records
-            ]
-            out += [_prefix_info(f"{a}/{d}") for d in dirs]
+            entries, dirs = self._children(a, b + "/" if b else "", detail)
+            pre = f"{a}/"
+            if not detail:  # names only: no dict per entry
+                return sorted([pre + n for n in entries] + [pre + d for d in dirs])
+            out = self._infos(a, pre, entries) + [_prefix_info(pre + d) for d in dirs]
         elif kind == "inside" and (m := self._meta(a, b)) is not None:
             out = [self._rec_info(a, b, path, m)]
         elif kind == "inside" and (om := self._obj_meta(a, b)) is not None:
@@ -510,7 +506,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             raise _not_found(path, f"no committed record {b!r} (nor records below it) in StoreTorrent file {a}")
         else:
             raise _not_found(path, "no StoreTorrent directory, file or record")
-        out.sort(key=lambda d: d["name"])
+        out.sort(key=itemgetter("name"))  # stable: a record before a directory of its name
         return out if detail else [d["name"] for d in out]
 
     def info(self, path, **kwargs):
@@ -545,8 +541,10 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         """Every record below ``path`` (and directories, if ``withdirs``),
         as fsspec's ``find``; ``glob``, ``du`` and pyarrow's selectors use it.
 
-        Inside a StoreTorrent file this is one range scan of its infofile's
-        index, not a listing per pseudo-directory.
+        Inside a StoreTorrent file this is one range query of its
+        infofile's name index (:meth:`~st_py.infofile.InfofileReader.names_between`),
+        not a listing per pseudo-directory; without ``detail`` it makes no
+        dict per record, only the paths (docs/fsspec.md, "Listing").
 
         Returns
         -------
@@ -555,33 +553,36 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         if maxdepth is not None and maxdepth < 1:
             raise ValueError("maxdepth must be at least 1")
         path = self._strip_protocol(path)
-        out: dict[str, dict] = {}
         kind, a, b = self._lookup(path)
+        found = _Found(detail)
         if kind == "inside" and not self._has_under(a, b + "/"):
             m = self._meta(a, b)
             om = self._obj_meta(a, b) if m is None else None
             if m is not None:  # a record: find gives the record itself
-                out[path] = self._rec_info(a, b, path, m)
+                found.add_files([path], [self._rec_info(a, b, path, m)] if detail else None)
             elif om is not None:
-                out[path] = _object_info(path, *om)
+                found.add_files([path], [_object_info(path, *om)] if detail else None)
         elif kind != "missing":
             if withdirs:
-                out[path] = self.info(path)
-            self._find_into(out, kind, a, b, 0, maxdepth, withdirs)
-        names = sorted(out)
-        return {n: out[n] for n in names} if detail else names
+                found.add_dir(path, self.info(path) if detail else None)
+            self._find_into(found, kind, a, b, 0, maxdepth, withdirs)
+        return found.result()
 
-    def _find_into(self, out: dict, kind: str, a: str, b, depth: int, maxdepth, withdirs: bool) -> None:
+    def _find_into(self, found: _Found, kind: str, a: str, b, depth: int, maxdepth, withdirs: bool) -> None:
+        """Add what lies below ``a`` (a namespace directory, ``b`` its
+        entries or None) or below prefix ``b`` of StoreTorrent file ``a``
+        (``""``: the whole file) to ``found``; ``depth`` is its depth
+        below the path ``find`` was given."""
         if kind == "dir":
             for e in b if b is not None else self.client.ls(a):
                 info = self._entry_info(e)
                 if info is None:
                     continue
                 if withdirs:
-                    out[e.name] = info
+                    found.add_dir(e.name, info)
                 if maxdepth is None or depth + 1 < maxdepth:
                     self._find_into(
-                        out,
+                        found,
                         "dir" if e.is_dir else "file",
                         e.name,
                         None if e.is_dir else "",
@@ -591,26 +592,32 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
                     )
             return
         prefix = b + "/" if b else ""
+        plen = len(prefix)
+        room = None if maxdepth is None else maxdepth - depth  # components a name may have below prefix
+        infofile = self._infofile(a)
+        hi = _upper(prefix) if prefix else None
+        rows: list | None = None
+        if found.detail:
+            rows = infofile.entries_between(prefix, hi)
+            names = [r[0] for r in rows]
+        else:
+            names = infofile.names_between(prefix, hi)  # plain strings: the one query of a find
+        if not _all_addressable(names, plen):  # rare: names with an empty component are left out
+            keep = [i for i, n in enumerate(names) if _addressable(n[plen:])]
+            names = [names[i] for i in keep]
+            rows = None if rows is None else [rows[i] for i in keep]
         base = f"{a}/{prefix}"
-        rows: list[tuple[str, Callable[[str], dict]]] = [
-            (name, functools.partial(self._rec_info, a, name, meta=(size, crc, t, logical)))
-            for name, size, crc, t, logical in self._rows_under(a, prefix)
-        ]
-        rows += [
-            (name, functools.partial(_object_info_at, om=tuple(om))) for name, *om in self._objects_under(a, prefix)
-        ]
-        for name, make_info in rows:  # records and striped objects alike
-            parts = name[len(prefix) :].split("/")
-            if "" in parts:
-                continue  # not addressable as a path (docs/fsspec.md)
-            room = len(parts) if maxdepth is None else min(len(parts), maxdepth - depth)
-            if withdirs:
-                for k in range(1, min(room + 1, len(parts))):
-                    d = base + "/".join(parts[:k])
-                    if d not in out:
-                        out[d] = _prefix_info(d)
-            if room == len(parts):
-                out[base + name[len(prefix) :]] = make_info(base + name[len(prefix) :])
+        if withdirs:
+            for d in _dirs_of(names, plen, room):
+                found.add_dir(base + d, _prefix_info(base + d) if found.detail else None)
+        if room is not None:  # names at most room components deep
+            keep = [i for i, n in enumerate(names) if n.count("/", plen) < room]
+            if len(keep) < len(names):
+                names = [names[i] for i in keep]
+                rows = None if rows is None else [rows[i] for i in keep]
+        pre = f"{a}/"
+        paths = [pre + n for n in names]  # a name holds its prefix: the path is the file's plus the name
+        found.add_files(paths, None if rows is None else self._infos(a, pre, rows))
 
     def du(self, path, total=True, maxdepth=None, withdirs=False, **kwargs):
         """Bytes of the records below ``path`` (one copy; directories count

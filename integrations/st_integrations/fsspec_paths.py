@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from fsspec.utils import stringify_path
@@ -96,10 +97,6 @@ def _object_info(name: str, size: int, crc: int, committed_at: float, stripes: i
     }
 
 
-def _object_info_at(path: str, om: tuple) -> dict:
-    return _object_info(path, *om)
-
-
 def _prefix_info(name: str) -> dict:
     return {"name": name, "size": 0, "type": "directory", "st_type": "prefix"}
 
@@ -113,3 +110,111 @@ class _ObjectMeta:
     committed_at: float
     stripes: int
     stripe_size: int
+
+
+# -- listings: what find and ls make of the names one range query gives ------
+def _row_infos(pre: str, rows: list) -> list[dict]:
+    """The info dicts of the rows of :meth:`st_py.infofile.InfofileReader.entries_between`
+    (``(name, stored_size, logical_size, crc32c, committed_at, stripes,
+    stripe_size)``), each named ``pre + name``: as :func:`_record_info` and
+    :func:`_object_info` make them (``size`` the user's bytes,
+    :func:`st_py.infofile.user_size`), built inline (one dict per row, no
+    call per row). The values are already ``int`` and ``float``: SQLite's
+    column affinity stores sizes and CRCs as INTEGER and
+    ``committed_at`` as REAL."""
+    return [
+        {
+            "name": pre + n,
+            "size": lg if lg is not None else st,
+            "stored_size": st,
+            "type": "file",
+            "st_type": "record",
+            "crc32c": crc,
+            "created": t,
+            "mtime": t,
+        }
+        if k is None
+        else _object_info(pre + n, lg, crc, t, k, ss)
+        for n, st, lg, crc, t, k, ss in rows
+    ]
+
+
+def _all_addressable(names: list[str], plen: int) -> bool:
+    """Whether no name has an empty component after its first ``plen``
+    characters (a prefix: ``""`` or ending in ``/``), tested on the names
+    joined (record names hold no NUL): ``//``, a trailing ``/``, or a
+    leading one where the prefix is empty. See :func:`_addressable`."""
+    if not names:
+        return True
+    joined = "\0".join(names)
+    if "//" in joined or "/\0" in joined or joined.endswith("/"):
+        return False
+    return plen > 0 or not (joined.startswith("/") or "\0/" in joined)
+
+
+def _addressable(rest: str) -> bool:
+    """A name below a prefix (``rest``, the part after it) is a path only
+    if no component is empty: not ``""``, ``/x``, ``a//b`` nor ``a/``
+    (docs/fsspec.md, "Corner cases")."""
+    return not (not rest or rest[0] == "/" or rest[-1] == "/" or "//" in rest)
+
+
+def _dirs_of(names: list[str], plen: int, room: int | None) -> list[str]:
+    """The pseudo-directories that ``names`` (below one prefix of ``plen``
+    characters, every component after it non-empty, in name order) make,
+    relative to the prefix: each part of a name after the prefix that ends
+    before one of its ``/``, at most ``room`` components deep (None: any),
+    each once, unsorted. One pass: a name whose parent is the previous
+    name's adds nothing, and a directory's ancestors are added with it."""
+    seen: set[str] = set()
+    out: list[str] = []
+    last = None
+    for name in names:
+        j = name.rfind("/")
+        if j < plen:
+            continue  # directly below the prefix
+        parent = name[plen:j]
+        if parent == last:
+            continue
+        last = parent
+        if room is not None and parent.count("/") >= room:
+            parent = "/".join(parent.split("/", room)[:room])
+        while parent and parent not in seen:
+            seen.add(parent)
+            out.append(parent)
+            parent = parent.rpartition("/")[0]
+    return out
+
+
+class _Found:
+    """What one ``find`` collects: directories and files (records and
+    objects) as paths, with their info dicts if ``detail``. A path found
+    both as a directory and as a file (records ``a`` and ``a/b``) is the
+    file; of a record and an object of one name, the one added last."""
+
+    def __init__(self, detail: bool):
+        self.detail = detail
+        self.dirs: dict[str, dict | None] = {}
+        self.files: list[str] = []
+        self.infos: list[dict] = []
+
+    def add_dir(self, path: str, info: dict | None) -> None:
+        self.dirs.setdefault(path, info)
+
+    def add_files(self, paths: list[str], infos: list[dict] | None) -> None:
+        self.files += paths
+        if infos is not None:
+            self.infos += infos
+
+    def result(self) -> list[str] | dict[str, dict]:
+        """The paths sorted, or ``{path: info}`` in path order."""
+        if self.detail:
+            out: dict = dict(self.dirs)
+            out.update(zip(self.files, self.infos))
+            return {p: out[p] for p in sorted(out)}
+        files = sorted(self.files)  # already sorted per file: a merge of runs
+        if not self.dirs:
+            return files
+        n = len(files)
+        extra = [d for d in self.dirs if (i := bisect_left(files, d)) == n or files[i] != d]
+        return sorted(files + extra) if extra else files
