@@ -19,9 +19,12 @@ import pyarrow as pa
 from st_py.cluster import LocalCluster
 from st_py.getlocal import reveal
 
-from . import baselines
+from . import baselines, physical
 
 MiB = 1 << 20
+
+
+PHYS_WRITE = "O_TMPFILE+linkat into the peers' buckets, one process per core, no sync (bench/physical.c)"
 
 
 def row(name, value, unit, baseline=None, baseline_value=None, note=""):
@@ -64,11 +67,31 @@ def case_put_1mib_x2(cluster, tmp: Path, n: int) -> list[dict]:
     dt = put_records(cluster, "/bench/put1m", records, "x2", depth=16)
     peak["peer_rss_load"] = max(rss_bytes(p.pid) for p in cluster.peers if p)
     base = baselines.local_write(tmp / "put1m", records, copies=2)
+    dt1 = put_records(cluster, "/bench/put1m_x1", records, "x1", depth=16)
     user = n * MiB
-    return [
+    rows = [
         row("put_1mib_x2", user / dt, "B/s", "local create+write+rename x2, 1 process", user / base),
         row("peer_rss_under_load", peak["peer_rss_load"], "B", note="max over 4 peers after 1 MiB PUTs"),
     ]
+    if physical.tool() is not None:  # the machine's limit: a C loop in the peers' layout, one process per core
+        p1 = physical.write_files(tmp / "phys1m", n, MiB, copies=1)
+        p2 = physical.write_files(tmp / "phys1m", n, MiB, copies=2)
+        seq = physical.seq_write(tmp / "phys1m.seq", n * MiB)
+        rows += [
+            row("physical_write_1mib_files_x1", user / p1, "B/s", note=PHYS_WRITE),
+            row("physical_seq_write", user / seq, "B/s", note="one file, 1 MiB writes, no sync (C)"),
+            row(
+                "put_1mib_x1_vs_physical",
+                user / dt1,
+                "B/s",
+                "C loop: the same files x1 (" + PHYS_WRITE + ")",
+                user / p1,
+            ),
+            row(
+                "put_1mib_x2_vs_physical", user / dt, "B/s", "C loop: the same files x2 (" + PHYS_WRITE + ")", user / p2
+            ),
+        ]
+    return rows
 
 
 def case_put_4kib(cluster, tmp: Path, n: int, n_depth1: int, rounds: int = 3) -> list[dict]:
@@ -87,7 +110,20 @@ def case_put_4kib(cluster, tmp: Path, n: int, n_depth1: int, rounds: int = 3) ->
         d1.append(n_depth1 / put_records(cluster, f"/bench/put4k_d1_{r}", few, "x1", depth=1))
         d64.append(n_depth1 / put_records(cluster, f"/bench/put4k_d64_{r}", few, "x1", depth=64))
     med = statistics.median
-    return [
+    phys = []
+    if physical.tool() is not None:
+        p1 = physical.write_files(tmp / "phys4k", n, 4096, copies=1)
+        phys = [
+            row("physical_write_4kib_files_x1", n / p1, "records/s", note=PHYS_WRITE),
+            row(
+                "put_4kib_x1_vs_physical",
+                n / dt64,
+                "records/s",
+                "C loop: the same files x1 (" + PHYS_WRITE + ")",
+                n / p1,
+            ),
+        ]
+    return phys + [
         row("put_4kib_x1", n / dt64, "records/s", "local create+write+rename, 1 process", n / base),
         row(
             "put_4kib_pipelining",
