@@ -1,6 +1,5 @@
 #include "server.h"
 
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -39,30 +38,26 @@ ErrorCode StoreErrorCode(const Status& s) {
 
 }  // namespace
 
-bool SplitHostPort(const std::string& addr, std::string* host, std::string* port) {
-  size_t colon = addr.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == addr.size()) return false;
-  std::string h = addr.substr(0, colon);
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
-  std::string p = addr.substr(colon + 1);
-  for (char c : p) {
-    if (c < '0' || c > '9') return false;
-  }
-  if (p.size() > 5 || std::stoul(p) > 65535) return false;
-  *host = h;
-  *port = p;
-  return true;
-}
-
 namespace {
 
-// A bucket for `rate` units per second holds a tenth of a second's worth
-// (at least `least`, so one request of that cost always fits).
-double BurstFor(double rate, double least) { return std::max(rate * 0.1, least); }
+AdmissionOptions AdmissionFrom(const ServerOptions& o) {
+  AdmissionOptions a;
+  a.max_write_bytes_per_s = o.max_write_bytes_per_s;
+  a.max_read_bytes_per_s = o.max_read_bytes_per_s;
+  a.max_requests_per_s = o.max_requests_per_s;
+  a.yield_to_host_load = o.yield_to_host_load;
+  a.yield_floor = o.yield_floor;
+  a.host_load_period_s = o.host_load_period_s;
+  a.cpu_sampler = o.cpu_sampler;
+  return a;
+}
 
-TokenBucket MakeBucket(double rate, double least) {
-  if (rate <= 0) return TokenBucket();
-  return TokenBucket(rate, BurstFor(rate, least));
+LinksOptions LinksFrom(const ServerOptions& o, const std::string& peer_id) {
+  LinksOptions l;
+  l.capability_key = o.capability_key;
+  l.peer_id = peer_id;
+  l.clock = o.clock;
+  return l;
 }
 
 }  // namespace
@@ -71,9 +66,8 @@ Server::Server(EventLoop* loop, RecordStore* store, ServerOptions options)
     : loop_(loop),
       store_(store),
       options_(std::move(options)),
-      write_bucket_(MakeBucket(options_.max_write_bytes_per_s, 1)),
-      read_bucket_(MakeBucket(options_.max_read_bytes_per_s, 1)),
-      request_bucket_(MakeBucket(options_.max_requests_per_s, 1)),
+      admission_(loop, AdmissionFrom(options_)),
+      links_(loop, this, LinksFrom(options_, store->peer_id())),
       background_(store->env(), loop) {
   // A copy's writer is gone once its connection has closed (ids are never reused).
   store_->SetWriterOpen([this](uint64_t id) { return conns_.count(id) != 0; });
@@ -86,10 +80,10 @@ std::string Server::RenderMetrics() {
   g.used_bytes = store_->used_bytes();
   g.capacity_bytes = store_->capacity();
   store_->FsSpace(&g.fs_total_bytes, &g.fs_free_bytes);
-  g.throttled = throttled_.load();
-  g.impact_scale = impact_scale_.load();
-  g.yield_enabled = host_load_ != nullptr;
-  g.host_other_cpu = host_other_cpu_.load();
+  g.throttled = admission_.throttled();
+  g.impact_scale = admission_.impact_scale();
+  g.yield_enabled = admission_.yields();
+  g.host_other_cpu = admission_.host_other_cpu();
   g.getlocal_rounds = round_count();
   g.peer_id = store_->peer_id();
   if (mirror_) {
@@ -123,75 +117,15 @@ double Server::Admit(Connection* conn, const FrameHeader& h) {
   // Ring traffic, AUTH and PING are never held: a GET_LOCAL collective or a
   // liveness check must not wait behind another client's bulk transfer.
   if (flags & kNeverHeld) return 0;
-  double now = EventLoop::Now();
-  double wait = request_bucket_.WaitFor(now, 1);
-  bool write = (flags & kWriteBytes) != 0;
-  if (write) wait = std::max(wait, write_bucket_.WaitFor(now, 1));
-  // A GET's cost is known once the record is found: it is taken then (a debt
-  // the next GETs wait for).
-  if (flags & kReadBytes) wait = std::max(wait, read_bucket_.WaitFor(now, 1));
-  if (wait > 0) {
-    ++throttled_;
-    return std::max(wait, 0.001);
-  }
-  request_bucket_.Take(now, 1);
-  if (write) write_bucket_.Take(now, static_cast<double>(h.payload_size()));
-  return 0;
-}
-
-void Server::SampleHostLoad() {
-  host_load_timer_ = loop_->AddTimer(options_.host_load_period_s, [this] { SampleHostLoad(); });
-  CpuTimes t;
-  Status s = options_.cpu_sampler ? options_.cpu_sampler(&t) : ReadCpuTimes(&t);
-  if (!s.ok()) {
-    if (!sampler_failed_) {
-      ST_LOG_WARN("--yield-to-host-load: cannot sample the CPU (%s); the limits stay as they are",
-                  s.ToString().c_str());
-    }
-    sampler_failed_ = true;
-    return;
-  }
-  sampler_failed_ = false;
-  const double before = host_load_->scale();
-  const double scale = host_load_->Update(t);
-  host_other_cpu_ = host_load_->other_load();
-  if (scale != before) ScaleLimits(scale);
-  // One INFO line when the peer starts or stops yielding, at most one a
-  // minute (a host hovering at the noise band would flap); the rest DEBUG.
-  const bool yielding = scale < 1;
-  if (yielding != yielding_) {
-    const double now = EventLoop::Now();
-    const bool info = now - yield_logged_at_ >= 60;
-    if (info) yield_logged_at_ = now;
-    if (yielding) {
-      Log(info ? LogLevel::kInfo : LogLevel::kDebug,
-          "yielding to the host's load: other processes use %.0f%% of its CPU, limits at %.2f",
-          100 * host_load_->other_load(), scale);
-    } else {
-      Log(info ? LogLevel::kInfo : LogLevel::kDebug,
-          "the host's load is gone: impact-control limits whole again");
-    }
-    yielding_ = yielding;
-  } else if (scale != before) {
-    ST_LOG_DEBUG("host load: other processes %.0f%% of the CPU, own %.0f%%, limits at %.2f",
-                 100 * host_load_->other_load(), 100 * host_load_->own_load(), scale);
-  }
-}
-
-void Server::ScaleLimits(double scale) {
-  impact_scale_ = scale;
-  const double now = EventLoop::Now();
-  const double w = options_.max_write_bytes_per_s * scale;
-  const double r = options_.max_read_bytes_per_s * scale;
-  const double q = options_.max_requests_per_s * scale;
-  write_bucket_.SetRate(now, w, BurstFor(w, 1));
-  read_bucket_.SetRate(now, r, BurstFor(r, 1));
-  request_bucket_.SetRate(now, q, BurstFor(q, 1));
+  Admission::Cost cost;
+  cost.writes = (flags & kWriteBytes) != 0;
+  cost.write_bytes = h.payload_size();
+  cost.reads = (flags & kReadBytes) != 0;
+  return admission_.Admit(EventLoop::Now(), cost);
 }
 
 Server::~Server() {
   store_->SetWriterOpen(nullptr);
-  if (host_load_timer_ != 0) loop_->CancelTimer(host_load_timer_);
   for (auto& kv : inbound_) {
     if (kv.second.probation_timer != 0) loop_->CancelTimer(kv.second.probation_timer);
   }
@@ -245,18 +179,7 @@ Status Server::Start() {
     }
   }
 
-  if (options_.yield_to_host_load && options_.max_write_bytes_per_s <= 0 &&
-      options_.max_read_bytes_per_s <= 0 && options_.max_requests_per_s <= 0) {
-    ST_LOG_WARN("--yield-to-host-load has no limit to scale: give --max-write-mb-per-s, "
-                "--max-read-mb-per-s or --max-request-rate; the host's load is not followed");
-  } else if (options_.yield_to_host_load) {
-    ST_LOG_INFO(
-        "impact control follows the host's load: its limits scaled between %.2f and 1 by what "
-        "other processes use of the CPU, every %g s",
-        options_.yield_floor, options_.host_load_period_s);
-    host_load_ = std::make_unique<HostLoadController>(options_.yield_floor);
-    SampleHostLoad();  // the base of the first interval; then one sample a period
-  }
+  admission_.Start();
 
   return loop_->AddFd(listen_fd_, EventLoop::kReadable, [this](int) { OnAccept(); });
 }
@@ -439,46 +362,6 @@ Connection* Server::Adopt(int fd, std::string remote, bool connecting) {
   return raw;
 }
 
-Connection* Server::Connect(const std::string& addr, std::string* error) {
-  std::string host, port;
-  if (!SplitHostPort(addr, &host, &port)) {
-    *error = "not a host:port address";
-    return nullptr;
-  }
-  struct addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  struct addrinfo* res = nullptr;
-  int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
-  if (rc != 0 || res == nullptr) {
-    *error = std::string("cannot resolve: ") + gai_strerror(rc);
-    return nullptr;
-  }
-  int fd = ::socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *error = std::string("socket: ") + std::strerror(errno);
-    freeaddrinfo(res);
-    return nullptr;
-  }
-  SetNoDelay(fd);
-  rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
-  freeaddrinfo(res);
-  if (rc != 0 && errno != EINPROGRESS) {
-    *error = std::string("connect: ") + std::strerror(errno);
-    ::close(fd);
-    return nullptr;
-  }
-  Connection* c = Adopt(fd, addr, rc != 0);
-  if (c == nullptr) {
-    *error = "cannot watch the connection";
-    return nullptr;
-  }
-  links_[addr] = c->id();
-  link_addr_[c->id()] = addr;
-  return c;
-}
-
 void Server::OnClosed(Connection* conn, const std::string& reason) {
   uint64_t id = conn->id();
   auto in = inbound_.find(id);
@@ -487,19 +370,7 @@ void Server::OnClosed(Connection* conn, const std::string& reason) {
     --kind_count_[static_cast<int>(in->second.kind)];
     inbound_.erase(in);
   }
-  link_auth_.erase(id);
-  auto la = link_addr_.find(id);
-  if (la != link_addr_.end()) {
-    std::string addr = la->second;
-    link_addr_.erase(la);
-    auto l = links_.find(addr);
-    if (l != links_.end() && l->second == id) links_.erase(l);
-    ST_LOG_INFO("connection to ring peer %s closed: %s", addr.c_str(), reason.c_str());
-    FailLinkCalls(id, reason);
-    loop_->Post([this, addr, reason] {
-      if (get_local_) get_local_->OnPeerUnreachable(addr, reason);
-    });
-  } else {
+  if (!links_.OnClosed(id, reason)) {
     ST_LOG_DEBUG("connection %s closed: %s", conn->remote().c_str(), reason.c_str());
   }
   auto it = conns_.find(id);
@@ -523,99 +394,34 @@ void Server::SendToClient(uint64_t conn_id, std::string frame) {
   if (last) c->EndDeferred();
 }
 
-Connection* Server::LinkTo(const std::string& addr, std::string* error) {
-  auto it = links_.find(addr);
-  if (it != links_.end()) {
-    auto c = conns_.find(it->second);
-    if (c != conns_.end() && !c->second->closed()) return c->second.get();
-  }
-  return Connect(addr, error);
+Connection* Server::AdoptLink(int fd, std::string remote) {
+  return Adopt(fd, std::move(remote), /*connecting=*/true);
+}
+
+Connection* Server::FindOpen(uint64_t id) {
+  auto c = conns_.find(id);
+  return c != conns_.end() && !c->second->closed() ? c->second.get() : nullptr;
+}
+
+void Server::OnLinkFailed(const std::string& addr, const std::string& why) {
+  if (get_local_) get_local_->OnPeerUnreachable(addr, why);
 }
 
 void Server::SendSegment(const std::string& addr, uint16_t flags, std::string payload) {
   std::string error;
-  Connection* link = LinkTo(addr, &error);
-  if (link == nullptr) {
+  if (!links_.Send(addr, MsgType::kRingSegment, flags, payload, &error)) {
     ST_LOG_WARN("cannot connect to ring peer %s: %s", addr.c_str(), error.c_str());
     loop_->Post([this, addr, error] {
       if (get_local_) get_local_->OnPeerUnreachable(addr, error);
     });
-    return;
   }
-  AuthenticateLink(link);
-  link->Send(EncodeFrame(MsgType::kRingSegment, flags, ++next_link_seq_, payload));
 }
 
 uint64_t Server::Now() const { return options_.clock ? options_.clock() : UnixNow(); }
 
-void Server::AuthenticateLink(Connection* link) {
-  if (!checks_capabilities()) return;
-  LinkAuth& la = link_auth_[link->id()];
-  uint64_t now = Now();
-  if (la.expires != 0 && la.expires > now && la.expires - now > kRingTokenRenewS) return;
-  Capability cap;
-  cap.ops = kOpPeer;
-  cap.file_id = 0;
-  cap.expires = now + kRingTokenTtlS;
-  cap.user = "peer:" + store_->peer_id();
-  uint64_t seq = ++next_link_seq_;
-  link->Send(EncodeAuth(seq, MintToken(options_.capability_key, cap)));
-  la.expires = cap.expires;
-  la.seqs.push_back(seq);
-  ++ring_auths_sent_;
-  ST_LOG_DEBUG("ring link %s: sent a PEER capability valid until %llu", link->remote().c_str(),
-               static_cast<unsigned long long>(cap.expires));
-}
-
 void Server::OnFrame(Connection* c, const FrameHeader& h, std::string_view payload) {
-  auto la = link_addr_.find(c->id());
-  if (la != link_addr_.end()) {
-    HandleLinkReply(c, la->second, h, payload);
-    return;
-  }
+  if (links_.OnFrame(c, h, payload)) return;  // a reply on an outgoing link
   HandleRequest(c, h, payload);
-}
-
-void Server::HandleLinkReply(Connection* c, const std::string& addr, const FrameHeader& h,
-                             std::string_view payload) {
-  auto calls = link_calls_.find(c->id());
-  if (calls != link_calls_.end()) {
-    auto call = calls->second.find(h.seq);
-    if (call != calls->second.end()) {
-      loop_->CancelTimer(call->second.timer);
-      LinkDone done = std::move(call->second.done);
-      calls->second.erase(call);
-      if (calls->second.empty()) link_calls_.erase(calls);
-      done(&h, payload, "");
-      return;
-    }
-  }
-  bool auth_reply = false;
-  auto la = link_auth_.find(c->id());
-  if (la != link_auth_.end()) {
-    auto& seqs = la->second.seqs;
-    for (auto s = seqs.begin(); s != seqs.end(); ++s) {
-      if (*s == h.seq) {
-        seqs.erase(s);
-        auth_reply = true;
-        break;
-      }
-    }
-  }
-  if (h.type == static_cast<uint8_t>(MsgType::kOk)) return;
-  if (h.type == static_cast<uint8_t>(MsgType::kError)) {
-    ErrorReply e;
-    std::string why = !DecodeError(payload, &e).ok() ? "it sent an unreadable ERROR frame"
-                      : auth_reply ? std::string("it refused this peer's capability (AUTH): ") +
-                                         ErrorCodeName(e.code) + ": " + e.message +
-                                         " (do both peers use the same --key-file?)"
-                                   : std::string("it refused an index segment: ") +
-                                         ErrorCodeName(e.code) + ": " + e.message;
-    ST_LOG_WARN("ring peer %s: %s", addr.c_str(), why.c_str());
-    get_local_->OnPeerUnreachable(addr, why);
-    return;
-  }
-  ST_LOG_WARN("ring peer %s sent an unexpected frame of type 0x%02x", addr.c_str(), h.type);
 }
 
 void Server::HandleScrub(Connection* c, const FrameHeader& h, std::string_view, Request*) {
@@ -976,43 +782,7 @@ void Server::ForwardChain(uint64_t conn_id, uint64_t seq, std::shared_ptr<ChainP
 
 void Server::CallLink(const std::string& addr, const std::function<std::string(uint64_t)>& build,
                       double timeout_s, LinkDone done) {
-  std::string error;
-  Connection* link = LinkTo(addr, &error);
-  if (link == nullptr) {
-    loop_->Post([done, error] { done(nullptr, {}, error); });
-    return;
-  }
-  AuthenticateLink(link);
-  uint64_t link_id = link->id();
-  uint64_t link_seq = ++next_link_seq_;
-  LinkCall& call = link_calls_[link_id][link_seq];
-  call.done = std::move(done);
-  char secs[32];
-  std::snprintf(secs, sizeof(secs), "%g", timeout_s);
-  std::string why = std::string("no reply within ") + secs + " s (st-peer --chain-timeout)";
-  call.timer = loop_->AddTimer(timeout_s, [this, link_id, link_seq, why] {
-    auto l = link_calls_.find(link_id);
-    if (l == link_calls_.end()) return;
-    auto c = l->second.find(link_seq);
-    if (c == l->second.end()) return;
-    LinkDone d = std::move(c->second.done);
-    l->second.erase(c);
-    d(nullptr, {}, why);
-  });
-  link->Send(build(link_seq));
-}
-
-void Server::FailLinkCalls(uint64_t link_id, const std::string& reason) {
-  auto l = link_calls_.find(link_id);
-  if (l == link_calls_.end()) return;
-  std::unordered_map<uint64_t, LinkCall> calls;
-  calls.swap(l->second);
-  link_calls_.erase(l);
-  for (auto& kv : calls) {
-    loop_->CancelTimer(kv.second.timer);
-    LinkDone d = std::move(kv.second.done);
-    loop_->Post([d, reason] { d(nullptr, {}, "the link closed: " + reason); });
-  }
+  links_.Call(addr, build, timeout_s, std::move(done));
 }
 
 void Server::SendRecordToClient(uint64_t conn_id, uint64_t seq, RecordStore::ReadHandle* rec) {
@@ -1215,7 +985,7 @@ void Server::HandleGet(Connection* c, const FrameHeader& h, std::string_view, Re
                             " bytes does not fit in one frame (server.cc, GET)"));
     return;
   }
-  read_bucket_.Take(EventLoop::Now(), static_cast<double>(rec->size));
+  admission_.TakeRead(EventLoop::Now(), static_cast<double>(rec->size));
   if (rec->verified) {
     c->Send(EncodeDataHeader(seq, rec->crc, rec->copy_rank, rec->size));
     c->SendFile(rec->file->ReleaseFd(), rec->size);

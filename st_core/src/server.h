@@ -1,6 +1,9 @@
-// The peer's network side: the listening socket, client connections, the
-// dispatch of requests to the record store and GET_LOCAL, and the persistent
-// outgoing connections to ring successors.
+// The peer's network side: the listening socket, client connections and the
+// dispatch of requests to the record store and GET_LOCAL. The server owns
+// one of each of its parts: an Admission (admission.h: impact control, the
+// token buckets and the host's load), a Links (links.h: the persistent
+// outgoing connections to other peers) and the GetLocal, Scrubber,
+// MetaMirror and Verifier of a namespace root.
 //
 // Every request gets exactly one reply carrying its seq (or several
 // LOCAL_LIST frames, MORE on all but the last). Replies of pipelined requests
@@ -11,7 +14,6 @@
 #ifndef ST_CORE_SERVER_H_
 #define ST_CORE_SERVER_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,17 +23,17 @@
 #include <variant>
 #include <vector>
 
+#include "admission.h"
 #include "background.h"
 #include "capability.h"
 #include "connection.h"
 #include "event_loop.h"
 #include "get_local.h"
-#include "host_load.h"
+#include "links.h"
 #include "meta_mirror.h"
 #include "metrics.h"
 #include "record_store.h"
 #include "scrubber.h"
-#include "token_bucket.h"
 #include "verifier.h"
 
 namespace st {
@@ -85,10 +87,7 @@ struct ServerOptions {
   std::function<uint64_t()> clock;
 };
 
-// Splits "host:port" (or "[v6]:port"). False if malformed.
-bool SplitHostPort(const std::string& addr, std::string* host, std::string* port);
-
-class Server : public Connection::Handler, public GetLocal::Host {
+class Server : public Connection::Handler, public GetLocal::Host, private Links::Host {
  public:
   // A request's payload as its row's decoder left it: views into the frame
   // (copies for the ring types, which outlive it).
@@ -171,21 +170,16 @@ class Server : public Connection::Handler, public GetLocal::Host {
   void SendToClient(uint64_t conn_id, std::string frame) override;
   void SendSegment(const std::string& addr, uint16_t flags, std::string payload) override;
 
-  // A ring link's own PEER token (file 0, user "peer:<peer_id>") lasts this
-  // long, and a fresh one is sent before a segment once the one sent is
-  // within kRingTokenRenewS of its expiry.
-  static constexpr uint64_t kRingTokenTtlS = 3600;
-  static constexpr uint64_t kRingTokenRenewS = 600;
   bool checks_capabilities() const { return !options_.capability_key.empty(); }
   // AUTH frames this peer sent on its ring links (any thread may read it).
-  uint64_t ring_auths_sent() const { return ring_auths_sent_.load(); }
+  uint64_t ring_auths_sent() const { return links_.auths_sent(); }
   // Requests held back by impact control so far (any thread may read it).
-  uint64_t throttled() const { return throttled_.load(); }
+  uint64_t throttled() const { return admission_.throttled(); }
   // The factor --yield-to-host-load applies to the limits now (1 without
   // it), and the share of the host's CPU other processes used over the last
   // period (any thread may read them).
-  double impact_scale() const { return impact_scale_.load(); }
-  double host_other_cpu() const { return host_other_cpu_.load(); }
+  double impact_scale() const { return admission_.impact_scale(); }
+  double host_other_cpu() const { return admission_.host_other_cpu(); }
   PeerMetrics* metrics() { return &metrics_; }
   // The Prometheus exposition of metrics() and the peer's gauges (loop thread).
   std::string RenderMetrics();
@@ -195,8 +189,7 @@ class Server : public Connection::Handler, public GetLocal::Host {
   // done gets the reply frame, or (h == nullptr) why there is none: the
   // link could not be made, closed, or timeout_s passed. Never called from
   // inside CallLink.
-  using LinkDone = std::function<void(const FrameHeader* h, std::string_view payload,
-                                      const std::string& failure)>;
+  using LinkDone = Links::Done;
   virtual void CallLink(const std::string& addr,
                         const std::function<std::string(uint64_t seq)>& build, double timeout_s,
                         LinkDone done);
@@ -261,11 +254,6 @@ class Server : public Connection::Handler, public GetLocal::Host {
   };
   void ForwardChain(uint64_t conn_id, uint64_t seq, std::shared_ptr<ChainPut> chain);
 
-  struct LinkCall {
-    LinkDone done;
-    EventLoop::TimerId timer = 0;
-  };
-  void FailLinkCalls(uint64_t link_id, const std::string& reason);
   static std::string PutReply(uint64_t seq, uint64_t file_id, std::string_view name,
                               const Status& s);
   static std::string GetError(uint64_t seq, uint64_t file_id, std::string_view name,
@@ -279,15 +267,10 @@ class Server : public Connection::Handler, public GetLocal::Host {
   // (PEER for a forwarded one, or ADMIN on every file instead, by its flags).
   bool Permitted(Connection* c, const FrameHeader& h, const RequestType& row, const Request& req);
   uint64_t Now() const;
-  // Before a segment on an outgoing ring link: AUTH with a fresh PEER token
-  // if the link has none or its token is about to expire.
-  void AuthenticateLink(Connection* link);
-  void HandleLinkReply(Connection* c, const std::string& addr, const FrameHeader& h,
-                       std::string_view payload);
-  Connection* Connect(const std::string& addr, std::string* error);
-  // The open link to a ring peer, or a new one (nullptr and *error if it
-  // cannot be made).
-  Connection* LinkTo(const std::string& addr, std::string* error);
+  // Links::Host
+  Connection* AdoptLink(int fd, std::string remote) override;
+  Connection* FindOpen(uint64_t id) override;
+  void OnLinkFailed(const std::string& addr, const std::string& why) override;
   Connection* Adopt(int fd, std::string remote, bool connecting);
   void PauseAccept();
 
@@ -302,11 +285,6 @@ class Server : public Connection::Handler, public GetLocal::Host {
     EventLoop::TimerId probation_timer = 0;
     CapabilityTable caps;     // tokens sent with AUTH (only with a key)
   };
-  // An outgoing ring link's AUTH state.
-  struct LinkAuth {
-    uint64_t expires = 0;          // of the last token sent; 0: none yet
-    std::vector<uint64_t> seqs;    // AUTH frames not answered yet
-  };
   void SetKind(uint64_t id, Inbound* in, Kind kind);
   void Refuse(Connection* c, Inbound* in, const std::string& why);
   void RefuseNow(int fd, const std::string& remote);
@@ -320,13 +298,9 @@ class Server : public Connection::Handler, public GetLocal::Host {
   int port_ = 0;
   std::string advertise_;
   uint64_t next_conn_id_ = 0;
-  uint64_t next_link_seq_ = 0;
   bool accept_paused_ = false;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns_;
   std::vector<std::unique_ptr<Connection>> graveyard_;  // closed, freed by a posted task
-  std::unordered_map<std::string, uint64_t> links_;      // successor address -> connection id
-  std::unordered_map<uint64_t, std::string> link_addr_;  // connection id -> successor address
-  std::unordered_map<uint64_t, LinkAuth> link_auth_;     // connection id -> its AUTH state
   std::unique_ptr<GetLocal> get_local_;
   std::unique_ptr<Scrubber> scrubber_;  // only with a namespace root
   std::unique_ptr<MetaMirror> mirror_;  // only with a namespace root and a mirror interval
@@ -336,28 +310,11 @@ class Server : public Connection::Handler, public GetLocal::Host {
   size_t kind_count_[static_cast<int>(Kind::kCount)] = {};
   uint64_t refused_since_log_ = 0;
   double refusal_log_at_ = 0;
-  std::atomic<uint64_t> ring_auths_sent_{0};
   uint64_t denied_since_log_ = 0;
   double denied_log_at_ = 0;
-  // Impact control (token_bucket.h).
-  TokenBucket write_bucket_;
-  TokenBucket read_bucket_;
-  TokenBucket request_bucket_;
-  std::atomic<uint64_t> throttled_{0};
-  // --yield-to-host-load: a sample every host_load_period_s, which scales
-  // the three buckets' rates.
-  void SampleHostLoad();
-  void ScaleLimits(double scale);
-  std::unique_ptr<HostLoadController> host_load_;
-  EventLoop::TimerId host_load_timer_ = 0;
-  std::atomic<double> impact_scale_{1};
-  std::atomic<double> host_other_cpu_{0};
-  bool yielding_ = false;          // the factor is below 1
-  double yield_logged_at_ = -1e9;  // the last INFO line about it (at most one a minute)
-  bool sampler_failed_ = false;    // logged once
+  Admission admission_;  // impact control
+  Links links_;          // outgoing connections to other peers
   PeerMetrics metrics_;
-  // Requests in flight on outgoing links: link id -> seq -> call.
-  std::unordered_map<uint64_t, std::unordered_map<uint64_t, LinkCall>> link_calls_;
   std::vector<SyncItem> sync_waiting_;  // written, waiting for the next group fsync
   bool sync_in_flight_ = false;
   uint64_t sync_batches_ = 0;
