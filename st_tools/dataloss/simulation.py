@@ -29,9 +29,9 @@ def _placement_code(name: str) -> Callable[..., Any]:
     :mod:`st_tools.dataloss` at each call, so that a test that substitutes
     one there (to count the calls, as the tests of the single-module tool
     did) sees every call made here and by :mod:`st_tools.reliability`."""
-    face = sys.modules.get("st_tools.dataloss")
-    fn = getattr(face, name, None) if face is not None else None
-    return fn if fn is not None else {"schedule": schedule, "choose_holders": choose_holders}[name]
+    default: Callable[..., Any] = schedule if name == "schedule" else choose_holders
+    fn: Callable[..., Any] = getattr(sys.modules.get("st_tools.dataloss"), name, default)
+    return fn
 
 
 def make_peerlist(peers: int, copies: int, est_size: int, domains: int = 0) -> list[PeerInfo]:
