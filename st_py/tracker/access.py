@@ -52,6 +52,9 @@ class AccessError(Exception):
 
 @dataclass(frozen=True)
 class User:
+    """An authenticated user: name, groups (the first is the group of what they
+    create), quota in bytes (all copies; None: the default) and admin flag."""
+
     name: str
     groups: tuple[str, ...] = ()
     quota_bytes: int | None = None
@@ -65,6 +68,8 @@ class User:
 
 @dataclass(frozen=True)
 class Owner:
+    """The owner, group and UNIX mode bits of a file or directory."""
+
     owner: str
     group: str
     mode: int
@@ -84,6 +89,7 @@ def may(user: User, obj: Owner, want: int) -> bool:
 
 
 def mode_text(mode: int) -> str:
+    """Mode bits as ``ls`` shows them, e.g. ``0o644`` -> ``'rw-r--r--'``."""
     out = ""
     for shift in (6, 3, 0):
         b = (mode >> shift) & 7
@@ -92,6 +98,7 @@ def mode_text(mode: int) -> str:
 
 
 def hash_key(api_key: str) -> str:
+    """The hex SHA-256 of an API key, as the users file stores it."""
     return hashlib.sha256(api_key.encode()).hexdigest()
 
 
@@ -108,6 +115,7 @@ class Users:
 
     @property
     def enabled(self) -> bool:
+        """Whether a users file is in force (False: development mode)."""
         return self.path is not None
 
     def _reload(self) -> None:

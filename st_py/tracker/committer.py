@@ -34,6 +34,13 @@ class FileMeta:
 
 
 class Committer:
+    """The group committer of one infofile (paper 3.5): commit requests that
+    arrive while a transaction runs are taken together by the next one;
+    deletes and other writes (:meth:`run`) go through the same lock.
+
+    Not thread-safe: used on the tracker's event loop; the transactions run in
+    a worker thread, one at a time."""
+
     def __init__(self, writer: InfofileWriter, stats: CommitStats | None = None):
         self.writer = writer
         self.stats = stats if stats is not None else CommitStats()
@@ -85,6 +92,7 @@ class Committer:
         return dict(self._meta)
 
     async def set_meta(self, values: dict) -> None:
+        """Set infofile meta keys ``values`` (owner, group, mode...) and the cached copy of them."""
         await self.run(self.writer.set_meta, values)
         self._meta.update(values)
 
@@ -137,5 +145,6 @@ class Committer:
                 self.writer.close()
 
     def close(self) -> None:
+        """Close the writer at once (tracker shutdown); later requests fail with FileNotFoundError."""
         self.gone = True
         self.writer.close()

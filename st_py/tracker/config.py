@@ -51,6 +51,7 @@ class OptionsParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def add_argument(self, *args, **kwargs) -> argparse.Action:  # type: ignore[override]
+        """``ArgumentParser.add_argument``, also keeping the action in :attr:`options`."""
         action = super().add_argument(*args, **kwargs)
         self.options.append(action)
         return action

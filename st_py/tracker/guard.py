@@ -48,6 +48,8 @@ def set_disk_mode(path: Path, mode: int, is_dir: bool) -> bool:
 
 
 def owner_of_meta(meta: dict) -> Owner:
+    """The owner, group and mode of a file from its infofile's ``meta`` dict
+    (mode an octal string; 0o644 when missing)."""
     mode = meta.get("mode")
     return Owner(
         meta.get("owner") or "", meta.get("group") or "", int(mode, 8) if isinstance(mode, str) and mode else 0o644
@@ -55,6 +57,14 @@ def owner_of_meta(meta: dict) -> Owner:
 
 
 class Guard:
+    """Permission and quota checks of one tracker (docs/security.md): owners and
+    modes of directories from the tracker state, of files from their infofile
+    meta, and each user's stored bytes (``usage``, all copies), counted from
+    the infofiles at start and kept up to date with :meth:`charge`.
+
+    Checks raise :class:`~.access.AccessError`. Not thread-safe: used on the
+    tracker's event loop (its worker threads only read directory owners)."""
+
     def __init__(self, root, state: TrackerState, users: Users):
         self.root = root
         self.state = state
@@ -91,6 +101,9 @@ class Guard:
 
     # -- ownership ------------------------------------------------------------
     def dir_owner(self, path: str) -> Owner:
+        """Owner, group and mode of namespace directory ``path``: as recorded,
+        else root:root 0777 for ``/``, else no owner and 0755 (made before modes
+        were kept)."""
         row = self.state.dir_owner(path)
         if row is not None:
             return Owner(row[0], row[1], int(row[2]))
@@ -131,6 +144,9 @@ class Guard:
         return missing
 
     def check_file(self, user: User, name: str, meta: dict, want: int, what: str) -> Owner:
+        """Search on ``name``'s ancestors and the ``want`` bits (R, W) on file
+        ``name`` whose infofile meta is ``meta``; returns its owner. Raises
+        AccessError("denied") naming ``what`` was refused."""
         self.check_search(user, name)
         o = owner_of_meta(meta)
         if not may(user, o, want):
@@ -138,6 +154,8 @@ class Guard:
         return o
 
     def check_dir(self, user: User, path: str, want: int, what: str) -> None:
+        """Search on ``path``'s ancestors and itself, and the ``want`` bits on
+        directory ``path``. Raises AccessError("denied") naming ``what`` was refused."""
         self.check_search(user, path.rstrip("/") + "/x" if path != "/" else "/x")
         o = self.dir_owner(path)
         if not may(user, o, want):
@@ -152,6 +170,7 @@ class Guard:
 
     # -- quota ----------------------------------------------------------------
     def quota_of(self, owner: str) -> int | None:
+        """``owner``'s quota in bytes (all copies), None: unlimited."""
         return self.users.quota_for(owner)
 
     def used(self, owner: str) -> tuple[int, int]:
@@ -191,4 +210,5 @@ class Guard:
         return ""
 
     def charge(self, owner: str, delta: int) -> None:
+        """Add ``delta`` bytes (all copies; negative frees) to ``owner``'s usage, never below 0."""
         self.usage[owner] = max(0, self.usage.get(owner, 0) + delta)

@@ -44,6 +44,7 @@ class StatusHttp:
         return self.server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        """Stop listening and wait for the server to close."""
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()

@@ -26,6 +26,8 @@ from ..infofile import FORMAT, FORMAT_VERSION, FORMAT_VERSION_VERSIONS, SCHEMA, 
 
 @dataclass(frozen=True)
 class Conflict:
+    """A record of a request that was not applied, and why (``reason``)."""
+
     name: str
     reason: str
 
@@ -165,6 +167,7 @@ class InfofileWriter:
         self._delta: tuple[int, int] | None = None  # this transaction's change, if exactly known
 
     def meta(self) -> dict:
+        """The infofile's meta table as a dict of strings."""
         return dict(self.conn.execute("SELECT key, value FROM meta"))
 
     @contextlib.contextmanager
@@ -713,6 +716,7 @@ class InfofileWriter:
         return self._stats
 
     def close(self) -> None:
+        """Close the SQLite connection."""
         self.conn.close()
 
 

@@ -22,6 +22,9 @@ MIN_TTL_S = 0.5
 
 @dataclass
 class Lease:
+    """One file's writer lease: its id, the user and holder (``host:pid``) that
+    hold it, its TTL in seconds and when it expires (``time.monotonic()``)."""
+
     lease_id: str
     file_id: int
     user: str
@@ -30,6 +33,7 @@ class Lease:
     expires: float  # time.monotonic()
 
     def expires_in(self) -> float:
+        """Seconds until the lease expires (0 if it has)."""
         return max(0.0, self.expires - time.monotonic())
 
 

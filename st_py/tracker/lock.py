@@ -197,6 +197,7 @@ class TrackerLock:
             os.pwrite(fd, line, 0)
 
     def release(self) -> None:
+        """Drop every lock held (closing their descriptors); safe to call twice."""
         for fd in self._fds + self._dir_fds:
             os.close(fd)  # closing drops the flock
         self._fds, self._dir_fds = [], []

@@ -57,6 +57,9 @@ class RpcMetrics(grpc.aio.ServerInterceptor):
         )
 
     async def intercept_service(self, continuation, handler_call_details):
+        """grpc.aio interceptor hook: wraps each unary-unary handler to count its
+        RPCs by status code, time them and count quota refusals; streaming and
+        unknown methods pass through unobserved."""
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:  # unknown method (UNIMPLEMENTED), or streaming
             return handler
@@ -137,6 +140,7 @@ class StateCollector(Collector):
         self.version = version
 
     def collect(self) -> Iterator[Metric]:
+        """prometheus_client hook: the tracker's gauges (files, peers, space, copies, repair) now."""
         s = self.service
         reg = s.registry
         reg.sweep()

@@ -56,6 +56,10 @@ log = logging.getLogger("st.tracker")
 
 @dataclass
 class PeerInfo:
+    """What the tracker knows of one peer: its last announce (space in bytes,
+    records, load, start time, filesystem, domain), its liveness bookkeeping
+    and drain state. Mutated by :class:`PeerRegistry` only."""
+
     peer_id: str
     addr: str
     capacity_bytes: int = 0
@@ -111,6 +115,12 @@ class PeerEvent:
 
 
 class PeerRegistry:
+    """Every peer the tracker knows, their liveness from announces (window
+    ``interval_s * misses`` seconds, paper 4.3) and the events an operator
+    sees; loaded from and kept in the tracker state.
+
+    Not thread-safe: used on the tracker's event loop."""
+
     def __init__(self, state: TrackerState, interval_s: float, misses: int):
         self.state = state
         self.interval_s = interval_s
@@ -317,6 +327,7 @@ class PeerRegistry:
         self.events.append(PeerEvent(at, kind, addr, p.peer_id, detail, seq=seq))
 
     def alive(self, p: PeerInfo) -> bool:
+        """Whether peer ``p`` announced within the liveness window and was not reported failed since."""
         return not p.reported_failed and self.age(p) <= self.window_s
 
     def uptime(self, p: PeerInfo) -> float:
@@ -324,14 +335,17 @@ class PeerRegistry:
         return max(0.0, time.time() - p.started_at) if p.started_at > 0 else 0.0
 
     def age(self, p: PeerInfo) -> float:
+        """Seconds since peer ``p``'s last announce (monotonic clock)."""
         if self._tick is not None:
             self._catch_up()  # a stall is noticed before any answer counts it against a peer
         return time.monotonic() - p.last_announce
 
     def get(self, peer_id: str) -> PeerInfo | None:
+        """The peer with id ``peer_id``, or None."""
         return self.peers.get(peer_id)
 
     def live(self) -> list[PeerInfo]:
+        """The live peers (:meth:`alive`), draining ones included."""
         return [p for p in self.peers.values() if self.alive(p)]
 
     def schedulable(self) -> list[PeerInfo]:

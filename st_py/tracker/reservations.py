@@ -22,6 +22,10 @@ from dataclasses import dataclass
 
 @dataclass
 class Reservation:
+    """One file's space reservation: ``est_size`` user bytes (one copy) times
+    ``copies``, spread over ``peer_ids``; ``written`` bytes of it are
+    committed; it lapses at ``expires`` (``time.monotonic()``)."""
+
     file_id: int
     name: str
     owner: str
@@ -62,26 +66,33 @@ class Reservations:
             )
 
     def add(self, file_id: int, name: str, owner: str, copies: int, est_size: int, peer_ids: list[str]) -> None:
+        """Reserve space for new file ``file_id``: ``est_size`` user bytes (one
+        copy) times ``copies`` on ``peer_ids``, for ``lease_s`` seconds. In
+        memory until :meth:`persist`."""
         self.by_file[file_id] = Reservation(
             file_id, name, owner, copies, est_size, list(peer_ids), 0, time.monotonic() + self.lease_s
         )
 
     def persist(self, file_id: int) -> None:
+        """Write file ``file_id``'s reservation (if any) into the tracker state."""
         r = self.by_file.get(file_id)
         if r is not None:
             self.state.add_reservation(r.file_id, r.name, r.owner, r.copies, r.est_size, r.peer_ids)
 
     def release(self, file_id: int) -> Reservation | None:
+        """End file ``file_id``'s reservation (in memory and in the state); returns it, or None."""
         r = self.by_file.pop(file_id, None)
         if r is not None:
             self.state.drop_reservation(file_id)
         return r
 
     def get(self, file_id: int) -> Reservation | None:
+        """File ``file_id``'s reservation, or None (expired ones are dropped first)."""
         self.expire()
         return self.by_file.get(file_id)
 
     def renew(self, file_id: int) -> None:
+        """Extend file ``file_id``'s reservation by ``lease_s`` seconds from now (a writer is still at it)."""
         r = self.by_file.get(file_id)
         if r is not None:
             r.expires = time.monotonic() + self.lease_s

@@ -305,6 +305,9 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``python -m st_py.tracker``: parse the options from ``argv`` (and the
+    TOML file of ``--config``) and serve until SIGINT/SIGTERM. Exits with a one-line
+    message when another tracker holds the namespace."""
     ap = OptionsParser(prog="python -m st_py.tracker", description="StoreTorrent tracker")
     ap.add_argument("--root", required=True, type=Path, help="namespace root: infofiles live here")
     ap.add_argument("--state-dir", type=Path, help="tracker state (default: <root>/../tracker-state)")

@@ -52,6 +52,20 @@ MAX_SCHEMA_BYTES = 1 << 20  # one record schema kept in an infofile (Arrow IPC)
 
 
 class TrackerService(Routing, pb_grpc.TrackerServicer):
+    """The tracker's gRPC servicer: one method per rpc of ``service Tracker``
+    (proto/storetorrent/v1/tracker.proto), over the tracker's state, peer
+    registry, permission guard, reservations, leases and one
+    :class:`~.committer.Committer` per open infofile; with per-file trackers
+    (paper 3.5) it forwards or admits what another tracker writes (``Routing``).
+
+    Handlers abort the RPC (``context.abort``) with a gRPC status code on a
+    refusal: UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED (quota),
+    NOT_FOUND, INVALID_ARGUMENT...
+
+    Not thread-safe: every handler runs on the server's one asyncio event loop,
+    where this state changes; blocking work goes to worker threads
+    (``asyncio.to_thread``) that only read it."""
+
     def __init__(
         self,
         root: Path,
@@ -289,6 +303,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
 
     # -- RPCs ----------------------------------------------------------------
     async def Create(self, request, context):
+        """rpc Create (proto/storetorrent/v1/tracker.proto): creates a file, its infofile and
+        its peerlist (paper 3.3)."""
         try:
             name = namespace.normalize(request.name)
         except BadNameError:
@@ -443,6 +459,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             await asyncio.sleep(0.05)
 
     async def Open(self, request, context):
+        """rpc Open (proto/storetorrent/v1/tracker.proto): a file's FileInfo (peerlist with
+        liveness, capability) for a reader or writer."""
         user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         await self._allowed(context, self.guard.check_search, user, name)
@@ -493,6 +511,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return len(batch), ("", 0, 0)
 
     async def Commit(self, request, context):
+        """rpc Commit (proto/storetorrent/v1/tracker.proto): group commit of a batch of
+        acknowledged records (paper 3.5)."""
         user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         if not await self._here(context, name):  # a per-file tracker writes this file (paper 3.5)
@@ -640,6 +660,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return out
 
     async def Delete(self, request, context):
+        """rpc Delete (proto/storetorrent/v1/tracker.proto): removes records, or a whole file
+        (write permission on its directory)."""
         user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         here = await self._here(context, name)
@@ -671,6 +693,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return pb.DeleteReply(deleted=n, generation=gen)
 
     async def List(self, request, context):
+        """rpc List (proto/storetorrent/v1/tracker.proto): the namespace entries below a
+        directory (or one file)."""
         user = await self.authenticate(context)
         path = request.path or "/"
         if path.strip("/"):
@@ -723,6 +747,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return out
 
     async def Announce(self, request, context):
+        """rpc Announce (proto/storetorrent/v1/tracker.proto): a peer's periodic soft-state
+        report (paper 3.3)."""
         await self._peer_token(context)
         if not request.peer_id or not request.addr:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "announce needs peer_id and addr")
@@ -787,12 +813,16 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             )
 
     async def ReportFailure(self, request, context):
+        """rpc ReportFailure (proto/storetorrent/v1/tracker.proto): a client reports a peer it
+        saw fail (paper 4.3)."""
         await self.authenticate(context)
         if self.registry.report_failed(request.addr, request.reason):
             log.warning("client reports peer %s failed: %s", request.addr, request.reason)
         return pb.ReportFailureReply()
 
     async def ReportBadCopy(self, request, context):
+        """rpc ReportBadCopy (proto/storetorrent/v1/tracker.proto): a client's checked read
+        found a corrupt copy."""
         await self.authenticate(context)
         log.warning(
             "client reports a bad copy of %r in %s on %s: %s",
@@ -827,6 +857,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return c
 
     async def ExtendPeerlist(self, request, context):
+        """rpc ExtendPeerlist (proto/storetorrent/v1/tracker.proto): adds the live peers in
+        service missing from a file's peerlist (paper 4.4)."""
         user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         peers = [(p.peer_id, p.addr) for p in self.registry.schedulable()]
@@ -851,6 +883,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return self._with_reservations(await asyncio.to_thread(self._file_info, name))
 
     async def MoveCopies(self, request, context):
+        """rpc MoveCopies (proto/storetorrent/v1/tracker.proto): commits copies a rebalance
+        moved to new holders (paper 4.4)."""
         user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
         if not await self._here(context, name):
@@ -1086,6 +1120,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return pb.CloseReply(released_bytes=r.remaining if r else 0)
 
     async def Status(self, request, context):
+        """rpc Status (proto/storetorrent/v1/tracker.proto): cluster summary (peers, liveness,
+        space, files, records short of copies, repair)."""
         # open to everyone: peers, liveness and space, no file names
         held = self.reservations.on_peers()
         peers = [
@@ -1195,6 +1231,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return await restore_infofile(self, request_iterator, context)
 
     def close(self) -> None:
+        """Close the infofile writers of every open committer (at tracker shutdown)."""
         for name in list(self._committers):
             self._drop_committer(name)
 

@@ -57,6 +57,14 @@ PEER_DOMAIN = (("domain", "TEXT"),)
 
 
 class TrackerState:
+    """The tracker's SQLite state database (``<state-dir>/tracker.db``, WAL),
+    created or migrated (columns added) on open.
+
+    Owned by the tracker's event loop; the connection is opened with
+    ``check_same_thread=False`` because a few reads (directory owners while
+    listing) come from its worker threads. Autocommit mode: no method opens a
+    transaction."""
+
     def __init__(self, state_dir: Path):
         state_dir.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(str(state_dir / "tracker.db"), isolation_level=None, check_same_thread=False)
@@ -72,6 +80,7 @@ class TrackerState:
                 self.conn.execute(f"ALTER TABLE peers ADD COLUMN {col} {decl}")
 
     def add_file(self, name: str, file_id: int, owner: str) -> None:
+        """Record file ``name`` with id ``file_id`` and owner ``owner`` (created now); replaces a row of that name."""
         self.conn.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", (name, file_id, time.time(), owner))
 
     def new_file_id(self) -> int:
@@ -93,9 +102,11 @@ class TrackerState:
         self.conn.execute("INSERT OR IGNORE INTO file_ids VALUES (?)", (file_id,))
 
     def remove_file(self, name: str) -> None:
+        """Forget file ``name``."""
         self.conn.execute("DELETE FROM files WHERE name = ?", (name,))
 
     def file_count(self) -> int:
+        """Number of files in the namespace."""
         return int(self.conn.execute("SELECT count(*) FROM files").fetchone()[0])
 
     def file_ids(self) -> list[tuple[str, int]]:
@@ -111,9 +122,11 @@ class TrackerState:
         return self.conn.execute("SELECT owner, grp, mode FROM dirs WHERE path = ?", (path,)).fetchone()
 
     def set_dir_owner(self, path: str, owner: str, group: str, mode: int) -> None:
+        """Record (or replace) the owner, group and mode bits of namespace directory ``path``."""
         self.conn.execute("INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)", (path, owner, group, mode))
 
     def remove_dir(self, path: str) -> None:
+        """Forget the owner and mode of namespace directory ``path``."""
         self.conn.execute("DELETE FROM dirs WHERE path = ?", (path,))
 
     def dirs(self) -> list[tuple[str, int]]:
@@ -128,6 +141,8 @@ class TrackerState:
     def remember_peer(
         self, peer_id: str, addr: str, capacity: int | None = None, used: int | None = None, free: int | None = None
     ) -> None:
+        """Insert or update peer ``peer_id``: its address, seen now, and the
+        space it announced (bytes; None: not known)."""
         self.conn.execute(
             "INSERT INTO peers(peer_id, addr, seen_at, capacity_bytes, used_bytes, free_bytes) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(peer_id) DO UPDATE SET addr = excluded.addr, "
@@ -174,6 +189,7 @@ class TrackerState:
         return seq
 
     def update_peer_event(self, seq: int, at: float, count: int) -> None:
+        """Set the time (Unix) and repeat count of the peer event with row id ``seq``."""
         self.conn.execute("UPDATE peer_events SET at = ?, count = ? WHERE seq = ?", (at, count, seq))
 
     def peer_events(self, keep: int) -> list[tuple[int, float, str, str, str, str, int]]:
@@ -212,13 +228,17 @@ class TrackerState:
     def add_reservation(
         self, file_id: int, name: str, owner: str, copies: int, est_size: int, peer_ids: list[str]
     ) -> None:
+        """Keep file ``file_id``'s space reservation: ``est_size`` user bytes (one
+        copy) times ``copies``, held on ``peer_ids`` (st_py/tracker/reservations.py)."""
         self.conn.execute(
             "INSERT OR REPLACE INTO reservations VALUES (?, ?, ?, ?, ?, ?)",
             (file_id, name, owner, copies, est_size, json.dumps(peer_ids)),
         )
 
     def drop_reservation(self, file_id: int) -> None:
+        """Forget the space reservation of file ``file_id``."""
         self.conn.execute("DELETE FROM reservations WHERE file_id = ?", (file_id,))
 
     def close(self) -> None:
+        """Close the database connection."""
         self.conn.close()
