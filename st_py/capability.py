@@ -54,10 +54,12 @@ class Capability:
     version: int = VERSION
 
     def allows(self, op: int) -> bool:
+        """Whether the token grants operation ``op`` (a bit of READ, WRITE, ...)."""
         return bool(self.ops & op)
 
 
 def ops_text(ops: int) -> str:
+    """Operation bits as names joined by ``+`` (e.g. ``read+write``), ``nothing`` for 0."""
     return "+".join(name for bit, name in OP_NAMES.items() if ops & bit) or "nothing"
 
 
@@ -136,6 +138,9 @@ def verify(key: bytes, token: bytes, now: float | None = None) -> Capability:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``python -m st_py.capability``: ``new-key PATH`` writes a key file,
+    ``mint`` prints a token (hex). Exits with status 2 and a message on a bad
+    key or an OS error."""
     ap = argparse.ArgumentParser(
         prog="python -m st_py.capability", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -120,6 +120,7 @@ class Daemon:
             pass
 
     def tail(self, n: int = 20) -> str:
+        """The last ``n`` lines of the daemon's log ('' if it cannot be read)."""
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
         except OSError:
@@ -127,9 +128,11 @@ class Daemon:
 
     @property
     def pid(self) -> int:
+        """The child's process id."""
         return self.proc.pid
 
     def alive(self) -> bool:
+        """Whether the child process is still running."""
         return self.proc.poll() is None
 
     def kill(self) -> None:
@@ -224,19 +227,23 @@ class LocalCluster:
 
     @property
     def namespace(self) -> Path:
+        """The namespace root (``<data>/namespace``)."""
         return self.data_dir / "namespace"
 
     @property
     def tracker_addr(self) -> str:
+        """The tracker's ``host:port`` (once it has started)."""
         assert self.tracker is not None
         return self.tracker.addr
 
     @property
     def peer_addrs(self) -> list[str]:
+        """``host:port`` of every peer started (killed ones included)."""
         return [p.addr for p in self.peers if p is not None]
 
     @property
     def tls_dir(self) -> Path:
+        """The local CA, certificates and keys of ``tls``/``mutual_tls`` (``<data>/tls``)."""
         return self.data_dir / "tls"
 
     @property
@@ -251,6 +258,7 @@ class LocalCluster:
 
     @property
     def key_file(self) -> Path:
+        """The capability key (``<data>/secret.key``) of ``auth``."""
         return self.data_dir / "secret.key"
 
     def mint(self, ops: int, file_id: int = 0, ttl: float = 3600.0, user: str = "admin") -> bytes:
@@ -309,6 +317,16 @@ class LocalCluster:
         return self
 
     def start_tracker(self) -> Daemon:
+        """Start the tracker (``python -m st_py.tracker``) with this cluster's
+        options on ``tracker_port`` (0: any) and wait for its ``listening on``
+        line; ``tracker_port`` and ``metrics_port`` then hold its ports, so a
+        restart reuses them.
+
+        Raises
+        ------
+        RuntimeError
+            The tracker did not start (the message has its log's tail).
+        """
         argv = [
             sys.executable,
             "-m",
@@ -433,6 +451,7 @@ class LocalCluster:
         self._namespaces().link(i, False)
 
     def link_up(self, i: int) -> None:
+        """With ``netns``: reconnect peer ``i`` to the network (undoes :meth:`link_down`)."""
         self._namespaces().link(i, True)
 
     def _peer_tls_args(self) -> list[str]:
@@ -451,6 +470,7 @@ class LocalCluster:
         return d.addr
 
     def restart_tracker(self) -> None:
+        """SIGKILL the tracker (a crash) and start it again on the same ports."""
         if self.tracker is not None:
             self.tracker.kill()
         self.start_tracker()
@@ -508,6 +528,9 @@ class LocalCluster:
             return {}
 
     def stop(self) -> None:
+        """Close the clients made by :meth:`client`, stop every peer and the
+        tracker (SIGTERM, then SIGKILL), remove the network namespaces and
+        ``cluster.json``. The data folder is kept."""
         clients, self._clients = self._clients, []
         for c in clients:
             c.close()

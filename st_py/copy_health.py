@@ -131,6 +131,7 @@ class CopyInfo:
     state: CopyState
 
     def describe(self, lv: Liveness) -> str:
+        """A phrase for reports, e.g. ``copy 1 on failed peer host:port (lost in 30 s)``."""
         where = self.addr or self.peer_id
         if self.state is CopyState.SUSPECT:
             return f"copy {self.rank} on failed peer {where} (lost in {lv.lost_at(self.peer_id) - lv.at:.0f} s)"
@@ -171,6 +172,7 @@ class RecordHealth:
         return self.until > 0 and all(c.state in (CopyState.LIVE, CopyState.SUSPECT) for c in self.copies)
 
     def has(self, state: CopyState) -> bool:
+        """Whether a copy of the record is in ``state``."""
         return any(c.state is state for c in self.copies)
 
 
@@ -187,6 +189,7 @@ class FileHealth:
     records: dict[str, RecordHealth] = field(default_factory=dict)
 
     def names(self, state: RecordState) -> list[str]:
+        """Sorted names of the records in ``state``."""
         return sorted(n for n, r in self.records.items() if r.state is state)
 
     @property
@@ -215,6 +218,7 @@ class FileHealth:
 
     @property
     def complete(self) -> bool:
+        """Whether every committed record has F live copies."""
         return not self.records
 
 

@@ -446,5 +446,6 @@ def local_addresses() -> set[str]:
 
 
 def is_local(addr: str) -> bool:
+    """Whether peer address ``addr`` (``host:port``) is one of this machine's (or loopback)."""
     host, _ = split_addr(addr)
     return host in local_addresses() or host.startswith("127.")

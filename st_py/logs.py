@@ -29,6 +29,7 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"messa
 
 
 def level_name(record: logging.LogRecord) -> str:
+    """The record's level as logged: ``WARN`` for WARNING (as st-peer writes it), others unchanged."""
     return LEVEL_NAMES.get(record.levelname, record.levelname)
 
 
@@ -44,6 +45,7 @@ class TextFormatter(logging.Formatter):
     lines); a traceback follows on the next lines."""
 
     def format(self, record: logging.LogRecord) -> str:
+        """The record as one text line (local time), its traceback or stack on the next lines."""
         msg = record.getMessage().replace("\r", " ").replace("\n", " ")
         lt = time.localtime(record.created)
         line = (
@@ -61,6 +63,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: ts, level, logger, msg, extra fields, exc."""
 
     def format(self, record: logging.LogRecord) -> str:
+        """The record as one JSON object: ``ts`` (UTC, RFC 3339), ``level``,
+        ``logger``, ``msg``, every ``extra=`` field, ``exc``/``stack`` if any."""
         out = {
             "ts": utc_timestamp(record.created),
             "level": level_name(record),

@@ -31,6 +31,12 @@ def available() -> str | None:
 
 
 class NetNamespaces:
+    """The network namespaces of one local cluster's peers (``<prefix>-<i>``,
+    default prefix ``st<pid>``), made on first use by :meth:`namespace` and
+    removed by :meth:`destroy`, which also puts ``ip_forward`` back.
+
+    Not thread-safe: owned by one :class:`~st_py.cluster.LocalCluster`."""
+
     def __init__(self, prefix: str | None = None):
         tag = os.getpid() % 100_000
         self.prefix = prefix or f"st{tag}"
@@ -45,9 +51,11 @@ class NetNamespaces:
             raise NetnsError(f"ip {' '.join(args)}: {r.stderr.strip()}")
 
     def host_ip(self, i: int) -> str:
+        """This machine's address on peer ``i``'s link (``10.<o>.<i>.1``)."""
         return f"10.{self.octet}.{i}.1"
 
     def peer_ip(self, i: int) -> str:
+        """Peer ``i``'s address in its namespace (``10.<o>.<i>.2``)."""
         return f"10.{self.octet}.{i}.2"
 
     def namespace(self, i: int) -> str:

@@ -32,6 +32,8 @@ MAX_CHAIN_HOPS = 7
 
 
 class MsgType(enum.IntEnum):
+    """The frame types of docs/wire-protocol.md: requests below 0x80, replies from 0x80."""
+
     PUT = 0x01
     GET = 0x02
     DELETE = 0x03
@@ -110,6 +112,9 @@ def put_chain_prefix(
 def encode_put(
     seq: int, file_id: int, copy_rank: int, name: str | bytes, data: bytes, crc: int | None = None, flags: int = 0
 ) -> bytes:
+    """PUT of record ``name`` (copy ``copy_rank``) of file ``file_id`` with
+    ``data``; ``crc`` is its CRC-32C, computed when None. Returns the whole
+    frame. Raises ProtocolError for a name over 65535 bytes."""
     name_b = _to_bytes(name)
     if crc is None:
         crc = crc32c(data)
@@ -117,14 +122,17 @@ def encode_put(
 
 
 def encode_get(seq: int, file_id: int, name: str | bytes) -> bytes:
+    """GET ``file_id:u64 name:str16``: read one copy of record ``name``."""
     return frame(MsgType.GET, seq, struct.pack("<Q", file_id) + _str16(_to_bytes(name)))
 
 
 def encode_delete(seq: int, file_id: int, name: str | bytes) -> bytes:
+    """DELETE ``file_id:u64 name:str16``: remove record ``name``'s copy on the peer."""
     return frame(MsgType.DELETE, seq, struct.pack("<Q", file_id) + _str16(_to_bytes(name)))
 
 
 def encode_delete_file(seq: int, file_id: int) -> bytes:
+    """DELETE_FILE ``file_id:u64``: remove every record of the file on the peer."""
     return frame(MsgType.DELETE_FILE, seq, struct.pack("<Q", file_id))
 
 
@@ -135,10 +143,14 @@ def _ring_header(file_id: int, generation: int, file_name: str, peers: list[str]
 
 
 def encode_get_local(seq: int, file_id: int, generation: int, file_name: str, peers: list[str]) -> bytes:
+    """GET_LOCAL (paper 3.7): join the ring of ``peers`` (``host:port``, the
+    file's peerlist) for generation ``generation`` of file ``file_name``;
+    answered by LOCAL_LIST frames."""
     return frame(MsgType.GET_LOCAL, seq, _ring_header(file_id, generation, file_name, peers))
 
 
 def encode_ping(seq: int) -> bytes:
+    """PING (empty payload): answered OK with the peer's id and address."""
     return frame(MsgType.PING, seq)
 
 
@@ -216,6 +228,9 @@ def encode_ring_segment(
     entries: list[tuple[int, bytes]],
     flags: int = 0,
 ) -> bytes:
+    """RING_SEGMENT (peer to peer, GET_LOCAL's ring): the ring header, then
+    ``origin`` (the sending peer's ring index) and ``(copy_rank, name)``
+    entries."""
     body = [_ring_header(file_id, generation, file_name, peers), struct.pack("<HI", origin, len(entries))]
     for rank, name in entries:
         body.append(struct.pack("<B", rank) + _str16(_to_bytes(name)))
@@ -223,10 +238,12 @@ def encode_ring_segment(
 
 
 def encode_ok(seq: int, payload: bytes = b"") -> bytes:
+    """OK with ``payload`` (empty for most requests)."""
     return frame(MsgType.OK, seq, payload)
 
 
 def encode_data(seq: int, crc: int, copy_rank: int, data: bytes) -> bytes:
+    """DATA ``crc32c:u32 copy_rank:u8 data``: the reply to GET (and GET_META)."""
     return frame(MsgType.DATA, seq, struct.pack("<IB", crc, copy_rank) + data)
 
 
@@ -240,6 +257,8 @@ def encode_error(seq: int, code: int, message: str, peers: tuple[str, ...] | lis
 
 
 def encode_local_list(seq: int, entries: list[tuple[int, int, bytes, bytes]], flags: int = 0) -> bytes:
+    """LOCAL_LIST: ``(copy_rank, size, name, path)`` entries (name and path as
+    bytes, size in bytes); every frame but the last carries ``FLAG_MORE``."""
     body = [struct.pack("<I", len(entries))]
     for rank, size, name, path in entries:
         body.append(struct.pack("<BQ", rank, size) + _str16(name) + _str16(path))
@@ -514,4 +533,5 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
+        """Bytes received and not yet decoded (of a partial frame)."""
         return len(self._buf) + (self._big_pos if self._big_len else 0)

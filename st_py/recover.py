@@ -88,6 +88,7 @@ class FileRecovery:
     detail: str = ""
 
     def as_dict(self) -> dict:
+        """The fields as a JSON-ready dict, ``file_id`` as 16 hex digits."""
         d = asdict(self)
         d["file_id"] = f"{self.file_id:016x}"
         return d
@@ -112,6 +113,7 @@ class RecoveryReport:
         )
 
     def as_dict(self) -> dict:
+        """The report as a JSON-ready dict."""
         return {
             "dry_run": self.dry_run,
             "peers_alive": self.peers_alive,

@@ -101,6 +101,7 @@ class RepairReport:
         return not (self.pending_left or self.unavailable or self.under_replicated or self.conflicts or self.lost)
 
     def as_dict(self) -> dict:
+        """The counts as a JSON-ready dict."""
         return {
             "file": self.file,
             "pending_found": self.pending_found,

@@ -52,8 +52,10 @@ def check_protocol(protocol: str) -> str:
 
 
 def is_chain(protocol: str) -> bool:
+    """Whether ``protocol`` forwards copies down the holders (``chain``, ``chain-async``)."""
     return protocol in ("chain", "chain-async")
 
 
 def is_async(protocol: str) -> bool:
+    """Whether ``protocol`` acknowledges a record once copy rank 0 is stored (``client-async``, ``chain-async``)."""
     return protocol in ("client-async", "chain-async")

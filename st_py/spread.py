@@ -153,6 +153,7 @@ class FileMoves:
     after: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
+        """The counts as a JSON-ready dict."""
         return {
             "file": self.file,
             "copies_planned": self.copies_planned,
@@ -194,22 +195,27 @@ class SpreadReport:
 
     @property
     def copies_moved(self) -> int:
+        """Copies moved, over every file."""
         return sum(f.copies_moved for f in self.files)
 
     @property
     def bytes_moved(self) -> int:
+        """Bytes moved (each copy counted), over every file."""
         return sum(f.bytes_moved for f in self.files)
 
     @property
     def mean_fill(self) -> float:
+        """Bytes held / space over the peers in service, after the moves (0..1)."""
         return _fill_deviation(self.peers, True)[0]
 
     @property
     def deviation(self) -> float:
+        """Largest ``|fill - mean_fill| / mean_fill`` of a peer after the moves."""
         return _fill_deviation(self.peers, True)[1]
 
     @property
     def deviation_before(self) -> float:
+        """The same deviation before the moves."""
         return _fill_deviation(self.peers, False)[1]
 
     @property
@@ -223,6 +229,7 @@ class SpreadReport:
         return self.even and not any(f.conflicts or f.skipped for f in self.files)
 
     def as_dict(self) -> dict:
+        """The report as a JSON-ready dict: totals, per file, per peer (bytes)."""
         return {
             "tolerance": self.tolerance,
             "even": self.even,
@@ -266,10 +273,12 @@ class DrainReport:
 
     @property
     def copies_moved(self) -> int:
+        """Copies moved off the peer, over every file."""
         return sum(f.copies_moved for f in self.files)
 
     @property
     def bytes_moved(self) -> int:
+        """Bytes moved off the peer (each copy counted), over every file."""
         return sum(f.bytes_moved for f in self.files)
 
     @property
@@ -278,6 +287,7 @@ class DrainReport:
         return self.drain_state == RETIRED
 
     def as_dict(self) -> dict:
+        """The report as a JSON-ready dict (files with nothing to move left out)."""
         return {
             "peer": self.peer,
             "peer_id": self.peer_id,

@@ -54,6 +54,10 @@ class Supervisor:
         log.log(level, "%s: %s", name, what)
 
     def check(self) -> None:
+        """Restart the daemons found dead: note the exit, wait the daemon's backoff
+        (1 s doubling to 30 s, back to 1 s after 60 s up), then start it again on
+        its port. A failed restart is retried after the next backoff; never
+        raises for a daemon that will not start."""
         now = self.clock()
         for name, d, idx in self._daemons():
             st = self._state.setdefault(name, _State(started=now))
@@ -96,4 +100,5 @@ class Supervisor:
         c.start_peer(idx, port)  # same port: the same address for clients and peerlists
 
     def restarts(self) -> dict[str, int]:
+        """Restarts done so far, by daemon name (``tracker``, ``peer-<i>``)."""
         return {n: s.restarts for n, s in self._state.items()}

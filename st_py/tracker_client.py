@@ -140,6 +140,19 @@ class TrackerClient:
         filters: str = "",
         key_check: str = "",
     ) -> pb.FileInfo:
+        """Create file ``name`` (rpc Create; paper 3.3): ``replication`` is the
+        replication class (``"x3"``...), ``est_size`` the user bytes (one copy)
+        to reserve, ``blocksize`` 0 the default; ``mode`` 0 the default mode;
+        empty ``protocol``, ``placement`` and ``filters`` the tracker's defaults;
+        ``key_check`` the encryption key's check value (``aes-256-gcm`` filter).
+
+        Raises
+        ------
+        BadNameError
+            ``name`` is not a valid name (checked before anything is sent).
+        StFileExistsError, PermissionDeniedError, QuotaExceededError, NoSpaceError,
+        NotEnoughPeersError, TrackerUnavailableError
+        """
         name = normalize(name)  # a clear BadNameError before anything is sent
         return self._call(
             "Create",
@@ -158,6 +171,13 @@ class TrackerClient:
         )
 
     def open(self, name: str) -> pb.FileInfo:
+        """The FileInfo of existing file ``name`` (rpc Open): peerlist with
+        liveness, infofile path, capability.
+
+        Raises
+        ------
+        BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        """
         name = normalize(name)
         return self._call("Open", pb.OpenRequest(name=name, user=self.user))
 
@@ -245,12 +265,16 @@ class TrackerClient:
     def commit_objects(
         self, name: str, file_id: int, objects: builtins.list[pb.ObjectCommit], schemas=()
     ) -> pb.CommitReply:
+        """Make striped objects whose stripe records are committed visible (rpc
+        CommitObjects, docs/striping.md); ``schemas`` as in :meth:`commit`."""
         return self._call(
             "CommitObjects",
             pb.CommitObjectsRequest(name=name, file_id=file_id, objects=objects, user=self.user, schemas=list(schemas)),
         )
 
     def store_copies(self, name: str, file_id: int, copies: builtins.list[pb.CopyStored]) -> pb.MoveCopiesReply:
+        """Commit pending copies (async protocols) now stored by their writer or
+        repair (rpc StoreCopies)."""
         return self._call(
             "StoreCopies", pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies, user=self.user)
         )
@@ -270,6 +294,13 @@ class TrackerClient:
     def delete(
         self, name: str, file_id: int = 0, records: list[str] | None = None, whole_file: bool = False
     ) -> pb.DeleteReply:
+        """Delete ``records`` of file ``name`` (after their copies were deleted on
+        the peers) or, with ``whole_file``, the whole file (rpc Delete).
+
+        Raises
+        ------
+        BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        """
         name = normalize(name)
         return self._call(
             "Delete",
@@ -277,15 +308,21 @@ class TrackerClient:
         )
 
     def list(self, path: str = "/", names_only: bool = False) -> pb.ListReply:
+        """The namespace entries below directory ``path`` (rpc List); ``names_only`` skips the counts."""
         return self._call("List", pb.ListRequest(path=path, names_only=names_only))
 
     def status(self, timeout: float | None = None) -> pb.StatusReply:
+        """The cluster summary (rpc Status); ``timeout`` in seconds (None: the client's)."""
         return self._call("Status", pb.StatusRequest(), timeout)
 
     def extend_peerlist(self, name: str, file_id: int) -> pb.FileInfo:
+        """Add the live peers in service missing from file ``name``'s peerlist
+        (rpc ExtendPeerlist, a rebalance's first step, paper 4.4); returns the new FileInfo."""
         return self._call("ExtendPeerlist", pb.ExtendPeerlistRequest(name=name, file_id=file_id, user=self.user))
 
     def move_copies(self, name: str, file_id: int, moves: builtins.list[pb.CopyMove]) -> pb.MoveCopiesReply:
+        """Commit copies a rebalance moved to new holders (rpc MoveCopies, paper
+        4.4); the reply lists conflicts (moves not applied)."""
         return self._call("MoveCopies", pb.MoveCopiesRequest(name=name, file_id=file_id, moves=moves, user=self.user))
 
     def set_peer_state(self, peer: str, drain_state: str) -> pb.Peer:
@@ -302,10 +339,23 @@ class TrackerClient:
         ).peer
 
     def set_mode(self, name: str, mode: int = 0, group: str = "", owner: str = "") -> pb.SetModeReply:
+        """chmod / chgrp / chown of file or directory ``name`` (``/``: the root);
+        0 and "" leave mode, group or owner as they are (rpc SetMode).
+
+        Raises
+        ------
+        PermissionDeniedError, StFileNotFoundError, TrackerUnavailableError
+        """
         name = normalize(name) if name.strip("/") else "/"  # the root has a mode too
         return self._call("SetMode", pb.SetModeRequest(name=name, mode=mode, group=group, owner=owner, user=self.user))
 
     def remove_dir(self, path: str) -> pb.RemoveDirReply:
+        """Remove empty namespace directory ``path`` (rpc RemoveDir).
+
+        Raises
+        ------
+        DirectoryNotEmptyError, StFileNotFoundError, PermissionDeniedError
+        """
         return self._call("RemoveDir", pb.RemoveDirRequest(path=normalize(path), user=self.user))
 
     def restore_infofile(
@@ -334,6 +384,8 @@ class TrackerClient:
             raise self.map_error(e, "RestoreInfofile") from None
 
     def report_failure(self, addr: str, reason: str) -> None:
+        """Tell the tracker peer ``addr`` failed (rpc ReportFailure, paper 4.3).
+        Best effort, 2 s timeout: never raises."""
         try:
             self._call("ReportFailure", pb.ReportFailureRequest(addr=addr, reason=reason), timeout=2.0)
         except StoreTorrentError:
@@ -367,6 +419,7 @@ class TrackerClient:
             pass
 
     def close(self) -> None:
+        """Close the channel, and those of the per-file trackers' clients made by :meth:`at`."""
         for other in self._others.values():
             other.close()
         self._others.clear()

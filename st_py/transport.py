@@ -80,6 +80,7 @@ class _Request:
 
 
 def split_addr(addr: str) -> tuple[str, int]:
+    """``host:port`` (or ``[v6]:port``) -> ``(host, port)``. Raises ValueError for a bad port."""
     host, _, port = addr.rpartition(":")
     return host.strip("[]"), int(port)
 
@@ -166,6 +167,8 @@ class PeerConnection:
         return self._track(seq, callback)
 
     def on_writable(self) -> None:
+        """Send what is queued until the socket would block (the event loop's
+        writable callback)."""
         if self._sender is not None:
             if self._sender.flush():
                 self.last_progress = time.monotonic()
@@ -188,6 +191,18 @@ class PeerConnection:
                     n = 0
 
     def on_readable(self) -> None:
+        """Receive and dispatch every whole reply until the socket would block
+        (the event loop's readable callback).
+
+        Raises
+        ------
+        ConnectionResetError
+            The peer closed the connection.
+        ProtocolError
+            A malformed frame.
+        PeerError
+            An ERROR frame with seq 0 (the connection itself was refused).
+        """
         if self._native is not None:
             self._on_readable_native()
             return
@@ -432,6 +447,7 @@ class Transport:
 
     @property
     def in_flight(self) -> int:
+        """Requests sent on every connection and not answered yet."""
         return sum(len(c.pending) for c in self.conns.values())
 
     def in_flight_to(self, addr: str) -> int:
@@ -542,6 +558,7 @@ class Transport:
 
     @_locked
     def close(self) -> None:
+        """Close every connection and the selector; requests in flight are dropped (their callbacks are not called)."""
         for c in self.conns.values():
             if c.dead is None:
                 try:

@@ -43,6 +43,7 @@ class UploadReport:
 
     @property
     def ok(self) -> bool:
+        """Whether no record failed and none differed from what was committed before."""
         return not self.failures and not self.differ
 
 
