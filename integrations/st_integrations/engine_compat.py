@@ -272,6 +272,9 @@ class DaskPinning(_SchedulerPlugin):
         self.workers = dict(workers or {})
 
     def update_graph(self, scheduler, *, tasks=None, **kwargs):
+        """distributed SchedulerPlugin hook: restrict each new read task to the
+        worker of its unit's peer (loosely); on an untested version or run_spec,
+        restrict none and log the fallback. Never raises."""
         problem = dask_pinning_problem()
         if problem is not None:
             dask_pinning_fallback(problem)

@@ -79,16 +79,22 @@ class StoreTorrentDatasource(_Datasource):
         return [u for u in self.plan.units if self.only_node is None or self.node_of[u.peer] == self.only_node]
 
     def out_schema(self) -> pa.Schema:
+        """The Arrow schema of the blocks read: projected on ``columns``, plus the path column if asked."""
         s = project(self.schema, self.columns)
         return s.append(pa.field(PATH_COLUMN, pa.string())) if self.opts.include_paths else s
 
     def estimate_inmemory_data_size(self) -> int:
+        """Ray Datasource hook: bytes of the records read (their stored size)."""
         return sum(u.size for u in self.units())
 
     def get_name(self) -> str:
+        """Ray Datasource hook: the source's name in Ray's progress and stats."""
         return "StoreTorrent"
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit=None, data_context=None):
+        """Ray Datasource hook: one ``ReadTask`` per read unit (``parallelism`` is
+        not used: the plan decides), each tagged with its peer's Ray node id
+        for the pinning hook (engine_compat.py)."""
         from ray.data import ReadTask
         from ray.data.block import BlockMetadata
 

@@ -102,12 +102,17 @@ class StoreTorrentDatasink(_Datasink):
         return Client(self.tracker)
 
     def on_write_start(self, schema=None) -> None:
+        """Ray Datasink hook, on the driver: create (or open, by ``mode``) the
+        file and start the write job (:func:`~st_integrations.write.start_job`)."""
         with self._client() as c:
             self.job = start_job(
                 c, self.name, self.replication, self.format, self.prefix, options=self.format_options, mode=self.mode
             )
 
     def write(self, blocks: Iterable, ctx) -> list[dict]:
+        """Ray Datasink hook, in a write task: store each block as one staged
+        record, rank 0 on this node's peer; returns the staged records'
+        metadata for :meth:`on_write_complete`."""
         from ray.data.block import BlockAccessor
 
         tables = (BlockAccessor.for_block(b).to_arrow() for b in blocks)
@@ -119,20 +124,25 @@ class StoreTorrentDatasink(_Datasink):
         return write_blocks(job, ctx.task_idx, tables, local_peer=_node_peer(ctx.task_idx))
 
     def on_write_complete(self, write_result) -> None:
+        """Ray Datasink hook, on the driver: commit every task's records in one
+        tracker transaction; :attr:`committed` is then their number."""
         assert self.job is not None  # made by on_write_start
         with self._client() as c:
             self.committed = commit_job(c, self.job, list(write_result.write_returns))
 
     def on_write_failed(self, error: Exception) -> None:
+        """Ray Datasink hook, on the driver: delete the file if this job created it."""
         if self.job is not None:
             with self._client() as c:
                 abort_job(c, self.job)
 
     def get_name(self) -> str:
+        """Ray Datasink hook: the sink's name in Ray's progress and stats."""
         return "StoreTorrent"
 
     @property
     def min_rows_per_write(self) -> int | None:
+        """Ray Datasink hook: rows Ray gathers per write task (None: Ray's choice)."""
         return self._min_rows
 
 

@@ -152,6 +152,7 @@ class ReadUnit:
 
     @property
     def size(self) -> int:
+        """Bytes of the unit's records (as stored)."""
         return sum(self.sizes)
 
     @property
@@ -213,10 +214,12 @@ class ScanPlan:
 
     @property
     def num_records(self) -> int:
+        """Records planned, over every unit."""
         return sum(len(u) for u in self.units)
 
     @property
     def size(self) -> int:
+        """Bytes of the planned records (as stored), over every unit."""
         return sum(u.size for u in self.units)
 
 

@@ -50,6 +50,7 @@ class RecordCache:
                 self._used -= len(self._data.popitem(last=False)[1])
 
     def clear(self) -> None:
+        """Drop every record kept."""
         with self._lock:
             self._data.clear()
             self._used = 0

@@ -80,6 +80,7 @@ class WriteJob:
     replaces: tuple[str, ...] = ()  # mode="overwrite": the names removed at commit
 
     def record_name(self, task: int, block: int) -> str:
+        """The name of block ``block`` of write task ``task``: ``<prefix>-TTTTT-BBBB.<ext>``."""
         return f"{self.prefix}-{task:05d}-{block:04d}.{EXTENSIONS[self.format]}"
 
 
