@@ -64,6 +64,7 @@ def split_records(flights: pa.Table) -> list[tuple[str, pa.Table]]:
 
 
 def to_ipc(table: pa.Table) -> bytes:
+    """``table`` as the bytes of an Arrow IPC stream (one record of the demo's file)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
@@ -100,6 +101,9 @@ def _normalize(delay: pd.DataFrame, counts: pd.DataFrame) -> tuple[pd.DataFrame,
 
 
 def analyse_ray(tracker: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Mean departure delay by carrier and month and flights by origin, with
+    Ray Data reading the file from the tracker at ``tracker`` (``host:port``);
+    returns ``(delay, counts)`` as :func:`reference` does."""
     from st_integrations.ray_reader import read_storetorrent
 
     # lazy: only the columns the analysis needs are decoded (projection pushdown)
@@ -111,6 +115,8 @@ def analyse_ray(tracker: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def analyse_dask(tracker: str, dclient) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The same analysis as :func:`analyse_ray` with Dask, on the distributed
+    client ``dclient``; returns ``(delay, counts)``."""
     from st_integrations.dask_reader import read_storetorrent
 
     ddf = read_storetorrent(FILE, tracker=tracker, client=dclient, columns=["carrier", "month", "dep_delay", "origin"])
@@ -203,13 +209,18 @@ def _kill_ray_children() -> None:
 
 @dataclass
 class Report:
+    """The demo's checks, in order: ``(what, passed, detail)`` each. Not
+    thread-safe (one per demo run)."""
+
     checks: list[tuple[str, bool, str]] = field(default_factory=list)
 
     def check(self, what: str, ok: bool, detail: str = "") -> None:
+        """Record check ``what``: whether it passed (``ok``) and a ``detail`` for a failure."""
         self.checks.append((what, ok, detail))
 
     @property
     def ok(self) -> bool:
+        """Whether every check passed."""
         return all(ok for _, ok, _ in self.checks)
 
 

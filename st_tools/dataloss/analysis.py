@@ -95,6 +95,8 @@ class LossRow(DictView):
     compare_blocksize: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        """The row's JSON keys: F, G, the formulas, the measured values and, with
+        a second blocksize, its measured values with the suffix ``_b<blocksize>``."""
         d: dict[str, Any] = {
             "copies": self.copies,
             "failed": self.failed,

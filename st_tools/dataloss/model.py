@@ -201,6 +201,8 @@ def rack_of(peer: int, domains: int) -> int:
 
 
 def check_domain_args(peers: int, domains: int, copies: int, failed_domains: int) -> None:
+    """Validate N, F (as :func:`check_args`), the number of failure domains D
+    (1..N) and of failed domains (0..D). Raises ValueError with a clear message."""
     check_args(peers, copies, 0)
     if domains < 1:
         raise ValueError(f"the number of failure domains D must be >= 1, got {domains}")

@@ -38,6 +38,8 @@ class RepairNeed:
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """``required_repair_rate`` (1/h) and ``required_repair_hours`` (its
+        inverse; inf for rate 0), or a None rate and ``required_repair_note``."""
         if self.rate is None:
             return {"required_repair_rate": None, "required_repair_note": self.note}
         return {
@@ -87,6 +89,7 @@ class ClassResult(DictView):
 
     @property
     def copies(self) -> int:
+        """F, the copies of the class."""
         return self.model.copies
 
     def to_dict(self) -> dict[str, Any]:

@@ -30,6 +30,8 @@ _STEP = 0.5  # largest Lambda h of the series step
 
 
 def check_int(name: str, value: Any, low: int) -> int:
+    """``value`` as an int, checked to be an integer (not a bool) ``>= low``.
+    Raises ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if value < low:
@@ -38,6 +40,8 @@ def check_int(name: str, value: Any, low: int) -> int:
 
 
 def check_rate(name: str, value: Any, positive: bool) -> float:
+    """``value`` as a float, checked to be a finite number ``>= 0`` (``> 0``
+    with ``positive``). Raises ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{name} must be a number, got {value!r}")
     v = float(value)

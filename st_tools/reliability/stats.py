@@ -84,6 +84,7 @@ class SimSummary(DictView):
     z_p_loss: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict, the z scores left out while they are None."""
         d = super().to_dict()
         for k in ("z_mttdl", "z_p_loss"):
             if d[k] is None:
