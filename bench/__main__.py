@@ -27,6 +27,7 @@ from . import (
     file_trackers,
     filters,
     hotspot,
+    listing,
     protocols,
     scale,
     smallrecords,
@@ -59,10 +60,12 @@ TARGETS = {
     "small_raw_dask": 1.0,
     "small_parquet_ray": 1.0,
     "small_parquet_dask": 1.0,
+    # issue 31, item 4: fsspec find of a file of 10^5 records against os.walk of the same files
+    "listing_find": 3.0,
 }
 # impact control: a limit holds within 10% (ratio 0.9 to 1.1, checked separately)
 WITHIN = {"throttle_write": 1.1, "throttle_read": 1.1, "throttle_requests": 1.1}
-AT_MOST = {"pushdown_filter_bytes"}  # targets met by a ratio at most the target (the others: at least)
+AT_MOST = {"pushdown_filter_bytes", "listing_find"}  # targets met by a ratio at most the target (the others: at least)
 
 
 def meets(name: str, ratio: float) -> bool:
@@ -103,6 +106,7 @@ SIZES = {
         curve_records=[10_000, 50_000],
         curve_meta=[100_000, 1_000_000],
         curve_files=[100, 500],
+        listing=20_000,
     ),
     "full": dict(
         put1m=512,
@@ -134,6 +138,7 @@ SIZES = {
         curve_records=[10_000, 100_000],
         curve_meta=[100_000, 1_000_000],
         curve_files=[100, 1_000],
+        listing=100_000,
     ),
 }
 # ./dev bench --scale: the scale curves alone, to 10^6 records on the peers, 10^7 in one infofile, 10^4 files
@@ -226,7 +231,7 @@ def main() -> int:
         nargs="*",
         help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
         "analysis pushdown raywrite bounded protocols throttle hotspot "
-        "durability filters striping small scale file_trackers",
+        "durability filters striping small scale file_trackers listing",
     )
     ap.add_argument(
         "--scale",
@@ -261,6 +266,7 @@ def main() -> int:
             smallrecords.GROUP,
             scale.GROUP,
             file_trackers.GROUP,
+            listing.GROUP,
             *analysis.GROUPS_OF_CASES,
         ]
     )
@@ -316,6 +322,9 @@ def main() -> int:
         if file_trackers.GROUP in want:
             with con.status("bench: per-file trackers, 4 writers of different files"):
                 results += file_trackers.case_file_trackers(tmp, size["ft_records"])
+        if listing.GROUP in want:
+            with con.status("bench: fsspec find of a large file against os.walk of the same files"):
+                results += listing.case_listing(tmp, size["listing"])
         if durability.GROUP in want:
             with con.status("bench: what durable replies cost (--sync, --sync-each)"):
                 results += durability.case_durability(tmp, 3_000 if a.quick else 20_000, 64 if a.quick else 256)
