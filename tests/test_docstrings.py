@@ -1,0 +1,145 @@
+"""Every public function, class and method has a docstring (issue 30, item 8).
+
+Public: a module-level or class-level ``def``/``class`` whose name does not
+start with ``_``, outside a private class, in ``st_py/`` (not the generated
+``st_py/_proto/``), ``integrations/st_integrations/`` and ``st_tools/``
+(``bench/`` is not a library and is not checked). Functions nested in
+functions are not public. Methods overriding another library's (Ray's
+``Datasink``/``Datasource`` hooks, fsspec's ``AbstractFileSystem``,
+``io.RawIOBase``'s ``readable``/``seekable``/``tell``) need one too, a line
+will do (e.g. "Ray Datasink hook: ..."); only dunder methods are exempt,
+being private by the rule above. gRPC handlers may point at their rpc in
+proto/storetorrent/v1/tracker.proto. What a docstring says (numpydoc
+sections where they help): what it does, the units and shapes of arguments
+and results where not obvious, the errors raised, the paper's section of the
+behaviour, and for a class whether an instance may be shared between
+threads.
+
+The allow-list below names the modules still being reworked, each with the
+reason; take a module off once it is documented.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOTS = ("st_py", "integrations/st_integrations", "st_tools")
+
+# Modules (paths from the repository root; a trailing * matches a name
+# prefix) not checked yet, and why.
+ALLOWED = {
+    "st_py/file.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/reader.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/local_reads.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/versions.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/copies.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/striping.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/group_commit.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/pending.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/file_context.py": "being made in issue 30 item 2 (StFile's parts); to be documented there",
+    "st_py/placer.py": "being made in issue 30 item 2 (StFile's parts); to be documented there",
+    "st_py/record_writer.py": "being made in issue 30 item 2 (StFile's parts); to be documented there",
+    "st_py/infofile.py": "being reworked (the infofile's one reader) by another engineer; to be documented there",
+    "st_py/client.py": "being reworked in issue 30 item 2 (the client's parts); to be documented there",
+    "st_py/cli.py": "being edited by another engineer (outside this part of item 8); to be documented there",
+    "integrations/st_integrations/fsspec_*": "the fsspec filesystem is being reworked; to be documented there",
+}
+
+
+def _allowed(rel: str) -> bool:
+    return any(rel.startswith(k[:-1]) if k.endswith("*") else rel == k for k in ALLOWED)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _undocumented(tree: ast.AST) -> list[str]:
+    """``line:qualified.name`` of every public def/class without a docstring
+    (module and class bodies, including their if/try/with blocks, but not
+    the declarations of an ``if TYPE_CHECKING:`` block)."""
+    out: list[str] = []
+
+    def visit(node: ast.AST, prefix: str, private: bool) -> None:
+        for ch in ast.iter_child_nodes(node):
+            if isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + ch.name
+                hidden = private or ch.name.startswith("_")
+                if not hidden and ast.get_docstring(ch) is None:
+                    out.append(f"{ch.lineno}:{name}")
+                if isinstance(ch, ast.ClassDef):
+                    visit(ch, name + ".", hidden)
+            elif isinstance(ch, ast.If) and _is_type_checking(ch.test):
+                for stmt in ch.orelse:  # its body declares, for mypy, what is defined elsewhere
+                    visit(ast.Module(body=[stmt], type_ignores=[]), prefix, private)
+            else:  # statements that hold defs (if, try/except ImportError ...)
+                visit(ch, prefix, private)
+
+    visit(tree, "", False)
+    return out
+
+
+def _modules():
+    for root in ROOTS:
+        for path in sorted((ROOT / root).rglob("*.py")):
+            if "_proto" in path.relative_to(ROOT).parts:
+                continue
+            yield path.relative_to(ROOT).as_posix(), path
+
+
+def test_public_names_have_docstrings():
+    missing = []
+    for rel, path in _modules():
+        if _allowed(rel):
+            continue
+        missing += [f"{rel}:{item}" for item in _undocumented(ast.parse(path.read_text(), str(path)))]
+    assert not missing, (
+        f"{len(missing)} public functions/classes/methods without a docstring "
+        "(say what it does, units, errors, thread safety; see this test's module docstring):\n  " + "\n  ".join(missing)
+    )
+
+
+def test_checker_finds_what_it_should():
+    """The walk itself: what counts as public, and what is exempt."""
+    src = '''
+def f(): pass
+def _g(): pass
+class C:
+    def m(self): pass
+    def __init__(self): pass
+    @property
+    def p(self): return 1
+    class Inner:
+        def n(self): pass
+class _P:
+    def hidden(self): pass
+class D:
+    """doc"""
+    def ok(self):
+        """doc"""
+        def nested(): pass
+if True:
+    def in_if(): pass
+try:
+    class InTry: pass
+except ImportError:
+    pass
+class M:
+    if TYPE_CHECKING:
+        def declared(self): ...
+    else:
+        def runtime(self): pass
+'''
+    got = [item.split(":", 1)[1] for item in _undocumented(ast.parse(src))]
+    assert got == ["f", "C", "C.m", "C.p", "C.Inner", "C.Inner.n", "in_if", "InTry", "M", "M.runtime"]
+
+
+def test_allow_list_gives_reasons():
+    assert all(reason.strip() for reason in ALLOWED.values())
+    assert _allowed("integrations/st_integrations/fsspec_fs.py")
+    assert not _allowed("integrations/st_integrations/ray_reader.py")
