@@ -1336,6 +1336,8 @@ def recover(tracker, data, fmt, from_peers, dry_run, key_file) -> None:
 
 
 def main() -> None:
+    """The ``storetorrent`` entry point: runs :func:`cli`, printing a library
+    error, a local OSError or a DuckDB SQL error as one line (exit status 2)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integrations"))
     try:
         cli(standalone_mode=True)

@@ -43,7 +43,6 @@ ALLOWED = {
     "st_py/record_writer.py": "being made in issue 30 item 2 (StFile's parts); to be documented there",
     "st_py/infofile.py": "being reworked (the infofile's one reader) by another engineer; to be documented there",
     "st_py/client.py": "being reworked in issue 30 item 2 (the client's parts); to be documented there",
-    "st_py/cli.py": "being edited by another engineer (outside this part of item 8); to be documented there",
     "integrations/st_integrations/fsspec_*": "the fsspec filesystem is being reworked; to be documented there",
 }
 
