@@ -11,14 +11,15 @@ peer overwrite a stale or half-written copy of the record it may hold: the
 callers choose peers holding no committed copy of it, so whatever is there
 is left over (a crashed writer, an earlier move). Nothing is committed here:
 the caller commits what was stored (:meth:`StFile.commit_moved_copies`,
-:meth:`StFile.commit_stored_copies`). A mixin of :class:`st_py.file.StFile`.
+:meth:`StFile.commit_stored_copies`). :class:`Copies` does it for one open
+file (:class:`st_py.file.StFile` delegates ``store_copies`` to it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from .errors import PeerError, PeerUnavailableError
 from .infofile import RecordMeta
@@ -86,16 +87,29 @@ class CopyOutcome:
         return isinstance(self.error, (PeerUnavailableError, PeerError))
 
 
-class CopiesMixin:
-    if TYPE_CHECKING:  # provided by StFile
-        from .transport import Transport
+class CopyTarget(Protocol):
+    """What :class:`Copies` needs of an open file (a
+    :class:`~st_py.file_context.FileContext` has it)."""
 
-        file_id: int
-        peers: dict
-        _transport: Transport
+    @property
+    def file_id(self) -> int: ...
+    @property
+    def transport(self) -> Any: ...  # a Transport: send_put(...), wait(predicate)
+    def addr(self, idx: int) -> str: ...
+    def check_open(self) -> None: ...
+    def renew_capability(self) -> None: ...
 
-        def check_open(self) -> None: ...
-        def _renew_capability(self) -> None: ...
+
+class Copies:
+    """Stores copies of committed records on chosen peers for one open
+    file; owns nothing but the calls in flight of one :meth:`store_copies`.
+
+    Thread safety: not safe to share between threads by itself; it runs
+    inside its file's public methods, one at a time under the file's lock.
+    """
+
+    def __init__(self, ctx: CopyTarget):
+        self.ctx = ctx
 
     def store_copies(
         self,
@@ -140,8 +154,9 @@ class CopiesMixin:
             The file's capability is about to expire and the tracker cannot
             renew it (docs/capabilities.md).
         """
-        self.check_open()
-        self._renew_capability()
+        ctx = self.ctx
+        ctx.check_open()
+        ctx.renew_capability()
         outcomes: list[CopyOutcome] = []
         outstanding = 0
 
@@ -150,9 +165,9 @@ class CopiesMixin:
             key = c.record.key.encode("utf-8", "surrogateescape")  # a replaced record: its version's name
             body, crc = c.data, c.record.crc32c
             outstanding += 1
-            self._transport.send_put(
-                self.peers[peer].addr,
-                self.file_id,
+            ctx.transport.send_put(
+                ctx.addr(peer),
+                ctx.file_id,
                 c.rank,
                 crc,
                 key,
@@ -174,8 +189,49 @@ class CopiesMixin:
 
         for c in copies:
             send(c, c.peer)
-        self._transport.wait(lambda: outstanding == 0)
+        ctx.transport.wait(lambda: outstanding == 0)
         return outcomes
 
 
-__all__ = ["CopiesMixin", "CopyOutcome", "CopyToStore"]
+@dataclass
+class _HostView:
+    """A :class:`CopyTarget` over a :class:`CopiesMixin` host's own names."""
+
+    host: Any
+
+    @property
+    def file_id(self) -> int:
+        return self.host.file_id
+
+    @property
+    def transport(self) -> Any:
+        return self.host._transport
+
+    def addr(self, idx: int) -> str:
+        return self.host.peers[idx].addr
+
+    def check_open(self) -> None:
+        self.host.check_open()
+
+    def renew_capability(self) -> None:
+        self.host._renew_capability()
+
+
+class CopiesMixin:
+    """:meth:`Copies.store_copies` for a class that holds its own
+    ``file_id``, ``peers``, ``_transport``, ``check_open()`` and
+    ``_renew_capability()`` (the scripted handle of
+    ``tests/test_store_copies.py``). :class:`st_py.file.StFile` does not use
+    it: it hands its :class:`~st_py.file_context.FileContext` to
+    :class:`Copies`."""
+
+    def store_copies(
+        self,
+        copies: Iterable[CopyToStore],
+        fail_over: Callable[[CopyOutcome], int | None] | None = None,
+    ) -> list[CopyOutcome]:
+        """:meth:`Copies.store_copies` on this object's transport and peers."""
+        return Copies(_HostView(self)).store_copies(copies, fail_over)
+
+
+__all__ = ["Copies", "CopiesMixin", "CopyOutcome", "CopyTarget", "CopyToStore"]

@@ -9,126 +9,60 @@ forms, where a record is acknowledged and committed once copy rank 0 is
 stored and the other copies are recorded as pending until they are. Records
 are committed in groups (paper 3.5); readers see a record only once it is
 committed (paper 2.1).
+
+:class:`StFile` is composed of parts it owns and hands its context to
+(:class:`st_py.file_context.FileContext`: the file's identity, peers,
+transport, committer, capability and infofile): the writer
+(:class:`st_py.record_writer.RecordWriter`, placing with
+:class:`st_py.placer.Placer`), the reader
+(:class:`st_py.reader.RecordReader`), GET_LOCAL
+(:class:`st_py.local_reads.LocalReads`), versions
+(:class:`st_py.versions.Versions`), striped objects
+(:class:`st_py.striping.Objects`) and copies onto chosen peers
+(:class:`st_py.copies.Copies`). Its public methods delegate to them, one at
+a time under the file's lock.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import logging
-import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import io
+from collections.abc import Callable, Iterable
+from typing import BinaryIO
 
-from . import capability
 from ._proto import tracker_pb2 as pb
-from .copies import CopiesMixin, CopyOutcome, CopyToStore
-from .errors import (
-    BadNameError,
-    LeaseLostError,
-    NotEnoughPeersError,
-    PeerError,
-    PeerUnavailableError,
-    PermissionDeniedError,
-    QueuedOperationsError,
-    QuotaExceededError,
-    RecordBeingWrittenError,
-    RecordExistsError,
-    RecordNotFoundError,
-    RecordTooLargeError,
-    StoreTorrentError,
-    TrackerMovedError,
-    TrackerUnavailableError,
-)
-from .getlocal import LocalRecord, local_addresses
+from .copies import Copies, CopyOutcome, CopyToStore
+from .errors import BadNameError, StoreTorrentError
+from .file_context import DEFAULT_DEPTH, DEFAULT_GROUP, FileContext
+from .getlocal import GetLocalPlan, LocalRecord, local_addresses
 from .group_commit import GroupCommitter
-from .infofile import STRIPE_PREFIX, VERSION_PREFIX, InfofileReader, ObjectMeta, RecordMeta, stripe_name
-from .local_reads import LocalReadsMixin
+from .infofile import InfofileReader, ObjectMeta, RecordMeta
+from .local_reads import LocalReads
 from .pending import Pending
-from .placement import (
-    Domain,
-    DomainShortfall,
-    choose_holders,
-    choose_spare,
-    domain_count,
-    hash_holders,
-    hash_spare,
-    local_first_holders,
-    peer_domain,
-    pick_local_peer,
-    shares_domain,
-)
-from .protocol import (
-    FLAG_ASYNC,
-    FLAG_LEFTOVER,
-    FLAG_MORE,
-    MAX_NAME,
-    ErrorCode,
-    crc32c,
-    encode_delete,
-    encode_delete_file,
-    put_chain_prefix,
-)
-from .reader import ReaderMixin
+from .placement import Domain, DomainShortfall
+from .placer import Placer
+from .protocol import encode_delete_file
+from .reader import RecordReader
 from .record_format import written_schema
-from .replication import is_async, is_chain
-from .striping import STRIPE_THRESHOLD, ObjectsMixin
+from .record_writer import STRIPE_THRESHOLD, RecordWriter, store_result
+from .striping import DEFAULT_STRIPE_SIZE, LocalStripe, Objects
 from .tracker_client import TrackerClient
 from .transport import Transport
-from .versions import VersionsMixin
-
-log = logging.getLogger("storetorrent.client")
-
-DEFAULT_DEPTH = 64
-DEFAULT_GROUP = 40
-COALESCE_BYTES = 1 << 20
+from .versions import Versions
 
 
-def _name_bytes(name: str) -> bytes:
-    if not isinstance(name, str):
-        raise BadNameError(f"record name must be a str, not {type(name).__name__}")
-    try:
-        b = name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadNameError(
-            f"record name {name[:80]!r} is not valid UTF-8 (the infofile keeps names as "
-            "UTF-8 text); decode it first, e.g. bytes.hex() or base64"
-        ) from None
-    if not b or len(b) > MAX_NAME or b"\x00" in b:
-        raise BadNameError(f"record name must be 1 to {MAX_NAME} bytes without NUL: {name[:80]!r}")
-    return b
+# The writer's two lookups of its environment, named here so a test can
+# patch them on this module (st_py.file.local_addresses, .written_schema).
+def _local_addresses() -> set[str]:
+    return local_addresses()
 
 
-@dataclass
-class _PutOp:
-    name: str
-    name_b: bytes
-    data: bytes
-    size: int
-    crc: int
-    peers: list[int]  # peer_idx per copy rank
-    acked: set[int] = field(default_factory=set)
-    future: Pending = None  # type: ignore[assignment]  # set right after construction
-    callback: Callable | None = None
-    failed: bool = False
-    refused: set[int] = field(default_factory=set)  # peers holding another live writer's copy (EXISTS)
-    leftover_tried: set[int] = field(default_factory=set)  # peers sent a LEFTOVER PUT after EXISTS
-    acknowledged: bool = False  # future set, handed to the group committer
-    finished: bool = False  # every copy stored or given up: out of the pipeline
-    abandoned: set[int] = field(default_factory=set)  # async copies left pending for repair
-    # group commit state: 0 waiting, 1 commit in flight, 2 committed
-    commit_state: int = 0
-    sent_pending: set[int] = field(default_factory=set)  # ranks committed as pending
-    late: list[int] = field(default_factory=list)  # pending ranks stored while the commit was in flight
-    stored_as: str = ""  # a new version (replace=True): the name its copies are stored under
-    key_b: bytes = b""  # the name the peers store it under (name_b, or stored_as's bytes)
-    schema: tuple[str, bytes] | None = None  # (format, Arrow IPC schema) kept in the infofile
-    logical_size: int | None = None  # the user's bytes, before the file's filters (size: as stored)
-    seq: int = 0  # this handle's put number (which puts a quota refusal already told of)
+def _written_schema(name: str, data: bytes) -> tuple[str, bytes] | None:
+    return written_schema(name, data)
 
 
-class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMixin):
+class StFile:
     """An open StoreTorrent file. Use :meth:`Client.create` or
     :meth:`Client.open` to get one; close it (or use ``with``) to commit the
     last group of records.
@@ -139,6 +73,9 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
     parallel; a thread pool that wants parallel reads opens a handle per
     thread (as the Ray and Dask scans do). A :class:`Pending` may be waited
     on from any thread. ``tests/test_threads.py`` checks both.
+
+    It owns its parts (see the module docstring) and holds no state of its
+    own: each public method delegates to the part that owns what it does.
     """
 
     def __init__(
@@ -154,115 +91,147 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         prefer_peer: str | None = None,
         holds_reservation: bool = False,
     ):
-        self._tracker = tracker
         # stage: acknowledged records are kept for one atomic commit by the
         # caller (staged_commits / Client.commit_staged) instead of being
         # group-committed as they come: how a job's writers make the whole
         # job visible at once (docs/analysis.md).
         # prefer_peer: rank 0 on this peer when it is usable (local-first
         # placement, FreeLoader seed 004 section 4.1), whatever the file's
-        # policy unless it is hash; _local_peer: the one this writer uses
-        self._prefer_peer = prefer_peer
-        self._local_peer: int | None = None
-        self._local_hosts: set[str] | None = None  # this machine's addresses, looked up once
-        self._holds_reservation = holds_reservation  # created with an est_size: close() ends the reservation
-        self.depth = depth
-        self.group_size = group_size
-        self._transport = Transport(timeout=timeout, on_peer_failure=self._peer_failed)
-        self._cap_renew_at = float("inf")
-        self._reader: InfofileReader | None = None
-        self._infofile_override = infofile_path
-        self._set_info(info)
-        self.blocksize = blocksize or info.blocksize or 16
-        self._block: list[int] = []
-        self._block_left = 0
-        self._block_shared = False  # two holders of the block share a failure domain
-        # Records (and stripes) this handle placed with two copies in one
-        # failure domain because the usable peers allowed no better
-        # (docs/replication.md, "Failure domains"): never a silent downgrade.
-        self.domain_shortfall = DomainShortfall()
-        self._puts_inflight = 0
-        self._gets_inflight = 0
-        self._committer = GroupCommitter(
-            self._ftracker,
-            self.name,
-            self.file_id,
-            group_size,
-            self._commit_failed,
-            stage=stage,
-            lease=self._lease_for_commit,
-            relocate=self._relocate,
+        # policy unless it is hash.
+        # holds_reservation: created with an est_size: close() ends the reservation.
+        ctx = self._ctx = FileContext(tracker, info, depth, group_size, timeout, infofile_path, holds_reservation)
+        self._versions = Versions(ctx)
+        self._placer = Placer(ctx, blocksize or info.blocksize or 16, prefer_peer, _local_addresses)
+        self._writer = RecordWriter(ctx, self._placer, self._versions, _written_schema)
+        ctx.use_committer(
+            GroupCommitter(
+                ctx.file_tracker,
+                ctx.name,
+                ctx.file_id,
+                group_size,
+                self._writer.commit_failed,
+                stage=stage,
+                lease=self._versions.lease_for_commit,
+                relocate=ctx.relocate,
+            )
         )
-        # appending to a file that has records: check names up front (write-once)
-        self._check_names = info.records > 0
-        self._errors: deque[tuple[str, Exception]] = deque()
-        self._quota_exc: QuotaExceededError | None = None  # a group commit's quota refusal, raised at the next put
-        self._put_seq = 0  # puts queued so far (_PutOp.seq)
-        self._quota_told = 0  # puts up to this one are covered by a quota refusal raised already
-        self._closed = False
-        # Keep each record's format and schema in the infofile at commit
-        # (st_py.record_format.written_schema: a footer parse for Parquet,
-        # the first block for CSV/JSON, a magic-byte check for others).
-        self.keep_schemas = True
+        self._record_reader = RecordReader(ctx)
+        self._local = LocalReads(ctx, self._writer.flush)
+        self._objects = Objects(ctx, self._writer, self._record_reader, self._placer, self._local)
+        self._copies = Copies(ctx)
 
-    # -- metadata -------------------------------------------------------------
-    def _set_info(self, info: pb.FileInfo) -> None:
-        self.info = info
-        self.name = info.name
-        self.file_id = info.file_id
-        self.replication = info.replication
-        self.copies = info.copies
-        self.protocol = info.protocol or "client-sync"
-        self._filter_names = [n for n in info.filters.split(",") if n]
-        self._filters = None  # made on first use (an encrypted file needs the key only to read or write)
-        self._chain = is_chain(self.protocol) and info.copies > 1
-        self._async = is_async(self.protocol) and info.copies > 1
-        self.peers = {p.peer_idx: p for p in info.peers}
-        self.placement = info.placement or "random"
-        self._hash_placement = self.placement == "hash"  # holders per record, from its name
-        self._peer_ids = {p.peer_idx: p.peer_id for p in info.peers}
-        # failure domains (docs/replication.md, "Failure domains"): placement
-        # takes copies apart by them when the peerlist spans more than one
-        self.domains = {p.peer_idx: peer_domain(p.domain, p.addr) for p in info.peers}
-        self._spread = self.domains if domain_count(self.domains, self.domains) > 1 else None
-        if info.capability:
-            self._cap_renew_at = time.time() + (info.capability_expires - time.time()) * 2 / 3
-            self._transport.set_capability(self.file_id, info.capability)
-        # Where this file's metadata writes go (commits, leases, record deletes): a per-file
-        # tracker when the master redirected the file to one (paper 3.5), else the master.
-        self._ftracker = self._tracker.at(info.file_tracker) if info.file_tracker else self._tracker
-        if getattr(self, "_committer", None) is not None:
-            self._committer.use(self._ftracker)
+    # -- metadata (the FileContext's, as of the last refresh) -----------------------
+    @property
+    def info(self) -> pb.FileInfo:
+        """The tracker's ``FileInfo`` of the file, as of the last :meth:`refresh`."""
+        return self._ctx.info
 
-    def _relocate(self) -> TrackerClient:
-        """Ask the master again where this file's writes go (its per-file
-        tracker restarted at another address, or no longer has the file)
-        and send them there; returns that tracker's client.
+    @property
+    def name(self) -> str:
+        return self._ctx.name
 
-        Raises
-        ------
-        TrackerUnavailableError, StFileNotFoundError
-        """
-        self.refresh()
-        return self._ftracker
+    @property
+    def file_id(self) -> int:
+        return self._ctx.file_id
 
-    def _file_tracker_call(self, method: str, *args, **kwargs):
-        """``TrackerClient.<method>(*args, **kwargs)`` on the tracker that
-        takes this file's writes; if it says it no longer does
-        (TrackerMovedError), once more after :meth:`_relocate`."""
-        try:
-            return getattr(self._ftracker, method)(*args, **kwargs)
-        except TrackerMovedError:
-            self._relocate()
-            return getattr(self._ftracker, method)(*args, **kwargs)
+    @property
+    def replication(self) -> str:
+        """The file's class (``"x2"``, ...)."""
+        return self._ctx.replication
 
-    encryption_key: bytes | None = None  # set by Client (docs/filters.md)
+    @property
+    def copies(self) -> int:
+        """F: copies per record."""
+        return self._ctx.copies
+
+    @property
+    def protocol(self) -> str:
+        """The duplication protocol (docs/replication.md)."""
+        return self._ctx.protocol
+
+    @property
+    def peers(self) -> dict:
+        """The peerlist: ``{peer_idx: PeerInfo}``."""
+        return self._ctx.peers
+
+    @property
+    def placement(self) -> str:
+        """The placement policy (``random``, ``hash``, ``local-first``)."""
+        return self._ctx.placement
+
+    @property
+    def domains(self) -> dict[int, Domain]:
+        """Every peer index's failure domain (see :attr:`placement_domains`)."""
+        return self._ctx.domains
+
+    # -- options ------------------------------------------------------------------
+    @property
+    def depth(self) -> int:
+        """Operations (PUTs and GETs) in flight at most (paper 3.2)."""
+        return self._ctx.depth
+
+    @depth.setter
+    def depth(self, value: int) -> None:
+        self._ctx.depth = value
+
+    @property
+    def group_size(self) -> int:
+        """Records per group commit."""
+        return self._ctx.group_size
+
+    @group_size.setter
+    def group_size(self, value: int) -> None:
+        self._ctx.group_size = value
+
+    @property
+    def blocksize(self) -> int:
+        """Records placed on one set of holders before the next is chosen."""
+        return self._placer.blocksize
+
+    @blocksize.setter
+    def blocksize(self, value: int) -> None:
+        self._placer.blocksize = value
+
+    @property
+    def keep_schemas(self) -> bool:
+        """Keep each record's format and schema in the infofile at commit
+        (:func:`st_py.record_format.written_schema`; default True)."""
+        return self._writer.keep_schemas
+
+    @keep_schemas.setter
+    def keep_schemas(self, value: bool) -> None:
+        self._writer.keep_schemas = value
+
+    @property
+    def balance_reads(self) -> bool:
+        """Load-aware GETs (default True); False: copy-rank order (the paper's)."""
+        return self._record_reader.balance_reads
+
+    @balance_reads.setter
+    def balance_reads(self, value: bool) -> None:
+        self._record_reader.balance_reads = value
+
+    @property
+    def encryption_key(self) -> bytes | None:
+        """The file's key (docs/filters.md), set by :class:`Client`."""
+        return self._ctx.encryption_key
+
+    @encryption_key.setter
+    def encryption_key(self, value: bytes | None) -> None:
+        self._ctx.encryption_key = value
+
+    @property
+    def domain_shortfall(self) -> DomainShortfall:
+        """Records (and stripes) this handle placed with two copies in one
+        failure domain because the usable peers allowed no better
+        (docs/replication.md, "Failure domains"): never a silent downgrade."""
+        return self._placer.domain_shortfall
 
     @property
     def filter_names(self) -> tuple[str, ...]:
         """The file's client-side filters in order (``("zstd", "aes-256-gcm")``;
         empty: none), fixed at creation (docs/filters.md)."""
-        return tuple(self._filter_names)
+        return self._ctx.filter_names
 
     @property
     def filters(self):
@@ -273,11 +242,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         MissingKeyError, WrongKeyError
             An encrypted file without its key, or with another one.
         """
-        if self._filters is None:
-            from .filters import FilterChain
-
-            self._filters = FilterChain(self._filter_names, self.encryption_key, self.name, self.info.key_check)
-        return self._filters
+        return self._ctx.filters
 
     @property
     def placement_domains(self) -> dict[int, Domain] | None:
@@ -287,19 +252,19 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         record's copies apart by (docs/replication.md, "Failure domains");
         pass it as ``domains`` to :mod:`st_py.placement`'s functions.
         :attr:`domains` has every peer's domain in either case."""
-        return self._spread
+        return self._ctx.spread
 
     def report_bad_copy(self, name: str, peer: str, detail: str) -> None:
         """Tell the tracker that the copy of record ``name`` on ``peer``
         (``host:port``) failed a checked read: its CRC-32C did not match
         (docs/reliability.md, bit rot). Best effort, never raises; the
         peer's verifier quarantines the copy and ``repair`` restores it."""
-        self._tracker.report_bad_copy(self.name, name, peer, detail)
+        self._ctx.tracker.report_bad_copy(self.name, name, peer, detail)
 
     def refresh(self) -> None:
         """Re-read the peerlist and liveness from the tracker (and get a
         fresh capability)."""
-        self._set_info(self._tracker.open(self.name))
+        self._ctx.refresh()
 
     def extend_peerlist(self) -> list[int]:
         """Have the tracker add its live peers in service that are not in
@@ -320,9 +285,10 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         TrackerError
             The tracker cannot be reached, or the file is gone.
         """
-        before = set(self.peers)
-        self._set_info(self._tracker.extend_peerlist(self.name, self.file_id))
-        return sorted(set(self.peers) - before)
+        ctx = self._ctx
+        before = set(ctx.peers)
+        ctx.set_info(ctx.tracker.extend_peerlist(ctx.name, ctx.file_id))
+        return sorted(set(ctx.peers) - before)
 
     def commit_moved_copies(self, moves: list[pb.CopyMove]) -> pb.MoveCopiesReply:
         """Commit copies moved to new holders (``MoveCopies``; paper 4.4
@@ -344,7 +310,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         ------
         TrackerError
         """
-        return self._tracker.move_copies(self.name, self.file_id, moves)
+        return self._ctx.tracker.move_copies(self.name, self.file_id, moves)
 
     def commit_stored_copies(self, stored: list[pb.CopyStored]) -> pb.MoveCopiesReply:
         """Commit pending copies as stored (``StoreCopies``; async protocols,
@@ -365,30 +331,12 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         ------
         TrackerError
         """
-        return self._tracker.store_copies(self.name, self.file_id, stored)
+        return self._ctx.tracker.store_copies(self.name, self.file_id, stored)
 
-    def _check_may_write(self) -> None:
-        """Refuse a write the tracker did not allow, before any data moves."""
-        if self.info.capability_ops and not self.info.capability_ops & capability.WRITE:
-            raise (QuotaExceededError if "quota" in self.info.write_denied else PermissionDeniedError)(
-                self.info.write_denied or f"no write permission on {self.name}"
-            )
-
-    def _renew_capability(self) -> None:
-        """Renew the capability when a third of its lifetime is left
-        (docs/capabilities.md), so peers never see it expire. A tracker
-        outage is ridden out while the old one is still valid."""
-        if self.info.capability and time.time() >= self._cap_renew_at:
-            try:
-                self.refresh()
-            except TrackerUnavailableError:
-                if time.time() >= self.info.capability_expires:
-                    raise
-                self._cap_renew_at = time.time() + 1.0
-
+    # -- the infofile ---------------------------------------------------------------
     @property
     def infofile_path(self) -> str:
-        return self._infofile_override or self.info.infofile_path
+        return self._ctx.infofile_path
 
     def infofile(self) -> InfofileReader:
         """This handle's read-only reader of the file's infofile (SQLite,
@@ -402,31 +350,24 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
             The infofile is not there (the file was deleted, or the namespace
             is not visible from this host).
         """
-        if self._reader is None:
-            self._reader = InfofileReader(self.infofile_path)
-        return self._reader
-
-    _infofile = infofile  # the name the mixins use
+        return self._ctx.infofile()
 
     def record_meta(self, name: str) -> RecordMeta | None:
         """The committed metadata of record ``name`` (its current version:
         stored size and CRC-32C, holders by copy rank), or None if no record
         of that name is committed (a striped object is not a record: see
         :meth:`object_meta`)."""
-        return self._infofile().lookup(name)
+        return self._ctx.infofile().lookup(name)
 
     def records_meta(self, names: list[str]) -> dict[str, RecordMeta]:
         """:meth:`record_meta` of many names at once: ``{name: RecordMeta}``
         of those committed as records."""
-        return self._infofile().lookup_many(names)
+        return self._ctx.infofile().lookup_many(names)
 
     def object_meta(self, name: str) -> ObjectMeta | None:
         """The committed striped object ``name`` (its original size and
         CRC-32C, stripe size and count; docs/striping.md), or None."""
-        return self._infofile().object(name)
-
-    def _addr(self, idx: int) -> str:
-        return self.peers[idx].addr
+        return self._ctx.infofile().object(name)
 
     # -- peers (paper 4.3 failover, 4.4 rebalance) --------------------------------
     def peer_usable(self, idx: int) -> bool:
@@ -440,8 +381,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         KeyError
             ``idx`` is not in the peerlist.
         """
-        p = self.peers[idx]
-        return p.alive and p.addr not in self._transport.failed
+        return self._ctx.peer_usable(idx)
 
     def mark_peer_failed(self, idx: int, reason: str) -> None:
         """Count peer ``idx`` as failed for this handle, as a broken
@@ -456,89 +396,30 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         KeyError
             ``idx`` is not in the peerlist.
         """
-        self._transport.failed.setdefault(self.peers[idx].addr, reason)
+        self._ctx.mark_peer_failed(idx, reason)
 
     def write_targets(self) -> list[int]:
         """Indexes of the usable peers that take new copies: those in
         service. Peers being drained or retired (``storetorrent drain``)
         only when too few others are usable for the class: a drain never
         fails a write, and its next pass moves such copies off."""
-        usable = [i for i in self.peers if self.peer_usable(i)]
-        in_service = [i for i in usable if not self.peers[i].drain_state]
-        return in_service if len(in_service) >= self.copies else usable
+        return self._ctx.write_targets()
 
-    def _peer_failed(self, addr: str, reason: str) -> None:
-        self._tracker.report_failure(addr, reason)
+    def spare_peer(
+        self, name: str, usable: list[int], holders: list[int], apart_from: list[int] | None = None
+    ) -> int | None:
+        """A peer index to take over a failed or lost copy of record
+        ``name`` (paper 4.3, 4.4): one of ``usable`` holding none of
+        ``holders`` and, among those, apart by failure domain from
+        ``apart_from`` (the holders that keep their copies; default
+        ``holders``): under hash placement the first such one of the
+        record's ranking, where readers without the infofile look; else a
+        random one. None if no peer of ``usable`` qualifies. Peer indexes
+        are those of :attr:`peers`; the caller picks ``usable`` (e.g.
+        :meth:`write_targets`)."""
+        return self._placer.spare_peer(name, usable, holders, apart_from)
 
-    def _notify(self, name: str, callback, *args) -> None:
-        """Run a user's callback; an exception it raises is kept for
-        :meth:`flush` (it is the caller's error, not the transport's)."""
-        try:
-            callback(*args)
-        except Exception as e:
-            self._errors.append((name, e))
-
-    # -- PUT ------------------------------------------------------------------
-    def _choose_block(self, name: str) -> list[int]:
-        """The holders of the next block of records by the file's placement
-        policy (st_py.placement), in copy-rank order, apart by failure domain
-        as far as the usable peers allow; under hash placement, of record
-        ``name`` alone."""
-        live = self.write_targets()
-        if len(live) < self.copies:
-            raise NotEnoughPeersError(
-                f"file {self.name} (class {self.replication}) needs {self.copies} live peers, "
-                f"{len(live)} of {len(self.peers)} are usable; start peers or wait for them to announce"
-            )
-        if self._hash_placement:
-            return hash_holders(self.file_id, name, self._peer_ids, self.copies, set(live), self._spread)
-        local = self._writer_peer(live)
-        if local is not None:
-            return local_first_holders(live, self.copies, local, domains=self._spread)
-        return choose_holders(live, self.copies, domains=self._spread)
-
-    def _note_domains(self, name: str, holders: list[int]) -> None:
-        """Count record ``name``, two of whose ``holders`` share a failure
-        domain (callers check), in :attr:`domain_shortfall`, and log the
-        first once per handle: a WARNING when the peerlist spans several
-        domains, INFO in a one-domain cluster (a single machine), which has
-        none to take copies apart by."""
-        s = self.domain_shortfall
-        if s.records:  # logged already: only counted (cheap, per record)
-            s.records += 1
-            return
-        live = self.write_targets()
-        if s.note(name, holders, self.domains, live):
-            log.log(
-                logging.WARNING if self._spread is not None else logging.INFO,
-                "file %s: copies of record %r share failure domain %s: its %d usable peers span %d failure "
-                "domain(s) and class %s needs %d, so copies are on distinct peers only (the count: "
-                'StFile.domain_shortfall; docs/replication.md, "Failure domains")',
-                self.name,
-                name,
-                s.domain,
-                len(live),
-                s.domains,
-                self.replication,
-                self.copies,
-            )
-
-    def _writer_peer(self, live: list[int]) -> int | None:
-        """The peer on this writer's node that takes copy rank 0 of records
-        and stripes under local-first placement or with ``prefer_peer``
-        (FreeLoader seed 004 section 4.1), kept while it is in ``live``;
-        None under other policies (and always under hash), or when this node
-        has no usable peer."""
-        if self._hash_placement or (self._prefer_peer is None and self.placement != "local-first"):
-            return None
-        if self._local_peer not in live:  # first use, or this writer's node went away
-            if self._local_hosts is None:
-                self._local_hosts = local_addresses() if self.placement == "local-first" else set()
-            self._local_peer = pick_local_peer(
-                {i: self._addr(i) for i in self.peers}, live, self._local_hosts, self._prefer_peer
-            )
-        return self._local_peer
-
+    # -- PUT (st_py/record_writer.py) -------------------------------------------------
     def queue_put(
         self,
         name: str,
@@ -588,324 +469,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
             tracker admits bytes as the group commits go, and commits the
             records before it): raised once, at the next put.
         """
-        self.check_open()
-        self._renew_capability()
-        self._check_may_write()
-        self._raise_quota()
-        name_b = _name_bytes(name)
-        if len(data) > STRIPE_THRESHOLD and _holders is None:
-            raise RecordTooLargeError(name, len(data), STRIPE_THRESHOLD)
-        if name.startswith(STRIPE_PREFIX) and _holders is None:
-            raise BadNameError(
-                f"record names starting with {STRIPE_PREFIX!r} hold the stripes of objects: "
-                f"use another name for {name[:80]!r} (docs/striping.md)"
-            )
-        if name.startswith(VERSION_PREFIX):
-            raise BadNameError(
-                f"record names starting with {VERSION_PREFIX!r} hold the versions of replaced "
-                f"records: use another name for {name[:80]!r} (docs/infofile.md)"
-            )
-        stored_as = ""
-        if replace:
-            if len(name_b) > MAX_NAME - 64:
-                raise BadNameError(
-                    f"record name {name[:80]!r} is too long to be replaced: at most "
-                    f"{MAX_NAME - 64} bytes (a version's name adds up to 64)"
-                )
-            if self._infofile().object(name) is not None:
-                raise BadNameError(
-                    f"{name!r} is a striped object: objects cannot be replaced; delete it and "
-                    "put it again (docs/striping.md)"
-                )
-            stored_as = self._version_key(name)
-        elif self._check_names and self._infofile().exists(name):
-            raise RecordExistsError(
-                f"record {name!r} is already committed in {self.name}: records are "
-                "write-once; delete it first or use another name",
-                names=(name,),
-            )
-        data = bytes(data) if not isinstance(data, bytes) else data
-        # the record's format and schema, of its plaintext, for the infofile:
-        # scans then read no record to learn them (docs/infofile.md)
-        schema = written_schema(name, data) if self.keep_schemas and _holders is None else None
-        logical_size = len(data)
-        if self.filters:  # the peers store (and CRC) the filtered bytes
-            data = self.filters.encode(self.file_id, name, data)
-        while self._puts_inflight + self._gets_inflight >= self.depth:
-            self._transport.poll(0.05)
-            self._committer.pump()
-        if _holders is not None:  # a stripe of an object: placed by put_object
-            holders = list(_holders)
-            shared = shares_domain(holders, self.domains)
-        else:
-            if self._block_left <= 0 or self._hash_placement or not all(self.peer_usable(i) for i in self._block):
-                self._block = self._choose_block(name)
-                self._block_shared = shares_domain(self._block, self.domains)
-                self._block_left = self.blocksize
-            self._block_left -= 1
-            holders = list(self._block)
-            shared = self._block_shared
-        if shared:
-            self._note_domains(name, holders)
-        op = _PutOp(
-            name,
-            name_b,
-            data,
-            len(data),
-            crc32c(data),
-            holders,
-            future=Pending(self._transport.wait, name),
-            callback=callback,
-            stored_as=stored_as,
-            key_b=stored_as.encode("utf-8") if stored_as else name_b,
-            schema=schema,
-            logical_size=logical_size,
-            seq=self._put_seq + 1,
-        )
-        self._put_seq += 1
-        self._puts_inflight += 1
-        if self._chain:
-            self._send_chain(op)
-        else:
-            for rank, idx in enumerate(op.peers):
-                self._send_copy(op, rank, idx)
-        # Coalesce (paper 3.2): frames pile up and go out in one sendmsg per
-        # peer when the pipeline is full, when enough bytes wait, or at poll().
-        if self._transport.out_bytes >= COALESCE_BYTES:
-            self._transport.poll(0)
-        self._committer.pump()
-        return op.future
-
-    def _send_copy(self, op: _PutOp, rank: int, idx: int, flags: int = 0) -> None:
-        self._transport.send_put(
-            self._addr(idx),
-            self.file_id,
-            rank,
-            op.crc,
-            op.key_b,
-            op.data,
-            flags,
-            lambda fr, exc: self._copy_done(op, rank, idx, exc),
-        )
-
-    def _send_chain(self, op: _PutOp) -> None:
-        """One PUT_CHAIN to the rank-0 holder, which forwards the record
-        down the others (docs/replication.md, "chain")."""
-        hops = [self._addr(i) for i in op.peers[1:]]
-        flags = FLAG_ASYNC if self._async else 0
-        self._transport.send(
-            self._addr(op.peers[0]),
-            lambda seq: [put_chain_prefix(seq, self.file_id, 0, op.crc, op.key_b, hops, len(op.data), flags), op.data],
-            lambda fr, exc: self._chain_done(op, fr, exc),
-        )
-
-    def _chain_done(self, op: _PutOp, fr, exc: Exception | None) -> None:
-        if op.failed or op.finished:
-            return
-        if exc is None:
-            if fr is not None and fr.flags & FLAG_MORE:  # async: copy rank 0 is stored
-                self._copy_stored(op, 0)
-                return
-            for rank in range(self.copies):
-                if rank not in op.acked:
-                    self._copy_stored(op, rank)
-            return
-        # The chain broke. A downstream failure names the peer where it did:
-        # the copies before it are stored; that copy fails over like a
-        # client-sync one, and the copies after it are written directly.
-        broken = None
-        if isinstance(exc, PeerError) and exc.peers:
-            ranks = [r for r, i in enumerate(op.peers) if self._addr(i) == exc.peers[0]]
-            broken = ranks[0] if ranks and ranks[0] > 0 else None
-        if broken is not None:
-            for rank in range(broken):
-                if rank not in op.acked:
-                    self._copy_stored(op, rank)
-            addr = self._addr(op.peers[broken])
-            assert isinstance(exc, PeerError)
-            err: Exception = (
-                PeerUnavailableError(addr, f"copy {broken} of {op.name!r} forwarded by {exc.peer}: {exc.message}")
-                if exc.code in (ErrorCode.PEER_UNREACHABLE, ErrorCode.TIMEOUT)
-                else PeerError(exc.code, exc.message, addr, exc.seq)
-            )
-            self._copy_done(op, broken, op.peers[broken], err)
-            start = broken + 1
-        elif 0 not in op.acked:  # copy rank 0 itself failed, or its connection did
-            self._copy_done(op, 0, op.peers[0], exc)
-            start = 1
-        else:  # async, rank 0 stored, then its connection failed: the rest is unknown
-            start = 1
-        if op.failed:
-            return
-        for rank in range(start, self.copies):
-            if rank not in op.acked:
-                self._send_copy(op, rank, op.peers[rank])
-
-    def _copy_stored(self, op: _PutOp, rank: int) -> None:
-        op.acked.add(rank)
-        if op.acknowledged:
-            self._committer.copy_stored(op, rank)  # a pending copy of a committed record
-        elif len(op.acked) == self.copies or (self._async and rank == 0):
-            self._acknowledge(op)
-        self._maybe_finish(op)
-
-    def _acknowledge(self, op: _PutOp) -> None:
-        op.acknowledged = True
-        self._committer.add(op)
-        op.future.set_result(True)
-        if op.callback:
-            self._notify(op.name, op.callback, op.name, None)
-
-    def _maybe_finish(self, op: _PutOp) -> None:
-        if not op.finished and len(op.acked) + len(op.abandoned) >= self.copies:
-            op.finished = True
-            op.data = b""  # every copy is stored: memory stays bounded by depth x size
-            self._puts_inflight -= 1
-
-    def spare_peer(
-        self, name: str, usable: list[int], holders: list[int], apart_from: list[int] | None = None
-    ) -> int | None:
-        """A peer index to take over a failed or lost copy of record
-        ``name`` (paper 4.3, 4.4): one of ``usable`` holding none of
-        ``holders`` and, among those, apart by failure domain from
-        ``apart_from`` (the holders that keep their copies; default
-        ``holders``): under hash placement the first such one of the
-        record's ranking, where readers without the infofile look; else a
-        random one. None if no peer of ``usable`` qualifies. Peer indexes
-        are those of :attr:`peers`; the caller picks ``usable`` (e.g.
-        :meth:`write_targets`)."""
-        if self._hash_placement:
-            return hash_spare(self.file_id, name, self._peer_ids, usable, holders, self._spread, apart_from)
-        return choose_spare(usable, holders, domains=self._spread, apart_from=apart_from)
-
-    def _fail_over(self, op: _PutOp, rank: int, usable: list[int]) -> bool:
-        """Send copy ``rank`` of ``op`` to a spare among ``usable`` (paper
-        4.3), apart by failure domain from the copies that stay; False if
-        there is none. A spare that must share a domain is counted."""
-        others = [p for r, p in enumerate(op.peers) if r != rank]
-        new = self.spare_peer(op.name, usable, op.peers, others)
-        if new is None:
-            return False
-        before = shares_domain(op.peers, self.domains)
-        op.peers[rank] = new
-        if not before and shares_domain(op.peers, self.domains):
-            self._note_domains(op.name, op.peers)
-        self._send_copy(op, rank, new)
-        return True
-
-    def _copy_done(self, op: _PutOp, rank: int, idx: int, exc: Exception | None) -> None:
-        if op.failed or op.finished:
-            return
-        if exc is None:
-            self._copy_stored(op, rank)
-            return
-        retry = isinstance(exc, PeerUnavailableError) or (
-            isinstance(exc, PeerError)
-            and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR, ErrorCode.BUSY, ErrorCode.TIMEOUT)
-        )
-        if retry:
-            # Dynamic failure (paper 4.3): put this copy on a peer that holds no copy.
-            # A full or failing disk takes the peer out of this file's writes; a
-            # peer at its connection limit (BUSY) or that timed out a stalled
-            # frame is fine and stays usable.
-            if isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR):
-                self._transport.failed.setdefault(self._addr(idx), str(exc))
-            if self._fail_over(op, rank, self.write_targets()):
-                return
-            exc = NotEnoughPeersError(
-                f"record {op.name!r}: copy {rank} failed ({exc}) and no other live peer can take it; "
-                f"class {self.replication} needs {self.copies} live peers"
-            )
-        elif isinstance(exc, PeerError) and exc.code == ErrorCode.EXISTS:
-            committed = self._infofile().exists(op.name) and not op.stored_as
-            if not committed and not op.acknowledged and idx not in op.leftover_tried:
-                # An uncommitted copy with other content. Left by a crashed
-                # writer (paper 4.4), it is replaced: the peer does so only
-                # if the connection that stored it has closed (LEFTOVER), so
-                # a live writer's copy is never overwritten.
-                op.leftover_tried.add(idx)
-                self._send_copy(op, rank, idx, FLAG_LEFTOVER)
-                return
-            if not committed or op.acknowledged:
-                # A live writer's uncommitted copy: put this copy on another peer.
-                op.refused.add(idx)
-                if self._fail_over(op, rank, [i for i in self.write_targets() if i not in op.refused]):
-                    return
-            if committed:
-                exc = RecordExistsError(
-                    f"record {op.name!r} is already committed in {self.name}: records are "
-                    "write-once; delete it first (f.delete(name)) or use another name",
-                    names=(op.name,),
-                )
-            else:
-                exc = RecordBeingWrittenError(
-                    op.name, self.name, sorted({self._addr(i) for i in op.refused} | {exc.peer})
-                )
-        if op.acknowledged:
-            # An async record is committed with this copy pending: repair
-            # stores it (storetorrent repair, docs/replication.md).
-            op.abandoned.add(rank)
-            self._maybe_finish(op)
-            return
-        self._fail_put(op, exc)
-
-    def _fail_put(self, op: _PutOp, exc: Exception) -> None:
-        op.failed = True
-        op.finished = True
-        self._puts_inflight -= 1
-        op.future.set_exception(exc)
-        if op.callback:
-            self._notify(op.name, op.callback, op.name, exc)
-        else:
-            self._errors.append((op.name, exc))
-
-    def _commit_failed(self, op: _PutOp, exc: Exception) -> None:
-        """The tracker refused (conflict, quota) or could not commit ``op``."""
-        if isinstance(exc, LeaseLostError):
-            self._lease_id = ""  # the next new version takes the lease again
-            exc.file = self.name
-        if isinstance(exc, QuotaExceededError) and not op.callback:
-            if op.seq <= self._quota_told:  # put before a refusal raised already, which covers it
-                op.future.set_exception(exc)
-                return
-            if self._quota_exc is None:
-                self._quota_exc = exc  # raised at the next put (_raise_quota)
-        op.future.set_exception(exc)
-        if op.callback:
-            self._notify(op.name, op.callback, op.name, exc)
-        else:
-            self._errors.append((op.name, exc))
-
-    def _raise_quota(self) -> None:
-        """Raise the quota refusal the group commit met, once: at the put
-        after it (the records before it are committed; so are none after
-        it, so a writer that goes on learns of it at every group). The
-        refused records' errors are reported by it, not again by close."""
-        exc = self._quota_exc
-        if exc is None:
-            return
-        self._quota_exc = None
-        self._quota_told = self._put_seq  # the puts so far: refused ones among them are told of by this
-        kept = [(n, e) for n, e in self._errors if not isinstance(e, QuotaExceededError)]
-        self._errors.clear()
-        self._errors.extend(kept)
-        raise exc
-
-    def staged_commits(self) -> list[dict]:
-        """The records acknowledged by every holder but not committed, of a
-        file opened with ``stage=True``, as plain dicts ``{"name", "size",
-        "crc32c", "peer_idx", "schema", "logical_size"}`` (``size`` as
-        stored, ``logical_size`` the user's bytes; peer indexes by copy rank;
-        ``schema`` the record's ``(format, Arrow IPC schema)`` or None);
-        they are taken out of the file. Commit them with :meth:`Client.commit_staged`.
-
-        Raises
-        ------
-        StoreTorrentError
-            If queued records failed (as :meth:`flush`).
-        """
-        self.flush()
-        return self._committer.take_staged()
+        return self._writer.queue_put(name, data, callback, replace=replace, holders=_holders)
 
     def put(self, name: str, data: bytes, replace: bool = False) -> None:
         """Store record ``name`` and wait until every copy is acknowledged.
@@ -929,28 +493,32 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
                     f"{name!r}: data over {STRIPE_THRESHOLD} bytes is a striped object, and "
                     "objects cannot be replaced; delete it and put it again"
                 )
-            self.put_object(name, data)
+            self._objects.put_object(name, data)
             return
-        pending = self.queue_put(name, data, replace=replace)
-        try:
-            pending.result()
-        except StoreTorrentError as e:  # told here: flush and close do not report it again
-            kept = [(n, x) for n, x in self._errors if x is not e]
-            self._errors.clear()
-            self._errors.extend(kept)
-            raise
-        self._committer.pump()  # its group's commit, if the put filled one (quota: raised below)
-        self._raise_quota()
+        self._writer.put(name, data, replace)
+
+    def staged_commits(self) -> list[dict]:
+        """The records acknowledged by every holder but not committed, of a
+        file opened with ``stage=True``, as plain dicts ``{"name", "size",
+        "crc32c", "peer_idx", "schema", "logical_size"}`` (``size`` as
+        stored, ``logical_size`` the user's bytes; peer indexes by copy rank;
+        ``schema`` the record's ``(format, Arrow IPC schema)`` or None);
+        they are taken out of the file. Commit them with :meth:`Client.commit_staged`.
+
+        Raises
+        ------
+        StoreTorrentError
+            If queued records failed (as :meth:`flush`).
+        """
+        return self._writer.staged_commits()
 
     def poll(self, timeout: float = 0.0) -> int:
         """Make progress on queued operations; returns operations in flight."""
-        self._transport.poll(timeout)
-        self._committer.pump()
-        return self.inflight
+        return self._ctx.poll(timeout)
 
     @property
     def inflight(self) -> int:
-        return self._puts_inflight + self._gets_inflight
+        return self._ctx.inflight
 
     def flush(self) -> None:
         """Wait for every queued operation and commit every acknowledged record.
@@ -963,19 +531,7 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
             else :class:`QueuedOperationsError` with every ``(name, error)``
             in ``failures``.
         """
-        self._transport.wait(lambda: self.inflight == 0)
-        self._committer.drain()
-        if self._errors:
-            errs = list(self._errors)
-            self._errors.clear()
-            if self._quota_exc is not None:  # reported here: not again at the next put
-                self._quota_exc, self._quota_told = None, self._put_seq
-            if len({id(e) for _, e in errs}) == 1:  # one failure, or one commit that failed a group
-                raise errs[0][1]
-            more = f" (and {len(errs) - 5} more)" if len(errs) > 5 else ""
-            raise QueuedOperationsError(
-                f"{len(errs)} queued operations failed: " + "; ".join(f"{n!r}: {e}" for n, e in errs[:5]) + more, errs
-            )
+        self._writer.flush()
 
     # -- DELETE ---------------------------------------------------------------
     def delete(self, name: str) -> None:
@@ -988,86 +544,322 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
         RecordNotFoundError
             If no peer and no commit knows the name.
         """
-        self.check_open()
-        self._renew_capability()
-        self._check_may_write()
-        self.flush()
-        obj = self._infofile().object(name)
-        if obj is not None:  # a striped object: the object first (invisible), then its stripes
-            self._file_tracker_call("delete", self.name, self.file_id, records=[name])
-            for i in range(obj.stripes):
-                self._delete_copies(stripe_name(name, i))
-            self._file_tracker_call(
-                "delete", self.name, self.file_id, records=[stripe_name(name, i) for i in range(obj.stripes)]
-            )
-            return
-        if self._delete_copies(name) is None:
-            raise RecordNotFoundError(f"no record {name!r} in {self.name}")
+        self._writer.delete(name)
 
-    def _delete_copies(self, name: str) -> bool | None:
-        """DELETE on every holder of ``name`` (every live peer if it is not
-        committed), then its commit. Returns None if nobody knew it. A
-        replaced record's older versions are left to the scrubber."""
-        info = self._infofile()
-        meta = info.lookup(name)
-        key = meta.key if meta is not None else name
-        targets = [(key, i) for i in (meta.peers if meta else self.peers) if self.peer_usable(i)]
-        if meta is not None:  # its older versions and moved copies go with it
-            targets += [
-                (k, i) for k, i in info.superseded_copies(name) if self.peer_usable(i) and (k, i) not in targets
-            ]
-        results: dict[int, Exception | None] = {}
-        for n, (k, idx) in enumerate(targets):
-            self._transport.send(
-                self._addr(idx),
-                functools.partial(_encode_delete, file_id=self.file_id, name=_name_bytes(k)),
-                functools.partial(_store_result, results, n),
-            )
-        self._transport.wait(lambda: len(results) == len(targets))
-        found = any(e is None for e in results.values())
-        for e in results.values():
-            if isinstance(e, PeerError) and e.code != ErrorCode.NOT_FOUND:
-                raise e
-        if meta is not None:
-            if not name.startswith(STRIPE_PREFIX):  # stripes go with their object, in one call
-                self._file_tracker_call("delete", self.name, self.file_id, records=[name])
-            return True
-        return True if found else None
+    # -- GET (st_py/reader.py) ------------------------------------------------------
+    def queue_get(
+        self,
+        name: str,
+        callback: Callable[[str, bytes | None, Exception | None], None] | None = None,
+        *,
+        stored: bool = False,
+    ) -> Pending:
+        """Queue a GET of committed record ``name`` (paper 3.6).
+
+        Reads the infofile for the copies, asks one peer at a time in copy-rank
+        order (never all at once, to avoid incast), verifies the CRC-32C and
+        falls back to the next copy on any error.
+
+        Under hash placement, when the infofile cannot be read (missing,
+        unreadable, locked past SQLite's busy timeout), the peers are asked
+        in the record's rendezvous order instead, and a copy is checked
+        against the CRC-32C its holder stored with it. Such a read cannot
+        know whether the record is committed: it returns any stored copy
+        (docs/replication.md, "Placement policies").
+
+        ``stored=True`` returns the bytes as the peers store them, before the
+        file's filters (docs/filters.md) are undone: for copying records
+        between peers (rebalance, repair).
+
+        Returns
+        -------
+        Pending
+            ``result()`` is the record's bytes, or raises
+            RecordNotFoundError / RecordUnavailableError (and, with filters,
+            WrongKeyError / FilterError).
+        """
+        return self._record_reader.queue_get(name, callback, stored=stored)
+
+    def get(self, name: str) -> bytes:
+        """The bytes of committed record ``name``.
+
+        Raises
+        ------
+        RecordNotFoundError
+            No committed record of that name.
+        RecordUnavailableError
+            Every copy failed (dead peers, CRC mismatch).
+        """
+        return self._record_reader.get(name)
+
+    def names(self, prefix: str | None = None) -> list[str]:
+        """Names of the committed records, sorted (from the infofile)."""
+        return self._record_reader.names(prefix)
+
+    def __len__(self) -> int:
+        return self._record_reader.count()
+
+    # -- GET_LOCAL (st_py/local_reads.py) ------------------------------------------
+    def get_local_plan(self, allow_unavailable: bool = False) -> GetLocalPlan:
+        """The live peerlist and commit generation for a GET_LOCAL, as plain
+        data to hand to analysis tasks. Peers that do not answer a PING are
+        left out (paper 4.3: initial failures); the PING, not the tracker's
+        announce-based view, decides, since it is current.
+
+        Raises
+        ------
+        RecordsUnavailableError
+            If F or more peers are dead and records have no live copy (paper
+            4.2), saying how many; unless ``allow_unavailable``.
+        """
+        return self._local.get_local_plan(allow_unavailable)
+
+    def get_local(
+        self, peer: str | None = None, allow_unavailable: bool = False, stripes: bool = False
+    ) -> list[LocalRecord]:
+        """Records revealed to this node, as local paths (paper 3.7). The
+        stripes of striped objects are left out unless ``stripes`` (see
+        ``local_stripes()``).
+
+        Parameters
+        ----------
+        peer : str, optional
+            ``host:port`` of the peer to ask. By default every live peer on
+            this host is asked (one on a real cluster node; all of them on a
+            local cluster) and the lists are joined.
+        allow_unavailable : bool
+            Reveal what is available when records have no live copy, instead
+            of raising.
+
+        Returns
+        -------
+        list of LocalRecord(name, path, size, copy_rank, peer)
+            Across all peers of the file every record committed at the plan's
+            generation is revealed exactly once, lower copy ranks first;
+            uncommitted records never.
+
+        Raises
+        ------
+        RecordsUnavailableError
+            More peers dead than the class tolerates; says how many records.
+        GetLocalError
+            A broken invariant (naming the peers), or a ring that keeps failing.
+        """
+        return self._local.get_local(peer, allow_unavailable, stripes)
+
+    def read_local(self, record: LocalRecord) -> bytes:
+        """The record's bytes from its revealed local copy, checked against
+        the size and CRC-32C it was stored with (paper 3.6's end-to-end
+        check, on the local path of 3.7) and decoded with the file's
+        client-side filters (docs/filters.md): what :meth:`get` returns,
+        without the network. Used by the fsspec filesystem's local reads.
+
+        Raises
+        ------
+        ChecksumError
+            The copy on disk is not the record's (bit rot, a truncated or
+            overwritten file): read it with :meth:`get` (another copy) and
+            report it (:meth:`report_bad_copy`).
+        GetLocalError
+            The copy is gone (deleted meanwhile, or lost by the disk).
+        WrongKeyError, FilterError
+            The file's filters cannot decode it (a wrong key).
+        """
+        return self._local.read_local(record)
+
+    # -- striped objects (st_py/striping.py) ----------------------------------------
+    def put_object(
+        self,
+        name: str,
+        data: bytes | BinaryIO,
+        stripe_size: int = DEFAULT_STRIPE_SIZE,
+        stripe_width: int | None = None,
+        local_share: float = 1.0,
+    ) -> ObjectMeta:
+        """Store ``data`` as striped object ``name`` and make it visible.
+
+        Parameters
+        ----------
+        data : bytes-like or binary file
+            The object; a file is read ``stripe_size`` bytes at a time, so at
+            most ``STRIPES_IN_FLIGHT`` stripes are in memory.
+        stripe_size : int
+            Bytes per stripe (the last may be shorter); at most the peers'
+            frame size (64 MiB by default).
+        stripe_width : int, optional
+            Peers the stripes go round-robin over (copy rank 0 of stripe i on
+            the i-th of them); default: every usable peer. Under asymmetric
+            striping, the peers besides the writer's that the other copies
+            go round-robin over (FreeLoader's remote width).
+        local_share : float
+            Asymmetric striping (FreeLoader, seed 004 section 4.1), for a
+            file with ``local-first`` placement or a handle opened with
+            ``prefer_peer``: the fraction (0..1) of the stripes whose copy
+            rank 0 is on the writer's peer, spread evenly among the others
+            (default 1: all of them; 3/11 is the paper's 3:8). Lowered to
+            what the peer's announced free space holds when the object's
+            size is known up front. Ignored for other files, and when this
+            node has no usable peer.
+
+        Returns
+        -------
+        ObjectMeta
+
+        Raises
+        ------
+        RecordExistsError
+            A record or object of that name is committed (write-once).
+        NotEnoughPeersError, PeerError, BadNameError
+        """
+        return self._objects.put_object(name, data, stripe_size, stripe_width, local_share)
+
+    def get_object(self, obj: ObjectMeta) -> bytes:
+        """The whole object, its stripes fetched in parallel (each from its
+        least loaded holder, failing over to the next copy), each checked
+        against its own CRC-32C, and the whole against the object's size.
+
+        Raises
+        ------
+        RecordUnavailableError, ChecksumError
+        """
+        return self._record_reader.get_object(obj)
+
+    def open(self, name: str) -> io.RawIOBase:
+        """A seekable, read-only file object over record or object ``name``.
+        For an object, reads fetch only the stripes they touch (at most
+        ``ObjectReader.CACHED`` kept); for a record, the record is read once.
+
+        Raises
+        ------
+        RecordNotFoundError
+        """
+        return self._objects.open(name, self)
+
+    def local_stripes(self, allow_unavailable: bool = False) -> list[LocalStripe]:
+        """The stripes GET_LOCAL reveals to this node (paper 3.7: across all
+        peers, each stripe exactly once), with their place in their object
+        (plaintext offsets and sizes; in a file with filters the paths hold
+        filtered bytes: read them with :meth:`read_local_stripe`)."""
+        return self._objects.local_stripes(allow_unavailable)
+
+    def read_local_stripe(self, stripe: LocalStripe) -> bytes:
+        """The ``stripe.size`` bytes of the object that ``stripe`` holds:
+        its local copy read, checked against its size and CRC-32C, and
+        decoded with the file's filters; a copy that fails the check is read
+        by GET from another copy instead.
+
+        Raises
+        ------
+        GetLocalError
+            The copy is gone (deleted meanwhile).
+        RecordUnavailableError
+            No copy passes the check.
+        """
+        return self._objects.read_local_stripe(stripe)
+
+    # -- versions (st_py/versions.py) -----------------------------------------------
+    @property
+    def lease(self) -> dict | None:
+        """This writer's lease as ``{"lease_id", "ttl_s"}``, or None."""
+        return self._versions.lease
+
+    def acquire_lease(self, ttl: float | None = None, wait: float = 0.0) -> dict:
+        """Take the file's writer lease, which ``put(..., replace=True)``
+        needs (it takes it by itself otherwise). Renewed as this file is
+        used; released by :meth:`release_lease` or :meth:`close`.
+
+        Parameters
+        ----------
+        ttl : float, optional
+            Seconds the lease lasts unless renewed (tracker default 10 s,
+            at most 300 s): how long other writers wait if this one dies.
+        wait : float
+            Seconds to keep trying while another writer holds it.
+
+        Returns
+        -------
+        dict
+            ``{"lease_id", "ttl_s"}``.
+
+        Raises
+        ------
+        LeaseHeldError
+            Another writer holds it (``holder``, ``expires_in``) past ``wait``.
+        """
+        return self._versions.acquire_lease(ttl, wait)
+
+    def release_lease(self) -> None:
+        """Give the writer lease back, so another writer may replace records
+        at once. Commit first (:meth:`flush`): new versions not committed
+        by now are not committed."""
+        self._versions.release_lease()
+
+    # -- copies onto chosen peers (st_py/copies.py) ---------------------------------
+    def store_copies(
+        self,
+        copies: Iterable[CopyToStore],
+        fail_over: Callable[[CopyOutcome], int | None] | None = None,
+    ) -> list[CopyOutcome]:
+        """Store each of ``copies`` on its peer, all pipelined, and wait for
+        every one (see the module docstring: ``PUT`` with ``REPLACE``, the
+        record's stored key and CRC-32C). Used by rebalance (paper 4.4),
+        repair (paper 4.5) and spread and drain (paper 5).
+
+        ``copies`` is consumed one copy at a time, each sent before the next
+        is taken, so a generator can choose each copy's peer knowing what
+        the sends before it found (a peer that refused the connection is no
+        longer :meth:`StFile.peer_usable`) and can pace the writes (polling
+        with :meth:`StFile.poll` while it waits). Every copy taken is sent
+        at once: the caller bounds how many (and how many bytes) one call
+        holds. Each (record, rank) at most once per call.
+
+        Parameters
+        ----------
+        copies : iterable of CopyToStore
+        fail_over : callable(CopyOutcome) -> int or None, optional
+            Called at once when a copy fails at its peer
+            (``outcome.peer_failed``; paper 4.3) with that attempt's
+            outcome: returns another peer index to send the copy to, or
+            None to give it up. Not called for other errors. Without it,
+            such a copy is given up.
+
+        Returns
+        -------
+        list of CopyOutcome
+            One per copy, in the order they finished: stored (``error``
+            None, ``peer`` its holder) or given up (``error`` the last
+            attempt's).
+
+        Raises
+        ------
+        StoreTorrentError
+            The handle is closed.
+        TrackerUnavailableError
+            The file's capability is about to expire and the tracker cannot
+            renew it (docs/capabilities.md).
+        """
+        return self._copies.store_copies(copies, fail_over)
 
     # -- lifecycle ------------------------------------------------------------
     def check_open(self) -> None:
         """Raise :class:`StoreTorrentError` if this handle is closed."""
-        if self._closed:
-            raise StoreTorrentError(f"file {self.name} is closed")
+        self._ctx.check_open()
 
     def close(self) -> None:
         """Flush (commit every acknowledged record) and release connections."""
-        if self._closed:
+        ctx = self._ctx
+        if ctx.closed:
             return
         try:
             self.flush()
         finally:
-            self._closed = True
-            if self._lease_id:
+            ctx.closed = True
+            if self._versions.lease_id:
                 try:
                     self.release_lease()
                 except StoreTorrentError:
                     pass  # it runs out by itself
-            if self._holds_reservation:
-                self._end_reservation()
-            self._transport.close()
-            if self._reader is not None:
-                self._reader.close()
-
-    def _end_reservation(self) -> None:
-        """Tell the tracker this file's space reservation is no longer needed
-        (docs/replication.md, "Space reservation"); if it cannot be told,
-        the reservation's lease runs out instead."""
-        self._holds_reservation = False
-        try:
-            self._tracker.close_file(self.name, self.file_id, timeout=5.0)
-        except StoreTorrentError:
-            pass
+            ctx.release()
 
     def __enter__(self) -> "StFile":
         return self
@@ -1084,32 +876,43 @@ class StFile(ObjectsMixin, ReaderMixin, LocalReadsMixin, VersionsMixin, CopiesMi
     def __repr__(self) -> str:
         return f"<StFile {self.name} {self.replication} peers={len(self.peers)}>"
 
+    # -- what tests reach (kept for tests that read a handle's internals) -----------
+    @property
+    def _transport(self) -> Transport:
+        return self._ctx.transport
 
-def _store_result(results: dict, key, fr, exc) -> None:
-    results[key] = exc
+    @property
+    def _tracker(self) -> TrackerClient:
+        return self._ctx.tracker
 
+    @property
+    def _closed(self) -> bool:
+        return self._ctx.closed
 
-def _encode_delete(seq: int, file_id: int, name: bytes) -> list:
-    return [encode_delete(seq, file_id, name)]
+    @property
+    def _reader(self) -> InfofileReader | None:
+        return self._ctx.infofile_reader
+
+    _infofile = infofile
 
 
 def delete_file_on_peers(transport: Transport, file_id: int, addrs: list[str], timeout: float = 30.0) -> dict:
     """Send DELETE_FILE to every peer in ``addrs``; returns {addr: error or None}."""
     results: dict[str, Exception | None] = {}
     for a in addrs:
-        transport.send(a, lambda seq: [encode_delete_file(seq, file_id)], functools.partial(_store_result, results, a))
+        transport.send(a, lambda seq: [encode_delete_file(seq, file_id)], functools.partial(store_result, results, a))
     transport.wait(lambda: len(results) == len(addrs), timeout=timeout)
     return results
 
 
 def _serialize_public_methods(cls: type) -> type:
-    """Wrap every public method of ``cls`` (and of its mixins) so it runs
-    under the handle's transport lock (see :class:`StFile`)."""
+    """Wrap every public method of ``cls`` so it runs under the handle's
+    lock (the transport's; see :class:`StFile`)."""
 
     def make(fn):
         @functools.wraps(fn)
         def locked(self, *args, **kwargs):
-            with self._transport.lock:
+            with self._ctx.lock:
                 return fn(self, *args, **kwargs)
 
         return locked

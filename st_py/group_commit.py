@@ -74,7 +74,7 @@ class GroupCommitter:
     An ``op`` is any object with ``name``, ``name_b``, ``size``, ``crc``,
     ``peers`` (peer index per copy rank) and ``acked`` (copy ranks stored)
     attributes, and ``commit_state``, ``sent_pending``, ``late`` for this
-    class to keep (see ``st_py.file._PutOp``).
+    class to keep (see ``st_py.record_writer.PutOp``).
     """
 
     def __init__(

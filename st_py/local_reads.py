@@ -1,36 +1,38 @@
 """GET_LOCAL planning on an open file (paper 3.7, 4.3): the live
 peerlist by PING, the commit generation, and the records without a live
-copy; then the records revealed to this node. A mixin of
-:class:`st_py.file.StFile`.
+copy; then the records revealed to this node. :class:`LocalReads` does it
+for one open file (:class:`st_py.file.StFile` delegates to it).
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from .errors import GetLocalError, TrackerUnavailableError
+from .file_context import FileContext
 from .getlocal import GetLocalPlan, LocalRecord, is_local, ping_all, reveal
 from .infofile import STRIPE_PREFIX
 
 
-class LocalReadsMixin:
-    if TYPE_CHECKING:  # provided by StFile
-        from ._proto import tracker_pb2 as pb
-        from .infofile import InfofileReader
+class LocalReads:
+    """GET_LOCAL for one open file: plans (the live ring by PING, the
+    commit generation, the records without a live copy), the records
+    revealed to this node, and their local reads. Owns no state of its own.
 
-        name: str
-        file_id: int
-        copies: int
-        peers: dict
-        info: pb.FileInfo
-        filters: Any
+    Parameters
+    ----------
+    ctx : FileContext
+    flush : callable()
+        Commits the file's acknowledged records (a plan must see them).
 
-        @property
-        def infofile_path(self) -> str: ...
-        def _infofile(self) -> InfofileReader: ...
-        def flush(self) -> None: ...
-        def refresh(self) -> None: ...
+    Thread safety: not safe to share between threads by itself; it runs
+    inside its file's public methods, one at a time under the file's lock.
+    """
+
+    def __init__(self, ctx: FileContext, flush: Callable[[], None]):
+        self.ctx = ctx
+        self.flush = flush
 
     def get_local_plan(self, allow_unavailable: bool = False) -> GetLocalPlan:
         """The live peerlist and commit generation for a GET_LOCAL, as plain
@@ -44,36 +46,37 @@ class LocalReadsMixin:
             If F or more peers are dead and records have no live copy (paper
             4.2), saying how many; unless ``allow_unavailable``.
         """
+        ctx = self.ctx
         self.flush()
         try:
-            self.refresh()
+            ctx.refresh()
         except TrackerUnavailableError:
             # Read access while the tracker is down (paper 3.5): the peerlist
             # and the capability of the open file serve until it expires; the
             # PINGs below decide liveness anyway.
-            if self.info.capability and time.time() >= self.info.capability_expires:
+            if ctx.info.capability and time.time() >= ctx.info.capability_expires:
                 raise
-        ordered = [self.peers[i] for i in sorted(self.peers)]
+        ordered = [ctx.peers[i] for i in sorted(ctx.peers)]
         # PING every peer, even those the tracker reports failed: a peer that
         # just restarted answers before its first announce reaches the tracker.
         answers = ping_all([p.addr for p in ordered])
         ring = tuple(p.addr for p in ordered if answers.get(p.addr) is None)
         dead = tuple(p.addr for p in ordered if p.addr not in ring)
-        reader = self._infofile()
+        reader = ctx.infofile()
         generation, records = reader.snapshot()
         # quick when fewer than F are dead and no copy is pending or quarantined
-        unavailable = reader.count_unavailable([p.peer_idx for p in ordered if p.addr in dead], self.copies)
+        unavailable = reader.count_unavailable([p.peer_idx for p in ordered if p.addr in dead], ctx.copies)
         plan = GetLocalPlan(
-            self.name,
-            self.file_id,
+            ctx.name,
+            ctx.file_id,
             generation,
             ring,
             dead,
-            self.copies,
+            ctx.copies,
             records,
             unavailable,
-            str(self.infofile_path),
-            bytes(self.info.capability),
+            str(ctx.infofile_path),
+            bytes(ctx.info.capability),
         )
         if not allow_unavailable:
             plan.check_available()
@@ -113,7 +116,7 @@ class LocalReadsMixin:
         plan = self.get_local_plan(allow_unavailable)
         targets = [peer] if peer else [a for a in plan.ring if is_local(a)]
         if not targets:
-            raise GetLocalError(f"no live peer of {self.name} runs on this host; live peers: {list(plan.ring)}")
+            raise GetLocalError(f"no live peer of {self.ctx.name} runs on this host; live peers: {list(plan.ring)}")
         out: list[LocalRecord] = []
         for a in targets:
             out.extend(reveal(a, plan, allow_unavailable=allow_unavailable))
@@ -139,7 +142,11 @@ class LocalReadsMixin:
         WrongKeyError, FilterError
             The file's filters cannot decode it (a wrong key).
         """
-        data = record.read(self.name)
-        if self.filters:
-            data = self.filters.decode(self.file_id, record.name, data)
+        ctx = self.ctx
+        data = record.read(ctx.name)
+        if ctx.filters:
+            data = ctx.filters.decode(ctx.file_id, record.name, data)
         return data
+
+
+__all__ = ["LocalReads"]

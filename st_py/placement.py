@@ -365,7 +365,7 @@ def hash_ranking(file_id: int, name: str, peer_ids: Mapping[int, str]) -> list[i
     record is on the r-th peer of this list; a peer that was not usable when
     the record was written is skipped, which moves the following ranks one
     place down the list, so a reader that has only the name tries this list
-    in order (:meth:`st_py.reader.ReaderMixin.queue_get`)."""
+    in order (:meth:`st_py.reader.RecordReader.queue_get`)."""
     return sorted(peer_ids, key=lambda i: (-hash_weight(file_id, name, peer_ids[i]), i))
 
 

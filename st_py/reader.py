@@ -11,9 +11,10 @@ holders') is asked last. A batch of ``queue_get`` thus spreads over every
 copy instead of piling on rank 0 (equally loaded copies take turns).
 ``balance_reads=False`` keeps the paper's copy-rank order. A file with hash placement
 stays readable when its infofile cannot be read: the holders follow from the
-record's name (st_py.placement.hash_ranking). A mixin of
-:class:`st_py.file.StFile`, which holds the transport, the peerlist and the
-pipeline depth shared with PUTs.
+record's name (st_py.placement.hash_ranking). :class:`RecordReader` reads
+for one open file (:class:`st_py.file.StFile` delegates to it), through the
+file's context (:class:`st_py.file_context.FileContext`): the transport,
+the peerlist and the pipeline depth shared with PUTs.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from .copy_health import unavailable_error, without_stored_copy
 from .errors import ChecksumError, PeerError, RecordNotFoundError, RecordUnavailableError, StoreTorrentError
-from .infofile import RecordMeta
+from .file_context import FileContext
+from .infofile import ObjectMeta, RecordMeta, stripe_name
 from .pending import Pending
 from .placement import hash_ranking
 from .protocol import ErrorCode, crc32c, encode_get
@@ -44,50 +45,38 @@ HOT_REFRESH_S = 0.05  # the hot spots are worked out again at most this often
 GET_COALESCE_BYTES = 2048  # queued GET frames go out together once this many bytes wait (about 40)
 
 
-class ReaderMixin:
-    if TYPE_CHECKING:  # provided by StFile
-        from .group_commit import GroupCommitter
-        from .infofile import InfofileReader
-        from .transport import Transport
+class RecordReader:
+    """GETs of one open file: owns the read side's state, the GETs' order
+    of copies (each holder's smoothed GET time, the hot spots, whose turn
+    a tie is) and whether reads are load-aware (:attr:`balance_reads`).
 
-        name: str
-        file_id: int
-        depth: int
-        peers: dict
-        _hash_placement: bool
-        _peer_ids: dict[int, str]
-        _transport: Transport
-        filters: Any
-        _committer: GroupCommitter
-        _gets_inflight: int
+    Thread safety: not safe to share between threads by itself; it runs
+    inside its file's public methods, one at a time under the file's lock.
+    """
 
-        @property
-        def inflight(self) -> int: ...
-        def _infofile(self) -> InfofileReader: ...
-        def _notify(self, name: str, callback, *args) -> None: ...
-        def peer_usable(self, idx: int) -> bool: ...
-        def _addr(self, idx: int) -> str: ...
-        def check_open(self) -> None: ...
-        def _renew_capability(self) -> None: ...
-        def poll(self, timeout: float = 0.0) -> int: ...
-
-    _warned_unreadable = False  # logged once per file that its infofile could not be read
-    balance_reads = True  # False: copy-rank order (the paper's)
-    _latency: dict  # peer_idx -> (smoothed seconds per GET, when last observed) (made on first use)
+    def __init__(self, ctx: FileContext):
+        self.ctx = ctx
+        self.balance_reads = True  # False: copy-rank order (the paper's)
+        self._warned_unreadable = False  # logged once per file that its infofile could not be read
+        self._latency: dict[int, tuple[float, float]] = {}  # peer_idx -> (smoothed s per GET, when last seen)
+        self._turn = -1
+        self._hot: tuple[float, frozenset] | None = None
 
     def _read_order(self, holders: list[int]) -> list[int]:
         """The copies to ask, best first (see the module docstring)."""
-        usable = [i for i in holders if self.peer_usable(i)]
+        ctx = self.ctx
+        usable = [i for i in holders if ctx.peer_usable(i)]
         if not self.balance_reads or len(usable) < 2:
             return usable + [i for i in holders if i not in usable]
         rest = [i for i in holders if i not in usable] if len(usable) < len(holders) else []
         # Ties go round the copies, GET after GET: a batch uses every copy.
-        turn = self.__dict__["_turn"] = self.__dict__.get("_turn", -1) + 1
+        self._turn += 1
+        turn = self._turn
         hot = self._hot_peers()
         n = len(usable)
         scored = []
         for pos, i in enumerate(usable):
-            s = self._transport.in_flight_to(self._addr(i)) + LOAD_WEIGHT * getattr(self.peers[i], "load", 0.0)
+            s = ctx.transport.in_flight_to(ctx.addr(i)) + LOAD_WEIGHT * getattr(ctx.peers[i], "load", 0.0)
             if i in hot:
                 s += HOT_PENALTY  # a hot spot: only if no other copy answers
             scored.append((s, (pos - turn) % n, i))
@@ -99,20 +88,19 @@ class ReaderMixin:
         holder's: recomputed at most every ``HOT_REFRESH_S`` (it is per
         GET otherwise, and the latencies move slowly)."""
         now = time.monotonic()
-        cached = self.__dict__.get("_hot")
+        cached = self._hot
         if cached is not None and now - cached[0] < HOT_REFRESH_S:
             return cached[1]
-        lat = {
-            i: v for i, (v, at) in self.__dict__.setdefault("_latency", {}).items() if now - at < HOT_MEMORY_S
-        }  # a skipped hot spot is tried again after a while
+        # a skipped hot spot is tried again after a while
+        lat = {i: v for i, (v, at) in self._latency.items() if now - at < HOT_MEMORY_S}
         known = sorted(lat.values())
         typical = known[len(known) // 2] if known else 0.0
         hot = frozenset(i for i, v in lat.items() if typical > 0 and v > max(HOT_FACTOR * typical, HOT_FLOOR_S))
-        self.__dict__["_hot"] = (now, hot)
+        self._hot = (now, hot)
         return hot
 
     def _observe(self, idx: int, seconds: float) -> None:
-        lat = self.__dict__.setdefault("_latency", {})
+        lat = self._latency
         now = time.monotonic()
         old = lat.get(idx)
         if old is None or now - old[1] >= HOT_MEMORY_S:
@@ -151,49 +139,49 @@ class ReaderMixin:
             RecordNotFoundError / RecordUnavailableError (and, with filters,
             WrongKeyError / FilterError).
         """
-        self.check_open()
-        self._renew_capability()
-        if self._committer.busy:
-            self._committer.drain()  # read your own writes
-        fut = Pending(self._transport.wait, name)
+        ctx = self.ctx
+        ctx.check_open()
+        ctx.renew_capability()
+        if ctx.committer.busy:
+            ctx.committer.drain()  # read your own writes
+        fut = Pending(ctx.transport.wait, name)
         try:
-            meta = self._infofile().lookup(name)
+            meta = ctx.infofile().lookup(name)
             holders = list(meta.peers) if meta is not None else []
         except (OSError, sqlite3.Error) as e:
-            if not self._hash_placement:
+            if not ctx.hash_placement:
                 raise
             if not self._warned_unreadable:
-                log.warning("%s: infofile unreadable (%s): reading records from their hash holders", self.name, e)
+                log.warning("%s: infofile unreadable (%s): reading records from their hash holders", ctx.name, e)
                 self._warned_unreadable = True
-            meta, holders = None, hash_ranking(self.file_id, name, self._peer_ids)
+            meta, holders = None, hash_ranking(ctx.file_id, name, ctx.peer_ids)
         else:
             if meta is None:
-                obj = self._infofile().object(name)
+                obj = ctx.infofile().object(name)
                 if obj is not None:  # a striped object (docs/striping.md)
                     try:
-                        fut.set_result(self.get_object(obj))  # type: ignore[attr-defined]
+                        fut.set_result(self.get_object(obj))
                     except StoreTorrentError as e:
                         fut.set_exception(e)
                     if callback:
-                        self._notify(name, callback, name, None if fut.exception() else fut.result(), fut.exception())
+                        ctx.notify(name, callback, name, None if fut.exception() else fut.result(), fut.exception())
                     return fut
-                h = without_stored_copy(self._infofile(), name, self.name)
+                h = without_stored_copy(ctx.infofile(), name, ctx.name)
                 if h is not None:  # committed, but no stored copy is left (copy_health)
-                    exc: Exception = unavailable_error(self.name, h)
+                    exc: Exception = unavailable_error(ctx.name, h)
                 else:
-                    exc = RecordNotFoundError(f"no committed record {name!r} in {self.name}")
+                    exc = RecordNotFoundError(f"no committed record {name!r} in {ctx.name}")
                 fut.set_exception(exc)
                 if callback:
-                    self._notify(name, callback, name, None, exc)
+                    ctx.notify(name, callback, name, None, exc)
                 return fut
-        while self.inflight >= self.depth:
-            self.poll(0.05)
-        self._gets_inflight += 1
+        ctx.wait_for_slot()
+        ctx.gets_inflight += 1
         self._try_get(name, meta, self._read_order(holders), [], fut, callback, stored)
         # Coalesce (paper 3.2): GET frames go out in one sendmsg per peer once
         # enough wait, when the pipeline is full, or at poll() / result().
-        if self._transport.out_bytes >= GET_COALESCE_BYTES:
-            self._transport.poll(0)
+        if ctx.transport.out_bytes >= GET_COALESCE_BYTES:
+            ctx.transport.poll(0)
         return fut
 
     def _try_get(
@@ -209,22 +197,23 @@ class ReaderMixin:
         """Ask the first peer of ``order``; on any error, the next one.
         ``meta`` None: a read without the infofile (hash placement), where
         NOT_FOUND only means "not on this peer"."""
+        ctx = self.ctx
         if not order:
-            self._gets_inflight -= 1
+            ctx.gets_inflight -= 1
             if meta is None and all(isinstance(e, PeerError) and e.code == ErrorCode.NOT_FOUND for _, e in reasons):
                 exc: Exception = RecordNotFoundError(
-                    f"no record {name!r} in {self.name} on any of its {len(reasons)} peers (read without "
+                    f"no record {name!r} in {ctx.name} on any of its {len(reasons)} peers (read without "
                     "the infofile, from the record's hash holders)"
                 )
             else:
                 why = "every copy failed: " + "; ".join(f"{a}: {e}" for a, e in reasons)
-                exc = RecordUnavailableError(f"record {name!r} of {self.name}: {why}", name, self.name, why)
+                exc = RecordUnavailableError(f"record {name!r} of {ctx.name}: {why}", name, ctx.name, why)
             fut.set_exception(exc)
             if callback:
-                self._notify(name, callback, name, None, exc)
+                ctx.notify(name, callback, name, None, exc)
             return
         idx = order[0]
-        addr = self._addr(idx) if idx in self.peers else f"peer#{idx}"
+        addr = ctx.addr(idx) if idx in ctx.peers else f"peer#{idx}"
         sent = time.monotonic()
 
         def done(fr, exc):
@@ -243,21 +232,21 @@ class ReaderMixin:
                 reasons.append((addr, exc))
                 self._try_get(name, meta, order[1:], reasons, fut, callback, stored)
                 return
-            self._gets_inflight -= 1
-            if not stored and self.filters:
+            ctx.gets_inflight -= 1
+            if not stored and ctx.filters:
                 try:
-                    data = self.filters.decode(self.file_id, name, data)
+                    data = ctx.filters.decode(ctx.file_id, name, data)
                 except StoreTorrentError as e:  # a wrong key, or bytes a filter cannot undo
                     fut.set_exception(e)
                     if callback:
-                        self._notify(name, callback, name, None, e)
+                        ctx.notify(name, callback, name, None, e)
                     return
             fut.set_result(data)
             if callback:
-                self._notify(name, callback, name, data, None)
+                ctx.notify(name, callback, name, data, None)
 
         key = (meta.key if meta is not None else name).encode("utf-8", "surrogateescape")  # a version's own name
-        self._transport.send(addr, lambda seq: [encode_get(seq, self.file_id, key)], done)
+        ctx.transport.send(addr, lambda seq: [encode_get(seq, ctx.file_id, key)], done)
 
     def get(self, name: str) -> bytes:
         """The bytes of committed record ``name``.
@@ -271,9 +260,31 @@ class ReaderMixin:
         """
         return self.queue_get(name).result()
 
+    def get_object(self, obj: ObjectMeta) -> bytes:
+        """The whole object, its stripes fetched in parallel (each from its
+        least loaded holder, failing over to the next copy), each checked
+        against its own CRC-32C, and the whole against the object's size.
+
+        Raises
+        ------
+        RecordUnavailableError, ChecksumError
+        """
+        futs = [self.queue_get(stripe_name(obj.name, i)) for i in range(obj.stripes)]
+        data = b"".join(f.result() for f in futs)
+        if len(data) != obj.size:  # each stripe's CRC-32C was checked as it came
+            raise ChecksumError(
+                f"object {obj.name!r} of {self.ctx.name}: its {obj.stripes} stripes hold {len(data)} "
+                f"bytes, the object {obj.size}"
+            )
+        return data
+
     def names(self, prefix: str | None = None) -> list[str]:
         """Names of the committed records, sorted (from the infofile)."""
-        return self._infofile().names(prefix)
+        return self.ctx.infofile().names(prefix)
 
-    def __len__(self) -> int:
-        return self._infofile().count()
+    def count(self) -> int:
+        """How many records are committed (from the infofile)."""
+        return self.ctx.infofile().count()
+
+
+__all__ = ["RecordReader"]

@@ -9,14 +9,16 @@ the other copies round-robin over the others. The object becomes visible
 only when every stripe is committed and then its row in the infofile's
 ``objects`` table is (``CommitObjects``), in one tracker transaction.
 
-Reading: :meth:`ObjectsMixin.get` of an object fetches its stripes in
-parallel from their holders and reassembles them; :meth:`ObjectsMixin.open`
-returns a seekable read-only file (:class:`ObjectReader`) whose range reads
-fetch only the stripes they touch, so pyarrow reads a Parquet object's
-footer and one column without the rest; :meth:`ObjectsMixin.local_stripes`
-gives the stripes GET_LOCAL reveals to this node, with their offsets.
+Reading: ``StFile.get`` of an object fetches its stripes in parallel from
+their holders and reassembles them (:meth:`st_py.reader.RecordReader.get_object`);
+:meth:`Objects.open` returns a seekable read-only file (:class:`ObjectReader`)
+whose range reads fetch only the stripes they touch, so pyarrow reads a
+Parquet object's footer and one column without the rest;
+:meth:`Objects.local_stripes` gives the stripes GET_LOCAL reveals to this
+node, with their offsets.
 
-A mixin of :class:`st_py.file.StFile`.
+:class:`Objects` does this for one open file (:class:`st_py.file.StFile`
+delegates to it), on the file's record writer, reader and GET_LOCAL.
 """
 
 from __future__ import annotations
@@ -24,16 +26,21 @@ from __future__ import annotations
 import io
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import BinaryIO, Protocol
 
 import google_crc32c
 
 from .errors import BadNameError, ChecksumError, RecordExistsError, RecordNotFoundError
+from .file_context import FileContext
 from .infofile import STRIPE_PREFIX, ObjectMeta, stripe_name
+from .local_reads import LocalReads
+from .pending import Pending
 from .placement import choose_holders, fit_local_share, stripe_holders
+from .placer import Placer
+from .reader import RecordReader
+from .record_writer import STRIPE_THRESHOLD, RecordWriter
 
 DEFAULT_STRIPE_SIZE = 32 << 20  # bytes: well inside a peer's 64 MiB frame
-STRIPE_THRESHOLD = 64 << 20  # put() stripes objects larger than this
 STRIPES_IN_FLIGHT = 8  # memory bound of put_object: this many stripes held at once
 
 
@@ -46,7 +53,7 @@ class LocalStripe:
     bytes as they are (``stored_size == size``). In a file with filters
     (docs/filters.md) it holds them compressed and/or encrypted
     (``stored_size`` bytes): read a stripe with
-    :meth:`ObjectsMixin.read_local_stripe`, which checks and decodes it."""
+    :meth:`Objects.read_local_stripe`, which checks and decodes it."""
 
     object: str
     index: int
@@ -58,33 +65,33 @@ class LocalStripe:
     filtered: bool = False  # path holds filtered bytes (docs/filters.md)
 
 
-class ObjectsMixin:
-    if TYPE_CHECKING:  # provided by StFile
-        name: str
-        file_id: int
-        copies: int
-        peers: dict
-        _spread: dict | None
-        filters: Any
-        keep_schemas: bool
+class RecordSource(Protocol):
+    """What an :class:`ObjectReader` reads stripes through: an open file's
+    public ``queue_get`` (``StFile``'s, which runs under the file's lock)."""
 
-        def queue_put(self, name: str, data: bytes, callback=None, *, _holders=None): ...
-        def queue_get(self, name: str, callback=None, *, stored: bool = False): ...
-        def flush(self) -> None: ...
-        def get_local(
-            self, peer: str | None = None, allow_unavailable: bool = False, stripes: bool = False
-        ) -> list: ...
-        def _infofile(self): ...
-        def peer_usable(self, idx: int) -> bool: ...
-        def write_targets(self) -> list[int]: ...
-        def _writer_peer(self, live: list[int]) -> int | None: ...
-        def check_open(self) -> None: ...
-        def _file_tracker_call(self, method: str, *args, **kwargs) -> Any: ...
+    def queue_get(self, name: str) -> Pending: ...
 
-        _tracker: Any
 
-        @property
-        def filter_names(self) -> tuple[str, ...]: ...
+class Objects:
+    """Striped objects of one open file: stores them (stripes through the
+    file's :class:`~st_py.record_writer.RecordWriter`, then the object's
+    commit), opens them for range reads, and reads their stripes revealed
+    to this node. Owns no state of its own.
+
+    Thread safety: not safe to share between threads by itself; it runs
+    inside its file's public methods, one at a time under the file's lock.
+    An :class:`ObjectReader` it opens reads through the file's public
+    methods, so it may be used from another thread than the file's.
+    """
+
+    def __init__(
+        self, ctx: FileContext, writer: RecordWriter, reader: RecordReader, placer: Placer, local_reads: LocalReads
+    ):
+        self.ctx = ctx
+        self.writer = writer
+        self.reader = reader
+        self.placer = placer
+        self.local_reads = local_reads
 
     def put_object(
         self,
@@ -129,25 +136,26 @@ class ObjectsMixin:
             A record or object of that name is committed (write-once).
         NotEnoughPeersError, PeerError, BadNameError
         """
-        self.check_open()
+        ctx = self.ctx
+        ctx.check_open()
         if stripe_size <= 0 or stripe_size > 64 << 20:
             raise BadNameError(f"stripe_size {stripe_size} must be 1 byte to 64 MiB")
         if not 0 <= local_share <= 1:
             raise BadNameError(f"local_share {local_share} must be 0 to 1")
-        if self._infofile().exists(name):
-            raise RecordExistsError(f"{name!r} is already committed in {self.name}: names are write-once", names=[name])
-        usable = sorted(self.write_targets())
-        if not usable or len(usable) < self.copies:
+        if ctx.infofile().exists(name):
+            raise RecordExistsError(f"{name!r} is already committed in {ctx.name}: names are write-once", names=[name])
+        usable = sorted(ctx.write_targets())
+        if not usable or len(usable) < ctx.copies:
             from .errors import NotEnoughPeersError
 
-            raise NotEnoughPeersError(f"{self.name}: {len(usable)} usable peers, class needs {self.copies}")
+            raise NotEnoughPeersError(f"{ctx.name}: {len(usable)} usable peers, class needs {ctx.copies}")
         src = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
         # Asymmetric striping (docs/striping.md): copy rank 0 of local_share
         # of the stripes on the writer's peer, the rest over the others; each
         # stripe's copies apart by failure domain (docs/replication.md).
-        local = self._writer_peer(usable)
+        local = self.placer.writer_peer(usable)
         if local is not None:
-            p = self.peers[local]
+            p = ctx.peers[local]
             local_share = fit_local_share(local_share, _remaining(src), p.free_bytes if p.capacity_bytes else None)
             if local_share <= 0:
                 local = None
@@ -167,8 +175,8 @@ class ObjectsMixin:
             prev, last = last, chunk
             crc = google_crc32c.extend(crc, chunk)
             size += len(chunk)
-            holders = stripe_holders(index, self.copies, ring, width, local, local_share, self._spread)
-            pending.append(self.queue_put(stripe_name(name, index), chunk, _holders=holders))
+            holders = stripe_holders(index, ctx.copies, ring, width, local, local_share, ctx.spread)
+            pending.append(self.writer.queue_put(stripe_name(name, index), chunk, holders=holders))
             index += 1
             while len(pending) >= STRIPES_IN_FLIGHT:
                 pending.pop(0).result()
@@ -176,17 +184,17 @@ class ObjectsMixin:
                 break
         for p in pending:
             p.result()
-        self.flush()  # every stripe committed ...
+        self.writer.flush()  # every stripe committed ...
         from ._proto import tracker_pb2 as pb
         from .group_commit import schema_table
         from .record_format import written_object_schema
 
-        schema = written_object_schema(name, head, prev + last) if self.keep_schemas else None
+        schema = written_object_schema(name, head, prev + last) if self.writer.keep_schemas else None
         schemas, refs = schema_table([schema])
-        reply = self._file_tracker_call(
+        reply = ctx.file_tracker_call(
             "commit_objects",
-            self.name,
-            self.file_id,
+            ctx.name,
+            ctx.file_id,
             [pb.ObjectCommit(name=name, size=size, stripe_size=stripe_size, stripes=index, crc32c=crc, schema=refs[0])],
             schemas=schemas,
         )
@@ -194,49 +202,33 @@ class ObjectsMixin:
             raise RecordExistsError(f"object {reply.conflicts[0]}", names=[name])
         return ObjectMeta(name, size, stripe_size, index, crc)
 
-    def _object(self, name: str) -> ObjectMeta | None:
-        return self._infofile().object(name)
+    def object(self, name: str) -> ObjectMeta | None:
+        """The committed object ``name``, or None."""
+        return self.ctx.infofile().object(name)
 
-    def get_object(self, obj: ObjectMeta) -> bytes:
-        """The whole object, its stripes fetched in parallel (each from its
-        least loaded holder, failing over to the next copy), each checked
-        against its own CRC-32C, and the whole against the object's size.
-
-        Raises
-        ------
-        RecordUnavailableError, ChecksumError
-        """
-        futs = [self.queue_get(stripe_name(obj.name, i)) for i in range(obj.stripes)]
-        data = b"".join(f.result() for f in futs)
-        if len(data) != obj.size:  # each stripe's CRC-32C was checked as it came
-            raise ChecksumError(
-                f"object {obj.name!r} of {self.name}: its {obj.stripes} stripes hold {len(data)} "
-                f"bytes, the object {obj.size}"
-            )
-        return data
-
-    def open(self, name: str) -> io.RawIOBase:
+    def open(self, name: str, handle: RecordSource) -> io.RawIOBase:
         """A seekable, read-only file object over record or object ``name``.
         For an object, reads fetch only the stripes they touch (at most
-        ``ObjectReader.CACHED`` kept); for a record, the record is read once.
+        ``ObjectReader.CACHED`` kept), through ``handle``; for a record, the
+        record is read once.
 
         Raises
         ------
         RecordNotFoundError
         """
-        obj = self._object(name)
+        obj = self.object(name)
         if obj is not None:
-            return ObjectReader(self, obj)
-        return io.BytesIO(self.queue_get(name).result())  # type: ignore[return-value]
+            return ObjectReader(handle, obj)
+        return io.BytesIO(self.reader.queue_get(name).result())  # type: ignore[return-value]
 
     def local_stripes(self, allow_unavailable: bool = False) -> list[LocalStripe]:
         """The stripes GET_LOCAL reveals to this node (paper 3.7: across all
         peers, each stripe exactly once), with their place in their object
         (plaintext offsets and sizes; in a file with filters the paths hold
         filtered bytes: read them with :meth:`read_local_stripe`)."""
-        objs = {o.name: o for o in self._infofile().objects()}
+        objs = {o.name: o for o in self.ctx.infofile().objects()}
         out = []
-        for r in self.get_local(allow_unavailable=allow_unavailable, stripes=True):
+        for r in self.local_reads.get_local(allow_unavailable=allow_unavailable, stripes=True):
             if not r.name.startswith(STRIPE_PREFIX):
                 continue
             obj, _, idx = r.name[len(STRIPE_PREFIX) :].rpartition("/")
@@ -245,7 +237,7 @@ class ObjectsMixin:
                 continue
             offset = int(idx) * meta.stripe_size
             size = min(meta.stripe_size, meta.size - offset)
-            out.append(LocalStripe(obj, int(idx), offset, size, r.path, r.peer, r.size, bool(self.filter_names)))
+            out.append(LocalStripe(obj, int(idx), offset, size, r.path, r.peer, r.size, bool(self.ctx.filter_names)))
         return sorted(out, key=lambda s: (s.object, s.index))
 
     def read_local_stripe(self, stripe: LocalStripe) -> bytes:
@@ -261,21 +253,21 @@ class ObjectsMixin:
         RecordUnavailableError
             No copy passes the check.
         """
-        from .errors import ChecksumError
         from .getlocal import read_verified
 
+        ctx = self.ctx
         name = stripe_name(stripe.object, stripe.index)
         try:
-            stored = read_verified(stripe.path, stripe.stored_size, name, self.name)
+            stored = read_verified(stripe.path, stripe.stored_size, name, ctx.name)
         except ChecksumError:
-            return self.queue_get(name).result()
-        data = self.filters.decode(self.file_id, name, stored) if stripe.filtered else stored
+            return self.reader.queue_get(name).result()
+        data = ctx.filters.decode(ctx.file_id, name, stored) if stripe.filtered else stored
         if len(data) != stripe.size:
             raise ChecksumError(
-                f"stripe {stripe.index} of object {stripe.object!r} in {self.name} decodes to "
+                f"stripe {stripe.index} of object {stripe.object!r} in {ctx.name} decodes to "
                 f"{len(data)} bytes, not {stripe.size}",
                 record=name,
-                file=self.name,
+                file=ctx.name,
                 path=stripe.path,
             )
         return data
@@ -299,7 +291,7 @@ class ObjectReader(io.RawIOBase):
 
     CACHED = 4  # stripes kept
 
-    def __init__(self, f, obj: ObjectMeta):
+    def __init__(self, f: RecordSource, obj: ObjectMeta):
         super().__init__()
         self._f, self.obj = f, obj
         self._pos = 0
@@ -354,3 +346,14 @@ class ObjectReader(io.RawIOBase):
             done += take
         self._pos += n
         return n
+
+
+__all__ = [
+    "DEFAULT_STRIPE_SIZE",
+    "STRIPE_THRESHOLD",
+    "STRIPES_IN_FLIGHT",
+    "LocalStripe",
+    "ObjectReader",
+    "Objects",
+    "RecordSource",
+]

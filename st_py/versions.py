@@ -11,8 +11,9 @@ and a GET_LOCAL reveals the version current at its plan's generation.
 
 Only the holder of the file's writer lease may commit new versions: the
 tracker grants one lease per file, for a TTL the holder renews; a writer that
-dies stops renewing, and the next writer gets the lease within one TTL. A
-mixin of :class:`st_py.file.StFile`.
+dies stops renewing, and the next writer gets the lease within one TTL.
+:class:`Versions` holds this writer's lease for one open file
+(:class:`st_py.file.StFile` delegates its lease methods to it).
 """
 
 from __future__ import annotations
@@ -20,35 +21,34 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import TYPE_CHECKING
 
 from .errors import LeaseHeldError, LeaseLostError
+from .file_context import FileContext
 from .infofile import VERSION_PREFIX
 
 RENEW_AFTER = 1 / 3  # renew once this fraction of the TTL has passed
 
 
-class VersionsMixin:
-    if TYPE_CHECKING:  # provided by StFile
-        from .tracker_client import TrackerClient
+class Versions:
+    """The writer lease of one open file and the names of the new versions
+    written under it: owns the lease's id, TTL, renewal time and the
+    versions' sequence number.
 
-        name: str
-        file_id: int
-        _tracker: TrackerClient
+    Thread safety: not safe to share between threads by itself; it runs
+    inside its file's public methods, one at a time under the file's lock.
+    """
 
-        def check_open(self) -> None: ...
-
-        def _file_tracker_call(self, method: str, *args, **kwargs): ...
-
-    _lease_id: str = ""
-    _lease_ttl: float = 0.0  # seconds, as granted
-    _lease_renew_at: float = 0.0  # time.monotonic()
-    _lease_seq: int = 0
+    def __init__(self, ctx: FileContext):
+        self.ctx = ctx
+        self.lease_id = ""
+        self.lease_ttl = 0.0  # seconds, as granted
+        self._renew_at = 0.0  # time.monotonic()
+        self._seq = 0
 
     @property
     def lease(self) -> dict | None:
         """This writer's lease as ``{"lease_id", "ttl_s"}``, or None."""
-        return {"lease_id": self._lease_id, "ttl_s": self._lease_ttl} if self._lease_id else None
+        return {"lease_id": self.lease_id, "ttl_s": self.lease_ttl} if self.lease_id else None
 
     def acquire_lease(self, ttl: float | None = None, wait: float = 0.0) -> dict:
         """Take the file's writer lease, which ``put(..., replace=True)``
@@ -73,70 +73,90 @@ class VersionsMixin:
         LeaseHeldError
             Another writer holds it (``holder``, ``expires_in``) past ``wait``.
         """
-        self.check_open()
-        if self._lease_id:
-            self._renew_lease(force=True)
+        self.ctx.check_open()
+        if self.lease_id:
+            self.renew_lease(force=True)
             return self.lease  # type: ignore[return-value]
         deadline = time.monotonic() + wait
         while True:
             try:
-                reply = self._file_tracker_call(
-                    "lease", self.name, self.file_id, ttl_s=ttl or 0.0, holder=f"{socket.gethostname()}:{os.getpid()}"
+                reply = self.ctx.file_tracker_call(
+                    "lease",
+                    self.ctx.name,
+                    self.ctx.file_id,
+                    ttl_s=ttl or 0.0,
+                    holder=f"{socket.gethostname()}:{os.getpid()}",
                 )
                 break
             except LeaseHeldError as e:
-                e.file = self.name
+                e.file = self.ctx.name
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise
                 time.sleep(min(max(e.expires_in, 0.05), left, 0.5))
-        self._lease_id, self._lease_ttl = reply.lease_id, reply.expires_in_s
-        self._lease_renew_at = time.monotonic() + reply.expires_in_s * RENEW_AFTER
+        self.lease_id, self.lease_ttl = reply.lease_id, reply.expires_in_s
+        self._renew_at = time.monotonic() + reply.expires_in_s * RENEW_AFTER
         return self.lease  # type: ignore[return-value]
 
     def release_lease(self) -> None:
         """Give the writer lease back, so another writer may replace records
         at once. Commit first (:meth:`flush`): new versions not committed
         by now are not committed."""
-        lease_id, self._lease_id = self._lease_id, ""
+        lease_id, self.lease_id = self.lease_id, ""
         if lease_id:
-            self._file_tracker_call("lease", self.name, self.file_id, lease_id=lease_id, release=True)
+            self.ctx.file_tracker_call("lease", self.ctx.name, self.ctx.file_id, lease_id=lease_id, release=True)
 
-    def _renew_lease(self, force: bool = False) -> None:
-        if not self._lease_id or (not force and time.monotonic() < self._lease_renew_at):
+    def renew_lease(self, force: bool = False) -> None:
+        """Renew the lease held when a third of its TTL has passed (at once
+        when ``force``).
+
+        Raises
+        ------
+        LeaseLostError
+            It ran out and another writer may have it (no lease is held now).
+        """
+        if not self.lease_id or (not force and time.monotonic() < self._renew_at):
             return
         try:
-            reply = self._file_tracker_call(
-                "lease", self.name, self.file_id, lease_id=self._lease_id, ttl_s=self._lease_ttl
+            reply = self.ctx.file_tracker_call(
+                "lease", self.ctx.name, self.ctx.file_id, lease_id=self.lease_id, ttl_s=self.lease_ttl
             )
         except LeaseLostError as e:
-            self._lease_id = ""
-            e.file = self.name
+            self.lease_id = ""
+            e.file = self.ctx.name
             raise
-        self._lease_renew_at = time.monotonic() + reply.expires_in_s * RENEW_AFTER
+        self._renew_at = time.monotonic() + reply.expires_in_s * RENEW_AFTER
 
-    def _lease_for_put(self) -> str:
+    def lease_lost(self) -> None:
+        """The tracker refused a commit for a lost lease: the next new
+        version takes it again."""
+        self.lease_id = ""
+
+    def lease_for_put(self) -> str:
         """The lease a new version is written under: held (renewed when due)
         or taken now. A lease that ran out is taken again if it is free."""
-        if self._lease_id:
+        if self.lease_id:
             try:
-                self._renew_lease()
+                self.renew_lease()
             except LeaseLostError:
                 pass
-        if not self._lease_id:
-            self.acquire_lease(self._lease_ttl or None)
-        return self._lease_id
+        if not self.lease_id:
+            self.acquire_lease(self.lease_ttl or None)
+        return self.lease_id
 
-    def _lease_for_commit(self) -> str:
+    def lease_for_commit(self) -> str:
         """The lease id to commit new versions with (renewed when due); ""
         if none is held, which the tracker refuses."""
         try:
-            self._renew_lease()
+            self.renew_lease()
         except LeaseLostError:
             return ""
-        return self._lease_id
+        return self.lease_id
 
-    def _version_key(self, name: str) -> str:
+    def version_key(self, name: str) -> str:
         """A name of its own for a new version of ``name`` on the peers."""
-        self._lease_seq += 1
-        return f"{VERSION_PREFIX}{self._lease_for_put()}-{self._lease_seq}/{name}"
+        self._seq += 1
+        return f"{VERSION_PREFIX}{self.lease_for_put()}-{self._seq}/{name}"
+
+
+__all__ = ["Versions", "RENEW_AFTER"]
