@@ -91,14 +91,14 @@ STRIPE_END = STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
 RESERVED_PREFIXES = (STRIPE_PREFIX, VERSION_PREFIX)
 
 
-def _upper(prefix: str) -> str:
+def prefix_upper(prefix: str) -> str:
     """The least string above every string that starts with ``prefix``
     (non-empty): ``a/`` -> ``a0``. Code-point order is the order SQLite
     compares UTF-8 text in."""
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
-RESERVED_RANGES = tuple(sorted((p, _upper(p)) for p in RESERVED_PREFIXES))
+RESERVED_RANGES = tuple(sorted((p, prefix_upper(p)) for p in RESERVED_PREFIXES))
 
 
 def stripe_name(obj: str, index: int) -> str:
@@ -724,7 +724,7 @@ class InfofileReader:
         """
         c = self.conn
         plen = len(prefix)
-        hi = _upper(prefix) if prefix else None
+        hi = prefix_upper(prefix) if prefix else None
         lg = self._logical_column()
         cols = f"name, size, {lg}, crc32c, committed_at, NULL, NULL" if detail else "name"
         sql = f"SELECT {cols} FROM records WHERE name >= ?" + ("" if hi is None else " AND name < ?")

@@ -1,8 +1,8 @@
 """The file object of the fsspec filesystem: one record, read whole on
 first use or buffered and stored as one record on close. Returned by
 :meth:`st_integrations.fsspec_fs.StoreTorrentFileSystem.open`; it reaches
-StoreTorrent only through that filesystem (``_read_record``, ``_rec_info``,
-``_write_record``).
+StoreTorrent only through that filesystem (``read_record``, ``record_details``,
+``write_record``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class StoreTorrentRecordFile(AbstractBufferedFile):
     def details(self):
         if self._details is None:
             fname, rname, meta = self._record
-            self._details = self.fs._rec_info(fname, rname, f"{fname}/{rname}", meta)
+            self._details = self.fs.record_details(fname, rname, f"{fname}/{rname}", meta)
         return self._details
 
     @details.setter
@@ -66,7 +66,7 @@ class StoreTorrentRecordFile(AbstractBufferedFile):
         """Bytes ``[start, end)`` of the record (the whole record is fetched once)."""
         if self._data is None:
             fname, rname, meta = self._record
-            self._data = self.fs._read_record(fname, rname, meta)
+            self._data = self.fs.read_record(fname, rname, meta)
         return self._data[start:end]
 
     def _upload_chunk(self, final=False):
@@ -74,7 +74,7 @@ class StoreTorrentRecordFile(AbstractBufferedFile):
             return False  # keep buffering: a record is one PUT
         data = self.buffer.getvalue()
         if self.autocommit:
-            self.fs._write_record(self.path, data, self._replication, replace=self.mode == "wb")
+            self.fs.write_record(self.path, data, self._replication, replace=self.mode == "wb")
         else:
             self._pending = data  # stored by commit() when the fsspec transaction ends
         return True
@@ -108,7 +108,7 @@ class StoreTorrentRecordFile(AbstractBufferedFile):
         """Store the record (at the end of an fsspec transaction)."""
         if self._pending is not None:
             data, self._pending = self._pending, None
-            self.fs._write_record(self.path, data, self._replication, replace=self.mode == "wb")
+            self.fs.write_record(self.path, data, self._replication, replace=self.mode == "wb")
 
     def discard(self):
         self._pending = None

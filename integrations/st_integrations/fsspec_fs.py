@@ -59,28 +59,27 @@ from st_py.errors import (
     RecordNotFoundError,
     StFileNotFoundError,
 )
-from st_py.infofile import user_size
+from st_py.infofile import prefix_upper, user_size
 
 from .fsspec_file import StoreTorrentRecordFile
 from .fsspec_paths import (
     PROTOCOL,
-    _addressable,
-    _all_addressable,
-    _dirs_of,
-    _Found,
-    _hidden,
-    _norm,
-    _not_found,
-    _object_info,
-    _ObjectMeta,
-    _prefix_info,
-    _prefixes,
-    _record_info,
-    _row_infos,
-    _split_url,
-    _upper,
+    Found,
+    ObjectStub,
+    addressable,
+    all_addressable,
+    dirs_of,
+    hidden,
+    norm,
+    not_found,
+    object_info,
+    prefix_info,
+    prefixes,
+    record_info,
+    row_infos,
+    split_url,
 )
-from .fsspec_resources import _close_quietly, _inode, _Resources, _ThreadState
+from .fsspec_resources import Resources, ThreadState, close_quietly, inode
 from .fsspec_write import RecordExistsFSError, WriteMixin
 from .record_cache import RecordCache
 
@@ -169,7 +168,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         self._lock = threading.RLock()
         self._tls = threading.local()
         self._epoch = 0
-        self._res = _Resources()
+        self._res = Resources()
         # closed with the instance; not at exit, where a flush could wait on peers for nothing
         weakref.finalize(self, self._res.close).atexit = False
         self._known: dict[str, dict] = {}  # StoreTorrent file name -> what List said of it
@@ -184,20 +183,20 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         ``a/b/`` all become ``/a/b``."""
         if isinstance(path, list):
             return [cls._strip_protocol(p) for p in path]
-        return _norm(_split_url(path)[1])
+        return norm(split_url(path)[1])
 
     @staticmethod
     def _get_kwargs_from_urls(path):
         """``{"tracker": "host:port"}`` for ``storetorrent://host:port/...``;
         ``{}`` for an empty host (the default tracker)."""
-        host = _split_url(path)[0]
+        host = split_url(path)[0]
         return {"tracker": host} if host else {}
 
     def unstrip_protocol(self, name: str) -> str:
         """``storetorrent://<tracker>/a/b`` (with the tracker if one was given)."""
         if name.startswith(PROTOCOL + "://"):
             return name
-        return f"{PROTOCOL}://{self.tracker or ''}{_norm(name)}"
+        return f"{PROTOCOL}://{self.tracker or ''}{norm(name)}"
 
     @property
     def fsid(self) -> str:
@@ -231,13 +230,13 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             self._epoch += 1  # threads open new handles; this thread's old state is closed below
         self._res.close()
 
-    def _state(self) -> _ThreadState:
+    def _state(self) -> ThreadState:
         st = getattr(self._tls, "state", None)
         pid = os.getpid()
         if st is None or st.epoch != self._epoch or st.pid != pid:
             if st is not None and st.pid == pid:  # after a fork the parent's sockets are left alone
                 self._res.drop(st)
-            st = self._tls.state = _ThreadState(self._epoch, pid, threading.current_thread())
+            st = self._tls.state = ThreadState(self._epoch, pid, threading.current_thread())
             self._res.add(st)
         return st
 
@@ -253,22 +252,22 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         if created is not None:
             old = st.pop(fname)
             if old is not None:
-                _close_quietly(old[0])
-            st.keep(fname, created, _inode(created.infofile_path))
+                close_quietly(old[0])
+            st.keep(fname, created, inode(created.infofile_path))
             return created
         cur = st.get(fname)
         if cur is not None:
             h, ino = cur
-            if ino is not None and _inode(h.infofile_path) == ino:
+            if ino is not None and inode(h.infofile_path) == ino:
                 return h
             st.pop(fname)
-            _close_quietly(h)
+            close_quietly(h)
         try:
             h = self.client.open(fname)
         except StFileNotFoundError:
             self._forget(fname)
             raise
-        st.keep(fname, h, _inode(h.infofile_path))
+        st.keep(fname, h, inode(h.infofile_path))
         return h
 
     def _forget(self, fname: str) -> None:
@@ -277,7 +276,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             self._local.pop(fname, None)
         cur = self._state().pop(fname)
         if cur is not None:
-            _close_quietly(cur[0])
+            close_quietly(cur[0])
 
     def invalidate_cache(self, path=None):
         """Forget what is cached about ``path`` and below (everything if None).
@@ -338,10 +337,10 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         if path == "/":
             return "dir", "/", None
         with self._lock:
-            for pre in _prefixes(path):
+            for pre in prefixes(path):
                 if pre in self._known:
                     return ("file", pre, "") if pre == path else ("inside", pre, path[len(pre) + 1 :])
-        for pre in _prefixes(path):
+        for pre in prefixes(path):
             try:
                 entries = self.client.ls(pre)
             except (StFileNotFoundError, BadNameError):  # record names may hold '..', '.st-', ...
@@ -365,16 +364,16 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
     def _meta(self, fname: str, rname: str):
         """``(size, crc32c, committed_at)`` of committed record ``rname``, or
         None (also for the reserved names of stripes and versions)."""
-        if _hidden(rname):
+        if hidden(rname):
             return None
         return self._infofile(fname).record_stat(rname)
 
     def _has_under(self, fname: str, prefix: str) -> bool:
         """Whether a committed record or object name starts with ``prefix``
         (ending in ``/``)."""
-        if _hidden(prefix):
+        if hidden(prefix):
             return False
-        if self._infofile(fname).any_between(prefix, _upper(prefix)):
+        if self._infofile(fname).any_between(prefix, prefix_upper(prefix)):
             return True
         return bool(self._objects_under(fname, prefix))
 
@@ -386,13 +385,13 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
     def _objects_under(self, fname: str, prefix: str) -> list:
         """``(name, size, crc32c, committed_at, stripes, stripe_size)`` of
         the objects whose names start with ``prefix`` ("" for all)."""
-        return self._infofile(fname).objects_between(prefix, _upper(prefix) if prefix else None)
+        return self._infofile(fname).objects_between(prefix, prefix_upper(prefix) if prefix else None)
 
     def _rows_under(self, fname: str, prefix: str):
         """``(name, size, crc32c, committed_at)`` of every record whose name
         starts with ``prefix`` (all if empty), sorted by name."""
-        rows = self._infofile(fname).records_between(prefix, _upper(prefix) if prefix else None)
-        return [r for r in rows if not _hidden(r[0])]
+        rows = self._infofile(fname).records_between(prefix, prefix_upper(prefix) if prefix else None)
+        return [r for r in rows if not hidden(r[0])]
 
     def _children(self, fname: str, prefix: str, detail: bool = True) -> tuple[list, list[str]]:
         """Records and objects (rows of ``entries_between``, or names if not
@@ -407,17 +406,17 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         plen = len(prefix)
         while entries and len(entries[0][0] if detail else entries[0]) == plen:
             entries.pop(0)  # the prefix itself sorts first
-        return entries, [prefix + h for h in heads if h and not _hidden(prefix + h + "/")]
+        return entries, [prefix + h for h in heads if h and not hidden(prefix + h + "/")]
 
     def _infos(self, fname: str, pre: str, rows: list) -> list[dict]:
         """The info dicts of ``entries_between`` rows, named ``pre + name``
-        (:func:`_row_infos`); a record of a filtered file committed before
-        user sizes were kept goes through :meth:`_rec_info`."""
-        infos = _row_infos(pre, rows)
+        (:func:`row_infos`); a record of a filtered file committed before
+        user sizes were kept goes through :meth:`record_details`."""
+        infos = row_infos(pre, rows)
         if self._handle(fname).filter_names:
             for i, r in enumerate(rows):
                 if r[2] is None and r[5] is None:
-                    infos[i] = self._rec_info(fname, r[0], pre + r[0], (r[1], r[3], r[4], None))
+                    infos[i] = self.record_details(fname, r[0], pre + r[0], (r[1], r[3], r[4], None))
         return infos
 
     def _file_info(self, fname: str) -> dict:
@@ -497,15 +496,15 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             pre = f"{a}/"
             if not detail:  # names only: no dict per entry
                 return sorted([pre + n for n in entries] + [pre + d for d in dirs])
-            out = self._infos(a, pre, entries) + [_prefix_info(pre + d) for d in dirs]
+            out = self._infos(a, pre, entries) + [prefix_info(pre + d) for d in dirs]
         elif kind == "inside" and (m := self._meta(a, b)) is not None:
-            out = [self._rec_info(a, b, path, m)]
+            out = [self.record_details(a, b, path, m)]
         elif kind == "inside" and (om := self._obj_meta(a, b)) is not None:
-            out = [_object_info(path, *om)]
+            out = [object_info(path, *om)]
         elif kind == "inside":
-            raise _not_found(path, f"no committed record {b!r} (nor records below it) in StoreTorrent file {a}")
+            raise not_found(path, f"no committed record {b!r} (nor records below it) in StoreTorrent file {a}")
         else:
-            raise _not_found(path, "no StoreTorrent directory, file or record")
+            raise not_found(path, "no StoreTorrent directory, file or record")
         out.sort(key=itemgetter("name"))  # stable: a record before a directory of its name
         return out if detail else [d["name"] for d in out]
 
@@ -528,14 +527,14 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         if kind == "inside":
             m = self._meta(a, b)
             if m is not None:
-                return self._rec_info(a, b, path, m)
+                return self.record_details(a, b, path, m)
             om = self._obj_meta(a, b)
             if om is not None:
-                return _object_info(path, *om)
+                return object_info(path, *om)
             if self._has_under(a, b + "/"):
-                return _prefix_info(path)
-            raise _not_found(path, f"no committed record {b!r} in StoreTorrent file {a}")
-        raise _not_found(path, "no StoreTorrent directory, file or record")
+                return prefix_info(path)
+            raise not_found(path, f"no committed record {b!r} in StoreTorrent file {a}")
+        raise not_found(path, "no StoreTorrent directory, file or record")
 
     def find(self, path, maxdepth=None, withdirs=False, detail=False, **kwargs):
         """Every record below ``path`` (and directories, if ``withdirs``),
@@ -554,21 +553,21 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             raise ValueError("maxdepth must be at least 1")
         path = self._strip_protocol(path)
         kind, a, b = self._lookup(path)
-        found = _Found(detail)
+        found = Found(detail)
         if kind == "inside" and not self._has_under(a, b + "/"):
             m = self._meta(a, b)
             om = self._obj_meta(a, b) if m is None else None
             if m is not None:  # a record: find gives the record itself
-                found.add_files([path], [self._rec_info(a, b, path, m)] if detail else None)
+                found.add_files([path], [self.record_details(a, b, path, m)] if detail else None)
             elif om is not None:
-                found.add_files([path], [_object_info(path, *om)] if detail else None)
+                found.add_files([path], [object_info(path, *om)] if detail else None)
         elif kind != "missing":
             if withdirs:
                 found.add_dir(path, self.info(path) if detail else None)
             self._find_into(found, kind, a, b, 0, maxdepth, withdirs)
         return found.result()
 
-    def _find_into(self, found: _Found, kind: str, a: str, b, depth: int, maxdepth, withdirs: bool) -> None:
+    def _find_into(self, found: Found, kind: str, a: str, b, depth: int, maxdepth, withdirs: bool) -> None:
         """Add what lies below ``a`` (a namespace directory, ``b`` its
         entries or None) or below prefix ``b`` of StoreTorrent file ``a``
         (``""``: the whole file) to ``found``; ``depth`` is its depth
@@ -595,21 +594,21 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         plen = len(prefix)
         room = None if maxdepth is None else maxdepth - depth  # components a name may have below prefix
         infofile = self._infofile(a)
-        hi = _upper(prefix) if prefix else None
+        hi = prefix_upper(prefix) if prefix else None
         rows: list | None = None
         if found.detail:
             rows = infofile.entries_between(prefix, hi)
             names = [r[0] for r in rows]
         else:
             names = infofile.names_between(prefix, hi)  # plain strings: the one query of a find
-        if not _all_addressable(names, plen):  # rare: names with an empty component are left out
-            keep = [i for i, n in enumerate(names) if _addressable(n[plen:])]
+        if not all_addressable(names, plen):  # rare: names with an empty component are left out
+            keep = [i for i, n in enumerate(names) if addressable(n[plen:])]
             names = [names[i] for i in keep]
             rows = None if rows is None else [rows[i] for i in keep]
         base = f"{a}/{prefix}"
         if withdirs:
-            for d in _dirs_of(names, plen, room):
-                found.add_dir(base + d, _prefix_info(base + d) if found.detail else None)
+            for d in dirs_of(names, plen, room):
+                found.add_dir(base + d, prefix_info(base + d) if found.detail else None)
         if room is not None:  # names at most room components deep
             keep = [i for i, n in enumerate(names) if n.count("/", plen) < room]
             if len(keep) < len(names):
@@ -692,7 +691,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
                 self._local[fname] = m
             return m
 
-    def _read_record(self, fname: str, rname: str, meta=None) -> bytes:
+    def read_record(self, fname: str, rname: str, meta=None) -> bytes:
         """The bytes of record ``rname`` of ``fname``: from the record cache;
         else from its local path if GET_LOCAL revealed a copy to this host
         and it matches the committed size and CRC-32C (paper 3.7); else by
@@ -708,7 +707,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         if meta is None:
             meta = self._meta(fname, rname)
             if meta is None:
-                raise _not_found(f"{fname}/{rname}", f"no committed record {rname!r} in StoreTorrent file {fname}")
+                raise not_found(f"{fname}/{rname}", f"no committed record {rname!r} in StoreTorrent file {fname}")
         h = self._handle(fname)
         key = (h.file_id, rname, meta[0], meta[1])
         data = self._cache.get(key)
@@ -721,7 +720,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             try:
                 data = h.get(rname)
             except RecordNotFoundError:
-                raise _not_found(
+                raise not_found(
                     f"{fname}/{rname}", f"no committed record {rname!r} in StoreTorrent file {fname}"
                 ) from None
             with self._lock:
@@ -729,7 +728,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         self._cache.put(key, data)
         return data
 
-    def _rec_info(self, fname: str, rname: str, path: str, meta) -> dict:
+    def record_details(self, fname: str, rname: str, path: str, meta) -> dict:
         """The fsspec info of a record (``meta``: ``(stored size, crc32c,
         committed_at, logical_size)``): ``size`` is the user's bytes, as the
         infofile keeps them (st_py.infofile.user_size). A record of a
@@ -738,8 +737,8 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         stored, crc, t = meta[0], meta[1], meta[2]
         logical = meta[3] if len(meta) > 3 else None
         if logical is None and self._handle(fname).filter_names:
-            logical = len(self._read_record(fname, rname, tuple(meta)))
-        return _record_info(path, user_size(stored, logical), crc, t, stored)
+            logical = len(self.read_record(fname, rname, tuple(meta)))
+        return record_info(path, user_size(stored, logical), crc, t, stored)
 
     def _read_local(self, fname: str, rname: str, meta) -> bytes | None:
         """The record from its revealed local path, or None (no local copy,
@@ -775,17 +774,17 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
                 return fname, rel, meta
             om = self._obj_meta(fname, rel)
             if om is not None:
-                return fname, rel, _ObjectMeta(*om)
+                return fname, rel, ObjectStub(*om)
             if self._has_under(fname, rel + "/"):
                 raise IsADirectoryError(errno.EISDIR, "a prefix of record names, not a record", path)
-            raise _not_found(path, f"no committed record {rel!r} in StoreTorrent file {fname}")
+            raise not_found(path, f"no committed record {rel!r} in StoreTorrent file {fname}")
         if kind in ("dir", "file"):
             raise IsADirectoryError(
                 errno.EISDIR,
                 "a directory" if kind == "dir" else "a StoreTorrent file (a directory of records), not a record",
                 path,
             )
-        raise _not_found(path, "no StoreTorrent directory, file or record")
+        raise not_found(path, "no StoreTorrent directory, file or record")
 
     def cat_file(self, path, start=None, end=None, **kwargs):
         """The bytes of a record, or of ``[start, end)`` of it (negative:
@@ -800,12 +799,12 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         """
         path = self._strip_protocol(path)
         fname, rname, meta = self._record_of(path)
-        if isinstance(meta, _ObjectMeta):  # ranged reads of the stripes it touches
+        if isinstance(meta, ObjectStub):  # ranged reads of the stripes it touches
             lo, hi, _ = slice(start, end).indices(meta.size)
             with self._handle(fname).open(rname) as r:
                 r.seek(lo)
                 return r.read(max(0, hi - lo))
-        data = self._read_record(fname, rname, meta)
+        data = self.read_record(fname, rname, meta)
         if start is None and end is None:
             return data
         return data[slice(start, end)]
@@ -854,7 +853,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         path = self._strip_protocol(path)
         if mode == "rb":
             fname, rname, meta = self._record_of(path)
-            if isinstance(meta, _ObjectMeta):  # seekable; reads fetch only the stripes they touch
+            if isinstance(meta, ObjectStub):  # seekable; reads fetch only the stripes they touch
                 reader = self._handle(fname).open(rname)
                 self._state().readers.add(reader)  # its handle stays open while it is used
                 return io.BufferedReader(reader, buffer_size=1 << 20)
@@ -866,7 +865,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
                 block_size,
                 autocommit,
                 cache_options=cache_options,
-                size=self._rec_info(fname, rname, path, meta)["size"],
+                size=self.record_details(fname, rname, path, meta)["size"],
                 record=(fname, rname, meta),
                 **kwargs,
             )

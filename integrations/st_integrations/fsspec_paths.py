@@ -23,11 +23,11 @@ _TRACKER_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")
 _HIDDEN = (".st-stripe/", ".st-version/")  # reserved prefixes: stripes, stored names of versions
 
 
-def _hidden(name: str) -> bool:
+def hidden(name: str) -> bool:
     return name.startswith(_HIDDEN)
 
 
-def _split_url(path: str) -> tuple[str, str]:
+def split_url(path: str) -> tuple[str, str]:
     """``(tracker or "", path)`` of a ``storetorrent://`` URL or a plain path."""
     path = stringify_path(path)
     host = ""
@@ -42,13 +42,13 @@ def _split_url(path: str) -> tuple[str, str]:
     return host, path
 
 
-def _norm(path: str) -> str:
+def norm(path: str) -> str:
     """``/a/b``: a leading ``/``, no trailing ``/`` (the root is ``/``)."""
     path = "/" + path.lstrip("/")
     return path.rstrip("/") or "/"
 
 
-def _prefixes(path: str):
+def prefixes(path: str):
     """``/a/b/c``, ``/a/b``, ``/a``, ``/``: the path and its ancestors, longest first."""
     while True:
         yield path
@@ -57,18 +57,11 @@ def _prefixes(path: str):
         path = path.rsplit("/", 1)[0] or "/"
 
 
-def _upper(prefix: str) -> str:
-    """The least string above every string starting with ``prefix``
-    (non-empty): ``a/`` -> ``a0``. Code-point order is the UTF-8 byte order
-    SQLite compares names in."""
-    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
-
-
-def _not_found(path: str, what: str) -> FileNotFoundError:
+def not_found(path: str, what: str) -> FileNotFoundError:
     return FileNotFoundError(errno.ENOENT, what, path)
 
 
-def _record_info(name: str, size: int, crc: int, committed_at: float, stored_size: int | None = None) -> dict:
+def record_info(name: str, size: int, crc: int, committed_at: float, stored_size: int | None = None) -> dict:
     """A record's info: ``size`` the user's bytes (st_py.infofile.user_size),
     ``stored_size`` as the peers store it (after the file's filters)."""
     return {
@@ -83,7 +76,7 @@ def _record_info(name: str, size: int, crc: int, committed_at: float, stored_siz
     }
 
 
-def _object_info(name: str, size: int, crc: int, committed_at: float, stripes: int, stripe_size: int) -> dict:
+def object_info(name: str, size: int, crc: int, committed_at: float, stripes: int, stripe_size: int) -> dict:
     return {
         "name": name,
         "size": int(size),
@@ -97,12 +90,12 @@ def _object_info(name: str, size: int, crc: int, committed_at: float, stripes: i
     }
 
 
-def _prefix_info(name: str) -> dict:
+def prefix_info(name: str) -> dict:
     return {"name": name, "size": 0, "type": "directory", "st_type": "prefix"}
 
 
 @dataclass(frozen=True)
-class _ObjectMeta:
+class ObjectStub:
     """What the infofile says of a striped object (``_record_of``)."""
 
     size: int
@@ -113,11 +106,11 @@ class _ObjectMeta:
 
 
 # -- listings: what find and ls make of the names one range query gives ------
-def _row_infos(pre: str, rows: list) -> list[dict]:
+def row_infos(pre: str, rows: list) -> list[dict]:
     """The info dicts of the rows of :meth:`st_py.infofile.InfofileReader.entries_between`
     (``(name, stored_size, logical_size, crc32c, committed_at, stripes,
-    stripe_size)``), each named ``pre + name``: as :func:`_record_info` and
-    :func:`_object_info` make them (``size`` the user's bytes,
+    stripe_size)``), each named ``pre + name``: as :func:`record_info` and
+    :func:`object_info` make them (``size`` the user's bytes,
     :func:`st_py.infofile.user_size`), built inline (one dict per row, no
     call per row). The values are already ``int`` and ``float``: SQLite's
     column affinity stores sizes and CRCs as INTEGER and
@@ -134,16 +127,16 @@ def _row_infos(pre: str, rows: list) -> list[dict]:
             "mtime": t,
         }
         if k is None
-        else _object_info(pre + n, lg, crc, t, k, ss)
+        else object_info(pre + n, lg, crc, t, k, ss)
         for n, st, lg, crc, t, k, ss in rows
     ]
 
 
-def _all_addressable(names: list[str], plen: int) -> bool:
+def all_addressable(names: list[str], plen: int) -> bool:
     """Whether no name has an empty component after its first ``plen``
     characters (a prefix: ``""`` or ending in ``/``), tested on the names
     joined (record names hold no NUL): ``//``, a trailing ``/``, or a
-    leading one where the prefix is empty. See :func:`_addressable`."""
+    leading one where the prefix is empty. See :func:`addressable`."""
     if not names:
         return True
     joined = "\0".join(names)
@@ -152,14 +145,14 @@ def _all_addressable(names: list[str], plen: int) -> bool:
     return plen > 0 or not (joined.startswith("/") or "\0/" in joined)
 
 
-def _addressable(rest: str) -> bool:
+def addressable(rest: str) -> bool:
     """A name below a prefix (``rest``, the part after it) is a path only
     if no component is empty: not ``""``, ``/x``, ``a//b`` nor ``a/``
     (docs/fsspec.md, "Corner cases")."""
     return not (not rest or rest[0] == "/" or rest[-1] == "/" or "//" in rest)
 
 
-def _dirs_of(names: list[str], plen: int, room: int | None) -> list[str]:
+def dirs_of(names: list[str], plen: int, room: int | None) -> list[str]:
     """The pseudo-directories that ``names`` (below one prefix of ``plen``
     characters, every component after it non-empty, in name order) make,
     relative to the prefix: each part of a name after the prefix that ends
@@ -186,7 +179,7 @@ def _dirs_of(names: list[str], plen: int, room: int | None) -> list[str]:
     return out
 
 
-class _Found:
+class Found:
     """What one ``find`` collects: directories and files (records and
     objects) as paths, with their info dicts if ``detail``. A path found
     both as a directory and as a file (records ``a`` and ``a/b``) is the

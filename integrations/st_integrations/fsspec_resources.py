@@ -31,7 +31,7 @@ MAX_OPEN_FILES = 64
 
 
 @dataclass
-class _ThreadState:
+class ThreadState:
     """Open StFile handles of one thread: a StFile (its peer transport and
     infofile connection) is never shared between threads, and pyarrow and
     DuckDB read from thread pools. At most :data:`MAX_OPEN_FILES` are kept,
@@ -64,7 +64,7 @@ class _ThreadState:
             used = {id(r._f) for r in list(self.readers)}
             for old in [o for o in self.retired if id(o) not in used]:
                 self.retired.remove(old)
-                _close_quietly(old)
+                close_quietly(old)
 
     def pop(self, fname: str):
         return self.handles.pop(fname, None)
@@ -76,10 +76,10 @@ class _ThreadState:
         retired, self.retired = self.retired, []
         for h in [h for h, _ in handles.values()] + retired:
             if not at_exit or not getattr(h, "inflight", 0):
-                _close_quietly(h)
+                close_quietly(h)
 
 
-class _Resources:
+class Resources:
     """What one filesystem instance holds open: every thread's StFile handles
     (peer sockets, infofile connections) and the tracker client (a gRPC
     channel). Kept apart from the instance so that ``weakref.finalize`` can
@@ -89,12 +89,12 @@ class _Resources:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.states: list[_ThreadState] = []
+        self.states: list[ThreadState] = []
         self.client = None
         self.client_pid: int | None = None
         _LIVE.add(self)
 
-    def add(self, st: _ThreadState) -> None:
+    def add(self, st: ThreadState) -> None:
         """Keep ``st``; close the handles of threads of this process that ended."""
         with self.lock:
             ended = [s for s in self.states if s.pid == st.pid and not s.thread.is_alive()]
@@ -102,7 +102,7 @@ class _Resources:
         for s in ended:
             s.close()
 
-    def drop(self, st: _ThreadState) -> None:
+    def drop(self, st: ThreadState) -> None:
         """Close the handles of ``st`` (of the calling thread) and forget it."""
         with self.lock:
             self.states = [s for s in self.states if s is not st]
@@ -110,7 +110,7 @@ class _Resources:
 
     def close(self, at_exit: bool = False) -> None:
         """Close what this process opened: every thread's handles and the
-        tracker client (``at_exit``: see :meth:`_ThreadState.close`)."""
+        tracker client (``at_exit``: see :meth:`ThreadState.close`)."""
         pid = os.getpid()
         with self.lock:
             mine = [s for s in self.states if s.pid == pid]
@@ -121,12 +121,12 @@ class _Resources:
         for s in mine:
             s.close(at_exit)
         if client is not None and at_exit:
-            _close_quietly(client)
+            close_quietly(client)
         elif client is not None:
             client.close()
 
 
-_LIVE: weakref.WeakSet = weakref.WeakSet()  # every _Resources of this process
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # every Resources of this process
 
 
 def _close_all_at_exit() -> None:
@@ -142,14 +142,14 @@ def _close_all_at_exit() -> None:
 atexit.register(_close_all_at_exit)
 
 
-def _inode(path: str):
+def inode(path: str):
     try:
         return os.stat(path).st_ino
     except OSError:
         return None
 
 
-def _close_quietly(h) -> None:
+def close_quietly(h) -> None:
     try:
         h.close()
     except Exception:

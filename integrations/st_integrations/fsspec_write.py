@@ -1,5 +1,5 @@
 """The write side of the fsspec filesystem: storing records (``pipe_file``,
-``cp_file``, the ``wb``/``xb`` file objects through ``_write_record``),
+``cp_file``, the ``wb``/``xb`` file objects through ``write_record``),
 deleting them (``rm_file``, ``rm``, ``rmdir``) and the no-op directory calls.
 :class:`WriteMixin` is a base of
 :class:`st_integrations.fsspec_fs.StoreTorrentFileSystem`, ahead of fsspec's
@@ -17,7 +17,7 @@ from fsspec.utils import stringify_path
 
 from st_py.errors import RecordExistsError, RecordNotFoundError, StFileExistsError
 
-from .fsspec_paths import _not_found
+from .fsspec_paths import not_found
 
 
 class RecordExistsFSError(RecordExistsError, FileExistsError):
@@ -96,7 +96,7 @@ class WriteMixin:
             )
         return parent, base, False
 
-    def _write_record(self, path: str, data, replication: str | None = None, replace: bool = False) -> None:
+    def write_record(self, path: str, data, replication: str | None = None, replace: bool = False) -> None:
         """PUT ``data`` as the record at ``path`` and commit it (paper 3.1,
         3.5); with ``replace``, as a new version of a committed record
         (docs/replication.md, "Versioned records")."""
@@ -143,7 +143,7 @@ class WriteMixin:
         """
         if mode not in ("overwrite", "create"):
             raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
-        self._write_record(
+        self.write_record(
             self._strip_protocol(path), bytes(value), kwargs.get("replication"), replace=mode == "overwrite"
         )
 
@@ -188,7 +188,7 @@ class WriteMixin:
         try:
             self._handle(fname).delete(rname)
         except RecordNotFoundError:
-            raise _not_found(path, f"no record {rname!r} in StoreTorrent file {fname}") from None
+            raise not_found(path, f"no record {rname!r} in StoreTorrent file {fname}") from None
 
     def rm(self, path, recursive=False, maxdepth=None):
         """Delete records, StoreTorrent files or directories.
@@ -226,7 +226,7 @@ class WriteMixin:
     def _rm_one(self, path: str, recursive: bool) -> None:
         kind, a, b = self._lookup(path)
         if kind == "missing":
-            raise _not_found(path, "no StoreTorrent directory, file or record")
+            raise not_found(path, "no StoreTorrent directory, file or record")
         if kind == "inside" and (not recursive or self._meta(a, b) is not None):
             self.rm_file(path)
             return
@@ -238,7 +238,7 @@ class WriteMixin:
         elif kind == "inside":  # a record prefix
             names = [r[0] for r in self._rows_under(a, b + "/")]
             if not names:
-                raise _not_found(path, f"no committed record {b!r} (nor records below it) in {a}")
+                raise not_found(path, f"no committed record {b!r} (nor records below it) in {a}")
             h = self._handle(a)
             for name in names:
                 try:
@@ -284,4 +284,4 @@ class WriteMixin:
                 raise OSError(errno.ENOTEMPTY, str(e), path) from None
             self.invalidate_cache(path)
         elif kind == "missing":
-            raise _not_found(path, "no StoreTorrent directory or file")
+            raise not_found(path, "no StoreTorrent directory or file")
