@@ -34,8 +34,9 @@ listings, reads). The rest is split by responsibility:
 :mod:`~st_integrations.fsspec_paths` (the path model: URL parsing, record-name
 ranges, info dicts), :mod:`~st_integrations.fsspec_resources` (handles and
 the tracker client, per thread and process),
-:mod:`~st_integrations.fsspec_write` (writes and deletes, a base class of
-:class:`StoreTorrentFileSystem`) and :mod:`~st_integrations.fsspec_file` (the
+:mod:`~st_integrations.fsspec_write` (writes and deletes: the
+:class:`~st_integrations.fsspec_write.RecordWriter` each
+:class:`StoreTorrentFileSystem` holds) and :mod:`~st_integrations.fsspec_file` (the
 file object). :class:`StoreTorrentFileSystem` stays here: the entry point and
 pickles name it by this module.
 """
@@ -80,11 +81,11 @@ from .fsspec_paths import (
     split_url,
 )
 from .fsspec_resources import Resources, ThreadState, close_quietly, inode
-from .fsspec_write import RecordExistsFSError, WriteMixin
+from .fsspec_write import RecordExistsFSError, RecordWriter
 from .record_cache import RecordCache
 
 
-class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
+class StoreTorrentFileSystem(AbstractFileSystem):
     """StoreTorrent files and records as an fsspec filesystem.
 
     Thread safety: one instance may be shared between threads (fsspec
@@ -175,6 +176,103 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         self._local: dict[str, dict] = {}  # file name -> {record name: LocalRecord}
         self._local_locks: dict[str, threading.Lock] = {}
         self._cache = RecordCache(record_cache_bytes)  # (file_id, record, size, crc32c) -> bytes
+        self._writer = RecordWriter(self)  # writes and deletes (fsspec_write)
+
+    # -- writes and deletes (fsspec_write.RecordWriter) -----------------------
+    def write_record(self, path: str, data, replication: str | None = None, replace: bool = False) -> None:
+        """PUT ``data`` as the record at ``path`` (normalized) and commit it
+        (paper 3.1, 3.5); with ``replace``, as a new version of a committed
+        record (docs/replication.md, "Versioned records"); the file objects'
+        writes come here. Raises as :meth:`pipe_file`."""
+        self._writer.write_record(path, data, replication, replace)
+
+    def pipe_file(self, path, value, mode="overwrite", **kwargs):
+        """Store ``value`` (bytes-like) as the record at ``path``, committed
+        on return. ``mode="overwrite"`` (fsspec's default) of a committed
+        record stores a new version of it (readers see the old bytes or the
+        new, whole; docs/replication.md, "Versioned records");
+        ``mode="create"`` refuses an existing record.
+
+        Raises
+        ------
+        FileExistsError
+            (:class:`RecordExistsFSError`) ``mode="create"`` and the record
+            is committed, or the path is a striped object.
+        IsADirectoryError
+            The path is a directory or StoreTorrent file, or no StoreTorrent
+            file can hold it (its parent is a namespace directory).
+        """
+        self._writer.pipe_file(path, value, mode, **kwargs)
+
+    def cp_file(self, path1, path2, **kwargs):
+        """Copy one record (read, then a PUT; a committed target gets a new
+        version, as ``pipe_file``). A directory (namespace directory,
+        StoreTorrent file or prefix) is skipped: directories exist through
+        the records below them (no empty directories, as S3), so a recursive
+        ``copy`` copies its records one by one.
+
+        Raises
+        ------
+        FileNotFoundError
+            ``path1`` does not exist.
+        """
+        self._writer.cp_file(path1, path2, **kwargs)
+
+    def mkdir(self, path, create_parents=True, **kwargs):
+        """No-op: the tracker has no directory call. Namespace directories
+        are made with the StoreTorrent files below them, and a StoreTorrent
+        file by its first record (docs/fsspec.md)."""
+
+    def makedirs(self, path, exist_ok=False):
+        """No-op, as :meth:`mkdir`."""
+
+    def rm_file(self, path):
+        """Delete one record: its copies on every holder, then its commit
+        (paper 4.3).
+
+        Raises
+        ------
+        FileNotFoundError
+            No committed record at ``path``.
+        IsADirectoryError
+            ``path`` is a directory or StoreTorrent file (use ``rm(path, recursive=True)``).
+        """
+        self._writer.rm_file(path)
+
+    def rm(self, path, recursive=False, maxdepth=None):
+        """Delete records, StoreTorrent files or directories.
+
+        Parameters
+        ----------
+        path : str or list of str
+            Paths or glob patterns.
+        recursive : bool
+            Needed for anything but a record: a StoreTorrent file is deleted
+            whole (``Client.delete``: its records on every live peer, then
+            its infofile); a record prefix deletes its records one by one; a
+            namespace directory deletes every StoreTorrent file below it
+            (the directories stay: the tracker has no call to remove one).
+        maxdepth : None
+            Not supported (deletes follow StoreTorrent file boundaries).
+
+        Raises
+        ------
+        FileNotFoundError, IsADirectoryError (not recursive), ValueError (maxdepth)
+        """
+        self._writer.rm(path, recursive, maxdepth)
+
+    def rmdir(self, path):
+        """Delete an empty StoreTorrent file, or remove an empty namespace
+        directory (as UNIX rmdir: write permission on its parent).
+
+        Raises
+        ------
+        OSError
+            ``ENOTEMPTY``: the StoreTorrent file, record prefix or directory
+            is not empty.
+        FileNotFoundError
+        """
+        self._writer.rmdir(path)
 
     # -- URLs -----------------------------------------------------------------
     @classmethod
@@ -184,6 +282,11 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         if isinstance(path, list):
             return [cls._strip_protocol(p) for p in path]
         return norm(split_url(path)[1])
+
+    def st_path(self, path) -> str:
+        """``path`` (a URL, or a path with or without its leading ``/``)
+        as this filesystem's normalized path (``/a/b``)."""
+        return self._strip_protocol(path)
 
     @staticmethod
     def _get_kwargs_from_urls(path):
@@ -240,7 +343,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             self._res.add(st)
         return st
 
-    def _handle(self, fname: str, created=None):
+    def st_handle(self, fname: str, created=None):
         """This thread's open StFile of ``fname``, reopened when its infofile
         was replaced (the file deleted, or deleted and created again).
 
@@ -265,12 +368,12 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         try:
             h = self.client.open(fname)
         except StFileNotFoundError:
-            self._forget(fname)
+            self.st_forget(fname)
             raise
         st.keep(fname, h, inode(h.infofile_path))
         return h
 
-    def _forget(self, fname: str) -> None:
+    def st_forget(self, fname: str) -> None:
         with self._lock:
             self._known.pop(fname, None)
             self._local.pop(fname, None)
@@ -320,7 +423,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             self._known[e.name] = d
         return d
 
-    def _lookup(self, path: str):
+    def st_lookup(self, path: str):
         """What ``path`` (normalized) is: the StoreTorrent file it is or lies
         in (the longest prefix that is one), else a namespace directory.
 
@@ -357,40 +460,40 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         return "missing", "/", path.lstrip("/")  # not reached: the root always lists
 
     # -- records (the infofile, through st_py.infofile.InfofileReader) --------
-    def _infofile(self, fname: str):
+    def st_infofile(self, fname: str):
         """This thread's read-only reader of the infofile of ``fname``."""
-        return self._handle(fname).infofile()
+        return self.st_handle(fname).infofile()
 
-    def _meta(self, fname: str, rname: str):
+    def st_record_meta(self, fname: str, rname: str):
         """``(size, crc32c, committed_at)`` of committed record ``rname``, or
         None (also for the reserved names of stripes and versions)."""
         if hidden(rname):
             return None
-        return self._infofile(fname).record_stat(rname)
+        return self.st_infofile(fname).record_stat(rname)
 
-    def _has_under(self, fname: str, prefix: str) -> bool:
+    def st_has_under(self, fname: str, prefix: str) -> bool:
         """Whether a committed record or object name starts with ``prefix``
         (ending in ``/``)."""
         if hidden(prefix):
             return False
-        if self._infofile(fname).any_between(prefix, prefix_upper(prefix)):
+        if self.st_infofile(fname).any_between(prefix, prefix_upper(prefix)):
             return True
         return bool(self._objects_under(fname, prefix))
 
-    def _obj_meta(self, fname: str, rname: str):
+    def st_object_meta(self, fname: str, rname: str):
         """``(size, crc32c, committed_at, stripes, stripe_size)`` of striped
         object ``rname``, or None."""
-        return self._infofile(fname).object_stat(rname)
+        return self.st_infofile(fname).object_stat(rname)
 
     def _objects_under(self, fname: str, prefix: str) -> list:
         """``(name, size, crc32c, committed_at, stripes, stripe_size)`` of
         the objects whose names start with ``prefix`` ("" for all)."""
-        return self._infofile(fname).objects_between(prefix, prefix_upper(prefix) if prefix else None)
+        return self.st_infofile(fname).objects_between(prefix, prefix_upper(prefix) if prefix else None)
 
-    def _rows_under(self, fname: str, prefix: str):
+    def st_rows_under(self, fname: str, prefix: str):
         """``(name, size, crc32c, committed_at)`` of every record whose name
         starts with ``prefix`` (all if empty), sorted by name."""
-        rows = self._infofile(fname).records_between(prefix, prefix_upper(prefix) if prefix else None)
+        rows = self.st_infofile(fname).records_between(prefix, prefix_upper(prefix) if prefix else None)
         return [r for r in rows if not hidden(r[0])]
 
     def _children(self, fname: str, prefix: str, detail: bool = True) -> tuple[list, list[str]]:
@@ -402,7 +505,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         the entries it returns, not the records below them. A name equal to
         the prefix (``a/``) and a directory with an empty name (``a//b``) are
         not listed (docs/fsspec.md)."""
-        entries, heads = self._infofile(fname).level(prefix, detail)
+        entries, heads = self.st_infofile(fname).level(prefix, detail)
         plen = len(prefix)
         while entries and len(entries[0][0] if detail else entries[0]) == plen:
             entries.pop(0)  # the prefix itself sorts first
@@ -413,14 +516,14 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         (:func:`row_infos`); a record of a filtered file committed before
         user sizes were kept goes through :meth:`record_details`."""
         infos = row_infos(pre, rows)
-        if self._handle(fname).filter_names:
+        if self.st_handle(fname).filter_names:
             for i, r in enumerate(rows):
                 if r[2] is None and r[5] is None:
                     infos[i] = self.record_details(fname, r[0], pre + r[0], (r[1], r[3], r[4], None))
         return infos
 
-    def _file_info(self, fname: str) -> dict:
-        h = self._handle(fname)
+    def st_file_info(self, fname: str) -> dict:
+        h = self.st_handle(fname)
         n, nbytes = h.infofile().stats()
         i = h.info
         d = {
@@ -487,19 +590,19 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             No such directory, StoreTorrent file, record or record prefix.
         """
         path = self._strip_protocol(path)
-        kind, a, b = self._lookup(path)
+        kind, a, b = self.st_lookup(path)
         if kind == "dir":
             entries = b if b is not None else self.client.ls(path)
             out = [i for i in map(self._entry_info, entries) if i is not None]
-        elif kind == "file" or (kind == "inside" and self._has_under(a, b + "/")):
+        elif kind == "file" or (kind == "inside" and self.st_has_under(a, b + "/")):
             entries, dirs = self._children(a, b + "/" if b else "", detail)
             pre = f"{a}/"
             if not detail:  # names only: no dict per entry
                 return sorted([pre + n for n in entries] + [pre + d for d in dirs])
             out = self._infos(a, pre, entries) + [prefix_info(pre + d) for d in dirs]
-        elif kind == "inside" and (m := self._meta(a, b)) is not None:
+        elif kind == "inside" and (m := self.st_record_meta(a, b)) is not None:
             out = [self.record_details(a, b, path, m)]
-        elif kind == "inside" and (om := self._obj_meta(a, b)) is not None:
+        elif kind == "inside" and (om := self.st_object_meta(a, b)) is not None:
             out = [object_info(path, *om)]
         elif kind == "inside":
             raise not_found(path, f"no committed record {b!r} (nor records below it) in StoreTorrent file {a}")
@@ -519,19 +622,19 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         FileNotFoundError
         """
         path = self._strip_protocol(path)
-        kind, a, b = self._lookup(path)
+        kind, a, b = self.st_lookup(path)
         if kind == "dir":
             return {"name": path, "size": 0, "type": "directory", "st_type": "dir"}
         if kind == "file":
-            return self._file_info(a)
+            return self.st_file_info(a)
         if kind == "inside":
-            m = self._meta(a, b)
+            m = self.st_record_meta(a, b)
             if m is not None:
                 return self.record_details(a, b, path, m)
-            om = self._obj_meta(a, b)
+            om = self.st_object_meta(a, b)
             if om is not None:
                 return object_info(path, *om)
-            if self._has_under(a, b + "/"):
+            if self.st_has_under(a, b + "/"):
                 return prefix_info(path)
             raise not_found(path, f"no committed record {b!r} in StoreTorrent file {a}")
         raise not_found(path, "no StoreTorrent directory, file or record")
@@ -552,11 +655,11 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         if maxdepth is not None and maxdepth < 1:
             raise ValueError("maxdepth must be at least 1")
         path = self._strip_protocol(path)
-        kind, a, b = self._lookup(path)
+        kind, a, b = self.st_lookup(path)
         found = Found(detail)
-        if kind == "inside" and not self._has_under(a, b + "/"):
-            m = self._meta(a, b)
-            om = self._obj_meta(a, b) if m is None else None
+        if kind == "inside" and not self.st_has_under(a, b + "/"):
+            m = self.st_record_meta(a, b)
+            om = self.st_object_meta(a, b) if m is None else None
             if m is not None:  # a record: find gives the record itself
                 found.add_files([path], [self.record_details(a, b, path, m)] if detail else None)
             elif om is not None:
@@ -593,7 +696,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         prefix = b + "/" if b else ""
         plen = len(prefix)
         room = None if maxdepth is None else maxdepth - depth  # components a name may have below prefix
-        infofile = self._infofile(a)
+        infofile = self.st_infofile(a)
         hi = prefix_upper(prefix) if prefix else None
         rows: list | None = None
         if found.detail:
@@ -639,7 +742,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         if info["st_type"] == "record":
             return datetime.fromtimestamp(info["created"], tz=timezone.utc)
         if info["st_type"] == "file":
-            meta = self._infofile(info["name"]).meta()
+            meta = self.st_infofile(info["name"]).meta()
             return datetime.fromtimestamp(float(meta.get("created_at", 0)), tz=timezone.utc)
         raise NotImplementedError(f"{info['name']} is a directory without a timestamp")
 
@@ -655,7 +758,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         """
         info = self.info(path)
         if info["st_type"] == "file":
-            t = self._infofile(info["name"]).last_commit_at()
+            t = self.st_infofile(info["name"]).last_commit_at()
             if t is not None:
                 return datetime.fromtimestamp(float(t), tz=timezone.utc)
         return self.created(path)
@@ -680,7 +783,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
 
             m = {}
             try:
-                h = self._handle(fname)
+                h = self.st_handle(fname)
                 if any(p.alive and is_local(p.addr) for p in h.peers.values()):
                     with self._lock:
                         self.stats["get_local_calls"] += 1
@@ -705,10 +808,10 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             Every copy failed.
         """
         if meta is None:
-            meta = self._meta(fname, rname)
+            meta = self.st_record_meta(fname, rname)
             if meta is None:
                 raise not_found(f"{fname}/{rname}", f"no committed record {rname!r} in StoreTorrent file {fname}")
-        h = self._handle(fname)
+        h = self.st_handle(fname)
         key = (h.file_id, rname, meta[0], meta[1])
         data = self._cache.get(key)
         if data is not None:
@@ -736,7 +839,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         to give the size a reader will see (docs/filters.md)."""
         stored, crc, t = meta[0], meta[1], meta[2]
         logical = meta[3] if len(meta) > 3 else None
-        if logical is None and self._handle(fname).filter_names:
+        if logical is None and self.st_handle(fname).filter_names:
             logical = len(self.read_record(fname, rname, tuple(meta)))
         return record_info(path, user_size(stored, logical), crc, t, stored)
 
@@ -746,7 +849,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         lr = self._local_map(fname).get(rname)
         if lr is None or lr.size != meta[0] or lr.crc32c not in (None, meta[1]):
             return None  # not revealed here, or a copy of a version replaced since
-        h = self._handle(fname)
+        h = self.st_handle(fname)
         try:
             data = h.read_local(lr)  # checked against its size and CRC-32C, decoded
         except (ChecksumError, GetLocalError) as e:
@@ -759,7 +862,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             self.stats["local_reads"] += 1
         return data
 
-    def _record_of(self, path: str):
+    def st_record_of(self, path: str):
         """``(file name, record name, (size, crc32c, committed_at))`` of the
         record at ``path``.
 
@@ -767,15 +870,15 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         ------
         FileNotFoundError, IsADirectoryError
         """
-        kind, fname, rel = self._lookup(path)
+        kind, fname, rel = self.st_lookup(path)
         if kind == "inside":
-            meta = self._meta(fname, rel)
+            meta = self.st_record_meta(fname, rel)
             if meta is not None:
                 return fname, rel, meta
-            om = self._obj_meta(fname, rel)
+            om = self.st_object_meta(fname, rel)
             if om is not None:
                 return fname, rel, ObjectStub(*om)
-            if self._has_under(fname, rel + "/"):
+            if self.st_has_under(fname, rel + "/"):
                 raise IsADirectoryError(errno.EISDIR, "a prefix of record names, not a record", path)
             raise not_found(path, f"no committed record {rel!r} in StoreTorrent file {fname}")
         if kind in ("dir", "file"):
@@ -798,10 +901,10 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
         FileNotFoundError, IsADirectoryError, RecordUnavailableError
         """
         path = self._strip_protocol(path)
-        fname, rname, meta = self._record_of(path)
+        fname, rname, meta = self.st_record_of(path)
         if isinstance(meta, ObjectStub):  # ranged reads of the stripes it touches
             lo, hi, _ = slice(start, end).indices(meta.size)
-            with self._handle(fname).open(rname) as r:
+            with self.st_handle(fname).open(rname) as r:
                 r.seek(lo)
                 return r.read(max(0, hi - lo))
         data = self.read_record(fname, rname, meta)
@@ -852,9 +955,9 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
             raise NotImplementedError(f"mode {mode!r}: StoreTorrent records are write-once; use 'rb' or 'wb'")
         path = self._strip_protocol(path)
         if mode == "rb":
-            fname, rname, meta = self._record_of(path)
+            fname, rname, meta = self.st_record_of(path)
             if isinstance(meta, ObjectStub):  # seekable; reads fetch only the stripes they touch
-                reader = self._handle(fname).open(rname)
+                reader = self.st_handle(fname).open(rname)
                 self._state().readers.add(reader)  # its handle stays open while it is used
                 return io.BufferedReader(reader, buffer_size=1 << 20)
             kwargs.setdefault("cache_type", "none")
@@ -870,7 +973,7 @@ class StoreTorrentFileSystem(WriteMixin, AbstractFileSystem):
                 **kwargs,
             )
         replication = kwargs.pop("replication", None)
-        self._write_target(path, replace=mode == "wb")  # fail early: a directory, no file can hold it, exists (xb)
+        self._writer.write_target(path, replace=mode == "wb")  # fail early: a directory, no file can hold it, exists (xb)
         return StoreTorrentRecordFile(
             self, path, mode, block_size, autocommit, cache_options=cache_options, replication=replication, **kwargs
         )

@@ -1,17 +1,16 @@
 """The write side of the fsspec filesystem: storing records (``pipe_file``,
 ``cp_file``, the ``wb``/``xb`` file objects through ``write_record``),
 deleting them (``rm_file``, ``rm``, ``rmdir``) and the no-op directory calls.
-:class:`WriteMixin` is a base of
-:class:`st_integrations.fsspec_fs.StoreTorrentFileSystem`, ahead of fsspec's
-``AbstractFileSystem`` so that its methods override fsspec's; it resolves
-paths with the filesystem's read side (``_lookup``, ``_meta``,
-``_handle``, ...), declared below for type checking only.
+:class:`RecordWriter` is held by each
+:class:`st_integrations.fsspec_fs.StoreTorrentFileSystem`, whose fsspec
+methods (``pipe_file``, ``cp_file``, ``rm_file``, ``rm``, ``rmdir``) and
+``write_record`` delegate to it; it resolves paths with the filesystem's
+public ``st_*`` methods.
 """
 
 from __future__ import annotations
 
 import errno
-from typing import TYPE_CHECKING, Any
 
 from fsspec.utils import stringify_path
 
@@ -29,47 +28,36 @@ class RecordExistsFSError(RecordExistsError, FileExistsError):
     """
 
 
-class WriteMixin:
-    """Writes and deletes of :class:`st_integrations.fsspec_fs.StoreTorrentFileSystem`."""
+class RecordWriter:
+    """The writes and deletes of one
+    :class:`~st_integrations.fsspec_fs.StoreTorrentFileSystem` (``fs``),
+    whose public methods of the same names delegate here. It resolves paths
+    and handles with the filesystem's ``st_*`` methods (``st_lookup``,
+    ``st_handle``, ``st_record_meta`` ...).
 
-    if TYPE_CHECKING:  # provided by StoreTorrentFileSystem (and fsspec's AbstractFileSystem)
-        replication: str
+    Thread safety: as its filesystem (shared between threads; each thread
+    writes through its own StFile handles).
+    """
 
-        @property
-        def client(self) -> Any: ...
-        @classmethod
-        def _strip_protocol(cls, path: Any) -> Any: ...
-        def _handle(self, fname: str, created: Any = None) -> Any: ...
-        def _forget(self, fname: str) -> None: ...
-        def _lookup(self, path: str) -> tuple[str, str, Any]: ...
-        def _infofile(self, fname: str) -> Any: ...
-        def _meta(self, fname: str, rname: str) -> Any: ...
-        def _has_under(self, fname: str, prefix: str) -> bool: ...
-        def _obj_meta(self, fname: str, rname: str) -> Any: ...
-        def _rows_under(self, fname: str, prefix: str) -> list: ...
-        def _file_info(self, fname: str) -> dict: ...
-        def _record_of(self, path: str) -> tuple[str, str, Any]: ...
-        def cat_file(self, path: Any, start: Any = None, end: Any = None, **kwargs: Any) -> Any: ...
-        def isdir(self, path: Any) -> bool: ...
-        def glob(self, path: Any, maxdepth: Any = None, **kwargs: Any) -> Any: ...
-        def invalidate_cache(self, path: Any = None) -> None: ...
+    def __init__(self, fs):
+        self.fs = fs
 
     # -- writing --------------------------------------------------------------
-    def _write_target(self, path: str, replace: bool = False):
+    def write_target(self, path: str, replace: bool = False):
         """``(file name, record name, True if the file exists)`` for a write to ``path``.
 
         Raises
         ------
         RecordExistsFSError, IsADirectoryError
         """
-        kind, a, b = self._lookup(path)
+        kind, a, b = self.fs.st_lookup(path)
         if kind == "inside":
-            if self._obj_meta(a, b) is not None:
+            if self.fs.st_object_meta(a, b) is not None:
                 raise RecordExistsFSError(
                     f"{b!r} is a striped object in {a}: objects are not replaced; delete "
                     "it first (fs.rm) or use another name"
                 )
-            if self._meta(a, b) is not None and not replace:
+            if self.fs.st_record_meta(a, b) is not None and not replace:
                 raise RecordExistsFSError(
                     f"record {b!r} is already committed in {a}: records are write-once; "
                     "delete it first (fs.rm) or use another name"
@@ -100,16 +88,16 @@ class WriteMixin:
         """PUT ``data`` as the record at ``path`` and commit it (paper 3.1,
         3.5); with ``replace``, as a new version of a committed record
         (docs/replication.md, "Versioned records")."""
-        fname, rname, exists = self._write_target(path, replace)
+        fname, rname, exists = self.write_target(path, replace)
         if exists:
-            h = self._handle(fname)
+            h = self.fs.st_handle(fname)
         else:
             try:
-                h = self._handle(
-                    fname, created=self.client.create(fname, replication or self.replication, est_size=len(data))
+                h = self.fs.st_handle(
+                    fname, created=self.fs.client.create(fname, replication or self.fs.replication, est_size=len(data))
                 )
             except StFileExistsError:  # created meanwhile by another writer
-                h = self._handle(fname)
+                h = self.fs.st_handle(fname)
         try:
             if h.infofile().exists(rname) and not replace:
                 raise RecordExistsFSError(
@@ -123,7 +111,7 @@ class WriteMixin:
         except RecordExistsError as e:
             raise RecordExistsFSError(str(e)) from e
         if not exists:
-            self._file_info(fname)  # remember it as a StoreTorrent file
+            self.fs.st_file_info(fname)  # remember it as a StoreTorrent file
 
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
         """Store ``value`` (bytes-like) as the record at ``path``, committed
@@ -143,9 +131,7 @@ class WriteMixin:
         """
         if mode not in ("overwrite", "create"):
             raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
-        self.write_record(
-            self._strip_protocol(path), bytes(value), kwargs.get("replication"), replace=mode == "overwrite"
-        )
+        self.write_record(self.fs.st_path(path), bytes(value), kwargs.get("replication"), replace=mode == "overwrite")
 
     def cp_file(self, path1, path2, **kwargs):
         """Copy one record (read, then a PUT; a committed target gets a new
@@ -159,17 +145,9 @@ class WriteMixin:
         FileNotFoundError
             ``path1`` does not exist.
         """
-        if self.isdir(path1):
+        if self.fs.isdir(path1):
             return
-        self.pipe_file(path2, self.cat_file(path1))
-
-    def mkdir(self, path, create_parents=True, **kwargs):
-        """No-op: the tracker has no directory call. Namespace directories
-        are made with the StoreTorrent files below them, and a StoreTorrent
-        file by its first record (docs/fsspec.md)."""
-
-    def makedirs(self, path, exist_ok=False):
-        """No-op, as :meth:`mkdir`."""
+        self.pipe_file(path2, self.fs.cat_file(path1))
 
     # -- deleting -------------------------------------------------------------
     def rm_file(self, path):
@@ -183,10 +161,10 @@ class WriteMixin:
         IsADirectoryError
             ``path`` is a directory or StoreTorrent file (use ``rm(path, recursive=True)``).
         """
-        path = self._strip_protocol(path)
-        fname, rname, _ = self._record_of(path)
+        path = self.fs.st_path(path)
+        fname, rname, _ = self.fs.st_record_of(path)
         try:
-            self._handle(fname).delete(rname)
+            self.fs.st_handle(fname).delete(rname)
         except RecordNotFoundError:
             raise not_found(path, f"no record {rname!r} in StoreTorrent file {fname}") from None
 
@@ -217,41 +195,41 @@ class WriteMixin:
         for p in paths:
             p = stringify_path(p)
             if any(c in p for c in "*?["):
-                todo += self.glob(p)
+                todo += self.fs.glob(p)
             else:
-                todo.append(self._strip_protocol(p))
+                todo.append(self.fs.st_path(p))
         for p in todo:
             self._rm_one(p, recursive)
 
     def _rm_one(self, path: str, recursive: bool) -> None:
-        kind, a, b = self._lookup(path)
+        kind, a, b = self.fs.st_lookup(path)
         if kind == "missing":
             raise not_found(path, "no StoreTorrent directory, file or record")
-        if kind == "inside" and (not recursive or self._meta(a, b) is not None):
+        if kind == "inside" and (not recursive or self.fs.st_record_meta(a, b) is not None):
             self.rm_file(path)
             return
         if not recursive:
             raise IsADirectoryError(errno.EISDIR, "a directory: pass recursive=True", path)
         if kind == "file":
-            self.client.delete(a)
-            self._forget(a)
+            self.fs.client.delete(a)
+            self.fs.st_forget(a)
         elif kind == "inside":  # a record prefix
-            names = [r[0] for r in self._rows_under(a, b + "/")]
+            names = [r[0] for r in self.fs.st_rows_under(a, b + "/")]
             if not names:
                 raise not_found(path, f"no committed record {b!r} (nor records below it) in {a}")
-            h = self._handle(a)
+            h = self.fs.st_handle(a)
             for name in names:
                 try:
                     h.delete(name)
                 except RecordNotFoundError:
                     pass  # deleted meanwhile
         else:
-            for e in b if b is not None else self.client.ls(path):
+            for e in b if b is not None else self.fs.client.ls(path):
                 if e.is_dir:
                     self._rm_one(e.name, True)
                 elif e.file_id:
-                    self.client.delete(e.name)
-                    self._forget(e.name)
+                    self.fs.client.delete(e.name)
+                    self.fs.st_forget(e.name)
 
     def rmdir(self, path):
         """Delete an empty StoreTorrent file, or remove an empty namespace
@@ -264,24 +242,24 @@ class WriteMixin:
             is not empty.
         FileNotFoundError
         """
-        path = self._strip_protocol(path)
-        kind, a, b = self._lookup(path)
+        path = self.fs.st_path(path)
+        kind, a, b = self.fs.st_lookup(path)
         if kind == "file":
-            if not self._infofile(a).is_empty():
+            if not self.fs.st_infofile(a).is_empty():
                 raise OSError(errno.ENOTEMPTY, "the StoreTorrent file has records", path)
-            self.client.delete(a)
-            self._forget(a)
+            self.fs.client.delete(a)
+            self.fs.st_forget(a)
         elif kind == "inside":
-            if self._has_under(a, b + "/"):
+            if self.fs.st_has_under(a, b + "/"):
                 raise OSError(errno.ENOTEMPTY, "a record prefix exists while records are below it", path)
             raise OSError(errno.ENOTDIR, "not a directory", path)
         elif kind == "dir" and path not in ("", "/"):
             from st_py.errors import DirectoryNotEmptyError
 
             try:
-                self.client.rmdir(path)
+                self.fs.client.rmdir(path)
             except DirectoryNotEmptyError as e:
                 raise OSError(errno.ENOTEMPTY, str(e), path) from None
-            self.invalidate_cache(path)
+            self.fs.invalidate_cache(path)
         elif kind == "missing":
             raise not_found(path, "no StoreTorrent directory or file")
