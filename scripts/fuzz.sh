@@ -86,6 +86,12 @@ BUILT=$(date +%s)
 # ---- 3. seed corpora -------------------------------------------------------------------
 python3 "$ROOT/st_core/fuzz/make_corpus.py" --out "$BUILD/corpus" >&2
 
+# request_fuzz's sandbox (a record store, a namespace root) lives under
+# $TMPDIR: on tmpfs when the caller names no other place, so each input's
+# mkdir/rmdir of its files' directories costs no disk journal.
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  export TMPDIR=/dev/shm
+fi
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 mkdir -p "$BUILD/logs"
@@ -122,8 +128,9 @@ if [ "$REGRESSIONS_ONLY" -eq 0 ]; then
       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$art/" \
       "$BUILD/corpus/$t" "$REGRESSIONS" >"$BUILD/logs/$t.log" 2>&1 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$BUILD/logs/$t.log" | tail -n 1)
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$BUILD/logs/$t.log" | tail -n 1)
     cov=$(grep -oE 'cov: [0-9]+' "$BUILD/logs/$t.log" | tail -n 1 || true)
-    SUMMARY+=("$t: ${execs:-?} executions, ${cov:-cov: ?}, exit $rc")
+    SUMMARY+=("$t: ${execs:-?} executions (${rate:-?}/s), ${cov:-cov: ?}, exit $rc")
     found=0
     for a in "$art"/*; do
       [ -f "$a" ] || continue

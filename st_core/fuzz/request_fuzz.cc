@@ -1,20 +1,29 @@
 // libFuzzer target: the peer's request handling on attacker bytes
 // (docs/security.md, "Fuzzing").
 //
-// The input is what a client sends on one TCP connection. Each input gets a
-// fresh event loop and a real Server listening on 127.0.0.1 (so the bytes go
-// through accept, Connection's framing and Server::HandleRequest exactly as
-// in st-peer), in front of one RecordStore and one namespace root made once
-// per process under $TMPDIR. The client writes the input (all at once, or in
-// pieces of 1 to 97 bytes each read by the server before the next is
-// written, a function of the input's CRC: Connection's partial-frame path),
-// reads every reply, and once every request it sent has been answered
-// half-closes and resets the connection (after a frame that does not parse:
-// reads until the server closes).
+// The input is what a client sends on one connection. One event loop and a
+// real Server are made once per process (and the Server again only when an
+// input wants the other kind of peer, below), in front of one RecordStore
+// and one namespace root under $TMPDIR. Each input is one end of a fresh
+// socketpair handed to the server as an accepted connection
+// (Server::AcceptConnection, so the bytes go through the --max-connections
+// accounting, Connection's framing and Server::HandleRequest exactly as in
+// st-peer; only the TCP handshake of accept is left out). The client writes
+// the input (all at once, or in pieces of 1 to 97 bytes each read by the
+// server before the next is written, a function of the input's CRC:
+// Connection's partial-frame path), reads every reply, and once every
+// request it sent has been answered half-closes and closes the connection
+// (after a frame that does not parse: reads until the server closes).
 //
 // An input whose first frame is AUTH meets a peer that checks capabilities
 // (docs/capabilities.md), with a fixed key and clock; any other input a peer
 // without a key (AUTH answered OK and ignored).
+//
+// What an input may change is back as it was when the input ends: the
+// store is emptied (below), the connection is closed and forgotten, no
+// GET_LOCAL round or scrub is left running (the loop runs until then), and
+// impact control has no limit. So an input meets the same server whatever
+// ran before it, and a crash reproduces from the input alone.
 //
 // Nothing reaches the network: the server advertises 127.0.0.1:4000 (the
 // address in tests/vectors/wire.json's GET_LOCAL vectors), ring segments for
@@ -34,13 +43,9 @@
 //     and files/<16 hex>/<2 hex>/<record file>[.name] whose name decodes,
 //     sits in its bucket and matches the store's index, count and bytes.
 // Then every file of the store is deleted (DELETE_FILE's code path), so each
-// input starts from an empty store and a crash reproduces from its input
-// alone.
-#include <arpa/inet.h>
+// input starts from an empty store.
 #include <dirent.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/socket.h>
@@ -157,8 +162,11 @@ void WriteInfofile(const std::string& path, const std::string& my_peer_id) {
   sqlite3_close(db);
 }
 
+void StopPeer();
+
 void RemoveSandbox() {
   if (g_box == nullptr) return;
+  StopPeer();
   g_box->store.reset();
   test::RemoveTree(g_box->root);
 }
@@ -309,6 +317,7 @@ Expected Simulate(const uint8_t* p, size_t n) {
 
 class FuzzServer : public Server {
  public:
+  using Server::AcceptConnection;
   using Server::Server;
   // Never touch the network: a segment for a ring successor must decode, and
   // is then dropped (the round times out, as with a silent peer).
@@ -361,24 +370,15 @@ struct Reply {
 
 class FuzzClient {
  public:
-  FuzzClient(EventLoop* loop, int port, const uint8_t* data, size_t size, size_t want_replies)
-      : loop_(loop), data_(data), size_(size), want_(want_replies) {
+  // fd: the client's end of a socketpair whose other end the server has.
+  FuzzClient(EventLoop* loop, int fd, const uint8_t* data, size_t size, size_t want_replies)
+      : loop_(loop), fd_(fd), data_(data), size_(size), want_(want_replies) {
     // How the bytes reach the server, a function of the input so that a
     // crash reproduces: all at once (one read), or in pieces of 1 to 97
     // bytes, each read by the server before the next is written (frames
     // split at every kind of boundary: Connection's partial-frame path).
     uint32_t h = crc32c::Value(data, size);
     chunk_ = (h & 3) == 0 ? size : 1 + (h >> 2) % 97;
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    ST_FUZZ_CHECK(fd_ >= 0, "socket: %s", std::strerror(errno));
-    struct sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int one = 1;  // small pieces go out at once (no Nagle delay)
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    int rc = connect(fd_, reinterpret_cast<struct sockaddr*>(&a), sizeof(a));
-    ST_FUZZ_CHECK(rc == 0 || errno == EINPROGRESS, "connect: %s", std::strerror(errno));
     Status s = loop_->AddFd(fd_, EventLoop::kReadable | EventLoop::kWritable,
                             [this](int events) { OnEvents(events); });
     ST_FUZZ_CHECK(s.ok(), "AddFd: %s", s.ToString().c_str());
@@ -392,13 +392,8 @@ class FuzzClient {
   bool shut() const { return shut_; }
 
  private:
-  // Closes with a reset (SO_LINGER 0), so that no connection is left in
-  // TIME_WAIT: at hundreds of inputs a second they would use up the
-  // machine's ephemeral ports within a minute.
   void CloseFd() {
     if (fd_ < 0) return;
-    struct linger lg{1, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     loop_->RemoveFd(fd_);
     close(fd_);
     fd_ = -1;
@@ -708,16 +703,38 @@ void ResetStore(Sandbox* box, const std::vector<uint64_t>& ids) {
                 "the store still counts records after deleting every file");
 }
 
-void RunOne(const uint8_t* data, size_t size) {
-  Sandbox* box = g_box;
-  Expected want = Simulate(data, size);
+// ---- The peer, made once ------------------------------------------------------------
 
+// The loop and the server every input meets: one without a key, or one that
+// checks capabilities. Only one lives at a time: a server tells the store
+// which writers are still connected (RecordStore::SetWriterOpen).
+struct Peer {
   std::unique_ptr<EventLoop> loop;
-  Status s = EventLoop::Create(&loop);
-  ST_FUZZ_CHECK(s.ok(), "EventLoop::Create: %s", s.ToString().c_str());
+  std::unique_ptr<FuzzServer> server;
+  bool keyed = false;
+};
+
+Peer* g_peer = nullptr;
+
+void StopPeer() {
+  if (g_peer == nullptr) return;
+  g_peer->server.reset();
+  g_peer->loop.reset();
+  delete g_peer;
+  g_peer = nullptr;
+}
+
+FuzzServer* PeerFor(Sandbox* box, bool keyed) {
+  if (g_peer == nullptr) {
+    g_peer = new Peer;
+    Status s = EventLoop::Create(&g_peer->loop);
+    ST_FUZZ_CHECK(s.ok(), "EventLoop::Create: %s", s.ToString().c_str());
+  }
+  if (g_peer->server != nullptr && g_peer->keyed == keyed) return g_peer->server.get();
+  g_peer->server.reset();
   ServerOptions so;
   so.host = "127.0.0.1";
-  so.port = 0;
+  so.port = 0;  // the listener is never used: inputs come through AcceptConnection
   so.advertise = kAdvertise;
   so.namespace_dir = box->ns;
   so.max_frame = kMaxFrame;
@@ -728,17 +745,37 @@ void RunOne(const uint8_t* data, size_t size) {
   // No infofile mirrors: LIST_META and GET_META answer NO_NAMESPACE at once,
   // and the data directory keeps its layout.
   so.mirror_interval_s = 0;
-  so.scrub_age_s = 0;       // so a SCRUB removes what is not committed
-  if (FirstFrameIsAuth(data, size)) so.capability_key = kCapabilityKey;
+  so.scrub_age_s = 0;  // so a SCRUB removes what is not committed
+  // No verifier pass between inputs (a server made per input never reached
+  // its first one either).
+  so.verify_interval_s = 0;
+  if (keyed) so.capability_key = kCapabilityKey;
   so.clock = [] { return kFuzzNow; };
-  auto server = std::make_unique<FuzzServer>(loop.get(), box->store.get(), so);
-  s = server->Start();
+  g_peer->server = std::make_unique<FuzzServer>(g_peer->loop.get(), box->store.get(), so);
+  g_peer->keyed = keyed;
+  Status s = g_peer->server->Start();
   ST_FUZZ_CHECK(s.ok(), "Server::Start: %s", s.ToString().c_str());
+  return g_peer->server.get();
+}
+
+void RunOne(const uint8_t* data, size_t size) {
+  Sandbox* box = g_box;
+  Expected want = Simulate(data, size);
+  FuzzServer* server = PeerFor(box, FirstFrameIsAuth(data, size));
+  EventLoop* loop = g_peer->loop.get();
+
+  int fds[2];
+  ST_FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0,
+                "socketpair: %s", std::strerror(errno));
+  server->AcceptConnection(fds[0], "fuzz-client");
+  ST_FUZZ_CHECK(server->connection_count() == 1 && server->client_count() == 1,
+                "the server has %zu connections (%zu clients) for one input",
+                server->connection_count(), server->client_count());
 
   // After a frame that does not parse, the server answers it and closes:
   // read until EOF. Otherwise leave once every request has its answer.
   size_t want_replies = want.fatal ? SIZE_MAX : want.sync.size() + want.async.size();
-  auto client = std::make_unique<FuzzClient>(loop.get(), server->port(), data, size, want_replies);
+  auto client = std::make_unique<FuzzClient>(loop, fds[1], data, size, want_replies);
 
   // Stop once the client is done and the server has nothing left running.
   bool hung = false;
@@ -751,7 +788,9 @@ void RunOne(const uint8_t* data, size_t size) {
                 (server->scrubber() == nullptr || !server->scrubber()->running());
     if (idle || EventLoop::Now() > deadline) {
       hung = !idle;
-      loop->Stop();
+      // After the tasks already posted (the closed connection's release):
+      // the input leaves nothing behind for the next one.
+      loop->Post([loop] { loop->Stop(); });
       return;
     }
     loop->AddTimer(polls < 200 ? 0 : 0.001, poll);
@@ -773,8 +812,9 @@ void RunOne(const uint8_t* data, size_t size) {
   }
   CheckReplies(want, *client, box->store->data_dir() + "/files");
   client.reset();
-  server.reset();
-  loop.reset();
+  ST_FUZZ_CHECK(server->client_count() == 0 && server->ring_inbound_count() == 0,
+                "the server still counts %zu clients and %zu ring links after the input",
+                server->client_count(), server->ring_inbound_count());
 
   std::vector<uint64_t> ids = CheckStore(*box);
   ResetStore(box, ids);

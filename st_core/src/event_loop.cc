@@ -190,6 +190,7 @@ void EventLoop::Run() {
     if (turn_start_ns_ != nullptr) turn_start_ns_->store(0, std::memory_order_relaxed);
   }
   if (turn_start_ns_ != nullptr) turn_start_ns_->store(0, std::memory_order_relaxed);
+  stop_ = false;  // a later Run runs again (the request fuzzer's one loop, input after input)
 }
 
 }  // namespace st

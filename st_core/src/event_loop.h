@@ -52,7 +52,8 @@ class EventLoop {
   // from any thread.
   void Post(Task task);
 
-  // Runs until Stop(). Returns at once if Stop() was called before.
+  // Runs until Stop(). Returns at once if Stop() was called before. Once it
+  // has returned, the next Run() runs until the next Stop().
   void Run();
   void Stop();                // loop thread
   void StopFromAnyThread();   // any thread

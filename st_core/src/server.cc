@@ -212,42 +212,45 @@ void Server::OnAccept() {
       return;
     }
     SetNoDelay(fd);
-    std::string remote = SockAddrString(reinterpret_cast<struct sockaddr*>(&ss));
-    Kind kind = Kind::kClient;
-    if (options_.max_connections > 0 &&
-        kind_count_[static_cast<int>(Kind::kClient)] >= options_.max_connections) {
-      // Over the limit: it may still be a ring peer's link (its first frame
-      // tells), so it gets a short probation unless too many are pending.
-      if (kind_count_[static_cast<int>(Kind::kProbation)] +
-              kind_count_[static_cast<int>(Kind::kRefused)] >=
-          kMaxProbation) {
-        RefuseNow(fd, remote);
-        continue;
+    AcceptConnection(fd, SockAddrString(reinterpret_cast<struct sockaddr*>(&ss)));
+  }
+}
+
+void Server::AcceptConnection(int fd, std::string remote) {
+  Kind kind = Kind::kClient;
+  if (options_.max_connections > 0 &&
+      kind_count_[static_cast<int>(Kind::kClient)] >= options_.max_connections) {
+    // Over the limit: it may still be a ring peer's link (its first frame
+    // tells), so it gets a short probation unless too many are pending.
+    if (kind_count_[static_cast<int>(Kind::kProbation)] +
+            kind_count_[static_cast<int>(Kind::kRefused)] >=
+        kMaxProbation) {
+      RefuseNow(fd, remote);
+      return;
+    }
+    kind = Kind::kProbation;
+  }
+  Connection* c = Adopt(fd, std::move(remote), false);
+  if (c == nullptr) return;
+  uint64_t id = c->id();
+  Inbound& in = inbound_.emplace(id, Inbound{kind, false, 0, {}}).first->second;
+  ++kind_count_[static_cast<int>(kind)];
+  if (kind == Kind::kProbation) {
+    c->SetTimeouts(options_.idle_timeout_s, 0);
+    in.probation_timer = loop_->AddTimer(kProbationSeconds, [this, id] {
+      auto it = inbound_.find(id);
+      if (it == inbound_.end()) return;
+      it->second.probation_timer = 0;
+      if (it->second.kind != Kind::kProbation) return;
+      auto cit = conns_.find(id);
+      if (cit == conns_.end() || cit->second->closed()) return;
+      if (kind_count_[static_cast<int>(Kind::kClient)] < options_.max_connections) {
+        SetKind(id, &it->second, Kind::kClient);  // a slot came free meanwhile
+        cit->second->SetTimeouts(options_.idle_timeout_s, options_.keepalive_timeout_s);
+        return;
       }
-      kind = Kind::kProbation;
-    }
-    Connection* c = Adopt(fd, std::move(remote), false);
-    if (c == nullptr) continue;
-    uint64_t id = c->id();
-    Inbound& in = inbound_.emplace(id, Inbound{kind, false, 0, {}}).first->second;
-    ++kind_count_[static_cast<int>(kind)];
-    if (kind == Kind::kProbation) {
-      c->SetTimeouts(options_.idle_timeout_s, 0);
-      in.probation_timer = loop_->AddTimer(kProbationSeconds, [this, id] {
-        auto it = inbound_.find(id);
-        if (it == inbound_.end()) return;
-        it->second.probation_timer = 0;
-        if (it->second.kind != Kind::kProbation) return;
-        auto cit = conns_.find(id);
-        if (cit == conns_.end() || cit->second->closed()) return;
-        if (kind_count_[static_cast<int>(Kind::kClient)] < options_.max_connections) {
-          SetKind(id, &it->second, Kind::kClient);  // a slot came free meanwhile
-          cit->second->SetTimeouts(options_.idle_timeout_s, options_.keepalive_timeout_s);
-          return;
-        }
-        Refuse(cit->second.get(), &it->second, "");
-      });
-    }
+      Refuse(cit->second.get(), &it->second, "");
+    });
   }
 }
 

@@ -194,6 +194,11 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
                         const std::function<std::string(uint64_t seq)>& build, double timeout_s,
                         LinkDone done);
   EventLoop* loop() const { return loop_; }
+  // An accepted socket as an inbound connection: the --max-connections
+  // accounting (a client, on probation, or refused at once), then a
+  // Connection of this server. OnAccept calls it for each socket the
+  // listener gives; the request fuzzer for one end of a socketpair.
+  void AcceptConnection(int fd, std::string remote);
 
  private:
   void OnAccept();
