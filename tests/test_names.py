@@ -108,8 +108,8 @@ def test_refused_record_names_say_why_and_store_nothing(cluster):
         "/" + "d/" * 600 + "f",
     ],
 )
-def test_file_names_cannot_escape_the_namespace(cluster, name):
-    c = cluster.client()
+def test_file_names_cannot_escape_the_namespace(module_cluster, name):
+    c = module_cluster.client()
     with pytest.raises(BadNameError):
         c.create(name)
     with pytest.raises(BadNameError):

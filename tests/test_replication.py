@@ -56,8 +56,8 @@ def check_whole(c, name, data, copies, dead=()):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("replication", ["x2", "x3"])
-def test_protocol_stores_f_copies(cluster, protocol, replication):
-    c = cluster.client()
+def test_protocol_stores_f_copies(module_cluster, protocol, replication):
+    c = module_cluster.client()
     data = blobs(200)
     with c.create(f"/rep/{protocol}-{replication}", replication, protocol=protocol) as f:
         assert f.protocol == protocol
@@ -68,8 +68,8 @@ def test_protocol_stores_f_copies(cluster, protocol, replication):
         assert f.protocol == protocol
 
 
-def test_unknown_protocol_is_refused(cluster):
-    c = cluster.client()
+def test_unknown_protocol_is_refused(module_cluster):
+    c = module_cluster.client()
     with pytest.raises(BadNameError, match="client-sync, chain"):
         c.create("/rep/bad", protocol="paxos")
 
