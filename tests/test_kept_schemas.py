@@ -37,6 +37,13 @@ def _part(i: int, rows: int = 100) -> bytes:
 
 
 @pytest.fixture
+def cluster(module_cluster):
+    """Every test writes files of names of its own under /ks and kills, restarts
+    and fills nothing: one cluster for the module."""
+    return module_cluster
+
+
+@pytest.fixture
 def no_header_reads(monkeypatch):
     """Count every record header a scan reads while it is planned."""
     calls: list[str] = []

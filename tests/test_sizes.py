@@ -33,6 +33,13 @@ def _cli(cluster, *args: str):
     return r.stdout
 
 
+@pytest.fixture
+def cluster(module_cluster):
+    """Each case writes a file of its own under /sz (and lists /sz only for
+    its entry) and kills, restarts and fills nothing: one cluster for the module."""
+    return module_cluster
+
+
 @pytest.mark.parametrize("filters", [["zstd"], ["zstd", "aes-256-gcm"], []])
 def test_a_size_is_the_users_bytes_in_every_view(cluster, monkeypatch, filters):
     import fsspec
