@@ -171,6 +171,12 @@ def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster,
             timeout=15,
             what="the tracker to declare the killed holder failed",
         )
+    else:  # back: repair stores its pending copies on it once the tracker has its announce again
+        poll_for(
+            lambda: any(p.addr == stopped.addr and p.alive for p in c.status().peers),
+            timeout=15,
+            what="the tracker to see the returned holder alive",
+        )
     n_pending = sum(len(p) for p in pending.values())
     report = rp.repair(c, [name], failed_after=None)[0]
     assert report.pending_stored == n_pending, report
