@@ -193,45 +193,4 @@ class Copies:
         return outcomes
 
 
-@dataclass
-class _HostView:
-    """A :class:`CopyTarget` over a :class:`CopiesMixin` host's own names."""
-
-    host: Any
-
-    @property
-    def file_id(self) -> int:
-        return self.host.file_id
-
-    @property
-    def transport(self) -> Any:
-        return self.host._transport
-
-    def addr(self, idx: int) -> str:
-        return self.host.peers[idx].addr
-
-    def check_open(self) -> None:
-        self.host.check_open()
-
-    def renew_capability(self) -> None:
-        self.host._renew_capability()
-
-
-class CopiesMixin:
-    """:meth:`Copies.store_copies` for a class that holds its own
-    ``file_id``, ``peers``, ``_transport``, ``check_open()`` and
-    ``_renew_capability()`` (the scripted handle of
-    ``tests/test_store_copies.py``). :class:`st_py.file.StFile` does not use
-    it: it hands its :class:`~st_py.file_context.FileContext` to
-    :class:`Copies`."""
-
-    def store_copies(
-        self,
-        copies: Iterable[CopyToStore],
-        fail_over: Callable[[CopyOutcome], int | None] | None = None,
-    ) -> list[CopyOutcome]:
-        """:meth:`Copies.store_copies` on this object's transport and peers."""
-        return Copies(_HostView(self)).store_copies(copies, fail_over)
-
-
-__all__ = ["Copies", "CopiesMixin", "CopyOutcome", "CopyTarget", "CopyToStore"]
+__all__ = ["Copies", "CopyOutcome", "CopyTarget", "CopyToStore"]

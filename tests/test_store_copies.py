@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from st_py.copies import CopiesMixin, CopyOutcome, CopyToStore
+from st_py.copies import Copies, CopyOutcome, CopyToStore
 from st_py.errors import PeerError, PeerUnavailableError, StoreTorrentError
 from st_py.infofile import RecordMeta
 from st_py.protocol import FLAG_REPLACE, ErrorCode, put_prefix
@@ -50,7 +50,10 @@ class ScriptedTransport:
             callback(None, exc)
 
 
-class Handle(CopiesMixin):
+class Handle:
+    """A scripted open file: the :class:`st_py.copies.CopyTarget` a
+    :class:`Copies` stores through."""
+
     def __init__(self, answers: dict[int, str]):
         self.file_id = 5
         self.peers = {i: SimpleNamespace(addr=f"peer{i}:1") for i in answers}
@@ -62,8 +65,18 @@ class Handle(CopiesMixin):
         if self.closed:
             raise StoreTorrentError("closed")
 
-    def _renew_capability(self):
+    @property
+    def transport(self):
+        return self._transport
+
+    def addr(self, idx: int) -> str:
+        return self.peers[idx].addr
+
+    def renew_capability(self):
         self.renewals += 1
+
+    def store_copies(self, copies, fail_over=None):
+        return Copies(self).store_copies(copies, fail_over)
 
 
 VERSIONED = RecordMeta("rec", 3, 0xC0FFEE, (0, 1), (0, 1), stored_as=".st-version/l-1/rec")
