@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from st_py.protocol import crc32c
 
+from . import physical
 from .cases import fresh_cluster, row
 
 GROUP = "small"
@@ -214,6 +215,12 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                     raise AssertionError(f"{label}: {got} rows and bytes, wrote {want}")
 
         timed("loop", lambda: _loop(client, name))
+        if physical.tool() is not None:  # the machine's limit: C open/read/close of the same revealed files
+            with client.open(name) as f:
+                paths = [r.path for r in f.get_local()]
+            for procs, label in ((1, "c1"), (physical.cores(), "cn")):
+                timed(label, lambda procs=procs: (len(paths), physical.read_files(paths, procs)[1]))
+            phys_put = [physical.write_files(tmp / "phys-small", records, RECORD, copies=2) for _ in range(rounds)]
         timed("read_unit", lambda: _read_unit(client, tracker, name))
         quiet = logging.getLogger("distributed")
         level = quiet.level
@@ -240,7 +247,31 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
         f"{rounds} rounds after a warm run (s: {spread})"
     )
     base = "one process: get_local() + open/read of each path"
-    return [
+    phys = []
+    if "c1" in rate:
+        cn = f"C open/read/close of the revealed files, {physical.cores()} processes (bench/physical.c)"
+        phys = [
+            row("physical_read_4kib_files_1proc", rate["c1"], "records/s", note=note),
+            row("physical_read_4kib_files", rate["cn"], "records/s", note=cn),
+            row(
+                "small_raw_getlocal_loop_vs_physical",
+                rate["loop"],
+                "records/s",
+                "C open/read/close of the same files, 1 process",
+                rate["c1"],
+            ),
+            row("small_raw_dask_vs_physical", rate["dask"], "records/s", cn, rate["cn"]),
+            row("small_raw_ray_vs_physical", rate["ray"], "records/s", cn, rate["cn"]),
+            row(
+                "small_raw_put_vs_physical",
+                records / put_s,
+                "records/s",
+                "C loop writing both copies' files in the peers' layout, one process per core",
+                records / statistics.median(phys_put),
+                note="O_TMPFILE+linkat, no sync (bench/physical.c); s: " + "/".join(f"{x:.2f}" for x in phys_put),
+            ),
+        ]
+    return phys + [
         row(
             "small_raw_put",
             records / put_s,
