@@ -973,7 +973,8 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                 **kwargs,
             )
         replication = kwargs.pop("replication", None)
-        self._writer.write_target(path, replace=mode == "wb")  # fail early: a directory, no file can hold it, exists (xb)
+        # fail early: a directory, no file can hold it, exists (xb)
+        self._writer.write_target(path, replace=mode == "wb")
         return StoreTorrentRecordFile(
             self, path, mode, block_size, autocommit, cache_options=cache_options, replication=replication, **kwargs
         )
