@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import pyarrow as pa
 
 from .. import capability, namespace
 from .._proto import tracker_pb2 as pb
@@ -646,8 +647,6 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                         f"the format must be one of {list(FORMATS)} and the schema at most "
                         f"{MAX_SCHEMA_BYTES} bytes",
                     )
-                import pyarrow as pa  # here, not at import: the tracker starts without it (0.35 s)
-
                 try:
                     load_schema(key[1])
                 except (pa.ArrowException, ValueError) as e:
