@@ -60,6 +60,10 @@ def test_put_of_a_file_over_the_record_limit_stores_an_object(cluster, tmp_path)
     assert r.returncode == 0 and "2 already there" in r.stdout, r.stderr
 
 
+# Ray waits a fixed 30 s (ray/_private/node.py, not configurable) for its raylet to register when
+# read_storetorrent starts it here; twice this session a loaded 2-core CI machine missed that window
+# ("The current node timed out during startup"). Ray's start is not the point of the test: its rows are.
+@pytest.mark.flaky(reruns=2, reruns_delay=5)
 def test_a_large_csv_put_with_the_cli_gives_the_same_rows_everywhere(cluster, tmp_path, monkeypatch):
     """The issue's new user: a CSV over the record limit stored by the CLI
     reads as the same rows from pandas, Ray, Dask and DuckDB."""
