@@ -114,53 +114,20 @@ class RecordWriter:
             self.fs.st_file_info(fname)  # remember it as a StoreTorrent file
 
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
-        """Store ``value`` (bytes-like) as the record at ``path``, committed
-        on return. ``mode="overwrite"`` (fsspec's default) of a committed
-        record stores a new version of it (readers see the old bytes or the
-        new, whole; docs/replication.md, "Versioned records");
-        ``mode="create"`` refuses an existing record.
-
-        Raises
-        ------
-        FileExistsError
-            (:class:`RecordExistsFSError`) ``mode="create"`` and the record
-            is committed, or the path is a striped object.
-        IsADirectoryError
-            The path is a directory or StoreTorrent file, or no StoreTorrent
-            file can hold it (its parent is a namespace directory).
-        """
+        """:meth:`StoreTorrentFileSystem.pipe_file` (its docstring says what and what it raises)."""
         if mode not in ("overwrite", "create"):
             raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
         self.write_record(self.fs.st_path(path), bytes(value), kwargs.get("replication"), replace=mode == "overwrite")
 
     def cp_file(self, path1, path2, **kwargs):
-        """Copy one record (read, then a PUT; a committed target gets a new
-        version, as ``pipe_file``). A directory (namespace directory,
-        StoreTorrent file or prefix) is skipped: directories exist through
-        the records below them (no empty directories, as S3), so a recursive
-        ``copy`` copies its records one by one.
-
-        Raises
-        ------
-        FileNotFoundError
-            ``path1`` does not exist.
-        """
+        """:meth:`StoreTorrentFileSystem.cp_file` (its docstring says what and what it raises)."""
         if self.fs.isdir(path1):
             return
         self.pipe_file(path2, self.fs.cat_file(path1))
 
     # -- deleting -------------------------------------------------------------
     def rm_file(self, path):
-        """Delete one record: its copies on every holder, then its commit
-        (paper 4.3).
-
-        Raises
-        ------
-        FileNotFoundError
-            No committed record at ``path``.
-        IsADirectoryError
-            ``path`` is a directory or StoreTorrent file (use ``rm(path, recursive=True)``).
-        """
+        """:meth:`StoreTorrentFileSystem.rm_file` (its docstring says what and what it raises)."""
         path = self.fs.st_path(path)
         fname, rname, _ = self.fs.st_record_of(path)
         try:
@@ -169,25 +136,7 @@ class RecordWriter:
             raise not_found(path, f"no record {rname!r} in StoreTorrent file {fname}") from None
 
     def rm(self, path, recursive=False, maxdepth=None):
-        """Delete records, StoreTorrent files or directories.
-
-        Parameters
-        ----------
-        path : str or list of str
-            Paths or glob patterns.
-        recursive : bool
-            Needed for anything but a record: a StoreTorrent file is deleted
-            whole (``Client.delete``: its records on every live peer, then
-            its infofile); a record prefix deletes its records one by one; a
-            namespace directory deletes every StoreTorrent file below it
-            (the directories stay: the tracker has no call to remove one).
-        maxdepth : None
-            Not supported (deletes follow StoreTorrent file boundaries).
-
-        Raises
-        ------
-        FileNotFoundError, IsADirectoryError (not recursive), ValueError (maxdepth)
-        """
+        """:meth:`StoreTorrentFileSystem.rm` (its docstring says what and what it raises)."""
         if maxdepth is not None:
             raise ValueError("maxdepth is not supported by StoreTorrentFileSystem.rm")
         paths = path if isinstance(path, (list, tuple)) else [path]
@@ -232,16 +181,7 @@ class RecordWriter:
                     self.fs.st_forget(e.name)
 
     def rmdir(self, path):
-        """Delete an empty StoreTorrent file, or remove an empty namespace
-        directory (as UNIX rmdir: write permission on its parent).
-
-        Raises
-        ------
-        OSError
-            ``ENOTEMPTY``: the StoreTorrent file, record prefix or directory
-            is not empty.
-        FileNotFoundError
-        """
+        """:meth:`StoreTorrentFileSystem.rmdir` (its docstring says what and what it raises)."""
         path = self.fs.st_path(path)
         kind, a, b = self.fs.st_lookup(path)
         if kind == "file":
