@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from st_py.cluster import LocalCluster
-from st_py.getlocal import reveal
+from st_py.client.getlocal import reveal
+from st_py.deploy.cluster import LocalCluster
 
 from . import baselines, physical
 
@@ -155,7 +155,7 @@ def case_get_1mib(cluster, n: int, rounds: int = 3) -> list[dict]:
     ``rounds`` times after a sync (so the writes before do not compete); the
     median of each. Also the Python receive path (ST_NATIVE=0) in the same
     rounds."""
-    from st_py import transport
+    from st_py.wire import transport
 
     os.sync()
     native = transport._native

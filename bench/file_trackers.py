@@ -43,10 +43,10 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from st_py.cluster import LocalCluster  # noqa: E402
+from st_py.deploy.cluster import LocalCluster  # noqa: E402
 from st_py.tracker.shards import shard_of  # noqa: E402
 
-IN_FLIGHT = 2  # commits each writer keeps in flight (st_py.group_commit.MAX_COMMITS_IN_FLIGHT)
+IN_FLIGHT = 2  # commits each writer keeps in flight (st_py.client.group_commit.MAX_COMMITS_IN_FLIGHT)
 
 
 def _cpu_s(pid: int) -> float:
@@ -67,7 +67,7 @@ def _writer(addr: str, name: str, records: int, group: int, start_at: float, out
     ``start_at`` (unix s); puts ``(start, end, records, cpu_s)`` on ``out``
     (unix s; its own CPU seconds while committing)."""
     from st_py._proto import tracker_pb2 as pb
-    from st_py.tracker_client import TrackerClient
+    from st_py.wire.tracker_client import TrackerClient
 
     master = TrackerClient(addr)
     info = master.open(name)

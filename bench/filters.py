@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from contextlib import closing
 
-from st_py.infofile import InfofileReader
+from st_py.core.infofile import InfofileReader
 from st_tools.demo import load_flights, split_records, to_ipc
 
 from .cases import row

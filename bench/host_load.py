@@ -37,7 +37,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from st_py.cluster import LocalCluster
+from st_py.deploy.cluster import LocalCluster
 
 MiB = 1 << 20
 # A native workload: spins, counting, and prints the count on SIGTERM.

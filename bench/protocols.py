@@ -19,7 +19,7 @@ import os
 import statistics
 import time
 
-from st_py.replication import PROTOCOLS
+from st_py.core.replication import PROTOCOLS
 
 from .cases import MiB, row
 

@@ -123,8 +123,8 @@ def _records_curve(tmp: Path, counts: list[int]) -> list[dict]:
 
 def _meta_curve(tmp: Path, counts: list[int]) -> list[dict]:
     from st_integrations.duckdb_sql import connect
-    from st_py.infofile import InfofileReader
-    from st_py.record_format import written_schema
+    from st_py.core.infofile import InfofileReader
+    from st_py.core.record_format import written_schema
     from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
 
     out: list[dict] = []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from st_py.protocol import crc32c
+from st_py.wire.protocol import crc32c
 
 from . import physical
 from .cases import fresh_cluster, row
@@ -133,7 +133,7 @@ def _get_pipelined(client, name: str, records: int) -> float:
 
 
 def _sync_getter(tracker: str, name: str, lo: int, hi: int, start, out) -> None:
-    from st_py.client import Client
+    from st_py.client.client import Client
 
     with Client(tracker) as c, c.open(name) as f:
         f.get(f"r{lo:08d}")  # connected

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from st_py.cluster import LocalCluster
+from st_py.deploy.cluster import LocalCluster
 
 from .cases import MiB, row
 

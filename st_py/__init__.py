@@ -11,27 +11,28 @@ The client library (paper section 3, figure 4)::
 
 from typing import TYPE_CHECKING
 
-from .errors import *  # noqa: F401,F403
-from .errors import StoreTorrentError
+from st_py.errors import *  # noqa: F401,F403
+from st_py.errors import StoreTorrentError
 
 # The client library is imported when first used (PEP 562), not with the
-# package: the tracker and the tools import st_py.<module> without loading it.
+# package: the tracker imports st_py.core and st_py.wire without loading it
+# (docs/architecture.md, "The client package by role").
 _LAZY = {
-    "Client": "client",
-    "create": "client",
-    "open": "client",
-    "StFile": "file",
-    "GetLocalPlan": "getlocal",
-    "LocalRecord": "getlocal",
-    "reveal": "getlocal",
-    "Pending": "pending",
+    "Client": "client.client",
+    "create": "client.client",
+    "open": "client.client",
+    "StFile": "client.file",
+    "GetLocalPlan": "client.getlocal",
+    "LocalRecord": "client.getlocal",
+    "reveal": "client.getlocal",
+    "Pending": "client.pending",
 }
 
 if TYPE_CHECKING:
-    from .client import Client, create, open
-    from .file import StFile
-    from .getlocal import GetLocalPlan, LocalRecord, reveal
-    from .pending import Pending
+    from st_py.client.client import Client, create, open
+    from st_py.client.file import StFile
+    from st_py.client.getlocal import GetLocalPlan, LocalRecord, reveal
+    from st_py.client.pending import Pending
 
 
 def __getattr__(name: str):

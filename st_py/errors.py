@@ -252,7 +252,7 @@ class RecordUnavailableError(StoreTorrentError):
     record, file : str
         The record (or striped object) and its StoreTorrent file.
     reason : str
-        Why, in the terms of :mod:`st_py.copy_health` (``"lost, no good copy
+        Why, in the terms of :mod:`st_py.core.copy_health` (``"lost, no good copy
         left: ..."``) or of the failed reads.
     lost : bool
         No good copy is left anywhere: reading again will not help; restore
@@ -306,7 +306,7 @@ class PeerError(StoreTorrentError):
     Attributes
     ----------
     code : int
-        The protocol error code (``st_py.protocol.ErrorCode``).
+        The protocol error code (``st_py.wire.protocol.ErrorCode``).
     peer : str
         ``host:port`` of the peer.
     seq : int
@@ -393,7 +393,7 @@ class RecordsUnavailableError(GetLocalError, RecordUnavailableError):
     names : tuple of str
         The records with no live copy (the first 100).
     reasons : dict
-        ``{name: why}`` for ``names``, in :mod:`st_py.copy_health`'s words.
+        ``{name: why}`` for ``names``, in :mod:`st_py.core.copy_health`'s words.
     record, file, reason, lost :
         As :class:`RecordUnavailableError`, of the first of ``names``;
         ``lost`` when every one of ``names`` has no good copy left.

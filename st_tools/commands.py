@@ -1,5 +1,5 @@
 """The ``storetorrent`` commands this package adds (entry-point group
-``storetorrent.commands``, found by :mod:`st_py.extras`): ``demo``."""
+``storetorrent.commands``, found by :mod:`st_py.core.extras`): ``demo``."""
 
 from __future__ import annotations
 

@@ -234,7 +234,7 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool
     from rich.console import Console
     from rich.table import Table
 
-    from st_py.cluster import LocalCluster
+    from st_py.deploy.cluster import LocalCluster
 
     con = console or Console()
     report = Report()

@@ -6,9 +6,9 @@ import socket
 import struct
 from collections import Counter
 
-from st_py import protocol as P
-from st_py.getlocal import reveal
-from st_py.infofile import InfofileReader
+from st_py.client.getlocal import reveal
+from st_py.core.infofile import InfofileReader
+from st_py.wire import protocol as P
 
 
 def authenticate(sock, token: bytes) -> None:
@@ -42,7 +42,7 @@ def scrub(addr: str, token: bytes = b"") -> dict:
 
 def admin_scrub(cluster, addr: str) -> dict:
     """:func:`scrub` with an ADMIN capability minted with the cluster's key."""
-    from st_py.capability import ADMIN
+    from st_py.core.capability import ADMIN
 
     return scrub(addr, cluster.mint(ADMIN) if cluster.auth else b"")
 

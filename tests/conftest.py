@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from st_py.cluster import LocalCluster, find_peer_binary
+from st_py.deploy.cluster import LocalCluster, find_peer_binary
 
 # A bare ray.init() (our readers call one when Ray is not running) joins any Ray that
 # another process on this machine started, and its tasks' objects die with that process's

@@ -54,14 +54,14 @@ for p in (ROOT, ROOT / "integrations"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from st_py.capability import READ  # noqa: E402
-from st_py.client import Client  # noqa: E402
-from st_py.cluster import LocalCluster  # noqa: E402
+from st_py.client.client import Client  # noqa: E402
+from st_py.client.getlocal import check_complete, reveal_ring  # noqa: E402
+from st_py.core.capability import READ  # noqa: E402
+from st_py.core.infofile import InfofileReader  # noqa: E402
+from st_py.deploy.cluster import LocalCluster  # noqa: E402
 from st_py.errors import ChecksumError, RecordNotFoundError, StoreTorrentError  # noqa: E402
-from st_py.getlocal import check_complete, reveal_ring  # noqa: E402
-from st_py.infofile import InfofileReader  # noqa: E402
-from st_py.protocol import crc32c, encode_get  # noqa: E402
-from st_py.transport import Transport  # noqa: E402
+from st_py.wire.protocol import crc32c, encode_get  # noqa: E402
+from st_py.wire.transport import Transport  # noqa: E402
 
 FILES = {"/soak/x2": "x2", "/soak/x3": "x3"}
 N_PEERS = 5
@@ -92,7 +92,7 @@ WRITER = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from tests.fault_injection import payload
-from st_py.client import Client
+from st_py.client.client import Client
 tracker, file, prefix, count, depth = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 with Client(tracker, depth=depth, group_size=20, timeout=10).open(file) as f:
     for i in range(count):
@@ -501,7 +501,7 @@ class FaultInjection:
         verifier (within 60 s), and ``repair`` writes a good copy back."""
         if not self.flipped or not self.verify_interval:
             return
-        from st_py import repair as rp  # noqa: PLC0415
+        from st_py.maintenance import repair as rp  # noqa: PLC0415
 
         deadline = time.monotonic() + 60
         waiting = dict(self.flipped)

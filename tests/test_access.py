@@ -6,9 +6,9 @@ and announces only from peers."""
 import grpc
 import pytest
 
-from st_py import capability as cap
 from st_py._proto import tracker_pb2 as pb
 from st_py._proto import tracker_pb2_grpc as pb_grpc
+from st_py.core import capability as cap
 from st_py.errors import NotAuthenticatedError, PermissionDeniedError, QuotaExceededError
 from st_py.tracker.access import add_user
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from analysis_data import N_PARTS, ROWS, atimes, parquet_part, put_parquet_file, revealing_peer, source_frame
 
-from st_py.cluster import LocalCluster
+from st_py.deploy.cluster import LocalCluster
 
 pytest.importorskip("dask.dataframe")
 

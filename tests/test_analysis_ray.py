@@ -27,7 +27,7 @@ from analysis_data import (
 )
 from conftest import poll_for
 
-from st_py.cluster import LocalCluster
+from st_py.deploy.cluster import LocalCluster
 
 ray = pytest.importorskip("ray")
 
@@ -272,7 +272,7 @@ def _recording_sink_class():
 def test_write_tasks_put_copy_rank_0_on_their_own_node(st_cluster, ray_cluster, tmp_path):
     """FreeLoader's local-first placement: the first copy of every record a
     write task stores is on a peer of the task's own node."""
-    from st_py.infofile import InfofileReader
+    from st_py.core.infofile import InfofileReader
 
     sink = _recording_sink_class()("/ray/local-first", tracker=st_cluster.tracker_addr, replication="x2")
     sink.log = str(tmp_path / "tasks")

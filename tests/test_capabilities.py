@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from checks import authenticate
 
-from st_py import capability as cap
-from st_py import protocol as P
-from st_py.getlocal import reveal
+from st_py.client.getlocal import reveal
+from st_py.core import capability as cap
+from st_py.wire import protocol as P
 
 VECTORS = Path(__file__).parent / "vectors" / "capability.json"
 

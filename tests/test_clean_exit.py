@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from st_py.cluster import LocalCluster
+from st_py.deploy.cluster import LocalCluster
 
 ROWS = 200
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import poll_for
 
-from st_py.cluster import read_cluster_file
+from st_py.deploy.cluster import read_cluster_file
 
 
 def st(*args, data, check=True, input=None):
@@ -201,7 +201,7 @@ def test_a_table_too_wide_for_the_terminal_is_shown_a_field_per_line(monkeypatch
     (psql's expanded display); a table that fits stays a table."""
     from rich.console import Console
 
-    import st_py.cli as cli
+    from st_py.cli import render as cli
 
     monkeypatch.setattr(cli, "console", Console(width=80, force_terminal=True, color_system=None))
     row = {

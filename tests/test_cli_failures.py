@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from st_py.client.striping import STRIPE_THRESHOLD
 from st_py.errors import RecordTooLargeError
-from st_py.striping import STRIPE_THRESHOLD
 
 
 def _cli(cluster, *args, check=False, env=None):

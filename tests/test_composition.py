@@ -28,6 +28,7 @@ from conftest import poll_for
 
 from st_py.cli import cli
 from st_py.errors import RecordsUnavailableError, RecordUnavailableError
+from st_py.maintenance.rebalance import rebalance_file
 
 KINDS = ("plain", "object", "zstd", "aes-256-gcm", "zstd+aes", "replaced")
 CLASSES = ("x1", "x2", "x3")
@@ -266,7 +267,7 @@ class Ctx:
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory, peer_bin):
-    from st_py.cluster import LocalCluster
+    from st_py.deploy.cluster import LocalCluster
 
     key = tmp_path_factory.mktemp("key") / "key"
     key.write_bytes(os.urandom(32))
@@ -313,7 +314,7 @@ def test_cells_from_threads(matrix):
 
 def test_after_a_peer_is_killed_every_row_reads_rebalance_repair_recover(matrix):
     """Runs after the cells (file order): one peer SIGKILLed for good."""
-    from st_py import repair as rp
+    from st_py.maintenance import repair as rp
 
     ctx = matrix
     dead = ctx.cluster.kill_peer(3)
@@ -337,7 +338,7 @@ def test_after_a_peer_is_killed_every_row_reads_rebalance_repair_recover(matrix)
             else:  # the dead peer held none of this file's records
                 WAYS["get_local"](ctx, row, want)
     for row in ROWS:
-        r = ctx.client.rebalance(row.file, [dead])
+        r = rebalance_file(ctx.client, row.file, [dead])
         if row.replication == "x1":
             continue
         assert not r.unavailable and not r.under_replicated and not r.conflicts, (row, r)

@@ -1,4 +1,4 @@
-"""One model of a record's copies (st_py/copy_health.py; docs/reliability.md,
+"""One model of a record's copies (st_py/core/copy_health.py; docs/reliability.md,
 "Copy states"): ``status`` (its line, ``/status.json``, metrics), ``repair``
 (its report and exit code), ``get``, ``get_local`` and the scans say the
 same thing about the same records. Real tracker and peers; peers are
@@ -25,9 +25,9 @@ import pytest
 from checks import cli_json
 from conftest import poll_for
 
-from st_py.copy_health import user_name
+from st_py.core.copy_health import user_name
+from st_py.core.infofile import InfofileReader
 from st_py.errors import RecordsUnavailableError, RecordUnavailableError
-from st_py.infofile import InfofileReader
 
 
 def _part(i: int) -> bytes:

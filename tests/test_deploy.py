@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from st_py.capability import new_key_file
-from st_py.cluster import Daemon
-from st_py.tracker_client import TrackerClient
+from st_py.core.capability import new_key_file
+from st_py.deploy.cluster import Daemon
+from st_py.wire.tracker_client import TrackerClient
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"

@@ -30,19 +30,19 @@ ROOTS = ("st_py", "integrations/st_integrations", "st_tools")
 # Modules (paths from the repository root; a trailing * matches a name
 # prefix) not checked yet, and why.
 ALLOWED = {
-    "st_py/file.py": "being reworked in issue 30 item 2; to be documented there",
-    "st_py/reader.py": "being reworked in issue 30 item 2; to be documented there",
-    "st_py/local_reads.py": "being reworked in issue 30 item 2; to be documented there",
-    "st_py/versions.py": "being reworked in issue 30 item 2; to be documented there",
-    "st_py/copies.py": "being reworked in issue 30 item 2; to be documented there",
-    "st_py/striping.py": "being reworked in issue 30 item 2; to be documented there",
-    "st_py/group_commit.py": "being reworked in issue 30 item 2; to be documented there",
-    "st_py/pending.py": "being reworked in issue 30 item 2; to be documented there",
-    "st_py/file_context.py": "being made in issue 30 item 2 (StFile's parts); to be documented there",
-    "st_py/placer.py": "being made in issue 30 item 2 (StFile's parts); to be documented there",
-    "st_py/record_writer.py": "being made in issue 30 item 2 (StFile's parts); to be documented there",
-    "st_py/infofile.py": "being reworked (the infofile's one reader) by another engineer; to be documented there",
-    "st_py/client.py": "being reworked in issue 30 item 2 (the client's parts); to be documented there",
+    "st_py/client/file.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/client/reader.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/client/local_reads.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/client/versions.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/client/copies.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/client/striping.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/client/group_commit.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/client/pending.py": "being reworked in issue 30 item 2; to be documented there",
+    "st_py/client/file_context.py": "being made in issue 30 item 2 (StFile's parts); to be documented there",
+    "st_py/client/placer.py": "being made in issue 30 item 2 (StFile's parts); to be documented there",
+    "st_py/client/record_writer.py": "being made in issue 30 item 2 (StFile's parts); to be documented there",
+    "st_py/core/infofile.py": "being reworked (the infofile's one reader) by another engineer; to be documented there",
+    "st_py/client/client.py": "being reworked in issue 30 item 2 (the client's parts); to be documented there",
     "integrations/st_integrations/fsspec_*": "the fsspec filesystem is being reworked; to be documented there",
 }
 

@@ -20,7 +20,7 @@ from analysis_data import N_PARTS, ROWS, parquet_part, put_parquet_file, reveali
 
 from st_integrations import engine_compat
 from st_integrations.placement import PLACEMENTS, PlacementError, check_placement, peer_resource
-from st_py.cluster import LocalCluster
+from st_py.deploy.cluster import LocalCluster
 from st_py.errors import InvalidOptionError
 
 FILE = "/compat/pq"

@@ -13,8 +13,8 @@ from collections import Counter
 import pytest
 from conftest import poll_for
 
-from st_py.infofile import STRIPE_PREFIX, InfofileReader
-from st_py.placement import (
+from st_py.core.infofile import STRIPE_PREFIX, InfofileReader
+from st_py.core.placement import (
     choose_holders,
     choose_spare,
     domain_count,
@@ -27,7 +27,9 @@ from st_py.placement import (
     spread_level,
     stripe_holders,
 )
-from st_py.repair import repair_file
+from st_py.maintenance.rebalance import rebalance_file
+from st_py.maintenance.repair import repair_file
+from st_py.maintenance.spread import drain
 from st_py.tracker.peers import PeerInfo, PeerRegistry
 from st_py.tracker.scheduler import SchedulingError, domain_shares, schedule
 from st_py.tracker.state import TrackerState
@@ -128,7 +130,7 @@ def test_rebalance_repair_and_drain_keep_copies_apart(make_cluster):
     # peer that would not do)
     lost = cluster.kill_peer(0)
     poll_for(lambda: c.status().alive_peers == 5, what="the tracker to see the peer fail")
-    rb = c.rebalance("/rb/random", lost=[lost])
+    rb = rebalance_file(c, "/rb/random", lost=[lost])
     assert rb.complete and rb.copies_moved > 0 and not rb.shared_domain, rb
     held = copies_by_record(cluster, "/rb/random")
     assert all(lost not in addrs for addrs in held.values())
@@ -144,7 +146,7 @@ def test_rebalance_repair_and_drain_keep_copies_apart(make_cluster):
 
     # drain a peer of domain B: its copies go to peers apart from each record's other copy
     drained = cluster.peers[2].addr
-    report = c.drain(drained)
+    report = drain(c, drained)
     assert report.complete, report
     for name in ("/rb/random", "/rb/hash"):
         held = copies_by_record(cluster, name)

@@ -11,8 +11,8 @@ import pytest
 from checks import check_file
 from conftest import poll_for
 
+from st_py.core.infofile import InfofileReader
 from st_py.errors import NotEnoughPeersError, RecordExistsError
-from st_py.infofile import InfofileReader
 
 
 def test_put_survives_a_peer_killed_mid_pipeline(cluster):
@@ -120,7 +120,7 @@ def test_peer_added_while_writing(cluster):
 
 WRITER = """
 import sys
-from st_py.client import Client
+from st_py.client.client import Client
 f = Client(sys.argv[1], group_size=10).create("/fail/crash", replication="x2", blocksize=1)
 for i in range(100000):
     f.queue_put(f"r{i}", b"attempt-1 " * 50)

@@ -21,8 +21,8 @@ from checks import check_file, fill
 from conftest import poll_for
 from test_metrics import scrape, value
 
-from st_py import capability as cap
 from st_py._proto import tracker_pb2 as pb
+from st_py.core import capability as cap
 from st_py.errors import (
     LeaseHeldError,
     LeaseLostError,
@@ -31,6 +31,7 @@ from st_py.errors import (
     TrackerMovedError,
     TrackerUnavailableError,
 )
+from st_py.maintenance.rebalance import rebalance_file
 from st_py.tracker.access import add_user
 from st_py.tracker.shards import shard_of
 
@@ -326,7 +327,7 @@ def test_the_masters_own_writes_go_through_the_files_tracker(make_cluster):
     # rebalance: the master grows the peerlist through the file's tracker, and forwards the moves
     lost = cluster.kill_peer(0)
     poll_for(lambda: c.status().alive_peers == 3, what="the tracker to see the peer fail")
-    report = c.rebalance(name, lost=[lost])
+    report = rebalance_file(c, name, lost=[lost])
     assert report.complete and report.copies_moved == report.records_affected > 0, report
     check_file(cluster, name, blobs)
     # whole-file delete: the file's tracker closes and unlinks it, so the name made again works
@@ -338,8 +339,8 @@ def test_the_masters_own_writes_go_through_the_files_tracker(make_cluster):
 
 
 def test_a_quarantined_copy_of_a_file_trackers_file_is_recorded_and_repair_restores_it(make_cluster):
-    from st_py import repair as rp
-    from st_py.infofile import InfofileReader
+    from st_py.core.infofile import InfofileReader
+    from st_py.maintenance import repair as rp
 
     cluster = make_cluster(3, file_trackers=2, peer_args=["--verify-interval", "1", "--verify-mbps", "50"])
     c = cluster.client()
@@ -406,7 +407,7 @@ def test_file_trackers_serve_over_the_masters_tls(make_cluster, mode):
 
 
 def test_a_client_whose_file_tracker_moved_reopens_through_the_master(ft):
-    from st_py.file import StFile
+    from st_py.client.file import StFile
 
     c = ft.client()
     trackers = file_trackers(c)

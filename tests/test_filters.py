@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from st_py.core.filters import FilterChain, FilterError, MissingKeyError, WrongKeyError, key_check
 from st_py.errors import BadNameError
-from st_py.filters import FilterChain, FilterError, MissingKeyError, WrongKeyError, key_check
+from st_py.maintenance.rebalance import rebalance_file
 
 KEY = bytes(range(32))
 OTHER = bytes(range(1, 33))
@@ -102,7 +103,7 @@ def test_rebalance_copies_stored_bytes(make_cluster):
         for n, v in blobs.items():
             f.queue_put(n, v)
     lost = cluster.kill_peer(1)
-    report = c.rebalance("/flt/rb", [lost])
+    report = rebalance_file(c, "/flt/rb", [lost])
     assert report.complete and report.copies_moved > 0, report
     with c.open("/flt/rb") as f:
         assert {n: f.get(n) for n in blobs} == blobs

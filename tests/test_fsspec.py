@@ -17,7 +17,7 @@ from fsspec.spec import AbstractFileSystem
 
 from st_integrations.fsspec_fs import StoreTorrentFileSystem
 from st_py.errors import RecordExistsError, StFileNotFoundError
-from st_py.protocol import crc32c
+from st_py.wire.protocol import crc32c
 
 
 @pytest.fixture(autouse=True)

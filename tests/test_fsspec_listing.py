@@ -19,7 +19,7 @@ import pytest
 from fsspec.spec import AbstractFileSystem
 
 from st_integrations.fsspec_fs import StoreTorrentFileSystem
-from st_py.protocol import crc32c
+from st_py.wire.protocol import crc32c
 
 BIG = "/lst/big"
 RECORD_KEYS = {"name", "size", "stored_size", "type", "st_type", "crc32c", "created", "mtime"}
@@ -143,7 +143,7 @@ class Ref:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, peer_bin):
-    from st_py.cluster import LocalCluster
+    from st_py.deploy.cluster import LocalCluster
 
     c = LocalCluster(tmp_path_factory.mktemp("fslisting") / "cluster", n_peers=3, announce_interval=0.3)
     c.start()
@@ -336,7 +336,7 @@ def test_sizes_of_a_filtered_file_are_the_users(fs, setup):
     """``size`` is the user's bytes and ``stored_size`` what the peers store
     (after zstd), in find, ls and du alike (tests/test_sizes.py has the
     whole contract)."""
-    from st_py.infofile import InfofileReader
+    from st_py.core.infofile import InfofileReader
 
     cluster, _, _ = setup
     bodies = {f"p{i % 3}/r{i:03d}": b"hello world " * (i + 1) for i in range(30)}

@@ -8,8 +8,9 @@ import signal
 import pytest
 from checks import check_exactly_once, fill, reveal_all
 
+from st_py.client.getlocal import reveal
 from st_py.errors import GetLocalError, RecordNotFoundError
-from st_py.getlocal import reveal
+from st_py.maintenance.rebalance import rebalance_file
 
 
 def test_get_local_all_alive_reveals_each_record_once_at_rank0(cluster):
@@ -113,7 +114,7 @@ def test_invariant_violation_names_the_offending_peers(make_cluster, tmp_path):
     stale_ns = tmp_path / "stale-namespace"
     shutil.copytree(cluster.namespace, stale_ns)
     lost = cluster.kill_peer(1)
-    assert c.rebalance("/gl/inv", lost=[lost]).complete
+    assert rebalance_file(c, "/gl/inv", lost=[lost]).complete
     cluster.peer_args = ["--namespace", str(stale_ns)]  # the last --namespace wins
     cluster.start_peer(1, port=int(lost.rsplit(":", 1)[1]))
     cluster.wait_for_peers(4)

@@ -1,13 +1,13 @@
-"""The client's group committer (st_py/group_commit.py) against a real
+"""The client's group committer (st_py/client/group_commit.py) against a real
 tracker: groups, draining, conflicts reported per record, staging."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from st_py.client.group_commit import GroupCommitter
+from st_py.core.infofile import InfofileReader
 from st_py.errors import RecordExistsError
-from st_py.group_commit import GroupCommitter
-from st_py.infofile import InfofileReader
 
 
 @dataclass

@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 from conftest import poll_for
 
-from st_py import protocol as P
-from st_py.cluster import Daemon
-from st_py.infofile import InfofileReader
+from st_py.core.infofile import InfofileReader
+from st_py.deploy.cluster import Daemon
+from st_py.wire import protocol as P
 
 
 def start_peer(peer_bin, tmp_path: Path, *extra: str, name: str = "peer") -> Daemon:

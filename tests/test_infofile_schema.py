@@ -1,4 +1,4 @@
-"""One infofile schema: st_py/infofile_schema.sql is what the tracker
+"""One infofile schema: st_py/core/infofile_schema.sql is what the tracker
 creates and what docs/infofile.md shows."""
 
 import re
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from st_py.infofile import SCHEMA
+from st_py.core.infofile import SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,7 +59,7 @@ def test_a_reader_survives_a_hot_journal_left_by_a_killed_tracker(tmp_path):
     import subprocess
     import sys
 
-    from st_py.infofile import InfofileReader
+    from st_py.core.infofile import InfofileReader
 
     p = tmp_path / "f.db"
     c = sqlite3.connect(p)
@@ -120,7 +120,7 @@ def test_a_file_made_before_kept_schemas_has_every_name_without_one(tmp_path):
     """An infofile of a writer from before record schemas (no ``schema_id``
     column, no ``schemas`` table): every name counts as without a schema,
     ``limit`` is taken in SQL, and a scan reads headers (kept_schemas None)."""
-    from st_py.infofile import InfofileReader
+    from st_py.core.infofile import InfofileReader
 
     path = tmp_path / "old"
     with sqlite3.connect(path) as c:

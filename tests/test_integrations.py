@@ -74,8 +74,8 @@ def test_raw_records_become_name_and_bytes_rows(cluster):
 
 def test_too_many_dead_peers_says_how_many_records_are_unavailable(cluster):
     from st_integrations.ray_reader import read_storetorrent
+    from st_py.client.getlocal import check_complete, reveal_ring
     from st_py.errors import RecordsUnavailableError
-    from st_py.getlocal import check_complete, reveal_ring
 
     c = cluster.client()
     with c.create("/int/x1", replication="x1", blocksize=1) as f:

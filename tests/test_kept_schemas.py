@@ -16,7 +16,7 @@ import pytest
 
 from st_integrations import formats, scan
 from st_integrations.formats import SchemaConflictError, StrayRecordError
-from st_py.record_format import RAW_SCHEMA, load_schema
+from st_py.core.record_format import RAW_SCHEMA, load_schema
 
 
 def _parquet(table: pa.Table) -> bytes:
@@ -209,12 +209,12 @@ def test_a_name_readers_skip_keeps_no_schema_whoever_sends_one(cluster, monkeypa
     """Scans skip ``_SUCCESS`` by looking only at names without a kept
     schema (readplan.py), so the tracker keeps none for such a name even
     from a writer that sends one (here: one that sends raw for every name)."""
-    import st_py.file
-    from st_py.record_format import written_schema
+    import st_py.client.file
+    from st_py.core.record_format import written_schema
 
     with cluster.client().create("/ks/skip", replication="x2") as f:
         f.put("part-0.parquet", _part(0))
-        monkeypatch.setattr(st_py.file, "written_schema", lambda name, data: written_schema("x.bin", data))
+        monkeypatch.setattr(st_py.client.file, "written_schema", lambda name, data: written_schema("x.bin", data))
         f.put("_SUCCESS", b"")
         f.put("sub/.hidden", b"x")
     monkeypatch.undo()

@@ -1,6 +1,7 @@
-"""The package layout of docs/architecture.md, enforced: imports go one way
-(client library <- local cluster <- CLI; the tracker uses no client code;
-nothing in the core imports the analysis integrations or the tools)."""
+"""The package layout of docs/architecture.md, enforced: st_py's layers
+(core <- wire <- client <- maintenance <- deploy <- cli) import one way; the
+tracker sits on the core and the wire only; nothing in st_py imports the
+analysis integrations or the tools; the public paths keep working."""
 
 from __future__ import annotations
 
@@ -9,38 +10,36 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CLIENT_ONLY = (
-    "st_py.client",
-    "st_py.file",
-    "st_py.transport",
-    "st_py.getlocal",
-    "st_py.tracker_client",
-    "st_py.rebalance",
-    "st_py.locate",
-)
-TOP = ("st_py.cluster", "st_py.cli", "st_tools")
-ENGINES = ("st_integrations",)
+# The layers of st_py, bottom up (docs/architecture.md, "The client package
+# by role"): a layer imports only the layers below it. st_py.errors, the
+# generated stubs (st_py._proto) and the native extension sit below them all.
+LAYERS = ["st_py.core", "st_py.wire", "st_py.client", "st_py.maintenance", "st_py.deploy", "st_py.cli"]
+ABOVE_ST_PY = ("st_tools", "st_integrations")
+CLIENT_ONLY = ("st_py.client", "st_py.maintenance", "st_py.deploy", "st_py.cli")
 
 # module prefix -> prefixes it must not import
-RULES = {
-    "st_py.tracker": CLIENT_ONLY + TOP + ENGINES,
-    "st_py.cluster": ("st_py.cli", "st_tools") + ENGINES,
-    "st_py.supervisor": ("st_py.cli", "st_tools") + ENGINES,  # the local cluster's, as cluster
-    "st_integrations": ("st_py.tracker", "st_py.cluster", "st_py.cli", "st_tools"),
-    # the CLI is the core's top, and still below the tools and the engines: what
-    # they add to it (demo, sql, the durability model) they register as entry
-    # points (st_py/extras.py)
-    "st_py.cli": ("st_tools",) + ENGINES,
-}
+RULES: dict[str, tuple[str, ...]] = {}
+for i, layer in enumerate(LAYERS):
+    # the local cluster (deploy) starts tracker processes and checks the
+    # tracker's lock; nothing else below the CLI reaches into the tracker
+    tracker = () if layer in ("st_py.deploy", "st_py.cli") else ("st_py.tracker",)
+    RULES[layer] = tuple(LAYERS[i + 1 :]) + tracker + ABOVE_ST_PY
+# the tracker daemon sits on the core and the wire only
+RULES["st_py.tracker"] = CLIENT_ONLY + ABOVE_ST_PY
+RULES["st_py.errors"] = ("st_py.core", "st_py.wire", "st_py.tracker") + CLIENT_ONLY + ABOVE_ST_PY
+# nothing in st_py reaches the layers above it, even inside a function:
+# optional features are found through entry points (st_py.core.extras)
+RULES["st_py"] = ABOVE_ST_PY
+RULES["st_integrations"] = ("st_py.tracker", "st_py.deploy", "st_py.cli", "st_py.maintenance", "st_tools")
 # command plugins (entry-point group storetorrent.commands) sit on the CLI
 PLUGINS = ("st_integrations.commands", "st_tools.commands")
-CORE = [
-    m
-    for m in (p.stem for p in (ROOT / "st_py").glob("*.py"))
-    if m not in ("cluster", "supervisor", "cli", "__init__", "__main__")
-]
-for m in CORE:
-    RULES[f"st_py.{m}"] = ("st_py.tracker",) + TOP + ENGINES
+# the thin modules at public paths that moved (their docstrings say where to)
+PUBLIC_PATHS = {
+    "st_py.cluster": "st_py.deploy.cluster",
+    "st_py.repair": "st_py.maintenance.repair",
+    "st_py.tls": "st_py.wire.tls",
+    "st_py.capability": "st_py.core.capability",
+}
 
 
 def _modules():
@@ -83,6 +82,8 @@ def test_imports_go_one_way():
     bad = []
     checked = 0
     for module, path, is_pkg in _modules():
+        if module in PUBLIC_PATHS:
+            continue  # a thin module re-exporting its new place
         rules = [forbidden for prefix, forbidden in RULES.items() if _matches(module, prefix)]
         if module in PLUGINS:
             rules = [tuple(f for f in forbidden if f != "st_py.cli") for forbidden in rules]
@@ -99,10 +100,17 @@ def test_imports_go_one_way():
 def test_the_rules_catch_a_bad_import(tmp_path):
     """The checker itself: a tracker module importing client code is caught."""
     p = tmp_path / "service.py"
-    p.write_text("from ..file import StFile\nfrom ..errors import BadNameError\n")
+    p.write_text("from ..client.file import StFile\nfrom ..errors import BadNameError\n")
     found = list(_imports("st_py.tracker.service", p, False))
-    assert ("st_py.file", 1) in found and ("st_py.errors", 2) in found
-    assert any(_matches(t, f) for t, _ in found for f in RULES["st_py.tracker"])
+    assert ("st_py.client.file", 1) in found and ("st_py.errors", 2) in found
+    bad = [t for t, _ in found if any(_matches(t, f) for f in RULES["st_py.tracker"])]
+    assert bad == ["st_py.client.file", "st_py.client.file.StFile"]
+    # a lower layer importing an upper one, relatively or not, inside a function too
+    q = tmp_path / "infofile.py"
+    q.write_text("def f():\n    from ..client import reader\n    import st_py.maintenance.repair\n")
+    found = list(_imports("st_py.core.infofile", q, False))
+    assert ("st_py.client.reader", 2) in found and ("st_py.maintenance.repair", 3) in found
+    assert all(any(_matches(t, f) for f in RULES["st_py.core"]) for t, _ in found)
 
 
 def test_the_tracker_loads_no_client_code():
@@ -116,7 +124,7 @@ def test_the_tracker_loads_no_client_code():
         "loaded = sorted(m for m in sys.modules if m in " + repr(CLIENT_ONLY) + ")\n"
         "assert not loaded, loaded\n"
         "import st_py\n"
-        "assert st_py.Client.__module__ == 'st_py.client'\n"
+        "assert st_py.Client.__module__ == 'st_py.client.client'\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -124,8 +132,8 @@ def test_the_tracker_loads_no_client_code():
 
 def test_the_layers_above_register_their_commands():
     """demo and sql come from st_tools and st_integrations through entry
-    points (st_py.extras), as does status's durability model."""
-    from st_py import extras
+    points (st_py.core.extras), as does status's durability model."""
+    from st_py.core import extras
 
     assert {"demo", "sql"} <= set(extras.names(extras.COMMANDS))
     from st_py.cli import cli
@@ -133,3 +141,60 @@ def test_the_layers_above_register_their_commands():
     assert {"demo", "sql", "put", "status"} <= set(cli.list_commands(None))  # type: ignore[arg-type]
     assert callable(extras.load(extras.DURABILITY, "cluster"))
     assert extras.load(extras.COMMANDS, "no-such-command") is None
+
+
+def test_every_st_py_module_is_in_a_layer():
+    """A new module lands in a layer's folder (or is the face, errors, or a
+    public path's thin module), so the rules above cover it."""
+    loose = []
+    for module, _path, _ in _modules():
+        if not module.startswith("st_py.") or module.startswith("st_py.tracker"):
+            continue
+        if module in PUBLIC_PATHS or module in ("st_py.errors",):
+            continue
+        if not any(_matches(module, layer) for layer in LAYERS):
+            loose.append(module)
+    assert not loose, loose
+
+
+def test_the_public_paths_still_work():
+    """The paths users and the docs name keep working, with no warning
+    (docs/architecture.md, "Public paths"): the face, st_py.errors, the thin
+    modules at the old paths, the ``python -m`` commands and the entry point."""
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings; warnings.simplefilter('error')\n"
+        "import importlib, st_py, st_py.errors\n"
+        "from st_py import Client, create, open, StFile, StoreTorrentError, RecordNotFoundError\n"
+        "from st_py.client import Client as C2\n"
+        "assert C2 is Client\n"
+        "from st_py.cluster import LocalCluster\n"
+        "from st_py import repair\n"
+        "from st_py.tls import make_local_ca\n"
+        "from st_py.cli import main, cli\n"
+        "for old, new in " + repr(PUBLIC_PATHS) + ".items():\n"
+        "    o, n = importlib.import_module(old), importlib.import_module(new)\n"
+        "    for name in dir(n):\n"
+        "        if not name.startswith('_') and getattr(n, name).__class__.__name__ in ('function', 'type'):\n"
+        "            assert getattr(o, name) is getattr(n, name), (old, name)\n"
+        "assert LocalCluster.__module__ == 'st_py.deploy.cluster'\n"
+        "assert repair.repair.__module__ == 'st_py.maintenance.repair'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    for module in ("st_py.capability", "st_py.tracker", "st_py.cli"):
+        r = subprocess.run(
+            [sys.executable, "-W", "error", "-m", module, "--help"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert r.returncode == 0 and "usage" in r.stdout.lower(), (module, r.stdout, r.stderr)
+    from importlib.metadata import entry_points
+
+    (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "storetorrent"]
+    assert ep.value == "st_py.cli:main"
+    assert ep.load() is __import__("st_py.cli", fromlist=["main"]).main

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from st_py.core.infofile import InfofileReader
+from st_py.core.namespace import infofile_path, normalize
 from st_py.errors import BadNameError
-from st_py.infofile import InfofileReader
-from st_py.namespace import infofile_path, normalize
 
 HOSTILE_RECORD_NAMES = [
     "..",

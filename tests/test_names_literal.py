@@ -17,7 +17,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from st_py.cluster import LocalCluster
+from st_py.deploy.cluster import LocalCluster
 
 pytest.importorskip("dask.dataframe")
 

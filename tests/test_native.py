@@ -1,5 +1,5 @@
 """The client's C++ receive path (st_py._native, st_core/python/native.cc)
-against the Python reference decoder (st_py/protocol.py), over real sockets.
+against the Python reference decoder (st_py/wire/protocol.py), over real sockets.
 
 Properties:
   - any stream of reply frames (small and large DATA, OK, ERROR, LOCAL_LIST),
@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from st_py import protocol as P
-from st_py import transport
+from st_py.wire import protocol as P
+from st_py.wire import transport
 
 SETTINGS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60)
 

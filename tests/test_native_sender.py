@@ -1,5 +1,5 @@
 """The client's C++ send path (st_py._native.Sender, st_core/python/native.cc)
-against the Python reference encoder (st_py/protocol.py), over real sockets.
+against the Python reference encoder (st_py/wire/protocol.py), over real sockets.
 
 Properties:
   - any sequence of queued PUTs and frame parts (small bodies copied, large
@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from st_py import protocol as P
-from st_py import transport
+from st_py.wire import protocol as P
+from st_py.wire import transport
 
 native = pytest.importorskip("st_py._native")
 

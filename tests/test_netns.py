@@ -10,7 +10,7 @@ import time
 import pytest
 from conftest import poll_for
 
-from st_py import netns
+from st_py.deploy import netns
 
 
 @pytest.fixture

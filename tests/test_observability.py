@@ -210,7 +210,7 @@ def test_json_logs_of_tracker_and_peers(make_cluster):
 def test_json_formatter_keeps_extra_fields_and_exceptions():
     import logging
 
-    from st_py.logs import JsonFormatter, TextFormatter
+    from st_py.core.logs import JsonFormatter, TextFormatter
 
     rec = logging.LogRecord("st.tracker", logging.ERROR, __file__, 1, "moved %d copies", (3,), None)
     rec.file = "/exp/run1"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 
-from st_py import protocol as P
+from st_py.wire import protocol as P
 
 
 def _replies(sock, n: int) -> list:

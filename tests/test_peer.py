@@ -5,8 +5,8 @@ import time
 
 from conftest import poll_for
 
-from st_py import protocol as P
-from st_py.cluster import Daemon
+from st_py.deploy.cluster import Daemon
+from st_py.wire import protocol as P
 
 
 def start_peer(peer_bin, tmp_path, *extra):

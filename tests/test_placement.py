@@ -9,10 +9,18 @@ from collections import Counter
 import pytest
 from conftest import poll_for
 
+from st_py.client.file import StFile
+from st_py.core.infofile import InfofileReader
+from st_py.core.placement import (
+    choose_holders,
+    hash_holders,
+    hash_ranking,
+    hash_spare,
+    local_first_holders,
+    pick_local_peer,
+)
 from st_py.errors import RecordNotFoundError
-from st_py.file import StFile
-from st_py.infofile import InfofileReader
-from st_py.placement import choose_holders, hash_holders, hash_ranking, hash_spare, local_first_holders, pick_local_peer
+from st_py.maintenance.rebalance import rebalance_file
 
 PEERS = {i: f"{random.Random(i).getrandbits(64):016x}" for i in range(8)}  # peer ids as peers make them
 NAMES = [f"rec-{i:05d}" for i in range(10_000)]
@@ -203,7 +211,7 @@ def test_rebalance_of_a_hash_file_restores_its_hash_holders(cluster):
         fid = f.file_id
     lost = cluster.kill_peer(2)
     lost_idx = {p.addr: p.peer_idx for p in c.tracker.open("/pl/hash-reb").peers}[lost]
-    report = c.rebalance("/pl/hash-reb", lost=[lost])
+    report = rebalance_file(c, "/pl/hash-reb", lost=[lost])
     assert report.complete and report.copies_moved > 20
     for name, peers in holders_of(cluster, "/pl/hash-reb").items():
         # each lost copy went to the next peer of the record's ranking: the holders a writer would pick now

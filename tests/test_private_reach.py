@@ -18,7 +18,7 @@ MODULES = ("_native", "_proto")
 # (path, the expression or import) -> why it may stay
 ALLOWED = {
     ("integrations/st_integrations/fsspec_resources.py", "r._f"): (
-        "which StFile an ObjectReader (st_py/striping.py) reads through, to keep that handle open: "
+        "which StFile an ObjectReader (st_py/client/striping.py) reads through, to keep that handle open: "
         "becomes public when issue 30 item 2 recomposes StFile's parts"
     ),
 }

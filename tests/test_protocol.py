@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from st_py import protocol as P
+from st_py.wire import protocol as P
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "wire.json").read_text())
 

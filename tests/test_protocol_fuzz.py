@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the Python wire decoder (st_py/protocol.py) with
+"""Property-based fuzzing of the Python wire decoder (st_py/wire/protocol.py) with
 hypothesis; the C++ peer's decoder is fuzzed by the libFuzzer targets of
 st_core/fuzz/ (docs/security.md, "Fuzzing").
 
@@ -25,7 +25,7 @@ import tracemalloc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from st_py import protocol as P
+from st_py.wire import protocol as P
 
 SETTINGS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -37,7 +37,7 @@ names = st.binary(min_size=0, max_size=300)
 texts = st.text(max_size=60)
 
 
-# ---- Feeding the decoder as st_py/transport.py does --------------------------------
+# ---- Feeding the decoder as st_py/wire/transport.py does --------------------------------
 
 
 def feed_like_transport(chunks: list[bytes], max_frame: int) -> tuple[list[P.Frame], P.FrameDecoder]:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from checks import authenticate
 
-from st_py import protocol as P
+from st_py.core.infofile import InfofileReader
 from st_py.errors import BadNameError, RecordExistsError, RecordNotFoundError, StFileExistsError, StFileNotFoundError
-from st_py.infofile import InfofileReader
+from st_py.wire import protocol as P
 
 
 def record_files(cluster, peer: int) -> list[Path]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from st_py.client.group_commit import COMMIT_BYTES
 from st_py.errors import QuotaExceededError
-from st_py.group_commit import COMMIT_BYTES
 
 QUOTA = 20_000_000
 RECORD = 1_000_000

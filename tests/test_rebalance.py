@@ -8,8 +8,9 @@ import pytest
 from checks import admin_scrub, check_exactly_once, check_file, fill, reveal_all
 from conftest import poll_for
 
+from st_py.core.infofile import InfofileReader
 from st_py.errors import BadNameError, RecordsUnavailableError
-from st_py.infofile import InfofileReader
+from st_py.maintenance.rebalance import rebalance_file
 
 
 def holders(cluster, name):
@@ -29,7 +30,7 @@ def test_rebalance_restores_two_copies_and_keeps_live_holders(make_cluster):
     lost = cluster.kill_peer(1)
     poll_for(lambda: c.status().alive_peers == 3, what="the tracker to see the peer fail")
 
-    report = c.rebalance("/rb/x2")
+    report = rebalance_file(c, "/rb/x2")
     assert report.lost == [lost]
     affected = [n for n, h in before.items() if lost in h]
     assert report.records_affected == len(affected) > 0
@@ -51,7 +52,7 @@ def test_rebalance_restores_two_copies_and_keeps_live_holders(make_cluster):
         check_exactly_once(reveal_all(f)[1], blobs)
 
     # Nothing left to do: a second rebalance of the same lost peer moves nothing.
-    again = c.rebalance("/rb/x2", lost=[lost])
+    again = rebalance_file(c, "/rb/x2", lost=[lost])
     assert again.records_affected == 0 and again.copies_moved == 0
 
 
@@ -60,7 +61,7 @@ def test_returning_peer_with_stale_copies_is_never_revealed_and_is_scrubbed(make
     c, blobs = fill(cluster, "/rb/stale", 300)
     lost = cluster.kill_peer(2)
     poll_for(lambda: c.status().alive_peers == 3, what="the tracker to see the peer fail")
-    assert c.rebalance("/rb/stale", lost=[lost]).complete
+    assert rebalance_file(c, "/rb/stale", lost=[lost]).complete
     stale_files = list((cluster.data_dir / "peers" / "peer-2" / "files").rglob("*@*"))
     assert stale_files, "the lost peer's store should still hold its old copies"
 
@@ -91,7 +92,7 @@ def test_rebalance_x1_reports_unavailable_records(make_cluster):
     lost = cluster.kill_peer(0)
     lost_names = {n for n, h in holders(cluster, "/rb/x1").items() if h == (lost,)}
     assert lost_names
-    report = c.rebalance("/rb/x1", lost=[lost])
+    report = rebalance_file(c, "/rb/x1", lost=[lost])
     assert set(report.unavailable) == lost_names
     assert not report.complete and report.copies_moved == 0
     # GET_LOCAL says how many records have no live copy.
@@ -107,7 +108,7 @@ def test_rebalance_x3_with_two_lost_peers_and_a_new_peer(make_cluster):
     a, b = cluster.kill_peer(0), cluster.kill_peer(1)
     cluster.start_peer(4)  # a replacement node joins: the peerlist grows to use it
     poll_for(lambda: c.status().alive_peers == 3, what="the failures and the new peer")
-    report = c.rebalance("/rb/x3", lost=[a, b])
+    report = rebalance_file(c, "/rb/x3", lost=[a, b])
     assert report.complete, report
     assert report.peers_added == [cluster.peers[4].addr]
     for n, h in holders(cluster, "/rb/x3").items():
@@ -119,7 +120,7 @@ def test_rebalance_refuses_an_unknown_peer_and_the_cli_reports(make_cluster):
     cluster = make_cluster(3)
     c, blobs = fill(cluster, "/rb/cli", 60)
     with pytest.raises(BadNameError, match="not in the peerlist"):
-        c.rebalance("/rb/cli", lost=["127.0.0.1:1"])
+        rebalance_file(c, "/rb/cli", lost=["127.0.0.1:1"])
     lost = cluster.kill_peer(1)
     cli = [sys.executable, "-m", "st_py.cli", "rebalance", "--tracker", cluster.tracker_addr]
     out = subprocess.run([*cli, "/rb/cli", "--lost", lost], capture_output=True, text=True, timeout=120)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from conftest import poll_for
 
-from st_py.capability import ADMIN, READ
-from st_py.copy_health import user_name
-from st_py.infofile import InfofileReader
-from st_py.recover import _PeerSession
+from st_py.core.capability import ADMIN, READ
+from st_py.core.copy_health import user_name
+from st_py.core.infofile import InfofileReader
+from st_py.maintenance.recover import _PeerSession
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 200  # records per file

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import poll_for
 
-from st_py.repair import ClusterLook, PeerLook, wake_reasons
+from st_py.maintenance.repair import ClusterLook, PeerLook, wake_reasons
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 WRITER = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from st_py.client import Client
-from st_py.infofile import InfofileReader
+from st_py.client.client import Client
+from st_py.core.infofile import InfofileReader
 c = Client({tracker!r}, tls={tls!r}, group_size=1, timeout=60.0)
 f = c.create({name!r}, {replication!r}, protocol="client-async", blocksize=1)
 for i in range({n}):

@@ -12,8 +12,8 @@ import sqlite3
 import pytest
 from conftest import poll_for
 
-from st_py import repair as rp
 from st_py.errors import BadNameError
+from st_py.maintenance import repair as rp
 
 PROTOCOLS = ["client-sync", "chain", "client-async", "chain-async"]
 
@@ -101,8 +101,8 @@ def test_chain_holder_killed_mid_forward(make_cluster, protocol):
 WRITER = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from st_py.client import Client
-from st_py.infofile import InfofileReader
+from st_py.client.client import Client
+from st_py.core.infofile import InfofileReader
 c = Client({tracker!r}, tls={tls!r}, group_size=1, timeout=60.0)
 f = c.create({name!r}, "x2", protocol={protocol!r}, blocksize=1)
 for i in range(60):

@@ -161,7 +161,7 @@ def test_the_verifier_quarantines_a_rotted_copy_and_repair_restores_it(make_clus
     from conftest import poll_for
 
     from st_integrations.dask_reader import read_storetorrent
-    from st_py import repair as rp
+    from st_py.maintenance import repair as rp
 
     cluster = make_cluster(3, peer_args=["--verify-interval", "1", "--verify-mbps", "50"])
     monkeypatch.setenv("STORETORRENT_TRACKER", cluster.tracker_addr)
@@ -249,7 +249,7 @@ def test_a_bad_copy_report_survives_a_peer_killed_before_it_reached_the_tracker(
 
     from conftest import poll_for
 
-    from st_py import repair as rp
+    from st_py.maintenance import repair as rp
 
     cluster = make_cluster(3, peer_args=["--verify-interval", "1"])
     c = cluster.client()

@@ -34,7 +34,7 @@ def test_scrub_removes_uncommitted_and_deleted_keeps_committed(make_cluster):
     with c.open("/scrub/keep") as f:
         assert len(f) == 30 and all(f.get(f"ok/{i}") == b"committed" * 10 for i in range(30))
         plan = f.get_local_plan()
-        from st_py.getlocal import reveal
+        from st_py.client.getlocal import reveal
 
         assert sorted(r.name for a in plan.ring for r in reveal(a, plan)) == sorted(f"ok/{i}" for i in range(30))
 

@@ -13,10 +13,11 @@ import pytest
 from checks import admin_scrub, check_exactly_once, check_file, reveal_all
 from conftest import poll_for
 
+from st_py.client.getlocal import reveal
+from st_py.core.infofile import InfofileReader
 from st_py.errors import InvalidOptionError, PeerNotLiveError, UnknownPeerError
-from st_py.getlocal import reveal
-from st_py.infofile import InfofileReader
-from st_py.protocol import encode_get
+from st_py.maintenance.spread import drain, spread
+from st_py.wire.protocol import encode_get
 
 
 def put_records(c, name, n, replication="x2", size=64, blocksize=3):
@@ -139,7 +140,7 @@ def test_spread_after_growing_from_two_to_four_peers(make_cluster):
         what="the new peers to announce the copies they took",
     )
     for _ in range(2):
-        again = c.spread(tolerance=0.1)
+        again = spread(c, tolerance=0.1)
         assert again.copies_moved == 0 and again.even and again.complete, [
             (p.addr, p.bytes_before, p.bytes_after) for p in again.peers
         ]
@@ -164,7 +165,7 @@ def test_get_local_scan_during_spread_sees_each_record_once(make_cluster):
     def run():
         with cluster.client() as c2:
             try:  # about 1.2 MB to move at 0.4 MB/s: a few seconds
-                result["report"] = c2.spread(["/scan/x2"], max_mb_per_s=0.4)
+                result["report"] = spread(c2, ["/scan/x2"], max_mb_per_s=0.4)
             except Exception as e:  # noqa: BLE001 (re-raised below)
                 result["error"] = e
 
@@ -204,8 +205,8 @@ def test_peer_killed_mid_spread_loses_no_committed_record(make_cluster):
     def run():
         with cluster.client() as c2:
             try:
-                result["report"] = c2.spread(
-                    ["/kill/x2", "/kill/x1"], max_mb_per_s=0.3, progress=lambda *a: progress.append(a)
+                result["report"] = spread(
+                    c2, ["/kill/x2", "/kill/x1"], max_mb_per_s=0.3, progress=lambda *a: progress.append(a)
                 )
             except Exception as e:  # noqa: BLE001 (checked below)
                 result["error"] = e
@@ -231,7 +232,7 @@ def test_peer_killed_mid_spread_loses_no_committed_record(make_cluster):
         check_every_copy(c, name, blobs)
         with c.open(name) as f:
             check_exactly_once(reveal_all(f)[1], blobs)
-    again = c.spread(["/kill/x1", "/kill/x2"])
+    again = spread(c, ["/kill/x1", "/kill/x2"])
     assert again.even and again.complete, again.as_dict()
     check_every_copy(c, "/kill/x2", blobs2)
 
@@ -307,10 +308,10 @@ def test_drain_a_live_peer_with_x1_records(make_cluster):
 
     # Errors carry their facts; --cancel puts the peer back in service.
     with pytest.raises(UnknownPeerError) as e:
-        c.drain("127.0.0.1:1")
+        drain(c, "127.0.0.1:1")
     assert e.value.peer == "127.0.0.1:1" and victim in e.value.known
     with pytest.raises(InvalidOptionError) as e2:
-        c.spread(tolerance=1.5)
+        spread(c, tolerance=1.5)
     assert e2.value.option == "tolerance"
     out = cli(cluster, "drain", victim, "--cancel")
     assert out.returncode == 0, out.stderr
@@ -318,7 +319,7 @@ def test_drain_a_live_peer_with_x1_records(make_cluster):
     dead = cluster.kill_peer(2)
     poll_for(lambda: not {p.addr: p.alive for p in c.status().peers}[dead], what="the tracker to see it fail")
     with pytest.raises(PeerNotLiveError) as e3:
-        c.drain(dead)
+        drain(c, dead)
     assert e3.value.peer == dead
 
 
@@ -345,7 +346,7 @@ def test_a_second_spread_of_an_even_cluster_moves_nothing_on_a_full_shared_disk(
     the old, and the next spread planned against other shares (issue "One
     truth": a second and third spread moved hundreds of copies). Space is
     the peers' capacity, a shared disk split evenly between them."""
-    from st_py.cluster import LocalCluster
+    from st_py.deploy.cluster import LocalCluster
 
     cluster = LocalCluster(small_disk / "c", n_peers=2, announce_interval=0.3)
     cluster.start()
@@ -354,7 +355,7 @@ def test_a_second_spread_of_an_even_cluster_moves_nothing_on_a_full_shared_disk(
         blobs = put_records(c, "/full/x2", 300, size=30_000)  # 18 MB of copies on 2 peers
         cluster.add_peer()
         cluster.add_peer()
-        first = c.spread(tolerance=0.1)
+        first = spread(c, tolerance=0.1)
         assert first.copies_moved > 0 and first.even, first
         by_addr = copy_bytes(cluster, ["/full/x2"])
         # even in the bytes each peer holds (equal disks): the moved-away copies the old holders
@@ -366,7 +367,7 @@ def test_a_second_spread_of_an_even_cluster_moves_nothing_on_a_full_shared_disk(
             what="the peers to announce what they now hold",
         )
         for _ in range(2):
-            again = c.spread(tolerance=0.1)
+            again = spread(c, tolerance=0.1)
             assert again.copies_moved == 0 and again.even, [
                 (p.addr, p.bytes_before, p.space_bytes) for p in again.peers
             ]

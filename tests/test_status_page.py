@@ -147,8 +147,8 @@ def test_status_page_under_up_counts_short_copies_and_restarts(tmp_path, peer_bi
     from test_repair_service import infofile_copies, write_with_pending
     from test_up_supervisor import _peer_pid, _start, _stop
 
-    from st_py.client import Client
-    from st_py.cluster import read_cluster_file
+    from st_py.client.client import Client
+    from st_py.deploy.cluster import read_cluster_file
 
     data = tmp_path / "st-data"
     up = _start(data, "--repair-interval", "0")

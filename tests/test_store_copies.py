@@ -1,4 +1,4 @@
-"""StFile.store_copies (st_py/copies.py), the write half of rebalance,
+"""StFile.store_copies (st_py/client/copies.py), the write half of rebalance,
 repair and spread/drain, against a scripted transport: what each PUT
 carries, when a copy fails over, and what comes back. The three callers run
 against real peers in test_rebalance.py, test_repair_service.py and
@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from st_py.copies import Copies, CopyOutcome, CopyToStore
+from st_py.client.copies import Copies, CopyOutcome, CopyToStore
+from st_py.core.infofile import RecordMeta
 from st_py.errors import PeerError, PeerUnavailableError, StoreTorrentError
-from st_py.infofile import RecordMeta
-from st_py.protocol import FLAG_REPLACE, ErrorCode, put_prefix
+from st_py.wire.protocol import FLAG_REPLACE, ErrorCode, put_prefix
 
 
 class ScriptedTransport:
@@ -51,7 +51,7 @@ class ScriptedTransport:
 
 
 class Handle:
-    """A scripted open file: the :class:`st_py.copies.CopyTarget` a
+    """A scripted open file: the :class:`st_py.client.copies.CopyTarget` a
     :class:`Copies` stores through."""
 
     def __init__(self, answers: dict[int, str]):

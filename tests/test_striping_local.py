@@ -11,11 +11,11 @@ from collections import Counter
 
 import pytest
 
-import st_py.file
+import st_py.client.file
+from st_py.client.file import StFile
+from st_py.core.infofile import InfofileReader, stripe_name
+from st_py.core.placement import fit_local_share, is_local_stripe, stripe_holders
 from st_py.errors import BadNameError
-from st_py.file import StFile
-from st_py.infofile import InfofileReader, stripe_name
-from st_py.placement import fit_local_share, is_local_stripe, stripe_holders
 
 MiB = 1 << 20
 
@@ -90,7 +90,7 @@ def hosts_cluster(make_cluster):
 def test_local_first_object_has_rank_0_on_the_writers_node_and_survives_its_loss(hosts_cluster, monkeypatch):
     cluster = hosts_cluster
     here = cluster.peer_host(2)  # this writer runs on the host of peer 2 (127.0.0.4)
-    monkeypatch.setattr(st_py.file, "local_addresses", lambda: {here})
+    monkeypatch.setattr(st_py.client.file, "local_addresses", lambda: {here})
     data = os.urandom(10 * MiB + 12345)
     c = cluster.client()
     with c.create("/obj/local", "x2", placement="local-first") as f:
@@ -140,7 +140,7 @@ def test_prefer_peer_takes_rank_0_of_the_stripes_of_a_random_file(cluster):
 def test_a_local_share_and_its_bounds(hosts_cluster, monkeypatch):
     cluster = hosts_cluster
     here = cluster.peer_host(0)
-    monkeypatch.setattr(st_py.file, "local_addresses", lambda: {here})
+    monkeypatch.setattr(st_py.client.file, "local_addresses", lambda: {here})
     c = cluster.client()
     data = os.urandom(22 * 64 * 1024)
     with c.create("/obj/share", "x2", placement="local-first") as f:

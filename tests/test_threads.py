@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from st_py.filters import FilterChain, key_check
+from st_py.core.filters import FilterChain, key_check
 
 KEY = bytes(range(32))
 FILTERS = {"plain": [], "zstd": ["zstd"], "aes": ["aes-256-gcm"], "zstd-aes": ["zstd", "aes-256-gcm"]}
@@ -57,7 +57,7 @@ def test_one_filter_chain_shared_by_threads_gives_every_byte(names):
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, peer_bin):
     """One file of each kind (x2): 40 records of 8-40 KB and one striped object."""
-    from st_py.cluster import LocalCluster
+    from st_py.deploy.cluster import LocalCluster
 
     os.environ["STORETORRENT_ENCRYPTION_KEY"] = KEY.hex()  # readers in every thread find it
     c = LocalCluster(tmp_path_factory.mktemp("threads") / "cluster", n_peers=4, announce_interval=0.3)

@@ -7,8 +7,8 @@ from contextlib import closing
 import pytest
 from conftest import poll_for
 
+from st_py.core.infofile import InfofileReader
 from st_py.errors import NotEnoughPeersError
-from st_py.infofile import InfofileReader
 
 
 def test_tracker_restart_keeps_every_committed_record(cluster):
@@ -76,7 +76,7 @@ def test_infofile_records_commit_in_groups(cluster):
 
 
 def test_group_commit_grows_while_commits_are_in_flight(cluster):
-    """Adaptive group commit (st_py/file.py _maybe_commit): with two commits
+    """Adaptive group commit (st_py/client/file.py _maybe_commit): with two commits
     outstanding (the tracker is stopped), acknowledged records keep waiting
     and then go to the tracker in one larger group, not in many queued ones."""
     c = cluster.client(group_size=10, depth=16)
@@ -121,7 +121,7 @@ def test_tracker_start_rolls_back_a_transaction_cut_by_a_crash(tmp_path):
     import subprocess
     import sys
 
-    from st_py.infofile import InfofileReader
+    from st_py.core.infofile import InfofileReader
     from st_py.tracker.infofile_writer import InfofileWriter, create_infofile, recover
 
     path = tmp_path / "ns" / "f"
@@ -150,9 +150,9 @@ def test_tracker_reads_its_options_from_a_config_file(tmp_path, peer_bin):
     import sys
     import time
 
-    from st_py.capability import READ, load_key, new_key_file, verify
-    from st_py.client import Client
-    from st_py.cluster import Daemon
+    from st_py.client.client import Client
+    from st_py.core.capability import READ, load_key, new_key_file, verify
+    from st_py.deploy.cluster import Daemon
 
     key = new_key_file(tmp_path / "secret.key")
     conf = tmp_path / "tracker.toml"
@@ -261,7 +261,7 @@ def test_the_writers_kept_stats_match_a_count_after_every_kind_of_change(tmp_pat
     else: it equals a full count after commits with duplicates, conflicts
     and retried request ids, stripes, objects, versions, deletes, an
     overwrite and a rolled-back transaction."""
-    from st_py.infofile import name_stats, stripe_name
+    from st_py.core.infofile import name_stats, stripe_name
     from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
 
     path = tmp_path / "f"

@@ -10,7 +10,7 @@ import sys
 
 from conftest import poll_for
 
-from st_py.cluster import read_cluster_file
+from st_py.deploy.cluster import read_cluster_file
 
 
 def _tracker(root, state, timeout=30):

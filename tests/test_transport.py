@@ -62,7 +62,7 @@ class _SlowPeer:
     DATA frame of ``size`` bytes, sent in ``pieces`` pieces ``gap`` seconds
     apart (a peer streaming a large record slowly: a throttled disk, a busy
     link). Only the reply's pacing is under the test's control; the frames
-    are the wire protocol's own (st_py.protocol)."""
+    are the wire protocol's own (st_py.wire.protocol)."""
 
     def __init__(self, size: int, pieces: int, gap: float):
         import socket
@@ -78,7 +78,7 @@ class _SlowPeer:
     def _serve(self) -> None:
         import time
 
-        from st_py.protocol import HEADER, crc32c, encode_data
+        from st_py.wire.protocol import HEADER, crc32c, encode_data
 
         conn, _ = self.listener.accept()
         self.listener.close()
@@ -101,8 +101,8 @@ class _SlowPeer:
 def _get_from(peer: _SlowPeer, timeout: float, away: float = 0.0):
     import time
 
-    from st_py.protocol import encode_get
-    from st_py.transport import Transport
+    from st_py.wire.protocol import encode_get
+    from st_py.wire.transport import Transport
 
     t = Transport(timeout=timeout)
     got: dict = {}
@@ -149,7 +149,7 @@ def test_a_request_whose_frame_cannot_be_built_leaves_nothing_in_flight(cluster)
     """A frame that fails to build (a chain of too many hops) raises to the
     caller and is not counted in flight: a flush would otherwise wait for a
     reply that can never come."""
-    from st_py.protocol import ProtocolError, put_chain_prefix
+    from st_py.wire.protocol import ProtocolError, put_chain_prefix
 
     c = cluster.client()
     with c.create("/t/unbuilt", replication="x1") as f:

@@ -15,7 +15,7 @@ import sys
 from conftest import poll_for
 from test_cli import children_of, pid_alive, st
 
-from st_py.cluster import read_cluster_file
+from st_py.deploy.cluster import read_cluster_file
 
 
 def _cmdline(pid: int) -> str:

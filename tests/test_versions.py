@@ -14,8 +14,9 @@ import pytest
 from checks import admin_scrub, check_exactly_once, reveal_all
 from test_metrics import scrape, value
 
+from st_py.client.getlocal import reveal
 from st_py.errors import BadNameError, LeaseHeldError, LeaseLostError, RecordExistsError, RecordNotFoundError
-from st_py.getlocal import reveal
+from st_py.maintenance.rebalance import rebalance_file
 
 
 def _versions(cluster, name: str) -> dict:
@@ -115,7 +116,7 @@ def test_readers_see_the_old_or_the_new_version_whole(cluster):
 
 WRITER = """
 import sys
-from st_py.client import Client
+from st_py.client.client import Client
 f = Client(sys.argv[1]).open("/v/lease")
 f.acquire_lease(ttl=2.0)
 f.queue_put("doc", b"from the writer that dies", replace=True).result()  # acknowledged, not committed
@@ -209,7 +210,7 @@ def test_rebalance_and_scrub_keep_the_current_version(make_cluster):
             blobs[f"r{i}"] = b"v1 %d" % i * 3
             f.queue_put(f"r{i}", blobs[f"r{i}"], replace=True)
     lost = cluster.kill_peer(0)
-    assert c.rebalance("/v/heal", lost=[lost]).complete
+    assert rebalance_file(c, "/v/heal", lost=[lost]).complete
     # Superseded versions stay while readers may be at an older generation (the
     # scrub age), then the scrubber removes them; current versions stay.
     kept = [admin_scrub(cluster, a) for a in cluster.peer_addrs if a != lost]

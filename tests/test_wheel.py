@@ -16,7 +16,7 @@ SYSTEM_LIBS = ("libgrpc", "libprotobuf", "libabsl", "libsqlite3", "libssl", "lib
 
 ROUND_TRIP = """
 import pathlib, sys, tempfile
-from st_py.cluster import LocalCluster, find_peer_binary
+from st_py.deploy.cluster import LocalCluster, find_peer_binary
 assert find_peer_binary().startswith(sys.prefix), find_peer_binary()
 with tempfile.TemporaryDirectory() as d:
     with LocalCluster(pathlib.Path(d), n_peers=2) as c, c.client() as cl:

@@ -26,7 +26,7 @@ from st_py.errors import RecordBeingWrittenError, RecordExistsError
 # waits to be killed.
 WRITER = """
 import sys, time
-from st_py.client import Client
+from st_py.client.client import Client
 f = Client(sys.argv[1], group_size=1000).create(sys.argv[2], replication="x3")
 for i in range(40):
     f.queue_put(f"r{i:03d}", f"attempt-1 r{i:03d} ".encode() * 40)

@@ -164,8 +164,8 @@ def dataset(
     """
     import pyarrow.dataset as ds
 
-    from st_py.client import Client
-    from st_py.locate import default_tracker
+    from st_py.client.client import Client
+    from st_py.wire.locate import default_tracker
 
     from .fsspec_fs import StoreTorrentFileSystem
 

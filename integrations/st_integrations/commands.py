@@ -1,11 +1,12 @@
 """The ``storetorrent`` commands this package adds (entry-point group
-``storetorrent.commands``, found by :mod:`st_py.extras`): ``sql``."""
+``storetorrent.commands``, found by :mod:`st_py.core.extras`): ``sql``."""
 
 from __future__ import annotations
 
 import click
 
-from st_py.cli import data_opt, emit, format_opt, tracker_address, tracker_opt
+from st_py.cli.app import data_opt, format_opt, tracker_address, tracker_opt
+from st_py.cli.render import emit
 
 
 @click.command()
@@ -19,7 +20,7 @@ def sql(tracker, data, query, files, fmt) -> None:
     records, copies, files) and, when the query names it, over the records'
     contents (view records_data: local reads where GET_LOCAL reveals them,
     GET elsewhere)."""
-    from st_py.client import Client
+    from st_py.client.client import Client
 
     from .duckdb_sql import sql as run_sql
 

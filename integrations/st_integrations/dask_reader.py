@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from st_py.getlocal import local_addresses
-from st_py.transport import split_addr
+from st_py.client.getlocal import local_addresses
+from st_py.wire.transport import split_addr
 
 from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
 from .readplan import ReadUnit, ScanPlan, plan_scan
@@ -192,8 +192,8 @@ def read_storetorrent(
     import pandas as pd
     from dask.utils import parse_bytes
 
-    from st_py.client import Client
-    from st_py.locate import default_tracker
+    from st_py.client.client import Client
+    from st_py.wire.locate import default_tracker
 
     from .engine_compat import pin_dask_partitions
 
@@ -247,7 +247,7 @@ def _current_client():
 def _check_all_local(plan: ScanPlan) -> None:
     """Without a distributed Client the partitions run here: every peer of
     the scan must be on this host, or its records' paths are elsewhere."""
-    from st_py.getlocal import is_local
+    from st_py.client.getlocal import is_local
 
     from .placement import PlacementError
 

@@ -78,8 +78,8 @@ def to_storetorrent(
     """
     import pandas as pd
 
-    from st_py.client import Client
-    from st_py.locate import default_tracker
+    from st_py.client.client import Client
+    from st_py.wire.locate import default_tracker
 
     tracker = tracker or default_tracker()
     with Client(tracker) as c:

@@ -13,11 +13,11 @@ Views made by :func:`connect`:
     ``file VARCHAR, name VARCHAR, size BIGINT, crc32c BIGINT, commit_seq BIGINT, committed_at DOUBLE,
     kind VARCHAR, stored_size BIGINT, state VARCHAR, reason VARCHAR``
     (``state``: ``available``, ``under_replicated`` or ``lost`` in the copy
-    model ``status`` and ``repair`` read, st_py.copy_health, with the
+    model ``status`` and ``repair`` read, st_py.core.copy_health, with the
     tracker's liveness at connect time; ``reason`` names the copies that are
     not live, NULL when available; ``kind``: ``'record'`` or ``'object'``;
     ``size`` is the user's bytes, before the file's filters, as everywhere
-    (st_py.infofile.user_size; docs/infofile.md, "Sizes"); ``stored_size``
+    (st_py.core.infofile.user_size; docs/infofile.md, "Sizes"); ``stored_size``
     one copy as the peers store it (an object: its stripes); ``crc32c`` of
     the stored bytes of a record, of an object's whole plaintext)
 ``stripes``
@@ -47,7 +47,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from st_py.infofile import STRIPE_PREFIX
+from st_py.core.infofile import STRIPE_PREFIX
 
 
 def sqlite_extension_dir() -> str:
@@ -113,7 +113,7 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", l
     ----------
     infofiles : dict {file name: infofile path} or list of infofile paths
         A list uses each path as the file name.
-    liveness : st_py.copy_health.Liveness, optional
+    liveness : st_py.core.copy_health.Liveness, optional
         The tracker's view of the peers, for ``records.state`` (as
         :func:`connect_files` fetches it); None: every peer counted live
         (a record is then ``lost`` or ``under_replicated`` only by its
@@ -140,7 +140,7 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", l
         con.execute(f"ATTACH {_quote(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
         q = _quote(fname)
         plain = f"NOT starts_with(name, {_quote(STRIPE_PREFIX)})"
-        user = "coalesce(logical_size, size)" if _has_logical(path) else "size"  # st_py.infofile.user_size
+        user = "coalesce(logical_size, size)" if _has_logical(path) else "size"  # st_py.core.infofile.user_size
         has_objects = _has_objects(path)
         rec.append(
             f"SELECT {q} AS file, name, {user} AS size, crc32c, commit_seq, committed_at, 'record' AS kind, "
@@ -216,14 +216,14 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", l
 
 def _health_table(con, infofiles: dict[str, str], liveness) -> None:
     """``_st_health(file, name, state, reason)``: the records of each file
-    that are not available, in the one copy model (st_py.copy_health, the
+    that are not available, in the one copy model (st_py.core.copy_health, the
     model ``storetorrent status`` and ``repair`` read), made once at
     connect time (their damaged records only: a healthy file costs a few
     index probes)."""
     import pyarrow as pa
 
-    from st_py.copy_health import file_health
-    from st_py.infofile import InfofileReader
+    from st_py.core.copy_health import file_health
+    from st_py.core.infofile import InfofileReader
 
     rows: dict[str, list] = {"file": [], "name": [], "state": [], "reason": []}
     for fname, path in infofiles.items():
@@ -279,7 +279,7 @@ def connect_files(client, names: list[str], data: bool = False):
     SchemaConflictError
         (``data``) Records whose schemas cannot be unified, naming two.
     """
-    from st_py.copy_health import Liveness
+    from st_py.core.copy_health import Liveness
 
     from .readplan import resolve_paths
 

@@ -1,7 +1,7 @@
 """Record formats: recognising a record's format, reading its schema, and
 reading it as Arrow record batches with column projection and filter pushdown.
 
-Formats are recognised in one place, :mod:`st_py.record_format` (magic bytes
+Formats are recognised in one place, :mod:`st_py.core.record_format` (magic bytes
 first, then the record name's extension; its docstring has the table).
 
 A ``raw`` record becomes one row ``(record: string, data: binary)``; pass
@@ -25,8 +25,7 @@ from typing import TypeAlias
 
 import pyarrow as pa
 
-from st_py.errors import RecordFormatError, StoreTorrentError
-from st_py.record_format import (
+from st_py.core.record_format import (
     FORMATS,
     HEAD_BYTES,
     IGNORE_PREFIXES,
@@ -38,6 +37,7 @@ from st_py.record_format import (
     ignored,
     schema_of,
 )
+from st_py.errors import RecordFormatError, StoreTorrentError
 
 __all__ = [
     "FORMATS",
@@ -102,7 +102,7 @@ def _fragment(name: str, source: Source, fmt: str):
 def record_schema(name: str, path: Source, fmt: str | None = None) -> pa.Schema:
     """The schema of one record on local disk, from its header only where
     the format has one (Parquet footer, Arrow IPC schema message); CSV and
-    JSON are inferred from their first block (:func:`st_py.record_format.schema_of`).
+    JSON are inferred from their first block (:func:`st_py.core.record_format.schema_of`).
 
     Raises
     ------

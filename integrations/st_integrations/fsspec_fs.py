@@ -53,6 +53,7 @@ from operator import itemgetter
 
 from fsspec.spec import AbstractFileSystem
 
+from st_py.core.infofile import prefix_upper, user_size
 from st_py.errors import (
     BadNameError,
     ChecksumError,
@@ -60,7 +61,6 @@ from st_py.errors import (
     RecordNotFoundError,
     StFileNotFoundError,
 )
-from st_py.infofile import prefix_upper, user_size
 
 from .fsspec_file import StoreTorrentRecordFile
 from .fsspec_paths import (
@@ -99,7 +99,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
     tracker : str, optional
         ``host:port`` of the tracker. Default: ``$STORETORRENT_TRACKER``, or
         the local cluster of ``storetorrent up`` in ``./st-data``
-        (:func:`st_py.locate.default_tracker`), looked up when the client is
+        (:func:`st_py.wire.locate.default_tracker`), looked up when the client is
         first needed, in the process that needs it. A URL
         ``storetorrent://host:port/path`` gives it too.
     api_key : str, optional
@@ -314,7 +314,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         if client is None or res.client_pid != pid:
             with self._lock:
                 if res.client is None or res.client_pid != pid:
-                    from st_py.client import Client
+                    from st_py.client.client import Client
 
                     # after a fork the parent's channel is left alone
                     res.client, res.client_pid = Client(self.tracker, api_key=self.api_key, tls=self.tls), pid
@@ -411,7 +411,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             "type": "directory",
             "st_type": "file",
             "records": int(e.records),
-            "bytes": int(e.user_bytes),  # the user's bytes of its names (st_py.infofile.user_bytes)
+            "bytes": int(e.user_bytes),  # the user's bytes of its names (st_py.core.infofile.user_bytes)
             "stored_bytes": int(e.bytes),  # one copy of each, stripes included, as stored
             "replication": e.replication,
             "file_id": int(e.file_id),
@@ -459,7 +459,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             return "missing", pre, path[len(pre) :].lstrip("/")
         return "missing", "/", path.lstrip("/")  # not reached: the root always lists
 
-    # -- records (the infofile, through st_py.infofile.InfofileReader) --------
+    # -- records (the infofile, through st_py.core.infofile.InfofileReader) --------
     def st_infofile(self, fname: str):
         """This thread's read-only reader of the infofile of ``fname``."""
         return self.st_handle(fname).infofile()
@@ -499,7 +499,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
     def _children(self, fname: str, prefix: str, detail: bool = True) -> tuple[list, list[str]]:
         """Records and objects (rows of ``entries_between``, or names if not
         ``detail``) and pseudo-directories directly below ``prefix`` (``""``
-        or ending in ``/``): :meth:`st_py.infofile.InfofileReader.level`, one
+        or ending in ``/``): :meth:`st_py.core.infofile.InfofileReader.level`, one
         read transaction that reads the entries and jumps past each
         pseudo-directory's records with one index search, so a listing costs
         the entries it returns, not the records below them. A name equal to
@@ -532,7 +532,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             "type": "directory",
             "st_type": "file",
             "records": n,
-            "bytes": h.infofile().user_bytes(),  # the user's bytes of its names (st_py.infofile.user_bytes)
+            "bytes": h.infofile().user_bytes(),  # the user's bytes of its names (st_py.core.infofile.user_bytes)
             "stored_bytes": nbytes,  # one copy of each, stripes included, as stored
             "replication": h.replication,
             "file_id": int(h.file_id),
@@ -644,7 +644,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         as fsspec's ``find``; ``glob``, ``du`` and pyarrow's selectors use it.
 
         Inside a StoreTorrent file this is one range query of its
-        infofile's name index (:meth:`~st_py.infofile.InfofileReader.names_between`),
+        infofile's name index (:meth:`~st_py.core.infofile.InfofileReader.names_between`),
         not a listing per pseudo-directory; without ``detail`` it makes no
         dict per record, only the paths (docs/fsspec.md, "Listing").
 
@@ -779,7 +779,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                 m = self._local.get(fname)
             if m is not None:
                 return m
-            from st_py.getlocal import is_local
+            from st_py.client.getlocal import is_local
 
             m = {}
             try:
@@ -834,7 +834,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
     def record_details(self, fname: str, rname: str, path: str, meta) -> dict:
         """The fsspec info of a record (``meta``: ``(stored size, crc32c,
         committed_at, logical_size)``): ``size`` is the user's bytes, as the
-        infofile keeps them (st_py.infofile.user_size). A record of a
+        infofile keeps them (st_py.core.infofile.user_size). A record of a
         filtered file committed before they were kept is read (and cached)
         to give the size a reader will see (docs/filters.md)."""
         stored, crc, t = meta[0], meta[1], meta[2]

@@ -62,7 +62,7 @@ def not_found(path: str, what: str) -> FileNotFoundError:
 
 
 def record_info(name: str, size: int, crc: int, committed_at: float, stored_size: int | None = None) -> dict:
-    """A record's info: ``size`` the user's bytes (st_py.infofile.user_size),
+    """A record's info: ``size`` the user's bytes (st_py.core.infofile.user_size),
     ``stored_size`` as the peers store it (after the file's filters)."""
     return {
         "name": name,
@@ -107,11 +107,11 @@ class ObjectStub:
 
 # -- listings: what find and ls make of the names one range query gives ------
 def row_infos(pre: str, rows: list) -> list[dict]:
-    """The info dicts of the rows of :meth:`st_py.infofile.InfofileReader.entries_between`
+    """The info dicts of the rows of :meth:`st_py.core.infofile.InfofileReader.entries_between`
     (``(name, stored_size, logical_size, crc32c, committed_at, stripes,
     stripe_size)``), each named ``pre + name``: as :func:`record_info` and
     :func:`object_info` make them (``size`` the user's bytes,
-    :func:`st_py.infofile.user_size`), built inline (one dict per row, no
+    :func:`st_py.core.infofile.user_size`), built inline (one dict per row, no
     call per row). The values are already ``int`` and ``float``: SQLite's
     column affinity stores sizes and CRCs as INTEGER and
     ``committed_at`` as REAL."""

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
+from st_py.client.getlocal import local_addresses
 from st_py.errors import InvalidOptionError, StoreTorrentError
-from st_py.getlocal import local_addresses
-from st_py.transport import split_addr
+from st_py.wire.transport import split_addr
 
 Placement = Literal["auto", "task", "node"]
 """The values of the Ray reader's ``placement=``."""

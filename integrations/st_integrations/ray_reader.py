@@ -231,8 +231,8 @@ def read_storetorrent(
     """
     import ray
 
-    from st_py.client import Client
-    from st_py.locate import default_tracker
+    from st_py.client.client import Client
+    from st_py.wire.locate import default_tracker
 
     placement = check_placement(placement)
     tracker = tracker or default_tracker()

@@ -83,7 +83,7 @@ class StoreTorrentDatasink(_Datasink):
     ):
         import uuid
 
-        from st_py.locate import default_tracker
+        from st_py.wire.locate import default_tracker
 
         self.name, self.replication, self.format = name, replication, format
         # Resolved here, on the driver: write tasks run where neither
@@ -97,7 +97,7 @@ class StoreTorrentDatasink(_Datasink):
         self.committed = 0
 
     def _client(self):
-        from st_py.client import Client
+        from st_py.client.client import Client
 
         return Client(self.tracker)
 

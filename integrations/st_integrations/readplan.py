@@ -30,10 +30,10 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+from st_py.client.getlocal import GetLocalPlan, check_complete, reveal_entries
+from st_py.core.infofile import STRIPE_PREFIX, InfofileReader
 from st_py.errors import GetLocalError, RecordNotFoundError, StFileNotFoundError
-from st_py.getlocal import GetLocalPlan, check_complete, reveal_entries
-from st_py.infofile import STRIPE_PREFIX, InfofileReader
-from st_py.protocol import LocalEntries
+from st_py.wire.protocol import LocalEntries
 
 from .formats import ignored
 

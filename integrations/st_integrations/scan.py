@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from st_py.client.getlocal import read_verified
 from st_py.errors import ChecksumError, GetLocalError
-from st_py.getlocal import read_verified
 
 from .formats import (
     RAW_SCHEMA,
@@ -98,7 +98,7 @@ def _stfile(opts: ScanOptions, file: str):
     key = (opts.tracker, file)
     f = files.get(key)
     if f is None:
-        from st_py.client import Client
+        from st_py.client.client import Client
 
         c = Client(opts.tracker, api_key=opts.api_key, encryption_key=opts.encryption_key)
         f = files[key] = c.open(file)
@@ -106,7 +106,7 @@ def _stfile(opts: ScanOptions, file: str):
 
 
 def _decode(ref, opts: ScanOptions, stored: bytes) -> bytes:
-    from st_py.filters import FilterChain, load_key
+    from st_py.core.filters import FilterChain, load_key
 
     k = (ref.filters, ref.key_check, ref.file)
     chain = _chains.get(k)
@@ -256,7 +256,7 @@ def kept_schema_sources(plan, opts: ScanOptions) -> tuple[list[SchemaSource], li
     schema was not kept (their headers still have to be read); None when
     the kept schemas do not apply (a ``decoder``, or ``format`` forcing
     another format than the records were written as)."""
-    from st_py.record_format import load_schema
+    from st_py.core.record_format import load_schema
 
     if opts.decoder is not None:
         return None
@@ -402,7 +402,7 @@ def _sources(refs, opts: ScanOptions):
     """``(ref, source)`` of each record, in order: small unfiltered records
     are read and checked many at a time (one native call for a run of them,
     issue "Many small records"), the others one by one (:func:`_source`)."""
-    from st_py.getlocal import read_copies
+    from st_py.client.getlocal import read_copies
 
     i = 0
     while i < len(refs):
@@ -513,7 +513,7 @@ def _raw_batch(unit: ReadUnit, i: int, j: int, opts: ScanOptions) -> pa.RecordBa
     """One raw batch (``record``, ``data``[, ``path``]) of the unit's
     records ``i`` to ``j`` (by column: no object per record in the common
     case)."""
-    from st_py.getlocal import read_copies
+    from st_py.client.getlocal import read_copies
 
     paths, sizes = unit.paths[i:j], unit.sizes[i:j]
     files = unit.files

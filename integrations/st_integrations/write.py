@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from st_py.getlocal import local_addresses
-from st_py.transport import split_addr
+from st_py.client.getlocal import local_addresses
+from st_py.wire.transport import split_addr
 
 EXTENSIONS = {"parquet": "parquet", "arrow": "arrow", "csv": "csv", "json": "jsonl"}
 
@@ -110,8 +110,8 @@ def check_job(
         The file exists with another replication class, or ``name`` is not a
         valid file name.
     """
+    from st_py.core.namespace import normalize
     from st_py.errors import BadNameError, StFileExistsError, StFileNotFoundError
-    from st_py.namespace import normalize
 
     if format not in EXTENSIONS:
         raise ValueError(f"format must be one of {sorted(EXTENSIONS)}, not {format!r}")
@@ -190,7 +190,7 @@ def start_job(
 def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None) -> list[dict]:
     """Write each table of ``tables`` as one staged record; returns the
     staged records' metadata (plain dicts) for :func:`commit_job`."""
-    from st_py.client import Client
+    from st_py.client.client import Client
 
     client = Client(job.tracker)
     try:

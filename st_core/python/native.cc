@@ -14,8 +14,8 @@
 // chunk while the bytes are still in cache: one copy from the kernel, no
 // second pass, and the GIL is released for both. Everything else about a
 // frame (the payload grammar of small replies, dispatch by sequence number)
-// stays in Python (st_py/transport.py); the pure-Python decoder in
-// st_py/protocol.py is the reference and the fallback.
+// stays in Python (st_py/wire/transport.py); the pure-Python decoder in
+// st_py/wire/protocol.py is the reference and the fallback.
 
 #include <Python.h>
 #include <nanobind/nanobind.h>
@@ -54,7 +54,7 @@ constexpr size_t kDataFixed = 4 + 1;        // DATA payload: u32 crc32c, u8 copy
 constexpr int kEndOfStream = -1;  // recv() returned 0
 
 [[noreturn]] void RaiseErrno(int err) {
-  if (err == kEndOfStream) {  // as st_py/transport.py says it
+  if (err == kEndOfStream) {  // as st_py/wire/transport.py says it
     PyObject* args = Py_BuildValue("(is)", ECONNRESET, "connection closed by peer");
     PyErr_SetObject(PyExc_ConnectionResetError, args);
     Py_XDECREF(args);
@@ -446,7 +446,7 @@ class Sender {
 };
 
 // The CRC-32C in a peer's record file name (<enc>@<rank>@<crc:08x>[.name]),
-// as st_py.getlocal.path_crc32c; false if there is none.
+// as st_py.client.getlocal.path_crc32c; false if there is none.
 bool PathCrc(std::string_view path, uint32_t* crc) {
   size_t slash = path.rfind('/');
   std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);

@@ -237,7 +237,7 @@ Status ParseKeyText(std::string_view text, std::string* key) {
 
 Status LoadKeyFile(const std::string& path, std::string* key, std::string* warning) {
   warning->clear();
-  const std::string make = "; make one with: python -m st_py.capability new-key PATH";
+  const std::string make = "; make one with: python -m st_py.core.capability new-key PATH";
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return PosixError("cannot open the key file " + path, errno);
   struct stat st;

@@ -1,5 +1,5 @@
 // Capabilities: HMAC-SHA256-signed tokens for the data path
-// (docs/capabilities.md; the Python side is st_py/capability.py).
+// (docs/capabilities.md; the Python side is st_py/core/capability.py).
 //
 //   token := version:u8 ops:u8 file_id:u64 expires:u64 user:str16 mac:32 bytes
 //   mac   := HMAC-SHA256(key, "storetorrent-capability-v1" || every byte before mac)

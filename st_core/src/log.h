@@ -2,7 +2,7 @@
 //   text (default): 2026-11-23 13:49:33.685 INFO st-peer: <text>   (local time)
 //   json: {"ts":"2026-11-23T12:49:33.685Z","level":"INFO","logger":"st-peer",
 //          "msg":"<text>"}   (ts: UTC, RFC 3339 with milliseconds)
-// The tracker writes the same formats (st_py/logs.py). Thread-safe (each line
+// The tracker writes the same formats (st_py/core/logs.py). Thread-safe (each line
 // is a single write(2)).
 #ifndef ST_CORE_LOG_H_
 #define ST_CORE_LOG_H_

@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   if (!opt.fault_loop_stall_file.empty())
     StartLoopStallFault(loop.get(), opt.fault_loop_stall_file);
 
-  // "listening on" last: whoever waits for it (st_py.cluster) has the metrics line by then.
+  // "listening on" last: whoever waits for it (st_py.deploy.cluster) has the metrics line by then.
   if (metrics) std::printf("metrics on %s:%d\n", sv.host.c_str(), metrics->port());
   std::printf("listening on %s:%d\n", sv.host.c_str(), server->port());
   std::fflush(stdout);

@@ -120,7 +120,7 @@ TEST_F(AnnouncerTest, CarriesTheDeclaredFailureDomain) {
 }
 
 // Without --domain the announce says nothing: the tracker takes the host of
-// the address as the domain (one owner of that rule: st_py.placement.peer_domain).
+// the address as the domain (one owner of that rule: st_py.core.placement.peer_domain).
 TEST_F(AnnouncerTest, NoDomainDeclaredAnnouncesNone) {
   std::vector<pb::AnnounceRequest> seen = Announces("", 1);
   ASSERT_GE(seen.size(), 1u);

@@ -1,6 +1,6 @@
 // Capability tokens (docs/capabilities.md): minting, parsing and verifying,
 // the shared vectors of tests/vectors/capability.json (which the Python
-// side, st_py/capability.py, checks too), key files and the per-connection
+// side, st_py/core/capability.py, checks too), key files and the per-connection
 // table's rules.
 #include "capability.h"
 

@@ -30,8 +30,9 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from .. import namespace
-from ..infofile import InfofileReader
+from st_py.core import namespace
+from st_py.core.infofile import InfofileReader
+
 from .access import AccessError, Owner, User, W
 from .guard import Guard, owner_of_meta
 from .peers import PeerRegistry

@@ -34,9 +34,10 @@ from typing import Any
 
 import grpc
 
-from .._proto import tracker_pb2 as pb
-from .._proto import tracker_pb2_grpc as pb_grpc
-from ..tls import server_credentials
+from st_py._proto import tracker_pb2 as pb
+from st_py._proto import tracker_pb2_grpc as pb_grpc
+from st_py.wire.tls import server_credentials
+
 from .access import AccessError, Owner, User, Users
 from .committer import CommitStats, Committer
 from .file_trackers import channel_to, master_pid_watch

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import grpc
 
-from .._proto import tracker_pb2 as pb
-from .._proto import tracker_pb2_grpc as pb_grpc
+from st_py._proto import tracker_pb2 as pb
+from st_py._proto import tracker_pb2_grpc as pb_grpc
 
 log = logging.getLogger("st.tracker")
 

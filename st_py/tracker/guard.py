@@ -11,8 +11,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import namespace
-from ..infofile import InfofileReader
+from st_py.core import namespace
+from st_py.core.infofile import InfofileReader
+
 from .access import DEFAULT_DIR_MODE, ROOT_MODE, AccessError, Owner, User, Users, W, X, may, mode_text
 from .state import TrackerState
 

@@ -4,7 +4,7 @@ and how much space the cluster really has.
 
 * :class:`ShortCopies` counts, from the infofiles, the committed records
   (names: an object once, never its stripes) that are not available in the
-  one copy model, :mod:`st_py.copy_health`, which ``repair`` reads too:
+  one copy model, :mod:`st_py.core.copy_health`, which ``repair`` reads too:
   under-replicated (a copy pending, quarantined, or on a peer that is not
   live; ``waiting`` when only suspect peers, failed less than the tracker's
   ``--failed-after``, are to blame) or lost (no good copy left). The count
@@ -30,15 +30,26 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from .. import namespace
-from ..copy_health import CopyState, FileHealth, Liveness, file_health
-from ..infofile import InfofileReader
+from st_py.core import namespace
+from st_py.core.copy_health import CopyState, FileHealth, Liveness, file_health
+from st_py.core.infofile import InfofileReader
 
 if TYPE_CHECKING:
     from .peers import PeerInfo, PeerRegistry
-    from .service import TrackerService
+    from .state import TrackerState
+
+
+class Counted(Protocol):
+    """What counting needs of the tracker's service (``TrackerService`` is
+    one): its peers, ``--failed-after``, its files, and where the count goes."""
+
+    registry: PeerRegistry
+    failed_after_s: float
+    state: TrackerState
+    copy_health: CopyHealth
+
 
 log = logging.getLogger("st.tracker")
 
@@ -55,7 +66,7 @@ class CopyHealth:
     """One count of the namespace's copies (plain data; see the module).
 
     ``records_short``: committed names with fewer than F copies live
-    (:mod:`st_py.copy_health`; an object counts once, whatever its stripes);
+    (:mod:`st_py.core.copy_health`; an object counts once, whatever its stripes);
     ``files_short``: files with such records; of those records,
     ``records_pending`` have a copy pending, ``records_quarantined`` a copy
     quarantined, ``records_lost`` no good copy, ``records_waiting`` only
@@ -178,8 +189,8 @@ def _states(peer_ids: dict[int, str], lv: Liveness) -> tuple:
     )
 
 
-def liveness_of(service: TrackerService) -> Liveness:
-    """The tracker's :class:`~st_py.copy_health.Liveness` now: every known
+def liveness_of(service: Counted) -> Liveness:
+    """The tracker's :class:`~st_py.core.copy_health.Liveness` now: every known
     peer with the seconds since its last announce when it is not live."""
     reg = service.registry
     return Liveness(
@@ -190,7 +201,7 @@ def liveness_of(service: TrackerService) -> Liveness:
     )
 
 
-async def keep_counting(service: TrackerService, counter: ShortCopies, every_s: float = COUNT_EVERY_S) -> None:
+async def keep_counting(service: Counted, counter: ShortCopies, every_s: float = COUNT_EVERY_S) -> None:
     """Count records short of copies (in a thread) every ``every_s`` seconds,
     or longer if a count takes more than ``MAX_DUTY`` of the time, and at
     once when a peer fails, returns or counts as lost. The result goes to

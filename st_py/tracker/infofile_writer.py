@@ -8,7 +8,7 @@ growth), and opening one migrates a file made before a table or column
 existed (:data:`VERSION_COLUMNS` and the ``*_SQL`` statements);
 :func:`recover` rolls back what a tracker killed mid-transaction left. The
 format itself (schema, constants, dataclasses) and the read-only
-:class:`~st_py.infofile.InfofileReader` are in :mod:`st_py.infofile`, shared
+:class:`~st_py.core.infofile.InfofileReader` are in :mod:`st_py.core.infofile`, shared
 with the clients.
 """
 
@@ -21,7 +21,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..infofile import FORMAT, FORMAT_VERSION, FORMAT_VERSION_VERSIONS, SCHEMA, STRIPE_PREFIX, name_stats, stripe_name
+from st_py.core.infofile import (
+    FORMAT,
+    FORMAT_VERSION,
+    FORMAT_VERSION_VERSIONS,
+    SCHEMA,
+    STRIPE_PREFIX,
+    name_stats,
+    stripe_name,
+)
 
 
 @dataclass(frozen=True)
@@ -630,7 +638,7 @@ class InfofileWriter:
         one transaction, so GET and GET_LOCAL stop using it from the new
         generation and ``repair`` restores it from a good copy (its first
         step), or reports the record lost when no good copy is left
-        (:mod:`st_py.copy_health`). The old row goes to ``copy_history``, as
+        (:mod:`st_py.core.copy_health`). The old row goes to ``copy_history``, as
         a rebalance move.
 
         A report is left out (a conflict) when the stored name is not the

@@ -32,7 +32,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from ..errors import StoreTorrentError
+from st_py.errors import StoreTorrentError
 
 LOCK_NAME = ".st-tracker.lock"
 

@@ -184,7 +184,7 @@ class StateCollector(Collector):
         if h.at:  # counted at least once (every few seconds, not per scrape)
             yield GaugeMetricFamily(
                 "st_tracker_records_short_of_copies",
-                "committed records (names) with fewer than F live copies (st_py/copy_health.py)",
+                "committed records (names) with fewer than F live copies (st_py/core/copy_health.py)",
                 value=h.records_short,
             )
             yield GaugeMetricFamily(

@@ -44,7 +44,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from ..placement import Domain, normalize_domain, peer_domain
+from st_py.core.placement import Domain, normalize_domain, peer_domain
+
 from .state import TrackerState
 
 SAVE_SPACE_S = 30.0  # how often a peer's announced space is written to the state

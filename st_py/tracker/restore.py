@@ -38,10 +38,11 @@ from urllib.parse import quote
 import google_crc32c
 import grpc
 
-from .. import namespace
-from .._proto import tracker_pb2 as pb
-from ..errors import BadNameError
-from ..infofile import FORMAT, InfofileReader
+from st_py._proto import tracker_pb2 as pb
+from st_py.core import namespace
+from st_py.core.infofile import FORMAT, InfofileReader
+from st_py.errors import BadNameError
+
 from .access import User
 from .guard import disk_mode, owner_of_meta
 

@@ -32,11 +32,12 @@ from typing import Any
 
 import grpc
 
-from .. import namespace
-from .._proto import tracker_pb2 as pb
-from ..capability import CapabilityError
-from ..errors import ERROR_KIND_KEY
-from ..infofile import InfofileReader
+from st_py._proto import tracker_pb2 as pb
+from st_py.core import namespace
+from st_py.core.capability import CapabilityError
+from st_py.core.infofile import InfofileReader
+from st_py.errors import ERROR_KIND_KEY
+
 from .access import AccessError, Owner, User
 from .admission import Admissions, Held, meta_of
 from .committer import Committer

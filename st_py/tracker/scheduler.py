@@ -2,7 +2,7 @@
 
 The peerlist is the largest set of live peers each of which has room for its
 share of the file's estimated size, fullest last; the client then places
-records among them by the file's placement policy (paper 3.1, 4.2; st_py.placement).
+records among them by the file's placement policy (paper 3.1, 4.2; st_py.core.placement).
 Peers too full to take a share are left out so they do not become hot spots.
 
 A peer's share is even (``est_size x F / k`` on each of k peers) unless the

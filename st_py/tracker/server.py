@@ -17,11 +17,12 @@ from pathlib import Path
 import grpc
 from prometheus_client import disable_created_metrics
 
-from .. import logs
-from .._proto import tracker_pb2_grpc as pb_grpc
-from ..capability import CapabilityError, load_key
-from ..copy_health import DEFAULT_FAILED_AFTER_S
-from ..tls import server_credentials
+from st_py._proto import tracker_pb2_grpc as pb_grpc
+from st_py.core import logs
+from st_py.core.capability import CapabilityError, load_key
+from st_py.core.copy_health import DEFAULT_FAILED_AFTER_S
+from st_py.wire.tls import server_credentials
+
 from .access import AccessError, Users
 from .config import OptionsParser, apply_config
 from .file_tracker import INTERNAL_KEY_ENV, run_file_tracker

@@ -21,17 +21,18 @@ from pathlib import Path
 import grpc
 import pyarrow as pa
 
-from .. import capability, namespace
-from .._proto import tracker_pb2 as pb
-from .._proto import tracker_pb2_grpc as pb_grpc
-from ..copy_health import DEFAULT_FAILED_AFTER_S
-from ..errors import ERROR_KIND_KEY, BadNameError
-from ..filters import check_filters
-from ..infofile import InfofileReader
-from ..placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy, domain_text
-from ..record_format import FORMATS, ignored, load_schema
-from ..replication import DEFAULT_PROTOCOL, check_protocol
-from ..replication import copies as class_copies
+from st_py._proto import tracker_pb2 as pb
+from st_py._proto import tracker_pb2_grpc as pb_grpc
+from st_py.core import capability, namespace
+from st_py.core.copy_health import DEFAULT_FAILED_AFTER_S
+from st_py.core.filters import check_filters
+from st_py.core.infofile import InfofileReader
+from st_py.core.placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy, domain_text
+from st_py.core.record_format import FORMATS, ignored, load_schema
+from st_py.core.replication import DEFAULT_PROTOCOL, check_protocol
+from st_py.core.replication import copies as class_copies
+from st_py.errors import ERROR_KIND_KEY, BadNameError
+
 from .access import DEFAULT_FILE_MODE, AccessError, Owner, R, User, Users, W, may, mode_text
 from .admission import Admissions, meta_of
 from .committer import CommitStats, Committer
@@ -101,7 +102,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         self.admissions = Admissions(self.guard, self.reservations, registry)
         # Records short of copies, counted every few seconds (health.keep_counting, started by serve())
         self.copy_health = CopyHealth()
-        # --failed-after: a peer failed this long is lost (st_py/copy_health.py); the Status reply carries it
+        # --failed-after: a peer failed this long is lost (st_py/core/copy_health.py); the Status reply carries it
         self.failed_after_s = DEFAULT_FAILED_AFTER_S
         self.repair_progress: RepairProgress | None = None  # the repair service's last report
 
@@ -322,7 +323,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             filters = ",".join(check_filters(request.filters.split(",")))
             if "aes-256-gcm" in filters and len(request.key_check) != 32:
                 raise BadNameError(
-                    "an aes-256-gcm file needs the key's check value (st_py.filters.key_check); "
+                    "an aes-256-gcm file needs the key's check value (st_py.core.filters.key_check); "
                     "the tracker never sees the key itself"
                 )
             placement = check_policy(request.placement)

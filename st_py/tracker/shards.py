@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 import zlib
 
-from .. import capability
+from st_py.core import capability
 
 INTERNAL_KEY = "x-st-internal"  # gRPC metadata: a TRACKER capability (hex) whose user the call is made for
 INTERNAL_USER_KEY = "x-st-internal-user"  # without a key (development mode): the user's name, unsigned

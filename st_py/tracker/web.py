@@ -18,9 +18,10 @@ import html
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..copy_health import copy_states_text
-from ..logs import utc_timestamp as rfc3339
-from ..units import duration, human_bytes
+from st_py.core.copy_health import copy_states_text
+from st_py.core.logs import utc_timestamp as rfc3339
+from st_py.core.units import duration, human_bytes
+
 from .health import space_totals
 
 if TYPE_CHECKING:

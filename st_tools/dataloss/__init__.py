@@ -4,7 +4,7 @@ G of N storage nodes fail?
 The tool places records with the real placement code -- the peerlist comes
 from :func:`st_py.tracker.scheduler.schedule` and every block of
 ``blocksize`` consecutive records gets its F holders from
-:func:`st_py.placement.choose_holders`, exactly as :class:`st_py.file.StFile`
+:func:`st_py.core.placement.choose_holders`, exactly as :class:`st_py.client.file.StFile`
 does -- then fails G peers chosen uniformly at random and counts the records
 whose F copies are all on failed peers. It compares the measured fraction
 with
@@ -25,8 +25,8 @@ failures"). The peers are split evenly into D racks (peer i in rack
 ``i mod D``, declared as its ``--domain``), whole racks fail (a switch, a
 power feed: the paper's "nodes failing in the same rack", 4.2) and the tool
 compares the records lost with the client's domain-aware placement
-(:func:`st_py.placement.choose_holders` with the peers' domains, as
-:class:`st_py.file.StFile` places when the peerlist spans several domains)
+(:func:`st_py.core.placement.choose_holders` with the peers' domains, as
+:class:`st_py.client.file.StFile` places when the peerlist spans several domains)
 and with domain-blind placement (without them), against the exact
 fractions :func:`exact_domain_loss`. The paper's claim that its analysis
 "does not require the failures to be independent" holds for the expected
@@ -45,7 +45,7 @@ failures), :mod:`.analysis` (the whole analyses and their typed results),
 ``__main__``). This package face re-exports their public names.
 """
 
-from st_py.placement import DEFAULT_BLOCKSIZE, Domain, choose_holders
+from st_py.core.placement import DEFAULT_BLOCKSIZE, Domain, choose_holders
 from st_py.tracker.peers import PeerInfo
 from st_py.tracker.scheduler import schedule
 from st_tools.dataloss.analysis import (

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from st_py.placement import DEFAULT_BLOCKSIZE
+from st_py.core.placement import DEFAULT_BLOCKSIZE
 from st_tools.dataloss.model import (
     PAPER_EXAMPLE,
     check_args,

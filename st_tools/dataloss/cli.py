@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from st_py.placement import DEFAULT_BLOCKSIZE
+from st_py.core.placement import DEFAULT_BLOCKSIZE
 from st_tools.dataloss.analysis import DomainAnalysis, LossAnalysis, analyse, analyse_domains
 from st_tools.dataloss.report import plot, plot_domains, print_domain_report, print_report
 from st_tools.reporting import comma_ints, write_json

@@ -33,7 +33,7 @@ def exact_unavailable(peers: int, copies: int, failed: int) -> float:
     """Exact probability that a record has all its copies on failed peers.
 
     With the F holders a uniformly random F-subset of the N peers (what
-    :func:`st_py.placement.choose_holders` draws) and a set C of G failed
+    :func:`st_py.core.placement.choose_holders` draws) and a set C of G failed
     peers chosen independently of the placement, the number of holders in C is
     hypergeometric, and
 

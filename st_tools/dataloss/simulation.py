@@ -1,7 +1,7 @@
 """The data-loss measurements with the real placement code: a peerlist from
 the tracker's :func:`~st_py.tracker.scheduler.schedule`, records placed one
-:func:`~st_py.placement.choose_holders` call per block, as
-:class:`st_py.file.StFile` places them, then failed peers or whole failed
+:func:`~st_py.core.placement.choose_holders` call per block, as
+:class:`st_py.client.file.StFile` places them, then failed peers or whole failed
 racks and the records lost (:mod:`st_tools.dataloss` describes the analysis).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from st_py.placement import Domain, choose_holders
+from st_py.core.placement import Domain, choose_holders
 from st_py.tracker.peers import PeerInfo
 from st_py.tracker.scheduler import schedule
 from st_tools.dataloss.model import block_weights, check_args, check_domain_args, rack_of
@@ -93,7 +93,7 @@ def place_records(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Place R records of class xF, one :func:`choose_holders` call per block.
 
-    Mirrors :meth:`st_py.file.StFile.queue_put`: every ``blocksize``
+    Mirrors :meth:`st_py.client.file.StFile.queue_put`: every ``blocksize``
     consecutive records share the holder set drawn for their block.
 
     Parameters

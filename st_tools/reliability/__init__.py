@@ -6,7 +6,7 @@ The chain
 ---------
 A file of R records of class xF is spread over N peers in blocks: every block
 of ``blocksize`` consecutive records gets F distinct holders drawn uniformly
-by :func:`st_py.placement.choose_holders` (``B = ceil(R / blocksize)``
+by :func:`st_py.core.placement.choose_holders` (``B = ceil(R / blocksize)``
 blocks). Peers fail independently, each at rate ``lambda`` (1/h) while it is
 up (exponential lifetimes, CEFT assumption 2). A failed peer is repaired --
 its copies are written again from the surviving holders and it counts as up
@@ -109,7 +109,7 @@ repair policies: ``"rebuild"`` (the failed peer comes back with its copies,
 written again from the survivors: the placement never changes, as the
 chain's symmetric peers assume) and ``"respread"`` (StoreTorrent's
 rebalance: each of the failed peer's copies moves to a spare drawn by
-:func:`st_py.placement.choose_spare` among the live peers holding no copy of
+:func:`st_py.core.placement.choose_spare` among the live peers holding no copy of
 its block, and the peer is replaced by an empty one).
 
 Correlated failures (failure domains)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from st_py.placement import DEFAULT_BLOCKSIZE
+from st_py.core.placement import DEFAULT_BLOCKSIZE
 from st_tools.reliability.model import (
     DEFAULT_RECORDS,
     ClassModel,

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from st_py.placement import DEFAULT_BLOCKSIZE
+from st_py.core.placement import DEFAULT_BLOCKSIZE
 from st_tools.reliability.analysis import analyse
 from st_tools.reliability.model import DEFAULT_RECORDS, HOURS_PER_YEAR, REPAIR_MODES
 from st_tools.reliability.report import plot, print_report

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from st_py.placement import DEFAULT_BLOCKSIZE, choose_spare
+from st_py.core.placement import DEFAULT_BLOCKSIZE, choose_spare
 from st_tools.dataloss.model import rack_of
 from st_tools.dataloss.simulation import RECORD_BYTES, make_peerlist, place_records
 from st_tools.reliability.model import DEFAULT_RECORDS, ClusterParams, check_int

@@ -1,0 +1,337 @@
+"""``storetorrent put``, ``get``, ``ls`` and ``rm``: records and files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from st_py.cli.app import cli, data_opt, format_opt, tracker_address, tracker_opt
+from st_py.cli.render import console, emit, fail, say
+from st_py.core.filters import FILTERS
+from st_py.core.placement import POLICIES
+from st_py.core.replication import PROTOCOLS
+from st_py.errors import RecordExistsError
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@click.argument("file")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--replication", default="x2", show_default=True, help="class for a new file")
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default="client-sync",
+    show_default=True,
+    help="how a new file's copies are written (docs/replication.md)",
+)
+@click.option(
+    "--placement",
+    type=click.Choice(POLICIES),
+    default="random",
+    show_default=True,
+    help="where a new file's copies go (docs/replication.md)",
+)
+@click.option(
+    "--filter",
+    "filters",
+    multiple=True,
+    type=click.Choice(FILTERS),
+    help="client-side filter of a new file, in order (repeat): zstd, aes-256-gcm (the key from "
+    "$STORETORRENT_KEY_FILE or $STORETORRENT_ENCRYPTION_KEY; docs/filters.md)",
+)
+@click.option("--prefix", default="", help="prepended to every record name")
+@click.option(
+    "--skip-existing",
+    is_flag=True,
+    help="resume an interrupted put: records already committed with the same bytes are skipped, "
+    "ones with other bytes are reported (exit status 1)",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="store new versions of records that exist, under the file's writer lease "
+    '(docs/replication.md, "Versioned records")',
+)
+def put(tracker, data, file, paths, replication, protocol, placement, filters, prefix, skip_existing, replace) -> None:
+    """Store local PATHS (files, or directories recursively) as records of FILE.
+
+    Record names are the paths relative to each argument's parent; files over
+    64 MiB are stored as striped objects (docs/striping.md). FILE is created
+    if it does not exist; on an existing FILE, --replication, --protocol,
+    --placement and --filter given otherwise than the file's are an error
+    (they are fixed at creation). Exits with status 1 naming every record
+    that was not stored."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    from st_py.client.client import Client
+    from st_py.client.upload import local_items, upload
+    from st_py.errors import StFileNotFoundError
+
+    bad = [p for p in (prefix + "x").split("/") if p in ("", ".", "..")]
+    if bad:  # names `get -r` could not write back inside its folder, or fsspec could not list
+        raise click.UsageError(
+            f"--prefix {prefix!r} makes record names with an empty, '.' or '..' component (or a leading /): "
+            "give a relative prefix such as 'run1/'"
+        )
+    items = local_items(list(paths))
+    total = sum(q.stat().st_size for _, q in items)
+    c = Client(tracker_address(tracker, data))
+    try:
+        f = c.open(file)
+    except StFileNotFoundError:
+        f = c.create(file, replication, est_size=total, protocol=protocol, placement=placement, filters=list(filters))
+    else:
+        _check_fixed_options(f, replication=replication, protocol=protocol, placement=placement, filters=list(filters))
+    columns = (
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
+    with f, Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as prog:
+        task = prog.add_task(f"put {file}", total=total)
+        report = upload(
+            f,
+            items,
+            prefix=prefix,
+            skip_existing=skip_existing,
+            replace=replace,
+            on_bytes=lambda n: prog.advance(task, n),
+        )
+    say(
+        f"stored {len(report.stored)} records in {file}"
+        + (f"; {len(report.skipped)} already there" if report.skipped else "")
+    )
+    for name, exc in report.failures:
+        hint = (
+            "; pass --skip-existing to resume, or --replace to store new versions"
+            if isinstance(exc, RecordExistsError) and not skip_existing
+            else ""
+        )
+        say(("failed:", "red"), f" {name}: {exc}{hint}", err=True)
+    if report.differ:
+        say(
+            ("error:", "red"),
+            f" {len(report.differ)} records of {file} exist with other bytes (write-once; "
+            "--replace stores new versions): " + ", ".join(report.differ),
+            err=True,
+        )
+    if not report.ok:
+        fail(f"{len(report.failures) + len(report.differ)} of {len(items)} records of {file} were not stored", status=1)
+
+
+def _check_fixed_options(f, **given) -> None:
+    """Options fixed when a file is created may not be given otherwise for
+    an existing one: never silently ignored (a UsageError names each)."""
+    ctx = click.get_current_context()
+    have = {
+        "replication": f.replication,
+        "protocol": f.protocol,
+        "placement": f.placement,
+        "filters": list(f.filter_names),
+    }
+    wrong = [
+        f"--{'filter' if k == 'filters' else k} {','.join(v) if k == 'filters' else v} (the file has "
+        f"{','.join(have[k]) or 'none' if k == 'filters' else have[k]})"
+        for k, v in given.items()
+        if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE and v != have[k]
+    ]
+    if wrong:
+        f.close()
+        raise click.UsageError(
+            f"{f.name} exists, and these are fixed when a file is created: "
+            + "; ".join(wrong)
+            + ". Leave them out to add records to it, or put into a new file"
+        )
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@click.argument("file")
+@click.argument("record", default="")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(),
+    help="write here (default: stdout; an existing folder: into it, as cp; with -r a folder)",
+)
+@click.option(
+    "-r",
+    "--records",
+    "--recursive",
+    "recursive",
+    is_flag=True,
+    help="the file's records (as ls -r lists them) whose names start with RECORD (default: all) into the folder -o",
+)
+def get(tracker, data, file, record, output, recursive) -> None:
+    """Fetch RECORD of FILE (CRC-checked, from any live copy), or with -r every
+    record under the prefix RECORD into a folder (names with / make folders)."""
+    from st_py.client.client import Client
+
+    with Client(tracker_address(tracker, data)).open(file) as f:
+        if not recursive:
+            if not record:
+                raise click.UsageError("give a RECORD, or -r to fetch many")
+            body = f.get(record)
+            if output:
+                out = Path(output)
+                if out.is_dir():  # as cp: into the folder, under the record's last name component
+                    out = out / Path(record).name
+                out.write_bytes(body)
+            else:
+                sys.stdout.buffer.write(body)
+            return
+        if not output:
+            raise click.UsageError("-r needs -o FOLDER")
+        root = Path(output).resolve()
+        names = f.names(record or None)
+        targets = {}
+        for n in names:
+            t = (root / n).resolve()
+            if root not in t.parents:  # a record name must not write outside the folder
+                raise click.UsageError(f"record name {n!r} would be written outside {root}; fetch it alone")
+            targets[n] = t
+
+        failures: dict[str, Exception] = {}
+
+        def save(name, body, exc):  # a callback receives the error, and the caller checks it
+            if exc is not None:
+                failures[name] = exc
+                return
+            targets[name].parent.mkdir(parents=True, exist_ok=True)
+            targets[name].write_bytes(body)
+
+        for n in names:  # records, and striped objects (their stripes in parallel, checked whole)
+            f.queue_get(n, callback=save)
+        f.flush()
+    say(f"fetched {len(names) - len(failures)} records of {file} into {root}")
+    for name, exc in sorted(failures.items()):
+        say(("failed:", "red"), f" {name}: {exc}", err=True)
+    if failures:
+        fail(f"{len(failures)} of {len(names)} records of {file} were not fetched", status=1)
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@click.argument("path", default="/")
+@click.option("-r", "--records", is_flag=True, help="list the records of a file")
+@format_opt
+def ls(tracker, data, path, records, fmt) -> None:
+    """List namespace directory PATH (or the records of a file with -r)."""
+    from st_py.client.client import Client
+
+    c = Client(tracker_address(tracker, data))
+    if records:
+        with c.open(path) as f:
+            if fmt == "table":
+                for n in f.names():
+                    click.echo(n)
+                return
+            from st_py.core.copy_health import Liveness, file_health
+            from st_py.core.infofile import stripe_name, user_size
+
+            reader = f.infofile()
+            liveness = Liveness.from_status(c.status())
+            with reader.read_transaction():  # one snapshot; a record with no copy left is listed too
+                names = f.names()
+                recs = {r[0]: r for r in reader.records_between("")}
+                objs = {o.name: o for o in reader.objects()}
+                health = file_health(reader, liveness, f.name).records  # the copy model, as status counts
+            rows = []
+            for n in names:  # records and striped objects alike: one row per name, size = the user's bytes
+                r = recs.get(n)
+                o = objs.get(n) if r is None else None
+                state = health[n].state.value if n in health else "available"
+                if r is not None:
+                    size = user_size(r[1], r[4])
+                    rows.append(
+                        {"name": n, "kind": "record", "size": size, "stored_size": r[1], "crc32c": r[2], "state": state}
+                    )
+                elif o is not None:
+                    stored = sum(recs[k][1] for k in (stripe_name(n, i) for i in range(o.stripes)) if k in recs)
+                    rows.append(
+                        {"name": n, "kind": "object", "size": o.size, "stored_size": stored, "crc32c": o.crc32c}
+                        | {"state": state}
+                    )
+            emit(rows, fmt)
+        return
+    from st_py.tracker.access import mode_text
+
+    rows = []
+    for e in c.ls(path):
+        rows.append(
+            {
+                "mode": ("d" if e.is_dir else "-") + mode_text(e.mode),
+                "owner": e.owner,
+                "group": e.group,
+                "name": e.name + ("/" if e.is_dir and fmt == "table" else ""),
+                "type": "dir" if e.is_dir else "file",
+                "class": e.replication or None,
+                "records": None if e.is_dir else e.records,
+                "bytes": None if e.is_dir else e.user_bytes,  # the user's bytes (docs/infofile.md, "Sizes")
+                "stored_bytes": None if e.is_dir else e.bytes,  # one copy, as stored
+            }
+        )
+    if fmt == "table":
+        rows = [{k: v for k, v in r.items() if k not in ("type", "stored_bytes")} for r in rows]
+    emit(rows, fmt, sizes=("bytes",), right=("records",))
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@click.argument("file")
+@click.argument("record", required=False)
+@click.option(
+    "-r", "--recursive", is_flag=True, help="FILE is a directory: delete every file below it, then the directories"
+)
+def rm(tracker, data, file, record, recursive) -> None:
+    """Delete FILE, or only RECORD of it, or an empty directory (as rmdir);
+    with -r a directory and everything below it."""
+    from st_py.client.client import Client
+    from st_py.errors import StFileNotFoundError
+
+    c = Client(tracker_address(tracker, data))
+    if recursive:
+        top = "/" + file.strip("/")
+        entries = c.ls(file)
+        if len(entries) == 1 and not entries[0].is_dir and entries[0].name == top:
+            files, dirs = [top], []  # FILE is a file
+        else:
+            stack, files, dirs = list(entries), [], [top] if top != "/" else []
+            while stack:
+                e = stack.pop()
+                if e.is_dir:
+                    dirs.append(e.name)
+                    stack.extend(c.ls(e.name))
+                else:
+                    files.append(e.name)
+        for name in sorted(files):
+            n = c.delete(name)
+            console.print(f"deleted {name} ({n} records)")
+        for d in sorted(dirs, key=lambda d: (-d.count("/"), d)):  # the deepest first
+            c.rmdir(d)
+            console.print(f"removed directory {d}")
+        return
+    if record:
+        with c.open(file) as f:
+            f.delete(record)
+        console.print(f"deleted record {record} of {file}")
+        return
+    try:
+        n = c.delete(file)
+    except StFileNotFoundError:  # not a file: an empty directory?
+        try:
+            c.rmdir(file)
+        except StFileNotFoundError:
+            raise StFileNotFoundError(f"no such file or directory {file}") from None
+        console.print(f"removed directory {file}")
+        return
+    console.print(f"deleted {file} ({n} records)")

@@ -1,0 +1,205 @@
+"""``storetorrent status``: peers, liveness, space, copies and repair."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import click
+
+from st_py.cli.app import cli, data_opt, format_opt, tracker_address, tracker_opt
+from st_py.cli.render import emit, say
+from st_py.core import extras
+
+
+@cli.command()
+@tracker_opt
+@data_opt
+@format_opt
+@click.option(
+    "--peer-mtbf-years",
+    type=click.FloatRange(min=0.001),
+    default=5.0,
+    show_default=True,
+    help="a peer's mean time between failures, for the durability of each class",
+)
+def status(tracker, data, fmt, peer_mtbf_years) -> None:
+    """Peers (name, liveness or drain state, uptime, restarts, space, failure
+    domain), the file count, the records short of copies and the files affected (counted
+    by the tracker every few seconds), the repair service's progress, and the
+    expected durability of each class (CEFT's Markov model, docs/reliability.md)
+    from the cluster's own repair speed."""
+    from st_py.client.client import Client
+
+    st = Client(tracker_address(tracker, data)).status()
+    durability = _durability(st, peer_mtbf_years)
+    rows = [
+        {
+            "name": p.name,
+            "peer": p.addr,
+            "state": _peer_state(p),
+            "up_s": round(p.uptime_s, 1) if p.uptime_s else None,
+            "restarts": p.restarts,
+            "records": p.records,
+            "used_bytes": p.used_bytes,
+            "free_bytes": p.free_bytes,
+            "reserved_bytes": p.reserved_bytes,
+            "load": round(p.load, 2),
+            "last_announce_s": round(p.last_announce_age_s, 1),
+            "domain": p.domain,
+        }
+        for p in st.peers
+    ]
+    if fmt == "json":  # the cluster summary too
+        import json
+
+        r = st.repair
+        click.echo(
+            json.dumps(
+                {
+                    "alive_peers": st.alive_peers,
+                    "failed_peers": st.failed_peers,
+                    "files": st.files,
+                    "capacity_bytes": st.capacity_bytes,
+                    "used_bytes": st.used_bytes,
+                    "free_bytes": st.free_bytes,
+                    "filesystems": st.filesystems,
+                    "records_short": st.records_short,
+                    "files_short": st.files_short,
+                    "records_pending": st.records_pending,
+                    "records_quarantined": st.records_quarantined,
+                    "records_lost": st.records_lost,
+                    "records_waiting": st.records_waiting,
+                    "failed_after_s": st.failed_after_s,
+                    "counted_s_ago": round(st.short_age_s, 1),
+                    "repair": {
+                        "repairer": r.repairer,
+                        "running": r.running,
+                        "reason": r.reason,
+                        "files_done": r.files_done,
+                        "files_total": r.files_total,
+                        "copies_stored": r.copies_stored,
+                        "copies_restored": r.copies_restored,
+                        "records_left": r.records_left,
+                        "pass_seconds": round(r.pass_seconds, 3),
+                        "passes": r.passes,
+                        "reported_s_ago": round(r.age_s, 1),
+                    }
+                    if r.repairer
+                    else None,
+                    "peers": rows,
+                    "file_trackers": _file_tracker_rows(st),
+                    "durability": [dataclasses.asdict(d) for d in durability],
+                },
+                indent=1,
+            )
+        )
+        return
+    emit(
+        rows,
+        fmt,
+        title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files; "
+        f"{_copies_line(st)}; {_repair_line(st.repair)}",
+        sizes=("used_bytes", "free_bytes", "reserved_bytes"),
+        right=("up_s", "restarts", "records", "load", "last_announce_s"),
+    )
+    if durability and fmt == "table":
+        d0 = durability[0]
+        say(
+            f"durability, {st.alive_peers} peers failing once in {peer_mtbf_years:g} years each, a failed peer's "
+            f"copies restored in {_hours(d0.repair_hours)} ("
+            + (
+                "the repair service's measured speed"
+                if d0.repair_measured
+                else "assumed: no repair pass has moved copies yet"
+            )
+            + "): "
+            + ", ".join(
+                f"{d.replication} MTTDL {_years(d.mttdl_years)}, P(loss in a year) {d.p_loss_year:.1e}"
+                for d in durability
+            )
+        )
+    if st.file_trackers and fmt == "table":  # csv: one table per output, the peers
+        rows = [{**r, "pid": str(r["pid"])} for r in _file_tracker_rows(st)]  # a pid without a comma
+        emit(
+            rows,
+            fmt,
+            title=f"{len(st.file_trackers)} per-file trackers (files hash over "
+            f"{st.file_trackers[0].shards} shards; shard 0: the tracker itself)",
+            right=("shard", "pid", "up_s", "restarts", "commits", "records"),
+        )
+
+
+def _durability(st, peer_mtbf_years: float) -> list:
+    """The expected durability of x1..x3 on this cluster
+    (the durability model st_tools registers, st_py.core.extras), from the repair service's
+    last pass that moved copies; [] without live peers."""
+    cluster_durability = extras.load(extras.DURABILITY, "cluster")
+    live = [p for p in st.peers if p.alive]
+    if not live or cluster_durability is None:  # no live peer, or no durability model installed (st_tools)
+        return []
+    r = st.repair
+    moved = r.copies_restored + r.copies_stored
+    rate = moved / r.pass_seconds if r.repairer and moved and r.pass_seconds > 0 else None
+    return cluster_durability(len(live), sum(p.records for p in live), rate, peer_mtbf_years)
+
+
+def _hours(h: float) -> str:
+    return f"{h * 3600:.0f} s" if h < 1 / 60 else f"{h * 60:.1f} min" if h < 1 else f"{h:.1f} h"
+
+
+def _years(y: float) -> str:
+    return f"{y * 365.25:.0f} days" if y < 1 else f"{y:,.0f} years" if y < 1e6 else f"{y:.1e} years"
+
+
+def _file_tracker_rows(st) -> list[dict]:
+    """The per-file trackers of a StatusReply as plain rows (paper 3.5)."""
+    return [
+        {
+            "shard": t.shard,
+            "addr": t.addr,
+            "state": "alive" if t.alive else "restarting",
+            "pid": t.pid,
+            "up_s": round(t.uptime_s, 1) if t.alive else None,
+            "restarts": t.restarts,
+            "commits": t.commits,
+            "records": t.records,
+        }
+        for t in st.file_trackers
+    ]
+
+
+def _copies_line(st) -> str:
+    """``12 records short of copies in 1 file`` (the tracker's count)."""
+    if st.short_age_s < 0:
+        return "copies not counted yet"
+    if not st.records_short:
+        return "no record short of copies"
+    from st_py.core.copy_health import copy_states_text
+
+    counts = {k: getattr(st, k) for k in ("records_lost", "records_waiting", "records_quarantined", "records_pending")}
+    return (
+        f"{st.records_short:,} record{'' if st.records_short == 1 else 's'} short of copies in "
+        f"{st.files_short:,} file{'' if st.files_short == 1 else 's'}"
+        + copy_states_text({**counts, "failed_after_s": st.failed_after_s})
+    )
+
+
+def _repair_line(r) -> str:
+    """What the repair service last reported, in a few words."""
+    if not r.repairer:
+        return "no repair service (storetorrent repair --watch)"
+    if r.running:
+        return (
+            f"repair running ({r.reason}): file {r.files_done:,} of {r.files_total:,}, "
+            f"{r.copies_stored + r.copies_restored:,} copies written"
+        )
+    return f"repair idle, reported {r.age_s:.0f} s ago"
+
+
+def _peer_state(p) -> str:
+    """``alive`` / ``failed``, or the drain state of a peer out of service:
+    ``draining`` (``draining, failed``), ``retired``."""
+    live = "alive" if p.alive else "failed"
+    if p.drain_state == "retired":
+        return "retired"
+    return f"draining, {live}" if p.drain_state == "draining" and not p.alive else p.drain_state or live

@@ -1,0 +1,294 @@
+"""The StoreTorrent client: create, open, delete and list files.
+
+>>> import st_py
+>>> c = st_py.Client("127.0.0.1:7000")
+>>> with c.create("/exp/run1", replication="x2", est_size=10 << 20) as f:
+...     f.put("rec-0001", b"...")
+>>> st_py.open("/exp/run1", tracker="127.0.0.1:7000").get("rec-0001")
+"""
+
+from __future__ import annotations
+
+from st_py.client.file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
+from st_py.core.filters import MissingKeyError, check_filters, key_check, load_key
+from st_py.wire.locate import TRACKER_ENV, default_tracker  # noqa: F401 (public here too)
+from st_py.wire.tracker_client import TrackerClient
+from st_py.wire.transport import Transport
+
+
+class Client:
+    """A client of one StoreTorrent tracker.
+
+    Parameters
+    ----------
+    tracker : str, optional
+        ``host:port`` of the tracker; see :func:`default_tracker`.
+    depth : int
+        Pipeline depth: records in flight per open file (paper 3.2).
+    group_size : int
+        Records per group commit (paper 3.5; the paper used 40).
+    timeout : float
+        Seconds without progress before a peer is declared unavailable.
+    api_key : str, optional
+        The user's API key for a tracker with a users file (default:
+        ``$STORETORRENT_API_KEY``; docs/security.md).
+    tls : (CA, client certificate, client key), optional
+        Paths for a tracker served over TLS (default: ``$STORETORRENT_TLS_CA``,
+        ``$STORETORRENT_TLS_CERT``, ``$STORETORRENT_TLS_KEY``).
+    balance_reads : bool
+        GET asks the least loaded copy holder first and skips hot spots
+        (default); False: copy-rank order, as in the paper
+        (docs/replication.md, "Load-aware reads").
+    encryption_key : bytes or path, optional
+        The 32-byte key of files with the ``aes-256-gcm`` filter, or a file
+        holding it (default: ``$STORETORRENT_KEY_FILE``,
+        ``$STORETORRENT_ENCRYPTION_KEY``; docs/filters.md). It stays on
+        this machine: the tracker gets only a check value.
+
+    Thread safety: a Client may be shared between threads (its gRPC
+    channel is; each :meth:`open` returns a new :class:`StFile`, which may
+    be shared too, one call at a time). ``tests/test_threads.py``.
+    """
+
+    def __init__(
+        self,
+        tracker: str | None = None,
+        depth: int = DEFAULT_DEPTH,
+        group_size: int = DEFAULT_GROUP,
+        timeout: float = 30.0,
+        api_key: str | None = None,
+        tls: tuple[str | None, str | None, str | None] = (None, None, None),
+        balance_reads: bool = True,
+        encryption_key: bytes | str | None = None,
+    ):
+        self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key, tls=tls)
+        self.depth, self.group_size, self.timeout = depth, group_size, timeout
+        self.balance_reads = balance_reads
+        self.encryption_key = load_key(encryption_key)  # never sent to the tracker
+
+    def create(
+        self,
+        name: str,
+        replication: str = "x2",
+        est_size: int = 0,
+        blocksize: int = 0,
+        mode: int = 0,
+        protocol: str = "client-sync",
+        placement: str = "random",
+        filters: list[str] | tuple[str, ...] = (),
+    ) -> StFile:
+        """Create file ``name`` with replication class ``replication``
+        (x1, x2, x3 ...) and open it for writing (paper 3.1, 3.3).
+
+        ``est_size`` is the expected user bytes (one copy); the tracker uses it
+        to schedule peers with room and reserves that much (times F) on them
+        until this handle is closed (docs/replication.md, "Space
+        reservation"); commits beyond it may not take space other files
+        have reserved. ``blocksize`` consecutive records go to
+        the same peers before the client picks others (0: tracker default).
+        ``mode`` is the file's permission bits (0: 0o644; docs/security.md).
+        ``protocol`` is how copies are written (``client-sync``, ``chain``,
+        ``client-async``, ``chain-async``) and ``placement`` where they go
+        (``random``, ``hash``, ``local-first``); both are kept in the
+        infofile and apply to every writer of the file (docs/replication.md).
+        ``filters`` is the client-side filter chain applied to every record,
+        in order (``["zstd"]``, ``["aes-256-gcm"]``, ``["zstd",
+        "aes-256-gcm"]``; docs/filters.md); encryption uses this client's
+        ``encryption_key``.
+
+        Raises
+        ------
+        MissingKeyError (aes-256-gcm without a key),
+        StFileExistsError, BadNameError, NotEnoughPeersError, QuotaExceededError,
+        PermissionDeniedError, NotAuthenticatedError, TrackerUnavailableError
+        (:class:`NoSpaceError`, a kind of NotEnoughPeersError, when no peers have room for ``est_size``)
+        """
+        chain = check_filters(filters)
+        check = ""
+        if "aes-256-gcm" in chain:
+            if self.encryption_key is None:
+                raise MissingKeyError(
+                    f"creating {name} with aes-256-gcm needs a key: Client(encryption_key=...), "
+                    "$STORETORRENT_KEY_FILE or $STORETORRENT_ENCRYPTION_KEY (docs/filters.md)",
+                    file=name,
+                    filter="aes-256-gcm",
+                )
+            check = key_check(self.encryption_key)
+        info = self.tracker.create(
+            name, replication, est_size, blocksize, mode, protocol, placement, ",".join(chain), check
+        )
+        return self._file(info, holds_reservation=est_size > 0)
+
+    def _file(self, info, **kw) -> StFile:
+        f = StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout, **kw)
+        f.balance_reads = self.balance_reads
+        f.encryption_key = self.encryption_key
+        return f
+
+    def open_staged(self, name: str, prefer_peer: str | None = None) -> StFile:
+        """Open existing file ``name`` for a staged write: records are stored
+        on their holders but not committed when acknowledged; the writer
+        hands :meth:`StFile.staged_commits` to whoever commits the whole job
+        with :meth:`commit_staged`. ``prefer_peer`` (``host:port``) takes
+        copy rank 0 of every record when it is live (local-first placement).
+
+        Raises
+        ------
+        StFileNotFoundError, TrackerUnavailableError
+        """
+        info = self.tracker.open(name)
+        return self._file(info, stage=True, prefer_peer=prefer_peer)
+
+    def commit_staged(self, name: str, records: list[dict], delete: list[str] | None = None) -> int:
+        """Commit staged records of file ``name`` in one transaction of the
+        tracker (paper 3.5): all of them become visible at once, or none.
+
+        Parameters
+        ----------
+        records : list of dict
+            As returned by :meth:`StFile.staged_commits`, from any number of
+            writers.
+        delete : list of str, optional
+            Committed records and objects removed in the same transaction
+            (a write job's ``mode="overwrite"``): readers see the file before
+            or after, never between. Their copies are left to the peers'
+            scrubber.
+
+        Returns
+        -------
+        int
+            Records newly committed (an identical record committed before
+            counts as already there).
+
+        Raises
+        ------
+        RecordExistsError
+            A name already committed with other content; ``names`` lists them.
+            Nothing of the batch is committed then.
+        StFileNotFoundError, TrackerUnavailableError, QuotaExceededError
+        """
+        from st_py._proto import tracker_pb2 as pb
+        from st_py.client.group_commit import schema_table
+        from st_py.errors import RecordExistsError
+
+        info = self.tracker.open(name)
+        names = [r["name"] for r in records]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})[:5]
+            raise RecordExistsError(
+                f"staged records of {name} name {dup} more than once: a writer ran twice; nothing was committed",
+                names=dup,
+            )
+        existing = sorted(set(self._committed(info, names)) - set(delete or ()))
+        if existing:
+            raise RecordExistsError(
+                f"{len(existing)} staged records of {name} are already committed "
+                f"(e.g. {existing[:3]}); nothing was committed",
+                names=existing,
+            )
+        schemas, refs = schema_table([r.get("schema") for r in records])
+        reply = self.tracker.at(info.file_tracker).commit(
+            name,
+            info.file_id,
+            [  # its per-file tracker (paper 3.5)
+                pb.RecordCommit(
+                    name=r["name"],
+                    size=r["size"],
+                    crc32c=r["crc32c"],
+                    peer_idx=r["peer_idx"],
+                    schema=ref,
+                    logical_size=r.get("logical_size"),
+                )
+                for r, ref in zip(records, refs)
+            ],
+            delete=delete or (),
+            schemas=schemas,
+        )
+        return reply.committed
+
+    @staticmethod
+    def _committed(info, names: list[str]) -> list[str]:
+        from st_py.core.infofile import InfofileReader
+
+        r = InfofileReader(info.infofile_path)
+        try:
+            return sorted(r.lookup_many(names))
+        finally:
+            r.close()
+
+    def open(self, name: str) -> StFile:
+        """Open existing file ``name``. Peers the tracker reports failed are
+        avoided (paper 4.3, initial failures).
+
+        Raises
+        ------
+        StFileNotFoundError, TrackerUnavailableError
+        """
+        info = self.tracker.open(name)
+        return self._file(info)
+
+    def delete(self, name: str) -> int:
+        """Delete file ``name``: its records on every live peer, then its
+        infofile. Returns the number of records it had. Copies on dead peers
+        are left for their scrubber.
+
+        Raises
+        ------
+        StFileNotFoundError
+        """
+        info = self.tracker.open(name)
+        t = Transport(timeout=self.timeout)
+        t.set_capability(info.file_id, info.capability)
+        try:
+            delete_file_on_peers(t, info.file_id, [p.addr for p in info.peers if p.alive])
+        finally:
+            t.close()
+        return self.tracker.delete(name, info.file_id, whole_file=True).deleted
+
+    def chmod(self, name: str, mode: int = 0, group: str = "", owner: str = ""):
+        """Change the mode bits, group or (admins) owner of a file or
+        directory, as UNIX chmod/chgrp/chown (docs/security.md).
+
+        Raises
+        ------
+        PermissionDeniedError
+            Not the owner (or not an admin for a new owner).
+        """
+        return self.tracker.set_mode(name, mode, group, owner)
+
+    def rmdir(self, path: str) -> None:
+        """Remove the empty namespace directory ``path``, as UNIX rmdir (write
+        permission on its parent).
+
+        Raises
+        ------
+        DirectoryNotEmptyError, StFileNotFoundError, PermissionDeniedError
+        """
+        self.tracker.remove_dir(path)
+
+    def ls(self, path: str = "/"):
+        """Entries of a namespace directory (``ListEntry`` messages)."""
+        return list(self.tracker.list(path).entries)
+
+    def status(self):
+        """The tracker's ``StatusReply``: peers, liveness, space, files."""
+        return self.tracker.status()
+
+    def close(self) -> None:
+        self.tracker.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def create(name: str, replication: str = "x2", est_size: int = 0, tracker: str | None = None, **kwargs) -> StFile:
+    """Module-level shortcut for ``Client(tracker).create(...)`` (paper figure 4)."""
+    return Client(tracker, **kwargs).create(name, replication, est_size)
+
+
+def open(name: str, tracker: str | None = None, **kwargs) -> StFile:  # noqa: A001 (paper's API name)
+    """Module-level shortcut for ``Client(tracker).open(name)`` (paper figure 4)."""
+    return Client(tracker, **kwargs).open(name)

@@ -1,0 +1,929 @@
+"""An open StoreTorrent file: PUT, GET, GET_LOCAL and DELETE of records.
+
+The API follows the paper's figure 4. Class xF writes F copies on F distinct
+peers with copy ranks 0..F-1 (paper 3.1, 4.1), by the file's duplication
+protocol (docs/replication.md): ``client-sync`` (the client writes every copy
+and a record is committed once all are acknowledged, paper 3.5), ``chain``
+(one PUT_CHAIN to rank 0, which forwards down the holders), and their async
+forms, where a record is acknowledged and committed once copy rank 0 is
+stored and the other copies are recorded as pending until they are. Records
+are committed in groups (paper 3.5); readers see a record only once it is
+committed (paper 2.1).
+
+:class:`StFile` is composed of parts it owns and hands its context to
+(:class:`st_py.client.file_context.FileContext`: the file's identity, peers,
+transport, committer, capability and infofile): the writer
+(:class:`st_py.client.record_writer.RecordWriter`, placing with
+:class:`st_py.client.placer.Placer`), the reader
+(:class:`st_py.client.reader.RecordReader`), GET_LOCAL
+(:class:`st_py.client.local_reads.LocalReads`), versions
+(:class:`st_py.client.versions.Versions`), striped objects
+(:class:`st_py.client.striping.Objects`) and copies onto chosen peers
+(:class:`st_py.client.copies.Copies`). Its public methods delegate to them, one at
+a time under the file's lock.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import io
+from collections.abc import Callable, Iterable
+from typing import BinaryIO
+
+from st_py._proto import tracker_pb2 as pb
+from st_py.client.copies import Copies, CopyOutcome, CopyToStore
+from st_py.client.file_context import DEFAULT_DEPTH, DEFAULT_GROUP, FileContext
+from st_py.client.getlocal import GetLocalPlan, LocalRecord, local_addresses
+from st_py.client.group_commit import GroupCommitter
+from st_py.client.local_reads import LocalReads
+from st_py.client.pending import Pending
+from st_py.client.placer import Placer
+from st_py.client.reader import RecordReader
+from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter, store_result
+from st_py.client.striping import DEFAULT_STRIPE_SIZE, LocalStripe, Objects
+from st_py.client.versions import Versions
+from st_py.core.infofile import InfofileReader, ObjectMeta, RecordMeta
+from st_py.core.placement import Domain, DomainShortfall
+from st_py.core.record_format import written_schema
+from st_py.errors import BadNameError, StoreTorrentError
+from st_py.wire.protocol import encode_delete_file
+from st_py.wire.tracker_client import TrackerClient
+from st_py.wire.transport import Transport
+
+
+# The writer's two lookups of its environment, named here so a test can
+# patch them on this module (st_py.client.file.local_addresses, .written_schema).
+def _local_addresses() -> set[str]:
+    return local_addresses()
+
+
+def _written_schema(name: str, data: bytes) -> tuple[str, bytes] | None:
+    return written_schema(name, data)
+
+
+class StFile:
+    """An open StoreTorrent file. Use :meth:`Client.create` or
+    :meth:`Client.open` to get one; close it (or use ``with``) to commit the
+    last group of records.
+
+    Thread safety: one handle may be shared between threads. Its public
+    methods run one at a time (a re-entrant lock per handle, the one its
+    transport turns under), so threads sharing a handle are correct but not
+    parallel; a thread pool that wants parallel reads opens a handle per
+    thread (as the Ray and Dask scans do). A :class:`Pending` may be waited
+    on from any thread. ``tests/test_threads.py`` checks both.
+
+    It owns its parts (see the module docstring) and holds no state of its
+    own: each public method delegates to the part that owns what it does.
+    """
+
+    def __init__(
+        self,
+        tracker: TrackerClient,
+        info: pb.FileInfo,
+        depth: int = DEFAULT_DEPTH,
+        group_size: int = DEFAULT_GROUP,
+        blocksize: int | None = None,
+        timeout: float = 30.0,
+        infofile_path: str | None = None,
+        stage: bool = False,
+        prefer_peer: str | None = None,
+        holds_reservation: bool = False,
+    ):
+        # stage: acknowledged records are kept for one atomic commit by the
+        # caller (staged_commits / Client.commit_staged) instead of being
+        # group-committed as they come: how a job's writers make the whole
+        # job visible at once (docs/analysis.md).
+        # prefer_peer: rank 0 on this peer when it is usable (local-first
+        # placement, FreeLoader seed 004 section 4.1), whatever the file's
+        # policy unless it is hash.
+        # holds_reservation: created with an est_size: close() ends the reservation.
+        ctx = self._ctx = FileContext(tracker, info, depth, group_size, timeout, infofile_path, holds_reservation)
+        self._versions = Versions(ctx)
+        self._placer = Placer(ctx, blocksize or info.blocksize or 16, prefer_peer, _local_addresses)
+        self._writer = RecordWriter(ctx, self._placer, self._versions, _written_schema)
+        ctx.use_committer(
+            GroupCommitter(
+                ctx.file_tracker,
+                ctx.name,
+                ctx.file_id,
+                group_size,
+                self._writer.commit_failed,
+                stage=stage,
+                lease=self._versions.lease_for_commit,
+                relocate=ctx.relocate,
+            )
+        )
+        self._record_reader = RecordReader(ctx)
+        self._local = LocalReads(ctx, self._writer.flush)
+        self._objects = Objects(ctx, self._writer, self._record_reader, self._placer, self._local)
+        self._copies = Copies(ctx)
+
+    # -- metadata (the FileContext's, as of the last refresh) -----------------------
+    @property
+    def info(self) -> pb.FileInfo:
+        """The tracker's ``FileInfo`` of the file, as of the last :meth:`refresh`."""
+        return self._ctx.info
+
+    @property
+    def name(self) -> str:
+        return self._ctx.name
+
+    @property
+    def file_id(self) -> int:
+        return self._ctx.file_id
+
+    @property
+    def replication(self) -> str:
+        """The file's class (``"x2"``, ...)."""
+        return self._ctx.replication
+
+    @property
+    def copies(self) -> int:
+        """F: copies per record."""
+        return self._ctx.copies
+
+    @property
+    def protocol(self) -> str:
+        """The duplication protocol (docs/replication.md)."""
+        return self._ctx.protocol
+
+    @property
+    def peers(self) -> dict:
+        """The peerlist: ``{peer_idx: PeerInfo}``."""
+        return self._ctx.peers
+
+    @property
+    def placement(self) -> str:
+        """The placement policy (``random``, ``hash``, ``local-first``)."""
+        return self._ctx.placement
+
+    @property
+    def domains(self) -> dict[int, Domain]:
+        """Every peer index's failure domain (see :attr:`placement_domains`)."""
+        return self._ctx.domains
+
+    # -- options ------------------------------------------------------------------
+    @property
+    def depth(self) -> int:
+        """Operations (PUTs and GETs) in flight at most (paper 3.2)."""
+        return self._ctx.depth
+
+    @depth.setter
+    def depth(self, value: int) -> None:
+        self._ctx.depth = value
+
+    @property
+    def group_size(self) -> int:
+        """Records per group commit."""
+        return self._ctx.group_size
+
+    @group_size.setter
+    def group_size(self, value: int) -> None:
+        self._ctx.group_size = value
+
+    @property
+    def blocksize(self) -> int:
+        """Records placed on one set of holders before the next is chosen."""
+        return self._placer.blocksize
+
+    @blocksize.setter
+    def blocksize(self, value: int) -> None:
+        self._placer.blocksize = value
+
+    @property
+    def keep_schemas(self) -> bool:
+        """Keep each record's format and schema in the infofile at commit
+        (:func:`st_py.core.record_format.written_schema`; default True)."""
+        return self._writer.keep_schemas
+
+    @keep_schemas.setter
+    def keep_schemas(self, value: bool) -> None:
+        self._writer.keep_schemas = value
+
+    @property
+    def balance_reads(self) -> bool:
+        """Load-aware GETs (default True); False: copy-rank order (the paper's)."""
+        return self._record_reader.balance_reads
+
+    @balance_reads.setter
+    def balance_reads(self, value: bool) -> None:
+        self._record_reader.balance_reads = value
+
+    @property
+    def encryption_key(self) -> bytes | None:
+        """The file's key (docs/filters.md), set by :class:`Client`."""
+        return self._ctx.encryption_key
+
+    @encryption_key.setter
+    def encryption_key(self, value: bytes | None) -> None:
+        self._ctx.encryption_key = value
+
+    @property
+    def domain_shortfall(self) -> DomainShortfall:
+        """Records (and stripes) this handle placed with two copies in one
+        failure domain because the usable peers allowed no better
+        (docs/replication.md, "Failure domains"): never a silent downgrade."""
+        return self._placer.domain_shortfall
+
+    @property
+    def filter_names(self) -> tuple[str, ...]:
+        """The file's client-side filters in order (``("zstd", "aes-256-gcm")``;
+        empty: none), fixed at creation (docs/filters.md)."""
+        return self._ctx.filter_names
+
+    @property
+    def filters(self):
+        """The file's :class:`~st_py.core.filters.FilterChain` (empty: no filter).
+
+        Raises
+        ------
+        MissingKeyError, WrongKeyError
+            An encrypted file without its key, or with another one.
+        """
+        return self._ctx.filters
+
+    @property
+    def placement_domains(self) -> dict[int, Domain] | None:
+        """The failure domain of each peer index of the peerlist when it
+        spans more than one domain, else None (one domain, e.g. a single
+        machine: nothing to take copies apart by). What placement keeps a
+        record's copies apart by (docs/replication.md, "Failure domains");
+        pass it as ``domains`` to :mod:`st_py.core.placement`'s functions.
+        :attr:`domains` has every peer's domain in either case."""
+        return self._ctx.spread
+
+    def report_bad_copy(self, name: str, peer: str, detail: str) -> None:
+        """Tell the tracker that the copy of record ``name`` on ``peer``
+        (``host:port``) failed a checked read: its CRC-32C did not match
+        (docs/reliability.md, bit rot). Best effort, never raises; the
+        peer's verifier quarantines the copy and ``repair`` restores it."""
+        self._ctx.tracker.report_bad_copy(self.name, name, peer, detail)
+
+    def refresh(self) -> None:
+        """Re-read the peerlist and liveness from the tracker (and get a
+        fresh capability)."""
+        self._ctx.refresh()
+
+    def extend_peerlist(self) -> list[int]:
+        """Have the tracker add its live peers in service that are not in
+        this file's peerlist yet (``ExtendPeerlist``; new peers take new
+        copies: rebalance, paper 4.4, and spread, paper 5), and use the new
+        peerlist from now on. Peer indexes already in :attr:`peers` keep
+        their meaning (the peerlist only grows).
+
+        Returns
+        -------
+        list of int
+            The indexes of the peers added, in order (empty: none).
+
+        Raises
+        ------
+        PermissionDeniedError
+            No write permission on the file.
+        TrackerError
+            The tracker cannot be reached, or the file is gone.
+        """
+        ctx = self._ctx
+        before = set(ctx.peers)
+        ctx.set_info(ctx.tracker.extend_peerlist(ctx.name, ctx.file_id))
+        return sorted(set(ctx.peers) - before)
+
+    def commit_moved_copies(self, moves: list[pb.CopyMove]) -> pb.MoveCopiesReply:
+        """Commit copies moved to new holders (``MoveCopies``; paper 4.4
+        rebalance, and spread and drain, paper 5): each ``CopyMove`` names a
+        record, its copy rank, the old and the new holder's peer index and
+        the name its copies are stored under (``RecordMeta.stored_as``).
+        The new holders must have the copies already (:meth:`store_copies`).
+        From the reply's ``generation`` on, readers use the new holders; the
+        old ones go to the infofile's ``copy_history``.
+
+        Returns
+        -------
+        MoveCopiesReply
+            ``moved`` (copies committed), ``conflicts`` (``"name: reason"``
+            of moves refused: the record was deleted, replaced or moved
+            meanwhile) and ``generation``.
+
+        Raises
+        ------
+        TrackerError
+        """
+        return self._ctx.tracker.move_copies(self.name, self.file_id, moves)
+
+    def commit_stored_copies(self, stored: list[pb.CopyStored]) -> pb.MoveCopiesReply:
+        """Commit pending copies as stored (``StoreCopies``; async protocols,
+        docs/replication.md; repair's catch-up, paper 4.5): each
+        ``CopyStored`` names a record, its copy rank, the peer index now
+        holding it and the name its copies are stored under
+        (``RecordMeta.stored_as``). The holders must have the copies already
+        (:meth:`store_copies`). From the reply's ``generation`` on, GET and
+        GET_LOCAL use them.
+
+        Returns
+        -------
+        MoveCopiesReply
+            ``moved`` (copies committed as stored), ``conflicts``
+            (``"name: reason"``) and ``generation``.
+
+        Raises
+        ------
+        TrackerError
+        """
+        return self._ctx.tracker.store_copies(self.name, self.file_id, stored)
+
+    # -- the infofile ---------------------------------------------------------------
+    @property
+    def infofile_path(self) -> str:
+        return self._ctx.infofile_path
+
+    def infofile(self) -> InfofileReader:
+        """This handle's read-only reader of the file's infofile (SQLite,
+        docs/infofile.md; paper 3.5: clients read infofiles directly), opened
+        on first use and closed with the handle. Its point and range queries
+        are the one place that knows the infofile's tables on the client.
+
+        Raises
+        ------
+        FileNotFoundError
+            The infofile is not there (the file was deleted, or the namespace
+            is not visible from this host).
+        """
+        return self._ctx.infofile()
+
+    def record_meta(self, name: str) -> RecordMeta | None:
+        """The committed metadata of record ``name`` (its current version:
+        stored size and CRC-32C, holders by copy rank), or None if no record
+        of that name is committed (a striped object is not a record: see
+        :meth:`object_meta`)."""
+        return self._ctx.infofile().lookup(name)
+
+    def records_meta(self, names: list[str]) -> dict[str, RecordMeta]:
+        """:meth:`record_meta` of many names at once: ``{name: RecordMeta}``
+        of those committed as records."""
+        return self._ctx.infofile().lookup_many(names)
+
+    def object_meta(self, name: str) -> ObjectMeta | None:
+        """The committed striped object ``name`` (its original size and
+        CRC-32C, stripe size and count; docs/striping.md), or None."""
+        return self._ctx.infofile().object(name)
+
+    # -- peers (paper 4.3 failover, 4.4 rebalance) --------------------------------
+    def peer_usable(self, idx: int) -> bool:
+        """Whether peer ``idx`` (an index of :attr:`peers`, the file's
+        peerlist) may be sent requests: the tracker reported it alive at the
+        last :meth:`refresh`, and this handle has not seen it fail since
+        (a broken connection, a full or failing disk, :meth:`mark_peer_failed`).
+
+        Raises
+        ------
+        KeyError
+            ``idx`` is not in the peerlist.
+        """
+        return self._ctx.peer_usable(idx)
+
+    def mark_peer_failed(self, idx: int, reason: str) -> None:
+        """Count peer ``idx`` as failed for this handle, as a broken
+        connection to it would, without telling the tracker (rebalance
+        declares lost peers so, paper 4.4): :meth:`peer_usable` is False, so
+        no copy is placed on it and reads ask it last. A peer already failed
+        keeps its first ``reason``; a new connection to it (a read that
+        asks it after all) clears the mark.
+
+        Raises
+        ------
+        KeyError
+            ``idx`` is not in the peerlist.
+        """
+        self._ctx.mark_peer_failed(idx, reason)
+
+    def write_targets(self) -> list[int]:
+        """Indexes of the usable peers that take new copies: those in
+        service. Peers being drained or retired (``storetorrent drain``)
+        only when too few others are usable for the class: a drain never
+        fails a write, and its next pass moves such copies off."""
+        return self._ctx.write_targets()
+
+    def spare_peer(
+        self, name: str, usable: list[int], holders: list[int], apart_from: list[int] | None = None
+    ) -> int | None:
+        """A peer index to take over a failed or lost copy of record
+        ``name`` (paper 4.3, 4.4): one of ``usable`` holding none of
+        ``holders`` and, among those, apart by failure domain from
+        ``apart_from`` (the holders that keep their copies; default
+        ``holders``): under hash placement the first such one of the
+        record's ranking, where readers without the infofile look; else a
+        random one. None if no peer of ``usable`` qualifies. Peer indexes
+        are those of :attr:`peers`; the caller picks ``usable`` (e.g.
+        :meth:`write_targets`)."""
+        return self._placer.spare_peer(name, usable, holders, apart_from)
+
+    # -- PUT (st_py/client/record_writer.py) -------------------------------------------------
+    def queue_put(
+        self,
+        name: str,
+        data: bytes,
+        callback: Callable[[str, Exception | None], None] | None = None,
+        *,
+        replace: bool = False,
+        _holders: list[int] | None = None,
+    ) -> Pending:
+        """Queue a PUT of record ``name`` and return at once (paper 3.2).
+
+        Blocks only while ``depth`` records are in flight. The record is
+        acknowledged when all F copies are stored; it is committed (visible)
+        with its group, or at :meth:`flush` / :meth:`close`.
+
+        Parameters
+        ----------
+        name : str
+            Record name, 1 to 4096 UTF-8 bytes, no NUL. Names are write-once.
+        data : bytes-like
+            The record, held in memory until acknowledged.
+        callback : callable(name, exception or None), optional
+            Called when the record is acknowledged or has failed.
+        replace : bool
+            Store a new version of ``name`` (or its first one), which its
+            commit makes current in place of the committed one: readers see
+            the old or the new version whole, never a mix (MORRIS 3.2;
+            docs/replication.md, "Versioned records"). Takes the file's
+            writer lease if this writer does not hold it.
+
+        Returns
+        -------
+        Pending
+            ``result()`` returns once every copy is acknowledged.
+
+        Raises
+        ------
+        BadNameError, NotEnoughPeersError, RecordExistsError
+        RecordTooLargeError
+            ``data`` is over ``STRIPE_THRESHOLD`` (64 MiB), more than a
+            peer takes as one record: use :meth:`put` or :meth:`put_object`,
+            which store it as a striped object.
+        LeaseHeldError
+            ``replace=True`` while another writer holds the lease.
+        QuotaExceededError
+            A record put before was refused because the quota is full (the
+            tracker admits bytes as the group commits go, and commits the
+            records before it): raised once, at the next put.
+        """
+        return self._writer.queue_put(name, data, callback, replace=replace, holders=_holders)
+
+    def put(self, name: str, data: bytes, replace: bool = False) -> None:
+        """Store record ``name`` and wait until every copy is acknowledged.
+
+        The record becomes visible to readers when its group is committed
+        (every ``group_size`` records) or at :meth:`flush`/:meth:`close`.
+        Data over ``STRIPE_THRESHOLD`` (64 MiB) is stored as a striped
+        object instead (:meth:`put_object`, docs/striping.md), visible at
+        once when this returns. ``replace=True`` stores a new version of
+        the record under the file's writer lease (:meth:`queue_put`).
+
+        Raises
+        ------
+        BadNameError, RecordExistsError, NotEnoughPeersError, PeerError
+        LeaseHeldError, LeaseLostError
+            ``replace=True``: another writer holds the lease; this one's ran out.
+        """
+        if len(data) > STRIPE_THRESHOLD:
+            if replace:
+                raise BadNameError(
+                    f"{name!r}: data over {STRIPE_THRESHOLD} bytes is a striped object, and "
+                    "objects cannot be replaced; delete it and put it again"
+                )
+            self._objects.put_object(name, data)
+            return
+        self._writer.put(name, data, replace)
+
+    def staged_commits(self) -> list[dict]:
+        """The records acknowledged by every holder but not committed, of a
+        file opened with ``stage=True``, as plain dicts ``{"name", "size",
+        "crc32c", "peer_idx", "schema", "logical_size"}`` (``size`` as
+        stored, ``logical_size`` the user's bytes; peer indexes by copy rank;
+        ``schema`` the record's ``(format, Arrow IPC schema)`` or None);
+        they are taken out of the file. Commit them with :meth:`Client.commit_staged`.
+
+        Raises
+        ------
+        StoreTorrentError
+            If queued records failed (as :meth:`flush`).
+        """
+        return self._writer.staged_commits()
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Make progress on queued operations; returns operations in flight."""
+        return self._ctx.poll(timeout)
+
+    @property
+    def inflight(self) -> int:
+        return self._ctx.inflight
+
+    def flush(self) -> None:
+        """Wait for every queued operation and commit every acknowledged record.
+
+        Raises
+        ------
+        StoreTorrentError
+            If queued records failed and had no callback to hear of it: the
+            failure itself when there is one (or one commit failed them all),
+            else :class:`QueuedOperationsError` with every ``(name, error)``
+            in ``failures``.
+        """
+        self._writer.flush()
+
+    # -- DELETE ---------------------------------------------------------------
+    def delete(self, name: str) -> None:
+        """Delete record ``name``: every copy holder first, then the tracker
+        (paper 4.3). A name that was put but never committed is removed from
+        every live peer, which resets it for a retried PUT (paper 4.4).
+
+        Raises
+        ------
+        RecordNotFoundError
+            If no peer and no commit knows the name.
+        """
+        self._writer.delete(name)
+
+    # -- GET (st_py/client/reader.py) ------------------------------------------------------
+    def queue_get(
+        self,
+        name: str,
+        callback: Callable[[str, bytes | None, Exception | None], None] | None = None,
+        *,
+        stored: bool = False,
+    ) -> Pending:
+        """Queue a GET of committed record ``name`` (paper 3.6).
+
+        Reads the infofile for the copies, asks one peer at a time in copy-rank
+        order (never all at once, to avoid incast), verifies the CRC-32C and
+        falls back to the next copy on any error.
+
+        Under hash placement, when the infofile cannot be read (missing,
+        unreadable, locked past SQLite's busy timeout), the peers are asked
+        in the record's rendezvous order instead, and a copy is checked
+        against the CRC-32C its holder stored with it. Such a read cannot
+        know whether the record is committed: it returns any stored copy
+        (docs/replication.md, "Placement policies").
+
+        ``stored=True`` returns the bytes as the peers store them, before the
+        file's filters (docs/filters.md) are undone: for copying records
+        between peers (rebalance, repair).
+
+        Returns
+        -------
+        Pending
+            ``result()`` is the record's bytes, or raises
+            RecordNotFoundError / RecordUnavailableError (and, with filters,
+            WrongKeyError / FilterError).
+        """
+        return self._record_reader.queue_get(name, callback, stored=stored)
+
+    def get(self, name: str) -> bytes:
+        """The bytes of committed record ``name``.
+
+        Raises
+        ------
+        RecordNotFoundError
+            No committed record of that name.
+        RecordUnavailableError
+            Every copy failed (dead peers, CRC mismatch).
+        """
+        return self._record_reader.get(name)
+
+    def names(self, prefix: str | None = None) -> list[str]:
+        """Names of the committed records, sorted (from the infofile)."""
+        return self._record_reader.names(prefix)
+
+    def __len__(self) -> int:
+        return self._record_reader.count()
+
+    # -- GET_LOCAL (st_py/client/local_reads.py) ------------------------------------------
+    def get_local_plan(self, allow_unavailable: bool = False) -> GetLocalPlan:
+        """The live peerlist and commit generation for a GET_LOCAL, as plain
+        data to hand to analysis tasks. Peers that do not answer a PING are
+        left out (paper 4.3: initial failures); the PING, not the tracker's
+        announce-based view, decides, since it is current.
+
+        Raises
+        ------
+        RecordsUnavailableError
+            If F or more peers are dead and records have no live copy (paper
+            4.2), saying how many; unless ``allow_unavailable``.
+        """
+        return self._local.get_local_plan(allow_unavailable)
+
+    def get_local(
+        self, peer: str | None = None, allow_unavailable: bool = False, stripes: bool = False
+    ) -> list[LocalRecord]:
+        """Records revealed to this node, as local paths (paper 3.7). The
+        stripes of striped objects are left out unless ``stripes`` (see
+        ``local_stripes()``).
+
+        Parameters
+        ----------
+        peer : str, optional
+            ``host:port`` of the peer to ask. By default every live peer on
+            this host is asked (one on a real cluster node; all of them on a
+            local cluster) and the lists are joined.
+        allow_unavailable : bool
+            Reveal what is available when records have no live copy, instead
+            of raising.
+
+        Returns
+        -------
+        list of LocalRecord(name, path, size, copy_rank, peer)
+            Across all peers of the file every record committed at the plan's
+            generation is revealed exactly once, lower copy ranks first;
+            uncommitted records never.
+
+        Raises
+        ------
+        RecordsUnavailableError
+            More peers dead than the class tolerates; says how many records.
+        GetLocalError
+            A broken invariant (naming the peers), or a ring that keeps failing.
+        """
+        return self._local.get_local(peer, allow_unavailable, stripes)
+
+    def read_local(self, record: LocalRecord) -> bytes:
+        """The record's bytes from its revealed local copy, checked against
+        the size and CRC-32C it was stored with (paper 3.6's end-to-end
+        check, on the local path of 3.7) and decoded with the file's
+        client-side filters (docs/filters.md): what :meth:`get` returns,
+        without the network. Used by the fsspec filesystem's local reads.
+
+        Raises
+        ------
+        ChecksumError
+            The copy on disk is not the record's (bit rot, a truncated or
+            overwritten file): read it with :meth:`get` (another copy) and
+            report it (:meth:`report_bad_copy`).
+        GetLocalError
+            The copy is gone (deleted meanwhile, or lost by the disk).
+        WrongKeyError, FilterError
+            The file's filters cannot decode it (a wrong key).
+        """
+        return self._local.read_local(record)
+
+    # -- striped objects (st_py/client/striping.py) ----------------------------------------
+    def put_object(
+        self,
+        name: str,
+        data: bytes | BinaryIO,
+        stripe_size: int = DEFAULT_STRIPE_SIZE,
+        stripe_width: int | None = None,
+        local_share: float = 1.0,
+    ) -> ObjectMeta:
+        """Store ``data`` as striped object ``name`` and make it visible.
+
+        Parameters
+        ----------
+        data : bytes-like or binary file
+            The object; a file is read ``stripe_size`` bytes at a time, so at
+            most ``STRIPES_IN_FLIGHT`` stripes are in memory.
+        stripe_size : int
+            Bytes per stripe (the last may be shorter); at most the peers'
+            frame size (64 MiB by default).
+        stripe_width : int, optional
+            Peers the stripes go round-robin over (copy rank 0 of stripe i on
+            the i-th of them); default: every usable peer. Under asymmetric
+            striping, the peers besides the writer's that the other copies
+            go round-robin over (FreeLoader's remote width).
+        local_share : float
+            Asymmetric striping (FreeLoader, seed 004 section 4.1), for a
+            file with ``local-first`` placement or a handle opened with
+            ``prefer_peer``: the fraction (0..1) of the stripes whose copy
+            rank 0 is on the writer's peer, spread evenly among the others
+            (default 1: all of them; 3/11 is the paper's 3:8). Lowered to
+            what the peer's announced free space holds when the object's
+            size is known up front. Ignored for other files, and when this
+            node has no usable peer.
+
+        Returns
+        -------
+        ObjectMeta
+
+        Raises
+        ------
+        RecordExistsError
+            A record or object of that name is committed (write-once).
+        NotEnoughPeersError, PeerError, BadNameError
+        """
+        return self._objects.put_object(name, data, stripe_size, stripe_width, local_share)
+
+    def get_object(self, obj: ObjectMeta) -> bytes:
+        """The whole object, its stripes fetched in parallel (each from its
+        least loaded holder, failing over to the next copy), each checked
+        against its own CRC-32C, and the whole against the object's size.
+
+        Raises
+        ------
+        RecordUnavailableError, ChecksumError
+        """
+        return self._record_reader.get_object(obj)
+
+    def open(self, name: str) -> io.RawIOBase:
+        """A seekable, read-only file object over record or object ``name``.
+        For an object, reads fetch only the stripes they touch (at most
+        ``ObjectReader.CACHED`` kept); for a record, the record is read once.
+
+        Raises
+        ------
+        RecordNotFoundError
+        """
+        return self._objects.open(name, self)
+
+    def local_stripes(self, allow_unavailable: bool = False) -> list[LocalStripe]:
+        """The stripes GET_LOCAL reveals to this node (paper 3.7: across all
+        peers, each stripe exactly once), with their place in their object
+        (plaintext offsets and sizes; in a file with filters the paths hold
+        filtered bytes: read them with :meth:`read_local_stripe`)."""
+        return self._objects.local_stripes(allow_unavailable)
+
+    def read_local_stripe(self, stripe: LocalStripe) -> bytes:
+        """The ``stripe.size`` bytes of the object that ``stripe`` holds:
+        its local copy read, checked against its size and CRC-32C, and
+        decoded with the file's filters; a copy that fails the check is read
+        by GET from another copy instead.
+
+        Raises
+        ------
+        GetLocalError
+            The copy is gone (deleted meanwhile).
+        RecordUnavailableError
+            No copy passes the check.
+        """
+        return self._objects.read_local_stripe(stripe)
+
+    # -- versions (st_py/client/versions.py) -----------------------------------------------
+    @property
+    def lease(self) -> dict | None:
+        """This writer's lease as ``{"lease_id", "ttl_s"}``, or None."""
+        return self._versions.lease
+
+    def acquire_lease(self, ttl: float | None = None, wait: float = 0.0) -> dict:
+        """Take the file's writer lease, which ``put(..., replace=True)``
+        needs (it takes it by itself otherwise). Renewed as this file is
+        used; released by :meth:`release_lease` or :meth:`close`.
+
+        Parameters
+        ----------
+        ttl : float, optional
+            Seconds the lease lasts unless renewed (tracker default 10 s,
+            at most 300 s): how long other writers wait if this one dies.
+        wait : float
+            Seconds to keep trying while another writer holds it.
+
+        Returns
+        -------
+        dict
+            ``{"lease_id", "ttl_s"}``.
+
+        Raises
+        ------
+        LeaseHeldError
+            Another writer holds it (``holder``, ``expires_in``) past ``wait``.
+        """
+        return self._versions.acquire_lease(ttl, wait)
+
+    def release_lease(self) -> None:
+        """Give the writer lease back, so another writer may replace records
+        at once. Commit first (:meth:`flush`): new versions not committed
+        by now are not committed."""
+        self._versions.release_lease()
+
+    # -- copies onto chosen peers (st_py/client/copies.py) ---------------------------------
+    def store_copies(
+        self,
+        copies: Iterable[CopyToStore],
+        fail_over: Callable[[CopyOutcome], int | None] | None = None,
+    ) -> list[CopyOutcome]:
+        """Store each of ``copies`` on its peer, all pipelined, and wait for
+        every one (see the module docstring: ``PUT`` with ``REPLACE``, the
+        record's stored key and CRC-32C). Used by rebalance (paper 4.4),
+        repair (paper 4.5) and spread and drain (paper 5).
+
+        ``copies`` is consumed one copy at a time, each sent before the next
+        is taken, so a generator can choose each copy's peer knowing what
+        the sends before it found (a peer that refused the connection is no
+        longer :meth:`StFile.peer_usable`) and can pace the writes (polling
+        with :meth:`StFile.poll` while it waits). Every copy taken is sent
+        at once: the caller bounds how many (and how many bytes) one call
+        holds. Each (record, rank) at most once per call.
+
+        Parameters
+        ----------
+        copies : iterable of CopyToStore
+        fail_over : callable(CopyOutcome) -> int or None, optional
+            Called at once when a copy fails at its peer
+            (``outcome.peer_failed``; paper 4.3) with that attempt's
+            outcome: returns another peer index to send the copy to, or
+            None to give it up. Not called for other errors. Without it,
+            such a copy is given up.
+
+        Returns
+        -------
+        list of CopyOutcome
+            One per copy, in the order they finished: stored (``error``
+            None, ``peer`` its holder) or given up (``error`` the last
+            attempt's).
+
+        Raises
+        ------
+        StoreTorrentError
+            The handle is closed.
+        TrackerUnavailableError
+            The file's capability is about to expire and the tracker cannot
+            renew it (docs/capabilities.md).
+        """
+        return self._copies.store_copies(copies, fail_over)
+
+    # -- lifecycle ------------------------------------------------------------
+    def check_open(self) -> None:
+        """Raise :class:`StoreTorrentError` if this handle is closed."""
+        self._ctx.check_open()
+
+    def close(self) -> None:
+        """Flush (commit every acknowledged record) and release connections."""
+        ctx = self._ctx
+        if ctx.closed:
+            return
+        try:
+            self.flush()
+        finally:
+            ctx.closed = True
+            if self._versions.lease_id:
+                try:
+                    self.release_lease()
+                except StoreTorrentError:
+                    pass  # it runs out by itself
+            ctx.release()
+
+    def __enter__(self) -> "StFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.close()
+        else:  # do not hide the original error behind a flush error
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        return f"<StFile {self.name} {self.replication} peers={len(self.peers)}>"
+
+    # -- what tests reach (kept for tests that read a handle's internals) -----------
+    @property
+    def _transport(self) -> Transport:
+        return self._ctx.transport
+
+    @property
+    def _tracker(self) -> TrackerClient:
+        return self._ctx.tracker
+
+    @property
+    def _closed(self) -> bool:
+        return self._ctx.closed
+
+    @property
+    def _reader(self) -> InfofileReader | None:
+        return self._ctx.infofile_reader
+
+    _infofile = infofile
+
+
+def delete_file_on_peers(transport: Transport, file_id: int, addrs: list[str], timeout: float = 30.0) -> dict:
+    """Send DELETE_FILE to every peer in ``addrs``; returns {addr: error or None}."""
+    results: dict[str, Exception | None] = {}
+    for a in addrs:
+        transport.send(a, lambda seq: [encode_delete_file(seq, file_id)], functools.partial(store_result, results, a))
+    transport.wait(lambda: len(results) == len(addrs), timeout=timeout)
+    return results
+
+
+def _serialize_public_methods(cls: type) -> type:
+    """Wrap every public method of ``cls`` so it runs under the handle's
+    lock (the transport's; see :class:`StFile`)."""
+
+    def make(fn):
+        @functools.wraps(fn)
+        def locked(self, *args, **kwargs):
+            with self._ctx.lock:
+                return fn(self, *args, **kwargs)
+
+        return locked
+
+    names = {n for klass in cls.__mro__[:-1] for n, a in vars(klass).items() if inspect.isfunction(a)}
+    for name in sorted(n for n in names if not n.startswith("_")):
+        setattr(cls, name, make(getattr(cls, name)))
+    return cls
+
+
+_serialize_public_methods(StFile)
+
+
+__all__ = ["StFile", "Pending", "LocalRecord", "CopyToStore", "CopyOutcome", "delete_file_on_peers"]

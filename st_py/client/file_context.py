@@ -1,0 +1,315 @@
+"""The state every part of an open file works on (:class:`FileContext`).
+
+An open file (:class:`st_py.client.file.StFile`) is composed of parts, each a class
+of its own that is handed this context (as leveldb's ``DBImpl`` hands its
+``VersionSet``, ``TableCache`` and log writer theirs): the writer
+(:mod:`st_py.client.record_writer`, with :mod:`st_py.client.placer`), the reader
+(:mod:`st_py.client.reader`), GET_LOCAL planning (:mod:`st_py.client.local_reads`),
+versions (:mod:`st_py.client.versions`), striped objects (:mod:`st_py.client.striping`)
+and copies onto chosen peers (:mod:`st_py.client.copies`). The parts use each
+other and this context only through public names: none reaches into
+another's underscore state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+
+from st_py._proto import tracker_pb2 as pb
+from st_py.client.group_commit import GroupCommitter
+from st_py.core import capability
+from st_py.core.infofile import InfofileReader
+from st_py.core.placement import Domain, domain_count, peer_domain
+from st_py.core.replication import is_async, is_chain
+from st_py.errors import (
+    PermissionDeniedError,
+    QuotaExceededError,
+    StoreTorrentError,
+    TrackerMovedError,
+    TrackerUnavailableError,
+)
+from st_py.wire.tracker_client import TrackerClient
+from st_py.wire.transport import Transport
+
+DEFAULT_DEPTH = 64
+DEFAULT_GROUP = 40
+
+
+class FileContext:
+    """What the parts of one open file share: the file's identity and
+    options (from the tracker's ``FileInfo``, replaced whole by
+    :meth:`refresh`), its peers and their liveness, the transport, the
+    group committer, the infofile reader, the capability and its renewal,
+    the operations in flight, and the errors kept for ``flush``.
+
+    Parameters
+    ----------
+    tracker : TrackerClient
+        The master tracker (the file's per-file tracker, if any, is
+        :attr:`file_tracker`).
+    info : FileInfo
+        As ``Open`` or ``Create`` returned it.
+    depth : int
+        Operations (PUTs and GETs) in flight at most (paper 3.2).
+    group_size : int
+        Records per group commit.
+    timeout : float
+        Seconds a peer has to answer a request.
+    infofile_path : str, optional
+        Read the infofile there instead of at ``info.infofile_path``.
+    holds_reservation : bool
+        The file was created with an estimated size: closing it ends the
+        space reservation.
+
+    Thread safety: not safe to share between threads by itself. It belongs
+    to one :class:`~st_py.client.file.StFile`, whose public methods run one at a
+    time under :attr:`lock` (the transport's lock), and every part runs
+    inside them.
+    """
+
+    encryption_key: bytes | None = None  # the file's key (docs/filters.md), set by Client
+
+    def __init__(
+        self,
+        tracker: TrackerClient,
+        info: pb.FileInfo,
+        depth: int = DEFAULT_DEPTH,
+        group_size: int = DEFAULT_GROUP,
+        timeout: float = 30.0,
+        infofile_path: str | None = None,
+        holds_reservation: bool = False,
+    ):
+        self.tracker = tracker
+        self.depth = depth
+        self.group_size = group_size
+        self.holds_reservation = holds_reservation
+        self.transport = Transport(timeout=timeout, on_peer_failure=self.report_failure)
+        self.infofile_override = infofile_path
+        self._reader: InfofileReader | None = None
+        self._cap_renew_at = float("inf")
+        self._filters = None
+        self._committer: GroupCommitter | None = None
+        self.errors: deque[tuple[str, Exception]] = deque()  # (record name, error) for flush
+        self.puts_inflight = 0  # the RecordWriter's count
+        self.gets_inflight = 0  # the RecordReader's count
+        self.closed = False
+        self.set_info(info)
+
+    # -- the file's metadata ------------------------------------------------------
+    def set_info(self, info: pb.FileInfo) -> None:
+        """Use ``info`` (a fresh ``Open`` reply: peerlist, liveness,
+        capability, where writes go) from now on."""
+        self.info = info
+        self.name = info.name
+        self.file_id = info.file_id
+        self.replication = info.replication
+        self.copies = info.copies
+        self.protocol = info.protocol or "client-sync"
+        self.filter_names = tuple(n for n in info.filters.split(",") if n)
+        self._filters = None  # made on first use (an encrypted file needs the key only to read or write)
+        self.chain = is_chain(self.protocol) and info.copies > 1
+        self.is_async = is_async(self.protocol) and info.copies > 1
+        self.peers = {p.peer_idx: p for p in info.peers}
+        self.placement = info.placement or "random"
+        self.hash_placement = self.placement == "hash"  # holders per record, from its name
+        self.peer_ids = {p.peer_idx: p.peer_id for p in info.peers}
+        # failure domains (docs/replication.md, "Failure domains"): placement
+        # takes copies apart by them when the peerlist spans more than one
+        self.domains: dict[int, Domain] = {p.peer_idx: peer_domain(p.domain, p.addr) for p in info.peers}
+        self.spread = self.domains if domain_count(self.domains, self.domains) > 1 else None
+        if info.capability:
+            self._cap_renew_at = time.time() + (info.capability_expires - time.time()) * 2 / 3
+            self.transport.set_capability(self.file_id, info.capability)
+        # Where this file's metadata writes go (commits, leases, record deletes): a per-file
+        # tracker when the master redirected the file to one (paper 3.5), else the master.
+        self.file_tracker = self.tracker.at(info.file_tracker) if info.file_tracker else self.tracker
+        if self._committer is not None:
+            self._committer.use(self.file_tracker)
+
+    def refresh(self) -> None:
+        """Re-read the peerlist and liveness from the tracker (and get a
+        fresh capability)."""
+        self.set_info(self.tracker.open(self.name))
+
+    def relocate(self) -> TrackerClient:
+        """Ask the master again where this file's writes go (its per-file
+        tracker restarted at another address, or no longer has the file)
+        and send them there; returns that tracker's client.
+
+        Raises
+        ------
+        TrackerUnavailableError, StFileNotFoundError
+        """
+        self.refresh()
+        return self.file_tracker
+
+    def file_tracker_call(self, method: str, *args, **kwargs):
+        """``TrackerClient.<method>(*args, **kwargs)`` on the tracker that
+        takes this file's writes; if it says it no longer does
+        (TrackerMovedError), once more after :meth:`relocate`."""
+        try:
+            return getattr(self.file_tracker, method)(*args, **kwargs)
+        except TrackerMovedError:
+            self.relocate()
+            return getattr(self.file_tracker, method)(*args, **kwargs)
+
+    @property
+    def filters(self):
+        """The file's :class:`~st_py.core.filters.FilterChain` (empty: no filter).
+
+        Raises
+        ------
+        MissingKeyError, WrongKeyError
+            An encrypted file without its key, or with another one.
+        """
+        if self._filters is None:
+            from st_py.core.filters import FilterChain
+
+            self._filters = FilterChain(list(self.filter_names), self.encryption_key, self.name, self.info.key_check)
+        return self._filters
+
+    # -- the committer ------------------------------------------------------------
+    @property
+    def committer(self) -> GroupCommitter:
+        """The file's group committer (set once by :meth:`use_committer`)."""
+        assert self._committer is not None, "use_committer() first"
+        return self._committer
+
+    def use_committer(self, committer: GroupCommitter) -> None:
+        """Commit this file's records with ``committer`` (made by the file,
+        whose parts give it its callbacks)."""
+        self._committer = committer
+
+    # -- the infofile -------------------------------------------------------------
+    @property
+    def infofile_path(self) -> str:
+        return self.infofile_override or self.info.infofile_path
+
+    def infofile(self) -> InfofileReader:
+        """The read-only reader of the file's infofile, opened on first use
+        and closed with :meth:`close`.
+
+        Raises
+        ------
+        FileNotFoundError
+            The infofile is not there.
+        """
+        if self._reader is None:
+            self._reader = InfofileReader(self.infofile_path)
+        return self._reader
+
+    @property
+    def infofile_reader(self) -> InfofileReader | None:
+        """The infofile reader if it was opened, else None."""
+        return self._reader
+
+    # -- access -------------------------------------------------------------------
+    def check_open(self) -> None:
+        """Raise :class:`StoreTorrentError` if the file is closed."""
+        if self.closed:
+            raise StoreTorrentError(f"file {self.name} is closed")
+
+    def check_may_write(self) -> None:
+        """Refuse a write the tracker did not allow, before any data moves."""
+        if self.info.capability_ops and not self.info.capability_ops & capability.WRITE:
+            raise (QuotaExceededError if "quota" in self.info.write_denied else PermissionDeniedError)(
+                self.info.write_denied or f"no write permission on {self.name}"
+            )
+
+    def renew_capability(self) -> None:
+        """Renew the capability when a third of its lifetime is left
+        (docs/capabilities.md), so peers never see it expire. A tracker
+        outage is ridden out while the old one is still valid."""
+        if self.info.capability and time.time() >= self._cap_renew_at:
+            try:
+                self.refresh()
+            except TrackerUnavailableError:
+                if time.time() >= self.info.capability_expires:
+                    raise
+                self._cap_renew_at = time.time() + 1.0
+
+    # -- peers (paper 4.3 failover, 4.4 rebalance) --------------------------------
+    def addr(self, idx: int) -> str:
+        """``host:port`` of peer index ``idx``."""
+        return self.peers[idx].addr
+
+    def peer_usable(self, idx: int) -> bool:
+        """Reported alive at the last refresh and not seen failing since
+        (see :meth:`st_py.client.file.StFile.peer_usable`)."""
+        p = self.peers[idx]
+        return p.alive and p.addr not in self.transport.failed
+
+    def mark_peer_failed(self, idx: int, reason: str) -> None:
+        """Count peer ``idx`` as failed for this file (its first reason kept)."""
+        self.transport.failed.setdefault(self.peers[idx].addr, reason)
+
+    def write_targets(self) -> list[int]:
+        """The usable peers that take new copies: those in service, or every
+        usable one when too few are (see :meth:`st_py.client.file.StFile.write_targets`)."""
+        usable = [i for i in self.peers if self.peer_usable(i)]
+        in_service = [i for i in usable if not self.peers[i].drain_state]
+        return in_service if len(in_service) >= self.copies else usable
+
+    def report_failure(self, addr: str, reason: str) -> None:
+        """Tell the tracker peer ``addr`` failed (the transport calls it)."""
+        self.tracker.report_failure(addr, reason)
+
+    # -- the pipeline -------------------------------------------------------------
+    @property
+    def lock(self):
+        """The re-entrant lock the file's public methods run under (the transport's)."""
+        return self.transport.lock
+
+    @property
+    def inflight(self) -> int:
+        """PUTs and GETs in flight."""
+        return self.puts_inflight + self.gets_inflight
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Make progress on queued operations; returns operations in flight."""
+        self.transport.poll(timeout)
+        self.committer.pump()
+        return self.inflight
+
+    def wait_for_slot(self) -> None:
+        """Turn the pipeline until fewer than ``depth`` operations are in flight."""
+        while self.inflight >= self.depth:
+            self.poll(0.05)
+
+    def notify(self, name: str, callback: Callable, *args) -> None:
+        """Run a user's callback; an exception it raises is kept for
+        ``flush`` (it is the caller's error, not the transport's)."""
+        try:
+            callback(*args)
+        except Exception as e:
+            self.errors.append((name, e))
+
+    def forget_error(self, exc: Exception) -> None:
+        """Drop ``exc`` from the errors kept for ``flush`` (told already)."""
+        kept = [(n, x) for n, x in self.errors if x is not exc]
+        self.errors.clear()
+        self.errors.extend(kept)
+
+    # -- lifecycle ----------------------------------------------------------------
+    def end_reservation(self) -> None:
+        """Tell the tracker this file's space reservation is no longer needed
+        (docs/replication.md, "Space reservation"); if it cannot be told,
+        the reservation's lease runs out instead."""
+        self.holds_reservation = False
+        try:
+            self.tracker.close_file(self.name, self.file_id, timeout=5.0)
+        except StoreTorrentError:
+            pass
+
+    def release(self) -> None:
+        """Close the connections and the infofile reader (the file is closed)."""
+        if self.holds_reservation:
+            self.end_reservation()
+        self.transport.close()
+        if self._reader is not None:
+            self._reader.close()
+
+
+__all__ = ["FileContext", "DEFAULT_DEPTH", "DEFAULT_GROUP"]

@@ -1,0 +1,346 @@
+"""The client's side of group commit (paper 3.5): acknowledged records wait
+in a group, and groups go to the tracker asynchronously while the PUT
+pipeline keeps flowing.
+
+A commit starts once ``group_size`` acknowledged records wait. While
+``MAX_COMMITS_IN_FLIGHT`` commits are still in flight, acknowledged records
+keep waiting and the next commit takes all of them, up to ``MAX_GROUP``
+(adaptive group commit, as databases do with their logs): when records arrive
+faster than the tracker commits groups of ``group_size``, the groups grow
+instead of the commits queueing up, so the tracker's cost per record falls as
+the load rises. A record waits at most one commit's round trip longer for
+this. A commit that meets an unreachable tracker is retried (it is
+idempotent) for up to ``COMMIT_RETRY_S`` seconds per outage (paper 5).
+Commits go to the tracker that takes the file's writes, a per-file tracker
+when the master redirected the file to one (paper 3.5); if that tracker
+stays unreachable for ``RELOCATE_AFTER_S`` or says it no longer has the
+file, the master is asked again where the file's writes go.
+
+With ``stage=True`` nothing is committed: the records are handed out by
+:meth:`GroupCommitter.take_staged` for one atomic commit of a whole job.
+
+Async protocols (docs/replication.md) commit a record once copy rank 0 is
+stored; the ranks not stored when its commit is sent are committed as
+pending, and each one stored later is reported with ``StoreCopies`` once the
+commit is through (never before, so the tracker always knows the record).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from st_py._proto import tracker_pb2 as pb
+from st_py.errors import QuotaExceededError, RecordExistsError, TrackerMovedError, TrackerUnavailableError
+
+log = logging.getLogger("storetorrent.client")
+
+MAX_COMMITS_IN_FLIGHT = 2  # one being written while the next one fills
+MAX_GROUP = 4096  # records in one commit when commits back up (adaptive group commit)
+MAX_GROUP_BYTES = 1 << 20  # and names in it, well inside gRPC's 4 MiB message limit
+# A group is committed once its records hold this many bytes, however few they are: the
+# tracker admits bytes against the quota as the writes go, not all at close (issue "One truth").
+COMMIT_BYTES = 8 << 20
+COMMIT_RETRY_S = 30.0
+RELOCATE_AFTER_S = 1.0  # a per-file tracker down this long may have come back elsewhere: ask the master
+
+
+class GroupCommitter:
+    """Commits the acknowledged records of one open file.
+
+    Parameters
+    ----------
+    tracker : TrackerClient
+    name, file_id : the file
+    group_size : int
+        Records per group commit when the tracker keeps up.
+    failed : callable(op, exception)
+        Told of a record the tracker refused (a conflict) or could not commit.
+    stage : bool
+        Keep records for :meth:`take_staged` instead of committing them.
+    lease : callable() -> str, optional
+        The writer lease id to commit new versions (ops with ``stored_as``) under.
+    relocate : callable() -> TrackerClient, optional
+        Asks the master again where the file's writes go (it re-opens the
+        file) and returns that tracker's client: called when the tracker
+        commits go to stays unreachable or no longer has the file.
+
+    An ``op`` is any object with ``name``, ``name_b``, ``size``, ``crc``,
+    ``peers`` (peer index per copy rank) and ``acked`` (copy ranks stored)
+    attributes, and ``commit_state``, ``sent_pending``, ``late`` for this
+    class to keep (see ``st_py.client.record_writer.PutOp``).
+    """
+
+    def __init__(
+        self,
+        tracker,
+        name: str,
+        file_id: int,
+        group_size: int,
+        failed: Callable[[Any, Exception], None],
+        stage: bool = False,
+        lease: Callable[[], str] | None = None,
+        relocate: Callable[[], Any] | None = None,
+    ):
+        self._tracker, self.name, self.file_id = tracker, name, file_id
+        self._lease, self._relocate = lease, relocate
+        self.group_size, self._failed, self.stage = group_size, failed, stage
+        self.waiting: list = []  # acknowledged, not yet sent
+        self._waiting_bytes = 0  # their stored bytes (COMMIT_BYTES)
+        self._in_flight: deque = deque()  # (grpc future, group)
+        self._down_since: float | None = None
+        self._stored: list = []  # pb.CopyStored of pending copies stored since, to report
+        self._stores_in_flight: deque = deque()  # grpc futures of StoreCopies
+
+    def use(self, tracker) -> None:
+        """Send the next commits to ``tracker`` (the file was redirected
+        anew); those in flight finish where they are."""
+        self._tracker = tracker
+
+    def copy_stored(self, op, rank: int) -> None:
+        """A pending copy of an acknowledged record is now stored."""
+        if op.commit_state == 0 or rank not in op.sent_pending:
+            return  # its commit (not sent yet) will say it is stored
+        if op.commit_state == 1:
+            op.late.append(rank)  # reported once the commit is through
+        else:
+            self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
+
+    @property
+    def busy(self) -> bool:
+        """Records wait or commits are in flight."""
+        return bool(self.waiting or self._in_flight or self._stored or self._stores_in_flight)
+
+    def add(self, op) -> None:
+        """A record every holder acknowledged."""
+        self.waiting.append(op)
+        self._waiting_bytes += op.size
+
+    def pump(self, force: bool = False) -> None:
+        """Collect finished commits and start new ones (all waiting records
+        when ``force``); never blocks unless ``force`` needs a free slot."""
+        self.reap()
+        if self.stage:
+            return
+        while self.waiting and (force or len(self.waiting) >= self.group_size or self._waiting_bytes >= COMMIT_BYTES):
+            if len(self._in_flight) >= MAX_COMMITS_IN_FLIGHT:
+                if not force and len(self.waiting) < MAX_GROUP:
+                    return  # wait for a slot; the next group will be larger
+                while len(self._in_flight) >= MAX_COMMITS_IN_FLIGHT:
+                    self.reap(block=True)
+            size, nbytes = 0, 0
+            seen: set = set()
+            for op in self.waiting[: max(self.group_size, MAX_GROUP)]:
+                nbytes += len(op.name_b) + 32
+                schema = getattr(op, "schema", None)
+                if schema is not None and schema not in seen:
+                    seen.add(schema)
+                    nbytes += len(schema[1]) + 16
+                if size and nbytes > MAX_GROUP_BYTES:
+                    break
+                size += 1
+            group = self.waiting[:size]
+            del self.waiting[:size]
+            self._waiting_bytes -= sum(op.size for op in group)
+            rid = uuid.uuid4().hex  # the same on every retry: the tracker applies it once
+            records, schemas = _records(group)
+            fut = self._tracker.commit_async(
+                self.name, self.file_id, records, self._lease_id(group), rid, schemas=schemas, partial_ok=True
+            )
+            self._in_flight.append((fut, group, rid))
+        if self._stored and (force or len(self._stored) >= self.group_size or not self._stores_in_flight):
+            stored, self._stored = self._stored, []
+            self._stores_in_flight.append(self._tracker.store_copies_async(self.name, self.file_id, stored))
+
+    def drain(self) -> None:
+        """Commit every waiting record and wait for every commit."""
+        self.pump(force=True)
+        self.reap(all_=True)
+        if self._stored:  # pending copies whose records the commits just made known
+            self.pump(force=True)
+        while self._stores_in_flight:
+            self._reap_stores(block=True)
+
+    def _reap_stores(self, block: bool = False) -> None:
+        while self._stores_in_flight and (block or self._stores_in_flight[0].done()):
+            fut = self._stores_in_flight.popleft()
+            block = False
+            try:
+                reply = fut.result()
+            except grpc.RpcError as e:
+                # The copies are on their peers; the infofile still says
+                # pending, and repair will find them stored (a PUT is idempotent).
+                log.warning(
+                    "%s: could not report stored copies (%s); storetorrent repair will",
+                    self.name,
+                    self._tracker.map_error(e, "StoreCopies"),
+                )
+                continue
+            if reply.conflicts:
+                log.warning(
+                    "%s: %d stored copies refused by the tracker: %s",
+                    self.name,
+                    len(reply.conflicts),
+                    "; ".join(reply.conflicts[:3]),
+                )
+
+    def reap(self, block: bool = False, all_: bool = False) -> None:
+        """Collect finished commits (the oldest one waited for when
+        ``block``, every one when ``all_``)."""
+        self._reap_stores()
+        while self._in_flight and (all_ or block or self._in_flight[0][0].done()):  # (future, group, id)
+            fut, group, rid = self._in_flight.popleft()
+            block = False
+            try:
+                reply = fut.result()
+            except grpc.RpcError as e:
+                exc = self._tracker.map_error(e, "Commit")
+                reply = (
+                    self._retry(group, rid, moved=isinstance(exc, TrackerMovedError))
+                    if isinstance(exc, (TrackerUnavailableError, TrackerMovedError))
+                    else None
+                )
+                if reply is None:
+                    for op in group:
+                        self._failed(op, exc)
+                    continue
+            reasons = dict(zip(reply.conflict_names, reply.conflicts))
+            refused = set(reply.quota_refused)
+            quota = _quota_error(self.name, reply) if refused else None
+            for op in group:
+                if op.name in reasons:
+                    self._failed(op, RecordExistsError(f"record {reasons[op.name]}", names=[op.name]))
+                    continue
+                if quota is not None and op.name in refused:
+                    self._failed(op, quota)
+                    continue
+                op.commit_state = 2
+                for rank in op.late:
+                    self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
+                op.late = []
+
+    def _retry(self, group: list, rid: str, moved: bool = False):
+        """The tracker is down or restarting (paper 5): the copies are safe
+        on the peers, so retry the commit (request ``rid`` again: if the
+        tracker applied it before its reply was lost, it is not applied
+        twice, so a record deleted meanwhile stays deleted) for up to
+        ``COMMIT_RETRY_S`` seconds. A per-file tracker down for
+        ``RELOCATE_AFTER_S``, or one that no longer has the file
+        (``moved``), sends the retries through the master's redirect
+        anew. Returns the reply, or None if it stays down."""
+        records, schemas = _records(group)
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+        deadline = self._down_since + COMMIT_RETRY_S  # one budget per outage, not per group
+        delay = 0.1
+        asked = time.monotonic()  # when the master was last asked where the file's writes go
+        while time.monotonic() < deadline:
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            if self._relocate is not None and (moved or time.monotonic() - asked >= RELOCATE_AFTER_S):
+                asked = time.monotonic()
+                try:
+                    self._tracker = self._relocate()
+                    moved = False
+                except TrackerUnavailableError:  # the master is down too: keep trying
+                    continue
+            try:
+                reply = self._tracker.commit(
+                    self.name, self.file_id, records, self._lease_id(group), rid, schemas=schemas, partial_ok=True
+                )
+            except TrackerUnavailableError:
+                continue
+            except TrackerMovedError:
+                moved = True
+                continue
+            self._down_since = None
+            return reply
+        return None
+
+    def _lease_id(self, group: list) -> str:
+        """The lease for a group with new versions ("" without)."""
+        if self._lease is None or not any(getattr(op, "stored_as", "") for op in group):
+            return ""
+        return self._lease()
+
+    def take_staged(self) -> list[dict]:
+        """The waiting records as plain dicts ``{"name", "size", "crc32c",
+        "peer_idx", "schema", "logical_size"}`` (``size`` as stored,
+        ``logical_size`` the user's bytes; ``schema``: ``(format, Arrow IPC
+        schema)`` or None), taken out (``stage=True``)."""
+        out = [
+            {
+                "name": op.name,
+                "size": op.size,
+                "crc32c": op.crc,
+                "peer_idx": list(op.peers),
+                "schema": getattr(op, "schema", None),
+                "logical_size": getattr(op, "logical_size", None),
+            }
+            for op in self.waiting
+        ]
+        self.waiting.clear()
+        self._waiting_bytes = 0
+        return out
+
+
+def _quota_error(file: str, reply) -> QuotaExceededError:
+    """The error of the records a commit left out for the quota."""
+    refused = list(reply.quota_refused)
+    whose = "the file's" if reply.quota_scope == "file" else "its owner's"
+    return QuotaExceededError(
+        f"{file} is over {whose} quota ({reply.quota_used_bytes:,} of {reply.quota_bytes:,} bytes used, all "
+        f"copies): record {refused[0]!r} and the records put after it until now are not committed; the "
+        "records before it are. Delete records or ask for a larger quota",
+        reply.quota_scope,
+        reply.quota_bytes,
+        reply.quota_used_bytes,
+        refused,
+    )
+
+
+def schema_table(schemas) -> tuple[list, list[int]]:
+    """The distinct ``(format, schema)`` of ``schemas`` (None: not known) as
+    ``pb.RecordSchema`` messages, and each one's 1-based index (0: None)."""
+    index: dict = {}
+    table: list = []
+    refs: list[int] = []
+    for s in schemas:
+        if s is None:
+            refs.append(0)
+            continue
+        i = index.get(s)
+        if i is None:
+            table.append(pb.RecordSchema(format=s[0], schema=s[1]))
+            i = index[s] = len(table)
+        refs.append(i)
+    return table, refs
+
+
+def _records(group: list) -> tuple[list, list]:
+    """The commit of ``group`` (records, and the schemas they point into);
+    copies not stored yet go as pending."""
+    out = []
+    schemas, refs = schema_table([getattr(op, "schema", None) for op in group])
+    for op, ref in zip(group, refs):
+        op.commit_state = 1
+        op.sent_pending = {r for r in range(len(op.peers)) if r not in op.acked}
+        out.append(
+            pb.RecordCommit(
+                name=op.name,
+                size=op.size,
+                crc32c=op.crc,
+                peer_idx=op.peers,
+                pending_ranks=sorted(op.sent_pending),
+                stored_as=getattr(op, "stored_as", ""),
+                schema=ref,
+                logical_size=getattr(op, "logical_size", None),
+            )
+        )
+    return out, schemas

@@ -1,0 +1,290 @@
+"""GET with failover (paper 3.6): the read side of an open file.
+
+Reads the infofile for a record's copies, asks one holder at a time (never
+all at once, to avoid incast), verifies the CRC-32C and falls back to the
+next copy on any error. Which copy first is load-aware (CEFT, seed 001
+section 5: "hot-spot skipping" and "doubling the degree of parallelism";
+docs/replication.md, "Load-aware reads"): the holder with the fewest of this
+client's requests in flight, weighed with the load it announced, and a
+holder that has become a hot spot (its replies much slower than the other
+holders') is asked last. A batch of ``queue_get`` thus spreads over every
+copy instead of piling on rank 0 (equally loaded copies take turns).
+``balance_reads=False`` keeps the paper's copy-rank order. A file with hash placement
+stays readable when its infofile cannot be read: the holders follow from the
+record's name (st_py.core.placement.hash_ranking). :class:`RecordReader` reads
+for one open file (:class:`st_py.client.file.StFile` delegates to it), through the
+file's context (:class:`st_py.client.file_context.FileContext`): the transport,
+the peerlist and the pipeline depth shared with PUTs.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Callable
+
+from st_py.client.file_context import FileContext
+from st_py.client.pending import Pending
+from st_py.core.copy_health import unavailable_error, without_stored_copy
+from st_py.core.infofile import ObjectMeta, RecordMeta, stripe_name
+from st_py.core.placement import hash_ranking
+from st_py.errors import ChecksumError, PeerError, RecordNotFoundError, RecordUnavailableError, StoreTorrentError
+from st_py.wire.protocol import ErrorCode, crc32c, encode_get
+
+log = logging.getLogger("st.client")
+
+# Load-aware reads: a score per copy holder, lowest first.
+LOAD_WEIGHT = 8.0  # an announced load of 1.0 (a saturated peer) counts as 8 requests in flight
+HOT_FACTOR = 4.0  # a holder whose GETs take 4x the typical holder's is a hot spot ...
+HOT_FLOOR_S = 0.02  # ... and at least 20 ms
+HOT_PENALTY = 1000.0  # then it is asked only after every other copy
+LATENCY_ALPHA = 0.2  # smoothing of each holder's GET time
+HOT_MEMORY_S = 3.0  # a holder's GET time is forgotten this long after its last GET
+HOT_REFRESH_S = 0.05  # the hot spots are worked out again at most this often
+GET_COALESCE_BYTES = 2048  # queued GET frames go out together once this many bytes wait (about 40)
+
+
+class RecordReader:
+    """GETs of one open file: owns the read side's state, the GETs' order
+    of copies (each holder's smoothed GET time, the hot spots, whose turn
+    a tie is) and whether reads are load-aware (:attr:`balance_reads`).
+
+    Thread safety: not safe to share between threads by itself; it runs
+    inside its file's public methods, one at a time under the file's lock.
+    """
+
+    def __init__(self, ctx: FileContext):
+        self.ctx = ctx
+        self.balance_reads = True  # False: copy-rank order (the paper's)
+        self._warned_unreadable = False  # logged once per file that its infofile could not be read
+        self._latency: dict[int, tuple[float, float]] = {}  # peer_idx -> (smoothed s per GET, when last seen)
+        self._turn = -1
+        self._hot: tuple[float, frozenset] | None = None
+
+    def _read_order(self, holders: list[int]) -> list[int]:
+        """The copies to ask, best first (see the module docstring)."""
+        ctx = self.ctx
+        usable = [i for i in holders if ctx.peer_usable(i)]
+        if not self.balance_reads or len(usable) < 2:
+            return usable + [i for i in holders if i not in usable]
+        rest = [i for i in holders if i not in usable] if len(usable) < len(holders) else []
+        # Ties go round the copies, GET after GET: a batch uses every copy.
+        self._turn += 1
+        turn = self._turn
+        hot = self._hot_peers()
+        n = len(usable)
+        scored = []
+        for pos, i in enumerate(usable):
+            s = ctx.transport.in_flight_to(ctx.addr(i)) + LOAD_WEIGHT * getattr(ctx.peers[i], "load", 0.0)
+            if i in hot:
+                s += HOT_PENALTY  # a hot spot: only if no other copy answers
+            scored.append((s, (pos - turn) % n, i))
+        scored.sort()
+        return [i for _, _, i in scored] + rest
+
+    def _hot_peers(self) -> frozenset:
+        """Holders whose recent GETs took ``HOT_FACTOR`` times the typical
+        holder's: recomputed at most every ``HOT_REFRESH_S`` (it is per
+        GET otherwise, and the latencies move slowly)."""
+        now = time.monotonic()
+        cached = self._hot
+        if cached is not None and now - cached[0] < HOT_REFRESH_S:
+            return cached[1]
+        # a skipped hot spot is tried again after a while
+        lat = {i: v for i, (v, at) in self._latency.items() if now - at < HOT_MEMORY_S}
+        known = sorted(lat.values())
+        typical = known[len(known) // 2] if known else 0.0
+        hot = frozenset(i for i, v in lat.items() if typical > 0 and v > max(HOT_FACTOR * typical, HOT_FLOOR_S))
+        self._hot = (now, hot)
+        return hot
+
+    def _observe(self, idx: int, seconds: float) -> None:
+        lat = self._latency
+        now = time.monotonic()
+        old = lat.get(idx)
+        if old is None or now - old[1] >= HOT_MEMORY_S:
+            lat[idx] = (seconds, now)
+        else:
+            lat[idx] = (old[0] + LATENCY_ALPHA * (seconds - old[0]), now)
+
+    def queue_get(
+        self,
+        name: str,
+        callback: Callable[[str, bytes | None, Exception | None], None] | None = None,
+        *,
+        stored: bool = False,
+    ) -> Pending:
+        """Queue a GET of committed record ``name`` (paper 3.6).
+
+        Reads the infofile for the copies, asks one peer at a time in copy-rank
+        order (never all at once, to avoid incast), verifies the CRC-32C and
+        falls back to the next copy on any error.
+
+        Under hash placement, when the infofile cannot be read (missing,
+        unreadable, locked past SQLite's busy timeout), the peers are asked
+        in the record's rendezvous order instead, and a copy is checked
+        against the CRC-32C its holder stored with it. Such a read cannot
+        know whether the record is committed: it returns any stored copy
+        (docs/replication.md, "Placement policies").
+
+        ``stored=True`` returns the bytes as the peers store them, before the
+        file's filters (docs/filters.md) are undone: for copying records
+        between peers (rebalance, repair).
+
+        Returns
+        -------
+        Pending
+            ``result()`` is the record's bytes, or raises
+            RecordNotFoundError / RecordUnavailableError (and, with filters,
+            WrongKeyError / FilterError).
+        """
+        ctx = self.ctx
+        ctx.check_open()
+        ctx.renew_capability()
+        if ctx.committer.busy:
+            ctx.committer.drain()  # read your own writes
+        fut = Pending(ctx.transport.wait, name)
+        try:
+            meta = ctx.infofile().lookup(name)
+            holders = list(meta.peers) if meta is not None else []
+        except (OSError, sqlite3.Error) as e:
+            if not ctx.hash_placement:
+                raise
+            if not self._warned_unreadable:
+                log.warning("%s: infofile unreadable (%s): reading records from their hash holders", ctx.name, e)
+                self._warned_unreadable = True
+            meta, holders = None, hash_ranking(ctx.file_id, name, ctx.peer_ids)
+        else:
+            if meta is None:
+                obj = ctx.infofile().object(name)
+                if obj is not None:  # a striped object (docs/striping.md)
+                    try:
+                        fut.set_result(self.get_object(obj))
+                    except StoreTorrentError as e:
+                        fut.set_exception(e)
+                    if callback:
+                        ctx.notify(name, callback, name, None if fut.exception() else fut.result(), fut.exception())
+                    return fut
+                h = without_stored_copy(ctx.infofile(), name, ctx.name)
+                if h is not None:  # committed, but no stored copy is left (copy_health)
+                    exc: Exception = unavailable_error(ctx.name, h)
+                else:
+                    exc = RecordNotFoundError(f"no committed record {name!r} in {ctx.name}")
+                fut.set_exception(exc)
+                if callback:
+                    ctx.notify(name, callback, name, None, exc)
+                return fut
+        ctx.wait_for_slot()
+        ctx.gets_inflight += 1
+        self._try_get(name, meta, self._read_order(holders), [], fut, callback, stored)
+        # Coalesce (paper 3.2): GET frames go out in one sendmsg per peer once
+        # enough wait, when the pipeline is full, or at poll() / result().
+        if ctx.transport.out_bytes >= GET_COALESCE_BYTES:
+            ctx.transport.poll(0)
+        return fut
+
+    def _try_get(
+        self,
+        name: str,
+        meta: RecordMeta | None,
+        order: list[int],
+        reasons: list[tuple[str, Exception]],
+        fut,
+        callback,
+        stored: bool = False,
+    ) -> None:
+        """Ask the first peer of ``order``; on any error, the next one.
+        ``meta`` None: a read without the infofile (hash placement), where
+        NOT_FOUND only means "not on this peer"."""
+        ctx = self.ctx
+        if not order:
+            ctx.gets_inflight -= 1
+            if meta is None and all(isinstance(e, PeerError) and e.code == ErrorCode.NOT_FOUND for _, e in reasons):
+                exc: Exception = RecordNotFoundError(
+                    f"no record {name!r} in {ctx.name} on any of its {len(reasons)} peers (read without "
+                    "the infofile, from the record's hash holders)"
+                )
+            else:
+                why = "every copy failed: " + "; ".join(f"{a}: {e}" for a, e in reasons)
+                exc = RecordUnavailableError(f"record {name!r} of {ctx.name}: {why}", name, ctx.name, why)
+            fut.set_exception(exc)
+            if callback:
+                ctx.notify(name, callback, name, None, exc)
+            return
+        idx = order[0]
+        addr = ctx.addr(idx) if idx in ctx.peers else f"peer#{idx}"
+        sent = time.monotonic()
+
+        def done(fr, exc):
+            if exc is None:
+                self._observe(idx, time.monotonic() - sent)
+                data = fr.fields["data"]
+                actual = fr.fields.get("actual_crc32c")  # computed as it arrived (native receive path)
+                if actual is None:
+                    actual = crc32c(data)
+                if meta is None:  # no committed CRC to compare with: the one stored beside the copy
+                    if actual != fr.fields["crc32c"]:
+                        exc = ChecksumError(f"copy on {addr} does not match its CRC-32C")
+                elif fr.fields["crc32c"] != meta.crc32c or actual != meta.crc32c or len(data) != meta.size:
+                    exc = ChecksumError(f"copy on {addr} does not match its CRC-32C")
+            if exc is not None:
+                reasons.append((addr, exc))
+                self._try_get(name, meta, order[1:], reasons, fut, callback, stored)
+                return
+            ctx.gets_inflight -= 1
+            if not stored and ctx.filters:
+                try:
+                    data = ctx.filters.decode(ctx.file_id, name, data)
+                except StoreTorrentError as e:  # a wrong key, or bytes a filter cannot undo
+                    fut.set_exception(e)
+                    if callback:
+                        ctx.notify(name, callback, name, None, e)
+                    return
+            fut.set_result(data)
+            if callback:
+                ctx.notify(name, callback, name, data, None)
+
+        key = (meta.key if meta is not None else name).encode("utf-8", "surrogateescape")  # a version's own name
+        ctx.transport.send(addr, lambda seq: [encode_get(seq, ctx.file_id, key)], done)
+
+    def get(self, name: str) -> bytes:
+        """The bytes of committed record ``name``.
+
+        Raises
+        ------
+        RecordNotFoundError
+            No committed record of that name.
+        RecordUnavailableError
+            Every copy failed (dead peers, CRC mismatch).
+        """
+        return self.queue_get(name).result()
+
+    def get_object(self, obj: ObjectMeta) -> bytes:
+        """The whole object, its stripes fetched in parallel (each from its
+        least loaded holder, failing over to the next copy), each checked
+        against its own CRC-32C, and the whole against the object's size.
+
+        Raises
+        ------
+        RecordUnavailableError, ChecksumError
+        """
+        futs = [self.queue_get(stripe_name(obj.name, i)) for i in range(obj.stripes)]
+        data = b"".join(f.result() for f in futs)
+        if len(data) != obj.size:  # each stripe's CRC-32C was checked as it came
+            raise ChecksumError(
+                f"object {obj.name!r} of {self.ctx.name}: its {obj.stripes} stripes hold {len(data)} "
+                f"bytes, the object {obj.size}"
+            )
+        return data
+
+    def names(self, prefix: str | None = None) -> list[str]:
+        """Names of the committed records, sorted (from the infofile)."""
+        return self.ctx.infofile().names(prefix)
+
+    def count(self) -> int:
+        """How many records are committed (from the infofile)."""
+        return self.ctx.infofile().count()
+
+
+__all__ = ["RecordReader"]

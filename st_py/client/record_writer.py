@@ -1,0 +1,557 @@
+"""The PUT pipeline of an open file (paper 3.2-3.5, 4.3; docs/replication.md).
+
+:class:`RecordWriter` queues a record in three steps: the name check
+(write-once names, reserved prefixes, a new version's own name), the
+placement (:class:`st_py.client.placer.Placer`) and the send, one PUT per copy
+(``client-sync`` and its async form) or one PUT_CHAIN to copy rank 0
+(``chain``). Acknowledgements come back through the transport's callbacks: a
+copy that fails at its peer fails over to a spare (paper 4.3); a peer that
+holds an uncommitted copy with other content (EXISTS) is asked to replace it
+only if the writer that stored it is gone (LEFTOVER, paper 4.4); a record all
+of whose copies are stored (copy rank 0 for the async protocols) goes to the
+group committer (:mod:`st_py.client.group_commit`). A quota refusal of a group
+commit is raised once, at the next put. DELETE of records is here too.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from st_py.client.file_context import FileContext
+from st_py.client.pending import Pending
+from st_py.client.placer import Placer
+from st_py.client.versions import Versions
+from st_py.core.infofile import STRIPE_PREFIX, VERSION_PREFIX, stripe_name
+from st_py.errors import (
+    BadNameError,
+    LeaseLostError,
+    NotEnoughPeersError,
+    PeerError,
+    PeerUnavailableError,
+    QueuedOperationsError,
+    QuotaExceededError,
+    RecordBeingWrittenError,
+    RecordExistsError,
+    RecordNotFoundError,
+    RecordTooLargeError,
+    StoreTorrentError,
+)
+from st_py.wire.protocol import (
+    FLAG_ASYNC,
+    FLAG_LEFTOVER,
+    FLAG_MORE,
+    MAX_NAME,
+    ErrorCode,
+    crc32c,
+    encode_delete,
+    put_chain_prefix,
+)
+
+COALESCE_BYTES = 1 << 20
+STRIPE_THRESHOLD = 64 << 20  # bytes: larger data is a striped object (put() stripes it; st_py.client.striping)
+
+SchemaOf = Callable[[str, bytes], "tuple[str, bytes] | None"]
+
+
+def name_bytes(name: str) -> bytes:
+    """``name`` as the peers and the infofile keep it (UTF-8).
+
+    Raises
+    ------
+    BadNameError
+        Not a str, not UTF-8, empty, over ``MAX_NAME`` bytes or with a NUL.
+    """
+    if not isinstance(name, str):
+        raise BadNameError(f"record name must be a str, not {type(name).__name__}")
+    try:
+        b = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadNameError(
+            f"record name {name[:80]!r} is not valid UTF-8 (the infofile keeps names as "
+            "UTF-8 text); decode it first, e.g. bytes.hex() or base64"
+        ) from None
+    if not b or len(b) > MAX_NAME or b"\x00" in b:
+        raise BadNameError(f"record name must be 1 to {MAX_NAME} bytes without NUL: {name[:80]!r}")
+    return b
+
+
+@dataclass
+class PutOp:
+    """One queued PUT, from :meth:`RecordWriter.queue_put` until every
+    copy is stored or given up (and its commit, for the group committer)."""
+
+    name: str
+    name_b: bytes
+    data: bytes
+    size: int
+    crc: int
+    peers: list[int]  # peer_idx per copy rank
+    acked: set[int] = field(default_factory=set)
+    future: Pending = None  # type: ignore[assignment]  # set right after construction
+    callback: Callable | None = None
+    failed: bool = False
+    refused: set[int] = field(default_factory=set)  # peers holding another live writer's copy (EXISTS)
+    leftover_tried: set[int] = field(default_factory=set)  # peers sent a LEFTOVER PUT after EXISTS
+    acknowledged: bool = False  # future set, handed to the group committer
+    finished: bool = False  # every copy stored or given up: out of the pipeline
+    abandoned: set[int] = field(default_factory=set)  # async copies left pending for repair
+    # group commit state: 0 waiting, 1 commit in flight, 2 committed
+    commit_state: int = 0
+    sent_pending: set[int] = field(default_factory=set)  # ranks committed as pending
+    late: list[int] = field(default_factory=list)  # pending ranks stored while the commit was in flight
+    stored_as: str = ""  # a new version (replace=True): the name its copies are stored under
+    key_b: bytes = b""  # the name the peers store it under (name_b, or stored_as's bytes)
+    schema: tuple[str, bytes] | None = None  # (format, Arrow IPC schema) kept in the infofile
+    logical_size: int | None = None  # the user's bytes, before the file's filters (size: as stored)
+    seq: int = 0  # this handle's put number (which puts a quota refusal already told of)
+
+
+class RecordWriter:
+    """The PUT pipeline and record DELETEs of one open file: owns the puts
+    in flight (:class:`PutOp`), whether names are checked against the
+    infofile up front, whether schemas are kept (:attr:`keep_schemas`), and
+    the quota refusal a group commit met, to raise at the next put.
+
+    Parameters
+    ----------
+    ctx : FileContext
+    placer : Placer
+        Chooses each record's holders and the spares of failed copies.
+    versions : Versions
+        The writer lease that new versions (``replace=True``) are written under.
+    schema_of : callable(name, data) -> (format, schema) or None
+        A record's format and Arrow schema, for the infofile
+        (:func:`st_py.core.record_format.written_schema`).
+
+    Thread safety: not safe to share between threads by itself; it runs
+    inside its file's public methods, one at a time under the file's lock
+    (the transport runs the acknowledgement callbacks under it too).
+    """
+
+    def __init__(self, ctx: FileContext, placer: Placer, versions: Versions, schema_of: SchemaOf):
+        self.ctx = ctx
+        self.placer = placer
+        self.versions = versions
+        self.schema_of = schema_of
+        # appending to a file that has records: check names up front (write-once)
+        self.check_names = ctx.info.records > 0
+        # Keep each record's format and schema in the infofile at commit
+        # (st_py.core.record_format.written_schema: a footer parse for Parquet,
+        # the first block for CSV/JSON, a magic-byte check for others).
+        self.keep_schemas = True
+        self._quota_exc: QuotaExceededError | None = None  # a group commit's quota refusal, raised at the next put
+        self._put_seq = 0  # puts queued so far (PutOp.seq)
+        self._quota_told = 0  # puts up to this one are covered by a quota refusal raised already
+
+    # -- queueing: name check, placement, send ---------------------------------------
+    def queue_put(
+        self,
+        name: str,
+        data: bytes,
+        callback: Callable[[str, Exception | None], None] | None = None,
+        *,
+        replace: bool = False,
+        holders: list[int] | None = None,
+    ) -> Pending:
+        """Queue a PUT of record ``name`` (see :meth:`st_py.client.file.StFile.queue_put`);
+        ``holders``: a stripe of an object, placed by ``put_object``."""
+        ctx = self.ctx
+        ctx.check_open()
+        ctx.renew_capability()
+        ctx.check_may_write()
+        self.raise_quota()
+        name_b, stored_as = self.check_name(name, len(data), replace, stripe=holders is not None)
+        data = bytes(data) if not isinstance(data, bytes) else data
+        # the record's format and schema, of its plaintext, for the infofile:
+        # scans then read no record to learn them (docs/infofile.md)
+        schema = self.schema_of(name, data) if self.keep_schemas and holders is None else None
+        logical_size = len(data)
+        if ctx.filters:  # the peers store (and CRC) the filtered bytes
+            data = ctx.filters.encode(ctx.file_id, name, data)
+        ctx.wait_for_slot()
+        op = PutOp(
+            name,
+            name_b,
+            data,
+            len(data),
+            crc32c(data),
+            self.placer.place(name, holders),
+            future=Pending(ctx.transport.wait, name),
+            callback=callback,
+            stored_as=stored_as,
+            key_b=stored_as.encode("utf-8") if stored_as else name_b,
+            schema=schema,
+            logical_size=logical_size,
+            seq=self._put_seq + 1,
+        )
+        self._put_seq += 1
+        self.send(op)
+        return op.future
+
+    def check_name(self, name: str, size: int, replace: bool, stripe: bool = False) -> tuple[bytes, str]:
+        """Check record ``name`` for a PUT of ``size`` bytes: returns its
+        bytes and, for a new version (``replace``), the name its copies are
+        stored under (taking the writer lease if needed), else "".
+
+        Raises
+        ------
+        BadNameError, RecordExistsError, RecordTooLargeError, LeaseHeldError
+        """
+        ctx = self.ctx
+        name_b = name_bytes(name)
+        if size > STRIPE_THRESHOLD and not stripe:
+            raise RecordTooLargeError(name, size, STRIPE_THRESHOLD)
+        if name.startswith(STRIPE_PREFIX) and not stripe:
+            raise BadNameError(
+                f"record names starting with {STRIPE_PREFIX!r} hold the stripes of objects: "
+                f"use another name for {name[:80]!r} (docs/striping.md)"
+            )
+        if name.startswith(VERSION_PREFIX):
+            raise BadNameError(
+                f"record names starting with {VERSION_PREFIX!r} hold the versions of replaced "
+                f"records: use another name for {name[:80]!r} (docs/infofile.md)"
+            )
+        stored_as = ""
+        if replace:
+            if len(name_b) > MAX_NAME - 64:
+                raise BadNameError(
+                    f"record name {name[:80]!r} is too long to be replaced: at most "
+                    f"{MAX_NAME - 64} bytes (a version's name adds up to 64)"
+                )
+            if ctx.infofile().object(name) is not None:
+                raise BadNameError(
+                    f"{name!r} is a striped object: objects cannot be replaced; delete it and "
+                    "put it again (docs/striping.md)"
+                )
+            stored_as = self.versions.version_key(name)
+        elif self.check_names and ctx.infofile().exists(name):
+            raise RecordExistsError(
+                f"record {name!r} is already committed in {ctx.name}: records are "
+                "write-once; delete it first or use another name",
+                names=(name,),
+            )
+        return name_b, stored_as
+
+    def send(self, op: PutOp) -> None:
+        """Put ``op`` in the pipeline: its copies to their holders (one
+        PUT_CHAIN under ``chain``), coalesced with the frames waiting."""
+        ctx = self.ctx
+        ctx.puts_inflight += 1
+        if ctx.chain:
+            self._send_chain(op)
+        else:
+            for rank, idx in enumerate(op.peers):
+                self._send_copy(op, rank, idx)
+        # Coalesce (paper 3.2): frames pile up and go out in one sendmsg per
+        # peer when the pipeline is full, when enough bytes wait, or at poll().
+        if ctx.transport.out_bytes >= COALESCE_BYTES:
+            ctx.transport.poll(0)
+        ctx.committer.pump()
+
+    def put(self, name: str, data: bytes, replace: bool = False) -> None:
+        """Queue a PUT of record ``name`` and wait until every copy is
+        acknowledged (see :meth:`st_py.client.file.StFile.put`)."""
+        pending = self.queue_put(name, data, replace=replace)
+        try:
+            pending.result()
+        except StoreTorrentError as e:  # told here: flush and close do not report it again
+            self.ctx.forget_error(e)
+            raise
+        self.ctx.committer.pump()  # its group's commit, if the put filled one (quota: raised below)
+        self.raise_quota()
+
+    def _send_copy(self, op: PutOp, rank: int, idx: int, flags: int = 0) -> None:
+        ctx = self.ctx
+        ctx.transport.send_put(
+            ctx.addr(idx),
+            ctx.file_id,
+            rank,
+            op.crc,
+            op.key_b,
+            op.data,
+            flags,
+            lambda fr, exc: self._copy_done(op, rank, idx, exc),
+        )
+
+    def _send_chain(self, op: PutOp) -> None:
+        """One PUT_CHAIN to the rank-0 holder, which forwards the record
+        down the others (docs/replication.md, "chain")."""
+        ctx = self.ctx
+        hops = [ctx.addr(i) for i in op.peers[1:]]
+        flags = FLAG_ASYNC if ctx.is_async else 0
+        ctx.transport.send(
+            ctx.addr(op.peers[0]),
+            lambda seq: [put_chain_prefix(seq, ctx.file_id, 0, op.crc, op.key_b, hops, len(op.data), flags), op.data],
+            lambda fr, exc: self._chain_done(op, fr, exc),
+        )
+
+    # -- acknowledgements ------------------------------------------------------------
+    def _chain_done(self, op: PutOp, fr, exc: Exception | None) -> None:
+        ctx = self.ctx
+        if op.failed or op.finished:
+            return
+        if exc is None:
+            if fr is not None and fr.flags & FLAG_MORE:  # async: copy rank 0 is stored
+                self._copy_stored(op, 0)
+                return
+            for rank in range(ctx.copies):
+                if rank not in op.acked:
+                    self._copy_stored(op, rank)
+            return
+        # The chain broke. A downstream failure names the peer where it did:
+        # the copies before it are stored; that copy fails over like a
+        # client-sync one, and the copies after it are written directly.
+        broken = None
+        if isinstance(exc, PeerError) and exc.peers:
+            ranks = [r for r, i in enumerate(op.peers) if ctx.addr(i) == exc.peers[0]]
+            broken = ranks[0] if ranks and ranks[0] > 0 else None
+        if broken is not None:
+            for rank in range(broken):
+                if rank not in op.acked:
+                    self._copy_stored(op, rank)
+            addr = ctx.addr(op.peers[broken])
+            assert isinstance(exc, PeerError)
+            err: Exception = (
+                PeerUnavailableError(addr, f"copy {broken} of {op.name!r} forwarded by {exc.peer}: {exc.message}")
+                if exc.code in (ErrorCode.PEER_UNREACHABLE, ErrorCode.TIMEOUT)
+                else PeerError(exc.code, exc.message, addr, exc.seq)
+            )
+            self._copy_done(op, broken, op.peers[broken], err)
+            start = broken + 1
+        elif 0 not in op.acked:  # copy rank 0 itself failed, or its connection did
+            self._copy_done(op, 0, op.peers[0], exc)
+            start = 1
+        else:  # async, rank 0 stored, then its connection failed: the rest is unknown
+            start = 1
+        if op.failed:
+            return
+        for rank in range(start, ctx.copies):
+            if rank not in op.acked:
+                self._send_copy(op, rank, op.peers[rank])
+
+    def _copy_stored(self, op: PutOp, rank: int) -> None:
+        op.acked.add(rank)
+        if op.acknowledged:
+            self.ctx.committer.copy_stored(op, rank)  # a pending copy of a committed record
+        elif len(op.acked) == self.ctx.copies or (self.ctx.is_async and rank == 0):
+            self._acknowledge(op)
+        self._maybe_finish(op)
+
+    def _acknowledge(self, op: PutOp) -> None:
+        op.acknowledged = True
+        self.ctx.committer.add(op)
+        op.future.set_result(True)
+        if op.callback:
+            self.ctx.notify(op.name, op.callback, op.name, None)
+
+    def _maybe_finish(self, op: PutOp) -> None:
+        if not op.finished and len(op.acked) + len(op.abandoned) >= self.ctx.copies:
+            op.finished = True
+            op.data = b""  # every copy is stored: memory stays bounded by depth x size
+            self.ctx.puts_inflight -= 1
+
+    def _fail_over(self, op: PutOp, rank: int, usable: list[int]) -> bool:
+        """Send copy ``rank`` of ``op`` to a spare among ``usable`` (paper
+        4.3), apart by failure domain from the copies that stay; False if
+        there is none. A spare that must share a domain is counted."""
+        new = self.placer.move_copy(op.name, op.peers, rank, usable)
+        if new is None:
+            return False
+        self._send_copy(op, rank, new)
+        return True
+
+    def _copy_done(self, op: PutOp, rank: int, idx: int, exc: Exception | None) -> None:
+        ctx = self.ctx
+        if op.failed or op.finished:
+            return
+        if exc is None:
+            self._copy_stored(op, rank)
+            return
+        retry = isinstance(exc, PeerUnavailableError) or (
+            isinstance(exc, PeerError)
+            and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR, ErrorCode.BUSY, ErrorCode.TIMEOUT)
+        )
+        if retry:
+            # Dynamic failure (paper 4.3): put this copy on a peer that holds no copy.
+            # A full or failing disk takes the peer out of this file's writes; a
+            # peer at its connection limit (BUSY) or that timed out a stalled
+            # frame is fine and stays usable.
+            if isinstance(exc, PeerError) and exc.code in (ErrorCode.NO_SPACE, ErrorCode.IO_ERROR):
+                ctx.transport.failed.setdefault(ctx.addr(idx), str(exc))
+            if self._fail_over(op, rank, ctx.write_targets()):
+                return
+            exc = NotEnoughPeersError(
+                f"record {op.name!r}: copy {rank} failed ({exc}) and no other live peer can take it; "
+                f"class {ctx.replication} needs {ctx.copies} live peers"
+            )
+        elif isinstance(exc, PeerError) and exc.code == ErrorCode.EXISTS:
+            committed = ctx.infofile().exists(op.name) and not op.stored_as
+            if not committed and not op.acknowledged and idx not in op.leftover_tried:
+                # An uncommitted copy with other content. Left by a crashed
+                # writer (paper 4.4), it is replaced: the peer does so only
+                # if the connection that stored it has closed (LEFTOVER), so
+                # a live writer's copy is never overwritten.
+                op.leftover_tried.add(idx)
+                self._send_copy(op, rank, idx, FLAG_LEFTOVER)
+                return
+            if not committed or op.acknowledged:
+                # A live writer's uncommitted copy: put this copy on another peer.
+                op.refused.add(idx)
+                if self._fail_over(op, rank, [i for i in ctx.write_targets() if i not in op.refused]):
+                    return
+            if committed:
+                exc = RecordExistsError(
+                    f"record {op.name!r} is already committed in {ctx.name}: records are "
+                    "write-once; delete it first (f.delete(name)) or use another name",
+                    names=(op.name,),
+                )
+            else:
+                exc = RecordBeingWrittenError(op.name, ctx.name, sorted({ctx.addr(i) for i in op.refused} | {exc.peer}))
+        if op.acknowledged:
+            # An async record is committed with this copy pending: repair
+            # stores it (storetorrent repair, docs/replication.md).
+            op.abandoned.add(rank)
+            self._maybe_finish(op)
+            return
+        self._fail_put(op, exc)
+
+    def _fail_put(self, op: PutOp, exc: Exception) -> None:
+        op.failed = True
+        op.finished = True
+        self.ctx.puts_inflight -= 1
+        op.future.set_exception(exc)
+        if op.callback:
+            self.ctx.notify(op.name, op.callback, op.name, exc)
+        else:
+            self.ctx.errors.append((op.name, exc))
+
+    # -- commits ---------------------------------------------------------------------
+    def commit_failed(self, op: PutOp, exc: Exception) -> None:
+        """The tracker refused (conflict, quota) or could not commit ``op``
+        (the group committer's ``failed``)."""
+        if isinstance(exc, LeaseLostError):
+            self.versions.lease_lost()  # the next new version takes the lease again
+            exc.file = self.ctx.name
+        if isinstance(exc, QuotaExceededError) and not op.callback:
+            if op.seq <= self._quota_told:  # put before a refusal raised already, which covers it
+                op.future.set_exception(exc)
+                return
+            if self._quota_exc is None:
+                self._quota_exc = exc  # raised at the next put (raise_quota)
+        op.future.set_exception(exc)
+        if op.callback:
+            self.ctx.notify(op.name, op.callback, op.name, exc)
+        else:
+            self.ctx.errors.append((op.name, exc))
+
+    def raise_quota(self) -> None:
+        """Raise the quota refusal the group commit met, once: at the put
+        after it (the records before it are committed; so are none after
+        it, so a writer that goes on learns of it at every group). The
+        refused records' errors are reported by it, not again by close."""
+        exc = self._quota_exc
+        if exc is None:
+            return
+        self._quota_exc = None
+        self._quota_told = self._put_seq  # the puts so far: refused ones among them are told of by this
+        errors = self.ctx.errors
+        kept = [(n, e) for n, e in errors if not isinstance(e, QuotaExceededError)]
+        errors.clear()
+        errors.extend(kept)
+        raise exc
+
+    def flush(self) -> None:
+        """Wait for every queued operation and commit every acknowledged
+        record (see :meth:`st_py.client.file.StFile.flush`).
+
+        Raises
+        ------
+        StoreTorrentError
+        """
+        ctx = self.ctx
+        ctx.transport.wait(lambda: ctx.inflight == 0)
+        ctx.committer.drain()
+        if ctx.errors:
+            errs = list(ctx.errors)
+            ctx.errors.clear()
+            if self._quota_exc is not None:  # reported here: not again at the next put
+                self._quota_exc, self._quota_told = None, self._put_seq
+            if len({id(e) for _, e in errs}) == 1:  # one failure, or one commit that failed a group
+                raise errs[0][1]
+            more = f" (and {len(errs) - 5} more)" if len(errs) > 5 else ""
+            raise QueuedOperationsError(
+                f"{len(errs)} queued operations failed: " + "; ".join(f"{n!r}: {e}" for n, e in errs[:5]) + more, errs
+            )
+
+    def staged_commits(self) -> list[dict]:
+        """The staged records, taken out (see :meth:`st_py.client.file.StFile.staged_commits`)."""
+        self.flush()
+        return self.ctx.committer.take_staged()
+
+    # -- DELETE ----------------------------------------------------------------------
+    def delete(self, name: str) -> None:
+        """Delete record or object ``name`` (see :meth:`st_py.client.file.StFile.delete`).
+
+        Raises
+        ------
+        RecordNotFoundError
+        """
+        ctx = self.ctx
+        ctx.check_open()
+        ctx.renew_capability()
+        ctx.check_may_write()
+        self.flush()
+        obj = ctx.infofile().object(name)
+        if obj is not None:  # a striped object: the object first (invisible), then its stripes
+            ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=[name])
+            for i in range(obj.stripes):
+                self.delete_copies(stripe_name(name, i))
+            ctx.file_tracker_call(
+                "delete", ctx.name, ctx.file_id, records=[stripe_name(name, i) for i in range(obj.stripes)]
+            )
+            return
+        if self.delete_copies(name) is None:
+            raise RecordNotFoundError(f"no record {name!r} in {ctx.name}")
+
+    def delete_copies(self, name: str) -> bool | None:
+        """DELETE on every holder of ``name`` (every live peer if it is not
+        committed), then its commit. Returns None if nobody knew it. A
+        replaced record's older versions are left to the scrubber."""
+        ctx = self.ctx
+        info = ctx.infofile()
+        meta = info.lookup(name)
+        key = meta.key if meta is not None else name
+        targets = [(key, i) for i in (meta.peers if meta else ctx.peers) if ctx.peer_usable(i)]
+        if meta is not None:  # its older versions and moved copies go with it
+            targets += [(k, i) for k, i in info.superseded_copies(name) if ctx.peer_usable(i) and (k, i) not in targets]
+        results: dict[int, Exception | None] = {}
+        for n, (k, idx) in enumerate(targets):
+            ctx.transport.send(
+                ctx.addr(idx),
+                functools.partial(_encode_delete, file_id=ctx.file_id, name=name_bytes(k)),
+                functools.partial(store_result, results, n),
+            )
+        ctx.transport.wait(lambda: len(results) == len(targets))
+        found = any(e is None for e in results.values())
+        for e in results.values():
+            if isinstance(e, PeerError) and e.code != ErrorCode.NOT_FOUND:
+                raise e
+        if meta is not None:
+            if not name.startswith(STRIPE_PREFIX):  # stripes go with their object, in one call
+                ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=[name])
+            return True
+        return True if found else None
+
+
+def store_result(results: dict, key, fr, exc) -> None:
+    """A transport callback keeping each request's error (None: done) under ``key``."""
+    results[key] = exc
+
+
+def _encode_delete(seq: int, file_id: int, name: bytes) -> list:
+    return [encode_delete(seq, file_id, name)]
+
+
+__all__ = ["RecordWriter", "PutOp", "name_bytes", "STRIPE_THRESHOLD", "COALESCE_BYTES"]

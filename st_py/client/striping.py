@@ -1,0 +1,359 @@
+"""Striped objects (MORRIS / NFSStripe, seed 003 sections 3-4; FreeLoader's
+stripe width and size, seed 004 section 3.2; docs/striping.md): objects far
+larger than a record are stored as stripes, round-robin across
+``stripe_width`` peers, each stripe a record of its own (its own CRC-32C and
+F copies), named ``.st-stripe/<object>/<index>``. In a ``local-first`` file
+(or from a handle with ``prefer_peer``) striping is asymmetric (FreeLoader,
+seed 004 section 4.1): copy rank 0 of the stripes on the writer's own peer,
+the other copies round-robin over the others. The object becomes visible
+only when every stripe is committed and then its row in the infofile's
+``objects`` table is (``CommitObjects``), in one tracker transaction.
+
+Reading: ``StFile.get`` of an object fetches its stripes in parallel from
+their holders and reassembles them (:meth:`st_py.client.reader.RecordReader.get_object`);
+:meth:`Objects.open` returns a seekable read-only file (:class:`ObjectReader`)
+whose range reads fetch only the stripes they touch, so pyarrow reads a
+Parquet object's footer and one column without the rest;
+:meth:`Objects.local_stripes` gives the stripes GET_LOCAL reveals to this
+node, with their offsets.
+
+:class:`Objects` does this for one open file (:class:`st_py.client.file.StFile`
+delegates to it), on the file's record writer, reader and GET_LOCAL.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import BinaryIO, Protocol
+
+import google_crc32c
+
+from st_py.client.file_context import FileContext
+from st_py.client.local_reads import LocalReads
+from st_py.client.pending import Pending
+from st_py.client.placer import Placer
+from st_py.client.reader import RecordReader
+from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter
+from st_py.core.infofile import STRIPE_PREFIX, ObjectMeta, stripe_name
+from st_py.core.placement import choose_holders, fit_local_share, stripe_holders
+from st_py.errors import BadNameError, ChecksumError, RecordExistsError, RecordNotFoundError
+
+DEFAULT_STRIPE_SIZE = 32 << 20  # bytes: well inside a peer's 64 MiB frame
+STRIPES_IN_FLIGHT = 8  # memory bound of put_object: this many stripes held at once
+
+
+@dataclass(frozen=True)
+class LocalStripe:
+    """A stripe of an object revealed to this node by GET_LOCAL: bytes
+    ``[offset, offset + size)`` of ``object``.
+
+    In a file without client-side filters the file at ``path`` holds those
+    bytes as they are (``stored_size == size``). In a file with filters
+    (docs/filters.md) it holds them compressed and/or encrypted
+    (``stored_size`` bytes): read a stripe with
+    :meth:`Objects.read_local_stripe`, which checks and decodes it."""
+
+    object: str
+    index: int
+    offset: int
+    size: int  # bytes of the object (plaintext)
+    path: str
+    peer: str
+    stored_size: int = -1  # bytes of the file at path
+    filtered: bool = False  # path holds filtered bytes (docs/filters.md)
+
+
+class RecordSource(Protocol):
+    """What an :class:`ObjectReader` reads stripes through: an open file's
+    public ``queue_get`` (``StFile``'s, which runs under the file's lock)."""
+
+    def queue_get(self, name: str) -> Pending: ...
+
+
+class Objects:
+    """Striped objects of one open file: stores them (stripes through the
+    file's :class:`~st_py.client.record_writer.RecordWriter`, then the object's
+    commit), opens them for range reads, and reads their stripes revealed
+    to this node. Owns no state of its own.
+
+    Thread safety: not safe to share between threads by itself; it runs
+    inside its file's public methods, one at a time under the file's lock.
+    An :class:`ObjectReader` it opens reads through the file's public
+    methods, so it may be used from another thread than the file's.
+    """
+
+    def __init__(
+        self, ctx: FileContext, writer: RecordWriter, reader: RecordReader, placer: Placer, local_reads: LocalReads
+    ):
+        self.ctx = ctx
+        self.writer = writer
+        self.reader = reader
+        self.placer = placer
+        self.local_reads = local_reads
+
+    def put_object(
+        self,
+        name: str,
+        data: bytes | BinaryIO,
+        stripe_size: int = DEFAULT_STRIPE_SIZE,
+        stripe_width: int | None = None,
+        local_share: float = 1.0,
+    ) -> ObjectMeta:
+        """Store ``data`` as striped object ``name`` and make it visible.
+
+        Parameters
+        ----------
+        data : bytes-like or binary file
+            The object; a file is read ``stripe_size`` bytes at a time, so at
+            most ``STRIPES_IN_FLIGHT`` stripes are in memory.
+        stripe_size : int
+            Bytes per stripe (the last may be shorter); at most the peers'
+            frame size (64 MiB by default).
+        stripe_width : int, optional
+            Peers the stripes go round-robin over (copy rank 0 of stripe i on
+            the i-th of them); default: every usable peer. Under asymmetric
+            striping, the peers besides the writer's that the other copies
+            go round-robin over (FreeLoader's remote width).
+        local_share : float
+            Asymmetric striping (FreeLoader, seed 004 section 4.1), for a
+            file with ``local-first`` placement or a handle opened with
+            ``prefer_peer``: the fraction (0..1) of the stripes whose copy
+            rank 0 is on the writer's peer, spread evenly among the others
+            (default 1: all of them; 3/11 is the paper's 3:8). Lowered to
+            what the peer's announced free space holds when the object's
+            size is known up front. Ignored for other files, and when this
+            node has no usable peer.
+
+        Returns
+        -------
+        ObjectMeta
+
+        Raises
+        ------
+        RecordExistsError
+            A record or object of that name is committed (write-once).
+        NotEnoughPeersError, PeerError, BadNameError
+        """
+        ctx = self.ctx
+        ctx.check_open()
+        if stripe_size <= 0 or stripe_size > 64 << 20:
+            raise BadNameError(f"stripe_size {stripe_size} must be 1 byte to 64 MiB")
+        if not 0 <= local_share <= 1:
+            raise BadNameError(f"local_share {local_share} must be 0 to 1")
+        if ctx.infofile().exists(name):
+            raise RecordExistsError(f"{name!r} is already committed in {ctx.name}: names are write-once", names=[name])
+        usable = sorted(ctx.write_targets())
+        if not usable or len(usable) < ctx.copies:
+            from st_py.errors import NotEnoughPeersError
+
+            raise NotEnoughPeersError(f"{ctx.name}: {len(usable)} usable peers, class needs {ctx.copies}")
+        src = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
+        # Asymmetric striping (docs/striping.md): copy rank 0 of local_share
+        # of the stripes on the writer's peer, the rest over the others; each
+        # stripe's copies apart by failure domain (docs/replication.md).
+        local = self.placer.writer_peer(usable)
+        if local is not None:
+            p = ctx.peers[local]
+            local_share = fit_local_share(local_share, _remaining(src), p.free_bytes if p.capacity_bytes else None)
+            if local_share <= 0:
+                local = None
+        others = [i for i in usable if i != local]
+        ring = choose_holders(others, len(others))  # a random order: stripe i's rank 0 on ring[i % width]
+        width = min(stripe_width or len(ring), len(ring))
+        crc, size, index = 0, 0, 0
+        pending = []
+        head, prev, last = b"", b"", b""  # first stripe, and the last two: the object's schema
+        while True:
+            chunk = src.read(stripe_size)
+            if not chunk and index > 0:
+                break
+            chunk = bytes(chunk)
+            if index == 0:
+                head = chunk
+            prev, last = last, chunk
+            crc = google_crc32c.extend(crc, chunk)
+            size += len(chunk)
+            holders = stripe_holders(index, ctx.copies, ring, width, local, local_share, ctx.spread)
+            pending.append(self.writer.queue_put(stripe_name(name, index), chunk, holders=holders))
+            index += 1
+            while len(pending) >= STRIPES_IN_FLIGHT:
+                pending.pop(0).result()
+            if len(chunk) < stripe_size:
+                break
+        for p in pending:
+            p.result()
+        self.writer.flush()  # every stripe committed ...
+        from st_py._proto import tracker_pb2 as pb
+        from st_py.client.group_commit import schema_table
+        from st_py.core.record_format import written_object_schema
+
+        schema = written_object_schema(name, head, prev + last) if self.writer.keep_schemas else None
+        schemas, refs = schema_table([schema])
+        reply = ctx.file_tracker_call(
+            "commit_objects",
+            ctx.name,
+            ctx.file_id,
+            [pb.ObjectCommit(name=name, size=size, stripe_size=stripe_size, stripes=index, crc32c=crc, schema=refs[0])],
+            schemas=schemas,
+        )
+        if reply.conflicts:  # ... then the object, in one transaction
+            raise RecordExistsError(f"object {reply.conflicts[0]}", names=[name])
+        return ObjectMeta(name, size, stripe_size, index, crc)
+
+    def object(self, name: str) -> ObjectMeta | None:
+        """The committed object ``name``, or None."""
+        return self.ctx.infofile().object(name)
+
+    def open(self, name: str, handle: RecordSource) -> io.RawIOBase:
+        """A seekable, read-only file object over record or object ``name``.
+        For an object, reads fetch only the stripes they touch (at most
+        ``ObjectReader.CACHED`` kept), through ``handle``; for a record, the
+        record is read once.
+
+        Raises
+        ------
+        RecordNotFoundError
+        """
+        obj = self.object(name)
+        if obj is not None:
+            return ObjectReader(handle, obj)
+        return io.BytesIO(self.reader.queue_get(name).result())  # type: ignore[return-value]
+
+    def local_stripes(self, allow_unavailable: bool = False) -> list[LocalStripe]:
+        """The stripes GET_LOCAL reveals to this node (paper 3.7: across all
+        peers, each stripe exactly once), with their place in their object
+        (plaintext offsets and sizes; in a file with filters the paths hold
+        filtered bytes: read them with :meth:`read_local_stripe`)."""
+        objs = {o.name: o for o in self.ctx.infofile().objects()}
+        out = []
+        for r in self.local_reads.get_local(allow_unavailable=allow_unavailable, stripes=True):
+            if not r.name.startswith(STRIPE_PREFIX):
+                continue
+            obj, _, idx = r.name[len(STRIPE_PREFIX) :].rpartition("/")
+            meta = objs.get(obj)
+            if meta is None:  # stripes of an object not (yet) committed
+                continue
+            offset = int(idx) * meta.stripe_size
+            size = min(meta.stripe_size, meta.size - offset)
+            out.append(LocalStripe(obj, int(idx), offset, size, r.path, r.peer, r.size, bool(self.ctx.filter_names)))
+        return sorted(out, key=lambda s: (s.object, s.index))
+
+    def read_local_stripe(self, stripe: LocalStripe) -> bytes:
+        """The ``stripe.size`` bytes of the object that ``stripe`` holds:
+        its local copy read, checked against its size and CRC-32C, and
+        decoded with the file's filters; a copy that fails the check is read
+        by GET from another copy instead.
+
+        Raises
+        ------
+        GetLocalError
+            The copy is gone (deleted meanwhile).
+        RecordUnavailableError
+            No copy passes the check.
+        """
+        from st_py.client.getlocal import read_verified
+
+        ctx = self.ctx
+        name = stripe_name(stripe.object, stripe.index)
+        try:
+            stored = read_verified(stripe.path, stripe.stored_size, name, ctx.name)
+        except ChecksumError:
+            return self.reader.queue_get(name).result()
+        data = ctx.filters.decode(ctx.file_id, name, stored) if stripe.filtered else stored
+        if len(data) != stripe.size:
+            raise ChecksumError(
+                f"stripe {stripe.index} of object {stripe.object!r} in {ctx.name} decodes to "
+                f"{len(data)} bytes, not {stripe.size}",
+                record=name,
+                file=ctx.name,
+                path=stripe.path,
+            )
+        return data
+
+
+def _remaining(src) -> int | None:
+    """Bytes left in a seekable source (its position kept), else None."""
+    try:
+        if not src.seekable():
+            return None
+        pos = src.tell()
+        end = src.seek(0, io.SEEK_END)
+        src.seek(pos)
+        return max(0, end - pos)
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+class ObjectReader(io.RawIOBase):
+    """A read-only, seekable view of a striped object (``StFile.open``)."""
+
+    CACHED = 4  # stripes kept
+
+    def __init__(self, f: RecordSource, obj: ObjectMeta):
+        super().__init__()
+        self._f, self.obj = f, obj
+        self._pos = 0
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
+        self.stripes_fetched = 0  # how many stripe GETs this reader made
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.obj.size}[whence]
+        if base + offset < 0:
+            raise ValueError("negative seek position")
+        self._pos = base + offset
+        return self._pos
+
+    @property
+    def size(self) -> int:
+        return self.obj.size
+
+    def _stripe(self, i: int) -> bytes:
+        data = self._cache.get(i)
+        if data is None:
+            try:
+                data = self._f.queue_get(stripe_name(self.obj.name, i)).result()
+            except RecordNotFoundError:
+                raise RecordNotFoundError(f"object {self.obj.name!r}: stripe {i} is gone") from None
+            self.stripes_fetched += 1
+            self._cache[i] = data
+            while len(self._cache) > self.CACHED:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(i)
+        return data
+
+    def readinto(self, b) -> int:
+        view = memoryview(b).cast("B")
+        n = min(len(view), max(0, self.obj.size - self._pos))
+        done = 0
+        ss = self.obj.stripe_size
+        while done < n:
+            i, off = divmod(self._pos + done, ss)
+            stripe = self._stripe(i)
+            take = min(n - done, len(stripe) - off)
+            view[done : done + take] = stripe[off : off + take]
+            done += take
+        self._pos += n
+        return n
+
+
+__all__ = [
+    "DEFAULT_STRIPE_SIZE",
+    "STRIPE_THRESHOLD",
+    "STRIPES_IN_FLIGHT",
+    "LocalStripe",
+    "ObjectReader",
+    "Objects",
+    "RecordSource",
+]

@@ -1,0 +1,169 @@
+"""Storing local files as records of a StoreTorrent file, as
+``storetorrent put`` does: files up to the record limit as pipelined
+records, larger ones as striped objects (docs/striping.md), with resume
+(``skip_existing``) that compares the original bytes whatever the file's
+filters, and every failure reported per record, never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import google_crc32c
+
+from st_py.client.striping import STRIPE_THRESHOLD
+from st_py.errors import BadNameError, StoreTorrentError
+
+CHUNK = 8 << 20  # bytes read at a time when a large local file is checksummed
+
+
+@dataclass
+class UploadReport:
+    """What :func:`upload` did, as plain data.
+
+    Attributes
+    ----------
+    stored : list of str
+        Record (and object) names stored and committed.
+    skipped : list of str
+        ``skip_existing``: names already committed with the same bytes.
+    differ : list of str
+        ``skip_existing``: names committed with other bytes (write-once:
+        not stored).
+    failures : list of (str, StoreTorrentError)
+        Every record that failed, with its error.
+    """
+
+    stored: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    differ: list[str] = field(default_factory=list)
+    failures: list[tuple[str, StoreTorrentError]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether no record failed and none differed from what was committed before."""
+        return not self.failures and not self.differ
+
+
+def local_items(paths: list[str | Path]) -> list[tuple[str, Path]]:
+    """``(record name, local path)`` for local files and directories
+    (recursively), named by their path relative to each argument's parent."""
+    items: list[tuple[str, Path]] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            items += [(str(q.relative_to(p.parent)), q) for q in sorted(p.rglob("*")) if q.is_file()]
+        else:
+            items.append((p.name, p))
+    return items
+
+
+def _crc_of(path: Path) -> tuple[int, int]:
+    crc, size = 0, 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(CHUNK):
+            crc = google_crc32c.extend(crc, chunk)
+            size += len(chunk)
+    return size, crc
+
+
+def _same_bytes(f, name: str, path: Path) -> bool:
+    """Is committed record or object ``name`` of ``f`` the bytes at ``path``?
+    Objects keep the original size and CRC-32C; records keep the stored
+    ones, which are the original bytes only in a file without filters (a
+    filtered record is read back and decoded to compare)."""
+    obj = f.object_meta(name)
+    if obj is not None:
+        return (obj.size, obj.crc32c) == _crc_of(path)
+    meta = f.record_meta(name)
+    if meta is None:
+        return False
+    if not f.filters:
+        return (meta.size, meta.crc32c) == _crc_of(path)
+    return f.get(name) == path.read_bytes()
+
+
+def upload(
+    f,
+    items: list[tuple[str, Path]],
+    *,
+    prefix: str = "",
+    skip_existing: bool = False,
+    replace: bool = False,
+    on_bytes: Callable[[int], None] | None = None,
+) -> UploadReport:
+    """Store ``items`` (``(record name, local path)``) in open file ``f``.
+
+    Files up to ``STRIPE_THRESHOLD`` bytes (64 MiB) are queued as records
+    (pipelined, group-committed); larger ones are stored as striped objects
+    (:meth:`StFile.put_object`, read from disk a stripe at a time). The file
+    is flushed before this returns, so every stored name is committed.
+
+    Parameters
+    ----------
+    f : StFile
+        Open for writing.
+    prefix : str
+        Prepended to every record name.
+    skip_existing : bool
+        Resume: a name already committed with the same bytes (compared as
+        the original bytes, whatever the file's filters) is skipped; with
+        other bytes it is reported in ``differ`` and left alone.
+    replace : bool
+        Store new versions of records that exist (records only; objects
+        cannot be replaced: each such name fails).
+    on_bytes : callable(int), optional
+        Called with the byte count of each record stored or skipped
+        (progress).
+
+    Returns
+    -------
+    UploadReport
+        Never raises for a record's failure: each is in ``failures``.
+    """
+    report = UploadReport()
+    failed: dict[str, StoreTorrentError] = {}
+    existing = set(f.names()) if (skip_existing and not replace) else set()
+
+    def done(name: str, exc: Exception | None, n: int) -> None:
+        # called on acknowledgement, and again if its commit fails
+        if exc is not None:
+            failed[name] = exc if isinstance(exc, StoreTorrentError) else StoreTorrentError(str(exc))
+        elif on_bytes is not None:
+            on_bytes(n)
+
+    queued: list[str] = []
+    for local_name, path in items:
+        name = prefix + local_name
+        size = path.stat().st_size
+        try:
+            if name in existing:
+                (report.skipped if _same_bytes(f, name, path) else report.differ).append(name)
+                if on_bytes is not None:
+                    on_bytes(size)
+                continue
+            if size > STRIPE_THRESHOLD:
+                if replace:
+                    raise BadNameError(
+                        f"{name!r}: {size:,} bytes is over the record limit and stored as a striped "
+                        "object, and objects cannot be replaced; delete it and put it again"
+                    )
+                with path.open("rb") as fh:
+                    f.put_object(name, fh)
+                report.stored.append(name)
+                if on_bytes is not None:
+                    on_bytes(size)
+                continue
+            f.queue_put(name, path.read_bytes(), callback=lambda n, exc, size=size: done(n, exc, size), replace=replace)
+            queued.append(name)
+        except StoreTorrentError as e:
+            failed[name] = e
+    try:
+        f.flush()
+    except StoreTorrentError as e:  # not a record's own failure (those went to done()): every queued one
+        for name in queued:
+            failed.setdefault(name, e)
+    report.stored += [n for n in queued if n not in failed]
+    report.failures = sorted(failed.items())
+    return report

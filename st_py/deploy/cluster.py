@@ -1,0 +1,553 @@
+"""An embedded local cluster: one tracker and N peers on loopback.
+
+Used by ``storetorrent up``, ``storetorrent demo`` and the tests. Every daemon
+is a real process started with port 0; we read its ``listening on HOST:PORT``
+line. Layout under the data folder::
+
+    <data>/namespace/          infofiles (the namespace root)
+    <data>/tracker/            tracker state
+    <data>/peers/peer-<i>/     each peer's record store
+    <data>/logs/               daemons' stderr
+    <data>/cluster.json        addresses, for the CLI (while it runs)
+    <data>/layout.json         ports (tracker, its status page, peers), reused
+                               by the next start (keep_layout)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from st_py.wire.locate import CLUSTER_FILE, read_cluster_file  # noqa: F401 (public here too)
+from st_py.wire.tracker_client import TrackerClient, current_user
+
+
+def find_peer_binary() -> str:
+    """Path of the ``st-peer`` executable.
+
+    Looks at ``$ST_PEER_BIN``, then PATH, then next to the Python executable
+    (a virtualenv's bin/), then a development build under ``build/``.
+
+    Raises
+    ------
+    FileNotFoundError
+        With how to build it.
+    """
+    env = os.environ.get("ST_PEER_BIN")
+    if env:
+        return env
+    found = shutil.which("st-peer")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "st-peer"
+    if beside.exists():
+        return str(beside)
+    repo = Path(__file__).resolve().parents[2]
+    for cand in sorted(repo.glob("build/*/st_core/st-peer")):
+        return str(cand)
+    raise FileNotFoundError(
+        "st-peer not found: install StoreTorrent with `pip install .` (it builds "
+        "st_core with CMake) or set ST_PEER_BIN to the binary"
+    )
+
+
+def _die_with_parent(argv: list[str]) -> list[str]:
+    """Prefix ``argv`` so the child gets SIGKILL when its parent dies
+    (``setpriv --pdeathsig``, util-linux). No ``preexec_fn``: that can
+    deadlock a child forked from a process with threads (gRPC has some).
+    The signal follows the *thread* that started the child, so use this only
+    from a long-lived main thread (``storetorrent up``)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv
+
+
+class Daemon:
+    """A child process that prints ``listening on HOST:PORT`` when ready
+    (and ``metrics on HOST:PORT`` before it if it serves Prometheus metrics:
+    ``metrics_addr``)."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        log_path: Path,
+        env: dict | None = None,
+        ready_timeout: float = 30.0,
+        die_with_parent: bool = False,
+    ):
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = log_path.open("ab")
+        self.metrics_addr: str | None = None
+        if die_with_parent:
+            argv = _die_with_parent(argv)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, env=env, start_new_session=True)
+        self.addr = self._wait_ready(ready_timeout)
+        # keep draining stdout so the child never blocks on a full pipe
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+
+    def _wait_ready(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            text = line.decode(errors="replace").strip()
+            if text.startswith("metrics on "):
+                self.metrics_addr = text.split("metrics on ", 1)[1]
+            if text.startswith("listening on "):
+                return text.split("listening on ", 1)[1]
+        self.kill()
+        raise RuntimeError(f"{self.name} did not start (see {self.log_path}):\n{self.tail()}")
+
+    def _drain(self) -> None:
+        try:
+            for line in self.proc.stdout:  # type: ignore[union-attr]
+                self._log.write(line)
+        except (ValueError, OSError):
+            pass
+
+    def tail(self, n: int = 20) -> str:
+        """The last ``n`` lines of the daemon's log ('' if it cannot be read)."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        """Whether the child process is still running."""
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self._release()
+
+    def _release(self) -> None:
+        """After the child exited: its stdout pipe (once drained) and the log."""
+        drainer = getattr(self, "_drainer", None)
+        if drainer is not None and drainer is not threading.current_thread():
+            drainer.join(2.0)
+        if self.proc.stdout is not None and (drainer is None or not drainer.is_alive()):
+            self.proc.stdout.close()
+        if drainer is None or not drainer.is_alive():
+            self._log.close()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM, then SIGKILL if it does not stop in ``timeout`` seconds."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc.wait()
+        self._release()
+
+
+@dataclass
+class LocalCluster:
+    """A tracker and ``n_peers`` peers under ``data_dir`` on 127.0.0.1.
+
+    Parameters
+    ----------
+    data_dir : path
+        Folder for the namespace, tracker state, peer stores and logs. Reused
+        if it exists: a restarted cluster serves what it stored before.
+    n_peers : int
+    announce_interval : float
+        Seconds between peer announces; a peer is failed after 3 misses.
+    auth : bool
+        Sign and check capabilities (docs/capabilities.md) with the key in
+        ``data_dir/secret.key``, created on first start.
+    capability_ttl : float
+        Seconds a capability the tracker issues is valid.
+    domains : list of str
+        Failure domains: peer i runs with ``--domain domains[i]``
+        (``"site/rack/host"``; docs/replication.md, "Failure domains").
+    """
+
+    data_dir: Path
+    n_peers: int = 4
+    announce_interval: float = 1.0
+    peer_args: list[str] = field(default_factory=list)
+    die_with_parent: bool = False  # SIGKILL the daemons if this process dies (storetorrent up)
+    auth: bool = True
+    capability_ttl: float = 3600.0
+    users_file: Path | None = None  # API keys, groups, quotas (docs/security.md)
+    tls: bool = False  # the tracker serves gRPC over TLS with a local CA in data_dir/tls
+    mutual_tls: bool = False  # ... and requires client certificates
+    tracker_args: list[str] = field(default_factory=list)
+    # Start the tracker and each peer on the ports of the last run (layout.json)
+    # when they are free, so addresses survive a restart (storetorrent up).
+    keep_layout: bool = False
+    # Several hosts on one machine: peer i listens (and is advertised) on
+    # 127.0.0.<i+2>, the tracker on 127.0.0.1, so a peer's host tells which
+    # node it is, as on a real cluster (docs/deployment.md).
+    hosts: bool = False
+    # Failure domains (docs/replication.md, "Failure domains"): peer i runs
+    # with --domain domains[i] ("site/rack/host"); peers past the list or
+    # given "" declare none (their host is their domain).
+    domains: list[str] = field(default_factory=list)
+    # Each peer in a network namespace of its own (root only; st_py.deploy.netns):
+    # link_down(i) then cuts it off the network, a real network failure.
+    netns: bool = False
+    tracker: Daemon | None = None
+    peers: list[Daemon | None] = field(default_factory=list)
+    tracker_port: int = 0
+    # The tracker's status page and metrics port (--metrics-port; 0: a free one);
+    # kept, like tracker_port, when the tracker is restarted.
+    metrics_port: int = 0
+    # Per-file trackers the tracker spawns (--file-trackers; paper 3.5): files
+    # hash over it and them, and clients are redirected to a file's on open.
+    file_trackers: int = 0
+    _clients: list = field(default_factory=list, init=False, repr=False, compare=False)  # closed by stop()
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir).resolve()
+
+    @property
+    def namespace(self) -> Path:
+        """The namespace root (``<data>/namespace``)."""
+        return self.data_dir / "namespace"
+
+    @property
+    def tracker_addr(self) -> str:
+        """The tracker's ``host:port`` (once it has started)."""
+        assert self.tracker is not None
+        return self.tracker.addr
+
+    @property
+    def peer_addrs(self) -> list[str]:
+        """``host:port`` of every peer started (killed ones included)."""
+        return [p.addr for p in self.peers if p is not None]
+
+    @property
+    def tls_dir(self) -> Path:
+        """The local CA, certificates and keys of ``tls``/``mutual_tls`` (``<data>/tls``)."""
+        return self.data_dir / "tls"
+
+    @property
+    def client_tls(self) -> tuple[str | None, str | None, str | None]:
+        """(CA, client cert, client key) for clients of this cluster."""
+        if not (self.tls or self.mutual_tls):
+            return (None, None, None)
+        d, u = self.tls_dir, (current_user() or "user")
+        if self.mutual_tls:
+            return (str(d / "ca.pem"), str(d / f"{u}.pem"), str(d / f"{u}.key"))
+        return (str(d / "ca.pem"), None, None)
+
+    @property
+    def key_file(self) -> Path:
+        """The capability key (``<data>/secret.key``) of ``auth``."""
+        return self.data_dir / "secret.key"
+
+    def mint(self, ops: int, file_id: int = 0, ttl: float = 3600.0, user: str = "admin") -> bytes:
+        """A capability signed with this cluster's key (e.g. ADMIN for SCRUB)."""
+        from st_py.core.capability import load_key, mint
+
+        return mint(load_key(self.key_file), ops, file_id, ttl, user)
+
+    def start(self, wait: bool = True) -> "LocalCluster":
+        """Start the tracker and the peers.
+
+        Raises
+        ------
+        TrackerLockedError
+            A tracker (of another ``storetorrent up`` on the same DATA)
+            serves this namespace already: one tracker per namespace.
+        """
+        from st_py.tracker.lock import TrackerLock
+
+        # one line, before any daemon starts (a namespace nested in a served one too)
+        TrackerLock([self.namespace, self.data_dir / "tracker"], nest_root=self.namespace).release()
+        if self.auth and not self.key_file.exists():
+            from st_py.core.capability import new_key_file
+
+            new_key_file(self.key_file)
+        if (self.tls or self.mutual_tls) and not (self.tls_dir / "ca.pem").exists():
+            from st_py.wire.tls import make_local_ca
+
+            make_local_ca(self.tls_dir, ["127.0.0.1", "localhost"], [current_user() or "user", "peer"])
+        ports = self._last_layout() if self.keep_layout else {}
+        reused = []  # the last run's ports: any port if one is taken now
+        for key, attr in (("tracker", "tracker_port"), ("metrics", "metrics_port")):
+            if ports.get(key) and not getattr(self, attr):
+                setattr(self, attr, ports[key])
+                reused.append(attr)
+        try:
+            self.start_tracker()
+        except RuntimeError:
+            if not reused:
+                raise
+            for attr in reused:
+                setattr(self, attr, 0)
+            self.start_tracker()
+        peer_ports = ports.get("peers", [])
+        for i in range(self.n_peers):
+            port = peer_ports[i] if i < len(peer_ports) else 0
+            try:
+                self.start_peer(i, port)
+            except RuntimeError:
+                if not port:
+                    raise
+                self.start_peer(i, 0)
+        if wait:
+            self.wait_for_peers(self.n_peers)
+        self._write_cluster_file()
+        return self
+
+    def start_tracker(self) -> Daemon:
+        """Start the tracker (``python -m st_py.tracker``) with this cluster's
+        options on ``tracker_port`` (0: any) and wait for its ``listening on``
+        line; ``tracker_port`` and ``metrics_port`` then hold its ports, so a
+        restart reuses them.
+
+        Raises
+        ------
+        RuntimeError
+            The tracker did not start (the message has its log's tail).
+        """
+        argv = [
+            sys.executable,
+            "-m",
+            "st_py.tracker",
+            "--root",
+            str(self.namespace),
+            "--state-dir",
+            str(self.data_dir / "tracker"),
+            "--port",
+            str(self.tracker_port),
+            "--announce-interval",
+            str(self.announce_interval),
+            "--metrics-port",
+            str(self.metrics_port),
+        ]
+        if self.auth:
+            argv += ["--key-file", str(self.key_file), "--capability-ttl", str(self.capability_ttl)]
+        if self.users_file:
+            argv += ["--users", str(self.users_file)]
+        if self.tls or self.mutual_tls:
+            argv += ["--tls-cert", str(self.tls_dir / "tracker.pem"), "--tls-key", str(self.tls_dir / "tracker.key")]
+            if self.mutual_tls:
+                argv += ["--tls-client-ca", str(self.tls_dir / "ca.pem")]
+        if self.file_trackers:
+            argv += ["--file-trackers", str(self.file_trackers)]
+            if self.tls or self.mutual_tls:  # the trackers check each other's certificate (the local CA's)
+                argv += ["--tracker-ca", str(self.tls_dir / "ca.pem")]
+                if self.mutual_tls:  # any client certificate of the CA will do: the peers'
+                    argv += [
+                        "--tracker-cert",
+                        str(self.tls_dir / "peer.pem"),
+                        "--tracker-key",
+                        str(self.tls_dir / "peer.key"),
+                    ]
+        if self.netns:  # reachable from the peers' namespaces too
+            argv += ["--host", "0.0.0.0"]
+        argv += self.tracker_args
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+        self.tracker = Daemon(
+            "tracker", argv, self.data_dir / "logs" / "tracker.log", env=env, die_with_parent=self.die_with_parent
+        )
+        self.tracker_port = int(self.tracker.addr.rsplit(":", 1)[1])  # same ports after a restart
+        if self.tracker.metrics_addr:
+            self.metrics_port = int(self.tracker.metrics_addr.rsplit(":", 1)[1])
+        return self.tracker
+
+    def start_peer(self, i: int, port: int = 0, extra_args: list[str] | tuple[str, ...] = ()) -> Daemon:
+        """Start peer ``i`` (on ``port``; 0: any), with ``extra_args`` after
+        the cluster's ``peer_args`` (e.g. impact-control limits for one peer)."""
+        while len(self.peers) <= i:
+            self.peers.append(None)
+        tracker = self.tracker_addr
+        prefix: list[str] = []
+        if self.netns:
+            prefix = ["ip", "netns", "exec", self._namespaces().namespace(i)]
+            tracker = f"{self._namespaces().host_ip(i)}:{self.tracker_port}"
+        argv = [
+            *prefix,
+            find_peer_binary(),
+            "--data",
+            str(self.data_dir / "peers" / f"peer-{i}"),
+            "--port",
+            str(port),
+            "--namespace",
+            str(self.namespace),
+            *(["--host", self.peer_host(i)] if self.hosts or self.netns else []),
+            "--tracker",
+            tracker,
+            "--announce-interval",
+            str(self.announce_interval),
+            "--metrics-port",
+            "0",
+            *(["--domain", self.domains[i]] if i < len(self.domains) and self.domains[i] else []),
+            *(["--key-file", str(self.key_file)] if self.auth else []),
+            *self._peer_tls_args(),
+            *self.peer_args,
+            *extra_args,
+        ]
+        d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log", die_with_parent=self.die_with_parent)
+        self.peers[i] = d
+        return d
+
+    def add_peer(self, extra_args: list[str] | tuple[str, ...] = (), wait: bool = True) -> Daemon:
+        """Grow the cluster by one peer (the next index, any port), as a new
+        node joins a running cluster (paper 5): it takes new files after its
+        first announce; ``storetorrent rebalance --spread`` moves existing
+        copies onto it. With ``wait``, returns once the tracker counts it live.
+
+        Raises
+        ------
+        RuntimeError
+            The peer did not start.
+        TimeoutError
+            It did not announce within 30 s.
+        """
+        i = len(self.peers)
+        d = self.start_peer(i, 0, extra_args)
+        self.n_peers = len(self.peer_addrs)
+        if wait:
+            self.wait_for_peers(self.n_peers)
+        if self.tracker is not None and (self.data_dir / CLUSTER_FILE).exists():
+            self._write_cluster_file()
+        return d
+
+    def peer_host(self, i: int) -> str:
+        """The address peer ``i`` listens on: 127.0.0.<i+2> with ``hosts``,
+        its namespace's address with ``netns``."""
+        if self.netns:
+            return self._namespaces().peer_ip(i)
+        return f"127.0.0.{i + 2}" if self.hosts else "127.0.0.1"
+
+    def _namespaces(self):
+        if getattr(self, "_netns", None) is None:
+            from st_py.deploy.netns import NetNamespaces
+
+            self._netns = NetNamespaces()
+        return self._netns
+
+    def link_down(self, i: int) -> None:
+        """With ``netns``: cut peer ``i`` off the network (it keeps running)."""
+        self._namespaces().link(i, False)
+
+    def link_up(self, i: int) -> None:
+        """With ``netns``: reconnect peer ``i`` to the network (undoes :meth:`link_down`)."""
+        self._namespaces().link(i, True)
+
+    def _peer_tls_args(self) -> list[str]:
+        if not (self.tls or self.mutual_tls):
+            return []
+        args = ["--tracker-ca", str(self.tls_dir / "ca.pem")]
+        if self.mutual_tls:
+            args += ["--tracker-cert", str(self.tls_dir / "peer.pem"), "--tracker-key", str(self.tls_dir / "peer.key")]
+        return args
+
+    def kill_peer(self, i: int) -> str:
+        """SIGKILL peer ``i``; returns its address."""
+        d = self.peers[i]
+        assert d is not None
+        d.kill()
+        return d.addr
+
+    def restart_tracker(self) -> None:
+        """SIGKILL the tracker (a crash) and start it again on the same ports."""
+        if self.tracker is not None:
+            self.tracker.kill()
+        self.start_tracker()
+
+    def client(self, **kwargs):
+        """A :class:`Client` of this cluster's tracker; :meth:`stop` closes
+        it (its gRPC channel) if the caller has not."""
+        from st_py.client.client import Client
+
+        kwargs.setdefault("tls", self.client_tls)
+        c = Client(self.tracker_addr, **kwargs)
+        self._clients.append(c)
+        return c
+
+    def wait_for_peers(self, n: int, timeout: float = 30.0) -> None:
+        """Wait until the tracker counts ``n`` live peers."""
+        t = TrackerClient(self.tracker_addr, timeout=5, tls=self.client_tls)
+        deadline = time.monotonic() + timeout
+        alive = 0
+        try:
+            while True:
+                try:
+                    alive = t.status().alive_peers
+                    if alive >= n:
+                        return
+                except Exception:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"only {alive} of {n} peers announced to the tracker")
+                time.sleep(0.05)
+        finally:
+            t.close()
+
+    def _write_cluster_file(self) -> None:
+        info = {
+            "tracker": self.tracker_addr,
+            "peers": self.peer_addrs,
+            "namespace": str(self.namespace),
+            "pid": os.getpid(),
+            "tls": list(self.client_tls),
+            "status": self.tracker.metrics_addr if self.tracker is not None else None,
+        }
+        (self.data_dir / CLUSTER_FILE).write_text(json.dumps(info, indent=1))
+        layout = {
+            "tracker": self.tracker_port,
+            "metrics": self.metrics_port,
+            "peers": [int(a.rsplit(":", 1)[1]) for a in self.peer_addrs],
+        }
+        (self.data_dir / "layout.json").write_text(json.dumps(layout))
+
+    def _last_layout(self) -> dict:
+        try:
+            return json.loads((self.data_dir / "layout.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def stop(self) -> None:
+        """Close the clients made by :meth:`client`, stop every peer and the
+        tracker (SIGTERM, then SIGKILL), remove the network namespaces and
+        ``cluster.json``. The data folder is kept."""
+        clients, self._clients = self._clients, []
+        for c in clients:
+            c.close()
+        for d in self.peers:
+            if d is not None:
+                d.stop()
+        if self.tracker is not None:
+            self.tracker.stop()
+        if getattr(self, "_netns", None) is not None:
+            self._netns.destroy()
+        try:
+            (self.data_dir / CLUSTER_FILE).unlink()
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

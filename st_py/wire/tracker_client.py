@@ -1,0 +1,426 @@
+"""The client side of the tracker's gRPC service, with errors mapped to
+StoreTorrent exceptions that say what to do."""
+
+from __future__ import annotations
+
+import builtins
+import getpass
+import os
+
+import grpc
+
+from st_py._proto import tracker_pb2 as pb
+from st_py._proto import tracker_pb2_grpc as pb_grpc
+from st_py.core.namespace import normalize
+from st_py.errors import (
+    ERROR_KIND_KEY,
+    BadNameError,
+    DirectoryNotEmptyError,
+    LeaseHeldError,
+    LeaseLostError,
+    NoSpaceError,
+    NotAuthenticatedError,
+    NotEnoughPeersError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    StFileExistsError,
+    StFileNotFoundError,
+    StoreTorrentError,
+    TrackerError,
+    TrackerMovedError,
+    TrackerUnavailableError,
+    UnknownPeerError,
+)
+from st_py.wire import tls as tlsmod
+
+DEFAULT_TIMEOUT = 30.0
+
+
+def current_user() -> str:
+    """The OS user name, or '' if it cannot be found."""
+    try:
+        return getpass.getuser()
+    except Exception:
+        return ""
+
+
+class TrackerClient:
+    """A connection to the tracker at ``address`` (``host:port``); over TLS
+    when ``tls`` = (CA, client cert, client key) or ``$STORETORRENT_TLS_CA``
+    gives a CA (st_py.wire.tls)."""
+
+    def __init__(
+        self,
+        address: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        api_key: str | None = None,
+        tls: tuple[str | None, str | None, str | None] = (None, None, None),
+    ):
+        self.address = address
+        self.timeout = timeout
+        self.user = current_user()
+        api_key = api_key or os.environ.get("STORETORRENT_API_KEY", "")
+        self._api_key, self._tls = api_key, tls
+        self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
+        self._channel = tlsmod.channel(address, *tls)  # TLS with a CA (argument or $STORETORRENT_TLS_CA)
+        self._stub = pb_grpc.TrackerStub(self._channel)
+        self._others: dict[str, TrackerClient] = {}  # per-file trackers (at())
+
+    def at(self, address: str) -> "TrackerClient":
+        """A client of the tracker at ``address`` (``host:port``) with this
+        one's user, API key, TLS and timeout: a per-file tracker a file's
+        writes are redirected to (FileInfo.file_tracker, paper 3.5); this
+        client itself for "" or its own address. Made once per address and
+        closed with this client."""
+        if not address or address == self.address:
+            return self
+        other = self._others.get(address)
+        if other is None:
+            other = self._others[address] = TrackerClient(address, self.timeout, self._api_key or None, self._tls)
+            other.user = self.user
+        return other
+
+    def map_error(self, e: grpc.RpcError, method: str) -> Exception:
+        """The StoreTorrent exception for a failed RPC."""
+        code, detail = e.code(), e.details()
+        if code == grpc.StatusCode.NOT_FOUND:
+            if dict(e.trailing_metadata() or ()).get(ERROR_KIND_KEY) == "unknown-peer":
+                return UnknownPeerError(detail)
+            return StFileNotFoundError(detail)
+        if code == grpc.StatusCode.ALREADY_EXISTS:
+            return StFileExistsError(detail)
+        if code == grpc.StatusCode.INVALID_ARGUMENT:
+            return BadNameError(detail)
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return QuotaExceededError(detail)
+        if code == grpc.StatusCode.PERMISSION_DENIED:
+            return PermissionDeniedError(detail)
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return NotAuthenticatedError(detail)
+        trailer = dict(e.trailing_metadata() or ())
+        kind = trailer.get(ERROR_KIND_KEY)
+        if kind == "lease-held":
+            return LeaseHeldError(
+                detail,
+                holder=trailer.get("st-lease-holder", ""),
+                expires_in=float(trailer.get("st-lease-expires-in", 0.0)),
+            )
+        if kind == "lease-lost":
+            return LeaseLostError(detail)
+        if kind == "no-space":
+            return NoSpaceError(detail)
+        if kind == "not-enough-peers":
+            return NotEnoughPeersError(detail)
+        if kind == "not-empty":
+            return DirectoryNotEmptyError(detail)
+        if kind == "wrong-tracker":
+            return TrackerMovedError(detail, tracker=trailer.get("st-tracker", ""))
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return TrackerUnavailableError(
+                f"tracker at {self.address} unreachable ({code.name}: {detail}); "
+                "is it running (storetorrent up / storetorrent status)?"
+            )
+        return TrackerError(f"tracker {method} failed: {code.name}: {detail}")
+
+    def _call(self, method: str, request, timeout: float | None = None):
+        try:
+            return getattr(self._stub, method)(request, timeout=timeout or self.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise self.map_error(e, method) from None
+
+    def create(
+        self,
+        name: str,
+        replication: str,
+        est_size: int,
+        blocksize: int = 0,
+        mode: int = 0,
+        protocol: str = "",
+        placement: str = "",
+        filters: str = "",
+        key_check: str = "",
+    ) -> pb.FileInfo:
+        """Create file ``name`` (rpc Create; paper 3.3): ``replication`` is the
+        replication class (``"x3"``...), ``est_size`` the user bytes (one copy)
+        to reserve, ``blocksize`` 0 the default; ``mode`` 0 the default mode;
+        empty ``protocol``, ``placement`` and ``filters`` the tracker's defaults;
+        ``key_check`` the encryption key's check value (``aes-256-gcm`` filter).
+
+        Raises
+        ------
+        BadNameError
+            ``name`` is not a valid name (checked before anything is sent).
+        StFileExistsError, PermissionDeniedError, QuotaExceededError, NoSpaceError,
+        NotEnoughPeersError, TrackerUnavailableError
+        """
+        name = normalize(name)  # a clear BadNameError before anything is sent
+        return self._call(
+            "Create",
+            pb.CreateRequest(
+                name=name,
+                replication=replication,
+                est_size=est_size,
+                blocksize=blocksize,
+                user=self.user,
+                mode=mode,
+                protocol=protocol,
+                placement=placement,
+                filters=filters,
+                key_check=key_check,
+            ),
+        )
+
+    def open(self, name: str) -> pb.FileInfo:
+        """The FileInfo of existing file ``name`` (rpc Open): peerlist with
+        liveness, infofile path, capability.
+
+        Raises
+        ------
+        BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        """
+        name = normalize(name)
+        return self._call("Open", pb.OpenRequest(name=name, user=self.user))
+
+    def commit(
+        self,
+        name: str,
+        file_id: int,
+        records: list[pb.RecordCommit],
+        lease_id: str = "",
+        request_id: str = "",
+        delete=(),
+        schemas=(),
+        partial_ok: bool = False,
+    ) -> pb.CommitReply:
+        """Group commit. ``request_id``: the same on every retry of one
+        request, which the tracker then applies at most once. ``delete``:
+        names removed in the same transaction (applied alone). ``schemas``:
+        the ``pb.RecordSchema`` the records' ``schema`` fields point into."""
+        return self._call(
+            "Commit",
+            pb.CommitRequest(
+                name=name,
+                file_id=file_id,
+                records=records,
+                user=self.user,
+                lease_id=lease_id,
+                request_id=request_id,
+                delete=list(delete),
+                schemas=list(schemas),
+                partial_ok=partial_ok,
+            ),
+        )
+
+    def commit_async(
+        self,
+        name: str,
+        file_id: int,
+        records: list[pb.RecordCommit],
+        lease_id: str = "",
+        request_id: str = "",
+        schemas=(),
+        partial_ok: bool = False,
+    ):
+        """Start a commit; returns a grpc future (``.result()`` raises
+        grpc.RpcError: map it with :meth:`map_error`). ``partial_ok``: the
+        tracker may commit the records that fit the quota and refuse the
+        rest (``CommitReply.quota_refused``)."""
+        return self._stub.Commit.future(
+            pb.CommitRequest(
+                name=name,
+                file_id=file_id,
+                records=records,
+                user=self.user,
+                lease_id=lease_id,
+                request_id=request_id,
+                schemas=list(schemas),
+                partial_ok=partial_ok,
+            ),
+            timeout=self.timeout,
+            metadata=self._metadata,
+        )
+
+    def lease(
+        self, name: str, file_id: int, lease_id: str = "", ttl_s: float = 0.0, release: bool = False, holder: str = ""
+    ) -> pb.LeaseReply:
+        """Acquire (no ``lease_id``), renew or release a file's writer lease.
+
+        Raises
+        ------
+        LeaseHeldError, LeaseLostError
+        """
+        return self._call(
+            "Lease",
+            pb.LeaseRequest(
+                name=normalize(name),
+                file_id=file_id,
+                user=self.user,
+                lease_id=lease_id,
+                ttl_s=ttl_s,
+                release=release,
+                holder=holder,
+            ),
+        )
+
+    def commit_objects(
+        self, name: str, file_id: int, objects: builtins.list[pb.ObjectCommit], schemas=()
+    ) -> pb.CommitReply:
+        """Make striped objects whose stripe records are committed visible (rpc
+        CommitObjects, docs/striping.md); ``schemas`` as in :meth:`commit`."""
+        return self._call(
+            "CommitObjects",
+            pb.CommitObjectsRequest(name=name, file_id=file_id, objects=objects, user=self.user, schemas=list(schemas)),
+        )
+
+    def store_copies(self, name: str, file_id: int, copies: builtins.list[pb.CopyStored]) -> pb.MoveCopiesReply:
+        """Commit pending copies (async protocols) now stored by their writer or
+        repair (rpc StoreCopies)."""
+        return self._call(
+            "StoreCopies", pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies, user=self.user)
+        )
+
+    def store_copies_async(self, name: str, file_id: int, copies: builtins.list[pb.CopyStored]):
+        """Start a StoreCopies; returns a grpc future (as :meth:`commit_async`)."""
+        return self._stub.StoreCopies.future(
+            pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies, user=self.user),
+            timeout=self.timeout,
+            metadata=self._metadata,
+        )
+
+    def close_file(self, name: str, file_id: int, timeout: float | None = None) -> pb.CloseReply:
+        """End the space reservation of a file this client created."""
+        return self._call("Close", pb.CloseRequest(name=normalize(name), file_id=file_id, user=self.user), timeout)
+
+    def delete(
+        self, name: str, file_id: int = 0, records: list[str] | None = None, whole_file: bool = False
+    ) -> pb.DeleteReply:
+        """Delete ``records`` of file ``name`` (after their copies were deleted on
+        the peers) or, with ``whole_file``, the whole file (rpc Delete).
+
+        Raises
+        ------
+        BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        """
+        name = normalize(name)
+        return self._call(
+            "Delete",
+            pb.DeleteRequest(name=name, file_id=file_id, records=records or [], whole_file=whole_file, user=self.user),
+        )
+
+    def list(self, path: str = "/", names_only: bool = False) -> pb.ListReply:
+        """The namespace entries below directory ``path`` (rpc List); ``names_only`` skips the counts."""
+        return self._call("List", pb.ListRequest(path=path, names_only=names_only))
+
+    def status(self, timeout: float | None = None) -> pb.StatusReply:
+        """The cluster summary (rpc Status); ``timeout`` in seconds (None: the client's)."""
+        return self._call("Status", pb.StatusRequest(), timeout)
+
+    def extend_peerlist(self, name: str, file_id: int) -> pb.FileInfo:
+        """Add the live peers in service missing from file ``name``'s peerlist
+        (rpc ExtendPeerlist, a rebalance's first step, paper 4.4); returns the new FileInfo."""
+        return self._call("ExtendPeerlist", pb.ExtendPeerlistRequest(name=name, file_id=file_id, user=self.user))
+
+    def move_copies(self, name: str, file_id: int, moves: builtins.list[pb.CopyMove]) -> pb.MoveCopiesReply:
+        """Commit copies a rebalance moved to new holders (rpc MoveCopies, paper
+        4.4); the reply lists conflicts (moves not applied)."""
+        return self._call("MoveCopies", pb.MoveCopiesRequest(name=name, file_id=file_id, moves=moves, user=self.user))
+
+    def set_peer_state(self, peer: str, drain_state: str) -> pb.Peer:
+        """Take peer ``peer`` (its id or ``host:port``) out of service
+        (``drain_state`` ``"draining"`` or ``"retired"``) or put it back
+        (``""``); returns the peer as the tracker now has it.
+
+        Raises
+        ------
+        UnknownPeerError, PermissionDeniedError (not an admin)
+        """
+        return self._call(
+            "SetPeerState", pb.SetPeerStateRequest(peer=peer, drain_state=drain_state, user=self.user)
+        ).peer
+
+    def set_mode(self, name: str, mode: int = 0, group: str = "", owner: str = "") -> pb.SetModeReply:
+        """chmod / chgrp / chown of file or directory ``name`` (``/``: the root);
+        0 and "" leave mode, group or owner as they are (rpc SetMode).
+
+        Raises
+        ------
+        PermissionDeniedError, StFileNotFoundError, TrackerUnavailableError
+        """
+        name = normalize(name) if name.strip("/") else "/"  # the root has a mode too
+        return self._call("SetMode", pb.SetModeRequest(name=name, mode=mode, group=group, owner=owner, user=self.user))
+
+    def remove_dir(self, path: str) -> pb.RemoveDirReply:
+        """Remove empty namespace directory ``path`` (rpc RemoveDir).
+
+        Raises
+        ------
+        DirectoryNotEmptyError, StFileNotFoundError, PermissionDeniedError
+        """
+        return self._call("RemoveDir", pb.RemoveDirRequest(path=normalize(path), user=self.user))
+
+    def restore_infofile(
+        self, data: bytes, chunk_size: int = 1 << 20, timeout: float | None = None, dry_run: bool = False
+    ) -> pb.RestoreInfofileReply:
+        """Put an infofile copied from a peer's mirror back into the namespace
+        (admins only; ``storetorrent recover --from-peers``). ``data`` goes in
+        chunks of ``chunk_size`` bytes, so infofiles beyond a gRPC message do
+        too. The reply's ``outcome`` is ``restored``, ``present`` or
+        ``conflict`` (nothing overwritten); with ``dry_run`` nothing is
+        written and ``missing`` stands for ``restored``."""
+        from st_py.wire.protocol import crc32c
+
+        crc = crc32c(bytes(data))
+
+        def chunks():
+            yield pb.RestoreInfofileChunk(
+                user=self.user, total_size=len(data), crc32c=crc, data=bytes(data[:chunk_size]), dry_run=dry_run
+            )
+            for off in range(chunk_size, len(data), chunk_size):
+                yield pb.RestoreInfofileChunk(data=bytes(data[off : off + chunk_size]))
+
+        try:
+            return self._stub.RestoreInfofile(chunks(), timeout=timeout or self.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise self.map_error(e, "RestoreInfofile") from None
+
+    def report_failure(self, addr: str, reason: str) -> None:
+        """Tell the tracker peer ``addr`` failed (rpc ReportFailure, paper 4.3).
+        Best effort, 2 s timeout: never raises."""
+        try:
+            self._call("ReportFailure", pb.ReportFailureRequest(addr=addr, reason=reason), timeout=2.0)
+        except StoreTorrentError:
+            pass  # best effort: the tracker also sees the missing announces
+
+    def report_repair(self, status: pb.RepairStatus) -> None:
+        """The repair service's progress (``st_py.maintenance.repair.watch``): the
+        tracker keeps the last report for Status and its status page.
+
+        Raises
+        ------
+        PermissionDeniedError
+            A users file is in force and the user is not an admin.
+        TrackerUnavailableError
+        """
+        self._call("ReportRepair", pb.ReportRepairRequest(status=status, user=self.user), timeout=2.0)
+
+    def report_bad_copy(self, file: str, record: str, addr: str, detail: str) -> None:
+        """Tell the tracker a copy on peer ``addr`` failed a checked read
+        (its CRC-32C did not match): an event on its status page and the
+        ``st_tracker_bad_copies{source="client"}`` counter; the peer's
+        verifier quarantines the copy on its next pass. Best effort: never
+        raises."""
+        try:
+            self._call(
+                "ReportBadCopy",
+                pb.ReportBadCopyRequest(file=file, record=record, addr=addr, detail=detail),
+                timeout=2.0,
+            )
+        except StoreTorrentError:
+            pass
+
+    def close(self) -> None:
+        """Close the channel, and those of the per-file trackers' clients made by :meth:`at`."""
+        for other in self._others.values():
+            other.close()
+        self._others.clear()
+        self._channel.close()
