@@ -14,6 +14,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <cstdio>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -56,7 +57,12 @@ void WriteInfofile(const std::string& path, uint64_t file_id, const std::string&
            "',1,0,1,0);INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES('" + r + "',0," +
            std::to_string(holder) + ",1);";
   }
-  test::ExecSql(path, sql + "COMMIT;");
+  // made beside `path` and renamed onto it, as the tracker makes infofiles:
+  // the peer's mirror pass never sees a half-made one
+  const std::string tmp = path + ".writing";
+  std::remove(tmp.c_str());
+  test::ExecSql(tmp, sql + "COMMIT;");
+  ASSERT_EQ(0, std::rename(tmp.c_str(), path.c_str()));
 }
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
