@@ -224,7 +224,8 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
     "Growing and draining the cluster").
     """
     from st_py.client.client import Client
-    from st_py.maintenance.spread import drain, set_in_service
+    from st_py.maintenance.drain import drain
+    from st_py.maintenance.moves import set_in_service
 
     c = Client(tracker_address(tracker, data))
     if cancel:
