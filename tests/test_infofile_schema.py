@@ -47,6 +47,12 @@ def test_schema_creates_every_table_and_index(tmp_path):
         "commit_requests_by_time",
         "schemas",
         "records_by_schema",
+        "record_history",
+        "record_history_by_seq",
+        "record_history_by_until_at",
+        "object_history",
+        "generations",
+        "snapshots",
     }
 
 
