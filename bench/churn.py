@@ -1,0 +1,123 @@
+"""Writes on a fresh cluster directory and after a cluster's churn (issue 31,
+item 1; docs/benchmarks.md, "Churn: writes after deletions").
+
+The same writes (4 KiB and 1 MiB records, x1 and x2, one pipelined client,
+4 peers) are measured twice on one cluster, and the C loop of
+bench/physical.c writing the same records as files in the peers' layout is
+measured beside each:
+
+- **fresh**: a new cluster directory, nothing deleted by this case yet;
+- **after churn**: every file of the fresh phase deleted (StoreTorrent's
+  through the client, the C loop's with ``rmtree``), then before each
+  measurement a churn of ``churn_files`` small files created and deleted
+  next to the peers' data (``physical churn``), as on a cluster whose files
+  are written and deleted all the time.
+
+Rows: ``churn_put_<size>_<class>`` StoreTorrent after churn against itself
+fresh (target >= 0.8), ``churn_physical_<size>_<class>`` the C loop after
+churn against itself fresh, and each state's StoreTorrent against the C loop.
+Every write is checked: the file's committed record count and bytes.
+Notes give the per-record CPU of client, tracker and peers and the disk's
+reads in each state (bench/procstat.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from . import physical
+from .cases import fresh_cluster, put_records, row
+from .procstat import Cost, Sampler
+
+GROUP = "churn"
+MiB = 1 << 20
+SHAPES = (("4kib", 4096, "x1"), ("4kib", 4096, "x2"), ("1mib", MiB, "x1"), ("1mib", MiB, "x2"))
+
+
+def _check(cluster, name: str, records: int, size: int) -> None:
+    c = cluster.client()
+    with c.open(name) as f:
+        names = f.names()
+        got = sum(m.size for m in f.records_meta(names).values())
+    c.close()
+    if (len(names), got) != (records, records * size):
+        raise AssertionError(f"{name}: {len(names)} records of {got} bytes committed, wrote {records} x {size}")
+
+
+def _st(cluster, name: str, size: int, n: int, rep: str) -> tuple[float, Cost]:
+    data = os.urandom(size)
+    records = [(f"r{i:07d}", data) for i in range(n)]
+    sampler = Sampler(cluster, cluster.data_dir)
+    put_records(cluster, name, records, rep, depth=64 if size <= 65536 else 16)
+    cost = sampler.stop()
+    _check(cluster, name, n, size)
+    return n / cost.wall, cost
+
+
+def _c_loop(folder: Path, size: int, n: int, rep: str) -> float:
+    return n / physical.write_files(folder, n, size, copies=2 if rep == "x2" else 1, keep=True)
+
+
+def case_churn(tmp: Path, n4k: int, n1m: int, churn_files: int) -> list[dict]:
+    if physical.tool() is None:
+        return [row("churn_skipped", 0, "records/s", note="no C compiler: the C loop and the churn need one")]
+    cluster = fresh_cluster(tmp, "churn-").start()
+    data = Path(cluster.data_dir)
+    states: dict[str, dict[str, tuple[float, float, Cost]]] = {"fresh": {}, "churn": {}}
+    churn_s: list[tuple[float, float]] = []
+    try:
+        c = cluster.client()
+        for state in ("fresh", "churn"):
+            for label, size, rep in SHAPES:
+                n = n4k if size < MiB else n1m
+                key = f"{label}_{rep}"
+                if state == "churn":
+                    churn_s.append(physical.churn(data / "churn", churn_files))
+                rate, cost = _st(cluster, f"/bench/churn/{state}-{key}", size, n, rep)
+                if state == "churn":
+                    churn_s.append(physical.churn(data / "churn", churn_files))
+                c_rate = _c_loop(data / "phys" / f"{state}-{key}", size, n, rep)
+                states[state][key] = (rate, c_rate, cost)
+            if state == "fresh":  # files deleted: the first half of the churn
+                for label, _, rep in SHAPES:
+                    c.delete(f"/bench/churn/fresh-{label}_{rep}")
+                shutil.rmtree(data / "phys")
+        c.close()
+    finally:
+        cluster.stop()
+    made = sum(a for a, _ in churn_s) / len(churn_s)
+    gone = sum(b for _, b in churn_s) / len(churn_s)
+    how = (
+        f"before each measurement after churn, {churn_files:,} files of 4 KiB were created ({made:.1f} s) "
+        f"and deleted ({gone:.1f} s) beside the peers' data, after the fresh phase's files were deleted"
+    )
+    rows = []
+    for label, size, rep in SHAPES:
+        key = f"{label}_{rep}"
+        unit = "B/s" if size >= MiB else "records/s"
+        scale = size if size >= MiB else 1
+        (f_rate, f_c, f_cost), (a_rate, a_c, a_cost) = states["fresh"][key], states["churn"][key]
+        n = n4k if size < MiB else n1m
+        rows += [
+            row(
+                f"churn_put_{key}",
+                a_rate * scale,
+                unit,
+                "the same writes on the fresh cluster directory",
+                f_rate * scale,
+                note=f"{n:,} records, one client; {how}. Fresh: {f_cost.text(n)}. After churn: {a_cost.text(n)}",
+            ),
+            row(
+                f"churn_physical_{key}",
+                a_c * scale,
+                unit,
+                "the C loop on the fresh directory",
+                f_c * scale,
+                note="bench/physical.c write, the same records as files in the peers' layout, one process per core",
+            ),
+            row(f"churn_fresh_{key}_vs_physical", f_rate * scale, unit, "the C loop, fresh", f_c * scale),
+            row(f"churn_after_{key}_vs_physical", a_rate * scale, unit, "the C loop, after churn", a_c * scale),
+        ]
+    return rows
