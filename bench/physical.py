@@ -67,11 +67,12 @@ def write_files(
     """Seconds for ``procs`` processes (default: one per core) to create
     ``count`` records of ``size`` bytes, ``copies`` times each, as files in
     the peers' layout under ``folder`` (emptied first); ``sync``: one syncfs
-    at the end, as the peers' ``--sync`` group fsync. ``keep``: leave the
-    files (a deletion is churn: it slows the next creations, see
-    :func:`churn`)."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    at the end, as the peers' ``--sync`` group fsync. ``keep``: neither
+    empty ``folder`` first nor remove the files after (a deletion is churn:
+    it slows the next creations, see :func:`churn`)."""
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
     try:
         return float(_run("write", folder, count, size, copies, procs or cores(), int(sync))[0])
     finally:
