@@ -16,7 +16,7 @@ report``; ``--trace ROLE`` counts and times their system calls with ``perf
 trace -s``; ``--pyspy ROLE`` samples the client's or the tracker's Python
 stacks with py-spy (``pip install py-spy``) and prints the functions that
 hold the most samples, by themselves and with what they call. ``--churn N``
-creates and deletes N small files next to the peers' data first
+creates and deletes N small files in the peers' ``files/`` first
 (bench/churn.py's state).
 """
 
@@ -35,6 +35,7 @@ from st_py.cluster import LocalCluster
 
 from . import physical
 from .cases import put_records
+from .churn import CHURN_ID
 from .procstat import Sampler
 
 
@@ -95,8 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     depth = a.depth or (64 if a.size < 65536 else 16)
     with LocalCluster(top / "cluster", n_peers=a.peers, announce_interval=1.0, peer_args=a.peer_args.split()) as cl:
         put_records(cl, "/profile/warm", records[: min(200, len(records))], a.replication, depth)  # connections up
-        if a.churn:
-            made, gone = physical.churn(Path(cl.data_dir) / "churn", a.churn)
+        if a.churn:  # in files/ of each peer, where a cluster's deleted records were (bench/churn.py)
+            made = gone = 0.0
+            for i in range(a.peers):
+                m, g = physical.churn(
+                    Path(cl.data_dir) / "peers" / f"peer-{i}" / "files" / CHURN_ID, a.churn // a.peers
+                )
+                made, gone = made + m, gone + g
             print(f"churn: {a.churn:,} files created in {made:.1f} s, deleted in {gone:.1f} s")
         pids = {
             "client": [os.getpid()],
@@ -160,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
             text=True,
         ).stdout
         lines = [ln for ln in rep.splitlines() if ln.strip() and not ln.startswith("#")]
+        dso = subprocess.run(
+            ["perf", "report", "-i", str(top / "perf.data"), "--no-children", "--sort", "dso", "--stdio", "-g", "none"],
+            capture_output=True,
+            text=True,
+        ).stdout
+        print("by binary: " + "; ".join(" ".join(ln.split()) for ln in dso.splitlines() if ln.strip() and ln[0] != "#"))
         print("\n".join(lines[:40]))
         print(f"(full profile: perf report -i {top / 'perf.data'})")
     return 0
