@@ -45,8 +45,9 @@ std::string FsWarning(const FsFacts& facts, const std::string& dir) {
   if (!facts.ext4 || facts.journal) return "";
   return "the data directory " + dir + " is on ext4 without a journal (" +
          (facts.device.empty() ? std::string("its device") : "/dev/" + facts.device) +
-         "): after many files are deleted on it, creating files (one per record) runs up to 10x "
-         "slower for 60 to 360 s, as ext4 skips recently deleted inodes one by one; a journaled "
+         "): after many files are deleted on it, creating files (one per record) runs several "
+         "times slower for 60 to 360 s, as ext4 skips recently deleted inodes one by one; a "
+         "journaled "
          "filesystem (ext4's default, XFS) does not (docs/benchmarks.md, \"Churn\")";
 }
 

@@ -5,8 +5,8 @@
 // the last 60 s (360 s while its inode table block is dirty) by scanning
 // them one by one (fs/ext4/ialloc.c, recently_deleted()): after a churn of
 // many deletions nearby, each file creation scans thousands of them, and a
-// peer's one-file-per-record writes run up to 10x slower for a minute or
-// more. With a journal the check is skipped. The peer says so at start.
+// peer's one-file-per-record writes run several times slower for a minute
+// or more. With a journal the check is skipped. The peer says so at start.
 #ifndef ST_CORE_FS_CHECK_H_
 #define ST_CORE_FS_CHECK_H_
 
