@@ -337,7 +337,7 @@ def main() -> int:
                 results += listing.case_listing(tmp, size["listing"])
         if churn.GROUP in want:
             with con.status("bench: writes on a fresh directory and after a cluster's churn"):
-                results += churn.case_churn(tmp, *size["churn"])
+                results += churn.case_churn(tmp, *size["churn"], journaled=not a.quick)
         if weed_shape.GROUP in want:
             with con.status("bench: the shape of weed benchmark -c 16 (write N, read back in random order)"):
                 results += weed_shape.case_weed_shape(tmp, size["weed"])

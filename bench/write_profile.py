@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from st_py.cluster import LocalCluster
+from st_py.deploy.cluster import LocalCluster
 
 from . import physical
 from .cases import put_records
