@@ -118,7 +118,7 @@ def test_no_row_is_written_past_the_generation_of_its_transaction(cluster):
         f.delete("big.bin")
         gen, n, past = _rows_past_generation(str(path))
         assert past == 0
-        assert f._infofile().snapshot() == (gen, n)
+        assert f._infofile().counted() == (gen, n)
     assert n == 49  # 50 records, one deleted; the object's stripes deleted with it
 
 

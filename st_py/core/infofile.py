@@ -29,6 +29,9 @@ FORMAT_VERSION = 2
 # not know versions must not read it (they would look for the copies under
 # the record's name and could find an older version there).
 FORMAT_VERSION_VERSIONS = 3
+# A file with a snapshot (docs/snapshots.md): a peer that does not know
+# snapshots would let its scrubber remove the copies a snapshot holds.
+FORMAT_VERSION_HISTORY = 4
 
 # Where a replaced record's new version is stored on the peers: its own name,
 # so the copies of the old and the new version never mix (docs/infofile.md).
@@ -37,6 +40,15 @@ VERSION_PREFIX = ".st-version/"
 SCHEMA = (Path(__file__).with_name("infofile_schema.sql")).read_text()
 """The infofile's tables (st_py/core/infofile_schema.sql: the one copy, also
 compiled into the C++ tests)."""
+
+HISTORY_SQL = (
+    SCHEMA[SCHEMA.index("-- Format 4") :]
+    .replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ")
+    .replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ")
+)
+"""The format-4 tables (history and snapshots), as statements that add them
+to a file made before them (the part of :data:`SCHEMA` from its "Format 4"
+comment on)."""
 
 
 @dataclass(frozen=True)
@@ -231,7 +243,7 @@ class InfofileReader:
     def generation(self) -> int:
         return int(self.conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
 
-    def snapshot(self) -> tuple[int, int]:
+    def counted(self) -> tuple[int, int]:
         """``(generation, records committed at it)`` read in one transaction,
         for a GET_LOCAL plan (peers reveal that generation's records).
 
