@@ -27,6 +27,7 @@ from . import (
     durability,
     file_trackers,
     filters,
+    history,
     hotspot,
     listing,
     protocols,
@@ -112,6 +113,7 @@ SIZES = {
         curve_files=[100, 500],
         listing=20_000,
         churn=(10_000, 128, 50_000),  # bench/churn.py: 4 KiB records, 1 MiB records, files of a churn
+        history=[100_000],  # bench/history.py: records of the infofile read as of a snapshot
         weed=[(5_000, 4096), (128, 1 << 20)],  # bench/weed_shape.py: (N, S) of weed benchmark -n N -size S
     ),
     "full": dict(
@@ -146,6 +148,7 @@ SIZES = {
         curve_files=[100, 1_000],
         listing=100_000,
         churn=(50_000, 512, 300_000),
+        history=[1_000_000],
         weed=[(20_000, 4096), (512, 1 << 20)],
     ),
 }
@@ -239,7 +242,7 @@ def main() -> int:
         nargs="*",
         help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
         "analysis pushdown raywrite bounded protocols throttle hotspot "
-        "durability filters striping small scale file_trackers listing churn weed",
+        "durability filters striping small scale file_trackers listing churn weed history",
     )
     ap.add_argument(
         "--scale",
@@ -277,6 +280,7 @@ def main() -> int:
             listing.GROUP,
             churn.GROUP,
             weed_shape.GROUP,
+            history.GROUP,
             *analysis.GROUPS_OF_CASES,
         ]
     )
@@ -338,6 +342,9 @@ def main() -> int:
         if churn.GROUP in want:
             with con.status("bench: writes on a fresh directory and after a cluster's churn"):
                 results += churn.case_churn(tmp, *size["churn"], journaled=not a.quick)
+        if history.GROUP in want:
+            with con.status("bench: planning a read as of a snapshot against the current generation"):
+                results += history.case_history(tmp, size["history"])
         if weed_shape.GROUP in want:
             with con.status("bench: the shape of weed benchmark -c 16 (write N, read back in random order)"):
                 results += weed_shape.case_weed_shape(tmp, size["weed"])

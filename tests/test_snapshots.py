@@ -248,3 +248,28 @@ def test_what_snapshots_retain_is_shown_and_counted_against_quota_until_released
     with c.open(name) as f:  # released: the quota has room again
         for i in range(n, 2 * n):
             f.put(f"b{i}", bytes([i]) * record)
+
+
+@pytest.mark.parametrize("file_trackers", [0, 2])
+def test_snapshots_survive_a_tracker_restart_with_and_without_per_file_trackers(make_cluster, file_trackers):
+    c_kw = {"file_trackers": file_trackers} if file_trackers else {}
+    cluster = make_cluster(3, **c_kw)
+    c = cluster.client()
+    names = [f"/snap/restart/f{i}" for i in range(4)]  # hashed over the master and its per-file trackers
+    wants = {n: _fill(c, n, n=8) for n in names}
+    made = c.snapshot("/snap/restart", "before")
+    assert sorted(s.file for s in made) == names
+    for n in names:
+        _change(c, n)
+    cluster.tracker.kill()  # SIGKILL: nothing flushed on the way out
+    cluster.start_tracker()
+    cluster.wait_for_peers(3)
+    c = cluster.client()
+    assert [(s.file, s.generation) for s in c.snapshots("/snap/restart")] == [(s.file, s.generation) for s in made]
+    for n in names:
+        with c.open(n, as_of="before") as f:
+            assert {k: f.get(k) for k in f.names()} == wants[n]
+        with c.open(n) as f:
+            assert {k: f.get(k) for k in f.names()} == _after(wants[n])
+    with pytest.raises(SnapshotHeldError):
+        c.delete(names[0])
