@@ -23,7 +23,7 @@ import itertools
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
@@ -141,7 +141,7 @@ def _executor() -> ThreadPoolExecutor:
         return _pool[1]
 
 
-def read_ahead(fn: Callable[[T], R], jobs: Iterable[T], depth: int = 1) -> Iterator[R]:
+def read_ahead(fn: Callable[[T], R], jobs: Iterable[T], depth: int = 1) -> Generator[R, None, None]:
     """``fn(job)`` of each job, in order, with up to ``depth`` of the next
     jobs running in this process's read-ahead threads while the caller
     consumes the current result (``depth`` 0: no thread, each job runs
@@ -164,13 +164,8 @@ def read_ahead(fn: Callable[[T], R], jobs: Iterable[T], depth: int = 1) -> Itera
     try:
         while pending:
             done = pending.popleft().result()
-            nxt = next(it, _END)
-            if nxt is not _END:
-                pending.append(pool.submit(fn, nxt))
+            pending.extend(pool.submit(fn, j) for j in itertools.islice(it, 1))
             yield done
     finally:
         for f in pending:
             f.cancel()
-
-
-_END = object()

@@ -439,7 +439,7 @@ def _sources(refs, opts: ScanOptions):
 
     ahead = read_ahead(read, runs)
     try:
-        for (i, j, batched), got in zip(runs, ahead):
+        for (i, j, _), got in zip(runs, ahead):
             if got is None:
                 for r in refs[i:j]:
                     yield r, _source(r, opts)
@@ -570,7 +570,7 @@ def _raw_batch(unit: ReadUnit, i: int, j: int, opts: ScanOptions, got) -> pa.Rec
     records ``i`` to ``j`` from their copies read into ``got`` (a
     :class:`batch_read.Batch` of the local ones), by column: no object per
     record in the common case."""
-    paths, sizes = unit.paths[i:j], unit.sizes[i:j]
+    paths = unit.paths[i:j]
     files = unit.files
     filtered = any(files[k].filters for k in set(unit.file_of[i:j]))
     local = [k for k, p in enumerate(paths) if p]
