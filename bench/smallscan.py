@@ -7,19 +7,21 @@ in one run:
 
 - the physical limit: bench/physical.c opens, reads and closes the files
   GET_LOCAL revealed, one process and one per core (its own clock, the
-  fork included, not the Python around it);
+  fork included, not the Python around it), in every phase beside what it
+  is the limit of;
 - StoreTorrent: the one-process GET_LOCAL loop, ``scan.read_unit`` in one
   process, and Dask's and Ray's ``read_storetorrent(format="raw")``;
 - each engine alone (its ceiling on this machine): one plain task per CPU
-  reading its share of the same files with Python ``open``/``read`` into
-  one Arrow table, then the same counting step as the reader's scan; no
-  StoreTorrent, no CRC check;
+  reading its share of the same files with ``os.open``/``os.read``/
+  ``os.close`` into one Arrow table, then the same counting step as the
+  reader's scan; no StoreTorrent, no CRC check;
 - each engine's floor: the same plain pipeline over no file, the engine's
   fixed cost per scan, which bounds any reader in it.
 
-Every answer is checked (rows and byte sum equal what was written). The
-engine sides alternate round by round with the reader in the same engine
-instance, so a change in the machine's load lands on both.
+Every answer is checked (rows and byte sum equal what was written). In
+each phase (one process, Dask, Ray) the sides alternate round by round,
+the C loop among them, so a change in the machine's load (other work runs
+beside the benchmark on these 2 cores) lands on every side of a ratio.
 """
 
 from __future__ import annotations
@@ -39,13 +41,17 @@ GROUP = "smallscan"
 RECORD = 4096
 
 
-def read_files(paths: list[str], names: list[str]) -> pa.Table:
-    """What a user writes without StoreTorrent: open and read each file,
-    one Arrow table ``(record, data)``."""
+def read_files(paths: list[str], names: list[str], size: int = RECORD) -> pa.Table:
+    """What a user writes without StoreTorrent, at its leanest: ``os.open``,
+    one ``os.read`` of the known size and ``os.close`` per file (three
+    system calls, no file object), one Arrow table ``(record, data)``."""
     datas = []
     for p in paths:
-        with open(p, "rb") as fh:
-            datas.append(fh.read())
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            datas.append(os.read(fd, size))
+        finally:
+            os.close(fd)
     return pa.table({"record": pa.array(names, pa.string()), "data": pa.array(datas, pa.binary())})
 
 
@@ -87,10 +93,11 @@ def dask_plain(paths: list[str], names: list[str], dclient, tasks: int = 2) -> t
     return int(out["n"].sum()), int(out["b"].sum())
 
 
-def alternate(fns: dict, want, rounds: int) -> dict[str, list[float]]:
-    """Seconds of each of ``fns`` (label -> fn returning its answer) over
-    ``rounds`` rounds after one warm run each, the order rotating each
-    round; every answer must be ``want`` (None: not checked)."""
+def alternate(fns: dict, want, rounds: int, own_clock: tuple[str, ...] = ()) -> dict[str, list[float]]:
+    """Seconds of each of ``fns`` (label -> fn returning its answer; for
+    the labels in ``own_clock``, ``(seconds, answer)`` by its own clock)
+    over ``rounds`` rounds after one warm run each, the order rotating each
+    round; every answer but the floor's must be ``want``."""
     times: dict[str, list[float]] = {k: [] for k in fns}
     labels = list(fns)
     for k in labels:
@@ -99,10 +106,20 @@ def alternate(fns: dict, want, rounds: int) -> dict[str, list[float]]:
         for k in labels[r % len(labels) :] + labels[: r % len(labels)]:
             t = time.perf_counter()
             got = fns[k]()
-            times[k].append(time.perf_counter() - t)
-            if want is not None and k != "floor" and got != want:
+            secs = time.perf_counter() - t
+            if k in own_clock:
+                secs, got = got
+            times[k].append(secs)
+            if k != "floor" and got != want:
                 raise AssertionError(f"{k}: {got} rows and bytes, wrote {want}")
     return times
+
+
+def c_read(paths: list[str], procs: int) -> tuple[float, tuple[int, int]]:
+    """bench/physical.c over ``paths`` with ``procs`` processes: (its own
+    seconds, (files, bytes read))."""
+    secs, nbytes = physical.read_files(paths, procs)
+    return secs, (len(paths), nbytes)
 
 
 def write_records(client, name: str, records: int) -> None:
@@ -127,18 +144,16 @@ def scan_rows(cluster, client, name: str, tmp: Path, records: int, rounds: int) 
     with client.open(name) as f:
         local = list(f.get_local())
     paths, names = [r.path for r in local], [r.name for r in local]
+    c = physical.tool() is not None  # the C loop runs in every phase, beside what it is the limit of
+    n = physical.cores()
+    cfns = {"c1": lambda: c_read(paths, 1), "cn": lambda: c_read(paths, n)} if c else {}
     times = alternate(
-        {"loop": lambda: _loop(client, name), "read_unit": lambda: _read_unit(client, tracker, name)}, want, rounds
+        {"loop": lambda: _loop(client, name), "read_unit": lambda: _read_unit(client, tracker, name), **cfns},
+        want,
+        rounds,
+        own_clock=("c1", "cn"),
     )
-    if physical.tool() is not None:  # the C program's own clock
-        for procs, label in ((1, "c1"), (physical.cores(), "cn")):
-            physical.read_files(paths, procs)  # warm
-            times[label] = []
-            for _ in range(rounds):
-                secs, nbytes = physical.read_files(paths, procs)
-                if (len(paths), nbytes) != want:
-                    raise AssertionError(f"C read {len(paths)} files, {nbytes} bytes; wrote {want}")
-                times[label].append(secs)
+    cn = {"cn": lambda: c_read(paths, n)} if c else {}
     quiet = logging.getLogger("distributed")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
@@ -152,11 +167,13 @@ def scan_rows(cluster, client, name: str, tmp: Path, records: int, rounds: int) 
                     "dask": lambda: _dask(tracker, name, dclient),
                     "dask_plain": lambda: dask_plain(paths, names, dclient),
                     "floor": lambda: dask_plain([], [], dclient),
+                    **cn,
                 },
                 want,
                 rounds,
+                own_clock=("cn",),
             )
-            times.update({"dask_floor" if k == "floor" else k: v for k, v in got.items()})
+            times.update({{"floor": "dask_floor", "cn": "cn_dask"}.get(k, k): v for k, v in got.items()})
     finally:
         quiet.setLevel(level)
     start_ray(cluster.peer_addrs, tmp)
@@ -166,11 +183,13 @@ def scan_rows(cluster, client, name: str, tmp: Path, records: int, rounds: int) 
                 "ray": lambda: _ray(tracker, name),
                 "ray_plain": lambda: ray_plain(paths, names),
                 "floor": lambda: ray_plain([], []),
+                **cn,
             },
             want,
             rounds,
+            own_clock=("cn",),
         )
-        times.update({"ray_floor" if k == "floor" else k: v for k, v in got.items()})
+        times.update({{"floor": "ray_floor", "cn": "cn_ray"}.get(k, k): v for k, v in got.items()})
     finally:
         ray.shutdown()
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -181,7 +200,7 @@ def scan_rows(cluster, client, name: str, tmp: Path, records: int, rounds: int) 
         f"{rounds} rounds after a warm run, engine sides alternated (s: {spread})"
     )
     base = "one process: get_local() + open/read of each path"
-    plain = "plain tasks (one per CPU) open/read the same files into one Arrow table, same counting step"
+    plain = "plain tasks (one per CPU) os.open/os.read the same files into one Arrow table, same counting step"
     rows = [
         row("small_raw_getlocal_loop", rate["loop"], "records/s", note=note),
         row(
@@ -223,22 +242,23 @@ def scan_rows(cluster, client, name: str, tmp: Path, records: int, rounds: int) 
             note="Ray alone, the same plain pipeline over no file: its fixed cost per scan",
         ),
     ]
-    if "c1" in rate:
+    if c:
         cn = f"C open/read/close of the revealed files, {physical.cores()} processes (bench/physical.c)"
+        same = "the C loop's rounds alternated with the engine's, in the same phase"
         c1 = "C open/read/close of the same files, 1 process"
         rows = [
             row("physical_read_4kib_files_1proc", rate["c1"], "records/s", note="bench/physical.c, its own clock"),
             row("physical_read_4kib_files", rate["cn"], "records/s", note=cn),
             row("small_raw_getlocal_loop_vs_physical", rate["loop"], "records/s", c1, rate["c1"]),
             row("small_raw_read_unit_vs_physical", rate["read_unit"], "records/s", c1, rate["c1"]),
-            row("small_raw_dask_vs_physical", rate["dask"], "records/s", cn, rate["cn"]),
-            row("small_raw_ray_vs_physical", rate["ray"], "records/s", cn, rate["cn"]),
+            row("small_raw_dask_vs_physical", rate["dask"], "records/s", cn, rate["cn_dask"], note=same),
+            row("small_raw_ray_vs_physical", rate["ray"], "records/s", cn, rate["cn_ray"], note=same),
             row(
                 "small_raw_dask_engine_vs_physical",
                 rate["dask_plain"],
                 "records/s",
                 cn,
-                rate["cn"],
+                rate["cn_dask"],
                 note="Dask alone (" + plain + "): what the engine reaches without StoreTorrent",
             ),
             row(
@@ -246,7 +266,7 @@ def scan_rows(cluster, client, name: str, tmp: Path, records: int, rounds: int) 
                 rate["ray_plain"],
                 "records/s",
                 cn,
-                rate["cn"],
+                rate["cn_ray"],
                 note="Ray alone (" + plain + "): what the engine reaches without StoreTorrent",
             ),
         ] + rows
