@@ -113,14 +113,13 @@ def _read_batch_python(paths: Sequence[str], sizes: Sequence[int], align: int, c
         end = int(starts[i]) + n
     starts[len(sizes)] = end
     packed, bad = read_copies(list(paths), sizes, check=check)
-    if align == 1:
-        return Batch(pa.py_buffer(packed), starts, bad)
-    out = bytearray(end)
+    out = pa.allocate_buffer(max(1, end))  # pool memory: 64-byte aligned, as the native path's
+    view = memoryview(out).cast("B")
     src = 0
     for i, n in enumerate(sizes):
-        out[starts[i] : starts[i] + n] = packed[src : src + n]
+        view[int(starts[i]) : int(starts[i]) + n] = packed[src : src + n]
         src += n
-    return Batch(pa.py_buffer(bytes(out)), starts, bad)
+    return Batch(out.slice(0, end), starts, bad)
 
 
 # -- read-ahead -----------------------------------------------------------------
