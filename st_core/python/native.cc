@@ -487,7 +487,8 @@ nb::tuple ReadCopies(const std::vector<std::string>& paths, const std::vector<ui
 nb::tuple ReadInto(const std::vector<std::string>& paths, const std::vector<uint64_t>& sizes,
                    nb::handle data, uint64_t align, bool check) {
   if (paths.size() != sizes.size()) throw nb::value_error("paths and sizes differ in length");
-  if (align == 0 || (align & (align - 1)) != 0) throw nb::value_error("align must be a power of two");
+  if (align == 0 || (align & (align - 1)) != 0)
+    throw nb::value_error("align must be a power of two");
   Py_buffer view;
   if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0)
     throw nb::python_error();
