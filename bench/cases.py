@@ -266,16 +266,22 @@ def _ceiling_dask(paths: list[str], client) -> tuple[float, int]:
     return time.perf_counter() - t0, len(ddf)
 
 
-def _engine_rows(label: str, small, big, timed, ceiling, rounds: int = 3) -> list[dict]:
+def _engine_rows(label: str, small, big, timed, ceiling, rounds: int = 3, floor=None) -> list[dict]:
     """Full-scan throughput at the big size, and the marginal throughput
     between the two sizes (which cancels the engine's fixed per-read cost).
     Each figure is the median of ``rounds`` alternated runs: reader and
-    baseline, small and big."""
+    baseline, small and big. ``floor()``, if given, times the engine's own
+    read path over tasks that read nothing (its fixed cost per scan), in
+    the same rounds."""
     (sname, sbytes, spaths), (bname, bbytes, bpaths) = small, big
     timed(sname)  # warm the engine's workers
-    runs = {"ts": [], "tb": [], "bs": [], "bb": [], "tc": []}
+    runs: dict[str, list[float]] = {"ts": [], "tb": [], "bs": [], "bb": [], "tc": [], "fl": []}
     ceiling(bpaths)  # warm
+    if floor is not None:
+        floor()
     for _ in range(rounds):
+        if floor is not None:
+            runs["fl"].append(floor())
         ts, rs = timed(sname)
         tb, rb = timed(bname)
         bs, brs = baselines.pyarrow_read(spaths)
@@ -306,7 +312,49 @@ def _engine_rows(label: str, small, big, timed, ceiling, rounds: int = 3) -> lis
             note="per-read overhead: plan, schema sample, task launch, ring exchange",
         ),
         row(f"{label}_marginal", marg, "B/s", base + " (marginal)", bmarg, note=note),
-    ]
+    ] + (
+        [
+            row(
+                f"{label}_engine_floor",
+                statistics.median(runs["fl"]),
+                "s",
+                note="the engine's own read path (the reader's) over 4 tasks that read nothing: its fixed "
+                f"cost per scan, against the reader's {tb:.3f} s and the plain tasks' {tc:.3f} s",
+            )
+        ]
+        if runs["fl"]
+        else []
+    )
+
+
+def _nothing(n: int):
+    """A Ray Datasource of ``n`` read tasks that read nothing (Ray Data's
+    fixed cost per scan: the executor, its operator, the tasks)."""
+    import ray
+
+    def read():
+        yield pa.table({"c0": pa.array([], pa.float64())})
+
+    class Nothing(ray.data.Datasource):
+        def estimate_inmemory_data_size(self):
+            return 0
+
+        def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
+            from ray.data import ReadTask
+            from ray.data.block import BlockMetadata
+
+            meta = BlockMetadata(num_rows=0, size_bytes=0, input_files=None, exec_stats=None)
+            return [ReadTask(read, meta) for _ in range(n)]
+
+    return Nothing()
+
+
+def _floor_ray() -> float:
+    import ray
+
+    t0 = time.perf_counter()
+    ray.data.read_datasource(_nothing(4), override_num_blocks=4).materialize()
+    return time.perf_counter() - t0
 
 
 def case_get_local_ray(cluster, small, big) -> list[dict]:
@@ -316,7 +364,9 @@ def case_get_local_ray(cluster, small, big) -> list[dict]:
 
     start_ray()
     try:
-        return _engine_rows("get_local_ray", small, big, lambda n: _read_rows_ray(cluster, n), _ceiling_ray)
+        return _engine_rows(
+            "get_local_ray", small, big, lambda n: _read_rows_ray(cluster, n), _ceiling_ray, floor=_floor_ray
+        )
     finally:
         ray.shutdown()
 

@@ -183,15 +183,11 @@ def _dask(tracker: str, name: str, dclient) -> tuple[int, int]:
 
 
 def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
-    """4 KiB raw records: read_unit in one process, Dask (2 workers) and Ray
-    (2 CPUs) against the one-process GET_LOCAL loop."""
-    import logging
-
-    import ray
-    from distributed import Client
-    from distributed import LocalCluster as DaskCluster
-
-    from .analysis import start_ray
+    """4 KiB raw records: queue_put x2 against one process writing both
+    copies' files (and the C loop doing so), the pipelined GET against 16
+    synchronous clients, and the scans of bench/smallscan.py (the C loop,
+    read_unit, Dask and Ray, each engine alone) over the same records."""
+    from .smallscan import scan_rows
 
     cluster = fresh_cluster(tmp, "small-").start()
     try:
@@ -202,66 +198,15 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
         put_s, peers_s, flat_s = (statistics.median(puts[k]) for k in ("put", "peers", "flat"))
         get_s = _get_pipelined(client, name, records)
         get16_s = _get_16_clients(tracker, name, records)
-        want = (records, records * RECORD)
-        times: dict[str, list[float]] = {}
-
-        def timed(label: str, fn) -> None:
-            fn()  # warm: workers started, imports loaded, pages cached
-            for _ in range(rounds):
-                t = time.perf_counter()
-                got = fn()
-                times.setdefault(label, []).append(time.perf_counter() - t)
-                if got != want:
-                    raise AssertionError(f"{label}: {got} rows and bytes, wrote {want}")
-
-        timed("loop", lambda: _loop(client, name))
-        if physical.tool() is not None:  # the machine's limit: C open/read/close of the same revealed files
-            with client.open(name) as f:
-                paths = [r.path for r in f.get_local()]
-            for procs, label in ((1, "c1"), (physical.cores(), "cn")):
-                timed(label, lambda procs=procs: (len(paths), physical.read_files(paths, procs)[1]))
+        phys_put = []
+        if physical.tool() is not None:  # the machine's limit: C loop writing both copies' files
             phys_put = [physical.write_files(tmp / "phys-small", records, RECORD, copies=2) for _ in range(rounds)]
-        timed("read_unit", lambda: _read_unit(client, tracker, name))
-        quiet = logging.getLogger("distributed")
-        level = quiet.level
-        quiet.setLevel(logging.ERROR)
-        try:
-            with (
-                DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as dc,
-                Client(dc) as dclient,
-            ):
-                timed("dask", lambda: _dask(tracker, name, dclient))
-        finally:
-            quiet.setLevel(level)
-        start_ray(cluster.peer_addrs, tmp)
-        try:
-            timed("ray", lambda: _ray(tracker, name))
-        finally:
-            ray.shutdown()
+        scans = scan_rows(cluster, client, name, tmp, records, rounds)
     finally:
         cluster.stop()
-    rate = {k: records / statistics.median(v) for k, v in times.items()}
-    spread = "; ".join(f"{k} " + "/".join(f"{x:.2f}" for x in v) for k, v in times.items())
-    note = (
-        f"{records:,} raw records of 4 KiB, x2 on 4 peers; every answer checked (rows, byte sum); median of "
-        f"{rounds} rounds after a warm run (s: {spread})"
-    )
-    base = "one process: get_local() + open/read of each path"
     phys = []
-    if "c1" in rate:
-        cn = f"C open/read/close of the revealed files, {physical.cores()} processes (bench/physical.c)"
+    if phys_put:
         phys = [
-            row("physical_read_4kib_files_1proc", rate["c1"], "records/s", note=note),
-            row("physical_read_4kib_files", rate["cn"], "records/s", note=cn),
-            row(
-                "small_raw_getlocal_loop_vs_physical",
-                rate["loop"],
-                "records/s",
-                "C open/read/close of the same files, 1 process",
-                rate["c1"],
-            ),
-            row("small_raw_dask_vs_physical", rate["dask"], "records/s", cn, rate["cn"]),
-            row("small_raw_ray_vs_physical", rate["ray"], "records/s", cn, rate["cn"]),
             row(
                 "small_raw_put_vs_physical",
                 records / put_s,
@@ -271,66 +216,45 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                 note="O_TMPFILE+linkat, no sync (bench/physical.c); s: " + "/".join(f"{x:.2f}" for x in phys_put),
             ),
         ]
-    return phys + [
-        row(
-            "small_raw_put",
-            records / put_s,
-            "records/s",
-            "one process writing both copies' files, laid out as the peers do",
-            records / peers_s,
-            note=f"queue_put of the {records:,} records, x2 on 4 peers; the baseline creates "
-            "and writes the same 2 files a record (names, 256 directories a copy) on the same "
-            f"filesystem; medians of {rounds} interleaved rounds (s: put "
-            + "/".join(f"{x:.2f}" for x in puts["put"])
-            + ", baseline "
-            + "/".join(f"{x:.2f}" for x in puts["peers"])
-            + ")",
-        ),
-        row(
-            "small_raw_put_flat",
-            records / put_s,
-            "records/s",
-            "one process writing 2 files a record in 2 flat directories",
-            records / flat_s,
-            note="the same puts against the same bytes in one directory a copy: what the peers' "
-            "layout costs on this filesystem (s: " + "/".join(f"{x:.2f}" for x in puts["flat"]) + ")",
-        ),
-        row(
-            "small_raw_get_pipelined",
-            records / get_s,
-            "records/s",
-            "16 clients, synchronous GETs",
-            records / get16_s,
-            note=f"queue_get of the {records:,} records from one client (depth 64) against "
-            "16 client processes each doing get() one at a time over a 16th of them (the load of "
-            "`weed benchmark -c 16`-style tools), same records, same run",
-        ),
-        row("small_raw_getlocal_loop", rate["loop"], "records/s", note=note),
-        row(
-            "small_raw_read_unit",
-            rate["read_unit"],
-            "records/s",
-            base,
-            rate["loop"],
-            note="scan.read_unit in one process: batches of many records, each copy CRC-checked",
-        ),
-        row(
-            "small_raw_dask",
-            rate["dask"],
-            "records/s",
-            base,
-            rate["loop"],
-            note="Dask read_storetorrent(format='raw'), 2 worker processes",
-        ),
-        row(
-            "small_raw_ray",
-            rate["ray"],
-            "records/s",
-            base,
-            rate["loop"],
-            note="Ray read_storetorrent(format='raw'), 2 CPUs",
-        ),
-    ]
+    return (
+        phys
+        + [
+            row(
+                "small_raw_put",
+                records / put_s,
+                "records/s",
+                "one process writing both copies' files, laid out as the peers do",
+                records / peers_s,
+                note=f"queue_put of the {records:,} records, x2 on 4 peers; the baseline creates "
+                "and writes the same 2 files a record (names, 256 directories a copy) on the same "
+                f"filesystem; medians of {rounds} interleaved rounds (s: put "
+                + "/".join(f"{x:.2f}" for x in puts["put"])
+                + ", baseline "
+                + "/".join(f"{x:.2f}" for x in puts["peers"])
+                + ")",
+            ),
+            row(
+                "small_raw_put_flat",
+                records / put_s,
+                "records/s",
+                "one process writing 2 files a record in 2 flat directories",
+                records / flat_s,
+                note="the same puts against the same bytes in one directory a copy: what the peers' "
+                "layout costs on this filesystem (s: " + "/".join(f"{x:.2f}" for x in puts["flat"]) + ")",
+            ),
+            row(
+                "small_raw_get_pipelined",
+                records / get_s,
+                "records/s",
+                "16 clients, synchronous GETs",
+                records / get16_s,
+                note=f"queue_get of the {records:,} records from one client (depth 64) against "
+                "16 client processes each doing get() one at a time over a 16th of them (the load of "
+                "`weed benchmark -c 16`-style tools), same records, same run",
+            ),
+        ]
+        + scans
+    )
 
 
 PARQUET_ROWS = 1_000  # rows per small Parquet record (about 16 KiB)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from st_py.client.getlocal import read_verified
 from st_py.errors import ChecksumError, GetLocalError
+from st_py.client.getlocal import read_verified
 
 from .formats import (
     RAW_SCHEMA,
@@ -394,53 +394,78 @@ def _record_batches(ref, src, schema, columns, filter, opts: ScanOptions):
         yield b
 
 
-SMALL_RECORD_BYTES = 1 << 20  # records up to this size are read many at a time (one native call) ...
-READ_AHEAD_BYTES = 32 << 20  # ... up to this many bytes at once
+SMALL_RECORD_BYTES = 1 << 20  # Parquet records up to this size are scanned many at a time (_parquet_run)
+RUN_BYTES = 32 << 20  # checked records are read many at a time (one native call), up to this many bytes
+RUN_ALIGN = 64  # each record of a run starts here: Arrow's readers use its buffers without a copy
 
 
-def _sources(refs, opts: ScanOptions):
-    """``(ref, source)`` of each record, in order: small unfiltered records
-    are read and checked many at a time (one native call for a run of them,
-    issue "Many small records"), the others one by one (:func:`_source`)."""
-    from st_py.client.getlocal import read_copies
-
+def _runs(refs, opts: ScanOptions) -> list[tuple[int, int, bool]]:
+    """Cut ``refs`` into ``(i, j, batched)``: runs of local records read
+    and checked by one native call (``batched``), up to :data:`RUN_BYTES`
+    (or one larger record), and the records read one by one (striped
+    objects, unchecked scans)."""
+    out: list[tuple[int, int, bool]] = []
     i = 0
     while i < len(refs):
-        ref = refs[i]
-        if not (opts.verify and ref.kind == "record" and ref.size <= SMALL_RECORD_BYTES):
-            yield ref, _source(ref, opts)
+        if not (opts.verify and refs[i].kind == "record"):
+            out.append((i, i + 1, False))
             i += 1
             continue
         j, held = i, 0
-        while (
-            j < len(refs)
-            and refs[j].kind == "record"
-            and refs[j].size <= SMALL_RECORD_BYTES
-            and held < READ_AHEAD_BYTES
-        ):
+        while j < len(refs) and refs[j].kind == "record" and (j == i or held + refs[j].size <= RUN_BYTES):
             held += refs[j].size
             j += 1
-        run = refs[i:j]
+        out.append((i, j, True))
         i = j
-        data, bad = read_copies([r.path for r in run], [r.size for r in run])
-        bad_at = {b[0] for b in bad}
-        buf = pa.py_buffer(data)
-        off = 0
-        for k, r in enumerate(run):
-            if k in bad_at:
-                yield r, pa.py_buffer(_checked_bytes(r, opts))  # raises, or reads a good copy by GET
-            else:
+    return out
+
+
+def _sources(refs, opts: ScanOptions):
+    """``(ref, source)`` of each record, in order: local copies are read and
+    checked many at a time (one native call for a run of them, into one
+    Arrow buffer, each record 64-byte aligned; issue "Many small records"),
+    the next run read ahead in a background thread while this one is
+    parsed; striped objects and unchecked records one by one
+    (:func:`_source`)."""
+    from .batch_read import read_ahead, read_batch
+
+    runs = _runs(refs, opts)
+
+    def read(run: tuple[int, int, bool]):
+        i, j, batched = run
+        if not batched:
+            return None
+        return read_batch([r.path for r in refs[i:j]], [r.size for r in refs[i:j]], align=RUN_ALIGN)
+
+    ahead = read_ahead(read, runs)
+    try:
+        for (i, j, _), got in zip(runs, ahead):
+            if got is None:
+                for r in refs[i:j]:
+                    yield r, _source(r, opts)
+                continue
+            bad_at = {b[0] for b in got.bad}
+            for k, r in enumerate(refs[i:j]):
+                if k in bad_at:
+                    yield r, pa.py_buffer(_checked_bytes(r, opts))  # raises, or reads a good copy by GET
+                    continue
                 SCAN_STATS["records_verified"] += 1
-                stored = buf.slice(off, r.size)
+                stored = got.slice(k, r.size)
                 yield r, (pa.py_buffer(_decode(r, opts, stored.to_pybytes())) if r.filters else stored)
-            off += r.size
+    finally:
+        ahead.close()
+
+
+PASS_BYTES = 1 << 20  # a batch this large is passed on as it is, not copied into a larger one
 
 
 class _Coalescer:
     """Gathers the small batches of many small records into batches of
     about ``rows`` rows (columns built across records, issue "Many small
     records"), so that an engine gets a few large blocks, not one per
-    record."""
+    record. A batch of ``rows`` rows or :data:`PASS_BYTES` bytes is passed
+    on as it is (after the ones held, in order): concatenating it would copy
+    every byte for no fewer blocks worth having."""
 
     def __init__(self, rows: int):
         self.rows = max(1, rows)
@@ -448,7 +473,8 @@ class _Coalescer:
         self.count = 0
 
     def add(self, b: pa.RecordBatch):
-        if b.num_rows >= self.rows and not self.held:
+        if b.num_rows >= self.rows or b.nbytes >= PASS_BYTES:  # large enough as it is: no copy
+            yield from self.flush()
             yield b
             return
         self.held.append(b)
@@ -478,62 +504,82 @@ RAW_BATCH_BYTES = 16 << 20  # a raw batch holds records up to this many bytes ..
 RAW_BATCH_RECORDS = 65_536  # ... and at most this many
 
 
-def _raw_batches(unit: ReadUnit, columns, filter, opts: ScanOptions, counts: dict | None) -> Iterator[pa.RecordBatch]:
-    """``format="raw"``: many records per batch (issue "Many small
-    records"): each batch's copies are read and checked (size and CRC-32C)
-    by one native call into one buffer, and its columns are built across
-    records, not as a one-row batch each. A copy that fails the check is
-    read by GET from another copy (:func:`_checked_bytes`); a striped
-    object's bytes come by ranged GETs."""
-    sizes = unit.sizes
-    limit = max(1, min(RAW_BATCH_RECORDS, opts.batch_size))
+def _raw_cuts(sizes: Sequence[int], limit: int) -> list[tuple[int, int]]:
+    """The batches ``(i, j)`` of a unit's records: at most ``limit`` records
+    and about :data:`RAW_BATCH_BYTES` each."""
+    cuts = []
     i = 0
     while i < len(sizes):
         j, held = i, 0
         while j < len(sizes) and j - i < limit and held < RAW_BATCH_BYTES:
             held += sizes[j]
             j += 1
-        b = _raw_batch(unit, i, j, opts)
-        if counts is not None:
-            for k in range(i, j):
-                f = unit.files[unit.file_of[k]].file
-                counts[f] = counts.get(f, 0) + 1
+        cuts.append((i, j))
         i = j
-        if filter is not None:
-            t = pa.Table.from_batches([b]).filter(filter).combine_chunks()
-            if not t.num_rows:
-                continue
-            b = t.to_batches()[0]
-        if columns is not None:
-            b = b.select(list(columns) + ([PATH_COLUMN] if opts.include_paths else []))
-        yield b
+    return cuts
 
 
-def _raw_batch(unit: ReadUnit, i: int, j: int, opts: ScanOptions) -> pa.RecordBatch:
-    """One raw batch (``record``, ``data``[, ``path``]) of the unit's
-    records ``i`` to ``j`` (by column: no object per record in the common
-    case)."""
-    from st_py.client.getlocal import read_copies
+def _raw_batches(unit: ReadUnit, columns, filter, opts: ScanOptions, counts: dict | None) -> Iterator[pa.RecordBatch]:
+    """``format="raw"``: many records per batch (issue "Many small
+    records"): each batch's copies are read and checked (size and CRC-32C,
+    as the bytes pass) by one native call into one Arrow buffer that becomes
+    the batch's binary column, and its other columns are built across
+    records, not as a one-row batch each; the next batch is read ahead in a
+    background thread while the engine consumes this one
+    (:mod:`st_integrations.batch_read`). A copy that fails the check is read
+    by GET from another copy (:func:`_checked_bytes`); a striped object's
+    bytes come by ranged GETs."""
+    from .batch_read import read_ahead
+
+    cuts = _raw_cuts(unit.sizes, max(1, min(RAW_BATCH_RECORDS, opts.batch_size)))
+    ahead = read_ahead(lambda cut: _read_raw_copies(unit, cut[0], cut[1], opts), cuts)
+    try:
+        for (i, j), got in zip(cuts, ahead):
+            b = _raw_batch(unit, i, j, opts, got)
+            if counts is not None:
+                for k in range(i, j):
+                    f = unit.files[unit.file_of[k]].file
+                    counts[f] = counts.get(f, 0) + 1
+            if filter is not None:
+                t = pa.Table.from_batches([b]).filter(filter).combine_chunks()
+                if not t.num_rows:
+                    continue
+                b = t.to_batches()[0]
+            if columns is not None:
+                b = b.select(list(columns) + ([PATH_COLUMN] if opts.include_paths else []))
+            yield b
+    finally:
+        ahead.close()
+
+
+def _read_raw_copies(unit: ReadUnit, i: int, j: int, opts: ScanOptions):
+    """The local copies of the unit's records ``i`` to ``j``, read and
+    checked into one buffer (:func:`batch_read.read_batch`); striped objects
+    (no path) are left out. Runs in a read-ahead thread."""
+    from .batch_read import read_batch
 
     paths, sizes = unit.paths[i:j], unit.sizes[i:j]
+    if all(paths):
+        return read_batch(paths, sizes, check=opts.verify)
+    local = [k for k, p in enumerate(paths) if p]
+    return read_batch([paths[k] for k in local], [sizes[k] for k in local], check=opts.verify)
+
+
+def _raw_batch(unit: ReadUnit, i: int, j: int, opts: ScanOptions, got) -> pa.RecordBatch:
+    """One raw batch (``record``, ``data``[, ``path``]) of the unit's
+    records ``i`` to ``j`` from their copies read into ``got`` (a
+    :class:`batch_read.Batch` of the local ones), by column: no object per
+    record in the common case."""
+    paths = unit.paths[i:j]
     files = unit.files
     filtered = any(files[k].filters for k in set(unit.file_of[i:j]))
     local = [k for k, p in enumerate(paths) if p]
-    every = len(local) == len(paths)
-    data, bad = read_copies(
-        list(paths) if every else [paths[k] for k in local],
-        list(sizes) if every else [sizes[k] for k in local],
-        check=opts.verify,
-    )
-    if every and not filtered and not bad:  # the common case: the buffer is the column's data
+    if len(local) == len(paths) and not filtered and not got.bad:  # the common case: the buffer is the column
         SCAN_STATS["records_verified"] += len(paths) if opts.verify else 0
-        column = _binary_array_from(data, sizes)
+        column = pa.Array.from_buffers(pa.binary(), len(paths), [None, got.binary_offsets(), got.data])
     else:
-        bad_at = {local[b[0]] for b in bad}
-        starts, off = {}, 0
-        for k in local:
-            starts[k] = off
-            off += sizes[k]
+        bad_at = {local[b[0]] for b in got.bad}
+        slot = {k: n for n, k in enumerate(local)}
         datas: list[bytes] = []
         for k in range(len(paths)):
             ref = unit.ref(i + k)
@@ -543,7 +589,7 @@ def _raw_batch(unit: ReadUnit, i: int, j: int, opts: ScanOptions) -> pa.RecordBa
             elif k in bad_at:
                 datas.append(_checked_bytes(ref, opts))  # raises, or reads a good copy by GET
             else:
-                stored = data[starts[k] : starts[k] + ref.size]
+                stored = got.slice(slot[k], ref.size).to_pybytes()
                 SCAN_STATS["records_verified"] += 1 if opts.verify else 0
                 datas.append(_decode(ref, opts, stored) if ref.filters else stored)
         column = _binary_array(datas)

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "coding.h"
+#include "copy_reader.h"
 #include "crc32c.h"
 #include "protocol.h"
 
@@ -445,82 +446,71 @@ class Sender {
   size_t out_bytes_ = 0;
 };
 
-// The CRC-32C in a peer's record file name (<enc>@<rank>@<crc:08x>[.name]),
-// as st_py.client.getlocal.path_crc32c; false if there is none.
-bool PathCrc(std::string_view path, uint32_t* crc) {
-  size_t slash = path.rfind('/');
-  std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
-  if (base.size() >= 5 && base.substr(base.size() - 5) == ".name") base.remove_suffix(5);
-  size_t at = base.rfind('@');
-  if (at == std::string_view::npos || base.size() - at - 1 != 8) return false;
-  uint32_t v = 0;
-  for (char c : base.substr(at + 1)) {
-    int d = c >= '0' && c <= '9'   ? c - '0'
-            : c >= 'a' && c <= 'f' ? c - 'a' + 10
-            : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                   : -1;
-    if (d < 0) return false;
-    v = v << 4 | static_cast<uint32_t>(d);
-  }
-  *crc = v;
-  return true;
+// The faults of a batch as Python sees them: [(index, reason, size, crc32c)].
+nb::list BadList(const std::vector<st::CopyResult>& bad) {
+  nb::list out;
+  for (const st::CopyResult& b : bad)
+    out.append(nb::make_tuple(b.index, static_cast<int>(b.fault), b.size, b.crc));
+  return out;
 }
 
-// Reads revealed record copies into one buffer, each at the offset its
-// expected size gives, checking each copy's size and the CRC-32C in its
-// file name (docs/reliability.md, checked scans). The GIL is released for
-// the I/O and the CRCs. Returns (bytes, bad): bad lists (index, reason,
-// actual size, actual CRC-32C) with reason 1 missing, 2 size or CRC differs,
-// 3 another I/O error; their slots in bytes hold garbage.
+// Reads revealed record copies into one bytes object, back to back, checking
+// each copy's size and the CRC-32C in its file name as the bytes pass
+// (copy_reader.h). The GIL is released for the I/O and the CRCs. Returns
+// (bytes, bad): bad lists (index, reason, actual size, actual CRC-32C) with
+// reason 1 missing, 2 size or CRC differs, 3 another I/O error; their slots
+// in bytes hold garbage.
 nb::tuple ReadCopies(const std::vector<std::string>& paths, const std::vector<uint64_t>& sizes) {
   if (paths.size() != sizes.size()) throw nb::value_error("paths and sizes differ in length");
-  uint64_t total = 0;
-  for (uint64_t s : sizes) total += s;
-  PyObject* out = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(total));
+  uint64_t capacity = st::BatchCapacity(sizes, 1);  // the layout and copy_reader's spare byte
+  PyObject* out = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(capacity));
   if (out == nullptr) throw nb::python_error();
-  nb::object buf = nb::steal(out);
   char* base = PyBytes_AS_STRING(out);
-  struct Bad {
-    size_t index;
-    int reason;
-    uint64_t size;
-    uint32_t crc;
-  };
-  std::vector<Bad> bad;
+  std::vector<uint64_t> offsets;
+  std::vector<st::CopyResult> bad;
   {
     nb::gil_scoped_release nogil;
-    uint64_t off = 0;
-    for (size_t i = 0; i < paths.size(); ++i) {
-      char* dst = base + off;
-      uint64_t want = sizes[i];
-      off += want;
-      int fd = ::open(paths[i].c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        bad.push_back({i, errno == ENOENT ? 1 : 3, 0, 0});
-        continue;
-      }
-      uint64_t got = 0;
-      int reason = 0;
-      while (got < want) {
-        ssize_t n = ::read(fd, dst + got, want - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) reason = 3;
-        if (n <= 0) break;
-        got += static_cast<uint64_t>(n);
-      }
-      char extra;
-      if (reason == 0 && got == want && ::read(fd, &extra, 1) > 0) ++got;  // longer than stored
-      ::close(fd);
-      uint32_t crc = reason == 0 && got == want ? st::crc32c::Value(dst, want) : 0;
-      uint32_t expected;
-      if (reason == 0 && (got != want || (PathCrc(paths[i], &expected) && crc != expected)))
-        reason = 2;
-      if (reason != 0) bad.push_back({i, reason, got, crc});
-    }
+    st::ReadCopyBatch(paths, sizes, 1, true, base, capacity, &offsets, &bad);
   }
-  nb::list bad_list;
-  for (const Bad& b : bad) bad_list.append(nb::make_tuple(b.index, b.reason, b.size, b.crc));
-  return nb::make_tuple(buf, bad_list);
+  if (_PyBytes_Resize(&out, static_cast<Py_ssize_t>(capacity - 1)) != 0) throw nb::python_error();
+  nb::object buf = nb::steal(out);
+  return nb::make_tuple(buf, BadList(bad));
+}
+
+// Reads revealed record copies into `data`, a writable buffer of at least
+// batch_capacity(sizes, align) bytes (an Arrow buffer from pyarrow's memory
+// pool, so its pages are reused from batch to batch instead of faulted in),
+// laid out as copy_reader.h says; with `check`, each copy's CRC-32C is
+// checked as its bytes pass. The GIL is released for the I/O and the CRCs.
+// Returns (offsets, bad): offsets as bytes of n + 1 little-endian int64
+// (copy i at offsets[i], the end last), bad as read_copies gives it.
+nb::tuple ReadInto(const std::vector<std::string>& paths, const std::vector<uint64_t>& sizes,
+                   nb::handle data, uint64_t align, bool check) {
+  if (paths.size() != sizes.size()) throw nb::value_error("paths and sizes differ in length");
+  if (align == 0 || (align & (align - 1)) != 0)
+    throw nb::value_error("align must be a power of two");
+  Py_buffer view;
+  if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0)
+    throw nb::python_error();
+  std::vector<uint64_t> offsets;
+  std::vector<st::CopyResult> bad;
+  bool ok;
+  {
+    nb::gil_scoped_release nogil;
+    ok = st::ReadCopyBatch(paths, sizes, align, check, static_cast<char*>(view.buf),
+                           static_cast<uint64_t>(view.len), &offsets, &bad);
+  }
+  PyBuffer_Release(&view);
+  if (!ok) throw nb::value_error("data is smaller than batch_capacity(sizes, align)");
+  static_assert(sizeof(uint64_t) == 8);
+  PyObject* offs = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(offsets.size() * 8));
+  if (offs == nullptr) throw nb::python_error();
+  char* p = PyBytes_AS_STRING(offs);
+  for (uint64_t o : offsets) {
+    st::EncodeFixed64(reinterpret_cast<uint8_t*>(p), o);
+    p += 8;
+  }
+  return nb::make_tuple(nb::steal(offs), BadList(bad));
 }
 
 // LOCAL_LIST payload (docs/wire-protocol.md): u32 n, then n x (u8 copy_rank,
@@ -603,6 +593,23 @@ NB_MODULE(_native, m) {
         "each one's size and the CRC-32C in its file name; returns (bytes, [(index, reason, "
         "size, crc32c) of the bad ones]), reason 1 missing, 2 size or CRC-32C differs, 3 I/O "
         "error.");
+  m.def("read_into", &ReadInto, nb::arg("paths"), nb::arg("sizes"), nb::arg("data"),
+        nb::arg("align") = 1, nb::arg("check") = true,
+        "Read record copies into the writable buffer data, copy i at offsets[i] (each start "
+        "rounded up to align bytes), checking each one's size and (check) the CRC-32C in its "
+        "file name as the bytes pass; returns (offsets as n + 1 little-endian int64 in bytes, "
+        "[(index, reason, size, crc32c) of the bad ones]) as read_copies. data must hold "
+        "batch_capacity(sizes, align) bytes. Thread-safe for distinct buffers.");
+  m.def(
+      "batch_capacity",
+      [](const std::vector<uint64_t>& sizes, uint64_t align) {
+        if (align == 0 || (align & (align - 1)) != 0)
+          throw nb::value_error("align must be a power of two");
+        return st::BatchCapacity(sizes, align);
+      },
+      nb::arg("sizes"), nb::arg("align") = 1,
+      "Bytes read_into needs for copies of these sizes with this alignment (the layout and one "
+      "spare byte).");
   m.def("decode_local_list", &DecodeLocalList, nb::arg("payload"),
         "A LOCAL_LIST payload as four lists (copy ranks, sizes, names, paths); raises "
         "ValueError if it is malformed.");
