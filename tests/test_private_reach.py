@@ -79,14 +79,9 @@ def _bad() -> list[str]:
 
 
 def test_no_module_reaches_into_another_modules_private_names():
-    # In a fresh interpreter: CPython 3.11's ast.parse can fail with "AST constructor recursion
-    # depth mismatch" in a process where a RecursionError happened before (seen in the full suite).
-    import subprocess
-    import sys
+    from helpers import script_lines
 
-    r = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    bad = [line for line in r.stdout.splitlines() if line]
+    bad = script_lines(__file__)  # _bad() in a fresh interpreter
     assert not bad, "private names of another module used:\n" + "\n".join(bad)
 
 
