@@ -80,7 +80,9 @@ def name_bytes(name: str) -> bytes:
 @dataclass
 class PutOp:
     """One queued PUT, from :meth:`RecordWriter.queue_put` until every
-    copy is stored or given up (and its commit, for the group committer)."""
+    copy is stored or given up (and its commit, for the group committer).
+    Mutable state of its :class:`RecordWriter`, changed only under the
+    file's lock (not to be shared between threads otherwise)."""
 
     name: str
     name_b: bytes
@@ -463,13 +465,7 @@ class RecordWriter:
         raise exc
 
     def flush(self) -> None:
-        """Wait for every queued operation and commit every acknowledged
-        record (see :meth:`st_py.client.file.StFile.flush`).
-
-        Raises
-        ------
-        StoreTorrentError
-        """
+        """Wait for every queued PUT and commit: :meth:`st_py.client.file.StFile.flush` (the public docstring)."""
         ctx = self.ctx
         ctx.transport.wait(lambda: ctx.inflight == 0)
         ctx.committer.drain()
@@ -492,12 +488,7 @@ class RecordWriter:
 
     # -- DELETE ----------------------------------------------------------------------
     def delete(self, name: str) -> None:
-        """Delete record or object ``name`` (see :meth:`st_py.client.file.StFile.delete`).
-
-        Raises
-        ------
-        RecordNotFoundError
-        """
+        """Delete record or object ``name``: :meth:`st_py.client.file.StFile.delete` (the public docstring)."""
         ctx = self.ctx
         ctx.check_open()
         ctx.renew_capability()
@@ -518,7 +509,15 @@ class RecordWriter:
     def delete_copies(self, name: str) -> bool | None:
         """DELETE on every holder of ``name`` (every live peer if it is not
         committed), then its commit. Returns None if nobody knew it. A
-        replaced record's older versions are left to the scrubber."""
+        replaced record's older versions and moved copies go with it.
+
+        Raises
+        ------
+        PeerError
+            A holder refused the DELETE with an error other than NOT_FOUND.
+        TrackerError
+            The commit of the delete failed.
+        """
         ctx = self.ctx
         info = ctx.infofile()
         meta = info.lookup(name)
