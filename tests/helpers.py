@@ -193,15 +193,22 @@ def start_up(data, *extra: str, out=None) -> subprocess.Popen:
             f.close()  # the child has its own descriptor
 
 
+def stop_child(p: subprocess.Popen, sig: int, timeout: float) -> tuple[str, bool]:
+    """Send ``sig`` to child ``p`` and wait ``timeout`` s for it to exit, then
+    SIGKILL it: ``(its stderr, whether it had to be killed)``."""
+    p.send_signal(sig)
+    try:
+        _, err = p.communicate(timeout=timeout)
+        return err, False
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+        return err, True
+
+
 def stop_up(up: subprocess.Popen) -> str:
     """Stop a :func:`start_up` with SIGINT (SIGKILL after 30 s); its stderr."""
-    up.send_signal(signal.SIGINT)
-    try:
-        _, err = up.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        up.kill()
-        _, err = up.communicate()
-    return err
+    return stop_child(up, signal.SIGINT, 30)[0]
 
 
 def up_peer_pid(up_pid: int, i: int) -> int | None:

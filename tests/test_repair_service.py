@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import poll_for
-from helpers import infofile_copies, tracker_status, write_with_pending
+from helpers import infofile_copies, stop_child, tracker_status, write_with_pending
 
 from st_py.maintenance.repair import ClusterLook, PeerLook, wake_reasons
 
@@ -55,13 +55,9 @@ def start_watch():
 
 def stop_watch(p: subprocess.Popen) -> str:
     """SIGTERM (as systemd stops the unit): it must exit 0; returns its stderr."""
-    p.send_signal(signal.SIGTERM)
-    try:
-        _, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        _, err = p.communicate()
-        raise AssertionError(f"the repair service did not stop on SIGTERM:\n{err[-3000:]}") from None
+    err, killed = stop_child(p, signal.SIGTERM, 60)
+    if killed:
+        raise AssertionError(f"the repair service did not stop on SIGTERM:\n{err[-3000:]}")
     assert p.returncode == 0, err[-3000:]
     return err
 
