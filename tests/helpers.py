@@ -349,6 +349,23 @@ def metric_sample(m: dict, name: str, **labels) -> float:
 
 
 # -- static checks ---------------------------------------------------------------------
+LIBRARY_ROOTS = ("st_py", "integrations/st_integrations", "st_tools")
+
+
+def library_files():
+    """``(path from the repository root, Path)`` of every Python module of
+    the libraries the static checks read (``st_py``, ``st_integrations``,
+    ``st_tools``), sorted per root, without the generated ``st_py/_proto``."""
+    from pathlib import Path
+
+    root = Path(ROOT)
+    for lib in LIBRARY_ROOTS:
+        for path in sorted((root / lib).rglob("*.py")):
+            rel = path.relative_to(root)
+            if "_proto" not in rel.parts:
+                yield rel.as_posix(), path
+
+
 def script_lines(path: str) -> list[str]:
     """Run the Python file ``path`` as a script in a fresh interpreter (it
     must exit 0) and return the non-empty lines it printed. The static

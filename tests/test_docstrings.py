@@ -24,10 +24,8 @@ the property's.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-ROOTS = ("st_py", "integrations/st_integrations", "st_tools")
+from helpers import library_files
 
 # Modules (paths from the repository root; a trailing * matches a name
 # prefix) not checked yet, and why. An entry whose modules are all
@@ -85,18 +83,10 @@ def _undocumented(tree: ast.AST) -> list[str]:
     return out
 
 
-def _modules():
-    for root in ROOTS:
-        for path in sorted((ROOT / root).rglob("*.py")):
-            if "_proto" in path.relative_to(ROOT).parts:
-                continue
-            yield path.relative_to(ROOT).as_posix(), path
-
-
 def test_public_names_have_docstrings():
     missing = []
     allowed_missing: dict[str, int] = dict.fromkeys(ALLOWED, 0)
-    for rel, path in _modules():
+    for rel, path in library_files():
         found = [f"{rel}:{item}" for item in _undocumented(ast.parse(path.read_text(), str(path)))]
         key = _entry(rel)
         if key is not None:
