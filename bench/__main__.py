@@ -23,9 +23,11 @@ from rich.table import Table
 from . import (
     analysis,
     cases,
+    churn,
     durability,
     file_trackers,
     filters,
+    history,
     hotspot,
     listing,
     protocols,
@@ -33,6 +35,7 @@ from . import (
     smallrecords,
     striping,
     throttle,
+    weed_shape,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +65,8 @@ TARGETS = {
     "small_parquet_dask": 1.0,
     # issue 31, item 4: fsspec find of a file of 10^5 records against os.walk of the same files
     "listing_find": 3.0,
+    # issue 31, item 1: writes after a cluster's churn against the same writes on a fresh directory
+    **{f"churn_put_{s}_{r}{j}": 0.8 for s in ("4kib", "1mib") for r in ("x1", "x2") for j in ("", "_journaled")},
 }
 # impact control: a limit holds within 10% (ratio 0.9 to 1.1, checked separately)
 WITHIN = {"throttle_write": 1.1, "throttle_read": 1.1, "throttle_requests": 1.1}
@@ -107,6 +112,9 @@ SIZES = {
         curve_meta=[100_000, 1_000_000],
         curve_files=[100, 500],
         listing=20_000,
+        churn=(10_000, 128, 50_000),  # bench/churn.py: 4 KiB records, 1 MiB records, files of a churn
+        history=[100_000],  # bench/history.py: records of the infofile read as of a snapshot
+        weed=[(5_000, 4096), (128, 1 << 20)],  # bench/weed_shape.py: (N, S) of weed benchmark -n N -size S
     ),
     "full": dict(
         put1m=512,
@@ -139,6 +147,9 @@ SIZES = {
         curve_meta=[100_000, 1_000_000],
         curve_files=[100, 1_000],
         listing=100_000,
+        churn=(50_000, 512, 300_000),
+        history=[1_000_000],
+        weed=[(20_000, 4096), (512, 1 << 20)],
     ),
 }
 # ./dev bench --scale: the scale curves alone, to 10^6 records on the peers, 10^7 in one infofile, 10^4 files
@@ -231,7 +242,7 @@ def main() -> int:
         nargs="*",
         help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
         "analysis pushdown raywrite bounded protocols throttle hotspot "
-        "durability filters striping small scale file_trackers listing",
+        "durability filters striping small scale file_trackers listing churn weed history",
     )
     ap.add_argument(
         "--scale",
@@ -267,6 +278,9 @@ def main() -> int:
             scale.GROUP,
             file_trackers.GROUP,
             listing.GROUP,
+            churn.GROUP,
+            weed_shape.GROUP,
+            history.GROUP,
             *analysis.GROUPS_OF_CASES,
         ]
     )
@@ -325,6 +339,15 @@ def main() -> int:
         if listing.GROUP in want:
             with con.status("bench: fsspec find of a large file against os.walk of the same files"):
                 results += listing.case_listing(tmp, size["listing"])
+        if churn.GROUP in want:
+            with con.status("bench: writes on a fresh directory and after a cluster's churn"):
+                results += churn.case_churn(tmp, *size["churn"], journaled=not a.quick)
+        if history.GROUP in want:
+            with con.status("bench: planning a read as of a snapshot against the current generation"):
+                results += history.case_history(tmp, size["history"])
+        if weed_shape.GROUP in want:
+            with con.status("bench: the shape of weed benchmark -c 16 (write N, read back in random order)"):
+                results += weed_shape.case_weed_shape(tmp, size["weed"])
         if durability.GROUP in want:
             with con.status("bench: what durable replies cost (--sync, --sync-each)"):
                 results += durability.case_durability(tmp, 3_000 if a.quick else 20_000, 64 if a.quick else 256)

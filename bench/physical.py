@@ -8,7 +8,9 @@ speed, scans at the machine's"; docs/benchmarks.md, "Physical limits").
 - :func:`seq_write`: the same bytes as one sequential file, with and without
   ``fdatasync`` at the end;
 - :func:`read_files`: open, read and close of the files a scan reads, one
-  process per core.
+  process per core;
+- :func:`churn`: a cluster's churn (many small files created, then deleted),
+  the filesystem state that :mod:`bench.churn` measures writes in.
 
 The program is compiled with the system's C compiler (``cc``) into the
 bench's temporary folder on first use; without one, :func:`tool` returns
@@ -54,18 +56,36 @@ def cores() -> int:
 
 
 def write_files(
-    folder: Path, count: int, size: int, copies: int = 1, procs: int | None = None, sync: bool = False
+    folder: Path,
+    count: int,
+    size: int,
+    copies: int = 1,
+    procs: int | None = None,
+    sync: bool = False,
+    keep: bool = False,
 ) -> float:
     """Seconds for ``procs`` processes (default: one per core) to create
     ``count`` records of ``size`` bytes, ``copies`` times each, as files in
     the peers' layout under ``folder`` (emptied first); ``sync``: one syncfs
-    at the end, as the peers' ``--sync`` group fsync."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    at the end, as the peers' ``--sync`` group fsync. ``keep``: neither
+    empty ``folder`` first nor remove the files after (a deletion is churn:
+    it slows the next creations, see :func:`churn`)."""
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
     try:
         return float(_run("write", folder, count, size, copies, procs or cores(), int(sync))[0])
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def churn(folder: Path, count: int, size: int = 4096) -> tuple[float, float]:
+    """(seconds to create, seconds to delete) ``count`` files of ``size``
+    bytes in 256 directories under ``folder``: the churn of a cluster whose
+    files are written and deleted (bench/physical.c ``churn``)."""
+    create_s, delete_s = _run("churn", folder, count, size)
+    return float(create_s), float(delete_s)
 
 
 def seq_write(path: Path, nbytes: int, sync: bool = False) -> float:

@@ -220,6 +220,32 @@ class RecordBeingWrittenError(StoreTorrentError):
         )
 
 
+class NameRetainedError(StoreTorrentError):
+    """A record put under the name of a deleted or replaced record whose
+    older copies are still kept, on every peer that could take the new
+    copy: for snapshots that hold them, or for ``--history-age`` so reads
+    of older generations find them (docs/snapshots.md). The older copies
+    are never overwritten. Put it under another name, or once the history
+    is dropped (no snapshot holds it and ``--history-age`` has passed), or
+    with more peers in the file.
+
+    Attributes
+    ----------
+    record, file : str
+    peers : tuple[str, ...]
+        The peers (host:port) keeping an older version under that name.
+    """
+
+    def __init__(self, record: str, file: str, peers=()):
+        self.record, self.file, self.peers = record, file, tuple(peers)
+        super().__init__(
+            f"record {record!r} of {file}: an older version of that name is kept on "
+            f"{', '.join(self.peers) or 'every peer'} (for snapshots or for reads of older generations, "
+            "docs/snapshots.md) and no other peer can take this copy; use another name, or put it again once "
+            "that history is dropped"
+        )
+
+
 class RecordTooLargeError(StoreTorrentError, ValueError):
     """A record over the largest a peer takes in one frame.
 
@@ -433,3 +459,84 @@ class RecoveryError(StoreTorrentError):
         super().__init__(message)
         self.peers_asked = tuple(peers_asked)
         self.failures = tuple(failures)
+
+
+class SnapshotError(StoreTorrentError):
+    """A snapshot operation or a read ``as_of`` a past state failed
+    (docs/snapshots.md).
+
+    Attributes
+    ----------
+    file : str
+        The StoreTorrent file.
+    snapshot : str
+        The snapshot named ("" when none was).
+    """
+
+    def __init__(self, message: str, file: str = "", snapshot: str = ""):
+        super().__init__(message)
+        self.file, self.snapshot = file, snapshot
+
+
+class SnapshotExistsError(SnapshotError):
+    """``snapshot create`` of a name the file has a snapshot of already."""
+
+
+class SnapshotNotFoundError(SnapshotError, KeyError):
+    """No snapshot of that name in the file (``snapshot delete``, or
+    ``as_of=`` a name that is neither a snapshot nor a time)."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the sentence
+        return str(self.args[0]) if self.args else "snapshot not found"
+
+
+class SnapshotHeldError(SnapshotError):
+    """A whole-file delete of a file that snapshots hold: delete the
+    snapshots first (docs/snapshots.md, "Deletes").
+
+    Attributes
+    ----------
+    snapshots : tuple of str
+        The snapshots that hold the file.
+    """
+
+    def __init__(self, message: str, file: str = "", snapshots=()):
+        super().__init__(message, file)
+        self.snapshots = tuple(snapshots)
+
+
+class SnapshotExpiredError(SnapshotError):
+    """A read ``as_of`` a generation whose history is no longer kept: it is
+    older than the file's ``history_from`` and no snapshot pins it, or
+    copies it needs were removed (docs/snapshots.md, "Retention").
+
+    Attributes
+    ----------
+    as_of : int
+        The generation asked for.
+    history_from : int
+        The oldest generation of the file whose history is whole (snapshots'
+        generations are readable too).
+    gone : tuple of str
+        Records whose copies at ``as_of`` are gone, when that is the cause.
+    """
+
+    def __init__(self, message: str, file: str = "", as_of: int = 0, history_from: int = 0, gone=()):
+        super().__init__(message, file)
+        self.as_of, self.history_from, self.gone = as_of, history_from, tuple(gone)
+
+
+class ReadOnlyError(StoreTorrentError):
+    """A write (put, delete, ...) on a file opened ``as_of`` a past state:
+    the past is read-only (docs/snapshots.md).
+
+    Attributes
+    ----------
+    file : str
+    as_of : int
+        The generation the handle reads.
+    """
+
+    def __init__(self, message: str, file: str = "", as_of: int = 0):
+        super().__init__(message)
+        self.file, self.as_of = file, as_of

@@ -27,9 +27,9 @@ from st_py.core.placement import (
     spread_level,
     stripe_holders,
 )
+from st_py.maintenance.drain import drain
 from st_py.maintenance.rebalance import rebalance_file
 from st_py.maintenance.repair import repair_file
-from st_py.maintenance.spread import drain
 from st_py.tracker.peers import PeerInfo, PeerRegistry
 from st_py.tracker.scheduler import SchedulingError, domain_shares, schedule
 from st_py.tracker.state import TrackerState

@@ -16,7 +16,8 @@ from helpers import run_cli
 from st_py.client.getlocal import reveal
 from st_py.core.infofile import InfofileReader
 from st_py.errors import InvalidOptionError, PeerNotLiveError, UnknownPeerError
-from st_py.maintenance.spread import drain, spread
+from st_py.maintenance.drain import drain
+from st_py.maintenance.spread import spread
 from st_py.wire.protocol import encode_get
 
 

@@ -224,24 +224,40 @@ def test_rebalance_and_scrub_keep_the_current_version(make_cluster):
         check_exactly_once(recs, blobs)
 
 
-def test_deleting_a_replaced_record_deletes_every_version(cluster):
+def test_deleting_a_replaced_record_deletes_every_version(make_cluster):
     """Found by the stateful model test: the older version of a replaced
     record stays on its holders for GET_LOCAL plans of older generations.
-    Deleting the record deletes it too, so a second delete is refused
-    (nothing is left to find) and the name can be put again."""
+    Deleting the record keeps every version for readers of older
+    generations (docs/snapshots.md) until the tracker drops that history
+    (--history-age) and the peers' scrubbers remove the copies; a second
+    delete is refused at once (nothing is left to find), and the name can be
+    put again, meanwhile on peers that keep no older copy of it."""
+    cluster = make_cluster(4, peer_args=["--scrub-age", "0"], tracker_args=["--history-age", "0.5"])
     c = cluster.client()
+
+    def held():
+        return [p for p in cluster.data_dir.glob("peers/*/files/**/*") if p.is_file() and "c.csv" in p.name]
+
     with c.create("/v/del", "x2") as f:
         f.put("c.csv", b"first")
     with c.open("/v/del") as f:
         f.put("c.csv", b"second", replace=True)
     with c.open("/v/del") as f:
+        gen = f.generation
         f.delete("c.csv")
-    held = [p for p in cluster.data_dir.glob("peers/*/**/*") if p.is_file() and "c.csv" in p.name]
-    assert held == []  # no version of it on any peer
+    assert len(held()) == 4  # both versions, two copies each, kept for older readers
+    with c.open("/v/del", as_of=gen) as f:
+        assert f.get("c.csv") == b"second"
     with c.open("/v/del") as f:
         assert f.names() == []
         with pytest.raises(RecordNotFoundError):
             f.delete("c.csv")
-        f.put("c.csv", b"third")
+        f.put("c.csv", b"third")  # on the two peers that keep no older copy of it
     with c.open("/v/del") as f:
         assert f.get("c.csv") == b"third"
+    time.sleep(1.0)
+    with c.open("/v/del") as f:
+        f.delete("c.csv")  # a write after --history-age: the tracker drops the history
+    for addr in cluster.peer_addrs:
+        admin_scrub(cluster, addr)
+    assert held() == []  # no version of it on any peer

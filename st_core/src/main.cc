@@ -21,6 +21,7 @@
 #include "capability.h"
 #include "coding.h"
 #include "event_loop.h"
+#include "fs_check.h"
 #include "log.h"
 #include "metrics_http.h"
 #include "options.h"
@@ -127,6 +128,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<st::RecordStore> store;
   s = st::RecordStore::Open(opt.store, &store);
   if (!s.ok()) return Fail("cannot open the record store: " + s.ToString());
+  st::FsFacts fs_facts;
+  if (st::ReadFsFacts(store->data_dir(), "/sys", &fs_facts).ok()) {
+    std::string fs_warning = st::FsWarning(fs_facts, store->data_dir());
+    if (!fs_warning.empty()) ST_LOG_WARN("%s", fs_warning.c_str());
+  }
 
   std::unique_ptr<st::EventLoop> loop;
   s = st::EventLoop::Create(&loop);

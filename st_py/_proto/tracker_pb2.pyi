@@ -351,7 +351,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s", "used_bytes", "filesystems", "records_short", "files_short", "records_pending", "short_age_s", "repair", "file_trackers", "failed_after_s", "records_lost", "records_waiting", "records_quarantined")
+    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s", "used_bytes", "filesystems", "records_short", "files_short", "records_pending", "short_age_s", "repair", "file_trackers", "failed_after_s", "records_lost", "records_waiting", "records_quarantined", "retained_bytes", "snapshots")
     PEERS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     ALIVE_PEERS_FIELD_NUMBER: _ClassVar[int]
@@ -371,6 +371,8 @@ class StatusReply(_message.Message):
     RECORDS_LOST_FIELD_NUMBER: _ClassVar[int]
     RECORDS_WAITING_FIELD_NUMBER: _ClassVar[int]
     RECORDS_QUARANTINED_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
     peers: _containers.RepeatedCompositeFieldContainer[Peer]
     files: int
     alive_peers: int
@@ -390,7 +392,9 @@ class StatusReply(_message.Message):
     records_lost: int
     records_waiting: int
     records_quarantined: int
-    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ..., used_bytes: _Optional[int] = ..., filesystems: _Optional[int] = ..., records_short: _Optional[int] = ..., files_short: _Optional[int] = ..., records_pending: _Optional[int] = ..., short_age_s: _Optional[float] = ..., repair: _Optional[_Union[RepairStatus, _Mapping]] = ..., file_trackers: _Optional[_Iterable[_Union[FileTracker, _Mapping]]] = ..., failed_after_s: _Optional[float] = ..., records_lost: _Optional[int] = ..., records_waiting: _Optional[int] = ..., records_quarantined: _Optional[int] = ...) -> None: ...
+    retained_bytes: int
+    snapshots: int
+    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ..., used_bytes: _Optional[int] = ..., filesystems: _Optional[int] = ..., records_short: _Optional[int] = ..., files_short: _Optional[int] = ..., records_pending: _Optional[int] = ..., short_age_s: _Optional[float] = ..., repair: _Optional[_Union[RepairStatus, _Mapping]] = ..., file_trackers: _Optional[_Iterable[_Union[FileTracker, _Mapping]]] = ..., failed_after_s: _Optional[float] = ..., records_lost: _Optional[int] = ..., records_waiting: _Optional[int] = ..., records_quarantined: _Optional[int] = ..., retained_bytes: _Optional[int] = ..., snapshots: _Optional[int] = ...) -> None: ...
 
 class FileTracker(_message.Message):
     __slots__ = ("shard", "shards", "addr", "alive", "pid", "restarts", "uptime_s", "commits", "records")
@@ -808,3 +812,41 @@ class FileControlReply(_message.Message):
     conflicts: _containers.RepeatedScalarFieldContainer[str]
     added: _containers.RepeatedCompositeFieldContainer[Peer]
     def __init__(self, file_id: _Optional[int] = ..., generation: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., copies: _Optional[int] = ..., owner: _Optional[str] = ..., done: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., added: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ...) -> None: ...
+
+class SnapshotRequest(_message.Message):
+    __slots__ = ("name", "file_id", "op", "snapshot", "user")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    file_id: int
+    op: str
+    snapshot: str
+    user: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., op: _Optional[str] = ..., snapshot: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
+
+class SnapshotInfo(_message.Message):
+    __slots__ = ("name", "generation", "created_at", "owner")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    generation: int
+    created_at: float
+    owner: str
+    def __init__(self, name: _Optional[str] = ..., generation: _Optional[int] = ..., created_at: _Optional[float] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class SnapshotReply(_message.Message):
+    __slots__ = ("file_id", "snapshots", "generation", "history_from")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FROM_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    snapshots: _containers.RepeatedCompositeFieldContainer[SnapshotInfo]
+    generation: int
+    history_from: int
+    def __init__(self, file_id: _Optional[int] = ..., snapshots: _Optional[_Iterable[_Union[SnapshotInfo, _Mapping]]] = ..., generation: _Optional[int] = ..., history_from: _Optional[int] = ...) -> None: ...

@@ -144,6 +144,11 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.FileControlRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.FileControlReply.FromString,
                 _registered_method=True)
+        self.Snapshot = channel.unary_unary(
+                '/storetorrent.v1.Tracker/Snapshot',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.SnapshotRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SnapshotReply.FromString,
+                _registered_method=True)
 
 
 class TrackerServicer:
@@ -324,6 +329,16 @@ class TrackerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Snapshot(self, request, context):
+        """Snapshots of one file (docs/snapshots.md): create pins the committed
+        generation under a name (write permission), delete removes one (write
+        permission), list returns them (read permission). Served by the file's
+        writer: the master, or its per-file tracker (FileInfo.file_tracker).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TrackerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -436,6 +451,11 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.FileControl,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.FileControlRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.FileControlReply.SerializeToString,
+            ),
+            'Snapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.Snapshot,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SnapshotRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.SnapshotReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1032,6 +1052,33 @@ class Tracker:
             '/storetorrent.v1.Tracker/FileControl',
             storetorrent_dot_v1_dot_tracker__pb2.FileControlRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.FileControlReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Snapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/Snapshot',
+            storetorrent_dot_v1_dot_tracker__pb2.SnapshotRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.SnapshotReply.FromString,
             options,
             channel_credentials,
             insecure,

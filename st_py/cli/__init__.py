@@ -14,6 +14,7 @@ storetorrent drain     move everything off a live peer, then retire it
 storetorrent chmod     permission bits, group, owner of a file or directory
 storetorrent user add  a user with an API key in the tracker's users file
 storetorrent recover   rebuild a lost namespace from the peers' infofile mirrors
+storetorrent snapshot  create, ls, delete: named generations of files (--as-of NAME)
 
 The package: :mod:`~st_py.cli.app` (the command group, shared options, the
 entry point :func:`main`), :mod:`~st_py.cli.render` (tables, JSON, CSV) and a
@@ -21,7 +22,7 @@ module per command group; each registers its commands on the group when
 imported.
 """
 
-from st_py.cli import access, maintenance, records, status, up  # noqa: F401  (they register their commands)
+from st_py.cli import access, maintenance, records, snapshots, status, up  # noqa: F401  (they register their commands)
 from st_py.cli.app import cli, main
 
 __all__ = ["cli", "main"]

@@ -53,6 +53,23 @@ format_opt = click.option(
 )
 
 
+as_of_opt = click.option(
+    "--as-of",
+    "as_of",
+    default=None,
+    metavar="SNAPSHOT|GENERATION|TIME",
+    help="read the file as it was: a snapshot's name, a generation, or an ISO 8601 time (docs/snapshots.md)",
+)
+
+
+def as_of_value(text: str | None):
+    """``--as-of``'s text as ``as_of``: digits are a generation, anything
+    else a snapshot name or an ISO 8601 time (the client tells which)."""
+    if text is None:
+        return None
+    return int(text) if text.isdigit() else text
+
+
 tracker_opt = click.option("--tracker", envvar="STORETORRENT_TRACKER", help="tracker HOST:PORT")
 data_opt = click.option(
     "--data", default=DATA_DEFAULT, show_default=True, help="local cluster folder (to find its tracker)"

@@ -97,12 +97,11 @@ def rebalance(tracker, data, files, lost, spread, all_files, tolerance, max_mb_p
     for name in files:
         with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
             task = bar.add_task(f"rebalance {name}", total=None)
-            r = rebalance_file(
-                c,
-                name,
-                list(lost) or None,
-                progress=lambda done, total, task=task: bar.update(task, completed=done, total=total),
-            )
+
+            def shown(done: int, total: int, bar=bar, task=task) -> None:
+                bar.update(task, completed=done, total=total)
+
+            r = rebalance_file(c, name, list(lost) or None, progress=shown)
         console.print(
             f"{name}: lost peers {', '.join(r.lost) or 'none'}; {r.records_affected:,} records "
             f"affected, {r.copies_moved:,} copies moved in {r.seconds:.1f} s"
@@ -224,7 +223,8 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
     "Growing and draining the cluster").
     """
     from st_py.client.client import Client
-    from st_py.maintenance.spread import drain, set_in_service
+    from st_py.maintenance.drain import drain
+    from st_py.maintenance.moves import set_in_service
 
     c = Client(tracker_address(tracker, data))
     if cancel:

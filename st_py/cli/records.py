@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from st_py.cli.app import cli, data_opt, format_opt, tracker_address, tracker_opt
+from st_py.cli.app import as_of_opt, as_of_value, cli, data_opt, format_opt, tracker_address, tracker_opt
 from st_py.cli.render import console, emit, fail, say
 from st_py.core.filters import FILTERS
 from st_py.core.placement import POLICIES
@@ -169,12 +169,13 @@ def _check_fixed_options(f, **given) -> None:
     is_flag=True,
     help="the file's records (as ls -r lists them) whose names start with RECORD (default: all) into the folder -o",
 )
-def get(tracker, data, file, record, output, recursive) -> None:
+@as_of_opt
+def get(tracker, data, file, record, output, recursive, as_of) -> None:
     """Fetch RECORD of FILE (CRC-checked, from any live copy), or with -r every
     record under the prefix RECORD into a folder (names with / make folders)."""
     from st_py.client.client import Client
 
-    with Client(tracker_address(tracker, data)).open(file) as f:
+    with Client(tracker_address(tracker, data)).open(file, as_of=as_of_value(as_of)) as f:
         if not recursive:
             if not record:
                 raise click.UsageError("give a RECORD, or -r to fetch many")
@@ -210,7 +211,8 @@ def get(tracker, data, file, record, output, recursive) -> None:
         for n in names:  # records, and striped objects (their stripes in parallel, checked whole)
             f.queue_get(n, callback=save)
         f.flush()
-    say(f"fetched {len(names) - len(failures)} records of {file} into {root}")
+        generation = f.generation
+    say(f"fetched {len(names) - len(failures)} records of {file} (generation {generation}) into {root}")
     for name, exc in sorted(failures.items()):
         say(("failed:", "red"), f" {name}: {exc}", err=True)
     if failures:
@@ -223,11 +225,27 @@ def get(tracker, data, file, record, output, recursive) -> None:
 @click.argument("path", default="/")
 @click.option("-r", "--records", is_flag=True, help="list the records of a file")
 @format_opt
-def ls(tracker, data, path, records, fmt) -> None:
+@as_of_opt
+def ls(tracker, data, path, records, fmt, as_of) -> None:
     """List namespace directory PATH (or the records of a file with -r)."""
     from st_py.client.client import Client
 
     c = Client(tracker_address(tracker, data))
+    if as_of is not None:
+        if not records:
+            raise click.UsageError("--as-of lists the records of a file: add -r")
+        with c.open(path, as_of=as_of_value(as_of)) as f:
+            if fmt == "table":
+                say(f"{path} as of generation {f.generation}", err=True)
+                for n in f.names():
+                    click.echo(n)
+                return
+            from st_py.core.history import AsOf
+
+            view = f.infofile()
+            assert isinstance(view, AsOf)  # a handle opened as_of reads through its view
+            emit([{**row, "generation": f.generation} for row in view.entries()], fmt)
+        return
     if records:
         with c.open(path) as f:
             if fmt == "table":

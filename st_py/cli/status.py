@@ -9,6 +9,7 @@ import click
 from st_py.cli.app import cli, data_opt, format_opt, tracker_address, tracker_opt
 from st_py.cli.render import emit, say
 from st_py.core import extras
+from st_py.core.units import human_bytes
 
 
 @cli.command()
@@ -61,6 +62,8 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
                     "files": st.files,
                     "capacity_bytes": st.capacity_bytes,
                     "used_bytes": st.used_bytes,
+                    "retained_bytes": st.retained_bytes,
+                    "snapshots": st.snapshots,
                     "free_bytes": st.free_bytes,
                     "filesystems": st.filesystems,
                     "records_short": st.records_short,
@@ -98,7 +101,13 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
         rows,
         fmt,
         title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files; "
-        f"{_copies_line(st)}; {_repair_line(st.repair)}",
+        f"{_copies_line(st)}; {_repair_line(st.repair)}"
+        + (
+            f"; {st.snapshots} snapshots retain {human_bytes(st.retained_bytes)} of the "
+            f"{human_bytes(st.used_bytes)} used"
+            if st.snapshots
+            else ""
+        ),
         sizes=("used_bytes", "free_bytes", "reserved_bytes"),
         right=("up_s", "restarts", "records", "load", "last_announce_s"),
     )

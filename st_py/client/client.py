@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from st_py.client.file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
 from st_py.core.filters import MissingKeyError, check_filters, key_check, load_key
+from st_py.core.history import Snapshot
+from st_py.errors import SnapshotError, SnapshotHeldError, SnapshotNotFoundError
 from st_py.wire.locate import TRACKER_ENV, default_tracker  # noqa: F401 (public here too)
 from st_py.wire.tracker_client import TrackerClient
 from st_py.wire.transport import Transport
@@ -241,16 +243,134 @@ class Client:
         finally:
             r.close()
 
-    def open(self, name: str) -> StFile:
+    def open(self, name: str, as_of=None) -> StFile:
         """Open existing file ``name``. Peers the tracker reports failed are
         avoided (paper 4.3, initial failures).
+
+        Parameters
+        ----------
+        name : str
+        as_of : str, int or datetime, optional
+            Read the file as it was (docs/snapshots.md): a snapshot's name,
+            a generation, or a time (the latest generation committed at or
+            before it). The handle is read-only (``get``, ``names``, ``len``,
+            ``get_local``, ``local_stripes``; writes raise
+            :class:`~st_py.errors.ReadOnlyError`); ``f.generation`` is the
+            generation read.
 
         Raises
         ------
         StFileNotFoundError, TrackerUnavailableError
+        SnapshotNotFoundError, SnapshotExpiredError, InvalidOptionError
+            ``as_of`` names no snapshot or time of the file, a state no
+            longer kept, or a generation it never had.
         """
         info = self.tracker.open(name)
-        return self._file(info)
+        return self._file(info, as_of=as_of)
+
+    # -- snapshots (docs/snapshots.md) ------------------------------------------------
+    def files(self, path: str = "/") -> list[str]:
+        """Every StoreTorrent file at or below ``path`` (a file, or a folder
+        walked recursively), sorted.
+
+        Raises
+        ------
+        StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        """
+        out: list[str] = []
+        entries = self.ls(path)
+        if len(entries) == 1 and not entries[0].is_dir and entries[0].name == path.rstrip("/"):
+            return [entries[0].name]
+        for e in entries:
+            if e.is_dir:
+                out += self.files(e.name)
+            else:
+                out.append(e.name)
+        return sorted(out)
+
+    def _snapshot_op(self, name: str, op: str, snapshot: str = ""):
+        info = self.tracker.open(name)
+        try:
+            return self.tracker.at(info.file_tracker).snapshot(name, op, snapshot, info.file_id)
+        except SnapshotError as e:
+            e.file, e.snapshot = name, snapshot
+            raise
+
+    def snapshot(self, path: str, name: str) -> list[Snapshot]:
+        """Create snapshot ``name`` of file ``path``, or of every file below
+        folder ``path``: each pins its file's committed generation, O(1) in
+        its records (docs/snapshots.md). A folder's snapshot is consistent
+        per file, each taken in turn (files written meanwhile may be
+        caught before or after those writes).
+
+        Returns
+        -------
+        list of Snapshot
+            One per file, with the generation pinned.
+
+        Raises
+        ------
+        SnapshotExistsError
+            A file has a snapshot of that name already (the files before it
+            in name order have theirs).
+        BadNameError
+            The snapshot name is empty, has a ``/`` or a control character,
+            or is over 255 bytes.
+        StFileNotFoundError, PermissionDeniedError (write permission
+        needed), TrackerUnavailableError
+        """
+        out = []
+        for f in self.files(path):
+            reply = self._snapshot_op(f, "create", name)
+            out += [Snapshot(f, s.name, s.generation, s.created_at, s.owner) for s in reply.snapshots]
+        return out
+
+    def snapshots(self, path: str = "/") -> list[Snapshot]:
+        """The snapshots of file ``path`` or of every file below folder
+        ``path``, by file then oldest first.
+
+        Raises
+        ------
+        StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        """
+        out = []
+        for f in self.files(path):
+            reply = self._snapshot_op(f, "list")
+            out += [Snapshot(f, s.name, s.generation, s.created_at, s.owner) for s in reply.snapshots]
+        return out
+
+    def delete_snapshot(self, path: str, name: str) -> list[Snapshot]:
+        """Delete snapshot ``name`` of file ``path`` (or of every file below
+        folder ``path`` that has one). What only it held is released: the
+        tracker drops its history once older than ``--history-age``, and the
+        peers' scrubbers reclaim the space after ``--scrub-age``.
+
+        Returns
+        -------
+        list of Snapshot
+            The snapshots deleted.
+
+        Raises
+        ------
+        SnapshotNotFoundError
+            ``path`` is a file without that snapshot, or no file below the
+            folder has it.
+        StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        """
+        files = self.files(path)
+        single = len(files) == 1 and files[0] == path.rstrip("/")
+        out = []
+        for f in files:
+            try:
+                reply = self._snapshot_op(f, "delete", name)
+            except SnapshotNotFoundError:
+                if single:
+                    raise
+                continue
+            out += [Snapshot(f, s.name, s.generation, s.created_at, s.owner) for s in reply.snapshots]
+        if not out:
+            raise SnapshotNotFoundError(f"no file below {path} has a snapshot named {name!r}", path, name)
+        return out
 
     def delete(self, name: str) -> int:
         """Delete file ``name``: its records on every live peer, then its
@@ -260,15 +380,24 @@ class Client:
         Raises
         ------
         StFileNotFoundError
+        SnapshotHeldError
+            Snapshots hold the file (``snapshots`` names them): delete them first.
         """
         info = self.tracker.open(name)
+        # the tracker first: it refuses a file that snapshots hold, and
+        # nothing must be removed from the peers then (docs/snapshots.md)
+        try:
+            deleted = self.tracker.delete(name, info.file_id, whole_file=True).deleted
+        except SnapshotHeldError as e:
+            e.file = name
+            raise
         t = Transport(timeout=self.timeout)
         t.set_capability(info.file_id, info.capability)
         try:
             delete_file_on_peers(t, info.file_id, [p.addr for p in info.peers if p.alive])
         finally:
             t.close()
-        return self.tracker.delete(name, info.file_id, whole_file=True).deleted
+        return deleted
 
     def chmod(self, name: str, mode: int = 0, group: str = "", owner: str = ""):
         """Change the mode bits, group or (admins) owner of a file or
@@ -318,8 +447,8 @@ def create(name: str, replication: str = "x2", est_size: int = 0, tracker: str |
     return Client(tracker, **kwargs).create(name, replication, est_size)
 
 
-def open(name: str, tracker: str | None = None, **kwargs) -> StFile:  # noqa: A001 (paper's API name)
-    """Module-level shortcut for ``Client(tracker, **kwargs).open(name)``
-    (paper figure 4): see :class:`Client` for ``kwargs`` and
-    :meth:`Client.open` for what it raises."""
-    return Client(tracker, **kwargs).open(name)
+def open(name: str, tracker: str | None = None, as_of=None, **kwargs) -> StFile:  # noqa: A001 (paper's API name)
+    """Module-level shortcut for ``Client(tracker, **kwargs).open(name,
+    as_of=as_of)`` (paper figure 4): see :class:`Client` for ``kwargs`` and
+    :meth:`Client.open` for ``as_of`` and what it raises."""
+    return Client(tracker, **kwargs).open(name, as_of=as_of)

@@ -90,6 +90,7 @@ class StFile:
         stage: bool = False,
         prefer_peer: str | None = None,
         holds_reservation: bool = False,
+        as_of=None,
     ):
         # stage: acknowledged records are kept for one atomic commit by the
         # caller (staged_commits / Client.commit_staged) instead of being
@@ -100,6 +101,12 @@ class StFile:
         # policy unless it is hash.
         # holds_reservation: created with an est_size: close() ends the reservation.
         ctx = self._ctx = FileContext(tracker, info, depth, group_size, timeout, infofile_path, holds_reservation)
+        if as_of is not None:  # read-only, as of a past state (docs/snapshots.md)
+            try:
+                ctx.read_as_of(as_of)
+            except BaseException:
+                ctx.release()
+                raise
         self._versions = Versions(ctx)
         self._placer = Placer(ctx, blocksize or info.blocksize or 16, prefer_peer, _local_addresses)
         self._writer = RecordWriter(ctx, self._placer, self._versions, _written_schema)
@@ -256,6 +263,28 @@ class StFile:
         pass it as ``domains`` to :mod:`st_py.core.placement`'s functions.
         :attr:`domains` has every peer's domain in either case."""
         return self._ctx.spread
+
+    @property
+    def as_of(self) -> int | None:
+        """The past generation this handle reads (``Client.open(...,
+        as_of=...)``; docs/snapshots.md), or None for the current state."""
+        return self._ctx.as_of
+
+    @property
+    def generation(self) -> int:
+        """The generation this handle reads: its ``as_of`` generation, else
+        the file's committed generation now. Cite it with a result, and read
+        the same state again with ``as_of=`` it (docs/snapshots.md,
+        "Provenance")."""
+        return self._ctx.generation()
+
+    def snapshots(self) -> list:
+        """The file's snapshots, oldest first: a list of
+        :class:`~st_py.core.history.Snapshot` (name, generation, created_at,
+        owner), read from the infofile (docs/snapshots.md)."""
+        from st_py.core.history import snapshots
+
+        return snapshots(self._ctx.current_infofile(), self._ctx.name)
 
     def report_bad_copy(self, name: str, peer: str, detail: str) -> None:
         """Tell the tracker that the copy of record ``name`` on ``peer``
@@ -914,7 +943,8 @@ class StFile:
                 pass
 
     def __repr__(self) -> str:
-        return f"<StFile {self.name} {self.replication} peers={len(self.peers)}>"
+        at = f" as_of={self._ctx.as_of}" if self._ctx.as_of is not None else ""
+        return f"<StFile {self.name} {self.replication} peers={len(self.peers)}{at}>"
 
     # -- what tests reach (kept for tests that read a handle's internals) -----------
     @property
@@ -957,10 +987,36 @@ def _serialize_public_methods(cls: type) -> type:
 
         return locked
 
+    def make_write(fn):
+        @functools.wraps(fn)
+        def locked(self, *args, **kwargs):
+            with self._ctx.lock:
+                self._ctx.check_writable(fn.__name__)
+                return fn(self, *args, **kwargs)
+
+        return locked
+
     names = {n for klass in cls.__mro__[:-1] for n, a in vars(klass).items() if inspect.isfunction(a)}
     for name in sorted(n for n in names if not n.startswith("_")):
-        setattr(cls, name, make(getattr(cls, name)))
+        setattr(cls, name, (make_write if name in WRITES else make)(getattr(cls, name)))
     return cls
+
+
+# What a handle opened as of a past state refuses (ReadOnlyError; docs/snapshots.md).
+WRITES = frozenset(
+    {
+        "queue_put",
+        "put",
+        "put_object",
+        "delete",
+        "acquire_lease",
+        "extend_peerlist",
+        "commit_moved_copies",
+        "commit_stored_copies",
+        "store_copies",
+        "staged_commits",
+    }
+)
 
 
 _serialize_public_methods(StFile)

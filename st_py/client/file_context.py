@@ -20,12 +20,14 @@ from collections.abc import Callable
 from st_py._proto import tracker_pb2 as pb
 from st_py.client.group_commit import GroupCommitter
 from st_py.core import capability
+from st_py.core.history import AsOf
 from st_py.core.infofile import InfofileReader
 from st_py.core.placement import Domain, domain_count, peer_domain
 from st_py.core.replication import is_async, is_chain
 from st_py.errors import (
     PermissionDeniedError,
     QuotaExceededError,
+    ReadOnlyError,
     StoreTorrentError,
     TrackerMovedError,
     TrackerUnavailableError,
@@ -88,6 +90,7 @@ class FileContext:
         self.transport = Transport(timeout=timeout, on_peer_failure=self.report_failure)
         self.infofile_override = infofile_path
         self._reader: InfofileReader | None = None
+        self._as_of_view: AsOf | None = None  # a view when the handle reads a past generation (read_as_of)
         self._cap_renew_at = float("inf")
         self._filters = None
         self._committer: GroupCommitter | None = None
@@ -182,9 +185,23 @@ class FileContext:
         the tracker's (``FileInfo.infofile_path``, on the shared namespace)."""
         return self.infofile_override or self.info.infofile_path
 
-    def infofile(self) -> InfofileReader:
-        """The read-only reader of the file's infofile, opened on first use
-        and closed with :meth:`close`.
+    def infofile(self):
+        """What reads ask about the file's records: the read-only reader of
+        its infofile (opened on first use, closed with :meth:`close`), or,
+        for a handle opened as of a past generation, an
+        :class:`~st_py.core.history.AsOf` view of it at that generation.
+
+        Raises
+        ------
+        FileNotFoundError
+            The infofile is not there.
+        """
+        if self._as_of_view is not None:
+            return self._as_of_view
+        return self.current_infofile()
+
+    def current_infofile(self) -> InfofileReader:
+        """The read-only reader of the file's infofile, at its current state.
 
         Raises
         ------
@@ -194,6 +211,46 @@ class FileContext:
         if self._reader is None:
             self._reader = InfofileReader(self.infofile_path)
         return self._reader
+
+    # -- reading a past state (docs/snapshots.md) ------------------------------------
+    @property
+    def as_of(self) -> int | None:
+        """The past generation this handle reads, or None (the current state)."""
+        return self._as_of_view.as_of if self._as_of_view is not None else None
+
+    def read_as_of(self, as_of) -> int:
+        """Make this handle read-only, reading the generation ``as_of`` names
+        (:func:`~st_py.core.history.resolve_as_of`). Returns it.
+
+        Raises
+        ------
+        SnapshotNotFoundError, SnapshotExpiredError, InvalidOptionError
+        """
+        from st_py.core.history import resolve_as_of
+
+        reader = self.current_infofile()
+        self._as_of_view = AsOf(reader, resolve_as_of(reader, as_of, self.name), self.name)
+        return self._as_of_view.as_of
+
+    def generation(self) -> int:
+        """The generation reads see: the ``as_of`` one, else the current
+        one, with this handle's acknowledged writes committed first (read
+        your own writes, as GET does)."""
+        if self.as_of is not None:
+            return self.as_of
+        if self.committer.busy:
+            self.committer.drain()
+        return self.current_infofile().generation()
+
+    def check_writable(self, what: str) -> None:
+        """Refuse a write on a handle that reads a past state."""
+        if self._as_of_view is not None:
+            raise ReadOnlyError(
+                f"{what}: {self.name} is open as of generation {self._as_of_view.as_of}, which is read-only; "
+                "open it without as_of to write",
+                self.name,
+                self._as_of_view.as_of,
+            )
 
     @property
     def infofile_reader(self) -> InfofileReader | None:

@@ -157,6 +157,7 @@ class GetLocalPlan:
     unavailable: int = 0
     infofile_path: str = ""
     capability: bytes = b""  # the READ token the peers check (docs/capabilities.md)
+    as_of: int | None = None  # the past generation whose records are revealed (docs/snapshots.md); None: generation
 
     @property
     def expected(self) -> int:
@@ -170,7 +171,7 @@ class GetLocalPlan:
         dead = self.dead + tuple(a for a in self.ring if a in addrs)
         unavailable = self.unavailable
         if self.infofile_path:  # count_unavailable is quick when too few are dead and none is damaged
-            unavailable = count_unavailable(self.infofile_path, dead, self.copies)
+            unavailable = count_unavailable(self.infofile_path, dead, self.copies, self.as_of)
         return replace(self, ring=tuple(a for a in self.ring if a not in addrs), dead=dead, unavailable=unavailable)
 
     def check_available(self) -> None:
@@ -211,6 +212,15 @@ class GetLocalPlan:
         from st_py.core.infofile import InfofileReader
 
         r = InfofileReader(self.infofile_path)
+        if self.as_of is not None:
+            from st_py.core.history import AsOf
+
+            try:
+                idxs = [i for i, _, a in r.peerlist() if a in set(self.dead)]
+                names = AsOf(r, self.as_of, self.file_name).unavailable_names(idxs, limit)
+            finally:
+                r.close()
+            return {n: f"every copy kept at generation {self.as_of} is on a dead peer" for n in names}
         try:
             peers = r.peerlist()
             dead = set(self.dead)
@@ -232,15 +242,17 @@ class GetLocalPlan:
         return out
 
 
-def count_unavailable(infofile_path: str, dead: tuple[str, ...], copies: int) -> int:
-    """Committed records of the infofile whose every copy is on a peer whose
-    address is in ``dead``."""
+def count_unavailable(infofile_path: str, dead: tuple[str, ...], copies: int, as_of: int | None = None) -> int:
+    """Committed records of the infofile (as of generation ``as_of``, if
+    given) whose every copy is on a peer whose address is in ``dead``."""
+    from st_py.core.history import AsOf
     from st_py.core.infofile import InfofileReader
 
     r = InfofileReader(infofile_path)
     try:
         idxs = [i for i, _, a in r.peerlist() if a in set(dead)]
-        return r.count_unavailable(idxs, copies)
+        view = r if as_of is None else AsOf(r, as_of, infofile_path)
+        return view.count_unavailable(idxs, copies)
     finally:
         r.close()
 
@@ -282,6 +294,11 @@ class _Reply:
 
 def _get_local_request(plan: GetLocalPlan):
     def build(seq: int) -> list:
+        if plan.as_of is not None and plan.as_of != plan.generation:
+            raise GetLocalError(
+                f"GET_LOCAL of {plan.file_name} as of generation {plan.as_of}: not built yet (issue 32); "
+                "read it with get() as of that generation"
+            )
         return [encode_get_local(seq, plan.file_id, plan.generation, plan.file_name, list(plan.ring))]
 
     return build

@@ -53,7 +53,7 @@ class LocalReads:
         ring = tuple(p.addr for p in ordered if answers.get(p.addr) is None)
         dead = tuple(p.addr for p in ordered if p.addr not in ring)
         reader = ctx.infofile()
-        generation, records = reader.snapshot()
+        generation, records = reader.counted()
         # quick when fewer than F are dead and no copy is pending or quarantined
         unavailable = reader.count_unavailable([p.peer_idx for p in ordered if p.addr in dead], ctx.copies)
         plan = GetLocalPlan(
@@ -67,6 +67,7 @@ class LocalReads:
             unavailable,
             str(ctx.infofile_path),
             bytes(ctx.info.capability),
+            ctx.as_of,
         )
         if not allow_unavailable:
             plan.check_available()

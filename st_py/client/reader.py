@@ -29,7 +29,14 @@ from st_py.client.pending import Pending
 from st_py.core.copy_health import unavailable_error, without_stored_copy
 from st_py.core.infofile import ObjectMeta, RecordMeta, stripe_name
 from st_py.core.placement import hash_ranking
-from st_py.errors import ChecksumError, PeerError, RecordNotFoundError, RecordUnavailableError, StoreTorrentError
+from st_py.errors import (
+    ChecksumError,
+    PeerError,
+    RecordNotFoundError,
+    RecordUnavailableError,
+    SnapshotExpiredError,
+    StoreTorrentError,
+)
 from st_py.wire.protocol import ErrorCode, crc32c, encode_get
 
 log = logging.getLogger("st.client")
@@ -143,15 +150,31 @@ class RecordReader:
                     if callback:
                         ctx.notify(name, callback, name, None if fut.exception() else fut.result(), fut.exception())
                     return fut
-                h = without_stored_copy(ctx.infofile(), name, ctx.name)
+                h = without_stored_copy(ctx.infofile(), name, ctx.name) if ctx.as_of is None else None
                 if h is not None:  # committed, but no stored copy is left (copy_health)
                     exc: Exception = unavailable_error(ctx.name, h)
+                elif ctx.as_of is not None:
+                    exc = RecordNotFoundError(f"no record {name!r} in {ctx.name} as of generation {ctx.as_of}")
                 else:
                     exc = RecordNotFoundError(f"no committed record {name!r} in {ctx.name}")
                 fut.set_exception(exc)
                 if callback:
                     ctx.notify(name, callback, name, None, exc)
                 return fut
+        if meta is not None and not meta.peers and ctx.as_of is not None:
+            # a past version whose copies are no longer kept (docs/snapshots.md, "Retention")
+            hist = ctx.infofile().meta()
+            exc = SnapshotExpiredError(
+                f"record {name!r} of {ctx.name} as of generation {ctx.as_of}: its copies are no longer kept",
+                ctx.name,
+                ctx.as_of,
+                int(hist.get("history_from", 0)),
+                (name,),
+            )
+            fut.set_exception(exc)
+            if callback:
+                ctx.notify(name, callback, name, None, exc)
+            return fut
         ctx.wait_for_slot()
         ctx.gets_inflight += 1
         self._try_get(name, meta, self._read_order(holders), [], fut, callback, stored)

@@ -23,10 +23,12 @@ from st_py.client.file_context import FileContext
 from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.versions import Versions
+from st_py.core.history import has_history, retained_on
 from st_py.core.infofile import STRIPE_PREFIX, VERSION_PREFIX, stripe_name
 from st_py.errors import (
     BadNameError,
     LeaseLostError,
+    NameRetainedError,
     NotEnoughPeersError,
     PeerError,
     PeerUnavailableError,
@@ -96,6 +98,7 @@ class PutOp:
     failed: bool = False
     refused: set[int] = field(default_factory=set)  # peers holding another live writer's copy (EXISTS)
     leftover_tried: set[int] = field(default_factory=set)  # peers sent a LEFTOVER PUT after EXISTS
+    retained: set[int] = field(default_factory=set)  # peers keeping an older version under this name
     acknowledged: bool = False  # future set, handed to the group committer
     finished: bool = False  # every copy stored or given up: out of the pipeline
     abandoned: set[int] = field(default_factory=set)  # async copies left pending for repair
@@ -390,7 +393,15 @@ class RecordWriter:
             )
         elif isinstance(exc, PeerError) and exc.code == ErrorCode.EXISTS:
             committed = ctx.infofile().exists(op.name) and not op.stored_as
-            if not committed and not op.acknowledged and idx not in op.leftover_tried:
+            if not committed and retained_on(ctx.current_infofile(), op.stored_as or op.name, idx):
+                # a deleted or replaced version kept there for older readers
+                # and snapshots (docs/snapshots.md): never replace it; put
+                # this copy on a peer that holds none
+                op.refused.add(idx)
+                op.retained.add(idx)
+                if self._fail_over(op, rank, [i for i in ctx.write_targets() if i not in op.refused]):
+                    return
+            elif not committed and not op.acknowledged and idx not in op.leftover_tried:
                 # An uncommitted copy with other content. Left by a crashed
                 # writer (paper 4.4), it is replaced: the peer does so only
                 # if the connection that stored it has closed (LEFTOVER), so
@@ -403,7 +414,9 @@ class RecordWriter:
                 op.refused.add(idx)
                 if self._fail_over(op, rank, [i for i in ctx.write_targets() if i not in op.refused]):
                     return
-            if committed:
+            if op.retained and not committed:
+                exc = NameRetainedError(op.name, ctx.name, sorted(ctx.addr(i) for i in op.retained))
+            elif committed:
                 exc = RecordExistsError(
                     f"record {op.name!r} is already committed in {ctx.name}: records are "
                     "write-once; delete it first (f.delete(name)) or use another name",
@@ -507,9 +520,15 @@ class RecordWriter:
             raise RecordNotFoundError(f"no record {name!r} in {ctx.name}")
 
     def delete_copies(self, name: str) -> bool | None:
-        """DELETE on every holder of ``name`` (every live peer if it is not
-        committed), then its commit. Returns None if nobody knew it. A
-        replaced record's older versions and moved copies go with it.
+        """Delete record ``name``: DELETE on every holder of its copies (every
+        live peer if it is not committed), then its commit at the tracker.
+        Returns None if nobody knew it. In a file that keeps history
+        (docs/snapshots.md) a committed record's copies stay on their peers
+        and only its commit goes: scans planned before the delete and reads
+        as of an older generation still read them, and the peers' scrubbers
+        remove them once no snapshot holds them and ``--history-age`` has
+        passed. Otherwise a replaced record's older versions and moved
+        copies are deleted with it.
 
         Raises
         ------
@@ -521,8 +540,14 @@ class RecordWriter:
         ctx = self.ctx
         info = ctx.infofile()
         meta = info.lookup(name)
+        if meta is not None and has_history(info):
+            if not name.startswith(STRIPE_PREFIX):  # stripes go with their object, in one call
+                ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=[name])
+            return True
         key = meta.key if meta is not None else name
         targets = [(key, i) for i in (meta.peers if meta else ctx.peers) if ctx.peer_usable(i)]
+        if meta is None:  # an uncommitted name: never an older version kept for older readers
+            targets = [(k, i) for k, i in targets if not retained_on(info, k, i)]
         if meta is not None:  # its older versions and moved copies go with it
             targets += [(k, i) for k, i in info.superseded_copies(name) if ctx.peer_usable(i) and (k, i) not in targets]
         results: dict[int, Exception | None] = {}

@@ -18,6 +18,7 @@ import contextlib
 import os
 import sqlite3
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -28,6 +29,9 @@ FORMAT_VERSION = 2
 # not know versions must not read it (they would look for the copies under
 # the record's name and could find an older version there).
 FORMAT_VERSION_VERSIONS = 3
+# A file with a snapshot (docs/snapshots.md): a peer that does not know
+# snapshots would let its scrubber remove the copies a snapshot holds.
+FORMAT_VERSION_HISTORY = 4
 
 # Where a replaced record's new version is stored on the peers: its own name,
 # so the copies of the old and the new version never mix (docs/infofile.md).
@@ -36,6 +40,15 @@ VERSION_PREFIX = ".st-version/"
 SCHEMA = (Path(__file__).with_name("infofile_schema.sql")).read_text()
 """The infofile's tables (st_py/core/infofile_schema.sql: the one copy, also
 compiled into the C++ tests)."""
+
+HISTORY_SQL = (
+    SCHEMA[SCHEMA.index("-- Format 4") :]
+    .replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ")
+    .replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ")
+)
+"""The format-4 tables (history and snapshots), as statements that add them
+to a file made before them (the part of :data:`SCHEMA` from its "Format 4"
+comment on)."""
 
 
 @dataclass(frozen=True)
@@ -262,7 +275,7 @@ class InfofileReader:
         (paper 3.7)."""
         return int(self.conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
 
-    def snapshot(self) -> tuple[int, int]:
+    def counted(self) -> tuple[int, int]:
         """``(generation, records committed at it)`` read in one transaction,
         for a GET_LOCAL plan (peers reveal that generation's records).
 
@@ -356,6 +369,33 @@ class InfofileReader:
             (str(k), int(p))
             for k, p in self.conn.execute(f"SELECT DISTINCT {key}, peer_idx FROM copy_history WHERE name = ?", (name,))
         ]
+
+    def recent_holders(self, since: float, names: Iterable[str] | None = None) -> dict[str, set[int]]:
+        """``{record: peer indexes}`` of the copies moved off a holder or
+        superseded by a newer version at or after ``since`` (unix seconds),
+        for the records ``names`` (default: every record). Their peers'
+        scrubbers may still keep them for readers of older generations, so
+        a move must not overwrite them (st_py.maintenance.moves). Empty for
+        a file made before versions (no ``until_at``)."""
+        out: dict[str, set[int]] = {}
+        try:
+            if names is None:
+                rows = self.conn.execute("SELECT name, peer_idx FROM copy_history WHERE until_at >= ?", (since,))
+            else:
+                names = list(names)
+                rows = []
+                for i in range(0, len(names), 500):
+                    chunk = names[i : i + 500]
+                    rows += self.conn.execute(
+                        f"SELECT name, peer_idx FROM copy_history WHERE until_at >= ? AND name IN "
+                        f"({','.join('?' * len(chunk))})",
+                        [since, *chunk],
+                    ).fetchall()
+            for name, idx in rows:
+                out.setdefault(name, set()).add(idx)
+        except sqlite3.OperationalError:  # a file made before versions: no until_at, nothing recent
+            pass
+        return out
 
     def lookup_many(self, names: list[str]) -> dict[str, RecordMeta]:
         """:meth:`lookup` of many names. Each record's metadata comes from

@@ -11,6 +11,9 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 --       filters ('zstd,aes-256-gcm'; '' or absent: none; docs/filters.md),
 --       key_check (HMAC of the encryption key; never the key);
 --       format_version becomes 3 with the first replaced record (versions)
+--       and 4 with the history tables below (docs/snapshots.md);
+--       history_from (format 4: the oldest generation whose history is
+--       whole; older ones are readable only at a snapshot's generation)
 
 CREATE TABLE peers(
   peer_idx INTEGER PRIMARY KEY,       -- index in the file's peerlist; rows are
@@ -97,4 +100,51 @@ CREATE TABLE objects(                -- striped objects (docs/striping.md): the
   commit_seq   INTEGER NOT NULL,
   committed_at REAL NOT NULL,          -- absent in files made before it existed
   schema_id    INTEGER                 -- as records.schema_id
+) WITHOUT ROWID;
+
+-- Format 4: history and snapshots (docs/snapshots.md). A version that stops
+-- being current (replaced or deleted at generation `until`) keeps its row
+-- here and its copies' rows in copy_history (until = the same generation),
+-- so any generation G reads the records current at G with their bytes then.
+CREATE TABLE record_history(         -- versions no longer current
+  name         TEXT NOT NULL,
+  version      INTEGER NOT NULL,       -- as records.version then
+  stored_as    TEXT,                   -- as records.stored_as then (NULL: `name`)
+  size         INTEGER NOT NULL,       -- as the records columns then
+  crc32c       INTEGER NOT NULL,
+  commit_seq   INTEGER NOT NULL,       -- current from this generation ...
+  committed_at REAL NOT NULL,
+  schema_id    INTEGER,
+  logical_size INTEGER,
+  until        INTEGER NOT NULL,       -- ... to just before this one
+  until_at     REAL NOT NULL,          -- unix s of the change that ended it
+  PRIMARY KEY(name, until)
+) WITHOUT ROWID;
+CREATE INDEX record_history_by_seq ON record_history(commit_seq, until);
+CREATE INDEX record_history_by_until_at ON record_history(until_at);
+
+CREATE TABLE object_history(         -- striped objects no longer current (their
+  name         TEXT NOT NULL,          -- stripes are records, with history of
+  size         INTEGER NOT NULL,       -- their own)
+  stripe_size  INTEGER NOT NULL,
+  stripes      INTEGER NOT NULL,
+  crc32c       INTEGER NOT NULL,
+  commit_seq   INTEGER NOT NULL,
+  committed_at REAL NOT NULL,
+  schema_id    INTEGER,
+  until        INTEGER NOT NULL,
+  until_at     REAL NOT NULL,
+  PRIMARY KEY(name, until)
+) WITHOUT ROWID;
+
+CREATE TABLE generations(            -- the generation log: when each generation
+  generation INTEGER PRIMARY KEY,      -- was committed (as_of a time)
+  at         REAL NOT NULL
+);
+
+CREATE TABLE snapshots(              -- named generations, kept readable with
+  name       TEXT PRIMARY KEY,         -- every copy they need until deleted
+  generation INTEGER NOT NULL,
+  created_at REAL NOT NULL,
+  owner      TEXT NOT NULL DEFAULT ''
 ) WITHOUT ROWID;

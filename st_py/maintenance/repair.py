@@ -339,12 +339,9 @@ def repair(
 
 
 def all_files(client, path: str = "/") -> Iterable[str]:
-    """Every file of the namespace below ``path``."""
-    for e in client.ls(path):
-        if e.is_dir:
-            yield from all_files(client, e.name)
-        else:
-            yield e.name
+    """Every file of the namespace below ``path``
+    (:meth:`~st_py.client.client.Client.files`)."""
+    yield from client.files(path)
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,11 @@ from .access import AccessError, Owner, User, Users
 from .committer import CommitStats, Committer
 from .file_trackers import channel_to, master_pid_watch
 from .guard import owner_of_meta
+from .infofile_writer import DEFAULT_HISTORY_AGE_S
 from .leases import Leases
 from .lock import TrackerLock
 from .routing import Admission, admission_deltas, refuse
-from .service import TrackerService
+from .service import TrackerService, refuse_if_snapshots
 from .shards import InternalTokens, shard_of
 
 log = logging.getLogger("st.tracker")
@@ -356,6 +357,7 @@ class FileTrackerService(TrackerService):
             await c.set_meta(dict(request.meta))
             reply.records, reply.bytes = await c.run(c.writer.stats)
         elif op == "drop":  # after the transactions queued before it; none after (Committer.retire)
+            await refuse_if_snapshots(context, name, await c.run(c.writer.snapshots))
             reply.records, reply.bytes = await c.retire(unlink=True)
             self._committers.pop(name, None)
             self.leases.drop(c.meta.file_id)
@@ -416,6 +418,7 @@ async def serve_file_tracker(
     tls: tuple[str, str, str | None] | None = None,
     creds: grpc.ChannelCredentials | None = None,
     epoch: str = "",
+    history_age_s: float = DEFAULT_HISTORY_AGE_S,
 ) -> None:
     """Run per-file tracker ``shard`` of ``shards`` for the master at
     ``master`` (process ``master_pid``) until SIGTERM/SIGINT or until the
@@ -430,6 +433,7 @@ async def serve_file_tracker(
     link = MasterLink(master, shard, InternalTokens(internal_key), creds, epoch)
     service = FileTrackerService(root.resolve(), shard, shards, master, link, internal_key, quota_bytes, key, users)
     service.mutual_tls = bool(tls and tls[2])
+    service.history_age_s = history_age_s
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", 256 * 1024 * 1024),
@@ -514,6 +518,7 @@ def run_file_tracker(a, key: bytes | None, users: Users, tls) -> None:
                 tls,
                 creds,
                 a.master_epoch,
+                a.history_age,
             )
         )
     except (TrackerLockedError, ValueError) as e:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from st_py.core import namespace
+from st_py.core.history import retained_bytes
 from st_py.core.infofile import InfofileReader
 
 from .access import DEFAULT_DIR_MODE, ROOT_MODE, AccessError, Owner, User, Users, W, X, may, mode_text
@@ -80,6 +81,7 @@ class Guard:
                 continue
             try:
                 _, b = r.stats()
+                b += retained_bytes(r.conn)  # past versions snapshots hold occupy disks too
                 meta = r.meta()
                 self.usage[owner] = self.usage.get(owner, 0) + b * int(meta.get("copies", 1))
             finally:

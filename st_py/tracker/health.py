@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from st_py.core import namespace
 from st_py.core.copy_health import CopyState, FileHealth, Liveness, file_health
+from st_py.core.history import retained_bytes, snapshot_count
 from st_py.core.infofile import InfofileReader
 
 if TYPE_CHECKING:
@@ -87,6 +88,8 @@ class CopyHealth:
     at: float = 0.0
     seconds: float = 0.0
     reread: int = 0
+    retained_bytes: int = 0  # bytes (all copies) of past versions snapshots hold (docs/snapshots.md, "Space")
+    snapshots: int = 0  # snapshots over every file
 
     def age(self, now: float | None = None) -> float:
         """Seconds since the count (-1.0: never counted)."""
@@ -99,7 +102,9 @@ class _FileCount:
     peer_ids: dict[int, str]  # its peerlist
     states: tuple  # (peer index, copy state) of its peers not live when counted
     health: FileHealth
-    next_at: float = 0.0  # time.monotonic() before which a change of the file alone is not read again
+    next_at: float = 0.0
+    retained: int = 0  # bytes (all copies) of past versions its snapshots hold
+    snapshots: int = 0  # time.monotonic() before which a change of the file alone is not read again
 
     @property
     def short(self) -> int:
@@ -148,6 +153,8 @@ class ShortCopies:
             if fc is not old:
                 out.reread += 1
                 self._files[name] = fc
+            out.retained_bytes += fc.retained
+            out.snapshots += fc.snapshots
             if fc.short:
                 h = fc.health
                 out.files_short += 1
@@ -172,13 +179,15 @@ class ShortCopies:
         t0 = time.monotonic()
         r = InfofileReader(path)
         try:
-            with r.read_transaction():  # one snapshot for the peerlist and the copies
+            with r.read_transaction():  # one read view for the peerlist and the copies
                 peer_ids = {int(i): str(pid) for i, pid, _ in r.peerlist()}
                 health = file_health(r, lv)
+                retained = retained_bytes(r.conn) * int(r.meta().get("copies", 1))
+                snaps = snapshot_count(r.conn)
         finally:
             r.close()
         took = time.monotonic() - t0
-        return _FileCount(key, peer_ids, _states(peer_ids, lv), health, t0 + took + took / FILE_DUTY)
+        return _FileCount(key, peer_ids, _states(peer_ids, lv), health, t0 + took + took / FILE_DUTY, retained, snaps)
 
 
 def _states(peer_ids: dict[int, str], lv: Liveness) -> tuple:

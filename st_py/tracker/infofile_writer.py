@@ -21,10 +21,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from st_py.core.history import HELD, retained_bytes
 from st_py.core.infofile import (
     FORMAT,
     FORMAT_VERSION,
+    FORMAT_VERSION_HISTORY,
     FORMAT_VERSION_VERSIONS,
+    HISTORY_SQL,
     SCHEMA,
     STRIPE_PREFIX,
     name_stats,
@@ -66,8 +69,9 @@ def create_infofile(path: Path, meta: dict, peers: list[tuple[int, str, str]], m
     conn = _connect_rw(tmp)
     try:
         conn.executescript("BEGIN;\n" + SCHEMA)  # one transaction (one sync), left open for the rows
-        rows = {"format": FORMAT, "format_version": FORMAT_VERSION, "generation": 0, **meta}
+        rows = {"format": FORMAT, "format_version": FORMAT_VERSION, "generation": 0, "history_from": 0, **meta}
         conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(rows.items()))
+        conn.execute("INSERT INTO generations(generation, at) VALUES (0, ?)", (time.time(),))
         conn.executemany("INSERT INTO peers(peer_idx, peer_id, addr) VALUES (?, ?, ?)", peers)
         conn.execute("COMMIT")
     finally:
@@ -132,6 +136,29 @@ COMMIT_REQUESTS_SQL = (
 )
 # How long a Commit request's id is remembered: far beyond the client's retries (30 s per outage).
 COMMIT_REQUEST_TTL_S = 3600.0
+# How long history no snapshot holds is kept (the tracker's --history-age;
+# docs/snapshots.md, "Retention"): the peers' default --scrub-age, so a
+# GET_LOCAL planned before a change finds the copies it was given.
+DEFAULT_HISTORY_AGE_S = 3600.0
+PRUNE_EVERY_S = 60.0  # history is pruned by a write at most this often
+
+
+class SnapshotExistsError(Exception):
+    """A snapshot of that name exists already in the file."""
+
+
+class NoSuchSnapshotError(Exception):
+    """The file has no snapshot of that name."""
+
+
+def _set_generation(c: sqlite3.Connection, gen: int) -> None:
+    """Make ``gen`` the file's generation and log when (the generation log,
+    docs/snapshots.md), inside the caller's transaction."""
+    c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+    c.execute("INSERT OR REPLACE INTO generations(generation, at) VALUES (?, ?)", (gen, time.time()))
+
+
+_HELD = HELD  # a past version v is held by a snapshot taken while it was current
 
 VERSION_COLUMNS = (
     ("records", "version", "INTEGER NOT NULL DEFAULT 0"),
@@ -168,6 +195,13 @@ class InfofileWriter:
             if column not in have:
                 self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
         self.conn.executescript(SCHEMAS_SQL)
+        self.conn.executescript(HISTORY_SQL)
+        # history (docs/snapshots.md) is whole from the generation a file has the tables
+        self.conn.execute(
+            "INSERT OR IGNORE INTO meta(key, value) SELECT 'history_from', value FROM meta WHERE key = 'generation'"
+        )
+        self.history_age = DEFAULT_HISTORY_AGE_S
+        self._pruned_at = 0.0
         # (names, bytes) as :meth:`stats` counts them, kept up to date by the
         # plain group commits of this writer (the infofile's only one) so a
         # quota check per commit does not sum 10^6 sizes; None: count again.
@@ -234,6 +268,7 @@ class InfofileWriter:
                 [(rid, gen, now) for rid in ids if rid not in done],
             )
             c.execute("DELETE FROM commit_requests WHERE at < ?", (now - COMMIT_REQUEST_TTL_S,))
+            self._maybe_prune(c)
         return gen, new, conflicts, done
 
     def commit(self, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
@@ -263,7 +298,9 @@ class InfofileWriter:
         """
         with self._transaction() as c:
             self._delta = (0, 0)
-            return self._commit(c, records)
+            out = self._commit(c, records)
+            self._maybe_prune(c)
+            return out
 
     def _commit(self, c: sqlite3.Connection, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
         """:meth:`commit` inside the caller's transaction."""
@@ -325,7 +362,7 @@ class InfofileWriter:
         else:
             self._delta = None
         if new_rows or replaced:
-            c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            _set_generation(c, gen)
         else:
             gen -= 1
         return gen, {r[0] for r in new_rows} | replaced, conflicts
@@ -343,6 +380,14 @@ class InfofileWriter:
             old = c.execute("SELECT version, coalesce(stored_as, name) FROM records WHERE name = ?", (name,)).fetchone()
             if old is not None and old[1] == stored_as:
                 continue  # this version is committed: a retry
+            if old is not None:  # the version it replaces becomes history (docs/snapshots.md)
+                c.execute(
+                    "INSERT INTO record_history(name, version, stored_as, size, crc32c, commit_seq, committed_at, "
+                    "schema_id, logical_size, until, until_at) SELECT name, version, stored_as, size, crc32c, "
+                    "commit_seq, committed_at, schema_id, logical_size, ?, ? FROM records "
+                    "WHERE name = ? AND commit_seq < ?",
+                    (gen, now, name, gen),
+                )
             if old is None:
                 c.execute(
                     "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, version, stored_as, "
@@ -436,7 +481,7 @@ class InfofileWriter:
                     )
                     done += 1
             if done:
-                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+                _set_generation(c, gen)
             else:
                 gen -= 1
         return gen, done, conflicts
@@ -483,7 +528,7 @@ class InfofileWriter:
                 )
                 added += 1
             if added:
-                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+                _set_generation(c, gen)
             else:
                 gen -= 1
         return gen, added, conflicts
@@ -492,9 +537,10 @@ class InfofileWriter:
         """Remove records and their copies. Returns (generation, removed,
         bytes removed (one copy))."""
         with self._transaction() as c:
-            removed, nbytes = self._delete(c, names)
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
-            c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+            removed, nbytes = self._delete(c, names, gen)
+            _set_generation(c, gen)
+            self._maybe_prune(c)
         return gen, removed, nbytes
 
     def commit_replacing(
@@ -533,34 +579,168 @@ class InfofileWriter:
                 if objs
                 else []
             )
-            removed, nbytes = self._delete(c, list(names) + stripes)
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            removed, nbytes = self._delete(c, list(names) + stripes, gen)
             if removed:
-                gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
-                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+                _set_generation(c, gen)
             gen, new, conflicts = self._commit(c, records)
         return gen, new, conflicts, removed - len(stripes) + len(objs), nbytes
 
     @staticmethod
-    def _delete(c: sqlite3.Connection, names: list[str]) -> tuple[int, int]:
+    def _delete(c: sqlite3.Connection, names: list[str], gen: int) -> tuple[int, int]:
         """Remove ``names`` (records, objects' rows) with their copies inside
-        the caller's transaction; (records and objects removed, bytes)."""
+        the caller's transaction, at generation ``gen``; (records and
+        objects removed, bytes freed: one copy, less what snapshots hold
+        and keep retained). What is removed becomes history
+        (docs/snapshots.md): the records' rows go to ``record_history`` and
+        objects' to ``object_history`` (``until = gen``), their copies' rows
+        to ``copy_history``, so a read as of an older generation still finds
+        them while they are retained."""
         removed = nbytes = 0
+        now = time.time()
         for i in range(0, len(names), 500):
             chunk = names[i : i + 500]
             marks = ",".join("?" * len(chunk))
+            # freed: what no snapshot holds (a snapshot taken since its commit keeps it retained)
             nbytes += int(
-                c.execute(f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks})", chunk).fetchone()[0]
+                c.execute(
+                    f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks}) AND NOT EXISTS "
+                    "(SELECT 1 FROM snapshots s WHERE s.generation >= records.commit_seq)",
+                    chunk,
+                ).fetchone()[0]
+            )
+            c.execute(
+                "INSERT OR REPLACE INTO record_history(name, version, stored_as, size, crc32c, commit_seq, "
+                "committed_at, schema_id, logical_size, until, until_at) SELECT name, version, stored_as, size, "
+                f"crc32c, commit_seq, committed_at, schema_id, logical_size, ?, ? FROM records WHERE name IN ({marks}) "
+                "AND commit_seq < ?",
+                [gen, now, *chunk, gen],
+            )
+            c.execute(
+                "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
+                f"SELECT c.name, c.copy_rank, c.peer_idx, c.since, ?, r.stored_as, ? FROM copies c "
+                f"JOIN records r ON r.name = c.name WHERE c.name IN ({marks})",
+                [gen, now, *chunk],
             )
             removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
             c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
             c.execute(f"DELETE FROM pending_copies WHERE name IN ({marks})", chunk)
             c.execute(f"DELETE FROM quarantined_copies WHERE name IN ({marks})", chunk)
-            try:
-                removed += c.execute(f"DELETE FROM objects WHERE name IN ({marks})", chunk).rowcount
-            except sqlite3.OperationalError:  # a file made before striping
-                pass
-            c.execute(f"DELETE FROM copy_history WHERE name IN ({marks})", chunk)
+            c.execute(
+                "INSERT OR REPLACE INTO object_history(name, size, stripe_size, stripes, crc32c, commit_seq, "
+                "committed_at, schema_id, until, until_at) SELECT name, size, stripe_size, stripes, crc32c, "
+                f"commit_seq, committed_at, schema_id, ?, ? FROM objects WHERE name IN ({marks}) AND commit_seq < ?",
+                [gen, now, *chunk, gen],
+            )
+            removed += c.execute(f"DELETE FROM objects WHERE name IN ({marks})", chunk).rowcount
         return removed, nbytes
+
+    # -- history and snapshots (docs/snapshots.md) ----------------------------------
+    def _maybe_prune(self, c: sqlite3.Connection) -> None:
+        """:meth:`prune` inside the caller's transaction, at most every
+        ``PRUNE_EVERY_S`` seconds."""
+        now = time.time()
+        if now - self._pruned_at >= min(PRUNE_EVERY_S, self.history_age):
+            self._pruned_at = now
+            self._prune(c, now - self.history_age)
+
+    def prune(self, older_than: float | None = None) -> int:
+        """Drop the history no snapshot holds that ended before
+        ``older_than`` (unix s; default ``history_age`` ago), in one
+        transaction; ``meta.history_from`` moves past what went. Returns the
+        past versions dropped. Their copies are then uncommitted on the
+        peers, whose scrubbers remove them after ``--scrub-age``."""
+        with self._transaction() as c:
+            return self._prune(c, time.time() - self.history_age if older_than is None else older_than)
+
+    @staticmethod
+    def _prune(c: sqlite3.Connection, cutoff: float) -> int:
+        held = _HELD.format(v="record_history")
+        (end,) = c.execute(
+            f"SELECT max(until) FROM record_history WHERE until_at < ? AND NOT {held}", (cutoff,)
+        ).fetchone()
+        dropped = c.execute(f"DELETE FROM record_history WHERE until_at < ? AND NOT {held}", (cutoff,)).rowcount
+        c.execute(
+            f"DELETE FROM object_history WHERE until_at < ? AND NOT {_HELD.format(v='object_history')}", (cutoff,)
+        )
+        # the copies of a past version still kept (a snapshot holds it) are the
+        # holders it had when it ended; every other old row goes
+        c.execute(
+            "DELETE FROM copy_history WHERE until_at < ? AND NOT EXISTS (SELECT 1 FROM record_history v "
+            "WHERE v.name = copy_history.name AND coalesce(v.stored_as, v.name) = "
+            "coalesce(copy_history.stored_as, copy_history.name) AND copy_history.since < v.until "
+            "AND copy_history.until >= v.until)",
+            (cutoff,),
+        )
+        if end is not None:
+            c.execute("UPDATE meta SET value = max(CAST(value AS INTEGER), ?) WHERE key = 'history_from'", (int(end),))
+        return int(dropped)
+
+    def create_snapshot(self, name: str, owner: str = "") -> tuple[str, int, float]:
+        """Pin the file's committed generation as snapshot ``name`` (O(1): one
+        row; docs/snapshots.md). The file becomes format 4, which peers that
+        do not keep snapshots' copies refuse.
+
+        Returns
+        -------
+        (name, generation, created_at)
+
+        Raises
+        ------
+        SnapshotExistsError
+        """
+        now = time.time()
+        with self._transaction() as c:
+            if c.execute("SELECT 1 FROM snapshots WHERE name = ?", (name,)).fetchone() is not None:
+                raise SnapshotExistsError(name)
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+            c.execute(
+                "INSERT INTO snapshots(name, generation, created_at, owner) VALUES (?, ?, ?, ?)",
+                (name, gen, now, owner),
+            )
+            c.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('format_version', "
+                "max(?, coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'format_version'), 0)))",
+                (FORMAT_VERSION_HISTORY,),
+            )
+        return name, gen, now
+
+    def delete_snapshot(self, name: str) -> tuple[str, int, float, int]:
+        """Delete snapshot ``name``; what only it held is pruned once older
+        than ``history_age`` (at once if so), and the peers' scrubbers then
+        reclaim the space.
+
+        Returns
+        -------
+        (name, generation, created_at, bytes released: one copy) of the snapshot deleted
+
+        Raises
+        ------
+        NoSuchSnapshotError
+        """
+        with self._transaction() as c:
+            row = c.execute("SELECT name, generation, created_at FROM snapshots WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise NoSuchSnapshotError(name)
+            before = retained_bytes(c)
+            c.execute("DELETE FROM snapshots WHERE name = ?", (name,))
+            released = before - retained_bytes(c)
+            self._prune(c, time.time() - self.history_age)
+        return str(row[0]), int(row[1]), float(row[2]), released
+
+    def retained_bytes(self) -> int:
+        """Bytes (one copy) of the past versions snapshots hold
+        (:func:`st_py.core.history.retained_bytes`): quotas count them."""
+        return retained_bytes(self.conn)
+
+    def snapshots(self) -> list[tuple[str, int, float, str]]:
+        """``(name, generation, created_at, owner)`` of every snapshot, oldest first."""
+        return [
+            (str(n), int(g), float(t), str(o))
+            for n, g, t, o in self.conn.execute(
+                "SELECT name, generation, created_at, owner FROM snapshots ORDER BY generation, name"
+            )
+        ]
 
     @staticmethod
     def _other_version(c: sqlite3.Connection, name: str, stored_as: str) -> bool:
@@ -626,7 +806,7 @@ class InfofileWriter:
                     )
                     moved += 1
             if moved:
-                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+                _set_generation(c, gen)
             else:
                 gen -= 1
         return gen, moved, conflicts
@@ -684,7 +864,7 @@ class InfofileWriter:
                     )
                     done += 1
             if done:
-                c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
+                _set_generation(c, gen)
             else:
                 gen -= 1
         return gen, done, conflicts

@@ -211,6 +211,12 @@ class StateCollector(Collector):
                 value=h.records_waiting,
             )
             yield GaugeMetricFamily(
+                "st_tracker_retained_bytes",
+                "bytes (all copies) of past versions snapshots hold (docs/snapshots.md)",
+                value=h.retained_bytes,
+            )
+            yield GaugeMetricFamily("st_tracker_snapshots", "snapshots over every file", value=h.snapshots)
+            yield GaugeMetricFamily(
                 "st_tracker_copies_counted_timestamp_seconds", "when those counts were made (Unix time)", value=h.at
             )
         if s.repair_progress is not None:

@@ -29,7 +29,7 @@ from .file_tracker import INTERNAL_KEY_ENV, run_file_tracker
 from .file_trackers import FileTrackers, internal_credentials
 from .health import ShortCopies, keep_counting
 from .httpd import StatusHttp
-from .infofile_writer import recover
+from .infofile_writer import DEFAULT_HISTORY_AGE_S, recover
 from .lock import TrackerLock, TrackerLockedError
 from .metrics import TrackerMetrics
 from .peers import PeerRegistry
@@ -68,6 +68,7 @@ async def serve(
     metrics_port: int | None = None,
     file_trackers: FileTrackerOptions | None = None,
     failed_after_s: float = DEFAULT_FAILED_AFTER_S,
+    history_age_s: float = DEFAULT_HISTORY_AGE_S,
 ) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
@@ -101,6 +102,7 @@ async def serve(
             metrics_port,
             file_trackers or FileTrackerOptions(),
             failed_after_s,
+            history_age_s,
         )
     finally:
         lock.release()
@@ -124,6 +126,7 @@ async def _serve(
     metrics_port: int | None,
     ft: FileTrackerOptions,
     failed_after_s: float = DEFAULT_FAILED_AFTER_S,
+    history_age_s: float = DEFAULT_HISTORY_AGE_S,
 ) -> None:
     rolled, removed = recover(root)
     if rolled or removed:
@@ -139,6 +142,7 @@ async def _serve(
     )
     service.mutual_tls = bool(tls and tls[2])
     service.failed_after_s = failed_after_s  # what repair and the copy counts take as lost (copy_health)
+    service.history_age_s = history_age_s  # history no snapshot holds is kept this long (docs/snapshots.md)
     service.shards = ft.n + 1  # files hash over the master and its per-file trackers (shards.py)
     if key is None:
         log.warning(
@@ -285,6 +289,7 @@ def _shared_argv(a: argparse.Namespace, state_dir: Path) -> list[str]:
         ("--key-file", a.key_file),
         ("--users", a.users),
         ("--quota-bytes", a.quota_bytes),
+        ("--history-age", a.history_age),
         ("--user-quota-bytes", a.user_quota_bytes),
         ("--tls-cert", a.tls_cert),
         ("--tls-key", a.tls_key),
@@ -323,6 +328,13 @@ def main(argv: list[str] | None = None) -> None:
         default=DEFAULT_FAILED_AFTER_S,
         help="seconds a peer must have been failed before its copies count as gone and repair restores "
         'them elsewhere; sooner they are suspect (docs/reliability.md, "Copy states")',
+    )
+    ap.add_argument(
+        "--history-age",
+        type=float,
+        default=DEFAULT_HISTORY_AGE_S,
+        help="seconds the history of replaced and deleted records is kept when no snapshot holds it; at least "
+        'the peers\' --scrub-age (docs/snapshots.md, "Retention")',
     )
     ap.add_argument("--key-file", type=Path, help="shared secret for signing capabilities (docs/capabilities.md)")
     ap.add_argument("--capability-ttl", type=float, default=3600.0, help="seconds a capability is valid")
@@ -459,6 +471,7 @@ def main(argv: list[str] | None = None) -> None:
                 a.metrics_port,
                 ft,
                 a.failed_after,
+                a.history_age,
             )
         )
     except TrackerLockedError as e:  # one line, no traceback

@@ -38,7 +38,13 @@ from .admission import Admissions, meta_of
 from .committer import CommitStats, Committer
 from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
 from .health import CopyHealth, RepairProgress, space_totals
-from .infofile_writer import InfofileWriter, create_infofile
+from .infofile_writer import (
+    DEFAULT_HISTORY_AGE_S,
+    InfofileWriter,
+    NoSuchSnapshotError,
+    SnapshotExistsError,
+    create_infofile,
+)
 from .leases import LeaseHeld, LeaseLost, Leases
 from .peers import PeerRegistry
 from .reservations import Reservations
@@ -66,6 +72,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
     Not thread-safe: every handler runs on the server's one asyncio event loop,
     where this state changes; blocking work goes to worker threads
     (``asyncio.to_thread``) that only read it."""
+
+    history_age_s = DEFAULT_HISTORY_AGE_S  # --history-age (docs/snapshots.md, "Retention")
 
     def __init__(
         self,
@@ -186,7 +194,9 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             path = namespace.infofile_path(self.root, name)
             if not path.is_file():
                 return None
-            c = self._committers[name] = Committer(InfofileWriter(path), self.commit_stats)
+            writer = InfofileWriter(path)
+            writer.history_age = self.history_age_s
+            c = self._committers[name] = Committer(writer, self.commit_stats)
         return c
 
     def _drop_committer(self, name: str) -> None:
@@ -490,6 +500,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         rooms: list[tuple[str, int, int, int]] = []  # (scope, quota, used, reserved part)
         if self.quota_bytes is not None:
             _, used = await c.run(c.writer.stats)
+            used += await c.run(c.writer.retained_bytes)  # what snapshots keep occupies disks too
             rooms.append(("file", self.quota_bytes, used * f, 0))
         if not self.shard:
             owner = owner_of_meta(c.writer_meta()).owner
@@ -672,6 +683,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             parent = name.rsplit("/", 1)[0] or "/"
             await self._allowed(context, self.guard.check_dir, user, parent, W, "delete entries in directory")
             if here:  # after the commits queued before it, and none after (Committer.retire)
+                await refuse_if_snapshots(context, name, await c.run(c.writer.snapshots))
                 n, b = await c.retire(unlink=True)
                 self._committers.pop(name, None)
                 self.leases.drop(c.meta.file_id)
@@ -692,6 +704,63 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         gen, n, b = await c.run(c.writer.delete_records, list(request.records))
         await self._settle(None, o.owner, c.meta.file_id, -b * c.meta.copies, 0, {})
         return pb.DeleteReply(deleted=n, generation=gen)
+
+    async def Snapshot(self, request, context):
+        """rpc Snapshot (proto/storetorrent/v1/tracker.proto): create, delete or
+        list the snapshots of one file (docs/snapshots.md). Create and delete
+        need write permission on the file, list read permission."""
+        user = await self.authenticate(context, request.user)
+        name = await self._name(context, request.name)
+        if not await self._here(context, name):
+            return await self._forward(context, "Snapshot", request, user, name)
+        c = await self._open_committer(context, name, request.file_id)
+        op = request.op
+        if op not in ("create", "delete", "list"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown snapshot op {op[:40]!r}")
+        if op == "list":
+            o = owner_of_meta(c.writer_meta())
+            if not may(user, o, R):
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"user {user.name} may not read {name} ({mode_text(o.mode)} {o.owner}:{o.group})",
+                )
+            rows = await c.run(c.writer.snapshots)
+        else:
+            await self._admit(context, user, name, c, f"{op} a snapshot of")
+            why = snapshot_name_problem(request.snapshot)
+            if why:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"snapshot name {request.snapshot!r}: {why}")
+            try:
+                if op == "create":
+                    made = await c.run(c.writer.create_snapshot, request.snapshot, user.name)
+                    rows = [(*made, user.name)]
+                    log.info("snapshot %s of %s at generation %d for %s", made[0], name, made[1], user.name)
+                else:
+                    gone = await c.run(c.writer.delete_snapshot, request.snapshot)
+                    rows = [(*gone[:3], "")]
+                    o = owner_of_meta(c.writer_meta())
+                    # what only it kept is no longer counted (docs/snapshots.md, "Space")
+                    await self._settle(None, o.owner, c.meta.file_id, -gone[3] * c.meta.copies, 0, {})
+                    log.info("deleted snapshot %s of %s for %s", gone[0], name, user.name)
+            except SnapshotExistsError:
+                await context.abort(
+                    grpc.StatusCode.ALREADY_EXISTS,
+                    f"{name} has a snapshot named {request.snapshot!r} already: choose another name",
+                    trailing_metadata=((ERROR_KIND_KEY, "snapshot-exists"),),
+                )
+            except NoSuchSnapshotError:
+                await context.abort(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"{name} has no snapshot named {request.snapshot!r} (storetorrent snapshot ls {name})",
+                    trailing_metadata=((ERROR_KIND_KEY, "no-such-snapshot"),),
+                )
+        meta = await c.run(c.writer.meta)
+        return pb.SnapshotReply(
+            file_id=c.meta.file_id,
+            snapshots=[pb.SnapshotInfo(name=n, generation=g, created_at=t, owner=u) for n, g, t, u in rows],
+            generation=int(meta.get("generation", 0)),
+            history_from=int(meta.get("history_from", 0)),
+        )
 
     async def List(self, request, context):
         """rpc List (proto/storetorrent/v1/tracker.proto): the namespace entries below a
@@ -1147,6 +1216,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             files_short=h.files_short,
             records_pending=h.records_pending,
             records_quarantined=h.records_quarantined,
+            retained_bytes=h.retained_bytes,
+            snapshots=h.snapshots,
             records_lost=h.records_lost,
             records_waiting=h.records_waiting,
             failed_after_s=self.failed_after_s,
@@ -1243,12 +1314,46 @@ def _meta(o: Owner) -> dict:
 
 
 def _committed_bytes_of(writer: InfofileWriter, names: list[str]) -> int:
-    """Bytes (one copy) of the committed records among ``names``."""
+    """Bytes (one copy) of the committed records among ``names`` that no
+    snapshot holds: what replacing them frees (a version a snapshot holds
+    stays retained and counted; docs/snapshots.md, "Space")."""
     marks = ",".join("?" * len(names))
+    try:
+        held = " AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.generation >= records.commit_seq)"
+        writer.conn.execute("SELECT 1 FROM snapshots LIMIT 0")
+    except Exception:  # a file without the history tables
+        held = ""
     return int(
-        writer.conn.execute(f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks})", names).fetchone()[0]
+        writer.conn.execute(
+            f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks}){held}", names
+        ).fetchone()[0]
     )
 
 
 def _read_peer_ids(writer: InfofileWriter) -> list[tuple[int, str]]:
     return list(writer.conn.execute("SELECT peer_idx, peer_id FROM peers"))
+
+
+def snapshot_name_problem(name: str) -> str:
+    """Why ``name`` cannot name a snapshot ("" if it can): 1 to 255 bytes of
+    UTF-8, no control characters, no ``/``."""
+    if not name:
+        return "empty"
+    if len(name.encode()) > 255:
+        return "longer than 255 bytes"
+    if "/" in name or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return "has a '/' or a control character"
+    return ""
+
+
+async def refuse_if_snapshots(context, name: str, snapshots: list[tuple]) -> None:
+    """Abort a whole-file delete of ``name`` that snapshots hold
+    (docs/snapshots.md, "Deletes"), naming them."""
+    if snapshots:
+        names = [s[0] for s in snapshots]
+        await context.abort(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"{name} is held by {len(names)} snapshot(s): {', '.join(names)}; delete them first "
+            f"(storetorrent snapshot delete {name} NAME)",
+            trailing_metadata=((ERROR_KIND_KEY, "snapshot-held"), ("st-snapshots", "\n".join(names))),
+        )

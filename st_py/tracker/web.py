@@ -106,6 +106,8 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
             "files_short": h.files_short,
             "records_pending": h.records_pending,
             "records_quarantined": h.records_quarantined,
+            "retained_bytes": h.retained_bytes,
+            "snapshots": h.snapshots,
             "records_lost": h.records_lost,
             "records_waiting": h.records_waiting,
             "failed_after_s": service.failed_after_s,
@@ -323,7 +325,10 @@ def render_html(s: dict[str, Any]) -> str:
 <span><b>{tot["live_peers"]}</b> live peers</span><span><b>{tot["failed_peers"]}</b> failed</span>
 <span title="each filesystem counted once, however many peers store on it">capacity
 <b>{human_bytes(tot["capacity_bytes"])}</b> on {tot["filesystems"]} disk{"" if tot["filesystems"] == 1 else "s"}</span>
-<span>used <b>{human_bytes(tot["used_bytes"])}</b></span><span>free <b>{human_bytes(tot["free_bytes"])}</b></span>
+<span>used <b>{human_bytes(tot["used_bytes"])}</b></span>
+<span id="retained" title="of the used bytes: past versions that snapshots hold (all copies)">retained
+<b>{human_bytes(s["copies"]["retained_bytes"])}</b> by {s["copies"]["snapshots"]:,} snapshots</span>
+<span>free <b>{human_bytes(tot["free_bytes"])}</b></span>
 <span id="domains" title="distinct failure domains of the live peers: a record's copies go to distinct ones">
 <b>{tot["failure_domains"]}</b> failure domain{"" if tot["failure_domains"] == 1 else "s"}</span>
 <span id="reserved" title="space held on the peers for files being written (est_size at create)">reserved

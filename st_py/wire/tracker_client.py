@@ -23,6 +23,9 @@ from st_py.errors import (
     NotEnoughPeersError,
     PermissionDeniedError,
     QuotaExceededError,
+    SnapshotExistsError,
+    SnapshotHeldError,
+    SnapshotNotFoundError,
     StFileExistsError,
     StFileNotFoundError,
     StoreTorrentError,
@@ -83,6 +86,14 @@ class TrackerClient:
     def map_error(self, e: grpc.RpcError, method: str) -> Exception:
         """The StoreTorrent exception for a failed RPC."""
         code, detail = e.code(), e.details()
+        trailer = dict(e.trailing_metadata() or ())
+        kind = trailer.get(ERROR_KIND_KEY)
+        if kind == "snapshot-exists":
+            return SnapshotExistsError(detail)
+        if kind == "no-such-snapshot":
+            return SnapshotNotFoundError(detail)
+        if kind == "snapshot-held":
+            return SnapshotHeldError(detail, snapshots=[s for s in trailer.get("st-snapshots", "").split("\n") if s])
         if code == grpc.StatusCode.NOT_FOUND:
             if dict(e.trailing_metadata() or ()).get(ERROR_KIND_KEY) == "unknown-peer":
                 return UnknownPeerError(detail)
@@ -97,8 +108,6 @@ class TrackerClient:
             return PermissionDeniedError(detail)
         if code == grpc.StatusCode.UNAUTHENTICATED:
             return NotAuthenticatedError(detail)
-        trailer = dict(e.trailing_metadata() or ())
-        kind = trailer.get(ERROR_KIND_KEY)
         if kind == "lease-held":
             return LeaseHeldError(
                 detail,
@@ -168,6 +177,22 @@ class TrackerClient:
                 filters=filters,
                 key_check=key_check,
             ),
+        )
+
+    def snapshot(self, name: str, op: str, snapshot: str = "", file_id: int = 0) -> pb.SnapshotReply:
+        """Create, delete or list the snapshots of file ``name`` (rpc
+        Snapshot; ``op`` is ``"create"``, ``"delete"`` or ``"list"``; docs/snapshots.md).
+        Send it to the file's writer (:meth:`at` its ``file_tracker``).
+
+        Raises
+        ------
+        SnapshotExistsError, SnapshotNotFoundError, BadNameError (a snapshot
+        name refused), StFileNotFoundError, PermissionDeniedError,
+        TrackerMovedError, TrackerUnavailableError
+        """
+        name = normalize(name)
+        return self._call(
+            "Snapshot", pb.SnapshotRequest(name=name, file_id=file_id, op=op, snapshot=snapshot, user=self.user)
         )
 
     def open(self, name: str) -> pb.FileInfo:

@@ -1,0 +1,487 @@
+"""Reading a file as of a past generation (docs/snapshots.md): the read
+side of the format-4 history tables, beside :mod:`st_py.core.infofile`'s
+reader of the current state.
+
+:func:`resolve_as_of` turns ``as_of`` (a snapshot name, a generation or a
+time) into a generation, once, for every way in. :class:`AsOf` answers
+what :class:`~st_py.core.infofile.InfofileReader` answers about the current
+state (names, count, lookups, objects, sizes) about that generation:
+
+- the records of generation G are the current versions committed at or
+  before G and the past versions current at G
+  (``record_history.commit_seq <= G < until``);
+- a version still current is read from its current holders (a snapshot
+  follows a record wherever moves took its copies); a past version from the
+  holders it had when it stopped being current (its ``copy_history`` rows
+  with ``since < until_v <= until``).
+
+Only this module and :mod:`st_py.core.infofile` hold SQL over the
+infofile's tables on the client side.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sqlite3
+from dataclasses import dataclass
+
+from st_py.core.infofile import STRIPE_END, STRIPE_PREFIX, InfofileReader, ObjectMeta, RecordMeta
+from st_py.errors import InvalidOptionError, SnapshotExpiredError, SnapshotNotFoundError
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A named generation of one file (docs/snapshots.md).
+
+    Attributes
+    ----------
+    file : str
+        The StoreTorrent file.
+    name : str
+        The snapshot's name.
+    generation : int
+        The file's committed generation it pins.
+    created_at : float
+        Unix seconds.
+    owner : str
+        The user who made it.
+    """
+
+    file: str
+    name: str
+    generation: int
+    created_at: float
+    owner: str = ""
+
+    def as_dict(self) -> dict:
+        """Plain data (the CLI's JSON)."""
+        return {
+            "file": self.file,
+            "name": self.name,
+            "generation": self.generation,
+            "created_at": self.created_at,
+            "owner": self.owner,
+        }
+
+
+def has_history(reader: InfofileReader) -> bool:
+    """The file keeps history (the format-4 tables; a tracker of this
+    release adds them when it first writes a file)."""
+    try:
+        reader.conn.execute("SELECT 1 FROM record_history LIMIT 0")
+        return True
+    except sqlite3.OperationalError:
+        return False
+
+
+def retained_on(reader: InfofileReader, key: str, peer_idx: int) -> bool:
+    """Peer ``peer_idx`` keeps a copy stored under ``key`` of a version that
+    is no longer current, or of a current one moved off it, which readers
+    of older generations may still use (a ``copy_history`` row): a new
+    copy under that name must not replace it."""
+    try:
+        return (
+            reader.conn.execute(
+                "SELECT 1 FROM copy_history WHERE coalesce(stored_as, name) = ? AND peer_idx = ? LIMIT 1",
+                (key, peer_idx),
+            ).fetchone()
+            is not None
+        )
+    except sqlite3.OperationalError:  # a file made before versions
+        return (
+            reader.conn.execute(
+                "SELECT 1 FROM copy_history WHERE name = ? AND peer_idx = ? LIMIT 1", (key, peer_idx)
+            ).fetchone()
+            is not None
+        )
+
+
+HELD = "EXISTS (SELECT 1 FROM snapshots s WHERE s.generation >= {v}.commit_seq AND s.generation < {v}.until)"
+"""SQL: past version ``{v}`` (a ``record_history`` or ``object_history``
+row) is held by a snapshot taken while it was current."""
+
+
+def retained_bytes(conn) -> int:
+    """Bytes (one copy, as stored) of the past versions that snapshots hold:
+    what snapshots keep on the peers' disks beyond the current records
+    (docs/snapshots.md, "Space"). 0 for a file without history."""
+    try:
+        (b,) = conn.execute(
+            f"SELECT coalesce(sum(size), 0) FROM record_history WHERE {HELD.format(v='record_history')}"
+        ).fetchone()
+    except sqlite3.OperationalError:
+        return 0
+    return int(b)
+
+
+def snapshot_count(conn) -> int:
+    """The file's snapshots (0 without history)."""
+    try:
+        return int(conn.execute("SELECT count(*) FROM snapshots").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+def snapshots(reader: InfofileReader, file: str = "") -> list[Snapshot]:
+    """The file's snapshots, oldest first (none in a file without history)."""
+    if not has_history(reader):
+        return []
+    return [
+        Snapshot(file, str(n), int(g), float(t), str(o))
+        for n, g, t, o in reader.conn.execute(
+            "SELECT name, generation, created_at, owner FROM snapshots ORDER BY generation, name"
+        )
+    ]
+
+
+def _time_of(as_of) -> float | None:
+    """Unix seconds if ``as_of`` is a time (a datetime, a pandas Timestamp,
+    an ISO 8601 string, or a float), else None."""
+    if isinstance(as_of, _dt.datetime):
+        return as_of.timestamp()  # a naive datetime is local time, as datetime.timestamp() reads it
+    if isinstance(as_of, float):
+        return as_of
+    if isinstance(as_of, str):
+        try:
+            return _dt.datetime.fromisoformat(as_of).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def resolve_as_of(reader: InfofileReader, as_of, file: str = "") -> int:
+    """The generation ``as_of`` names in this file (docs/snapshots.md,
+    "``as_of``"): a snapshot's name (``str``), a generation (``int``), or a
+    time (``datetime``, ``pandas.Timestamp``, an ISO 8601 string, or unix
+    seconds as a ``float``): the latest generation committed at or before it.
+
+    Returns
+    -------
+    int
+        The generation, checked readable: at most the file's, and at least
+        ``meta.history_from`` unless a snapshot pins it.
+
+    Raises
+    ------
+    SnapshotNotFoundError
+        A string that is neither a snapshot of the file nor a time.
+    SnapshotExpiredError
+        A generation or time older than the history kept.
+    InvalidOptionError
+        A generation newer than the file's, a negative one, or a value of
+        another type.
+    """
+    meta = reader.meta()
+    current = int(meta.get("generation", 0))
+    history_from = int(meta.get("history_from", current))
+    kept = has_history(reader)
+    pinned = {s.generation: s.name for s in snapshots(reader, file)}
+    if isinstance(as_of, bool) or as_of is None:
+        raise InvalidOptionError(f"as_of {as_of!r}: give a snapshot name, a generation or a time", "as_of", as_of)
+    if isinstance(as_of, str):
+        by_name = {s.name: s.generation for s in snapshots(reader, file)}
+        if as_of in by_name:
+            return by_name[as_of]
+    if isinstance(as_of, int):
+        gen = as_of
+        if gen < 0 or gen > current:
+            raise InvalidOptionError(
+                f"as_of generation {gen} of {file or reader.path}: the file is at generation {current}",
+                "as_of",
+                as_of,
+            )
+    else:
+        at = _time_of(as_of)
+        if at is None:
+            if isinstance(as_of, str):
+                raise SnapshotNotFoundError(
+                    f"{file or reader.path} has no snapshot named {as_of!r}, and it is no ISO 8601 time "
+                    f"(storetorrent snapshot ls {file})",
+                    file,
+                    as_of,
+                )
+            raise InvalidOptionError(
+                f"as_of {as_of!r} ({type(as_of).__name__}): give a snapshot name, a generation (int) or a time",
+                "as_of",
+                as_of,
+            )
+        row = (
+            reader.conn.execute("SELECT max(generation) FROM generations WHERE at <= ?", (at,)).fetchone()
+            if kept
+            else (None,)
+        )
+        if row[0] is None:
+            raise SnapshotExpiredError(
+                f"{file or reader.path} keeps no generation committed at or before {as_of} "
+                f"(its history starts at generation {history_from})",
+                file,
+                -1,
+                history_from,
+            )
+        gen = int(row[0])
+    if gen == current:
+        return gen
+    if not kept or (gen < history_from and gen not in pinned):
+        raise SnapshotExpiredError(
+            f"{file or reader.path} at generation {gen} is no longer readable: its history is kept from "
+            f"generation {history_from if kept else current} on (docs/snapshots.md, 'Retention'); "
+            "a snapshot keeps a generation readable",
+            file,
+            gen,
+            history_from if kept else current,
+        )
+    return gen
+
+
+# The versions visible at G (?1), with the holders each is read from: current
+# versions from their current copies, past ones from their last holders.
+_CURRENT = (
+    "SELECT r.name AS name, r.size AS size, r.crc32c AS crc32c, r.version AS version, r.stored_as AS stored_as, "
+    "{logical} AS logical FROM records r WHERE r.commit_seq <= ?1"
+)
+_PAST = (
+    "SELECT v.name AS name, v.size AS size, v.crc32c AS crc32c, v.version AS version, v.stored_as AS stored_as, "
+    "coalesce(v.logical_size, v.size) AS logical FROM record_history v WHERE v.commit_seq <= ?1 AND v.until > ?1"
+)
+_LAST_HOLDERS = (
+    "SELECT h.copy_rank, h.peer_idx FROM record_history v JOIN copy_history h ON h.name = v.name "
+    "AND coalesce(h.stored_as, h.name) = coalesce(v.stored_as, v.name) AND h.since < v.until AND h.until >= v.until "
+    "WHERE v.name = ?2 AND v.commit_seq <= ?1 AND v.until > ?1 ORDER BY h.copy_rank"
+)
+
+
+class AsOf:
+    """A read view of one infofile as of generation ``generation``: the
+    subset of :class:`~st_py.core.infofile.InfofileReader` that reads use
+    (``count``, ``names``, ``exists``, ``lookup``, ``lookup_many``,
+    ``object``, ``objects``, ``stats``, ``user_bytes``,
+    ``count_unavailable``, ``counted``), answered for that generation.
+
+    Not safe to share between threads beyond what its reader allows (the
+    open file's lock serializes its users)."""
+
+    def __init__(self, reader: InfofileReader, generation: int, file: str = ""):
+        self.reader, self.as_of, self.file = reader, int(generation), file
+        self.conn = reader.conn
+        self.path = reader.path
+
+    def _logical(self) -> str:
+        try:
+            self.conn.execute("SELECT logical_size FROM records LIMIT 0")
+            return "coalesce(r.logical_size, r.size)"
+        except sqlite3.OperationalError:
+            return "r.size"
+
+    def _visible(self) -> str:
+        return f"{_CURRENT.format(logical=self._logical())} UNION ALL {_PAST}"
+
+    # -- what InfofileReader answers, at the view's generation ------------------------
+    def meta(self) -> dict:
+        """The infofile's meta table (the current one: it has no history)."""
+        return self.reader.meta()
+
+    def generation(self) -> int:
+        """The generation this view reads."""
+        return self.as_of
+
+    def counted(self) -> tuple[int, int]:
+        """``(current generation, records at this view's generation)`` in one
+        transaction, for a GET_LOCAL plan as of it (peers reveal the
+        versions of this generation as held at the current one)."""
+        c = self.conn
+        c.execute("BEGIN")
+        try:
+            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+            n = self._count_records(with_stripes=True)
+        finally:
+            c.execute("COMMIT")
+        return gen, n
+
+    def _count_records(self, with_stripes: bool) -> int:
+        g = self.as_of
+        stripes = "" if with_stripes else " AND NOT (name >= ?2 AND name < ?3)"
+        (a,) = self.conn.execute(
+            f"SELECT count(*) FROM records WHERE commit_seq <= ?1{stripes}",
+            (g,) if with_stripes else (g, STRIPE_PREFIX, STRIPE_END),
+        ).fetchone()
+        (b,) = self.conn.execute(
+            f"SELECT count(*) FROM record_history WHERE commit_seq <= ?1 AND until > ?1{stripes}",
+            (g,) if with_stripes else (g, STRIPE_PREFIX, STRIPE_END),
+        ).fetchone()
+        return int(a) + int(b)
+
+    def count(self) -> int:
+        """Records and objects at this generation (not stripe records)."""
+        return self._count_records(with_stripes=False) + len(self.objects())
+
+    def names(self, prefix: str | None = None) -> list[str]:
+        """Record and object names at this generation (not stripes), sorted."""
+        p = prefix or ""
+        rows = self.conn.execute(
+            f"SELECT name FROM ({self._visible()}) WHERE substr(name, 1, ?2) = ?3",
+            (self.as_of, len(p), p),
+        )
+        out = [r[0] for r in rows if not r[0].startswith(STRIPE_PREFIX)]
+        out += [o.name for o in self.objects() if o.name.startswith(p)]
+        return sorted(out)
+
+    def exists(self, name: str) -> bool:
+        """A record or object of that name at this generation."""
+        return self.lookup(name) is not None or self.object(name) is not None
+
+    def lookup(self, name: str) -> RecordMeta | None:
+        """The version of record ``name`` at this generation with the holders
+        it is read from, or None (no such record then). A past version whose
+        copies are no longer kept has no holders (``peers == ()``)."""
+        rows = self.conn.execute(
+            "SELECT r.size, r.crc32c, c.copy_rank, c.peer_idx, r.version, r.stored_as FROM records r "
+            "JOIN copies c ON c.name = r.name WHERE r.name = ?2 AND r.commit_seq <= ?1 ORDER BY c.copy_rank",
+            (self.as_of, name),
+        ).fetchall()
+        if rows:
+            f = rows[0]
+            return RecordMeta(name, f[0], f[1], tuple(r[3] for r in rows), tuple(r[2] for r in rows), f[4], f[5])
+        v = self.conn.execute(
+            "SELECT size, crc32c, version, stored_as FROM record_history "
+            "WHERE name = ?2 AND commit_seq <= ?1 AND until > ?1",
+            (self.as_of, name),
+        ).fetchone()
+        if v is None:
+            # a current version committed later, whose copies are not all
+            # stored yet, or none: either way not a record at this generation
+            return None
+        held = self.conn.execute(_LAST_HOLDERS, (self.as_of, name)).fetchall()
+        return RecordMeta(name, v[0], v[1], tuple(p for _, p in held), tuple(r for r, _ in held), v[2], v[3])
+
+    def lookup_many(self, names: list[str]) -> dict[str, RecordMeta]:
+        """:meth:`lookup` of many names (those that are records at this generation)."""
+        out = {}
+        for n in names:
+            m = self.lookup(n)
+            if m is not None:
+                out[n] = m
+        return out
+
+    def object(self, name: str) -> ObjectMeta | None:
+        """The striped object ``name`` at this generation, or None."""
+        g = self.as_of
+        try:
+            row = self.conn.execute(
+                "SELECT name, size, stripe_size, stripes, crc32c FROM objects WHERE name = ?2 AND commit_seq <= ?1 "
+                "UNION ALL SELECT name, size, stripe_size, stripes, crc32c FROM object_history "
+                "WHERE name = ?2 AND commit_seq <= ?1 AND until > ?1",
+                (g, name),
+            ).fetchone()
+        except sqlite3.OperationalError:  # a file made before striping
+            return None
+        return ObjectMeta(*row) if row else None
+
+    def objects(self, generation: int | None = None) -> list[ObjectMeta]:
+        """The striped objects at this generation, sorted by name."""
+        try:
+            rows = self.conn.execute(
+                "SELECT name, size, stripe_size, stripes, crc32c FROM objects WHERE commit_seq <= ?1 "
+                "UNION ALL SELECT name, size, stripe_size, stripes, crc32c FROM object_history "
+                "WHERE commit_seq <= ?1 AND until > ?1 ORDER BY name",
+                (self.as_of,),
+            )
+            return [ObjectMeta(*r) for r in rows]
+        except sqlite3.OperationalError:
+            return []
+
+    def stats(self) -> tuple[int, int]:
+        """``(names, bytes)`` at this generation, as
+        :func:`~st_py.core.infofile.name_stats` counts them now."""
+        (b,) = self.conn.execute(f"SELECT coalesce(sum(size), 0) FROM ({self._visible()})", (self.as_of,)).fetchone()
+        return self.count(), int(b)
+
+    def user_bytes(self) -> int:
+        """The user's bytes of the records and objects at this generation."""
+        (b,) = self.conn.execute(
+            f"SELECT coalesce(sum(logical), 0) FROM ({self._visible()}) WHERE NOT (name >= ?2 AND name < ?3)",
+            (self.as_of, STRIPE_PREFIX, STRIPE_END),
+        ).fetchone()
+        return int(b) + sum(o.size for o in self.objects())
+
+    def count_unavailable(self, dead_idxs: list[int], copies: int) -> int:
+        """Records of this generation with no kept copy outside
+        ``dead_idxs`` (a GET_LOCAL plan's check, paper 4.2)."""
+        marks = ",".join("?" * len(dead_idxs)) or "NULL"
+        g = self.as_of
+        (a,) = self.conn.execute(
+            "SELECT count(*) FROM records r WHERE r.commit_seq <= ? AND NOT EXISTS (SELECT 1 FROM copies c "
+            f"WHERE c.name = r.name AND c.peer_idx NOT IN ({marks}))",
+            [g, *dead_idxs],
+        ).fetchone()
+        (b,) = self.conn.execute(
+            "SELECT count(*) FROM record_history v WHERE v.commit_seq <= ? AND v.until > ? AND NOT EXISTS "
+            "(SELECT 1 FROM copy_history h WHERE h.name = v.name AND coalesce(h.stored_as, h.name) = "
+            "coalesce(v.stored_as, v.name) AND h.since < v.until AND h.until >= v.until "
+            f"AND h.peer_idx NOT IN ({marks}))",
+            [g, g, *dead_idxs],
+        ).fetchone()
+        return int(a) + int(b)
+
+    def entries(self) -> list[dict]:
+        """One plain row per name at this generation (records, not stripes,
+        and objects), sorted: ``name``, ``kind`` (record or object),
+        ``size`` (the user's bytes), ``stored_size`` (one copy as stored),
+        ``crc32c`` (``storetorrent ls -r --as-of``)."""
+        rows = [
+            {"name": n, "kind": "record", "size": int(lg), "stored_size": int(sz), "crc32c": int(crc)}
+            for n, sz, crc, lg in self.conn.execute(
+                f"SELECT name, size, crc32c, logical FROM ({self._visible()}) WHERE NOT (name >= ?2 AND name < ?3)",
+                (self.as_of, STRIPE_PREFIX, STRIPE_END),
+            )
+        ]
+        for o in self.objects():
+            (stored,) = self.conn.execute(
+                f"SELECT coalesce(sum(size), 0) FROM ({self._visible()}) WHERE name >= ?2 AND name < ?3",
+                (self.as_of, f"{STRIPE_PREFIX}{o.name}/", f"{STRIPE_PREFIX}{o.name}0"),
+            ).fetchone()
+            rows.append(
+                {"name": o.name, "kind": "object", "size": o.size, "stored_size": int(stored), "crc32c": o.crc32c}
+            )
+        return sorted(rows, key=lambda r: r["name"])
+
+    def unavailable_names(self, dead_idxs: list[int], limit: int = 100) -> list[str]:
+        """Up to ``limit`` records of this generation counted by
+        :meth:`count_unavailable`, sorted."""
+        marks = ",".join("?" * len(dead_idxs)) or "NULL"
+        g = self.as_of
+        rows = self.conn.execute(
+            "SELECT r.name FROM records r WHERE r.commit_seq <= ? AND NOT EXISTS (SELECT 1 FROM copies c "
+            f"WHERE c.name = r.name AND c.peer_idx NOT IN ({marks})) "
+            "UNION ALL SELECT v.name FROM record_history v WHERE v.commit_seq <= ? AND v.until > ? AND NOT EXISTS "
+            "(SELECT 1 FROM copy_history h WHERE h.name = v.name AND coalesce(h.stored_as, h.name) = "
+            "coalesce(v.stored_as, v.name) AND h.since < v.until AND h.until >= v.until "
+            f"AND h.peer_idx NOT IN ({marks})) ORDER BY 1 LIMIT ?",
+            [g, *dead_idxs, g, g, *dead_idxs, limit],
+        )
+        return [r[0] for r in rows]
+
+    def gone(self, limit: int = 20) -> list[str]:
+        """Past versions of this generation none of whose copies are kept
+        (their history rows outlived their copies' rows), up to ``limit``."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT v.name FROM record_history v WHERE v.commit_seq <= ?1 AND v.until > ?1 AND NOT EXISTS "
+                "(SELECT 1 FROM copy_history h WHERE h.name = v.name AND coalesce(h.stored_as, h.name) = "
+                "coalesce(v.stored_as, v.name) AND h.since < v.until AND h.until >= v.until) LIMIT ?2",
+                (self.as_of, limit),
+            )
+        ]
+
+
+__all__ = [
+    "HELD",
+    "AsOf",
+    "Snapshot",
+    "has_history",
+    "resolve_as_of",
+    "retained_bytes",
+    "retained_on",
+    "snapshot_count",
+    "snapshots",
+]

@@ -1,0 +1,439 @@
+"""One move of a copy between live peers, online: what :mod:`spread` and
+:mod:`drain` (st_py.maintenance) share (paper 4.4 and 5).
+
+**One move**, as :mod:`st_py.maintenance.rebalance` does it for lost peers: the record
+is read from a holder (CRC-checked, failing over between copies; a drained
+peer's x1 records are read from the drained peer itself, which is alive),
+written at the same copy rank to a live peer in service that holds no copy
+of it (``PUT`` with ``REPLACE``), and the tracker commits the move
+(``MoveCopies``: the old holder goes to ``copy_history``, valid until the
+move's generation). Readers stay exactly-once throughout:
+
+- before the commit the new copy is not committed, so no GET asks for it and
+  no GET_LOCAL reveals it;
+- the commit is one SQLite transaction per batch: a move is committed or
+  not, whatever process dies (a peer SIGKILLed mid-move, this client);
+- a GET_LOCAL planned before the move reveals the old copy (its generation
+  precedes the move), one planned after it the new one: each record once;
+- the old copy is **left on the old holder for its scrubber**, which keeps
+  it ``--scrub-age`` seconds (default an hour) after the move (the move's
+  ``until_at``, as for a replaced version's copies), so a scan planned
+  before the move can still read the local paths it was given, and a GET
+  holding metadata read before the move still finds it. Deleting it at once
+  would break both; the client cannot know when the last such reader is
+  done, and the peer's scrubber already decides from the infofile alone.
+  The old holder's space therefore comes back ``--scrub-age`` after the
+  move, at its next scrub (``--scrub-interval``).
+
+A move never targets a peer that held a copy of the record within the last
+``RECENT_HOLDER_S`` seconds (a ``REPLACE`` there would overwrite a copy that
+an older plan may still read) unless no other peer can take it.
+
+Copies move at most ``max_mb_per_s`` (10^6 bytes per second of copies
+written, client side); the peers' own caps (``st-peer --max-write-mb-per-s``,
+``--max-read-mb-per-s``, ``--max-request-rate``; docs/operations.md, "Impact
+control") hold as well.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from st_py._proto import tracker_pb2 as pb
+from st_py.client.copies import CopyOutcome, CopyToStore
+from st_py.core.infofile import RecordMeta
+from st_py.core.placement import farthest
+from st_py.errors import (
+    InvalidOptionError,
+    UnknownPeerError,
+)
+
+DEFAULT_TOLERANCE = 0.1
+BATCH = 256  # moves read, written and committed together
+BATCH_BYTES = 64 << 20  # ... and at most this many bytes of records held in memory
+RECENT_HOLDER_S = 3600.0  # the peers' default --scrub-age: how long a moved-away copy may still be read
+
+Progress = Callable[[str, int, int], None]  # (file, copies moved so far, copies planned) after each batch
+
+
+@dataclass(frozen=True)
+class PeerRef:
+    """A peer as the tracker knows it: ``addr`` (``host:port``), stable
+    ``peer_id``, liveness and ``drain_state`` (``""`` in service,
+    ``"draining"`` or ``"retired"``)."""
+
+    addr: str
+    peer_id: str
+    alive: bool
+    drain_state: str = ""
+
+
+@dataclass
+class PeerFill:
+    """One peer's share of the files considered.
+
+    ``space_bytes`` is what StoreTorrent may occupy on it (its announced
+    capacity, a shared disk split evenly: :func:`spaces`); ``bytes_before`` and ``bytes_after`` the committed copy
+    bytes it holds of the files, before and after the operation."""
+
+    addr: str
+    peer_id: str
+    space_bytes: int
+    bytes_before: int = 0
+    bytes_after: int = 0
+    drain_state: str = ""
+
+    @property
+    def fill_before(self) -> float:
+        """``bytes_before / space_bytes`` (0 to 1)."""
+        return self.bytes_before / self.space_bytes if self.space_bytes else 0.0
+
+    @property
+    def fill_after(self) -> float:
+        """``bytes_after / space_bytes`` (0 to 1)."""
+        return self.bytes_after / self.space_bytes if self.space_bytes else 0.0
+
+
+@dataclass
+class FileMoves:
+    """What a spread or a drain did to one file.
+
+    ``copies_planned`` moves were planned, ``copies_moved`` of them
+    committed (``bytes_moved`` bytes, one copy each). ``skipped`` are moves
+    left out before anything was written (the record was deleted, replaced
+    or moved by someone else meanwhile, could not be read, or no live peer
+    could take it); ``conflicts`` moves the tracker refused; ``stuck`` (a
+    drain) records with a copy on the drained peer that no peer in service
+    can take (every one holds a copy already). ``peers_added`` is how the
+    peerlist grew (``host:port``)."""
+
+    file: str
+    copies_planned: int = 0
+    copies_moved: int = 0
+    bytes_moved: int = 0
+    peers_added: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)
+    generation: int = 0
+    before: dict[str, int] = field(default_factory=dict)  # peer_id -> committed copy bytes
+    after: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """The counts as a JSON-ready dict."""
+        return {
+            "file": self.file,
+            "copies_planned": self.copies_planned,
+            "copies_moved": self.copies_moved,
+            "bytes_moved": self.bytes_moved,
+            "peers_added": list(self.peers_added),
+            "skipped": len(self.skipped),
+            "conflicts": len(self.conflicts),
+            "stuck": len(self.stuck),
+            "generation": self.generation,
+        }
+
+
+# -- peers ---------------------------------------------------------------------
+def peer_ref(p) -> PeerRef:
+    """The :class:`PeerRef` of a tracker status peer (``pb.Peer``)."""
+    return PeerRef(p.addr, p.peer_id, bool(p.alive), p.drain_state)
+
+
+def find_peer(client, peer: str) -> PeerRef:
+    """The peer ``peer`` names: a ``host:port``, a peer id, or a host that
+    only one peer listens on.
+
+    Raises
+    ------
+    UnknownPeerError
+        No peer known to the tracker matches, or a host matches several.
+    TrackerUnavailableError
+    """
+    peers = list(client.status().peers)
+    for p in peers:
+        if peer in (p.addr, p.peer_id):
+            return peer_ref(p)
+    on_host = [p for p in peers if p.addr.rsplit(":", 1)[0] == peer]
+    known = sorted(p.addr for p in peers)
+    if len(on_host) == 1:
+        return peer_ref(on_host[0])
+    if on_host:
+        raise UnknownPeerError(
+            f"{len(on_host)} peers run on host {peer}: name one as HOST:PORT ({', '.join(p.addr for p in on_host)})",
+            peer,
+            known,
+        )
+    raise UnknownPeerError(
+        f"no peer {peer!r} is known to the tracker; its peers are {', '.join(known) or 'none'}", peer, known
+    )
+
+
+def set_in_service(client, peer: str) -> PeerRef:
+    """Put a drained (or draining) peer back in service: new files may be
+    scheduled on it again. Copies already moved off stay where they are
+    (``storetorrent drain --cancel``; :func:`~st_py.maintenance.spread.spread` moves some back).
+
+    Raises
+    ------
+    UnknownPeerError, PermissionDeniedError (not an admin), TrackerUnavailableError
+    """
+    ref = find_peer(client, peer)
+    return peer_ref(client.tracker.set_peer_state(ref.peer_id, ""))
+
+
+def spaces(peers) -> dict[str, int]:
+    """``{peer_id: space}``: what StoreTorrent may occupy on each of
+    ``peers`` (``pb.Peer``): its announced capacity (its disk, or its
+    ``--capacity``), a filesystem that several of them share (``fs_id``, as
+    ``storetorrent up``'s peers do) split evenly between them; else used
+    plus free bytes; else 1 (never announced).
+
+    Not used plus free, which moves as copies move (a moved-away copy waits
+    for the scrubber, so both holders count it for ``--scrub-age``): the
+    shares then changed between two spreads, and a second spread of an even
+    cluster moved copies again."""
+    peers = list(peers)
+    sharing: dict[str, int] = {}
+    for p in peers:
+        if p.fs_id:
+            sharing[p.fs_id] = sharing.get(p.fs_id, 0) + 1
+    out = {}
+    for p in peers:
+        cap = int(p.capacity_bytes) // max(1, sharing.get(p.fs_id, 1) if p.fs_id else 1)
+        out[p.peer_id] = cap or int(p.used_bytes + p.free_bytes) or 1
+    return out
+
+
+# -- options -------------------------------------------------------------------
+def check_options(tolerance: float, max_mb_per_s: float | None) -> None:
+    """Raise :class:`~st_py.errors.InvalidOptionError` unless ``0 <= tolerance < 1``
+    and ``max_mb_per_s`` is None or above 0."""
+    if not 0 <= tolerance < 1:
+        raise InvalidOptionError(
+            f"tolerance {tolerance} must be at least 0 and below 1 (a fraction of the mean fill: 0.1 is 10%)",
+            "tolerance",
+            tolerance,
+        )
+    if max_mb_per_s is not None and not max_mb_per_s > 0:
+        raise InvalidOptionError(
+            f"max_mb_per_s {max_mb_per_s} must be above 0 (None: no cap)", "max_mb_per_s", max_mb_per_s
+        )
+
+
+class Throttle:
+    """A token bucket over the bytes the move loop writes, holding a tenth
+    of a second of its rate (as the peers' impact-control limits do)."""
+
+    def __init__(self, mb_per_s: float | None):
+        self.rate = mb_per_s * 1e6 if mb_per_s else 0.0
+        self.burst = max(self.rate / 10, 1.0)
+        self.tokens = self.burst
+        self.last = time.monotonic()
+
+    def take(self, n: int, poll: Callable[[float], object]) -> None:
+        """Account ``n`` bytes; wait (running ``poll(seconds)``, which keeps
+        replies flowing) until the bucket allows them."""
+        if not self.rate:
+            return
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate) - n
+        self.last = now
+        if self.tokens < 0:
+            until = now + -self.tokens / self.rate
+            while (left := until - time.monotonic()) > 0:
+                poll(min(left, 0.05))
+
+
+# -- planning ------------------------------------------------------------------
+@dataclass
+class Move:
+    """A planned move: copy ``rank`` of record ``name`` (``size`` bytes) from
+    peer index ``src`` to ``dst``."""
+
+    name: str
+    rank: int
+    src: int
+    dst: int
+    size: int
+
+
+def recent_holders(reader, names: Iterable[str] | None = None) -> dict[str, set[int]]:
+    """``{record: peer indexes}`` that held one of its copies within the last
+    ``RECENT_HOLDER_S`` seconds (a copy moved away, or a replaced version),
+    whose scrubber may still keep it for older readers
+    (:meth:`~st_py.core.infofile.InfofileReader.recent_holders`)."""
+    return reader.recent_holders(time.time() - RECENT_HOLDER_S, names)
+
+
+def holdings(metas: Mapping[str, RecordMeta], peers: Iterable[int]) -> tuple[dict[int, int], dict[int, list]]:
+    """Bytes and ``(size, name, rank)`` of the copies each of ``peers`` holds."""
+    held = {p: 0 for p in peers}
+    on: dict[int, list] = {p: [] for p in held}
+    for m in metas.values():
+        for rank, p in m.copies().items():
+            if p in held:
+                held[p] += m.size
+                on[p].append((m.size, m.name, rank))
+    return held, on
+
+
+# -- moving --------------------------------------------------------------------
+def _batches(moves: list[Move]) -> Iterable[list[Move]]:
+    batch: list[Move] = []
+    size = 0
+    for mv in moves:
+        if batch and (len(batch) >= BATCH or size + mv.size > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(mv)
+        size += mv.size
+    if batch:
+        yield batch
+
+
+def execute(
+    f,
+    moves: list[Move],
+    peers: list[int],
+    space: Mapping[int, int],
+    held: dict[int, int],
+    fm: FileMoves,
+    throttle: Throttle,
+    progress: Progress | None,
+    allow_recent: bool = False,
+) -> None:
+    """Carry out ``moves`` on open file ``f`` in batches (read, write, commit);
+    ``held`` (bytes per peer index) follows the committed moves. A copy
+    whose planned peer cannot take it goes to another peer in service
+    (``peers``); to one that held a copy of the record recently only with
+    ``allow_recent`` and no other choice."""
+    fm.copies_planned += len(moves)
+    done = 0
+    for batch in _batches(moves):
+        _move_batch(f, batch, peers, space, held, fm, throttle, allow_recent)
+        done += len(batch)
+        if progress:
+            progress(f.name, done, len(moves))
+
+
+def _move_batch(
+    f,
+    batch: list[Move],
+    peers: list[int],
+    space: Mapping[int, int],
+    held: dict[int, int],
+    fm: FileMoves,
+    throttle: Throttle,
+    allow_recent: bool,
+) -> None:
+    reader = f.infofile()
+    names = sorted({mv.name for mv in batch})
+    metas = reader.lookup_many(names)  # as committed now: writers and other movers go on meanwhile
+    recent = recent_holders(reader, names)
+    taken = {n: set(m.peers) for n, m in metas.items()}  # holders, and peers given a copy in this batch
+    valid: list[tuple[Move, RecordMeta]] = []
+    for mv in batch:
+        m = metas.get(mv.name)
+        if m is None or m.copies().get(mv.rank) != mv.src:
+            fm.skipped.append(f"{mv.name}: deleted, replaced or moved since the move was planned")
+        else:
+            valid.append((mv, m))
+    reads = {n: f.queue_get(n, stored=True) for n in sorted({mv.name for mv, _ in valid})}
+    data: dict[str, bytes] = {}
+    for n, fut in reads.items():
+        exc = fut.exception()
+        if exc is None:
+            data[n] = fut.result()
+        else:  # every copy failed: nothing is written, the record stays where it is
+            fm.skipped.append(f"{n}: not readable now: {exc}")
+    tried: dict[tuple[str, int], set[int]] = {}
+    move_of: dict[tuple[str, int], Move] = {}
+
+    def place(mv: Move, m: RecordMeta, dst: int | None) -> int | None:
+        t = tried[(mv.name, mv.rank)]
+
+        def ok(r: int) -> bool:
+            return r not in t and r not in taken[mv.name] and f.peer_usable(r)
+
+        old = recent.get(mv.name, set())
+        if dst is None or not ok(dst) or (dst in old and not allow_recent):
+            cands = [r for r in peers if ok(r) and r not in old] or (
+                [r for r in peers if ok(r)] if allow_recent else []
+            )
+            cands = farthest(cands, [p for p in m.peers if p != mv.src], f.placement_domains)  # apart by failure domain
+            dst = min(cands, key=lambda r: ((held.get(r, 0) + m.size) / space[r], r)) if cands else None
+        if dst is None:
+            fm.skipped.append(f"{mv.name}: no live peer in service can take copy {mv.rank}")
+            return None
+        t.add(dst)
+        taken[mv.name].add(dst)
+        return dst
+
+    def copies() -> Iterator[CopyToStore]:
+        for mv, m in valid:
+            if mv.name in data:
+                throttle.take(m.size, f.poll)
+                tried[(mv.name, mv.rank)] = set()
+                move_of[(mv.name, mv.rank)] = mv
+                dst = place(mv, m, mv.dst)
+                if dst is not None:
+                    yield CopyToStore(m, mv.rank, dst, data[mv.name])
+
+    def fail_over(o: CopyOutcome) -> int | None:
+        return place(move_of[(o.record.name, o.rank)], o.record, None)  # another peer (paper 4.3); not throttled: rare
+
+    moved: list[tuple[Move, RecordMeta, int]] = []
+    for o in f.store_copies(copies(), fail_over):
+        if o.stored:
+            moved.append((move_of[(o.record.name, o.rank)], o.record, o.peer))
+        elif not o.peer_failed:
+            fm.conflicts.append(f"{o.record.name}: {o.error}")
+    if not moved:
+        return
+    reply = f.commit_moved_copies(
+        [
+            pb.CopyMove(
+                name=mv.name, copy_rank=mv.rank, from_peer_idx=mv.src, to_peer_idx=dst, stored_as=m.stored_as or ""
+            )
+            for mv, m, dst in moved
+        ],
+    )
+    fm.conflicts.extend(reply.conflicts)
+    fm.generation = max(fm.generation, int(reply.generation))
+    now = reader.lookup_many(sorted({mv.name for mv, _, _ in moved}))  # what the tracker committed
+    for mv, m, dst in moved:
+        n = now.get(mv.name)
+        if n is not None and n.copies().get(mv.rank) == dst:
+            fm.copies_moved += 1
+            fm.bytes_moved += m.size
+            held[mv.src] = held.get(mv.src, 0) - m.size
+            held[dst] = held.get(dst, 0) + m.size
+
+
+def prepare(f) -> None:
+    """Before planning moves on open file ``f``: its own writes committed and
+    its peers and liveness read again."""
+    f.check_open()
+    f.flush()
+    f.refresh()
+
+
+def grow_peerlist(f, in_service: set[str], fm: FileMoves) -> None:
+    """Add every peer in service not yet in the file's peerlist (the tracker
+    adds its live peers in service: ``ExtendPeerlist``)."""
+    have = {p.peer_id for p in f.peers.values()}
+    if in_service - have:
+        fm.peers_added = [f.peers[i].addr for i in f.extend_peerlist()]
+
+
+def by_peer_id(f, held: Mapping[int, int], peer_ids: Iterable[str]) -> dict[str, int]:
+    """``held`` (bytes per peer index of ``f``) summed per peer id, for ``peer_ids`` only."""
+    out = {pid: 0 for pid in peer_ids}
+    for i, b in held.items():
+        pid = f.peers[i].peer_id
+        if pid in out:
+            out[pid] += b
+    return out

@@ -1,0 +1,264 @@
+"""Snapshots and reads as of a past generation (docs/snapshots.md; issue
+"Reproducible analysis") against real trackers and peers: after a snapshot,
+records are appended, replaced and deleted, and the snapshot still reads
+byte-identical to what was read before the changes, while the current
+generation reads as it is now."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import pytest
+from helpers import run_cli
+
+from st_py.errors import (
+    InvalidOptionError,
+    ReadOnlyError,
+    RecordNotFoundError,
+    SnapshotExistsError,
+    SnapshotExpiredError,
+    SnapshotHeldError,
+    SnapshotNotFoundError,
+)
+
+
+def _fill(c, name: str, replication: str = "x2", n: int = 30) -> dict[str, bytes]:
+    want = {f"r{i:03d}": b"first %d " % i * (i + 1) for i in range(n)}
+    with c.create(name, replication) as f:
+        for k, v in want.items():
+            f.queue_put(k, v)
+    return want
+
+
+def _change(c, name: str) -> None:
+    """Append, replace and delete records after a snapshot."""
+    with c.open(name) as f:
+        for i in range(5):
+            f.queue_put(f"new{i}", b"appended %d" % i)
+        f.put("r001", b"replaced", replace=True)
+        f.put("r002", b"replaced too", replace=True)
+        f.delete("r003")
+        f.delete("r004")
+
+
+def _after(want: dict[str, bytes]) -> dict[str, bytes]:
+    now = dict(want)
+    now.update({f"new{i}": b"appended %d" % i for i in range(5)})
+    now["r001"], now["r002"] = b"replaced", b"replaced too"
+    del now["r003"], now["r004"]
+    return now
+
+
+@pytest.mark.parametrize("replication", ["x1", "x2", "x3"])
+def test_a_snapshot_reads_what_it_pinned_after_appends_replacements_and_deletes(module_cluster, replication):
+    c = module_cluster.client()
+    name = f"/snap/basic-{replication}"
+    want = _fill(c, name, replication)
+    (snap,) = c.snapshot(name, "v1")
+    assert (snap.file, snap.name) == (name, "v1") and snap.generation > 0
+    _change(c, name)
+    with c.open(name, as_of="v1") as f:
+        assert f.as_of == snap.generation == f.generation
+        assert f.names() == sorted(want)
+        assert len(f.names()) == len(want)
+        assert {k: f.get(k) for k in want} == want
+        with pytest.raises(RecordNotFoundError):
+            f.get("new0")  # appended after the snapshot
+    with c.open(name) as f:
+        now = _after(want)
+        assert f.names() == sorted(now)
+        assert {k: f.get(k) for k in now} == now
+        assert f.generation > snap.generation and f.as_of is None
+        with pytest.raises(RecordNotFoundError):
+            f.get("r003")
+
+
+def test_as_of_a_generation_and_a_time_read_the_same_state(module_cluster):
+    c = module_cluster.client()
+    name = "/snap/gen-time"
+    want = _fill(c, name)
+    with c.open(name) as f:
+        gen = f.generation
+    between = datetime.datetime.now(datetime.timezone.utc)
+    time.sleep(0.05)
+    _change(c, name)
+    for as_of in (gen, between, between.isoformat()):
+        with c.open(name, as_of=as_of) as f:
+            assert f.generation == gen, as_of
+            assert {k: f.get(k) for k in f.names()} == want
+    with pytest.raises(InvalidOptionError):
+        c.open(name, as_of=10**9)
+    with pytest.raises(SnapshotNotFoundError):
+        c.open(name, as_of="no-such-snapshot")
+
+
+def test_a_past_state_is_read_only(module_cluster):
+    c = module_cluster.client()
+    name = "/snap/ro"
+    _fill(c, name, n=3)
+    c.snapshot(name, "ro")
+    with c.open(name, as_of="ro") as f:
+        for write in (lambda: f.put("x", b"y"), lambda: f.queue_put("x", b"y"), lambda: f.delete("r000")):
+            with pytest.raises(ReadOnlyError) as e:
+                write()
+            assert e.value.file == name and e.value.as_of == f.generation
+    with c.open(name) as f:
+        assert "x" not in f.names()
+
+
+def test_snapshots_are_listed_named_once_and_deleted(module_cluster):
+    c = module_cluster.client()
+    _fill(c, "/snap/dir/a", n=3)
+    _fill(c, "/snap/dir/b", n=4)
+    made = c.snapshot("/snap/dir", "s1")
+    assert sorted(s.file for s in made) == ["/snap/dir/a", "/snap/dir/b"]
+    with pytest.raises(SnapshotExistsError) as e:
+        c.snapshot("/snap/dir/a", "s1")
+    assert e.value.file == "/snap/dir/a" and e.value.snapshot == "s1"
+    listed = c.snapshots("/snap/dir")
+    assert [(s.file, s.name, s.generation) for s in listed] == [(s.file, s.name, s.generation) for s in made]
+    with c.open("/snap/dir/b") as f:
+        assert [s.name for s in f.snapshots()] == ["s1"]
+    gone = c.delete_snapshot("/snap/dir", "s1")
+    assert len(gone) == 2 and c.snapshots("/snap/dir") == []
+    with pytest.raises(SnapshotNotFoundError):
+        c.delete_snapshot("/snap/dir/a", "s1")
+
+
+def test_deleting_a_file_a_snapshot_holds_is_refused_and_removes_nothing(module_cluster):
+    c = module_cluster.client()
+    name = "/snap/held"
+    want = _fill(c, name, n=10)
+    c.snapshot(name, "keep")
+    with pytest.raises(SnapshotHeldError) as e:
+        c.delete(name)
+    assert e.value.snapshots == ("keep",) and e.value.file == name
+    with c.open(name) as f:
+        assert {k: f.get(k) for k in f.names()} == want  # nothing was removed from the peers
+    c.delete_snapshot(name, "keep")
+    assert c.delete(name) == 10
+
+
+def test_an_old_generation_no_snapshot_keeps_is_refused_once_its_history_is_dropped(make_cluster):
+    """History no snapshot holds is dropped after the tracker's
+    --history-age (at its next write); reading a generation older than what
+    is kept then raises SnapshotExpiredError rather than leaving records
+    out, while a snapshot's generation stays readable."""
+    cluster = make_cluster(tracker_args=["--history-age", "0.5"])
+    c = cluster.client()
+    name = "/snap/expire"
+    want = _fill(c, name, n=5)
+    c.snapshot(name, "kept")
+    with c.open(name) as f:
+        f.put("late", b"appended after the snapshot")
+        gen = f.generation  # "late" is a record of gen, and of no snapshot
+    with c.open(name) as f:
+        f.delete("late")
+        f.delete("r000")  # r000 is held by the snapshot
+    with c.open(name, as_of=gen) as f:
+        assert f.get("late") == b"appended after the snapshot"  # kept for now
+    time.sleep(1.0)
+    with c.open(name) as f:
+        f.delete("r001")  # a write after --history-age: the tracker drops what no snapshot holds
+    with pytest.raises(SnapshotExpiredError) as e:
+        c.open(name, as_of=gen)
+    assert e.value.as_of == gen and e.value.history_from > gen and e.value.file == name
+    with c.open(name, as_of="kept") as f:  # the snapshot's generation, whole
+        assert {k: f.get(k) for k in f.names()} == want
+
+
+def test_the_cli_makes_lists_reads_and_deletes_snapshots(module_cluster, tmp_path):
+    import json
+
+    c = module_cluster.client()
+    name = "/snap/cli/f"
+    want = _fill(c, name, n=6)
+    r = run_cli(module_cluster, "snapshot", "create", "/snap/cli", "--name", "paper-v1", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    (made,) = json.loads(r.stdout)
+    assert (made["file"], made["name"]) == (name, "paper-v1")
+    _change(c, name)
+    r = run_cli(module_cluster, "snapshot", "ls", "/snap/cli", "--format", "json")
+    assert [(s["file"], s["name"], s["generation"]) for s in json.loads(r.stdout)] == [
+        (name, "paper-v1", made["generation"])
+    ]
+    r = run_cli(module_cluster, "ls", "-r", name, "--as-of", "paper-v1", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [x["name"] for x in rows] == sorted(want)
+    assert {x["name"]: x["size"] for x in rows} == {k: len(v) for k, v in want.items()}
+    assert {x["generation"] for x in rows} == {made["generation"]}
+    r = run_cli(module_cluster, "get", name, "r003", "--as-of", str(made["generation"]), "-o", str(tmp_path / "r003"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "r003").read_bytes() == want["r003"]  # deleted since, read as it was
+    r = run_cli(module_cluster, "rm", name)
+    assert r.returncode == 2 and "paper-v1" in r.stderr and "snapshot" in r.stderr
+    r = run_cli(module_cluster, "snapshot", "delete", name, "paper-v1")
+    assert r.returncode == 0, r.stderr
+    assert run_cli(module_cluster, "rm", name).returncode == 0
+
+
+def test_what_snapshots_retain_is_shown_and_counted_against_quota_until_released(make_cluster):
+    """Retained copies occupy disks: status shows them next to used, the
+    file's quota counts them, and deleting the last snapshot that holds them
+    releases them (docs/snapshots.md, "Space")."""
+    from conftest import poll_for
+
+    from st_py.errors import QuotaExceededError
+
+    record, n = 100_000, 10
+    quota = 2 * n * record * 2  # x2: room for twice the records
+    cluster = make_cluster(3, tracker_args=["--quota-bytes", str(quota)])
+    c = cluster.client()
+    name = "/snap/space"
+    with c.create(name, "x2") as f:
+        for i in range(n):
+            f.put(f"a{i}", bytes([i]) * record)
+    c.snapshot(name, "hold")
+    with c.open(name) as f:
+        for i in range(n):
+            f.delete(f"a{i}")  # held by the snapshot: still on the disks
+    poll_for(lambda: c.status().retained_bytes == n * record * 2, what="retained bytes counted")
+    assert c.status().snapshots == 1
+    # room is left for n more records, not 2n: the snapshot's keep the other half
+    f = c.open(name)
+    with pytest.raises(QuotaExceededError) as e:
+        for i in range(2 * n):
+            f.put(f"b{i}", bytes([i]) * record)
+        f.close()  # the refusal comes with the group commit: at the put that crosses, or at close
+    assert e.value.records[0] == f"b{n}", e.value
+    f.close()
+    with c.open(name) as f:
+        assert len(f.names()) == n
+        assert len(c.open(name, as_of="hold").names()) == n  # the deleted ones, still readable
+    c.delete_snapshot(name, "hold")
+    poll_for(lambda: c.status().retained_bytes == 0 and c.status().snapshots == 0, what="retained bytes released")
+    with c.open(name) as f:  # released: the quota has room again
+        for i in range(n, 2 * n):
+            f.put(f"b{i}", bytes([i]) * record)
+
+
+@pytest.mark.parametrize("file_trackers", [0, 2])
+def test_snapshots_survive_a_tracker_restart_with_and_without_per_file_trackers(make_cluster, file_trackers):
+    c_kw = {"file_trackers": file_trackers} if file_trackers else {}
+    cluster = make_cluster(3, **c_kw)
+    c = cluster.client()
+    names = [f"/snap/restart/f{i}" for i in range(4)]  # hashed over the master and its per-file trackers
+    wants = {n: _fill(c, n, n=8) for n in names}
+    made = c.snapshot("/snap/restart", "before")
+    assert sorted(s.file for s in made) == names
+    for n in names:
+        _change(c, n)
+    cluster.tracker.kill()  # SIGKILL: nothing flushed on the way out
+    cluster.start_tracker()
+    cluster.wait_for_peers(3)
+    c = cluster.client()
+    assert [(s.file, s.generation) for s in c.snapshots("/snap/restart")] == [(s.file, s.generation) for s in made]
+    for n in names:
+        with c.open(n, as_of="before") as f:
+            assert {k: f.get(k) for k in f.names()} == wants[n]
+        with c.open(n) as f:
+            assert {k: f.get(k) for k in f.names()} == _after(wants[n])
+    with pytest.raises(SnapshotHeldError):
+        c.delete(names[0])
