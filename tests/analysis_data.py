@@ -6,11 +6,12 @@ import os
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
+from helpers import to_parquet
 
 N_PARTS = 24
 ROWS = 1000
 ROW_GROUP = 100
+PARQUET_FILE = "/analysis/pq"  # what conftest's parquet_cluster holds
 
 
 def parquet_part(i: int) -> pa.Table:
@@ -27,9 +28,7 @@ def parquet_part(i: int) -> pa.Table:
 
 
 def parquet_bytes(t: pa.Table) -> bytes:
-    buf = pa.BufferOutputStream()
-    pq.write_table(t, buf, row_group_size=ROW_GROUP)
-    return buf.getvalue().to_pybytes()
+    return to_parquet(t, row_group_size=ROW_GROUP)
 
 
 def source_frame() -> pd.DataFrame:

@@ -2,9 +2,12 @@
 look at after a fault (every record readable, GET_LOCAL exactly once, what a
 scrub removed, what is left on the peers' disks)."""
 
+import json
 import socket
 import struct
 from collections import Counter
+
+from helpers import run_cli
 
 from st_py.client.getlocal import reveal
 from st_py.core.infofile import InfofileReader
@@ -100,15 +103,6 @@ def check_file(cluster, name, blobs, copies=2):
 def cli_json(cluster, *args: str, ok: tuple[int, ...] = (0,)):
     """``storetorrent ARGS --tracker ... --format json`` in a subprocess, as
     a user runs it: its parsed output; its exit status must be in ``ok``."""
-    import json
-    import subprocess
-    import sys
-
-    r = subprocess.run(
-        [sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr, "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_cli(cluster, *args, "--format", "json")
     assert r.returncode in ok, (r.returncode, r.stderr)
     return json.loads(r.stdout)

@@ -74,32 +74,151 @@ def make_cluster(tmp_path: Path, peer_bin, request):
 
 
 @pytest.fixture
+def make_site(make_cluster, tmp_path):
+    """Factory: ``make_site(n_peers, alice=(["physics"], {"quota_bytes": N}),
+    root=(["admin"], {"admin": True}), ...)`` -> ``(cluster, clients, keys)``:
+    a cluster whose tracker has a users file with those users (their groups,
+    and ``add_user``'s options), a client per user and each user's API key."""
+    from st_py.tracker.access import add_user
+
+    def make(n_peers: int, **users: tuple[list[str], dict]):
+        users_file = tmp_path / "users.toml"
+        keys = {name: add_user(users_file, name, groups, **options) for name, (groups, options) in users.items()}
+        cluster = make_cluster(n_peers, users_file=users_file)
+        return cluster, {u: cluster.client(api_key=k) for u, k in keys.items()}, keys
+
+    return make
+
+
+@pytest.fixture
 def cluster(make_cluster) -> LocalCluster:
     """A tracker and 4 peers."""
     return make_cluster(4)
 
 
 @pytest.fixture(scope="module")
-def module_cluster(tmp_path_factory, peer_bin, request) -> LocalCluster:
-    """A tracker and 4 peers shared by a module's tests, as ``cluster`` is
-    made, for tests that each use files of their own names and kill,
-    restart or fill nothing (a cluster start is 1.5 to 3 s, most of it the
-    tracker's Python imports). Its daemons' logs are printed if a test of the
-    module failed."""
+def make_module_cluster(tmp_path_factory, peer_bin, request):
+    """Factory: ``make_module_cluster(n_peers=4, name="module", **kw)`` -> a
+    started LocalCluster shared by a module's tests, made as ``make_cluster``
+    makes one and stopped when the module is done, for tests that each use
+    files of their own names and kill, restart or fill nothing (a cluster
+    start is 1.5 to 3 s, most of it the tracker's Python imports). Its
+    daemons' logs are printed if a test of the module failed."""
     failed_before = request.session.testsfailed
-    c = LocalCluster(
-        tmp_path_factory.mktemp("module") / "cluster",
-        n_peers=4,
-        announce_interval=0.3,
-        auth=os.environ.get("ST_TEST_AUTH", "1") != "0",
-    )
-    try:
+    made: list[LocalCluster] = []
+
+    def make(n_peers: int = 4, name: str = "module", **kw) -> LocalCluster:
+        kw.setdefault("auth", os.environ.get("ST_TEST_AUTH", "1") != "0")
+        kw.setdefault("announce_interval", 0.3)
+        c = LocalCluster(tmp_path_factory.mktemp(name) / "cluster", n_peers=n_peers, **kw)
+        made.append(c)
         c.start()
-        yield c
-    finally:
+        return c
+
+    yield make
+    for c in made:
         if request.session.testsfailed != failed_before:
             _dump_logs(c)
         c.stop()
+
+
+@pytest.fixture(scope="module")
+def module_cluster(make_module_cluster) -> LocalCluster:
+    """A tracker and 4 peers shared by a module's tests (see
+    ``make_module_cluster``)."""
+    return make_module_cluster(4)
+
+
+@pytest.fixture(scope="module")
+def parquet_cluster(make_module_cluster) -> LocalCluster:
+    """A module's tracker and 4 peers holding the analysis tests' Parquet
+    file, ``analysis_data.PARQUET_FILE`` (x2, ``N_PARTS`` records)."""
+    from analysis_data import PARQUET_FILE, put_parquet_file
+
+    c = make_module_cluster(4, name="analysis")
+    with c.client() as cl:
+        put_parquet_file(cl, PARQUET_FILE)
+    return c
+
+
+@pytest.fixture(scope="module")
+def ray_nodes(parquet_cluster):
+    """``{peer: Ray node id}`` of a Ray of two nodes standing for two hosts,
+    each the host of two of ``parquet_cluster``'s peers (by the
+    ``st-peer-HOST-PORT`` resources); this process is its driver."""
+    ray = pytest.importorskip("ray")
+    from helpers import start_ray_cluster
+
+    from st_integrations.placement import peer_resource
+
+    a, b = parquet_cluster.peer_addrs[:2], parquet_cluster.peer_addrs[2:]
+    rc, (other,) = start_ray_cluster(
+        {"num_cpus": 1, "resources": {peer_resource(p): 1 for p in a}},
+        {"num_cpus": 1, "resources": {peer_resource(p): 1 for p in b}},
+    )
+    yield {**{p: rc.head_node.node_id for p in a}, **{p: other.node_id for p in b}}
+    ray.shutdown()
+    rc.shutdown()
+
+
+@pytest.fixture(scope="module")
+def dclient(parquet_cluster):
+    """A Dask client of a cluster with one single-threaded worker per peer
+    of ``parquet_cluster``, each named by its peer's address (a name stands
+    for a host)."""
+    pytest.importorskip("dask.dataframe")
+    from distributed import Client, Scheduler, SpecCluster, Worker
+
+    workers = {addr: {"cls": Worker, "options": {"name": addr, "nthreads": 1}} for addr in parquet_cluster.peer_addrs}
+    spec = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}})
+    client = Client(spec)
+    yield client
+    client.close()
+    spec.close()
+
+
+@pytest.fixture
+def local_dask():
+    """A Dask client of an in-process cluster: one worker of 2 threads."""
+    pytest.importorskip("dask.dataframe")
+    from distributed import Client
+    from distributed import LocalCluster as DaskCluster
+
+    with (
+        DaskCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as lc,
+        Client(lc) as client,
+    ):
+        yield client
+
+
+@pytest.fixture
+def hosts_cluster(make_cluster) -> LocalCluster:
+    """4 peers, each on its own loopback address (127.0.0.2 .. .5), as 4 hosts."""
+    c = make_cluster(4, hosts=True)
+    assert sorted(a.rsplit(":", 1)[0] for a in c.peer_addrs) == [f"127.0.0.{i}" for i in range(2, 6)]
+    return c
+
+
+@pytest.fixture
+def placement_calls(monkeypatch) -> dict[str, int]:
+    """How many times ``st_tools.dataloss`` called the real placement code
+    (``choose_holders``, ``schedule``) during the test, counted as it runs."""
+    from st_tools import dataloss as dl
+
+    calls = {"choose_holders": 0, "schedule": 0}
+    real_choose, real_schedule = dl.choose_holders, dl.schedule
+
+    def choose(usable, copies, rng=None):
+        calls["choose_holders"] += 1
+        return real_choose(usable, copies, rng)
+
+    def schedule(live, copies, est_size):
+        calls["schedule"] += 1
+        return real_schedule(live, copies, est_size)
+
+    monkeypatch.setattr(dl, "choose_holders", choose)
+    monkeypatch.setattr(dl, "schedule", schedule)
+    return calls
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -10,20 +10,17 @@ from st_py._proto import tracker_pb2 as pb
 from st_py._proto import tracker_pb2_grpc as pb_grpc
 from st_py.core import capability as cap
 from st_py.errors import NotAuthenticatedError, PermissionDeniedError, QuotaExceededError
-from st_py.tracker.access import add_user
 
 
 @pytest.fixture
-def site(make_cluster, tmp_path):
-    users = tmp_path / "users.toml"
-    keys = {
-        "alice": add_user(users, "alice", ["physics"], quota_bytes=2_000_000),
-        "bob": add_user(users, "bob", ["physics"]),
-        "carol": add_user(users, "carol", ["chemistry"]),
-        "root": add_user(users, "root", ["admin"], admin=True),
-    }
-    cluster = make_cluster(3, users_file=users)
-    clients = {u: cluster.client(api_key=k) for u, k in keys.items()}
+def site(make_site):
+    cluster, clients, _ = make_site(
+        3,
+        alice=(["physics"], {"quota_bytes": 2_000_000}),
+        bob=(["physics"], {}),
+        carol=(["chemistry"], {}),
+        root=(["admin"], {"admin": True}),
+    )
     return cluster, clients
 
 

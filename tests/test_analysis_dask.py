@@ -6,68 +6,43 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 import pytest
-from analysis_data import N_PARTS, ROWS, atimes, parquet_part, put_parquet_file, revealing_peer, source_frame
+from analysis_data import (
+    N_PARTS,
+    PARQUET_FILE,
+    ROWS,
+    atimes,
+    parquet_part,
+    put_parquet_file,
+    revealing_peer,
+    source_frame,
+)
+from helpers import sorted_rows, with_dask_worker
 
 from st_py.deploy.cluster import LocalCluster
 
 pytest.importorskip("dask.dataframe")
 
 
-@pytest.fixture(scope="module")
-def st_cluster(tmp_path_factory, peer_bin):
-    c = LocalCluster(tmp_path_factory.mktemp("dask") / "cluster", n_peers=4, announce_interval=0.3)
-    c.start()
-    with c.client() as cl:
-        put_parquet_file(cl, "/dask/pq")
-    yield c
-    c.stop()
-
-
-@pytest.fixture(scope="module")
-def dclient(st_cluster):
-    from distributed import Client, Scheduler, SpecCluster, Worker
-
-    workers = {addr: {"cls": Worker, "options": {"name": addr, "nthreads": 1}} for addr in st_cluster.peer_addrs}
-    spec = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}})
-    client = Client(spec)
-    yield client
-    client.close()
-    spec.close()
-
-
-def _sorted(df):
-    return df.sort_values(["part", "row"]).reset_index(drop=True)
-
-
-def _with_worker(df):
-    from distributed import get_worker
-
-    df = df.copy()
-    try:
-        df["worker"] = get_worker().name
-    except ValueError:  # meta inference on the client
-        df["worker"] = ""
-    return df
-
-
-def test_building_reads_no_record_and_partitions_run_on_their_peers_worker(st_cluster, dclient):
+def test_building_reads_no_record_and_partitions_run_on_their_peers_worker(parquet_cluster, dclient):
     from st_integrations.dask_reader import read_storetorrent
 
-    before = atimes(st_cluster)
+    before = atimes(parquet_cluster)
     ddf = read_storetorrent(
-        "/dask/pq",
-        tracker=st_cluster.tracker_addr,
+        PARQUET_FILE,
+        tracker=parquet_cluster.tracker_addr,
         client=dclient,
         schema=parquet_part(0).schema,
         blocksize=60_000,
         include_paths=True,
     )
-    assert atimes(st_cluster) == before, "building the DataFrame opened records"
+    assert atimes(parquet_cluster) == before, "building the DataFrame opened records"
     assert ddf.npartitions > 4  # several bounded partitions per peer
-    df = ddf.map_partitions(_with_worker).compute()
-    assert atimes(st_cluster) != before
-    pd.testing.assert_frame_equal(_sorted(df[["part", "row", "x", "k"]]), source_frame(), check_dtype=False)
-    peer_of = revealing_peer(st_cluster, "/dask/pq")
+    df = ddf.map_partitions(with_dask_worker).compute()
+    assert atimes(parquet_cluster) != before
+    pd.testing.assert_frame_equal(
+        sorted_rows(df[["part", "row", "x", "k"]], "part", "row"), source_frame(), check_dtype=False
+    )
+    peer_of = revealing_peer(parquet_cluster, PARQUET_FILE)
     for path, worker in set(zip(df.path, df.worker)):
         assert worker == peer_of[path], path
     # an aggregation after the read: the same answer
@@ -76,12 +51,12 @@ def test_building_reads_no_record_and_partitions_run_on_their_peers_worker(st_cl
     pd.testing.assert_series_equal(got.astype("float64"), want, check_names=False, check_index_type=False, rtol=1e-12)
 
 
-def test_columns_and_filters_pushdown(st_cluster, dclient):
+def test_columns_and_filters_pushdown(parquet_cluster, dclient):
     from st_integrations.dask_reader import read_storetorrent
 
     ddf = read_storetorrent(
-        "/dask/pq",
-        tracker=st_cluster.tracker_addr,
+        PARQUET_FILE,
+        tracker=parquet_cluster.tracker_addr,
         client=dclient,
         columns=["x", "part"],
         filters=[("x", ">=", 5.0), ("x", "<", 5.5)],
@@ -92,12 +67,12 @@ def test_columns_and_filters_pushdown(st_cluster, dclient):
     want = src[(src.x >= 5.0) & (src.x < 5.5)][["x", "part"]].sort_values("x").reset_index(drop=True)
     pd.testing.assert_frame_equal(df, want, check_dtype=False)
     # a later column selection is pushed into the read too
-    assert read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=dclient)[
+    assert read_storetorrent(PARQUET_FILE, tracker=parquet_cluster.tracker_addr, client=dclient)[
         "row"
     ].sum().compute() == N_PARTS * sum(range(ROWS))
 
 
-def test_to_storetorrent_round_trip_and_failed_job_commits_nothing(st_cluster, dclient):
+def test_to_storetorrent_round_trip_and_failed_job_commits_nothing(parquet_cluster, dclient):
     import dask.dataframe as dd
 
     from st_integrations.dask_reader import read_storetorrent
@@ -105,11 +80,11 @@ def test_to_storetorrent_round_trip_and_failed_job_commits_nothing(st_cluster, d
 
     src = source_frame()
     n = to_storetorrent(
-        dd.from_pandas(src, npartitions=5), "/dask/out", tracker=st_cluster.tracker_addr, client=dclient
+        dd.from_pandas(src, npartitions=5), "/dask/out", tracker=parquet_cluster.tracker_addr, client=dclient
     )
     assert n == 5
-    back = read_storetorrent("/dask/out", tracker=st_cluster.tracker_addr, client=dclient).compute()
-    pd.testing.assert_frame_equal(_sorted(back), src, check_dtype=False)
+    back = read_storetorrent("/dask/out", tracker=parquet_cluster.tracker_addr, client=dclient).compute()
+    pd.testing.assert_frame_equal(sorted_rows(back, "part", "row"), src, check_dtype=False)
 
     def boom(df):
         if (df["part"] == 20).any():
@@ -118,8 +93,8 @@ def test_to_storetorrent_round_trip_and_failed_job_commits_nothing(st_cluster, d
 
     bad = dd.from_pandas(src, npartitions=5).map_partitions(boom)
     with pytest.raises(ValueError, match="on purpose"):
-        to_storetorrent(bad, "/dask/failed", tracker=st_cluster.tracker_addr, client=dclient)
-    with st_cluster.client() as c, pytest.raises(FileNotFoundError):
+        to_storetorrent(bad, "/dask/failed", tracker=parquet_cluster.tracker_addr, client=dclient)
+    with parquet_cluster.client() as c, pytest.raises(FileNotFoundError):
         c.open("/dask/failed")
 
 
@@ -133,15 +108,15 @@ def test_peer_killed_same_answer(dclient, tmp_path):
             put_parquet_file(cl, "/dask/k")
         c.kill_peer(2)
         df = read_storetorrent("/dask/k", tracker=c.tracker_addr, client=dclient).compute()
-        pd.testing.assert_frame_equal(_sorted(df), source_frame(), check_dtype=False)
+        pd.testing.assert_frame_equal(sorted_rows(df, "part", "row"), source_frame(), check_dtype=False)
     finally:
         c.stop()
 
 
-def test_raw_format_gives_name_and_bytes_rows(st_cluster, dclient):
+def test_raw_format_gives_name_and_bytes_rows(parquet_cluster, dclient):
     from st_integrations.dask_reader import read_storetorrent
 
-    df = read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=dclient, format="raw").compute()
+    df = read_storetorrent(PARQUET_FILE, tracker=parquet_cluster.tracker_addr, client=dclient, format="raw").compute()
     assert sorted(df.record) == [f"part-{i:03d}.parquet" for i in range(N_PARTS)]
     assert all(bytes(b).startswith(b"PAR1") for b in df.data)
     assert isinstance(pa.schema([("x", pa.int64())]), pa.Schema)
@@ -172,7 +147,7 @@ def test_record_lost_under_a_planned_scan_fails_loudly(dclient, tmp_path):
         c.stop()
 
 
-def test_worker_restarted_mid_scan_does_not_hang(st_cluster):
+def test_worker_restarted_mid_scan_does_not_hang(parquet_cluster):
     """A worker killed mid-scan is restarted by its nanny under a new address:
     the scan finishes with the right answer instead of waiting forever for the
     old address (found by the bounded-memory benchmark)."""
@@ -189,7 +164,7 @@ def test_worker_restarted_mid_scan_does_not_hang(st_cluster):
         DaskCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as dc,
         Client(dc) as client,
     ):
-        ddf = read_storetorrent("/dask/pq", tracker=st_cluster.tracker_addr, client=client, blocksize=60_000)
+        ddf = read_storetorrent(PARQUET_FILE, tracker=parquet_cluster.tracker_addr, client=client, blocksize=60_000)
         fut = client.compute(ddf.x.map_partitions(lambda s: (time.sleep(0.3), s)[1]).sum())
         time.sleep(1.0)
         victim = sorted(client.scheduler_info()["workers"])[0]
@@ -198,7 +173,7 @@ def test_worker_restarted_mid_scan_does_not_hang(st_cluster):
     assert got == pytest.approx(source_frame().x.sum())
 
 
-def test_encrypted_compressed_file_reads_back(st_cluster, dclient, monkeypatch):
+def test_encrypted_compressed_file_reads_back(parquet_cluster, dclient, monkeypatch):
     """Client-side filters (docs/filters.md): the Dask reader decodes the
     local copies with the key of its environment."""
     import io
@@ -209,10 +184,10 @@ def test_encrypted_compressed_file_reads_back(st_cluster, dclient, monkeypatch):
 
     key = bytes(range(32))
     monkeypatch.setenv("STORETORRENT_ENCRYPTION_KEY", key.hex())
-    with st_cluster.client() as c, c.create("/dask/secret", "x2", filters=["zstd", "aes-256-gcm"]) as f:
+    with parquet_cluster.client() as c, c.create("/dask/secret", "x2", filters=["zstd", "aes-256-gcm"]) as f:
         for i in range(6):
             b = io.BytesIO()
             pq.write_table(pa.table({"v": list(range(i * 100, i * 100 + 100))}), b)
             f.put(f"p{i}.parquet", b.getvalue())
-    df = read_storetorrent("/dask/secret", tracker=st_cluster.tracker_addr, client=dclient).compute()
+    df = read_storetorrent("/dask/secret", tracker=parquet_cluster.tracker_addr, client=dclient).compute()
     assert sorted(df.v) == list(range(600))

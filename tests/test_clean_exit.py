@@ -11,7 +11,6 @@ interpreter against a real cluster (tracker + 4 peers) named by
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
@@ -19,8 +18,8 @@ import textwrap
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from helpers import to_parquet
 
 from st_py.deploy.cluster import LocalCluster
 
@@ -28,20 +27,16 @@ ROWS = 200
 
 
 @pytest.fixture(scope="module")
-def st_cluster(tmp_path_factory, peer_bin):
-    c = LocalCluster(tmp_path_factory.mktemp("clean_exit") / "cluster", n_peers=4, announce_interval=0.3)
-    c.start()
-    t = pa.table({"a": list(range(ROWS)), "b": [f"v{i}" for i in range(ROWS)]})
-    buf = io.BytesIO()
-    pq.write_table(t, buf, row_group_size=50)
+def st_cluster(make_module_cluster):
+    c = make_module_cluster(4, name="clean_exit")
+    pq_bytes = to_parquet(pa.table({"a": list(range(ROWS)), "b": [f"v{i}" for i in range(ROWS)]}), row_group_size=50)
     with c.client() as cl:
         with cl.create("/ce/plain", replication="x2") as f:
-            f.put("part-0.parquet", buf.getvalue())
+            f.put("part-0.parquet", pq_bytes)
             f.put("part-1.csv", b"a,b\n" + b"".join(f"{i},w{i}\n".encode() for i in range(ROWS)))
         with cl.create("/ce/striped", replication="x2") as f:
-            f.put_object("obj.parquet", buf.getvalue(), stripe_size=1024)
-    yield c
-    c.stop()
+            f.put_object("obj.parquet", pq_bytes, stripe_size=1024)
+    return c
 
 
 def run_script(tmp_path: Path, cluster: LocalCluster, code: str, timeout: float = 120, runs: int = 1) -> str:

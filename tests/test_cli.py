@@ -1,49 +1,14 @@
 """The storetorrent command line against a cluster it starts itself."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 from conftest import poll_for
+from helpers import children_of, pid_alive, run_cli, st
 
 from st_py.deploy.cluster import read_cluster_file
-
-
-def st(*args, data, check=True, input=None):
-    return subprocess.run(
-        [sys.executable, "-m", "st_py.cli", *args, "--data", str(data)],
-        capture_output=True,
-        text=True,
-        check=check,
-        input=input,
-        timeout=120,
-    )
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead too
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
-
-
-def children_of(pid: int) -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(p.name))
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
 
 
 def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
@@ -142,57 +107,47 @@ def test_up_killed_leaves_no_orphans(tmp_path, peer_bin):
     poll_for(lambda: not any(pid_alive(p) for p in daemons), timeout=10, what="daemons to die with `up`")
 
 
-def _cli(cluster, *args, check=True):
-    return subprocess.run(
-        [sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
-        capture_output=True,
-        text=True,
-        check=check,
-        timeout=120,
-    )
-
-
 def test_put_resumes_get_r_and_rm_r(cluster, tmp_path):
     src = tmp_path / "shots"
     src.mkdir()
     for i in range(6):
         (src / f"{i}.bin").write_bytes(bytes([i]) * 500)
-    _cli(cluster, "put", "/cli/a", str(src / "0.bin"), str(src / "1.bin"))
+    run_cli(cluster, "put", "/cli/a", str(src / "0.bin"), str(src / "1.bin"), check=True)
     # an interrupted upload resumes: the two already there are skipped
-    r = _cli(cluster, "put", "/cli/a", str(src), "--skip-existing", "--prefix", "")
+    r = run_cli(cluster, "put", "/cli/a", str(src), "--skip-existing", "--prefix", "", check=True)
     assert "stored 6 records" in r.stdout  # names differ (shots/...), so all six are new
-    r = _cli(cluster, "put", "/cli/a", str(src), "--skip-existing")
+    r = run_cli(cluster, "put", "/cli/a", str(src), "--skip-existing", check=True)
     assert "stored 0 records" in r.stdout and "6 already there" in r.stdout
     (src / "2.bin").write_bytes(b"changed")
-    r = _cli(cluster, "put", "/cli/a", str(src), "--skip-existing", check=False)
+    r = run_cli(cluster, "put", "/cli/a", str(src), "--skip-existing", check=False)
     assert r.returncode == 1 and "shots/2.bin" in r.stderr and "other bytes" in r.stderr
     # --replace stores the changed file as a new version (docs/replication.md, "Versioned records")
-    r = _cli(cluster, "put", "/cli/a", str(src / "2.bin"), "--prefix", "shots/", "--replace")
+    r = run_cli(cluster, "put", "/cli/a", str(src / "2.bin"), "--prefix", "shots/", "--replace", check=True)
     assert "stored 1 records" in r.stdout
     # a class that does not match the existing file is an error
-    r = _cli(cluster, "put", "/cli/a", str(src / "0.bin"), "--replication", "x3", check=False)
+    r = run_cli(cluster, "put", "/cli/a", str(src / "0.bin"), "--replication", "x3", check=False)
     assert r.returncode == 2 and "the file has x2" in r.stderr
     # get -r: a prefix into a folder
     out = tmp_path / "out"
-    r = _cli(cluster, "get", "/cli/a", "shots/", "-r", "-o", str(out))
+    r = run_cli(cluster, "get", "/cli/a", "shots/", "-r", "-o", str(out), check=True)
     assert "fetched 6 records" in r.stdout
     assert sorted(p.name for p in (out / "shots").iterdir()) == [f"{i}.bin" for i in range(6)]
     assert (out / "shots" / "4.bin").read_bytes() == bytes([4]) * 500
     assert (out / "shots" / "2.bin").read_bytes() == b"changed"
     # get -o into an existing folder writes inside it, as cp does
-    r = _cli(cluster, "get", "/cli/a", "shots/4.bin", "-o", str(out))
+    r = run_cli(cluster, "get", "/cli/a", "shots/4.bin", "-o", str(out), check=True)
     assert (out / "4.bin").read_bytes() == bytes([4]) * 500
     # a prefix that makes names get -r cannot write back (or fsspec list) is refused, nothing stored
     for bad in ("../", "/abs/", "a//b/", "./"):
-        r = _cli(cluster, "put", "/cli/a", str(src / "0.bin"), "--prefix", bad, check=False)
+        r = run_cli(cluster, "put", "/cli/a", str(src / "0.bin"), "--prefix", bad, check=False)
         assert r.returncode == 2 and "--prefix" in r.stderr, (bad, r.stderr)
-    assert "../0.bin" not in _cli(cluster, "ls", "-r", "/cli/a").stdout
+    assert "../0.bin" not in run_cli(cluster, "ls", "-r", "/cli/a", check=True).stdout
     # rm -r: every file below a directory, then the directories
-    _cli(cluster, "put", "/cli/sub/b", str(src / "0.bin"))
-    r = _cli(cluster, "rm", "-r", "/cli")
+    run_cli(cluster, "put", "/cli/sub/b", str(src / "0.bin"), check=True)
+    r = run_cli(cluster, "rm", "-r", "/cli", check=True)
     assert "deleted /cli/a" in r.stdout and "deleted /cli/sub/b" in r.stdout
     assert "removed directory /cli/sub" in r.stdout and "removed directory /cli\n" in r.stdout
-    assert json.loads(_cli(cluster, "ls", "/", "--format", "json").stdout) == []
+    assert json.loads(run_cli(cluster, "ls", "/", "--format", "json", check=True).stdout) == []
 
 
 def test_a_table_too_wide_for_the_terminal_is_shown_a_field_per_line(monkeypatch, capsys):

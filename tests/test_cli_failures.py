@@ -7,26 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import run_cli
 
 from st_py.client.striping import STRIPE_THRESHOLD
 from st_py.errors import RecordTooLargeError
-
-
-def _cli(cluster, *args, check=False, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
-        capture_output=True,
-        text=True,
-        check=check,
-        timeout=300,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_put_of_a_file_over_the_record_limit_stores_an_object(cluster, tmp_path):
@@ -35,20 +23,20 @@ def test_put_of_a_file_over_the_record_limit_stores_an_object(cluster, tmp_path)
     big.write_bytes(body)
     small = tmp_path / "small.txt"
     small.write_bytes(b"small")
-    r = _cli(cluster, "put", "/big/one", str(big), str(small))
+    r = run_cli(cluster, "put", "/big/one", str(big), str(small))
     assert r.returncode == 0, r.stderr
     assert "stored 2 records" in r.stdout
     out = tmp_path / "back.bin"
-    assert _cli(cluster, "get", "/big/one", "big.bin", "-o", str(out)).returncode == 0
+    assert run_cli(cluster, "get", "/big/one", "big.bin", "-o", str(out)).returncode == 0
     assert out.read_bytes() == body
-    listing = json.loads(_cli(cluster, "ls", "/big", "--format", "json", check=True).stdout)
+    listing = json.loads(run_cli(cluster, "ls", "/big", "--format", "json", check=True).stdout)
     assert [(e["name"], e["records"]) for e in listing] == [("/big/one", 2)]  # names, not stripe pieces
-    rows = json.loads(_cli(cluster, "ls", "-r", "/big/one", "--format", "json", check=True).stdout)
+    rows = json.loads(run_cli(cluster, "ls", "-r", "/big/one", "--format", "json", check=True).stdout)
     assert [(r["name"], r["kind"], r["size"]) for r in rows] == [
         ("big.bin", "object", len(body)),
         ("small.txt", "record", 5),
     ]
-    assert _cli(cluster, "ls", "-r", "/big/one", check=True).stdout.split() == ["big.bin", "small.txt"]
+    assert run_cli(cluster, "ls", "-r", "/big/one", check=True).stdout.split() == ["big.bin", "small.txt"]
     with cluster.client().open("/big/one") as f:
         assert len(f) == 2 and f.names() == ["big.bin", "small.txt"]
         # the library refuses, with its facts, what a peer could not take as one record
@@ -56,7 +44,7 @@ def test_put_of_a_file_over_the_record_limit_stores_an_object(cluster, tmp_path)
             f.queue_put("too-big", body)
         assert (e.value.name, e.value.size, e.value.limit) == ("too-big", len(body), STRIPE_THRESHOLD)
     # resume skips the object by its original size and CRC-32C
-    r = _cli(cluster, "put", "/big/one", str(big), str(small), "--skip-existing")
+    r = run_cli(cluster, "put", "/big/one", str(big), str(small), "--skip-existing")
     assert r.returncode == 0 and "2 already there" in r.stdout, r.stderr
 
 
@@ -78,7 +66,7 @@ def test_a_large_csv_put_with_the_cli_gives_the_same_rows_everywhere(cluster, tm
     csv = tmp_path / "big.csv"
     pd.DataFrame({"i": range(n), "k": [j % 97 for j in range(n)]}).to_csv(csv, index=False)
     assert csv.stat().st_size > STRIPE_THRESHOLD
-    assert _cli(cluster, "put", "/big/csv", str(csv)).returncode == 0
+    assert run_cli(cluster, "put", "/big/csv", str(csv)).returncode == 0
     want = (n, sum(range(n)), sum(j % 97 for j in range(n)))
 
     def facts(df) -> tuple:
@@ -97,18 +85,18 @@ def test_put_names_every_record_that_failed(make_cluster, tmp_path):
     src = tmp_path / "shots"
     src.mkdir()
     (src / "first.bin").write_bytes(b"1" * 100)
-    assert _cli(cluster, "put", "/fail/a", str(src), "--replication", "x2").returncode == 0
+    assert run_cli(cluster, "put", "/fail/a", str(src), "--replication", "x2").returncode == 0
     for i in range(3):
         (src / f"{i}.bin").write_bytes(bytes([i]) * 100)
     cluster.kill_peer(1)  # class x2 on one live peer: no record can be stored
-    r = _cli(cluster, "put", "/fail/a", *(str(src / f"{i}.bin") for i in range(3)))
+    r = run_cli(cluster, "put", "/fail/a", *(str(src / f"{i}.bin") for i in range(3)))
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "stored 0 records" in r.stdout
     for i in range(3):
         assert f"failed: {i}.bin" in r.stderr
     assert "3 of 3 records of /fail/a were not stored" in r.stderr
     # and the records are not there
-    assert _cli(cluster, "ls", "-r", "/fail/a", check=True).stdout.split() == ["shots/first.bin"]
+    assert run_cli(cluster, "ls", "-r", "/fail/a", check=True).stdout.split() == ["shots/first.bin"]
 
 
 def test_get_r_names_every_record_it_could_not_fetch(make_cluster, tmp_path):
@@ -122,7 +110,7 @@ def test_get_r_names_every_record_it_could_not_fetch(make_cluster, tmp_path):
     victim = holders["r0"]
     cluster.kill_peer(cluster.peer_addrs.index(victim))
     lost = sorted(n for n, a in holders.items() if a == victim)
-    r = _cli(cluster, "get", "/fail/x1", "-r", "-o", str(tmp_path / "out"))
+    r = run_cli(cluster, "get", "/fail/x1", "-r", "-o", str(tmp_path / "out"))
     assert r.returncode == 1
     assert f"fetched {8 - len(lost)} records" in r.stdout
     for n in lost:
@@ -140,20 +128,20 @@ def test_skip_existing_compares_original_bytes_through_filters(cluster, tmp_path
     for i in range(4):
         (src / f"{i}.csv").write_text("a,b\n" + f"{i},x\n" * 200)
     args = [a for f in filters for a in ("--filter", f)]
-    r = _cli(cluster, "put", "/filt/a", str(src), *args, env=env)
+    r = run_cli(cluster, "put", "/filt/a", str(src), *args, env=env)
     assert r.returncode == 0, r.stderr
-    r = _cli(cluster, "put", "/filt/a", str(src), "--skip-existing", env=env)
+    r = run_cli(cluster, "put", "/filt/a", str(src), "--skip-existing", env=env)
     assert r.returncode == 0, r.stderr
     assert "stored 0 records" in r.stdout and "4 already there" in r.stdout
     (src / "2.csv").write_text("changed")
-    r = _cli(cluster, "put", "/filt/a", str(src), "--skip-existing", env=env)
+    r = run_cli(cluster, "put", "/filt/a", str(src), "--skip-existing", env=env)
     assert r.returncode == 1 and "d/2.csv" in r.stderr and "other bytes" in r.stderr
 
 
 def test_options_fixed_at_creation_are_refused_not_ignored(cluster, tmp_path):
     one = tmp_path / "one.txt"
     one.write_text("one")
-    assert _cli(cluster, "put", "/fixed/a", str(one)).returncode == 0
+    assert run_cli(cluster, "put", "/fixed/a", str(one)).returncode == 0
     two = tmp_path / "two.txt"
     two.write_text("two")
     for opt, value, have in (
@@ -162,11 +150,11 @@ def test_options_fixed_at_creation_are_refused_not_ignored(cluster, tmp_path):
         ("--placement", "hash", "random"),
         ("--replication", "x3", "x2"),
     ):
-        r = _cli(cluster, "put", "/fixed/a", str(two), opt, value)
+        r = run_cli(cluster, "put", "/fixed/a", str(two), opt, value)
         assert r.returncode == 2, (opt, r.stdout)
         assert f"{opt} {value} (the file has {have})" in r.stderr
     # the same values as the file's are fine, and so is leaving them out
-    assert _cli(cluster, "put", "/fixed/a", str(two), "--protocol", "client-sync").returncode == 0
+    assert run_cli(cluster, "put", "/fixed/a", str(two), "--protocol", "client-sync").returncode == 0
     with cluster.client().open("/fixed/a") as f:
         assert f.names() == ["one.txt", "two.txt"] and f.filter_names == ()
 
@@ -176,23 +164,23 @@ def test_names_are_data_not_markup(cluster, tmp_path):
     src.mkdir()
     (src / "run[bold]2").write_text("bold")
     (src / "data[s, tz=UTC].csv").write_text("a\n1\n")
-    r = _cli(
+    r = run_cli(
         cluster, "put", "/mk/run[bold]2", str(src / "run[bold]2"), str(src / "data[s, tz=UTC].csv"), "--prefix", "[/]"
     )
     assert r.returncode == 0, r.stderr
-    assert _cli(cluster, "ls", "-r", "/mk/run[bold]2", check=True).stdout.split() == [
+    assert run_cli(cluster, "ls", "-r", "/mk/run[bold]2", check=True).stdout.split() == [
         "[/]data[s,",
         "tz=UTC].csv",
         "[/]run[bold]2",
     ]
-    assert "/mk/run[bold]2" in _cli(cluster, "ls", "/mk", check=True).stdout
+    assert "/mk/run[bold]2" in run_cli(cluster, "ls", "/mk", check=True).stdout
     out = tmp_path / "o.csv"
-    r = _cli(cluster, "get", "/mk/run[bold]2", "[/]data[s, tz=UTC].csv", "-o", str(out))
+    r = run_cli(cluster, "get", "/mk/run[bold]2", "[/]data[s, tz=UTC].csv", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert out.read_text() == "a\n1\n"
-    r = _cli(cluster, "get", "/mk/run[bold]2", "[red]missing")
+    r = run_cli(cluster, "get", "/mk/run[bold]2", "[red]missing")
     assert r.returncode == 2 and "[red]missing" in r.stderr and "Traceback" not in r.stderr
-    r = _cli(cluster, "rm", "/mk/run[bold]2", "[/]run[bold]2")
+    r = run_cli(cluster, "rm", "/mk/run[bold]2", "[/]run[bold]2")
     assert r.returncode == 0 and "deleted record [/]run[bold]2 of /mk/run[bold]2" in r.stdout
 
 
@@ -202,7 +190,7 @@ def test_errors_show_full_arrow_types(cluster, tmp_path):
             sink = pa.BufferOutputStream()
             pq.write_table(pa.table({"t": pa.array([0, 1], typ)}), sink)
             f.put(name, sink.getvalue().to_pybytes())
-    r = _cli(cluster, "sql", "SELECT count(*) FROM records_data", "--file", "/mk/ts")
+    r = run_cli(cluster, "sql", "SELECT count(*) FROM records_data", "--file", "/mk/ts")
     assert r.returncode != 0
     assert "timestamp[ms, tz=UTC] in the first and timestamp[ms] in the second" in r.stderr
 
@@ -220,12 +208,12 @@ def test_put_over_quota_names_every_refused_record(make_cluster, tmp_path):
     env = {"STORETORRENT_API_KEY": key}
     first = tmp_path / "first.bin"
     first.write_bytes(b"f" * 1000)
-    assert _cli(cluster, "put", "/alice/q", str(first), "--replication", "x2", env=env).returncode == 0
+    assert run_cli(cluster, "put", "/alice/q", str(first), "--replication", "x2", env=env).returncode == 0
     src = tmp_path / "shots"
     src.mkdir()
     for i in range(8):
         (src / f"{i}.bin").write_bytes(bytes([i]) * 200_000)  # 400 kB with both copies each
-    r = _cli(cluster, "put", "/alice/q", str(src), env=env)
+    r = run_cli(cluster, "put", "/alice/q", str(src), env=env)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "quota" in r.stderr and "Traceback" not in r.stderr
     failed = sorted(line.split("failed: ", 1)[1].split(":")[0] for line in r.stderr.splitlines() if "failed: " in line)

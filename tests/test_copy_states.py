@@ -13,17 +13,15 @@ complete to ``repair``.
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
-import urllib.request
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from checks import cli_json
 from conftest import poll_for
+from helpers import metric_sample, scrape_metrics, to_parquet, tracker_status
 
 from st_py.core.copy_health import user_name
 from st_py.core.infofile import InfofileReader
@@ -31,20 +29,7 @@ from st_py.errors import RecordsUnavailableError, RecordUnavailableError
 
 
 def _part(i: int) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(pa.table({"i": pa.array(range(i * 100, (i + 1) * 100), pa.int64())}), buf, compression="none")
-    return buf.getvalue()
-
-
-def _status(cluster) -> dict:
-    with urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/status.json", timeout=10) as r:
-        return json.loads(r.read())
-
-
-def _metric(cluster, name: str) -> float:
-    with urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/metrics", timeout=10) as r:
-        line = next(ln for ln in r.read().decode().splitlines() if ln.startswith(name + " "))
-    return float(line.split()[-1])
+    return to_parquet(pa.table({"i": pa.array(range(i * 100, (i + 1) * 100), pa.int64())}), compression="none")
 
 
 def _repair_cli(cluster, *args: str) -> tuple[int, list[dict], str]:
@@ -86,13 +71,15 @@ def test_status_and_repair_agree_about_records_waiting_for_a_failed_peer(make_cl
     short = _names_on(cluster, "/cs/wait", dead)
 
     def counted() -> dict | None:
-        cp = _status(cluster)["copies"]
+        cp = tracker_status(cluster)["copies"]
         return cp if cp["counted"] and cp["records_short"] == len(short) else None
 
     cp = poll_for(counted, timeout=30, what=f"status to count the {len(short)} names on the killed peer")
     assert cp["records_waiting"] == len(short) and cp["records_lost"] == 0, cp
     assert cp["failed_after_s"] == 600
-    assert _metric(cluster, "st_tracker_records_waiting_for_peers") == len(short)
+    assert metric_sample(scrape_metrics(cluster.tracker.metrics_addr), "st_tracker_records_waiting_for_peers") == len(
+        short
+    )
     st = cli_json(cluster, "status")
     assert (st["records_short"], st["records_waiting"], st["records_lost"]) == (len(short), len(short), 0)
 
@@ -107,7 +94,9 @@ def test_status_and_repair_agree_about_records_waiting_for_a_failed_peer(make_cl
     rc, rows, err = _repair_cli(cluster, "--failed-after", "0", "/cs/wait")
     assert rc == 0, (rows, err)
     assert rows[0]["lost_peers"] == [dead] and rows[0]["copies_restored"] > 0 and rows[0]["complete"], rows
-    poll_for(lambda: _status(cluster)["copies"]["records_short"] == 0, timeout=30, what="status to count 0 short")
+    poll_for(
+        lambda: tracker_status(cluster)["copies"]["records_short"] == 0, timeout=30, what="status to count 0 short"
+    )
     with c.open("/cs/wait") as f:
         assert f.get("r007") == b"7," * 300
         assert f.open("big.bin").read() == bytes(range(256)) * 40
@@ -162,7 +151,7 @@ def test_a_record_whose_only_copy_is_quarantined_is_lost_in_every_report(make_cl
     assert e3.value.record == "part-3.parquet" and e3.value.lost, e3.value
 
     cp = poll_for(
-        lambda: (cp := _status(cluster)["copies"])["records_lost"] == 1 and cp,
+        lambda: (cp := tracker_status(cluster)["copies"])["records_lost"] == 1 and cp,
         timeout=30,
         what="status to count the record lost",
     )

@@ -9,12 +9,11 @@ saying which. Real tracker and peers."""
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections import Counter
 
 from checks import cli_json
 from conftest import poll_for
+from helpers import metric_sample, scrape_metrics, tracker_status
 
 from st_py.errors import RecordUnavailableError
 
@@ -29,17 +28,6 @@ def _want() -> dict[str, dict[str, bytes]]:
     out = {f: {f"r{i:02d}": _blob(f, i) for i in range(20)} for f in FILES}
     out["/cc/x2"]["big.bin"] = bytes(range(256)) * 300  # a striped object: one name
     return out
-
-
-def _metrics(cluster) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/metrics", timeout=10) as r:
-        lines = r.read().decode().splitlines()
-    return {ln.split()[0]: float(ln.split()[-1]) for ln in lines if ln.startswith("st_tracker_records_")}
-
-
-def _status_json(cluster) -> dict:
-    with urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/status.json", timeout=10) as r:
-        return json.loads(r.read())["copies"]
 
 
 def _duckdb_states(c) -> dict[tuple[str, str], str]:
@@ -69,13 +57,13 @@ def _agree(cluster, c, want) -> dict:
     bad = {k: s for k, s in states.items() if s != "available"}
     # status: RPC, CLI, /status.json, metrics
     cli = cli_json(cluster, "status")
-    js = _status_json(cluster)
-    m = _metrics(cluster)
+    js = tracker_status(cluster)["copies"]
+    m = scrape_metrics(cluster.tracker.metrics_addr)
     for key in ("records_short", "records_lost", "records_waiting", "records_quarantined"):
         assert cli[key] == js[key] == getattr(st, key), (key, cli[key], js[key], getattr(st, key))
-    assert m["st_tracker_records_short_of_copies"] == st.records_short
-    assert m["st_tracker_records_lost"] == st.records_lost
-    assert m["st_tracker_records_waiting_for_peers"] == st.records_waiting
+    assert metric_sample(m, "st_tracker_records_short_of_copies") == st.records_short
+    assert metric_sample(m, "st_tracker_records_lost") == st.records_lost
+    assert metric_sample(m, "st_tracker_records_waiting_for_peers") == st.records_waiting
     assert st.files_short == len({f for f, _ in bad})
     # repair --dry-run: the same records, per file, in the same states
     dry = {r["file"]: r for r in cli_json(cluster, "repair", "--dry-run", *FILES, ok=(0, 1))}

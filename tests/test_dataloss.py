@@ -75,22 +75,9 @@ def test_paper_formula_is_an_upper_bound():
 # -- measurements with the real placement code ------------------------------------
 
 
-def test_uses_real_placement_code(monkeypatch):
-    calls = {"choose_holders": 0, "schedule": 0}
-    real_choose, real_schedule = dl.choose_holders, dl.schedule
-
-    def choose(usable, copies, rng=None):
-        calls["choose_holders"] += 1
-        return real_choose(usable, copies, rng)
-
-    def schedule(live, copies, est_size):
-        calls["schedule"] += 1
-        return real_schedule(live, copies, est_size)
-
-    monkeypatch.setattr(dl, "choose_holders", choose)
-    monkeypatch.setattr(dl, "schedule", schedule)
+def test_uses_real_placement_code(placement_calls):
     dl.simulate(10, 2, 100, [2], trials=3, blocksize=16, seed=1)
-    assert calls == {"choose_holders": 3 * math.ceil(100 / 16), "schedule": 3}
+    assert placement_calls == {"choose_holders": 3 * math.ceil(100 / 16), "schedule": 3}
 
 
 def test_blocks_share_holders_and_holders_are_distinct():

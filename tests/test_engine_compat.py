@@ -7,39 +7,27 @@ task structure not as tested): the same answer and one WARNING line."""
 from __future__ import annotations
 
 import logging
-import os
 import re
-import time
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from analysis_data import N_PARTS, ROWS, parquet_part, put_parquet_file, revealing_peer, source_frame
+from analysis_data import N_PARTS, PARQUET_FILE, ROWS, parquet_part, revealing_peer, source_frame
+from helpers import sorted_rows, with_dask_worker
 
 from st_integrations import engine_compat
-from st_integrations.placement import PLACEMENTS, PlacementError, check_placement, peer_resource
-from st_py.deploy.cluster import LocalCluster
+from st_integrations.placement import PLACEMENTS, PlacementError, check_placement
 from st_py.errors import InvalidOptionError
 
-FILE = "/compat/pq"
+FILE = PARQUET_FILE
 LOGGER = "st.engine_compat"
 
 
 @pytest.fixture(scope="module")
-def st_cluster(tmp_path_factory, peer_bin):
-    c = LocalCluster(tmp_path_factory.mktemp("compat") / "cluster", n_peers=4, announce_interval=0.3)
-    c.start()
-    with c.client() as cl:
-        put_parquet_file(cl, FILE)
-    yield c
-    c.stop()
-
-
-@pytest.fixture(scope="module")
-def peer_of(st_cluster) -> dict[str, str]:
-    return revealing_peer(st_cluster, FILE)
+def peer_of(parquet_cluster) -> dict[str, str]:
+    return revealing_peer(parquet_cluster, FILE)
 
 
 @pytest.fixture
@@ -54,13 +42,11 @@ def _compat_lines(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
 
 
-def _sorted(df):
-    return df.sort_values(["part", "row"]).reset_index(drop=True)
-
-
 def _check_answer(df):
     assert len(df) == N_PARTS * ROWS
-    pd.testing.assert_frame_equal(_sorted(df[["part", "row", "x", "k"]]), source_frame(), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        sorted_rows(df[["part", "row", "x", "k"]], "part", "row"), source_frame(), check_dtype=False
+    )
 
 
 # -- the table and the placement values ---------------------------------------
@@ -104,39 +90,6 @@ def test_a_run_spec_of_another_shape_is_reported_not_walked():
 
 
 # -- Ray ----------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def ray_nodes(st_cluster):
-    """``{peer: node id}`` of a Ray of two nodes, each the host of two peers."""
-    ray = pytest.importorskip("ray")
-    from ray.cluster_utils import Cluster
-
-    a, b = st_cluster.peer_addrs[:2], st_cluster.peer_addrs[2:]
-    for attempt in range(3):  # a raylet can miss its start deadline on a loaded 2-core VM
-        rc = None
-        try:
-            rc = Cluster(
-                initialize_head=True, head_node_args={"num_cpus": 1, "resources": {peer_resource(p): 1 for p in a}}
-            )
-            other = rc.add_node(num_cpus=1, resources={peer_resource(p): 1 for p in b})
-            break
-        except Exception:
-            if rc is not None:
-                rc.shutdown()
-            if attempt == 2:
-                raise
-            time.sleep(3)
-    ray.init(
-        address=rc.address,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": os.path.dirname(__file__)}},  # workers import _decode_where
-    )
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    yield {**{p: rc.head_node.node_id for p in a}, **{p: other.node_id for p in b}}
-    ray.shutdown()
-    rc.shutdown()
-
-
 READ_SCHEMA = (
     parquet_part(0).schema.append(pa.field("read_node", pa.string())).append(pa.field("read_task", pa.string()))
 )
@@ -160,12 +113,12 @@ def _map_where(batch):
     return batch
 
 
-def _ray_read(st_cluster, placement):
+def _ray_read(parquet_cluster, placement):
     from st_integrations.ray_reader import read_storetorrent
 
     ds = read_storetorrent(
         FILE,
-        tracker=st_cluster.tracker_addr,
+        tracker=parquet_cluster.tracker_addr,
         decoder=_decode_where,
         schema=READ_SCHEMA,
         include_paths=True,
@@ -183,9 +136,9 @@ def _check_read_nodes(df, peer_of, ray_nodes):
 
 @pytest.mark.parametrize("placement", ["task", "node"])
 def test_ray_both_placements_read_everything_on_the_peers_nodes(
-    st_cluster, ray_nodes, peer_of, fresh_warnings, placement
+    parquet_cluster, ray_nodes, peer_of, fresh_warnings, placement
 ):
-    df = _ray_read(st_cluster, placement)
+    df = _ray_read(parquet_cluster, placement)
     _check_answer(df)
     _check_read_nodes(df, peer_of, ray_nodes)
     fused = df.read_task == df.map_task
@@ -197,25 +150,25 @@ def test_ray_both_placements_read_everything_on_the_peers_nodes(
 
 
 def test_ray_untested_version_falls_back_to_node_with_one_line(
-    st_cluster, ray_nodes, peer_of, fresh_warnings, monkeypatch
+    parquet_cluster, ray_nodes, peer_of, fresh_warnings, monkeypatch
 ):
     import ray
 
     from st_integrations.ray_reader import read_storetorrent
 
     monkeypatch.setitem(engine_compat.TESTED, "ray", ("2.59.0",))
-    df = _ray_read(st_cluster, "auto")
+    df = _ray_read(parquet_cluster, "auto")
     _check_answer(df)
     _check_read_nodes(df, peer_of, ray_nodes)
     assert not (df.read_task == df.map_task).any(), "auto did not fall back to placement='node'"
-    read_storetorrent(FILE, tracker=st_cluster.tracker_addr, schema=READ_SCHEMA)  # another read: no second line
+    read_storetorrent(FILE, tracker=parquet_cluster.tracker_addr, schema=READ_SCHEMA)  # another read: no second line
     lines = _compat_lines(fresh_warnings)
     assert len(lines) == 1, lines
     assert f"ray {ray.__version__} is not a tested version (tested: ray 2.59.0)" in lines[0]
     assert "placement='node'" in lines[0] and "not fused" in lines[0]
     # "task" asked for explicitly is an error there, not a silent change
     with pytest.raises(PlacementError, match="placement='task' is not available"):
-        read_storetorrent(FILE, tracker=st_cluster.tracker_addr, schema=READ_SCHEMA, placement="task")
+        read_storetorrent(FILE, tracker=parquet_cluster.tracker_addr, schema=READ_SCHEMA, placement="task")
 
 
 def test_ray_without_the_hook_point_says_so(monkeypatch):
@@ -232,30 +185,6 @@ def test_ray_without_the_hook_point_says_so(monkeypatch):
 
 
 # -- Dask ---------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def dclient(st_cluster):
-    pytest.importorskip("dask.dataframe")
-    from distributed import Client, Scheduler, SpecCluster, Worker
-
-    workers = {addr: {"cls": Worker, "options": {"name": addr, "nthreads": 1}} for addr in st_cluster.peer_addrs}
-    spec = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}})
-    client = Client(spec)
-    yield client
-    client.close()
-    spec.close()
-
-
-def _with_worker(df):
-    from distributed import get_worker
-
-    df = df.copy()
-    try:
-        df["worker"] = get_worker().name
-    except ValueError:  # meta inference on the client
-        df["worker"] = ""
-    return df
-
-
 @pytest.fixture
 def pins_made(monkeypatch):
     """How many graphs the plugin restricted tasks of (its scheduler runs in
@@ -272,16 +201,18 @@ def pins_made(monkeypatch):
     return made
 
 
-def _dask_read(st_cluster, dclient):
+def _dask_read(parquet_cluster, dclient):
     from st_integrations.dask_reader import read_storetorrent
 
     return read_storetorrent(
-        FILE, tracker=st_cluster.tracker_addr, client=dclient, blocksize=60_000, include_paths=True
+        FILE, tracker=parquet_cluster.tracker_addr, client=dclient, blocksize=60_000, include_paths=True
     )
 
 
-def test_dask_plugin_pins_each_partition_to_its_peers_worker(st_cluster, dclient, peer_of, fresh_warnings, pins_made):
-    df = _dask_read(st_cluster, dclient).map_partitions(_with_worker).compute()
+def test_dask_plugin_pins_each_partition_to_its_peers_worker(
+    parquet_cluster, dclient, peer_of, fresh_warnings, pins_made
+):
+    df = _dask_read(parquet_cluster, dclient).map_partitions(with_dask_worker).compute()
     _check_answer(df)
     for path, worker in set(zip(df.path, df.worker)):
         assert worker == peer_of[path], path
@@ -290,12 +221,12 @@ def test_dask_plugin_pins_each_partition_to_its_peers_worker(st_cluster, dclient
 
 
 def test_dask_untested_version_pins_nothing_same_answer_one_line(
-    st_cluster, dclient, fresh_warnings, pins_made, monkeypatch
+    parquet_cluster, dclient, fresh_warnings, pins_made, monkeypatch
 ):
     import distributed
 
     monkeypatch.setitem(engine_compat.TESTED, "distributed", ("2026.7.0",))
-    ddf = _dask_read(st_cluster, dclient)
+    ddf = _dask_read(parquet_cluster, dclient)
     _check_answer(ddf.compute())
     got = ddf.groupby("k").x.sum().compute().sort_index()  # another graph: still no second line
     want = source_frame().groupby("k").x.sum().sort_index()
@@ -317,12 +248,12 @@ def _walk_breaks(node, depth):
 
 @pytest.mark.parametrize("walk", [_walk_finds_nothing, _walk_breaks], ids=["no-unit", "walk-raises"])
 def test_dask_run_spec_not_as_tested_falls_back_and_the_scheduler_goes_on(
-    st_cluster, dclient, fresh_warnings, monkeypatch, walk
+    parquet_cluster, dclient, fresh_warnings, monkeypatch, walk
 ):
     """A read task whose run_spec hides its unit, or a walk that raises: no
     task of the graph is pinned, one line, and the scheduler keeps working."""
     monkeypatch.setattr(engine_compat, "_walk", walk)
-    ddf = _dask_read(st_cluster, dclient)
+    ddf = _dask_read(parquet_cluster, dclient)
     _check_answer(ddf.compute())
     assert ddf.part.max().compute() == N_PARTS - 1  # a later graph on the same scheduler
     lines = _compat_lines(fresh_warnings)

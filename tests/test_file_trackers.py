@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from checks import check_file, fill
 from conftest import poll_for
-from test_metrics import scrape, value
+from helpers import metric_value, scrape_metrics
 
 from st_py._proto import tracker_pb2 as pb
 from st_py.core import capability as cap
@@ -86,7 +86,7 @@ def test_open_and_create_redirect_and_commits_through_file_trackers_reach_reader
     assert sorted(trackers) == [1, 2]
     assert all(t.alive and t.addr and t.pid and t.shards == SHARDS for t in trackers.values())
     assert len({t.addr for t in trackers.values()} | {ft.tracker_addr}) == 3
-    before = scrape(ft.tracker.metrics_addr)
+    before = scrape_metrics(ft.tracker.metrics_addr)
     for shard in (0, 1, 2):
         name = on_shard(shard, "/ft/redirect")[0]
         want = trackers[shard].addr if shard else ""  # "": the master takes its own shard's writes
@@ -99,9 +99,9 @@ def test_open_and_create_redirect_and_commits_through_file_trackers_reach_reader
             assert len(g) == 100 and g.get("r042") == b"42"
     # The master ran shard 0's commits only; the others went straight to their trackers,
     # which the master admitted (one Admit per group of commits).
-    commits = value(scrape(ft.tracker.metrics_addr), "st_tracker_rpcs_total", method="Commit", code="OK") - value(
-        before, "st_tracker_rpcs_total", method="Commit", code="OK"
-    )
+    commits = metric_value(
+        scrape_metrics(ft.tracker.metrics_addr), "st_tracker_rpcs_total", method="Commit", code="OK"
+    ) - metric_value(before, "st_tracker_rpcs_total", method="Commit", code="OK")
     assert 1 <= commits <= 4, commits  # 100 records in groups of 40
     after = file_trackers(c)
     assert all(after[s].commits >= 1 and after[s].records == 100 for s in (1, 2)), after

@@ -3,13 +3,12 @@ file at create. The peers store (and CRC-check) only filtered bytes; every
 reader (GET, GET_LOCAL scans, fsspec, rebalance) gets the record back; a
 wrong or missing key is a clear error, never garbage."""
 
-import io
 import os
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from helpers import to_parquet
 
 from st_py.core.filters import FilterChain, FilterError, MissingKeyError, WrongKeyError, key_check
 from st_py.errors import BadNameError
@@ -20,10 +19,9 @@ OTHER = bytes(range(1, 33))
 
 
 def parquet(i: int) -> bytes:
-    t = pa.table({"i": pa.array(range(i * 1000, (i + 1) * 1000)), "s": ["the same text, compressible"] * 1000})
-    b = io.BytesIO()
-    pq.write_table(t, b)
-    return b.getvalue()
+    return to_parquet(
+        pa.table({"i": pa.array(range(i * 1000, (i + 1) * 1000)), "s": ["the same text, compressible"] * 1000})
+    )
 
 
 @pytest.mark.parametrize("names", [["zstd"], ["aes-256-gcm"], ["zstd", "aes-256-gcm"]])

@@ -4,16 +4,15 @@ error naming both, and pushdown reads fewer bytes (counted by the kernel)."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 from analysis_data import ROW_GROUP, parquet_bytes, parquet_part
+from helpers import to_csv
 
 from st_integrations.formats import (
     RAW_SCHEMA,
@@ -39,26 +38,8 @@ def _rows(i: int) -> pa.Table:
     )
 
 
-def _csv(t: pa.Table) -> bytes:
-    buf = io.BytesIO()
-    pacsv.write_csv(t, buf)
-    return buf.getvalue()
-
-
 def _jsonl(t: pa.Table) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in t.to_pylist()).encode()
-
-
-@pytest.fixture
-def dclient():
-    pytest.importorskip("dask.dataframe")
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as lc,
-        Client(lc) as client,
-    ):
-        yield client
 
 
 def test_detect_by_magic_then_extension():
@@ -71,7 +52,7 @@ def test_detect_by_magic_then_extension():
     assert detect("a/b", b"hello") == "raw"
 
 
-def test_mixed_format_file_reads_every_row(cluster, dclient):
+def test_mixed_format_file_reads_every_row(cluster, local_dask):
     from st_integrations.dask_reader import read_storetorrent
 
     c = cluster.client()
@@ -82,10 +63,10 @@ def test_mixed_format_file_reads_every_row(cluster, dclient):
             if kind == 0:
                 f.queue_put(f"r{i:03d}.parquet", parquet_bytes(t))
             elif kind == 1:
-                f.queue_put(f"r{i:03d}.csv", _csv(t))
+                f.queue_put(f"r{i:03d}.csv", to_csv(t))
             else:
                 f.queue_put(f"r{i:03d}.jsonl", _jsonl(t))
-    df = read_storetorrent("/fmt/mixed", tracker=cluster.tracker_addr, client=dclient).compute()
+    df = read_storetorrent("/fmt/mixed", tracker=cluster.tracker_addr, client=local_dask).compute()
     want = pa.concat_tables([_rows(i) for i in range(3 * N_EACH)]).to_pandas()
     assert len(df) == len(want) == 3 * N_EACH * 20
     assert df.isna().sum().sum() == 0
@@ -93,7 +74,7 @@ def test_mixed_format_file_reads_every_row(cluster, dclient):
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
 
 
-def test_conflicting_records_name_both(cluster, dclient):
+def test_conflicting_records_name_both(cluster, local_dask):
     from st_integrations.dask_reader import read_storetorrent
 
     c = cluster.client()
@@ -101,7 +82,7 @@ def test_conflicting_records_name_both(cluster, dclient):
         f.put("a.parquet", parquet_bytes(pa.table({"id": pa.array([1, 2], pa.int64())})))
         f.put("b.parquet", parquet_bytes(pa.table({"id": ["x", "y"]})))
     with pytest.raises(SchemaConflictError) as e:
-        read_storetorrent("/fmt/conflict", tracker=cluster.tracker_addr, client=dclient)
+        read_storetorrent("/fmt/conflict", tracker=cluster.tracker_addr, client=local_dask)
     assert {e.value.first, e.value.second} == {"a.parquet", "b.parquet"} and e.value.column == "id"
     assert "a.parquet" in str(e.value) and "b.parquet" in str(e.value)
 

@@ -14,6 +14,7 @@ import fsspec
 import pandas as pd
 import pytest
 from fsspec.spec import AbstractFileSystem
+from helpers import sorted_rows
 
 from st_integrations.fsspec_fs import StoreTorrentFileSystem
 from st_py.errors import RecordExistsError, StFileNotFoundError
@@ -47,10 +48,6 @@ def run1(cluster):
         for i, df in enumerate(frames):
             f.put(f"part-{i}.parquet", parquet(df))
     return cluster, fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr), frames
-
-
-def _sorted(df):
-    return df.sort_values("x").reset_index(drop=True)
 
 
 def test_urls_entry_point_and_pickling(run1, monkeypatch):
@@ -206,10 +203,10 @@ def test_pyarrow_dataset(run1):
     from pyarrow.fs import FSSpecHandler, PyFileSystem
 
     cluster, fs, frames = run1
-    expected = _sorted(pd.concat(frames))
+    expected = sorted_rows(pd.concat(frames), "x")
     # this pyarrow wraps an fsspec filesystem itself (PyFileSystem(FSSpecHandler(fs)))
     t = ds.dataset("/exp/run1", filesystem=fs, format="parquet").to_table()
-    pd.testing.assert_frame_equal(_sorted(t.to_pandas()), expected)
+    pd.testing.assert_frame_equal(sorted_rows(t.to_pandas(), "x"), expected)
     d = ds.dataset("/exp/run1", filesystem=PyFileSystem(FSSpecHandler(fs)), format="parquet")
     assert sorted(d.files) == [f"/exp/run1/part-{i}.parquet" for i in range(4)]
     assert d.to_table(filter=ds.field("part") == 2).num_rows == 50
@@ -225,7 +222,7 @@ def test_dask_read_parquet(run1):
         assert ddf.npartitions == 4
         df = ddf.compute()
         total = ddf.x.sum().compute()
-    pd.testing.assert_frame_equal(_sorted(df), _sorted(pd.concat(frames)), check_dtype=False)
+    pd.testing.assert_frame_equal(sorted_rows(df, "x"), sorted_rows(pd.concat(frames), "x"), check_dtype=False)
     assert total == sum(range(200))
 
 

@@ -26,13 +26,8 @@ _COUNTER = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def st_cluster(tmp_path_factory, peer_bin):
-    from st_py.deploy.cluster import LocalCluster
-
-    c = LocalCluster(tmp_path_factory.mktemp("fsabstract") / "cluster", n_peers=3, announce_interval=0.3)
-    c.start()
-    yield c
-    c.stop()
+def st_cluster(make_module_cluster):
+    return make_module_cluster(3, name="fsabstract")
 
 
 class StoreTorrentFixtures(AbstractFixtures):

@@ -25,14 +25,10 @@ from pathlib import Path
 
 import pytest
 from conftest import poll_for
+from helpers import start_peer
 
 from st_py.core.infofile import InfofileReader
-from st_py.deploy.cluster import Daemon
 from st_py.wire import protocol as P
-
-
-def start_peer(peer_bin, tmp_path: Path, *extra: str, name: str = "peer") -> Daemon:
-    return Daemon(name, [peer_bin, "--data", str(tmp_path / name), "--port", "0", *extra], tmp_path / f"{name}.log")
 
 
 class Conn:

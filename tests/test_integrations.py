@@ -49,14 +49,7 @@ def peer_of_path(cluster, path: str) -> str:
     raise AssertionError(path)
 
 
-def _sorted(df):
-    return df.sort_values(["rec", "row"]).reset_index(drop=True)
-
-
-def test_raw_records_become_name_and_bytes_rows(cluster):
-    pytest.importorskip("dask.dataframe")
-    from distributed import Client, LocalCluster
-
+def test_raw_records_become_name_and_bytes_rows(cluster, local_dask):
     from st_integrations.dask_reader import read_storetorrent
 
     c = cluster.client()
@@ -64,11 +57,7 @@ def test_raw_records_become_name_and_bytes_rows(cluster):
     with c.create("/int/raw", replication="x2") as f:
         for k, v in blobs.items():
             f.put(k, v)
-    with (
-        LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as lc,
-        Client(lc) as client,
-    ):
-        df = read_storetorrent("/int/raw", tracker=cluster.tracker_addr, client=client).compute()
+    df = read_storetorrent("/int/raw", tracker=cluster.tracker_addr, client=local_dask).compute()
     assert dict(zip(df.record, df.data)) == blobs
 
 

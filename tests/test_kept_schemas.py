@@ -3,7 +3,9 @@ issue "Many small records at full speed"): the writer puts each record's
 format and Arrow schema in the infofile with its commit, so a scan learns
 the schema of every record from one SQL query and opens no record before
 it reads. Records written without one (older writers, ``keep_schemas``
-off) still have their headers read. Real tracker and peers."""
+off) still have their headers read. Real tracker and peers; every test
+writes files of names of its own under /ks and kills, restarts and fills
+nothing, so the module shares one cluster (``module_cluster``)."""
 
 from __future__ import annotations
 
@@ -13,20 +15,15 @@ import grpc
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import to_parquet
 
 from st_integrations import formats, scan
 from st_integrations.formats import SchemaConflictError, StrayRecordError
 from st_py.core.record_format import RAW_SCHEMA, load_schema
 
 
-def _parquet(table: pa.Table) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(table, buf)
-    return buf.getvalue()
-
-
 def _part(i: int, rows: int = 100) -> bytes:
-    return _parquet(
+    return to_parquet(
         pa.table(
             {
                 "i": pa.array(range(i * rows, (i + 1) * rows), pa.int64()),
@@ -34,13 +31,6 @@ def _part(i: int, rows: int = 100) -> bytes:
             }
         )
     )
-
-
-@pytest.fixture
-def cluster(module_cluster):
-    """Every test writes files of names of its own under /ks and kills, restarts
-    and fills nothing: one cluster for the module."""
-    return module_cluster
 
 
 @pytest.fixture
@@ -57,19 +47,19 @@ def no_header_reads(monkeypatch):
     return calls
 
 
-def _dask(cluster, path, **kw):
+def _dask(module_cluster, path, **kw):
     from st_integrations.dask_reader import read_storetorrent
 
-    return read_storetorrent(path, tracker=cluster.tracker_addr, client=None, **kw)
+    return read_storetorrent(path, tracker=module_cluster.tracker_addr, client=None, **kw)
 
 
-def test_the_infofile_keeps_each_records_schema(cluster):
-    with cluster.client().create("/ks/pq", replication="x2") as f:
+def test_the_infofile_keeps_each_records_schema(module_cluster):
+    with module_cluster.client().create("/ks/pq", replication="x2") as f:
         for i in range(20):
             f.queue_put(f"part-{i:02}.parquet", _part(i))
         f.put("notes.txt", b"free text")
         f.put("_SUCCESS", b"")
-    with cluster.client().open("/ks/pq") as f:
+    with module_cluster.client().open("/ks/pq") as f:
         groups = f._infofile().schema_groups()
         by_format = {g.format: g for g in groups}
         assert sorted(by_format) == ["parquet", "raw"]
@@ -79,11 +69,11 @@ def test_the_infofile_keeps_each_records_schema(cluster):
         assert f._infofile().names_without_schema() == ["_SUCCESS"]  # a name readers skip
 
 
-def test_a_scans_schema_probe_agrees_with_the_groups_and_skips_deleted_records(cluster):
+def test_a_scans_schema_probe_agrees_with_the_groups_and_skips_deleted_records(module_cluster):
     """``kept_schemas`` (one index probe per schema, what a scan asks) gives
     the schemas of ``schema_groups`` (a pass over every record), each with
     a record that has it, and none kept only for records deleted since."""
-    c = cluster.client()
+    c = module_cluster.client()
     with c.create("/ks/probe", replication="x2") as f:
         for i in range(5):
             f.queue_put(f"part-{i:02}.parquet", _part(i))
@@ -102,68 +92,68 @@ def test_a_scans_schema_probe_agrees_with_the_groups_and_skips_deleted_records(c
         assert name == have[fmt].first  # one record per schema, here the first committed
 
 
-def test_a_scan_over_kept_schemas_opens_no_record_to_plan(cluster, no_header_reads):
+def test_a_scan_over_kept_schemas_opens_no_record_to_plan(module_cluster, no_header_reads):
     n = 30
-    with cluster.client().create("/ks/scan", replication="x2") as f:
+    with module_cluster.client().create("/ks/scan", replication="x2") as f:
         for i in range(n):
             f.queue_put(f"part-{i:02}.parquet", _part(i))
-    ddf = _dask(cluster, "/ks/scan")
+    ddf = _dask(module_cluster, "/ks/scan")
     assert no_header_reads == []  # the DataFrame was built from the infofile alone
     df = ddf.compute()
     assert len(df) == n * 100 and int(df["i"].sum()) == sum(range(n * 100))
 
 
-def test_records_written_without_a_schema_have_their_headers_read(cluster, no_header_reads):
-    with cluster.client().create("/ks/mixed", replication="x1") as f:
+def test_records_written_without_a_schema_have_their_headers_read(module_cluster, no_header_reads):
+    with module_cluster.client().create("/ks/mixed", replication="x1") as f:
         for i in range(4):
             f.put(f"part-{i}.parquet", _part(i))
         f.keep_schemas = False  # as a writer from before schemas were kept
-        f.put("old-0.parquet", _parquet(pa.table({"i": pa.array([7], pa.int64()), "extra": [1.5]})))
-    ddf = _dask(cluster, "/ks/mixed")
+        f.put("old-0.parquet", to_parquet(pa.table({"i": pa.array([7], pa.int64()), "extra": [1.5]})))
+    ddf = _dask(module_cluster, "/ks/mixed")
     assert no_header_reads == ["old-0.parquet"]
     assert list(ddf.columns) == ["i", "k", "extra"]
     df = ddf.compute()
     assert len(df) == 401 and df["extra"].notna().sum() == 1
 
 
-def test_kept_schemas_that_conflict_name_both_records_before_any_read(cluster, no_header_reads):
-    with cluster.client().create("/ks/conflict", replication="x1") as f:
-        f.put("a.parquet", _parquet(pa.table({"x": pa.array([1], pa.int64())})))
-        f.put("b.parquet", _parquet(pa.table({"x": pa.array(["one"])})))
+def test_kept_schemas_that_conflict_name_both_records_before_any_read(module_cluster, no_header_reads):
+    with module_cluster.client().create("/ks/conflict", replication="x1") as f:
+        f.put("a.parquet", to_parquet(pa.table({"x": pa.array([1], pa.int64())})))
+        f.put("b.parquet", to_parquet(pa.table({"x": pa.array(["one"])})))
     with pytest.raises(SchemaConflictError) as e:
-        _dask(cluster, "/ks/conflict")
+        _dask(module_cluster, "/ks/conflict")
     assert (e.value.first, e.value.second, e.value.column) == ("a.parquet", "b.parquet", "x")
     assert no_header_reads == []
 
 
-def test_a_stray_record_is_named_from_the_kept_schemas(cluster, no_header_reads):
-    with cluster.client().create("/ks/stray", replication="x1") as f:
+def test_a_stray_record_is_named_from_the_kept_schemas(module_cluster, no_header_reads):
+    with module_cluster.client().create("/ks/stray", replication="x1") as f:
         f.put("part-0.parquet", _part(0))
         f.put("notes.txt", b"not a table")
     with pytest.raises(StrayRecordError) as e:
-        _dask(cluster, "/ks/stray")
+        _dask(module_cluster, "/ks/stray")
     assert e.value.record == "notes.txt"
     assert no_header_reads == []
     # format="raw" reads every record as (record, data), as before
-    assert len(_dask(cluster, "/ks/stray", format="raw").compute()) == 2
+    assert len(_dask(module_cluster, "/ks/stray", format="raw").compute()) == 2
 
 
-def test_a_selection_uses_the_schemas_of_the_records_it_names(cluster, no_header_reads):
-    with cluster.client().create("/ks/sel", replication="x1") as f:
+def test_a_selection_uses_the_schemas_of_the_records_it_names(module_cluster, no_header_reads):
+    with module_cluster.client().create("/ks/sel", replication="x1") as f:
         f.put("a/part-0.parquet", _part(0))
-        f.put("b/part-0.parquet", _parquet(pa.table({"z": pa.array([1.0])})))
-    ddf = _dask(cluster, "/ks/sel/a")
+        f.put("b/part-0.parquet", to_parquet(pa.table({"z": pa.array([1.0])})))
+    ddf = _dask(module_cluster, "/ks/sel/a")
     assert list(ddf.columns) == ["i", "k"] and no_header_reads == []
     assert len(ddf.compute()) == 100
 
 
-def test_filtered_objects_and_csv_keep_their_plaintext_schema(cluster, tmp_path, no_header_reads):
+def test_filtered_objects_and_csv_keep_their_plaintext_schema(module_cluster, tmp_path, no_header_reads):
     key = tmp_path / "key"
     key.write_bytes(bytes(range(32)))
-    c = cluster.client(encryption_key=key.read_bytes())
+    c = module_cluster.client(encryption_key=key.read_bytes())
     table = pa.table({"i": pa.array(range(50_000), pa.int64())})
     with c.create("/ks/obj", replication="x2", filters=["zstd", "aes-256-gcm"]) as f:
-        f.put_object("big.parquet", _parquet(table), stripe_size=64 << 10)  # several stripes
+        f.put_object("big.parquet", to_parquet(table), stripe_size=64 << 10)  # several stripes
         f.put("small.csv", b"i\n1\n2\n")
     with c.open("/ks/obj") as f:
         groups = {g.format: g for g in f._infofile().schema_groups()}
@@ -173,10 +163,10 @@ def test_filtered_objects_and_csv_keep_their_plaintext_schema(cluster, tmp_path,
         assert f._infofile().names_without_schema() == []
 
 
-def test_the_tracker_refuses_a_schema_that_is_not_one(cluster):
+def test_the_tracker_refuses_a_schema_that_is_not_one(module_cluster):
     from st_py._proto import tracker_pb2 as pb
 
-    with cluster.client().create("/ks/bad", replication="x1") as f:
+    with module_cluster.client().create("/ks/bad", replication="x1") as f:
         f.put("a.bin", b"a")
         tracker = f._tracker
         info = f.info
@@ -205,45 +195,45 @@ def test_the_tracker_refuses_a_schema_that_is_not_one(cluster):
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "schema 2" in e.value.details()
 
 
-def test_a_name_readers_skip_keeps_no_schema_whoever_sends_one(cluster, monkeypatch):
+def test_a_name_readers_skip_keeps_no_schema_whoever_sends_one(module_cluster, monkeypatch):
     """Scans skip ``_SUCCESS`` by looking only at names without a kept
     schema (readplan.py), so the tracker keeps none for such a name even
     from a writer that sends one (here: one that sends raw for every name)."""
     import st_py.client.file
     from st_py.core.record_format import written_schema
 
-    with cluster.client().create("/ks/skip", replication="x2") as f:
+    with module_cluster.client().create("/ks/skip", replication="x2") as f:
         f.put("part-0.parquet", _part(0))
         monkeypatch.setattr(st_py.client.file, "written_schema", lambda name, data: written_schema("x.bin", data))
         f.put("_SUCCESS", b"")
         f.put("sub/.hidden", b"x")
     monkeypatch.undo()
-    with cluster.client().open("/ks/skip") as f:
+    with module_cluster.client().open("/ks/skip") as f:
         assert f._infofile().names_without_schema() == ["_SUCCESS", "sub/.hidden"]
-    df = _dask(cluster, "/ks/skip").compute()
+    df = _dask(module_cluster, "/ks/skip").compute()
     assert sorted(df["i"].tolist()) == list(range(100))  # the Parquet rows, nothing of the two skipped
 
 
-def test_records_all_of_no_known_format_are_read_as_raw_in_batches(cluster, no_header_reads):
+def test_records_all_of_no_known_format_are_read_as_raw_in_batches(module_cluster, no_header_reads):
     """Every kept schema says raw: the scan reads the records many per
     batch, as format="raw" does, and gives the same rows."""
     from st_integrations.readplan import plan_scan
     from st_integrations.scan import ScanOptions, options_for
 
-    with cluster.client().create("/ks/raw", replication="x2") as f:
+    with module_cluster.client().create("/ks/raw", replication="x2") as f:
         for i in range(50):
             f.queue_put(f"shot-{i:03}.bin", bytes([i]) * (100 + i))
-    with cluster.client() as c:
+    with module_cluster.client() as c:
         plan = plan_scan(c, "/ks/raw", skip_ignored=True)
     assert options_for(plan, ScanOptions()).format == "raw"
     assert options_for(plan, ScanOptions(format="csv")).format == "csv"  # a forced format stays
-    df = _dask(cluster, "/ks/raw").compute()
+    df = _dask(module_cluster, "/ks/raw").compute()
     assert no_header_reads == []
     assert sorted(df["record"]) == [f"shot-{i:03}.bin" for i in range(50)]
     assert sum(len(d) for d in df["data"]) == sum(100 + i for i in range(50))
 
 
-def test_small_parquet_records_are_scanned_together_with_paths_filters_and_errors(cluster):
+def test_small_parquet_records_are_scanned_together_with_paths_filters_and_errors(module_cluster):
     """Runs of small Parquet records are scanned as one in-memory dataset:
     the same rows, each row's path, filters with row-group pushdown, a
     column that only some records have as nulls; a record with a column the
@@ -255,15 +245,15 @@ def test_small_parquet_records_are_scanned_together_with_paths_filters_and_error
     from st_integrations.readplan import plan_scan
     from st_integrations.scan import PATH_COLUMN, ScanOptions, kept_schema_sources, read_unit
 
-    with cluster.client().create("/ks/run", replication="x2") as f:
+    with module_cluster.client().create("/ks/run", replication="x2") as f:
         for i in range(40):
             t = pa.table({"i": pa.array(range(i * 10, i * 10 + 10), pa.int64())})
             if i % 2:
                 t = t.append_column("odd", pa.array([True] * 10))
-            f.queue_put(f"p{i:03}.parquet", _parquet(t))
-    with cluster.client() as c:
+            f.queue_put(f"p{i:03}.parquet", to_parquet(t))
+    with module_cluster.client() as c:
         plan = plan_scan(c, "/ks/run", skip_ignored=True)
-    opts = ScanOptions(tracker=cluster.tracker_addr, include_paths=True)
+    opts = ScanOptions(tracker=module_cluster.tracker_addr, include_paths=True)
     schema = unify(kept_schema_sources(plan, opts)[0])
     assert schema.names == ["i", "odd"]
 

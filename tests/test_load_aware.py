@@ -4,23 +4,15 @@ a holder that has become a hot spot is skipped. The peers' own metrics say
 who served what."""
 
 import sqlite3
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from helpers import metric_value, scrape_metrics
 
 
 def gets_served(cluster) -> dict[str, float]:
     out = {}
     for p in cluster.peers:
-        with urllib.request.urlopen(f"http://{p.metrics_addr}/metrics", timeout=10) as r:
-            text = r.read().decode()
-        n = 0.0
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
-                if s.name == "st_peer_requests_total" and s.labels.get("type") == "GET":
-                    n = s.value
-        out[p.addr] = n
+        out[p.addr] = metric_value(scrape_metrics(p.metrics_addr), "st_peer_requests_total", type="GET")
     return out
 
 

@@ -10,27 +10,21 @@ own tick, such a peer announced on forever)."""
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from conftest import poll_for
+from helpers import metric_sample, metric_value, scrape_metrics, tracker_status
 
 STALL_LIMIT = 1.5  # s: --loop-stall-limit of the wedged peer (announces every 0.3 s)
 
 
-def status(cluster) -> dict:
-    with urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/status.json", timeout=10) as r:
-        return json.loads(r.read())
-
-
 def peer_state(cluster, addr: str) -> dict:
-    return next((p for p in status(cluster)["peers"] if p["addr"] == addr), {"alive": False, "load": 0.0})
+    return next((p for p in tracker_status(cluster)["peers"] if p["addr"] == addr), {"alive": False, "load": 0.0})
 
 
 # Timing is the point: the peer must be failed within the stall limit plus the liveness
@@ -48,7 +42,7 @@ def test_a_peer_with_a_blocked_loop_is_failed_and_avoided(make_cluster, tmp_path
     with c.create("/wedge/f", "x2") as f:
         for i in range(30):
             f.put(f"r{i}", f"record {i}".encode() * 100)
-    window = status(cluster)["tracker"]["liveness_window_s"]
+    window = tracker_status(cluster)["tracker"]["liveness_window_s"]
 
     stall.touch()  # the loop blocks in a handler; the process, its port and announcer thread live on
     t0 = time.monotonic()
@@ -74,10 +68,8 @@ def test_a_peer_with_a_blocked_loop_is_failed_and_avoided(make_cluster, tmp_path
 
     stall.unlink()  # the loop turns again: announces resume and the peer is live
     poll_for(lambda: peer_state(cluster, wedged)["alive"], timeout=10, what="the peer to be live again")
-    with urllib.request.urlopen(f"http://{cluster.peers[2].metrics_addr}/metrics", timeout=10) as r:
-        metrics = r.read().decode()
-    withheld = [ln for ln in metrics.splitlines() if ln.startswith("st_peer_loop_stalled_announces_total")]
-    assert withheld and float(withheld[0].split()[-1]) >= 1, withheld
+    withheld = metric_sample(scrape_metrics(cluster.peers[2].metrics_addr), "st_peer_loop_stalled_announces_total")
+    assert withheld >= 1, withheld
 
 
 def test_a_busy_but_turning_loop_keeps_announcing(make_cluster):
@@ -88,7 +80,7 @@ def test_a_busy_but_turning_loop_keeps_announcing(make_cluster):
         for i in range(2000):
             f.queue_put(f"r{i}", b"x" * 4096)
         f.flush()
-    s = status(cluster)
+    s = tracker_status(cluster)
     assert s["totals"]["live_peers"] == 2 and s["totals"]["failed_peers"] == 0
 
 
@@ -157,12 +149,6 @@ def can_ptrace() -> bool:
     return scope < 3 and (os.geteuid() == 0 or scope <= 1)
 
 
-def peer_gets(metrics_addr: str) -> float:
-    with urllib.request.urlopen(f"http://{metrics_addr}/metrics", timeout=10) as r:
-        lines = r.read().decode().splitlines()
-    return sum(float(ln.split()[-1]) for ln in lines if ln.startswith("st_peer_requests_total{") and 'type="GET"' in ln)
-
-
 # Timing is the point of this test (failed within the stall limit plus the
 # tracker's window) on a 2-core machine shared with other test runs: the
 # margins are generous rather than the test retried.
@@ -180,7 +166,7 @@ def test_a_peer_whose_loop_thread_is_stopped_is_failed_and_avoided(make_cluster,
     with c.create("/stopped/f", "x2", blocksize=1) as f:  # records on every peer, the stopped one too
         for name, data in records.items():
             f.put(name, data)
-    window = status(cluster)["tracker"]["liveness_window_s"]
+    window = tracker_status(cluster)["tracker"]["liveness_window_s"]
 
     # serving: a reader goes on reading every record while the thread stops
     reading = threading.Event()
@@ -203,9 +189,12 @@ def test_a_peer_whose_loop_thread_is_stopped_is_failed_and_avoided(make_cluster,
 
         reader = threading.Thread(target=read_all, daemon=True)
         reader.start()
-        before = peer_gets(peer.metrics_addr)
+        before = metric_value(scrape_metrics(peer.metrics_addr), "st_peer_requests_total", type="GET")
         poll_for(
-            lambda: peer_gets(peer.metrics_addr) > before + 5 or wrong,
+            lambda: (
+                metric_value(scrape_metrics(peer.metrics_addr), "st_peer_requests_total", type="GET") > before + 5
+                or wrong
+            ),
             timeout=30,
             what="the peer to serve GETs",
         )

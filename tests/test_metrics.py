@@ -6,25 +6,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from helpers import metric_value, scrape_metrics
 
 from st_py.errors import RecordNotFoundError
-
-
-def scrape(addr: str) -> dict:
-    """{(name, frozenset(labels)): value} of one /metrics page."""
-    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as r:
-        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        text = r.read().decode()
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
-    return out
-
-
-def value(m: dict, name: str, **labels) -> float:
-    return m.get((name, frozenset(labels.items())), 0.0)
 
 
 def test_peer_metrics_follow_requests(cluster):
@@ -38,8 +22,8 @@ def test_peer_metrics_follow_requests(cluster):
     with pytest.raises(RecordNotFoundError):
         f.delete("never-stored")  # every peer answers NOT_FOUND
     f.close()
-    pages = [scrape(p.metrics_addr) for p in cluster.peers]
-    total = lambda name, **kw: sum(value(m, name, **kw) for m in pages)  # noqa: E731
+    pages = [scrape_metrics(p.metrics_addr) for p in cluster.peers]
+    total = lambda name, **kw: sum(metric_value(m, name, **kw) for m in pages)  # noqa: E731
     assert total("st_peer_requests_total", type="PUT") >= 20
     assert total("st_peer_requests_total", type="GET") >= 20
     assert total("st_peer_request_seconds_count", type="GET") >= 20
@@ -49,7 +33,7 @@ def test_peer_metrics_follow_requests(cluster):
     assert total("st_peer_used_bytes") == 20 * 1000
     assert total("st_peer_received_bytes_total") > 20 * 1000
     assert total("st_peer_sent_bytes_total") > 20 * 1000
-    assert all(value(m, "st_peer_filesystem_free_bytes") > 0 for m in pages)
+    assert all(metric_value(m, "st_peer_filesystem_free_bytes") > 0 for m in pages)
     ids = {k for m in pages for k in m if k[0] == "st_peer_info"}
     assert len(ids) == len(cluster.peers)
 

@@ -6,15 +6,15 @@ a real cluster maps them, and a dead host's records come from the others."""
 import pandas as pd
 import pytest
 from analysis_data import N_PARTS, put_parquet_file, revealing_peer, source_frame
+from helpers import sorted_rows
 
 
 @pytest.fixture
-def hosts_cluster(make_cluster):
-    c = make_cluster(4, hosts=True)
-    assert sorted(a.rsplit(":", 1)[0] for a in c.peer_addrs) == [f"127.0.0.{i}" for i in range(2, 6)]
-    with c.client() as cl:
+def hosts_pq(hosts_cluster):
+    """conftest's ``hosts_cluster`` holding the Parquet file ``/mh/pq``."""
+    with hosts_cluster.client() as cl:
         put_parquet_file(cl, "/mh/pq")
-    return c
+    return hosts_cluster
 
 
 def _worker_host(df):
@@ -28,29 +28,29 @@ def _worker_host(df):
     return df
 
 
-def test_partitions_run_on_the_worker_of_their_peers_host(hosts_cluster):
+def test_partitions_run_on_the_worker_of_their_peers_host(hosts_pq):
     from distributed import Client, Scheduler, SpecCluster, Worker
 
     from st_integrations.dask_reader import read_storetorrent
 
-    hosts = [hosts_cluster.peer_host(i) for i in range(4)]
+    hosts = [hosts_pq.peer_host(i) for i in range(4)]
     workers = {h: {"cls": Worker, "options": {"host": h, "nthreads": 1}} for h in hosts}
     spec = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}})
     try:
         with Client(spec) as dclient:
             assert sorted(a.split("://")[1].rsplit(":", 1)[0] for a in dclient.scheduler_info()["workers"]) == hosts
-            ddf = read_storetorrent("/mh/pq", tracker=hosts_cluster.tracker_addr, client=dclient, include_paths=True)
+            ddf = read_storetorrent("/mh/pq", tracker=hosts_pq.tracker_addr, client=dclient, include_paths=True)
             df = ddf.map_partitions(_worker_host).compute()
-            got = df.sort_values(["part", "row"]).reset_index(drop=True)[["part", "row", "x", "k"]]
+            got = sorted_rows(df, "part", "row")[["part", "row", "x", "k"]]
             pd.testing.assert_frame_equal(got, source_frame(), check_dtype=False)
-            peer_of = revealing_peer(hosts_cluster, "/mh/pq")
+            peer_of = revealing_peer(hosts_pq, "/mh/pq")
             assert len(set(df.path)) == N_PARTS
             for path, host in set(zip(df.path, df.host)):
                 assert host == peer_of[path].rsplit(":", 1)[0], path  # by host, not by name
             # A host goes away: the same answer from the other copies.
-            hosts_cluster.kill_peer(1)
-            df2 = read_storetorrent("/mh/pq", tracker=hosts_cluster.tracker_addr, client=dclient).compute()
-            got2 = df2.sort_values(["part", "row"]).reset_index(drop=True)[["part", "row", "x", "k"]]
+            hosts_pq.kill_peer(1)
+            df2 = read_storetorrent("/mh/pq", tracker=hosts_pq.tracker_addr, client=dclient).compute()
+            got2 = sorted_rows(df2, "part", "row")[["part", "row", "x", "k"]]
             pd.testing.assert_frame_equal(got2, source_frame(), check_dtype=False)
     finally:
         spec.close()

@@ -5,26 +5,15 @@ Ray node of its peer's host, as a real cluster maps them by IP."""
 
 from __future__ import annotations
 
-import os
-import time
-
 import pandas as pd
 import pytest
 from analysis_data import N_PARTS, ROWS, put_parquet_file, revealing_peer, source_frame
+from helpers import sorted_rows, start_ray_cluster, with_ray_place
 
 ray = pytest.importorskip("ray")
 
 
-def _where(batch):
-    import ray
-
-    batch = batch.copy()
-    batch["node"] = ray.get_runtime_context().get_node_id()
-    return batch
-
-
 def test_read_tasks_run_on_the_ray_node_of_their_peers_host(make_cluster):
-    from ray.cluster_utils import Cluster
 
     from st_integrations.ray_reader import read_storetorrent
 
@@ -34,34 +23,16 @@ def test_read_tasks_run_on_the_ray_node_of_their_peers_host(make_cluster):
     hosts = [st.peer_host(i) for i in range(2)]
     if ray.is_initialized():  # an earlier test's local Ray instance: this test needs its own cluster
         ray.shutdown()
-    rc = None
-    for attempt in range(3):  # a raylet can miss its start deadline on a loaded 2-core VM
-        try:
-            rc = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": hosts[0]})
-            rc.add_node(num_cpus=1, node_ip_address=hosts[1])
-            break
-        except Exception:
-            if rc is not None:
-                rc.shutdown()
-                rc = None
-            if attempt == 2:
-                raise
-            time.sleep(3)
-    assert rc is not None
+    rc, _ = start_ray_cluster(
+        {"num_cpus": 1, "node_ip_address": hosts[0]}, {"num_cpus": 1, "node_ip_address": hosts[1]}
+    )
     try:
-        ray.init(
-            address=rc.address,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": os.path.dirname(__file__)}},
-        )
-        ray.data.DataContext.get_current().enable_progress_bars = False
         node_ip = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
         assert sorted(node_ip.values()) == hosts
         ds = read_storetorrent("/mhr/pq", tracker=st.tracker_addr, include_paths=True)
-        df = ds.map_batches(_where, batch_format="pandas").to_pandas()
+        df = ds.map_batches(with_ray_place, batch_format="pandas").to_pandas()
         assert len(df) == N_PARTS * ROWS
-        got = df.sort_values(["part", "row"]).reset_index(drop=True)[["part", "row", "x", "k"]]
+        got = sorted_rows(df, "part", "row")[["part", "row", "x", "k"]]
         pd.testing.assert_frame_equal(got, source_frame(), check_dtype=False)
         peer_of = revealing_peer(st, "/mhr/pq")
         for path, node in set(zip(df.path, df.node)):

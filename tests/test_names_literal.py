@@ -14,10 +14,8 @@ import sys
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 import pytest
-
-from st_py.deploy.cluster import LocalCluster
+from helpers import to_parquet
 
 pytest.importorskip("dask.dataframe")
 
@@ -42,27 +40,19 @@ def _csv(k: int) -> bytes:
     return f"k,note\n{k},n{k}\n".encode()
 
 
-def _parquet(k: int) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(pa.table({"k": [k], "note": [f"n{k}"]}), buf)
-    return buf.getvalue()
-
-
 @pytest.fixture(scope="module")
-def st_cluster(tmp_path_factory, peer_bin):
-    c = LocalCluster(tmp_path_factory.mktemp("names") / "cluster", n_peers=4, announce_interval=0.3)
-    c.start()
+def st_cluster(make_module_cluster):
+    c = make_module_cluster(4, name="names")
     with c.client() as cl:
         for name, k in FILES.items():
             with cl.create(name, replication="x2") as f:
                 if name == "/br/plain":
-                    f.put("d.parquet", _parquet(k))
+                    f.put("d.parquet", to_parquet(pa.table({"k": [k], "note": [f"n{k}"]})))
                     for rec, rk in RECORDS.items():
                         f.put(rec, _csv(rk))
                 else:
                     f.put("d.csv", _csv(k))
-    yield c
-    c.stop()
+    return c
 
 
 ALL_KEYS = sorted([*FILES.values(), *RECORDS.values()])

@@ -11,20 +11,11 @@ import sys
 import pytest
 
 from st_py.errors import BadNameError, DirectoryNotEmptyError, PermissionDeniedError, StFileNotFoundError, TrackerError
-from st_py.tracker.access import add_user
 
 
 @pytest.fixture
-def site(make_cluster, tmp_path):
-    users = tmp_path / "users.toml"
-    keys = {
-        "alice": add_user(users, "alice", ["physics"]),
-        "bob": add_user(users, "bob", ["physics"]),
-        "root": add_user(users, "root", ["admin"], admin=True),
-    }
-    cluster = make_cluster(2, users_file=users)
-    clients = {u: cluster.client(api_key=k) for u, k in keys.items()}
-    return cluster, clients, keys
+def site(make_site):
+    return make_site(2, alice=(["physics"], {}), bob=(["physics"], {}), root=(["admin"], {"admin": True}))
 
 
 def bits(path) -> int:

@@ -11,36 +11,9 @@ import urllib.request
 
 import pytest
 from conftest import poll_for
-from prometheus_client.parser import text_string_to_metric_families
+from helpers import http_get, metric_value, scrape_metrics, tracker_status
 
 from st_py.errors import QuotaExceededError, StFileNotFoundError
-
-
-def fetch(addr: str, path: str) -> tuple[str, str]:
-    """(content type, body) of http://addr/path."""
-    with urllib.request.urlopen(f"http://{addr}{path}", timeout=10) as r:
-        return r.headers["Content-Type"], r.read().decode()
-
-
-def scrape(addr: str) -> dict:
-    """{(name, frozenset(labels)): value} of the tracker's /metrics."""
-    ctype, text = fetch(addr, "/metrics")
-    assert ctype.startswith("text/plain; version=0.0.4")
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
-    return out
-
-
-def value(m: dict, name: str, **labels) -> float:
-    return m.get((name, frozenset(labels.items())), 0.0)
-
-
-def status(cluster) -> dict:
-    ctype, body = fetch(cluster.tracker.metrics_addr, "/status.json")
-    assert ctype == "application/json"
-    return json.loads(body)
 
 
 def test_tracker_metrics_follow_rpcs(make_cluster):
@@ -52,38 +25,38 @@ def test_tracker_metrics_follow_rpcs(make_cluster):
         for i in range(30):
             f.queue_put(f"r{i}", b"x" * 100)
         f.flush()
-        reserved = value(scrape(addr), "st_tracker_reserved_bytes")
+        reserved = metric_value(scrape_metrics(addr), "st_tracker_reserved_bytes")
         assert reserved >= 10_000 * 2 - 30 * 100 * 2 - 100  # what the commits have not used yet
     with pytest.raises(QuotaExceededError):
         c.create("/m/big", "x2", est_size=1_000_000)
     with pytest.raises(StFileNotFoundError):
         c.tracker.open("/m/never-made")
 
-    m = scrape(addr)
+    m = scrape_metrics(addr)
     info = [k for k in m if k[0] == "st_tracker_info"]
     assert len(info) == 1 and m[info[0]] == 1 and dict(info[0][1])["version"]
-    assert value(m, "st_tracker_rpcs_total", method="Create", code="OK") == 1
-    assert value(m, "st_tracker_rpcs_total", method="Create", code="RESOURCE_EXHAUSTED") == 1
-    assert value(m, "st_tracker_rpcs_total", method="Open", code="NOT_FOUND") == 1
-    assert value(m, "st_tracker_quota_refusals_total", method="Create") == 1
-    commits = value(m, "st_tracker_rpcs_total", method="Commit", code="OK")
+    assert metric_value(m, "st_tracker_rpcs_total", method="Create", code="OK") == 1
+    assert metric_value(m, "st_tracker_rpcs_total", method="Create", code="RESOURCE_EXHAUSTED") == 1
+    assert metric_value(m, "st_tracker_rpcs_total", method="Open", code="NOT_FOUND") == 1
+    assert metric_value(m, "st_tracker_quota_refusals_total", method="Create") == 1
+    commits = metric_value(m, "st_tracker_rpcs_total", method="Commit", code="OK")
     assert commits >= 1
-    assert value(m, "st_tracker_rpc_seconds_count", method="Commit") == commits
-    assert value(m, "st_tracker_rpc_seconds_bucket", method="Commit", le="+Inf") == commits
-    assert value(m, "st_tracker_rpc_seconds_sum", method="Create") > 0
-    assert value(m, "st_tracker_rpcs_in_flight") == 0
-    assert 1 <= value(m, "st_tracker_commit_transactions_total") <= commits
-    assert value(m, "st_tracker_commit_requests_total") == commits
-    assert value(m, "st_tracker_committed_records_total") == 30
-    assert value(m, "st_tracker_files") == 1
-    assert value(m, "st_tracker_peers", state="live") == 3
-    assert value(m, "st_tracker_peers", state="failed") == 0
-    assert value(m, "st_tracker_free_bytes") > 0
-    assert value(m, "st_tracker_capacity_bytes") >= value(m, "st_tracker_free_bytes")
-    assert value(m, "st_tracker_reserved_bytes") == 0  # closed: the reservation ended
-    assert value(m, "st_tracker_announces_total") >= 3
-    assert value(m, "st_tracker_rpcs_total", method="Announce", code="OK") >= 3
-    assert value(m, "process_open_fds") > 0
+    assert metric_value(m, "st_tracker_rpc_seconds_count", method="Commit") == commits
+    assert metric_value(m, "st_tracker_rpc_seconds_bucket", method="Commit", le="+Inf") == commits
+    assert metric_value(m, "st_tracker_rpc_seconds_sum", method="Create") > 0
+    assert metric_value(m, "st_tracker_rpcs_in_flight") == 0
+    assert 1 <= metric_value(m, "st_tracker_commit_transactions_total") <= commits
+    assert metric_value(m, "st_tracker_commit_requests_total") == commits
+    assert metric_value(m, "st_tracker_committed_records_total") == 30
+    assert metric_value(m, "st_tracker_files") == 1
+    assert metric_value(m, "st_tracker_peers", state="live") == 3
+    assert metric_value(m, "st_tracker_peers", state="failed") == 0
+    assert metric_value(m, "st_tracker_free_bytes") > 0
+    assert metric_value(m, "st_tracker_capacity_bytes") >= metric_value(m, "st_tracker_free_bytes")
+    assert metric_value(m, "st_tracker_reserved_bytes") == 0  # closed: the reservation ended
+    assert metric_value(m, "st_tracker_announces_total") >= 3
+    assert metric_value(m, "st_tracker_rpcs_total", method="Announce", code="OK") >= 3
+    assert metric_value(m, "process_open_fds") > 0
     alive = {dict(k[1])["addr"]: v for k, v in m.items() if k[0] == "st_tracker_peer_alive"}
     assert alive == {a: 1 for a in cluster.peer_addrs}
 
@@ -91,10 +64,10 @@ def test_tracker_metrics_follow_rpcs(make_cluster):
     dead = cluster.kill_peer(1)
     c.tracker.report_failure(dead, "test: connection refused")
     c.tracker.report_failure(dead, "test: connection refused")  # a second client, the same failure
-    m = scrape(addr)
-    assert value(m, "st_tracker_failure_reports_total") == 2
-    assert value(m, "st_tracker_peer_failures_total", cause="reported") == 1
-    assert value(m, "st_tracker_peers", state="failed") == 1
+    m = scrape_metrics(addr)
+    assert metric_value(m, "st_tracker_failure_reports_total") == 2
+    assert metric_value(m, "st_tracker_peer_failures_total", cause="reported") == 1
+    assert metric_value(m, "st_tracker_peers", state="failed") == 1
     alive = {dict(k[1])["addr"]: v for k, v in m.items() if k[0] == "st_tracker_peer_alive"}
     assert alive[dead] == 0 and sum(alive.values()) == 2
 
@@ -110,7 +83,7 @@ def test_status_json_follows_a_failure_and_a_return(make_cluster):
     c = cluster.client()
     with c.create("/s/a", "x2") as f:
         f.put("r", b"data")
-    s = status(cluster)
+    s = tracker_status(cluster)
     assert s["files"] == 1
     assert s["totals"]["live_peers"] == 3 and s["totals"]["failed_peers"] == 0
     assert {p["addr"] for p in s["peers"]} == set(cluster.peer_addrs)
@@ -122,7 +95,7 @@ def test_status_json_follows_a_failure_and_a_return(make_cluster):
     port = int(cluster.peers[2].addr.rsplit(":", 1)[1])
     dead = cluster.kill_peer(2)
     s = poll_for(
-        lambda: (lambda s: s if s["totals"]["failed_peers"] == 1 else None)(status(cluster)),
+        lambda: (lambda s: s if s["totals"]["failed_peers"] == 1 else None)(tracker_status(cluster)),
         what="the killed peer to be failed",
     )
     ev = peer_events(s)[0]
@@ -133,7 +106,7 @@ def test_status_json_follows_a_failure_and_a_return(make_cluster):
 
     cluster.start_peer(2, port)  # back on its address
     s = poll_for(
-        lambda: (lambda s: s if s["totals"]["failed_peers"] == 0 else None)(status(cluster)),
+        lambda: (lambda s: s if s["totals"]["failed_peers"] == 0 else None)(tracker_status(cluster)),
         what="the peer to announce again",
     )
     assert [e["kind"] for e in peer_events(s)] == ["returned", "failed"]  # newest first
@@ -141,7 +114,7 @@ def test_status_json_follows_a_failure_and_a_return(make_cluster):
 
 def test_status_http_endpoint(cluster):
     addr = cluster.tracker.metrics_addr
-    ctype, page = fetch(addr, "/")
+    ctype, page = http_get(addr, "/")
     assert ctype == "text/html; charset=utf-8"
     assert '<meta http-equiv="refresh" content="5">' in page
     for a in cluster.peer_addrs:
@@ -234,15 +207,17 @@ def test_capacity_counts_each_disk_once(make_cluster):
     count it once, or the sum of the peers' --capacity when that is less;
     each peer is named after its data directory and has started once."""
     cluster = make_cluster(3, peer_args=["--capacity", "1G"])
-    s = poll_for(lambda: (s := status(cluster))["totals"]["live_peers"] == 3 and s, what="3 live peers")
+    s = poll_for(lambda: (s := tracker_status(cluster))["totals"]["live_peers"] == 3 and s, what="3 live peers")
     fs = {p["fs_id"] for p in s["peers"]}
     assert len(fs) == 1 and fs != {""} and s["totals"]["filesystems"] == 1
     assert s["totals"]["capacity_bytes"] == 3 * (1 << 30)  # three capped shares of one disk
     assert s["totals"]["free_bytes"] <= 3 * (1 << 30)
     assert sorted(p["name"] for p in s["peers"]) == ["peer-0", "peer-1", "peer-2"]
     assert all(p["restarts"] == 0 and 0 < p["uptime_s"] < 120 for p in s["peers"])
-    m = scrape(cluster.tracker.metrics_addr)
-    assert value(m, "st_tracker_capacity_bytes") == 3 * (1 << 30) and value(m, "st_tracker_filesystems") == 1
+    m = scrape_metrics(cluster.tracker.metrics_addr)
+    assert (
+        metric_value(m, "st_tracker_capacity_bytes") == 3 * (1 << 30) and metric_value(m, "st_tracker_filesystems") == 1
+    )
     st = cluster.client().status()
     assert st.capacity_bytes == 3 * (1 << 30) and st.filesystems == 1
 

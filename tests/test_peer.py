@@ -4,13 +4,9 @@ import signal
 import time
 
 from conftest import poll_for
+from helpers import start_peer
 
-from st_py.deploy.cluster import Daemon
 from st_py.wire import protocol as P
-
-
-def start_peer(peer_bin, tmp_path, *extra):
-    return Daemon("peer", [peer_bin, "--data", str(tmp_path / "data"), "--port", "0", *extra], tmp_path / "peer.log")
 
 
 def request(addr, frame_bytes):
@@ -37,7 +33,7 @@ def test_peer_prints_address_answers_ping_and_stops_at_once(peer_bin, tmp_path):
         n = int.from_bytes(payload[:2], "little")
         peer_id = payload[2 : 2 + n].decode()
         assert len(peer_id) == 36  # a UUID, kept in <data>/PEER_ID
-        assert (tmp_path / "data" / "PEER_ID").read_text().strip() == peer_id
+        assert (tmp_path / "peer" / "PEER_ID").read_text().strip() == peer_id
         t0 = time.monotonic()
         d.proc.send_signal(sig)
         assert d.proc.wait(5) == 0

@@ -10,7 +10,6 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOTS = ("st_py", "integrations/st_integrations", "st_tools")
 
 # modules whose names start with _: the C++ extension and the generated gRPC code
 MODULES = ("_native", "_proto")
@@ -61,15 +60,13 @@ def reaches(path: Path, source: str) -> list[str]:
 
 
 def _bad() -> list[str]:
+    from helpers import library_files
+
     bad = []
-    for root in ROOTS:
-        for path in sorted((ROOT / root).rglob("*.py")):
-            if "_proto" in path.parts:
-                continue
-            rel = str(path.relative_to(ROOT))
-            for expr in reaches(path, path.read_text()):
-                if (rel, expr) not in ALLOWED:
-                    bad.append(f"{rel}: {expr}")
+    for rel, path in library_files():
+        for expr in reaches(path, path.read_text()):
+            if (rel, expr) not in ALLOWED:
+                bad.append(f"{rel}: {expr}")
     stale = [
         f"stale allow-list entry (remove it): {k}"
         for k in ALLOWED
@@ -79,14 +76,9 @@ def _bad() -> list[str]:
 
 
 def test_no_module_reaches_into_another_modules_private_names():
-    # In a fresh interpreter: CPython 3.11's ast.parse can fail with "AST constructor recursion
-    # depth mismatch" in a process where a RecursionError happened before (seen in the full suite).
-    import subprocess
-    import sys
+    from helpers import script_lines
 
-    r = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    bad = [line for line in r.stdout.splitlines() if line]
+    bad = script_lines(__file__)  # _bad() in a fresh interpreter
     assert not bad, "private names of another module used:\n" + "\n".join(bad)
 
 

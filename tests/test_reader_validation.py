@@ -5,25 +5,20 @@ here (no distributed Client: every peer is on this host)."""
 
 from __future__ import annotations
 
-import io
-
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
+from helpers import to_parquet
 
 from st_integrations.formats import ColumnNotFoundError, StrayRecordError
 
 
 def _parquet(rows: int, start: int) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(
+    return to_parquet(
         pa.table(
             {"i": pa.array(range(start, start + rows), pa.int64()), "origin": pa.array(["EWR", "JFK"] * (rows // 2))}
-        ),
-        buf,
+        )
     )
-    return buf.getvalue()
 
 
 @pytest.fixture

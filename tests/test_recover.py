@@ -135,13 +135,13 @@ def test_recover_a_deleted_namespace_from_the_peers(make_cluster):
     names = [*classes, "/obj/o", "/exp/crashed"]
     before = _wait_for_mirrors(cluster, names)
     ids = {n: before[n][0] for n in names}
-    from test_metrics import scrape, value
+    from helpers import metric_value, scrape_metrics
 
-    m = scrape(cluster.peers[0].metrics_addr)  # the mirror's metrics (docs/operations.md)
-    assert value(m, "st_peer_meta_mirrors") == len(names)  # every peer is in every peerlist here
-    assert value(m, "st_peer_meta_mirror_passes_total", result="ok") >= 1
-    assert value(m, "st_peer_meta_mirror_copies_total") >= len(names)
-    assert value(m, "st_peer_meta_mirror_last_pass_timestamp_seconds") > 0
+    m = scrape_metrics(cluster.peers[0].metrics_addr)  # the mirror's metrics (docs/operations.md)
+    assert metric_value(m, "st_peer_meta_mirrors") == len(names)  # every peer is in every peerlist here
+    assert metric_value(m, "st_peer_meta_mirror_passes_total", result="ok") >= 1
+    assert metric_value(m, "st_peer_meta_mirror_copies_total") >= len(names)
+    assert metric_value(m, "st_peer_meta_mirror_last_pass_timestamp_seconds") > 0
 
     _lose_namespace(cluster)
     dead = cluster.kill_peer(3)

@@ -20,7 +20,6 @@ import math
 import numpy as np
 import pytest
 
-from st_tools import dataloss as dl
 from st_tools import reliability as rl
 
 Z = 4.0
@@ -236,22 +235,9 @@ def test_required_repair_rate_reaches_the_target():
 # -- the model against the simulation with the real placement code ---------------------
 
 
-def test_simulation_uses_the_real_placement_code(monkeypatch):
-    calls = {"choose_holders": 0, "schedule": 0}
-    real_choose, real_schedule = dl.choose_holders, dl.schedule
-
-    def choose(usable, copies, rng=None):
-        calls["choose_holders"] += 1
-        return real_choose(usable, copies, rng)
-
-    def schedule(live, copies, est_size):
-        calls["schedule"] += 1
-        return real_schedule(live, copies, est_size)
-
-    monkeypatch.setattr(dl, "choose_holders", choose)
-    monkeypatch.setattr(dl, "schedule", schedule)
+def test_simulation_uses_the_real_placement_code(placement_calls):
     sim = rl.simulate(10, 2, 0.01, 0.1, runs=4, records=100, seed=3)
-    assert calls == {"choose_holders": 4 * math.ceil(100 / 16), "schedule": 4}
+    assert placement_calls == {"choose_holders": 4 * math.ceil(100 / 16), "schedule": 4}
     assert sim.loss_hours.shape == (4,) and np.all(sim.loss_hours > 0) and np.all(sim.events >= 2)
 
 

@@ -12,10 +12,8 @@ itself, from the infofiles, and shows the service's progress."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import urllib.request
@@ -23,59 +21,11 @@ from pathlib import Path
 
 import pytest
 from conftest import poll_for
+from helpers import infofile_copies, stop_child, tracker_status, write_with_pending
 
 from st_py.maintenance.repair import ClusterLook, PeerLook, wake_reasons
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# A writer that dies with copies pending on a stopped holder (as in
-# test_replication.py): async records are committed once copy rank 0 is
-# stored; their copy on the stopped peer stays pending.
-WRITER = """
-import os, sys, time
-sys.path.insert(0, {root!r})
-from st_py.client.client import Client
-from st_py.core.infofile import InfofileReader
-c = Client({tracker!r}, tls={tls!r}, group_size=1, timeout=60.0)
-f = c.create({name!r}, {replication!r}, protocol="client-async", blocksize=1)
-for i in range({n}):
-    f.queue_put(f"r{{i:04d}}", (f"{{i}}:".encode() * 3000)[:3000])
-deadline = time.monotonic() + 30
-while time.monotonic() < deadline:
-    f.poll(0.05)
-    r = InfofileReader(f.infofile_path)
-    n = r.count_pending()
-    r.close()
-    if n >= {pending}:
-        print(n, flush=True)
-        os._exit(0)  # the writer dies with copies pending
-print("no pending copies", flush=True)
-os._exit(1)
-"""
-
-
-def write_with_pending(tracker: str, tls, name: str, replication: str = "x2", n: int = 60, pending: int = 10) -> None:
-    """Run WRITER in a child process: it must leave ``pending`` copies."""
-    script = WRITER.format(
-        root=str(ROOT), tracker=tracker, tls=tls, name=name, replication=replication, n=n, pending=pending
-    )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stdout + out.stderr
-
-
-def infofile_copies(path: str) -> tuple[dict, dict]:
-    """({name: {rank: peer_idx}} stored, the same pending) of an infofile."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        stored: dict = {}
-        pending: dict = {}
-        for n, r, p in conn.execute("SELECT name, copy_rank, peer_idx FROM copies"):
-            stored.setdefault(n, {})[r] = p
-        for n, r, p in conn.execute("SELECT name, copy_rank, peer_idx FROM pending_copies"):
-            pending.setdefault(n, {})[r] = p
-        return stored, pending
-    finally:
-        conn.close()
 
 
 @pytest.fixture
@@ -105,20 +55,11 @@ def start_watch():
 
 def stop_watch(p: subprocess.Popen) -> str:
     """SIGTERM (as systemd stops the unit): it must exit 0; returns its stderr."""
-    p.send_signal(signal.SIGTERM)
-    try:
-        _, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        _, err = p.communicate()
-        raise AssertionError(f"the repair service did not stop on SIGTERM:\n{err[-3000:]}") from None
+    err, killed = stop_child(p, signal.SIGTERM, 60)
+    if killed:
+        raise AssertionError(f"the repair service did not stop on SIGTERM:\n{err[-3000:]}")
     assert p.returncode == 0, err[-3000:]
     return err
-
-
-def status_json(cluster) -> dict:
-    with urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/status.json", timeout=10) as r:
-        return json.loads(r.read())
 
 
 def test_a_returning_peer_catches_up_at_once(make_cluster, start_watch):
@@ -181,7 +122,7 @@ def test_a_returning_peer_catches_up_at_once(make_cluster, start_watch):
         # the returning peer caught up: each copy pending for it is stored on it
         assert all(stored[n][r] == stopped_idx for n, r in on_stopped)
         poll_for(lambda: c.status().records_short == 0, timeout=20, what="the tracker to count no record short")
-        s = status_json(cluster)
+        s = tracker_status(cluster)
         assert s["copies"]["records_short"] == 0 and s["copies"]["counted"]
         assert s["repair"]["passes"] >= 2 and s["repair"]["copies_stored"] == len(on_stopped)
         with c.open(name) as f:
@@ -215,7 +156,7 @@ def test_a_peer_failed_longer_than_failed_after_is_restored_at_once(make_cluster
         lost = cluster.kill_peer(3)
         # short of copies while the peer is failed, then restored elsewhere
         s = poll_for(
-            lambda: (s := status_json(cluster))["copies"]["records_short"] == len(on_lost) and s,
+            lambda: (s := tracker_status(cluster))["copies"]["records_short"] == len(on_lost) and s,
             timeout=20,
             what="the tracker to count the lost peer's records short of copies",
         )
@@ -244,11 +185,11 @@ def test_the_count_is_cached_not_made_per_request(make_cluster):
     with c.create("/svc/cache", "x2") as f:
         f.put("a", b"A")
     first = poll_for(
-        lambda: (s := status_json(cluster))["copies"]["files_counted"] == 1 and s,
+        lambda: (s := tracker_status(cluster))["copies"]["files_counted"] == 1 and s,
         timeout=15,
         what="a count with the file",
     )
-    again = [status_json(cluster)["copies"] for _ in range(10)]
+    again = [tracker_status(cluster)["copies"] for _ in range(10)]
     assert len({a["counted_at"] for a in again}) <= 2  # one count, or a refresh in between (every 5 s)
     assert first["copies"]["records_short"] == 0 and first["copies"]["count_seconds"] < 5
     with urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/metrics", timeout=10) as r:

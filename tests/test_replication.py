@@ -7,10 +7,10 @@ each record exactly once."""
 
 import os
 import signal
-import sqlite3
 
 import pytest
 from conftest import poll_for
+from helpers import infofile_copies, write_with_pending
 
 from st_py.errors import BadNameError
 from st_py.maintenance import repair as rp
@@ -22,27 +22,13 @@ def blobs(n, size=3000, tag=""):
     return {f"{tag}r{i:04d}": (f"{tag}{i}:".encode() * size)[:size] for i in range(n)}
 
 
-def copies_of(f):
-    """{name: {rank: peer_idx}} of stored copies, and {name: {rank: peer_idx}} pending."""
-    conn = sqlite3.connect(f"file:{f.infofile_path}?mode=ro", uri=True)
-    try:
-        stored, pending = {}, {}
-        for n, r, p in conn.execute("SELECT name, copy_rank, peer_idx FROM copies"):
-            stored.setdefault(n, {})[r] = p
-        for n, r, p in conn.execute("SELECT name, copy_rank, peer_idx FROM pending_copies"):
-            pending.setdefault(n, {})[r] = p
-        return stored, pending
-    finally:
-        conn.close()
-
-
 def check_whole(c, name, data, copies, dead=()):
     """Every record reads back; F stored copies on distinct live peers; none
     pending; GET_LOCAL reveals each record once."""
     with c.open(name) as f:
         for n, v in data.items():
             assert f.get(n) == v, n
-        stored, pending = copies_of(f)
+        stored, pending = infofile_copies(f.infofile_path)
         assert pending == {}
         dead_idx = {i for i, p in f.peers.items() if p.addr in dead}
         for n in data:
@@ -93,32 +79,9 @@ def test_chain_holder_killed_mid_forward(make_cluster, protocol):
     check_whole(c, f"/rep/kill-{protocol}", data, 3)
     # Records queued well after the kill (the pipeline is 64 deep) avoid the dead peer.
     with c.open(f"/rep/kill-{protocol}") as f:
-        stored, _ = copies_of(f)
+        stored, _ = infofile_copies(f.infofile_path)
         dead_idx = next(i for i, p in f.peers.items() if p.addr == killed[0])
         assert not [n for n in names[150 + 80 :] if dead_idx in stored[n].values()]
-
-
-WRITER = """
-import os, sys, time
-sys.path.insert(0, {root!r})
-from st_py.client.client import Client
-from st_py.core.infofile import InfofileReader
-c = Client({tracker!r}, tls={tls!r}, group_size=1, timeout=60.0)
-f = c.create({name!r}, "x2", protocol={protocol!r}, blocksize=1)
-for i in range(60):
-    f.queue_put(f"r{{i:04d}}", (f"{{i}}:".encode() * 3000)[:3000])
-deadline = time.monotonic() + 30
-while time.monotonic() < deadline:
-    f.poll(0.05)
-    r = InfofileReader(f.infofile_path)
-    n = r.count_pending()
-    r.close()
-    if n >= 10:
-        print(n, flush=True)
-        os._exit(0)  # the writer dies with copies pending
-print("no pending copies", flush=True)
-os._exit(1)
-"""
 
 
 @pytest.mark.parametrize(
@@ -132,27 +95,15 @@ def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster,
     SIGKILLed (repair stores them on the live peer holding no copy); either
     way every committed record has F stored copies on live peers, revealed
     once by GET_LOCAL."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     cluster = make_cluster(3)
     c = cluster.client()
     stopped = cluster.peers[1]
     name = f"/rep/stuck-{protocol}"
-    script = WRITER.format(
-        root=str(Path(__file__).resolve().parents[1]),
-        tracker=cluster.tracker_addr,
-        tls=cluster.client_tls,
-        name=name,
-        protocol=protocol,
-    )
     os.kill(stopped.pid, signal.SIGSTOP)
     try:
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stdout + out.stderr
+        write_with_pending(cluster.tracker_addr, cluster.client_tls, name, protocol=protocol)
         with c.open(name) as f:
-            stored, pending = copies_of(f)
+            stored, pending = infofile_copies(f.infofile_path)
             stopped_idx = next(i for i, p in f.peers.items() if p.addr == stopped.addr)
             # pending: every copy on the stopped peer, and maybe live ones the writer had no time to report
             assert any(stopped_idx in p.values() for p in pending.values())
@@ -184,7 +135,7 @@ def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster,
     data = {n: (f"{int(n[1:])}:".encode() * 3000)[:3000] for n in committed}
     check_whole(c, name, data, 2, dead=[stopped.addr] if holder == "killed" else ())
     with c.open(name) as f:
-        stored, _ = copies_of(f)
+        stored, _ = infofile_copies(f.infofile_path)
         if holder == "returns":  # the returning peer caught up: its pending copies are stored on it
             assert all(stored[n][r] == p for n, ranks in pending.items() for r, p in ranks.items())
 

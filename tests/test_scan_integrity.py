@@ -7,11 +7,10 @@ raises naming the record. Real tracker and peers."""
 
 from __future__ import annotations
 
-import io
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import metric_sample, metric_value, scrape_metrics, to_parquet, tracker_status
 
 from st_py.errors import ChecksumError, RecordUnavailableError
 
@@ -20,17 +19,14 @@ ROWS = 2_000
 
 
 def _part(i: int) -> bytes:
-    buf = io.BytesIO()
     # uncompressed, no dictionary: a flipped byte in the data pages changes a
     # value and still decodes (the silent wrong row this guards against)
-    pq.write_table(
+    return to_parquet(
         pa.table({"i": pa.array(range(i * ROWS, (i + 1) * ROWS), pa.int64())}),
-        buf,
         compression="none",
         use_dictionary=False,
         write_statistics=False,
     )
-    return buf.getvalue()
 
 
 def _flip(path: str) -> None:
@@ -130,22 +126,14 @@ def test_ray_scan_reads_the_good_copy(rotted):
         ray.shutdown()
 
 
-def _tracker_status(cluster) -> dict:
-    import json
-    import urllib.request
-
-    with urllib.request.urlopen(f"http://{cluster.tracker.metrics_addr}/status.json", timeout=10) as r:
-        return json.loads(r.read())
-
-
 def test_a_checked_scan_reports_the_bad_copy_to_the_tracker(rotted):
     cluster, victim = rotted
     from st_integrations.dask_reader import read_storetorrent
 
     assert int(read_storetorrent("/rot/pq")["i"].sum().compute()) == TOTAL
-    events = [e for e in _tracker_status(cluster)["recent_failures"] if e["kind"] == "bad-copy"]
+    events = [e for e in tracker_status(cluster)["recent_failures"] if e["kind"] == "bad-copy"]
     assert any("part-2.parquet" in e["detail"] and e["addr"] == victim.peer for e in events), events
-    assert all(p["alive"] for p in _tracker_status(cluster)["peers"])  # a bad copy is not a dead peer
+    assert all(p["alive"] for p in tracker_status(cluster)["peers"])  # a bad copy is not a dead peer
 
 
 def test_the_verifier_quarantines_a_rotted_copy_and_repair_restores_it(make_cluster, monkeypatch):
@@ -156,7 +144,6 @@ def test_the_verifier_quarantines_a_rotted_copy_and_repair_restores_it(make_clus
     same peer. Reads give the right rows throughout."""
     import glob
     import os
-    import urllib.request
 
     from conftest import poll_for
 
@@ -175,9 +162,7 @@ def test_the_verifier_quarantines_a_rotted_copy_and_repair_restores_it(make_clus
     _flip(victim.path)
 
     def metric(name: str) -> float:
-        with urllib.request.urlopen(f"http://{cluster.peers[holder].metrics_addr}/metrics", timeout=10) as r:
-            line = next(ln for ln in r.read().decode().splitlines() if ln.startswith(name + " "))
-        return float(line.split()[-1])
+        return metric_sample(scrape_metrics(cluster.peers[holder].metrics_addr), name)
 
     poll_for(
         lambda: metric("st_peer_copies_quarantined_total") >= 1, timeout=20, what="the verifier to quarantine the copy"
@@ -189,12 +174,12 @@ def test_the_verifier_quarantines_a_rotted_copy_and_repair_restores_it(make_clus
     # the tracker hears of it with the next announce: an event, the counters, and the copy pending
     poll_for(
         lambda: (
-            next(p for p in _tracker_status(cluster)["peers"] if p["addr"] == victim.peer)["copies_quarantined"] == 1
+            next(p for p in tracker_status(cluster)["peers"] if p["addr"] == victim.peer)["copies_quarantined"] == 1
         ),
         timeout=10,
         what="the announce carrying the bad copy",
     )
-    events = [e for e in _tracker_status(cluster)["recent_failures"] if e["kind"] == "bad-copy"]
+    events = [e for e in tracker_status(cluster)["recent_failures"] if e["kind"] == "bad-copy"]
     assert any("part-3.parquet" in e["detail"] and "quarantined" in e["detail"] for e in events), events
     with c.open("/rot/v") as f:
         assert f.get("part-3.parquet") == _part(3)
@@ -245,7 +230,6 @@ def test_a_bad_copy_report_survives_a_peer_killed_before_it_reached_the_tracker(
     import glob
     import os
     import signal
-    import urllib.request
 
     from conftest import poll_for
 
@@ -265,8 +249,7 @@ def test_a_bad_copy_report_survives_a_peer_killed_before_it_reached_the_tracker(
         _flip(victim.path)
 
         def quarantined() -> bool:
-            with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as r:
-                return any(ln.startswith("st_peer_copies_quarantined_total 1") for ln in r.read().decode().splitlines())
+            return metric_value(scrape_metrics(metrics), "st_peer_copies_quarantined_total") == 1
 
         poll_for(quarantined, timeout=20, what="the verifier to quarantine the copy")
         cluster.kill_peer(holder)

@@ -6,16 +6,15 @@ namespace glob select what they name. Real tracker and peers throughout."""
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
+from helpers import to_csv, to_parquet
 
 STRIPE = 16 << 10  # small stripes: objects of a few hundred KiB have several
 
@@ -29,18 +28,6 @@ def _table(start: int, rows: int) -> pa.Table:
     )
 
 
-def _parquet(t: pa.Table) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(t, buf, row_group_size=4000)
-    return buf.getvalue()
-
-
-def _csv(t: pa.Table) -> bytes:
-    buf = io.BytesIO()
-    pacsv.write_csv(t, buf)
-    return buf.getvalue()
-
-
 @pytest.fixture
 def objects(cluster, monkeypatch):
     """/obj/pq: 2 Parquet records and one striped Parquet object (40,000
@@ -50,13 +37,15 @@ def objects(cluster, monkeypatch):
     c = cluster.client()
     for name, filters in (("/obj/pq", ()), ("/obj/z", ("zstd",))):
         with c.create(name, replication="x2", filters=filters) as f:
-            f.put("part-0.parquet", _parquet(_table(0, 5_000)))
-            f.put("part-1.parquet", _parquet(_table(5_000, 5_000)))
-            meta = f.put_object("big.parquet", _parquet(_table(10_000, 30_000)), stripe_size=STRIPE)
+            f.put("part-0.parquet", to_parquet(_table(0, 5_000), row_group_size=4000))
+            f.put("part-1.parquet", to_parquet(_table(5_000, 5_000), row_group_size=4000))
+            meta = f.put_object(
+                "big.parquet", to_parquet(_table(10_000, 30_000), row_group_size=4000), stripe_size=STRIPE
+            )
             assert meta.stripes >= 3
     with c.create("/obj/csv", replication="x2") as f:
-        f.put("a.csv", _csv(_table(0, 1_000)))
-        f.put_object("b.csv", _csv(_table(1_000, 20_000)), stripe_size=STRIPE)
+        f.put("a.csv", to_csv(_table(0, 1_000)))
+        f.put_object("b.csv", to_csv(_table(1_000, 20_000)), stripe_size=STRIPE)
     return cluster
 
 

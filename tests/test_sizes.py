@@ -5,15 +5,17 @@ and json, fsspec ``info``/``ls``/``find``/``du``, DuckDB ``records`` and
 ``stored_size`` (``stored_bytes`` for a file). Before, in a zstd file,
 ``ls -r --format json`` gave a record's stored size but an object's user
 size, fsspec read every record to learn its size, and ``ls`` totalled
-37.1 MiB where ``fs.du`` gave 158.5 MB. Real tracker and peers."""
+37.1 MiB where ``fs.du`` gave 158.5 MB. Real tracker and peers; each case
+writes a file of its own under /sz (and lists /sz only for its entry) and
+kills, restarts and fills nothing, so the module shares one cluster
+(``module_cluster``)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from helpers import cli_stdout
 
 KEY = bytes(range(32))
 
@@ -22,26 +24,8 @@ def _data(i: int, n: int) -> bytes:
     return (f"{i},the same words again and again,{i * 7}\n" * (n // 40 + 1)).encode()[:n]
 
 
-def _cli(cluster, *args: str):
-    r = subprocess.run(
-        [sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert r.returncode == 0, r.stderr
-    return r.stdout
-
-
-@pytest.fixture
-def cluster(module_cluster):
-    """Each case writes a file of its own under /sz (and lists /sz only for
-    its entry) and kills, restarts and fills nothing: one cluster for the module."""
-    return module_cluster
-
-
 @pytest.mark.parametrize("filters", [["zstd"], ["zstd", "aes-256-gcm"], []])
-def test_a_size_is_the_users_bytes_in_every_view(cluster, monkeypatch, filters):
+def test_a_size_is_the_users_bytes_in_every_view(module_cluster, monkeypatch, filters):
     import fsspec
 
     from st_integrations.duckdb_sql import connect_files
@@ -50,7 +34,7 @@ def test_a_size_is_the_users_bytes_in_every_view(cluster, monkeypatch, filters):
     path = "/sz/" + ("-".join(filters) or "plain")
     want = {f"r{i:02d}.csv": _data(i, 5_000 + 300 * i) for i in range(12)}
     want["big.csv"] = _data(99, 200_000)
-    with cluster.client(encryption_key=KEY) as c, c.create(path, "x2", filters=filters) as f:
+    with module_cluster.client(encryption_key=KEY) as c, c.create(path, "x2", filters=filters) as f:
         for n, d in want.items():
             if n == "big.csv":
                 f.put_object(n, d, stripe_size=64 << 10)
@@ -61,14 +45,14 @@ def test_a_size_is_the_users_bytes_in_every_view(cluster, monkeypatch, filters):
     def stored_ok(stored: int, size: int) -> bool:
         return stored < size if "zstd" in filters else stored == size
 
-    rows = {r["name"]: r for r in json.loads(_cli(cluster, "ls", "-r", path, "--format", "json"))}
+    rows = {r["name"]: r for r in json.loads(cli_stdout(module_cluster, "ls", "-r", path, "--format", "json"))}
     assert {n: r["size"] for n, r in rows.items()} == {n: len(d) for n, d in want.items()}
     assert all(stored_ok(r["stored_size"], r["size"]) for r in rows.values()), rows
     assert rows["big.csv"]["kind"] == "object"
-    (entry,) = [e for e in json.loads(_cli(cluster, "ls", "/sz", "--format", "json")) if e["name"] == path]
+    (entry,) = [e for e in json.loads(cli_stdout(module_cluster, "ls", "/sz", "--format", "json")) if e["name"] == path]
     assert entry["bytes"] == total and stored_ok(entry["stored_bytes"], total), entry
 
-    fs = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, skip_instance_cache=True)
+    fs = fsspec.filesystem("storetorrent", tracker=module_cluster.tracker_addr, skip_instance_cache=True)
     for n, d in want.items():
         info = fs.info(f"{path}/{n}")
         assert info["size"] == len(d), (n, info)
@@ -81,7 +65,7 @@ def test_a_size_is_the_users_bytes_in_every_view(cluster, monkeypatch, filters):
     assert fs.info(path)["bytes"] == total
     assert fs.stats["get_reads"] == 0, fs.stats  # no record was read to learn its size
 
-    con = connect_files(cluster.client(), [path])
+    con = connect_files(module_cluster.client(), [path])
     try:
         assert dict(con.execute("SELECT name, size FROM records").fetchall()) == {n: len(d) for n, d in want.items()}
         assert con.execute("SELECT records, bytes FROM files").fetchall() == [(len(want), total)]

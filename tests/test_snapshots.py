@@ -10,6 +10,7 @@ import datetime
 import time
 
 import pytest
+from helpers import run_cli
 
 from st_py.errors import (
     InvalidOptionError,
@@ -167,47 +168,35 @@ def test_an_old_generation_no_snapshot_keeps_is_refused_once_its_history_is_drop
         assert {k: f.get(k) for k in f.names()} == want
 
 
-def _cli(cluster, *args):
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_the_cli_makes_lists_reads_and_deletes_snapshots(module_cluster, tmp_path):
     import json
 
     c = module_cluster.client()
     name = "/snap/cli/f"
     want = _fill(c, name, n=6)
-    r = _cli(module_cluster, "snapshot", "create", "/snap/cli", "--name", "paper-v1", "--format", "json")
+    r = run_cli(module_cluster, "snapshot", "create", "/snap/cli", "--name", "paper-v1", "--format", "json")
     assert r.returncode == 0, r.stderr
     (made,) = json.loads(r.stdout)
     assert (made["file"], made["name"]) == (name, "paper-v1")
     _change(c, name)
-    r = _cli(module_cluster, "snapshot", "ls", "/snap/cli", "--format", "json")
+    r = run_cli(module_cluster, "snapshot", "ls", "/snap/cli", "--format", "json")
     assert [(s["file"], s["name"], s["generation"]) for s in json.loads(r.stdout)] == [
         (name, "paper-v1", made["generation"])
     ]
-    r = _cli(module_cluster, "ls", "-r", name, "--as-of", "paper-v1", "--format", "json")
+    r = run_cli(module_cluster, "ls", "-r", name, "--as-of", "paper-v1", "--format", "json")
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [x["name"] for x in rows] == sorted(want)
     assert {x["name"]: x["size"] for x in rows} == {k: len(v) for k, v in want.items()}
     assert {x["generation"] for x in rows} == {made["generation"]}
-    r = _cli(module_cluster, "get", name, "r003", "--as-of", str(made["generation"]), "-o", str(tmp_path / "r003"))
+    r = run_cli(module_cluster, "get", name, "r003", "--as-of", str(made["generation"]), "-o", str(tmp_path / "r003"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "r003").read_bytes() == want["r003"]  # deleted since, read as it was
-    r = _cli(module_cluster, "rm", name)
+    r = run_cli(module_cluster, "rm", name)
     assert r.returncode == 2 and "paper-v1" in r.stderr and "snapshot" in r.stderr
-    r = _cli(module_cluster, "snapshot", "delete", name, "paper-v1")
+    r = run_cli(module_cluster, "snapshot", "delete", name, "paper-v1")
     assert r.returncode == 0, r.stderr
-    assert _cli(module_cluster, "rm", name).returncode == 0
+    assert run_cli(module_cluster, "rm", name).returncode == 0
 
 
 def test_what_snapshots_retain_is_shown_and_counted_against_quota_until_released(make_cluster):

@@ -5,13 +5,13 @@ peer drained and retired."""
 
 import json
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 from checks import admin_scrub, check_exactly_once, check_file, reveal_all
 from conftest import poll_for
+from helpers import run_cli
 
 from st_py.client.getlocal import reveal
 from st_py.core.infofile import InfofileReader
@@ -81,15 +81,6 @@ def assert_even(by_addr, addrs, tolerance):
     assert all(abs(by_addr.get(a, 0) - mean) <= tolerance * mean for a in addrs), (by_addr, mean)
 
 
-def cli(cluster, *args, timeout=180):
-    return subprocess.run(
-        [sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.tracker_addr],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_spread_after_growing_from_two_to_four_peers(make_cluster):
     cluster = make_cluster(2, peer_args=["--scrub-age", "8"])
     c = cluster.client()
@@ -103,7 +94,7 @@ def test_spread_after_growing_from_two_to_four_peers(make_cluster):
     new = [a for a in cluster.peer_addrs if a not in old]
     assert len(new) == 2 and c.status().alive_peers == 4
 
-    out = cli(cluster, "rebalance", "--spread", "--all", "--tolerance", "0.1", "--format", "json")
+    out = run_cli(cluster, "rebalance", "--spread", "--all", "--tolerance", "0.1", "--format", "json")
     moved_at = time.monotonic()
     assert out.returncode == 0, out.stdout + out.stderr
     # The old holders' scrubbers keep the moved-away copies (--scrub-age after the move).
@@ -269,7 +260,7 @@ def test_drain_a_live_peer_with_x1_records(make_cluster):
     try:
         poll_for(lambda: rounds[0] >= 1, timeout=60, what="a first round of reads")
         at_start = rounds[0]
-        out = cli(cluster, "drain", victim, "--max-mb-per-s", "0.1")  # about 230 kB: a few seconds
+        out = run_cli(cluster, "drain", victim, "--max-mb-per-s", "0.1")  # about 230 kB: a few seconds
         assert rounds[0] >= at_start + 2 or errors  # whole rounds of reads ran during the drain
         at_end = rounds[0]
         poll_for(lambda: rounds[0] > at_end or errors, timeout=60, what="reads after the drain")
@@ -285,7 +276,7 @@ def test_drain_a_live_peer_with_x1_records(make_cluster):
         assert copies_on(cluster, name, victim) == 0
     check_file(cluster, "/drain/x1", blobs1, copies=1)
     check_file(cluster, "/drain/x2", blobs2)
-    st = json.loads(cli(cluster, "status", "--format", "json").stdout)
+    st = json.loads(run_cli(cluster, "status", "--format", "json").stdout)
     assert {p["peer"]: p["state"] for p in st["peers"]}[victim] == "retired"
 
     # New files, and new records of old files, avoid it; a tracker restart keeps that.
@@ -314,7 +305,7 @@ def test_drain_a_live_peer_with_x1_records(make_cluster):
     with pytest.raises(InvalidOptionError) as e2:
         spread(c, tolerance=1.5)
     assert e2.value.option == "tolerance"
-    out = cli(cluster, "drain", victim, "--cancel")
+    out = run_cli(cluster, "drain", victim, "--cancel")
     assert out.returncode == 0, out.stderr
     assert {p.addr: p.drain_state for p in c.status().peers}[victim] == ""
     dead = cluster.kill_peer(2)

@@ -8,16 +8,15 @@ its restart and the copies it missed (docs/operations.md, "Status page").
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import sqlite3
-import urllib.request
 from pathlib import Path
 
 import pytest
 from conftest import poll_for
+from helpers import status_json
 
 CHROMIUM = os.environ.get("ST_CHROMIUM", "/usr/bin/chromium")
 # The machines that run the tests have no internet: without these flags
@@ -50,11 +49,6 @@ def browser():
             b.close()
 
 
-def _status(addr: str) -> dict:
-    with urllib.request.urlopen(f"http://{addr}/status.json", timeout=10) as r:
-        return json.loads(r.read())
-
-
 def _records_on(infofile: str, peer_idx: int) -> int:
     """Records of an infofile with a copy on peer ``peer_idx``."""
     conn = sqlite3.connect(f"file:{infofile}?mode=ro", uri=True)
@@ -74,7 +68,7 @@ def test_status_page_shows_a_failed_peer(make_cluster, browser):
     writing = c.create("/exp/run4", "x2", est_size=50_000_000)  # holds a space reservation while open
     addr = cluster.tracker.metrics_addr
     poll_for(
-        lambda: sum(p["records"] for p in _status(addr)["peers"]) == 2 * (40 + 120 + 25),
+        lambda: sum(p["records"] for p in status_json(addr)["peers"]) == 2 * (40 + 120 + 25),
         what="the peers to announce their records",
     )
     short = {}  # file -> its records with a copy on the peer about to die
@@ -86,11 +80,11 @@ def test_status_page_shows_a_failed_peer(make_cluster, browser):
     dead = cluster.kill_peer(1)
     c.tracker.report_failure(dead, "connection refused (PUT event-00007)")
     poll_for(
-        lambda: any(e["kind"] == "failed" for e in _status(addr)["recent_failures"]),
+        lambda: any(e["kind"] == "failed" for e in status_json(addr)["recent_failures"]),
         what="the tracker to notice the missed announces",
     )
     poll_for(
-        lambda: _status(addr)["copies"]["records_short"] == sum(short.values()),
+        lambda: status_json(addr)["copies"]["records_short"] == sum(short.values()),
         timeout=20,
         what="the tracker to count the dead peer's records short of copies",
     )
@@ -120,7 +114,7 @@ def test_status_page_shows_a_failed_peer(make_cluster, browser):
     # every peer named after its data directory; the disk they share counted once
     names = [page.locator("#peers tr", has_text=a).locator("td.name").inner_text() for a in cluster.peer_addrs]
     assert names == [f"peer-{i}" for i in range(4)]
-    s = _status(addr)
+    s = status_json(addr)
     assert s["totals"]["filesystems"] == 1 and "on 1 disk" in summary
     assert s["totals"]["capacity_bytes"] == max(p["capacity_bytes"] for p in s["peers"])
     # what is reserved, and for what (not "(1 file)" beside a byte count)
@@ -143,26 +137,25 @@ def test_status_page_under_up_counts_short_copies_and_restarts(tmp_path, peer_bi
     restarts it. The page names it peer-1 with 1 restart, counts exactly the
     records whose copies are still pending and the one file, and after
     `storetorrent repair` shows none short and the pass that fixed them."""
-    from test_cli import st
-    from test_repair_service import infofile_copies, write_with_pending
-    from test_up_supervisor import _peer_pid, _start, _stop
+    from helpers import infofile_copies, st, start_up, stop_up, up_peer_pid, write_with_pending
 
     from st_py.client.client import Client
     from st_py.deploy.cluster import read_cluster_file
 
     data = tmp_path / "st-data"
-    up = _start(data, "--repair-interval", "0")
+    up = start_up(data, "--repair-interval", "0")
     try:
         info = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
         addr = info["status"]
-        pid = poll_for(lambda: _peer_pid(up.pid, 1), what="peer-1 running")
+        pid = poll_for(lambda: up_peer_pid(up.pid, 1), what="peer-1 running")
         os.kill(pid, signal.SIGSTOP)
         write_with_pending(info["tracker"], (None, None, None), "/up/async")
         os.kill(pid, signal.SIGKILL)  # a stopped process dies too
-        poll_for(lambda: (p := _peer_pid(up.pid, 1)) and p != pid, timeout=30, what="up to restart peer-1")
+        poll_for(lambda: (p := up_peer_pid(up.pid, 1)) and p != pid, timeout=30, what="up to restart peer-1")
         peer1 = poll_for(
             lambda: next(
-                (p for p in _status(addr)["peers"] if p["name"] == "peer-1" and p["alive"] and p["restarts"] == 1), None
+                (p for p in status_json(addr)["peers"] if p["name"] == "peer-1" and p["alive"] and p["restarts"] == 1),
+                None,
             ),
             timeout=30,
             what="the tracker to see peer-1 restarted",
@@ -171,7 +164,7 @@ def test_status_page_under_up_counts_short_copies_and_restarts(tmp_path, peer_bi
             _, pending = infofile_copies(f.infofile_path)
         assert pending and peer1["uptime_s"] < 60
         poll_for(
-            lambda: _status(addr)["copies"]["records_short"] == len(pending),
+            lambda: status_json(addr)["copies"]["records_short"] == len(pending),
             timeout=20,
             what="the tracker to count the records with copies pending",
         )
@@ -191,7 +184,7 @@ def test_status_page_under_up_counts_short_copies_and_restarts(tmp_path, peer_bi
 
         st("repair", data=data)  # one pass by hand: the page follows
         poll_for(
-            lambda: _status(addr)["copies"]["records_short"] == 0,
+            lambda: status_json(addr)["copies"]["records_short"] == 0,
             timeout=20,
             what="the count to drop to 0 after the repair",
         )
@@ -207,4 +200,4 @@ def test_status_page_under_up_counts_short_copies_and_restarts(tmp_path, peer_bi
         )
         page.close()
     finally:
-        _stop(up)
+        stop_up(up)

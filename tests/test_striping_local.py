@@ -81,12 +81,6 @@ def stripe_holders_of(cluster, path: str, obj: str, stripes: int) -> dict[int, t
         r.close()
 
 
-@pytest.fixture
-def hosts_cluster(make_cluster):
-    """4 peers, each on its own loopback address (127.0.0.2 .. .5), as 4 hosts."""
-    return make_cluster(4, hosts=True)
-
-
 def test_local_first_object_has_rank_0_on_the_writers_node_and_survives_its_loss(hosts_cluster, monkeypatch):
     cluster = hosts_cluster
     here = cluster.peer_host(2)  # this writer runs on the host of peer 2 (127.0.0.4)

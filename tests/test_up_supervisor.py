@@ -9,55 +9,11 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 
 from conftest import poll_for
-from test_cli import children_of, pid_alive, st
+from helpers import pid_alive, st, start_up, stop_up, up_peer_pid
 
 from st_py.deploy.cluster import read_cluster_file
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _peer_pid(up_pid: int, i: int) -> int | None:
-    for p in children_of(up_pid):
-        if f"peers/peer-{i} " in _cmdline(p) + " ":
-            return p
-    return None
-
-
-def _start(data, *extra, out=None):
-    """`storetorrent up` with 3 peers; its stdout into the file ``out``."""
-    f = out.open("w") if out else None
-    try:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "st_py.cli",
-                "up",
-                "--data",
-                str(data),
-                "--peers",
-                "3",
-                "--announce-interval",
-                "0.3",
-                *extra,
-            ],
-            stdout=f or subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-    finally:
-        if f:
-            f.close()  # the child has its own descriptor
 
 
 def _free_port() -> int:
@@ -73,16 +29,6 @@ def _plain_lines(text: str) -> list[str]:
     return lines
 
 
-def _stop(up):
-    up.send_signal(signal.SIGINT)
-    try:
-        _, err = up.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        up.kill()
-        _, err = up.communicate()
-    return err
-
-
 def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
     data = tmp_path / "st-data"
     src = tmp_path / "shots"
@@ -91,7 +37,7 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
         (src / f"{i}.bin").write_bytes(bytes([i]) * 500)
     status_port = _free_port()
     printed = tmp_path / "up.out"
-    up = _start(data, "--metrics-port", str(status_port), out=printed)
+    up = start_up(data, "--metrics-port", str(status_port), out=printed)
     try:
         first = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
         assert first["status"] == f"127.0.0.1:{status_port}"
@@ -121,19 +67,19 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
         assert [re.split(r"\s+", row)[:3] for row in table[2:5]] == [
             [f"peer-{i}", a, "alive"] for i, a in sorted(enumerate(first["peers"]), key=lambda x: x[1])
         ]
-        poll_for(lambda: _peer_pid(up.pid, 1), what="peer-1 running")
+        poll_for(lambda: up_peer_pid(up.pid, 1), what="peer-1 running")
         # a progress bar on a terminal; nothing of it (not even an empty line) in a pipe
         assert _plain_lines(st("put", "/sup/a", str(src), "--replication", "x2", data=data).stdout) == [
             "stored 6 records in /sup/a"
         ]
-        old = _peer_pid(up.pid, 1)
+        old = up_peer_pid(up.pid, 1)
         os.kill(old, signal.SIGKILL)
         # The cluster keeps serving while peer-1 is down ...
         out = tmp_path / "out.bin"
         st("get", "/sup/a", "shots/4.bin", "-o", str(out), data=data)
         assert out.read_bytes() == bytes([4]) * 500
         # ... and peer-1 comes back, as the same address.
-        new = poll_for(lambda: (p := _peer_pid(up.pid, 1)) and p != old and p, timeout=30, what="peer-1 restarted")
+        new = poll_for(lambda: (p := up_peer_pid(up.pid, 1)) and p != old and p, timeout=30, what="peer-1 restarted")
         assert pid_alive(new)
         poll_for(
             lambda: sum(1 for p in _status_peers(data) if p["state"] == "alive") == 3,
@@ -144,10 +90,10 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
         restarts = {p["name"]: p["restarts"] for p in _status_peers(data)}
         assert restarts == {"peer-0": 0, "peer-1": 1, "peer-2": 0}  # the tracker saw the restart too
     finally:
-        err = _stop(up)
+        err = stop_up(up)
     assert "peer-1: exited" in err and "restarted (restart 1)" in err, err[-2000:]
 
-    up = _start(data, out=printed)  # the same ports after a restart of `up` itself, its status page's too
+    up = start_up(data, out=printed)  # the same ports after a restart of `up` itself, its status page's too
     try:
         again = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start again")
         assert again["tracker"] == first["tracker"]
@@ -160,7 +106,7 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
         st("get", "/sup/a", "shots/5.bin", "-o", str(out), data=data)
         assert out.read_bytes() == bytes([5]) * 500
     finally:
-        _stop(up)
+        stop_up(up)
 
 
 def _status_peers(data) -> list[dict]:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 from checks import admin_scrub, check_exactly_once, reveal_all
-from test_metrics import scrape, value
+from helpers import metric_value, scrape_metrics
 
 from st_py.client.getlocal import reveal
 from st_py.errors import BadNameError, LeaseHeldError, LeaseLostError, RecordExistsError, RecordNotFoundError
@@ -140,7 +140,7 @@ def test_one_writer_at_a_time_and_a_dead_writers_lease_runs_out(cluster, tmp_pat
             with pytest.raises(LeaseHeldError) as e:
                 f.put("doc", b"second writer", replace=True)
             assert e.value.holder.endswith(f":{w.pid}") and 0 < e.value.expires_in <= 2.0
-            assert value(scrape(cluster.tracker.metrics_addr), "st_tracker_writer_leases") == 1
+            assert metric_value(scrape_metrics(cluster.tracker.metrics_addr), "st_tracker_writer_leases") == 1
             assert f.get("doc") == b"version 0"
             f.put("other", b"write-once puts need no lease")
             w.kill()  # SIGKILL while holding the lease: it runs out within its TTL

@@ -52,6 +52,8 @@ class StoreTorrentRecordFile(AbstractBufferedFile):
 
     @property
     def details(self):
+        """fsspec ``AbstractBufferedFile``: the record's info dict (as
+        ``fs.info`` gives it), read from the infofile on first use."""
         if self._details is None:
             fname, rname, meta = self._record
             self._details = self.fs.record_details(fname, rname, f"{fname}/{rname}", meta)
@@ -111,4 +113,6 @@ class StoreTorrentRecordFile(AbstractBufferedFile):
             self.fs.write_record(self.path, data, self._replication, replace=self.mode == "wb")
 
     def discard(self):
+        """Drop the record written but not stored (an fsspec transaction
+        that ended with an error): nothing is stored."""
         self._pending = None

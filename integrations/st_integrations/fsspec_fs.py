@@ -303,6 +303,8 @@ class StoreTorrentFileSystem(AbstractFileSystem):
 
     @property
     def fsid(self) -> str:
+        """fsspec: this filesystem's id, ``storetorrent_<tracker>`` (one per
+        tracker: its namespace)."""
         return f"{PROTOCOL}_{self.tracker or 'default'}"
 
     # -- connections and caches -----------------------------------------------
@@ -374,6 +376,9 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         return h
 
     def st_forget(self, fname: str) -> None:
+        """Forget StoreTorrent file ``fname``: what is known of it, its local
+        copies' places, and this thread's open handle on it (closed); the
+        next use opens it again (after it was deleted or replaced)."""
         with self._lock:
             self._known.pop(fname, None)
             self._local.pop(fname, None)
@@ -523,6 +528,17 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         return infos
 
     def st_file_info(self, fname: str) -> dict:
+        """The info dict of StoreTorrent file ``fname`` (a directory to
+        fsspec): ``records`` (names), ``bytes`` (the user's bytes of its
+        names), ``stored_bytes`` (one copy of each, as stored),
+        ``replication``, ``file_id``, ``owner``, ``group``, ``mode``; kept as
+        known until :meth:`st_forget`.
+
+        Raises
+        ------
+        FileNotFoundError
+            No StoreTorrent file ``fname``.
+        """
         h = self.st_handle(fname)
         n, nbytes = h.infofile().stats()
         i = h.info

@@ -24,6 +24,7 @@ _HIDDEN = (".st-stripe/", ".st-version/")  # reserved prefixes: stripes, stored 
 
 
 def hidden(name: str) -> bool:
+    """A record name no user sees: a stripe record or a version's stored name."""
     return name.startswith(_HIDDEN)
 
 
@@ -58,6 +59,7 @@ def prefixes(path: str):
 
 
 def not_found(path: str, what: str) -> FileNotFoundError:
+    """The ``FileNotFoundError`` (ENOENT) of ``path``, saying ``what``."""
     return FileNotFoundError(errno.ENOENT, what, path)
 
 
@@ -77,6 +79,8 @@ def record_info(name: str, size: int, crc: int, committed_at: float, stored_size
 
 
 def object_info(name: str, size: int, crc: int, committed_at: float, stripes: int, stripe_size: int) -> dict:
+    """A striped object's info dict: a file of ``size`` bytes, with its
+    ``crc32c``, commit time (unix s) and ``stripes`` of ``stripe_size`` bytes."""
     return {
         "name": name,
         "size": int(size),
@@ -91,6 +95,7 @@ def object_info(name: str, size: int, crc: int, committed_at: float, stripes: in
 
 
 def prefix_info(name: str) -> dict:
+    """A record-name prefix's info dict: a directory of size 0."""
     return {"name": name, "size": 0, "type": "directory", "st_type": "prefix"}
 
 
@@ -192,9 +197,11 @@ class Found:
         self.infos: list[dict] = []
 
     def add_dir(self, path: str, info: dict | None) -> None:
+        """A directory found (its info if ``detail``); the first info kept."""
         self.dirs.setdefault(path, info)
 
     def add_files(self, paths: list[str], infos: list[dict] | None) -> None:
+        """Files found, with their infos (in the same order) if ``detail``."""
         self.files += paths
         if infos is not None:
             self.infos += infos

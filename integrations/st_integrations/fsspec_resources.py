@@ -67,6 +67,8 @@ class ThreadState:
                 close_quietly(old)
 
     def pop(self, fname: str):
+        """Take the ``(StFile, infofile inode)`` of file ``fname`` out of this
+        thread's handles (not closed), or None."""
         return self.handles.pop(fname, None)
 
     def close(self, at_exit: bool = False) -> None:
@@ -143,6 +145,8 @@ atexit.register(_close_all_at_exit)
 
 
 def inode(path: str):
+    """The inode number of ``path``, or None if it cannot be stat'ed (a
+    replaced infofile has another: its handles are stale)."""
     try:
         return os.stat(path).st_ino
     except OSError:
@@ -150,6 +154,8 @@ def inode(path: str):
 
 
 def close_quietly(h) -> None:
+    """Close ``h``, ignoring any error (a handle whose peers or tracker are
+    gone)."""
     try:
         h.close()
     except Exception:

@@ -79,31 +79,56 @@ class Client:
         placement: str = "random",
         filters: list[str] | tuple[str, ...] = (),
     ) -> StFile:
-        """Create file ``name`` with replication class ``replication``
-        (x1, x2, x3 ...) and open it for writing (paper 3.1, 3.3).
+        """Create file ``name`` and open it for writing (paper 3.1, 3.3).
 
-        ``est_size`` is the expected user bytes (one copy); the tracker uses it
-        to schedule peers with room and reserves that much (times F) on them
-        until this handle is closed (docs/replication.md, "Space
-        reservation"); commits beyond it may not take space other files
-        have reserved. ``blocksize`` consecutive records go to
-        the same peers before the client picks others (0: tracker default).
-        ``mode`` is the file's permission bits (0: 0o644; docs/security.md).
-        ``protocol`` is how copies are written (``client-sync``, ``chain``,
-        ``client-async``, ``chain-async``) and ``placement`` where they go
-        (``random``, ``hash``, ``local-first``); both are kept in the
-        infofile and apply to every writer of the file (docs/replication.md).
-        ``filters`` is the client-side filter chain applied to every record,
-        in order (``["zstd"]``, ``["aes-256-gcm"]``, ``["zstd",
-        "aes-256-gcm"]``; docs/filters.md); encryption uses this client's
-        ``encryption_key``.
+        Parameters
+        ----------
+        name : str
+            The file's path in the namespace (``/exp/run1``).
+        replication : str
+            The class xF: ``"x1"``, ``"x2"``, ``"x3"`` ... (F copies of
+            every record on F distinct peers; paper 4.1).
+        est_size : int
+            Expected user bytes (one copy). The tracker schedules peers with
+            room for it and reserves that much (times F) on them until this
+            handle is closed (docs/replication.md, "Space reservation");
+            commits beyond it may not take space other files have reserved.
+            0: no reservation.
+        blocksize : int
+            Consecutive records placed on the same peers before the client
+            picks others (0: the tracker's default).
+        mode : int
+            The file's permission bits (0: 0o644; docs/security.md).
+        protocol : str
+            How copies are written: ``client-sync``, ``chain``,
+            ``client-async`` or ``chain-async`` (CEFT, seed 001 section 4;
+            docs/replication.md).
+        placement : str
+            Where copies go: ``random``, ``hash`` (BLAST, seed 002 section V) or
+            ``local-first`` (FreeLoader, seed 004 section 4.1).
+            ``protocol`` and ``placement`` are kept in the infofile and
+            apply to every writer of the file.
+        filters : sequence of str
+            The client-side filter chain applied to every record, in order
+            (``["zstd"]``, ``["aes-256-gcm"]``, ``["zstd", "aes-256-gcm"]``;
+            FreeLoader's filters, docs/filters.md); encryption uses this
+            client's ``encryption_key``. Fixed at creation.
+
+        Returns
+        -------
+        StFile
+            Open for writing; close it (or use ``with``) to commit the last
+            group of records and end the reservation.
 
         Raises
         ------
-        MissingKeyError (aes-256-gcm without a key),
-        StFileExistsError, BadNameError, NotEnoughPeersError, QuotaExceededError,
+        MissingKeyError
+            ``aes-256-gcm`` without a key.
+        StFileExistsError, BadNameError, QuotaExceededError
+        NotEnoughPeersError
+            Fewer live peers than F (:class:`NoSpaceError`, a kind of it,
+            when no peers have room for ``est_size``).
         PermissionDeniedError, NotAuthenticatedError, TrackerUnavailableError
-        (:class:`NoSpaceError`, a kind of NotEnoughPeersError, when no peers have room for ``est_size``)
         """
         chain = check_filters(filters)
         check = ""
@@ -404,6 +429,8 @@ class Client:
         return self.tracker.status()
 
     def close(self) -> None:
+        """Close the gRPC channel to the tracker. Files opened through this
+        client must be closed first (their commits go through it)."""
         self.tracker.close()
 
     def __enter__(self) -> "Client":
@@ -414,10 +441,14 @@ class Client:
 
 
 def create(name: str, replication: str = "x2", est_size: int = 0, tracker: str | None = None, **kwargs) -> StFile:
-    """Module-level shortcut for ``Client(tracker).create(...)`` (paper figure 4)."""
+    """Module-level shortcut for ``Client(tracker, **kwargs).create(name,
+    replication, est_size)`` (paper figure 4): see :class:`Client` for
+    ``kwargs`` and :meth:`Client.create` for the rest and what it raises."""
     return Client(tracker, **kwargs).create(name, replication, est_size)
 
 
 def open(name: str, tracker: str | None = None, as_of=None, **kwargs) -> StFile:  # noqa: A001 (paper's API name)
-    """Module-level shortcut for ``Client(tracker).open(name, as_of)`` (paper figure 4)."""
+    """Module-level shortcut for ``Client(tracker, **kwargs).open(name,
+    as_of=as_of)`` (paper figure 4): see :class:`Client` for ``kwargs`` and
+    :meth:`Client.open` for ``as_of`` and what it raises."""
     return Client(tracker, **kwargs).open(name, as_of=as_of)

@@ -29,7 +29,7 @@ from st_py.wire.protocol import FLAG_REPLACE
 @dataclass(frozen=True)
 class CopyToStore:
     """One copy of a committed record to store on a peer
-    (:meth:`StFile.store_copies`).
+    (:meth:`StFile.store_copies`). Immutable: may be shared between threads.
 
     Attributes
     ----------
@@ -53,7 +53,8 @@ class CopyToStore:
 
 @dataclass(frozen=True)
 class CopyOutcome:
-    """How one copy of :meth:`StFile.store_copies` ended.
+    """How one copy of :meth:`StFile.store_copies` ended. Immutable: may be
+    shared between threads.
 
     Attributes
     ----------
@@ -92,12 +93,28 @@ class CopyTarget(Protocol):
     :class:`~st_py.client.file_context.FileContext` has it)."""
 
     @property
-    def file_id(self) -> int: ...
+    def file_id(self) -> int:
+        """The file's id (the peers store its records under it)."""
+        ...
+
     @property
-    def transport(self) -> Any: ...  # a Transport: send_put(...), wait(predicate)
-    def addr(self, idx: int) -> str: ...
-    def check_open(self) -> None: ...
-    def renew_capability(self) -> None: ...
+    def transport(self) -> Any:  # a Transport: send_put(...), wait(predicate)
+        """The file's pipelined peer connections (:class:`st_py.wire.transport.Transport`)."""
+        ...
+
+    def addr(self, idx: int) -> str:
+        """The ``host:port`` of peer index ``idx`` of the file's peerlist."""
+        ...
+
+    def check_open(self) -> None:
+        """Raise :class:`StoreTorrentError` if the file is closed."""
+        ...
+
+    def renew_capability(self) -> None:
+        """Renew the file's capability when it is about to expire
+        (docs/capabilities.md); raises :class:`TrackerUnavailableError` when
+        the tracker cannot renew it in time."""
+        ...
 
 
 class Copies:
@@ -116,44 +133,7 @@ class Copies:
         copies: Iterable[CopyToStore],
         fail_over: Callable[[CopyOutcome], int | None] | None = None,
     ) -> list[CopyOutcome]:
-        """Store each of ``copies`` on its peer, all pipelined, and wait for
-        every one (see the module docstring: ``PUT`` with ``REPLACE``, the
-        record's stored key and CRC-32C). Used by rebalance (paper 4.4),
-        repair (paper 4.5) and spread and drain (paper 5).
-
-        ``copies`` is consumed one copy at a time, each sent before the next
-        is taken, so a generator can choose each copy's peer knowing what
-        the sends before it found (a peer that refused the connection is no
-        longer :meth:`StFile.peer_usable`) and can pace the writes (polling
-        with :meth:`StFile.poll` while it waits). Every copy taken is sent
-        at once: the caller bounds how many (and how many bytes) one call
-        holds. Each (record, rank) at most once per call.
-
-        Parameters
-        ----------
-        copies : iterable of CopyToStore
-        fail_over : callable(CopyOutcome) -> int or None, optional
-            Called at once when a copy fails at its peer
-            (``outcome.peer_failed``; paper 4.3) with that attempt's
-            outcome: returns another peer index to send the copy to, or
-            None to give it up. Not called for other errors. Without it,
-            such a copy is given up.
-
-        Returns
-        -------
-        list of CopyOutcome
-            One per copy, in the order they finished: stored (``error``
-            None, ``peer`` its holder) or given up (``error`` the last
-            attempt's).
-
-        Raises
-        ------
-        StoreTorrentError
-            The handle is closed.
-        TrackerUnavailableError
-            The file's capability is about to expire and the tracker cannot
-            renew it (docs/capabilities.md).
-        """
+        """Store each copy on its peer: :meth:`st_py.client.file.StFile.store_copies` (the public docstring)."""
         ctx = self.ctx
         ctx.check_open()
         ctx.renew_capability()

@@ -135,10 +135,13 @@ class StFile:
 
     @property
     def name(self) -> str:
+        """The file's path in the namespace (``/exp/run1``)."""
         return self._ctx.name
 
     @property
     def file_id(self) -> int:
+        """The file's id, given by the tracker at creation: the peers keep its
+        records under it (paper 3.4)."""
         return self._ctx.file_id
 
     @property
@@ -365,6 +368,8 @@ class StFile:
     # -- the infofile ---------------------------------------------------------------
     @property
     def infofile_path(self) -> str:
+        """Where this handle reads the file's infofile (SQLite, on the
+        shared namespace; paper 3.5, docs/infofile.md)."""
         return self._ctx.infofile_path
 
     def infofile(self) -> InfofileReader:
@@ -542,11 +547,27 @@ class StFile:
         return self._writer.staged_commits()
 
     def poll(self, timeout: float = 0.0) -> int:
-        """Make progress on queued operations; returns operations in flight."""
+        """Make progress on queued operations (paper 3.2: frames are sent and
+        replies received only while the caller polls or waits): send what
+        is queued, take the replies that arrived, run their callbacks and
+        start the group commits that are due.
+
+        Parameters
+        ----------
+        timeout : float
+            Seconds to wait for a reply when none is there (0: do not wait).
+
+        Returns
+        -------
+        int
+            Operations still in flight (:attr:`inflight`).
+        """
         return self._ctx.poll(timeout)
 
     @property
     def inflight(self) -> int:
+        """Operations (PUTs and GETs) sent and not yet answered; at most
+        :attr:`depth` (paper 3.2)."""
         return self._ctx.inflight
 
     def flush(self) -> None:
@@ -585,9 +606,13 @@ class StFile:
     ) -> Pending:
         """Queue a GET of committed record ``name`` (paper 3.6).
 
-        Reads the infofile for the copies, asks one peer at a time in copy-rank
-        order (never all at once, to avoid incast), verifies the CRC-32C and
-        falls back to the next copy on any error.
+        Reads the infofile for the copies, asks one holder at a time (never
+        all at once, to avoid incast), verifies the CRC-32C and falls back
+        to the next copy on any error. The least loaded holder is asked
+        first and hot spots last (CEFT, seed 001 section 5;
+        docs/replication.md, "Load-aware reads"); copy-rank order, the
+        paper's, with ``balance_reads=False``. Records this handle put are
+        committed first (read your own writes).
 
         Under hash placement, when the infofile cannot be read (missing,
         unreadable, locked past SQLite's busy timeout), the peers are asked
@@ -596,9 +621,16 @@ class StFile:
         know whether the record is committed: it returns any stored copy
         (docs/replication.md, "Placement policies").
 
-        ``stored=True`` returns the bytes as the peers store them, before the
-        file's filters (docs/filters.md) are undone: for copying records
-        between peers (rebalance, repair).
+        Parameters
+        ----------
+        name : str
+            The record (a striped object's name reads the whole object).
+        callback : callable(name, data or None, exception or None), optional
+            Called when the read is done or has failed.
+        stored : bool
+            Return the bytes as the peers store them, before the file's
+            filters (docs/filters.md) are undone: for copying records
+            between peers (rebalance, repair).
 
         Returns
         -------
@@ -606,6 +638,12 @@ class StFile:
             ``result()`` is the record's bytes, or raises
             RecordNotFoundError / RecordUnavailableError (and, with filters,
             WrongKeyError / FilterError).
+
+        Raises
+        ------
+        StoreTorrentError, TrackerUnavailableError
+            As :meth:`store_copies`: the handle is closed; its capability
+            cannot be renewed in time.
         """
         return self._record_reader.queue_get(name, callback, stored=stored)
 
@@ -622,7 +660,9 @@ class StFile:
         return self._record_reader.get(name)
 
     def names(self, prefix: str | None = None) -> list[str]:
-        """Names of the committed records, sorted (from the infofile)."""
+        """Names of the committed records and striped objects (not the
+        stripe records), sorted by code point, those starting with
+        ``prefix`` if given; read from the infofile (paper 3.5)."""
         return self._record_reader.names(prefix)
 
     def __len__(self) -> int:

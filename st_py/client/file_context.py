@@ -132,8 +132,7 @@ class FileContext:
             self._committer.use(self.file_tracker)
 
     def refresh(self) -> None:
-        """Re-read the peerlist and liveness from the tracker (and get a
-        fresh capability)."""
+        """Re-read the peerlist and liveness: :meth:`st_py.client.file.StFile.refresh` (the public docstring)."""
         self.set_info(self.tracker.open(self.name))
 
     def relocate(self) -> TrackerClient:
@@ -160,13 +159,7 @@ class FileContext:
 
     @property
     def filters(self):
-        """The file's :class:`~st_py.core.filters.FilterChain` (empty: no filter).
-
-        Raises
-        ------
-        MissingKeyError, WrongKeyError
-            An encrypted file without its key, or with another one.
-        """
+        """The file's filter chain: :attr:`st_py.client.file.StFile.filters` (the public docstring)."""
         if self._filters is None:
             from st_py.core.filters import FilterChain
 
@@ -188,6 +181,8 @@ class FileContext:
     # -- the infofile -------------------------------------------------------------
     @property
     def infofile_path(self) -> str:
+        """Where the file's infofile is read: the ``infofile_path`` given, or
+        the tracker's (``FileInfo.infofile_path``, on the shared namespace)."""
         return self.infofile_override or self.info.infofile_path
 
     def infofile(self):
@@ -269,7 +264,15 @@ class FileContext:
             raise StoreTorrentError(f"file {self.name} is closed")
 
     def check_may_write(self) -> None:
-        """Refuse a write the tracker did not allow, before any data moves."""
+        """Refuse a write the tracker did not allow, before any data moves.
+
+        Raises
+        ------
+        QuotaExceededError
+            The owner's or the file's quota is full (``FileInfo.write_denied``).
+        PermissionDeniedError
+            The capability the tracker gave does not allow writes.
+        """
         if self.info.capability_ops and not self.info.capability_ops & capability.WRITE:
             raise (QuotaExceededError if "quota" in self.info.write_denied else PermissionDeniedError)(
                 self.info.write_denied or f"no write permission on {self.name}"
@@ -325,7 +328,7 @@ class FileContext:
         return self.puts_inflight + self.gets_inflight
 
     def poll(self, timeout: float = 0.0) -> int:
-        """Make progress on queued operations; returns operations in flight."""
+        """Make progress on queued operations: :meth:`st_py.client.file.StFile.poll` (the public docstring)."""
         self.transport.poll(timeout)
         self.committer.pump()
         return self.inflight

@@ -75,6 +75,11 @@ class GroupCommitter:
     ``peers`` (peer index per copy rank) and ``acked`` (copy ranks stored)
     attributes, and ``commit_state``, ``sent_pending``, ``late`` for this
     class to keep (see ``st_py.client.record_writer.PutOp``).
+
+    Thread safety: not safe to share between threads by itself; its file
+    calls it from its public methods, one at a time under the file's lock.
+    gRPC completes the commits' futures on its own threads; their outcomes
+    are reaped only by these calls.
     """
 
     def __init__(

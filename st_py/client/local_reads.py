@@ -35,17 +35,7 @@ class LocalReads:
         self.flush = flush
 
     def get_local_plan(self, allow_unavailable: bool = False) -> GetLocalPlan:
-        """The live peerlist and commit generation for a GET_LOCAL, as plain
-        data to hand to analysis tasks. Peers that do not answer a PING are
-        left out (paper 4.3: initial failures); the PING, not the tracker's
-        announce-based view, decides, since it is current.
-
-        Raises
-        ------
-        RecordsUnavailableError
-            If F or more peers are dead and records have no live copy (paper
-            4.2), saying how many; unless ``allow_unavailable``.
-        """
+        """A GET_LOCAL plan: :meth:`st_py.client.file.StFile.get_local_plan` (the public docstring)."""
         ctx = self.ctx
         self.flush()
         try:
@@ -86,34 +76,7 @@ class LocalReads:
     def get_local(
         self, peer: str | None = None, allow_unavailable: bool = False, stripes: bool = False
     ) -> list[LocalRecord]:
-        """Records revealed to this node, as local paths (paper 3.7). The
-        stripes of striped objects are left out unless ``stripes`` (see
-        ``local_stripes()``).
-
-        Parameters
-        ----------
-        peer : str, optional
-            ``host:port`` of the peer to ask. By default every live peer on
-            this host is asked (one on a real cluster node; all of them on a
-            local cluster) and the lists are joined.
-        allow_unavailable : bool
-            Reveal what is available when records have no live copy, instead
-            of raising.
-
-        Returns
-        -------
-        list of LocalRecord(name, path, size, copy_rank, peer)
-            Across all peers of the file every record committed at the plan's
-            generation is revealed exactly once, lower copy ranks first;
-            uncommitted records never.
-
-        Raises
-        ------
-        RecordsUnavailableError
-            More peers dead than the class tolerates; says how many records.
-        GetLocalError
-            A broken invariant (naming the peers), or a ring that keeps failing.
-        """
+        """The records revealed to this node: :meth:`st_py.client.file.StFile.get_local` (the public docstring)."""
         plan = self.get_local_plan(allow_unavailable)
         targets = [peer] if peer else [a for a in plan.ring if is_local(a)]
         if not targets:
@@ -126,23 +89,7 @@ class LocalReads:
         return out
 
     def read_local(self, record: LocalRecord) -> bytes:
-        """The record's bytes from its revealed local copy, checked against
-        the size and CRC-32C it was stored with (paper 3.6's end-to-end
-        check, on the local path of 3.7) and decoded with the file's
-        client-side filters (docs/filters.md): what :meth:`get` returns,
-        without the network. Used by the fsspec filesystem's local reads.
-
-        Raises
-        ------
-        ChecksumError
-            The copy on disk is not the record's (bit rot, a truncated or
-            overwritten file): read it with :meth:`get` (another copy) and
-            report it (:meth:`report_bad_copy`).
-        GetLocalError
-            The copy is gone (deleted meanwhile, or lost by the disk).
-        WrongKeyError, FilterError
-            The file's filters cannot decode it (a wrong key).
-        """
+        """A revealed record's bytes: :meth:`st_py.client.file.StFile.read_local` (the public docstring)."""
         ctx = self.ctx
         data = record.read(ctx.name)
         if ctx.filters:

@@ -46,6 +46,8 @@ class Pending:
         self._done, self._value, self._error = True, None, exc
 
     def done(self) -> bool:
+        """Whether the operation is done (acknowledged, read or failed), without
+        waiting or turning the transport: poll the file to make progress."""
         return self._done
 
     def exception(self) -> Exception | None:

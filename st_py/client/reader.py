@@ -122,30 +122,7 @@ class RecordReader:
         *,
         stored: bool = False,
     ) -> Pending:
-        """Queue a GET of committed record ``name`` (paper 3.6).
-
-        Reads the infofile for the copies, asks one peer at a time in copy-rank
-        order (never all at once, to avoid incast), verifies the CRC-32C and
-        falls back to the next copy on any error.
-
-        Under hash placement, when the infofile cannot be read (missing,
-        unreadable, locked past SQLite's busy timeout), the peers are asked
-        in the record's rendezvous order instead, and a copy is checked
-        against the CRC-32C its holder stored with it. Such a read cannot
-        know whether the record is committed: it returns any stored copy
-        (docs/replication.md, "Placement policies").
-
-        ``stored=True`` returns the bytes as the peers store them, before the
-        file's filters (docs/filters.md) are undone: for copying records
-        between peers (rebalance, repair).
-
-        Returns
-        -------
-        Pending
-            ``result()`` is the record's bytes, or raises
-            RecordNotFoundError / RecordUnavailableError (and, with filters,
-            WrongKeyError / FilterError).
-        """
+        """Queue a GET of record ``name``: :meth:`st_py.client.file.StFile.queue_get` (the public docstring)."""
         ctx = self.ctx
         ctx.check_open()
         ctx.renew_capability()
@@ -272,26 +249,11 @@ class RecordReader:
         ctx.transport.send(addr, lambda seq: [encode_get(seq, ctx.file_id, key)], done)
 
     def get(self, name: str) -> bytes:
-        """The bytes of committed record ``name``.
-
-        Raises
-        ------
-        RecordNotFoundError
-            No committed record of that name.
-        RecordUnavailableError
-            Every copy failed (dead peers, CRC mismatch).
-        """
+        """The bytes of record ``name``: :meth:`st_py.client.file.StFile.get` (the public docstring)."""
         return self.queue_get(name).result()
 
     def get_object(self, obj: ObjectMeta) -> bytes:
-        """The whole object, its stripes fetched in parallel (each from its
-        least loaded holder, failing over to the next copy), each checked
-        against its own CRC-32C, and the whole against the object's size.
-
-        Raises
-        ------
-        RecordUnavailableError, ChecksumError
-        """
+        """The whole object ``obj``: :meth:`st_py.client.file.StFile.get_object` (the public docstring)."""
         futs = [self.queue_get(stripe_name(obj.name, i)) for i in range(obj.stripes)]
         data = b"".join(f.result() for f in futs)
         if len(data) != obj.size:  # each stripe's CRC-32C was checked as it came
@@ -302,7 +264,7 @@ class RecordReader:
         return data
 
     def names(self, prefix: str | None = None) -> list[str]:
-        """Names of the committed records, sorted (from the infofile)."""
+        """The committed records' names: :meth:`st_py.client.file.StFile.names` (the public docstring)."""
         return self.ctx.infofile().names(prefix)
 
     def count(self) -> int:

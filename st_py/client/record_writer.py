@@ -82,7 +82,9 @@ def name_bytes(name: str) -> bytes:
 @dataclass
 class PutOp:
     """One queued PUT, from :meth:`RecordWriter.queue_put` until every
-    copy is stored or given up (and its commit, for the group committer)."""
+    copy is stored or given up (and its commit, for the group committer).
+    Mutable state of its :class:`RecordWriter`, changed only under the
+    file's lock (not to be shared between threads otherwise)."""
 
     name: str
     name_b: bytes
@@ -476,13 +478,7 @@ class RecordWriter:
         raise exc
 
     def flush(self) -> None:
-        """Wait for every queued operation and commit every acknowledged
-        record (see :meth:`st_py.client.file.StFile.flush`).
-
-        Raises
-        ------
-        StoreTorrentError
-        """
+        """Wait for every queued PUT and commit: :meth:`st_py.client.file.StFile.flush` (the public docstring)."""
         ctx = self.ctx
         ctx.transport.wait(lambda: ctx.inflight == 0)
         ctx.committer.drain()
@@ -505,12 +501,7 @@ class RecordWriter:
 
     # -- DELETE ----------------------------------------------------------------------
     def delete(self, name: str) -> None:
-        """Delete record or object ``name`` (see :meth:`st_py.client.file.StFile.delete`).
-
-        Raises
-        ------
-        RecordNotFoundError
-        """
+        """Delete record or object ``name``: :meth:`st_py.client.file.StFile.delete` (the public docstring)."""
         ctx = self.ctx
         ctx.check_open()
         ctx.renew_capability()
@@ -529,14 +520,23 @@ class RecordWriter:
             raise RecordNotFoundError(f"no record {name!r} in {ctx.name}")
 
     def delete_copies(self, name: str) -> bool | None:
-        """Delete record ``name``: its commit at the tracker, and DELETE on
-        every holder of its copies (every live peer if it is not
-        committed). Returns None if nobody knew it. In a file that keeps
-        history (docs/snapshots.md) a committed record's copies stay on
-        their peers: scans planned before the delete and reads as of an
-        older generation still read them, and the peers' scrubbers remove
-        them once no snapshot holds them and ``--history-age`` has passed.
-        A replaced record's older versions are left to the scrubber."""
+        """Delete record ``name``: DELETE on every holder of its copies (every
+        live peer if it is not committed), then its commit at the tracker.
+        Returns None if nobody knew it. In a file that keeps history
+        (docs/snapshots.md) a committed record's copies stay on their peers
+        and only its commit goes: scans planned before the delete and reads
+        as of an older generation still read them, and the peers' scrubbers
+        remove them once no snapshot holds them and ``--history-age`` has
+        passed. Otherwise a replaced record's older versions and moved
+        copies are deleted with it.
+
+        Raises
+        ------
+        PeerError
+            A holder refused the DELETE with an error other than NOT_FOUND.
+        TrackerError
+            The commit of the delete failed.
+        """
         ctx = self.ctx
         info = ctx.infofile()
         meta = info.lookup(name)

@@ -53,7 +53,9 @@ class LocalStripe:
     bytes as they are (``stored_size == size``). In a file with filters
     (docs/filters.md) it holds them compressed and/or encrypted
     (``stored_size`` bytes): read a stripe with
-    :meth:`Objects.read_local_stripe`, which checks and decodes it."""
+    :meth:`Objects.read_local_stripe`, which checks and decodes it.
+    Immutable plain data (picklable): may be shared between threads and
+    handed to analysis tasks."""
 
     object: str
     index: int
@@ -69,7 +71,10 @@ class RecordSource(Protocol):
     """What an :class:`ObjectReader` reads stripes through: an open file's
     public ``queue_get`` (``StFile``'s, which runs under the file's lock)."""
 
-    def queue_get(self, name: str) -> Pending: ...
+    def queue_get(self, name: str) -> Pending:
+        """Queue a GET of record ``name`` (a stripe): its ``result()`` is the
+        stripe's bytes (:meth:`st_py.client.file.StFile.queue_get`)."""
+        ...
 
 
 class Objects:
@@ -101,41 +106,7 @@ class Objects:
         stripe_width: int | None = None,
         local_share: float = 1.0,
     ) -> ObjectMeta:
-        """Store ``data`` as striped object ``name`` and make it visible.
-
-        Parameters
-        ----------
-        data : bytes-like or binary file
-            The object; a file is read ``stripe_size`` bytes at a time, so at
-            most ``STRIPES_IN_FLIGHT`` stripes are in memory.
-        stripe_size : int
-            Bytes per stripe (the last may be shorter); at most the peers'
-            frame size (64 MiB by default).
-        stripe_width : int, optional
-            Peers the stripes go round-robin over (copy rank 0 of stripe i on
-            the i-th of them); default: every usable peer. Under asymmetric
-            striping, the peers besides the writer's that the other copies
-            go round-robin over (FreeLoader's remote width).
-        local_share : float
-            Asymmetric striping (FreeLoader, seed 004 section 4.1), for a
-            file with ``local-first`` placement or a handle opened with
-            ``prefer_peer``: the fraction (0..1) of the stripes whose copy
-            rank 0 is on the writer's peer, spread evenly among the others
-            (default 1: all of them; 3/11 is the paper's 3:8). Lowered to
-            what the peer's announced free space holds when the object's
-            size is known up front. Ignored for other files, and when this
-            node has no usable peer.
-
-        Returns
-        -------
-        ObjectMeta
-
-        Raises
-        ------
-        RecordExistsError
-            A record or object of that name is committed (write-once).
-        NotEnoughPeersError, PeerError, BadNameError
-        """
+        """Store striped object ``name``: :meth:`st_py.client.file.StFile.put_object` (the public docstring)."""
         ctx = self.ctx
         ctx.check_open()
         if stripe_size <= 0 or stripe_size > 64 << 20:
@@ -207,25 +178,14 @@ class Objects:
         return self.ctx.infofile().object(name)
 
     def open(self, name: str, handle: RecordSource) -> io.RawIOBase:
-        """A seekable, read-only file object over record or object ``name``.
-        For an object, reads fetch only the stripes they touch (at most
-        ``ObjectReader.CACHED`` kept), through ``handle``; for a record, the
-        record is read once.
-
-        Raises
-        ------
-        RecordNotFoundError
-        """
+        """A file object read through ``handle``: :meth:`st_py.client.file.StFile.open` (the public docstring)."""
         obj = self.object(name)
         if obj is not None:
             return ObjectReader(handle, obj)
         return io.BytesIO(self.reader.queue_get(name).result())  # type: ignore[return-value]
 
     def local_stripes(self, allow_unavailable: bool = False) -> list[LocalStripe]:
-        """The stripes GET_LOCAL reveals to this node (paper 3.7: across all
-        peers, each stripe exactly once), with their place in their object
-        (plaintext offsets and sizes; in a file with filters the paths hold
-        filtered bytes: read them with :meth:`read_local_stripe`)."""
+        """The stripes revealed to this node: :meth:`st_py.client.file.StFile.local_stripes` (the public docstring)."""
         objs = {o.name: o for o in self.ctx.infofile().objects()}
         out = []
         for r in self.local_reads.get_local(allow_unavailable=allow_unavailable, stripes=True):
@@ -241,18 +201,7 @@ class Objects:
         return sorted(out, key=lambda s: (s.object, s.index))
 
     def read_local_stripe(self, stripe: LocalStripe) -> bytes:
-        """The ``stripe.size`` bytes of the object that ``stripe`` holds:
-        its local copy read, checked against its size and CRC-32C, and
-        decoded with the file's filters; a copy that fails the check is read
-        by GET from another copy instead.
-
-        Raises
-        ------
-        GetLocalError
-            The copy is gone (deleted meanwhile).
-        RecordUnavailableError
-            No copy passes the check.
-        """
+        """A revealed stripe's bytes: :meth:`st_py.client.file.StFile.read_local_stripe` (the public docstring)."""
         from st_py.client.getlocal import read_verified
 
         ctx = self.ctx
@@ -287,7 +236,31 @@ def _remaining(src) -> int | None:
 
 
 class ObjectReader(io.RawIOBase):
-    """A read-only, seekable view of a striped object (``StFile.open``)."""
+    """A read-only, seekable view of a striped object (``StFile.open``;
+    MORRIS / NFSStripe, seed 003 section 4: range reads of striped files).
+    A read fetches only the stripes it touches, each by GET from its least
+    loaded holder (failing over to the next copy, CRC-32C checked), and
+    keeps the last ``CACHED`` stripes; ``stripes_fetched`` counts the GETs.
+
+    Parameters
+    ----------
+    f : RecordSource
+        The open file the stripes are read through (its public ``queue_get``).
+    obj : ObjectMeta
+        The committed object.
+
+    Raises
+    ------
+    RecordNotFoundError
+        From a read: a stripe is gone (the object was deleted meanwhile).
+    RecordUnavailableError
+        From a read: every copy of a stripe failed.
+
+    Thread safety: its position and stripe cache are its own and unlocked,
+    so one thread per reader; the GETs go through the file's public
+    methods (under the file's lock), so readers of one file may run in
+    several threads, each with its own reader.
+    """
 
     CACHED = 4  # stripes kept
 
@@ -299,15 +272,22 @@ class ObjectReader(io.RawIOBase):
         self.stripes_fetched = 0  # how many stripe GETs this reader made
 
     def readable(self) -> bool:
+        """``io.RawIOBase``: always True."""
         return True
 
     def seekable(self) -> bool:
+        """``io.RawIOBase``: always True (a seek costs no I/O)."""
         return True
 
     def tell(self) -> int:
+        """``io.RawIOBase``: the position, in bytes from the object's start."""
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """``io.RawIOBase``: move to ``offset`` bytes from the start
+        (``SEEK_SET``), the position (``SEEK_CUR``) or the end
+        (``SEEK_END``); past the end is allowed (reads give nothing).
+        Returns the new position; ``ValueError`` for a negative one."""
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.obj.size}[whence]
         if base + offset < 0:
             raise ValueError("negative seek position")
@@ -316,6 +296,7 @@ class ObjectReader(io.RawIOBase):
 
     @property
     def size(self) -> int:
+        """The object's size in bytes."""
         return self.obj.size
 
     def _stripe(self, i: int) -> bytes:
@@ -334,6 +315,9 @@ class ObjectReader(io.RawIOBase):
         return data
 
     def readinto(self, b) -> int:
+        """``io.RawIOBase``: read up to ``len(b)`` bytes at the position into
+        the writable buffer ``b``, fetching the stripes they fall in; returns
+        how many (0 at the end). Raises as the class docstring says."""
         view = memoryview(b).cast("B")
         n = min(len(view), max(0, self.obj.size - self._pos))
         done = 0

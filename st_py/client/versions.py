@@ -51,28 +51,7 @@ class Versions:
         return {"lease_id": self.lease_id, "ttl_s": self.lease_ttl} if self.lease_id else None
 
     def acquire_lease(self, ttl: float | None = None, wait: float = 0.0) -> dict:
-        """Take the file's writer lease, which ``put(..., replace=True)``
-        needs (it takes it by itself otherwise). Renewed as this file is
-        used; released by :meth:`release_lease` or :meth:`close`.
-
-        Parameters
-        ----------
-        ttl : float, optional
-            Seconds the lease lasts unless renewed (tracker default 10 s,
-            at most 300 s): how long other writers wait if this one dies.
-        wait : float
-            Seconds to keep trying while another writer holds it.
-
-        Returns
-        -------
-        dict
-            ``{"lease_id", "ttl_s"}``.
-
-        Raises
-        ------
-        LeaseHeldError
-            Another writer holds it (``holder``, ``expires_in``) past ``wait``.
-        """
+        """Take the writer lease: :meth:`st_py.client.file.StFile.acquire_lease` (the public docstring)."""
         self.ctx.check_open()
         if self.lease_id:
             self.renew_lease(force=True)
@@ -99,9 +78,7 @@ class Versions:
         return self.lease  # type: ignore[return-value]
 
     def release_lease(self) -> None:
-        """Give the writer lease back, so another writer may replace records
-        at once. Commit first (:meth:`flush`): new versions not committed
-        by now are not committed."""
+        """Give the writer lease back: :meth:`st_py.client.file.StFile.release_lease` (the public docstring)."""
         lease_id, self.lease_id = self.lease_id, ""
         if lease_id:
             self.ctx.file_tracker_call("lease", self.ctx.name, self.ctx.file_id, lease_id=lease_id, release=True)

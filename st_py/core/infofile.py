@@ -58,7 +58,10 @@ class RecordMeta:
     :func:`user_size`), CRC-32C, and the
     peer indexes holding its stored copies in copy-rank order. ``ranks``
     gives each one's copy rank; it is ``0 .. F-1`` unless copies are still
-    pending (async protocols), which are left out."""
+    pending (async protocols), which are left out. ``version`` counts the
+    record's replacements (0: never replaced) and ``stored_as`` is the name
+    a replaced record's copies are stored under (docs/infofile.md,
+    "Versions"). Immutable: may be shared between threads."""
 
     name: str
     size: int
@@ -84,7 +87,7 @@ class SchemaGroup:
     """Committed records (and objects) that share one format and schema,
     as kept at write time: ``schema`` is the Arrow IPC serialization
     (:func:`st_py.core.record_format.load_schema`), ``records`` how many,
-    ``first`` the first name (by name order) that has it."""
+    ``first`` the first name (by name order) that has it. Immutable."""
 
     format: str
     schema: bytes
@@ -115,13 +118,18 @@ RESERVED_RANGES = tuple(sorted((p, prefix_upper(p)) for p in RESERVED_PREFIXES))
 
 
 def stripe_name(obj: str, index: int) -> str:
+    """The record name of stripe ``index`` (0-based) of striped object
+    ``obj``: ``.st-stripe/<obj>/<index, 8 digits>`` (docs/striping.md), so
+    an object's stripes sort in order and stay out of user listings."""
     return f"{STRIPE_PREFIX}{obj}/{index:08d}"
 
 
 @dataclass(frozen=True)
 class ObjectMeta:
-    """A striped object: ``size`` bytes in ``stripes`` stripes of
-    ``stripe_size`` (the last may be shorter), CRC-32C of the whole."""
+    """A striped object (docs/striping.md; MORRIS, seed 003 section 3):
+    ``size`` bytes in ``stripes`` stripes of ``stripe_size`` bytes (the
+    last may be shorter), ``crc32c`` the CRC-32C of the whole. Immutable:
+    may be shared between threads."""
 
     name: str
     size: int
@@ -229,7 +237,26 @@ class _ReadOnlyConnection:
 
 
 class InfofileReader:
-    """A read-only handle on an infofile, for clients (GET, listing, SQL)."""
+    """A read-only handle on an infofile, for clients (GET, listing, SQL;
+    paper 3.5: clients read infofiles directly with SQLite) and for the
+    tracker's own reads. Each query is one statement (or one read
+    transaction), so it sees whole commits only.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The infofile (SQLite; docs/infofile.md).
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+
+    Thread safety: not safe to use from several threads at once (its
+    connection is shared and :meth:`snapshot` opens a transaction on it); it
+    may move between threads (the connection does not check the thread).
+    An :class:`~st_py.client.file.StFile`'s reader runs under the file's lock.
+    """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -238,9 +265,14 @@ class InfofileReader:
         self.conn = _ReadOnlyConnection(self.path)
 
     def meta(self) -> dict:
+        """The ``meta`` table as ``{key: value}`` (format, format version,
+        file id, generation, ...; docs/infofile.md), values as stored."""
         return dict(self.conn.execute("SELECT key, value FROM meta"))
 
     def generation(self) -> int:
+        """The commit generation: bumped by every commit, delete and move
+        of copies; a GET_LOCAL plan reveals the records of one generation
+        (paper 3.7)."""
         return int(self.conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
 
     def counted(self) -> tuple[int, int]:
@@ -397,6 +429,8 @@ class InfofileReader:
         return [(metas[n], rank, peer) for n, rank, peer in rows if n in metas]
 
     def count_pending(self) -> int:
+        """Copies committed as pending (async protocols, docs/replication.md;
+        0 in a file made before the table)."""
         try:
             return int(self.conn.execute("SELECT count(*) FROM pending_copies").fetchone()[0])
         except sqlite3.OperationalError:
@@ -947,4 +981,5 @@ class InfofileReader:
         return out
 
     def close(self) -> None:
+        """Close the SQLite connection; the reader is unusable after."""
         self.conn.close()
