@@ -95,7 +95,11 @@ def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster,
     SIGKILLed (repair stores them on the live peer holding no copy); either
     way every committed record has F stored copies on live peers, revealed
     once by GET_LOCAL."""
-    cluster = make_cluster(3)
+    # Announces every 2 s: the stopped holder stays live to the tracker (and
+    # so in the writer's plan) for about 6 s, far more than the writer's start
+    # on a loaded machine; with the default 0.3 s it was failed before the
+    # writer created the file, which then had no copy on it to be pending.
+    cluster = make_cluster(3, announce_interval=2.0)
     c = cluster.client()
     stopped = cluster.peers[1]
     name = f"/rep/stuck-{protocol}"
@@ -119,13 +123,13 @@ def test_writer_dies_with_copies_pending_and_repair_completes_them(make_cluster,
     if holder == "killed":
         poll_for(
             lambda: any(p.addr == stopped.addr and not p.alive for p in c.status().peers),
-            timeout=15,
+            timeout=30,
             what="the tracker to declare the killed holder failed",
         )
     else:  # back: repair stores its pending copies on it once the tracker has its announce again
         poll_for(
             lambda: any(p.addr == stopped.addr and p.alive for p in c.status().peers),
-            timeout=15,
+            timeout=30,
             what="the tracker to see the returned holder alive",
         )
     n_pending = sum(len(p) for p in pending.values())

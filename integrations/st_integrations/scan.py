@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from st_py.errors import ChecksumError, GetLocalError
 from st_py.client.getlocal import read_verified
+from st_py.errors import ChecksumError, GetLocalError
 
 from .formats import (
     RAW_SCHEMA,

@@ -49,7 +49,8 @@ bool IsLogFormat(const std::string& v) {
 
 bool IsUserName(const std::string& v) { return v.size() <= kCapabilityMaxUser; }
 
-constexpr size_t kMaxDomain = 255;  // bytes, as the tracker keeps it (st_py.core.placement.MAX_DOMAIN)
+constexpr size_t kMaxDomain =
+    255;  // bytes, as the tracker keeps it (st_py.core.placement.MAX_DOMAIN)
 constexpr size_t kMaxDomainLevels = 8;  // site/rack/host and a few more
 
 std::vector<OptionSpec> MakeTable() {

@@ -9,12 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 #include <sstream>
-#include <cstdio>
 #include <string>
 #include <tuple>
 #include <vector>
