@@ -677,6 +677,71 @@ TEST_F(ServerTest, ScrubRemovesWhatTheInfofileDoesNotCommit) {
   EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), c.Call(EncodeGet(++seq, 22, "deleted-a")).h.type);
 }
 
+// Snapshots (docs/snapshots.md, "Retention"): a past version's copies stay
+// while a snapshot refers to them, then go like any uncommitted copy.
+TEST_F(ServerTest, ScrubKeepsWhatASnapshotHoldsUntilItIsDeleted) {
+  test::TempDir ns;
+  ServerOptions sv;
+  sv.namespace_dir = ns.path();
+  sv.scrub_interval_s = 86400;
+  sv.scrub_age_s = 60;  // a short scrub age: what is older than a minute may go
+  TestPeer peer(sv, "");
+  Client c(peer.port());
+  const double kOld = 120;
+  // r's version 0 (replaced at 3), its version 1, d (deleted at 4), and m,
+  // whose copy here moved to another peer at 2.
+  const std::vector<std::string> names{"r", "v1/r", "d", "m"};
+  uint64_t seq = 0;
+  for (const std::string& name : names) {
+    std::string data = "payload of " + name;
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk),
+              c.Call(PutFrame(++seq, 31, 0, name, data)).h.type);
+    Backdate(RecordFile(peer, 31, name, 0, data), kOld);
+  }
+  std::string old_at = std::to_string(static_cast<long long>(time(nullptr) - kOld));
+  WriteInfofile(
+      ns.path() + "/f", 31, {{peer.peer_id(), peer.addr()}, {"peer-b", "h:2"}},
+      {{"r", 0, 0}, {"d", 0, 0}, {"m", 0, 0}}, "storetorrent-infofile",
+      "INSERT INTO copy_history VALUES('m', 0, 0, 1, 2, NULL, " + old_at +
+          ");"
+          "UPDATE copies SET peer_idx = 1, since = 2 WHERE name = 'm';"
+          "INSERT INTO record_history(name, version, stored_as, size, crc32c, commit_seq, "
+          "committed_at, until, until_at) VALUES('r', 0, NULL, 12, 0, 1, 0, 3, " +
+          old_at + "), ('d', 0, NULL, 12, 0, 1, 0, 4, " + old_at +
+          ");"
+          "INSERT INTO copy_history VALUES('r', 0, 0, 1, 3, 'r', " +
+          old_at +
+          "), "
+          "('d', 0, 0, 1, 4, NULL, " +
+          old_at +
+          ");"
+          "UPDATE copies SET since = 3 WHERE name = 'r';"
+          "UPDATE records SET version = 1, stored_as = 'v1/r', commit_seq = 3 "
+          "WHERE name = 'r';"
+          "DELETE FROM copies WHERE name = 'd'; DELETE FROM records WHERE name = 'd';"
+          "INSERT INTO snapshots VALUES('s1', 1, 0, '');"
+          "UPDATE meta SET value = 4 WHERE key IN ('generation', 'format_version');");
+  auto held = [&] {
+    std::set<std::string> out;
+    for (const std::string& name : names) {
+      Reply rep = c.Call(EncodeGet(++seq, 31, name));
+      if (rep.h.type == static_cast<uint8_t>(MsgType::kData)) out.insert(name);
+    }
+    return out;
+  };
+  // The snapshot at 1 holds r's version 0 and d; not m, which it reads from
+  // its current holder.
+  ScrubReply got = ScrubOk(c.Call(EncodeScrub(100)), 100);
+  EXPECT_EQ(1u, got.removed_uncommitted);
+  EXPECT_EQ(3u, got.kept);
+  EXPECT_EQ((std::set<std::string>{"r", "v1/r", "d"}), held());
+  // The snapshot deleted (the tracker drops its row): they go.
+  test::ExecSql(ns.path() + "/f", "DELETE FROM snapshots;");
+  got = ScrubOk(c.Call(EncodeScrub(101)), 101);
+  EXPECT_EQ(2u, got.removed_uncommitted);
+  EXPECT_EQ((std::set<std::string>{"v1/r"}), held());
+}
+
 TEST_F(ServerTest, ScrubErrors) {
   TestPeer no_ns;
   Client c(no_ns.port());
