@@ -138,13 +138,15 @@ Status CheckFileId(const std::string& path, sqlite3* db, uint64_t file_id) {
   return Status::OK();
 }
 
-// *has is whether the infofile has table `name`.
-Status HasTable(const std::string& path, sqlite3* db, const char* name, bool* has) {
+// *has is whether the infofile has a `type` ('table', 'index') named `name`.
+Status HasInSchema(const std::string& path, sqlite3* db, const char* type, const char* name,
+                   bool* has) {
   Stmt q;
-  int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                              -1, &q.stmt, nullptr);
+  int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = ? AND name = ?", -1,
+                              &q.stmt, nullptr);
   if (rc != SQLITE_OK) return SqlError(path, db, "reading the schema");
-  sqlite3_bind_text(q.stmt, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q.stmt, 1, type, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q.stmt, 2, name, -1, SQLITE_STATIC);
   rc = sqlite3_step(q.stmt);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return SqlError(path, db, "reading the schema");
   *has = rc == SQLITE_ROW;
@@ -198,6 +200,17 @@ constexpr char kPastVersions[] =
     "AND coalesce(v.stored_as, v.name) = coalesce(h.stored_as, h.name) "
     "WHERE p.peer_id = ?1 AND v.commit_seq <= ?2 AND v.until > ?2 "
     "AND h.since <= min(?3, v.until - 1) AND h.until > min(?3, v.until - 1)";
+// The same for an infofile with the index copy_history_by_peer_until: those
+// holders' rows end after min(G, N) (v.until > G, N >= G), which the index
+// finds without reading the older history (none at G = N). Without the index
+// that bound would read every history row of the peer: 3x the time of the
+// query above, which settles most rows from copy_history_by_peer alone.
+constexpr char kPastVersionsByUntil[] =
+    "SELECT h.name, h.stored_as, h.copy_rank FROM copy_history h JOIN peers p USING(peer_idx) "
+    "JOIN record_history v ON v.name = h.name "
+    "AND coalesce(v.stored_as, v.name) = coalesce(h.stored_as, h.name) "
+    "WHERE p.peer_id = ?1 AND h.until > min(?2, ?3) AND v.commit_seq <= ?2 AND v.until > ?2 "
+    "AND h.since <= min(?3, v.until - 1) AND h.until > min(?3, v.until - 1)";
 // The scrubber's: copies of versions superseded (and copies moved away)
 // since the unix time ?4, for readers still at an older generation.
 constexpr char kSuperseded[] =
@@ -213,12 +226,20 @@ constexpr char kSnapshotRetained[] =
     "AND EXISTS (SELECT 1 FROM snapshots s "
     "WHERE s.generation >= v.commit_seq AND s.generation < v.until)";
 
+// What an infofile with history has of format 4's tables and indexes.
+struct HistorySchema {
+  bool snapshots = false;  // the snapshots table
+  bool by_until = false;   // the index copy_history_by_peer_until
+};
+
 // The copies query of an infofile with history, for these options.
-std::string HistoryQuery(const InfofileReadOptions& options, bool snapshots) {
-  std::string q =
-      std::string(kCurrentHeld) + " UNION ALL " + kCurrentMovedAway + " UNION ALL " + kPastVersions;
+std::string HistoryQuery(const InfofileReadOptions& options, const HistorySchema& schema) {
+  std::string q = std::string(kCurrentHeld) + " UNION ALL " + kCurrentMovedAway + " UNION ALL " +
+                  (schema.by_until ? kPastVersionsByUntil : kPastVersions);
   if (options.superseded_since > 0) q += std::string(" UNION ALL ") + kSuperseded;
-  if (options.snapshot_retained && snapshots) q += std::string(" UNION ALL ") + kSnapshotRetained;
+  if (options.snapshot_retained && schema.snapshots) {
+    q += std::string(" UNION ALL ") + kSnapshotRetained;
+  }
   return q;
 }
 
@@ -277,9 +298,13 @@ Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std:
 
   // History (format 4's tables) is decided by the tables, not the version:
   // the tracker may add them to a file of format 2 or 3.
-  bool history = false, snapshots = false;
-  s = HasTable(path, db.db, "record_history", &history);
-  if (s.ok() && history) s = HasTable(path, db.db, "snapshots", &snapshots);
+  bool history = false;
+  HistorySchema schema;
+  s = HasInSchema(path, db.db, "table", "record_history", &history);
+  if (s.ok() && history) s = HasInSchema(path, db.db, "table", "snapshots", &schema.snapshots);
+  if (s.ok() && history) {
+    s = HasInSchema(path, db.db, "index", "copy_history_by_peer_until", &schema.by_until);
+  }
   if (!s.ok()) return s;
   const int64_t n = BoundOf(options.generation);
   // as_of 0 is the file before its first commit, not the latest state.
@@ -295,7 +320,7 @@ Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std:
   Stmt q;
   int rc;
   if (history) {
-    std::string sql = HistoryQuery(options, snapshots);
+    std::string sql = HistoryQuery(options, schema);
     rc = sqlite3_prepare_v2(db.db, sql.c_str(), -1, &q.stmt, nullptr);
   } else {
     rc = sqlite3_prepare_v2(db.db, kQueryWithoutHistory, -1, &q.stmt, nullptr);

@@ -257,6 +257,21 @@ TEST_F(InfofileHistoryTest, WithoutAsOfNothingChangesButDeletesAreKept) {
   for (const char* p : kPeers) EXPECT_EQ(Read(plain, p, 0), Read(path_, p, 0)) << p;
 }
 
+// The index copy_history_by_peer_until only speeds the read up: a file
+// without it (made before it existed) answers every read the same.
+TEST_F(InfofileHistoryTest, TheHistoryIndexChangesNoAnswer) {
+  std::string unindexed = dir_.path() + "/unindexed";
+  WriteHistory(unindexed, kLast, "DROP INDEX copy_history_by_peer_until;");
+  for (int n = 0; n <= kLast; ++n) {
+    for (int g = -1; g <= (n == 0 ? kLast : n); ++g) {
+      for (const char* p : kPeers) {
+        EXPECT_EQ(Read(path_, p, n, g), Read(unindexed, p, n, g))
+            << p << " as of " << g << " planned at " << n;
+      }
+    }
+  }
+}
+
 TEST_F(InfofileHistoryTest, AFileWithoutHistoryRefusesAnotherGeneration) {
   std::string plain = dir_.path() + "/plain";
   WriteHistory(plain, kLast, "DROP TABLE record_history;");
