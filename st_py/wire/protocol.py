@@ -410,12 +410,13 @@ class _Reader:
 
 
 def _ring_fields(r: _Reader, flags: int) -> dict:
-    f = {"file_id": r.u64(), "generation": r.u64(), "file_name": r.str16().decode("utf-8", "replace")}
+    file_id, generation = r.u64(), r.u64()
+    f = {"file_id": file_id, "generation": generation, "file_name": r.str16().decode("utf-8", "replace")}
     n = r.u16()
     f["peers"] = [r.str16().decode("utf-8", "replace") for _ in range(n)]
     if flags & FLAG_AS_OF:  # only then: frames without it decode as before
-        f["as_of"] = r.u64()
-        _check_as_of(f["generation"], f["as_of"])
+        f["as_of"] = as_of = r.u64()
+        _check_as_of(generation, as_of)
     return f
 
 
