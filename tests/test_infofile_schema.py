@@ -41,6 +41,7 @@ def test_schema_creates_every_table_and_index(tmp_path):
         "quarantined_copies",
         "copy_history",
         "copy_history_by_peer",
+        "copy_history_by_peer_until",
         "pending_copies",
         "objects",
         "commit_requests",

@@ -72,3 +72,53 @@ def test_large_frames_fill_their_own_buffer():
     got += d.feed(stream[pos:])
     assert [f.seq for f in got] == [1, 2, 3]
     assert got[0].fields["data"] == big and got[2].fields["data"] == big[:10]
+
+
+def test_get_local_as_of_adds_the_flag_and_a_u64():
+    """AS_OF (docs/wire-protocol.md, GET_LOCAL): the ring header ends with
+    as_of:u64; without it the frame is byte for byte what it was."""
+    peers = ["127.0.0.1:4000", "127.0.0.1:4001"]
+    plain = P.encode_get_local(5, 42, 9, "/d/f", peers)
+    assert plain == P.encode_get_local(5, 42, 9, "/d/f", peers, as_of=None)
+    past = P.encode_get_local(5, 42, 9, "/d/f", peers, as_of=3)
+    assert P.HEADER.unpack_from(plain)[3] == 0
+    assert P.HEADER.unpack_from(past)[3] == P.FLAG_AS_OF
+    assert past[P.HEADER_SIZE :] == plain[P.HEADER_SIZE :] + (3).to_bytes(8, "little")
+    (fr,) = P.FrameDecoder().feed(past)
+    assert fr.flags == P.FLAG_AS_OF and fr.fields["as_of"] == 3 and fr.fields["generation"] == 9
+    (fr,) = P.FrameDecoder().feed(plain)
+    assert "as_of" not in fr.fields
+    # as_of = generation is allowed (the same ring as without); generation 0
+    # (the latest state) takes any as_of.
+    assert P.FrameDecoder().feed(P.encode_get_local(5, 42, 9, "/d/f", peers, as_of=9))[0].fields["as_of"] == 9
+    assert P.FrameDecoder().feed(P.encode_get_local(5, 42, 0, "/d/f", peers, as_of=7))[0].fields["as_of"] == 7
+
+
+def test_ring_segment_as_of_round_trips():
+    peers = ["a:1", "b:2"]
+    f = P.encode_ring_segment(6, 42, 9, "/d/f", peers, 1, [(0, b"x"), (1, b"v1/y")], P.FLAG_MORE, as_of=4)
+    (fr,) = P.FrameDecoder().feed(f)
+    assert fr.flags == P.FLAG_MORE | P.FLAG_AS_OF
+    assert fr.fields["as_of"] == 4 and fr.fields["origin"] == 1
+    assert fr.fields["entries"] == [(0, b"x"), (1, b"v1/y")]
+
+
+@pytest.mark.parametrize("as_of", [10, -1])
+def test_as_of_after_the_generation_is_refused(as_of):
+    with pytest.raises(P.ProtocolError, match="after the ring's generation"):
+        P.encode_get_local(5, 42, 9, "/d/f", ["a:1"], as_of=as_of)
+    with pytest.raises(P.ProtocolError, match="after the ring's generation"):
+        P.encode_ring_segment(5, 42, 9, "/d/f", ["a:1"], 0, [], as_of=as_of)
+
+
+def test_as_of_flag_and_field_must_agree():
+    past = P.encode_get_local(5, 42, 9, "/d/f", ["a:1"], as_of=3)
+    plain = P.encode_get_local(5, 42, 9, "/d/f", ["a:1"])
+    flip = bytearray(past)
+    flip[6:8] = (0).to_bytes(2, "little")
+    with pytest.raises(P.ProtocolError, match="trailing"):
+        P.FrameDecoder().feed(bytes(flip))
+    flip = bytearray(plain)
+    flip[6:8] = P.FLAG_AS_OF.to_bytes(2, "little")
+    with pytest.raises(P.ProtocolError, match="shorter"):
+        P.FrameDecoder().feed(bytes(flip))

@@ -200,12 +200,18 @@ def messages(draw):
         return P.encode_delete_file(seq, fid), P.MsgType.DELETE_FILE, seq, 0, {"file_id": fid}
     if kind in ("get_local", "ring_segment"):
         fid, gen, fname, ps = draw(u64), draw(u64), draw(texts), draw(peers)
+        # as_of (AS_OF): at most the generation, any with generation 0 (the latest state)
+        as_of = draw(st.one_of(st.none(), u64 if gen == 0 else st.integers(0, gen)))
         want = {"file_id": fid, "generation": gen, "file_name": fname, "peers": ps}
+        as_of_flag = 0
+        if as_of is not None:
+            want["as_of"], as_of_flag = as_of, P.FLAG_AS_OF
         if kind == "get_local":
-            return (P.encode_get_local(seq, fid, gen, fname, ps), P.MsgType.GET_LOCAL, seq, 0, want)
+            f = P.encode_get_local(seq, fid, gen, fname, ps, as_of=as_of)
+            return f, P.MsgType.GET_LOCAL, seq, as_of_flag, want
         origin, es, flags = draw(u16), draw(entries), draw(st.sampled_from([0, P.FLAG_MORE]))
-        f = P.encode_ring_segment(seq, fid, gen, fname, ps, origin, es, flags)
-        return f, P.MsgType.RING_SEGMENT, seq, flags, {**want, "origin": origin, "entries": es}
+        f = P.encode_ring_segment(seq, fid, gen, fname, ps, origin, es, flags, as_of=as_of)
+        return f, P.MsgType.RING_SEGMENT, seq, flags | as_of_flag, {**want, "origin": origin, "entries": es}
     if kind == "ping":
         return P.encode_ping(seq), P.MsgType.PING, seq, 0, {}
     if kind == "scrub":

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "capability.h"
+#include "coding.h"
 #include "fuzz_util.h"
 #include "protocol.h"
 
@@ -86,16 +87,24 @@ void CheckDeleteFile(std::string_view payload) {
   ST_FUZZ_CHECK(PayloadOf(ok) == payload, "OK(removed) does not encode a u64");
 }
 
-void CheckGetLocal(std::string_view payload) {
+// flags: 0 or AS_OF (a trailing as_of:u64, at most the generation unless it is 0).
+void CheckGetLocal(std::string_view payload, uint16_t flags) {
   RingHeader ring;
-  if (!DecodeGetLocal(payload, &ring).ok()) return;
+  if (!DecodeGetLocal(payload, flags, &ring).ok()) return;
   size_t n = 8 + 8 + 2 + ring.file_name.size() + 2;
   for (const auto& p : ring.peers) n += 2 + p.size();
+  if (flags & kFlagAsOf) n += 8;
   ST_FUZZ_CHECK(n == payload.size(), "GET_LOCAL fields do not add up (%zu vs %zu)", n,
                 payload.size());
+  ST_FUZZ_CHECK(ring.as_of.has_value() == ((flags & kFlagAsOf) != 0),
+                "GET_LOCAL as_of without AS_OF or AS_OF without as_of");
+  ST_FUZZ_CHECK(ring.generation == 0 || ring.read_generation() <= ring.generation,
+                "GET_LOCAL as_of after its generation decodes");
   std::string f = EncodeGetLocal(5, ring);
   CheckEncodedFrame(f, MsgType::kGetLocal);
   ST_FUZZ_CHECK(PayloadOf(f) == payload, "GET_LOCAL does not re-encode");
+  ST_FUZZ_CHECK(DecodeFixed16(reinterpret_cast<const uint8_t*>(f.data()) + 6) == flags,
+                "GET_LOCAL re-encodes with other flags");
 }
 
 void CheckEmpty(std::string_view payload) {
@@ -109,9 +118,9 @@ void CheckEmpty(std::string_view payload) {
   }
 }
 
-void CheckRingSegment(std::string_view payload) {
+void CheckRingSegment(std::string_view payload, uint16_t flags) {
   RingSegment seg;
-  if (!DecodeRingSegment(payload, &seg).ok()) return;
+  if (!DecodeRingSegment(payload, flags, &seg).ok()) return;
   const RingEntry* b = seg.entries.data();
   std::string p = EncodeRingSegmentPayload(seg.ring, seg.origin, b, b + seg.entries.size());
   ST_FUZZ_CHECK(p == payload, "RING_SEGMENT does not re-encode (%zu vs %zu bytes)", p.size(),
@@ -119,6 +128,9 @@ void CheckRingSegment(std::string_view payload) {
   std::string f = EncodeRingSegment(8, kFlagMore, seg);
   CheckEncodedFrame(f, MsgType::kRingSegment);
   ST_FUZZ_CHECK(PayloadOf(f) == payload, "RING_SEGMENT frame does not re-encode");
+  ST_FUZZ_CHECK(DecodeFixed16(reinterpret_cast<const uint8_t*>(f.data()) + 6) ==
+                    (kFlagMore | flags),
+                "RING_SEGMENT re-encodes with other flags");
 
   // Chunked: every chunk decodes to the same ring and origin, and the
   // entries come back in order.
@@ -129,9 +141,10 @@ void CheckRingSegment(std::string_view payload) {
   std::vector<RingEntry> back;
   for (const std::string& part : parts) {
     RingSegment s;
-    ST_FUZZ_CHECK(DecodeRingSegment(part, &s).ok(), "a RING_SEGMENT chunk does not decode");
+    ST_FUZZ_CHECK(DecodeRingSegment(part, seg.ring.flags(), &s).ok(),
+                  "a RING_SEGMENT chunk does not decode");
     ST_FUZZ_CHECK(s.origin == seg.origin && s.ring.file_id == seg.ring.file_id &&
-                      s.ring.generation == seg.ring.generation &&
+                      s.ring.generation == seg.ring.generation && s.ring.as_of == seg.ring.as_of &&
                       s.ring.file_name == seg.ring.file_name && s.ring.peers == seg.ring.peers,
                   "a RING_SEGMENT chunk has another ring header");
     ST_FUZZ_CHECK(parts.size() == 1 || !s.entries.empty(), "an empty RING_SEGMENT chunk");
@@ -314,9 +327,11 @@ void CheckPayload(std::string_view payload) {
   CheckPut(payload);
   CheckName(payload);
   CheckDeleteFile(payload);
-  CheckGetLocal(payload);
+  CheckGetLocal(payload, 0);
+  CheckGetLocal(payload, kFlagAsOf);
   CheckEmpty(payload);
-  CheckRingSegment(payload);
+  CheckRingSegment(payload, 0);
+  CheckRingSegment(payload, kFlagAsOf);
   CheckData(payload);
   CheckLocalList(payload);
   CheckMeta(payload);

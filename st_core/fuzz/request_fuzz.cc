@@ -286,7 +286,7 @@ Expected Simulate(const uint8_t* p, size_t n) {
       }
       case MsgType::kGetLocal: {
         RingHeader ring;
-        s = DecodeGetLocal(payload, &ring);
+        s = DecodeGetLocal(payload, h.flags, &ring);
         break;
       }
       case MsgType::kPing:
@@ -310,7 +310,7 @@ Expected Simulate(const uint8_t* p, size_t n) {
       }
       case MsgType::kRingSegment: {
         RingSegment seg;
-        s = DecodeRingSegment(payload, &seg);
+        s = DecodeRingSegment(payload, h.flags, &seg);
         break;
       }
       default:
@@ -338,9 +338,8 @@ class FuzzServer : public Server {
   // Never touch the network: a segment for a ring successor must decode, and
   // is then dropped (the round times out, as with a silent peer).
   void SendSegment(const std::string& addr, uint16_t flags, std::string payload) override {
-    (void)flags;
     RingSegment seg;
-    Status s = DecodeRingSegment(payload, &seg);
+    Status s = DecodeRingSegment(payload, flags, &seg);
     ST_FUZZ_CHECK(s.ok(), "the server built a RING_SEGMENT for %s that does not decode: %s",
                   addr.c_str(), s.ToString().c_str());
     ST_FUZZ_CHECK(addr != kAdvertise, "the server sends a ring segment to itself");

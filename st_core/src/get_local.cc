@@ -37,11 +37,12 @@ struct GetLocal::Round {
 
   const std::string& successor_addr() const { return ring.peers[successor]; }
   std::string Describe() const {
-    char buf[96];
+    char buf[128];
     std::snprintf(buf, sizeof(buf), "file_id %llu generation %llu",
                   static_cast<unsigned long long>(ring.file_id),
                   static_cast<unsigned long long>(ring.generation));
-    return std::string(buf) + " (" + Printable(ring.file_name) + ", " +
+    std::string as_of = ring.as_of ? " as of " + std::to_string(*ring.as_of) : "";
+    return std::string(buf) + as_of + " (" + Printable(ring.file_name) + ", " +
            std::to_string(ring.peers.size()) + " peers)";
   }
 };
@@ -66,7 +67,10 @@ void GetLocal::AnswerSegments(Round* r, bool ok, ErrorCode code, const std::stri
 }
 
 std::string GetLocal::Key(const RingHeader& ring) {
-  std::string key = std::to_string(ring.file_id) + "/" + std::to_string(ring.generation);
+  // as_of is part of the name: two scans of different as_of never mix
+  // segments (no AS_OF and AS_OF = generation name the same collective).
+  std::string key = std::to_string(ring.file_id) + "/" + std::to_string(ring.generation) + "/" +
+                    std::to_string(ring.read_generation());
   for (const auto& p : ring.peers) {
     key.push_back('\0');
     key += p;
@@ -140,6 +144,7 @@ GetLocal::Round* GetLocal::StartRound(const RingHeader& ring, size_t me, ErrorCo
   std::string peer_id = store_->peer_id();
   InfofileReadOptions ro;
   ro.generation = ring.generation;  // the plan's snapshot: exactly once across the ring
+  ro.as_of = ring.as_of;            // the records of this generation (docs/snapshots.md)
   ro.cancel = background_.cancel();
   background_.Schedule(
       [path, file_id, peer_id, ro, committed, status] {
@@ -181,8 +186,8 @@ void GetLocal::OnInfofileRead(const std::string& key, uint64_t id, const Status&
     std::vector<std::string> payloads =
         EncodeRingSegmentPayloads(r->ring, static_cast<uint16_t>(r->me), own, options_.chunk_bytes);
     for (size_t i = 0; i < payloads.size(); ++i) {
-      host_->SendSegment(r->successor_addr(), i + 1 < payloads.size() ? kFlagMore : 0,
-                         std::move(payloads[i]));
+      uint16_t flags = r->ring.flags() | (i + 1 < payloads.size() ? kFlagMore : 0);
+      host_->SendSegment(r->successor_addr(), flags, std::move(payloads[i]));
     }
   }
   r->segments[r->me] = std::move(own);
@@ -433,7 +438,8 @@ void GetLocal::OnSegment(uint16_t flags, std::string_view payload, RingSegment s
     ++r->have_count;
   }
   if (origin != r->successor) {
-    host_->SendSegment(r->successor_addr(), flags & kFlagMore, std::string(payload));
+    // The payload goes on as it came: its flags with it.
+    host_->SendSegment(r->successor_addr(), flags & (kFlagMore | kFlagAsOf), std::string(payload));
   }
   if (r->own_ready) {
     reply(true, ErrorCode::kInternal, "");

@@ -1,7 +1,7 @@
 // GET_LOCAL: the ring collective of paper 3.7 (docs/wire-protocol.md,
 // "Semantics").
 //
-// A collective is named by (file_id, generation, peerlist). Each peer's
+// A collective is named by (file_id, generation, as_of, peerlist). Each peer's
 // segment is the list of (copy_rank, name) it holds on disk at the rank the
 // infofile commits to it. State machine of one round at one peer:
 //

@@ -83,21 +83,32 @@ Status Finish(const Reader& r) {
   return Status::OK();
 }
 
-bool ReadRingHeader(Reader* r, RingHeader* out) {
+Status ReadRingHeader(Reader* r, uint16_t flags, RingHeader* out) {
   std::string_view file_name;
   uint16_t n;
   if (!r->U64(&out->file_id) || !r->U64(&out->generation) || !r->Str16(&file_name) || !r->U16(&n)) {
-    return false;
+    return Short();
   }
   out->file_name.assign(file_name);
   out->peers.clear();
   out->peers.reserve(n);
   for (uint16_t i = 0; i < n; ++i) {
     std::string_view peer;
-    if (!r->Str16(&peer)) return false;
+    if (!r->Str16(&peer)) return Short();
     out->peers.emplace_back(peer);
   }
-  return true;
+  out->as_of.reset();
+  if (flags & kFlagAsOf) {
+    uint64_t as_of;
+    if (!r->U64(&as_of)) return Short();
+    if (out->generation != 0 && as_of > out->generation) {
+      return Status::Corruption("as_of " + std::to_string(as_of) +
+                                " is after the ring's generation " +
+                                std::to_string(out->generation));
+    }
+    out->as_of = as_of;
+  }
+  return Status::OK();
 }
 
 void PutRingHeader(std::string* dst, const RingHeader& ring) {
@@ -106,12 +117,13 @@ void PutRingHeader(std::string* dst, const RingHeader& ring) {
   PutStr16(dst, ring.file_name);
   PutFixed16(dst, static_cast<uint16_t>(ring.peers.size()));
   for (const auto& p : ring.peers) PutStr16(dst, p);
+  if (ring.as_of) PutFixed64(dst, *ring.as_of);
 }
 
 size_t RingHeaderSize(const RingHeader& ring) {
   size_t n = 8 + 8 + 2 + ring.file_name.size() + 2;
   for (const auto& p : ring.peers) n += 2 + p.size();
-  return n;
+  return ring.as_of ? n + 8 : n;
 }
 
 }  // namespace
@@ -163,9 +175,10 @@ Status DecodeDeleteFile(std::string_view payload, uint64_t* file_id) {
   return Finish(r);
 }
 
-Status DecodeGetLocal(std::string_view payload, RingHeader* out) {
+Status DecodeGetLocal(std::string_view payload, uint16_t flags, RingHeader* out) {
   Reader r(payload);
-  if (!ReadRingHeader(&r, out)) return Short();
+  Status s = ReadRingHeader(&r, flags, out);
+  if (!s.ok()) return s;
   return Finish(r);
 }
 
@@ -184,10 +197,12 @@ Status DecodeAuth(std::string_view payload, std::string_view* token) {
   return Status::OK();
 }
 
-Status DecodeRingSegment(std::string_view payload, RingSegment* out) {
+Status DecodeRingSegment(std::string_view payload, uint16_t flags, RingSegment* out) {
   Reader r(payload);
+  Status s = ReadRingHeader(&r, flags, &out->ring);
+  if (!s.ok()) return s;
   uint32_t count;
-  if (!ReadRingHeader(&r, &out->ring) || !r.U16(&out->origin) || !r.U32(&count)) return Short();
+  if (!r.U16(&out->origin) || !r.U32(&count)) return Short();
   out->entries.clear();
   // Each entry takes at least 3 bytes: do not trust count for the reservation.
   out->entries.reserve(std::min<size_t>(count, r.left() / 3));
@@ -372,7 +387,7 @@ std::string EncodeDeleteFile(uint64_t seq, uint64_t file_id) {
 }
 
 std::string EncodeGetLocal(uint64_t seq, const RingHeader& ring) {
-  std::string f = StartFrame(MsgType::kGetLocal, 0, seq, RingHeaderSize(ring));
+  std::string f = StartFrame(MsgType::kGetLocal, ring.flags(), seq, RingHeaderSize(ring));
   PutRingHeader(&f, ring);
   FinishFrame(&f);
   return f;
@@ -415,7 +430,7 @@ std::string EncodeRingSegmentPayload(const RingHeader& ring, uint16_t origin,
 
 std::string EncodeRingSegment(uint64_t seq, uint16_t flags, const RingSegment& seg) {
   const RingEntry* b = seg.entries.data();
-  return EncodeFrame(MsgType::kRingSegment, flags, seq,
+  return EncodeFrame(MsgType::kRingSegment, flags | seg.ring.flags(), seq,
                      EncodeRingSegmentPayload(seg.ring, seg.origin, b, b + seg.entries.size()));
 }
 

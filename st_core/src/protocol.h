@@ -14,8 +14,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "status.h"
@@ -42,6 +44,10 @@ constexpr uint16_t kFlagForwarded = 0x0008;
 // (paper 4.4; docs/replication.md, "A crashed writer's leftovers"). The
 // client checks first that the record is not committed.
 constexpr uint16_t kFlagLeftover = 0x0010;
+// GET_LOCAL, RING_SEGMENT: the ring header ends with as_of:u64, the
+// generation whose records are revealed (docs/snapshots.md); without it,
+// as_of is the ring's generation.
+constexpr uint16_t kFlagAsOf = 0x0020;
 // A chain holds at most this many peers after the first (replication x8).
 constexpr size_t kMaxChainHops = 7;
 
@@ -139,12 +145,30 @@ struct NameRequest {
   std::string_view name;
 };
 
-// The fields GET_LOCAL and RING_SEGMENT share.
+// The fields GET_LOCAL and RING_SEGMENT share:
+//   ring := file_id:u64 generation:u64 file_name:str16 ring_size:u16
+//           peer:str16 * ring_size [as_of:u64, with the flag AS_OF]
+// as_of is at most generation unless generation is 0 (the latest state).
 struct RingHeader {
+  RingHeader() = default;
+  RingHeader(uint64_t id, uint64_t gen, std::string name, std::vector<std::string> ring,
+             std::optional<uint64_t> as = std::nullopt)
+      : file_id(id),
+        generation(gen),
+        file_name(std::move(name)),
+        peers(std::move(ring)),
+        as_of(as) {}
+
   uint64_t file_id = 0;
-  uint64_t generation = 0;
+  uint64_t generation = 0;  // the plan's generation: copies are read as held then
   std::string file_name;
   std::vector<std::string> peers;
+  std::optional<uint64_t> as_of;  // the generation read (AS_OF); unset: generation
+
+  // The generation whose records the ring reveals.
+  uint64_t read_generation() const { return as_of.value_or(generation); }
+  // The header flags its frames carry (AS_OF when as_of is set).
+  uint16_t flags() const { return as_of ? kFlagAsOf : 0; }
 };
 
 struct RingEntry {
@@ -230,13 +254,14 @@ Status DecodePut(std::string_view payload, PutRequest* out);
 Status DecodePutChain(std::string_view payload, PutChainRequest* out);
 Status DecodeName(std::string_view payload, NameRequest* out);  // GET, DELETE
 Status DecodeDeleteFile(std::string_view payload, uint64_t* file_id);
-Status DecodeGetLocal(std::string_view payload, RingHeader* out);
+// GET_LOCAL and RING_SEGMENT take the frame's flags (AS_OF adds as_of).
+Status DecodeGetLocal(std::string_view payload, uint16_t flags, RingHeader* out);
 Status DecodePing(std::string_view payload);
 Status DecodeScrub(std::string_view payload);  // empty
 // AUTH: the whole payload is the token; it always decodes (a malformed token
 // is refused with DENIED, not BAD_FRAME: docs/capabilities.md).
 Status DecodeAuth(std::string_view payload, std::string_view* token);
-Status DecodeRingSegment(std::string_view payload, RingSegment* out);
+Status DecodeRingSegment(std::string_view payload, uint16_t flags, RingSegment* out);
 Status DecodeData(std::string_view payload, DataReply* out);
 Status DecodeLocalList(std::string_view payload, std::vector<LocalListEntry>* out);
 Status DecodeError(std::string_view payload, ErrorReply* out);
@@ -258,6 +283,7 @@ std::string EncodePutChain(uint64_t seq, uint16_t flags, const PutChainRequest& 
 std::string EncodeGet(uint64_t seq, uint64_t file_id, std::string_view name);
 std::string EncodeDelete(uint64_t seq, uint64_t file_id, std::string_view name);
 std::string EncodeDeleteFile(uint64_t seq, uint64_t file_id);
+// With AS_OF when ring.as_of is set.
 std::string EncodeGetLocal(uint64_t seq, const RingHeader& ring);
 std::string EncodePing(uint64_t seq);
 std::string EncodeScrub(uint64_t seq);
@@ -265,9 +291,11 @@ std::string EncodeAuth(uint64_t seq, std::string_view token);
 std::string EncodeListMeta(uint64_t seq);
 std::string EncodeGetMeta(uint64_t seq, const GetMetaRequest& req);
 
-// The RING_SEGMENT payload for entries [begin, end).
+// The RING_SEGMENT payload for entries [begin, end); its frames carry
+// ring.flags() besides MORE.
 std::string EncodeRingSegmentPayload(const RingHeader& ring, uint16_t origin,
                                      const RingEntry* begin, const RingEntry* end);
+// flags | seg.ring.flags().
 std::string EncodeRingSegment(uint64_t seq, uint16_t flags, const RingSegment& seg);
 // Splits a segment into payloads of roughly chunk_bytes of entries each
 // (always at least one payload). All but the last are to be sent with MORE.

@@ -136,6 +136,9 @@ Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
   // A replaced version stays for readers at an older generation as long as an
   // uncommitted record would (docs/infofile.md, "Versions").
   ro.superseded_since = plan->cutoff;
+  // And past versions as long as a snapshot refers to them (docs/snapshots.md,
+  // "Retention").
+  ro.snapshot_retained = true;
   const std::string files_dir = o.data_dir + "/files";
   std::vector<std::string> file_dirs;
   s = env->GetChildren(files_dir, &file_dirs);

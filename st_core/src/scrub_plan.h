@@ -10,7 +10,9 @@
 //   2. Walk <data>/files/: for each file id, the records with their mtimes.
 //      Per file id, the infofile state is
 //        kRead     if every infofile with that id could be read; committed
-//                  = the union of what they commit to this peer_id;
+//                  = the union of what they commit to this peer_id (and
+//                  what they keep for older readers: versions superseded
+//                  within the age, past versions a snapshot refers to);
 //        kUnknown  if one of them could not be read (logged);
 //        kMissing  if none has the id, the walk saw every directory and
 //                  every candidate file, and it found at least one infofile

@@ -804,21 +804,21 @@ namespace {
 // Decoders: the payload into Request::body, and the file and record name
 // the shared checks need.
 
-Status DecodePutRequest(std::string_view payload, Server::Request* req) {
+Status DecodePutRequest(uint16_t, std::string_view payload, Server::Request* req) {
   PutRequest& put = req->body.emplace<PutRequest>();
   Status s = DecodePut(payload, &put);
   req->file_id = put.file_id;
   return s;
 }
 
-Status DecodePutChainRequest(std::string_view payload, Server::Request* req) {
+Status DecodePutChainRequest(uint16_t, std::string_view payload, Server::Request* req) {
   PutChainRequest& chain = req->body.emplace<PutChainRequest>();
   Status s = DecodePutChain(payload, &chain);
   req->file_id = chain.file_id;
   return s;
 }
 
-Status DecodeNameRequest(std::string_view payload, Server::Request* req) {  // GET, DELETE
+Status DecodeNameRequest(uint16_t, std::string_view payload, Server::Request* req) {  // GET, DELETE
   NameRequest& name = req->body.emplace<NameRequest>();
   Status s = DecodeName(payload, &name);
   req->file_id = name.file_id;
@@ -826,41 +826,43 @@ Status DecodeNameRequest(std::string_view payload, Server::Request* req) {  // G
   return s;
 }
 
-Status DecodeDeleteFileRequest(std::string_view payload, Server::Request* req) {
+Status DecodeDeleteFileRequest(uint16_t, std::string_view payload, Server::Request* req) {
   return DecodeDeleteFile(payload, &req->file_id);
 }
 
-Status DecodeGetLocalRequest(std::string_view payload, Server::Request* req) {
+Status DecodeGetLocalRequest(uint16_t flags, std::string_view payload, Server::Request* req) {
   RingHeader& ring = req->body.emplace<RingHeader>();
-  Status s = DecodeGetLocal(payload, &ring);
+  Status s = DecodeGetLocal(payload, flags, &ring);
   req->file_id = ring.file_id;
   return s;
 }
 
-Status DecodePingRequest(std::string_view payload, Server::Request*) { return DecodePing(payload); }
+Status DecodePingRequest(uint16_t, std::string_view payload, Server::Request*) {
+  return DecodePing(payload);
+}
 
-Status DecodeScrubRequest(std::string_view payload, Server::Request*) {
+Status DecodeScrubRequest(uint16_t, std::string_view payload, Server::Request*) {
   return DecodeScrub(payload);
 }
 
-Status DecodeAuthRequest(std::string_view payload, Server::Request* req) {
+Status DecodeAuthRequest(uint16_t, std::string_view payload, Server::Request* req) {
   return DecodeAuth(payload, &req->body.emplace<std::string_view>());
 }
 
-Status DecodeListMetaRequest(std::string_view payload, Server::Request*) {
+Status DecodeListMetaRequest(uint16_t, std::string_view payload, Server::Request*) {
   return DecodeListMeta(payload);
 }
 
-Status DecodeGetMetaRequest(std::string_view payload, Server::Request* req) {
+Status DecodeGetMetaRequest(uint16_t, std::string_view payload, Server::Request* req) {
   GetMetaRequest& meta = req->body.emplace<GetMetaRequest>();
   Status s = DecodeGetMeta(payload, &meta);
   req->file_id = meta.file_id;
   return s;
 }
 
-Status DecodeRingSegmentRequest(std::string_view payload, Server::Request* req) {
+Status DecodeRingSegmentRequest(uint16_t flags, std::string_view payload, Server::Request* req) {
   RingSegment& seg = req->body.emplace<RingSegment>();
-  Status s = DecodeRingSegment(payload, &seg);
+  Status s = DecodeRingSegment(payload, flags, &seg);
   req->file_id = seg.ring.file_id;
   return s;
 }
@@ -912,7 +914,7 @@ void Server::HandleRequest(Connection* c, const FrameHeader& h, std::string_view
     return;
   }
   Request req;
-  Status s = row->decode(payload, &req);
+  Status s = row->decode(h.flags, payload, &req);
   if (!s.ok()) {
     c->SendErrorAndClose(h.seq, ErrorCode::kBadFrame,
                          std::string(MsgTypeName(h.type)) + " payload does not parse: " +

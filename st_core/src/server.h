@@ -98,7 +98,8 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
                  GetMetaRequest, std::string_view /* AUTH's token */>
         body;
   };
-  using RequestDecoder = Status (*)(std::string_view payload, Request* req);
+  // flags: the frame header's (AS_OF shapes the ring types' payload).
+  using RequestDecoder = Status (*)(uint16_t flags, std::string_view payload, Request* req);
   using RequestHandler = void (Server::*)(Connection* c, const FrameHeader& h,
                                           std::string_view payload, Request* req);
 

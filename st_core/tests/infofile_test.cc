@@ -94,15 +94,22 @@ std::vector<std::tuple<std::string, std::string, int>> ReadKeys(const std::strin
 }
 
 // Generation 4 replaces record b (version 0 on A at rank 0) by version 1,
-// stored as "v1/b" on B, at unix time 1000 (docs/infofile.md, "Versions").
-void ReplaceB(const std::string& path) {
+// stored as "v1/b" on B, at unix time 1000 (docs/infofile.md, "Versions"),
+// keeping version 0's row in record_history as the tracker does
+// (docs/snapshots.md; a file without that table has no such row).
+void ReplaceB(const std::string& path, bool history = true) {
   test::ExecSql(path,
-                "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, "
-                "until_at) VALUES('b',0,0,1,4,'b',1000);"
-                "DELETE FROM copies WHERE name='b';"
-                "INSERT INTO copies VALUES('b',0,1,4);"
-                "UPDATE records SET version=1, stored_as='v1/b', commit_seq=4 WHERE name='b';"
-                "UPDATE meta SET value=4 WHERE key='generation';");
+                std::string(history ? "INSERT INTO record_history(name, version, stored_as, size, "
+                                      "crc32c, commit_seq, committed_at, until, until_at) SELECT "
+                                      "name, version, stored_as, size, crc32c, commit_seq, "
+                                      "committed_at, 4, 1000 FROM records WHERE name='b';"
+                                    : "") +
+                    "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, "
+                    "until_at) VALUES('b',0,0,1,4,'b',1000);"
+                    "DELETE FROM copies WHERE name='b';"
+                    "INSERT INTO copies VALUES('b',0,1,4);"
+                    "UPDATE records SET version=1, stored_as='v1/b', commit_seq=4 WHERE name='b';"
+                    "UPDATE meta SET value=4 WHERE key='generation';");
 }
 
 using Keys = std::vector<std::tuple<std::string, std::string, int>>;
@@ -116,6 +123,20 @@ TEST_F(InfofileTest, AReplacedRecordIsReadUnderItsVersionsName) {
   EXPECT_EQ((Keys{{"a", "a", 0}, {"b", "b", 0}, {"c", "c", 1}}), ReadKeys(path_, "A", 3));
   EXPECT_EQ((Keys{{"c", "c", 0}}), ReadKeys(path_, "B", 3));
   // The scrubber keeps a version superseded since its cutoff, not before.
+  EXPECT_EQ((Keys{{"a", "a", 0}, {"b", "b", 0}, {"c", "c", 1}}), ReadKeys(path_, "A", 0, 999));
+  EXPECT_EQ((Keys{{"a", "a", 0}, {"c", "c", 1}}), ReadKeys(path_, "A", 0, 1001));
+}
+
+// The same without the history tables (a format 2 or 3 file the tracker
+// has not given them): the query of that format, unchanged.
+TEST_F(InfofileTest, AReplacedRecordIsReadUnderItsVersionsNameWithoutHistory) {
+  test::ExecSql(path_,
+                "DROP TABLE record_history; DROP TABLE object_history; DROP TABLE snapshots;");
+  ReplaceB(path_, /*history=*/false);
+  EXPECT_EQ((Keys{{"b", "v1/b", 0}, {"c", "c", 0}}), ReadKeys(path_, "B", 0));
+  EXPECT_EQ((Keys{{"a", "a", 0}, {"c", "c", 1}}), ReadKeys(path_, "A", 0));
+  EXPECT_EQ((Keys{{"a", "a", 0}, {"b", "b", 0}, {"c", "c", 1}}), ReadKeys(path_, "A", 3));
+  EXPECT_EQ((Keys{{"c", "c", 0}}), ReadKeys(path_, "B", 3));
   EXPECT_EQ((Keys{{"a", "a", 0}, {"b", "b", 0}, {"c", "c", 1}}), ReadKeys(path_, "A", 0, 999));
   EXPECT_EQ((Keys{{"a", "a", 0}, {"c", "c", 1}}), ReadKeys(path_, "A", 0, 1001));
 }
@@ -142,9 +163,12 @@ TEST(InfofileBeforeVersions, IsReadWithoutStoredNames) {
 }
 
 TEST_F(InfofileTest, AFormatFromTheFutureIsRefused) {
-  test::ExecSql(path_, "UPDATE meta SET value=3 WHERE key='format_version';");
-  EXPECT_EQ(4u, ReadKeys(path_, "A", 0).size() + ReadKeys(path_, "B", 0).size());
-  test::ExecSql(path_, "UPDATE meta SET value=4 WHERE key='format_version';");
+  for (int version : {3, 4}) {  // 4: with snapshots (docs/snapshots.md)
+    test::ExecSql(path_, "UPDATE meta SET value=" + std::to_string(version) +
+                             " WHERE key='format_version';");
+    EXPECT_EQ(4u, ReadKeys(path_, "A", 0).size() + ReadKeys(path_, "B", 0).size()) << version;
+  }
+  test::ExecSql(path_, "UPDATE meta SET value=5 WHERE key='format_version';");
   std::vector<CommittedCopy> out;
   Status s = ReadCommittedCopies(path_, 9, "A", &out);
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();

@@ -6,9 +6,11 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 
+#include "coding.h"
 #include "crc32c.h"
 #include "test_util.h"
 #include "vectors.h"
@@ -23,6 +25,16 @@ using test::ToHex;
 json LoadVectors() { return test::LoadVectors("wire.json"); }
 
 std::string Hex(const json& j) { return FromHex(j.get<std::string>()); }
+
+// A ring header's as_of is the vector's, present only with AS_OF.
+void ExpectAsOf(const json& f, const RingHeader& ring) {
+  if (f.contains("as_of")) {
+    ASSERT_TRUE(ring.as_of.has_value());
+    EXPECT_EQ(f["as_of"].get<uint64_t>(), *ring.as_of);
+  } else {
+    EXPECT_FALSE(ring.as_of.has_value());
+  }
+}
 
 // Decodes one whole frame and re-encodes it from the decoded fields,
 // checking the fields against the vector.
@@ -79,11 +91,12 @@ std::string DecodeAndReencode(const json& v) {
     }
     case MsgType::kGetLocal: {
       RingHeader r;
-      EXPECT_TRUE(DecodeGetLocal(payload, &r).ok());
+      EXPECT_TRUE(DecodeGetLocal(payload, h.flags, &r).ok());
       EXPECT_EQ(f["file_id"].get<uint64_t>(), r.file_id);
       EXPECT_EQ(f["generation"].get<uint64_t>(), r.generation);
       EXPECT_EQ(f["file_name"].get<std::string>(), r.file_name);
       EXPECT_EQ(f["peers"].get<std::vector<std::string>>(), r.peers);
+      ExpectAsOf(f, r);
       return EncodeGetLocal(h.seq, r);
     }
     case MsgType::kPing:
@@ -124,18 +137,19 @@ std::string DecodeAndReencode(const json& v) {
     }
     case MsgType::kRingSegment: {
       RingSegment s;
-      EXPECT_TRUE(DecodeRingSegment(payload, &s).ok());
+      EXPECT_TRUE(DecodeRingSegment(payload, h.flags, &s).ok());
       EXPECT_EQ(f["file_id"].get<uint64_t>(), s.ring.file_id);
       EXPECT_EQ(f["generation"].get<uint64_t>(), s.ring.generation);
       EXPECT_EQ(f["file_name"].get<std::string>(), s.ring.file_name);
       EXPECT_EQ(f["peers"].get<std::vector<std::string>>(), s.ring.peers);
+      ExpectAsOf(f, s.ring);
       EXPECT_EQ(f["origin"].get<int>(), s.origin);
       EXPECT_EQ(f["entries"].size(), s.entries.size());
       for (size_t i = 0; i < s.entries.size() && i < f["entries"].size(); ++i) {
         EXPECT_EQ(f["entries"][i][0].get<int>(), s.entries[i].copy_rank);
         EXPECT_EQ(Hex(f["entries"][i][1]), s.entries[i].name);
       }
-      return EncodeRingSegment(h.seq, h.flags, s);
+      return EncodeRingSegment(h.seq, h.flags & kFlagMore, s);  // AS_OF comes from the ring
     }
     case MsgType::kOk: {
       EXPECT_EQ(Hex(f["payload"]), payload);
@@ -251,7 +265,7 @@ std::string Classify(const std::string& bytes) {
     }
     case MsgType::kGetLocal: {
       RingHeader r;
-      s = DecodeGetLocal(p, &r);
+      s = DecodeGetLocal(p, h.flags, &r);
       break;
     }
     case MsgType::kPing:
@@ -267,7 +281,7 @@ std::string Classify(const std::string& bytes) {
     }
     case MsgType::kRingSegment: {
       RingSegment r;
-      s = DecodeRingSegment(p, &r);
+      s = DecodeRingSegment(p, h.flags, &r);
       break;
     }
     case MsgType::kError: {  // a reply, as a client decodes it
@@ -388,13 +402,69 @@ TEST(Protocol, RingSegmentChunks) {
   std::vector<RingEntry> back;
   for (const auto& p : payloads) {
     RingSegment s;
-    ASSERT_TRUE(DecodeRingSegment(p, &s).ok());
+    ASSERT_TRUE(DecodeRingSegment(p, 0, &s).ok());
     EXPECT_EQ(1, s.origin);
     EXPECT_EQ(ring.peers, s.ring.peers);
     back.insert(back.end(), s.entries.begin(), s.entries.end());
   }
   EXPECT_EQ(entries, back);
   EXPECT_EQ(1u, EncodeRingSegmentPayloads(ring, 0, {}, 4096).size());
+}
+
+// GET_LOCAL and RING_SEGMENT as of a past generation (docs/wire-protocol.md):
+// AS_OF adds as_of:u64 after the peers; frames without it are unchanged.
+TEST(Protocol, AsOfRoundTrips) {
+  RingHeader plain{7, 9, "/a/b", {"h:1", "h:2"}};
+  RingHeader past = plain;
+  past.as_of = 3;
+  std::string f = EncodeGetLocal(4, plain), g = EncodeGetLocal(4, past);
+  EXPECT_EQ(0, DecodeFixed16(reinterpret_cast<const uint8_t*>(f.data()) + 6));
+  EXPECT_EQ(kFlagAsOf, DecodeFixed16(reinterpret_cast<const uint8_t*>(g.data()) + 6));
+  EXPECT_EQ(f.size() + 8, g.size());
+  EXPECT_EQ(f.substr(kFramePrefixSize), g.substr(kFramePrefixSize, f.size() - kFramePrefixSize));
+  RingHeader back;
+  ASSERT_TRUE(DecodeGetLocal(std::string_view(g).substr(kFramePrefixSize), kFlagAsOf, &back).ok());
+  EXPECT_EQ(std::optional<uint64_t>(3), back.as_of);
+  EXPECT_EQ(3u, back.read_generation());
+  ASSERT_TRUE(DecodeGetLocal(std::string_view(f).substr(kFramePrefixSize), 0, &back).ok());
+  EXPECT_FALSE(back.as_of.has_value());
+  EXPECT_EQ(9u, back.read_generation());
+  // The flag without the field, the field without the flag: BAD_FRAME.
+  EXPECT_FALSE(DecodeGetLocal(std::string_view(f).substr(kFramePrefixSize), kFlagAsOf, &back).ok());
+  EXPECT_FALSE(DecodeGetLocal(std::string_view(g).substr(kFramePrefixSize), 0, &back).ok());
+  // as_of after the generation is refused, except at generation 0 (the latest state).
+  past.as_of = 10;
+  std::string after = EncodeGetLocal(4, past);
+  Status s = DecodeGetLocal(std::string_view(after).substr(kFramePrefixSize), kFlagAsOf, &back);
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(std::string::npos, s.ToString().find("after the ring's generation")) << s.ToString();
+  RingHeader latest{7, 0, "/a/b", {"h:1"}, 10};
+  std::string l = EncodeGetLocal(4, latest);
+  ASSERT_TRUE(DecodeGetLocal(std::string_view(l).substr(kFramePrefixSize), kFlagAsOf, &back).ok());
+  EXPECT_EQ(10u, back.read_generation());
+
+  // RING_SEGMENT: every chunk carries as_of; the frame's flags add AS_OF.
+  past.as_of = 3;
+  std::vector<RingEntry> entries;
+  for (int i = 0; i < 500; ++i) entries.push_back(RingEntry{0, "n" + std::to_string(i)});
+  auto payloads = EncodeRingSegmentPayloads(past, 1, entries, 512);
+  ASSERT_GT(payloads.size(), 2u);
+  std::vector<RingEntry> got;
+  for (const auto& p : payloads) {
+    RingSegment seg;
+    ASSERT_TRUE(DecodeRingSegment(p, past.flags(), &seg).ok());
+    EXPECT_EQ(std::optional<uint64_t>(3), seg.ring.as_of);
+    got.insert(got.end(), seg.entries.begin(), seg.entries.end());
+    RingSegment without;
+    EXPECT_FALSE(DecodeRingSegment(p, 0, &without).ok());
+  }
+  EXPECT_EQ(entries, got);
+  RingSegment seg;
+  seg.ring = past;
+  seg.origin = 1;
+  seg.entries = entries;
+  std::string rf = EncodeRingSegment(5, kFlagMore, seg);
+  EXPECT_EQ(kFlagMore | kFlagAsOf, DecodeFixed16(reinterpret_cast<const uint8_t*>(rf.data()) + 6));
 }
 
 TEST(Protocol, DecodersRejectShortAndTrailing) {
@@ -404,10 +474,10 @@ TEST(Protocol, DecodersRejectShortAndTrailing) {
   EXPECT_FALSE(DecodePing("x").ok());
   RingSegment seg;
   std::string p = EncodeRingSegmentPayload(RingHeader{1, 1, "/f", {"a:1"}}, 0, nullptr, nullptr);
-  EXPECT_TRUE(DecodeRingSegment(p, &seg).ok());
-  EXPECT_FALSE(DecodeRingSegment(p + "x", &seg).ok());
+  EXPECT_TRUE(DecodeRingSegment(p, 0, &seg).ok());
+  EXPECT_FALSE(DecodeRingSegment(p + "x", 0, &seg).ok());
   p[p.size() - 4] = 1;  // count 1, no entry
-  EXPECT_FALSE(DecodeRingSegment(p, &seg).ok());
+  EXPECT_FALSE(DecodeRingSegment(p, 0, &seg).ok());
   ErrorReply e;
   EXPECT_FALSE(DecodeError(std::string("\x05\x00\x09\x00"
                                        "abc",

@@ -563,6 +563,104 @@ TEST_F(ServerTest, GetLocalLargeSegmentsAreChunked) {
   EXPECT_EQ(static_cast<size_t>(kRecords / 2), list.size());
 }
 
+// GET_LOCAL as of a past generation (AS_OF, docs/snapshots.md) on a ring of
+// two peers holding copies and a third holding none (which forwards their
+// segments, AS_OF with them): the records of that generation with the bytes
+// they had then, each revealed once; a ring of another as_of at the same
+// time does not mix.
+TEST_F(ServerTest, GetLocalAsOfAPastGeneration) {
+  test::TempDir ns;
+  TestPeer p0(ns.path()), p1(ns.path()), p2(ns.path());
+  const uint64_t kFile = 21;
+  struct Copy {
+    TestPeer* peer;
+    const char* name;
+    uint8_t rank;
+    const char* data;
+  };
+  // a's version 1 is stored as "v1/a" (docs/infofile.md, "Versions").
+  const Copy copies[] = {{&p0, "a", 0, "a version 0"}, {&p1, "a", 1, "a version 0"},
+                         {&p1, "v1/a", 0, "a v1"},     {&p0, "v1/a", 1, "a v1"},
+                         {&p1, "b", 0, "bee"},         {&p0, "b", 1, "bee"},
+                         {&p0, "c", 0, "sea"},         {&p1, "c", 1, "sea"}};
+  for (const Copy& cp : copies) {
+    Client c(cp.peer->port());
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk),
+              c.Call(PutFrame(1, kFile, cp.rank, cp.name, cp.data)).h.type);
+  }
+  // 1: a and b (WriteInfofile); 2: a replaced by "v1/a"; 3: c appended;
+  // 4: b deleted. A snapshot pins 1 (format 4).
+  const std::string history =
+      "INSERT INTO record_history(name, version, stored_as, size, crc32c, commit_seq, "
+      "committed_at, until, until_at) VALUES('a', 0, NULL, 11, 0, 1, 0, 2, 0);"
+      "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
+      "VALUES('a', 0, 0, 1, 2, NULL, 0), ('a', 1, 1, 1, 2, NULL, 0);"
+      "DELETE FROM copies WHERE name = 'a';"
+      "INSERT INTO copies VALUES('a', 0, 1, 2), ('a', 1, 0, 2);"
+      "UPDATE records SET version = 1, stored_as = 'v1/a', commit_seq = 2 WHERE name = 'a';"
+      "INSERT INTO records(name, size, crc32c, commit_seq, committed_at) VALUES('c', 3, 0, 3, 0);"
+      "INSERT INTO copies VALUES('c', 0, 0, 3), ('c', 1, 1, 3);"
+      "INSERT INTO record_history(name, version, stored_as, size, crc32c, commit_seq, "
+      "committed_at, until, until_at) VALUES('b', 0, NULL, 3, 0, 1, 0, 4, 0);"
+      "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
+      "VALUES('b', 0, 1, 1, 4, NULL, 0), ('b', 1, 0, 1, 4, NULL, 0);"
+      "DELETE FROM copies WHERE name = 'b'; DELETE FROM records WHERE name = 'b';"
+      "INSERT INTO snapshots VALUES('s1', 1, 0, '');"
+      "UPDATE meta SET value = 4 WHERE key IN ('generation', 'format_version');";
+  WriteInfofile(ns.path() + "/f", kFile,
+                {{p0.peer_id(), p0.addr()}, {p1.peer_id(), p1.addr()}, {p2.peer_id(), p2.addr()}},
+                {{"a", 0, 0}, {"a", 1, 1}, {"b", 0, 1}, {"b", 1, 0}}, "storetorrent-infofile",
+                history);
+
+  // What each peer reveals of ring `ring`, asked of both at once: name ->
+  // (peer index, rank, bytes). Fails on a record revealed twice.
+  using Revealed = std::map<std::string, std::tuple<int, int, std::string>>;
+  auto ask = [&](const RingHeader& ring, uint64_t seq) {
+    Client c0(p0.port()), c1(p1.port()), c2(p2.port());
+    for (Client* c : {&c0, &c1, &c2}) c->Send(EncodeGetLocal(seq, ring));
+    Revealed out;
+    int i = 0;
+    for (Client* c : {&c0, &c1, &c2}) {
+      uint16_t error;
+      std::string message;
+      auto list = ReadLocalList(c, seq, &error, &message);
+      EXPECT_EQ(0, error) << message;
+      for (const auto& e : list) {
+        std::string bytes = ReadFile(e.path);
+        EXPECT_EQ(e.size, bytes.size()) << e.path;
+        EXPECT_EQ(0u, out.count(e.name)) << e.name << " revealed twice";
+        out[e.name] = {i, e.copy_rank, bytes};
+      }
+      ++i;
+    }
+    return out;
+  };
+  RingHeader now{kFile, 4, "/f", {p0.addr(), p1.addr(), p2.addr()}};
+  RingHeader then = now, three = now;
+  then.as_of = 1;
+  three.as_of = 3;
+  // Both rings at once, on the same peers: segments of one never reach the other.
+  std::future<Revealed> past = std::async(std::launch::async, [&] { return ask(then, 1); });
+  Revealed current = ask(now, 2);
+  EXPECT_EQ((Revealed{{"a", {1, 0, "a v1"}}, {"c", {0, 0, "sea"}}}), current);
+  // As of 1: a at version 0 (replaced since), b (deleted since), no c.
+  EXPECT_EQ((Revealed{{"a", {0, 0, "a version 0"}}, {"b", {1, 0, "bee"}}}), past.get());
+  EXPECT_EQ((Revealed{{"a", {1, 0, "a v1"}}, {"b", {1, 0, "bee"}}, {"c", {0, 0, "sea"}}}),
+            ask(three, 3));
+  // AS_OF = generation is today's ring.
+  RingHeader same = now;
+  same.as_of = 4;
+  EXPECT_EQ(current, ask(same, 4));
+
+  // A file without history refuses an older generation on every peer.
+  WriteInfofile(ns.path() + "/g", kFile + 1, {{p0.peer_id(), p0.addr()}}, {{"a", 0, 0}},
+                "storetorrent-infofile", "DROP TABLE record_history;");
+  Client c(p0.port());
+  Reply r = c.Call(EncodeGetLocal(5, RingHeader{kFile + 1, 1, "/g", {p0.addr()}, 0}));
+  EXPECT_EQ(static_cast<uint16_t>(ErrorCode::kNoNamespace), ErrorOf(r));
+  EXPECT_NE(std::string::npos, ErrorMessage(r).find("keeps no history")) << ErrorMessage(r);
+}
+
 // ---- SCRUB ---------------------------------------------------------------------
 
 // Sets a file's mtime `seconds` in the past.
@@ -675,6 +773,71 @@ TEST_F(ServerTest, ScrubRemovesWhatTheInfofileDoesNotCommit) {
   ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk),
             c.Call(PutFrame(++seq, 22, 0, "deleted-a", "again")).h.type);
   EXPECT_EQ(static_cast<uint8_t>(MsgType::kData), c.Call(EncodeGet(++seq, 22, "deleted-a")).h.type);
+}
+
+// Snapshots (docs/snapshots.md, "Retention"): a past version's copies stay
+// while a snapshot refers to them, then go like any uncommitted copy.
+TEST_F(ServerTest, ScrubKeepsWhatASnapshotHoldsUntilItIsDeleted) {
+  test::TempDir ns;
+  ServerOptions sv;
+  sv.namespace_dir = ns.path();
+  sv.scrub_interval_s = 86400;
+  sv.scrub_age_s = 60;  // a short scrub age: what is older than a minute may go
+  TestPeer peer(sv, "");
+  Client c(peer.port());
+  const double kOld = 120;
+  // r's version 0 (replaced at 3), its version 1, d (deleted at 4), and m,
+  // whose copy here moved to another peer at 2.
+  const std::vector<std::string> names{"r", "v1/r", "d", "m"};
+  uint64_t seq = 0;
+  for (const std::string& name : names) {
+    std::string data = "payload of " + name;
+    ASSERT_EQ(static_cast<uint8_t>(MsgType::kOk),
+              c.Call(PutFrame(++seq, 31, 0, name, data)).h.type);
+    Backdate(RecordFile(peer, 31, name, 0, data), kOld);
+  }
+  std::string old_at = std::to_string(static_cast<long long>(time(nullptr) - kOld));
+  WriteInfofile(
+      ns.path() + "/f", 31, {{peer.peer_id(), peer.addr()}, {"peer-b", "h:2"}},
+      {{"r", 0, 0}, {"d", 0, 0}, {"m", 0, 0}}, "storetorrent-infofile",
+      "INSERT INTO copy_history VALUES('m', 0, 0, 1, 2, NULL, " + old_at +
+          ");"
+          "UPDATE copies SET peer_idx = 1, since = 2 WHERE name = 'm';"
+          "INSERT INTO record_history(name, version, stored_as, size, crc32c, commit_seq, "
+          "committed_at, until, until_at) VALUES('r', 0, NULL, 12, 0, 1, 0, 3, " +
+          old_at + "), ('d', 0, NULL, 12, 0, 1, 0, 4, " + old_at +
+          ");"
+          "INSERT INTO copy_history VALUES('r', 0, 0, 1, 3, 'r', " +
+          old_at +
+          "), "
+          "('d', 0, 0, 1, 4, NULL, " +
+          old_at +
+          ");"
+          "UPDATE copies SET since = 3 WHERE name = 'r';"
+          "UPDATE records SET version = 1, stored_as = 'v1/r', commit_seq = 3 "
+          "WHERE name = 'r';"
+          "DELETE FROM copies WHERE name = 'd'; DELETE FROM records WHERE name = 'd';"
+          "INSERT INTO snapshots VALUES('s1', 1, 0, '');"
+          "UPDATE meta SET value = 4 WHERE key IN ('generation', 'format_version');");
+  auto held = [&] {
+    std::set<std::string> out;
+    for (const std::string& name : names) {
+      Reply rep = c.Call(EncodeGet(++seq, 31, name));
+      if (rep.h.type == static_cast<uint8_t>(MsgType::kData)) out.insert(name);
+    }
+    return out;
+  };
+  // The snapshot at 1 holds r's version 0 and d; not m, which it reads from
+  // its current holder.
+  ScrubReply got = ScrubOk(c.Call(EncodeScrub(100)), 100);
+  EXPECT_EQ(1u, got.removed_uncommitted);
+  EXPECT_EQ(3u, got.kept);
+  EXPECT_EQ((std::set<std::string>{"r", "v1/r", "d"}), held());
+  // The snapshot deleted (the tracker drops its row): they go.
+  test::ExecSql(ns.path() + "/f", "DELETE FROM snapshots;");
+  got = ScrubOk(c.Call(EncodeScrub(101)), 101);
+  EXPECT_EQ(2u, got.removed_uncommitted);
+  EXPECT_EQ((std::set<std::string>{"v1/r"}), held());
 }
 
 TEST_F(ServerTest, ScrubErrors) {

@@ -66,6 +66,8 @@ CREATE TABLE copy_history(           -- holders replaced by a rebalance, and
   until_at  REAL                      -- a replaced version: unix s it was replaced
 );
 CREATE INDEX copy_history_by_peer ON copy_history(peer_idx, name);
+CREATE INDEX copy_history_by_peer_until ON copy_history(peer_idx, until);  -- format 4: the
+                                      -- history a peer reads as of a generation ends after it
 
 CREATE TABLE pending_copies(         -- copies of committed records not stored
   name      TEXT NOT NULL,             -- yet (async protocols): GET and GET_LOCAL

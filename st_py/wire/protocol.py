@@ -28,6 +28,7 @@ FLAG_ASYNC = 0x0004  # PUT_CHAIN: OK with MORE once the first copy is stored, th
 FLAG_FORWARDED = 0x0008  # PUT_CHAIN sent by a peer down its chain
 FLAG_LEFTOVER = 0x0010  # PUT: replace a copy only if the connection that stored it has closed
 # (a crashed writer's uncommitted copy, paper 4.4; docs/replication.md)
+FLAG_AS_OF = 0x0020  # GET_LOCAL, RING_SEGMENT: the ring header ends with as_of:u64 (docs/snapshots.md)
 MAX_CHAIN_HOPS = 7
 
 
@@ -136,17 +137,47 @@ def encode_delete_file(seq: int, file_id: int) -> bytes:
     return frame(MsgType.DELETE_FILE, seq, struct.pack("<Q", file_id))
 
 
-def _ring_header(file_id: int, generation: int, file_name: str, peers: list[str]) -> bytes:
+def _check_as_of(generation: int, as_of: int | None) -> None:
+    """as_of is at most the ring's generation, unless that is 0 (the latest state)."""
+    if as_of is not None and (as_of < 0 or (generation != 0 and as_of > generation)):
+        raise ProtocolError(f"as_of {as_of} is after the ring's generation {generation}")
+
+
+def _ring_header(file_id: int, generation: int, file_name: str, peers: list[str], as_of: int | None = None) -> bytes:
+    _check_as_of(generation, as_of)
     parts = [struct.pack("<QQ", file_id, generation), _str16(_to_bytes(file_name)), struct.pack("<H", len(peers))]
     parts += [_str16(_to_bytes(p)) for p in peers]
+    if as_of is not None:
+        parts.append(struct.pack("<Q", as_of))
     return b"".join(parts)
 
 
-def encode_get_local(seq: int, file_id: int, generation: int, file_name: str, peers: list[str]) -> bytes:
+def encode_get_local(
+    seq: int, file_id: int, generation: int, file_name: str, peers: list[str], as_of: int | None = None
+) -> bytes:
     """GET_LOCAL (paper 3.7): join the ring of ``peers`` (``host:port``, the
     file's peerlist) for generation ``generation`` of file ``file_name``;
-    answered by LOCAL_LIST frames."""
-    return frame(MsgType.GET_LOCAL, seq, _ring_header(file_id, generation, file_name, peers))
+    answered by LOCAL_LIST frames.
+
+    Parameters
+    ----------
+    as_of : int or None
+        The generation whose records the peers reveal (docs/snapshots.md),
+        sent with :data:`FLAG_AS_OF` after the peers list; copies are read
+        as held at ``generation`` (the plan's). None (the default): no flag,
+        the records of ``generation`` itself. A ring with ``as_of`` equal to
+        ``generation`` is the same ring as one without; send the flag only
+        for an older generation (a peer that predates it refuses the frame
+        with BAD_FRAME, an infofile without history with NO_NAMESPACE).
+
+    Raises
+    ------
+    ProtocolError
+        If ``as_of`` is after ``generation`` (a generation of 0, the latest
+        state, takes any ``as_of``).
+    """
+    flags = FLAG_AS_OF if as_of is not None else 0
+    return frame(MsgType.GET_LOCAL, seq, _ring_header(file_id, generation, file_name, peers, as_of), flags)
 
 
 def encode_ping(seq: int) -> bytes:
@@ -227,13 +258,17 @@ def encode_ring_segment(
     origin: int,
     entries: list[tuple[int, bytes]],
     flags: int = 0,
+    as_of: int | None = None,
 ) -> bytes:
-    """RING_SEGMENT (peer to peer, GET_LOCAL's ring): the ring header, then
-    ``origin`` (the sending peer's ring index) and ``(copy_rank, name)``
-    entries."""
-    body = [_ring_header(file_id, generation, file_name, peers), struct.pack("<HI", origin, len(entries))]
+    """RING_SEGMENT (peer to peer, GET_LOCAL's ring): the ring header (with
+    ``as_of`` and :data:`FLAG_AS_OF` added to ``flags`` when it is not
+    None, as in :func:`encode_get_local`), then ``origin`` (the sending
+    peer's ring index) and ``(copy_rank, name)`` entries."""
+    body = [_ring_header(file_id, generation, file_name, peers, as_of), struct.pack("<HI", origin, len(entries))]
     for rank, name in entries:
         body.append(struct.pack("<B", rank) + _str16(_to_bytes(name)))
+    if as_of is not None:
+        flags |= FLAG_AS_OF
     return frame(MsgType.RING_SEGMENT, seq, b"".join(body), flags)
 
 
@@ -374,10 +409,14 @@ class _Reader:
             raise ProtocolError(f"{self.end - self.pos} trailing bytes after the payload")
 
 
-def _ring_fields(r: _Reader) -> dict:
-    f = {"file_id": r.u64(), "generation": r.u64(), "file_name": r.str16().decode("utf-8", "replace")}
+def _ring_fields(r: _Reader, flags: int) -> dict:
+    file_id, generation = r.u64(), r.u64()
+    f = {"file_id": file_id, "generation": generation, "file_name": r.str16().decode("utf-8", "replace")}
     n = r.u16()
     f["peers"] = [r.str16().decode("utf-8", "replace") for _ in range(n)]
+    if flags & FLAG_AS_OF:  # only then: frames without it decode as before
+        f["as_of"] = as_of = r.u64()
+        _check_as_of(generation, as_of)
     return f
 
 
@@ -406,7 +445,7 @@ def decode_payload(msg_type: int, flags: int, payload: memoryview) -> dict:
     elif t == MsgType.DELETE_FILE:
         f = {"file_id": r.u64()}
     elif t == MsgType.GET_LOCAL:
-        f = _ring_fields(r)
+        f = _ring_fields(r, flags)
     elif t in (MsgType.PING, MsgType.SCRUB, MsgType.LIST_META):
         f = {}
     elif t == MsgType.GET_META:
@@ -414,7 +453,7 @@ def decode_payload(msg_type: int, flags: int, payload: memoryview) -> dict:
     elif t == MsgType.AUTH:
         f = {"token": bytes(r.rest())}
     elif t == MsgType.RING_SEGMENT:
-        f = _ring_fields(r)
+        f = _ring_fields(r, flags)
         f["origin"] = r.u16()
         n = r.u32()
         f["entries"] = [(r.u8(), r.str16()) for _ in range(n)]
