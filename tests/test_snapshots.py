@@ -262,3 +262,61 @@ def test_snapshots_survive_a_tracker_restart_with_and_without_per_file_trackers(
             assert {k: f.get(k) for k in f.names()} == _after(wants[n])
     with pytest.raises(SnapshotHeldError):
         c.delete(names[0])
+
+
+@pytest.mark.parametrize("replication", ["x1", "x2"])
+def test_get_local_as_of_a_snapshot_reveals_its_records_once_with_their_old_bytes(make_cluster, replication):
+    """GET_LOCAL as of a snapshot (the AS_OF ring, docs/wire-protocol.md):
+    each record of the snapshot is revealed exactly once across the peers,
+    at its old version (replaced ones), deleted ones included, appended ones
+    not; with x2 it still is with a peer killed."""
+    cluster = make_cluster(4)
+    c = cluster.client()
+    name = f"/snap/gl-{replication}"
+    want = _fill(c, name, replication, n=40)
+    c.snapshot(name, "gl")
+    _change(c, name)
+
+    def revealed(f) -> dict[str, bytes]:
+        seen: dict[str, bytes] = {}
+        for r in f.get_local():
+            assert r.name not in seen, r.name  # exactly once
+            seen[r.name] = f.read_local(r)
+        return seen
+
+    with c.open(name, as_of="gl") as f:
+        assert revealed(f) == want
+    with c.open(name) as f:
+        assert revealed(f) == _after(want)
+    if replication == "x2":
+        cluster.kill_peer(2)
+        with c.open(name, as_of="gl") as f:
+            assert revealed(f) == want
+
+
+def test_a_snapshot_keeps_its_copies_through_scrubs_and_releases_them_when_deleted(make_cluster):
+    """The peers' scrubbers keep what a snapshot holds however old it is, and
+    reclaim it once the snapshot is gone (measured on the peers' disks)."""
+    from checks import admin_scrub, stored
+
+    cluster = make_cluster(3, peer_args=["--scrub-age", "0"], tracker_args=["--history-age", "0.3"])
+    c = cluster.client()
+    name = "/snap/scrub"
+    want = _fill(c, name, "x2", n=12)
+    c.snapshot(name, "keep")
+    with c.open(name) as f:
+        for k in list(want)[:6]:
+            f.delete(k)
+    time.sleep(0.6)
+    with c.open(name) as f:
+        f.put("later", b"a write after --history-age: the tracker prunes what no snapshot holds")
+    before = stored(cluster)
+    for addr in cluster.peer_addrs:
+        admin_scrub(cluster, addr)
+    assert stored(cluster) == before == (12 + 1) * 2  # nothing the snapshot holds was removed
+    with c.open(name, as_of="keep") as f:
+        assert {k: f.get(k) for k in f.names()} == want
+    c.delete_snapshot(name, "keep")
+    for addr in cluster.peer_addrs:
+        admin_scrub(cluster, addr)
+    assert stored(cluster) == (6 + 1) * 2  # the deleted records' copies are gone from the disks

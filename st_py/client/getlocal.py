@@ -294,12 +294,8 @@ class _Reply:
 
 def _get_local_request(plan: GetLocalPlan):
     def build(seq: int) -> list:
-        if plan.as_of is not None and plan.as_of != plan.generation:
-            raise GetLocalError(
-                f"GET_LOCAL of {plan.file_name} as of generation {plan.as_of}: not built yet (issue 32); "
-                "read it with get() as of that generation"
-            )
-        return [encode_get_local(seq, plan.file_id, plan.generation, plan.file_name, list(plan.ring))]
+        as_of = plan.as_of if plan.as_of != plan.generation else None
+        return [encode_get_local(seq, plan.file_id, plan.generation, plan.file_name, list(plan.ring), as_of=as_of)]
 
     return build
 

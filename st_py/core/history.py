@@ -406,7 +406,7 @@ class AsOf:
     def count_unavailable(self, dead_idxs: list[int], copies: int) -> int:
         """Records of this generation with no kept copy outside
         ``dead_idxs`` (a GET_LOCAL plan's check, paper 4.2)."""
-        marks = ",".join("?" * len(dead_idxs)) or "NULL"
+        marks = ",".join("?" * len(dead_idxs)) or "-1"
         g = self.as_of
         (a,) = self.conn.execute(
             "SELECT count(*) FROM records r WHERE r.commit_seq <= ? AND NOT EXISTS (SELECT 1 FROM copies c "
@@ -447,7 +447,7 @@ class AsOf:
     def unavailable_names(self, dead_idxs: list[int], limit: int = 100) -> list[str]:
         """Up to ``limit`` records of this generation counted by
         :meth:`count_unavailable`, sorted."""
-        marks = ",".join("?" * len(dead_idxs)) or "NULL"
+        marks = ",".join("?" * len(dead_idxs)) or "-1"
         g = self.as_of
         rows = self.conn.execute(
             "SELECT r.name FROM records r WHERE r.commit_seq <= ? AND NOT EXISTS (SELECT 1 FROM copies c "

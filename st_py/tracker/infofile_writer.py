@@ -196,6 +196,8 @@ class InfofileWriter:
                 self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
         self.conn.executescript(SCHEMAS_SQL)
         self.conn.executescript(HISTORY_SQL)
+        # the peers' reads as of a generation use it (st_core/src/infofile.cc)
+        self.conn.execute("CREATE INDEX IF NOT EXISTS copy_history_by_peer_until ON copy_history(peer_idx, until)")
         # history (docs/snapshots.md) is whole from the generation a file has the tables
         self.conn.execute(
             "INSERT OR IGNORE INTO meta(key, value) SELECT 'history_from', value FROM meta WHERE key = 'generation'"
