@@ -36,6 +36,9 @@ inline void WriteInfofile(const std::string& path, uint64_t file_id,
   std::remove(tmp.c_str());
   sqlite3* db = nullptr;
   ASSERT_EQ(SQLITE_OK, sqlite3_open(tmp.c_str(), &db));
+  // the peer under test walks the namespace and may be reading this file
+  // too (its mirror and scrub passes open every file): wait for its lock
+  sqlite3_busy_timeout(db, 10000);
   std::string sql = std::string(kInfofileSchemaSql) +
                     "BEGIN;"
                     "INSERT INTO meta VALUES('format','" +

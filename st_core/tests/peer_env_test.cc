@@ -241,6 +241,7 @@ TEST_F(PeerEnvTest, LockedInfofileDuringGetLocalDoesNotStallThePeer) {
 
   sqlite3* writer = nullptr;
   ASSERT_EQ(SQLITE_OK, sqlite3_open(infofile.c_str(), &writer));
+  sqlite3_busy_timeout(writer, 10000);  // the peer's namespace walk may be reading it
   ASSERT_EQ(SQLITE_OK, sqlite3_exec(writer, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr));
 
   Client a(peer.port());

@@ -890,6 +890,7 @@ TEST_F(ServerTest, StopDuringAScrubWaitingForALock) {
   WriteInfofile(ns.path() + "/f", 9, {{peer->peer_id(), peer->addr()}}, {});
   sqlite3* db = nullptr;
   ASSERT_EQ(SQLITE_OK, sqlite3_open((ns.path() + "/f").c_str(), &db));
+  sqlite3_busy_timeout(db, 10000);  // the peer's namespace walk may be reading it
   ASSERT_EQ(SQLITE_OK, sqlite3_exec(db, "BEGIN EXCLUSIVE; INSERT INTO meta VALUES('x', 1);",
                                     nullptr, nullptr, nullptr));
   int opens = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
