@@ -213,6 +213,22 @@ def plots(results: list[dict], folder: Path) -> list[str]:
         p = folder / "bench_ratios.png"
         fig.savefig(p, dpi=110)
         out.append(str(p))
+    physical = [r for r in results if r["name"].endswith("_vs_physical") and r["ratio"] is not None]
+    if physical:  # issue 31: each StoreTorrent path as a fraction of the machine's limit for it
+        fig, ax = plt.subplots(figsize=(7, 0.8 + 0.3 * len(physical)))
+        names = [r["name"].removesuffix("_vs_physical") for r in physical]
+        vals = [r["ratio"] for r in physical]
+        ax.barh(names, vals, color="tab:blue")
+        for i, r in enumerate(physical):
+            if r["name"] in TARGETS:
+                ax.plot([TARGETS[r["name"]]], [i], "k|", markersize=14)
+        ax.axvline(1.0, color="k", lw=1)
+        ax.set_xlabel("StoreTorrent / a C program doing the same on the same files (1: the limit; |: target)")
+        ax.set_title("Each path as a fraction of its physical limit, same run")
+        fig.tight_layout()
+        p = folder / "bench_physical.png"
+        fig.savefig(p, dpi=110)
+        out.append(str(p))
     for prefix, xlabel, fname in (
         ("scaling_put_x2_records_", "records", "bench_scaling_records.png"),
         ("scaling_put_peers_", "peers", "bench_scaling_peers.png"),
