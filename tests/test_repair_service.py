@@ -68,7 +68,10 @@ def test_a_returning_peer_catches_up_at_once(make_cluster, start_watch):
     counts them short of copies; the repair service (started while the
     peer is down, full passes hourly) leaves them pending, and stores every
     one on the peer within seconds of its return."""
-    cluster = make_cluster(3)
+    # announces every 2 s: the stopped peer stays live to the tracker (and in
+    # the writer's plan) for about 6 s while the writer starts on a loaded
+    # machine (with 0.3 s it could be failed before the file was made)
+    cluster = make_cluster(3, announce_interval=2.0)
     c = cluster.client()
     stopped = cluster.peers[1]
     name = "/svc/catch-up"

@@ -320,3 +320,33 @@ def test_a_snapshot_keeps_its_copies_through_scrubs_and_releases_them_when_delet
     for addr in cluster.peer_addrs:
         admin_scrub(cluster, addr)
     assert stored(cluster) == (6 + 1) * 2  # the deleted records' copies are gone from the disks
+
+
+def test_a_deleted_name_put_again_keeps_the_older_copies_and_stays_write_once(make_cluster):
+    """x2 on two peers: every peer keeps the deleted version's copy under the
+    plain name, so the new record is stored under a name of its own
+    (docs/snapshots.md, "Putting a name again"); the old bytes stay readable
+    as of before, the new ones now, each revealed once; and the name is
+    write-once again."""
+    from st_py.errors import RecordExistsError
+
+    cluster = make_cluster(2)
+    c = cluster.client()
+    name = "/snap/again"
+    with c.create(name, "x2") as f:
+        f.put("a", b"the first a")
+    with c.open(name) as f:
+        before = f.generation
+        f.delete("a")
+    with c.open(name) as f:
+        f.put("a", b"the second a")
+    with c.open(name) as f:
+        assert f.get("a") == b"the second a"
+        assert [r.name for r in f.get_local()] == ["a"]
+        assert f.read_local(f.get_local()[0]) == b"the second a"
+        with pytest.raises(RecordExistsError):
+            f.put("a", b"a third, without delete")
+    with c.open(name, as_of=before) as f:
+        assert f.get("a") == b"the first a"
+        (r,) = f.get_local()
+        assert f.read_local(r) == b"the first a"

@@ -143,7 +143,11 @@ def test_status_page_under_up_counts_short_copies_and_restarts(tmp_path, peer_bi
     from st_py.deploy.cluster import read_cluster_file
 
     data = tmp_path / "st-data"
-    up = start_up(data, "--repair-interval", "0")
+    # announces every 2 s: the stopped peer-1 stays live to the tracker (and
+    # so in the writer's plan) for about 6 s while the writer starts on a
+    # loaded machine; with up's 1 s it was failed before the writer made its
+    # file, which then had no copy pending on it (CI, 2026-11-27)
+    up = start_up(data, "--repair-interval", "0", "--announce-interval", "2")
     try:
         info = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
         addr = info["status"]

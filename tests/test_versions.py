@@ -231,7 +231,8 @@ def test_deleting_a_replaced_record_deletes_every_version(make_cluster):
     generations (docs/snapshots.md) until the tracker drops that history
     (--history-age) and the peers' scrubbers remove the copies; a second
     delete is refused at once (nothing is left to find), and the name can be
-    put again, meanwhile on peers that keep no older copy of it."""
+    put again meanwhile (under a name of its own on the peers, never over
+    the older copies)."""
     cluster = make_cluster(4, peer_args=["--scrub-age", "0"], tracker_args=["--history-age", "0.5"])
     c = cluster.client()
 
@@ -252,7 +253,7 @@ def test_deleting_a_replaced_record_deletes_every_version(make_cluster):
         assert f.names() == []
         with pytest.raises(RecordNotFoundError):
             f.delete("c.csv")
-        f.put("c.csv", b"third")  # on the two peers that keep no older copy of it
+        f.put("c.csv", b"third")  # stored under a name of its own: the older copies stay
     with c.open("/v/del") as f:
         assert f.get("c.csv") == b"third"
     time.sleep(1.0)

@@ -129,7 +129,7 @@ class OpenRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
 
 class RecordCommit(_message.Message):
-    __slots__ = ("name", "size", "crc32c", "peer_idx", "pending_ranks", "stored_as", "schema", "logical_size")
+    __slots__ = ("name", "size", "crc32c", "peer_idx", "pending_ranks", "stored_as", "schema", "logical_size", "new_only")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     CRC32C_FIELD_NUMBER: _ClassVar[int]
@@ -138,6 +138,7 @@ class RecordCommit(_message.Message):
     STORED_AS_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     LOGICAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NEW_ONLY_FIELD_NUMBER: _ClassVar[int]
     name: str
     size: int
     crc32c: int
@@ -146,7 +147,8 @@ class RecordCommit(_message.Message):
     stored_as: str
     schema: int
     logical_size: int
-    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ..., stored_as: _Optional[str] = ..., schema: _Optional[int] = ..., logical_size: _Optional[int] = ...) -> None: ...
+    new_only: bool
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ..., stored_as: _Optional[str] = ..., schema: _Optional[int] = ..., logical_size: _Optional[int] = ..., new_only: _Optional[bool] = ...) -> None: ...
 
 class RecordSchema(_message.Message):
     __slots__ = ("format", "schema")

@@ -344,6 +344,7 @@ def _records(group: list) -> tuple[list, list]:
                 peer_idx=op.peers,
                 pending_ranks=sorted(op.sent_pending),
                 stored_as=getattr(op, "stored_as", ""),
+                new_only=getattr(op, "new_only", False),
                 schema=ref,
                 logical_size=getattr(op, "logical_size", None),
             )

@@ -16,6 +16,7 @@ commit is raised once, at the next put. DELETE of records is here too.
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -111,6 +112,8 @@ class PutOp:
     schema: tuple[str, bytes] | None = None  # (format, Arrow IPC schema) kept in the infofile
     logical_size: int | None = None  # the user's bytes, before the file's filters (size: as stored)
     seq: int = 0  # this handle's put number (which puts a quota refusal already told of)
+    new_only: bool = False  # stored_as is a name of its own for a new record, not a replacement
+    attempt: int = 0  # bumped when the op is sent again under another name: older replies are ignored
 
 
 class RecordWriter:
@@ -269,6 +272,7 @@ class RecordWriter:
 
     def _send_copy(self, op: PutOp, rank: int, idx: int, flags: int = 0) -> None:
         ctx = self.ctx
+        attempt = op.attempt
         ctx.transport.send_put(
             ctx.addr(idx),
             ctx.file_id,
@@ -277,7 +281,7 @@ class RecordWriter:
             op.key_b,
             op.data,
             flags,
-            lambda fr, exc: self._copy_done(op, rank, idx, exc),
+            lambda fr, exc: self._copy_done(op, rank, idx, exc) if attempt == op.attempt else None,
         )
 
     def _send_chain(self, op: PutOp) -> None:
@@ -286,10 +290,11 @@ class RecordWriter:
         ctx = self.ctx
         hops = [ctx.addr(i) for i in op.peers[1:]]
         flags = FLAG_ASYNC if ctx.is_async else 0
+        attempt = op.attempt
         ctx.transport.send(
             ctx.addr(op.peers[0]),
             lambda seq: [put_chain_prefix(seq, ctx.file_id, 0, op.crc, op.key_b, hops, len(op.data), flags), op.data],
-            lambda fr, exc: self._chain_done(op, fr, exc),
+            lambda fr, exc: self._chain_done(op, fr, exc) if attempt == op.attempt else None,
         )
 
     # -- acknowledgements ------------------------------------------------------------
@@ -395,10 +400,12 @@ class RecordWriter:
             committed = ctx.infofile().exists(op.name) and not op.stored_as
             if not committed and retained_on(ctx.current_infofile(), op.stored_as or op.name, idx):
                 # a deleted or replaced version kept there for older readers
-                # and snapshots (docs/snapshots.md): never replace it; put
-                # this copy on a peer that holds none
+                # and snapshots (docs/snapshots.md): never replace it
                 op.refused.add(idx)
                 op.retained.add(idx)
+                if not op.stored_as and not op.acknowledged:
+                    self._store_under_own_name(op)  # every copy again, under a name no version has
+                    return
                 if self._fail_over(op, rank, [i for i in ctx.write_targets() if i not in op.refused]):
                     return
             elif not committed and not op.acknowledged and idx not in op.leftover_tried:
@@ -431,6 +438,27 @@ class RecordWriter:
             self._maybe_finish(op)
             return
         self._fail_put(op, exc)
+
+    def _store_under_own_name(self, op: PutOp) -> None:
+        """Send every copy of new record ``op`` again, to the same holders,
+        under a name of its own on the peers (``.st-version/new-.../NAME``):
+        its plain name is kept on a peer by an older version that snapshots
+        or older readers still use (docs/snapshots.md, "Putting a name
+        again"), which must never be overwritten. The commit says
+        ``new_only``: write-once, like any new record. Copies already stored
+        under the plain name are left uncommitted, for the scrubber."""
+        op.attempt += 1  # the replies still to come for the plain name are ignored
+        op.stored_as = f"{VERSION_PREFIX}new-{uuid.uuid4().hex[:16]}/{op.name}"
+        op.key_b = op.stored_as.encode("utf-8")
+        op.new_only = True
+        op.acked.clear()
+        op.refused.clear()
+        op.leftover_tried.clear()
+        if self.ctx.chain:
+            self._send_chain(op)
+        else:
+            for rank, idx in enumerate(op.peers):
+                self._send_copy(op, rank, idx)
 
     def _fail_put(self, op: PutOp, exc: Exception) -> None:
         op.failed = True

@@ -286,7 +286,9 @@ class InfofileWriter:
         (records are write-once, paper 2.1: the first commit wins) and is left
         out.
 
-        A record with ``stored_as`` is a new version (``put(replace=True)``,
+        A record with ``stored_as`` and ``new_only`` (element 8) is a new
+        record stored under a name of its own (docs/snapshots.md): committed
+        as any new record, write-once. A record with ``stored_as`` alone is a new version (``put(replace=True)``,
         under the file's writer lease, which the caller checks): it replaces
         the committed one in this transaction, whose copies move to
         ``copy_history`` (``until`` this generation, ``until_at`` now) so
@@ -320,9 +322,13 @@ class InfofileWriter:
         conflicts: list[Conflict] = []
         pending_rows: list[tuple] = []
         schema_ids = _schema_ids(c, records, 6)
-        versions = [rec for rec in records if len(rec) > 5 and rec[5]]
+
+        def is_version(rec: tuple) -> bool:  # a replacement: stored_as, and not new_only
+            return len(rec) > 5 and bool(rec[5]) and not (len(rec) > 8 and rec[8])
+
+        versions = [rec for rec in records if is_version(rec)]
         for rec in records:
-            if len(rec) > 5 and rec[5]:
+            if is_version(rec):
                 continue
             name, size, crc, peer_idx = rec[:4]
             pending = rec[4] if len(rec) > 4 else ()
@@ -341,14 +347,15 @@ class InfofileWriter:
                     now,  # request merged in) is judged against it
                     schema_ids.get(rec[6]) if len(rec) > 6 and rec[6] else None,
                     rec[7] if len(rec) > 7 else None,  # the user's bytes (docs/infofile.md, "Sizes")
+                    (rec[5] or None) if len(rec) > 5 else None,  # new_only: a name of its own on the peers
                 )
             )
             for rank, p in enumerate(peer_idx):
                 (pending_rows if rank in pending else copy_rows).append((name, rank, p, gen))
         if new_rows:
             c.executemany(
-                "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id, logical_size) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id, logical_size, "
+                "stored_as) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 new_rows,
             )
             c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", copy_rows)

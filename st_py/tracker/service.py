@@ -564,6 +564,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                     # a name readers skip keeps none, whoever sent one: scans rely on it (readplan.py)
                     schemas[r.schema - 1] if r.schema and not ignored(r.name) else None,
                     r.logical_size if r.HasField("logical_size") else None,
+                    r.new_only,
                 )
             )
         refused: list[str] = []
@@ -580,7 +581,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             if r.name in names:
                 for p in r.peer_idx:
                     on_peer[p] = on_peer.get(p, 0) + r.size
-        replaced = [r.name for r in request.records if r.stored_as and r.name in names]
+        replaced = [r.name for r in request.records if r.stored_as and not r.new_only and r.name in names]
         if replaced:  # new versions: only the lease holder (MORRIS 3.2)
             await self._check_lease(context, name, c.meta.file_id, request.lease_id)
         size = sum(r[1] for r in batch)  # one copy
