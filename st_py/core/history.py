@@ -605,6 +605,61 @@ class AsOf:
                 heads.setdefault(row[0][plen:j])
         return entries, list(heads)
 
+    def copy_rows(
+        self, non_live_idxs: list[int], names: list[str] | None = None
+    ) -> dict[str, list[tuple[int, int, str]]]:
+        """What :meth:`InfofileReader.copy_rows` gives, at this generation:
+        ``{name: [(copy_rank, peer_idx, "stored" | "pending" |
+        "quarantined")]}`` of the records of this generation that have a
+        copy on one of ``non_live_idxs``, or a pending or quarantined copy
+        (of a version still current), or (with ``names``) of those records;
+        their copies are those a read of this generation uses
+        (:func:`copies_at_sql`). The input of
+        :func:`st_py.core.copy_health.file_health` for a past state."""
+        g = self.as_of
+        at = f"SELECT * FROM ({copies_at_sql('?1')})"
+        extra = []
+        for table in ("pending_copies", "quarantined_copies"):
+            if self.reader._has_table(table):
+                extra.append(table)
+        if names is not None:
+            found_sql = f"SELECT name FROM ({self._visible()}) WHERE name IN ({','.join('?' * len(names))})"
+            args: list[object] = [g, *names]
+        else:
+            marks = ",".join("?" * len(non_live_idxs)) or "NULL"
+            found_sql = f"SELECT name FROM ({at}) WHERE peer_idx IN ({marks})"
+            for table in extra:
+                found_sql += (
+                    f" UNION SELECT t.name FROM {table} t JOIN records r ON r.name = t.name WHERE r.commit_seq <= ?1"
+                )
+            args = [g, *non_live_idxs]
+        c = self.conn
+        own = not c.in_transaction
+        if own:
+            c.execute("BEGIN")  # one state of the tables
+        try:
+            found = [r[0] for r in c.execute(found_sql, args)]
+            out: dict[str, list[tuple[int, int, str]]] = {n: [] for n in found}
+            for i in range(0, len(found), 500):
+                chunk = found[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                for n, r, p in c.execute(
+                    f"SELECT name, copy_rank, peer_idx FROM ({at}) WHERE name IN ({marks})", [g, *chunk]
+                ):
+                    out[n].append((int(r), int(p), "stored"))
+                for table in extra:
+                    kind = "pending" if table == "pending_copies" else "quarantined"
+                    q = (
+                        f"SELECT t.name, t.copy_rank, t.peer_idx FROM {table} t JOIN records r ON r.name = t.name "
+                        f"WHERE r.commit_seq <= ?1 AND t.name IN ({marks})"
+                    )
+                    for n, r, p in c.execute(q, [g, *chunk]):
+                        out[n].append((int(r), int(p), kind))
+        finally:
+            if own:
+                c.execute("COMMIT")
+        return out
+
     # -- record schemas kept at write time, of this generation's versions ------------------
     def _schema_rows(self) -> str | None:
         """SQL: ``name, schema_id`` of the records (not stripes) and objects
