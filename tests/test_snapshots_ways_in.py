@@ -165,6 +165,12 @@ def test_dask_reads_the_snapshot_and_reports_its_generations(parquet_cluster, dc
     one = read_storetorrent(f, tracker=parquet_cluster.tracker_addr, client=dclient, as_of=changed.snap[f])
     assert one.attrs["storetorrent_generation"] == changed.snap[f]
     pd.testing.assert_frame_equal(_frame(one.compute()), _rows({f: changed.before[f]}))
+    # a path pattern inside a file selects among the names it had then: r2 was deleted since
+    picked = read_storetorrent(f"{f}/r[12].parquet", tracker=parquet_cluster.tracker_addr, client=dclient, as_of=SNAP)
+    want = {f: {n: changed.before[f][n] for n in ("r1.parquet", "r2.parquet")}}
+    pd.testing.assert_frame_equal(_frame(picked.compute()), _rows(want))
+    picked = read_storetorrent(f"{f}/r[12].parquet", tracker=parquet_cluster.tracker_addr, client=dclient)
+    pd.testing.assert_frame_equal(_frame(picked.compute()), _rows({f: {"r1.parquet": changed.after[f]["r1.parquet"]}}))
 
 
 def test_fsspec_reads_the_snapshot_by_as_of_version_id_and_url(parquet_cluster, changed):
@@ -191,7 +197,8 @@ def test_fsspec_reads_the_snapshot_by_as_of_version_id_and_url(parquet_cluster, 
         assert vfs.info(f"{f}/r1.parquet", version_id=g)["version_id"] == str(g)
         assert vfs.ls(f, version_id=g, detail=False) == sorted(f"{f}/{n}" for n in before)
         assert cur.cat(f"{f}/r1.parquet") == changed.after[f]["r1.parquet"]
-        assert cur.info(f"{f}/r1.parquet")["generation"] == changed.now[f] == cur.info(f)["generation"]
+        assert cur.info(f)["generation"] == changed.now[f] == vfs.info(f"{f}/r1.parquet")["generation"]
+        assert "generation" not in cur.info(f"{f}/r1.parquet")  # a listing's entry at the current state
         with fsspec.open(f"storetorrent://{tracker}{f}/r2.parquet?as_of={SNAP}") as fh:
             assert fh.read() == before["r2.parquet"]
     with pytest.raises(PermissionError):

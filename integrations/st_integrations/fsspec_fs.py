@@ -153,10 +153,11 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         :meth:`invalidate_cache`), ``cache_hits`` (reads served by the record
         cache).
 
-    Provenance: the info of a StoreTorrent file, record or object has
-    ``generation``, the generation of the file it was read at (on every
-    entry of ``ls`` and ``find`` too with ``as_of`` or ``version_id``):
-    read the same state again with ``as_of=`` or ``version_id=`` it.
+    Provenance: the info of a StoreTorrent file has ``generation``, the
+    generation of the file it was read at; with ``as_of`` or ``version_id``
+    so has every record and object entry of ``info``, ``ls`` and ``find``
+    (``info`` of a record on a ``version_aware`` filesystem too): read the
+    same state again with ``as_of=`` or ``version_id=`` it.
 
     Notes
     -----
@@ -775,10 +776,12 @@ class StoreTorrentFileSystem(AbstractFileSystem):
 
         A name that is both a record and a prefix of longer record names
         (records ``a`` and ``a/b``) is reported as the record. The info of
-        a StoreTorrent file, record or object has ``generation``: the
-        generation of the file it was read at (provenance,
-        docs/snapshots.md); with ``version_id=`` (a ``version_aware``
-        filesystem) the path is read as of that generation.
+        a StoreTorrent file has ``generation``: the generation of the file
+        it was read at (provenance, docs/snapshots.md); so has that of a
+        record or object read as of a past state (``as_of``,
+        ``version_id``) or on a ``version_aware`` filesystem (with
+        ``version_id``, its string). With ``version_id=`` (a
+        ``version_aware`` filesystem) the path is read as of that generation.
 
         Raises
         ------
@@ -806,7 +809,8 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                 )
                 generation = self.st_handle(a).generation
             if d is not None:
-                d["generation"] = generation
+                if self.as_of is not None or self.version_aware:
+                    d["generation"] = generation
                 if self.version_aware:
                     d["version_id"] = str(generation)
                 return d
