@@ -8,7 +8,11 @@
    origin with Ray and with Dask, reading the records where they lie through
    GET_LOCAL, and check both against pandas on the source CSV;
 4. run SQL over the infofile with DuckDB;
-5. SIGKILL one peer and run the Ray analysis again: same answer.
+5. SIGKILL one peer and run the Ray analysis again: same answer;
+6. take a snapshot of the file, change it (a day of flights appended, one
+   replaced, one deleted) and run the Ray analysis again as of the snapshot:
+   the answer of before the change, citing the generation it read, while the
+   current state gives the changed data's answer (docs/snapshots.md).
 
 Exits non-zero on any mismatch.
 """
@@ -100,18 +104,40 @@ def _normalize(delay: pd.DataFrame, counts: pd.DataFrame) -> tuple[pd.DataFrame,
     )
 
 
-def analyse_ray(tracker: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def analyse_ray(tracker: str, as_of=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Mean departure delay by carrier and month and flights by origin, with
-    Ray Data reading the file from the tracker at ``tracker`` (``host:port``);
-    returns ``(delay, counts)`` as :func:`reference` does."""
+    Ray Data reading the file from the tracker at ``tracker`` (``host:port``),
+    as of a past state if ``as_of`` is given (docs/snapshots.md); returns
+    ``(delay, counts)`` as :func:`reference` does, with the generation read
+    in ``delay.attrs["storetorrent_generation"]`` (provenance)."""
     from st_integrations.ray_reader import read_storetorrent
 
     # lazy: only the columns the analysis needs are decoded (projection pushdown)
-    ds = read_storetorrent(FILE, tracker=tracker, columns=["carrier", "month", "dep_delay", "origin"])
+    ds = read_storetorrent(FILE, tracker=tracker, columns=["carrier", "month", "dep_delay", "origin"], as_of=as_of)
     delay = ds.groupby(["carrier", "month"]).mean("dep_delay").to_pandas()
     delay = delay.rename(columns={"mean(dep_delay)": "mean_dep_delay"})
     counts = ds.groupby("origin").count().to_pandas().rename(columns={"count()": "flights"})
-    return _normalize(delay, counts)
+    delay, counts = _normalize(delay, counts)
+    delay.attrs["storetorrent_generation"] = ds.storetorrent_generation
+    return delay, counts
+
+
+SNAPSHOT = "demo-before-change"
+
+
+def change_flights(f, records: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """Change the demo's file through open handle ``f`` after the snapshot:
+    append a copy of a day under a new name, replace a day by its flights
+    that left on time, delete a day; returns the records as they are then."""
+    now = dict(records)
+    now["EWR/2013-12-31-rerun"] = records["EWR/2013-12-31"]  # appended
+    jfk = records["JFK/2013-07-04"]
+    now["JFK/2013-07-04"] = jfk.filter(pc.fill_null(pc.less_equal(jfk["dep_delay"], 0), False))  # replaced
+    del now["LGA/2013-02-14"]  # deleted
+    f.put("EWR/2013-12-31-rerun", to_ipc(now["EWR/2013-12-31-rerun"]))
+    f.put("JFK/2013-07-04", to_ipc(now["JFK/2013-07-04"]), replace=True)
+    f.delete("LGA/2013-02-14")
+    return now
 
 
 def analyse_dask(tracker: str, dclient) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -342,12 +368,52 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool
         diff = same(ray_res2, ref)
         report.check("Ray analysis with a peer killed == the same answer", diff is None, diff or "")
 
+        # Reproducible analysis (docs/snapshots.md): pin the state, change the
+        # data, and compute the result again on the state it came from.
+        (snap,) = client.snapshot(FILE, SNAPSHOT)
+        con.print(f"[bold]snapshot[/] {SNAPSHOT!r} of {FILE} pins generation {snap.generation}")
+        live = [p for p in cluster.peer_addrs if p != killed]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(
+            p.alive for p in client.tracker.status().peers if p.addr == killed
+        ):  # new copies go to live peers only once the tracker counts peer-1 failed
+            time.sleep(0.2)
+        with client.open(FILE) as f:
+            changed = change_flights(f, dict(records))
+        con.print(
+            f"[bold]changed[/] {FILE}: a day appended, a day replaced, a day deleted "
+            f"(peers {', '.join(live)} take the new copies)"
+        )
+        with con.status("Ray as of the snapshot, and now"):
+            then = analyse_ray(cluster.tracker_addr, as_of=SNAPSHOT)
+            now = analyse_ray(cluster.tracker_addr)
+        diff = same(then, ref)
+        report.check(
+            f"Ray analysis as of snapshot {SNAPSHOT!r} (generation "
+            f"{then[0].attrs['storetorrent_generation']}) == the answer before the change",
+            diff is None and then[0].attrs["storetorrent_generation"] == snap.generation,
+            diff or "",
+        )
+        ref_now = reference(pa.concat_tables(changed.values()))
+        report.check(
+            f"Ray analysis now (generation {now[0].attrs['storetorrent_generation']}) == pandas on the changed "
+            "data, and differs from before",
+            same(now, ref_now) is None and same(now, ref) is not None,
+            same(now, ref_now) or "",
+        )
+
         delay, counts = ref
         tab = Table(title="Flights by origin (Ray, after the kill)", min_width=44)
         tab.add_column("origin")
         tab.add_column("flights", justify="right")
         for o, n in zip(ray_res2[1].origin, ray_res2[1].flights):
             tab.add_row(o, f"{n:,}")
+        con.print(tab)
+        tab = Table(title=f"Flights by origin: as of {SNAPSHOT!r} and now (Ray)", min_width=44)
+        for c in ("origin", "as of snapshot", "now"):
+            tab.add_column(c, justify="right")
+        for o, a, b in zip(then[1].origin, then[1].flights, now[1].flights):
+            tab.add_row(o, f"{a:,}", f"{b:,}")
         con.print(tab)
         worst = ray_res2[0].sort_values("mean_dep_delay", ascending=False).head(5)
         tab = Table(title="Worst mean departure delay (Ray)", min_width=44)

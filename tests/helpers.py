@@ -393,3 +393,15 @@ def infofile_copies(path: str) -> tuple[dict, dict]:
         return stored, pending
     finally:
         conn.close()
+
+
+# -- snapshots (docs/snapshots.md) --------------------------------------------------
+def revealed_once(f) -> dict[str, bytes]:
+    """``{record: bytes}`` of what GET_LOCAL reveals of open file ``f`` (as
+    of its ``as_of`` generation, if any) across every peer on this host,
+    each record read from its local copy; asserts each is revealed once."""
+    seen: dict[str, bytes] = {}
+    for r in f.get_local():
+        assert r.name not in seen, r.name  # exactly once
+        seen[r.name] = f.read_local(r)
+    return seen

@@ -10,7 +10,7 @@ import datetime
 import time
 
 import pytest
-from helpers import run_cli
+from helpers import revealed_once, run_cli
 
 from st_py.errors import (
     InvalidOptionError,
@@ -277,21 +277,14 @@ def test_get_local_as_of_a_snapshot_reveals_its_records_once_with_their_old_byte
     c.snapshot(name, "gl")
     _change(c, name)
 
-    def revealed(f) -> dict[str, bytes]:
-        seen: dict[str, bytes] = {}
-        for r in f.get_local():
-            assert r.name not in seen, r.name  # exactly once
-            seen[r.name] = f.read_local(r)
-        return seen
-
     with c.open(name, as_of="gl") as f:
-        assert revealed(f) == want
+        assert revealed_once(f) == want
     with c.open(name) as f:
-        assert revealed(f) == _after(want)
+        assert revealed_once(f) == _after(want)
     if replication == "x2":
         cluster.kill_peer(2)
         with c.open(name, as_of="gl") as f:
-            assert revealed(f) == want
+            assert revealed_once(f) == want
 
 
 def test_a_snapshot_keeps_its_copies_through_scrubs_and_releases_them_when_deleted(make_cluster):
@@ -350,3 +343,32 @@ def test_a_deleted_name_put_again_keeps_the_older_copies_and_stays_write_once(ma
         assert f.get("a") == b"the first a"
         (r,) = f.get_local()
         assert f.read_local(r) == b"the first a"
+
+
+def test_snapshots_stay_readable_after_the_namespace_is_recovered_from_the_peers(make_cluster):
+    """``recover --from-peers`` after the whole namespace is lost brings
+    the infofiles back from the peers' mirrors with their history and
+    snapshot rows: the snapshot reads what it pinned, the current state
+    what it is (docs/snapshots.md, "Durability")."""
+    from test_recover import _lose_namespace, _recover, _wait_for_mirrors
+
+    cluster = make_cluster(4, peer_args=["--mirror-interval", "0.2"])
+    c = cluster.client()
+    name = "/snap/recover"
+    want = _fill(c, name, "x2", n=20)
+    (snap,) = c.snapshot(name, "keep")
+    _change(c, name)
+    _wait_for_mirrors(cluster, [name])
+    _lose_namespace(cluster)
+    cluster.wait_for_peers(4)
+    rc, report = _recover(cluster)
+    assert rc == 0, report
+    assert [f["outcome"] for f in report["files"]] == ["restored"]
+    c = cluster.client()
+    assert [(s.name, s.generation) for s in c.snapshots(name)] == [("keep", snap.generation)]
+    with c.open(name, as_of="keep") as f:
+        assert f.generation == snap.generation
+        assert {k: f.get(k) for k in f.names()} == want
+        assert revealed_once(f) == want
+    with c.open(name) as f:
+        assert {k: f.get(k) for k in f.names()} == _after(want)

@@ -138,7 +138,12 @@ def _head(fs, path: str) -> bytes:
 
 
 def dataset(
-    paths: str | list[str], *, tracker: str | None = None, schema: pa.Schema | None = None, local: bool | None = None
+    paths: str | list[str],
+    *,
+    tracker: str | None = None,
+    schema: pa.Schema | None = None,
+    local: bool | None = None,
+    as_of=None,
 ):
     """A pyarrow Dataset over the records of StoreTorrent files ``paths``.
 
@@ -153,6 +158,10 @@ def dataset(
     local : bool, optional
         Read revealed records from local paths (default: for the peers on
         this host). ``False`` fetches every record with GET.
+    as_of : str, int or datetime, optional
+        The files as of a past state (docs/snapshots.md; a snapshot name or
+        a time resolves per file), read through a ``storetorrent://``
+        filesystem made with that ``as_of``.
 
     Returns
     -------
@@ -171,13 +180,13 @@ def dataset(
 
     tracker = tracker or default_tracker()
     with Client(tracker) as c:
-        plan = plan_scan(c, paths, skip_ignored=True)
+        plan = plan_scan(c, paths, skip_ignored=True, as_of=as_of)
     # Every record through the storetorrent:// filesystem: it reads the
     # copies GET_LOCAL reveals to this host from their local paths, checked
     # against their size and CRC-32C (a bad copy is read by GET from another
     # one), the others by GET; it undoes client-side filters and reads
     # striped objects by ranges (docs/fsspec.md).
-    stfs = StoreTorrentFileSystem(tracker=tracker, local_reads=local is not False)
+    stfs = StoreTorrentFileSystem(tracker=tracker, local_reads=local is not False, as_of=as_of)
     remote_fs = pafs.PyFileSystem(_TrackedHandler(stfs))
     _register_exit_hook()
     groups: dict[str, list[str]] = {}

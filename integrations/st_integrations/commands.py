@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from st_py.cli.app import data_opt, format_opt, tracker_address, tracker_opt
-from st_py.cli.render import emit
+from st_py.cli.app import as_of_opt, as_of_value, data_opt, format_opt, tracker_address, tracker_opt
+from st_py.cli.render import emit, say
 
 
 @click.command()
@@ -15,14 +15,29 @@ from st_py.cli.render import emit
 @click.argument("query")
 @click.option("--file", "files", multiple=True, required=True, help="StoreTorrent file (repeatable)")
 @format_opt
-def sql(tracker, data, query, files, fmt) -> None:
+@as_of_opt
+def sql(tracker, data, query, files, fmt, as_of) -> None:
     """Run DuckDB SQL QUERY over the infofiles of --file FILE ... (views:
     records, copies, files) and, when the query names it, over the records'
     contents (view records_data: local reads where GET_LOCAL reveals them,
-    GET elsewhere)."""
+    GET elsewhere). With --as-of, every view holds each file as it was
+    (docs/snapshots.md); the generations read are printed on stderr."""
     from st_py.client.client import Client
 
-    from .duckdb_sql import sql as run_sql
+    from .duckdb_sql import connect_files
 
-    table = run_sql(Client(tracker_address(tracker, data)), list(files), query)
+    client = Client(tracker_address(tracker, data))
+    if as_of is None:
+        from .duckdb_sql import sql as run_sql
+
+        emit(run_sql(client, list(files), query).to_pylist(), fmt)
+        return
+    con = connect_files(client, list(files), data="records_data" in query.lower(), as_of=as_of_value(as_of))
+    try:
+        table = con.execute(query).fetch_arrow_table()
+        generations = con.execute("SELECT file, generation FROM files ORDER BY file").fetchall()
+    finally:
+        con.close()
+    for file, generation in generations:  # provenance: what the result was computed on
+        say(f"{file} as of generation {generation}", err=True)
     emit(table.to_pylist(), fmt)

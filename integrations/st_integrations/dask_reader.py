@@ -16,6 +16,8 @@ Mapping peers to workers, first match wins:
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 
 from st_py.client.getlocal import local_addresses
@@ -23,7 +25,19 @@ from st_py.wire.transport import split_addr
 
 from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
 from .readplan import ReadUnit, ScanPlan, plan_scan
-from .scan import PATH_COLUMN, ScanOptions, kept_schema_sources, options_for, read_unit_table, unit_schemas
+from .scan import (
+    ScanOptions,
+    kept_schema_sources,
+    options_for,
+    out_fields,
+    read_unit_table,
+    unit_schemas,
+    with_out_fields,
+)
+
+GENERATION_ATTR = "storetorrent_generation"
+"""The key of the DataFrame's ``attrs`` (and of its partitions') that holds
+the generation read (docs/snapshots.md, "Provenance")."""
 
 
 def _worker_host(addr: str) -> str:
@@ -70,21 +84,26 @@ class _ReadPartition:
     """The partition function: one read unit -> a pandas DataFrame with
     Arrow-backed columns. ``columns`` is pushed down by dask's optimizer."""
 
-    def __init__(self, schema: pa.Schema, filter, opts: ScanOptions, columns: list[str] | None):
+    def __init__(self, schema: pa.Schema, filter, opts: ScanOptions, columns: list[str] | None, generation=None):
         self.schema, self.filter, self.opts, self.columns = schema, filter, opts, columns
+        self.generation = generation
 
     def __call__(self, unit: ReadUnit, columns=None):
         import pandas as pd
 
         if columns is None:  # no projection from dask's optimizer: the reader's own
             columns = self.columns
+        added = {f.name for f in out_fields(self.opts)}
         cols = (
             None
             if columns is None
-            else [c for c in ([columns] if isinstance(columns, str) else list(columns)) if c != PATH_COLUMN]
+            else [c for c in ([columns] if isinstance(columns, str) else list(columns)) if c not in added]
         )
         t = read_unit_table(unit, self.schema, cols, self.filter, self.opts)
-        return t.to_pandas(types_mapper=pd.ArrowDtype)
+        df = t.to_pandas(types_mapper=pd.ArrowDtype)
+        if self.generation is not None:
+            df.attrs[GENERATION_ATTR] = self.generation
+        return df
 
 
 def _schemas(unit: ReadUnit, opts: ScanOptions) -> list[SchemaSource]:
@@ -125,6 +144,8 @@ def read_storetorrent(
     decoder=None,
     tracker: str | None = None,
     client=None,
+    as_of=None,
+    include_generation: bool = False,
 ):
     """Read StoreTorrent files as a lazy ``dask.dataframe.DataFrame``.
 
@@ -160,6 +181,16 @@ def read_storetorrent(
         Default: the current Dask client. With none, and every peer of the
         scan on this host, the DataFrame runs on Dask's default (threaded)
         scheduler here; peers on other hosts need a distributed Client.
+    as_of : str, int or datetime, optional
+        Read the files as of a past state (docs/snapshots.md): a snapshot
+        name, a generation or a time (the latest generation committed at or
+        before it). The same ``as_of`` for every file of ``paths``: a
+        snapshot name and a time resolve per file, each to its own
+        generation (a folder snapshot names one per file); a generation
+        means that generation of each file. None: the current state.
+    include_generation : bool
+        Add a ``generation`` column (int64): the generation each row's file
+        was read at.
 
     Returns
     -------
@@ -171,7 +202,10 @@ def read_storetorrent(
         on a dask or distributed version it was not tested with, Dask
         places them itself and one WARNING on the ``st.engine_compat``
         logger says so (on several hosts a partition may then fail with
-        ``GetLocalError``).
+        ``GetLocalError``). ``attrs["storetorrent_generation"]`` (of the
+        DataFrame, its meta and each computed partition) is the generation
+        read: an int for one file, ``{file: generation}`` for several
+        (provenance: cite it, read it again with ``as_of=`` it).
 
     Raises
     ------
@@ -182,6 +216,9 @@ def read_storetorrent(
     ColumnNotFoundError
         ``columns`` or ``filters`` name a column the records lack (when the
         DataFrame is built), naming it and the columns there are.
+    SnapshotNotFoundError, SnapshotExpiredError, InvalidOptionError
+        ``as_of`` names no snapshot or time of a file, a state whose history
+        is no longer kept, or a generation newer than a file's.
 
     Notes
     -----
@@ -203,10 +240,19 @@ def read_storetorrent(
     tracker = tracker or default_tracker()
     filt = _to_expression(filters)
     dnf = filters if isinstance(filters, list) else None
-    opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths, tracker=tracker)
+    opts = ScanOptions(
+        format=format,
+        decoder=decoder,
+        include_paths=include_paths,
+        include_generation=include_generation,
+        tracker=tracker,
+    )
     block = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
     with Client(tracker) as c:
-        plan = plan_scan(c, paths, block_size=block, skip_ignored=format is None and decoder is None)
+        plan = plan_scan(c, paths, block_size=block, skip_ignored=format is None and decoder is None, as_of=as_of)
+    opts = dataclasses.replace(opts, generations=tuple(plan.generations.items()))
+    gens = plan.generations
+    generation = next(iter(gens.values())) if len(gens) == 1 else gens
     if schema is None:
         opts = options_for(plan, opts)  # records all of no known format: read as raw, many per batch
     if schema is None and opts.format == "raw" and decoder is None:
@@ -223,15 +269,20 @@ def read_storetorrent(
         if schema is None:
             schema = infer_schema(plan, opts, dclient, placement) if plan.units else project(unify([]), None)
     check_columns(schema, cols, dnf if dnf is not None else filt)
-    out_schema = project(schema, cols)
-    if include_paths:
-        out_schema = out_schema.append(pa.field(PATH_COLUMN, pa.string()))
+    out_schema = with_out_fields(project(schema, cols), opts)
     meta = out_schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
+    meta.attrs[GENERATION_ATTR] = generation
     units = plan.units or [ReadUnit("")]
     ddf = dd.from_map(
-        _ReadPartition(schema, filt, opts, cols), units, meta=meta, label="read-storetorrent", enforce_metadata=False
+        _ReadPartition(schema, filt, opts, cols, generation),
+        units,
+        meta=meta,
+        label="read-storetorrent",
+        enforce_metadata=False,
     )
-    return ddf[series] if series is not None else ddf
+    out = ddf[series] if series is not None else ddf
+    out.attrs = {GENERATION_ATTR: generation}
+    return out
 
 
 def _current_client():

@@ -29,7 +29,18 @@ Views made by :func:`connect`:
 ``files``
     one row per file: ``file, file_id, replication, copies, records`` (names,
     as ``records``), ``bytes`` (the sum of their ``size``), ``stored_bytes``
-    (one copy of each, stripes included, as stored)
+    (one copy of each, stripes included, as stored), ``generation`` (the
+    generation of the file the views read: its ``as_of`` one, else its
+    committed generation when the query runs; provenance, docs/snapshots.md)
+
+With ``as_of`` (docs/snapshots.md: a snapshot name, a generation or a time,
+resolved per file), ``records``, ``stripes``, ``copies`` and ``files`` hold
+each file as of that generation: the versions it had then (replaced records
+at their old version, deleted ones present, later ones absent), read through
+:func:`st_py.core.history.records_at_sql` and its siblings (the one
+statement of what a generation holds); ``copies`` are the copies a read of
+that generation uses (a current version's current holders, a past one's
+last holders), ``state`` their state now.
 
 With ``data=True`` (:func:`connect_files`), also:
 
@@ -105,7 +116,7 @@ def _has(path: str, sql: str) -> bool:
         conn.close()
 
 
-def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", liveness=None):
+def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", liveness=None, as_of=None):
     """A DuckDB connection with each infofile attached read-only and the
     ``records``, ``copies`` and ``files`` views across all of them.
 
@@ -118,15 +129,30 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", l
         :func:`connect_files` fetches it); None: every peer counted live
         (a record is then ``lost`` or ``under_replicated`` only by its
         pending and quarantined copies).
+    as_of : str, int or datetime, optional
+        Each file as of a past state (see the module docstring), resolved
+        per file (:func:`st_py.core.history.resolve_as_of`); None: the
+        current state.
 
     Returns
     -------
     duckdb.DuckDBPyConnection
+
+    Raises
+    ------
+    SnapshotNotFoundError, SnapshotExpiredError, InvalidOptionError
+        ``as_of`` names no readable state of a file.
     """
     import duckdb
 
+    from st_py.core.history import copies_at_sql, objects_at_sql, records_at_sql
+
     if not isinstance(infofiles, dict):
         infofiles = {str(p): str(p) for p in infofiles}
+    for fname, path in infofiles.items():
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"infofile {path} of {fname} does not exist")
+    generations = _generations(infofiles, as_of) if as_of is not None else {}
     con = duckdb.connect(database)
     con.execute(f"SET extension_directory = {_quote(sqlite_extension_dir())}")
     con.execute("SET autoinstall_known_extensions = false")
@@ -134,60 +160,64 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", l
     rec, cop, stripes = [], [], []
     fmeta, frec, fobj = [], [], []
     for i, (fname, path) in enumerate(infofiles.items()):
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"infofile {path} of {fname} does not exist")
         alias = f"f{i}"
         con.execute(f"ATTACH {_quote(str(path))} AS {alias} (TYPE sqlite, READ_ONLY)")
         q = _quote(fname)
         plain = f"NOT starts_with(name, {_quote(STRIPE_PREFIX)})"
-        user = "coalesce(logical_size, size)" if _has_logical(path) else "size"  # st_py.core.infofile.user_size
+        logical = _has_logical(path)
+        user = "coalesce(logical_size, size)" if logical else "size"  # st_py.core.infofile.user_size
         has_objects = _has_objects(path)
+        g = generations.get(fname)
+        # the tables the views read: the current state, or the versions of generation g
+        t_records = f"{alias}.records" if g is None else f"({records_at_sql(g, f'{alias}.', logical, False)})"
+        t_objects = f"{alias}.objects" if g is None else f"({objects_at_sql(g, f'{alias}.')})"
+        t_copies = f"{alias}.copies" if g is None else f"({copies_at_sql(g, f'{alias}.')})"
         rec.append(
             f"SELECT {q} AS file, name, {user} AS size, crc32c, commit_seq, committed_at, 'record' AS kind, "
-            f"size AS stored_size FROM {alias}.records WHERE {plain}"
+            f"size AS stored_size FROM {t_records} WHERE {plain}"
         )
         if has_objects:
             rec.append(
                 f"SELECT {q} AS file, o.name, o.size, o.crc32c, o.commit_seq, o.committed_at, 'object' AS kind, "
-                f"CAST(coalesce(s.b, 0) AS BIGINT) AS stored_size FROM {alias}.objects o LEFT JOIN "
+                f"CAST(coalesce(s.b, 0) AS BIGINT) AS stored_size FROM {t_objects} o LEFT JOIN "
                 f"(SELECT regexp_extract(name, '^\\.st-stripe/(.*)/[0-9]+$', 1) AS obj, sum(size) AS b "
-                f"FROM {alias}.records WHERE starts_with(name, {_quote(STRIPE_PREFIX)}) GROUP BY obj) s "
+                f"FROM {t_records} WHERE starts_with(name, {_quote(STRIPE_PREFIX)}) GROUP BY obj) s "
                 "ON s.obj = o.name WHERE o.name IS NOT NULL"
             )  # a column read: WITHOUT ROWID
             stripes.append(
                 f"SELECT {q} AS file, o.name AS object, CAST(regexp_extract(r.name, '/([0-9]+)$', 1) AS INTEGER) "
-                f"AS stripe, r.name, r.size, r.crc32c FROM {alias}.records r JOIN {alias}.objects o "
+                f"AS stripe, r.name, r.size, r.crc32c FROM {t_records} r JOIN {t_objects} o "
                 f"ON o.name = regexp_extract(r.name, '^\\.st-stripe/(.*)/[0-9]+$', 1) WHERE starts_with(r.name, "
                 f"{_quote(STRIPE_PREFIX)})"
             )
         cop.append(
             f"SELECT {q} AS file, c.name, c.copy_rank, c.peer_idx, p.peer_id, p.addr "
-            f"FROM {alias}.copies c JOIN {alias}.peers p USING (peer_idx)"
+            f"FROM {t_copies} c JOIN {alias}.peers p USING (peer_idx)"
         )
         # One row per file: three unions of one-row aggregates (meta, records, objects), joined on
         # the file once (cross joins inside every branch made DuckDB's planner superlinear in the
         # number of files); every aggregate reads a column, as DuckDB's sqlite scanner cannot scan
         # a WITHOUT ROWID table (meta, objects) by ROWID
+        generation = "max(value) FILTER (WHERE key = 'generation')" if g is None else _quote(str(g))
         fmeta.append(
             f"SELECT {q} AS file, max(value) FILTER (WHERE key = 'file_id') AS file_id, "
             f"max(value) FILTER (WHERE key = 'replication') AS replication, "
-            f"max(value) FILTER (WHERE key = 'copies') AS copies FROM {alias}.meta "
-            f"WHERE key IN ('file_id', 'replication', 'copies')"
+            f"max(value) FILTER (WHERE key = 'copies') AS copies, {generation} AS generation FROM {alias}.meta "
+            f"WHERE key IN ('file_id', 'replication', 'copies', 'generation')"
         )
         frec.append(
-            f"SELECT {q} AS file, count(*) FILTER (WHERE {plain}) AS n, coalesce(sum(size), 0) AS b, "
-            f"coalesce(sum({user}) FILTER (WHERE {plain}), 0) AS u FROM {alias}.records"
+            f"SELECT {q} AS file, count(name) FILTER (WHERE {plain}) AS n, coalesce(sum(size), 0) AS b, "
+            f"coalesce(sum({user}) FILTER (WHERE {plain}), 0) AS u FROM {t_records}"
         )
         fobj.append(
-            f"SELECT {q} AS file, count(*) AS n, coalesce(sum(size), 0) AS u FROM {alias}.objects "
-            "WHERE name IS NOT NULL"
+            f"SELECT {q} AS file, count(name) AS n, coalesce(sum(size), 0) AS u FROM {t_objects} WHERE name IS NOT NULL"
             if has_objects
             else f"SELECT {q} AS file, 0 AS n, 0 AS u"
         )
     if not rec:
         raise ValueError("connect() needs at least one infofile")
     _union_view(con, "_st_records", rec)
-    _health_table(con, infofiles, liveness)
+    _health_table(con, infofiles, liveness, generations)
     con.execute(
         "CREATE VIEW records AS SELECT r.*, coalesce(h.state, 'available') AS state, h.reason "
         "FROM _st_records r LEFT JOIN _st_health h USING (file, name)"
@@ -207,29 +237,47 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", l
     con.execute(
         "CREATE VIEW files AS SELECT m.file, CAST(m.file_id AS BIGINT) AS file_id, "
         "CAST(m.replication AS VARCHAR) AS replication, CAST(m.copies AS INTEGER) AS copies, "
-        "r.n + o.n AS records, CAST(r.u + o.u AS BIGINT) AS bytes, CAST(r.b AS BIGINT) AS stored_bytes "
+        "r.n + o.n AS records, CAST(r.u + o.u AS BIGINT) AS bytes, CAST(r.b AS BIGINT) AS stored_bytes, "
+        "CAST(m.generation AS BIGINT) AS generation "
         "FROM _st_files_meta m "
         "JOIN _st_files_records r USING (file) JOIN _st_files_objects o USING (file)"
     )
     return con
 
 
-def _health_table(con, infofiles: dict[str, str], liveness) -> None:
+def _generations(infofiles: dict[str, str], as_of) -> dict[str, int]:
+    """``{file: the generation as_of names in it}`` (resolved per file)."""
+    from st_py.core.history import resolve_as_of
+    from st_py.core.infofile import InfofileReader
+
+    out = {}
+    for fname, path in infofiles.items():
+        r = InfofileReader(path)
+        try:
+            out[fname] = resolve_as_of(r, as_of, fname)
+        finally:
+            r.close()
+    return out
+
+
+def _health_table(con, infofiles: dict[str, str], liveness, generations: dict[str, int]) -> None:
     """``_st_health(file, name, state, reason)``: the records of each file
-    that are not available, in the one copy model (st_py.core.copy_health, the
-    model ``storetorrent status`` and ``repair`` read), made once at
-    connect time (their damaged records only: a healthy file costs a few
-    index probes)."""
+    (as of its generation in ``generations``, if there) that are not
+    available, in the one copy model (st_py.core.copy_health, the model
+    ``storetorrent status`` and ``repair`` read), made once at connect time
+    (their damaged records only: a healthy file costs a few index probes)."""
     import pyarrow as pa
 
     from st_py.core.copy_health import file_health
+    from st_py.core.history import AsOf
     from st_py.core.infofile import InfofileReader
 
     rows: dict[str, list] = {"file": [], "name": [], "state": [], "reason": []}
     for fname, path in infofiles.items():
         r = InfofileReader(path)
         try:
-            h = file_health(r, liveness, fname)
+            g = generations.get(fname)
+            h = file_health(r if g is None else AsOf(r, g, fname), liveness, fname)  # type: ignore[arg-type]
         finally:
             r.close()
         for name, rh in sorted(h.records.items()):
@@ -257,7 +305,7 @@ def _union_view(con, name: str, parts: list[str]) -> None:
     con.execute(f"CREATE VIEW {name} AS " + " UNION ALL ".join(parts))
 
 
-def connect_files(client, names: list[str], data: bool = False):
+def connect_files(client, names: list[str], data: bool = False, as_of=None):
     """:func:`connect` for StoreTorrent files, directories or namespace
     globs (``"/exp/*"``), resolved by the tracker; with ``data`` also the
     ``records_data`` view of the records' contents.
@@ -269,6 +317,11 @@ def connect_files(client, names: list[str], data: bool = False):
     whole file; ``records_data`` holds only the records a path inside a
     file selects (``/exp/run1/part-0.parquet``).
 
+    With ``as_of`` (a snapshot name, a generation or a time, resolved per
+    file; docs/snapshots.md) every view, ``records_data`` included, holds
+    each file as of that state, and ``files.generation`` says which
+    generation of each file was read.
+
     A connection with ``data`` that the program leaves open is closed at
     interpreter exit (:func:`st_integrations.arrow_dataset.close_at_exit`).
 
@@ -278,34 +331,36 @@ def connect_files(client, names: list[str], data: bool = False):
         For an unknown file.
     SchemaConflictError
         (``data``) Records whose schemas cannot be unified, naming two.
+    SnapshotNotFoundError, SnapshotExpiredError, InvalidOptionError
+        ``as_of`` names no readable state of a file.
     """
     from st_py.core.copy_health import Liveness
 
     from .readplan import resolve_paths
 
     paths = {}
-    for n in resolve_paths(client, names):  # files, directories, namespace globs
+    for n in resolve_paths(client, names, as_of):  # files, directories, namespace globs
         info = client.tracker.open(n)
         paths[info.name] = info.infofile_path
-    con = connect(paths, liveness=Liveness.from_status(client.status()))
+    con = connect(paths, liveness=Liveness.from_status(client.status()), as_of=as_of)
     if data:
         from .arrow_dataset import close_at_exit, dataset
 
         # the paths as given: a path inside a file selects its records here too
-        con.register("records_data", dataset(names, tracker=client.tracker.address))
+        con.register("records_data", dataset(names, tracker=client.tracker.address, as_of=as_of))
         # A connection left open scans records through Python on Arrow's
         # threads: it is closed at exit, before Python finalizes.
         close_at_exit(con)
     return con
 
 
-def sql(client, names: list[str], query: str, data: bool | None = None):
-    """Run ``query`` over the files ``names``; returns a pyarrow Table. The
-    ``records_data`` view is made when ``data`` is true, or (None) when the
-    query names it."""
+def sql(client, names: list[str], query: str, data: bool | None = None, as_of=None):
+    """Run ``query`` over the files ``names`` (as of ``as_of``, if given:
+    :func:`connect_files`); returns a pyarrow Table. The ``records_data``
+    view is made when ``data`` is true, or (None) when the query names it."""
     if data is None:
         data = "records_data" in query.lower()
-    con = connect_files(client, names, data=data)
+    con = connect_files(client, names, data=data, as_of=as_of)
     try:
         return con.execute(query).fetch_arrow_table()
     finally:

@@ -43,6 +43,7 @@ pickles name it by this module.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
@@ -78,10 +79,12 @@ from .fsspec_paths import (
     prefixes,
     record_info,
     row_infos,
+    split_as_of,
     split_url,
+    split_version,
 )
 from .fsspec_resources import Resources, ThreadState, close_quietly, inode
-from .fsspec_write import RecordExistsFSError, RecordWriter
+from .fsspec_write import ReadOnlyFSError, RecordExistsFSError, RecordWriter
 from .record_cache import RecordCache
 
 
@@ -122,6 +125,22 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         keyed by file id, name, size and CRC-32C, and a read first looks the
         record up in the infofile, so a deleted record is never served and a
         record put again with other bytes never served stale.
+    as_of : str, int or datetime, optional
+        Read every StoreTorrent file as of a past state (docs/snapshots.md):
+        a snapshot name, a generation or a time, resolved per file (a
+        snapshot name or a time names each file's own generation). The
+        records, their bytes and their info are those of that state; the
+        namespace's directories and files are listed as they are now. The
+        filesystem is read-only (writes raise :class:`ReadOnlyFSError`, a
+        ``PermissionError``). A URL ``storetorrent://host:port/a/b?as_of=v1``
+        gives it too.
+    version_aware : bool
+        fsspec's convention for versioned stores (as s3fs and gcsfs): reads
+        (``open``, ``cat_file``, ``info``, ``ls``, ``find``) take
+        ``version_id=``, and paths may end in ``?versionId=GENERATION``.
+        Here a version id is a *generation of the StoreTorrent file* the
+        path is in (a record's state in it), not a record's version number;
+        info dicts then have ``version_id`` (the generation as a string).
 
     Attributes
     ----------
@@ -133,6 +152,12 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         (GET_LOCAL maps computed: at most one per StoreTorrent file until
         :meth:`invalidate_cache`), ``cache_hits`` (reads served by the record
         cache).
+
+    Provenance: the info of a StoreTorrent file has ``generation``, the
+    generation of the file it was read at; with ``as_of`` or ``version_id``
+    so has every record and object entry of ``info``, ``ls`` and ``find``
+    (``info`` of a record on a ``version_aware`` filesystem too): read the
+    same state again with ``as_of=`` or ``version_id=`` it.
 
     Notes
     -----
@@ -156,9 +181,13 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         local_reads: bool = True,
         tls: tuple | None = None,
         record_cache_bytes: int = 64 << 20,
+        as_of=None,
+        version_aware: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.as_of = as_of
+        self.version_aware = version_aware
         self.tracker = tracker
         self.api_key = api_key
         self.replication = replication
@@ -184,6 +213,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         (paper 3.1, 3.5); with ``replace``, as a new version of a committed
         record (docs/replication.md, "Versioned records"); the file objects'
         writes come here. Raises as :meth:`pipe_file`."""
+        self._check_writable(path)
         self._writer.write_record(path, data, replication, replace)
 
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
@@ -201,7 +231,10 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         IsADirectoryError
             The path is a directory or StoreTorrent file, or no StoreTorrent
             file can hold it (its parent is a namespace directory).
+        ReadOnlyFSError
+            (a ``PermissionError``) A filesystem made ``as_of`` a past state.
         """
+        self._check_writable(path)
         self._writer.pipe_file(path, value, mode, **kwargs)
 
     def cp_file(self, path1, path2, **kwargs):
@@ -215,7 +248,10 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         ------
         FileNotFoundError
             ``path1`` does not exist.
+        ReadOnlyFSError
+            A filesystem made ``as_of`` a past state.
         """
+        self._check_writable(path2)
         self._writer.cp_file(path1, path2, **kwargs)
 
     def mkdir(self, path, create_parents=True, **kwargs):
@@ -236,7 +272,10 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             No committed record at ``path``.
         IsADirectoryError
             ``path`` is a directory or StoreTorrent file (use ``rm(path, recursive=True)``).
+        ReadOnlyFSError
+            A filesystem made ``as_of`` a past state.
         """
+        self._check_writable(path)
         self._writer.rm_file(path)
 
     def rm(self, path, recursive=False, maxdepth=None):
@@ -258,7 +297,10 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         Raises
         ------
         FileNotFoundError, IsADirectoryError (not recursive), ValueError (maxdepth)
+        ReadOnlyFSError
+            A filesystem made ``as_of`` a past state.
         """
+        self._check_writable(path)
         self._writer.rm(path, recursive, maxdepth)
 
     def rmdir(self, path):
@@ -271,8 +313,84 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             ``ENOTEMPTY``: the StoreTorrent file, record prefix or directory
             is not empty.
         FileNotFoundError
+        ReadOnlyFSError
+            A filesystem made ``as_of`` a past state.
         """
+        self._check_writable(path)
         self._writer.rmdir(path)
+
+    def _check_writable(self, path) -> None:
+        """Refuse a write on a filesystem that reads a past state."""
+        if self.as_of is not None:
+            raise ReadOnlyFSError(
+                f"{path}: this storetorrent filesystem reads as of {self.as_of!r}, which is read-only; "
+                "write through one made without as_of",
+                str(path),
+            )
+
+    # -- past states (docs/snapshots.md) --------------------------------------
+    def at(self, version_id) -> "StoreTorrentFileSystem":
+        """This filesystem reading as of generation ``version_id`` (an int,
+        or its digits): a filesystem of the same arguments with
+        ``as_of=version_id`` (fsspec caches it like any instance).
+
+        Raises
+        ------
+        ValueError
+            ``version_id`` is not a generation.
+        """
+        if isinstance(version_id, str) and version_id.isdigit():
+            version_id = int(version_id)
+        if not isinstance(version_id, int) or isinstance(version_id, bool):
+            raise ValueError(
+                f"version_id {version_id!r}: a storetorrent version id is a generation of the file (an int); "
+                "for a snapshot name or a time use as_of="
+            )
+        return type(self)(
+            tracker=self.tracker,
+            api_key=self.api_key,
+            replication=self.replication,
+            local_reads=self.local_reads,
+            tls=self.tls if any(self.tls) else None,
+            record_cache_bytes=self.record_cache_bytes,
+            as_of=version_id,
+            version_aware=self.version_aware,
+        )
+
+    def _versioned(self, path, version_id=None) -> tuple["StoreTorrentFileSystem", str]:
+        """``(filesystem, path)`` to read ``path`` with: this one, or
+        :meth:`at` the generation given by ``version_id`` or by the path's
+        ``?versionId=`` (s3fs's convention; a ``version_aware`` filesystem
+        only).
+
+        Raises
+        ------
+        ValueError
+            ``version_id`` on a filesystem that is not version aware.
+        """
+        if self.version_aware:
+            path, in_path = split_version(path)
+            version_id = in_path if version_id is None else version_id
+        if version_id is None:
+            return self, path
+        if not self.version_aware:
+            raise ValueError(
+                "version_id cannot be specified if the filesystem is not version aware "
+                "(StoreTorrentFileSystem(version_aware=True))"
+            )
+        return self.at(version_id), path
+
+    def _stamp(self, fname: str, infos: list[dict]) -> list[dict]:
+        """``infos`` (of records and objects of ``fname``) with the
+        generation they were read at, on a filesystem that reads a past
+        state (current listings leave it out: :meth:`info` has it)."""
+        if self.as_of is not None and infos:
+            g = self.st_handle(fname).generation
+            for d in infos:
+                d["generation"] = g
+                if self.version_aware:
+                    d["version_id"] = str(g)
+        return infos
 
     # -- URLs -----------------------------------------------------------------
     @classmethod
@@ -281,7 +399,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         ``a/b/`` all become ``/a/b``."""
         if isinstance(path, list):
             return [cls._strip_protocol(p) for p in path]
-        return norm(split_url(path)[1])
+        return norm(split_url(split_as_of(path)[0])[1])
 
     def st_path(self, path) -> str:
         """``path`` (a URL, or a path with or without its leading ``/``)
@@ -290,22 +408,32 @@ class StoreTorrentFileSystem(AbstractFileSystem):
 
     @staticmethod
     def _get_kwargs_from_urls(path):
-        """``{"tracker": "host:port"}`` for ``storetorrent://host:port/...``;
-        ``{}`` for an empty host (the default tracker)."""
-        host = split_url(path)[0]
-        return {"tracker": host} if host else {}
+        """``{"tracker": "host:port"}`` for ``storetorrent://host:port/...``
+        (nothing for an empty host: the default tracker), and ``as_of`` for
+        a URL ending in ``?as_of=VALUE`` (digits: a generation; else a
+        snapshot name or an ISO 8601 time)."""
+        from .fsspec_paths import as_of_text
+
+        url, as_of = split_as_of(path)
+        host = split_url(url)[0]
+        out: dict = {"tracker": host} if host else {}
+        if as_of is not None:
+            out["as_of"] = as_of_text(as_of)
+        return out
 
     def unstrip_protocol(self, name: str) -> str:
         """``storetorrent://<tracker>/a/b`` (with the tracker if one was given)."""
         if name.startswith(PROTOCOL + "://"):
             return name
-        return f"{PROTOCOL}://{self.tracker or ''}{norm(name)}"
+        at = f"?as_of={self.as_of}" if isinstance(self.as_of, (str, int)) else ""
+        return f"{PROTOCOL}://{self.tracker or ''}{norm(name)}{at}"
 
     @property
     def fsid(self) -> str:
         """fsspec: this filesystem's id, ``storetorrent_<tracker>`` (one per
-        tracker: its namespace)."""
-        return f"{PROTOCOL}_{self.tracker or 'default'}"
+        tracker: its namespace), with ``@<as_of>`` for one reading a past state."""
+        at = "" if self.as_of is None else f"@{self.as_of}"
+        return f"{PROTOCOL}_{self.tracker or 'default'}{at}"
 
     # -- connections and caches -----------------------------------------------
     @property
@@ -368,7 +496,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             st.pop(fname)
             close_quietly(h)
         try:
-            h = self.client.open(fname)
+            h = self.client.open(fname, as_of=self.as_of)
         except StFileNotFoundError:
             self.st_forget(fname)
             raise
@@ -525,7 +653,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             for i, r in enumerate(rows):
                 if r[2] is None and r[5] is None:
                     infos[i] = self.record_details(fname, r[0], pre + r[0], (r[1], r[3], r[4], None))
-        return infos
+        return self._stamp(fname, infos)
 
     def st_file_info(self, fname: str) -> dict:
         """The info dict of StoreTorrent file ``fname`` (a directory to
@@ -534,13 +662,19 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         ``replication``, ``file_id``, ``owner``, ``group``, ``mode``; kept as
         known until :meth:`st_forget`.
 
+        With ``generation``: the generation these were read at (of the
+        ``as_of`` state on a filesystem that reads one).
+
         Raises
         ------
         FileNotFoundError
             No StoreTorrent file ``fname``.
         """
         h = self.st_handle(fname)
-        n, nbytes = h.infofile().stats()
+        with _one_state(h.infofile()):
+            n, nbytes = h.infofile().stats()
+            user = h.infofile().user_bytes()
+            generation = h.generation
         i = h.info
         d = {
             "name": fname,
@@ -548,14 +682,17 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             "type": "directory",
             "st_type": "file",
             "records": n,
-            "bytes": h.infofile().user_bytes(),  # the user's bytes of its names (st_py.core.infofile.user_bytes)
+            "bytes": user,  # the user's bytes of its names (st_py.core.infofile.user_bytes)
             "stored_bytes": nbytes,  # one copy of each, stripes included, as stored
             "replication": h.replication,
             "file_id": int(h.file_id),
             "owner": i.owner,
             "group": i.group,
             "mode": int(i.mode),
+            "generation": generation,
         }
+        if self.version_aware:
+            d["version_id"] = str(generation)
         with self._lock:
             self._known[fname] = d
         return d
@@ -573,6 +710,8 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             }
         if not e.file_id:
             return None  # not an infofile: nothing StoreTorrent can read
+        if self.as_of is not None:  # its names and bytes as of the state read, not the tracker's now
+            return dict(self.st_file_info(e.name))
         return dict(self._remember(e))
 
     # -- listing --------------------------------------------------------------
@@ -600,12 +739,17 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             ``crc32c``, and ``created`` = ``mtime`` = commit time, unix s).
             Listing a record gives that record alone. Plain Python values.
 
+        With ``version_id=`` (a ``version_aware`` filesystem), the records
+        of a StoreTorrent file as of that generation of it.
+
         Raises
         ------
         FileNotFoundError
             No such directory, StoreTorrent file, record or record prefix.
         """
-        path = self._strip_protocol(path)
+        fs, path = self._versioned(self._strip_protocol(path), kwargs.pop("version_id", None))
+        if fs is not self:
+            return fs.ls(path, detail=detail, **kwargs)
         kind, a, b = self.st_lookup(path)
         if kind == "dir":
             entries = b if b is not None else self.client.ls(path)
@@ -617,9 +761,9 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                 return sorted([pre + n for n in entries] + [pre + d for d in dirs])
             out = self._infos(a, pre, entries) + [prefix_info(pre + d) for d in dirs]
         elif kind == "inside" and (m := self.st_record_meta(a, b)) is not None:
-            out = [self.record_details(a, b, path, m)]
+            out = self._stamp(a, [self.record_details(a, b, path, m)])
         elif kind == "inside" and (om := self.st_object_meta(a, b)) is not None:
-            out = [object_info(path, *om)]
+            out = self._stamp(a, [object_info(path, *om)])
         elif kind == "inside":
             raise not_found(path, f"no committed record {b!r} (nor records below it) in StoreTorrent file {a}")
         else:
@@ -631,25 +775,45 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         """Details of one path, as its entry of :meth:`ls`.
 
         A name that is both a record and a prefix of longer record names
-        (records ``a`` and ``a/b``) is reported as the record.
+        (records ``a`` and ``a/b``) is reported as the record. The info of
+        a StoreTorrent file has ``generation``: the generation of the file
+        it was read at (provenance, docs/snapshots.md); so has that of a
+        record or object read as of a past state (``as_of``,
+        ``version_id``) or on a ``version_aware`` filesystem (with
+        ``version_id``, its string). With ``version_id=`` (a
+        ``version_aware`` filesystem) the path is read as of that generation.
 
         Raises
         ------
         FileNotFoundError
         """
-        path = self._strip_protocol(path)
+        fs, path = self._versioned(self._strip_protocol(path), kwargs.pop("version_id", None))
+        if fs is not self:
+            return fs.info(path, **kwargs)
         kind, a, b = self.st_lookup(path)
         if kind == "dir":
             return {"name": path, "size": 0, "type": "directory", "st_type": "dir"}
         if kind == "file":
             return self.st_file_info(a)
         if kind == "inside":
-            m = self.st_record_meta(a, b)
-            if m is not None:
-                return self.record_details(a, b, path, m)
-            om = self.st_object_meta(a, b)
-            if om is not None:
-                return object_info(path, *om)
+            infofile = self.st_infofile(a)
+            with _one_state(infofile):  # the details and the generation of one state
+                m = self.st_record_meta(a, b)
+                om = self.st_object_meta(a, b) if m is None else None
+                d = (
+                    self.record_details(a, b, path, m)
+                    if m is not None
+                    else object_info(path, *om)
+                    if om is not None
+                    else None
+                )
+                generation = self.st_handle(a).generation
+            if d is not None:
+                if self.as_of is not None or self.version_aware:
+                    d["generation"] = generation
+                if self.version_aware:
+                    d["version_id"] = str(generation)
+                return d
             if self.st_has_under(a, b + "/"):
                 return prefix_info(path)
             raise not_found(path, f"no committed record {b!r} in StoreTorrent file {a}")
@@ -664,22 +828,27 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         not a listing per pseudo-directory; without ``detail`` it makes no
         dict per record, only the paths (docs/fsspec.md, "Listing").
 
+        With ``version_id=`` (a ``version_aware`` filesystem), the records
+        of a StoreTorrent file as of that generation of it.
+
         Returns
         -------
         list of str, or dict of path to info (``detail=True``), sorted by path.
         """
         if maxdepth is not None and maxdepth < 1:
             raise ValueError("maxdepth must be at least 1")
-        path = self._strip_protocol(path)
+        fs, path = self._versioned(self._strip_protocol(path), kwargs.pop("version_id", None))
+        if fs is not self:
+            return fs.find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
         kind, a, b = self.st_lookup(path)
         found = Found(detail)
         if kind == "inside" and not self.st_has_under(a, b + "/"):
             m = self.st_record_meta(a, b)
             om = self.st_object_meta(a, b) if m is None else None
             if m is not None:  # a record: find gives the record itself
-                found.add_files([path], [self.record_details(a, b, path, m)] if detail else None)
+                found.add_files([path], self._stamp(a, [self.record_details(a, b, path, m)]) if detail else None)
             elif om is not None:
-                found.add_files([path], [object_info(path, *om)] if detail else None)
+                found.add_files([path], self._stamp(a, [object_info(path, *om)]) if detail else None)
         elif kind != "missing":
             if withdirs:
                 found.add_dir(path, self.info(path) if detail else None)
@@ -910,13 +1079,16 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         from the end, as Python slices).
 
         Source: one whole-record GET (paper 3.6) or local read (3.7); see
-        :meth:`_open`.
+        :meth:`_open`. With ``version_id=`` (a ``version_aware``
+        filesystem), the record as of that generation of its file.
 
         Raises
         ------
         FileNotFoundError, IsADirectoryError, RecordUnavailableError
         """
-        path = self._strip_protocol(path)
+        fs, path = self._versioned(self._strip_protocol(path), kwargs.pop("version_id", None))
+        if fs is not self:
+            return fs.cat_file(path, start, end, **kwargs)
         fname, rname, meta = self.st_record_of(path)
         if isinstance(meta, ObjectStub):  # ranged reads of the stripes it touches
             lo, hi, _ = slice(start, end).indices(meta.size)
@@ -951,7 +1123,9 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             nothing.
         kwargs
             ``replication`` (writes), ``cache_type`` (reads; default
-            ``"none"``: the file object already holds the record).
+            ``"none"``: the file object already holds the record),
+            ``version_id`` (reads, a ``version_aware`` filesystem: the
+            record as of that generation of its file; s3fs's convention).
 
         Raises
         ------
@@ -966,10 +1140,20 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             striped object (:class:`RecordExistsFSError`).
         NotImplementedError
             Append (``ab``): records are write-once.
+        ReadOnlyFSError
+            (a ``PermissionError``) A write on a filesystem made ``as_of`` a past state.
+        ValueError
+            ``version_id`` with a write mode, or on a filesystem that is not
+            version aware.
         """
         if mode not in ("rb", "wb", "xb"):
             raise NotImplementedError(f"mode {mode!r}: StoreTorrent records are write-once; use 'rb' or 'wb'")
-        path = self._strip_protocol(path)
+        version_id = kwargs.pop("version_id", None)
+        if mode != "rb" and version_id is not None:
+            raise ValueError("version_id reads a past state: open it with mode 'rb'")
+        fs, path = self._versioned(self._strip_protocol(path), version_id)
+        if fs is not self:
+            return fs._open(path, mode, block_size, autocommit, cache_options, **kwargs)
         if mode == "rb":
             fname, rname, meta = self.st_record_of(path)
             if isinstance(meta, ObjectStub):  # seekable; reads fetch only the stripes they touch
@@ -988,6 +1172,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                 record=(fname, rname, meta),
                 **kwargs,
             )
+        self._check_writable(path)
         replication = kwargs.pop("replication", None)
         # fail early: a directory, no file can hold it, exists (xb)
         self._writer.write_target(path, replace=mode == "wb")
@@ -996,4 +1181,14 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         )
 
 
-__all__ = ["StoreTorrentFileSystem", "StoreTorrentRecordFile", "RecordExistsFSError"]
+def _one_state(infofile):
+    """A read transaction of a reader of the current state (its queries
+    inside see one commit), or nothing: a view of a past generation does
+    not change, and a transaction already open is the caller's."""
+    rt = getattr(infofile, "read_transaction", None)
+    if rt is None or infofile.conn.in_transaction:
+        return contextlib.nullcontext()
+    return rt()
+
+
+__all__ = ["StoreTorrentFileSystem", "StoreTorrentRecordFile", "RecordExistsFSError", "ReadOnlyFSError"]

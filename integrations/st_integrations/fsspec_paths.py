@@ -43,6 +43,37 @@ def split_url(path: str) -> tuple[str, str]:
     return host, path
 
 
+AS_OF_QUERY = "?as_of="  # storetorrent://host:port/a/b?as_of=paper-v1: the filesystem's as_of
+VERSION_QUERY = "?versionId="  # .../a/b?versionId=1234 (version_aware): that generation of the file
+
+
+def as_of_text(text: str):
+    """An ``as_of`` given as text (a URL's query): digits are a generation,
+    anything else a snapshot name or an ISO 8601 time (as ``--as-of``)."""
+    return int(text) if text.isdigit() else text
+
+
+def split_as_of(url: str) -> tuple[str, str | None]:
+    """``(url, as_of text or None)``: a ``storetorrent://`` URL's trailing
+    ``?as_of=VALUE`` taken off (a plain path keeps it: names are data)."""
+    url = stringify_path(url)
+    if url.startswith(PROTOCOL + "://") and AS_OF_QUERY in url:
+        head, _, value = url.rpartition(AS_OF_QUERY)
+        if value and "/" not in value:
+            return head, value
+    return url, None
+
+
+def split_version(path: str) -> tuple[str, int | None]:
+    """``(path, generation or None)``: a trailing ``?versionId=GENERATION``
+    taken off (s3fs's form; only for a ``version_aware`` filesystem)."""
+    path = stringify_path(path)
+    head, sep, value = path.rpartition(VERSION_QUERY)
+    if sep and value.isdigit():
+        return head, int(value)
+    return path, None
+
+
 def norm(path: str) -> str:
     """``/a/b``: a leading ``/``, no trailing ``/`` (the root is ``/``)."""
     path = "/" + path.lstrip("/")

@@ -14,7 +14,7 @@ import errno
 
 from fsspec.utils import stringify_path
 
-from st_py.errors import RecordExistsError, RecordNotFoundError, StFileExistsError
+from st_py.errors import ReadOnlyError, RecordExistsError, RecordNotFoundError, StFileExistsError
 
 from .fsspec_paths import not_found
 
@@ -24,6 +24,16 @@ class RecordExistsFSError(RecordExistsError, FileExistsError):
 
     Both a :class:`st_py.errors.RecordExistsError` and a
     :class:`FileExistsError`, so ``except FileExistsError`` works as with
+    any fsspec filesystem.
+    """
+
+
+class ReadOnlyFSError(ReadOnlyError, PermissionError):
+    """A write on a filesystem that reads a past state (``as_of``,
+    docs/snapshots.md): the past is read-only.
+
+    Both a :class:`st_py.errors.ReadOnlyError` and a
+    :class:`PermissionError`, so ``except PermissionError`` works as with
     any fsspec filesystem.
     """
 

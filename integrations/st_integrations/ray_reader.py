@@ -18,6 +18,7 @@ peer's IP, else (loopback) a node of this machine.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import pyarrow as pa
@@ -26,7 +27,7 @@ from .engine_compat import install_ray_task_pinning, ray_task_pinning_fallback
 from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
 from .placement import Placement, PlacementError, check_placement, ray_node_of_peers, ray_pin_args
 from .readplan import ReadUnit, ScanPlan, plan_scan
-from .scan import PATH_COLUMN, ScanOptions, kept_schema_sources, options_for, read_unit, unit_schemas
+from .scan import ScanOptions, kept_schema_sources, options_for, read_unit, unit_schemas, with_out_fields
 
 try:
     from ray.data import Datasource as _Datasource
@@ -58,7 +59,11 @@ class StoreTorrentDatasource(_Datasource):
     """A ``ray.data.Datasource`` of planned read units (one ReadTask each).
 
     ``node_of`` maps each peer to its Ray node id; with ``only_node`` the
-    source yields the units of that node only (the ``"node"`` placement)."""
+    source yields the units of that node only (the ``"node"`` placement).
+
+    Provenance (docs/snapshots.md): :attr:`generation` is the generation
+    the scan read (an int for a scan of one file, else ``{file:
+    generation}``), :attr:`generations` always the mapping."""
 
     def __init__(
         self,
@@ -73,6 +78,18 @@ class StoreTorrentDatasource(_Datasource):
         self.plan, self.schema, self.columns, self.filter, self.opts = plan, schema, columns, filter, opts
         self.node_of, self.only_node = node_of, only_node
 
+    @property
+    def generations(self) -> dict[str, int]:
+        """``{file: generation read}`` (:attr:`ScanPlan.generations`)."""
+        return self.plan.generations
+
+    @property
+    def generation(self) -> int | dict[str, int]:
+        """The generation read: an int when the scan read one file, else
+        ``{file: generation}``; read the same state again with ``as_of=``
+        it."""
+        return generation_of(self.plan)
+
     def units(self) -> list[ReadUnit]:
         """The read units this datasource reads: all of the plan's, or those
         of the peers on its node (``only_node``)."""
@@ -80,8 +97,7 @@ class StoreTorrentDatasource(_Datasource):
 
     def out_schema(self) -> pa.Schema:
         """The Arrow schema of the blocks read: projected on ``columns``, plus the path column if asked."""
-        s = project(self.schema, self.columns)
-        return s.append(pa.field(PATH_COLUMN, pa.string())) if self.opts.include_paths else s
+        return with_out_fields(project(self.schema, self.columns), self.opts)
 
     def estimate_inmemory_data_size(self) -> int:
         """Ray Datasource hook: bytes of the records read (their stored size)."""
@@ -110,6 +126,13 @@ class StoreTorrentDatasource(_Datasource):
             t.st_node_id = self.node_of[u.peer]  # read by the per-task pinning hook (engine_compat.py)
             tasks.append(t)
         return tasks
+
+
+def generation_of(plan: ScanPlan) -> int | dict[str, int]:
+    """The generation a planned scan reads: an int for one file, else
+    ``{file: generation}`` (the shape of ``storetorrent_generation``)."""
+    gens = plan.generations
+    return next(iter(gens.values())) if len(gens) == 1 else gens
 
 
 def _schema_task(units: list[ReadUnit], opts: ScanOptions) -> list[SchemaSource]:
@@ -157,6 +180,8 @@ def read_storetorrent(
     ray_remote_args: dict | None = None,
     concurrency: int | None = None,
     placement: Placement = "auto",
+    as_of=None,
+    include_generation: bool = False,
 ):
     """Read StoreTorrent files as a lazy, streaming ``ray.data.Dataset``.
 
@@ -200,19 +225,36 @@ def read_storetorrent(
         ``union`` (public API; maps run in separate tasks). ``"auto"``
         (default): ``"task"`` where it is tested, else ``"node"`` with one
         WARNING on the ``st.engine_compat`` logger.
+    as_of : str, int or datetime, optional
+        Read the files as of a past state (docs/snapshots.md): a snapshot
+        name, a generation or a time (the latest generation committed at or
+        before it). The same ``as_of`` for every file of ``paths``: a
+        snapshot name and a time resolve per file, each to its own
+        generation (a folder snapshot names one per file); a generation
+        means that generation of each file. None: the current state.
+    include_generation : bool
+        Add a ``generation`` column (int64): the generation each row's file
+        was read at.
 
     Returns
     -------
     ray.data.Dataset
         Blocks of at most about ``block_size`` bytes of records, each read
-        on the node of its peer.
+        on the node of its peer. Its ``storetorrent_generation`` attribute
+        (and its datasources' ``generation``) is the generation read: an
+        int for one file, ``{file: generation}`` for several (provenance:
+        cite it, read it again with ``as_of=`` it).
 
     Raises
     ------
     StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError
     InvalidOptionError
-        (a ``ValueError``) ``placement`` is none of its values; raised
-        before anything is planned.
+        (a ``ValueError``) ``placement`` is none of its values, raised
+        before anything is planned; or ``as_of`` a generation newer than a
+        file's.
+    SnapshotNotFoundError, SnapshotExpiredError
+        ``as_of`` names no snapshot or time of a file, or a state whose
+        history is no longer kept.
     PlacementError
         No Ray node on a peer's host, or ``placement="task"`` on a Ray
         version it was not tested with.
@@ -236,7 +278,13 @@ def read_storetorrent(
 
     placement = check_placement(placement)
     tracker = tracker or default_tracker()
-    opts = ScanOptions(format=format, decoder=decoder, include_paths=include_paths, tracker=tracker)
+    opts = ScanOptions(
+        format=format,
+        decoder=decoder,
+        include_paths=include_paths,
+        include_generation=include_generation,
+        tracker=tracker,
+    )
     with Client(tracker) as c:
         plan = plan_scan(
             c,
@@ -244,7 +292,9 @@ def read_storetorrent(
             block_size=block_size,
             num_blocks=override_num_blocks,
             skip_ignored=format is None and decoder is None,
+            as_of=as_of,
         )
+    opts = dataclasses.replace(opts, generations=tuple(plan.generations.items()))
     if schema is None:
         opts = options_for(plan, opts)  # records all of no known format: read as raw, many per batch
     # Ray is started only for a scan that can run: a plan that fails (dead
@@ -267,9 +317,11 @@ def read_storetorrent(
         placement = "task" if problem is None else "node"
     if placement == "task" or not plan.units:
         src = StoreTorrentDatasource(plan, schema, columns, filter, opts, node_of)
-        return ray.data.read_datasource(
+        ds = ray.data.read_datasource(
             src, override_num_blocks=max(1, len(plan.units)), ray_remote_args=args or None, concurrency=concurrency
         )
+        ds.storetorrent_generation = generation_of(plan)
+        return ds
     branches = []
     for node in sorted(set(node_of[u.peer] for u in plan.units)):
         src = StoreTorrentDatasource(plan, schema, columns, filter, opts, node_of, only_node=node)
@@ -279,4 +331,6 @@ def read_storetorrent(
                 src, override_num_blocks=n, concurrency=concurrency, ray_remote_args=args or None, **ray_pin_args(node)
             )
         )
-    return functools.reduce(lambda a, b: a.union(b), branches)
+    ds = functools.reduce(lambda a, b: a.union(b), branches)
+    ds.storetorrent_generation = generation_of(plan)
+    return ds

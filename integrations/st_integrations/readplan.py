@@ -60,6 +60,10 @@ class RecordRef:
     # planned on the peer that holds most of its stripes.
     kind: str = "record"
     peer: str = ""  # the address of the peer that revealed ``path``
+    # The past generation the scan reads (docs/snapshots.md); None: the
+    # current one. A striped object (or a record whose local copy fails its
+    # check) is read by GET as of it.
+    as_of: int | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class FileRef:
     filters: tuple[str, ...] = ()
     file_id: int = 0
     key_check: str = ""
+    as_of: int | None = None  # as RecordRef.as_of
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ class ReadUnit:
         files: dict[FileRef, int] = {}
         file_of, names, paths, sizes = [], [], [], []
         for r in refs:
-            fr = FileRef(r.file, r.filters, r.file_id, r.key_check)
+            fr = FileRef(r.file, r.filters, r.file_id, r.key_check, r.as_of)
             file_of.append(files.setdefault(fr, len(files)))
             names.append(r.name)
             paths.append(r.path if r.kind == "record" else "")
@@ -119,7 +124,16 @@ class ReadUnit:
         files, peer = self.files, self.peer
         return tuple(
             RecordRef(
-                f.file, n, p, z, f.filters, f.file_id, f.key_check, "record" if p else "object", peer if p else ""
+                f.file,
+                n,
+                p,
+                z,
+                f.filters,
+                f.file_id,
+                f.key_check,
+                "record" if p else "object",
+                peer if p else "",
+                f.as_of,
             )
             for f, n, p, z in zip((files[i] for i in self.file_of), self.names, self.paths, self.sizes)
         )
@@ -137,6 +151,7 @@ class ReadUnit:
             f.key_check,
             "record" if p else "object",
             self.peer if p else "",
+            f.as_of,
         )
 
     def select(self, keep) -> "ReadUnit":
@@ -240,6 +255,14 @@ class ScanPlan:
     unknown_schemas: set[tuple[str, str]] = field(default_factory=set)
 
     @property
+    def generations(self) -> dict[str, int]:
+        """``{file: the generation its records were read at}``: the ``as_of``
+        generation of a scan of a past state, else the committed generation
+        the peers revealed (docs/snapshots.md, "Provenance"). Cite it, and
+        scan the same state again with ``as_of=`` it."""
+        return {f: (p.as_of if p.as_of is not None else p.generation) for f, p in self.plans.items()}
+
+    @property
     def peers(self) -> list[str]:
         """Peers with at least one unit, in ring order of first appearance."""
         seen: dict[str, None] = {}
@@ -269,7 +292,7 @@ def escape(name: str) -> str:
     return glob.escape(name)
 
 
-def resolve_paths(client, paths: str | list[str]) -> list[str]:
+def resolve_paths(client, paths: str | list[str], as_of=None) -> list[str]:
     """File names for ``paths`` (see :func:`resolve_targets`), in order.
 
     Raises
@@ -277,10 +300,10 @@ def resolve_paths(client, paths: str | list[str]) -> list[str]:
     StFileNotFoundError
         If a path or glob matches nothing.
     """
-    return list(resolve_targets(client, paths))
+    return list(resolve_targets(client, paths, as_of))
 
 
-def resolve_targets(client, paths: str | list[str]) -> dict[str, list[str] | None]:
+def resolve_targets(client, paths: str | list[str], as_of=None) -> dict[str, list[str] | None]:
     """What ``paths`` name: ``{file name: record selection}``, in order.
 
     A path is a StoreTorrent file (all its records: selection None), a
@@ -289,7 +312,10 @@ def resolve_targets(client, paths: str | list[str]) -> dict[str, list[str] | Non
     path inside a file: a record or object (``/exp/run1/part-0.parquet``),
     a record prefix (``/exp/run1/2024`` for ``2024/...``) or a glob of
     record names (``/exp/run1/*.parquet``). The selection lists such
-    patterns; :func:`selected` applies them.
+    patterns; :func:`selected` applies them. With ``as_of``
+    (docs/snapshots.md), a path inside a file is matched against the
+    record names the file had at that state; files and directories are the
+    namespace's as it is now.
 
     Names are data: a path that names an existing file, directory, record,
     object or record prefix *literally* means that one, whatever ``*``,
@@ -319,7 +345,7 @@ def resolve_targets(client, paths: str | list[str]) -> dict[str, list[str] | Non
 
     for p in paths:
         p = "/" + p.strip("/")
-        inside = _inside_file(client, p)
+        inside = _inside_file(client, p, as_of)
         if inside is not None:
             fname, patterns = inside
             for q in patterns:
@@ -358,30 +384,40 @@ def _is_file(client, path: str) -> bool:
     return bool(entries) and len(entries) == 1 and entries[0].name == path and not entries[0].is_dir
 
 
-def _inside_file(client, p: str) -> tuple[str, list[str]] | None:
+def _inside_file(client, p: str, as_of=None) -> tuple[str, list[str]] | None:
     """``(file, record patterns)`` if ``p`` lies inside a StoreTorrent file
     (named literally, whatever characters it holds)."""
     parts = p.strip("/").split("/")
     for n in range(len(parts) - 1, 0, -1):
         pre = "/" + "/".join(parts[:n])
         if _is_file(client, pre):
-            return pre, _record_patterns(client, pre, "/".join(parts[n:]))
+            return pre, _record_patterns(client, pre, "/".join(parts[n:]), as_of)
     return None
 
 
-def _record_patterns(client, fname: str, rest: str) -> list[str]:
+def _record_patterns(client, fname: str, rest: str, as_of=None) -> list[str]:
     """The selection of file ``fname`` that path ``rest`` inside it means:
     ``rest`` itself (a name or prefix; a pattern if it holds ``*``, ``?``
     or ``[``), or, when a record or object is named ``rest`` (or its names
-    start with ``rest/``) literally, patterns that match only those."""
+    start with ``rest/``) literally (at ``as_of``, if given), patterns that
+    match only those."""
     if not _has_magic(rest):
         return [rest]
+    if as_of is not None:
+        with client.open(fname, as_of=as_of) as f:
+            return _patterns_in(f.infofile(), rest)
     reader = InfofileReader(client.tracker.open(fname).infofile_path)
     try:
-        exact = reader.exists(rest)
-        below = reader.any_between(rest + "/", rest + "0") or bool(reader.objects_between(rest + "/", rest + "0"))
+        return _patterns_in(reader, rest)
     finally:
         reader.close()
+
+
+def _patterns_in(reader, rest: str) -> list[str]:
+    """:func:`_record_patterns` of ``rest`` read from ``reader`` (an
+    :class:`InfofileReader` or an :class:`~st_py.core.history.AsOf` view)."""
+    exact = reader.exists(rest)
+    below = reader.any_between(rest + "/", rest + "0") or bool(reader.objects_between(rest + "/", rest + "0"))
     if not exact and not below:
         return [rest]  # a pattern
     esc = escape(rest)
@@ -551,6 +587,7 @@ def plan_scan(
     block_size: int | None = None,
     num_blocks: int | None = None,
     skip_ignored: bool = False,
+    as_of=None,
 ) -> ScanPlan:
     """Plan a scan of ``paths`` (see the module docstring). Reads no record.
 
@@ -569,6 +606,11 @@ def plan_scan(
         Leave out records whose last name component starts with ``_`` or
         ``.`` (``_SUCCESS``, ...; :func:`formats.ignored`), as format-detecting
         scans do (``ScanPlan.skipped`` counts them).
+    as_of : str, int or datetime, optional
+        Scan the files as of a past state (docs/snapshots.md): a snapshot
+        name, a generation or a time, the same for every file (a snapshot
+        name and a time resolve per file, each to its own generation:
+        ``ScanPlan.generations``). None: the current state.
 
     Returns
     -------
@@ -580,8 +622,10 @@ def plan_scan(
     RecordNotFoundError
         A path inside a file (a record name, prefix or glob) matches no
         committed record.
+    SnapshotNotFoundError, SnapshotExpiredError, InvalidOptionError
+        ``as_of`` names no state of a file that is still readable.
     """
-    targets = resolve_targets(client, paths)
+    targets = resolve_targets(client, paths, as_of)
     files = list(targets)
     plans: dict[str, GetLocalPlan] = {}
     revealed: dict[str, int] = {}
@@ -591,7 +635,7 @@ def plan_scan(
     unknown: set[tuple[str, str]] = set()
     for name in files:
         want = targets[name]
-        with client.open(name) as f:
+        with client.open(name, as_of=as_of) as f:
             skipped += _plan_one(f, name, want, skip_ignored, plans, revealed, per_peer, kept, unknown)
     total = sum(c.size for c in per_peer.values())
     if num_blocks:
@@ -620,7 +664,7 @@ def _scan_key(plans: dict, targets: dict, skip_ignored: bool, block_size: int, n
     its id, the commit generation its peers revealed and their ring (what
     GET_LOCAL's answer is a function of, paper 3.7), the selection, and the
     cutting parameters."""
-    ident = [(name, p.file_id, p.generation, tuple(p.ring), targets.get(name)) for name, p in plans.items()]
+    ident = [(name, p.file_id, p.generation, p.as_of, tuple(p.ring), targets.get(name)) for name, p in plans.items()]
     h = hashlib.blake2b(repr((ident, skip_ignored, block_size, num_blocks)).encode("utf-8", "surrogateescape"))
     return h.hexdigest()[:32]
 
@@ -632,7 +676,7 @@ def _plan_one(
     its records' kept schemas; returns the records skipped by name."""
     skipped = 0
     plan, by_peer = plan_file(f)
-    fref = FileRef(name, tuple(n for n in f.info.filters.split(",") if n), f.file_id, f.info.key_check)
+    fref = FileRef(name, tuple(n for n in f.info.filters.split(",") if n), f.file_id, f.info.key_check, f.as_of)
     infofile = f.infofile()
     objects = infofile.objects(plan.generation)
     has_stripes = infofile.has_stripes()

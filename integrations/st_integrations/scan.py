@@ -38,6 +38,7 @@ from .formats import (
 from .readplan import ReadUnit
 
 PATH_COLUMN = "path"
+GENERATION_COLUMN = "generation"
 log = logging.getLogger("st.scan")
 
 
@@ -53,6 +54,11 @@ class ScanOptions:
     format: str | None = None
     decoder: Decoder | None = None
     include_paths: bool = False
+    # A ``generation`` column (int64): the generation each row's file was
+    # read at (docs/snapshots.md, "Provenance"), from ``generations``
+    # (``ScanPlan.generations`` as pairs), set once the scan is planned.
+    include_generation: bool = False
+    generations: tuple[tuple[str, int], ...] = ()
     batch_size: int = 131_072
     # For records of encrypted files: the key, when the driver was given one
     # (it then travels with the tasks); None: each task loads it from its
@@ -65,6 +71,34 @@ class ScanOptions:
     # column chunks it needs); only for disks that check their own data
     # (ZFS, ...) or to measure the check's cost (bench/analysis.py).
     verify: bool = True
+
+
+def out_fields(opts: ScanOptions) -> list[pa.Field]:
+    """The columns a scan adds after the records' own: ``path`` with
+    ``include_paths``, then ``generation`` with ``include_generation``."""
+    out = []
+    if opts.include_paths:
+        out.append(pa.field(PATH_COLUMN, pa.string()))
+    if opts.include_generation:
+        out.append(pa.field(GENERATION_COLUMN, pa.int64()))
+    return out
+
+
+def with_out_fields(schema: pa.Schema, opts: ScanOptions) -> pa.Schema:
+    """``schema`` with :func:`out_fields` appended."""
+    for f in out_fields(opts):
+        schema = schema.append(f)
+    return schema
+
+
+def _tagged(b: pa.RecordBatch, ref, opts: ScanOptions) -> pa.RecordBatch:
+    """Batch ``b`` of record ``ref``'s rows with the columns of :func:`out_fields`."""
+    if opts.include_paths:
+        b = b.append_column(PATH_COLUMN, pa.array([f"{ref.file}/{ref.name}"] * b.num_rows, pa.string()))
+    if opts.include_generation:
+        g = dict(opts.generations)[ref.file]
+        b = b.append_column(GENERATION_COLUMN, pa.array([g] * b.num_rows, pa.int64()))
+    return b
 
 
 SCAN_STATS = {"records_verified": 0, "checksum_fallbacks": 0, "objects_read": 0}
@@ -89,19 +123,20 @@ class _ThreadFiles(dict):
                 pass
 
 
-def _stfile(opts: ScanOptions, file: str):
-    """An open handle on ``file`` for this thread (kept while the thread
-    lives, as a read task's connections to the peers are)."""
+def _stfile(opts: ScanOptions, file: str, as_of: int | None = None):
+    """An open handle on ``file`` (as of generation ``as_of``, if given:
+    the state the scan reads) for this thread, kept while the thread lives,
+    as a read task's connections to the peers are."""
     files = getattr(_open_files, "files", None)
     if files is None:
         files = _open_files.files = _ThreadFiles()
-    key = (opts.tracker, file)
+    key = (opts.tracker, file, as_of)
     f = files.get(key)
     if f is None:
         from st_py.client.client import Client
 
         c = Client(opts.tracker, api_key=opts.api_key, encryption_key=opts.encryption_key)
-        f = files[key] = c.open(file)
+        f = files[key] = c.open(file, as_of=as_of)
     return f
 
 
@@ -120,7 +155,7 @@ def _object_source(ref, opts: ScanOptions) -> Source:
     """A striped object (docs/striping.md): a Parquet object as a seekable
     file whose reads fetch only the stripes they touch (footer, then the
     column chunks of the row groups kept), anything else whole."""
-    f = _stfile(opts, ref.file)
+    f = _stfile(opts, ref.file, ref.as_of)
     reader = f.open(ref.name)
     head = reader.read(8)
     fmt = opts.format or (None if opts.decoder is not None else detect(ref.name, head))
@@ -165,7 +200,7 @@ def _checked_bytes(ref, opts: ScanOptions) -> bytes:
     except ChecksumError as e:
         SCAN_STATS["checksum_fallbacks"] += 1
         log.warning("%s; reading it by GET from another copy", e)
-        f = _stfile(opts, ref.file)
+        f = _stfile(opts, ref.file, ref.as_of)
         f.report_bad_copy(ref.name, ref.peer, str(e))  # best effort
         return f.get(ref.name)  # decoded, CRC-checked
     SCAN_STATS["records_verified"] += 1
@@ -277,7 +312,8 @@ def read_unit(
     unit: ReadUnit, schema: pa.Schema, columns: list[str] | None, filter, opts: ScanOptions, counts: dict | None = None
 ) -> Iterator[pa.RecordBatch]:
     """Stream a unit's records as batches of ``project(schema, columns)``
-    (plus a ``path`` column, ``/file/record``, with ``include_paths``).
+    (plus a ``path`` column, ``/file/record``, with ``include_paths``, and
+    a ``generation`` column with ``include_generation``).
 
     ``counts``, if given, is filled with ``{file: records read}`` for the
     exactly-once check.
@@ -292,9 +328,6 @@ def read_unit(
     RecordFormatError, SchemaConflictError
         A record does not decode, or does not fit ``schema``.
     """
-    out_schema = project(schema, columns)
-    if opts.include_paths:
-        out_schema = out_schema.append(pa.field(PATH_COLUMN, pa.string()))
     if opts.format == "raw" and opts.decoder is None:
         yield from _raw_batches(unit, columns, filter, opts, counts)
         return
@@ -327,9 +360,7 @@ def read_unit(
             fmt = "raw" if opts.format == "raw" else (opts.format or detect_source(ref.name, src))
             batches = scan_record(ref.name, src, fmt, schema, columns, filter, opts.batch_size)
         for b in batches:
-            if opts.include_paths:
-                b = b.append_column(PATH_COLUMN, pa.array([f"{ref.file}/{ref.name}"] * b.num_rows, pa.string()))
-            yield from out.add(b)
+            yield from out.add(_tagged(b, ref, opts))
         if counts is not None:
             counts[ref.file] = counts.get(ref.file, 0) + 1
     if run:
@@ -359,7 +390,8 @@ def _parquet_run(
         names = set(schema.names)
         if all(set(f.physical_schema.names) <= names for f in frags):
             dset = ds.FileSystemDataset(frags, schema, fmt)
-            by_buffer = {src.address: ref for ref, src in run} if opts.include_paths else {}
+            tag = opts.include_paths or opts.include_generation
+            by_buffer = {src.address: ref for ref, src in run} if tag else {}
             cols = project(schema, columns).names
             scanner = dset.scanner(columns=cols, filter=filter, batch_size=opts.batch_size, use_threads=True)
             for tagged in scanner.scan_batches():
@@ -367,12 +399,12 @@ def _parquet_run(
                 if not b.num_rows:
                     continue
                 b = conform(b, project(schema, columns), run[0][0].name)
-                if opts.include_paths:
+                if tag:
                     buf = getattr(tagged.fragment, "buffer", None)
                     ref = by_buffer.get(buf.address) if buf is not None else None
                     if ref is None:
                         raise LookupError("a batch of an unknown fragment")
-                    b = b.append_column(PATH_COLUMN, pa.array([f"{ref.file}/{ref.name}"] * b.num_rows, pa.string()))
+                    b = _tagged(b, ref, opts)
                 held.append(b)
         else:
             held = None  # type: ignore[assignment]
@@ -389,9 +421,7 @@ def _parquet_run(
 
 def _record_batches(ref, src, schema, columns, filter, opts: ScanOptions):
     for b in scan_record(ref.name, src, "parquet", schema, columns, filter, opts.batch_size):
-        if opts.include_paths:
-            b = b.append_column(PATH_COLUMN, pa.array([f"{ref.file}/{ref.name}"] * b.num_rows, pa.string()))
-        yield b
+        yield _tagged(b, ref, opts)
 
 
 SMALL_RECORD_BYTES = 1 << 20  # Parquet records up to this size are scanned many at a time (_parquet_run)
@@ -546,7 +576,7 @@ def _raw_batches(unit: ReadUnit, columns, filter, opts: ScanOptions, counts: dic
                     continue
                 b = t.to_batches()[0]
             if columns is not None:
-                b = b.select(list(columns) + ([PATH_COLUMN] if opts.include_paths else []))
+                b = b.select(list(columns) + [f.name for f in out_fields(opts)])
             yield b
     finally:
         ahead.close()
@@ -584,7 +614,7 @@ def _raw_batch(unit: ReadUnit, i: int, j: int, opts: ScanOptions, got) -> pa.Rec
         for k in range(len(paths)):
             ref = unit.ref(i + k)
             if ref.kind == "object":
-                datas.append(_stfile(opts, ref.file).get(ref.name))
+                datas.append(_stfile(opts, ref.file, ref.as_of).get(ref.name))
                 SCAN_STATS["objects_read"] += 1
             elif k in bad_at:
                 datas.append(_checked_bytes(ref, opts))  # raises, or reads a good copy by GET
@@ -598,6 +628,11 @@ def _raw_batch(unit: ReadUnit, i: int, j: int, opts: ScanOptions, got) -> pa.Rec
     if opts.include_paths:
         arrays.append(pa.array(unit.input_files[i:j] if i or j < len(unit) else unit.input_files, pa.string()))
         fields.append(PATH_COLUMN)
+    if opts.include_generation:
+        gens = dict(opts.generations)
+        of_file = [gens[f.file] for f in unit.files]
+        arrays.append(pa.array([of_file[k] for k in unit.file_of[i:j]], pa.int64()))
+        fields.append(GENERATION_COLUMN)
     return pa.RecordBatch.from_arrays(arrays, names=fields)
 
 
@@ -612,7 +647,5 @@ def _binary_array_from(data: bytes, sizes: Sequence[int]) -> pa.Array:
 
 def read_unit_table(unit: ReadUnit, schema: pa.Schema, columns, filter, opts: ScanOptions) -> pa.Table:
     """:func:`read_unit` gathered into one table (a Dask partition)."""
-    out_schema = project(schema, columns)
-    if opts.include_paths:
-        out_schema = out_schema.append(pa.field(PATH_COLUMN, pa.string()))
+    out_schema = with_out_fields(project(schema, columns), opts)
     return pa.Table.from_batches(list(read_unit(unit, schema, columns, filter, opts)), schema=out_schema)

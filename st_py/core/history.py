@@ -25,7 +25,15 @@ import datetime as _dt
 import sqlite3
 from dataclasses import dataclass
 
-from st_py.core.infofile import STRIPE_END, STRIPE_PREFIX, InfofileReader, ObjectMeta, RecordMeta
+from st_py.core.infofile import (
+    RESERVED_PREFIXES,
+    STRIPE_END,
+    STRIPE_PREFIX,
+    InfofileReader,
+    ObjectMeta,
+    RecordMeta,
+    prefix_upper,
+)
 from st_py.errors import InvalidOptionError, SnapshotExpiredError, SnapshotNotFoundError
 
 
@@ -233,19 +241,78 @@ def resolve_as_of(reader: InfofileReader, as_of, file: str = "") -> int:
     return gen
 
 
-# The versions visible at G (?1), with the holders each is read from: current
-# versions from their current copies, past ones from their last holders.
-_CURRENT = (
-    "SELECT r.name AS name, r.size AS size, r.crc32c AS crc32c, r.version AS version, r.stored_as AS stored_as, "
-    "{logical} AS logical FROM records r WHERE r.commit_seq <= ?1"
+# -- what generation G holds, as SQL (docs/snapshots.md, "The model") ---------------------
+# Each template takes the generation ``g`` (an int, inlined, or a placeholder
+# such as ``"?1"``) and ``db``, a prefix of the tables (``""`` for an
+# infofile's own connection; ``"f0."`` for one attached to DuckDB), and is
+# plain SQL that SQLite and DuckDB both run. They are the one statement of
+# the model: :class:`AsOf` reads through them, and so does
+# :mod:`st_integrations.duckdb_sql` (``connect(..., as_of=...)``).
+
+
+def _g(g) -> str:
+    return g if isinstance(g, str) else str(int(g))
+
+
+def records_at_sql(g, db: str = "", logical: bool = True, schema: bool = True) -> str:
+    """SQL: the record versions of generation ``g`` (stripe records
+    included), one row each, as ``name, size, crc32c, version, stored_as,
+    logical_size, commit_seq, committed_at, schema_id``: the current
+    versions committed at or before ``g`` and the past versions current at
+    ``g`` (``record_history.commit_seq <= g < until``). ``logical`` and
+    ``schema``: the file has the ``logical_size`` and ``schema_id`` columns
+    (NULL in their place otherwise)."""
+    g = _g(g)
+
+    def cols(t: str) -> str:
+        return (
+            f"{t}.name AS name, {t}.size AS size, {t}.crc32c AS crc32c, {t}.version AS version, "
+            f"{t}.stored_as AS stored_as, {f'{t}.logical_size' if logical else 'NULL'} AS logical_size, "
+            f"{t}.commit_seq AS commit_seq, {t}.committed_at AS committed_at, "
+            f"{f'{t}.schema_id' if schema else 'NULL'} AS schema_id"
+        )
+
+    return (
+        f"SELECT {cols('r')} FROM {db}records r WHERE r.commit_seq <= {g} "
+        f"UNION ALL SELECT {cols('v')} FROM {db}record_history v WHERE v.commit_seq <= {g} AND v.until > {g}"
+    )
+
+
+def objects_at_sql(g, db: str = "") -> str:
+    """SQL: the striped objects of generation ``g`` as ``name, size,
+    stripe_size, stripes, crc32c, commit_seq, committed_at, schema_id``."""
+    g = _g(g)
+    cols = "name, size, stripe_size, stripes, crc32c, commit_seq, committed_at, schema_id"
+    return (
+        f"SELECT {cols} FROM {db}objects WHERE commit_seq <= {g} "
+        f"UNION ALL SELECT {cols} FROM {db}object_history WHERE commit_seq <= {g} AND until > {g}"
+    )
+
+
+# A past version's holders: the copy_history rows of its stored name that
+# held it when it stopped being current.
+_PAST_COPY = (
+    "h.name = v.name AND coalesce(h.stored_as, h.name) = coalesce(v.stored_as, v.name) "
+    "AND h.since < v.until AND h.until >= v.until"
 )
-_PAST = (
-    "SELECT v.name AS name, v.size AS size, v.crc32c AS crc32c, v.version AS version, v.stored_as AS stored_as, "
-    "coalesce(v.logical_size, v.size) AS logical FROM record_history v WHERE v.commit_seq <= ?1 AND v.until > ?1"
-)
+
+
+def copies_at_sql(g, db: str = "") -> str:
+    """SQL: the copies a read of generation ``g`` uses, as ``name,
+    copy_rank, peer_idx``: a current version's current holders (a snapshot
+    follows its records wherever moves took them), a past version's holders
+    when it stopped being current."""
+    g = _g(g)
+    return (
+        f"SELECT c.name AS name, c.copy_rank AS copy_rank, c.peer_idx AS peer_idx FROM {db}copies c "
+        f"JOIN {db}records r ON r.name = c.name WHERE r.commit_seq <= {g} "
+        f"UNION ALL SELECT h.name, h.copy_rank, h.peer_idx FROM {db}record_history v JOIN {db}copy_history h "
+        f"ON {_PAST_COPY} WHERE v.commit_seq <= {g} AND v.until > {g}"
+    )
+
+
 _LAST_HOLDERS = (
-    "SELECT h.copy_rank, h.peer_idx FROM record_history v JOIN copy_history h ON h.name = v.name "
-    "AND coalesce(h.stored_as, h.name) = coalesce(v.stored_as, v.name) AND h.since < v.until AND h.until >= v.until "
+    f"SELECT h.copy_rank, h.peer_idx FROM record_history v JOIN copy_history h ON {_PAST_COPY} "
     "WHERE v.name = ?2 AND v.commit_seq <= ?1 AND v.until > ?1 ORDER BY h.copy_rank"
 )
 
@@ -264,16 +331,31 @@ class AsOf:
         self.reader, self.as_of, self.file = reader, int(generation), file
         self.conn = reader.conn
         self.path = reader.path
+        self._records_sql: str | None = None
 
-    def _logical(self) -> str:
+    def _has_column(self, column: str) -> bool:
         try:
-            self.conn.execute("SELECT logical_size FROM records LIMIT 0")
-            return "coalesce(r.logical_size, r.size)"
+            self.conn.execute(f"SELECT {column} FROM records LIMIT 0")
+            return True
         except sqlite3.OperationalError:
-            return "r.size"
+            return False
 
     def _visible(self) -> str:
-        return f"{_CURRENT.format(logical=self._logical())} UNION ALL {_PAST}"
+        """:func:`records_at_sql` at this view's generation (``?1``), with a
+        column ``logical``: the user's bytes (:func:`~st_py.core.infofile.user_size`)."""
+        if self._records_sql is None:
+            at = records_at_sql("?1", logical=self._has_column("logical_size"), schema=self._has_column("schema_id"))
+            self._records_sql = f"SELECT *, coalesce(logical_size, size) AS logical FROM ({at})"
+        return self._records_sql
+
+    def _objects(self) -> str | None:
+        """:func:`objects_at_sql` at this view's generation (``?1``), or None
+        in a file made before striping."""
+        try:
+            self.conn.execute("SELECT 1 FROM objects LIMIT 0")
+        except sqlite3.OperationalError:
+            return None
+        return objects_at_sql("?1")
 
     # -- what InfofileReader answers, at the view's generation ------------------------
     def meta(self) -> dict:
@@ -402,6 +484,245 @@ class AsOf:
             (self.as_of, STRIPE_PREFIX, STRIPE_END),
         ).fetchone()
         return int(b) + sum(o.size for o in self.objects())
+
+    # -- what scans and the fsspec filesystem ask (InfofileReader's names) ---------------
+    # Every query below reads the versions of this generation through
+    # records_at_sql / objects_at_sql: a range of names is one range of the
+    # name index of records and of record_history each.
+    def peerlist(self) -> list[tuple[int, str, str]]:
+        """The file's peerlist (it only grows: the current one holds every
+        peer index of any generation)."""
+        return self.reader.peerlist()
+
+    def has_stripes(self) -> bool:
+        """Are there stripe records (of objects) at this generation?"""
+        return (
+            self.conn.execute(
+                f"SELECT 1 FROM ({self._visible()}) WHERE name >= ?2 AND name < ?3 LIMIT 1",
+                (self.as_of, STRIPE_PREFIX, STRIPE_END),
+            ).fetchone()
+            is not None
+        )
+
+    def is_empty(self) -> bool:
+        """No record (nor stripe) at this generation."""
+        return self.conn.execute(f"SELECT 1 FROM ({self._visible()}) LIMIT 1", (self.as_of,)).fetchone() is None
+
+    def last_commit_at(self) -> float | None:
+        """Unix seconds of the newest record of this generation, or None."""
+        (t,) = self.conn.execute(f"SELECT max(committed_at) FROM ({self._visible()})", (self.as_of,)).fetchone()
+        return None if t is None else float(t)
+
+    def record_stat(self, name: str) -> tuple[int, int, float, int | None] | None:
+        """``(size, crc32c, committed_at, logical_size)`` of record ``name``
+        at this generation (as :meth:`InfofileReader.record_stat`), or None."""
+        return self.conn.execute(
+            f"SELECT size, crc32c, committed_at, logical_size FROM ({self._visible()}) WHERE name = ?2",
+            (self.as_of, name),
+        ).fetchone()
+
+    def records_between(self, lo: str, hi: str | None = None) -> list[tuple]:
+        """``(name, size, crc32c, committed_at, logical_size)`` of the
+        records of this generation with ``lo <= name < hi`` (no upper bound
+        if None), stripes included, in name order."""
+        hi_sql = "" if hi is None else " AND name < ?3"
+        args = (self.as_of, lo) if hi is None else (self.as_of, lo, hi)
+        return self.conn.execute(
+            f"SELECT name, size, crc32c, committed_at, logical_size FROM ({self._visible()}) "
+            f"WHERE name >= ?2{hi_sql} ORDER BY name",
+            args,
+        ).fetchall()
+
+    def any_between(self, lo: str, hi: str) -> bool:
+        """Is a record named ``lo <= name < hi`` one of this generation?"""
+        return (
+            self.conn.execute(
+                f"SELECT 1 FROM ({self._visible()}) WHERE name >= ?2 AND name < ?3 LIMIT 1", (self.as_of, lo, hi)
+            ).fetchone()
+            is not None
+        )
+
+    def object_stat(self, name: str) -> tuple[int, int, float, int, int] | None:
+        """``(size, crc32c, committed_at, stripes, stripe_size)`` of striped
+        object ``name`` at this generation, or None."""
+        q = self._objects()
+        if q is None:
+            return None
+        return self.conn.execute(
+            f"SELECT size, crc32c, committed_at, stripes, stripe_size FROM ({q}) WHERE name = ?2", (self.as_of, name)
+        ).fetchone()
+
+    def objects_between(self, lo: str = "", hi: str | None = None) -> list[tuple]:
+        """``(name, size, crc32c, committed_at, stripes, stripe_size)`` of
+        the striped objects of this generation with ``lo <= name < hi``."""
+        q = self._objects()
+        if q is None:
+            return []
+        hi_sql = "" if hi is None else " AND name < ?3"
+        args = (self.as_of, lo) if hi is None else (self.as_of, lo, hi)
+        return self.conn.execute(
+            f"SELECT name, size, crc32c, committed_at, stripes, stripe_size FROM ({q}) "
+            f"WHERE name >= ?2{hi_sql} ORDER BY name",
+            args,
+        ).fetchall()
+
+    def entries_between(self, lo: str = "", hi: str | None = None) -> list[tuple]:
+        """The records (not stripes, nor the stored names of versions) and
+        striped objects of this generation named ``lo <= name < hi``, as
+        :meth:`InfofileReader.entries_between` gives them: ``(name,
+        stored_size, logical_size, crc32c, committed_at, stripes,
+        stripe_size)``, in name order."""
+        rows = [
+            (n, sz, lg, crc, t, None, None)
+            for n, sz, crc, t, lg in self.records_between(lo, hi)
+            if not n.startswith(RESERVED_PREFIXES)
+        ]
+        objs = [(n, sz, sz, crc, t, k, ss) for n, sz, crc, t, k, ss in self.objects_between(lo, hi)]
+        if objs:
+            rows = sorted(rows + objs, key=lambda r: r[0])
+        return rows
+
+    def names_between(self, lo: str = "", hi: str | None = None) -> list[str]:
+        """The names users see at this generation in ``lo <= name < hi``
+        (:meth:`entries_between`'s), sorted, each once."""
+        return list(dict.fromkeys(r[0] for r in self.entries_between(lo, hi)))
+
+    def level(self, prefix: str, detail: bool = True) -> tuple[list, list[str]]:
+        """One level of the tree of names below ``prefix`` at this
+        generation, as :meth:`InfofileReader.level` gives it. It reads every
+        name below ``prefix`` (a past generation's listing is not on the
+        hot path)."""
+        plen = len(prefix)
+        entries: list = []
+        heads: dict[str, None] = {}
+        if prefix.startswith(RESERVED_PREFIXES):
+            return entries, []
+        for row in self.entries_between(prefix, prefix_upper(prefix) if prefix else None):
+            j = row[0].find("/", plen)
+            if j < 0:
+                entries.append(row if detail else row[0])
+            else:
+                heads.setdefault(row[0][plen:j])
+        return entries, list(heads)
+
+    def copy_rows(
+        self, non_live_idxs: list[int], names: list[str] | None = None
+    ) -> dict[str, list[tuple[int, int, str]]]:
+        """What :meth:`InfofileReader.copy_rows` gives, at this generation:
+        ``{name: [(copy_rank, peer_idx, "stored" | "pending" |
+        "quarantined")]}`` of the records of this generation that have a
+        copy on one of ``non_live_idxs``, or a pending or quarantined copy
+        (of a version still current), or (with ``names``) of those records;
+        their copies are those a read of this generation uses
+        (:func:`copies_at_sql`). The input of
+        :func:`st_py.core.copy_health.file_health` for a past state."""
+        g = self.as_of
+        at = f"SELECT * FROM ({copies_at_sql('?1')})"
+        extra = []
+        for table in ("pending_copies", "quarantined_copies"):
+            if self.reader.has_table(table):
+                extra.append(table)
+        if names is not None:
+            found_sql = f"SELECT name FROM ({self._visible()}) WHERE name IN ({','.join('?' * len(names))})"
+            args: list[object] = [g, *names]
+        else:
+            marks = ",".join("?" * len(non_live_idxs)) or "NULL"
+            found_sql = f"SELECT name FROM ({at}) WHERE peer_idx IN ({marks})"
+            for table in extra:
+                found_sql += (
+                    f" UNION SELECT t.name FROM {table} t JOIN records r ON r.name = t.name WHERE r.commit_seq <= ?1"
+                )
+            args = [g, *non_live_idxs]
+        c = self.conn
+        own = not c.in_transaction
+        if own:
+            c.execute("BEGIN")  # one state of the tables
+        try:
+            found = [r[0] for r in c.execute(found_sql, args)]
+            out: dict[str, list[tuple[int, int, str]]] = {n: [] for n in found}
+            for i in range(0, len(found), 500):
+                chunk = found[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                for n, r, p in c.execute(
+                    f"SELECT name, copy_rank, peer_idx FROM ({at}) WHERE name IN ({marks})", [g, *chunk]
+                ):
+                    out[n].append((int(r), int(p), "stored"))
+                for table in extra:
+                    kind = "pending" if table == "pending_copies" else "quarantined"
+                    q = (
+                        f"SELECT t.name, t.copy_rank, t.peer_idx FROM {table} t JOIN records r ON r.name = t.name "
+                        f"WHERE r.commit_seq <= ?1 AND t.name IN ({marks})"
+                    )
+                    for n, r, p in c.execute(q, [g, *chunk]):
+                        out[n].append((int(r), int(p), kind))
+        finally:
+            if own:
+                c.execute("COMMIT")
+        return out
+
+    # -- record schemas kept at write time, of this generation's versions ------------------
+    def _schema_rows(self) -> str | None:
+        """SQL: ``name, schema_id`` of the records (not stripes) and objects
+        of this generation (``?1``), or None in a file without kept schemas."""
+        if not self._has_column("schema_id"):
+            return None
+        q = f"SELECT name, schema_id FROM ({self._visible()}) WHERE NOT (name >= ?2 AND name < ?3)"
+        objs = self._objects()
+        return q if objs is None else f"{q} UNION ALL SELECT name, schema_id FROM ({objs})"
+
+    def kept_schemas(self) -> list[tuple[str, bytes, str]] | None:
+        """The distinct schemas of this generation's records and objects as
+        ``(format, Arrow IPC schema, a record that has it)``, in the order of
+        those records' names (as :meth:`InfofileReader.kept_schemas`); None
+        for a file made before schemas were kept."""
+        q = self._schema_rows()
+        if q is None:
+            return None
+        try:
+            rows = self.conn.execute(
+                f"SELECT s.format, s.schema, min(v.name) FROM ({q}) v JOIN schemas s USING(schema_id) "
+                "GROUP BY v.schema_id ORDER BY 3",
+                (self.as_of, STRIPE_PREFIX, STRIPE_END),
+            ).fetchall()
+        except sqlite3.OperationalError:  # no schemas table
+            return None
+        return [(fmt, bytes(blob), first) for fmt, blob, first in rows]
+
+    def names_without_schema(self, limit: int | None = None) -> list[str]:
+        """This generation's record and object names (not stripes) whose
+        schema was not kept, sorted (as :meth:`InfofileReader.names_without_schema`)."""
+        q = self._schema_rows()
+        if q is None:
+            out = self.names()
+            return out if limit is None else out[:limit]
+        return [
+            n
+            for (n,) in self.conn.execute(
+                f"SELECT name FROM ({q}) WHERE schema_id IS NULL ORDER BY name LIMIT ?4",
+                (self.as_of, STRIPE_PREFIX, STRIPE_END, -1 if limit is None else int(limit)),
+            )
+        ]
+
+    def schemas_of(self, names: list[str]) -> dict[str, tuple[str, bytes]]:
+        """``{name: (format, Arrow IPC schema)}`` of the named records and
+        objects of this generation whose schema was kept."""
+        q = self._schema_rows()
+        out: dict[str, tuple[str, bytes]] = {}
+        if q is None:
+            return out
+        for i in range(0, len(names), 500):
+            chunk = names[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            try:
+                rows = self.conn.execute(
+                    f"SELECT v.name, s.format, s.schema FROM ({q}) v JOIN schemas s USING(schema_id) "
+                    f"WHERE v.name IN ({marks})",
+                    (self.as_of, STRIPE_PREFIX, STRIPE_END, *chunk),
+                )
+            except sqlite3.OperationalError:  # no schemas table
+                return out
+            out.update((n, (fmt, bytes(blob))) for n, fmt, blob in rows)
+        return out
 
     def count_unavailable(self, dead_idxs: list[int], copies: int) -> int:
         """Records of this generation with no kept copy outside

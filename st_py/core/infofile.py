@@ -521,6 +521,10 @@ class InfofileReader:
                 c.execute("COMMIT")
         return out
 
+    def has_table(self, table: str) -> bool:
+        """The infofile has table ``table`` (files made before a table existed lack it)."""
+        return self._has_table(table)
+
     def _has_table(self, table: str) -> bool:
         return (
             self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
