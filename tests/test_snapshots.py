@@ -372,3 +372,39 @@ def test_snapshots_stay_readable_after_the_namespace_is_recovered_from_the_peers
         assert revealed_once(f) == want
     with c.open(name) as f:
         assert {k: f.get(k) for k in f.names()} == _after(want)
+
+
+def test_a_snapshot_follows_its_past_versions_through_a_drain_and_a_rebalance(make_cluster):
+    """The copies of versions a snapshot holds (replaced and deleted since)
+    are moved like current copies: a drain takes them off the drained peer,
+    and a rebalance restores those a lost peer held, so the snapshot reads
+    whole after the drained peer is stopped and another one is lost
+    (docs/snapshots.md: a snapshot follows each version to its holders)."""
+    from st_py.maintenance.drain import drain
+    from st_py.maintenance.rebalance import rebalance_file
+
+    cluster = make_cluster(5)
+    c = cluster.client()
+    name = "/snap/follow"
+    want = _fill(c, name, "x2", n=30)
+    c.snapshot(name, "keep")
+    with c.open(name) as f:
+        for i in range(0, 30, 2):
+            f.put(f"r{i:03d}", b"a newer version %d" % i, replace=True)
+        for i in range(1, 30, 4):
+            f.delete(f"r{i:03d}")
+    drained = cluster.peer_addrs[0]
+    report = drain(c, drained)
+    assert report.complete and report.copies_left == 0, report
+    cluster.kill_peer(0)  # retired: stopped, its disk goes away
+    lost = cluster.kill_peer(1)
+    r = rebalance_file(c, name, lost=[lost])
+    assert r.complete, r
+    assert r.retained_affected == r.retained_moved > 0, r
+    with c.open(name, as_of="keep") as f:
+        assert {k: f.get(k) for k in f.names()} == want
+        seen = {}
+        for rec in f.get_local():
+            assert rec.name not in seen
+            seen[rec.name] = f.read_local(rec)
+        assert seen == want

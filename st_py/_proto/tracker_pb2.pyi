@@ -469,18 +469,20 @@ class ExtendPeerlistRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
 
 class CopyMove(_message.Message):
-    __slots__ = ("name", "copy_rank", "from_peer_idx", "to_peer_idx", "stored_as")
+    __slots__ = ("name", "copy_rank", "from_peer_idx", "to_peer_idx", "stored_as", "until")
     NAME_FIELD_NUMBER: _ClassVar[int]
     COPY_RANK_FIELD_NUMBER: _ClassVar[int]
     FROM_PEER_IDX_FIELD_NUMBER: _ClassVar[int]
     TO_PEER_IDX_FIELD_NUMBER: _ClassVar[int]
     STORED_AS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
     name: str
     copy_rank: int
     from_peer_idx: int
     to_peer_idx: int
     stored_as: str
-    def __init__(self, name: _Optional[str] = ..., copy_rank: _Optional[int] = ..., from_peer_idx: _Optional[int] = ..., to_peer_idx: _Optional[int] = ..., stored_as: _Optional[str] = ...) -> None: ...
+    until: int
+    def __init__(self, name: _Optional[str] = ..., copy_rank: _Optional[int] = ..., from_peer_idx: _Optional[int] = ..., to_peer_idx: _Optional[int] = ..., stored_as: _Optional[str] = ..., until: _Optional[int] = ...) -> None: ...
 
 class MoveCopiesRequest(_message.Message):
     __slots__ = ("name", "file_id", "moves", "user")

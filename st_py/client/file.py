@@ -647,6 +647,23 @@ class StFile:
         """
         return self._record_reader.queue_get(name, callback, stored=stored)
 
+    def queue_get_version(self, meta: RecordMeta) -> Pending:
+        """Queue a read of the stored bytes (before the file's filters are
+        undone) of the version of a record that ``meta`` describes: its
+        stored name (``meta.key``), size, CRC-32C and holders, as
+        :meth:`st_py.core.infofile.InfofileReader.retained_held_by` returns
+        past versions kept for snapshots. For copying those versions between
+        peers (st_py.maintenance: drain, rebalance; docs/snapshots.md). Each
+        holder is asked in turn and the CRC-32C checked, as :meth:`queue_get`
+        does.
+
+        Returns
+        -------
+        Pending
+            ``result()`` is the bytes, or raises RecordUnavailableError.
+        """
+        return self._record_reader.queue_get_version(meta)
+
     def get(self, name: str) -> bytes:
         """The bytes of committed record ``name``.
 

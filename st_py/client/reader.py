@@ -248,6 +248,18 @@ class RecordReader:
         key = (meta.key if meta is not None else name).encode("utf-8", "surrogateescape")  # a version's own name
         ctx.transport.send(addr, lambda seq: [encode_get(seq, ctx.file_id, key)], done)
 
+    def queue_get_version(self, meta: RecordMeta) -> Pending:
+        """Queue a read of the stored bytes of the version ``meta`` names:
+        :meth:`st_py.client.file.StFile.queue_get_version` (the public docstring)."""
+        ctx = self.ctx
+        ctx.check_open()
+        ctx.renew_capability()
+        fut = Pending(ctx.transport.wait, meta.name)
+        ctx.wait_for_slot()
+        ctx.gets_inflight += 1
+        self._try_get(meta.name, meta, self._read_order(list(meta.peers)), [], fut, None, True)
+        return fut
+
     def get(self, name: str) -> bytes:
         """The bytes of record ``name``: :meth:`st_py.client.file.StFile.get` (the public docstring)."""
         return self.queue_get(name).result()

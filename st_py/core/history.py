@@ -10,10 +10,9 @@ state (names, count, lookups, objects, sizes) about that generation:
 - the records of generation G are the current versions committed at or
   before G and the past versions current at G
   (``record_history.commit_seq <= G < until``);
-- a version still current is read from its current holders (a snapshot
-  follows a record wherever moves took its copies); a past version from the
-  holders it had when it stopped being current (its ``copy_history`` rows
-  with ``since < until_v <= until``).
+- every version is read from its copies' current holders: a current one's
+  (``copies``), a past one's (``retained_copies``), so a snapshot follows a
+  record wherever rebalance, drain or spread moved its copies.
 
 Only this module and :mod:`st_py.core.infofile` hold SQL over the
 infofile's tables on the client side.
@@ -84,13 +83,14 @@ def has_history(reader: InfofileReader) -> bool:
 
 def retained_on(reader: InfofileReader, key: str, peer_idx: int) -> bool:
     """Peer ``peer_idx`` keeps a copy stored under ``key`` of a version that
-    is no longer current, or of a current one moved off it, which readers
-    of older generations may still use (a ``copy_history`` row): a new
-    copy under that name must not replace it."""
+    is no longer current (``retained_copies``), or of one moved off it
+    (``copy_history``), which readers of older generations may still use: a
+    new copy under that name must not replace it."""
     try:
         return (
             reader.conn.execute(
-                "SELECT 1 FROM copy_history WHERE coalesce(stored_as, name) = ? AND peer_idx = ? LIMIT 1",
+                "SELECT 1 FROM retained_copies WHERE coalesce(stored_as, name) = ?1 AND peer_idx = ?2 "
+                "UNION ALL SELECT 1 FROM copy_history WHERE coalesce(stored_as, name) = ?1 AND peer_idx = ?2 LIMIT 1",
                 (key, peer_idx),
             ).fetchone()
             is not None
@@ -289,32 +289,32 @@ def objects_at_sql(g, db: str = "") -> str:
     )
 
 
-# A past version's holders: the copy_history rows of its stored name that
-# held it when it stopped being current.
-_PAST_COPY = (
-    "h.name = v.name AND coalesce(h.stored_as, h.name) = coalesce(v.stored_as, v.name) "
-    "AND h.since < v.until AND h.until >= v.until"
-)
+# A past version's holders: its retained_copies rows, the current holders of
+# its copies (moved by rebalance and drain like current copies).
+_PAST_COPY = "h.name = v.name AND h.until = v.until"
 
 
 def copies_at_sql(g, db: str = "") -> str:
     """SQL: the copies a read of generation ``g`` uses, as ``name,
-    copy_rank, peer_idx``: a current version's current holders (a snapshot
-    follows its records wherever moves took them), a past version's holders
-    when it stopped being current."""
+    copy_rank, peer_idx``: every version's current holders, a current
+    version's (``copies``) and a past one's (``retained_copies``): a
+    snapshot follows its records wherever moves took them."""
     g = _g(g)
     return (
         f"SELECT c.name AS name, c.copy_rank AS copy_rank, c.peer_idx AS peer_idx FROM {db}copies c "
         f"JOIN {db}records r ON r.name = c.name WHERE r.commit_seq <= {g} "
-        f"UNION ALL SELECT h.name, h.copy_rank, h.peer_idx FROM {db}record_history v JOIN {db}copy_history h "
+        f"UNION ALL SELECT h.name, h.copy_rank, h.peer_idx FROM {db}record_history v JOIN {db}retained_copies h "
         f"ON {_PAST_COPY} WHERE v.commit_seq <= {g} AND v.until > {g}"
     )
 
 
 _LAST_HOLDERS = (
-    f"SELECT h.copy_rank, h.peer_idx FROM record_history v JOIN copy_history h ON {_PAST_COPY} "
+    f"SELECT h.copy_rank, h.peer_idx FROM record_history v JOIN retained_copies h ON {_PAST_COPY} "
     "WHERE v.name = ?2 AND v.commit_seq <= ?1 AND v.until > ?1 ORDER BY h.copy_rank"
 )
+"""The holders a past version of record ?2 current at generation ?1 is read
+from: its copies' current holders (``retained_copies``; moved by rebalance
+and drain like current copies)."""
 
 
 class AsOf:
@@ -736,9 +736,8 @@ class AsOf:
         ).fetchone()
         (b,) = self.conn.execute(
             "SELECT count(*) FROM record_history v WHERE v.commit_seq <= ? AND v.until > ? AND NOT EXISTS "
-            "(SELECT 1 FROM copy_history h WHERE h.name = v.name AND coalesce(h.stored_as, h.name) = "
-            "coalesce(v.stored_as, v.name) AND h.since < v.until AND h.until >= v.until "
-            f"AND h.peer_idx NOT IN ({marks}))",
+            "(SELECT 1 FROM retained_copies r WHERE r.name = v.name AND r.until = v.until "
+            f"AND r.peer_idx NOT IN ({marks}))",
             [g, g, *dead_idxs],
         ).fetchone()
         return int(a) + int(b)
@@ -774,9 +773,8 @@ class AsOf:
             "SELECT r.name FROM records r WHERE r.commit_seq <= ? AND NOT EXISTS (SELECT 1 FROM copies c "
             f"WHERE c.name = r.name AND c.peer_idx NOT IN ({marks})) "
             "UNION ALL SELECT v.name FROM record_history v WHERE v.commit_seq <= ? AND v.until > ? AND NOT EXISTS "
-            "(SELECT 1 FROM copy_history h WHERE h.name = v.name AND coalesce(h.stored_as, h.name) = "
-            "coalesce(v.stored_as, v.name) AND h.since < v.until AND h.until >= v.until "
-            f"AND h.peer_idx NOT IN ({marks})) ORDER BY 1 LIMIT ?",
+            "(SELECT 1 FROM retained_copies r WHERE r.name = v.name AND r.until = v.until "
+            f"AND r.peer_idx NOT IN ({marks})) ORDER BY 1 LIMIT ?",
             [g, *dead_idxs, g, g, *dead_idxs, limit],
         )
         return [r[0] for r in rows]
@@ -788,8 +786,7 @@ class AsOf:
             r[0]
             for r in self.conn.execute(
                 "SELECT v.name FROM record_history v WHERE v.commit_seq <= ?1 AND v.until > ?1 AND NOT EXISTS "
-                "(SELECT 1 FROM copy_history h WHERE h.name = v.name AND coalesce(h.stored_as, h.name) = "
-                "coalesce(v.stored_as, v.name) AND h.since < v.until AND h.until >= v.until) LIMIT ?2",
+                "(SELECT 1 FROM retained_copies r WHERE r.name = v.name AND r.until = v.until) LIMIT ?2",
                 (self.as_of, limit),
             )
         ]

@@ -397,6 +397,45 @@ class InfofileReader:
             pass
         return out
 
+    def retained_held_by(self, peer_idxs: list[int] | None = None) -> dict[tuple[str, int], RecordMeta]:
+        """The past versions kept for snapshots and older readers
+        (``retained_copies``; docs/snapshots.md) that have a copy on one of
+        ``peer_idxs`` (default: every one), as ``{(name, until): RecordMeta}``
+        with every current holder of each (``peers``, ``ranks``), its size,
+        CRC-32C, version and stored name. Empty for a file without them."""
+        try:
+            if peer_idxs is None:
+                keys = self.conn.execute("SELECT DISTINCT name, until FROM retained_copies").fetchall()
+            else:
+                marks = ",".join("?" * len(peer_idxs)) or "-1"
+                keys = self.conn.execute(
+                    f"SELECT DISTINCT name, until FROM retained_copies WHERE peer_idx IN ({marks})", list(peer_idxs)
+                ).fetchall()
+        except sqlite3.OperationalError:  # a file made before them
+            return {}
+        out: dict[tuple[str, int], RecordMeta] = {}
+        for name, until in keys:
+            v = self.conn.execute(
+                "SELECT size, crc32c, version, stored_as FROM record_history WHERE name = ? AND until = ?",
+                (name, until),
+            ).fetchone()
+            if v is None:
+                continue
+            held = self.conn.execute(
+                "SELECT copy_rank, peer_idx FROM retained_copies WHERE name = ? AND until = ? ORDER BY copy_rank",
+                (name, until),
+            ).fetchall()
+            out[(str(name), int(until))] = RecordMeta(
+                str(name),
+                int(v[0]),
+                int(v[1]),
+                tuple(int(p) for _, p in held),
+                tuple(int(r) for r, _ in held),
+                int(v[2]),
+                v[3],
+            )
+        return out
+
     def lookup_many(self, names: list[str]) -> dict[str, RecordMeta]:
         """:meth:`lookup` of many names. Each record's metadata comes from
         one statement: a replacement committed meanwhile shows whole or not

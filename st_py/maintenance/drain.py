@@ -30,6 +30,7 @@ from st_py.maintenance.moves import (
     find_peer,
     grow_peerlist,
     holdings,
+    move_retained,
     prepare,
     recent_holders,
     spaces,
@@ -136,7 +137,7 @@ def _drain_file(
     if drained is None:
         return fm, 0
     reader = f.infofile()
-    if not reader.copies_held_by([drained]):
+    if not reader.copies_held_by([drained]) and not reader.retained_held_by([drained]):
         return fm, 0
     grow_peerlist(f, set(in_service), fm)
     metas = reader.copies_held_by(sorted(f.peers))
@@ -148,7 +149,9 @@ def _drain_file(
     taken = {n: set(m.peers) | recent.get(n, set()) for n, m in on_drained.items()}
     moves, fm.stuck = _plan_drain(on_drained, drained, peers, space, taken, recent, f.placement_domains)
     execute(f, moves, peers, space, held, fm, throttle, progress, allow_recent=True)
-    return fm, len(moves) + len(fm.stuck)
+    planned = len(moves) + len(fm.stuck)
+    # the copies of past versions kept for snapshots go too (docs/snapshots.md)
+    return fm, planned + move_retained(f, {drained}, peers, fm, throttle)
 
 
 def drain(
@@ -270,7 +273,9 @@ def _count_on(client, peer_id: str, report: DrainReport) -> int:
         try:
             with client.open(name) as f:
                 idx = [i for i, p in f.peers.items() if p.peer_id == peer_id]
-                left += sum(1 for m in f.infofile().copies_held_by(idx).values() for p in m.peers if p in idx)
+                reader = f.infofile()
+                left += sum(1 for m in reader.copies_held_by(idx).values() for p in m.peers if p in idx)
+                left += sum(1 for m in reader.retained_held_by(idx).values() for p in m.peers if p in idx)
         except StoreTorrentError as e:
             report.failed_files.append((name, str(e)))
     return left

@@ -437,3 +437,91 @@ def by_peer_id(f, held: Mapping[int, int], peer_ids: Iterable[str]) -> dict[str,
         if pid in out:
             out[pid] += b
     return out
+
+
+# -- past versions kept for snapshots (docs/snapshots.md) -------------------------
+def move_retained(f, off: set[int], peers: list[int], fm: FileMoves, throttle: Throttle) -> int:
+    """Move the copies of past versions (``retained_copies``: kept for
+    snapshots and older readers) that peers ``off`` hold onto other peers of
+    ``peers`` (in service, usable), as current copies move: read from any
+    holder (CRC-checked; a drained peer serves its own), ``PUT`` with
+    ``REPLACE`` under the version's stored name to a peer that keeps no copy
+    of that name, then committed with the version's ``until``
+    (``MoveCopies``). Used by drain (``off``: the drained peer, alive) and
+    rebalance (``off``: lost peers, read from the other holders). Returns
+    how many such copies were on ``off`` when it looked; what moved is
+    added to ``fm``."""
+    versions = f.infofile().retained_held_by(sorted(off))
+    keys = sorted(versions)
+    for i in range(0, len(keys), BATCH):
+        _move_retained_batch(f, {k: versions[k] for k in keys[i : i + BATCH]}, off, peers, fm, throttle)
+    return sum(1 for m in versions.values() for p in m.peers if p in off)
+
+
+def _move_retained_batch(
+    f, versions: dict[tuple[str, int], RecordMeta], off: set[int], peers: list[int], fm: FileMoves, throttle: Throttle
+) -> None:
+    from st_py.core.history import retained_on
+
+    reader = f.infofile()
+    reads = {k: f.queue_get_version(m) for k, m in versions.items()}
+    key_of = {id(m): k for k, m in versions.items()}  # a CopyOutcome names its RecordMeta
+    taken = {k: set(m.peers) for k, m in versions.items()}
+    src_of: dict[tuple[tuple[str, int], int], int] = {}
+    to_store: list[tuple[tuple[str, int], int, bytes]] = []
+    for k, m in versions.items():
+        exc = reads[k].exception()
+        if exc is not None:
+            fm.skipped.append(f"{m.name} (the version ended at generation {k[1]}): not readable now: {exc}")
+            continue
+        for rank, src in zip(m.ranks, m.peers):
+            if src in off:
+                src_of[(k, rank)] = src
+                to_store.append((k, rank, reads[k].result()))
+
+    def place(k: tuple[str, int]) -> int | None:
+        m = versions[k]
+        cands = [p for p in peers if p not in taken[k] and p not in off and f.peer_usable(p)]
+        cands = [p for p in cands if not retained_on(reader, m.key, p)]  # never over another kept copy
+        if not cands:
+            fm.stuck.append(f"{m.name} (the version ended at generation {k[1]})")
+            return None
+        dst = min(cands, key=lambda p: (sum(1 for t in taken.values() if p in t), p))
+        taken[k].add(dst)
+        return dst
+
+    def copies() -> Iterator[CopyToStore]:
+        for k, rank, data in to_store:
+            throttle.take(versions[k].size, f.poll)
+            dst = place(k)
+            if dst is not None:
+                yield CopyToStore(versions[k], rank, dst, data)
+
+    moved: list[tuple[tuple[str, int], int, int, int]] = []
+    for o in f.store_copies(copies(), lambda o: place(key_of[id(o.record)])):
+        k = key_of[id(o.record)]
+        if o.stored:
+            moved.append((k, o.rank, src_of[(k, o.rank)], o.peer))
+        elif not o.peer_failed:
+            fm.conflicts.append(f"{o.record.name}: {o.error}")
+    if not moved:
+        return
+    reply = f.commit_moved_copies(
+        [
+            pb.CopyMove(
+                name=k[0],
+                copy_rank=rank,
+                from_peer_idx=src,
+                to_peer_idx=dst,
+                stored_as=versions[k].stored_as or "",
+                until=k[1],
+            )
+            for k, rank, src, dst in moved
+        ]
+    )
+    fm.conflicts.extend(reply.conflicts)
+    fm.generation = max(fm.generation, int(reply.generation))
+    done = int(reply.moved)
+    fm.copies_moved += done
+    if not reply.conflicts:
+        fm.bytes_moved += sum(versions[k].size for k, _, _, _ in moved)

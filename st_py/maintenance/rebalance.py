@@ -23,6 +23,7 @@ from st_py.client.getlocal import ping_all
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import shares_domain
 from st_py.errors import BadNameError
+from st_py.maintenance.moves import FileMoves, Throttle, move_retained
 
 BATCH = 256  # records read, rewritten and committed together
 
@@ -37,7 +38,10 @@ class RebalanceReport:
     records given a copy whose holders now share a failure domain, because
     no live peer in another domain could take it (docs/replication.md,
     "Failure domains"; only when the peerlist spans several domains); they
-    count as restored.
+    count as restored. The copies of past versions kept for snapshots
+    (docs/snapshots.md) on the lost peers are restored too
+    (``retained_affected``, ``retained_moved``); one that cannot be is
+    listed with the version's end generation.
     """
 
     file: str
@@ -51,6 +55,8 @@ class RebalanceReport:
     peers_added: list[str] = field(default_factory=list)
     generation: int = 0
     seconds: float = 0.0
+    retained_affected: int = 0  # copies of past versions kept for snapshots on the lost peers
+    retained_moved: int = 0  # of those, restored on live peers (counted in copies_moved too)
 
     @property
     def complete(self) -> bool:
@@ -138,6 +144,14 @@ def rebalance(
         _rebalance_batch(f, [affected[n] for n in names[start : start + BATCH]], lost_set, usable, report)
         if progress:
             progress(min(start + BATCH, len(names)), len(names))
+    # the copies of past versions kept for snapshots, restored the same way (docs/snapshots.md)
+    fm = FileMoves(f.name)
+    report.retained_affected = move_retained(f, lost_set, usable, fm, Throttle(None))
+    report.copies_moved += fm.copies_moved
+    report.retained_moved = fm.copies_moved
+    report.conflicts += fm.conflicts
+    report.under_replicated += fm.stuck
+    report.unavailable += [s for s in fm.skipped if "not readable" in s]
     report.generation = f.infofile().generation()
     report.seconds = time.monotonic() - t0
     return report

@@ -96,7 +96,7 @@ class Committer:
         await self.run(self.writer.set_meta, values)
         self._meta.update(values)
 
-    async def move_copies(self, moves: list[tuple[str, int, int, int]]) -> tuple[int, int, list[Conflict]]:
+    async def move_copies(self, moves: list[tuple]) -> tuple[int, int, list[Conflict]]:
         """Rebalance moves in one transaction, after the commits queued now."""
         return await self.run(self.writer.move_copies, moves)
 

@@ -404,10 +404,13 @@ class InfofileWriter:
                     (name, size, crc, gen, now, stored_as, sid, logical),
                 )
             else:
+                # its copies stay where they are, as the replaced version's
+                # current holders (retained_copies: moved like copies)
                 c.execute(
-                    "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
-                    "SELECT name, copy_rank, peer_idx, since, ?, ?, ? FROM copies WHERE name = ?",
-                    (gen, old[1], now, name),
+                    "INSERT INTO retained_copies(name, until, copy_rank, peer_idx, since, stored_as) "
+                    "SELECT c.name, ?, c.copy_rank, c.peer_idx, c.since, r.stored_as FROM copies c "
+                    "JOIN records r ON r.name = c.name WHERE c.name = ? AND r.commit_seq < ?",
+                    (gen, name, gen),
                 )
                 c.execute("DELETE FROM copies WHERE name = ?", (name,))
                 c.execute("DELETE FROM pending_copies WHERE name = ?", (name,))
@@ -626,10 +629,10 @@ class InfofileWriter:
                 [gen, now, *chunk, gen],
             )
             c.execute(
-                "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
-                f"SELECT c.name, c.copy_rank, c.peer_idx, c.since, ?, r.stored_as, ? FROM copies c "
-                f"JOIN records r ON r.name = c.name WHERE c.name IN ({marks})",
-                [gen, now, *chunk],
+                "INSERT INTO retained_copies(name, until, copy_rank, peer_idx, since, stored_as) "
+                "SELECT c.name, ?, c.copy_rank, c.peer_idx, c.since, r.stored_as FROM copies c "
+                f"JOIN records r ON r.name = c.name WHERE c.name IN ({marks}) AND r.commit_seq < ?",
+                [gen, *chunk, gen],
             )
             removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
             c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
@@ -668,19 +671,20 @@ class InfofileWriter:
         (end,) = c.execute(
             f"SELECT max(until) FROM record_history WHERE until_at < ? AND NOT {held}", (cutoff,)
         ).fetchone()
+        # a past version's copies go with it: the peers then scrub them as uncommitted
+        c.execute(
+            f"DELETE FROM retained_copies WHERE EXISTS (SELECT 1 FROM record_history WHERE "
+            f"record_history.name = retained_copies.name AND record_history.until = retained_copies.until "
+            f"AND until_at < ? AND NOT {held})",
+            (cutoff,),
+        )
         dropped = c.execute(f"DELETE FROM record_history WHERE until_at < ? AND NOT {held}", (cutoff,)).rowcount
         c.execute(
             f"DELETE FROM object_history WHERE until_at < ? AND NOT {_HELD.format(v='object_history')}", (cutoff,)
         )
-        # the copies of a past version still kept (a snapshot holds it) are the
-        # holders it had when it ended; every other old row goes
-        c.execute(
-            "DELETE FROM copy_history WHERE until_at < ? AND NOT EXISTS (SELECT 1 FROM record_history v "
-            "WHERE v.name = copy_history.name AND coalesce(v.stored_as, v.name) = "
-            "coalesce(copy_history.stored_as, copy_history.name) AND copy_history.since < v.until "
-            "AND copy_history.until >= v.until)",
-            (cutoff,),
-        )
+        # holders a copy was moved off (of current or past versions): only plans
+        # made before the move read them, within --history-age
+        c.execute("DELETE FROM copy_history WHERE until_at < ?", (cutoff,))
         if end is not None:
             c.execute("UPDATE meta SET value = max(CAST(value AS INTEGER), ?) WHERE key = 'history_from'", (int(end),))
         return int(dropped)
@@ -762,8 +766,11 @@ class InfofileWriter:
         """Rebalance (paper 4.4): move copies to new holders in one transaction.
 
         Each move is ``(name, copy_rank, old_peer_idx, new_peer_idx[,
-        stored_as])``; a record replaced by another version than the one
-        copied (``stored_as``, "" for its name) is a conflict. The
+        stored_as[, until]])``; a record replaced by another version than the one
+        copied (``stored_as``, "" for its name) is a conflict. With ``until``
+        (not 0) the copy is of the past version of ``name`` that ended at that
+        generation (``retained_copies``; docs/snapshots.md), kept for
+        snapshots: it moves as a current copy does. The
         old row goes to ``copy_history`` (valid until this generation), so a
         GET_LOCAL at an older generation still sees the old holder and one at
         this generation or later sees only the new one: each record stays
@@ -782,9 +789,15 @@ class InfofileWriter:
         with self._transaction() as c:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
             npeers = int(c.execute("SELECT count(*) FROM peers").fetchone()[0])
-            moved, conflicts = 0, []
+            moved = 0
+            conflicts: list[Conflict] = []
             for move in moves:
                 name, rank, old, new = move[:4]
+                until = move[5] if len(move) > 5 else 0
+                if until:  # a copy of a past version (docs/snapshots.md): its own rows
+                    if self._move_retained(c, name, until, rank, old, new, npeers, gen, conflicts):
+                        moved += 1
+                    continue
                 if len(move) > 4 and self._other_version(c, name, move[4]):
                     conflicts.append(Conflict(name, "replaced by a newer version meanwhile"))
                     continue
@@ -819,6 +832,52 @@ class InfofileWriter:
             else:
                 gen -= 1
         return gen, moved, conflicts
+
+    @staticmethod
+    def _move_retained(
+        c: sqlite3.Connection,
+        name: str,
+        until: int,
+        rank: int,
+        old: int,
+        new: int,
+        npeers: int,
+        gen: int,
+        conflicts: list[Conflict],
+    ) -> bool:
+        """Move copy ``rank`` of the past version ``(name, until)`` from peer
+        ``old`` to ``new`` (its ``retained_copies`` row), the old holder to
+        ``copy_history`` for the plans made before this generation; a
+        conflict (False) when the version is no longer kept, the rank is
+        held elsewhere, or ``new`` holds another of its copies."""
+        rows = {
+            int(r): (int(p), int(since))
+            for r, p, since in c.execute(
+                "SELECT copy_rank, peer_idx, since FROM retained_copies WHERE name = ? AND until = ?", (name, until)
+            )
+        }
+        if rank not in rows:
+            conflicts.append(Conflict(name, f"copy rank {rank} of the version replaced at {until} is not kept"))
+            return False
+        if rows[rank][0] != old:
+            conflicts.append(Conflict(name, f"copy rank {rank} of that version is held by {rows[rank][0]}, not {old}"))
+            return False
+        if new in {p for p, _ in rows.values()} or not 0 <= new < npeers:
+            conflicts.append(
+                Conflict(name, f"peer {new} cannot take copy rank {rank} of the version replaced at {until}")
+            )
+            return False
+        c.execute(
+            "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
+            "SELECT name, copy_rank, peer_idx, since, ?, stored_as, ? FROM retained_copies "
+            "WHERE name = ? AND until = ? AND copy_rank = ?",
+            (gen, time.time(), name, until, rank),
+        )
+        c.execute(
+            "UPDATE retained_copies SET peer_idx = ?, since = ? WHERE name = ? AND until = ? AND copy_rank = ?",
+            (new, gen, name, until, rank),
+        )
+        return True
 
     def unstore_copies(self, bad: list[tuple[str, int, str, int]]) -> tuple[int, int, list[Conflict]]:
         """Copies a peer's verifier found corrupt and quarantined (docs/peer.md,

@@ -962,7 +962,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             return await self._forward(context, "MoveCopies", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
         await self._admit(context, user, name, c, "rebalance")
-        moves = [(m.name, m.copy_rank, m.from_peer_idx, m.to_peer_idx, m.stored_as) for m in request.moves]
+        moves = [(m.name, m.copy_rank, m.from_peer_idx, m.to_peer_idx, m.stored_as, m.until) for m in request.moves]
         gen, moved, conflicts = await c.move_copies(moves)
         log.info("rebalance of %s: %d copies moved, %d conflicts, generation %d", name, moved, len(conflicts), gen)
         return pb.MoveCopiesReply(generation=gen, moved=moved, conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
