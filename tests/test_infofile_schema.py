@@ -55,7 +55,7 @@ def test_schema_creates_every_table_and_index(tmp_path):
         "generations",
         "snapshots",
         "retained_copies",
-        "retained_copies_by_peer",
+        "retained_copies_by_peer_until",
     }
 
 

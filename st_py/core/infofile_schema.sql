@@ -165,4 +165,5 @@ CREATE TABLE retained_copies(        -- the current holders of the copies of ver
   stored_as TEXT,                      -- as record_history.stored_as (NULL: name)
   PRIMARY KEY(name, until, copy_rank)
 ) WITHOUT ROWID;
-CREATE INDEX retained_copies_by_peer ON retained_copies(peer_idx, name);
+CREATE INDEX retained_copies_by_peer_until ON retained_copies(peer_idx, until);  -- a
+                                      -- peer's read as of G: the versions that end after G
