@@ -1,11 +1,12 @@
 // ReadCommittedCopies on infofiles with history (format 4's tables,
 // docs/snapshots.md): the records of generation G = as_of with their copies
 // as held at N = the ring's generation, exactly once across the peers, and
-// the same answer however much later it is read. Every case runs on the two
+// the same answer however much later it is read. Every case runs on the
 // ways a tracker keeps a past version's copies: in retained_copies, moved
-// like copies (kRetained), and, in files made before that table, in
+// like copies (kRetained); in files made before that table, in
 // copy_history with until = the generation that ended the version
-// (kCopyHistory).
+// (kCopyHistory); and in a file that had the latter until the tracker
+// added the table (kMigrated).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,12 +78,37 @@ std::map<std::string, std::tuple<std::string, std::string, int>> RingReveal(cons
   return out;
 }
 
-// Where a past version's copies are kept (the tracker's choice).
-enum class Style { kCopyHistory, kRetained };
+// Where a past version's copies are kept (the tracker's choice): in
+// retained_copies; in copy_history (files of the tracker before that
+// table); or in copy_history until generation 7, when the tracker adds
+// retained_copies and moves them there (kMigrate), then in retained_copies.
+enum class Style { kCopyHistory, kRetained, kMigrated };
 
 std::string StyleName(const ::testing::TestParamInfo<Style>& info) {
-  return info.param == Style::kRetained ? "RetainedCopies" : "CopyHistory";
+  switch (info.param) {
+    case Style::kCopyHistory:
+      return "CopyHistory";
+    case Style::kRetained:
+      return "RetainedCopies";
+    case Style::kMigrated:
+      return "Migrated";
+  }
+  return "";
 }
+
+// What a tracker must do when it adds retained_copies to a file that kept
+// past versions' copies in copy_history, in the same transaction: move each
+// past version's last holders (its rows ending at its until) there.
+// Leaving them in copy_history would lose them at N >= until; copying them
+// would reveal them twice at N < until.
+constexpr char kMigrate[] =
+    "INSERT INTO retained_copies(name, until, copy_rank, peer_idx, since, stored_as) "
+    "SELECT h.name, h.until, h.copy_rank, h.peer_idx, h.since, h.stored_as "
+    "FROM copy_history h JOIN record_history v ON v.name = h.name AND v.until = h.until "
+    "AND coalesce(v.stored_as, v.name) = coalesce(h.stored_as, h.name);"
+    "DELETE FROM copy_history WHERE EXISTS (SELECT 1 FROM record_history v "
+    "WHERE v.name = copy_history.name AND v.until = copy_history.until "
+    "AND coalesce(v.stored_as, v.name) = coalesce(copy_history.stored_as, copy_history.name));";
 
 // The file's history, one change a generation (peers A = 0, B = 1, C = 2,
 // D = 3, E = 4; every record x2; until_at = 100 * generation):
@@ -150,6 +176,7 @@ std::string SetGeneration(int gen) {
 }
 
 std::string Step(int gen, Style style) {
+  if (style == Style::kMigrated) style = gen <= 7 ? Style::kCopyHistory : Style::kRetained;
   switch (gen) {
     case 2:
       return "INSERT INTO records(name, size, crc32c, commit_seq, committed_at) "
@@ -193,13 +220,16 @@ std::string Step(int gen, Style style) {
 
 // The last generation of the history each style can write (a file without
 // retained_copies cannot move a past version's copies).
-int LastOf(Style style) { return style == Style::kRetained ? 12 : 7; }
+int LastOf(Style style) { return style == Style::kCopyHistory ? 7 : 12; }
 
 // The file after generations 1 .. last.
 void WriteHistory(const std::string& path, int last, Style style,
                   const std::string& more_sql = "") {
-  std::string sql = style == Style::kRetained ? "" : "DROP TABLE retained_copies;";
-  for (int gen = 2; gen <= last; ++gen) sql += Step(gen, style) + SetGeneration(gen);
+  std::string sql = style == Style::kCopyHistory ? "DROP TABLE retained_copies;" : "";
+  for (int gen = 2; gen <= last; ++gen) {
+    sql += Step(gen, style) + SetGeneration(gen);
+    if (style == Style::kMigrated && gen == std::min(last, 7)) sql += kMigrate;
+  }
   test::WriteInfofile(
       path, 9, {{"A", "h:1"}, {"B", "h:2"}, {"C", "h:3"}, {"D", "h:4"}, {"E", "h:5"}},
       {{"a", 0, 0}, {"a", 1, 1}, {"b", 0, 0}, {"b", 1, 1}, {"d", 0, 1}, {"d", 1, 2}},
@@ -259,7 +289,8 @@ class InfofileHistoryTest : public ::testing::TestWithParam<Style> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Styles, InfofileHistoryTest,
-                         ::testing::Values(Style::kCopyHistory, Style::kRetained), StyleName);
+                         ::testing::Values(Style::kCopyHistory, Style::kRetained, Style::kMigrated),
+                         StyleName);
 
 TEST_P(InfofileHistoryTest, ARecordAppendedAfterAsOfIsNotRevealed) {
   for (const char* p : kPeers) {
