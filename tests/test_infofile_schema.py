@@ -56,6 +56,8 @@ def test_schema_creates_every_table_and_index(tmp_path):
         "object_history",
         "generations",
         "snapshots",
+        "retained_copies",
+        "retained_copies_by_peer_until",
     }
 
 

@@ -192,8 +192,9 @@ constexpr char kCurrentMovedAway[] =
     "JOIN records r ON r.name = h.name "
     "WHERE p.peer_id = ?1 AND coalesce(h.stored_as, h.name) = coalesce(r.stored_as, r.name) "
     "AND r.commit_seq <= ?2 AND h.since <= ?3 AND h.until > ?3";
-// Versions no longer current (replaced or deleted) that were current at G:
-// the holders they had at min(N, until - 1).
+// Without retained_copies (files of the tracker before it): versions no
+// longer current (replaced or deleted) that were current at G, from the
+// holders they had at min(N, until - 1) (their copies stay pinned there).
 constexpr char kPastVersions[] =
     "SELECT h.name, h.stored_as, h.copy_rank FROM copy_history h JOIN peers p USING(peer_idx) "
     "JOIN record_history v ON v.name = h.name "
@@ -216,8 +217,8 @@ constexpr char kPastVersionsByUntil[] =
 constexpr char kSuperseded[] =
     "SELECT h.name, h.stored_as, h.copy_rank FROM copy_history h JOIN peers p USING(peer_idx) "
     "WHERE p.peer_id = ?1 AND h.until_at >= ?4";
-// The scrubber's: copies of past versions a snapshot refers to, as held
-// when the version stopped being current.
+// The scrubber's, without retained_copies: copies of past versions a
+// snapshot refers to, as held when the version stopped being current.
 constexpr char kSnapshotRetained[] =
     "SELECT h.name, h.stored_as, h.copy_rank FROM copy_history h JOIN peers p USING(peer_idx) "
     "JOIN record_history v ON v.name = h.name "
@@ -226,21 +227,85 @@ constexpr char kSnapshotRetained[] =
     "AND EXISTS (SELECT 1 FROM snapshots s "
     "WHERE s.generation >= v.commit_seq AND s.generation < v.until)";
 
+// With retained_copies (docs/snapshots.md, "The model"): a version that
+// stops being current at R keeps its copies' rows there (until = R), moved
+// like copies; a move of one at m adds a copy_history row of the old holder
+// tagged retained_until = R. Rows of a version's own copies are told apart
+// from a later version's of the same stored name (a name deleted and put
+// again) by that tag, not by generations: a retained copy moved twice after
+// R has a row with since >= R, as a later version's rows have.
+//
+// The current versions (visible at G, held at N) are read by kCurrentHeld
+// above, and their copies moved away after N by moves made while current (a
+// retained copy's moves belong to its past version, whatever its name):
+constexpr char kCurrentMovedAwayUntagged[] =
+    "SELECT h.name, h.stored_as, h.copy_rank FROM copy_history h JOIN peers p USING(peer_idx) "
+    "JOIN records r ON r.name = h.name "
+    "WHERE p.peer_id = ?1 AND h.retained_until IS NULL "
+    "AND coalesce(h.stored_as, h.name) = coalesce(r.stored_as, r.name) "
+    "AND r.commit_seq <= ?2 AND h.since <= ?3 AND h.until > ?3";
+// Past versions current at G, held at N by their retained holders (with
+// the index retained_copies_by_peer_until, none read at G = N unless a
+// version ended after N):
+constexpr char kRetainedHeld[] =
+    "SELECT k.name, k.stored_as, k.copy_rank FROM retained_copies k JOIN peers p "
+    "USING(peer_idx) JOIN record_history v ON v.name = k.name AND v.until = k.until "
+    "WHERE p.peer_id = ?1 AND k.until > ?2 AND k.since <= ?3 AND v.commit_seq <= ?2";
+// ... and by holders that moved them away after N: while the version was
+// current (untagged rows of its stored name that started before it ended)
+// or after (rows tagged with its until).
+constexpr char kPastMovedAway[] =
+    "SELECT h.name, h.stored_as, h.copy_rank FROM copy_history h JOIN peers p USING(peer_idx) "
+    "JOIN record_history v ON v.name = h.name "
+    "AND coalesce(v.stored_as, v.name) = coalesce(h.stored_as, h.name) "
+    "WHERE p.peer_id = ?1 AND h.until > ?3 AND h.since <= ?3 "
+    "AND v.commit_seq <= ?2 AND v.until > ?2 "
+    "AND (h.retained_until = v.until OR (h.retained_until IS NULL AND h.since < v.until))";
+// The scrubber's: every retained copy of this peer (the tracker drops the
+// rows once no snapshot holds the version and --history-age has passed).
+constexpr char kRetainedAll[] =
+    "SELECT k.name, k.stored_as, k.copy_rank FROM retained_copies k JOIN peers p "
+    "USING(peer_idx) WHERE p.peer_id = ?1";
+
 // What an infofile with history has of format 4's tables and indexes.
 struct HistorySchema {
   bool snapshots = false;  // the snapshots table
   bool by_until = false;   // the index copy_history_by_peer_until
+  bool retained = false;   // the retained_copies table (and copy_history.retained_until)
 };
 
 // The copies query of an infofile with history, for these options.
 std::string HistoryQuery(const InfofileReadOptions& options, const HistorySchema& schema) {
-  std::string q = std::string(kCurrentHeld) + " UNION ALL " + kCurrentMovedAway + " UNION ALL " +
-                  (schema.by_until ? kPastVersionsByUntil : kPastVersions);
+  std::string q;
+  if (schema.retained) {
+    q = std::string(kCurrentHeld) + " UNION ALL " + kCurrentMovedAwayUntagged + " UNION ALL " +
+        kRetainedHeld + " UNION ALL " + kPastMovedAway;
+  } else {
+    q = std::string(kCurrentHeld) + " UNION ALL " + kCurrentMovedAway + " UNION ALL " +
+        (schema.by_until ? kPastVersionsByUntil : kPastVersions);
+  }
   if (options.superseded_since > 0) q += std::string(" UNION ALL ") + kSuperseded;
-  if (options.snapshot_retained && schema.snapshots) {
+  if (options.snapshot_retained && schema.retained) {
+    q += std::string(" UNION ALL ") + kRetainedAll;
+  } else if (options.snapshot_retained && schema.snapshots) {
     q += std::string(" UNION ALL ") + kSnapshotRetained;
   }
   return q;
+}
+
+// *has is whether `table` has a column `column`.
+Status HasColumn(const std::string& path, sqlite3* db, const char* table, const char* column,
+                 bool* has) {
+  Stmt q;
+  int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info(?) WHERE name = ?", -1, &q.stmt,
+                              nullptr);
+  if (rc != SQLITE_OK) return SqlError(path, db, "reading the schema");
+  sqlite3_bind_text(q.stmt, 1, table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q.stmt, 2, column, -1, SQLITE_STATIC);
+  rc = sqlite3_step(q.stmt);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return SqlError(path, db, "reading the schema");
+  *has = rc == SQLITE_ROW;
+  return Status::OK();
 }
 
 // SQLite integers are signed: "the latest state" (0) is the largest one.
@@ -305,7 +370,19 @@ Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std:
   if (s.ok() && history) {
     s = HasInSchema(path, db.db, "index", "copy_history_by_peer_until", &schema.by_until);
   }
+  if (s.ok() && history) s = HasInSchema(path, db.db, "table", "retained_copies", &schema.retained);
   if (!s.ok()) return s;
+  if (schema.retained) {
+    // Without the tag a retained copy's moves cannot be told from a later
+    // version's: refuse rather than reveal a record twice or not at all.
+    bool tagged = false;
+    s = HasColumn(path, db.db, "copy_history", "retained_until", &tagged);
+    if (!s.ok()) return s;
+    if (!tagged) {
+      return Status::Corruption("infofile " + path +
+                                " has retained_copies but no copy_history.retained_until");
+    }
+  }
   const int64_t n = BoundOf(options.generation);
   // as_of 0 is the file before its first commit, not the latest state.
   const int64_t g =

@@ -38,11 +38,16 @@ struct CommittedCopy {
 // the generation) with copies as held at N = options.generation
 // (docs/snapshots.md): current versions committed at or before G from their
 // holders at N (copies, and copy_history rows of the current version held at
-// N), and versions no longer current that were current at G from the
-// holders they had at min(N, until - 1). Every bound is a generation, so
-// every peer reading it at any later time gets the same set (GET_LOCAL stays
-// exactly once). The queries are in infofile.cc. With G = N this is the
-// snapshot at N of a file without history, plus the records deleted after N.
+// N), and versions no longer current that were current at G from their
+// holders at N too when the file has retained_copies (those rows, and
+// copy_history rows of the version held at N: moved away while it was
+// current, or tagged retained_until = its until when moved after), else from
+// the holders they had at min(N, until - 1) (copy_history). A file with
+// retained_copies but no copy_history.retained_until is Corruption. Every
+// bound is a generation, so every peer reading it at any later time gets the
+// same set (GET_LOCAL stays exactly once). The queries are in infofile.cc.
+// With G = N this is the snapshot at N of a file without history, plus the
+// records deleted after N.
 //
 // An infofile without history is read at N as it always was:
 //   SELECT c.name, r.stored_as, c.copy_rank FROM copies c JOIN peers p USING(peer_idx)
@@ -58,9 +63,10 @@ struct CommittedCopy {
 //
 // For the scrubber, also: with options.superseded_since > 0, the copies of
 // replaced versions (and copies moved away) superseded at or after that unix
-// time; with options.snapshot_retained, the copies of versions no longer
-// current that a snapshot refers to (as held when they stopped being
-// current). Those may repeat a copy already listed.
+// time; with options.snapshot_retained, the copies kept of versions no
+// longer current: every retained_copies row of the peer, or in a file
+// without that table those a snapshot refers to (as held when they stopped
+// being current). Those may repeat a copy already listed.
 // NotFound if the file is missing; Corruption if it is not an infofile of
 // this file or of a newer format; IOError for any other SQLite failure.
 Status ReadCommittedCopies(const std::string& path, uint64_t file_id, const std::string& peer_id,
@@ -75,7 +81,8 @@ struct InfofileReadOptions {
   uint64_t generation = 0;  // N. 0: the latest state; else the snapshot at it
   std::optional<uint64_t> as_of;  // G, the generation whose records are read; unset: N
   double superseded_since = 0;  // > 0: also replaced versions superseded since (unix s)
-  bool snapshot_retained = false;  // also past versions' copies a snapshot refers to
+  bool snapshot_retained = false;  // also past versions' copies kept (retained_copies, or
+                                   // without it those a snapshot refers to)
 };
 
 // ReadCommittedCopies with those options.

@@ -115,6 +115,9 @@ void ReplaceB(const std::string& path, bool history = true) {
 using Keys = std::vector<std::tuple<std::string, std::string, int>>;
 
 TEST_F(InfofileTest, AReplacedRecordIsReadUnderItsVersionsName) {
+  // A file of the tracker before retained_copies: the old version's copies
+  // in copy_history (files with that table: infofile_history_test).
+  test::ExecSql(path_, "DROP TABLE retained_copies;");
   ReplaceB(path_);
   // The latest state: the new version on B, nothing of b on A.
   EXPECT_EQ((Keys{{"b", "v1/b", 0}, {"c", "c", 0}}), ReadKeys(path_, "B", 0));

@@ -590,7 +590,9 @@ TEST_F(ServerTest, GetLocalAsOfAPastGeneration) {
   }
   // 1: a and b (WriteInfofile); 2: a replaced by "v1/a"; 3: c appended;
   // 4: b deleted. A snapshot pins 1 (format 4).
+  // A file of the tracker before retained_copies (snapshot_peer_test: with it).
   const std::string history =
+      "DROP TABLE retained_copies; ALTER TABLE copy_history DROP COLUMN retained_until;"
       "INSERT INTO record_history(name, version, stored_as, size, crc32c, commit_seq, "
       "committed_at, until, until_at) VALUES('a', 0, NULL, 11, 0, 1, 0, 2, 0);"
       "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
@@ -800,7 +802,10 @@ TEST_F(ServerTest, ScrubKeepsWhatASnapshotHoldsUntilItIsDeleted) {
   WriteInfofile(
       ns.path() + "/f", 31, {{peer.peer_id(), peer.addr()}, {"peer-b", "h:2"}},
       {{"r", 0, 0}, {"d", 0, 0}, {"m", 0, 0}}, "storetorrent-infofile",
-      "INSERT INTO copy_history VALUES('m', 0, 0, 1, 2, NULL, " + old_at +
+      // a file of the tracker before retained_copies (snapshot_peer_test: with it)
+      "DROP TABLE retained_copies; ALTER TABLE copy_history DROP COLUMN retained_until;"
+      "INSERT INTO copy_history VALUES('m', 0, 0, 1, 2, NULL, " +
+          old_at +
           ");"
           "UPDATE copies SET peer_idx = 1, since = 2 WHERE name = 'm';"
           "INSERT INTO record_history(name, version, stored_as, size, crc32c, commit_seq, "

@@ -63,7 +63,11 @@ CREATE TABLE copy_history(           -- holders replaced by a rebalance, and
   since     INTEGER NOT NULL,         -- held from this generation ...
   until     INTEGER NOT NULL,         -- ... to just before this one
   stored_as TEXT,                     -- as records.stored_as then
-  until_at  REAL                      -- a replaced version: unix s it was replaced
+  until_at  REAL,                     -- a replaced version: unix s it was replaced
+  retained_until INTEGER              -- format 4 with retained_copies: a move of a
+                                      -- retained copy, the `until` of its version
+                                      -- (retained_copies); NULL: a copy of the
+                                      -- version current when it moved
 );
 CREATE INDEX copy_history_by_peer ON copy_history(peer_idx, name);
 CREATE INDEX copy_history_by_peer_until ON copy_history(peer_idx, until);  -- format 4: the
@@ -106,8 +110,9 @@ CREATE TABLE objects(                -- striped objects (docs/striping.md): the
 
 -- Format 4: history and snapshots (docs/snapshots.md). A version that stops
 -- being current (replaced or deleted at generation `until`) keeps its row
--- here and its copies' rows in copy_history (until = the same generation),
--- so any generation G reads the records current at G with their bytes then.
+-- here and its copies' rows in retained_copies (until = the same
+-- generation; files made before that table kept them in copy_history), so
+-- any generation G reads the records current at G with their bytes then.
 CREATE TABLE record_history(         -- versions no longer current
   name         TEXT NOT NULL,
   version      INTEGER NOT NULL,       -- as records.version then
@@ -161,3 +166,15 @@ CREATE TABLE snapshots(              -- named generations, kept readable with
   created_at REAL NOT NULL,
   owner      TEXT NOT NULL DEFAULT ''
 ) WITHOUT ROWID;
+
+CREATE TABLE retained_copies(        -- the current holders of the copies of versions
+  name      TEXT NOT NULL,             -- no longer current (a record_history row:
+  until     INTEGER NOT NULL,          -- name, until), kept while the history is
+  copy_rank INTEGER NOT NULL,          -- (docs/snapshots.md); moved like copies
+  peer_idx  INTEGER NOT NULL,
+  since     INTEGER NOT NULL,          -- generation from which it holds it
+  stored_as TEXT,                      -- as record_history.stored_as (NULL: name)
+  PRIMARY KEY(name, until, copy_rank)
+) WITHOUT ROWID;
+CREATE INDEX retained_copies_by_peer_until ON retained_copies(peer_idx, until);  -- a
+                                      -- peer's read as of G: the versions that end after G
