@@ -286,7 +286,14 @@ def matrix(tmp_path_factory, peer_bin):
         os.environ["STORETORRENT_KEY_FILE"] = old
 
 
-@pytest.mark.parametrize("way", list(WAYS))
+# The first Ray cell starts Ray, whose Python side waits a fixed 30 s for its
+# raylet to register (ray/_private/node.py); a loaded 2-core CI machine missed
+# that window ("The current node timed out during startup"). Ray's start is not
+# what a cell checks: its cells may run again, their assertions unchanged.
+_RAY_START = pytest.mark.flaky(reruns=2)
+
+
+@pytest.mark.parametrize("way", [pytest.param(w, marks=_RAY_START) if w == "Ray" else w for w in WAYS])
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.file.rsplit("/", 1)[1])
 def test_cell(matrix, row, way):
     WAYS[way](matrix, row, expected(row))

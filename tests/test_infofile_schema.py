@@ -51,8 +51,6 @@ def test_schema_creates_every_table_and_index(tmp_path):
         "record_history",
         "record_history_by_seq",
         "record_history_by_until_at",
-        "retained_copies",
-        "retained_copies_by_peer",
         "object_history",
         "generations",
         "snapshots",

@@ -82,15 +82,18 @@ def has_history(reader: InfofileReader) -> bool:
 
 
 def retained_on(reader: InfofileReader, key: str, peer_idx: int) -> bool:
-    """Peer ``peer_idx`` keeps a copy stored under ``key`` of a version that
-    is no longer current (``retained_copies``), or of one moved off it
-    (``copy_history``), which readers of older generations may still use: a
-    new copy under that name must not replace it."""
+    """Peer ``peer_idx`` keeps a copy stored under ``key``: of a version no
+    longer current (``retained_copies``), of one moved off it
+    (``copy_history``) that readers of older generations may still use, or
+    of a current record: a new copy under that name must not replace it, and
+    a move must not put another there."""
     try:
         return (
             reader.conn.execute(
                 "SELECT 1 FROM retained_copies WHERE coalesce(stored_as, name) = ?1 AND peer_idx = ?2 "
-                "UNION ALL SELECT 1 FROM copy_history WHERE coalesce(stored_as, name) = ?1 AND peer_idx = ?2 LIMIT 1",
+                "UNION ALL SELECT 1 FROM copy_history WHERE coalesce(stored_as, name) = ?1 AND peer_idx = ?2 "
+                "UNION ALL SELECT 1 FROM copies c JOIN records r ON r.name = c.name "
+                "WHERE coalesce(r.stored_as, r.name) = ?1 AND c.peer_idx = ?2 LIMIT 1",
                 (key, peer_idx),
             ).fetchone()
             is not None

@@ -130,17 +130,6 @@ CREATE TABLE record_history(         -- versions no longer current
 CREATE INDEX record_history_by_seq ON record_history(commit_seq, until);
 CREATE INDEX record_history_by_until_at ON record_history(until_at);
 
-CREATE TABLE retained_copies(        -- the current holders of the copies of versions
-  name      TEXT NOT NULL,             -- no longer current (a record_history row:
-  until     INTEGER NOT NULL,          -- name, until), kept while the history is
-  copy_rank INTEGER NOT NULL,          -- (docs/snapshots.md); moved like copies
-  peer_idx  INTEGER NOT NULL,
-  since     INTEGER NOT NULL,          -- generation from which it holds it
-  stored_as TEXT,                      -- as record_history.stored_as (NULL: name)
-  PRIMARY KEY(name, until, copy_rank)
-) WITHOUT ROWID;
-CREATE INDEX retained_copies_by_peer ON retained_copies(peer_idx, name);
-
 CREATE TABLE object_history(         -- striped objects no longer current (their
   name         TEXT NOT NULL,          -- stripes are records, with history of
   size         INTEGER NOT NULL,       -- their own)

@@ -168,6 +168,7 @@ VERSION_COLUMNS = (
     ("records", "schema_id", "INTEGER"),
     ("objects", "schema_id", "INTEGER"),
     ("records", "logical_size", "INTEGER"),
+    ("copy_history", "retained_until", "INTEGER"),
 )
 
 SCHEMAS_SQL = (
@@ -195,6 +196,8 @@ class InfofileWriter:
             if column not in have:
                 self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
         self.conn.executescript(SCHEMAS_SQL)
+        had_retained = self._has_table("retained_copies")
+        had_history = self._has_table("record_history")
         self.conn.executescript(HISTORY_SQL)
         # the peers' reads as of a generation use it (st_core/src/infofile.cc)
         self.conn.execute("CREATE INDEX IF NOT EXISTS copy_history_by_peer_until ON copy_history(peer_idx, until)")
@@ -209,6 +212,33 @@ class InfofileWriter:
         # quota check per commit does not sum 10^6 sizes; None: count again.
         self._stats: tuple[int, int] | None = None
         self._delta: tuple[int, int] | None = None  # this transaction's change, if exactly known
+        if had_history and not had_retained:
+            self._migrate_to_retained_copies()
+
+    def _has_table(self, table: str) -> bool:
+        return (
+            self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+            is not None
+        )
+
+    def _migrate_to_retained_copies(self) -> None:
+        """A file with history but made before ``retained_copies`` kept each
+        past version's last holders in ``copy_history``: move them there, in
+        one transaction (left in copy_history a version would be lost to
+        plans made after it ended; copied without the delete, revealed
+        twice)."""
+        with self._transaction() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO retained_copies(name, until, copy_rank, peer_idx, since, stored_as) "
+                "SELECT h.name, h.until, h.copy_rank, h.peer_idx, h.since, h.stored_as FROM copy_history h "
+                "JOIN record_history v ON v.name = h.name AND v.until = h.until "
+                "AND coalesce(v.stored_as, v.name) = coalesce(h.stored_as, h.name)"
+            )
+            c.execute(
+                "DELETE FROM copy_history WHERE EXISTS (SELECT 1 FROM record_history v "
+                "WHERE v.name = copy_history.name AND v.until = copy_history.until "
+                "AND coalesce(v.stored_as, v.name) = coalesce(copy_history.stored_as, copy_history.name))"
+            )
 
     def meta(self) -> dict:
         """The infofile's meta table as a dict of strings."""
@@ -867,9 +897,9 @@ class InfofileWriter:
                 Conflict(name, f"peer {new} cannot take copy rank {rank} of the version replaced at {until}")
             )
             return False
-        c.execute(
-            "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
-            "SELECT name, copy_rank, peer_idx, since, ?, stored_as, ? FROM retained_copies "
+        c.execute(  # the old holder, tagged with its version (retained_until) for the peers' reads
+            "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at, retained_until) "
+            "SELECT name, copy_rank, peer_idx, since, ?, stored_as, ?, until FROM retained_copies "
             "WHERE name = ? AND until = ? AND copy_rank = ?",
             (gen, time.time(), name, until, rank),
         )
