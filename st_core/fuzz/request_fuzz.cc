@@ -783,7 +783,7 @@ void RunOne(const uint8_t* data, size_t size) {
   int fds[2];
   ST_FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0,
                 "socketpair: %s", std::strerror(errno));
-  server->AcceptConnection(fds[0], "fuzz-client");
+  server->AcceptConnection(std::make_unique<SocketTransport>(loop, fds[0]), "fuzz-client");
   ST_FUZZ_CHECK(server->connection_count() == 1 && server->client_count() == 1,
                 "the server has %zu connections (%zu clients) for one input",
                 server->connection_count(), server->client_count());
