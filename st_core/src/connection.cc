@@ -329,7 +329,10 @@ void Connection::NoteReply(const std::string& bytes) {
 
 void Connection::Send(std::string bytes) {
   if (metrics_ != nullptr && !closed()) NoteReply(bytes);
-  if (closed() || lingering_ || bytes.empty()) return;
+  // After SendErrorAndClose its ERROR is the last frame, even while output
+  // is backed up: a deferred reply that comes later is dropped, as it is
+  // once the connection lingers or has closed.
+  if (closed() || lingering_ || stop_frames_ || bytes.empty()) return;
   queued_bytes_ += bytes.size();
   OutItem item;
   item.data = std::move(bytes);
@@ -339,7 +342,7 @@ void Connection::Send(std::string bytes) {
 }
 
 void Connection::SendFile(int file_fd, uint64_t len) {
-  if (closed() || lingering_ || len == 0) {
+  if (closed() || lingering_ || stop_frames_ || len == 0) {
     ::close(file_fd);
     return;
   }

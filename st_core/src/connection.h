@@ -108,7 +108,8 @@ class Connection {
   void Send(std::string bytes);
   // Queue len bytes of file_fd from its offset 0; takes ownership of file_fd.
   void SendFile(int file_fd, uint64_t len);
-  // Sends an ERROR frame, stops reading frames and closes once it is out.
+  // Sends an ERROR frame, stops reading frames and closes once it is out;
+  // nothing sent after it goes out (the ERROR is the last frame).
   // log: an INFO line naming the connection and the error.
   void SendErrorAndClose(uint64_t seq, ErrorCode code, std::string_view message, bool log = true);
   void Close(const std::string& reason);

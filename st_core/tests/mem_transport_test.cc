@@ -208,5 +208,30 @@ TEST_F(MemServerTest, RepliesAreTheSameThroughANarrowPipe) {
   EXPECT_EQ(store_->record_count(), 0u);
 }
 
+// After a frame that does not parse, its ERROR BAD_FRAME is the last frame,
+// even when the output is backed up and a deferred reply (a PUT under
+// --sync, answered after the group fsync) becomes ready after it was queued.
+// Found by the request fuzzer once its pipe could be narrow.
+TEST_F(MemServerTest, NothingFollowsBadFrameWhileOutputIsBackedUp) {
+  Open(/*sync=*/true);
+  const std::string data = "x";
+  PutRequest put;
+  put.file_id = 9;
+  put.crc32c = crc32c::Value(data);
+  put.name = "rec";
+  put.data = data;
+  std::string bad = EncodeGet(2, 9, "rec");
+  bad.resize(bad.size() - 1);  // the GET's payload is cut short ...
+  bad[0] = static_cast<char>(bad[0] - 1);  // ... and its length says so
+  bool closed = false;
+  auto frames = Frames(Converse(EncodePut(1, 0, put) + bad, 3, &closed));
+  EXPECT_TRUE(closed);
+  ASSERT_EQ(frames.size(), 1u) << "a reply after the BAD_FRAME";
+  ErrorReply e;
+  ASSERT_TRUE(DecodeError(frames[0].second, &e).ok());
+  EXPECT_EQ(e.code, static_cast<uint16_t>(ErrorCode::kBadFrame));
+  EXPECT_EQ(frames[0].first.seq, 2u);
+}
+
 }  // namespace
 }  // namespace st
