@@ -4,16 +4,28 @@
 // The input is what a client sends on one connection. One event loop and a
 // real Server are made once per process (and the Server again only when an
 // input wants the other kind of peer, below), in front of one RecordStore
-// and one namespace root under $TMPDIR. Each input is one end of a fresh
-// socketpair handed to the server as an accepted connection
+// and one namespace root. Each input is one in-memory connection
+// (mem_transport.h: a MemPipe, the server's end a Transport under a real
+// Connection) handed to the server as an accepted one
 // (Server::AcceptConnection, so the bytes go through the --max-connections
 // accounting, Connection's framing and Server::HandleRequest exactly as in
-// st-peer; only the TCP handshake of accept is left out). The client writes
+// st-peer; only the socket is left out). The test is the client: it writes
 // the input (all at once, or in pieces of 1 to 97 bytes each read by the
 // server before the next is written, a function of the input's CRC:
-// Connection's partial-frame path), reads every reply, and once every
-// request it sent has been answered half-closes and closes the connection
-// (after a frame that does not parse: reads until the server closes).
+// Connection's partial-frame path), reads every reply out of a pipe that
+// holds 1 to 200 bytes or 1 MiB (also a function of the input: with the
+// small one every reply is written in pieces, Connection's backed-up output
+// path), and once every request it sent has been answered half-closes and
+// closes the connection (after a frame that does not parse: reads until the
+// server closes). Between these steps it delivers what the connection is
+// ready for, as an epoll turn would, and runs the loop's due timers and
+// posted tasks (EventLoop::RunReady): no socket, no epoll, no thread.
+//
+// The record store lives in memory (mem_env.h: a MemEnv for the data
+// directory, a path that does not exist on disk, so nothing that went around
+// the Env could write there); the namespace root with its infofile is on
+// disk under $TMPDIR, read by SQLite as in st-peer. The Env's background
+// work runs inline (InlineEnv), its completions still posted to the loop.
 //
 // An input whose first frame is AUTH meets a peer that checks capabilities
 // (docs/capabilities.md), with a fixed key and clock; any other input a peer
@@ -38,18 +50,20 @@
 //   - every request gets exactly one final reply carrying its seq
 //     (server.h); a frame that does not parse gets BAD_FRAME (or
 //     FRAME_TOO_LARGE) as the last reply, then the connection closes;
-//   - nothing was written outside the data directory: the sandbox holds only
-//     data/ and ns/ as made; data/ holds only PEER_ID, LOCK, an empty tmp/
-//     and files/<16 hex>/<2 hex>/<record file>[.name] whose name decodes,
-//     sits in its bucket and matches the store's index, count and bytes.
+//   - the server counts no connection, client or ring link afterwards;
+//   - nothing was written outside the data directory: the sandbox on disk
+//     holds only ns/ as made; the data directory only PEER_ID, LOCK, an
+//     empty tmp/ and files/<16 hex>/<2 hex>/<record file>[.name] whose name
+//     decodes, sits in its bucket and matches the store's index, count and
+//     bytes.
 // Then every file of the store is deleted (DELETE_FILE's code path), so each
 // input starts from an empty store.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,10 +87,13 @@
 #include "fuzz_util.h"
 #include "infofile_schema.h"
 #include "log.h"
+#include "mem_env.h"
+#include "mem_transport.h"
 #include "name_codec.h"
 #include "protocol.h"
 #include "record_store.h"
 #include "server.h"
+#include "sqlite_ro.h"
 #include "test_util.h"
 
 namespace st {
@@ -111,31 +128,39 @@ class InlineEnv : public EnvWrapper {
 };
 
 struct Sandbox {
-  std::string root;  // <TMPDIR>/st_fuzz_XXXXXX: holds data/ and ns/ only
-  std::string data;
+  std::string root;  // <TMPDIR>/st_fuzz_XXXXXX: holds ns/ only
+  std::string data;  // <root>/data: in mem_env only, not on disk
   std::string ns;
-  std::unique_ptr<Env> env;  // the store's (InlineEnv)
+  std::unique_ptr<test::MemEnv> mem;  // the data directory
+  std::unique_ptr<Env> env;           // the store's: InlineEnv over mem
   std::unique_ptr<RecordStore> store;
+  sqlite3* holder = nullptr;  // keeps the infofile in SQLite's shared cache
 };
 
 Sandbox* g_box = nullptr;
 
+// The entries of a directory on disk, sorted. getdents64 into a stack
+// buffer: opendir's 32 KiB heap buffer cost more than the rest of an
+// input's checks (under ASan every large allocation is an mmap).
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> out;
-  DIR* d = opendir(dir.c_str());
-  ST_FUZZ_CHECK(d != nullptr, "cannot list %s: %s", dir.c_str(), std::strerror(errno));
-  while (struct dirent* e = readdir(d)) {
-    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    out.emplace_back(e->d_name);
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ST_FUZZ_CHECK(fd >= 0, "cannot list %s: %s", dir.c_str(), std::strerror(errno));
+  alignas(8) char buf[4096];
+  while (true) {
+    long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+    ST_FUZZ_CHECK(n >= 0, "cannot list %s: %s", dir.c_str(), std::strerror(errno));
+    if (n == 0) break;
+    for (long off = 0; off < n;) {
+      const auto* e = reinterpret_cast<const struct dirent64*>(buf + off);
+      off += e->d_reclen;
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+      out.emplace_back(e->d_name);
+    }
   }
-  closedir(d);
+  close(fd);
   std::sort(out.begin(), out.end());
   return out;
-}
-
-bool IsDir(const std::string& path) {
-  struct stat st;
-  return lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 std::string Sql(const std::string& s) {
@@ -176,12 +201,29 @@ void WriteInfofile(const std::string& path, const std::string& my_peer_id) {
   sqlite3_close(db);
 }
 
+// SQLite's shared cache (process-wide, this target only): while one
+// connection to the infofile stays open, the peer's own read-only opens of
+// it (GET_LOCAL, SCRUB) share its schema and pages instead of reading and
+// parsing the schema again, which was most of such an input's time. The
+// peer's code runs as in st-peer; SQLite only skips work.
+void HoldInfofile(Sandbox* box, const std::string& path) {
+  ST_FUZZ_CHECK(sqlite3_enable_shared_cache(1) == SQLITE_OK, "sqlite3_enable_shared_cache");
+  int rc = sqlite3_open_v2(sqlite::ReadOnlyUri(path).c_str(), &box->holder,
+                           SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  ST_FUZZ_CHECK(rc == SQLITE_OK, "opening %s: %s", path.c_str(), sqlite3_errmsg(box->holder));
+  rc = sqlite3_exec(box->holder, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+  ST_FUZZ_CHECK(rc == SQLITE_OK, "reading the schema of %s: %s", path.c_str(),
+                sqlite3_errmsg(box->holder));
+}
+
 void StopPeer();
 
 void RemoveSandbox() {
   if (g_box == nullptr) return;
   StopPeer();
   g_box->store.reset();
+  sqlite3_close(g_box->holder);
+  g_box->holder = nullptr;
   test::RemoveTree(g_box->root);
 }
 
@@ -207,13 +249,15 @@ void MakeSandbox() {
   g_box->ns = g_box->root + "/ns";
   StoreOptions so;
   so.data_dir = g_box->data;
-  g_box->env = std::make_unique<InlineEnv>(Env::Default());
+  g_box->mem = std::make_unique<test::MemEnv>(Env::Default(), g_box->data);
+  g_box->env = std::make_unique<InlineEnv>(g_box->mem.get());
   so.env = g_box->env.get();
   Status s = RecordStore::Open(so, &g_box->store);
   ST_FUZZ_CHECK(s.ok(), "opening the record store: %s", s.ToString().c_str());
   ST_FUZZ_CHECK(mkdir(g_box->ns.c_str(), 0755) == 0 && mkdir((g_box->ns + "/d").c_str(), 0755) == 0,
                 "mkdir ns");
   WriteInfofile(g_box->ns + "/d/f", g_box->store->peer_id());
+  HoldInfofile(g_box, g_box->ns + "/d/f");
   atexit(RemoveSandbox);
 }
 
@@ -383,77 +427,58 @@ struct Reply {
   std::string payload;
 };
 
+// The client's end of one input's connection.
 class FuzzClient {
  public:
-  // fd: the client's end of a socketpair whose other end the server has.
-  FuzzClient(EventLoop* loop, int fd, const uint8_t* data, size_t size, size_t want_replies)
-      : loop_(loop), fd_(fd), data_(data), size_(size), want_(want_replies) {
-    // How the bytes reach the server, a function of the input so that a
-    // crash reproduces: all at once (one read), or in pieces of 1 to 97
-    // bytes, each read by the server before the next is written (frames
-    // split at every kind of boundary: Connection's partial-frame path).
-    uint32_t h = crc32c::Value(data, size);
-    chunk_ = (h & 3) == 0 ? size : 1 + (h >> 2) % 97;
-    Status s = loop_->AddFd(fd_, EventLoop::kReadable | EventLoop::kWritable,
-                            [this](int events) { OnEvents(events); });
-    ST_FUZZ_CHECK(s.ok(), "AddFd: %s", s.ToString().c_str());
-  }
-  ~FuzzClient() { CloseFd(); }
+  FuzzClient(test::MemPipe* pipe, const uint8_t* data, size_t size, size_t want_replies,
+             size_t chunk)
+      : pipe_(pipe), data_(data), size_(size), want_(want_replies), chunk_(chunk) {}
 
-  bool done() const { return fd_ < 0; }
+  bool done() const { return closed_; }
   const std::vector<Reply>& replies() const { return replies_; }
   size_t sent() const { return sent_; }
   size_t final_replies() const { return finals_; }
   bool shut() const { return shut_; }
 
+  // What a client does in one turn: write (one piece, once the server has
+  // read the last), read what the server wrote, close when the conversation
+  // is over. Returns whether anything happened.
+  bool Step() {
+    if (closed_) return false;
+    bool progress = false;
+    if (sent_ < size_ && pipe_->unread_input() == 0) {
+      size_t n = std::min(size_ - sent_, chunk_);
+      if (!pipe_->ClientWrite(std::string_view(reinterpret_cast<const char*>(data_) + sent_, n))) {
+        // The server closed after a fatal frame: what is left is not read.
+        n = size_ - sent_;
+      }
+      sent_ += n;
+      progress = true;
+    }
+    std::string out = pipe_->TakeOutput();
+    if (!out.empty()) {
+      in_.append(out);
+      Parse();
+      progress = true;
+    }
+    if (pipe_->ClientSeesEof()) {
+      // EOF after the server's half-close or close: the conversation is over.
+      pipe_->ClientClose();
+      closed_ = true;
+      return true;
+    }
+    // Every request sent has its answer: tell the server we are done (it
+    // sees EOF, dropping a partial frame) and leave.
+    if (!shut_ && sent_ == size_ && finals_ >= want_) {
+      shut_ = true;
+      pipe_->ClientClose();
+      closed_ = true;
+      progress = true;
+    }
+    return progress;
+  }
+
  private:
-  void CloseFd() {
-    if (fd_ < 0) return;
-    loop_->RemoveFd(fd_);
-    close(fd_);
-    fd_ = -1;
-  }
-
-  void OnEvents(int events) {
-    if ((events & EventLoop::kWritable) && sent_ < size_) Write();
-    if (fd_ >= 0 && (events & EventLoop::kReadable)) Read();
-    if (fd_ >= 0) MaybeShut();
-  }
-
-  void Write() {
-    while (sent_ < size_) {
-      ssize_t n = send(fd_, data_ + sent_, std::min(size_ - sent_, chunk_), MSG_NOSIGNAL);
-      if (n > 0) {
-        sent_ += static_cast<size_t>(n);
-        if (chunk_ < size_) break;  // one piece per loop turn: the server reads it alone
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      // The server closed after a fatal frame: what is left is not read.
-      write_failed_ = true;
-      sent_ = size_;
-    }
-    if (fd_ >= 0 && sent_ == size_) loop_->ModifyFd(fd_, EventLoop::kReadable);
-  }
-
-  void Read() {
-    char buf[65536];
-    while (true) {
-      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n > 0) {
-        in_.append(buf, static_cast<size_t>(n));
-        Parse();
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      // EOF (or a reset after the server's linger): the conversation is over.
-      CloseFd();
-      return;
-    }
-  }
-
   void Parse() {
     while (true) {
       FrameHeader h;
@@ -472,25 +497,14 @@ class FuzzClient {
     }
   }
 
-  void MaybeShut() {
-    // Every request sent has its answer: tell the server we are done (it
-    // sees EOF, dropping a partial frame, then the reset) and leave.
-    if (!shut_ && sent_ == size_ && finals_ >= want_) {
-      shut_ = true;
-      if (!write_failed_) shutdown(fd_, SHUT_WR);
-      CloseFd();
-    }
-  }
-
-  EventLoop* loop_;
-  int fd_ = -1;
+  test::MemPipe* pipe_;
   const uint8_t* data_;
   size_t size_;
   size_t want_;
   size_t chunk_;
   size_t sent_ = 0;
-  bool write_failed_ = false;
   bool shut_ = false;
+  bool closed_ = false;
   std::string in_;
   size_t parsed_ = 0;
   size_t finals_ = 0;
@@ -618,42 +632,57 @@ void CheckReplies(const Expected& e, const FuzzClient& c, const std::string& fil
   }
 }
 
-// The store on disk: only the layout of record_store.h, every record file in
-// the index and the index holding nothing else. Returns the file ids seen.
+// The entries of a directory of the data directory (in the MemEnv), sorted.
+std::vector<std::string> MemList(const Sandbox& box, const std::string& dir) {
+  std::vector<std::string> out;
+  Status s = box.mem->GetChildren(dir, &out);
+  ST_FUZZ_CHECK(s.ok(), "cannot list %s: %s", dir.c_str(), s.ToString().c_str());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool MemIsDir(const Sandbox& box, const std::string& path) {
+  FileInfo fi;
+  return box.mem->GetFileInfo(path, &fi, false).ok() && fi.is_dir;
+}
+
+// The sandbox: on disk only the namespace as made; in the data directory
+// only the layout of record_store.h, every record file in the index and the
+// index holding nothing else. Returns the file ids seen.
 std::vector<uint64_t> CheckStore(const Sandbox& box) {
   std::vector<std::string> top = ListDir(box.root);
-  ST_FUZZ_CHECK(top == (std::vector<std::string>{"data", "ns"}),
-                "something was written beside the data directory (%zu entries in %s)", top.size(),
-                box.root.c_str());
+  ST_FUZZ_CHECK(top == (std::vector<std::string>{"ns"}),
+                "something was written beside the namespace on disk (%zu entries in %s)",
+                top.size(), box.root.c_str());
   ST_FUZZ_CHECK(ListDir(box.ns) == std::vector<std::string>{"d"} &&
                     ListDir(box.ns + "/d") == std::vector<std::string>{"f"},
                 "the namespace (read-only for the peer) changed");
-  std::vector<std::string> data = ListDir(box.data);
+  std::vector<std::string> data = MemList(box, box.data);
   ST_FUZZ_CHECK(data == (std::vector<std::string>{"LOCK", "PEER_ID", "files", "tmp"}),
                 "unexpected entries in the data directory (%zu)", data.size());
-  ST_FUZZ_CHECK(ListDir(box.data + "/tmp").empty(), "a temporary file was left in tmp/");
+  ST_FUZZ_CHECK(MemList(box, box.data + "/tmp").empty(), "a temporary file was left in tmp/");
 
   std::vector<uint64_t> ids;
   uint64_t records = 0, bytes = 0;
   std::string files = box.data + "/files";
-  for (const std::string& fdir : ListDir(files)) {
+  for (const std::string& fdir : MemList(box, files)) {
     uint64_t file_id = 0;
-    ST_FUZZ_CHECK(ParseLowerHex(fdir, 16, &file_id) && IsDir(files + "/" + fdir),
+    ST_FUZZ_CHECK(ParseLowerHex(fdir, 16, &file_id) && MemIsDir(box, files + "/" + fdir),
                   "unexpected entry files/%s", Printable(fdir).c_str());
     ids.push_back(file_id);
     const RecordStore::FileIndex* index = box.store->Find(file_id);
     size_t on_disk = 0;
-    for (const std::string& bdir : ListDir(files + "/" + fdir)) {
+    for (const std::string& bdir : MemList(box, files + "/" + fdir)) {
       uint64_t bucket = 0;
       std::string bpath = files + "/" + fdir + "/" + bdir;
-      ST_FUZZ_CHECK(ParseLowerHex(bdir, 2, &bucket) && IsDir(bpath), "unexpected entry files/%s/%s",
-                    fdir.c_str(), Printable(bdir).c_str());
-      std::vector<std::string> entries = ListDir(bpath);
+      ST_FUZZ_CHECK(ParseLowerHex(bdir, 2, &bucket) && MemIsDir(box, bpath),
+                    "unexpected entry files/%s/%s", fdir.c_str(), Printable(bdir).c_str());
+      std::vector<std::string> entries = MemList(box, bpath);
       std::set<std::string> names(entries.begin(), entries.end());
       for (const std::string& fname : entries) {
         std::string path = bpath + "/" + fname;
-        struct stat st;
-        ST_FUZZ_CHECK(lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode),
+        FileInfo st;
+        ST_FUZZ_CHECK(box.mem->GetFileInfo(path, &st, false).ok() && st.is_regular,
                       "%s is not a regular file", path.c_str());
         if (EndsWith(fname, kSidecarSuffix)) {
           std::string rec = fname.substr(0, fname.size() - std::strlen(kSidecarSuffix));
@@ -669,12 +698,8 @@ std::vector<uint64_t> CheckStore(const Sandbox& box) {
         if (IsHashedEncoding(enc)) {
           ST_FUZZ_CHECK(names.count(fname + kSidecarSuffix) == 1, "hashed record without name: %s",
                         path.c_str());
-          int fd = open((path + kSidecarSuffix).c_str(), O_RDONLY | O_CLOEXEC);
-          ST_FUZZ_CHECK(fd >= 0, "cannot open %s.name", path.c_str());
-          char buf[8192];
-          ssize_t n;
-          while ((n = read(fd, buf, sizeof(buf))) > 0) name.append(buf, static_cast<size_t>(n));
-          close(fd);
+          ST_FUZZ_CHECK(box.mem->Contents(path + kSidecarSuffix, &name), "cannot read %s.name",
+                        path.c_str());
           ST_FUZZ_CHECK(EncodeName(name) == enc, "name file does not match %s", path.c_str());
         } else {
           ST_FUZZ_CHECK(DecodeEncodedName(enc, &name), "record file name does not decode: %s",
@@ -687,10 +712,10 @@ std::vector<uint64_t> CheckStore(const Sandbox& box) {
         ST_FUZZ_CHECK(it != index->end(), "record on disk not in the index: %s",
                       Printable(path).c_str());
         ST_FUZZ_CHECK(it->second.copy_rank == rank && it->second.crc == crc &&
-                          it->second.size == static_cast<uint64_t>(st.st_size),
+                          it->second.size == st.size,
                       "index entry differs from %s", Printable(path).c_str());
         ++on_disk;
-        bytes += static_cast<uint64_t>(st.st_size);
+        bytes += st.size;
       }
     }
     ST_FUZZ_CHECK(on_disk == (index != nullptr ? index->size() : 0),
@@ -713,7 +738,7 @@ void ResetStore(Sandbox* box, const std::vector<uint64_t>& ids) {
     Status s = box->store->DeleteFile(id, &removed);
     ST_FUZZ_CHECK(s.ok(), "DeleteFile: %s", s.ToString().c_str());
   }
-  ST_FUZZ_CHECK(ListDir(box->data + "/files").empty(), "DeleteFile left files/ non-empty");
+  ST_FUZZ_CHECK(MemList(*box, box->data + "/files").empty(), "DeleteFile left files/ non-empty");
   ST_FUZZ_CHECK(box->store->record_count() == 0 && box->store->used_bytes() == 0,
                 "the store still counts records after deleting every file");
 }
@@ -773,16 +798,32 @@ FuzzServer* PeerFor(Sandbox* box, bool keyed) {
   return g_peer->server.get();
 }
 
+// How the bytes move, a function of the input so that a crash reproduces:
+// the input all at once (one read) or in pieces of 1 to 97 bytes; a pipe
+// that holds 1 MiB of replies or only 1 to 200 bytes (every reply then goes
+// out in pieces, and the server stops reading while its output is backed up).
+struct Shape {
+  size_t chunk;
+  size_t capacity;
+};
+
+Shape ShapeOf(const uint8_t* data, size_t size) {
+  uint32_t h = crc32c::Value(data, size);
+  Shape s;
+  s.chunk = (h & 3) == 0 ? size : 1 + (h >> 2) % 97;
+  s.capacity = ((h >> 9) & 3) == 0 ? 1 + (h >> 11) % 200 : size_t{1} << 20;
+  return s;
+}
+
 void RunOne(const uint8_t* data, size_t size) {
   Sandbox* box = g_box;
   Expected want = Simulate(data, size);
   FuzzServer* server = PeerFor(box, FirstFrameIsAuth(data, size));
   EventLoop* loop = g_peer->loop.get();
+  Shape shape = ShapeOf(data, size);
 
-  int fds[2];
-  ST_FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0,
-                "socketpair: %s", std::strerror(errno));
-  server->AcceptConnection(fds[0], "fuzz-client");
+  auto pipe = std::make_shared<test::MemPipe>(shape.capacity);
+  server->AcceptConnection(std::make_unique<test::MemTransport>(pipe), "fuzz-client");
   ST_FUZZ_CHECK(server->connection_count() == 1 && server->client_count() == 1,
                 "the server has %zu connections (%zu clients) for one input",
                 server->connection_count(), server->client_count());
@@ -790,46 +831,51 @@ void RunOne(const uint8_t* data, size_t size) {
   // After a frame that does not parse, the server answers it and closes:
   // read until EOF. Otherwise leave once every request has its answer.
   size_t want_replies = want.fatal ? SIZE_MAX : want.sync.size() + want.async.size();
-  auto client = std::make_unique<FuzzClient>(loop, fds[1], data, size, want_replies);
+  FuzzClient client(pipe.get(), data, size, want_replies, shape.chunk);
 
-  // Stop once the client is done and the server has nothing left running.
+  // Turn after turn (the client's step, what the connection is ready for,
+  // the loop's due timers and posted tasks) until the client is done, the
+  // server has nothing left running and a turn does nothing.
   bool hung = false;
   const double started = EventLoop::Now();
-  double deadline = EventLoop::Now() + kWatchdogSeconds;
-  uint64_t polls = 0;
-  std::function<void()> poll = [&] {
-    ++polls;
-    bool idle = client->done() && server->connection_count() == 0 && server->round_count() == 0 &&
+  uint64_t turns = 0;
+  while (true) {
+    ++turns;
+    bool progress = client.Step();
+    progress |= pipe->Deliver();
+    progress |= loop->RunReady() > 0;
+    if (progress) continue;
+    bool idle = client.done() && server->connection_count() == 0 && server->round_count() == 0 &&
                 (server->scrubber() == nullptr || !server->scrubber()->running());
-    if (idle || EventLoop::Now() > deadline) {
-      hung = !idle;
-      // After the tasks already posted (the closed connection's release):
-      // the input leaves nothing behind for the next one.
-      loop->Post([loop] { loop->Stop(); });
-      return;
+    if (idle) break;
+    // Waiting for a timer (none should be far off): let time pass.
+    if (EventLoop::Now() - started > kWatchdogSeconds) {
+      hung = true;
+      break;
     }
-    loop->AddTimer(polls < 200 ? 0 : 0.001, poll);
-  };
-  loop->AddTimer(0, poll);
-  loop->Run();
+    usleep(100);
+  }
   ST_FUZZ_CHECK(!hung,
                 "no end after %.0f s: client done %d (sent %zu of %zu bytes, %zu of %zu replies, "
                 "shut %d), %zu server connections, %zu rounds, scrub running %d",
-                kWatchdogSeconds, client->done(), client->sent(), size, client->final_replies(),
-                want_replies, client->shut(), server->connection_count(), server->round_count(),
+                kWatchdogSeconds, client.done(), client.sent(), size, client.final_replies(),
+                want_replies, client.shut(), server->connection_count(), server->round_count(),
                 server->scrubber() != nullptr && server->scrubber()->running());
 
   if (getenv("ST_FUZZ_VERBOSE") != nullptr) {
-    std::fprintf(stderr, "  %zu bytes, %zu frames, %zu replies, %.2f ms, %llu polls\n", size,
-                 want.frames, client->replies().size(), (EventLoop::Now() - started) * 1e3,
-                 static_cast<unsigned long long>(polls));
-    PrintReplies(*client);
+    std::fprintf(stderr,
+                 "  %zu bytes (pieces of %zu, pipe of %zu), %zu frames, %zu replies, %.2f ms, "
+                 "%llu turns\n",
+                 size, shape.chunk, shape.capacity, want.frames, client.replies().size(),
+                 (EventLoop::Now() - started) * 1e3, static_cast<unsigned long long>(turns));
+    PrintReplies(client);
   }
-  CheckReplies(want, *client, box->store->data_dir() + "/files");
-  client.reset();
-  ST_FUZZ_CHECK(server->client_count() == 0 && server->ring_inbound_count() == 0,
-                "the server still counts %zu clients and %zu ring links after the input",
-                server->client_count(), server->ring_inbound_count());
+  CheckReplies(want, client, box->store->data_dir() + "/files");
+  ST_FUZZ_CHECK(server->connection_count() == 0 && server->client_count() == 0 &&
+                    server->ring_inbound_count() == 0,
+                "the server still counts %zu connections, %zu clients and %zu ring links after "
+                "the input",
+                server->connection_count(), server->client_count(), server->ring_inbound_count());
 
   std::vector<uint64_t> ids = CheckStore(*box);
   ResetStore(box, ids);

@@ -1,7 +1,5 @@
 #include "connection.h"
 
-#include <sys/sendfile.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -19,10 +17,10 @@ constexpr size_t kMaxReadPerEvent = 8 * 1024 * 1024;  // fairness between connec
 constexpr double kLingerSeconds = 1.0;
 }  // namespace
 
-Connection::Connection(EventLoop* loop, int fd, uint64_t id, std::string remote, uint32_t max_frame,
-                       Handler* handler)
+Connection::Connection(EventLoop* loop, std::unique_ptr<Transport> transport, uint64_t id,
+                       std::string remote, uint32_t max_frame, Handler* handler)
     : loop_(loop),
-      fd_(fd),
+      transport_(std::move(transport)),
       id_(id),
       remote_(std::move(remote)),
       max_frame_(max_frame),
@@ -32,10 +30,7 @@ Connection::~Connection() {
   if (linger_timer_ != 0) loop_->CancelTimer(linger_timer_);
   if (hold_timer_ != 0) loop_->CancelTimer(hold_timer_);
   if (idle_timer_ != 0) loop_->CancelTimer(idle_timer_);
-  if (fd_ >= 0) {
-    loop_->RemoveFd(fd_);
-    ::close(fd_);
-  }
+  if (!closed_) transport_->Close();
   for (auto& item : out_) {
     if (item.file_fd >= 0) ::close(item.file_fd);
   }
@@ -45,7 +40,7 @@ Status Connection::Start(bool connecting) {
   connecting_ = connecting;
   interest_ = connecting ? EventLoop::kWritable : EventLoop::kReadable;
   last_read_ = last_activity_ = EventLoop::Now();
-  Status s = loop_->AddFd(fd_, interest_, [this](int events) { OnEvents(events); });
+  Status s = transport_->Watch(interest_, [this](int events) { OnEvents(events); });
   if (s.ok()) ArmIdleTimer();
   return s;
 }
@@ -145,9 +140,7 @@ void Connection::OnEvents(int events) {
 }
 
 void Connection::OnConnectDone() {
-  int err = 0;
-  socklen_t len = sizeof(err);
-  if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  int err = transport_->ConnectError();
   if (err == EINPROGRESS || err == EALREADY) return;
   if (err != 0) {
     Close(std::string("connect to ") + remote_ + ": " + std::strerror(err));
@@ -193,7 +186,7 @@ void Connection::OnReadable() {
   if (lingering_) {
     char scratch[65536];
     while (true) {
-      ssize_t n = ::read(fd_, scratch, sizeof(scratch));
+      ssize_t n = transport_->Read(scratch, sizeof(scratch));
       if (n > 0) continue;
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -205,7 +198,7 @@ void Connection::OnReadable() {
   while (!closed() && !paused_ && !held_ && !stop_frames_ && !eof_) {
     if (!EnsureSpace()) return;
     size_t space = cap_ - end_;
-    ssize_t n = ::read(fd_, buf_.get() + end_, space);
+    ssize_t n = transport_->Read(buf_.get() + end_, space);
     if (n > 0) {
       end_ += static_cast<size_t>(n);
       total += static_cast<size_t>(n);
@@ -336,7 +329,10 @@ void Connection::NoteReply(const std::string& bytes) {
 
 void Connection::Send(std::string bytes) {
   if (metrics_ != nullptr && !closed()) NoteReply(bytes);
-  if (closed() || lingering_ || bytes.empty()) return;
+  // After SendErrorAndClose its ERROR is the last frame, even while output
+  // is backed up: a deferred reply that comes later is dropped, as it is
+  // once the connection lingers or has closed.
+  if (closed() || lingering_ || stop_frames_ || bytes.empty()) return;
   queued_bytes_ += bytes.size();
   OutItem item;
   item.data = std::move(bytes);
@@ -346,7 +342,7 @@ void Connection::Send(std::string bytes) {
 }
 
 void Connection::SendFile(int file_fd, uint64_t len) {
-  if (closed() || lingering_ || len == 0) {
+  if (closed() || lingering_ || stop_frames_ || len == 0) {
     ::close(file_fd);
     return;
   }
@@ -383,7 +379,7 @@ void Connection::Flush() {
       off_t off = static_cast<off_t>(front.file_off);
       size_t chunk =
           static_cast<size_t>(std::min<uint64_t>(front.file_len - front.file_off, 1u << 30));
-      ssize_t n = ::sendfile(fd_, front.file_fd, &off, chunk);
+      ssize_t n = transport_->SendFile(front.file_fd, &off, chunk);
       if (n > 0) {
         if (metrics_ != nullptr) metrics_->bytes_sent.fetch_add(n, std::memory_order_relaxed);
         front.file_off += static_cast<uint64_t>(n);
@@ -419,10 +415,7 @@ void Connection::Flush() {
       iov[cnt].iov_len = it->data.size() - it->offset;
       ++cnt;
     }
-    struct msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(cnt);
-    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | (file_follows ? MSG_MORE : 0));
+    ssize_t n = transport_->Writev(iov, cnt, file_follows);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -486,7 +479,7 @@ void Connection::StartLinger() {
   // Half-close so the client reads the error, then discard whatever it still
   // sends for a moment: closing with unread input would reset the
   // connection and could destroy the error reply in flight.
-  ::shutdown(fd_, SHUT_WR);
+  transport_->ShutdownWrite();
   lingering_ = true;
   UpdateInterest();
   linger_timer_ = loop_->AddTimer(kLingerSeconds, [this] {
@@ -507,7 +500,7 @@ void Connection::UpdateInterest() {
   }
   if (mask != interest_) {
     interest_ = mask;
-    loop_->ModifyFd(fd_, mask);
+    transport_->SetInterest(mask);
   }
 }
 
@@ -525,9 +518,8 @@ void Connection::Close(const std::string& reason) {
     loop_->CancelTimer(hold_timer_);
     hold_timer_ = 0;
   }
-  loop_->RemoveFd(fd_);
-  ::close(fd_);
-  fd_ = -1;
+  transport_->Close();
+  closed_ = true;
   for (auto& item : out_) {
     if (item.file_fd >= 0) ::close(item.file_fd);
   }

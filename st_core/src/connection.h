@@ -1,5 +1,7 @@
 // One non-blocking TCP connection speaking the frame protocol, inbound
-// (client -> peer) or outbound (peer -> ring successor).
+// (client -> peer) or outbound (peer -> ring successor). Its bytes go through
+// a Transport (transport.h): a socket in st-peer, an in-memory pipe in the
+// request fuzzer.
 //
 // Input: large reads into one buffer; every complete frame in it is handed to
 // the Handler back to back (pipelining, paper 3.2). The payload view passed
@@ -37,6 +39,7 @@
 #include "event_loop.h"
 #include "metrics.h"
 #include "protocol.h"
+#include "transport.h"
 
 namespace st {
 
@@ -79,10 +82,10 @@ class Connection {
   // peer's file descriptors.
   static constexpr size_t kMaxQueuedFiles = 1024;
 
-  // Takes ownership of fd (non-blocking). If connecting, the fd has a
-  // connect() in progress; sends are queued until it completes.
-  Connection(EventLoop* loop, int fd, uint64_t id, std::string remote, uint32_t max_frame,
-             Handler* handler);
+  // Takes ownership of transport. If connecting, it has a connect() in
+  // progress; sends are queued until it completes.
+  Connection(EventLoop* loop, std::unique_ptr<Transport> transport, uint64_t id, std::string remote,
+             uint32_t max_frame, Handler* handler);
   ~Connection();
 
   Connection(const Connection&) = delete;
@@ -105,12 +108,13 @@ class Connection {
   void Send(std::string bytes);
   // Queue len bytes of file_fd from its offset 0; takes ownership of file_fd.
   void SendFile(int file_fd, uint64_t len);
-  // Sends an ERROR frame, stops reading frames and closes once it is out.
+  // Sends an ERROR frame, stops reading frames and closes once it is out;
+  // nothing sent after it goes out (the ERROR is the last frame).
   // log: an INFO line naming the connection and the error.
   void SendErrorAndClose(uint64_t seq, ErrorCode code, std::string_view message, bool log = true);
   void Close(const std::string& reason);
 
-  bool closed() const { return fd_ < 0; }
+  bool closed() const { return closed_; }
   uint64_t id() const { return id_; }
   const std::string& remote() const { return remote_; }
   size_t queued_bytes() const { return queued_bytes_; }
@@ -141,7 +145,8 @@ class Connection {
   void Hold(double seconds);
 
   EventLoop* loop_;
-  int fd_;
+  std::unique_ptr<Transport> transport_;
+  bool closed_ = false;
   uint64_t id_;
   std::string remote_;
   uint32_t max_frame_;

@@ -113,7 +113,9 @@ void EventLoop::StopFromAnyThread() {
   Post([this] { stop_ = true; });
 }
 
-void EventLoop::RunTimers() {
+size_t EventLoop::RunTimers() {
+  size_t ran = 0;
+  if (timers_.empty()) return ran;
   double now = Now();
   while (!timers_.empty() && timers_.begin()->first.first <= now) {
     auto it = timers_.begin();
@@ -121,16 +123,24 @@ void EventLoop::RunTimers() {
     timer_deadlines_.erase(it->first.second);
     timers_.erase(it);
     task();
+    ++ran;
   }
+  return ran;
 }
 
-void EventLoop::RunPosted() {
+size_t EventLoop::RunPosted() {
   std::vector<Task> tasks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     tasks.swap(posted_);
   }
   for (auto& t : tasks) t();
+  return tasks.size();
+}
+
+size_t EventLoop::RunReady() {
+  size_t ran = RunTimers();
+  return ran + RunPosted();
 }
 
 void EventLoop::Run() {

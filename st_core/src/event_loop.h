@@ -55,6 +55,12 @@ class EventLoop {
   // Runs until Stop(). Returns at once if Stop() was called before. Once it
   // has returned, the next Run() runs until the next Stop().
   void Run();
+  // One turn without file descriptors: runs the timers due now, then the
+  // tasks posted so far, and returns how many ran (0: nothing was ready). It
+  // never waits. For a caller that drives its connections itself (the
+  // request fuzzer's in-memory transports); st-peer only calls Run.
+  size_t RunReady();
+
   void Stop();                // loop thread
   void StopFromAnyThread();   // any thread
 
@@ -86,8 +92,8 @@ class EventLoop {
  private:
   EventLoop() = default;
   void Wake();
-  void RunTimers();
-  void RunPosted();
+  size_t RunTimers();  // return how many ran
+  size_t RunPosted();
 
   std::atomic<uint64_t>* busy_ns_ = nullptr;
   std::atomic<int64_t>* turn_start_ns_ = nullptr;

@@ -212,11 +212,12 @@ void Server::OnAccept() {
       return;
     }
     SetNoDelay(fd);
-    AcceptConnection(fd, SockAddrString(reinterpret_cast<struct sockaddr*>(&ss)));
+    AcceptConnection(std::make_unique<SocketTransport>(loop_, fd),
+                     SockAddrString(reinterpret_cast<struct sockaddr*>(&ss)));
   }
 }
 
-void Server::AcceptConnection(int fd, std::string remote) {
+void Server::AcceptConnection(std::unique_ptr<Transport> transport, std::string remote) {
   Kind kind = Kind::kClient;
   if (options_.max_connections > 0 &&
       kind_count_[static_cast<int>(Kind::kClient)] >= options_.max_connections) {
@@ -225,12 +226,12 @@ void Server::AcceptConnection(int fd, std::string remote) {
     if (kind_count_[static_cast<int>(Kind::kProbation)] +
             kind_count_[static_cast<int>(Kind::kRefused)] >=
         kMaxProbation) {
-      RefuseNow(fd, remote);
+      RefuseNow(transport.get(), remote);
       return;
     }
     kind = Kind::kProbation;
   }
-  Connection* c = Adopt(fd, std::move(remote), false);
+  Connection* c = Adopt(std::move(transport), std::move(remote), false);
   if (c == nullptr) return;
   uint64_t id = c->id();
   Inbound& in = inbound_.emplace(id, Inbound{kind, false, 0, {}}).first->second;
@@ -290,18 +291,20 @@ void Server::Refuse(Connection* c, Inbound* in, const std::string& why) {
   c->SendErrorAndClose(0, ErrorCode::kBusy, why.empty() ? BusyMessage() : why, /*log=*/false);
 }
 
-void Server::RefuseNow(int fd, const std::string& remote) {
+void Server::RefuseNow(Transport* t, const std::string& remote) {
   // Too many connections waiting to be refused: no Connection for this one.
-  // Whatever it already sent is read first, so that close() does not reset
-  // the connection before the error frame is read (best effort).
+  // Whatever it already sent is read first, so that closing does not reset
+  // the connection before the error frame is read (best effort; the socket
+  // is non-blocking).
   char scratch[4096];
-  for (int i = 0; i < 16 && ::recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT) > 0; ++i) {
+  for (int i = 0; i < 16 && t->Read(scratch, sizeof(scratch)) > 0; ++i) {
   }
   std::string f = EncodeError(0, ErrorCode::kBusy, BusyMessage());
-  ssize_t n = ::send(fd, f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  struct iovec iov = {f.data(), f.size()};
+  ssize_t n = t->Writev(&iov, 1, /*more=*/false);
   (void)n;
-  ::shutdown(fd, SHUT_WR);
-  ::close(fd);
+  t->ShutdownWrite();
+  t->Close();
   NoteRefusal(remote);
 }
 
@@ -342,10 +345,11 @@ void Server::OnFrameStart(Connection* c, const FrameHeader& h) {
   Refuse(c, &in, "");
 }
 
-Connection* Server::Adopt(int fd, std::string remote, bool connecting) {
+Connection* Server::Adopt(std::unique_ptr<Transport> transport, std::string remote,
+                          bool connecting) {
   uint64_t id = ++next_conn_id_;
-  auto conn =
-      std::make_unique<Connection>(loop_, fd, id, std::move(remote), options_.max_frame, this);
+  auto conn = std::make_unique<Connection>(loop_, std::move(transport), id, std::move(remote),
+                                           options_.max_frame, this);
   Connection* raw = conn.get();
   conns_[id] = std::move(conn);
   // Outgoing ring links stay open between collectives: no keepalive limit.
@@ -398,7 +402,8 @@ void Server::SendToClient(uint64_t conn_id, std::string frame) {
 }
 
 Connection* Server::AdoptLink(int fd, std::string remote) {
-  return Adopt(fd, std::move(remote), /*connecting=*/true);
+  return Adopt(std::make_unique<SocketTransport>(loop_, fd), std::move(remote),
+               /*connecting=*/true);
 }
 
 Connection* Server::FindOpen(uint64_t id) {

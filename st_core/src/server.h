@@ -195,11 +195,12 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
                         const std::function<std::string(uint64_t seq)>& build, double timeout_s,
                         LinkDone done);
   EventLoop* loop() const { return loop_; }
-  // An accepted socket as an inbound connection: the --max-connections
+  // An accepted connection as an inbound one: the --max-connections
   // accounting (a client, on probation, or refused at once), then a
-  // Connection of this server. OnAccept calls it for each socket the
-  // listener gives; the request fuzzer for one end of a socketpair.
-  void AcceptConnection(int fd, std::string remote);
+  // Connection of this server over transport. OnAccept calls it with a
+  // SocketTransport for each socket the listener gives; the request fuzzer
+  // with an in-memory pipe.
+  void AcceptConnection(std::unique_ptr<Transport> transport, std::string remote);
 
  private:
   void OnAccept();
@@ -277,7 +278,7 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
   Connection* AdoptLink(int fd, std::string remote) override;
   Connection* FindOpen(uint64_t id) override;
   void OnLinkFailed(const std::string& addr, const std::string& why) override;
-  Connection* Adopt(int fd, std::string remote, bool connecting);
+  Connection* Adopt(std::unique_ptr<Transport> transport, std::string remote, bool connecting);
   void PauseAccept();
 
   // Inbound connections, for --max-connections. A connection is a client
@@ -293,7 +294,7 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
   };
   void SetKind(uint64_t id, Inbound* in, Kind kind);
   void Refuse(Connection* c, Inbound* in, const std::string& why);
-  void RefuseNow(int fd, const std::string& remote);
+  void RefuseNow(Transport* t, const std::string& remote);
   std::string BusyMessage() const;
   void NoteRefusal(const std::string& remote);
 
