@@ -40,6 +40,7 @@ import hashlib
 import json
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -537,6 +538,10 @@ class FaultInjection:
                 addr = dict(r.conn.execute("SELECT peer_idx, addr FROM peers"))
                 metas = r.lookup_many(r.names())
                 file_id = int(r.meta()["file_id"])
+                # Deleted records keep their copies while their history does
+                # (docs/snapshots.md, "Retention"): the scrubber leaves them.
+                for a, n in retained_per_peer(r.conn, addr).items():
+                    expected_per_peer[a] += n
                 r.close()
                 if self.cluster.auth:
                     t.set_capability(file_id, self.cluster.mint(READ, file_id))
@@ -581,6 +586,18 @@ class FaultInjection:
                 else 0
             )
         return out
+
+
+def retained_per_peer(conn, addr: dict[int, str]) -> Counter:
+    """Copies of past versions each peer keeps (``retained_copies``, one file
+    per stored name), by peer address; none in a file without the table."""
+    try:
+        rows = conn.execute(
+            "SELECT peer_idx, count(DISTINCT coalesce(stored_as, name)) FROM retained_copies GROUP BY peer_idx"
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return Counter()
+    return Counter({addr[i]: n for i, n in rows})
 
 
 def run(seed: int, workdir: Path, steps: int | None = None, seconds: float | None = None, log=print) -> Report:

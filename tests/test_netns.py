@@ -34,12 +34,19 @@ def test_a_peers_link_down_is_a_network_failure(ns_cluster):
         for n, v in blobs.items():
             f.queue_put(n, v)
     gone = addrs[1]
-    cluster.link_down(1)  # the peer still runs; its host is off the network
-    assert cluster.peers[1].alive()
-    t0 = time.monotonic()
+    # Opened while the peer is up: the peerlist says it is alive, so a GET
+    # whose first copy it holds goes there (opened later, the tracker may
+    # already have declared it failed, and the client would not try it).
     with c.open("/ns/a") as f:
+        f.balance_reads = False  # copy-rank order: rank 0 is asked first
+        first_on_gone = [n for n in blobs if f.peers[f._infofile().lookup(n).peers[0]].addr == gone]
+        assert first_on_gone, "no record has its first copy on peer 1"
+        cluster.link_down(1)  # the peer still runs; its host is off the network
+        assert cluster.peers[1].alive()
+        t0 = time.monotonic()
+        assert f.get(first_on_gone[0]) == blobs[first_on_gone[0]]  # from its other copy
+        assert time.monotonic() - t0 >= 1.5  # it waited for the timeout: not refused
         assert {n: f.get(n) for n in blobs} == blobs  # every record from its other copy
-    assert time.monotonic() - t0 >= 1.5  # a GET to the vanished peer waited for the timeout: not refused
     poll_for(
         lambda: any(p.addr == gone and not p.alive for p in c.status().peers),
         timeout=20,
