@@ -160,3 +160,120 @@ def test_a_record_whose_only_copy_is_quarantined_is_lost_in_every_report(make_cl
         rc, rows, err = _repair_cli(cluster, *args, "/cs/x1")
         assert rc == 1, err
         assert rows[0]["lost"] == 1 and rows[0]["complete"] is False and rows[0]["quarantined_found"] == 0, rows
+
+
+def _flip(path: str) -> None:
+    with open(path, "r+b") as fh:
+        data = bytearray(fh.read())
+        data[len(data) // 2] ^= 0xFF
+        fh.seek(0)
+        fh.write(data)
+
+
+def _unstored(cluster, file: str) -> list[tuple]:
+    """``retained_unstored`` rows of ``file``: (name, until, copy_rank, state)."""
+    r = InfofileReader(cluster.namespace / file.lstrip("/"))
+    try:
+        return r.conn.execute("SELECT name, until, copy_rank, state FROM retained_unstored").fetchall()
+    finally:
+        r.close()
+
+
+def _kept_holders(cluster, file: str, name: str) -> list[str]:
+    """Addresses of the peers holding copies of the past versions of ``name``."""
+    r = InfofileReader(cluster.namespace / file.lstrip("/"))
+    try:
+        addr = {i: a for i, _, a in r.peerlist()}
+        rows = r.conn.execute("SELECT peer_idx FROM retained_copies WHERE name = ? ORDER BY copy_rank", (name,))
+        return [addr[i] for (i,) in rows]
+    finally:
+        r.close()
+
+
+def test_a_kept_version_s_quarantined_copy_is_counted_and_restored_by_repair(make_cluster):
+    """x2: a snapshot keeps a deleted record; the verifier quarantines one
+    copy of that past version. Status counts one version short (no record),
+    repair's dry run finds it and exits 1, repair stores it again on
+    another peer and exits 0, status then counts none, and the snapshot
+    reads the old bytes from the restored copy with the other holder
+    SIGKILLed (docs/snapshots.md, "Maintenance")."""
+    cluster = make_cluster(4, peer_args=["--verify-interval", "1", "--verify-mbps", "50"])
+    c = cluster.client()
+    want = {f"r{i:02d}": b"kept %d " % i * 200 for i in range(10)}
+    with c.create("/cs/kept", "x2") as f:
+        for n, v in want.items():
+            f.queue_put(n, v)
+    c.snapshot("/cs/kept", "s")
+    with c.open("/cs/kept") as f:
+        f.delete("r03")
+    with c.open("/cs/kept", as_of="s") as f:
+        (victim,) = [r for r in f.get_local() if r.name == "r03"]
+    before = _kept_holders(cluster, "/cs/kept", "r03")
+    assert len(before) == 2 and victim.peer in before, (before, victim.peer)
+    _flip(victim.path)
+    poll_for(lambda: len(_unstored(cluster, "/cs/kept")) == 1, timeout=40, what="the verifier's quarantine of r03")
+    assert _unstored(cluster, "/cs/kept")[0][3] == "quarantined"
+
+    def counted(n: int):
+        def check():
+            cp = tracker_status(cluster)["copies"]
+            return cp if cp["counted"] and cp["versions_short"] == n else None
+
+        return check
+
+    cp = poll_for(counted(1), timeout=30, what="status to count the version short of a copy")
+    assert cp["versions_lost"] == 0 and cp["records_short"] == 0 and cp["files_short"] == 1, cp
+    rc, rows, err = _repair_cli(cluster, "--dry-run", "/cs/kept")
+    assert rc == 1 and rows[0]["versions_unstored_found"] == 1 and rows[0]["versions_short"] == 1, (rows, err)
+    rc, rows, err = _repair_cli(cluster, "/cs/kept")
+    assert rc == 0 and rows[0]["versions_stored"] == 1 and rows[0]["complete"] is True, (rows, err)
+    assert _unstored(cluster, "/cs/kept") == []
+    poll_for(counted(0), timeout=30, what="status to count no version short after repair")
+
+    after = _kept_holders(cluster, "/cs/kept", "r03")
+    (good,) = set(before) - {victim.peer}
+    assert len(after) == 2 and victim.peer not in after and good in after, (before, after, victim.peer)
+    cluster.kill_peer(cluster.peer_addrs.index(good))  # left: the restored copy alone
+    with c.open("/cs/kept", as_of="s") as f:
+        assert f.get("r03") == want["r03"]
+    with c.open("/cs/kept") as f:
+        assert "r03" not in f.names()
+
+
+def test_a_kept_version_whose_only_copy_is_quarantined_is_lost_in_every_report(make_cluster):
+    """x1: the only copy of a deleted record a snapshot keeps is quarantined.
+    Reading it as of the snapshot raises RecordUnavailableError (lost,
+    naming the quarantine), status counts the version lost, repair reports
+    it lost and exits 1; the current generation is unaffected."""
+    cluster = make_cluster(3, peer_args=["--verify-interval", "1", "--verify-mbps", "50"])
+    c = cluster.client()
+    with c.create("/cs/kept1", "x1") as f:
+        for i in range(6):
+            f.put(f"r{i}", b"only %d " % i * 300)
+    c.snapshot("/cs/kept1", "s")
+    with c.open("/cs/kept1") as f:
+        f.delete("r2")
+    with c.open("/cs/kept1", as_of="s") as f:
+        (victim,) = [r for r in f.get_local() if r.name == "r2"]
+    _flip(victim.path)
+    poll_for(lambda: len(_unstored(cluster, "/cs/kept1")) == 1, timeout=40, what="the verifier's quarantine of r2")
+    with c.open("/cs/kept1", as_of="s") as f:
+        assert "r2" in f.names()
+        with pytest.raises(RecordUnavailableError) as e:
+            f.get("r2")
+        assert (e.value.record, e.value.lost) == ("r2", True) and "quarantined" in e.value.reason, e.value
+        with pytest.raises(RecordsUnavailableError) as e2:
+            f.get_local()
+        assert e2.value.names == ("r2",) and e2.value.lost, e2.value
+        assert sorted(r.name for r in f.get_local(allow_unavailable=True)) == ["r0", "r1", "r3", "r4", "r5"]
+        assert f.get("r1") == b"only 1 " * 300
+    cp = poll_for(
+        lambda: (cp := tracker_status(cluster)["copies"])["versions_lost"] == 1 and cp,
+        timeout=30,
+        what="status to count the version lost",
+    )
+    assert cp["versions_short"] == 1 and cp["records_short"] == 0, cp
+    rc, rows, err = _repair_cli(cluster, "/cs/kept1")
+    assert rc == 1 and rows[0]["versions_lost"] == 1 and rows[0]["versions_stored"] == 0, (rows, err)
+    with c.open("/cs/kept1") as f:
+        assert sorted(f.names()) == ["r0", "r1", "r3", "r4", "r5"]

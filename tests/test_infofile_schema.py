@@ -56,6 +56,7 @@ def test_schema_creates_every_table_and_index(tmp_path):
         "snapshots",
         "retained_copies",
         "retained_copies_by_peer_until",
+        "retained_unstored",
     }
 
 

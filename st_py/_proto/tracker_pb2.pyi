@@ -353,7 +353,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s", "used_bytes", "filesystems", "records_short", "files_short", "records_pending", "short_age_s", "repair", "file_trackers", "failed_after_s", "records_lost", "records_waiting", "records_quarantined", "retained_bytes", "snapshots")
+    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s", "used_bytes", "filesystems", "records_short", "files_short", "records_pending", "short_age_s", "repair", "file_trackers", "failed_after_s", "records_lost", "records_waiting", "records_quarantined", "retained_bytes", "snapshots", "versions_short", "versions_lost")
     PEERS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     ALIVE_PEERS_FIELD_NUMBER: _ClassVar[int]
@@ -375,6 +375,8 @@ class StatusReply(_message.Message):
     RECORDS_QUARANTINED_FIELD_NUMBER: _ClassVar[int]
     RETAINED_BYTES_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_SHORT_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_LOST_FIELD_NUMBER: _ClassVar[int]
     peers: _containers.RepeatedCompositeFieldContainer[Peer]
     files: int
     alive_peers: int
@@ -396,7 +398,9 @@ class StatusReply(_message.Message):
     records_quarantined: int
     retained_bytes: int
     snapshots: int
-    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ..., used_bytes: _Optional[int] = ..., filesystems: _Optional[int] = ..., records_short: _Optional[int] = ..., files_short: _Optional[int] = ..., records_pending: _Optional[int] = ..., short_age_s: _Optional[float] = ..., repair: _Optional[_Union[RepairStatus, _Mapping]] = ..., file_trackers: _Optional[_Iterable[_Union[FileTracker, _Mapping]]] = ..., failed_after_s: _Optional[float] = ..., records_lost: _Optional[int] = ..., records_waiting: _Optional[int] = ..., records_quarantined: _Optional[int] = ..., retained_bytes: _Optional[int] = ..., snapshots: _Optional[int] = ...) -> None: ...
+    versions_short: int
+    versions_lost: int
+    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ..., used_bytes: _Optional[int] = ..., filesystems: _Optional[int] = ..., records_short: _Optional[int] = ..., files_short: _Optional[int] = ..., records_pending: _Optional[int] = ..., short_age_s: _Optional[float] = ..., repair: _Optional[_Union[RepairStatus, _Mapping]] = ..., file_trackers: _Optional[_Iterable[_Union[FileTracker, _Mapping]]] = ..., failed_after_s: _Optional[float] = ..., records_lost: _Optional[int] = ..., records_waiting: _Optional[int] = ..., records_quarantined: _Optional[int] = ..., retained_bytes: _Optional[int] = ..., snapshots: _Optional[int] = ..., versions_short: _Optional[int] = ..., versions_lost: _Optional[int] = ...) -> None: ...
 
 class FileTracker(_message.Message):
     __slots__ = ("shard", "shards", "addr", "alive", "pid", "restarts", "uptime_s", "commits", "records")

@@ -72,6 +72,8 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
                     "records_quarantined": st.records_quarantined,
                     "records_lost": st.records_lost,
                     "records_waiting": st.records_waiting,
+                    "versions_short": st.versions_short,
+                    "versions_lost": st.versions_lost,
                     "failed_after_s": st.failed_after_s,
                     "counted_s_ago": round(st.short_age_s, 1),
                     "repair": {
@@ -181,15 +183,24 @@ def _copies_line(st) -> str:
     """``12 records short of copies in 1 file`` (the tracker's count)."""
     if st.short_age_s < 0:
         return "copies not counted yet"
-    if not st.records_short:
+    if not st.records_short and not st.versions_short:
         return "no record short of copies"
-    from st_py.core.copy_health import copy_states_text
+    from st_py.core.copy_health import copy_states_text, versions_text
 
-    counts = {k: getattr(st, k) for k in ("records_lost", "records_waiting", "records_quarantined", "records_pending")}
+    keys = (
+        "records_lost",
+        "records_waiting",
+        "records_quarantined",
+        "records_pending",
+        "versions_short",
+        "versions_lost",
+    )
+    counts = {k: getattr(st, k) for k in keys}
     return (
         f"{st.records_short:,} record{'' if st.records_short == 1 else 's'} short of copies in "
         f"{st.files_short:,} file{'' if st.files_short == 1 else 's'}"
         + copy_states_text({**counts, "failed_after_s": st.failed_after_s})
+        + versions_text(counts)
     )
 
 

@@ -212,24 +212,23 @@ class GetLocalPlan:
         from st_py.core.infofile import InfofileReader
 
         r = InfofileReader(self.infofile_path)
-        if self.as_of is not None:
-            from st_py.core.history import AsOf
-
-            try:
-                idxs = [i for i, _, a in r.peerlist() if a in set(self.dead)]
-                names = AsOf(r, self.as_of, self.file_name).unavailable_names(idxs, limit)
-            finally:
-                r.close()
-            return {n: f"every copy kept at generation {self.as_of} is on a dead peer" for n in names}
+        expired: list[str] = []
         try:
             peers = r.peerlist()
             dead = set(self.dead)
+            view = r
+            if self.as_of is not None:  # the same model, at that generation (docs/snapshots.md)
+                from st_py.core.history import AsOf
+
+                view = AsOf(r, self.as_of, self.file_name)
+                idxs = [i for i, _, a in peers if a in dead]
+                expired = view.unavailable_names(idxs, limit)
             lv = Liveness(
                 {pid: (0.0 if addr in dead else None) for _, pid, addr in peers},
                 float("inf"),
                 addrs={pid: addr for _, pid, addr in peers},
             )
-            h = file_health(r, lv, self.file_name)
+            h = file_health(view, lv, self.file_name)
         finally:
             r.close()
         out = {}
@@ -238,7 +237,10 @@ class GetLocalPlan:
             if rh.live == 0:
                 out[name] = unavailable_reason(rh)
                 if len(out) >= limit:
-                    break
+                    return out
+        for name in expired:  # no copy row at all: its history was dropped (docs/snapshots.md, "Retention")
+            if name not in out and len(out) < limit:
+                out[name] = f"no copy of it is kept at generation {self.as_of} (its history was dropped)"
         return out
 
 

@@ -162,15 +162,18 @@ class RecordReader:
                     ctx.notify(name, callback, name, None, exc)
                 return fut
         if meta is not None and not meta.peers and ctx.as_of is not None:
-            # a past version whose copies are no longer kept (docs/snapshots.md, "Retention")
-            hist = ctx.infofile().meta()
-            exc = SnapshotExpiredError(
-                f"record {name!r} of {ctx.name} as of generation {ctx.as_of}: its copies are no longer kept",
-                ctx.name,
-                ctx.as_of,
-                int(hist.get("history_from", 0)),
-                (name,),
-            )
+            h = without_stored_copy(ctx.infofile(), name, ctx.name)
+            if h is not None:  # kept, but every copy quarantined or pending (copy_health)
+                exc = unavailable_error(ctx.name, h)
+            else:  # a past version whose copies are no longer kept (docs/snapshots.md, "Retention")
+                hist = ctx.infofile().meta()
+                exc = SnapshotExpiredError(
+                    f"record {name!r} of {ctx.name} as of generation {ctx.as_of}: its copies are no longer kept",
+                    ctx.name,
+                    ctx.as_of,
+                    int(hist.get("history_from", 0)),
+                    (name,),
+                )
             fut.set_exception(exc)
             if callback:
                 ctx.notify(name, callback, name, None, exc)

@@ -21,6 +21,11 @@ A **copy** of a committed record is in one state (:class:`CopyState`):
                 3.6's end-to-end check): repair stores a good copy in its place
 ============== ==============================================================
 
+The copies of past versions kept for snapshots and older readers
+(``retained_copies``, docs/snapshots.md) are in the same states (their
+quarantined and pending ones in ``retained_unstored``); each kept version
+is classified as a record is, in :attr:`FileHealth.versions`.
+
 A **record** is then (:class:`RecordState`) ``available`` (F live copies),
 ``under_replicated`` (fewer than F live copies, but a live one, or a suspect
 one that may come back: reads work, or wait for that peer) or ``lost`` (no
@@ -181,12 +186,17 @@ class FileHealth:
     """The copies of one file: its records that are not available.
 
     ``records`` maps each such name to its :class:`RecordHealth`; every
-    other committed record has F live copies. Plain data.
+    other committed record has F live copies. ``versions`` does the same for
+    the past versions kept for snapshots and older readers
+    (docs/snapshots.md): ``(name, until)`` (the generation at which the
+    version stopped being current) to its health, whose ``name`` is the
+    record's. Plain data.
     """
 
     file: str
     copies: int
     records: dict[str, RecordHealth] = field(default_factory=dict)
+    versions: dict[tuple[str, int], RecordHealth] = field(default_factory=dict)
 
     def names(self, state: RecordState) -> list[str]:
         """Sorted names of the records in ``state``."""
@@ -218,8 +228,14 @@ class FileHealth:
 
     @property
     def complete(self) -> bool:
-        """Whether every committed record has F live copies."""
-        return not self.records
+        """Whether every committed record and every kept past version has F
+        live copies."""
+        return not self.records and not self.versions
+
+    def versions_in(self, state: RecordState) -> list[str]:
+        """The kept past versions in ``state``, as ``name (until generation
+        U)``, sorted."""
+        return sorted(f"{n} (until generation {u})" for (n, u), r in self.versions.items() if r.state is state)
 
 
 def user_name(name: str) -> str:
@@ -270,33 +286,57 @@ def file_health(
     non_live = [i for i, (pid, _) in peers.items() if liveness.copy_state(pid) is not CopyState.LIVE]
     out = FileHealth(file or str(meta.get("name", "")), f)
     for stored, rows in reader.copy_rows(non_live, names).items():
-        copies = []
-        for rank, idx, kind in sorted(rows):
-            pid, addr = peers.get(idx, (f"peer#{idx}", ""))
-            if kind == "pending":
-                st = CopyState.PENDING
-            elif kind == "quarantined":
-                st = CopyState.QUARANTINED
-            else:
-                st = liveness.copy_state(pid)
-            copies.append(CopyInfo(rank, pid, liveness.addrs.get(pid) or addr, st))
-        state = classify(copies, f)
-        if state is RecordState.AVAILABLE:
+        h = _health(stored, rows, f, peers, liveness)
+        if h is None:
             continue
-        until = max((liveness.lost_at(c.peer_id) for c in copies if c.state is CopyState.SUSPECT), default=0.0)
-        bad = [c.describe(liveness) for c in copies if c.state is not CopyState.LIVE]
-        live = sum(c.state is CopyState.LIVE for c in copies)
-        if len(copies) < f:
-            bad.append(f"{f - len(copies)} copies not recorded")
-        reason = f"{live} of {f} copies live: " + "; ".join(bad)
-        name = user_name(stored)
-        if name != stored:
-            reason = f"stripe {stored[-8:]}: {reason}"
-        h = RecordHealth(name, state, tuple(copies), reason, until)
-        old = out.records.get(name)
-        if old is None or _RANK[state] > _RANK[old.state]:
-            out.records[name] = h
+        old = out.records.get(h.name)
+        if old is None or _RANK[h.state] > _RANK[old.state]:
+            out.records[h.name] = h
+    if names is None and hasattr(reader, "retained_copy_rows"):  # the current view: past versions too
+        for (stored, until), rows in reader.retained_copy_rows(non_live).items():
+            h = _health(stored, rows, f, peers, liveness, f"the version until generation {until}: ")
+            if h is None:
+                continue
+            key = (h.name, until)
+            old = out.versions.get(key)
+            if old is None or _RANK[h.state] > _RANK[old.state]:
+                out.versions[key] = h
     return out
+
+
+def _health(
+    stored: str,
+    rows: list[tuple[int, int, str]],
+    f: int,
+    peers: Mapping[int, tuple[str, str]],
+    liveness: Liveness,
+    prefix: str = "",
+) -> RecordHealth | None:
+    """The health of one stored record (or one past version) from its copy
+    rows ``(copy_rank, peer_idx, kind)``; None when it is available."""
+    copies = []
+    for rank, idx, kind in sorted(rows):
+        pid, addr = peers.get(idx, (f"peer#{idx}", ""))
+        if kind == "pending":
+            st = CopyState.PENDING
+        elif kind == "quarantined":
+            st = CopyState.QUARANTINED
+        else:
+            st = liveness.copy_state(pid)
+        copies.append(CopyInfo(rank, pid, liveness.addrs.get(pid) or addr, st))
+    state = classify(copies, f)
+    if state is RecordState.AVAILABLE:
+        return None
+    until = max((liveness.lost_at(c.peer_id) for c in copies if c.state is CopyState.SUSPECT), default=0.0)
+    bad = [c.describe(liveness) for c in copies if c.state is not CopyState.LIVE]
+    live = sum(c.state is CopyState.LIVE for c in copies)
+    if len(copies) < f:
+        bad.append(f"{f - len(copies)} copies not recorded")
+    reason = prefix + f"{live} of {f} copies live: " + "; ".join(bad)
+    name = user_name(stored)
+    if name != stored:
+        reason = f"stripe {stored[-8:]}: {reason}"
+    return RecordHealth(name, state, tuple(copies), reason, until)
 
 
 def unavailable_reason(h: RecordHealth | None) -> str:
@@ -346,3 +386,15 @@ def copy_states_text(c: Mapping) -> str:
         (c.get("records_pending", 0), "with a copy pending"),
     ]
     return "".join(f", {n:,} {what}" for n, what in parts if n)
+
+
+def versions_text(c: Mapping) -> str:
+    """``; 2 past versions kept for snapshots short of copies (1 lost)``:
+    the tracker's counts ``versions_short`` and ``versions_lost`` as
+    ``storetorrent status`` and the status page say them ("" when none)."""
+    n, lost = c.get("versions_short", 0), c.get("versions_lost", 0)
+    if not n:
+        return ""
+    return f"; {n:,} past version{'' if n == 1 else 's'} kept for snapshots short of copies" + (
+        f" ({lost:,} lost, no good copy left)" if lost else ""
+    )

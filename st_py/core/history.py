@@ -320,6 +320,14 @@ from: its copies' current holders (``retained_copies``; moved by rebalance
 and drain like current copies)."""
 
 
+_UNSTORED_AT = (
+    "retained_unstored u JOIN record_history v ON v.name = u.name AND v.until = u.until "
+    "WHERE v.commit_seq <= ?1 AND v.until > ?1"
+)
+"""SQL (after FROM): the unstored copies (quarantined, pending) of the past
+versions current at generation ?1."""
+
+
 class AsOf:
     """A read view of one infofile as of generation ``generation``: the
     subset of :class:`~st_py.core.infofile.InfofileReader` that reads use
@@ -625,6 +633,7 @@ class AsOf:
         for table in ("pending_copies", "quarantined_copies"):
             if self.reader.has_table(table):
                 extra.append(table)
+        unstored = self.reader.has_table("retained_unstored")
         if names is not None:
             found_sql = f"SELECT name FROM ({self._visible()}) WHERE name IN ({','.join('?' * len(names))})"
             args: list[object] = [g, *names]
@@ -635,6 +644,8 @@ class AsOf:
                 found_sql += (
                     f" UNION SELECT t.name FROM {table} t JOIN records r ON r.name = t.name WHERE r.commit_seq <= ?1"
                 )
+            if unstored:
+                found_sql += f" UNION SELECT u.name FROM {_UNSTORED_AT}"
             args = [g, *non_live_idxs]
         c = self.conn
         own = not c.in_transaction
@@ -658,6 +669,10 @@ class AsOf:
                     )
                     for n, r, p in c.execute(q, [g, *chunk]):
                         out[n].append((int(r), int(p), kind))
+                if unstored:  # a past version's copies quarantined or pending (docs/snapshots.md)
+                    q = f"SELECT u.name, u.copy_rank, u.peer_idx, u.state FROM {_UNSTORED_AT} AND u.name IN ({marks})"
+                    for n, r, p, st in c.execute(q, [g, *chunk]):
+                        out[n].append((int(r), int(p), str(st)))
         finally:
             if own:
                 c.execute("COMMIT")

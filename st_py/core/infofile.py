@@ -397,14 +397,19 @@ class InfofileReader:
             pass
         return out
 
-    def retained_held_by(self, peer_idxs: list[int] | None = None) -> dict[tuple[str, int], RecordMeta]:
+    def retained_held_by(
+        self, peer_idxs: list[int] | None = None, keys: list[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], RecordMeta]:
         """The past versions kept for snapshots and older readers
         (``retained_copies``; docs/snapshots.md) that have a copy on one of
-        ``peer_idxs`` (default: every one), as ``{(name, until): RecordMeta}``
+        ``peer_idxs`` (default: every one), or those of ``keys`` (``(name,
+        until)``) that have a stored copy, as ``{(name, until): RecordMeta}``
         with every current holder of each (``peers``, ``ranks``), its size,
         CRC-32C, version and stored name. Empty for a file without them."""
         try:
-            if peer_idxs is None:
+            if keys is not None:
+                self.conn.execute("SELECT 1 FROM retained_copies LIMIT 0")
+            elif peer_idxs is None:
                 keys = self.conn.execute("SELECT DISTINCT name, until FROM retained_copies").fetchall()
             else:
                 marks = ",".join("?" * len(peer_idxs)) or "-1"
@@ -558,6 +563,76 @@ class InfofileReader:
         finally:
             if own:
                 c.execute("COMMIT")
+        return out
+
+    def retained_copy_rows(self, non_live_idxs: list[int]) -> dict[tuple[str, int], list[tuple[int, int, str]]]:
+        """The copies of the past versions kept for snapshots and older
+        readers (docs/snapshots.md) that have a copy unstored (quarantined or
+        pending: ``retained_unstored``) or on one of ``non_live_idxs``:
+        ``{(name, until): [(copy_rank, peer_idx, "stored" | "pending" |
+        "quarantined")]}``, as :meth:`copy_rows` gives a current record's.
+        Empty for a file without them. The input of
+        :func:`st_py.core.copy_health.file_health` for past versions."""
+        if not self._has_table("retained_unstored"):
+            return {}
+        marks = ",".join("?" * len(non_live_idxs)) or "NULL"
+        c = self.conn
+        own = not c.in_transaction
+        if own:
+            c.execute("BEGIN")  # one state of both tables
+        try:
+            keys = c.execute(
+                "SELECT name, until FROM retained_unstored UNION "
+                f"SELECT name, until FROM retained_copies WHERE peer_idx IN ({marks})",
+                list(non_live_idxs),
+            ).fetchall()
+            out: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
+            for name, until in keys:
+                rows = [
+                    (int(r), int(p), "stored")
+                    for r, p in c.execute(
+                        "SELECT copy_rank, peer_idx FROM retained_copies WHERE name = ? AND until = ?", (name, until)
+                    )
+                ]
+                rows += [
+                    (int(r), int(p), str(st))
+                    for r, p, st in c.execute(
+                        "SELECT copy_rank, peer_idx, state FROM retained_unstored WHERE name = ? AND until = ?",
+                        (name, until),
+                    )
+                ]
+                out[(str(name), int(until))] = rows
+        finally:
+            if own:
+                c.execute("COMMIT")
+        return out
+
+    def retained_unstored(self) -> dict[tuple[str, int], tuple[RecordMeta, list[tuple[int, int]]]]:
+        """The past versions with copies to store again (``retained_unstored``:
+        quarantined or pending), as ``{(name, until): (version, [(copy_rank,
+        peer_idx)])}``: the version's :class:`RecordMeta` with its stored
+        copies' holders (``peers``, ``ranks``; none: no good copy left), and
+        the unstored copies with the holder each was committed to. Empty
+        for a file without them. What ``repair`` restores."""
+        if not self._has_table("retained_unstored"):
+            return {}
+        keys: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for name, until, rank, peer in self.conn.execute(
+            "SELECT name, until, copy_rank, peer_idx FROM retained_unstored ORDER BY name, until, copy_rank"
+        ):
+            keys.setdefault((str(name), int(until)), []).append((int(rank), int(peer)))
+        held = self.retained_held_by(None, list(keys))
+        out = {}
+        for k, unstored in keys.items():
+            m = held.get(k)
+            if m is None:
+                v = self.conn.execute(
+                    "SELECT size, crc32c, version, stored_as FROM record_history WHERE name = ? AND until = ?", k
+                ).fetchone()
+                if v is None:
+                    continue
+                m = RecordMeta(k[0], int(v[0]), int(v[1]), (), (), int(v[2]), v[3])
+            out[k] = (m, unstored)
         return out
 
     def has_table(self, table: str) -> bool:

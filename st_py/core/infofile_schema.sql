@@ -167,3 +167,13 @@ CREATE TABLE retained_copies(        -- the current holders of the copies of ver
 ) WITHOUT ROWID;
 CREATE INDEX retained_copies_by_peer_until ON retained_copies(peer_idx, until);  -- a
                                       -- peer's read as of G: the versions that end after G
+
+CREATE TABLE retained_unstored(      -- copies of versions no longer current that are
+  name      TEXT NOT NULL,             -- not stored (the copy model's quarantined and
+  until     INTEGER NOT NULL,          -- pending states, docs/reliability.md): their
+  copy_rank INTEGER NOT NULL,          -- holder's verifier quarantined them, or the
+  peer_idx  INTEGER NOT NULL,          -- version ended with them quarantined or
+  since     INTEGER NOT NULL,          -- pending. Not in retained_copies; repair
+  state     TEXT NOT NULL,             -- stores them again ('quarantined' | 'pending')
+  PRIMARY KEY(name, until, copy_rank)
+) WITHOUT ROWID;

@@ -525,3 +525,87 @@ def _move_retained_batch(
     fm.copies_moved += done
     if not reply.conflicts:
         fm.bytes_moved += sum(versions[k].size for k, _, _, _ in moved)
+
+
+def restore_unstored_retained(f, fm: FileMoves) -> tuple[int, int]:
+    """Store again the copies of past versions that are not stored
+    (``retained_unstored``: a holder's verifier quarantined them, or the
+    version ended with them quarantined or pending; docs/snapshots.md,
+    "Maintenance"), as repair does a current record's: the version is read
+    from one of its stored copies (CRC-checked), written under its stored
+    name at the copy's rank to a live peer that keeps no copy of that name
+    (the copy's own holder if no other can take it), and committed with the
+    version's ``until`` (``MoveCopies`` from the holder the copy was
+    committed to). Returns ``(copies found, copies of versions with no
+    stored copy left)``; what was stored is added to ``fm``."""
+    versions = f.infofile().retained_unstored()
+    found = sum(len(u) for _, u in versions.values())
+    lost = sum(len(u) for m, u in versions.values() if not m.peers)
+    keys = sorted(k for k, (m, _) in versions.items() if m.peers)
+    for i in range(0, len(keys), BATCH):
+        _restore_batch(f, {k: versions[k] for k in keys[i : i + BATCH]}, fm)
+    return found, lost
+
+
+def _restore_batch(f, versions: dict[tuple[str, int], tuple[RecordMeta, list[tuple[int, int]]]], fm: FileMoves) -> None:
+    from st_py.core.history import retained_on
+
+    reader = f.infofile()
+    reads = {k: f.queue_get_version(m) for k, (m, _) in versions.items()}
+    taken = {k: set(m.peers) for k, (m, _) in versions.items()}
+    key_of = {id(m): k for k, (m, _) in versions.items()}
+    holder: dict[tuple[tuple[str, int], int], int] = {}
+    to_store: list[tuple[tuple[str, int], int, bytes]] = []
+    for k, (m, unstored) in versions.items():
+        exc = reads[k].exception()
+        if exc is not None:
+            fm.skipped.append(f"{m.name} (the version ended at generation {k[1]}): not readable now: {exc}")
+            continue
+        for rank, was in unstored:
+            holder[(k, rank)] = was
+            to_store.append((k, rank, reads[k].result()))
+
+    def place(k: tuple[str, int], rank: int) -> int | None:
+        m = versions[k][0]
+        usable = [p for p in sorted(f.peers) if p not in taken[k] and f.peer_usable(p)]
+        cands = [p for p in usable if not retained_on(reader, m.key, p)] or [
+            p for p in usable if p == holder[(k, rank)]
+        ]
+        if not cands:
+            fm.stuck.append(f"{m.name} (the version ended at generation {k[1]})")
+            return None
+        dst = min(cands, key=lambda p: (sum(1 for t in taken.values() if p in t), p))
+        taken[k].add(dst)
+        return dst
+
+    def copies() -> Iterator[CopyToStore]:
+        for k, rank, data in to_store:
+            dst = place(k, rank)
+            if dst is not None:
+                yield CopyToStore(versions[k][0], rank, dst, data)
+
+    stored: list[tuple[tuple[str, int], int, int]] = []
+    for o in f.store_copies(copies(), lambda o: place(key_of[id(o.record)], o.rank)):
+        k = key_of[id(o.record)]
+        if o.stored:
+            stored.append((k, o.rank, o.peer))
+        elif not o.peer_failed:
+            fm.conflicts.append(f"{o.record.name}: {o.error}")
+    if not stored:
+        return
+    reply = f.commit_moved_copies(
+        [
+            pb.CopyMove(
+                name=k[0],
+                copy_rank=rank,
+                from_peer_idx=holder[(k, rank)],
+                to_peer_idx=dst,
+                stored_as=versions[k][0].stored_as or "",
+                until=k[1],
+            )
+            for k, rank, dst in stored
+        ]
+    )
+    fm.conflicts.extend(reply.conflicts)
+    fm.generation = max(fm.generation, int(reply.generation))
+    fm.copies_moved += int(reply.moved)

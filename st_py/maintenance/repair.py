@@ -41,10 +41,11 @@ from dataclasses import dataclass, field
 
 from st_py._proto import tracker_pb2 as pb
 from st_py.client.copies import CopyOutcome, CopyToStore
-from st_py.core.copy_health import DEFAULT_FAILED_AFTER_S, CopyState, Liveness, file_health
+from st_py.core.copy_health import DEFAULT_FAILED_AFTER_S, CopyState, FileHealth, Liveness, RecordState, file_health
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import shares_domain
 from st_py.errors import StoreTorrentError, TrackerUnavailableError
+from st_py.maintenance.moves import FileMoves, restore_unstored_retained
 from st_py.maintenance.rebalance import rebalance
 
 log = logging.getLogger("storetorrent.repair")
@@ -69,7 +70,15 @@ class RepairReport:
     elsewhere (``copies_restored``); ``shared_domain`` are records whose
     restored or stored copies share a failure domain because no live peer
     in another domain could take them (docs/replication.md, "Failure
-    domains"; they count as complete). Plain data.
+    domains"; they count as complete).
+
+    The past versions kept for snapshots and older readers
+    (docs/snapshots.md, "Maintenance") are in the same model, named ``name
+    (until generation U)``: ``versions_unstored_found`` copies of them were
+    quarantined or pending, ``versions_stored`` of those were stored again;
+    after the pass ``versions_lost`` have no good copy left,
+    ``versions_waiting`` wait only for suspect peers and
+    ``versions_short`` are short of copies otherwise. Plain data.
     """
 
     file: str
@@ -87,18 +96,32 @@ class RepairReport:
     under_replicated: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     shared_domain: list[str] = field(default_factory=list)
+    versions_unstored_found: int = 0
+    versions_stored: int = 0
+    versions_lost: list[str] = field(default_factory=list)
+    versions_waiting: list[str] = field(default_factory=list)
+    versions_short: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def complete(self) -> bool:
-        """Every record of the file has F stored copies on live peers."""
-        return self.complete_but_waiting and not self.waiting
+        """Every record of the file, and every past version it keeps, has F
+        stored copies on live peers."""
+        return self.complete_but_waiting and not self.waiting and not self.versions_waiting
 
     @property
     def complete_but_waiting(self) -> bool:
         """Complete but for records waiting for suspect peers (``repair
         --wait-ok`` exits 0 then)."""
-        return not (self.pending_left or self.unavailable or self.under_replicated or self.conflicts or self.lost)
+        return not (
+            self.pending_left
+            or self.unavailable
+            or self.under_replicated
+            or self.conflicts
+            or self.lost
+            or self.versions_lost
+            or self.versions_short
+        )
 
     def as_dict(self) -> dict:
         """The counts as a JSON-ready dict."""
@@ -117,6 +140,11 @@ class RepairReport:
             "under_replicated": len(self.under_replicated),
             "conflicts": len(self.conflicts),
             "shared_domain": len(self.shared_domain),
+            "versions_unstored_found": self.versions_unstored_found,
+            "versions_stored": self.versions_stored,
+            "versions_lost": len(self.versions_lost),
+            "versions_waiting": len(self.versions_waiting),
+            "versions_short": len(self.versions_short),
             "complete": self.complete,
             "seconds": round(self.seconds, 3),
         }
@@ -171,10 +199,15 @@ def repair_file(client, name: str, failed_after: float | None = None, dry_run: b
             report.lost, report.waiting = h.lost, h.waiting
             report.waiting_until = max((h.records[n].until for n in h.waiting), default=0.0)
             report.under_replicated = sorted(set(h.under_replicated) - set(h.waiting))
+            report.versions_unstored_found = sum(
+                v.has(CopyState.PENDING) or v.has(CopyState.QUARANTINED) for v in h.versions.values()
+            )
+            _versions_left(h, report)
         report.seconds = time.monotonic() - t0
         return report
     with client.open(name) as f:
         _store_pending(f, report)
+        _store_versions(f, report)
         lost = sorted(_gone(lv) & {p.addr for p in f.peers.values()})
         if lost:
             rb = rebalance(f, lost=lost)
@@ -199,6 +232,26 @@ def _what_is_left(f, lv: Liveness, report: RepairReport) -> None:
     report.waiting_until = max((h.records[n].until for n in h.waiting), default=0.0)
     known = set(report.lost) | set(report.waiting) | set(report.unavailable) | set(report.pending_left)
     report.under_replicated = sorted(set(report.under_replicated) | (set(h.under_replicated) - known))
+    _versions_left(h, report)
+
+
+def _versions_left(h: FileHealth, report: RepairReport) -> None:
+    """The kept past versions still short of copies, by state."""
+    report.versions_lost = h.versions_in(RecordState.LOST)
+    report.versions_waiting = sorted(f"{n} (until generation {u})" for (n, u), v in h.versions.items() if v.waiting)
+    waiting = set(report.versions_waiting)
+    report.versions_short = [v for v in h.versions_in(RecordState.UNDER_REPLICATED) if v not in waiting]
+
+
+def _store_versions(f, report: RepairReport) -> None:
+    """Store again the copies of kept past versions that are quarantined or
+    pending (``retained_unstored``), read from a good copy of the version
+    (docs/snapshots.md, "Maintenance")."""
+    fm = FileMoves(f.name)
+    found, _ = restore_unstored_retained(f, fm)
+    report.versions_unstored_found = found
+    report.versions_stored = fm.copies_moved
+    report.conflicts += fm.conflicts
 
 
 def _store_pending(f, report: RepairReport) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from st_py.core import namespace
-from st_py.core.copy_health import CopyState, FileHealth, Liveness, file_health
+from st_py.core.copy_health import CopyState, FileHealth, Liveness, RecordState, file_health
 from st_py.core.history import retained_bytes, snapshot_count
 from st_py.core.infofile import InfofileReader
 
@@ -68,7 +68,7 @@ class CopyHealth:
 
     ``records_short``: committed names with fewer than F copies live
     (:mod:`st_py.core.copy_health`; an object counts once, whatever its stripes);
-    ``files_short``: files with such records; of those records,
+    ``files_short``: files with such records (or versions); of those records,
     ``records_pending`` have a copy pending, ``records_quarantined`` a copy
     quarantined, ``records_lost`` no good copy, ``records_waiting`` only
     copies on suspect peers missing; ``files``: files counted; ``errors``:
@@ -90,6 +90,8 @@ class CopyHealth:
     reread: int = 0
     retained_bytes: int = 0  # bytes (all copies) of past versions snapshots hold (docs/snapshots.md, "Space")
     snapshots: int = 0  # snapshots over every file
+    versions_short: int = 0  # kept past versions with fewer than F live copies (FileHealth.versions)
+    versions_lost: int = 0  # of those, with no good copy left
 
     def age(self, now: float | None = None) -> float:
         """Seconds since the count (-1.0: never counted)."""
@@ -108,7 +110,7 @@ class _FileCount:
 
     @property
     def short(self) -> int:
-        return len(self.health.records)
+        return len(self.health.records) + len(self.health.versions)
 
 
 class ShortCopies:
@@ -158,7 +160,9 @@ class ShortCopies:
             if fc.short:
                 h = fc.health
                 out.files_short += 1
-                out.records_short += fc.short
+                out.records_short += len(h.records)
+                out.versions_short += len(h.versions)
+                out.versions_lost += len(h.versions_in(RecordState.LOST))
                 out.records_pending += h.count(CopyState.PENDING)
                 out.records_quarantined += h.count(CopyState.QUARANTINED)
                 out.records_lost += len(h.lost)

@@ -151,6 +151,21 @@ class NoSuchSnapshotError(Exception):
     """The file has no snapshot of that name."""
 
 
+def _carry_unstored(c: sqlite3.Connection, gen: int, where: str, args: list) -> None:
+    """The pending and quarantined copies of the records named by ``name
+    {where}`` (``args``), whose current versions end at ``gen`` (replaced or
+    deleted), stay in the copy model as their past versions' unstored copies
+    (``retained_unstored``), so ``status`` counts and ``repair`` restores
+    them as long as the version is kept (docs/snapshots.md, "Maintenance")."""
+    for table, state in (("quarantined_copies", "quarantined"), ("pending_copies", "pending")):
+        c.execute(
+            "INSERT OR REPLACE INTO retained_unstored(name, until, copy_rank, peer_idx, since, state) "
+            f"SELECT t.name, ?, t.copy_rank, t.peer_idx, t.since, ? FROM {table} t JOIN records r ON r.name = t.name "
+            f"WHERE t.name {where} AND r.commit_seq < ?",
+            [gen, state, *args, gen],
+        )
+
+
 def _set_generation(c: sqlite3.Connection, gen: int) -> None:
     """Make ``gen`` the file's generation and log when (the generation log,
     docs/snapshots.md), inside the caller's transaction."""
@@ -442,6 +457,7 @@ class InfofileWriter:
                     "JOIN records r ON r.name = c.name WHERE c.name = ? AND r.commit_seq < ?",
                     (gen, name, gen),
                 )
+                _carry_unstored(c, gen, "= ?", [name])
                 c.execute("DELETE FROM copies WHERE name = ?", (name,))
                 c.execute("DELETE FROM pending_copies WHERE name = ?", (name,))
                 c.execute("DELETE FROM quarantined_copies WHERE name = ?", (name,))
@@ -664,6 +680,7 @@ class InfofileWriter:
                 f"JOIN records r ON r.name = c.name WHERE c.name IN ({marks}) AND r.commit_seq < ?",
                 [gen, *chunk, gen],
             )
+            _carry_unstored(c, gen, f"IN ({marks})", chunk)
             removed += c.execute(f"DELETE FROM records WHERE name IN ({marks})", chunk).rowcount
             c.execute(f"DELETE FROM copies WHERE name IN ({marks})", chunk)
             c.execute(f"DELETE FROM pending_copies WHERE name IN ({marks})", chunk)
@@ -705,6 +722,12 @@ class InfofileWriter:
         c.execute(
             f"DELETE FROM retained_copies WHERE EXISTS (SELECT 1 FROM record_history WHERE "
             f"record_history.name = retained_copies.name AND record_history.until = retained_copies.until "
+            f"AND until_at < ? AND NOT {held})",
+            (cutoff,),
+        )
+        c.execute(
+            f"DELETE FROM retained_unstored WHERE EXISTS (SELECT 1 FROM record_history WHERE "
+            f"record_history.name = retained_unstored.name AND record_history.until = retained_unstored.until "
             f"AND until_at < ? AND NOT {held})",
             (cutoff,),
         )
@@ -887,8 +910,28 @@ class InfofileWriter:
             )
         }
         if rank not in rows:
-            conflicts.append(Conflict(name, f"copy rank {rank} of the version replaced at {until} is not kept"))
-            return False
+            unstored = c.execute(
+                "SELECT peer_idx FROM retained_unstored WHERE name = ? AND until = ? AND copy_rank = ?",
+                (name, until, rank),
+            ).fetchone()
+            if unstored is None or int(unstored[0]) != old:
+                conflicts.append(Conflict(name, f"copy rank {rank} of the version replaced at {until} is not kept"))
+                return False
+            if new in {p for p, _ in rows.values()} or not 0 <= new < npeers:
+                conflicts.append(
+                    Conflict(name, f"peer {new} cannot take copy rank {rank} of the version replaced at {until}")
+                )
+                return False
+            # repair stored a quarantined or pending copy again (docs/snapshots.md, "Maintenance")
+            c.execute(
+                "INSERT INTO retained_copies(name, until, copy_rank, peer_idx, since, stored_as) "
+                "SELECT name, until, ?, ?, ?, stored_as FROM record_history WHERE name = ? AND until = ?",
+                (rank, new, gen, name, until),
+            )
+            c.execute(
+                "DELETE FROM retained_unstored WHERE name = ? AND until = ? AND copy_rank = ?", (name, until, rank)
+            )
+            return True
         if rows[rank][0] != old:
             conflicts.append(Conflict(name, f"copy rank {rank} of that version is held by {rows[rank][0]}, not {old}"))
             return False
@@ -909,6 +952,40 @@ class InfofileWriter:
         )
         return True
 
+    @staticmethod
+    def _unstore_retained(c: sqlite3.Connection, stored: str, rank: int, idx: int | None, crc: int, gen: int) -> bool:
+        """Copy ``rank`` of a kept past version stored as ``stored`` on peer
+        ``idx``, found bad by its verifier: its ``retained_copies`` row goes
+        to ``retained_unstored`` (quarantined), the holder to
+        ``copy_history`` tagged with the version (plans made before this
+        generation still list it). False: no such kept copy with that
+        CRC-32C."""
+        if idx is None:
+            return False
+        row = c.execute(
+            "SELECT k.name, k.until, k.since FROM retained_copies k JOIN record_history v "
+            "ON v.name = k.name AND v.until = k.until "
+            "WHERE coalesce(k.stored_as, k.name) = ? AND k.copy_rank = ? AND k.peer_idx = ? "
+            "AND (v.crc32c & 4294967295) = ?",
+            (stored, rank, idx, crc & 0xFFFFFFFF),
+        ).fetchone()
+        if row is None:
+            return False
+        name, until, since = row
+        c.execute(
+            "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at, retained_until) "
+            "SELECT name, copy_rank, peer_idx, since, ?, stored_as, ?, until FROM retained_copies "
+            "WHERE name = ? AND until = ? AND copy_rank = ?",
+            (gen, time.time(), name, until, rank),
+        )
+        c.execute("DELETE FROM retained_copies WHERE name = ? AND until = ? AND copy_rank = ?", (name, until, rank))
+        c.execute(
+            "INSERT OR REPLACE INTO retained_unstored(name, until, copy_rank, peer_idx, since, state) "
+            "VALUES (?, ?, ?, ?, ?, 'quarantined')",
+            (name, until, rank, idx, gen),
+        )
+        return True
+
     def unstore_copies(self, bad: list[tuple[str, int, str, int]]) -> tuple[int, int, list[Conflict]]:
         """Copies a peer's verifier found corrupt and quarantined (docs/peer.md,
         "Verifier"): each ``(stored name, copy_rank, peer_id, crc32c)`` leaves
@@ -919,9 +996,14 @@ class InfofileWriter:
         (:mod:`st_py.core.copy_health`). The old row goes to ``copy_history``, as
         a rebalance move.
 
+        A copy of a version no longer current that is kept
+        (``retained_copies``; docs/snapshots.md) leaves it for
+        ``retained_unstored`` (state ``quarantined``) the same way.
+
         A report is left out (a conflict) when the stored name is not the
-        record's current version, the copy rank is not committed to that
-        peer, or the CRC-32C differs (the copy was replaced meanwhile).
+        record's current version nor a kept one, the copy rank is not
+        committed to that peer, or the CRC-32C differs (the copy was
+        replaced meanwhile).
 
         Returns
         -------
@@ -938,7 +1020,10 @@ class InfofileWriter:
                 row = [r for r in row if (r[2] or r[0]) == stored]
                 idx = peer_idx.get(peer_id)
                 if not row:
-                    conflicts.append(Conflict(stored, "not a committed record's current version"))
+                    if self._unstore_retained(c, stored, rank, idx, crc, gen):
+                        done += 1
+                    else:
+                        conflicts.append(Conflict(stored, "not a committed record's current or kept version"))
                     continue
                 name, have_crc, _ = row[0]
                 held = c.execute(

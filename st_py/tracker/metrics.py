@@ -211,6 +211,16 @@ class StateCollector(Collector):
                 value=h.records_waiting,
             )
             yield GaugeMetricFamily(
+                "st_tracker_versions_short_of_copies",
+                "past versions kept for snapshots with fewer than F copies stored on live peers",
+                value=h.versions_short,
+            )
+            yield GaugeMetricFamily(
+                "st_tracker_versions_lost",
+                "past versions kept for snapshots with no good copy left",
+                value=h.versions_lost,
+            )
+            yield GaugeMetricFamily(
                 "st_tracker_retained_bytes",
                 "bytes (all copies) of past versions snapshots hold (docs/snapshots.md)",
                 value=h.retained_bytes,

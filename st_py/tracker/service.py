@@ -1221,6 +1221,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             snapshots=h.snapshots,
             records_lost=h.records_lost,
             records_waiting=h.records_waiting,
+            versions_short=h.versions_short,
+            versions_lost=h.versions_lost,
             failed_after_s=self.failed_after_s,
             short_age_s=h.age(),
             repair=self._repair_status(),

@@ -18,7 +18,7 @@ import html
 import time
 from typing import TYPE_CHECKING, Any
 
-from st_py.core.copy_health import copy_states_text
+from st_py.core.copy_health import copy_states_text, versions_text
 from st_py.core.logs import utc_timestamp as rfc3339
 from st_py.core.units import duration, human_bytes
 
@@ -110,6 +110,8 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
             "snapshots": h.snapshots,
             "records_lost": h.records_lost,
             "records_waiting": h.records_waiting,
+            "versions_short": h.versions_short,
+            "versions_lost": h.versions_lost,
             "failed_after_s": service.failed_after_s,
             "counted": h.at > 0,
             "counted_at": rfc3339(h.at) if h.at else None,
@@ -192,8 +194,8 @@ def _health_html(s: dict[str, Any]) -> str:
     when = f" <small>(counted {duration(c['age_s'])} ago)</small>" if c["counted"] else ""
     if not c["counted"]:
         line = '<p class="health unknown" id="copies">Counting copies&hellip;</p>'
-    elif c["records_short"]:
-        pending = copy_states_text(c)
+    elif c["records_short"] or c["versions_short"]:
+        pending = copy_states_text(c) + versions_text(c)
         line = (
             f'<p class="health short" id="copies"><b>{c["records_short"]:,}</b> record'
             f"{'' if c['records_short'] == 1 else 's'} short of copies in <b>{c['files_short']:,}</b> "
