@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass, replace
+from typing import Any
 
 from st_py.errors import ChecksumError, GetLocalError, PeerError, PeerUnavailableError, RecordsUnavailableError
 from st_py.wire.protocol import ErrorCode, LocalEntries, MsgType, crc32c, encode_get_local, encode_ping
@@ -216,13 +217,13 @@ class GetLocalPlan:
         try:
             peers = r.peerlist()
             dead = set(self.dead)
-            view = r
+            view: Any = r
             if self.as_of is not None:  # the same model, at that generation (docs/snapshots.md)
                 from st_py.core.history import AsOf
 
-                view = AsOf(r, self.as_of, self.file_name)
-                idxs = [i for i, _, a in peers if a in dead]
-                expired = view.unavailable_names(idxs, limit)
+                at = AsOf(r, self.as_of, self.file_name)
+                expired = at.unavailable_names([i for i, _, a in peers if a in dead], limit)
+                view = at
             lv = Liveness(
                 {pid: (0.0 if addr in dead else None) for _, pid, addr in peers},
                 float("inf"),
