@@ -411,3 +411,44 @@ def test_a_snapshot_follows_its_past_versions_through_a_drain_and_a_rebalance(ma
             assert rec.name not in seen
             seen[rec.name] = f.read_local(rec)
         assert seen == want
+
+
+def test_spread_moves_the_copies_a_snapshot_keeps_with_the_others(make_cluster):
+    """After the cluster grows from 2 to 4 peers, ``spread`` evens the fill
+    counting the copies of past versions a snapshot keeps (they occupy the
+    disks too) and moves some of them onto the new peers like current
+    copies; the snapshot and the current generation read back whole, each
+    record revealed once, and a second spread moves nothing."""
+    from st_py.maintenance.spread import spread
+
+    cluster = make_cluster(2)
+    c = cluster.client()
+    name = "/snap/spread"
+    want = _fill(c, name, "x1", n=40)
+    c.snapshot(name, "keep")
+    with c.open(name) as f:
+        for i in range(0, 40, 2):
+            f.delete(f"r{i:03d}")
+    cluster.add_peer()
+    cluster.add_peer()
+    report = spread(c, [name], tolerance=0.1)
+    assert report.complete and report.even and report.copies_moved > 0, report.as_dict()
+    with c.open(name) as f:
+        r = f.infofile()
+        new = {i for i, _, a in r.peerlist() if a in cluster.peer_addrs[2:]}
+        kept = r.retained_held_by()
+        assert len(kept) == 20 and any(set(m.peers) & new for m in kept.values()), kept
+        held = {a: 0 for a in cluster.peer_addrs}
+        addr = {i: a for i, _, a in r.peerlist()}
+        for m in [*kept.values(), *r.lookup_many(r.names()).values()]:
+            for p in m.peers:
+                held[addr[p]] += m.size
+    mean = sum(held.values()) / len(held)
+    assert all(abs(b - mean) <= 0.1 * mean + max(len(v) for v in want.values()) for b in held.values()), held
+    with c.open(name, as_of="keep") as f:
+        assert {k: f.get(k) for k in f.names()} == want
+        assert revealed_once(f) == want
+    with c.open(name) as f:
+        assert {k: f.get(k) for k in f.names()} == {k: v for k, v in want.items() if int(k[1:]) % 2}
+    again = spread(c, [name], tolerance=0.1)
+    assert again.copies_moved == 0 and again.complete, again.as_dict()

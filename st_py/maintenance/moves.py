@@ -440,6 +440,11 @@ def by_peer_id(f, held: Mapping[int, int], peer_ids: Iterable[str]) -> dict[str,
 
 
 # -- past versions kept for snapshots (docs/snapshots.md) -------------------------
+KeptMove = tuple[tuple[str, int], int, int, "int | None"]
+"""A move of a copy of a kept past version: ``((name, until), copy_rank,
+from peer, to peer or None: any that can take it)``."""
+
+
 def move_retained(f, off: set[int], peers: list[int], fm: FileMoves, throttle: Throttle) -> int:
     """Move the copies of past versions (``retained_copies``: kept for
     snapshots and older readers) that peers ``off`` hold onto other peers of
@@ -452,53 +457,95 @@ def move_retained(f, off: set[int], peers: list[int], fm: FileMoves, throttle: T
     how many such copies were on ``off`` when it looked; what moved is
     added to ``fm``."""
     versions = f.infofile().retained_held_by(sorted(off))
-    keys = sorted(versions)
-    for i in range(0, len(keys), BATCH):
-        _move_retained_batch(f, {k: versions[k] for k in keys[i : i + BATCH]}, off, peers, fm, throttle)
-    return sum(1 for m in versions.values() for p in m.peers if p in off)
+    wanted: list[KeptMove] = [
+        (k, rank, src, None) for k, m in sorted(versions.items()) for rank, src in zip(m.ranks, m.peers) if src in off
+    ]
+    move_kept(f, wanted, peers, fm, throttle, avoid=off)
+    return len(wanted)
 
 
-def _move_retained_batch(
-    f, versions: dict[tuple[str, int], RecordMeta], off: set[int], peers: list[int], fm: FileMoves, throttle: Throttle
+def move_kept(
+    f,
+    wanted: list[KeptMove],
+    peers: list[int],
+    fm: FileMoves,
+    throttle: Throttle,
+    avoid: set[int] | None = None,
+    held: dict[int, int] | None = None,
+    space: Mapping[int, int] | None = None,
+) -> None:
+    """Carry out ``wanted`` moves of kept past versions' copies in batches
+    (see :func:`move_retained`): each version is read again as committed
+    now (a move whose source no longer holds the copy is skipped), a planned
+    peer is used if it can take the copy, else the least-filled peer of
+    ``peers`` that can (never one of ``avoid``, nor one keeping any copy of
+    that stored name). ``held`` (bytes per peer index, against ``space``)
+    follows the committed moves, as :func:`execute` keeps it."""
+    for i in range(0, len(wanted), BATCH):
+        _move_kept_batch(f, wanted[i : i + BATCH], peers, fm, throttle, avoid or set(), held, space)
+
+
+def _move_kept_batch(
+    f,
+    wanted: list[KeptMove],
+    peers: list[int],
+    fm: FileMoves,
+    throttle: Throttle,
+    avoid: set[int],
+    held: dict[int, int] | None,
+    space: Mapping[int, int] | None,
 ) -> None:
     from st_py.core.history import retained_on
 
     reader = f.infofile()
-    reads = {k: f.queue_get_version(m) for k, m in versions.items()}
+    versions = reader.retained_held_by(None, sorted({k for k, _, _, _ in wanted}))  # as committed now
+    valid = []
+    for k, rank, src, dst in wanted:
+        m = versions.get(k)
+        if m is None or m.copies().get(rank) != src:
+            fm.skipped.append(f"{k[0]} (the version ended at generation {k[1]}): no longer kept there")
+        else:
+            valid.append((k, rank, src, dst))
+    reads = {k: f.queue_get_version(versions[k]) for k in sorted({k for k, _, _, _ in valid})}
     key_of = {id(m): k for k, m in versions.items()}  # a CopyOutcome names its RecordMeta
-    taken = {k: set(m.peers) for k, m in versions.items()}
+    taken = {k: set(versions[k].peers) for k in reads}
     src_of: dict[tuple[tuple[str, int], int], int] = {}
+    planned: dict[tuple[tuple[str, int], int], int | None] = {}
     to_store: list[tuple[tuple[str, int], int, bytes]] = []
-    for k, m in versions.items():
+    for k, rank, src, dst in valid:
         exc = reads[k].exception()
         if exc is not None:
-            fm.skipped.append(f"{m.name} (the version ended at generation {k[1]}): not readable now: {exc}")
+            fm.skipped.append(f"{k[0]} (the version ended at generation {k[1]}): not readable now: {exc}")
             continue
-        for rank, src in zip(m.ranks, m.peers):
-            if src in off:
-                src_of[(k, rank)] = src
-                to_store.append((k, rank, reads[k].result()))
+        src_of[(k, rank)], planned[(k, rank)] = src, dst
+        to_store.append((k, rank, reads[k].result()))
 
-    def place(k: tuple[str, int]) -> int | None:
-        m = versions[k]
-        cands = [p for p in peers if p not in taken[k] and p not in off and f.peer_usable(p)]
-        cands = [p for p in cands if not retained_on(reader, m.key, p)]  # never over another kept copy
-        if not cands:
-            fm.stuck.append(f"{m.name} (the version ended at generation {k[1]})")
-            return None
-        dst = min(cands, key=lambda p: (sum(1 for t in taken.values() if p in t), p))
+    def ok(k: tuple[str, int], p: int) -> bool:
+        return p not in taken[k] and p not in avoid and f.peer_usable(p) and not retained_on(reader, versions[k].key, p)
+
+    def place(k: tuple[str, int], rank: int) -> int | None:
+        dst = planned.pop((k, rank), None)
+        if dst is None or not ok(k, dst):
+            cands = [p for p in peers if ok(k, p)]  # never over another kept copy
+            if not cands:
+                fm.stuck.append(f"{k[0]} (the version ended at generation {k[1]})")
+                return None
+            if held is not None and space is not None:
+                dst = min(cands, key=lambda p: ((held.get(p, 0) + versions[k].size) / space[p], p))
+            else:
+                dst = min(cands, key=lambda p: (sum(1 for t in taken.values() if p in t), p))
         taken[k].add(dst)
         return dst
 
     def copies() -> Iterator[CopyToStore]:
         for k, rank, data in to_store:
             throttle.take(versions[k].size, f.poll)
-            dst = place(k)
+            dst = place(k, rank)
             if dst is not None:
                 yield CopyToStore(versions[k], rank, dst, data)
 
     moved: list[tuple[tuple[str, int], int, int, int]] = []
-    for o in f.store_copies(copies(), lambda o: place(key_of[id(o.record)])):
+    for o in f.store_copies(copies(), lambda o: place(key_of[id(o.record)], o.rank)):
         k = key_of[id(o.record)]
         if o.stored:
             moved.append((k, o.rank, src_of[(k, o.rank)], o.peer))
@@ -521,10 +568,15 @@ def _move_retained_batch(
     )
     fm.conflicts.extend(reply.conflicts)
     fm.generation = max(fm.generation, int(reply.generation))
-    done = int(reply.moved)
-    fm.copies_moved += done
-    if not reply.conflicts:
-        fm.bytes_moved += sum(versions[k].size for k, _, _, _ in moved)
+    now = reader.retained_held_by(None, sorted({k for k, _, _, _ in moved}))  # what the tracker committed
+    for k, rank, src, dst in moved:
+        n = now.get(k)
+        if n is not None and n.copies().get(rank) == dst:
+            fm.copies_moved += 1
+            fm.bytes_moved += versions[k].size
+            if held is not None:
+                held[src] = held.get(src, 0) - versions[k].size
+                held[dst] = held.get(dst, 0) + versions[k].size
 
 
 def restore_unstored_retained(f, fm: FileMoves) -> tuple[int, int]:

@@ -9,7 +9,8 @@ automatically rebalance existing files after expansion"). Each copy moves as
 is left to its holder's scrubber).
 
 **Fill.** A peer's fill is the bytes of the committed copies it holds of the
-files considered (one file, the files named, or every file with ``--all``)
+files considered (the copies of past versions kept for snapshots too:
+docs/snapshots.md, "Maintenance of retained copies") (one file, the files named, or every file with ``--all``)
 divided by its space, the capacity it announces (the space StoreTorrent may
 occupy on it: its disk, or ``--capacity``; a disk several peers share is
 split evenly between them, :func:`spaces`), which does not move as copies
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import Domain, nearness
@@ -35,6 +36,7 @@ from st_py.errors import (
 from st_py.maintenance.moves import (
     DEFAULT_TOLERANCE,
     FileMoves,
+    KeptMove,
     Move,
     PeerFill,
     Progress,
@@ -44,6 +46,7 @@ from st_py.maintenance.moves import (
     execute,
     grow_peerlist,
     holdings,
+    move_kept,
     prepare,
     recent_holders,
     spaces,
@@ -217,6 +220,11 @@ def _spread_file(
     prepare(f)
     reader = f.infofile()
     metas = reader.copies_held_by(sorted(f.peers))
+    # the copies of past versions kept for snapshots occupy the disks too and
+    # spread with the others, each under a key no record name can take
+    kept = {_kept_key(k): (k, m) for k, m in reader.retained_held_by().items()}
+    units: dict[str, RecordMeta] = {**metas, **{key: replace(m, name=key) for key, (_, m) in kept.items()}}
+    metas = units
     held, _ = holdings(metas, f.peers)
     fm.before = by_peer_id(f, held, in_service)
     fm.generation = reader.generation()
@@ -231,9 +239,18 @@ def _spread_file(
     prior = {i: so_far.get(f.peers[i].peer_id, 0) for i in peers}
     moves = _plan_spread(metas, peers, space, taken, prior, f.placement_domains)
     held, _ = holdings(metas, f.peers)
-    execute(f, moves, peers, space, held, fm, throttle, progress)
+    execute(f, [mv for mv in moves if mv.name not in kept], peers, space, held, fm, throttle, progress)
+    wanted: list[KeptMove] = [(kept[mv.name][0], mv.rank, mv.src, mv.dst) for mv in moves if mv.name in kept]
+    fm.copies_planned += len(wanted)
+    move_kept(f, wanted, peers, fm, throttle, held=held, space=space)
     fm.after = by_peer_id(f, held, in_service)
     return fm
+
+
+def _kept_key(k: tuple[str, int]) -> str:
+    """The planning key of the past version ``(name, until)``: starts with
+    NUL, which no record name may contain (st_py.client.record_writer)."""
+    return f"\0kept\0{k[1]}\0{k[0]}"
 
 
 def spread(
