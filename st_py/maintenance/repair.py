@@ -478,7 +478,10 @@ class PassProgress:
     """A repair pass as the repair service reports it to the tracker
     (``ReportRepair``) and to ``on_progress``: plain data, counts of
     files and copies, ``seconds`` since the pass started (or its length once
-    done), ``passes`` finished since the service started."""
+    done), ``passes`` finished since the service started. ``copies_stored``
+    counts pending and quarantined copies stored again, of current records
+    and of kept past versions; ``records_left`` counts both too (a past
+    version once per ``(name, until)``)."""
 
     reason: str = ""
     running: bool = False
@@ -592,10 +595,13 @@ def _one_pass(
             log.warning("repair of %s failed: %s", name, e)
             r = RepairReport(name, conflicts=[str(e)])
         prog.files_done += 1
-        prog.copies_stored += r.pending_stored
+        prog.copies_stored += r.pending_stored + r.versions_stored
         prog.copies_restored += r.copies_restored
-        prog.records_left += len(
-            set(r.pending_left) | set(r.unavailable) | set(r.under_replicated) | set(r.lost) | set(r.waiting)
+        prog.records_left += (
+            len(set(r.pending_left) | set(r.unavailable) | set(r.under_replicated) | set(r.lost) | set(r.waiting))
+            + len(r.versions_lost)
+            + len(r.versions_waiting)
+            + len(r.versions_short)
         )
         prog.seconds = time.monotonic() - t0
         out.append(r)
