@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 from rich.console import Console
@@ -311,6 +312,16 @@ def main() -> int:
         ]
     )
     results: list[dict] = []
+    failed: list[str] = []  # cases that raised: the others still run and are written (exit 1)
+
+    def case(fn, key: str) -> list[dict]:
+        try:
+            return fn()
+        except Exception:  # one broken case must not lose the figures of the others
+            traceback.print_exc()
+            failed.append(key)
+            return []
+
     tmp = Path(tempfile.mkdtemp(prefix="st-bench-"))
     t0 = time.monotonic()
     timing: dict[str, float] = {}
@@ -333,65 +344,84 @@ def main() -> int:
             for key, fn in steps:
                 if key in want:
                     with con.status(f"bench: {key}"):
-                        results += fn()
+                        results += case(fn, key)
+            arrow = None
             if want & {"ray", "dask"}:
                 with con.status("bench: writing Arrow records"):
-                    small = cases.make_arrow_file(cluster, size["arrow"] // 4, "/bench/arrow_small")
-                    big = cases.make_arrow_file(cluster, size["arrow"], "/bench/arrow")
+                    arrow = case(
+                        lambda: [
+                            cases.make_arrow_file(cluster, size["arrow"] // 4, "/bench/arrow_small"),
+                            cases.make_arrow_file(cluster, size["arrow"], "/bench/arrow"),
+                        ],
+                        "Arrow records for ray and dask",
+                    )
+            if arrow:
+                small, big = arrow
                 if "ray" in want:
                     with con.status("bench: Ray reader"):
-                        results += cases.case_get_local_ray(cluster, small, big)
+                        results += case(lambda: cases.case_get_local_ray(cluster, small, big), "ray")
                 if "dask" in want:
                     with con.status("bench: Dask reader"):
-                        results += cases.case_get_local_dask(cluster, small, big)
+                        results += case(lambda: cases.case_get_local_dask(cluster, small, big), "dask")
         finally:
             if cluster is not None:
                 cluster.stop()
         if want & set(analysis.GROUPS_OF_CASES):
             t1 = time.monotonic()
-            results += analysis.run_cases(tmp, size, want, lambda text: con.status(f"bench: {text}"))
+            results += case(
+                lambda: analysis.run_cases(tmp, size, want, lambda text: con.status(f"bench: {text}")), "analysis"
+            )
             timing["analysis"] = time.monotonic() - t1
         if smallrecords.GROUP in want:
             with con.status("bench: many small records (4 KiB raw) through every analysis path"):
-                results += smallrecords.case_small_raw(tmp, size["small"], size["rounds"])
+                results += case(lambda: smallrecords.case_small_raw(tmp, size["small"], size["rounds"]), "small (raw)")
             with con.status("bench: many small Parquet records through every analysis path"):
-                results += smallrecords.case_small_parquet(tmp, size["small_parquet"], size["rounds"])
+                results += case(
+                    lambda: smallrecords.case_small_parquet(tmp, size["small_parquet"], size["rounds"]),
+                    "small (parquet)",
+                )
         elif smallscan.GROUP in want:  # the scans of "small" alone
             with con.status("bench: scans of many small raw records against the C loop and the engines"):
-                results += smallscan.case_small_scan(tmp, size["small"], size["rounds"])
+                results += case(lambda: smallscan.case_small_scan(tmp, size["small"], size["rounds"]), "smallscan")
         if scale.GROUP in want:
             with con.status("bench: scale curves (records in a file, an infofile, files in a namespace)"):
-                results += scale.case_scale(tmp, size["curve_records"], size["curve_meta"], size["curve_files"])
+                results += case(
+                    lambda: scale.case_scale(tmp, size["curve_records"], size["curve_meta"], size["curve_files"]),
+                    "scale",
+                )
         if file_trackers.GROUP in want:
             with con.status("bench: per-file trackers, 4 writers of different files"):
-                results += file_trackers.case_file_trackers(tmp, size["ft_records"])
+                results += case(lambda: file_trackers.case_file_trackers(tmp, size["ft_records"]), "file_trackers")
         if listing.GROUP in want:
             with con.status("bench: fsspec find of a large file against os.walk of the same files"):
-                results += listing.case_listing(tmp, size["listing"])
+                results += case(lambda: listing.case_listing(tmp, size["listing"]), "listing")
         if churn.GROUP in want:
             with con.status("bench: writes on a fresh directory and after a cluster's churn"):
-                results += churn.case_churn(tmp, *size["churn"], journaled=not a.quick)
+                results += case(lambda: churn.case_churn(tmp, *size["churn"], journaled=not a.quick), "churn")
         if history.GROUP in want:
             with con.status("bench: planning a read as of a snapshot against the current generation"):
-                results += history.case_history(tmp, size["history"])
+                results += case(lambda: history.case_history(tmp, size["history"]), "history")
         if weed_shape.GROUP in want:
             with con.status("bench: the shape of weed benchmark -c 16 (write N, read back in random order)"):
-                results += weed_shape.case_weed_shape(tmp, size["weed"])
+                results += case(lambda: weed_shape.case_weed_shape(tmp, size["weed"]), "weed")
         if durability.GROUP in want:
             with con.status("bench: what durable replies cost (--sync, --sync-each)"):
-                results += durability.case_durability(tmp, 3_000 if a.quick else 20_000, 64 if a.quick else 256)
+                results += case(
+                    lambda: durability.case_durability(tmp, 3_000 if a.quick else 20_000, 64 if a.quick else 256),
+                    "durability",
+                )
         if hotspot.GROUP in want:
             with con.status("bench: load-aware reads against a hot spot"):
-                results += hotspot.case_hotspot(tmp, 64 if a.quick else 256, size["rounds"])
+                results += case(lambda: hotspot.case_hotspot(tmp, 64 if a.quick else 256, size["rounds"]), "hotspot")
         if throttle.GROUP in want:
             with con.status("bench: impact control (one throttled peer)"):
-                results += throttle.case_throttle(tmp, 2.0 if a.quick else 4.0)
+                results += case(lambda: throttle.case_throttle(tmp, 2.0 if a.quick else 4.0), "throttle")
         if "duckdb" in want:
             with con.status("bench: DuckDB over a 1M-record infofile"):
-                results += cases.case_duckdb(tmp, size["duckdb"])
+                results += case(lambda: cases.case_duckdb(tmp, size["duckdb"]), "duckdb")
         if "scaling" in want:
             with con.status("bench: scaling with records and peers"):
-                results += cases.case_scaling(tmp, size["scale_records"], size["scale_peers"])
+                results += case(lambda: cases.case_scaling(tmp, size["scale_records"], size["scale_peers"]), "scaling")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -425,6 +455,9 @@ def main() -> int:
         con.print(f"plot: {p}")
     spent = "".join(f", {k} cases {v:.0f} s" for k, v in timing.items())
     con.print(f"wrote {out} in {time.monotonic() - t0:.0f} s{spent}")
+    if failed:
+        con.print(f"[red]cases that failed (tracebacks above; their rows are missing): {', '.join(failed)}[/red]")
+        return 1
     return 0
 
 

@@ -24,7 +24,11 @@ MODES = (("none", []), ("group", ["--sync"]), ("each", ["--sync-each"]))
 
 
 def _put_rate(cluster, name: str, data: bytes, n: int, depth: int) -> float:
-    with cluster.client(depth=depth) as c, c.create(name, "x1") as f:
+    # A reply to a --sync-each PUT waits for its fsync, behind up to `depth`
+    # others: after the full bench's tens of GB of writes the disk's
+    # writeback queue makes that seconds, past the client's default timeout
+    # (a full run once failed here with the peer marked unusable).
+    with cluster.client(depth=depth, timeout=120.0) as c, c.create(name, "x1") as f:
         t0 = time.perf_counter()
         for i in range(n):
             f.queue_put(f"r{i:07d}", data)
