@@ -553,21 +553,7 @@ def _move_kept_batch(
             fm.conflicts.append(f"{o.record.name}: {o.error}")
     if not moved:
         return
-    reply = f.commit_moved_copies(
-        [
-            pb.CopyMove(
-                name=k[0],
-                copy_rank=rank,
-                from_peer_idx=src,
-                to_peer_idx=dst,
-                stored_as=versions[k].stored_as or "",
-                until=k[1],
-            )
-            for k, rank, src, dst in moved
-        ]
-    )
-    fm.conflicts.extend(reply.conflicts)
-    fm.generation = max(fm.generation, int(reply.generation))
+    _commit_kept(f, moved, versions, fm)
     now = reader.retained_held_by(None, sorted({k for k, _, _, _ in moved}))  # what the tracker committed
     for k, rank, src, dst in moved:
         n = now.get(k)
@@ -645,19 +631,32 @@ def _restore_batch(f, versions: dict[tuple[str, int], tuple[RecordMeta, list[tup
             fm.conflicts.append(f"{o.record.name}: {o.error}")
     if not stored:
         return
+    reply = _commit_kept(
+        f, [(k, rank, holder[(k, rank)], dst) for k, rank, dst in stored], {k: m for k, (m, _) in versions.items()}, fm
+    )
+    fm.copies_moved += int(reply.moved)
+
+
+def _commit_kept(
+    f, moved: list[tuple[tuple[str, int], int, int, int]], versions: Mapping[tuple[str, int], RecordMeta], fm: FileMoves
+):
+    """Commit copies of kept past versions stored on new holders
+    (``((name, until), copy_rank, from peer, to peer)``) as moves with the
+    version's ``until`` (``MoveCopies``); the tracker's conflicts and
+    generation go to ``fm``. Returns its reply."""
     reply = f.commit_moved_copies(
         [
             pb.CopyMove(
                 name=k[0],
                 copy_rank=rank,
-                from_peer_idx=holder[(k, rank)],
+                from_peer_idx=src,
                 to_peer_idx=dst,
-                stored_as=versions[k][0].stored_as or "",
+                stored_as=versions[k].stored_as or "",
                 until=k[1],
             )
-            for k, rank, dst in stored
+            for k, rank, src, dst in moved
         ]
     )
     fm.conflicts.extend(reply.conflicts)
     fm.generation = max(fm.generation, int(reply.generation))
-    fm.copies_moved += int(reply.moved)
+    return reply
