@@ -166,6 +166,19 @@ def _carry_unstored(c: sqlite3.Connection, gen: int, where: str, args: list) -> 
         )
 
 
+def _retained_to_history(c: sqlite3.Connection, name: str, until: int, rank: int, gen: int) -> None:
+    """The holder of copy ``rank`` of the kept version ``(name, until)``
+    stops holding it at ``gen`` (moved away, or quarantined): its row goes
+    to ``copy_history`` tagged with the version (``retained_until``), so the
+    peers' reads planned before ``gen`` still find it."""
+    c.execute(
+        "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at, retained_until) "
+        "SELECT name, copy_rank, peer_idx, since, ?, stored_as, ?, until FROM retained_copies "
+        "WHERE name = ? AND until = ? AND copy_rank = ?",
+        (gen, time.time(), name, until, rank),
+    )
+
+
 def _set_generation(c: sqlite3.Connection, gen: int) -> None:
     """Make ``gen`` the file's generation and log when (the generation log,
     docs/snapshots.md), inside the caller's transaction."""
@@ -940,12 +953,7 @@ class InfofileWriter:
                 Conflict(name, f"peer {new} cannot take copy rank {rank} of the version replaced at {until}")
             )
             return False
-        c.execute(  # the old holder, tagged with its version (retained_until) for the peers' reads
-            "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at, retained_until) "
-            "SELECT name, copy_rank, peer_idx, since, ?, stored_as, ?, until FROM retained_copies "
-            "WHERE name = ? AND until = ? AND copy_rank = ?",
-            (gen, time.time(), name, until, rank),
-        )
+        _retained_to_history(c, name, until, rank, gen)
         c.execute(
             "UPDATE retained_copies SET peer_idx = ?, since = ? WHERE name = ? AND until = ? AND copy_rank = ?",
             (new, gen, name, until, rank),
@@ -972,12 +980,7 @@ class InfofileWriter:
         if row is None:
             return False
         name, until, since = row
-        c.execute(
-            "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at, retained_until) "
-            "SELECT name, copy_rank, peer_idx, since, ?, stored_as, ?, until FROM retained_copies "
-            "WHERE name = ? AND until = ? AND copy_rank = ?",
-            (gen, time.time(), name, until, rank),
-        )
+        _retained_to_history(c, name, until, rank, gen)
         c.execute("DELETE FROM retained_copies WHERE name = ? AND until = ? AND copy_rank = ?", (name, until, rank))
         c.execute(
             "INSERT OR REPLACE INTO retained_unstored(name, until, copy_rank, peer_idx, since, state) "
