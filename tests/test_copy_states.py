@@ -277,3 +277,169 @@ def test_a_kept_version_whose_only_copy_is_quarantined_is_lost_in_every_report(m
     assert rc == 1 and rows[0]["versions_lost"] == 1 and rows[0]["versions_stored"] == 0, (rows, err)
     with c.open("/cs/kept1") as f:
         assert sorted(f.names()) == ["r0", "r1", "r3", "r4", "r5"]
+
+
+# -- kept versions of every kind (docs/composition.md: the kinds of the matrix) ----------
+# A snapshot keeps a deleted record or object of a filtered file, or a striped
+# object's stripes; a copy of that kept version is quarantined by the verifier;
+# repair stores it again while threads read the snapshot; every way in reads
+# the snapshot from the restored copy with the other holder SIGKILLed.
+
+KEY = bytes(range(32))
+
+
+def _csv(part: int, rows: int) -> bytes:
+    return ("i,part,v\n" + "".join(f"{i},{part},{i * part % 7}\n" for i in range(rows))).encode()
+
+
+def _frame(blobs: dict[str, bytes]):
+    import io
+
+    import pandas as pd
+
+    df = pd.concat([pd.read_csv(io.BytesIO(b)) for b in blobs.values()], ignore_index=True)
+    return df[["i", "part", "v"]].astype("int64").sort_values(["part", "i"]).reset_index(drop=True)
+
+
+def _kept_names(cluster, file: str) -> list[str]:
+    r = InfofileReader(cluster.namespace / file.lstrip("/"))
+    try:
+        return sorted({n for (n,) in r.conn.execute("SELECT name FROM retained_copies")})
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize(
+    "kind,filters",
+    [("record", ["zstd", "aes-256-gcm"]), ("object", []), ("object", ["zstd", "aes-256-gcm"])],
+    ids=["record-zstd-aes", "object", "object-zstd-aes"],
+)
+def test_a_kept_version_of_every_kind_is_restored_by_repair_and_read_every_way(
+    make_cluster, monkeypatch, kind, filters
+):
+    """x2, the kinds of the composition matrix a snapshot can keep: a record
+    of a zstd+aes file, a striped object, a striped object of a zstd+aes
+    file. The verifier quarantines one copy of the kept version (a stripe,
+    for an object); status counts it short; repair stores it again while 4
+    threads read the snapshot through one Client (every read the old
+    bytes); with the other holder SIGKILLed, the Client, get_local /
+    local_stripes, fsspec, Dask and DuckDB read the snapshot from the
+    restored copy."""
+    import threading
+
+    import pandas as pd
+
+    from st_integrations.dask_reader import read_storetorrent
+    from st_integrations.duckdb_sql import connect_files
+    from st_integrations.fsspec_fs import StoreTorrentFileSystem
+    from st_py.core.infofile import STRIPE_PREFIX
+
+    monkeypatch.setenv("STORETORRENT_ENCRYPTION_KEY", KEY.hex())  # the CLI and the read tasks find it here too
+    cluster = make_cluster(4, peer_args=["--verify-interval", "1", "--verify-mbps", "50"])
+    c = cluster.client()
+    file = f"/cs/kept-{kind}-{'-'.join(filters) or 'plain'}"
+    if kind == "record":
+        want = {f"part-{p}.csv": _csv(p, 60) for p in range(4)}
+        gone = "part-2.csv"
+    else:
+        want = {"big.csv": _csv(9, 300)}  # about 3.4 KB: 5 stripes of 700 bytes
+        gone = "big.csv"
+    with c.create(file, "x2", filters=filters, blocksize=1) as f:
+        for n, v in want.items():
+            if kind == "object":
+                f.put_object(n, v, stripe_size=700)
+            else:
+                f.put(n, v)
+    c.snapshot(file, "s")
+    with c.open(file) as f:
+        f.delete(gone)
+        assert gone not in f.names()
+
+    with c.open(file, as_of="s") as f:  # the copy to spoil: a record's, or stripe 1 of the object
+        if kind == "object":
+            (victim,) = [s for s in f.local_stripes() if s.index == 1]
+            stripes = [n for n in _kept_names(cluster, file) if n.startswith(STRIPE_PREFIX)]
+            (kept_name,) = [n for n in stripes if int(n.rsplit("/", 1)[1]) == 1]
+        else:
+            (victim,) = [r for r in f.get_local() if r.name == gone]
+            kept_name = gone
+    before = _kept_holders(cluster, file, kept_name)
+    assert len(before) == 2 and victim.peer in before, (before, victim.peer)
+    _flip(victim.path)
+    poll_for(lambda: len(_unstored(cluster, file)) == 1, timeout=40, what=f"the verifier's quarantine of {kept_name}")
+    cp = poll_for(
+        lambda: (cp := tracker_status(cluster)["copies"])["counted"] and cp["versions_short"] == 1 and cp,
+        timeout=30,
+        what="status to count the version short of a copy",
+    )
+    assert cp["versions_lost"] == 0 and cp["records_short"] == 0, cp
+
+    # repair, while 4 threads read the snapshot through one shared Client
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    reads = [0]
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                with c.open(file, as_of="s") as f:
+                    assert f.get(gone) == want[gone]
+                reads[0] += 1
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        rc, rows, err = _repair_cli(cluster, file)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors
+    assert reads[0] > 0
+    assert rc == 0 and rows[0]["versions_stored"] == 1 and rows[0]["complete"] is True, (rows, err)
+    assert _unstored(cluster, file) == []
+    poll_for(
+        lambda: tracker_status(cluster)["copies"]["versions_short"] == 0,
+        timeout=30,
+        what="status to count no version short after repair",
+    )
+    after = _kept_holders(cluster, file, kept_name)
+    (good,) = set(before) - {victim.peer}
+    assert len(after) == 2 and victim.peer not in after and good in after, (before, after, victim.peer)
+
+    cluster.kill_peer(cluster.peer_addrs.index(good))  # left: the restored copy alone
+    with c.open(file, as_of="s") as f:  # Client
+        assert sorted(f.names()) == sorted(want)
+        assert {n: f.get(n) for n in want} == want
+        if kind == "object":
+            stripes = f.local_stripes()
+            got = bytearray(len(want[gone]))
+            for s in stripes:
+                got[s.offset : s.offset + s.size] = f.read_local_stripe(s)
+            assert bytes(got) == want[gone]
+        else:
+            revealed = f.get_local()
+            assert sorted(r.name for r in revealed) == sorted(want)
+            assert {r.name: f.read_local(r) for r in revealed} == want
+    fs = StoreTorrentFileSystem(tracker=cluster.tracker_addr, as_of="s")  # fsspec
+    assert fs.cat_file(f"{file}/{gone}") == want[gone]
+    assert fs.info(f"{file}/{gone}")["size"] == len(want[gone])
+    df = read_storetorrent(file, tracker=cluster.tracker_addr, as_of="s").compute()  # Dask
+    pd.testing.assert_frame_equal(
+        df[["i", "part", "v"]].astype("int64").sort_values(["part", "i"]).reset_index(drop=True), _frame(want)
+    )
+    con = connect_files(c, [file], data=True, as_of="s")  # DuckDB
+    try:
+        assert con.execute("SELECT name, size FROM records ORDER BY name").fetchall() == [
+            (n, len(d)) for n, d in sorted(want.items())
+        ]
+        got = con.execute("SELECT i, part, v FROM records_data").fetch_arrow_table().to_pandas()
+        got = got.astype("int64").sort_values(["part", "i"]).reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, _frame(want))
+    finally:
+        con.close()
+    with c.open(file) as f:  # the current generation: the deletion stands
+        assert gone not in f.names()
