@@ -96,10 +96,14 @@ def _write_both_copies(folder: Path, records: int, bodies: list[bytes], layout: 
 def _put_rounds(cluster, client, name: str, records: int, bodies: list[bytes], rounds: int) -> dict[str, list[float]]:
     """``rounds`` rounds of: queue_put of the records x2 (into ``name``, then
     ``name-<round>``), one process writing both copies' files as the peers lay
-    them out, and the same in two flat directories. Interleaved, so a change
-    in the disk's speed over the case lands on every side; nothing is
-    deleted until the end."""
-    times: dict[str, list[float]] = {"put": [], "peers": [], "flat": []}
+    them out, the same in two flat directories, and the C loop of
+    bench/physical.c writing both copies' files (one process per core; key
+    "c", when a compiler is there). Interleaved, so a change in the disk's
+    speed over the case lands on every side; nothing is deleted until the
+    end, so every side writes in the same state of the filesystem (a
+    deletion just before a side would slow its inode allocation on ext4
+    without a journal, docs/benchmarks.md "Churn")."""
+    times: dict[str, list[float]] = {"put": [], "peers": [], "flat": [], "c": []}
     scratch = Path(cluster.data_dir) / "baseline-put"
     os.sync()
     for k in range(rounds):
@@ -110,6 +114,9 @@ def _put_rounds(cluster, client, name: str, records: int, bodies: list[bytes], r
         times["put"].append(time.perf_counter() - t)
         for layout in ("peers", "flat"):
             times[layout].append(_write_both_copies(scratch / f"{layout}-{k}", records, bodies, layout))
+        if physical.tool() is not None:
+            size = len(bodies[0])
+            times["c"].append(physical.write_files(scratch / f"c-{k}", records, size, copies=2, keep=True))
     import shutil
 
     shutil.rmtree(scratch)
@@ -198,9 +205,7 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
         put_s, peers_s, flat_s = (statistics.median(puts[k]) for k in ("put", "peers", "flat"))
         get_s = _get_pipelined(client, name, records)
         get16_s = _get_16_clients(tracker, name, records)
-        phys_put = []
-        if physical.tool() is not None:  # the machine's limit: C loop writing both copies' files
-            phys_put = [physical.write_files(tmp / "phys-small", records, RECORD, copies=2) for _ in range(rounds)]
+        phys_put = puts["c"]  # the machine's limit: C loop writing both copies' files, in the same rounds
         scans = scan_rows(cluster, client, name, tmp, records, rounds)
     finally:
         cluster.stop()
@@ -213,7 +218,8 @@ def case_small_raw(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                 "records/s",
                 "C loop writing both copies' files in the peers' layout, one process per core",
                 records / statistics.median(phys_put),
-                note="O_TMPFILE+linkat, no sync (bench/physical.c); s: " + "/".join(f"{x:.2f}" for x in phys_put),
+                note="O_TMPFILE+linkat, no sync (bench/physical.c), in the rounds of small_raw_put (nothing "
+                "deleted before any side); s: " + "/".join(f"{x:.2f}" for x in phys_put),
             ),
         ]
     return (
