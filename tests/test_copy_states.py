@@ -436,6 +436,10 @@ def test_a_kept_version_of_every_kind_is_restored_by_repair_and_read_every_way(
         assert con.execute("SELECT name, size FROM records ORDER BY name").fetchall() == [
             (n, len(d)) for n, d in sorted(want.items())
         ]
+        if kind == "object":  # the kept object's stripes, each once, found by the stripes' name range
+            q = "SELECT count(*), count(DISTINCT stripe) FROM stripes WHERE object = ?"
+            n = -(-len(want[gone]) // 700)
+            assert con.execute(q, [gone]).fetchone() == (n, n)
         got = con.execute("SELECT i, part, v FROM records_data").fetch_arrow_table().to_pandas()
         got = got.astype("int64").sort_values(["part", "i"]).reset_index(drop=True)
         pd.testing.assert_frame_equal(got, _frame(want))

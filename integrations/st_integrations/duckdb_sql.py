@@ -177,18 +177,18 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", l
             f"size AS stored_size FROM {t_records} WHERE {plain}"
         )
         if has_objects:
+            t_stripes = _stripe_records(alias, g, logical)
             rec.append(
                 f"SELECT {q} AS file, o.name, o.size, o.crc32c, o.commit_seq, o.committed_at, 'object' AS kind, "
                 f"CAST(coalesce(s.b, 0) AS BIGINT) AS stored_size FROM {t_objects} o LEFT JOIN "
                 f"(SELECT regexp_extract(name, '^\\.st-stripe/(.*)/[0-9]+$', 1) AS obj, sum(size) AS b "
-                f"FROM {t_records} WHERE starts_with(name, {_quote(STRIPE_PREFIX)}) GROUP BY obj) s "
+                f"FROM {t_stripes} GROUP BY obj) s "
                 "ON s.obj = o.name WHERE o.name IS NOT NULL"
             )  # a column read: WITHOUT ROWID
             stripes.append(
                 f"SELECT {q} AS file, o.name AS object, CAST(regexp_extract(r.name, '/([0-9]+)$', 1) AS INTEGER) "
-                f"AS stripe, r.name, r.size, r.crc32c FROM {t_records} r JOIN {t_objects} o "
-                f"ON o.name = regexp_extract(r.name, '^\\.st-stripe/(.*)/[0-9]+$', 1) WHERE starts_with(r.name, "
-                f"{_quote(STRIPE_PREFIX)})"
+                f"AS stripe, r.name, r.size, r.crc32c FROM {t_stripes} r JOIN {t_objects} o "
+                f"ON o.name = regexp_extract(r.name, '^\\.st-stripe/(.*)/[0-9]+$', 1)"
             )
         cop.append(
             f"SELECT {q} AS file, c.name, c.copy_rank, c.peer_idx, p.peer_id, p.addr "
@@ -243,6 +243,25 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", l
         "JOIN _st_files_records r USING (file) JOIN _st_files_objects o USING (file)"
     )
     return con
+
+
+def _stripe_records(alias: str, g: int | None, logical: bool) -> str:
+    """A DuckDB table expression of the stripe records (``name, size,
+    crc32c``) of attached infofile ``alias``, current or of generation
+    ``g``: run inside SQLite, so the name index finds the stripes' range.
+    (DuckDB's scan of an attached SQLite table reads every row: a second
+    pass over every record name only to find no stripe made ``count(*)``
+    over 10^6 records 0.25 s instead of 0.13.)"""
+    from st_py.core.history import records_at_sql
+
+    source = "records" if g is None else f"({records_at_sql(g, '', logical, False)})"
+    # every name with the prefix sorts in [prefix, prefix with its last byte + 1) (BINARY collation)
+    end = STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
+    sql = f"SELECT name, size, crc32c FROM {source} WHERE name >= {_quote(STRIPE_PREFIX)} AND name < {_quote(end)}"
+    return (
+        "(SELECT CAST(name AS VARCHAR) AS name, CAST(size AS BIGINT) AS size, CAST(crc32c AS BIGINT) AS crc32c "
+        f"FROM sqlite_query({_quote(alias)}, {_quote(sql)}))"
+    )
 
 
 def _generations(infofiles: dict[str, str], as_of) -> dict[str, int]:
