@@ -35,6 +35,33 @@ def sorted_rows(df, *by: str):
     return df.sort_values(list(by)).reset_index(drop=True)
 
 
+def csv_bytes(part: int, rows: int = 40) -> bytes:
+    """A CSV record of ``rows`` rows ``i, part, v`` (``v = i * part % 7``):
+    the composition tests' records, whose rows say which record they
+    came from."""
+    return ("i,part,v\n" + "".join(f"{i},{part},{i * part % 7}\n" for i in range(rows))).encode()
+
+
+def csv_frame(blobs: dict[str, bytes]):
+    """The rows of every CSV in ``blobs`` (as :func:`csv_bytes` makes them),
+    in the canonical order ``(part, i)``."""
+    import pandas as pd
+
+    df = pd.concat([pd.read_csv(io.BytesIO(b)) for b in blobs.values()], ignore_index=True)
+    return sorted_rows(df, "part", "i")
+
+
+def assert_csv_rows(table, want: dict[str, bytes]) -> None:
+    """Assert that ``table`` (Arrow or pandas) holds exactly the ``i, part,
+    v`` rows of the CSVs ``want``: a dropped, duplicated or old-version row
+    fails."""
+    import pandas as pd
+
+    df = table.to_pandas() if hasattr(table, "to_pandas") else table
+    df = sorted_rows(df[["i", "part", "v"]].astype("int64"), "part", "i")
+    pd.testing.assert_frame_equal(df, csv_frame(want).astype("int64"))
+
+
 def to_parquet(table: pa.Table, **options) -> bytes:
     """The Parquet file of ``table``; ``options`` go to ``pq.write_table``
     (``row_group_size``, ``compression`` ...)."""

@@ -14,7 +14,6 @@ and recover run over all of them.
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
 import os
@@ -25,6 +24,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import poll_for
+from helpers import assert_csv_rows, csv_bytes, csv_frame
 
 from st_py.cli import cli
 from st_py.errors import RecordsUnavailableError, RecordUnavailableError
@@ -74,10 +74,6 @@ def astuple(r: Row) -> tuple:
     return (r.kind, r.replication, r.protocol, r.placement)
 
 
-def csv_bytes(part: int, rows: int = 40) -> bytes:
-    return ("i,part,v\n" + "".join(f"{i},{part},{i * part % 7}\n" for i in range(rows))).encode()
-
-
 def expected(row: Row) -> dict[str, bytes]:
     if row.kind == "object":
         return {"big.csv": csv_bytes(9, 300)}
@@ -104,12 +100,6 @@ def write(client, row: Row) -> None:
     if row.kind == "replaced":
         with client.open(row.file) as f:
             f.put("part-1.csv", expected(row)["part-1.csv"], replace=True)
-
-
-def frame(blobs: dict[str, bytes]) -> pd.DataFrame:
-    """The rows of every CSV, in a canonical order."""
-    df = pd.concat([pd.read_csv(io.BytesIO(b)) for b in blobs.values()], ignore_index=True)
-    return df.sort_values(["part", "i"]).reset_index(drop=True)
 
 
 # -- the ways in ---------------------------------------------------------------
@@ -192,31 +182,25 @@ def way_pandas(ctx, row, want):
     got = pd.concat(
         [pd.read_csv(f"storetorrent://{ctx.cluster.tracker_addr}{row.file}/{n}") for n in want], ignore_index=True
     )
-    pd.testing.assert_frame_equal(got.sort_values(["part", "i"]).reset_index(drop=True), frame(want))
-
-
-def _same_rows(table, want) -> None:
-    df = table.to_pandas() if hasattr(table, "to_pandas") else table
-    df = df[["i", "part", "v"]].astype("int64").sort_values(["part", "i"]).reset_index(drop=True)
-    pd.testing.assert_frame_equal(df, frame(want).astype("int64"))
+    pd.testing.assert_frame_equal(got.sort_values(["part", "i"]).reset_index(drop=True), csv_frame(want))
 
 
 def way_pyarrow_dataset(ctx, row, want):
     from st_integrations.arrow_dataset import dataset
 
-    _same_rows(dataset(row.file, tracker=ctx.cluster.tracker_addr).to_table(), want)
+    assert_csv_rows(dataset(row.file, tracker=ctx.cluster.tracker_addr).to_table(), want)
 
 
 def way_ray(ctx, row, want):
     from st_integrations.ray_reader import read_storetorrent
 
-    _same_rows(read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).to_pandas(), want)
+    assert_csv_rows(read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).to_pandas(), want)
 
 
 def way_dask(ctx, row, want):
     from st_integrations.dask_reader import read_storetorrent
 
-    _same_rows(read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).compute(), want)
+    assert_csv_rows(read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).compute(), want)
 
 
 def way_duckdb(ctx, row, want):
@@ -235,7 +219,7 @@ def way_duckdb(ctx, row, want):
             assert stored == {n: len(d) for n, d in want.items()}
         total = sum(len(d) for d in want.values())
         assert con.execute("SELECT records, bytes FROM files").fetchall() == [(len(want), total)]
-        _same_rows(con.execute("SELECT i, part, v FROM records_data").fetch_arrow_table(), want)
+        assert_csv_rows(con.execute("SELECT i, part, v FROM records_data").fetch_arrow_table(), want)
     finally:
         con.close()
 
