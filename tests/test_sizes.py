@@ -68,6 +68,9 @@ def test_a_size_is_the_users_bytes_in_every_view(module_cluster, monkeypatch, fi
     con = connect_files(module_cluster.client(), [path])
     try:
         assert dict(con.execute("SELECT name, size FROM records").fetchall()) == {n: len(d) for n, d in want.items()}
+        # the stored bytes agree with the CLI's, an object's too (the sum of its stripes' stored bytes)
+        stored_by_name = dict(con.execute("SELECT name, stored_size FROM records").fetchall())
+        assert stored_by_name == {n: r["stored_size"] for n, r in rows.items()}, stored_by_name
         assert con.execute("SELECT records, bytes FROM files").fetchall() == [(len(want), total)]
         stored = con.execute("SELECT stored_bytes FROM files").fetchone()[0]
         assert stored_ok(stored, total)
