@@ -4,7 +4,7 @@ one or more files. Clients are redirected to the appropriate tracker on
 open"), against real processes: a master with ``--file-trackers 2`` spreads
 files over three shards by the hash of their names; commits go to the
 file's tracker; a per-file tracker SIGKILLed mid-write is restarted and
-loses nothing; quotas, modes and leases hold across the processes.
+loses nothing; quotas, modes and leases hold across the processes and their restarts.
 """
 
 import json
@@ -294,7 +294,7 @@ def test_chmod_through_the_master_reaches_the_file_trackers_permission_checks(ma
         assert sorted(f.record_meta(n) is not None for n in "abcde") == [False, False, True, True, True]
 
 
-def test_leases_live_on_the_files_tracker_and_end_with_it(ft):
+def test_leases_live_on_the_files_tracker_and_survive_its_restart(ft):
     c = ft.client()
     name = on_shard(2, "/ft/lease")[0]
     with c.create(name, "x2") as f:
@@ -306,14 +306,18 @@ def test_leases_live_on_the_files_tracker_and_end_with_it(ft):
         a.flush()
         with pytest.raises(LeaseHeldError):
             b.put("doc", b"by b", replace=True)
-        # The lease is in the file's tracker's memory: killing it ends the lease, as a tracker restart does.
+        # The lease is kept on the file's tracker's disk (leases-<shard>.db): a
+        # restart of that tracker keeps it, and a's acknowledged version commits.
         kill_file_tracker(ft, c, 2)
         a.queue_put("doc", b"v2 by a", replace=True).result()
-        with pytest.raises(LeaseLostError):
-            a.flush()
-        b.put("doc", b"v2 by b", replace=True)  # the lease is free: b takes it
+        a.flush()
+        with pytest.raises(LeaseHeldError):
+            b.put("doc", b"v2 by b", replace=True)
+        assert b.get("doc") == b"v2 by a"
+        a.release_lease()
+        b.put("doc", b"v3 by b", replace=True)  # the lease is free: b takes it
         b.flush()
-        assert a.get("doc") == b"v2 by b"
+        assert a.get("doc") == b"v3 by b"
     finally:
         b.close()
         a.close()

@@ -181,21 +181,62 @@ def test_a_writer_whose_lease_ran_out_cannot_commit_over_the_next_one(cluster):
             pass
 
 
-def test_tracker_restart_ends_leases(cluster):
+def test_a_tracker_restart_keeps_the_writer_lease_and_every_acknowledged_record(cluster):
+    """Issue 39: a writer holding the lease (it replaced a record) puts a1,
+    acknowledged; the tracker restarts (SIGKILL, started again). The lease is
+    kept on the tracker's disk, so the group with a1 and the replacement
+    commits, and so does everything after it; nothing is reported lost. It
+    used to fail the next commit with lease-lost and drop the whole group."""
     c = cluster.client()
     with c.create("/v/restart", "x2") as f:
         f.put("doc", b"v0")
+        f.put("base1", b"b1")
     with c.open("/v/restart") as f:
-        f.put("doc", b"v1", replace=True)
+        f.put("doc", b"v1", replace=True)  # takes the lease
         f.flush()
+        f.queue_put("a1", b"a1").result()  # acknowledged by the peers, commit waiting
+        f.queue_put("doc", b"v2", replace=True).result()
         cluster.tracker.kill()
         cluster.start_tracker()
-        f.queue_put("doc", b"v2", replace=True).result()
-        with pytest.raises(LeaseLostError):
+        f.delete("base1")  # an unrelated call: nothing to report
+        f.queue_put("a2", b"a2")
+        f.put("doc", b"v3", replace=True)
+    with c.open("/v/restart") as f:
+        assert sorted(f.names()) == ["a1", "a2", "doc"]
+        assert (f.get("a1"), f.get("a2"), f.get("doc")) == (b"a1", b"a2", b"v3")
+
+
+def test_a_lease_kept_across_a_restart_still_runs_out_when_its_writer_is_gone(cluster, tmp_path):
+    """The restarted tracker gives a kept lease one TTL more, not forever:
+    a writer SIGKILLed with the lease does not block the next one long."""
+    c = cluster.client()
+    with c.create("/v/lease", "x2") as f:
+        f.put("doc", b"version 0")
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)  # holds the lease (TTL 2 s) until killed
+    w = subprocess.Popen(
+        [sys.executable, str(script), cluster.tracker_addr], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert w.stdout.readline().strip() == b"ready"
+        w.kill()
+        w.wait()
+        cluster.tracker.kill()
+        cluster.start_tracker()
+        with cluster.client().open("/v/lease") as f:
+            with pytest.raises(LeaseHeldError):
+                f.acquire_lease()  # kept across the restart
+            t0 = time.monotonic()
+            f.acquire_lease(wait=10.0)
+            assert time.monotonic() - t0 < 5.0
+            f.put("doc", b"from the next writer", replace=True)
             f.flush()
-        f.put("doc", b"v2 again", replace=True)  # the lease is taken again
-        f.flush()
-        assert f.get("doc") == b"v2 again"
+            assert f.get("doc") == b"from the next writer"
+    finally:
+        w.kill()
+        w.wait()
+        w.stdout.close()
+        w.stdin.close()
 
 
 def test_rebalance_and_scrub_keep_the_current_version(make_cluster):

@@ -43,7 +43,7 @@ from .committer import CommitStats, Committer
 from .file_trackers import channel_to, master_pid_watch
 from .guard import owner_of_meta
 from .infofile_writer import DEFAULT_HISTORY_AGE_S
-from .leases import Leases
+from .leases import Leases, LeaseStore
 from .lock import TrackerLock
 from .routing import Admission, admission_deltas, refuse
 from .service import TrackerService, refuse_if_snapshots
@@ -200,6 +200,7 @@ class FileTrackerService(TrackerService):
         quota_bytes: int | None = None,
         key: bytes | None = None,
         users: Users | None = None,
+        lease_store: LeaseStore | None = None,
     ):
         # Only the writer's state: the namespace, peers, usage and reservations are the master's.
         self.root = root
@@ -213,7 +214,7 @@ class FileTrackerService(TrackerService):
         self.commit_stats = CommitStats()
         self._peer_ids: dict[int, dict[int, str]] = {}
         self._creating: dict[str, int] = {}
-        self.leases = Leases()
+        self.leases = Leases(store=lease_store)  # this shard's leases, kept across its restarts
         self.shard, self.shards = shard, shards
         self.file_trackers = None
         self.internal_key = internal_key
@@ -431,7 +432,18 @@ async def serve_file_tracker(
     """
     lock = TrackerLock([state_dir], name=f".st-file-tracker-{shard}.lock")
     link = MasterLink(master, shard, InternalTokens(internal_key), creds, epoch)
-    service = FileTrackerService(root.resolve(), shard, shards, master, link, internal_key, quota_bytes, key, users)
+    service = FileTrackerService(
+        root.resolve(),
+        shard,
+        shards,
+        master,
+        link,
+        internal_key,
+        quota_bytes,
+        key,
+        users,
+        lease_store=LeaseStore(state_dir / f"leases-{shard}.db"),
+    )
     service.mutual_tls = bool(tls and tls[2])
     service.history_age_s = history_age_s
     server = grpc.aio.server(

@@ -4,16 +4,27 @@ docs/replication.md, "Versioned records").
 
 A lease is granted for ``ttl`` seconds and renewed by its holder; a writer
 that dies stops renewing and its lease runs out, so the next writer waits at
-most one TTL. Leases live in the tracker's memory: a tracker restart ends
-them all, and a writer's next commit of a new version fails with
-``lease-lost`` (it acquires the lease again and retries).
+most one TTL.
+
+Leases are kept on the tracker's disk (``<state-dir>/leases.db``, a
+per-file tracker's ``leases-<shard>.db``) as they are granted, renewed and
+released, so a tracker restart keeps them (issue 39: a restart used to end
+every lease, and a writer's acknowledged records of that group were lost
+with a ``lease-lost`` at its next commit). A restarted tracker gives each
+kept lease at least one TTL from its start (HDFS's soft limit after a
+NameNode restart): a writer that keeps renewing never notices, and a dead
+writer's lease still runs out within one TTL more. The replicated tracker
+will keep them in its log instead (docs/metadata-log.md).
 """
 
 from __future__ import annotations
 
 import secrets
+import sqlite3
+import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 DEFAULT_TTL_S = 10.0
 MAX_TTL_S = 300.0
@@ -49,12 +60,75 @@ class LeaseLost(Exception):
     """The lease is not (or no longer) held by the caller."""
 
 
-class Leases:
-    """The writer leases of every file, by file id."""
+class LeaseStore:
+    """The leases on disk (one SQLite file, WAL): written on every grant,
+    renewal and release, read once at start. Expiry is kept as a wall-clock
+    time (``time.time()``), the only clock that survives a restart.
+    Thread-safe."""
 
-    def __init__(self, default_ttl_s: float = DEFAULT_TTL_S, max_ttl_s: float = MAX_TTL_S):
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS leases(file_id INTEGER PRIMARY KEY, lease_id TEXT NOT NULL, "
+            "user TEXT NOT NULL, holder TEXT NOT NULL, ttl_s REAL NOT NULL, expires_at REAL NOT NULL)"
+        )
+
+    def save(self, lease: Lease) -> None:
+        """Keep ``lease`` (replacing the file's row)."""
+        expires_at = time.time() + lease.expires_in()
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
+                (lease.file_id, lease.lease_id, lease.user, lease.holder, lease.ttl_s, expires_at),
+            )
+
+    def forget(self, file_id: int) -> None:
+        """The file's lease ended."""
+        with self._lock:
+            self._conn.execute("DELETE FROM leases WHERE file_id = ?", (file_id,))
+
+    def load(self) -> list[tuple[int, str, str, str, float, float]]:
+        """Every kept lease: ``(file_id, lease_id, user, holder, ttl_s, seconds left)``."""
+        now = time.time()
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT file_id, lease_id, user, holder, ttl_s, expires_at FROM leases"
+            ).fetchall()
+        return [(f, i, u, h, t, e - now) for f, i, u, h, t, e in rows]
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._conn.close()
+
+
+class Leases:
+    """The writer leases of every file, by file id; kept in ``store`` (a
+    :class:`LeaseStore`) when given, and loaded from it."""
+
+    def __init__(
+        self, default_ttl_s: float = DEFAULT_TTL_S, max_ttl_s: float = MAX_TTL_S, store: LeaseStore | None = None
+    ):
         self.default_ttl_s, self.max_ttl_s = default_ttl_s, max_ttl_s
         self._by_file: dict[int, Lease] = {}
+        self._store = store
+        if store is not None:
+            for file_id, lease_id, user, holder, ttl_s, left in store.load():
+                # at least one TTL from this start: the holder renews within it
+                self._by_file[file_id] = Lease(
+                    lease_id, file_id, user, holder, ttl_s, time.monotonic() + max(left, ttl_s)
+                )
+
+    def _save(self, lease: Lease) -> None:
+        if self._store is not None:
+            self._store.save(lease)
+
+    def _forget(self, file_id: int) -> None:
+        if self._store is not None:
+            self._store.forget(file_id)
 
     def _ttl(self, ttl_s: float) -> float:
         return min(max(ttl_s or self.default_ttl_s, MIN_TTL_S), self.max_ttl_s)
@@ -63,6 +137,7 @@ class Leases:
         lease = self._by_file.get(file_id)
         if lease is not None and lease.expires <= time.monotonic():
             del self._by_file[file_id]
+            self._forget(file_id)
             return None
         return lease
 
@@ -74,6 +149,7 @@ class Leases:
         ttl = self._ttl(ttl_s)
         lease = Lease(secrets.token_hex(8), file_id, user, holder or user, ttl, time.monotonic() + ttl)
         self._by_file[file_id] = lease
+        self._save(lease)
         return lease
 
     def renew(self, file_id: int, lease_id: str, ttl_s: float = 0.0) -> Lease:
@@ -81,6 +157,7 @@ class Leases:
         lease = self.check(file_id, lease_id)
         lease.ttl_s = self._ttl(ttl_s or lease.ttl_s)
         lease.expires = time.monotonic() + lease.ttl_s
+        self._save(lease)
         return lease
 
     def release(self, file_id: int, lease_id: str) -> None:
@@ -88,6 +165,7 @@ class Leases:
         lease = self._by_file.get(file_id)
         if lease is not None and lease.lease_id == lease_id:
             del self._by_file[file_id]
+            self._forget(file_id)
 
     def check(self, file_id: int, lease_id: str) -> Lease:
         """The live lease ``lease_id`` on ``file_id``; raises LeaseLost."""
@@ -98,7 +176,8 @@ class Leases:
 
     def drop(self, file_id: int) -> None:
         """The file is gone: its lease with it."""
-        self._by_file.pop(file_id, None)
+        if self._by_file.pop(file_id, None) is not None:
+            self._forget(file_id)
 
     def held(self) -> int:
         """Live leases (a metric)."""

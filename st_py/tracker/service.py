@@ -45,7 +45,7 @@ from .infofile_writer import (
     SnapshotExistsError,
     create_infofile,
 )
-from .leases import LeaseHeld, LeaseLost, Leases
+from .leases import LeaseHeld, LeaseLost, Leases, LeaseStore
 from .peers import PeerRegistry
 from .reservations import Reservations
 from .routing import Routing
@@ -104,7 +104,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         self.reservations = Reservations(state, reservation_lease_s)
         self.reservations.load(self._committed_bytes)
         self.guard.reserved_of = self.reservations.of_owner
-        self.leases = Leases()  # writer leases for replacing records (st_py/tracker/leases.py)
+        # writer leases for replacing records, kept across restarts (st_py/tracker/leases.py)
+        self.leases = Leases(store=LeaseStore(state.dir / "leases.db"))
         # Per-file trackers (paper 3.5): who writes which infofile; commits admitted for them (routing.py)
         self._init_routing(key)
         self.admissions = Admissions(self.guard, self.reservations, registry)

@@ -67,6 +67,7 @@ class TrackerState:
 
     def __init__(self, state_dir: Path):
         state_dir.mkdir(parents=True, exist_ok=True)
+        self.dir = state_dir
         self.conn = sqlite3.connect(str(state_dir / "tracker.db"), isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
