@@ -25,7 +25,6 @@ from st_py._proto import tracker_pb2 as pb
 from st_py.core import capability as cap
 from st_py.errors import (
     LeaseHeldError,
-    LeaseLostError,
     PermissionDeniedError,
     QuotaExceededError,
     TrackerMovedError,
