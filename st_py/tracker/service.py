@@ -776,7 +776,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         if d.is_file():
             entries = [d]
         elif d.is_dir():
-            entries = sorted(e for e in d.iterdir() if not e.name.startswith(".st-"))
+            entries = sorted(e for e in d.iterdir() if namespace.is_entry(e.name))
         else:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no such directory or file {path}")
         out = await asyncio.to_thread(self._list_entries, entries, request.names_only)
