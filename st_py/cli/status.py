@@ -9,6 +9,7 @@ import click
 from st_py.cli.app import cli, data_opt, format_opt, tracker_address, tracker_opt
 from st_py.cli.render import emit, say
 from st_py.core import extras
+from st_py.core.peer_counts import PeerCounts
 from st_py.core.units import human_bytes
 
 
@@ -32,6 +33,7 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
     from st_py.client.client import Client
 
     st = Client(tracker_address(tracker, data)).status()
+    counts = PeerCounts.of((p.alive, p.drain_state) for p in st.peers)  # as a refused create says
     durability = _durability(st, peer_mtbf_years)
     rows = [
         {
@@ -59,6 +61,9 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
                 {
                     "alive_peers": st.alive_peers,
                     "failed_peers": st.failed_peers,
+                    "in_service_peers": counts.in_service,
+                    "draining_peers": counts.draining,
+                    "retired_peers": counts.retired,
                     "files": st.files,
                     "capacity_bytes": st.capacity_bytes,
                     "used_bytes": st.used_bytes,
@@ -102,7 +107,7 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
     emit(
         rows,
         fmt,
-        title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files; "
+        title=f"{counts.summary()}, {st.files} files; "
         f"{_copies_line(st)}; {_repair_line(st.repair)}"
         + (
             f"; {st.snapshots} snapshots retain {human_bytes(st.retained_bytes)} of the "

@@ -367,7 +367,9 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             f"creating {name} (est. {request.est_size:,} bytes x{f})",
         )
         try:
-            chosen = schedule(self.registry.schedulable(), f, request.est_size, self.reservations.on_peers())
+            chosen = schedule(
+                self.registry.schedulable(), f, request.est_size, self.reservations.on_peers(), self.registry.counts()
+            )
         except SchedulingError as e:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION, str(e), trailing_metadata=((ERROR_KIND_KEY, e.reason),)
