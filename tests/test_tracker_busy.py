@@ -55,3 +55,21 @@ def test_a_stopped_tracker_is_busy_and_a_killed_one_unreachable(make_cluster):
     assert not isinstance(gone.value, TrackerBusyError) and not gone.value.busy
     assert "unreachable" in str(gone.value) and "is it running" in str(gone.value)
     t.close()
+
+
+def test_a_read_right_after_a_tracker_restart_waits_for_the_channel(make_cluster):
+    """A read that failed while the tracker was down leaves gRPC's channel
+    backing off; once the tracker listens again, a read waits for the
+    channel within its deadline instead of failing at once as unreachable."""
+    cluster = make_cluster(1)
+    t = TrackerClient(cluster.tracker_addr, timeout=10.0, tls=cluster.client_tls)
+    t.list("/")
+    for _ in range(3):
+        cluster.tracker.kill()
+        with pytest.raises(TrackerUnavailableError) as gone:
+            t.list("/")  # refused: the channel backs off
+        assert not gone.value.busy
+        cluster.start_tracker()
+        t.list("/")  # listening again: waits for the channel, within the deadline
+        t.status()
+    t.close()
