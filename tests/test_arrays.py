@@ -51,6 +51,12 @@ def test_xarray_writes_and_reads_a_zarr_store_of_many_chunks(cluster):
     xr.testing.assert_identical(xr.open_zarr(url, consolidated=False).load(), whole)
     assert len(fs.find("/exp/zarr1/t/c")) == 130
 
+    # mode="w" replaces the whole store (the StoreTorrent file deleted, made again)
+    small = dataset(0, 20)
+    small.to_zarr(url, mode="w", encoding={"t": {"chunks": (10, 12)}}, consolidated=False)
+    xr.testing.assert_identical(xr.open_zarr(url, consolidated=False).load(), small)
+    assert len(fs.find("/exp/zarr1/t/c")) == 20
+
 
 def test_polars_reads_parquet_records_through_fsspec(cluster):
     base = f"storetorrent://{cluster.tracker_addr}/exp/pl"
