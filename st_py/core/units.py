@@ -38,5 +38,5 @@ def when(t: float, now: float | None = None) -> str:
     now = time.time() if now is None else now
     lt, ln = time.localtime(t), time.localtime(now)
     clock = time.strftime("%H:%M:%S" if lt[:3] == ln[:3] else "%Y-%m-%d %H:%M:%S", lt)
-    d = t - now
+    d = round(t - now)  # whole seconds: a time rounded to 0.1 s an hour ahead is "in 1 h"
     return f"{clock} (in {duration(d)})" if d >= 0 else f"{clock} ({duration(-d)} ago)"
