@@ -47,7 +47,42 @@ class TrackerError(StoreTorrentError):
 
 
 class TrackerUnavailableError(TrackerError, ConnectionError):
-    """The tracker could not be reached."""
+    """The tracker did not answer: unreachable (nothing accepts connections
+    at its address: not running, or the network is down) or, as the subclass
+    :class:`TrackerBusyError`, running but too busy to answer in time.
+
+    Attributes
+    ----------
+    address : str
+        ``host:port`` of the tracker asked ("" if unknown).
+    busy : bool
+        True: the tracker's port accepts connections but the call's deadline
+        passed without an answer (busy, or its process stopped); False: it
+        could not be reached at all.
+    """
+
+    def __init__(self, message: str, address: str = "", busy: bool = False):
+        super().__init__(message)
+        self.address = address
+        self.busy = busy
+
+
+class TrackerBusyError(TrackerUnavailableError):
+    """The tracker is running (its port accepts connections) but did not
+    answer within the call's deadline: it is busy. Retry later, give the
+    client a longer timeout, or lower the load on it.
+
+    Attributes
+    ----------
+    address : str
+        As :class:`TrackerUnavailableError`; ``busy`` is True.
+    timeout : float
+        The call's deadline in seconds.
+    """
+
+    def __init__(self, message: str, address: str = "", timeout: float = 0.0):
+        super().__init__(message, address=address, busy=True)
+        self.timeout = timeout
 
 
 class TrackerMovedError(TrackerError):

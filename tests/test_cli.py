@@ -46,7 +46,7 @@ def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
         r = st("sql", "SELECT count(*) AS n FROM records", "--file", "/exp/run1", "--format", "csv", data=data)
         assert r.stdout.split() == ["n", "5"]
         r = st("status", data=data)
-        assert "3 alive" in r.stdout
+        assert "3 peers in service, 0 failed" in r.stdout
         assert "durability, 3 peers failing once in 5 years each" in " ".join(r.stdout.split())
         status = json.loads(st("status", "--format", "json", data=data).stdout)
         assert status["alive_peers"] == 3 and all(isinstance(p["free_bytes"], int) for p in status["peers"])

@@ -48,7 +48,9 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
         # `storetorrent status` into a pipe: a title, a header and one line per peer, however wide,
         # then one line of each class's expected durability
         table = _plain_lines(st("status", data=data).stdout)
-        assert len(table) == 2 + 3 + 1 and table[0].startswith("3 alive, 0 failed, 0 files; no record short of copies")
+        assert len(table) == 2 + 3 + 1 and table[0].startswith(
+            "3 peers in service, 0 failed, 0 files; no record short of copies"
+        )
         assert table[1].split() == [
             "name",
             "peer",

@@ -18,6 +18,10 @@ from st_py.errors import ReadOnlyError, RecordExistsError, RecordNotFoundError, 
 
 from .fsspec_paths import not_found
 
+# Seconds a replacement waits for the file's writer lease while another
+# writer (another thread's handle, another process) replaces a record.
+LEASE_WAIT_S = 30.0
+
 
 class RecordExistsFSError(RecordExistsError, FileExistsError):
     """A record of that name is already committed (records are write-once).
@@ -114,8 +118,19 @@ class RecordWriter:
                     f"record {rname!r} is already committed in {fname}: records are "
                     "write-once; delete it first (fs.rm) or use another name"
                 )
-            h.put(rname, data, replace=replace and h.infofile().exists(rname))
-            h.flush()  # commit now: visible when close() returns
+            replacing = replace and h.infofile().exists(rname)
+            if replacing:
+                # The file's writer lease, which a new version needs, is held
+                # only for this replacement: each thread writes through its
+                # own handle (zarr's and Dask's thread pools), so a lease kept
+                # by one handle refused every other thread's replacement.
+                h.acquire_lease(wait=LEASE_WAIT_S)
+            try:
+                h.put(rname, data, replace=replacing)
+                h.flush()  # commit now: visible when close() returns
+            finally:
+                if replacing:
+                    h.release_lease()
         except RecordExistsFSError:
             raise
         except RecordExistsError as e:

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from st_py.cli.app import cli, data_opt, format_opt, tracker_address, tracker_opt
 from st_py.cli.render import console, emit, say
-from st_py.core.units import human_bytes
+from st_py.core.units import duration, human_bytes, when
 
 
 @cli.command()
@@ -153,7 +153,9 @@ def _spread(c, files, tolerance, max_mb_per_s, fmt) -> None:
     if fmt == "json":
         import json
 
-        click.echo(json.dumps(r.as_dict(), indent=1))
+        from st_py.maintenance.moves import old_copies
+
+        click.echo(json.dumps({**r.as_dict(), **old_copies(r.bytes_moved)}, indent=1))
     else:
         mean = r.mean_fill or 1.0
         emit(
@@ -182,6 +184,7 @@ def _spread(c, files, tolerance, max_mb_per_s, fmt) -> None:
                         (f"{fm.file}: {len(items):,} moves {what}", "red"),
                         ": " + "; ".join(items[:3]) + (" ..." if len(items) > 3 else ""),
                     )
+        _old_copies_note(r.bytes_moved)
         if not r.even:
             say(
                 ("not even:", "red"),
@@ -237,7 +240,9 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
     if fmt == "json":
         import json
 
-        click.echo(json.dumps(r.as_dict(), indent=1))
+        from st_py.maintenance.moves import old_copies
+
+        click.echo(json.dumps({**r.as_dict(), **old_copies(r.bytes_moved)}, indent=1))
     elif fmt == "csv":
         emit([{k: v for k, v in r.as_dict().items() if k not in ("files", "failed_files")}], fmt)
     else:
@@ -254,6 +259,7 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
                 )
         for name, why in r.failed_files:
             say((f"{name}: not drained", "red"), f": {why}")
+        _old_copies_note(r.bytes_moved)
         if not r.complete:
             say(("not drained:", "red"), f" {r.copies_left:,} copies left on {r.peer}; it stays draining")
     if not r.complete:
@@ -325,7 +331,7 @@ def repair(tracker, data, fmt, files, watch, interval, poll, failed_after, wait_
     def show(r) -> None:
         if watch and fmt == "table" and r.pending_found == 0 and not r.lost_peers and r.complete:
             return  # a quiet pass
-        emit([r.as_dict()], fmt, sizes=sizes)
+        emit([r.as_dict()], fmt, sizes=sizes, times=("waiting_until",))
 
     if watch:
         from st_py.core import logs
@@ -337,20 +343,38 @@ def repair(tracker, data, fmt, files, watch, interval, poll, failed_after, wait_
         rp.watch(c, interval, failed_after, list(files) or None, on_report=show, stop=stop.is_set, poll=poll)
         return
     reports = rp.repair(c, list(files) or None, failed_after, report=not dry_run, dry_run=dry_run)
-    emit([r.as_dict() for r in reports], fmt, title="repair")
+    emit([r.as_dict() for r in reports], fmt, title="repair", times=("waiting_until",))
     if fmt == "table":
         for r in reports:
             if r.lost:
                 say((f"{r.file}: {len(r.lost):,} records lost", "red"), ": no good copy left: " + _some(r.lost))
             if r.waiting:
-                left = max(0.0, r.waiting_until - time.time())
                 say(
                     (f"{r.file}: {len(r.waiting):,} records waiting", "yellow"),
-                    f" for failed peers; they count as lost in {left:.0f} s (--failed-after {r.failed_after:g}): "
-                    + _some(r.waiting),
+                    f" for failed peers; they count as lost at {when(max(r.waiting_until, time.time()))} "
+                    f"(--failed-after {r.failed_after:g} s): " + _some(r.waiting),
                 )
     if not all(r.complete_but_waiting if wait_ok else r.complete for r in reports):
         sys.exit(1)
+
+
+def _old_copies_note(bytes_moved: int) -> None:
+    """The line after a drain or spread that moved copies: their old copies
+    stay on the old holders for the scrubbers (st_py.maintenance.moves), so
+    used space falls only later."""
+    from st_py.maintenance.moves import DEFAULT_SCRUB_INTERVAL_S, old_copies
+
+    now = time.time()
+    o = old_copies(bytes_moved, now)
+    if not o["old_copies_bytes"]:
+        return
+    say(
+        ("old copies:", "yellow"),
+        f" {human_bytes(o['old_copies_bytes'])} stay on their old holders for older readers until each "
+        f"peer's scrubber removes them at its first scrub --scrub-age after the move (default "
+        f"{duration(o['scrub_age_s'])}: from {when(o['old_copies_freed_from'], now)}; a scrub runs every "
+        f"--scrub-interval, default {duration(DEFAULT_SCRUB_INTERVAL_S)}); used space falls only then",
+    )
 
 
 def _some(names: list[str], n: int = 5) -> str:

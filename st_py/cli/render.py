@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from st_py.core.units import human_bytes
+from st_py.core.units import human_bytes, when
 
 # Names are data: record and file names may hold "[", "]" or anything else,
 # so nothing user-given is ever read as rich markup or highlighted; colour
@@ -46,11 +46,17 @@ def _plain(v):
 
 
 def emit(
-    rows: list[dict], fmt: str, title: str | None = None, sizes: tuple[str, ...] = (), right: tuple[str, ...] = ()
+    rows: list[dict],
+    fmt: str,
+    title: str | None = None,
+    sizes: tuple[str, ...] = (),
+    right: tuple[str, ...] = (),
+    times: tuple[str, ...] = (),
 ) -> None:
     """Print ``rows`` (plain dicts with the same keys) as a table, JSON or
-    CSV. ``sizes`` are byte counts: human-readable in a table, exact in
-    JSON and CSV."""
+    CSV. ``sizes`` are byte counts and ``times`` unix times (seconds):
+    human-readable in a table (``1.5 KiB``; ``01:23:45 (in 3 min)``),
+    exact numbers in JSON and CSV."""
     rows = [{k: _plain(v) for k, v in r.items()} for r in rows]
     if fmt == "json":
         import json
@@ -76,6 +82,8 @@ def emit(
             if r[c] is None
             else human_bytes(r[c])
             if c in sizes and isinstance(r[c], int)
+            else when(r[c])
+            if c in times and isinstance(r[c], (int, float)) and not isinstance(r[c], bool)
             else f"{r[c]:,}"
             if isinstance(r[c], int) and not isinstance(r[c], bool)
             else str(r[c])

@@ -9,7 +9,8 @@ import click
 from st_py.cli.app import cli, data_opt, format_opt, tracker_address, tracker_opt
 from st_py.cli.render import emit, say
 from st_py.core import extras
-from st_py.core.units import human_bytes
+from st_py.core.peer_counts import PeerCounts
+from st_py.core.units import duration, human_bytes
 
 
 @cli.command()
@@ -32,6 +33,7 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
     from st_py.client.client import Client
 
     st = Client(tracker_address(tracker, data)).status()
+    counts = PeerCounts.of((p.alive, p.drain_state) for p in st.peers)  # as a refused create says
     durability = _durability(st, peer_mtbf_years)
     rows = [
         {
@@ -59,6 +61,9 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
                 {
                     "alive_peers": st.alive_peers,
                     "failed_peers": st.failed_peers,
+                    "in_service_peers": counts.in_service,
+                    "draining_peers": counts.draining,
+                    "retired_peers": counts.retired,
                     "files": st.files,
                     "capacity_bytes": st.capacity_bytes,
                     "used_bytes": st.used_bytes,
@@ -102,7 +107,7 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
     emit(
         rows,
         fmt,
-        title=f"{st.alive_peers} alive, {st.failed_peers} failed, {st.files} files; "
+        title=f"{counts.summary()}, {st.files} files; "
         f"{_copies_line(st)}; {_repair_line(st.repair)}"
         + (
             f"; {st.snapshots} snapshots retain {human_bytes(st.retained_bytes)} of the "
@@ -129,6 +134,8 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
                 for d in durability
             )
         )
+    if fmt == "table":
+        _old_copies_lines(st)
     if st.file_trackers and fmt == "table":  # csv: one table per output, the peers
         rows = [{**r, "pid": str(r["pid"])} for r in _file_tracker_rows(st)]  # a pid without a comma
         emit(
@@ -138,6 +145,23 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
             f"{st.file_trackers[0].shards} shards; shard 0: the tracker itself)",
             right=("shard", "pid", "up_s", "restarts", "commits", "records"),
         )
+
+
+def _old_copies_lines(st) -> None:
+    """A line per live peer out of service that still uses space: after a
+    drain what it holds are old copies its scrubber keeps for older readers
+    (st_py.maintenance.moves), so its used space falls only later."""
+    from st_py.maintenance.moves import RECENT_HOLDER_S
+
+    for p in st.peers:
+        if p.alive and p.drain_state and p.used_bytes:
+            say(
+                (f"peer {p.addr} {p.drain_state}:", "yellow"),
+                f" its {human_bytes(p.used_bytes)} used are copies moved off it (and older readers' copies), "
+                f"which its scrubber removes at its first scrub --scrub-age after the move (default "
+                f"{duration(RECENT_HOLDER_S)})"
+                + ("; stop it and remove its data directory when convenient" if p.drain_state == "retired" else ""),
+            )
 
 
 def _durability(st, peer_mtbf_years: float) -> list:

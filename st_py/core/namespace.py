@@ -13,14 +13,29 @@ from st_py.errors import BadNameError
 
 MAX_FILE_NAME = 1024
 TMP_PREFIX = ".st-creating-"
+RESERVED_PREFIX = ".st-"
+# SQLite's files beside an infofile ``X``: ``X-journal`` (rollback journal),
+# ``X-wal`` and ``X-shm`` (write-ahead log). No namespace name ends so.
+SQLITE_SIDE_SUFFIXES = ("-journal", "-wal", "-shm")
+
+
+def is_entry(name: str) -> bool:
+    """Whether a directory entry called ``name`` (one path component) in the
+    namespace tree is a namespace entry, a file's infofile or a folder: not
+    a reserved ``.st-`` name (a file being created) and not one of SQLite's
+    side files (``-journal``, ``-wal``, ``-shm``) beside an infofile. The
+    one rule every walk of the namespace follows."""
+    return not name.startswith(RESERVED_PREFIX) and not name.endswith(SQLITE_SIDE_SUFFIXES)
 
 
 def normalize(name: str) -> str:
     """Return the canonical form of a file name: ``/a/b/c``.
 
     A leading ``/`` is optional. Empty, ``.`` and ``..`` components, NUL bytes,
-    components starting with ``.st-`` (reserved) and names over 1024 bytes are
-    refused, so no file name can reach outside the namespace root.
+    components starting with ``.st-`` (reserved) or ending with ``-journal``,
+    ``-wal`` or ``-shm`` (SQLite's files beside an infofile: :func:`is_entry`)
+    and names over 1024 bytes are refused, so no file name can reach outside
+    the namespace root or be taken for another file's journal.
 
     Raises
     ------
@@ -43,8 +58,13 @@ def normalize(name: str) -> str:
     for p in parts:
         if p in ("", ".", ".."):
             raise BadNameError(f"file name {name!r} has an empty, '.' or '..' component")
-        if p.startswith(".st-"):
+        if p.startswith(RESERVED_PREFIX):
             raise BadNameError(f"file name component {p!r}: names starting with '.st-' are reserved")
+        if p.endswith(SQLITE_SIDE_SUFFIXES):
+            raise BadNameError(
+                f"file name component {p!r}: names ending with {', '.join(SQLITE_SIDE_SUFFIXES)} are "
+                "reserved (SQLite's files beside an infofile); choose another name"
+            )
     return "/" + "/".join(parts)
 
 

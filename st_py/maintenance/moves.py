@@ -54,6 +54,24 @@ DEFAULT_TOLERANCE = 0.1
 BATCH = 256  # moves read, written and committed together
 BATCH_BYTES = 64 << 20  # ... and at most this many bytes of records held in memory
 RECENT_HOLDER_S = 3600.0  # the peers' default --scrub-age: how long a moved-away copy may still be read
+DEFAULT_SCRUB_INTERVAL_S = 86400.0  # the peers' default --scrub-interval
+
+
+def old_copies(bytes_moved: int, now: float | None = None) -> dict:
+    """What moves of ``bytes_moved`` bytes leave on the old holders for
+    their scrubbers (module docstring), as a JSON-ready dict:
+    ``old_copies_bytes`` (= ``bytes_moved``: each move leaves its old copy),
+    ``old_copies_freed_from`` (unix s: ``now`` plus the peers' default
+    ``--scrub-age``, the earliest the last of them can go; each goes at its
+    holder's first scrub after that, within ``--scrub-interval``) and
+    ``scrub_age_s`` (the default assumed: the client cannot see a peer's flags)."""
+    now = time.time() if now is None else now
+    return {
+        "old_copies_bytes": bytes_moved,
+        "old_copies_freed_from": round(now + RECENT_HOLDER_S, 1) if bytes_moved else None,
+        "scrub_age_s": RECENT_HOLDER_S,
+    }
+
 
 Progress = Callable[[str, int, int], None]  # (file, copies moved so far, copies planned) after each batch
 

@@ -44,6 +44,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from st_py.core.peer_counts import PeerCounts, in_service
 from st_py.core.placement import Domain, normalize_domain, peer_domain
 
 from .state import TrackerState
@@ -351,8 +352,13 @@ class PeerRegistry:
 
     def schedulable(self) -> list[PeerInfo]:
         """Live peers in service: what new files and grown peerlists may use
-        (not draining or retired)."""
-        return [p for p in self.live() if not p.drain_state]
+        (not draining or retired; st_py.core.peer_counts.in_service)."""
+        return [p for p in self.peers.values() if in_service(self.alive(p), p.drain_state)]
+
+    def counts(self) -> PeerCounts:
+        """The peers by service state (st_py.core.peer_counts): what Status,
+        the status page and a refused create report."""
+        return PeerCounts.of((self.alive(p), p.drain_state) for p in self.peers.values())
 
     def find(self, peer: str) -> PeerInfo | None:
         """The peer of id or ``host:port`` ``peer``, or None."""

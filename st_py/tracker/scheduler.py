@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from st_py.core.peer_counts import PeerCounts
+
 from .peers import PeerInfo
 
 HEADROOM = 1.2  # ask each peer for 20% more than its even share
@@ -77,16 +79,22 @@ def domain_shares(peers: Sequence[PeerInfo], copies: int, est_size: int) -> dict
 
 
 def schedule(
-    live: list[PeerInfo], copies: int, est_size: int, reserved: Mapping[str, int] | None = None
+    live: list[PeerInfo],
+    copies: int,
+    est_size: int,
+    reserved: Mapping[str, int] | None = None,
+    counts: PeerCounts | None = None,
 ) -> list[PeerInfo]:
     """Choose the peerlist of a new file.
 
     Parameters
     ----------
-    live : peers alive now
+    live : peers alive now and in service (``PeerRegistry.schedulable``)
     copies : F of the replication class
     est_size : estimated user bytes of the file (one copy)
     reserved : ``{peer_id: bytes}`` other files have reserved on each peer
+    counts : the cluster's peers by service state, for the refusal's message
+        (``PeerRegistry.counts``; None: ``len(live)`` in service)
 
     Returns
     -------
@@ -103,9 +111,11 @@ def schedule(
         If fewer than ``copies`` peers are alive or have room.
     """
     if len(live) < copies:
+        counts = counts or PeerCounts(in_service=len(live))
         raise SchedulingError(
-            f"replication class x{copies} needs {copies} live peers, but {len(live)} are alive; "
-            "start more peers or choose a smaller class",
+            f"replication class x{copies} needs {copies} live peers in service, but the cluster has "
+            f"{counts.summary()} (storetorrent status); start more peers, put drained ones back "
+            "(storetorrent drain --cancel) or choose a smaller class",
             "not-enough-peers",
         )
     reserved = reserved or {}

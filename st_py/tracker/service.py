@@ -368,7 +368,9 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             f"creating {name} (est. {request.est_size:,} bytes x{f})",
         )
         try:
-            chosen = schedule(self.registry.schedulable(), f, request.est_size, self.reservations.on_peers())
+            chosen = schedule(
+                self.registry.schedulable(), f, request.est_size, self.reservations.on_peers(), self.registry.counts()
+            )
         except SchedulingError as e:
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION, str(e), trailing_metadata=((ERROR_KIND_KEY, e.reason),)
@@ -777,7 +779,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         if d.is_file():
             entries = [d]
         elif d.is_dir():
-            entries = sorted(e for e in d.iterdir() if not e.name.startswith(".st-"))
+            entries = sorted(e for e in d.iterdir() if namespace.is_entry(e.name))
         else:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no such directory or file {path}")
         out = await asyncio.to_thread(self._list_entries, entries, request.names_only)

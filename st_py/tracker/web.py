@@ -74,6 +74,7 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
             }
         )
     live = [p for p in peers if p["alive"]]
+    counts = reg.counts()  # the one count of peers in service (st_py.core.peer_counts)
     space = space_totals(reg)
     h = service.copy_health
     shared = {f for f in fs_label if sum(1 for p in live if p["fs_id"] == f) > 1}
@@ -125,6 +126,10 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
             "peers": len(peers),
             "live_peers": len(live),
             "failed_peers": len(peers) - len(live),
+            "in_service_peers": counts.in_service,
+            "draining_peers": counts.draining,
+            "retired_peers": counts.retired,
+            "peers_summary": counts.summary(),
             "capacity_bytes": space.capacity_bytes,
             "used_bytes": space.used_bytes,
             "free_bytes": space.free_bytes,
@@ -324,7 +329,8 @@ def render_html(s: dict[str, Any]) -> str:
 {t["liveness_window_s"]:g} s without one</p>
 {_health_html(s)}
 <p class="summary" id="summary"><span><b>{s["files"]:,}</b> files</span>
-<span><b>{tot["live_peers"]}</b> live peers</span><span><b>{tot["failed_peers"]}</b> failed</span>
+<span title="in service: live peers neither draining nor retired, those that take new files">\
+{e(tot["peers_summary"])}</span>
 <span title="each filesystem counted once, however many peers store on it">capacity
 <b>{human_bytes(tot["capacity_bytes"])}</b> on {tot["filesystems"]} disk{"" if tot["filesystems"] == 1 else "s"}</span>
 <span>used <b>{human_bytes(tot["used_bytes"])}</b></span>

@@ -6,6 +6,8 @@ from __future__ import annotations
 import builtins
 import getpass
 import os
+import socket
+import time
 
 import grpc
 
@@ -29,6 +31,7 @@ from st_py.errors import (
     StFileExistsError,
     StFileNotFoundError,
     StoreTorrentError,
+    TrackerBusyError,
     TrackerError,
     TrackerMovedError,
     TrackerUnavailableError,
@@ -37,6 +40,27 @@ from st_py.errors import (
 from st_py.wire import tls as tlsmod
 
 DEFAULT_TIMEOUT = 30.0
+
+# RPCs that only read: retried on a failed connection within the call's
+# deadline (a repeat changes nothing). Writes are not retried here: Commit's
+# own retries carry a request id (st_py.client.group_commit).
+RETRY_SAFE = frozenset({"Open", "List", "Status"})
+# How long a read keeps retrying while nothing accepts connections at the
+# tracker's address (a restart's gap), before it says "unreachable".
+RECONNECT_GRACE = 1.0
+PROBE_TIMEOUT = 0.5  # seconds for the TCP probe that tells busy from unreachable
+
+
+def accepts_connections(address: str, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether a TCP connection to ``address`` (``host:port``, ``[v6]:port``)
+    opens within ``timeout`` seconds: something listens there (a running
+    tracker, busy or not). False when refused, timed out or unresolvable."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def current_user() -> str:
@@ -83,8 +107,9 @@ class TrackerClient:
             other.user = self.user
         return other
 
-    def map_error(self, e: grpc.RpcError, method: str) -> Exception:
-        """The StoreTorrent exception for a failed RPC."""
+    def map_error(self, e: grpc.RpcError, method: str, timeout: float | None = None) -> Exception:
+        """The StoreTorrent exception for a failed RPC (``timeout``: the
+        call's deadline in seconds, None: the client's)."""
         code, detail = e.code(), e.details()
         trailer = dict(e.trailing_metadata() or ())
         kind = trailer.get(ERROR_KIND_KEY)
@@ -125,17 +150,57 @@ class TrackerClient:
         if kind == "wrong-tracker":
             return TrackerMovedError(detail, tracker=trailer.get("st-tracker", ""))
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            return TrackerUnavailableError(
-                f"tracker at {self.address} unreachable ({code.name}: {detail}); "
-                "is it running (storetorrent up / storetorrent status)?"
-            )
+            return self.unavailable(code, detail, method, timeout or self.timeout)
         return TrackerError(f"tracker {method} failed: {code.name}: {detail}")
 
+    def unavailable(self, code: grpc.StatusCode, detail: str, method: str, timeout: float) -> TrackerUnavailableError:
+        """The error for an RPC that got no answer: :class:`TrackerBusyError`
+        when the deadline passed and the tracker's port accepts connections
+        (running but busy), else :class:`TrackerUnavailableError` (busy
+        False: nothing answers at its address). Probes the port (at most
+        ``PROBE_TIMEOUT`` seconds)."""
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED and accepts_connections(self.address):
+            return TrackerBusyError(
+                f"tracker at {self.address} is running but did not answer {method} within {timeout:g} s "
+                "(busy, or its process is stopped); retry later, give the client a longer timeout "
+                "(TrackerClient(timeout=...)), or lower the load on the tracker (storetorrent status)",
+                address=self.address,
+                timeout=timeout,
+            )
+        return TrackerUnavailableError(
+            f"tracker at {self.address} unreachable ({code.name}: {detail}); "
+            "is it running (storetorrent up / storetorrent status)?",
+            address=self.address,
+        )
+
     def _call(self, method: str, request, timeout: float | None = None):
-        try:
-            return getattr(self._stub, method)(request, timeout=timeout or self.timeout, metadata=self._metadata)
-        except grpc.RpcError as e:
-            raise self.map_error(e, method) from None
+        """Call ``method`` with ``request`` within ``timeout`` seconds (None:
+        the client's). A read (``RETRY_SAFE``) whose connection fails is
+        retried with backoff within that deadline: while the tracker's port
+        accepts connections (the channel reconnects), or for
+        ``RECONNECT_GRACE`` seconds while nothing does. Raises the mapped
+        error (:meth:`map_error`)."""
+        total = timeout or self.timeout
+        deadline = time.monotonic() + total
+        retry, delay, wait = method in RETRY_SAFE, 0.05, False
+        while True:
+            remaining = max(deadline - time.monotonic(), 0.001)
+            try:
+                return getattr(self._stub, method)(
+                    request, timeout=remaining, metadata=self._metadata, wait_for_ready=wait or None
+                )
+            except grpc.RpcError as e:
+                code = e.code()
+                spent = total - (deadline - time.monotonic())
+                if retry and code == grpc.StatusCode.UNAVAILABLE and deadline - time.monotonic() > delay:
+                    # A port that accepts connections: wait for the channel to
+                    # reconnect (gRPC's backoff would fail calls fast meanwhile).
+                    wait = accepts_connections(self.address)
+                    if wait or spent + delay < RECONNECT_GRACE:
+                        time.sleep(delay)
+                        delay = min(delay * 2, 1.0)
+                        continue
+                raise self.map_error(e, method, total) from None
 
     def create(
         self,
