@@ -185,3 +185,47 @@ def test_read_access_while_the_tracker_is_down(cluster):
     assert {r.name: Path(r.path).read_bytes() for r in local} == blobs
     assert f.get("r07") == blobs["r07"]
     f.close()
+
+
+def test_creates_wait_for_a_restarting_tracker(cluster):
+    """Issue 39: while a supervised tracker restarts, `create` is latency, not
+    an error: it retries with its request id until the tracker is back
+    (it raised TrackerUnavailableError 30-50 times per outage)."""
+    c = cluster.client()
+    cluster.tracker.kill()
+    restarter = threading.Timer(1.5, cluster.start_tracker)  # longer than a read's 1 s grace
+    restarter.start()
+    try:
+        t0 = time.monotonic()
+        with c.create("/fail/create-during-restart", replication="x2") as f:
+            f.put("a", b"made while the tracker restarted")
+        assert time.monotonic() - t0 >= 1.0  # it did wait
+    finally:
+        restarter.join()
+    with c.open("/fail/create-during-restart") as f:
+        assert f.get("a") == b"made while the tracker restarted"
+
+
+def test_a_retried_create_is_applied_once(cluster):
+    """A create whose reply was lost (the tracker died after making the
+    file) is sent again with the same request id: it gets the file it made,
+    not ALREADY_EXISTS; another create of that name still gets
+    ALREADY_EXISTS."""
+    import grpc
+
+    from st_py._proto import tracker_pb2 as pb
+
+    with cluster.client().create("/fail/other", replication="x1") as f:
+        tracker = f._tracker  # the raw RPC: the test plays a client whose reply was lost
+
+    def create(request_id: str):
+        req = pb.CreateRequest(name="/fail/once", replication="x2", user=tracker.user, request_id=request_id)
+        return tracker._stub.Create(req, metadata=tracker._metadata, timeout=10)
+
+    first = create("r-1")
+    cluster.restart_tracker()  # the reply may have been lost with it
+    again = create("r-1")
+    assert again.file_id == first.file_id and [p.peer_id for p in again.peers] == [p.peer_id for p in first.peers]
+    with pytest.raises(grpc.RpcError) as e:
+        create("r-2")
+    assert e.value.code() == grpc.StatusCode.ALREADY_EXISTS

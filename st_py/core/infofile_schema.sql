@@ -10,6 +10,8 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 --       ('random') (both absent in files made before they existed),
 --       filters ('zstd,aes-256-gcm'; '' or absent: none; docs/filters.md),
 --       key_check (HMAC of the encryption key; never the key);
+--       create_request (the Create request id that made the file: a
+--       retried create is answered from it, not refused as existing);
 --       format_version becomes 3 with the first replaced record (versions)
 --       and 4 with the history tables below (docs/snapshots.md);
 --       history_from (format 4: the oldest generation whose history is

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import logging
 import os
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
@@ -352,6 +353,10 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             )
         path = namespace.infofile_path(self.root, name)
         if path.exists():
+            if request.request_id and await asyncio.to_thread(self._created_by, path, request.request_id, user.name):
+                # a retry of a create applied before its reply was lost (a restart): answered as then
+                log.info("create of %s retried (request %s): already made by it", name, request.request_id)
+                return self._grant(self._with_reservations(await asyncio.to_thread(self._file_info, name)), user, name)
             await context.abort(
                 grpc.StatusCode.ALREADY_EXISTS, f"file {name} already exists; open it, or delete it first"
             )
@@ -396,6 +401,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             "filters": filters,
             "key_check": request.key_check if "aes-256-gcm" in filters else "",
         }
+        if request.request_id:
+            meta["create_request"] = request.request_id  # with the file, in its first transaction
         # Owners of the new directories before they exist: a create running
         # meanwhile in the same new directory must not find it ownerless.
         self.guard.made_dirs(user, new_dirs)
@@ -432,6 +439,22 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             f" reserved={request.est_size}x{f}" if request.est_size else "",
         )
         return self._grant(self._with_reservations(await asyncio.to_thread(self._file_info, name)), user, name)
+
+    @staticmethod
+    def _created_by(path: Path, request_id: str, user: str) -> bool:
+        """Whether the infofile at ``path`` was made by Create request
+        ``request_id`` of ``user`` (its meta ``create_request`` and ``owner``)."""
+        try:
+            r = InfofileReader(path)
+        except OSError:
+            return False
+        try:
+            meta = r.meta()
+            return meta.get("create_request") == request_id and meta.get("owner") == user
+        except (OSError, ValueError, sqlite3.Error):
+            return False
+        finally:
+            r.close()
 
     def _log_domains(self, name: str, copies: int, chosen: list) -> None:
         """Say at create when the peerlist cannot keep a record's copies in

@@ -8,6 +8,7 @@ import getpass
 import os
 import socket
 import time
+import uuid
 
 import grpc
 
@@ -48,6 +49,10 @@ RETRY_SAFE = frozenset({"Open", "List", "Status"})
 # How long a read keeps retrying while nothing accepts connections at the
 # tracker's address (a restart's gap), before it says "unreachable".
 RECONNECT_GRACE = 1.0
+# How long a write that carries a request id (Create) keeps retrying while
+# nothing accepts connections: a supervised restart of the tracker (issue 39)
+# is latency for it, not an error.
+RESTART_GRACE = 10.0
 PROBE_TIMEOUT = 0.5  # seconds for the TCP probe that tells busy from unreachable
 
 
@@ -173,16 +178,18 @@ class TrackerClient:
             address=self.address,
         )
 
-    def _call(self, method: str, request, timeout: float | None = None):
+    def _call(self, method: str, request, timeout: float | None = None, grace: float | None = None):
         """Call ``method`` with ``request`` within ``timeout`` seconds (None:
-        the client's). A read (``RETRY_SAFE``) whose connection fails is
-        retried with backoff within that deadline: while the tracker's port
-        accepts connections (the channel reconnects), or for
-        ``RECONNECT_GRACE`` seconds while nothing does. Raises the mapped
+        the client's). A read (``RETRY_SAFE``), or a write made idempotent by
+        its request id (``grace`` given), whose connection fails is retried
+        with backoff within that deadline: while the tracker's port accepts
+        connections (the channel reconnects), or for ``grace`` seconds
+        (``RECONNECT_GRACE`` for reads) while nothing does. Raises the mapped
         error (:meth:`map_error`)."""
         total = timeout or self.timeout
         deadline = time.monotonic() + total
-        retry, delay, wait = method in RETRY_SAFE, 0.05, False
+        retry, delay, wait = method in RETRY_SAFE or grace is not None, 0.05, False
+        grace = RECONNECT_GRACE if grace is None else grace
         while True:
             remaining = max(deadline - time.monotonic(), 0.001)
             try:
@@ -196,7 +203,7 @@ class TrackerClient:
                     # A port that accepts connections: wait for the channel to
                     # reconnect (gRPC's backoff would fail calls fast meanwhile).
                     wait = accepts_connections(self.address)
-                    if wait or spent + delay < RECONNECT_GRACE:
+                    if wait or spent + delay < grace:
                         time.sleep(delay)
                         delay = min(delay * 2, 1.0)
                         continue
@@ -228,9 +235,11 @@ class TrackerClient:
         NotEnoughPeersError, TrackerUnavailableError
         """
         name = normalize(name)  # a clear BadNameError before anything is sent
+        # one id for every try: a retry across a tracker restart creates the file once
         return self._call(
             "Create",
             pb.CreateRequest(
+                request_id=uuid.uuid4().hex,
                 name=name,
                 replication=replication,
                 est_size=est_size,
@@ -242,6 +251,7 @@ class TrackerClient:
                 filters=filters,
                 key_check=key_check,
             ),
+            grace=RESTART_GRACE,
         )
 
     def snapshot(self, name: str, op: str, snapshot: str = "", file_id: int = 0) -> pb.SnapshotReply:
