@@ -409,12 +409,28 @@ class LeaseHeldError(StoreTorrentError):
 
 class LeaseLostError(StoreTorrentError):
     """This writer's lease on ``file`` ran out, was released, or was
-    forgotten by a tracker restart: its new versions were not committed.
-    Acquire the lease again and put them again."""
+    forgotten: its new versions were not committed, nor the records
+    committed with them (``records``: every name of the failed commit, when
+    a commit raised it). Acquire the lease again and put them again.
 
-    def __init__(self, message: str, file: str = "", lease_id: str = ""):
+    Attributes
+    ----------
+    file : str
+    lease_id : str
+    records : tuple[str, ...]
+    """
+
+    def __init__(self, message: str, file: str = "", lease_id: str = "", records=()):
         super().__init__(message)
-        self.file, self.lease_id = file, lease_id
+        self.file, self.lease_id, self.records = file, lease_id, tuple(records)
+
+    def naming(self, records) -> LeaseLostError:
+        """This error naming ``records`` (the commit's names) in its text and :attr:`records`."""
+        names = list(records)
+        shown = ", ".join(repr(n) for n in names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        self.records = tuple(names)
+        self.args = (f"{self.args[0] if self.args else ''}; not committed: {shown}",)
+        return self
 
 
 class QueuedOperationsError(StoreTorrentError):

@@ -181,6 +181,37 @@ def test_a_writer_whose_lease_ran_out_cannot_commit_over_the_next_one(cluster):
             pass
 
 
+def test_a_lost_lease_is_raised_by_flush_and_close_naming_every_record_never_by_an_unrelated_call(cluster):
+    """Issue 39: when a writer's lease really ran out, the commit of its
+    group fails; that error, naming every record of the group, is raised by
+    close() (the call whose contract is to report queued operations), not by
+    an unrelated delete() after which close() returned normally."""
+    c = cluster.client()
+    with c.create("/v/lost", "x2") as f:
+        f.put("doc", b"v0")
+        f.put("base1", b"b1")
+    a, b = c.open("/v/lost"), cluster.client().open("/v/lost")
+    try:
+        a.acquire_lease(ttl=0.5)
+        a.queue_put("a1", b"a1").result()  # acknowledged; its group carries the lease
+        a.queue_put("doc", b"from a", replace=True).result()
+        time.sleep(1.0)  # a pauses past its TTL and does not renew
+        b.put("doc", b"from b", replace=True)
+        b.flush()
+        a.delete("base1")  # unrelated: done, and raises nothing of the puts
+        assert "base1" not in b.names()
+        with pytest.raises(LeaseLostError) as e:
+            a.close()
+        assert set(e.value.records) == {"a1", "doc"} and "'a1'" in str(e.value)
+        assert sorted(b.names()) == ["doc"] and b.get("doc") == b"from b"
+    finally:
+        b.close()
+        try:
+            a.close()
+        except LeaseLostError:
+            pass
+
+
 def test_a_tracker_restart_keeps_the_writer_lease_and_every_acknowledged_record(cluster):
     """Issue 39: a writer holding the lease (it replaced a record) puts a1,
     acknowledged; the tracker restarts (SIGKILL, started again). The lease is

@@ -123,7 +123,7 @@ class StFile:
             )
         )
         self._record_reader = RecordReader(ctx)
-        self._local = LocalReads(ctx, self._writer.flush)
+        self._local = LocalReads(ctx, self._writer.commit_all)  # a read: put failures stay for flush and close
         self._objects = Objects(ctx, self._writer, self._record_reader, self._placer, self._local)
         self._copies = Copies(ctx)
 
@@ -588,6 +588,8 @@ class StFile:
         """Delete record ``name``: every copy holder first, then the tracker
         (paper 4.3). A name that was put but never committed is removed from
         every live peer, which resets it for a retried PUT (paper 4.4).
+        Earlier puts are committed first; their failures are not raised
+        here but by :meth:`flush` and :meth:`close`.
 
         Raises
         ------

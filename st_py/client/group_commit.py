@@ -37,7 +37,13 @@ from typing import Any
 import grpc
 
 from st_py._proto import tracker_pb2 as pb
-from st_py.errors import QuotaExceededError, RecordExistsError, TrackerMovedError, TrackerUnavailableError
+from st_py.errors import (
+    LeaseLostError,
+    QuotaExceededError,
+    RecordExistsError,
+    TrackerMovedError,
+    TrackerUnavailableError,
+)
 
 log = logging.getLogger("storetorrent.client")
 
@@ -212,6 +218,8 @@ class GroupCommitter:
                     else None
                 )
                 if reply is None:
+                    if isinstance(exc, LeaseLostError):  # say which records it cost
+                        exc.naming(op.name for op in group)
                     for op in group:
                         self._failed(op, exc)
                     continue

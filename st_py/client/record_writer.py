@@ -505,11 +505,21 @@ class RecordWriter:
         errors.extend(kept)
         raise exc
 
-    def flush(self) -> None:
-        """Wait for every queued PUT and commit: :meth:`st_py.client.file.StFile.flush` (the public docstring)."""
+    def commit_all(self) -> None:
+        """Wait for every queued PUT and commit, raising nothing: the
+        failures stay for :meth:`flush` (and so ``close()``) to raise. For
+        calls that must see every earlier put committed but are not the ones
+        that report them (a record delete, a GET_LOCAL plan): a put's failure
+        is never raised by such an unrelated call and then missing from
+        ``close()`` (issue 39)."""
         ctx = self.ctx
         ctx.transport.wait(lambda: ctx.inflight == 0)
         ctx.committer.drain()
+
+    def flush(self) -> None:
+        """Wait for every queued PUT and commit: :meth:`st_py.client.file.StFile.flush` (the public docstring)."""
+        ctx = self.ctx
+        self.commit_all()
         if ctx.errors:
             errs = list(ctx.errors)
             ctx.errors.clear()
@@ -534,7 +544,7 @@ class RecordWriter:
         ctx.check_open()
         ctx.renew_capability()
         ctx.check_may_write()
-        self.flush()
+        self.commit_all()  # earlier puts first; their failures are flush's and close's to raise
         obj = ctx.infofile().object(name)
         if obj is not None:  # a striped object: the object first (invisible), then its stripes
             ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=[name])
