@@ -1,0 +1,296 @@
+"""DuckDB's ``records_data`` view: the contents of a connection's records,
+read through the readers' own scan path and kept for the next query
+(issue 38, item 5; docs/analysis.md, "SQL").
+
+:class:`RecordsData` is what :func:`st_integrations.duckdb_sql.connect_files`
+registers as ``records_data``. DuckDB binds a query to its ``schema`` and
+asks its ``scanner(columns=..., filter=...)`` for the rows (the projection
+and the filter of the query pushed down); both first check each file's
+commit generation in its infofile (a local SQLite read, no record read):
+
+* the generations the last query saw: the records already read are
+  scanned again from memory (nothing is read);
+* otherwise the scan is planned again (:func:`readplan.plan_scan`, GET_LOCAL)
+  and only the records not read before are read: the copies GET_LOCAL
+  reveals to this host many at a time by one native call, checked against
+  their size and CRC-32C (:func:`scan.record_buffers`, the Dask and Ray
+  readers' path), those of peers on other hosts by pipelined GETs; records
+  no longer in the plan are dropped.
+
+The records are kept as their bytes: Parquet, Arrow IPC, CSV and JSON lines
+records as ``pyarrow.dataset`` fragments over those bytes, so each query
+decodes only the columns it names and Parquet skips row groups by their
+statistics; Arrow IPC streams and raw records (``(record, data)``) as
+tables. The schema is unified as the readers unify it (the schemas kept in
+the infofiles, then the headers of the other records).
+
+When a plan's records hold more than ``cache_bytes`` bytes, nothing is kept
+in memory: each query scans them through the ``storetorrent://``
+filesystem (:func:`st_integrations.arrow_dataset.dataset`, record by record,
+streaming), planned again when a generation changes.
+
+Thread safety: a lock serialises the planning and reading of one object
+(DuckDB asks for the scanner under the GIL, from the querying thread).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from .formats import RAW_SCHEMA, SchemaSource, conform, detect_source, unify
+from .readplan import ScanPlan, plan_scan
+from .scan import ScanOptions, kept_schema_sources, record_buffers
+
+CACHE_BYTES = 2 << 30
+"""Records of a connection's files up to this many bytes are kept in memory
+between queries (default of :class:`RecordsData`)."""
+
+_TABLE_FORMATS = ("raw", "arrows")  # decoded to tables when read; the others stay fragments over their bytes
+
+
+@dataclass
+class _Kept:
+    """One record as read: a fragment over its bytes, or its table."""
+
+    record: str
+    fmt: str
+    size: int
+    fragment: ds.Fragment | None = None
+    table: pa.Table | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.table.schema if self.table is not None else self.fragment.physical_schema  # type: ignore[union-attr]
+
+
+def _key(ref) -> tuple:
+    """What identifies a record's bytes: the copy's path holds its stored
+    name and CRC-32C (docs/record-store.md); a striped object has no path,
+    its bytes are those of the generation read."""
+    return (ref.file, ref.name, ref.path or f"object@{ref.as_of}")
+
+
+class RecordsData(ds.Dataset):
+    """The records of ``paths`` as a dataset DuckDB scans (see the module
+    docstring). Only :attr:`schema` and :meth:`scanner` are meant to be
+    called (by DuckDB); the other Dataset methods act on the dataset of the
+    current generation.
+
+    Parameters
+    ----------
+    paths : list of str
+        Files, directories, namespace globs or paths inside a file.
+    tracker : str
+        The tracker's ``host:port``.
+    as_of : str, int or datetime, optional
+        The files as of a past state (docs/snapshots.md).
+    local : bool, optional
+        ``False``: every record by GET (default: the copies revealed to
+        this host's peers from their local paths).
+    cache_bytes : int
+        Keep the records in memory between queries up to this many bytes.
+
+    Attributes
+    ----------
+    stats : dict
+        ``plans`` (scans planned), ``records_read`` and ``bytes_read``
+        (records read from the peers' copies or by GET), ``queries``
+        (scanners made).
+
+    Raises
+    ------
+    (when a query runs) StFileNotFoundError, RecordsUnavailableError,
+    GetLocalError, SchemaConflictError, RecordFormatError
+    """
+
+    def __init__(self, paths: list[str], tracker: str, as_of=None, local: bool | None = None, cache_bytes=CACHE_BYTES):
+        from st_py.client.client import Client
+
+        self._paths, self._tracker, self._as_of = list(paths), tracker, as_of
+        self._local, self._cache_bytes = local is not False, cache_bytes
+        self._client = Client(tracker)
+        self._handles: dict[str, object] = {}
+        self._kept: dict[tuple, _Kept] = {}
+        self._generations: dict[str, int] | None = None
+        self._dataset: ds.Dataset | None = None
+        self._lock = threading.RLock()
+        self.stats = {"plans": 0, "records_read": 0, "bytes_read": 0, "queries": 0}
+        self._finalizer = weakref.finalize(self, _close, self._client, self._handles)
+
+    # -- what DuckDB calls -------------------------------------------------------------
+    @property
+    def schema(self) -> pa.Schema:  # type: ignore[override]
+        """The unified schema of the records at the files' current generations."""
+        return self.current().schema
+
+    def scanner(self, columns=None, filter=None, **kwargs) -> ds.Scanner:  # type: ignore[override]
+        """A scanner of the current records with ``columns`` and ``filter``
+        pushed down (Parquet fragments read only those columns' chunks)."""
+        d = self.current()
+        with self._lock:
+            self.stats["queries"] += 1
+        return d.scanner(columns=columns, filter=filter, **kwargs)
+
+    # the other Dataset methods, on the current dataset (the base class's need a C++ dataset this object lacks)
+    def to_table(self, *a, **k):  # type: ignore[override]
+        return self.current().to_table(*a, **k)
+
+    def to_batches(self, *a, **k):  # type: ignore[override]
+        return self.current().to_batches(*a, **k)
+
+    def count_rows(self, *a, **k):  # type: ignore[override]
+        return self.current().count_rows(*a, **k)
+
+    def head(self, *a, **k):  # type: ignore[override]
+        return self.current().head(*a, **k)
+
+    def take(self, *a, **k):  # type: ignore[override]
+        return self.current().take(*a, **k)
+
+    def get_fragments(self, *a, **k):  # type: ignore[override]
+        return self.current().get_fragments(*a, **k)
+
+    def close(self) -> None:
+        """Drop the records kept and close the connections to the tracker and peers."""
+        with self._lock:
+            self._kept.clear()
+            self._dataset = None
+            self._generations = None
+        self._finalizer()
+
+    # -- planning and reading ----------------------------------------------------------
+    def current(self) -> ds.Dataset:
+        """The dataset of the records at the files' generations now:
+        the one of the last query while no generation changed, else
+        planned and read again (only records not read before are read)."""
+        with self._lock:
+            if self._dataset is not None and self._generations == self._now():
+                return self._dataset
+            plan = plan_scan(self._client, self._paths, skip_ignored=True, as_of=self._as_of)
+            self.stats["plans"] += 1
+            if plan.size > self._cache_bytes:
+                from .arrow_dataset import dataset
+
+                self._kept.clear()
+                d = dataset(self._paths, tracker=self._tracker, local=self._local, as_of=self._as_of)
+            else:
+                d = self._build(plan)
+            self._dataset, self._generations = d, dict(plan.generations)
+            return d
+
+    def _now(self) -> dict[str, int]:
+        """Each file's generation now (its infofile's), as of ``as_of`` if given."""
+        out = {}
+        for name in self._generations or {}:
+            f = self._handles.get(name)
+            if f is None:
+                f = self._handles[name] = self._client.open(name, as_of=self._as_of)
+            out[name] = f.generation  # type: ignore[attr-defined]
+        return out
+
+    def _build(self, plan: ScanPlan) -> ds.Dataset:
+        refs = [r for u in plan.units for r in u.records]
+        keys = [_key(r) for r in refs]
+        self._kept = {k: self._kept[k] for k in keys if k in self._kept}  # records gone from the plan dropped
+        self._read([u for u in plan.units], keys)
+        schema = _unify(plan, [self._kept[k] for k in keys], keys)
+        groups: dict[tuple[str, bool], list] = {}
+        tables: list[pa.RecordBatch] = []
+        for k in keys:
+            e = self._kept[k]
+            if e.table is not None:
+                tables.extend(conform(b, schema, e.record) for b in e.table.to_batches())
+            else:
+                groups.setdefault((e.fmt, ".tsv" in e.record.lower()), []).append(e.fragment)
+        parts: list[ds.Dataset] = []
+        for (fmt, tsv), frags in sorted(groups.items()):
+            from st_py.core.record_format import dataset_format
+
+            parts.append(ds.FileSystemDataset(frags, schema, dataset_format("x.tsv" if tsv else "x", fmt)))
+        if tables:
+            parts.append(ds.dataset(pa.Table.from_batches(tables, schema=schema)))
+        if not parts:
+            return ds.dataset(schema.empty_table())
+        return parts[0] if len(parts) == 1 else ds.dataset(parts)
+
+    def _read(self, units, keys) -> None:
+        """Read the records of ``units`` not kept yet into ``self._kept``:
+        a local unit's copies by :func:`scan.record_buffers` (native batch
+        reads, checked), the others by pipelined GETs."""
+        from st_py.client.getlocal import is_local
+
+        opts = ScanOptions(tracker=self._tracker)
+        for unit in units:
+            refs = [r for r in unit.records if _key(r) not in self._kept]
+            if not refs:
+                continue
+            if self._local and is_local(unit.peer):
+                got = record_buffers(refs, opts)
+            else:
+                got = self._get(refs)
+            for ref, buf in got:
+                self._keep(ref, buf)
+
+    def _get(self, refs):
+        """``(ref, bytes)`` of ``refs`` by GET, queued on each file's handle
+        and read back in order (checked by GET; objects read whole)."""
+        pending = []
+        for r in refs:
+            f = self._handles.get(r.file)
+            if f is None:
+                f = self._handles[r.file] = self._client.open(r.file, as_of=self._as_of)
+            pending.append((r, f.queue_get(r.name)))  # type: ignore[attr-defined]
+        for r, p in pending:
+            yield r, pa.py_buffer(p.result())
+
+    def _keep(self, ref, buf: pa.Buffer) -> None:
+        from st_py.core.record_format import dataset_format
+
+        self.stats["records_read"] += 1
+        self.stats["bytes_read"] += buf.size
+        fmt = detect_source(ref.name, buf)
+        if fmt == "raw":
+            e = _Kept(ref.name, fmt, buf.size, table=pa.table({"record": [ref.name], "data": [buf]}, schema=RAW_SCHEMA))
+        elif fmt == "arrows":
+            e = _Kept(ref.name, fmt, buf.size, table=pa.ipc.open_stream(pa.BufferReader(buf)).read_all())
+        else:
+            e = _Kept(ref.name, fmt, buf.size, fragment=dataset_format(ref.name, fmt).make_fragment(buf))
+        self._kept[_key(ref)] = e
+
+
+def _unify(plan: ScanPlan, kept: list[_Kept], keys: list[tuple]) -> pa.Schema:
+    """The records' schema as the readers unify it: the schemas kept in the
+    infofiles at write time, then the headers of the records written
+    without one (the one call to :func:`formats.unify`)."""
+    got = kept_schema_sources(plan, ScanOptions())
+    if got is None:
+        sources = [SchemaSource(e.schema, e.record) for e in kept]
+    else:
+        sources, todo = got
+        want = {(u.files[u.file_of[i]].file, u.names[i]) for u in todo for i in range(len(u))}
+        seen: set[pa.Schema] = set()
+        for k, e in zip(keys, kept):
+            if (k[0], k[1]) in want:
+                s = e.schema
+                if s not in seen:
+                    seen.add(s)
+                    sources.append(SchemaSource(s, e.record))
+    return unify(sources) if sources else RAW_SCHEMA
+
+
+def _close(client, handles: dict) -> None:
+    for f in list(handles.values()):
+        try:
+            f.close()  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 (closing: nothing left to tell)
+            pass
+    handles.clear()
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001
+        pass
