@@ -93,7 +93,10 @@ def test_records_data_answers_as_the_dask_reader_locally_and_by_get(cluster):
 
 def test_a_second_query_reads_nothing_again(cluster):
     """The records a connection read are kept: the next queries read none
-    (counted), and answer the same with every peer killed."""
+    (counted), and answer the same with every peer killed and the peers'
+    folders (every copy) removed."""
+    import shutil
+
     c = cluster.client()
     _write(c, "/rd/kept", 0, 40)
     want = _dask_answers(cluster.tracker_addr, "/rd/kept")
@@ -104,6 +107,7 @@ def test_a_second_query_reads_nothing_again(cluster):
     assert rd.stats["records_read"] == 40 and rd.stats["plans"] == 1  # nothing read, nothing planned
     for i in range(len(cluster.peers)):
         cluster.kill_peer(i)
+    shutil.rmtree(cluster.data_dir / "peers")
     assert _answers(con) == want
     assert rd.stats["records_read"] == 40 and rd.stats["plans"] == 1
     con.close()
@@ -126,5 +130,28 @@ def test_a_new_commit_is_seen_by_the_next_query(cluster):
     assert want["count"] == [(35 * ROWS,)]
     assert _answers(con) == want
     assert rd.stats["records_read"] == 36 and rd.stats["plans"] == 2  # the 6 changed records only
+    con.close()
+    rd.close()
+
+
+def test_a_query_decodes_only_the_columns_it_names_once(cluster):
+    """Each column is decoded once per connection, when a query first
+    names it; a filter on a column no query decoded yet (through the
+    Dataset API, where the filter's columns need not be projected) still
+    gives the right rows."""
+    import pyarrow.dataset as ds
+
+    c = cluster.client()
+    _write(c, "/rd/cols", 0, 12)
+    want = _dask_answers(cluster.tracker_addr, "/rd/cols")
+    con, rd = _connect(cluster, "/rd/cols")
+    assert con.execute("SELECT sum(i) FROM records_data").fetchone() == (sum(range(12 * ROWS)),)
+    assert rd.stats["columns_decoded"] == 1
+    assert con.execute("SELECT sum(i) FROM records_data WHERE i % 2 = 0").fetchone()[0] == sum(range(0, 12 * ROWS, 2))
+    assert rd.stats["columns_decoded"] == 1
+    t = rd.scanner(columns=["i"], filter=(ds.field("x") > 3) & (ds.field("k") != "k1")).to_table()
+    assert [(t.num_rows, sum(t.column("i").to_pylist()))] == want["filter"]
+    assert _answers(con) == want
+    assert rd.stats["columns_decoded"] == 3 and rd.stats["records_read"] == 12
     con.close()
     rd.close()

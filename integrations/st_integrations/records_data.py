@@ -118,8 +118,9 @@ class RecordsData(ds.Dataset):
         self._kept: dict[tuple, _Kept] = {}
         self._generations: dict[str, int] | None = None
         self._dataset: ds.Dataset | None = None
+        self._decoded: pa.Table | None = None  # the columns of _dataset decoded so far, one chunk each
         self._lock = threading.RLock()
-        self.stats = {"plans": 0, "records_read": 0, "bytes_read": 0, "queries": 0}
+        self.stats = {"plans": 0, "records_read": 0, "bytes_read": 0, "queries": 0, "columns_decoded": 0}
         self._finalizer = weakref.finalize(self, _close, self._client, self._handles)
 
     # -- what DuckDB calls -------------------------------------------------------------
@@ -130,11 +131,50 @@ class RecordsData(ds.Dataset):
 
     def scanner(self, columns=None, filter=None, **kwargs) -> ds.Scanner:  # type: ignore[override]
         """A scanner of the current records with ``columns`` and ``filter``
-        pushed down (Parquet fragments read only those columns' chunks)."""
+        pushed down: over the columns decoded so far, the ones this query
+        names and no earlier one did decoded first (only those columns'
+        chunks of each Parquet record), or, above the memory budget, over
+        the records' fragments."""
         d = self.current()
         with self._lock:
             self.stats["queries"] += 1
-        return d.scanner(columns=columns, filter=filter, **kwargs)
+            t = self._decode(d, columns)
+        if t is None:
+            return d.scanner(columns=columns, filter=filter, **kwargs)
+        try:
+            return ds.dataset(t).scanner(columns=columns, filter=filter, **kwargs)
+        except pa.ArrowInvalid:  # the filter names a column not decoded yet (DuckDB names them in columns)
+            with self._lock:
+                t = self._decode(d, None)
+            if t is None:
+                return d.scanner(columns=columns, filter=filter, **kwargs)
+            return ds.dataset(t).scanner(columns=columns, filter=filter, **kwargs)
+
+    def _decode(self, d: ds.Dataset, columns) -> pa.Table | None:
+        """The decoded columns of ``d`` (the current dataset) as one table
+        holding at least ``columns`` (None: all), the missing ones decoded
+        now and kept; None when the records' bytes and their decoded columns
+        would pass ``cache_bytes`` (each query then decodes what it needs
+        from the fragments). Columns decoded by separate calls line up row
+        by row: ``to_table`` keeps the fragments' order."""
+        if d is not self._dataset or not self._kept:  # planned again meanwhile, or streamed (above the budget)
+            return None
+        want = d.schema.names if columns is None else list(columns)
+        have = self._decoded
+        missing = [c for c in want if have is None or c not in have.column_names]
+        if missing:
+            new = d.to_table(columns=missing).combine_chunks()
+            self.stats["columns_decoded"] += len(missing)
+            if have is None:
+                have = new
+            else:
+                for c in missing:
+                    have = have.append_column(new.schema.field(c), new.column(c))
+            if sum(e.size for e in self._kept.values()) + have.nbytes > self._cache_bytes:
+                self._decoded = None
+                return None
+            self._decoded = have
+        return have
 
     # the other Dataset methods, on the current dataset (the base class's need a C++ dataset this object lacks)
     def to_table(self, *a, **k):  # type: ignore[override]
@@ -159,7 +199,7 @@ class RecordsData(ds.Dataset):
         """Drop the records kept and close the connections to the tracker and peers."""
         with self._lock:
             self._kept.clear()
-            self._dataset = None
+            self._dataset = self._decoded = None
             self._generations = None
         self._finalizer()
 
@@ -180,7 +220,7 @@ class RecordsData(ds.Dataset):
                 d = dataset(self._paths, tracker=self._tracker, local=self._local, as_of=self._as_of)
             else:
                 d = self._build(plan)
-            self._dataset, self._generations = d, dict(plan.generations)
+            self._dataset, self._decoded, self._generations = d, None, dict(plan.generations)
             return d
 
     def _now(self) -> dict[str, int]:
