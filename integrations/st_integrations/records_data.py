@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from .formats import RAW_SCHEMA, SchemaSource, conform, detect_source, unify
+from .formats import RAW_SCHEMA, SchemaSource, conform, detect_source, project, scan_record, unify
 from .readplan import ScanPlan, plan_scan
 from .scan import ScanOptions, kept_schema_sources, record_buffers
 
@@ -55,17 +55,49 @@ _TABLE_FORMATS = ("raw", "arrows")  # decoded to tables when read; the others st
 
 @dataclass
 class _Kept:
-    """One record as read: a fragment over its bytes, or its table."""
+    """One record as read: its bytes, and a fragment over them or its table."""
 
     record: str
     fmt: str
-    size: int
+    data: pa.Buffer
     fragment: ds.Fragment | None = None
     table: pa.Table | None = None
+    parquet: object = None  # a pyarrow.parquet.ParquetFile over data (its footer parsed once), made on first decode
+
+    @property
+    def size(self) -> int:
+        return self.data.size
 
     @property
     def schema(self) -> pa.Schema:
         return self.table.schema if self.table is not None else self.fragment.physical_schema  # type: ignore[union-attr]
+
+    def columns(self, schema: pa.Schema, columns: list[str]) -> pa.Table:
+        """The record's ``columns`` in the unified ``schema`` (missing
+        ones null, types cast: :func:`formats.conform`); a Parquet record
+        decodes only those columns' chunks. Runs in a decoding thread."""
+        out = project(schema, columns)
+        if self.fmt != "parquet":
+            src = self.data if self.table is None else None
+            if src is None:  # IPC streams and raw records: their table, conformed
+                batches = [conform(b, schema, self.record).select(columns) for b in self.table.to_batches()]  # type: ignore[union-attr]
+            else:
+                batches = list(scan_record(self.record, src, self.fmt, schema, columns))
+            return pa.Table.from_batches(batches, schema=out)
+        if self.parquet is None:
+            import pyarrow.parquet as pq
+
+            self.parquet = pq.ParquetFile(pa.BufferReader(self.data))
+        pf = self.parquet
+        names = set(pf.schema_arrow.names)  # type: ignore[attr-defined]
+        have = [c for c in columns if c in names]
+        if not have:
+            n = pf.metadata.num_rows  # type: ignore[attr-defined]
+            return pa.table([pa.nulls(n, f.type) for f in out], schema=out)
+        t = pf.read(columns=have, use_threads=False)  # type: ignore[attr-defined]
+        if t.schema.equals(out):
+            return t
+        return pa.Table.from_batches([conform(b, out, self.record) for b in t.to_batches()], schema=out)
 
 
 def _key(ref) -> tuple:
@@ -119,6 +151,7 @@ class RecordsData(ds.Dataset):
         self._generations: dict[str, int] | None = None
         self._dataset: ds.Dataset | None = None
         self._decoded: pa.Table | None = None  # the columns of _dataset decoded so far, one chunk each
+        self._order: list[tuple] = []  # the keys of _dataset's records, in the plan's order
         self._lock = threading.RLock()
         self.stats = {"plans": 0, "records_read": 0, "bytes_read": 0, "queries": 0, "columns_decoded": 0}
         self._finalizer = weakref.finalize(self, _close, self._client, self._handles)
@@ -156,14 +189,15 @@ class RecordsData(ds.Dataset):
         now and kept; None when the records' bytes and their decoded columns
         would pass ``cache_bytes`` (each query then decodes what it needs
         from the fragments). Columns decoded by separate calls line up row
-        by row: ``to_table`` keeps the fragments' order."""
+        by row: every call decodes the records in the plan's order."""
+        schema = d.schema
         if d is not self._dataset or not self._kept:  # planned again meanwhile, or streamed (above the budget)
             return None
-        want = d.schema.names if columns is None else list(columns)
+        want = schema.names if columns is None else list(columns)
         have = self._decoded
         missing = [c for c in want if have is None or c not in have.column_names]
         if missing:
-            new = d.to_table(columns=missing).combine_chunks()
+            new = _decode_columns([self._kept[k] for k in self._order], schema, missing)
             self.stats["columns_decoded"] += len(missing)
             if have is None:
                 have = new
@@ -235,7 +269,7 @@ class RecordsData(ds.Dataset):
 
     def _build(self, plan: ScanPlan) -> ds.Dataset:
         refs = [r for u in plan.units for r in u.records]
-        keys = [_key(r) for r in refs]
+        keys = self._order = [_key(r) for r in refs]
         self._kept = {k: self._kept[k] for k in keys if k in self._kept}  # records gone from the plan dropped
         self._read([u for u in plan.units], keys)
         schema = _unify(plan, [self._kept[k] for k in keys], keys)
@@ -295,12 +329,31 @@ class RecordsData(ds.Dataset):
         self.stats["bytes_read"] += buf.size
         fmt = detect_source(ref.name, buf)
         if fmt == "raw":
-            e = _Kept(ref.name, fmt, buf.size, table=pa.table({"record": [ref.name], "data": [buf]}, schema=RAW_SCHEMA))
+            e = _Kept(ref.name, fmt, buf, table=pa.table({"record": [ref.name], "data": [buf]}, schema=RAW_SCHEMA))
         elif fmt == "arrows":
-            e = _Kept(ref.name, fmt, buf.size, table=pa.ipc.open_stream(pa.BufferReader(buf)).read_all())
+            e = _Kept(ref.name, fmt, buf, table=pa.ipc.open_stream(pa.BufferReader(buf)).read_all())
         else:
-            e = _Kept(ref.name, fmt, buf.size, fragment=dataset_format(ref.name, fmt).make_fragment(buf))
+            e = _Kept(ref.name, fmt, buf, fragment=dataset_format(ref.name, fmt).make_fragment(buf))
         self._kept[_key(ref)] = e
+
+
+DECODE_CHUNK = 256  # records a decoding task decodes
+
+
+def _decode_columns(kept: list[_Kept], schema: pa.Schema, columns: list[str]) -> pa.Table:
+    """``columns`` of every record of ``kept``, in this order, as one table
+    of one chunk a column: a Parquet record through its ``ParquetFile``
+    (its footer parsed once per connection; pyarrow's dataset scanner costs
+    more per small record), the others by :func:`formats.scan_record`; in
+    this process's read-ahead threads (the decoding releases the GIL)."""
+    from .batch_read import _executor
+
+    chunks = [kept[i : i + DECODE_CHUNK] for i in range(0, len(kept), DECODE_CHUNK)]
+    parts = list(_executor().map(lambda chunk: [e.columns(schema, columns) for e in chunk], chunks))
+    tables = [t for part in parts for t in part]
+    if not tables:
+        return project(schema, columns).empty_table()
+    return pa.concat_tables(tables).combine_chunks()
 
 
 def _unify(plan: ScanPlan, kept: list[_Kept], keys: list[tuple]) -> pa.Schema:
