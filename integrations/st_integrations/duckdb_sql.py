@@ -49,10 +49,12 @@ With ``data=True`` (:func:`connect_files`), also:
     raw records as ``(record, data)``), across every file, read through
     :class:`st_integrations.records_data.RecordsData` by the readers' scan
     path (the copies GET_LOCAL reveals to this host many at a time by one
-    native call, checked; pipelined GETs for the others) when a query first
-    names it, and kept: a later query reads nothing again while no file's
-    generation changes, and only the new records when one does. DuckDB
-    pushes column projection and filters into the scan.
+    native call, checked; pipelined GETs for the others) when the view is
+    registered (DuckDB asks for its schema), and kept: a later query reads
+    nothing again while no file's generation changes, and only the records
+    a commit added or replaced when one does; each column is decoded once,
+    by the first query that names it. DuckDB pushes column projection and
+    filters into the scan.
 """
 
 from __future__ import annotations
@@ -369,8 +371,8 @@ def connect_files(client, names: list[str], data: bool = False, as_of=None):
         from .arrow_dataset import close_at_exit
         from .records_data import RecordsData
 
-        # the paths as given: a path inside a file selects its records here too; read by the
-        # first query that names the view, kept for the next ones (st_integrations.records_data)
+        # the paths as given: a path inside a file selects its records here too; read when
+        # registered, kept for the queries (st_integrations.records_data)
         con.register("records_data", RecordsData(names, tracker=client.tracker.address, as_of=as_of))
         # A connection left open scans records through Python on Arrow's
         # threads: it is closed at exit, before Python finalizes.

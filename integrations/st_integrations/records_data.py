@@ -1,36 +1,43 @@
 """DuckDB's ``records_data`` view: the contents of a connection's records,
 read through the readers' own scan path and kept for the next query
-(issue 38, item 5; docs/analysis.md, "SQL").
+(issue 38, item 5; docs/analysis.md, "pyarrow datasets and SQL over
+contents").
 
 :class:`RecordsData` is what :func:`st_integrations.duckdb_sql.connect_files`
-registers as ``records_data``. DuckDB binds a query to its ``schema`` and
-asks its ``scanner(columns=..., filter=...)`` for the rows (the projection
-and the filter of the query pushed down); both first check each file's
-commit generation in its infofile (a local SQLite read, no record read):
+registers as ``records_data``. DuckDB asks for its ``schema`` when it is
+registered and when a query is bound, and for a ``scanner(columns=...,
+filter=...)`` when the query runs (the projection and the filter of the
+query pushed down); both first check each file's commit generation in its
+infofile (a local SQLite read, no record read):
 
-* the generations the last query saw: the records already read are
-  scanned again from memory (nothing is read);
+* the generations seen last: the records already read are used again
+  (nothing is read);
 * otherwise the scan is planned again (:func:`readplan.plan_scan`, GET_LOCAL)
   and only the records not read before are read: the copies GET_LOCAL
   reveals to this host many at a time by one native call, checked against
   their size and CRC-32C (:func:`scan.record_buffers`, the Dask and Ray
-  readers' path), those of peers on other hosts by pipelined GETs; records
-  no longer in the plan are dropped.
+  read tasks' path), those of peers on other hosts by pipelined GETs;
+  records no longer in the plan are dropped.
 
-The records are kept as their bytes: Parquet, Arrow IPC, CSV and JSON lines
-records as ``pyarrow.dataset`` fragments over those bytes, so each query
-decodes only the columns it names and Parquet skips row groups by their
-statistics; Arrow IPC streams and raw records (``(record, data)``) as
-tables. The schema is unified as the readers unify it (the schemas kept in
-the infofiles, then the headers of the other records).
+The records are kept as their bytes. A query's columns that no earlier
+query decoded are decoded then, from every record (a Parquet record
+through its ``ParquetFile``, only those columns' chunks; the others by
+:func:`formats.scan_record`), and appended to one table per connection,
+which DuckDB scans with the query's projection and filter. The schema is
+unified as the readers unify it (the schemas kept in the infofiles, then
+the headers of the other records; the one call to :func:`formats.unify`
+is in :func:`_unify`).
 
 When a plan's records hold more than ``cache_bytes`` bytes, nothing is kept
 in memory: each query scans them through the ``storetorrent://``
 filesystem (:func:`st_integrations.arrow_dataset.dataset`, record by record,
-streaming), planned again when a generation changes.
+streaming), planned again when a generation changes; when the bytes kept
+and the decoded columns would pass it, the columns are not kept and each
+query scans the records' fragments (``pyarrow.dataset``, with the filter
+pushed into Parquet's row-group statistics).
 
-Thread safety: a lock serialises the planning and reading of one object
-(DuckDB asks for the scanner under the GIL, from the querying thread).
+Thread safety: a lock serialises the planning, reading and decoding of one
+object (DuckDB asks for the scanner under the GIL).
 """
 
 from __future__ import annotations
