@@ -153,7 +153,8 @@ class RecordsData(ds.Dataset):
         self._paths, self._tracker, self._as_of = list(paths), tracker, as_of
         self._local, self._cache_bytes = local is not False, cache_bytes
         self._client = Client(tracker)
-        self._handles: dict[str, object] = {}
+        self._handles: dict[str, object] = {}  # open handles for GETs, closed after each read
+        self._infofiles: dict[str, str] = {}  # {file: its infofile's path}, of the last plan
         self._kept: dict[tuple, _Kept] = {}
         self._generations: dict[str, int] | None = None
         self._dataset: ds.Dataset | None = None
@@ -262,16 +263,25 @@ class RecordsData(ds.Dataset):
             else:
                 d = self._build(plan)
             self._dataset, self._decoded, self._generations = d, None, dict(plan.generations)
+            self._infofiles = {name: p.infofile_path for name, p in plan.plans.items()}
             return d
 
-    def _now(self) -> dict[str, int]:
-        """Each file's generation now (its infofile's), as of ``as_of`` if given."""
+    def _now(self) -> dict[str, int] | None:
+        """Each file's generation now, read from its infofile (opened and
+        closed: thousands of files hold no descriptors between queries);
+        with ``as_of``, the generations planned (a past state does not
+        change)."""
+        from st_py.core.infofile import InfofileReader
+
+        if self._as_of is not None:
+            return self._generations
         out = {}
-        for name in self._generations or {}:
-            f = self._handles.get(name)
-            if f is None:
-                f = self._handles[name] = self._client.open(name, as_of=self._as_of)
-            out[name] = f.generation  # type: ignore[attr-defined]
+        for name, path in self._infofiles.items():
+            r = InfofileReader(path)
+            try:
+                out[name] = r.generation()
+            finally:
+                r.close()
         return out
 
     def _build(self, plan: ScanPlan) -> ds.Dataset:
@@ -321,13 +331,18 @@ class RecordsData(ds.Dataset):
         """``(ref, bytes)`` of ``refs`` by GET, queued on each file's handle
         and read back in order (checked by GET; objects read whole)."""
         pending = []
-        for r in refs:
-            f = self._handles.get(r.file)
-            if f is None:
-                f = self._handles[r.file] = self._client.open(r.file, as_of=self._as_of)
-            pending.append((r, f.queue_get(r.name)))  # type: ignore[attr-defined]
-        for r, p in pending:
-            yield r, pa.py_buffer(p.result())
+        try:
+            for r in refs:
+                f = self._handles.get(r.file)
+                if f is None:
+                    f = self._handles[r.file] = self._client.open(r.file, as_of=self._as_of)
+                pending.append((r, f.queue_get(r.name)))  # type: ignore[attr-defined]
+            for r, p in pending:
+                yield r, pa.py_buffer(p.result())
+        finally:
+            for f in self._handles.values():
+                f.close()  # type: ignore[attr-defined]
+            self._handles.clear()
 
     def _keep(self, ref, buf: pa.Buffer) -> None:
         from st_py.core.record_format import dataset_format
