@@ -220,21 +220,27 @@ class RecordsData(ds.Dataset):
 
     # the other Dataset methods, on the current dataset (the base class's need a C++ dataset this object lacks)
     def to_table(self, *a, **k):  # type: ignore[override]
+        """``pyarrow.dataset.Dataset.to_table`` on the records as of the last freshness check (a pyarrow Table)."""
         return self.current().to_table(*a, **k)
 
     def to_batches(self, *a, **k):  # type: ignore[override]
+        """``pyarrow.dataset.Dataset.to_batches`` on the current records (an iterator of RecordBatches)."""
         return self.current().to_batches(*a, **k)
 
     def count_rows(self, *a, **k):  # type: ignore[override]
+        """``pyarrow.dataset.Dataset.count_rows`` on the current records (an int)."""
         return self.current().count_rows(*a, **k)
 
     def head(self, *a, **k):  # type: ignore[override]
+        """``pyarrow.dataset.Dataset.head`` on the current records (a pyarrow Table of the first rows)."""
         return self.current().head(*a, **k)
 
     def take(self, *a, **k):  # type: ignore[override]
+        """``pyarrow.dataset.Dataset.take`` on the current records (a pyarrow Table of those rows)."""
         return self.current().take(*a, **k)
 
     def get_fragments(self, *a, **k):  # type: ignore[override]
+        """``pyarrow.dataset.Dataset.get_fragments`` of the current records' dataset."""
         return self.current().get_fragments(*a, **k)
 
     def close(self) -> None:
@@ -368,10 +374,10 @@ def _decode_columns(kept: list[_Kept], schema: pa.Schema, columns: list[str]) ->
     (its footer parsed once per connection; pyarrow's dataset scanner costs
     more per small record), the others by :func:`formats.scan_record`; in
     this process's read-ahead threads (the decoding releases the GIL)."""
-    from .batch_read import _executor
+    from .batch_read import executor
 
     chunks = [kept[i : i + DECODE_CHUNK] for i in range(0, len(kept), DECODE_CHUNK)]
-    parts = list(_executor().map(lambda chunk: [e.columns(schema, columns) for e in chunk], chunks))
+    parts = list(executor().map(lambda chunk: [e.columns(schema, columns) for e in chunk], chunks))
     tables = [t for part in parts for t in part]
     if not tables:
         return project(schema, columns).empty_table()
