@@ -279,6 +279,15 @@ def standing(reader, copies: Iterable[tuple[str, str, int]]) -> dict[tuple[str, 
     return copy_standing(reader, list(copies), time.time() - RECENT_HOLDER_S)
 
 
+def admissible(rule: Mapping[int, str], cands: Iterable[int]) -> tuple[list[int], list[int]]:
+    """``(first choice, last resort)`` of ``cands`` for one copy by its
+    :func:`standing` ``rule``: those with no live copy under its stored name
+    and no moved-away copy of another rank older plans may read (a peer that
+    takes the copy back is among them), then those only the latter bars."""
+    ok = [p for p in cands if rule.get(p) != LIVE]
+    return [p for p in ok if rule.get(p) != STALE], ok
+
+
 def short_of_peers(copies: int, in_service: int) -> str:
     """Why a copy cannot be placed, with the numbers: ``"3 copies need 3
     peers in service; 2 are"``, or, with enough peers, that every one of
@@ -661,8 +670,8 @@ def restore_unstored_retained(f, fm: FileMoves) -> tuple[int, int]:
     version ended with them quarantined or pending; docs/snapshots.md,
     "Maintenance"), as repair does a current record's: the version is read
     from one of its stored copies (CRC-checked), written under its stored
-    name at the copy's rank to a live peer that keeps no copy of that name
-    (the copy's own holder if no other can take it), and committed with the
+    name at the copy's rank to a live peer that :func:`standing` lets take
+    it (the copy's own holder only if no other can), and committed with the
     version's ``until`` (``MoveCopies`` from the holder the copy was
     committed to). Returns ``(copies found, copies of versions with no
     stored copy left)``; what was stored is added to ``fm``."""
@@ -698,8 +707,10 @@ def _restore_batch(f, versions: dict[tuple[str, int], tuple[RecordMeta, list[tup
 
     def place(k: tuple[str, int], rank: int) -> int | None:
         m = metas[k]
-        usable = [p for p in sorted(f.peers) if p not in taken[k] and rule(k, rank).get(p) != LIVE and f.peer_usable(p)]
-        cands = [p for p in usable if rule(k, rank).get(p) != STALE] or usable  # the rule of moves (standing)
+        # the rule of moves (standing); the holder whose verifier found the copy bad last
+        first, last = admissible(rule(k, rank), [p for p in sorted(f.peers) if p not in taken[k] and f.peer_usable(p)])
+        was = holder[(k, rank)]
+        cands = [p for p in first if p != was] or [p for p in last if p != was] or last
         if not cands:
             fm.stuck.append(
                 f"{m.name} (the version ended at generation {k[1]}): "
