@@ -503,4 +503,3 @@ def test_drain_and_spread_converge_with_kept_versions(make_cluster):
     assert "3 copies need 3 peers in service; 2 are" in text, text
     assert "add a peer" in text, text
     run_cli(cluster, "drain", old[0], "--cancel", check=True)
-    _read_every_way(cluster, c, states)
