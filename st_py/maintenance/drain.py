@@ -228,8 +228,12 @@ def drain(
     DrainReport
         ``complete`` when the peer holds no committed copy and is retired;
         otherwise it stays ``draining`` and ``copies_left`` says how many
-        copies are still on it (records no peer in service can take: add
-        peers; files that could not be opened: ``failed_files``).
+        copies are still on it (copies no peer in service can take, each
+        with why in its file's ``stuck``, and ``to_finish`` what would let
+        the drain finish; files that could not be opened:
+        ``failed_files``). A copy goes to any peer in service holding no
+        live copy of its version (``st_py.maintenance.moves``, "Where a copy
+        may go"), so it is stuck only when too few peers are in service.
 
     Raises
     ------
