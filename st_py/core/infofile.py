@@ -326,6 +326,14 @@ class InfofileReader:
             return True
         return self.object(name) is not None
 
+    def tree_conflict(self, name: str) -> tuple[str, str] | None:
+        """The committed record or object that keeps new ``name`` from
+        being committed (a name is a record or a folder, never both): see
+        :func:`st_py.core.record_names.tree_conflict`. Index lookups."""
+        from st_py.core.record_names import tree_conflict
+
+        return tree_conflict(self.conn, name, objects=self._has_objects())
+
     _has_versions = False  # the columns exist (once added, they stay)
 
     def _version_columns(self) -> str:
