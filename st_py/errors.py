@@ -130,7 +130,7 @@ class BadNameError(StoreTorrentError, ValueError):
 
 class RecordNameRuleError(BadNameError):
     """A new record name that is not a relative path (docs/decisions.md,
-    "Record names are paths without dots"): a leading or trailing ``/``,
+    "Record names"): a leading or trailing ``/``,
     an empty component (``a//b``), or a ``.`` or ``..`` component. Names
     committed before the rule stay readable; only puts are refused.
 

@@ -439,7 +439,7 @@ def rename_in_infofile(cluster, file: str, renames: dict[str, str]) -> None:
     """Give committed records of ``file`` other names in its infofile, as a
     file written before the rule for record names holds them (``/lead``,
     ``x//y``, ``..``, or a name that is also a folder of other records;
-    docs/decisions.md, "Record names are paths without dots"), which no
+    docs/decisions.md, "Record names"), which no
     put makes any more. With the tracker stopped, each record's row and
     its copies' rows take the new name and ``stored_as`` keeps the name
     its copies have on the peers, so they stay readable; then the tracker

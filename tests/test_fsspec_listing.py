@@ -6,7 +6,7 @@ from the list of names written (docs/fsspec.md, "Path model" and
 The file mixes nested record names, striped objects (one name each, never
 their stripes), names that need escaping in URLs and globs, and names no
 put makes since the rule for record names (docs/decisions.md, "Record
-names are paths without dots") but older files hold (``LEGACY``, given
+names") but older files hold (``LEGACY``, given
 their names in the infofile by ``rename_in_infofile``): a name that is
 both a record and a prefix (``a`` and ``a/b``), listed once as the
 directory, and names with an empty component (``x//y``, ``/lead``,

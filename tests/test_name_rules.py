@@ -1,5 +1,5 @@
-"""The rule for record names (docs/decisions.md, "Record names are paths
-without dots"), through every way in, against real processes: a new name
+"""The rule for record names (docs/decisions.md, "Record names"),
+through every way in, against real processes: a new name
 is a relative path (no leading or trailing '/', no empty, '.' or '..'
 component), and a name is a record or a folder, never both (issue 38,
 items 2 and 4); a file put onto a namespace directory says it is one
@@ -319,3 +319,33 @@ def test_names_an_older_file_holds_stay_readable(module_cluster, tmp_path):
     with c.open("/rules/legacy") as f:
         f.delete("../escape.txt")
     assert names_of(module_cluster, "/rules/legacy") == ["/abs.txt", "a//b", "d/ok"]
+
+
+def test_the_tracker_refuses_what_a_client_did_not_check(module_cluster):
+    """A commit sent past st_py's checks (a raw Commit) meets the same rule
+    at the tracker, with its kind and the record it met."""
+    from st_py._proto import tracker_pb2 as pb
+
+    c = module_cluster.client()
+    with c.create("/rules/raw", replication="x1") as f:
+        f.put("r/s", b"x")
+    info = c.tracker.open("/rules/raw")
+
+    def commit(name: str):
+        rec = pb.RecordCommit(name=name, size=1, crc32c=0, peer_idx=[0])
+        return c.tracker.at(info.file_tracker).commit("/rules/raw", info.file_id, [rec])
+
+    for name, kind, record in (
+        ("../x", "bad-name", ""),
+        ("/abs", "bad-name", ""),
+        ("r", "is-a-directory", "r/s"),
+        ("r/s/t", "not-a-directory", "r/s"),
+    ):
+        reply = commit(name)
+        assert (list(reply.conflict_names), list(reply.conflict_kinds), list(reply.conflict_records)) == (
+            [name],
+            [kind],
+            [record],
+        ), name
+        assert reply.committed == 0
+    assert names_of(module_cluster, "/rules/raw") == ["r/s"]

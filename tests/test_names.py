@@ -42,8 +42,8 @@ REFUSED_RECORD_NAMES = {
     "\udcff\udcfe": "not valid UTF-8",  # bytes b"\xff\xfe" smuggled through surrogateescape
     # Names with path meaning were stored literally until issue 38 (item 4): one such
     # record blocked `get -r` of its whole file and fsspec stored `a/../b` under that
-    # very name. Now refused by the rule for record names (docs/decisions.md, "Record
-    # names are paths without dots"): a changed decision, not a weakened test.
+    # very name. Now refused by the rule for record names (docs/decisions.md,
+    # "Record names"): a changed decision, not a weakened test.
     "..": "'..' component",
     ".": "'.' component",
     "../../../../etc/passwd": "'..' component",

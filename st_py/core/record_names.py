@@ -1,6 +1,6 @@
-"""The rule for record names (docs/decisions.md, "Record names are paths
-without dots"): the one owner of what a record name may be, read by the
-client's put, the tracker's commit, fsspec, the writers and the CLI.
+"""The rule for record names (docs/decisions.md, "Record names"): the one
+owner of what a record name may be, read by the client's put, the
+tracker's commit, fsspec, the writers and the CLI.
 
 A record name is UTF-8 text of 1 to ``MAX_NAME`` bytes without NUL
 (:func:`name_bytes`). A *new* name (a put) is also a relative path:
@@ -29,6 +29,8 @@ IS_A_DIRECTORY = "is-a-directory"
 """Conflict kind: the name is a folder (a committed record starts with ``name + "/"``)."""
 NOT_A_DIRECTORY = "not-a-directory"
 """Conflict kind: a component-prefix of the name is a committed record."""
+BAD_NAME = "bad-name"
+"""Conflict kind: the name breaks the path rule (the tracker's own check)."""
 
 RULE = (
     "a record name is a relative path: '/'-separated components, none empty, '.' or '..' "
@@ -197,6 +199,8 @@ def commit_conflict(file: str, name: str, reason: str, kind: str = "", record: s
 
     if kind in (IS_A_DIRECTORY, NOT_A_DIRECTORY):
         return conflict_error(kind, file, name, record)
+    if kind == BAD_NAME:
+        return RecordNameRuleError(name, path_problem(name) or reason, RULE)
     return RecordExistsError(f"record {reason}", names=[name])
 
 
@@ -208,6 +212,7 @@ def conflict_reason(kind: str, other: str) -> str:
 
 
 __all__ = [
+    "BAD_NAME",
     "IS_A_DIRECTORY",
     "NOT_A_DIRECTORY",
     "RULE",

@@ -34,7 +34,7 @@ from st_py.core.infofile import (
     name_stats,
     stripe_name,
 )
-from st_py.core.record_names import NameTree, conflict_reason, tree_conflict
+from st_py.core.record_names import BAD_NAME, RULE, NameTree, conflict_reason, path_problem, tree_conflict
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,16 @@ class Conflict:
 
 
 def _tree_conflict(c, name: str, batch: NameTree, objects: bool) -> Conflict | None:
-    """The name-tree conflict of a new name (docs/decisions.md, "Record
-    names are paths without dots") against the names earlier in this
-    commit (``batch``) and the committed ones (index lookups), or None.
+    """Why a new name may not be committed (docs/decisions.md, "Record
+    names"): it breaks the path rule, or it is a folder of or below a name
+    earlier in this commit (``batch``) or committed (index lookups); None
+    if nothing.
     Reserved names (stripes, versions) are the tracker's and not checked."""
     if name.startswith(RESERVED_PREFIXES):
         return None
+    why = path_problem(name)
+    if why:  # the rule for new names, whoever sends them
+        return Conflict(name, f"is refused: {why}; {RULE}", BAD_NAME)
     hit = batch.conflict(name) or tree_conflict(c, name, objects=objects)
     if hit is None:
         return None
