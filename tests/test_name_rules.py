@@ -38,14 +38,6 @@ REFUSED_PATHS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def fresh_instances():
-    """fsspec caches filesystems by their arguments: each test makes new ones."""
-    StoreTorrentFileSystem.clear_instance_cache()
-    yield
-    StoreTorrentFileSystem.clear_instance_cache()
-
-
 def names_of(cluster, file: str) -> list[str]:
     with closing(InfofileReader(cluster.namespace / file.strip("/"))) as r:
         return sorted(r.names())
@@ -157,7 +149,7 @@ def test_item2_a_write_onto_a_folder_path_is_refused_everywhere(module_cluster, 
     from st_integrations.dask_reader import read_storetorrent
 
     T = module_cluster.tracker_addr
-    fs = fsspec.filesystem("storetorrent", tracker=T)
+    fs = fsspec.filesystem("storetorrent", tracker=T, skip_instance_cache=True)
     module_cluster.client().create("/exp/run1", replication="x2").close()
     for i in range(3):
         fs.pipe_file(f"/exp/run1/src/tables/p{i}.parquet", parquet(pd.DataFrame({"i": range(i * 10, i * 10 + 10)})))
@@ -192,10 +184,11 @@ def test_item2_a_write_onto_a_folder_path_is_refused_everywhere(module_cluster, 
     assert [(d["name"], d["type"]) for d in listed] == [("/exp/run1/src/tables", "directory")]
     assert fs.info("/exp/run1/src/tables")["type"] == "directory"
     assert fs.info("/exp/run1/src/tables/p0.parquet")["type"] == "file"
+    StoreTorrentFileSystem.clear_instance_cache()  # pandas' cached filesystem: not for a later cluster's port
 
 
 def test_item4_fsspec_refuses_dots_instead_of_storing_them(module_cluster):
-    fs = fsspec.filesystem("storetorrent", tracker=module_cluster.tracker_addr)
+    fs = fsspec.filesystem("storetorrent", tracker=module_cluster.tracker_addr, skip_instance_cache=True)
     module_cluster.client().create("/exp/dots", replication="x1").close()
     fs.pipe_file("/exp/dots/keep", b"k")
     for path in ("/exp/dots/../escape.txt", "/exp/dots/a/./b", "/exp/dots/a/../b"):
@@ -255,7 +248,7 @@ def test_ray_writer_refuses_a_prefix_below_a_record(module_cluster, monkeypatch)
     from st_integrations.ray_writer import write_storetorrent
 
     monkeypatch.setenv("STORETORRENT_TRACKER", module_cluster.tracker_addr)
-    fs = fsspec.filesystem("storetorrent", tracker=module_cluster.tracker_addr)
+    fs = fsspec.filesystem("storetorrent", tracker=module_cluster.tracker_addr, skip_instance_cache=True)
     module_cluster.client().create("/rules/ray", replication="x2").close()
     fs.pipe_file("/rules/ray/rec", b"r")
     try:
