@@ -191,6 +191,11 @@ class RecordWriter:
         Raises
         ------
         BadNameError, RecordExistsError, RecordTooLargeError, LeaseHeldError
+        RecordNameRuleError
+            (a BadNameError) no relative path (st_py.core.record_names).
+        RecordIsADirectoryError, RecordNotADirectoryError
+            A folder of, or below, a name committed (when :attr:`check_names`)
+            or in flight on this handle.
         """
         ctx = self.ctx
         name_b = check_new_name(name)
@@ -206,8 +211,15 @@ class RecordWriter:
                 f"record names starting with {VERSION_PREFIX!r} hold the versions of replaced "
                 f"records: use another name for {name[:80]!r} (docs/infofile.md)"
             )
-        if not stripe:
-            self.check_tree(name)
+        exists, hit = False, None
+        if not stripe:  # one statement for both: write-once, and a name is a record or a folder
+            hit = self._names.conflict(name)
+            if hit is None and self.check_names:
+                exists, hit = ctx.infofile().name_state(name)
+            if hit is not None:
+                raise conflict_error(hit[0], ctx.name, name, hit[1])
+        elif self.check_names and not replace:
+            exists = ctx.infofile().exists(name)
         stored_as = ""
         if replace:
             if len(name_b) > MAX_NAME - 64:
@@ -221,7 +233,7 @@ class RecordWriter:
                     "put it again (docs/striping.md)"
                 )
             stored_as = self.versions.version_key(name)
-        elif self.check_names and ctx.infofile().exists(name):
+        elif exists:
             raise RecordExistsError(
                 f"record {name!r} is already committed in {ctx.name}: records are "
                 "write-once; delete it first or use another name",

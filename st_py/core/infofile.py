@@ -330,9 +330,14 @@ class InfofileReader:
         """The committed record or object that keeps new ``name`` from
         being committed (a name is a record or a folder, never both): see
         :func:`st_py.core.record_names.tree_conflict`. Index lookups."""
-        from st_py.core.record_names import tree_conflict
+        return self.name_state(name)[1]
 
-        return tree_conflict(self.conn, name, objects=self._has_objects())
+    def name_state(self, name: str) -> tuple[bool, tuple[str, str] | None]:
+        """Whether ``name`` is committed (record or object), and its tree
+        conflict, in one statement: :func:`st_py.core.record_names.name_state`."""
+        from st_py.core.record_names import name_state
+
+        return name_state(self.conn, name, objects=self._has_objects())
 
     _has_versions = False  # the columns exist (once added, they stay)
 

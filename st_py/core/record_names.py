@@ -20,6 +20,7 @@ component, and one range), never a scan.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from st_py.errors import BadNameError, RecordIsADirectoryError, RecordNameRuleError, RecordNotADirectoryError
@@ -98,47 +99,103 @@ def check_new_name(name: str) -> bytes:
 def parents(name: str) -> list[str]:
     """The proper component-prefixes of ``name``, shortest first:
     ``a/b/c`` -> ``[a, a/b]``."""
-    parts = name.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+    out = []
+    i = name.find("/")
+    while i >= 0:
+        out.append(name[:i])
+        i = name.find("/", i + 1)
+    return out
 
 
 def _below_upper(name: str) -> str:
     return name + "0"  # "0" follows "/": [name + "/", name + "0") is every name below it
 
 
+def name_state(conn, name: str, objects: bool = True) -> tuple[bool, tuple[str, str] | None]:
+    """Whether ``name`` is committed (a record or striped object) and the
+    committed name that keeps it from being committed anew, as
+    :func:`tree_conflict` gives it, in **one** statement: the name and its
+    parents (an ``IN`` on each table's primary key) and the first name
+    below it (an index range per table). A put's whole check against the
+    infofile (:meth:`st_py.core.infofile.InfofileReader.name_state`).
+
+    ``conn``: an infofile connection (``execute``), read inside the
+    caller's transaction if it holds one; ``objects=False``: the file has
+    no objects table (made before striped objects).
+    """
+    ps = parents(name)
+    keys = [name, *ps]
+    marks = ",".join("?" * len(keys))
+    below = (name + "/", _below_upper(name))
+    tables = ("records", "objects") if objects else ("records",)
+    sql = " UNION ALL ".join(
+        f"SELECT name, 0 FROM {t} WHERE name IN ({marks}) UNION ALL "
+        f"SELECT * FROM (SELECT name, 1 FROM {t} WHERE name >= ? AND name < ? ORDER BY name LIMIT 1)"
+        for t in tables
+    )
+    rows = conn.execute(sql, [*keys, *below] * len(tables)).fetchall()
+    exists = any(n == name for n, b in rows if not b)
+    hit = min((n for n, b in rows if not b and n != name), key=len, default=None)
+    if hit is not None:
+        return exists, (NOT_A_DIRECTORY, hit)
+    first = min((n for n, b in rows if b), default=None)
+    return exists, (None if first is None else (IS_A_DIRECTORY, first))
+
+
 def tree_conflict(conn, name: str, objects: bool = True) -> tuple[str, str] | None:
     """The committed record or striped object that keeps ``name`` from
     being committed, as ``(kind, that name)``: :data:`NOT_A_DIRECTORY` (it
-    is a component-prefix of ``name``) or :data:`IS_A_DIRECTORY` (it starts
-    with ``name + "/"``); None if none. ``name`` itself never conflicts (a
-    replacement, an idempotent retry).
+    is a component-prefix of ``name``; the shortest) or
+    :data:`IS_A_DIRECTORY` (it starts with ``name + "/"``); None if none.
+    ``name`` itself never conflicts (a replacement, an idempotent retry).
 
     ``conn``: an infofile connection (``execute``), read inside the
-    caller's transaction if it holds one. Index lookups only: one
-    ``IN`` over the parents and one range per table; ``objects=False``
-    skips the objects table (the caller knows it is empty).
+    caller's transaction if it holds one. One statement of index lookups
+    (:func:`name_state`); ``objects=False`` leaves out the objects table
+    (the caller knows it is empty or absent).
     """
-    ps = parents(name)
+    return name_state(conn, name, objects)[1]
+
+
+def tree_conflicts(conn, names: list[str], objects: bool = True) -> dict[str, tuple[str, str]]:
+    """:func:`tree_conflict` of many ``names`` at once (a group commit):
+    ``{name: (kind, committed name)}`` for those that conflict. Two
+    statements per table, whatever the count (the names go in as one JSON
+    array; each is an index lookup or an index range inside SQLite, no
+    round trip per name). Parents are judged first, as
+    :func:`tree_conflict` does."""
+    out: dict[str, tuple[str, str]] = {}
+    if not names:
+        return out
+    dirs = {n[: n.rfind("/")] for n in names if "/" in n}  # one per name; their parents are few
+    ps = sorted(dirs.union(*(parents(d) for d in dirs)))
     for table in ("records", "objects") if objects else ("records",):
         try:
             if ps:
-                row = conn.execute(
-                    f"SELECT name FROM {table} WHERE name IN ({','.join('?' * len(ps))}) ORDER BY length(name) LIMIT 1",
-                    ps,
-                ).fetchone()
-                if row is not None:
-                    return NOT_A_DIRECTORY, row[0]
-            row = conn.execute(
-                f"SELECT name FROM {table} WHERE name >= ? AND name < ? ORDER BY name LIMIT 1",
-                (name + "/", _below_upper(name)),
-            ).fetchone()
+                hit = {
+                    r[0]
+                    for r in conn.execute(
+                        f"SELECT name FROM {table} WHERE name IN (SELECT value FROM json_each(?))", (json.dumps(ps),)
+                    )
+                }
+                if hit:
+                    for n in names:
+                        if n not in out:
+                            p = next((p for p in parents(n) if p in hit), None)
+                            if p is not None:
+                                out[n] = (NOT_A_DIRECTORY, p)
+            rows = conn.execute(
+                f"SELECT j.value, (SELECT name FROM {table} WHERE name >= j.value || '/' AND name < j.value || '0' "
+                "ORDER BY name LIMIT 1) AS below FROM json_each(?) j WHERE below IS NOT NULL",
+                (json.dumps(names),),
+            ).fetchall()
         except sqlite3.OperationalError:  # a file made before striped objects has no objects table
             if table == "objects":
-                return None
+                return out
             raise
-        if row is not None:
-            return IS_A_DIRECTORY, row[0]
-    return None
+        for n, below in rows:
+            out.setdefault(n, (IS_A_DIRECTORY, below))
+    return out
 
 
 class NameTree:
@@ -150,9 +207,12 @@ class NameTree:
         self._names: dict[str, int] = {}  # name -> how many times added
         self._folders: dict[str, int] = {}  # proper parents of the names -> how many names below
 
-    def conflict(self, name: str) -> tuple[str, str] | None:
-        """``(kind, name in the tree)`` that blocks ``name``, or None."""
-        for p in parents(name):
+    def conflict(self, name: str, ps: list[str] | None = None) -> tuple[str, str] | None:
+        """``(kind, name in the tree)`` that blocks ``name``, or None
+        (``ps``: its :func:`parents`, if the caller has them)."""
+        if not self._names:
+            return None
+        for p in parents(name) if ps is None else ps:
             if p in self._names:
                 return NOT_A_DIRECTORY, p
         if name in self._folders:
@@ -160,11 +220,12 @@ class NameTree:
             return IS_A_DIRECTORY, next((n for n in self._names if n.startswith(lo)), lo)
         return None
 
-    def add(self, name: str) -> None:
-        """Count ``name`` in."""
+    def add(self, name: str, ps: list[str] | None = None) -> None:
+        """Count ``name`` in (``ps``: its :func:`parents`, if the caller has them)."""
         self._names[name] = self._names.get(name, 0) + 1
-        for p in parents(name):
-            self._folders[p] = self._folders.get(p, 0) + 1
+        folders = self._folders
+        for p in parents(name) if ps is None else ps:
+            folders[p] = folders.get(p, 0) + 1
 
     def discard(self, name: str) -> None:
         """Count ``name`` out (once per :meth:`add`)."""
@@ -222,7 +283,9 @@ __all__ = [
     "conflict_error",
     "conflict_reason",
     "name_bytes",
+    "name_state",
     "parents",
     "path_problem",
     "tree_conflict",
+    "tree_conflicts",
 ]

@@ -34,7 +34,16 @@ from st_py.core.infofile import (
     name_stats,
     stripe_name,
 )
-from st_py.core.record_names import BAD_NAME, RULE, NameTree, conflict_reason, path_problem, tree_conflict
+from st_py.core.record_names import (
+    BAD_NAME,
+    RULE,
+    NameTree,
+    conflict_reason,
+    parents,
+    path_problem,
+    tree_conflict,
+    tree_conflicts,
+)
 
 
 @dataclass(frozen=True)
@@ -50,19 +59,26 @@ class Conflict:
     record: str = ""
 
 
-def _tree_conflict(c, name: str, batch: NameTree, objects: bool) -> Conflict | None:
+def _tree_conflict(
+    c, name: str, batch: NameTree, objects: bool, known: dict[str, tuple[str, str]] | None = None
+) -> Conflict | None:
     """Why a new name may not be committed (docs/decisions.md, "Record
     names"): it breaks the path rule, or it is a folder of or below a name
-    earlier in this commit (``batch``) or committed (index lookups); None
-    if nothing.
-    Reserved names (stripes, versions) are the tracker's and not checked."""
+    earlier in this commit (``batch``) or committed (index lookups, or
+    ``known``: :func:`~st_py.core.record_names.tree_conflicts` of the
+    commit's names, read before its inserts); None if nothing, and then
+    ``name`` joins ``batch``. Reserved names (stripes, versions) are the tracker's and not checked."""
     if name.startswith(RESERVED_PREFIXES):
         return None
     why = path_problem(name)
     if why:  # the rule for new names, whoever sends them
         return Conflict(name, f"is refused: {why}; {RULE}", BAD_NAME)
-    hit = batch.conflict(name) or tree_conflict(c, name, objects=objects)
+    ps = parents(name)
+    hit = batch.conflict(name, ps) or (
+        known.get(name) if known is not None else tree_conflict(c, name, objects=objects)
+    )
     if hit is None:
+        batch.add(name, ps)
         return None
     return Conflict(name, conflict_reason(*hit), hit[0], hit[1])
 
@@ -419,6 +435,15 @@ class InfofileWriter:
         versions = [rec for rec in records if is_version(rec)]
         batch = NameTree()  # the new names accepted so far (a name is a record or a folder, not both)
         objects = _has_objects(c)
+        known = tree_conflicts(  # the committed names in the way of the new ones: two statements a table
+            c,
+            [
+                r[0]
+                for r in records
+                if not is_version(r) and r[0] not in existing and not r[0].startswith(RESERVED_PREFIXES)
+            ],
+            objects,
+        )
         for rec in records:
             if is_version(rec):
                 continue
@@ -429,11 +454,10 @@ class InfofileWriter:
                 if old != (size, crc):
                     conflicts.append(Conflict(name, "already committed with other content; delete it first"))
                 continue
-            tree = _tree_conflict(c, name, batch, objects)
+            tree = _tree_conflict(c, name, batch, objects, known)
             if tree is not None:
                 conflicts.append(tree)
                 continue
-            batch.add(name)
             existing[name] = (size, crc)  # a later duplicate in this batch (another client's
             new_rows.append(
                 (
