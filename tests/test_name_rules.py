@@ -342,3 +342,28 @@ def test_the_tracker_refuses_what_a_client_did_not_check(module_cluster):
         ), name
         assert reply.committed == 0
     assert names_of(module_cluster, "/rules/raw") == ["r/s"]
+
+
+def test_the_batch_check_agrees_with_the_check_of_one_name(tmp_path):
+    """The tracker's check of a whole commit (two statements a table) and
+    a put's check of one name (one statement) give the same conflict for
+    every name, objects included (no processes: an infofile alone)."""
+    from st_py.core.record_names import name_state, tree_conflict, tree_conflicts
+    from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
+
+    path = tmp_path / "f"
+    create_infofile(path, {"file_id": 1, "copies": 1, "name": "/f"}, [(0, "p0", "h:1")])
+    w = InfofileWriter(path)
+    committed = ["a/b/c", "a/bc", "x", "d/e/f/g", "sp ace/[1]", "u/é"]
+    w.commit([(n, 1, i, [0]) for i, n in enumerate(committed)])
+    w.commit([(f".st-stripe/obj/d/{i:08d}", 1, i, [0]) for i in range(1)])
+    assert w.commit_objects([("obj/d", 1, 4096, 1, 0)])[1] == 1
+    probes = ["a", "a/b", "a/b/c/d", "a/bc/x", "a/b c", "x/y", "x", "d/e", "d/e/f/g/h", "obj", "obj/d/e", "sp ace", "u"]
+    probes += ["u/é/x", "zz", "a/b/cc", "d/e/f/gg"]
+    one = {n: tree_conflict(w.conn, n) for n in probes}
+    assert {n: h for n, h in one.items() if h is not None} == tree_conflicts(w.conn, probes)
+    assert one["a"] == ("is-a-directory", "a/b/c") and one["a/b/c/d"] == ("not-a-directory", "a/b/c")
+    assert one["obj"] == ("is-a-directory", "obj/d") and one["obj/d/e"] == ("not-a-directory", "obj/d")
+    assert one["a/b c"] is None and one["a/b/cc"] is None and one["x"] is None  # x itself: a replacement
+    assert name_state(w.conn, "x") == (True, None) and name_state(w.conn, "obj/d") == (True, None)
+    w.conn.close()

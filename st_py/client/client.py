@@ -267,10 +267,10 @@ class Client:
             batch.add(n)
         r = InfofileReader(info.infofile_path)
         try:
-            for n in names:
-                hit = r.tree_conflict(n)
-                if hit is not None and hit[1] not in deleted:
-                    raise conflict_error(hit[0], file, n, hit[1])
+            for i in range(0, len(names), 10_000):  # a job's millions of names: bounded statements
+                for n, hit in r.tree_conflicts(names[i : i + 10_000]).items():
+                    if hit[1] not in deleted:  # one the same commit deletes: the tracker decides
+                        raise conflict_error(hit[0], file, n, hit[1])
         finally:
             r.close()
 

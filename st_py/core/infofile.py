@@ -332,6 +332,13 @@ class InfofileReader:
         :func:`st_py.core.record_names.tree_conflict`. Index lookups."""
         return self.name_state(name)[1]
 
+    def tree_conflicts(self, names: list[str]) -> dict[str, tuple[str, str]]:
+        """:meth:`tree_conflict` of many names at once, in two statements a
+        table: :func:`st_py.core.record_names.tree_conflicts`."""
+        from st_py.core.record_names import tree_conflicts
+
+        return tree_conflicts(self.conn, names, objects=self._has_objects())
+
     def name_state(self, name: str) -> tuple[bool, tuple[str, str] | None]:
         """Whether ``name`` is committed (record or object), and its tree
         conflict, in one statement: :func:`st_py.core.record_names.name_state`."""
