@@ -120,6 +120,7 @@ class StFile:
                 stage=stage,
                 lease=self._versions.lease_for_commit,
                 relocate=ctx.relocate,
+                committed=self._writer.commit_done,
             )
         )
         self._record_reader = RecordReader(ctx)

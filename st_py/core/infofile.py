@@ -325,6 +325,26 @@ class InfofileReader:
             return True
         return self.object(name) is not None
 
+    def tree_conflict(self, name: str) -> tuple[str, str] | None:
+        """The committed record or object that keeps new ``name`` from
+        being committed (a name is a record or a folder, never both): see
+        :func:`st_py.core.record_names.tree_conflict`. Index lookups."""
+        return self.name_state(name)[1]
+
+    def tree_conflicts(self, names: list[str]) -> dict[str, tuple[str, str]]:
+        """:meth:`tree_conflict` of many names at once, in two statements a
+        table: :func:`st_py.core.record_names.tree_conflicts`."""
+        from st_py.core.record_names import tree_conflicts
+
+        return tree_conflicts(self.conn, names, objects=self._has_objects())
+
+    def name_state(self, name: str) -> tuple[bool, tuple[str, str] | None]:
+        """Whether ``name`` is committed (record or object), and its tree
+        conflict, in one statement: :func:`st_py.core.record_names.name_state`."""
+        from st_py.core.record_names import name_state
+
+        return name_state(self.conn, name, objects=self._has_objects())
+
     _has_versions = False  # the columns exist (once added, they stay)
 
     def _version_columns(self) -> str:
