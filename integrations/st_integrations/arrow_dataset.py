@@ -30,8 +30,11 @@ import weakref
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .formats import RAW_SCHEMA, SchemaSource, detect, unify
-from .readplan import plan_scan
+from st_py.core.record_format import dataset_format
+
+from .formats import RAW_SCHEMA, detect
+from .readplan import RecordRef, plan_scan
+from .schemas import SchemaSource, conform, unify
 
 # Formats scanned lazily through the storetorrent:// filesystem. JSON lines
 # records are decoded when the dataset is made, like IPC streams and raw
@@ -166,6 +169,8 @@ def dataset(
     Returns
     -------
     pyarrow.dataset.Dataset
+        Of the schema of :func:`st_integrations.schemas.unify` over the
+        records (each fragment's batches cast to it by pyarrow's scanner).
 
     Raises
     ------
@@ -189,24 +194,25 @@ def dataset(
     stfs = StoreTorrentFileSystem(tracker=tracker, local_reads=local is not False, as_of=as_of)
     remote_fs = pafs.PyFileSystem(_TrackedHandler(stfs))
     _register_exit_hook()
-    groups: dict[str, list[str]] = {}
-    in_memory: list[tuple[str, str, str]] = []  # (format, path, record) decoded now
+    # One group of records per file format (a .tsv record's format differs
+    # from a .csv one's), each record read lazily as a fragment.
+    groups: dict[str, tuple[ds.FileFormat, list]] = {}
+    in_memory: list[tuple[str, str, RecordRef]] = []  # (format, path, ref) decoded now
     sources: list[SchemaSource] = []
     for unit in plan.units:
         for ref in unit.records:
             path = f"{ref.file}/{ref.name}"
             fmt = detect(ref.name, _head(stfs, path))
             if fmt in _DS_FORMATS:
-                groups.setdefault(fmt, []).append(path)
+                dfmt = dataset_format(ref.name, fmt)
+                frag = dfmt.make_fragment(path, filesystem=remote_fs)
+                sources.append(SchemaSource(frag.physical_schema, path))
+                groups.setdefault(repr(dfmt), (dfmt, []))[1].append(ref)
             else:
-                in_memory.append((fmt, path, ref.name))
-    parts = []
-    for fmt, files in sorted(groups.items()):
-        part = ds.dataset(files, format=_DS_FORMATS[fmt], filesystem=remote_fs)
-        sources.extend(SchemaSource(f.physical_schema, f.path) for f in part.get_fragments())
-        parts.append(part)
+                in_memory.append((fmt, path, ref))
     tables = []
-    for fmt, path, record in in_memory:
+    for fmt, path, ref in in_memory:
+        record = ref.name
         data = stfs.cat_file(path)
         if fmt == "arrows":
             t = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
@@ -217,14 +223,24 @@ def dataset(
         else:
             t = pa.table({"record": [record], "data": [data]}, schema=RAW_SCHEMA)
         sources.append(SchemaSource(t.schema, path))
-        tables.append(t)
+        tables.append((t, path, ref))
     if schema is None:
         schema = unify(sources) if sources else RAW_SCHEMA
-    out = [p.replace_schema(schema) if not p.schema.equals(schema) else p for p in parts]
-    if tables:
-        from .formats import conform
 
-        batches = [conform(b, schema, "") for t in tables for b in t.to_batches()]
+    def fragment(dfmt, ref):
+        return dfmt.make_fragment(f"{ref.file}/{ref.name}", filesystem=remote_fs)
+
+    # The scanner casts each fragment's batches to the unified schema (a
+    # CSV record's string column to a Parquet record's large_string, int32
+    # to int64), as conform does for the other readers.
+    out = [
+        ds.FileSystemDataset([fragment(dfmt, r) for r in refs], schema, dfmt, remote_fs)
+        for dfmt, refs in groups.values()
+    ]
+    if tables:
+        batches = []
+        for t, path, _ in tables:
+            batches += [conform(b, schema, path) for b in t.to_batches()]
         out.append(ds.dataset(pa.Table.from_batches(batches, schema=schema)))
     if not out:
         return ds.dataset(schema.empty_table())

@@ -23,7 +23,7 @@ import pyarrow as pa
 from st_py.client.getlocal import local_addresses
 from st_py.wire.transport import split_addr
 
-from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
+from .formats import RAW_SCHEMA, check_columns, project
 from .readplan import ReadUnit, ScanPlan, plan_scan
 from .scan import (
     ScanOptions,
@@ -34,6 +34,7 @@ from .scan import (
     unit_schemas,
     with_out_fields,
 )
+from .schemas import SchemaSource, unify
 
 GENERATION_ATTR = "storetorrent_generation"
 """The key of the DataFrame's ``attrs`` (and of its partitions') that holds

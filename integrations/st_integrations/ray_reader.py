@@ -24,10 +24,11 @@ import functools
 import pyarrow as pa
 
 from .engine_compat import install_ray_task_pinning, ray_task_pinning_fallback
-from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
+from .formats import RAW_SCHEMA, check_columns, project
 from .placement import Placement, PlacementError, check_placement, ray_node_of_peers, ray_pin_args
 from .readplan import ReadUnit, ScanPlan, plan_scan
 from .scan import ScanOptions, kept_schema_sources, options_for, read_unit, unit_schemas, with_out_fields
+from .schemas import SchemaSource, unify
 
 try:
     from ray.data import Datasource as _Datasource

@@ -25,10 +25,7 @@ from .formats import (
     RAW_SCHEMA,
     Decoder,
     RecordFormatError,
-    SchemaConflictError,
-    SchemaSource,
     Source,
-    conform,
     detect,
     detect_source,
     project,
@@ -36,6 +33,7 @@ from .formats import (
     scan_record,
 )
 from .readplan import ReadUnit
+from .schemas import SchemaConflictError, SchemaSource, conform
 
 PATH_COLUMN = "path"
 GENERATION_COLUMN = "generation"
