@@ -33,7 +33,8 @@ import pyarrow.fs as pafs
 from st_py.core.record_format import dataset_format
 
 from .formats import RAW_SCHEMA, detect
-from .readplan import RecordRef, plan_scan
+from .partitioning import HIVE, with_values
+from .readplan import RecordRef, plan_scan, with_partitions
 from .schemas import SchemaSource, conform, unify
 
 # Formats scanned lazily through the storetorrent:// filesystem. JSON lines
@@ -147,6 +148,7 @@ def dataset(
     schema: pa.Schema | None = None,
     local: bool | None = None,
     as_of=None,
+    partitioning: str | None = HIVE,
 ):
     """A pyarrow Dataset over the records of StoreTorrent files ``paths``.
 
@@ -165,16 +167,27 @@ def dataset(
         The files as of a past state (docs/snapshots.md; a snapshot name or
         a time resolves per file), read through a ``storetorrent://``
         filesystem made with that ``as_of``.
+    partitioning : {"hive", None}
+        ``"hive"`` (default, as ``pyarrow.dataset.dataset(...,
+        partitioning="hive")``): the ``key=value`` components of the
+        records' paths below ``paths`` are columns after the records' own,
+        int32 or string as pyarrow types them (``__HIVE_DEFAULT_PARTITION__``
+        is null); each record is a fragment with its partition expression,
+        so a filter on them skips the other partitions' records unopened.
+        None: no partition columns.
 
     Returns
     -------
     pyarrow.dataset.Dataset
         Of the schema of :func:`st_integrations.schemas.unify` over the
-        records (each fragment's batches cast to it by pyarrow's scanner).
+        records (each fragment's batches cast to it by pyarrow's scanner),
+        with the partition columns.
 
     Raises
     ------
     StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError
+    InvalidOptionError
+        ``partitioning`` is none of its values.
     """
     import pyarrow.dataset as ds
 
@@ -185,7 +198,7 @@ def dataset(
 
     tracker = tracker or default_tracker()
     with Client(tracker) as c:
-        plan = plan_scan(c, paths, skip_ignored=True, as_of=as_of)
+        plan = plan_scan(c, paths, skip_ignored=True, as_of=as_of, partitioning=partitioning)
     # Every record through the storetorrent:// filesystem: it reads the
     # copies GET_LOCAL reveals to this host from their local paths, checked
     # against their size and CRC-32C (a bad copy is read by GET from another
@@ -226,9 +239,13 @@ def dataset(
         tables.append((t, path, ref))
     if schema is None:
         schema = unify(sources) if sources else RAW_SCHEMA
+    plan, schema = with_partitions(plan, schema)
+    parts = plan.partitions
 
     def fragment(dfmt, ref):
-        return dfmt.make_fragment(f"{ref.file}/{ref.name}", filesystem=remote_fs)
+        # with its partition values, which the fragment's scans materialise
+        kw = {"partition_expression": parts.expression(ref.file, ref.name)} if parts is not None else {}
+        return dfmt.make_fragment(f"{ref.file}/{ref.name}", filesystem=remote_fs, **kw)
 
     # The scanner casts each fragment's batches to the unified schema (a
     # CSV record's string column to a Parquet record's large_string, int32
@@ -239,7 +256,9 @@ def dataset(
     ]
     if tables:
         batches = []
-        for t, path, _ in tables:
+        for t, path, ref in tables:
+            if parts is not None:
+                t = with_values(t, parts.values(ref.file, ref.name))
             batches += [conform(b, schema, path) for b in t.to_batches()]
         out.append(ds.dataset(pa.Table.from_batches(batches, schema=schema)))
     if not out:

@@ -24,7 +24,8 @@ from st_py.client.getlocal import local_addresses
 from st_py.wire.transport import split_addr
 
 from .formats import RAW_SCHEMA, check_columns, project
-from .readplan import ReadUnit, ScanPlan, plan_scan
+from .partitioning import HIVE, categories
+from .readplan import ReadUnit, ScanPlan, plan_scan, prune, with_partitions
 from .scan import (
     ScanOptions,
     kept_schema_sources,
@@ -114,10 +115,18 @@ def types_mapper(dtype_backend: str | None, convert: bool = True):
     return mapper
 
 
-def _to_pandas(t: pa.Table, dtype_backend: str | None, convert: bool):
-    """``t`` as pandas, with :func:`types_mapper`'s dtypes, as
-    ``dd.read_parquet`` gives them."""
-    return t.to_pandas(types_mapper=types_mapper(dtype_backend, convert))
+def _to_pandas(t: pa.Table, dtype_backend: str | None, convert: bool, cats: dict[str, list]):
+    """``t`` as pandas, with :func:`types_mapper`'s dtypes and the hive
+    partition columns ``cats`` (``{column: known categories}``) as
+    categoricals, as ``dd.read_parquet`` gives them."""
+    import pandas as pd
+
+    df = t.to_pandas(types_mapper=types_mapper(dtype_backend, convert))
+    for name, values in cats.items():
+        if name in df.columns:
+            index = pd.Index(pa.array(values, t.schema.field(name).type).to_pandas())
+            df[name] = df[name].astype(pd.CategoricalDtype(index))
+    return df
 
 
 def _worker_host(addr: str) -> str:
@@ -162,8 +171,9 @@ def worker_of_peers(peers: list[str], dclient) -> dict[str, str]:
 
 class _ReadPartition:
     """The partition function: one read unit -> a pandas DataFrame with
-    the dtypes of ``dtype_backend`` (:func:`types_mapper`). ``columns`` is
-    pushed down by dask's optimizer."""
+    the dtypes of ``dtype_backend`` (:func:`types_mapper`) and the hive
+    partition columns as categoricals of ``cats``. ``columns`` is pushed
+    down by dask's optimizer."""
 
     def __init__(
         self,
@@ -173,11 +183,12 @@ class _ReadPartition:
         columns: list[str] | None,
         generation=None,
         dtype_backend: str | None = None,
+        cats: dict[str, list] | None = None,
         convert: bool = True,
     ):
         self.schema, self.filter, self.opts, self.columns = schema, filter, opts, columns
         self.generation = generation
-        self.dtype_backend, self.convert = dtype_backend, convert
+        self.dtype_backend, self.cats, self.convert = dtype_backend, cats or {}, convert
 
     def __call__(self, unit: ReadUnit, columns=None):
         if columns is None:  # no projection from dask's optimizer: the reader's own
@@ -189,7 +200,7 @@ class _ReadPartition:
             else [c for c in ([columns] if isinstance(columns, str) else list(columns)) if c not in added]
         )
         t = read_unit_table(unit, self.schema, cols, self.filter, self.opts)
-        df = _to_pandas(t, self.dtype_backend, self.convert)
+        df = _to_pandas(t, self.dtype_backend, self.convert, self.cats)
         if self.generation is not None:
             df.attrs[GENERATION_ATTR] = self.generation
         return df
@@ -235,6 +246,7 @@ def read_storetorrent(
     client=None,
     as_of=None,
     include_generation: bool = False,
+    partitioning: str | None = HIVE,
     dtype_backend: str | None = None,
 ):
     """Read StoreTorrent files as a lazy ``dask.dataframe.DataFrame``.
@@ -281,6 +293,14 @@ def read_storetorrent(
     include_generation : bool
         Add a ``generation`` column (int64): the generation each row's file
         was read at.
+    partitioning : {"hive", None}
+        ``"hive"`` (default, as ``dd.read_parquet``): the ``key=value``
+        components of the records' paths below ``paths``
+        (``carrier=DL/part-0.parquet``) are columns, after the records'
+        own, categoricals of their values typed as pyarrow types them
+        (int32 or string; ``__HIVE_DEFAULT_PARTITION__`` is null);
+        ``filters`` on them leave out the records of other partitions
+        before any is opened. None: no partition columns.
     dtype_backend : {None, "numpy_nullable", "pyarrow"}
         The pandas dtypes of the partitions, as ``dd.read_parquet``'s
         argument: None (default) NumPy dtypes (``int64``, ``float64``,
@@ -316,7 +336,7 @@ def read_storetorrent(
     SnapshotNotFoundError, SnapshotExpiredError, InvalidOptionError
         ``as_of`` names no snapshot or time of a file, a state whose history
         is no longer kept, or a generation newer than a file's;
-        ``dtype_backend`` is none of its values.
+        ``partitioning`` or ``dtype_backend`` is none of its values.
 
     Notes
     -----
@@ -354,6 +374,7 @@ def read_storetorrent(
             block_size=block,
             skip_ignored=format is None and decoder is None,
             as_of=as_of,
+            partitioning=partitioning,
         )
     opts = dataclasses.replace(opts, generations=tuple(plan.generations.items()))
     gens = plan.generations
@@ -373,10 +394,16 @@ def read_storetorrent(
         pin_dask_partitions(dclient, placement)
         if schema is None:
             schema = infer_schema(plan, opts, dclient, placement) if plan.units else project(unify([]), None)
+    plan, schema = with_partitions(plan, schema, enabled=opts.format != "raw" or decoder is not None)
     check_columns(schema, cols, dnf if dnf is not None else filt)
+    cats = {}
+    if plan.partitions is not None:  # known categories: every partition's value, as dd.read_parquet
+        cats = categories(plan.partitions, plan.records())
+        plan = prune(plan, filt, schema)  # records of partitions the filters rule out: not read
+        opts = dataclasses.replace(opts, partitions=plan.partitions)
     out_schema = with_out_fields(project(schema, cols), opts)
     convert = convert_string()  # the driver's setting, for every partition (as dd.read_parquet)
-    meta = _to_pandas(out_schema.empty_table(), dtype_backend, convert)
+    meta = _to_pandas(out_schema.empty_table(), dtype_backend, convert, cats)
     meta.attrs[GENERATION_ATTR] = generation
     units = plan.units or [ReadUnit("")]
     # The partitions have Dask's string dtypes already (types_mapper), as
@@ -384,7 +411,7 @@ def read_storetorrent(
     # strings would also decode binary columns (bytes) as UTF-8.
     with dask.config.set({"dataframe.convert-string": False}):
         ddf = dd.from_map(
-            _ReadPartition(schema, filt, opts, cols, generation, dtype_backend, convert),
+            _ReadPartition(schema, filt, opts, cols, generation, dtype_backend, cats, convert),
             units,
             meta=meta,
             label="read-storetorrent",

@@ -37,6 +37,7 @@ from st_py.core.record_format import (
 )
 from st_py.errors import RecordFormatError, StoreTorrentError
 
+from .partitioning import expression_of, with_values
 from .schemas import SchemaConflictError, SchemaSource, StrayRecordError, conform, unify
 
 __all__ = [  # the schema rules are schemas.py's, imported here for older callers
@@ -83,15 +84,19 @@ def _whole(source: Source) -> bytes:
     return source.to_pybytes()
 
 
-def _fragment(name: str, source: Source, fmt: str):
+def _fragment(name: str, source: Source, fmt: str, partition: dict | None = None):
+    """A ``pyarrow.dataset`` fragment of the record; with ``partition``
+    (``{column: scalar}``, its hive partition values) those columns are
+    materialised by the fragment's scans."""
     import pyarrow.fs as pafs
 
     if isinstance(source, pa.NativeFile) and fmt != "parquet":
         source.seek(0)  # only Parquet fragments read a Python file by ranges
         source = source.read_buffer()
+    kw = {"partition_expression": expression_of(partition)} if partition else {}
     if not isinstance(source, str):
-        return dataset_format(name, fmt).make_fragment(source)
-    return dataset_format(name, fmt).make_fragment(source, filesystem=pafs.LocalFileSystem())
+        return dataset_format(name, fmt).make_fragment(source, **kw)
+    return dataset_format(name, fmt).make_fragment(source, filesystem=pafs.LocalFileSystem(), **kw)
 
 
 def record_schema(name: str, path: Source, fmt: str | None = None) -> pa.Schema:
@@ -124,6 +129,7 @@ def scan_record(
     columns: list[str] | None = None,
     filter=None,
     batch_size: int = 131_072,
+    partition: dict[str, pa.Scalar] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Read one record from local disk as Arrow record batches in the
     dataset's schema.
@@ -145,6 +151,10 @@ def scan_record(
     filter : pyarrow.dataset.Expression, optional
         Rows to keep; it may name columns outside ``columns``. Row groups of
         Parquet records are skipped by their statistics.
+    partition : dict of str to pyarrow.Scalar, optional
+        The record's hive partition values
+        (:meth:`st_integrations.partitioning.Partitions.values`): columns of
+        ``schema`` that every row has, whatever the record holds.
 
     Yields
     ------
@@ -174,6 +184,8 @@ def scan_record(
             try:
                 for b in batches:
                     b = conform(b, schema, name)
+                    if partition:
+                        b = with_values(b, partition)
                     if filter is not None:
                         b = pa.Table.from_batches([b]).filter(filter).combine_chunks()
                         b = b.to_batches()[0] if b.num_rows else None
@@ -183,7 +195,7 @@ def scan_record(
                 if src is not None:
                     src.close()
             return
-        frag = _fragment(name, path, fmt)
+        frag = _fragment(name, path, fmt, partition)
         phys = frag.physical_schema
         # Scan in the record's own types, with the dataset's other columns as
         # nulls, so that a filter on a column the record lacks sees nulls.
