@@ -111,6 +111,9 @@ def test_dask_reads_the_partition_columns_as_dd_read_parquet(hive, local_dask):
     # pandas (dd.read_parquet would parse every component of the path)
     inner = read_storetorrent("/exp/part/carrier=DL", tracker=cluster.tracker_addr, client=local_dask)
     assert list(inner.columns) == list(pd.read_parquet(local / "carrier=DL").columns) == ["id", "dep_delay", "year"]
+    # a glob: paths relative to its part before the first pattern character
+    globbed = read_storetorrent("/exp/part/carrier=*/*", tracker=cluster.tracker_addr, client=local_dask)
+    assert list(globbed.columns) == ["id", "dep_delay", "carrier", "year"] and len(globbed) == len(got)
     off = read_storetorrent("/exp/part", tracker=cluster.tracker_addr, client=local_dask, partitioning=None)
     assert list(off.columns) == ["id", "dep_delay"]
     with pytest.raises(InvalidOptionError, match="partitioning='directory'"):
