@@ -2,7 +2,7 @@
 other, through every way in, against real processes.
 
 Rows are a covering array of {plain record, striped object, zstd,
-aes-256-gcm, zstd+aes, replaced version} x {x1, x2, x3} x {client-sync,
+aes-256-gcm, zstd+aes, replaced version, hive-partitioned} x {x1, x2, x3} x {client-sync,
 chain, client-async} x {random, hash, local-first}: every pair of values of
 two factors is in at least one row (checked below). Each row is one
 StoreTorrent file of CSV records (or a CSV object) written by the client;
@@ -30,7 +30,7 @@ from st_py.cli import cli
 from st_py.errors import RecordsUnavailableError, RecordUnavailableError
 from st_py.maintenance.rebalance import rebalance_file
 
-KINDS = ("plain", "object", "zstd", "aes-256-gcm", "zstd+aes", "replaced")
+KINDS = ("plain", "object", "zstd", "aes-256-gcm", "zstd+aes", "replaced", "hive")
 CLASSES = ("x1", "x2", "x3")
 PROTOCOLS = ("client-sync", "chain", "client-async")
 PLACEMENTS = ("random", "hash", "local-first")
@@ -51,7 +51,7 @@ class Row:
 
 
 def covering_rows() -> list[Row]:
-    """18 rows in which every pair of values of two factors appears: kind
+    """21 rows in which every pair of values of two factors appears: kind
     k and class c take protocol (k + c) mod 3 and placement (k + 2c) mod 3."""
     return [
         Row(k, c, PROTOCOLS[(ki + ci) % 3], PLACEMENTS[(ki + 2 * ci) % 3])
@@ -77,10 +77,27 @@ def astuple(r: Row) -> tuple:
 def expected(row: Row) -> dict[str, bytes]:
     if row.kind == "object":
         return {"big.csv": csv_bytes(9, 300)}
-    out = {f"part-{p}.csv": csv_bytes(p) for p in range(3)}
+    out = {record_name(row, p): csv_bytes(p) for p in range(3)}
     if row.kind == "replaced":
         out["part-1.csv"] = csv_bytes(11, 25)  # the new version
     return out
+
+
+def record_name(row: Row, part: int) -> str:
+    """Record ``part``'s name: ``part-P.csv``, or in a hive row
+    ``p=P/part-P.csv`` (docs/analysis.md, "Hive partitioning"), whose
+    partition column ``p`` the analysis ways check against ``part``."""
+    return f"p={part}/part-{part}.csv" if row.kind == "hive" else f"part-{part}.csv"
+
+
+def check_partitions(row: Row, table) -> None:
+    """A hive row's rows carry their record's ``p``, equal to their ``part``
+    column; other rows have no partition column."""
+    df = table.to_pandas() if hasattr(table, "to_pandas") else table
+    if row.kind != "hive":
+        assert "p" not in df.columns
+        return
+    assert (df["p"].astype("int64") == df["part"].astype("int64")).all()
 
 
 def write(client, row: Row) -> None:
@@ -96,7 +113,7 @@ def write(client, row: Row) -> None:
             f.put_object("big.csv", expected(row)["big.csv"], stripe_size=STRIPE)
             return
         for p in range(3):
-            f.put(f"part-{p}.csv", csv_bytes(p))
+            f.put(record_name(row, p), csv_bytes(p))
     if row.kind == "replaced":
         with client.open(row.file) as f:
             f.put("part-1.csv", expected(row)["part-1.csv"], replace=True)
@@ -169,7 +186,7 @@ def way_fsspec(ctx, row, want):
     from st_integrations.fsspec_fs import StoreTorrentFileSystem
 
     fs = StoreTorrentFileSystem(tracker=ctx.cluster.tracker_addr)
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.find(row.file)) == sorted(want)
+    assert sorted(p[len(row.file) + 1 :] for p in fs.find(row.file)) == sorted(want)
     for n, data in want.items():
         path = f"{row.file}/{n}"
         assert fs.info(path)["size"] == len(data) and fs.info(path)["type"] == "file"
@@ -188,19 +205,25 @@ def way_pandas(ctx, row, want):
 def way_pyarrow_dataset(ctx, row, want):
     from st_integrations.arrow_dataset import dataset
 
-    assert_csv_rows(dataset(row.file, tracker=ctx.cluster.tracker_addr).to_table(), want)
+    t = dataset(row.file, tracker=ctx.cluster.tracker_addr).to_table()
+    assert_csv_rows(t, want)
+    check_partitions(row, t)
 
 
 def way_ray(ctx, row, want):
     from st_integrations.ray_reader import read_storetorrent
 
-    assert_csv_rows(read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).to_pandas(), want)
+    df = read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).to_pandas()
+    assert_csv_rows(df, want)
+    check_partitions(row, df)
 
 
 def way_dask(ctx, row, want):
     from st_integrations.dask_reader import read_storetorrent
 
-    assert_csv_rows(read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).compute(), want)
+    df = read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).compute()
+    assert_csv_rows(df, want)
+    check_partitions(row, df)
 
 
 def way_duckdb(ctx, row, want):
@@ -219,7 +242,9 @@ def way_duckdb(ctx, row, want):
             assert stored == {n: len(d) for n, d in want.items()}
         total = sum(len(d) for d in want.values())
         assert con.execute("SELECT records, bytes FROM files").fetchall() == [(len(want), total)]
-        assert_csv_rows(con.execute("SELECT i, part, v FROM records_data").fetch_arrow_table(), want)
+        t = con.execute("SELECT * FROM records_data").fetch_arrow_table()
+        assert_csv_rows(t, want)
+        check_partitions(row, t)
     finally:
         con.close()
 

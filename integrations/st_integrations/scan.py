@@ -25,17 +25,16 @@ from .formats import (
     RAW_SCHEMA,
     Decoder,
     RecordFormatError,
-    SchemaConflictError,
-    SchemaSource,
     Source,
-    conform,
     detect,
     detect_source,
     project,
     record_schema,
     scan_record,
 )
+from .partitioning import Partitions, with_values
 from .readplan import ReadUnit
+from .schemas import SchemaConflictError, SchemaSource, conform
 
 PATH_COLUMN = "path"
 GENERATION_COLUMN = "generation"
@@ -71,6 +70,10 @@ class ScanOptions:
     # column chunks it needs); only for disks that check their own data
     # (ZFS, ...) or to measure the check's cost (bench/analysis.py).
     verify: bool = True
+    # The scan's hive partition columns (``ScanPlan.partitions``, set by the
+    # reader once it has the records' schema): each record's rows get its
+    # values, columns of the schema the read tasks are given. None: none.
+    partitions: Partitions | None = None
 
 
 def out_fields(opts: ScanOptions) -> list[pa.Field]:
@@ -348,9 +351,12 @@ def read_unit(
         if run:
             yield from _parquet_run(run, schema, columns, filter, opts, out, counts)
             run = []
+        part = opts.partitions.values(ref.file, ref.name) if opts.partitions is not None else None
         if opts.decoder is not None:
             with contextlib.ExitStack() as stack:
                 t = opts.decoder(ref.name, _decoder_path(ref, src, stack))
+            if part:
+                t = with_values(t, part)
             if filter is not None:
                 t = t.filter(filter)
             batches: Iterator[pa.RecordBatch] = (conform(b, schema, ref.name) for b in t.to_batches())
@@ -358,7 +364,7 @@ def read_unit(
                 batches = (b.select(columns) for b in batches)
         else:
             fmt = "raw" if opts.format == "raw" else (opts.format or detect_source(ref.name, src))
-            batches = scan_record(ref.name, src, fmt, schema, columns, filter, opts.batch_size)
+            batches = scan_record(ref.name, src, fmt, schema, columns, filter, opts.batch_size, part)
         for b in batches:
             yield from out.add(_tagged(b, ref, opts))
         if counts is not None:
@@ -385,8 +391,12 @@ def _parquet_run(
 
     fmt = ds.ParquetFileFormat()
     held: list[pa.RecordBatch] = []
+    parts = opts.partitions
     try:
-        frags = [fmt.make_fragment(src) for _, src in run]
+        if parts is None:
+            frags = [fmt.make_fragment(src) for _, src in run]
+        else:  # the partition columns materialised from each record's values
+            frags = [fmt.make_fragment(src, partition_expression=parts.expression(r.file, r.name)) for r, src in run]
         names = set(schema.names)
         if all(set(f.physical_schema.names) <= names for f in frags):
             dset = ds.FileSystemDataset(frags, schema, fmt)
@@ -420,7 +430,8 @@ def _parquet_run(
 
 
 def _record_batches(ref, src, schema, columns, filter, opts: ScanOptions):
-    for b in scan_record(ref.name, src, "parquet", schema, columns, filter, opts.batch_size):
+    part = opts.partitions.values(ref.file, ref.name) if opts.partitions is not None else None
+    for b in scan_record(ref.name, src, "parquet", schema, columns, filter, opts.batch_size, part):
         yield _tagged(b, ref, opts)
 
 
