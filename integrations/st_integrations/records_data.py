@@ -50,7 +50,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from .formats import RAW_SCHEMA, SchemaSource, conform, detect_source, project, scan_record, unify
-from .readplan import ScanPlan, plan_scan
+from .partitioning import HIVE, Partitions, with_values
+from .readplan import ScanPlan, plan_scan, with_partitions
 from .scan import ScanOptions, kept_schema_sources, record_buffers
 
 CACHE_BYTES = 2 << 30
@@ -79,10 +80,23 @@ class _Kept:
     def schema(self) -> pa.Schema:
         return self.table.schema if self.table is not None else self.fragment.physical_schema  # type: ignore[union-attr]
 
-    def columns(self, schema: pa.Schema, columns: list[str]) -> pa.Table:
+    def columns(self, schema: pa.Schema, columns: list[str], part: dict[str, pa.Scalar] | None = None) -> pa.Table:
         """The record's ``columns`` in the unified ``schema`` (missing
-        ones null, types cast: :func:`formats.conform`); a Parquet record
-        decodes only those columns' chunks. Runs in a decoding thread."""
+        ones null, types cast: :func:`formats.conform`), the hive partition
+        columns among them from ``part`` (the record's values, constant
+        columns); a Parquet record decodes only its own columns' chunks.
+        Runs in a decoding thread."""
+        if not part:
+            return self._own(schema, columns)
+        own = [c for c in columns if c not in part]
+        values = {c: part[c] for c in columns if c in part}
+        if own:
+            return with_values(self._own(schema, own), values).select(columns)
+        # partition columns only: a table of no column keeps no row count, so count the rows
+        n = self._own(schema, schema.names[:1]).num_rows if schema.names else 0
+        return with_values(pa.table({"_": pa.nulls(n)}), values).select(columns)
+
+    def _own(self, schema: pa.Schema, columns: list[str]) -> pa.Table:
         out = project(schema, columns)
         if self.fmt != "parquet":
             src = self.data if self.table is None else None
@@ -133,6 +147,11 @@ class RecordsData(ds.Dataset):
         this host's peers from their local paths).
     cache_bytes : int
         Keep the records in memory between queries up to this many bytes.
+    partitioning : {"hive", None}
+        ``"hive"`` (default, as DuckDB's own ``read_parquet`` and pyarrow
+        detect it): the ``key=value`` folders of record names are columns,
+        typed as pyarrow types them (docs/analysis.md, "Hive partitioning");
+        None: no partition columns.
 
     Attributes
     ----------
@@ -147,10 +166,21 @@ class RecordsData(ds.Dataset):
     GetLocalError, SchemaConflictError, RecordFormatError
     """
 
-    def __init__(self, paths: list[str], tracker: str, as_of=None, local: bool | None = None, cache_bytes=CACHE_BYTES):
+    def __init__(
+        self,
+        paths: list[str],
+        tracker: str,
+        as_of=None,
+        local: bool | None = None,
+        cache_bytes=CACHE_BYTES,
+        partitioning: str | None = HIVE,
+    ):
         from st_py.client.client import Client
 
         self._paths, self._tracker, self._as_of = list(paths), tracker, as_of
+        self._partitioning = partitioning
+        self._parts: Partitions | None = None  # the hive partition columns of the current dataset
+        self._record_schema: pa.Schema | None = None  # its records' own columns (without the partition ones)
         self._local, self._cache_bytes = local is not False, cache_bytes
         self._client = Client(tracker)
         self._handles: dict[str, object] = {}  # open handles for GETs, closed after each read
@@ -205,7 +235,10 @@ class RecordsData(ds.Dataset):
         have = self._decoded
         missing = [c for c in want if have is None or c not in have.column_names]
         if missing:
-            new = _decode_columns([self._kept[k] for k in self._order], schema, missing)
+            own = self._record_schema if self._record_schema is not None else schema
+            pv = self._parts
+            values = [pv.values(k[0], k[1]) if pv is not None else None for k in self._order]
+            new = _decode_columns([self._kept[k] for k in self._order], own, missing, values, schema)
             self.stats["columns_decoded"] += len(missing)
             if have is None:
                 have = new
@@ -259,13 +292,22 @@ class RecordsData(ds.Dataset):
         with self._lock:
             if self._dataset is not None and self._generations == self._now():
                 return self._dataset
-            plan = plan_scan(self._client, self._paths, skip_ignored=True, as_of=self._as_of)
+            plan = plan_scan(
+                self._client, self._paths, skip_ignored=True, as_of=self._as_of, partitioning=self._partitioning
+            )
             self.stats["plans"] += 1
             if plan.size > self._cache_bytes:
                 from .arrow_dataset import dataset
 
                 self._kept.clear()
-                d = dataset(self._paths, tracker=self._tracker, local=self._local, as_of=self._as_of)
+                self._parts = None
+                d = dataset(
+                    self._paths,
+                    tracker=self._tracker,
+                    local=self._local,
+                    as_of=self._as_of,
+                    partitioning=self._partitioning,
+                )
             else:
                 d = self._build(plan)
             self._dataset, self._decoded, self._generations = d, None, dict(plan.generations)
@@ -295,13 +337,26 @@ class RecordsData(ds.Dataset):
         keys = self._order = [_key(r) for r in refs]
         self._kept = {k: self._kept[k] for k in keys if k in self._kept}  # records gone from the plan dropped
         self._read([u for u in plan.units], keys)
-        schema = _unify(plan, [self._kept[k] for k in keys], keys)
+        own = self._record_schema = _unify(plan, [self._kept[k] for k in keys], keys)
+        # raw records' rows are fixed (record, data): no partition columns, as in a raw scan
+        plan, schema = with_partitions(plan, own, enabled=not own.equals(RAW_SCHEMA))
+        pv = self._parts = plan.partitions
         groups: dict[tuple[str, bool], list] = {}
         tables: list[pa.RecordBatch] = []
         for k in keys:
             e = self._kept[k]
+            values = pv.values(k[0], k[1]) if pv is not None else None
             if e.table is not None:
-                tables.extend(conform(b, schema, e.record) for b in e.table.to_batches())
+                t = with_values(e.table, values) if values else e.table
+                tables.extend(conform(b, schema, e.record) for b in t.to_batches())
+            elif values:  # a fragment over the same bytes that materialises the record's partition values
+                from st_py.core.record_format import dataset_format
+
+                frag = dataset_format(e.record, e.fmt).make_fragment(
+                    e.data,
+                    partition_expression=pv.expression(k[0], k[1]),  # type: ignore[union-attr]
+                )
+                groups.setdefault((e.fmt, ".tsv" in e.record.lower()), []).append(frag)
             else:
                 groups.setdefault((e.fmt, ".tsv" in e.record.lower()), []).append(e.fragment)
         parts: list[ds.Dataset] = []
@@ -368,19 +423,29 @@ class RecordsData(ds.Dataset):
 DECODE_CHUNK = 256  # records a decoding task decodes
 
 
-def _decode_columns(kept: list[_Kept], schema: pa.Schema, columns: list[str]) -> pa.Table:
+def _decode_columns(
+    kept: list[_Kept],
+    schema: pa.Schema,
+    columns: list[str],
+    values: list[dict[str, pa.Scalar] | None] | None = None,
+    full: pa.Schema | None = None,
+) -> pa.Table:
     """``columns`` of every record of ``kept``, in this order, as one table
     of one chunk a column: a Parquet record through its ``ParquetFile``
     (its footer parsed once per connection; pyarrow's dataset scanner costs
     more per small record), the others by :func:`formats.scan_record`; in
-    this process's read-ahead threads (the decoding releases the GIL)."""
+    this process's read-ahead threads (the decoding releases the GIL).
+    ``schema``: the records' own columns; ``values``: each record's hive
+    partition values (None: none); ``full``: ``schema`` with the partition
+    columns."""
     from .batch_read import executor
 
-    chunks = [kept[i : i + DECODE_CHUNK] for i in range(0, len(kept), DECODE_CHUNK)]
-    parts = list(executor().map(lambda chunk: [e.columns(schema, columns) for e in chunk], chunks))
+    pairs = list(zip(kept, values if values is not None else [None] * len(kept)))
+    chunks = [pairs[i : i + DECODE_CHUNK] for i in range(0, len(pairs), DECODE_CHUNK)]
+    parts = list(executor().map(lambda chunk: [e.columns(schema, columns, v) for e, v in chunk], chunks))
     tables = [t for part in parts for t in part]
     if not tables:
-        return project(schema, columns).empty_table()
+        return project(full if full is not None else schema, columns).empty_table()
     return pa.concat_tables(tables).combine_chunks()
 
 
