@@ -3,6 +3,7 @@ withdrawal) against real processes: ``rebalance --spread`` after peers join,
 a GET_LOCAL scan while copies move, a peer SIGKILLed mid-move, and a live
 peer drained and retired."""
 
+import itertools
 import json
 import subprocess
 import threading
@@ -377,10 +378,11 @@ KEPT_FILES = {
 }
 
 
-def _kept_rounds(c) -> dict[str, dict[str, dict[str, bytes]]]:
+def _kept_rounds(c, between=None) -> dict[str, dict[str, dict[str, bytes]]]:
     """Each file of ``KEPT_FILES``: CSV records and a striped object, then two
     rounds of a snapshot and appends, replacements and deletes (of a record
-    and of the object). Returns ``{file: {"s1"|"s2"|"now": {name: bytes}}}``."""
+    and of the object); ``between()`` runs after each round. Returns
+    ``{file: {"s1"|"s2"|"now": {name: bytes}}}``."""
     from helpers import csv_bytes
 
     out = {}
@@ -405,6 +407,8 @@ def _kept_rounds(c) -> dict[str, dict[str, dict[str, bytes]]]:
             now[f"part-{old}.csv"] = csv_bytes(old + 20, 25)
             del now[f"part-{gone}.csv"]
             now["big.csv"] = csv_bytes(10 + new, 120)
+            if between is not None:
+                between()
         states["now"] = now
         out[file] = states
     return out
@@ -461,7 +465,8 @@ def _kept_on(cluster, addr) -> int:
 
 def test_drain_and_spread_converge_with_kept_versions(make_cluster):
     """Issue 43: x2 and x3 files, plain and zstd, with records and striped
-    objects replaced and deleted under two snapshots, on 3 peers. Two peers
+    objects replaced and deleted under two snapshots, on 3 peers, a peer
+    SIGKILLed and started again after each round, then ``repair``. Two peers
     join and ``rebalance --spread --all`` evens the fill (kept copies moved
     away from their first holders, which still have them on disk); a second
     spread moves nothing. Both new peers are drained: each copy moved away
@@ -473,7 +478,18 @@ def test_drain_and_spread_converge_with_kept_versions(make_cluster):
     after."""
     cluster = make_cluster(3)
     c = cluster.client()
-    states = _kept_rounds(c)
+    restarts = itertools.cycle([0, 2, 1])
+
+    def kill_and_restart():  # as the issue's operator did between rounds: a peer SIGKILLed and started again
+        i = next(restarts)
+        port = int(cluster.peer_addrs[i].rsplit(":", 1)[1])
+        cluster.kill_peer(i)
+        cluster.start_peer(i, port=port)
+        cluster.wait_for_peers(3)
+
+    states = _kept_rounds(c, between=kill_and_restart)
+    rep = run_cli(cluster, "repair", "--format", "json")
+    assert rep.returncode == 0, rep.stdout + rep.stderr
     _read_every_way(cluster, c, states)
     old = list(cluster.peer_addrs)
     cluster.add_peer()
