@@ -24,7 +24,6 @@ import json
 import sqlite3
 
 from st_py.errors import BadNameError, RecordIsADirectoryError, RecordNameRuleError, RecordNotADirectoryError
-from st_py.wire.protocol import MAX_NAME
 
 IS_A_DIRECTORY = "is-a-directory"
 """Conflict kind: the name is a folder (a committed record starts with ``name + "/"``)."""
@@ -32,6 +31,10 @@ NOT_A_DIRECTORY = "not-a-directory"
 """Conflict kind: a component-prefix of the name is a committed record."""
 BAD_NAME = "bad-name"
 """Conflict kind: the name breaks the path rule (the tracker's own check)."""
+
+MAX_NAME = 4096
+"""Bytes a record name may have (UTF-8); the peer's frames carry at most
+this many (st_core's protocol, docs/wire-protocol.md)."""
 
 RULE = (
     "a record name is a relative path: '/'-separated components, none empty, '.' or '..' "

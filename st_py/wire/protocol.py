@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 
 import google_crc32c
 
+from st_py.core.record_names import MAX_NAME  # noqa: F401  (re-exported: the frame's name limit is the names' rule)
 from st_py.errors import ErrorCode, StoreTorrentError  # noqa: F401  (ErrorCode: re-exported, the wire's codes)
 
 VERSION = 1
 HEADER = struct.Struct("<IBBHQ")  # length, type, version, flags, seq
 HEADER_SIZE = HEADER.size  # 16: the length prefix plus the 12-byte header
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024 + 4096
-MAX_NAME = 4096
 
 FLAG_MORE = 0x0001
 FLAG_REPLACE = 0x0002
