@@ -1,0 +1,317 @@
+"""The S3 endpoint's ASGI app (Starlette): path-style requests routed to
+the operations (:mod:`.ops`), each checked by SigV4 (:mod:`.auth`) and
+answered with S3's headers and XML (:mod:`.xml`); every failure is S3's
+error document, never a traceback (docs/s3.md).
+
+Thread safety: the app keeps one :class:`.ops.Ops` (one client) per access
+key, made under a lock; the operations run in Starlette's worker threads.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import uuid
+from urllib.parse import parse_qsl, unquote
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from st_py.errors import StoreTorrentError
+
+from . import xml
+from .auth import Keys, authenticate, check_payload
+from .chunked import check_checksums, crc32c_b64
+from .errors import S3Error, from_storetorrent
+from .ops import ObjectStat, Ops
+
+log = logging.getLogger("storetorrent.s3")
+MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
+_KNOWN_BUCKET_QUERY = {"list-type", "prefix", "delimiter", "max-keys", "continuation-token", "start-after",
+                       "encoding-type", "fetch-owner", "marker", "location", "delete"}
+_KNOWN_OBJECT_QUERY = {"x-id"}
+
+
+def parse_range(value: str, size: int) -> tuple[int, int]:
+    """``(start, end)`` (end exclusive) of an HTTP ``Range: bytes=...``
+    header over an object of ``size`` bytes.
+
+    Raises
+    ------
+    S3Error
+        ``InvalidRange``: not satisfiable; ``NotImplemented``: several ranges.
+    """
+    unit, _, spec = value.partition("=")
+    if unit.strip() != "bytes" or not spec:
+        raise S3Error("InvalidRange", f"the range {value!r} is not bytes=FIRST-LAST")
+    if "," in spec:
+        raise S3Error("NotImplemented", "multiple ranges in one GET are not supported")
+    first, _, last = spec.strip().partition("-")
+    try:
+        if first == "":
+            n = int(last)
+            if n <= 0 or size == 0:
+                raise S3Error("InvalidRange", "the requested range is not satisfiable")
+            return max(0, size - n), size
+        a = int(first)
+        b = int(last) + 1 if last else size
+    except ValueError:
+        raise S3Error("InvalidRange", f"the range {value!r} is not bytes=FIRST-LAST") from None
+    if a >= size or b <= a:
+        raise S3Error("InvalidRange", "the requested range is not satisfiable")
+    return a, min(b, size)
+
+
+def _object_headers(st: ObjectStat) -> dict[str, str]:
+    return {
+        "ETag": st.etag,
+        "Last-Modified": xml.http_time(st.mtime),
+        "Accept-Ranges": "bytes",
+        "Content-Type": "binary/octet-stream",
+    }
+
+
+def _check_conditions(headers: dict[str, list[str]], st: ObjectStat) -> Response | None:
+    want = (headers.get("if-match") or [""])[0]
+    if want and want.strip() not in (st.etag, "*"):
+        raise S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+    nomatch = (headers.get("if-none-match") or [""])[0]
+    if nomatch and nomatch.strip() in (st.etag, "*"):
+        return Response(status_code=304, headers={"ETag": st.etag})
+    return None
+
+
+class S3App:
+    """The endpoint: a Starlette app over the tracker at ``tracker``.
+
+    Parameters
+    ----------
+    tracker : str
+        ``host:port`` of the tracker.
+    keys : Keys
+        The access keys (development mode if its file is None).
+    replication : str
+        Of the files PUTs create.
+    tls : tuple
+        The client's TLS files (as :class:`st_py.client.client.Client`).
+    """
+
+    def __init__(self, tracker: str, keys: Keys, replication: str = "x2", tls=(None, None, None)):
+        self.tracker, self.keys, self.replication, self.tls = tracker, keys, replication, tls
+        self._ops: dict[str | None, Ops] = {}
+        self._lock = threading.Lock()
+        self.app = Starlette(
+            routes=[Route("/{path:path}", self.handle, methods=["GET", "HEAD", "PUT", "POST", "DELETE"])]
+        )
+        if keys.open:
+            log.warning("S3 endpoint without access keys (development mode): every request is taken unchecked")
+
+    def ops(self, api_key: str | None) -> Ops:
+        """The operations (one client) of a caller's API key."""
+        with self._lock:
+            o = self._ops.get(api_key)
+            if o is None:
+                from st_py.client.client import Client
+
+                o = self._ops[api_key] = Ops(Client(self.tracker, api_key=api_key, tls=self.tls), self.replication)
+            return o
+
+    async def handle(self, request: Request) -> Response:
+        """One request: authenticated, routed, answered (errors as S3's XML)."""
+        rid = uuid.uuid4().hex[:16].upper()
+        try:
+            resp = await self._handle(request)
+        except S3Error as e:
+            resp = self._error(e, request, rid)
+        except StoreTorrentError as e:
+            resp = self._error(from_storetorrent(e), request, rid)
+        except Exception as e:  # never a traceback to the client: log it, answer InternalError
+            log.exception("S3 request %s %s failed", request.method, request.url.path)
+            resp = self._error(S3Error("InternalError", f"{type(e).__name__}: {e}"), request, rid)
+        resp.headers["x-amz-request-id"] = rid
+        return resp
+
+    @staticmethod
+    def _error(e: S3Error, request: Request, rid: str) -> Response:
+        headers = {}
+        if e.code == "InvalidRange" and e.resource.startswith("bytes */"):
+            headers["Content-Range"], e.resource = e.resource, ""
+        body = b"" if request.method == "HEAD" else xml.error_doc(e, rid)
+        return Response(body, status_code=e.status, media_type="application/xml", headers=headers)
+
+    async def _handle(self, request: Request) -> Response:
+        raw_path = request.scope.get("raw_path") or request.url.path.encode()
+        raw_path_s = raw_path.decode("latin-1")
+        raw_query = request.scope.get("query_string", b"").decode("latin-1")
+        headers: dict[str, list[str]] = {}
+        for k, v in request.headers.raw:
+            headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+        caller = authenticate(self.keys, request.method, raw_path_s, raw_query, headers)
+        ops = self.ops(caller.api_key)
+        path = unquote(raw_path_s.split("?", 1)[0])
+        bucket, _, key = path.lstrip("/").partition("/")
+        query = dict(parse_qsl(raw_query, keep_blank_values=True))
+        m = request.method
+        if not bucket:
+            if m == "GET":
+                buckets = await run_in_threadpool(ops.list_buckets)
+                return self._xml(xml.list_buckets(buckets, caller.user or "storetorrent"))
+            raise S3Error("MethodNotAllowed", f"{m} / is not allowed")
+        if not key:
+            return await self._bucket(request, ops, bucket, query, headers)
+        return await self._object(request, ops, bucket, key, query, headers)
+
+    @staticmethod
+    def _xml(body: bytes, status: int = 200) -> Response:
+        return Response(body, status_code=status, media_type="application/xml")
+
+    async def _body(self, request: Request, headers: dict[str, list[str]]) -> tuple[bytes, dict[str, str]]:
+        length = (headers.get("content-length") or [""])[0]
+        if length and int(length) > MAX_BODY:
+            raise S3Error("EntityTooLarge", "your proposed upload exceeds the maximum allowed object size")
+        body = await request.body()
+        data, sums = check_payload(headers, body)
+        check_checksums(data, sums)
+        return data, sums
+
+    async def _bucket(self, request, ops: Ops, bucket: str, query: dict, headers) -> Response:
+        m = request.method
+        unknown = set(query) - _KNOWN_BUCKET_QUERY
+        if unknown:
+            raise S3Error("NotImplemented", f"bucket subresource {sorted(unknown)[0]!r} is not implemented", bucket)
+        if m == "PUT":
+            await run_in_threadpool(ops.create_bucket, bucket)
+            return Response(status_code=200, headers={"Location": "/" + bucket})
+        if m == "HEAD":
+            await run_in_threadpool(ops.need_bucket, bucket)
+            return Response(status_code=200, headers={"x-amz-bucket-region": "us-east-1"})
+        if m == "DELETE":
+            await run_in_threadpool(ops.delete_bucket, bucket)
+            return Response(status_code=204)
+        if m == "POST" and "delete" in query:
+            data, _ = await self._body(request, headers)
+            keys, quiet = xml.parse_delete(data)
+            return self._xml(await run_in_threadpool(self._delete_many, ops, bucket, keys, quiet))
+        if m == "GET" and "location" in query:
+            await run_in_threadpool(ops.need_bucket, bucket)
+            return self._xml(xml.doc("LocationConstraint", ""))
+        if m == "GET":
+            return self._xml(await run_in_threadpool(self._list, ops, bucket, query))
+        raise S3Error("NotImplemented", f"{m} on a bucket is not implemented", bucket)
+
+    @staticmethod
+    def _delete_many(ops: Ops, bucket: str, keys: list[str], quiet: bool) -> bytes:
+        ops.need_bucket(bucket)
+        out = []
+        for k in keys:
+            try:
+                ops.delete_object(bucket, k)
+                if not quiet:
+                    out.append("<Deleted>" + xml.el("Key", k) + "</Deleted>")
+            except (S3Error, StoreTorrentError) as e:
+                err = from_storetorrent(e, k)
+                out.append("<Error>" + xml.el("Key", k) + xml.el("Code", err.code) + xml.el("Message", err.message)
+                           + "</Error>")
+        return xml.doc("DeleteResult", "".join(out))
+
+    @staticmethod
+    def _list(ops: Ops, bucket: str, q: dict) -> bytes:
+        v2 = q.get("list-type") == "2"
+        prefix, delim = q.get("prefix", ""), q.get("delimiter", "")
+        try:
+            max_keys = max(0, min(1000, int(q.get("max-keys", "1000"))))
+        except ValueError:
+            raise S3Error("InvalidArgument", "max-keys is not an integer") from None
+        token = q.get("continuation-token", "")
+        if v2 and token:
+            try:
+                after = base64.urlsafe_b64decode(token.encode()).decode()
+            except (ValueError, UnicodeDecodeError):
+                raise S3Error("InvalidArgument", "the continuation token is not one this endpoint gave") from None
+        else:
+            after = q.get("start-after", "") if v2 else q.get("marker", "")
+        url = q.get("encoding-type") == "url"
+
+        def enc(s: str) -> str:
+            from urllib.parse import quote
+
+            return quote(s, safe="/") if url else s
+
+        contents, prefixes, truncated, last = ops.list_objects(bucket, prefix, delim, max_keys, after)
+        parts = [xml.el("Name", bucket), xml.el("Prefix", enc(prefix)), xml.el("MaxKeys", max_keys)]
+        if delim:
+            parts.append(xml.el("Delimiter", enc(delim)))
+        if url:
+            parts.append(xml.el("EncodingType", "url"))
+        parts.append(xml.el("IsTruncated", "true" if truncated else "false"))
+        if v2:
+            parts.append(xml.el("KeyCount", len(contents) + len(prefixes)))
+            if token:
+                parts.append(xml.el("ContinuationToken", token))
+            if q.get("start-after"):
+                parts.append(xml.el("StartAfter", enc(q["start-after"])))
+            if truncated:
+                parts.append(xml.el("NextContinuationToken", base64.urlsafe_b64encode(last.encode()).decode()))
+        else:
+            parts.append(xml.el("Marker", enc(after)))
+            if truncated and delim:
+                parts.append(xml.el("NextMarker", enc(last)))
+        for key, size, crc, t in contents:
+            etag = ObjectStat(size, crc, t).etag
+            parts.append(
+                "<Contents>" + xml.el("Key", enc(key)) + xml.el("LastModified", xml.iso_time(t))
+                + xml.el("ETag", etag) + xml.el("Size", size) + xml.el("StorageClass", "STANDARD") + "</Contents>"
+            )
+        for p in prefixes:
+            parts.append("<CommonPrefixes>" + xml.el("Prefix", enc(p)) + "</CommonPrefixes>")
+        return xml.doc("ListBucketResult", "".join(parts))
+
+    async def _object(self, request, ops: Ops, bucket: str, key: str, query: dict, headers) -> Response:
+        m = request.method
+        unknown = set(query) - _KNOWN_OBJECT_QUERY
+        if unknown:
+            raise S3Error("NotImplemented", f"object subresource {sorted(unknown)[0]!r} is not implemented "
+                          "(multipart uploads, ACLs, tagging, versions: docs/s3.md)", key)
+        if m == "PUT":
+            if "x-amz-copy-source" in headers:
+                raise S3Error("NotImplemented", "CopyObject is not implemented (docs/s3.md)", key)
+            data, _ = await self._body(request, headers)
+            st = await run_in_threadpool(ops.put_object, bucket, key, data)
+            return Response(status_code=200, headers={"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)})
+        if m == "HEAD":
+            st = await run_in_threadpool(ops.head_object, bucket, key)
+            cond = _check_conditions(headers, st)
+            if cond is not None:
+                return cond
+            h = _object_headers(st)
+            h["Content-Length"] = str(st.size)
+            if st.crc_of_bytes:
+                h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
+            return Response(status_code=200, headers=h)
+        if m == "GET":
+            st, data = await run_in_threadpool(ops.get_object, bucket, key)
+            cond = _check_conditions(headers, st)
+            if cond is not None:
+                return cond
+            h = _object_headers(st)
+            rng = (headers.get("range") or [""])[0]
+            if rng:
+                try:
+                    a, b = parse_range(rng, len(data))
+                except S3Error as e:
+                    if e.code == "InvalidRange":
+                        e.resource = f"bytes */{len(data)}"
+                    raise
+                h["Content-Range"] = f"bytes {a}-{b - 1}/{len(data)}"
+                return Response(data[a:b], status_code=206, headers=h)
+            if st.crc_of_bytes:
+                h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
+            return Response(data, status_code=200, headers=h)
+        if m == "DELETE":
+            await run_in_threadpool(ops.delete_object, bucket, key)
+            return Response(status_code=204)
+        raise S3Error("NotImplemented", f"{m} on an object is not implemented (multipart uploads: docs/s3.md)", key)

@@ -1,0 +1,279 @@
+"""The S3 endpoint (docs/s3.md) against a real tracker and peers, driven
+by real clients: boto3 with its default checksum settings, s3fs with
+pandas, and the StoreTorrent Client and fsspec reading what S3 wrote (and
+the other way round). The endpoint is a real uvicorn server in a thread on
+a free 127.0.0.1 port."""
+
+from __future__ import annotations
+
+import io
+import socket
+import threading
+import time
+
+import boto3
+import botocore
+import fsspec
+import pandas as pd
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from st_integrations.fsspec_fs import StoreTorrentFileSystem
+from st_integrations.keymap import BadKeyError, Target, key_of, new_target
+from st_integrations.s3.chunked import decode_aws_chunked
+from st_integrations.s3.server import make_server
+from tests.conftest import poll_for
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Endpoint:
+    """``storetorrent s3`` in a thread of this process, stopped by ``stop``."""
+
+    def __init__(self, tracker: str, keys_file=None, tls=(None, None, None)):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = make_server(tracker, port=self.port, keys_file=keys_file, tls=tls)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.clients: list = []
+        self.thread.start()
+        poll_for(lambda: self.server.started, timeout=20, what="the S3 endpoint to listen")
+
+    def client(self, access_key: str, secret: str):
+        """A boto3 S3 client with its default checksum settings."""
+        c = boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            aws_access_key_id=access_key,
+            aws_secret_access_key=secret,
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        )
+        self.clients.append(c)
+        return c
+
+    def stop(self) -> None:
+        for c in self.clients:
+            c.close()
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def site(make_module_cluster, tmp_path_factory):
+    """A cluster with users alice and bob and an endpoint with their keys:
+    ``(cluster, endpoint, keys)``."""
+    from st_py.tracker.access import add_user
+
+    d = tmp_path_factory.mktemp("s3site")
+    users = d / "users.toml"
+    keys = {u: add_user(users, u, [u]) for u in ("alice", "bob")}
+    (d / "s3keys.toml").write_text("[users]\n" + "".join(f'{u} = "{k}"\n' for u, k in keys.items()))
+    cluster = make_module_cluster(4, name="s3", users_file=users)
+    ep = Endpoint(cluster.tracker_addr, d / "s3keys.toml", tls=cluster.client_tls)
+    yield cluster, ep, keys
+    ep.stop()
+
+
+@pytest.fixture(scope="module")
+def s3(site):
+    cluster, ep, keys = site
+    c = ep.client("alice", keys["alice"])
+    c.create_bucket(Bucket="exp")
+    return c
+
+
+def code(e: ClientError) -> str:
+    return e.response["Error"]["Code"]
+
+
+def test_mapping_is_one_module():
+    assert new_target("exp", "run1/src/a.parquet") == Target("/exp/run1", "src/a.parquet", False)
+    assert new_target("exp", "top.csv") == Target("/exp/.s3", "top.csv", False)
+    assert key_of("exp", "/exp/run1", "src/a.parquet") == "run1/src/a.parquet"
+    assert key_of("exp", "/exp/.s3", "top.csv") == "top.csv"
+    for bad in ("a/../b", "..", "a//b", "/a", "a/", ".s3/x", "x" * 1025):
+        with pytest.raises(BadKeyError):
+            new_target("exp", bad)
+
+
+def test_aws_chunked_bodies_as_botocore_sends_them():
+    """The trailer form botocore sends over https (STREAMING-UNSIGNED-PAYLOAD-TRAILER)."""
+    from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum
+
+    data = bytes(range(256)) * 1000
+    body = AwsChunkedWrapper(io.BytesIO(data), checksum_cls=Crc32Checksum, checksum_name="x-amz-checksum-crc32",
+                             chunk_size=7000).read()
+    out, trailers = decode_aws_chunked(body)
+    assert out == data and set(trailers) == {"x-amz-checksum-crc32"}
+
+
+def test_put_get_head_delete_with_default_checksums(s3, site):
+    cluster, ep, keys = site
+    data = b"hello s3 " * 1000
+    put = s3.put_object(Bucket="exp", Key="run1/src/a.bin", Body=data)
+    got = s3.get_object(Bucket="exp", Key="run1/src/a.bin")
+    assert got["Body"].read() == data
+    assert got["ETag"] == put["ETag"] and len(put["ETag"]) == 34
+    head = s3.head_object(Bucket="exp", Key="run1/src/a.bin")
+    assert head["ContentLength"] == len(data) and head["ETag"] == put["ETag"]
+    # the same bytes through the Client: file /exp/run1, record src/a.bin
+    with cluster.client(api_key=keys["alice"]).open("/exp/run1") as f:
+        assert f.get("src/a.bin") == data
+    # overwrite: a new version
+    s3.put_object(Bucket="exp", Key="run1/src/a.bin", Body=b"v2")
+    assert s3.get_object(Bucket="exp", Key="run1/src/a.bin")["Body"].read() == b"v2"
+    s3.put_object(Bucket="exp", Key="top.txt", Body=b"top")
+    assert s3.get_object(Bucket="exp", Key="top.txt")["Body"].read() == b"top"
+    s3.delete_object(Bucket="exp", Key="run1/src/a.bin")
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="run1/src/a.bin")
+    assert code(e.value) == "NoSuchKey"
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket="exp", Key="run1/src/a.bin")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    assert "exp" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    s3.head_bucket(Bucket="exp")
+
+
+def test_range_reads(s3):
+    data = bytes(range(256)) * 40
+    s3.put_object(Bucket="exp", Key="ranges/r.bin", Body=data)
+    assert s3.get_object(Bucket="exp", Key="ranges/r.bin", Range="bytes=10-19")["Body"].read() == data[10:20]
+    assert s3.get_object(Bucket="exp", Key="ranges/r.bin", Range="bytes=-5")["Body"].read() == data[-5:]
+    assert s3.get_object(Bucket="exp", Key="ranges/r.bin", Range="bytes=10000-")["Body"].read() == data[10000:]
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="ranges/r.bin", Range=f"bytes={len(data)}-")
+    assert code(e.value) == "InvalidRange"
+
+
+def test_listing_with_delimiter_and_pages(s3):
+    keys = sorted([f"list/run{i % 3}/part-{i:03d}" for i in range(25)] + ["list/a.txt", "listx/b"])
+    s3.delete_objects(Bucket="exp", Delete={"Objects": [{"Key": k} for k in keys]})
+    for k in keys:
+        s3.put_object(Bucket="exp", Key=k, Body=k.encode())
+    r = s3.list_objects_v2(Bucket="exp", Prefix="list/", Delimiter="/")
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["list/run0/", "list/run1/", "list/run2/"]
+    assert [c["Key"] for c in r["Contents"]] == ["list/a.txt"]
+    assert r["Contents"][0]["Size"] == len(b"list/a.txt")
+    # pages of 4 over 26 keys under list/
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket="exp", Prefix="list/", PaginationConfig={"PageSize": 4})
+    seen = []
+    n_pages = 0
+    for page in pages:
+        n_pages += 1
+        assert page["KeyCount"] <= 4
+        seen += [c["Key"] for c in page.get("Contents", [])]
+    assert seen == [k for k in keys if k.startswith("list/")] and n_pages == 7
+    r = s3.list_objects_v2(Bucket="exp", Prefix="list/run1/", StartAfter="list/run1/part-010")
+    assert [c["Key"] for c in r["Contents"]] == [k for k in keys if k.startswith("list/run1/") and k > "list/run1/part-010"]
+    # delimiter over pages: prefixes count as entries
+    r = s3.list_objects_v2(Bucket="exp", Prefix="list/", Delimiter="/", MaxKeys=2)
+    assert r["IsTruncated"] and [c["Key"] for c in r["Contents"]] == ["list/a.txt"]
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["list/run0/"]
+    r = s3.list_objects_v2(Bucket="exp", Prefix="list/", Delimiter="/", ContinuationToken=r["NextContinuationToken"])
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["list/run1/", "list/run2/"] and not r["IsTruncated"]
+    out = s3.delete_objects(Bucket="exp", Delete={"Objects": [{"Key": k} for k in keys]})
+    assert len(out["Deleted"]) == len(keys)
+    assert s3.list_objects_v2(Bucket="exp", Prefix="list/")["KeyCount"] == 0
+
+
+def test_s3fs_parquet_read_by_pandas_and_storetorrent(site, s3):
+    import s3fs
+
+    cluster, ep, keys = site
+    fs = s3fs.S3FileSystem(key="alice", secret=keys["alice"], client_kwargs={"endpoint_url": ep.url},
+                           use_listings_cache=False)
+    df = pd.DataFrame({"x": range(100), "s": [f"r{i}" for i in range(100)]})
+    with fs.open("exp/pq/part-0.parquet", "wb") as f:
+        df.to_parquet(f, index=False)
+    assert pd.read_parquet("s3://exp/pq/part-0.parquet", storage_options={
+        "key": "alice", "secret": keys["alice"], "client_kwargs": {"endpoint_url": ep.url}}).equals(df)
+    assert fs.ls("exp/pq") == ["exp/pq/part-0.parquet"]
+    StoreTorrentFileSystem.clear_instance_cache()
+    st = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, api_key=keys["alice"],
+                           tls=cluster.client_tls)
+    assert pd.read_parquet(st.open("/exp/pq/part-0.parquet")).equals(df)
+
+
+def test_client_records_are_listed_and_read_by_boto3(site, s3):
+    cluster, ep, keys = site
+    with cluster.client(api_key=keys["alice"]).create("/exp/fromclient", replication="x2") as f:
+        f.put("a/1.bin", b"one")
+        f.put("a/2.bin", b"two")
+    r = s3.list_objects_v2(Bucket="exp", Prefix="fromclient/")
+    assert [c["Key"] for c in r["Contents"]] == ["fromclient/a/1.bin", "fromclient/a/2.bin"]
+    assert s3.get_object(Bucket="exp", Key="fromclient/a/2.bin")["Body"].read() == b"two"
+
+
+def test_refusals_store_nothing(site, s3):
+    cluster, ep, keys = site
+    bad = ep.client("alice", keys["alice"] + "x")
+    with pytest.raises(ClientError) as e:
+        bad.put_object(Bucket="exp", Key="bad/x", Body=b"x")
+    assert code(e.value) == "SignatureDoesNotMatch"
+    with pytest.raises(ClientError) as e:
+        ep.client("mallory", "whatever").list_buckets()
+    assert code(e.value) == "InvalidAccessKeyId"
+    anon = boto3.client("s3", endpoint_url=ep.url, region_name="us-east-1",
+                        config=Config(signature_version=botocore.UNSIGNED, retries={"max_attempts": 1}))
+    ep.clients.append(anon)
+    with pytest.raises(ClientError) as e:
+        anon.put_object(Bucket="exp", Key="bad/anon", Body=b"x")
+    assert code(e.value) == "AccessDenied"
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="nosuchbucket", Key="a/b", Body=b"x")
+    assert code(e.value) == "NoSuchBucket"
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="exp", Key="bad/../escape", Body=b"x")
+    assert code(e.value) == "InvalidArgument"
+    with pytest.raises(ClientError) as e:
+        s3.create_multipart_upload(Bucket="exp", Key="bad/mp")
+    assert code(e.value) == "NotImplemented"
+    assert s3.list_objects_v2(Bucket="exp", Prefix="bad")["KeyCount"] == 0
+    assert not (cluster.namespace / "exp" / "bad").exists() and not (cluster.namespace / "escape").exists()
+    # bob may not write into alice's files (modes apply, docs/security.md)
+    s3.put_object(Bucket="exp", Key="mine/a", Body=b"alice's")
+    with pytest.raises(ClientError) as e:
+        ep.client("bob", keys["bob"]).put_object(Bucket="exp", Key="mine/b", Body=b"bob's")
+    assert code(e.value) == "AccessDenied"
+
+
+def test_bucket_lifecycle(s3):
+    s3.create_bucket(Bucket="tmpbucket")
+    with pytest.raises(ClientError) as e:
+        s3.create_bucket(Bucket="tmpbucket")
+    assert code(e.value) == "BucketAlreadyOwnedByYou"
+    s3.put_object(Bucket="tmpbucket", Key="k", Body=b"x")
+    with pytest.raises(ClientError) as e:
+        s3.delete_bucket(Bucket="tmpbucket")
+    assert code(e.value) == "BucketNotEmpty"
+    s3.delete_object(Bucket="tmpbucket", Key="k")
+    s3.delete_bucket(Bucket="tmpbucket")
+    with pytest.raises(ClientError) as e:
+        s3.head_bucket(Bucket="tmpbucket")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+
+
+def test_get_survives_a_killed_peer(make_cluster):
+    cluster = make_cluster(3)
+    ep = Endpoint(cluster.tracker_addr, None, tls=cluster.client_tls)  # development mode: no keys
+    try:
+        s3 = ep.client("dev", "anything")
+        s3.create_bucket(Bucket="kill")
+        data = b"survive " * 5000
+        s3.put_object(Bucket="kill", Key="run/x.bin", Body=data)
+        f = cluster.client().open("/kill/run")
+        assert f.replication == "x2"
+        addrs = {idx: addr for idx, _, addr in f.infofile().peerlist()}
+        first = addrs[f.record_meta("x.bin").peers[0]]  # the copy a reader tries first
+        f.close()
+        cluster.kill_peer(next(i for i, p in enumerate(cluster.peers) if p is not None and p.addr == first))
+        assert s3.get_object(Bucket="kill", Key="run/x.bin")["Body"].read() == data
+    finally:
+        ep.stop()
