@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import socket
 import threading
-import time
 
 import boto3
 import botocore
@@ -107,8 +106,9 @@ def test_aws_chunked_bodies_as_botocore_sends_them():
     from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum
 
     data = bytes(range(256)) * 1000
-    body = AwsChunkedWrapper(io.BytesIO(data), checksum_cls=Crc32Checksum, checksum_name="x-amz-checksum-crc32",
-                             chunk_size=7000).read()
+    body = AwsChunkedWrapper(
+        io.BytesIO(data), checksum_cls=Crc32Checksum, checksum_name="x-amz-checksum-crc32", chunk_size=7000
+    ).read()
     out, trailers = decode_aws_chunked(body)
     assert out == data and set(trailers) == {"x-amz-checksum-crc32"}
 
@@ -171,7 +171,9 @@ def test_listing_with_delimiter_and_pages(s3):
         seen += [c["Key"] for c in page.get("Contents", [])]
     assert seen == [k for k in keys if k.startswith("list/")] and n_pages == 7
     r = s3.list_objects_v2(Bucket="exp", Prefix="list/run1/", StartAfter="list/run1/part-010")
-    assert [c["Key"] for c in r["Contents"]] == [k for k in keys if k.startswith("list/run1/") and k > "list/run1/part-010"]
+    assert [c["Key"] for c in r["Contents"]] == [
+        k for k in keys if k.startswith("list/run1/") and k > "list/run1/part-010"
+    ]
     # delimiter over pages: prefixes count as entries
     r = s3.list_objects_v2(Bucket="exp", Prefix="list/", Delimiter="/", MaxKeys=2)
     assert r["IsTruncated"] and [c["Key"] for c in r["Contents"]] == ["list/a.txt"]
@@ -187,17 +189,19 @@ def test_s3fs_parquet_read_by_pandas_and_storetorrent(site, s3):
     import s3fs
 
     cluster, ep, keys = site
-    fs = s3fs.S3FileSystem(key="alice", secret=keys["alice"], client_kwargs={"endpoint_url": ep.url},
-                           use_listings_cache=False)
+    fs = s3fs.S3FileSystem(
+        key="alice", secret=keys["alice"], client_kwargs={"endpoint_url": ep.url}, use_listings_cache=False
+    )
     df = pd.DataFrame({"x": range(100), "s": [f"r{i}" for i in range(100)]})
     with fs.open("exp/pq/part-0.parquet", "wb") as f:
         df.to_parquet(f, index=False)
-    assert pd.read_parquet("s3://exp/pq/part-0.parquet", storage_options={
-        "key": "alice", "secret": keys["alice"], "client_kwargs": {"endpoint_url": ep.url}}).equals(df)
+    assert pd.read_parquet(
+        "s3://exp/pq/part-0.parquet",
+        storage_options={"key": "alice", "secret": keys["alice"], "client_kwargs": {"endpoint_url": ep.url}},
+    ).equals(df)
     assert fs.ls("exp/pq") == ["exp/pq/part-0.parquet"]
     StoreTorrentFileSystem.clear_instance_cache()
-    st = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, api_key=keys["alice"],
-                           tls=cluster.client_tls)
+    st = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, api_key=keys["alice"], tls=cluster.client_tls)
     assert pd.read_parquet(st.open("/exp/pq/part-0.parquet")).equals(df)
 
 
@@ -220,8 +224,12 @@ def test_refusals_store_nothing(site, s3):
     with pytest.raises(ClientError) as e:
         ep.client("mallory", "whatever").list_buckets()
     assert code(e.value) == "InvalidAccessKeyId"
-    anon = boto3.client("s3", endpoint_url=ep.url, region_name="us-east-1",
-                        config=Config(signature_version=botocore.UNSIGNED, retries={"max_attempts": 1}))
+    anon = boto3.client(
+        "s3",
+        endpoint_url=ep.url,
+        region_name="us-east-1",
+        config=Config(signature_version=botocore.UNSIGNED, retries={"max_attempts": 1}),
+    )
     ep.clients.append(anon)
     with pytest.raises(ClientError) as e:
         anon.put_object(Bucket="exp", Key="bad/anon", Body=b"x")
@@ -277,3 +285,32 @@ def test_get_survives_a_killed_peer(make_cluster):
         assert s3.get_object(Bucket="kill", Key="run/x.bin")["Body"].read() == data
     finally:
         ep.stop()
+
+
+def test_checksums_boto3_sends_are_checked(s3):
+    """boto3 sends x-amz-checksum-crc32 with every PutObject by default; a
+    wrong one is refused and nothing is stored."""
+    sent: list[dict] = []
+
+    def capture(request, **kwargs):
+        sent.append(dict(request.headers))
+
+    s3.meta.events.register("before-send.s3.PutObject", capture)
+    try:
+        s3.put_object(Bucket="exp", Key="sums/good", Body=b"checked")
+    finally:
+        s3.meta.events.unregister("before-send.s3.PutObject", capture)
+    assert any(k.lower() == "x-amz-checksum-crc32" for k in sent[-1])
+
+    def corrupt(request, **kwargs):
+        del request.headers["x-amz-checksum-crc32"]  # botocore's headers append on assignment
+        request.headers["x-amz-checksum-crc32"] = "AAAAAA=="
+
+    s3.meta.events.register("before-sign.s3.PutObject", corrupt)
+    try:
+        with pytest.raises(ClientError) as e:
+            s3.put_object(Bucket="exp", Key="sums/bad", Body=b"checked")
+    finally:
+        s3.meta.events.unregister("before-sign.s3.PutObject", corrupt)
+    assert code(e.value) == "XAmzContentChecksumMismatch"
+    assert [c["Key"] for c in s3.list_objects_v2(Bucket="exp", Prefix="sums/")["Contents"]] == ["sums/good"]

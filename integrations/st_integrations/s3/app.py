@@ -31,8 +31,19 @@ from .ops import ObjectStat, Ops
 
 log = logging.getLogger("storetorrent.s3")
 MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
-_KNOWN_BUCKET_QUERY = {"list-type", "prefix", "delimiter", "max-keys", "continuation-token", "start-after",
-                       "encoding-type", "fetch-owner", "marker", "location", "delete"}
+_KNOWN_BUCKET_QUERY = {
+    "list-type",
+    "prefix",
+    "delimiter",
+    "max-keys",
+    "continuation-token",
+    "start-after",
+    "encoding-type",
+    "fetch-owner",
+    "marker",
+    "location",
+    "delete",
+}
 _KNOWN_OBJECT_QUERY = {"x-id"}
 
 
@@ -214,8 +225,13 @@ class S3App:
                     out.append("<Deleted>" + xml.el("Key", k) + "</Deleted>")
             except (S3Error, StoreTorrentError) as e:
                 err = from_storetorrent(e, k)
-                out.append("<Error>" + xml.el("Key", k) + xml.el("Code", err.code) + xml.el("Message", err.message)
-                           + "</Error>")
+                out.append(
+                    "<Error>"
+                    + xml.el("Key", k)
+                    + xml.el("Code", err.code)
+                    + xml.el("Message", err.message)
+                    + "</Error>"
+                )
         return xml.doc("DeleteResult", "".join(out))
 
     @staticmethod
@@ -263,8 +279,13 @@ class S3App:
         for key, size, crc, t in contents:
             etag = ObjectStat(size, crc, t).etag
             parts.append(
-                "<Contents>" + xml.el("Key", enc(key)) + xml.el("LastModified", xml.iso_time(t))
-                + xml.el("ETag", etag) + xml.el("Size", size) + xml.el("StorageClass", "STANDARD") + "</Contents>"
+                "<Contents>"
+                + xml.el("Key", enc(key))
+                + xml.el("LastModified", xml.iso_time(t))
+                + xml.el("ETag", etag)
+                + xml.el("Size", size)
+                + xml.el("StorageClass", "STANDARD")
+                + "</Contents>"
             )
         for p in prefixes:
             parts.append("<CommonPrefixes>" + xml.el("Prefix", enc(p)) + "</CommonPrefixes>")
@@ -274,8 +295,12 @@ class S3App:
         m = request.method
         unknown = set(query) - _KNOWN_OBJECT_QUERY
         if unknown:
-            raise S3Error("NotImplemented", f"object subresource {sorted(unknown)[0]!r} is not implemented "
-                          "(multipart uploads, ACLs, tagging, versions: docs/s3.md)", key)
+            raise S3Error(
+                "NotImplemented",
+                f"object subresource {sorted(unknown)[0]!r} is not implemented "
+                "(multipart uploads, ACLs, tagging, versions: docs/s3.md)",
+                key,
+            )
         if m == "PUT":
             if "x-amz-copy-source" in headers:
                 raise S3Error("NotImplemented", "CopyObject is not implemented (docs/s3.md)", key)

@@ -18,11 +18,12 @@ import hashlib
 import hmac
 import re
 import time
-import tomllib
 from calendar import timegm
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote
+
+import tomllib
 
 from .errors import S3Error
 
@@ -111,8 +112,10 @@ def authenticate(
         raise S3Error("AccessDenied", "anonymous requests are refused: sign them with an access key (docs/s3.md)")
     m = _AUTH_RE.match(auth.strip())
     if not m:
-        raise S3Error("AccessDenied", "the Authorization header is not AWS4-HMAC-SHA256 with Credential, "
-                      "SignedHeaders and Signature")
+        raise S3Error(
+            "AccessDenied",
+            "the Authorization header is not AWS4-HMAC-SHA256 with Credential, SignedHeaders and Signature",
+        )
     akid, date, region, service, signed, signature = m.groups()
     assert keys.secrets is not None
     secret = keys.secrets.get(akid)
@@ -124,7 +127,9 @@ def authenticate(
     except ValueError:
         raise S3Error("AccessDenied", "x-amz-date is missing or not YYYYMMDDTHHMMSSZ") from None
     if abs((time.time() if now is None else now) - t) > MAX_SKEW_S:
-        raise S3Error("RequestTimeTooSkewed", "the difference between the request time and the server's time is too large")
+        raise S3Error(
+            "RequestTimeTooSkewed", "the difference between the request time and the server's time is too large"
+        )
     if not amz_date.startswith(date):
         raise S3Error("SignatureDoesNotMatch", "the credential's date is not the request's date")
     payload = (headers.get("x-amz-content-sha256") or [""])[0]
@@ -135,9 +140,7 @@ def authenticate(
     names = signed.split(";")
     if "host" not in names:
         raise S3Error("AccessDenied", "the signed headers must include host")
-    canon_headers = "".join(
-        n + ":" + ",".join(" ".join(v.split()) for v in headers.get(n, [])) + "\n" for n in names
-    )
+    canon_headers = "".join(n + ":" + ",".join(" ".join(v.split()) for v in headers.get(n, [])) + "\n" for n in names)
     canonical = "\n".join([method, raw_path, _canonical_query(raw_query), canon_headers, signed, payload])
     scope = f"{date}/{region}/{service}/aws4_request"
     to_sign = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])

@@ -47,9 +47,7 @@ def doc(root: str, inner: str) -> bytes:
 
 def list_buckets(buckets: list[tuple[str, float]], owner: str) -> bytes:
     """ListAllMyBucketsResult of ``(name, created unix s)``."""
-    items = "".join(
-        "<Bucket>" + el("Name", n) + el("CreationDate", iso_time(t)) + "</Bucket>" for n, t in buckets
-    )
+    items = "".join("<Bucket>" + el("Name", n) + el("CreationDate", iso_time(t)) + "</Bucket>" for n, t in buckets)
     who = "<Owner>" + el("ID", owner) + el("DisplayName", owner) + "</Owner>"
     return doc("ListAllMyBucketsResult", who + "<Buckets>" + items + "</Buckets>")
 
