@@ -7,6 +7,8 @@ a free 127.0.0.1 port."""
 from __future__ import annotations
 
 import io
+import os
+import signal
 import socket
 import threading
 
@@ -314,3 +316,57 @@ def test_checksums_boto3_sends_are_checked(s3):
         s3.meta.events.unregister("before-sign.s3.PutObject", corrupt)
     assert code(e.value) == "XAmzContentChecksumMismatch"
     assert [c["Key"] for c in s3.list_objects_v2(Bucket="exp", Prefix="sums/")["Contents"]] == ["sums/good"]
+
+
+def test_storetorrent_s3_command_serves(site, s3, tmp_path):
+    """``storetorrent s3`` (run as ``python -m st_integrations.s3``, the same
+    click command) as its own process: a listing through it, then SIGTERM."""
+    import subprocess
+    import sys
+
+    cluster, _, keys = site
+    (tmp_path / "keys.toml").write_text(f'[users]\nalice = "{keys["alice"]}"\n')
+    port = free_port()
+    env = dict(os.environ)
+    for var, path in zip(("STORETORRENT_TLS_CA", "STORETORRENT_TLS_CERT", "STORETORRENT_TLS_KEY"), cluster.client_tls):
+        if path:
+            env[var] = str(path)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "st_integrations.s3",
+            "--tracker",
+            cluster.tracker_addr,
+            "--port",
+            str(port),
+            "--keys",
+            str(tmp_path / "keys.toml"),
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        poll_for(lambda: _listening(port) or proc.poll() is not None, timeout=30, what="storetorrent s3 to listen")
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        c = boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{port}",
+            aws_access_key_id="alice",
+            aws_secret_access_key=keys["alice"],
+            region_name="us-east-1",
+        )
+        s3.put_object(Bucket="exp", Key="cmd/x", Body=b"x")
+        assert [o["Key"] for o in c.list_objects_v2(Bucket="exp", Prefix="cmd/")["Contents"]] == ["cmd/x"]
+        c.close()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=15)
+    # uvicorn shuts down gracefully, then re-raises the signal it caught
+    assert proc.returncode == -signal.SIGTERM and "Traceback" not in err, err
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
