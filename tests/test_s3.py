@@ -370,3 +370,51 @@ def test_storetorrent_s3_command_serves(site, s3, tmp_path):
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+AWS = "/usr/bin/aws"  # Debian's AWS CLI v2 (./dev installs it); a pip-installed v1 may shadow it on PATH
+
+
+def test_aws_cli_cp_ls_sync_rm(site, s3, tmp_path):
+    """The AWS CLI's high-level commands, with its default settings, and
+    the bytes read back through fsspec."""
+    import subprocess
+
+    if not os.path.exists(AWS):
+        pytest.fail("Debian's awscli is not installed (./dev setup installs it)")
+    cluster, ep, keys = site
+    env = dict(
+        os.environ,
+        AWS_ACCESS_KEY_ID="alice",
+        AWS_SECRET_ACCESS_KEY=keys["alice"],
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+    )
+
+    def aws(*args: str) -> str:
+        r = subprocess.run([AWS, "--endpoint-url", ep.url, *args], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3):
+        (src / f"f{i}.txt").write_text(f"file {i}\n" * (i + 1))
+    aws("s3", "cp", str(src / "f0.txt"), "s3://exp/cli/one/f0.txt")
+    aws("s3", "sync", str(src), "s3://exp/cli/sync/")
+    listing = aws("s3", "ls", "--recursive", "s3://exp/cli/")
+    assert [line.split()[-1] for line in listing.splitlines()] == [
+        "cli/one/f0.txt",
+        "cli/sync/f0.txt",
+        "cli/sync/f1.txt",
+        "cli/sync/f2.txt",
+    ]
+    assert "PRE one/" in aws("s3", "ls", "s3://exp/cli/")
+    aws("s3", "cp", "s3://exp/cli/sync/f2.txt", str(tmp_path / "back.txt"))
+    assert (tmp_path / "back.txt").read_text() == "file 2\n" * 3
+    StoreTorrentFileSystem.clear_instance_cache()
+    st = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, api_key=keys["alice"], tls=cluster.client_tls)
+    assert st.cat_file("/exp/cli/sync/f1.txt") == b"file 1\n" * 2
+    aws("s3", "rm", "--recursive", "s3://exp/cli/")
+    assert s3.list_objects_v2(Bucket="exp", Prefix="cli/")["KeyCount"] == 0
