@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import threading
+import time
 
 import boto3
 import botocore
@@ -45,7 +46,7 @@ class Endpoint:
         self.thread.start()
         poll_for(lambda: self.server.started, timeout=20, what="the S3 endpoint to listen")
 
-    def client(self, access_key: str, secret: str):
+    def client(self, access_key: str, secret: str, **config):
         """A boto3 S3 client with its default checksum settings."""
         c = boto3.client(
             "s3",
@@ -53,7 +54,7 @@ class Endpoint:
             aws_access_key_id=access_key,
             aws_secret_access_key=secret,
             region_name="us-east-1",
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **config),
         )
         self.clients.append(c)
         return c
@@ -418,3 +419,38 @@ def test_aws_cli_cp_ls_sync_rm(site, s3, tmp_path):
     assert st.cat_file("/exp/cli/sync/f1.txt") == b"file 1\n" * 2
     aws("s3", "rm", "--recursive", "s3://exp/cli/")
     assert s3.list_objects_v2(Bucket="exp", Prefix="cli/")["KeyCount"] == 0
+
+
+def test_presigned_urls(site, s3):
+    """Presigned GET and PUT work for anyone holding the URL, until it
+    expires; a changed URL is refused."""
+    import urllib.error
+    import urllib.request
+
+    s3.put_object(Bucket="exp", Key="signed/a.txt", Body=b"presigned bytes")
+    v2 = s3.generate_presigned_url("get_object", Params={"Bucket": "exp", "Key": "signed/a.txt"})
+    with pytest.raises(urllib.error.HTTPError) as e:  # boto3's default for presigning: SigV2, refused
+        urllib.request.urlopen(v2)
+    assert "Signature Version 2" in e.value.read().decode()
+    e.value.close()
+    cluster, ep, keys = site
+    s3 = ep.client("alice", keys["alice"], signature_version="s3v4")
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": "exp", "Key": "signed/a.txt"}, ExpiresIn=60)
+    with urllib.request.urlopen(url) as r:
+        assert r.read() == b"presigned bytes"
+    put = s3.generate_presigned_url("put_object", Params={"Bucket": "exp", "Key": "signed/b.txt"}, ExpiresIn=60)
+    with urllib.request.urlopen(urllib.request.Request(put, data=b"uploaded", method="PUT")) as r:
+        assert r.status == 200
+    assert s3.get_object(Bucket="exp", Key="signed/b.txt")["Body"].read() == b"uploaded"
+    for bad, want in ((url.replace("signed/a.txt", "signed/b.txt"), "SignatureDoesNotMatch"),):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(bad)
+        assert e.value.code == 403 and f"<Code>{want}</Code>" in e.value.read().decode()
+        e.value.close()
+    short = s3.generate_presigned_url("get_object", Params={"Bucket": "exp", "Key": "signed/a.txt"}, ExpiresIn=1)
+    time.sleep(2.1)
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(short)
+    body = e.value.read().decode()
+    e.value.close()
+    assert e.value.code == 403 and "<Code>AccessDenied</Code>" in body and "expired" in body

@@ -165,7 +165,9 @@ class S3App:
         ops = self.ops(caller.api_key)
         path = unquote(raw_path_s.split("?", 1)[0])
         bucket, _, key = path.lstrip("/").partition("/")
-        query = dict(parse_qsl(raw_query, keep_blank_values=True))
+        query = {
+            k: v for k, v in parse_qsl(raw_query, keep_blank_values=True) if not k.startswith("X-Amz-")
+        }  # a presigned URL's signature fields are auth's
         m = request.method
         if not bucket:
             if m == "GET":

@@ -1,5 +1,5 @@
-"""Signature Version 4 (AWS "Authenticating Requests: Using the
-Authorization Header"), checked exactly: the canonical request rebuilt from
+"""Signature Version 4 (AWS "Authenticating Requests": the Authorization
+header and query-string parameters, i.e. presigned URLs), checked exactly: the canonical request rebuilt from
 what arrived, the string to sign, the HMAC chain from the secret, and a
 constant-time comparison.
 
@@ -21,7 +21,7 @@ import time
 from calendar import timegm
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, unquote
+from urllib.parse import parse_qsl, quote, unquote
 
 import tomllib
 
@@ -33,6 +33,8 @@ _AUTH_RE = re.compile(
     r"^AWS4-HMAC-SHA256\s+Credential=([^/,\s]+)/(\d{8})/([^/,\s]+)/([^/,\s]+)/aws4_request\s*,\s*"
     r"SignedHeaders=([a-z0-9;\-]+)\s*,\s*Signature=([0-9a-f]{64})$"
 )
+_CRED_RE = re.compile(r"^([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request$")
+MAX_PRESIGNED_S = 7 * 24 * 3600  # S3's longest presigned URL
 UNSIGNED = "UNSIGNED-PAYLOAD"
 STREAM_UNSIGNED = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 
@@ -85,10 +87,12 @@ def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     return k
 
 
-def authenticate(
+def authenticate(  # noqa: C901 - one linear check, as the spec lists it
     keys: Keys, method: str, raw_path: str, raw_query: str, headers: dict[str, list[str]], now: float | None = None
 ) -> Caller:
-    """Check a request's SigV4 ``Authorization`` header.
+    """Check a request's SigV4 signature: the ``Authorization`` header, or
+    the query string of a presigned URL (``X-Amz-Signature``, ``UNSIGNED-PAYLOAD``,
+    valid ``X-Amz-Expires`` seconds from ``X-Amz-Date``).
 
     Parameters
     ----------
@@ -98,7 +102,7 @@ def authenticate(
     Raises
     ------
     S3Error
-        ``AccessDenied`` (unsigned, or a query-string signature: not done),
+        ``AccessDenied`` (unsigned, an expired presigned URL),
         ``InvalidAccessKeyId``, ``SignatureDoesNotMatch``,
         ``RequestTimeTooSkewed``, ``NotImplemented`` (signed chunks).
     """
@@ -106,42 +110,71 @@ def authenticate(
     if keys.open:
         m = _AUTH_RE.match(auth.strip())
         return Caller(m.group(1) if m else "", None)
-    if not auth:
-        if "X-Amz-Signature=" in raw_query:
-            raise S3Error("AccessDenied", "presigned URLs are not supported by this endpoint yet (docs/s3.md)")
-        raise S3Error("AccessDenied", "anonymous requests are refused: sign them with an access key (docs/s3.md)")
-    m = _AUTH_RE.match(auth.strip())
-    if not m:
-        raise S3Error(
-            "AccessDenied",
-            "the Authorization header is not AWS4-HMAC-SHA256 with Credential, SignedHeaders and Signature",
-        )
-    akid, date, region, service, signed, signature = m.groups()
     assert keys.secrets is not None
+    query = dict(parse_qsl(raw_query, keep_blank_values=True))
+    presigned = not auth and "X-Amz-Signature" in query
+    if presigned:
+        if query.get("X-Amz-Algorithm") != ALGORITHM:
+            raise S3Error("AccessDenied", f"X-Amz-Algorithm must be {ALGORITHM}")
+        m = _CRED_RE.match(query.get("X-Amz-Credential", ""))
+        if not m:
+            raise S3Error("AccessDenied", "X-Amz-Credential is not KEY/DATE/REGION/SERVICE/aws4_request")
+        akid, date, region, service = m.groups()
+        signed, signature = query.get("X-Amz-SignedHeaders", ""), query.get("X-Amz-Signature", "")
+        amz_date = query.get("X-Amz-Date", "")
+        payload = UNSIGNED
+        canon_query = _canonical_query(
+            "&".join(p for p in raw_query.split("&") if not p.startswith("X-Amz-Signature="))
+        )
+    elif auth:
+        m = _AUTH_RE.match(auth.strip())
+        if not m:
+            raise S3Error(
+                "AccessDenied",
+                "the Authorization header is not AWS4-HMAC-SHA256 with Credential, SignedHeaders and Signature",
+            )
+        akid, date, region, service, signed, signature = m.groups()
+        amz_date = (headers.get("x-amz-date") or headers.get("date") or [""])[0]
+        payload = (headers.get("x-amz-content-sha256") or [""])[0]
+        if not payload:
+            raise S3Error("InvalidRequest", "x-amz-content-sha256 is required")
+        canon_query = _canonical_query(raw_query)
+    elif "AWSAccessKeyId" in query:
+        raise S3Error("AccessDenied", "Signature Version 2 is not supported: presign with signature_version='s3v4'")
+    else:
+        raise S3Error("AccessDenied", "anonymous requests are refused: sign them with an access key (docs/s3.md)")
     secret = keys.secrets.get(akid)
     if secret is None:
         raise S3Error("InvalidAccessKeyId", "the AWS access key Id you provided does not exist in our records")
-    amz_date = (headers.get("x-amz-date") or headers.get("date") or [""])[0]
     try:
         t = timegm(time.strptime(amz_date, "%Y%m%dT%H%M%SZ"))
     except ValueError:
         raise S3Error("AccessDenied", "x-amz-date is missing or not YYYYMMDDTHHMMSSZ") from None
-    if abs((time.time() if now is None else now) - t) > MAX_SKEW_S:
+    clock = time.time() if now is None else now
+    if presigned:
+        try:
+            expires = int(query.get("X-Amz-Expires", ""))
+        except ValueError:
+            raise S3Error("AccessDenied", "X-Amz-Expires is not a number of seconds") from None
+        if not 0 < expires <= MAX_PRESIGNED_S:
+            raise S3Error("AccessDenied", f"X-Amz-Expires must be 1 to {MAX_PRESIGNED_S} seconds")
+        if clock > t + expires:
+            raise S3Error("AccessDenied", "Request has expired")
+        if t - clock > MAX_SKEW_S:
+            raise S3Error("RequestTimeTooSkewed", "the presigned URL is dated in the future")
+    elif abs(clock - t) > MAX_SKEW_S:
         raise S3Error(
             "RequestTimeTooSkewed", "the difference between the request time and the server's time is too large"
         )
     if not amz_date.startswith(date):
         raise S3Error("SignatureDoesNotMatch", "the credential's date is not the request's date")
-    payload = (headers.get("x-amz-content-sha256") or [""])[0]
-    if not payload:
-        raise S3Error("InvalidRequest", "x-amz-content-sha256 is required")
     if payload.startswith("STREAMING-") and payload != STREAM_UNSIGNED:
         raise S3Error("NotImplemented", f"payload signing {payload} is not supported; use {STREAM_UNSIGNED}")
     names = signed.split(";")
     if "host" not in names:
         raise S3Error("AccessDenied", "the signed headers must include host")
     canon_headers = "".join(n + ":" + ",".join(" ".join(v.split()) for v in headers.get(n, [])) + "\n" for n in names)
-    canonical = "\n".join([method, raw_path, _canonical_query(raw_query), canon_headers, signed, payload])
+    canonical = "\n".join([method, raw_path, canon_query, canon_headers, signed, payload])
     scope = f"{date}/{region}/{service}/aws4_request"
     to_sign = "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
     want = hmac.new(signing_key(secret, date, region, service), to_sign.encode(), hashlib.sha256).hexdigest()
