@@ -244,7 +244,10 @@ def test_refusals_store_nothing(site, s3):
         s3.put_object(Bucket="exp", Key="bad/../escape", Body=b"x")
     assert code(e.value) == "InvalidArgument"
     with pytest.raises(ClientError) as e:
-        s3.create_multipart_upload(Bucket="exp", Key="bad/mp")
+        s3.copy_object(Bucket="exp", Key="bad/copy", CopySource={"Bucket": "exp", "Key": "top.txt"})
+    assert code(e.value) == "NotImplemented"
+    with pytest.raises(ClientError) as e:
+        s3.put_bucket_tagging(Bucket="exp", Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
     assert code(e.value) == "NotImplemented"
     assert s3.list_objects_v2(Bucket="exp", Prefix="bad")["KeyCount"] == 0
     assert not (cluster.namespace / "exp" / "bad").exists() and not (cluster.namespace / "escape").exists()
@@ -454,3 +457,96 @@ def test_presigned_urls(site, s3):
     body = e.value.read().decode()
     e.value.close()
     assert e.value.code == 403 and "<Code>AccessDenied</Code>" in body and "expired" in body
+
+
+def test_multipart_uploads(site, s3, tmp_path):
+    """boto3's managed upload (multipart over 8 MiB, default checksums),
+    the low-level calls, their refusals, and abort."""
+    from boto3.s3.transfer import TransferConfig
+
+    cluster, ep, keys = site
+    big = os.urandom(5 << 20) + bytes(range(256)) * 20000  # ~10 MiB: two parts of 5 MiB and a tail
+    (tmp_path / "big.bin").write_bytes(big)
+    s3.upload_file(
+        str(tmp_path / "big.bin"),
+        "exp",
+        "mp/big.bin",
+        Config=TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20),
+    )
+    assert s3.get_object(Bucket="exp", Key="mp/big.bin")["Body"].read() == big
+    with cluster.client(api_key=keys["alice"]).open("/exp/mp") as f:
+        assert f.get("big.bin") == big
+    # by hand: parts listed, a small part that is not the last refused, abort
+    up = s3.create_multipart_upload(Bucket="exp", Key="mp/manual.bin")["UploadId"]
+    e1 = s3.upload_part(Bucket="exp", Key="mp/manual.bin", UploadId=up, PartNumber=1, Body=b"a" * 100)["ETag"]
+    e2 = s3.upload_part(Bucket="exp", Key="mp/manual.bin", UploadId=up, PartNumber=2, Body=b"b" * 100)["ETag"]
+    parts = s3.list_parts(Bucket="exp", Key="mp/manual.bin", UploadId=up)["Parts"]
+    assert [(p["PartNumber"], p["Size"], p["ETag"]) for p in parts] == [(1, 100, e1), (2, 100, e2)]
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(
+            Bucket="exp",
+            Key="mp/manual.bin",
+            UploadId=up,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]},
+        )
+    assert code(e.value) == "EntityTooSmall"
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(
+            Bucket="exp",
+            Key="mp/manual.bin",
+            UploadId=up,
+            MultipartUpload={"Parts": [{"PartNumber": 2, "ETag": e2}, {"PartNumber": 1, "ETag": e1}]},
+        )
+    assert code(e.value) == "InvalidPartOrder"
+    done = s3.complete_multipart_upload(
+        Bucket="exp", Key="mp/manual.bin", UploadId=up, MultipartUpload={"Parts": [{"PartNumber": 2, "ETag": e2}]}
+    )
+    assert s3.get_object(Bucket="exp", Key="mp/manual.bin")["Body"].read() == b"b" * 100
+    assert s3.head_object(Bucket="exp", Key="mp/manual.bin")["ETag"] == done["ETag"]
+    up2 = s3.create_multipart_upload(Bucket="exp", Key="mp/aborted.bin")["UploadId"]
+    s3.upload_part(Bucket="exp", Key="mp/aborted.bin", UploadId=up2, PartNumber=1, Body=b"x")
+    s3.abort_multipart_upload(Bucket="exp", Key="mp/aborted.bin", UploadId=up2)
+    with pytest.raises(ClientError) as e:
+        s3.list_parts(Bucket="exp", Key="mp/aborted.bin", UploadId=up2)
+    assert code(e.value) == "NoSuchUpload"
+    listed = [c["Key"] for c in s3.list_objects_v2(Bucket="exp")["Contents"]]
+    assert "mp/big.bin" in listed and "mp/aborted.bin" not in listed and not any(".s3" in k for k in listed)
+    assert not [p for p in (cluster.namespace / "exp").iterdir() if p.name.startswith(".s3-upload-")]
+
+
+def test_large_writes_of_s3fs_and_the_aws_cli_are_multipart(site, s3, tmp_path):
+    import subprocess
+
+    import s3fs
+
+    cluster, ep, keys = site
+    fs = s3fs.S3FileSystem(
+        key="alice", secret=keys["alice"], client_kwargs={"endpoint_url": ep.url}, use_listings_cache=False
+    )
+    data = os.urandom(11 << 20)
+    with fs.open("exp/mpbig/s3fs.bin", "wb", block_size=5 << 20) as f:
+        f.write(data)
+    assert fs.cat_file("exp/mpbig/s3fs.bin") == data
+    assert (
+        fs.cat_file("exp/mpbig/s3fs.bin", start=(5 << 20) - 3, end=(5 << 20) + 3) == data[(5 << 20) - 3 : (5 << 20) + 3]
+    )
+    if not os.path.exists(AWS):
+        pytest.fail("Debian's awscli is not installed (./dev setup installs it)")
+    (tmp_path / "cli.bin").write_bytes(data[: 9 << 20])  # over the CLI's 8 MiB multipart threshold
+    env = dict(
+        os.environ,
+        AWS_ACCESS_KEY_ID="alice",
+        AWS_SECRET_ACCESS_KEY=keys["alice"],
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+    )
+    r = subprocess.run(
+        [AWS, "--endpoint-url", ep.url, "s3", "cp", str(tmp_path / "cli.bin"), "s3://exp/mpbig/cli.bin"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert s3.get_object(Bucket="exp", Key="mpbig/cli.bin")["Body"].read() == data[: 9 << 20]

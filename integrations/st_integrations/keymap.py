@@ -11,7 +11,9 @@ the deepest namespace directory on its path (``/B/<first component of K>``
 when that is ``/B``), its record the rest of the key. A key without ``/`` lies at the
 bucket's top level: its record is the key itself in the bucket's own file
 ``/B/.s3`` (made by CreateBucket), so ``storetorrent://HOST/B/.s3/K`` is
-the same object.
+the same object. Files of the bucket whose names start with ``.s3`` are the
+endpoint's (``.s3``, and ``.s3-upload-<id>`` for multipart uploads), so keys
+whose first part starts with ``.s3`` and goes on below it are refused.
 
 Thread safety: the pure functions are; :class:`KeyMap` holds no state but
 its client, and is as thread-safe as :class:`st_py.client.client.Client`.
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from st_py.errors import BadNameError, StFileNotFoundError, StoreTorrentError
 
 TOP_FILE = ".s3"  # the bucket's own StoreTorrent file: its marker, and the records of its top-level keys
+UPLOAD_PREFIX = ".s3-upload-"  # /B/.s3-upload-<id>: one multipart upload's parts, until completed or aborted
 MAX_KEY_BYTES = 1024  # S3's limit on a key's UTF-8 length
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -86,8 +89,10 @@ def check_key(key: str) -> None:
     parts = key.split("/")
     if any(p in ("", ".", "..") for p in parts):
         raise BadKeyError(key, "a key's '/'-separated parts may not be empty, '.' or '..'")
-    if parts[0] == TOP_FILE and len(parts) > 1:
-        raise BadKeyError(key, f"keys below {TOP_FILE}/ are reserved (the bucket's top-level keys live there)")
+    if parts[0].startswith(TOP_FILE) and len(parts) > 1:
+        raise BadKeyError(
+            key, f"keys below {parts[0]}/ are reserved (names starting with {TOP_FILE} are the endpoint's files)"
+        )
     if "\0" in key:
         raise BadKeyError(key, "keys may not hold NUL")
 

@@ -44,7 +44,7 @@ _KNOWN_BUCKET_QUERY = {
     "location",
     "delete",
 }
-_KNOWN_OBJECT_QUERY = {"x-id"}
+_KNOWN_OBJECT_QUERY = {"x-id", "uploads", "uploadId", "partNumber", "max-parts", "part-number-marker"}
 
 
 def parse_range(value: str, size: int) -> tuple[int, int]:
@@ -299,10 +299,13 @@ class S3App:
         if unknown:
             raise S3Error(
                 "NotImplemented",
-                f"object subresource {sorted(unknown)[0]!r} is not implemented "
-                "(multipart uploads, ACLs, tagging, versions: docs/s3.md)",
+                f"object subresource {sorted(unknown)[0]!r} is not implemented (ACLs, tagging, versions: docs/s3.md)",
                 key,
             )
+        if "uploads" in query or "uploadId" in query:
+            return await self._multipart(request, ops, bucket, key, query, headers)
+        if "partNumber" in query:
+            raise S3Error("NotImplemented", "GetObject of one part is not implemented", key)
         if m == "PUT":
             if "x-amz-copy-source" in headers:
                 raise S3Error("NotImplemented", "CopyObject is not implemented (docs/s3.md)", key)
@@ -341,4 +344,47 @@ class S3App:
         if m == "DELETE":
             await run_in_threadpool(ops.delete_object, bucket, key)
             return Response(status_code=204)
-        raise S3Error("NotImplemented", f"{m} on an object is not implemented (multipart uploads: docs/s3.md)", key)
+        raise S3Error("NotImplemented", f"{m} on an object is not implemented (docs/s3.md)", key)
+
+    async def _multipart(self, request, ops: Ops, bucket: str, key: str, query: dict, headers) -> Response:
+        from .multipart import Multipart
+
+        mp = Multipart(ops)
+        m = request.method
+        ids = xml.el("Bucket", bucket) + xml.el("Key", key)
+        if m == "POST" and "uploads" in query:
+            upload_id = await run_in_threadpool(mp.create, bucket, key)
+            return self._xml(xml.doc("InitiateMultipartUploadResult", ids + xml.el("UploadId", upload_id)))
+        upload_id = query.get("uploadId", "")
+        if m == "PUT":
+            if "x-amz-copy-source" in headers:
+                raise S3Error("NotImplemented", "UploadPartCopy is not implemented (docs/s3.md)", key)
+            try:
+                number = int(query.get("partNumber", ""))
+            except ValueError:
+                raise S3Error("InvalidArgument", "partNumber is not a number") from None
+            data, _ = await self._body(request, headers)
+            etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
+            return Response(status_code=200, headers={"ETag": etag})
+        if m == "POST":
+            data, _ = await self._body(request, headers)
+            st = await run_in_threadpool(mp.complete, bucket, key, upload_id, data)
+            inner = xml.el("Location", f"/{bucket}/{key}") + ids + xml.el("ETag", st.etag)
+            return self._xml(xml.doc("CompleteMultipartUploadResult", inner))
+        if m == "DELETE":
+            await run_in_threadpool(mp.abort, bucket, key, upload_id)
+            return Response(status_code=204)
+        if m == "GET":
+            parts = await run_in_threadpool(mp.list_parts, bucket, key, upload_id)
+            inner = ids + xml.el("UploadId", upload_id) + xml.el("IsTruncated", "false")
+            inner += "".join(
+                "<Part>"
+                + xml.el("PartNumber", n)
+                + xml.el("LastModified", xml.iso_time(t))
+                + xml.el("ETag", e)
+                + xml.el("Size", size)
+                + "</Part>"
+                for n, size, e, t in parts
+            )
+            return self._xml(xml.doc("ListPartsResult", inner))
+        raise S3Error("NotImplemented", f"{m} on a multipart upload is not implemented", key)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from st_py.core.infofile import prefix_upper, user_size
 from st_py.errors import RecordNotFoundError, StFileExistsError, StFileNotFoundError
 
-from ..keymap import TOP_FILE, BadKeyError, KeyMap, bucket_dir, check_key, key_of
+from ..keymap import TOP_FILE, UPLOAD_PREFIX, BadKeyError, KeyMap, bucket_dir, check_key, key_of
 from .errors import S3Error
 
 LEASE_WAIT_S = 30.0  # how long a PUT over an existing key waits for the file's writer lease
@@ -100,9 +100,17 @@ class Ops:
         """
         d = self.need_bucket(bucket)
         top = f"{d}/{TOP_FILE}"
+        uploads = []
         for e in self.client.ls(d):
-            if e.name != top or e.is_dir or e.records:
+            if not e.is_dir and e.name.startswith(f"{d}/{UPLOAD_PREFIX}"):
+                uploads.append(e.name)  # unfinished multipart uploads go with the bucket
+            elif e.name != top or e.is_dir or e.records:
                 raise S3Error("BucketNotEmpty", "the bucket you tried to delete is not empty", bucket)
+        for name in uploads:
+            try:
+                self.client.delete(name)
+            except StFileNotFoundError:
+                pass
         try:
             self.client.delete(top)
         except StFileNotFoundError:
@@ -226,6 +234,8 @@ class Ops:
         while todo:
             for e in self.client.ls(todo.pop()):
                 rel = e.name[len(d) + 1 :]
+                if rel.startswith(UPLOAD_PREFIX):
+                    continue  # a multipart upload's parts: not objects
                 base = "" if rel == TOP_FILE else rel + "/"
                 if base and not (prefix.startswith(base) or base.startswith(prefix)):
                     continue
