@@ -37,10 +37,10 @@ def free_port() -> int:
 class Endpoint:
     """``storetorrent s3`` in a thread of this process, stopped by ``stop``."""
 
-    def __init__(self, tracker: str, keys_file=None, tls=(None, None, None)):
+    def __init__(self, tracker: str, keys_file=None, tls=(None, None, None), domain=None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = make_server(tracker, port=self.port, keys_file=keys_file, tls=tls)
+        self.server = make_server(tracker, port=self.port, keys_file=keys_file, tls=tls, domain=domain)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.clients: list = []
         self.thread.start()
@@ -550,3 +550,61 @@ def test_large_writes_of_s3fs_and_the_aws_cli_are_multipart(site, s3, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert s3.get_object(Bucket="exp", Key="mpbig/cli.bin")["Body"].read() == data[: 9 << 20]
+
+
+def test_virtual_host_style_and_conditional_put(make_cluster):
+    """With --domain, ``Host: BUCKET.DOMAIN`` names the bucket (boto3's
+    virtual addressing, its requests sent to 127.0.0.1 as no resolver knows
+    the name); path style still works; ``If-None-Match: *`` refuses an
+    existing key; ListObjects v1 and GetBucketLocation answer."""
+    import urllib3
+    from botocore.awsrequest import AWSResponse
+
+    cluster = make_cluster(2)
+    ep = Endpoint(cluster.tracker_addr, None, tls=cluster.client_tls, domain="s3.test")
+    pool = urllib3.PoolManager()
+
+    def to_loopback(request, **kwargs):
+        u = urllib3.util.parse_url(request.url)
+        headers = dict(request.headers.items())
+        headers["Host"] = f"{u.host}:{u.port}"
+        r = pool.request(
+            request.method,
+            f"http://127.0.0.1:{u.port}{u.request_uri}",
+            body=request.body,
+            headers=headers,
+            redirect=False,
+            preload_content=False,
+        )
+        return AWSResponse(request.url, r.status, r.headers, r)
+
+    try:
+        path = ep.client("dev", "x")
+        path.create_bucket(Bucket="vhost")
+        virt = boto3.client(
+            "s3",
+            endpoint_url=f"http://s3.test:{ep.port}",
+            aws_access_key_id="dev",
+            aws_secret_access_key="x",
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "virtual"}, retries={"max_attempts": 1}),
+        )
+        ep.clients.append(virt)
+        virt.meta.events.register("before-send.s3", to_loopback)
+        virt.put_object(Bucket="vhost", Key="run/a.txt", Body=b"virtual")
+        assert path.get_object(Bucket="vhost", Key="run/a.txt")["Body"].read() == b"virtual"
+        assert virt.get_object(Bucket="vhost", Key="run/a.txt")["Body"].read() == b"virtual"
+        assert [c["Key"] for c in virt.list_objects_v2(Bucket="vhost")["Contents"]] == ["run/a.txt"]
+        with pytest.raises(ClientError) as e:
+            path.put_object(Bucket="vhost", Key="run/a.txt", Body=b"again", IfNoneMatch="*")
+        assert code(e.value) == "PreconditionFailed"
+        path.put_object(Bucket="vhost", Key="run/b.txt", Body=b"new", IfNoneMatch="*")
+        assert path.get_object(Bucket="vhost", Key="run/a.txt")["Body"].read() == b"virtual"
+        v1 = path.list_objects(Bucket="vhost", Prefix="run/", MaxKeys=1)
+        assert [c["Key"] for c in v1["Contents"]] == ["run/a.txt"] and v1["IsTruncated"]
+        v1 = path.list_objects(Bucket="vhost", Prefix="run/", Marker="run/a.txt")
+        assert [c["Key"] for c in v1["Contents"]] == ["run/b.txt"] and not v1["IsTruncated"]
+        assert path.get_bucket_location(Bucket="vhost")["LocationConstraint"] is None
+    finally:
+        pool.clear()
+        ep.stop()

@@ -1,4 +1,5 @@
-"""The S3 endpoint's ASGI app (Starlette): path-style requests routed to
+"""The S3 endpoint's ASGI app (Starlette): path-style requests (and
+virtual-host style under ``--domain``) routed to
 the operations (:mod:`.ops`), each checked by SigV4 (:mod:`.auth`) and
 answered with S3's headers and XML (:mod:`.xml`); every failure is S3's
 error document, never a traceback (docs/s3.md).
@@ -109,10 +110,16 @@ class S3App:
         Of the files PUTs create.
     tls : tuple
         The client's TLS files (as :class:`st_py.client.client.Client`).
+    domain : str, optional
+        Virtual-host-style requests: a ``Host`` of ``BUCKET.DOMAIN`` names
+        the bucket, the path the key; any other host is path style.
     """
 
-    def __init__(self, tracker: str, keys: Keys, replication: str = "x2", tls=(None, None, None)):
+    def __init__(
+        self, tracker: str, keys: Keys, replication: str = "x2", tls=(None, None, None), domain: str | None = None
+    ):
         self.tracker, self.keys, self.replication, self.tls = tracker, keys, replication, tls
+        self.domain = domain.lower().strip(".") if domain else None
         self._ops: dict[str | None, Ops] = {}
         self._lock = threading.Lock()
         self.app = Starlette(
@@ -164,7 +171,11 @@ class S3App:
         caller = authenticate(self.keys, request.method, raw_path_s, raw_query, headers)
         ops = self.ops(caller.api_key)
         path = unquote(raw_path_s.split("?", 1)[0])
-        bucket, _, key = path.lstrip("/").partition("/")
+        host = (headers.get("host") or [""])[0].lower().rsplit(":", 1)[0] if not raw_path_s.startswith("//") else ""
+        if self.domain and host.endswith("." + self.domain):  # virtual-host style: BUCKET.DOMAIN/KEY
+            bucket, key = host[: -len(self.domain) - 1], path.lstrip("/")
+        else:
+            bucket, _, key = path.lstrip("/").partition("/")
         query = {
             k: v for k, v in parse_qsl(raw_query, keep_blank_values=True) if not k.startswith("X-Amz-")
         }  # a presigned URL's signature fields are auth's
@@ -310,7 +321,10 @@ class S3App:
             if "x-amz-copy-source" in headers:
                 raise S3Error("NotImplemented", "CopyObject is not implemented (docs/s3.md)", key)
             data, _ = await self._body(request, headers)
-            st = await run_in_threadpool(ops.put_object, bucket, key, data)
+            if_none = (headers.get("if-none-match") or [""])[0].strip()
+            if if_none and if_none != "*":
+                raise S3Error("NotImplemented", "a PUT's If-None-Match takes only '*'", key)
+            st = await run_in_threadpool(ops.put_object, bucket, key, data, if_none == "*")
             return Response(status_code=200, headers={"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)})
         if m == "HEAD":
             st = await run_in_threadpool(ops.head_object, bucket, key)

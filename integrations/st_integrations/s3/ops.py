@@ -121,8 +121,11 @@ class Ops:
             pass
 
     # -- objects -------------------------------------------------------------------
-    def put_object(self, bucket: str, key: str, data: bytes) -> ObjectStat:
-        """Store ``data`` at ``key`` (a new version if it exists) and commit it."""
+    def put_object(self, bucket: str, key: str, data: bytes, only_new: bool = False) -> ObjectStat:
+        """Store ``data`` at ``key`` (a new version if it exists) and commit
+        it; with ``only_new`` (``If-None-Match: *``) refuse an existing key
+        (``PreconditionFailed``: records are write-once, so a racing writer
+        of the same new key gets it too, not an overwrite)."""
         self.need_bucket(bucket)
         t = self.keys.resolve(bucket, key)
         h = None
@@ -135,6 +138,10 @@ class Ops:
             h = self.client.open(t.file)
         try:
             replace = h.infofile().exists(t.record)
+            if replace and only_new:
+                raise S3Error(
+                    "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key
+                )
             if replace:
                 h.acquire_lease(wait=LEASE_WAIT_S)
             try:

@@ -20,14 +20,16 @@ def make_server(
     replication: str = "x2",
     tls=(None, None, None),
     log_level: str = "warning",
+    domain: str | None = None,
 ) -> uvicorn.Server:
     """A uvicorn server of the endpoint over ``tracker`` on ``host:port``
-    (call ``run()``; ``should_exit = True`` stops it).
+    (call ``run()``; ``should_exit = True`` stops it); ``domain``: also
+    virtual-host-style requests to ``BUCKET.domain``.
 
     Raises
     ------
     OSError, tomllib.TOMLDecodeError
         The keys file cannot be read.
     """
-    app = S3App(tracker, Keys(keys_file), replication, tls).app
+    app = S3App(tracker, Keys(keys_file), replication, tls, domain).app
     return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off"))
