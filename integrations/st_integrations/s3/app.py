@@ -270,7 +270,9 @@ class S3App:
 
             return quote(s, safe="/") if url else s
 
-        contents, prefixes, truncated, last = ops.list_objects(bucket, prefix, delim, max_keys, after)
+        contents, prefixes, truncated, last = ops.list_objects(
+            bucket, prefix, delim, max_keys, after, token=bool(token) if v2 else bool(delim) and after.endswith(delim)
+        )  # v1 pages on NextMarker, the last item, as v2 on its token
         parts = [xml.el("Name", bucket), xml.el("Prefix", enc(prefix)), xml.el("MaxKeys", max_keys)]
         if delim:
             parts.append(xml.el("Delimiter", enc(delim)))

@@ -26,6 +26,10 @@ from .errors import S3Error
 LEASE_WAIT_S = 30.0  # how long a PUT over an existing key waits for the file's writer lease
 
 
+def _first(item: tuple) -> str:
+    return item[0]
+
+
 @dataclass(frozen=True)
 class ObjectStat:
     """What S3 says of an object: ``size`` (user bytes), ``crc32c``,
@@ -232,11 +236,12 @@ class Ops:
             h.close()
 
     # -- listing -------------------------------------------------------------------
-    def _files(self, bucket: str, prefix: str) -> list[tuple[str, str]]:
-        """``(file, key base)`` of every StoreTorrent file below ``/B`` whose
-        keys may start with ``prefix``: the namespace walked, pruned by it."""
+    def _files(self, bucket: str, prefix: str) -> list[tuple[str, str, int]]:
+        """``(file, key base, records)`` of every StoreTorrent file below
+        ``/B`` whose keys may start with ``prefix``: the namespace walked
+        (one tracker ``List`` per directory), pruned by the prefix."""
         d = bucket_dir(bucket)
-        out: list[tuple[str, str]] = []
+        out: list[tuple[str, str, int]] = []
         todo = [d]
         while todo:
             for e in self.client.ls(todo.pop()):
@@ -249,26 +254,70 @@ class Ops:
                 if e.is_dir:
                     todo.append(e.name)
                 elif e.file_id:
-                    out.append((e.name, base))
+                    out.append((e.name, base, int(e.records)))
         return out
 
-    def _stream(self, bucket: str, file: str, base: str, prefix: str, after: str) -> Iterator[tuple]:
-        """``(key, size, crc32c, mtime)`` of one file's keys that start with
-        ``prefix`` and sort after ``after``, in key order: one range of the
-        infofile's name index (rows, not objects)."""
-        rp = prefix[len(base) :] if prefix.startswith(base) else ""
-        lo, hi = rp, (prefix_upper(rp) if rp else None)
-        if after.startswith(base) and after[len(base) :] > lo:
-            lo = after[len(base) :]
+    def _rows(self, file: str, lo: str, hi: str | None, level: str | None = None):
+        """The rows of ``entries_between(lo, hi)`` of ``file`` (``([], [])``
+        shaped as ``level`` if ``level`` is given: that level's entries and
+        heads), or None if the file is gone."""
         try:
             h = self.client.open(file)
         except StFileNotFoundError:
-            return
+            return None
         try:
-            rows = h.infofile().entries_between(lo, hi)
+            if level is not None:
+                return h.infofile().level(level)
+            return h.infofile().entries_between(lo, hi)
         finally:
             h.close()
-        for name, stored, logical, crc, t, _k, _ss in rows:
+
+    def _stream(
+        self, bucket: str, file: str, base: str, records: int, prefix: str, delimiter: str, after: str, token: bool
+    ) -> Iterator[tuple]:
+        """``(key, size, crc32c, mtime)`` of one file's keys that start with
+        ``prefix`` and sort after ``after``, in key order, from its
+        infofile's name index (rows, never objects). With a delimiter, a
+        common prefix may come instead of the keys below it, as
+        ``(prefix, None, 0, 0.0)``: a whole file below one (no row read),
+        or one level of ``/`` (``InfofileReader.level``: one index search per
+        sub-prefix, not a row per key)."""
+        i = base.find(delimiter, len(prefix)) if delimiter and base.startswith(prefix) else -1
+        if i >= 0:  # every key of this file rolls up into one common prefix
+            cp = base[: i + len(delimiter)]
+            if token and after == cp:
+                return  # the last page ended with this common prefix
+            if not after.startswith(cp):
+                if records and cp > after:
+                    yield cp, None, 0, 0.0
+                return
+            # a start-after inside the common prefix: its keys after it decide
+        rp = prefix[len(base) :] if prefix.startswith(base) else ""
+        here = base + rp
+        if (
+            delimiter == "/"
+            and base
+            and (rp == "" or rp.endswith("/"))
+            and not (after.startswith(here) and "/" in after[len(here) :])
+        ):
+            got = self._rows(file, "", None, level=rp)
+            if got is None:
+                return
+            entries, heads = got
+            items = [
+                (base + name, user_size(stored, logical), int(crc), float(t))
+                for name, stored, logical, crc, t, _k, _ss in entries
+            ]
+            cps = [(here + head + "/", None, 0, 0.0) for head in heads if head]
+            for item in heapq.merge(items, cps, key=_first):
+                if item[0] > after:
+                    yield item
+            return
+        lo, hi = rp, (prefix_upper(rp) if rp else None)
+        if after.startswith(base) and after[len(base) :] > lo:
+            lo = after[len(base) :]
+        rows = self._rows(file, lo, hi)
+        for name, stored, logical, crc, t, _k, _ss in rows or []:
             if not base and "/" in name:
                 continue  # not a top-level key: unaddressable through S3
             k = key_of(bucket, file, name)
@@ -276,23 +325,32 @@ class Ops:
                 yield k, user_size(stored, logical), int(crc), float(t)
 
     def list_objects(
-        self, bucket: str, prefix: str = "", delimiter: str = "", max_keys: int = 1000, after: str = ""
+        self,
+        bucket: str,
+        prefix: str = "",
+        delimiter: str = "",
+        max_keys: int = 1000,
+        after: str = "",
+        token: bool = False,
     ) -> tuple[list[tuple], list[str], bool, str]:
         """ListObjectsV2's answer: ``(contents, common prefixes, truncated,
         last item)``; contents ``(key, size, crc32c, mtime)``. ``after``
-        is the continuation token or start-after (exclusive); a common
-        prefix as ``after`` skips every key below it."""
+        is where to start (exclusive): a start-after or marker key, or with
+        ``token`` the last item of the previous page (a common prefix there
+        skips every key below it)."""
         self.need_bucket(bucket)
-        streams = [self._stream(bucket, f, b, prefix, after) for f, b in self._files(bucket, prefix)]
+        streams = [
+            self._stream(bucket, f, b, n, prefix, delimiter, after, token) for f, b, n in self._files(bucket, prefix)
+        ]
         contents: list[tuple] = []
         prefixes: list[str] = []
         last = ""
         n = 0
-        for item in heapq.merge(*streams):
+        for item in heapq.merge(*streams, key=_first):
             key = item[0]
             if not key.startswith(prefix):
                 continue
-            if delimiter and after.endswith(delimiter) and key.startswith(after):
+            if token and delimiter and after.endswith(delimiter) and key.startswith(after):
                 continue
             cp = ""
             if delimiter:
