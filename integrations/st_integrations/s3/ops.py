@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
-from st_py.core.infofile import prefix_upper, user_size
+from st_py.core.infofile import RESERVED_PREFIXES, prefix_upper, user_size
 from st_py.errors import RecordNotFoundError, StFileExistsError, StFileNotFoundError
 
 from ..keymap import TOP_FILE, UPLOAD_PREFIX, BadKeyError, KeyMap, bucket_dir, check_key, key_of
@@ -257,24 +257,21 @@ class Ops:
                     out.append((e.name, base, int(e.records)))
         return out
 
-    def _rows(self, file: str, lo: str, hi: str | None, level: str | None = None):
-        """The rows of ``entries_between(lo, hi)`` of ``file`` (``([], [])``
-        shaped as ``level`` if ``level`` is given: that level's entries and
-        heads), or None if the file is gone."""
+    def _level(self, file: str, rp: str):
+        """``InfofileReader.level(rp)`` of ``file`` (its entries and heads at
+        that level), or None if the file is gone."""
         try:
             h = self.client.open(file)
         except StFileNotFoundError:
             return None
         try:
-            if level is not None:
-                return h.infofile().level(level)
-            return h.infofile().entries_between(lo, hi)
+            return h.infofile().level(rp)
         finally:
             h.close()
 
     def _stream(
         self, bucket: str, file: str, base: str, records: int, prefix: str, delimiter: str, after: str, token: bool
-    ) -> Iterator[tuple]:
+    ) -> Generator[tuple, None, None]:
         """``(key, size, crc32c, mtime)`` of one file's keys that start with
         ``prefix`` and sort after ``after``, in key order, from its
         infofile's name index (rows, never objects). With a delimiter, a
@@ -300,7 +297,7 @@ class Ops:
             and (rp == "" or rp.endswith("/"))
             and not (after.startswith(here) and "/" in after[len(here) :])
         ):
-            got = self._rows(file, "", None, level=rp)
+            got = self._level(file, rp)
             if got is None:
                 return
             entries, heads = got
@@ -316,13 +313,38 @@ class Ops:
         lo, hi = rp, (prefix_upper(rp) if rp else None)
         if after.startswith(base) and after[len(base) :] > lo:
             lo = after[len(base) :]
-        rows = self._rows(file, lo, hi)
-        for name, stored, logical, crc, t, _k, _ss in rows or []:
+        for name, size, crc, t in self._lazy_rows(file, lo, hi):
             if not base and "/" in name:
                 continue  # not a top-level key: unaddressable through S3
             k = key_of(bucket, file, name)
             if k > after:
-                yield k, user_size(stored, logical), int(crc), float(t)
+                yield k, size, crc, t
+
+    def _lazy_rows(self, file: str, lo: str, hi: str | None) -> Iterator[tuple]:
+        """``(name, size, crc32c, mtime)`` of the records and striped objects
+        of ``file`` named in ``[lo, hi)``, in name order, read from an open
+        cursor as they are taken (a page of a listing reads about the rows
+        it returns, not every row after its start); the handle is closed
+        when the generator ends or is closed."""
+        try:
+            h = self.client.open(file)
+        except StFileNotFoundError:
+            return
+        try:
+            inf = h.infofile()
+            objs = [(n, int(size), int(crc), float(t)) for n, size, crc, t, _k, _s in inf.objects_between(lo, hi)]
+            cur = inf.records_between(lo, hi)
+            try:
+                recs = (
+                    (n, user_size(st, lg), int(crc), float(t))
+                    for n, st, crc, t, lg in cur
+                    if not n.startswith(RESERVED_PREFIXES)
+                )
+                yield from heapq.merge(recs, objs, key=_first)
+            finally:
+                cur.close()
+        finally:
+            h.close()
 
     def list_objects(
         self,
@@ -342,11 +364,19 @@ class Ops:
         streams = [
             self._stream(bucket, f, b, n, prefix, delimiter, after, token) for f, b, n in self._files(bucket, prefix)
         ]
+        try:
+            return self._page(heapq.merge(*streams, key=_first), prefix, delimiter, max_keys, after, token)
+        finally:
+            for st in streams:
+                st.close()  # their infofile cursors and handles
+
+    @staticmethod
+    def _page(items, prefix: str, delimiter: str, max_keys: int, after: str, token: bool):
         contents: list[tuple] = []
         prefixes: list[str] = []
         last = ""
         n = 0
-        for item in heapq.merge(*streams, key=_first):
+        for item in items:
             key = item[0]
             if not key.startswith(prefix):
                 continue
