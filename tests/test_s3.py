@@ -6,6 +6,7 @@ a free 127.0.0.1 port."""
 
 from __future__ import annotations
 
+import datetime
 import io
 import os
 import signal
@@ -244,7 +245,13 @@ def test_refusals_store_nothing(site, s3):
         s3.put_object(Bucket="exp", Key="bad/../escape", Body=b"x")
     assert code(e.value) == "InvalidArgument"
     with pytest.raises(ClientError) as e:
-        s3.copy_object(Bucket="exp", Key="bad/copy", CopySource={"Bucket": "exp", "Key": "top.txt"})
+        s3.upload_part_copy(
+            Bucket="exp",
+            Key="bad/copy",
+            UploadId="0" * 32,
+            PartNumber=1,
+            CopySource={"Bucket": "exp", "Key": "top.txt"},
+        )
     assert code(e.value) == "NotImplemented"
     with pytest.raises(ClientError) as e:
         s3.put_bucket_tagging(Bucket="exp", Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
@@ -665,3 +672,29 @@ def test_listings_match_s3s_rules_page_by_page(site, s3):
                 r = s3.list_objects_v2(Bucket="lst", Prefix=prefix, Delimiter=delimiter, StartAfter=mid)
                 items = [c["Key"] for c in r.get("Contents", [])] + [p["Prefix"] for p in r.get("CommonPrefixes", [])]
                 assert sorted(items) == [i for i in reference_listing([k for k in made if k > mid], prefix, delimiter)]
+
+
+def test_copy_object_and_conditional_reads(s3):
+    s3.put_object(Bucket="exp", Key="copy/src.bin", Body=b"copied bytes")
+    r = s3.copy_object(Bucket="exp", Key="copy/dst/a.bin", CopySource={"Bucket": "exp", "Key": "copy/src.bin"})
+    assert s3.get_object(Bucket="exp", Key="copy/dst/a.bin")["Body"].read() == b"copied bytes"
+    head = s3.head_object(Bucket="exp", Key="copy/dst/a.bin")
+    assert head["ETag"] == r["CopyObjectResult"]["ETag"]
+    with pytest.raises(ClientError) as e:
+        s3.copy_object(Bucket="exp", Key="copy/x", CopySource={"Bucket": "exp", "Key": "copy/missing"})
+    assert code(e.value) == "NoSuchKey"
+    later = head["LastModified"] + datetime.timedelta(seconds=5)
+    earlier = head["LastModified"] - datetime.timedelta(seconds=5)
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="copy/dst/a.bin", IfModifiedSince=later)
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 304
+    assert s3.get_object(Bucket="exp", Key="copy/dst/a.bin", IfModifiedSince=earlier)["Body"].read() == b"copied bytes"
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="copy/dst/a.bin", IfUnmodifiedSince=earlier)
+    assert code(e.value) == "PreconditionFailed"
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="copy/dst/a.bin", IfMatch='"0123"')
+    assert code(e.value) == "PreconditionFailed"
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="copy/dst/a.bin", IfNoneMatch=head["ETag"])
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 304

@@ -87,12 +87,30 @@ def _object_headers(st: ObjectStat) -> dict[str, str]:
     }
 
 
+def _http_date(value: str) -> float | None:
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None  # S3 ignores a date it cannot parse
+
+
 def _check_conditions(headers: dict[str, list[str]], st: ObjectStat) -> Response | None:
-    want = (headers.get("if-match") or [""])[0]
-    if want and want.strip() not in (st.etag, "*"):
-        raise S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
-    nomatch = (headers.get("if-none-match") or [""])[0]
-    if nomatch and nomatch.strip() in (st.etag, "*"):
+    """S3's (RFC 7232's) order: If-Match, If-Unmodified-Since (412), then
+    If-None-Match, If-Modified-Since (304); None: serve the object."""
+    failed = S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+    want = (headers.get("if-match") or [""])[0].strip()
+    if want and want not in (st.etag, "*"):
+        raise failed
+    since = _http_date((headers.get("if-unmodified-since") or [""])[0])
+    if not want and since is not None and int(st.mtime) > since:
+        raise failed
+    nomatch = (headers.get("if-none-match") or [""])[0].strip()
+    if nomatch and nomatch in (st.etag, "*"):
+        return Response(status_code=304, headers={"ETag": st.etag})
+    since = _http_date((headers.get("if-modified-since") or [""])[0])
+    if not nomatch and since is not None and int(st.mtime) <= since:
         return Response(status_code=304, headers={"ETag": st.etag})
     return None
 
@@ -321,7 +339,7 @@ class S3App:
             raise S3Error("NotImplemented", "GetObject of one part is not implemented", key)
         if m == "PUT":
             if "x-amz-copy-source" in headers:
-                raise S3Error("NotImplemented", "CopyObject is not implemented (docs/s3.md)", key)
+                return await self._copy(ops, bucket, key, headers)
             data, _ = await self._body(request, headers)
             if_none = (headers.get("if-none-match") or [""])[0].strip()
             if if_none and if_none != "*":
@@ -361,6 +379,22 @@ class S3App:
             await run_in_threadpool(ops.delete_object, bucket, key)
             return Response(status_code=204)
         raise S3Error("NotImplemented", f"{m} on an object is not implemented (docs/s3.md)", key)
+
+    async def _copy(self, ops: Ops, bucket: str, key: str, headers) -> Response:
+        """CopyObject: the source's bytes stored at ``key`` (read with the
+        caller's rights; metadata is not kept, so no directive applies)."""
+        source = unquote(headers["x-amz-copy-source"][0]).split("?", 1)
+        if len(source) > 1:
+            raise S3Error("NotImplemented", "copying a version (?versionId=) is not implemented", key)
+        if any(h.startswith("x-amz-copy-source-if-") for h in headers):
+            raise S3Error("NotImplemented", "conditional copies (x-amz-copy-source-if-*) are not implemented", key)
+        src_bucket, _, src_key = source[0].lstrip("/").partition("/")
+        if not src_key:
+            raise S3Error("InvalidArgument", "x-amz-copy-source must be BUCKET/KEY", key)
+        _, data = await run_in_threadpool(ops.get_object, src_bucket, src_key)
+        st = await run_in_threadpool(ops.put_object, bucket, key, data)
+        inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
+        return self._xml(xml.doc("CopyObjectResult", inner))
 
     async def _multipart(self, request, ops: Ops, bucket: str, key: str, query: dict, headers) -> Response:
         from .multipart import Multipart
