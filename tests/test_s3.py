@@ -698,3 +698,51 @@ def test_copy_object_and_conditional_reads(s3):
     with pytest.raises(ClientError) as e:
         s3.get_object(Bucket="exp", Key="copy/dst/a.bin", IfNoneMatch=head["ETag"])
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 304
+
+
+def test_sigv4_checks_against_botocores_signer(tmp_path):
+    """The verifier against requests signed by botocore's own SigV4Auth:
+    taken as signed, and refused when the clock is skewed, the region or
+    secret is wrong, or a signed header or the query changed."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from st_integrations.s3.auth import Keys, authenticate
+    from st_integrations.s3.errors import S3Error
+
+    (tmp_path / "k.toml").write_text('[users]\nalice = "s3cr3t"\n')
+    keys = Keys(tmp_path / "k.toml")
+
+    def signed(secret="s3cr3t", region="us-east-1", url="http://h:1/b/k%20x?list-type=2&prefix=a%2Fb"):
+        req = AWSRequest("GET", url, headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+        S3SigV4Auth(Credentials("alice", secret), "s3", region).add_auth(req)
+        headers = {k.lower(): [v] for k, v in req.headers.items()}
+        headers["host"] = ["h:1"]
+        path, _, query = url.split("//", 1)[1].partition("/")[2].partition("?")
+        return "/" + path, query, headers
+
+    def check(path, query, headers, now=None):
+        return authenticate(keys, "GET", path, query, headers, now=now)
+
+    path, query, headers = signed()
+    assert check(path, query, headers).user == "alice"
+    for bad, want in (
+        (lambda: check(path, query, headers, now=time.time() + 3600), "RequestTimeTooSkewed"),
+        (lambda: check(*signed(region="eu-west-1")), "AuthorizationHeaderMalformed"),
+        (lambda: check(*signed(secret="wrong")), "SignatureDoesNotMatch"),
+        (lambda: check(path, query.replace("prefix=a", "prefix=c"), headers), "SignatureDoesNotMatch"),
+        (lambda: check(path + "y", query, headers), "SignatureDoesNotMatch"),
+        (lambda: check(path, query, {**headers, "x-amz-date": ["20200101T000000Z"]}), "RequestTimeTooSkewed"),
+        (lambda: check(path, query, {k: v for k, v in headers.items() if k != "authorization"}), "AccessDenied"),
+    ):
+        with pytest.raises(S3Error) as e:
+            bad()
+        assert e.value.code == want
+
+
+def test_a_huge_key_is_refused(s3):
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="exp", Key="huge/" + "k" * 1100, Body=b"x")
+    assert code(e.value) == "KeyTooLongError"
+    assert s3.list_objects_v2(Bucket="exp", Prefix="huge/")["KeyCount"] == 0

@@ -58,11 +58,12 @@ def sql(tracker, data, query, files, fmt, as_of) -> None:
 )
 @click.option("--replication", default="x2", show_default=True, help="of the files PUTs create")
 @click.option("--domain", default=None, help="also serve virtual-host-style requests to BUCKET.DOMAIN")
-def s3(tracker, data, host, port, keys_file, replication, domain) -> None:
+@click.option("--region", default="us-east-1", show_default=True, help="the region requests are signed for")
+def s3(tracker, data, host, port, keys_file, replication, domain, region) -> None:
     """Serve the S3 API (path-style, SigV4) over the cluster's files and
     records until interrupted (docs/s3.md)."""
     from .s3.server import make_server
 
     address = tracker_address(tracker, data)
     say(f"S3 endpoint on http://{host}:{port} over tracker {address}", err=True)
-    make_server(address, host, port, keys_file, replication, domain=domain).run()
+    make_server(address, host, port, keys_file, replication, domain=domain, region=region).run()

@@ -43,11 +43,13 @@ class BadKeyError(StoreTorrentError, ValueError):
         The bucket or key refused.
     reason : str
         Why, in words.
+    too_long : bool
+        Refused for its length alone.
     """
 
-    def __init__(self, name: str, reason: str):
-        super().__init__(f"{name!r}: {reason}")
-        self.name, self.reason = name, reason
+    def __init__(self, name: str, reason: str, too_long: bool = False):
+        super().__init__(f"{name[:100]!r}: {reason}")
+        self.name, self.reason, self.too_long = name, reason, too_long
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def check_key(key: str) -> None:
     if not key:
         raise BadKeyError(key, "the key is empty")
     if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
-        raise BadKeyError(key, f"keys are at most {MAX_KEY_BYTES} bytes")
+        raise BadKeyError(key, f"keys are at most {MAX_KEY_BYTES} bytes", too_long=True)
     parts = key.split("/")
     if any(p in ("", ".", "..") for p in parts):
         raise BadKeyError(key, "a key's '/'-separated parts may not be empty, '.' or '..'")

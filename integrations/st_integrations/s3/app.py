@@ -230,7 +230,7 @@ class S3App:
             return Response(status_code=200, headers={"Location": "/" + bucket})
         if m == "HEAD":
             await run_in_threadpool(ops.need_bucket, bucket)
-            return Response(status_code=200, headers={"x-amz-bucket-region": "us-east-1"})
+            return Response(status_code=200, headers={"x-amz-bucket-region": self.keys.region})
         if m == "DELETE":
             await run_in_threadpool(ops.delete_bucket, bucket)
             return Response(status_code=204)
@@ -240,7 +240,8 @@ class S3App:
             return self._xml(await run_in_threadpool(self._delete_many, ops, bucket, keys, quiet))
         if m == "GET" and "location" in query:
             await run_in_threadpool(ops.need_bucket, bucket)
-            return self._xml(xml.doc("LocationConstraint", ""))
+            region = "" if self.keys.region == "us-east-1" else self.keys.region  # S3's answer for us-east-1
+            return self._xml(xml.doc("LocationConstraint", xml.escape(region)))
         if m == "GET":
             return self._xml(await run_in_threadpool(self._list, ops, bucket, query))
         raise S3Error("NotImplemented", f"{m} on a bucket is not implemented", bucket)

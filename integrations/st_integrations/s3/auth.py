@@ -53,11 +53,12 @@ class Keys:
     access key is a StoreTorrent user's name and the secret their API key.
 
     The file is TOML: ``[users]`` then ``alice = "<alice's API key>"``
-    (docs/s3.md). ``None`` (no file): development mode.
+    (docs/s3.md). ``None`` (no file): development mode. ``region``: the
+    one region requests may be signed for.
     """
 
-    def __init__(self, path: str | Path | None):
-        self.path = path
+    def __init__(self, path: str | Path | None, region: str = "us-east-1"):
+        self.path, self.region = path, region
         self.secrets: dict[str, str] | None = None
         if path is not None:
             with open(path, "rb") as f:
@@ -143,6 +144,12 @@ def authenticate(  # noqa: C901 - one linear check, as the spec lists it
         raise S3Error("AccessDenied", "Signature Version 2 is not supported: presign with signature_version='s3v4'")
     else:
         raise S3Error("AccessDenied", "anonymous requests are refused: sign them with an access key (docs/s3.md)")
+    if region != keys.region or service != "s3":
+        raise S3Error(
+            "AuthorizationHeaderMalformed",
+            f"the authorization is signed for region {region!r} and service {service!r}; "
+            f"this endpoint expects {keys.region!r} and 's3'",
+        )
     secret = keys.secrets.get(akid)
     if secret is None:
         raise S3Error("InvalidAccessKeyId", "the AWS access key Id you provided does not exist in our records")

@@ -10,6 +10,7 @@ from st_py.errors import StoreTorrentError
 
 STATUS = {
     "AccessDenied": 403,
+    "AuthorizationHeaderMalformed": 400,
     "BadDigest": 400,
     "BucketAlreadyOwnedByYou": 409,
     "BucketNotEmpty": 409,
@@ -83,7 +84,7 @@ def from_storetorrent(e: StoreTorrentError, resource: str = "") -> S3Error:
     if isinstance(e, S3Error):
         return e
     if isinstance(e, BadKeyError):
-        return S3Error("InvalidArgument", str(e), resource)
+        return S3Error("KeyTooLongError" if e.too_long else "InvalidArgument", str(e), resource)
     if isinstance(e, (PermissionDeniedError, NotAuthenticatedError)):
         return S3Error("AccessDenied", str(e), resource)
     if isinstance(e, QuotaExceededError):

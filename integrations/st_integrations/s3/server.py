@@ -21,6 +21,7 @@ def make_server(
     tls=(None, None, None),
     log_level: str = "warning",
     domain: str | None = None,
+    region: str = "us-east-1",
 ) -> uvicorn.Server:
     """A uvicorn server of the endpoint over ``tracker`` on ``host:port``
     (call ``run()``; ``should_exit = True`` stops it); ``domain``: also
@@ -31,5 +32,5 @@ def make_server(
     OSError, tomllib.TOMLDecodeError
         The keys file cannot be read.
     """
-    app = S3App(tracker, Keys(keys_file), replication, tls, domain).app
+    app = S3App(tracker, Keys(keys_file, region), replication, tls, domain).app
     return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off"))

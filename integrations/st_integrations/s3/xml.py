@@ -11,6 +11,8 @@ import time
 import xml.etree.ElementTree as ET
 from xml.sax.saxutils import escape
 
+__all__ = ["escape"]  # also the app's, for text inside an element
+
 from .errors import S3Error
 
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
