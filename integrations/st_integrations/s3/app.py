@@ -10,7 +10,6 @@ key, made under a lock; the operations run in Starlette's worker threads.
 
 from __future__ import annotations
 
-import base64
 import logging
 import threading
 import uuid
@@ -28,7 +27,9 @@ from . import xml
 from .auth import Keys, authenticate, check_payload
 from .chunked import check_checksums, crc32c_b64
 from .errors import S3Error, from_storetorrent
-from .ops import ObjectStat, Ops
+from .listing import list_bucket
+from .objhttp import not_modified, object_headers, parse_range
+from .ops import Ops
 
 log = logging.getLogger("storetorrent.s3")
 MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
@@ -46,73 +47,6 @@ _KNOWN_BUCKET_QUERY = {
     "delete",
 }
 _KNOWN_OBJECT_QUERY = {"x-id", "uploads", "uploadId", "partNumber", "max-parts", "part-number-marker"}
-
-
-def parse_range(value: str, size: int) -> tuple[int, int]:
-    """``(start, end)`` (end exclusive) of an HTTP ``Range: bytes=...``
-    header over an object of ``size`` bytes.
-
-    Raises
-    ------
-    S3Error
-        ``InvalidRange``: not satisfiable; ``NotImplemented``: several ranges.
-    """
-    unit, _, spec = value.partition("=")
-    if unit.strip() != "bytes" or not spec:
-        raise S3Error("InvalidRange", f"the range {value!r} is not bytes=FIRST-LAST")
-    if "," in spec:
-        raise S3Error("NotImplemented", "multiple ranges in one GET are not supported")
-    first, _, last = spec.strip().partition("-")
-    try:
-        if first == "":
-            n = int(last)
-            if n <= 0 or size == 0:
-                raise S3Error("InvalidRange", "the requested range is not satisfiable")
-            return max(0, size - n), size
-        a = int(first)
-        b = int(last) + 1 if last else size
-    except ValueError:
-        raise S3Error("InvalidRange", f"the range {value!r} is not bytes=FIRST-LAST") from None
-    if a >= size or b <= a:
-        raise S3Error("InvalidRange", "the requested range is not satisfiable")
-    return a, min(b, size)
-
-
-def _object_headers(st: ObjectStat) -> dict[str, str]:
-    return {
-        "ETag": st.etag,
-        "Last-Modified": xml.http_time(st.mtime),
-        "Accept-Ranges": "bytes",
-        "Content-Type": "binary/octet-stream",
-    }
-
-
-def _http_date(value: str) -> float | None:
-    from email.utils import parsedate_to_datetime
-
-    try:
-        return parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError):
-        return None  # S3 ignores a date it cannot parse
-
-
-def _check_conditions(headers: dict[str, list[str]], st: ObjectStat) -> Response | None:
-    """S3's (RFC 7232's) order: If-Match, If-Unmodified-Since (412), then
-    If-None-Match, If-Modified-Since (304); None: serve the object."""
-    failed = S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
-    want = (headers.get("if-match") or [""])[0].strip()
-    if want and want not in (st.etag, "*"):
-        raise failed
-    since = _http_date((headers.get("if-unmodified-since") or [""])[0])
-    if not want and since is not None and int(st.mtime) > since:
-        raise failed
-    nomatch = (headers.get("if-none-match") or [""])[0].strip()
-    if nomatch and nomatch in (st.etag, "*"):
-        return Response(status_code=304, headers={"ETag": st.etag})
-    since = _http_date((headers.get("if-modified-since") or [""])[0])
-    if not nomatch and since is not None and int(st.mtime) <= since:
-        return Response(status_code=304, headers={"ETag": st.etag})
-    return None
 
 
 class S3App:
@@ -243,7 +177,7 @@ class S3App:
             region = "" if self.keys.region == "us-east-1" else self.keys.region  # S3's answer for us-east-1
             return self._xml(xml.doc("LocationConstraint", xml.escape(region)))
         if m == "GET":
-            return self._xml(await run_in_threadpool(self._list, ops, bucket, query))
+            return self._xml(await run_in_threadpool(list_bucket, ops, bucket, query))
         raise S3Error("NotImplemented", f"{m} on a bucket is not implemented", bucket)
 
     @staticmethod
@@ -265,65 +199,6 @@ class S3App:
                     + "</Error>"
                 )
         return xml.doc("DeleteResult", "".join(out))
-
-    @staticmethod
-    def _list(ops: Ops, bucket: str, q: dict) -> bytes:
-        v2 = q.get("list-type") == "2"
-        prefix, delim = q.get("prefix", ""), q.get("delimiter", "")
-        try:
-            max_keys = max(0, min(1000, int(q.get("max-keys", "1000"))))
-        except ValueError:
-            raise S3Error("InvalidArgument", "max-keys is not an integer") from None
-        token = q.get("continuation-token", "")
-        if v2 and token:
-            try:
-                after = base64.urlsafe_b64decode(token.encode()).decode()
-            except (ValueError, UnicodeDecodeError):
-                raise S3Error("InvalidArgument", "the continuation token is not one this endpoint gave") from None
-        else:
-            after = q.get("start-after", "") if v2 else q.get("marker", "")
-        url = q.get("encoding-type") == "url"
-
-        def enc(s: str) -> str:
-            from urllib.parse import quote
-
-            return quote(s, safe="/") if url else s
-
-        contents, prefixes, truncated, last = ops.list_objects(
-            bucket, prefix, delim, max_keys, after, token=bool(token) if v2 else bool(delim) and after.endswith(delim)
-        )  # v1 pages on NextMarker, the last item, as v2 on its token
-        parts = [xml.el("Name", bucket), xml.el("Prefix", enc(prefix)), xml.el("MaxKeys", max_keys)]
-        if delim:
-            parts.append(xml.el("Delimiter", enc(delim)))
-        if url:
-            parts.append(xml.el("EncodingType", "url"))
-        parts.append(xml.el("IsTruncated", "true" if truncated else "false"))
-        if v2:
-            parts.append(xml.el("KeyCount", len(contents) + len(prefixes)))
-            if token:
-                parts.append(xml.el("ContinuationToken", token))
-            if q.get("start-after"):
-                parts.append(xml.el("StartAfter", enc(q["start-after"])))
-            if truncated:
-                parts.append(xml.el("NextContinuationToken", base64.urlsafe_b64encode(last.encode()).decode()))
-        else:
-            parts.append(xml.el("Marker", enc(after)))
-            if truncated and delim:
-                parts.append(xml.el("NextMarker", enc(last)))
-        for key, size, crc, t in contents:
-            etag = ObjectStat(size, crc, t).etag
-            parts.append(
-                "<Contents>"
-                + xml.el("Key", enc(key))
-                + xml.el("LastModified", xml.iso_time(t))
-                + xml.el("ETag", etag)
-                + xml.el("Size", size)
-                + xml.el("StorageClass", "STANDARD")
-                + "</Contents>"
-            )
-        for p in prefixes:
-            parts.append("<CommonPrefixes>" + xml.el("Prefix", enc(p)) + "</CommonPrefixes>")
-        return xml.doc("ListBucketResult", "".join(parts))
 
     async def _object(self, request, ops: Ops, bucket: str, key: str, query: dict, headers) -> Response:
         m = request.method
@@ -349,20 +224,18 @@ class S3App:
             return Response(status_code=200, headers={"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)})
         if m == "HEAD":
             st = await run_in_threadpool(ops.head_object, bucket, key)
-            cond = _check_conditions(headers, st)
-            if cond is not None:
-                return cond
-            h = _object_headers(st)
+            if not_modified(headers, st):
+                return Response(status_code=304, headers={"ETag": st.etag})
+            h = object_headers(st)
             h["Content-Length"] = str(st.size)
             if st.crc_of_bytes:
                 h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
             return Response(status_code=200, headers=h)
         if m == "GET":
             st, data = await run_in_threadpool(ops.get_object, bucket, key)
-            cond = _check_conditions(headers, st)
-            if cond is not None:
-                return cond
-            h = _object_headers(st)
+            if not_modified(headers, st):
+                return Response(status_code=304, headers={"ETag": st.etag})
+            h = object_headers(st)
             rng = (headers.get("range") or [""])[0]
             if rng:
                 try:
