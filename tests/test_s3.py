@@ -768,3 +768,21 @@ def test_keymap_and_fsspec_resolve_keys_alike(site, s3):
     # a new key: one component below the deepest directory (docs/s3.md: fsspec's writer differs)
     assert km.resolve("exp", "agree/d/new/k/l") == Target("/exp/agree/d/new", "k/l", False)
     assert fs.st_lookup("/exp/agree/d/new/k/l")[0] == "missing"
+
+
+def test_a_striped_object_and_its_ranges(site, s3):
+    """A striped object (written by the Client with 1 MiB stripes) through
+    S3: HEAD, listing, a whole GET, and ranges inside and across stripes."""
+    cluster, ep, keys = site
+    data = os.urandom(5 << 20) + b"tail"
+    with cluster.client(api_key=keys["alice"]).create("/exp/striped", replication="x2") as f:
+        f.put_object("obj.bin", data, stripe_size=1 << 20)
+    assert s3.head_object(Bucket="exp", Key="striped/obj.bin")["ContentLength"] == len(data)
+    assert [(c["Key"], c["Size"]) for c in s3.list_objects_v2(Bucket="exp", Prefix="striped/")["Contents"]] == [
+        ("striped/obj.bin", len(data))
+    ]
+    assert s3.get_object(Bucket="exp", Key="striped/obj.bin")["Body"].read() == data
+    for a, b in ((0, 9), ((1 << 20) - 5, (1 << 20) + 5), ((3 << 20) + 7, (5 << 20) + 3)):
+        got = s3.get_object(Bucket="exp", Key="striped/obj.bin", Range=f"bytes={a}-{b}")
+        assert got["Body"].read() == data[a : b + 1] and got["ContentRange"] == f"bytes {a}-{b}/{len(data)}"
+    assert s3.get_object(Bucket="exp", Key="striped/obj.bin", Range="bytes=-4")["Body"].read() == b"tail"

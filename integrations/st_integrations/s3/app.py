@@ -29,7 +29,7 @@ from .chunked import check_checksums, crc32c_b64
 from .errors import S3Error, from_storetorrent
 from .listing import list_bucket
 from .objhttp import not_modified, object_headers, parse_range
-from .ops import Ops
+from .ops import ObjectStat, Ops
 
 log = logging.getLogger("storetorrent.s3")
 MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
@@ -232,23 +232,30 @@ class S3App:
                 h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
             return Response(status_code=200, headers=h)
         if m == "GET":
-            st, data = await run_in_threadpool(ops.get_object, bucket, key)
-            if not_modified(headers, st):
-                return Response(status_code=304, headers={"ETag": st.etag})
-            h = object_headers(st)
             rng = (headers.get("range") or [""])[0]
-            if rng:
+
+            def decide(st: ObjectStat) -> tuple[int, int] | None | bool:
+                if not_modified(headers, st):
+                    return False
+                if not rng:
+                    return None
                 try:
-                    a, b = parse_range(rng, len(data))
+                    return parse_range(rng, st.size)
                 except S3Error as e:
                     if e.code == "InvalidRange":
-                        e.resource = f"bytes */{len(data)}"
+                        e.resource = f"bytes */{st.size}"
                     raise
-                h["Content-Range"] = f"bytes {a}-{b - 1}/{len(data)}"
-                return Response(data[a:b], status_code=206, headers=h)
+
+            st, got, span = await run_in_threadpool(ops.get_object, bucket, key, decide)
+            if got is None:
+                return Response(status_code=304, headers={"ETag": st.etag})
+            h = object_headers(st)
+            if span is not None:
+                h["Content-Range"] = f"bytes {span[0]}-{span[1] - 1}/{st.size}"
+                return Response(got, status_code=206, headers=h)
             if st.crc_of_bytes:
                 h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
-            return Response(data, status_code=200, headers=h)
+            return Response(got, status_code=200, headers=h)
         if m == "DELETE":
             await run_in_threadpool(ops.delete_object, bucket, key)
             return Response(status_code=204)
@@ -265,7 +272,8 @@ class S3App:
         src_bucket, _, src_key = source[0].lstrip("/").partition("/")
         if not src_key:
             raise S3Error("InvalidArgument", "x-amz-copy-source must be BUCKET/KEY", key)
-        _, data = await run_in_threadpool(ops.get_object, src_bucket, src_key)
+        _, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key)
+        assert data is not None  # no decide: the whole object
         st = await run_in_threadpool(ops.put_object, bucket, key, data)
         inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
         return self._xml(xml.doc("CopyObjectResult", inner))

@@ -13,6 +13,7 @@ Thread safety: each call opens its own file handles; the client is shared
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from st_py.core.infofile import user_size
@@ -191,21 +192,49 @@ class Ops:
             raise S3Error("NoSuchKey", "the specified key does not exist", key)
         return st
 
-    def get_object(self, bucket: str, key: str) -> tuple[ObjectStat, bytes]:
-        """The object's stat and bytes (the whole object: ranges are cut
-        from it by the caller; docs/s3.md)."""
+    def get_object(
+        self, bucket: str, key: str, decide: Callable[[ObjectStat], tuple[int, int] | None | bool] | None = None
+    ) -> tuple[ObjectStat, bytes | None, tuple[int, int] | None]:
+        """``(stat, bytes, span)`` of the object. ``decide(stat)``, called
+        before any byte is read, says what to read: None the whole object,
+        ``(start, end)`` (end exclusive) a range, False nothing (bytes
+        None: a 304); it may raise. A range of a striped object fetches only
+        the stripes it touches; of a record, the record is read whole and
+        cut (records are at most 64 MiB).
+
+        Raises
+        ------
+        S3Error
+            ``NoSuchBucket``, ``NoSuchKey``, or what ``decide`` raises.
+        RecordUnavailableError, ChecksumError
+        """
         h, record = self._open_key(bucket, key)
         try:
             st = self._stat(h, record)
             if st is None:
                 raise S3Error("NoSuchKey", "the specified key does not exist", key)
+            span = decide(st) if decide is not None else None
+            if span is False:
+                return st, None, None
             obj = h.object_meta(record)
-            data = h.get_object(obj) if obj is not None else h.get(record)
+            if span is None or span is True:
+                return st, (h.get_object(obj) if obj is not None else h.get(record)), None
+            a, b = span
+            if obj is None:
+                return st, h.get(record)[a:b], span
+            with h.open(record) as r:
+                r.seek(a)
+                out = bytearray()
+                while len(out) < b - a:
+                    chunk = r.read(b - a - len(out))
+                    if not chunk:
+                        raise S3Error("InternalError", f"{key} ended at {a + len(out)} of {st.size} bytes", key)
+                    out += chunk
+            return st, bytes(out), span
         except RecordNotFoundError:
             raise S3Error("NoSuchKey", "the specified key does not exist", key) from None
         finally:
             h.close()
-        return st, data
 
     def delete_object(self, bucket: str, key: str) -> None:
         """Delete the key's record; a key that does not exist is no error (S3)."""
