@@ -123,7 +123,7 @@ class S3App:
         caller = authenticate(self.keys, request.method, raw_path_s, raw_query, headers)
         ops = self.ops(caller.api_key)
         path = unquote(raw_path_s.split("?", 1)[0])
-        host = (headers.get("host") or [""])[0].lower().rsplit(":", 1)[0] if not raw_path_s.startswith("//") else ""
+        host = (headers.get("host") or [""])[0].lower().rsplit(":", 1)[0]
         if self.domain and host.endswith("." + self.domain):  # virtual-host style: BUCKET.DOMAIN/KEY
             bucket, key = host[: -len(self.domain) - 1], path.lstrip("/")
         else:
