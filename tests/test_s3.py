@@ -512,6 +512,8 @@ def test_multipart_uploads(site, s3, tmp_path):
     assert s3.head_object(Bucket="exp", Key="mp/manual.bin")["ETag"] == done["ETag"]
     up2 = s3.create_multipart_upload(Bucket="exp", Key="mp/aborted.bin")["UploadId"]
     s3.upload_part(Bucket="exp", Key="mp/aborted.bin", UploadId=up2, PartNumber=1, Body=b"x")
+    ups = s3.list_multipart_uploads(Bucket="exp", Prefix="mp/")["Uploads"]
+    assert [(u["Key"], u["UploadId"]) for u in ups] == [("mp/aborted.bin", up2)]
     s3.abort_multipart_upload(Bucket="exp", Key="mp/aborted.bin", UploadId=up2)
     with pytest.raises(ClientError) as e:
         s3.list_parts(Bucket="exp", Key="mp/aborted.bin", UploadId=up2)

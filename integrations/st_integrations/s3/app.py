@@ -45,6 +45,8 @@ _KNOWN_BUCKET_QUERY = {
     "marker",
     "location",
     "delete",
+    "uploads",
+    "max-uploads",
 }
 _KNOWN_OBJECT_QUERY = {"x-id", "uploads", "uploadId", "partNumber", "max-parts", "part-number-marker"}
 
@@ -176,6 +178,15 @@ class S3App:
             await run_in_threadpool(ops.need_bucket, bucket)
             region = "" if self.keys.region == "us-east-1" else self.keys.region  # S3's answer for us-east-1
             return self._xml(xml.doc("LocationConstraint", xml.escape(region)))
+        if m == "GET" and "uploads" in query:
+            from .multipart import Multipart
+
+            ups = await run_in_threadpool(Multipart(ops).list_uploads, bucket, query.get("prefix", ""))
+            inner = (
+                xml.el("Bucket", bucket) + xml.el("Prefix", query.get("prefix", "")) + xml.el("IsTruncated", "false")
+            )
+            inner += "".join("<Upload>" + xml.el("Key", k) + xml.el("UploadId", u) + "</Upload>" for k, u in ups)
+            return self._xml(xml.doc("ListMultipartUploadsResult", inner))
         if m == "GET":
             return self._xml(await run_in_threadpool(list_bucket, ops, bucket, query))
         raise S3Error("NotImplemented", f"{m} on a bucket is not implemented", bucket)

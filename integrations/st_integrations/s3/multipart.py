@@ -138,6 +138,25 @@ class Multipart:
         self.abort(bucket, key, upload_id)
         return st
 
+    def list_uploads(self, bucket: str, prefix: str = "") -> list[tuple[str, str]]:
+        """``(key, upload id)`` of the bucket's unfinished uploads whose
+        keys start with ``prefix``, in key order (each upload's ``key``
+        record read: one small GET per upload)."""
+        d = self.ops.need_bucket(bucket)
+        out = []
+        for e in self.client.ls(d):
+            name = e.name[len(d) + 1 :]
+            if e.is_dir or not name.startswith(UPLOAD_PREFIX):
+                continue
+            try:
+                with self.client.open(e.name) as h:
+                    key = h.get("key").decode("utf-8", "surrogatepass")
+            except (StFileNotFoundError, RecordNotFoundError):
+                continue  # completed or aborted meanwhile
+            if key.startswith(prefix):
+                out.append((key, name[len(UPLOAD_PREFIX) :]))
+        return sorted(out)
+
     def abort(self, bucket: str, key: str, upload_id: str) -> None:
         """End the upload: its parts are deleted."""
         self._open(bucket, key, upload_id).close()
