@@ -32,6 +32,7 @@ from .objhttp import not_modified, object_headers, parse_range
 from .ops import ObjectStat, Ops
 
 log = logging.getLogger("storetorrent.s3")
+EMPTY_MD5 = '"d41d8cd98f00b204e9800998ecf8427e"'  # the ETag of a directory marker (an empty object)
 MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
 _KNOWN_BUCKET_QUERY = {
     "list-type",
@@ -228,6 +229,9 @@ class S3App:
             if "x-amz-copy-source" in headers:
                 return await self._copy(ops, bucket, key, headers)
             data, _ = await self._body(request, headers)
+            if key.endswith("/") and not data:  # a directory marker: directories are implicit here
+                await run_in_threadpool(ops.need_bucket, bucket)
+                return Response(status_code=200, headers={"ETag": EMPTY_MD5})
             if_none = (headers.get("if-none-match") or [""])[0].strip()
             if if_none and if_none != "*":
                 raise S3Error("NotImplemented", "a PUT's If-None-Match takes only '*'", key)
