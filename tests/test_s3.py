@@ -828,3 +828,27 @@ def test_pyarrow_s3filesystem_writes_and_reads_a_partitioned_dataset(site, s3):
     st = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, api_key=keys["alice"], tls=cluster.client_tls)
     part = pq.read_table(st.open("/arrowb/data/1/part-0.parquet"))
     assert part.column("x").to_pylist() == list(range(1, 600, 3))
+
+
+def test_polars_reads_and_scans_parquet_over_s3(site, s3):
+    """Polars (Rust object_store, its own S3 client and signer) reads and
+    scans Parquet written through boto3."""
+    import polars as pl
+
+    cluster, ep, keys = site
+    df = pd.DataFrame({"x": range(300), "s": [f"r{i}" for i in range(300)]})
+    for i in range(2):
+        b = io.BytesIO()
+        df.iloc[i * 150 : (i + 1) * 150].to_parquet(b, index=False)
+        s3.put_object(Bucket="exp", Key=f"polars/part-{i}.parquet", Body=b.getvalue())
+    opts = {
+        "aws_endpoint_url": ep.url,
+        "aws_access_key_id": "alice",
+        "aws_secret_access_key": keys["alice"],
+        "aws_region": "us-east-1",
+        "aws_allow_http": "true",
+    }
+    one = pl.read_parquet("s3://exp/polars/part-1.parquet", storage_options=opts)
+    assert one["x"].to_list() == list(range(150, 300))
+    total = pl.scan_parquet("s3://exp/polars/*.parquet", storage_options=opts).select(pl.col("x").sum()).collect()
+    assert total.item() == sum(range(300))
