@@ -1,14 +1,15 @@
 """Multipart uploads (docs/s3.md, "Multipart uploads"): each upload is a
 StoreTorrent file of the bucket, ``/B/.s3-upload-<id>``, holding the key
-(record ``key``) and the parts (records ``part-00001`` ...) as they arrive,
+(record ``key``) and the parts (records ``part-00001-<MD5 hex>`` ...) as
+they arrive,
 so any endpoint of the cluster can take the next part. Completing reads the
 parts in order, stores the whole as the key's object (a record, or a
 striped object over 64 MiB) and deletes the upload's file; aborting deletes
 it.
 
-A part's ETag is an opaque 32-hex value of its size and CRC-32C (as an
-object's is, see docs/s3.md "ETags"), so ListParts and Complete check it
-from the infofile without reading the part.
+A part's ETag is the MD5 of its bytes, as S3's is (clients such as rclone
+check it), computed when it arrives and kept in its record's name, so
+ListParts and Complete read it from the infofile without reading the part.
 
 Thread safety: as :class:`.ops.Ops`.
 """
@@ -29,13 +30,20 @@ MIN_PART = 5 * 1024 * 1024  # S3's smallest part but the last
 MAX_PART_NUMBER = 10_000
 
 
-def part_etag(size: int, crc: int) -> str:
-    """A part's ETag (quoted) of its size and CRC-32C."""
-    return '"' + hashlib.md5(f"{size}:{crc}".encode(), usedforsecurity=False).hexdigest() + '"'
+def _record(n: int, md5: str) -> str:
+    return f"part-{n:05d}-{md5}"
 
 
-def _record(n: int) -> str:
-    return f"part-{n:05d}"
+def _parts(rows) -> dict[int, dict[str, tuple[str, int, float]]]:
+    """``{number: {md5: (record, size, mtime)}}`` of an upload's part rows
+    (``entries_between``); a part uploaded twice has two until the first is
+    deleted."""
+    out: dict[int, dict[str, tuple[str, int, float]]] = {}
+    for name, stored, _lg, _crc, t, _k, _s in rows:
+        num, _, md5 = name[5:].partition("-")
+        if num.isdigit() and len(md5) == 32:
+            out.setdefault(int(num), {})[md5] = (name, int(stored), float(t))
+    return out
 
 
 class Multipart:
@@ -81,32 +89,38 @@ class Multipart:
         """Store part ``number`` (1 to 10000; again: replaced); its ETag."""
         if not 1 <= number <= MAX_PART_NUMBER:
             raise S3Error("InvalidArgument", f"part numbers are 1 to {MAX_PART_NUMBER}")
+        md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        name = _record(number, md5)
         h = self._open(bucket, key, upload_id)
         try:
-            name = _record(number)
-            replace = h.infofile().exists(name)
-            if replace:
-                h.acquire_lease(wait=30.0)
-            try:
-                h.put(name, data, replace=replace)
+            inf = h.infofile()
+            older = [r for r in inf.names_between(name[:11], name[:10] + ".") if r != name]
+            if not inf.exists(name):
+                h.put(name, data)
                 h.flush()
-            finally:
-                if replace:
-                    h.release_lease()
-            st = h.infofile().record_stat(name)
+            for r in older:  # what was uploaded before under this number
+                try:
+                    h.delete(r)
+                except RecordNotFoundError:
+                    pass
+            h.flush()
         finally:
             h.close()
-        return part_etag(int(st[0]), int(st[1]))
+        return f'"{md5}"'
 
     def list_parts(self, bucket: str, key: str, upload_id: str) -> list[tuple[int, int, str, float]]:
         """``(number, size, etag, mtime)`` of the parts stored, in order
         (from the infofile; no part is read)."""
         h = self._open(bucket, key, upload_id)
         try:
-            rows = h.infofile().entries_between("part-", "part.")
+            parts = _parts(h.infofile().entries_between("part-", "part."))
         finally:
             h.close()
-        return [(int(n[5:]), int(st), part_etag(int(st), int(crc)), float(t)) for n, st, _lg, crc, t, _k, _s in rows]
+        out = []
+        for n in sorted(parts):  # the latest upload of each number
+            md5, (_, size, t) = max(parts[n].items(), key=lambda kv: kv[1][2])
+            out.append((n, size, f'"{md5}"', t))
+        return out
 
     def complete(self, bucket: str, key: str, upload_id: str, body: bytes) -> ObjectStat:
         """Store the parts the request lists, in order, as ``key``'s
@@ -122,16 +136,16 @@ class Multipart:
         wanted = _parse_complete(body)
         h = self._open(bucket, key, upload_id)
         try:
-            stats = {
-                int(n[5:]): (int(st), int(crc))
-                for n, st, _lg, crc, _t, _k, _s in h.infofile().entries_between("part-", "part.")
-            }
+            parts = _parts(h.infofile().entries_between("part-", "part."))
+            names = []
             for i, (number, etag) in enumerate(wanted):
-                if number not in stats or part_etag(*stats[number]) != etag:
+                got = parts.get(number, {}).get(etag.strip('"'))
+                if got is None:
                     raise S3Error("InvalidPart", f"part {number} was not uploaded, or has another ETag", upload_id)
-                if i < len(wanted) - 1 and stats[number][0] < MIN_PART:
+                if i < len(wanted) - 1 and got[1] < MIN_PART:
                     raise S3Error("EntityTooSmall", f"part {number} is under 5 MiB and not the last", upload_id)
-            data = b"".join(h.get(_record(n)) for n, _ in wanted)
+                names.append(got[0])
+            data = b"".join(h.get(name) for name in names)
         finally:
             h.close()
         st = self.ops.put_object(bucket, key, data)

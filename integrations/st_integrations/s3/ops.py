@@ -37,11 +37,13 @@ class ObjectStat:
 
     @property
     def etag(self) -> str:
-        """The object's ETag: an opaque 32-hex value of its size, CRC-32C and
-        commit time (docs/s3.md, "ETags": not the MD5 of its bytes, which
-        nothing keeps), the same in PUT, HEAD, GET and listings."""
+        """The object's ETag, in S3's form for an ETag that is not the MD5
+        of the bytes (a multipart one: ``"<32 hex>-1"``): the MD5 of its
+        size, CRC-32C and commit time (docs/s3.md, "ETags"; nothing keeps
+        an MD5 of the bytes), the same in PUT, HEAD, GET and listings.
+        Clients that check an ETag against an MD5 (rclone) skip this form."""
         ident = f"{self.size}:{self.crc32c}:{self.mtime!r}".encode()
-        return '"' + hashlib.md5(ident, usedforsecurity=False).hexdigest() + '"'
+        return '"' + hashlib.md5(ident, usedforsecurity=False).hexdigest() + '-1"'
 
 
 class Ops:
