@@ -894,3 +894,17 @@ def test_rclone_copies_lists_and_checks(site, s3, tmp_path):
     rclone("copy", remote + "exp/rclone", str(tmp_path / "back"))
     assert (tmp_path / "back" / "sub" / "g.txt").read_text() == "nested\n"
     assert (tmp_path / "back" / "f2.bin").read_bytes() == (src / "f2.bin").read_bytes()
+
+
+def test_a_directory_made_by_the_client_is_a_bucket(site, s3):
+    """A top-level directory made by the Client (no /B/.s3) is listed as a
+    bucket and takes top-level keys: the first such PUT makes /B/.s3."""
+    cluster, ep, keys = site
+    with cluster.client(api_key=keys["alice"]).create("/plainb/run1", replication="x2") as f:
+        f.put("r", b"r")
+    assert "plainb" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="plainb", Key="top.txt")
+    assert code(e.value) == "NoSuchKey"
+    s3.put_object(Bucket="plainb", Key="top.txt", Body=b"top")
+    assert [c["Key"] for c in s3.list_objects_v2(Bucket="plainb")["Contents"]] == ["run1/r", "top.txt"]

@@ -56,7 +56,9 @@ class BadKeyError(StoreTorrentError, ValueError):
 class Target:
     """Where a key's object lives: record ``record`` of StoreTorrent file
     ``file``; ``exists`` False when no file holds it yet (a PUT creates
-    ``file``)."""
+    ``file``). For a top-level key ``exists`` is True without asking the
+    tracker: ``/B/.s3`` is made with the bucket (a directory made
+    otherwise lacks it until its first top-level PUT)."""
 
     file: str
     record: str

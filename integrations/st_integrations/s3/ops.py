@@ -130,13 +130,16 @@ class Ops:
         self.need_bucket(bucket)
         t = self.keys.resolve(bucket, key)
         h = None
-        if not t.exists:
+        if t.exists:
+            try:
+                h = self.client.open(t.file)
+            except StFileNotFoundError:  # gone meanwhile, or /B/.s3 of a directory not made by CreateBucket
+                h = None
+        if h is None:
             try:
                 h = self.client.create(t.file, self.replication, est_size=len(data))
             except StFileExistsError:  # made meanwhile
-                h = None
-        if h is None:
-            h = self.client.open(t.file)
+                h = self.client.open(t.file)
         try:
             replace = h.infofile().exists(t.record)
             if replace and only_new:
