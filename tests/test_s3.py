@@ -78,6 +78,7 @@ def site(make_module_cluster, tmp_path_factory):
     d = tmp_path_factory.mktemp("s3site")
     users = d / "users.toml"
     keys = {u: add_user(users, u, [u]) for u in ("alice", "bob")}
+    keys["carol"] = add_user(users, "carol", ["carol"], quota_bytes=300_000)
     (d / "s3keys.toml").write_text("[users]\n" + "".join(f'{u} = "{k}"\n' for u, k in keys.items()))
     cluster = make_module_cluster(4, name="s3", users_file=users)
     ep = Endpoint(cluster.tracker_addr, d / "s3keys.toml", tls=cluster.client_tls)
@@ -908,3 +909,16 @@ def test_a_directory_made_by_the_client_is_a_bucket(site, s3):
     assert code(e.value) == "NoSuchKey"
     s3.put_object(Bucket="plainb", Key="top.txt", Body=b"top")
     assert [c["Key"] for c in s3.list_objects_v2(Bucket="plainb")["Contents"]] == ["run1/r", "top.txt"]
+
+
+def test_quotas_apply_through_s3(site):
+    """carol's quota (300 kB stored, all copies) holds for S3 PUTs: an x2
+    object of 200 kB is refused with QuotaExceeded and nothing is stored."""
+    cluster, ep, keys = site
+    c = ep.client("carol", keys["carol"])
+    c.create_bucket(Bucket="carolb")
+    c.put_object(Bucket="carolb", Key="run/small", Body=b"s" * 1000)
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="carolb", Key="run/big", Body=os.urandom(200_000))
+    assert code(e.value) == "QuotaExceeded"
+    assert [o["Key"] for o in c.list_objects_v2(Bucket="carolb")["Contents"]] == ["run/small"]
