@@ -25,6 +25,7 @@ from . import (
     analysis,
     cases,
     churn,
+    duckdb_data,
     durability,
     file_trackers,
     filters,
@@ -74,6 +75,9 @@ TARGETS = {
     "get_local_dask_vs_engine": 0.8,
     "small_parquet_ray": 1.0,
     "small_parquet_dask": 1.0,
+    # issue 38, item 5: DuckDB's records_data (count, group-by) over many small Parquet records >= 0.5 of the
+    # Dask reader over the same records
+    "duckdb_records_data": 0.5,
     # issue 31: 1 MiB writes from one client >= 0.8 of the C loop writing the same files (x2: both copies)
     "put_1mib_x1_vs_physical": 0.8,
     "put_1mib_x2_vs_physical": 0.8,
@@ -121,6 +125,7 @@ SIZES = {
         proto4k=2_000,
         small=20_000,
         small_parquet=1_000,
+        duckdb_records=2_000,
         ft_records=4_000,
         curve_records=[10_000, 50_000],
         curve_meta=[100_000, 1_000_000],
@@ -156,6 +161,7 @@ SIZES = {
         proto4k=10_000,
         small=100_000,
         small_parquet=5_000,
+        duckdb_records=10_000,
         ft_records=20_000,
         curve_records=[10_000, 100_000],
         curve_meta=[100_000, 1_000_000],
@@ -272,7 +278,8 @@ def main() -> int:
         nargs="*",
         help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
         "analysis pushdown raywrite bounded protocols throttle hotspot "
-        "durability filters striping small smallscan scale file_trackers listing churn weed history",
+        "durability filters striping small smallscan duckdb_records_data scale file_trackers listing churn weed "
+        "history",
     )
     ap.add_argument(
         "--scale",
@@ -305,6 +312,7 @@ def main() -> int:
             filters.GROUP,
             striping.GROUP,
             smallrecords.GROUP,
+            duckdb_data.GROUP,
             scale.GROUP,
             file_trackers.GROUP,
             listing.GROUP,
@@ -419,6 +427,12 @@ def main() -> int:
         if throttle.GROUP in want:
             with con.status("bench: impact control (one throttled peer)"):
                 results += case(lambda: throttle.case_throttle(tmp, 2.0 if a.quick else 4.0), "throttle")
+        if duckdb_data.GROUP in want:
+            with con.status("bench: DuckDB's records_data over many small Parquet records against Dask"):
+                results += case(
+                    lambda: duckdb_data.case_duckdb_records_data(tmp, size["duckdb_records"], size["rounds"]),
+                    duckdb_data.GROUP,
+                )
         if "duckdb" in want:
             with con.status("bench: DuckDB over a 1M-record infofile"):
                 results += case(lambda: cases.case_duckdb(tmp, size["duckdb"]), "duckdb")

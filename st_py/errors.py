@@ -115,8 +115,108 @@ class StFileExistsError(StoreTorrentError, FileExistsError):
     """A StoreTorrent file of that name already exists."""
 
 
+class StIsADirectoryError(StoreTorrentError, IsADirectoryError):
+    """A StoreTorrent file was asked for (created) at a name that is a
+    directory of the namespace: create a file below it instead (never
+    delete the directory: that removes every file below it)."""
+
+    def __str__(self) -> str:  # OSError's str of one argument is that argument; keep it so
+        return str(self.args[0]) if self.args else "is a directory"
+
+
 class BadNameError(StoreTorrentError, ValueError):
     """A file or record name that StoreTorrent refuses."""
+
+
+class RecordNameRuleError(BadNameError):
+    """A new record name that is not a relative path (docs/decisions.md,
+    "Record names"): a leading or trailing ``/``,
+    an empty component (``a//b``), or a ``.`` or ``..`` component. Names
+    committed before the rule stay readable; only puts are refused.
+
+    Attributes
+    ----------
+    name : str
+        The name refused.
+    reason : str
+        What breaks the rule in it.
+    """
+
+    def __init__(self, name: str, reason: str, rule: str = ""):
+        self.name, self.reason, self.rule = name, reason, rule
+        super().__init__(
+            f"record name {name[:200]!r} is refused: {reason}; {rule or 'a record name is a relative path'}. "
+            "Drop the empty, '.' and '..' components (or name it without '/' meaning a path)"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.name, self.reason, self.rule))
+
+
+class _TreeConflict(StoreTorrentError):
+    """A name that would be both a record and a folder."""
+
+    def __init__(self, file: str, name: str, record: str, message: str):
+        self.file, self.name, self.record = file, name, record
+        self.filename = f"{file}/{name}" if file else name  # as OSError names its path
+        StoreTorrentError.__init__(self, message)
+
+    def __str__(self) -> str:  # OSError's str would show errno; keep the sentence
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self):  # OSError pickles its args: rebuild from the fields (Dask, Ray workers)
+        return (type(self), (self.file, self.name, self.record))
+
+
+class RecordIsADirectoryError(_TreeConflict, IsADirectoryError):
+    """A record put under a name that is a folder of the file: a
+    committed record starts with ``name + "/"`` (a name is a record or a
+    folder, never both; docs/decisions.md). Deleted records do not count.
+
+    Attributes
+    ----------
+    file : str
+        The StoreTorrent file.
+    name : str
+        The record name refused.
+    record : str
+        A committed record below it.
+    """
+
+    def __init__(self, file: str, name: str, record: str):
+        super().__init__(
+            file,
+            name,
+            record,
+            f"{name!r} in {file or 'the file'} is a folder (record {record!r} is below it): a name is either a "
+            f"record or a folder, never both; put it as a name below the folder (e.g. {name + '/part-0'!r}) "
+            "or under another name",
+        )
+
+
+class RecordNotADirectoryError(_TreeConflict, NotADirectoryError):
+    """A record put under a name below a committed record: a
+    component-prefix of ``name`` is a record, so it cannot be a folder
+    (docs/decisions.md). Deleted records do not count.
+
+    Attributes
+    ----------
+    file : str
+        The StoreTorrent file.
+    name : str
+        The record name refused.
+    record : str
+        The committed record that is a prefix of it.
+    """
+
+    def __init__(self, file: str, name: str, record: str):
+        super().__init__(
+            file,
+            name,
+            record,
+            f"{name!r} in {file or 'the file'} is below record {record!r}, which is not a folder: a name is "
+            "either a record or a folder, never both; delete that record first or use another name",
+        )
 
 
 class UnknownPeerError(BadNameError):

@@ -177,6 +177,16 @@ def dclient(parquet_cluster):
     spec.close()
 
 
+@pytest.fixture(scope="module")
+def local_ray():
+    """A Ray of this process alone (2 CPUs, no dashboard), for the module."""
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture
 def local_dask():
     """A Dask client of an in-process cluster: one worker of 2 threads."""

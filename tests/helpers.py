@@ -432,3 +432,30 @@ def revealed_once(f) -> dict[str, bytes]:
         assert r.name not in seen, r.name  # exactly once
         seen[r.name] = f.read_local(r)
     return seen
+
+
+# -- infofiles written before a rule ---------------------------------------------
+def rename_in_infofile(cluster, file: str, renames: dict[str, str]) -> None:
+    """Give committed records of ``file`` other names in its infofile, as a
+    file written before the rule for record names holds them (``/lead``,
+    ``x//y``, ``..``, or a name that is also a folder of other records;
+    docs/decisions.md, "Record names"), which no
+    put makes any more. With the tracker stopped, each record's row and
+    its copies' rows take the new name and ``stored_as`` keeps the name
+    its copies have on the peers, so they stay readable; then the tracker
+    starts again (on the same ports) and the peers are waited for."""
+    cluster.tracker.stop()
+    con = sqlite3.connect(cluster.namespace / file.strip("/"))
+    try:
+        with con:
+            for old, new in renames.items():
+                n = con.execute(
+                    "UPDATE records SET name = ?, stored_as = coalesce(stored_as, ?) WHERE name = ?", (new, old, old)
+                ).rowcount
+                assert n == 1, f"no record {old!r} in {file}"
+                for table in ("copies", "pending_copies"):
+                    con.execute(f"UPDATE {table} SET name = ? WHERE name = ?", (new, old))
+    finally:
+        con.close()
+    cluster.start_tracker()
+    cluster.wait_for_peers(cluster.n_peers)

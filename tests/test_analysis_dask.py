@@ -11,6 +11,7 @@ from analysis_data import (
     PARQUET_FILE,
     ROWS,
     atimes,
+    parquet_bytes,
     parquet_part,
     put_parquet_file,
     revealing_peer,
@@ -191,3 +192,29 @@ def test_encrypted_compressed_file_reads_back(parquet_cluster, dclient, monkeypa
             f.put(f"p{i}.parquet", b.getvalue())
     df = read_storetorrent("/dask/secret", tracker=parquet_cluster.tracker_addr, client=dclient).compute()
     assert sorted(df.v) == list(range(600))
+
+
+@pytest.mark.parametrize("backend", [None, "numpy_nullable", "pyarrow"])
+def test_dtypes_follow_dd_read_parquet(parquet_cluster, dclient, tmp_path, backend):
+    """Issue 38, item 10: the dtypes of ``dtype_backend`` (default None:
+    NumPy's int64 and float64, strings as string[pyarrow]) are
+    ``dd.read_parquet``'s on the same records in a local folder, in the
+    meta and in the computed frame."""
+    import dask.dataframe as dd
+
+    from st_integrations.dask_reader import read_storetorrent
+    from st_py.errors import InvalidOptionError
+
+    for i in range(N_PARTS):
+        (tmp_path / f"part-{i:03d}.parquet").write_bytes(parquet_bytes(parquet_part(i)))
+    kw = {} if backend is None else {"dtype_backend": backend}
+    ours = read_storetorrent(PARQUET_FILE, tracker=parquet_cluster.tracker_addr, client=dclient, **kw)
+    theirs = dd.read_parquet(str(tmp_path), **kw)
+    assert ours.dtypes.to_dict() == theirs.dtypes.to_dict()
+    got, want = ours.compute(), theirs.compute()
+    assert got.dtypes.to_dict() == want.dtypes.to_dict()
+    if backend is None:
+        assert got.dtypes.to_dict() == {"part": "int64", "row": "int64", "x": "float64", "k": pd.StringDtype("pyarrow")}
+    pd.testing.assert_frame_equal(sorted_rows(got, "part", "row"), sorted_rows(want, "part", "row"))
+    with pytest.raises(InvalidOptionError, match="dtype_backend='arrow'"):
+        read_storetorrent(PARQUET_FILE, tracker=parquet_cluster.tracker_addr, client=dclient, dtype_backend="arrow")

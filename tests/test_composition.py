@@ -2,7 +2,7 @@
 other, through every way in, against real processes.
 
 Rows are a covering array of {plain record, striped object, zstd,
-aes-256-gcm, zstd+aes, replaced version} x {x1, x2, x3} x {client-sync,
+aes-256-gcm, zstd+aes, replaced version, hive-partitioned} x {x1, x2, x3} x {client-sync,
 chain, client-async} x {random, hash, local-first}: every pair of values of
 two factors is in at least one row (checked below). Each row is one
 StoreTorrent file of CSV records (or a CSV object) written by the client;
@@ -30,7 +30,7 @@ from st_py.cli import cli
 from st_py.errors import RecordsUnavailableError, RecordUnavailableError
 from st_py.maintenance.rebalance import rebalance_file
 
-KINDS = ("plain", "object", "zstd", "aes-256-gcm", "zstd+aes", "replaced")
+KINDS = ("plain", "object", "zstd", "aes-256-gcm", "zstd+aes", "replaced", "hive")
 CLASSES = ("x1", "x2", "x3")
 PROTOCOLS = ("client-sync", "chain", "client-async")
 PLACEMENTS = ("random", "hash", "local-first")
@@ -51,7 +51,7 @@ class Row:
 
 
 def covering_rows() -> list[Row]:
-    """18 rows in which every pair of values of two factors appears: kind
+    """21 rows in which every pair of values of two factors appears: kind
     k and class c take protocol (k + c) mod 3 and placement (k + 2c) mod 3."""
     return [
         Row(k, c, PROTOCOLS[(ki + ci) % 3], PLACEMENTS[(ki + 2 * ci) % 3])
@@ -77,10 +77,27 @@ def astuple(r: Row) -> tuple:
 def expected(row: Row) -> dict[str, bytes]:
     if row.kind == "object":
         return {"big.csv": csv_bytes(9, 300)}
-    out = {f"part-{p}.csv": csv_bytes(p) for p in range(3)}
+    out = {record_name(row, p): csv_bytes(p) for p in range(3)}
     if row.kind == "replaced":
         out["part-1.csv"] = csv_bytes(11, 25)  # the new version
     return out
+
+
+def record_name(row: Row, part: int) -> str:
+    """Record ``part``'s name: ``part-P.csv``, or in a hive row
+    ``p=P/part-P.csv`` (docs/analysis.md, "Hive partitioning"), whose
+    partition column ``p`` the analysis ways check against ``part``."""
+    return f"p={part}/part-{part}.csv" if row.kind == "hive" else f"part-{part}.csv"
+
+
+def check_partitions(row: Row, table) -> None:
+    """A hive row's rows carry their record's ``p``, equal to their ``part``
+    column; other rows have no partition column."""
+    df = table.to_pandas() if hasattr(table, "to_pandas") else table
+    if row.kind != "hive":
+        assert "p" not in df.columns
+        return
+    assert (df["p"].astype("int64") == df["part"].astype("int64")).all()
 
 
 def write(client, row: Row) -> None:
@@ -96,7 +113,7 @@ def write(client, row: Row) -> None:
             f.put_object("big.csv", expected(row)["big.csv"], stripe_size=STRIPE)
             return
         for p in range(3):
-            f.put(f"part-{p}.csv", csv_bytes(p))
+            f.put(record_name(row, p), csv_bytes(p))
     if row.kind == "replaced":
         with client.open(row.file) as f:
             f.put("part-1.csv", expected(row)["part-1.csv"], replace=True)
@@ -169,7 +186,7 @@ def way_fsspec(ctx, row, want):
     from st_integrations.fsspec_fs import StoreTorrentFileSystem
 
     fs = StoreTorrentFileSystem(tracker=ctx.cluster.tracker_addr)
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.find(row.file)) == sorted(want)
+    assert sorted(p[len(row.file) + 1 :] for p in fs.find(row.file)) == sorted(want)
     for n, data in want.items():
         path = f"{row.file}/{n}"
         assert fs.info(path)["size"] == len(data) and fs.info(path)["type"] == "file"
@@ -188,19 +205,25 @@ def way_pandas(ctx, row, want):
 def way_pyarrow_dataset(ctx, row, want):
     from st_integrations.arrow_dataset import dataset
 
-    assert_csv_rows(dataset(row.file, tracker=ctx.cluster.tracker_addr).to_table(), want)
+    t = dataset(row.file, tracker=ctx.cluster.tracker_addr).to_table()
+    assert_csv_rows(t, want)
+    check_partitions(row, t)
 
 
 def way_ray(ctx, row, want):
     from st_integrations.ray_reader import read_storetorrent
 
-    assert_csv_rows(read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).to_pandas(), want)
+    df = read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).to_pandas()
+    assert_csv_rows(df, want)
+    check_partitions(row, df)
 
 
 def way_dask(ctx, row, want):
     from st_integrations.dask_reader import read_storetorrent
 
-    assert_csv_rows(read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).compute(), want)
+    df = read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr).compute()
+    assert_csv_rows(df, want)
+    check_partitions(row, df)
 
 
 def way_duckdb(ctx, row, want):
@@ -219,7 +242,9 @@ def way_duckdb(ctx, row, want):
             assert stored == {n: len(d) for n, d in want.items()}
         total = sum(len(d) for d in want.values())
         assert con.execute("SELECT records, bytes FROM files").fetchall() == [(len(want), total)]
-        assert_csv_rows(con.execute("SELECT i, part, v FROM records_data").fetch_arrow_table(), want)
+        t = con.execute("SELECT * FROM records_data").fetch_arrow_table()
+        assert_csv_rows(t, want)
+        check_partitions(row, t)
     finally:
         con.close()
 
@@ -301,6 +326,73 @@ def test_cells_from_threads(matrix):
         futures = [(row, way, ex.submit(WAYS[way], matrix, row, expected(row))) for row, way in cells]
         failed = [(row.file, way, repr(fut.exception())) for row, way, fut in futures if fut.exception() is not None]
     assert not failed, failed
+
+
+def _read_as_of(ctx, row, want, as_of) -> None:
+    """Row ``row`` as of snapshot ``as_of``: Client.get, get_local /
+    local_stripes, Dask and DuckDB give back exactly ``want``."""
+    from st_integrations.dask_reader import read_storetorrent
+    from st_integrations.duckdb_sql import connect_files
+
+    with ctx.client.open(row.file, as_of=as_of) as f:
+        assert sorted(f.names()) == sorted(want) and {n: f.get(n) for n in want} == want
+        if row.kind == "object":
+            got = bytearray(len(want["big.csv"]))
+            for s in f.local_stripes():
+                got[s.offset : s.offset + s.size] = f.read_local_stripe(s)
+            assert bytes(got) == want["big.csv"]
+        else:
+            revealed = f.get_local()
+            assert Counter(r.name for r in revealed) == Counter(list(want))
+            assert {r.name: f.read_local(r) for r in revealed} == want
+    assert_csv_rows(read_storetorrent(row.file, tracker=ctx.cluster.tracker_addr, as_of=as_of).compute(), want)
+    con = connect_files(ctx.client, [row.file], data=True, as_of=as_of)
+    try:
+        assert con.execute("SELECT name, size FROM records ORDER BY name").fetchall() == [
+            (n, len(d)) for n, d in sorted(want.items())
+        ]
+        assert_csv_rows(con.execute("SELECT i, part, v FROM records_data").fetch_arrow_table(), want)
+    finally:
+        con.close()
+
+
+def test_spread_and_drain_with_kept_versions(matrix):
+    """Runs after the cells (file order), before the kill below: every row
+    is snapshotted and its first record replaced with the same bytes (its
+    object deleted and put again, but for the client-async row), so a past
+    version of every kind is kept and every cell above still holds. A fifth peer joins, ``rebalance --spread --all``
+    evens the fill (twice: the second moves nothing), and ``drain`` of the
+    new peer finishes (exit 0, retired; docs/snapshots.md, "Where a copy may
+    go"). Every row reads as of the snapshot (Client, get_local /
+    local_stripes, Dask, DuckDB) and now (the same ways in as a cell)
+    exactly; the drained peer is then stopped."""
+    ctx = matrix
+    for row in ROWS:
+        ctx.client.snapshot(row.file, "kept")
+        first = sorted(expected(row))[0]
+        with ctx.client.open(row.file) as f:
+            if row.kind != "object":
+                f.put(first, expected(row)[first], replace=True)  # a new version: a stored name of its own
+            elif row.protocol != "client-async":
+                f.delete(first)  # put again: its stripes meet the kept ones (EXISTS) and get names of their own
+                f.put_object(first, expected(row)[first], stripe_size=STRIPE)
+            # (an asynchronous put again keeps the stored names and needs peers apart from the
+            # kept version's: docs/snapshots.md, "Limits"; that row keeps its object as it was)
+    before = set(ctx.cluster.peer_addrs)
+    ctx.cluster.add_peer()
+    (new,) = set(ctx.cluster.peer_addrs) - before
+    spread = json.loads(cli_run(ctx, "rebalance", "--spread", "--all", "--format", "json").output)
+    assert spread["even"] and spread["copies_moved"] > 0, spread
+    again = json.loads(cli_run(ctx, "rebalance", "--spread", "--all", "--format", "json").output)
+    assert again["copies_moved"] == 0, again
+    drained = json.loads(cli_run(ctx, "drain", new, "--format", "json").output)
+    assert drained["drain_state"] == "retired" and drained["copies_left"] == 0, drained
+    for row in ROWS:
+        _read_as_of(ctx, row, expected(row), "kept")
+        for way in ("Client.get", "get_local", "local_stripes", "Dask", "DuckDB"):
+            WAYS[way](ctx, row, expected(row))
+    ctx.cluster.kill_peer(ctx.cluster.peer_addrs.index(new))  # retired: stopped, as an operator would
+    poll_for(lambda: ctx.client.status().alive_peers == 4, timeout=20, what="the tracker to see the peer stop")
 
 
 def test_after_a_peer_is_killed_every_row_reads_rebalance_repair_recover(matrix):

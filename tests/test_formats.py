@@ -144,3 +144,48 @@ def test_arrow_stream_projection_and_filter(tmp_path):
     schema = record_schema("s", str(path))
     out = pa.Table.from_batches(list(scan_record("s", str(path), None, schema, ["k", "row"], pc.field("row") < 3)))
     assert out.column_names == ["k", "row"] and out.column("row").to_pylist() == [0, 1, 2]
+
+
+def test_pandas_parquet_and_csv_of_one_table_read_as_one_everywhere(cluster, local_dask):
+    """Issue 38, item 3: pandas 3 writes strings as large_string, a CSV of
+    the same table reads as string; every reader unifies them
+    (st_integrations.schemas) and gives the table twice, the CLI's SQL too."""
+    from helpers import run_cli
+
+    from st_integrations.arrow_dataset import dataset
+    from st_integrations.dask_reader import read_storetorrent
+    from st_integrations.duckdb_sql import connect_files
+
+    url = f"storetorrent://{cluster.tracker_addr}/exp/mixmin"
+    df = pd.DataFrame({"k": ["a", "b", "c"], "v": [1, 2, 3]})
+    df.to_parquet(f"{url}/a.parquet", index=False)
+    df.to_csv(f"{url}/b.csv", index=False)
+    with cluster.client() as c, c.open("/exp/mixmin") as f:
+        assert pq.read_schema(pa.BufferReader(f.get("a.parquet"))).field("k").type == pa.large_string()
+    want = pd.concat([df, df], ignore_index=True).sort_values(["k", "v"]).reset_index(drop=True)
+
+    def same(got) -> None:
+        got = got.to_pandas() if hasattr(got, "to_pandas") else got
+        got = got[["k", "v"]].astype({"k": "str", "v": "int64"}).sort_values(["k", "v"]).reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+    t = dataset("/exp/mixmin", tracker=cluster.tracker_addr).to_table()
+    assert t.schema.field("k").type == pa.large_string()  # the permissive unification's
+    same(t)
+    same(read_storetorrent("/exp/mixmin", tracker=cluster.tracker_addr, client=local_dask).compute())
+    with cluster.client() as c:
+        con = connect_files(c, ["/exp/mixmin"], data=True)
+        try:
+            same(con.execute("SELECT k, v FROM records_data").fetch_arrow_table())
+        finally:
+            con.close()
+    r = run_cli(
+        cluster, "sql", "SELECT k, sum(v) AS s FROM records_data GROUP BY k ORDER BY k", "--file", "/exp/mixmin"
+    )
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    assert [line.split()[:2] for line in r.stdout.splitlines() if line.split()[:1] in (["a"], ["b"], ["c"])] == [
+        ["a", "2"],
+        ["b", "4"],
+        ["c", "6"],
+    ], r.stdout

@@ -4,9 +4,13 @@ from the list of names written (docs/fsspec.md, "Path model" and
 "Listing").
 
 The file mixes nested record names, striped objects (one name each, never
-their stripes), a name that is both a record and a prefix (``a`` and
-``a/b``), names that need escaping in URLs and globs, and names with an
-empty component (``x//y``, ``/lead``, ``trail/``), which no listing shows.
+their stripes), names that need escaping in URLs and globs, and names no
+put makes since the rule for record names (docs/decisions.md, "Record
+names") but older files hold (``LEGACY``, given
+their names in the infofile by ``rename_in_infofile``): a name that is
+both a record and a prefix (``a`` and ``a/b``), listed once as the
+directory, and names with an empty component (``x//y``, ``/lead``,
+``trail/``), which no listing shows.
 Correctness only: what a listing costs is measured by ``bench/listing.py``.
 """
 
@@ -17,6 +21,7 @@ import math
 
 import pytest
 from fsspec.spec import AbstractFileSystem
+from helpers import rename_in_infofile
 
 from st_integrations.fsspec_fs import StoreTorrentFileSystem
 from st_py.wire.protocol import crc32c
@@ -32,7 +37,7 @@ def _record_names() -> list[str]:
     names = [f"runs/{i % 7}/{(i // 7) % 13:02d}/part-{i:05d}.csv" for i in range(2400)]
     names += [f"flat-{i:04d}.bin" for i in range(300)]
     names += [
-        "a",  # a record and a prefix (a/b): ls lists both, find and info the record
+        "a",  # a record and a prefix (a/b): ls and info the directory, find the record
         "a/b",
         "a/c/d",
         "a.b",  # sorts between a and a/...: '.' < '/'
@@ -55,6 +60,8 @@ def _record_names() -> list[str]:
     ]
     return names
 
+
+LEGACY = ("a", "x//y", "/lead", "trail/", "q/")  # refused by puts now: an older file's names
 
 OBJECTS = {"runs/0/00/whole.parquet": 3 * STRIPE + 17, "obj-top.bin": 2 * STRIPE, "a/c/obj": STRIPE + 1}
 
@@ -120,7 +127,7 @@ class Ref:
         directory is the first component of the rest of any name below that
         has a ``/`` after it, if not empty: ``trail/`` (not listed itself)
         makes the empty directory ``trail``, as ``ls`` always did."""
-        files = sorted(p for p in self.files if self._below(p, root) == 1)
+        files = [p for p in self.files if self._below(p, root) == 1]
         dirs = {p for p, t in self.dirs.items() if t != "prefix" and self._below(p, root) == 1}
         fname = next((f for f in self.names if root == f or root.startswith(f + "/")), None)
         if fname is not None:
@@ -129,13 +136,14 @@ class Ref:
                 head, sep, _ = n[len(prefix) :].partition("/")
                 if n.startswith(prefix) and sep and head:
                     dirs.add(f"{root}/{head}")
-        return files, sorted(dirs)
+        # a record that is also a directory is listed once, as the directory
+        return sorted(p for p in files if p not in dirs), sorted(dirs)
 
     def ls(self, root: str) -> list[str]:
         if root in self.files and root not in self.dirs:
             return [root]
         files, dirs = self.ls_split(root)
-        return sorted(files + dirs)  # a record and a directory of one name: both
+        return sorted(files + dirs)  # a record and a directory of one name: the directory, once
 
     def du(self, root: str) -> dict[str, int]:
         return {p: self.files[p]["size"] for p in self.find(root)}
@@ -152,7 +160,7 @@ def setup(tmp_path_factory, peer_bin):
     written: dict[str, dict[str, dict]] = {BIG: {}, "/lst/other": {}, "/lst/ns/inner/f": {}, "/lst/ns/empty": {}}
     with client.create(BIG, replication="x1") as f:
         for n in names:
-            f.queue_put(n, _body(n))
+            f.queue_put(f"legacy-{LEGACY.index(n)}" if n in LEGACY else n, _body(n))
         for n, size in OBJECTS.items():
             data = bytes(range(256)) * (size // 256) + b"z" * (size % 256)
             f.put_object(n, data, stripe_size=STRIPE)
@@ -187,6 +195,7 @@ def setup(tmp_path_factory, peer_bin):
                 }
     client.create("/lst/ns/empty", replication="x1").close()
     client.close()
+    rename_in_infofile(c, BIG, {f"legacy-{i}": n for i, n in enumerate(LEGACY)})
     yield c, Ref(written), written
     c.stop()
 
@@ -202,7 +211,9 @@ def _check_info(info: dict, ref: Ref) -> None:
     """One info dict against the reference: every field, and exactly these
     fields, for records, objects and prefixes."""
     p = info["name"]
-    if p in ref.files:
+    if p in ref.files and ref.dirs.get(p) == "prefix" and info["type"] == "directory":  # as info() gives it
+        assert info == {"name": p, "size": 0, "type": "directory", "st_type": "prefix", "also_record": True}
+    elif p in ref.files:
         exp = ref.files[p]
         assert set(info) == (RECORD_KEYS if exp["st_type"] == "record" else OBJECT_KEYS), p
         assert {k: info[k] for k in exp} == exp, p
@@ -274,9 +285,12 @@ def test_ls_info_du_match_the_reference(fs, setup, root):
     for info in listing:
         if info["type"] == "file" or ref.dirs.get(info["name"]) in ("dir", "file"):
             _check_info(info, ref)
-        else:  # a pseudo-directory (of ls's rule: trail/ makes one)
-            assert info == {"name": info["name"], "size": 0, "type": "directory", "st_type": "prefix"}
-    if root != "/":
+        else:  # a pseudo-directory (of ls's rule: trail/ makes one), that may be a record too
+            both = {"also_record": True} if info["name"] in ref.files else {}
+            assert info == {"name": info["name"], "size": 0, "type": "directory", "st_type": "prefix", **both}
+    if root in ref.files and ref.dirs.get(root) == "prefix":  # a record and a directory: info says directory
+        assert fs.info(root) == {"name": root, "size": 0, "type": "directory", "st_type": "prefix", "also_record": True}
+    elif root != "/":
         _check_info(fs.info(root), ref)
     sizes = ref.du(root)
     assert fs.du(root) == sum(sizes.values())
@@ -284,12 +298,17 @@ def test_ls_info_du_match_the_reference(fs, setup, root):
 
 
 def test_a_record_and_a_prefix_of_one_name(fs, setup):
+    """An older file's name that is both a record and a folder (issue 38,
+    item 2: listed twice before): ls and info say directory, once, and that
+    a record has the name too; find still finds the record (its data), and
+    reading the path reads it."""
     _, ref, _ = setup
-    assert fs.ls(BIG, detail=False).count(f"{BIG}/a") == 2
-    kinds = [i["type"] for i in fs.ls(BIG) if i["name"] == f"{BIG}/a"]
-    assert kinds == ["file", "directory"]  # the record first
-    assert fs.info(f"{BIG}/a")["st_type"] == "record"
+    assert fs.ls(BIG, detail=False).count(f"{BIG}/a") == 1
+    entries = [i for i in fs.ls(BIG) if i["name"] == f"{BIG}/a"]
+    assert [(i["type"], i.get("also_record")) for i in entries] == [("directory", True)]
+    assert fs.info(f"{BIG}/a")["type"] == "directory" and fs.isdir(f"{BIG}/a") and not fs.isfile(f"{BIG}/a")
     assert fs.find(BIG, withdirs=True, detail=True)[f"{BIG}/a"]["st_type"] == "record"
+    assert fs.cat_file(f"{BIG}/a") == _body("a")
     assert fs.isdir(f"{BIG}/a/c") and fs.isfile(f"{BIG}/a/c/obj")
 
 
@@ -304,7 +323,7 @@ def test_walk_matches_the_reference(fs, setup):
         want[d] = ([p.rsplit("/", 1)[1] for p in dirs], [p.rsplit("/", 1)[1] for p in files])
         todo += dirs
     assert walked == want
-    assert walked[BIG][0].count("a") == 1 and "a" in walked[BIG][1]  # a record and a directory
+    assert walked[BIG][0].count("a") == 1 and "a" not in walked[BIG][1]  # a record and a directory: the directory
     assert walked[f"{BIG}/trail"] == ([], [])
     # fsspec's own find, built on walk and ls, agrees with the one range query where
     # no name is both a record and a directory (a, q, trail/: the corner cases above)

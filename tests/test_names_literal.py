@@ -146,15 +146,6 @@ def test_escaped_pattern_characters_match_literally(st_cluster):
     assert _dask_keys(st_cluster, "/br/r*") == [0]
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    yield ray
-    ray.shutdown()
-
-
 def test_ray_reader_takes_exact_names_and_globs(st_cluster, local_ray):
     from st_integrations.ray_reader import read_storetorrent
 

@@ -3,6 +3,7 @@ withdrawal) against real processes: ``rebalance --spread`` after peers join,
 a GET_LOCAL scan while copies move, a peer SIGKILLed mid-move, and a live
 peer drained and retired."""
 
+import itertools
 import json
 import subprocess
 import threading
@@ -366,3 +367,155 @@ def test_a_second_spread_of_an_even_cluster_moves_nothing_on_a_full_shared_disk(
         check_file(cluster, "/full/x2", blobs)
     finally:
         cluster.stop()
+
+
+# -- kept versions (issue 43): drain and spread converge with snapshots -------------------
+KEPT_FILES = {
+    "/kd/x3-zstd": ("x3", ["zstd"]),
+    "/kd/x3": ("x3", []),
+    "/kd/x2-zstd": ("x2", ["zstd"]),
+    "/kd/x2": ("x2", []),
+}
+
+
+def _kept_rounds(c, between=None) -> dict[str, dict[str, dict[str, bytes]]]:
+    """Each file of ``KEPT_FILES``: CSV records and a striped object, then two
+    rounds of a snapshot and appends, replacements and deletes (of a record
+    and of the object); ``between()`` runs after each round. Returns
+    ``{file: {"s1"|"s2"|"now": {name: bytes}}}``."""
+    from helpers import csv_bytes
+
+    out = {}
+    for file, (replication, filters) in KEPT_FILES.items():
+        now = {f"part-{p}.csv": csv_bytes(p, 20) for p in range(6)}
+        with c.create(file, replication, filters=filters, blocksize=1) as f:
+            for n, v in now.items():
+                f.put(n, v)
+            f.put_object("big.csv", csv_bytes(9, 120), stripe_size=700)
+        now["big.csv"] = csv_bytes(9, 120)
+        states = {}
+        for s, (new, old, gone) in {"s1": (6, 1, 2), "s2": (7, 3, 4)}.items():
+            c.snapshot(file, s)
+            states[s] = dict(now)
+            with c.open(file) as f:
+                f.put(f"part-{new}.csv", csv_bytes(new, 20))
+                f.put(f"part-{old}.csv", csv_bytes(old + 20, 25), replace=True)
+                f.delete(f"part-{gone}.csv")
+                f.delete("big.csv")
+                f.put_object("big.csv", csv_bytes(10 + new, 120), stripe_size=700)
+            now[f"part-{new}.csv"] = csv_bytes(new, 20)
+            now[f"part-{old}.csv"] = csv_bytes(old + 20, 25)
+            del now[f"part-{gone}.csv"]
+            now["big.csv"] = csv_bytes(10 + new, 120)
+            if between is not None:
+                between()
+        states["now"] = now
+        out[file] = states
+    return out
+
+
+def _read_every_way(cluster, c, states) -> None:
+    """Every snapshot and the current state of every file read back exactly:
+    Client get, get_local / local_stripes, Dask and DuckDB."""
+    from helpers import assert_csv_rows
+
+    from st_integrations.dask_reader import read_storetorrent
+    from st_integrations.duckdb_sql import connect_files
+
+    for file, by in states.items():
+        for s, want in by.items():
+            as_of = None if s == "now" else s
+            with c.open(file, as_of=as_of) as f:
+                assert sorted(f.names()) == sorted(want), (file, s)
+                assert {n: f.get(n) for n in want} == want, (file, s)
+                revealed = f.get_local()
+                assert sorted(r.name for r in revealed) == sorted(n for n in want if n != "big.csv"), (file, s)
+                assert {r.name: f.read_local(r) for r in revealed} == {n: v for n, v in want.items() if n != "big.csv"}
+                got = bytearray(len(want["big.csv"]))
+                stripes = f.local_stripes()
+                assert sorted(st.index for st in stripes) == list(range(-(-len(got) // 700))), (file, s)
+                for st in stripes:
+                    got[st.offset : st.offset + st.size] = f.read_local_stripe(st)
+                assert bytes(got) == want["big.csv"], (file, s)
+            assert_csv_rows(read_storetorrent(file, tracker=cluster.tracker_addr, as_of=as_of).compute(), want)
+            con = connect_files(c, [file], data=True, as_of=as_of)
+            try:
+                assert con.execute("SELECT name, size FROM records ORDER BY name").fetchall() == [
+                    (n, len(d)) for n, d in sorted(want.items())
+                ], (file, s)
+                assert_csv_rows(con.execute("SELECT i, part, v FROM records_data").fetch_arrow_table(), want)
+            finally:
+                con.close()
+
+
+def _kept_on(cluster, addr) -> int:
+    """Copies of kept past versions committed to peer ``addr``, over ``KEPT_FILES``."""
+    n = 0
+    for file in KEPT_FILES:
+        r = InfofileReader(cluster.namespace / file.lstrip("/"))
+        try:
+            (k,) = r.conn.execute(
+                "SELECT count(*) FROM retained_copies JOIN peers p USING(peer_idx) WHERE p.addr = ?", (addr,)
+            ).fetchone()
+            n += k
+        finally:
+            r.close()
+    return n
+
+
+def test_drain_and_spread_converge_with_kept_versions(make_cluster):
+    """Issue 43: x2 and x3 files, plain and zstd, with records and striped
+    objects replaced and deleted under two snapshots, on 3 peers, a peer
+    SIGKILLed and started again after each round, then ``repair``. Two peers
+    join and ``rebalance --spread --all`` evens the fill (kept copies moved
+    away from their first holders, which still have them on disk); a second
+    spread moves nothing. Both new peers are drained: each copy moved away
+    goes back to a peer that had it (adopted: the peer has the bytes at that
+    rank), or to the one peer that holds no copy of its version; each drain
+    exits 0 and retires its peer. A third drain, of an original peer, cannot
+    finish (3 copies need 3 peers in service; 2 would be) and says so. Every
+    snapshot and the current state read back exactly every way, before and
+    after."""
+    cluster = make_cluster(3)
+    c = cluster.client()
+    restarts = itertools.cycle([0, 2, 1])
+
+    def kill_and_restart():  # as the issue's operator did between rounds: a peer SIGKILLed and started again
+        i = next(restarts)
+        port = int(cluster.peer_addrs[i].rsplit(":", 1)[1])
+        cluster.kill_peer(i)
+        cluster.start_peer(i, port=port)
+        cluster.wait_for_peers(3)
+
+    states = _kept_rounds(c, between=kill_and_restart)
+    rep = run_cli(cluster, "repair", "--format", "json")
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    _read_every_way(cluster, c, states)
+    old = list(cluster.peer_addrs)
+    cluster.add_peer()
+    cluster.add_peer()
+    new = [a for a in cluster.peer_addrs if a not in old]
+
+    out = run_cli(cluster, "rebalance", "--spread", "--all", "--tolerance", "0.1", "--format", "json")
+    report = json.loads(out.stdout)
+    assert out.returncode == 0 and report["even"], out.stdout + out.stderr
+    assert all(_kept_on(cluster, a) > 0 for a in new), [_kept_on(cluster, a) for a in new]
+    again = run_cli(cluster, "rebalance", "--spread", "--all", "--tolerance", "0.1", "--format", "json")
+    assert again.returncode == 0 and json.loads(again.stdout)["copies_moved"] == 0, again.stdout + again.stderr
+
+    taken_back = 0
+    for addr in new:
+        out = run_cli(cluster, "drain", addr, "--format", "json")
+        r = json.loads(out.stdout)
+        assert out.returncode == 0 and r["drain_state"] == "retired" and r["copies_left"] == 0, out.stdout + out.stderr
+        assert _kept_on(cluster, addr) == 0 and all(copies_on(cluster, f, addr) == 0 for f in KEPT_FILES)
+        taken_back += r["taken_back"]
+    assert taken_back > 0  # peers the spread moved copies off took them back
+    _read_every_way(cluster, c, states)
+
+    out = run_cli(cluster, "drain", old[0])
+    assert out.returncode == 1, out.stdout + out.stderr
+    text = " ".join((out.stdout + out.stderr).split())
+    assert "3 copies need 3 peers in service; 2 are" in text, text
+    assert "add a peer" in text, text
+    run_cli(cluster, "drain", old[0], "--cancel", check=True)

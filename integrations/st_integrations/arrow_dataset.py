@@ -30,8 +30,12 @@ import weakref
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .formats import RAW_SCHEMA, SchemaSource, detect, unify
-from .readplan import plan_scan
+from st_py.core.record_format import dataset_format
+
+from .formats import RAW_SCHEMA, detect
+from .partitioning import HIVE, with_values
+from .readplan import RecordRef, plan_scan, with_partitions
+from .schemas import SchemaSource, conform, unify
 
 # Formats scanned lazily through the storetorrent:// filesystem. JSON lines
 # records are decoded when the dataset is made, like IPC streams and raw
@@ -144,6 +148,7 @@ def dataset(
     schema: pa.Schema | None = None,
     local: bool | None = None,
     as_of=None,
+    partitioning: str | None = HIVE,
 ):
     """A pyarrow Dataset over the records of StoreTorrent files ``paths``.
 
@@ -162,14 +167,27 @@ def dataset(
         The files as of a past state (docs/snapshots.md; a snapshot name or
         a time resolves per file), read through a ``storetorrent://``
         filesystem made with that ``as_of``.
+    partitioning : {"hive", None}
+        ``"hive"`` (default, as ``pyarrow.dataset.dataset(...,
+        partitioning="hive")``): the ``key=value`` components of the
+        records' paths below ``paths`` are columns after the records' own,
+        int32 or string as pyarrow types them (``__HIVE_DEFAULT_PARTITION__``
+        is null); each record is a fragment with its partition expression,
+        so a filter on them skips the other partitions' records unopened.
+        None: no partition columns.
 
     Returns
     -------
     pyarrow.dataset.Dataset
+        Of the schema of :func:`st_integrations.schemas.unify` over the
+        records (each fragment's batches cast to it by pyarrow's scanner),
+        with the partition columns.
 
     Raises
     ------
     StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError
+    InvalidOptionError
+        ``partitioning`` is none of its values.
     """
     import pyarrow.dataset as ds
 
@@ -180,7 +198,7 @@ def dataset(
 
     tracker = tracker or default_tracker()
     with Client(tracker) as c:
-        plan = plan_scan(c, paths, skip_ignored=True, as_of=as_of)
+        plan = plan_scan(c, paths, skip_ignored=True, as_of=as_of, partitioning=partitioning)
     # Every record through the storetorrent:// filesystem: it reads the
     # copies GET_LOCAL reveals to this host from their local paths, checked
     # against their size and CRC-32C (a bad copy is read by GET from another
@@ -189,24 +207,25 @@ def dataset(
     stfs = StoreTorrentFileSystem(tracker=tracker, local_reads=local is not False, as_of=as_of)
     remote_fs = pafs.PyFileSystem(_TrackedHandler(stfs))
     _register_exit_hook()
-    groups: dict[str, list[str]] = {}
-    in_memory: list[tuple[str, str, str]] = []  # (format, path, record) decoded now
+    # One group of records per file format (a .tsv record's format differs
+    # from a .csv one's), each record read lazily as a fragment.
+    groups: dict[str, tuple[ds.FileFormat, list]] = {}
+    in_memory: list[tuple[str, str, RecordRef]] = []  # (format, path, ref) decoded now
     sources: list[SchemaSource] = []
     for unit in plan.units:
         for ref in unit.records:
             path = f"{ref.file}/{ref.name}"
             fmt = detect(ref.name, _head(stfs, path))
             if fmt in _DS_FORMATS:
-                groups.setdefault(fmt, []).append(path)
+                dfmt = dataset_format(ref.name, fmt)
+                frag = dfmt.make_fragment(path, filesystem=remote_fs)
+                sources.append(SchemaSource(frag.physical_schema, path))
+                groups.setdefault(repr(dfmt), (dfmt, []))[1].append(ref)
             else:
-                in_memory.append((fmt, path, ref.name))
-    parts = []
-    for fmt, files in sorted(groups.items()):
-        part = ds.dataset(files, format=_DS_FORMATS[fmt], filesystem=remote_fs)
-        sources.extend(SchemaSource(f.physical_schema, f.path) for f in part.get_fragments())
-        parts.append(part)
+                in_memory.append((fmt, path, ref))
     tables = []
-    for fmt, path, record in in_memory:
+    for fmt, path, ref in in_memory:
+        record = ref.name
         data = stfs.cat_file(path)
         if fmt == "arrows":
             t = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
@@ -217,14 +236,30 @@ def dataset(
         else:
             t = pa.table({"record": [record], "data": [data]}, schema=RAW_SCHEMA)
         sources.append(SchemaSource(t.schema, path))
-        tables.append(t)
+        tables.append((t, path, ref))
     if schema is None:
         schema = unify(sources) if sources else RAW_SCHEMA
-    out = [p.replace_schema(schema) if not p.schema.equals(schema) else p for p in parts]
-    if tables:
-        from .formats import conform
+    plan, schema = with_partitions(plan, schema)
+    parts = plan.partitions
 
-        batches = [conform(b, schema, "") for t in tables for b in t.to_batches()]
+    def fragment(dfmt, ref):
+        # with its partition values, which the fragment's scans materialise
+        kw = {"partition_expression": parts.expression(ref.file, ref.name)} if parts is not None else {}
+        return dfmt.make_fragment(f"{ref.file}/{ref.name}", filesystem=remote_fs, **kw)
+
+    # The scanner casts each fragment's batches to the unified schema (a
+    # CSV record's string column to a Parquet record's large_string, int32
+    # to int64), as conform does for the other readers.
+    out = [
+        ds.FileSystemDataset([fragment(dfmt, r) for r in refs], schema, dfmt, remote_fs)
+        for dfmt, refs in groups.values()
+    ]
+    if tables:
+        batches = []
+        for t, path, ref in tables:
+            if parts is not None:
+                t = with_values(t, parts.values(ref.file, ref.name))
+            batches += [conform(b, schema, path) for b in t.to_batches()]
         out.append(ds.dataset(pa.Table.from_batches(batches, schema=schema)))
     if not out:
         return ds.dataset(schema.empty_table())

@@ -131,8 +131,10 @@ _pool_lock = threading.Lock()
 _pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): a forked child makes its own
 
 
-def _executor() -> ThreadPoolExecutor:
-    """This process's read-ahead threads (one per core, at least 2), made on first use."""
+def executor() -> ThreadPoolExecutor:
+    """This process's read-ahead threads (one per core, at least 2), made on
+    first use; shared by the batch reads and records_data's column decoding.
+    Thread-safe."""
     global _pool
     with _pool_lock:
         if _pool is None or _pool[0] != os.getpid():
@@ -158,7 +160,7 @@ def read_ahead(fn: Callable[[T], R], jobs: Iterable[T], depth: int = 1) -> Gener
     if depth <= 0:
         yield from map(fn, it)
         return
-    pool = _executor()
+    pool = executor()
     pending: deque[Future] = deque(pool.submit(fn, j) for j in itertools.islice(it, depth))
     try:
         while pending:

@@ -23,8 +23,9 @@ import pyarrow as pa
 from st_py.client.getlocal import local_addresses
 from st_py.wire.transport import split_addr
 
-from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
-from .readplan import ReadUnit, ScanPlan, plan_scan
+from .formats import RAW_SCHEMA, check_columns, project
+from .partitioning import HIVE, categories
+from .readplan import ReadUnit, ScanPlan, plan_scan, prune, with_partitions
 from .scan import (
     ScanOptions,
     kept_schema_sources,
@@ -34,10 +35,98 @@ from .scan import (
     unit_schemas,
     with_out_fields,
 )
+from .schemas import SchemaSource, unify
 
 GENERATION_ATTR = "storetorrent_generation"
 """The key of the DataFrame's ``attrs`` (and of its partitions') that holds
 the generation read (docs/snapshots.md, "Provenance")."""
+
+DTYPE_BACKENDS = (None, "numpy_nullable", "pyarrow")
+
+
+def check_dtype_backend(value) -> str | None:
+    """``value`` if it is one of :data:`DTYPE_BACKENDS`.
+
+    Raises
+    ------
+    InvalidOptionError
+        (a ``ValueError``) naming the values there are.
+    """
+    if value in DTYPE_BACKENDS:
+        return value
+    from st_py.errors import InvalidOptionError
+
+    raise InvalidOptionError(
+        f"dtype_backend={value!r} is not known: pass None (NumPy dtypes, as dd.read_parquet), "
+        "'numpy_nullable' or 'pyarrow'",
+        "dtype_backend",
+        value,
+    )
+
+
+def convert_string() -> bool:
+    """Dask's ``dataframe.convert-string`` setting (None means on)."""
+    import dask
+
+    convert = dask.config.get("dataframe.convert-string")
+    return True if convert is None else bool(convert)
+
+
+def types_mapper(dtype_backend: str | None, convert: bool = True):
+    """The ``types_mapper`` of ``pyarrow.Table.to_pandas`` that gives the
+    dtypes ``dd.read_parquet`` gives for ``dtype_backend`` (dask
+    2026.8: ``dask/dataframe/dask_expr/io/parquet.py``,
+    ``_determine_type_mapper``): with ``convert`` (Dask's
+    ``dataframe.convert-string``, :func:`convert_string`) strings as
+    ``string[pyarrow]`` and dates and decimals as Arrow dtypes; then, for
+    ``"numpy_nullable"``, pandas' nullable dtypes (``Int64``, ``Float64``,
+    ``boolean``, ...); for ``"pyarrow"``, Arrow dtypes (``int64[pyarrow]``);
+    for None, NumPy's (``int64``, ``float64``; an integer column with nulls
+    becomes ``float64``, as in pandas; binary columns hold ``bytes``)."""
+    import pandas as pd
+
+    nullable = {
+        pa.int8(): pd.Int8Dtype(),
+        pa.int16(): pd.Int16Dtype(),
+        pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(),
+        pa.uint8(): pd.UInt8Dtype(),
+        pa.uint16(): pd.UInt16Dtype(),
+        pa.uint32(): pd.UInt32Dtype(),
+        pa.uint64(): pd.UInt64Dtype(),
+        pa.bool_(): pd.BooleanDtype(),
+        pa.string(): pd.StringDtype(),
+        pa.float32(): pd.Float32Dtype(),
+        pa.float64(): pd.Float64Dtype(),
+    }
+
+    def mapper(t: pa.DataType):
+        if convert:
+            if t == pa.string() or t == pa.large_string():  # Dask converts both (to_pyarrow_string)
+                return pd.StringDtype("pyarrow")
+            if t in (pa.date32(), pa.date64()) or pa.types.is_decimal(t):
+                return pd.ArrowDtype(t)
+        if dtype_backend == "numpy_nullable":
+            return nullable.get(t)
+        if dtype_backend == "pyarrow":
+            return pd.StringDtype("pyarrow") if t == pa.string() else pd.ArrowDtype(t)
+        return None
+
+    return mapper
+
+
+def _to_pandas(t: pa.Table, dtype_backend: str | None, convert: bool, cats: dict[str, list]):
+    """``t`` as pandas, with :func:`types_mapper`'s dtypes and the hive
+    partition columns ``cats`` (``{column: known categories}``) as
+    categoricals, as ``dd.read_parquet`` gives them."""
+    import pandas as pd
+
+    df = t.to_pandas(types_mapper=types_mapper(dtype_backend, convert))
+    for name, values in cats.items():
+        if name in df.columns:
+            index = pd.Index(pa.array(values, t.schema.field(name).type).to_pandas())
+            df[name] = df[name].astype(pd.CategoricalDtype(index))
+    return df
 
 
 def _worker_host(addr: str) -> str:
@@ -82,15 +171,26 @@ def worker_of_peers(peers: list[str], dclient) -> dict[str, str]:
 
 class _ReadPartition:
     """The partition function: one read unit -> a pandas DataFrame with
-    Arrow-backed columns. ``columns`` is pushed down by dask's optimizer."""
+    the dtypes of ``dtype_backend`` (:func:`types_mapper`) and the hive
+    partition columns as categoricals of ``cats``. ``columns`` is pushed
+    down by dask's optimizer."""
 
-    def __init__(self, schema: pa.Schema, filter, opts: ScanOptions, columns: list[str] | None, generation=None):
+    def __init__(
+        self,
+        schema: pa.Schema,
+        filter,
+        opts: ScanOptions,
+        columns: list[str] | None,
+        generation=None,
+        dtype_backend: str | None = None,
+        cats: dict[str, list] | None = None,
+        convert: bool = True,
+    ):
         self.schema, self.filter, self.opts, self.columns = schema, filter, opts, columns
         self.generation = generation
+        self.dtype_backend, self.cats, self.convert = dtype_backend, cats or {}, convert
 
     def __call__(self, unit: ReadUnit, columns=None):
-        import pandas as pd
-
         if columns is None:  # no projection from dask's optimizer: the reader's own
             columns = self.columns
         added = {f.name for f in out_fields(self.opts)}
@@ -100,7 +200,7 @@ class _ReadPartition:
             else [c for c in ([columns] if isinstance(columns, str) else list(columns)) if c not in added]
         )
         t = read_unit_table(unit, self.schema, cols, self.filter, self.opts)
-        df = t.to_pandas(types_mapper=pd.ArrowDtype)
+        df = _to_pandas(t, self.dtype_backend, self.convert, self.cats)
         if self.generation is not None:
             df.attrs[GENERATION_ATTR] = self.generation
         return df
@@ -146,6 +246,8 @@ def read_storetorrent(
     client=None,
     as_of=None,
     include_generation: bool = False,
+    partitioning: str | None = HIVE,
+    dtype_backend: str | None = None,
 ):
     """Read StoreTorrent files as a lazy ``dask.dataframe.DataFrame``.
 
@@ -191,14 +293,29 @@ def read_storetorrent(
     include_generation : bool
         Add a ``generation`` column (int64): the generation each row's file
         was read at.
+    partitioning : {"hive", None}
+        ``"hive"`` (default, as ``dd.read_parquet``): the ``key=value``
+        components of the records' paths below ``paths``
+        (``carrier=DL/part-0.parquet``) are columns, after the records'
+        own, categoricals of their values typed as pyarrow types them
+        (int32 or string; ``__HIVE_DEFAULT_PARTITION__`` is null);
+        ``filters`` on them leave out the records of other partitions
+        before any is opened. None: no partition columns.
+    dtype_backend : {None, "numpy_nullable", "pyarrow"}
+        The pandas dtypes of the partitions, as ``dd.read_parquet``'s
+        argument: None (default) NumPy dtypes (``int64``, ``float64``,
+        ``bool``; an integer column with nulls is ``float64``) with strings
+        as ``string[pyarrow]``; ``"numpy_nullable"`` pandas' nullable
+        dtypes (``Int64``, ...); ``"pyarrow"`` Arrow dtypes
+        (``int64[pyarrow]``).
 
     Returns
     -------
     dask.dataframe.DataFrame or dask.dataframe.Series
         Partitions of at most about ``blocksize`` bytes of records, each
-        computed on the worker of its peer's host, with Arrow-backed columns
-        (a Series for ``columns`` given as one name). The partitions are
-        pinned by a scheduler plugin (:mod:`st_integrations.engine_compat`);
+        computed on the worker of its peer's host, with the dtypes of
+        ``dtype_backend`` (a Series for ``columns`` given as one name). The
+        partitions are pinned by a scheduler plugin (:mod:`st_integrations.engine_compat`);
         on a dask or distributed version it was not tested with, Dask
         places them itself and one WARNING on the ``st.engine_compat``
         logger says so (on several hosts a partition may then fail with
@@ -218,15 +335,16 @@ def read_storetorrent(
         DataFrame is built), naming it and the columns there are.
     SnapshotNotFoundError, SnapshotExpiredError, InvalidOptionError
         ``as_of`` names no snapshot or time of a file, a state whose history
-        is no longer kept, or a generation newer than a file's.
+        is no longer kept, or a generation newer than a file's;
+        ``partitioning`` or ``dtype_backend`` is none of its values.
 
     Notes
     -----
     Safe to call from several threads with one Client: registering the
     plugin runs on the scheduler's event loop.
     """
+    import dask
     import dask.dataframe as dd
-    import pandas as pd
     from dask.utils import parse_bytes
 
     from st_py.client.client import Client
@@ -234,6 +352,7 @@ def read_storetorrent(
 
     from .engine_compat import pin_dask_partitions
 
+    dtype_backend = check_dtype_backend(dtype_backend)
     series = columns if isinstance(columns, str) else None
     cols: list[str] | None = [columns] if isinstance(columns, str) else columns
     dclient = client or _current_client()
@@ -249,7 +368,14 @@ def read_storetorrent(
     )
     block = parse_bytes(blocksize) if isinstance(blocksize, str) else blocksize
     with Client(tracker) as c:
-        plan = plan_scan(c, paths, block_size=block, skip_ignored=format is None and decoder is None, as_of=as_of)
+        plan = plan_scan(
+            c,
+            paths,
+            block_size=block,
+            skip_ignored=format is None and decoder is None,
+            as_of=as_of,
+            partitioning=partitioning,
+        )
     opts = dataclasses.replace(opts, generations=tuple(plan.generations.items()))
     gens = plan.generations
     generation = next(iter(gens.values())) if len(gens) == 1 else gens
@@ -268,18 +394,29 @@ def read_storetorrent(
         pin_dask_partitions(dclient, placement)
         if schema is None:
             schema = infer_schema(plan, opts, dclient, placement) if plan.units else project(unify([]), None)
+    plan, schema = with_partitions(plan, schema, enabled=opts.format != "raw" or decoder is not None)
     check_columns(schema, cols, dnf if dnf is not None else filt)
+    cats = {}
+    if plan.partitions is not None:  # known categories: every partition's value, as dd.read_parquet
+        cats = categories(plan.partitions, plan.records())
+        plan = prune(plan, filt, schema)  # records of partitions the filters rule out: not read
+        opts = dataclasses.replace(opts, partitions=plan.partitions)
     out_schema = with_out_fields(project(schema, cols), opts)
-    meta = out_schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
+    convert = convert_string()  # the driver's setting, for every partition (as dd.read_parquet)
+    meta = _to_pandas(out_schema.empty_table(), dtype_backend, convert, cats)
     meta.attrs[GENERATION_ATTR] = generation
     units = plan.units or [ReadUnit("")]
-    ddf = dd.from_map(
-        _ReadPartition(schema, filt, opts, cols, generation),
-        units,
-        meta=meta,
-        label="read-storetorrent",
-        enforce_metadata=False,
-    )
+    # The partitions have Dask's string dtypes already (types_mapper), as
+    # dd.read_parquet's do: from_map's own conversion of object columns to
+    # strings would also decode binary columns (bytes) as UTF-8.
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = dd.from_map(
+            _ReadPartition(schema, filt, opts, cols, generation, dtype_backend, cats, convert),
+            units,
+            meta=meta,
+            label="read-storetorrent",
+            enforce_metadata=False,
+        )
     out = ddf[series] if series is not None else ddf
     out.attrs = {GENERATION_ATTR: generation}
     return out

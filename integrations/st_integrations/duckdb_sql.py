@@ -47,9 +47,14 @@ With ``data=True`` (:func:`connect_files`), also:
 ``records_data``
     the records' contents as rows (Parquet, Arrow IPC, CSV, JSON lines;
     raw records as ``(record, data)``), across every file, read through
-    :func:`st_integrations.arrow_dataset.dataset`: local paths for the records
-    GET_LOCAL reveals to this host, GET for the others; DuckDB pushes column
-    projection and filters into the scan.
+    :class:`st_integrations.records_data.RecordsData` by the readers' scan
+    path (the copies GET_LOCAL reveals to this host many at a time by one
+    native call, checked; pipelined GETs for the others) when the view is
+    registered (DuckDB asks for its schema), and kept: a later query reads
+    nothing again while no file's generation changes, and only the records
+    a commit added or replaced when one does; each column is decoded once,
+    by the first query that names it. DuckDB pushes column projection and
+    filters into the scan.
 """
 
 from __future__ import annotations
@@ -363,10 +368,12 @@ def connect_files(client, names: list[str], data: bool = False, as_of=None):
         paths[info.name] = info.infofile_path
     con = connect(paths, liveness=Liveness.from_status(client.status()), as_of=as_of)
     if data:
-        from .arrow_dataset import close_at_exit, dataset
+        from .arrow_dataset import close_at_exit
+        from .records_data import RecordsData
 
-        # the paths as given: a path inside a file selects its records here too
-        con.register("records_data", dataset(names, tracker=client.tracker.address, as_of=as_of))
+        # the paths as given: a path inside a file selects its records here too; read when
+        # registered, kept for the queries (st_integrations.records_data)
+        con.register("records_data", RecordsData(names, tracker=client.tracker.address, as_of=as_of))
         # A connection left open scans records through Python on Arrow's
         # threads: it is closed at exit, before Python finalizes.
         close_at_exit(con)

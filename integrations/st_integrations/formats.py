@@ -20,7 +20,6 @@ Pushdown (docs/analysis.md):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TypeAlias
 
 import pyarrow as pa
@@ -33,13 +32,20 @@ from st_py.core.record_format import (
     dataset_format,
     detect,
     detect_source,
-    extension_format,
     ignored,
     schema_of,
 )
 from st_py.errors import RecordFormatError, StoreTorrentError
 
-__all__ = [
+from .partitioning import expression_of, with_values
+from .schemas import SchemaConflictError, SchemaSource, StrayRecordError, conform, unify
+
+__all__ = [  # the schema rules are schemas.py's, imported here for older callers
+    "SchemaConflictError",
+    "SchemaSource",
+    "StrayRecordError",
+    "conform",
+    "unify",
     "FORMATS",
     "HEAD_BYTES",
     "IGNORE_PREFIXES",
@@ -52,16 +58,6 @@ __all__ = [
 
 Decoder = Callable[[str, str], pa.Table]
 """A user decoder: ``decoder(record name, local path) -> pyarrow.Table``."""
-
-
-class SchemaConflictError(StoreTorrentError):
-    """Two records whose schemas cannot be unified (e.g. a column that is an
-    integer in one and a string in the other). ``first`` and ``second`` name
-    the records, ``column`` the column when one is to blame."""
-
-    def __init__(self, message: str, first: str = "", second: str = "", column: str = ""):
-        super().__init__(message)
-        self.first, self.second, self.column = first, second, column
 
 
 # A record's bytes: its local path, or (a record of a file with client-side
@@ -88,15 +84,19 @@ def _whole(source: Source) -> bytes:
     return source.to_pybytes()
 
 
-def _fragment(name: str, source: Source, fmt: str):
+def _fragment(name: str, source: Source, fmt: str, partition: dict | None = None):
+    """A ``pyarrow.dataset`` fragment of the record; with ``partition``
+    (``{column: scalar}``, its hive partition values) those columns are
+    materialised by the fragment's scans."""
     import pyarrow.fs as pafs
 
     if isinstance(source, pa.NativeFile) and fmt != "parquet":
         source.seek(0)  # only Parquet fragments read a Python file by ranges
         source = source.read_buffer()
+    kw = {"partition_expression": expression_of(partition)} if partition else {}
     if not isinstance(source, str):
-        return dataset_format(name, fmt).make_fragment(source)
-    return dataset_format(name, fmt).make_fragment(source, filesystem=pafs.LocalFileSystem())
+        return dataset_format(name, fmt).make_fragment(source, **kw)
+    return dataset_format(name, fmt).make_fragment(source, filesystem=pafs.LocalFileSystem(), **kw)
 
 
 def record_schema(name: str, path: Source, fmt: str | None = None) -> pa.Schema:
@@ -129,6 +129,7 @@ def scan_record(
     columns: list[str] | None = None,
     filter=None,
     batch_size: int = 131_072,
+    partition: dict[str, pa.Scalar] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Read one record from local disk as Arrow record batches in the
     dataset's schema.
@@ -150,6 +151,10 @@ def scan_record(
     filter : pyarrow.dataset.Expression, optional
         Rows to keep; it may name columns outside ``columns``. Row groups of
         Parquet records are skipped by their statistics.
+    partition : dict of str to pyarrow.Scalar, optional
+        The record's hive partition values
+        (:meth:`st_integrations.partitioning.Partitions.values`): columns of
+        ``schema`` that every row has, whatever the record holds.
 
     Yields
     ------
@@ -179,6 +184,8 @@ def scan_record(
             try:
                 for b in batches:
                     b = conform(b, schema, name)
+                    if partition:
+                        b = with_values(b, partition)
                     if filter is not None:
                         b = pa.Table.from_batches([b]).filter(filter).combine_chunks()
                         b = b.to_batches()[0] if b.num_rows else None
@@ -188,7 +195,7 @@ def scan_record(
                 if src is not None:
                     src.close()
             return
-        frag = _fragment(name, path, fmt)
+        frag = _fragment(name, path, fmt, partition)
         phys = frag.physical_schema
         # Scan in the record's own types, with the dataset's other columns as
         # nulls, so that a filter on a column the record lacks sees nulls.
@@ -211,131 +218,6 @@ def scan_record(
         if isinstance(e, FileNotFoundError):
             raise
         raise RecordFormatError(f"record {name!r} does not decode as {fmt}: {e}", name, fmt) from e
-
-
-class StrayRecordError(RecordFormatError):
-    """A record of no known format (``raw``) in a scan of records of a
-    known one, which would become rows of nulls plus ``record``/``data``
-    columns. ``record`` names it, ``format`` is ``"raw"``, ``other`` names a
-    record of the known format and ``other_format`` its format."""
-
-    def __init__(self, record: str, other: str, other_format: str):
-        super().__init__(
-            f"record {record!r} is of no known format (by its bytes and name), while {other!r} and "
-            f"others are {other_format}: it would become rows of nulls. Delete or rename it (names "
-            'starting with _ or . are skipped), read the files with format="raw" or a decoder=, '
-            "or name the records to read",
-            record,
-            "raw",
-        )
-        self.other, self.other_format = other, other_format
-
-
-def _check_no_stray(sources: list[SchemaSource]) -> None:
-    raw = [s for s in sources if s.schema.equals(RAW_SCHEMA)]
-    known = [s for s in sources if not s.schema.equals(RAW_SCHEMA)]
-    if raw and known:
-        raise StrayRecordError(raw[0].record, known[0].record, extension_format(known[0].record) or "parquet or arrow")
-
-
-@dataclass(frozen=True)
-class SchemaSource:
-    """A schema and the record it was read from."""
-
-    schema: pa.Schema
-    record: str
-
-
-def unify(sources: list[SchemaSource]) -> pa.Schema:
-    """The permissive unification of the records' schemas: the union of
-    their columns in order of first appearance; a column missing from a
-    record is null there; numeric types widen (int32 + int64 -> int64,
-    int64 + double -> double), string + large_string -> large_string, null +
-    T -> T.
-
-    Raises
-    ------
-    SchemaConflictError
-        Naming two records whose types for one column cannot be unified.
-    StrayRecordError
-        A record of no known format among records of a known one.
-    """
-    if not sources:
-        return RAW_SCHEMA
-    _check_no_stray(sources)
-    out = sources[0].schema
-    origin = {f.name: sources[0].record for f in out}
-    for src in sources[1:]:
-        if src.schema.equals(out):
-            continue
-        try:
-            out = pa.unify_schemas([out, src.schema], promote_options="permissive")
-        except (pa.ArrowTypeError, pa.ArrowInvalid) as e:
-            for f in src.schema:
-                i = out.get_field_index(f.name)
-                if i < 0:
-                    continue
-                try:
-                    pa.unify_schemas([pa.schema([out.field(i)]), pa.schema([f])], promote_options="permissive")
-                except (pa.ArrowTypeError, pa.ArrowInvalid):
-                    raise SchemaConflictError(
-                        f"records {origin[f.name]!r} and {src.record!r} cannot be read as one table: column "
-                        f"{f.name!r} is {out.field(i).type} in the first and {f.type} in the second; pass "
-                        "schema= to read both as one type, or read them separately",
-                        origin[f.name],
-                        src.record,
-                        f.name,
-                    ) from e
-            raise SchemaConflictError(
-                f"records {sources[0].record!r} and {src.record!r} cannot be unified: {e}",
-                sources[0].record,
-                src.record,
-            ) from e
-        for f in src.schema:
-            origin.setdefault(f.name, src.record)
-    return out
-
-
-def conform(batch: pa.RecordBatch, schema: pa.Schema, record: str) -> pa.RecordBatch:
-    """``batch`` in ``schema``: columns reordered, missing ones null, types
-    cast safely.
-
-    Raises
-    ------
-    SchemaConflictError
-        If a value cannot be cast (e.g. a string that is not a number), or
-        the record has a column ``schema`` lacks (it would be lost silently).
-    """
-    if batch.schema.equals(schema):
-        return batch
-    extra = [n for n in batch.schema.names if schema.get_field_index(n) < 0]
-    if extra:
-        raise SchemaConflictError(
-            f"record {record!r} has columns {extra} that the dataset's schema lacks; pass a schema= that "
-            "includes them, or columns= to select the ones you want",
-            record,
-            "",
-            extra[0],
-        )
-    arrays = []
-    for f in schema:
-        i = batch.schema.get_field_index(f.name)
-        if i < 0:
-            arrays.append(pa.nulls(batch.num_rows, f.type))
-            continue
-        col = batch.column(i)
-        if not col.type.equals(f.type):
-            try:
-                col = col.cast(f.type, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-                raise SchemaConflictError(
-                    f"record {record!r}: column {f.name!r} of type {col.type} cannot be read as {f.type}: {e}",
-                    record,
-                    "",
-                    f.name,
-                ) from e
-        arrays.append(col)
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 class ColumnNotFoundError(StoreTorrentError, KeyError):

@@ -757,9 +757,14 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         elif kind == "file" or (kind == "inside" and self.st_has_under(a, b + "/")):
             entries, dirs = self._children(a, b + "/" if b else "", detail)
             pre = f"{a}/"
-            if not detail:  # names only: no dict per entry
-                return sorted([pre + n for n in entries] + [pre + d for d in dirs])
-            out = self._infos(a, pre, entries) + [prefix_info(pre + d) for d in dirs]
+            if not detail:  # names only: no dict per entry; a name both record and folder once
+                return sorted({pre + n for n in entries} | {pre + d for d in dirs})
+            # A record whose name is also a folder (written before that was refused):
+            # listed once, as the folder, which says it (docs/fsspec.md, "Corner cases").
+            both = set(dirs).intersection(e[0] for e in entries) if dirs and entries else set()
+            if both:
+                entries = [e for e in entries if e[0] not in both]
+            out = self._infos(a, pre, entries) + [prefix_info(pre + d, d in both) for d in dirs]
         elif kind == "inside" and (m := self.st_record_meta(a, b)) is not None:
             out = self._stamp(a, [self.record_details(a, b, path, m)])
         elif kind == "inside" and (om := self.st_object_meta(a, b)) is not None:
@@ -775,7 +780,9 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         """Details of one path, as its entry of :meth:`ls`.
 
         A name that is both a record and a prefix of longer record names
-        (records ``a`` and ``a/b``) is reported as the record. The info of
+        (records ``a`` and ``a/b``, written before that was refused) is
+        reported as the directory, as :meth:`ls` lists it, with
+        ``also_record`` True (reads of the path still read the record). The info of
         a StoreTorrent file has ``generation``: the generation of the file
         it was read at (provenance, docs/snapshots.md); so has that of a
         record or object read as of a past state (``as_of``,
@@ -808,14 +815,15 @@ class StoreTorrentFileSystem(AbstractFileSystem):
                     else None
                 )
                 generation = self.st_handle(a).generation
+                folder = self.st_has_under(a, b + "/")
+            if folder:
+                return prefix_info(path, d is not None)
             if d is not None:
                 if self.as_of is not None or self.version_aware:
                     d["generation"] = generation
                 if self.version_aware:
                     d["version_id"] = str(generation)
                 return d
-            if self.st_has_under(a, b + "/"):
-                return prefix_info(path)
             raise not_found(path, f"no committed record {b!r} in StoreTorrent file {a}")
         raise not_found(path, "no StoreTorrent directory, file or record")
 

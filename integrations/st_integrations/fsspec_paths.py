@@ -125,9 +125,15 @@ def object_info(name: str, size: int, crc: int, committed_at: float, stripes: in
     }
 
 
-def prefix_info(name: str) -> dict:
-    """A record-name prefix's info dict: a directory of size 0."""
-    return {"name": name, "size": 0, "type": "directory", "st_type": "prefix"}
+def prefix_info(name: str, also_record: bool = False) -> dict:
+    """A record-name prefix's info dict: a directory of size 0.
+    ``also_record``: a record of that very name is committed too (a file
+    written before names were either a record or a folder, docs/fsspec.md,
+    "Corner cases"); the entry is still the directory, once, and says so."""
+    d = {"name": name, "size": 0, "type": "directory", "st_type": "prefix"}
+    if also_record:
+        d["also_record"] = True
+    return d
 
 
 @dataclass(frozen=True)

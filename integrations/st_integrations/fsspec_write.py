@@ -14,6 +14,7 @@ import errno
 
 from fsspec.utils import stringify_path
 
+from st_py.core.record_names import check_new_name, conflict_error
 from st_py.errors import ReadOnlyError, RecordExistsError, RecordNotFoundError, StFileExistsError
 
 from .fsspec_paths import not_found
@@ -62,10 +63,22 @@ class RecordWriter:
 
         Raises
         ------
-        RecordExistsFSError, IsADirectoryError
+        RecordExistsFSError
+        IsADirectoryError
+            A namespace directory or StoreTorrent file, or records are below
+            the name (:class:`~st_py.errors.RecordIsADirectoryError`).
+        NotADirectoryError
+            A prefix of the name is a record (:class:`~st_py.errors.RecordNotADirectoryError`).
+        ValueError
+            A record name the rule refuses (:class:`~st_py.errors.RecordNameRuleError`:
+            an empty, ``.`` or ``..`` component), never normalised into another name.
         """
         kind, a, b = self.fs.st_lookup(path)
         if kind == "inside":
+            check_new_name(b)  # the rule for record names (st_py.core.record_names)
+            hit = self.fs.st_infofile(a).tree_conflict(b)  # a name is a record or a folder, not both
+            if hit is not None:
+                raise conflict_error(hit[0], a, b, hit[1])
             if self.fs.st_object_meta(a, b) is not None:
                 raise RecordExistsFSError(
                     f"{b!r} is a striped object in {a}: objects are not replaced; delete "
@@ -96,6 +109,7 @@ class RecordWriter:
                 f"{stem}/<file>/{base} to create StoreTorrent file {stem}/<file>",
                 path,
             )
+        check_new_name(base)
         return parent, base, False
 
     def write_record(self, path: str, data, replication: str | None = None, replace: bool = False) -> None:

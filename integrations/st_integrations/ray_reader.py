@@ -24,10 +24,12 @@ import functools
 import pyarrow as pa
 
 from .engine_compat import install_ray_task_pinning, ray_task_pinning_fallback
-from .formats import RAW_SCHEMA, SchemaSource, check_columns, project, unify
+from .formats import RAW_SCHEMA, check_columns, project
+from .partitioning import HIVE
 from .placement import Placement, PlacementError, check_placement, ray_node_of_peers, ray_pin_args
-from .readplan import ReadUnit, ScanPlan, plan_scan
+from .readplan import ReadUnit, ScanPlan, plan_scan, prune, with_partitions
 from .scan import ScanOptions, kept_schema_sources, options_for, read_unit, unit_schemas, with_out_fields
+from .schemas import SchemaSource, unify
 
 try:
     from ray.data import Datasource as _Datasource
@@ -182,6 +184,7 @@ def read_storetorrent(
     placement: Placement = "auto",
     as_of=None,
     include_generation: bool = False,
+    partitioning: str | None = HIVE,
 ):
     """Read StoreTorrent files as a lazy, streaming ``ray.data.Dataset``.
 
@@ -235,6 +238,14 @@ def read_storetorrent(
     include_generation : bool
         Add a ``generation`` column (int64): the generation each row's file
         was read at.
+    partitioning : {"hive", None}
+        ``"hive"`` (default, as ``ray.data.read_parquet``): the
+        ``key=value`` components of the records' paths below ``paths``
+        (``carrier=DL/part-0.parquet``) are columns, after the records'
+        own, strings as Ray's Parquet reader types them
+        (``__HIVE_DEFAULT_PARTITION__`` is null); a ``filter`` on them
+        leaves out the records of other partitions before any is opened.
+        None: no partition columns.
 
     Returns
     -------
@@ -249,9 +260,9 @@ def read_storetorrent(
     ------
     StFileNotFoundError, RecordsUnavailableError, GetLocalError, SchemaConflictError
     InvalidOptionError
-        (a ``ValueError``) ``placement`` is none of its values, raised
-        before anything is planned; or ``as_of`` a generation newer than a
-        file's.
+        (a ``ValueError``) ``placement`` or ``partitioning`` is none of its
+        values, raised before anything is planned; or ``as_of`` a
+        generation newer than a file's.
     SnapshotNotFoundError, SnapshotExpiredError
         ``as_of`` names no snapshot or time of a file, or a state whose
         history is no longer kept.
@@ -293,6 +304,8 @@ def read_storetorrent(
             num_blocks=override_num_blocks,
             skip_ignored=format is None and decoder is None,
             as_of=as_of,
+            partitioning=partitioning,
+            partition_flavor="string",  # Ray's read_parquet: every partition column a string
         )
     opts = dataclasses.replace(opts, generations=tuple(plan.generations.items()))
     if schema is None:
@@ -306,7 +319,11 @@ def read_storetorrent(
         schema = RAW_SCHEMA  # fixed: no schema pass, no record opened before the scan
     if schema is None:
         schema = infer_schema(plan, opts, node_of) if plan.units else unify([])
+    plan, schema = with_partitions(plan, schema, enabled=opts.format != "raw" or decoder is not None)
     check_columns(schema, columns, filter)  # an unknown column is an error now, not in a read task
+    if plan.partitions is not None:
+        plan = prune(plan, filter, schema)  # records of partitions the filter rules out: not read
+        opts = dataclasses.replace(opts, partitions=plan.partitions)
     args = dict(ray_remote_args or {})
     if placement != "node":
         problem = install_ray_task_pinning()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import array
 import bisect
+import dataclasses
 import fnmatch
 import glob
 import hashlib
@@ -37,6 +38,7 @@ from st_py.errors import GetLocalError, RecordNotFoundError, StFileNotFoundError
 from st_py.wire.protocol import LocalEntries
 
 from .formats import ignored
+from .partitioning import HIVE, Partitions, check_partitioning, discover
 
 DEFAULT_BLOCK_SIZE = 128 << 20  # bytes of records per read task (Ray's target block size)
 PLAN_ATTEMPTS = 3
@@ -253,6 +255,13 @@ class ScanPlan:
     # only those are opened to learn the scan's schema.
     kept_schemas: list[tuple[str, bytes, str]] = field(default_factory=list)
     unknown_schemas: set[tuple[str, str]] = field(default_factory=set)
+    # The hive partition columns of the records' paths (plan_scan's
+    # ``partitioning``), None without any; and how the units were cut, for
+    # cutting them again over the records a filter keeps (:func:`prune`).
+    partitions: Partitions | None = None
+    block_size: int = DEFAULT_BLOCK_SIZE
+    num_blocks: int | None = None
+    scan_key: str = ""
 
     @property
     def generations(self) -> dict[str, int]:
@@ -269,6 +278,13 @@ class ScanPlan:
         for u in self.units:
             seen.setdefault(u.peer)
         return list(seen)
+
+    def records(self):
+        """``(file, name)`` of every planned record, unit by unit."""
+        for u in self.units:
+            files = [f.file for f in u.files]
+            for i, n in zip(u.file_of, u.names):
+                yield files[i], n
 
     @property
     def num_records(self) -> int:
@@ -331,11 +347,21 @@ def resolve_targets(client, paths: str | list[str], as_of=None) -> dict[str, lis
         If a path or glob matches no file (or no record name inside one:
         that is checked when planned).
     """
+    return _resolve(client, paths, as_of)[0]
+
+
+def _resolve(client, paths: str | list[str], as_of=None) -> tuple[dict[str, list[str] | None], dict[str, str]]:
+    """:func:`resolve_targets`, and the base of each file: the path given
+    that reached it (for a glob, its part before the first pattern
+    character), from which record paths are relative in hive partitioning
+    (:func:`st_integrations.partitioning.relative`)."""
     if isinstance(paths, str):
         paths = [paths]
     out: dict[str, list[str] | None] = {}
+    bases: dict[str, str] = {}
 
-    def add(fname: str, pattern: str | None) -> None:
+    def add(fname: str, pattern: str | None, base: str) -> None:
+        bases.setdefault(fname, base)
         if pattern is None:
             out[fname] = None
         elif fname not in out:
@@ -348,8 +374,14 @@ def resolve_targets(client, paths: str | list[str], as_of=None) -> dict[str, lis
         inside = _inside_file(client, p, as_of)
         if inside is not None:
             fname, patterns = inside
+            rest = p[len(fname) + 1 :]
+            if patterns == [rest] and _has_magic(rest):  # a glob of record names: its fixed part
+                fixed = list(itertools.takewhile(lambda c: not _has_magic(c), rest.split("/")))
+                base = "/".join([fname, *fixed])
+            else:
+                base = p
             for q in patterns:
-                add(fname, q)
+                add(fname, q, base)
             continue
         entries = _list(client, p)
         if entries is not None:  # a file or directory of this very name
@@ -357,11 +389,11 @@ def resolve_targets(client, paths: str | list[str], as_of=None) -> dict[str, lis
             if not found:
                 raise StFileNotFoundError(f"directory {p} holds no StoreTorrent file")
             for f in found:
-                add(f, None)
+                add(f, None, p)
             continue
         if not _has_magic(p):  # not a file, directory, nor a path inside a file
             client.tracker.open(p)  # raises StFileNotFoundError saying so
-            add(p, None)
+            add(p, None, p)
             continue
         # Walk from the deepest directory without wildcards.
         parts = p.strip("/").split("/")
@@ -375,8 +407,8 @@ def resolve_targets(client, paths: str | list[str], as_of=None) -> dict[str, lis
         if not matches:
             raise StFileNotFoundError(f"no StoreTorrent file matches {p}")
         for f in matches:
-            add(f, None)
-    return out
+            add(f, None, root)
+    return out, bases
 
 
 def _is_file(client, path: str) -> bool:
@@ -588,6 +620,8 @@ def plan_scan(
     num_blocks: int | None = None,
     skip_ignored: bool = False,
     as_of=None,
+    partitioning: str | None = None,
+    partition_flavor: str = "arrow",
 ) -> ScanPlan:
     """Plan a scan of ``paths`` (see the module docstring). Reads no record.
 
@@ -611,6 +645,11 @@ def plan_scan(
         name, a generation or a time, the same for every file (a snapshot
         name and a time resolve per file, each to its own generation:
         ``ScanPlan.generations``). None: the current state.
+    partitioning : {"hive", None}
+        ``"hive"``: ``key=value`` components of the records' paths relative
+        to the path given become columns (``ScanPlan.partitions``,
+        :mod:`st_integrations.partitioning`), typed by ``partition_flavor``
+        (``"arrow"`` or ``"string"``). None: no partition columns.
 
     Returns
     -------
@@ -623,9 +662,11 @@ def plan_scan(
         A path inside a file (a record name, prefix or glob) matches no
         committed record.
     SnapshotNotFoundError, SnapshotExpiredError, InvalidOptionError
-        ``as_of`` names no state of a file that is still readable.
+        ``as_of`` names no state of a file that is still readable;
+        ``partitioning`` is none of its values.
     """
-    targets = resolve_targets(client, paths, as_of)
+    partitioning = check_partitioning(partitioning)
+    targets, bases = _resolve(client, paths, as_of)
     files = list(targets)
     plans: dict[str, GetLocalPlan] = {}
     revealed: dict[str, int] = {}
@@ -637,11 +678,32 @@ def plan_scan(
         want = targets[name]
         with client.open(name, as_of=as_of) as f:
             skipped += _plan_one(f, name, want, skip_ignored, plans, revealed, per_peer, kept, unknown)
+    parts = None
+    if partitioning == HIVE and _any_key_value(per_peer, bases):
+        parts = discover(_planned(per_peer), bases, partition_flavor)
+    block_size = block_size or DEFAULT_BLOCK_SIZE
+    scan_key = _scan_key(plans, targets, skip_ignored, block_size, num_blocks)
+    return ScanPlan(
+        files,
+        plans,
+        _cut(per_peer, block_size, num_blocks, scan_key),
+        revealed,
+        skipped,
+        [(fmt, blob, first) for (fmt, blob), first in kept.items()],
+        unknown,
+        parts,
+        block_size,
+        num_blocks,
+        scan_key,
+    )
+
+
+def _cut(per_peer: dict[str, _Columns], block_size: int, num_blocks: int | None, scan_key: str) -> list[ReadUnit]:
+    """Every peer's records cut into read units (:func:`split`): of about
+    ``block_size`` bytes, or ``num_blocks`` units over the whole scan."""
     total = sum(c.size for c in per_peer.values())
     if num_blocks:
         block_size = max(1, math.ceil(total / max(1, num_blocks)))
-    block_size = block_size or DEFAULT_BLOCK_SIZE
-    scan_key = _scan_key(plans, targets, skip_ignored, block_size, num_blocks)
     units = []
     for peer in sorted(per_peer):
         cols = per_peer[peer]
@@ -654,9 +716,49 @@ def plan_scan(
             units.extend(split(cols, peer, max(1, math.ceil(peer_bytes / share)), scan_key))
         else:
             units.extend(split(cols, peer, block_size, scan_key))
-    return ScanPlan(
-        files, plans, units, revealed, skipped, [(fmt, blob, first) for (fmt, blob), first in kept.items()], unknown
-    )
+    return units
+
+
+def _planned(per_peer: dict[str, _Columns]):
+    """``(file, name)`` of every planned record."""
+    for cols in per_peer.values():
+        files = [f.file for f in cols.files]
+        for i, n in zip(cols.file_of, cols.names):
+            yield files[i], n
+
+
+def _any_key_value(per_peer: dict[str, _Columns], bases: dict[str, str]) -> bool:
+    """Could any planned record's path hold a ``key=value`` component? (A
+    substring search in C over all names, so that a scan of 10^6 records
+    without one parses none.)"""
+    if any("=" in f[len(b) :] for f, b in bases.items()):
+        return True
+    return any("=" in "\0".join(c.names) for c in per_peer.values())
+
+
+def prune(plan: ScanPlan, filter, schema) -> ScanPlan:
+    """``plan`` without the records whose hive partition values contradict
+    ``filter`` (a ``pyarrow.dataset`` expression over ``schema``, the
+    scan's columns with the partition columns), decided on their names
+    alone (:meth:`Partitions.keep`); the records kept are cut into units
+    again as the plan was. The plan itself when there is nothing to prune.
+    No record is opened."""
+    parts = plan.partitions
+    if parts is None or filter is None:
+        return plan
+    refs = list(plan.records())
+    keep = parts.keep(refs, filter, schema)
+    if len(keep) == len({(f, n.rpartition("/")[0]) for f, n in refs}):
+        return plan
+    per_peer: dict[str, _Columns] = {}
+    for u in plan.units:
+        cols = per_peer.setdefault(u.peer, _Columns())
+        for k, (i, n) in enumerate(zip(u.file_of, u.names)):
+            fref = u.files[i]
+            if (fref.file, n.rpartition("/")[0]) in keep:
+                cols.add(fref, [n], [u.paths[k]], [u.sizes[k]])
+    key = hashlib.blake2b(f"{plan.scan_key}/{filter}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return dataclasses.replace(plan, units=_cut(per_peer, plan.block_size, plan.num_blocks, key), scan_key=key)
 
 
 def _scan_key(plans: dict, targets: dict, skip_ignored: bool, block_size: int, num_blocks: int | None) -> str:
@@ -739,3 +841,16 @@ def _kept_schemas(infofile, file: str, kept: dict, unknown: set) -> None:
     for fmt, schema, first in schemas:
         kept.setdefault((fmt, schema), first)
     unknown.update((file, n) for n in infofile.names_without_schema())
+
+
+def with_partitions(plan: ScanPlan, schema, enabled: bool = True):
+    """``(plan, schema)`` for reading ``plan`` with its hive partition
+    columns: a key that is also a column of the records' ``schema`` is
+    read from the records (not a partition column), the others are
+    appended to ``schema`` (:meth:`Partitions.extend`). With ``enabled``
+    False (a ``format="raw"`` scan, whose rows are fixed) or no partition
+    columns, ``plan`` without partitions and ``schema`` as it is."""
+    parts = plan.partitions.without(schema.names) if plan.partitions is not None and enabled else None
+    if parts is not plan.partitions:
+        plan = dataclasses.replace(plan, partitions=parts)
+    return plan, (parts.extend(schema) if parts is not None else schema)

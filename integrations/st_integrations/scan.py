@@ -25,17 +25,16 @@ from .formats import (
     RAW_SCHEMA,
     Decoder,
     RecordFormatError,
-    SchemaConflictError,
-    SchemaSource,
     Source,
-    conform,
     detect,
     detect_source,
     project,
     record_schema,
     scan_record,
 )
+from .partitioning import Partitions, with_values
 from .readplan import ReadUnit
+from .schemas import SchemaConflictError, SchemaSource, conform
 
 PATH_COLUMN = "path"
 GENERATION_COLUMN = "generation"
@@ -71,6 +70,10 @@ class ScanOptions:
     # column chunks it needs); only for disks that check their own data
     # (ZFS, ...) or to measure the check's cost (bench/analysis.py).
     verify: bool = True
+    # The scan's hive partition columns (``ScanPlan.partitions``, set by the
+    # reader once it has the records' schema): each record's rows get its
+    # values, columns of the schema the read tasks are given. None: none.
+    partitions: Partitions | None = None
 
 
 def out_fields(opts: ScanOptions) -> list[pa.Field]:
@@ -348,9 +351,12 @@ def read_unit(
         if run:
             yield from _parquet_run(run, schema, columns, filter, opts, out, counts)
             run = []
+        part = opts.partitions.values(ref.file, ref.name) if opts.partitions is not None else None
         if opts.decoder is not None:
             with contextlib.ExitStack() as stack:
                 t = opts.decoder(ref.name, _decoder_path(ref, src, stack))
+            if part:
+                t = with_values(t, part)
             if filter is not None:
                 t = t.filter(filter)
             batches: Iterator[pa.RecordBatch] = (conform(b, schema, ref.name) for b in t.to_batches())
@@ -358,7 +364,7 @@ def read_unit(
                 batches = (b.select(columns) for b in batches)
         else:
             fmt = "raw" if opts.format == "raw" else (opts.format or detect_source(ref.name, src))
-            batches = scan_record(ref.name, src, fmt, schema, columns, filter, opts.batch_size)
+            batches = scan_record(ref.name, src, fmt, schema, columns, filter, opts.batch_size, part)
         for b in batches:
             yield from out.add(_tagged(b, ref, opts))
         if counts is not None:
@@ -385,8 +391,12 @@ def _parquet_run(
 
     fmt = ds.ParquetFileFormat()
     held: list[pa.RecordBatch] = []
+    parts = opts.partitions
     try:
-        frags = [fmt.make_fragment(src) for _, src in run]
+        if parts is None:
+            frags = [fmt.make_fragment(src) for _, src in run]
+        else:  # the partition columns materialised from each record's values
+            frags = [fmt.make_fragment(src, partition_expression=parts.expression(r.file, r.name)) for r, src in run]
         names = set(schema.names)
         if all(set(f.physical_schema.names) <= names for f in frags):
             dset = ds.FileSystemDataset(frags, schema, fmt)
@@ -420,7 +430,8 @@ def _parquet_run(
 
 
 def _record_batches(ref, src, schema, columns, filter, opts: ScanOptions):
-    for b in scan_record(ref.name, src, "parquet", schema, columns, filter, opts.batch_size):
+    part = opts.partitions.values(ref.file, ref.name) if opts.partitions is not None else None
+    for b in scan_record(ref.name, src, "parquet", schema, columns, filter, opts.batch_size, part):
         yield _tagged(b, ref, opts)
 
 
@@ -649,3 +660,30 @@ def read_unit_table(unit: ReadUnit, schema: pa.Schema, columns, filter, opts: Sc
     """:func:`read_unit` gathered into one table (a Dask partition)."""
     out_schema = with_out_fields(project(schema, columns), opts)
     return pa.Table.from_batches(list(read_unit(unit, schema, columns, filter, opts)), schema=out_schema)
+
+
+def record_buffers(refs, opts: ScanOptions) -> Iterator[tuple]:
+    """``(ref, pyarrow.Buffer)`` of each of ``refs`` (records revealed to
+    this host), in order, as a read task gets them (:func:`_sources`):
+    local copies read many at a time by one native call and checked against
+    their size and CRC-32C (a bad copy read by GET from another one), the
+    file's filters undone; a striped object read whole by ranged GETs of
+    its stripes. For a client that keeps the bytes (DuckDB's
+    ``records_data``, :mod:`st_integrations.records_data`).
+
+    Raises
+    ------
+    GetLocalError, RecordUnavailableError
+        As :func:`read_unit`.
+    """
+    for ref, src in _sources(refs, opts):
+        if isinstance(src, pa.NativeFile):  # a striped Parquet object, readable by ranges: read it whole
+            src.seek(0)
+            buf = src.read_buffer()
+            src.close()
+            yield ref, buf
+        elif isinstance(src, str):  # an unchecked local path (not with verify): its bytes
+            with open(src, "rb") as fh:
+                yield ref, pa.py_buffer(fh.read())
+        else:
+            yield ref, src

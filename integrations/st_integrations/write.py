@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from st_py.client.getlocal import local_addresses
+from st_py.core.record_names import check_new_name, conflict_error
 from st_py.wire.transport import split_addr
 
 EXTENSIONS = {"parquet": "parquet", "arrow": "arrow", "csv": "csv", "json": "jsonl"}
@@ -163,23 +164,35 @@ def start_job(
     Raises
     ------
     ValueError, StFileExistsError, BadNameError
-        As :func:`check_job`, which it runs first.
+        As :func:`check_job`, which it runs first; ``prefix`` making record
+        names the rule refuses (:class:`~st_py.errors.RecordNameRuleError`).
+    RecordNotADirectoryError
+        ``prefix`` lies below a record of the file (``mode`` append or
+        error; a name is a record or a folder, never both).
     NotEnoughPeersError ...
         From the tracker.
     """
     created = False
     replaces: tuple[str, ...] = ()
+    prefix = prefix or f"part-{uuid.uuid4().hex[:8]}"
+    first = f"{prefix}-00000-0000.{EXTENSIONS.get(format, format)}"
+    check_new_name(first)  # the rule for record names, before anything is made (st_py.core.record_names)
     names = check_job(client, name, replication, format, mode)
     if names is None:
         client.create(name, replication=replication, est_size=est_size).close()
         created = True
-    elif mode == "overwrite":
-        replaces = tuple(names)
+    else:
+        if mode == "overwrite":
+            replaces = tuple(names)
+        with client.open(name) as f:  # a prefix below a record: refused here, before any task runs
+            hit = f.infofile().tree_conflict(first)
+        if hit is not None and hit[1] not in replaces:
+            raise conflict_error(hit[0], name, first, hit[1])
     return WriteJob(
         name,
         client.tracker.address,
         format,
-        prefix or f"part-{uuid.uuid4().hex[:8]}",
+        prefix,
         created,
         tuple(sorted((options or {}).items())),
         mode,

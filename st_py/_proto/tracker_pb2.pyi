@@ -183,7 +183,7 @@ class CommitRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., delete: _Optional[_Iterable[str]] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ..., partial_ok: _Optional[bool] = ...) -> None: ...
 
 class CommitReply(_message.Message):
-    __slots__ = ("generation", "committed", "conflicts", "conflict_names", "deleted", "quota_refused", "quota_scope", "quota_bytes", "quota_used_bytes")
+    __slots__ = ("generation", "committed", "conflicts", "conflict_names", "deleted", "quota_refused", "quota_scope", "quota_bytes", "quota_used_bytes", "conflict_kinds", "conflict_records")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +193,8 @@ class CommitReply(_message.Message):
     QUOTA_SCOPE_FIELD_NUMBER: _ClassVar[int]
     QUOTA_BYTES_FIELD_NUMBER: _ClassVar[int]
     QUOTA_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_KINDS_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_RECORDS_FIELD_NUMBER: _ClassVar[int]
     generation: int
     committed: int
     conflicts: _containers.RepeatedScalarFieldContainer[str]
@@ -202,7 +204,9 @@ class CommitReply(_message.Message):
     quota_scope: str
     quota_bytes: int
     quota_used_bytes: int
-    def __init__(self, generation: _Optional[int] = ..., committed: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., conflict_names: _Optional[_Iterable[str]] = ..., deleted: _Optional[int] = ..., quota_refused: _Optional[_Iterable[str]] = ..., quota_scope: _Optional[str] = ..., quota_bytes: _Optional[int] = ..., quota_used_bytes: _Optional[int] = ...) -> None: ...
+    conflict_kinds: _containers.RepeatedScalarFieldContainer[str]
+    conflict_records: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, generation: _Optional[int] = ..., committed: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., conflict_names: _Optional[_Iterable[str]] = ..., deleted: _Optional[int] = ..., quota_refused: _Optional[_Iterable[str]] = ..., quota_scope: _Optional[str] = ..., quota_bytes: _Optional[int] = ..., quota_used_bytes: _Optional[int] = ..., conflict_kinds: _Optional[_Iterable[str]] = ..., conflict_records: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
     __slots__ = ("name", "file_id", "records", "whole_file", "user")

@@ -248,20 +248,24 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
     else:
         say(
             f"peer {r.peer}: {r.copies_moved:,} copies ({human_bytes(r.bytes_moved)}) moved off in "
-            f"{r.seconds:.1f} s, {r.passes} passes; ",
+            f"{r.seconds:.1f} s, {r.passes} passes"
+            + (f" ({r.taken_back:,} taken back by peers that still had them)" if r.taken_back else "")
+            + "; ",
             (r.drain_state, "green" if r.complete else "red"),
         )
         for fm in r.files:
             if fm.stuck:
                 say(
-                    (f"{fm.file}: {len(fm.stuck):,} records no peer in service can take", "red"),
-                    ": " + ", ".join(fm.stuck[:5]) + (" ..." if len(fm.stuck) > 5 else ""),
+                    (f"{fm.file}: {len(fm.stuck):,} copies no peer in service can take", "red"),
+                    ": " + "; ".join(fm.stuck[:5]) + (" ..." if len(fm.stuck) > 5 else ""),
                 )
         for name, why in r.failed_files:
             say((f"{name}: not drained", "red"), f": {why}")
         _old_copies_note(r.bytes_moved)
         if not r.complete:
             say(("not drained:", "red"), f" {r.copies_left:,} copies left on {r.peer}; it stays draining")
+        if r.to_finish:
+            say(("to finish:", "red"), f" {r.to_finish}")
     if not r.complete:
         sys.exit(1)
 

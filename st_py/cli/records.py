@@ -69,10 +69,10 @@ def put(tracker, data, file, paths, replication, protocol, placement, filters, p
 
     from st_py.client.client import Client
     from st_py.client.upload import local_items, upload
-    from st_py.errors import StFileNotFoundError
+    from st_py.core.record_names import path_problem
+    from st_py.errors import StFileNotFoundError, StIsADirectoryError
 
-    bad = [p for p in (prefix + "x").split("/") if p in ("", ".", "..")]
-    if bad:  # names `get -r` could not write back inside its folder, or fsspec could not list
+    if path_problem(prefix + "x"):  # the rule for record names (st_py.core.record_names)
         raise click.UsageError(
             f"--prefix {prefix!r} makes record names with an empty, '.' or '..' component (or a leading /): "
             "give a relative prefix such as 'run1/'"
@@ -83,7 +83,15 @@ def put(tracker, data, file, paths, replication, protocol, placement, filters, p
     try:
         f = c.open(file)
     except StFileNotFoundError:
-        f = c.create(file, replication, est_size=total, protocol=protocol, placement=placement, filters=list(filters))
+        try:
+            f = c.create(
+                file, replication, est_size=total, protocol=protocol, placement=placement, filters=list(filters)
+            )
+        except StIsADirectoryError:  # never suggest deleting it: that removes every file below it
+            fail(
+                f"{file} is a directory in the namespace, not a file: store into a file below it, "
+                f"e.g. storetorrent put {file.rstrip('/')}/NAME {' '.join(paths)}"
+            )
     else:
         _check_fixed_options(f, replication=replication, protocol=protocol, placement=placement, filters=list(filters))
     columns = (
@@ -190,16 +198,22 @@ def get(tracker, data, file, record, output, recursive, as_of) -> None:
             return
         if not output:
             raise click.UsageError("-r needs -o FOLDER")
-        root = Path(output).resolve()
-        names = f.names(record or None)
-        targets = {}
-        for n in names:
-            t = (root / n).resolve()
-            if root not in t.parents:  # a record name must not write outside the folder
-                raise click.UsageError(f"record name {n!r} would be written outside {root}; fetch it alone")
-            targets[n] = t
+        from st_py.core.record_names import RULE, path_problem
+        from st_py.errors import BadNameError
 
+        root = Path(output).resolve()
         failures: dict[str, Exception] = {}
+        targets = {}
+        for n in f.names(record or None):
+            t = (root / n).resolve()
+            # A name that is no relative path (committed before the rule for record names) is
+            # not written: never outside the folder, never onto another name; the others are.
+            why = path_problem(n) or ("" if root in t.parents else f"it resolves outside {root}")
+            if why:
+                failures[n] = BadNameError(f"not written into the folder: {why} ({RULE}); fetch it alone with -o")
+                continue
+            targets[n] = t
+        names, skipped = list(targets), len(failures)
 
         def save(name, body, exc):  # a callback receives the error, and the caller checks it
             if exc is not None:
@@ -212,11 +226,11 @@ def get(tracker, data, file, record, output, recursive, as_of) -> None:
             f.queue_get(n, callback=save)
         f.flush()
         generation = f.generation
-    say(f"fetched {len(names) - len(failures)} records of {file} (generation {generation}) into {root}")
+    say(f"fetched {len(names) + skipped - len(failures)} records of {file} (generation {generation}) into {root}")
     for name, exc in sorted(failures.items()):
         say(("failed:", "red"), f" {name}: {exc}", err=True)
     if failures:
-        fail(f"{len(failures)} of {len(names)} records of {file} were not fetched", status=1)
+        fail(f"{len(failures)} of {len(names) + skipped} records of {file} were not fetched", status=1)
 
 
 @cli.command()
@@ -262,6 +276,10 @@ def ls(tracker, data, path, records, fmt, as_of) -> None:
                 recs = {r[0]: r for r in reader.records_between("")}
                 objs = {o.name: o for o in reader.objects()}
                 health = file_health(reader, liveness, f.name).records  # the copy model, as status counts
+            from st_py.core.record_names import parents
+
+            # a name that is also a folder (names below it: written before that was refused) says so
+            folders = {p for n in names if "/" in n for p in parents(n)}
             rows = []
             for n in names:  # records and striped objects alike: one row per name, size = the user's bytes
                 r = recs.get(n)
@@ -270,7 +288,14 @@ def ls(tracker, data, path, records, fmt, as_of) -> None:
                 if r is not None:
                     size = user_size(r[1], r[4])
                     rows.append(
-                        {"name": n, "kind": "record", "size": size, "stored_size": r[1], "crc32c": r[2], "state": state}
+                        {
+                            "name": n,
+                            "kind": "record+folder" if n in folders else "record",
+                            "size": size,
+                            "stored_size": r[1],
+                            "crc32c": r[2],
+                            "state": state,
+                        }
                     )
                 elif o is not None:
                     stored = sum(recs[k][1] for k in (stripe_name(n, i) for i in range(o.stripes)) if k in recs)

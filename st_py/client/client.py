@@ -192,6 +192,12 @@ class Client:
         RecordExistsError
             A name already committed with other content; ``names`` lists them.
             Nothing of the batch is committed then.
+        RecordIsADirectoryError, RecordNotADirectoryError
+            A staged name is a folder of, or below, another staged or committed
+            name (a name is a record or a folder, never both): checked before
+            the commit (nothing committed), and by the tracker's commit for a
+            writer that committed meanwhile (then the others may be
+            committed: the error's note says how many).
         StFileNotFoundError, TrackerUnavailableError, QuotaExceededError
         """
         from st_py._proto import tracker_pb2 as pb
@@ -213,6 +219,7 @@ class Client:
                 f"(e.g. {existing[:3]}); nothing was committed",
                 names=existing,
             )
+        self._check_tree(info, name, names, set(delete or ()))
         schemas, refs = schema_table([r.get("schema") for r in records])
         reply = self.tracker.at(info.file_tracker).commit(
             name,
@@ -231,7 +238,41 @@ class Client:
             delete=delete or (),
             schemas=schemas,
         )
+        if reply.conflicts:  # another writer committed meanwhile: never reported as success
+            from st_py.client.group_commit import conflicts_of
+            from st_py.core.record_names import commit_conflict
+
+            first, (reason, kind, record) = next(iter(conflicts_of(reply).items()))
+            exc = commit_conflict(name, first, reason, kind, record)
+            exc.add_note(
+                f"{len(reply.conflicts)} staged records of {name} were refused by the tracker and "
+                f"{reply.committed} committed: " + "; ".join(reply.conflicts[:3])
+            )
+            raise exc
         return reply.committed
+
+    @staticmethod
+    def _check_tree(info, file: str, names: list[str], deleted: set[str]) -> None:
+        """Refuse staged ``names`` that are folders or below records, of
+        each other or of the committed names not ``deleted`` in the same
+        commit (st_py.core.record_names), before anything is committed."""
+        from st_py.core.infofile import InfofileReader
+        from st_py.core.record_names import NameTree, conflict_error
+
+        batch = NameTree()
+        for n in names:
+            hit = batch.conflict(n)
+            if hit is not None:
+                raise conflict_error(hit[0], file, n, hit[1])
+            batch.add(n)
+        r = InfofileReader(info.infofile_path)
+        try:
+            for i in range(0, len(names), 10_000):  # a job's millions of names: bounded statements
+                for n, hit in r.tree_conflicts(names[i : i + 10_000]).items():
+                    if hit[1] not in deleted:  # one the same commit deletes: the tracker decides
+                        raise conflict_error(hit[0], file, n, hit[1])
+        finally:
+            r.close()
 
     @staticmethod
     def _committed(info, names: list[str]) -> list[str]:

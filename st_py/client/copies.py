@@ -9,7 +9,9 @@ its copy rank, under the name its copies are stored under
 committed CRC-32C, which the peer checks. The ``REPLACE`` flag lets the
 peer overwrite a stale or half-written copy of the record it may hold: the
 callers choose peers holding no committed copy of it, so whatever is there
-is left over (a crashed writer, an earlier move). Nothing is committed here:
+is left over (a crashed writer, an earlier move); a caller may send a copy
+without it to a peer that may still hold the same bytes from before a move
+(``keep_existing``: the peer takes them back, or answers ``EXISTS``). Nothing is committed here:
 the caller commits what was stored (:meth:`StFile.commit_moved_copies`,
 :meth:`StFile.commit_stored_copies`). :class:`Copies` does it for one open
 file (:class:`st_py.client.file.StFile` delegates ``store_copies`` to it).
@@ -132,6 +134,7 @@ class Copies:
         self,
         copies: Iterable[CopyToStore],
         fail_over: Callable[[CopyOutcome], int | None] | None = None,
+        keep_existing: Callable[[CopyToStore, int], bool] | None = None,
     ) -> list[CopyOutcome]:
         """Store each copy on its peer: :meth:`st_py.client.file.StFile.store_copies` (the public docstring)."""
         ctx = self.ctx
@@ -152,7 +155,7 @@ class Copies:
                 crc,
                 key,
                 body,
-                FLAG_REPLACE,
+                0 if keep_existing is not None and keep_existing(c, peer) else FLAG_REPLACE,
                 lambda fr, exc: done(c, peer, exc),
             )
 

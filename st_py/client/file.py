@@ -120,6 +120,7 @@ class StFile:
                 stage=stage,
                 lease=self._versions.lease_for_commit,
                 relocate=ctx.relocate,
+                committed=self._writer.commit_done,
             )
         )
         self._record_reader = RecordReader(ctx)
@@ -887,6 +888,7 @@ class StFile:
         self,
         copies: Iterable[CopyToStore],
         fail_over: Callable[[CopyOutcome], int | None] | None = None,
+        keep_existing: Callable[[CopyToStore, int], bool] | None = None,
     ) -> list[CopyOutcome]:
         """Store each of ``copies`` on its peer, all pipelined, and wait for
         every one (see the module docstring: ``PUT`` with ``REPLACE``, the
@@ -910,6 +912,13 @@ class StFile:
             outcome: returns another peer index to send the copy to, or
             None to give it up. Not called for other errors. Without it,
             such a copy is given up.
+        keep_existing : callable(CopyToStore, peer index) -> bool, optional
+            True: send the copy to that peer without ``REPLACE``, because the
+            peer may still hold a copy of that stored name that older
+            readers use (a copy moved away from it): one of the same rank
+            and CRC-32C is answered ``OK`` without writing (the peer takes
+            it back), another is refused with ``EXISTS`` (a
+            :class:`PeerError`: ``fail_over`` may pick another peer).
 
         Returns
         -------
@@ -926,7 +935,7 @@ class StFile:
             The file's capability is about to expire and the tracker cannot
             renew it (docs/capabilities.md).
         """
-        return self._copies.store_copies(copies, fail_over)
+        return self._copies.store_copies(copies, fail_over, keep_existing)
 
     # -- lifecycle ------------------------------------------------------------
     def check_open(self) -> None:

@@ -37,10 +37,10 @@ from typing import Any
 import grpc
 
 from st_py._proto import tracker_pb2 as pb
+from st_py.core.record_names import commit_conflict
 from st_py.errors import (
     LeaseLostError,
     QuotaExceededError,
-    RecordExistsError,
     TrackerMovedError,
     TrackerUnavailableError,
 )
@@ -55,6 +55,19 @@ MAX_GROUP_BYTES = 1 << 20  # and names in it, well inside gRPC's 4 MiB message l
 COMMIT_BYTES = 8 << 20
 COMMIT_RETRY_S = 30.0
 RELOCATE_AFTER_S = 1.0  # a per-file tracker down this long may have come back elsewhere: ask the master
+
+
+def conflicts_of(reply) -> dict[str, tuple[str, str, str]]:
+    """A CommitReply's conflicts as ``{name: (reason, kind, record)}``
+    (the arguments of :func:`st_py.core.record_names.commit_conflict`
+    after the file and name)."""
+    n = len(reply.conflict_names)
+    kinds = list(reply.conflict_kinds) + [""] * (n - len(reply.conflict_kinds))
+    records = list(reply.conflict_records) + [""] * (n - len(reply.conflict_records))
+    return {
+        name: (reason, kinds[i], records[i])
+        for i, (name, reason) in enumerate(zip(reply.conflict_names, reply.conflicts))
+    }
 
 
 class GroupCommitter:
@@ -76,6 +89,8 @@ class GroupCommitter:
         Asks the master again where the file's writes go (it re-opens the
         file) and returns that tracker's client: called when the tracker
         commits go to stays unreachable or no longer has the file.
+    committed : callable(op), optional
+        Told of each record once its commit is through.
 
     An ``op`` is any object with ``name``, ``name_b``, ``size``, ``crc``,
     ``peers`` (peer index per copy rank) and ``acked`` (copy ranks stored)
@@ -98,8 +113,10 @@ class GroupCommitter:
         stage: bool = False,
         lease: Callable[[], str] | None = None,
         relocate: Callable[[], Any] | None = None,
+        committed: Callable[[Any], None] | None = None,
     ):
         self._tracker, self.name, self.file_id = tracker, name, file_id
+        self._committed = committed
         self._lease, self._relocate = lease, relocate
         self.group_size, self._failed, self.stage = group_size, failed, stage
         self.waiting: list = []  # acknowledged, not yet sent
@@ -223,17 +240,19 @@ class GroupCommitter:
                     for op in group:
                         self._failed(op, exc)
                     continue
-            reasons = dict(zip(reply.conflict_names, reply.conflicts))
+            reasons = conflicts_of(reply)
             refused = set(reply.quota_refused)
             quota = _quota_error(self.name, reply) if refused else None
             for op in group:
                 if op.name in reasons:
-                    self._failed(op, RecordExistsError(f"record {reasons[op.name]}", names=[op.name]))
+                    self._failed(op, commit_conflict(self.name, op.name, *reasons[op.name]))
                     continue
                 if quota is not None and op.name in refused:
                     self._failed(op, quota)
                     continue
                 op.commit_state = 2
+                if self._committed is not None:
+                    self._committed(op)
                 for rank in op.late:
                     self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
                 op.late = []

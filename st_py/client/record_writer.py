@@ -26,6 +26,7 @@ from st_py.client.placer import Placer
 from st_py.client.versions import Versions
 from st_py.core.history import has_history, retained_on
 from st_py.core.infofile import STRIPE_PREFIX, VERSION_PREFIX, stripe_name
+from st_py.core.record_names import NameTree, check_new_name, conflict_error, name_bytes
 from st_py.errors import (
     BadNameError,
     LeaseLostError,
@@ -56,28 +57,6 @@ COALESCE_BYTES = 1 << 20
 STRIPE_THRESHOLD = 64 << 20  # bytes: larger data is a striped object (put() stripes it; st_py.client.striping)
 
 SchemaOf = Callable[[str, bytes], "tuple[str, bytes] | None"]
-
-
-def name_bytes(name: str) -> bytes:
-    """``name`` as the peers and the infofile keep it (UTF-8).
-
-    Raises
-    ------
-    BadNameError
-        Not a str, not UTF-8, empty, over ``MAX_NAME`` bytes or with a NUL.
-    """
-    if not isinstance(name, str):
-        raise BadNameError(f"record name must be a str, not {type(name).__name__}")
-    try:
-        b = name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadNameError(
-            f"record name {name[:80]!r} is not valid UTF-8 (the infofile keeps names as "
-            "UTF-8 text); decode it first, e.g. bytes.hex() or base64"
-        ) from None
-    if not b or len(b) > MAX_NAME or b"\x00" in b:
-        raise BadNameError(f"record name must be 1 to {MAX_NAME} bytes without NUL: {name[:80]!r}")
-    return b
 
 
 @dataclass
@@ -152,6 +131,10 @@ class RecordWriter:
         self._quota_exc: QuotaExceededError | None = None  # a group commit's quota refusal, raised at the next put
         self._put_seq = 0  # puts queued so far (PutOp.seq)
         self._quota_told = 0  # puts up to this one are covered by a quota refusal raised already
+        # This handle's puts in flight (queued, not yet committed or refused; a
+        # staged job's until it ends): a name is a record or a folder, never
+        # both (st_py.core.record_names). Committed ones are in the infofile.
+        self._names = NameTree()
 
     # -- queueing: name check, placement, send ---------------------------------------
     def queue_put(
@@ -195,6 +178,8 @@ class RecordWriter:
             seq=self._put_seq + 1,
         )
         self._put_seq += 1
+        if holders is None:
+            self._names.add(name)
         self.send(op)
         return op.future
 
@@ -206,9 +191,14 @@ class RecordWriter:
         Raises
         ------
         BadNameError, RecordExistsError, RecordTooLargeError, LeaseHeldError
+        RecordNameRuleError
+            (a BadNameError) no relative path (st_py.core.record_names).
+        RecordIsADirectoryError, RecordNotADirectoryError
+            A folder of, or below, a name committed (when :attr:`check_names`)
+            or in flight on this handle.
         """
         ctx = self.ctx
-        name_b = name_bytes(name)
+        name_b = check_new_name(name)
         if size > STRIPE_THRESHOLD and not stripe:
             raise RecordTooLargeError(name, size, STRIPE_THRESHOLD)
         if name.startswith(STRIPE_PREFIX) and not stripe:
@@ -221,6 +211,15 @@ class RecordWriter:
                 f"record names starting with {VERSION_PREFIX!r} hold the versions of replaced "
                 f"records: use another name for {name[:80]!r} (docs/infofile.md)"
             )
+        exists, hit = False, None
+        if not stripe:  # one statement for both: write-once, and a name is a record or a folder
+            hit = self._names.conflict(name)
+            if hit is None and self.check_names:
+                exists, hit = ctx.infofile().name_state(name)
+            if hit is not None:
+                raise conflict_error(hit[0], ctx.name, name, hit[1])
+        elif self.check_names and not replace:
+            exists = ctx.infofile().exists(name)
         stored_as = ""
         if replace:
             if len(name_b) > MAX_NAME - 64:
@@ -234,13 +233,29 @@ class RecordWriter:
                     "put it again (docs/striping.md)"
                 )
             stored_as = self.versions.version_key(name)
-        elif self.check_names and ctx.infofile().exists(name):
+        elif exists:
             raise RecordExistsError(
                 f"record {name!r} is already committed in {ctx.name}: records are "
                 "write-once; delete it first or use another name",
                 names=(name,),
             )
         return name_b, stored_as
+
+    def check_tree(self, name: str) -> None:
+        """Refuse a new ``name`` that is a folder or below a record: of
+        this handle's puts, or of the committed names when
+        :attr:`check_names` (index lookups; the tracker's commit decides
+        for concurrent writers, docs/decisions.md).
+
+        Raises
+        ------
+        RecordIsADirectoryError, RecordNotADirectoryError
+        """
+        hit = self._names.conflict(name)
+        if hit is None and self.check_names:
+            hit = self.ctx.infofile().tree_conflict(name)
+        if hit is not None:
+            raise conflict_error(hit[0], self.ctx.name, name, hit[1])
 
     def send(self, op: PutOp) -> None:
         """Put ``op`` in the pipeline: its copies to their holders (one
@@ -461,6 +476,7 @@ class RecordWriter:
                 self._send_copy(op, rank, idx)
 
     def _fail_put(self, op: PutOp, exc: Exception) -> None:
+        self._names.discard(op.name)
         op.failed = True
         op.finished = True
         self.ctx.puts_inflight -= 1
@@ -471,9 +487,14 @@ class RecordWriter:
             self.ctx.errors.append((op.name, exc))
 
     # -- commits ---------------------------------------------------------------------
+    def commit_done(self, op: PutOp) -> None:
+        """``op``'s commit is through (the group committer's ``committed``)."""
+        self._names.discard(op.name)
+
     def commit_failed(self, op: PutOp, exc: Exception) -> None:
         """The tracker refused (conflict, quota) or could not commit ``op``
         (the group committer's ``failed``)."""
+        self._names.discard(op.name)
         if isinstance(exc, LeaseLostError):
             self.versions.lease_lost()  # the next new version takes the lease again
             exc.file = self.ctx.name

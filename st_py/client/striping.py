@@ -38,6 +38,7 @@ from st_py.client.reader import RecordReader
 from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter
 from st_py.core.infofile import STRIPE_PREFIX, ObjectMeta, stripe_name
 from st_py.core.placement import choose_holders, fit_local_share, stripe_holders
+from st_py.core.record_names import check_new_name
 from st_py.errors import BadNameError, ChecksumError, RecordExistsError, RecordNotFoundError
 
 DEFAULT_STRIPE_SIZE = 32 << 20  # bytes: well inside a peer's 64 MiB frame
@@ -113,8 +114,10 @@ class Objects:
             raise BadNameError(f"stripe_size {stripe_size} must be 1 byte to 64 MiB")
         if not 0 <= local_share <= 1:
             raise BadNameError(f"local_share {local_share} must be 0 to 1")
+        check_new_name(name)  # the rule for record names (st_py.core.record_names)
         if ctx.infofile().exists(name):
             raise RecordExistsError(f"{name!r} is already committed in {ctx.name}: names are write-once", names=[name])
+        self.writer.check_tree(name)
         usable = sorted(ctx.write_targets())
         if not usable or len(usable) < ctx.copies:
             from st_py.errors import NotEnoughPeersError
@@ -157,8 +160,9 @@ class Objects:
             p.result()
         self.writer.flush()  # every stripe committed ...
         from st_py._proto import tracker_pb2 as pb
-        from st_py.client.group_commit import schema_table
+        from st_py.client.group_commit import conflicts_of, schema_table
         from st_py.core.record_format import written_object_schema
+        from st_py.core.record_names import commit_conflict
 
         schema = written_object_schema(name, head, prev + last) if self.writer.keep_schemas else None
         schemas, refs = schema_table([schema])
@@ -170,6 +174,9 @@ class Objects:
             schemas=schemas,
         )
         if reply.conflicts:  # ... then the object, in one transaction
+            reason, kind, record = conflicts_of(reply).get(name, (reply.conflicts[0], "", ""))
+            if kind:
+                raise commit_conflict(ctx.name, name, reason, kind, record)
             raise RecordExistsError(f"object {reply.conflicts[0]}", names=[name])
         return ObjectMeta(name, size, stripe_size, index, crc)
 

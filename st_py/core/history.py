@@ -107,6 +107,77 @@ def retained_on(reader: InfofileReader, key: str, peer_idx: int) -> bool:
         )
 
 
+LIVE, ADOPT, STALE = "live", "adopt", "stale"
+"""A peer's standing for a copy to place (:func:`copy_standing`)."""
+
+
+def copy_standing(
+    reader: InfofileReader, copies: list[tuple[str, str, int]], since: float
+) -> dict[tuple[str, int], dict[int, str]]:
+    """Which peers may take each of ``copies`` (``(record name, stored name,
+    copy rank)``) moved or stored again by maintenance (drain, spread,
+    rebalance, repair; docs/snapshots.md, "Maintenance of retained
+    copies"): the one rule they all read. Returns ``{(stored name, copy
+    rank): {peer index: standing}}`` for the peers that are not plainly
+    free:
+
+    - ``LIVE``: it holds a committed copy stored under that name (of a
+      current record, ``copies``, or of a kept past version,
+      ``retained_copies``; of this version or another one that shares the
+      stored name): refused, a copy never lands over a live one;
+    - ``ADOPT``: its last copy under that name was moved away
+      (``copy_history``) at this copy rank: it may still have those bytes
+      (its scrubber keeps them ``--scrub-age``), so a ``PUT`` without
+      ``REPLACE`` is answered ``OK`` without writing (same rank and CRC-32C:
+      it takes the copy back; written afresh if scrubbed), or ``EXISTS``;
+    - ``STALE``: its last copy under that name was moved away at another
+      rank at or after ``since`` (unix seconds), or at an unknown time: a
+      ``REPLACE`` would change the file a reader planned before the move may
+      still read (its path names the rank), so it takes the copy only when
+      no other peer can.
+
+    Any other peer of the peerlist is free. Thread safety: as ``reader``."""
+    names = sorted({n for n, _, _ in copies})
+    live: dict[str, set[int]] = {}
+    last: dict[str, dict[int, tuple[int, int, float | None]]] = {}  # key -> {peer: (until, rank, until_at)}
+    for i in range(0, len(names), 500):
+        chunk = names[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = reader.conn.execute(
+            f"SELECT coalesce(r.stored_as, r.name), c.peer_idx FROM copies c JOIN records r ON r.name = c.name "
+            f"WHERE c.name IN ({marks})",
+            chunk,
+        ).fetchall()
+        try:
+            rows += reader.conn.execute(
+                f"SELECT coalesce(stored_as, name), peer_idx FROM retained_copies WHERE name IN ({marks})", chunk
+            ).fetchall()
+            hist = reader.conn.execute(
+                f"SELECT coalesce(stored_as, name), peer_idx, until, copy_rank, until_at FROM copy_history "
+                f"WHERE name IN ({marks})",
+                chunk,
+            ).fetchall()
+        except sqlite3.OperationalError:  # a file made before versions: no history to consult
+            hist = []
+        for key, peer in rows:
+            live.setdefault(str(key), set()).add(int(peer))
+        for key, peer, until, rank, at in hist:
+            by_peer = last.setdefault(str(key), {})
+            if int(peer) not in by_peer or int(until) > by_peer[int(peer)][0]:
+                by_peer[int(peer)] = (int(until), int(rank), at)
+    out: dict[tuple[str, int], dict[int, str]] = {}
+    for _, key, rank in copies:
+        standing = out.setdefault((key, rank), {})
+        for peer, (_, was, at) in last.get(key, {}).items():
+            if was == rank:
+                standing[peer] = ADOPT
+            elif at is None or float(at) >= since:
+                standing[peer] = STALE
+        for peer in live.get(key, ()):
+            standing[peer] = LIVE
+    return out
+
+
 HELD = "EXISTS (SELECT 1 FROM snapshots s WHERE s.generation >= {v}.commit_seq AND s.generation < {v}.until)"
 """SQL: past version ``{v}`` (a ``record_history`` or ``object_history``
 row) is held by a snapshot taken while it was current."""
@@ -818,6 +889,10 @@ __all__ = [
     "resolve_as_of",
     "retained_bytes",
     "retained_on",
+    "copy_standing",
+    "LIVE",
+    "ADOPT",
+    "STALE",
     "snapshot_count",
     "snapshots",
 ]

@@ -18,7 +18,6 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -326,6 +325,26 @@ class InfofileReader:
             return True
         return self.object(name) is not None
 
+    def tree_conflict(self, name: str) -> tuple[str, str] | None:
+        """The committed record or object that keeps new ``name`` from
+        being committed (a name is a record or a folder, never both): see
+        :func:`st_py.core.record_names.tree_conflict`. Index lookups."""
+        return self.name_state(name)[1]
+
+    def tree_conflicts(self, names: list[str]) -> dict[str, tuple[str, str]]:
+        """:meth:`tree_conflict` of many names at once, in two statements a
+        table: :func:`st_py.core.record_names.tree_conflicts`."""
+        from st_py.core.record_names import tree_conflicts
+
+        return tree_conflicts(self.conn, names, objects=self._has_objects())
+
+    def name_state(self, name: str) -> tuple[bool, tuple[str, str] | None]:
+        """Whether ``name`` is committed (record or object), and its tree
+        conflict, in one statement: :func:`st_py.core.record_names.name_state`."""
+        from st_py.core.record_names import name_state
+
+        return name_state(self.conn, name, objects=self._has_objects())
+
     _has_versions = False  # the columns exist (once added, they stay)
 
     def _version_columns(self) -> str:
@@ -369,33 +388,6 @@ class InfofileReader:
             (str(k), int(p))
             for k, p in self.conn.execute(f"SELECT DISTINCT {key}, peer_idx FROM copy_history WHERE name = ?", (name,))
         ]
-
-    def recent_holders(self, since: float, names: Iterable[str] | None = None) -> dict[str, set[int]]:
-        """``{record: peer indexes}`` of the copies moved off a holder or
-        superseded by a newer version at or after ``since`` (unix seconds),
-        for the records ``names`` (default: every record). Their peers'
-        scrubbers may still keep them for readers of older generations, so
-        a move must not overwrite them (st_py.maintenance.moves). Empty for
-        a file made before versions (no ``until_at``)."""
-        out: dict[str, set[int]] = {}
-        try:
-            if names is None:
-                rows = self.conn.execute("SELECT name, peer_idx FROM copy_history WHERE until_at >= ?", (since,))
-            else:
-                names = list(names)
-                rows = []
-                for i in range(0, len(names), 500):
-                    chunk = names[i : i + 500]
-                    rows += self.conn.execute(
-                        f"SELECT name, peer_idx FROM copy_history WHERE until_at >= ? AND name IN "
-                        f"({','.join('?' * len(chunk))})",
-                        [since, *chunk],
-                    ).fetchall()
-            for name, idx in rows:
-                out.setdefault(name, set()).add(idx)
-        except sqlite3.OperationalError:  # a file made before versions: no until_at, nothing recent
-            pass
-        return out
 
     def retained_held_by(
         self, peer_idxs: list[int] | None = None, keys: list[tuple[str, int]] | None = None

@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from st_py.core.history import LIVE, STALE
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import Domain, farthest
 from st_py.errors import (
@@ -32,8 +33,9 @@ from st_py.maintenance.moves import (
     holdings,
     move_retained,
     prepare,
-    recent_holders,
+    short_of_peers,
     spaces,
+    standing,
 )
 from st_py.maintenance.repair import all_files
 
@@ -71,9 +73,35 @@ class DrainReport:
         return sum(f.bytes_moved for f in self.files)
 
     @property
+    def taken_back(self) -> int:
+        """Of the copies moved, those a peer took back (it had them from
+        before a move: ``FileMoves.taken_back``)."""
+        return sum(f.taken_back for f in self.files)
+
+    @property
     def complete(self) -> bool:
         """The peer holds no committed copy and is retired."""
         return self.drain_state == RETIRED
+
+    @property
+    def to_finish(self) -> str:
+        """What would let the drain finish, "" if nothing is stuck: each
+        stuck copy (``FileMoves.stuck``) says why with its numbers ("3 copies
+        need 3 peers in service; 2 are")."""
+        if not any(f.stuck for f in self.files):
+            return ""
+        kept = any("(the version ended at generation" in s for f in self.files for s in f.stuck)
+        return (
+            "add a peer in service (a version's copies each need a peer of their own) and run drain again"
+            + (
+                "; or delete the snapshots that keep those past versions (storetorrent snapshot delete FILE "
+                "NAME: they go once --history-age has passed too)"
+                if kept
+                else ""
+            )
+            + "; a file's replication class cannot be lowered in place (copy its records into a file of a "
+            "lower one); or put the peer back in service (storetorrent drain --cancel PEER)"
+        )
 
     def as_dict(self) -> dict:
         """The report as a JSON-ready dict (files with nothing to move left out)."""
@@ -83,8 +111,10 @@ class DrainReport:
             "drain_state": self.drain_state,
             "copies_moved": self.copies_moved,
             "bytes_moved": self.bytes_moved,
+            "taken_back": self.taken_back,
             "copies_left": self.copies_left,
             "failed_files": [list(x) for x in self.failed_files],
+            "to_finish": self.to_finish,
             "passes": self.passes,
             "seconds": round(self.seconds, 3),
             "files": [f.as_dict() for f in self.files if f.copies_planned or f.stuck or f.skipped],
@@ -101,10 +131,13 @@ def _plan_drain(
     domains: Mapping[int, Domain] | None = None,
 ) -> tuple[list[Move], list[str]]:
     """A move for every copy on peer ``drained``, each to the peer in service
-    whose fill it raises least among those holding no copy of the record
-    (``taken``) and, with ``domains``, farthest by failure domain from its
-    other copies; one that held a copy recently (``fallback``) only if no
-    other can take it. Returns (moves, records no peer can take)."""
+    whose fill it raises least among those that may take it (none of
+    ``taken``: holders, peers with a live copy under its stored name, and
+    the ``fallback`` ones) and, with ``domains``, farthest by failure domain
+    from its other copies; one of ``fallback`` (a moved-away copy of another
+    rank older plans may read) only if no other can take it. Returns
+    (moves, records no peer can take, each with why:
+    :func:`~st_py.maintenance.moves.short_of_peers`)."""
     held, _ = holdings(metas, peers)
     moves, stuck = [], []
     for m in sorted(metas.values(), key=lambda m: (-m.size, m.name)):
@@ -116,7 +149,7 @@ def _plan_drain(
                 if cands:
                     break
             if not cands:
-                stuck.append(m.name)
+                stuck.append(f"{m.name}: {short_of_peers(len(m.peers), len(peers))}")
                 continue
             cands = farthest(cands, [p for p in m.peers if p != drained], domains)
             r = min(cands, key=lambda r: ((held[r] + m.size) / space[r], r))
@@ -145,8 +178,11 @@ def _drain_file(
     peers = sorted(i for i, p in f.peers.items() if p.peer_id in in_service and f.peer_usable(i))
     space = {i: in_service[f.peers[i].peer_id] for i in peers}
     held, _ = holdings(metas, f.peers)
-    recent = recent_holders(reader, on_drained)
-    taken = {n: set(m.peers) | recent.get(n, set()) for n, m in on_drained.items()}
+    rank_on = {n: next(r for r, p in m.copies().items() if p == drained) for n, m in on_drained.items()}
+    st = standing(reader, [(n, m.key, rank_on[n]) for n, m in on_drained.items()])
+    rule = {n: st.get((m.key, rank_on[n]), {}) for n, m in on_drained.items()}
+    recent = {n: {p for p, s in r.items() if s == STALE} for n, r in rule.items()}
+    taken = {n: set(m.peers) | {p for p, s in rule[n].items() if s in (LIVE, STALE)} for n, m in on_drained.items()}
     moves, fm.stuck = _plan_drain(on_drained, drained, peers, space, taken, recent, f.placement_domains)
     execute(f, moves, peers, space, held, fm, throttle, progress, allow_recent=True)
     planned = len(moves) + len(fm.stuck)
@@ -192,8 +228,12 @@ def drain(
     DrainReport
         ``complete`` when the peer holds no committed copy and is retired;
         otherwise it stays ``draining`` and ``copies_left`` says how many
-        copies are still on it (records no peer in service can take: add
-        peers; files that could not be opened: ``failed_files``).
+        copies are still on it (copies no peer in service can take, each
+        with why in its file's ``stuck``, and ``to_finish`` what would let
+        the drain finish; files that could not be opened:
+        ``failed_files``). A copy goes to any peer in service holding no
+        live copy of its version (``st_py.maintenance.moves``, "Where a copy
+        may go"), so it is stuck only when too few peers are in service.
 
     Raises
     ------
@@ -258,6 +298,7 @@ def _merge(into: FileMoves, fm: FileMoves) -> None:
     into.copies_planned += fm.copies_planned
     into.copies_moved += fm.copies_moved
     into.bytes_moved += fm.bytes_moved
+    into.taken_back += fm.taken_back
     into.peers_added += fm.peers_added
     into.skipped += fm.skipped
     into.conflicts += fm.conflicts

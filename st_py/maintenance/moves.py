@@ -25,9 +25,17 @@ move's generation). Readers stay exactly-once throughout:
   The old holder's space therefore comes back ``--scrub-age`` after the
   move, at its next scrub (``--scrub-interval``).
 
-A move never targets a peer that held a copy of the record within the last
-``RECENT_HOLDER_S`` seconds (a ``REPLACE`` there would overwrite a copy that
-an older plan may still read) unless no other peer can take it.
+**Where a copy may go** (:func:`standing`, the rule of
+:func:`st_py.core.history.copy_standing`, for current records, objects'
+stripes and kept past versions alike): to any live peer in service that
+holds no live copy under that stored name. A peer the copy was moved away
+from earlier, at the same copy rank, may still have its bytes: the copy is
+sent to it without ``REPLACE``, the peer answers ``OK`` without writing
+(same rank and CRC-32C: it takes the copy back), the mover reads it back
+from there (CRC-checked) and commits the move. A peer whose moved-away copy
+was at another rank within the last ``RECENT_HOLDER_S`` seconds is used only
+when no other peer can take the copy (a ``REPLACE`` there changes the file
+an older plan may still read); drain and rebalance do so, spread does not.
 
 Copies move at most ``max_mb_per_s`` (10^6 bytes per second of copies
 written, client side); the peers' own caps (``st-peer --max-write-mb-per-s``,
@@ -39,10 +47,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from st_py._proto import tracker_pb2 as pb
 from st_py.client.copies import CopyOutcome, CopyToStore
+from st_py.core.history import ADOPT, LIVE, STALE, copy_standing
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import farthest
 from st_py.errors import (
@@ -131,6 +140,7 @@ class FileMoves:
     copies_planned: int = 0
     copies_moved: int = 0
     bytes_moved: int = 0
+    taken_back: int = 0
     peers_added: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
@@ -146,6 +156,7 @@ class FileMoves:
             "copies_planned": self.copies_planned,
             "copies_moved": self.copies_moved,
             "bytes_moved": self.bytes_moved,
+            "taken_back": self.taken_back,
             "peers_added": list(self.peers_added),
             "skipped": len(self.skipped),
             "conflicts": len(self.conflicts),
@@ -278,12 +289,43 @@ class Move:
     size: int
 
 
-def recent_holders(reader, names: Iterable[str] | None = None) -> dict[str, set[int]]:
-    """``{record: peer indexes}`` that held one of its copies within the last
-    ``RECENT_HOLDER_S`` seconds (a copy moved away, or a replaced version),
-    whose scrubber may still keep it for older readers
-    (:meth:`~st_py.core.infofile.InfofileReader.recent_holders`)."""
-    return reader.recent_holders(time.time() - RECENT_HOLDER_S, names)
+def standing(reader, copies: Iterable[tuple[str, str, int]]) -> dict[tuple[str, int], dict[int, str]]:
+    """Which peers may take each copy ``(record name, stored name, copy
+    rank)``: :func:`st_py.core.history.copy_standing` (the rule), with the
+    moved-away copies of the last ``RECENT_HOLDER_S`` seconds counted as
+    still read by older plans."""
+    return copy_standing(reader, list(copies), time.time() - RECENT_HOLDER_S)
+
+
+def admissible(rule: Mapping[int, str], cands: Iterable[int]) -> tuple[list[int], list[int]]:
+    """``(first choice, last resort)`` of ``cands`` for one copy by its
+    :func:`standing` ``rule``: those with no live copy under its stored name
+    and no moved-away copy of another rank older plans may read (a peer that
+    takes the copy back is among them), then those only the latter bars."""
+    ok = [p for p in cands if rule.get(p) != LIVE]
+    return [p for p in ok if rule.get(p) != STALE], ok
+
+
+def short_of_peers(copies: int, in_service: int) -> str:
+    """Why a copy cannot be placed, with the numbers: ``"3 copies need 3
+    peers in service; 2 are"``, or, with enough peers, that every one of
+    them holds a copy of the version or refused it."""
+    if in_service < copies:
+        return f"{copies} copies need {copies} peers in service; {in_service} are"
+    return (
+        f"each of the {in_service} peers in service holds one of its {copies} copies, "
+        "holds another version under its stored name, or cannot take it now"
+    )
+
+
+def verify_adopted(f, taken_back: list[tuple[RecordMeta, int, int]]) -> dict[tuple[str, int, int], Exception]:
+    """Read each copy a peer took back (``(version, copy rank, peer)``: a
+    ``PUT`` answered ``OK`` without writing, the bytes it had from before a
+    move) from that peer alone, CRC-32C checked by the peer and end to end;
+    returns ``{(stored name, rank, peer): error}`` of those that do not read
+    back whole (not to be committed)."""
+    reads = {(m.key, rank, p): f.queue_get_version(replace(m, peers=(p,), ranks=(rank,))) for m, rank, p in taken_back}
+    return {k: exc for k, fut in reads.items() if (exc := fut.exception()) is not None}
 
 
 def holdings(metas: Mapping[str, RecordMeta], peers: Iterable[int]) -> tuple[dict[int, int], dict[int, list]]:
@@ -326,8 +368,10 @@ def execute(
     """Carry out ``moves`` on open file ``f`` in batches (read, write, commit);
     ``held`` (bytes per peer index) follows the committed moves. A copy
     whose planned peer cannot take it goes to another peer in service
-    (``peers``); to one that held a copy of the record recently only with
-    ``allow_recent`` and no other choice."""
+    (``peers``) that :func:`standing` lets take it (one that had it from
+    before a move takes it back, verified by reading it from there); to one
+    whose moved-away copy of another rank older plans may still read only
+    with ``allow_recent`` and no other choice."""
     fm.copies_planned += len(moves)
     done = 0
     for batch in _batches(moves):
@@ -350,7 +394,6 @@ def _move_batch(
     reader = f.infofile()
     names = sorted({mv.name for mv in batch})
     metas = reader.lookup_many(names)  # as committed now: writers and other movers go on meanwhile
-    recent = recent_holders(reader, names)
     taken = {n: set(m.peers) for n, m in metas.items()}  # holders, and peers given a copy in this batch
     valid: list[tuple[Move, RecordMeta]] = []
     for mv in batch:
@@ -359,6 +402,7 @@ def _move_batch(
             fm.skipped.append(f"{mv.name}: deleted, replaced or moved since the move was planned")
         else:
             valid.append((mv, m))
+    st = standing(reader, [(m.name, m.key, mv.rank) for mv, m in valid])
     reads = {n: f.queue_get(n, stored=True) for n in sorted({mv.name for mv, _ in valid})}
     data: dict[str, bytes] = {}
     for n, fut in reads.items():
@@ -372,13 +416,13 @@ def _move_batch(
 
     def place(mv: Move, m: RecordMeta, dst: int | None) -> int | None:
         t = tried[(mv.name, mv.rank)]
+        rule = st.get((m.key, mv.rank), {})
 
         def ok(r: int) -> bool:
-            return r not in t and r not in taken[mv.name] and f.peer_usable(r)
+            return r not in t and r not in taken[mv.name] and rule.get(r) != LIVE and f.peer_usable(r)
 
-        old = recent.get(mv.name, set())
-        if dst is None or not ok(dst) or (dst in old and not allow_recent):
-            cands = [r for r in peers if ok(r) and r not in old] or (
+        if dst is None or not ok(dst) or (rule.get(dst) == STALE and not allow_recent):
+            cands = [r for r in peers if ok(r) and rule.get(r) != STALE] or (
                 [r for r in peers if ok(r)] if allow_recent else []
             )
             cands = farthest(cands, [p for p in m.peers if p != mv.src], f.placement_domains)  # apart by failure domain
@@ -403,12 +447,21 @@ def _move_batch(
     def fail_over(o: CopyOutcome) -> int | None:
         return place(move_of[(o.record.name, o.rank)], o.record, None)  # another peer (paper 4.3); not throttled: rare
 
+    def adopts(c: CopyToStore, p: int) -> bool:
+        return st.get((c.record.key, c.rank), {}).get(p) == ADOPT
+
     moved: list[tuple[Move, RecordMeta, int]] = []
-    for o in f.store_copies(copies(), fail_over):
+    for o in f.store_copies(copies(), fail_over, adopts):
         if o.stored:
             moved.append((move_of[(o.record.name, o.rank)], o.record, o.peer))
         elif not o.peer_failed:
             fm.conflicts.append(f"{o.record.name}: {o.error}")
+    back = [(m, mv.rank, dst) for mv, m, dst in moved if st.get((m.key, mv.rank), {}).get(dst) == ADOPT]
+    bad = verify_adopted(f, back)
+    for mv, m, dst in moved:
+        if (exc := bad.get((m.key, mv.rank, dst))) is not None:
+            fm.skipped.append(f"{mv.name}: peer {dst} took copy {mv.rank} back but it does not read back: {exc}")
+    moved = [(mv, m, dst) for mv, m, dst in moved if (m.key, mv.rank, dst) not in bad]
     if not moved:
         return
     reply = f.commit_moved_copies(
@@ -427,6 +480,7 @@ def _move_batch(
         if n is not None and n.copies().get(mv.rank) == dst:
             fm.copies_moved += 1
             fm.bytes_moved += m.size
+            fm.taken_back += st.get((m.key, mv.rank), {}).get(dst) == ADOPT
             held[mv.src] = held.get(mv.src, 0) - m.size
             held[dst] = held.get(dst, 0) + m.size
 
@@ -467,18 +521,19 @@ def move_retained(f, off: set[int], peers: list[int], fm: FileMoves, throttle: T
     """Move the copies of past versions (``retained_copies``: kept for
     snapshots and older readers) that peers ``off`` hold onto other peers of
     ``peers`` (in service, usable), as current copies move: read from any
-    holder (CRC-checked; a drained peer serves its own), ``PUT`` with
-    ``REPLACE`` under the version's stored name to a peer that keeps no copy
-    of that name, then committed with the version's ``until``
-    (``MoveCopies``). Used by drain (``off``: the drained peer, alive) and
-    rebalance (``off``: lost peers, read from the other holders). Returns
-    how many such copies were on ``off`` when it looked; what moved is
-    added to ``fm``."""
+    holder (CRC-checked; a drained peer serves its own), stored under the
+    version's stored name on a peer that :func:`standing` lets take it
+    (one that had it from before a move takes it back), then committed with
+    the version's ``until`` (``MoveCopies``). Used by drain (``off``: the
+    drained peer, alive) and rebalance (``off``: lost peers, read from the
+    other holders): a peer whose moved-away copy of another rank older
+    plans may still read takes it when no other can. Returns how many such
+    copies were on ``off`` when it looked; what moved is added to ``fm``."""
     versions = f.infofile().retained_held_by(sorted(off))
     wanted: list[KeptMove] = [
         (k, rank, src, None) for k, m in sorted(versions.items()) for rank, src in zip(m.ranks, m.peers) if src in off
     ]
-    move_kept(f, wanted, peers, fm, throttle, avoid=off)
+    move_kept(f, wanted, peers, fm, throttle, avoid=off, allow_recent=True)
     return len(wanted)
 
 
@@ -491,16 +546,22 @@ def move_kept(
     avoid: set[int] | None = None,
     held: dict[int, int] | None = None,
     space: Mapping[int, int] | None = None,
+    allow_recent: bool = False,
 ) -> None:
     """Carry out ``wanted`` moves of kept past versions' copies in batches
     (see :func:`move_retained`): each version is read again as committed
     now (a move whose source no longer holds the copy is skipped), a planned
     peer is used if it can take the copy, else the least-filled peer of
-    ``peers`` that can (never one of ``avoid``, nor one keeping any copy of
-    that stored name). ``held`` (bytes per peer index, against ``space``)
-    follows the committed moves, as :func:`execute` keeps it."""
+    ``peers`` that can (never one of ``avoid``; :func:`standing` says which
+    can: none holding a live copy under that stored name; one whose
+    moved-away copy of another rank older plans may read only with
+    ``allow_recent`` and no other choice; one that had this copy takes it
+    back, verified by reading it from there). A copy no peer can take is
+    ``stuck``, with the numbers (:func:`short_of_peers`). ``held`` (bytes
+    per peer index, against ``space``) follows the committed moves, as
+    :func:`execute` keeps it."""
     for i in range(0, len(wanted), BATCH):
-        _move_kept_batch(f, wanted[i : i + BATCH], peers, fm, throttle, avoid or set(), held, space)
+        _move_kept_batch(f, wanted[i : i + BATCH], peers, fm, throttle, avoid or set(), held, space, allow_recent)
 
 
 def _move_kept_batch(
@@ -512,9 +573,8 @@ def _move_kept_batch(
     avoid: set[int],
     held: dict[int, int] | None,
     space: Mapping[int, int] | None,
+    allow_recent: bool,
 ) -> None:
-    from st_py.core.history import retained_on
-
     reader = f.infofile()
     versions = reader.retained_held_by(None, sorted({k for k, _, _, _ in wanted}))  # as committed now
     valid = []
@@ -524,6 +584,7 @@ def _move_kept_batch(
             fm.skipped.append(f"{k[0]} (the version ended at generation {k[1]}): no longer kept there")
         else:
             valid.append((k, rank, src, dst))
+    st = standing(reader, [(versions[k].name, versions[k].key, rank) for k, rank, _, _ in valid])
     reads = {k: f.queue_get_version(versions[k]) for k in sorted({k for k, _, _, _ in valid})}
     key_of = {id(m): k for k, m in versions.items()}  # a CopyOutcome names its RecordMeta
     taken = {k: set(versions[k].peers) for k in reads}
@@ -538,15 +599,23 @@ def _move_kept_batch(
         src_of[(k, rank)], planned[(k, rank)] = src, dst
         to_store.append((k, rank, reads[k].result()))
 
-    def ok(k: tuple[str, int], p: int) -> bool:
-        return p not in taken[k] and p not in avoid and f.peer_usable(p) and not retained_on(reader, versions[k].key, p)
+    def rule(k: tuple[str, int], rank: int) -> dict[int, str]:
+        return st.get((versions[k].key, rank), {})
+
+    def ok(k: tuple[str, int], rank: int, p: int) -> bool:
+        return p not in taken[k] and p not in avoid and rule(k, rank).get(p) != LIVE and f.peer_usable(p)
 
     def place(k: tuple[str, int], rank: int) -> int | None:
         dst = planned.pop((k, rank), None)
-        if dst is None or not ok(k, dst):
-            cands = [p for p in peers if ok(k, p)]  # never over another kept copy
+        if dst is None or not ok(k, rank, dst) or rule(k, rank).get(dst) == STALE:
+            cands = [p for p in peers if ok(k, rank, p) and rule(k, rank).get(p) != STALE] or (
+                [p for p in peers if ok(k, rank, p)] if allow_recent else []
+            )
             if not cands:
-                fm.stuck.append(f"{k[0]} (the version ended at generation {k[1]})")
+                n = len([p for p in peers if p not in avoid])
+                fm.stuck.append(
+                    f"{k[0]} (the version ended at generation {k[1]}): {short_of_peers(len(versions[k].peers), n)}"
+                )
                 return None
             if held is not None and space is not None:
                 dst = min(cands, key=lambda p: ((held.get(p, 0) + versions[k].size) / space[p], p))
@@ -562,13 +631,17 @@ def _move_kept_batch(
             if dst is not None:
                 yield CopyToStore(versions[k], rank, dst, data)
 
+    def adopts(c: CopyToStore, p: int) -> bool:
+        return rule(key_of[id(c.record)], c.rank).get(p) == ADOPT
+
     moved: list[tuple[tuple[str, int], int, int, int]] = []
-    for o in f.store_copies(copies(), lambda o: place(key_of[id(o.record)], o.rank)):
+    for o in f.store_copies(copies(), lambda o: place(key_of[id(o.record)], o.rank), adopts):
         k = key_of[id(o.record)]
         if o.stored:
             moved.append((k, o.rank, src_of[(k, o.rank)], o.peer))
         elif not o.peer_failed:
             fm.conflicts.append(f"{o.record.name}: {o.error}")
+    moved = _drop_unverified(f, moved, versions, rule, fm)
     if not moved:
         return
     _commit_kept(f, moved, versions, fm)
@@ -578,9 +651,35 @@ def _move_kept_batch(
         if n is not None and n.copies().get(rank) == dst:
             fm.copies_moved += 1
             fm.bytes_moved += versions[k].size
+            fm.taken_back += rule(k, rank).get(dst) == ADOPT
             if held is not None:
                 held[src] = held.get(src, 0) - versions[k].size
                 held[dst] = held.get(dst, 0) + versions[k].size
+
+
+def _drop_unverified(
+    f,
+    moved: list[tuple[tuple[str, int], int, int, int]],
+    versions: Mapping[tuple[str, int], RecordMeta],
+    rule: Callable[[tuple[str, int], int], dict[int, str]],
+    fm: FileMoves,
+) -> list[tuple[tuple[str, int], int, int, int]]:
+    """``moved`` (``(version, rank, from, to)``) without the copies a peer
+    took back (``ADOPT``) that do not read back whole from it
+    (:func:`verify_adopted`; reported in ``fm.skipped``)."""
+    back = [(versions[k], rank, dst) for k, rank, _, dst in moved if rule(k, rank).get(dst) == ADOPT]
+    bad = verify_adopted(f, back)
+    out = []
+    for k, rank, src, dst in moved:
+        exc = bad.get((versions[k].key, rank, dst))
+        if exc is None:
+            out.append((k, rank, src, dst))
+        else:
+            fm.skipped.append(
+                f"{k[0]} (the version ended at generation {k[1]}): peer {dst} took copy {rank} back "
+                f"but it does not read back: {exc}"
+            )
+    return out
 
 
 def restore_unstored_retained(f, fm: FileMoves) -> tuple[int, int]:
@@ -589,8 +688,8 @@ def restore_unstored_retained(f, fm: FileMoves) -> tuple[int, int]:
     version ended with them quarantined or pending; docs/snapshots.md,
     "Maintenance"), as repair does a current record's: the version is read
     from one of its stored copies (CRC-checked), written under its stored
-    name at the copy's rank to a live peer that keeps no copy of that name
-    (the copy's own holder if no other can take it), and committed with the
+    name at the copy's rank to a live peer that :func:`standing` lets take
+    it (the copy's own holder only if no other can), and committed with the
     version's ``until`` (``MoveCopies`` from the holder the copy was
     committed to). Returns ``(copies found, copies of versions with no
     stored copy left)``; what was stored is added to ``fm``."""
@@ -604,12 +703,12 @@ def restore_unstored_retained(f, fm: FileMoves) -> tuple[int, int]:
 
 
 def _restore_batch(f, versions: dict[tuple[str, int], tuple[RecordMeta, list[tuple[int, int]]]], fm: FileMoves) -> None:
-    from st_py.core.history import retained_on
-
     reader = f.infofile()
     reads = {k: f.queue_get_version(m) for k, (m, _) in versions.items()}
     taken = {k: set(m.peers) for k, (m, _) in versions.items()}
     key_of = {id(m): k for k, (m, _) in versions.items()}
+    metas = {k: m for k, (m, _) in versions.items()}
+    st = standing(reader, [(m.name, m.key, rank) for m, unstored in versions.values() for rank, _ in unstored])
     holder: dict[tuple[tuple[str, int], int], int] = {}
     to_store: list[tuple[tuple[str, int], int, bytes]] = []
     for k, (m, unstored) in versions.items():
@@ -621,14 +720,20 @@ def _restore_batch(f, versions: dict[tuple[str, int], tuple[RecordMeta, list[tup
             holder[(k, rank)] = was
             to_store.append((k, rank, reads[k].result()))
 
+    def rule(k: tuple[str, int], rank: int) -> dict[int, str]:
+        return st.get((metas[k].key, rank), {})
+
     def place(k: tuple[str, int], rank: int) -> int | None:
-        m = versions[k][0]
-        usable = [p for p in sorted(f.peers) if p not in taken[k] and f.peer_usable(p)]
-        cands = [p for p in usable if not retained_on(reader, m.key, p)] or [
-            p for p in usable if p == holder[(k, rank)]
-        ]
+        m = metas[k]
+        # the rule of moves (standing); the holder whose verifier found the copy bad last
+        first, last = admissible(rule(k, rank), [p for p in sorted(f.peers) if p not in taken[k] and f.peer_usable(p)])
+        was = holder[(k, rank)]
+        cands = [p for p in first if p != was] or [p for p in last if p != was] or last
         if not cands:
-            fm.stuck.append(f"{m.name} (the version ended at generation {k[1]})")
+            fm.stuck.append(
+                f"{m.name} (the version ended at generation {k[1]}): "
+                f"{short_of_peers(len(m.peers) + len(versions[k][1]), sum(1 for p in f.peers if f.peer_usable(p)))}"
+            )
             return None
         dst = min(cands, key=lambda p: (sum(1 for t in taken.values() if p in t), p))
         taken[k].add(dst)
@@ -640,18 +745,20 @@ def _restore_batch(f, versions: dict[tuple[str, int], tuple[RecordMeta, list[tup
             if dst is not None:
                 yield CopyToStore(versions[k][0], rank, dst, data)
 
-    stored: list[tuple[tuple[str, int], int, int]] = []
-    for o in f.store_copies(copies(), lambda o: place(key_of[id(o.record)], o.rank)):
+    def adopts(c: CopyToStore, p: int) -> bool:
+        return rule(key_of[id(c.record)], c.rank).get(p) == ADOPT
+
+    stored: list[tuple[tuple[str, int], int, int, int]] = []
+    for o in f.store_copies(copies(), lambda o: place(key_of[id(o.record)], o.rank), adopts):
         k = key_of[id(o.record)]
         if o.stored:
-            stored.append((k, o.rank, o.peer))
+            stored.append((k, o.rank, holder[(k, o.rank)], o.peer))
         elif not o.peer_failed:
             fm.conflicts.append(f"{o.record.name}: {o.error}")
+    stored = _drop_unverified(f, stored, metas, rule, fm)
     if not stored:
         return
-    reply = _commit_kept(
-        f, [(k, rank, holder[(k, rank)], dst) for k, rank, dst in stored], {k: m for k, (m, _) in versions.items()}, fm
-    )
+    reply = _commit_kept(f, stored, metas, fm)
     fm.copies_moved += int(reply.moved)
 
 

@@ -2,9 +2,12 @@
 
 A degraded read, then a write: every record with a copy on a lost peer is
 read from a live holder (CRC-checked), written at the same copy rank to a
-live peer that holds no copy of it (``PUT`` with the REPLACE flag, so a stale
-or half-finished copy there is overwritten), and the move is committed to the
-infofile by the tracker. Live holders keep their copies: only lost ones are
+live peer that may take it (:func:`st_py.maintenance.moves.standing`: no
+live copy under its stored name; ``PUT`` with the REPLACE flag, so a stale or
+half-finished copy there is overwritten; a peer the copy was moved off at
+that rank takes it back without ``REPLACE``, read back before the commit; one
+whose moved-away copy of another rank older plans may read only if no other
+can), and the move is committed to the infofile by the tracker. Live holders keep their copies: only lost ones are
 replaced. Moved copies go to the infofile's ``copy_history``, so a GET_LOCAL
 planned before the move still reveals each record exactly once, and one
 planned after it never reveals the lost peer's stale copies, even when that
@@ -18,12 +21,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from st_py._proto import tracker_pb2 as pb
-from st_py.client.copies import CopyToStore
+from st_py.client.copies import CopyOutcome, CopyToStore
 from st_py.client.getlocal import ping_all
+from st_py.core.history import ADOPT
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import shares_domain
 from st_py.errors import BadNameError
-from st_py.maintenance.moves import FileMoves, Throttle, move_retained
+from st_py.maintenance.moves import FileMoves, Throttle, admissible, move_retained, standing, verify_adopted
 
 BATCH = 256  # records read, rewritten and committed together
 
@@ -178,13 +182,19 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
     # apart by failure domain from the live copies (docs/replication.md).
     holders_of: dict[str, dict[int, int]] = {}  # rank -> peer, as placed so far
     tried: dict[tuple[str, int], set[int]] = {}
+    st = standing(
+        f.infofile(),
+        [(m.name, m.key, r) for m in metas if m.name in data for r, p in m.copies().items() if p in lost_set],
+    )
 
     def place(m: RecordMeta, rank: int) -> int | None:
         holders = holders_of[m.name]
         t = tried[(m.name, rank)]
-        candidates = [i for i in usable if i not in t and f.peer_usable(i)]
+        first, last = admissible(st.get((m.key, rank), {}), [i for i in usable if i not in t and f.peer_usable(i)])
         keep = [p for r, p in holders.items() if r != rank and p not in lost_set]
-        new = f.spare_peer(m.name, candidates, list(holders.values()), keep)
+        new = f.spare_peer(m.name, first, list(holders.values()), keep)
+        if new is None:
+            new = f.spare_peer(m.name, last, list(holders.values()), keep)
         if new is None:
             report.under_replicated.append(m.name)
             return None
@@ -208,9 +218,18 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
                         yield CopyToStore(m, rank, new, data[m.name])
 
     # a copy whose new holder fails goes to another spare (paper 4.3)
+    def adopts(c: CopyToStore | CopyOutcome, p: int) -> bool:
+        return st.get((c.record.key, c.rank), {}).get(p) == ADOPT
+
+    outcomes = f.store_copies(copies(), lambda o: place(o.record, o.rank), adopts)
+    bad = verify_adopted(f, [(o.record, o.rank, o.peer) for o in outcomes if o.stored and adopts(o, o.peer)])
     moves: list[pb.CopyMove] = []
-    for o in f.store_copies(copies(), fail_over=lambda o: place(o.record, o.rank)):
-        if o.stored:
+    for o in outcomes:
+        if (exc := bad.get((o.record.key, o.rank, o.peer))) is not None:
+            report.conflicts.append(
+                f"{o.record.name}: peer {o.peer} took copy {o.rank} back but it does not read back: {exc}"
+            )
+        elif o.stored:
             moves.append(
                 pb.CopyMove(
                     name=o.record.name,

@@ -42,10 +42,11 @@ from dataclasses import dataclass, field
 from st_py._proto import tracker_pb2 as pb
 from st_py.client.copies import CopyOutcome, CopyToStore
 from st_py.core.copy_health import DEFAULT_FAILED_AFTER_S, CopyState, FileHealth, Liveness, RecordState, file_health
+from st_py.core.history import ADOPT
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import shares_domain
 from st_py.errors import StoreTorrentError, TrackerUnavailableError
-from st_py.maintenance.moves import FileMoves, restore_unstored_retained
+from st_py.maintenance.moves import FileMoves, admissible, restore_unstored_retained, standing, verify_adopted
 from st_py.maintenance.rebalance import rebalance
 
 log = logging.getLogger("storetorrent.repair")
@@ -295,12 +296,17 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
     reads = {n: f.queue_get(n, stored=True) for n in by_name}
     taken_of: dict[str, list[int]] = {}  # a record's holders, and the peers given its pending copies
     tried: dict[tuple[str, int], set[int]] = {}
+    st = standing(f.infofile(), [(meta.name, meta.key, rank) for meta, rank, _ in pending])
 
     def place(meta: RecordMeta, rank: int, target: int | None) -> int | None:
         taken, t = taken_of[meta.name], tried[(meta.name, rank)]
         usable = [i for i in f.write_targets() if i not in t]  # in service (not being drained)
         if target is None or target not in usable or target in taken:
-            target = f.spare_peer(meta.name, usable, taken)  # apart by failure domain from the others
+            # apart by failure domain from the others, where moves.standing lets it go
+            first, last = admissible(st.get((meta.key, rank), {}), usable)
+            target = f.spare_peer(meta.name, first, taken)
+            if target is None:
+                target = f.spare_peer(meta.name, last, taken)
             if target is not None and shares_domain(taken + [target], f.placement_domains):
                 report.shared_domain.append(meta.name)
         if target is None:
@@ -335,9 +341,18 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
                 if target is not None:
                     yield CopyToStore(metas[n], rank, target, data[n])
 
+    def adopts(c: CopyToStore | CopyOutcome, p: int) -> bool:  # moves.standing: it may take its bytes back
+        return st.get((c.record.key, c.rank), {}).get(p) == ADOPT
+
+    outcomes = f.store_copies(copies(), fail_over, adopts)
+    bad = verify_adopted(f, [(o.record, o.rank, o.peer) for o in outcomes if o.stored and adopts(o, o.peer)])
     stored: list[pb.CopyStored] = []
-    for o in f.store_copies(copies(), fail_over):
-        if o.stored:
+    for o in outcomes:
+        if (exc := bad.get((o.record.key, o.rank, o.peer))) is not None:
+            report.conflicts.append(
+                f"{o.record.name}: peer {o.peer} took copy {o.rank} back but it does not read back: {exc}"
+            )
+        elif o.stored:
             stored.append(
                 pb.CopyStored(name=o.record.name, copy_rank=o.rank, peer_idx=o.peer, stored_as=o.record.stored_as or "")
             )

@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from st_py.core.history import LIVE, STALE
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import Domain, nearness
 from st_py.errors import (
@@ -48,8 +49,8 @@ from st_py.maintenance.moves import (
     holdings,
     move_kept,
     prepare,
-    recent_holders,
     spaces,
+    standing,
 )
 from st_py.maintenance.repair import all_files
 
@@ -154,6 +155,7 @@ def _plan_spread(
     taken: dict[str, set[int]],
     prior: Mapping[int, int] | None = None,
     domains: Mapping[int, Domain] | None = None,
+    refused: Mapping[tuple[str, int], set[int]] | None = None,
 ) -> list[Move]:
     """Moves that bring each of ``peers`` (in service, usable) to its share
     of the file's copy bytes, in proportion to ``space``. ``prior`` are the
@@ -170,39 +172,67 @@ def _plan_spread(
     by failure domain, to the record's other copies than it was
     (docs/replication.md, "Failure domains")."""
     prior = prior or {}
+    refused = refused or {}
     held, on = holdings(metas, peers)
     total, room = sum(held.values()), sum(space[p] for p in peers)
     if len(peers) < 2 or not total:
         return []
     before = sum(prior.get(p, 0) for p in peers)
     share = {p: (total + before) * space[p] / room - prior.get(p, 0) for p in peers}
-    moves: list[Move] = []
+    planned: dict[tuple[str, int], Move] = {}  # one move per copy, from its committed holder
+    left: dict[str, dict[int, int]] = {}  # record -> {rank: the committed holder its planned move leaves}
+
+    def barred(name: str, rank: int, r: int) -> bool:
+        # as the next spread will see it (moves.standing): a peer a planned move takes a
+        # copy off may take that copy back, not another of the record's copies
+        return r in refused.get((name, rank), ()) or any(
+            src == r and rk != rank for rk, src in left.get(name, {}).items()
+        )
+
     now: dict[str, list[int]] = {}  # holders of records with a move planned, as planned
-    for s in sorted(peers, key=lambda p: (-(held[p] - share[p]) / space[p], p)):
-        if held[s] <= share[s]:
-            break  # the rest are at or below their share
-        for size, name, rank in sorted(on[s], reverse=True):
-            es = held[s] - share[s]
-            if es <= 0 or all(held[r] >= share[r] for r in peers if r != s):
-                break
-            best, best_gap = None, 0.0
-            others = [p for p in now.get(name, metas[name].peers) if p != s]
-            limit = nearness(s, others, domains)
-            for r in peers:
-                er = held[r] - share[r]
-                if r == s or er >= 0 or r in taken[name] or nearness(r, others, domains) > limit:
+    progress = True
+    while progress:  # passes until one plans nothing: a spread of what this plans plans nothing
+        progress = False
+        for s in sorted(peers, key=lambda p: (-(held[p] - share[p]) / space[p], p)):
+            if held[s] <= share[s]:
+                break  # the rest are at or below their share
+            for size, name, rank in sorted(on[s], reverse=True):
+                es = held[s] - share[s]
+                if es <= 0 or all(held[r] >= share[r] for r in peers if r != s):
+                    break
+                best, best_gap = None, 0.0
+                others = [p for p in now.get(name, metas[name].peers) if p != s]
+                limit = nearness(s, others, domains)
+                for r in peers:
+                    er = held[r] - share[r]
+                    if (
+                        r == s
+                        or er >= 0
+                        or r in taken[name]
+                        or barred(name, rank, r)
+                        or nearness(r, others, domains) > limit
+                    ):
+                        continue
+                    gain = ((es - size) ** 2 - es**2) / space[s] + ((er + size) ** 2 - er**2) / space[r]
+                    if gain < 0 and -er / space[r] > best_gap:
+                        best, best_gap = r, -er / space[r]
+                if best is None:
                     continue
-                gain = ((es - size) ** 2 - es**2) / space[s] + ((er + size) ** 2 - er**2) / space[r]
-                if gain < 0 and -er / space[r] > best_gap:
-                    best, best_gap = r, -er / space[r]
-            if best is None:
-                continue
-            held[s] -= size
-            held[best] += size
-            taken[name].add(best)
-            now[name] = others + [best]
-            moves.append(Move(name, rank, s, best, size))
-    return moves
+                held[s] -= size
+                held[best] += size
+                on[s].remove((size, name, rank))
+                on[best].append((size, name, rank))
+                taken[name].discard(s)
+                taken[name].add(best)
+                now[name] = others + [best]
+                first = planned.pop((name, rank), None)
+                src = first.src if first is not None else s
+                left.setdefault(name, {}).pop(rank, None)
+                if best != src:
+                    planned[(name, rank)] = Move(name, rank, src, best, size)
+                    left[name][rank] = src
+                progress = True
+    return sorted(planned.values(), key=lambda mv: (mv.src, -mv.size, mv.name, mv.rank))
 
 
 def _spread_file(
@@ -234,10 +264,18 @@ def _spread_file(
     grow_peerlist(f, set(in_service), fm)
     peers = sorted(i for i, p in f.peers.items() if p.peer_id in in_service and f.peer_usable(i))
     space = {i: in_service[f.peers[i].peer_id] for i in peers}
-    recent = recent_holders(reader)
-    taken = {n: set(m.peers) | recent.get(n, set()) for n, m in metas.items()}
+    # where each copy may go (moves.standing): none holding a live copy under its
+    # stored name, nor one whose moved-away copy of another rank older plans read
+    stored = {n: kept[n][1] if n in kept else m for n, m in metas.items()}  # a kept version: its own meta
+    st = standing(reader, [(v.name, v.key, r) for v in stored.values() for r in v.copies()])
+    refused = {  # its own holders are ``taken``, which the plan updates as their copies move
+        (n, r): {p for p, s in st.get((v.key, r), {}).items() if s in (LIVE, STALE)} - set(v.peers)
+        for n, v in stored.items()
+        for r in v.copies()
+    }
+    taken = {n: set(m.peers) for n, m in metas.items()}
     prior = {i: so_far.get(f.peers[i].peer_id, 0) for i in peers}
-    moves = _plan_spread(metas, peers, space, taken, prior, f.placement_domains)
+    moves = _plan_spread(metas, peers, space, taken, prior, f.placement_domains, refused)
     held, _ = holdings(metas, f.peers)
     execute(f, [mv for mv in moves if mv.name not in kept], peers, space, held, fm, throttle, progress)
     wanted: list[KeptMove] = [(kept[mv.name][0], mv.rank, mv.src, mv.dst) for mv in moves if mv.name in kept]

@@ -28,19 +28,67 @@ from st_py.core.infofile import (
     FORMAT_VERSION_HISTORY,
     FORMAT_VERSION_VERSIONS,
     HISTORY_SQL,
+    RESERVED_PREFIXES,
     SCHEMA,
     STRIPE_PREFIX,
     name_stats,
     stripe_name,
 )
+from st_py.core.record_names import (
+    BAD_NAME,
+    RULE,
+    NameTree,
+    conflict_reason,
+    parents,
+    path_problem,
+    tree_conflict,
+    tree_conflicts,
+)
 
 
 @dataclass(frozen=True)
 class Conflict:
-    """A record of a request that was not applied, and why (``reason``)."""
+    """A record of a request that was not applied, and why (``reason``).
+    ``kind`` is "" (committed with other content, or another reason), or a
+    name-tree conflict (:data:`st_py.core.record_names.IS_A_DIRECTORY`,
+    ``NOT_A_DIRECTORY``) with ``record`` the committed name it met."""
 
     name: str
     reason: str
+    kind: str = ""
+    record: str = ""
+
+
+def _tree_conflict(
+    c, name: str, batch: NameTree, objects: bool, known: dict[str, tuple[str, str]] | None = None
+) -> Conflict | None:
+    """Why a new name may not be committed (docs/decisions.md, "Record
+    names"): it breaks the path rule, or it is a folder of or below a name
+    earlier in this commit (``batch``) or committed (index lookups, or
+    ``known``: :func:`~st_py.core.record_names.tree_conflicts` of the
+    commit's names, read before its inserts); None if nothing, and then
+    ``name`` joins ``batch``. Reserved names (stripes, versions) are the tracker's and not checked."""
+    if name.startswith(RESERVED_PREFIXES):
+        return None
+    why = path_problem(name)
+    if why:  # the rule for new names, whoever sends them
+        return Conflict(name, f"is refused: {why}; {RULE}", BAD_NAME)
+    ps = parents(name)
+    hit = batch.conflict(name, ps) or (
+        known.get(name) if known is not None else tree_conflict(c, name, objects=objects)
+    )
+    if hit is None:
+        batch.add(name, ps)
+        return None
+    return Conflict(name, conflict_reason(*hit), hit[0], hit[1])
+
+
+def _has_objects(c) -> bool:
+    """Any striped object committed (a file made before them has no table)."""
+    try:
+        return c.execute("SELECT 1 FROM objects LIMIT 1").fetchone() is not None
+    except sqlite3.OperationalError:
+        return False
 
 
 def _connect_rw(path: Path) -> sqlite3.Connection:
@@ -385,6 +433,17 @@ class InfofileWriter:
             return len(rec) > 5 and bool(rec[5]) and not (len(rec) > 8 and rec[8])
 
         versions = [rec for rec in records if is_version(rec)]
+        batch = NameTree()  # the new names accepted so far (a name is a record or a folder, not both)
+        objects = _has_objects(c)
+        known = tree_conflicts(  # the committed names in the way of the new ones: two statements a table
+            c,
+            [
+                r[0]
+                for r in records
+                if not is_version(r) and r[0] not in existing and not r[0].startswith(RESERVED_PREFIXES)
+            ],
+            objects,
+        )
         for rec in records:
             if is_version(rec):
                 continue
@@ -394,6 +453,10 @@ class InfofileWriter:
             if old is not None:
                 if old != (size, crc):
                     conflicts.append(Conflict(name, "already committed with other content; delete it first"))
+                continue
+            tree = _tree_conflict(c, name, batch, objects, known)
+            if tree is not None:
+                conflicts.append(tree)
                 continue
             existing[name] = (size, crc)  # a later duplicate in this batch (another client's
             new_rows.append(
@@ -420,7 +483,7 @@ class InfofileWriter:
             c.executemany(
                 "INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", pending_rows
             )
-        replaced = self._commit_versions(c, versions, gen, now, schema_ids) if versions else set()
+        replaced = self._commit_versions(c, versions, gen, now, schema_ids, conflicts) if versions else set()
         if not versions and self._delta == (0, 0):  # only new records: the change is known exactly
             self._delta = (
                 sum(1 for r in new_rows if not r[0].startswith(STRIPE_PREFIX)),
@@ -436,9 +499,10 @@ class InfofileWriter:
 
     @staticmethod
     def _commit_versions(
-        c: sqlite3.Connection, versions: list[tuple], gen: int, now: float, schema_ids: dict
+        c: sqlite3.Connection, versions: list[tuple], gen: int, now: float, schema_ids: dict, conflicts: list
     ) -> set[str]:
-        """The new versions of :meth:`commit`, in order; returns their names."""
+        """The new versions of :meth:`commit`, in order; returns their names.
+        A new name that is a folder or below a record goes to ``conflicts``."""
         done: set[str] = set()
         for rec in versions:
             name, size, crc, peer_idx, pending, stored_as = rec[:6]
@@ -447,6 +511,11 @@ class InfofileWriter:
             old = c.execute("SELECT version, coalesce(stored_as, name) FROM records WHERE name = ?", (name,)).fetchone()
             if old is not None and old[1] == stored_as:
                 continue  # this version is committed: a retry
+            if old is None:  # a new name (a replacement of a record is never a tree conflict)
+                tree = _tree_conflict(c, name, NameTree(), True)  # the batch's new rows are inserted
+                if tree is not None:
+                    conflicts.append(tree)
+                    continue
             if old is not None:  # the version it replaces becomes history (docs/snapshots.md)
                 c.execute(
                     "INSERT INTO record_history(name, version, stored_as, size, crc32c, commit_seq, committed_at, "
@@ -582,6 +651,10 @@ class InfofileWriter:
                     continue
                 if c.execute("SELECT 1 FROM records WHERE name = ?", (name,)).fetchone() is not None:
                     conflicts.append(Conflict(name, "a record of that name is committed; names are write-once"))
+                    continue
+                tree = _tree_conflict(c, name, NameTree(), True)  # objects committed before in this loop too
+                if tree is not None:
+                    conflicts.append(tree)
                     continue
                 lo = stripe_name(name, 0)[:-8]
                 have = int(

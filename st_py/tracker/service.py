@@ -352,6 +352,12 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 f"{self.quota_bytes} bytes; ask for a larger quota or split the data",
             )
         path = namespace.infofile_path(self.root, name)
+        if path.is_dir():  # never "delete it": that would remove every file below it
+            await context.abort(
+                grpc.StatusCode.ALREADY_EXISTS,
+                f"{name} is a directory in the namespace, not a file: create a file below it, e.g. {name}/NAME",
+                trailing_metadata=((ERROR_KIND_KEY, "is-a-directory"),),
+            )
         if path.exists():
             if request.request_id and await asyncio.to_thread(self._created_by, path, request.request_id, user.name):
                 # a retry of a create applied before its reply was lost (a restart): answered as then
@@ -667,6 +673,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             committed=n,
             conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
             conflict_names=[x.name for x in conflicts],
+            conflict_kinds=[x.kind for x in conflicts],
+            conflict_records=[x.record for x in conflicts],
             deleted=removed,
         )
 
@@ -1024,6 +1032,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             committed=added,
             conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
             conflict_names=[x.name for x in conflicts],
+            conflict_kinds=[x.kind for x in conflicts],
+            conflict_records=[x.record for x in conflicts],
         )
 
     async def StoreCopies(self, request, context):

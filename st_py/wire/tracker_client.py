@@ -31,6 +31,7 @@ from st_py.errors import (
     SnapshotNotFoundError,
     StFileExistsError,
     StFileNotFoundError,
+    StIsADirectoryError,
     StoreTorrentError,
     TrackerBusyError,
     TrackerError,
@@ -129,6 +130,8 @@ class TrackerClient:
                 return UnknownPeerError(detail)
             return StFileNotFoundError(detail)
         if code == grpc.StatusCode.ALREADY_EXISTS:
+            if kind == "is-a-directory":
+                return StIsADirectoryError(detail)
             return StFileExistsError(detail)
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             return BadNameError(detail)
