@@ -922,3 +922,22 @@ def test_quotas_apply_through_s3(site):
         c.put_object(Bucket="carolb", Key="run/big", Body=os.urandom(200_000))
     assert code(e.value) == "QuotaExceeded"
     assert [o["Key"] for o in c.list_objects_v2(Bucket="carolb")["Contents"]] == ["run/small"]
+
+
+def test_a_key_that_is_also_a_folder_is_refused(s3):
+    """A record is a record or a folder, never both (docs/decisions.md,
+    "Record names"): S3's keys "a" and "a/b" cannot both be objects here;
+    the second is refused with InvalidArgument, the first kept."""
+    s3.put_object(Bucket="exp", Key="tree/run/a", Body=b"a record")
+    for key in ("tree/run/a/b", "tree/run"):
+        with pytest.raises(ClientError) as e:
+            s3.put_object(Bucket="exp", Key=key, Body=b"x")
+        assert code(e.value) == "InvalidArgument"
+    s3.put_object(Bucket="exp", Key="tree/run/c/d", Body=b"folder c")
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="exp", Key="tree/run/c", Body=b"x")
+    assert code(e.value) == "InvalidArgument"
+    assert [c["Key"] for c in s3.list_objects_v2(Bucket="exp", Prefix="tree/")["Contents"]] == [
+        "tree/run/a",
+        "tree/run/c/d",
+    ]

@@ -73,6 +73,8 @@ def from_storetorrent(e: StoreTorrentError, resource: str = "") -> S3Error:
         NotEnoughPeersError,
         PermissionDeniedError,
         QuotaExceededError,
+        RecordIsADirectoryError,
+        RecordNotADirectoryError,
         RecordNotFoundError,
         RecordUnavailableError,
         StFileNotFoundError,
@@ -91,7 +93,9 @@ def from_storetorrent(e: StoreTorrentError, resource: str = "") -> S3Error:
         return S3Error("QuotaExceeded", str(e), resource)
     if isinstance(e, (RecordNotFoundError, StFileNotFoundError)):
         return S3Error("NoSuchKey", "the specified key does not exist", resource)
-    if isinstance(e, BadNameError):
+    if isinstance(e, (BadNameError, RecordIsADirectoryError, RecordNotADirectoryError)):
+        # a record is a record or a folder, never both (docs/decisions.md, "Record names"):
+        # S3 keys "a" and "a/b" cannot both be objects here (docs/s3.md)
         return S3Error("InvalidArgument", str(e), resource)
     if isinstance(e, (TrackerUnavailableError, NotEnoughPeersError, RecordUnavailableError)):
         return S3Error("ServiceUnavailable", f"{type(e).__name__}: {e}; retry later", resource)
