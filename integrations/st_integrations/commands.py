@@ -1,5 +1,5 @@
 """The ``storetorrent`` commands this package adds (entry-point group
-``storetorrent.commands``, found by :mod:`st_py.core.extras`): ``sql``."""
+``storetorrent.commands``, found by :mod:`st_py.core.extras`): ``sql``, ``s3``."""
 
 from __future__ import annotations
 
@@ -41,3 +41,29 @@ def sql(tracker, data, query, files, fmt, as_of) -> None:
     for file, generation in generations:  # provenance: what the result was computed on
         say(f"{file} as of generation {generation}", err=True)
     emit(table.to_pylist(), fmt)
+
+
+@click.command()
+@tracker_opt
+@data_opt
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", default=9000, show_default=True, type=int, help="port to listen on")
+@click.option(
+    "--keys",
+    "keys_file",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    envvar="STORETORRENT_S3_KEYS",
+    help="access keys (TOML: [users] NAME = API key); none: development mode, nothing checked",
+)
+@click.option("--replication", default="x2", show_default=True, help="of the files PUTs create")
+@click.option("--domain", default=None, help="also serve virtual-host-style requests to BUCKET.DOMAIN")
+@click.option("--region", default="us-east-1", show_default=True, help="the region requests are signed for")
+def s3(tracker, data, host, port, keys_file, replication, domain, region) -> None:
+    """Serve the S3 API (path-style, SigV4) over the cluster's files and
+    records until interrupted (docs/s3.md)."""
+    from .s3.server import make_server
+
+    address = tracker_address(tracker, data)
+    say(f"S3 endpoint on http://{host}:{port} over tracker {address}", err=True)
+    make_server(address, host, port, keys_file, replication, domain=domain, region=region).run()

@@ -10,7 +10,7 @@ one place the core asks whether an optional feature is installed:
 group                         what an entry point names
 ============================  =============================================
 ``storetorrent.commands``     a click command added to ``storetorrent``
-                              (``demo``, ``sql``)
+                              (``demo``, ``sql``, ``s3``)
 ``storetorrent.durability``   ``cluster``: the durability model ``status``
                               prints (``cluster_durability(peers, records,
                               copies_per_s, peer_mtbf_years)``)

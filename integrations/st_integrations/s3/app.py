@@ -1,0 +1,337 @@
+"""The S3 endpoint's ASGI app (Starlette): path-style requests (and
+virtual-host style under ``--domain``) routed to
+the operations (:mod:`.ops`), each checked by SigV4 (:mod:`.auth`) and
+answered with S3's headers and XML (:mod:`.xml`); every failure is S3's
+error document, never a traceback (docs/s3.md).
+
+Thread safety: the app keeps one :class:`.ops.Ops` (one client) per access
+key, made under a lock; the operations run in Starlette's worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from urllib.parse import parse_qsl, unquote
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from st_py.errors import StoreTorrentError
+
+from . import xml
+from .auth import Keys, authenticate, check_payload
+from .chunked import check_checksums, crc32c_b64
+from .errors import S3Error, from_storetorrent
+from .listing import list_bucket
+from .objhttp import not_modified, object_headers, parse_range
+from .ops import ObjectStat, Ops
+
+log = logging.getLogger("storetorrent.s3")
+EMPTY_MD5 = '"d41d8cd98f00b204e9800998ecf8427e"'  # the ETag of a directory marker (an empty object)
+MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
+_KNOWN_BUCKET_QUERY = {
+    "list-type",
+    "prefix",
+    "delimiter",
+    "max-keys",
+    "continuation-token",
+    "start-after",
+    "encoding-type",
+    "fetch-owner",
+    "marker",
+    "location",
+    "delete",
+    "uploads",
+    "max-uploads",
+}
+_KNOWN_OBJECT_QUERY = {"x-id", "uploads", "uploadId", "partNumber", "max-parts", "part-number-marker"}
+
+
+class S3App:
+    """The endpoint: a Starlette app over the tracker at ``tracker``.
+
+    Parameters
+    ----------
+    tracker : str
+        ``host:port`` of the tracker.
+    keys : Keys
+        The access keys (development mode if its file is None).
+    replication : str
+        Of the files PUTs create.
+    tls : tuple
+        The client's TLS files (as :class:`st_py.client.client.Client`).
+    domain : str, optional
+        Virtual-host-style requests: a ``Host`` of ``BUCKET.DOMAIN`` names
+        the bucket, the path the key; any other host is path style.
+    """
+
+    def __init__(
+        self, tracker: str, keys: Keys, replication: str = "x2", tls=(None, None, None), domain: str | None = None
+    ):
+        self.tracker, self.keys, self.replication, self.tls = tracker, keys, replication, tls
+        self.domain = domain.lower().strip(".") if domain else None
+        self._ops: dict[str | None, Ops] = {}
+        self._lock = threading.Lock()
+        self.app = Starlette(
+            routes=[Route("/{path:path}", self.handle, methods=["GET", "HEAD", "PUT", "POST", "DELETE"])]
+        )
+        if keys.open:
+            log.warning("S3 endpoint without access keys (development mode): every request is taken unchecked")
+
+    def ops(self, api_key: str | None) -> Ops:
+        """The operations (one client) of a caller's API key."""
+        with self._lock:
+            o = self._ops.get(api_key)
+            if o is None:
+                from st_py.client.client import Client
+
+                o = self._ops[api_key] = Ops(Client(self.tracker, api_key=api_key, tls=self.tls), self.replication)
+            return o
+
+    async def handle(self, request: Request) -> Response:
+        """One request: authenticated, routed, answered (errors as S3's XML)."""
+        rid = uuid.uuid4().hex[:16].upper()
+        try:
+            resp = await self._handle(request)
+        except S3Error as e:
+            resp = self._error(e, request, rid)
+        except StoreTorrentError as e:
+            resp = self._error(from_storetorrent(e), request, rid)
+        except Exception as e:  # never a traceback to the client: log it, answer InternalError
+            log.exception("S3 request %s %s failed", request.method, request.url.path)
+            resp = self._error(S3Error("InternalError", f"{type(e).__name__}: {e}"), request, rid)
+        resp.headers["x-amz-request-id"] = rid
+        return resp
+
+    @staticmethod
+    def _error(e: S3Error, request: Request, rid: str) -> Response:
+        headers = {}
+        if e.code == "InvalidRange" and e.resource.startswith("bytes */"):
+            headers["Content-Range"], e.resource = e.resource, ""
+        body = b"" if request.method == "HEAD" else xml.error_doc(e, rid)
+        return Response(body, status_code=e.status, media_type="application/xml", headers=headers)
+
+    async def _handle(self, request: Request) -> Response:
+        raw_path = request.scope.get("raw_path") or request.url.path.encode()
+        raw_path_s = raw_path.decode("latin-1")
+        raw_query = request.scope.get("query_string", b"").decode("latin-1")
+        headers: dict[str, list[str]] = {}
+        for k, v in request.headers.raw:
+            headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+        caller = authenticate(self.keys, request.method, raw_path_s, raw_query, headers)
+        ops = self.ops(caller.api_key)
+        path = unquote(raw_path_s.split("?", 1)[0])
+        host = (headers.get("host") or [""])[0].lower().rsplit(":", 1)[0]
+        if self.domain and host.endswith("." + self.domain):  # virtual-host style: BUCKET.DOMAIN/KEY
+            bucket, key = host[: -len(self.domain) - 1], path.lstrip("/")
+        else:
+            bucket, _, key = path.lstrip("/").partition("/")
+        query = {
+            k: v for k, v in parse_qsl(raw_query, keep_blank_values=True) if not k.startswith("X-Amz-")
+        }  # a presigned URL's signature fields are auth's
+        m = request.method
+        if not bucket:
+            if m == "GET":
+                buckets = await run_in_threadpool(ops.list_buckets)
+                return self._xml(xml.list_buckets(buckets, caller.user or "storetorrent"))
+            raise S3Error("MethodNotAllowed", f"{m} / is not allowed")
+        if not key:
+            return await self._bucket(request, ops, bucket, query, headers)
+        return await self._object(request, ops, bucket, key, query, headers)
+
+    @staticmethod
+    def _xml(body: bytes, status: int = 200) -> Response:
+        return Response(body, status_code=status, media_type="application/xml")
+
+    async def _body(self, request: Request, headers: dict[str, list[str]]) -> tuple[bytes, dict[str, str]]:
+        length = (headers.get("content-length") or [""])[0]
+        if length and int(length) > MAX_BODY:
+            raise S3Error("EntityTooLarge", "your proposed upload exceeds the maximum allowed object size")
+        body = await request.body()
+        data, sums = check_payload(headers, body)
+        check_checksums(data, sums)
+        return data, sums
+
+    async def _bucket(self, request, ops: Ops, bucket: str, query: dict, headers) -> Response:
+        m = request.method
+        unknown = set(query) - _KNOWN_BUCKET_QUERY
+        if unknown:
+            raise S3Error("NotImplemented", f"bucket subresource {sorted(unknown)[0]!r} is not implemented", bucket)
+        if m == "PUT":
+            await run_in_threadpool(ops.create_bucket, bucket)
+            return Response(status_code=200, headers={"Location": "/" + bucket})
+        if m == "HEAD":
+            await run_in_threadpool(ops.need_bucket, bucket)
+            return Response(status_code=200, headers={"x-amz-bucket-region": self.keys.region})
+        if m == "DELETE":
+            await run_in_threadpool(ops.delete_bucket, bucket)
+            return Response(status_code=204)
+        if m == "POST" and "delete" in query:
+            data, _ = await self._body(request, headers)
+            keys, quiet = xml.parse_delete(data)
+            return self._xml(await run_in_threadpool(self._delete_many, ops, bucket, keys, quiet))
+        if m == "GET" and "location" in query:
+            await run_in_threadpool(ops.need_bucket, bucket)
+            region = "" if self.keys.region == "us-east-1" else self.keys.region  # S3's answer for us-east-1
+            return self._xml(xml.doc("LocationConstraint", xml.escape(region)))
+        if m == "GET" and "uploads" in query:
+            from .multipart import Multipart
+
+            ups = await run_in_threadpool(Multipart(ops).list_uploads, bucket, query.get("prefix", ""))
+            inner = (
+                xml.el("Bucket", bucket) + xml.el("Prefix", query.get("prefix", "")) + xml.el("IsTruncated", "false")
+            )
+            inner += "".join("<Upload>" + xml.el("Key", k) + xml.el("UploadId", u) + "</Upload>" for k, u in ups)
+            return self._xml(xml.doc("ListMultipartUploadsResult", inner))
+        if m == "GET":
+            return self._xml(await run_in_threadpool(list_bucket, ops, bucket, query))
+        raise S3Error("NotImplemented", f"{m} on a bucket is not implemented", bucket)
+
+    @staticmethod
+    def _delete_many(ops: Ops, bucket: str, keys: list[str], quiet: bool) -> bytes:
+        ops.need_bucket(bucket)
+        out = []
+        for k in keys:
+            try:
+                ops.delete_object(bucket, k)
+                if not quiet:
+                    out.append("<Deleted>" + xml.el("Key", k) + "</Deleted>")
+            except (S3Error, StoreTorrentError) as e:
+                err = from_storetorrent(e, k)
+                out.append(
+                    "<Error>"
+                    + xml.el("Key", k)
+                    + xml.el("Code", err.code)
+                    + xml.el("Message", err.message)
+                    + "</Error>"
+                )
+        return xml.doc("DeleteResult", "".join(out))
+
+    async def _object(self, request, ops: Ops, bucket: str, key: str, query: dict, headers) -> Response:
+        m = request.method
+        unknown = set(query) - _KNOWN_OBJECT_QUERY
+        if unknown:
+            raise S3Error(
+                "NotImplemented",
+                f"object subresource {sorted(unknown)[0]!r} is not implemented (ACLs, tagging, versions: docs/s3.md)",
+                key,
+            )
+        if "uploads" in query or "uploadId" in query:
+            return await self._multipart(request, ops, bucket, key, query, headers)
+        if "partNumber" in query:
+            raise S3Error("NotImplemented", "GetObject of one part is not implemented", key)
+        if m == "PUT":
+            if "x-amz-copy-source" in headers:
+                return await self._copy(ops, bucket, key, headers)
+            data, _ = await self._body(request, headers)
+            if key.endswith("/") and not data:  # a directory marker: directories are implicit here
+                await run_in_threadpool(ops.need_bucket, bucket)
+                return Response(status_code=200, headers={"ETag": EMPTY_MD5})
+            if_none = (headers.get("if-none-match") or [""])[0].strip()
+            if if_none and if_none != "*":
+                raise S3Error("NotImplemented", "a PUT's If-None-Match takes only '*'", key)
+            st = await run_in_threadpool(ops.put_object, bucket, key, data, if_none == "*")
+            return Response(status_code=200, headers={"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)})
+        if m == "HEAD":
+            st = await run_in_threadpool(ops.head_object, bucket, key)
+            if not_modified(headers, st):
+                return Response(status_code=304, headers={"ETag": st.etag})
+            h = object_headers(st)
+            h["Content-Length"] = str(st.size)
+            if st.crc_of_bytes:
+                h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
+            return Response(status_code=200, headers=h)
+        if m == "GET":
+            rng = (headers.get("range") or [""])[0]
+
+            def decide(st: ObjectStat) -> tuple[int, int] | None | bool:
+                if not_modified(headers, st):
+                    return False
+                if not rng:
+                    return None
+                try:
+                    return parse_range(rng, st.size)
+                except S3Error as e:
+                    if e.code == "InvalidRange":
+                        e.resource = f"bytes */{st.size}"
+                    raise
+
+            st, got, span = await run_in_threadpool(ops.get_object, bucket, key, decide)
+            if got is None:
+                return Response(status_code=304, headers={"ETag": st.etag})
+            h = object_headers(st)
+            if span is not None:
+                h["Content-Range"] = f"bytes {span[0]}-{span[1] - 1}/{st.size}"
+                return Response(got, status_code=206, headers=h)
+            if st.crc_of_bytes:
+                h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
+            return Response(got, status_code=200, headers=h)
+        if m == "DELETE":
+            await run_in_threadpool(ops.delete_object, bucket, key)
+            return Response(status_code=204)
+        raise S3Error("NotImplemented", f"{m} on an object is not implemented (docs/s3.md)", key)
+
+    async def _copy(self, ops: Ops, bucket: str, key: str, headers) -> Response:
+        """CopyObject: the source's bytes stored at ``key`` (read with the
+        caller's rights; metadata is not kept, so no directive applies)."""
+        source = unquote(headers["x-amz-copy-source"][0]).split("?", 1)
+        if len(source) > 1:
+            raise S3Error("NotImplemented", "copying a version (?versionId=) is not implemented", key)
+        if any(h.startswith("x-amz-copy-source-if-") for h in headers):
+            raise S3Error("NotImplemented", "conditional copies (x-amz-copy-source-if-*) are not implemented", key)
+        src_bucket, _, src_key = source[0].lstrip("/").partition("/")
+        if not src_key:
+            raise S3Error("InvalidArgument", "x-amz-copy-source must be BUCKET/KEY", key)
+        _, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key)
+        assert data is not None  # no decide: the whole object
+        st = await run_in_threadpool(ops.put_object, bucket, key, data)
+        inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
+        return self._xml(xml.doc("CopyObjectResult", inner))
+
+    async def _multipart(self, request, ops: Ops, bucket: str, key: str, query: dict, headers) -> Response:
+        from .multipart import Multipart
+
+        mp = Multipart(ops)
+        m = request.method
+        ids = xml.el("Bucket", bucket) + xml.el("Key", key)
+        if m == "POST" and "uploads" in query:
+            upload_id = await run_in_threadpool(mp.create, bucket, key)
+            return self._xml(xml.doc("InitiateMultipartUploadResult", ids + xml.el("UploadId", upload_id)))
+        upload_id = query.get("uploadId", "")
+        if m == "PUT":
+            if "x-amz-copy-source" in headers:
+                raise S3Error("NotImplemented", "UploadPartCopy is not implemented (docs/s3.md)", key)
+            try:
+                number = int(query.get("partNumber", ""))
+            except ValueError:
+                raise S3Error("InvalidArgument", "partNumber is not a number") from None
+            data, _ = await self._body(request, headers)
+            etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
+            return Response(status_code=200, headers={"ETag": etag})
+        if m == "POST":
+            data, _ = await self._body(request, headers)
+            st = await run_in_threadpool(mp.complete, bucket, key, upload_id, data)
+            inner = xml.el("Location", f"/{bucket}/{key}") + ids + xml.el("ETag", st.etag)
+            return self._xml(xml.doc("CompleteMultipartUploadResult", inner))
+        if m == "DELETE":
+            await run_in_threadpool(mp.abort, bucket, key, upload_id)
+            return Response(status_code=204)
+        if m == "GET":
+            parts = await run_in_threadpool(mp.list_parts, bucket, key, upload_id)
+            inner = ids + xml.el("UploadId", upload_id) + xml.el("IsTruncated", "false")
+            inner += "".join(
+                "<Part>"
+                + xml.el("PartNumber", n)
+                + xml.el("LastModified", xml.iso_time(t))
+                + xml.el("ETag", e)
+                + xml.el("Size", size)
+                + "</Part>"
+                for n, size, e, t in parts
+            )
+            return self._xml(xml.doc("ListPartsResult", inner))
+        raise S3Error("NotImplemented", f"{m} on a multipart upload is not implemented", key)

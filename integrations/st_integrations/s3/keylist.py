@@ -1,0 +1,191 @@
+"""The keys of a bucket in S3's order, as a listing pages them: the
+namespace below ``/B`` walked, each file's infofile name index read (rows,
+common prefixes by ``InfofileReader.level`` or a file's record count,
+never an object), the files' streams merged, delimiters rolled up, and a
+page cut (docs/s3.md, "The mapping": listings).
+
+Thread safety: each call opens and closes its own file handles.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Generator, Iterator
+
+from st_py.core.infofile import RESERVED_PREFIXES, prefix_upper, user_size
+from st_py.errors import StFileNotFoundError
+
+from ..keymap import TOP_FILE, UPLOAD_PREFIX, bucket_dir, key_of
+
+
+def _first(item: tuple) -> str:
+    return item[0]
+
+
+def _files(client, bucket: str, prefix: str) -> list[tuple[str, str, int]]:
+    """``(file, key base, records)`` of every StoreTorrent file below
+    ``/B`` whose keys may start with ``prefix``: the namespace walked
+    (one tracker ``List`` per directory), pruned by the prefix."""
+    d = bucket_dir(bucket)
+    out: list[tuple[str, str, int]] = []
+    todo = [d]
+    while todo:
+        for e in client.ls(todo.pop()):
+            rel = e.name[len(d) + 1 :]
+            if rel.startswith(UPLOAD_PREFIX):
+                continue  # a multipart upload's parts: not objects
+            base = "" if rel == TOP_FILE else rel + "/"
+            if base and not (prefix.startswith(base) or base.startswith(prefix)):
+                continue
+            if e.is_dir:
+                todo.append(e.name)
+            elif e.file_id:
+                out.append((e.name, base, int(e.records)))
+    return out
+
+
+def _level(client, file: str, rp: str):
+    """``InfofileReader.level(rp)`` of ``file`` (its entries and heads at
+    that level), or None if the file is gone."""
+    try:
+        h = client.open(file)
+    except StFileNotFoundError:
+        return None
+    try:
+        return h.infofile().level(rp)
+    finally:
+        h.close()
+
+
+def _stream(
+    client, bucket: str, file: str, base: str, records: int, prefix: str, delimiter: str, after: str, token: bool
+) -> Generator[tuple, None, None]:
+    """``(key, size, crc32c, mtime)`` of one file's keys that start with
+    ``prefix`` and sort after ``after``, in key order, from its
+    infofile's name index (rows, never objects). With a delimiter, a
+    common prefix may come instead of the keys below it, as
+    ``(prefix, None, 0, 0.0)``: a whole file below one (no row read),
+    or one level of ``/`` (``InfofileReader.level``: one index search per
+    sub-prefix, not a row per key)."""
+    i = base.find(delimiter, len(prefix)) if delimiter and base.startswith(prefix) else -1
+    if i >= 0:  # every key of this file rolls up into one common prefix
+        cp = base[: i + len(delimiter)]
+        if token and after == cp:
+            return  # the last page ended with this common prefix
+        if not after.startswith(cp):
+            if records and cp > after:
+                yield cp, None, 0, 0.0
+            return
+        # a start-after inside the common prefix: its keys after it decide
+    rp = prefix[len(base) :] if prefix.startswith(base) else ""
+    here = base + rp
+    if (
+        delimiter == "/"
+        and base
+        and (rp == "" or rp.endswith("/"))
+        and not (after.startswith(here) and "/" in after[len(here) :])
+    ):
+        got = _level(client, file, rp)
+        if got is None:
+            return
+        entries, heads = got
+        items = [
+            (base + name, user_size(stored, logical), int(crc), float(t))
+            for name, stored, logical, crc, t, _k, _ss in entries
+        ]
+        cps = [(here + head + "/", None, 0, 0.0) for head in heads if head]
+        for item in heapq.merge(items, cps, key=_first):
+            if item[0] > after:
+                yield item
+        return
+    lo, hi = rp, (prefix_upper(rp) if rp else None)
+    if after.startswith(base) and after[len(base) :] > lo:
+        lo = after[len(base) :]
+    for name, size, crc, t in _lazy_rows(client, file, lo, hi):
+        if not base and "/" in name:
+            continue  # not a top-level key: unaddressable through S3
+        k = key_of(bucket, file, name)
+        if k > after:
+            yield k, size, crc, t
+
+
+def _lazy_rows(client, file: str, lo: str, hi: str | None) -> Iterator[tuple]:
+    """``(name, size, crc32c, mtime)`` of the records and striped objects
+    of ``file`` named in ``[lo, hi)``, in name order, read from an open
+    cursor as they are taken (a page of a listing reads about the rows
+    it returns, not every row after its start); the handle is closed
+    when the generator ends or is closed."""
+    try:
+        h = client.open(file)
+    except StFileNotFoundError:
+        return
+    try:
+        inf = h.infofile()
+        objs = [(n, int(size), int(crc), float(t)) for n, size, crc, t, _k, _s in inf.objects_between(lo, hi)]
+        cur = inf.records_between(lo, hi)
+        try:
+            recs = (
+                (n, user_size(st, lg), int(crc), float(t))
+                for n, st, crc, t, lg in cur
+                if not n.startswith(RESERVED_PREFIXES)
+            )
+            yield from heapq.merge(recs, objs, key=_first)
+        finally:
+            cur.close()
+    finally:
+        h.close()
+
+
+def list_objects(
+    client,
+    bucket: str,
+    prefix: str = "",
+    delimiter: str = "",
+    max_keys: int = 1000,
+    after: str = "",
+    token: bool = False,
+) -> tuple[list[tuple], list[str], bool, str]:
+    """ListObjectsV2's answer for ``client`` (a
+    :class:`st_py.client.client.Client`; the bucket must exist): ``(contents, common prefixes, truncated,
+    last item)``; contents ``(key, size, crc32c, mtime)``. ``after``
+    is where to start (exclusive): a start-after or marker key, or with
+    ``token`` the last item of the previous page (a common prefix there
+    skips every key below it)."""
+    streams = [
+        _stream(client, bucket, f, b, n, prefix, delimiter, after, token) for f, b, n in _files(client, bucket, prefix)
+    ]
+    try:
+        return _page(heapq.merge(*streams, key=_first), prefix, delimiter, max_keys, after, token)
+    finally:
+        for st in streams:
+            st.close()  # their infofile cursors and handles
+
+
+def _page(items, prefix: str, delimiter: str, max_keys: int, after: str, token: bool):
+    contents: list[tuple] = []
+    prefixes: list[str] = []
+    last = ""
+    n = 0
+    for item in items:
+        key = item[0]
+        if not key.startswith(prefix):
+            continue
+        if token and delimiter and after.endswith(delimiter) and key.startswith(after):
+            continue
+        cp = ""
+        if delimiter:
+            i = key.find(delimiter, len(prefix))
+            if i >= 0:
+                cp = key[: i + len(delimiter)]
+        if cp and cp == last:
+            continue
+        if n == max_keys:
+            return contents, prefixes, True, last
+        if cp:
+            prefixes.append(cp)
+            last = cp
+        else:
+            contents.append(item)
+            last = key
+        n += 1
+    return contents, prefixes, False, last

@@ -1,0 +1,204 @@
+"""Multipart uploads (docs/s3.md, "Multipart uploads"): each upload is a
+StoreTorrent file of the bucket, ``/B/.s3-upload-<id>``, holding the key
+(record ``key``) and the parts (records ``part-00001-<MD5 hex>`` ...) as
+they arrive,
+so any endpoint of the cluster can take the next part. Completing reads the
+parts in order, stores the whole as the key's object (a record, or a
+striped object over 64 MiB) and deletes the upload's file; aborting deletes
+it.
+
+A part's ETag is the MD5 of its bytes, as S3's is (clients such as rclone
+check it), computed when it arrives and kept in its record's name, so
+ListParts and Complete read it from the infofile without reading the part.
+
+Thread safety: as :class:`.ops.Ops`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import xml.etree.ElementTree as ET
+
+from st_py.errors import RecordNotFoundError, StFileNotFoundError
+
+from ..keymap import UPLOAD_PREFIX, check_key
+from .errors import S3Error
+from .ops import ObjectStat, Ops
+
+MIN_PART = 5 * 1024 * 1024  # S3's smallest part but the last
+MAX_PART_NUMBER = 10_000
+
+
+def _record(n: int, md5: str) -> str:
+    return f"part-{n:05d}-{md5}"
+
+
+def _parts(rows) -> dict[int, dict[str, tuple[str, int, float]]]:
+    """``{number: {md5: (record, size, mtime)}}`` of an upload's part rows
+    (``entries_between``); a part uploaded twice has two until the first is
+    deleted."""
+    out: dict[int, dict[str, tuple[str, int, float]]] = {}
+    for name, stored, _lg, _crc, t, _k, _s in rows:
+        num, _, md5 = name[5:].partition("-")
+        if num.isdigit() and len(md5) == 32:
+            out.setdefault(int(num), {})[md5] = (name, int(stored), float(t))
+    return out
+
+
+class Multipart:
+    """The multipart operations over one caller's :class:`.ops.Ops`."""
+
+    def __init__(self, ops: Ops):
+        self.ops = ops
+        self.client = ops.client
+
+    def _file(self, bucket: str, upload_id: str) -> str:
+        if not (len(upload_id) == 32 and all(c in "0123456789abcdef" for c in upload_id)):
+            raise S3Error("NoSuchUpload", "the specified multipart upload does not exist", upload_id)
+        return f"/{bucket}/{UPLOAD_PREFIX}{upload_id}"
+
+    def _open(self, bucket: str, key: str, upload_id: str):
+        self.ops.need_bucket(bucket)
+        try:
+            h = self.client.open(self._file(bucket, upload_id))
+        except StFileNotFoundError:
+            raise S3Error("NoSuchUpload", "the specified multipart upload does not exist", upload_id) from None
+        try:
+            if h.get("key").decode("utf-8", "surrogatepass") != key:
+                raise S3Error("NoSuchUpload", "the upload is of another key", upload_id)
+        except RecordNotFoundError:
+            h.close()
+            raise S3Error("NoSuchUpload", "the specified multipart upload does not exist", upload_id) from None
+        except S3Error:
+            h.close()
+            raise
+        return h
+
+    def create(self, bucket: str, key: str) -> str:
+        """Start an upload of ``key``; its upload id (32 hex)."""
+        self.ops.need_bucket(bucket)
+        check_key(key)
+        self.ops.keys.resolve(bucket, key)  # refuse a key that names a file or directory now, not at Complete
+        upload_id = secrets.token_hex(16)
+        with self.client.create(self._file(bucket, upload_id), self.ops.replication) as h:
+            h.put("key", key.encode("utf-8", "surrogatepass"))
+        return upload_id
+
+    def upload_part(self, bucket: str, key: str, upload_id: str, number: int, data: bytes) -> str:
+        """Store part ``number`` (1 to 10000; again: replaced); its ETag."""
+        if not 1 <= number <= MAX_PART_NUMBER:
+            raise S3Error("InvalidArgument", f"part numbers are 1 to {MAX_PART_NUMBER}")
+        md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        name = _record(number, md5)
+        h = self._open(bucket, key, upload_id)
+        try:
+            inf = h.infofile()
+            older = [r for r in inf.names_between(name[:11], name[:10] + ".") if r != name]
+            if not inf.exists(name):
+                h.put(name, data)
+                h.flush()
+            for r in older:  # what was uploaded before under this number
+                try:
+                    h.delete(r)
+                except RecordNotFoundError:
+                    pass
+            h.flush()
+        finally:
+            h.close()
+        return f'"{md5}"'
+
+    def list_parts(self, bucket: str, key: str, upload_id: str) -> list[tuple[int, int, str, float]]:
+        """``(number, size, etag, mtime)`` of the parts stored, in order
+        (from the infofile; no part is read)."""
+        h = self._open(bucket, key, upload_id)
+        try:
+            parts = _parts(h.infofile().entries_between("part-", "part."))
+        finally:
+            h.close()
+        out = []
+        for n in sorted(parts):  # the latest upload of each number
+            md5, (_, size, t) = max(parts[n].items(), key=lambda kv: kv[1][2])
+            out.append((n, size, f'"{md5}"', t))
+        return out
+
+    def complete(self, bucket: str, key: str, upload_id: str, body: bytes) -> ObjectStat:
+        """Store the parts the request lists, in order, as ``key``'s
+        object and end the upload.
+
+        Raises
+        ------
+        S3Error
+            ``MalformedXML``, ``InvalidPartOrder``, ``InvalidPart`` (a part
+            not stored, or of another ETag), ``EntityTooSmall`` (a part but
+            the last under 5 MiB), ``NoSuchUpload``.
+        """
+        wanted = _parse_complete(body)
+        h = self._open(bucket, key, upload_id)
+        try:
+            parts = _parts(h.infofile().entries_between("part-", "part."))
+            names = []
+            for i, (number, etag) in enumerate(wanted):
+                got = parts.get(number, {}).get(etag.strip('"'))
+                if got is None:
+                    raise S3Error("InvalidPart", f"part {number} was not uploaded, or has another ETag", upload_id)
+                if i < len(wanted) - 1 and got[1] < MIN_PART:
+                    raise S3Error("EntityTooSmall", f"part {number} is under 5 MiB and not the last", upload_id)
+                names.append(got[0])
+            data = b"".join(h.get(name) for name in names)
+        finally:
+            h.close()
+        st = self.ops.put_object(bucket, key, data)
+        self.abort(bucket, key, upload_id)
+        return st
+
+    def list_uploads(self, bucket: str, prefix: str = "") -> list[tuple[str, str]]:
+        """``(key, upload id)`` of the bucket's unfinished uploads whose
+        keys start with ``prefix``, in key order (each upload's ``key``
+        record read: one small GET per upload)."""
+        d = self.ops.need_bucket(bucket)
+        out = []
+        for e in self.client.ls(d):
+            name = e.name[len(d) + 1 :]
+            if e.is_dir or not name.startswith(UPLOAD_PREFIX):
+                continue
+            try:
+                with self.client.open(e.name) as h:
+                    key = h.get("key").decode("utf-8", "surrogatepass")
+            except (StFileNotFoundError, RecordNotFoundError):
+                continue  # completed or aborted meanwhile
+            if key.startswith(prefix):
+                out.append((key, name[len(UPLOAD_PREFIX) :]))
+        return sorted(out)
+
+    def abort(self, bucket: str, key: str, upload_id: str) -> None:
+        """End the upload: its parts are deleted."""
+        self._open(bucket, key, upload_id).close()
+        try:
+            self.client.delete(self._file(bucket, upload_id))
+        except StFileNotFoundError:
+            pass
+
+
+def _parse_complete(body: bytes) -> list[tuple[int, str]]:
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:
+        raise S3Error("MalformedXML", "the XML you provided was not well-formed") from None
+    out = []
+    for part in root:
+        if part.tag.rsplit("}", 1)[-1] != "Part":
+            continue
+        fields = {c.tag.rsplit("}", 1)[-1]: (c.text or "").strip() for c in part}
+        try:
+            number = int(fields.get("PartNumber", ""))
+        except ValueError:
+            raise S3Error("MalformedXML", "a Part without a PartNumber") from None
+        etag = fields.get("ETag", "")
+        out.append((number, etag if etag.startswith('"') else f'"{etag}"'))
+    if not out:
+        raise S3Error("MalformedXML", "CompleteMultipartUpload lists no part")
+    numbers = [n for n, _ in out]
+    if numbers != sorted(set(numbers)):
+        raise S3Error("InvalidPartOrder", "the list of parts was not in ascending order")
+    return out

@@ -1,0 +1,87 @@
+"""The HTTP side of objects: ``Range`` parsed, the conditional headers
+(``If-Match``, ``If-None-Match``, ``If-Modified-Since``,
+``If-Unmodified-Since``) judged, and the headers GET and HEAD answer with.
+
+Thread safety: pure functions.
+"""
+
+from __future__ import annotations
+
+from . import xml
+from .errors import S3Error
+from .ops import ObjectStat
+
+
+def parse_range(value: str, size: int) -> tuple[int, int]:
+    """``(start, end)`` (end exclusive) of an HTTP ``Range: bytes=...``
+    header over an object of ``size`` bytes.
+
+    Raises
+    ------
+    S3Error
+        ``InvalidRange``: not satisfiable; ``NotImplemented``: several ranges.
+    """
+    unit, _, spec = value.partition("=")
+    if unit.strip() != "bytes" or not spec:
+        raise S3Error("InvalidRange", f"the range {value!r} is not bytes=FIRST-LAST")
+    if "," in spec:
+        raise S3Error("NotImplemented", "multiple ranges in one GET are not supported")
+    first, _, last = spec.strip().partition("-")
+    try:
+        if first == "":
+            n = int(last)
+            if n <= 0 or size == 0:
+                raise S3Error("InvalidRange", "the requested range is not satisfiable")
+            return max(0, size - n), size
+        a = int(first)
+        b = int(last) + 1 if last else size
+    except ValueError:
+        raise S3Error("InvalidRange", f"the range {value!r} is not bytes=FIRST-LAST") from None
+    if a >= size or b <= a:
+        raise S3Error("InvalidRange", "the requested range is not satisfiable")
+    return a, min(b, size)
+
+
+def object_headers(st: ObjectStat) -> dict[str, str]:
+    """The headers of a GET or HEAD of ``st`` (ETag, Last-Modified, ...)."""
+    return {
+        "ETag": st.etag,
+        "Last-Modified": xml.http_time(st.mtime),
+        "Accept-Ranges": "bytes",
+        "Content-Type": "binary/octet-stream",
+    }
+
+
+def _http_date(value: str) -> float | None:
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None  # S3 ignores a date it cannot parse
+
+
+def not_modified(headers: dict[str, list[str]], st: ObjectStat) -> bool:
+    """Whether a GET or HEAD of ``st`` answers 304, by its conditions in
+    S3's (RFC 7232's) order: If-Match, If-Unmodified-Since (412), then
+    If-None-Match, If-Modified-Since (304).
+
+    Raises
+    ------
+    S3Error
+        ``PreconditionFailed``.
+    """
+    failed = S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+    want = (headers.get("if-match") or [""])[0].strip()
+    if want and want not in (st.etag, "*"):
+        raise failed
+    since = _http_date((headers.get("if-unmodified-since") or [""])[0])
+    if not want and since is not None and int(st.mtime) > since:
+        raise failed
+    nomatch = (headers.get("if-none-match") or [""])[0].strip()
+    if nomatch and nomatch in (st.etag, "*"):
+        return True
+    since = _http_date((headers.get("if-modified-since") or [""])[0])
+    if not nomatch and since is not None and int(st.mtime) <= since:
+        return True
+    return False

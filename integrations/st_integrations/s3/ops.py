@@ -1,0 +1,280 @@
+"""The S3 operations over one caller's StoreTorrent client: buckets as
+namespace directories and objects as records, placed by
+:mod:`st_integrations.keymap` (docs/s3.md).
+
+Each function is synchronous (the app runs it in a worker thread) and
+raises :class:`.errors.S3Error` or a StoreTorrent error (mapped by
+:func:`.errors.from_storetorrent`).
+
+Thread safety: each call opens its own file handles; the client is shared
+(:class:`st_py.client.client.Client` is thread-safe).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from st_py.core.infofile import user_size
+from st_py.errors import RecordNotFoundError, StFileExistsError, StFileNotFoundError
+
+from ..keymap import TOP_FILE, UPLOAD_PREFIX, BadKeyError, KeyMap, bucket_dir, check_key
+from .errors import S3Error
+
+LEASE_WAIT_S = 30.0  # how long a PUT over an existing key waits for the file's writer lease
+
+
+@dataclass(frozen=True)
+class ObjectStat:
+    """What S3 says of an object: ``size`` (user bytes), ``crc32c``,
+    ``mtime`` (unix s of its commit) and its ``etag`` (quoted)."""
+
+    size: int
+    crc32c: int
+    mtime: float
+    crc_of_bytes: bool = True  # False: the CRC is of the filtered bytes the peers keep (zstd, AES)
+
+    @property
+    def etag(self) -> str:
+        """The object's ETag, in S3's form for an ETag that is not the MD5
+        of the bytes (a multipart one: ``"<32 hex>-1"``): the MD5 of its
+        size, CRC-32C and commit time (docs/s3.md, "ETags"; nothing keeps
+        an MD5 of the bytes), the same in PUT, HEAD, GET and listings.
+        Clients that check an ETag against an MD5 (rclone) skip this form."""
+        ident = f"{self.size}:{self.crc32c}:{self.mtime!r}".encode()
+        return '"' + hashlib.md5(ident, usedforsecurity=False).hexdigest() + '-1"'
+
+
+class Ops:
+    """The operations of one caller.
+
+    Parameters
+    ----------
+    client : st_py.client.client.Client
+        The caller's client (their API key).
+    replication : str
+        Of the files a PUT creates (``x2``).
+    """
+
+    def __init__(self, client, replication: str = "x2"):
+        self.client = client
+        self.keys = KeyMap(client)
+        self.replication = replication
+
+    # -- buckets -------------------------------------------------------------------
+    def need_bucket(self, bucket: str) -> str:
+        """``/B``, or NoSuchBucket."""
+        try:
+            d = bucket_dir(bucket)
+        except BadKeyError:
+            raise S3Error("NoSuchBucket", "the specified bucket does not exist", bucket) from None
+        if not self.keys.bucket_exists(bucket):
+            raise S3Error("NoSuchBucket", "the specified bucket does not exist", bucket)
+        return d
+
+    def list_buckets(self) -> list[tuple[str, float]]:
+        """``(name, created)`` of the top-level namespace directories
+        (creation time unknown to the tracker's List: 0)."""
+        return sorted((e.name.strip("/"), 0.0) for e in self.client.ls("/") if e.is_dir)
+
+    def create_bucket(self, bucket: str) -> None:
+        """Make ``/B`` by making its own file ``/B/.s3``."""
+        try:
+            bucket_dir(bucket)
+        except BadKeyError as e:
+            raise S3Error("InvalidBucketName", e.reason, bucket) from None
+        if self.keys.bucket_exists(bucket):
+            raise S3Error("BucketAlreadyOwnedByYou", "the bucket exists", bucket)
+        try:
+            self.client.create(f"/{bucket}/{TOP_FILE}", self.replication).close()
+        except StFileExistsError:
+            raise S3Error("BucketAlreadyOwnedByYou", "the bucket exists", bucket) from None
+
+    def delete_bucket(self, bucket: str) -> None:
+        """Delete an empty bucket: its own file, then its directory.
+
+        Raises
+        ------
+        S3Error
+            ``NoSuchBucket``, ``BucketNotEmpty``.
+        """
+        d = self.need_bucket(bucket)
+        top = f"{d}/{TOP_FILE}"
+        uploads = []
+        for e in self.client.ls(d):
+            if not e.is_dir and e.name.startswith(f"{d}/{UPLOAD_PREFIX}"):
+                uploads.append(e.name)  # unfinished multipart uploads go with the bucket
+            elif e.name != top or e.is_dir or e.records:
+                raise S3Error("BucketNotEmpty", "the bucket you tried to delete is not empty", bucket)
+        for name in uploads:
+            try:
+                self.client.delete(name)
+            except StFileNotFoundError:
+                pass
+        try:
+            self.client.delete(top)
+        except StFileNotFoundError:
+            pass
+        try:
+            self.client.rmdir(d)
+        except StFileNotFoundError:
+            pass
+
+    # -- objects -------------------------------------------------------------------
+    def put_object(self, bucket: str, key: str, data: bytes, only_new: bool = False) -> ObjectStat:
+        """Store ``data`` at ``key`` (a new version if it exists) and commit
+        it; with ``only_new`` (``If-None-Match: *``) refuse an existing key
+        (``PreconditionFailed``: records are write-once, so a racing writer
+        of the same new key gets it too, not an overwrite)."""
+        self.need_bucket(bucket)
+        t = self.keys.resolve(bucket, key)
+        h = None
+        if t.exists:
+            try:
+                h = self.client.open(t.file)
+            except StFileNotFoundError:  # gone meanwhile, or /B/.s3 of a directory not made by CreateBucket
+                h = None
+        if h is None:
+            try:
+                h = self.client.create(t.file, self.replication, est_size=len(data))
+            except StFileExistsError:  # made meanwhile
+                h = self.client.open(t.file)
+        try:
+            replace = h.infofile().exists(t.record)
+            if replace and only_new:
+                raise S3Error(
+                    "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key
+                )
+            if replace:
+                h.acquire_lease(wait=LEASE_WAIT_S)
+            try:
+                h.put(t.record, data, replace=replace)
+                h.flush()
+            finally:
+                if replace:
+                    h.release_lease()
+            st = self._stat(h, t.record)
+        finally:
+            h.close()
+        if st is None:
+            raise S3Error("InternalError", f"{key} was stored but is not committed in {t.file}", key)
+        return st
+
+    @staticmethod
+    def _stat(h, record: str) -> ObjectStat | None:
+        r = h.infofile().record_stat(record)
+        if r is not None:
+            size, crc, t, logical = r
+            return ObjectStat(user_size(size, logical), int(crc), float(t), not h.filter_names)
+        o = h.infofile().object_stat(record)
+        if o is not None:
+            return ObjectStat(int(o[0]), int(o[1]), float(o[2]))
+        return None
+
+    def _open_key(self, bucket: str, key: str):
+        self.need_bucket(bucket)
+        try:
+            check_key(key)
+        except BadKeyError:
+            raise S3Error("NoSuchKey", "the specified key does not exist", key) from None
+        t = self.keys.resolve(bucket, key)
+        if not t.exists:
+            raise S3Error("NoSuchKey", "the specified key does not exist", key)
+        try:
+            return self.client.open(t.file), t.record
+        except StFileNotFoundError:
+            raise S3Error("NoSuchKey", "the specified key does not exist", key) from None
+
+    def head_object(self, bucket: str, key: str) -> ObjectStat:
+        """The object's stat, from the infofile (no bytes read)."""
+        h, record = self._open_key(bucket, key)
+        try:
+            st = self._stat(h, record)
+        finally:
+            h.close()
+        if st is None:
+            raise S3Error("NoSuchKey", "the specified key does not exist", key)
+        return st
+
+    def get_object(
+        self, bucket: str, key: str, decide: Callable[[ObjectStat], tuple[int, int] | None | bool] | None = None
+    ) -> tuple[ObjectStat, bytes | None, tuple[int, int] | None]:
+        """``(stat, bytes, span)`` of the object. ``decide(stat)``, called
+        before any byte is read, says what to read: None the whole object,
+        ``(start, end)`` (end exclusive) a range, False nothing (bytes
+        None: a 304); it may raise. A range of a striped object fetches only
+        the stripes it touches; of a record, the record is read whole and
+        cut (records are at most 64 MiB).
+
+        Raises
+        ------
+        S3Error
+            ``NoSuchBucket``, ``NoSuchKey``, or what ``decide`` raises.
+        RecordUnavailableError, ChecksumError
+        """
+        h, record = self._open_key(bucket, key)
+        try:
+            st = self._stat(h, record)
+            if st is None:
+                raise S3Error("NoSuchKey", "the specified key does not exist", key)
+            span = decide(st) if decide is not None else None
+            if span is False:
+                return st, None, None
+            obj = h.object_meta(record)
+            if span is None or span is True:
+                return st, (h.get_object(obj) if obj is not None else h.get(record)), None
+            a, b = span
+            if obj is None:
+                return st, h.get(record)[a:b], span
+            with h.open(record) as r:
+                r.seek(a)
+                out = bytearray()
+                while len(out) < b - a:
+                    chunk = r.read(b - a - len(out))
+                    if not chunk:
+                        raise S3Error("InternalError", f"{key} ended at {a + len(out)} of {st.size} bytes", key)
+                    out += chunk
+            return st, bytes(out), span
+        except RecordNotFoundError:
+            raise S3Error("NoSuchKey", "the specified key does not exist", key) from None
+        finally:
+            h.close()
+
+    def delete_object(self, bucket: str, key: str) -> None:
+        """Delete the key's record; a key that does not exist is no error (S3)."""
+        self.need_bucket(bucket)
+        try:
+            check_key(key)
+        except BadKeyError:
+            return
+        t = self.keys.resolve(bucket, key)
+        if not t.exists:
+            return
+        try:
+            h = self.client.open(t.file)
+        except StFileNotFoundError:
+            return
+        try:
+            h.delete(t.record)
+            h.flush()
+        except RecordNotFoundError:
+            pass
+        finally:
+            h.close()
+
+    def list_objects(
+        self,
+        bucket: str,
+        prefix: str = "",
+        delimiter: str = "",
+        max_keys: int = 1000,
+        after: str = "",
+        token: bool = False,
+    ) -> tuple[list[tuple], list[str], bool, str]:
+        """:func:`.keylist.list_objects` over this caller's client, the
+        bucket checked first (``NoSuchBucket``)."""
+        from .keylist import list_objects
+
+        self.need_bucket(bucket)
+        return list_objects(self.client, bucket, prefix, delimiter, max_keys, after, token)

@@ -1,0 +1,36 @@
+"""Running the S3 endpoint: a uvicorn server around :class:`.app.S3App`.
+
+Thread safety: :func:`make_server` may be called from any thread; the
+server runs in the thread that calls its ``run()``.
+"""
+
+from __future__ import annotations
+
+import uvicorn
+
+from .app import S3App
+from .auth import Keys
+
+
+def make_server(
+    tracker: str,
+    host: str = "127.0.0.1",
+    port: int = 9000,
+    keys_file: str | None = None,
+    replication: str = "x2",
+    tls=(None, None, None),
+    log_level: str = "warning",
+    domain: str | None = None,
+    region: str = "us-east-1",
+) -> uvicorn.Server:
+    """A uvicorn server of the endpoint over ``tracker`` on ``host:port``
+    (call ``run()``; ``should_exit = True`` stops it); ``domain``: also
+    virtual-host-style requests to ``BUCKET.domain``.
+
+    Raises
+    ------
+    OSError, tomllib.TOMLDecodeError
+        The keys file cannot be read.
+    """
+    app = S3App(tracker, Keys(keys_file, region), replication, tls, domain).app
+    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off"))

@@ -1,0 +1,943 @@
+"""The S3 endpoint (docs/s3.md) against a real tracker and peers, driven
+by real clients: boto3 with its default checksum settings, s3fs with
+pandas, and the StoreTorrent Client and fsspec reading what S3 wrote (and
+the other way round). The endpoint is a real uvicorn server in a thread on
+a free 127.0.0.1 port."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import io
+import os
+import re
+import signal
+import socket
+import threading
+import time
+
+import boto3
+import botocore
+import fsspec
+import pandas as pd
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from st_integrations.fsspec_fs import StoreTorrentFileSystem
+from st_integrations.keymap import BadKeyError, Target, key_of, new_target
+from st_integrations.s3.chunked import decode_aws_chunked
+from st_integrations.s3.server import make_server
+from tests.conftest import poll_for
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Endpoint:
+    """``storetorrent s3`` in a thread of this process, stopped by ``stop``."""
+
+    def __init__(self, tracker: str, keys_file=None, tls=(None, None, None), domain=None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = make_server(tracker, port=self.port, keys_file=keys_file, tls=tls, domain=domain)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.clients: list = []
+        self.thread.start()
+        poll_for(lambda: self.server.started, timeout=20, what="the S3 endpoint to listen")
+
+    def client(self, access_key: str, secret: str, **config):
+        """A boto3 S3 client with its default checksum settings."""
+        c = boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            aws_access_key_id=access_key,
+            aws_secret_access_key=secret,
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **config),
+        )
+        self.clients.append(c)
+        return c
+
+    def stop(self) -> None:
+        for c in self.clients:
+            c.close()
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def site(make_module_cluster, tmp_path_factory):
+    """A cluster with users alice and bob and an endpoint with their keys:
+    ``(cluster, endpoint, keys)``."""
+    from st_py.tracker.access import add_user
+
+    d = tmp_path_factory.mktemp("s3site")
+    users = d / "users.toml"
+    keys = {u: add_user(users, u, [u]) for u in ("alice", "bob")}
+    keys["carol"] = add_user(users, "carol", ["carol"], quota_bytes=300_000)
+    (d / "s3keys.toml").write_text("[users]\n" + "".join(f'{u} = "{k}"\n' for u, k in keys.items()))
+    cluster = make_module_cluster(4, name="s3", users_file=users)
+    ep = Endpoint(cluster.tracker_addr, d / "s3keys.toml", tls=cluster.client_tls)
+    yield cluster, ep, keys
+    ep.stop()
+
+
+@pytest.fixture(scope="module")
+def s3(site):
+    cluster, ep, keys = site
+    c = ep.client("alice", keys["alice"])
+    c.create_bucket(Bucket="exp")
+    return c
+
+
+def code(e: ClientError) -> str:
+    return e.response["Error"]["Code"]
+
+
+def test_mapping_is_one_module():
+    assert new_target("exp", "run1/src/a.parquet") == Target("/exp/run1", "src/a.parquet", False)
+    assert new_target("exp", "top.csv") == Target("/exp/.s3", "top.csv", False)
+    assert key_of("exp", "/exp/run1", "src/a.parquet") == "run1/src/a.parquet"
+    assert key_of("exp", "/exp/.s3", "top.csv") == "top.csv"
+    for bad in ("a/../b", "..", "a//b", "/a", "a/", ".s3/x", "x" * 1025):
+        with pytest.raises(BadKeyError):
+            new_target("exp", bad)
+
+
+def test_aws_chunked_bodies_as_botocore_sends_them():
+    """The trailer form botocore sends over https (STREAMING-UNSIGNED-PAYLOAD-TRAILER)."""
+    from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum
+
+    data = bytes(range(256)) * 1000
+    body = AwsChunkedWrapper(
+        io.BytesIO(data), checksum_cls=Crc32Checksum, checksum_name="x-amz-checksum-crc32", chunk_size=7000
+    ).read()
+    out, trailers = decode_aws_chunked(body)
+    assert out == data and set(trailers) == {"x-amz-checksum-crc32"}
+
+
+def test_put_get_head_delete_with_default_checksums(s3, site):
+    cluster, ep, keys = site
+    data = b"hello s3 " * 1000
+    put = s3.put_object(Bucket="exp", Key="run1/src/a.bin", Body=data)
+    got = s3.get_object(Bucket="exp", Key="run1/src/a.bin")
+    assert got["Body"].read() == data
+    assert got["ETag"] == put["ETag"] and re.fullmatch(r'"[0-9a-f]{32}-1"', put["ETag"])  # not an MD5 (docs/s3.md)
+    head = s3.head_object(Bucket="exp", Key="run1/src/a.bin")
+    assert head["ContentLength"] == len(data) and head["ETag"] == put["ETag"]
+    # the same bytes through the Client: file /exp/run1, record src/a.bin
+    with cluster.client(api_key=keys["alice"]).open("/exp/run1") as f:
+        assert f.get("src/a.bin") == data
+    # overwrite: a new version
+    s3.put_object(Bucket="exp", Key="run1/src/a.bin", Body=b"v2")
+    assert s3.get_object(Bucket="exp", Key="run1/src/a.bin")["Body"].read() == b"v2"
+    s3.put_object(Bucket="exp", Key="top.txt", Body=b"top")
+    assert s3.get_object(Bucket="exp", Key="top.txt")["Body"].read() == b"top"
+    s3.delete_object(Bucket="exp", Key="run1/src/a.bin")
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="run1/src/a.bin")
+    assert code(e.value) == "NoSuchKey"
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket="exp", Key="run1/src/a.bin")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    assert "exp" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    s3.head_bucket(Bucket="exp")
+
+
+def test_range_reads(s3):
+    data = bytes(range(256)) * 40
+    s3.put_object(Bucket="exp", Key="ranges/r.bin", Body=data)
+    assert s3.get_object(Bucket="exp", Key="ranges/r.bin", Range="bytes=10-19")["Body"].read() == data[10:20]
+    assert s3.get_object(Bucket="exp", Key="ranges/r.bin", Range="bytes=-5")["Body"].read() == data[-5:]
+    assert s3.get_object(Bucket="exp", Key="ranges/r.bin", Range="bytes=10000-")["Body"].read() == data[10000:]
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="ranges/r.bin", Range=f"bytes={len(data)}-")
+    assert code(e.value) == "InvalidRange"
+
+
+def test_listing_with_delimiter_and_pages(s3):
+    keys = sorted([f"list/run{i % 3}/part-{i:03d}" for i in range(25)] + ["list/a.txt", "listx/b"])
+    s3.delete_objects(Bucket="exp", Delete={"Objects": [{"Key": k} for k in keys]})
+    for k in keys:
+        s3.put_object(Bucket="exp", Key=k, Body=k.encode())
+    r = s3.list_objects_v2(Bucket="exp", Prefix="list/", Delimiter="/")
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["list/run0/", "list/run1/", "list/run2/"]
+    assert [c["Key"] for c in r["Contents"]] == ["list/a.txt"]
+    assert r["Contents"][0]["Size"] == len(b"list/a.txt")
+    # pages of 4 over 26 keys under list/
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket="exp", Prefix="list/", PaginationConfig={"PageSize": 4})
+    seen = []
+    n_pages = 0
+    for page in pages:
+        n_pages += 1
+        assert page["KeyCount"] <= 4
+        seen += [c["Key"] for c in page.get("Contents", [])]
+    assert seen == [k for k in keys if k.startswith("list/")] and n_pages == 7
+    r = s3.list_objects_v2(Bucket="exp", Prefix="list/run1/", StartAfter="list/run1/part-010")
+    assert [c["Key"] for c in r["Contents"]] == [
+        k for k in keys if k.startswith("list/run1/") and k > "list/run1/part-010"
+    ]
+    # delimiter over pages: prefixes count as entries
+    r = s3.list_objects_v2(Bucket="exp", Prefix="list/", Delimiter="/", MaxKeys=2)
+    assert r["IsTruncated"] and [c["Key"] for c in r["Contents"]] == ["list/a.txt"]
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["list/run0/"]
+    r = s3.list_objects_v2(Bucket="exp", Prefix="list/", Delimiter="/", ContinuationToken=r["NextContinuationToken"])
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["list/run1/", "list/run2/"] and not r["IsTruncated"]
+    out = s3.delete_objects(Bucket="exp", Delete={"Objects": [{"Key": k} for k in keys]})
+    assert len(out["Deleted"]) == len(keys)
+    assert s3.list_objects_v2(Bucket="exp", Prefix="list/")["KeyCount"] == 0
+
+
+def test_s3fs_parquet_read_by_pandas_and_storetorrent(site, s3):
+    import s3fs
+
+    cluster, ep, keys = site
+    fs = s3fs.S3FileSystem(
+        key="alice", secret=keys["alice"], client_kwargs={"endpoint_url": ep.url}, use_listings_cache=False
+    )
+    df = pd.DataFrame({"x": range(100), "s": [f"r{i}" for i in range(100)]})
+    with fs.open("exp/pq/part-0.parquet", "wb") as f:
+        df.to_parquet(f, index=False)
+    assert pd.read_parquet(
+        "s3://exp/pq/part-0.parquet",
+        storage_options={"key": "alice", "secret": keys["alice"], "client_kwargs": {"endpoint_url": ep.url}},
+    ).equals(df)
+    assert fs.ls("exp/pq") == ["exp/pq/part-0.parquet"]
+    StoreTorrentFileSystem.clear_instance_cache()
+    st = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, api_key=keys["alice"], tls=cluster.client_tls)
+    assert pd.read_parquet(st.open("/exp/pq/part-0.parquet")).equals(df)
+
+
+def test_client_records_are_listed_and_read_by_boto3(site, s3):
+    cluster, ep, keys = site
+    with cluster.client(api_key=keys["alice"]).create("/exp/fromclient", replication="x2") as f:
+        f.put("a/1.bin", b"one")
+        f.put("a/2.bin", b"two")
+    r = s3.list_objects_v2(Bucket="exp", Prefix="fromclient/")
+    assert [c["Key"] for c in r["Contents"]] == ["fromclient/a/1.bin", "fromclient/a/2.bin"]
+    assert s3.get_object(Bucket="exp", Key="fromclient/a/2.bin")["Body"].read() == b"two"
+
+
+def test_refusals_store_nothing(site, s3):
+    cluster, ep, keys = site
+    bad = ep.client("alice", keys["alice"] + "x")
+    with pytest.raises(ClientError) as e:
+        bad.put_object(Bucket="exp", Key="bad/x", Body=b"x")
+    assert code(e.value) == "SignatureDoesNotMatch"
+    with pytest.raises(ClientError) as e:
+        ep.client("mallory", "whatever").list_buckets()
+    assert code(e.value) == "InvalidAccessKeyId"
+    anon = boto3.client(
+        "s3",
+        endpoint_url=ep.url,
+        region_name="us-east-1",
+        config=Config(signature_version=botocore.UNSIGNED, retries={"max_attempts": 1}),
+    )
+    ep.clients.append(anon)
+    with pytest.raises(ClientError) as e:
+        anon.put_object(Bucket="exp", Key="bad/anon", Body=b"x")
+    assert code(e.value) == "AccessDenied"
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="nosuchbucket", Key="a/b", Body=b"x")
+    assert code(e.value) == "NoSuchBucket"
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="exp", Key="bad/../escape", Body=b"x")
+    assert code(e.value) == "InvalidArgument"
+    with pytest.raises(ClientError) as e:
+        s3.upload_part_copy(
+            Bucket="exp",
+            Key="bad/copy",
+            UploadId="0" * 32,
+            PartNumber=1,
+            CopySource={"Bucket": "exp", "Key": "top.txt"},
+        )
+    assert code(e.value) == "NotImplemented"
+    with pytest.raises(ClientError) as e:
+        s3.put_bucket_tagging(Bucket="exp", Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
+    assert code(e.value) == "NotImplemented"
+    assert s3.list_objects_v2(Bucket="exp", Prefix="bad")["KeyCount"] == 0
+    assert not (cluster.namespace / "exp" / "bad").exists() and not (cluster.namespace / "escape").exists()
+    # bob may not write into alice's files (modes apply, docs/security.md)
+    s3.put_object(Bucket="exp", Key="mine/a", Body=b"alice's")
+    with pytest.raises(ClientError) as e:
+        ep.client("bob", keys["bob"]).put_object(Bucket="exp", Key="mine/b", Body=b"bob's")
+    assert code(e.value) == "AccessDenied"
+
+
+def test_bucket_lifecycle(s3):
+    s3.create_bucket(Bucket="tmpbucket")
+    with pytest.raises(ClientError) as e:
+        s3.create_bucket(Bucket="tmpbucket")
+    assert code(e.value) == "BucketAlreadyOwnedByYou"
+    s3.put_object(Bucket="tmpbucket", Key="k", Body=b"x")
+    with pytest.raises(ClientError) as e:
+        s3.delete_bucket(Bucket="tmpbucket")
+    assert code(e.value) == "BucketNotEmpty"
+    s3.delete_object(Bucket="tmpbucket", Key="k")
+    s3.delete_bucket(Bucket="tmpbucket")
+    with pytest.raises(ClientError) as e:
+        s3.head_bucket(Bucket="tmpbucket")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+
+
+def test_get_survives_a_killed_peer(make_cluster):
+    """x2 objects stay readable through S3 right after a SIGKILL of a peer
+    holding copies of them (before the tracker notices: the reader fails
+    over to the other copy, or avoids the dead peer once it is reported)."""
+    cluster = make_cluster(3)
+    ep = Endpoint(cluster.tracker_addr, None, tls=cluster.client_tls)  # development mode: no keys
+    try:
+        s3 = ep.client("dev", "anything")
+        s3.create_bucket(Bucket="kill")
+        objects = {f"run/x{i}.bin": os.urandom(20000) for i in range(12)}
+        for k, v in objects.items():
+            s3.put_object(Bucket="kill", Key=k, Body=v)
+        with cluster.client().open("/kill/run") as f:
+            assert f.replication == "x2"
+            addrs = {idx: addr for idx, _, addr in f.infofile().peerlist()}
+            holders = [addrs[i] for k in objects for i in f.record_meta(k.split("/", 1)[1]).peers]
+        victim = max(set(holders), key=holders.count)  # the peer holding the most copies
+        cluster.kill_peer(next(i for i, p in enumerate(cluster.peers) if p is not None and p.addr == victim))
+        for k, v in objects.items():
+            assert s3.get_object(Bucket="kill", Key=k)["Body"].read() == v
+    finally:
+        ep.stop()
+
+
+def test_checksums_boto3_sends_are_checked(s3):
+    """boto3 sends x-amz-checksum-crc32 with every PutObject by default; a
+    wrong one is refused and nothing is stored."""
+    sent: list[dict] = []
+
+    def capture(request, **kwargs):
+        sent.append(dict(request.headers))
+
+    s3.meta.events.register("before-send.s3.PutObject", capture)
+    try:
+        s3.put_object(Bucket="exp", Key="sums/good", Body=b"checked")
+    finally:
+        s3.meta.events.unregister("before-send.s3.PutObject", capture)
+    assert any(k.lower() == "x-amz-checksum-crc32" for k in sent[-1])
+
+    def corrupt(request, **kwargs):
+        del request.headers["x-amz-checksum-crc32"]  # botocore's headers append on assignment
+        request.headers["x-amz-checksum-crc32"] = "AAAAAA=="
+
+    s3.meta.events.register("before-sign.s3.PutObject", corrupt)
+    try:
+        with pytest.raises(ClientError) as e:
+            s3.put_object(Bucket="exp", Key="sums/bad", Body=b"checked")
+    finally:
+        s3.meta.events.unregister("before-sign.s3.PutObject", corrupt)
+    assert code(e.value) == "XAmzContentChecksumMismatch"
+    assert [c["Key"] for c in s3.list_objects_v2(Bucket="exp", Prefix="sums/")["Contents"]] == ["sums/good"]
+
+
+def test_storetorrent_s3_command_serves(site, s3, tmp_path):
+    """``storetorrent s3`` (run as ``python -m st_integrations.s3``, the same
+    click command) as its own process: a listing through it, then SIGTERM."""
+    import subprocess
+    import sys
+
+    cluster, _, keys = site
+    (tmp_path / "keys.toml").write_text(f'[users]\nalice = "{keys["alice"]}"\n')
+    port = free_port()
+    env = dict(os.environ)
+    for var, path in zip(("STORETORRENT_TLS_CA", "STORETORRENT_TLS_CERT", "STORETORRENT_TLS_KEY"), cluster.client_tls):
+        if path:
+            env[var] = str(path)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "st_integrations.s3",
+            "--tracker",
+            cluster.tracker_addr,
+            "--port",
+            str(port),
+            "--keys",
+            str(tmp_path / "keys.toml"),
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        poll_for(lambda: _listening(port) or proc.poll() is not None, timeout=30, what="storetorrent s3 to listen")
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        c = boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{port}",
+            aws_access_key_id="alice",
+            aws_secret_access_key=keys["alice"],
+            region_name="us-east-1",
+        )
+        s3.put_object(Bucket="exp", Key="cmd/x", Body=b"x")
+        assert [o["Key"] for o in c.list_objects_v2(Bucket="exp", Prefix="cmd/")["Contents"]] == ["cmd/x"]
+        c.close()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=15)
+    # uvicorn shuts down gracefully, then re-raises the signal it caught
+    assert proc.returncode == -signal.SIGTERM and "Traceback" not in err, err
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+AWS = "/usr/bin/aws"  # Debian's AWS CLI v2 (./dev installs it); a pip-installed v1 may shadow it on PATH
+
+
+def test_aws_cli_cp_ls_sync_rm(site, s3, tmp_path):
+    """The AWS CLI's high-level commands, with its default settings, and
+    the bytes read back through fsspec."""
+    import subprocess
+
+    if not os.path.exists(AWS):
+        pytest.fail("Debian's awscli is not installed (./dev setup installs it)")
+    cluster, ep, keys = site
+    env = dict(
+        os.environ,
+        AWS_ACCESS_KEY_ID="alice",
+        AWS_SECRET_ACCESS_KEY=keys["alice"],
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+    )
+
+    def aws(*args: str) -> str:
+        r = subprocess.run([AWS, "--endpoint-url", ep.url, *args], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3):
+        (src / f"f{i}.txt").write_text(f"file {i}\n" * (i + 1))
+    aws("s3", "cp", str(src / "f0.txt"), "s3://exp/cli/one/f0.txt")
+    aws("s3", "sync", str(src), "s3://exp/cli/sync/")
+    listing = aws("s3", "ls", "--recursive", "s3://exp/cli/")
+    assert [line.split()[-1] for line in listing.splitlines()] == [
+        "cli/one/f0.txt",
+        "cli/sync/f0.txt",
+        "cli/sync/f1.txt",
+        "cli/sync/f2.txt",
+    ]
+    assert "PRE one/" in aws("s3", "ls", "s3://exp/cli/")
+    aws("s3", "cp", "s3://exp/cli/sync/f2.txt", str(tmp_path / "back.txt"))
+    assert (tmp_path / "back.txt").read_text() == "file 2\n" * 3
+    StoreTorrentFileSystem.clear_instance_cache()
+    st = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, api_key=keys["alice"], tls=cluster.client_tls)
+    assert st.cat_file("/exp/cli/sync/f1.txt") == b"file 1\n" * 2
+    aws("s3", "rm", "--recursive", "s3://exp/cli/")
+    assert s3.list_objects_v2(Bucket="exp", Prefix="cli/")["KeyCount"] == 0
+
+
+def test_presigned_urls(site, s3):
+    """Presigned GET and PUT work for anyone holding the URL, until it
+    expires; a changed URL is refused."""
+    import urllib.error
+    import urllib.request
+
+    s3.put_object(Bucket="exp", Key="signed/a.txt", Body=b"presigned bytes")
+    v2 = s3.generate_presigned_url("get_object", Params={"Bucket": "exp", "Key": "signed/a.txt"})
+    with pytest.raises(urllib.error.HTTPError) as e:  # boto3's default for presigning: SigV2, refused
+        urllib.request.urlopen(v2)
+    assert "Signature Version 2" in e.value.read().decode()
+    e.value.close()
+    cluster, ep, keys = site
+    s3 = ep.client("alice", keys["alice"], signature_version="s3v4")
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": "exp", "Key": "signed/a.txt"}, ExpiresIn=60)
+    with urllib.request.urlopen(url) as r:
+        assert r.read() == b"presigned bytes"
+    put = s3.generate_presigned_url("put_object", Params={"Bucket": "exp", "Key": "signed/b.txt"}, ExpiresIn=60)
+    with urllib.request.urlopen(urllib.request.Request(put, data=b"uploaded", method="PUT")) as r:
+        assert r.status == 200
+    assert s3.get_object(Bucket="exp", Key="signed/b.txt")["Body"].read() == b"uploaded"
+    for bad, want in ((url.replace("signed/a.txt", "signed/b.txt"), "SignatureDoesNotMatch"),):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(bad)
+        assert e.value.code == 403 and f"<Code>{want}</Code>" in e.value.read().decode()
+        e.value.close()
+    short = s3.generate_presigned_url("get_object", Params={"Bucket": "exp", "Key": "signed/a.txt"}, ExpiresIn=1)
+    time.sleep(2.1)
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(short)
+    body = e.value.read().decode()
+    e.value.close()
+    assert e.value.code == 403 and "<Code>AccessDenied</Code>" in body and "expired" in body
+
+
+def test_multipart_uploads(site, s3, tmp_path):
+    """boto3's managed upload (multipart over 8 MiB, default checksums),
+    the low-level calls, their refusals, and abort."""
+    from boto3.s3.transfer import TransferConfig
+
+    cluster, ep, keys = site
+    big = os.urandom(5 << 20) + bytes(range(256)) * 20000  # ~10 MiB: two parts of 5 MiB and a tail
+    (tmp_path / "big.bin").write_bytes(big)
+    s3.upload_file(
+        str(tmp_path / "big.bin"),
+        "exp",
+        "mp/big.bin",
+        Config=TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20),
+    )
+    assert s3.get_object(Bucket="exp", Key="mp/big.bin")["Body"].read() == big
+    with cluster.client(api_key=keys["alice"]).open("/exp/mp") as f:
+        assert f.get("big.bin") == big
+    # by hand: parts listed, a small part that is not the last refused, abort
+    up = s3.create_multipart_upload(Bucket="exp", Key="mp/manual.bin")["UploadId"]
+    e1 = s3.upload_part(Bucket="exp", Key="mp/manual.bin", UploadId=up, PartNumber=1, Body=b"a" * 100)["ETag"]
+    s3.upload_part(Bucket="exp", Key="mp/manual.bin", UploadId=up, PartNumber=2, Body=b"c" * 100)
+    e2 = s3.upload_part(Bucket="exp", Key="mp/manual.bin", UploadId=up, PartNumber=2, Body=b"b" * 100)["ETag"]
+    assert (e1, e2) == tuple(f'"{hashlib.md5(b * 100).hexdigest()}"' for b in (b"a", b"b"))  # a part's is its MD5
+    parts = s3.list_parts(Bucket="exp", Key="mp/manual.bin", UploadId=up)["Parts"]
+    assert [(p["PartNumber"], p["Size"], p["ETag"]) for p in parts] == [(1, 100, e1), (2, 100, e2)]
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(
+            Bucket="exp",
+            Key="mp/manual.bin",
+            UploadId=up,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]},
+        )
+    assert code(e.value) == "EntityTooSmall"
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(
+            Bucket="exp",
+            Key="mp/manual.bin",
+            UploadId=up,
+            MultipartUpload={"Parts": [{"PartNumber": 2, "ETag": e2}, {"PartNumber": 1, "ETag": e1}]},
+        )
+    assert code(e.value) == "InvalidPartOrder"
+    done = s3.complete_multipart_upload(
+        Bucket="exp", Key="mp/manual.bin", UploadId=up, MultipartUpload={"Parts": [{"PartNumber": 2, "ETag": e2}]}
+    )
+    assert s3.get_object(Bucket="exp", Key="mp/manual.bin")["Body"].read() == b"b" * 100
+    assert s3.head_object(Bucket="exp", Key="mp/manual.bin")["ETag"] == done["ETag"]
+    up2 = s3.create_multipart_upload(Bucket="exp", Key="mp/aborted.bin")["UploadId"]
+    s3.upload_part(Bucket="exp", Key="mp/aborted.bin", UploadId=up2, PartNumber=1, Body=b"x")
+    ups = s3.list_multipart_uploads(Bucket="exp", Prefix="mp/")["Uploads"]
+    assert [(u["Key"], u["UploadId"]) for u in ups] == [("mp/aborted.bin", up2)]
+    s3.abort_multipart_upload(Bucket="exp", Key="mp/aborted.bin", UploadId=up2)
+    with pytest.raises(ClientError) as e:
+        s3.list_parts(Bucket="exp", Key="mp/aborted.bin", UploadId=up2)
+    assert code(e.value) == "NoSuchUpload"
+    listed = [c["Key"] for c in s3.list_objects_v2(Bucket="exp")["Contents"]]
+    assert "mp/big.bin" in listed and "mp/aborted.bin" not in listed and not any(".s3" in k for k in listed)
+    assert not [p for p in (cluster.namespace / "exp").iterdir() if p.name.startswith(".s3-upload-")]
+
+
+def test_large_writes_of_s3fs_and_the_aws_cli_are_multipart(site, s3, tmp_path):
+    import subprocess
+
+    import s3fs
+
+    cluster, ep, keys = site
+    fs = s3fs.S3FileSystem(
+        key="alice", secret=keys["alice"], client_kwargs={"endpoint_url": ep.url}, use_listings_cache=False
+    )
+    data = os.urandom(11 << 20)
+    with fs.open("exp/mpbig/s3fs.bin", "wb", block_size=5 << 20) as f:
+        f.write(data)
+    assert fs.cat_file("exp/mpbig/s3fs.bin") == data
+    assert (
+        fs.cat_file("exp/mpbig/s3fs.bin", start=(5 << 20) - 3, end=(5 << 20) + 3) == data[(5 << 20) - 3 : (5 << 20) + 3]
+    )
+    if not os.path.exists(AWS):
+        pytest.fail("Debian's awscli is not installed (./dev setup installs it)")
+    (tmp_path / "cli.bin").write_bytes(data[: 9 << 20])  # over the CLI's 8 MiB multipart threshold
+    env = dict(
+        os.environ,
+        AWS_ACCESS_KEY_ID="alice",
+        AWS_SECRET_ACCESS_KEY=keys["alice"],
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+    )
+    r = subprocess.run(
+        [AWS, "--endpoint-url", ep.url, "s3", "cp", str(tmp_path / "cli.bin"), "s3://exp/mpbig/cli.bin"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert s3.get_object(Bucket="exp", Key="mpbig/cli.bin")["Body"].read() == data[: 9 << 20]
+
+
+def test_virtual_host_style_and_conditional_put(make_cluster):
+    """With --domain, ``Host: BUCKET.DOMAIN`` names the bucket (boto3's
+    virtual addressing, its requests sent to 127.0.0.1 as no resolver knows
+    the name); path style still works; ``If-None-Match: *`` refuses an
+    existing key; ListObjects v1 and GetBucketLocation answer."""
+    import urllib3
+    from botocore.awsrequest import AWSResponse
+
+    cluster = make_cluster(2)
+    ep = Endpoint(cluster.tracker_addr, None, tls=cluster.client_tls, domain="s3.test")
+    pool = urllib3.PoolManager()
+
+    def to_loopback(request, **kwargs):
+        u = urllib3.util.parse_url(request.url)
+        headers = dict(request.headers.items())
+        headers["Host"] = f"{u.host}:{u.port}"
+        r = pool.request(
+            request.method,
+            f"http://127.0.0.1:{u.port}{u.request_uri}",
+            body=request.body,
+            headers=headers,
+            redirect=False,
+            preload_content=False,
+        )
+        return AWSResponse(request.url, r.status, r.headers, r)
+
+    try:
+        path = ep.client("dev", "x")
+        path.create_bucket(Bucket="vhost")
+        virt = boto3.client(
+            "s3",
+            endpoint_url=f"http://s3.test:{ep.port}",
+            aws_access_key_id="dev",
+            aws_secret_access_key="x",
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "virtual"}, retries={"max_attempts": 1}),
+        )
+        ep.clients.append(virt)
+        virt.meta.events.register("before-send.s3", to_loopback)
+        virt.put_object(Bucket="vhost", Key="run/a.txt", Body=b"virtual")
+        assert path.get_object(Bucket="vhost", Key="run/a.txt")["Body"].read() == b"virtual"
+        assert virt.get_object(Bucket="vhost", Key="run/a.txt")["Body"].read() == b"virtual"
+        assert [c["Key"] for c in virt.list_objects_v2(Bucket="vhost")["Contents"]] == ["run/a.txt"]
+        with pytest.raises(ClientError) as e:
+            path.put_object(Bucket="vhost", Key="run/a.txt", Body=b"again", IfNoneMatch="*")
+        assert code(e.value) == "PreconditionFailed"
+        path.put_object(Bucket="vhost", Key="run/b.txt", Body=b"new", IfNoneMatch="*")
+        assert path.get_object(Bucket="vhost", Key="run/a.txt")["Body"].read() == b"virtual"
+        v1 = path.list_objects(Bucket="vhost", Prefix="run/", MaxKeys=1)
+        assert [c["Key"] for c in v1["Contents"]] == ["run/a.txt"] and v1["IsTruncated"]
+        v1 = path.list_objects(Bucket="vhost", Prefix="run/", Marker="run/a.txt")
+        assert [c["Key"] for c in v1["Contents"]] == ["run/b.txt"] and not v1["IsTruncated"]
+        assert path.get_bucket_location(Bucket="vhost")["LocationConstraint"] is None
+    finally:
+        pool.clear()
+        ep.stop()
+
+
+def reference_listing(keys: list[str], prefix: str, delimiter: str) -> list[str]:
+    """S3's listing of ``keys`` as one list: keys and common prefixes
+    (ending in the delimiter), in order, each once."""
+    out: list[str] = []
+    for k in sorted(keys):
+        if not k.startswith(prefix):
+            continue
+        i = k.find(delimiter, len(prefix)) if delimiter else -1
+        item = k[: i + len(delimiter)] if i >= 0 else k
+        if not out or out[-1] != item:
+            out.append(item)
+    return out
+
+
+def test_listings_match_s3s_rules_page_by_page(site, s3):
+    """Every listing (prefixes at each depth, delimiters '/' and '-', pages
+    of 1, 2 and 1000, with start-after) equals S3's rule applied to all
+    keys, over files made by S3 and by the Client in nested directories."""
+    cluster, ep, keys = site
+    s3.create_bucket(Bucket="lst")
+    made = ["a-1", "a-2", "b", "run/x-1", "run/x-2", "run/y/z", "run-2/q", "deep/er/f1", "deep/er/f2"]
+    for k in made:
+        s3.put_object(Bucket="lst", Key=k, Body=k.encode())
+    with cluster.client(api_key=keys["alice"]).create("/lst/d/run1", replication="x2") as f:
+        for name in ("a", "b/c", "b/d", "b-e", "c/d/e"):
+            f.put(name, name.encode())
+            made.append("d/run1/" + name)
+    with cluster.client(api_key=keys["alice"]).create("/lst/d/run2", replication="x2") as f:
+        f.put("only", b"only")
+        made.append("d/run2/only")
+    prefixes = ["", "a", "d/", "d/run1/", "d/run1/b", "d/run1/b/", "d/run", "deep/", "run", "run/", "zz"]
+    for prefix in prefixes:
+        for delimiter in ("", "/", "-"):
+            want = reference_listing(made, prefix, delimiter)
+            for page in (1, 2, 1000):
+                got: list[str] = []
+                kw: dict = {"Bucket": "lst", "Prefix": prefix, "MaxKeys": page}
+                if delimiter:
+                    kw["Delimiter"] = delimiter
+                for _ in range(100):
+                    r = s3.list_objects_v2(**kw)
+                    items = [c["Key"] for c in r.get("Contents", [])] + [
+                        p["Prefix"] for p in r.get("CommonPrefixes", [])
+                    ]
+                    assert len(items) <= page
+                    got += sorted(items)
+                    if not r["IsTruncated"]:
+                        break
+                    kw["ContinuationToken"] = r["NextContinuationToken"]
+                assert got == want, (prefix, delimiter, page)
+            if want:
+                mid = want[len(want) // 2]
+                r = s3.list_objects_v2(Bucket="lst", Prefix=prefix, Delimiter=delimiter, StartAfter=mid)
+                items = [c["Key"] for c in r.get("Contents", [])] + [p["Prefix"] for p in r.get("CommonPrefixes", [])]
+                assert sorted(items) == [i for i in reference_listing([k for k in made if k > mid], prefix, delimiter)]
+
+
+def test_copy_object_and_conditional_reads(s3):
+    s3.put_object(Bucket="exp", Key="copy/src.bin", Body=b"copied bytes")
+    r = s3.copy_object(Bucket="exp", Key="copy/dst/a.bin", CopySource={"Bucket": "exp", "Key": "copy/src.bin"})
+    assert s3.get_object(Bucket="exp", Key="copy/dst/a.bin")["Body"].read() == b"copied bytes"
+    head = s3.head_object(Bucket="exp", Key="copy/dst/a.bin")
+    assert head["ETag"] == r["CopyObjectResult"]["ETag"]
+    with pytest.raises(ClientError) as e:
+        s3.copy_object(Bucket="exp", Key="copy/x", CopySource={"Bucket": "exp", "Key": "copy/missing"})
+    assert code(e.value) == "NoSuchKey"
+    later = head["LastModified"] + datetime.timedelta(seconds=5)
+    earlier = head["LastModified"] - datetime.timedelta(seconds=5)
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="copy/dst/a.bin", IfModifiedSince=later)
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 304
+    assert s3.get_object(Bucket="exp", Key="copy/dst/a.bin", IfModifiedSince=earlier)["Body"].read() == b"copied bytes"
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="copy/dst/a.bin", IfUnmodifiedSince=earlier)
+    assert code(e.value) == "PreconditionFailed"
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="copy/dst/a.bin", IfMatch='"0123"')
+    assert code(e.value) == "PreconditionFailed"
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="copy/dst/a.bin", IfNoneMatch=head["ETag"])
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 304
+
+
+def test_sigv4_checks_against_botocores_signer(tmp_path):
+    """The verifier against requests signed by botocore's own SigV4Auth:
+    taken as signed, and refused when the clock is skewed, the region or
+    secret is wrong, or a signed header or the query changed."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from st_integrations.s3.auth import Keys, authenticate
+    from st_integrations.s3.errors import S3Error
+
+    (tmp_path / "k.toml").write_text('[users]\nalice = "s3cr3t"\n')
+    keys = Keys(tmp_path / "k.toml")
+
+    def signed(secret="s3cr3t", region="us-east-1", url="http://h:1/b/k%20x?list-type=2&prefix=a%2Fb"):
+        req = AWSRequest("GET", url, headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+        S3SigV4Auth(Credentials("alice", secret), "s3", region).add_auth(req)
+        headers = {k.lower(): [v] for k, v in req.headers.items()}
+        headers["host"] = ["h:1"]
+        path, _, query = url.split("//", 1)[1].partition("/")[2].partition("?")
+        return "/" + path, query, headers
+
+    def check(path, query, headers, now=None):
+        return authenticate(keys, "GET", path, query, headers, now=now)
+
+    path, query, headers = signed()
+    assert check(path, query, headers).user == "alice"
+    for bad, want in (
+        (lambda: check(path, query, headers, now=time.time() + 3600), "RequestTimeTooSkewed"),
+        (lambda: check(*signed(region="eu-west-1")), "AuthorizationHeaderMalformed"),
+        (lambda: check(*signed(secret="wrong")), "SignatureDoesNotMatch"),
+        (lambda: check(path, query.replace("prefix=a", "prefix=c"), headers), "SignatureDoesNotMatch"),
+        (lambda: check(path + "y", query, headers), "SignatureDoesNotMatch"),
+        (lambda: check(path, query, {**headers, "x-amz-date": ["20200101T000000Z"]}), "RequestTimeTooSkewed"),
+        (lambda: check(path, query, {k: v for k, v in headers.items() if k != "authorization"}), "AccessDenied"),
+    ):
+        with pytest.raises(S3Error) as e:
+            bad()
+        assert e.value.code == want
+
+
+def test_a_huge_key_is_refused(s3):
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="exp", Key="huge/" + "k" * 1100, Body=b"x")
+    assert code(e.value) == "KeyTooLongError"
+    assert s3.list_objects_v2(Bucket="exp", Prefix="huge/")["KeyCount"] == 0
+
+
+def test_keymap_and_fsspec_resolve_keys_alike(site, s3):
+    """For existing files, the key map names the file and record fsspec's
+    own resolution finds (until fsspec moves onto the key map)."""
+    from st_integrations.keymap import KeyMap
+
+    cluster, ep, keys = site
+    c = cluster.client(api_key=keys["alice"])
+    for name in ("/exp/agree/run1", "/exp/agree/d/run2", "/exp/agree/d/run2x"):
+        with c.create(name, replication="x2") as f:
+            f.put("r", b"r")
+    StoreTorrentFileSystem.clear_instance_cache()
+    fs = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, api_key=keys["alice"], tls=cluster.client_tls)
+    km = KeyMap(c)
+    for key in ("agree/run1/r", "agree/run1/a/b/c", "agree/d/run2/x.parquet", "agree/d/run2x/y/z"):
+        kind, file, rest = fs.st_lookup("/exp/" + key)
+        t = km.resolve("exp", key)
+        assert kind == "inside" and (t.file, t.record, t.exists) == (file, rest, True), key
+    # a new key: one component below the deepest directory (docs/s3.md: fsspec's writer differs)
+    assert km.resolve("exp", "agree/d/new/k/l") == Target("/exp/agree/d/new", "k/l", False)
+    assert fs.st_lookup("/exp/agree/d/new/k/l")[0] == "missing"
+
+
+def test_a_striped_object_and_its_ranges(site, s3):
+    """A striped object (written by the Client with 1 MiB stripes) through
+    S3: HEAD, listing, a whole GET, and ranges inside and across stripes."""
+    cluster, ep, keys = site
+    data = os.urandom(5 << 20) + b"tail"
+    with cluster.client(api_key=keys["alice"]).create("/exp/striped", replication="x2") as f:
+        f.put_object("obj.bin", data, stripe_size=1 << 20)
+    assert s3.head_object(Bucket="exp", Key="striped/obj.bin")["ContentLength"] == len(data)
+    assert [(c["Key"], c["Size"]) for c in s3.list_objects_v2(Bucket="exp", Prefix="striped/")["Contents"]] == [
+        ("striped/obj.bin", len(data))
+    ]
+    assert s3.get_object(Bucket="exp", Key="striped/obj.bin")["Body"].read() == data
+    for a, b in ((0, 9), ((1 << 20) - 5, (1 << 20) + 5), ((3 << 20) + 7, (5 << 20) + 3)):
+        got = s3.get_object(Bucket="exp", Key="striped/obj.bin", Range=f"bytes={a}-{b}")
+        assert got["Body"].read() == data[a : b + 1] and got["ContentRange"] == f"bytes {a}-{b}/{len(data)}"
+    assert s3.get_object(Bucket="exp", Key="striped/obj.bin", Range="bytes=-4")["Body"].read() == b"tail"
+
+
+def test_pyarrow_s3filesystem_writes_and_reads_a_partitioned_dataset(site, s3):
+    """pyarrow's own S3 client (the AWS C++ SDK): a bucket made, a
+    partitioned Parquet dataset written (with its directory markers) and
+    read back, and one part read through fsspec."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    cluster, ep, keys = site
+    fs = pafs.S3FileSystem(
+        access_key="alice",
+        secret_key=keys["alice"],
+        endpoint_override=f"127.0.0.1:{ep.port}",
+        scheme="http",
+        region="us-east-1",
+        allow_bucket_creation=True,
+    )
+    fs.create_dir("arrowb")
+    table = pa.table({"x": list(range(600)), "g": [i % 3 for i in range(600)]})
+    ds.write_dataset(table, "arrowb/data", filesystem=fs, format="parquet", partitioning=["g"])
+    files = sorted(
+        f.path
+        for f in fs.get_file_info(pafs.FileSelector("arrowb/data", recursive=True))
+        if f.type == pafs.FileType.File
+    )
+    assert files == [f"arrowb/data/{g}/part-0.parquet" for g in range(3)]
+    back = ds.dataset("arrowb/data", filesystem=fs, format="parquet", partitioning=["g"]).to_table()
+    assert sorted(back.column("x").to_pylist()) == list(range(600))
+    StoreTorrentFileSystem.clear_instance_cache()
+    st = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, api_key=keys["alice"], tls=cluster.client_tls)
+    part = pq.read_table(st.open("/arrowb/data/1/part-0.parquet"))
+    assert part.column("x").to_pylist() == list(range(1, 600, 3))
+
+
+def test_polars_reads_and_scans_parquet_over_s3(site, s3):
+    """Polars (Rust object_store, its own S3 client and signer) reads and
+    scans Parquet written through boto3."""
+    import polars as pl
+
+    cluster, ep, keys = site
+    df = pd.DataFrame({"x": range(300), "s": [f"r{i}" for i in range(300)]})
+    for i in range(2):
+        b = io.BytesIO()
+        df.iloc[i * 150 : (i + 1) * 150].to_parquet(b, index=False)
+        s3.put_object(Bucket="exp", Key=f"polars/part-{i}.parquet", Body=b.getvalue())
+    opts = {
+        "aws_endpoint_url": ep.url,
+        "aws_access_key_id": "alice",
+        "aws_secret_access_key": keys["alice"],
+        "aws_region": "us-east-1",
+        "aws_allow_http": "true",
+    }
+    one = pl.read_parquet("s3://exp/polars/part-1.parquet", storage_options=opts)
+    assert one["x"].to_list() == list(range(150, 300))
+    total = pl.scan_parquet("s3://exp/polars/*.parquet", storage_options=opts).select(pl.col("x").sum()).collect()
+    assert total.item() == sum(range(300))
+
+
+RCLONE = "/usr/bin/rclone"  # Debian's rclone (./dev installs it)
+
+
+def test_rclone_copies_lists_and_checks(site, s3, tmp_path):
+    """rclone (Go, its own S3 client): a folder copied up, listed, checked
+    against the local copy (sizes and hashes as rclone compares them), and
+    copied back."""
+    import subprocess
+
+    if not os.path.exists(RCLONE):
+        pytest.fail("Debian's rclone is not installed (./dev setup installs it)")
+    cluster, ep, keys = site
+    env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}  # rclone's SDK fails on it over http
+    env["RCLONE_CONFIG"] = str(tmp_path / "none.conf")
+    remote = (
+        f":s3,provider=Other,access_key_id=alice,secret_access_key={keys['alice']},"
+        f"endpoint='{ep.url}',region=us-east-1,force_path_style=true:"
+    )
+
+    def rclone(*args: str) -> str:
+        r = subprocess.run([RCLONE, *args], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    for i in range(3):
+        (src / f"f{i}.bin").write_bytes(os.urandom(1000 * (i + 1)))
+    (src / "sub" / "g.txt").write_text("nested\n")
+    rclone("copy", str(src), remote + "exp/rclone")
+    listed = sorted(rclone("lsf", "-R", "--files-only", remote + "exp/rclone").split())
+    assert listed == ["f0.bin", "f1.bin", "f2.bin", "sub/g.txt"]
+    rclone("check", str(src), remote + "exp/rclone")
+    rclone("copy", remote + "exp/rclone", str(tmp_path / "back"))
+    assert (tmp_path / "back" / "sub" / "g.txt").read_text() == "nested\n"
+    assert (tmp_path / "back" / "f2.bin").read_bytes() == (src / "f2.bin").read_bytes()
+
+
+def test_a_directory_made_by_the_client_is_a_bucket(site, s3):
+    """A top-level directory made by the Client (no /B/.s3) is listed as a
+    bucket and takes top-level keys: the first such PUT makes /B/.s3."""
+    cluster, ep, keys = site
+    with cluster.client(api_key=keys["alice"]).create("/plainb/run1", replication="x2") as f:
+        f.put("r", b"r")
+    assert "plainb" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="plainb", Key="top.txt")
+    assert code(e.value) == "NoSuchKey"
+    s3.put_object(Bucket="plainb", Key="top.txt", Body=b"top")
+    assert [c["Key"] for c in s3.list_objects_v2(Bucket="plainb")["Contents"]] == ["run1/r", "top.txt"]
+
+
+def test_quotas_apply_through_s3(site):
+    """carol's quota (300 kB stored, all copies) holds for S3 PUTs: an x2
+    object of 200 kB is refused with QuotaExceeded and nothing is stored."""
+    cluster, ep, keys = site
+    c = ep.client("carol", keys["carol"])
+    c.create_bucket(Bucket="carolb")
+    c.put_object(Bucket="carolb", Key="run/small", Body=b"s" * 1000)
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="carolb", Key="run/big", Body=os.urandom(200_000))
+    assert code(e.value) == "QuotaExceeded"
+    assert [o["Key"] for o in c.list_objects_v2(Bucket="carolb")["Contents"]] == ["run/small"]
+
+
+def test_a_key_that_is_also_a_folder_is_refused(s3):
+    """A record is a record or a folder, never both (docs/decisions.md,
+    "Record names"): S3's keys "a" and "a/b" cannot both be objects here;
+    the second is refused with InvalidArgument, the first kept."""
+    s3.put_object(Bucket="exp", Key="tree/run/a", Body=b"a record")
+    for key in ("tree/run/a/b", "tree/run"):
+        with pytest.raises(ClientError) as e:
+            s3.put_object(Bucket="exp", Key=key, Body=b"x")
+        assert code(e.value) == "InvalidArgument"
+    s3.put_object(Bucket="exp", Key="tree/run/c/d", Body=b"folder c")
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="exp", Key="tree/run/c", Body=b"x")
+    assert code(e.value) == "InvalidArgument"
+    assert [c["Key"] for c in s3.list_objects_v2(Bucket="exp", Prefix="tree/")["Contents"]] == [
+        "tree/run/a",
+        "tree/run/c/d",
+    ]
