@@ -15,6 +15,7 @@ import io
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -459,3 +460,11 @@ def rename_in_infofile(cluster, file: str, renames: dict[str, str]) -> None:
         con.close()
     cluster.start_tracker()
     cluster.wait_for_peers(cluster.n_peers)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (bound and released: another
+    process may take it before the caller does)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -23,18 +23,13 @@ import pandas as pd
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from conftest import poll_for
+from helpers import free_port
 
 from st_integrations.fsspec_fs import StoreTorrentFileSystem
 from st_integrations.keymap import BadKeyError, Target, key_of, new_target
 from st_integrations.s3.chunked import decode_aws_chunked
 from st_integrations.s3.server import make_server
-from tests.conftest import poll_for
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Endpoint:

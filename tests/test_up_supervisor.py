@@ -8,18 +8,11 @@ import json
 import os
 import re
 import signal
-import socket
 
 from conftest import poll_for
-from helpers import pid_alive, st, start_up, stop_up, up_peer_pid
+from helpers import free_port, pid_alive, st, start_up, stop_up, up_peer_pid
 
 from st_py.deploy.cluster import read_cluster_file
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _plain_lines(text: str) -> list[str]:
@@ -35,7 +28,7 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
     src.mkdir()
     for i in range(6):
         (src / f"{i}.bin").write_bytes(bytes([i]) * 500)
-    status_port = _free_port()
+    status_port = free_port()
     printed = tmp_path / "up.out"
     up = start_up(data, "--metrics-port", str(status_port), out=printed)
     try:
