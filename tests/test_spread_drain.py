@@ -289,7 +289,7 @@ def test_drain_a_live_peer_with_x1_records(make_cluster):
         assert copies_on(cluster, name, victim) == 0
         with c.open("/drain/x2") as f:
             for i in range(30):
-                f.put(f"late/{name}/{i}", b"late")
+                f.put(f"late{name}/{i}", b"late")  # late/drain/new1/0: a relative path
         assert copies_on(cluster, "/drain/x2", victim) == 0
 
     new_file_avoids("/drain/new1")

@@ -373,7 +373,14 @@ def connect_files(client, names: list[str], data: bool = False, as_of=None):
 
         # the paths as given: a path inside a file selects its records here too; read when
         # registered, kept for the queries (st_integrations.records_data)
-        con.register("records_data", RecordsData(names, tracker=client.tracker.address, as_of=as_of))
+        rd = RecordsData(names, tracker=client.tracker.address, as_of=as_of)
+        try:
+            rd.current()  # planned and read here, so an error is raised as itself, not wrapped by DuckDB
+        except BaseException:
+            rd.close()
+            con.close()
+            raise
+        con.register("records_data", rd)
         # A connection left open scans records through Python on Arrow's
         # threads: it is closed at exit, before Python finalizes.
         close_at_exit(con)

@@ -412,7 +412,10 @@ class RecordsData(ds.Dataset):
         self.stats["bytes_read"] += buf.size
         fmt = detect_source(ref.name, buf)
         if fmt == "raw":
-            e = _Kept(ref.name, fmt, buf, table=pa.table({"record": [ref.name], "data": [buf]}, schema=RAW_SCHEMA))
+            data = pa.Array.from_buffers(  # the record's bytes as one binary value, not copied
+                RAW_SCHEMA.field("data").type, 1, [None, pa.array([0, buf.size], pa.int32()).buffers()[1], buf]
+            )
+            e = _Kept(ref.name, fmt, buf, table=pa.table([pa.array([ref.name]), data], schema=RAW_SCHEMA))
         elif fmt == "arrows":
             e = _Kept(ref.name, fmt, buf, table=pa.ipc.open_stream(pa.BufferReader(buf)).read_all())
         else:
