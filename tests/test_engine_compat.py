@@ -220,6 +220,21 @@ def test_dask_plugin_pins_each_partition_to_its_peers_worker(
     assert _compat_lines(fresh_warnings) == []
 
 
+def test_dask_plugin_pins_a_persisted_read(parquet_cluster, dclient, peer_of, fresh_warnings, pins_made):
+    """persist() sends the read graph as compute() does: its read tasks are
+    pinned too (a reader that built its graph under another convert-string
+    setting reached the scheduler with no ReadUnit in its read tasks, and
+    the plugin pinned nothing, with one warning)."""
+    from distributed import wait
+
+    ddf = _dask_read(parquet_cluster, dclient).persist()
+    wait(ddf)
+    df = ddf.map_partitions(with_dask_worker).compute()
+    _check_answer(df)
+    assert sum(pins_made) > 4
+    assert _compat_lines(fresh_warnings) == []
+
+
 def test_dask_untested_version_pins_nothing_same_answer_one_line(
     parquet_cluster, dclient, fresh_warnings, pins_made, monkeypatch
 ):

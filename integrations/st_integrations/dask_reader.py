@@ -106,6 +106,10 @@ def types_mapper(dtype_backend: str | None, convert: bool = True):
                 return pd.StringDtype("pyarrow")
             if t in (pa.date32(), pa.date64()) or pa.types.is_decimal(t):
                 return pd.ArrowDtype(t)
+            if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+                # bytes stay bytes: Dask's convert-string would decode an object column of
+                # bytes as UTF-8 strings (cells are still ``bytes`` objects)
+                return pd.ArrowDtype(t)
         if dtype_backend == "numpy_nullable":
             return nullable.get(t)
         if dtype_backend == "pyarrow":
@@ -343,7 +347,6 @@ def read_storetorrent(
     Safe to call from several threads with one Client: registering the
     plugin runs on the scheduler's event loop.
     """
-    import dask
     import dask.dataframe as dd
     from dask.utils import parse_bytes
 
@@ -407,16 +410,19 @@ def read_storetorrent(
     meta.attrs[GENERATION_ATTR] = generation
     units = plan.units or [ReadUnit("")]
     # The partitions have Dask's string dtypes already (types_mapper), as
-    # dd.read_parquet's do: from_map's own conversion of object columns to
-    # strings would also decode binary columns (bytes) as UTF-8.
-    with dask.config.set({"dataframe.convert-string": False}):
-        ddf = dd.from_map(
-            _ReadPartition(schema, filt, opts, cols, generation, dtype_backend, cats, convert),
-            units,
-            meta=meta,
-            label="read-storetorrent",
-            enforce_metadata=False,
-        )
+    # dd.read_parquet's do, and binary columns Arrow's (so from_map's own
+    # conversion of object columns to strings never decodes bytes). No
+    # dask.config.set around from_map: an expression built under another
+    # convert-string setting than the one it is computed under reaches the
+    # scheduler without its ReadUnit in the read task, and the pinning
+    # plugin then pins nothing (seen with persist()).
+    ddf = dd.from_map(
+        _ReadPartition(schema, filt, opts, cols, generation, dtype_backend, cats, convert),
+        units,
+        meta=meta,
+        label="read-storetorrent",
+        enforce_metadata=False,
+    )
     out = ddf[series] if series is not None else ddf
     out.attrs = {GENERATION_ATTR: generation}
     return out
