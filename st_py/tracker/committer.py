@@ -10,8 +10,12 @@ through the same lock, so one connection never runs two transactions.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, replace
 
+from .apply.applier import apply_infofile_op
+from .apply.oplog import OpLog
+from .apply.ops import INFOFILE_WRITES, InfofileOp, decode
 from .infofile_writer import Conflict, InfofileWriter
 
 
@@ -38,16 +42,25 @@ class Committer:
     arrive while a transaction runs are taken together by the next one;
     deletes and other writes (:meth:`run`) go through the same lock.
 
+    Every change goes through the metadata log first (:meth:`write`,
+    docs/metadata-log.md): the operation is appended, then applied by
+    :func:`~.apply.applier.apply_infofile_op` from its encoded form (so the
+    first apply is the one a replay repeats), and its result is the reply.
+
     Not thread-safe: used on the tracker's event loop; the transactions run in
     a worker thread, one at a time."""
 
-    def __init__(self, writer: InfofileWriter, stats: CommitStats | None = None):
+    def __init__(
+        self, writer: InfofileWriter, stats: CommitStats | None = None, log: OpLog | None = None, name: str = ""
+    ):
         self.writer = writer
+        self.log = log
         self.stats = stats if stats is not None else CommitStats()
         meta = writer.meta()
         self._meta = meta
         npeers = writer.conn.execute("SELECT count(*) FROM peers").fetchone()[0]
         self.meta = FileMeta(int(meta["file_id"]), int(meta["copies"]), int(npeers))
+        self.name = name or str(meta.get("name", ""))  # the file's namespace name, in its log entries
         self._lock = asyncio.Lock()
         self._queue: list[tuple[list, asyncio.Future, str]] = []
         self.gone = False  # retired (its file deleted): every later request fails with FileNotFoundError
@@ -62,14 +75,19 @@ class Committer:
         """
         fut = asyncio.get_running_loop().create_future()
         self._queue.append((batch, fut, request_id))
+        # the transaction goes on if this caller is cancelled (its client went away): the others wait for it
+        await asyncio.shield(asyncio.ensure_future(self._commit_queued(fut)))
+        return await fut
+
+    async def _commit_queued(self, fut: asyncio.Future) -> None:
+        """Commit every queued request in one transaction, unless ``fut``'s
+        was taken by an earlier one."""
         async with self._lock:
             if not fut.done():
                 jobs, self._queue = self._queue, []
                 try:
                     self._check_here()
-                    gen, new, conflicts, _ = await asyncio.to_thread(
-                        self.writer.commit_requests, [(rid, b) for b, _, rid in jobs]
-                    )
+                    gen, new, conflicts, _ = await self._write("commit_requests", [(rid, b) for b, _, rid in jobs])
                 except Exception as e:  # every waiting request hears of it
                     for _, f, _ in jobs:
                         if not f.done():
@@ -84,7 +102,6 @@ class Committer:
                         f.set_result(
                             (gen, sum(1 for n in names if n in new), [by_name[n] for n in names if n in by_name])
                         )
-        return await fut
 
     def writer_meta(self) -> dict:
         """The infofile's meta (owner, group, mode ...) as cached: only
@@ -93,31 +110,75 @@ class Committer:
 
     async def set_meta(self, values: dict) -> None:
         """Set infofile meta keys ``values`` (owner, group, mode...) and the cached copy of them."""
-        await self.run(self.writer.set_meta, values)
+        await self.write("set_meta", values)
         self._meta.update(values)
 
     async def move_copies(self, moves: list[tuple]) -> tuple[int, int, list[Conflict]]:
         """Rebalance moves in one transaction, after the commits queued now."""
-        return await self.run(self.writer.move_copies, moves)
+        return await self.write("move_copies", moves)
 
     async def add_peers(self, peers: list[tuple[str, str]]) -> list[tuple[int, str, str]]:
         """Extend the peerlist; commits may then name the new peer indexes."""
-        rows = await self.run(self.writer.add_peers, peers)
+        rows = await self.write("add_peers", peers)
         if rows:
             self.meta = replace(self.meta, npeers=self.meta.npeers + len(rows))
         return rows
 
     async def run(self, fn, *args):
-        """Run ``fn(*args)`` on the writer in a thread, alone.
+        """Run ``fn(*args)``, a read of the writer's infofile, in a thread,
+        alone. Writes go through :meth:`write`.
 
         Raises
         ------
         FileNotFoundError
             The committer was retired (:meth:`retire`): its file is gone.
+        ValueError
+            ``fn`` is a write of the infofile (one of INFOFILE_WRITES).
         """
+        if getattr(fn, "__name__", "") in INFOFILE_WRITES and getattr(fn, "__self__", None) is self.writer:
+            raise ValueError(f"{fn.__name__} changes the infofile: use Committer.write")
         async with self._lock:
             self._check_here()
             return await asyncio.to_thread(fn, *args)
+
+    async def write(self, kind: str, *args):
+        """Change the infofile: the writer method ``kind`` (one of
+        INFOFILE_WRITES) with ``args``, through the metadata log, alone;
+        returns the method's result.
+
+        Raises
+        ------
+        FileNotFoundError
+            The committer was retired (:meth:`retire`): its file is gone.
+        Exception
+            Whatever the log's append raises (nothing changed), or the
+            writer method (its transaction rolled back; the entry is marked
+            failed, so no replay applies it).
+        """
+        # the change goes on if this caller is cancelled: the log took it, so it is applied
+        return await asyncio.shield(asyncio.ensure_future(self._locked_write(kind, *args)))
+
+    async def _locked_write(self, kind: str, *args):
+        async with self._lock:
+            self._check_here()
+            return await self._write(kind, *args)
+
+    async def _write(self, kind: str, *args):
+        """:meth:`write` under the lock the caller holds."""
+        if self.log is None:  # a writer outside a tracker (tools, tests of the format)
+            return await asyncio.to_thread(getattr(self.writer, kind), *args)
+        payload = InfofileOp(
+            self.name, self.meta.file_id, kind, tuple(args), time.time(), self.writer.log_index
+        ).encode()
+        index = await self.log.append(payload)
+        op = decode(payload, index)  # applied as a replay would apply it
+        try:
+            res = await asyncio.to_thread(apply_infofile_op, self.writer, op, index)
+        except BaseException:
+            await self.log.failed(index)  # marked failed: no replay applies it
+            raise
+        self.log.done(index)
+        return res
 
     def _check_here(self) -> None:
         if self.gone:

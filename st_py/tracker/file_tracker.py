@@ -39,12 +39,14 @@ from st_py._proto import tracker_pb2_grpc as pb_grpc
 from st_py.wire.tls import server_credentials
 
 from .access import AccessError, Owner, User, Users
+from .apply.oplog import OpLog
 from .committer import CommitStats, Committer
 from .file_trackers import channel_to, master_pid_watch
 from .guard import owner_of_meta
 from .infofile_writer import DEFAULT_HISTORY_AGE_S
 from .leases import Leases, LeaseStore
 from .lock import TrackerLock
+from .log.local import LocalLog
 from .routing import Admission, admission_deltas, refuse
 from .service import TrackerService, refuse_if_snapshots
 from .shards import InternalTokens, shard_of
@@ -201,6 +203,7 @@ class FileTrackerService(TrackerService):
         key: bytes | None = None,
         users: Users | None = None,
         lease_store: LeaseStore | None = None,
+        oplog: OpLog | None = None,
     ):
         # Only the writer's state: the namespace, peers, usage and reservations are the master's.
         self.root = root
@@ -215,6 +218,9 @@ class FileTrackerService(TrackerService):
         self._peer_ids: dict[int, dict[int, str]] = {}
         self._creating: dict[str, int] = {}
         self.leases = Leases(store=lease_store)  # this shard's leases, kept across its restarts
+        if oplog is None:
+            raise ValueError("a per-file tracker needs its shard's metadata log (serve_file_tracker opens it)")
+        self.oplog = oplog  # this shard's metadata log: every change of its infofiles goes through it
         self.shard, self.shards = shard, shards
         self.file_trackers = None
         self.internal_key = internal_key
@@ -341,8 +347,8 @@ class FileTrackerService(TrackerService):
             c = self._committer(name)
             if c is None or (request.file_id and c.meta.file_id != request.file_id):
                 return pb.FileControlReply(conflicts=[f"{name}: the file is gone"])
-            gen, done, conflicts = await c.run(
-                c.writer.unstore_copies, [(b.name, b.copy_rank, request.peer_id, b.crc32c) for b in request.bad_copies]
+            gen, done, conflicts = await c.write(
+                "unstore_copies", [(b.name, b.copy_rank, request.peer_id, b.crc32c) for b in request.bad_copies]
             )
             return pb.FileControlReply(
                 file_id=c.meta.file_id,
@@ -443,9 +449,11 @@ async def serve_file_tracker(
         key,
         users,
         lease_store=LeaseStore(state_dir / f"leases-{shard}.db"),
+        oplog=OpLog(LocalLog(state_dir / f"log-{shard}.db")),
     )
     service.mutual_tls = bool(tls and tls[2])
     service.history_age_s = history_age_s
+    service.replay_log()  # what a kill left between the log and the infofiles, before anything is served
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", 256 * 1024 * 1024),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,18 @@ from st_py.core.record_names import (
     tree_conflict,
     tree_conflicts,
 )
+
+# The time of the operation being applied, per applying thread (None: none
+# is, and the wall clock is read). An operation of the metadata log carries
+# the time it was proposed at, so applying it again (a replay, a replica)
+# writes the same rows (docs/metadata-log.md, "The apply loop").
+_CLOCK = threading.local()
+
+
+def _now() -> float:
+    """The applied operation's time (unix s), else the wall clock."""
+    at = getattr(_CLOCK, "at", None)
+    return time.time() if at is None else at
 
 
 @dataclass(frozen=True)
@@ -223,7 +236,7 @@ def _retained_to_history(c: sqlite3.Connection, name: str, until: int, rank: int
         "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at, retained_until) "
         "SELECT name, copy_rank, peer_idx, since, ?, stored_as, ?, until FROM retained_copies "
         "WHERE name = ? AND until = ? AND copy_rank = ?",
-        (gen, time.time(), name, until, rank),
+        (gen, _now(), name, until, rank),
     )
 
 
@@ -231,7 +244,7 @@ def _set_generation(c: sqlite3.Connection, gen: int) -> None:
     """Make ``gen`` the file's generation and log when (the generation log,
     docs/snapshots.md), inside the caller's transaction."""
     c.execute("UPDATE meta SET value=? WHERE key='generation'", (gen,))
-    c.execute("INSERT OR REPLACE INTO generations(generation, at) VALUES (?, ?)", (gen, time.time()))
+    c.execute("INSERT OR REPLACE INTO generations(generation, at) VALUES (?, ?)", (gen, _now()))
 
 
 _HELD = HELD  # a past version v is held by a snapshot taken while it was current
@@ -282,7 +295,13 @@ class InfofileWriter:
             "INSERT OR IGNORE INTO meta(key, value) SELECT 'history_from', value FROM meta WHERE key = 'generation'"
         )
         self.history_age = DEFAULT_HISTORY_AGE_S
-        self._pruned_at = 0.0
+        # when history was last pruned, kept in meta so a replay prunes where the first apply did
+        self._pruned_at = float(self._meta_value("pruned_at", 0.0))
+        # the index of the metadata log's last operation applied here (meta.log_index, written
+        # in the transaction that applied it: docs/metadata-log.md, "The apply loop"); None
+        # while no operation is being applied
+        self.log_index = int(self._meta_value("log_index", 0))
+        self._applying: int | None = None
         # (names, bytes) as :meth:`stats` counts them, kept up to date by the
         # plain group commits of this writer (the infofile's only one) so a
         # quota check per commit does not sum 10^6 sizes; None: count again.
@@ -320,6 +339,23 @@ class InfofileWriter:
         """The infofile's meta table as a dict of strings."""
         return dict(self.conn.execute("SELECT key, value FROM meta"))
 
+    def _meta_value(self, key: str, default):
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None or row[0] is None else row[0]
+
+    @contextlib.contextmanager
+    def applying(self, index: int, at: float):
+        """Apply the metadata log's operation ``index`` proposed at ``at``
+        (unix s) in this block, in this thread: the writer's transactions
+        read ``at`` as the time and record ``index`` as ``meta.log_index``
+        in the same transaction (etcd's consistent index), so applying is
+        idempotent by log position (st_py/tracker/apply/applier.py)."""
+        _CLOCK.at, self._applying = at, index
+        try:
+            yield self
+        finally:
+            _CLOCK.at, self._applying = None, None
+
     @contextlib.contextmanager
     def _transaction(self):
         """One write transaction (BEGIN IMMEDIATE: the write lock at once);
@@ -329,11 +365,16 @@ class InfofileWriter:
         c.execute("BEGIN IMMEDIATE")
         try:
             yield c
+            if self._applying is not None:
+                c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('log_index', ?)", (self._applying,))
             c.execute("COMMIT")
         except BaseException:
             self._stats = None
             c.execute("ROLLBACK")
+            self._pruned_at = float(self._meta_value("pruned_at", 0.0))
             raise
+        if self._applying is not None:
+            self.log_index = self._applying
         if self._stats is not None and self._delta is not None:
             self._stats = (self._stats[0] + self._delta[0], self._stats[1] + self._delta[1])
         else:
@@ -370,7 +411,7 @@ class InfofileWriter:
             records = [r for rid, recs in jobs if not (rid and rid in done) for r in recs]
             self._delta = (0, 0)
             gen, new, conflicts = self._commit(c, records)
-            now = time.time()
+            now = _now()
             c.executemany(
                 "INSERT OR IGNORE INTO commit_requests(request_id, generation, at) VALUES (?, ?, ?)",
                 [(rid, gen, now) for rid in ids if rid not in done],
@@ -422,7 +463,7 @@ class InfofileWriter:
             q = f"SELECT name, size, crc32c FROM records WHERE name IN ({','.join('?' * len(chunk))})"
             for name, size, crc in c.execute(q, chunk):
                 existing[name] = (size, crc)
-        now = time.time()
+        now = _now()
         new_rows: list[tuple] = []
         copy_rows: list[tuple] = []
         conflicts: list[Conflict] = []
@@ -638,7 +679,7 @@ class InfofileWriter:
         """
         with self._transaction() as c:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
-            now = time.time()
+            now = _now()
             added, conflicts = 0, []
             schema_ids = _schema_ids(c, objects, 5)
             for obj in objects:
@@ -741,7 +782,7 @@ class InfofileWriter:
         to ``copy_history``, so a read as of an older generation still finds
         them while they are retained."""
         removed = nbytes = 0
-        now = time.time()
+        now = _now()
         for i in range(0, len(names), 500):
             chunk = names[i : i + 500]
             marks = ",".join("?" * len(chunk))
@@ -784,9 +825,10 @@ class InfofileWriter:
     def _maybe_prune(self, c: sqlite3.Connection) -> None:
         """:meth:`prune` inside the caller's transaction, at most every
         ``PRUNE_EVERY_S`` seconds."""
-        now = time.time()
+        now = _now()
         if now - self._pruned_at >= min(PRUNE_EVERY_S, self.history_age):
             self._pruned_at = now
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('pruned_at', ?)", (now,))
             self._prune(c, now - self.history_age)
 
     def prune(self, older_than: float | None = None) -> int:
@@ -796,7 +838,7 @@ class InfofileWriter:
         past versions dropped. Their copies are then uncommitted on the
         peers, whose scrubbers remove them after ``--scrub-age``."""
         with self._transaction() as c:
-            return self._prune(c, time.time() - self.history_age if older_than is None else older_than)
+            return self._prune(c, _now() - self.history_age if older_than is None else older_than)
 
     @staticmethod
     def _prune(c: sqlite3.Connection, cutoff: float) -> int:
@@ -841,7 +883,7 @@ class InfofileWriter:
         ------
         SnapshotExistsError
         """
-        now = time.time()
+        now = _now()
         with self._transaction() as c:
             if c.execute("SELECT 1 FROM snapshots WHERE name = ?", (name,)).fetchone() is not None:
                 raise SnapshotExistsError(name)
@@ -877,7 +919,7 @@ class InfofileWriter:
             before = retained_bytes(c)
             c.execute("DELETE FROM snapshots WHERE name = ?", (name,))
             released = before - retained_bytes(c)
-            self._prune(c, time.time() - self.history_age)
+            self._prune(c, _now() - self.history_age)
         return str(row[0]), int(row[1]), float(row[2]), released
 
     def retained_bytes(self) -> int:
@@ -959,7 +1001,7 @@ class InfofileWriter:
                     c.execute(
                         "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, "
                         "until_at) SELECT ?, ?, ?, ?, ?, stored_as, ? FROM records WHERE name = ?",
-                        (name, rank, old, since, gen, time.time(), name),
+                        (name, rank, old, since, gen, _now(), name),
                     )
                     c.execute(
                         "UPDATE copies SET peer_idx = ?, since = ? WHERE name = ? AND copy_rank = ?",
@@ -1119,7 +1161,7 @@ class InfofileWriter:
                     c.execute(
                         "INSERT OR REPLACE INTO quarantined_copies(name, copy_rank, peer_idx, since, at) "
                         "VALUES (?, ?, ?, ?, ?)",
-                        (name, rank, idx, gen, time.time()),
+                        (name, rank, idx, gen, _now()),
                     )
                     done += 1
             if done:

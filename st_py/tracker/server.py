@@ -144,6 +144,7 @@ async def _serve(
     service.failed_after_s = failed_after_s  # what repair and the copy counts take as lost (copy_health)
     service.history_age_s = history_age_s  # history no snapshot holds is kept this long (docs/snapshots.md)
     service.shards = ft.n + 1  # files hash over the master and its per-file trackers (shards.py)
+    service.replay_log()  # what a kill left between the log and the infofiles, before anything is served
     if key is None:
         log.warning(
             "no --key-file: files are opened without capabilities; peers started without "

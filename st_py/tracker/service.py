@@ -36,6 +36,8 @@ from st_py.errors import ERROR_KIND_KEY, BadNameError
 
 from .access import DEFAULT_FILE_MODE, AccessError, Owner, R, User, Users, W, may, mode_text
 from .admission import Admissions, meta_of
+from .apply.oplog import OpLog, ReplayReport
+from .apply.ops import InfofileOp
 from .committer import CommitStats, Committer
 from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
 from .health import CopyHealth, RepairProgress, space_totals
@@ -47,6 +49,7 @@ from .infofile_writer import (
     create_infofile,
 )
 from .leases import LeaseHeld, LeaseLost, Leases, LeaseStore
+from .log.local import LocalLog
 from .peers import PeerRegistry
 from .reservations import Reservations
 from .routing import Routing
@@ -107,6 +110,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         self.guard.reserved_of = self.reservations.of_owner
         # writer leases for replacing records, kept across restarts (st_py/tracker/leases.py)
         self.leases = Leases(store=LeaseStore(state.dir / "leases.db"))
+        # every change of an infofile is appended here before it is applied (docs/metadata-log.md)
+        self.oplog = OpLog(LocalLog(state.dir / "log.db"))
         # Per-file trackers (paper 3.5): who writes which infofile; commits admitted for them (routing.py)
         self._init_routing(key)
         self.admissions = Admissions(self.guard, self.reservations, registry)
@@ -198,7 +203,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 return None
             writer = InfofileWriter(path)
             writer.history_age = self.history_age_s
-            c = self._committers[name] = Committer(writer, self.commit_stats)
+            c = self._committers[name] = Committer(writer, self.commit_stats, self.oplog, name)
         return c
 
     def _drop_committer(self, name: str) -> None:
@@ -642,8 +647,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             # The versions these replace stop counting (only the lease holder replaces them: no race).
             superseded = await c.run(_committed_bytes_of, c.writer, replaced) if replaced else 0
             if request.delete:  # an overwrite: the old names go in the same transaction, alone
-                gen, new, conflicts, removed, removed_bytes = await c.run(
-                    c.writer.commit_replacing, batch, list(request.delete)
+                gen, new, conflicts, removed, removed_bytes = await c.write(
+                    "commit_replacing", batch, list(request.delete)
                 )
                 n = sum(1 for r in batch if r[0] in new)
             else:
@@ -736,7 +741,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             return await self._forward(context, "Delete", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
         o, _ = await self._admit(context, user, name, c, "delete records of")
-        gen, n, b = await c.run(c.writer.delete_records, list(request.records))
+        gen, n, b = await c.write("delete_records", list(request.records))
         await self._settle(None, o.owner, c.meta.file_id, -b * c.meta.copies, 0, {})
         return pb.DeleteReply(deleted=n, generation=gen)
 
@@ -767,11 +772,11 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"snapshot name {request.snapshot!r}: {why}")
             try:
                 if op == "create":
-                    made = await c.run(c.writer.create_snapshot, request.snapshot, user.name)
+                    made = await c.write("create_snapshot", request.snapshot, user.name)
                     rows = [(*made, user.name)]
                     log.info("snapshot %s of %s at generation %d for %s", made[0], name, made[1], user.name)
                 else:
-                    gone = await c.run(c.writer.delete_snapshot, request.snapshot)
+                    gone = await c.write("delete_snapshot", request.snapshot)
                     rows = [(*gone[:3], "")]
                     o = owner_of_meta(c.writer_meta())
                     # what only it kept is no longer counted (docs/snapshots.md, "Space")
@@ -904,8 +909,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 c = self._committer(name) if name else None
                 if c is None or c.meta.file_id != fid:
                     continue
-                gen, moved, conflicts = await c.run(
-                    c.writer.unstore_copies, [(b.name, b.copy_rank, peer_id, b.crc32c) for b in copies]
+                gen, moved, conflicts = await c.write(
+                    "unstore_copies", [(b.name, b.copy_rank, peer_id, b.crc32c) for b in copies]
                 )
                 left = [f"{x.name}: {x.reason}" for x in conflicts]
             log.warning(
@@ -1026,7 +1031,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         ]
         if any(o[2] <= 0 for o in objs):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object needs a positive stripe_size")
-        gen, added, conflicts = await c.run(c.writer.commit_objects, objs)
+        gen, added, conflicts = await c.write("commit_objects", objs)
         return pb.CommitReply(
             generation=gen,
             committed=added,
@@ -1045,7 +1050,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         c = await self._open_committer(context, name, request.file_id)
         await self._admit(context, user, name, c, "write")
         stored = [(x.name, x.copy_rank, x.peer_idx, x.stored_as) for x in request.copies]
-        gen, done, conflicts = await c.run(c.writer.store_copies, stored)
+        gen, done, conflicts = await c.write("store_copies", stored)
         log.debug("%s: %d pending copies stored, %d conflicts, generation %d", name, done, len(conflicts), gen)
         return pb.MoveCopiesReply(generation=gen, moved=done, conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
 
@@ -1341,10 +1346,38 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
 
         return await restore_infofile(self, request_iterator, context)
 
+    def replay_log(self) -> ReplayReport:
+        """Apply what the metadata log holds that the infofiles miss (a
+        tracker killed between an append and its apply), before serving.
+        Blocking. Raises BadOperationError for an entry it cannot decode."""
+        rep = self.oplog.replay(self._writer_for)
+        if rep.read:
+            log.info(
+                "metadata log replayed: %d entries, %d applied (%d files), %d seen, %d unanswered, %d of gone files",
+                rep.read,
+                rep.applied,
+                len(rep.files),
+                rep.skipped,
+                rep.unanswered,
+                rep.gone,
+            )
+        return rep
+
+    def _writer_for(self, op: InfofileOp) -> InfofileWriter | None:
+        """The writer of ``op``'s infofile, if that file (name and id) is still there."""
+        try:
+            c = self._committer(op.name)
+        except (OSError, sqlite3.DatabaseError):
+            return None
+        if c is None or c.meta.file_id != op.file_id:
+            return None
+        return c.writer
+
     def close(self) -> None:
-        """Close the infofile writers of every open committer (at tracker shutdown)."""
+        """Close the infofile writers of every open committer and the log (at tracker shutdown)."""
         for name in list(self._committers):
             self._drop_committer(name)
+        self.oplog.close()
 
 
 def _meta(o: Owner) -> dict:

@@ -19,7 +19,8 @@ from st_py.tracker.log.entry import Entry
 from st_py.tracker.log.errors import FencedError
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS log(idx INTEGER PRIMARY KEY, term INTEGER NOT NULL, payload BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS log(idx INTEGER PRIMARY KEY, term INTEGER NOT NULL, payload BLOB NOT NULL,
+  applied INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS terms(term INTEGER PRIMARY KEY, started_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS compacted(id INTEGER PRIMARY KEY CHECK (id = 1), upto INTEGER NOT NULL);
 """
@@ -71,9 +72,11 @@ class LocalLog:
                 last = row[0] if row else 0
             return int(last)
 
-    def append_now(self, payloads: list[bytes], term: int) -> int:
+    def append_now(self, payloads: list[bytes], term: int, applied: list[int] | None = None) -> int:
         """Append ``payloads`` as the next entries, durably, in one
-        transaction; return the last entry's index.
+        transaction; return the last entry's index. ``applied``: indexes of
+        earlier entries to mark applied in the same transaction
+        (:meth:`mark_applied`).
 
         Raises
         ------
@@ -93,6 +96,8 @@ class LocalLog:
                     "INSERT INTO log(idx, term, payload) VALUES (?, ?, ?)",
                     [(last + 1 + i, term, p) for i, p in enumerate(payloads)],
                 )
+                if applied:
+                    self._conn.executemany("UPDATE log SET applied = 1 WHERE idx = ?", [(i,) for i in applied])
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
@@ -111,9 +116,20 @@ class LocalLog:
             ).fetchall()
         return [Entry(i, t, bytes(p)) for i, t, p in rows]
 
-    async def read(self, start: int, limit: int = 256) -> list[Entry]:
-        """:meth:`read_now` off the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.read_now, start, limit)
+    def mark_applied(self, indexes: list[int], mark: int = 1) -> None:
+        """Mark entries applied by their store and answered (``mark`` 1), or
+        failed and answered so (-1, :meth:`mark_failed`)."""
+        with self._lock:
+            self._conn.executemany("UPDATE log SET applied = ? WHERE idx = ?", [(mark, i) for i in indexes])
+
+    def mark_failed(self, index: int) -> None:
+        """Mark entry ``index`` failed: its apply raised and its proposer was told."""
+        self.mark_applied([index], -1)
+
+    def marks(self, start: int) -> dict[int, int]:
+        """The marks (1 applied, -1 failed) of the entries from ``start`` on that have one."""
+        with self._lock:
+            return dict(self._conn.execute("SELECT idx, applied FROM log WHERE idx >= ? AND applied != 0", (start,)))
 
     def compact_now(self, upto: int) -> None:
         """Drop the entries below ``upto`` (every store applied them)."""

@@ -1,0 +1,240 @@
+"""The metadata log a tracker proposes its operations to, and its replay at
+start (docs/metadata-log.md, "The apply loop").
+
+A proposer appends its operation (appends that arrive together share one
+durable transaction: a group append), applies it, and only then replies.
+Entries applied are marked so in the log (with the next append, or within
+:data:`MARK_WITHIN_S`), an apply that failed at once (durably, before its
+proposer hears), and entries are kept for ``keep_s``: an infofile put back
+from a copy at most that old (a peer's mirror, `storetorrent recover`, a
+backup, a disk that lost its last writes) is brought forward by them at the
+tracker's next start (:meth:`OpLog.replay`). A failed entry is never
+applied again; an entry with no mark whose infofile is exactly at the entry
+before it was in flight when the tracker died (never answered) and is left
+out, so nothing a client was not told succeeded appears later.
+
+Today the log is the embedded :class:`~st_py.tracker.log.local.LocalLog`
+beside ``tracker.db``; the replicated log (etcd) takes its place in plan
+step 2 of docs/metadata-log.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from st_py.tracker.apply.applier import SKIPPED, LogGapError, apply_infofile_op
+from st_py.tracker.apply.ops import InfofileOp, decode
+from st_py.tracker.infofile_writer import InfofileWriter
+from st_py.tracker.log.local import LocalLog
+
+log = logging.getLogger("st.tracker.oplog")
+
+COMPACT_EVERY_S = 5.0  # how often entries older than keep_s are dropped from the log
+# How long applied entries stay in the log: an infofile put back from an older
+# copy is brought forward by them at the tracker's next start if its copy is
+# at most this old.
+KEEP_S = 600.0
+MARK_WITHIN_S = 0.5  # an applied entry is marked so in the log at most this late
+
+
+@dataclass
+class ReplayReport:
+    """What :meth:`OpLog.replay` did: entries read, applied, found applied
+    before, never answered (left out), of files gone (deleted since, or
+    another file now has the name), and left out after a gap (LogGapError:
+    an infofile older than the log holds); the files it brought forward."""
+
+    read: int = 0
+    applied: int = 0
+    skipped: int = 0
+    unanswered: int = 0
+    gone: int = 0
+    gaps: int = 0
+    files: set[str] = field(default_factory=set)
+
+
+class OpLog:
+    """The tracker's metadata log: group appends, the entries in flight,
+    marks of applied entries and the compaction of old ones.
+
+    Not thread-safe: used on the tracker's event loop (the log's SQLite work
+    runs in the default executor); :meth:`replay` before serving.
+
+    Parameters
+    ----------
+    log : LocalLog
+        Where entries are kept (its term is opened here: one per tracker run).
+    keep_s : float
+        Seconds an applied entry stays in the log.
+    """
+
+    def __init__(self, log: LocalLog, keep_s: float = KEEP_S):
+        self.log = log
+        self.keep_s = keep_s
+        self.term = log.open_term(time.time())
+        self._queue: list[tuple[bytes, asyncio.Future]] = []
+        self._flushing = False
+        self._in_flight: set[int] = set()  # appended, their apply not ended
+        self._unmarked: list[int] = []  # applied, not yet marked so in the log
+        self._mark_task: asyncio.Future | None = None
+        self._last = log.last_index()
+        self._compacted_at = time.monotonic()
+        self._marks: deque[tuple[float, int]] = deque([(self._compacted_at, self._last)])  # (when, last index)
+        self.appends = 0  # durable append transactions (metrics)
+        self.entries = 0  # entries appended
+
+    async def append(self, payload: bytes) -> int:
+        """Append one entry durably; return its index. The entry is in
+        flight until :meth:`done` or :meth:`failed` says how its apply ended.
+
+        Raises whatever the log's append raises (nothing was appended)."""
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.append((payload, fut))
+        if not self._flushing:
+            self._flushing = True
+            asyncio.get_running_loop().create_task(self._flush())
+        return await fut
+
+    async def _flush(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                marks, self._unmarked = self._unmarked, []
+                try:
+                    last = await asyncio.get_running_loop().run_in_executor(
+                        None, self.log.append_now, [p for p, _ in batch], self.term, marks
+                    )
+                except Exception as e:  # every waiting proposer hears of it
+                    self._unmarked[:0] = marks
+                    for _, f in batch:
+                        if not f.done():
+                            f.set_exception(e)
+                    continue
+                self.appends += 1
+                self.entries += len(batch)
+                first = last - len(batch) + 1
+                self._last = last
+                for i, (_, f) in enumerate(batch):
+                    self._in_flight.add(first + i)
+                    if not f.done():
+                        f.set_result(first + i)
+                await self._maybe_compact()
+        finally:
+            self._flushing = False
+
+    def done(self, index: int) -> None:
+        """Entry ``index`` was applied (durably, in its store) and will be
+        answered: it is marked applied with the next append, or within
+        :data:`MARK_WITHIN_S`."""
+        self._in_flight.discard(index)
+        self._unmarked.append(index)
+        if self._mark_task is None or self._mark_task.done():
+            self._mark_task = asyncio.ensure_future(self._mark_soon())
+
+    async def failed(self, index: int) -> None:
+        """Entry ``index``'s apply failed and its proposer is about to be told
+        so: marked failed, durably, so no replay applies it. If even that
+        cannot be written, a log line says so."""
+        self._in_flight.discard(index)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.log.mark_failed, index)
+        except Exception:
+            log.exception("could not mark log entry %d failed: a replay onto an older infofile may apply it", index)
+
+    async def _mark_soon(self) -> None:
+        await asyncio.sleep(MARK_WITHIN_S)
+        if self._unmarked:
+            marks, self._unmarked = self._unmarked, []
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.log.mark_applied, marks)
+            except Exception:
+                self._unmarked[:0] = marks
+                log.exception("could not mark %d log entries applied; trying again", len(marks))
+        if self._unmarked:
+            self._mark_task = asyncio.ensure_future(self._mark_soon())
+
+    def applied_through(self) -> int:
+        """Every entry at or below this index has ended its apply."""
+        return min(self._in_flight) - 1 if self._in_flight else self._last
+
+    async def _maybe_compact(self) -> None:
+        """Drop the entries appended more than ``keep_s`` ago whose apply ended."""
+        now = time.monotonic()
+        if now - self._compacted_at < COMPACT_EVERY_S:
+            return
+        self._compacted_at = now
+        self._marks.append((now, self._last))
+        upto = 0
+        while self._marks and self._marks[0][0] < now - self.keep_s:
+            upto = self._marks.popleft()[1]
+        upto = min(upto, self.applied_through())
+        if upto > 0:
+            await asyncio.get_running_loop().run_in_executor(None, self.log.compact_now, upto + 1)
+
+    def replay(self, writer_for: Callable[[InfofileOp], InfofileWriter | None]) -> ReplayReport:
+        """Apply every entry the log holds that was applied once (answered)
+        and that its infofile no longer has, in log order, before the
+        tracker serves. ``writer_for(op)`` gives the writer of the op's
+        infofile, or None if that file is gone. Blocking.
+
+        Raises
+        ------
+        BadOperationError
+            An entry this tracker cannot decode (nothing after it is applied).
+        Exception
+            An entry applied once fails now (the log or the infofile is damaged).
+        """
+        rep = ReplayReport()
+        entries = []
+        start = 1
+        while True:
+            got = self.log.read_now(start, 1024)
+            if not got:
+                break
+            entries.extend(got)
+            start = got[-1].index + 1
+        marks = self.log.marks(1)
+        for e in entries:
+            op = decode(e.payload, e.index)
+            rep.read += 1
+            mark = marks.get(e.index, 0)
+            if mark < 0:  # failed, and its proposer was told
+                rep.unanswered += 1
+                continue
+            w = writer_for(op)
+            if w is None:
+                rep.gone += 1
+                continue
+            if mark == 0 and op.name not in rep.files and w.log_index == op.prev:
+                # in flight when the tracker died, its infofile current: never answered
+                rep.unanswered += 1
+                continue
+            try:
+                res = apply_infofile_op(w, op, e.index)
+            except LogGapError as gap:
+                log.warning("%s", gap)
+                rep.gaps += 1
+                continue
+            except Exception:
+                log.exception("log entry %d (%s of %s) was applied once but fails on replay", e.index, op.kind, op.name)
+                raise
+            if res is SKIPPED:
+                rep.skipped += 1
+            else:
+                rep.applied += 1
+                rep.files.add(op.name)
+        return rep
+
+    def close(self) -> None:
+        """Mark what was applied and close the log (tracker shutdown)."""
+        if self._unmarked:
+            try:
+                self.log.mark_applied(self._unmarked)
+            except Exception:
+                log.exception("could not mark %d log entries applied at shutdown", len(self._unmarked))
+        self.log.close()

@@ -1,0 +1,222 @@
+"""The metadata log in the tracker (docs/metadata-log.md, "The apply loop"):
+every change of an infofile is appended to the log, then applied from its
+encoded form with the log index recorded in the same transaction, so a
+replay brings an older copy of the infofile to exactly the state the log
+made, and a tracker restarted over an infofile put back from an older copy
+serves every record acknowledged since."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import sqlite3
+
+import pytest
+
+from st_py.tracker.apply.applier import LogGapError, apply_infofile_op
+from st_py.tracker.apply.oplog import OpLog
+from st_py.tracker.apply.ops import InfofileOp, decode
+from st_py.tracker.committer import Committer
+from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
+from st_py.tracker.log.local import LocalLog
+
+
+def _dump(path) -> dict[str, list]:
+    """Every row of every table of an infofile, sorted."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: sorted(map(repr, conn.execute(f'SELECT * FROM "{t}"'))) for t in sorted(tables)}
+    finally:
+        conn.close()
+
+
+def _copy(src, dst) -> None:
+    """A consistent copy of an SQLite file (the online backup)."""
+    a, b = sqlite3.connect(str(src)), sqlite3.connect(str(dst))
+    try:
+        a.backup(b)
+    finally:
+        a.close()
+        b.close()
+
+
+async def _random_history(c: Committer, rng: random.Random, steps: int, copies_at: dict[int, object]) -> None:
+    """Commits (some with pending copy ranks), deletes, snapshots, moves,
+    peerlist growth and meta changes, as the tracker's handlers make them;
+    ``copies_at[step]`` is a path to copy the infofile to before that step."""
+    names: list[str] = []
+    npeers = 3
+    for step in range(steps):
+        if step in copies_at:
+            _copy(c.writer.path, copies_at[step])
+        roll = rng.random()
+        if roll < 0.45 or not names:
+            batch = []
+            for _ in range(rng.randint(1, 20)):
+                n = f"d{rng.randint(0, 3)}/r{len(names) + len(batch):05d}"
+                peers = rng.sample(range(npeers), 2)
+                pending = {1} if rng.random() < 0.2 else set()
+                batch.append((n, rng.randint(1, 10_000), rng.getrandbits(32), peers, pending))
+            await c.commit(batch, request_id=f"req-{step}")
+            names += [r[0] for r in batch]
+        elif roll < 0.6:
+            gone = rng.sample(names, min(len(names), rng.randint(1, 5)))
+            await c.write("delete_records", gone)
+            names = [n for n in names if n not in gone]
+        elif roll < 0.7:
+            await c.write("create_snapshot", f"s{step}", "alice")
+        elif roll < 0.85:
+            n = rng.choice(names)
+            row = c.writer.conn.execute("SELECT copy_rank, peer_idx FROM copies WHERE name = ?", (n,)).fetchall()
+            held = {p for _, p in row}
+            free = [p for p in range(npeers) if p not in held]
+            if row and free:
+                rank, old = row[0]
+                await c.write("move_copies", [(n, rank, old, rng.choice(free))])
+        elif roll < 0.9:
+            await c.add_peers([(f"peer-{npeers}", f"127.0.0.1:{9000 + npeers}")])
+            npeers += 1
+        else:
+            await c.set_meta({"mode": str(rng.choice([0o640, 0o600, 0o644]))})
+
+
+def _new_file(tmp_path):
+    path = tmp_path / "ns" / "f"
+    create_infofile(path, {"file_id": 7, "copies": 2, "name": "/f"}, [(i, f"p{i}", f"h:{i}") for i in range(3)])
+    return path
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_replay_brings_an_older_copy_to_the_state_the_log_made(tmp_path, seed):
+    """A random history through the log; copies of the infofile taken before
+    it, in its middle and at its end are each put back and replayed from the
+    log: each is then the same, table for table, as the infofile the history
+    made (times come from the operations, not the clock). An entry applied
+    before is skipped; a copy older than the log holds is left as it was
+    (a gap), never patched over."""
+    path = _new_file(tmp_path)
+    rng = random.Random(seed)
+    steps = 60
+    olds = {0: tmp_path / "at0", steps // 2: tmp_path / "mid"}
+
+    async def run() -> None:
+        oplog = OpLog(LocalLog(tmp_path / "state" / "log.db"))
+        c = Committer(InfofileWriter(path), log=oplog, name="/f")
+        await _random_history(c, rng, steps, olds)
+        c.close()
+        oplog.close()
+
+    asyncio.run(run())
+    final = _dump(path)
+    assert int(dict(sqlite3.connect(str(path)).execute("SELECT key, value FROM meta"))["log_index"]) > 0
+    shutil.copy(path, tmp_path / "final")
+    for label, old in [*((str(k), v) for k, v in olds.items()), ("final", tmp_path / "final")]:
+        shutil.copy(old, path)
+        assert label == "final" or _dump(path) != final
+        oplog = OpLog(LocalLog(tmp_path / "state" / "log.db"))
+        w = InfofileWriter(path)
+        rep = oplog.replay(lambda op, w=w: w if op.file_id == 7 else None)
+        w.close()
+        oplog.close()
+        assert _dump(path) == final, label
+        assert rep.gaps == 0 and (rep.applied > 0) == (label != "final"), (label, rep)
+
+    # The log compacted past the middle copy: that copy is left as it is, with a gap reported.
+    log = LocalLog(tmp_path / "state" / "log.db")
+    log.compact_now(log.last_index() - 3)
+    log.close()
+    shutil.copy(olds[steps // 2], path)
+    before = _dump(path)
+    oplog = OpLog(LocalLog(tmp_path / "state" / "log.db"))
+    w = InfofileWriter(path)
+    rep = oplog.replay(lambda op: w)
+    w.close()
+    assert rep.gaps > 0 and rep.applied == 0 and _dump(path) == before
+
+
+def test_an_entry_applies_once_and_only_after_the_one_it_follows(tmp_path):
+    """apply_infofile_op is idempotent by log position and refuses an entry
+    whose predecessor the infofile has not applied; an entry never applied
+    is left out by a replay; an op encodes to the same bytes again."""
+    path = _new_file(tmp_path)
+    w = InfofileWriter(path)
+    op = InfofileOp("/f", 7, "commit", ((("a", 3, 99, (0, 1), {1}),),), 1_000.0, 0)
+    payload = op.encode()
+    assert payload == op.encode()
+    dec = decode(payload, 5)
+    assert isinstance(dec, InfofileOp) and dec.args[0][0][0] == "a"
+    gen, new, _ = apply_infofile_op(w, dec, 5)
+    assert new == {"a"} and w.log_index == 5
+    assert apply_infofile_op(w, dec, 5) is not None and w.log_index == 5  # SKIPPED: applied before
+    later = InfofileOp("/f", 7, "commit", ((("b", 3, 98, (0, 1)),),), 1_001.0, 6)  # follows entry 6, never applied
+    with pytest.raises(LogGapError) as e:
+        apply_infofile_op(w, later, 9)
+    assert (e.value.index, e.value.prev, e.value.have) == (9, 6, 5)
+    assert w.conn.execute("SELECT count(*) FROM records WHERE name = 'b'").fetchone()[0] == 0
+    assert w.conn.execute("SELECT at FROM generations WHERE generation = ?", (gen,)).fetchone()[0] == 1_000.0
+
+    # An entry whose apply failed and said so: marked failed, left out.
+    async def unanswered() -> None:
+        oplog = OpLog(LocalLog(tmp_path / "log.db"))
+        idx = await oplog.append(InfofileOp("/f", 7, "commit", ((("c", 1, 1, (0,)),),), 1_002.0, 5).encode())
+        await oplog.failed(idx)
+        oplog.close()
+
+    # One appended, then the tracker "died" before its apply: no mark, the
+    # infofile exactly at the entry before it: in flight, never answered, left out.
+    async def in_flight() -> None:
+        oplog = OpLog(LocalLog(tmp_path / "log.db"))
+        await oplog.append(InfofileOp("/f", 7, "commit", ((("d", 1, 1, (0,)),),), 1_003.0, 5).encode())
+        oplog.log.close()
+
+    asyncio.run(unanswered())
+    asyncio.run(in_flight())
+    oplog = OpLog(LocalLog(tmp_path / "log.db"))
+    rep = oplog.replay(lambda op: w)
+    assert rep.unanswered == 2 and rep.applied == 0
+    assert w.conn.execute("SELECT count(*) FROM records WHERE name = 'd'").fetchone()[0] == 0
+    assert w.conn.execute("SELECT count(*) FROM records WHERE name = 'c'").fetchone()[0] == 0
+    w.close()
+    oplog.close()
+
+
+def test_a_tracker_restarted_over_an_older_infofile_serves_every_acknowledged_record(cluster, tmp_path):
+    """Real tracker and peers: the infofile is copied, then records are
+    committed, deleted and snapshotted (each acknowledged); the tracker is
+    SIGKILLed and the older copy put back in its place (an infofile restored
+    from a mirror or a backup, or a disk that lost its last writes). At its
+    start the tracker applies what the log holds beyond the copy: every
+    acknowledged change reads back, through get and get_local."""
+    from st_py.core.namespace import infofile_path
+
+    c = cluster.client()
+    first = {f"a{i}": bytes([i]) * (100 + i) for i in range(40)}
+    with c.create("/ol/f", replication="x2") as f:
+        for k, v in first.items():
+            f.queue_put(k, v)
+    path = infofile_path(cluster.namespace, "/ol/f")
+    _copy(path, tmp_path / "older")
+    later = {f"b{i}": bytes([i + 1]) * (200 + i) for i in range(60)}
+    with c.open("/ol/f") as f:
+        for k, v in later.items():
+            f.queue_put(k, v)
+        f.flush()
+        f.delete("a0")
+        f.delete("a1")
+    c.snapshot("/ol/f", "after")
+    expect = {**{k: v for k, v in first.items() if k not in ("a0", "a1")}, **later}
+
+    cluster.tracker.kill()
+    shutil.copy(tmp_path / "older", path)
+    cluster.start_tracker()
+    c2 = cluster.client()
+    with c2.open("/ol/f") as f:
+        assert sorted(f.names()) == sorted(expect)
+        for k, v in expect.items():
+            assert f.get(k) == v
+        local = f.get_local()
+        assert sorted(r.name for r in local) == sorted(expect)
+        assert all(f.read_local(r) == expect[r.name] for r in local)
+    assert [s.name for s in c2.snapshots("/ol/f")] == ["after"]
