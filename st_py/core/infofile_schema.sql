@@ -15,7 +15,10 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 --       format_version becomes 3 with the first replaced record (versions)
 --       and 4 with the history tables below (docs/snapshots.md);
 --       history_from (format 4: the oldest generation whose history is
---       whole; older ones are readable only at a snapshot's generation)
+--       whole; older ones are readable only at a snapshot's generation);
+--       log_index (the tracker's metadata log: the index of the last
+--       operation applied, written in its transaction; docs/metadata-log.md),
+--       pruned_at (unix s: when history was last pruned)
 
 CREATE TABLE peers(
   peer_idx INTEGER PRIMARY KEY,       -- index in the file's peerlist; rows are
