@@ -15,6 +15,7 @@ import sqlite3
 import pytest
 
 from st_py.tracker.apply.applier import LogGapError, apply_infofile_op
+from st_py.tracker.apply.backends import LocalBackend
 from st_py.tracker.apply.oplog import OpLog
 from st_py.tracker.apply.ops import InfofileOp, decode
 from st_py.tracker.committer import Committer
@@ -101,12 +102,23 @@ def test_replay_brings_an_older_copy_to_the_state_the_log_made(tmp_path, seed):
     steps = 60
     olds = {0: tmp_path / "at0", steps // 2: tmp_path / "mid"}
 
+    logdb = tmp_path / "state" / "log.db"
+
     async def run() -> None:
-        oplog = OpLog(LocalLog(tmp_path / "state" / "log.db"))
+        oplog = OpLog(LocalBackend(logdb))
+        await oplog.start()
         c = Committer(InfofileWriter(path), log=oplog, name="/f")
         await _random_history(c, rng, steps, olds)
         c.close()
-        oplog.close()
+        await oplog.aclose()
+
+    async def replay(writer_for):
+        oplog = OpLog(LocalBackend(logdb))
+        await oplog.start()
+        try:
+            return await oplog.replay(writer_for)
+        finally:
+            await oplog.aclose()
 
     asyncio.run(run())
     final = _dump(path)
@@ -115,23 +127,20 @@ def test_replay_brings_an_older_copy_to_the_state_the_log_made(tmp_path, seed):
     for label, old in [*((str(k), v) for k, v in olds.items()), ("final", tmp_path / "final")]:
         shutil.copy(old, path)
         assert label == "final" or _dump(path) != final
-        oplog = OpLog(LocalLog(tmp_path / "state" / "log.db"))
         w = InfofileWriter(path)
-        rep = oplog.replay(lambda op, w=w: w if op.file_id == 7 else None)
+        rep = asyncio.run(replay(lambda op, w=w: w if op.file_id == 7 else None))
         w.close()
-        oplog.close()
         assert _dump(path) == final, label
         assert rep.gaps == 0 and (rep.applied > 0) == (label != "final"), (label, rep)
 
     # The log compacted past the middle copy: that copy is left as it is, with a gap reported.
-    log = LocalLog(tmp_path / "state" / "log.db")
+    log = LocalLog(logdb)
     log.compact_now(log.last_index() - 3)
     log.close()
     shutil.copy(olds[steps // 2], path)
     before = _dump(path)
-    oplog = OpLog(LocalLog(tmp_path / "state" / "log.db"))
     w = InfofileWriter(path)
-    rep = oplog.replay(lambda op: w)
+    rep = asyncio.run(replay(lambda op: w))
     w.close()
     assert rep.gaps > 0 and rep.applied == 0 and _dump(path) == before
 
@@ -159,27 +168,37 @@ def test_an_entry_applies_once_and_only_after_the_one_it_follows(tmp_path):
 
     # An entry whose apply failed and said so: marked failed, left out.
     async def unanswered() -> None:
-        oplog = OpLog(LocalLog(tmp_path / "log.db"))
+        oplog = OpLog(LocalBackend(tmp_path / "log.db"))
+        await oplog.start()
         idx = await oplog.append(InfofileOp("/f", 7, "commit", ((("c", 1, 1, (0,)),),), 1_002.0, 5).encode())
         await oplog.failed(idx)
-        oplog.close()
+        await oplog.aclose()
 
     # One appended, then the tracker "died" before its apply: no mark, the
     # infofile exactly at the entry before it: in flight, never answered, left out.
     async def in_flight() -> None:
-        oplog = OpLog(LocalLog(tmp_path / "log.db"))
+        oplog = OpLog(LocalBackend(tmp_path / "log.db"))
+        await oplog.start()
         await oplog.append(InfofileOp("/f", 7, "commit", ((("d", 1, 1, (0,)),),), 1_003.0, 5).encode())
-        oplog.log.close()
+        assert oplog.backend.log is not None
+        oplog.backend.log.close()  # as a SIGKILL leaves it: no apply, no mark
 
     asyncio.run(unanswered())
     asyncio.run(in_flight())
-    oplog = OpLog(LocalLog(tmp_path / "log.db"))
-    rep = oplog.replay(lambda op: w)
+
+    async def replay_all():
+        oplog = OpLog(LocalBackend(tmp_path / "log.db"))
+        await oplog.start()
+        try:
+            return await oplog.replay(lambda op: w)
+        finally:
+            await oplog.aclose()
+
+    rep = asyncio.run(replay_all())
     assert rep.unanswered == 2 and rep.applied == 0
     assert w.conn.execute("SELECT count(*) FROM records WHERE name = 'd'").fetchone()[0] == 0
     assert w.conn.execute("SELECT count(*) FROM records WHERE name = 'c'").fetchone()[0] == 0
     w.close()
-    oplog.close()
 
 
 def test_a_tracker_restarted_over_an_older_infofile_serves_every_acknowledged_record(cluster, tmp_path):

@@ -39,6 +39,7 @@ from st_py._proto import tracker_pb2_grpc as pb_grpc
 from st_py.wire.tls import server_credentials
 
 from .access import AccessError, Owner, User, Users
+from .apply.backends import LocalBackend
 from .apply.oplog import OpLog
 from .committer import CommitStats, Committer
 from .file_trackers import channel_to, master_pid_watch
@@ -46,7 +47,6 @@ from .guard import owner_of_meta
 from .infofile_writer import DEFAULT_HISTORY_AGE_S
 from .leases import Leases, LeaseStore
 from .lock import TrackerLock
-from .log.local import LocalLog
 from .routing import Admission, admission_deltas, refuse
 from .service import TrackerService, refuse_if_snapshots
 from .shards import InternalTokens, shard_of
@@ -449,11 +449,12 @@ async def serve_file_tracker(
         key,
         users,
         lease_store=LeaseStore(state_dir / f"leases-{shard}.db"),
-        oplog=OpLog(LocalLog(state_dir / f"log-{shard}.db")),
+        oplog=OpLog(LocalBackend(state_dir / f"log-{shard}.db")),
     )
     service.mutual_tls = bool(tls and tls[2])
     service.history_age_s = history_age_s
-    service.replay_log()  # what a kill left between the log and the infofiles, before anything is served
+    await service.oplog.start()
+    await service.replay_log()  # what the infofiles miss of the log, before anything is served
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", 256 * 1024 * 1024),
@@ -491,6 +492,7 @@ async def serve_file_tracker(
         flusher.cancel()
         await server.stop(grace=0.2)
         service.close()
+        await service.oplog.aclose()
         await link.close()
     finally:
         lock.release()

@@ -273,8 +273,17 @@ async def _restore(service, tmp: Path, info: _Checked, user: User) -> pb.Restore
         if service.state.dir_owner(d) is None:
             service.guard.made_dirs(User(o.owner, (o.group,) if o.group else ()), [d])
     service.guard.charge(o.owner, info.bytes * int(info.meta.get("copies", 1) or 1))
+    # what the log holds beyond the copy: the changes acknowledged after the mirror was taken
+    rep = await service.replay_log(file_id)
+    if rep.applied:
+        # those changes' bytes: the quota charge follows the infofile as it is now
+        after = await asyncio.to_thread(_check_infofile, target)
+        service.guard.charge(o.owner, (after.bytes - info.bytes) * int(info.meta.get("copies", 1) or 1))
+        gen = int(after.meta.get("generation", gen))
     reply.outcome = "restored"
-    reply.detail = f"{name} restored at generation {gen}"
+    reply.detail = f"{name} restored at generation {gen}" + (
+        f" ({rep.applied} changes after the copy applied from the metadata log)" if rep.applied else ""
+    )
     log.info("%s restored %s (file %x, generation %d, owner %s)", user.name, name, file_id, gen, o.owner)
     return reply
 

@@ -24,6 +24,8 @@ from st_py.core.copy_health import DEFAULT_FAILED_AFTER_S
 from st_py.wire.tls import server_credentials
 
 from .access import AccessError, Users
+from .apply.backends import EtcdBackend
+from .apply.oplog import OpLog
 from .config import OptionsParser, apply_config
 from .file_tracker import INTERNAL_KEY_ENV, run_file_tracker
 from .file_trackers import FileTrackers, internal_credentials
@@ -31,6 +33,7 @@ from .health import ShortCopies, keep_counting
 from .httpd import StatusHttp
 from .infofile_writer import DEFAULT_HISTORY_AGE_S, recover
 from .lock import TrackerLock, TrackerLockedError
+from .log.errors import LogError
 from .metrics import TrackerMetrics
 from .peers import PeerRegistry
 from .service import TrackerService
@@ -69,6 +72,7 @@ async def serve(
     file_trackers: FileTrackerOptions | None = None,
     failed_after_s: float = DEFAULT_FAILED_AFTER_S,
     history_age_s: float = DEFAULT_HISTORY_AGE_S,
+    log_backend: EtcdBackend | None = None,
 ) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
@@ -78,7 +82,10 @@ async def serve(
     page at / and /status.json on that port (0: a free one), and prints
     ``metrics on HOST:PORT`` before ``listening on``. With
     ``file_trackers.n`` > 0 it starts that many per-file trackers before
-    it says it listens (paper 3.5), and stops them when it stops.
+    it says it listens (paper 3.5), and stops them when it stops. With
+    ``log_backend`` its metadata log is in etcd: it is elected first, and
+    exits (status 75) when its term ends, so a supervisor starts it again to
+    campaign (docs/metadata-log.md).
     """
     started = time.time()
     # one tracker per namespace, never nested: before touching anything (it makes the root)
@@ -103,6 +110,7 @@ async def serve(
             file_trackers or FileTrackerOptions(),
             failed_after_s,
             history_age_s,
+            log_backend,
         )
     finally:
         lock.release()
@@ -127,6 +135,7 @@ async def _serve(
     ft: FileTrackerOptions,
     failed_after_s: float = DEFAULT_FAILED_AFTER_S,
     history_age_s: float = DEFAULT_HISTORY_AGE_S,
+    log_backend: EtcdBackend | None = None,
 ) -> None:
     rolled, removed = recover(root)
     if rolled or removed:
@@ -144,7 +153,6 @@ async def _serve(
     service.failed_after_s = failed_after_s  # what repair and the copy counts take as lost (copy_health)
     service.history_age_s = history_age_s  # history no snapshot holds is kept this long (docs/snapshots.md)
     service.shards = ft.n + 1  # files hash over the master and its per-file trackers (shards.py)
-    service.replay_log()  # what a kill left between the log and the infofiles, before anything is served
     if key is None:
         log.warning(
             "no --key-file: files are opened without capabilities; peers started without "
@@ -167,6 +175,15 @@ async def _serve(
         bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise SystemExit(f"tracker: cannot listen on {host}:{port}")
+    if log_backend is not None:
+        log_backend.addr = log_backend.addr or f"{advertised_host(host)}:{bound}"  # what followers will name
+        service.oplog = OpLog(log_backend)
+    try:
+        term = await service.oplog.start()
+    except (LogError, TimeoutError) as e:
+        raise SystemExit(f"tracker: metadata log ({service.oplog.backend.describe}): {e}") from None
+    log.info("metadata log %s, term %d", service.oplog.backend.describe, term)
+    await service.replay_log()  # what the infofiles miss of the log, before anything is served
     await server.start()
     web = None
     if metrics_port is not None:
@@ -194,7 +211,12 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     sweeper = asyncio.create_task(_sweep(registry, min(announce_interval, 1.0)))
     counter = asyncio.create_task(keep_counting(service, ShortCopies(root.resolve())))
-    await stop.wait()
+    ended = asyncio.create_task(_term_ended(service.oplog))
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({ended, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    term_over = ended.done() and not stopped.done()
+    ended.cancel()
+    stopped.cancel()
     sweeper.cancel()
     counter.cancel()
     if trackers is not None:
@@ -203,7 +225,42 @@ async def _serve(
         await web.stop()
     await server.stop(grace=0.2)
     service.close()
+    await service.oplog.aclose()
     state.close()
+    if term_over:
+        raise SystemExit(75)  # EX_TEMPFAIL: start again to campaign
+
+
+async def _term_ended(oplog: OpLog) -> None:
+    """Return when this tracker's term ends: its election lease lapsed, or
+    an append was refused (a newer term). It must then stop answering writes."""
+    waits = [asyncio.create_task(oplog.fenced.wait())]
+    lost = getattr(oplog.backend, "lost", None)
+    if lost is not None:
+        waits.append(asyncio.create_task(lost.wait()))
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+    log.error("term %d ended (another tracker leads, or etcd could not renew the lease): stopping", oplog.term)
+
+
+def _log_backend(a) -> EtcdBackend | None:
+    """The replicated log the flags ask for (None: the local one)."""
+    if not a.etcd:
+        if a.cluster_id or a.init_cluster:
+            raise SystemExit("tracker: --cluster-id and --init-cluster go with --etcd")
+        return None
+    if not a.cluster_id:
+        raise SystemExit("tracker: --etcd needs --cluster-id NAME (the cluster's name in etcd)")
+    if a.file_trackers:
+        raise SystemExit(
+            "tracker: --file-trackers with --etcd is not built yet (each shard needs a log of its own: "
+            "docs/metadata-log.md, 'Per-file trackers'); run without one of them"
+        )
+    endpoints = [e.strip() for e in a.etcd.split(",") if e.strip()]
+    return EtcdBackend(endpoints, a.cluster_id, "", create=a.init_cluster)
 
 
 def advertised_host(host: str, advertise: str = "") -> str:
@@ -406,6 +463,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--master", default="", help=argparse.SUPPRESS)
     ap.add_argument("--master-pid", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--master-epoch", default="", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--etcd",
+        default="",
+        help="keep the metadata log in these etcd members (host:port,host:port,...) instead of "
+        "<state-dir>/log.db: every change is on a majority of them before it is answered "
+        "(docs/metadata-log.md); needs --cluster-id",
+    )
+    ap.add_argument("--cluster-id", default="", help="this cluster's name in etcd (with --etcd)")
+    ap.add_argument(
+        "--init-cluster",
+        action="store_true",
+        help="with --etcd: make the cluster in etcd if it is not there (its first start)",
+    )
     ap.add_argument("--log-level", default="INFO")
     ap.add_argument(
         "--log-format",
@@ -454,6 +524,7 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, OSError) as e:
         raise SystemExit(f"tracker: {e}") from None
     ft = FileTrackerOptions(a.file_trackers, _shared_argv(a, state_dir), a.advertise_host, a.file_tracker_port, creds)
+    backend = _log_backend(a)
     try:
         asyncio.run(
             serve(
@@ -473,6 +544,7 @@ def main(argv: list[str] | None = None) -> None:
                 ft,
                 a.failed_after,
                 a.history_age,
+                backend,
             )
         )
     except TrackerLockedError as e:  # one line, no traceback

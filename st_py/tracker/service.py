@@ -36,6 +36,7 @@ from st_py.errors import ERROR_KIND_KEY, BadNameError
 
 from .access import DEFAULT_FILE_MODE, AccessError, Owner, R, User, Users, W, may, mode_text
 from .admission import Admissions, meta_of
+from .apply.backends import LocalBackend
 from .apply.oplog import OpLog, ReplayReport
 from .apply.ops import InfofileOp
 from .committer import CommitStats, Committer
@@ -49,7 +50,6 @@ from .infofile_writer import (
     create_infofile,
 )
 from .leases import LeaseHeld, LeaseLost, Leases, LeaseStore
-from .log.local import LocalLog
 from .peers import PeerRegistry
 from .reservations import Reservations
 from .routing import Routing
@@ -111,7 +111,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         # writer leases for replacing records, kept across restarts (st_py/tracker/leases.py)
         self.leases = Leases(store=LeaseStore(state.dir / "leases.db"))
         # every change of an infofile is appended here before it is applied (docs/metadata-log.md)
-        self.oplog = OpLog(LocalLog(state.dir / "log.db"))
+        # (serve() may put the replicated log in its place before it starts it)
+        self.oplog = OpLog(LocalBackend(state.dir / "log.db"))
         # Per-file trackers (paper 3.5): who writes which infofile; commits admitted for them (routing.py)
         self._init_routing(key)
         self.admissions = Admissions(self.guard, self.reservations, registry)
@@ -1346,11 +1347,13 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
 
         return await restore_infofile(self, request_iterator, context)
 
-    def replay_log(self) -> ReplayReport:
-        """Apply what the metadata log holds that the infofiles miss (a
-        tracker killed between an append and its apply), before serving.
-        Blocking. Raises BadOperationError for an entry it cannot decode."""
-        rep = self.oplog.replay(self._writer_for)
+    async def replay_log(self, file_id: int | None = None) -> ReplayReport:
+        """Apply what the metadata log holds that the infofiles miss (an
+        infofile put back from an older copy; with etcd, an entry in flight
+        when the last tracker died), before serving; with ``file_id``, for
+        that file alone (a RestoreInfofile). Raises BadOperationError for an
+        entry it cannot decode."""
+        rep = await self.oplog.replay(self._writer_for, file_id)
         if rep.read:
             log.info(
                 "metadata log replayed: %d entries, %d applied (%d files), %d seen, %d unanswered, %d of gone files",
@@ -1374,10 +1377,10 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return c.writer
 
     def close(self) -> None:
-        """Close the infofile writers of every open committer and the log (at tracker shutdown)."""
+        """Close the infofile writers of every open committer (at tracker
+        shutdown; the log is closed by ``await oplog.aclose()``)."""
         for name in list(self._committers):
             self._drop_committer(name)
-        self.oplog.close()
 
 
 def _meta(o: Owner) -> dict:

@@ -13,9 +13,9 @@ applied again; an entry with no mark whose infofile is exactly at the entry
 before it was in flight when the tracker died (never answered) and is left
 out, so nothing a client was not told succeeded appears later.
 
-Today the log is the embedded :class:`~st_py.tracker.log.local.LocalLog`
-beside ``tracker.db``; the replicated log (etcd) takes its place in plan
-step 2 of docs/metadata-log.md.
+The log is the embedded local one beside ``tracker.db`` or the replicated
+one in etcd (:mod:`.backends`); with etcd, every committed entry is applied
+by a replay (marks are not needed: only failed entries are marked).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from st_py.tracker.apply.applier import SKIPPED, LogGapError, apply_infofile_op
+from st_py.tracker.apply.backends import APPLIED, FAILED, EtcdBackend, LocalBackend
 from st_py.tracker.apply.ops import InfofileOp, decode
 from st_py.tracker.infofile_writer import InfofileWriter
-from st_py.tracker.log.local import LocalLog
+from st_py.tracker.log.errors import FencedError
 
 log = logging.getLogger("st.tracker.oplog")
 
@@ -62,31 +63,41 @@ class OpLog:
     """The tracker's metadata log: group appends, the entries in flight,
     marks of applied entries and the compaction of old ones.
 
-    Not thread-safe: used on the tracker's event loop (the log's SQLite work
-    runs in the default executor); :meth:`replay` before serving.
+    Not thread-safe: used on the tracker's event loop; :meth:`start`, then
+    :meth:`replay`, before serving.
 
     Parameters
     ----------
-    log : LocalLog
-        Where entries are kept (its term is opened here: one per tracker run).
+    backend : LocalBackend or EtcdBackend
+        Where entries are kept.
     keep_s : float
         Seconds an applied entry stays in the log.
     """
 
-    def __init__(self, log: LocalLog, keep_s: float = KEEP_S):
-        self.log = log
+    def __init__(self, backend: LocalBackend | EtcdBackend, keep_s: float = KEEP_S):
+        self.backend = backend
         self.keep_s = keep_s
-        self.term = log.open_term(time.time())
+        self.term = 0
+        self.fenced = asyncio.Event()  # an append was refused: this tracker's term ended
         self._queue: list[tuple[bytes, asyncio.Future]] = []
         self._flushing = False
         self._in_flight: set[int] = set()  # appended, their apply not ended
         self._unmarked: list[int] = []  # applied, not yet marked so in the log
         self._mark_task: asyncio.Future | None = None
-        self._last = log.last_index()
+        self._last = 0
         self._compacted_at = time.monotonic()
-        self._marks: deque[tuple[float, int]] = deque([(self._compacted_at, self._last)])  # (when, last index)
+        self._marks: deque[tuple[float, int]] = deque()  # (when, last index then)
         self.appends = 0  # durable append transactions (metrics)
         self.entries = 0  # entries appended
+
+    async def start(self) -> int:
+        """Open the log (with etcd: win the election); return the term.
+        Raises what the backend's start raises."""
+        self.term = await self.backend.start()
+        self._last = await self.backend.last_index()
+        self._compacted_at = time.monotonic()
+        self._marks.append((self._compacted_at, self._last))
+        return self.term
 
     async def append(self, payload: bytes) -> int:
         """Append one entry durably; return its index. The entry is in
@@ -106,10 +117,10 @@ class OpLog:
                 batch, self._queue = self._queue, []
                 marks, self._unmarked = self._unmarked, []
                 try:
-                    last = await asyncio.get_running_loop().run_in_executor(
-                        None, self.log.append_now, [p for p, _ in batch], self.term, marks
-                    )
+                    last = await self.backend.append([p for p, _ in batch], self.term, marks)
                 except Exception as e:  # every waiting proposer hears of it
+                    if isinstance(e, FencedError):
+                        self.fenced.set()
                     self._unmarked[:0] = marks
                     for _, f in batch:
                         if not f.done():
@@ -142,7 +153,7 @@ class OpLog:
         cannot be written, a log line says so."""
         self._in_flight.discard(index)
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self.log.mark_failed, index)
+            await self.backend.mark([index], FAILED)
         except Exception:
             log.exception("could not mark log entry %d failed: a replay onto an older infofile may apply it", index)
 
@@ -151,7 +162,7 @@ class OpLog:
         if self._unmarked:
             marks, self._unmarked = self._unmarked, []
             try:
-                await asyncio.get_running_loop().run_in_executor(None, self.log.mark_applied, marks)
+                await self.backend.mark(marks, APPLIED)
             except Exception:
                 self._unmarked[:0] = marks
                 log.exception("could not mark %d log entries applied; trying again", len(marks))
@@ -174,13 +185,17 @@ class OpLog:
             upto = self._marks.popleft()[1]
         upto = min(upto, self.applied_through())
         if upto > 0:
-            await asyncio.get_running_loop().run_in_executor(None, self.log.compact_now, upto + 1)
+            await self.backend.compact(upto + 1)
 
-    def replay(self, writer_for: Callable[[InfofileOp], InfofileWriter | None]) -> ReplayReport:
+    async def replay(
+        self, writer_for: Callable[[InfofileOp], InfofileWriter | None], file_id: int | None = None
+    ) -> ReplayReport:
         """Apply every entry the log holds that was applied once (answered)
         and that its infofile no longer has, in log order, before the
-        tracker serves. ``writer_for(op)`` gives the writer of the op's
-        infofile, or None if that file is gone. Blocking.
+        tracker serves (or, with ``file_id``, for that file alone: one put back
+        by RestoreInfofile). ``writer_for(op)`` gives the writer of the op's
+        infofile, or None if that file is gone. The applies block the loop
+        (a start, a restore: rare).
 
         Raises
         ------
@@ -193,14 +208,16 @@ class OpLog:
         entries = []
         start = 1
         while True:
-            got = self.log.read_now(start, 1024)
+            got = await self.backend.read(start, 1024)
             if not got:
                 break
             entries.extend(got)
             start = got[-1].index + 1
-        marks = self.log.marks(1)
+        marks = await self.backend.marks(1)
         for e in entries:
             op = decode(e.payload, e.index)
+            if file_id is not None and op.file_id != file_id:
+                continue
             rep.read += 1
             mark = marks.get(e.index, 0)
             if mark < 0:  # failed, and its proposer was told
@@ -210,7 +227,7 @@ class OpLog:
             if w is None:
                 rep.gone += 1
                 continue
-            if mark == 0 and op.name not in rep.files and w.log_index == op.prev:
+            if mark == 0 and not self.backend.applies_unmarked and op.name not in rep.files and w.log_index == op.prev:
                 # in flight when the tracker died, its infofile current: never answered
                 rep.unanswered += 1
                 continue
@@ -230,11 +247,13 @@ class OpLog:
                 rep.files.add(op.name)
         return rep
 
-    def close(self) -> None:
-        """Mark what was applied and close the log (tracker shutdown)."""
+    async def aclose(self) -> None:
+        """Mark what was applied and close the log (tracker shutdown; with
+        etcd: resign, so a standby need not wait for the lease)."""
         if self._unmarked:
+            marks, self._unmarked = self._unmarked, []
             try:
-                self.log.mark_applied(self._unmarked)
+                await self.backend.mark(marks, APPLIED)
             except Exception:
-                log.exception("could not mark %d log entries applied at shutdown", len(self._unmarked))
-        self.log.close()
+                log.exception("could not mark %d log entries applied at shutdown", len(marks))
+        await self.backend.aclose()

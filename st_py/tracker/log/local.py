@@ -116,6 +116,10 @@ class LocalLog:
             ).fetchall()
         return [Entry(i, t, bytes(p)) for i, t, p in rows]
 
+    async def read(self, start: int, limit: int = 256) -> list[Entry]:
+        """:meth:`read_now` off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.read_now, start, limit)
+
     def mark_applied(self, indexes: list[int], mark: int = 1) -> None:
         """Mark entries applied by their store and answered (``mark`` 1), or
         failed and answered so (-1, :meth:`mark_failed`)."""

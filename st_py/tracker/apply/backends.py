@@ -1,0 +1,208 @@
+"""Where the metadata log lives (docs/metadata-log.md, "Backends"): the
+embedded default's local SQLite log, or the replicated log in etcd with the
+election that fences it. :class:`~st_py.tracker.apply.oplog.OpLog` uses
+either through the same calls.
+
+- :class:`LocalBackend`: ``<state-dir>/log.db`` on the tracker's disk; a term
+  per tracker run. Applied entries are marked (lazily) so a replay can tell
+  an entry answered from one in flight when the tracker died.
+- :class:`EtcdBackend`: entries in etcd, committed by a majority of its
+  members before the tracker applies and answers; the tracker must win the
+  election first, and every append is fenced by its term. Every committed
+  entry is the decision (as in etcd's own apply loop): a replay applies each
+  one that did not fail, including one in flight when the tracker died (its
+  client retries it with its request id, applied once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from st_py.tracker.log.entry import Entry
+from st_py.tracker.log.local import LocalLog
+
+if TYPE_CHECKING:  # aetcd is the [ha] extra's: imported when an EtcdBackend starts
+    from st_py.tracker.log.election import Election
+    from st_py.tracker.log.etcd_log import EtcdLog
+    from st_py.tracker.log.etcd_session import EtcdSession
+
+FAILED = -1  # the mark of an entry whose first apply failed (and said so)
+APPLIED = 1
+
+
+class LocalBackend:
+    """The log in a local SQLite file (``path``). Use from one event loop."""
+
+    applies_unmarked = False  # an entry with no mark may have been in flight, never answered
+    describe = "local"
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.log: LocalLog | None = None
+        self.lost: asyncio.Event | None = None  # a local log's term never ends
+
+    async def start(self) -> int:
+        """Open the log and this run's term; return it."""
+        self.log = LocalLog(self.path)
+        return self.log.open_term(time.time())
+
+    def _l(self) -> LocalLog:
+        if self.log is None:
+            raise RuntimeError("the metadata log is not started (OpLog.start)")
+        return self.log
+
+    async def last_index(self) -> int:
+        """The last entry's index (0: none)."""
+        return self._l().last_index()
+
+    async def append(self, payloads: list[bytes], term: int, marks: list[int]) -> int:
+        """Append durably, marking ``marks`` applied in the same transaction."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._l().append_now, payloads, term, marks)
+
+    async def read(self, start: int, limit: int) -> list[Entry]:
+        """Entries from ``start`` on."""
+        return await self._l().read(start, limit)
+
+    async def marks(self, start: int) -> dict[int, int]:
+        """Marks (APPLIED, FAILED) of entries from ``start`` on."""
+        return self._l().marks(start)
+
+    async def mark(self, indexes: list[int], value: int) -> None:
+        """Mark entries APPLIED or FAILED."""
+        await asyncio.get_running_loop().run_in_executor(None, self._l().mark_applied, indexes, value)
+
+    async def compact(self, upto: int) -> None:
+        """Drop the entries below ``upto``."""
+        await asyncio.get_running_loop().run_in_executor(None, self._l().compact_now, upto)
+
+    async def aclose(self) -> None:
+        """Close the log."""
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+
+class EtcdBackend:
+    """The log of cluster ``cluster_id`` in the etcd members at
+    ``endpoints`` (``host:port`` each); this tracker campaigns as ``addr``.
+    Use from one event loop.
+
+    Parameters
+    ----------
+    create : bool
+        Make the cluster in etcd if it is not there (the first tracker of a
+        new cluster, ``--init-cluster``); otherwise a cluster id etcd does not
+        hold is refused (WrongClusterError).
+    campaign_s : float
+        Seconds to wait to be elected at start (another leader's lease must
+        run out first).
+    """
+
+    applies_unmarked = True
+
+    def __init__(
+        self,
+        endpoints: list[str],
+        cluster_id: str,
+        addr: str,
+        create: bool = False,
+        ttl: int = 3,
+        campaign_s: float = 30.0,
+    ):
+        self.endpoints, self.cluster_id, self.addr = endpoints, cluster_id, addr
+        self.create, self.ttl, self.campaign_s = create, ttl, campaign_s
+        self.describe = f"etcd {','.join(endpoints)} cluster {cluster_id}"
+        self.session: EtcdSession | None = None
+        self.log: EtcdLog | None = None
+        self.election: Election | None = None
+        self.lost: asyncio.Event | None = None  # set when this tracker's term ends
+
+    async def start(self) -> int:
+        """Connect, check the cluster, win the election; return the term.
+
+        Raises
+        ------
+        WrongClusterError, ConsensusUnavailableError
+        TimeoutError
+            Not elected within ``campaign_s`` (another tracker leads).
+        """
+        from st_py.tracker.log.election import Election
+        from st_py.tracker.log.etcd_log import EtcdLog
+        from st_py.tracker.log.etcd_session import EtcdSession
+
+        self.session = EtcdSession(self.endpoints)
+        self.log = await EtcdLog.open(self.session, self.cluster_id, create=self.create)
+        self.election = Election(self.session, self.cluster_id, self.addr, self.ttl)
+        term = await self.election.campaign(timeout=self.campaign_s)
+        self.lost = self.election.lost
+        return term
+
+    def _l(self) -> EtcdLog:
+        if self.log is None:
+            raise RuntimeError("the metadata log is not started (OpLog.start)")
+        return self.log
+
+    def _failed_prefix(self) -> bytes:
+        return f"/storetorrent/{self.cluster_id}/failed/".encode()  # beside etcd_log.cluster_prefix's keys
+
+    def _failed_key(self, index: int) -> bytes:
+        return self._failed_prefix() + b"%020d" % index
+
+    async def last_index(self) -> int:
+        """The last entry's index (0: none)."""
+        return await self._l().last_index()
+
+    async def append(self, payloads: list[bytes], term: int, marks: list[int]) -> int:
+        """Append, fenced by ``term``; returns once a majority has the entries
+        (applied marks are not kept: every committed entry is applied)."""
+        return await self._l().append(payloads, term)
+
+    async def read(self, start: int, limit: int) -> list[Entry]:
+        """Entries from ``start`` on."""
+        return await self._l().read(start, limit)
+
+    async def marks(self, start: int) -> dict[int, int]:
+        """The FAILED marks from ``start`` on."""
+        prefix = self._failed_prefix()
+        assert self.session is not None
+
+        async def get(c: Any):
+            return await c.get_prefix(prefix)
+
+        got = await self.session.call(get)
+        out = {int(kv.key[len(prefix) :]): FAILED for kv in got}
+        return {i: m for i, m in out.items() if i >= start}
+
+    async def mark(self, indexes: list[int], value: int) -> None:
+        """Keep FAILED marks (one key each); APPLIED needs none here."""
+        if value != FAILED or not indexes:
+            return
+        assert self.session is not None
+        keys = [self._failed_key(i) for i in indexes]
+
+        async def put(c: Any):
+            for k in keys:
+                await c.put(k, b"1")
+
+        await self.session.call(put)
+
+    async def compact(self, upto: int) -> None:
+        """Drop the entries (and failed marks) below ``upto``."""
+        await self._l().compact(upto)
+        assert self.session is not None
+        lo, hi = self._failed_key(0), self._failed_key(upto)
+
+        async def drop(c: Any):
+            await c.delete_range(lo, hi)
+
+        await self.session.call(drop)
+
+    async def aclose(self) -> None:
+        """Resign and close the session."""
+        if self.election is not None:
+            await self.election.resign()
+        if self.session is not None:
+            await self.session.close()
