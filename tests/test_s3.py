@@ -936,3 +936,75 @@ def test_a_key_that_is_also_a_folder_is_refused(s3):
         "tree/run/a",
         "tree/run/c/d",
     ]
+
+
+def test_upload_part_copy_with_ranges_and_the_aws_cli(site, s3, tmp_path):
+    """UploadPartCopy: parts copied from an object (whole, and by
+    ``x-amz-copy-source-range``) with boto3; the AWS CLI's copy of an
+    object over its 8 MiB threshold from one key to another (its multipart
+    copy: UploadPartCopy with ranges)."""
+    import subprocess
+
+    src = os.urandom(6 << 20) + bytes(range(256)) * 4096  # 7 MiB
+    s3.put_object(Bucket="exp", Key="upc/src.bin", Body=src)
+    up = s3.create_multipart_upload(Bucket="exp", Key="upc/dst.bin")["UploadId"]
+    r1 = s3.upload_part_copy(
+        Bucket="exp",
+        Key="upc/dst.bin",
+        UploadId=up,
+        PartNumber=1,
+        CopySource={"Bucket": "exp", "Key": "upc/src.bin"},
+        CopySourceRange=f"bytes=0-{(5 << 20) - 1}",
+    )["CopyPartResult"]
+    assert r1["ETag"] == f'"{hashlib.md5(src[: 5 << 20]).hexdigest()}"'
+    r2 = s3.upload_part_copy(Bucket="exp", Key="upc/dst.bin", UploadId=up, PartNumber=2, CopySource="exp/upc/src.bin")[
+        "CopyPartResult"
+    ]
+    parts = s3.list_parts(Bucket="exp", Key="upc/dst.bin", UploadId=up)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in parts] == [(1, 5 << 20), (2, len(src))]
+    for bad in ("bytes=5-", f"bytes=0-{len(src)}", "bytes=9-3"):
+        with pytest.raises(ClientError) as e:
+            s3.upload_part_copy(
+                Bucket="exp",
+                Key="upc/dst.bin",
+                UploadId=up,
+                PartNumber=3,
+                CopySource="exp/upc/src.bin",
+                CopySourceRange=bad,
+            )
+        assert code(e.value) == "InvalidArgument", bad
+    with pytest.raises(ClientError) as e:
+        s3.upload_part_copy(
+            Bucket="exp", Key="upc/dst.bin", UploadId=up, PartNumber=3, CopySource="exp/upc/missing.bin"
+        )
+    assert code(e.value) == "NoSuchKey"
+    with pytest.raises(ClientError) as e:
+        s3.upload_part_copy(
+            Bucket="exp", Key="upc/dst.bin", UploadId="0" * 32, PartNumber=1, CopySource="exp/upc/src.bin"
+        )
+    assert code(e.value) == "NoSuchUpload"
+    assert [p["PartNumber"] for p in s3.list_parts(Bucket="exp", Key="upc/dst.bin", UploadId=up)["Parts"]] == [1, 2]
+    s3.complete_multipart_upload(
+        Bucket="exp",
+        Key="upc/dst.bin",
+        UploadId=up,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r1["ETag"]}, {"PartNumber": 2, "ETag": r2["ETag"]}]},
+    )
+    assert s3.get_object(Bucket="exp", Key="upc/dst.bin")["Body"].read() == src[: 5 << 20] + src
+    if not os.path.exists(AWS):
+        pytest.fail("Debian's awscli is not installed (./dev setup installs it)")
+    cluster, ep, keys = site
+    big = os.urandom(9 << 20)
+    s3.put_object(Bucket="exp", Key="upc/cli-src.bin", Body=big)
+    env = dict(
+        os.environ,
+        AWS_ACCESS_KEY_ID="alice",
+        AWS_SECRET_ACCESS_KEY=keys["alice"],
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+    )
+    cmd = [AWS, "--endpoint-url", ep.url, "s3", "cp", "s3://exp/upc/cli-src.bin", "s3://exp/upc/cli-dst.bin"]
+    r = subprocess.run([*cmd, "--copy-props", "none"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert s3.get_object(Bucket="exp", Key="upc/cli-dst.bin")["Body"].read() == big

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from urllib.parse import parse_qsl, unquote
 
@@ -28,7 +29,7 @@ from .auth import Keys, authenticate, check_payload
 from .chunked import check_checksums, crc32c_b64
 from .errors import S3Error, from_storetorrent
 from .listing import list_bucket
-from .objhttp import not_modified, object_headers, parse_range
+from .objhttp import not_modified, object_headers, parse_copy_range, parse_range
 from .ops import ObjectStat, Ops
 
 log = logging.getLogger("storetorrent.s3")
@@ -279,19 +280,29 @@ class S3App:
     async def _copy(self, ops: Ops, bucket: str, key: str, headers) -> Response:
         """CopyObject: the source's bytes stored at ``key`` (read with the
         caller's rights; metadata is not kept, so no directive applies)."""
-        source = unquote(headers["x-amz-copy-source"][0]).split("?", 1)
-        if len(source) > 1:
-            raise S3Error("NotImplemented", "copying a version (?versionId=) is not implemented", key)
-        if any(h.startswith("x-amz-copy-source-if-") for h in headers):
-            raise S3Error("NotImplemented", "conditional copies (x-amz-copy-source-if-*) are not implemented", key)
-        src_bucket, _, src_key = source[0].lstrip("/").partition("/")
-        if not src_key:
-            raise S3Error("InvalidArgument", "x-amz-copy-source must be BUCKET/KEY", key)
+        src_bucket, src_key = _copy_source(headers, key)
         _, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key)
         assert data is not None  # no decide: the whole object
         st = await run_in_threadpool(ops.put_object, bucket, key, data)
         inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
         return self._xml(xml.doc("CopyObjectResult", inner))
+
+    async def _upload_part_copy(self, mp, ops: Ops, bucket, key, upload_id, number, headers) -> Response:
+        """UploadPartCopy: part ``number`` is the source object's bytes, or
+        the ``x-amz-copy-source-range`` of them (read with the caller's
+        rights; only the stripes the range touches of a striped object)."""
+        src_bucket, src_key = _copy_source(headers, key)
+        rng = (headers.get("x-amz-copy-source-range") or [""])[0].strip()
+        await run_in_threadpool(mp.check, bucket, key, upload_id, number)  # NoSuchUpload before any byte is read
+
+        def decide(st: ObjectStat) -> tuple[int, int] | None:
+            return parse_copy_range(rng, st.size) if rng else None
+
+        _, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide)
+        assert data is not None  # decide never answers False
+        etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
+        inner = xml.el("LastModified", xml.iso_time(time.time())) + xml.el("ETag", etag)
+        return self._xml(xml.doc("CopyPartResult", inner))
 
     async def _multipart(self, request, ops: Ops, bucket: str, key: str, query: dict, headers) -> Response:
         from .multipart import Multipart
@@ -304,12 +315,12 @@ class S3App:
             return self._xml(xml.doc("InitiateMultipartUploadResult", ids + xml.el("UploadId", upload_id)))
         upload_id = query.get("uploadId", "")
         if m == "PUT":
-            if "x-amz-copy-source" in headers:
-                raise S3Error("NotImplemented", "UploadPartCopy is not implemented (docs/s3.md)", key)
             try:
                 number = int(query.get("partNumber", ""))
             except ValueError:
                 raise S3Error("InvalidArgument", "partNumber is not a number") from None
+            if "x-amz-copy-source" in headers:
+                return await self._upload_part_copy(mp, ops, bucket, key, upload_id, number, headers)
             data, _ = await self._body(request, headers)
             etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
             return Response(status_code=200, headers={"ETag": etag})
@@ -335,3 +346,24 @@ class S3App:
             )
             return self._xml(xml.doc("ListPartsResult", inner))
         raise S3Error("NotImplemented", f"{m} on a multipart upload is not implemented", key)
+
+
+def _copy_source(headers: dict[str, list[str]], key: str) -> tuple[str, str]:
+    """``(bucket, key)`` of a copy's ``x-amz-copy-source`` (``/B/K`` or
+    ``B/K``, URL-encoded).
+
+    Raises
+    ------
+    S3Error
+        ``InvalidArgument`` (not ``B/K``), ``NotImplemented`` (a version, a
+        condition on the source).
+    """
+    source = unquote(headers["x-amz-copy-source"][0]).split("?", 1)
+    if len(source) > 1:
+        raise S3Error("NotImplemented", "copying a version (?versionId=) is not implemented", key)
+    if any(h.startswith("x-amz-copy-source-if-") for h in headers):
+        raise S3Error("NotImplemented", "conditional copies (x-amz-copy-source-if-*) are not implemented", key)
+    src_bucket, _, src_key = source[0].lstrip("/").partition("/")
+    if not src_key:
+        raise S3Error("InvalidArgument", "x-amz-copy-source must be BUCKET/KEY", key)
+    return src_bucket, src_key

@@ -85,6 +85,13 @@ class Multipart:
             h.put("key", key.encode("utf-8", "surrogatepass"))
         return upload_id
 
+    def check(self, bucket: str, key: str, upload_id: str, number: int) -> None:
+        """Raise what :meth:`upload_part` would for the upload and number
+        (``NoSuchUpload``, ``InvalidArgument``) before its bytes are fetched."""
+        if not 1 <= number <= MAX_PART_NUMBER:
+            raise S3Error("InvalidArgument", f"part numbers are 1 to {MAX_PART_NUMBER}")
+        self._open(bucket, key, upload_id).close()
+
     def upload_part(self, bucket: str, key: str, upload_id: str, number: int, data: bytes) -> str:
         """Store part ``number`` (1 to 10000; again: replaced); its ETag."""
         if not 1 <= number <= MAX_PART_NUMBER:
