@@ -6,6 +6,8 @@ server runs in the thread that calls its ``run()``.
 
 from __future__ import annotations
 
+import socket
+
 import uvicorn
 
 from .app import S3App
@@ -34,3 +36,26 @@ def make_server(
     """
     app = S3App(tracker, Keys(keys_file, region), replication, tls, domain).app
     return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off"))
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (0: a free port) and listening,
+    for :meth:`uvicorn.Server.run` (``sockets=[...]``): connections made
+    before the server runs wait in its backlog, so the address can be
+    announced as soon as this returns.
+
+    Raises
+    ------
+    OSError
+        The port is taken or cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        raise
+    return sock
