@@ -35,10 +35,10 @@ from st_integrations.s3.server import make_server
 class Endpoint:
     """``storetorrent s3`` in a thread of this process, stopped by ``stop``."""
 
-    def __init__(self, tracker: str, keys_file=None, tls=(None, None, None), domain=None):
+    def __init__(self, tracker: str, keys_file=None, tls=(None, None, None), domain=None, **kw):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = make_server(tracker, port=self.port, keys_file=keys_file, tls=tls, domain=domain)
+        self.server = make_server(tracker, port=self.port, keys_file=keys_file, tls=tls, domain=domain, **kw)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.clients: list = []
         self.thread.start()
@@ -1008,3 +1008,66 @@ def test_upload_part_copy_with_ranges_and_the_aws_cli(site, s3, tmp_path):
     r = subprocess.run([*cmd, "--copy-props", "none"], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert s3.get_object(Bucket="exp", Key="upc/cli-dst.bin")["Body"].read() == big
+
+
+def test_multipart_uploads_listed_by_page_and_reaped_when_abandoned(site, s3, tmp_path):
+    """ListMultipartUploads by pages of one (key and upload-id markers),
+    with a delimiter and its Initiated times, through boto3 and rclone; an
+    endpoint that aborts uploads untouched for 8 s reaps the abandoned ones
+    and keeps the one still getting parts."""
+    import json
+    import subprocess
+
+    cluster, ep, keys = site
+    t0 = datetime.datetime.now(datetime.timezone.utc)
+    names = ("reap/a.bin", "reap/a.bin", "reap/b.bin", "reap/d/c.bin")
+    ups = sorted((k, s3.create_multipart_upload(Bucket="exp", Key=k)["UploadId"]) for k in names)
+    pages = s3.get_paginator("list_multipart_uploads").paginate(
+        Bucket="exp", Prefix="reap/", PaginationConfig={"PageSize": 1}
+    )
+    seen = [u for page in pages for u in page.get("Uploads", [])]
+    assert [(u["Key"], u["UploadId"]) for u in seen] == ups
+    assert all(abs((u["Initiated"] - t0).total_seconds()) < 120 for u in seen)
+    r = s3.list_multipart_uploads(Bucket="exp", Prefix="reap/", Delimiter="/")
+    assert [u["Key"] for u in r["Uploads"]] == ["reap/a.bin", "reap/a.bin", "reap/b.bin"]
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["reap/d/"]
+    if not os.path.exists(RCLONE):
+        pytest.fail("Debian's rclone is not installed (./dev setup installs it)")
+    env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
+    env["RCLONE_CONFIG"] = str(tmp_path / "none.conf")
+    remote = (
+        f":s3,provider=Other,access_key_id=alice,secret_access_key={keys['alice']},"
+        f"endpoint='{ep.url}',region=us-east-1,force_path_style=true:"
+    )
+    out = subprocess.run(
+        [RCLONE, "backend", "list-multipart-uploads", remote + "exp"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    listed = [(u["Key"], u["UploadId"]) for u in json.loads(out.stdout)["exp"]]
+    assert sorted(u for u in listed if u[0].startswith("reap/")) == ups
+    (tmp_path / "keys.toml").write_text(f'[users]\nalice = "{keys["alice"]}"\n')
+    reaper = Endpoint(cluster.tracker_addr, tmp_path / "keys.toml", tls=cluster.client_tls, upload_expiry_s=8)
+    kept = ups[2]  # reap/b.bin, given a new part 1 on every look until the others are gone
+    looks = iter(range(10**6))
+    try:
+
+        def abandoned_gone() -> bool:
+            body = f"{next(looks):010d}".encode()  # other bytes each time: a new commit (the same is no change)
+            s3.upload_part(Bucket="exp", Key=kept[0], UploadId=kept[1], PartNumber=1, Body=body)
+            left = {u["UploadId"] for u in s3.list_multipart_uploads(Bucket="exp", Prefix="reap/").get("Uploads", [])}
+            return left == {kept[1]}
+
+        poll_for(abandoned_gone, timeout=90, interval=0.5, what="the abandoned uploads to be reaped")
+    finally:
+        reaper.stop()
+    for key, upload_id in ups:
+        if upload_id != kept[1]:
+            with pytest.raises(ClientError) as e:
+                s3.list_parts(Bucket="exp", Key=key, UploadId=upload_id)
+            assert code(e.value) == "NoSuchUpload"
+    assert [p["Size"] for p in s3.list_parts(Bucket="exp", Key=kept[0], UploadId=kept[1])["Parts"]] == [10]
+    s3.abort_multipart_upload(Bucket="exp", Key=kept[0], UploadId=kept[1])

@@ -59,7 +59,14 @@ def sql(tracker, data, query, files, fmt, as_of) -> None:
 @click.option("--replication", default="x2", show_default=True, help="of the files PUTs create")
 @click.option("--domain", default=None, help="also serve virtual-host-style requests to BUCKET.DOMAIN")
 @click.option("--region", default="us-east-1", show_default=True, help="the region requests are signed for")
-def s3(tracker, data, host, port, keys_file, replication, domain, region) -> None:
+@click.option(
+    "--upload-expiry-hours",
+    default=24.0,
+    show_default=True,
+    type=float,
+    help="abort multipart uploads untouched this many hours (0: never)",
+)
+def s3(tracker, data, host, port, keys_file, replication, domain, region, upload_expiry_hours) -> None:
     """Serve the S3 API (path-style, SigV4) over the cluster's files and
     records until interrupted (docs/s3.md). Prints ``listening on
     HOST:PORT`` on stdout once it takes connections (what `storetorrent up`
@@ -67,7 +74,16 @@ def s3(tracker, data, host, port, keys_file, replication, domain, region) -> Non
     from .s3.server import listen, make_server
 
     address = tracker_address(tracker, data)
-    server = make_server(address, host, port, keys_file, replication, domain=domain, region=region)
+    server = make_server(
+        address,
+        host,
+        port,
+        keys_file,
+        replication,
+        domain=domain,
+        region=region,
+        upload_expiry_s=upload_expiry_hours * 3600,
+    )
     sock = listen(host, port)
     bound = sock.getsockname()[1]
     say(f"S3 endpoint on http://{host}:{bound} over tracker {address}", err=True)

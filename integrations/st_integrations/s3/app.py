@@ -10,6 +10,7 @@ key, made under a lock; the operations run in Starlette's worker threads.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -35,6 +36,8 @@ from .ops import ObjectStat, Ops
 log = logging.getLogger("storetorrent.s3")
 EMPTY_MD5 = '"d41d8cd98f00b204e9800998ecf8427e"'  # the ETag of a directory marker (an empty object)
 MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
+UPLOAD_EXPIRY_S = 24 * 3600.0  # a multipart upload untouched this long is aborted (docs/s3.md; MinIO's default)
+REAP_INTERVAL_S = 3600.0  # at most this long between passes of the reaper (a quarter of the expiry if shorter)
 _KNOWN_BUCKET_QUERY = {
     "list-type",
     "prefix",
@@ -49,6 +52,8 @@ _KNOWN_BUCKET_QUERY = {
     "delete",
     "uploads",
     "max-uploads",
+    "key-marker",
+    "upload-id-marker",
 }
 _KNOWN_OBJECT_QUERY = {"x-id", "uploads", "uploadId", "partNumber", "max-parts", "part-number-marker"}
 
@@ -69,20 +74,73 @@ class S3App:
     domain : str, optional
         Virtual-host-style requests: a ``Host`` of ``BUCKET.DOMAIN`` names
         the bucket, the path the key; any other host is path style.
+    upload_expiry_s : float
+        Multipart uploads untouched this many seconds are aborted by a
+        reaper thread while the server runs (0: never).
     """
 
     def __init__(
-        self, tracker: str, keys: Keys, replication: str = "x2", tls=(None, None, None), domain: str | None = None
+        self,
+        tracker: str,
+        keys: Keys,
+        replication: str = "x2",
+        tls=(None, None, None),
+        domain: str | None = None,
+        upload_expiry_s: float = UPLOAD_EXPIRY_S,
     ):
         self.tracker, self.keys, self.replication, self.tls = tracker, keys, replication, tls
         self.domain = domain.lower().strip(".") if domain else None
+        self.upload_expiry_s = upload_expiry_s
         self._ops: dict[str | None, Ops] = {}
         self._lock = threading.Lock()
         self.app = Starlette(
-            routes=[Route("/{path:path}", self.handle, methods=["GET", "HEAD", "PUT", "POST", "DELETE"])]
+            routes=[Route("/{path:path}", self.handle, methods=["GET", "HEAD", "PUT", "POST", "DELETE"])],
+            lifespan=self._lifespan,
         )
         if keys.open:
             log.warning("S3 endpoint without access keys (development mode): every request is taken unchecked")
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app):
+        """While the server runs: the reaper of abandoned multipart uploads
+        (none if ``upload_expiry_s`` is 0)."""
+        stop = threading.Event()
+        if self.upload_expiry_s > 0:
+            threading.Thread(target=self._reaper, args=(stop,), name="s3-reaper", daemon=True).start()
+        try:
+            yield
+        finally:
+            stop.set()
+
+    def _reaper(self, stop: threading.Event) -> None:
+        interval = min(REAP_INTERVAL_S, self.upload_expiry_s / 4)
+        while True:
+            try:
+                n = self.reap_uploads()
+                if n:
+                    log.info("aborted %d multipart uploads untouched for %g s", n, self.upload_expiry_s)
+            except Exception:  # a pass that failed (tracker down): the next one tries again
+                log.exception("reaping multipart uploads failed")
+            if stop.wait(interval):
+                return
+
+    def reap_uploads(self) -> int:
+        """One pass of the reaper: in every bucket, abort the multipart
+        uploads untouched for over ``upload_expiry_s`` seconds
+        (:meth:`.multipart.Multipart.reap`), with each access key's rights
+        in turn (development mode: the endpoint's own), so each user's are
+        reaped. Returns how many were aborted. Thread safety: any thread."""
+        from .multipart import Multipart
+
+        n = 0
+        for api_key in [None] if self.keys.secrets is None else sorted(set(self.keys.secrets.values())):
+            ops = self.ops(api_key)
+            for bucket, _ in ops.list_buckets():
+                try:
+                    n += len(Multipart(ops).reap(bucket, self.upload_expiry_s))
+                except (S3Error, StoreTorrentError) as e:  # a bucket gone meanwhile, or not this user's
+                    log.debug("reaping uploads of %s: %s", bucket, e)
+        return n
 
     def ops(self, api_key: str | None) -> Ops:
         """The operations (one client) of a caller's API key."""
@@ -142,7 +200,7 @@ class S3App:
                 return self._xml(xml.list_buckets(buckets, caller.user or "storetorrent"))
             raise S3Error("MethodNotAllowed", f"{m} / is not allowed")
         if not key:
-            return await self._bucket(request, ops, bucket, query, headers)
+            return await self._bucket(request, ops, bucket, query, headers, caller.user or "storetorrent")
         return await self._object(request, ops, bucket, key, query, headers)
 
     @staticmethod
@@ -158,7 +216,7 @@ class S3App:
         check_checksums(data, sums)
         return data, sums
 
-    async def _bucket(self, request, ops: Ops, bucket: str, query: dict, headers) -> Response:
+    async def _bucket(self, request, ops: Ops, bucket: str, query: dict, headers, owner: str) -> Response:
         m = request.method
         unknown = set(query) - _KNOWN_BUCKET_QUERY
         if unknown:
@@ -184,11 +242,7 @@ class S3App:
             from .multipart import Multipart
 
             ups = await run_in_threadpool(Multipart(ops).list_uploads, bucket, query.get("prefix", ""))
-            inner = (
-                xml.el("Bucket", bucket) + xml.el("Prefix", query.get("prefix", "")) + xml.el("IsTruncated", "false")
-            )
-            inner += "".join("<Upload>" + xml.el("Key", k) + xml.el("UploadId", u) + "</Upload>" for k, u in ups)
-            return self._xml(xml.doc("ListMultipartUploadsResult", inner))
+            return self._xml(xml.list_uploads(bucket, query, ups, owner))
         if m == "GET":
             return self._xml(await run_in_threadpool(list_bucket, ops, bucket, query))
         raise S3Error("NotImplemented", f"{m} on a bucket is not implemented", bucket)

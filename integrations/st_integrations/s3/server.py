@@ -10,7 +10,7 @@ import socket
 
 import uvicorn
 
-from .app import S3App
+from .app import UPLOAD_EXPIRY_S, S3App
 from .auth import Keys
 
 
@@ -24,18 +24,20 @@ def make_server(
     log_level: str = "warning",
     domain: str | None = None,
     region: str = "us-east-1",
+    upload_expiry_s: float = UPLOAD_EXPIRY_S,
 ) -> uvicorn.Server:
     """A uvicorn server of the endpoint over ``tracker`` on ``host:port``
     (call ``run()``; ``should_exit = True`` stops it); ``domain``: also
-    virtual-host-style requests to ``BUCKET.domain``.
+    virtual-host-style requests to ``BUCKET.domain``; ``upload_expiry_s``:
+    multipart uploads untouched this long are aborted (0: never).
 
     Raises
     ------
     OSError, tomllib.TOMLDecodeError
         The keys file cannot be read.
     """
-    app = S3App(tracker, Keys(keys_file, region), replication, tls, domain).app
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off"))
+    app = S3App(tracker, Keys(keys_file, region), replication, tls, domain, upload_expiry_s).app
+    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
 
 
 def listen(host: str, port: int) -> socket.socket:
