@@ -250,6 +250,9 @@ def test_refusals_store_nothing(site, s3):
             PartNumber=1,
             CopySource={"Bucket": "exp", "Key": "top.txt"},
         )
+    assert code(e.value) == "NoSuchUpload"  # checked before the source is read
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="top.txt", PartNumber=1)
     assert code(e.value) == "NotImplemented"
     with pytest.raises(ClientError) as e:
         s3.put_bucket_tagging(Bucket="exp", Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
