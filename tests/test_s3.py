@@ -1074,3 +1074,61 @@ def test_multipart_uploads_listed_by_page_and_reaped_when_abandoned(site, s3, tm
             assert code(e.value) == "NoSuchUpload"
     assert [p["Size"] for p in s3.list_parts(Bucket="exp", Key=kept[0], UploadId=kept[1])["Parts"]] == [10]
     s3.abort_multipart_upload(Bucket="exp", Key=kept[0], UploadId=kept[1])
+
+
+def test_object_versions_and_time_travel(site, s3):
+    """Version ids are generations of the key's file: PUT answers one,
+    ListObjectVersions lists every kept version and a delete marker (boto3,
+    in pages of one), ``GET``/``HEAD ?versionId=`` read a past version or a
+    snapshot, a version that does not exist is NoSuchVersion; s3fs with
+    ``version_aware`` reads the same versions."""
+    import s3fs
+
+    cluster, ep, keys = site
+    v1 = s3.put_object(Bucket="exp", Key="ver/a.txt", Body=b"one")["VersionId"]
+    v2 = s3.put_object(Bucket="exp", Key="ver/a.txt", Body=b"two!")["VersionId"]
+    vb = s3.put_object(Bucket="exp", Key="ver/b.txt", Body=b"bee")["VersionId"]
+    s3.delete_object(Bucket="exp", Key="ver/b.txt")
+    assert int(v1) < int(v2) < int(vb)
+    r = s3.list_object_versions(Bucket="exp", Prefix="ver/")
+    assert [(v["Key"], v["VersionId"], v["IsLatest"], v["Size"]) for v in r["Versions"]] == [
+        ("ver/a.txt", v2, True, 4),
+        ("ver/a.txt", v1, False, 3),
+        ("ver/b.txt", vb, False, 3),
+    ]
+    [marker] = r["DeleteMarkers"]
+    assert marker["Key"] == "ver/b.txt" and marker["IsLatest"] and int(marker["VersionId"]) > int(vb)
+    pages = s3.get_paginator("list_object_versions").paginate(
+        Bucket="exp", Prefix="ver/", PaginationConfig={"PageSize": 1}
+    )
+    paged = [(v["Key"], v["VersionId"]) for p in pages for v in p.get("Versions", []) + p.get("DeleteMarkers", [])]
+    assert sorted(paged) == sorted((v["Key"], v["VersionId"]) for v in r["Versions"] + r["DeleteMarkers"])
+    old = s3.get_object(Bucket="exp", Key="ver/a.txt", VersionId=v1)
+    assert old["Body"].read() == b"one" and old["VersionId"] == v1
+    head = s3.head_object(Bucket="exp", Key="ver/a.txt", VersionId=v1)
+    assert head["ContentLength"] == 3 and head["ETag"] == r["Versions"][1]["ETag"]
+    assert s3.get_object(Bucket="exp", Key="ver/a.txt")["VersionId"] == v2
+    assert s3.get_object(Bucket="exp", Key="ver/b.txt", VersionId=vb)["Body"].read() == b"bee"  # deleted since
+    cluster.client(api_key=keys["alice"]).snapshot("/exp/ver", "before-three")
+    s3.put_object(Bucket="exp", Key="ver/a.txt", Body=b"three")
+    assert s3.get_object(Bucket="exp", Key="ver/a.txt", VersionId="before-three")["Body"].read() == b"two!"
+    for missing in (str(int(vb) + 10**6), "no-such-snapshot", marker["VersionId"]):
+        with pytest.raises(ClientError) as e:
+            s3.get_object(
+                Bucket="exp", Key="ver/a.txt" if missing != marker["VersionId"] else "ver/b.txt", VersionId=missing
+            )
+        assert code(e.value) == "NoSuchVersion", missing
+    with pytest.raises(ClientError) as e:
+        s3.delete_object(Bucket="exp", Key="ver/a.txt", VersionId=v1)
+    assert code(e.value) == "NotImplemented"
+    fs = s3fs.S3FileSystem(
+        key="alice",
+        secret=keys["alice"],
+        client_kwargs={"endpoint_url": ep.url},
+        use_listings_cache=False,
+        version_aware=True,
+    )
+    assert fs.cat_file("exp/ver/a.txt", version_id=v1) == b"one"
+    with fs.open("exp/ver/a.txt", "rb", version_id=v2) as f:
+        assert f.read() == b"two!"
+    assert [v["VersionId"] for v in fs.object_version_info("exp/ver/a.txt")][1:] == [v2, v1]

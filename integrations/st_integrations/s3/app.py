@@ -54,8 +54,11 @@ _KNOWN_BUCKET_QUERY = {
     "max-uploads",
     "key-marker",
     "upload-id-marker",
+    "versions",
+    "version-id-marker",
+    "versioning",
 }
-_KNOWN_OBJECT_QUERY = {"x-id", "uploads", "uploadId", "partNumber", "max-parts", "part-number-marker"}
+_KNOWN_OBJECT_QUERY = {"x-id", "uploads", "uploadId", "partNumber", "max-parts", "part-number-marker", "versionId"}
 
 
 class S3App:
@@ -238,6 +241,12 @@ class S3App:
             await run_in_threadpool(ops.need_bucket, bucket)
             region = "" if self.keys.region == "us-east-1" else self.keys.region  # S3's answer for us-east-1
             return self._xml(xml.doc("LocationConstraint", xml.escape(region)))
+        if m == "GET" and "versioning" in query:  # files keep their history (docs/s3.md, "Versions")
+            await run_in_threadpool(ops.need_bucket, bucket)
+            return self._xml(xml.doc("VersioningConfiguration", xml.el("Status", "Enabled")))
+        if m == "GET" and "versions" in query:
+            vs = await run_in_threadpool(ops.list_versions, bucket, query.get("prefix", ""))
+            return self._xml(xml.list_versions(bucket, query, vs, owner))
         if m == "GET" and "uploads" in query:
             from .multipart import Multipart
 
@@ -280,6 +289,13 @@ class S3App:
             return await self._multipart(request, ops, bucket, key, query, headers)
         if "partNumber" in query:
             raise S3Error("NotImplemented", "GetObject of one part is not implemented", key)
+        version = query.get("versionId")
+        if version is not None and m not in ("GET", "HEAD"):
+            raise S3Error(
+                "NotImplemented", f"{m} of one version is not implemented: versions are the file's history", key
+            )
+        if version == "":
+            raise S3Error("InvalidArgument", "Invalid version id specified", key)
         if m == "PUT":
             if "x-amz-copy-source" in headers:
                 return await self._copy(ops, bucket, key, headers)
@@ -291,9 +307,12 @@ class S3App:
             if if_none and if_none != "*":
                 raise S3Error("NotImplemented", "a PUT's If-None-Match takes only '*'", key)
             st = await run_in_threadpool(ops.put_object, bucket, key, data, if_none == "*")
-            return Response(status_code=200, headers={"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)})
+            h = {"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)}
+            if st.version_id is not None:
+                h["x-amz-version-id"] = str(st.version_id)
+            return Response(status_code=200, headers=h)
         if m == "HEAD":
-            st = await run_in_threadpool(ops.head_object, bucket, key)
+            st = await run_in_threadpool(ops.head_object, bucket, key, version)
             if not_modified(headers, st):
                 return Response(status_code=304, headers={"ETag": st.etag})
             h = object_headers(st)
@@ -316,7 +335,7 @@ class S3App:
                         e.resource = f"bytes */{st.size}"
                     raise
 
-            st, got, span = await run_in_threadpool(ops.get_object, bucket, key, decide)
+            st, got, span = await run_in_threadpool(ops.get_object, bucket, key, decide, version)
             if got is None:
                 return Response(status_code=304, headers={"ETag": st.etag})
             h = object_headers(st)

@@ -69,12 +69,15 @@ def parse_copy_range(value: str, size: int) -> tuple[int, int]:
 
 def object_headers(st: ObjectStat) -> dict[str, str]:
     """The headers of a GET or HEAD of ``st`` (ETag, Last-Modified, ...)."""
-    return {
+    h = {
         "ETag": st.etag,
         "Last-Modified": xml.http_time(st.mtime),
         "Accept-Ranges": "bytes",
         "Content-Type": "binary/octet-stream",
     }
+    if st.version_id is not None:
+        h["x-amz-version-id"] = str(st.version_id)
+    return h
 
 
 def _http_date(value: str) -> float | None:
