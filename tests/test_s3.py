@@ -1121,6 +1121,10 @@ def test_object_versions_and_time_travel(site, s3):
     with pytest.raises(ClientError) as e:
         s3.delete_object(Bucket="exp", Key="ver/a.txt", VersionId=v1)
     assert code(e.value) == "NotImplemented"
+    assert s3.get_bucket_versioning(Bucket="exp")["Status"] == "Enabled"
+    with pytest.raises(ClientError) as e:
+        s3.put_bucket_versioning(Bucket="exp", VersioningConfiguration={"Status": "Suspended"})
+    assert code(e.value) == "NotImplemented"
     fs = s3fs.S3FileSystem(
         key="alice",
         secret=keys["alice"],

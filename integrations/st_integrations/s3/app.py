@@ -224,6 +224,10 @@ class S3App:
         unknown = set(query) - _KNOWN_BUCKET_QUERY
         if unknown:
             raise S3Error("NotImplemented", f"bucket subresource {sorted(unknown)[0]!r} is not implemented", bucket)
+        if m in ("PUT", "HEAD", "DELETE") and query:  # PutBucketVersioning, ...: not CreateBucket
+            raise S3Error(
+                "NotImplemented", f"{m} of bucket subresource {sorted(query)[0]!r} is not implemented", bucket
+            )
         if m == "PUT":
             await run_in_threadpool(ops.create_bucket, bucket)
             return Response(status_code=200, headers={"Location": "/" + bucket})
