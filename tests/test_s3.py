@@ -35,10 +35,10 @@ from st_integrations.s3.server import make_server
 class Endpoint:
     """``storetorrent s3`` in a thread of this process, stopped by ``stop``."""
 
-    def __init__(self, tracker: str, keys_file=None, tls=(None, None, None), domain=None):
+    def __init__(self, tracker: str, keys_file=None, tls=(None, None, None), domain=None, **kw):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = make_server(tracker, port=self.port, keys_file=keys_file, tls=tls, domain=domain)
+        self.server = make_server(tracker, port=self.port, keys_file=keys_file, tls=tls, domain=domain, **kw)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.clients: list = []
         self.thread.start()
@@ -250,6 +250,9 @@ def test_refusals_store_nothing(site, s3):
             PartNumber=1,
             CopySource={"Bucket": "exp", "Key": "top.txt"},
         )
+    assert code(e.value) == "NoSuchUpload"  # checked before the source is read
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="exp", Key="top.txt", PartNumber=1)
     assert code(e.value) == "NotImplemented"
     with pytest.raises(ClientError) as e:
         s3.put_bucket_tagging(Bucket="exp", Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
@@ -936,3 +939,200 @@ def test_a_key_that_is_also_a_folder_is_refused(s3):
         "tree/run/a",
         "tree/run/c/d",
     ]
+
+
+def test_upload_part_copy_with_ranges_and_the_aws_cli(site, s3, tmp_path):
+    """UploadPartCopy: parts copied from an object (whole, and by
+    ``x-amz-copy-source-range``) with boto3; the AWS CLI's copy of an
+    object over its 8 MiB threshold from one key to another (its multipart
+    copy: UploadPartCopy with ranges)."""
+    import subprocess
+
+    src = os.urandom(6 << 20) + bytes(range(256)) * 4096  # 7 MiB
+    s3.put_object(Bucket="exp", Key="upc/src.bin", Body=src)
+    up = s3.create_multipart_upload(Bucket="exp", Key="upc/dst.bin")["UploadId"]
+    r1 = s3.upload_part_copy(
+        Bucket="exp",
+        Key="upc/dst.bin",
+        UploadId=up,
+        PartNumber=1,
+        CopySource={"Bucket": "exp", "Key": "upc/src.bin"},
+        CopySourceRange=f"bytes=0-{(5 << 20) - 1}",
+    )["CopyPartResult"]
+    assert r1["ETag"] == f'"{hashlib.md5(src[: 5 << 20]).hexdigest()}"'
+    r2 = s3.upload_part_copy(Bucket="exp", Key="upc/dst.bin", UploadId=up, PartNumber=2, CopySource="exp/upc/src.bin")[
+        "CopyPartResult"
+    ]
+    parts = s3.list_parts(Bucket="exp", Key="upc/dst.bin", UploadId=up)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in parts] == [(1, 5 << 20), (2, len(src))]
+    for bad in ("bytes=5-", f"bytes=0-{len(src)}", "bytes=9-3"):
+        with pytest.raises(ClientError) as e:
+            s3.upload_part_copy(
+                Bucket="exp",
+                Key="upc/dst.bin",
+                UploadId=up,
+                PartNumber=3,
+                CopySource="exp/upc/src.bin",
+                CopySourceRange=bad,
+            )
+        assert code(e.value) == "InvalidArgument", bad
+    with pytest.raises(ClientError) as e:
+        s3.upload_part_copy(
+            Bucket="exp", Key="upc/dst.bin", UploadId=up, PartNumber=3, CopySource="exp/upc/missing.bin"
+        )
+    assert code(e.value) == "NoSuchKey"
+    with pytest.raises(ClientError) as e:
+        s3.upload_part_copy(
+            Bucket="exp", Key="upc/dst.bin", UploadId="0" * 32, PartNumber=1, CopySource="exp/upc/src.bin"
+        )
+    assert code(e.value) == "NoSuchUpload"
+    assert [p["PartNumber"] for p in s3.list_parts(Bucket="exp", Key="upc/dst.bin", UploadId=up)["Parts"]] == [1, 2]
+    s3.complete_multipart_upload(
+        Bucket="exp",
+        Key="upc/dst.bin",
+        UploadId=up,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r1["ETag"]}, {"PartNumber": 2, "ETag": r2["ETag"]}]},
+    )
+    assert s3.get_object(Bucket="exp", Key="upc/dst.bin")["Body"].read() == src[: 5 << 20] + src
+    if not os.path.exists(AWS):
+        pytest.fail("Debian's awscli is not installed (./dev setup installs it)")
+    cluster, ep, keys = site
+    big = os.urandom(9 << 20)
+    s3.put_object(Bucket="exp", Key="upc/cli-src.bin", Body=big)
+    env = dict(
+        os.environ,
+        AWS_ACCESS_KEY_ID="alice",
+        AWS_SECRET_ACCESS_KEY=keys["alice"],
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+    )
+    cmd = [AWS, "--endpoint-url", ep.url, "s3", "cp", "s3://exp/upc/cli-src.bin", "s3://exp/upc/cli-dst.bin"]
+    r = subprocess.run([*cmd, "--copy-props", "none"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert s3.get_object(Bucket="exp", Key="upc/cli-dst.bin")["Body"].read() == big
+
+
+def test_multipart_uploads_listed_by_page_and_reaped_when_abandoned(site, s3, tmp_path):
+    """ListMultipartUploads by pages of one (key and upload-id markers),
+    with a delimiter and its Initiated times, through boto3 and rclone; an
+    endpoint that aborts uploads untouched for 8 s reaps the abandoned ones
+    and keeps the one still getting parts."""
+    import json
+    import subprocess
+
+    cluster, ep, keys = site
+    t0 = datetime.datetime.now(datetime.timezone.utc)
+    names = ("reap/a.bin", "reap/a.bin", "reap/b.bin", "reap/d/c.bin")
+    ups = sorted((k, s3.create_multipart_upload(Bucket="exp", Key=k)["UploadId"]) for k in names)
+    pages = s3.get_paginator("list_multipart_uploads").paginate(
+        Bucket="exp", Prefix="reap/", PaginationConfig={"PageSize": 1}
+    )
+    seen = [u for page in pages for u in page.get("Uploads", [])]
+    assert [(u["Key"], u["UploadId"]) for u in seen] == ups
+    assert all(abs((u["Initiated"] - t0).total_seconds()) < 120 for u in seen)
+    r = s3.list_multipart_uploads(Bucket="exp", Prefix="reap/", Delimiter="/")
+    assert [u["Key"] for u in r["Uploads"]] == ["reap/a.bin", "reap/a.bin", "reap/b.bin"]
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["reap/d/"]
+    if not os.path.exists(RCLONE):
+        pytest.fail("Debian's rclone is not installed (./dev setup installs it)")
+    env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
+    env["RCLONE_CONFIG"] = str(tmp_path / "none.conf")
+    remote = (
+        f":s3,provider=Other,access_key_id=alice,secret_access_key={keys['alice']},"
+        f"endpoint='{ep.url}',region=us-east-1,force_path_style=true:"
+    )
+    out = subprocess.run(
+        [RCLONE, "backend", "list-multipart-uploads", remote + "exp"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    listed = [(u["Key"], u["UploadId"]) for u in json.loads(out.stdout)["exp"]]
+    assert sorted(u for u in listed if u[0].startswith("reap/")) == ups
+    (tmp_path / "keys.toml").write_text(f'[users]\nalice = "{keys["alice"]}"\n')
+    reaper = Endpoint(cluster.tracker_addr, tmp_path / "keys.toml", tls=cluster.client_tls, upload_expiry_s=8)
+    kept = ups[2]  # reap/b.bin, given a new part 1 on every look until the others are gone
+    looks = iter(range(10**6))
+    try:
+
+        def abandoned_gone() -> bool:
+            body = f"{next(looks):010d}".encode()  # other bytes each time: a new commit (the same is no change)
+            s3.upload_part(Bucket="exp", Key=kept[0], UploadId=kept[1], PartNumber=1, Body=body)
+            left = {u["UploadId"] for u in s3.list_multipart_uploads(Bucket="exp", Prefix="reap/").get("Uploads", [])}
+            return left == {kept[1]}
+
+        poll_for(abandoned_gone, timeout=90, interval=0.5, what="the abandoned uploads to be reaped")
+    finally:
+        reaper.stop()
+    for key, upload_id in ups:
+        if upload_id != kept[1]:
+            with pytest.raises(ClientError) as e:
+                s3.list_parts(Bucket="exp", Key=key, UploadId=upload_id)
+            assert code(e.value) == "NoSuchUpload"
+    assert [p["Size"] for p in s3.list_parts(Bucket="exp", Key=kept[0], UploadId=kept[1])["Parts"]] == [10]
+    s3.abort_multipart_upload(Bucket="exp", Key=kept[0], UploadId=kept[1])
+
+
+def test_object_versions_and_time_travel(site, s3):
+    """Version ids are generations of the key's file: PUT answers one,
+    ListObjectVersions lists every kept version and a delete marker (boto3,
+    in pages of one), ``GET``/``HEAD ?versionId=`` read a past version or a
+    snapshot, a version that does not exist is NoSuchVersion; s3fs with
+    ``version_aware`` reads the same versions."""
+    import s3fs
+
+    cluster, ep, keys = site
+    v1 = s3.put_object(Bucket="exp", Key="ver/a.txt", Body=b"one")["VersionId"]
+    v2 = s3.put_object(Bucket="exp", Key="ver/a.txt", Body=b"two!")["VersionId"]
+    vb = s3.put_object(Bucket="exp", Key="ver/b.txt", Body=b"bee")["VersionId"]
+    s3.delete_object(Bucket="exp", Key="ver/b.txt")
+    assert int(v1) < int(v2) < int(vb)
+    r = s3.list_object_versions(Bucket="exp", Prefix="ver/")
+    assert [(v["Key"], v["VersionId"], v["IsLatest"], v["Size"]) for v in r["Versions"]] == [
+        ("ver/a.txt", v2, True, 4),
+        ("ver/a.txt", v1, False, 3),
+        ("ver/b.txt", vb, False, 3),
+    ]
+    [marker] = r["DeleteMarkers"]
+    assert marker["Key"] == "ver/b.txt" and marker["IsLatest"] and int(marker["VersionId"]) > int(vb)
+    pages = s3.get_paginator("list_object_versions").paginate(
+        Bucket="exp", Prefix="ver/", PaginationConfig={"PageSize": 1}
+    )
+    paged = [(v["Key"], v["VersionId"]) for p in pages for v in p.get("Versions", []) + p.get("DeleteMarkers", [])]
+    assert sorted(paged) == sorted((v["Key"], v["VersionId"]) for v in r["Versions"] + r["DeleteMarkers"])
+    old = s3.get_object(Bucket="exp", Key="ver/a.txt", VersionId=v1)
+    assert old["Body"].read() == b"one" and old["VersionId"] == v1
+    head = s3.head_object(Bucket="exp", Key="ver/a.txt", VersionId=v1)
+    assert head["ContentLength"] == 3 and head["ETag"] == r["Versions"][1]["ETag"]
+    assert s3.get_object(Bucket="exp", Key="ver/a.txt")["VersionId"] == v2
+    assert s3.get_object(Bucket="exp", Key="ver/b.txt", VersionId=vb)["Body"].read() == b"bee"  # deleted since
+    cluster.client(api_key=keys["alice"]).snapshot("/exp/ver", "before-three")
+    s3.put_object(Bucket="exp", Key="ver/a.txt", Body=b"three")
+    assert s3.get_object(Bucket="exp", Key="ver/a.txt", VersionId="before-three")["Body"].read() == b"two!"
+    for missing in (str(int(vb) + 10**6), "no-such-snapshot", marker["VersionId"]):
+        with pytest.raises(ClientError) as e:
+            s3.get_object(
+                Bucket="exp", Key="ver/a.txt" if missing != marker["VersionId"] else "ver/b.txt", VersionId=missing
+            )
+        assert code(e.value) == "NoSuchVersion", missing
+    with pytest.raises(ClientError) as e:
+        s3.delete_object(Bucket="exp", Key="ver/a.txt", VersionId=v1)
+    assert code(e.value) == "NotImplemented"
+    assert s3.get_bucket_versioning(Bucket="exp")["Status"] == "Enabled"
+    with pytest.raises(ClientError) as e:
+        s3.put_bucket_versioning(Bucket="exp", VersioningConfiguration={"Status": "Suspended"})
+    assert code(e.value) == "NotImplemented"
+    fs = s3fs.S3FileSystem(
+        key="alice",
+        secret=keys["alice"],
+        client_kwargs={"endpoint_url": ep.url},
+        use_listings_cache=False,
+        version_aware=True,
+    )
+    assert fs.cat_file("exp/ver/a.txt", version_id=v1) == b"one"
+    with fs.open("exp/ver/a.txt", "rb", version_id=v2) as f:
+        assert f.read() == b"two!"
+    assert [v["VersionId"] for v in fs.object_version_info("exp/ver/a.txt")][1:] == [v2, v1]

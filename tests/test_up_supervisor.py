@@ -10,7 +10,7 @@ import re
 import signal
 
 from conftest import poll_for
-from helpers import free_port, pid_alive, st, start_up, stop_up, up_peer_pid
+from helpers import children_of, cmdline, free_port, pid_alive, st, start_up, stop_up, up_peer_pid
 
 from st_py.deploy.cluster import read_cluster_file
 
@@ -146,3 +146,85 @@ def test_a_tracker_that_had_run_a_while_is_restarted_at_once_however_often_it_di
                 f.put("a", b"x")
             with cl.open("/sup/after") as f:
                 assert f.get("a") == b"x"
+
+
+def _up_s3_pid(up_pid: int) -> int | None:
+    for p in children_of(up_pid):
+        if "st_integrations.s3" in cmdline(p):
+            return p
+    return None
+
+
+def test_up_runs_an_s3_endpoint_it_restarts(tmp_path, peer_bin):
+    """`storetorrent up` starts an S3 endpoint (development mode without
+    --users), prints it with the daemons and keeps it in cluster.json;
+    boto3 and the AWS CLI use it; a killed endpoint comes back on its port,
+    and a restarted `up` serves S3 on the same port (docs/s3.md)."""
+    import subprocess
+
+    import boto3
+    from botocore.config import Config
+
+    data = tmp_path / "st-data"
+    printed = tmp_path / "up.out"
+    up = start_up(data, out=printed)
+    try:
+        first = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
+        url = first["s3"]
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url or ""), first
+        lines = _plain_lines(poll_for(lambda: "export STORETORRENT_TRACKER" in (t := printed.read_text()) and t))
+        assert f"s3       {url}   (development mode: no keys checked)" in lines
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=url,
+            aws_access_key_id="dev",
+            aws_secret_access_key="dev",
+            region_name="us-east-1",
+            config=Config(retries={"max_attempts": 1}),
+        )
+        s3.create_bucket(Bucket="upb")
+        s3.put_object(Bucket="upb", Key="run/a.txt", Body=b"through up")
+        st("get", "/upb/run", "a.txt", "-o", str(tmp_path / "a.txt"), data=data)  # the CLI reads what S3 wrote
+        assert (tmp_path / "a.txt").read_bytes() == b"through up"
+        env = dict(
+            os.environ,
+            AWS_ACCESS_KEY_ID="dev",
+            AWS_SECRET_ACCESS_KEY="dev",
+            AWS_DEFAULT_REGION="us-east-1",
+            AWS_CONFIG_FILE=str(tmp_path / "none"),
+            AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        )
+        ls = subprocess.run(
+            ["/usr/bin/aws", "--endpoint-url", url, "s3", "ls", "--recursive", "s3://upb/"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ls.returncode == 0 and ls.stdout.split()[-1] == "run/a.txt", ls.stderr
+        old = poll_for(lambda: _up_s3_pid(up.pid), what="the S3 endpoint running")
+        os.kill(old, signal.SIGKILL)
+        poll_for(lambda: (p := _up_s3_pid(up.pid)) and p != old, timeout=30, what="the S3 endpoint restarted")
+        got = poll_for(
+            lambda: _get_or_none(s3, "upb", "run/a.txt"), timeout=30, what="the restarted endpoint to answer"
+        )
+        assert got == b"through up"
+        s3.close()
+    finally:
+        err = stop_up(up)
+    assert "s3: exited" in err and "restarted (restart 1)" in err, err[-2000:]
+    up = start_up(data, out=printed)
+    try:
+        again = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start again")
+        assert again["s3"] == url
+    finally:
+        stop_up(up)
+
+
+def _get_or_none(s3, bucket: str, key: str) -> bytes | None:
+    from botocore.exceptions import EndpointConnectionError
+
+    try:
+        return s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except EndpointConnectionError:
+        return None

@@ -47,7 +47,7 @@ def sql(tracker, data, query, files, fmt, as_of) -> None:
 @tracker_opt
 @data_opt
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
-@click.option("--port", default=9000, show_default=True, type=int, help="port to listen on")
+@click.option("--port", default=9000, show_default=True, type=int, help="port to listen on (0: a free one)")
 @click.option(
     "--keys",
     "keys_file",
@@ -59,11 +59,33 @@ def sql(tracker, data, query, files, fmt, as_of) -> None:
 @click.option("--replication", default="x2", show_default=True, help="of the files PUTs create")
 @click.option("--domain", default=None, help="also serve virtual-host-style requests to BUCKET.DOMAIN")
 @click.option("--region", default="us-east-1", show_default=True, help="the region requests are signed for")
-def s3(tracker, data, host, port, keys_file, replication, domain, region) -> None:
+@click.option(
+    "--upload-expiry-hours",
+    default=24.0,
+    show_default=True,
+    type=float,
+    help="abort multipart uploads untouched this many hours (0: never)",
+)
+def s3(tracker, data, host, port, keys_file, replication, domain, region, upload_expiry_hours) -> None:
     """Serve the S3 API (path-style, SigV4) over the cluster's files and
-    records until interrupted (docs/s3.md)."""
-    from .s3.server import make_server
+    records until interrupted (docs/s3.md). Prints ``listening on
+    HOST:PORT`` on stdout once it takes connections (what `storetorrent up`
+    waits for)."""
+    from .s3.server import listen, make_server
 
     address = tracker_address(tracker, data)
-    say(f"S3 endpoint on http://{host}:{port} over tracker {address}", err=True)
-    make_server(address, host, port, keys_file, replication, domain=domain, region=region).run()
+    server = make_server(
+        address,
+        host,
+        port,
+        keys_file,
+        replication,
+        domain=domain,
+        region=region,
+        upload_expiry_s=upload_expiry_hours * 3600,
+    )
+    sock = listen(host, port)
+    bound = sock.getsockname()[1]
+    say(f"S3 endpoint on http://{host}:{bound} over tracker {address}", err=True)
+    click.echo(f"listening on {host}:{bound}")
+    server.run(sockets=[sock])

@@ -58,6 +58,21 @@ from st_py.cli.render import console
     help="per-file tracker processes the tracker spawns: each file's commits go to the one its name "
     "hashes to (of N+1 with the tracker itself); clients are redirected on open (paper 3.5)",
 )
+@click.option(
+    "--s3-port",
+    type=int,
+    default=0,
+    help="the S3 endpoint's port (docs/s3.md; default: the last run's, else a free one)",
+)
+@click.option(
+    "--s3-keys",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    envvar="STORETORRENT_S3_KEYS",
+    help="the S3 endpoint's access keys (TOML: [users] NAME = API key); needed with --users; "
+    "without --users and this: development mode, nothing checked",
+)
+@click.option("--no-s3", is_flag=True, help="run no S3 endpoint")
 def up(
     data: str,
     peers: int,
@@ -70,19 +85,25 @@ def up(
     repair_interval: float,
     failed_after: float,
     file_trackers: int,
+    s3_port: int,
+    s3_keys,
+    no_s3: bool,
 ) -> None:
     """Run a local cluster (tracker and PEERS peers under DATA) until Ctrl-C.
 
     A daemon that dies is restarted on its port with backoff while the others
     keep serving; the tracker (its gRPC and status page ports) and peers come
     back on the same ports after `up` itself is restarted. Capabilities are
-    always on (a key is made in DATA/secret.key). docs/deployment.md, "A
-    local cluster"."""
+    always on (a key is made in DATA/secret.key). An S3 endpoint runs beside
+    them, supervised the same way (docs/s3.md), unless --no-s3, the s3 extra
+    is not installed, or --users is given without --s3-keys. docs/deployment.md,
+    "A local cluster"."""
     from st_py.core import logs
     from st_py.deploy.cluster import LocalCluster
     from st_py.deploy.supervisor import Supervisor
 
     logs.setup("INFO", "text")  # the daemons' format (docs/operations.md, "Logs")
+    s3_off = _s3_off(no_s3, users_file, s3_keys)
     cluster = LocalCluster(
         Path(data),
         n_peers=peers,
@@ -96,6 +117,9 @@ def up(
         keep_layout=True,
         file_trackers=file_trackers,
         tracker_args=["--failed-after", str(failed_after)],
+        s3=s3_off is None,
+        s3_port=s3_port,
+        s3_keys=Path(s3_keys).resolve() if s3_keys else None,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -128,6 +152,11 @@ def up(
                 t.close()
         for i, a in enumerate(cluster.peer_addrs):
             console.print(f"peer-{i}   {a}")
+        if cluster.s3_url:
+            mode = "" if s3_keys else "   (development mode: no keys checked)"
+            console.print(f"s3       {cluster.s3_url}{mode}")
+        elif s3_off:
+            console.print(f"s3       off: {s3_off}")
         console.print(f"namespace {cluster.namespace}\nlogs      {cluster.data_dir / 'logs'}")
         console.print(f"export STORETORRENT_TRACKER={cluster.tracker_addr}   # Ctrl-C stops the cluster")
         ca, cert, key = cluster.client_tls
@@ -141,3 +170,16 @@ def up(
         stop.set()
         cluster.stop()
         console.print("cluster stopped")
+
+
+def _s3_off(no_s3: bool, users_file, s3_keys) -> str | None:
+    """Why `up` runs no S3 endpoint (None: it runs one)."""
+    import importlib.util
+
+    if no_s3:
+        return "--no-s3"
+    if importlib.util.find_spec("uvicorn") is None or importlib.util.find_spec("starlette") is None:
+        return "the s3 extra is not installed (pip install 'storetorrent[s3]')"
+    if users_file and not s3_keys:
+        return "--users needs --s3-keys FILE (access keys: docs/s3.md)"
+    return None

@@ -9,8 +9,11 @@ line. Layout under the data folder::
     <data>/peers/peer-<i>/     each peer's record store
     <data>/logs/               daemons' stderr
     <data>/cluster.json        addresses, for the CLI (while it runs)
-    <data>/layout.json         ports (tracker, its status page, peers), reused
-                               by the next start (keep_layout)
+    <data>/layout.json         ports (tracker, its status page, peers, the S3
+                               endpoint), reused by the next start (keep_layout)
+
+With ``s3`` it also runs an S3 endpoint (``python -m st_integrations.s3``,
+docs/s3.md) over the tracker, a daemon like the others.
 """
 
 from __future__ import annotations
@@ -220,6 +223,13 @@ class LocalCluster:
     # Per-file trackers the tracker spawns (--file-trackers; paper 3.5): files
     # hash over it and them, and clients are redirected to a file's on open.
     file_trackers: int = 0
+    # An S3 endpoint over the cluster (docs/s3.md; the s3 extra): started after the
+    # peers on s3_port (0: any; the last run's with keep_layout), with the access
+    # keys in s3_keys (None: development mode); s3_daemon once it runs.
+    s3: bool = False
+    s3_port: int = 0
+    s3_keys: Path | None = None
+    s3_daemon: Daemon | None = None
     _clients: list = field(default_factory=list, init=False, repr=False, compare=False)  # closed by stop()
 
     def __post_init__(self) -> None:
@@ -313,8 +323,57 @@ class LocalCluster:
                 self.start_peer(i, 0)
         if wait:
             self.wait_for_peers(self.n_peers)
+        if self.s3:
+            if ports.get("s3") and not self.s3_port:
+                self.s3_port = ports["s3"]
+                try:
+                    self.start_s3()
+                except RuntimeError:  # the last run's port is taken now: any port
+                    self.s3_port = 0
+                    self.start_s3()
+            else:
+                self.start_s3()
         self._write_cluster_file()
         return self
+
+    @property
+    def s3_url(self) -> str | None:
+        """``http://HOST:PORT`` of the S3 endpoint, or None if none runs."""
+        return f"http://{self.s3_daemon.addr}" if self.s3_daemon is not None else None
+
+    def start_s3(self) -> Daemon:
+        """Start the S3 endpoint (``python -m st_integrations.s3``) over the
+        tracker on ``s3_port`` (0: any) and wait for its ``listening on``
+        line; ``s3_port`` then holds its port, so a restart reuses it. It
+        reaches the tracker with the cluster's client TLS files.
+
+        Raises
+        ------
+        RuntimeError
+            The endpoint did not start (the message has its log's tail).
+        """
+        argv = [
+            sys.executable,
+            "-m",
+            "st_integrations.s3",
+            "--tracker",
+            self.tracker_addr,
+            "--port",
+            str(self.s3_port),
+            *(["--keys", str(self.s3_keys)] if self.s3_keys else []),
+        ]
+        env = {k: v for k, v in os.environ.items() if k != "STORETORRENT_S3_KEYS"}  # --keys, or none
+        root = Path(__file__).resolve().parents[2]  # st_py and st_integrations of this checkout, as the tracker's
+        env["PYTHONPATH"] = os.pathsep.join([str(root), str(root / "integrations"), env.get("PYTHONPATH", "")])
+        for var, path in zip(("STORETORRENT_TLS_CA", "STORETORRENT_TLS_CERT", "STORETORRENT_TLS_KEY"), self.client_tls):
+            env.pop(var, None)
+            if path:
+                env[var] = path
+        self.s3_daemon = Daemon(
+            "s3", argv, self.data_dir / "logs" / "s3.log", env=env, die_with_parent=self.die_with_parent
+        )
+        self.s3_port = int(self.s3_daemon.addr.rsplit(":", 1)[1])
+        return self.s3_daemon
 
     def start_tracker(self) -> Daemon:
         """Start the tracker (``python -m st_py.tracker``) with this cluster's
@@ -512,12 +571,14 @@ class LocalCluster:
             "pid": os.getpid(),
             "tls": list(self.client_tls),
             "status": self.tracker.metrics_addr if self.tracker is not None else None,
+            "s3": self.s3_url,
         }
         (self.data_dir / CLUSTER_FILE).write_text(json.dumps(info, indent=1))
         layout = {
             "tracker": self.tracker_port,
             "metrics": self.metrics_port,
             "peers": [int(a.rsplit(":", 1)[1]) for a in self.peer_addrs],
+            "s3": self.s3_port if self.s3_daemon is not None else self._last_layout().get("s3", 0),
         }
         (self.data_dir / "layout.json").write_text(json.dumps(layout))
 
@@ -534,6 +595,8 @@ class LocalCluster:
         clients, self._clients = self._clients, []
         for c in clients:
             c.close()
+        if self.s3_daemon is not None:
+            self.s3_daemon.stop()
         for d in self.peers:
             if d is not None:
                 d.stop()

@@ -1,4 +1,5 @@
-"""Keeping a local cluster running (``storetorrent up``): a daemon that dies
+"""Keeping a local cluster running (``storetorrent up``): a daemon (the
+tracker, a peer, the S3 endpoint) that dies
 is restarted on the same port with exponential backoff, and the cluster keeps
 serving meanwhile (paper 4.3: the others carry on; the restarted peer comes
 back with its records and announces again).
@@ -51,6 +52,8 @@ class Supervisor:
         c = self.cluster
         out: list[tuple[str, Daemon | None, int | None]] = [("tracker", c.tracker, None)]
         out += [(f"peer-{i}", d, i) for i, d in enumerate(c.peers)]
+        if c.s3:
+            out.append(("s3", c.s3_daemon, None))
         return out
 
     def _note(self, name: str, what: str, level: int = logging.WARNING) -> None:
@@ -94,11 +97,14 @@ class Supervisor:
 
     def _addr(self, name: str, idx: int | None) -> str:
         c = self.cluster
-        d = c.tracker if idx is None else c.peers[idx]
+        d = c.s3_daemon if name == "s3" else c.tracker if idx is None else c.peers[idx]
         return d.addr if d is not None else "?"
 
     def _restart(self, name: str, d: Daemon | None, idx: int | None) -> None:
         c = self.cluster
+        if name == "s3":
+            c.start_s3()  # on its port (LocalCluster keeps s3_port)
+            return
         if idx is None:
             c.start_tracker()  # on its port (LocalCluster keeps tracker_port)
             return
@@ -106,5 +112,5 @@ class Supervisor:
         c.start_peer(idx, port)  # same port: the same address for clients and peerlists
 
     def restarts(self) -> dict[str, int]:
-        """Restarts done so far, by daemon name (``tracker``, ``peer-<i>``)."""
+        """Restarts done so far, by daemon name (``tracker``, ``peer-<i>``, ``s3``)."""
         return {n: s.restarts for n, s in self._state.items()}

@@ -18,7 +18,8 @@ CLUSTER_FILE = "cluster.json"
 def read_cluster_file(data_dir: str | Path) -> dict | None:
     """Addresses of the local cluster running in ``data_dir`` (``tracker``,
     ``peers``, ``namespace``, ``pid``, ``tls``, ``status``: the tracker's
-    status page and metrics ``HOST:PORT``), or None."""
+    status page and metrics ``HOST:PORT``, ``s3``: the S3 endpoint's
+    ``http://HOST:PORT`` or None), or None."""
     p = Path(data_dir) / CLUSTER_FILE
     try:
         return json.loads(p.read_text())

@@ -10,8 +10,10 @@ key, made under a lock; the operations run in Starlette's worker threads.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 import uuid
 from urllib.parse import parse_qsl, unquote
 
@@ -28,12 +30,14 @@ from .auth import Keys, authenticate, check_payload
 from .chunked import check_checksums, crc32c_b64
 from .errors import S3Error, from_storetorrent
 from .listing import list_bucket
-from .objhttp import not_modified, object_headers, parse_range
+from .objhttp import not_modified, object_headers, parse_copy_range, parse_range
 from .ops import ObjectStat, Ops
 
 log = logging.getLogger("storetorrent.s3")
 EMPTY_MD5 = '"d41d8cd98f00b204e9800998ecf8427e"'  # the ETag of a directory marker (an empty object)
 MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
+UPLOAD_EXPIRY_S = 24 * 3600.0  # a multipart upload untouched this long is aborted (docs/s3.md; MinIO's default)
+REAP_INTERVAL_S = 3600.0  # at most this long between passes of the reaper (a quarter of the expiry if shorter)
 _KNOWN_BUCKET_QUERY = {
     "list-type",
     "prefix",
@@ -48,8 +52,13 @@ _KNOWN_BUCKET_QUERY = {
     "delete",
     "uploads",
     "max-uploads",
+    "key-marker",
+    "upload-id-marker",
+    "versions",
+    "version-id-marker",
+    "versioning",
 }
-_KNOWN_OBJECT_QUERY = {"x-id", "uploads", "uploadId", "partNumber", "max-parts", "part-number-marker"}
+_KNOWN_OBJECT_QUERY = {"x-id", "uploads", "uploadId", "partNumber", "max-parts", "part-number-marker", "versionId"}
 
 
 class S3App:
@@ -68,20 +77,73 @@ class S3App:
     domain : str, optional
         Virtual-host-style requests: a ``Host`` of ``BUCKET.DOMAIN`` names
         the bucket, the path the key; any other host is path style.
+    upload_expiry_s : float
+        Multipart uploads untouched this many seconds are aborted by a
+        reaper thread while the server runs (0: never).
     """
 
     def __init__(
-        self, tracker: str, keys: Keys, replication: str = "x2", tls=(None, None, None), domain: str | None = None
+        self,
+        tracker: str,
+        keys: Keys,
+        replication: str = "x2",
+        tls=(None, None, None),
+        domain: str | None = None,
+        upload_expiry_s: float = UPLOAD_EXPIRY_S,
     ):
         self.tracker, self.keys, self.replication, self.tls = tracker, keys, replication, tls
         self.domain = domain.lower().strip(".") if domain else None
+        self.upload_expiry_s = upload_expiry_s
         self._ops: dict[str | None, Ops] = {}
         self._lock = threading.Lock()
         self.app = Starlette(
-            routes=[Route("/{path:path}", self.handle, methods=["GET", "HEAD", "PUT", "POST", "DELETE"])]
+            routes=[Route("/{path:path}", self.handle, methods=["GET", "HEAD", "PUT", "POST", "DELETE"])],
+            lifespan=self._lifespan,
         )
         if keys.open:
             log.warning("S3 endpoint without access keys (development mode): every request is taken unchecked")
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app):
+        """While the server runs: the reaper of abandoned multipart uploads
+        (none if ``upload_expiry_s`` is 0)."""
+        stop = threading.Event()
+        if self.upload_expiry_s > 0:
+            threading.Thread(target=self._reaper, args=(stop,), name="s3-reaper", daemon=True).start()
+        try:
+            yield
+        finally:
+            stop.set()
+
+    def _reaper(self, stop: threading.Event) -> None:
+        interval = min(REAP_INTERVAL_S, self.upload_expiry_s / 4)
+        while True:
+            try:
+                n = self.reap_uploads()
+                if n:
+                    log.info("aborted %d multipart uploads untouched for %g s", n, self.upload_expiry_s)
+            except Exception:  # a pass that failed (tracker down): the next one tries again
+                log.exception("reaping multipart uploads failed")
+            if stop.wait(interval):
+                return
+
+    def reap_uploads(self) -> int:
+        """One pass of the reaper: in every bucket, abort the multipart
+        uploads untouched for over ``upload_expiry_s`` seconds
+        (:meth:`.multipart.Multipart.reap`), with each access key's rights
+        in turn (development mode: the endpoint's own), so each user's are
+        reaped. Returns how many were aborted. Thread safety: any thread."""
+        from .multipart import Multipart
+
+        n = 0
+        for api_key in [None] if self.keys.secrets is None else sorted(set(self.keys.secrets.values())):
+            ops = self.ops(api_key)
+            for bucket, _ in ops.list_buckets():
+                try:
+                    n += len(Multipart(ops).reap(bucket, self.upload_expiry_s))
+                except (S3Error, StoreTorrentError) as e:  # a bucket gone meanwhile, or not this user's
+                    log.debug("reaping uploads of %s: %s", bucket, e)
+        return n
 
     def ops(self, api_key: str | None) -> Ops:
         """The operations (one client) of a caller's API key."""
@@ -141,7 +203,7 @@ class S3App:
                 return self._xml(xml.list_buckets(buckets, caller.user or "storetorrent"))
             raise S3Error("MethodNotAllowed", f"{m} / is not allowed")
         if not key:
-            return await self._bucket(request, ops, bucket, query, headers)
+            return await self._bucket(request, ops, bucket, query, headers, caller.user or "storetorrent")
         return await self._object(request, ops, bucket, key, query, headers)
 
     @staticmethod
@@ -157,11 +219,15 @@ class S3App:
         check_checksums(data, sums)
         return data, sums
 
-    async def _bucket(self, request, ops: Ops, bucket: str, query: dict, headers) -> Response:
+    async def _bucket(self, request, ops: Ops, bucket: str, query: dict, headers, owner: str) -> Response:
         m = request.method
         unknown = set(query) - _KNOWN_BUCKET_QUERY
         if unknown:
             raise S3Error("NotImplemented", f"bucket subresource {sorted(unknown)[0]!r} is not implemented", bucket)
+        if m in ("PUT", "HEAD", "DELETE") and query:  # PutBucketVersioning, ...: not CreateBucket
+            raise S3Error(
+                "NotImplemented", f"{m} of bucket subresource {sorted(query)[0]!r} is not implemented", bucket
+            )
         if m == "PUT":
             await run_in_threadpool(ops.create_bucket, bucket)
             return Response(status_code=200, headers={"Location": "/" + bucket})
@@ -179,15 +245,17 @@ class S3App:
             await run_in_threadpool(ops.need_bucket, bucket)
             region = "" if self.keys.region == "us-east-1" else self.keys.region  # S3's answer for us-east-1
             return self._xml(xml.doc("LocationConstraint", xml.escape(region)))
+        if m == "GET" and "versioning" in query:  # files keep their history (docs/s3.md, "Versions")
+            await run_in_threadpool(ops.need_bucket, bucket)
+            return self._xml(xml.doc("VersioningConfiguration", xml.el("Status", "Enabled")))
+        if m == "GET" and "versions" in query:
+            vs = await run_in_threadpool(ops.list_versions, bucket, query.get("prefix", ""))
+            return self._xml(xml.list_versions(bucket, query, vs, owner))
         if m == "GET" and "uploads" in query:
             from .multipart import Multipart
 
             ups = await run_in_threadpool(Multipart(ops).list_uploads, bucket, query.get("prefix", ""))
-            inner = (
-                xml.el("Bucket", bucket) + xml.el("Prefix", query.get("prefix", "")) + xml.el("IsTruncated", "false")
-            )
-            inner += "".join("<Upload>" + xml.el("Key", k) + xml.el("UploadId", u) + "</Upload>" for k, u in ups)
-            return self._xml(xml.doc("ListMultipartUploadsResult", inner))
+            return self._xml(xml.list_uploads(bucket, query, ups, owner))
         if m == "GET":
             return self._xml(await run_in_threadpool(list_bucket, ops, bucket, query))
         raise S3Error("NotImplemented", f"{m} on a bucket is not implemented", bucket)
@@ -225,6 +293,13 @@ class S3App:
             return await self._multipart(request, ops, bucket, key, query, headers)
         if "partNumber" in query:
             raise S3Error("NotImplemented", "GetObject of one part is not implemented", key)
+        version = query.get("versionId")
+        if version is not None and m not in ("GET", "HEAD"):
+            raise S3Error(
+                "NotImplemented", f"{m} of one version is not implemented: versions are the file's history", key
+            )
+        if version == "":
+            raise S3Error("InvalidArgument", "Invalid version id specified", key)
         if m == "PUT":
             if "x-amz-copy-source" in headers:
                 return await self._copy(ops, bucket, key, headers)
@@ -236,9 +311,12 @@ class S3App:
             if if_none and if_none != "*":
                 raise S3Error("NotImplemented", "a PUT's If-None-Match takes only '*'", key)
             st = await run_in_threadpool(ops.put_object, bucket, key, data, if_none == "*")
-            return Response(status_code=200, headers={"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)})
+            h = {"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)}
+            if st.version_id is not None:
+                h["x-amz-version-id"] = str(st.version_id)
+            return Response(status_code=200, headers=h)
         if m == "HEAD":
-            st = await run_in_threadpool(ops.head_object, bucket, key)
+            st = await run_in_threadpool(ops.head_object, bucket, key, version)
             if not_modified(headers, st):
                 return Response(status_code=304, headers={"ETag": st.etag})
             h = object_headers(st)
@@ -261,7 +339,7 @@ class S3App:
                         e.resource = f"bytes */{st.size}"
                     raise
 
-            st, got, span = await run_in_threadpool(ops.get_object, bucket, key, decide)
+            st, got, span = await run_in_threadpool(ops.get_object, bucket, key, decide, version)
             if got is None:
                 return Response(status_code=304, headers={"ETag": st.etag})
             h = object_headers(st)
@@ -279,19 +357,29 @@ class S3App:
     async def _copy(self, ops: Ops, bucket: str, key: str, headers) -> Response:
         """CopyObject: the source's bytes stored at ``key`` (read with the
         caller's rights; metadata is not kept, so no directive applies)."""
-        source = unquote(headers["x-amz-copy-source"][0]).split("?", 1)
-        if len(source) > 1:
-            raise S3Error("NotImplemented", "copying a version (?versionId=) is not implemented", key)
-        if any(h.startswith("x-amz-copy-source-if-") for h in headers):
-            raise S3Error("NotImplemented", "conditional copies (x-amz-copy-source-if-*) are not implemented", key)
-        src_bucket, _, src_key = source[0].lstrip("/").partition("/")
-        if not src_key:
-            raise S3Error("InvalidArgument", "x-amz-copy-source must be BUCKET/KEY", key)
+        src_bucket, src_key = _copy_source(headers, key)
         _, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key)
         assert data is not None  # no decide: the whole object
         st = await run_in_threadpool(ops.put_object, bucket, key, data)
         inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
         return self._xml(xml.doc("CopyObjectResult", inner))
+
+    async def _upload_part_copy(self, mp, ops: Ops, bucket, key, upload_id, number, headers) -> Response:
+        """UploadPartCopy: part ``number`` is the source object's bytes, or
+        the ``x-amz-copy-source-range`` of them (read with the caller's
+        rights; only the stripes the range touches of a striped object)."""
+        src_bucket, src_key = _copy_source(headers, key)
+        rng = (headers.get("x-amz-copy-source-range") or [""])[0].strip()
+        await run_in_threadpool(mp.check, bucket, key, upload_id, number)  # NoSuchUpload before any byte is read
+
+        def decide(st: ObjectStat) -> tuple[int, int] | None:
+            return parse_copy_range(rng, st.size) if rng else None
+
+        _, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide)
+        assert data is not None  # decide never answers False
+        etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
+        inner = xml.el("LastModified", xml.iso_time(time.time())) + xml.el("ETag", etag)
+        return self._xml(xml.doc("CopyPartResult", inner))
 
     async def _multipart(self, request, ops: Ops, bucket: str, key: str, query: dict, headers) -> Response:
         from .multipart import Multipart
@@ -304,12 +392,12 @@ class S3App:
             return self._xml(xml.doc("InitiateMultipartUploadResult", ids + xml.el("UploadId", upload_id)))
         upload_id = query.get("uploadId", "")
         if m == "PUT":
-            if "x-amz-copy-source" in headers:
-                raise S3Error("NotImplemented", "UploadPartCopy is not implemented (docs/s3.md)", key)
             try:
                 number = int(query.get("partNumber", ""))
             except ValueError:
                 raise S3Error("InvalidArgument", "partNumber is not a number") from None
+            if "x-amz-copy-source" in headers:
+                return await self._upload_part_copy(mp, ops, bucket, key, upload_id, number, headers)
             data, _ = await self._body(request, headers)
             etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
             return Response(status_code=200, headers={"ETag": etag})
@@ -335,3 +423,24 @@ class S3App:
             )
             return self._xml(xml.doc("ListPartsResult", inner))
         raise S3Error("NotImplemented", f"{m} on a multipart upload is not implemented", key)
+
+
+def _copy_source(headers: dict[str, list[str]], key: str) -> tuple[str, str]:
+    """``(bucket, key)`` of a copy's ``x-amz-copy-source`` (``/B/K`` or
+    ``B/K``, URL-encoded).
+
+    Raises
+    ------
+    S3Error
+        ``InvalidArgument`` (not ``B/K``), ``NotImplemented`` (a version, a
+        condition on the source).
+    """
+    source = unquote(headers["x-amz-copy-source"][0]).split("?", 1)
+    if len(source) > 1:
+        raise S3Error("NotImplemented", "copying a version (?versionId=) is not implemented", key)
+    if any(h.startswith("x-amz-copy-source-if-") for h in headers):
+        raise S3Error("NotImplemented", "conditional copies (x-amz-copy-source-if-*) are not implemented", key)
+    src_bucket, _, src_key = source[0].lstrip("/").partition("/")
+    if not src_key:
+        raise S3Error("InvalidArgument", "x-amz-copy-source must be BUCKET/KEY", key)
+    return src_bucket, src_key

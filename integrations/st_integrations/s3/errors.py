@@ -32,6 +32,7 @@ STATUS = {
     "NoSuchBucket": 404,
     "NoSuchKey": 404,
     "NoSuchUpload": 404,
+    "NoSuchVersion": 404,
     "NotImplemented": 501,
     "PreconditionFailed": 412,
     "QuotaExceeded": 403,

@@ -22,7 +22,7 @@ def _first(item: tuple) -> str:
     return item[0]
 
 
-def _files(client, bucket: str, prefix: str) -> list[tuple[str, str, int]]:
+def files_below(client, bucket: str, prefix: str) -> list[tuple[str, str, int]]:
     """``(file, key base, records)`` of every StoreTorrent file below
     ``/B`` whose keys may start with ``prefix``: the namespace walked
     (one tracker ``List`` per directory), pruned by the prefix."""
@@ -152,7 +152,8 @@ def list_objects(
     ``token`` the last item of the previous page (a common prefix there
     skips every key below it)."""
     streams = [
-        _stream(client, bucket, f, b, n, prefix, delimiter, after, token) for f, b, n in _files(client, bucket, prefix)
+        _stream(client, bucket, f, b, n, prefix, delimiter, after, token)
+        for f, b, n in files_below(client, bucket, prefix)
     ]
     try:
         return _page(heapq.merge(*streams, key=_first), prefix, delimiter, max_keys, after, token)

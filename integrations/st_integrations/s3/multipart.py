@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 import xml.etree.ElementTree as ET
 
 from st_py.errors import RecordNotFoundError, StFileNotFoundError
@@ -84,6 +85,13 @@ class Multipart:
         with self.client.create(self._file(bucket, upload_id), self.ops.replication) as h:
             h.put("key", key.encode("utf-8", "surrogatepass"))
         return upload_id
+
+    def check(self, bucket: str, key: str, upload_id: str, number: int) -> None:
+        """Raise what :meth:`upload_part` would for the upload and number
+        (``NoSuchUpload``, ``InvalidArgument``) before its bytes are fetched."""
+        if not 1 <= number <= MAX_PART_NUMBER:
+            raise S3Error("InvalidArgument", f"part numbers are 1 to {MAX_PART_NUMBER}")
+        self._open(bucket, key, upload_id).close()
 
     def upload_part(self, bucket: str, key: str, upload_id: str, number: int, data: bytes) -> str:
         """Store part ``number`` (1 to 10000; again: replaced); its ETag."""
@@ -152,24 +160,61 @@ class Multipart:
         self.abort(bucket, key, upload_id)
         return st
 
-    def list_uploads(self, bucket: str, prefix: str = "") -> list[tuple[str, str]]:
-        """``(key, upload id)`` of the bucket's unfinished uploads whose
-        keys start with ``prefix``, in key order (each upload's ``key``
-        record read: one small GET per upload)."""
+    def _upload_files(self, bucket: str) -> list[tuple[str, str]]:
+        """``(file, upload id)`` of the bucket's upload files."""
         d = self.ops.need_bucket(bucket)
         out = []
         for e in self.client.ls(d):
             name = e.name[len(d) + 1 :]
-            if e.is_dir or not name.startswith(UPLOAD_PREFIX):
-                continue
+            if not e.is_dir and name.startswith(UPLOAD_PREFIX):
+                out.append((e.name, name[len(UPLOAD_PREFIX) :]))
+        return out
+
+    def list_uploads(self, bucket: str, prefix: str = "") -> list[tuple[str, str, float]]:
+        """``(key, upload id, initiated unix s)`` of the bucket's unfinished
+        uploads whose keys start with ``prefix``, in key then id order
+        (each upload's ``key`` record read: one small GET per upload;
+        initiated is that record's commit time)."""
+        out = []
+        for file, upload_id in self._upload_files(bucket):
             try:
-                with self.client.open(e.name) as h:
+                with self.client.open(file) as h:
                     key = h.get("key").decode("utf-8", "surrogatepass")
+                    stat = h.infofile().record_stat("key")
             except (StFileNotFoundError, RecordNotFoundError):
                 continue  # completed or aborted meanwhile
-            if key.startswith(prefix):
-                out.append((key, name[len(UPLOAD_PREFIX) :]))
+            if key.startswith(prefix) and stat is not None:
+                out.append((key, upload_id, float(stat[2])))
         return sorted(out)
+
+    def reap(self, bucket: str, expiry_s: float, now: float | None = None) -> list[str]:
+        """Abort the bucket's uploads untouched (no part nor the upload
+        itself committed) for over ``expiry_s`` seconds: S3's lifecycle
+        rule ``AbortIncompleteMultipartUpload``, counted from the last
+        activity rather than initiation, so a slow upload still sending
+        parts is kept. Returns the upload ids aborted. An upload this
+        caller may not read or delete is left for another (no error).
+
+        Raises
+        ------
+        S3Error
+            ``NoSuchBucket``.
+        """
+        from st_py.errors import PermissionDeniedError
+
+        now = time.time() if now is None else now
+        gone = []
+        for file, upload_id in self._upload_files(bucket):
+            try:
+                with self.client.open(file) as h:
+                    last = h.infofile().last_commit_at()
+                if last is None or now - last <= expiry_s:
+                    continue  # None: being created (its key record not committed yet)
+                self.client.delete(file)
+                gone.append(upload_id)
+            except (StFileNotFoundError, PermissionDeniedError):
+                continue  # completed or aborted meanwhile, or another user's
+        return gone
 
     def abort(self, bucket: str, key: str, upload_id: str) -> None:
         """End the upload: its parts are deleted."""

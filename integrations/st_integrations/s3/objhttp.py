@@ -42,14 +42,42 @@ def parse_range(value: str, size: int) -> tuple[int, int]:
     return a, min(b, size)
 
 
+def parse_copy_range(value: str, size: int) -> tuple[int, int]:
+    """``(start, end)`` (end exclusive) of UploadPartCopy's
+    ``x-amz-copy-source-range: bytes=FIRST-LAST`` over a source of ``size``
+    bytes: both ends given, within the object (S3's rule).
+
+    Raises
+    ------
+    S3Error
+        ``InvalidArgument``: not of that form, or outside the object.
+    """
+    unit, _, spec = value.partition("=")
+    first, _, last = spec.strip().partition("-")
+    try:
+        if unit.strip() != "bytes":
+            raise ValueError
+        a, b = int(first), int(last) + 1
+    except ValueError:
+        raise S3Error(
+            "InvalidArgument", f"x-amz-copy-source-range {value!r} is not bytes=FIRST-LAST (zero-based, both given)"
+        ) from None
+    if not 0 <= a < b <= size:
+        raise S3Error("InvalidArgument", f"range {value!r} is not valid for a source object of size {size}")
+    return a, b
+
+
 def object_headers(st: ObjectStat) -> dict[str, str]:
     """The headers of a GET or HEAD of ``st`` (ETag, Last-Modified, ...)."""
-    return {
+    h = {
         "ETag": st.etag,
         "Last-Modified": xml.http_time(st.mtime),
         "Accept-Ranges": "bytes",
         "Content-Type": "binary/octet-stream",
     }
+    if st.version_id is not None:
+        h["x-amz-version-id"] = str(st.version_id)
+    return h
 
 
 def _http_date(value: str) -> float | None:

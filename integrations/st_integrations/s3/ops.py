@@ -16,11 +16,26 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from st_py.core.history import objects_at_sql
 from st_py.core.infofile import user_size
-from st_py.errors import RecordNotFoundError, StFileExistsError, StFileNotFoundError
+from st_py.errors import (
+    InvalidOptionError,
+    RecordNotFoundError,
+    SnapshotExpiredError,
+    SnapshotNotFoundError,
+    StFileExistsError,
+    StFileNotFoundError,
+)
 
 from ..keymap import TOP_FILE, UPLOAD_PREFIX, BadKeyError, KeyMap, bucket_dir, check_key
 from .errors import S3Error
+
+
+def as_of_of(version_id: str) -> int | str:
+    """The ``as_of`` a version id names: digits a generation of the key's
+    file, anything else one of its snapshots' names (docs/s3.md)."""
+    return int(version_id) if version_id.isdigit() else version_id
+
 
 LEASE_WAIT_S = 30.0  # how long a PUT over an existing key waits for the file's writer lease
 
@@ -34,6 +49,7 @@ class ObjectStat:
     crc32c: int
     mtime: float
     crc_of_bytes: bool = True  # False: the CRC is of the filtered bytes the peers keep (zstd, AES)
+    version_id: int | None = None  # the generation that committed this version (docs/s3.md, "Versions")
 
     @property
     def etag(self) -> str:
@@ -163,16 +179,32 @@ class Ops:
 
     @staticmethod
     def _stat(h, record: str) -> ObjectStat | None:
-        r = h.infofile().record_stat(record)
+        """The stat of ``record`` at the generation ``h`` reads (its current
+        one, or its ``as_of``), or None."""
+        inf = h.infofile()
+        g = h.generation
+        r = inf.record_stat(record)
         if r is not None:
             size, crc, t, logical = r
-            return ObjectStat(user_size(size, logical), int(crc), float(t), not h.filter_names)
-        o = h.infofile().object_stat(record)
+            row = inf.conn.execute(
+                "SELECT commit_seq FROM records WHERE name = ?2 AND commit_seq <= ?1 UNION ALL "
+                "SELECT commit_seq FROM record_history WHERE name = ?2 AND commit_seq <= ?1 AND until > ?1",
+                (g, record),
+            ).fetchone()
+            vid = int(row[0]) if row else None
+            return ObjectStat(user_size(size, logical), int(crc), float(t), not h.filter_names, vid)
+        o = inf.object_stat(record)
         if o is not None:
-            return ObjectStat(int(o[0]), int(o[1]), float(o[2]))
+            row = inf.conn.execute(
+                f"SELECT commit_seq FROM ({objects_at_sql(int(g))}) WHERE name = ?", (record,)
+            ).fetchone()
+            return ObjectStat(int(o[0]), int(o[1]), float(o[2]), version_id=int(row[0]) if row else None)
         return None
 
-    def _open_key(self, bucket: str, key: str):
+    def _open_key(self, bucket: str, key: str, version: str | None = None):
+        """``(handle, record)`` of ``key``; with ``version`` (a version id:
+        a generation of the key's file, or one of its snapshots' names) the
+        handle reads the file as of it (docs/snapshots.md)."""
         self.need_bucket(bucket)
         try:
             check_key(key)
@@ -182,25 +214,41 @@ class Ops:
         if not t.exists:
             raise S3Error("NoSuchKey", "the specified key does not exist", key)
         try:
-            return self.client.open(t.file), t.record
+            if version is None:
+                return self.client.open(t.file), t.record
+            return self.client.open(t.file, as_of=as_of_of(version)), t.record
         except StFileNotFoundError:
             raise S3Error("NoSuchKey", "the specified key does not exist", key) from None
+        except (InvalidOptionError, SnapshotNotFoundError, SnapshotExpiredError) as e:
+            raise S3Error("NoSuchVersion", f"the specified version does not exist ({e})", key) from None
 
-    def head_object(self, bucket: str, key: str) -> ObjectStat:
-        """The object's stat, from the infofile (no bytes read)."""
-        h, record = self._open_key(bucket, key)
+    @staticmethod
+    def _missing(key: str, version: str | None) -> S3Error:
+        if version is None:
+            return S3Error("NoSuchKey", "the specified key does not exist", key)
+        return S3Error("NoSuchVersion", f"{key} has no version {version}", key)
+
+    def head_object(self, bucket: str, key: str, version: str | None = None) -> ObjectStat:
+        """The object's stat (of ``version``, else the current one), from
+        the infofile (no bytes read)."""
+        h, record = self._open_key(bucket, key, version)
         try:
             st = self._stat(h, record)
         finally:
             h.close()
         if st is None:
-            raise S3Error("NoSuchKey", "the specified key does not exist", key)
+            raise self._missing(key, version)
         return st
 
     def get_object(
-        self, bucket: str, key: str, decide: Callable[[ObjectStat], tuple[int, int] | None | bool] | None = None
+        self,
+        bucket: str,
+        key: str,
+        decide: Callable[[ObjectStat], tuple[int, int] | None | bool] | None = None,
+        version: str | None = None,
     ) -> tuple[ObjectStat, bytes | None, tuple[int, int] | None]:
-        """``(stat, bytes, span)`` of the object. ``decide(stat)``, called
+        """``(stat, bytes, span)`` of the object (of ``version``, else the
+        current one). ``decide(stat)``, called
         before any byte is read, says what to read: None the whole object,
         ``(start, end)`` (end exclusive) a range, False nothing (bytes
         None: a 304); it may raise. A range of a striped object fetches only
@@ -210,14 +258,14 @@ class Ops:
         Raises
         ------
         S3Error
-            ``NoSuchBucket``, ``NoSuchKey``, or what ``decide`` raises.
+            ``NoSuchBucket``, ``NoSuchKey``, ``NoSuchVersion``, or what ``decide`` raises.
         RecordUnavailableError, ChecksumError
         """
-        h, record = self._open_key(bucket, key)
+        h, record = self._open_key(bucket, key, version)
         try:
             st = self._stat(h, record)
             if st is None:
-                raise S3Error("NoSuchKey", "the specified key does not exist", key)
+                raise self._missing(key, version)
             span = decide(st) if decide is not None else None
             if span is False:
                 return st, None, None
@@ -237,7 +285,7 @@ class Ops:
                     out += chunk
             return st, bytes(out), span
         except RecordNotFoundError:
-            raise S3Error("NoSuchKey", "the specified key does not exist", key) from None
+            raise self._missing(key, version) from None
         finally:
             h.close()
 
@@ -262,6 +310,14 @@ class Ops:
             pass
         finally:
             h.close()
+
+    def list_versions(self, bucket: str, prefix: str = "") -> list:
+        """:func:`.versions.list_versions` over this caller's client, the
+        bucket checked first (``NoSuchBucket``)."""
+        from .versions import list_versions
+
+        self.need_bucket(bucket)
+        return list_versions(self.client, bucket, prefix)
 
     def list_objects(
         self,

@@ -6,9 +6,11 @@ server runs in the thread that calls its ``run()``.
 
 from __future__ import annotations
 
+import socket
+
 import uvicorn
 
-from .app import S3App
+from .app import UPLOAD_EXPIRY_S, S3App
 from .auth import Keys
 
 
@@ -22,15 +24,40 @@ def make_server(
     log_level: str = "warning",
     domain: str | None = None,
     region: str = "us-east-1",
+    upload_expiry_s: float = UPLOAD_EXPIRY_S,
 ) -> uvicorn.Server:
     """A uvicorn server of the endpoint over ``tracker`` on ``host:port``
     (call ``run()``; ``should_exit = True`` stops it); ``domain``: also
-    virtual-host-style requests to ``BUCKET.domain``.
+    virtual-host-style requests to ``BUCKET.domain``; ``upload_expiry_s``:
+    multipart uploads untouched this long are aborted (0: never).
 
     Raises
     ------
     OSError, tomllib.TOMLDecodeError
         The keys file cannot be read.
     """
-    app = S3App(tracker, Keys(keys_file, region), replication, tls, domain).app
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off"))
+    app = S3App(tracker, Keys(keys_file, region), replication, tls, domain, upload_expiry_s).app
+    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (0: a free port) and listening,
+    for :meth:`uvicorn.Server.run` (``sockets=[...]``): connections made
+    before the server runs wait in its backlog, so the address can be
+    announced as soon as this returns.
+
+    Raises
+    ------
+    OSError
+        The port is taken or cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -81,3 +81,143 @@ def parse_delete(body: bytes) -> tuple[list[str], bool]:
     if not keys or len(keys) > 1000:
         raise S3Error("MalformedXML", "DeleteObjects takes 1 to 1000 keys")
     return keys, quiet
+
+
+def list_uploads(bucket: str, query: dict[str, str], uploads: list[tuple[str, str, float]], owner: str) -> bytes:
+    """ListMultipartUploadsResult of the bucket's ``(key, upload id,
+    initiated unix s)`` (sorted, already of ``prefix``), one page by the
+    request's ``key-marker``, ``upload-id-marker`` (after that id of the
+    marker key; without it, after every upload of that key),
+    ``max-uploads`` (at most 1000) and ``delimiter`` (keys rolled up into
+    ``CommonPrefixes``, which count towards the page).
+
+    Raises
+    ------
+    S3Error
+        ``InvalidArgument``: a ``max-uploads`` that is not a number.
+    """
+    prefix, delim = query.get("prefix", ""), query.get("delimiter", "")
+    key_marker, id_marker = query.get("key-marker", ""), query.get("upload-id-marker", "")
+    try:
+        limit = min(1000, int(query.get("max-uploads", "1000")))
+    except ValueError:
+        raise S3Error("InvalidArgument", "max-uploads is not a number") from None
+    if key_marker:
+        uploads = [u for u in uploads if (u[0], u[1]) > (key_marker, id_marker) if id_marker or u[0] > key_marker]
+    items: list[tuple[str, str, float] | str] = []  # uploads, and common prefixes (str)
+    truncated = False
+    for key, upload_id, t in uploads:
+        rest = key[len(prefix) :]
+        if delim and delim in rest:
+            cp = prefix + rest[: rest.index(delim) + len(delim)]
+            if items and items[-1] == cp:
+                continue
+            if key_marker.startswith(cp):
+                continue  # rolled up on an earlier page
+            entry: tuple[str, str, float] | str = cp
+        else:
+            entry = (key, upload_id, t)
+        if len(items) == limit:
+            truncated = True
+            break
+        items.append(entry)
+    who = "<Owner>" + el("ID", owner) + el("DisplayName", owner) + "</Owner>"
+    inner = el("Bucket", bucket) + el("KeyMarker", key_marker) + el("UploadIdMarker", id_marker)
+    if truncated and items:
+        last = items[-1]
+        inner += el("NextKeyMarker", last if isinstance(last, str) else last[0])
+        inner += el("NextUploadIdMarker", "" if isinstance(last, str) else last[1])
+    inner += el("Prefix", prefix) + (el("Delimiter", delim) if delim else "")
+    inner += el("MaxUploads", limit) + el("IsTruncated", "true" if truncated else "false")
+    for it in items:
+        if not isinstance(it, str):
+            inner += (
+                "<Upload>"
+                + el("Key", it[0])
+                + el("UploadId", it[1])
+                + who.replace("Owner>", "Initiator>")
+                + who
+                + el("StorageClass", "STANDARD")
+                + el("Initiated", iso_time(it[2]))
+                + "</Upload>"
+            )
+    inner += "".join("<CommonPrefixes>" + el("Prefix", it) + "</CommonPrefixes>" for it in items if isinstance(it, str))
+    return doc("ListMultipartUploadsResult", inner)
+
+
+def list_versions(bucket: str, query: dict[str, str], versions: list, owner: str) -> bytes:
+    """ListVersionsResult of the bucket's versions (:class:`.versions.Version`,
+    in key then newest-first order, already of ``prefix``), one page by the
+    request's ``key-marker``, ``version-id-marker`` (after that version of
+    the marker key; without it, after every version of that key),
+    ``max-keys`` (at most 1000) and ``delimiter``.
+
+    Raises
+    ------
+    S3Error
+        ``InvalidArgument``: a ``max-keys`` that is not a number.
+    """
+    from .ops import ObjectStat
+
+    prefix, delim = query.get("prefix", ""), query.get("delimiter", "")
+    key_marker, vid_marker = query.get("key-marker", ""), query.get("version-id-marker", "")
+    try:
+        limit = max(0, min(1000, int(query.get("max-keys", "1000"))))
+    except ValueError:
+        raise S3Error("InvalidArgument", "max-keys is not a number") from None
+    if key_marker:
+        if vid_marker:
+            try:
+                after = int(vid_marker)
+            except ValueError:
+                raise S3Error("InvalidArgument", "version-id-marker is not a version id of this endpoint") from None
+            versions = [v for v in versions if v.key > key_marker or (v.key == key_marker and v.version_id < after)]
+        else:
+            versions = [v for v in versions if v.key > key_marker]
+    items: list = []  # versions, and common prefixes (str)
+    truncated = False
+    for v in versions:
+        rest = v.key[len(prefix) :]
+        entry = v
+        if delim and delim in rest:
+            entry = prefix + rest[: rest.index(delim) + len(delim)]
+            if (items and items[-1] == entry) or key_marker.startswith(entry):
+                continue
+        if len(items) == limit:
+            truncated = True
+            break
+        items.append(entry)
+    who = "<Owner>" + el("ID", owner) + el("DisplayName", owner) + "</Owner>"
+    inner = el("Name", bucket) + el("Prefix", prefix) + el("KeyMarker", key_marker)
+    inner += el("VersionIdMarker", vid_marker)
+    if truncated and items:
+        last = items[-1]
+        inner += el("NextKeyMarker", last if isinstance(last, str) else last.key)
+        if not isinstance(last, str):
+            inner += el("NextVersionIdMarker", last.version_id)
+    inner += el("MaxKeys", limit) + (el("Delimiter", delim) if delim else "")
+    inner += el("IsTruncated", "true" if truncated else "false")
+    for v in items:
+        if isinstance(v, str):
+            continue
+        common = (
+            el("Key", v.key)
+            + el("VersionId", v.version_id)
+            + el("IsLatest", "true" if v.latest else "false")
+            + el("LastModified", iso_time(v.mtime))
+        )
+        if v.deleted:
+            inner += "<DeleteMarker>" + common + who + "</DeleteMarker>"
+        else:
+            etag = ObjectStat(v.size, v.crc32c, v.mtime).etag
+            inner += (
+                "<Version>"
+                + common
+                + el("ETag", etag)
+                + el("Size", v.size)
+                + el("StorageClass", "STANDARD")
+                + who
+                + "</Version>"
+            )
+    inner += "".join("<CommonPrefixes>" + el("Prefix", it) + "</CommonPrefixes>" for it in items if isinstance(it, str))
+    return doc("ListVersionsResult", inner)

@@ -1,0 +1,95 @@
+"""Versions of objects (docs/s3.md, "Versions and time travel"): a
+version id is a generation of the object's StoreTorrent file
+(docs/snapshots.md). ListObjectVersions answers from each file's
+``records`` (the current versions) and ``record_history`` (the versions
+replaced or deleted whose history is still kept); a GET or HEAD with
+``?versionId=`` reads the file as of that generation (or snapshot) with
+the client's ``as_of``.
+
+A version's id is the generation that committed it (its ``commit_seq``),
+so reading ``as_of`` it gives that version. A key deleted at generation U
+(a history row ending at U that no other version starts at) has a delete
+marker of id U.
+
+Thread safety: each call opens and closes its own file handles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from st_py.core.infofile import RESERVED_PREFIXES, prefix_upper, user_size
+from st_py.errors import StFileNotFoundError
+
+from ..keymap import key_of
+from .keylist import files_below
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a key, or a delete marker (``deleted``): its id
+    (the generation that committed it, or that deleted the key), whether
+    it is the key's latest, and of a version its user ``size``, ``crc32c``
+    and ``mtime`` (unix s of its commit; of a delete marker, of the delete)."""
+
+    key: str
+    version_id: int
+    latest: bool
+    deleted: bool
+    size: int = 0
+    crc32c: int = 0
+    mtime: float = 0.0
+
+
+def _file_versions(client, bucket: str, file: str, base: str, prefix: str) -> list[Version]:
+    rp = prefix[len(base) :] if prefix.startswith(base) else ""
+    lo, hi = rp, (prefix_upper(rp) if rp else "\U0010ffff")
+    try:
+        h = client.open(file)
+    except StFileNotFoundError:
+        return []
+    try:
+        conn = h.infofile().conn
+        cur = conn.execute(
+            "SELECT name, commit_seq, size, crc32c, committed_at, logical_size, NULL, NULL FROM records "
+            "WHERE name >= ?1 AND name < ?2 UNION ALL "
+            "SELECT name, commit_seq, size, crc32c, committed_at, logical_size, until, until_at FROM record_history "
+            "WHERE name >= ?1 AND name < ?2",
+            (lo, hi),
+        ).fetchall()
+        objs = conn.execute(
+            "SELECT name, commit_seq, size, crc32c, committed_at FROM objects WHERE name >= ?1 AND name < ?2", (lo, hi)
+        ).fetchall()
+    finally:
+        h.close()
+    by_name: dict[str, list[tuple]] = {}
+    for name, seq, size, crc, t, logical, until, until_at in cur:
+        if name.startswith(RESERVED_PREFIXES) or (not base and "/" in name):
+            continue
+        by_name.setdefault(name, []).append((int(seq), user_size(size, logical), int(crc), float(t), until, until_at))
+    for name, seq, size, crc, t in objs:  # striped objects: their current versions (docs/s3.md)
+        by_name.setdefault(name, []).append((int(seq), int(size), int(crc), float(t), None, None))
+    out: list[Version] = []
+    for name, rows in by_name.items():
+        key = key_of(bucket, file, name)
+        starts = {r[0] for r in rows}
+        items: list[tuple[int, bool, tuple]] = [(r[0], False, r) for r in rows]
+        items += [(int(r[4]), True, r) for r in rows if r[4] is not None and int(r[4]) not in starts]
+        items.sort(key=lambda it: -it[0])  # newest first, as S3 lists them
+        for i, (vid, deleted, r) in enumerate(items):
+            if deleted:
+                out.append(Version(key, vid, i == 0, True, mtime=float(r[5])))
+            else:
+                out.append(Version(key, vid, i == 0, False, r[1], r[2], r[3]))
+    return out
+
+
+def list_versions(client, bucket: str, prefix: str = "") -> list[Version]:
+    """Every version and delete marker of the bucket's keys that start
+    with ``prefix``, in S3's order (key, then newest first), held in
+    memory (this slice does not stream them)."""
+    out: list[Version] = []
+    for file, base, _n in files_below(client, bucket, prefix):
+        out += [v for v in _file_versions(client, bucket, file, base, prefix) if v.key.startswith(prefix)]
+    out.sort(key=lambda v: (v.key, -v.version_id))
+    return out
