@@ -32,6 +32,7 @@ from . import (
     history,
     hotspot,
     listing,
+    metadata_log,
     protocols,
     scale,
     smallrecords,
@@ -127,6 +128,7 @@ SIZES = {
         small_parquet=1_000,
         duckdb_records=2_000,
         ft_records=4_000,
+        log_records=2_000,
         curve_records=[10_000, 50_000],
         curve_meta=[100_000, 1_000_000],
         curve_files=[100, 500],
@@ -163,6 +165,7 @@ SIZES = {
         small_parquet=5_000,
         duckdb_records=10_000,
         ft_records=20_000,
+        log_records=8_000,
         curve_records=[10_000, 100_000],
         curve_meta=[100_000, 1_000_000],
         curve_files=[100, 1_000],
@@ -278,8 +281,8 @@ def main() -> int:
         nargs="*",
         help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
         "analysis pushdown raywrite bounded protocols throttle hotspot "
-        "durability filters striping small smallscan duckdb_records_data scale file_trackers listing churn weed "
-        "history",
+        "durability filters striping small smallscan duckdb_records_data scale file_trackers metadata_log "
+        "listing churn weed history",
     )
     ap.add_argument(
         "--scale",
@@ -315,6 +318,7 @@ def main() -> int:
             duckdb_data.GROUP,
             scale.GROUP,
             file_trackers.GROUP,
+            metadata_log.GROUP,
             listing.GROUP,
             churn.GROUP,
             weed_shape.GROUP,
@@ -403,6 +407,9 @@ def main() -> int:
         if file_trackers.GROUP in want:
             with con.status("bench: per-file trackers, 4 writers of different files"):
                 results += case(lambda: file_trackers.case_file_trackers(tmp, size["ft_records"]), "file_trackers")
+        if metadata_log.GROUP in want:
+            with con.status("bench: group commits through the metadata log in etcd against the local log"):
+                results += case(lambda: metadata_log.case_metadata_log(tmp, size["log_records"]), "metadata_log")
         if listing.GROUP in want:
             with con.status("bench: fsspec find of a large file against os.walk of the same files"):
                 results += case(lambda: listing.case_listing(tmp, size["listing"]), "listing")

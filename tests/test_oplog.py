@@ -151,17 +151,24 @@ def test_an_entry_applies_once_and_only_after_the_one_it_follows(tmp_path):
     is left out by a replay; an op encodes to the same bytes again."""
     path = _new_file(tmp_path)
     w = InfofileWriter(path)
+    ident = LocalLog(tmp_path / "log.db")
+    lid = ident.log_id()  # the log the entries below are of
+    ident.close()
     op = InfofileOp("/f", 7, "commit", ((("a", 3, 99, (0, 1), {1}),),), 1_000.0, 0)
     payload = op.encode()
     assert payload == op.encode()
     dec = decode(payload, 5)
     assert isinstance(dec, InfofileOp) and dec.args[0][0][0] == "a"
-    gen, new, _ = apply_infofile_op(w, dec, 5)
-    assert new == {"a"} and w.log_index == 5
-    assert apply_infofile_op(w, dec, 5) is not None and w.log_index == 5  # SKIPPED: applied before
+    gen, new, _ = apply_infofile_op(w, dec, 5, lid)
+    assert new == {"a"} and (w.log_index, w.log_id) == (5, lid)
+    assert apply_infofile_op(w, dec, 5, lid) is not None and w.log_index == 5  # SKIPPED: applied before
+    # an index of another log (a state folder made again, --etcd after the local log) counts as 0
+    assert w.position("local:other") == 0
+    with pytest.raises(LogGapError):  # an entry of that log following its entry 5: not this infofile's 5
+        apply_infofile_op(w, InfofileOp("/f", 7, "commit", ((("z", 1, 1, (0,)),),), 1_000.5, 5), 6, "local:other")
     later = InfofileOp("/f", 7, "commit", ((("b", 3, 98, (0, 1)),),), 1_001.0, 6)  # follows entry 6, never applied
     with pytest.raises(LogGapError) as e:
-        apply_infofile_op(w, later, 9)
+        apply_infofile_op(w, later, 9, lid)
     assert (e.value.index, e.value.prev, e.value.have) == (9, 6, 5)
     assert w.conn.execute("SELECT count(*) FROM records WHERE name = 'b'").fetchone()[0] == 0
     assert w.conn.execute("SELECT at FROM generations WHERE generation = ?", (gen,)).fetchone()[0] == 1_000.0
@@ -239,3 +246,69 @@ def test_a_tracker_restarted_over_an_older_infofile_serves_every_acknowledged_re
         assert sorted(r.name for r in local) == sorted(expect)
         assert all(f.read_local(r) == expect[r.name] for r in local)
     assert [s.name for s in c2.snapshots("/ol/f")] == ["after"]
+    # The operator's view of the log: the same numbers on the status page and in the metrics.
+    from helpers import metric_value, scrape_metrics, status_json
+
+    c2.snapshot("/ol/f", "after-restart")  # an entry of this run (term 2)
+    view = status_json(cluster.tracker.metrics_addr)["metadata_log"]
+    assert view["backend"] == "local" and view["log_id"].startswith("local:") and view["term"] == 2
+    assert view["applied_index"] == view["last_index"] > 0 and view["entries"] >= 1
+    m = scrape_metrics(cluster.tracker.metrics_addr)
+    assert metric_value(m, "st_tracker_log_term") == 2
+    assert metric_value(m, "st_tracker_log_info", backend="local", log_id=view["log_id"]) == 1
+    assert metric_value(m, "st_tracker_log_last_index") >= view["last_index"]
+
+
+def test_a_new_state_folder_starts_a_new_log_the_infofiles_follow(cluster):
+    """The tracker's state folder (and its log.db) made again while the
+    namespace stays: the new log's indexes start at 1 again, below the
+    infofiles' meta.log_index of the old log; they are told apart by the
+    log's identity (meta.log_id), so commits go on and a restart keeps them."""
+    c = cluster.client()
+    with c.create("/ol/again", replication="x2") as f:
+        for i in range(30):
+            f.queue_put(f"a{i}", b"A" * i)
+    cluster.tracker.kill()
+    shutil.rmtree(cluster.data_dir / "tracker")
+    cluster.start_tracker()
+    cluster.wait_for_peers(4)
+    c2 = cluster.client()
+    with c2.open("/ol/again") as f:
+        f.put("b0", b"after the new state folder")
+        f.delete("a0")
+    cluster.restart_tracker()
+    c3 = cluster.client()
+    with c3.open("/ol/again") as f:
+        assert sorted(f.names()) == sorted([f"a{i}" for i in range(1, 30)] + ["b0"])
+        assert f.get("b0") == b"after the new state folder"
+
+
+def test_a_lost_namespace_comes_back_from_the_log_at_the_tracker_start(cluster):
+    """The namespace's disk lost, the tracker's state folder (its log) kept:
+    the files made within the log's window come back, whole, when the
+    tracker starts, before any recover; `recover --from-peers` then finds
+    them present and overwrites nothing."""
+    from test_recover import _recover
+
+    c = cluster.client()
+    want = {}
+    for name in ("/lost/a", "/lost/deep/b"):
+        want[name] = {f"r{i}": f"{name} {i}".encode() for i in range(25)}
+        with c.create(name, replication="x2") as f:
+            for k, v in want[name].items():
+                f.queue_put(k, v)
+    with c.open("/lost/a") as f:
+        f.delete("r0")
+    del want["/lost/a"]["r0"]
+    c.snapshot("/lost/a", "kept")
+    cluster.tracker.kill()
+    shutil.rmtree(cluster.namespace)
+    cluster.start_tracker()
+    c2 = cluster.client()
+    for name, records in want.items():
+        with c2.open(name) as f:
+            assert sorted(f.names()) == sorted(records)
+            assert all(f.get(k) == v for k, v in records.items())
+    assert [s.name for s in c2.snapshots("/lost/a")] == ["kept"]
+    rc, report = _recover(cluster)
+    assert rc == 0 and {f["outcome"] for f in report["files"]} <= {"present"}, report

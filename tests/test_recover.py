@@ -96,10 +96,14 @@ def _recover(cluster, *args: str) -> tuple[int, dict]:
 
 
 def _lose_namespace(cluster) -> None:
-    """SIGKILL the tracker, delete the whole namespace, start the tracker
-    again on the empty one (same port, same state directory)."""
+    """SIGKILL the tracker, delete the whole namespace and the tracker's
+    metadata log (on one disk under `up`: what the peers' mirrors alone
+    bring back; test_oplog has the namespace lost with the log kept), start
+    the tracker again on the empty one (same port, same state directory)."""
     cluster.tracker.kill()
     shutil.rmtree(cluster.namespace)
+    for p in (cluster.data_dir / "tracker").glob("log.db*"):
+        p.unlink()
     assert not cluster.namespace.exists()
     cluster.start_tracker()
 

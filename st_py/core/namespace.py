@@ -68,6 +68,13 @@ def normalize(name: str) -> str:
     return "/" + "/".join(parts)
 
 
+def ancestors(name: str) -> list[str]:
+    """The directories above file ``name``, outermost first:
+    ``/a/b/f`` -> ``["/a", "/a/b"]``."""
+    parts = name.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
 def infofile_path(root: str | os.PathLike, name: str) -> Path:
     """The infofile of file ``name`` under namespace ``root``."""
     rel = normalize(name).lstrip("/")

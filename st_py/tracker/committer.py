@@ -13,10 +13,11 @@ import asyncio
 import time
 from dataclasses import dataclass, replace
 
-from .apply.applier import apply_infofile_op
+from .apply.applier import SKIPPED, apply_infofile_op
 from .apply.oplog import OpLog
-from .apply.ops import INFOFILE_WRITES, InfofileOp, decode
+from .apply.ops import INFOFILE_WRITES, InfofileOp
 from .infofile_writer import Conflict, InfofileWriter
+from .log.errors import LogError
 
 
 @dataclass
@@ -168,17 +169,20 @@ class Committer:
         if self.log is None:  # a writer outside a tracker (tools, tests of the format)
             return await asyncio.to_thread(getattr(self.writer, kind), *args)
         payload = InfofileOp(
-            self.name, self.meta.file_id, kind, tuple(args), time.time(), self.writer.log_index
+            self.name, self.meta.file_id, kind, tuple(args), time.time(), self.writer.position(self.log.log_id)
         ).encode()
-        index = await self.log.append(payload)
-        op = decode(payload, index)  # applied as a replay would apply it
-        try:
-            res = await asyncio.to_thread(apply_infofile_op, self.writer, op, index)
-        except BaseException:
-            await self.log.failed(index)  # marked failed: no replay applies it
-            raise
-        self.log.done(index)
-        return res
+        log_id = self.log.log_id
+
+        async def apply(op: InfofileOp, index: int):  # from the entry, as a replay applies it
+            res = await asyncio.to_thread(apply_infofile_op, self.writer, op, index, log_id)
+            if res is SKIPPED:  # a new entry the infofile says it has: two logs mixed up
+                raise LogError(
+                    f"infofile of {self.name} already has entry {index} of log {log_id}: "
+                    "is another tracker writing it? nothing was applied"
+                )
+            return res
+
+        return await self.log.run(payload, apply)  # a failure is marked: no replay applies it
 
     def _check_here(self) -> None:
         if self.gone:

@@ -59,6 +59,18 @@ def _now() -> float:
     return time.time() if at is None else at
 
 
+@contextlib.contextmanager
+def clock_at(at: float):
+    """In this block, in this thread, the infofile's writes read ``at``
+    (unix s) as the time: an operation of the metadata log applied again
+    writes the rows it wrote the first time."""
+    _CLOCK.at = at
+    try:
+        yield
+    finally:
+        _CLOCK.at = None
+
+
 @dataclass(frozen=True)
 class Conflict:
     """A record of a request that was not applied, and why (``reason``).
@@ -132,7 +144,7 @@ def create_infofile(path: Path, meta: dict, peers: list[tuple[int, str, str]], m
         conn.executescript("BEGIN;\n" + SCHEMA)  # one transaction (one sync), left open for the rows
         rows = {"format": FORMAT, "format_version": FORMAT_VERSION, "generation": 0, "history_from": 0, **meta}
         conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(rows.items()))
-        conn.execute("INSERT INTO generations(generation, at) VALUES (0, ?)", (time.time(),))
+        conn.execute("INSERT INTO generations(generation, at) VALUES (0, ?)", (_now(),))
         conn.executemany("INSERT INTO peers(peer_idx, peer_id, addr) VALUES (?, ?, ?)", peers)
         conn.execute("COMMIT")
     finally:
@@ -301,7 +313,10 @@ class InfofileWriter:
         # in the transaction that applied it: docs/metadata-log.md, "The apply loop"); None
         # while no operation is being applied
         self.log_index = int(self._meta_value("log_index", 0))
-        self._applying: int | None = None
+        # which log that index is of (meta.log_id): an index of another log (the local log
+        # before --etcd, a state folder made again) says nothing of this one's entries
+        self.log_id = str(self._meta_value("log_id", ""))
+        self._applying: tuple[int, str] | None = None
         # (names, bytes) as :meth:`stats` counts them, kept up to date by the
         # plain group commits of this writer (the infofile's only one) so a
         # quota check per commit does not sum 10^6 sizes; None: count again.
@@ -343,18 +358,25 @@ class InfofileWriter:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return default if row is None or row[0] is None else row[0]
 
+    def position(self, log_id: str) -> int:
+        """The index of the last entry of log ``log_id`` applied here (0:
+        none, or the infofile's index is of another log)."""
+        return self.log_index if self.log_id == log_id else 0
+
     @contextlib.contextmanager
-    def applying(self, index: int, at: float):
-        """Apply the metadata log's operation ``index`` proposed at ``at``
-        (unix s) in this block, in this thread: the writer's transactions
-        read ``at`` as the time and record ``index`` as ``meta.log_index``
-        in the same transaction (etcd's consistent index), so applying is
-        idempotent by log position (st_py/tracker/apply/applier.py)."""
-        _CLOCK.at, self._applying = at, index
+    def applying(self, index: int, at: float, log_id: str):
+        """Apply the operation ``index`` of log ``log_id``, proposed at
+        ``at`` (unix s), in this block, in this thread: the writer's
+        transactions read ``at`` as the time and record ``index`` and
+        ``log_id`` as ``meta.log_index`` and ``meta.log_id`` in the same
+        transaction (etcd's consistent index), so applying is idempotent by
+        log position (st_py/tracker/apply/applier.py)."""
+        self._applying = (index, log_id)
         try:
-            yield self
+            with clock_at(at):
+                yield self
         finally:
-            _CLOCK.at, self._applying = None, None
+            self._applying = None
 
     @contextlib.contextmanager
     def _transaction(self):
@@ -366,7 +388,10 @@ class InfofileWriter:
         try:
             yield c
             if self._applying is not None:
-                c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('log_index', ?)", (self._applying,))
+                c.executemany(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                    [("log_index", self._applying[0]), ("log_id", self._applying[1])],
+                )
             c.execute("COMMIT")
         except BaseException:
             self._stats = None
@@ -374,7 +399,7 @@ class InfofileWriter:
             self._pruned_at = float(self._meta_value("pruned_at", 0.0))
             raise
         if self._applying is not None:
-            self.log_index = self._applying
+            self.log_index, self.log_id = self._applying
         if self._stats is not None and self._delta is not None:
             self._stats = (self._stats[0] + self._delta[0], self._stats[1] + self._delta[1])
         else:

@@ -297,6 +297,25 @@ class StateCollector(Collector):
             value=cs.requests,
         )
         yield CounterMetricFamily("st_tracker_committed_records", "records newly committed", value=cs.records)
+        lv = s.oplog.view()  # the metadata log (docs/metadata-log.md)
+        li = GaugeMetricFamily(
+            "st_tracker_log_info",
+            "constant 1: where the metadata log is, and its identity",
+            labels=["backend", "log_id"],
+        )
+        li.add_metric([lv["backend"], lv["log_id"]], 1)
+        yield li
+        yield GaugeMetricFamily("st_tracker_log_term", "this tracker's term in the metadata log", value=lv["term"])
+        yield GaugeMetricFamily("st_tracker_log_last_index", "the last metadata log entry", value=lv["last_index"])
+        yield GaugeMetricFamily(
+            "st_tracker_log_applied_index",
+            "every metadata log entry at or below this index is applied (or failed)",
+            value=lv["applied_index"],
+        )
+        yield CounterMetricFamily(
+            "st_tracker_log_appends", "metadata log append transactions (group appends)", value=lv["appends"]
+        )
+        yield CounterMetricFamily("st_tracker_log_entries", "metadata log entries appended", value=lv["entries"])
 
 
 class TrackerMetrics:

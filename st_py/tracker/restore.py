@@ -244,7 +244,7 @@ async def _restore(service, tmp: Path, info: _Checked, user: User) -> pb.Restore
         reply.outcome, reply.detail = "conflict", target
         return reply
     o = owner_of_meta(info.meta)
-    new_dirs = [d for d in _ancestor_dirs(name) if not namespace.dir_path(service.root, d).is_dir()]
+    new_dirs = [d for d in namespace.ancestors(name) if not namespace.dir_path(service.root, d).is_dir()]
     try:
         with service.creating(name):  # RemoveDir keeps its directories
             placed = await asyncio.to_thread(_place, tmp, target, o.mode)
@@ -286,8 +286,3 @@ async def _restore(service, tmp: Path, info: _Checked, user: User) -> pb.Restore
     )
     log.info("%s restored %s (file %x, generation %d, owner %s)", user.name, name, file_id, gen, o.owner)
     return reply
-
-
-def _ancestor_dirs(name: str) -> list[str]:
-    parts = name.strip("/").split("/")[:-1]
-    return ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]

@@ -47,6 +47,7 @@ from .infofile_writer import (
     InfofileWriter,
     NoSuchSnapshotError,
     SnapshotExistsError,
+    clock_at,
     create_infofile,
 )
 from .leases import LeaseHeld, LeaseLost, Leases, LeaseStore
@@ -418,14 +419,15 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         # Owners of the new directories before they exist: a create running
         # meanwhile in the same new directory must not find it ownerless.
         self.guard.made_dirs(user, new_dirs)
-        try:
-            await asyncio.to_thread(
-                create_infofile,
-                path,
-                meta,
-                [(i, p.peer_id, p.addr) for i, p in enumerate(chosen)],
-                disk_mode(mode, False),
+        try:  # through the metadata log: a replay makes the same infofile (and the state's row)
+            op = InfofileOp(
+                name,
+                file_id,
+                "create_file",
+                (meta, [(i, p.peer_id, p.addr) for i, p in enumerate(chosen)], disk_mode(mode, False)),
+                time.time(),
             )
+            await self.oplog.run(op.encode(), self._apply_create)
         except BaseException as e:
             self.reservations.release(file_id)
             if isinstance(e, FileExistsError):
@@ -436,7 +438,6 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 )
             raise
         self.reservations.persist(file_id)
-        self.state.add_file(name, file_id, user.name)
         for d in new_dirs:  # made with the umask's bits
             self.guard.follow_on_disk(d, self.guard.dir_owner(d).mode, True)
         log.info(
@@ -723,16 +724,23 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 c = await self._open_committer(context, name, request.file_id)
             parent = name.rsplit("/", 1)[0] or "/"
             await self._allowed(context, self.guard.check_dir, user, parent, W, "delete entries in directory")
-            if here:  # after the commits queued before it, and none after (Committer.retire)
+            if here:
                 await refuse_if_snapshots(context, name, await c.run(c.writer.snapshots))
-                n, b = await c.retire(unlink=True)
-                self._committers.pop(name, None)
-                self.leases.drop(c.meta.file_id)
-                self._peer_ids.pop(c.meta.file_id, None)
-                file_id, copies, owner = c.meta.file_id, c.meta.copies, owner_of_meta(c.writer_meta()).owner
-            else:  # its per-file tracker closes and unlinks it, and forgets its lease
+
+            async def drop(op: InfofileOp, index: int) -> tuple[int, int, int, int, str]:
+                if here:  # after the commits queued before it, and none after (Committer.retire)
+                    n, b = await c.retire(unlink=True)
+                    self._committers.pop(name, None)
+                    self.leases.drop(c.meta.file_id)
+                    self._peer_ids.pop(c.meta.file_id, None)
+                    return n, b, c.meta.file_id, c.meta.copies, owner_of_meta(c.writer_meta()).owner
+                # its per-file tracker closes and unlinks it, and forgets its lease
                 r = await self._control(context, name, "drop", request.file_id)
-                n, b, file_id, copies, owner = r.records, r.bytes, r.file_id, r.copies, r.owner
+                return r.records, r.bytes, r.file_id, r.copies, r.owner
+
+            # in the metadata log before the infofile goes: a replay never makes it again
+            gone = InfofileOp(name, c.meta.file_id if here else request.file_id, "delete_file", (), time.time())
+            n, b, file_id, copies, owner = await self.oplog.run(gone.encode(), drop)
             self.state.remove_file(name)
             self.reservations.release(file_id)
             self.guard.charge(owner, -b * copies)
@@ -1353,7 +1361,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         when the last tracker died), before serving; with ``file_id``, for
         that file alone (a RestoreInfofile). Raises BadOperationError for an
         entry it cannot decode."""
-        rep = await self.oplog.replay(self._writer_for, file_id)
+        rep = await self.oplog.replay(self._writer_for, file_id, self._replay_file_op)
         if rep.read:
             log.info(
                 "metadata log replayed: %d entries, %d applied (%d files), %d seen, %d unanswered, %d of gone files",
@@ -1365,6 +1373,43 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 rep.gone,
             )
         return rep
+
+    # -- file operations (the metadata log's create_file and delete_file) ------------
+    async def _apply_create(self, op: InfofileOp, index: int) -> None:
+        """Make the infofile ``op`` describes (live: its Create's; FileExistsError,
+        NotADirectoryError as create_infofile raises them) and the state's row."""
+        await asyncio.to_thread(_create_file, self.root, op, index, self.oplog.log_id)
+        self.state.add_file(op.name, op.file_id, str(op.args[0]["owner"]))
+        self.state.remember_file_id(op.file_id)
+
+    def _replay_file_op(self, op: InfofileOp, index: int) -> bool:
+        """A create or delete replayed at start or after a restore: done only
+        if the namespace does not show it yet. Returns whether it changed anything."""
+        path = namespace.infofile_path(self.root, op.name)
+        if op.kind == "create_file":
+            if path.exists():
+                return False
+            _create_file(self.root, op, index, self.oplog.log_id)
+            meta = op.args[0]
+            self.state.add_file(op.name, op.file_id, str(meta["owner"]))
+            self.state.remember_file_id(op.file_id)
+            owner = User(str(meta["owner"]), (str(meta["group"]),) if meta.get("group") else ())
+            self.guard.made_dirs(owner, [d for d in namespace.ancestors(op.name) if self.state.dir_owner(d) is None])
+            return True
+        try:
+            r = InfofileReader(path)
+        except (OSError, sqlite3.Error):
+            return False
+        try:
+            fid = int(r.meta().get("file_id", 0))
+        finally:
+            r.close()
+        if op.file_id and fid != op.file_id:
+            return False  # another file has the name now
+        self._drop_committer(op.name)
+        path.unlink(missing_ok=True)
+        self.state.remove_file(op.name)
+        return True
 
     def _writer_for(self, op: InfofileOp) -> InfofileWriter | None:
         """The writer of ``op``'s infofile, if that file (name and id) is still there."""
@@ -1381,6 +1426,19 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         shutdown; the log is closed by ``await oplog.aclose()``)."""
         for name in list(self._committers):
             self._drop_committer(name)
+
+
+def _create_file(root: str | os.PathLike, op: InfofileOp, index: int, log_id: str) -> None:
+    """The infofile of ``op`` (a create_file), at the op's time, its
+    ``meta.log_index`` the entry's index in log ``log_id`` (the first in its chain)."""
+    meta, peers, mode = op.args
+    with clock_at(op.at):
+        create_infofile(
+            namespace.infofile_path(root, op.name),
+            {**meta, "log_index": index, "log_id": log_id},
+            [tuple(p) for p in peers],
+            mode,
+        )
 
 
 def _meta(o: Owner) -> dict:

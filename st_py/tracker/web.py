@@ -101,6 +101,7 @@ def snapshot(service: TrackerService, started: float, version: str, addr: str) -
         },
         "generated_at": rfc3339(now),
         "files": service.state.file_count(),
+        "metadata_log": service.oplog.view(),
         "reservations": len(service.reservations.by_file),
         "copies": {
             "records_short": h.records_short,

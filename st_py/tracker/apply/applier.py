@@ -42,18 +42,20 @@ class LogGapError(Exception):
         self.name, self.index, self.prev, self.have = name, index, prev, have
 
 
-def apply_infofile_op(writer: InfofileWriter, op: InfofileOp, index: int) -> Any:
-    """Apply ``op``, the log's entry ``index``, to ``writer``'s infofile and
-    return the writer method's result, or :data:`SKIPPED` if the infofile
-    applied that entry before (``index <= meta.log_index``).
+def apply_infofile_op(writer: InfofileWriter, op: InfofileOp, index: int, log_id: str) -> Any:
+    """Apply ``op``, entry ``index`` of log ``log_id``, to ``writer``'s
+    infofile and return the writer method's result, or :data:`SKIPPED` if the
+    infofile applied that entry before (``index <= meta.log_index`` of that
+    log; an index of another log counts as 0).
 
     Raises :class:`LogGapError` if the infofile is not at ``op.prev`` (nothing
     applied), else whatever the writer method raises (its transaction is rolled
     back, ``log_index`` unchanged). Not thread-safe for one writer: the caller
     applies one operation at a time per infofile (the Committer's lock)."""
-    if index <= writer.log_index:
+    have = writer.position(log_id)
+    if index <= have:
         return SKIPPED
-    if writer.log_index != op.prev:
-        raise LogGapError(op.name, index, op.prev, writer.log_index)
-    with writer.applying(index, op.at):
+    if have != op.prev:
+        raise LogGapError(op.name, index, op.prev, have)
+    with writer.applying(index, op.at, log_id):
         return getattr(writer, op.kind)(*op.args)

@@ -54,6 +54,10 @@ class LocalBackend:
             raise RuntimeError("the metadata log is not started (OpLog.start)")
         return self.log
 
+    async def log_id(self) -> str:
+        """This log's identity (``local:<uuid>``)."""
+        return self._l().log_id()
+
     async def last_index(self) -> int:
         """The last entry's index (0: none)."""
         return self._l().last_index()
@@ -150,6 +154,18 @@ class EtcdBackend:
 
     def _failed_key(self, index: int) -> bytes:
         return self._failed_prefix() + b"%020d" % index
+
+    async def log_id(self) -> str:
+        """This log's identity: ``etcd:<cluster id>:<when the cluster was made
+        in etcd>`` (a cluster made again under the same id is another log)."""
+        assert self.session is not None
+        marker = b"/storetorrent-clusters/" + self.cluster_id.encode()  # etcd_log.CLUSTERS
+
+        async def get(c: Any):
+            return await c.get(marker)
+
+        got = await self.session.call(get)
+        return f"etcd:{self.cluster_id}:{got.value.decode() if got is not None else ''}"
 
     async def last_index(self) -> int:
         """The last entry's index (0: none)."""

@@ -24,12 +24,13 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from st_py.tracker.apply.applier import SKIPPED, LogGapError, apply_infofile_op
 from st_py.tracker.apply.backends import APPLIED, FAILED, EtcdBackend, LocalBackend
-from st_py.tracker.apply.ops import InfofileOp, decode
+from st_py.tracker.apply.ops import FILE_OPS, InfofileOp, decode
 from st_py.tracker.infofile_writer import InfofileWriter
 from st_py.tracker.log.errors import FencedError
 
@@ -78,6 +79,7 @@ class OpLog:
         self.backend = backend
         self.keep_s = keep_s
         self.term = 0
+        self.log_id = ""  # this log's identity, in each infofile's meta.log_id (start)
         self.fenced = asyncio.Event()  # an append was refused: this tracker's term ended
         self._queue: list[tuple[bytes, asyncio.Future]] = []
         self._flushing = False
@@ -94,6 +96,7 @@ class OpLog:
         """Open the log (with etcd: win the election); return the term.
         Raises what the backend's start raises."""
         self.term = await self.backend.start()
+        self.log_id = await self.backend.log_id()
         self._last = await self.backend.last_index()
         self._compacted_at = time.monotonic()
         self._marks.append((self._compacted_at, self._last))
@@ -138,6 +141,21 @@ class OpLog:
         finally:
             self._flushing = False
 
+    async def run(self, payload: bytes, apply: Callable[[InfofileOp, int], Awaitable[Any]]) -> Any:
+        """Propose the encoded operation ``payload``: append it, then
+        ``await apply(op, index)`` with the operation decoded from the entry
+        (as a replay would apply it), and return its result once the entry
+        is marked done (or failed, if ``apply`` raised: re-raised)."""
+        index = await self.append(payload)
+        op = decode(payload, index)
+        try:
+            res = await apply(op, index)
+        except BaseException:
+            await self.failed(index)
+            raise
+        self.done(index)
+        return res
+
     def done(self, index: int) -> None:
         """Entry ``index`` was applied (durably, in its store) and will be
         answered: it is marked applied with the next append, or within
@@ -169,6 +187,22 @@ class OpLog:
         if self._unmarked:
             self._mark_task = asyncio.ensure_future(self._mark_soon())
 
+    def view(self) -> dict:
+        """The operator's view (status page, /status.json, metrics): where
+        the log is (``backend``: "local" or "etcd ..."), its identity, this
+        tracker's term, the last index appended, the index through which
+        every entry's apply ended, and the append transactions and entries
+        since the start."""
+        return {
+            "backend": self.backend.describe,
+            "log_id": self.log_id,
+            "term": self.term,
+            "last_index": self._last,
+            "applied_index": self.applied_through(),
+            "appends": self.appends,
+            "entries": self.entries,
+        }
+
     def applied_through(self) -> int:
         """Every entry at or below this index has ended its apply."""
         return min(self._in_flight) - 1 if self._in_flight else self._last
@@ -188,14 +222,18 @@ class OpLog:
             await self.backend.compact(upto + 1)
 
     async def replay(
-        self, writer_for: Callable[[InfofileOp], InfofileWriter | None], file_id: int | None = None
+        self,
+        writer_for: Callable[[InfofileOp], InfofileWriter | None],
+        file_id: int | None = None,
+        file_op: Callable[[InfofileOp, int], bool] | None = None,
     ) -> ReplayReport:
         """Apply every entry the log holds that was applied once (answered)
         and that its infofile no longer has, in log order, before the
         tracker serves (or, with ``file_id``, for that file alone: one put back
         by RestoreInfofile). ``writer_for(op)`` gives the writer of the op's
-        infofile, or None if that file is gone. The applies block the loop
-        (a start, a restore: rare).
+        infofile, or None if that file is gone; ``file_op(op, index)`` applies
+        a whole-file operation (create, delete) and says whether it changed
+        anything. The applies block the loop (a start, a restore: rare).
 
         Raises
         ------
@@ -223,16 +261,26 @@ class OpLog:
             if mark < 0:  # failed, and its proposer was told
                 rep.unanswered += 1
                 continue
+            if op.kind in FILE_OPS:
+                if mark == 0 and not self.backend.applies_unmarked:  # may have been in flight, never answered
+                    rep.unanswered += 1
+                elif file_op is not None and file_op(op, e.index):
+                    rep.applied += 1
+                    rep.files.add(op.name)
+                else:
+                    rep.skipped += 1
+                continue
             w = writer_for(op)
             if w is None:
                 rep.gone += 1
                 continue
-            if mark == 0 and not self.backend.applies_unmarked and op.name not in rep.files and w.log_index == op.prev:
+            current = w.position(self.log_id) == op.prev and op.name not in rep.files
+            if mark == 0 and not self.backend.applies_unmarked and current:
                 # in flight when the tracker died, its infofile current: never answered
                 rep.unanswered += 1
                 continue
             try:
-                res = apply_infofile_op(w, op, e.index)
+                res = apply_infofile_op(w, op, e.index, self.log_id)
             except LogGapError as gap:
                 log.warning("%s", gap)
                 rep.gaps += 1

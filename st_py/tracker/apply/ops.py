@@ -38,6 +38,10 @@ INFOFILE_WRITES = frozenset(
     }
 )
 
+# Operations on a whole file, applied by the tracker (st_py/tracker/service.py,
+# "file operations"): its infofile made (args: meta, peers, disk mode) or removed.
+FILE_OPS = frozenset({"create_file", "delete_file"})
+
 _VERSION = 1  # of the encoding below
 _INFOFILE = "infofile"
 
@@ -79,7 +83,7 @@ class InfofileOp:
 
     def encode(self) -> bytes:
         """The entry's payload."""
-        if self.kind not in INFOFILE_WRITES:
+        if self.kind not in INFOFILE_WRITES and self.kind not in FILE_OPS:
             raise BadOperationError(f"unknown infofile write {self.kind!r}")
         return msgpack.packb(
             [_VERSION, _INFOFILE, self.name, self.file_id, self.kind, list(self.args), self.at, self.prev],
@@ -102,7 +106,7 @@ def decode(payload: bytes, index: int = 0) -> InfofileOp:
             raise BadOperationError(f"encoding version {v[0]}, this tracker reads {_VERSION}", index)
         if v[1] == _INFOFILE:
             _, _, name, file_id, kind, args, at, prev = v
-            if kind not in INFOFILE_WRITES:
+            if kind not in INFOFILE_WRITES and kind not in FILE_OPS:
                 raise BadOperationError(f"unknown infofile write {kind!r}", index)
             return InfofileOp(str(name), int(file_id), kind, tuple(args), float(at), int(prev))
         raise BadOperationError(f"unknown operation {v[1]!r}", index)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import uuid
 from pathlib import Path
 
 from st_py.tracker.log.entry import Entry
@@ -23,6 +24,7 @@ CREATE TABLE IF NOT EXISTS log(idx INTEGER PRIMARY KEY, term INTEGER NOT NULL, p
   applied INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS terms(term INTEGER PRIMARY KEY, started_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS compacted(id INTEGER PRIMARY KEY CHECK (id = 1), upto INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS ident(id INTEGER PRIMARY KEY CHECK (id = 1), log_id TEXT NOT NULL);
 """
 
 
@@ -47,6 +49,13 @@ class LocalLog:
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.executescript(SCHEMA)
         self._term = 0
+
+    def log_id(self) -> str:
+        """This log's identity (``local:<uuid>``, made with the log): an index
+        means something only together with it."""
+        with self._lock:
+            self._conn.execute("INSERT OR IGNORE INTO ident(id, log_id) VALUES (1, ?)", (f"local:{uuid.uuid4().hex}",))
+            return str(self._conn.execute("SELECT log_id FROM ident").fetchone()[0])
 
     # -- terms ----------------------------------------------------------------------
     def open_term(self, now: float) -> int:
