@@ -334,9 +334,17 @@ void Connection::Send(std::string bytes) {
   // once the connection lingers or has closed.
   if (closed() || lingering_ || stop_frames_ || bytes.empty()) return;
   queued_bytes_ += bytes.size();
-  OutItem item;
-  item.data = std::move(bytes);
-  out_.push_back(std::move(item));
+  // A small reply (a PUT's OK, an ERROR) joins the byte buffer at the tail:
+  // the replies of a batch of frames leave in one buffer, so one sendmsg
+  // carries them however many there are (not one iovec each, 64 a call).
+  if (bytes.size() <= kCoalesceReply && !out_.empty() && out_.back().file_fd < 0 &&
+      out_.back().data.size() + bytes.size() <= kCoalesceBuffer) {
+    out_.back().data.append(bytes);
+  } else {
+    OutItem item;
+    item.data = std::move(bytes);
+    out_.push_back(std::move(item));
+  }
   if (queued_bytes_ > kMaxQueuedBytes) paused_ = true;
   if (!in_dispatch_ && !connecting_) Flush();
 }

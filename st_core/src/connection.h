@@ -11,7 +11,10 @@
 // Bad prefixes are answered by the connection itself (BAD_FRAME /
 // FRAME_TOO_LARGE) before it closes.
 //
-// Output: a queue of byte buffers and file regions. Consecutive buffers go
+// Output: a queue of byte buffers and file regions. Small replies (up to
+// kCoalesceReply bytes: OK, ERROR, short answers) are appended to the byte
+// buffer at the tail of the queue (up to kCoalesceBuffer bytes), so the
+// replies to one read's frames go out together; consecutive buffers go
 // out with one sendmsg; file regions (GET bodies) with sendfile. While more
 // than kMaxQueuedBytes (or kMaxQueuedFiles open record files) wait to be
 // sent, the connection stops reading.
@@ -81,6 +84,10 @@ class Connection {
   // pipelines tiny GETs without reading the replies must not exhaust the
   // peer's file descriptors.
   static constexpr size_t kMaxQueuedFiles = 1024;
+  // Send appends a reply of at most kCoalesceReply bytes to the byte buffer
+  // queued last while that stays within kCoalesceBuffer bytes.
+  static constexpr size_t kCoalesceReply = 4096;
+  static constexpr size_t kCoalesceBuffer = 256 * 1024;
 
   // Takes ownership of transport. If connecting, it has a connect() in
   // progress; sends are queued until it completes.

@@ -208,6 +208,45 @@ TEST_F(MemServerTest, RepliesAreTheSameThroughANarrowPipe) {
   EXPECT_EQ(store_->record_count(), 0u);
 }
 
+// Pipelined small PUTs (issue 41, item 3): every frame of one read is
+// parsed and stored in that turn, and their replies leave in one write, not
+// one per frame (nor one per 64 frames, the iovec batch).
+TEST_F(MemServerTest, ManyFramesOfOneReadAreAnsweredInOneWrite) {
+  Open(/*sync=*/false);
+  constexpr int kFrames = 300;
+  std::string conv;
+  for (int i = 0; i < kFrames; ++i) {
+    const std::string name = "r" + std::to_string(i);
+    const std::string data = "record " + std::to_string(i);
+    PutRequest put;  // views of name and data
+    put.file_id = 9;
+    put.crc32c = crc32c::Value(data);
+    put.name = name;
+    put.data = data;
+    conv += EncodePut(static_cast<uint64_t>(i + 1), 0, put);
+  }
+  ASSERT_LT(conv.size(), Connection::kReadChunk);  // one read takes them all
+  auto pipe = std::make_shared<test::MemPipe>(1 << 20);
+  server_->AcceptConnection(std::make_unique<test::MemTransport>(pipe), "mem-client");
+  ASSERT_TRUE(pipe->ClientWrite(conv));
+  ASSERT_TRUE(pipe->Deliver());
+  while (loop_->RunReady() > 0) {
+  }
+  EXPECT_EQ(1u, pipe->reads());
+  EXPECT_EQ(1u, pipe->writes());
+  auto frames = Frames(pipe->TakeOutput());
+  ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames));
+  for (int i = 0; i < kFrames; ++i) {
+    EXPECT_EQ(frames[i].first.type, static_cast<uint8_t>(MsgType::kOk))
+        << "reply " << i << ": " << frames[i].second;
+    EXPECT_EQ(frames[i].first.seq, static_cast<uint64_t>(i + 1)) << "reply " << i;
+  }
+  EXPECT_EQ(store_->record_count(), static_cast<uint64_t>(kFrames));
+  pipe->ClientClose();
+  while (pipe->Deliver() || loop_->RunReady() > 0) {
+  }
+}
+
 // After a frame that does not parse, its ERROR BAD_FRAME is the last frame,
 // even when the output is backed up and a deferred reply (a PUT under
 // --sync, answered after the group fsync) becomes ready after it was queued.
