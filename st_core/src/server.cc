@@ -620,16 +620,16 @@ void Server::StoreRecord(std::shared_ptr<OwnedPut> put, StoreDone done) {
 }
 
 void Server::StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done) {
-  RecordStore::PendingPut pending;
+  auto pending = std::make_shared<RecordStore::PendingPut>();  // WritePut fills in its ctime
   Status s = store_->BeginPut(put->file_id, put->copy_rank, put->crc, put->name, put->data,
-                              put->mode, &pending);
+                              put->mode, pending.get());
   std::string key = std::to_string(put->file_id) + "/" + put->name;
   if (s.IsUnavailable()) {
     // A PUT of the same record is being written: this one runs after it.
     put_waiters_[key].push_back([this, put, done] { StoreOffLoop(put, done); });
     return;
   }
-  if (!s.ok() || !pending.write) {
+  if (!s.ok() || !pending->write) {
     done(s);
     return;
   }
@@ -637,16 +637,16 @@ void Server::StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done) {
   RecordStore* store = store_;
   bool group = !store_->sync_each();
   background_.Schedule([store, pending, put,
-                        result] { *result = store->WritePut(pending, put->data); },
+                        result] { *result = store->WritePut(pending.get(), put->data); },
                        [this, pending, result, key, done, group, put] {
                          if (group && result->ok()) {
                            // Written (in parallel with other PUTs); durable
                            // with the next group fsync, answered after it.
-                           sync_waiting_.push_back(SyncItem{put, pending, done, key, Status()});
+                           sync_waiting_.push_back(SyncItem{put, *pending, done, key, Status()});
                            MaybeGroupSync();
                            return;
                          }
-                         done(store_->FinishPut(pending, *result));
+                         done(store_->FinishPut(*pending, *result));
                          RunPutWaiters(key);
                        });
 }
