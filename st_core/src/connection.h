@@ -69,6 +69,11 @@ class Connection {
       (void)header;
       return 0;
     }
+    // Around each batch of frames delivered from one read (OnFrame calls in
+    // between): what the handler sends to other connections meanwhile can
+    // be held (Cork) and sent once at the end.
+    virtual void OnBatchStart(Connection* conn) { (void)conn; }
+    virtual void OnBatchEnd(Connection* conn) { (void)conn; }
     // Called once, when the connection is closed (by either side, or on a
     // connect failure). The Connection may be destroyed only after this
     // call returns (e.g. from a task posted to the loop).
@@ -113,6 +118,13 @@ class Connection {
 
   // Queue bytes (whole frames) for sending.
   void Send(std::string bytes);
+  // While corked (counted: Cork and Uncork nest), Send and SendFile queue
+  // without writing; the last Uncork writes what was queued, so replies
+  // produced by one piece of work elsewhere (a group fsync's batch, a batch
+  // of replies from a chain successor) leave in one sendmsg.
+  void Cork() { ++corked_; }
+  void Uncork();
+  bool corked() const { return corked_ > 0; }
   // Queue len bytes of file_fd from its offset 0; takes ownership of file_fd.
   void SendFile(int file_fd, uint64_t len);
   // Sends an ERROR frame, stops reading frames and closes once it is out;
@@ -161,6 +173,7 @@ class Connection {
 
   bool connecting_ = false;
   bool in_dispatch_ = false;    // inside ProcessFrames: flush once at the end
+  int corked_ = 0;              // Cork depth: flush at the last Uncork
   bool stop_frames_ = false;    // after a fatal frame error: parse nothing more
   bool close_after_flush_ = false;
   bool lingering_ = false;      // write side shut, discarding input until EOF

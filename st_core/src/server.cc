@@ -387,9 +387,28 @@ void Server::OnClosed(Connection* conn, const std::string& reason) {
   if (graveyard_.size() == 1) loop_->Post([this] { graveyard_.clear(); });
 }
 
+void Server::OnBatchStart(Connection*) { BeginCork(); }
+
+void Server::OnBatchEnd(Connection*) { EndCork(); }
+
+void Server::EndCork() {
+  if (cork_depth_ == 0 || --cork_depth_ > 0) return;
+  std::vector<uint64_t> ids;
+  ids.swap(corked_);
+  for (uint64_t id : ids) {
+    // Looked up again: an Uncork may close a connection (and move it out).
+    auto it = conns_.find(id);
+    if (it != conns_.end()) it->second->Uncork();
+  }
+}
+
 void Server::SendToClient(uint64_t conn_id, std::string frame) {
   auto it = conns_.find(conn_id);
   if (it == conns_.end() || it->second->closed()) return;
+  if (cork_depth_ > 0 && !it->second->corked()) {
+    it->second->Cork();
+    corked_.push_back(conn_id);
+  }
   // Every deferred request (GET_LOCAL, SCRUB) ends with one frame without
   // MORE; the connection is not idle until then.
   bool last = frame.size() < kFramePrefixSize ||
@@ -677,10 +696,12 @@ void Server::MaybeGroupSync() {
       [this, batch, synced] {
         sync_in_flight_ = false;
         ++sync_batches_;
+        BeginCork();  // the batch's replies: one sendmsg per client connection
         for (auto& item : *batch) {
           item.done(store_->FinishPut(item.pending, *synced));
           RunPutWaiters(item.key);
         }
+        EndCork();
         MaybeGroupSync();  // the PUTs written meanwhile, as one batch
       });
 }
