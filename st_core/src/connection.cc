@@ -240,9 +240,15 @@ void Connection::ProcessFrames() {
   } while (!closed() && frames_waiting_ && !paused_ && !held_ && !stop_frames_);
 }
 
+void Connection::Uncork() {
+  if (corked_ == 0 || --corked_ > 0) return;
+  if (!in_dispatch_ && !connecting_) Flush();
+}
+
 void Connection::ProcessBufferedFrames() {
   in_dispatch_ = true;
   frames_waiting_ = false;
+  handler_->OnBatchStart(this);
   while (!closed() && !stop_frames_) {
     if (paused_ || held_) {
       frames_waiting_ = end_ > start_;
@@ -298,6 +304,7 @@ void Connection::ProcessBufferedFrames() {
     handler_->OnFrame(this, h, payload);
   }
   in_dispatch_ = false;
+  handler_->OnBatchEnd(this);
   if (closed()) return;
   if (start_ == end_) {
     start_ = end_ = 0;
@@ -334,11 +341,19 @@ void Connection::Send(std::string bytes) {
   // once the connection lingers or has closed.
   if (closed() || lingering_ || stop_frames_ || bytes.empty()) return;
   queued_bytes_ += bytes.size();
-  OutItem item;
-  item.data = std::move(bytes);
-  out_.push_back(std::move(item));
+  // A small reply (a PUT's OK, an ERROR) joins the byte buffer at the tail:
+  // the replies of a batch of frames leave in one buffer, so one sendmsg
+  // carries them however many there are (not one iovec each, 64 a call).
+  if (bytes.size() <= kCoalesceReply && !out_.empty() && out_.back().file_fd < 0 &&
+      out_.back().data.size() + bytes.size() <= kCoalesceBuffer) {
+    out_.back().data.append(bytes);
+  } else {
+    OutItem item;
+    item.data = std::move(bytes);
+    out_.push_back(std::move(item));
+  }
   if (queued_bytes_ > kMaxQueuedBytes) paused_ = true;
-  if (!in_dispatch_ && !connecting_) Flush();
+  if (!in_dispatch_ && !connecting_ && corked_ == 0) Flush();
 }
 
 void Connection::SendFile(int file_fd, uint64_t len) {
@@ -353,7 +368,7 @@ void Connection::SendFile(int file_fd, uint64_t len) {
   item.file_len = len;
   out_.push_back(std::move(item));
   if (queued_bytes_ > kMaxQueuedBytes || queued_files_ > kMaxQueuedFiles) paused_ = true;
-  if (!in_dispatch_ && !connecting_) Flush();
+  if (!in_dispatch_ && !connecting_ && corked_ == 0) Flush();
 }
 
 void Connection::SendErrorAndClose(uint64_t seq, ErrorCode code, std::string_view message,
@@ -368,7 +383,7 @@ void Connection::SendErrorAndClose(uint64_t seq, ErrorCode code, std::string_vie
   stop_frames_ = true;
   close_after_flush_ = true;
   start_ = end_ = 0;
-  if (!in_dispatch_ && !connecting_) Flush();
+  if (!in_dispatch_ && !connecting_ && corked_ == 0) Flush();
 }
 
 void Connection::Flush() {

@@ -11,7 +11,10 @@
 // Bad prefixes are answered by the connection itself (BAD_FRAME /
 // FRAME_TOO_LARGE) before it closes.
 //
-// Output: a queue of byte buffers and file regions. Consecutive buffers go
+// Output: a queue of byte buffers and file regions. Small replies (up to
+// kCoalesceReply bytes: OK, ERROR, short answers) are appended to the byte
+// buffer at the tail of the queue (up to kCoalesceBuffer bytes), so the
+// replies to one read's frames go out together; consecutive buffers go
 // out with one sendmsg; file regions (GET bodies) with sendfile. While more
 // than kMaxQueuedBytes (or kMaxQueuedFiles open record files) wait to be
 // sent, the connection stops reading.
@@ -66,6 +69,11 @@ class Connection {
       (void)header;
       return 0;
     }
+    // Around each batch of frames delivered from one read (OnFrame calls in
+    // between): what the handler sends to other connections meanwhile can
+    // be held (Cork) and sent once at the end.
+    virtual void OnBatchStart(Connection* conn) { (void)conn; }
+    virtual void OnBatchEnd(Connection* conn) { (void)conn; }
     // Called once, when the connection is closed (by either side, or on a
     // connect failure). The Connection may be destroyed only after this
     // call returns (e.g. from a task posted to the loop).
@@ -81,6 +89,10 @@ class Connection {
   // pipelines tiny GETs without reading the replies must not exhaust the
   // peer's file descriptors.
   static constexpr size_t kMaxQueuedFiles = 1024;
+  // Send appends a reply of at most kCoalesceReply bytes to the byte buffer
+  // queued last while that stays within kCoalesceBuffer bytes.
+  static constexpr size_t kCoalesceReply = 4096;
+  static constexpr size_t kCoalesceBuffer = 256 * 1024;
 
   // Takes ownership of transport. If connecting, it has a connect() in
   // progress; sends are queued until it completes.
@@ -106,6 +118,13 @@ class Connection {
 
   // Queue bytes (whole frames) for sending.
   void Send(std::string bytes);
+  // While corked (counted: Cork and Uncork nest), Send and SendFile queue
+  // without writing; the last Uncork writes what was queued, so replies
+  // produced by one piece of work elsewhere (a group fsync's batch, a batch
+  // of replies from a chain successor) leave in one sendmsg.
+  void Cork() { ++corked_; }
+  void Uncork();
+  bool corked() const { return corked_ > 0; }
   // Queue len bytes of file_fd from its offset 0; takes ownership of file_fd.
   void SendFile(int file_fd, uint64_t len);
   // Sends an ERROR frame, stops reading frames and closes once it is out;
@@ -154,6 +173,7 @@ class Connection {
 
   bool connecting_ = false;
   bool in_dispatch_ = false;    // inside ProcessFrames: flush once at the end
+  int corked_ = 0;              // Cork depth: flush at the last Uncork
   bool stop_frames_ = false;    // after a fatal frame error: parse nothing more
   bool close_after_flush_ = false;
   bool lingering_ = false;      // write side shut, discarding input until EOF

@@ -53,6 +53,10 @@ class WritableFile {
   // path exists; InvalidArgument if this kind of link is impossible here
   // (no /proc): use a named temporary file and RenameFile instead.
   virtual Status Link(const std::string& path) = 0;
+  // fstat of the open file (before Close): its size and times as they are
+  // now. The record store reads a new record's ctime here after Link, with
+  // no path to look up.
+  virtual Status Stat(FileInfo* info) = 0;
 };
 
 // A file opened for reading. Not thread-safe; one owner at a time.

@@ -104,6 +104,14 @@ class PosixWritableFile : public WritableFile {
     return PosixError("link " + path, err);
   }
 
+  Status Stat(FileInfo* info) override {
+    struct stat st;
+    if (fd_ < 0) return Status::InvalidArgument("stat of a closed file " + path_);
+    if (::fstat(fd_, &st) != 0) return PosixError("fstat " + path_, errno);
+    ToFileInfo(st, info);
+    return Status::OK();
+  }
+
  private:
   int fd_;
   std::string path_;  // for messages: the directory of an anonymous file

@@ -193,6 +193,7 @@ Status RecordStore::ScanFile(uint64_t file_id, const std::string& dir) {
       continue;
     }
     buckets.push_back(n);
+    NoteBucket(file_id, static_cast<uint8_t>(b));
   }
 
   FileIndex& index = files_[file_id];
@@ -308,24 +309,62 @@ Status RecordStore::FsSpace(uint64_t* total, uint64_t* avail) const {
   return env_->GetFreeSpace(data_dir_, total, avail);
 }
 
+bool RecordStore::BucketKnown(uint64_t file_id, uint8_t bucket) const {
+  std::lock_guard<std::mutex> lock(dirs_mu_);
+  auto it = known_dirs_.find(file_id);
+  return it != known_dirs_.end() && it->second.test(bucket);
+}
+
+bool RecordStore::FileDirKnown(uint64_t file_id) const {
+  std::lock_guard<std::mutex> lock(dirs_mu_);
+  return known_dirs_.count(file_id) != 0;
+}
+
+void RecordStore::NoteBucket(uint64_t file_id, uint8_t bucket) {
+  std::lock_guard<std::mutex> lock(dirs_mu_);
+  known_dirs_[file_id].set(bucket);
+}
+
+void RecordStore::ForgetBucket(uint64_t file_id, uint8_t bucket) {
+  std::lock_guard<std::mutex> lock(dirs_mu_);
+  auto it = known_dirs_.find(file_id);
+  if (it != known_dirs_.end()) it->second.reset(bucket);
+}
+
+void RecordStore::ForgetFileDir(uint64_t file_id) {
+  std::lock_guard<std::mutex> lock(dirs_mu_);
+  known_dirs_.erase(file_id);
+}
+
 Status RecordStore::MakeBucketDir(uint64_t file_id, uint8_t bucket) {
   std::string fdir = FileDir(file_id);
   std::string bdir = BucketDir(file_id, bucket);
-  Status s = env_->CreateDir(fdir);
-  bool created_file_dir = s.ok();
-  if (!s.ok() && !s.IsAlreadyExists()) return s;
-  s = env_->CreateDir(bdir);
-  if (s.IsAlreadyExists()) return Status::OK();
+  // The file's folder first unless this store knows it is there: one mkdir
+  // per new bucket of a known file, two for a new file, no probe before.
+  bool created_file_dir = false;
+  Status s;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (attempt > 0 || !FileDirKnown(file_id)) {
+      s = env_->CreateDir(fdir);
+      if (!s.ok() && !s.IsAlreadyExists()) return s;
+      created_file_dir = created_file_dir || s.ok();
+    }
+    s = env_->CreateDir(bdir);
+    if (!s.IsNotFound()) break;
+    ForgetFileDir(file_id);  // the file's folder went behind our back: make it again
+  }
+  if (s.IsAlreadyExists()) s = Status::OK();
   if (!s.ok()) return s;
   if (sync_each()) {
     if (created_file_dir) env_->SyncDir(files_dir_);
     env_->SyncDir(fdir);
   }
+  NoteBucket(file_id, bucket);
   return Status::OK();
 }
 
 Status RecordStore::WriteLinked(const std::string& bdir, const std::string& dst,
-                                std::string_view data, bool* fall_back) {
+                                std::string_view data, bool* fall_back, int64_t* ctime_ns) {
   *fall_back = false;
   std::unique_ptr<WritableFile> f;
   Status s = env_->NewAnonymousFile(bdir, &f);
@@ -352,6 +391,12 @@ Status RecordStore::WriteLinked(const std::string& bdir, const std::string& dst,
       s = l;
     }
   }
+  if (s.ok() && !*fall_back && ctime_ns != nullptr) {
+    // linkat set the ctime: read it from the open file (an fstat, no path
+    // walk). Unknown if that fails: the first GET then checks the bytes.
+    FileInfo info;
+    *ctime_ns = f->Stat(&info).ok() ? info.ctime_ns : -1;
+  }
   // Closing an unlinked O_TMPFILE file frees it: a failed or interrupted
   // PUT leaves nothing behind, not even a temp file for the scrubber.
   Status c = f->Close();
@@ -360,16 +405,21 @@ Status RecordStore::WriteLinked(const std::string& bdir, const std::string& dst,
 }
 
 Status RecordStore::WriteAtomic(uint64_t file_id, uint8_t bucket, const std::string& name,
-                                std::string_view data) {
+                                std::string_view data, int64_t* ctime_ns) {
+  if (ctime_ns != nullptr) *ctime_ns = -1;
   std::string bdir = BucketDir(file_id, bucket);
   std::string dst = bdir + "/" + name;
+  if (!BucketKnown(file_id, bucket)) {  // the first record of this bucket (since start)
+    Status s = MakeBucketDir(file_id, bucket);
+    if (!s.ok()) return s;
+  }
   if (use_tmpfile_) {
     bool fall_back = false;
-    Status s = WriteLinked(bdir, dst, data, &fall_back);
-    FileInfo bi;
-    if (!s.ok() && env_->GetFileInfo(bdir, &bi).IsNotFound()) {  // the first record of this bucket
+    Status s = WriteLinked(bdir, dst, data, &fall_back, ctime_ns);
+    if (s.IsNotFound()) {  // the bucket folder was removed behind our back
+      ForgetBucket(file_id, bucket);
       s = MakeBucketDir(file_id, bucket);
-      if (s.ok()) s = WriteLinked(bdir, dst, data, &fall_back);
+      if (s.ok()) s = WriteLinked(bdir, dst, data, &fall_back, ctime_ns);
     }
     if (!fall_back) {
       if (!s.ok()) return s;
@@ -390,6 +440,7 @@ Status RecordStore::WriteAtomic(uint64_t file_id, uint8_t bucket, const std::str
   if (s.ok()) {
     s = env_->RenameFile(tmp, dst);
     if (s.IsNotFound()) {
+      ForgetBucket(file_id, bucket);
       s = MakeBucketDir(file_id, bucket);
       if (s.ok()) s = env_->RenameFile(tmp, dst);
     }
@@ -397,6 +448,10 @@ Status RecordStore::WriteAtomic(uint64_t file_id, uint8_t bucket, const std::str
   if (!s.ok()) {
     env_->RemoveFile(tmp);
     return s;
+  }
+  if (ctime_ns != nullptr) {  // the rename set the ctime (a rare path: a stat is fine)
+    FileInfo info;
+    if (env_->GetFileInfo(dst, &info).ok()) *ctime_ns = info.ctime_ns;
   }
   if (sync_each()) return env_->SyncDir(bdir);
   return Status::OK();
@@ -420,7 +475,7 @@ Status RecordStore::Put(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::
   PendingPut put;
   Status s = BeginPut(file_id, copy_rank, crc, name, data, mode, &put);
   if (!s.ok() || !put.write) return s;
-  Status w = WritePut(put, data);
+  Status w = WritePut(&put, data);
   if (w.ok() && options_.sync && !options_.sync_each) {
     w = SyncAll();
     if (!w.ok()) RemoveWritten(put);
@@ -520,17 +575,17 @@ Status RecordStore::BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc,
   return Status::OK();
 }
 
-Status RecordStore::WritePut(const PendingPut& put, std::string_view data) {
-  std::string enc = EncodeName(put.name);
-  uint8_t bucket = NameBucket(put.name);
-  std::string fname = RecordFileName(enc, put.copy_rank, put.crc);
+Status RecordStore::WritePut(PendingPut* put, std::string_view data) {
+  std::string enc = EncodeName(put->name);
+  uint8_t bucket = NameBucket(put->name);
+  std::string fname = RecordFileName(enc, put->copy_rank, put->crc);
   if (IsHashedEncoding(enc)) {
-    Status s = WriteAtomic(put.file_id, bucket, fname + kSidecarSuffix, put.name);
+    Status s = WriteAtomic(put->file_id, bucket, fname + kSidecarSuffix, put->name, nullptr);
     if (!s.ok()) return s;
   }
-  Status s = WriteAtomic(put.file_id, bucket, fname, data);
+  Status s = WriteAtomic(put->file_id, bucket, fname, data, &put->ctime_ns);
   if (!s.ok() && IsHashedEncoding(enc)) {
-    env_->RemoveFile(BucketDir(put.file_id, bucket) + "/" + fname + kSidecarSuffix);
+    env_->RemoveFile(BucketDir(put->file_id, bucket) + "/" + fname + kSidecarSuffix);
   }
   return s;
 }
@@ -565,10 +620,9 @@ Status RecordStore::FinishPut(const PendingPut& put, const Status& written) {
   }
   RecordMeta meta{put.size, put.crc, put.copy_rank};
   meta.writer = put.writer;
-  FileInfo st;  // the bytes just written matched crc: verified as of this ctime
-  if (env_->GetFileInfo(BucketDir(put.file_id, bucket) + "/" + fname, &st).ok()) {
-    meta.verified_ctime_ns = st.ctime_ns;
-  }
+  // The bytes just written matched crc: verified as of the ctime WritePut
+  // read from the open file once it had its name.
+  meta.verified_ctime_ns = put.ctime_ns;
   index[put.name] = meta;
   AddStats(1, static_cast<int64_t>(put.size));
   return Status::OK();
@@ -716,6 +770,7 @@ Status RecordStore::DeleteFile(uint64_t file_id, uint64_t* removed) {
     files_.erase(fit);
   }
   std::string dir = FileDir(file_id);
+  ForgetFileDir(file_id);
   FileInfo st;
   if (!env_->GetFileInfo(dir, &st).ok()) return Status::OK();
   RemoveEntries(dir);
@@ -804,6 +859,7 @@ Status RecordStore::RemoveTmpIfStale(const std::string& name, double mtime_cutof
 
 void RecordStore::PruneFileDirs(uint64_t file_id) {
   std::string dir = FileDir(file_id);
+  ForgetFileDir(file_id);  // a kept folder is made known again by the next PUT's mkdir
   std::vector<std::string> names;
   if (!env_->GetChildren(dir, &names).ok()) return;
   for (const std::string& b : names) {

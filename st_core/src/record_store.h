@@ -25,9 +25,11 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <bitset>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -95,6 +97,10 @@ class RecordStore {
     uint64_t size = 0;
     uint64_t writer = 0;  // PutMode::writer
     bool write = false;  // false: an idempotent retry, nothing to write
+    // Set by WritePut: the record file's ctime once it has its name (read
+    // with an fstat of the still open file, no path lookup), -1 if unknown.
+    // FinishPut records it as the ctime the bytes were verified at.
+    int64_t ctime_ns = -1;
   };
 
   // A record opened for a GET. If !verified, VerifyRead (any thread) checks
@@ -140,7 +146,8 @@ class RecordStore {
   // (an idempotent retry) the PUT is done: call nothing else.
   Status BeginPut(uint64_t file_id, uint8_t copy_rank, uint32_t crc, std::string_view name,
                   std::string_view data, const PutMode& mode, PendingPut* put);
-  Status WritePut(const PendingPut& put, std::string_view data);
+  // Sets put->ctime_ns.
+  Status WritePut(PendingPut* put, std::string_view data);
   // Group fsync (any thread): makes everything written so far durable.
   Status SyncAll();
   // Any thread: removes the files WritePut wrote for put (when the group
@@ -232,13 +239,26 @@ class RecordStore {
   // sync) and linked to dir/name; where the filesystem has no O_TMPFILE, a
   // temp file renamed to dir/name. Then the directory is fsynced (if sync).
   // Thread-safe (it touches only the Env and atomics).
+  // *ctime_ns (if given): the file's ctime once named, -1 if unknown.
   Status WriteAtomic(uint64_t file_id, uint8_t bucket, const std::string& name,
-                     std::string_view data);
+                     std::string_view data, int64_t* ctime_ns);
   // The O_TMPFILE + linkat path. Sets *fall_back (and returns OK) when the
   // rename path must do it: no O_TMPFILE or /proc, or dst exists.
   Status WriteLinked(const std::string& bdir, const std::string& dst, std::string_view data,
-                     bool* fall_back);
+                     bool* fall_back, int64_t* ctime_ns);
+  // Makes the bucket directory (and the file's, if missing) and remembers
+  // that it exists. Thread-safe.
   Status MakeBucketDir(uint64_t file_id, uint8_t bucket);
+  // The bucket-folder cache (thread-safe): which <file>/<bucket>/ folders
+  // this store made or found, so a PUT into one makes no mkdir and no probe.
+  // A folder removed behind the store's back is found by the PUT that fails
+  // to create its file there (NotFound): it forgets it, makes it again and
+  // retries once.
+  bool BucketKnown(uint64_t file_id, uint8_t bucket) const;
+  bool FileDirKnown(uint64_t file_id) const;
+  void NoteBucket(uint64_t file_id, uint8_t bucket);
+  void ForgetBucket(uint64_t file_id, uint8_t bucket);
+  void ForgetFileDir(uint64_t file_id);
   Status MkdirIfMissing(const std::string& path);
   void RemoveEntries(const std::string& dir);
   void AddStats(int64_t records, int64_t bytes);
@@ -253,6 +273,9 @@ class RecordStore {
   std::unique_ptr<FileLock> lock_;
   std::atomic<uint64_t> tmp_counter_{0};
   std::atomic<bool> use_tmpfile_{true};  // cleared when the filesystem has no O_TMPFILE
+  mutable std::mutex dirs_mu_;
+  // file id -> its buckets known to exist; a file present here has its folder.
+  std::unordered_map<uint64_t, std::bitset<256>> known_dirs_;  // guarded by dirs_mu_
   std::unordered_map<uint64_t, FileIndex> files_;
   std::unordered_set<std::string> puts_in_flight_;  // PutKey of each begun, unfinished PUT
   uint64_t reserved_bytes_ = 0;  // by PUTs in flight, for the capacity check

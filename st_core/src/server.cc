@@ -387,9 +387,28 @@ void Server::OnClosed(Connection* conn, const std::string& reason) {
   if (graveyard_.size() == 1) loop_->Post([this] { graveyard_.clear(); });
 }
 
+void Server::OnBatchStart(Connection*) { BeginCork(); }
+
+void Server::OnBatchEnd(Connection*) { EndCork(); }
+
+void Server::EndCork() {
+  if (cork_depth_ == 0 || --cork_depth_ > 0) return;
+  std::vector<uint64_t> ids;
+  ids.swap(corked_);
+  for (uint64_t id : ids) {
+    // Looked up again: an Uncork may close a connection (and move it out).
+    auto it = conns_.find(id);
+    if (it != conns_.end()) it->second->Uncork();
+  }
+}
+
 void Server::SendToClient(uint64_t conn_id, std::string frame) {
   auto it = conns_.find(conn_id);
   if (it == conns_.end() || it->second->closed()) return;
+  if (cork_depth_ > 0 && !it->second->corked()) {
+    it->second->Cork();
+    corked_.push_back(conn_id);
+  }
   // Every deferred request (GET_LOCAL, SCRUB) ends with one frame without
   // MORE; the connection is not idle until then.
   bool last = frame.size() < kFramePrefixSize ||
@@ -620,16 +639,16 @@ void Server::StoreRecord(std::shared_ptr<OwnedPut> put, StoreDone done) {
 }
 
 void Server::StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done) {
-  RecordStore::PendingPut pending;
+  auto pending = std::make_shared<RecordStore::PendingPut>();  // WritePut fills in its ctime
   Status s = store_->BeginPut(put->file_id, put->copy_rank, put->crc, put->name, put->data,
-                              put->mode, &pending);
+                              put->mode, pending.get());
   std::string key = std::to_string(put->file_id) + "/" + put->name;
   if (s.IsUnavailable()) {
     // A PUT of the same record is being written: this one runs after it.
     put_waiters_[key].push_back([this, put, done] { StoreOffLoop(put, done); });
     return;
   }
-  if (!s.ok() || !pending.write) {
+  if (!s.ok() || !pending->write) {
     done(s);
     return;
   }
@@ -637,16 +656,16 @@ void Server::StoreOffLoop(std::shared_ptr<OwnedPut> put, StoreDone done) {
   RecordStore* store = store_;
   bool group = !store_->sync_each();
   background_.Schedule([store, pending, put,
-                        result] { *result = store->WritePut(pending, put->data); },
+                        result] { *result = store->WritePut(pending.get(), put->data); },
                        [this, pending, result, key, done, group, put] {
                          if (group && result->ok()) {
                            // Written (in parallel with other PUTs); durable
                            // with the next group fsync, answered after it.
-                           sync_waiting_.push_back(SyncItem{put, pending, done, key, Status()});
+                           sync_waiting_.push_back(SyncItem{put, *pending, done, key, Status()});
                            MaybeGroupSync();
                            return;
                          }
-                         done(store_->FinishPut(pending, *result));
+                         done(store_->FinishPut(*pending, *result));
                          RunPutWaiters(key);
                        });
 }
@@ -677,10 +696,12 @@ void Server::MaybeGroupSync() {
       [this, batch, synced] {
         sync_in_flight_ = false;
         ++sync_batches_;
+        BeginCork();  // the batch's replies: one sendmsg per client connection
         for (auto& item : *batch) {
           item.done(store_->FinishPut(item.pending, *synced));
           RunPutWaiters(item.key);
         }
+        EndCork();
         MaybeGroupSync();  // the PUTs written meanwhile, as one batch
       });
 }

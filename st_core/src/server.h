@@ -158,6 +158,8 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
   void OnFrame(Connection* conn, const FrameHeader& header, std::string_view payload) override;
   void OnFrameStart(Connection* conn, const FrameHeader& header) override;
   void OnClosed(Connection* conn, const std::string& reason) override;
+  void OnBatchStart(Connection* conn) override;
+  void OnBatchEnd(Connection* conn) override;
   double Admit(Connection* conn, const FrameHeader& header) override;
 
   // How long an over-the-limit connection may take to show a RING_SEGMENT
@@ -307,6 +309,14 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
   uint64_t next_conn_id_ = 0;
   bool accept_paused_ = false;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> conns_;
+  // Reply batching: while cork_depth_ > 0 (a batch of frames being
+  // dispatched, a group fsync's PUTs being answered), SendToClient corks
+  // each client connection it writes to (Connection::Cork) and lists it in
+  // corked_; the outermost EndCork uncorks them, one sendmsg each.
+  void BeginCork() { ++cork_depth_; }
+  void EndCork();
+  int cork_depth_ = 0;
+  std::vector<uint64_t> corked_;
   std::vector<std::unique_ptr<Connection>> graveyard_;  // closed, freed by a posted task
   std::unique_ptr<GetLocal> get_local_;
   std::unique_ptr<Scrubber> scrubber_;  // only with a namespace root

@@ -41,6 +41,7 @@ class FaultEnv : public EnvWrapper {
     kSyncDir,   // SyncDir
     kMkdir,     // CreateDir
     kList,      // GetChildren
+    kStat,      // GetFileInfo (a path's stat; WritableFile::Stat, an fstat, is not counted)
     kOpCount
   };
 
@@ -170,6 +171,10 @@ class FaultEnv : public EnvWrapper {
     if (int e = Check(kList, dir)) return PosixError("opendir " + dir, e);
     return target()->GetChildren(dir, names);
   }
+  Status GetFileInfo(const std::string& path, FileInfo* info, bool follow_symlinks) override {
+    if (int e = Check(kStat, path)) return PosixError("stat " + path, e);
+    return target()->GetFileInfo(path, info, follow_symlinks);
+  }
 
  private:
   class File : public WritableFile {
@@ -193,6 +198,7 @@ class FaultEnv : public EnvWrapper {
       if (int e = env_->Check(kLink, path)) return PosixError("link " + path, e);
       return f_->Link(path);
     }
+    Status Stat(FileInfo* info) override { return f_->Stat(info); }
 
    private:
     FaultEnv* env_;

@@ -275,6 +275,12 @@ class MemEnv : public EnvWrapper {
       env_->Touch(node_.get());
       return Status::OK();
     }
+    Status Stat(FileInfo* info) override {
+      if (closed_) return Status::InvalidArgument("stat of a closed file");
+      std::lock_guard<std::mutex> lock(env_->mu_);
+      env_->Fill(*node_, info);
+      return Status::OK();
+    }
 
    private:
     MemEnv* env_;

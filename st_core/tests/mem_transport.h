@@ -67,6 +67,11 @@ class MemPipe {
   // client reads the end of the stream.
   bool ClientSeesEof() const { return (server_shut_ || server_closed_) && out_.empty(); }
   size_t unread_input() const { return in_.size() - in_read_; }
+  // How many reads gave the peer bytes, and how many writes it made (each
+  // stands for one read(2) and one sendmsg(2) of a socket).
+  size_t reads() const { return reads_; }
+  size_t writes() const { return writes_; }
+  void CountWrite() { ++writes_; }
   bool server_closed() const { return server_closed_; }
 
   // What the peer's end is ready for now (EventLoop::kReadable |
@@ -102,6 +107,7 @@ class MemPipe {
       return -1;
     }
     size_t k = std::min(n, avail);
+    ++reads_;
     std::memcpy(buf, in_.data() + in_read_, k);
     in_read_ += k;
     if (in_read_ == in_.size()) {
@@ -137,6 +143,8 @@ class MemPipe {
 
  private:
   size_t capacity_;
+  size_t reads_ = 0;
+  size_t writes_ = 0;
   std::string in_;
   size_t in_read_ = 0;
   std::string out_;
@@ -161,6 +169,7 @@ class MemTransport : public Transport {
   ssize_t Read(void* buf, size_t n) override { return pipe_->Read(buf, n); }
   ssize_t Writev(const struct iovec* iov, int cnt, bool more) override {
     (void)more;
+    pipe_->CountWrite();
     size_t want = 0;
     for (int i = 0; i < cnt; ++i) want += iov[i].iov_len;
     ssize_t room = pipe_->Room(want);

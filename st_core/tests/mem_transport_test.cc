@@ -208,6 +208,69 @@ TEST_F(MemServerTest, RepliesAreTheSameThroughANarrowPipe) {
   EXPECT_EQ(store_->record_count(), 0u);
 }
 
+// Pipelined small PUTs (issue 41, item 3): every frame of one read is
+// parsed and stored in that turn, and their replies leave in one write, not
+// one per frame (nor one per 64 frames, the iovec batch).
+class MemServerBatchTest : public MemServerTest {
+ protected:
+  static constexpr int kFrames = 300;
+  // Sends kFrames small PUTs in one write; runs the loop until it is idle.
+  std::shared_ptr<test::MemPipe> PutMany() {
+    std::string conv;
+    for (int i = 0; i < kFrames; ++i) {
+      const std::string name = "r" + std::to_string(i);
+      const std::string data = "record " + std::to_string(i);
+      PutRequest put;  // views of name and data
+      put.file_id = 9;
+      put.crc32c = crc32c::Value(data);
+      put.name = name;
+      put.data = data;
+      conv += EncodePut(static_cast<uint64_t>(i + 1), 0, put);
+    }
+    EXPECT_LT(conv.size(), Connection::kReadChunk);  // one read takes them all
+    auto pipe = std::make_shared<test::MemPipe>(1 << 20);
+    server_->AcceptConnection(std::make_unique<test::MemTransport>(pipe), "mem-client");
+    EXPECT_TRUE(pipe->ClientWrite(conv));
+    EXPECT_TRUE(pipe->Deliver());
+    while (loop_->RunReady() > 0) {
+    }
+    return pipe;
+  }
+  void CheckReplies(test::MemPipe* pipe) {
+    auto frames = Frames(pipe->TakeOutput());
+    ASSERT_EQ(frames.size(), static_cast<size_t>(kFrames));
+    for (int i = 0; i < kFrames; ++i) {
+      EXPECT_EQ(frames[i].first.type, static_cast<uint8_t>(MsgType::kOk))
+          << "reply " << i << ": " << frames[i].second;
+      EXPECT_EQ(frames[i].first.seq, static_cast<uint64_t>(i + 1)) << "reply " << i;
+    }
+    EXPECT_EQ(store_->record_count(), static_cast<uint64_t>(kFrames));
+    pipe->ClientClose();
+    while (pipe->Deliver() || loop_->RunReady() > 0) {
+    }
+  }
+};
+
+TEST_F(MemServerBatchTest, ManyFramesOfOneReadAreAnsweredInOneWrite) {
+  Open(/*sync=*/false);
+  auto pipe = PutMany();
+  EXPECT_EQ(1u, pipe->reads());
+  EXPECT_EQ(1u, pipe->writes());
+  CheckReplies(pipe.get());
+}
+
+// Under --sync the replies wait for the group fsync and are sent from its
+// completion, outside any dispatch: still one write per batch of PUTs the
+// fsync made durable. Here two batches: the first PUT's fsync, then the
+// other 299, written while it ran.
+TEST_F(MemServerBatchTest, RepliesOfAGroupFsyncLeaveInOneWrite) {
+  Open(/*sync=*/true);
+  auto pipe = PutMany();
+  EXPECT_EQ(1u, pipe->reads());
+  EXPECT_EQ(2u, pipe->writes());
+  CheckReplies(pipe.get());
+}
+
 // After a frame that does not parse, its ERROR BAD_FRAME is the last frame,
 // even when the output is backed up and a deferred reply (a PUT under
 // --sync, answered after the group fsync) becomes ready after it was queued.

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "crc32c.h"
+#include "fault_env.h"
 #include "name_codec.h"
 #include "test_util.h"
 
@@ -252,6 +253,140 @@ TEST_F(RecordStoreTest, SecondOpenOfTheSameDirFails) {
   Status s = RecordStore::Open(o, &other);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(std::string::npos, s.message().find("in use"));
+}
+
+// The PUT path's directory work (issue 41, item 3): the store knows which
+// bucket folders exist, so a PUT makes no mkdir and no probe in a known one,
+// and reads the new file's ctime from the open file, not by its path.
+class RecordStoreDirsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreOptions o;
+    o.data_dir = dir_.path() + "/data";
+    o.env = &env_;
+    ASSERT_TRUE(RecordStore::Open(o, &store_).ok());
+  }
+  Status Put(uint64_t fid, const std::string& name, const std::string& data) {
+    return store_->Put(fid, 0, crc32c::Value(data), name, data, false);
+  }
+  // Names: two of one bucket, one of another.
+  void Names(std::string* a, std::string* b, std::string* other) {
+    *a = "n0";
+    for (int i = 1; b->empty() || other->empty(); ++i) {
+      std::string n = "n" + std::to_string(i);
+      if (NameBucket(n) == NameBucket(*a)) {
+        if (b->empty()) *b = n;
+      } else if (other->empty()) {
+        *other = n;
+      }
+    }
+  }
+  std::string BucketDir(uint64_t fid, const std::string& name) {
+    char buf[64];
+    snprintf(buf, sizeof(buf), "/files/%016llx/%02x", static_cast<unsigned long long>(fid),
+             NameBucket(name));
+    return store_->data_dir() + buf;
+  }
+  std::string FileDir(uint64_t fid) {
+    std::string b = BucketDir(fid, "x");
+    return b.substr(0, b.rfind('/'));
+  }
+  std::string ReadBack(uint64_t fid, const std::string& name) {
+    RecordStore::OpenRecord rec;
+    Status s = store_->Get(fid, name, &rec, /*verify=*/true);
+    if (!s.ok()) return "<" + s.ToString() + ">";
+    std::string out(rec.size, '\0');
+    EXPECT_EQ(static_cast<ssize_t>(rec.size), pread(rec.fd, &out[0], rec.size, 0));
+    close(rec.fd);
+    return out;
+  }
+
+  test::TempDir dir_;
+  test::FaultEnv env_{Env::Default()};
+  std::unique_ptr<RecordStore> store_;
+};
+
+TEST_F(RecordStoreDirsTest, BucketFoldersAreMadeOnceAndNothingIsProbed) {
+  std::string a, b, other;
+  Names(&a, &b, &other);
+  using E = test::FaultEnv;
+  auto calls = [&](E::Op op) { return env_.calls(op); };
+  uint64_t mk = calls(E::kMkdir), st = calls(E::kStat), cr = calls(E::kCreate);
+  // A new file: its folder and the bucket's, then one create; no failed
+  // create first, no stat.
+  ASSERT_TRUE(Put(3, a, "first").ok());
+  EXPECT_EQ(2u, calls(E::kMkdir) - mk);
+  EXPECT_EQ(1u, calls(E::kCreate) - cr);
+  EXPECT_EQ(0u, calls(E::kStat) - st);
+  // A known bucket: no directory work at all.
+  mk = calls(E::kMkdir), st = calls(E::kStat), cr = calls(E::kCreate);
+  ASSERT_TRUE(Put(3, b, "second").ok());
+  EXPECT_EQ(0u, calls(E::kMkdir) - mk);
+  EXPECT_EQ(1u, calls(E::kCreate) - cr);
+  EXPECT_EQ(0u, calls(E::kStat) - st);
+  // A new bucket of a known file: that bucket's mkdir only.
+  mk = calls(E::kMkdir), st = calls(E::kStat), cr = calls(E::kCreate);
+  ASSERT_TRUE(Put(3, other, "third").ok());
+  EXPECT_EQ(1u, calls(E::kMkdir) - mk);
+  EXPECT_EQ(1u, calls(E::kCreate) - cr);
+  EXPECT_EQ(0u, calls(E::kStat) - st);
+  // The ctime read from the open file is the one a GET sees: the copies
+  // count as checked, so a verifying GET reads none of their bytes.
+  uint64_t reads = calls(E::kRead);
+  EXPECT_EQ("first", ReadBack(3, a));
+  EXPECT_EQ("second", ReadBack(3, b));
+  EXPECT_EQ("third", ReadBack(3, other));
+  EXPECT_EQ(0u, calls(E::kRead) - reads);
+  // After a restart the buckets found on disk are known too.
+  store_.reset();
+  SetUp();
+  std::string same;
+  for (int i = 0; same.empty(); ++i) {
+    std::string n = "r" + std::to_string(i);
+    if (NameBucket(n) == NameBucket(a)) same = n;
+  }
+  mk = calls(E::kMkdir);
+  ASSERT_TRUE(Put(3, same, "fourth").ok());
+  EXPECT_EQ(0u, calls(E::kMkdir) - mk);
+}
+
+TEST_F(RecordStoreDirsTest, AFolderRemovedBehindTheStoreIsMadeAgain) {
+  std::string a, b, other;
+  Names(&a, &b, &other);
+  ASSERT_TRUE(Put(3, a, "first").ok());
+  // The bucket folder goes behind the store's back (an operator, a cleanup).
+  ASSERT_TRUE(store_->Delete(3, a).ok());
+  ASSERT_EQ(0, rmdir(BucketDir(3, a).c_str())) << BucketDir(3, a);
+  ASSERT_TRUE(Put(3, b, "second").ok());
+  EXPECT_EQ("second", ReadBack(3, b));
+  // The whole file folder goes.
+  ASSERT_TRUE(store_->Delete(3, b).ok());
+  ASSERT_EQ(0, rmdir(BucketDir(3, b).c_str()));
+  ASSERT_EQ(0, rmdir(FileDir(3).c_str())) << FileDir(3);
+  ASSERT_TRUE(Put(3, a, "third").ok());
+  EXPECT_EQ("third", ReadBack(3, a));
+  // The store's own pruning: the next PUT makes the folders again.
+  ASSERT_TRUE(store_->Delete(3, a).ok());
+  store_->PruneFileDirs(3);
+  struct stat st;
+  ASSERT_NE(0, stat(FileDir(3).c_str(), &st));
+  ASSERT_TRUE(Put(3, other, "fourth").ok());
+  EXPECT_EQ("fourth", ReadBack(3, other));
+  // Whole-file deletes too.
+  uint64_t removed = 0;
+  ASSERT_TRUE(store_->DeleteFile(3, &removed).ok());
+  EXPECT_EQ(1u, removed);
+  ASSERT_TRUE(Put(3, other, "fifth").ok());
+  EXPECT_EQ("fifth", ReadBack(3, other));
+  // The rename path (no O_TMPFILE) also makes a removed bucket again.
+  env_.Inject(test::FaultEnv::kCreate,
+              test::FaultEnv::Fault::Error(EOPNOTSUPP).On("/files/").Times(1));
+  ASSERT_TRUE(Put(3, a, "sixth").ok());  // falls back to temp file + rename for good
+  ASSERT_TRUE(store_->Delete(3, a).ok());
+  ASSERT_EQ(0, rmdir(BucketDir(3, a).c_str()));
+  ASSERT_TRUE(Put(3, b, "seventh").ok());
+  EXPECT_EQ("seventh", ReadBack(3, b));
+  EXPECT_EQ(0u, test::CountFiles(store_->data_dir() + "/tmp"));
 }
 
 }  // namespace
