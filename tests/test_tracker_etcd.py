@@ -10,8 +10,11 @@ import asyncio
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
+from conftest import poll_for
 from test_recover import _infofile_state, _recover, _wait_for_mirrors
 
 from st_py.core.infofile import InfofileReader
@@ -133,3 +136,85 @@ def test_a_tracker_naming_a_cluster_etcd_does_not_hold_is_refused(tmp_path, etcd
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("tracker: metadata log") and "nosuch" in last, p.stderr
     assert "listening on" not in p.stdout
+
+
+def _swap(argv: list[str], flag: str, value: str) -> list[str]:
+    out = list(argv)
+    out[out.index(flag) + 1] = value
+    return out
+
+
+def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_path):
+    """Two trackers on one namespace, the log in etcd: the leader serves, the
+    standby waits to be elected and does not listen. Peers and a client are
+    given both addresses. A writer loops (create, queue_put, close) while
+    the leader is SIGKILLed: the standby is elected once the leader's lease
+    runs out, applies what the log holds, and serves; the writer sees
+    latency, no error, and every record whose close() returned reads back."""
+    from helpers import free_port
+
+    from st_py.client.client import Client
+
+    args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "ha", "--init-cluster"]
+    cluster = make_cluster(3, tracker_args=args)
+    port_b = free_port()
+    argv_b = _swap(_swap(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b")), "--port", str(port_b))
+    argv_b = _swap(argv_b, "--metrics-port", "0")
+    standby_log = (tmp_path / "standby.log").open("wb")
+    standby = subprocess.Popen(argv_b, stdout=standby_log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        poll_for(
+            lambda: b"a standby until elected" in (tmp_path / "standby.log").read_bytes(),
+            timeout=30,
+            what="the standby to campaign",
+        )
+        both = f"{cluster.tracker_addr},127.0.0.1:{port_b}"
+        cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
+        for i in range(3):  # the peers announce to whichever of the two answers
+            cluster.kill_peer(i)
+            cluster.start_peer(i)
+        cluster.wait_for_peers(3)
+        client = Client(both)
+        acked: dict[str, dict[str, bytes]] = {}
+        errors: list[BaseException] = []
+        stop = threading.Event()
+        gaps: list[float] = []
+
+        def writer() -> None:
+            n = 0
+            while not stop.is_set():
+                name = f"/ha/f{n:04d}"
+                recs = {f"r{i}": f"{name} {i}".encode() for i in range(20)}
+                t0 = time.monotonic()
+                try:
+                    with client.create(name, replication="x2") as f:
+                        for k, v in recs.items():
+                            f.queue_put(k, v)
+                except BaseException as e:  # noqa: BLE001 - every error is a failure of the test
+                    errors.append(e)
+                    return
+                gaps.append(time.monotonic() - t0)
+                acked[name] = recs
+                n += 1
+
+        th = threading.Thread(target=writer)
+        th.start()
+        poll_for(lambda: len(acked) >= 5, timeout=30, what="the writer to get going")
+        cluster.tracker.kill()
+        killed_at, before = time.monotonic(), len(acked)
+        poll_for(lambda: len(acked) >= before + 5 or errors, timeout=60, what="writes to resume on the standby")
+        resumed = time.monotonic() - killed_at
+        stop.set()
+        th.join(60)
+        assert not errors, errors
+        assert b"elected leader" in (tmp_path / "standby.log").read_bytes()
+        for name, recs in acked.items():
+            with client.open(name) as f:
+                assert sorted(f.names()) == sorted(recs), name
+                assert all(f.get(k) == v for k, v in recs.items()), name
+        client.close()
+        print(f"writes resumed {resumed:.1f} s after the leader's SIGKILL; longest create-to-close {max(gaps):.1f} s")
+    finally:
+        standby.kill()
+        standby.wait()
+        standby_log.close()

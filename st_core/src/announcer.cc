@@ -22,6 +22,18 @@ Announcer::Announcer(AnnouncerOptions options, const RecordStore* store)
 // The data directory's filesystem as "<hostname>:<st_dev in hex>": peers on
 // one node's one disk announce the same id, so the tracker counts that
 // disk's space once (docs/operations.md, "Status page"). "" if unknown.
+// The gRPC target of --tracker: one HOST:PORT as it is; several, comma-separated (a
+// leader tracker and its standbys, of which only the elected one listens), as gRPC's
+// multi-address target "ipv4:IP:PORT,IP:PORT", one channel that connects to whichever
+// answers (docs/deployment.md, "The metadata log in etcd"; IP addresses only there).
+static std::string TrackerTarget(const std::string& tracker) {
+  if (tracker.find(',') == std::string::npos || tracker.rfind("ipv4:", 0) == 0 ||
+      tracker.rfind("ipv6:", 0) == 0) {
+    return tracker;
+  }
+  return "ipv4:" + tracker;
+}
+
 static std::string FilesystemId(const RecordStore* store) {
   FileInfo info;
   if (!store->env()->GetFileInfo(store->data_dir(), &info).ok()) return "";
@@ -67,8 +79,8 @@ void Announcer::Run() {
     creds = grpc::SslCredentials(ssl);
   }
   auto connect = [&] {
-    return storetorrent::v1::Tracker::NewStub(grpc::CreateCustomChannel(options_.tracker, creds,
-                                                                        args));
+    return storetorrent::v1::Tracker::NewStub(
+        grpc::CreateCustomChannel(TrackerTarget(options_.tracker), creds, args));
   };
   auto stub = connect();
   bool failing = false;

@@ -76,7 +76,8 @@ std::vector<OptionSpec> MakeTable() {
           .What("a directory")
           .Flags(kOptTrimSlashes),
       Opt("tracker", T::kHostPort, "HOST:PORT", ST_FIELD(tracker), nullptr,
-          "tracker gRPC address; without it, no announces"),
+          "tracker gRPC address; several, comma-separated IP:PORT (a leader and its "
+          "standbys): announces go to whichever answers; without it, no announces"),
       Opt("tracker-ca", T::kString, "PATH", ST_FIELD(tracker_ca), nullptr,
           "announce over TLS, trusting this CA certificate (PEM)")
           .What("a file name"),

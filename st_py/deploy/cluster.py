@@ -223,6 +223,9 @@ class LocalCluster:
     # Per-file trackers the tracker spawns (--file-trackers; paper 3.5): files
     # hash over it and them, and clients are redirected to a file's on open.
     file_trackers: int = 0
+    # Standby trackers' addresses (with --etcd in tracker_args: only the elected tracker
+    # listens): peers started after they are set announce to whichever answers.
+    standby_addrs: list[str] = field(default_factory=list)
     # An S3 endpoint over the cluster (docs/s3.md; the s3 extra): started after the
     # peers on s3_port (0: any; the last run's with keep_layout), with the access
     # keys in s3_keys (None: development mode); s3_daemon once it runs.
@@ -438,7 +441,7 @@ class LocalCluster:
         the cluster's ``peer_args`` (e.g. impact-control limits for one peer)."""
         while len(self.peers) <= i:
             self.peers.append(None)
-        tracker = self.tracker_addr
+        tracker = ",".join([self.tracker_addr, *self.standby_addrs])
         prefix: list[str] = []
         if self.netns:
             prefix = ["ip", "netns", "exec", self._namespaces().namespace(i)]

@@ -88,8 +88,10 @@ async def serve(
     campaign (docs/metadata-log.md).
     """
     started = time.time()
-    # one tracker per namespace, never nested: before touching anything (it makes the root)
-    lock = TrackerLock([root, state_dir], nest_root=root)
+    # one tracker per namespace, never nested: before touching anything (it makes the root);
+    # with the log in etcd, trackers may share a namespace (a leader and its standbys): the
+    # election decides which one writes, and each locks only its own state folder
+    lock = TrackerLock([state_dir]) if log_backend is not None else TrackerLock([root, state_dir], nest_root=root)
     try:
         await _serve(
             lock,
@@ -178,12 +180,15 @@ async def _serve(
     if log_backend is not None:
         log_backend.addr = log_backend.addr or f"{advertised_host(host)}:{bound}"  # what followers will name
         service.oplog = OpLog(log_backend)
+    if log_backend is not None:
+        log.info("campaigning in %s as %s: a standby until elected", log_backend.describe, log_backend.addr)
     try:
         term = await service.oplog.start()
     except (LogError, TimeoutError) as e:
         raise SystemExit(f"tracker: metadata log ({service.oplog.backend.describe}): {e}") from None
     log.info("metadata log %s, term %d", service.oplog.backend.describe, term)
     await service.replay_log()  # what the infofiles miss of the log, before anything is served
+    service.serving_since = time.monotonic()
     await server.start()
     web = None
     if metrics_port is not None:
@@ -260,7 +265,8 @@ def _log_backend(a) -> EtcdBackend | None:
             "docs/metadata-log.md, 'Per-file trackers'); run without one of them"
         )
     endpoints = [e.strip() for e in a.etcd.split(",") if e.strip()]
-    return EtcdBackend(endpoints, a.cluster_id, "", create=a.init_cluster)
+    # a standby waits to be elected as long as it takes (the leader's lease must run out)
+    return EtcdBackend(endpoints, a.cluster_id, "", create=a.init_cluster, campaign_s=None)
 
 
 def advertised_host(host: str, advertise: str = "") -> str:

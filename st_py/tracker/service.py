@@ -122,6 +122,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         # --failed-after: a peer failed this long is lost (st_py/core/copy_health.py); the Status reply carries it
         self.failed_after_s = DEFAULT_FAILED_AFTER_S
         self.repair_progress: RepairProgress | None = None  # the repair service's last report
+        self.serving_since = time.monotonic()  # serve() sets it when the server starts
 
     # -- who is asking, and may they ---------------------------------------------
     async def authenticate(self, context, claimed: str = "") -> User:
@@ -231,7 +232,11 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
     def _peer_msg(self, idx: int, peer_id: str, fallback_addr: str) -> pb.Peer:
         p = self.registry.get(peer_id)
         if p is None:
-            return pb.Peer(peer_idx=idx, peer_id=peer_id, addr=fallback_addr, alive=False)
+            # not heard of since this tracker began serving: presumed alive for one liveness window
+            # (as a restarted tracker presumes the peers its state knows), then failed; a standby
+            # just elected knows no peer before they announce to it
+            fresh = time.monotonic() - self.serving_since < self.registry.window_s
+            return pb.Peer(peer_idx=idx, peer_id=peer_id, addr=fallback_addr, alive=fresh)
         return pb.Peer(
             peer_idx=idx,
             peer_id=peer_id,
@@ -373,6 +378,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             await context.abort(
                 grpc.StatusCode.ALREADY_EXISTS, f"file {name} already exists; open it, or delete it first"
             )
+        await self._wait_for_announces(f)
         if request.est_size:
             await self._wait_for_space_reports()
         # From the quota check to the reservation nothing awaits, so the event
@@ -506,6 +512,15 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         tracker started); until they announce they count as full (issue 14)."""
         deadline = time.monotonic() + self.registry.window_s
         while any(not p.space_known for p in self.registry.live()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    async def _wait_for_announces(self, copies: int) -> None:
+        """Just after this tracker began serving (a start, a standby elected),
+        peers may not have announced to it yet: a create that finds fewer
+        than ``copies`` peers in service waits for them up to one liveness
+        window from then, instead of refusing (the writer sees latency)."""
+        deadline = self.serving_since + self.registry.window_s
+        while len(self.registry.schedulable()) < copies and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
     async def Open(self, request, context):
@@ -1387,15 +1402,17 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         if the namespace does not show it yet. Returns whether it changed anything."""
         path = namespace.infofile_path(self.root, op.name)
         if op.kind == "create_file":
-            if path.exists():
-                return False
-            _create_file(self.root, op, index, self.oplog.log_id)
+            made = not path.exists()
+            if made:
+                _create_file(self.root, op, index, self.oplog.log_id)
+            # this tracker's state learns the file and its directories' owners either way (a
+            # standby on a namespace the leader kept: the infofile is there, the state's rows not)
             meta = op.args[0]
             self.state.add_file(op.name, op.file_id, str(meta["owner"]))
             self.state.remember_file_id(op.file_id)
             owner = User(str(meta["owner"]), (str(meta["group"]),) if meta.get("group") else ())
             self.guard.made_dirs(owner, [d for d in namespace.ancestors(op.name) if self.state.dir_owner(d) is None])
-            return True
+            return made
         try:
             r = InfofileReader(path)
         except (OSError, sqlite3.Error):

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import grpc
 
+from st_py.wire.targets import grpc_target
+
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
     ("grpc.max_send_message_length", 256 * 1024 * 1024),
@@ -120,6 +122,7 @@ def channel(address: str, ca: str | None = None, cert: str | None = None, key: s
     ``$STORETORRENT_TLS_CA``), with a client certificate for mutual TLS if
     one is given (``$STORETORRENT_TLS_CERT`` / ``$STORETORRENT_TLS_KEY``)."""
     ca = ca or os.environ.get("STORETORRENT_TLS_CA")
+    address = grpc_target(address)  # several addresses: one channel to whichever tracker answers
     if not ca:
         return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
     cert = cert or os.environ.get("STORETORRENT_TLS_CERT")

@@ -40,6 +40,7 @@ from st_py.errors import (
     UnknownPeerError,
 )
 from st_py.wire import tls as tlsmod
+from st_py.wire.targets import addresses
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -58,15 +59,18 @@ PROBE_TIMEOUT = 0.5  # seconds for the TCP probe that tells busy from unreachabl
 
 
 def accepts_connections(address: str, timeout: float = PROBE_TIMEOUT) -> bool:
-    """Whether a TCP connection to ``address`` (``host:port``, ``[v6]:port``)
-    opens within ``timeout`` seconds: something listens there (a running
-    tracker, busy or not). False when refused, timed out or unresolvable."""
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=timeout):
-            return True
-    except (OSError, ValueError):
-        return False
+    """Whether a TCP connection to ``address`` (``host:port``, ``[v6]:port``,
+    or several of them: any) opens within ``timeout`` seconds: something
+    listens there (a running tracker, busy or not). False when refused,
+    timed out or unresolvable."""
+    for one in addresses(address):
+        host, _, port = one.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=timeout):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def current_user() -> str:

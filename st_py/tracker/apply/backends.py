@@ -100,9 +100,9 @@ class EtcdBackend:
         Make the cluster in etcd if it is not there (the first tracker of a
         new cluster, ``--init-cluster``); otherwise a cluster id etcd does not
         hold is refused (WrongClusterError).
-    campaign_s : float
+    campaign_s : float or None
         Seconds to wait to be elected at start (another leader's lease must
-        run out first).
+        run out first); None: as long as it takes (a standby).
     """
 
     applies_unmarked = True
@@ -114,7 +114,7 @@ class EtcdBackend:
         addr: str,
         create: bool = False,
         ttl: int = 3,
-        campaign_s: float = 30.0,
+        campaign_s: float | None = 30.0,
     ):
         self.endpoints, self.cluster_id, self.addr = endpoints, cluster_id, addr
         self.create, self.ttl, self.campaign_s = create, ttl, campaign_s
