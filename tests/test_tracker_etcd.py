@@ -7,7 +7,9 @@ and the log in etcd brings it forward to every change acknowledged since."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -218,3 +220,61 @@ def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_
         standby.kill()
         standby.wait()
         standby_log.close()
+
+
+def test_a_leader_paused_past_its_lease_never_writes_again(make_cluster, etcd, tmp_path):
+    """SIGSTOP the leader past its election lease: the standby is elected
+    and serves. Woken (SIGCONT), the old leader finds its term over: a write
+    sent to it alone is refused, never acknowledged, and it exits (75) so its
+    supervisor starts it again as a standby; what the new leader acknowledged
+    reads back, and nothing of the refused write is visible."""
+    from helpers import free_port
+
+    from st_py.client.client import Client
+    from st_py.errors import StoreTorrentError
+
+    args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "pause", "--init-cluster"]
+    cluster = make_cluster(3, tracker_args=args)
+    old_addr, old = cluster.tracker_addr, cluster.tracker.proc
+    port_b = free_port()
+    argv_b = _swap(_swap(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b")), "--port", str(port_b))
+    argv_b = _swap(argv_b, "--metrics-port", "0")
+    log_b = (tmp_path / "standby.log").open("wb")
+    standby = subprocess.Popen(argv_b, stdout=log_b, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        poll_for(lambda: b"a standby until elected" in (tmp_path / "standby.log").read_bytes(), timeout=30)
+        cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
+        for i in range(3):
+            cluster.kill_peer(i)
+            cluster.start_peer(i)
+        cluster.wait_for_peers(3)
+        stale = Client(old_addr)  # a client that knows only the old leader
+        with stale.create("/pause/before", replication="x2") as f:
+            f.put("b", b"before the pause")
+        writing = stale.create("/pause/stale", replication="x2")
+        writing.put("s0", b"acknowledged by the old leader")
+        os.kill(old.pid, signal.SIGSTOP)
+        try:
+            poll_for(lambda: b"elected leader" in (tmp_path / "standby.log").read_bytes(), timeout=30)
+            both = Client(f"{old_addr},127.0.0.1:{port_b}")
+            with both.create("/pause/after", replication="x2") as f:
+                f.put("a", b"on the new leader")
+        finally:
+            os.kill(old.pid, signal.SIGCONT)
+        # the woken leader must not acknowledge anything: the put's commit is refused or unanswered
+        with pytest.raises(StoreTorrentError):
+            writing.put("s1", b"never acknowledged")
+            writing.close()
+        assert old.wait(timeout=30) == 75
+        with both.open("/pause/after") as f:
+            assert f.get("a") == b"on the new leader"
+        with both.open("/pause/before") as f:
+            assert f.get("b") == b"before the pause"
+        with both.open("/pause/stale") as f:
+            assert "s1" not in f.names()
+        stale.close()
+        both.close()
+    finally:
+        standby.kill()
+        standby.wait()
+        log_b.close()
