@@ -356,6 +356,45 @@ def _read_as_of(ctx, row, want, as_of) -> None:
         con.close()
 
 
+def test_spread_and_drain_with_kept_versions(matrix):
+    """Runs after the cells (file order), before the kill below: every row
+    is snapshotted and its first record replaced with the same bytes (its
+    object deleted and put again, but for the client-async row), so a past
+    version of every kind is kept and every cell above still holds. A fifth peer joins, ``rebalance --spread --all``
+    evens the fill (twice: the second moves nothing), and ``drain`` of the
+    new peer finishes (exit 0, retired; docs/snapshots.md, "Where a copy may
+    go"). Every row reads as of the snapshot (Client, get_local /
+    local_stripes, Dask, DuckDB) and now (the same ways in as a cell)
+    exactly; the drained peer is then stopped."""
+    ctx = matrix
+    for row in ROWS:
+        ctx.client.snapshot(row.file, "kept")
+        first = sorted(expected(row))[0]
+        with ctx.client.open(row.file) as f:
+            if row.kind != "object":
+                f.put(first, expected(row)[first], replace=True)  # a new version: a stored name of its own
+            elif row.protocol != "client-async":
+                f.delete(first)  # put again: its stripes meet the kept ones (EXISTS) and get names of their own
+                f.put_object(first, expected(row)[first], stripe_size=STRIPE)
+            # (an asynchronous put again keeps the stored names and needs peers apart from the
+            # kept version's: docs/snapshots.md, "Limits"; that row keeps its object as it was)
+    before = set(ctx.cluster.peer_addrs)
+    ctx.cluster.add_peer()
+    (new,) = set(ctx.cluster.peer_addrs) - before
+    spread = json.loads(cli_run(ctx, "rebalance", "--spread", "--all", "--format", "json").output)
+    assert spread["even"] and spread["copies_moved"] > 0, spread
+    again = json.loads(cli_run(ctx, "rebalance", "--spread", "--all", "--format", "json").output)
+    assert again["copies_moved"] == 0, again
+    drained = json.loads(cli_run(ctx, "drain", new, "--format", "json").output)
+    assert drained["drain_state"] == "retired" and drained["copies_left"] == 0, drained
+    for row in ROWS:
+        _read_as_of(ctx, row, expected(row), "kept")
+        for way in ("Client.get", "get_local", "local_stripes", "Dask", "DuckDB"):
+            WAYS[way](ctx, row, expected(row))
+    ctx.cluster.kill_peer(ctx.cluster.peer_addrs.index(new))  # retired: stopped, as an operator would
+    poll_for(lambda: ctx.client.status().alive_peers == 4, timeout=20, what="the tracker to see the peer stop")
+
+
 def test_after_a_peer_is_killed_every_row_reads_rebalance_repair_recover(matrix):
     """Runs after the cells (file order): one peer SIGKILLed for good."""
     from st_py.maintenance import repair as rp

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import sqlite3
+from collections import Counter
 from dataclasses import dataclass
 
 from st_py.core.infofile import (
@@ -111,46 +112,95 @@ LIVE, ADOPT, STALE = "live", "adopt", "stale"
 """A peer's standing for a copy to place (:func:`copy_standing`)."""
 
 
-def copy_standing(
-    reader: InfofileReader, copies: list[tuple[str, str, int]], since: float
-) -> dict[tuple[str, int], dict[int, str]]:
-    """Which peers may take each of ``copies`` (``(record name, stored name,
-    copy rank)``) moved or stored again by maintenance (drain, spread,
-    rebalance, repair; docs/snapshots.md, "Maintenance of retained
-    copies"): the one rule they all read. Returns ``{(stored name, copy
-    rank): {peer index: standing}}`` for the peers that are not plainly
-    free:
+class Standings:
+    """The placement rule's facts for a set of stored names, and the moves
+    planned against them: what :func:`copy_standing` answers now
+    (:meth:`of`), and what it will answer once the moves planned with
+    :meth:`move` are committed, for every copy under those stored names
+    (a current record's, an object stripe's, a kept past version's: they
+    share the rule, and copies of several versions may share a stored
+    name). A planner that reads :meth:`of` after each :meth:`move` sees
+    what the next plan will see, so the next plan finds nothing this one
+    did not. Not thread-safe (one planner)."""
 
-    - ``LIVE``: it holds a committed copy stored under that name (of a
-      current record, ``copies``, or of a kept past version,
-      ``retained_copies``; of this version or another one that shares the
-      stored name): refused, a copy never lands over a live one;
-    - ``ADOPT``: its last copy under that name was moved away
-      (``copy_history``) at this copy rank: it may still have those bytes
-      (its scrubber keeps them ``--scrub-age``), so a ``PUT`` without
-      ``REPLACE`` is answered ``OK`` without writing (same rank and CRC-32C:
-      it takes the copy back; written afresh if scrubbed), or ``EXISTS``;
-    - ``STALE``: its last copy under that name was moved away at another
-      rank at or after ``since`` (unix seconds), or at an unknown time: a
-      ``REPLACE`` would change the file a reader planned before the move may
-      still read (its path names the rank), so it takes the copy only when
-      no other peer can.
+    def __init__(
+        self,
+        live: dict[str, dict[int, Counter]],
+        last: dict[str, dict[int, tuple[float, int, float | None]]],
+        since: float,
+    ):
+        self._live = live  # stored name -> {peer: Counter((rank, crc32c, size)) of its committed copies under it}
+        self._last = last  # stored name -> {peer: (until, rank, until_at) of its last moved-away copy}
+        self.since = since
+        # stored name -> {copy: ((rank, crc32c, size), from peer, to peer)}: the planned moves, one per copy
+        self._moves: dict[str, dict[object, tuple[tuple[int, int, int], int, int]]] = {}
+        self._cache: dict[str, tuple[dict[int, Counter], dict[int, tuple[float, int, float | None]]]] = {}
 
-    Any other peer of the peerlist is free. Thread safety: as ``reader``."""
-    names = sorted({n for n, _, _ in copies})
-    live: dict[str, set[int]] = {}
-    last: dict[str, dict[int, tuple[int, int, float | None]]] = {}  # key -> {peer: (until, rank, until_at)}
+    def of(self, key: str, rank: int, crc32c: int | None = None, size: int | None = None) -> dict[int, str]:
+        """``{peer: LIVE | ADOPT | STALE}`` for copy ``rank`` stored under
+        ``key`` (see :func:`copy_standing`; with its ``crc32c`` and
+        ``size``, a peer whose every live copy under ``key`` is that copy's
+        bytes at that rank is ``ADOPT``); a peer left out is free."""
+        live, last = self._state(key)
+        out: dict[int, str] = {}
+        for peer, (_, was, at) in last.items():
+            if was == rank:
+                out[peer] = ADOPT
+            elif at is None or float(at) >= self.since:
+                out[peer] = STALE
+        same = (rank, crc32c, size)
+        for peer, held in live.items():
+            here = +held
+            if here:
+                out[peer] = ADOPT if crc32c is not None and set(here) == {same} else LIVE
+        return out
+
+    def move(self, copy: object, key: str, rank: int, src: int, dst: int, crc32c: int, size: int) -> None:
+        """Plan the move of ``copy`` (the caller's name for one copy: the
+        same for every move of it) stored under ``key`` at ``rank``
+        (``crc32c``, ``size``: its bytes) from peer ``src`` to ``dst``. A
+        copy moved again keeps the peer it is committed to as its source
+        (one move is committed); moved back there, it does not move."""
+        moves = self._moves.setdefault(key, {})
+        first = moves.pop(copy, None)
+        origin = first[1] if first is not None else src
+        if dst != origin:
+            moves[copy] = ((rank, crc32c, size), origin, dst)
+        self._cache.pop(key, None)
+
+    def _state(self, key: str) -> tuple[dict[int, Counter], dict[int, tuple[float, int, float | None]]]:
+        if key not in self._cache:
+            live = {p: Counter(c) for p, c in self._live.get(key, {}).items()}
+            last = dict(self._last.get(key, {}))
+            for its, src, dst in self._moves.get(key, {}).values():
+                live.setdefault(src, Counter())[its] -= 1
+                live.setdefault(dst, Counter())[its] += 1
+                last[src] = (float("inf"), its[0], float("inf"))  # moved away now, at this rank
+            self._cache[key] = (live, last)
+        return self._cache[key]
+
+
+def standings(reader: InfofileReader, names: list[str], since: float) -> Standings:
+    """The :class:`Standings` of every stored name the records and past
+    versions ``names`` (record names) are stored under, as committed now;
+    ``since`` as for :func:`copy_standing`. Thread safety: as ``reader``."""
+    names = sorted(set(names))
+    live: dict[str, dict[int, Counter]] = {}
+    last: dict[str, dict[int, tuple[float, int, float | None]]] = {}
     for i in range(0, len(names), 500):
         chunk = names[i : i + 500]
         marks = ",".join("?" * len(chunk))
         rows = reader.conn.execute(
-            f"SELECT coalesce(r.stored_as, r.name), c.peer_idx FROM copies c JOIN records r ON r.name = c.name "
-            f"WHERE c.name IN ({marks})",
+            f"SELECT coalesce(r.stored_as, r.name), c.peer_idx, c.copy_rank, r.crc32c, r.size "
+            f"FROM copies c JOIN records r ON r.name = c.name WHERE c.name IN ({marks})",
             chunk,
         ).fetchall()
         try:
             rows += reader.conn.execute(
-                f"SELECT coalesce(stored_as, name), peer_idx FROM retained_copies WHERE name IN ({marks})", chunk
+                f"SELECT coalesce(k.stored_as, k.name), k.peer_idx, k.copy_rank, h.crc32c, h.size "
+                f"FROM retained_copies k JOIN record_history h ON h.name = k.name AND h.until = k.until "
+                f"WHERE k.name IN ({marks})",
+                chunk,
             ).fetchall()
             hist = reader.conn.execute(
                 f"SELECT coalesce(stored_as, name), peer_idx, until, copy_rank, until_at FROM copy_history "
@@ -159,23 +209,50 @@ def copy_standing(
             ).fetchall()
         except sqlite3.OperationalError:  # a file made before versions: no history to consult
             hist = []
-        for key, peer in rows:
-            live.setdefault(str(key), set()).add(int(peer))
+        for key, peer, rank, crc, size in rows:
+            live.setdefault(str(key), {}).setdefault(int(peer), Counter())[(int(rank), int(crc), int(size))] += 1
         for key, peer, until, rank, at in hist:
-            by_peer = last.setdefault(str(key), {})
-            if int(peer) not in by_peer or int(until) > by_peer[int(peer)][0]:
-                by_peer[int(peer)] = (int(until), int(rank), at)
-    out: dict[tuple[str, int], dict[int, str]] = {}
-    for _, key, rank in copies:
-        standing = out.setdefault((key, rank), {})
-        for peer, (_, was, at) in last.get(key, {}).items():
-            if was == rank:
-                standing[peer] = ADOPT
-            elif at is None or float(at) >= since:
-                standing[peer] = STALE
-        for peer in live.get(key, ()):
-            standing[peer] = LIVE
-    return out
+            seen = last.setdefault(str(key), {})
+            if int(peer) not in seen or int(until) > seen[int(peer)][0]:
+                seen[int(peer)] = (int(until), int(rank), at)
+    return Standings(live, last, since)
+
+
+def copy_standing(
+    reader: InfofileReader, copies: list[tuple[str, str, int, int, int]], since: float
+) -> dict[tuple[str, int], dict[int, str]]:
+    """Which peers may take each of ``copies`` (``(record name, stored name,
+    copy rank, CRC-32C, size)``) moved or stored again by maintenance (drain, spread,
+    rebalance, repair; docs/snapshots.md, "Maintenance of retained
+    copies"): the one rule they all read (:class:`Standings` holds it; a
+    planner of many moves reads it there). Returns ``{(stored name, copy
+    rank): {peer index: standing}}`` for the peers that are not plainly
+    free:
+
+    - ``LIVE``: it holds a committed copy stored under that name (of a
+      current record, ``copies``, or of a kept past version,
+      ``retained_copies``; of this version or another one that shares the
+      stored name) other than this copy's bytes at this rank: refused, a
+      copy never lands over a live one;
+    - ``ADOPT``: every live copy it holds under that name is this copy's
+      bytes at this rank (same rank, CRC-32C and size: another version with
+      the same bytes shares the stored name, as a name put again with the
+      same bytes does when its peers answer ``OK``), or its last copy under
+      that name was moved away (``copy_history``) at this copy rank: it has
+      or may still have those bytes (its scrubber keeps a moved-away copy
+      ``--scrub-age``), so a ``PUT`` without ``REPLACE`` is answered ``OK``
+      without writing (same rank, CRC-32C and size: it takes the copy; the
+      mover reads it back from there before it commits; written afresh if
+      scrubbed), or ``EXISTS``;
+    - ``STALE``: its last copy under that name was moved away at another
+      rank at or after ``since`` (unix seconds), or at an unknown time: a
+      ``REPLACE`` would change the file a reader planned before the move may
+      still read (its path names the rank), so it takes the copy only when
+      no other peer can.
+
+    Any other peer of the peerlist is free. Thread safety: as ``reader``."""
+    st = standings(reader, [c[0] for c in copies], since)
+    return {(key, rank): st.of(key, rank, crc, size) for _, key, rank, crc, size in copies}
 
 
 HELD = "EXISTS (SELECT 1 FROM snapshots s WHERE s.generation >= {v}.commit_seq AND s.generation < {v}.until)"
@@ -890,6 +967,8 @@ __all__ = [
     "retained_bytes",
     "retained_on",
     "copy_standing",
+    "standings",
+    "Standings",
     "LIVE",
     "ADOPT",
     "STALE",

@@ -179,7 +179,7 @@ def _drain_file(
     space = {i: in_service[f.peers[i].peer_id] for i in peers}
     held, _ = holdings(metas, f.peers)
     rank_on = {n: next(r for r, p in m.copies().items() if p == drained) for n, m in on_drained.items()}
-    st = standing(reader, [(n, m.key, rank_on[n]) for n, m in on_drained.items()])
+    st = standing(reader, [(m, rank_on[n]) for n, m in on_drained.items()])
     rule = {n: st.get((m.key, rank_on[n]), {}) for n, m in on_drained.items()}
     recent = {n: {p for p, s in r.items() if s == STALE} for n, r in rule.items()}
     taken = {n: set(m.peers) | {p for p, s in rule[n].items() if s in (LIVE, STALE)} for n, m in on_drained.items()}

@@ -28,7 +28,9 @@ move's generation). Readers stay exactly-once throughout:
 **Where a copy may go** (:func:`standing`, the rule of
 :func:`st_py.core.history.copy_standing`, for current records, objects'
 stripes and kept past versions alike): to any live peer in service that
-holds no live copy under that stored name. A peer the copy was moved away
+holds no live copy under that stored name but this copy's own bytes at its
+rank (another version sharing the stored name with the same bytes: the
+same file, taken as below). A peer the copy was moved away
 from earlier, at the same copy rank, may still have its bytes: the copy is
 sent to it without ``REPLACE``, the peer answers ``OK`` without writing
 (same rank and CRC-32C: it takes the copy back), the mover reads it back
@@ -51,7 +53,7 @@ from dataclasses import dataclass, field, replace
 
 from st_py._proto import tracker_pb2 as pb
 from st_py.client.copies import CopyOutcome, CopyToStore
-from st_py.core.history import ADOPT, LIVE, STALE, copy_standing
+from st_py.core.history import ADOPT, LIVE, STALE, Standings, copy_standing, standings
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import farthest
 from st_py.errors import (
@@ -289,12 +291,24 @@ class Move:
     size: int
 
 
-def standing(reader, copies: Iterable[tuple[str, str, int]]) -> dict[tuple[str, int], dict[int, str]]:
-    """Which peers may take each copy ``(record name, stored name, copy
-    rank)``: :func:`st_py.core.history.copy_standing` (the rule), with the
+def standing(reader, copies: Iterable[tuple[RecordMeta, int]]) -> dict[tuple[str, int], dict[int, str]]:
+    """Which peers may take each copy ``(version, copy rank)``, as
+    ``{(stored name, rank): {peer: standing}}``:
+    :func:`st_py.core.history.copy_standing` (the rule), with the
     moved-away copies of the last ``RECENT_HOLDER_S`` seconds counted as
     still read by older plans."""
-    return copy_standing(reader, list(copies), time.time() - RECENT_HOLDER_S)
+    return copy_standing(
+        reader, [(m.name, m.key, rank, m.crc32c, m.size) for m, rank in copies], time.time() - RECENT_HOLDER_S
+    )
+
+
+def planning_standings(reader, names: Iterable[str]) -> Standings:
+    """The rule of :func:`standing` for every copy stored under the stored
+    names of records and past versions ``names``, as a model a planner
+    moves copies in (:class:`st_py.core.history.Standings`): after each
+    planned move it answers what :func:`standing` will answer once the
+    moves are committed."""
+    return standings(reader, list(names), time.time() - RECENT_HOLDER_S)
 
 
 def admissible(rule: Mapping[int, str], cands: Iterable[int]) -> tuple[list[int], list[int]]:
@@ -402,7 +416,7 @@ def _move_batch(
             fm.skipped.append(f"{mv.name}: deleted, replaced or moved since the move was planned")
         else:
             valid.append((mv, m))
-    st = standing(reader, [(m.name, m.key, mv.rank) for mv, m in valid])
+    st = standing(reader, [(m, mv.rank) for mv, m in valid])
     reads = {n: f.queue_get(n, stored=True) for n in sorted({mv.name for mv, _ in valid})}
     data: dict[str, bytes] = {}
     for n, fut in reads.items():
@@ -584,7 +598,7 @@ def _move_kept_batch(
             fm.skipped.append(f"{k[0]} (the version ended at generation {k[1]}): no longer kept there")
         else:
             valid.append((k, rank, src, dst))
-    st = standing(reader, [(versions[k].name, versions[k].key, rank) for k, rank, _, _ in valid])
+    st = standing(reader, [(versions[k], rank) for k, rank, _, _ in valid])
     reads = {k: f.queue_get_version(versions[k]) for k in sorted({k for k, _, _, _ in valid})}
     key_of = {id(m): k for k, m in versions.items()}  # a CopyOutcome names its RecordMeta
     taken = {k: set(versions[k].peers) for k in reads}
@@ -708,7 +722,7 @@ def _restore_batch(f, versions: dict[tuple[str, int], tuple[RecordMeta, list[tup
     taken = {k: set(m.peers) for k, (m, _) in versions.items()}
     key_of = {id(m): k for k, (m, _) in versions.items()}
     metas = {k: m for k, (m, _) in versions.items()}
-    st = standing(reader, [(m.name, m.key, rank) for m, unstored in versions.values() for rank, _ in unstored])
+    st = standing(reader, [(m, rank) for m, unstored in versions.values() for rank, _ in unstored])
     holder: dict[tuple[tuple[str, int], int], int] = {}
     to_store: list[tuple[tuple[str, int], int, bytes]] = []
     for k, (m, unstored) in versions.items():

@@ -184,7 +184,7 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
     tried: dict[tuple[str, int], set[int]] = {}
     st = standing(
         f.infofile(),
-        [(m.name, m.key, r) for m in metas if m.name in data for r, p in m.copies().items() if p in lost_set],
+        [(m, r) for m in metas if m.name in data for r, p in m.copies().items() if p in lost_set],
     )
 
     def place(m: RecordMeta, rank: int) -> int | None:

@@ -296,7 +296,7 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
     reads = {n: f.queue_get(n, stored=True) for n in by_name}
     taken_of: dict[str, list[int]] = {}  # a record's holders, and the peers given its pending copies
     tried: dict[tuple[str, int], set[int]] = {}
-    st = standing(f.infofile(), [(meta.name, meta.key, rank) for meta, rank, _ in pending])
+    st = standing(f.infofile(), [(meta, rank) for meta, rank, _ in pending])
 
     def place(meta: RecordMeta, rank: int, target: int | None) -> int | None:
         taken, t = taken_of[meta.name], tried[(meta.name, rank)]

@@ -25,10 +25,10 @@ report says whether the fill is even).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
-from st_py.core.history import LIVE, STALE
+from st_py.core.history import LIVE, STALE, Standings
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import Domain, nearness
 from st_py.errors import (
@@ -48,9 +48,9 @@ from st_py.maintenance.moves import (
     grow_peerlist,
     holdings,
     move_kept,
+    planning_standings,
     prepare,
     spaces,
-    standing,
 )
 from st_py.maintenance.repair import all_files
 
@@ -155,7 +155,8 @@ def _plan_spread(
     taken: dict[str, set[int]],
     prior: Mapping[int, int] | None = None,
     domains: Mapping[int, Domain] | None = None,
-    refused: Mapping[tuple[str, int], set[int]] | None = None,
+    rule: Standings | None = None,
+    keys: Mapping[str, str] | None = None,
 ) -> list[Move]:
     """Moves that bring each of ``peers`` (in service, usable) to its share
     of the file's copy bytes, in proportion to ``space``. ``prior`` are the
@@ -170,9 +171,15 @@ def _plan_spread(
     ``(bytes - share)^2 / space`` falls), so planning ends and a second
     spread plans nothing new. With ``domains`` a copy never moves nearer,
     by failure domain, to the record's other copies than it was
-    (docs/replication.md, "Failure domains")."""
+    (docs/replication.md, "Failure domains"). With ``rule`` (the placement
+    rule of the stored names ``keys[name]``: moves.planning_standings) a
+    copy goes only to a peer the rule lets take it without a last resort
+    (not ``LIVE`` nor ``STALE``), and each planned move is entered in it, so
+    every later choice, of this copy's other ranks and of the other copies
+    stored under the same name (a kept version and the current record, a
+    stripe put again), is judged as the next spread will judge it."""
     prior = prior or {}
-    refused = refused or {}
+    keys = keys or {}
     held, on = holdings(metas, peers)
     total, room = sum(held.values()), sum(space[p] for p in peers)
     if len(peers) < 2 or not total:
@@ -180,14 +187,6 @@ def _plan_spread(
     before = sum(prior.get(p, 0) for p in peers)
     share = {p: (total + before) * space[p] / room - prior.get(p, 0) for p in peers}
     planned: dict[tuple[str, int], Move] = {}  # one move per copy, from its committed holder
-    left: dict[str, dict[int, int]] = {}  # record -> {rank: the committed holder its planned move leaves}
-
-    def barred(name: str, rank: int, r: int) -> bool:
-        # as the next spread will see it (moves.standing): a peer a planned move takes a
-        # copy off may take that copy back, not another of the record's copies
-        return r in refused.get((name, rank), ()) or any(
-            src == r and rk != rank for rk, src in left.get(name, {}).items()
-        )
 
     now: dict[str, list[int]] = {}  # holders of records with a move planned, as planned
     progress = True
@@ -203,13 +202,15 @@ def _plan_spread(
                 best, best_gap = None, 0.0
                 others = [p for p in now.get(name, metas[name].peers) if p != s]
                 limit = nearness(s, others, domains)
+                m = metas[name]
+                barred = rule.of(keys.get(name, name), rank, m.crc32c, m.size) if rule is not None else {}
                 for r in peers:
                     er = held[r] - share[r]
                     if (
                         r == s
                         or er >= 0
                         or r in taken[name]
-                        or barred(name, rank, r)
+                        or barred.get(r) in (LIVE, STALE)
                         or nearness(r, others, domains) > limit
                     ):
                         continue
@@ -227,10 +228,10 @@ def _plan_spread(
                 now[name] = others + [best]
                 first = planned.pop((name, rank), None)
                 src = first.src if first is not None else s
-                left.setdefault(name, {}).pop(rank, None)
                 if best != src:
                     planned[(name, rank)] = Move(name, rank, src, best, size)
-                    left[name][rank] = src
+                if rule is not None:
+                    rule.move((name, rank), keys.get(name, name), rank, s, best, m.crc32c, m.size)
                 progress = True
     return sorted(planned.values(), key=lambda mv: (mv.src, -mv.size, mv.name, mv.rank))
 
@@ -264,25 +265,41 @@ def _spread_file(
     grow_peerlist(f, set(in_service), fm)
     peers = sorted(i for i, p in f.peers.items() if p.peer_id in in_service and f.peer_usable(i))
     space = {i: in_service[f.peers[i].peer_id] for i in peers}
-    # where each copy may go (moves.standing): none holding a live copy under its
-    # stored name, nor one whose moved-away copy of another rank older plans read
-    stored = {n: kept[n][1] if n in kept else m for n, m in metas.items()}  # a kept version: its own meta
-    st = standing(reader, [(v.name, v.key, r) for v in stored.values() for r in v.copies()])
-    refused = {  # its own holders are ``taken``, which the plan updates as their copies move
-        (n, r): {p for p, s in st.get((v.key, r), {}).items() if s in (LIVE, STALE)} - set(v.peers)
-        for n, v in stored.items()
-        for r in v.copies()
-    }
+    # where each copy may go (moves.standing), as the plan moves copies: none holding a
+    # live copy under its stored name, nor one whose moved-away copy of another rank
+    # older plans read; a kept version's stored name is its own meta's
+    keys = {n: kept[n][1].key if n in kept else m.key for n, m in metas.items()}
+    rule = planning_standings(reader, {kept[n][0][0] if n in kept else n for n in metas})
     taken = {n: set(m.peers) for n, m in metas.items()}
     prior = {i: so_far.get(f.peers[i].peer_id, 0) for i in peers}
-    moves = _plan_spread(metas, peers, space, taken, prior, f.placement_domains, refused)
+    moves = _plan_spread(metas, peers, space, taken, prior, f.placement_domains, rule, keys)
     held, _ = holdings(metas, f.peers)
-    execute(f, [mv for mv in moves if mv.name not in kept], peers, space, held, fm, throttle, progress)
-    wanted: list[KeptMove] = [(kept[mv.name][0], mv.rank, mv.src, mv.dst) for mv in moves if mv.name in kept]
-    fm.copies_planned += len(wanted)
-    move_kept(f, wanted, peers, fm, throttle, held=held, space=space)
+    for step in _in_order(moves, keys):
+        execute(f, [mv for mv in step if mv.name not in kept], peers, space, held, fm, throttle, progress)
+        wanted: list[KeptMove] = [(kept[mv.name][0], mv.rank, mv.src, mv.dst) for mv in step if mv.name in kept]
+        fm.copies_planned += len(wanted)
+        move_kept(f, wanted, peers, fm, throttle, held=held, space=space)
     fm.after = by_peer_id(f, held, in_service)
     return fm
+
+
+def _in_order(moves: list[Move], keys: Mapping[str, str]) -> Iterator[list[Move]]:
+    """``moves`` in steps such that a copy that goes to a peer another copy
+    under the same stored name leaves (``keys``: planning name -> stored
+    name; a kept version taking back the bytes the current record leaves,
+    say) moves in a later step than that one: the plan counted on it
+    leaving first, and the rule (moves.standing) refuses a peer while it
+    holds a live copy under that name. Two such copies that wait for each
+    other (a swap) move in the last step, placed as the rule allows then."""
+    pending = list(moves)
+    while pending:
+        leaves = {(keys.get(mv.name, mv.name), mv.src) for mv in pending}
+        ready = [mv for mv in pending if (keys.get(mv.name, mv.name), mv.dst) not in leaves]
+        if not ready:
+            yield pending
+            return
+        yield ready
+        pending = [mv for mv in pending if (keys.get(mv.name, mv.name), mv.dst) in leaves]
 
 
 def _kept_key(k: tuple[str, int]) -> str:
