@@ -20,8 +20,9 @@ def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
         text=True,
     )
     try:
-        poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
-        daemons = poll_for(lambda: len(children_of(up.pid)) == 4 and children_of(up.pid), what="4 daemons")
+        info = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
+        n = 4 + bool(info.get("s3"))  # the tracker, 3 peers and the S3 endpoint (when the s3 extra is installed)
+        daemons = poll_for(lambda: len(children_of(up.pid)) == n and children_of(up.pid), what=f"{n} daemons")
         src = tmp_path / "shots"
         src.mkdir()
         for i in range(5):
@@ -100,8 +101,9 @@ def test_up_killed_leaves_no_orphans(tmp_path, peer_bin):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
-    daemons = poll_for(lambda: len(children_of(up.pid)) == 3 and children_of(up.pid), what="3 daemons")
+    info = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
+    n = 3 + bool(info.get("s3"))  # the tracker, 2 peers and the S3 endpoint (when the s3 extra is installed)
+    daemons = poll_for(lambda: len(children_of(up.pid)) == n and children_of(up.pid), what=f"{n} daemons")
     up.kill()
     up.wait()
     poll_for(lambda: not any(pid_alive(p) for p in daemons), timeout=10, what="daemons to die with `up`")
