@@ -146,6 +146,21 @@ def _swap(argv: list[str], flag: str, value: str) -> list[str]:
     return out
 
 
+def _start_standby(cluster, tmp_path):
+    """A second tracker of ``cluster``'s etcd cluster on the same namespace,
+    with its own state folder and port; returns (process, port, its log
+    file), once it says it campaigns as a standby."""
+    from helpers import free_port
+
+    port = free_port()
+    argv = _swap(_swap(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b")), "--port", str(port))
+    argv = _swap(argv, "--metrics-port", "0")
+    out = (tmp_path / "standby.log").open("wb")
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    poll_for(lambda: b"a standby until elected" in (tmp_path / "standby.log").read_bytes(), timeout=30)
+    return proc, port, out
+
+
 def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_path):
     """Two trackers on one namespace, the log in etcd: the leader serves, the
     standby waits to be elected and does not listen. Peers and a client are
@@ -153,23 +168,13 @@ def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_
     the leader is SIGKILLed: the standby is elected once the leader's lease
     runs out, applies what the log holds, and serves; the writer sees
     latency, no error, and every record whose close() returned reads back."""
-    from helpers import free_port
 
     from st_py.client.client import Client
 
     args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "ha", "--init-cluster"]
     cluster = make_cluster(3, tracker_args=args)
-    port_b = free_port()
-    argv_b = _swap(_swap(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b")), "--port", str(port_b))
-    argv_b = _swap(argv_b, "--metrics-port", "0")
-    standby_log = (tmp_path / "standby.log").open("wb")
-    standby = subprocess.Popen(argv_b, stdout=standby_log, stderr=subprocess.STDOUT, start_new_session=True)
+    standby, port_b, standby_log = _start_standby(cluster, tmp_path)
     try:
-        poll_for(
-            lambda: b"a standby until elected" in (tmp_path / "standby.log").read_bytes(),
-            timeout=30,
-            what="the standby to campaign",
-        )
         both = f"{cluster.tracker_addr},127.0.0.1:{port_b}"
         cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
         for i in range(3):  # the peers announce to whichever of the two answers
@@ -228,7 +233,6 @@ def test_a_leader_paused_past_its_lease_never_writes_again(make_cluster, etcd, t
     sent to it alone is refused, never acknowledged, and it exits (75) so its
     supervisor starts it again as a standby; what the new leader acknowledged
     reads back, and nothing of the refused write is visible."""
-    from helpers import free_port
 
     from st_py.client.client import Client
     from st_py.errors import StoreTorrentError
@@ -236,13 +240,8 @@ def test_a_leader_paused_past_its_lease_never_writes_again(make_cluster, etcd, t
     args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "pause", "--init-cluster"]
     cluster = make_cluster(3, tracker_args=args)
     old_addr, old = cluster.tracker_addr, cluster.tracker.proc
-    port_b = free_port()
-    argv_b = _swap(_swap(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b")), "--port", str(port_b))
-    argv_b = _swap(argv_b, "--metrics-port", "0")
-    log_b = (tmp_path / "standby.log").open("wb")
-    standby = subprocess.Popen(argv_b, stdout=log_b, stderr=subprocess.STDOUT, start_new_session=True)
+    standby, port_b, log_b = _start_standby(cluster, tmp_path)
     try:
-        poll_for(lambda: b"a standby until elected" in (tmp_path / "standby.log").read_bytes(), timeout=30)
         cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
         for i in range(3):
             cluster.kill_peer(i)
