@@ -305,7 +305,7 @@ def test_leases_live_on_the_files_tracker_and_survive_its_restart(ft):
         a.flush()
         with pytest.raises(LeaseHeldError):
             b.put("doc", b"by b", replace=True)
-        # The lease is kept on the file's tracker's disk (leases-<shard>.db): a
+        # The lease is in the file's tracker's metadata log (log-<shard>.db): a
         # restart of that tracker keeps it, and a's acknowledged version commits.
         kill_file_tracker(ft, c, 2)
         a.queue_put("doc", b"v2 by a", replace=True).result()

@@ -167,7 +167,10 @@ def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_
     given both addresses. A writer loops (create, queue_put, close) while
     the leader is SIGKILLed: the standby is elected once the leader's lease
     runs out, applies what the log holds, and serves; the writer sees
-    latency, no error, and every record whose close() returned reads back."""
+    latency, no error, and every record whose close() returned reads back.
+    A second writer holds the file's writer lease across the failover (the
+    lease is in the log: the standby knows it): its acknowledged records, a
+    replacement among them, all commit, and so does what it writes after."""
 
     from st_py.client.client import Client
 
@@ -182,6 +185,12 @@ def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_
             cluster.start_peer(i)
         cluster.wait_for_peers(3)
         client = Client(both)
+        with client.create("/ha/leased", replication="x2") as g:
+            g.put("doc", b"v0")
+            g.put("base1", b"b1")
+        g = client.open("/ha/leased")
+        g.put("doc", b"v1", replace=True)  # takes the lease
+        g.flush()
         acked: dict[str, dict[str, bytes]] = {}
         errors: list[BaseException] = []
         stop = threading.Event()
@@ -207,13 +216,22 @@ def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_
         th = threading.Thread(target=writer)
         th.start()
         poll_for(lambda: len(acked) >= 5, timeout=30, what="the writer to get going")
+        g.queue_put("a1", b"a1").result()  # acknowledged by the peers, its commit waiting
+        g.queue_put("doc", b"v2", replace=True).result()
         cluster.tracker.kill()
         killed_at, before = time.monotonic(), len(acked)
         poll_for(lambda: len(acked) >= before + 5 or errors, timeout=60, what="writes to resume on the standby")
         resumed = time.monotonic() - killed_at
+        g.delete("base1")  # an unrelated call on the new leader: nothing to report
+        g.queue_put("a2", b"a2")
+        g.put("doc", b"v3", replace=True)  # under the lease the standby learned from the log
+        g.close()
         stop.set()
         th.join(60)
         assert not errors, errors
+        with client.open("/ha/leased") as f:
+            assert sorted(f.names()) == ["a1", "a2", "doc"]
+            assert (f.get("a1"), f.get("a2"), f.get("doc")) == (b"a1", b"a2", b"v3")
         assert b"elected leader" in (tmp_path / "standby.log").read_bytes()
         for name, recs in acked.items():
             with client.open(name) as f:

@@ -623,7 +623,7 @@ class CommitObjectsRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., objects: _Optional[_Iterable[_Union[ObjectCommit, _Mapping]]] = ..., user: _Optional[str] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ...) -> None: ...
 
 class LeaseRequest(_message.Message):
-    __slots__ = ("name", "file_id", "user", "lease_id", "ttl_s", "release", "holder")
+    __slots__ = ("name", "file_id", "user", "lease_id", "ttl_s", "release", "holder", "request_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
@@ -631,6 +631,7 @@ class LeaseRequest(_message.Message):
     TTL_S_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     HOLDER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     user: str
@@ -638,7 +639,8 @@ class LeaseRequest(_message.Message):
     ttl_s: float
     release: bool
     holder: str
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., ttl_s: _Optional[float] = ..., release: _Optional[bool] = ..., holder: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., ttl_s: _Optional[float] = ..., release: _Optional[bool] = ..., holder: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class LeaseReply(_message.Message):
     __slots__ = ("lease_id", "expires_in_s")

@@ -45,7 +45,7 @@ from .committer import CommitStats, Committer
 from .file_trackers import channel_to, master_pid_watch
 from .guard import owner_of_meta
 from .infofile_writer import DEFAULT_HISTORY_AGE_S
-from .leases import Leases, LeaseStore
+from .leases import Leases
 from .lock import TrackerLock
 from .routing import Admission, admission_deltas, refuse
 from .service import TrackerService, refuse_if_snapshots
@@ -202,7 +202,6 @@ class FileTrackerService(TrackerService):
         quota_bytes: int | None = None,
         key: bytes | None = None,
         users: Users | None = None,
-        lease_store: LeaseStore | None = None,
         oplog: OpLog | None = None,
     ):
         # Only the writer's state: the namespace, peers, usage and reservations are the master's.
@@ -217,7 +216,7 @@ class FileTrackerService(TrackerService):
         self.commit_stats = CommitStats()
         self._peer_ids: dict[int, dict[int, str]] = {}
         self._creating: dict[str, int] = {}
-        self.leases = Leases(store=lease_store)  # this shard's leases, kept across its restarts
+        self.leases = Leases()  # this shard's leases: in its metadata log, kept across its restarts
         if oplog is None:
             raise ValueError("a per-file tracker needs its shard's metadata log (serve_file_tracker opens it)")
         self.oplog = oplog  # this shard's metadata log: every change of its infofiles goes through it
@@ -448,7 +447,6 @@ async def serve_file_tracker(
         quota_bytes,
         key,
         users,
-        lease_store=LeaseStore(state_dir / f"leases-{shard}.db"),
         oplog=OpLog(LocalBackend(state_dir / f"log-{shard}.db")),
     )
     service.mutual_tls = bool(tls and tls[2])

@@ -6,35 +6,39 @@ A lease is granted for ``ttl`` seconds and renewed by its holder; a writer
 that dies stops renewing and its lease runs out, so the next writer waits at
 most one TTL.
 
-Leases are kept on the tracker's disk (``<state-dir>/leases.db``, a
-per-file tracker's ``leases-<shard>.db``) as they are granted, renewed and
-released, so a tracker restart keeps them (issue 39: a restart used to end
-every lease, and a writer's acknowledged records of that group were lost
-with a ``lease-lost`` at its next commit). A restarted tracker gives each
-kept lease at least one TTL from its start (HDFS's soft limit after a
+Leases are replicated state (issue 39): every grant, renewal and release is
+an operation of the tracker's metadata log (``grant_lease``,
+``renew_lease``, ``release_lease``: st_py/tracker/apply/ops.py), appended
+before the writer hears of it and applied here (:meth:`Leases.apply`). A
+restarted tracker, and a standby elected after a leader's failover, replay
+the log's window (10 minutes, longer than the longest TTL, and each renewal
+carries the whole lease) and so know every lease the last leader granted;
+each gets at least one TTL from that start (HDFS's soft limit after a
 NameNode restart): a writer that keeps renewing never notices, and a dead
-writer's lease still runs out within one TTL more. The replicated tracker
-will keep them in its log instead (docs/metadata-log.md).
+writer's lease still runs out within one TTL more. An acquire carries a
+request id, so a retry across a failover gets the lease its first try was
+granted instead of finding it held by itself.
 """
 
 from __future__ import annotations
 
 import secrets
-import sqlite3
-import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 DEFAULT_TTL_S = 10.0
 MAX_TTL_S = 300.0
 MIN_TTL_S = 0.5
 
+# The metadata log's operations on leases (args: see Leases.op_args).
+LEASE_OPS = frozenset({"grant_lease", "renew_lease", "release_lease"})
+
 
 @dataclass
 class Lease:
     """One file's writer lease: its id, the user and holder (``host:pid``) that
-    hold it, its TTL in seconds and when it expires (``time.monotonic()``)."""
+    hold it, its TTL in seconds, when it expires (``time.monotonic()``) and
+    the request id of the acquire that was granted it."""
 
     lease_id: str
     file_id: int
@@ -42,6 +46,7 @@ class Lease:
     holder: str  # who holds it, as the writer described itself (host:pid)
     ttl_s: float
     expires: float  # time.monotonic()
+    request_id: str = ""
 
     def expires_in(self) -> float:
         """Seconds until the lease expires (0 if it has)."""
@@ -60,75 +65,17 @@ class LeaseLost(Exception):
     """The lease is not (or no longer) held by the caller."""
 
 
-class LeaseStore:
-    """The leases on disk (one SQLite file, WAL): written on every grant,
-    renewal and release, read once at start. Expiry is kept as a wall-clock
-    time (``time.time()``), the only clock that survives a restart.
-    Thread-safe."""
-
-    def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS leases(file_id INTEGER PRIMARY KEY, lease_id TEXT NOT NULL, "
-            "user TEXT NOT NULL, holder TEXT NOT NULL, ttl_s REAL NOT NULL, expires_at REAL NOT NULL)"
-        )
-
-    def save(self, lease: Lease) -> None:
-        """Keep ``lease`` (replacing the file's row)."""
-        expires_at = time.time() + lease.expires_in()
-        with self._lock:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
-                (lease.file_id, lease.lease_id, lease.user, lease.holder, lease.ttl_s, expires_at),
-            )
-
-    def forget(self, file_id: int) -> None:
-        """The file's lease ended."""
-        with self._lock:
-            self._conn.execute("DELETE FROM leases WHERE file_id = ?", (file_id,))
-
-    def load(self) -> list[tuple[int, str, str, str, float, float]]:
-        """Every kept lease: ``(file_id, lease_id, user, holder, ttl_s, seconds left)``."""
-        now = time.time()
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT file_id, lease_id, user, holder, ttl_s, expires_at FROM leases"
-            ).fetchall()
-        return [(f, i, u, h, t, e - now) for f, i, u, h, t, e in rows]
-
-    def close(self) -> None:
-        """Close the database."""
-        with self._lock:
-            self._conn.close()
-
-
 class Leases:
-    """The writer leases of every file, by file id; kept in ``store`` (a
-    :class:`LeaseStore`) when given, and loaded from it."""
+    """The writer leases of every file, by file id. A handler decides a
+    change here (:meth:`acquire`, :meth:`renew`, :meth:`release`: at once,
+    so a second acquire on the event loop sees the first), then appends its
+    operation (:meth:`op_args`) to the metadata log and applies it
+    (:meth:`apply`, which a replay repeats). Not thread-safe: used on the
+    tracker's event loop."""
 
-    def __init__(
-        self, default_ttl_s: float = DEFAULT_TTL_S, max_ttl_s: float = MAX_TTL_S, store: LeaseStore | None = None
-    ):
+    def __init__(self, default_ttl_s: float = DEFAULT_TTL_S, max_ttl_s: float = MAX_TTL_S):
         self.default_ttl_s, self.max_ttl_s = default_ttl_s, max_ttl_s
         self._by_file: dict[int, Lease] = {}
-        self._store = store
-        if store is not None:
-            for file_id, lease_id, user, holder, ttl_s, left in store.load():
-                # at least one TTL from this start: the holder renews within it
-                self._by_file[file_id] = Lease(
-                    lease_id, file_id, user, holder, ttl_s, time.monotonic() + max(left, ttl_s)
-                )
-
-    def _save(self, lease: Lease) -> None:
-        if self._store is not None:
-            self._store.save(lease)
-
-    def _forget(self, file_id: int) -> None:
-        if self._store is not None:
-            self._store.forget(file_id)
 
     def _ttl(self, ttl_s: float) -> float:
         return min(max(ttl_s or self.default_ttl_s, MIN_TTL_S), self.max_ttl_s)
@@ -137,19 +84,25 @@ class Leases:
         lease = self._by_file.get(file_id)
         if lease is not None and lease.expires <= time.monotonic():
             del self._by_file[file_id]
-            self._forget(file_id)
             return None
         return lease
 
-    def acquire(self, file_id: int, user: str, holder: str, ttl_s: float = 0.0) -> Lease:
+    def granted_to(self, file_id: int, request_id: str) -> Lease | None:
+        """The live lease of ``file_id`` if the acquire ``request_id`` was
+        granted it (a retry of that acquire), else None."""
+        lease = self._live(file_id)
+        if lease is not None and request_id and lease.request_id == request_id:
+            return lease
+        return None
+
+    def acquire(self, file_id: int, user: str, holder: str, ttl_s: float = 0.0, request_id: str = "") -> Lease:
         """A new lease on ``file_id``. Raises LeaseHeld if a live one exists."""
         held = self._live(file_id)
         if held is not None:
             raise LeaseHeld(held)
         ttl = self._ttl(ttl_s)
-        lease = Lease(secrets.token_hex(8), file_id, user, holder or user, ttl, time.monotonic() + ttl)
+        lease = Lease(secrets.token_hex(8), file_id, user, holder or user, ttl, time.monotonic() + ttl, request_id)
         self._by_file[file_id] = lease
-        self._save(lease)
         return lease
 
     def renew(self, file_id: int, lease_id: str, ttl_s: float = 0.0) -> Lease:
@@ -157,7 +110,6 @@ class Leases:
         lease = self.check(file_id, lease_id)
         lease.ttl_s = self._ttl(ttl_s or lease.ttl_s)
         lease.expires = time.monotonic() + lease.ttl_s
-        self._save(lease)
         return lease
 
     def release(self, file_id: int, lease_id: str) -> None:
@@ -165,7 +117,6 @@ class Leases:
         lease = self._by_file.get(file_id)
         if lease is not None and lease.lease_id == lease_id:
             del self._by_file[file_id]
-            self._forget(file_id)
 
     def check(self, file_id: int, lease_id: str) -> Lease:
         """The live lease ``lease_id`` on ``file_id``; raises LeaseLost."""
@@ -176,9 +127,47 @@ class Leases:
 
     def drop(self, file_id: int) -> None:
         """The file is gone: its lease with it."""
-        if self._by_file.pop(file_id, None) is not None:
-            self._forget(file_id)
+        self._by_file.pop(file_id, None)
 
     def held(self) -> int:
         """Live leases (a metric)."""
         return sum(1 for f in list(self._by_file) if self._live(f) is not None)
+
+    @staticmethod
+    def op_args(lease: Lease) -> tuple:
+        """The log operation's arguments for ``lease`` (every kind carries the
+        whole lease, so a replay that sees only its last renewal knows it):
+        ``(lease_id, user, holder, ttl_s, request_id)``."""
+        return (lease.lease_id, lease.user, lease.holder, lease.ttl_s, lease.request_id)
+
+    def apply(self, kind: str, file_id: int, args: tuple, at: float) -> None:
+        """Apply the log operation ``kind`` (one of :data:`LEASE_OPS`) made at
+        ``at`` (unix s): a grant or renewal keeps the lease until ``at`` plus
+        its TTL, a release ends it if it is still that lease. Idempotent: the
+        leader applies what it decided, a replay the same again."""
+        lease_id, user, holder, ttl_s, request_id = args
+        if kind == "release_lease":
+            self.release(file_id, str(lease_id))
+            return
+        expires = time.monotonic() + (float(at) + float(ttl_s) - time.time())
+        lease = self._by_file.get(file_id)
+        if lease is not None and lease.lease_id == lease_id:
+            lease.ttl_s, lease.expires = float(ttl_s), max(lease.expires, expires)
+        else:
+            self._by_file[file_id] = Lease(
+                str(lease_id), file_id, str(user), str(holder), float(ttl_s), expires, str(request_id)
+            )
+
+    def restarted(self, last_at: float = 0.0) -> int:
+        """After a replay at start (a restart, a standby elected): every lease
+        the log kept gets at least one TTL from now, the time its holder needs
+        to renew it here, except one that ran out before ``last_at`` (unix s,
+        the time of the log's last entry: the last leader was alive then and
+        would have refused it). Returns how many are kept."""
+        now, wall = time.monotonic(), time.time()
+        for file_id, lease in list(self._by_file.items()):
+            if wall + (lease.expires - now) < last_at:
+                del self._by_file[file_id]
+            else:
+                lease.expires = max(lease.expires, now + lease.ttl_s)
+        return len(self._by_file)

@@ -50,7 +50,7 @@ from .infofile_writer import (
     clock_at,
     create_infofile,
 )
-from .leases import LeaseHeld, LeaseLost, Leases, LeaseStore
+from .leases import LeaseHeld, LeaseLost, Leases
 from .peers import PeerRegistry
 from .reservations import Reservations
 from .routing import Routing
@@ -109,8 +109,9 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         self.reservations = Reservations(state, reservation_lease_s)
         self.reservations.load(self._committed_bytes)
         self.guard.reserved_of = self.reservations.of_owner
-        # writer leases for replacing records, kept across restarts (st_py/tracker/leases.py)
-        self.leases = Leases(store=LeaseStore(state.dir / "leases.db"))
+        # writer leases for replacing records: replicated state, through the metadata log
+        # (st_py/tracker/leases.py), so a restart or a failover keeps them
+        self.leases = Leases()
         # every change of an infofile is appended here before it is applied (docs/metadata-log.md)
         # (serve() may put the replicated log in its place before it starts it)
         self.oplog = OpLog(LocalBackend(state.dir / "log.db"))
@@ -1213,6 +1214,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         file_id = c.meta.file_id
         if request.release:
             self.leases.release(file_id, request.lease_id)
+            await self._log_lease(name, file_id, "release_lease", (request.lease_id, "", "", 0.0, ""))
             log.info("%s: writer lease released by %s", name, user.name)
             return pb.LeaseReply(lease_id=request.lease_id, expires_in_s=0.0)
         if request.lease_id:
@@ -1220,9 +1222,14 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 lease = self.leases.renew(file_id, request.lease_id, request.ttl_s)
             except LeaseLost:
                 await self._lease_lost(context, name, request.lease_id)
+            await self._log_lease(name, file_id, "renew_lease", Leases.op_args(lease))
             return pb.LeaseReply(lease_id=lease.lease_id, expires_in_s=lease.expires_in())
+        granted = self.leases.granted_to(file_id, request.request_id)
+        if granted is not None:  # a retry of an acquire granted before (a lost reply, a failover)
+            log.info("%s: writer lease acquire %s retried: already granted", name, request.request_id)
+            return pb.LeaseReply(lease_id=granted.lease_id, expires_in_s=granted.expires_in())
         try:
-            lease = self.leases.acquire(file_id, user.name, request.holder, request.ttl_s)
+            lease = self.leases.acquire(file_id, user.name, request.holder, request.ttl_s, request.request_id)
         except LeaseHeld as e:
             held = e.lease
             await context.abort(
@@ -1235,8 +1242,24 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                     ("st-lease-expires-in", f"{held.expires_in():.3f}"),
                 ),
             )
+        try:
+            await self._log_lease(name, file_id, "grant_lease", Leases.op_args(lease))
+        except BaseException:
+            self.leases.release(file_id, lease.lease_id)  # never granted: nobody heard of it
+            raise
         log.info("%s: writer lease granted to %s (%s) for %.1f s", name, lease.holder, user.name, lease.ttl_s)
         return pb.LeaseReply(lease_id=lease.lease_id, expires_in_s=lease.expires_in())
+
+    async def _log_lease(self, name: str, file_id: int, kind: str, args: tuple) -> None:
+        """Append the lease operation ``kind`` to the metadata log and apply it
+        (the lease was decided in :attr:`leases` already; applying it again is
+        what a replay does), before the writer hears: a restart or a failover
+        keeps what it was told. Raises what the log's append raises."""
+
+        async def apply(op: InfofileOp, index: int) -> None:
+            self.leases.apply(op.kind, op.file_id, op.args, op.at)
+
+        await self.oplog.run(InfofileOp(name, file_id, kind, args, time.time()).encode(), apply)
 
     async def Close(self, request, context):
         """The creator of a file is done writing: its reservation ends."""
@@ -1376,7 +1399,11 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         when the last tracker died), before serving; with ``file_id``, for
         that file alone (a RestoreInfofile). Raises BadOperationError for an
         entry it cannot decode."""
-        rep = await self.oplog.replay(self._writer_for, file_id, self._replay_file_op)
+        rep = await self.oplog.replay(self._writer_for, file_id, self._replay_file_op, self._replay_lease_op)
+        if file_id is None:
+            kept = self.leases.restarted(rep.last_at)
+            if kept:
+                log.info("metadata log replayed: %d writer leases kept, each for at least one TTL", kept)
         if rep.read:
             log.info(
                 "metadata log replayed: %d entries, %d applied (%d files), %d seen, %d unanswered, %d of gone files",
@@ -1397,6 +1424,10 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         self.state.add_file(op.name, op.file_id, str(op.args[0]["owner"]))
         self.state.remember_file_id(op.file_id)
 
+    def _replay_lease_op(self, op: InfofileOp) -> None:
+        """A lease operation replayed at start: the lease as the leader left it."""
+        self.leases.apply(op.kind, op.file_id, op.args, op.at)
+
     def _replay_file_op(self, op: InfofileOp, index: int) -> bool:
         """A create or delete replayed at start or after a restore: done only
         if the namespace does not show it yet. Returns whether it changed anything."""
@@ -1413,6 +1444,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             owner = User(str(meta["owner"]), (str(meta["group"]),) if meta.get("group") else ())
             self.guard.made_dirs(owner, [d for d in namespace.ancestors(op.name) if self.state.dir_owner(d) is None])
             return made
+        self.leases.drop(op.file_id)  # the file's lease went with it
         try:
             r = InfofileReader(path)
         except (OSError, sqlite3.Error):

@@ -351,10 +351,14 @@ class TrackerClient:
         self, name: str, file_id: int, lease_id: str = "", ttl_s: float = 0.0, release: bool = False, holder: str = ""
     ) -> pb.LeaseReply:
         """Acquire (no ``lease_id``), renew or release a file's writer lease.
+        Retried across a tracker restart or failover like a create: a renewal
+        and a release change nothing when repeated, and an acquire carries a
+        request id (the same on every try), so its retry gets the lease its
+        first try was granted.
 
         Raises
         ------
-        LeaseHeldError, LeaseLostError
+        LeaseHeldError, LeaseLostError, TrackerUnavailableError
         """
         return self._call(
             "Lease",
@@ -366,7 +370,9 @@ class TrackerClient:
                 ttl_s=ttl_s,
                 release=release,
                 holder=holder,
+                request_id="" if lease_id else uuid.uuid4().hex,
             ),
+            grace=RESTART_GRACE,
         )
 
     def commit_objects(

@@ -32,6 +32,7 @@ from st_py.tracker.apply.applier import SKIPPED, LogGapError, apply_infofile_op
 from st_py.tracker.apply.backends import APPLIED, FAILED, EtcdBackend, LocalBackend
 from st_py.tracker.apply.ops import FILE_OPS, InfofileOp, decode
 from st_py.tracker.infofile_writer import InfofileWriter
+from st_py.tracker.leases import LEASE_OPS
 from st_py.tracker.log.errors import FencedError
 
 log = logging.getLogger("st.tracker.oplog")
@@ -49,7 +50,8 @@ class ReplayReport:
     """What :meth:`OpLog.replay` did: entries read, applied, found applied
     before, never answered (left out), of files gone (deleted since, or
     another file now has the name), and left out after a gap (LogGapError:
-    an infofile older than the log holds); the files it brought forward."""
+    an infofile older than the log holds), lease operations applied; the
+    time of the last entry read (unix s); the files it brought forward."""
 
     read: int = 0
     applied: int = 0
@@ -57,6 +59,8 @@ class ReplayReport:
     unanswered: int = 0
     gone: int = 0
     gaps: int = 0
+    leases: int = 0
+    last_at: float = 0.0
     files: set[str] = field(default_factory=set)
 
 
@@ -226,6 +230,7 @@ class OpLog:
         writer_for: Callable[[InfofileOp], InfofileWriter | None],
         file_id: int | None = None,
         file_op: Callable[[InfofileOp, int], bool] | None = None,
+        lease_op: Callable[[InfofileOp], None] | None = None,
     ) -> ReplayReport:
         """Apply every entry the log holds that was applied once (answered)
         and that its infofile no longer has, in log order, before the
@@ -233,7 +238,10 @@ class OpLog:
         by RestoreInfofile). ``writer_for(op)`` gives the writer of the op's
         infofile, or None if that file is gone; ``file_op(op, index)`` applies
         a whole-file operation (create, delete) and says whether it changed
-        anything. The applies block the loop (a start, a restore: rare).
+        anything; ``lease_op(op)`` applies a lease operation (every one not
+        marked failed, in order: a lease is state of the tracker, not of an
+        infofile; not with ``file_id``). The applies block the loop (a start,
+        a restore: rare).
 
         Raises
         ------
@@ -254,12 +262,20 @@ class OpLog:
         marks = await self.backend.marks(1)
         for e in entries:
             op = decode(e.payload, e.index)
-            if file_id is not None and op.file_id != file_id:
+            if file_id is not None and (op.file_id != file_id or op.kind in LEASE_OPS):
                 continue
             rep.read += 1
+            rep.last_at = max(rep.last_at, op.at)
             mark = marks.get(e.index, 0)
             if mark < 0:  # failed, and its proposer was told
                 rep.unanswered += 1
+                continue
+            if op.kind in LEASE_OPS:
+                # Applied whether marked or not: a grant in flight at a crash was never
+                # answered, and the lease it made runs out within one TTL unused.
+                if lease_op is not None:
+                    lease_op(op)
+                    rep.leases += 1
                 continue
             if op.kind in FILE_OPS:
                 if mark == 0 and not self.backend.applies_unmarked:  # may have been in flight, never answered

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import msgpack
 
+from st_py.tracker.leases import LEASE_OPS
 from st_py.tracker.log.errors import LogError
 
 # The InfofileWriter methods that change an infofile: every call of them goes
@@ -41,6 +42,9 @@ INFOFILE_WRITES = frozenset(
 # Operations on a whole file, applied by the tracker (st_py/tracker/service.py,
 # "file operations"): its infofile made (args: meta, peers, disk mode) or removed.
 FILE_OPS = frozenset({"create_file", "delete_file"})
+# Operations on a file's writer lease, applied by st_py/tracker/leases.py
+# (replicated state: a restart or a failover keeps the lease).
+STATE_OPS = FILE_OPS | LEASE_OPS
 
 _VERSION = 1  # of the encoding below
 _INFOFILE = "infofile"
@@ -69,7 +73,8 @@ def _encode_other(o):
 class InfofileOp:
     """One change of one infofile: the file (namespace ``name`` and
     ``file_id``: a file deleted and created again under the name is another),
-    the writer method ``kind`` (one of :data:`INFOFILE_WRITES`), its ``args``,
+    the writer method ``kind`` (one of :data:`INFOFILE_WRITES`; or a whole-file
+    or lease operation, :data:`STATE_OPS`), its ``args``,
     the time ``at`` (unix s) it was proposed at, and ``prev``: the log index
     the infofile had applied before it (its ``meta.log_index``; 0: none), so
     the entries of one file form a chain a replay follows without a gap."""
@@ -83,7 +88,7 @@ class InfofileOp:
 
     def encode(self) -> bytes:
         """The entry's payload."""
-        if self.kind not in INFOFILE_WRITES and self.kind not in FILE_OPS:
+        if self.kind not in INFOFILE_WRITES and self.kind not in STATE_OPS:
             raise BadOperationError(f"unknown infofile write {self.kind!r}")
         return msgpack.packb(
             [_VERSION, _INFOFILE, self.name, self.file_id, self.kind, list(self.args), self.at, self.prev],
@@ -106,7 +111,7 @@ def decode(payload: bytes, index: int = 0) -> InfofileOp:
             raise BadOperationError(f"encoding version {v[0]}, this tracker reads {_VERSION}", index)
         if v[1] == _INFOFILE:
             _, _, name, file_id, kind, args, at, prev = v
-            if kind not in INFOFILE_WRITES and kind not in FILE_OPS:
+            if kind not in INFOFILE_WRITES and kind not in STATE_OPS:
                 raise BadOperationError(f"unknown infofile write {kind!r}", index)
             return InfofileOp(str(name), int(file_id), kind, tuple(args), float(at), int(prev))
         raise BadOperationError(f"unknown operation {v[1]!r}", index)
