@@ -295,3 +295,89 @@ def test_a_leader_paused_past_its_lease_never_writes_again(make_cluster, etcd, t
         standby.kill()
         standby.wait()
         log_b.close()
+
+
+def _log_state(etcd: EtcdCluster, cluster_id: str) -> tuple[int, int | None]:
+    """(first index the etcd log still holds (0: none), the checkpoint's index or None)."""
+
+    async def go() -> tuple[int, int | None]:
+        session = EtcdSession(etcd.endpoints)
+        try:
+            log = await EtcdLog.open(session, cluster_id)
+            last = await log.last_index()
+            first = await log.read(max(last - 10_000, 1), 10_000)
+            cp = await log.checkpoint()
+            return (first[0].index if first else 0), (cp[0] if cp else None)
+        finally:
+            await session.close()
+
+    return asyncio.run(go())
+
+
+def test_a_standby_elected_after_compaction_knows_the_trackers_state(make_cluster, etcd, tmp_path):
+    """The tracker's own state outlives the log's window: a directory's mode,
+    a peer's drain state, the files and a writer lease, all set before the
+    entries that made them were compacted (--log-keep 1), are known to a
+    standby with an empty state folder elected after the leader's SIGKILL
+    (from the checkpoint the leader kept in etcd before compacting, and the
+    namespace). Before, the standby served the directory as 0755 of no
+    owner, the drained peer in service, 0 files, and the lease free."""
+    from st_py.client.client import Client
+    from st_py.errors import LeaseHeldError
+
+    args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "cp", "--init-cluster", "--log-keep", "1"]
+    cluster = make_cluster(3, tracker_args=args)
+    standby, port_b, log_b = _start_standby(cluster, tmp_path)  # its state folder stays empty until elected
+    cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
+    for i in range(3):
+        cluster.kill_peer(i)
+        cluster.start_peer(i)
+    cluster.wait_for_peers(3)
+    c = Client(f"{cluster.tracker_addr},127.0.0.1:{port_b}")
+    for i in range(3):
+        with c.create(f"/st/a/old{i}", replication="x2") as f:
+            f.put("r", f"old {i}".encode())
+    c.chmod("/st/a", 0o700)
+    drained = sorted(c.status().peers, key=lambda p: p.addr)[2]
+    c.tracker.set_peer_state(drained.peer_id, "draining")
+    with c.create("/st/leased", replication="x2") as f:
+        f.put("doc", b"v0")
+    holder = c.open("/st/leased")
+    holder.acquire_lease(ttl=60)  # renewed after 20 s: not during this test
+    marked = _log_state(etcd, "cp")[0]
+    n = 0
+
+    def compacted() -> bool:  # appends drive the compaction (every 5 s): keep writing
+        nonlocal n
+        with c.create(f"/st/b/new{n}", replication="x2") as f:
+            f.put("r", b"new")
+        n += 1
+        first, cp = _log_state(etcd, "cp")
+        return first > marked + 5 and cp is not None
+
+    try:
+        poll_for(compacted, timeout=60, interval=0.5, what="the leader to checkpoint and compact its log")
+        cluster.tracker.kill()
+        poll_for(lambda: b"elected leader" in (tmp_path / "standby.log").read_bytes(), timeout=30)
+        both = c
+        poll_for(lambda: len(both.status().peers) == 3, timeout=30, what="the peers to announce to the new leader")
+        st = both.status()
+        assert st.files == 4 + n, st.files
+        peers = {p.peer_id: p.drain_state for p in st.peers}
+        assert peers.get(drained.peer_id) == "draining", peers
+        modes = {e.name: e.mode for e in both.ls("/st")}
+        assert modes.get("/st/a") == 0o700, modes
+        with both.open("/st/leased") as other:
+            with pytest.raises(LeaseHeldError):
+                other.acquire_lease()
+        holder.put("doc", b"v1", replace=True)  # the lease holder writes on, on the new leader
+        holder.close()
+        with both.open("/st/leased") as f:
+            assert f.get("doc") == b"v1"
+        with both.open("/st/a/old1") as f:
+            assert f.get("r") == b"old 1"
+        both.close()
+    finally:
+        standby.kill()
+        standby.wait()
+        log_b.close()

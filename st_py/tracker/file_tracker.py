@@ -50,6 +50,7 @@ from .lock import TrackerLock
 from .routing import Admission, admission_deltas, refuse
 from .service import TrackerService, refuse_if_snapshots
 from .shards import InternalTokens, shard_of
+from .tracker_ops import TrackerStateOps
 
 log = logging.getLogger("st.tracker")
 
@@ -217,6 +218,8 @@ class FileTrackerService(TrackerService):
         self._peer_ids: dict[int, dict[int, str]] = {}
         self._creating: dict[str, int] = {}
         self.leases = Leases()  # this shard's leases: in its metadata log, kept across its restarts
+        self.tracker_ops = TrackerStateOps(None, None, self.leases)  # leases only: the rest is the master's
+        self._recount_usage = False
         if oplog is None:
             raise ValueError("a per-file tracker needs its shard's metadata log (serve_file_tracker opens it)")
         self.oplog = oplog  # this shard's metadata log: every change of its infofiles goes through it

@@ -74,20 +74,29 @@ class Guard:
         self.usage: dict[str, int] = {}  # user -> stored bytes (all copies) of the files they own
         # user -> bytes (all copies) reserved for their files and not committed yet (set by the service)
         self.reserved_of: Callable[[str], int] = lambda owner: 0
-        for name, owner in state.files():
+        self.count_usage()
+
+    def count_usage(self) -> None:
+        """Count each owner's stored bytes from the infofiles of the files the
+        state lists (at start; a standby elected, once it knows the files),
+        and give the namespace on disk the modes kept. Blocks: reads every
+        infofile (a thread may run it before the tracker serves)."""
+        usage: dict[str, int] = {}
+        for name, owner in self.state.files():
             try:
-                r = InfofileReader(namespace.infofile_path(root, name))
+                r = InfofileReader(namespace.infofile_path(self.root, name))
             except (FileNotFoundError, OSError):
                 continue
             try:
                 _, b = r.stats()
                 b += retained_bytes(r.conn)  # past versions snapshots hold occupy disks too
                 meta = r.meta()
-                self.usage[owner] = self.usage.get(owner, 0) + b * int(meta.get("copies", 1))
+                usage[owner] = usage.get(owner, 0) + b * int(meta.get("copies", 1))
             finally:
                 r.close()
             self.follow_on_disk(name, owner_of_meta(meta).mode, False)
-        for path, mode in [("/", self.dir_owner("/").mode), *state.dirs()]:
+        self.usage = usage
+        for path, mode in [("/", self.dir_owner("/").mode), *self.state.dirs()]:
             self.follow_on_disk(path, int(mode), True)
 
     def follow_on_disk(self, name: str, mode: int, is_dir: bool) -> None:

@@ -158,6 +158,16 @@ class Leases:
                 str(lease_id), file_id, str(user), str(holder), float(ttl_s), expires, str(request_id)
             )
 
+    def live(self) -> list[tuple[int, tuple, float]]:
+        """Every live lease as ``(file_id, op args, at)``: what a grant
+        logged at ``at`` (unix s) would make (a checkpoint keeps them)."""
+        now, wall = time.monotonic(), time.time()
+        return [
+            (f, self.op_args(lease), wall + (lease.expires - now) - lease.ttl_s)
+            for f, lease in list(self._by_file.items())
+            if self._live(f) is not None
+        ]
+
     def restarted(self, last_at: float = 0.0) -> int:
         """After a replay at start (a restart, a standby elected): every lease
         the log kept gets at least one TTL from now, the time its holder needs

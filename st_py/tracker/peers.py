@@ -193,6 +193,8 @@ class PeerRegistry:
         p = self.peers.get(peer_id)
         if p is None:
             p = self.peers[peer_id] = PeerInfo(peer_id, addr)
+            # out of service before this tracker heard of it (a standby elected, a checkpoint)
+            p.drain_state = self.state.drain_states().get(peer_id, "")
         now = time.monotonic()
         restarted = started_at > 0 and p.started_at > 0 and started_at != p.started_at
         if restarted:
@@ -364,6 +366,16 @@ class PeerRegistry:
         """The peer of id or ``host:port`` ``peer``, or None."""
         p = self.peers.get(peer)
         return p if p is not None else next((q for q in self.peers.values() if q.addr == peer), None)
+
+    def apply_drain_state(self, peer_id: str, drain_state: str) -> None:
+        """The metadata log's ``set_drain`` (st_py/tracker/tracker_ops.py):
+        peer ``peer_id`` out of service or back, whether or not it has
+        announced to this tracker yet (kept in the tracker state either way)."""
+        p = self.peers.get(peer_id)
+        if p is not None:
+            self.set_drain_state(p, drain_state)
+        else:
+            self.state.set_drain_state(peer_id, drain_state)
 
     def set_drain_state(self, p: PeerInfo, drain_state: str) -> None:
         """Take peer ``p`` out of service (``"draining"``, ``"retired"``) or

@@ -25,13 +25,14 @@ from st_py.wire.tls import server_credentials
 
 from .access import AccessError, Users
 from .apply.backends import EtcdBackend
-from .apply.oplog import OpLog
+from .apply.oplog import KEEP_S, OpLog
 from .config import OptionsParser, apply_config
 from .file_tracker import INTERNAL_KEY_ENV, run_file_tracker
 from .file_trackers import FileTrackers, internal_credentials
 from .health import ShortCopies, keep_counting
 from .httpd import StatusHttp
 from .infofile_writer import DEFAULT_HISTORY_AGE_S, recover
+from .leases import MAX_TTL_S
 from .lock import TrackerLock, TrackerLockedError
 from .log.errors import LogError
 from .metrics import TrackerMetrics
@@ -73,6 +74,7 @@ async def serve(
     failed_after_s: float = DEFAULT_FAILED_AFTER_S,
     history_age_s: float = DEFAULT_HISTORY_AGE_S,
     log_backend: EtcdBackend | None = None,
+    log_keep_s: float = KEEP_S,
 ) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
@@ -113,6 +115,7 @@ async def serve(
             failed_after_s,
             history_age_s,
             log_backend,
+            log_keep_s,
         )
     finally:
         lock.release()
@@ -138,6 +141,7 @@ async def _serve(
     failed_after_s: float = DEFAULT_FAILED_AFTER_S,
     history_age_s: float = DEFAULT_HISTORY_AGE_S,
     log_backend: EtcdBackend | None = None,
+    log_keep_s: float = KEEP_S,
 ) -> None:
     rolled, removed = recover(root)
     if rolled or removed:
@@ -180,6 +184,8 @@ async def _serve(
     if log_backend is not None:
         log_backend.addr = log_backend.addr or f"{advertised_host(host)}:{bound}"  # what followers will name
         service.oplog = OpLog(log_backend)
+        service.oplog.checkpoint = service.tracker_ops.checkpoint  # kept in etcd before it compacts
+    service.oplog.keep_s = log_keep_s
     if log_backend is not None:
         log.info("campaigning in %s as %s: a standby until elected", log_backend.describe, log_backend.addr)
     try:
@@ -187,6 +193,7 @@ async def _serve(
     except (LogError, TimeoutError) as e:
         raise SystemExit(f"tracker: metadata log ({service.oplog.backend.describe}): {e}") from None
     log.info("metadata log %s, term %d", service.oplog.backend.describe, term)
+    await service.load_checkpoint()  # with etcd: the state the last leader's checkpoint kept
     await service.replay_log()  # what the infofiles miss of the log, before anything is served
     service.serving_since = time.monotonic()
     await server.start()
@@ -252,6 +259,11 @@ async def _term_ended(oplog: OpLog) -> None:
 
 
 def _log_backend(a) -> EtcdBackend | None:
+    if a.log_keep < MAX_TTL_S and not a.etcd:
+        raise SystemExit(
+            f"tracker: --log-keep {a.log_keep:g} is shorter than the longest writer lease ({MAX_TTL_S:g} s), "
+            "which the local log keeps only in its entries: give at least that, or use --etcd"
+        )
     """The replicated log the flags ask for (None: the local one)."""
     if not a.etcd:
         if a.cluster_id or a.init_cluster:
@@ -478,6 +490,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--cluster-id", default="", help="this cluster's name in etcd (with --etcd)")
     ap.add_argument(
+        "--log-keep",
+        type=float,
+        default=KEEP_S,
+        metavar="SECONDS",
+        help="how long applied entries stay in the metadata log: an infofile put back from a copy "
+        "at most this old is brought forward by them (with --etcd the tracker's own state is "
+        "checkpointed in etcd before older ones go); without --etcd at least 300 s, the longest "
+        "writer lease, whose renewals the local log alone keeps",
+    )
+    ap.add_argument(
         "--init-cluster",
         action="store_true",
         help="with --etcd: make the cluster in etcd if it is not there (its first start)",
@@ -551,6 +573,7 @@ def main(argv: list[str] | None = None) -> None:
                 a.failed_after,
                 a.history_age,
                 backend,
+                a.log_keep,
             )
         )
     except TrackerLockedError as e:  # one line, no traceback

@@ -56,6 +56,7 @@ from .reservations import Reservations
 from .routing import Routing
 from .scheduler import SchedulingError, schedule
 from .state import TrackerState
+from .tracker_ops import TrackerStateOps, namespace_files
 
 log = logging.getLogger("st.tracker")
 
@@ -112,6 +113,9 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         # writer leases for replacing records: replicated state, through the metadata log
         # (st_py/tracker/leases.py), so a restart or a failover keeps them
         self.leases = Leases()
+        # the one place the log's operations on the tracker's own state are applied
+        self.tracker_ops = TrackerStateOps(state, registry, self.leases)
+        self._recount_usage = False  # load_checkpoint learned the files: count usage after the replay
         # every change of an infofile is appended here before it is applied (docs/metadata-log.md)
         # (serve() may put the replicated log in its place before it starts it)
         self.oplog = OpLog(LocalBackend(state.dir / "log.db"))
@@ -1117,7 +1121,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 f"({e.strerror}); nothing was changed",
             )
         if is_dir:
-            self.state.set_dir_owner(name, new.owner, new.group, new.mode)
+            await self._log_state("set_dir", name, (new.owner, new.group, new.mode))
         else:
             values = {"owner": new.owner, "group": new.group, "mode": f"{new.mode:04o}"}
             if c is not None:
@@ -1182,7 +1186,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 f"cannot remove directory {name}: {e.strerror}",
                 trailing_metadata=((ERROR_KIND_KEY, "not-empty"),) if e.errno == errno.ENOTEMPTY else (),
             )
-        self.state.remove_dir(name)
+        await self._log_state("remove_dir", name, ())
         log.info("%s removed directory %s", user.name, name)
         return pb.RemoveDirReply()
 
@@ -1251,15 +1255,39 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         return pb.LeaseReply(lease_id=lease.lease_id, expires_in_s=lease.expires_in())
 
     async def _log_lease(self, name: str, file_id: int, kind: str, args: tuple) -> None:
-        """Append the lease operation ``kind`` to the metadata log and apply it
-        (the lease was decided in :attr:`leases` already; applying it again is
-        what a replay does), before the writer hears: a restart or a failover
-        keeps what it was told. Raises what the log's append raises."""
+        """Append the lease operation ``kind`` and apply it (the lease was
+        decided in :attr:`leases` already; applying it again is what a replay
+        does), before the writer hears. Raises what the log's append raises."""
+        await self._log_state(kind, name, args, file_id)
+
+    async def _log_state(self, kind: str, name: str, args: tuple, file_id: int = 0) -> None:
+        """Append the operation ``kind`` on the tracker's own state (a lease,
+        a directory's owner, a peer's drain state; st_py/tracker/tracker_ops.py)
+        to the metadata log and apply it, before the caller hears: a restart
+        or a failover keeps what it was told. Raises what the log's append raises."""
 
         async def apply(op: InfofileOp, index: int) -> None:
-            self.leases.apply(op.kind, op.file_id, op.args, op.at)
+            self.tracker_ops.apply(op)
 
         await self.oplog.run(InfofileOp(name, file_id, kind, args, time.time()).encode(), apply)
+
+    async def load_checkpoint(self) -> None:
+        """Before the replay at start: with a replicated log, the tracker's
+        own state as the last leader's checkpoint kept it (directories'
+        owners and modes, drain states; the entries after it are replayed),
+        and the files the namespace holds (a standby's tracker.db knows
+        neither; :meth:`replay_log` then counts each owner's usage again).
+        Nothing with the local log: tracker.db beside it is the state."""
+        cp = await self.oplog.backend.load_checkpoint()
+        if cp is None and self.oplog.backend.describe == "local":
+            return
+        if cp is not None:
+            dirs, drains = self.tracker_ops.restore(cp[1])
+            log.info("metadata log checkpoint at %d: %d directories, %d drained peers", cp[0], dirs, drains)
+        files = await asyncio.to_thread(namespace_files, self.root)
+        self.state.replace_files(files)
+        self._recount_usage = True
+        log.info("%d files in the namespace", len(files))
 
     async def Close(self, request, context):
         """The creator of a file is done writing: its reservation ends."""
@@ -1382,7 +1410,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 f"no peer {request.peer[:80]!r} has announced to this tracker",
                 trailing_metadata=((ERROR_KIND_KEY, "unknown-peer"),),
             )
-        self.registry.set_drain_state(p, request.drain_state)
+        await self._log_state("set_drain", p.peer_id, (request.drain_state,))
         log.info("%s set peer %s (%s) %s", user.name, p.addr, p.peer_id, request.drain_state or "in service")
         return pb.SetPeerStateReply(peer=self._peer_msg(0, p.peer_id, p.addr))
 
@@ -1399,7 +1427,10 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         when the last tracker died), before serving; with ``file_id``, for
         that file alone (a RestoreInfofile). Raises BadOperationError for an
         entry it cannot decode."""
-        rep = await self.oplog.replay(self._writer_for, file_id, self._replay_file_op, self._replay_lease_op)
+        rep = await self.oplog.replay(self._writer_for, file_id, self._replay_file_op, self.tracker_ops.apply)
+        if file_id is None and self._recount_usage:  # what the files hold once the log is applied
+            self._recount_usage = False
+            await asyncio.to_thread(self.guard.count_usage)
         if file_id is None:
             kept = self.leases.restarted(rep.last_at)
             if kept:
@@ -1423,10 +1454,6 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         await asyncio.to_thread(_create_file, self.root, op, index, self.oplog.log_id)
         self.state.add_file(op.name, op.file_id, str(op.args[0]["owner"]))
         self.state.remember_file_id(op.file_id)
-
-    def _replay_lease_op(self, op: InfofileOp) -> None:
-        """A lease operation replayed at start: the lease as the leader left it."""
-        self.leases.apply(op.kind, op.file_id, op.args, op.at)
 
     def _replay_file_op(self, op: InfofileOp, index: int) -> bool:
         """A create or delete replayed at start or after a restore: done only

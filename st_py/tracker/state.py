@@ -130,6 +130,29 @@ class TrackerState:
         """Forget the owner and mode of namespace directory ``path``."""
         self.conn.execute("DELETE FROM dirs WHERE path = ?", (path,))
 
+    def dir_rows(self) -> list[tuple[str, str, str, int]]:
+        """(path, owner, group, mode) of every namespace directory with a recorded owner."""
+        return list(self.conn.execute("SELECT path, owner, grp, mode FROM dirs"))
+
+    def replace_dirs(self, rows: list[tuple[str, str, str, int]]) -> None:
+        """The directories' owners become ``rows`` (path, owner, group, mode),
+        in one transaction (a checkpoint of the metadata log loaded)."""
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.execute("DELETE FROM dirs")
+            self.conn.executemany("INSERT INTO dirs VALUES (?, ?, ?, ?)", rows)
+
+    def replace_files(self, rows: list[tuple[str, int, str]]) -> None:
+        """The files become ``rows`` (name, file_id, owner), in one transaction
+        (a standby elected on the namespace its leader kept); their ids are
+        remembered as taken."""
+        now = time.time()
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.execute("DELETE FROM files")
+            self.conn.executemany("INSERT INTO files VALUES (?, ?, ?, ?)", [(n, f, now, o) for n, f, o in rows])
+            self.conn.executemany("INSERT OR IGNORE INTO file_ids VALUES (?)", [(f,) for _, f, _ in rows])
+
     def dirs(self) -> list[tuple[str, int]]:
         """(path, mode) of every namespace directory with a recorded owner."""
         return list(self.conn.execute("SELECT path, mode FROM dirs"))

@@ -78,6 +78,13 @@ class LocalBackend:
         """Mark entries APPLIED or FAILED."""
         await asyncio.get_running_loop().run_in_executor(None, self._l().mark_applied, indexes, value)
 
+    async def save_checkpoint(self, term: int, index: int, blob: bytes) -> None:
+        """Nothing: the tracker's own state is ``tracker.db`` beside this log."""
+
+    async def load_checkpoint(self) -> tuple[int, bytes] | None:
+        """None: ``tracker.db`` beside this log is the state."""
+        return None
+
     async def compact(self, upto: int) -> None:
         """Drop the entries below ``upto``."""
         await asyncio.get_running_loop().run_in_executor(None, self._l().compact_now, upto)
@@ -204,6 +211,15 @@ class EtcdBackend:
                 await c.put(k, b"1")
 
         await self.session.call(put)
+
+    async def save_checkpoint(self, term: int, index: int, blob: bytes) -> None:
+        """Keep the tracker's own state as of entry ``index`` in etcd (fenced
+        by ``term``), before the entries below it are dropped."""
+        await self._l().put_checkpoint(term, index, blob)
+
+    async def load_checkpoint(self) -> tuple[int, bytes] | None:
+        """The last checkpoint ``(index, blob)``, or None."""
+        return await self._l().checkpoint()
 
     async def compact(self, upto: int) -> None:
         """Drop the entries (and failed marks) below ``upto``."""

@@ -30,7 +30,7 @@ from typing import Any
 
 from st_py.tracker.apply.applier import SKIPPED, LogGapError, apply_infofile_op
 from st_py.tracker.apply.backends import APPLIED, FAILED, EtcdBackend, LocalBackend
-from st_py.tracker.apply.ops import FILE_OPS, InfofileOp, decode
+from st_py.tracker.apply.ops import FILE_OPS, TRACKER_OPS, InfofileOp, decode
 from st_py.tracker.infofile_writer import InfofileWriter
 from st_py.tracker.leases import LEASE_OPS
 from st_py.tracker.log.errors import FencedError
@@ -50,7 +50,8 @@ class ReplayReport:
     """What :meth:`OpLog.replay` did: entries read, applied, found applied
     before, never answered (left out), of files gone (deleted since, or
     another file now has the name), and left out after a gap (LogGapError:
-    an infofile older than the log holds), lease operations applied; the
+    an infofile older than the log holds), operations on the tracker's own
+    state applied (leases, directories, drain states); the
     time of the last entry read (unix s); the files it brought forward."""
 
     read: int = 0
@@ -59,7 +60,7 @@ class ReplayReport:
     unanswered: int = 0
     gone: int = 0
     gaps: int = 0
-    leases: int = 0
+    state_ops: int = 0
     last_at: float = 0.0
     files: set[str] = field(default_factory=set)
 
@@ -93,6 +94,9 @@ class OpLog:
         self._last = 0
         self._compacted_at = time.monotonic()
         self._marks: deque[tuple[float, int]] = deque()  # (when, last index then)
+        # The tracker's own state as a blob (st_py/tracker/tracker_ops.py), kept by a
+        # replicated backend before it compacts (None: nothing to keep)
+        self.checkpoint: Callable[[], bytes] | None = None
         self.appends = 0  # durable append transactions (metrics)
         self.entries = 0  # entries appended
 
@@ -221,8 +225,11 @@ class OpLog:
         upto = 0
         while self._marks and self._marks[0][0] < now - self.keep_s:
             upto = self._marks.popleft()[1]
-        upto = min(upto, self.applied_through())
+        applied = self.applied_through()
+        upto = min(upto, applied)
         if upto > 0:
+            if self.checkpoint is not None:  # what the dropped entries made, for a standby elected later
+                await self.backend.save_checkpoint(self.term, applied, self.checkpoint())
             await self.backend.compact(upto + 1)
 
     async def replay(
@@ -230,7 +237,7 @@ class OpLog:
         writer_for: Callable[[InfofileOp], InfofileWriter | None],
         file_id: int | None = None,
         file_op: Callable[[InfofileOp, int], bool] | None = None,
-        lease_op: Callable[[InfofileOp], None] | None = None,
+        state_op: Callable[[InfofileOp], None] | None = None,
     ) -> ReplayReport:
         """Apply every entry the log holds that was applied once (answered)
         and that its infofile no longer has, in log order, before the
@@ -238,9 +245,10 @@ class OpLog:
         by RestoreInfofile). ``writer_for(op)`` gives the writer of the op's
         infofile, or None if that file is gone; ``file_op(op, index)`` applies
         a whole-file operation (create, delete) and says whether it changed
-        anything; ``lease_op(op)`` applies a lease operation (every one not
-        marked failed, in order: a lease is state of the tracker, not of an
-        infofile; not with ``file_id``). The applies block the loop (a start,
+        anything; ``state_op(op)`` applies an operation on the tracker's own
+        state (a lease, a directory's owner, a peer's drain state: every one
+        not marked failed, in order; overwrites, so applying one again on a
+        checkpoint that has it changes nothing; not with ``file_id``). The applies block the loop (a start,
         a restore: rare).
 
         Raises
@@ -262,7 +270,7 @@ class OpLog:
         marks = await self.backend.marks(1)
         for e in entries:
             op = decode(e.payload, e.index)
-            if file_id is not None and (op.file_id != file_id or op.kind in LEASE_OPS):
+            if file_id is not None and (op.file_id != file_id or op.kind in LEASE_OPS or op.kind in TRACKER_OPS):
                 continue
             rep.read += 1
             rep.last_at = max(rep.last_at, op.at)
@@ -270,12 +278,13 @@ class OpLog:
             if mark < 0:  # failed, and its proposer was told
                 rep.unanswered += 1
                 continue
-            if op.kind in LEASE_OPS:
-                # Applied whether marked or not: a grant in flight at a crash was never
-                # answered, and the lease it made runs out within one TTL unused.
-                if lease_op is not None:
-                    lease_op(op)
-                    rep.leases += 1
+            if op.kind in LEASE_OPS or op.kind in TRACKER_OPS:
+                # Applied whether marked or not: one in flight at a crash was never answered
+                # (a lease it granted runs out within one TTL unused; a chmod or a drain its
+                # caller did not hear of is one it retries or sees in `status`).
+                if state_op is not None:
+                    state_op(op)
+                    rep.state_ops += 1
                 continue
             if op.kind in FILE_OPS:
                 if mark == 0 and not self.backend.applies_unmarked:  # may have been in flight, never answered

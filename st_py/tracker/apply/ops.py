@@ -44,7 +44,11 @@ INFOFILE_WRITES = frozenset(
 FILE_OPS = frozenset({"create_file", "delete_file"})
 # Operations on a file's writer lease, applied by st_py/tracker/leases.py
 # (replicated state: a restart or a failover keeps the lease).
-STATE_OPS = FILE_OPS | LEASE_OPS
+# Operations on the tracker's own state (tracker.db: a directory's owner, group
+# and mode; a directory removed; a peer's drain state), applied by
+# st_py/tracker/tracker_ops.py: a restart or a standby's election keeps them.
+TRACKER_OPS = frozenset({"set_dir", "remove_dir", "set_drain"})
+STATE_OPS = FILE_OPS | LEASE_OPS | TRACKER_OPS
 
 _VERSION = 1  # of the encoding below
 _INFOFILE = "infofile"

@@ -7,7 +7,11 @@ Keys of cluster ``C`` (``K`` = ``/storetorrent/C/``):
   (:mod:`st_py.tracker.log.election`); its ``create_revision`` is the term;
 - ``K + log/head``: the index of the last entry;
 - ``K + log/<index, 20 digits>``: each entry (:class:`Entry`'s encoding);
-- ``K + applied/<tracker id>``: the index each tracker applied (compaction).
+- ``K + applied/<tracker id>``: the index each tracker applied (compaction);
+- ``K + checkpoint``: the tracker's own state (directories' owners and
+  modes, peers' drain states) as of an index, written by the leader before
+  it compacts the entries below it: a standby elected later starts from it
+  and applies the entries after it.
 
 An append is one etcd transaction per batch that compares the election
 key's ``create_revision`` with the appender's term and ``head`` with the
@@ -54,6 +58,7 @@ class EtcdLog:
         self.head_key = p + b"log/head"
         self.entry_prefix = p + b"log/e/"
         self.applied_prefix = p + b"applied/"
+        self.checkpoint_key = p + b"checkpoint"
         self._head: int | None = None  # the head this appender last wrote or read
 
     def entry_key(self, index: int) -> bytes:
@@ -226,6 +231,43 @@ class EtcdLog:
 
         got = await self.session.call(get)
         return {kv.key[len(self.applied_prefix) :].decode(): int(kv.value) for kv in got}
+
+    async def put_checkpoint(self, term: int, index: int, blob: bytes) -> None:
+        """Keep ``blob``, the tracker's own state as of entry ``index``,
+        fenced by ``term`` like an append.
+
+        Raises
+        ------
+        FencedError
+            Another tracker leads: nothing was written.
+        """
+        value = b"%020d" % index + blob
+
+        async def txn(c: aetcd.Client):
+            t = c.transactions
+            return await c.transaction(
+                compare=[t.create(self.leader_key) == term],
+                success=[t.put(self.checkpoint_key, value)],
+                failure=[t.get(self.leader_key)],
+            )
+
+        ok, responses = await self.session.call(txn)
+        if not ok:
+            leader = responses[0][0] if responses and responses[0] else None
+            leader_term = int(leader[1].create_revision) if leader else 0
+            raise FencedError(term, leader_term, leader[0].decode() if leader else "")
+
+    async def checkpoint(self) -> tuple[int, bytes] | None:
+        """The last checkpoint: ``(index, blob)``, or None."""
+
+        async def get(c: aetcd.Client):
+            return await c.get(self.checkpoint_key)
+
+        got = await self.session.call(get)
+        if got is None:
+            return None
+        value = bytes(got.value)
+        return int(value[:20]), value[20:]
 
     async def compact(self, upto: int) -> None:
         """Drop the entries below ``upto`` (every replica applied them) and
