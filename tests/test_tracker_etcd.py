@@ -7,6 +7,7 @@ and the log in etcd brings it forward to every change acknowledged since."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -233,6 +234,19 @@ def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_
             assert sorted(f.names()) == ["a1", "a2", "doc"]
             assert (f.get("a1"), f.get("a2"), f.get("doc")) == (b"a1", b"a2", b"v3")
         assert b"elected leader" in (tmp_path / "standby.log").read_bytes()
+        # the operator's view (storetorrent status): who leads now, why, and etcd's members
+        out = subprocess.run(
+            [sys.executable, "-m", "st_py.cli", "status", "--format", "json", "--tracker", both],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+        view = json.loads(out)["metadata_log"]
+        assert [(t["addr"], t["role"]) for t in view["trackers"]] == [(f"127.0.0.1:{port_b}", "leader")], view
+        last = view["failovers"][0]
+        assert last["previous"] == cluster.tracker_addr and "lease ran out" in last["reason"], view
+        assert [m["healthy"] for m in view["members"]] == [True] * 3, view
         for name, recs in acked.items():
             with client.open(name) as f:
                 assert sorted(f.names()) == sorted(recs), name

@@ -359,7 +359,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s", "used_bytes", "filesystems", "records_short", "files_short", "records_pending", "short_age_s", "repair", "file_trackers", "failed_after_s", "records_lost", "records_waiting", "records_quarantined", "retained_bytes", "snapshots", "versions_short", "versions_lost")
+    __slots__ = ("peers", "files", "alive_peers", "failed_peers", "capacity_bytes", "free_bytes", "liveness_window_s", "used_bytes", "filesystems", "records_short", "files_short", "records_pending", "short_age_s", "repair", "file_trackers", "failed_after_s", "records_lost", "records_waiting", "records_quarantined", "retained_bytes", "snapshots", "versions_short", "versions_lost", "metadata_log")
     PEERS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     ALIVE_PEERS_FIELD_NUMBER: _ClassVar[int]
@@ -383,6 +383,7 @@ class StatusReply(_message.Message):
     SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_SHORT_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_LOST_FIELD_NUMBER: _ClassVar[int]
+    METADATA_LOG_FIELD_NUMBER: _ClassVar[int]
     peers: _containers.RepeatedCompositeFieldContainer[Peer]
     files: int
     alive_peers: int
@@ -406,7 +407,76 @@ class StatusReply(_message.Message):
     snapshots: int
     versions_short: int
     versions_lost: int
-    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ..., used_bytes: _Optional[int] = ..., filesystems: _Optional[int] = ..., records_short: _Optional[int] = ..., files_short: _Optional[int] = ..., records_pending: _Optional[int] = ..., short_age_s: _Optional[float] = ..., repair: _Optional[_Union[RepairStatus, _Mapping]] = ..., file_trackers: _Optional[_Iterable[_Union[FileTracker, _Mapping]]] = ..., failed_after_s: _Optional[float] = ..., records_lost: _Optional[int] = ..., records_waiting: _Optional[int] = ..., records_quarantined: _Optional[int] = ..., retained_bytes: _Optional[int] = ..., snapshots: _Optional[int] = ..., versions_short: _Optional[int] = ..., versions_lost: _Optional[int] = ...) -> None: ...
+    metadata_log: MetadataLogStatus
+    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., files: _Optional[int] = ..., alive_peers: _Optional[int] = ..., failed_peers: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., liveness_window_s: _Optional[float] = ..., used_bytes: _Optional[int] = ..., filesystems: _Optional[int] = ..., records_short: _Optional[int] = ..., files_short: _Optional[int] = ..., records_pending: _Optional[int] = ..., short_age_s: _Optional[float] = ..., repair: _Optional[_Union[RepairStatus, _Mapping]] = ..., file_trackers: _Optional[_Iterable[_Union[FileTracker, _Mapping]]] = ..., failed_after_s: _Optional[float] = ..., records_lost: _Optional[int] = ..., records_waiting: _Optional[int] = ..., records_quarantined: _Optional[int] = ..., retained_bytes: _Optional[int] = ..., snapshots: _Optional[int] = ..., versions_short: _Optional[int] = ..., versions_lost: _Optional[int] = ..., metadata_log: _Optional[_Union[MetadataLogStatus, _Mapping]] = ...) -> None: ...
+
+class MetadataLogStatus(_message.Message):
+    __slots__ = ("backend", "term", "last_index", "applied_index", "trackers", "members", "failovers")
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TRACKERS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    FAILOVERS_FIELD_NUMBER: _ClassVar[int]
+    backend: str
+    term: int
+    last_index: int
+    applied_index: int
+    trackers: _containers.RepeatedCompositeFieldContainer[TrackerReplica]
+    members: _containers.RepeatedCompositeFieldContainer[ConsensusMember]
+    failovers: _containers.RepeatedCompositeFieldContainer[Failover]
+    def __init__(self, backend: _Optional[str] = ..., term: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., trackers: _Optional[_Iterable[_Union[TrackerReplica, _Mapping]]] = ..., members: _Optional[_Iterable[_Union[ConsensusMember, _Mapping]]] = ..., failovers: _Optional[_Iterable[_Union[Failover, _Mapping]]] = ...) -> None: ...
+
+class TrackerReplica(_message.Message):
+    __slots__ = ("addr", "role", "term", "host", "pid", "applied_index", "up_s")
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    UP_S_FIELD_NUMBER: _ClassVar[int]
+    addr: str
+    role: str
+    term: int
+    host: str
+    pid: int
+    applied_index: int
+    up_s: float
+    def __init__(self, addr: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., applied_index: _Optional[int] = ..., up_s: _Optional[float] = ...) -> None: ...
+
+class ConsensusMember(_message.Message):
+    __slots__ = ("endpoint", "healthy", "detail", "raft_leader", "raft_index", "raft_term", "version")
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    RAFT_LEADER_FIELD_NUMBER: _ClassVar[int]
+    RAFT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    RAFT_TERM_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    endpoint: str
+    healthy: bool
+    detail: str
+    raft_leader: bool
+    raft_index: int
+    raft_term: int
+    version: str
+    def __init__(self, endpoint: _Optional[str] = ..., healthy: _Optional[bool] = ..., detail: _Optional[str] = ..., raft_leader: _Optional[bool] = ..., raft_index: _Optional[int] = ..., raft_term: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+
+class Failover(_message.Message):
+    __slots__ = ("term", "leader", "at", "previous", "reason")
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    term: int
+    leader: str
+    at: float
+    previous: str
+    reason: str
+    def __init__(self, term: _Optional[int] = ..., leader: _Optional[str] = ..., at: _Optional[float] = ..., previous: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class FileTracker(_message.Message):
     __slots__ = ("shard", "shards", "addr", "alive", "pid", "restarts", "uptime_s", "commits", "records")

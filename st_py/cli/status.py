@@ -98,6 +98,7 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
                     else None,
                     "peers": rows,
                     "file_trackers": _file_tracker_rows(st),
+                    "metadata_log": _metadata_log(st),
                     "durability": [dataclasses.asdict(d) for d in durability],
                 },
                 indent=1,
@@ -136,6 +137,7 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
         )
     if fmt == "table":
         _old_copies_lines(st)
+        _trackers_line(_metadata_log(st))
     if st.file_trackers and fmt == "table":  # csv: one table per output, the peers
         rows = [{**r, "pid": str(r["pid"])} for r in _file_tracker_rows(st)]  # a pid without a comma
         emit(
@@ -145,6 +147,68 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
             f"{st.file_trackers[0].shards} shards; shard 0: the tracker itself)",
             right=("shard", "pid", "up_s", "restarts", "commits", "records"),
         )
+
+
+def _metadata_log(st) -> dict:
+    """The serving tracker's metadata log, and with etcd the trackers, etcd
+    members and failovers (newest first), as plain data."""
+    m = st.metadata_log
+    return {
+        "backend": m.backend,
+        "term": m.term,
+        "last_index": m.last_index,
+        "applied_index": m.applied_index,
+        "trackers": [
+            {
+                "addr": t.addr,
+                "role": t.role,
+                "term": t.term,
+                "host": t.host,
+                "pid": t.pid,
+                "applied_index": t.applied_index,
+                "up_s": round(t.up_s, 1),
+            }
+            for t in m.trackers
+        ],
+        "members": [
+            {
+                "endpoint": e.endpoint,
+                "healthy": e.healthy,
+                "detail": e.detail,
+                "raft_leader": e.raft_leader,
+                "raft_index": e.raft_index,
+            }
+            for e in m.members
+        ],
+        "failovers": [
+            {"term": f.term, "leader": f.leader, "at": f.at, "previous": f.previous, "reason": f.reason}
+            for f in m.failovers
+        ],
+    }
+
+
+def _trackers_line(m: dict) -> None:
+    """With replicated trackers: who leads, the standbys, etcd's members and
+    the last failover, in two lines (nothing with the local log)."""
+    if not m["trackers"] and not m["members"]:
+        return
+    import time
+
+    def one(t: dict) -> str:
+        led = f" (term {t['term']}, applied {t['applied_index']})" if t["role"] == "leader" else ""
+        return f"{t['addr']} {t['role']}{led}"
+
+    ts = ", ".join(one(t) for t in m["trackers"])
+    healthy = [e for e in m["members"] if e["healthy"]]
+    bad = [f"{e['endpoint']} ({e['detail']})" for e in m["members"] if not e["healthy"]]
+    say(
+        ("trackers:", "green" if len(m["trackers"]) > 1 else "yellow"),
+        f" {ts or 'none listed yet'}; etcd members {len(healthy)}/{len(m['members'])} healthy"
+        + (f", not answering: {', '.join(bad)}" if bad else ""),
+    )
+    if m["failovers"]:
+        f = m["failovers"][0]
+        say(f"last election: term {f['term']}, {duration(max(0.0, time.time() - f['at']))} ago: {f['reason']}")
 
 
 def _old_copies_lines(st) -> None:

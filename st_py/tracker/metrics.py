@@ -316,6 +316,20 @@ class StateCollector(Collector):
             "st_tracker_log_appends", "metadata log append transactions (group appends)", value=lv["appends"]
         )
         yield CounterMetricFamily("st_tracker_log_entries", "metadata log entries appended", value=lv["entries"])
+        r = lv.get("replicas")
+        if r:  # with etcd: the replicated trackers (st_py/tracker/log/replicas.py)
+            yield GaugeMetricFamily(
+                "st_tracker_replicas", "trackers of this cluster running (leader, standbys)", value=len(r["trackers"])
+            )
+            members = GaugeMetricFamily(
+                "st_tracker_etcd_member_healthy", "1 if the etcd member answered a status request", labels=["endpoint"]
+            )
+            for m in r["members"]:
+                members.add_metric([m["endpoint"]], 1 if m["healthy"] else 0)
+            yield members
+            yield GaugeMetricFamily(
+                "st_tracker_log_elections", "elections kept in etcd (the last 20)", value=len(r["failovers"])
+            )
 
 
 class TrackerMetrics:

@@ -1342,6 +1342,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             failed_after_s=self.failed_after_s,
             short_age_s=h.age(),
             repair=self._repair_status(),
+            metadata_log=self._log_status(),
             file_trackers=self.file_trackers.status(self.shard_load) if self.file_trackers is not None else [],
         )
 
@@ -1413,6 +1414,31 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         await self._log_state("set_drain", p.peer_id, (request.drain_state,))
         log.info("%s set peer %s (%s) %s", user.name, p.addr, p.peer_id, request.drain_state or "in service")
         return pb.SetPeerStateReply(peer=self._peer_msg(0, p.peer_id, p.addr))
+
+    def _log_status(self) -> pb.MetadataLogStatus:
+        """The metadata log and, with etcd, the replicated trackers (OpLog.view)."""
+        v = self.oplog.view()
+        r = v.get("replicas") or {}
+        return pb.MetadataLogStatus(
+            backend=v["backend"],
+            term=v["term"],
+            last_index=v["last_index"],
+            applied_index=v["applied_index"],
+            trackers=[
+                pb.TrackerReplica(
+                    addr=t["addr"],
+                    role=t["role"],
+                    term=t.get("term", 0),
+                    host=t.get("host", ""),
+                    pid=t.get("pid", 0),
+                    applied_index=t.get("applied_index", 0),
+                    up_s=t.get("up_s", 0.0),
+                )
+                for t in r.get("trackers", [])
+            ],
+            members=[pb.ConsensusMember(**m) for m in r.get("members", [])],
+            failovers=[pb.Failover(**f) for f in r.get("failovers", [])],
+        )
 
     async def RestoreInfofile(self, request_iterator, context):
         """Recovery without the namespace: an infofile from a peer's mirror

@@ -236,6 +236,43 @@ def _reserved_for(n: int) -> str:
     return f" for {n:,} file{'' if n == 1 else 's'} being written" if n else ""
 
 
+def _replicas_html(m: dict[str, Any]) -> str:
+    """The replicated trackers' section (with etcd): trackers, etcd members,
+    elections; empty with the local log."""
+    r = m.get("replicas")
+    if not r:
+        return ""
+    e = html.escape
+    rows = "".join(
+        f'<tr><td>{e(t["addr"])}</td><td class="state-{"live" if t["role"] == "leader" else "draining"}">'
+        f'{e(t["role"])}</td><td class="n">{t.get("term", 0) or "&ndash;"}</td><td>{e(t.get("host", ""))}</td>'
+        f'<td class="n">{t.get("pid", 0)}</td><td class="n">{t.get("applied_index", 0):,}</td>'
+        f'<td class="n">{duration(t.get("up_s", 0.0))}</td></tr>'
+        for t in r["trackers"]
+    )
+    members = "".join(
+        f'<tr><td>{e(x["endpoint"])}</td><td class="state-{"live" if x["healthy"] else "failed"}">'
+        f"{'healthy' if x['healthy'] else 'not answering'}</td><td>{'raft leader' if x['raft_leader'] else ''}</td>"
+        f'<td class="n">{x["raft_index"]:,}</td><td class="wrap">{e(x["detail"])}</td></tr>'
+        for x in r["members"]
+    )
+    elections = "".join(
+        f'<tr><td class="n">{f["term"]}</td><td>{e(time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(f["at"])))}</td>'
+        f'<td>{e(f["leader"])}</td><td class="wrap">{e(f["reason"])}</td></tr>'
+        for f in r["failovers"]
+    )
+    return (
+        f'<h2>Trackers</h2><p class="meta">The metadata log is in {e(m["backend"])}; this tracker leads term '
+        f"{m['term']} and applied entry {m['applied_index']:,} of {m['last_index']:,}. Standbys apply the log "
+        'when elected.</p><table id="trackers"><tr><th>address</th><th>role</th><th>term</th><th>host</th>'
+        f"<th>pid</th><th>applied</th><th>up</th></tr>{rows}</table>"
+        '<table id="etcd-members"><tr><th>etcd member</th><th>health</th><th></th><th>raft index</th>'
+        f"<th>detail</th></tr>{members}</table>"
+        '<table id="elections"><tr><th>term</th><th>elected (UTC)</th><th>leader</th><th>why</th></tr>'
+        f"{elections}</table>"
+    )
+
+
 def render_html(s: dict[str, Any]) -> str:
     """The status page of :func:`snapshot`'s data: one HTML document, every
     value escaped, refreshed by the browser every ``REFRESH_S`` seconds."""
@@ -345,6 +382,7 @@ def render_html(s: dict[str, Any]) -> str:
 <h2>Peers</h2>
 {peers}
 {file_trackers}
+{_replicas_html(s["metadata_log"])}
 <h2>Recent failures</h2>
 {failures}
 <footer>Generated {e(s["generated_at"])}; refreshes every {REFRESH_S} s.

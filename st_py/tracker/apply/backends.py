@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # aetcd is the [ha] extra's: imported when an EtcdBackend sta
     from st_py.tracker.log.election import Election
     from st_py.tracker.log.etcd_log import EtcdLog
     from st_py.tracker.log.etcd_session import EtcdSession
+    from st_py.tracker.log.replicas import Replicas
 
 FAILED = -1  # the mark of an entry whose first apply failed (and said so)
 APPLIED = 1
@@ -130,6 +132,8 @@ class EtcdBackend:
         self.log: EtcdLog | None = None
         self.election: Election | None = None
         self.lost: asyncio.Event | None = None  # set when this tracker's term ends
+        self.replicas: Replicas | None = None  # the operator's view (st_py/tracker/log/replicas.py)
+        self.applied_through: Callable[[], int] = lambda: 0  # set by the OpLog that uses this log
 
     async def start(self) -> int:
         """Connect, check the cluster, win the election; return the term.
@@ -143,13 +147,23 @@ class EtcdBackend:
         from st_py.tracker.log.election import Election
         from st_py.tracker.log.etcd_log import EtcdLog
         from st_py.tracker.log.etcd_session import EtcdSession
+        from st_py.tracker.log.replicas import Replicas
 
         self.session = EtcdSession(self.endpoints)
         self.log = await EtcdLog.open(self.session, self.cluster_id, create=self.create)
+        self.replicas = Replicas(self.session, self.cluster_id, self.addr, lambda: self.applied_through())
+        await self.replicas.start()  # listed as a standby while it campaigns
         self.election = Election(self.session, self.cluster_id, self.addr, self.ttl)
         term = await self.election.campaign(timeout=self.campaign_s)
         self.lost = self.election.lost
+        await self.replicas.elected(term)
         return term
+
+    def view(self) -> dict | None:
+        """The trackers, failovers and etcd members as this leader last read
+        them (every few seconds), or None before the first read."""
+        v = self.replicas.last_view if self.replicas is not None else None
+        return v.as_dict() if v is not None else None
 
     def _l(self) -> EtcdLog:
         if self.log is None:
@@ -234,6 +248,8 @@ class EtcdBackend:
 
     async def aclose(self) -> None:
         """Resign and close the session."""
+        if self.replicas is not None:
+            await self.replicas.resigned()
         if self.election is not None:
             await self.election.resign()
         if self.session is not None:

@@ -103,6 +103,8 @@ class OpLog:
     async def start(self) -> int:
         """Open the log (with etcd: win the election); return the term.
         Raises what the backend's start raises."""
+        if isinstance(self.backend, EtcdBackend):
+            self.backend.applied_through = self.applied_through  # shown to operators (replicas.py)
         self.term = await self.backend.start()
         self.log_id = await self.backend.log_id()
         self._last = await self.backend.last_index()
@@ -200,8 +202,11 @@ class OpLog:
         the log is (``backend``: "local" or "etcd ..."), its identity, this
         tracker's term, the last index appended, the index through which
         every entry's apply ended, and the append transactions and entries
-        since the start."""
-        return {
+        since the start; with etcd, ``replicas``: the trackers (leader and
+        standbys, with the index each applied), the failovers with their
+        reason, newest first, and the etcd members' health (None until the
+        first read, a few seconds after the election)."""
+        out = {
             "backend": self.backend.describe,
             "log_id": self.log_id,
             "term": self.term,
@@ -210,6 +215,9 @@ class OpLog:
             "appends": self.appends,
             "entries": self.entries,
         }
+        if isinstance(self.backend, EtcdBackend):
+            out["replicas"] = self.backend.view()
+        return out
 
     def applied_through(self) -> int:
         """Every entry at or below this index has ended its apply."""
