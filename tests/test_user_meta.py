@@ -1,0 +1,60 @@
+"""A record version's user metadata (st_py/core/user_meta.py; docs/s3.md,
+"User metadata and Content-Type") against a real tracker and peers: sent
+with the commit, kept per version in the infofile's ``user_meta``, read
+back without reading the record, for older versions and snapshots too, and
+refused over its limit with nothing stored."""
+
+import pytest
+
+from st_py.core import user_meta
+from st_py.errors import BadMetadataError, MetadataTooLargeError
+
+
+def test_put_meta_is_kept_per_version_and_read_from_the_infofile(module_cluster):
+    c = module_cluster.client()
+    first = {"content-type": "text/plain", "owner": "alice"}
+    with c.create("/um/versions", "x2") as f:
+        f.put("a", b"one", meta=first)
+        f.put("plain", b"no metadata")
+        f.queue_put("q", b"queued", meta={"k": "v"})
+    with c.open("/um/versions") as f:
+        inf = f.infofile()
+        assert inf.user_meta_of("a") == first
+        assert inf.user_meta_of("plain") == {} and inf.user_meta_of("nothing") == {}
+        assert inf.user_meta_of("q") == {"k": "v"}
+        old = f.generation
+        f.put("a", b"two", replace=True, meta={"content-type": "image/png"})
+        f.flush()
+        assert f.infofile().user_meta_of("a") == {"content-type": "image/png"}
+        f.put("a", b"three", replace=True)  # a version without metadata has none
+        f.flush()
+        assert f.infofile().user_meta_of("a") == {}
+    with c.open("/um/versions", as_of=old) as f:  # the older version keeps what it had
+        assert f.get("a") == b"one"
+        assert f.infofile().user_meta_of("a") == first
+
+
+def test_striped_object_keeps_its_meta(module_cluster):
+    c = module_cluster.client()
+    with c.create("/um/objects", "x2") as f:
+        f.put_object("big", b"x" * 5000, stripe_size=1024, meta={"content-type": "application/x-big"})
+    with c.open("/um/objects") as f:
+        assert f.infofile().user_meta_of("big") == {"content-type": "application/x-big"}
+
+
+def test_too_large_or_bad_meta_is_refused_and_nothing_stored(module_cluster):
+    c = module_cluster.client()
+    big = {"k": "v" * user_meta.USER_LIMIT}
+    with c.create("/um/limits", "x2") as f:
+        with pytest.raises(MetadataTooLargeError) as e:
+            f.put("a", b"data", meta=big)
+        assert e.value.name == "a" and e.value.size == user_meta.USER_LIMIT + 1 and e.value.limit == 2048
+        with pytest.raises(MetadataTooLargeError):
+            f.put_object("o", b"y" * 3000, stripe_size=1024, meta=big)
+        with pytest.raises(BadMetadataError):
+            f.put("b", b"data", meta={"Upper": "x"})
+        # the standard headers do not count toward the user pairs' 2 KB
+        f.put("c", b"data", meta={"content-disposition": "x" * 3000, "k": "v" * 2047})
+    with c.open("/um/limits") as f:
+        assert f.names() == ["c"]
+        assert f.infofile().user_meta_of("c")["k"] == "v" * 2047
