@@ -58,3 +58,31 @@ def test_too_large_or_bad_meta_is_refused_and_nothing_stored(module_cluster):
     with c.open("/um/limits") as f:
         assert f.names() == ["c"]
         assert f.infofile().user_meta_of("c")["k"] == "v" * 2047
+
+
+def test_history_pruned_takes_its_metadata_and_older_files_read_none(tmp_path):
+    """The tracker's writer drops a past version's metadata with its
+    history; a file made before ``user_meta`` reads as having none, and the
+    writer adds the table when it opens it."""
+    import sqlite3
+
+    from st_py.core.infofile import InfofileReader
+    from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
+
+    path = tmp_path / "f"
+    create_infofile(path, {"file_id": 7, "copies": 2, "name": "/f"}, [(i, f"p{i}", f"h:{i}") for i in range(3)])
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE user_meta")  # as a file made before it existed
+    conn.commit()
+    conn.close()
+    assert InfofileReader(path).user_meta_of("a") == {}
+    w = InfofileWriter(path)
+    m1, m2 = user_meta.encode("a", {"k": "1"}), user_meta.encode("a", {"k": "2"})
+    w.commit([("a", 1, 1, [0, 1], set(), ".st-version/1", None, None, False, m1)])
+    w.commit([("a", 2, 2, [0, 1], set(), ".st-version/2", None, None, False, m2)])
+    rows = lambda: sorted(w.conn.execute("SELECT meta FROM user_meta").fetchall())  # noqa: E731
+    assert rows() == [(m1,), (m2,)]
+    w.prune(older_than=2e9)  # the past version (no snapshot holds it) goes, with its metadata
+    assert rows() == [(m2,)]
+    assert InfofileReader(path).user_meta_of("a") == {"k": "2"}
+    w.close()
