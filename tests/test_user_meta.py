@@ -34,6 +34,21 @@ def test_put_meta_is_kept_per_version_and_read_from_the_infofile(module_cluster)
         assert f.infofile().user_meta_of("a") == first
 
 
+def test_staged_records_carry_their_meta_to_the_job_commit(module_cluster):
+    c = module_cluster.client()
+    c.create("/um/staged", "x2").close()
+    f = c.open_staged("/um/staged")
+    try:
+        f.put("s", b"staged", meta={"content-type": "text/plain"})
+        f.flush()
+        staged = f.staged_commits()
+    finally:
+        f.close()
+    c.commit_staged("/um/staged", staged)
+    with c.open("/um/staged") as f:
+        assert f.infofile().user_meta_of("s") == {"content-type": "text/plain"}
+
+
 def test_striped_object_keeps_its_meta(module_cluster):
     c = module_cluster.client()
     with c.create("/um/objects", "x2") as f:
