@@ -101,3 +101,29 @@ def test_history_pruned_takes_its_metadata_and_older_files_read_none(tmp_path):
     assert rows() == [(m2,)]
     assert InfofileReader(path).user_meta_of("a") == {"k": "2"}
     w.close()
+
+
+def test_the_tracker_refuses_metadata_the_client_would_not_send(module_cluster):
+    """A commit whose metadata is too large or not an encoded map (a client
+    that skipped the check) is refused INVALID_ARGUMENT; nothing committed."""
+    import grpc
+
+    from st_py._proto import tracker_pb2 as pb
+
+    with module_cluster.client().create("/um/tracker", replication="x1") as f:
+        f.put("a.bin", b"a")
+        tracker, info = f._tracker, f.info
+        for bad, says in ((b"not json", "bad metadata"), (b'{"k":"' + b"v" * 2048 + b'"}', "over the limit")):
+            with pytest.raises(grpc.RpcError) as e:
+                tracker._stub.Commit(
+                    pb.CommitRequest(
+                        name="/um/tracker",
+                        file_id=info.file_id,
+                        user=tracker.user,
+                        records=[pb.RecordCommit(name="a.bin", size=1, crc32c=0, peer_idx=[0], meta=bad)],
+                    ),
+                    metadata=tracker._metadata,
+                )
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and says in e.value.details()
+    with module_cluster.client().open("/um/tracker") as f:
+        assert f.infofile().user_meta_of("a.bin") == {}
