@@ -1225,3 +1225,14 @@ def test_too_much_metadata_is_refused_and_nothing_stored(s3):
         s3.head_object(Bucket="exp", Key="meta/big")
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
     assert not s3.list_multipart_uploads(Bucket="exp", Prefix="meta/").get("Uploads")
+
+
+def test_aws_chunked_is_not_the_objects_content_encoding():
+    """``aws-chunked`` says how a body was sent (boto3 over https), not the
+    object's encoding: S3 leaves it out of the stored Content-Encoding."""
+    from st_integrations.s3.usermeta import from_headers, to_headers
+
+    assert from_headers({"content-encoding": ["aws-chunked"]}, "k") == {}
+    kept = from_headers({"content-encoding": ["gzip,aws-chunked"], "x-amz-meta-a": ["1"]}, "k")
+    assert kept == {"content-encoding": "gzip", "a": "1"}
+    assert to_headers(kept) == {"Content-Type": "binary/octet-stream", "Content-Encoding": "gzip", "x-amz-meta-a": "1"}
