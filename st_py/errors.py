@@ -691,3 +691,41 @@ class ReadOnlyError(StoreTorrentError):
     def __init__(self, message: str, file: str = "", as_of: int = 0):
         super().__init__(message)
         self.file, self.as_of = file, as_of
+
+
+class MetadataTooLargeError(StoreTorrentError, ValueError):
+    """A record's user metadata over what a version may keep
+    (:mod:`st_py.core.user_meta`; S3's 2 KB of user metadata).
+
+    Attributes
+    ----------
+    name : str
+        The record.
+    size : int
+        The metadata's bytes, counted as ``what`` says.
+    limit : int
+        The most allowed (bytes).
+    what : str
+        What was counted: ``"user pairs"`` (the UTF-8 bytes of the keys and
+        values that are not standard headers) or ``"encoded"`` (the whole
+        encoded map).
+    """
+
+    def __init__(self, name: str, size: int, limit: int, what: str = "user pairs"):
+        super().__init__(
+            f"record {name[:80]!r}: its metadata has {size:,} bytes of {what}, over the limit of {limit:,}: "
+            "keep fewer or shorter pairs (nothing was stored)"
+        )
+        self.name, self.size, self.limit, self.what = name, size, limit, what
+
+
+class BadMetadataError(StoreTorrentError, ValueError):
+    """User metadata that is not a map of non-empty lower-case names to
+    text (:mod:`st_py.core.user_meta`). Attributes: ``name`` (the record),
+    ``detail`` (what is wrong)."""
+
+    def __init__(self, name: str, detail: str):
+        super().__init__(
+            f"record {name[:80]!r}: bad metadata ({detail}): give a dict of lower-case names to str values"
+        )
+        self.name, self.detail = name, detail

@@ -71,5 +71,13 @@ def test_staged_records_are_handed_out_not_committed(cluster):
     assert r.count() == 0
     staged = gc.take_staged()
     assert [s["name"] for s in staged] == [f"s{i}" for i in range(30)]
-    assert staged[0] == {"name": "s0", "size": 3, "crc32c": 7, "peer_idx": [0], "schema": None, "logical_size": None}
+    assert staged[0] == {
+        "name": "s0",
+        "size": 3,
+        "crc32c": 7,
+        "peer_idx": [0],
+        "schema": None,
+        "logical_size": None,
+        "meta": b"",
+    }
     assert not gc.busy

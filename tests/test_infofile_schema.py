@@ -44,6 +44,7 @@ def test_schema_creates_every_table_and_index(tmp_path):
         "copy_history_by_peer_until",
         "pending_copies",
         "objects",
+        "user_meta",
         "commit_requests",
         "commit_requests_by_time",
         "schemas",

@@ -14,6 +14,7 @@ import sqlite3
 
 import pytest
 
+from st_py.core import user_meta
 from st_py.tracker.apply.applier import LogGapError, apply_infofile_op
 from st_py.tracker.apply.backends import LocalBackend
 from st_py.tracker.apply.oplog import OpLog
@@ -44,7 +45,8 @@ def _copy(src, dst) -> None:
 
 
 async def _random_history(c: Committer, rng: random.Random, steps: int, copies_at: dict[int, object]) -> None:
-    """Commits (some with pending copy ranks), deletes, snapshots, moves,
+    """Commits (some with pending copy ranks, some with user metadata), new
+    versions, history pruned, deletes, snapshots, moves,
     peerlist growth and meta changes, as the tracker's handlers make them;
     ``copies_at[step]`` is a path to copy the infofile to before that step."""
     names: list[str] = []
@@ -59,9 +61,20 @@ async def _random_history(c: Committer, rng: random.Random, steps: int, copies_a
                 n = f"d{rng.randint(0, 3)}/r{len(names) + len(batch):05d}"
                 peers = rng.sample(range(npeers), 2)
                 pending = {1} if rng.random() < 0.2 else set()
-                batch.append((n, rng.randint(1, 10_000), rng.getrandbits(32), peers, pending))
+                rec = (n, rng.randint(1, 10_000), rng.getrandbits(32), peers, pending)
+                if rng.random() < 0.3:  # with user metadata (element 9 of a commit's record)
+                    rec += ("", None, None, False, _meta(rng))
+                batch.append(rec)
             await c.commit(batch, request_id=f"req-{step}")
             names += [r[0] for r in batch]
+        elif roll < 0.52:  # a new version of a record, with other user metadata (or none)
+            n = rng.choice(names)
+            peers = rng.sample(range(npeers), 2)
+            meta = _meta(rng) if rng.random() < 0.7 else None
+            rec = (n, rng.randint(1, 10_000), rng.getrandbits(32), peers, set(), f".st-version/{step}", None, None)
+            await c.commit([(*rec, False, meta)], request_id=f"req-{step}")
+        elif roll < 0.55:  # history dropped (and its user metadata with it)
+            await c.write("prune", 2_000_000_000.0)
         elif roll < 0.6:
             gone = rng.sample(names, min(len(names), rng.randint(1, 5)))
             await c.write("delete_records", gone)
@@ -81,6 +94,11 @@ async def _random_history(c: Committer, rng: random.Random, steps: int, copies_a
             npeers += 1
         else:
             await c.set_meta({"mode": str(rng.choice([0o640, 0o600, 0o644]))})
+
+
+def _meta(rng: random.Random) -> bytes:
+    """An encoded user metadata map (st_py/core/user_meta.py)."""
+    return user_meta.encode("r", {"content-type": rng.choice(["text/plain", "image/png"]), "k": str(rng.random())})
 
 
 def _new_file(tmp_path):
@@ -122,6 +140,7 @@ def test_replay_brings_an_older_copy_to_the_state_the_log_made(tmp_path, seed):
 
     asyncio.run(run())
     final = _dump(path)
+    assert final["user_meta"], "the history committed user metadata"
     assert int(dict(sqlite3.connect(str(path)).execute("SELECT key, value FROM meta"))["log_index"]) > 0
     shutil.copy(path, tmp_path / "final")
     for label, old in [*((str(k), v) for k, v in olds.items()), ("final", tmp_path / "final")]:

@@ -1136,3 +1136,103 @@ def test_object_versions_and_time_travel(site, s3):
     with fs.open("exp/ver/a.txt", "rb", version_id=v2) as f:
         assert f.read() == b"two!"
     assert [v["VersionId"] for v in fs.object_version_info("exp/ver/a.txt")][1:] == [v2, v1]
+
+
+def test_content_type_and_user_metadata_per_version(site, s3):
+    """PUT keeps Content-Type, the content headers and ``x-amz-meta-*``
+    with the version; HEAD and GET answer them (HEAD from the infofile), an
+    older version (``VersionId``) keeps what it had after a PUT with other
+    metadata, and the StoreTorrent client reads the same map."""
+    cluster, ep, keys = site
+    v1 = s3.put_object(
+        Bucket="exp",
+        Key="meta/a.txt",
+        Body=b"one",
+        ContentType="text/plain",
+        CacheControl="max-age=60",
+        ContentDisposition='attachment; filename="a.txt"',
+        Metadata={"owner": "alice", "Run-Id": "7"},
+    )["VersionId"]
+    head = s3.head_object(Bucket="exp", Key="meta/a.txt")
+    assert head["ContentType"] == "text/plain" and head["Metadata"] == {"owner": "alice", "run-id": "7"}
+    assert head["CacheControl"] == "max-age=60" and head["ContentDisposition"] == 'attachment; filename="a.txt"'
+    got = s3.get_object(Bucket="exp", Key="meta/a.txt")
+    assert got["ContentType"] == "text/plain" and got["Metadata"] == {"owner": "alice", "run-id": "7"}
+    s3.put_object(Bucket="exp", Key="meta/a.txt", Body=b"two", ContentType="image/png", Metadata={"owner": "bob"})
+    head = s3.head_object(Bucket="exp", Key="meta/a.txt")
+    assert head["ContentType"] == "image/png" and head["Metadata"] == {"owner": "bob"}
+    old = s3.get_object(Bucket="exp", Key="meta/a.txt", VersionId=v1)
+    assert old["Body"].read() == b"one" and old["ContentType"] == "text/plain"
+    assert old["Metadata"] == {"owner": "alice", "run-id": "7"}
+    assert s3.head_object(Bucket="exp", Key="meta/a.txt", VersionId=v1)["Metadata"]["owner"] == "alice"
+    s3.put_object(Bucket="exp", Key="meta/plain", Body=b"x")
+    plain = s3.head_object(Bucket="exp", Key="meta/plain")
+    assert plain["ContentType"] == "binary/octet-stream" and plain["Metadata"] == {}
+    with cluster.client(api_key=keys["alice"]).open("/exp/meta") as f:
+        assert f.infofile().user_meta_of("a.txt") == {"content-type": "image/png", "owner": "bob"}
+
+
+def test_copy_object_metadata_directives(s3):
+    """CopyObject copies the source's metadata (``COPY``, the default) or
+    takes the request's (``REPLACE``)."""
+    s3.put_object(Bucket="exp", Key="meta/src", Body=b"src", ContentType="text/csv", Metadata={"a": "1"})
+    s3.copy_object(Bucket="exp", Key="meta/copied", CopySource="exp/meta/src")
+    h = s3.head_object(Bucket="exp", Key="meta/copied")
+    assert h["ContentType"] == "text/csv" and h["Metadata"] == {"a": "1"}
+    s3.copy_object(
+        Bucket="exp",
+        Key="meta/replaced",
+        CopySource="exp/meta/src",
+        MetadataDirective="REPLACE",
+        ContentType="application/json",
+        Metadata={"b": "2"},
+    )
+    h = s3.head_object(Bucket="exp", Key="meta/replaced")
+    assert h["ContentType"] == "application/json" and h["Metadata"] == {"b": "2"}
+    assert s3.get_object(Bucket="exp", Key="meta/replaced")["Body"].read() == b"src"
+
+
+def test_multipart_upload_keeps_the_metadata_of_its_creation(s3):
+    up = s3.create_multipart_upload(Bucket="exp", Key="meta/mp.bin", ContentType="video/mp4", Metadata={"c": "3"})
+    etag = s3.upload_part(Bucket="exp", Key="meta/mp.bin", UploadId=up["UploadId"], PartNumber=1, Body=b"p")["ETag"]
+    s3.complete_multipart_upload(
+        Bucket="exp",
+        Key="meta/mp.bin",
+        UploadId=up["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]},
+    )
+    got = s3.get_object(Bucket="exp", Key="meta/mp.bin")
+    assert got["Body"].read() == b"p" and got["ContentType"] == "video/mp4" and got["Metadata"] == {"c": "3"}
+
+
+def test_too_much_metadata_is_refused_and_nothing_stored(s3):
+    """Over S3's 2 KB of user metadata: ``MetadataTooLarge`` (400) on PUT,
+    CreateMultipartUpload and a REPLACE copy; nothing stored."""
+    big = {"k": "v" * 2048}  # 2049 bytes of names and values
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="exp", Key="meta/big", Body=b"x", Metadata=big)
+    assert code(e.value) == "MetadataTooLarge" and e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    with pytest.raises(ClientError) as e:
+        s3.create_multipart_upload(Bucket="exp", Key="meta/big", Metadata=big)
+    assert code(e.value) == "MetadataTooLarge"
+    s3.put_object(Bucket="exp", Key="meta/small", Body=b"x")
+    with pytest.raises(ClientError) as e:
+        s3.copy_object(
+            Bucket="exp", Key="meta/big", CopySource="exp/meta/small", MetadataDirective="REPLACE", Metadata=big
+        )
+    assert code(e.value) == "MetadataTooLarge"
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket="exp", Key="meta/big")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    assert not s3.list_multipart_uploads(Bucket="exp", Prefix="meta/").get("Uploads")
+
+
+def test_aws_chunked_is_not_the_objects_content_encoding():
+    """``aws-chunked`` says how a body was sent (boto3 over https), not the
+    object's encoding: S3 leaves it out of the stored Content-Encoding."""
+    from st_integrations.s3.usermeta import from_headers, to_headers
+
+    assert from_headers({"content-encoding": ["aws-chunked"]}, "k") == {}
+    kept = from_headers({"content-encoding": ["gzip,aws-chunked"], "x-amz-meta-a": ["1"]}, "k")
+    assert kept == {"content-encoding": "gzip", "a": "1"}
+    assert to_headers(kept) == {"Content-Type": "binary/octet-stream", "Content-Encoding": "gzip", "x-amz-meta-a": "1"}

@@ -131,7 +131,7 @@ class OpenRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
 
 class RecordCommit(_message.Message):
-    __slots__ = ("name", "size", "crc32c", "peer_idx", "pending_ranks", "stored_as", "schema", "logical_size", "new_only")
+    __slots__ = ("name", "size", "crc32c", "peer_idx", "pending_ranks", "stored_as", "schema", "logical_size", "new_only", "meta")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     CRC32C_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +141,7 @@ class RecordCommit(_message.Message):
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     LOGICAL_SIZE_FIELD_NUMBER: _ClassVar[int]
     NEW_ONLY_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
     name: str
     size: int
     crc32c: int
@@ -150,7 +151,8 @@ class RecordCommit(_message.Message):
     schema: int
     logical_size: int
     new_only: bool
-    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ..., stored_as: _Optional[str] = ..., schema: _Optional[int] = ..., logical_size: _Optional[int] = ..., new_only: _Optional[bool] = ...) -> None: ...
+    meta: bytes
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ..., stored_as: _Optional[str] = ..., schema: _Optional[int] = ..., logical_size: _Optional[int] = ..., new_only: _Optional[bool] = ..., meta: _Optional[bytes] = ...) -> None: ...
 
 class RecordSchema(_message.Message):
     __slots__ = ("format", "schema")
@@ -663,20 +665,22 @@ class RemoveDirReply(_message.Message):
     def __init__(self) -> None: ...
 
 class ObjectCommit(_message.Message):
-    __slots__ = ("name", "size", "stripe_size", "stripes", "crc32c", "schema")
+    __slots__ = ("name", "size", "stripe_size", "stripes", "crc32c", "schema", "meta")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     STRIPE_SIZE_FIELD_NUMBER: _ClassVar[int]
     STRIPES_FIELD_NUMBER: _ClassVar[int]
     CRC32C_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
     name: str
     size: int
     stripe_size: int
     stripes: int
     crc32c: int
     schema: int
-    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., stripe_size: _Optional[int] = ..., stripes: _Optional[int] = ..., crc32c: _Optional[int] = ..., schema: _Optional[int] = ...) -> None: ...
+    meta: bytes
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., stripe_size: _Optional[int] = ..., stripes: _Optional[int] = ..., crc32c: _Optional[int] = ..., schema: _Optional[int] = ..., meta: _Optional[bytes] = ...) -> None: ...
 
 class CommitObjectsRequest(_message.Message):
     __slots__ = ("name", "file_id", "objects", "user", "schemas")

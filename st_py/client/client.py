@@ -232,6 +232,7 @@ class Client:
                     peer_idx=r["peer_idx"],
                     schema=ref,
                     logical_size=r.get("logical_size"),
+                    meta=r.get("meta", b""),
                 )
                 for r, ref in zip(records, refs)
             ],

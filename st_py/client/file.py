@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import inspect
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import BinaryIO
 
 from st_py._proto import tracker_pb2 as pb
@@ -462,6 +462,7 @@ class StFile:
         callback: Callable[[str, Exception | None], None] | None = None,
         *,
         replace: bool = False,
+        meta: Mapping[str, str] | None = None,
         _holders: list[int] | None = None,
     ) -> Pending:
         """Queue a PUT of record ``name`` and return at once (paper 3.2).
@@ -484,6 +485,12 @@ class StFile:
             the old or the new version whole, never a mix (MORRIS 3.2;
             docs/replication.md, "Versioned records"). Takes the file's
             writer lease if this writer does not hold it.
+        meta : mapping of str to str, optional
+            The version's user metadata (``content-type`` and the other
+            standard content headers, and user pairs; rules and limits in
+            :mod:`st_py.core.user_meta`), committed with it and kept with
+            this version in the infofile (:meth:`InfofileReader.user_meta_of
+            <st_py.core.infofile.InfofileReader.user_meta_of>`).
 
         Returns
         -------
@@ -493,6 +500,8 @@ class StFile:
         Raises
         ------
         BadNameError, NotEnoughPeersError, RecordExistsError
+        MetadataTooLargeError, BadMetadataError
+            ``meta`` breaks :mod:`st_py.core.user_meta`'s rules (nothing is sent).
         RecordTooLargeError
             ``data`` is over ``STRIPE_THRESHOLD`` (64 MiB), more than a
             peer takes as one record: use :meth:`put` or :meth:`put_object`,
@@ -504,9 +513,9 @@ class StFile:
             tracker admits bytes as the group commits go, and commits the
             records before it): raised once, at the next put.
         """
-        return self._writer.queue_put(name, data, callback, replace=replace, holders=_holders)
+        return self._writer.queue_put(name, data, callback, replace=replace, holders=_holders, meta=meta)
 
-    def put(self, name: str, data: bytes, replace: bool = False) -> None:
+    def put(self, name: str, data: bytes, replace: bool = False, meta: Mapping[str, str] | None = None) -> None:
         """Store record ``name`` and wait until every copy is acknowledged.
 
         The record becomes visible to readers when its group is committed
@@ -515,10 +524,12 @@ class StFile:
         object instead (:meth:`put_object`, docs/striping.md), visible at
         once when this returns. ``replace=True`` stores a new version of
         the record under the file's writer lease (:meth:`queue_put`).
+        ``meta``: the version's user metadata (:meth:`queue_put`).
 
         Raises
         ------
         BadNameError, RecordExistsError, NotEnoughPeersError, PeerError
+        MetadataTooLargeError, BadMetadataError
         LeaseHeldError, LeaseLostError
             ``replace=True``: another writer holds the lease; this one's ran out.
         """
@@ -528,16 +539,17 @@ class StFile:
                     f"{name!r}: data over {STRIPE_THRESHOLD} bytes is a striped object, and "
                     "objects cannot be replaced; delete it and put it again"
                 )
-            self._objects.put_object(name, data)
+            self._objects.put_object(name, data, meta=meta)
             return
-        self._writer.put(name, data, replace)
+        self._writer.put(name, data, replace, meta)
 
     def staged_commits(self) -> list[dict]:
         """The records acknowledged by every holder but not committed, of a
         file opened with ``stage=True``, as plain dicts ``{"name", "size",
-        "crc32c", "peer_idx", "schema", "logical_size"}`` (``size`` as
+        "crc32c", "peer_idx", "schema", "logical_size", "meta"}`` (``size`` as
         stored, ``logical_size`` the user's bytes; peer indexes by copy rank;
-        ``schema`` the record's ``(format, Arrow IPC schema)`` or None);
+        ``schema`` the record's ``(format, Arrow IPC schema)`` or None;
+        ``meta`` its encoded user metadata, ``b""``: none);
         they are taken out of the file. Commit them with :meth:`Client.commit_staged`.
 
         Raises
@@ -764,6 +776,7 @@ class StFile:
         stripe_size: int = DEFAULT_STRIPE_SIZE,
         stripe_width: int | None = None,
         local_share: float = 1.0,
+        meta: Mapping[str, str] | None = None,
     ) -> ObjectMeta:
         """Store ``data`` as striped object ``name`` and make it visible.
 
@@ -789,6 +802,9 @@ class StFile:
             what the peer's announced free space holds when the object's
             size is known up front. Ignored for other files, and when this
             node has no usable peer.
+        meta : mapping of str to str, optional
+            The object's user metadata (as :meth:`queue_put`'s), committed
+            with the object.
 
         Returns
         -------
@@ -799,8 +815,10 @@ class StFile:
         RecordExistsError
             A record or object of that name is committed (write-once).
         NotEnoughPeersError, PeerError, BadNameError
+        MetadataTooLargeError, BadMetadataError
+            ``meta`` breaks the rules of :mod:`st_py.core.user_meta` (nothing is stored).
         """
-        return self._objects.put_object(name, data, stripe_size, stripe_width, local_share)
+        return self._objects.put_object(name, data, stripe_size, stripe_width, local_share, meta)
 
     def get_object(self, obj: ObjectMeta) -> bytes:
         """The whole object, its stripes fetched in parallel (each from its

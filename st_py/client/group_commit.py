@@ -303,7 +303,8 @@ class GroupCommitter:
 
     def take_staged(self) -> list[dict]:
         """The waiting records as plain dicts ``{"name", "size", "crc32c",
-        "peer_idx", "schema", "logical_size"}`` (``size`` as stored,
+        "peer_idx", "schema", "logical_size", "meta"}`` (``size`` as stored,
+        ``meta`` the encoded user metadata, ``b""``: none;
         ``logical_size`` the user's bytes; ``schema``: ``(format, Arrow IPC
         schema)`` or None), taken out (``stage=True``)."""
         out = [
@@ -314,6 +315,7 @@ class GroupCommitter:
                 "peer_idx": list(op.peers),
                 "schema": getattr(op, "schema", None),
                 "logical_size": getattr(op, "logical_size", None),
+                "meta": getattr(op, "meta", b""),
             }
             for op in self.waiting
         ]
@@ -374,6 +376,7 @@ def _records(group: list) -> tuple[list, list]:
                 new_only=getattr(op, "new_only", False),
                 schema=ref,
                 logical_size=getattr(op, "logical_size", None),
+                meta=getattr(op, "meta", b""),
             )
         )
     return out, schemas

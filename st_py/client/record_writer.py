@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from st_py.client.file_context import FileContext
 from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.versions import Versions
+from st_py.core import user_meta
 from st_py.core.history import has_history, retained_on
 from st_py.core.infofile import STRIPE_PREFIX, VERSION_PREFIX, stripe_name
 from st_py.core.record_names import NameTree, check_new_name, conflict_error, name_bytes
@@ -92,6 +93,7 @@ class PutOp:
     logical_size: int | None = None  # the user's bytes, before the file's filters (size: as stored)
     seq: int = 0  # this handle's put number (which puts a quota refusal already told of)
     new_only: bool = False  # stored_as is a name of its own for a new record, not a replacement
+    meta: bytes = b""  # the version's user metadata, encoded (st_py/core/user_meta.py); b"": none
     attempt: int = 0  # bumped when the op is sent again under another name: older replies are ignored
 
 
@@ -145,6 +147,7 @@ class RecordWriter:
         *,
         replace: bool = False,
         holders: list[int] | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> Pending:
         """Queue a PUT of record ``name`` (see :meth:`st_py.client.file.StFile.queue_put`);
         ``holders``: a stripe of an object, placed by ``put_object``."""
@@ -153,6 +156,7 @@ class RecordWriter:
         ctx.renew_capability()
         ctx.check_may_write()
         self.raise_quota()
+        meta_b = user_meta.encode(name, meta)  # refused before anything is sent
         name_b, stored_as = self.check_name(name, len(data), replace, stripe=holders is not None)
         data = bytes(data) if not isinstance(data, bytes) else data
         # the record's format and schema, of its plaintext, for the infofile:
@@ -176,6 +180,7 @@ class RecordWriter:
             schema=schema,
             logical_size=logical_size,
             seq=self._put_seq + 1,
+            meta=meta_b,
         )
         self._put_seq += 1
         if holders is None:
@@ -273,10 +278,10 @@ class RecordWriter:
             ctx.transport.poll(0)
         ctx.committer.pump()
 
-    def put(self, name: str, data: bytes, replace: bool = False) -> None:
+    def put(self, name: str, data: bytes, replace: bool = False, meta: Mapping[str, str] | None = None) -> None:
         """Queue a PUT of record ``name`` and wait until every copy is
         acknowledged (see :meth:`st_py.client.file.StFile.put`)."""
-        pending = self.queue_put(name, data, replace=replace)
+        pending = self.queue_put(name, data, replace=replace, meta=meta)
         try:
             pending.result()
         except StoreTorrentError as e:  # told here: flush and close do not report it again

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
@@ -36,6 +37,7 @@ from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.reader import RecordReader
 from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter
+from st_py.core import user_meta
 from st_py.core.infofile import STRIPE_PREFIX, ObjectMeta, stripe_name
 from st_py.core.placement import choose_holders, fit_local_share, stripe_holders
 from st_py.core.record_names import check_new_name
@@ -106,10 +108,12 @@ class Objects:
         stripe_size: int = DEFAULT_STRIPE_SIZE,
         stripe_width: int | None = None,
         local_share: float = 1.0,
+        meta: Mapping[str, str] | None = None,
     ) -> ObjectMeta:
         """Store striped object ``name``: :meth:`st_py.client.file.StFile.put_object` (the public docstring)."""
         ctx = self.ctx
         ctx.check_open()
+        meta_b = user_meta.encode(name, meta)  # refused before any stripe is stored
         if stripe_size <= 0 or stripe_size > 64 << 20:
             raise BadNameError(f"stripe_size {stripe_size} must be 1 byte to 64 MiB")
         if not 0 <= local_share <= 1:
@@ -170,7 +174,17 @@ class Objects:
             "commit_objects",
             ctx.name,
             ctx.file_id,
-            [pb.ObjectCommit(name=name, size=size, stripe_size=stripe_size, stripes=index, crc32c=crc, schema=refs[0])],
+            [
+                pb.ObjectCommit(
+                    name=name,
+                    size=size,
+                    stripe_size=stripe_size,
+                    stripes=index,
+                    crc32c=crc,
+                    schema=refs[0],
+                    meta=meta_b,
+                )
+            ],
             schemas=schemas,
         )
         if reply.conflicts:  # ... then the object, in one transaction

@@ -33,6 +33,7 @@ from st_py.core.infofile import (
     ObjectMeta,
     RecordMeta,
     prefix_upper,
+    read_user_meta,
 )
 from st_py.errors import InvalidOptionError, SnapshotExpiredError, SnapshotNotFoundError
 
@@ -679,6 +680,22 @@ class AsOf:
             f"SELECT size, crc32c, committed_at, logical_size FROM ({self._visible()}) WHERE name = ?2",
             (self.as_of, name),
         ).fetchone()
+
+    def user_meta_of(self, name: str) -> dict[str, str]:
+        """The user metadata of the version of record or object ``name``
+        current at this generation (as
+        :meth:`InfofileReader.user_meta_of`): the metadata that version
+        was committed with, ``{}`` if none."""
+        objs = self._objects()
+        versions = f"SELECT commit_seq FROM ({self._visible()}) WHERE name = ?2"
+        if objs is not None:
+            versions += f" UNION ALL SELECT commit_seq FROM ({objs}) WHERE name = ?2"
+        return read_user_meta(
+            self.conn,
+            name,
+            f"SELECT meta FROM user_meta WHERE name = ?2 AND commit_seq IN ({versions})",
+            (self.as_of, name),
+        )
 
     def records_between(self, lo: str, hi: str | None = None) -> list[tuple]:
         """``(name, size, crc32c, committed_at, logical_size)`` of the

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from st_py.core import user_meta
+
 FORMAT = "storetorrent-infofile"
 FORMAT_VERSION = 2
 # A file with a replaced record (docs/infofile.md, "Versions"): peers that do
@@ -162,6 +164,18 @@ def name_stats(conn: "sqlite3.Connection | _ReadOnlyConnection") -> tuple[int, i
     except sqlite3.OperationalError:  # a file made before striping
         pass
     return int(n), int(b)
+
+
+def read_user_meta(conn, name: str, sql: str, args: tuple) -> dict[str, str]:
+    """The decoded ``user_meta`` row that the query ``sql`` (one column:
+    meta) finds for ``name``, or ``{}``: none, or a file made before the
+    table existed. The readers' one decoding of the table (this module's and
+    :class:`st_py.core.history.AsOf`'s ``user_meta_of``)."""
+    try:
+        row = conn.execute(sql, args).fetchone()
+    except sqlite3.OperationalError:  # made before user_meta (or objects) existed: none
+        return {}
+    return user_meta.decode(name, row[0]) if row else {}
 
 
 def user_bytes(conn: "sqlite3.Connection | _ReadOnlyConnection") -> int:
@@ -688,6 +702,21 @@ class InfofileReader:
         except sqlite3.OperationalError:
             return []
         return [ObjectMeta(*r) for r in rows]
+
+    def user_meta_of(self, name: str) -> dict[str, str]:
+        """The user metadata (content type, user pairs:
+        :mod:`st_py.core.user_meta`) of the current version of record or
+        striped object ``name``: ``{}`` if it has none, no such name is
+        committed, or the file was made before ``user_meta`` existed. One
+        primary-key probe; no record is read."""
+        return read_user_meta(
+            self.conn,
+            name,
+            "SELECT m.meta FROM user_meta m JOIN records r ON r.name = m.name AND r.commit_seq = m.commit_seq "
+            "WHERE m.name = ?1 UNION ALL SELECT m.meta FROM user_meta m JOIN objects o ON o.name = m.name "
+            "AND o.commit_seq = m.commit_seq WHERE m.name = ?1",
+            (name,),
+        )
 
     def stats(self) -> tuple[int, int]:
         """``(names, bytes)``: see :func:`name_stats`."""

@@ -113,6 +113,14 @@ CREATE TABLE objects(                -- striped objects (docs/striping.md): the
   schema_id    INTEGER                 -- as records.schema_id
 ) WITHOUT ROWID;
 
+CREATE TABLE user_meta(              -- a record's or object's version's user
+  name       TEXT NOT NULL,            -- metadata (content type, user pairs;
+  commit_seq INTEGER NOT NULL,         -- st_py/core/user_meta.py): the version
+  meta       BLOB NOT NULL,            -- is the row of records, objects or their
+  PRIMARY KEY(name, commit_seq)        -- history with this name and commit_seq;
+) WITHOUT ROWID;                       -- pruned with it. No row: none (absent in
+                                       -- files made before it existed)
+
 -- Format 4: history and snapshots (docs/snapshots.md). A version that stops
 -- being current (replaced or deleted at generation `until`) keeps its row
 -- here and its copies' rows in retained_copies (until = the same

@@ -202,6 +202,11 @@ OBJECTS_SQL = (
     "commit_seq INTEGER NOT NULL, committed_at REAL NOT NULL) WITHOUT ROWID"
 )
 
+USER_META_SQL = (
+    "CREATE TABLE IF NOT EXISTS user_meta(name TEXT NOT NULL, commit_seq INTEGER NOT NULL, "
+    "meta BLOB NOT NULL, PRIMARY KEY(name, commit_seq)) WITHOUT ROWID"
+)
+
 COMMIT_REQUESTS_SQL = (
     "CREATE TABLE IF NOT EXISTS commit_requests(request_id TEXT PRIMARY KEY, "
     "generation INTEGER NOT NULL, at REAL NOT NULL) WITHOUT ROWID; "
@@ -291,6 +296,7 @@ class InfofileWriter:
         self.conn.execute(PENDING_COPIES_SQL)
         self.conn.execute(QUARANTINED_COPIES_SQL)
         self.conn.execute(OBJECTS_SQL)
+        self.conn.execute(USER_META_SQL)
         self.conn.executescript(COMMIT_REQUESTS_SQL)
         for table, column, decl in VERSION_COLUMNS:
             have = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
@@ -447,10 +453,13 @@ class InfofileWriter:
 
     def commit(self, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
         """Group commit: add ``records`` (name, size, crc32c, peer_idx per copy
-        rank[, pending ranks[, stored_as[, (format, schema)]]]) in one
+        rank[, pending ranks[, stored_as[, (format, schema)[, logical_size[,
+        new_only[, user metadata]]]]]]) in one
         transaction (paper 3.5). The ``(format, Arrow IPC schema)`` of a
         record goes to the ``schemas`` table once and the record points to it
-        (docs/infofile.md, "Record schemas").
+        (docs/infofile.md, "Record schemas"). User metadata (bytes of
+        :mod:`st_py.core.user_meta`; None or empty: none) goes to
+        ``user_meta`` under the version's name and commit_seq.
 
         A record already committed (or earlier in this batch, which merges
         the requests of several clients) with the same size and CRC counts as
@@ -490,6 +499,7 @@ class InfofileWriter:
                 existing[name] = (size, crc)
         now = _now()
         new_rows: list[tuple] = []
+        meta_rows: list[tuple] = []  # (name, commit_seq, user metadata) of the versions that have some
         copy_rows: list[tuple] = []
         conflicts: list[Conflict] = []
         pending_rows: list[tuple] = []
@@ -537,6 +547,8 @@ class InfofileWriter:
                     (rec[5] or None) if len(rec) > 5 else None,  # new_only: a name of its own on the peers
                 )
             )
+            if len(rec) > 9 and rec[9]:
+                meta_rows.append((name, gen, rec[9]))
             for rank, p in enumerate(peer_idx):
                 (pending_rows if rank in pending else copy_rows).append((name, rank, p, gen))
         if new_rows:
@@ -549,6 +561,7 @@ class InfofileWriter:
             c.executemany(
                 "INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", pending_rows
             )
+            c.executemany("INSERT INTO user_meta(name, commit_seq, meta) VALUES (?, ?, ?)", meta_rows)
         replaced = self._commit_versions(c, versions, gen, now, schema_ids, conflicts) if versions else set()
         if not versions and self._delta == (0, 0):  # only new records: the change is known exactly
             self._delta = (
@@ -614,6 +627,8 @@ class InfofileWriter:
                     "version = ?, stored_as = ?, schema_id = ?, logical_size = ? WHERE name = ?",
                     (size, crc, gen, now, old[0] + 1, stored_as, sid, logical, name),
                 )
+            if len(rec) > 9 and rec[9]:  # the new version's user metadata (the old one's stays with it)
+                c.execute("INSERT INTO user_meta(name, commit_seq, meta) VALUES (?, ?, ?)", (name, gen, rec[9]))
             for rank, p in enumerate(peer_idx):
                 table = "pending_copies" if rank in pending else "copies"
                 c.execute(
@@ -694,7 +709,7 @@ class InfofileWriter:
 
     def commit_objects(self, objects: list[tuple]) -> tuple[int, int, list[Conflict]]:
         """Make striped objects ``(name, size, stripe_size, stripes, crc32c[,
-        (format, schema)])`` visible, in one transaction: an object is committed only if every
+        (format, schema)[, user metadata]])`` visible, in one transaction: an object is committed only if every
         one of its stripe records is (docs/striping.md). Names are write-once
         across records and objects; the same object again is a retry.
 
@@ -736,6 +751,8 @@ class InfofileWriter:
                     "schema_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (name, size, stripe_size, stripes, crc, gen, now, sid),
                 )
+                if len(obj) > 6 and obj[6]:
+                    c.execute("INSERT INTO user_meta(name, commit_seq, meta) VALUES (?, ?, ?)", (name, gen, obj[6]))
                 added += 1
             if added:
                 _set_generation(c, gen)
@@ -884,6 +901,13 @@ class InfofileWriter:
             f"AND until_at < ? AND NOT {held})",
             (cutoff,),
         )
+        # and so does its user metadata (the row of the same name and commit_seq)
+        for table in ("record_history", "object_history"):
+            c.execute(
+                f"DELETE FROM user_meta WHERE EXISTS (SELECT 1 FROM {table} WHERE {table}.name = user_meta.name "
+                f"AND {table}.commit_seq = user_meta.commit_seq AND until_at < ? AND NOT {_HELD.format(v=table)})",
+                (cutoff,),
+            )
         dropped = c.execute(f"DELETE FROM record_history WHERE until_at < ? AND NOT {held}", (cutoff,)).rowcount
         c.execute(
             f"DELETE FROM object_history WHERE until_at < ? AND NOT {_HELD.format(v='object_history')}", (cutoff,)

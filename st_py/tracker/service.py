@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from st_py._proto import tracker_pb2 as pb
 from st_py._proto import tracker_pb2_grpc as pb_grpc
-from st_py.core import capability, namespace
+from st_py.core import capability, namespace, user_meta
 from st_py.core.copy_health import DEFAULT_FAILED_AFTER_S
 from st_py.core.filters import check_filters
 from st_py.core.infofile import InfofileReader
@@ -32,7 +32,7 @@ from st_py.core.placement import DEFAULT_BLOCKSIZE, DEFAULT_POLICY, check_policy
 from st_py.core.record_format import FORMATS, ignored, load_schema
 from st_py.core.replication import DEFAULT_PROTOCOL, check_protocol
 from st_py.core.replication import copies as class_copies
-from st_py.errors import ERROR_KIND_KEY, BadNameError
+from st_py.errors import ERROR_KIND_KEY, BadMetadataError, BadNameError, MetadataTooLargeError
 
 from .access import DEFAULT_FILE_MODE, AccessError, Owner, R, User, Users, W, may, mode_text
 from .admission import Admissions, meta_of
@@ -612,6 +612,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                     grpc.StatusCode.INVALID_ARGUMENT,
                     f"record {r.name!r}: schema {r.schema} is not among the request's {len(schemas)} schemas",
                 )
+            await _check_user_meta(context, r.name, r.meta)
             batch.append(
                 (
                     r.name,
@@ -624,6 +625,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                     schemas[r.schema - 1] if r.schema and not ignored(r.name) else None,
                     r.logical_size if r.HasField("logical_size") else None,
                     r.new_only,
+                    r.meta or None,  # the version's user metadata (st_py/core/user_meta.py)
                 )
             )
         refused: list[str] = []
@@ -1055,9 +1057,12 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 o.stripes,
                 o.crc32c,
                 schemas[o.schema - 1] if o.schema and not ignored(o.name) else None,
+                o.meta or None,
             )
             for o in request.objects
         ]
+        for o in request.objects:
+            await _check_user_meta(context, o.name, o.meta)
         if any(o[2] <= 0 for o in objs):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object needs a positive stripe_size")
         gen, added, conflicts = await c.write("commit_objects", objs)
@@ -1592,3 +1597,15 @@ async def refuse_if_snapshots(context, name: str, snapshots: list[tuple]) -> Non
             f"(storetorrent snapshot delete {name} NAME)",
             trailing_metadata=((ERROR_KIND_KEY, "snapshot-held"), ("st-snapshots", "\n".join(names))),
         )
+
+
+async def _check_user_meta(context, name: str, meta: bytes) -> None:
+    """Abort the call (INVALID_ARGUMENT) if ``meta``, a commit's user
+    metadata of ``name``, is not what :mod:`st_py.core.user_meta` encodes
+    (a client checks it first; this keeps a bad one out of the infofile)."""
+    if not meta:
+        return
+    try:
+        user_meta.decode(name, meta)
+    except (BadMetadataError, MetadataTooLargeError) as e:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))

@@ -32,6 +32,7 @@ from .errors import S3Error, from_storetorrent
 from .listing import list_bucket
 from .objhttp import not_modified, object_headers, parse_copy_range, parse_range
 from .ops import ObjectStat, Ops
+from .usermeta import from_headers
 
 log = logging.getLogger("storetorrent.s3")
 EMPTY_MD5 = '"d41d8cd98f00b204e9800998ecf8427e"'  # the ETag of a directory marker (an empty object)
@@ -303,14 +304,15 @@ class S3App:
         if m == "PUT":
             if "x-amz-copy-source" in headers:
                 return await self._copy(ops, bucket, key, headers)
-            data, _ = await self._body(request, headers)
+            data, _ = await self._body(request, headers)  # read first: the connection stays in step
+            meta = from_headers(headers, key)
             if key.endswith("/") and not data:  # a directory marker: directories are implicit here
                 await run_in_threadpool(ops.need_bucket, bucket)
                 return Response(status_code=200, headers={"ETag": EMPTY_MD5})
             if_none = (headers.get("if-none-match") or [""])[0].strip()
             if if_none and if_none != "*":
                 raise S3Error("NotImplemented", "a PUT's If-None-Match takes only '*'", key)
-            st = await run_in_threadpool(ops.put_object, bucket, key, data, if_none == "*")
+            st = await run_in_threadpool(ops.put_object, bucket, key, data, if_none == "*", meta)
             h = {"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)}
             if st.version_id is not None:
                 h["x-amz-version-id"] = str(st.version_id)
@@ -356,11 +358,17 @@ class S3App:
 
     async def _copy(self, ops: Ops, bucket: str, key: str, headers) -> Response:
         """CopyObject: the source's bytes stored at ``key`` (read with the
-        caller's rights; metadata is not kept, so no directive applies)."""
+        caller's rights) with the source's metadata
+        (``x-amz-metadata-directive: COPY``, the default) or the request's
+        (``REPLACE``)."""
+        directive = (headers.get("x-amz-metadata-directive") or ["COPY"])[0].strip().upper()
+        if directive not in ("COPY", "REPLACE"):
+            raise S3Error("InvalidArgument", f"unknown metadata directive {directive!r}: COPY or REPLACE", key)
+        meta = from_headers(headers, key) if directive == "REPLACE" else None
         src_bucket, src_key = _copy_source(headers, key)
-        _, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key)
+        src, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key)
         assert data is not None  # no decide: the whole object
-        st = await run_in_threadpool(ops.put_object, bucket, key, data)
+        st = await run_in_threadpool(ops.put_object, bucket, key, data, False, src.meta if meta is None else meta)
         inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
         return self._xml(xml.doc("CopyObjectResult", inner))
 
@@ -388,7 +396,7 @@ class S3App:
         m = request.method
         ids = xml.el("Bucket", bucket) + xml.el("Key", key)
         if m == "POST" and "uploads" in query:
-            upload_id = await run_in_threadpool(mp.create, bucket, key)
+            upload_id = await run_in_threadpool(mp.create, bucket, key, from_headers(headers, key))
             return self._xml(xml.doc("InitiateMultipartUploadResult", ids + xml.el("UploadId", upload_id)))
         upload_id = query.get("uploadId", "")
         if m == "PUT":

@@ -27,6 +27,7 @@ STATUS = {
     "InvalidRequest": 400,
     "KeyTooLongError": 400,
     "MalformedXML": 400,
+    "MetadataTooLarge": 400,
     "MethodNotAllowed": 405,
     "MissingContentLength": 411,
     "NoSuchBucket": 404,
@@ -69,7 +70,9 @@ class S3Error(StoreTorrentError):
 def from_storetorrent(e: StoreTorrentError, resource: str = "") -> S3Error:
     """The S3 error a StoreTorrent error is to a client."""
     from st_py.errors import (
+        BadMetadataError,
         BadNameError,
+        MetadataTooLargeError,
         NotAuthenticatedError,
         NotEnoughPeersError,
         PermissionDeniedError,
@@ -90,6 +93,10 @@ def from_storetorrent(e: StoreTorrentError, resource: str = "") -> S3Error:
         return S3Error("KeyTooLongError" if e.too_long else "InvalidArgument", str(e), resource)
     if isinstance(e, (PermissionDeniedError, NotAuthenticatedError)):
         return S3Error("AccessDenied", str(e), resource)
+    if isinstance(e, MetadataTooLargeError):
+        return S3Error("MetadataTooLarge", str(e), resource)
+    if isinstance(e, BadMetadataError):
+        return S3Error("InvalidArgument", str(e), resource)
     if isinstance(e, QuotaExceededError):
         return S3Error("QuotaExceeded", str(e), resource)
     if isinstance(e, (RecordNotFoundError, StFileNotFoundError)):

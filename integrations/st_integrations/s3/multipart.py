@@ -76,14 +76,16 @@ class Multipart:
             raise
         return h
 
-    def create(self, bucket: str, key: str) -> str:
-        """Start an upload of ``key``; its upload id (32 hex)."""
+    def create(self, bucket: str, key: str, meta: dict[str, str] | None = None) -> str:
+        """Start an upload of ``key`` whose object will have the user
+        metadata ``meta`` (kept with the upload's ``key`` record, given to
+        the object at :meth:`complete`); its upload id (32 hex)."""
         self.ops.need_bucket(bucket)
         check_key(key)
         self.ops.keys.resolve(bucket, key)  # refuse a key that names a file or directory now, not at Complete
         upload_id = secrets.token_hex(16)
         with self.client.create(self._file(bucket, upload_id), self.ops.replication) as h:
-            h.put("key", key.encode("utf-8", "surrogatepass"))
+            h.put("key", key.encode("utf-8", "surrogatepass"), meta=meta)
         return upload_id
 
     def check(self, bucket: str, key: str, upload_id: str, number: int) -> None:
@@ -154,9 +156,10 @@ class Multipart:
                     raise S3Error("EntityTooSmall", f"part {number} is under 5 MiB and not the last", upload_id)
                 names.append(got[0])
             data = b"".join(h.get(name) for name in names)
+            meta = h.infofile().user_meta_of("key")  # CreateMultipartUpload's
         finally:
             h.close()
-        st = self.ops.put_object(bucket, key, data)
+        st = self.ops.put_object(bucket, key, data, meta=meta)
         self.abort(bucket, key, upload_id)
         return st
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import xml
 from .errors import S3Error
 from .ops import ObjectStat
+from .usermeta import to_headers
 
 
 def parse_range(value: str, size: int) -> tuple[int, int]:
@@ -68,12 +69,13 @@ def parse_copy_range(value: str, size: int) -> tuple[int, int]:
 
 
 def object_headers(st: ObjectStat) -> dict[str, str]:
-    """The headers of a GET or HEAD of ``st`` (ETag, Last-Modified, ...)."""
+    """The headers of a GET or HEAD of ``st`` (ETag, Last-Modified, its
+    metadata's Content-Type and ``x-amz-meta-*``: :func:`.usermeta.to_headers`, ...)."""
     h = {
         "ETag": st.etag,
         "Last-Modified": xml.http_time(st.mtime),
         "Accept-Ranges": "bytes",
-        "Content-Type": "binary/octet-stream",
+        **to_headers(st.meta),
     }
     if st.version_id is not None:
         h["x-amz-version-id"] = str(st.version_id)

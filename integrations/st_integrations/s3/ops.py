@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from st_py.core.history import objects_at_sql
 from st_py.core.infofile import user_size
@@ -43,13 +43,16 @@ LEASE_WAIT_S = 30.0  # how long a PUT over an existing key waits for the file's 
 @dataclass(frozen=True)
 class ObjectStat:
     """What S3 says of an object: ``size`` (user bytes), ``crc32c``,
-    ``mtime`` (unix s of its commit) and its ``etag`` (quoted)."""
+    ``mtime`` (unix s of its commit), its ``etag`` (quoted) and ``meta``,
+    the version's user metadata (content type, user pairs:
+    :mod:`st_py.core.user_meta`; ``{}``: none)."""
 
     size: int
     crc32c: int
     mtime: float
     crc_of_bytes: bool = True  # False: the CRC is of the filtered bytes the peers keep (zstd, AES)
     version_id: int | None = None  # the generation that committed this version (docs/s3.md, "Versions")
+    meta: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def etag(self) -> str:
@@ -138,8 +141,11 @@ class Ops:
             pass
 
     # -- objects -------------------------------------------------------------------
-    def put_object(self, bucket: str, key: str, data: bytes, only_new: bool = False) -> ObjectStat:
-        """Store ``data`` at ``key`` (a new version if it exists) and commit
+    def put_object(
+        self, bucket: str, key: str, data: bytes, only_new: bool = False, meta: dict[str, str] | None = None
+    ) -> ObjectStat:
+        """Store ``data`` at ``key`` (a new version if it exists) with the
+        user metadata ``meta`` (:mod:`.usermeta`) and commit
         it; with ``only_new`` (``If-None-Match: *``) refuse an existing key
         (``PreconditionFailed``: records are write-once, so a racing writer
         of the same new key gets it too, not an overwrite)."""
@@ -165,7 +171,7 @@ class Ops:
             if replace:
                 h.acquire_lease(wait=LEASE_WAIT_S)
             try:
-                h.put(t.record, data, replace=replace)
+                h.put(t.record, data, replace=replace, meta=meta)
                 h.flush()
             finally:
                 if replace:
@@ -192,13 +198,15 @@ class Ops:
                 (g, record),
             ).fetchone()
             vid = int(row[0]) if row else None
-            return ObjectStat(user_size(size, logical), int(crc), float(t), not h.filter_names, vid)
+            meta = inf.user_meta_of(record)
+            return ObjectStat(user_size(size, logical), int(crc), float(t), not h.filter_names, vid, meta)
         o = inf.object_stat(record)
         if o is not None:
             row = inf.conn.execute(
                 f"SELECT commit_seq FROM ({objects_at_sql(int(g))}) WHERE name = ?", (record,)
             ).fetchone()
-            return ObjectStat(int(o[0]), int(o[1]), float(o[2]), version_id=int(row[0]) if row else None)
+            vid = int(row[0]) if row else None
+            return ObjectStat(int(o[0]), int(o[1]), float(o[2]), version_id=vid, meta=inf.user_meta_of(record))
         return None
 
     def _open_key(self, bucket: str, key: str, version: str | None = None):
