@@ -167,8 +167,9 @@ def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_
     standby waits to be elected and does not listen. Peers and a client are
     given both addresses. A writer loops (create, queue_put, close) while
     the leader is SIGKILLed: the standby is elected once the leader's lease
-    runs out, applies what the log holds, and serves; the writer sees
-    latency, no error, and every record whose close() returned reads back.
+    runs out, applies what the log holds, and serves; the writer and a
+    reader (open, names, get) see latency, no error, and every record whose
+    close() returned reads back.
     A second writer holds the file's writer lease across the failover (the
     lease is in the log: the standby knows it): its acknowledged records, a
     replacement among them, all commit, and so does what it writes after."""
@@ -214,13 +215,33 @@ def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_
                 acked[name] = recs
                 n += 1
 
+        reads: list[tuple[float, float]] = []  # when each read started and ended
+
+        def reader() -> None:  # opens and reads what was acknowledged, through the failover
+            while not stop.is_set():
+                for name, recs in list(acked.items())[-3:]:
+                    t0 = time.monotonic()
+                    try:
+                        with client.open(name) as f:
+                            if sorted(f.names()) != sorted(recs) or f.get("r0") != recs["r0"]:
+                                errors.append(AssertionError(f"{name} read back otherwise"))
+                    except BaseException as e:  # noqa: BLE001 - every error is a failure of the test
+                        errors.append(e)
+                        return
+                    reads.append((t0, time.monotonic()))
+                time.sleep(0.05)
+
         th = threading.Thread(target=writer)
         th.start()
         poll_for(lambda: len(acked) >= 5, timeout=30, what="the writer to get going")
+        rd = threading.Thread(target=reader)
+        rd.start()
         g.queue_put("a1", b"a1").result()  # acknowledged by the peers, its commit waiting
         g.queue_put("doc", b"v2", replace=True).result()
         cluster.tracker.kill()
         killed_at, before = time.monotonic(), len(acked)
+        poll_for(lambda: b"elected leader" in (tmp_path / "standby.log").read_bytes(), timeout=30, interval=0.02)
+        elected_at = time.monotonic()
         poll_for(lambda: len(acked) >= before + 5 or errors, timeout=60, what="writes to resume on the standby")
         resumed = time.monotonic() - killed_at
         g.delete("base1")  # an unrelated call on the new leader: nothing to report
@@ -229,7 +250,10 @@ def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_
         g.close()
         stop.set()
         th.join(60)
+        rd.join(60)
         assert not errors, errors
+        # a read was waiting while no tracker served (the gap is 1-3 s: the election lease's remainder)
+        assert any(t0 < elected_at and t1 > killed_at for t0, t1 in reads), (killed_at, elected_at, reads[-5:])
         with client.open("/ha/leased") as f:
             assert sorted(f.names()) == ["a1", "a2", "doc"]
             assert (f.get("a1"), f.get("a2"), f.get("doc")) == (b"a1", b"a2", b"v3")

@@ -49,7 +49,9 @@ DEFAULT_TIMEOUT = 30.0
 # own retries carry a request id (st_py.client.group_commit).
 RETRY_SAFE = frozenset({"Open", "List", "Status"})
 # How long a read keeps retrying while nothing accepts connections at the
-# tracker's address (a restart's gap), before it says "unreachable".
+# tracker's address (a restart's gap), before it says "unreachable"; with
+# several tracker addresses (replicated trackers, issue 39) it waits as long
+# as a write, RESTART_GRACE: a failover takes seconds, and one is expected.
 RECONNECT_GRACE = 1.0
 # How long a write that carries a request id (Create) keeps retrying while
 # nothing accepts connections: a supervised restart of the tracker (issue 39)
@@ -102,6 +104,8 @@ class TrackerClient:
         self._channel = tlsmod.channel(address, *tls)  # TLS with a CA (argument or $STORETORRENT_TLS_CA)
         self._stub = pb_grpc.TrackerStub(self._channel)
         self._others: dict[str, TrackerClient] = {}  # per-file trackers (at())
+        # replicated trackers: a read waits out a failover (RESTART_GRACE), not RECONNECT_GRACE
+        self._read_grace = RESTART_GRACE if len(addresses(address)) > 1 else RECONNECT_GRACE
 
     def at(self, address: str) -> "TrackerClient":
         """A client of the tracker at ``address`` (``host:port``) with this
@@ -191,12 +195,13 @@ class TrackerClient:
         its request id (``grace`` given), whose connection fails is retried
         with backoff within that deadline: while the tracker's port accepts
         connections (the channel reconnects), or for ``grace`` seconds
-        (``RECONNECT_GRACE`` for reads) while nothing does. Raises the mapped
+        (``RECONNECT_GRACE`` for reads, ``RESTART_GRACE`` with several
+        tracker addresses) while nothing does. Raises the mapped
         error (:meth:`map_error`)."""
         total = timeout or self.timeout
         deadline = time.monotonic() + total
         retry, delay, wait = method in RETRY_SAFE or grace is not None, 0.05, False
-        grace = RECONNECT_GRACE if grace is None else grace
+        grace = self._read_grace if grace is None else grace
         while True:
             remaining = max(deadline - time.monotonic(), 0.001)
             try:
