@@ -407,7 +407,10 @@ class TrackerClient:
 
     def close_file(self, name: str, file_id: int, timeout: float | None = None) -> pb.CloseReply:
         """End the space reservation of a file this client created."""
-        return self._call("Close", pb.CloseRequest(name=normalize(name), file_id=file_id, user=self.user), timeout)
+        # a repeat changes nothing (the reservation ended once): retried across a restart or failover
+        return self._call(
+            "Close", pb.CloseRequest(name=normalize(name), file_id=file_id, user=self.user), timeout, RESTART_GRACE
+        )
 
     def delete(
         self, name: str, file_id: int = 0, records: list[str] | None = None, whole_file: bool = False
@@ -453,7 +456,9 @@ class TrackerClient:
         UnknownPeerError, PermissionDeniedError (not an admin)
         """
         return self._call(
-            "SetPeerState", pb.SetPeerStateRequest(peer=peer, drain_state=drain_state, user=self.user)
+            "SetPeerState",
+            pb.SetPeerStateRequest(peer=peer, drain_state=drain_state, user=self.user),
+            grace=RESTART_GRACE,  # a repeat changes nothing
         ).peer
 
     def set_mode(self, name: str, mode: int = 0, group: str = "", owner: str = "") -> pb.SetModeReply:
@@ -465,7 +470,11 @@ class TrackerClient:
         PermissionDeniedError, StFileNotFoundError, TrackerUnavailableError
         """
         name = normalize(name) if name.strip("/") else "/"  # the root has a mode too
-        return self._call("SetMode", pb.SetModeRequest(name=name, mode=mode, group=group, owner=owner, user=self.user))
+        return self._call(
+            "SetMode",
+            pb.SetModeRequest(name=name, mode=mode, group=group, owner=owner, user=self.user),
+            grace=RESTART_GRACE,  # a repeat changes nothing: retried across a restart or failover
+        )
 
     def remove_dir(self, path: str) -> pb.RemoveDirReply:
         """Remove empty namespace directory ``path`` (rpc RemoveDir).
