@@ -354,12 +354,14 @@ def _log_state(etcd: EtcdCluster, cluster_id: str) -> tuple[int, int | None]:
 
 def test_a_standby_elected_after_compaction_knows_the_trackers_state(make_cluster, etcd, tmp_path):
     """The tracker's own state outlives the log's window: a directory's mode,
-    a peer's drain state, the files and a writer lease, all set before the
+    a peer's drain state, the files, a writer lease and the space reservation
+    of a file being written (not of one closed), all set before the
     entries that made them were compacted (--log-keep 1), are known to a
     standby with an empty state folder elected after the leader's SIGKILL
     (from the checkpoint the leader kept in etcd before compacting, and the
     namespace). Before, the standby served the directory as 0755 of no
-    owner, the drained peer in service, 0 files, and the lease free."""
+    owner, the drained peer in service, the files of the log's window only,
+    the lease free and nothing reserved."""
     from st_py.client.client import Client
     from st_py.errors import LeaseHeldError
 
@@ -382,6 +384,9 @@ def test_a_standby_elected_after_compaction_knows_the_trackers_state(make_cluste
         f.put("doc", b"v0")
     holder = c.open("/st/leased")
     holder.acquire_lease(ttl=60)  # renewed after 20 s: not during this test
+    reserving = c.create("/st/reserving", replication="x2", est_size=1_000_000)  # open: its space stays held
+    with c.create("/st/closed", replication="x2", est_size=3_000_000) as f:  # closed: its reservation ended
+        f.put("r", b"small")
     marked = _log_state(etcd, "cp")[0]
     n = 0
 
@@ -400,7 +405,8 @@ def test_a_standby_elected_after_compaction_knows_the_trackers_state(make_cluste
         both = c
         poll_for(lambda: len(both.status().peers) == 3, timeout=30, what="the peers to announce to the new leader")
         st = both.status()
-        assert st.files == 4 + n, st.files
+        assert st.files == 6 + n, st.files
+        assert sum(p.reserved_bytes for p in st.peers) == 2 * 1_000_000, [p.reserved_bytes for p in st.peers]
         peers = {p.peer_id: p.drain_state for p in st.peers}
         assert peers.get(drained.peer_id) == "draining", peers
         modes = {e.name: e.mode for e in both.ls("/st")}
@@ -410,6 +416,7 @@ def test_a_standby_elected_after_compaction_knows_the_trackers_state(make_cluste
                 other.acquire_lease()
         holder.put("doc", b"v1", replace=True)  # the lease holder writes on, on the new leader
         holder.close()
+        reserving.close()
         with both.open("/st/leased") as f:
             assert f.get("doc") == b"v1"
         with both.open("/st/a/old1") as f:

@@ -114,7 +114,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         # (st_py/tracker/leases.py), so a restart or a failover keeps them
         self.leases = Leases()
         # the one place the log's operations on the tracker's own state are applied
-        self.tracker_ops = TrackerStateOps(state, registry, self.leases)
+        self.tracker_ops = TrackerStateOps(state, registry, self.leases, self.reservations)
         self._recount_usage = False  # load_checkpoint learned the files: count usage after the replay
         # every change of an infofile is appended here before it is applied (docs/metadata-log.md)
         # (serve() may put the replicated log in its place before it starts it)
@@ -1306,6 +1306,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         await self._allowed(context, self.guard.check_file, user, name, _meta(o), W, "close")
         r = self.reservations.release(file_id)
         if r is not None:
+            await self._log_state("end_reservation", name, (), file_id)  # a new leader does not hold it again
             log.info(
                 "%s closed: reservation of %d bytes x%d ended, %d bytes unused", name, r.est_size, r.copies, r.remaining
             )
@@ -1462,6 +1463,9 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         if file_id is None and self._recount_usage:  # what the files hold once the log is applied
             self._recount_usage = False
             await asyncio.to_thread(self.guard.count_usage)
+        if file_id is None and rep.read:  # the reservations as the log left them, each with a fresh lease
+            self.reservations.by_file.clear()
+            self.reservations.load(self._committed_bytes)
         if file_id is None:
             kept = self.leases.restarted(rep.last_at)
             if kept:
@@ -1499,10 +1503,16 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             meta = op.args[0]
             self.state.add_file(op.name, op.file_id, str(meta["owner"]))
             self.state.remember_file_id(op.file_id)
+            if int(meta.get("est_size", 0) or 0):  # its space reservation, until an end_reservation or delete_file
+                peers = [str(p[1]) for p in op.args[1]]
+                self.state.add_reservation(
+                    op.file_id, op.name, str(meta["owner"]), int(meta["copies"]), int(meta["est_size"]), peers
+                )
             owner = User(str(meta["owner"]), (str(meta["group"]),) if meta.get("group") else ())
             self.guard.made_dirs(owner, [d for d in namespace.ancestors(op.name) if self.state.dir_owner(d) is None])
             return made
-        self.leases.drop(op.file_id)  # the file's lease went with it
+        self.leases.drop(op.file_id)  # the file's lease and reservation went with it
+        self.reservations.release(op.file_id)
         try:
             r = InfofileReader(path)
         except (OSError, sqlite3.Error):

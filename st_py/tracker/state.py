@@ -259,6 +259,17 @@ class TrackerState:
             (file_id, name, owner, copies, est_size, json.dumps(peer_ids)),
         )
 
+    def replace_reservations(self, rows: list[tuple[int, str, str, int, int, list[str]]]) -> None:
+        """The reservations become ``rows`` (as :meth:`reservations` gives
+        them), in one transaction (a checkpoint of the metadata log loaded)."""
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.execute("DELETE FROM reservations")
+            self.conn.executemany(
+                "INSERT INTO reservations VALUES (?, ?, ?, ?, ?, ?)",
+                [(f, n, o, c, e, json.dumps(p)) for f, n, o, c, e, p in rows],
+            )
+
     def drop_reservation(self, file_id: int) -> None:
         """Forget the space reservation of file ``file_id``."""
         self.conn.execute("DELETE FROM reservations WHERE file_id = ?", (file_id,))

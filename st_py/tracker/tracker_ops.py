@@ -11,6 +11,9 @@ replay that applies one again on a checkpoint that has it changes nothing:
   of a namespace directory; ``remove_dir`` (name): an rmdir;
 - ``set_drain`` (name: the peer id; args: the drain state): `storetorrent
   drain` and its undo;
+- ``end_reservation`` (name, file_id): the creator closed the file, its
+  space reservation ends (a reservation starts with its file's
+  ``create_file``, and ends with its ``delete_file`` too);
 - the writer leases' ``grant_lease``, ``renew_lease``, ``release_lease``
   (st_py/tracker/leases.py).
 
@@ -43,8 +46,8 @@ class TrackerStateOps:
     per-file tracker has leases only (``state`` and ``registry`` None).
     Not thread-safe: used on the tracker's event loop."""
 
-    def __init__(self, state, registry, leases: Leases):
-        self.state, self.registry, self.leases = state, registry, leases
+    def __init__(self, state, registry, leases: Leases, reservations=None):
+        self.state, self.registry, self.leases, self.reservations = state, registry, leases, reservations
 
     def apply(self, op: InfofileOp) -> None:
         """Apply ``op`` (the leader once it is appended; a replay again).
@@ -58,19 +61,22 @@ class TrackerStateOps:
             self.state.remove_dir(op.name)
         elif op.kind == "set_drain":
             self.registry.apply_drain_state(op.name, str(op.args[0]))
+        elif op.kind == "end_reservation":
+            self.reservations.release(op.file_id)
         else:
             raise ValueError(f"{op.kind} is not an operation on the tracker's state")
 
     def checkpoint(self) -> bytes:
         """The state these operations made, as one blob (MessagePack): the
-        directories' owners and modes, the peers' drain states and the live
-        writer leases (:meth:`Leases.live`)."""
+        directories' owners and modes, the peers' drain states, the live
+        writer leases (:meth:`Leases.live`) and the space reservations."""
         return msgpack.packb(
             [
                 _CHECKPOINT_VERSION,
                 [list(r) for r in self.state.dir_rows()],
                 self.state.drain_states(),
                 [list(x) for x in self.leases.live()],
+                [list(r) for r in self.state.reservations()],
             ],
             use_bin_type=True,
         )
@@ -80,11 +86,14 @@ class TrackerStateOps:
         elected: before it replays the entries after the checkpoint).
         Returns (directories, drained peers). Raises ValueError for a blob of
         a version this tracker does not read."""
-        version, dirs, drains, leases = msgpack.unpackb(blob, raw=False, use_list=True)
+        version, dirs, drains, leases, reservations = msgpack.unpackb(blob, raw=False, use_list=True)
         if version != _CHECKPOINT_VERSION:
             raise ValueError(f"checkpoint version {version}; this tracker reads {_CHECKPOINT_VERSION}")
         for file_id, args, at in leases:
             self.leases.apply("grant_lease", int(file_id), tuple(args), float(at))
+        self.state.replace_reservations(
+            [(int(f), str(n), str(o), int(c), int(e), list(p)) for f, n, o, c, e, p in reservations]
+        )
         self.state.replace_dirs([(str(p), str(o), str(g), int(m)) for p, o, g, m in dirs])
         for peer_id in set(self.state.drain_states()) - set(drains):
             self.registry.apply_drain_state(peer_id, "")

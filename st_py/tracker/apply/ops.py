@@ -45,9 +45,10 @@ FILE_OPS = frozenset({"create_file", "delete_file"})
 # Operations on a file's writer lease, applied by st_py/tracker/leases.py
 # (replicated state: a restart or a failover keeps the lease).
 # Operations on the tracker's own state (tracker.db: a directory's owner, group
-# and mode; a directory removed; a peer's drain state), applied by
+# and mode; a directory removed; a peer's drain state; a file's space
+# reservation ended by its creator's close), applied by
 # st_py/tracker/tracker_ops.py: a restart or a standby's election keeps them.
-TRACKER_OPS = frozenset({"set_dir", "remove_dir", "set_drain"})
+TRACKER_OPS = frozenset({"set_dir", "remove_dir", "set_drain", "end_reservation"})
 STATE_OPS = FILE_OPS | LEASE_OPS | TRACKER_OPS
 
 _VERSION = 1  # of the encoding below
