@@ -124,7 +124,11 @@ def up(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    cluster.start()
+    try:
+        cluster.start()  # a daemon that does not start: one line (PortInUseError names the port), exit 2
+    except BaseException:
+        cluster.stop()  # the daemons started before it
+        raise
     supervisor = Supervisor(cluster)
     if repair_interval > 0:
         from st_py.maintenance.repair_service import run_repair_service
