@@ -127,7 +127,8 @@ def up(
     try:
         cluster.start()  # a daemon that does not start: one line (PortInUseError names the port), exit 2
     except BaseException:
-        cluster.stop()  # the daemons started before it
+        if cluster.tracker is not None:  # else nothing started (another up's cluster.json stays)
+            cluster.stop()  # the daemons started before the one that failed
         raise
     supervisor = Supervisor(cluster)
     if repair_interval > 0:
