@@ -491,7 +491,11 @@ def rename_in_infofile(cluster, file: str, renames: dict[str, str]) -> None:
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (bound and released: another
-    process may take it before the caller does)."""
+    process may take it before the caller does). Racy: let the program
+    choose (port 0, then read the port it printed or wrote, as
+    ``cluster.json`` of ``storetorrent up``), or bind the socket yourself
+    and hand it over; for a port that must be known before anything listens
+    (a standby tracker), ``st_py.deploy.ports.choose_ports``."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
