@@ -729,3 +729,49 @@ class BadMetadataError(StoreTorrentError, ValueError):
             f"record {name[:80]!r}: bad metadata ({detail}): give a dict of lower-case names to str values"
         )
         self.name, self.detail = name, detail
+
+
+class DaemonStartError(StoreTorrentError, RuntimeError):
+    """A daemon of a local cluster (``storetorrent up``, ``LocalCluster``)
+    did not start: it exited, or printed no ``listening on`` line in time.
+    The message is one line (the log's last line); the log says more.
+
+    Attributes
+    ----------
+    daemon : str
+        ``tracker``, ``peer-<i>`` or ``s3``.
+    log : str
+        The path of its log.
+    tail : str
+        The last lines of its log ("" if none).
+    """
+
+    def __init__(self, daemon: str, log: str, tail: str = "", message: str = ""):
+        last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+        super().__init__(message or f"{daemon} did not start (see {log})" + (f": {last}" if last else ""))
+        self.daemon, self.log, self.tail = daemon, log, tail
+
+
+class PortInUseError(DaemonStartError):
+    """A daemon of a local cluster could not listen on a port it was given:
+    something else listens there.
+
+    Attributes
+    ----------
+    port : int
+    host : str
+    role : str
+        Which of the daemon's ports: ``port``, ``metrics port``.
+    option : str
+        The option of ``storetorrent up`` that sets it (``--port``,
+        ``--metrics-port``, ``--s3-port``; "" for a peer's).
+    """
+
+    def __init__(self, daemon: str, log: str, port: int, host: str = "127.0.0.1", role: str = "port", option: str = ""):
+        how = f"give {option} another port or 0 (a free one)" if option else "free it"
+        super().__init__(
+            daemon,
+            log,
+            message=f"{daemon} cannot listen on {host}:{port} (its {role}): address already in use; {how}",
+        )
+        self.port, self.host, self.role, self.option = port, host, role, option

@@ -23,6 +23,14 @@ from st_py.deploy.cluster import LocalCluster, find_peer_binary
 # run starts a Ray of its own. Tests that build a multi-node Ray pass its address.
 os.environ.setdefault("RAY_ADDRESS", "local")
 
+# Hypothesis's pytest plugin imports hypothesis in its terminal summary when no test
+# did, and pytest rewrites those modules as it imports them (ast.parse). CPython
+# 3.11's ast.parse can fail with "AST constructor recursion depth mismatch" late in
+# a session (helpers.script_lines): a run of tests/test_snapshots_ways_in.py under
+# load passed its 7 tests and then died so (INTERNALERROR, exit status 1). Imported
+# here, at the session's start, hypothesis is parsed before anything can upset that.
+import hypothesis.internal.observability  # noqa: E402, F401
+
 
 def poll_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
     """Wait until ``predicate()`` is truthy; fail the test after ``timeout`` s."""

@@ -424,6 +424,33 @@ def infofile_copies(path: str) -> tuple[dict, dict]:
 
 
 # -- snapshots (docs/snapshots.md) --------------------------------------------------
+def assert_same_records(got, want, what: str = "") -> None:
+    """Assert that the maps ``{name: bytes}`` ``got`` and ``want`` are equal
+    (the same names, each with the same bytes). On a mismatch the message
+    names only the names missing, extra and different, each with its size
+    and the first 12 hex digits of its SHA-256, never the bytes: pytest's
+    own diff of two dicts of Parquet bytes took 20 minutes and 23 GB once
+    (and then an INTERNALERROR). ``what`` says what was read."""
+    import hashlib
+
+    got, want = dict(got), dict(want)
+    if got == want:
+        return
+
+    def desc(b) -> str:
+        return f"{len(b)} bytes, sha256 {hashlib.sha256(b).hexdigest()[:12]}"
+
+    lines = [f"{what or 'records'}: {len(got)} read, {len(want)} expected"]
+    lines += [f"  missing {n!r} ({desc(want[n])})" for n in sorted(want.keys() - got.keys())]
+    lines += [f"  extra {n!r} ({desc(got[n])})" for n in sorted(got.keys() - want.keys())]
+    lines += [
+        f"  different {n!r}: read {desc(got[n])}, expected {desc(want[n])}"
+        for n in sorted(got.keys() & want.keys())
+        if got[n] != want[n]
+    ]
+    raise AssertionError("\n".join(lines))
+
+
 def revealed_once(f) -> dict[str, bytes]:
     """``{record: bytes}`` of what GET_LOCAL reveals of open file ``f`` (as
     of its ``as_of`` generation, if any) across every peer on this host,
@@ -464,7 +491,11 @@ def rename_in_infofile(cluster, file: str, renames: dict[str, str]) -> None:
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (bound and released: another
-    process may take it before the caller does)."""
+    process may take it before the caller does). Racy: let the program
+    choose (port 0, then read the port it printed or wrote, as
+    ``cluster.json`` of ``storetorrent up``), or bind the socket yourself
+    and hand it over; for a port that must be known before anything listens
+    (a standby tracker), ``st_py.deploy.ports.choose_ports``."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

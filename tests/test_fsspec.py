@@ -60,7 +60,9 @@ def test_urls_entry_point_and_pickling(run1, monkeypatch):
     assert cls._get_kwargs_from_urls(f"storetorrent://{T}/exp") == {"tracker": T}
     assert cls._get_kwargs_from_urls("storetorrent:///exp") == {}
     fs2, path = fsspec.core.url_to_fs(f"storetorrent://{T}/exp/run1/part-0.parquet")
-    assert fs2 is fs and path == "/exp/run1/part-0.parquet"  # same arguments: fsspec's cached instance
+    assert path == "/exp/run1/part-0.parquet" and fs2.tracker == T
+    # same arguments, a new instance: fsspec caches none of this class (a tracker address does not name a cluster)
+    assert fs2 is not fs and fs2.storage_options == fs.storage_options
     assert fs.unstrip_protocol(path) == f"storetorrent://{T}{path}"
 
     # A fresh interpreter finds the class through the entry point (no import
@@ -487,3 +489,32 @@ def test_a_walk_over_many_files_keeps_a_bounded_number_open(cluster, monkeypatch
     assert all(h._closed for h in evicted if all(h is not k for k, _ in st.handles.values()))
     assert len(st.handles) <= 3
     fs.close()
+
+
+def test_a_filesystem_made_for_a_new_cluster_on_a_reused_address_reads_that_cluster(tmp_path, peer_bin):
+    """Two clusters one after the other on one tracker address (the second
+    a new namespace on the port the first released, as a later test's
+    cluster or another `storetorrent up --port` gets it), the same file and
+    record names in both: a filesystem made with the same arguments for
+    the second reads the second's bytes. Before, fsspec handed back the
+    first cluster's cached instance, whose open StFile (its infofile still
+    on disk) and record cache served the first cluster's bytes."""
+    from st_py.deploy.cluster import LocalCluster
+
+    with LocalCluster(tmp_path / "a", n_peers=1, announce_interval=0.3) as a:
+        port = a.tracker_port
+        with a.client() as c, c.create("/reuse/f", replication="x1") as f:
+            f.put("r.bin", b"the first cluster's")
+        first = fsspec.filesystem("storetorrent", tracker=a.tracker_addr)
+        assert first.cat_file("/reuse/f/r.bin") == b"the first cluster's"
+        assert first.ls("/reuse", detail=False) == ["/reuse/f"]
+    with LocalCluster(tmp_path / "b", n_peers=1, announce_interval=0.3, tracker_port=port) as b:
+        assert b.tracker_addr == f"127.0.0.1:{port}"
+        with b.client() as c, c.create("/reuse/f", replication="x1") as f:
+            f.put("r.bin", b"the second cluster's!")
+            f.put("s.bin", b"only in the second")
+        second = fsspec.filesystem("storetorrent", tracker=b.tracker_addr)
+        assert second.cat_file("/reuse/f/r.bin") == b"the second cluster's!"
+        assert second.ls("/reuse/f", detail=False) == ["/reuse/f/r.bin", "/reuse/f/s.bin"]
+        with fsspec.open(f"storetorrent://{b.tracker_addr}/reuse/f/r.bin") as fh:
+            assert fh.read() == b"the second cluster's!"

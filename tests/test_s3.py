@@ -24,22 +24,22 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from conftest import poll_for
-from helpers import free_port
 
 from st_integrations.fsspec_fs import StoreTorrentFileSystem
 from st_integrations.keymap import BadKeyError, Target, key_of, new_target
 from st_integrations.s3.chunked import decode_aws_chunked
-from st_integrations.s3.server import make_server
+from st_integrations.s3.server import listen, make_server
 
 
 class Endpoint:
     """``storetorrent s3`` in a thread of this process, stopped by ``stop``."""
 
     def __init__(self, tracker: str, keys_file=None, tls=(None, None, None), domain=None, **kw):
-        self.port = free_port()
+        sock = listen("127.0.0.1", 0)  # bound here, on a port the kernel chose: no other process can take it first
+        self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = make_server(tracker, port=self.port, keys_file=keys_file, tls=tls, domain=domain, **kw)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.clients: list = []
         self.thread.start()
         poll_for(lambda: self.server.started, timeout=20, what="the S3 endpoint to listen")
@@ -343,7 +343,6 @@ def test_storetorrent_s3_command_serves(site, s3, tmp_path):
 
     cluster, _, keys = site
     (tmp_path / "keys.toml").write_text(f'[users]\nalice = "{keys["alice"]}"\n')
-    port = free_port()
     env = dict(os.environ)
     for var, path in zip(("STORETORRENT_TLS_CA", "STORETORRENT_TLS_CERT", "STORETORRENT_TLS_KEY"), cluster.client_tls):
         if path:
@@ -356,17 +355,21 @@ def test_storetorrent_s3_command_serves(site, s3, tmp_path):
             "--tracker",
             cluster.tracker_addr,
             "--port",
-            str(port),
+            "0",  # a free one, printed: no port picked here that another process could take first
             "--keys",
             str(tmp_path / "keys.toml"),
         ],
         env=env,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        poll_for(lambda: _listening(port) or proc.poll() is not None, timeout=30, what="storetorrent s3 to listen")
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "listening on HOST:PORT", or "" if it exited
+        assert line.startswith("listening on "), proc.stderr.read() if proc.stderr else ""
+        port = int(line.rsplit(":", 1)[1])
+        assert _listening(port)
         c = boto3.client(
             "s3",
             endpoint_url=f"http://127.0.0.1:{port}",

@@ -10,7 +10,7 @@ import datetime
 import time
 
 import pytest
-from helpers import revealed_once, run_cli
+from helpers import assert_same_records, revealed_once, run_cli
 
 from st_py.errors import (
     InvalidOptionError,
@@ -62,13 +62,13 @@ def test_a_snapshot_reads_what_it_pinned_after_appends_replacements_and_deletes(
         assert f.as_of == snap.generation == f.generation
         assert f.names() == sorted(want)
         assert len(f.names()) == len(want)
-        assert {k: f.get(k) for k in want} == want
+        assert_same_records({k: f.get(k) for k in want}, want)
         with pytest.raises(RecordNotFoundError):
             f.get("new0")  # appended after the snapshot
     with c.open(name) as f:
         now = _after(want)
         assert f.names() == sorted(now)
-        assert {k: f.get(k) for k in now} == now
+        assert_same_records({k: f.get(k) for k in now}, now)
         assert f.generation > snap.generation and f.as_of is None
         with pytest.raises(RecordNotFoundError):
             f.get("r003")
@@ -86,7 +86,7 @@ def test_as_of_a_generation_and_a_time_read_the_same_state(module_cluster):
     for as_of in (gen, between, between.isoformat()):
         with c.open(name, as_of=as_of) as f:
             assert f.generation == gen, as_of
-            assert {k: f.get(k) for k in f.names()} == want
+            assert_same_records({k: f.get(k) for k in f.names()}, want)
     with pytest.raises(InvalidOptionError):
         c.open(name, as_of=10**9)
     with pytest.raises(SnapshotNotFoundError):
@@ -135,7 +135,7 @@ def test_deleting_a_file_a_snapshot_holds_is_refused_and_removes_nothing(module_
         c.delete(name)
     assert e.value.snapshots == ("keep",) and e.value.file == name
     with c.open(name) as f:
-        assert {k: f.get(k) for k in f.names()} == want  # nothing was removed from the peers
+        assert_same_records({k: f.get(k) for k in f.names()}, want)  # nothing was removed from the peers
     c.delete_snapshot(name, "keep")
     assert c.delete(name) == 10
 
@@ -165,7 +165,7 @@ def test_an_old_generation_no_snapshot_keeps_is_refused_once_its_history_is_drop
         c.open(name, as_of=gen)
     assert e.value.as_of == gen and e.value.history_from > gen and e.value.file == name
     with c.open(name, as_of="kept") as f:  # the snapshot's generation, whole
-        assert {k: f.get(k) for k in f.names()} == want
+        assert_same_records({k: f.get(k) for k in f.names()}, want)
 
 
 def test_the_cli_makes_lists_reads_and_deletes_snapshots(module_cluster, tmp_path):
@@ -257,9 +257,9 @@ def test_snapshots_survive_a_tracker_restart_with_and_without_per_file_trackers(
     assert [(s.file, s.generation) for s in c.snapshots("/snap/restart")] == [(s.file, s.generation) for s in made]
     for n in names:
         with c.open(n, as_of="before") as f:
-            assert {k: f.get(k) for k in f.names()} == wants[n]
+            assert_same_records({k: f.get(k) for k in f.names()}, wants[n])
         with c.open(n) as f:
-            assert {k: f.get(k) for k in f.names()} == _after(wants[n])
+            assert_same_records({k: f.get(k) for k in f.names()}, _after(wants[n]))
     with pytest.raises(SnapshotHeldError):
         c.delete(names[0])
 
@@ -278,13 +278,13 @@ def test_get_local_as_of_a_snapshot_reveals_its_records_once_with_their_old_byte
     _change(c, name)
 
     with c.open(name, as_of="gl") as f:
-        assert revealed_once(f) == want
+        assert_same_records(revealed_once(f), want)
     with c.open(name) as f:
-        assert revealed_once(f) == _after(want)
+        assert_same_records(revealed_once(f), _after(want))
     if replication == "x2":
         cluster.kill_peer(2)
         with c.open(name, as_of="gl") as f:
-            assert revealed_once(f) == want
+            assert_same_records(revealed_once(f), want)
 
 
 def test_a_snapshot_keeps_its_copies_through_scrubs_and_releases_them_when_deleted(make_cluster):
@@ -308,7 +308,7 @@ def test_a_snapshot_keeps_its_copies_through_scrubs_and_releases_them_when_delet
         admin_scrub(cluster, addr)
     assert stored(cluster) == before == (12 + 1) * 2  # nothing the snapshot holds was removed
     with c.open(name, as_of="keep") as f:
-        assert {k: f.get(k) for k in f.names()} == want
+        assert_same_records({k: f.get(k) for k in f.names()}, want)
     c.delete_snapshot(name, "keep")
     for addr in cluster.peer_addrs:
         admin_scrub(cluster, addr)
@@ -368,10 +368,10 @@ def test_snapshots_stay_readable_after_the_namespace_is_recovered_from_the_peers
     assert [(s.name, s.generation) for s in c.snapshots(name)] == [("keep", snap.generation)]
     with c.open(name, as_of="keep") as f:
         assert f.generation == snap.generation
-        assert {k: f.get(k) for k in f.names()} == want
-        assert revealed_once(f) == want
+        assert_same_records({k: f.get(k) for k in f.names()}, want)
+        assert_same_records(revealed_once(f), want)
     with c.open(name) as f:
-        assert {k: f.get(k) for k in f.names()} == _after(want)
+        assert_same_records({k: f.get(k) for k in f.names()}, _after(want))
 
 
 def test_a_snapshot_follows_its_past_versions_through_a_drain_and_a_rebalance(make_cluster):
@@ -405,12 +405,12 @@ def test_a_snapshot_follows_its_past_versions_through_a_drain_and_a_rebalance(ma
     assert r.complete, r
     assert r.retained_affected == r.retained_moved > 0, r
     with c.open(name, as_of="keep") as f:
-        assert {k: f.get(k) for k in f.names()} == want
+        assert_same_records({k: f.get(k) for k in f.names()}, want)
         seen = {}
         for rec in f.get_local():
             assert rec.name not in seen
             seen[rec.name] = f.read_local(rec)
-        assert seen == want
+        assert_same_records(seen, want)
 
 
 def test_spread_moves_the_copies_a_snapshot_keeps_with_the_others(make_cluster):
@@ -446,9 +446,9 @@ def test_spread_moves_the_copies_a_snapshot_keeps_with_the_others(make_cluster):
     mean = sum(held.values()) / len(held)
     assert all(abs(b - mean) <= 0.1 * mean + max(len(v) for v in want.values()) for b in held.values()), held
     with c.open(name, as_of="keep") as f:
-        assert {k: f.get(k) for k in f.names()} == want
-        assert revealed_once(f) == want
+        assert_same_records({k: f.get(k) for k in f.names()}, want)
+        assert_same_records(revealed_once(f), want)
     with c.open(name) as f:
-        assert {k: f.get(k) for k in f.names()} == {k: v for k, v in want.items() if int(k[1:]) % 2}
+        assert_same_records({k: f.get(k) for k in f.names()}, {k: v for k, v in want.items() if int(k[1:]) % 2})
     again = spread(c, [name], tolerance=0.1)
     assert again.copies_moved == 0 and again.complete, again.as_dict()

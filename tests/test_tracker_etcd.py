@@ -151,9 +151,11 @@ def _start_standby(cluster, tmp_path):
     """A second tracker of ``cluster``'s etcd cluster on the same namespace,
     with its own state folder and port; returns (process, port, its log
     file), once it says it campaigns as a standby."""
-    from helpers import free_port
+    from st_py.deploy.ports import choose_ports
 
-    port = free_port()
+    # known before it listens (it listens once elected), so chosen as `up` chooses its
+    # daemons' ports: below the ephemeral range no port-0 bind or connection is given
+    (port,) = choose_ports([1])
     argv = _swap(_swap(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b")), "--port", str(port))
     argv = _swap(argv, "--metrics-port", "0")
     out = (tmp_path / "standby.log").open("wb")

@@ -61,6 +61,7 @@ def test_up_twice_gives_one_line(tmp_path, peer_bin):
         err = r.stderr.strip().splitlines()
         assert len(err) == 1 and "Traceback" not in r.stderr, r.stderr
         assert "another tracker" in err[0] and info["tracker"] in err[0]
+        assert read_cluster_file(data) == info  # the refused up leaves the running one's file alone
     finally:
         up.terminate()
         up.wait(30)

@@ -8,11 +8,14 @@ import json
 import os
 import re
 import signal
+import socket
 
+import pytest
 from conftest import poll_for
-from helpers import children_of, cmdline, free_port, pid_alive, st, start_up, stop_up, up_peer_pid
+from helpers import children_of, cmdline, pid_alive, st, start_up, stop_up, up_peer_pid
 
 from st_py.deploy.cluster import read_cluster_file
+from st_py.deploy.ports import ephemeral_range
 
 
 def _plain_lines(text: str) -> list[str]:
@@ -28,12 +31,15 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
     src.mkdir()
     for i in range(6):
         (src / f"{i}.bin").write_bytes(bytes([i]) * 500)
-    status_port = free_port()
     printed = tmp_path / "up.out"
-    up = start_up(data, "--metrics-port", str(status_port), out=printed)
+    up = start_up(data, out=printed)  # up chooses every port (a port picked here could be taken before up binds it)
     try:
         first = poll_for(lambda: read_cluster_file(data), timeout=60, what="storetorrent up to start")
-        assert first["status"] == f"127.0.0.1:{status_port}"
+        status_port = int(first["status"].rsplit(":", 1)[1])
+        # below the kernel's ephemeral ports: no port-0 bind or outgoing connection takes one while its daemon restarts
+        below = ephemeral_range()[0]
+        ports = [first["tracker"], *first["peers"], first["status"], first["s3"]]
+        assert all(int(a.rsplit(":", 1)[1]) < below for a in ports), (ports, below)
         # what `up` printed to a file: one line each, the long paths whole, no empty line
         lines = _plain_lines(poll_for(lambda: "export STORETORRENT_TRACKER" in (t := printed.read_text()) and t))
         assert f"status   http://127.0.0.1:{status_port}/   (metrics: /metrics)" in lines
@@ -102,6 +108,46 @@ def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
         assert out.read_bytes() == bytes([5]) * 500
     finally:
         stop_up(up)
+
+
+@pytest.mark.parametrize(
+    "flag, daemon, role",
+    [("--port", "tracker", "port"), ("--metrics-port", "tracker", "metrics port"), ("--s3-port", "s3", "port")],
+)
+def test_up_exits_at_once_naming_a_port_it_was_given_that_is_taken(tmp_path, peer_bin, flag, daemon, role):
+    """A port given to `up` that something else listens on: `up` exits at
+    once (status 2) with one line naming the daemon and the port, and leaves
+    no daemon running (it printed a traceback before; a daemon that neither
+    printed its address nor exited kept it waiting)."""
+    if daemon == "s3":
+        pytest.importorskip("uvicorn")
+    data = tmp_path / "st-data"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        up = start_up(data, flag, str(port))
+        try:
+            _, err = up.communicate(timeout=60)
+        finally:
+            if up.poll() is None:
+                stop_up(up)
+    assert up.returncode == 2, err
+    assert [line for line in err.splitlines() if line.strip()] == [
+        f"error: {daemon} cannot listen on 127.0.0.1:{port} (its {role}): address already in use; "
+        f"give {flag} another port or 0 (a free one)"
+    ]
+    assert not (data / "cluster.json").exists()
+    assert _running_in(data) == [], "up left daemons running"
+
+
+def _running_in(data) -> list[int]:
+    """Pids of processes whose command line names folder ``data``."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and str(data) in cmdline(int(d)):
+            out.append(int(d))
+    return out
 
 
 def _status_peers(data) -> list[dict]:
@@ -228,3 +274,24 @@ def _get_or_none(s3, bucket: str, key: str) -> bytes | None:
         return s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     except EndpointConnectionError:
         return None
+
+
+def test_a_daemon_that_neither_listens_nor_exits_is_given_up_at_its_deadline(tmp_path):
+    """`Daemon` waits ``ready_timeout`` for the ``listening on`` line, then
+    kills the child and raises DaemonStartError (one line, its log named);
+    before, it waited on the child's stdout as long as the child lived."""
+    import sys
+    import time
+
+    from st_py.deploy.cluster import Daemon
+    from st_py.errors import DaemonStartError
+
+    script = (
+        "import sys, time; print('starting', flush=True); print('stuck', file=sys.stderr, flush=True); time.sleep(60)"
+    )
+    began = time.monotonic()
+    with pytest.raises(DaemonStartError) as e:
+        Daemon("mute", [sys.executable, "-c", script], tmp_path / "mute.log", ready_timeout=2.0)
+    assert time.monotonic() - began < 20
+    assert str(e.value) == f"mute did not start (see {tmp_path / 'mute.log'}): stuck"
+    assert e.value.daemon == "mute" and "stuck" in e.value.tail

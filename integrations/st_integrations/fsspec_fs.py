@@ -92,7 +92,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
     """StoreTorrent files and records as an fsspec filesystem.
 
     Thread safety: one instance may be shared between threads (fsspec
-    caches one per argument set and thread anyway); the tracker client and
+    does not cache instances of it: every call makes one); the tracker client and
     the open StoreTorrent files it reads through are kept per thread
     (``fsspec_resources``), so threads read in parallel.
     ``tests/test_threads.py``.
@@ -171,7 +171,14 @@ class StoreTorrentFileSystem(AbstractFileSystem):
 
     protocol = (PROTOCOL,)
     root_marker = "/"
-    cachable = True
+    # Not fsspec's instance cache: it keys instances by their arguments, and
+    # a tracker address does not name a cluster. A later cluster on the same
+    # address (a new namespace) got an earlier one's instance, whose open
+    # StFile handles (their infofiles still on disk), file classification,
+    # GET_LOCAL maps and record cache served the earlier cluster's bytes.
+    # Each call makes an instance; pass one instance along to share its
+    # connections and caches (docs/fsspec.md, "Instances"; docs/decisions.md).
+    cachable = False
 
     def __init__(
         self,
@@ -457,8 +464,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         """Close every thread's open StoreTorrent files and the tracker
         connection of this process. The filesystem stays usable: they are
         opened again on next use. Also done when the instance is garbage
-        collected (fsspec's instance cache keeps it until
-        ``clear_instance_cache``)."""
+        collected (fsspec does not cache instances of this class)."""
         with self._lock:
             self._epoch += 1  # threads open new handles; this thread's old state is closed below
         self._res.close()

@@ -133,7 +133,7 @@ _LIVE: weakref.WeakSet = weakref.WeakSet()  # every Resources of this process
 
 def _close_all_at_exit() -> None:
     """Close the handles and clients of every filesystem instance still
-    alive (fsspec's instance cache keeps them to the end)."""
+    alive at exit (held by the caller to the end)."""
     for res in list(_LIVE):
         try:
             res.close(at_exit=True)

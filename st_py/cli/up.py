@@ -124,7 +124,12 @@ def up(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    cluster.start()
+    try:
+        cluster.start()  # a daemon that does not start: one line (PortInUseError names the port), exit 2
+    except BaseException:
+        if cluster.tracker is not None:  # else nothing started (another up's cluster.json stays)
+            cluster.stop()  # the daemons started before the one that failed
+        raise
     supervisor = Supervisor(cluster)
     if repair_interval > 0:
         from st_py.maintenance.repair_service import run_repair_service

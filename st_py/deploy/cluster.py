@@ -20,15 +20,19 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from st_py.deploy.ports import choose_ports, port_in_use
+from st_py.errors import DaemonStartError, PortInUseError
 from st_py.wire.locate import CLUSTER_FILE, read_cluster_file  # noqa: F401 (public here too)
 from st_py.wire.tracker_client import TrackerClient, current_user
 
@@ -101,24 +105,42 @@ class Daemon:
         self._drainer.start()
 
     def _wait_ready(self, timeout: float) -> str:
+        """The address of the ``listening on`` line, read within ``timeout``
+        seconds however the child behaves (a child that neither prints nor
+        exits is killed at the deadline).
+
+        Raises
+        ------
+        DaemonStartError
+            The child exited first, or the deadline passed (it is killed).
+        """
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
+        fd = self.proc.stdout.fileno()
+        pending = b""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
                 break
-            text = line.decode(errors="replace").strip()
-            if text.startswith("metrics on "):
-                self.metrics_addr = text.split("metrics on ", 1)[1]
-            if text.startswith("listening on "):
-                return text.split("listening on ", 1)[1]
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for i, line in enumerate(lines):
+                text = line.decode(errors="replace").strip()
+                if text.startswith("metrics on "):
+                    self.metrics_addr = text.split("metrics on ", 1)[1]
+                if text.startswith("listening on "):
+                    self._log.write(b"".join(x + b"\n" for x in lines[i + 1 :]) + pending)  # the drainer logs the rest
+                    return text.split("listening on ", 1)[1]
         self.kill()
-        raise RuntimeError(f"{self.name} did not start (see {self.log_path}):\n{self.tail()}")
+        raise DaemonStartError(self.name, str(self.log_path), self.tail())
 
     def _drain(self) -> None:
         try:
-            for line in self.proc.stdout:  # type: ignore[union-attr]
-                self._log.write(line)
+            while chunk := os.read(self.proc.stdout.fileno(), 65536):  # type: ignore[union-attr]
+                self._log.write(chunk)
         except (ValueError, OSError):
             pass
 
@@ -281,13 +303,23 @@ class LocalCluster:
         return mint(load_key(self.key_file), ops, file_id, ttl, user)
 
     def start(self, wait: bool = True) -> "LocalCluster":
-        """Start the tracker and the peers.
+        """Start the tracker, the peers and (``s3``) the S3 endpoint. Ports
+        left 0 are the kernel's, or with ``keep_layout`` the last run's,
+        else ones :mod:`st_py.deploy.ports` chooses (outside the ephemeral
+        range, distinct); a last run's or chosen port found taken is chosen
+        again, a port the caller set is not.
 
         Raises
         ------
         TrackerLockedError
             A tracker (of another ``storetorrent up`` on the same DATA)
             serves this namespace already: one tracker per namespace.
+        PortInUseError
+            Something else listens on a port the caller set
+            (``tracker_port``, ``metrics_port``, ``s3_port``).
+        DaemonStartError
+            A daemon did not start for another reason (its log says why).
+            Daemons started before it keep running: :meth:`stop` them.
         """
         from st_py.tracker.lock import TrackerLock
 
@@ -301,43 +333,96 @@ class LocalCluster:
             from st_py.wire.tls import make_local_ca
 
             make_local_ca(self.tls_dir, ["127.0.0.1", "localhost"], [current_user() or "user", "peer"])
-        ports = self._last_layout() if self.keep_layout else {}
-        reused = []  # the last run's ports: any port if one is taken now
-        for key, attr in (("tracker", "tracker_port"), ("metrics", "metrics_port")):
-            if ports.get(key) and not getattr(self, attr):
-                setattr(self, attr, ports[key])
-                reused.append(attr)
-        try:
-            self.start_tracker()
-        except RuntimeError:
-            if not reused:
-                raise
-            for attr in reused:
-                setattr(self, attr, 0)
-            self.start_tracker()
-        peer_ports = ports.get("peers", [])
+        last = self._last_layout() if self.keep_layout else {}
+        self._remembered = {p for k in ("tracker", "metrics", "s3") if (p := last.get(k))} | set(last.get("peers", []))
+
+        def tracker(ports: dict[str, int]) -> Daemon:
+            self.tracker_port, self.metrics_port = ports["port"], ports["metrics port"]
+            return self.start_tracker()
+
+        given = {r for r, p in (("port", self.tracker_port), ("metrics port", self.metrics_port)) if p}
+        self._start_keeping(
+            {
+                "port": self.tracker_port or last.get("tracker", 0),
+                "metrics port": self.metrics_port or last.get("metrics", 0),
+            },
+            given,
+            tracker,
+            {"port": 1 + self.file_trackers},  # per-file trackers listen on the next ports
+        )
+        peer_ports = last.get("peers", [])
         for i in range(self.n_peers):
-            port = peer_ports[i] if i < len(peer_ports) else 0
-            try:
-                self.start_peer(i, port)
-            except RuntimeError:
-                if not port:
-                    raise
-                self.start_peer(i, 0)
+
+            def peer(ports: dict[str, int], i: int = i) -> Daemon:
+                return self.start_peer(i, ports["port"])
+
+            self._start_keeping({"port": peer_ports[i] if i < len(peer_ports) else 0}, set(), peer)
         if wait:
             self.wait_for_peers(self.n_peers)
         if self.s3:
-            if ports.get("s3") and not self.s3_port:
-                self.s3_port = ports["s3"]
-                try:
-                    self.start_s3()
-                except RuntimeError:  # the last run's port is taken now: any port
-                    self.s3_port = 0
-                    self.start_s3()
-            else:
-                self.start_s3()
+
+            def s3(ports: dict[str, int]) -> Daemon:
+                self.s3_port = ports["port"]
+                return self.start_s3()
+
+            self._start_keeping({"port": self.s3_port or last.get("s3", 0)}, {"port"} if self.s3_port else set(), s3)
         self._write_cluster_file()
         return self
+
+    def _start_keeping(
+        self,
+        ports: dict[str, int],
+        given: set[str],
+        start: Callable[[dict[str, int]], Daemon],
+        runs: dict[str, int] | None = None,
+    ) -> Daemon:
+        """``start(ports)``: a daemon on ``ports`` (its role, ``port`` or
+        ``metrics port``, to a port; 0: with ``keep_layout`` one chosen by
+        :func:`st_py.deploy.ports.choose_ports`, ``runs[role]`` consecutive,
+        else the kernel's). With ``keep_layout`` a port in use that the
+        caller did not give (a role not in ``given``: the last run's, taken
+        by another program meanwhile, or one taken since it was chosen) is
+        chosen again, twice at most.
+
+        Raises
+        ------
+        PortInUseError
+            A port the caller gave is in use (or a chosen one, three times).
+        DaemonStartError
+            The daemon did not start for another reason.
+        """
+        for attempt in range(3):
+            if self.keep_layout:
+                free = [r for r, p in ports.items() if not p]
+                chosen = choose_ports([(runs or {}).get(r, 1) for r in free], taken=self._held())
+                ports.update(zip(free, chosen))
+            try:
+                return start(ports)
+            except PortInUseError as e:
+                role = next((r for r, p in ports.items() if p == e.port), None)
+                if not self.keep_layout or role is None or role in given or attempt == 2:
+                    raise
+                ports[role] = 0
+        raise AssertionError("unreachable")
+
+    def _held(self) -> set[int]:
+        """The ports this cluster's daemons listen on or the last run's
+        layout remembers (no other daemon of it is given one of them)."""
+        held = set(getattr(self, "_remembered", set()))
+        if self.tracker_port:
+            held.update(range(self.tracker_port, self.tracker_port + 1 + self.file_trackers))
+        held.update(p for p in (self.metrics_port, self.s3_port) if p)
+        held.update(int(a.rsplit(":", 1)[1]) for a in self.peer_addrs)
+        return held
+
+    def _port_error(self, e: DaemonStartError, ports: list[tuple[int, str, str]], host: str) -> DaemonStartError:
+        """``e``, or a :class:`PortInUseError` for the first of ``ports``
+        (port, role, option of ``storetorrent up``; 0s skipped) that
+        something listens on now (the daemon has exited: not itself)."""
+        for port, role, option in ports:
+            if port and port_in_use(port, "127.0.0.1" if host == "0.0.0.0" else host):
+                return PortInUseError(e.daemon, e.log, port, host, role, option)
+        return e
 
     @property
     def s3_url(self) -> str | None:
@@ -352,8 +437,9 @@ class LocalCluster:
 
         Raises
         ------
-        RuntimeError
-            The endpoint did not start (the message has its log's tail).
+        DaemonStartError
+            The endpoint did not start (its log's last line; ``tail``: more);
+            :class:`PortInUseError` when something else listens on ``s3_port``.
         """
         argv = [
             sys.executable,
@@ -372,9 +458,12 @@ class LocalCluster:
             env.pop(var, None)
             if path:
                 env[var] = path
-        self.s3_daemon = Daemon(
-            "s3", argv, self.data_dir / "logs" / "s3.log", env=env, die_with_parent=self.die_with_parent
-        )
+        try:
+            self.s3_daemon = Daemon(
+                "s3", argv, self.data_dir / "logs" / "s3.log", env=env, die_with_parent=self.die_with_parent
+            )
+        except DaemonStartError as e:
+            raise self._port_error(e, [(self.s3_port, "port", "--s3-port")], "127.0.0.1") from None
         self.s3_port = int(self.s3_daemon.addr.rsplit(":", 1)[1])
         return self.s3_daemon
 
@@ -386,8 +475,9 @@ class LocalCluster:
 
         Raises
         ------
-        RuntimeError
-            The tracker did not start (the message has its log's tail).
+        DaemonStartError
+            The tracker did not start (its log's last line; ``tail``: more);
+            :class:`PortInUseError` when something else listens on one of its ports.
         """
         argv = [
             sys.executable,
@@ -428,9 +518,13 @@ class LocalCluster:
         argv += self.tracker_args
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
-        self.tracker = Daemon(
-            "tracker", argv, self.data_dir / "logs" / "tracker.log", env=env, die_with_parent=self.die_with_parent
-        )
+        try:
+            self.tracker = Daemon(
+                "tracker", argv, self.data_dir / "logs" / "tracker.log", env=env, die_with_parent=self.die_with_parent
+            )
+        except DaemonStartError as e:
+            ports = [(self.tracker_port, "port", "--port"), (self.metrics_port, "metrics port", "--metrics-port")]
+            raise self._port_error(e, ports, "0.0.0.0" if self.netns else "127.0.0.1") from None
         self.tracker_port = int(self.tracker.addr.rsplit(":", 1)[1])  # same ports after a restart
         if self.tracker.metrics_addr:
             self.metrics_port = int(self.tracker.metrics_addr.rsplit(":", 1)[1])
@@ -468,7 +562,12 @@ class LocalCluster:
             *self.peer_args,
             *extra_args,
         ]
-        d = Daemon(f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log", die_with_parent=self.die_with_parent)
+        try:
+            d = Daemon(
+                f"peer-{i}", argv, self.data_dir / "logs" / f"peer-{i}.log", die_with_parent=self.die_with_parent
+            )
+        except DaemonStartError as e:
+            raise (e if self.netns else self._port_error(e, [(port, "port", "")], self.peer_host(i))) from None
         self.peers[i] = d
         return d
 
@@ -480,7 +579,7 @@ class LocalCluster:
 
         Raises
         ------
-        RuntimeError
+        DaemonStartError
             The peer did not start.
         TimeoutError
             It did not announce within 30 s.
