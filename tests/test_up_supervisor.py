@@ -295,3 +295,56 @@ def test_a_daemon_that_neither_listens_nor_exits_is_given_up_at_its_deadline(tmp
     assert time.monotonic() - began < 20
     assert str(e.value) == f"mute did not start (see {tmp_path / 'mute.log'}): stuck"
     assert e.value.daemon == "mute" and "stuck" in e.value.tail
+
+
+def test_up_with_three_trackers_keeps_writing_through_the_leaders_kill(tmp_path, peer_bin):
+    """`up --trackers 3` (issue 39): 3 real etcd members, a leader and two
+    standbys, peers and clients given every tracker's address. The leader is
+    SIGKILLed while a client writes: a tracker is elected, every closed file
+    reads back, `status` names the leader and why the lead changed, and the
+    supervisor starts the killed tracker again (it campaigns as the others)."""
+    pytest.importorskip("aetcd")
+    from st_py.client.client import Client
+    from st_py.deploy.etcd import find_etcd
+
+    find_etcd()  # ./dev setup installs etcd-server
+    data = tmp_path / "st-data"
+    up = start_up(data, "--trackers", "3", "--no-s3", "--repair-interval", "0")
+    try:
+        info = poll_for(lambda: read_cluster_file(data), timeout=90, what="storetorrent up --trackers 3 to start")
+        addrs = info["tracker"].split(",")
+        assert len(addrs) == 3, info
+        c = Client(info["tracker"])
+        written = {}
+        for n in range(3):
+            with c.create(f"/ha/before{n}", replication="x2") as f:
+                f.put("r", f"before {n}".encode())
+            written[f"/ha/before{n}"] = f"before {n}".encode()
+
+        def log_view():
+            return json.loads(st("status", "--format", "json", data=data).stdout)["metadata_log"]
+
+        view = poll_for(lambda: len((v := log_view())["trackers"]) == 3 and v, timeout=30, what="3 trackers listed")
+        leader = next(t for t in view["trackers"] if t["role"] == "leader")
+        assert leader["addr"] == addrs[0], view
+        os.kill(leader["pid"], signal.SIGKILL)
+        for n in range(3):  # through the failover: latency, no error
+            with c.create(f"/ha/after{n}", replication="x2") as f:
+                f.put("r", f"after {n}".encode())
+            written[f"/ha/after{n}"] = f"after {n}".encode()
+        for name, want in written.items():
+            with c.open(name) as f:
+                assert f.get("r") == want, name
+
+        def all_back():  # the killed one restarted: a standby, or elected again (it campaigns like the others)
+            v = log_view()
+            roles = [t["role"] for t in v["trackers"]]
+            return len(roles) == 3 and roles.count("leader") == 1 and v["failovers"][0]["previous"] == addrs[0] and v
+
+        view = poll_for(all_back, timeout=60, what="three trackers again, one leader, after the kill")
+        last = view["failovers"][0]
+        assert "lease ran out" in last["reason"], last
+        c.close()
+    finally:
+        err = stop_up(up)
+    assert "tracker: exited (status -9)" in err, err[-2000:]

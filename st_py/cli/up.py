@@ -73,6 +73,15 @@ from st_py.cli.render import console
     "without --users and this: development mode, nothing checked",
 )
 @click.option("--no-s3", is_flag=True, help="run no S3 endpoint")
+@click.option(
+    "--trackers",
+    type=click.IntRange(1, 5),
+    default=1,
+    show_default=True,
+    help="replicated trackers: with 2 or more, 3 local etcd members keep the metadata log (Debian's "
+    "etcd-server) and the trackers beyond the first wait as standbys, each taking over when the leader "
+    "dies (docs/deployment.md, 'The metadata log in etcd')",
+)
 def up(
     data: str,
     peers: int,
@@ -88,6 +97,7 @@ def up(
     s3_port: int,
     s3_keys,
     no_s3: bool,
+    trackers: int,
 ) -> None:
     """Run a local cluster (tracker and PEERS peers under DATA) until Ctrl-C.
 
@@ -102,6 +112,8 @@ def up(
     from st_py.deploy.cluster import LocalCluster
     from st_py.deploy.supervisor import Supervisor
 
+    if trackers > 1 and file_trackers:
+        raise click.UsageError("--file-trackers with --trackers 2 or more is not built yet (docs/deployment.md)")
     logs.setup("INFO", "text")  # the daemons' format (docs/operations.md, "Logs")
     s3_off = _s3_off(no_s3, users_file, s3_keys)
     cluster = LocalCluster(
@@ -120,6 +132,7 @@ def up(
         s3=s3_off is None,
         s3_port=s3_port,
         s3_keys=Path(s3_keys).resolve() if s3_keys else None,
+        trackers=trackers,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -143,7 +156,12 @@ def up(
         ).start()
     # One line per item, never wrapped (console: soft_wrap), no empty lines.
     try:
-        console.print(f"tracker  {cluster.tracker_addr}")
+        console.print(f"tracker  {cluster.tracker_addr}" + ("   (leader)" if cluster.replicas is not None else ""))
+        if cluster.replicas is not None:
+            for j, a in enumerate(cluster.replicas.addrs):
+                console.print(f"tracker-{j + 1} {a}   (standby: takes over when the leader dies)")
+            for m in cluster.replicas.etcd.members if cluster.replicas.etcd is not None else []:
+                console.print(f"{m.name}    {m.endpoint}   (etcd member: the metadata log)")
         if cluster.tracker is not None and cluster.tracker.metrics_addr:
             console.print(f"status   http://{cluster.tracker.metrics_addr}/   (metrics: /metrics)")
         if file_trackers:
@@ -163,7 +181,8 @@ def up(
         elif s3_off:
             console.print(f"s3       off: {s3_off}")
         console.print(f"namespace {cluster.namespace}\nlogs      {cluster.data_dir / 'logs'}")
-        console.print(f"export STORETORRENT_TRACKER={cluster.tracker_addr}   # Ctrl-C stops the cluster")
+        every = ",".join([cluster.tracker_addr, *cluster.standby_addrs])
+        console.print(f"export STORETORRENT_TRACKER={every}   # Ctrl-C stops the cluster")
         ca, cert, key = cluster.client_tls
         if ca:
             console.print(f"export STORETORRENT_TLS_CA={ca}")

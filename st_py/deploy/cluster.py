@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from st_py.deploy.ports import choose_ports, port_in_use
+from st_py.deploy.replicas import TrackerReplicas
 from st_py.errors import DaemonStartError, PortInUseError
 from st_py.wire.locate import CLUSTER_FILE, read_cluster_file  # noqa: F401 (public here too)
 from st_py.wire.tracker_client import TrackerClient, current_user
@@ -79,7 +80,9 @@ def _die_with_parent(argv: list[str]) -> list[str]:
 class Daemon:
     """A child process that prints ``listening on HOST:PORT`` when ready
     (and ``metrics on HOST:PORT`` before it if it serves Prometheus metrics:
-    ``metrics_addr``)."""
+    ``metrics_addr``); ``ready`` names the line prefixes that count (a
+    replicated tracker's ``campaigning as HOST:PORT``: a standby, ready
+    without listening)."""
 
     def __init__(
         self,
@@ -89,8 +92,10 @@ class Daemon:
         env: dict | None = None,
         ready_timeout: float = 30.0,
         die_with_parent: bool = False,
+        ready: tuple[str, ...] = ("listening on ",),
     ):
         self.name = name
+        self.ready = ready
         self.argv = argv
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,9 +136,10 @@ class Daemon:
                 text = line.decode(errors="replace").strip()
                 if text.startswith("metrics on "):
                     self.metrics_addr = text.split("metrics on ", 1)[1]
-                if text.startswith("listening on "):
+                prefix = next((p for p in self.ready if text.startswith(p)), None)
+                if prefix is not None:
                     self._log.write(b"".join(x + b"\n" for x in lines[i + 1 :]) + pending)  # the drainer logs the rest
-                    return text.split("listening on ", 1)[1]
+                    return text[len(prefix) :]
         self.kill()
         raise DaemonStartError(self.name, str(self.log_path), self.tail())
 
@@ -255,6 +261,10 @@ class LocalCluster:
     s3_port: int = 0
     s3_keys: Path | None = None
     s3_daemon: Daemon | None = None
+    # Replicated trackers (issue 39; storetorrent up --trackers N): with 2 or more, 3 etcd
+    # members keep the metadata log and trackers 1.. wait as standbys (st_py/deploy/replicas.py).
+    trackers: int = 1
+    replicas: TrackerReplicas | None = None
     _clients: list = field(default_factory=list, init=False, repr=False, compare=False)  # closed by stop()
 
     def __post_init__(self) -> None:
@@ -335,6 +345,12 @@ class LocalCluster:
             make_local_ca(self.tls_dir, ["127.0.0.1", "localhost"], [current_user() or "user", "peer"])
         last = self._last_layout() if self.keep_layout else {}
         self._remembered = {p for k in ("tracker", "metrics", "s3") if (p := last.get(k))} | set(last.get("peers", []))
+        if self.trackers > 1:
+            if self.file_trackers:
+                raise ValueError("per-file trackers with replicated trackers are not built yet (docs/deployment.md)")
+            self.replicas = TrackerReplicas(self, self.trackers, _die_with_parent if self.die_with_parent else None)
+            self._remembered |= {p for pair in last.get("etcd", []) + last.get("standbys", []) for p in pair}
+            self.replicas.start_etcd(last, self.held_ports())
 
         def tracker(ports: dict[str, int]) -> Daemon:
             self.tracker_port, self.metrics_port = ports["port"], ports["metrics port"]
@@ -350,6 +366,9 @@ class LocalCluster:
             tracker,
             {"port": 1 + self.file_trackers},  # per-file trackers listen on the next ports
         )
+        if self.replicas is not None:
+            self.replicas.start_standbys()
+            self.standby_addrs = self.replicas.addrs  # peers and clients are given every tracker
         peer_ports = last.get("peers", [])
         for i in range(self.n_peers):
 
@@ -394,7 +413,7 @@ class LocalCluster:
         for attempt in range(3):
             if self.keep_layout:
                 free = [r for r, p in ports.items() if not p]
-                chosen = choose_ports([(runs or {}).get(r, 1) for r in free], taken=self._held())
+                chosen = choose_ports([(runs or {}).get(r, 1) for r in free], taken=self.held_ports())
                 ports.update(zip(free, chosen))
             try:
                 return start(ports)
@@ -405,7 +424,7 @@ class LocalCluster:
                 ports[role] = 0
         raise AssertionError("unreachable")
 
-    def _held(self) -> set[int]:
+    def held_ports(self) -> set[int]:
         """The ports this cluster's daemons listen on or the last run's
         layout remembers (no other daemon of it is given one of them)."""
         held = set(getattr(self, "_remembered", set()))
@@ -413,6 +432,8 @@ class LocalCluster:
             held.update(range(self.tracker_port, self.tracker_port + 1 + self.file_trackers))
         held.update(p for p in (self.metrics_port, self.s3_port) if p)
         held.update(int(a.rsplit(":", 1)[1]) for a in self.peer_addrs)
+        if self.replicas is not None:
+            held |= self.replicas.held()
         return held
 
     def _port_error(self, e: DaemonStartError, ports: list[tuple[int, str, str]], host: str) -> DaemonStartError:
@@ -479,6 +500,36 @@ class LocalCluster:
             The tracker did not start (its log's last line; ``tail``: more);
             :class:`PortInUseError` when something else listens on one of its ports.
         """
+        argv = self.tracker_argv(self.data_dir / "tracker", self.tracker_port, self.metrics_port)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+        try:
+            self.tracker = Daemon(
+                "tracker",
+                argv,
+                self.data_dir / "logs" / "tracker.log",
+                env=env,
+                die_with_parent=self.die_with_parent,
+                ready=self._tracker_ready(),
+            )
+        except DaemonStartError as e:
+            ports = [(self.tracker_port, "port", "--port"), (self.metrics_port, "metrics port", "--metrics-port")]
+            raise self._port_error(e, ports, "0.0.0.0" if self.netns else "127.0.0.1") from None
+        self.tracker_port = int(self.tracker.addr.rsplit(":", 1)[1])  # same ports after a restart
+        if self.tracker.metrics_addr:
+            self.metrics_port = int(self.tracker.metrics_addr.rsplit(":", 1)[1])
+        elif self.metrics_port:  # a standby until elected: it serves its page on this port once it leads
+            self.tracker.metrics_addr = f"{self.tracker.addr.rsplit(':', 1)[0]}:{self.metrics_port}"
+        return self.tracker
+
+    def _tracker_ready(self) -> tuple[str, ...]:
+        """The lines that tell a tracker started: with replicated trackers a
+        standby's ``campaigning as`` too (it listens only once elected)."""
+        return ("listening on ", "campaigning as ") if self.replicas is not None else ("listening on ",)
+
+    def tracker_argv(self, state_dir: Path, port: int, metrics_port: int) -> list[str]:
+        """The command line of a tracker of this cluster with its state in
+        ``state_dir`` on ``port`` and ``metrics_port`` (0: any)."""
         argv = [
             sys.executable,
             "-m",
@@ -486,13 +537,13 @@ class LocalCluster:
             "--root",
             str(self.namespace),
             "--state-dir",
-            str(self.data_dir / "tracker"),
+            str(state_dir),
             "--port",
-            str(self.tracker_port),
+            str(port),
             "--announce-interval",
             str(self.announce_interval),
             "--metrics-port",
-            str(self.metrics_port),
+            str(metrics_port),
         ]
         if self.auth:
             argv += ["--key-file", str(self.key_file), "--capability-ttl", str(self.capability_ttl)]
@@ -515,20 +566,9 @@ class LocalCluster:
                     ]
         if self.netns:  # reachable from the peers' namespaces too
             argv += ["--host", "0.0.0.0"]
-        argv += self.tracker_args
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
-        try:
-            self.tracker = Daemon(
-                "tracker", argv, self.data_dir / "logs" / "tracker.log", env=env, die_with_parent=self.die_with_parent
-            )
-        except DaemonStartError as e:
-            ports = [(self.tracker_port, "port", "--port"), (self.metrics_port, "metrics port", "--metrics-port")]
-            raise self._port_error(e, ports, "0.0.0.0" if self.netns else "127.0.0.1") from None
-        self.tracker_port = int(self.tracker.addr.rsplit(":", 1)[1])  # same ports after a restart
-        if self.tracker.metrics_addr:
-            self.metrics_port = int(self.tracker.metrics_addr.rsplit(":", 1)[1])
-        return self.tracker
+        if self.replicas is not None:
+            argv += self.replicas.etcd_args()
+        return argv + self.tracker_args
 
     def start_peer(self, i: int, port: int = 0, extra_args: list[str] | tuple[str, ...] = ()) -> Daemon:
         """Start peer ``i`` (on ``port``; 0: any), with ``extra_args`` after
@@ -667,7 +707,7 @@ class LocalCluster:
 
     def _write_cluster_file(self) -> None:
         info = {
-            "tracker": self.tracker_addr,
+            "tracker": ",".join([self.tracker_addr, *self.standby_addrs]),
             "peers": self.peer_addrs,
             "namespace": str(self.namespace),
             "pid": os.getpid(),
@@ -681,6 +721,7 @@ class LocalCluster:
             "metrics": self.metrics_port,
             "peers": [int(a.rsplit(":", 1)[1]) for a in self.peer_addrs],
             "s3": self.s3_port if self.s3_daemon is not None else self._last_layout().get("s3", 0),
+            **(self.replicas.layout() if self.replicas is not None else {}),
         }
         (self.data_dir / "layout.json").write_text(json.dumps(layout))
 
@@ -702,8 +743,12 @@ class LocalCluster:
         for d in self.peers:
             if d is not None:
                 d.stop()
+        if self.replicas is not None:
+            self.replicas.stop()
         if self.tracker is not None:
             self.tracker.stop()
+        if self.replicas is not None:
+            self.replicas.stop_etcd()
         if getattr(self, "_netns", None) is not None:
             self._netns.destroy()
         try:

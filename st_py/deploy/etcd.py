@@ -18,6 +18,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,6 +134,8 @@ class EtcdCluster:
     n: int = 3
     token: str = "storetorrent"
     members: list[EtcdMember] = field(default_factory=list)
+    # wraps each member's command line (storetorrent up: the members die with it)
+    wrap: Callable[[list[str]], list[str]] | None = None
 
     def __post_init__(self) -> None:
         self.base_dir = Path(self.base_dir)
@@ -181,11 +184,11 @@ class EtcdCluster:
         if m.alive():
             return m
         m.data_dir.mkdir(parents=True, exist_ok=True)
+        m.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = m.log_path.open("ab")
         try:
-            m.proc = subprocess.Popen(
-                self._argv(m), stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
-            )
+            argv = self.wrap(self._argv(m)) if self.wrap is not None else self._argv(m)
+            m.proc = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
         finally:
             log.close()
         return m

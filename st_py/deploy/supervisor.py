@@ -1,5 +1,6 @@
 """Keeping a local cluster running (``storetorrent up``): a daemon (the
-tracker, a peer, the S3 endpoint) that dies
+tracker, a peer, the S3 endpoint; with replicated trackers each standby
+tracker and etcd member) that dies
 is restarted on the same port with exponential backoff, and the cluster keeps
 serving meanwhile (paper 4.3: the others carry on; the restarted peer comes
 back with its records and announces again).
@@ -38,6 +39,21 @@ class _State:
     restarts: int = 0
 
 
+class _Member:
+    """An etcd member seen as a daemon by :meth:`Supervisor.check`."""
+
+    def __init__(self, m):
+        self.m = m
+        self.proc = m.proc
+
+    def alive(self) -> bool:
+        return self.m.alive()
+
+    def kill(self) -> None:
+        if self.m.proc is not None:
+            self.m.proc.wait()
+
+
 class Supervisor:
     """Restarts the dead daemons of ``cluster``; call :meth:`check` often
     (every half second is plenty)."""
@@ -48,12 +64,16 @@ class Supervisor:
         self.events: deque[tuple[float, str, str]] = deque(maxlen=1000)  # (unix time, daemon, what)
         self._state: dict[str, _State] = {}
 
-    def _daemons(self) -> list[tuple[str, Daemon | None, int | None]]:
+    def _daemons(self) -> list[tuple[str, Daemon | _Member | None, int | None]]:
         c = self.cluster
-        out: list[tuple[str, Daemon | None, int | None]] = [("tracker", c.tracker, None)]
+        out: list[tuple[str, Daemon | _Member | None, int | None]] = [("tracker", c.tracker, None)]
         out += [(f"peer-{i}", d, i) for i, d in enumerate(c.peers)]
         if c.s3:
             out.append(("s3", c.s3_daemon, None))
+        if c.replicas is not None:
+            out += [(f"tracker-{j + 1}", d, j) for j, d in enumerate(c.replicas.standbys)]
+            if c.replicas.etcd is not None:
+                out += [(m.name, _Member(m), k) for k, m in enumerate(c.replicas.etcd.members)]
         return out
 
     def _note(self, name: str, what: str, level: int = logging.WARNING) -> None:
@@ -97,11 +117,22 @@ class Supervisor:
 
     def _addr(self, name: str, idx: int | None) -> str:
         c = self.cluster
+        if name.startswith("etcd") and c.replicas is not None and c.replicas.etcd is not None:
+            return c.replicas.etcd.members[idx or 0].endpoint
+        if name.startswith("tracker-") and c.replicas is not None:
+            s = c.replicas.standbys[idx or 0]
+            return s.addr if s is not None else "?"
         d = c.s3_daemon if name == "s3" else c.tracker if idx is None else c.peers[idx]
         return d.addr if d is not None else "?"
 
-    def _restart(self, name: str, d: Daemon | None, idx: int | None) -> None:
+    def _restart(self, name: str, d, idx: int | None) -> None:
         c = self.cluster
+        if name.startswith("etcd") and c.replicas is not None and c.replicas.etcd is not None:
+            c.replicas.etcd.start_member(idx or 0)  # its data folder as it was: it rejoins
+            return
+        if name.startswith("tracker-") and c.replicas is not None:
+            c.replicas.start_standby(idx or 0)  # a standby until elected
+            return
         if name == "s3":
             c.start_s3()  # on its port (LocalCluster keeps s3_port)
             return

@@ -188,6 +188,7 @@ async def _serve(
     service.oplog.keep_s = log_keep_s
     if log_backend is not None:
         log.info("campaigning in %s as %s: a standby until elected", log_backend.describe, log_backend.addr)
+        print(f"campaigning as {log_backend.addr}", flush=True)  # a supervisor's sign of life (st_py.deploy)
     try:
         term = await service.oplog.start()
     except (LogError, TimeoutError) as e:
