@@ -141,6 +141,18 @@ def test_a_tracker_naming_a_cluster_etcd_does_not_hold_is_refused(tmp_path, etcd
     assert "listening on" not in p.stdout
 
 
+def test_a_tracker_whose_etcd_does_not_answer_is_refused(tmp_path):
+    """No member reachable at start: one line naming the members and what to
+    check, a failed exit, nothing served (a standby would otherwise wait)."""
+    argv = [sys.executable, "-m", "st_py.tracker", "--root", str(tmp_path / "ns"), "--state-dir", str(tmp_path / "st")]
+    argv += ["--etcd", "127.0.0.1:1,127.0.0.1:2", "--cluster-id", "lab"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=90)
+    assert p.returncode != 0
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("tracker: metadata log") and "did not answer" in last and "etcdctl endpoint health" in last
+    assert "listening on" not in p.stdout
+
+
 def _swap(argv: list[str], flag: str, value: str) -> list[str]:
     out = list(argv)
     out[out.index(flag) + 1] = value
