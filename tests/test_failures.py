@@ -206,6 +206,52 @@ def test_creates_wait_for_a_restarting_tracker(cluster):
         assert f.get("a") == b"made while the tracker restarted"
 
 
+def test_a_retried_delete_snapshot_or_rmdir_gets_its_first_reply(cluster):
+    """Issue 39: a delete, a snapshot create and an rmdir whose replies were
+    lost (the tracker restarted after doing them) are sent again with the
+    same request id: each gets the reply of the first try (the request is in
+    the metadata log), not NOT_FOUND or ALREADY_EXISTS; a new request id
+    still gets those."""
+    import grpc
+
+    from st_py._proto import tracker_pb2 as pb
+
+    c = cluster.client()
+    with c.create("/retry/a/f", replication="x2") as f:
+        for i in range(3):
+            f.put(f"r{i}", b"x")
+    with c.create("/retry/snap", replication="x2") as f:
+        f.put("r", b"x")
+    tracker = c.tracker  # the raw RPCs: the test plays a client whose replies were lost
+    md, user = tracker._metadata, tracker.user
+
+    def call(method, req):
+        return getattr(tracker._stub, method)(req, metadata=md, timeout=10)
+
+    deleted = call("Delete", pb.DeleteRequest(name="/retry/a/f", whole_file=True, user=user, request_id="d-1"))
+    made = call(
+        "Snapshot", pb.SnapshotRequest(name="/retry/snap", op="create", snapshot="s1", user=user, request_id="s-1")
+    )
+    call("RemoveDir", pb.RemoveDirRequest(path="/retry/a", user=user, request_id="r-1"))
+    cluster.restart_tracker()
+    again = call("Delete", pb.DeleteRequest(name="/retry/a/f", whole_file=True, user=user, request_id="d-1"))
+    assert again.deleted == deleted.deleted == 3
+    twice = call(
+        "Snapshot", pb.SnapshotRequest(name="/retry/snap", op="create", snapshot="s1", user=user, request_id="s-1")
+    )
+    assert twice == made
+    call("RemoveDir", pb.RemoveDirRequest(path="/retry/a", user=user, request_id="r-1"))
+    with pytest.raises(grpc.RpcError) as e:
+        call("Delete", pb.DeleteRequest(name="/retry/a/f", whole_file=True, user=user, request_id="d-2"))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as e:
+        call(
+            "Snapshot", pb.SnapshotRequest(name="/retry/snap", op="create", snapshot="s1", user=user, request_id="s-2")
+        )
+    assert e.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    assert [s.name for s in c.snapshots("/retry/snap")] == ["s1"]
+
+
 def test_a_retried_create_is_applied_once(cluster):
     """A create whose reply was lost (the tracker died after making the
     file) is sent again with the same request id: it gets the file it made,

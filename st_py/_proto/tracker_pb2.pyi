@@ -211,18 +211,20 @@ class CommitReply(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., committed: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., conflict_names: _Optional[_Iterable[str]] = ..., deleted: _Optional[int] = ..., quota_refused: _Optional[_Iterable[str]] = ..., quota_scope: _Optional[str] = ..., quota_bytes: _Optional[int] = ..., quota_used_bytes: _Optional[int] = ..., conflict_kinds: _Optional[_Iterable[str]] = ..., conflict_records: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ("name", "file_id", "records", "whole_file", "user")
+    __slots__ = ("name", "file_id", "records", "whole_file", "user", "request_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     WHOLE_FILE_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     records: _containers.RepeatedScalarFieldContainer[str]
     whole_file: bool
     user: str
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[str]] = ..., whole_file: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[str]] = ..., whole_file: _Optional[bool] = ..., user: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class DeleteReply(_message.Message):
     __slots__ = ("deleted", "generation")
@@ -653,12 +655,14 @@ class CloseReply(_message.Message):
     def __init__(self, released_bytes: _Optional[int] = ...) -> None: ...
 
 class RemoveDirRequest(_message.Message):
-    __slots__ = ("path", "user")
+    __slots__ = ("path", "user", "request_id")
     PATH_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     path: str
     user: str
-    def __init__(self, path: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, path: _Optional[str] = ..., user: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class RemoveDirReply(_message.Message):
     __slots__ = ()
@@ -904,18 +908,20 @@ class FileControlReply(_message.Message):
     def __init__(self, file_id: _Optional[int] = ..., generation: _Optional[int] = ..., records: _Optional[int] = ..., bytes: _Optional[int] = ..., copies: _Optional[int] = ..., owner: _Optional[str] = ..., done: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., added: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
-    __slots__ = ("name", "file_id", "op", "snapshot", "user")
+    __slots__ = ("name", "file_id", "op", "snapshot", "user", "request_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     OP_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     op: str
     snapshot: str
     user: str
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., op: _Optional[str] = ..., snapshot: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., op: _Optional[str] = ..., snapshot: _Optional[str] = ..., user: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class SnapshotInfo(_message.Message):
     __slots__ = ("name", "generation", "created_at", "owner")

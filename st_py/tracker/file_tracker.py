@@ -218,7 +218,7 @@ class FileTrackerService(TrackerService):
         self._peer_ids: dict[int, dict[int, str]] = {}
         self._creating: dict[str, int] = {}
         self.leases = Leases()  # this shard's leases: in its metadata log, kept across its restarts
-        self.tracker_ops = TrackerStateOps(None, None, self.leases)  # leases only: the rest is the master's
+        self.tracker_ops = TrackerStateOps(None, None, self.leases)  # leases and replies: the rest is the master's
         self._recount_usage = False
         if oplog is None:
             raise ValueError("a per-file tracker needs its shard's metadata log (serve_file_tracker opens it)")
@@ -332,6 +332,12 @@ class FileTrackerService(TrackerService):
         if request.whole_file:  # a namespace change: the master's
             await self._wrong_tracker(context, request.name, self.master)
         return await super().Delete(request, context)
+
+    def _reload_reservations(self) -> None:
+        """Nothing: reservations are the master's."""
+
+    def _drop_reservation(self, file_id: int) -> None:
+        """Nothing: reservations are the master's."""
 
     async def FileControl(self, request, context):
         """The master's own writes to one of this tracker's files."""

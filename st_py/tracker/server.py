@@ -185,7 +185,7 @@ async def _serve(
         log_backend.addr = log_backend.addr or f"{advertised_host(host)}:{bound}"  # what followers will name
         service.oplog = OpLog(log_backend)
         service.oplog.checkpoint = service.tracker_ops.checkpoint  # kept in etcd before it compacts
-    service.oplog.keep_s = log_keep_s
+    service.oplog.keep_s = service.tracker_ops.keep_s = log_keep_s
     if log_backend is not None:
         log.info("campaigning in %s as %s: a standby until elected", log_backend.describe, log_backend.addr)
         print(f"campaigning as {log_backend.addr}", flush=True)  # a supervisor's sign of life (st_py.deploy)

@@ -740,6 +740,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         (write permission on its directory)."""
         user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
+        if (again := self._replied(request, "Delete", user, pb.DeleteReply)) is not None:
+            return again  # a retry of a delete done before (a restart, a failover)
         here = await self._here(context, name)
         if request.whole_file:  # as in UNIX: write permission on the directory
             if here:
@@ -767,14 +769,14 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             self.reservations.release(file_id)
             self.guard.charge(owner, -b * copies)
             log.info("deleted file %s (%d records) for %s", name, n, user.name)
-            return pb.DeleteReply(deleted=n)
+            return await self._answered(request, "Delete", user, pb.DeleteReply(deleted=n))
         if not here:
             return await self._forward(context, "Delete", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
         o, _ = await self._admit(context, user, name, c, "delete records of")
         gen, n, b = await c.write("delete_records", list(request.records))
         await self._settle(None, o.owner, c.meta.file_id, -b * c.meta.copies, 0, {})
-        return pb.DeleteReply(deleted=n, generation=gen)
+        return await self._answered(request, "Delete", user, pb.DeleteReply(deleted=n, generation=gen))
 
     async def Snapshot(self, request, context):
         """rpc Snapshot (proto/storetorrent/v1/tracker.proto): create, delete or
@@ -782,6 +784,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         need write permission on the file, list read permission."""
         user = await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
+        if (again := self._replied(request, "Snapshot", user, pb.SnapshotReply)) is not None:
+            return again  # a retry of a create or delete done before (a restart, a failover)
         if not await self._here(context, name):
             return await self._forward(context, "Snapshot", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
@@ -826,12 +830,13 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                     trailing_metadata=((ERROR_KIND_KEY, "no-such-snapshot"),),
                 )
         meta = await c.run(c.writer.meta)
-        return pb.SnapshotReply(
+        reply = pb.SnapshotReply(
             file_id=c.meta.file_id,
             snapshots=[pb.SnapshotInfo(name=n, generation=g, created_at=t, owner=u) for n, g, t, u in rows],
             generation=int(meta.get("generation", 0)),
             history_from=int(meta.get("history_from", 0)),
         )
+        return reply if op == "list" else await self._answered(request, "Snapshot", user, reply)
 
     async def List(self, request, context):
         """rpc List (proto/storetorrent/v1/tracker.proto): the namespace entries below a
@@ -1151,6 +1156,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         """rmdir: an empty namespace directory goes, as in UNIX with write
         (and search) permission on its parent."""
         user = await self.authenticate(context, request.user)
+        if (again := self._replied(request, "RemoveDir", user, pb.RemoveDirReply)) is not None:
+            return again  # a retry of an rmdir done before (a restart, a failover)
         if not request.path.strip("/"):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the namespace root cannot be removed")
         name = await self._name(context, request.path)
@@ -1193,7 +1200,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             )
         await self._log_state("remove_dir", name, ())
         log.info("%s removed directory %s", user.name, name)
-        return pb.RemoveDirReply()
+        return await self._answered(request, "RemoveDir", user, pb.RemoveDirReply())
 
     async def _check_lease(self, context, name: str, file_id: int, lease_id: str) -> None:
         """New versions commit only under the file's live writer lease."""
@@ -1275,6 +1282,19 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             self.tracker_ops.apply(op)
 
         await self.oplog.run(InfofileOp(name, file_id, kind, args, time.time()).encode(), apply)
+
+    def _replied(self, request, rpc: str, user, reply_type):
+        """The reply a retry of ``request`` (its request id) got the first
+        time, decoded as ``reply_type``, or None."""
+        got = self.tracker_ops.replied(getattr(request, "request_id", ""), rpc, user.name)
+        return reply_type.FromString(got) if got is not None else None
+
+    async def _answered(self, request, rpc: str, user, reply):
+        """Log that ``request`` (with a request id) got ``reply``, then return
+        it: its retry across a restart or failover gets the same reply."""
+        if getattr(request, "request_id", ""):
+            await self._log_state("request_done", request.request_id, (rpc, user.name, reply.SerializeToString()))
+        return reply
 
     async def load_checkpoint(self) -> None:
         """Before the replay at start: with a replicated log, the tracker's
@@ -1464,8 +1484,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             self._recount_usage = False
             await asyncio.to_thread(self.guard.count_usage)
         if file_id is None and rep.read:  # the reservations as the log left them, each with a fresh lease
-            self.reservations.by_file.clear()
-            self.reservations.load(self._committed_bytes)
+            self._reload_reservations()
         if file_id is None:
             kept = self.leases.restarted(rep.last_at)
             if kept:
@@ -1490,6 +1509,16 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         self.state.add_file(op.name, op.file_id, str(op.args[0]["owner"]))
         self.state.remember_file_id(op.file_id)
 
+    def _reload_reservations(self) -> None:
+        """The reservations as the state holds them after a replay (a per-file
+        tracker has none: they are the master's)."""
+        self.reservations.by_file.clear()
+        self.reservations.load(self._committed_bytes)
+
+    def _drop_reservation(self, file_id: int) -> None:
+        """A replayed delete ends the file's reservation (the master's)."""
+        self.reservations.release(file_id)
+
     def _replay_file_op(self, op: InfofileOp, index: int) -> bool:
         """A create or delete replayed at start or after a restore: done only
         if the namespace does not show it yet. Returns whether it changed anything."""
@@ -1512,7 +1541,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             self.guard.made_dirs(owner, [d for d in namespace.ancestors(op.name) if self.state.dir_owner(d) is None])
             return made
         self.leases.drop(op.file_id)  # the file's lease and reservation went with it
-        self.reservations.release(op.file_id)
+        self._drop_reservation(op.file_id)
         try:
             r = InfofileReader(path)
         except (OSError, sqlite3.Error):

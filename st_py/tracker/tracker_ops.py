@@ -14,6 +14,11 @@ replay that applies one again on a checkpoint that has it changes nothing:
 - ``end_reservation`` (name, file_id): the creator closed the file, its
   space reservation ends (a reservation starts with its file's
   ``create_file``, and ends with its ``delete_file`` too);
+- ``request_done`` (name: a request id; args: the RPC, the user, the
+  encoded reply): a delete, snapshot or rmdir was answered, so its retry
+  across a restart or failover (the same request id) gets that reply
+  instead of doing it again (:meth:`TrackerStateOps.replied`), for as long
+  as the log keeps entries;
 - the writer leases' ``grant_lease``, ``renew_lease``, ``release_lease``
   (st_py/tracker/leases.py).
 
@@ -46,8 +51,10 @@ class TrackerStateOps:
     per-file tracker has leases only (``state`` and ``registry`` None).
     Not thread-safe: used on the tracker's event loop."""
 
-    def __init__(self, state, registry, leases: Leases, reservations=None):
+    def __init__(self, state, registry, leases: Leases, reservations=None, keep_s: float = 600.0):
         self.state, self.registry, self.leases, self.reservations = state, registry, leases, reservations
+        self.keep_s = keep_s
+        self._replies: dict[str, tuple[str, str, bytes, float]] = {}  # request id -> (rpc, user, reply, at)
 
     def apply(self, op: InfofileOp) -> None:
         """Apply ``op`` (the leader once it is appended; a replay again).
@@ -63,8 +70,22 @@ class TrackerStateOps:
             self.registry.apply_drain_state(op.name, str(op.args[0]))
         elif op.kind == "end_reservation":
             self.reservations.release(op.file_id)
+        elif op.kind == "request_done":
+            rpc, user, reply = op.args
+            self._replies[op.name] = (str(rpc), str(user), bytes(reply), float(op.at))
+            old = [k for k, v in self._replies.items() if v[3] < op.at - self.keep_s]
+            for k in old:
+                del self._replies[k]
         else:
             raise ValueError(f"{op.kind} is not an operation on the tracker's state")
+
+    def replied(self, request_id: str, rpc: str, user: str) -> bytes | None:
+        """The encoded reply request ``request_id`` of ``user`` to ``rpc`` got
+        (a retry of it), or None (a new request, or one older than the log keeps)."""
+        got = self._replies.get(request_id) if request_id else None
+        if got is None or got[0] != rpc or got[1] != user:
+            return None
+        return got[2]
 
     def checkpoint(self) -> bytes:
         """The state these operations made, as one blob (MessagePack): the

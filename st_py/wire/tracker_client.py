@@ -278,9 +278,9 @@ class TrackerClient:
         TrackerMovedError, TrackerUnavailableError
         """
         name = normalize(name)
-        return self._call(
-            "Snapshot", pb.SnapshotRequest(name=name, file_id=file_id, op=op, snapshot=snapshot, user=self.user)
-        )
+        rid = "" if op == "list" else uuid.uuid4().hex  # a retry of a create or delete gets the first try's reply
+        req = pb.SnapshotRequest(name=name, file_id=file_id, op=op, snapshot=snapshot, user=self.user, request_id=rid)
+        return self._call("Snapshot", req, grace=RESTART_GRACE)
 
     def open(self, name: str) -> pb.FileInfo:
         """The FileInfo of existing file ``name`` (rpc Open): peerlist with
@@ -423,10 +423,16 @@ class TrackerClient:
         BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
         """
         name = normalize(name)
-        return self._call(
-            "Delete",
-            pb.DeleteRequest(name=name, file_id=file_id, records=records or [], whole_file=whole_file, user=self.user),
+        req = pb.DeleteRequest(
+            name=name,
+            file_id=file_id,
+            records=records or [],
+            whole_file=whole_file,
+            user=self.user,
+            request_id=uuid.uuid4().hex,
         )
+        # one id for every try: a retry across a restart or failover gets the first try's reply
+        return self._call("Delete", req, grace=RESTART_GRACE)
 
     def list(self, path: str = "/", names_only: bool = False) -> pb.ListReply:
         """The namespace entries below directory ``path`` (rpc List); ``names_only`` skips the counts."""
@@ -483,7 +489,8 @@ class TrackerClient:
         ------
         DirectoryNotEmptyError, StFileNotFoundError, PermissionDeniedError
         """
-        return self._call("RemoveDir", pb.RemoveDirRequest(path=normalize(path), user=self.user))
+        req = pb.RemoveDirRequest(path=normalize(path), user=self.user, request_id=uuid.uuid4().hex)
+        return self._call("RemoveDir", req, grace=RESTART_GRACE)  # a retry gets the first try's reply
 
     def restore_infofile(
         self, data: bytes, chunk_size: int = 1 << 20, timeout: float | None = None, dry_run: bool = False

@@ -48,7 +48,7 @@ FILE_OPS = frozenset({"create_file", "delete_file"})
 # and mode; a directory removed; a peer's drain state; a file's space
 # reservation ended by its creator's close), applied by
 # st_py/tracker/tracker_ops.py: a restart or a standby's election keeps them.
-TRACKER_OPS = frozenset({"set_dir", "remove_dir", "set_drain", "end_reservation"})
+TRACKER_OPS = frozenset({"set_dir", "remove_dir", "set_drain", "end_reservation", "request_done"})
 STATE_OPS = FILE_OPS | LEASE_OPS | TRACKER_OPS
 
 _VERSION = 1  # of the encoding below
