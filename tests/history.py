@@ -34,7 +34,8 @@ and its outcome:
 
 :func:`check_terms` checks "no two leaders accepted writes in one term" from
 what can be observed: which tracker says it was elected in which term (its
-log), and the term each log entry was appended under (the etcd log).
+log), and the term each log entry was appended under (the etcd log);
+:func:`check_creates_once` that no file was made twice in the log.
 
 Pure: no processes, no clients; tests/test_history.py checks it on made-up
 histories, tests/failover.py records real ones.
@@ -440,6 +441,31 @@ def check_terms(claims: Iterable[tuple[str, int]], entries: Iterable[tuple[int, 
             last_index, last_term = index, term
     for term, n in sorted(unclaimed.items()):
         problems.append(f"{n} log entries of term {term}, which no tracker says it was elected in")
+    return problems
+
+
+def check_creates_once(file_ops: Iterable[tuple[int, str, str]], failed: Iterable[int] = ()) -> list[str]:
+    """ "A retried create happens once", from the log: ``file_ops`` are
+    (index, ``create_file`` or ``delete_file``, file name) of the log's
+    whole-file entries, ``failed`` the indexes marked failed (never applied).
+
+    Returns
+    -------
+    list of str
+        One line per file made twice without a delete between.
+    """
+    skip = set(failed)
+    made: dict[str, int] = {}
+    problems = []
+    for index, kind, name in sorted(file_ops):
+        if index in skip:
+            continue
+        if kind == "delete_file":
+            made.pop(name, None)
+        elif kind == "create_file":
+            if name in made:
+                problems.append(f"{name} created twice in the log: entries {made[name]} and {index}, no delete between")
+            made[name] = index
     return problems
 
 

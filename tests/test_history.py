@@ -5,7 +5,7 @@ leaders in one term each fail it. No processes."""
 
 from __future__ import annotations
 
-from history import FAIL, OK, UNKNOWN, Final, Op, check, check_terms, median, resume_times
+from history import FAIL, OK, UNKNOWN, Final, Op, check, check_creates_once, check_terms, median, resume_times
 
 F = "/h/f"
 
@@ -109,6 +109,15 @@ def test_two_leaders_in_one_term_fail():
     assert any("two leaders in term 9" in p for p in check_terms(claims + [("a:1", 9)], []))
     assert any("a deposed leader" in p for p in check_terms(claims, [(1, 5), (2, 9), (3, 5)]))
     assert any("no tracker says" in p for p in check_terms(claims, [(1, 7)]))
+
+
+def test_a_file_made_twice_in_the_log_fails():
+    ops = [(1, "create_file", "/a"), (2, "create_file", "/b"), (3, "delete_file", "/a"), (4, "create_file", "/a")]
+    assert check_creates_once(ops) == []
+    assert check_creates_once(ops + [(5, "create_file", "/b")], failed=[5]) == []
+    assert check_creates_once(ops + [(5, "create_file", "/b")]) == [
+        "/b created twice in the log: entries 2 and 5, no delete between"
+    ]
 
 
 def test_resume_times_and_median():
