@@ -48,10 +48,10 @@ for p in (ROOT, ROOT / "tests"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from history import Final, History, Verdict, check, check_terms, median, resume_times  # noqa: E402
+from history import Final, History, Verdict, check, check_creates_once, check_terms, median, resume_times  # noqa: E402
 
 from st_py.client.client import Client  # noqa: E402
-from st_py.deploy.cluster import LocalCluster  # noqa: E402
+from st_py.deploy.cluster import Daemon, LocalCluster  # noqa: E402
 from st_py.deploy.etcd import EtcdCluster  # noqa: E402
 from st_py.errors import RecordNotFoundError, StFileNotFoundError, StoreTorrentError  # noqa: E402
 
@@ -90,7 +90,7 @@ class TrackerProc:
     def __init__(self, name: str, argv: list[str], log_path: Path, port: int):
         self.name, self.argv, self.log_path, self.port = name, argv, log_path, port
         self.proc: subprocess.Popen | None = None
-        self.daemon = None  # the LocalCluster's Daemon, for the first tracker's first run
+        self.daemon: Daemon | None = None  # the LocalCluster's Daemon, for the first tracker's first run
         self.offset = 0  # where this run's lines begin in the log
 
     @property
@@ -146,6 +146,7 @@ class FailoverReport:
     problems: list[str] = field(default_factory=list)  # of the run itself (a leader never elected, ...)
     files: int = 0
     entries: int = 0
+    file_ops: int = 0  # create_file/delete_file entries read from the log
     seconds: float = 0.0
     ops: list = field(default_factory=list, repr=False)  # the history checked
     final: Final | None = field(default=None, repr=False)  # the state read back
@@ -154,6 +155,14 @@ class FailoverReport:
     def ok(self) -> bool:
         """The history checks passed and the run did what it meant to."""
         return self.verdict is not None and self.verdict.valid and not self.term_problems and not self.problems
+
+    def examples(self) -> dict[str, str]:
+        """One message per operation and error class ("delete TrackerUnavailableError": ...)."""
+        out: dict[str, str] = {}
+        for o in self.ops:
+            if o.error:
+                out.setdefault(f"{o.f} {o.error.split(':', 1)[0]}", o.error)
+        return out
 
     def as_dict(self) -> dict:
         """The figures, as printed and written with ``--json``."""
@@ -171,8 +180,10 @@ class FailoverReport:
             "reads_checked": v.reads,
             "files": self.files,
             "log_entries_checked": self.entries,
+            "log_file_ops": self.file_ops,
             "outcomes": {f"{f}:{o}": n for (f, o), n in sorted(v.outcomes.items())},
             "errors": dict(v.errors),
+            "error_examples": self.examples(),
             "problems": (self.problems + self.term_problems + v.problems)[:50],
             "seconds": round(self.seconds, 1),
         }
@@ -194,6 +205,8 @@ class Failover:
         self.files: list[str] = []
         self.kill_times: list[float] = []
         self.entries: dict[int, int] = {}  # log index -> term, read from etcd as the run goes
+        self.file_ops: list[tuple[int, str, str]] = []  # (index, create_file/delete_file, name) of those
+        self.failed: set[int] = set()  # entries marked failed (never applied)
         self.etcd: EtcdCluster | None = None
         self.cluster: LocalCluster | None = None
         self.trackers: list[TrackerProc] = []
@@ -227,10 +240,10 @@ class Failover:
     def stop(self) -> None:
         """Stop the threads, every process."""
         self.stop_flag.set()
-        for t in self.threads:
-            t.join(60)
-        for t in self.trackers:
-            t.kill()
+        for th in self.threads:
+            th.join(60)
+        for tr in self.trackers:
+            tr.kill()
         if self.cluster is not None:
             self.cluster.stop()
         if self.etcd is not None:
@@ -417,16 +430,19 @@ class Failover:
         return resumed
 
     def read_entries(self) -> None:
-        """The etcd log's entries not read yet (index -> term): read as the
-        run goes, since the leader compacts entries older than it keeps."""
-        from st_py.tracker.log.etcd_log import EtcdLog
+        """The etcd log's entries not read yet (index -> term, and the
+        whole-file operations), and the failed marks: read as the run goes,
+        since the leader compacts entries older than it keeps."""
+        from st_py.tracker.apply.ops import FILE_OPS, decode
+        from st_py.tracker.log.etcd_log import EtcdLog, cluster_prefix
         from st_py.tracker.log.etcd_session import EtcdSession
 
         assert self.etcd is not None
         start = max(self.entries, default=0) + 1
+        endpoints = self.etcd.endpoints
 
         async def go() -> None:
-            session = EtcdSession(self.etcd.endpoints)
+            session = EtcdSession(endpoints)
             try:
                 log = await EtcdLog.open(session, CLUSTER_ID)
                 head = await log.last_index()
@@ -434,7 +450,13 @@ class Failover:
                 while i <= head:
                     for e in await log.read(i, 256):
                         self.entries[e.index] = e.term
+                        op = decode(e.payload, e.index)
+                        if op.kind in FILE_OPS:
+                            self.file_ops.append((e.index, op.kind, op.name))
                     i += 256
+                failed = cluster_prefix(CLUSTER_ID) + b"failed/"
+                for kv in await session.call(lambda c: c.get_prefix(failed)):
+                    self.failed.add(int(kv.key[len(failed) :]))
             finally:
                 await session.close()
 
@@ -466,8 +488,10 @@ class Failover:
         self.report.ops, self.report.final = ops, final
         claims = [cl for t in self.trackers for cl in t.claims()]
         self.report.term_problems = check_terms(claims, self.entries.items())
+        self.report.term_problems += check_creates_once(self.file_ops, self.failed)
         self.report.files = len(final.files)
         self.report.entries = len(self.entries)
+        self.report.file_ops = len(self.file_ops)
         return self.report
 
     def _read_file(self, c: Client, file: str, as_of: str | None = None) -> dict[str, bytes] | None:

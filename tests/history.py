@@ -426,9 +426,9 @@ def check_terms(claims: Iterable[tuple[str, int]], entries: Iterable[tuple[int, 
     by_term: dict[int, set[str]] = defaultdict(set)
     for who, term in claims:
         by_term[term].add(who)
-    for term, who in sorted(by_term.items()):
-        if len(who) > 1:
-            problems.append(f"two leaders in term {term}: {sorted(who)}")
+    for term, trackers in sorted(by_term.items()):
+        if len(trackers) > 1:
+            problems.append(f"two leaders in term {term}: {sorted(trackers)}")
     last_index, last_term = 0, 0
     unclaimed: Counter = Counter()
     for index, term in sorted(entries):

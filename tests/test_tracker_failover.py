@@ -34,6 +34,7 @@ def test_the_leader_killed_under_load_loses_nothing(tmp_path, peer_bin):
     assert v.lost == 0 and v.acked >= 50 and v.reads >= 20, d  # the checks had something to check
     assert rep.entries > 0 and rep.resume_s[0] == rep.resume_s[0], d
     assert d["outcomes"].get("snapshot:ok", 0) > 0, d
+    assert d["log_file_ops"] >= d["outcomes"]["create:ok"], d  # every file's create_file read from etcd
 
     # The checker fails on this very history when the state read back differs:
     # an acknowledged record missing, a record never acknowledged visible.
