@@ -45,3 +45,33 @@ def test_the_leader_killed_under_load_loses_nothing(tmp_path, peer_bin):
     problems = "\n".join(check(rep.ops, final).problems)
     assert f"LOST {file}:{name}" in problems or "a delete of it returned" in problems, problems
     assert f"{file}:never-put is visible at the end, no one put it" in problems, problems
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="bug (issue 39): a tracker runs the crash recovery over its namespace before it campaigns "
+    "(server._serve -> infofile_writer.recover), so a standby starting on the leader's namespace removes "
+    "the serving leader's half-made infofiles; the failover soak saw a create fail with FileNotFoundError",
+)
+def test_a_standby_starting_leaves_the_leaders_half_made_infofiles_alone(make_cluster, tmp_path):
+    """A half-made infofile (``.st-creating-*``, as the leader names one
+    while it creates a file) must still be there once a standby of the same
+    cluster has started on the same namespace and campaigns: only the
+    elected tracker may clean up after a dead one."""
+    from st_py.deploy.etcd import EtcdCluster
+
+    with EtcdCluster(tmp_path / "etcd", 3) as etcd:
+        args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "half", "--init-cluster"]
+        cluster = make_cluster(1, tracker_args=args)
+        half = cluster.namespace / f".st-creating-f-{cluster.tracker.pid}-1"
+        half.write_bytes(b"the leader's create, in progress")
+        from test_tracker_etcd import _start_standby
+
+        standby, _, log = _start_standby(cluster, tmp_path)
+        try:
+            assert half.exists(), "the standby removed the leader's half-made infofile"
+        finally:
+            standby.kill()
+            standby.wait()
+            log.close()
