@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -521,8 +522,12 @@ def run(workdir: Path, kills: int, kill_etcd_every: int = 5, seed: int = 0, warm
             with_etcd = bool(kill_etcd_every) and k % kill_etcd_every == 0
             was = fo.leader.name
             s = fo.kill_leader(kill_etcd=with_etcd)
+            since = fo.kill_times[-2] if len(fo.kill_times) > 1 else 0.0
+            ops = [o for o in fo.history.snapshot() if o.error and o.invoked >= since]
+            errs = Counter(f"{o.f} {o.error.split(':', 1)[0]}" for o in ops)
             log(f"kill {k}/{kills}: leader {was} SIGKILLed{' with an etcd member' if with_etcd else ''}; "
-                f"{fo.leader.name} leads; writes resumed after {s:.2f} s")  # fmt: skip
+                f"{fo.leader.name} leads; writes resumed after {s:.2f} s; "
+                f"errors since the kill before: {dict(errs) or 'none'}")  # fmt: skip
         time.sleep(warmup)
         fo.finish()
     finally:
