@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +57,7 @@ from st_py.client.client import Client  # noqa: E402
 from st_py.deploy.cluster import Daemon, LocalCluster  # noqa: E402
 from st_py.deploy.etcd import EtcdCluster  # noqa: E402
 from st_py.errors import RecordNotFoundError, StFileNotFoundError, StoreTorrentError  # noqa: E402
+from st_py.tracker.log.etcd_log import cluster_prefix  # noqa: E402
 
 CLUSTER_ID = "failover"
 ELECTED = re.compile(rb"elected leader in term (\d+) as (\S+)")
@@ -131,8 +134,8 @@ class TrackerProc:
         return self._log()[self.offset :]
 
     def claims(self) -> list[tuple[str, int]]:
-        """(tracker name, term) of each "elected leader in term T" in its log (every run)."""
-        return [(self.name, int(m.group(1))) for m in ELECTED.finditer(self._log())]
+        """(address, term) of each "elected leader in term T as ADDR" in its log (every run)."""
+        return [(m.group(2).decode(), int(m.group(1))) for m in ELECTED.finditer(self._log())]
 
 
 @dataclass
@@ -435,7 +438,7 @@ class Failover:
         whole-file operations), and the failed marks: read as the run goes,
         since the leader compacts entries older than it keeps."""
         from st_py.tracker.apply.ops import FILE_OPS, decode
-        from st_py.tracker.log.etcd_log import EtcdLog, cluster_prefix
+        from st_py.tracker.log.etcd_log import EtcdLog
         from st_py.tracker.log.etcd_session import EtcdSession
 
         assert self.etcd is not None
@@ -488,12 +491,35 @@ class Failover:
         self.report.verdict = check(ops, final)
         self.report.ops, self.report.final = ops, final
         claims = [cl for t in self.trackers for cl in t.claims()]
-        self.report.term_problems = check_terms(claims, self.entries.items())
+        holders = self.term_holders({t for _, t in claims} | set(self.entries.values()))
+        self.report.term_problems = check_terms(claims, self.entries.items(), holders)
         self.report.term_problems += check_creates_once(self.file_ops, self.failed)
         self.report.files = len(final.files)
         self.report.entries = len(self.entries)
         self.report.file_ops = len(self.file_ops)
         return self.report
+
+    def term_holders(self, terms: set[int]) -> dict[int, str]:
+        """For each term, the tracker etcd gave it: the value of the election
+        key as of that revision, if the key was created at it ('' if not).
+        Read through etcd's JSON gateway (``/v3/kv/range`` with a revision;
+        aetcd's ``get`` takes none), from the first member that answers."""
+        assert self.etcd is not None
+        key = base64.b64encode(cluster_prefix(CLUSTER_ID) + b"leader").decode()
+        out = {}
+        for term in sorted(terms):
+            for m in self.etcd.members:
+                body = json.dumps({"key": key, "revision": term}).encode()
+                req = urllib.request.Request(f"{m.client_url}/v3/kv/range", data=body, method="POST")
+                try:
+                    with urllib.request.urlopen(req, timeout=5) as r:
+                        kvs = json.loads(r.read()).get("kvs", [])
+                except OSError:
+                    continue
+                made_then = kvs and int(kvs[0].get("create_revision", 0)) == term
+                out[term] = base64.b64decode(kvs[0]["value"]).decode() if made_then else ""
+                break
+        return out
 
     def _read_file(self, c: Client, file: str, as_of: str | None = None) -> dict[str, bytes] | None:
         for attempt in range(5):

@@ -403,7 +403,9 @@ def _check_snapshots(ops: list[Op], recs: dict[tuple[str, str], _Record], final:
                 v.problem(f"snapshot {o.file}@{o.key}: {name} reads wrong bytes")
 
 
-def check_terms(claims: Iterable[tuple[str, int]], entries: Iterable[tuple[int, int]]) -> list[str]:
+def check_terms(
+    claims: Iterable[tuple[str, int]], entries: Iterable[tuple[int, int]], holders: dict[int, str] | None = None
+) -> list[str]:
     """ "No two leaders accepted writes in one term", from what is observed.
 
     Parameters
@@ -414,15 +416,29 @@ def check_terms(claims: Iterable[tuple[str, int]], entries: Iterable[tuple[int, 
     entries : iterable of (index, term)
         The log's entries as read from the consensus service: each carries
         the term of the leader that appended it.
+    holders : dict term -> tracker, optional
+        What the consensus service itself says: the tracker whose election
+        key was created at that revision ('' if none was). Each claim and
+        each entry's term must agree with it.
 
     Returns
     -------
     list of str
         The violations: a term claimed by two trackers; an entry of an older
         term after one of a newer (a deposed leader appended); entries of a
-        term no tracker claimed (an appender no one knows of).
+        term no tracker claimed (an appender no one knows of); with
+        ``holders``, a claim or an entry of a term the consensus service
+        gave no one, or gave another tracker.
     """
     problems = []
+    claims, entries = list(claims), list(entries)
+    if holders is not None:
+        for who, term in sorted(set(claims), key=lambda c: c[1]):
+            if holders.get(term, "") != who:
+                problems.append(f"{who} says it was elected in term {term}; etcd gave that term to "
+                                f"{holders.get(term) or 'no one'}")  # fmt: skip
+        for term in sorted({t for _, t in entries} - {t for t, h in holders.items() if h}):
+            problems.append(f"log entries of term {term}, a term etcd gave no one")
     by_term: dict[int, set[str]] = defaultdict(set)
     for who, term in claims:
         by_term[term].add(who)

@@ -109,6 +109,10 @@ def test_two_leaders_in_one_term_fail():
     assert any("two leaders in term 9" in p for p in check_terms(claims + [("a:1", 9)], []))
     assert any("a deposed leader" in p for p in check_terms(claims, [(1, 5), (2, 9), (3, 5)]))
     assert any("no tracker says" in p for p in check_terms(claims, [(1, 7)]))
+    holders = {5: "a:1", 9: "b:2"}
+    assert check_terms(claims, [(1, 5), (3, 9)], holders) == []
+    assert any("etcd gave that term to b:2" in p for p in check_terms([("a:1", 9)], [], holders))
+    assert any("a term etcd gave no one" in p for p in check_terms(claims + [("c:3", 7)], [(4, 7)], holders))
 
 
 def test_a_file_made_twice_in_the_log_fails():
