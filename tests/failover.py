@@ -466,6 +466,13 @@ class Failover:
 
         asyncio.run(go())
 
+    def counts(self) -> tuple[int, int, int]:
+        """(records acknowledged, reads returned, snapshots taken) so far."""
+        ops = self.history.snapshot()
+        reads = sum(1 for o in ops if o.f in ("get", "list") and o.outcome == "ok")
+        snaps = sum(1 for o in ops if o.f == "snapshot" and o.outcome == "ok")
+        return (len(self.acked), reads, snaps)
+
     # -- the end ------------------------------------------------------------------
     def finish(self) -> FailoverReport:
         """Stop the clients, read everything back, check the history."""
@@ -535,9 +542,21 @@ class Failover:
         return None
 
 
-def run(workdir: Path, kills: int, kill_etcd_every: int = 5, seed: int = 0, warmup: float = 2.0, log=print):
+def run(
+    workdir: Path,
+    kills: int,
+    kill_etcd_every: int = 5,
+    seed: int = 0,
+    warmup: float = 2.0,
+    log=print,
+    at_least: tuple[int, int, int] = (0, 0, 0),
+):
     """One failover run of ``kills`` leader kills; returns the
-    :class:`FailoverReport` (``report.ok`` when every check passed)."""
+    :class:`FailoverReport` (``report.ok`` when every check passed).
+    ``warmup`` seconds of load before the first kill and after the last;
+    after the last, also until ``at_least`` (records acknowledged, reads
+    returned, snapshots taken) are in the history (at most 120 s more), so
+    a slow machine still gives the checker something to check."""
     fo = Failover(workdir, seed, log=log)
     t0 = time.monotonic()
     try:
@@ -555,6 +574,7 @@ def run(workdir: Path, kills: int, kill_etcd_every: int = 5, seed: int = 0, warm
                 f"{fo.leader.name} leads; writes resumed after {s:.2f} s; "
                 f"errors since the kill before: {dict(errs) or 'none'}")  # fmt: skip
         time.sleep(warmup)
+        _poll(lambda: all(n >= m for n, m in zip(fo.counts(), at_least)), 120, step=0.2)
         fo.finish()
     finally:
         fo.stop()

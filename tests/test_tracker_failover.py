@@ -25,7 +25,7 @@ from history import check
 
 @pytest.mark.timeout(300)
 def test_the_leader_killed_under_load_loses_nothing(tmp_path, peer_bin):
-    rep = run(tmp_path, kills=1, kill_etcd_every=1, log=print)
+    rep = run(tmp_path, kills=1, kill_etcd_every=1, log=print, at_least=(50, 20, 1))
     d = rep.as_dict()
     print(d)
     assert rep.ok, d["problems"]
