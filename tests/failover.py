@@ -44,6 +44,7 @@ import time
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,6 +134,20 @@ class TrackerProc:
         """This run's log lines."""
         return self._log()[self.offset :]
 
+    def last_time(self, pattern: bytes) -> float | None:
+        """Unix time of the last line of this run's log that contains
+        ``pattern`` (its timestamp; None if there is none)."""
+        found = None
+        for line in self.this_run().splitlines():
+            if pattern in line:
+                found = line
+        if found is None:
+            return None
+        try:
+            return datetime.strptime(found[:23].decode(), "%Y-%m-%d %H:%M:%S.%f").timestamp()
+        except ValueError:
+            return None
+
     def claims(self) -> list[tuple[str, int]]:
         """(address, term) of each "elected leader in term T as ADDR" in its log (every run)."""
         return [(m.group(2).decode(), int(m.group(1))) for m in ELECTED.finditer(self._log())]
@@ -145,6 +160,8 @@ class FailoverReport:
     kills: int = 0
     etcd_kills: int = 0
     resume_s: list[float] = field(default_factory=list)
+    elected_s: list[float] = field(default_factory=list)  # kill -> the standby's "elected leader" line
+    serving_s: list[float] = field(default_factory=list)  # kill -> its "serving" line (after the replay)
     verdict: Verdict | None = None
     term_problems: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # of the run itself (a leader never elected, ...)
@@ -178,6 +195,8 @@ class FailoverReport:
             "resume_s": [round(x, 2) for x in self.resume_s],
             "resume_median_s": round(median(finite), 2) if finite else None,
             "resume_worst_s": round(max(self.resume_s), 2) if self.resume_s else None,
+            "elected_median_s": round(median(self.elected_s), 2) if self.elected_s else None,
+            "serving_median_s": round(median(self.serving_s), 2) if self.serving_s else None,
             "acked_records": v.acked,
             "lost": v.lost,
             "unknown_records": v.unknown,
@@ -409,7 +428,7 @@ class Failover:
         victim, heir = self.leader, self.standby
         claimed = len(heir.claims())
         member = self.rng.randrange(3) if kill_etcd else None
-        t = time.monotonic()
+        t, wall = time.monotonic(), time.time()
         victim.kill()
         if member is not None:
             self.etcd.kill(member)
@@ -418,6 +437,10 @@ class Failover:
         self.report.kills += 1
         if not _poll(lambda: len(heir.claims()) > claimed, timeout):
             self.report.problems.append(f"kill {self.report.kills}: {heir.name} not elected within {timeout:g} s")
+        _poll(lambda: heir.last_time(b" serving ") is not None, timeout)
+        for out, pattern in ((self.report.elected_s, b"elected leader in term"), (self.report.serving_s, b" serving ")):
+            at = heir.last_time(pattern)
+            out.append(at - wall if at is not None else float("nan"))
         self.leader, self.standby = heir, victim
         victim.start()
         if not _poll(lambda: STANDBY in victim.this_run(), timeout):
@@ -571,7 +594,8 @@ def run(
             ops = [o for o in fo.history.snapshot() if o.error and o.invoked >= since]
             errs = Counter(f"{o.f} {o.error.split(':', 1)[0]}" for o in ops)
             log(f"kill {k}/{kills}: leader {was} SIGKILLed{' with an etcd member' if with_etcd else ''}; "
-                f"{fo.leader.name} leads; writes resumed after {s:.2f} s; "
+                f"{fo.leader.name} elected after {fo.report.elected_s[-1]:.2f} s, serving after "
+                f"{fo.report.serving_s[-1]:.2f} s; writes resumed after {s:.2f} s; "
                 f"errors since the kill before: {dict(errs) or 'none'}")  # fmt: skip
         time.sleep(warmup)
         _poll(lambda: all(n >= m for n, m in zip(fo.counts(), at_least)), 120, step=0.2)
