@@ -300,9 +300,12 @@ def check(ops: Iterable[Op], final: Final) -> Verdict:
             v.errors[o.error.split(":", 1)[0]] += 1
     _check_files(ops, final, v)
     _check_records(recs, final, v)
+    by_file: dict[str, list[tuple[str, _Record]]] = defaultdict(list)
+    for (file, name), rec in recs.items():
+        by_file[file].append((name, rec))
     for o in ops:
         if o.outcome == OK and o.f in ("get", "list", "snapshot"):
-            _check_read(o, recs, v)
+            _check_read(o, recs, by_file, v)
     _check_snapshots(ops, recs, final, v)
     return v
 
@@ -354,7 +357,9 @@ def _check_records(recs: dict[tuple[str, str], _Record], final: Final, v: Verdic
                 v.problem(f"{file}:{name} is visible at the end, no one put it")
 
 
-def _check_read(o: Op, recs: dict[tuple[str, str], _Record], v: Verdict) -> None:
+def _check_read(
+    o: Op, recs: dict[tuple[str, str], _Record], by_file: dict[str, list[tuple[str, _Record]]], v: Verdict
+) -> None:
     assert o.completed is not None
     v.reads += 1
     who = f"{o.f} by {o.process} at +{o.invoked:.3f}"
@@ -374,9 +379,9 @@ def _check_read(o: Op, recs: dict[tuple[str, str], _Record], v: Verdict) -> None
         return  # taken, not read: the final read is checked against nothing
     seen = o.result
     # a snapshot pins what was committed while it ran: same bounds as a list
-    for (file, name), rec in recs.items():
-        if file == o.file and name not in seen and _must_see(rec, o.invoked, o.completed):
-            v.problem(f"stale read: {who} of {file} misses {name}, acknowledged before it began")
+    for name, rec in by_file.get(o.file, []):
+        if name not in seen and _must_see(rec, o.invoked, o.completed):
+            v.problem(f"stale read: {who} of {o.file} misses {name}, acknowledged before it began")
     for name in seen:
         why = _visible_problem(recs.get((o.file, name)), o.file, name, who, o.invoked, o.completed)
         if why:
