@@ -261,16 +261,22 @@ class Failover:
         self.addrs = f"{a.addr},{b.addr}"
 
     def stop(self) -> None:
-        """Stop the threads, every process."""
+        """Stop the threads, every process (all of them even when stopping
+        one fails; the first error is raised after)."""
         self.stop_flag.set()
         for th in self.threads:
             th.join(60)
-        for tr in self.trackers:
-            tr.kill()
-        if self.cluster is not None:
-            self.cluster.stop()
-        if self.etcd is not None:
-            self.etcd.stop()
+        steps = [tr.kill for tr in self.trackers]
+        steps += [self.cluster.stop] if self.cluster is not None else []
+        steps += [self.etcd.stop] if self.etcd is not None else []
+        failed: list[BaseException] = []
+        for step in steps:  # every one, whatever an earlier one raised: no process left behind
+            try:
+                step()
+            except Exception as e:  # noqa: BLE001 - raised below, after the rest stopped
+                failed.append(e)
+        if failed:
+            raise failed[0]
 
     # -- the clients --------------------------------------------------------------
     def _client(self) -> Client:
