@@ -237,10 +237,12 @@ class Failover:
     # -- setup and teardown -----------------------------------------------------
     def start(self) -> None:
         """etcd (3 members), the leader tracker and 3 peers, the standby."""
-        from helpers import free_port
+        from st_py.deploy.ports import choose_ports
 
         self.etcd = EtcdCluster(self.workdir / "etcd", 3).start()
-        port_a, port_b = free_port(), free_port()
+        # each tracker is started again on its port after every kill: ports below the
+        # ephemeral range, which no port-0 bind or outgoing connection takes meanwhile
+        port_a, port_b = choose_ports([1, 1])
         args = ["--etcd", ",".join(self.etcd.endpoints), "--cluster-id", CLUSTER_ID, "--init-cluster"]
         self.cluster = LocalCluster(
             self.workdir / "cluster", n_peers=3, announce_interval=0.3, tracker_port=port_a, tracker_args=args,
