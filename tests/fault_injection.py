@@ -29,6 +29,7 @@ Operations may fail with clear StoreTorrent errors while a fault is active
 
     python tests/fault_injection.py --seconds 600            # the soak
     python tests/fault_injection.py --seed 1234 --steps 40   # replay a seed
+    python tests/fault_injection.py --tracker-failover --kills 100   # tests/failover.py
 
 The CI version is tests/test_fault_injection.py.
 """
@@ -621,7 +622,17 @@ def run(seed: int, workdir: Path, steps: int | None = None, seconds: float | Non
 
 
 def main() -> None:
+    if "--tracker-failover" in sys.argv[1:]:  # the leader tracker killed in a loop (tests/failover.py)
+        sys.path.insert(0, str(ROOT / "tests"))
+        from failover import main as failover_main  # noqa: PLC0415
+
+        sys.exit(failover_main([a for a in sys.argv[1:] if a != "--tracker-failover"]))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--tracker-failover",
+        action="store_true",
+        help="instead: SIGKILL the leader tracker --kills times under load (tests/failover.py --help)",
+    )
     ap.add_argument("--seed", type=int, help="replay one run with this seed")
     ap.add_argument("--steps", type=int, help="steps per run (default: 60 with --seed)")
     ap.add_argument("--seconds", type=float, default=600, help="soak: total seconds of runs")
