@@ -47,13 +47,6 @@ def test_the_leader_killed_under_load_loses_nothing(tmp_path, peer_bin):
     assert f"{file}:never-put is visible at the end, no one put it" in problems, problems
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bug (issue 39): a tracker runs the crash recovery over its namespace before it campaigns "
-    "(server._serve -> infofile_writer.recover), so a standby starting on the leader's namespace removes "
-    "the serving leader's half-made infofiles; the failover soak saw a create fail with FileNotFoundError",
-)
 def test_a_standby_starting_leaves_the_leaders_half_made_infofiles_alone(make_cluster, tmp_path):
     """A half-made infofile (``.st-creating-*``, as the leader names one
     while it creates a file) must still be there once a standby of the same

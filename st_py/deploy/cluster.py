@@ -367,8 +367,10 @@ class LocalCluster:
             {"port": 1 + self.file_trackers},  # per-file trackers listen on the next ports
         )
         if self.replicas is not None:
-            self.replicas.start_standbys()
+            self.replicas.start_standbys()  # once the first one leads
             self.standby_addrs = self.replicas.addrs  # peers and clients are given every tracker
+        elif "--etcd" in self.tracker_args:
+            self.wait_listening()  # elected: it printed "campaigning as" first
         peer_ports = last.get("peers", [])
         for i in range(self.n_peers):
 
@@ -522,10 +524,28 @@ class LocalCluster:
             self.tracker.metrics_addr = f"{self.tracker.addr.rsplit(':', 1)[0]}:{self.metrics_port}"
         return self.tracker
 
+    def wait_listening(self, timeout: float = 30.0) -> None:
+        """Wait until the tracker listens (a replicated tracker once it is elected).
+
+        Raises
+        ------
+        DaemonStartError
+            Not within ``timeout`` seconds, or the tracker exited.
+        """
+        from st_py.wire.tracker_client import accepts_connections
+
+        deadline = time.monotonic() + timeout
+        while not accepts_connections(self.tracker_addr):
+            if time.monotonic() > deadline or self.tracker is None or not self.tracker.alive():
+                tail = self.tracker.tail() if self.tracker is not None else ""
+                raise DaemonStartError("tracker", str(self.data_dir / "logs" / "tracker.log"), tail)
+            time.sleep(0.05)
+
     def _tracker_ready(self) -> tuple[str, ...]:
         """The lines that tell a tracker started: with replicated trackers a
         standby's ``campaigning as`` too (it listens only once elected)."""
-        return ("listening on ", "campaigning as ") if self.replicas is not None else ("listening on ",)
+        replicated = self.replicas is not None or "--etcd" in self.tracker_args
+        return ("listening on ", "campaigning as ") if replicated else ("listening on ",)
 
     def tracker_argv(self, state_dir: Path, port: int, metrics_port: int) -> list[str]:
         """The command line of a tracker of this cluster with its state in

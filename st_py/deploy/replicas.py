@@ -11,14 +11,12 @@ must come back on theirs.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from st_py.deploy.etcd import EtcdCluster, EtcdMember
 from st_py.deploy.ports import choose_ports
-from st_py.errors import DaemonStartError
 
 if TYPE_CHECKING:
     from st_py.deploy.cluster import Daemon, LocalCluster
@@ -107,15 +105,7 @@ class TrackerReplicas:
         DaemonStartError
             Tracker 0 was not elected within ``timeout`` seconds, or a standby did not start.
         """
-        from st_py.wire.tracker_client import accepts_connections
-
-        c = self.cluster
-        deadline = time.monotonic() + timeout
-        while not accepts_connections(c.tracker_addr):
-            if time.monotonic() > deadline or c.tracker is None or not c.tracker.alive():
-                tail = c.tracker.tail() if c.tracker is not None else ""
-                raise DaemonStartError("tracker", str(c.data_dir / "logs" / "tracker.log"), tail)
-            time.sleep(0.05)
+        self.cluster.wait_listening(timeout)
         for j in range(self.n - 1):
             self.start_standby(j)
 

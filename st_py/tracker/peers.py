@@ -367,6 +367,14 @@ class PeerRegistry:
         p = self.peers.get(peer)
         return p if p is not None else next((q for q in self.peers.values() if q.addr == peer), None)
 
+    def presume_alive(self) -> None:
+        """A tracker that starts serving after waiting as a standby: every
+        peer its state knows gets one liveness window from now to announce
+        (as at a start), instead of looking failed since the process started."""
+        now = time.monotonic()
+        for p in self.peers.values():
+            p.last_announce = max(p.last_announce, now)
+
     def apply_drain_state(self, peer_id: str, drain_state: str) -> None:
         """The metadata log's ``set_drain`` (st_py/tracker/tracker_ops.py):
         peer ``peer_id`` out of service or back, whether or not it has

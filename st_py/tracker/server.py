@@ -143,13 +143,8 @@ async def _serve(
     log_backend: EtcdBackend | None = None,
     log_keep_s: float = KEEP_S,
 ) -> None:
-    rolled, removed = recover(root)
-    if rolled or removed:
-        log.warning(
-            "recovered after a crash: %d infofile transactions rolled back, %d half-created infofiles removed",
-            rolled,
-            removed,
-        )
+    if log_backend is None:  # with etcd only once elected: a standby shares the leader's namespace
+        _recover_namespace(root)
     state = TrackerState(state_dir)
     registry = PeerRegistry(state, announce_interval, misses)
     service = TrackerService(
@@ -194,6 +189,9 @@ async def _serve(
     except (LogError, TimeoutError) as e:
         raise SystemExit(f"tracker: metadata log ({service.oplog.backend.describe}): {e}") from None
     log.info("metadata log %s, term %d", service.oplog.backend.describe, term)
+    if log_backend is not None:  # elected: no other tracker writes this namespace now (its term is over)
+        await asyncio.to_thread(_recover_namespace, root)
+        service.registry.presume_alive()  # the peers it knew heard from no one here while it waited
     await service.load_checkpoint()  # with etcd: the state the last leader's checkpoint kept
     await service.replay_log()  # what the infofiles miss of the log, before anything is served
     service.serving_since = time.monotonic()
@@ -242,6 +240,19 @@ async def _serve(
     state.close()
     if term_over:
         raise SystemExit(75)  # EX_TEMPFAIL: start again to campaign
+
+
+def _recover_namespace(root: Path) -> None:
+    """Roll back the infofile transactions a crash left and remove
+    half-made infofiles (infofile_writer.recover): before serving, and with
+    etcd only once elected, never while another tracker writes there."""
+    rolled, removed = recover(root)
+    if rolled or removed:
+        log.warning(
+            "recovered after a crash: %d infofile transactions rolled back, %d half-created infofiles removed",
+            rolled,
+            removed,
+        )
 
 
 async def _term_ended(oplog: OpLog) -> None:
