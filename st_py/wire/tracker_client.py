@@ -189,14 +189,17 @@ class TrackerClient:
             address=self.address,
         )
 
-    def _call(self, method: str, request, timeout: float | None = None, grace: float | None = None):
+    def _call(
+        self, method: str, request, timeout: float | None = None, grace: float | None = None, tries: list | None = None
+    ):
         """Call ``method`` with ``request`` within ``timeout`` seconds (None:
         the client's). A read (``RETRY_SAFE``), or a write made idempotent by
         its request id (``grace`` given), whose connection fails is retried
         with backoff within that deadline: while the tracker's port accepts
         connections (the channel reconnects), or for ``grace`` seconds
         (``RECONNECT_GRACE`` for reads, ``RESTART_GRACE`` with several
-        tracker addresses) while nothing does. Raises the mapped
+        tracker addresses) while nothing does; ``tries`` (a list) gets one
+        item per retry. Raises the mapped
         error (:meth:`map_error`)."""
         total = timeout or self.timeout
         deadline = time.monotonic() + total
@@ -216,6 +219,8 @@ class TrackerClient:
                     # reconnect (gRPC's backoff would fail calls fast meanwhile).
                     wait = accepts_connections(self.address)
                     if wait or spent + delay < grace:
+                        if tries is not None:
+                            tries.append(code)
                         time.sleep(delay)
                         delay = min(delay * 2, 1.0)
                         continue
@@ -280,7 +285,21 @@ class TrackerClient:
         name = normalize(name)
         rid = "" if op == "list" else uuid.uuid4().hex  # a retry of a create or delete gets the first try's reply
         req = pb.SnapshotRequest(name=name, file_id=file_id, op=op, snapshot=snapshot, user=self.user, request_id=rid)
-        return self._call("Snapshot", req, grace=RESTART_GRACE)
+        tries: list = []
+        try:
+            return self._call("Snapshot", req, grace=RESTART_GRACE, tries=tries)
+        except SnapshotExistsError:
+            # Retried across a failover: the tracker that died may have made it and not
+            # logged its reply. The snapshot of that name this user owns is the answer.
+            if op != "create" or not tries:
+                raise
+            listed = self._call("Snapshot", pb.SnapshotRequest(name=name, file_id=file_id, op="list", user=self.user))
+            mine = [s for s in listed.snapshots if s.name == snapshot and s.owner == self.user]
+            if not mine:
+                raise
+            del listed.snapshots[:]
+            listed.snapshots.extend(mine)
+            return listed
 
     def open(self, name: str) -> pb.FileInfo:
         """The FileInfo of existing file ``name`` (rpc Open): peerlist with
