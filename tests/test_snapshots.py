@@ -410,6 +410,32 @@ def test_a_name_put_again_meeting_the_kept_copies_in_part_takes_a_name_of_its_ow
         assert f.read_local(rec) == data
 
 
+def test_a_staged_write_of_a_deleted_name_keeps_the_name_of_its_own_through_the_commit(make_cluster):
+    """x2 on two peers: a name deleted while a snapshot keeps it, written
+    again by a staged job with other bytes, is stored under a name of its
+    own on the peers (docs/snapshots.md, "Putting a name again"); the
+    staged record carries that name to ``commit_staged``, so the name reads
+    the new bytes now and the old ones as of the snapshot."""
+    cluster = make_cluster(2)
+    c = cluster.client()
+    name = "/snap/staged-again"
+    with c.create(name, "x2") as f:
+        f.put("a", b"the first a")
+    c.snapshot(name, "s1")
+    with c.open(name) as f:
+        f.delete("a")
+    with c.open_staged(name) as f:
+        f.put("a", b"the second a, staged")
+        staged = f.staged_commits()
+    assert c.commit_staged(name, staged) == 1
+    with c.open(name) as f:
+        assert f.get("a") == b"the second a, staged"
+        (r,) = f.get_local()
+        assert f.read_local(r) == b"the second a, staged"
+    with c.open(name, as_of="s1") as f:
+        assert f.get("a") == b"the first a"
+
+
 def test_snapshots_stay_readable_after_the_namespace_is_recovered_from_the_peers(make_cluster):
     """``recover --from-peers`` after the whole namespace is lost brings
     the infofiles back from the peers' mirrors with their history and
