@@ -246,21 +246,21 @@ def may_store_under_name(reader: InfofileReader, name: str, peers: list[int], cr
     record's own rows by key only (no ``copy_history`` scan: a moved-away
     copy is no live one, and its peer answers ``EXISTS`` to other bytes).
     Thread safety: as ``reader``."""
-    live: dict[int, Counter] = {}
-    rows = reader.conn.execute(
+    current = (
         "SELECT c.peer_idx, c.copy_rank, r.crc32c, r.size FROM copies c JOIN records r ON r.name = c.name "
-        "WHERE c.name = ?1 AND r.stored_as IS NULL",
-        (name,),
-    ).fetchall()
+        "WHERE c.name = ?1 AND r.stored_as IS NULL"
+    )
     try:
-        rows += reader.conn.execute(
-            "SELECT k.peer_idx, k.copy_rank, h.crc32c, h.size FROM retained_copies k "
-            "JOIN record_history h ON h.name = k.name AND h.until = k.until "
-            "WHERE k.name = ?1 AND k.stored_as IS NULL",
+        rows = reader.conn.execute(
+            current + " UNION ALL SELECT k.peer_idx, k.copy_rank, h.crc32c, h.size FROM retained_copies k "
+            "JOIN record_history h ON h.name = k.name AND h.until = k.until WHERE k.name = ?1 AND k.stored_as IS NULL",
             (name,),
         ).fetchall()
     except sqlite3.OperationalError:  # a file made before versions: nothing kept
-        pass
+        rows = reader.conn.execute(current, (name,)).fetchall()
+    if not rows:  # the common case: a name no copy is stored under
+        return True
+    live: dict[int, Counter] = {}
     for peer, rank, crc, sz in rows:
         live.setdefault(int(peer), Counter())[(int(rank), int(crc), int(sz))] += 1
     return Standings({name: live}, {}, 0.0).adopts_all(name, peers, crc32c, size)
