@@ -345,7 +345,8 @@ def test_a_deleted_name_put_again_keeps_the_older_copies_and_stays_write_once(ma
         assert f.read_local(r) == b"the first a"
 
 
-def test_a_name_put_again_meeting_the_kept_copies_in_part_takes_a_name_of_its_own(make_cluster):
+@pytest.mark.parametrize("protocol", ["client-sync", "chain"])
+def test_a_name_put_again_meeting_the_kept_copies_in_part_takes_a_name_of_its_own(make_cluster, protocol):
     """x3 on 4 peers (hash placement: the name put again goes to the same
     peers at the same ranks): a record snapshotted and deleted is put again
     with the same bytes while its rank-1 holder is dead but still in
@@ -355,7 +356,8 @@ def test_a_name_put_again_meeting_the_kept_copies_in_part_takes_a_name_of_its_ow
     rank 1 once the rank-0 holder is lost, and rebalance and repair left
     both short (docs/composition.md); the version put again takes a name of
     its own (docs/snapshots.md, "Putting a name again"), and with the
-    rank-0 holder killed both versions get their 3 copies back and read."""
+    rank-0 holder killed both versions get their 3 copies back and read.
+    Under ``chain`` the rank-0 holder forwards rank 1 and names it broken."""
     import sqlite3
 
     from conftest import poll_for
@@ -366,7 +368,7 @@ def test_a_name_put_again_meeting_the_kept_copies_in_part_takes_a_name_of_its_ow
     cluster = make_cluster(4, announce_interval=5.0)
     c = cluster.client()
     name, data = "/snap/partial", b"the same bytes, put again " * 40
-    with c.create(name, "x3", placement="hash") as f:
+    with c.create(name, "x3", placement="hash", protocol=protocol) as f:
         f.put("a", data)
     with c.open(name) as f:
         kept = list(f.record_meta("a").peers)

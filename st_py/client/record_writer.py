@@ -336,6 +336,7 @@ class RecordWriter:
         # the copies before it are stored; that copy fails over like a
         # client-sync one, and the copies after it are written directly.
         broken = None
+        attempt = op.attempt
         if isinstance(exc, PeerError) and exc.peers:
             ranks = [r for r, i in enumerate(op.peers) if ctx.addr(i) == exc.peers[0]]
             broken = ranks[0] if ranks and ranks[0] > 0 else None
@@ -357,7 +358,7 @@ class RecordWriter:
             start = 1
         else:  # async, rank 0 stored, then its connection failed: the rest is unknown
             start = 1
-        if op.failed:
+        if op.failed or op.attempt != attempt:  # failed, or sent again whole under a name of its own
             return
         for rank in range(start, ctx.copies):
             if rank not in op.acked:
