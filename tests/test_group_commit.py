@@ -79,5 +79,6 @@ def test_staged_records_are_handed_out_not_committed(cluster):
         "schema": None,
         "logical_size": None,
         "meta": b"",
+        "stored_as": "",  # a new record under its plain name
     }
     assert not gc.busy

@@ -345,6 +345,99 @@ def test_a_deleted_name_put_again_keeps_the_older_copies_and_stays_write_once(ma
         assert f.read_local(r) == b"the first a"
 
 
+@pytest.mark.parametrize("protocol", ["client-sync", "chain"])
+def test_a_name_put_again_meeting_the_kept_copies_in_part_takes_a_name_of_its_own(make_cluster, protocol):
+    """x3 on 4 peers (hash placement: the name put again goes to the same
+    peers at the same ranks): a record snapshotted and deleted is put again
+    with the same bytes while its rank-1 holder is dead but still in
+    service (a liveness window of 15 s), so rank 1 fails over to the fourth
+    peer and ranks 0 and 2 meet the kept copies. Sharing the stored name,
+    each version's rank 0 could go only to the peer holding the other's
+    rank 1 once the rank-0 holder is lost, and rebalance and repair left
+    both short (docs/composition.md); the version put again takes a name of
+    its own (docs/snapshots.md, "Putting a name again"), and with the
+    rank-0 holder killed both versions get their 3 copies back and read.
+    Under ``chain`` the rank-0 holder forwards rank 1 and names it broken."""
+    import sqlite3
+
+    from conftest import poll_for
+
+    from st_py.maintenance.rebalance import rebalance_file
+    from st_py.maintenance.repair import repair
+
+    cluster = make_cluster(4, announce_interval=5.0)
+    c = cluster.client()
+    name, data = "/snap/partial", b"the same bytes, put again " * 40
+    with c.create(name, "x3", placement="hash", protocol=protocol) as f:
+        f.put("a", data)
+    with c.open(name) as f:
+        kept = list(f.record_meta("a").peers)
+        addr = {i: p.addr for i, p in f.peers.items()}
+        path = f.infofile_path
+    c.snapshot(name, "s1")
+    with c.open(name) as f:
+        f.delete("a")
+    rank1 = cluster.peer_addrs.index(addr[kept[1]])
+    cluster.kill_peer(rank1)  # still in service for the tracker: the writer sends rank 1 there
+    with c.open(name) as f:
+        f.put("a", data)
+    with c.open(name) as f:
+        meta = f.record_meta("a")
+    assert [meta.peers[0], meta.peers[2]] == [kept[0], kept[2]] and meta.peers[1] not in kept, (kept, meta)
+    assert meta.key != "a", meta  # met in part: not under the kept version's stored name
+    cluster.start_peer(rank1, port=int(addr[kept[1]].rsplit(":", 1)[1]))
+    poll_for(lambda: c.status().alive_peers == 4, timeout=30, what="the restarted peer to announce")
+    lost = cluster.kill_peer(cluster.peer_addrs.index(addr[kept[0]]))  # both versions' rank 0
+    poll_for(lambda: c.status().alive_peers == 3, timeout=30, what="the tracker to fail the peer")
+    r = rebalance_file(c, name, [lost])
+    assert not r.unavailable and not r.under_replicated and not r.conflicts, r
+    reports = repair(c, [name], failed_after=0)
+    assert all(x.complete for x in reports), [x.as_dict() for x in reports]
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        held = [p for (p,) in conn.execute("SELECT peer_idx FROM copies WHERE name = 'a'")]
+        kept_now = [p for (p,) in conn.execute("SELECT peer_idx FROM retained_copies WHERE name = 'a'")]
+    finally:
+        conn.close()
+    gone = next(i for i, a in addr.items() if a == lost)
+    assert len(set(held)) == 3 and gone not in held, held
+    assert len(set(kept_now)) == 3 and gone not in kept_now, kept_now
+    with c.open(name) as f:
+        assert f.get("a") == data
+        (rec,) = f.get_local()
+        assert f.read_local(rec) == data
+    with c.open(name, as_of="s1") as f:
+        assert f.get("a") == data
+        (rec,) = f.get_local()
+        assert f.read_local(rec) == data
+
+
+def test_a_staged_write_of_a_deleted_name_keeps_the_name_of_its_own_through_the_commit(make_cluster):
+    """x2 on two peers: a name deleted while a snapshot keeps it, written
+    again by a staged job with other bytes, is stored under a name of its
+    own on the peers (docs/snapshots.md, "Putting a name again"); the
+    staged record carries that name to ``commit_staged``, so the name reads
+    the new bytes now and the old ones as of the snapshot."""
+    cluster = make_cluster(2)
+    c = cluster.client()
+    name = "/snap/staged-again"
+    with c.create(name, "x2") as f:
+        f.put("a", b"the first a")
+    c.snapshot(name, "s1")
+    with c.open(name) as f:
+        f.delete("a")
+    with c.open_staged(name) as f:
+        f.put("a", b"the second a, staged")
+        staged = f.staged_commits()
+    assert c.commit_staged(name, staged) == 1
+    with c.open(name) as f:
+        assert f.get("a") == b"the second a, staged"
+        (r,) = f.get_local()
+        assert f.read_local(r) == b"the second a, staged"
+    with c.open(name, as_of="s1") as f:
+        assert f.get("a") == b"the first a"
+
+
 def test_snapshots_stay_readable_after_the_namespace_is_recovered_from_the_peers(make_cluster):
     """``recover --from-peers`` after the whole namespace is lost brings
     the infofiles back from the peers' mirrors with their history and

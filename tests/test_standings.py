@@ -46,3 +46,26 @@ def test_a_moved_away_copy_counts_until_since():
     st = Standings({KEY: {}}, {KEY: {5: (10, 2, 100.0), 6: (11, 0, 50.0)}}, since=80.0)
     assert st.of(KEY, 2, CRC, SIZE) == {5: ADOPT}  # rank 0's old holder is past the window
     assert st.of(KEY, 0, CRC, SIZE) == {5: STALE, 6: ADOPT}
+
+
+def test_a_version_put_again_shares_the_stored_name_only_if_every_rank_adopts():
+    # a kept x3 version on peers 0, 1, 2 (ranks 0, 1, 2): a name put again with the same bytes
+    # shares its stored name only on exactly those peers at those ranks (issue 43: it adopts them)
+    st = Standings(
+        {KEY: {p: Counter({(p, CRC, SIZE): 1}) for p in (0, 1, 2)}},
+        {},
+        since=0.0,
+    )
+    assert st.adopts_all(KEY, [0, 1, 2], CRC, SIZE)
+    # rank 1 on peer 3: ranks 0 and 2 would meet the kept copies, rank 1 not. Shared, each
+    # version's rank 0 could go only to the peer holding the other's rank 1 once peer 0 is lost
+    # (LIVE there), so neither would be stored again: a name of its own
+    assert not st.adopts_all(KEY, [0, 3, 2], CRC, SIZE)
+    assert not st.adopts_all(KEY, [3, 4, 5], CRC, SIZE)  # meets none: a name of its own too
+    assert not st.adopts_all(KEY, [0, 1, 2], CRC + 1, SIZE)  # other bytes
+    assert not st.adopts_all(KEY, [1, 0, 2], CRC, SIZE)  # other ranks
+    assert Standings({}, {}, since=0.0).adopts_all(KEY, [3, 4, 5], CRC, SIZE)  # nothing kept under it
+    # the same met in part after a planned move: the kept rank 1 moved to peer 3 first
+    st.move(("kept", 1), KEY, 1, 1, 3, CRC, SIZE)
+    assert st.adopts_all(KEY, [0, 3, 2], CRC, SIZE)
+    assert not st.adopts_all(KEY, [0, 1, 2], CRC, SIZE)

@@ -233,6 +233,8 @@ class Client:
                     schema=ref,
                     logical_size=r.get("logical_size"),
                     meta=r.get("meta", b""),
+                    stored_as=r.get("stored_as", ""),  # a name of its own on the peers: a new record
+                    new_only=bool(r.get("stored_as")),
                 )
                 for r, ref in zip(records, refs)
             ],

@@ -546,10 +546,12 @@ class StFile:
     def staged_commits(self) -> list[dict]:
         """The records acknowledged by every holder but not committed, of a
         file opened with ``stage=True``, as plain dicts ``{"name", "size",
-        "crc32c", "peer_idx", "schema", "logical_size", "meta"}`` (``size`` as
-        stored, ``logical_size`` the user's bytes; peer indexes by copy rank;
-        ``schema`` the record's ``(format, Arrow IPC schema)`` or None;
-        ``meta`` its encoded user metadata, ``b""``: none);
+        "crc32c", "peer_idx", "schema", "logical_size", "meta", "stored_as"}``
+        (``size`` as stored, ``logical_size`` the user's bytes; peer indexes
+        by copy rank; ``schema`` the record's ``(format, Arrow IPC schema)``
+        or None; ``meta`` its encoded user metadata, ``b""``: none;
+        ``stored_as`` the name of its own its copies are stored under when
+        a kept version holds its name, docs/snapshots.md, else "");
         they are taken out of the file. Commit them with :meth:`Client.commit_staged`.
 
         Raises

@@ -303,10 +303,13 @@ class GroupCommitter:
 
     def take_staged(self) -> list[dict]:
         """The waiting records as plain dicts ``{"name", "size", "crc32c",
-        "peer_idx", "schema", "logical_size", "meta"}`` (``size`` as stored,
-        ``meta`` the encoded user metadata, ``b""``: none;
-        ``logical_size`` the user's bytes; ``schema``: ``(format, Arrow IPC
-        schema)`` or None), taken out (``stage=True``)."""
+        "peer_idx", "schema", "logical_size", "meta", "stored_as"}``
+        (``size`` as stored, ``meta`` the encoded user metadata, ``b""``:
+        none; ``logical_size`` the user's bytes; ``schema``: ``(format,
+        Arrow IPC schema)`` or None; ``stored_as``: the name of its own a
+        record put again under a name a kept version holds is stored under
+        on the peers, committed ``new_only``, else ""), taken out
+        (``stage=True``)."""
         out = [
             {
                 "name": op.name,
@@ -316,6 +319,7 @@ class GroupCommitter:
                 "schema": getattr(op, "schema", None),
                 "logical_size": getattr(op, "logical_size", None),
                 "meta": getattr(op, "meta", b""),
+                "stored_as": getattr(op, "stored_as", "") if getattr(op, "new_only", False) else "",
             }
             for op in self.waiting
         ]

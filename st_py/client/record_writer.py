@@ -25,7 +25,7 @@ from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.versions import Versions
 from st_py.core import user_meta
-from st_py.core.history import has_history, retained_on
+from st_py.core.history import has_history, may_store_under_name, retained_on
 from st_py.core.infofile import STRIPE_PREFIX, VERSION_PREFIX, stripe_name
 from st_py.core.record_names import NameTree, check_new_name, conflict_error, name_bytes
 from st_py.errors import (
@@ -185,6 +185,8 @@ class RecordWriter:
         self._put_seq += 1
         if holders is None:
             self._names.add(name)
+        if not stored_as and not self._may_store_under_name(op):
+            self._take_own_name(op)  # a kept version's copies under its name, not all met
         self.send(op)
         return op.future
 
@@ -334,6 +336,7 @@ class RecordWriter:
         # the copies before it are stored; that copy fails over like a
         # client-sync one, and the copies after it are written directly.
         broken = None
+        attempt = op.attempt
         if isinstance(exc, PeerError) and exc.peers:
             ranks = [r for r, i in enumerate(op.peers) if ctx.addr(i) == exc.peers[0]]
             broken = ranks[0] if ranks and ranks[0] > 0 else None
@@ -355,7 +358,7 @@ class RecordWriter:
             start = 1
         else:  # async, rank 0 stored, then its connection failed: the rest is unknown
             start = 1
-        if op.failed:
+        if op.failed or op.attempt != attempt:  # failed, or sent again whole under a name of its own
             return
         for rank in range(start, ctx.copies):
             if rank not in op.acked:
@@ -385,10 +388,17 @@ class RecordWriter:
     def _fail_over(self, op: PutOp, rank: int, usable: list[int]) -> bool:
         """Send copy ``rank`` of ``op`` to a spare among ``usable`` (paper
         4.3), apart by failure domain from the copies that stay; False if
-        there is none. A spare that must share a domain is counted."""
+        there is none. A spare that must share a domain is counted. A new
+        record whose spare leaves a kept version's copies under its plain
+        name met only in part is sent again, every copy, under a name of its
+        own (:meth:`_may_store_under_name`)."""
         new = self.placer.move_copy(op.name, op.peers, rank, usable)
         if new is None:
             return False
+        if not op.stored_as and not op.acknowledged and not self._may_store_under_name(op):
+            # the spare leaves a kept version's copies met in part under the plain name
+            self._store_under_own_name(op)
+            return True
         self._send_copy(op, rank, new)
         return True
 
@@ -459,6 +469,27 @@ class RecordWriter:
             return
         self._fail_put(op, exc)
 
+    def _may_store_under_name(self, op: PutOp) -> bool:
+        """Whether new record ``op``, as placed, may be stored under its
+        plain name: :func:`st_py.core.history.may_store_under_name` (no
+        kept version's live copy under it, or every rank adopts one with
+        the same bytes). A file whose infofile is not there yet keeps
+        nothing."""
+        try:
+            reader = self.ctx.current_infofile()
+        except FileNotFoundError:
+            return True
+        return may_store_under_name(reader, op.name, op.peers, op.crc, op.size)
+
+    @staticmethod
+    def _take_own_name(op: PutOp) -> None:
+        """Give new record ``op`` a name of its own on the peers
+        (``.st-version/new-.../NAME``), committed ``new_only``: write-once,
+        like any new record (docs/snapshots.md, "Putting a name again")."""
+        op.stored_as = f"{VERSION_PREFIX}new-{uuid.uuid4().hex[:16]}/{op.name}"
+        op.key_b = op.stored_as.encode("utf-8")
+        op.new_only = True
+
     def _store_under_own_name(self, op: PutOp) -> None:
         """Send every copy of new record ``op`` again, to the same holders,
         under a name of its own on the peers (``.st-version/new-.../NAME``):
@@ -468,9 +499,7 @@ class RecordWriter:
         ``new_only``: write-once, like any new record. Copies already stored
         under the plain name are left uncommitted, for the scrubber."""
         op.attempt += 1  # the replies still to come for the plain name are ignored
-        op.stored_as = f"{VERSION_PREFIX}new-{uuid.uuid4().hex[:16]}/{op.name}"
-        op.key_b = op.stored_as.encode("utf-8")
-        op.new_only = True
+        self._take_own_name(op)
         op.acked.clear()
         op.refused.clear()
         op.leftover_tried.clear()

@@ -156,6 +156,21 @@ class Standings:
                 out[peer] = ADOPT if crc32c is not None and set(here) == {same} else LIVE
         return out
 
+    def adopts_all(self, key: str, peers: list[int], crc32c: int, size: int) -> bool:
+        """Whether a new version whose copy rank ``r`` goes to ``peers[r]``
+        (its bytes: ``crc32c``, ``size``) may be stored under ``key``: no
+        live copy is stored under it, or the live copies under it are exactly
+        this version's (every rank's peer holds these bytes at that rank, as
+        its only copy under ``key``, and no other peer holds one): every rank
+        adopts. A version that would meet only some of them, or none, must
+        take a name of its own (docs/snapshots.md, "Putting a name again"):
+        two versions sharing a stored name with copies on different peers
+        can each leave the other's copy the only place for a lost one
+        (``LIVE``), and neither is stored again."""
+        live, _ = self._state(key)
+        held = {peer: set(+c) for peer, c in live.items() if +c}
+        return not held or held == {peer: {(rank, crc32c, size)} for rank, peer in enumerate(peers)}
+
     def move(self, copy: object, key: str, rank: int, src: int, dst: int, crc32c: int, size: int) -> None:
         """Plan the move of ``copy`` (the caller's name for one copy: the
         same for every move of it) stored under ``key`` at ``rank``
@@ -217,6 +232,38 @@ def standings(reader: InfofileReader, names: list[str], since: float) -> Standin
             if int(peer) not in seen or int(until) > seen[int(peer)][0]:
                 seen[int(peer)] = (int(until), int(rank), at)
     return Standings(live, last, since)
+
+
+def may_store_under_name(reader: InfofileReader, name: str, peers: list[int], crc32c: int, size: int) -> bool:
+    """Whether a new record ``name`` (not a replacement), its copy rank
+    ``r`` placed on ``peers[r]``, its bytes as stored ``crc32c`` and
+    ``size``, may be stored under its plain name on the peers: True when
+    no live copy is stored under that name (a kept past version's,
+    ``retained_copies``, or a current record's), or when every rank adopts
+    the live ones (:meth:`Standings.adopts_all`: same peers, ranks and
+    bytes). False: the caller stores it under a name of its own
+    (``.st-version/new-.../NAME``, committed ``new_only``). Reads the
+    record's own rows by key only (no ``copy_history`` scan: a moved-away
+    copy is no live one, and its peer answers ``EXISTS`` to other bytes).
+    Thread safety: as ``reader``."""
+    current = (
+        "SELECT c.peer_idx, c.copy_rank, r.crc32c, r.size FROM copies c JOIN records r ON r.name = c.name "
+        "WHERE c.name = ?1 AND r.stored_as IS NULL"
+    )
+    try:
+        rows = reader.conn.execute(
+            current + " UNION ALL SELECT k.peer_idx, k.copy_rank, h.crc32c, h.size FROM retained_copies k "
+            "JOIN record_history h ON h.name = k.name AND h.until = k.until WHERE k.name = ?1 AND k.stored_as IS NULL",
+            (name,),
+        ).fetchall()
+    except sqlite3.OperationalError:  # a file made before versions: nothing kept
+        rows = reader.conn.execute(current, (name,)).fetchall()
+    if not rows:  # the common case: a name no copy is stored under
+        return True
+    live: dict[int, Counter] = {}
+    for peer, rank, crc, sz in rows:
+        live.setdefault(int(peer), Counter())[(int(rank), int(crc), int(sz))] += 1
+    return Standings({name: live}, {}, 0.0).adopts_all(name, peers, crc32c, size)
 
 
 def copy_standing(
@@ -983,6 +1030,7 @@ __all__ = [
     "resolve_as_of",
     "retained_bytes",
     "retained_on",
+    "may_store_under_name",
     "copy_standing",
     "standings",
     "Standings",
