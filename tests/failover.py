@@ -52,6 +52,7 @@ for p in (ROOT, ROOT / "tests"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+from helpers import swap_flag  # noqa: E402
 from history import Final, History, Verdict, check, check_creates_once, check_terms, median, resume_times  # noqa: E402
 
 from st_py.client.client import Client  # noqa: E402
@@ -71,12 +72,6 @@ def payload(file: str, name: str) -> bytes:
     h = hashlib.sha256(f"{file}\0{name}".encode()).digest()
     size = 64 + int.from_bytes(h[:2], "little") % 2000
     return (h * (size // 32 + 1))[:size]
-
-
-def _swap(argv: list[str], flag: str, value: str) -> list[str]:
-    out = list(argv)
-    out[out.index(flag) + 1] = value
-    return out
 
 
 def _poll(cond, timeout: float, step: float = 0.05) -> bool:
@@ -250,10 +245,11 @@ class Failover:
         )  # fmt: skip
         self.cluster.start()
         assert self.cluster.tracker is not None
-        argv = _swap(self.cluster.tracker.argv, "--metrics-port", "0")
+        argv = swap_flag(self.cluster.tracker.argv, "--metrics-port", "0")
         a = TrackerProc("A", argv, self.cluster.tracker.log_path, port_a)
         a.daemon, a.proc = self.cluster.tracker, self.cluster.tracker.proc
-        argv_b = _swap(_swap(argv, "--state-dir", str(self.cluster.data_dir / "tracker-b")), "--port", str(port_b))
+        argv_b = swap_flag(argv, "--state-dir", str(self.cluster.data_dir / "tracker-b"))
+        argv_b = swap_flag(argv_b, "--port", str(port_b))
         b = TrackerProc("B", argv_b, self.cluster.data_dir / "logs" / "tracker-b.log", port_b)
         b.start()
         if not _poll(lambda: STANDBY in b.this_run(), 60):

@@ -499,3 +499,11 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def swap_flag(argv: list[str], flag: str, value: str) -> list[str]:
+    """``argv`` with the value after ``flag`` replaced by ``value`` (a second
+    tracker started with the first one's command line)."""
+    out = list(argv)
+    out[out.index(flag) + 1] = value
+    return out

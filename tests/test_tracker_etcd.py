@@ -18,6 +18,7 @@ import time
 
 import pytest
 from conftest import poll_for
+from helpers import swap_flag
 from test_recover import _infofile_state, _recover, _wait_for_mirrors
 
 from st_py.core.infofile import InfofileReader
@@ -153,12 +154,6 @@ def test_a_tracker_whose_etcd_does_not_answer_is_refused(tmp_path):
     assert "listening on" not in p.stdout
 
 
-def _swap(argv: list[str], flag: str, value: str) -> list[str]:
-    out = list(argv)
-    out[out.index(flag) + 1] = value
-    return out
-
-
 def _start_standby(cluster, tmp_path):
     """A second tracker of ``cluster``'s etcd cluster on the same namespace,
     with its own state folder and port; returns (process, port, its log
@@ -168,8 +163,8 @@ def _start_standby(cluster, tmp_path):
     # known before it listens (it listens once elected), so chosen as `up` chooses its
     # daemons' ports: below the ephemeral range no port-0 bind or connection is given
     (port,) = choose_ports([1])
-    argv = _swap(_swap(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b")), "--port", str(port))
-    argv = _swap(argv, "--metrics-port", "0")
+    argv = swap_flag(swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b")), "--port", str(port))
+    argv = swap_flag(argv, "--metrics-port", "0")
     out = (tmp_path / "standby.log").open("wb")
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     poll_for(lambda: b"a standby until elected" in (tmp_path / "standby.log").read_bytes(), timeout=30)
