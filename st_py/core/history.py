@@ -241,7 +241,9 @@ def may_store_under_name(reader: InfofileReader, name: str, peers: list[int], cr
     no live copy is stored under that name (a kept past version's,
     ``retained_copies``, or a current record's), or when every rank adopts
     the live ones (:meth:`Standings.adopts_all`: same peers, ranks and
-    bytes). False: the caller stores it under a name of its own
+    bytes), or when the name is a current record's (a write-once name put
+    again: its peers answer ``EXISTS`` to other bytes at once, and the put
+    raises RecordExistsError as it always did). False: the caller stores it under a name of its own
     (``.st-version/new-.../NAME``, committed ``new_only``). Reads the
     record's own rows by key only (no ``copy_history`` scan: a moved-away
     copy is no live one, and its peer answers ``EXISTS`` to other bytes).
@@ -260,6 +262,8 @@ def may_store_under_name(reader: InfofileReader, name: str, peers: list[int], cr
         rows = reader.conn.execute(current, (name,)).fetchall()
     if not rows:  # the common case: a name no copy is stored under
         return True
+    if reader.conn.execute("SELECT 1 FROM records WHERE name = ?", (name,)).fetchone() is not None:
+        return True  # committed now: the plain name, whose peers refuse other bytes (RecordExistsError)
     live: dict[int, Counter] = {}
     for peer, rank, crc, sz in rows:
         live.setdefault(int(peer), Counter())[(int(rank), int(crc), int(sz))] += 1
