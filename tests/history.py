@@ -51,42 +51,30 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from st_py.errors import (
-    BadNameError,
-    InvalidOptionError,
-    LeaseHeldError,
-    NotAuthenticatedError,
-    NotEnoughPeersError,
-    PermissionDeniedError,
-    QuotaExceededError,
-    ReadOnlyError,
-    RecordExistsError,
-    RecordNotFoundError,
-    SnapshotExistsError,
-    SnapshotNotFoundError,
-    StFileExistsError,
-    StFileNotFoundError,
-)
+from st_py import errors as st_errors
 
 OK, FAIL, UNKNOWN = "ok", "fail", "unknown"
 
 # Refusals decided before anything changed: the operation definitely did not
 # take effect. Any other error leaves its effect unknown.
-DEFINITE = (
-    BadNameError,
-    InvalidOptionError,
-    LeaseHeldError,
-    NotAuthenticatedError,
-    NotEnoughPeersError,
-    PermissionDeniedError,
-    QuotaExceededError,
-    ReadOnlyError,
-    RecordExistsError,
-    RecordNotFoundError,
-    SnapshotExistsError,
-    SnapshotNotFoundError,
-    StFileExistsError,
-    StFileNotFoundError,
+DEFINITE = tuple(
+    getattr(st_errors, n)
+    for n in (
+        "BadNameError",
+        "InvalidOptionError",
+        "LeaseHeldError",
+        "NotAuthenticatedError",
+        "NotEnoughPeersError",
+        "PermissionDeniedError",
+        "QuotaExceededError",
+        "ReadOnlyError",
+        "RecordExistsError",
+        "RecordNotFoundError",
+        "SnapshotExistsError",
+        "SnapshotNotFoundError",
+        "StFileExistsError",
+        "StFileNotFoundError",
+    )
 )
 
 
