@@ -554,6 +554,26 @@ class GetLocalError(StoreTorrentError):
     """GET_LOCAL could not reveal every record (paper 3.7, 4.5)."""
 
 
+class CopyGoneError(GetLocalError):
+    """A revealed copy is no longer at its path: its peer's verifier moved it
+    to quarantine, a drain or spread moved it, the record was deleted, or
+    the disk lost it, after the peer revealed it (a peer's answer to a
+    GET_LOCAL plan is kept ``--get-local-cache`` seconds). Readers of a plan
+    read such a record by GET from another copy, as of the plan's
+    generation, as they do a copy that fails its CRC-32C check.
+
+    Attributes
+    ----------
+    record, file, path : str
+        The record, its StoreTorrent file ("" if not known) and the path
+        that was revealed.
+    """
+
+    def __init__(self, message: str, record: str = "", file: str = "", path: str = ""):
+        super().__init__(message)
+        self.record, self.file, self.path = record, file, path
+
+
 class RecordsUnavailableError(GetLocalError, RecordUnavailableError):
     """A GET_LOCAL plan (``get_local``, the Ray and Dask scans, DuckDB's
     records) found committed records with no live copy: every copy on dead

@@ -14,6 +14,7 @@ from analysis_data import (
     parquet_bytes,
     parquet_part,
     put_parquet_file,
+    record_files,
     revealing_peer,
     source_frame,
 )
@@ -123,11 +124,15 @@ def test_raw_format_gives_name_and_bytes_rows(parquet_cluster, dclient):
     assert isinstance(pa.schema([("x", pa.int64())]), pa.Schema)
 
 
-def test_record_lost_under_a_planned_scan_fails_loudly(dclient, tmp_path):
+def test_record_lost_under_a_planned_scan_is_read_elsewhere_or_fails_loudly(dclient, tmp_path):
     """A scan planned, then a node loses a revealed record (its file is
-    removed): the read raises instead of returning fewer rows."""
+    removed): the read takes it from its other copy (x2); with every copy
+    gone it raises naming the record, never returning fewer rows."""
+    import os
+
     from st_integrations.dask_reader import read_storetorrent
-    from st_py.errors import GetLocalError
+    from st_integrations.readplan import plan_scan
+    from st_py.errors import StoreTorrentError
 
     c = LocalCluster(tmp_path / "lost", n_peers=4, announce_interval=0.3)
     c.start()
@@ -135,14 +140,15 @@ def test_record_lost_under_a_planned_scan_fails_loudly(dclient, tmp_path):
         with c.client() as cl:
             put_parquet_file(cl, "/dask/lost")
         ddf = read_storetorrent("/dask/lost", tracker=c.tracker_addr, client=dclient, schema=parquet_part(0).schema)
-        from st_integrations.readplan import plan_scan
-
         with c.client() as cl:
             victim = plan_scan(cl, "/dask/lost").units[0].records[0]
-        import os
-
         os.unlink(victim.path)
-        with pytest.raises(GetLocalError, match="is gone"):
+        want = sum(len(parquet_part(i)) for i in range(N_PARTS))
+        assert len(ddf.compute()) == want
+        for p in record_files(c):
+            if os.path.basename(p).startswith(victim.name + "@"):
+                os.unlink(p)
+        with pytest.raises(StoreTorrentError, match=victim.name):
             ddf.compute()
     finally:
         c.stop()

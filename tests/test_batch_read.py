@@ -10,6 +10,7 @@ fallback give the same batches."""
 
 from __future__ import annotations
 
+import glob
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +25,7 @@ from st_integrations.batch_read import MISMATCH, MISSING, Batch, read_ahead, rea
 from st_integrations.formats import RAW_SCHEMA
 from st_integrations.readplan import plan_scan
 from st_integrations.scan import ScanOptions, read_unit
-from st_py.errors import GetLocalError, RecordUnavailableError
+from st_py.errors import RecordUnavailableError, StoreTorrentError
 from st_py.wire.protocol import crc32c
 
 N = 600  # records of 4 KiB: several raw batches of 100 (batch_size below)
@@ -104,24 +105,32 @@ def test_no_good_copy_of_a_4kib_record_is_an_error_naming_it(small):
         _scan(small)
 
 
-def test_a_record_removed_under_the_scan_is_an_error_naming_it(small):
+def test_a_record_removed_under_the_scan_is_read_from_its_other_copy(small):
     """Removed while the scan runs, after the first batches were read (and the
-    next read ahead): the batch that holds it raises GetLocalError naming it,
-    never a row of garbage or a silent gap."""
+    next read ahead): the batch that holds it reads it by GET from its other
+    copy (x2) and counts it, never a row of garbage or a silent gap; with no
+    copy left, the error names it."""
     opts = ScanOptions(format="raw", tracker=small.tracker_addr, batch_size=20)
     with small.client() as c:
         plan = plan_scan(c, ["/small/raw"])
     unit = max(plan.units, key=len)
     assert len(unit) >= 100
     late = unit.ref(len(unit) - 1)  # in the unit's last batch, far past the one read ahead
+    before = scan.SCAN_STATS["gone_fallbacks"]
     batches = read_unit(unit, RAW_SCHEMA, None, None, opts)
-    first = next(batches)
-    assert first.num_rows == 20
+    rows = next(batches).to_pylist()
+    assert len(rows) == 20
     os.unlink(late.path)
-    with pytest.raises(GetLocalError, match=late.name) as e:
-        for _ in batches:
+    for b in batches:
+        rows += b.to_pylist()
+    assert len(rows) == len(unit) and all(r["data"] == body(int(r["record"][1:])) for r in rows)
+    assert scan.SCAN_STATS["gone_fallbacks"] == before + 1
+    # the other copy gone too: an error naming the record
+    for p in glob.glob(str(small.data_dir / "peers" / "*" / "files" / "*" / "*" / f"{late.name}@*")):
+        os.unlink(p)
+    with pytest.raises(StoreTorrentError, match=late.name):
+        for _ in read_unit(unit, RAW_SCHEMA, None, None, opts):
             pass
-    assert "gone" in str(e.value)
 
 
 def test_threads_scanning_at_once_each_get_every_byte(small):

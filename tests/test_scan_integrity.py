@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import metric_sample, metric_value, scrape_metrics, to_parquet, tracker_status
 
-from st_py.errors import ChecksumError, RecordUnavailableError
+from st_py.errors import ChecksumError, CopyGoneError, RecordUnavailableError
 
 N = 6
 ROWS = 2_000
@@ -114,6 +114,38 @@ def test_no_good_copy_is_an_error_naming_the_record(rotted):
         read_storetorrent("/rot/pq").compute()
 
 
+def test_a_copy_gone_since_it_was_revealed_is_read_by_get(cluster, monkeypatch):
+    """A peer keeps its answer to a plan (``--get-local-cache``): a copy moved
+    away after it was revealed (as the verifier's quarantine or a lost disk
+    does) is read by GET from the other copy, by the Dask scan, DuckDB's
+    ``records_data`` and fsspec; ``LocalRecord.read`` names it. Once in a
+    loaded CI run the scan raised "is gone" here instead."""
+    import os
+
+    from st_integrations import scan
+    from st_integrations.dask_reader import read_storetorrent
+    from st_integrations.duckdb_sql import sql
+    from st_integrations.fsspec_fs import StoreTorrentFileSystem
+
+    monkeypatch.setenv("STORETORRENT_TRACKER", cluster.tracker_addr)
+    with cluster.client().create("/rot/gone", replication="x2") as f:
+        for i in range(N):
+            f.put(f"part-{i}.parquet", _part(i))
+    with cluster.client().open("/rot/gone") as f:
+        (victim,) = [r for r in f.get_local() if r.name == "part-4.parquet"]
+    os.rename(victim.path, victim.path + ".moved")  # gone from where its peer revealed it
+    with pytest.raises(CopyGoneError) as e:
+        victim.read("/rot/gone")
+    assert (e.value.record, e.value.file, e.value.path) == ("part-4.parquet", "/rot/gone", victim.path)
+    before = scan.SCAN_STATS["gone_fallbacks"]
+    ddf = read_storetorrent("/rot/gone")  # the same generation: the peers' kept answers
+    assert len(ddf) == N * ROWS and int(ddf["i"].sum().compute()) == TOTAL
+    assert scan.SCAN_STATS["gone_fallbacks"] > before
+    out = sql(cluster.client(), ["/rot/gone"], "SELECT count(*) AS n, sum(i) AS s FROM records_data").to_pylist()
+    assert out == [{"n": N * ROWS, "s": TOTAL}]
+    assert StoreTorrentFileSystem(tracker=cluster.tracker_addr).cat_file("/rot/gone/part-4.parquet") == _part(4)
+
+
 @pytest.mark.slow
 def test_ray_scan_reads_the_good_copy(rotted):
     ray = pytest.importorskip("ray")
@@ -136,12 +168,6 @@ def test_a_checked_scan_reports_the_bad_copy_to_the_tracker(rotted):
     assert all(p["alive"] for p in tracker_status(cluster)["peers"])  # a bad copy is not a dead peer
 
 
-# Timing: once in a loaded clean CI run (1 of 4 runs this session) the Dask scan right after the
-# quarantine was refused ("revealed at ... is gone ... run the scan again": a clear error, no wrong
-# rows): the quarantining peer's GET_LOCAL still revealed the copy its verifier had just moved away.
-# A race between the verifier's move and the peer's local index, to fix in the peer (the closing
-# note of 2026-11-29 names it); a rerun re-checks everything this test asserts.
-@pytest.mark.flaky(reruns=2)
 def test_the_verifier_quarantines_a_rotted_copy_and_repair_restores_it(make_cluster, monkeypatch):
     """The verifying scrubber (docs/peer.md, "Verifier"): every peer re-reads
     its copies each second here; the flipped copy is quarantined (moved to

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from st_py.client.getlocal import read_verified
-from st_py.errors import ChecksumError, GetLocalError
+from st_py.errors import ChecksumError, CopyGoneError
 
 from .formats import (
     RAW_SCHEMA,
@@ -104,7 +104,7 @@ def _tagged(b: pa.RecordBatch, ref, opts: ScanOptions) -> pa.RecordBatch:
     return b
 
 
-SCAN_STATS = {"records_verified": 0, "checksum_fallbacks": 0, "objects_read": 0}
+SCAN_STATS = {"records_verified": 0, "checksum_fallbacks": 0, "gone_fallbacks": 0, "objects_read": 0}
 """Counters of this process's read tasks: local copies read and checked
 against their CRC-32C, copies that failed it and were read by GET from
 another copy instead, striped objects read."""
@@ -179,17 +179,26 @@ def _source(ref, opts: ScanOptions, verify: bool = True) -> Source:
     never turns bad bytes into rows. With ``verify`` False (schema
     inference: headers only), the local path of an unfiltered record.
 
+    A copy gone since its peer revealed it (moved to quarantine by the
+    peer's verifier, moved by a drain, deleted: :class:`CopyGoneError`) is
+    read by GET the same way, as of the plan's generation, and counted in
+    ``SCAN_STATS["gone_fallbacks"]``.
+
     Raises
     ------
-    GetLocalError
-        The revealed copy is gone.
     RecordUnavailableError
         No copy passes the check.
+    RecordNotFoundError
+        A gone copy's record is not readable by GET as of the plan's
+        generation either (deleted and not kept for it).
     """
     if ref.kind == "object":
         return _object_source(ref, opts)
     if not (verify and opts.verify) and not ref.filters:
-        _stat(ref)
+        try:
+            _stat(ref)
+        except CopyGoneError as e:
+            return pa.py_buffer(_gone_bytes(ref, opts, e))
         return ref.path
     return pa.py_buffer(_checked_bytes(ref, opts))
 
@@ -197,7 +206,8 @@ def _source(ref, opts: ScanOptions, verify: bool = True) -> Source:
 def _checked_bytes(ref, opts: ScanOptions) -> bytes:
     """A record's bytes (decoded with the file's filters) from its local
     copy checked against its size and CRC-32C, or by GET from another copy
-    when the check fails (reported to the tracker); see :func:`_source`."""
+    when the check fails (reported to the tracker) or the copy is gone; see
+    :func:`_source`."""
     try:
         stored = read_verified(ref.path, ref.size, ref.name, ref.file)
     except ChecksumError as e:
@@ -206,8 +216,22 @@ def _checked_bytes(ref, opts: ScanOptions) -> bytes:
         f = _stfile(opts, ref.file, ref.as_of)
         f.report_bad_copy(ref.name, ref.peer, str(e))  # best effort
         return f.get(ref.name)  # decoded, CRC-checked
+    except CopyGoneError as e:
+        return _gone_bytes(ref, opts, e)
     SCAN_STATS["records_verified"] += 1
     return _decode(ref, opts, stored) if ref.filters else stored
+
+
+def _gone_bytes(ref, opts: ScanOptions, gone: CopyGoneError) -> bytes:
+    """A record whose revealed copy is gone, by GET as of the plan's
+    generation (decoded, CRC-checked); the GET's error, if any, names the
+    gone copy as its cause."""
+    SCAN_STATS["gone_fallbacks"] += 1
+    log.warning("%s; reading it by GET", gone)
+    try:
+        return _stfile(opts, ref.file, ref.as_of).get(ref.name)
+    except Exception as e:
+        raise e from gone
 
 
 def _decoder_path(ref, source, stack) -> str:
@@ -233,9 +257,11 @@ def _stat(ref) -> None:
     try:
         st = os.stat(ref.path)
     except FileNotFoundError:
-        raise GetLocalError(
-            f"record {ref.name!r} of {ref.file}, revealed at {ref.path}, is gone: the peer's "
-            "node lost it or the file was deleted during the scan; run the scan again"
+        raise CopyGoneError(
+            f"record {ref.name!r} of {ref.file}, revealed at {ref.path}, is gone since its peer revealed it",
+            record=ref.name,
+            file=ref.file,
+            path=ref.path,
         ) from None
     if st.st_size != ref.size:
         raise ChecksumError(
@@ -323,11 +349,12 @@ def read_unit(
 
     Raises
     ------
-    GetLocalError
-        A revealed record file is gone.
     RecordUnavailableError
-        A record whose local copy fails its CRC-32C check has no good copy
-        elsewhere either (never a row from bad bytes).
+        A record whose local copy fails its CRC-32C check, or is gone since
+        it was revealed, has no good copy elsewhere either (never a row from
+        bad bytes, never a row left out).
+    RecordNotFoundError
+        A gone copy's record is not readable as of the plan's generation.
     RecordFormatError, SchemaConflictError
         A record does not decode, or does not fit ``schema``.
     """
@@ -673,7 +700,7 @@ def record_buffers(refs, opts: ScanOptions) -> Iterator[tuple]:
 
     Raises
     ------
-    GetLocalError, RecordUnavailableError
+    RecordUnavailableError, RecordNotFoundError
         As :func:`read_unit`.
     """
     for ref, src in _sources(refs, opts):

@@ -13,7 +13,14 @@ import socket
 from dataclasses import dataclass, replace
 from typing import Any
 
-from st_py.errors import ChecksumError, GetLocalError, PeerError, PeerUnavailableError, RecordsUnavailableError
+from st_py.errors import (
+    ChecksumError,
+    CopyGoneError,
+    GetLocalError,
+    PeerError,
+    PeerUnavailableError,
+    RecordsUnavailableError,
+)
 from st_py.wire.protocol import ErrorCode, LocalEntries, MsgType, crc32c, encode_get_local, encode_ping
 from st_py.wire.transport import Transport, split_addr
 
@@ -42,8 +49,9 @@ class LocalRecord:
         ChecksumError
             The bytes on disk are not the record's (bit rot, a truncated or
             overwritten file): read another copy with ``StFile.get``.
-        GetLocalError
-            The file is gone (deleted meanwhile, or the disk lost it).
+        CopyGoneError
+            The file is gone (moved by its peer, deleted meanwhile, or the
+            disk lost it): read the record with ``StFile.get``.
         """
         return read_verified(self.path, self.size, self.name, file)
 
@@ -69,15 +77,19 @@ def read_verified(path: str, size: int, record: str = "", file: str = "") -> byt
 
     Raises
     ------
-    ChecksumError, GetLocalError
+    ChecksumError, CopyGoneError
     """
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except FileNotFoundError:
-        raise GetLocalError(
-            f"record {record!r} of {file or 'its file'}, revealed at {path}, is gone: deleted "
-            "during the scan or lost by the peer's disk; run the scan again"
+        raise CopyGoneError(
+            f"record {record!r} of {file or 'its file'}, revealed at {path}, is gone (moved to "
+            "quarantine or elsewhere, deleted, or lost by the peer's disk since it was revealed): "
+            "read it by GET from another copy (StFile.get), as the scans do",
+            record=record,
+            file=file,
+            path=path,
         ) from None
     want = path_crc32c(path)
     got = crc32c(data)
