@@ -1,0 +1,131 @@
+"""Every way in through a tracker failover (issue 39's composition cell):
+three real etcd members, two trackers on one namespace, three peers; the
+leader is SIGKILLed, and once the standby is elected every way in, given
+both tracker addresses, reads what was written before and writes more: the
+Client (names, get, get_local, as of a snapshot), the CLI, fsspec from
+several threads, pandas through fsspec, Dask (read and write), DuckDB's SQL
+over the infofiles and its ``records_data``. Answers are the same as before
+the kill."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import threading
+
+import pandas as pd
+import pytest
+from analysis_data import N_PARTS, ROWS, parquet_part, put_parquet_file
+from conftest import poll_for
+
+try:
+    from test_tracker_etcd import _start_standby
+
+    from st_py.deploy.etcd import EtcdCluster, find_etcd
+
+    find_etcd()
+except Exception as e:  # pragma: no cover - CI installs both (./dev setup)
+    pytest.skip(f"etcd or aetcd missing: {e}", allow_module_level=True)
+
+TOTAL = N_PARTS * sum(range(ROWS))
+
+
+@pytest.fixture
+def failed_over(make_cluster, tmp_path, monkeypatch):
+    """(cluster, both tracker addresses, client) after the leader's SIGKILL
+    and the standby's election; /mix/pq (x2, N_PARTS Parquet records) and
+    its snapshot ``before`` (taken with one more record) written before."""
+    from st_py.client.client import Client
+
+    with EtcdCluster(tmp_path / "etcd", 3) as etcd:
+        args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "mix", "--init-cluster"]
+        cluster = make_cluster(3, tracker_args=args)
+        standby, port_b, standby_log = _start_standby(cluster, tmp_path)
+        try:
+            both = f"{cluster.tracker_addr},127.0.0.1:{port_b}"
+            cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
+            for i in range(3):  # the peers announce to whichever of the two answers
+                cluster.kill_peer(i)
+                cluster.start_peer(i)
+            cluster.wait_for_peers(3)
+            monkeypatch.setenv("STORETORRENT_TRACKER", both)
+            client = Client(both)
+            put_parquet_file(client, "/mix/pq")
+            with client.open("/mix/pq") as f:
+                f.put("extra.bin", b"gone after the snapshot")
+            client.snapshot("/mix/pq", "before")
+            with client.open("/mix/pq") as f:
+                f.delete("extra.bin")
+            cluster.tracker.kill()
+            poll_for(
+                lambda: b"elected leader" in (tmp_path / "standby.log").read_bytes(),
+                timeout=30,
+                what="the standby's election",
+            )
+            yield cluster, both, client
+            client.close()
+        finally:
+            standby.kill()
+            standby.wait()
+            standby_log.close()
+
+
+def test_every_way_in_reads_and_writes_after_the_leader_is_killed(failed_over):
+    cluster, both, client = failed_over
+    from st_integrations.dask_reader import read_storetorrent
+    from st_integrations.dask_writer import to_storetorrent
+    from st_integrations.duckdb_sql import sql
+    from st_integrations.fsspec_fs import StoreTorrentFileSystem
+
+    names = [f"part-{i:03d}.parquet" for i in range(N_PARTS)]
+    # the Client: names, get, get_local, and as of the snapshot taken before the kill
+    with client.open("/mix/pq") as f:
+        assert sorted(f.names()) == names
+        assert pd.read_parquet(io.BytesIO(f.get(names[1])))["x"].tolist() == parquet_part(1)["x"].to_pylist()
+        assert sorted(r.name for r in f.get_local()) == names
+    with client.open("/mix/pq", as_of="before") as f:
+        assert sorted(f.names()) == sorted([*names, "extra.bin"]) and f.get("extra.bin") == b"gone after the snapshot"
+    # the CLI, given both addresses
+    out = subprocess.run(
+        [sys.executable, "-m", "st_py.cli", "ls", "-r", "/mix/pq", "--as-of", "before", "--tracker", both],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and all(n in out.stdout for n in [*names, "extra.bin"]), out.stdout + out.stderr
+    # fsspec from several threads, and pandas through it
+    fs = StoreTorrentFileSystem(tracker=both)
+    got: dict[str, bytes] = {}
+    errors: list[BaseException] = []
+
+    def cat(n: str) -> None:
+        try:
+            got[n] = fs.cat_file(f"/mix/pq/{n}")
+        except BaseException as e:  # noqa: BLE001 - every error is a failure of the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=cat, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    with client.open("/mix/pq") as f:
+        assert all(got[n] == f.get(n) for n in names)
+    df = pd.read_parquet(f"storetorrent:///mix/pq/{names[2]}")  # the tracker from $STORETORRENT_TRACKER
+    assert df["x"].tolist() == parquet_part(2)["x"].to_pylist()
+    # Dask reads, and writes a new file through the new leader
+    ddf = read_storetorrent("/mix/pq", tracker=both)
+    assert len(ddf) == N_PARTS * ROWS and int(ddf["row"].sum().compute()) == TOTAL
+    to_storetorrent(ddf, "/mix/copy", tracker=both)
+    assert int(read_storetorrent("/mix/copy", tracker=both)["row"].sum().compute()) == TOTAL
+    # DuckDB: SQL over the infofiles and over the records' contents
+    rows = sql(client, ["/mix/pq"], "SELECT count(*) AS n FROM records").to_pylist()
+    assert rows == [{"n": N_PARTS}]
+    rows = sql(client, ["/mix/pq"], "SELECT count(*) AS n, sum(row) AS s FROM records_data").to_pylist()
+    assert rows == [{"n": N_PARTS * ROWS, "s": TOTAL}]
+    # fsspec writes through the new leader, read back by another way in
+    fs.pipe({f"/mix/new/r{i}": f"after {i}".encode() for i in range(20)})
+    with client.open("/mix/new") as f:
+        assert sorted(f.names()) == sorted(f"r{i}" for i in range(20)) and f.get("r7") == b"after 7"
