@@ -128,6 +128,9 @@ class EtcdCluster:
     token : str
         The cluster token (``--initial-cluster-token``): members of another
         cluster never join this one.
+    listen_host : str
+        The address the members' client ports listen on (default
+        127.0.0.1; they advertise 127.0.0.1 either way).
     """
 
     base_dir: Path
@@ -136,6 +139,9 @@ class EtcdCluster:
     members: list[EtcdMember] = field(default_factory=list)
     # wraps each member's command line (storetorrent up: the members die with it)
     wrap: Callable[[list[str]], list[str]] | None = None
+    # the address each member's client port listens on; "0.0.0.0" lets a tracker in a
+    # network namespace reach them through its link (tests/test_tracker_netns.py)
+    listen_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         self.base_dir = Path(self.base_dir)
@@ -163,7 +169,7 @@ class EtcdCluster:
             find_etcd(),
             "--name", m.name,
             "--data-dir", str(m.data_dir),
-            "--listen-client-urls", m.client_url,
+            "--listen-client-urls", f"http://{self.listen_host}:{m.client_port}",
             "--advertise-client-urls", m.client_url,
             "--listen-peer-urls", m.peer_url,
             "--initial-advertise-peer-urls", m.peer_url,

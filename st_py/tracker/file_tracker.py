@@ -36,7 +36,7 @@ import grpc
 
 from st_py._proto import tracker_pb2 as pb
 from st_py._proto import tracker_pb2_grpc as pb_grpc
-from st_py.wire.tls import server_credentials
+from st_py.wire.tls import SERVER_OPTIONS, server_credentials
 
 from .access import AccessError, Owner, User, Users
 from .apply.backends import LocalBackend
@@ -462,13 +462,7 @@ async def serve_file_tracker(
     service.history_age_s = history_age_s
     await service.oplog.start()
     await service.replay_log()  # what the infofiles miss of the log, before anything is served
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", 256 * 1024 * 1024),
-            ("grpc.max_send_message_length", 256 * 1024 * 1024),
-            ("grpc.so_reuseport", 0),
-        ]
-    )
+    server = grpc.aio.server(options=SERVER_OPTIONS)
     pb_grpc.add_TrackerServicer_to_server(service, server)
     bound = (
         server.add_secure_port(f"{host}:{port}", server_credentials(*tls))

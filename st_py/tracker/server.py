@@ -21,7 +21,7 @@ from st_py._proto import tracker_pb2_grpc as pb_grpc
 from st_py.core import logs
 from st_py.core.capability import CapabilityError, load_key
 from st_py.core.copy_health import DEFAULT_FAILED_AFTER_S
-from st_py.wire.tls import server_credentials
+from st_py.wire.tls import SERVER_OPTIONS, server_credentials
 
 from .access import AccessError, Users
 from .apply.backends import EtcdBackend
@@ -162,11 +162,7 @@ async def _serve(
     version = _version()
     metrics = TrackerMetrics(service, version, started)
     server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", 256 * 1024 * 1024),
-            ("grpc.max_send_message_length", 256 * 1024 * 1024),
-            ("grpc.so_reuseport", 0),
-        ],
+        options=SERVER_OPTIONS,
         interceptors=[metrics.rpc],
     )
     pb_grpc.add_TrackerServicer_to_server(service, server)

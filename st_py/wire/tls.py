@@ -21,9 +21,31 @@ import grpc
 
 from st_py.wire.targets import grpc_target
 
+# HTTP/2 keepalive: a tracker cut off the network (packets vanish, nothing is
+# refused) is found in KEEPALIVE_S + KEEPALIVE_TIMEOUT_S; its calls fail
+# UNAVAILABLE and are retried, and the channel connects to whichever of the
+# tracker addresses answers (the new leader) instead of waiting a call's whole
+# timeout on the silent one (tests/test_tracker_netns.py). The servers accept
+# pings this often (SERVER_OPTIONS).
+KEEPALIVE_S, KEEPALIVE_TIMEOUT_S = 2.0, 4.0
+
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
     ("grpc.max_send_message_length", 256 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", int(KEEPALIVE_S * 1000)),
+    ("grpc.keepalive_timeout_ms", int(KEEPALIVE_TIMEOUT_S * 1000)),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+
+SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+    ("grpc.so_reuseport", 0),
+    # clients ping every KEEPALIVE_S, with or without calls: not "too many pings"
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", int(KEEPALIVE_S * 1000 / 2)),
+    ("grpc.http2.max_ping_strikes", 0),
 ]
 
 
