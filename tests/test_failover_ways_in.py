@@ -32,10 +32,11 @@ TOTAL = N_PARTS * sum(range(ROWS))
 
 
 @pytest.fixture
-def failed_over(make_cluster, tmp_path, monkeypatch):
-    """(cluster, both tracker addresses, client) after the leader's SIGKILL
-    and the standby's election; /mix/pq (x2, N_PARTS Parquet records) and
-    its snapshot ``before`` (taken with one more record) written before."""
+def ha(make_cluster, tmp_path, monkeypatch):
+    """(cluster, both tracker addresses, client, kill): two trackers on one
+    namespace, the log in three etcd members, three peers and a client that
+    know both; ``kill()`` SIGKILLs the leader and returns once the standby
+    says it was elected."""
     from st_py.client.client import Client
 
     with EtcdCluster(tmp_path / "etcd", 3) as etcd:
@@ -51,24 +52,37 @@ def failed_over(make_cluster, tmp_path, monkeypatch):
             cluster.wait_for_peers(3)
             monkeypatch.setenv("STORETORRENT_TRACKER", both)
             client = Client(both)
-            put_parquet_file(client, "/mix/pq")
-            with client.open("/mix/pq") as f:
-                f.put("extra.bin", b"gone after the snapshot")
-            client.snapshot("/mix/pq", "before")
-            with client.open("/mix/pq") as f:
-                f.delete("extra.bin")
-            cluster.tracker.kill()
-            poll_for(
-                lambda: b"elected leader" in (tmp_path / "standby.log").read_bytes(),
-                timeout=30,
-                what="the standby's election",
-            )
-            yield cluster, both, client
+
+            def kill() -> None:
+                cluster.tracker.kill()
+                poll_for(
+                    lambda: b"elected leader" in (tmp_path / "standby.log").read_bytes(),
+                    timeout=30,
+                    what="the standby's election",
+                )
+
+            yield cluster, both, client, kill
             client.close()
         finally:
             standby.kill()
             standby.wait()
             standby_log.close()
+
+
+@pytest.fixture
+def failed_over(ha):
+    """(cluster, both tracker addresses, client) after the leader's SIGKILL
+    and the standby's election; /mix/pq (x2, N_PARTS Parquet records) and
+    its snapshot ``before`` (taken with one more record) written before."""
+    cluster, both, client, kill = ha
+    put_parquet_file(client, "/mix/pq")
+    with client.open("/mix/pq") as f:
+        f.put("extra.bin", b"gone after the snapshot")
+    client.snapshot("/mix/pq", "before")
+    with client.open("/mix/pq") as f:
+        f.delete("extra.bin")
+    kill()
+    return cluster, both, client
 
 
 def test_every_way_in_reads_and_writes_after_the_leader_is_killed(failed_over):
@@ -129,3 +143,62 @@ def test_every_way_in_reads_and_writes_after_the_leader_is_killed(failed_over):
     fs.pipe({f"/mix/new/r{i}": f"after {i}".encode() for i in range(20)})
     with client.open("/mix/new") as f:
         assert sorted(f.names()) == sorted(f"r{i}" for i in range(20)) and f.get("r7") == b"after 7"
+
+
+def test_writers_go_on_through_the_leaders_kill(ha):
+    """The leader is SIGKILLed while a Dask job writes a file (one record per
+    partition, committed at the end), a striped object is being stored, and
+    a writer holding the file's lease puts, replaces and deletes: each
+    finishes without an error, and everything acknowledged reads back."""
+    import dask.dataframe as dd
+
+    from st_integrations.dask_reader import read_storetorrent
+    from st_integrations.dask_writer import to_storetorrent
+
+    cluster, both, client, kill = ha
+    frame = pd.DataFrame({"row": range(40_000), "part": [i // 1000 for i in range(40_000)]})
+    big = bytes(range(256)) * (24 * 1024 * 1024 // 256)  # 24 MiB in stripes of 1 MiB
+    errors: list[BaseException] = []
+    started = threading.Event()
+
+    def dask_job() -> None:
+        try:
+            started.set()
+            to_storetorrent(dd.from_pandas(frame, npartitions=40), "/mix/dask", tracker=both)
+        except BaseException as e:  # noqa: BLE001 - every error is a failure of the test
+            errors.append(e)
+
+    def striped() -> None:
+        try:
+            with client.create("/mix/obj", replication="x2") as f:
+                f.put_object("big.bin", big, stripe_size=1024 * 1024)
+        except BaseException as e:  # noqa: BLE001 - every error is a failure of the test
+            errors.append(e)
+
+    with client.create("/mix/leased", replication="x2") as g:
+        g.put("doc", b"v0")
+        g.put("old", b"old")
+    g = client.open("/mix/leased")
+    g.put("doc", b"v1", replace=True)  # takes the writer lease
+    jobs = [threading.Thread(target=dask_job), threading.Thread(target=striped)]
+    for t in jobs:
+        t.start()
+    started.wait(30)
+    g.queue_put("a1", b"a1")
+    running = [t.is_alive() for t in jobs]
+    kill()
+    assert any(running), "both jobs ended before the kill: make them longer"
+    g.put("doc", b"v2", replace=True)
+    g.delete("old")
+    g.queue_put("a2", b"a2")
+    g.close()
+    for t in jobs:
+        t.join(300)
+    assert not errors, "\n".join(f"{type(e).__name__}: {e}" for e in errors)
+    with client.open("/mix/leased") as f:
+        assert sorted(f.names()) == ["a1", "a2", "doc"] and f.get("doc") == b"v2"
+    with client.open("/mix/obj") as f:
+        obj = f.object_meta("big.bin")
+        assert obj is not None and f.get_object(obj) == big
+    back = read_storetorrent("/mix/dask", tracker=both).compute()
+    assert sorted(back["row"]) == list(range(40_000))
