@@ -715,8 +715,10 @@ def test_copy_object_and_conditional_reads(s3):
 
 def test_sigv4_checks_against_botocores_signer(tmp_path):
     """The verifier against requests signed by botocore's own SigV4Auth:
-    taken as signed, and refused when the clock is skewed, the region or
-    secret is wrong, or a signed header or the query changed."""
+    taken as signed (for the endpoint's region or the empty one, as DuckDB
+    signs without ``s3_region``), and refused when the clock is skewed,
+    the region or secret is wrong, a signed header or the query changed,
+    or the header is not SigV4's form."""
     from botocore.auth import S3SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
@@ -740,9 +742,13 @@ def test_sigv4_checks_against_botocores_signer(tmp_path):
 
     path, query, headers = signed()
     assert check(path, query, headers).user == "alice"
+    assert check(*signed(region="")).user == "alice"  # DuckDB's scope without s3_region: date//s3/aws4_request
+    garbled = {**headers, "authorization": [headers["authorization"][0].replace("Credential=", "Cred=")]}
     for bad, want in (
         (lambda: check(path, query, headers, now=time.time() + 3600), "RequestTimeTooSkewed"),
         (lambda: check(*signed(region="eu-west-1")), "AuthorizationHeaderMalformed"),
+        (lambda: check(path, query, garbled), "AuthorizationHeaderMalformed"),
+        (lambda: check(*signed(secret="wrong", region="")), "SignatureDoesNotMatch"),
         (lambda: check(*signed(secret="wrong")), "SignatureDoesNotMatch"),
         (lambda: check(path, query.replace("prefix=a", "prefix=c"), headers), "SignatureDoesNotMatch"),
         (lambda: check(path + "y", query, headers), "SignatureDoesNotMatch"),
@@ -1239,3 +1245,64 @@ def test_aws_chunked_is_not_the_objects_content_encoding():
     kept = from_headers({"content-encoding": ["gzip,aws-chunked"], "x-amz-meta-a": ["1"]}, "k")
     assert kept == {"content-encoding": "gzip", "a": "1"}
     assert to_headers(kept) == {"Content-Type": "binary/octet-stream", "Content-Encoding": "gzip", "x-amz-meta-a": "1"}
+
+
+def test_duckdb_httpfs_reads_globs_and_copies_to_s3(site, s3, tmp_path, monkeypatch):
+    """DuckDB's httpfs, loaded from its package as the README's block does
+    (run as written, with this endpoint and alice's key): ``read_parquet``
+    of globs (one level, the bucket's top level, ``**``) over what boto3
+    and pandas (s3fs) wrote, and ``COPY ... TO 's3://...'`` (a multipart
+    upload of 5 MiB parts: HEAD, ranged GETs to read it back) read by
+    boto3, the Dask reader and the CLI; a second COPY to the key replaces
+    it; a missing key is DuckDB's 404."""
+    import duckdb
+    import pyarrow.parquet as pq
+    from helpers import run_cli
+    from test_readme import python_blocks
+
+    from st_integrations.dask_reader import read_storetorrent
+
+    cluster, ep, keys = site
+    s3.create_bucket(Bucket="duck")
+    frames = [pd.DataFrame({"x": range(i * 100, i * 100 + 100), "s": [f"r{j}" for j in range(100)]}) for i in range(3)]
+    for i, df in enumerate(frames[:2]):
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        s3.put_object(Bucket="duck", Key=f"in/part-{i}.parquet", Body=buf.getvalue())
+    opts = {"key": "alice", "secret": keys["alice"], "client_kwargs": {"endpoint_url": ep.url}}
+    frames[2].to_parquet("s3://duck/in/part-2.parquet", index=False, storage_options=opts)
+    frames[0].to_parquet("s3://exp/pq/duck.parquet", index=False, storage_options=opts)  # what the README reads
+    [block] = [b for b in python_blocks() if "read_parquet('s3://" in b]
+    scope: dict = {}
+    exec(block.replace("127.0.0.1:9000", f"127.0.0.1:{ep.port}").replace("ALICE_KEY", keys["alice"]), scope)  # noqa: S102
+    con = scope["con"]
+    answer = s3.get_object(Bucket="exp", Key="out/answer.parquet")["Body"].read()
+    assert pq.read_table(io.BytesIO(answer)).to_pylist() == [{"answer": 42}]
+    assert con.sql("SELECT count(*), sum(x) FROM read_parquet('s3://duck/in/*.parquet')").fetchone() == (300, 44850)
+    con.execute("COPY (SELECT 1000 AS x, 'top' AS s) TO 's3://duck/top.parquet'")  # a record of /duck/.s3
+    assert con.sql("SELECT sum(x) FROM read_parquet('s3://duck/*.parquet')").fetchone() == (1000,)
+    assert con.sql("SELECT count(*) FROM read_parquet('s3://duck/**/*.parquet')").fetchone() == (301,)
+    con.execute("SET s3_uploader_max_filesize = '10GB'; SET s3_uploader_max_parts_per_file = 2000")  # 5 MiB parts
+    con.execute(
+        "COPY (SELECT range AS y, md5(range::VARCHAR) AS h FROM range(200000)) "
+        "TO 's3://duck/out/big.parquet' (COMPRESSION uncompressed)"
+    )
+    assert not s3.list_multipart_uploads(Bucket="duck").get("Uploads")
+    body = s3.get_object(Bucket="duck", Key="out/big.parquet")["Body"].read()
+    assert len(body) > 6 << 20  # more than one part
+    t = pq.read_table(io.BytesIO(body))
+    assert t.num_rows == 200_000 and sum(t["y"].to_pylist()) == 199_999 * 100_000
+    assert con.sql("SELECT count(*), max(y) FROM read_parquet('s3://duck/out/big.parquet')").fetchone() == (
+        200_000,
+        199_999,
+    )
+    monkeypatch.setenv("STORETORRENT_API_KEY", keys["alice"])
+    ddf = read_storetorrent("/duck/out", columns=["y"], tracker=cluster.tracker_addr)
+    assert int(ddf["y"].sum().compute()) == 199_999 * 100_000
+    r = run_cli(cluster, "get", "/duck/out", "big.parquet", "-o", str(tmp_path / "big.parquet"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "big.parquet").read_bytes() == body
+    con.execute("COPY (SELECT 1 AS y) TO 's3://duck/out/big.parquet'")  # a new version of the key
+    assert con.sql("SELECT y FROM read_parquet('s3://duck/out/big.parquet')").fetchall() == [(1,)]
+    with pytest.raises(duckdb.HTTPException, match="404"):
+        con.sql("SELECT * FROM read_parquet('s3://duck/in/nope.parquet')").fetchall()
