@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.core.history import objects_at_sql
 from st_py.core.infofile import user_size
 from st_py.errors import (
@@ -148,7 +149,15 @@ class Ops:
         user metadata ``meta`` (:mod:`.usermeta`) and commit
         it; with ``only_new`` (``If-None-Match: *``) refuse an existing key
         (``PreconditionFailed``: records are write-once, so a racing writer
-        of the same new key gets it too, not an overwrite)."""
+        of the same new key gets it too, not an overwrite).
+
+        Raises
+        ------
+        S3Error
+            ``NotImplemented``: the key exists and the new or the existing
+            version is a striped object (over 64 MiB), which StoreTorrent
+            does not replace in place (docs/s3.md); nothing is stored.
+        """
         self.need_bucket(bucket)
         t = self.keys.resolve(bucket, key)
         h = None
@@ -167,6 +176,14 @@ class Ops:
             if replace and only_new:
                 raise S3Error(
                     "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key
+                )
+            if replace and (len(data) > STRIPE_THRESHOLD or h.infofile().object(t.record) is not None):
+                raise S3Error(
+                    "NotImplemented",
+                    "replacing an object stored striped (over 64 MiB, the new or the existing one) is not "
+                    "implemented: StoreTorrent replaces only records atomically; DELETE the key, then PUT it "
+                    "(docs/s3.md)",
+                    key,
                 )
             if replace:
                 h.acquire_lease(wait=LEASE_WAIT_S)
