@@ -252,8 +252,8 @@ def test_refusals_store_nothing(site, s3):
         )
     assert code(e.value) == "NoSuchUpload"  # checked before the source is read
     with pytest.raises(ClientError) as e:
-        s3.get_object(Bucket="exp", Key="top.txt", PartNumber=1)
-    assert code(e.value) == "NotImplemented"
+        s3.get_object(Bucket="exp", Key="top.txt", PartNumber=2)  # every object is one part (its ETag's -1)
+    assert code(e.value) == "InvalidPartNumber"
     with pytest.raises(ClientError) as e:
         s3.put_bucket_tagging(Bucket="exp", Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
     assert code(e.value) == "NotImplemented"
@@ -1342,3 +1342,50 @@ def test_past_versions_of_striped_objects_are_listed_and_read(site, s3):
         assert got["Body"].read() == data and got["ETag"] == listed["ETag"]
         part = s3.get_object(Bucket="exp", Key="sver/obj.bin", VersionId=vid, Range="bytes=1048570-1048580")
         assert part["Body"].read() == data[1048570:1048581]
+
+
+def test_copies_of_versions_under_conditions_parts_and_versioning(s3):
+    """CopyObject and UploadPartCopy of a past version (``?versionId=``)
+    under ``x-amz-copy-source-if-*`` conditions (a failed one is
+    PreconditionFailed, nothing stored); GET and HEAD of part 1 (the whole
+    object: every object is one part) and of part 2 (InvalidPartNumber);
+    PutBucketVersioning Enabled taken (it is always on)."""
+    v1 = s3.put_object(Bucket="exp", Key="copyv/src.bin", Body=b"first")["VersionId"]
+    s3.put_object(Bucket="exp", Key="copyv/src.bin", Body=b"second!")
+    old = s3.head_object(Bucket="exp", Key="copyv/src.bin", VersionId=v1)
+    src = {"Bucket": "exp", "Key": "copyv/src.bin", "VersionId": v1}
+    later = old["LastModified"] + datetime.timedelta(seconds=5)
+    earlier = old["LastModified"] - datetime.timedelta(seconds=5)
+    for cond in (
+        {"CopySourceIfMatch": '"0123"'},
+        {"CopySourceIfNoneMatch": old["ETag"]},
+        {"CopySourceIfModifiedSince": later},
+        {"CopySourceIfUnmodifiedSince": earlier},
+    ):
+        with pytest.raises(ClientError) as e:
+            s3.copy_object(Bucket="exp", Key="copyv/dst.bin", CopySource=src, **cond)
+        assert code(e.value) == "PreconditionFailed", cond
+    assert s3.list_objects_v2(Bucket="exp", Prefix="copyv/dst")["KeyCount"] == 0
+    r = s3.copy_object(Bucket="exp", Key="copyv/dst.bin", CopySource=src, CopySourceIfMatch=old["ETag"])
+    assert r["CopySourceVersionId"] == v1 and r["VersionId"]
+    assert s3.get_object(Bucket="exp", Key="copyv/dst.bin")["Body"].read() == b"first"
+    up = s3.create_multipart_upload(Bucket="exp", Key="copyv/mp.bin")["UploadId"]
+    with pytest.raises(ClientError) as e:
+        s3.upload_part_copy(
+            Bucket="exp", Key="copyv/mp.bin", UploadId=up, PartNumber=1, CopySource=src, CopySourceIfMatch='"0"'
+        )
+    assert code(e.value) == "PreconditionFailed"
+    r = s3.upload_part_copy(Bucket="exp", Key="copyv/mp.bin", UploadId=up, PartNumber=1, CopySource=src)
+    assert r["CopySourceVersionId"] == v1
+    assert [p["Size"] for p in s3.list_parts(Bucket="exp", Key="copyv/mp.bin", UploadId=up)["Parts"]] == [5]
+    s3.abort_multipart_upload(Bucket="exp", Key="copyv/mp.bin", UploadId=up)
+    got = s3.get_object(Bucket="exp", Key="copyv/src.bin", PartNumber=1)
+    assert got["Body"].read() == b"second!" and got["PartsCount"] == 1 and got["ContentRange"] == "bytes 0-6/7"
+    assert s3.head_object(Bucket="exp", Key="copyv/src.bin", PartNumber=1)["PartsCount"] == 1
+    bad_parts = (({"PartNumber": 2}, "InvalidPartNumber"), ({"PartNumber": 1, "Range": "bytes=0-1"}, "InvalidRequest"))
+    for kw, want in bad_parts:
+        with pytest.raises(ClientError) as e:
+            s3.get_object(Bucket="exp", Key="copyv/src.bin", **kw)
+        assert code(e.value) == want
+    s3.put_bucket_versioning(Bucket="exp", VersioningConfiguration={"Status": "Enabled"})
+    assert s3.get_bucket_versioning(Bucket="exp")["Status"] == "Enabled"

@@ -30,7 +30,14 @@ from .auth import Keys, authenticate, check_payload
 from .chunked import check_checksums, crc32c_b64
 from .errors import S3Error, from_storetorrent
 from .listing import list_bucket
-from .objhttp import not_modified, object_headers, parse_copy_range, parse_range
+from .objhttp import (
+    check_copy_source,
+    not_modified,
+    object_headers,
+    parse_copy_range,
+    parse_part_number,
+    parse_range,
+)
 from .ops import ObjectStat, Ops
 from .usermeta import from_headers
 
@@ -225,7 +232,19 @@ class S3App:
         unknown = set(query) - _KNOWN_BUCKET_QUERY
         if unknown:
             raise S3Error("NotImplemented", f"bucket subresource {sorted(unknown)[0]!r} is not implemented", bucket)
-        if m in ("PUT", "HEAD", "DELETE") and query:  # PutBucketVersioning, ...: not CreateBucket
+        if m == "PUT" and set(query) == {"versioning"}:
+            data, _ = await self._body(request, headers)
+            await run_in_threadpool(ops.need_bucket, bucket)
+            status, mfa = xml.parse_versioning(data)
+            if status == "Enabled" and mfa in ("", "Disabled"):  # as it is: files keep their history
+                return Response(status_code=200)
+            raise S3Error(
+                "NotImplemented",
+                f"versioning is always Enabled here (files keep their history, docs/s3.md); "
+                f"Status {status!r} with MfaDelete {mfa!r} is not implemented",
+                bucket,
+            )
+        if m in ("PUT", "HEAD", "DELETE") and query:  # PutBucketLifecycle, ...: not CreateBucket
             raise S3Error(
                 "NotImplemented", f"{m} of bucket subresource {sorted(query)[0]!r} is not implemented", bucket
             )
@@ -292,8 +311,11 @@ class S3App:
             )
         if "uploads" in query or "uploadId" in query:
             return await self._multipart(request, ops, bucket, key, query, headers)
+        part = None
         if "partNumber" in query:
-            raise S3Error("NotImplemented", "GetObject of one part is not implemented", key)
+            if m not in ("GET", "HEAD"):
+                raise S3Error("InvalidRequest", f"{m} with partNumber needs an uploadId", key)
+            part = parse_part_number(query["partNumber"], bool(headers.get("range")))
         version = query.get("versionId")
         if version is not None and m not in ("GET", "HEAD"):
             raise S3Error(
@@ -323,6 +345,8 @@ class S3App:
                 return Response(status_code=304, headers={"ETag": st.etag})
             h = object_headers(st)
             h["Content-Length"] = str(st.size)
+            if part is not None:
+                h["x-amz-mp-parts-count"] = "1"
             if st.crc_of_bytes:
                 h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
             return Response(status_code=200, headers=h)
@@ -348,6 +372,11 @@ class S3App:
             if span is not None:
                 h["Content-Range"] = f"bytes {span[0]}-{span[1] - 1}/{st.size}"
                 return Response(got, status_code=206, headers=h)
+            if part is not None:  # part 1, the whole object, answered as S3 answers a part
+                h["x-amz-mp-parts-count"] = "1"
+                if st.size:
+                    h["Content-Range"] = f"bytes 0-{st.size - 1}/{st.size}"
+                    return Response(got, status_code=206, headers=h)
             if st.crc_of_bytes:
                 h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
             return Response(got, status_code=200, headers=h)
@@ -365,29 +394,38 @@ class S3App:
         if directive not in ("COPY", "REPLACE"):
             raise S3Error("InvalidArgument", f"unknown metadata directive {directive!r}: COPY or REPLACE", key)
         meta = from_headers(headers, key) if directive == "REPLACE" else None
-        src_bucket, src_key = _copy_source(headers, key)
-        src, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key)
-        assert data is not None  # no decide: the whole object
+        src_bucket, src_key, src_version = _copy_source(headers, key)
+
+        def decide(src: ObjectStat) -> None:
+            check_copy_source(headers, src)  # before any byte is read
+            return None
+
+        src, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide, src_version)
+        assert data is not None  # decide: the whole object or an error
         st = await run_in_threadpool(ops.put_object, bucket, key, data, False, src.meta if meta is None else meta)
         inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
-        return self._xml(xml.doc("CopyObjectResult", inner))
+        return Response(
+            xml.doc("CopyObjectResult", inner), media_type="application/xml", headers=_copy_headers(src, st)
+        )
 
     async def _upload_part_copy(self, mp, ops: Ops, bucket, key, upload_id, number, headers) -> Response:
         """UploadPartCopy: part ``number`` is the source object's bytes, or
         the ``x-amz-copy-source-range`` of them (read with the caller's
         rights; only the stripes the range touches of a striped object)."""
-        src_bucket, src_key = _copy_source(headers, key)
+        src_bucket, src_key, src_version = _copy_source(headers, key)
         rng = (headers.get("x-amz-copy-source-range") or [""])[0].strip()
         await run_in_threadpool(mp.check, bucket, key, upload_id, number)  # NoSuchUpload before any byte is read
 
         def decide(st: ObjectStat) -> tuple[int, int] | None:
+            check_copy_source(headers, st)
             return parse_copy_range(rng, st.size) if rng else None
 
-        _, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide)
+        src, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide, src_version)
         assert data is not None  # decide never answers False
         etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
         inner = xml.el("LastModified", xml.iso_time(time.time())) + xml.el("ETag", etag)
-        return self._xml(xml.doc("CopyPartResult", inner))
+        h = {"x-amz-copy-source-version-id": str(src.version_id)} if src.version_id is not None else {}
+        return Response(xml.doc("CopyPartResult", inner), media_type="application/xml", headers=h)
 
     async def _multipart(self, request, ops: Ops, bucket: str, key: str, query: dict, headers) -> Response:
         from .multipart import Multipart
@@ -433,22 +471,35 @@ class S3App:
         raise S3Error("NotImplemented", f"{m} on a multipart upload is not implemented", key)
 
 
-def _copy_source(headers: dict[str, list[str]], key: str) -> tuple[str, str]:
-    """``(bucket, key)`` of a copy's ``x-amz-copy-source`` (``/B/K`` or
-    ``B/K``, URL-encoded).
+def _copy_source(headers: dict[str, list[str]], key: str) -> tuple[str, str, str | None]:
+    """``(bucket, key, version id or None)`` of a copy's
+    ``x-amz-copy-source`` (``/B/K`` or ``B/K``, URL-encoded, optionally
+    ``?versionId=V``: a version id as GET takes, a generation or a
+    snapshot's name).
 
     Raises
     ------
     S3Error
-        ``InvalidArgument`` (not ``B/K``), ``NotImplemented`` (a version, a
-        condition on the source).
+        ``InvalidArgument`` (not ``B/K``, an empty or unknown query).
     """
-    source = unquote(headers["x-amz-copy-source"][0]).split("?", 1)
-    if len(source) > 1:
-        raise S3Error("NotImplemented", "copying a version (?versionId=) is not implemented", key)
-    if any(h.startswith("x-amz-copy-source-if-") for h in headers):
-        raise S3Error("NotImplemented", "conditional copies (x-amz-copy-source-if-*) are not implemented", key)
-    src_bucket, _, src_key = source[0].lstrip("/").partition("/")
+    source, _, query = headers["x-amz-copy-source"][0].partition("?")
+    version = None
+    if query:
+        q = dict(parse_qsl(query, keep_blank_values=True))
+        version = q.pop("versionId", None)
+        if q or version == "":
+            raise S3Error("InvalidArgument", "x-amz-copy-source takes only ?versionId=V after BUCKET/KEY", key)
+    src_bucket, _, src_key = unquote(source).lstrip("/").partition("/")
     if not src_key:
         raise S3Error("InvalidArgument", "x-amz-copy-source must be BUCKET/KEY", key)
-    return src_bucket, src_key
+    return src_bucket, src_key, version
+
+
+def _copy_headers(src: ObjectStat, st: ObjectStat) -> dict[str, str]:
+    """A copy's answer headers: the version copied and the one made."""
+    h = {}
+    if src.version_id is not None:
+        h["x-amz-copy-source-version-id"] = str(src.version_id)
+    if st.version_id is not None:
+        h["x-amz-version-id"] = str(st.version_id)
+    return h

@@ -22,6 +22,7 @@ STATUS = {
     "InvalidArgument": 400,
     "InvalidBucketName": 400,
     "InvalidPart": 400,
+    "InvalidPartNumber": 416,
     "InvalidPartOrder": 400,
     "InvalidRange": 416,
     "InvalidRequest": 400,

@@ -83,6 +83,22 @@ def parse_delete(body: bytes) -> tuple[list[str], bool]:
     return keys, quiet
 
 
+def parse_versioning(body: bytes) -> tuple[str, str]:
+    """``(Status, MfaDelete)`` of a PutBucketVersioning body (``""`` where absent).
+
+    Raises
+    ------
+    S3Error
+        ``MalformedXML``.
+    """
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:
+        raise S3Error("MalformedXML", "the XML you provided was not well-formed") from None
+    got = {child.tag.rsplit("}", 1)[-1]: (child.text or "").strip() for child in root}
+    return got.get("Status", ""), got.get("MfaDelete", "")
+
+
 def list_uploads(bucket: str, query: dict[str, str], uploads: list[tuple[str, str, float]], owner: str) -> bytes:
     """ListMultipartUploadsResult of the bucket's ``(key, upload id,
     initiated unix s)`` (sorted, already of ``prefix``), one page by the
