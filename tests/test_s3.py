@@ -1389,3 +1389,39 @@ def test_copies_of_versions_under_conditions_parts_and_versioning(s3):
         assert code(e.value) == want
     s3.put_bucket_versioning(Bucket="exp", VersioningConfiguration={"Status": "Enabled"})
     assert s3.get_bucket_versioning(Bucket="exp")["Status"] == "Enabled"
+
+
+def _raw_request(port: int, request: bytes, pieces: int = 1) -> tuple[int, bytes]:
+    """``request`` sent on a new connection in ``pieces`` (50 ms apart),
+    then the answer read until the endpoint closes: ``(status, body)``."""
+    out = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        step = -(-len(request) // pieces)
+        try:
+            for i in range(0, len(request), step):
+                s.sendall(request[i : i + step])
+                time.sleep(0.05)
+        except OSError:  # refused and closed before the rest was sent
+            pass
+        while chunk := s.recv(65536):
+            out += chunk
+    head, _, body = out.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def test_oversized_and_malformed_requests_get_s3_errors(site, s3):
+    """Headers over S3's 8 KiB (arrived whole: the app), a request line and
+    headers over 16 KiB still arriving (h11), and a request line that is
+    not HTTP: each S3's error XML (400), nothing stored, the endpoint up."""
+    cluster, ep, keys = site
+    host = f"Host: 127.0.0.1:{ep.port}\r\n".encode()
+    pad = b"X-Pad: " + b"p" * 10_000 + b"\r\n"
+    status, body = _raw_request(ep.port, b"GET /exp/ HTTP/1.1\r\n" + host + pad + b"\r\n")
+    assert status == 400 and b"<Code>RequestHeaderSectionTooLarge</Code>" in body
+    big = b"X-Pad: " + b"p" * 40_000 + b"\r\n"
+    put = b"PUT /exp/hdr/x HTTP/1.1\r\n" + host + big + b"Content-Length: 3\r\n\r\nabc"
+    status, body = _raw_request(ep.port, put, pieces=8)
+    assert status == 400 and b"<Code>RequestHeaderSectionTooLarge</Code>" in body
+    status, body = _raw_request(ep.port, b"GARBAGE\r\n\r\n")
+    assert status == 400 and b"<Code>InvalidRequest</Code>" in body
+    assert s3.list_objects_v2(Bucket="exp", Prefix="hdr/")["KeyCount"] == 0

@@ -44,6 +44,7 @@ from .usermeta import from_headers
 log = logging.getLogger("storetorrent.s3")
 EMPTY_MD5 = '"d41d8cd98f00b204e9800998ecf8427e"'  # the ETag of a directory marker (an empty object)
 MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
+MAX_HEADER_BYTES = 8 * 1024  # S3's limit on a request's headers (names, values, ": " and CRLF)
 UPLOAD_EXPIRY_S = 24 * 3600.0  # a multipart upload untouched this long is aborted (docs/s3.md; MinIO's default)
 REAP_INTERVAL_S = 3600.0  # at most this long between passes of the reaper (a quarter of the expiry if shorter)
 _KNOWN_BUCKET_QUERY = {
@@ -183,6 +184,8 @@ class S3App:
         headers = {}
         if e.code == "InvalidRange" and e.resource.startswith("bytes */"):
             headers["Content-Range"], e.resource = e.resource, ""
+        if e.code == "RequestHeaderSectionTooLarge":  # refused before its body was read: none may follow
+            headers["Connection"] = "close"
         body = b"" if request.method == "HEAD" else xml.error_doc(e, rid)
         return Response(body, status_code=e.status, media_type="application/xml", headers=headers)
 
@@ -190,6 +193,12 @@ class S3App:
         raw_path = request.scope.get("raw_path") or request.url.path.encode()
         raw_path_s = raw_path.decode("latin-1")
         raw_query = request.scope.get("query_string", b"").decode("latin-1")
+        size = sum(len(k) + len(v) + 4 for k, v in request.headers.raw)
+        if size > MAX_HEADER_BYTES:
+            raise S3Error(
+                "RequestHeaderSectionTooLarge",
+                f"your request's headers are {size} bytes, over the maximum allowed size ({MAX_HEADER_BYTES} bytes)",
+            )
         headers: dict[str, list[str]] = {}
         for k, v in request.headers.raw:
             headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))

@@ -38,6 +38,7 @@ STATUS = {
     "NotImplemented": 501,
     "PreconditionFailed": 412,
     "QuotaExceeded": 403,
+    "RequestHeaderSectionTooLarge": 400,
     "RequestTimeTooSkewed": 403,
     "ServiceUnavailable": 503,
     "SignatureDoesNotMatch": 403,
