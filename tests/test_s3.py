@@ -1425,3 +1425,33 @@ def test_oversized_and_malformed_requests_get_s3_errors(site, s3):
     status, body = _raw_request(ep.port, b"GARBAGE\r\n\r\n")
     assert status == 400 and b"<Code>InvalidRequest</Code>" in body
     assert s3.list_objects_v2(Bucket="exp", Prefix="hdr/")["KeyCount"] == 0
+
+
+def test_conditional_writes(s3):
+    """S3's conditional writes: a PUT with ``If-Match`` stores only over
+    the key's current ETag (a stale or wrong one PreconditionFailed, a
+    missing key NoSuchKey, nothing stored); CompleteMultipartUpload takes
+    ``If-None-Match: *`` (the key exists: PreconditionFailed, the upload
+    kept) and ``If-Match``."""
+    e1 = s3.put_object(Bucket="exp", Key="cw/a.txt", Body=b"one")["ETag"]
+    for etag in ('"0123-1"', None):
+        with pytest.raises(ClientError) as e:
+            s3.put_object(Bucket="exp", Key="cw/a.txt", Body=b"x", IfMatch=etag or e1.upper())
+        assert code(e.value) == "PreconditionFailed"
+    e2 = s3.put_object(Bucket="exp", Key="cw/a.txt", Body=b"two", IfMatch=e1)["ETag"]
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="exp", Key="cw/a.txt", Body=b"x", IfMatch=e1)  # stale
+    assert code(e.value) == "PreconditionFailed"
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="exp", Key="cw/none.txt", Body=b"x", IfMatch=e1)
+    assert code(e.value) == "NoSuchKey"
+    assert [c["Key"] for c in s3.list_objects_v2(Bucket="exp", Prefix="cw/")["Contents"]] == ["cw/a.txt"]
+    assert s3.get_object(Bucket="exp", Key="cw/a.txt")["Body"].read() == b"two"
+    up = s3.create_multipart_upload(Bucket="exp", Key="cw/a.txt")["UploadId"]
+    part = s3.upload_part(Bucket="exp", Key="cw/a.txt", UploadId=up, PartNumber=1, Body=b"three")["ETag"]
+    parts = {"Parts": [{"PartNumber": 1, "ETag": part}]}
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket="exp", Key="cw/a.txt", UploadId=up, MultipartUpload=parts, IfNoneMatch="*")
+    assert code(e.value) == "PreconditionFailed"
+    s3.complete_multipart_upload(Bucket="exp", Key="cw/a.txt", UploadId=up, MultipartUpload=parts, IfMatch=e2)
+    assert s3.get_object(Bucket="exp", Key="cw/a.txt")["Body"].read() == b"three"

@@ -340,10 +340,8 @@ class S3App:
             if key.endswith("/") and not data:  # a directory marker: directories are implicit here
                 await run_in_threadpool(ops.need_bucket, bucket)
                 return Response(status_code=200, headers={"ETag": EMPTY_MD5})
-            if_none = (headers.get("if-none-match") or [""])[0].strip()
-            if if_none and if_none != "*":
-                raise S3Error("NotImplemented", "a PUT's If-None-Match takes only '*'", key)
-            st = await run_in_threadpool(ops.put_object, bucket, key, data, if_none == "*", meta)
+            only_new, if_match = _write_conditions(headers, key)
+            st = await run_in_threadpool(ops.put_object, bucket, key, data, only_new, meta, if_match)
             h = {"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)}
             if st.version_id is not None:
                 h["x-amz-version-id"] = str(st.version_id)
@@ -458,7 +456,8 @@ class S3App:
             return Response(status_code=200, headers={"ETag": etag})
         if m == "POST":
             data, _ = await self._body(request, headers)
-            st = await run_in_threadpool(mp.complete, bucket, key, upload_id, data)
+            only_new, if_match = _write_conditions(headers, key)
+            st = await run_in_threadpool(mp.complete, bucket, key, upload_id, data, only_new, if_match)
             inner = xml.el("Location", f"/{bucket}/{key}") + ids + xml.el("ETag", st.etag)
             return self._xml(xml.doc("CompleteMultipartUploadResult", inner))
         if m == "DELETE":
@@ -478,6 +477,26 @@ class S3App:
             )
             return self._xml(xml.doc("ListPartsResult", inner))
         raise S3Error("NotImplemented", f"{m} on a multipart upload is not implemented", key)
+
+
+def _write_conditions(headers: dict[str, list[str]], key: str) -> tuple[bool, str | None]:
+    """``(only_new, if_match)`` of a PUT's or CompleteMultipartUpload's
+    conditional headers: ``If-None-Match: *`` and ``If-Match: ETAG`` (or
+    ``*``), as S3's conditional writes take them.
+
+    Raises
+    ------
+    S3Error
+        ``NotImplemented`` (an ``If-None-Match`` other than ``*``),
+        ``InvalidRequest`` (both headers).
+    """
+    if_none = (headers.get("if-none-match") or [""])[0].strip()
+    if_match = (headers.get("if-match") or [""])[0].strip() or None
+    if if_none and if_none != "*":
+        raise S3Error("NotImplemented", "a write's If-None-Match takes only '*'", key)
+    if if_none and if_match:
+        raise S3Error("InvalidRequest", "a write takes If-None-Match or If-Match, not both", key)
+    return if_none == "*", if_match
 
 
 def _copy_source(headers: dict[str, list[str]], key: str) -> tuple[str, str, str | None]:

@@ -143,17 +143,29 @@ class Ops:
 
     # -- objects -------------------------------------------------------------------
     def put_object(
-        self, bucket: str, key: str, data: bytes, only_new: bool = False, meta: dict[str, str] | None = None
+        self,
+        bucket: str,
+        key: str,
+        data: bytes,
+        only_new: bool = False,
+        meta: dict[str, str] | None = None,
+        if_match: str | None = None,
     ) -> ObjectStat:
         """Store ``data`` at ``key`` (a new version if it exists) with the
         user metadata ``meta`` (:mod:`.usermeta`) and commit
         it; with ``only_new`` (``If-None-Match: *``) refuse an existing key
         (``PreconditionFailed``: records are write-once, so a racing writer
-        of the same new key gets it too, not an overwrite).
+        of the same new key gets it too, not an overwrite); with
+        ``if_match`` (``If-Match``: an ETag or ``*``) store only over an
+        existing key whose current ETag it is, judged under the file's
+        writer lease, so no other replacement comes between the check and
+        the put.
 
         Raises
         ------
         S3Error
+            ``PreconditionFailed`` (a condition failed), ``NoSuchKey``
+            (``if_match`` and no such key).
             ``NotImplemented``: the key exists and the new or the existing
             version is a striped object (over 64 MiB), which StoreTorrent
             does not replace in place (docs/s3.md); nothing is stored.
@@ -173,6 +185,8 @@ class Ops:
                 h = self.client.open(t.file)
         try:
             replace = h.infofile().exists(t.record)
+            if if_match is not None and not replace:
+                raise S3Error("NoSuchKey", "the specified key does not exist", key)
             if replace and only_new:
                 raise S3Error(
                     "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key
@@ -188,6 +202,14 @@ class Ops:
             if replace:
                 h.acquire_lease(wait=LEASE_WAIT_S)
             try:
+                if if_match is not None:  # under the lease: no other replacement until this put is done
+                    cur = self._stat(h, t.record)
+                    if cur is None:
+                        raise S3Error("NoSuchKey", "the specified key does not exist", key)
+                    if if_match not in (cur.etag, "*"):
+                        raise S3Error(
+                            "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key
+                        )
                 h.put(t.record, data, replace=replace, meta=meta)
                 h.flush()
             finally:
