@@ -1455,3 +1455,21 @@ def test_conditional_writes(s3):
     assert code(e.value) == "PreconditionFailed"
     s3.complete_multipart_upload(Bucket="exp", Key="cw/a.txt", UploadId=up, MultipartUpload=parts, IfMatch=e2)
     assert s3.get_object(Bucket="exp", Key="cw/a.txt")["Body"].read() == b"three"
+
+
+def test_encryption_tags_and_locks_asked_for_are_refused(s3):
+    """A write asking for server-side encryption, tags or an object lock
+    is NotImplemented with nothing stored (they were ignored: the object
+    was stored plain, untagged, unlocked); the connection stays usable."""
+    asks = ({"ServerSideEncryption": "AES256"}, {"Tagging": "a=b"}, {"ObjectLockLegalHoldStatus": "ON"})
+    for kw in asks:
+        with pytest.raises(ClientError) as e:
+            s3.put_object(Bucket="exp", Key="sse/a.bin", Body=b"x" * 1000, **kw)
+        assert code(e.value) == "NotImplemented", kw
+    with pytest.raises(ClientError) as e:
+        s3.create_multipart_upload(Bucket="exp", Key="sse/b.bin", ServerSideEncryption="aws:kms")
+    assert code(e.value) == "NotImplemented"
+    assert s3.list_objects_v2(Bucket="exp", Prefix="sse/")["KeyCount"] == 0
+    assert not s3.list_multipart_uploads(Bucket="exp", Prefix="sse/").get("Uploads")
+    s3.put_object(Bucket="exp", Key="sse/a.bin", Body=b"plain")
+    assert s3.get_object(Bucket="exp", Key="sse/a.bin")["Body"].read() == b"plain"

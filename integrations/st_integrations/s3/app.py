@@ -334,8 +334,10 @@ class S3App:
             raise S3Error("InvalidArgument", "Invalid version id specified", key)
         if m == "PUT":
             if "x-amz-copy-source" in headers:
+                _refuse_unkept(headers, key)
                 return await self._copy(ops, bucket, key, headers)
             data, _ = await self._body(request, headers)  # read first: the connection stays in step
+            _refuse_unkept(headers, key)
             meta = from_headers(headers, key)
             if key.endswith("/") and not data:  # a directory marker: directories are implicit here
                 await run_in_threadpool(ops.need_bucket, bucket)
@@ -346,6 +348,8 @@ class S3App:
             if st.version_id is not None:
                 h["x-amz-version-id"] = str(st.version_id)
             return Response(status_code=200, headers=h)
+        if m in ("GET", "HEAD"):
+            _refuse_unkept(headers, key)
         if m == "HEAD":
             st = await run_in_threadpool(ops.head_object, bucket, key, version)
             if not_modified(headers, st):
@@ -441,6 +445,7 @@ class S3App:
         m = request.method
         ids = xml.el("Bucket", bucket) + xml.el("Key", key)
         if m == "POST" and "uploads" in query:
+            _refuse_unkept(headers, key)
             upload_id = await run_in_threadpool(mp.create, bucket, key, from_headers(headers, key))
             return self._xml(xml.doc("InitiateMultipartUploadResult", ids + xml.el("UploadId", upload_id)))
         upload_id = query.get("uploadId", "")
@@ -452,6 +457,7 @@ class S3App:
             if "x-amz-copy-source" in headers:
                 return await self._upload_part_copy(mp, ops, bucket, key, upload_id, number, headers)
             data, _ = await self._body(request, headers)
+            _refuse_unkept(headers, key)
             etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
             return Response(status_code=200, headers={"ETag": etag})
         if m == "POST":
@@ -477,6 +483,36 @@ class S3App:
             )
             return self._xml(xml.doc("ListPartsResult", inner))
         raise S3Error("NotImplemented", f"{m} on a multipart upload is not implemented", key)
+
+
+_UNKEPT = (  # request headers asking for what the endpoint does not keep: refused, not ignored
+    "x-amz-server-side-encryption",  # and -customer-*, -aws-kms-*, -context, -bucket-key-enabled
+    "x-amz-tagging",
+    "x-amz-object-lock-",
+    "x-amz-website-redirect-location",
+)
+
+
+def _refuse_unkept(headers: dict[str, list[str]], key: str) -> None:
+    """Refuse a request that asks for server-side encryption (SSE-S3,
+    SSE-KMS, SSE-C keys), tags, an object lock or a website redirect:
+    the endpoint keeps none of them, and storing the object without what
+    was asked would be a silent wrong answer (docs/s3.md). StoreTorrent's
+    own encryption is a file's ``aes-256-gcm`` filter (docs/filters.md).
+
+    Raises
+    ------
+    S3Error
+        ``NotImplemented``.
+    """
+    for h in headers:
+        if h.startswith(_UNKEPT):
+            raise S3Error(
+                "NotImplemented",
+                f"{h} is not implemented: the endpoint keeps no server-side encryption, tags, object locks or "
+                "redirects (docs/s3.md); StoreTorrent encrypts with a file's aes-256-gcm filter",
+                key,
+            )
 
 
 def _write_conditions(headers: dict[str, list[str]], key: str) -> tuple[bool, str | None]:
