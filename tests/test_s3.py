@@ -1473,3 +1473,39 @@ def test_encryption_tags_and_locks_asked_for_are_refused(s3):
     assert not s3.list_multipart_uploads(Bucket="exp", Prefix="sse/").get("Uploads")
     s3.put_object(Bucket="exp", Key="sse/a.bin", Body=b"plain")
     assert s3.get_object(Bucket="exp", Key="sse/a.bin")["Body"].read() == b"plain"
+
+
+def test_response_header_overrides_and_bulk_deletes_of_versions(site, s3):
+    """GET and HEAD take S3's ``response-*`` parameters (a presigned
+    download too); a DeleteObjects entry naming a version is
+    NotImplemented in the result and deletes nothing (it deleted the
+    current version)."""
+    import urllib.request
+
+    cluster, ep, keys = site
+    v = s3.put_object(Bucket="exp", Key="ovr/a.json", Body=b"{}", ContentType="text/plain")["VersionId"]
+    s3.put_object(Bucket="exp", Key="ovr/b.json", Body=b"[]")
+    want = {"ContentType": "application/json", "ContentDisposition": 'attachment; filename="a.json"'}
+    got = s3.get_object(
+        Bucket="exp",
+        Key="ovr/a.json",
+        ResponseContentType=want["ContentType"],
+        ResponseContentDisposition=want["ContentDisposition"],
+        ResponseCacheControl="no-cache",
+    )
+    assert {k: got[k] for k in want} == want and got["CacheControl"] == "no-cache" and got["Body"].read() == b"{}"
+    assert s3.head_object(Bucket="exp", Key="ovr/a.json", ResponseContentType="x/y")["ContentType"] == "x/y"
+    assert s3.get_object(Bucket="exp", Key="ovr/a.json")["ContentType"] == "text/plain"
+    signer = ep.client("alice", keys["alice"], signature_version="s3v4")
+    url = signer.generate_presigned_url(
+        "get_object",
+        Params={"Bucket": "exp", "Key": "ovr/a.json", "ResponseContentDisposition": want["ContentDisposition"]},
+    )
+    with urllib.request.urlopen(url, timeout=20) as r:
+        assert r.headers["Content-Disposition"] == want["ContentDisposition"] and r.read() == b"{}"
+    r = s3.delete_objects(
+        Bucket="exp", Delete={"Objects": [{"Key": "ovr/a.json", "VersionId": v}, {"Key": "ovr/b.json"}]}
+    )
+    assert [(d["Key"], d.get("VersionId"), d["Code"]) for d in r["Errors"]] == [("ovr/a.json", v, "NotImplemented")]
+    assert [d["Key"] for d in r["Deleted"]] == ["ovr/b.json"]
+    assert s3.get_object(Bucket="exp", Key="ovr/a.json")["Body"].read() == b"{}"

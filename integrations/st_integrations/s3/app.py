@@ -31,12 +31,14 @@ from .chunked import check_checksums, crc32c_b64
 from .errors import S3Error, from_storetorrent
 from .listing import list_bucket
 from .objhttp import (
+    RESPONSE_OVERRIDES,
     check_copy_source,
     not_modified,
     object_headers,
     parse_copy_range,
     parse_part_number,
     parse_range,
+    response_overrides,
 )
 from .ops import ObjectStat, Ops
 from .usermeta import from_headers
@@ -68,6 +70,7 @@ _KNOWN_BUCKET_QUERY = {
     "versioning",
 }
 _KNOWN_OBJECT_QUERY = {"x-id", "uploads", "uploadId", "partNumber", "max-parts", "part-number-marker", "versionId"}
+_KNOWN_OBJECT_QUERY |= set(RESPONSE_OVERRIDES)
 
 
 class S3App:
@@ -290,11 +293,19 @@ class S3App:
         raise S3Error("NotImplemented", f"{m} on a bucket is not implemented", bucket)
 
     @staticmethod
-    def _delete_many(ops: Ops, bucket: str, keys: list[str], quiet: bool) -> bytes:
+    def _delete_many(ops: Ops, bucket: str, keys: list[tuple[str, str | None]], quiet: bool) -> bytes:
+        """DeleteObjects: each key deleted, or its error in the result; an
+        entry naming a version is ``NotImplemented`` (as ``DELETE
+        ?versionId=``), never a delete of the current version."""
         ops.need_bucket(bucket)
         out = []
-        for k in keys:
+        for k, version in keys:
+            vid = xml.el("VersionId", version) if version is not None else ""
             try:
+                if version is not None:
+                    raise S3Error(
+                        "NotImplemented", "deleting one version is not implemented: versions are the file's history", k
+                    )
                 ops.delete_object(bucket, k)
                 if not quiet:
                     out.append("<Deleted>" + xml.el("Key", k) + "</Deleted>")
@@ -303,6 +314,7 @@ class S3App:
                 out.append(
                     "<Error>"
                     + xml.el("Key", k)
+                    + vid
                     + xml.el("Code", err.code)
                     + xml.el("Message", err.message)
                     + "</Error>"
@@ -354,7 +366,7 @@ class S3App:
             st = await run_in_threadpool(ops.head_object, bucket, key, version)
             if not_modified(headers, st):
                 return Response(status_code=304, headers={"ETag": st.etag})
-            h = object_headers(st)
+            h = object_headers(st) | response_overrides(query)
             h["Content-Length"] = str(st.size)
             if part is not None:
                 h["x-amz-mp-parts-count"] = "1"
@@ -379,7 +391,7 @@ class S3App:
             st, got, span = await run_in_threadpool(ops.get_object, bucket, key, decide, version)
             if got is None:
                 return Response(status_code=304, headers={"ETag": st.etag})
-            h = object_headers(st)
+            h = object_headers(st) | response_overrides(query)
             if span is not None:
                 h["Content-Range"] = f"bytes {span[0]}-{span[1] - 1}/{st.size}"
                 return Response(got, status_code=206, headers=h)

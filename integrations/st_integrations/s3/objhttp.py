@@ -161,3 +161,20 @@ def parse_part_number(value: str, has_range: bool) -> int:
     if n != 1:
         raise S3Error("InvalidPartNumber", "The requested partnumber is not satisfiable")
     return n
+
+
+RESPONSE_OVERRIDES = {  # GET's and HEAD's query parameters that set an answer's header (S3's)
+    "response-content-type": "Content-Type",
+    "response-content-language": "Content-Language",
+    "response-expires": "Expires",
+    "response-cache-control": "Cache-Control",
+    "response-content-disposition": "Content-Disposition",
+    "response-content-encoding": "Content-Encoding",
+}
+
+
+def response_overrides(query: dict[str, str]) -> dict[str, str]:
+    """The headers a GET's or HEAD's ``response-*`` query parameters set
+    (a presigned download naming its file: ``response-content-disposition``),
+    in place of the object's own."""
+    return {RESPONSE_OVERRIDES[k]: v for k, v in query.items() if k in RESPONSE_OVERRIDES}
