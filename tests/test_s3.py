@@ -1509,3 +1509,32 @@ def test_response_header_overrides_and_bulk_deletes_of_versions(site, s3):
     assert [(d["Key"], d.get("VersionId"), d["Code"]) for d in r["Errors"]] == [("ovr/a.json", v, "NotImplemented")]
     assert [d["Key"] for d in r["Deleted"]] == ["ovr/b.json"]
     assert s3.get_object(Bucket="exp", Key="ovr/a.json")["Body"].read() == b"{}"
+
+
+def test_ranges_of_a_record_read_it_from_the_peers_once(site, s3):
+    """Ranged GETs of one record version (as DuckDB reads a Parquet file:
+    the footer, then column chunks) move the record from the peers once
+    (the endpoint keeps it, s3/reccache.py), counted by the peers' sent
+    bytes; a new version of the same size is read again, and the old one
+    by versionId still answers its own bytes."""
+    from helpers import metric_sample, scrape_metrics
+
+    cluster, ep, keys = site
+    addrs = [p.metrics_addr for p in cluster.peers if p is not None]
+    assert addrs and all(addrs)
+
+    def sent() -> float:
+        return sum(metric_sample(scrape_metrics(a), "st_peer_sent_bytes_total") for a in addrs)
+
+    one, two = os.urandom(4 << 20), os.urandom(4 << 20)
+    v1 = s3.put_object(Bucket="exp", Key="rc/a.bin", Body=one)["VersionId"]
+    before = sent()
+    for i in range(8):
+        a = i * (512 << 10)
+        got = s3.get_object(Bucket="exp", Key="rc/a.bin", Range=f"bytes={a}-{a + 999}")["Body"].read()
+        assert got == one[a : a + 1000]
+    assert sent() - before < 2 * len(one)  # once, not 8 times
+    s3.put_object(Bucket="exp", Key="rc/a.bin", Body=two)
+    assert s3.get_object(Bucket="exp", Key="rc/a.bin", Range="bytes=10-19")["Body"].read() == two[10:20]
+    old = s3.get_object(Bucket="exp", Key="rc/a.bin", Range="bytes=10-19", VersionId=v1)["Body"].read()
+    assert old == one[10:20]

@@ -30,6 +30,7 @@ from st_py.errors import (
 
 from ..keymap import TOP_FILE, UPLOAD_PREFIX, BadKeyError, KeyMap, bucket_dir, check_key
 from .errors import S3Error
+from .reccache import RecordCache
 
 
 def as_of_of(version_id: str) -> int | str:
@@ -81,6 +82,7 @@ class Ops:
         self.client = client
         self.keys = KeyMap(client)
         self.replication = replication
+        self.ranges = RecordCache()  # records read for ranged GETs (.reccache)
 
     # -- buckets -------------------------------------------------------------------
     def need_bucket(self, bucket: str) -> str:
@@ -300,7 +302,8 @@ class Ops:
         ``(start, end)`` (end exclusive) a range, False nothing (bytes
         None: a 304); it may raise. A range of a striped object fetches only
         the stripes it touches; of a record, the record is read whole and
-        cut (records are at most 64 MiB).
+        cut (records are at most 64 MiB), and kept for the next range of
+        the same version (:mod:`.reccache`).
 
         Raises
         ------
@@ -321,7 +324,12 @@ class Ops:
                 return st, (h.get_object(obj) if obj is not None else h.get(record)), None
             a, b = span
             if obj is None:
-                return st, h.get(record)[a:b], span
+                ck = (h.file_id, record, st.version_id, st.crc32c, st.size, st.mtime)
+                data = self.ranges.get(ck)
+                if data is None:
+                    data = h.get(record)
+                    self.ranges.put(ck, data)
+                return st, data[a:b], span
             with h.open(record) as r:
                 r.seek(a)
                 out = bytearray()
