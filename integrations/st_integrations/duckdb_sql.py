@@ -2,7 +2,9 @@
 processing to the client machines").
 
 DuckDB's sqlite extension comes from the PyPI package ``duckdb-ext-sqlite``
-(no download at run time); it must match the DuckDB version exactly.
+(no download at run time); it must match the DuckDB version exactly. So
+does httpfs (``duckdb-ext-httpfs``, DuckDB's ``s3://`` URLs over the S3
+endpoint): :func:`load_extension` loads either.
 
 Views made by :func:`connect`:
 
@@ -65,32 +67,60 @@ from pathlib import Path
 
 from st_py.core.infofile import STRIPE_PREFIX
 
+# DuckDB extensions StoreTorrent loads, each shipped in a PyPI package pinned
+# beside duckdb (pyproject's duckdb extra), so nothing is downloaded at run time
+EXTENSION_PACKAGES = {"sqlite": "duckdb-ext-sqlite", "httpfs": "duckdb-ext-httpfs"}
+_EXTENSION_FILES = {"sqlite": "sqlite_scanner"}  # an extension whose file has another name
 
-def sqlite_extension_dir() -> str:
-    """The ``extensions`` folder of the duckdb-ext-sqlite package.
+
+def extension_dir(extension: str = "sqlite") -> str:
+    """The ``extensions`` folder (DuckDB's ``extension_directory``) of the
+    ``duckdb_ext`` packages that holds ``extension`` (``"sqlite"``,
+    ``"httpfs"``: :data:`EXTENSION_PACKAGES`) for the installed DuckDB.
 
     Raises
     ------
     RuntimeError
-        If the package is missing or does not match the installed DuckDB.
+        If the extension's package is missing or does not match the
+        installed DuckDB (the message names the package to install).
     """
     import duckdb
 
+    package = EXTENSION_PACKAGES[extension]
+    fname = f"{_EXTENSION_FILES.get(extension, extension)}.duckdb_extension"
     spec = importlib.util.find_spec("duckdb_ext")
-    if spec is None or not spec.submodule_search_locations:
+    roots = [Path(p) / "extensions" for p in (spec.submodule_search_locations or [])] if spec else []
+    have: list[str] = []
+    for root in roots:
+        version = root / f"v{duckdb.__version__}"
+        if any(version.glob(f"*/{fname}")):
+            return str(root)
+        have += sorted(str(p.relative_to(root)) for p in root.glob(f"*/*/{fname}"))
+    if not have:
         raise RuntimeError(
-            "DuckDB's sqlite extension is missing: pip install "
-            f"duckdb-ext-sqlite=={duckdb.__version__}.* (it must match duckdb {duckdb.__version__})"
+            f"DuckDB's {extension} extension is missing: pip install "
+            f"{package}=={duckdb.__version__}.* (it must match duckdb {duckdb.__version__})"
         )
-    root = Path(list(spec.submodule_search_locations)[0]) / "extensions"
-    want = root / f"v{duckdb.__version__}"
-    if not want.is_dir():
-        have = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
-        raise RuntimeError(
-            f"duckdb-ext-sqlite ships {have}, but duckdb is v{duckdb.__version__}: "
-            "install matching versions (pyproject pins duckdb==1.4.4)"
-        )
-    return str(root)
+    raise RuntimeError(
+        f"{package} ships {have}, but duckdb is v{duckdb.__version__}: "
+        "install matching versions (pyproject pins duckdb==1.4.4)"
+    )
+
+
+def load_extension(con, extension: str) -> None:
+    """Load DuckDB extension ``extension`` (``"sqlite"``, ``"httpfs"``) into
+    connection ``con`` from its package (:func:`extension_dir`), never
+    downloading one (autoinstall off). ``httpfs`` gives DuckDB ``s3://``
+    URLs, for the S3 endpoint (docs/s3.md, "DuckDB").
+
+    Raises
+    ------
+    RuntimeError
+        As :func:`extension_dir`.
+    """
+    con.execute(f"SET extension_directory = {_quote(extension_dir(extension))}")
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute(f"LOAD {extension}")
 
 
 def _quote(s: str) -> str:
@@ -159,9 +189,7 @@ def connect(infofiles: dict[str, str] | list[str], database: str = ":memory:", l
             raise FileNotFoundError(f"infofile {path} of {fname} does not exist")
     generations = _generations(infofiles, as_of) if as_of is not None else {}
     con = duckdb.connect(database)
-    con.execute(f"SET extension_directory = {_quote(sqlite_extension_dir())}")
-    con.execute("SET autoinstall_known_extensions = false")
-    con.execute("LOAD sqlite")
+    load_extension(con, "sqlite")
     rec, cop, stripes = [], [], []
     fmeta, frec, fobj = [], [], []
     for i, (fname, path) in enumerate(infofiles.items()):

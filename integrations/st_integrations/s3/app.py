@@ -30,13 +30,23 @@ from .auth import Keys, authenticate, check_payload
 from .chunked import check_checksums, crc32c_b64
 from .errors import S3Error, from_storetorrent
 from .listing import list_bucket
-from .objhttp import not_modified, object_headers, parse_copy_range, parse_range
+from .objhttp import (
+    RESPONSE_OVERRIDES,
+    check_copy_source,
+    not_modified,
+    object_headers,
+    parse_copy_range,
+    parse_part_number,
+    parse_range,
+    response_overrides,
+)
 from .ops import ObjectStat, Ops
 from .usermeta import from_headers
 
 log = logging.getLogger("storetorrent.s3")
 EMPTY_MD5 = '"d41d8cd98f00b204e9800998ecf8427e"'  # the ETag of a directory marker (an empty object)
 MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
+MAX_HEADER_BYTES = 8 * 1024  # S3's limit on a request's headers (names, values, ": " and CRLF)
 UPLOAD_EXPIRY_S = 24 * 3600.0  # a multipart upload untouched this long is aborted (docs/s3.md; MinIO's default)
 REAP_INTERVAL_S = 3600.0  # at most this long between passes of the reaper (a quarter of the expiry if shorter)
 _KNOWN_BUCKET_QUERY = {
@@ -60,6 +70,7 @@ _KNOWN_BUCKET_QUERY = {
     "versioning",
 }
 _KNOWN_OBJECT_QUERY = {"x-id", "uploads", "uploadId", "partNumber", "max-parts", "part-number-marker", "versionId"}
+_KNOWN_OBJECT_QUERY |= set(RESPONSE_OVERRIDES)
 
 
 class S3App:
@@ -176,6 +187,8 @@ class S3App:
         headers = {}
         if e.code == "InvalidRange" and e.resource.startswith("bytes */"):
             headers["Content-Range"], e.resource = e.resource, ""
+        if e.code == "RequestHeaderSectionTooLarge":  # refused before its body was read: none may follow
+            headers["Connection"] = "close"
         body = b"" if request.method == "HEAD" else xml.error_doc(e, rid)
         return Response(body, status_code=e.status, media_type="application/xml", headers=headers)
 
@@ -183,6 +196,12 @@ class S3App:
         raw_path = request.scope.get("raw_path") or request.url.path.encode()
         raw_path_s = raw_path.decode("latin-1")
         raw_query = request.scope.get("query_string", b"").decode("latin-1")
+        size = sum(len(k) + len(v) + 4 for k, v in request.headers.raw)
+        if size > MAX_HEADER_BYTES:
+            raise S3Error(
+                "RequestHeaderSectionTooLarge",
+                f"your request's headers are {size} bytes, over the maximum allowed size ({MAX_HEADER_BYTES} bytes)",
+            )
         headers: dict[str, list[str]] = {}
         for k, v in request.headers.raw:
             headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
@@ -225,7 +244,19 @@ class S3App:
         unknown = set(query) - _KNOWN_BUCKET_QUERY
         if unknown:
             raise S3Error("NotImplemented", f"bucket subresource {sorted(unknown)[0]!r} is not implemented", bucket)
-        if m in ("PUT", "HEAD", "DELETE") and query:  # PutBucketVersioning, ...: not CreateBucket
+        if m == "PUT" and set(query) == {"versioning"}:
+            data, _ = await self._body(request, headers)
+            await run_in_threadpool(ops.need_bucket, bucket)
+            status, mfa = xml.parse_versioning(data)
+            if status == "Enabled" and mfa in ("", "Disabled"):  # as it is: files keep their history
+                return Response(status_code=200)
+            raise S3Error(
+                "NotImplemented",
+                f"versioning is always Enabled here (files keep their history, docs/s3.md); "
+                f"Status {status!r} with MfaDelete {mfa!r} is not implemented",
+                bucket,
+            )
+        if m in ("PUT", "HEAD", "DELETE") and query:  # PutBucketLifecycle, ...: not CreateBucket
             raise S3Error(
                 "NotImplemented", f"{m} of bucket subresource {sorted(query)[0]!r} is not implemented", bucket
             )
@@ -262,11 +293,19 @@ class S3App:
         raise S3Error("NotImplemented", f"{m} on a bucket is not implemented", bucket)
 
     @staticmethod
-    def _delete_many(ops: Ops, bucket: str, keys: list[str], quiet: bool) -> bytes:
+    def _delete_many(ops: Ops, bucket: str, keys: list[tuple[str, str | None]], quiet: bool) -> bytes:
+        """DeleteObjects: each key deleted, or its error in the result; an
+        entry naming a version is ``NotImplemented`` (as ``DELETE
+        ?versionId=``), never a delete of the current version."""
         ops.need_bucket(bucket)
         out = []
-        for k in keys:
+        for k, version in keys:
+            vid = xml.el("VersionId", version) if version is not None else ""
             try:
+                if version is not None:
+                    raise S3Error(
+                        "NotImplemented", "deleting one version is not implemented: versions are the file's history", k
+                    )
                 ops.delete_object(bucket, k)
                 if not quiet:
                     out.append("<Deleted>" + xml.el("Key", k) + "</Deleted>")
@@ -275,6 +314,7 @@ class S3App:
                 out.append(
                     "<Error>"
                     + xml.el("Key", k)
+                    + vid
                     + xml.el("Code", err.code)
                     + xml.el("Message", err.message)
                     + "</Error>"
@@ -292,8 +332,11 @@ class S3App:
             )
         if "uploads" in query or "uploadId" in query:
             return await self._multipart(request, ops, bucket, key, query, headers)
+        part = None
         if "partNumber" in query:
-            raise S3Error("NotImplemented", "GetObject of one part is not implemented", key)
+            if m not in ("GET", "HEAD"):
+                raise S3Error("InvalidRequest", f"{m} with partNumber needs an uploadId", key)
+            part = parse_part_number(query["partNumber"], bool(headers.get("range")))
         version = query.get("versionId")
         if version is not None and m not in ("GET", "HEAD"):
             raise S3Error(
@@ -303,26 +346,30 @@ class S3App:
             raise S3Error("InvalidArgument", "Invalid version id specified", key)
         if m == "PUT":
             if "x-amz-copy-source" in headers:
+                _refuse_unkept(headers, key)
                 return await self._copy(ops, bucket, key, headers)
             data, _ = await self._body(request, headers)  # read first: the connection stays in step
+            _refuse_unkept(headers, key)
             meta = from_headers(headers, key)
             if key.endswith("/") and not data:  # a directory marker: directories are implicit here
                 await run_in_threadpool(ops.need_bucket, bucket)
                 return Response(status_code=200, headers={"ETag": EMPTY_MD5})
-            if_none = (headers.get("if-none-match") or [""])[0].strip()
-            if if_none and if_none != "*":
-                raise S3Error("NotImplemented", "a PUT's If-None-Match takes only '*'", key)
-            st = await run_in_threadpool(ops.put_object, bucket, key, data, if_none == "*", meta)
+            only_new, if_match = _write_conditions(headers, key)
+            st = await run_in_threadpool(ops.put_object, bucket, key, data, only_new, meta, if_match)
             h = {"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)}
             if st.version_id is not None:
                 h["x-amz-version-id"] = str(st.version_id)
             return Response(status_code=200, headers=h)
+        if m in ("GET", "HEAD"):
+            _refuse_unkept(headers, key)
         if m == "HEAD":
             st = await run_in_threadpool(ops.head_object, bucket, key, version)
             if not_modified(headers, st):
                 return Response(status_code=304, headers={"ETag": st.etag})
-            h = object_headers(st)
+            h = object_headers(st) | response_overrides(query)
             h["Content-Length"] = str(st.size)
+            if part is not None:
+                h["x-amz-mp-parts-count"] = "1"
             if st.crc_of_bytes:
                 h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
             return Response(status_code=200, headers=h)
@@ -344,10 +391,15 @@ class S3App:
             st, got, span = await run_in_threadpool(ops.get_object, bucket, key, decide, version)
             if got is None:
                 return Response(status_code=304, headers={"ETag": st.etag})
-            h = object_headers(st)
+            h = object_headers(st) | response_overrides(query)
             if span is not None:
                 h["Content-Range"] = f"bytes {span[0]}-{span[1] - 1}/{st.size}"
                 return Response(got, status_code=206, headers=h)
+            if part is not None:  # part 1, the whole object, answered as S3 answers a part
+                h["x-amz-mp-parts-count"] = "1"
+                if st.size:
+                    h["Content-Range"] = f"bytes 0-{st.size - 1}/{st.size}"
+                    return Response(got, status_code=206, headers=h)
             if st.crc_of_bytes:
                 h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
             return Response(got, status_code=200, headers=h)
@@ -365,29 +417,38 @@ class S3App:
         if directive not in ("COPY", "REPLACE"):
             raise S3Error("InvalidArgument", f"unknown metadata directive {directive!r}: COPY or REPLACE", key)
         meta = from_headers(headers, key) if directive == "REPLACE" else None
-        src_bucket, src_key = _copy_source(headers, key)
-        src, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key)
-        assert data is not None  # no decide: the whole object
+        src_bucket, src_key, src_version = _copy_source(headers, key)
+
+        def decide(src: ObjectStat) -> None:
+            check_copy_source(headers, src)  # before any byte is read
+            return None
+
+        src, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide, src_version)
+        assert data is not None  # decide: the whole object or an error
         st = await run_in_threadpool(ops.put_object, bucket, key, data, False, src.meta if meta is None else meta)
         inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
-        return self._xml(xml.doc("CopyObjectResult", inner))
+        return Response(
+            xml.doc("CopyObjectResult", inner), media_type="application/xml", headers=_copy_headers(src, st)
+        )
 
     async def _upload_part_copy(self, mp, ops: Ops, bucket, key, upload_id, number, headers) -> Response:
         """UploadPartCopy: part ``number`` is the source object's bytes, or
         the ``x-amz-copy-source-range`` of them (read with the caller's
         rights; only the stripes the range touches of a striped object)."""
-        src_bucket, src_key = _copy_source(headers, key)
+        src_bucket, src_key, src_version = _copy_source(headers, key)
         rng = (headers.get("x-amz-copy-source-range") or [""])[0].strip()
         await run_in_threadpool(mp.check, bucket, key, upload_id, number)  # NoSuchUpload before any byte is read
 
         def decide(st: ObjectStat) -> tuple[int, int] | None:
+            check_copy_source(headers, st)
             return parse_copy_range(rng, st.size) if rng else None
 
-        _, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide)
+        src, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide, src_version)
         assert data is not None  # decide never answers False
         etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
         inner = xml.el("LastModified", xml.iso_time(time.time())) + xml.el("ETag", etag)
-        return self._xml(xml.doc("CopyPartResult", inner))
+        h = {"x-amz-copy-source-version-id": str(src.version_id)} if src.version_id is not None else {}
+        return Response(xml.doc("CopyPartResult", inner), media_type="application/xml", headers=h)
 
     async def _multipart(self, request, ops: Ops, bucket: str, key: str, query: dict, headers) -> Response:
         from .multipart import Multipart
@@ -396,6 +457,7 @@ class S3App:
         m = request.method
         ids = xml.el("Bucket", bucket) + xml.el("Key", key)
         if m == "POST" and "uploads" in query:
+            _refuse_unkept(headers, key)
             upload_id = await run_in_threadpool(mp.create, bucket, key, from_headers(headers, key))
             return self._xml(xml.doc("InitiateMultipartUploadResult", ids + xml.el("UploadId", upload_id)))
         upload_id = query.get("uploadId", "")
@@ -407,11 +469,13 @@ class S3App:
             if "x-amz-copy-source" in headers:
                 return await self._upload_part_copy(mp, ops, bucket, key, upload_id, number, headers)
             data, _ = await self._body(request, headers)
+            _refuse_unkept(headers, key)
             etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
             return Response(status_code=200, headers={"ETag": etag})
         if m == "POST":
             data, _ = await self._body(request, headers)
-            st = await run_in_threadpool(mp.complete, bucket, key, upload_id, data)
+            only_new, if_match = _write_conditions(headers, key)
+            st = await run_in_threadpool(mp.complete, bucket, key, upload_id, data, only_new, if_match)
             inner = xml.el("Location", f"/{bucket}/{key}") + ids + xml.el("ETag", st.etag)
             return self._xml(xml.doc("CompleteMultipartUploadResult", inner))
         if m == "DELETE":
@@ -433,22 +497,85 @@ class S3App:
         raise S3Error("NotImplemented", f"{m} on a multipart upload is not implemented", key)
 
 
-def _copy_source(headers: dict[str, list[str]], key: str) -> tuple[str, str]:
-    """``(bucket, key)`` of a copy's ``x-amz-copy-source`` (``/B/K`` or
-    ``B/K``, URL-encoded).
+_UNKEPT = (  # request headers asking for what the endpoint does not keep: refused, not ignored
+    "x-amz-server-side-encryption",  # and -customer-*, -aws-kms-*, -context, -bucket-key-enabled
+    "x-amz-tagging",
+    "x-amz-object-lock-",
+    "x-amz-website-redirect-location",
+)
+
+
+def _refuse_unkept(headers: dict[str, list[str]], key: str) -> None:
+    """Refuse a request that asks for server-side encryption (SSE-S3,
+    SSE-KMS, SSE-C keys), tags, an object lock or a website redirect:
+    the endpoint keeps none of them, and storing the object without what
+    was asked would be a silent wrong answer (docs/s3.md). StoreTorrent's
+    own encryption is a file's ``aes-256-gcm`` filter (docs/filters.md).
 
     Raises
     ------
     S3Error
-        ``InvalidArgument`` (not ``B/K``), ``NotImplemented`` (a version, a
-        condition on the source).
+        ``NotImplemented``.
     """
-    source = unquote(headers["x-amz-copy-source"][0]).split("?", 1)
-    if len(source) > 1:
-        raise S3Error("NotImplemented", "copying a version (?versionId=) is not implemented", key)
-    if any(h.startswith("x-amz-copy-source-if-") for h in headers):
-        raise S3Error("NotImplemented", "conditional copies (x-amz-copy-source-if-*) are not implemented", key)
-    src_bucket, _, src_key = source[0].lstrip("/").partition("/")
+    for h in headers:
+        if h.startswith(_UNKEPT):
+            raise S3Error(
+                "NotImplemented",
+                f"{h} is not implemented: the endpoint keeps no server-side encryption, tags, object locks or "
+                "redirects (docs/s3.md); StoreTorrent encrypts with a file's aes-256-gcm filter",
+                key,
+            )
+
+
+def _write_conditions(headers: dict[str, list[str]], key: str) -> tuple[bool, str | None]:
+    """``(only_new, if_match)`` of a PUT's or CompleteMultipartUpload's
+    conditional headers: ``If-None-Match: *`` and ``If-Match: ETAG`` (or
+    ``*``), as S3's conditional writes take them.
+
+    Raises
+    ------
+    S3Error
+        ``NotImplemented`` (an ``If-None-Match`` other than ``*``),
+        ``InvalidRequest`` (both headers).
+    """
+    if_none = (headers.get("if-none-match") or [""])[0].strip()
+    if_match = (headers.get("if-match") or [""])[0].strip() or None
+    if if_none and if_none != "*":
+        raise S3Error("NotImplemented", "a write's If-None-Match takes only '*'", key)
+    if if_none and if_match:
+        raise S3Error("InvalidRequest", "a write takes If-None-Match or If-Match, not both", key)
+    return if_none == "*", if_match
+
+
+def _copy_source(headers: dict[str, list[str]], key: str) -> tuple[str, str, str | None]:
+    """``(bucket, key, version id or None)`` of a copy's
+    ``x-amz-copy-source`` (``/B/K`` or ``B/K``, URL-encoded, optionally
+    ``?versionId=V``: a version id as GET takes, a generation or a
+    snapshot's name).
+
+    Raises
+    ------
+    S3Error
+        ``InvalidArgument`` (not ``B/K``, an empty or unknown query).
+    """
+    source, _, query = headers["x-amz-copy-source"][0].partition("?")
+    version = None
+    if query:
+        q = dict(parse_qsl(query, keep_blank_values=True))
+        version = q.pop("versionId", None)
+        if q or version == "":
+            raise S3Error("InvalidArgument", "x-amz-copy-source takes only ?versionId=V after BUCKET/KEY", key)
+    src_bucket, _, src_key = unquote(source).lstrip("/").partition("/")
     if not src_key:
         raise S3Error("InvalidArgument", "x-amz-copy-source must be BUCKET/KEY", key)
-    return src_bucket, src_key
+    return src_bucket, src_key, version
+
+
+def _copy_headers(src: ObjectStat, st: ObjectStat) -> dict[str, str]:
+    """A copy's answer headers: the version copied and the one made."""
+    h = {}
+    if src.version_id is not None:
+        h["x-amz-copy-source-version-id"] = str(src.version_id)
+    if st.version_id is not None:
+        h["x-amz-version-id"] = str(st.version_id)
+    return h

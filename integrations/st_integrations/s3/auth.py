@@ -30,10 +30,10 @@ from .errors import S3Error
 ALGORITHM = "AWS4-HMAC-SHA256"
 MAX_SKEW_S = 15 * 60  # S3's limit on a request's clock skew
 _AUTH_RE = re.compile(
-    r"^AWS4-HMAC-SHA256\s+Credential=([^/,\s]+)/(\d{8})/([^/,\s]+)/([^/,\s]+)/aws4_request\s*,\s*"
+    r"^AWS4-HMAC-SHA256\s+Credential=([^/,\s]+)/(\d{8})/([^/,\s]*)/([^/,\s]+)/aws4_request\s*,\s*"
     r"SignedHeaders=([a-z0-9;\-]+)\s*,\s*Signature=([0-9a-f]{64})$"
 )
-_CRED_RE = re.compile(r"^([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request$")
+_CRED_RE = re.compile(r"^([^/]+)/(\d{8})/([^/]*)/([^/]+)/aws4_request$")
 MAX_PRESIGNED_S = 7 * 24 * 3600  # S3's longest presigned URL
 UNSIGNED = "UNSIGNED-PAYLOAD"
 STREAM_UNSIGNED = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
@@ -54,7 +54,8 @@ class Keys:
 
     The file is TOML: ``[users]`` then ``alice = "<alice's API key>"``
     (docs/s3.md). ``None`` (no file): development mode. ``region``: the
-    one region requests may be signed for.
+    one region requests may be signed for (besides the empty one, which
+    DuckDB signs for when ``s3_region`` is not set, as MinIO takes it).
     """
 
     def __init__(self, path: str | Path | None, region: str = "us-east-1"):
@@ -104,6 +105,9 @@ def authenticate(  # noqa: C901 - one linear check, as the spec lists it
     ------
     S3Error
         ``AccessDenied`` (unsigned, an expired presigned URL),
+        ``AuthorizationHeaderMalformed`` (not SigV4's form, or signed
+        for another service, or for a region other than the endpoint's:
+        the empty region, DuckDB's without ``s3_region``, is taken),
         ``InvalidAccessKeyId``, ``SignatureDoesNotMatch``,
         ``RequestTimeTooSkewed``, ``NotImplemented`` (signed chunks).
     """
@@ -131,8 +135,9 @@ def authenticate(  # noqa: C901 - one linear check, as the spec lists it
         m = _AUTH_RE.match(auth.strip())
         if not m:
             raise S3Error(
-                "AccessDenied",
-                "the Authorization header is not AWS4-HMAC-SHA256 with Credential, SignedHeaders and Signature",
+                "AuthorizationHeaderMalformed",
+                "the Authorization header is not AWS4-HMAC-SHA256 with Credential=KEY/YYYYMMDD/REGION/s3/aws4_request, "
+                "SignedHeaders and Signature",
             )
         akid, date, region, service, signed, signature = m.groups()
         amz_date = (headers.get("x-amz-date") or headers.get("date") or [""])[0]
@@ -144,7 +149,7 @@ def authenticate(  # noqa: C901 - one linear check, as the spec lists it
         raise S3Error("AccessDenied", "Signature Version 2 is not supported: presign with signature_version='s3v4'")
     else:
         raise S3Error("AccessDenied", "anonymous requests are refused: sign them with an access key (docs/s3.md)")
-    if region != keys.region or service != "s3":
+    if region not in (keys.region, "") or service != "s3":  # "": DuckDB's without s3_region (docs/s3.md)
         raise S3Error(
             "AuthorizationHeaderMalformed",
             f"the authorization is signed for region {region!r} and service {service!r}; "

@@ -132,16 +132,27 @@ class Multipart:
             out.append((n, size, f'"{md5}"', t))
         return out
 
-    def complete(self, bucket: str, key: str, upload_id: str, body: bytes) -> ObjectStat:
+    def complete(
+        self,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        body: bytes,
+        only_new: bool = False,
+        if_match: str | None = None,
+    ) -> ObjectStat:
         """Store the parts the request lists, in order, as ``key``'s
-        object and end the upload.
+        object and end the upload; ``only_new`` and ``if_match``
+        (``If-None-Match: *``, ``If-Match``) as :meth:`.ops.Ops.put_object`
+        judges them (a failed one keeps the upload, as S3 does).
 
         Raises
         ------
         S3Error
             ``MalformedXML``, ``InvalidPartOrder``, ``InvalidPart`` (a part
             not stored, or of another ETag), ``EntityTooSmall`` (a part but
-            the last under 5 MiB), ``NoSuchUpload``.
+            the last under 5 MiB), ``NoSuchUpload``, ``PreconditionFailed``,
+            ``NoSuchKey`` (``if_match`` and no such key).
         """
         wanted = _parse_complete(body)
         h = self._open(bucket, key, upload_id)
@@ -159,7 +170,7 @@ class Multipart:
             meta = h.infofile().user_meta_of("key")  # CreateMultipartUpload's
         finally:
             h.close()
-        st = self.ops.put_object(bucket, key, data, meta=meta)
+        st = self.ops.put_object(bucket, key, data, only_new, meta, if_match)
         self.abort(bucket, key, upload_id)
         return st
 

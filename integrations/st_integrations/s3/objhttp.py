@@ -1,6 +1,7 @@
-"""The HTTP side of objects: ``Range`` parsed, the conditional headers
-(``If-Match``, ``If-None-Match``, ``If-Modified-Since``,
-``If-Unmodified-Since``) judged, and the headers GET and HEAD answer with.
+"""The HTTP side of objects: ``Range`` and ``partNumber`` parsed, the
+conditional headers (``If-Match``, ``If-None-Match``,
+``If-Modified-Since``, ``If-Unmodified-Since``, and a copy's
+``x-amz-copy-source-if-*``) judged, and the headers GET and HEAD answer with.
 
 Thread safety: pure functions.
 """
@@ -115,3 +116,65 @@ def not_modified(headers: dict[str, list[str]], st: ObjectStat) -> bool:
     if not nomatch and since is not None and int(st.mtime) <= since:
         return True
     return False
+
+
+def check_copy_source(headers: dict[str, list[str]], st: ObjectStat) -> None:
+    """Judge a copy's conditions on its source ``st``
+    (``x-amz-copy-source-if-match``, ``-if-none-match``,
+    ``-if-modified-since``, ``-if-unmodified-since``) in the order of
+    :func:`not_modified`; any that fails is ``PreconditionFailed`` (a copy
+    has no 304), as S3 answers.
+
+    Raises
+    ------
+    S3Error
+        ``PreconditionFailed``.
+    """
+    prefix = "x-amz-copy-source-"
+    conds = {k[len(prefix) :]: v for k, v in headers.items() if k.startswith(prefix + "if-")}
+    if conds and not_modified(conds, st):
+        raise S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+
+
+MAX_PART_NUMBER = 10_000  # S3's range of part numbers
+
+
+def parse_part_number(value: str, has_range: bool) -> int:
+    """The part of a GET or HEAD ``?partNumber=N``. Every object here is
+    one part (its ETag says ``-1``: docs/s3.md, "ETags"), so only part 1,
+    the whole object, exists.
+
+    Raises
+    ------
+    S3Error
+        ``InvalidArgument`` (not 1 to 10000), ``InvalidRequest`` (with a
+        ``Range`` too), ``InvalidPartNumber`` (416: a part after the first).
+    """
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_PART_NUMBER:
+        raise S3Error("InvalidArgument", f"Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive")
+    if has_range:
+        raise S3Error("InvalidRequest", "Cannot specify both Range header and partNumber query parameter")
+    if n != 1:
+        raise S3Error("InvalidPartNumber", "The requested partnumber is not satisfiable")
+    return n
+
+
+RESPONSE_OVERRIDES = {  # GET's and HEAD's query parameters that set an answer's header (S3's)
+    "response-content-type": "Content-Type",
+    "response-content-language": "Content-Language",
+    "response-expires": "Expires",
+    "response-cache-control": "Cache-Control",
+    "response-content-disposition": "Content-Disposition",
+    "response-content-encoding": "Content-Encoding",
+}
+
+
+def response_overrides(query: dict[str, str]) -> dict[str, str]:
+    """The headers a GET's or HEAD's ``response-*`` query parameters set
+    (a presigned download naming its file: ``response-content-disposition``),
+    in place of the object's own."""
+    return {RESPONSE_OVERRIDES[k]: v for k, v in query.items() if k in RESPONSE_OVERRIDES}

@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.core.history import objects_at_sql
 from st_py.core.infofile import user_size
 from st_py.errors import (
@@ -29,6 +30,7 @@ from st_py.errors import (
 
 from ..keymap import TOP_FILE, UPLOAD_PREFIX, BadKeyError, KeyMap, bucket_dir, check_key
 from .errors import S3Error
+from .reccache import RecordCache
 
 
 def as_of_of(version_id: str) -> int | str:
@@ -80,6 +82,7 @@ class Ops:
         self.client = client
         self.keys = KeyMap(client)
         self.replication = replication
+        self.ranges = RecordCache()  # records read for ranged GETs (.reccache)
 
     # -- buckets -------------------------------------------------------------------
     def need_bucket(self, bucket: str) -> str:
@@ -142,13 +145,33 @@ class Ops:
 
     # -- objects -------------------------------------------------------------------
     def put_object(
-        self, bucket: str, key: str, data: bytes, only_new: bool = False, meta: dict[str, str] | None = None
+        self,
+        bucket: str,
+        key: str,
+        data: bytes,
+        only_new: bool = False,
+        meta: dict[str, str] | None = None,
+        if_match: str | None = None,
     ) -> ObjectStat:
         """Store ``data`` at ``key`` (a new version if it exists) with the
         user metadata ``meta`` (:mod:`.usermeta`) and commit
         it; with ``only_new`` (``If-None-Match: *``) refuse an existing key
         (``PreconditionFailed``: records are write-once, so a racing writer
-        of the same new key gets it too, not an overwrite)."""
+        of the same new key gets it too, not an overwrite); with
+        ``if_match`` (``If-Match``: an ETag or ``*``) store only over an
+        existing key whose current ETag it is, judged under the file's
+        writer lease, so no other replacement comes between the check and
+        the put.
+
+        Raises
+        ------
+        S3Error
+            ``PreconditionFailed`` (a condition failed), ``NoSuchKey``
+            (``if_match`` and no such key).
+            ``NotImplemented``: the key exists and the new or the existing
+            version is a striped object (over 64 MiB), which StoreTorrent
+            does not replace in place (docs/s3.md); nothing is stored.
+        """
         self.need_bucket(bucket)
         t = self.keys.resolve(bucket, key)
         h = None
@@ -164,13 +187,31 @@ class Ops:
                 h = self.client.open(t.file)
         try:
             replace = h.infofile().exists(t.record)
+            if if_match is not None and not replace:
+                raise S3Error("NoSuchKey", "the specified key does not exist", key)
             if replace and only_new:
                 raise S3Error(
                     "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key
                 )
+            if replace and (len(data) > STRIPE_THRESHOLD or h.infofile().object(t.record) is not None):
+                raise S3Error(
+                    "NotImplemented",
+                    "replacing an object stored striped (over 64 MiB, the new or the existing one) is not "
+                    "implemented: StoreTorrent replaces only records atomically; DELETE the key, then PUT it "
+                    "(docs/s3.md)",
+                    key,
+                )
             if replace:
                 h.acquire_lease(wait=LEASE_WAIT_S)
             try:
+                if if_match is not None:  # under the lease: no other replacement until this put is done
+                    cur = self._stat(h, t.record)
+                    if cur is None:
+                        raise S3Error("NoSuchKey", "the specified key does not exist", key)
+                    if if_match not in (cur.etag, "*"):
+                        raise S3Error(
+                            "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key
+                        )
                 h.put(t.record, data, replace=replace, meta=meta)
                 h.flush()
             finally:
@@ -261,7 +302,8 @@ class Ops:
         ``(start, end)`` (end exclusive) a range, False nothing (bytes
         None: a 304); it may raise. A range of a striped object fetches only
         the stripes it touches; of a record, the record is read whole and
-        cut (records are at most 64 MiB).
+        cut (records are at most 64 MiB), and kept for the next range of
+        the same version (:mod:`.reccache`).
 
         Raises
         ------
@@ -282,7 +324,12 @@ class Ops:
                 return st, (h.get_object(obj) if obj is not None else h.get(record)), None
             a, b = span
             if obj is None:
-                return st, h.get(record)[a:b], span
+                ck = (h.file_id, record, st.version_id, st.crc32c, st.size, st.mtime)
+                data = self.ranges.get(ck)
+                if data is None:
+                    data = h.get(record)
+                    self.ranges.put(ck, data)
+                return st, data[a:b], span
             with h.open(record) as r:
                 r.seek(a)
                 out = bytearray()

@@ -12,6 +12,7 @@ import uvicorn
 
 from .app import UPLOAD_EXPIRY_S, S3App
 from .auth import Keys
+from .protocol import MAX_HEAD_BYTES, S3H11Protocol
 
 
 def make_server(
@@ -37,7 +38,16 @@ def make_server(
         The keys file cannot be read.
     """
     app = S3App(tracker, Keys(keys_file, region), replication, tls, domain, upload_expiry_s).app
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        http=S3H11Protocol,  # S3's error XML for requests h11 cannot parse
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+    )
+    return uvicorn.Server(config)
 
 
 def listen(host: str, port: int) -> socket.socket:

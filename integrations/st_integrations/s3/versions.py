@@ -1,7 +1,8 @@
 """Versions of objects (docs/s3.md, "Versions and time travel"): a
 version id is a generation of the object's StoreTorrent file
 (docs/snapshots.md). ListObjectVersions answers from each file's
-``records`` (the current versions) and ``record_history`` (the versions
+``records`` and ``objects`` (the current versions of records and striped
+objects) and ``record_history`` and ``object_history`` (the versions
 replaced or deleted whose history is still kept); a GET or HEAD with
 ``?versionId=`` reads the file as of that generation (or snapshot) with
 the client's ``as_of``.
@@ -16,6 +17,7 @@ Thread safety: each call opens and closes its own file handles.
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 
 from st_py.core.infofile import RESERVED_PREFIXES, prefix_upper, user_size
@@ -57,9 +59,16 @@ def _file_versions(client, bucket: str, file: str, base: str, prefix: str) -> li
             "WHERE name >= ?1 AND name < ?2",
             (lo, hi),
         ).fetchall()
-        objs = conn.execute(
-            "SELECT name, commit_seq, size, crc32c, committed_at FROM objects WHERE name >= ?1 AND name < ?2", (lo, hi)
-        ).fetchall()
+        try:  # striped objects, current and past
+            objs = conn.execute(
+                "SELECT name, commit_seq, size, crc32c, committed_at, NULL, NULL FROM objects "
+                "WHERE name >= ?1 AND name < ?2 UNION ALL "
+                "SELECT name, commit_seq, size, crc32c, committed_at, until, until_at FROM object_history "
+                "WHERE name >= ?1 AND name < ?2",
+                (lo, hi),
+            ).fetchall()
+        except sqlite3.OperationalError:  # a file made before striping
+            objs = []
     finally:
         h.close()
     by_name: dict[str, list[tuple]] = {}
@@ -67,8 +76,8 @@ def _file_versions(client, bucket: str, file: str, base: str, prefix: str) -> li
         if name.startswith(RESERVED_PREFIXES) or (not base and "/" in name):
             continue
         by_name.setdefault(name, []).append((int(seq), user_size(size, logical), int(crc), float(t), until, until_at))
-    for name, seq, size, crc, t in objs:  # striped objects: their current versions (docs/s3.md)
-        by_name.setdefault(name, []).append((int(seq), int(size), int(crc), float(t), None, None))
+    for name, seq, size, crc, t, until, until_at in objs:  # an object's size is the user's bytes
+        by_name.setdefault(name, []).append((int(seq), int(size), int(crc), float(t), until, until_at))
     out: list[Version] = []
     for name, rows in by_name.items():
         key = key_of(bucket, file, name)

@@ -54,8 +54,8 @@ def list_buckets(buckets: list[tuple[str, float]], owner: str) -> bytes:
     return doc("ListAllMyBucketsResult", who + "<Buckets>" + items + "</Buckets>")
 
 
-def parse_delete(body: bytes) -> tuple[list[str], bool]:
-    """``(keys, quiet)`` of a DeleteObjects request body.
+def parse_delete(body: bytes) -> tuple[list[tuple[str, str | None]], bool]:
+    """``([(key, version id or None), ...], quiet)`` of a DeleteObjects request body.
 
     Raises
     ------
@@ -70,17 +70,33 @@ def parse_delete(body: bytes) -> tuple[list[str], bool]:
     def local(tag: str) -> str:
         return tag.rsplit("}", 1)[-1]
 
-    keys, quiet = [], False
+    keys: list[tuple[str, str | None]] = []
+    quiet = False
     for child in root:
         if local(child.tag) == "Quiet":
             quiet = (child.text or "").strip().lower() == "true"
         elif local(child.tag) == "Object":
-            for sub in child:
-                if local(sub.tag) == "Key":
-                    keys.append(sub.text or "")
+            got = {local(sub.tag): sub.text or "" for sub in child}
+            keys.append((got.get("Key", ""), got.get("VersionId")))
     if not keys or len(keys) > 1000:
         raise S3Error("MalformedXML", "DeleteObjects takes 1 to 1000 keys")
     return keys, quiet
+
+
+def parse_versioning(body: bytes) -> tuple[str, str]:
+    """``(Status, MfaDelete)`` of a PutBucketVersioning body (``""`` where absent).
+
+    Raises
+    ------
+    S3Error
+        ``MalformedXML``.
+    """
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:
+        raise S3Error("MalformedXML", "the XML you provided was not well-formed") from None
+    got = {child.tag.rsplit("}", 1)[-1]: (child.text or "").strip() for child in root}
+    return got.get("Status", ""), got.get("MfaDelete", "")
 
 
 def list_uploads(bucket: str, query: dict[str, str], uploads: list[tuple[str, str, float]], owner: str) -> bytes:
