@@ -77,6 +77,29 @@ def test_appends_are_dense_in_order_and_survive_a_member_killed(etcd3):
         _revive(etcd3)
 
 
+def test_a_read_from_below_a_compaction_starts_at_the_first_entry_kept(etcd3):
+    """A log compacted past more entries than one read takes: a replay from
+    index 1 (a standby elected, a restart) reads every entry kept. It read
+    nothing before (the range [1, 1 + limit) was empty)."""
+    cluster = uuid.uuid4().hex[:12]
+
+    async def go():
+        session, log = await _open(etcd3, cluster)
+        election = Election(session, cluster, "127.0.0.1:1", ttl=3)
+        try:
+            term = await election.campaign(timeout=10)
+            assert await log.append([b"e%d" % i for i in range(1, 1501)], term) == 1500
+            await log.compact(1400)
+            assert await log.first_index() == 1400
+            got = await log.read(1, limit=1024)
+            assert [e.index for e in got] == list(range(1400, 1501)) and got[0].payload == b"e1400"
+        finally:
+            await election.resign()
+            await session.close()
+
+    run(go())
+
+
 def _lines_until(proc: subprocess.Popen, pred, timeout: float) -> list[str]:
     lines: list[str] = []
     deadline = time.monotonic() + timeout

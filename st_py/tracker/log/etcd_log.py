@@ -56,6 +56,7 @@ class EtcdLog:
         p = cluster_prefix(cluster_id)
         self.leader_key = p + b"leader"
         self.head_key = p + b"log/head"
+        self.first_key = p + b"log/first"  # the first entry a compaction kept (absent: 1)
         self.entry_prefix = p + b"log/e/"
         self.applied_prefix = p + b"applied/"
         self.checkpoint_key = p + b"checkpoint"
@@ -183,9 +184,21 @@ class EtcdLog:
             return "", 0
         return got.value.decode(), int(got.create_revision)
 
+    async def first_index(self) -> int:
+        """The first entry the log still holds (entries below it were
+        compacted away; 1 if none were)."""
+
+        async def get(c: aetcd.Client):
+            return await c.get(self.first_key)
+
+        got = await self.session.call(get)
+        return int(got.value) if got is not None else 1
+
     async def read(self, start: int, limit: int = 256) -> list[Entry]:
         """Up to ``limit`` entries from index ``start`` on, in order (fewer
-        at the end of the log; entries below a compaction are gone)."""
+        at the end of the log); a ``start`` below a compaction reads from the
+        first entry kept (:meth:`first_index`)."""
+        start = max(start, await self.first_index())
 
         async def rng(c: aetcd.Client):
             return await c.get_range(self.entry_key(start), self.entry_key(start + limit))
@@ -274,6 +287,10 @@ class EtcdLog:
         etcd's history of them."""
 
         async def drop(c: aetcd.Client):
+            # the low-water mark first: a reader from below it reads from it (read)
+            got = await c.get(self.first_key)
+            if got is None or int(got.value) < upto:
+                await c.put(self.first_key, b"%d" % upto)
             await c.delete_range(self.entry_key(0), self.entry_key(upto))
             got = await c.get_range(self.head_key, self.head_key + b"\x00")
             await c.compact(got.header.revision)
