@@ -143,7 +143,7 @@ async def _serve(
     log_backend: EtcdBackend | None = None,
     log_keep_s: float = KEEP_S,
 ) -> None:
-    if log_backend is None:  # with etcd only once elected: a standby shares the leader's namespace
+    if log_backend is None or log_backend.follows:  # else only once elected: it shares the leader's namespace
         _recover_namespace(root)
     state = TrackerState(state_dir)
     registry = PeerRegistry(state, announce_interval, misses)
@@ -181,7 +181,10 @@ async def _serve(
         log.info("campaigning in %s as %s: a standby until elected", log_backend.describe, log_backend.addr)
         print(f"campaigning as {log_backend.addr}", flush=True)  # a supervisor's sign of life (st_py.deploy)
     try:
-        term = await service.oplog.start()
+        if log_backend is not None and log_backend.follows:
+            term = await _follow_until_elected(service)
+        else:
+            term = await service.oplog.start()
     except (LogError, TimeoutError) as e:
         raise SystemExit(f"tracker: metadata log ({service.oplog.backend.describe}): {e}") from None
     log.info("metadata log %s, term %d", service.oplog.backend.describe, term)
@@ -238,6 +241,27 @@ async def _serve(
         raise SystemExit(75)  # EX_TEMPFAIL: start again to campaign
 
 
+async def _follow_until_elected(service: TrackerService) -> int:
+    """A standby with a namespace of its own: apply the log to it as it
+    grows (OpLog.follow) while it campaigns; returns the term once elected
+    (the rest of the log is replayed after, as by any tracker elected).
+    Raises what following raises (StandbyBehindError)."""
+    await service.oplog.connect()
+    follower = asyncio.create_task(service.follow_log())
+    campaign = asyncio.create_task(service.oplog.start())
+    await asyncio.wait({follower, campaign}, return_when=asyncio.FIRST_COMPLETED)
+    if follower.done() and not campaign.done():
+        campaign.cancel()
+        follower.result()  # raises why it stopped
+    follower.cancel()
+    try:
+        await follower
+    except asyncio.CancelledError:
+        pass
+    log.info("elected after following the metadata log through entry %d", service.oplog.followed)
+    return campaign.result()
+
+
 def _recover_namespace(root: Path) -> None:
     """Roll back the infofile transactions a crash left and remove
     half-made infofiles (infofile_writer.recover): before serving, and with
@@ -274,8 +298,8 @@ def _log_backend(a) -> EtcdBackend | None:
         )
     """The replicated log the flags ask for (None: the local one)."""
     if not a.etcd:
-        if a.cluster_id or a.init_cluster:
-            raise SystemExit("tracker: --cluster-id and --init-cluster go with --etcd")
+        if a.cluster_id or a.init_cluster or a.own_namespace:
+            raise SystemExit("tracker: --cluster-id, --init-cluster and --own-namespace go with --etcd")
         return None
     if not a.cluster_id:
         raise SystemExit("tracker: --etcd needs --cluster-id NAME (the cluster's name in etcd)")
@@ -286,7 +310,9 @@ def _log_backend(a) -> EtcdBackend | None:
         )
     endpoints = [e.strip() for e in a.etcd.split(",") if e.strip()]
     # a standby waits to be elected as long as it takes (the leader's lease must run out)
-    return EtcdBackend(endpoints, a.cluster_id, "", create=a.init_cluster, campaign_s=None)
+    backend = EtcdBackend(endpoints, a.cluster_id, "", create=a.init_cluster, campaign_s=None)
+    backend.follows = a.own_namespace
+    return backend
 
 
 def advertised_host(host: str, advertise: str = "") -> str:
@@ -511,6 +537,13 @@ def main(argv: list[str] | None = None) -> None:
         "--init-cluster",
         action="store_true",
         help="with --etcd: make the cluster in etcd if it is not there (its first start)",
+    )
+    ap.add_argument(
+        "--own-namespace",
+        action="store_true",
+        help="with --etcd: this tracker's --root is its own, not shared with the other trackers; as a "
+        "standby it applies the metadata log to it as the log grows, so the leader's disk is not "
+        "needed when it takes over (docs/metadata-log.md, 'Standbys that follow the log')",
     )
     ap.add_argument("--log-level", default="INFO")
     ap.add_argument(

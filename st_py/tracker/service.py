@@ -1473,6 +1473,21 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
 
         return await restore_infofile(self, request_iterator, context)
 
+    async def follow_log(self) -> None:
+        """As a standby with a namespace of its own (``--own-namespace``):
+        apply the metadata log to it as it grows, from where this tracker's
+        state says it stopped (:meth:`OpLog.follow`), until cancelled.
+        Raises StandbyBehindError."""
+        log_id = self.oplog.log_id
+        self.oplog.followed = self.state.followed(log_id)
+        if self.oplog.followed:
+            log.info("following the metadata log from entry %d on", self.oplog.followed + 1)
+
+        def done(index: int) -> None:
+            self.state.set_followed(log_id, index)
+
+        await self.oplog.follow(self._writer_for, self._replay_file_op, self.tracker_ops.apply, done)
+
     async def replay_log(self, file_id: int | None = None) -> ReplayReport:
         """Apply what the metadata log holds that the infofiles miss (an
         infofile put back from an older copy; with etcd, an entry in flight

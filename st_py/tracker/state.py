@@ -40,6 +40,9 @@ CREATE TABLE IF NOT EXISTS reservations(
   file_id INTEGER PRIMARY KEY, name TEXT NOT NULL, owner TEXT NOT NULL, copies INTEGER NOT NULL,
   est_size INTEGER NOT NULL, peer_ids TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS followed(
+  log_id TEXT PRIMARY KEY, log_index INTEGER NOT NULL
+);
 """
 
 # Space last announced by each peer (NULL: never, or kept by a tracker before
@@ -273,6 +276,16 @@ class TrackerState:
     def drop_reservation(self, file_id: int) -> None:
         """Forget the space reservation of file ``file_id``."""
         self.conn.execute("DELETE FROM reservations WHERE file_id = ?", (file_id,))
+
+    def followed(self, log_id: str) -> int:
+        """The last entry of log ``log_id`` this tracker applied while it
+        followed it as a standby with a namespace of its own (0: none)."""
+        row = self.conn.execute("SELECT log_index FROM followed WHERE log_id=?", (log_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def set_followed(self, log_id: str, index: int) -> None:
+        """Remember that entries of ``log_id`` through ``index`` are applied here."""
+        self.conn.execute("INSERT OR REPLACE INTO followed(log_id, log_index) VALUES(?, ?)", (log_id, index))
 
     def close(self) -> None:
         """Close the database connection."""

@@ -80,6 +80,10 @@ class LocalBackend:
         """Mark entries APPLIED or FAILED."""
         await asyncio.get_running_loop().run_in_executor(None, self._l().mark_applied, indexes, value)
 
+    def followers_floor(self) -> int | None:
+        """None: no standby follows a local log."""
+        return None
+
     async def save_checkpoint(self, term: int, index: int, blob: bytes) -> None:
         """Nothing: the tracker's own state is ``tracker.db`` beside this log."""
 
@@ -134,9 +138,30 @@ class EtcdBackend:
         self.lost: asyncio.Event | None = None  # set when this tracker's term ends
         self.replicas: Replicas | None = None  # the operator's view (st_py/tracker/log/replicas.py)
         self.applied_through: Callable[[], int] = lambda: 0  # set by the OpLog that uses this log
+        self.follows = False  # a standby with a namespace of its own: follows the log (OpLog.follow)
+
+    async def connect(self, follows: bool = False) -> None:
+        """Connect and check the cluster, and appear in the trackers' list as
+        a standby (``follows``: one that applies the log to a namespace of
+        its own); :meth:`start` campaigns after.
+
+        Raises
+        ------
+        WrongClusterError, ConsensusUnavailableError
+        """
+        from st_py.tracker.log.etcd_log import EtcdLog
+        from st_py.tracker.log.etcd_session import EtcdSession
+        from st_py.tracker.log.replicas import Replicas
+
+        self.session = EtcdSession(self.endpoints)
+        self.log = await EtcdLog.open(self.session, self.cluster_id, create=self.create)
+        self.replicas = Replicas(self.session, self.cluster_id, self.addr, lambda: self.applied_through())
+        self.replicas.follows = follows
+        await self.replicas.start()  # listed as a standby while it campaigns
 
     async def start(self) -> int:
-        """Connect, check the cluster, win the election; return the term.
+        """Connect (unless :meth:`connect` did), check the cluster, win the
+        election; return the term.
 
         Raises
         ------
@@ -145,14 +170,10 @@ class EtcdBackend:
             Not elected within ``campaign_s`` (another tracker leads).
         """
         from st_py.tracker.log.election import Election
-        from st_py.tracker.log.etcd_log import EtcdLog
-        from st_py.tracker.log.etcd_session import EtcdSession
-        from st_py.tracker.log.replicas import Replicas
 
-        self.session = EtcdSession(self.endpoints)
-        self.log = await EtcdLog.open(self.session, self.cluster_id, create=self.create)
-        self.replicas = Replicas(self.session, self.cluster_id, self.addr, lambda: self.applied_through())
-        await self.replicas.start()  # listed as a standby while it campaigns
+        if self.session is None:
+            await self.connect()
+        assert self.session is not None and self.replicas is not None
         self.election = Election(self.session, self.cluster_id, self.addr, self.ttl)
         term = await self.election.campaign(timeout=self.campaign_s)
         self.lost = self.election.lost
@@ -191,6 +212,20 @@ class EtcdBackend:
     async def last_index(self) -> int:
         """The last entry's index (0: none)."""
         return await self._l().last_index()
+
+    async def first_index(self) -> int:
+        """The first entry the log still holds (1 unless compacted)."""
+        return await self._l().first_index()
+
+    async def leader_applied(self) -> int:
+        """The index the leader last published as applied (0: none)."""
+        assert self.replicas is not None
+        return await self.replicas.leader_applied()
+
+    def followers_floor(self) -> int | None:
+        """The lowest index a standby that follows the log has applied (as
+        the leader last read the trackers' list), or None."""
+        return self.replicas.followers_floor() if self.replicas is not None else None
 
     async def append(self, payloads: list[bytes], term: int, marks: list[int]) -> int:
         """Append, fenced by ``term``; returns once a majority has the entries

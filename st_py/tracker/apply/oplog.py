@@ -33,7 +33,8 @@ from st_py.tracker.apply.backends import APPLIED, FAILED, EtcdBackend, LocalBack
 from st_py.tracker.apply.ops import FILE_OPS, TRACKER_OPS, InfofileOp, decode
 from st_py.tracker.infofile_writer import InfofileWriter
 from st_py.tracker.leases import LEASE_OPS
-from st_py.tracker.log.errors import FencedError
+from st_py.tracker.log.entry import Entry
+from st_py.tracker.log.errors import FencedError, StandbyBehindError
 
 log = logging.getLogger("st.tracker.oplog")
 
@@ -43,6 +44,8 @@ COMPACT_EVERY_S = 5.0  # how often entries older than keep_s are dropped from th
 # at most this old.
 KEEP_S = 600.0
 MARK_WITHIN_S = 0.5  # an applied entry is marked so in the log at most this late
+FOLLOW_EVERY_S = 0.25  # a standby that follows the log looks for new entries this often
+FOLLOW_BATCH = 2048  # ... and applies at most this many between turns of its event loop
 
 
 @dataclass
@@ -62,6 +65,7 @@ class ReplayReport:
     gaps: int = 0
     state_ops: int = 0
     last_at: float = 0.0
+    last_index: int = 0  # the last entry read (0: none)
     files: set[str] = field(default_factory=set)
 
 
@@ -99,6 +103,54 @@ class OpLog:
         self.checkpoint: Callable[[], bytes] | None = None
         self.appends = 0  # durable append transactions (metrics)
         self.entries = 0  # entries appended
+        self.followed = 0  # a standby following the log: the last entry it applied (follow)
+
+    async def connect(self) -> None:
+        """Open a replicated log without campaigning, as a standby that
+        follows it (:meth:`follow`); :meth:`start` campaigns after. Raises
+        what the backend's connect raises; ValueError for a local log (no
+        standby follows one)."""
+        if not isinstance(self.backend, EtcdBackend):
+            raise ValueError("only a replicated log (etcd) is followed by standbys")
+        self.backend.applied_through = self.applied_through
+        await self.backend.connect(follows=True)
+        self.log_id = await self.backend.log_id()
+
+    async def follow(
+        self,
+        writer_for: Callable[[InfofileOp], InfofileWriter | None],
+        file_op: Callable[[InfofileOp, int], bool],
+        state_op: Callable[[InfofileOp], None],
+        on_followed: Callable[[int], None],
+    ) -> None:
+        """As a standby with a namespace of its own (docs/metadata-log.md,
+        "Standbys that follow the log"): apply, in log order, the entries the
+        leader has applied (the index it publishes), from :attr:`followed`
+        on, as the log grows, ``FOLLOW_BATCH`` at a time; ``on_followed(i)``
+        after each batch (the tracker keeps ``i`` in its state). Runs until
+        cancelled (this tracker was elected: it then replays the rest).
+
+        Raises
+        ------
+        StandbyBehindError
+            The log was compacted past what this standby applied (it was
+            down longer than the leader keeps entries, or it is new on an
+            older cluster): its namespace cannot be brought forward from the
+            log.
+        """
+        assert isinstance(self.backend, EtcdBackend)
+        while True:
+            first = await self.backend.first_index()
+            if self.followed + 1 < first:
+                raise StandbyBehindError(self.followed, first)
+            upto = min(await self.backend.leader_applied(), self.followed + FOLLOW_BATCH)
+            if upto <= self.followed:
+                await asyncio.sleep(FOLLOW_EVERY_S)
+                continue
+            await self.replay(writer_for, None, file_op, state_op, start=self.followed + 1, upto=upto)
+            self.followed = upto
+            on_followed(upto)
+            await asyncio.sleep(0)  # the election's keepalive and the presence entry get their turn
 
     async def start(self) -> int:
         """Open the log (with etcd: win the election); return the term.
@@ -179,11 +231,13 @@ class OpLog:
         """Entry ``index``'s apply failed and its proposer is about to be told
         so: marked failed, durably, so no replay applies it. If even that
         cannot be written, a log line says so."""
-        self._in_flight.discard(index)
         try:
             await self.backend.mark([index], FAILED)
         except Exception:
             log.exception("could not mark log entry %d failed: a replay onto an older infofile may apply it", index)
+        # only now past applied_through: a standby following the log applies up to it, and
+        # must find the mark (follow)
+        self._in_flight.discard(index)
 
     async def _mark_soon(self) -> None:
         await asyncio.sleep(MARK_WITHIN_S)
@@ -220,7 +274,10 @@ class OpLog:
         return out
 
     def applied_through(self) -> int:
-        """Every entry at or below this index has ended its apply."""
+        """Every entry at or below this index has ended its apply (a
+        standby that follows the log: the last entry it applied)."""
+        if self.term == 0:
+            return self.followed
         return min(self._in_flight) - 1 if self._in_flight else self._last
 
     async def _maybe_compact(self) -> None:
@@ -235,6 +292,9 @@ class OpLog:
             upto = self._marks.popleft()[1]
         applied = self.applied_through()
         upto = min(upto, applied)
+        floor = self.backend.followers_floor()
+        if floor is not None:  # a standby that follows the log still needs the entries after it
+            upto = min(upto, floor)
         if upto > 0:
             if self.checkpoint is not None:  # what the dropped entries made, for a standby elected later
                 await self.backend.save_checkpoint(self.term, applied, self.checkpoint())
@@ -246,6 +306,8 @@ class OpLog:
         file_id: int | None = None,
         file_op: Callable[[InfofileOp, int], bool] | None = None,
         state_op: Callable[[InfofileOp], None] | None = None,
+        start: int = 1,
+        upto: int | None = None,
     ) -> ReplayReport:
         """Apply every entry the log holds that was applied once (answered)
         and that its infofile no longer has, in log order, before the
@@ -257,7 +319,8 @@ class OpLog:
         state (a lease, a directory's owner, a peer's drain state: every one
         not marked failed, in order; overwrites, so applying one again on a
         checkpoint that has it changes nothing; not with ``file_id``). The applies block the loop (a start,
-        a restore: rare).
+        a restore: rare). ``start`` and ``upto`` bound the entries read (a
+        standby following the log: :meth:`follow`).
 
         Raises
         ------
@@ -267,16 +330,17 @@ class OpLog:
             An entry applied once fails now (the log or the infofile is damaged).
         """
         rep = ReplayReport()
-        entries = []
-        start = 1
-        while True:
-            got = await self.backend.read(start, 1024)
+        entries: list[Entry] = []
+        first = start
+        while upto is None or start <= upto:
+            got = await self.backend.read(start, 1024 if upto is None else min(1024, upto - start + 1))
             if not got:
                 break
-            entries.extend(got)
+            entries.extend(e for e in got if upto is None or e.index <= upto)
             start = got[-1].index + 1
-        marks = await self.backend.marks(1)
+        marks = await self.backend.marks(first)
         for e in entries:
+            rep.last_index = e.index
             op = decode(e.payload, e.index)
             if file_id is not None and (op.file_id != file_id or op.kind in LEASE_OPS or op.kind in TRACKER_OPS):
                 continue

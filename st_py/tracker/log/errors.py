@@ -33,6 +33,27 @@ class FencedError(LogError):
         self.term, self.leader_term, self.leader = term, leader_term, leader
 
 
+class StandbyBehindError(LogError):
+    """A standby that follows the log with a namespace of its own applied
+    entries only through ``followed``, and the log now starts at ``first``
+    (the entries between were compacted: it was down longer than the leader
+    keeps them, or it is new on an older cluster).
+
+    Attributes
+    ----------
+    followed, first : int
+    """
+
+    def __init__(self, followed: int, first: int):
+        super().__init__(
+            f"this standby applied the metadata log through entry {followed}, and the log starts at "
+            f"entry {first} now: its namespace cannot be brought forward from the log. Give it a copy of "
+            "a replica's namespace (stop it, copy the leader's namespace root and state folder, start "
+            "it again), or run it on the leader's namespace (without --own-namespace)"
+        )
+        self.followed, self.first = followed, first
+
+
 class ConsensusUnavailableError(LogError, TrackerUnavailableError):
     """No majority of the consensus members answered in time: nothing can be
     appended (and nothing was acknowledged).

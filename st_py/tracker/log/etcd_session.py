@@ -91,16 +91,26 @@ class EtcdSession:
         deadline = time.monotonic() + (self.deadline_s if deadline_s is None else deadline_s)
         last = "no member tried"
         while True:
+            # each try bounded too (then the next member, on a new connection): a stream (a
+            # lease's keepalive) on a connection whose packets vanish waited forever, and a
+            # leader cut off the network never learned its term ended (test_tracker_netns)
+            try_s = max(min(3 * self.request_timeout, deadline - time.monotonic()), 0.05)
             try:
-                return await fn(await self.client())
+                return await asyncio.wait_for(self._try(fn), try_s)
             except etcd_errors.ClientError as e:
                 if not _transient(e):
                     raise
                 last = f"{self.endpoints[self._current]}: {type(e).__name__} {e}".strip()
                 await self._next()
+            except asyncio.TimeoutError:
+                last = f"{self.endpoints[self._current]}: no answer within {try_s:.1f} s"
+                await self._next()
             if time.monotonic() >= deadline:
                 raise ConsensusUnavailableError(self.endpoints, last)
             await asyncio.sleep(0.05)
+
+    async def _try(self, fn: Callable[[aetcd.Client], Awaitable[T]]) -> T:
+        return await fn(await self.client())
 
     async def close(self) -> None:
         """Close the connection."""

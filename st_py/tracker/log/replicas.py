@@ -103,6 +103,9 @@ class Replicas:
         self._task: asyncio.Task | None = None
         self._members: tuple[float, list[MemberHealth]] = (0.0, [])
         self.last_view: ReplicasView | None = None  # the leader's, refreshed every REFRESH_S
+        # a standby with a namespace of its own follows the log: it shows how far it applied,
+        # and the leader keeps the entries it has not (OpLog._maybe_compact)
+        self.follows = False
 
     def _value(self) -> bytes:
         return json.dumps(
@@ -112,7 +115,8 @@ class Replicas:
                 "term": self.term,
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
-                "applied_index": int(self.applied()) if self.role == "leader" else 0,
+                "applied_index": int(self.applied()) if self.role == "leader" or self.follows else 0,
+                "follows": self.follows,
                 "since": self.started,
             }
         ).encode()
@@ -236,6 +240,25 @@ class Replicas:
             d.pop("ended", None)
             failovers.append(Failover(**d))
         return ReplicasView(rows, failovers, await self.members())
+
+    async def leader_applied(self) -> int:
+        """The index the leader last published as applied (0: no leader
+        listed). Raises ConsensusUnavailableError."""
+
+        async def get(c: aetcd.Client):
+            return [json.loads(kv.value) for kv in await c.get_prefix(self.trackers_prefix)]
+
+        rows = await self.session.call(get, deadline_s=3.0)
+        return max((int(t.get("applied_index", 0)) for t in rows if t.get("role") == "leader"), default=0)
+
+    def followers_floor(self) -> int | None:
+        """The lowest index the standbys that follow the log (as the leader
+        last saw them) have applied, or None if none follows."""
+        if self.last_view is None:
+            return None
+        rows = self.last_view.trackers
+        got = [int(t.get("applied_index", 0)) for t in rows if t.get("follows") and t["role"] != "leader"]
+        return min(got) if got else None
 
     async def members(self) -> list[MemberHealth]:
         """Each etcd member's health, asked directly (not through the session)."""

@@ -1,0 +1,147 @@
+"""A standby tracker with a namespace of its own follows the metadata log
+(`--own-namespace`, docs/metadata-log.md "Standbys that follow the log"):
+it applies each entry to its own infofiles as the leader applies it, so when
+the leader's host is lost (process, state folder and namespace) the standby
+is elected and serves every acknowledged change from its own disk, with no
+`recover --from-peers`. Three real etcd members, real trackers and peers."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import pytest
+from conftest import poll_for
+from helpers import swap_flag
+
+from st_py.core import namespace
+from st_py.core.infofile import InfofileReader
+from st_py.deploy.ports import choose_ports
+from st_py.errors import StFileNotFoundError
+
+try:
+    from st_py.deploy.etcd import EtcdCluster, find_etcd
+
+    find_etcd()
+    import aetcd  # noqa: F401 - the [ha] extra
+except Exception as e:  # pragma: no cover - CI installs both (./dev setup)
+    pytest.skip(f"etcd or aetcd missing: {e}", allow_module_level=True)
+
+
+def _names_at(root, name: str) -> list[str] | None:
+    """The record names of file ``name``'s infofile under ``root`` (None: not there)."""
+    path = namespace.infofile_path(root, name)
+    if not path.exists():
+        return None
+    r = InfofileReader(path)
+    try:
+        return sorted(r.names())
+    finally:
+        r.close()
+
+
+def test_a_standby_that_follows_the_log_takes_over_without_the_leaders_disk(make_cluster, tmp_path):
+    from st_py.client.client import Client
+
+    with EtcdCluster(tmp_path / "etcd", 3) as etcd:
+        args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "own", "--init-cluster"]
+        cluster = make_cluster(3, tracker_args=args)
+        (port_b,) = choose_ports([1])
+        root_b = tmp_path / "namespace-b"
+        argv = swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b"))
+        argv = swap_flag(swap_flag(argv, "--port", str(port_b)), "--metrics-port", "0")
+        argv = [*swap_flag(argv, "--root", str(root_b)), "--own-namespace"]
+        log_b = tmp_path / "b.log"
+        out = log_b.open("wb")
+        b = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            poll_for(lambda: b"a standby until elected" in log_b.read_bytes(), timeout=30, what="B to campaign")
+            both = f"{cluster.tracker_addr},127.0.0.1:{port_b}"
+            cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
+            for i in range(3):
+                cluster.kill_peer(i)
+                cluster.start_peer(i)
+            cluster.wait_for_peers(3)
+            client = Client(both)
+            acked: dict[str, dict[str, bytes]] = {}
+            for n in range(6):
+                name = f"/own/d{n % 2}/f{n}"
+                recs = {f"r{i}": f"{name} {i}".encode() for i in range(30)}
+                with client.create(name, replication="x2") as f:
+                    for k, v in recs.items():
+                        f.queue_put(k, v)
+                acked[name] = recs
+            with client.open("/own/d0/f0") as f:  # a replacement and a delete of records
+                f.put("r1", b"replaced", replace=True)
+                f.delete("r2")
+            acked["/own/d0/f0"]["r1"] = b"replaced"
+            del acked["/own/d0/f0"]["r2"]
+            client.snapshot("/own/d1/f1", "kept")
+            with client.open("/own/d1/f1") as f:
+                f.delete("r0")
+            acked["/own/d1/f1"].pop("r0")
+            client.delete("/own/d0/f2")
+            gone = acked.pop("/own/d0/f2")
+            client.chmod("/own/d1", 0o700)
+            # B applies the log as it grows: its own namespace has every change within seconds
+            poll_for(
+                lambda: (
+                    all(_names_at(root_b, n) == sorted(r) for n, r in acked.items())
+                    and _names_at(root_b, "/own/d0/f2") is None
+                ),
+                timeout=30,
+                what="B's namespace to follow the leader's",
+            )
+            # the leader's host is lost: its process, state folder and namespace
+            cluster.tracker.kill()
+            shutil.rmtree(cluster.namespace)
+            shutil.rmtree(cluster.data_dir / "tracker")
+            t0 = time.monotonic()
+            poll_for(lambda: b"elected leader" in log_b.read_bytes(), timeout=30, what="B's election")
+            for name, recs in acked.items():
+                with client.open(name) as f:
+                    assert sorted(f.names()) == sorted(recs), name
+                    assert all(f.get(k) == v for k, v in recs.items()), name
+            with pytest.raises(StFileNotFoundError):
+                client.open("/own/d0/f2")
+            assert gone
+            with client.open("/own/d1/f1", as_of="kept") as f:
+                assert f.get("r0") == b"/own/d1/f1 0"
+            (d1,) = [e for e in client.ls("/own") if e.name == "/own/d1"]
+            assert d1.is_dir and d1.mode & 0o777 == 0o700
+            with client.create("/own/after", replication="x2") as f:
+                f.put("a", b"written to B")
+            with client.open("/own/after") as f:
+                assert f.get("a") == b"written to B"
+            text = log_b.read_text()
+            assert "elected after following the metadata log through entry" in text, text[-3000:]
+            print(f"B served {time.monotonic() - t0:.1f} s after the leader's kill")
+            client.close()
+        finally:
+            b.kill()
+            b.wait()
+            out.close()
+
+
+def test_a_standby_behind_the_logs_first_entry_is_refused_in_one_line(make_cluster, tmp_path):
+    """A new standby with an empty namespace of its own, on a cluster whose
+    log was compacted: it cannot be brought forward from the log, and says
+    so (what happened, what to do) instead of serving a namespace missing
+    files."""
+    from test_tracker_etcd import _compact_log_through
+
+    with EtcdCluster(tmp_path / "etcd", 3) as etcd:
+        args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "late", "--init-cluster"]
+        cluster = make_cluster(3, tracker_args=args)
+        with cluster.client() as c, c.create("/late/f", replication="x2") as f:
+            f.put("a", b"a")
+        _compact_log_through(etcd, "late", 1)
+        (port_b,) = choose_ports([1])
+        argv = swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b"))
+        argv = swap_flag(swap_flag(argv, "--port", str(port_b)), "--metrics-port", "0")
+        argv = [*swap_flag(argv, "--root", str(tmp_path / "namespace-b")), "--own-namespace"]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0
+        last = out.stderr.strip().splitlines()[-1]
+        assert "log starts at entry 2" in last and "copy the leader's namespace" in last, out.stderr[-2000:]
