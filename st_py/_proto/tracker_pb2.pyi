@@ -946,3 +946,43 @@ class SnapshotReply(_message.Message):
     generation: int
     history_from: int
     def __init__(self, file_id: _Optional[int] = ..., snapshots: _Optional[_Iterable[_Union[SnapshotInfo, _Mapping]]] = ..., generation: _Optional[int] = ..., history_from: _Optional[int] = ...) -> None: ...
+
+class FetchInfofileRequest(_message.Message):
+    __slots__ = ("name", "user", "file_id", "have_generation", "have_position", "have_log_id", "have_schema", "want_generation")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    HAVE_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    HAVE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    HAVE_LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    HAVE_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    WANT_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    user: str
+    file_id: int
+    have_generation: int
+    have_position: int
+    have_log_id: str
+    have_schema: str
+    want_generation: int
+    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., file_id: _Optional[int] = ..., have_generation: _Optional[int] = ..., have_position: _Optional[int] = ..., have_log_id: _Optional[str] = ..., have_schema: _Optional[str] = ..., want_generation: _Optional[int] = ...) -> None: ...
+
+class FetchInfofileChunk(_message.Message):
+    __slots__ = ("kind", "file_id", "generation", "position", "log_id", "total_size", "crc32c", "data")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CRC32C_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    file_id: int
+    generation: int
+    position: int
+    log_id: str
+    total_size: int
+    crc32c: int
+    data: bytes
+    def __init__(self, kind: _Optional[str] = ..., file_id: _Optional[int] = ..., generation: _Optional[int] = ..., position: _Optional[int] = ..., log_id: _Optional[str] = ..., total_size: _Optional[int] = ..., crc32c: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...

@@ -106,7 +106,7 @@ class Session:
         if rc != 0:
             raise OSError(f"sqlite3session_changeset failed ({rc})")
         try:
-            return ctypes.string_at(p.value, n.value) if n.value else b""
+            return ctypes.string_at(p.value, n.value) if n.value and p.value else b""
         finally:
             self._lib.sqlite3_free(p)
 
