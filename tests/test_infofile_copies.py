@@ -10,11 +10,12 @@ import asyncio
 import random
 import sqlite3
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from infofile_history import copy, dump, new_file, random_history
 
-from st_py.client.changeset_apply import apply_changesets, copy_state
+from st_py.client.changeset_apply import ChangesetApplyError, apply_changesets, copy_state
 from st_py.tracker.apply.backends import LocalBackend
 from st_py.tracker.apply.oplog import OpLog
 from st_py.tracker.committer import Committer
@@ -108,3 +109,31 @@ def test_an_older_files_copy_history_gets_its_key_and_keeps_its_rows(tmp_path):
     w.close()
     assert "hist_id" in cols and pk == ["hist_id"]
     assert sorted(after) == sorted(before) and {r[0] for r in after} == {2, 3}
+
+
+def test_changes_that_do_not_follow_the_copy_are_refused_whole(tmp_path):
+    """Changesets applied to a copy that is not the state they follow (here:
+    applied a second time) conflict: ChangesetApplyError, and the copy is
+    left exactly as it was (all or none)."""
+    path = new_file(tmp_path)
+    old = tmp_path / "old"
+
+    async def run():
+        oplog = OpLog(LocalBackend(tmp_path / "state" / "log.db"))
+        await oplog.start()
+        c = Committer(InfofileWriter(path), log=oplog, name="/f")
+        await random_history(c, random.Random(11), 15, {2: old})
+        c.close()
+        await oplog.aclose()
+        return c.writer.window
+
+    window = asyncio.run(run())
+    _, pos, log_id, _ = copy_state(old)
+    changes = [ch.data for ch in window.since(pos, log_id)]
+    apply_changesets(old, changes)
+    assert dump(old) == dump(path)
+    before = old.read_bytes()
+    with pytest.raises(ChangesetApplyError) as e:
+        apply_changesets(old, changes)
+    assert e.value.path == str(old) and e.value.table
+    assert old.read_bytes() == before

@@ -82,7 +82,7 @@ def apply_changesets(path: str | os.PathLike, changesets: list[bytes]) -> None:
     failed: list[tuple[str, str]] = []
 
     def conflict(reason: int, change: apsw.TableChange) -> int:
-        failed.append((change.name, apsw.mapping_session_conflict.get(reason, str(reason))))
+        failed.append((change.name, str(apsw.mapping_session_conflict.get(reason, reason))))
         return apsw.SQLITE_CHANGESET_ABORT
 
     try:

@@ -90,6 +90,8 @@ class FileContext:
         self.transport = Transport(timeout=timeout, on_peer_failure=self.report_failure)
         self.infofile_override = infofile_path
         self._reader: InfofileReader | None = None
+        self._reader_gen = 0  # the generation of the copy _reader reads (metadata="fetch")
+        self._retired: list[InfofileReader] = []  # readers of copies since brought forward
         self._as_of_view: AsOf | None = None  # a view when the handle reads a past generation (read_as_of)
         self._cap_renew_at = float("inf")
         self._filters = None
@@ -208,9 +210,41 @@ class FileContext:
         FileNotFoundError
             The infofile is not there.
         """
+        loc = self.tracker.locator
+        if loc is None or self.infofile_override or self._as_of_view is not None:
+            if self._reader is None:
+                self._reader = InfofileReader(self.infofile_path)
+            return self._reader
+        # a local copy (st_py/client/infofile_copies.py): at least the generation this client knows of
+        if self._reader is not None and self._reader_gen < loc.wanted(self.file_id):
+            self._retire_reader()
         if self._reader is None:
-            self._reader = InfofileReader(self.infofile_path)
+            path = loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id)
+            self._reader = InfofileReader(path)
+            self._reader_gen = self._reader.generation()
         return self._reader
+
+    def _retire_reader(self) -> None:
+        # kept open until release(): a caller may still hold it (the old copy's file stays readable)
+        if self._reader is not None:
+            self._retired.append(self._reader)
+            self._reader = None
+
+    def refresh_infofile(self) -> bool:
+        """With a local copy of the infofile (``metadata="fetch"``), ask the
+        tracker once for changes newer than it (a GET of a name the copy does
+        not hold, before saying NOT_FOUND). True if the copy moved forward.
+        False on the shared mount or for a handle reading a past state.
+
+        Raises StaleInfofileError, TrackerUnavailableError."""
+        loc = self.tracker.locator
+        if loc is None or self.infofile_override or self._as_of_view is not None:
+            return False
+        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, newer=True)
+        if loc.generation(self.file_id) <= self._reader_gen and self._reader is not None:
+            return False
+        self._retire_reader()
+        return True
 
     # -- reading a past state (docs/snapshots.md) ------------------------------------
     @property
@@ -370,6 +404,9 @@ class FileContext:
         self.transport.close()
         if self._reader is not None:
             self._reader.close()
+        for r in self._retired:
+            r.close()
+        self._retired.clear()
 
 
 __all__ = ["FileContext", "DEFAULT_DEPTH", "DEFAULT_GROUP"]

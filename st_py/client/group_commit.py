@@ -240,6 +240,8 @@ class GroupCommitter:
                     for op in group:
                         self._failed(op, exc)
                     continue
+            if self._tracker.locator is not None:  # read your writes from a local infofile copy
+                self._tracker.locator.saw(self.file_id, reply.generation)
             reasons = conflicts_of(reply)
             refused = set(reply.quota_refused)
             quota = _quota_error(self.name, reply) if refused else None
