@@ -238,3 +238,35 @@ def test_a_copy_catches_up_across_a_tracker_restart_and_from_a_per_file_tracker(
     h = r.open("/ft/x")
     assert h.get("after") == b"restart" and len(h) == 22
     h.close()
+
+
+def test_a_copy_the_changes_no_longer_reach_gets_a_snapshot(make_cluster, monkeypatch):
+    """A tracker that keeps only its newest changeset (a window of 1 byte):
+    a copy two commits behind is sent a snapshot, one commit behind the
+    change; both end at the tracker's state. LocalCluster(metadata="fetch")
+    gives its clients copies in <data>/client-cache."""
+    monkeypatch.setenv("STORETORRENT_CHANGESET_WINDOW_BYTES", "1")
+    cluster = make_cluster(2, metadata="fetch")
+    w, r = cluster.client(), cluster.client(metadata_cache=str(cluster.data_dir / "reader-cache"))
+    f = w.create("/w/x", replication="x1")
+    f.put("a", b"1")
+    f.flush()
+    h = r.open("/w/x")
+    assert h.names() == ["a"]
+    h.close()
+    copies = r.tracker.locator
+    assert isinstance(copies, InfofileCopies) and copies.folder == cluster.data_dir / "reader-cache"
+    assert w.tracker.locator.folder == cluster.data_dir / "client-cache"
+    f.put("b", b"2")
+    f.flush()
+    h = r.open("/w/x")
+    assert copies.last.kind == "changes" and h.names() == ["a", "b"]
+    h.close()
+    for n in ("c", "d"):
+        f.put(n, n.encode())
+        f.flush()
+    h = r.open("/w/x")
+    assert copies.last.kind == "snapshot" and h.names() == ["a", "b", "c", "d"]
+    assert h.get("d") == b"d"
+    h.close()
+    f.close()
