@@ -270,3 +270,20 @@ def test_a_copy_the_changes_no_longer_reach_gets_a_snapshot(make_cluster, monkey
     assert h.get("d") == b"d"
     h.close()
     f.close()
+
+
+def test_a_snapshot_made_after_the_copy_is_read_as_of(module_cluster, tmp_path):
+    """A snapshot bumps no generation: a copy at the file's generation but
+    made before the snapshot is still brought forward (Open's log position,
+    or one question when as_of names a snapshot the copy lacks)."""
+    c = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "c"))
+    f = c.create("/copies/snap", replication="x2")
+    f.put("one", b"1")
+    f.close()
+    h = c.open("/copies/snap")
+    gen = h.generation
+    h.close()
+    module_cluster.client().snapshot("/copies/snap", "later")
+    old = c.open("/copies/snap", as_of="later")
+    assert old.generation == gen and old.names() == ["one"] and old.get("one") == b"1"
+    old.close()

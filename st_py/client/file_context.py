@@ -90,7 +90,7 @@ class FileContext:
         self.transport = Transport(timeout=timeout, on_peer_failure=self.report_failure)
         self.infofile_override = infofile_path
         self._reader: InfofileReader | None = None
-        self._reader_gen = 0  # the generation of the copy _reader reads (metadata="fetch")
+        self._reader_state: tuple[int, int, str] | None = None  # the copy _reader reads (metadata="fetch")
         self._retired: list[InfofileReader] = []  # readers of copies since brought forward
         self._as_of_view: AsOf | None = None  # a view when the handle reads a past generation (read_as_of)
         self._cap_renew_at = float("inf")
@@ -216,12 +216,13 @@ class FileContext:
                 self._reader = InfofileReader(self.infofile_path)
             return self._reader
         # a local copy (st_py/client/infofile_copies.py): at least the generation this client knows of
-        if self._reader is not None and self._reader_gen < loc.wanted(self.file_id):
+        if self._reader is not None and (self._reader_state is None or loc.behind(self.file_id, self._reader_state)):
             self._retire_reader()
         if self._reader is None:
             path = loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id)
             self._reader = InfofileReader(path)
-            self._reader_gen = self._reader.generation()
+            m = self._reader.meta()
+            self._reader_state = (int(m["generation"]), int(m.get("log_index") or 0), m.get("log_id") or "")
         return self._reader
 
     def _retire_reader(self) -> None:
@@ -241,7 +242,7 @@ class FileContext:
         if loc is None or self.infofile_override or self._as_of_view is not None:
             return False
         loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, newer=True)
-        if loc.generation(self.file_id) <= self._reader_gen and self._reader is not None:
+        if self._reader is not None and loc.state(self.file_id) == self._reader_state:
             return False
         self._retire_reader()
         return True
@@ -261,9 +262,17 @@ class FileContext:
         SnapshotNotFoundError, SnapshotExpiredError, InvalidOptionError
         """
         from st_py.core.history import resolve_as_of
+        from st_py.errors import SnapshotNotFoundError
 
         reader = self.current_infofile()
-        self._as_of_view = AsOf(reader, resolve_as_of(reader, as_of, self.name), self.name)
+        try:
+            at = resolve_as_of(reader, as_of, self.name)
+        except SnapshotNotFoundError:
+            if not self.refresh_infofile():  # a local copy behind: asked once for newer changes
+                raise
+            reader = self.current_infofile()
+            at = resolve_as_of(reader, as_of, self.name)
+        self._as_of_view = AsOf(reader, at, self.name)
         return self._as_of_view.as_of
 
     def generation(self) -> int:

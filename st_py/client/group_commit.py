@@ -210,6 +210,8 @@ class GroupCommitter:
                     self._tracker.map_error(e, "StoreCopies"),
                 )
                 continue
+            if self._tracker.locator is not None:  # a local infofile copy must reach it
+                self._tracker.locator.saw(self.file_id, reply.generation)
             if reply.conflicts:
                 log.warning(
                     "%s: %d stored copies refused by the tracker: %s",

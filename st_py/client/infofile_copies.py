@@ -66,6 +66,25 @@ def cache_folder(tracker_address: str, folder: str | os.PathLike | None = None) 
     return base / "storetorrent" / cluster
 
 
+@dataclass(frozen=True)
+class Want:
+    """The state a copy must reach: ``generation`` at least and, when
+    ``log_id`` is known, ``position`` of that metadata log at least."""
+
+    generation: int = 0
+    position: int = 0
+    log_id: str = ""
+
+    def reached_by(self, state: tuple) -> bool:
+        """Whether a copy at ``state`` ((generation, log position, log id, ...))
+        has it. Positions of two logs do not compare (a file created by the
+        master and written by its per-file tracker changes log): then the
+        generation alone decides."""
+        if state[0] < self.generation:
+            return False
+        return not self.log_id or state[2] != self.log_id or state[1] >= self.position
+
+
 @dataclass
 class Fetched:
     """One catch-up of a copy: ``kind`` (snapshot, changes, current),
@@ -87,8 +106,10 @@ class InfofileCopies:
     def __init__(self, folder: str | os.PathLike):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._wanted: dict[int, int] = {}  # file_id -> the newest generation this client was told of
-        self._known: dict[int, int] = {}  # file_id -> the copy's generation as last brought
+        # file_id -> the state (generation, log position, log id) reads must see at least:
+        # the newest this client was told of (Open, Create, its commits)
+        self._wanted: dict[int, Want] = {}
+        self._known: dict[int, tuple[int, int, str]] = {}  # file_id -> the copy's state as last brought
         self._locks: dict[int, threading.Lock] = {}
         self._lock = threading.Lock()
         self.last: Fetched | None = None  # the last catch-up that asked the tracker
@@ -98,30 +119,44 @@ class InfofileCopies:
         """Where the copy of file ``file_id``'s infofile is (or will be)."""
         return self.folder / f"{file_id}.infofile"
 
-    def saw(self, file_id: int, generation: int) -> None:
+    def saw(self, file_id: int, generation: int, position: int = 0, log_id: str = "") -> None:
         """This client learned file ``file_id`` is at ``generation`` at least
-        (an Open, a commit reply): later reads bring the copy there."""
+        (an Open, a commit reply), and, if ``log_id`` is given, at
+        ``position`` of that metadata log (Open: changes that bump no
+        generation, a snapshot made say, count too): later reads bring the
+        copy there."""
         with self._lock:
-            if generation > self._wanted.get(file_id, 0):
-                self._wanted[file_id] = generation
+            w = self._wanted.get(file_id, Want())
+            gen = max(w.generation, generation)
+            if log_id and (log_id != w.log_id or position > w.position):
+                w = Want(gen, position, log_id)
+            else:
+                w = Want(gen, w.position, w.log_id)
+            self._wanted[file_id] = w
 
-    def wanted(self, file_id: int) -> int:
-        """The generation reads of file ``file_id`` must see at least."""
+    def wanted(self, file_id: int) -> Want:
+        """The state reads of file ``file_id`` must see at least."""
         with self._lock:
-            return self._wanted.get(file_id, 0)
+            return self._wanted.get(file_id, Want())
+
+    def behind(self, file_id: int, state: tuple[int, int, str]) -> bool:
+        """Whether a copy at ``state`` (generation, log position, log id) is
+        older than reads of file ``file_id`` must see."""
+        return not self.wanted(file_id).reached_by(state)
 
     def current(self, file_id: int) -> bool:
         """Whether the copy is known to be at :meth:`wanted` already (no file
         or tracker is touched)."""
         with self._lock:
-            return self._known.get(file_id, -1) >= self._wanted.get(file_id, 0)
+            known = self._known.get(file_id)
+        return known is not None and not self.behind(file_id, known)
 
     def locate(self, tracker, info):
         """The FileInfo ``info`` (an Open or Create reply of ``tracker``) with
         ``infofile_path`` the local copy, brought to ``info.generation``.
 
         Raises StaleInfofileError, and the tracker's errors."""
-        self.saw(info.file_id, info.generation)
+        self.saw(info.file_id, info.generation, info.log_position, info.log_id)
         info.infofile_path = str(self.ensure(self.source(tracker, info), info.name, info.file_id))
         return info
 
@@ -155,25 +190,27 @@ class InfofileCopies:
             have = self._state(path)
             asked = False
             for attempt in range(TRIES):
-                if path.is_file() and have[0] >= want and (asked or not newer):
+                if path.is_file() and want.reached_by(have[:3]) and (asked or not newer):
                     break
-                self._catch_up(tracker, name, file_id, path, have, want)
+                self._catch_up(tracker, name, file_id, path, have, want.generation)
                 asked = True
                 have = self._state(path)
-                if path.is_file() and have[0] >= want:
+                if path.is_file() and want.reached_by(have[:3]):
                     break
                 time.sleep(0.02 * (attempt + 1))
-            if have[0] < want or not path.is_file():
-                raise StaleInfofileError(name, want, have[0], tracker.address, "the tracker has not got that far")
+            if not want.reached_by(have[:3]) or not path.is_file():
+                raise StaleInfofileError(
+                    name, want.generation, have[0], tracker.address, f"the tracker has not got that far ({want})"
+                )
             with self._lock:
-                self._known[file_id] = have[0]
-                self._wanted[file_id] = max(self._wanted.get(file_id, 0), have[0])
+                self._known[file_id] = (have[0], have[1], have[2])
         return path
 
-    def generation(self, file_id: int) -> int:
-        """The generation the copy of file ``file_id`` was last brought to (0: none)."""
+    def state(self, file_id: int) -> tuple[int, int, str] | None:
+        """(generation, log position, log id) the copy of file ``file_id``
+        was last brought to (None: not yet)."""
         with self._lock:
-            return self._known.get(file_id, 0)
+            return self._known.get(file_id)
 
     @staticmethod
     def _state(path: Path) -> tuple[int, int, str, str]:

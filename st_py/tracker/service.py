@@ -312,6 +312,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             filters=meta.get("filters", ""),
             key_check=meta.get("key_check", ""),
             file_tracker=self.file_tracker_of(name),
+            log_position=int(meta.get("log_index") or 0),
+            log_id=meta.get("log_id") or "",
         )  # redirected on open (paper 3.5)
 
     def _grant(self, info: pb.FileInfo, user: User, name: str) -> pb.FileInfo:

@@ -9,6 +9,7 @@ import os
 import socket
 import time
 import uuid
+from typing import Any
 
 import grpc
 
@@ -48,6 +49,8 @@ DEFAULT_TIMEOUT = 30.0
 # deadline (a repeat changes nothing). Writes are not retried here: Commit's
 # own retries carry a request id (st_py.client.group_commit).
 RETRY_SAFE = frozenset({"Open", "List", "Status"})
+# Replies that carry the generation their change made (for a local copy of the infofile to reach)
+GENERATION_REPLIES = frozenset({"Commit", "CommitObjects", "MoveCopies", "StoreCopies"})
 # How long a read keeps retrying while nothing accepts connections at the
 # tracker's address (a restart's gap), before it says "unreachable"; with
 # several tracker addresses (replicated trackers, issue 39) it waits as long
@@ -106,7 +109,7 @@ class TrackerClient:
         self._others: dict[str, TrackerClient] = {}  # per-file trackers (at())
         # where this client's infofile copies are (metadata="fetch", st_py/client/infofile_copies.py):
         # None reads the tracker's infofiles on the shared namespace mount
-        self.locator = None
+        self.locator: Any = None
         # replicated trackers: a read waits out a failover (RESTART_GRACE), not RECONNECT_GRACE
         self._read_grace = RESTART_GRACE if len(addresses(address)) > 1 else RECONNECT_GRACE
 
@@ -212,9 +215,12 @@ class TrackerClient:
         while True:
             remaining = max(deadline - time.monotonic(), 0.001)
             try:
-                return getattr(self._stub, method)(
+                reply = getattr(self._stub, method)(
                     request, timeout=remaining, metadata=self._metadata, wait_for_ready=wait or None
                 )
+                if self.locator is not None:
+                    self._saw(method, request, reply)
+                return reply
             except grpc.RpcError as e:
                 code = e.code()
                 spent = total - (deadline - time.monotonic())
@@ -229,6 +235,14 @@ class TrackerClient:
                         delay = min(delay * 2, 1.0)
                         continue
                 raise self.map_error(e, method, total) from None
+
+    def _saw(self, method: str, request, reply) -> None:
+        """Tell the locator the state a reply shows (read your writes: a
+        local copy of the infofile must reach it before the next read)."""
+        if isinstance(reply, pb.FileInfo):
+            self.locator.saw(reply.file_id, reply.generation, reply.log_position, reply.log_id)
+        elif method in GENERATION_REPLIES and request.file_id:
+            self.locator.saw(request.file_id, reply.generation)
 
     def create(
         self,
@@ -386,8 +400,6 @@ class TrackerClient:
                 partial_ok=partial_ok,
             ),
         )
-        if self.locator is not None:  # read your writes: this client's copy must reach it
-            self.locator.saw(file_id, reply.generation)
         return reply
 
     def commit_async(
