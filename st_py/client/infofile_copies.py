@@ -101,7 +101,7 @@ class Fetched:
 class InfofileCopies:
     """This client's copies of infofiles in ``folder`` (``metadata="fetch"``).
     Set as a TrackerClient's ``locator``: ``Open`` and ``Create`` replies
-    then name the copy's path, brought to their generation."""
+    then name the copy's path, brought to the state they show."""
 
     def __init__(self, folder: str | os.PathLike):
         self.folder = Path(folder)
@@ -153,7 +153,8 @@ class InfofileCopies:
 
     def locate(self, tracker, info):
         """The FileInfo ``info`` (an Open or Create reply of ``tracker``) with
-        ``infofile_path`` the local copy, brought to ``info.generation``.
+        ``infofile_path`` the local copy, brought to the state it shows
+        (``generation``, ``log_position`` of ``log_id``).
 
         Raises StaleInfofileError, and the tracker's errors."""
         self.saw(info.file_id, info.generation, info.log_position, info.log_id)
