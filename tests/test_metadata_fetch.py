@@ -124,8 +124,9 @@ def test_a_client_that_cannot_see_the_namespace_reads_the_same(module_cluster, h
 
 
 def test_a_writer_reads_its_own_commits_and_a_reader_finds_a_later_name(module_cluster, tmp_path):
-    """A fetch writer reads each record at once after its commit (its copy
-    is brought to the commit's generation); a fetch reader that opened the
+    """A fetch writer reads each record at once after its commit, its new
+    version and its delete (its copy is brought to the generation of each
+    reply); a fetch reader that opened the
     file before a record was committed finds it on GET (it asks the tracker
     once for newer changes before saying NOT_FOUND)."""
     w = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "w"))
@@ -144,6 +145,8 @@ def test_a_writer_reads_its_own_commits_and_a_reader_finds_a_later_name(module_c
     f.put("first", b"2", replace=True)
     f.flush()
     assert f.get("first") == b"2"  # its own new version, not the copy's old one
+    f.delete("k0")
+    assert "k0" not in f.names()  # its own delete
     f.close()
     reader.close()
 

@@ -50,7 +50,7 @@ DEFAULT_TIMEOUT = 30.0
 # own retries carry a request id (st_py.client.group_commit).
 RETRY_SAFE = frozenset({"Open", "List", "Status"})
 # Replies that carry the generation their change made (for a local copy of the infofile to reach)
-GENERATION_REPLIES = frozenset({"Commit", "CommitObjects", "MoveCopies", "StoreCopies"})
+GENERATION_REPLIES = frozenset({"Commit", "CommitObjects", "Delete", "MoveCopies", "StoreCopies"})
 # How long a read keeps retrying while nothing accepts connections at the
 # tracker's address (a restart's gap), before it says "unreachable"; with
 # several tracker addresses (replicated trackers, issue 39) it waits as long
