@@ -795,3 +795,31 @@ class PortInUseError(DaemonStartError):
             message=f"{daemon} cannot listen on {host}:{port} (its {role}): address already in use; {how}",
         )
         self.port, self.host, self.role, self.option = port, host, role, option
+
+
+class StaleInfofileError(StoreTorrentError):
+    """A node's copy of an infofile (``metadata="fetch"``, issue 40) could
+    not be brought to the generation a read needs: the tracker asked did not
+    have it, or could not be reached. Nothing was read from the stale copy.
+
+    Attributes
+    ----------
+    name : str
+        The file.
+    want : int
+        The generation asked for.
+    have : int
+        The copy's generation (0: no copy).
+    tracker : str
+        The tracker asked (``host:port``).
+    reason : str
+        What went wrong.
+    """
+
+    def __init__(self, name: str, want: int, have: int, tracker: str, reason: str):
+        super().__init__(
+            f"the local copy of {name}'s infofile is at generation {have}, a read needs {want}, and the tracker at "
+            f"{tracker} did not bring it there ({reason}); retry, or read with the shared namespace mount "
+            "(metadata='shared-mount')"
+        )
+        self.name, self.want, self.have, self.tracker, self.reason = name, want, have, tracker, reason

@@ -13,98 +13,15 @@ import shutil
 import sqlite3
 
 import pytest
+from infofile_history import copy, dump, new_file, random_history
 
-from st_py.core import user_meta
 from st_py.tracker.apply.applier import LogGapError, apply_infofile_op
 from st_py.tracker.apply.backends import LocalBackend
 from st_py.tracker.apply.oplog import OpLog
 from st_py.tracker.apply.ops import InfofileOp, decode
 from st_py.tracker.committer import Committer
-from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
+from st_py.tracker.infofile_writer import InfofileWriter
 from st_py.tracker.log.local import LocalLog
-
-
-def _dump(path) -> dict[str, list]:
-    """Every row of every table of an infofile, sorted."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return {t: sorted(map(repr, conn.execute(f'SELECT * FROM "{t}"'))) for t in sorted(tables)}
-    finally:
-        conn.close()
-
-
-def _copy(src, dst) -> None:
-    """A consistent copy of an SQLite file (the online backup)."""
-    a, b = sqlite3.connect(str(src)), sqlite3.connect(str(dst))
-    try:
-        a.backup(b)
-    finally:
-        a.close()
-        b.close()
-
-
-async def _random_history(c: Committer, rng: random.Random, steps: int, copies_at: dict[int, object]) -> None:
-    """Commits (some with pending copy ranks, some with user metadata), new
-    versions, history pruned, deletes, snapshots, moves,
-    peerlist growth and meta changes, as the tracker's handlers make them;
-    ``copies_at[step]`` is a path to copy the infofile to before that step."""
-    names: list[str] = []
-    npeers = 3
-    for step in range(steps):
-        if step in copies_at:
-            _copy(c.writer.path, copies_at[step])
-        roll = rng.random()
-        if roll < 0.45 or not names:
-            batch = []
-            for _ in range(rng.randint(1, 20)):
-                n = f"d{rng.randint(0, 3)}/r{len(names) + len(batch):05d}"
-                peers = rng.sample(range(npeers), 2)
-                pending = {1} if rng.random() < 0.2 else set()
-                rec = (n, rng.randint(1, 10_000), rng.getrandbits(32), peers, pending)
-                if rng.random() < 0.3:  # with user metadata (element 9 of a commit's record)
-                    rec += ("", None, None, False, _meta(rng))
-                batch.append(rec)
-            await c.commit(batch, request_id=f"req-{step}")
-            names += [r[0] for r in batch]
-        elif roll < 0.52:  # a new version of a record, with other user metadata (or none)
-            n = rng.choice(names)
-            peers = rng.sample(range(npeers), 2)
-            meta = _meta(rng) if rng.random() < 0.7 else None
-            rec = (n, rng.randint(1, 10_000), rng.getrandbits(32), peers, set(), f".st-version/{step}", None, None)
-            await c.commit([(*rec, False, meta)], request_id=f"req-{step}")
-        elif roll < 0.55:  # history dropped (and its user metadata with it)
-            await c.write("prune", 2_000_000_000.0)
-        elif roll < 0.6:
-            gone = rng.sample(names, min(len(names), rng.randint(1, 5)))
-            await c.write("delete_records", gone)
-            names = [n for n in names if n not in gone]
-        elif roll < 0.7:
-            await c.write("create_snapshot", f"s{step}", "alice")
-        elif roll < 0.85:
-            n = rng.choice(names)
-            row = c.writer.conn.execute("SELECT copy_rank, peer_idx FROM copies WHERE name = ?", (n,)).fetchall()
-            held = {p for _, p in row}
-            free = [p for p in range(npeers) if p not in held]
-            if row and free:
-                rank, old = row[0]
-                await c.write("move_copies", [(n, rank, old, rng.choice(free))])
-        elif roll < 0.9:
-            await c.add_peers([(f"peer-{npeers}", f"127.0.0.1:{9000 + npeers}")])
-            npeers += 1
-        else:
-            await c.set_meta({"mode": str(rng.choice([0o640, 0o600, 0o644]))})
-
-
-def _meta(rng: random.Random) -> bytes:
-    """An encoded user metadata map (st_py/core/user_meta.py)."""
-    return user_meta.encode("r", {"content-type": rng.choice(["text/plain", "image/png"]), "k": str(rng.random())})
-
-
-def _new_file(tmp_path):
-    path = tmp_path / "ns" / "f"
-    create_infofile(path, {"file_id": 7, "copies": 2, "name": "/f"}, [(i, f"p{i}", f"h:{i}") for i in range(3)])
-    return path
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -115,7 +32,7 @@ def test_replay_brings_an_older_copy_to_the_state_the_log_made(tmp_path, seed):
     made (times come from the operations, not the clock). An entry applied
     before is skipped; a copy older than the log holds is left as it was
     (a gap), never patched over."""
-    path = _new_file(tmp_path)
+    path = new_file(tmp_path)
     rng = random.Random(seed)
     steps = 60
     olds = {0: tmp_path / "at0", steps // 2: tmp_path / "mid"}
@@ -126,7 +43,7 @@ def test_replay_brings_an_older_copy_to_the_state_the_log_made(tmp_path, seed):
         oplog = OpLog(LocalBackend(logdb))
         await oplog.start()
         c = Committer(InfofileWriter(path), log=oplog, name="/f")
-        await _random_history(c, rng, steps, olds)
+        await random_history(c, rng, steps, olds)
         c.close()
         await oplog.aclose()
 
@@ -139,17 +56,17 @@ def test_replay_brings_an_older_copy_to_the_state_the_log_made(tmp_path, seed):
             await oplog.aclose()
 
     asyncio.run(run())
-    final = _dump(path)
+    final = dump(path)
     assert final["user_meta"], "the history committed user metadata"
     assert int(dict(sqlite3.connect(str(path)).execute("SELECT key, value FROM meta"))["log_index"]) > 0
     shutil.copy(path, tmp_path / "final")
     for label, old in [*((str(k), v) for k, v in olds.items()), ("final", tmp_path / "final")]:
         shutil.copy(old, path)
-        assert label == "final" or _dump(path) != final
+        assert label == "final" or dump(path) != final
         w = InfofileWriter(path)
         rep = asyncio.run(replay(lambda op, w=w: w if op.file_id == 7 else None))
         w.close()
-        assert _dump(path) == final, label
+        assert dump(path) == final, label
         assert rep.gaps == 0 and (rep.applied > 0) == (label != "final"), (label, rep)
 
     # The log compacted past the middle copy: that copy is left as it is, with a gap reported.
@@ -157,18 +74,18 @@ def test_replay_brings_an_older_copy_to_the_state_the_log_made(tmp_path, seed):
     log.compact_now(log.last_index() - 3)
     log.close()
     shutil.copy(olds[steps // 2], path)
-    before = _dump(path)
+    before = dump(path)
     w = InfofileWriter(path)
     rep = asyncio.run(replay(lambda op: w))
     w.close()
-    assert rep.gaps > 0 and rep.applied == 0 and _dump(path) == before
+    assert rep.gaps > 0 and rep.applied == 0 and dump(path) == before
 
 
 def test_an_entry_applies_once_and_only_after_the_one_it_follows(tmp_path):
     """apply_infofile_op is idempotent by log position and refuses an entry
     whose predecessor the infofile has not applied; an entry never applied
     is left out by a replay; an op encodes to the same bytes again."""
-    path = _new_file(tmp_path)
+    path = new_file(tmp_path)
     w = InfofileWriter(path)
     ident = LocalLog(tmp_path / "log.db")
     lid = ident.log_id()  # the log the entries below are of
@@ -242,7 +159,7 @@ def test_a_tracker_restarted_over_an_older_infofile_serves_every_acknowledged_re
         for k, v in first.items():
             f.queue_put(k, v)
     path = infofile_path(cluster.namespace, "/ol/f")
-    _copy(path, tmp_path / "older")
+    copy(path, tmp_path / "older")
     later = {f"b{i}": bytes([i + 1]) * (200 + i) for i in range(60)}
     with c.open("/ol/f") as f:
         for k, v in later.items():

@@ -804,7 +804,8 @@ TEST_F(ServerTest, ScrubKeepsWhatASnapshotHoldsUntilItIsDeleted) {
       {{"r", 0, 0}, {"d", 0, 0}, {"m", 0, 0}}, "storetorrent-infofile",
       // a file of the tracker before retained_copies (snapshot_peer_test: with it)
       "DROP TABLE retained_copies; ALTER TABLE copy_history DROP COLUMN retained_until;"
-      "INSERT INTO copy_history VALUES('m', 0, 0, 1, 2, NULL, " +
+      "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, until_at) "
+      "VALUES('m', 0, 0, 1, 2, NULL, " +
           old_at +
           ");"
           "UPDATE copies SET peer_idx = 1, since = 2 WHERE name = 'm';"
@@ -812,7 +813,8 @@ TEST_F(ServerTest, ScrubKeepsWhatASnapshotHoldsUntilItIsDeleted) {
           "committed_at, until, until_at) VALUES('r', 0, NULL, 12, 0, 1, 0, 3, " +
           old_at + "), ('d', 0, NULL, 12, 0, 1, 0, 4, " + old_at +
           ");"
-          "INSERT INTO copy_history VALUES('r', 0, 0, 1, 3, 'r', " +
+          "INSERT INTO copy_history(name, copy_rank, peer_idx, since, until, stored_as, "
+          "until_at) VALUES('r', 0, 0, 1, 3, 'r', " +
           old_at +
           "), "
           "('d', 0, 0, 1, 4, NULL, " +

@@ -47,7 +47,7 @@ class Peer(_message.Message):
     def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ..., drain_state: _Optional[str] = ..., name: _Optional[str] = ..., uptime_s: _Optional[float] = ..., restarts: _Optional[int] = ..., fs_id: _Optional[str] = ..., domain: _Optional[str] = ..., returns: _Optional[int] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes", "filters", "key_check", "file_tracker")
+    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes", "filters", "key_check", "file_tracker", "log_position", "log_id")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,8 @@ class FileInfo(_message.Message):
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     KEY_CHECK_FIELD_NUMBER: _ClassVar[int]
     FILE_TRACKER_FIELD_NUMBER: _ClassVar[int]
+    LOG_POSITION_FIELD_NUMBER: _ClassVar[int]
+    LOG_ID_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     name: str
     replication: str
@@ -94,7 +96,9 @@ class FileInfo(_message.Message):
     filters: str
     key_check: str
     file_tracker: str
-    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., write_denied: _Optional[str] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., est_size: _Optional[int] = ..., reserved_bytes: _Optional[int] = ..., filters: _Optional[str] = ..., key_check: _Optional[str] = ..., file_tracker: _Optional[str] = ...) -> None: ...
+    log_position: int
+    log_id: str
+    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., write_denied: _Optional[str] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., est_size: _Optional[int] = ..., reserved_bytes: _Optional[int] = ..., filters: _Optional[str] = ..., key_check: _Optional[str] = ..., file_tracker: _Optional[str] = ..., log_position: _Optional[int] = ..., log_id: _Optional[str] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
     __slots__ = ("name", "replication", "est_size", "blocksize", "user", "mode", "protocol", "placement", "filters", "key_check", "request_id")
@@ -946,3 +950,43 @@ class SnapshotReply(_message.Message):
     generation: int
     history_from: int
     def __init__(self, file_id: _Optional[int] = ..., snapshots: _Optional[_Iterable[_Union[SnapshotInfo, _Mapping]]] = ..., generation: _Optional[int] = ..., history_from: _Optional[int] = ...) -> None: ...
+
+class FetchInfofileRequest(_message.Message):
+    __slots__ = ("name", "user", "file_id", "have_generation", "have_position", "have_log_id", "have_schema", "want_generation")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    HAVE_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    HAVE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    HAVE_LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    HAVE_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    WANT_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    user: str
+    file_id: int
+    have_generation: int
+    have_position: int
+    have_log_id: str
+    have_schema: str
+    want_generation: int
+    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., file_id: _Optional[int] = ..., have_generation: _Optional[int] = ..., have_position: _Optional[int] = ..., have_log_id: _Optional[str] = ..., have_schema: _Optional[str] = ..., want_generation: _Optional[int] = ...) -> None: ...
+
+class FetchInfofileChunk(_message.Message):
+    __slots__ = ("kind", "file_id", "generation", "position", "log_id", "total_size", "crc32c", "data")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CRC32C_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    file_id: int
+    generation: int
+    position: int
+    log_id: str
+    total_size: int
+    crc32c: int
+    data: bytes
+    def __init__(self, kind: _Optional[str] = ..., file_id: _Optional[int] = ..., generation: _Optional[int] = ..., position: _Optional[int] = ..., log_id: _Optional[str] = ..., total_size: _Optional[int] = ..., crc32c: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...

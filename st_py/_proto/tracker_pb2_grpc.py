@@ -149,6 +149,11 @@ class TrackerStub:
                 request_serializer=storetorrent_dot_v1_dot_tracker__pb2.SnapshotRequest.SerializeToString,
                 response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SnapshotReply.FromString,
                 _registered_method=True)
+        self.FetchInfofile = channel.unary_stream(
+                '/storetorrent.v1.Tracker/FetchInfofile',
+                request_serializer=storetorrent_dot_v1_dot_tracker__pb2.FetchInfofileRequest.SerializeToString,
+                response_deserializer=storetorrent_dot_v1_dot_tracker__pb2.FetchInfofileChunk.FromString,
+                _registered_method=True)
 
 
 class TrackerServicer:
@@ -339,6 +344,17 @@ class TrackerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchInfofile(self, request, context):
+        """A node's copy of a file's infofile, for nodes that do not mount the
+        namespace (issue 40, docs/metadata-log.md "Metadata on every node"):
+        the changesets since the copy's log position when the tracker still
+        keeps them, else a snapshot (the SQLite online backup of one state) in
+        chunks. Read permission, as Open.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TrackerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -456,6 +472,11 @@ def add_TrackerServicer_to_server(servicer, server):
                     servicer.Snapshot,
                     request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.SnapshotRequest.FromString,
                     response_serializer=storetorrent_dot_v1_dot_tracker__pb2.SnapshotReply.SerializeToString,
+            ),
+            'FetchInfofile': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchInfofile,
+                    request_deserializer=storetorrent_dot_v1_dot_tracker__pb2.FetchInfofileRequest.FromString,
+                    response_serializer=storetorrent_dot_v1_dot_tracker__pb2.FetchInfofileChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1079,6 +1100,33 @@ class Tracker:
             '/storetorrent.v1.Tracker/Snapshot',
             storetorrent_dot_v1_dot_tracker__pb2.SnapshotRequest.SerializeToString,
             storetorrent_dot_v1_dot_tracker__pb2.SnapshotReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchInfofile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/storetorrent.v1.Tracker/FetchInfofile',
+            storetorrent_dot_v1_dot_tracker__pb2.FetchInfofileRequest.SerializeToString,
+            storetorrent_dot_v1_dot_tracker__pb2.FetchInfofileChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -9,7 +9,10 @@
 
 from __future__ import annotations
 
+import os
+
 from st_py.client.file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
+from st_py.client.infofile_copies import make_locator
 from st_py.core.filters import MissingKeyError, check_filters, key_check, load_key
 from st_py.core.history import Snapshot
 from st_py.errors import SnapshotError, SnapshotHeldError, SnapshotNotFoundError
@@ -46,6 +49,15 @@ class Client:
         holding it (default: ``$STORETORRENT_KEY_FILE``,
         ``$STORETORRENT_ENCRYPTION_KEY``; docs/filters.md). It stays on
         this machine: the tracker gets only a check value.
+    metadata : str, optional
+        Where infofiles are read (st_py/client/infofile_copies.py):
+        ``"shared-mount"`` (default: the tracker's, on the namespace mount)
+        or ``"fetch"`` (local copies kept current from the tracker, no
+        mount needed); default ``$STORETORRENT_METADATA``.
+    metadata_cache : path, optional
+        The folder of the ``fetch`` copies (default:
+        ``$STORETORRENT_METADATA_CACHE``, else
+        ``~/.cache/storetorrent/<cluster>``).
 
     Thread safety: a Client may be shared between threads (its gRPC
     channel is; each :meth:`open` returns a new :class:`StFile`, which may
@@ -62,8 +74,12 @@ class Client:
         tls: tuple[str | None, str | None, str | None] = (None, None, None),
         balance_reads: bool = True,
         encryption_key: bytes | str | None = None,
+        metadata: str | None = None,
+        metadata_cache: str | os.PathLike | None = None,
     ):
         self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key, tls=tls)
+        # where infofiles are read: the shared mount, or local copies (st_py/client/infofile_copies.py)
+        self.tracker.locator = make_locator(metadata, self.tracker.address, metadata_cache)
         self.depth, self.group_size, self.timeout = depth, group_size, timeout
         self.balance_reads = balance_reads
         self.encryption_key = load_key(encryption_key)  # never sent to the tracker

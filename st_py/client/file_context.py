@@ -90,6 +90,8 @@ class FileContext:
         self.transport = Transport(timeout=timeout, on_peer_failure=self.report_failure)
         self.infofile_override = infofile_path
         self._reader: InfofileReader | None = None
+        self._reader_state: tuple[int, int, str] | None = None  # the copy _reader reads (metadata="fetch")
+        self._retired: list[InfofileReader] = []  # readers of copies since brought forward
         self._as_of_view: AsOf | None = None  # a view when the handle reads a past generation (read_as_of)
         self._cap_renew_at = float("inf")
         self._filters = None
@@ -208,9 +210,42 @@ class FileContext:
         FileNotFoundError
             The infofile is not there.
         """
+        loc = self.tracker.locator
+        if loc is None or self.infofile_override or self._as_of_view is not None:
+            if self._reader is None:
+                self._reader = InfofileReader(self.infofile_path)
+            return self._reader
+        # a local copy (st_py/client/infofile_copies.py): at least the generation this client knows of
+        if self._reader is not None and (self._reader_state is None or loc.behind(self.file_id, self._reader_state)):
+            self._retire_reader()
         if self._reader is None:
-            self._reader = InfofileReader(self.infofile_path)
+            path = loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id)
+            self._reader = InfofileReader(path)
+            m = self._reader.meta()
+            self._reader_state = (int(m["generation"]), int(m.get("log_index") or 0), m.get("log_id") or "")
         return self._reader
+
+    def _retire_reader(self) -> None:
+        # kept open until release(): a caller may still hold it (the old copy's file stays readable)
+        if self._reader is not None:
+            self._retired.append(self._reader)
+            self._reader = None
+
+    def refresh_infofile(self) -> bool:
+        """With a local copy of the infofile (``metadata="fetch"``), ask the
+        tracker once for changes newer than it (a GET of a name the copy does
+        not hold, before saying NOT_FOUND). True if the copy moved forward.
+        False on the shared mount or for a handle reading a past state.
+
+        Raises StaleInfofileError, TrackerUnavailableError."""
+        loc = self.tracker.locator
+        if loc is None or self.infofile_override or self._as_of_view is not None:
+            return False
+        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, newer=True)
+        if self._reader is not None and loc.state(self.file_id) == self._reader_state:
+            return False
+        self._retire_reader()
+        return True
 
     # -- reading a past state (docs/snapshots.md) ------------------------------------
     @property
@@ -227,9 +262,17 @@ class FileContext:
         SnapshotNotFoundError, SnapshotExpiredError, InvalidOptionError
         """
         from st_py.core.history import resolve_as_of
+        from st_py.errors import SnapshotNotFoundError
 
         reader = self.current_infofile()
-        self._as_of_view = AsOf(reader, resolve_as_of(reader, as_of, self.name), self.name)
+        try:
+            at = resolve_as_of(reader, as_of, self.name)
+        except SnapshotNotFoundError:
+            if not self.refresh_infofile():  # a local copy behind: asked once for newer changes
+                raise
+            reader = self.current_infofile()
+            at = resolve_as_of(reader, as_of, self.name)
+        self._as_of_view = AsOf(reader, at, self.name)
         return self._as_of_view.as_of
 
     def generation(self) -> int:
@@ -370,6 +413,9 @@ class FileContext:
         self.transport.close()
         if self._reader is not None:
             self._reader.close()
+        for r in self._retired:
+            r.close()
+        self._retired.clear()
 
 
 __all__ = ["FileContext", "DEFAULT_DEPTH", "DEFAULT_GROUP"]

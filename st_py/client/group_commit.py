@@ -210,6 +210,8 @@ class GroupCommitter:
                     self._tracker.map_error(e, "StoreCopies"),
                 )
                 continue
+            if self._tracker.locator is not None:  # a local infofile copy must reach it
+                self._tracker.locator.saw(self.file_id, reply.generation)
             if reply.conflicts:
                 log.warning(
                     "%s: %d stored copies refused by the tracker: %s",
@@ -240,6 +242,8 @@ class GroupCommitter:
                     for op in group:
                         self._failed(op, exc)
                     continue
+            if self._tracker.locator is not None:  # read your writes from a local infofile copy
+                self._tracker.locator.saw(self.file_id, reply.generation)
             reasons = conflicts_of(reply)
             refused = set(reply.quota_refused)
             quota = _quota_error(self.name, reply) if refused else None

@@ -131,6 +131,8 @@ class RecordReader:
         fut = Pending(ctx.transport.wait, name)
         try:
             meta = ctx.infofile().lookup(name)
+            if meta is None and ctx.as_of is None and ctx.infofile().object(name) is None and ctx.refresh_infofile():
+                meta = ctx.infofile().lookup(name)  # a local copy behind: asked once for newer changes
             holders = list(meta.peers) if meta is not None else []
         except (OSError, sqlite3.Error) as e:
             if not ctx.hash_placement:

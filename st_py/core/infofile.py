@@ -15,6 +15,7 @@ the migrations of files made before a table or column existed are in
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sqlite3
 import time
@@ -164,6 +165,16 @@ def name_stats(conn: "sqlite3.Connection | _ReadOnlyConnection") -> tuple[int, i
     except sqlite3.OperationalError:  # a file made before striping
         pass
     return int(n), int(b)
+
+
+def schema_fingerprint(conn) -> str:
+    """A digest (hex) of the tables and indexes of an infofile (``conn`` open
+    on it): a changeset made on one applies row for row only to a copy with
+    the same fingerprint (issue 40, FetchInfofile)."""
+    rows = conn.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
+    ).fetchall()
+    return hashlib.sha256(repr(rows).encode()).hexdigest()[:32]
 
 
 def read_user_meta(conn, name: str, sql: str, args: tuple) -> dict[str, str]:

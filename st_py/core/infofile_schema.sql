@@ -62,8 +62,13 @@ CREATE TABLE copies(                -- the current holder of each copy
 CREATE INDEX copies_by_peer ON copies(peer_idx, name);
 
 CREATE TABLE copy_history(           -- holders replaced by a rebalance, and
-  name      TEXT NOT NULL,             -- the copies of versions replaced by a
-  copy_rank INTEGER NOT NULL,          -- newer one
+  hist_id   INTEGER PRIMARY KEY,       -- the copies of versions replaced by a
+                                       -- newer one. hist_id: the row's key (the
+                                       -- rowid; SQLite sessions track only keyed
+                                       -- tables, docs/metadata-log.md); added
+                                       -- to older files by the tracker
+  name      TEXT NOT NULL,
+  copy_rank INTEGER NOT NULL,
   peer_idx  INTEGER NOT NULL,
   since     INTEGER NOT NULL,         -- held from this generation ...
   until     INTEGER NOT NULL,         -- ... to just before this one

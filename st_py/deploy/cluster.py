@@ -265,6 +265,10 @@ class LocalCluster:
     # members keep the metadata log and trackers 1.. wait as standbys (st_py/deploy/replicas.py).
     trackers: int = 1
     replicas: TrackerReplicas | None = None
+    # Where this cluster's clients (client()) read infofiles (st_py/client/infofile_copies.py):
+    # None: $STORETORRENT_METADATA, else the shared mount; "fetch": local copies, kept in
+    # <data>/client-cache unless the client is given a metadata_cache.
+    metadata: str | None = None
     _clients: list = field(default_factory=list, init=False, repr=False, compare=False)  # closed by stop()
 
     def __post_init__(self) -> None:
@@ -702,6 +706,10 @@ class LocalCluster:
         from st_py.client.client import Client
 
         kwargs.setdefault("tls", self.client_tls)
+        if self.metadata is not None:
+            kwargs.setdefault("metadata", self.metadata)
+        if kwargs.get("metadata") == "fetch":
+            kwargs.setdefault("metadata_cache", str(self.data_dir / "client-cache"))
         c = Client(self.tracker_addr, **kwargs)
         self._clients.append(c)
         return c

@@ -235,6 +235,11 @@ class FileTrackerService(TrackerService):
             await self._wrong_tracker(context, name, self.master)
         return True
 
+    async def _search_allowed(self, context, user, name: str) -> None:
+        """Directories are the master's: it checked them at Open; here the
+        file must be this shard's (else wrong-tracker)."""
+        await self._here(context, name)
+
     async def _admit(
         self,
         context,

@@ -33,6 +33,7 @@ from st_py.core.infofile import (
     SCHEMA,
     STRIPE_PREFIX,
     name_stats,
+    schema_fingerprint,
     stripe_name,
 )
 from st_py.core.record_names import (
@@ -45,6 +46,8 @@ from st_py.core.record_names import (
     tree_conflict,
     tree_conflicts,
 )
+from st_py.tracker.changeset_window import Window
+from st_py.tracker.changesets import capturer
 
 # The time of the operation being applied, per applying thread (None: none
 # is, and the wall clock is read). An operation of the metadata log carries
@@ -284,8 +287,37 @@ SCHEMAS_SQL = (
 )
 
 
+def _key_copy_history(conn: sqlite3.Connection) -> None:
+    """Give ``copy_history`` of a file made before it had one its key
+    ``hist_id`` (the rowid, kept), in one transaction: SQLite sessions
+    track only tables with a primary key (docs/metadata-log.md). Readers
+    name the columns they read, so ``meta.format_version`` stays."""
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(copy_history)")]
+    if "hist_id" in cols:
+        return
+    create = SCHEMA[SCHEMA.index("CREATE TABLE copy_history(") :]
+    create = create[: create.index("\n);") + 3].replace("copy_history(", "copy_history_keyed(", 1)
+    names = ", ".join(cols)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(create)
+        conn.execute(f"INSERT INTO copy_history_keyed(hist_id, {names}) SELECT rowid, {names} FROM copy_history")
+        conn.execute("DROP TABLE copy_history")
+        conn.execute("ALTER TABLE copy_history_keyed RENAME TO copy_history")
+        conn.execute("CREATE INDEX copy_history_by_peer ON copy_history(peer_idx, name)")
+        conn.execute("CREATE INDEX copy_history_by_peer_until ON copy_history(peer_idx, until)")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 class InfofileWriter:
-    """The tracker's read-write handle on one infofile."""
+    """The tracker's read-write handle on one infofile.
+
+    Each transaction applied from the metadata log leaves its changes as a
+    SQLite changeset in :attr:`window` (st_py/tracker/changeset_window.py),
+    for copies of the infofile to catch up by (FetchInfofile)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -330,6 +362,15 @@ class InfofileWriter:
         self._delta: tuple[int, int] | None = None  # this transaction's change, if exactly known
         if had_history and not had_retained:
             self._migrate_to_retained_copies()
+        _key_copy_history(self.conn)
+        # the changesets of the transactions applied from the log (issue 40): the window
+        # starts here, after every change of the schema
+        self._schema_version = self._schema_cookie()
+        self.window = Window(schema_fingerprint(self.conn))
+        self._capture = capturer(self.conn, str(path)) if self.window.enabled else None
+
+    def _schema_cookie(self) -> int:
+        return int(self.conn.execute("PRAGMA schema_version").fetchone()[0])
 
     def _has_table(self, table: str) -> bool:
         return (
@@ -391,6 +432,8 @@ class InfofileWriter:
         c = self.conn
         self._delta = None  # unknown unless the transaction says (see _commit)
         c.execute("BEGIN IMMEDIATE")
+        session = self._capture.begin() if self._capture is not None and self._applying is not None else None
+        kept: tuple[int, bytes] | None = None
         try:
             yield c
             if self._applying is not None:
@@ -398,18 +441,39 @@ class InfofileWriter:
                     "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                     [("log_index", self._applying[0]), ("log_id", self._applying[1])],
                 )
+            if session is not None:
+                kept = (int(self._meta_value("generation", 0)), session.changeset())
             c.execute("COMMIT")
         except BaseException:
             self._stats = None
             c.execute("ROLLBACK")
             self._pruned_at = float(self._meta_value("pruned_at", 0.0))
             raise
+        finally:
+            if session is not None:
+                session.close()
+        self._keep_changes(kept)
         if self._applying is not None:
             self.log_index, self.log_id = self._applying
         if self._stats is not None and self._delta is not None:
             self._stats = (self._stats[0] + self._delta[0], self._stats[1] + self._delta[1])
         else:
             self._stats = None
+
+    def _keep_changes(self, kept: tuple[int, bytes] | None) -> None:
+        """Keep a committed transaction's changeset in the window; one not
+        captured (outside the log) or after a change of the schema empties it."""
+        if self._capture is None:
+            return
+        cookie = self._schema_cookie()
+        if kept is None or cookie != self._schema_version or self._applying is None:
+            if cookie != self._schema_version:
+                self._schema_version = cookie
+                self.window = Window(schema_fingerprint(self.conn), self.window.max_bytes, self.window.max_age_s)
+            self.window.reset()
+            return
+        prev = self.position(self._applying[1])
+        self.window.add(prev, self._applying[0], kept[0], kept[1], self._applying[1])
 
     def set_meta(self, values: dict) -> None:
         """Set meta keys (owner, group, mode) in one transaction."""

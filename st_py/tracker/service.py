@@ -42,6 +42,7 @@ from .apply.ops import InfofileOp
 from .committer import CommitStats, Committer
 from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
 from .health import CopyHealth, RepairProgress, space_totals
+from .infofile_fetch import changes_for, take_snapshot
 from .infofile_writer import (
     DEFAULT_HISTORY_AGE_S,
     InfofileWriter,
@@ -311,6 +312,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             filters=meta.get("filters", ""),
             key_check=meta.get("key_check", ""),
             file_tracker=self.file_tracker_of(name),
+            log_position=int(meta.get("log_index") or 0),
+            log_id=meta.get("log_id") or "",
         )  # redirected on open (paper 3.5)
 
     def _grant(self, info: pb.FileInfo, user: User, name: str) -> pb.FileInfo:
@@ -984,6 +987,53 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         )
         return pb.ReportBadCopyReply()
 
+    async def _search_allowed(self, context, user: User, name: str) -> None:
+        """Refuse (PERMISSION_DENIED) a user who may not search the
+        directories down to ``name`` (as Open does)."""
+        await self._allowed(context, self.guard.check_search, user, name)
+
+    async def FetchInfofile(self, request, context):
+        """rpc FetchInfofile (proto/storetorrent/v1/tracker.proto; issue 40): a
+        node's copy of a file's infofile brought forward by the changesets its
+        writer kept since the copy's log position, or a snapshot of the
+        infofile when there is no copy or the changes no longer reach back
+        (st_py/tracker/infofile_fetch.py). Read permission, as Open."""
+        user = await self.authenticate(context, request.user)
+        name = await self._name(context, request.name)
+        await self._search_allowed(context, user, name)
+        path = namespace.infofile_path(self.root, name)
+        try:
+            meta = await asyncio.to_thread(_infofile_meta, path)
+        except FileNotFoundError:
+            meta = None
+        file_id = int(meta["file_id"]) if meta is not None else 0
+        if meta is None or (request.file_id and file_id != request.file_id):
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+        assert meta is not None  # context.abort raises
+        o = owner_of_meta(meta)
+        if not may(user, o, R):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"user {user.name} may not read {name} ({mode_text(o.mode)} {o.owner}:{o.group})",
+            )
+        c = self._committers.get(name)
+        window = c.writer.window if c is not None and c.meta.file_id == file_id else None
+        reply = changes_for(window, request, file_id)
+        if reply is not None:
+            log.debug("FetchInfofile %s: %s, %d changesets", name, reply[0].kind, len(reply) - 1)
+            for m in reply:
+                yield m
+            return
+        snap = await asyncio.to_thread(take_snapshot, path)
+        try:
+            if snap.file_id != file_id:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+            log.debug("FetchInfofile %s: snapshot at generation %d", name, snap.generation)
+            for m in snap.chunks():
+                yield m
+        finally:
+            snap.discard()
+
     async def _open_committer(self, context, name: str, file_id: int) -> Committer:
         c = self._committer(name)
         if c is not None and file_id and c.meta.file_id != file_id:
@@ -1638,6 +1688,15 @@ def snapshot_name_problem(name: str) -> str:
     if "/" in name or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
         return "has a '/' or a control character"
     return ""
+
+
+def _infofile_meta(path: Path) -> dict:
+    """The meta table of the infofile at ``path`` (FileNotFoundError if none)."""
+    r = InfofileReader(path)
+    try:
+        return r.meta()
+    finally:
+        r.close()
 
 
 async def refuse_if_snapshots(context, name: str, snapshots: list[tuple]) -> None:

@@ -9,6 +9,7 @@ import os
 import socket
 import time
 import uuid
+from typing import Any
 
 import grpc
 
@@ -48,6 +49,8 @@ DEFAULT_TIMEOUT = 30.0
 # deadline (a repeat changes nothing). Writes are not retried here: Commit's
 # own retries carry a request id (st_py.client.group_commit).
 RETRY_SAFE = frozenset({"Open", "List", "Status"})
+# Replies that carry the generation their change made (for a local copy of the infofile to reach)
+GENERATION_REPLIES = frozenset({"Commit", "CommitObjects", "Delete", "MoveCopies", "StoreCopies"})
 # How long a read keeps retrying while nothing accepts connections at the
 # tracker's address (a restart's gap), before it says "unreachable"; with
 # several tracker addresses (replicated trackers, issue 39) it waits as long
@@ -104,6 +107,9 @@ class TrackerClient:
         self._channel = tlsmod.channel(address, *tls)  # TLS with a CA (argument or $STORETORRENT_TLS_CA)
         self._stub = pb_grpc.TrackerStub(self._channel)
         self._others: dict[str, TrackerClient] = {}  # per-file trackers (at())
+        # where this client's infofile copies are (metadata="fetch", st_py/client/infofile_copies.py):
+        # None reads the tracker's infofiles on the shared namespace mount
+        self.locator: Any = None
         # replicated trackers: a read waits out a failover (RESTART_GRACE), not RECONNECT_GRACE
         self._read_grace = RESTART_GRACE if len(addresses(address)) > 1 else RECONNECT_GRACE
 
@@ -119,6 +125,7 @@ class TrackerClient:
         if other is None:
             other = self._others[address] = TrackerClient(address, self.timeout, self._api_key or None, self._tls)
             other.user = self.user
+            other.locator = self.locator
         return other
 
     def map_error(self, e: grpc.RpcError, method: str, timeout: float | None = None) -> Exception:
@@ -208,9 +215,12 @@ class TrackerClient:
         while True:
             remaining = max(deadline - time.monotonic(), 0.001)
             try:
-                return getattr(self._stub, method)(
+                reply = getattr(self._stub, method)(
                     request, timeout=remaining, metadata=self._metadata, wait_for_ready=wait or None
                 )
+                if self.locator is not None:
+                    self._saw(method, request, reply)
+                return reply
             except grpc.RpcError as e:
                 code = e.code()
                 spent = total - (deadline - time.monotonic())
@@ -225,6 +235,14 @@ class TrackerClient:
                         delay = min(delay * 2, 1.0)
                         continue
                 raise self.map_error(e, method, total) from None
+
+    def _saw(self, method: str, request, reply) -> None:
+        """Tell the locator the state a reply shows (read your writes: a
+        local copy of the infofile must reach it before the next read)."""
+        if isinstance(reply, pb.FileInfo):
+            self.locator.saw(reply.file_id, reply.generation, reply.log_position, reply.log_id)
+        elif method in GENERATION_REPLIES and request.file_id:
+            self.locator.saw(request.file_id, reply.generation)
 
     def create(
         self,
@@ -253,22 +271,24 @@ class TrackerClient:
         """
         name = normalize(name)  # a clear BadNameError before anything is sent
         # one id for every try: a retry across a tracker restart creates the file once
-        return self._call(
-            "Create",
-            pb.CreateRequest(
-                request_id=uuid.uuid4().hex,
-                name=name,
-                replication=replication,
-                est_size=est_size,
-                blocksize=blocksize,
-                user=self.user,
-                mode=mode,
-                protocol=protocol,
-                placement=placement,
-                filters=filters,
-                key_check=key_check,
-            ),
-            grace=RESTART_GRACE,
+        return self._located(
+            self._call(
+                "Create",
+                pb.CreateRequest(
+                    request_id=uuid.uuid4().hex,
+                    name=name,
+                    replication=replication,
+                    est_size=est_size,
+                    blocksize=blocksize,
+                    user=self.user,
+                    mode=mode,
+                    protocol=protocol,
+                    placement=placement,
+                    filters=filters,
+                    key_check=key_check,
+                ),
+                grace=RESTART_GRACE,
+            )
         )
 
     def snapshot(self, name: str, op: str, snapshot: str = "", file_id: int = 0) -> pb.SnapshotReply:
@@ -310,7 +330,46 @@ class TrackerClient:
         BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
         """
         name = normalize(name)
-        return self._call("Open", pb.OpenRequest(name=name, user=self.user))
+        return self._located(self._call("Open", pb.OpenRequest(name=name, user=self.user)))
+
+    def _located(self, info: pb.FileInfo) -> pb.FileInfo:
+        """``info`` with ``infofile_path`` where this client reads the file's
+        infofile (:attr:`locator`; unchanged on the shared mount)."""
+        return info if self.locator is None else self.locator.locate(self, info)
+
+    def fetch_infofile(
+        self,
+        name: str,
+        file_id: int,
+        have: tuple[int, int, str, str] = (0, 0, "", ""),
+        want_generation: int = 0,
+        timeout: float | None = None,
+    ):
+        """rpc FetchInfofile (issue 40): the messages that bring a copy at
+        ``have`` (generation, log position, log id, schema fingerprint; zeros:
+        no copy) to at least ``want_generation``: a first message saying
+        ``snapshot``, ``changes`` or ``current`` and the state after it, then
+        the snapshot's bytes or the changesets, one per message. A list.
+
+        Raises
+        ------
+        StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        """
+        gen, pos, log_id, schema = have
+        req = pb.FetchInfofileRequest(
+            name=normalize(name),
+            user=self.user,
+            file_id=file_id,
+            have_generation=gen,
+            have_position=pos,
+            have_log_id=log_id,
+            have_schema=schema,
+            want_generation=want_generation,
+        )
+        try:
+            return list(self._stub.FetchInfofile(req, timeout=timeout or self.timeout, metadata=self._metadata))
+        except grpc.RpcError as e:
+            raise self.map_error(e, "FetchInfofile", timeout or self.timeout) from None
 
     def commit(
         self,
@@ -327,7 +386,7 @@ class TrackerClient:
         request, which the tracker then applies at most once. ``delete``:
         names removed in the same transaction (applied alone). ``schemas``:
         the ``pb.RecordSchema`` the records' ``schema`` fields point into."""
-        return self._call(
+        reply = self._call(
             "Commit",
             pb.CommitRequest(
                 name=name,
@@ -341,6 +400,7 @@ class TrackerClient:
                 partial_ok=partial_ok,
             ),
         )
+        return reply
 
     def commit_async(
         self,

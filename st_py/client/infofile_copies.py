@@ -1,0 +1,279 @@
+"""Where this client reads a file's infofile (issue 40; docs/metadata-log.md,
+"Metadata on every node"): the one module that decides it.
+
+- ``shared-mount`` (the default): the tracker's infofile, at the path
+  ``Open`` returns, on the namespace mount (NFS) every node shares.
+- ``fetch``: a copy per file in a cache folder
+  (``~/.cache/storetorrent/<cluster>/<file_id>.infofile``, folder 0700, copies
+  0600; ``<cluster>`` is ``$STORETORRENT_CLUSTER_ID``, else the tracker
+  address), brought to at least the generation ``Open`` returned, and the
+  generation each commit of this client returned (read your writes), by the
+  changesets the tracker's writer kept (FetchInfofile), or a snapshot when
+  there is no copy or they no longer reach back. The mount is never read.
+
+Choose with ``Client(metadata=...)`` or ``$STORETORRENT_METADATA``; the
+cache folder with ``Client(metadata_cache=...)`` or
+``$STORETORRENT_METADATA_CACHE``.
+
+Thread-safety: :class:`InfofileCopies` may be used from several threads; one
+catch-up per file at a time (a lock per file, and an ``flock`` on
+``<file_id>.lock`` between processes sharing the folder).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from st_py.client.changeset_apply import ChangesetApplyError, apply_changesets, copy_state
+from st_py.errors import InvalidOptionError, StaleInfofileError, StoreTorrentError
+
+log = logging.getLogger("st.client.copies")
+
+SHARED = "shared-mount"
+FETCH = "fetch"
+MODES = (SHARED, FETCH)
+TRIES = 5  # asks per catch-up before StaleInfofileError (a commit's reply can precede its changeset by a moment)
+
+
+def metadata_mode(mode: str | None = None) -> str:
+    """The metadata mode: ``mode`` if given, else ``$STORETORRENT_METADATA``,
+    else ``shared-mount``.
+
+    Raises InvalidOptionError for another value."""
+    m = mode or os.environ.get("STORETORRENT_METADATA") or SHARED
+    if m not in MODES:
+        raise InvalidOptionError(f"metadata={m!r}: use one of {', '.join(MODES)}", "metadata", m)
+    return m
+
+
+def cache_folder(tracker_address: str, folder: str | os.PathLike | None = None) -> Path:
+    """The folder of this cluster's copies: ``folder`` if given, else
+    ``$STORETORRENT_METADATA_CACHE``, else
+    ``~/.cache/storetorrent/<cluster>`` (``$STORETORRENT_CLUSTER_ID`` or the
+    tracker address, made safe as a folder name)."""
+    given = folder or os.environ.get("STORETORRENT_METADATA_CACHE")
+    if given:
+        return Path(given)
+    cluster = os.environ.get("STORETORRENT_CLUSTER_ID") or re.sub(r"[^A-Za-z0-9._-]", "_", tracker_address)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "storetorrent" / cluster
+
+
+@dataclass(frozen=True)
+class Want:
+    """The state a copy must reach: ``generation`` at least and, when
+    ``log_id`` is known, ``position`` of that metadata log at least."""
+
+    generation: int = 0
+    position: int = 0
+    log_id: str = ""
+
+    def reached_by(self, state: tuple) -> bool:
+        """Whether a copy at ``state`` ((generation, log position, log id, ...))
+        has it. Positions of two logs do not compare (a file created by the
+        master and written by its per-file tracker changes log): then the
+        generation alone decides."""
+        if state[0] < self.generation:
+            return False
+        return not self.log_id or state[2] != self.log_id or state[1] >= self.position
+
+
+@dataclass
+class Fetched:
+    """One catch-up of a copy: ``kind`` (snapshot, changes, current),
+    ``bytes`` received, generations before and after, seconds taken."""
+
+    name: str
+    kind: str
+    bytes: int
+    from_generation: int
+    to_generation: int
+    seconds: float
+
+
+class InfofileCopies:
+    """This client's copies of infofiles in ``folder`` (``metadata="fetch"``).
+    Set as a TrackerClient's ``locator``: ``Open`` and ``Create`` replies
+    then name the copy's path, brought to the state they show."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # file_id -> the state (generation, log position, log id) reads must see at least:
+        # the newest this client was told of (Open, Create, its commits)
+        self._wanted: dict[int, Want] = {}
+        self._known: dict[int, tuple[int, int, str]] = {}  # file_id -> the copy's state as last brought
+        self._locks: dict[int, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self.last: Fetched | None = None  # the last catch-up that asked the tracker
+        self.bytes_received = 0
+
+    def path(self, file_id: int) -> Path:
+        """Where the copy of file ``file_id``'s infofile is (or will be)."""
+        return self.folder / f"{file_id}.infofile"
+
+    def saw(self, file_id: int, generation: int, position: int = 0, log_id: str = "") -> None:
+        """This client learned file ``file_id`` is at ``generation`` at least
+        (an Open, a commit reply), and, if ``log_id`` is given, at
+        ``position`` of that metadata log (Open: changes that bump no
+        generation, a snapshot made say, count too): later reads bring the
+        copy there."""
+        with self._lock:
+            w = self._wanted.get(file_id, Want())
+            gen = max(w.generation, generation)
+            if log_id and (log_id != w.log_id or position > w.position):
+                w = Want(gen, position, log_id)
+            else:
+                w = Want(gen, w.position, w.log_id)
+            self._wanted[file_id] = w
+
+    def wanted(self, file_id: int) -> Want:
+        """The state reads of file ``file_id`` must see at least."""
+        with self._lock:
+            return self._wanted.get(file_id, Want())
+
+    def behind(self, file_id: int, state: tuple[int, int, str]) -> bool:
+        """Whether a copy at ``state`` (generation, log position, log id) is
+        older than reads of file ``file_id`` must see."""
+        return not self.wanted(file_id).reached_by(state)
+
+    def current(self, file_id: int) -> bool:
+        """Whether the copy is known to be at :meth:`wanted` already (no file
+        or tracker is touched)."""
+        with self._lock:
+            known = self._known.get(file_id)
+        return known is not None and not self.behind(file_id, known)
+
+    def locate(self, tracker, info):
+        """The FileInfo ``info`` (an Open or Create reply of ``tracker``) with
+        ``infofile_path`` the local copy, brought to the state it shows
+        (``generation``, ``log_position`` of ``log_id``).
+
+        Raises StaleInfofileError, and the tracker's errors."""
+        self.saw(info.file_id, info.generation, info.log_position, info.log_id)
+        info.infofile_path = str(self.ensure(self.source(tracker, info), info.name, info.file_id))
+        return info
+
+    @staticmethod
+    def source(tracker, info):
+        """The tracker that serves the file's changes: its per-file tracker
+        if it has one (its writer keeps them), else ``tracker``."""
+        return tracker.at(info.file_tracker) if info.file_tracker else tracker
+
+    def _file_lock(self, file_id: int) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault(file_id, threading.Lock())
+
+    def ensure(self, tracker, name: str, file_id: int, newer: bool = False) -> Path:
+        """Bring the copy of file ``file_id`` (named ``name``) to at least
+        :meth:`wanted` (``newer``: ask the tracker for whatever it has beyond
+        the copy, once) and return its path.
+
+        Raises
+        ------
+        StaleInfofileError
+            The tracker did not bring it to the generation wanted.
+        StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        """
+        path = self.path(file_id)
+        if not newer and self.current(file_id) and path.is_file():
+            return path
+        with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
+            fcntl.flock(lk, fcntl.LOCK_EX)
+            want = self.wanted(file_id)
+            have = self._state(path)
+            asked = False
+            for attempt in range(TRIES):
+                if path.is_file() and want.reached_by(have[:3]) and (asked or not newer):
+                    break
+                self._catch_up(tracker, name, file_id, path, have, want.generation)
+                asked = True
+                have = self._state(path)
+                if path.is_file() and want.reached_by(have[:3]):
+                    break
+                time.sleep(0.02 * (attempt + 1))
+            if not want.reached_by(have[:3]) or not path.is_file():
+                raise StaleInfofileError(
+                    name, want.generation, have[0], tracker.address, f"the tracker has not got that far ({want})"
+                )
+            with self._lock:
+                self._known[file_id] = (have[0], have[1], have[2])
+        return path
+
+    def state(self, file_id: int) -> tuple[int, int, str] | None:
+        """(generation, log position, log id) the copy of file ``file_id``
+        was last brought to (None: not yet)."""
+        with self._lock:
+            return self._known.get(file_id)
+
+    @staticmethod
+    def _state(path: Path) -> tuple[int, int, str, str]:
+        if not path.is_file():
+            return (0, 0, "", "")
+        try:
+            return copy_state(path)
+        except Exception:  # a damaged copy is fetched again whole
+            log.warning("infofile copy %s is unreadable: fetching it again", path)
+            return (0, 0, "", "")
+
+    def _catch_up(self, tracker, name: str, file_id: int, path: Path, have: tuple, want: int) -> None:
+        t0 = time.monotonic()
+        msgs = tracker.fetch_infofile(name, file_id, have, want)
+        head, body = msgs[0], msgs[1:]
+        size = sum(len(m.data) for m in body)
+        if head.kind == "changes":
+            try:
+                apply_changesets(path, [m.data for m in body])
+            except ChangesetApplyError as e:
+                log.warning("%s; fetching a snapshot", e)
+                msgs = tracker.fetch_infofile(name, file_id, (0, 0, "", ""), want)
+                head, body = msgs[0], msgs[1:]
+                size += sum(len(m.data) for m in body)
+        if head.kind == "snapshot":
+            self._write_snapshot(path, head, body)
+        self.bytes_received += size
+        self.last = Fetched(name, head.kind, size, have[0], head.generation, time.monotonic() - t0)
+        if head.kind != "current":
+            log.info(
+                "infofile copy of %s: %s, %d bytes, generation %d -> %d in %.3f s",
+                name,
+                head.kind,
+                size,
+                have[0],
+                head.generation,
+                self.last.seconds,
+            )
+
+    def _write_snapshot(self, path: Path, head, body) -> None:
+        from st_py.wire.protocol import crc32c
+
+        data = b"".join(m.data for m in body)
+        if len(data) != head.total_size or crc32c(data) != head.crc32c:
+            raise StoreTorrentError(
+                f"the snapshot of infofile {path.name} arrived damaged ({len(data)} of {head.total_size} bytes, "
+                "CRC-32C differs or size short); retry"
+            )
+        tmp = path.with_name(f".{path.name}.fetch-{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+
+def make_locator(mode: str | None, tracker_address: str, folder: str | os.PathLike | None = None):
+    """The locator for a TrackerClient: None on the shared mount, else the
+    :class:`InfofileCopies` of this cluster's cache folder.
+
+    Raises InvalidOptionError for an unknown mode."""
+    if metadata_mode(mode) == SHARED:
+        return None
+    return InfofileCopies(cache_folder(tracker_address, folder))
