@@ -117,7 +117,6 @@ class BatchWriter:
             order = {n: i for i, n in enumerate(names)}
             failures.sort(key=lambda f: order.get(f[0], -1))
             raise BatchWriteError(ctx.name, failures, written)
-        self.writer.raise_quota()
         return written
 
     def _queue_slice(self, names: list[str], datas: list, failures: list) -> list[Pending]:
