@@ -208,3 +208,59 @@ def test_peer_killed_mid_batch(make_cluster):
         stored, _ = infofile_copies(f.infofile_path)
         for n in want:  # two copies on distinct peers, as acknowledged
             assert sorted(stored[n]) == [0, 1] and len(set(stored[n].values())) == 2, (n, stored[n])
+
+
+def test_native_batch_frames_are_single_puts_back_to_back():
+    """``Sender.put_batch`` lays out each frame exactly as ``put_prefix``
+    plus the data (bodies copied up to 16 KiB, referenced above), with
+    consecutive sequence numbers; ``crc32c_many`` agrees with ``crc32c``."""
+    import socket
+
+    from st_py.wire.protocol import crc32c, put_prefix
+    from st_py.wire.transport import _native, crc32c_many
+
+    datas = [b"", b"a", os.urandom(4096), os.urandom(40_000), bytearray(os.urandom(300))]
+    names = [f"n{i}".encode() for i in range(len(datas))]
+    crcs = crc32c_many(datas)
+    assert crcs == [crc32c(bytes(d)) for d in datas]
+    ranks = [0, 1, 2, 0, 1]
+    want = b"".join(
+        put_prefix(100 + i, 7, ranks[i], crcs[i], names[i], len(d), 0x2) + bytes(d) for i, d in enumerate(datas)
+    )
+    if _native is None or not hasattr(_native.Sender, "put_batch"):
+        pytest.skip("the native extension is not built with put_batch")
+    a, b = socket.socketpair()
+    try:
+        a.setblocking(False)
+        s = _native.Sender(a.fileno())
+        s.put_batch(100, 7, 0x2, ranks, crcs, names, datas)
+        assert s.out_bytes == len(want)
+        got = b""
+        while len(got) < len(want):
+            s.flush()
+            got += b.recv(1 << 20)
+        assert got == want and s.empty
+        with pytest.raises(ValueError):
+            s.put_batch(1, 7, 0, [0], [0, 1], [b"x"], [b"y"])
+        with pytest.raises(TypeError):
+            s.put_batch(1, 7, 0, [0], [0], ["not bytes"], [b"y"])
+        assert s.empty  # a refused batch queues nothing
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_name_a_snapshot_keeps_is_written_under_a_name_of_its_own(module_cluster):
+    """A record deleted while a snapshot holds it, written again by a
+    batch: the new bytes are current, the snapshot still reads the old."""
+    c = module_cluster.client()
+    with c.create("/wb/history", "x2") as f:
+        f.write(batch_of({"keep": b"old bytes", "other": b"o"}))
+    c.snapshot("/wb/history", "v1")
+    with c.open("/wb/history") as f:
+        f.delete("keep")
+        assert f.write(batch_of({"keep": b"new bytes", "more": b"m"})) == 2
+    with c.open("/wb/history") as f:
+        assert f.get("keep") == b"new bytes" and sorted(f.names()) == ["keep", "more", "other"]
+    with c.open("/wb/history", as_of="v1") as old:
+        assert old.get("keep") == b"old bytes"

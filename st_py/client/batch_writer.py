@@ -123,7 +123,7 @@ class BatchWriter:
         """Check, filter, CRC, place and send one slice (the fast path)."""
         ctx, writer = self.ctx, self.writer
         keep_schemas, schema_of, filters = writer.keep_schemas, writer.schema_of, ctx.filters
-        checked: list[tuple[str, bytes, bytes, object, int]] = []
+        checked: list[tuple[str, bytes, bytes, tuple[str, bytes] | None, int]] = []
         seen: set[str] = set()
         for name, data in zip(names, datas):
             try:

@@ -139,7 +139,7 @@ def upload(
             on_bytes(n)
 
     queued: list[str] = []
-    batch, sizes = WriteBatch(), []  # records up to the limit go as write batches (not replace)
+    batch, sizes = WriteBatch(), list[int]()  # records up to the limit go as write batches (not replace)
 
     def write_batch() -> None:
         if not batch:
