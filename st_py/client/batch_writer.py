@@ -144,7 +144,8 @@ class BatchWriter:
             return []
         crcs = crc32c_many([c[2] for c in checked])
         try:
-            kept = names_with_copies(ctx.current_infofile(), [c[0] for c in checked])
+            reader = ctx.current_infofile()
+            kept = names_with_copies(reader, [c[0] for c in checked]) if writer.retained.any_kept(reader) else set()
         except FileNotFoundError:  # no infofile yet: nothing kept
             kept = set()
         ops: list[PutOp] = []

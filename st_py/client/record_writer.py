@@ -25,7 +25,7 @@ from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.versions import Versions
 from st_py.core import user_meta
-from st_py.core.history import has_history, may_store_under_name, retained_on
+from st_py.core.history import RetainedProbe, has_history, may_store_under_name, retained_on
 from st_py.core.infofile import STRIPE_PREFIX, VERSION_PREFIX, stripe_name
 from st_py.core.record_names import NameTree, check_new_name, conflict_error, name_bytes
 from st_py.errors import (
@@ -137,6 +137,8 @@ class RecordWriter:
         # staged job's until it ends): a name is a record or a folder, never
         # both (st_py.core.record_names). Committed ones are in the infofile.
         self._names = NameTree()
+        # whether the infofile keeps any version's copy under its plain name, looked at once per commit
+        self.retained = RetainedProbe()
 
     # -- queueing: name check, placement, send ---------------------------------------
     def queue_put(
@@ -547,6 +549,8 @@ class RecordWriter:
         try:
             reader = self.ctx.current_infofile()
         except FileNotFoundError:
+            return True
+        if not self.retained.any_kept(reader):  # nothing kept: no query per record
             return True
         return may_store_under_name(reader, op.name, op.peers, op.crc, op.size)
 
