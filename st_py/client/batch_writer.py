@@ -148,12 +148,15 @@ class BatchWriter:
             kept = names_with_copies(reader, [c[0] for c in checked]) if writer.retained.any_kept(reader) else set()
         except FileNotFoundError:  # no infofile yet: nothing kept
             kept = set()
-        ops: list[PutOp] = []
-        for (name, name_b, data, schema, logical), crc in zip(checked, crcs):
-            try:
-                ops.append(writer.batch_op(name, name_b, data, crc, schema, logical, name in kept))
-            except StoreTorrentError as e:  # NotEnoughPeersError
-                failures.append((name, e))
+        try:
+            placed = writer.placer.place_many([c[0] for c in checked])  # the whole slice at once
+        except StoreTorrentError as e:  # NotEnoughPeersError: no record of the slice can go
+            failures += [(c[0], e) for c in checked]
+            return []
+        ops: list[PutOp] = [
+            writer.batch_op(name, name_b, data, crc, schema, logical, name in kept, holders)
+            for (name, name_b, data, schema, logical), crc, holders in zip(checked, crcs, placed)
+        ]
         writer.send_batch(ops)
         return [op.future for op in ops]
 

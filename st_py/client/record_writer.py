@@ -284,19 +284,23 @@ class RecordWriter:
 
     # -- a write batch's records (st_py/client/batch_writer.py) -----------------------
     def batch_op(
-        self, name: str, name_b: bytes, data: bytes, crc: int, schema, logical_size: int, own_name: bool
+        self,
+        name: str,
+        name_b: bytes,
+        data: bytes,
+        crc: int,
+        schema,
+        logical_size: int,
+        own_name: bool,
+        holders: list[int],
     ) -> PutOp:
         """A :class:`PutOp` for a record of a write batch, already checked
-        (:meth:`check_name`) and filtered, placed here; ``own_name``: its
+        (:meth:`check_name`), filtered and placed on ``holders`` (by copy
+        rank; :meth:`st_py.client.placer.Placer.place_many`); ``own_name``: its
         plain name may hold a kept version's copies (the batch's one query,
         :func:`st_py.core.history.names_with_copies`), so it is checked as
         :meth:`queue_put` checks each record. Counted as in flight on this
-        handle's names; send it with :meth:`send_batch`.
-
-        Raises
-        ------
-        NotEnoughPeersError
-        """
+        handle's names; send it with :meth:`send_batch`."""
         ctx = self.ctx
         op = PutOp(
             name,
@@ -304,7 +308,7 @@ class RecordWriter:
             data,
             len(data),
             crc,
-            self.placer.place(name),
+            holders,
             future=Pending(ctx.transport.wait, name),
             key_b=name_b,
             schema=schema,
