@@ -74,7 +74,7 @@ def crc32c_many(parts: list) -> list[int]:
     else :func:`st_py.wire.protocol.crc32c` of each."""
     if _CRC_MANY:
         return _native.crc32c_many(parts)
-    return [crc32c(p) for p in parts]
+    return [crc32c(p if isinstance(p, bytes) else bytes(p)) for p in parts]
 
 
 IOV_MAX = 512
