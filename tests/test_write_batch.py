@@ -264,3 +264,21 @@ def test_a_name_a_snapshot_keeps_is_written_under_a_name_of_its_own(module_clust
         assert f.get("keep") == b"new bytes" and sorted(f.names()) == ["keep", "more", "other"]
     with c.open("/wb/history", as_of="v1") as old:
         assert old.get("keep") == b"old bytes"
+
+
+def test_all_or_nothing_through_a_staged_handle(module_cluster):
+    """What docs/client.md offers for an atomic batch: written through a
+    staged handle, nothing is visible until ``commit_staged``, then all."""
+    c = module_cluster.client()
+    c.create("/wb/staged", "x2").close()
+    want = records(80, tag="s")
+    f = c.open_staged("/wb/staged")
+    try:
+        assert f.write(batch_of(want)) == len(want)
+        staged = f.staged_commits()
+    finally:
+        f.close()
+    with c.open("/wb/staged") as g:
+        assert len(g) == 0  # acknowledged, staged: not visible
+    assert c.commit_staged("/wb/staged", staged) == len(want)
+    check_file(c, "/wb/staged", want, 2)

@@ -560,8 +560,9 @@ class StFile:
         Records are committed (visible) with their group, or at
         :meth:`flush` / :meth:`close`, as put ones are. A batch is not
         atomic: the records that fail are reported together and never
-        visible; the others are written (for all-or-nothing, open the file
-        with ``stage=True`` and commit with :meth:`Client.commit_staged`).
+        visible; the others are written (for all-or-nothing, write through
+        :meth:`Client.open_staged` and commit ``staged_commits()`` with
+        :meth:`Client.commit_staged`).
 
         Returns
         -------
