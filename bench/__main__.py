@@ -23,6 +23,7 @@ from rich.table import Table
 
 from . import (
     analysis,
+    batch_write,
     cases,
     churn,
     duckdb_data,
@@ -62,6 +63,9 @@ TARGETS = {
     "get_hotspot_skipping": 1.5,
     # the mission's own workload (issue "Many small records at full speed")
     "small_raw_put": 1.0,
+    # issue 41: 4 KiB x1 and x2 from one client with batches >= 0.8 of the C program creating the same files
+    "put_4kib_x1_batch_vs_physical": 0.8,
+    "put_4kib_x2_batch_vs_physical": 0.8,
     "small_raw_get_pipelined": 1.0,
     "small_raw_ray": 1.0,
     "small_raw_dask": 1.0,
@@ -136,6 +140,7 @@ SIZES = {
         churn=(10_000, 128, 50_000),  # bench/churn.py: 4 KiB records, 1 MiB records, files of a churn
         history=[100_000],  # bench/history.py: records of the infofile read as of a snapshot
         weed=[(5_000, 4096), (128, 1 << 20)],  # bench/weed_shape.py: (N, S) of weed benchmark -n N -size S
+        batch=10_000,  # bench/batch_write.py: 4 KiB records a side and round
     ),
     "full": dict(
         put1m=512,
@@ -173,6 +178,7 @@ SIZES = {
         churn=(50_000, 512, 300_000),
         history=[1_000_000],
         weed=[(20_000, 4096), (512, 1 << 20)],
+        batch=50_000,
     ),
 }
 # ./dev bench --scale: the scale curves alone, to 10^6 records on the peers, 10^7 in one infofile, 10^4 files
@@ -282,7 +288,7 @@ def main() -> int:
         help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
         "analysis pushdown raywrite bounded protocols throttle hotspot "
         "durability filters striping small smallscan duckdb_records_data scale file_trackers metadata_log "
-        "listing churn weed history",
+        "listing churn weed batch history",
     )
     ap.add_argument(
         "--scale",
@@ -322,6 +328,7 @@ def main() -> int:
             listing.GROUP,
             churn.GROUP,
             weed_shape.GROUP,
+            batch_write.GROUP,
             history.GROUP,
             *analysis.GROUPS_OF_CASES,
         ]
@@ -419,6 +426,9 @@ def main() -> int:
         if history.GROUP in want:
             with con.status("bench: planning a read as of a snapshot against the current generation"):
                 results += case(lambda: history.case_history(tmp, size["history"]), "history")
+        if batch_write.GROUP in want:
+            with con.status("bench: 4 KiB write batches against queue_put and the C loop, x1 and x2"):
+                results += case(lambda: batch_write.case_batch_write(tmp, size["batch"], size["rounds"]), "batch")
         if weed_shape.GROUP in want:
             with con.status("bench: the shape of weed benchmark -c 16 (write N, read back in random order)"):
                 results += case(lambda: weed_shape.case_weed_shape(tmp, size["weed"]), "weed")

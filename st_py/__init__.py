@@ -26,6 +26,7 @@ _LAZY = {
     "LocalRecord": "client.getlocal",
     "reveal": "client.getlocal",
     "Pending": "client.pending",
+    "WriteBatch": "client.write_batch",
 }
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from st_py.client.file import StFile
     from st_py.client.getlocal import GetLocalPlan, LocalRecord, reveal
     from st_py.client.pending import Pending
+    from st_py.client.write_batch import WriteBatch
 
 
 def __getattr__(name: str):
@@ -52,6 +54,7 @@ __all__ = [
     "open",
     "StFile",
     "Pending",
+    "WriteBatch",
     "LocalRecord",
     "GetLocalPlan",
     "reveal",

@@ -542,6 +542,39 @@ class QueuedOperationsError(StoreTorrentError):
         self.failures = tuple(failures)
 
 
+class BatchWriteError(StoreTorrentError):
+    """Records of a write batch (``StFile.write``, ``StFile.write_table``)
+    failed; the others were acknowledged by every holder they need and are
+    committed with their group, as if put one by one. A failed record is
+    never visible: either refused before anything was sent (a name that
+    breaks the rules, a name already written), or its copies were not all
+    stored and it is not committed.
+
+    Attributes
+    ----------
+    file : str
+        The file written.
+    failures : tuple of (str, Exception)
+        Every failed record's name and error, in the batch's order.
+    names : tuple of str
+        The failed records' names.
+    written : int
+        Records of the batch acknowledged.
+    """
+
+    def __init__(self, file: str, failures, written: int):
+        self.failures = tuple(failures)
+        self.names = tuple(n for n, _ in self.failures)
+        self.file, self.written = file, written
+        shown = "; ".join(f"{n!r}: {e}" for n, e in self.failures[:5])
+        more = f" (and {len(self.failures) - 5} more)" if len(self.failures) > 5 else ""
+        super().__init__(
+            f"{len(self.failures)} of {len(self.failures) + written} records of a batch into {file} failed, "
+            f"not written: {shown}{more}. The other {written} are acknowledged and committed with their "
+            "group; put the failed ones again (e.names) once their cause is fixed"
+        )
+
+
 class OperationTimeoutError(StoreTorrentError, TimeoutError):
     """A wait for queued operations ran past its ``timeout`` (seconds)."""
 

@@ -244,6 +244,34 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         self._check_writable(path)
         self._writer.pipe_file(path, value, mode, **kwargs)
 
+    def pipe(self, path, value=None, **kwargs):
+        """Store bytes at one path (``pipe(path, value)``, as
+        :meth:`pipe_file`) or at many (``pipe({path: value, ...})``): the
+        new records of each StoreTorrent file go as one write batch
+        (``StFile.write``, docs/client.md "Write batches"), committed on
+        return; records that exist get a new version each, as
+        :meth:`pipe_file` (``mode="overwrite"``). Every path is checked
+        before anything is written, so a path refused as :meth:`pipe_file`
+        refuses it writes none of them.
+
+        Raises
+        ------
+        BatchWriteError
+            Records of a batch failed at the peers (their names in
+            ``names``; the others are written).
+        FileExistsError, IsADirectoryError, NotADirectoryError, ValueError, ReadOnlyFSError
+            As :meth:`pipe_file`, for the first path refused.
+        """
+        if isinstance(path, str):
+            self.pipe_file(self._strip_protocol(path), value, **kwargs)
+            return
+        if not isinstance(path, dict):
+            raise ValueError("path must be str or dict")
+        values = {self._strip_protocol(k): v for k, v in path.items()}
+        for p in values:
+            self._check_writable(p)
+        self._writer.pipe_many(values, **kwargs)
+
     def cp_file(self, path1, path2, **kwargs):
         """Copy one record (read, then a PUT; a committed target gets a new
         version, as ``pipe_file``). A directory (namespace directory,

@@ -14,8 +14,9 @@ import errno
 
 from fsspec.utils import stringify_path
 
+from st_py.client.write_batch import WriteBatch
 from st_py.core.record_names import check_new_name, conflict_error
-from st_py.errors import ReadOnlyError, RecordExistsError, RecordNotFoundError, StFileExistsError
+from st_py.errors import BatchWriteError, ReadOnlyError, RecordExistsError, RecordNotFoundError, StFileExistsError
 
 from .fsspec_paths import not_found
 
@@ -157,6 +158,49 @@ class RecordWriter:
         if mode not in ("overwrite", "create"):
             raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
         self.write_record(self.fs.st_path(path), bytes(value), kwargs.get("replication"), replace=mode == "overwrite")
+
+    def pipe_many(self, values: dict, mode: str = "overwrite", **kwargs) -> None:
+        """:meth:`StoreTorrentFileSystem.pipe` of a dict (its docstring says
+        what and what it raises): every path checked first, then each
+        StoreTorrent file's new records as one write batch, then the
+        replacements one by one."""
+        if mode not in ("overwrite", "create"):
+            raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
+        replace = mode == "overwrite"
+        batches: dict[tuple[str, bool], WriteBatch] = {}
+        again: list[tuple[str, bytes]] = []  # committed records: a new version each
+        for path, value in values.items():
+            path = self.fs.st_path(path)
+            fname, rname, exists = self.write_target(path, replace)
+            if exists and replace and self.fs.st_record_meta(fname, rname) is not None:
+                again.append((path, bytes(value)))
+                continue
+            batches.setdefault((fname, exists), WriteBatch()).put(rname, bytes(value))
+        for (fname, exists), batch in batches.items():
+            h = self._handle(fname, exists, kwargs.get("replication"), batch.nbytes)
+            err = None
+            try:
+                h.write(batch)
+            except BatchWriteError as e:  # raised once the others are committed
+                err = e
+            h.flush()  # commit now: visible on return (what was acknowledged)
+            if err is not None:
+                raise err
+            if not exists:
+                self.fs.st_file_info(fname)  # remember it as a StoreTorrent file
+        for path, data in again:
+            self.write_record(path, data, kwargs.get("replication"), replace=True)
+
+    def _handle(self, fname: str, exists: bool, replication: str | None, size: int):
+        """This thread's handle of ``fname``, creating the file if it does not exist."""
+        if exists:
+            return self.fs.st_handle(fname)
+        try:
+            return self.fs.st_handle(
+                fname, created=self.fs.client.create(fname, replication or self.fs.replication, est_size=size)
+            )
+        except StFileExistsError:  # created meanwhile by another writer
+            return self.fs.st_handle(fname)
 
     def cp_file(self, path1, path2, **kwargs):
         """:meth:`StoreTorrentFileSystem.cp_file` (its docstring says what and what it raises)."""

@@ -33,10 +33,16 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from st_py.client.getlocal import local_addresses
+from st_py.client.write_batch import WriteBatch
 from st_py.core.record_names import check_new_name, conflict_error
 from st_py.wire.transport import split_addr
 
 EXTENSIONS = {"parquet": "parquet", "arrow": "arrow", "csv": "csv", "json": "jsonl"}
+# write_blocks: encoded blocks under SMALL_BLOCK bytes are written as write batches of up to
+# BATCH_RECORDS records or BATCH_BYTES bytes; larger ones are queued one by one (pipelined)
+SMALL_BLOCK = 256 << 10
+BATCH_RECORDS = 1024
+BATCH_BYTES = 16 << 20
 
 
 def encode(table: pa.Table, format: str, **options) -> bytes:
@@ -209,10 +215,22 @@ def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None
     try:
         f = client.open_staged(job.file, prefer_peer=local_peer or local_peer_of(client, job.file))
         try:
+            # Small blocks go as write batches (StFile.write, docs/client.md; a record that fails
+            # raises BatchWriteError and fails the task), large ones pipelined one by one, so the
+            # encoding of the next overlaps the sending of this one as before.
+            batch = WriteBatch()
             for i, t in enumerate(tables):
                 if t.num_rows == 0:
                     continue
-                f.queue_put(job.record_name(task, i), encode(t, job.format, **dict(job.options)))
+                data = encode(t, job.format, **dict(job.options))
+                if len(data) >= SMALL_BLOCK:
+                    f.queue_put(job.record_name(task, i), data)
+                    continue
+                batch.put(job.record_name(task, i), data)
+                if len(batch) >= BATCH_RECORDS or batch.nbytes >= BATCH_BYTES:
+                    f.write(batch)
+                    batch = WriteBatch()
+            f.write(batch)
             return f.staged_commits()
         finally:
             f.close()

@@ -279,6 +279,10 @@ class Sender {
   static constexpr size_t kCopyMax = 16 * 1024;
   static constexpr size_t kIovMax = 512;
 
+  // A PUT frame's prefix and fixed fields: file_id:u64 copy_rank:u8
+  // crc32c:u32 and the name's u16 length (docs/wire-protocol.md).
+  static constexpr size_t kPutFixed = st::kFramePrefixSize + 8 + 1 + 4 + 2;
+
   explicit Sender(int fd) : fd_(fd) {}
   ~Sender() { Drop(); }
   Sender(const Sender&) = delete;
@@ -292,18 +296,76 @@ class Sender {
     if (name.size() > 0xFFFF) throw nb::value_error("record name longer than a str16");
     Py_buffer view;
     if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
-    size_t fixed = 8 + 1 + 4 + 2 + name.size();
-    uint8_t prefix[st::kFramePrefixSize + 8 + 1 + 4 + 2];
-    size_t payload = fixed + static_cast<size_t>(view.len);
-    st::EncodeFramePrefix(prefix, st::MsgType::kPut, flags, seq, payload);
-    uint8_t* q = prefix + st::kFramePrefixSize;
-    st::EncodeFixed64(q, file_id);
-    q[8] = copy_rank;
-    st::EncodeFixed32(q + 9, crc);
-    st::EncodeFixed16(q + 13, static_cast<uint16_t>(name.size()));
+    uint8_t prefix[kPutFixed];
+    EncodePutPrefix(prefix, seq, file_id, copy_rank, crc, name.size(),
+                    static_cast<size_t>(view.len), flags);
     Copy(prefix, sizeof(prefix));
     Copy(name.c_str(), name.size());
     AddView(&view);
+  }
+
+  // Queues the PUT frames of many record copies in one call (a write batch,
+  // docs/client.md): frame i has sequence number seq0 + i, copy rank
+  // ranks[i], CRC-32C crcs[i], name names[i] (bytes) and data datas[i] (any
+  // buffer). The frames are encoded and small bodies copied with the GIL
+  // released; each frame is laid out exactly as Put() lays it out.
+  void PutBatch(uint64_t seq0, uint64_t file_id, uint16_t flags, const std::vector<uint8_t>& ranks,
+                const std::vector<uint32_t>& crcs, nb::list names, nb::list datas) {
+    InUse in_use(&busy_);
+    size_t n = ranks.size();
+    if (crcs.size() != n || names.size() != n || datas.size() != n)
+      throw nb::value_error("ranks, crcs, names and datas differ in length");
+    std::vector<Py_buffer> views(n);
+    std::vector<std::pair<const char*, size_t>> keys(n);
+    size_t got = 0;
+    auto release = [&]() {
+      for (size_t i = 0; i < got; ++i) {
+        if (views[i].obj != nullptr) PyBuffer_Release(&views[i]);
+      }
+    };
+    size_t copied = 0;
+    for (; got < n; ++got) {
+      PyObject* name = PyList_GET_ITEM(names.ptr(), got);
+      if (!PyBytes_Check(name)) {
+        release();
+        throw nb::type_error("names must be bytes");
+      }
+      keys[got] = {PyBytes_AS_STRING(name), static_cast<size_t>(PyBytes_GET_SIZE(name))};
+      if (keys[got].second > 0xFFFF) {
+        release();
+        throw nb::value_error("record name longer than a str16");
+      }
+      if (PyObject_GetBuffer(PyList_GET_ITEM(datas.ptr(), got), &views[got], PyBUF_SIMPLE) != 0) {
+        views[got].obj = nullptr;
+        release();
+        throw nb::python_error();
+      }
+      size_t len = static_cast<size_t>(views[got].len);
+      copied += kPutFixed + keys[got].second + (len <= kCopyMax ? len : 0);
+    }
+    {
+      nb::gil_scoped_release nogil;
+      stream_.reserve(stream_.size() + copied);
+      for (size_t i = 0; i < n; ++i) {
+        uint8_t prefix[kPutFixed];
+        EncodePutPrefix(prefix, seq0 + i, file_id, ranks[i], crcs[i], keys[i].second,
+                        static_cast<size_t>(views[i].len), flags);
+        Copy(prefix, sizeof(prefix));
+        Copy(keys[i].first, keys[i].second);
+        size_t len = static_cast<size_t>(views[i].len);
+        if (len <= kCopyMax) {
+          Copy(views[i].buf, len);
+        } else {  // referenced, not copied: the view is kept until sent
+          Seg s{};
+          s.view = views[i];
+          s.len = len;
+          segs_.push_back(s);
+          out_bytes_ += len;
+          views[i].obj = nullptr;
+        }
+      }
+    }
+    release();  // the copied ones
   }
 
   // Queues one part of a frame (bytes, bytearray, memoryview; any buffer).
@@ -369,6 +431,17 @@ class Sender {
     stream_.clear();
     stream_head_ = 0;
     out_bytes_ = 0;
+  }
+
+  static void EncodePutPrefix(uint8_t* out, uint64_t seq, uint64_t file_id, uint8_t copy_rank,
+                              uint32_t crc, size_t name_len, size_t data_len, uint16_t flags) {
+    size_t payload = 8 + 1 + 4 + 2 + name_len + data_len;
+    st::EncodeFramePrefix(out, st::MsgType::kPut, flags, seq, payload);
+    uint8_t* q = out + st::kFramePrefixSize;
+    st::EncodeFixed64(q, file_id);
+    q[8] = copy_rank;
+    st::EncodeFixed32(q + 9, crc);
+    st::EncodeFixed16(q + 13, static_cast<uint16_t>(name_len));
   }
 
   struct Seg {
@@ -445,6 +518,31 @@ class Sender {
   uint64_t stream_head_ = 0;  // bytes of stream_ already sent
   size_t out_bytes_ = 0;
 };
+
+// CRC-32C of each buffer of `parts` (a list of bytes-like objects), computed
+// with the GIL released: a write batch's CRCs in one call.
+nb::list Crc32cMany(nb::list parts) {
+  size_t n = parts.size();
+  std::vector<Py_buffer> views(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (PyObject_GetBuffer(PyList_GET_ITEM(parts.ptr(), i), &views[i], PyBUF_SIMPLE) != 0) {
+      for (size_t j = 0; j < i; ++j) PyBuffer_Release(&views[j]);
+      throw nb::python_error();
+    }
+  }
+  std::vector<uint32_t> crcs(n);
+  {
+    nb::gil_scoped_release nogil;
+    for (size_t i = 0; i < n; ++i)
+      crcs[i] = st::crc32c::Value(views[i].buf, static_cast<size_t>(views[i].len));
+  }
+  nb::list out;
+  for (size_t i = 0; i < n; ++i) {
+    PyBuffer_Release(&views[i]);
+    out.append(crcs[i]);
+  }
+  return out;
+}
 
 // The faults of a batch as Python sees them: [(index, reason, size, crc32c)].
 nb::list BadList(const std::vector<st::CopyResult>& bad) {
@@ -588,6 +686,9 @@ NB_MODULE(_native, m) {
         return st::crc32c::Value(p, n);
       },
       "CRC-32C (Castagnoli) of a bytes object, with the peer's implementation.");
+  m.def("crc32c_many", &Crc32cMany, nb::arg("parts"),
+        "CRC-32C of each buffer of a list, computed with the GIL released; returns a list of "
+        "int.");
   m.def("read_copies", &ReadCopies, nb::arg("paths"), nb::arg("sizes"),
         "Read record copies into one bytes object (each at the offset its size gives), checking "
         "each one's size and the CRC-32C in its file name; returns (bytes, [(index, reason, "
@@ -630,6 +731,11 @@ NB_MODULE(_native, m) {
            nb::arg("crc32c"), nb::arg("name"), nb::arg("data"), nb::arg("flags") = 0,
            "Queue the PUT frame of one record copy: prefix framed here, then data "
            "(copied up to 16 KiB, else referenced).")
+      .def("put_batch", &Sender::PutBatch, nb::arg("seq0"), nb::arg("file_id"), nb::arg("flags"),
+           nb::arg("ranks"), nb::arg("crcs"), nb::arg("names"), nb::arg("datas"),
+           "Queue the PUT frames of many record copies, frame i with seq seq0 + i, copy rank "
+           "ranks[i], CRC-32C crcs[i], name names[i] (bytes), data datas[i]; encoded with the "
+           "GIL released, laid out as put() does.")
       .def("queue", &Sender::Queue, nb::arg("part"), "Queue one part of a frame (any buffer).")
       .def("flush", &Sender::Flush,
            "Write what the socket accepts; returns the bytes written. Raises OSError.")

@@ -11,11 +11,12 @@ first used (PEP 562), as the package :mod:`st_py` does.
 
 from typing import TYPE_CHECKING
 
-_LAZY = {"Client": "client", "create": "client", "open": "client", "StFile": "file"}
+_LAZY = {"Client": "client", "create": "client", "open": "client", "StFile": "file", "WriteBatch": "write_batch"}
 
 if TYPE_CHECKING:
     from .client import Client, create, open
     from .file import StFile
+    from .write_batch import WriteBatch
 
 
 def __getattr__(name: str):
@@ -29,4 +30,4 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = ["Client", "create", "open", "StFile"]
+__all__ = ["Client", "create", "open", "StFile", "WriteBatch"]

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import BinaryIO
 
 from st_py._proto import tracker_pb2 as pb
+from st_py.client.batch_writer import BatchWriter
 from st_py.client.copies import Copies, CopyOutcome, CopyToStore
 from st_py.client.file_context import DEFAULT_DEPTH, DEFAULT_GROUP, FileContext
 from st_py.client.getlocal import GetLocalPlan, LocalRecord, local_addresses
@@ -43,6 +44,7 @@ from st_py.client.reader import RecordReader
 from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter, store_result
 from st_py.client.striping import DEFAULT_STRIPE_SIZE, LocalStripe, Objects
 from st_py.client.versions import Versions
+from st_py.client.write_batch import WriteBatch, table_columns
 from st_py.core.infofile import InfofileReader, ObjectMeta, RecordMeta
 from st_py.core.placement import Domain, DomainShortfall
 from st_py.core.record_format import written_schema
@@ -127,6 +129,7 @@ class StFile:
         self._local = LocalReads(ctx, self._writer.commit_all)  # a read: put failures stay for flush and close
         self._objects = Objects(ctx, self._writer, self._record_reader, self._placer, self._local)
         self._copies = Copies(ctx)
+        self._batches = BatchWriter(ctx, self._writer, self._objects)
 
     # -- metadata (the FileContext's, as of the last refresh) -----------------------
     @property
@@ -542,6 +545,67 @@ class StFile:
             self._objects.put_object(name, data, meta=meta)
             return
         self._writer.put(name, data, replace, meta)
+
+    def write(self, batch: WriteBatch) -> int:
+        """Store every record of ``batch`` (a :class:`WriteBatch`) in one
+        call, and wait until each one is acknowledged or has failed
+        (docs/client.md, "Write batches").
+
+        The same rules and outcome as :meth:`put` of each record, in order
+        (names, replication class, protocol, filters; data over
+        ``STRIPE_THRESHOLD`` is a striped object), at a fraction of the
+        cost per record: the names are checked and the records placed for
+        the whole batch, the CRC-32Cs computed and each peer's frames
+        encoded in one native call without the GIL, and sent together.
+        Records are committed (visible) with their group, or at
+        :meth:`flush` / :meth:`close`, as put ones are. A batch is not
+        atomic: the records that fail are reported together and never
+        visible; the others are written (for all-or-nothing, write through
+        :meth:`Client.open_staged` and commit ``staged_commits()`` with
+        :meth:`Client.commit_staged`).
+
+        Returns
+        -------
+        int
+            Records written (acknowledged): ``len(batch)`` when nothing failed.
+
+        Raises
+        ------
+        BatchWriteError
+            Some records failed: ``failures`` gives each one's name and
+            error (BadNameError, RecordExistsError, NotEnoughPeersError,
+            PeerError, ...), ``names`` their names, ``written`` how many
+            others were acknowledged.
+        QuotaExceededError
+            As :meth:`queue_put`: a refusal met by an earlier group commit.
+        """
+        return self._batches.write(batch.names, batch.datas)
+
+    def write_table(self, table, name_column: str = "name", data_column: str = "data") -> int:
+        """Store the records of an Arrow table, one a row: the name from
+        ``name_column`` (string), the bytes from ``data_column`` (binary,
+        large_binary or fixed_size_binary); as :meth:`write` of a batch of
+        them.
+
+        Parameters
+        ----------
+        table : pyarrow.Table, pyarrow.RecordBatch or iterable of RecordBatch
+        name_column, data_column : str
+
+        Returns
+        -------
+        int
+            Records written.
+
+        Raises
+        ------
+        InvalidOptionError
+            A column is missing, of another type, or has nulls (nothing is written).
+        BatchWriteError
+            As :meth:`write`.
+        """
+        names, datas = table_columns(table, name_column, data_column)
+        return self._batches.write(names, datas)
 
     def staged_commits(self) -> list[dict]:
         """The records acknowledged by every holder but not committed, of a
@@ -1055,6 +1119,8 @@ WRITES = frozenset(
     {
         "queue_put",
         "put",
+        "write",
+        "write_table",
         "put_object",
         "delete",
         "acquire_lease",

@@ -102,6 +102,36 @@ class Placer:
             self.note_domains(name, holders)
         return holders
 
+    def place_many(self, names: list[str]) -> list[list[int]]:
+        """The holders of each of ``names`` by copy rank, as :meth:`place`
+        gives them one by one, for a write batch: the usable peers are
+        looked at once per block (nothing changes them between two
+        records of one call: replies are taken only while the file polls),
+        not once per record.
+
+        Raises
+        ------
+        NotEnoughPeersError
+            Fewer usable peers than the file's class needs.
+        """
+        ctx = self.ctx
+        if ctx.hash_placement:
+            return [self.place(n) for n in names]
+        out: list[list[int]] = []
+        checked = False  # the current block's peers were found usable in this call
+        for name in names:
+            if self._block_left <= 0 or not (checked or all(ctx.peer_usable(i) for i in self._block)):
+                self._block = self.choose_block(name)
+                self._block_shared = shares_domain(self._block, ctx.domains)
+                self._block_left = self.blocksize
+            checked = True
+            self._block_left -= 1
+            holders = list(self._block)
+            if self._block_shared:
+                self.note_domains(name, holders)
+            out.append(holders)
+        return out
+
     def choose_block(self, name: str) -> list[int]:
         """The holders of the next block of records by the file's placement
         policy (st_py.core.placement), in copy-rank order, apart by failure domain

@@ -25,7 +25,7 @@ from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.versions import Versions
 from st_py.core import user_meta
-from st_py.core.history import has_history, may_store_under_name, retained_on
+from st_py.core.history import RetainedProbe, has_history, may_store_under_name, retained_on
 from st_py.core.infofile import STRIPE_PREFIX, VERSION_PREFIX, stripe_name
 from st_py.core.record_names import NameTree, check_new_name, conflict_error, name_bytes
 from st_py.errors import (
@@ -137,6 +137,8 @@ class RecordWriter:
         # staged job's until it ends): a name is a record or a folder, never
         # both (st_py.core.record_names). Committed ones are in the infofile.
         self._names = NameTree()
+        # whether the infofile keeps any version's copy under its plain name, looked at once per commit
+        self.retained = RetainedProbe()
 
     # -- queueing: name check, placement, send ---------------------------------------
     def queue_put(
@@ -279,6 +281,79 @@ class RecordWriter:
         if ctx.transport.out_bytes >= COALESCE_BYTES:
             ctx.transport.poll(0)
         ctx.committer.pump()
+
+    # -- a write batch's records (st_py/client/batch_writer.py) -----------------------
+    def batch_op(
+        self,
+        name: str,
+        name_b: bytes,
+        data: bytes,
+        crc: int,
+        schema,
+        logical_size: int,
+        own_name: bool,
+        holders: list[int],
+    ) -> PutOp:
+        """A :class:`PutOp` for a record of a write batch, already checked
+        (:meth:`check_name`), filtered and placed on ``holders`` (by copy
+        rank; :meth:`st_py.client.placer.Placer.place_many`); ``own_name``: its
+        plain name may hold a kept version's copies (the batch's one query,
+        :func:`st_py.core.history.names_with_copies`), so it is checked as
+        :meth:`queue_put` checks each record. Counted as in flight on this
+        handle's names; send it with :meth:`send_batch`."""
+        ctx = self.ctx
+        op = PutOp(
+            name,
+            name_b,
+            data,
+            len(data),
+            crc,
+            holders,
+            future=Pending(ctx.transport.wait, name),
+            key_b=name_b,
+            schema=schema,
+            logical_size=logical_size,
+            seq=self._put_seq + 1,
+        )
+        self._put_seq += 1
+        self._names.add(name)
+        if own_name and not self._may_store_under_name(op):
+            self._take_own_name(op)
+        return op
+
+    def send_batch(self, ops: list[PutOp]) -> None:
+        """Put the records of a write batch in the pipeline (``client-sync``
+        and its async form; ``chain`` goes record by record through
+        :meth:`send`): the copies for each peer framed in one call
+        (:meth:`Transport.send_put_batch`), then sent together, in as few
+        ``sendmsg`` calls as the sockets take. Acknowledgements take the
+        path of :meth:`queue_put`'s (fail-over to spares, EXISTS, LEFTOVER)."""
+        ctx = self.ctx
+        if ctx.chain:
+            for op in ops:
+                self.send(op)
+            return
+        per_peer: dict[int, tuple[list, list, list, list, list]] = {}
+        done = self._batch_copy_done
+        for op in ops:
+            for rank, idx in enumerate(op.peers):
+                b = per_peer.get(idx)
+                if b is None:
+                    b = per_peer[idx] = ([], [], [], [], [])
+                b[0].append(rank)
+                b[1].append(op.crc)
+                b[2].append(op.key_b)
+                b[3].append(op.data)
+                b[4].append(functools.partial(done, op, rank, idx, op.attempt))
+        ctx.puts_inflight += len(ops)
+        for idx, (ranks, crcs, keys, datas, callbacks) in per_peer.items():
+            ctx.transport.send_put_batch(ctx.addr(idx), ctx.file_id, 0, ranks, crcs, keys, datas, callbacks)
+        ctx.transport.poll(0)
+        ctx.committer.pump()
+
+    def _batch_copy_done(self, op: PutOp, rank: int, idx: int, attempt: int, fr, exc: Exception | None) -> None:
+        if attempt == op.attempt:
+            self._copy_done(op, rank, idx, exc)
 
     def put(self, name: str, data: bytes, replace: bool = False, meta: Mapping[str, str] | None = None) -> None:
         """Queue a PUT of record ``name`` and wait until every copy is
@@ -478,6 +553,8 @@ class RecordWriter:
         try:
             reader = self.ctx.current_infofile()
         except FileNotFoundError:
+            return True
+        if not self.retained.any_kept(reader):  # nothing kept: no query per record
             return True
         return may_store_under_name(reader, op.name, op.peers, op.crc, op.size)
 

@@ -14,9 +14,12 @@ from pathlib import Path
 import google_crc32c
 
 from st_py.client.striping import STRIPE_THRESHOLD
-from st_py.errors import BadNameError, StoreTorrentError
+from st_py.client.write_batch import WriteBatch
+from st_py.errors import BadNameError, BatchWriteError, QueuedOperationsError, StoreTorrentError
 
 CHUNK = 8 << 20  # bytes read at a time when a large local file is checksummed
+BATCH_RECORDS = 1024  # records of a write batch (StFile.write) at most
+BATCH_BYTES = 16 << 20  # and their bytes
 
 
 @dataclass
@@ -95,8 +98,10 @@ def upload(
 ) -> UploadReport:
     """Store ``items`` (``(record name, local path)``) in open file ``f``.
 
-    Files up to ``STRIPE_THRESHOLD`` bytes (64 MiB) are queued as records
-    (pipelined, group-committed); larger ones are stored as striped objects
+    Files up to ``STRIPE_THRESHOLD`` bytes (64 MiB) are stored as records
+    in write batches of up to ``BATCH_RECORDS`` records or ``BATCH_BYTES``
+    (``StFile.write``; queued one by one with ``replace``), group-committed;
+    larger ones are stored as striped objects
     (:meth:`StFile.put_object`, read from disk a stripe at a time). The file
     is flushed before this returns, so every stored name is committed.
 
@@ -134,6 +139,28 @@ def upload(
             on_bytes(n)
 
     queued: list[str] = []
+    batch, sizes = WriteBatch(), list[int]()  # records up to the limit go as write batches (not replace)
+
+    def write_batch() -> None:
+        if not batch:
+            return
+        try:
+            f.write(batch)
+            bad: dict = {}
+        except BatchWriteError as e:
+            bad = dict(e.failures)
+        except StoreTorrentError as e:  # the whole batch (the handle closed, a quota refusal)
+            bad = {n: e for n in batch.names}
+        for n, size in zip(batch.names, sizes):
+            if n in bad:
+                failed[n] = bad[n]
+                continue
+            queued.append(n)
+            if on_bytes is not None:
+                on_bytes(size)
+        batch.clear()
+        sizes.clear()
+
     for local_name, path in items:
         name = prefix + local_name
         size = path.stat().st_size
@@ -155,15 +182,28 @@ def upload(
                 if on_bytes is not None:
                     on_bytes(size)
                 continue
+            if not replace:
+                batch.put(name, path.read_bytes())
+                sizes.append(size)
+                if len(batch) >= BATCH_RECORDS or batch.nbytes >= BATCH_BYTES:
+                    write_batch()
+                continue
             f.queue_put(name, path.read_bytes(), callback=lambda n, exc, size=size: done(n, exc, size), replace=replace)
             queued.append(name)
         except StoreTorrentError as e:
             failed[name] = e
+    write_batch()
     try:
         f.flush()
-    except StoreTorrentError as e:  # not a record's own failure (those went to done()): every queued one
+    except StoreTorrentError as e:
+        # Commits that failed (a batch's records have no callback), or not a
+        # record's own failure: every queued name that is not committed now.
+        named = dict(e.failures) if isinstance(e, QueuedOperationsError) else {}
+        committed = set(f.names())
         for name in queued:
-            failed.setdefault(name, e)
+            if name not in committed:
+                exc = named.get(name, e)
+                failed.setdefault(name, exc if isinstance(exc, StoreTorrentError) else StoreTorrentError(str(exc)))
     report.stored += [n for n in queued if n not in failed]
     report.failures = sorted(failed.items())
     return report

@@ -1,0 +1,127 @@
+"""4 KiB records through the write batch path (``StFile.write``, issue 41
+item 1) against the ``queue_put`` path and the C program creating the same
+files (bench/physical.c), x1 and x2, in one run (docs/benchmarks.md, "Write
+batches").
+
+Each of ``rounds`` rounds writes ``records`` records of 4 KiB with
+``queue_put`` (one client, depth 64), then with ``write`` of batches of
+``BATCH`` records, then has the C program create the same number of files
+(x2: both copies) in the peers' layout, one process per core; x1 and x2 in
+turn. Nothing is deleted until the end, so every side writes in the same
+state of the filesystem (a deletion just before a side would slow its inode
+allocation, docs/benchmarks.md "Churn"). The medians are compared as
+ratios, and the CPU seconds of each role (this client, the tracker, the 4
+peers; bench/procstat.py) are divided by the records: what a record costs
+each process. Every answer is checked: the committed count equals the
+records written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+from st_py import WriteBatch
+
+from . import physical
+from .cases import fresh_cluster, row
+from .procstat import Sampler
+
+GROUP = "batch"
+RECORD = 4096
+BATCH = 1000
+
+
+def _queue_put(client, name: str, replication: str, names: list[str], bodies: list[bytes]) -> None:
+    with client.create(name, replication=replication) as f:
+        for i, n in enumerate(names):
+            f.queue_put(n, bodies[i % len(bodies)])
+
+
+def _batches(client, name: str, replication: str, names: list[str], bodies: list[bytes]) -> None:
+    with client.create(name, replication=replication) as f:
+        for s in range(0, len(names), BATCH):
+            b = WriteBatch()
+            for i in range(s, min(len(names), s + BATCH)):
+                b.put(names[i], bodies[i % len(bodies)])
+            f.write(b)
+
+
+def _timed(cluster, folder: Path, fn, *args) -> tuple[float, dict[str, float]]:
+    s = Sampler(cluster, folder)
+    t = time.perf_counter()
+    fn(*args)
+    dt = time.perf_counter() - t
+    return dt, s.stop().cpu
+
+
+def case_batch_write(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
+    """The rows described in the module docstring: for x1 and x2, batch
+    against queue_put and against the C program, rates as medians of
+    ``rounds``, with the CPU microseconds per record of each role."""
+    cluster = fresh_cluster(tmp, "batch-").start()
+    rows: list[dict] = []
+    try:
+        client = cluster.client(depth=64)
+        bodies = [os.urandom(RECORD) for _ in range(1024)]
+        names = [f"r{i:08d}" for i in range(records)]
+        scratch = Path(cluster.data_dir) / "baseline-batch"
+        os.sync()
+        times: dict[str, list[float]] = {}
+        cpu: dict[str, list[dict[str, float]]] = {}
+        for k in range(rounds):
+            for rep in ("x1", "x2"):
+                for path, fn in (("queue_put", _queue_put), ("batch", _batches)):
+                    key = f"{path}_{rep}"
+                    dt, c = _timed(cluster, scratch.parent, fn, client, f"/bench/{key}-{k}", rep, names, bodies)
+                    times.setdefault(key, []).append(dt)
+                    cpu.setdefault(key, []).append(c)
+                if physical.tool() is not None:
+                    copies = int(rep[1])
+                    dt = physical.write_files(scratch / f"c-{rep}-{k}", records, RECORD, copies=copies, keep=True)
+                    times.setdefault(f"c_{rep}", []).append(dt)
+        for key in times:
+            if key.startswith("c_"):
+                continue
+            with client.open(f"/bench/{key}-0") as f:
+                assert len(f) == records, (key, len(f), records)
+        shutil.rmtree(scratch, ignore_errors=True)
+    finally:
+        cluster.stop()
+    med = statistics.median
+
+    def rate(key: str) -> float:
+        return records / med(times[key])
+
+    def spread(key: str) -> str:
+        return "/".join(f"{records / t:,.0f}" for t in times[key])
+
+    def per_record(key: str) -> str:
+        us = {role: med(c[role] for c in cpu[key]) * 1e6 / records for role in cpu[key][0]}
+        return ", ".join(f"{role} {v:.0f}" for role, v in us.items())
+
+    for rep in ("x1", "x2"):
+        b, q = f"batch_{rep}", f"queue_put_{rep}"
+        note = (
+            f"{records:,} records of 4 KiB, batches of {BATCH}, one client, 4 peers; medians of {rounds} "
+            f"interleaved rounds (records/s: batch {spread(b)}, queue_put {spread(q)}); CPU us/record, "
+            f"batch: {per_record(b)}; queue_put: {per_record(q)}"
+        )
+        rows.append(row(f"put_4kib_{rep}_batch", rate(b), "records/s", "queue_put, depth 64, same run", rate(q), note))
+        if f"c_{rep}" in times:
+            rows.append(
+                row(
+                    f"put_4kib_{rep}_batch_vs_physical",
+                    rate(b),
+                    "records/s",
+                    "C loop: the same files"
+                    + (" x2 (both copies)" if rep == "x2" else "")
+                    + ", one process per core (bench/physical.c)",
+                    rate(f"c_{rep}"),
+                    note=f"C loop records/s: {spread(f'c_{rep}')}",
+                )
+            )
+    return rows
