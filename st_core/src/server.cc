@@ -150,6 +150,7 @@ Status Server::Start() {
   GetLocalOptions gl;
   gl.advertise = advertise_;
   gl.namespace_dir = options_.namespace_dir;
+  gl.copies = options_.copies;
   gl.cache_s = options_.get_local_cache_s;
   gl.timeout_base_s = options_.ring_timeout_base_s;
   gl.timeout_per_peer_s = options_.ring_timeout_per_peer_s;

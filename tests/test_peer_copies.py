@@ -1,0 +1,135 @@
+"""Peers that keep their own copies of infofiles (``st-peer --metadata
+fetch``, no ``--namespace``; issue 40, docs/metadata-log.md, "Metadata on
+every node"), with clients reading copies too (``metadata="fetch"``), real
+processes: GET_LOCAL, the Dask reader and DuckDB's ``records_data`` give
+the answers the shared namespace gives; a commit after the peers' last copy
+is seen by the next scan; a peer whose tracker is gone refuses with
+STALE_INFOFILE instead of revealing an older generation."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pandas as pd
+import pytest
+from analysis_data import N_PARTS, PARQUET_FILE, ROWS, parquet_bytes, parquet_part, put_parquet_file, source_frame
+from helpers import sorted_rows
+
+from st_integrations.duckdb_sql import connect_files
+from st_py.errors import StalePeerCopyError
+
+
+@pytest.fixture(scope="module")
+def parquet_cluster(make_module_cluster):
+    """Overrides conftest's: 3 peers with ``--metadata fetch`` and no
+    namespace, holding the analysis Parquet file; every client of the module
+    (the Dask reader's and DuckDB's included) reads copies
+    (``STORETORRENT_METADATA=fetch``)."""
+    old = os.environ.get("STORETORRENT_METADATA")
+    os.environ["STORETORRENT_METADATA"] = "fetch"
+    c = make_module_cluster(3, name="peercopies", peer_metadata="fetch", metadata="fetch")
+    with c.client() as cl:
+        put_parquet_file(cl, PARQUET_FILE)
+    yield c
+    if old is None:
+        os.environ.pop("STORETORRENT_METADATA", None)
+    else:
+        os.environ["STORETORRENT_METADATA"] = old
+
+
+def peer_copy(cluster, i: int, file_id: int) -> str:
+    return str(cluster.data_dir / "peers" / f"peer-{i}" / "meta" / f"{file_id:016x}.infofile")
+
+
+def copy_generation(path: str) -> int:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_get_local_reveals_every_record_once_from_the_peers_copies(parquet_cluster):
+    """No peer has a namespace: GET_LOCAL reveals each committed record
+    once, from copies the peers fetched into data/meta/ at the plan's
+    generation (before: NO_NAMESPACE)."""
+    with parquet_cluster.client() as c:
+        f = c.open(PARQUET_FILE)
+        got = f.get_local()
+        assert sorted(r.name for r in got) == sorted(f.names())
+        assert len(got) == N_PARTS
+        for r in got:
+            assert f.read_local(r) == parquet_bytes(parquet_part(int(r.name[5:8])))
+        for i in range(3):
+            path = peer_copy(parquet_cluster, i, f.file_id)
+            assert os.path.exists(path), path
+            assert copy_generation(path) >= f.generation
+        f.close()
+
+
+def test_dask_reader_and_duckdb_records_data_from_peer_copies(parquet_cluster, dclient):
+    from st_integrations.dask_reader import read_storetorrent
+
+    ddf = read_storetorrent(PARQUET_FILE, tracker=parquet_cluster.tracker_addr, client=dclient)
+    df = ddf.compute()
+    pd.testing.assert_frame_equal(
+        sorted_rows(df[["part", "row", "x", "k"]], "part", "row"), source_frame(), check_dtype=False
+    )
+    with parquet_cluster.client() as c:
+        con = connect_files(c, [PARQUET_FILE], data=True)
+        n, total = con.sql("SELECT count(*), sum(row) FROM records_data").fetchall()[0]
+        con.close()
+    assert (n, total) == (N_PARTS * ROWS, N_PARTS * sum(range(ROWS)))
+
+
+def test_a_commit_after_the_peers_copies_is_seen_by_the_next_scan(parquet_cluster):
+    """The plan names the newer generation, so each peer brings its copy
+    forward (changesets) before revealing: the new records are in."""
+    name = "/peercopies/grow"
+    with parquet_cluster.client() as c:
+        w = c.create(name, replication="x2")
+        for i in range(10):
+            w.put(f"a{i:02d}", os.urandom(200))
+        w.flush()
+        f = c.open(name)
+        assert len(f.get_local()) == 10
+        g1 = f.generation
+        f.close()
+        for i in range(5):
+            w.put(f"b{i:02d}", os.urandom(100))
+        w.close()
+        f = c.open(name)
+        assert f.generation > g1
+        want = sorted([f"a{i:02d}" for i in range(10)] + [f"b{i:02d}" for i in range(5)])
+        assert sorted(r.name for r in f.get_local()) == want
+        f.close()
+
+
+def test_a_peer_whose_tracker_is_gone_refuses_with_stale_infofile(make_cluster):
+    """The peers' copies are at G1, the plan names G2 > G1 and the tracker
+    is killed: each peer refuses with STALE_INFOFILE naming G2, G1 and the
+    tracker, and reveals nothing."""
+    cluster = make_cluster(2, peer_metadata="fetch", metadata="fetch")
+    name = "/peercopies/stale"
+    with cluster.client() as c:
+        w = c.create(name, replication="x2")
+        for i in range(4):
+            w.put(f"a{i}", b"x" * 10)
+        w.flush()
+        f = c.open(name)
+        assert len(f.get_local()) == 4
+        g1 = f.generation
+        f.close()
+        w.put("b0", b"y" * 10)
+        w.close()
+        f = c.open(name)
+        g2 = f.generation
+        assert g2 > g1
+        cluster.tracker.kill()
+        with pytest.raises(StalePeerCopyError) as e:
+            f.get_local()
+        assert (e.value.generation, e.value.have) == (g2, g1)
+        assert e.value.tracker == cluster.tracker_addr
+        assert "STALE_INFOFILE" in str(e.value.__cause__)
+        f.close()
