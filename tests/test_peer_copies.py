@@ -133,3 +133,40 @@ def test_a_peer_whose_tracker_is_gone_refuses_with_stale_infofile(make_cluster):
         assert e.value.tracker == cluster.tracker_addr
         assert "STALE_INFOFILE" in str(e.value.__cause__)
         f.close()
+
+
+def test_the_tracker_serves_a_peer_only_the_infofiles_of_its_files(parquet_cluster):
+    """A peer's FetchInfofile ("peer:<id>", its PEER capability): a file
+    whose peerlist names it gets a snapshot; another id is refused; no
+    capability is refused (the cluster has a key)."""
+    import grpc
+
+    from st_py._proto import tracker_pb2 as pb
+    from st_py._proto import tracker_pb2_grpc as pb_grpc
+    from st_py.core import capability
+
+    key = capability.load_key(parquet_cluster.key_file)
+    peer_id = (parquet_cluster.data_dir / "peers" / "peer-0" / "PEER_ID").read_text().strip()
+    with parquet_cluster.client() as c:
+        file_id = c.open(PARQUET_FILE).file_id
+    channel = grpc.insecure_channel(parquet_cluster.tracker_addr)
+    stub = pb_grpc.TrackerStub(channel)
+
+    def fetch(pid: str, token: bool = True):
+        md = []
+        if token:
+            md = [("x-st-capability", capability.mint(key, capability.PEER, 0, 60, user=f"peer:{pid}").hex())]
+        req = pb.FetchInfofileRequest(name=PARQUET_FILE, user=f"peer:{pid}", file_id=file_id)
+        return list(stub.FetchInfofile(req, metadata=md, timeout=10))
+
+    try:
+        assert fetch(peer_id)[0].kind == "snapshot"
+        with pytest.raises(grpc.RpcError) as e:
+            fetch("not-a-peer-of-it")
+        assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "not in the peerlist" in e.value.details()
+        with pytest.raises(grpc.RpcError) as e:
+            fetch(peer_id, token=False)
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        channel.close()
