@@ -17,6 +17,7 @@ from analysis_data import N_PARTS, PARQUET_FILE, ROWS, parquet_bytes, parquet_pa
 from helpers import sorted_rows
 
 from st_integrations.duckdb_sql import connect_files
+from st_py.core import namespace
 from st_py.errors import StalePeerCopyError
 
 
@@ -46,6 +47,16 @@ def copy_generation(path: str) -> int:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         return int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+    finally:
+        db.close()
+
+
+def rows(path: str) -> list[str]:
+    """Every statement that remakes the SQLite file at ``path``, sorted (a
+    copy's rowids of tables keyed by name may differ)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return sorted(db.iterdump())
     finally:
         db.close()
 
@@ -103,6 +114,13 @@ def test_a_commit_after_the_peers_copies_is_seen_by_the_next_scan(parquet_cluste
         assert f.generation > g1
         want = sorted([f"a{i:02d}" for i in range(10)] + [f"b{i:02d}" for i in range(5)])
         assert sorted(r.name for r in f.get_local()) == want
+        # each copy brought forward is the tracker's infofile, row for row
+        tracker_rows = rows(str(namespace.infofile_path(parquet_cluster.namespace, name)))
+        for i in range(3):
+            assert rows(peer_copy(parquet_cluster, i, f.file_id)) == tracker_rows, i
+        # ... by the tracker's changesets, not a snapshot of the whole file
+        logs = "".join((parquet_cluster.data_dir / "logs" / f"peer-{i}.log").read_text() for i in range(3))
+        assert f"infofile copy of {name}: generation {g1} -> {f.generation} by changes" in logs
         f.close()
 
 

@@ -17,6 +17,8 @@
 #include <fstream>
 
 #include "crc32c.h"
+#include "log.h"
+#include "protocol.h"
 #include "sqlite_ro.h"
 
 namespace st {
@@ -324,6 +326,13 @@ Status InfofileCopies::Ensure(const std::string& name, uint64_t file_id, uint64_
   CopyState now;
   s = ReadCopyState(path, &now);
   if (!s.ok()) return s;
+  if (now.generation != state.generation || now.position != state.position) {
+    size_t bytes = 0;
+    for (const std::string& d : reply.data) bytes += d.size();
+    ST_LOG_INFO("infofile copy of %s: generation %llu -> %llu by %s (%zu bytes)",
+                Printable(name).c_str(), static_cast<unsigned long long>(state.generation),
+                static_cast<unsigned long long>(now.generation), reply.kind.c_str(), bytes);
+  }
   *have = now.generation;
   if (want_generation != 0 && now.generation < want_generation) {
     return Status::Unavailable("the tracker brought the copy only to generation " +
