@@ -14,6 +14,7 @@ import sqlite3
 import pandas as pd
 import pytest
 from analysis_data import N_PARTS, PARQUET_FILE, ROWS, parquet_bytes, parquet_part, put_parquet_file, source_frame
+from conftest import poll_for
 from helpers import sorted_rows
 
 from st_integrations.duckdb_sql import connect_files
@@ -188,3 +189,63 @@ def test_the_tracker_serves_a_peer_only_the_infofiles_of_its_files(parquet_clust
         assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
     finally:
         channel.close()
+
+
+def test_copies_are_kept_current_between_scans_and_recover_from_peers_rebuilds_from_them(make_cluster):
+    """With --metadata fetch the copies are the mirrors: every
+    --mirror-interval each peer brings its copies to the tracker's latest
+    (records committed after the last scan are listed by LIST_META without a
+    scan), a deleted file's copies are removed (after --scrub-age), and a
+    namespace lost whole comes back from them (the copies are kept while the
+    tracker knows no file)."""
+    from test_recover import _lose_namespace, _mirrors, _recover
+
+    cluster = make_cluster(
+        2, peer_metadata="fetch", metadata="fetch", peer_args=["--mirror-interval", "0.2", "--scrub-age", "0.5"]
+    )
+    name = "/peercopies/rec"
+    data = {f"r{i:02d}": f"value {i}".encode() * (i + 1) for i in range(30)}
+    c = cluster.client()
+    w = c.create(name, replication="x2")
+    for k in list(data)[:20]:
+        w.put(k, data[k])
+    w.flush()
+    f = c.open(name)
+    assert len(f.get_local()) == 20  # the scan makes the peers' copies
+    f.close()
+    # a deleted file's copy goes (the tracker has no such file, the peer none of its records)
+    with c.create("/peercopies/gone", replication="x2") as g:
+        g.put("x", b"x")
+    g = c.open("/peercopies/gone")
+    gone_id = g.file_id
+    assert len(g.get_local()) == 1
+    g.close()
+    assert all(os.path.exists(peer_copy(cluster, i, gone_id)) for i in range(2))
+    c.delete("/peercopies/gone")
+    poll_for(
+        lambda: not any(os.path.exists(peer_copy(cluster, i, gone_id)) for i in range(2)),
+        timeout=20,
+        interval=0.1,
+        what="the copies of a deleted file to be removed",
+    )
+    for k in list(data)[20:]:
+        w.put(k, data[k])
+    w.close()
+    info = c.tracker.open(name)
+    poll_for(
+        lambda: all(_mirrors(cluster, a).get(info.file_id) == info.generation for a in cluster.peer_addrs),
+        timeout=20,
+        interval=0.1,
+        what="the peers' copies to reach the tracker's generation without a scan",
+    )
+    _lose_namespace(cluster)
+    rc, report = _recover(cluster)
+    assert rc == 0, report
+    (got,) = [x for x in report["files"] if x["name"] == name]
+    assert got["outcome"] == "restored" and got["generation"] == info.generation, got
+    r = cluster.client(metadata_cache=str(cluster.data_dir / "cache-after"))
+    f = r.open(name)
+    assert sorted(f.names()) == sorted(data)
+    assert {k: f.get(k) for k in data} == data
+    assert sorted(x.name for x in f.get_local()) == sorted(data)
+    f.close()

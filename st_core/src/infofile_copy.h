@@ -80,7 +80,8 @@ class InfofileFetcher {
   virtual ~InfofileFetcher() = default;
   // One FetchInfofile call for file `name` (its namespace path) of id
   // `file_id`, the copy being at `have` (no copy: all empty), to reach at
-  // least `want_generation`. Any failure (unreachable, refused) is !ok.
+  // least `want_generation`. NotFound if the tracker has no such file (of
+  // that id); any other failure (unreachable, refused) is another !ok.
   // The call gives up after deadline_s seconds.
   virtual Status Fetch(const std::string& name, uint64_t file_id, const CopyState& have,
                        uint64_t want_generation, double deadline_s, FetchedInfofile* out) = 0;

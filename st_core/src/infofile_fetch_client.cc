@@ -79,6 +79,10 @@ Status GrpcInfofileFetcher::Fetch(const std::string& name, uint64_t file_id, con
     }
   }
   grpc::Status st = reader->Finish();
+  if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
+    return Status::NotFound("the tracker " + options_.tracker + " has no file " + name + ": " +
+                            st.error_message());
+  }
   if (!st.ok()) {
     return Status::Unavailable("FetchInfofile of " + name + " from " + options_.tracker +
                                " failed: " + st.error_message() + " (gRPC code " +

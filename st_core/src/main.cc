@@ -189,13 +189,6 @@ int main(int argc, char** argv) {
     fetcher = std::make_unique<st::GrpcInfofileFetcher>(fo);
     copies = std::make_unique<st::InfofileCopies>(store->data_dir() + "/meta", fetcher.get());
     opt.server.copies = copies.get();
-    if (!opt.server.namespace_dir.empty() && opt.server.mirror_interval_s > 0) {
-      // The copies live where the mirrors would: one writer per file.
-      ST_LOG_INFO("infofile mirrors off with --metadata fetch: the copies in %s/meta/ take "
-                  "their place",
-                  store->data_dir().c_str());
-      opt.server.mirror_interval_s = 0;
-    }
     ST_LOG_INFO("metadata: infofile copies in %s/meta/, brought to each GET_LOCAL's generation "
                 "from %s (--metadata fetch)",
                 store->data_dir().c_str(), opt.tracker.c_str());
@@ -246,7 +239,12 @@ int main(int argc, char** argv) {
                 sv.scrub_age_s);
   }
 
-  if (!sv.namespace_dir.empty() && sv.mirror_interval_s > 0) {
+  if (sv.copies != nullptr && sv.mirror_interval_s > 0) {
+    ST_LOG_INFO("infofile copies: every %g s, the copies in %s/meta/ are brought to the "
+                "tracker's latest and listed for storetorrent recover --from-peers (no namespace "
+                "walk: the copies are the mirrors)",
+                sv.mirror_interval_s, store->data_dir().c_str());
+  } else if (!sv.namespace_dir.empty() && sv.mirror_interval_s > 0) {
     ST_LOG_INFO("infofile mirrors: every %g s, the infofiles of this peer's files are copied to "
                 "%s/meta/ (storetorrent recover --from-peers)",
                 sv.mirror_interval_s, store->data_dir().c_str());

@@ -170,7 +170,7 @@ Status Server::Start() {
     so.age_s = options_.scrub_age_s;
     scrubber_ = std::make_unique<Scrubber>(loop_, store_, so);
     scrubber_->Start();
-    if (options_.mirror_interval_s > 0) {
+    if (options_.mirror_interval_s > 0 && options_.copies == nullptr) {
       MetaMirrorOptions mo;
       mo.namespace_dir = options_.namespace_dir;
       mo.interval_s = options_.mirror_interval_s;
@@ -178,6 +178,16 @@ Status Server::Start() {
       mirror_ = std::make_unique<MetaMirror>(loop_, store_, mo);
       mirror_->Start();
     }
+  }
+  if (options_.copies != nullptr && options_.mirror_interval_s > 0) {
+    // --metadata fetch: the copies are the mirrors (LIST_META, GET_META),
+    // brought to the tracker's latest every --mirror-interval.
+    MetaMirrorOptions mo;
+    mo.copies = options_.copies;
+    mo.interval_s = options_.mirror_interval_s;
+    mo.remove_after_s = options_.scrub_age_s;
+    mirror_ = std::make_unique<MetaMirror>(loop_, store_, mo);
+    mirror_->Start();
   }
 
   admission_.Start();

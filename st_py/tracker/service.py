@@ -43,7 +43,7 @@ from .apply.ops import InfofileOp
 from .committer import CommitStats, Committer
 from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
 from .health import CopyHealth, RepairProgress, space_totals
-from .infofile_fetch import changes_for, take_snapshot
+from .infofile_fetch import changes_for, take_snapshot, unchanged_since
 from .infofile_writer import (
     DEFAULT_HISTORY_AGE_S,
     InfofileWriter,
@@ -1061,6 +1061,13 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             log.debug("FetchInfofile %s: %s, %d changesets", name, reply[0].kind, len(reply) - 1)
             for m in reply:
                 yield m
+            return
+        try:
+            same = await asyncio.to_thread(unchanged_since, path, request, file_id)
+        except FileNotFoundError:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+        if same is not None:
+            yield same
             return
         snap = await asyncio.to_thread(take_snapshot, path)
         try:
