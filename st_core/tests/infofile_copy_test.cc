@@ -12,12 +12,14 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "crc32c.h"
 #include "infofile_util.h"
+#include "meta_mirror.h"
 #include "test_util.h"
 
 namespace st {
@@ -88,9 +90,10 @@ std::string Record(const std::string& path, const std::string& sql) {
 
 class FakeFetcher : public InfofileFetcher {
  public:
-  Status Fetch(const std::string&, uint64_t, const CopyState& have, uint64_t want, double,
+  Status Fetch(const std::string&, uint64_t file_id, const CopyState& have, uint64_t want, double,
                FetchedInfofile* out) override {
     ++calls;
+    if (missing.count(file_id) != 0) return Status::NotFound("no such file");
     last_have = have;
     last_want = want;
     if (!result.ok()) return result;
@@ -104,6 +107,7 @@ class FakeFetcher : public InfofileFetcher {
   uint64_t last_want = 0;
   Status result = Status::Unavailable("connection refused");
   FetchedInfofile reply;
+  std::set<uint64_t> missing;  // file ids the tracker has not
 };
 
 class InfofileCopyTest : public ::testing::Test {
@@ -112,7 +116,8 @@ class InfofileCopyTest : public ::testing::Test {
     dir_ = tmp_.path();
     src_ = dir_ + "/src.infofile";
     test::WriteInfofile(src_, 7, {{"p0", "127.0.0.1:1"}, {"p1", "127.0.0.1:2"}},
-                        {{"a", 0, 0}, {"a", 1, 1}, {"b", 0, 1}});
+                        {{"a", 0, 0}, {"a", 1, 1}, {"b", 0, 1}}, "storetorrent-infofile",
+                        "INSERT INTO meta VALUES('name', '/f');");
   }
   test::TempDir tmp_;
   std::string dir_, src_;
@@ -229,6 +234,60 @@ TEST_F(InfofileCopyTest, EnsureFetchesOnlyWhenBehindAndKeepsTheCopyWhenItCannot)
   s = copies.Ensure("/f", 7, 5, 1.0, &have);
   EXPECT_TRUE(s.IsUnavailable()) << s.ToString();
   EXPECT_EQ(1u, have);
+}
+
+TEST_F(InfofileCopyTest, TheCopiesPassListsCopiesAndRemovesOnlyWhatTheTrackerLost) {
+  // Two copies (file ids 7 and 8) in <data>/meta/, made as GET_LOCAL makes them.
+  FakeFetcher fetcher;
+  InfofileCopies copies(dir_ + "/meta", &fetcher);
+  std::string other = dir_ + "/other.infofile";
+  test::WriteInfofile(other, 8, {{"p0", "127.0.0.1:1"}}, {{"z", 0, 0}}, "storetorrent-infofile",
+                      "INSERT INTO meta VALUES('name', '/g');");
+  for (const auto& [id, path] : {std::pair<uint64_t, std::string>{7, src_}, {8, other}}) {
+    std::string bytes = ReadAll(path);
+    FetchedInfofile r;
+    r.kind = "snapshot";
+    r.file_id = id;
+    r.data = {bytes};
+    r.total_size = bytes.size();
+    r.crc32c = crc32c::Value(bytes);
+    ASSERT_TRUE(ApplyFetched(copies.PathOf(id), id, r).ok());
+  }
+  MirrorPassOptions o;
+  o.data_dir = dir_;
+  o.copies = &copies;
+  o.remove_after_s = 0;
+  MirrorState state;
+  MirrorPassStats stats;
+  fetcher.result = Status::OK();
+  fetcher.reply = FetchedInfofile();
+  fetcher.reply.kind = "current";
+  ASSERT_TRUE(RunMirrorPass(o, nullptr, &state, &stats).ok());
+  EXPECT_EQ(2u, state.mirrors.size());
+  EXPECT_EQ(2u, stats.infofiles);
+  EXPECT_EQ(0u, stats.removed);
+  // The tracker lost every file (its namespace): nothing removed.
+  fetcher.missing = {7, 8};
+  ASSERT_TRUE(RunMirrorPass(o, nullptr, &state, &stats).ok());
+  EXPECT_EQ(0u, stats.removed);
+  EXPECT_EQ(0, ::access(copies.PathOf(7).c_str(), F_OK));
+  // File 8 deleted, 7 still there: 8's copy goes, unless the peer holds its records.
+  fetcher.missing = {8};
+  o.held_file_ids = {8};
+  ASSERT_TRUE(RunMirrorPass(o, nullptr, &state, &stats).ok());
+  EXPECT_EQ(0u, stats.removed);
+  o.held_file_ids.clear();
+  ASSERT_TRUE(RunMirrorPass(o, nullptr, &state, &stats).ok());
+  EXPECT_EQ(1u, stats.removed);
+  EXPECT_NE(0, ::access(copies.PathOf(8).c_str(), F_OK));
+  EXPECT_EQ(0, ::access(copies.PathOf(7).c_str(), F_OK));
+  EXPECT_EQ(1u, state.mirrors.count(7));
+  EXPECT_EQ(0u, state.mirrors.count(8));
+  // A tracker that cannot be reached: the copy kept, an error counted.
+  fetcher.result = Status::Unavailable("connection refused");
+  ASSERT_TRUE(RunMirrorPass(o, nullptr, &state, &stats).ok());
+  EXPECT_EQ(1u, stats.errors);
+  EXPECT_EQ(1u, state.mirrors.count(7));
 }
 
 }  // namespace
