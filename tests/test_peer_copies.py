@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from analysis_data import N_PARTS, PARQUET_FILE, ROWS, parquet_bytes, parquet_part, put_parquet_file, source_frame
 from conftest import poll_for
-from helpers import sorted_rows
+from helpers import metric_value, scrape_metrics, sorted_rows
 
 from st_integrations.duckdb_sql import connect_files
 from st_py.core import namespace
@@ -152,6 +152,11 @@ def test_a_peer_whose_tracker_is_gone_refuses_with_stale_infofile(make_cluster):
         assert e.value.tracker == cluster.tracker_addr
         assert "STALE_INFOFILE" in str(e.value.__cause__)
         f.close()
+    # the refusal is counted (docs/operations.md), by the peer that refused
+    ms = [scrape_metrics(d.metrics_addr) for d in cluster.peers]
+    assert sum(metric_value(m, "st_peer_infofile_copy_fetches_total", result="failed") for m in ms) >= 1
+    assert all(metric_value(m, "st_peer_infofile_copy_fetches_total", result="ok") >= 1 for m in ms)
+    assert all(metric_value(m, "st_peer_infofile_copy_received_bytes_total") > 0 for m in ms)
 
 
 def test_the_tracker_serves_a_peer_only_the_infofiles_of_its_files(parquet_cluster):

@@ -308,7 +308,10 @@ Status InfofileCopies::Ensure(const std::string& name, uint64_t file_id, uint64_
   if (want_generation != 0 && s.ok() && state.generation >= want_generation) return Status::OK();
   FetchedInfofile reply;
   s = fetcher_->Fetch(name, file_id, state, want_generation, deadline_s, &reply);
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    ++counters_.failures;
+    return s;
+  }
   if (reply.kind == "changes" || reply.kind == "current") {
     if (state.schema.empty()) {
       return Status::Corruption("the tracker sent changes for a copy of file_id " +
@@ -322,7 +325,12 @@ Status InfofileCopies::Ensure(const std::string& name, uint64_t file_id, uint64_
     s = fetcher_->Fetch(name, file_id, CopyState(), want_generation, deadline_s, &again);
     if (s.ok()) s = ApplyFetched(path, file_id, again);
   }
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    ++counters_.failures;
+    return s;
+  }
+  ++counters_.fetches;
+  for (const std::string& d : reply.data) counters_.bytes += d.size();
   CopyState now;
   s = ReadCopyState(path, &now);
   if (!s.ok()) return s;

@@ -29,6 +29,7 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -110,6 +111,16 @@ class InfofileCopies {
 
   const std::string& tracker() const { return tracker_; }
 
+  // For the metrics (any thread): calls to the tracker that brought a copy
+  // forward or found it current, calls that failed (the copy kept as it
+  // was), and the bytes of snapshots and changesets received.
+  struct Counters {
+    std::atomic<uint64_t> fetches{0};
+    std::atomic<uint64_t> failures{0};
+    std::atomic<uint64_t> bytes{0};
+  };
+  const Counters& counters() const { return counters_; }
+
  private:
   std::mutex* LockOf(uint64_t file_id);
 
@@ -118,6 +129,7 @@ class InfofileCopies {
   std::string tracker_;
   std::mutex mu_;  // guards locks_
   std::map<uint64_t, std::unique_ptr<std::mutex>> locks_;
+  Counters counters_;
 };
 
 }  // namespace st

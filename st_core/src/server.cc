@@ -97,6 +97,13 @@ std::string Server::RenderMetrics() {
     g.mirror_errors = m.errors.load();
     g.mirror_last_pass_s = static_cast<double>(m.last_pass_ns.load()) * 1e-9;
   }
+  if (options_.copies != nullptr) {
+    const InfofileCopies::Counters& c = options_.copies->counters();
+    g.copies_enabled = true;
+    g.copy_fetches = c.fetches.load();
+    g.copy_fetch_failures = c.failures.load();
+    g.copy_bytes = c.bytes.load();
+  }
   if (verifier_) {
     const VerifierCounters& v = verifier_->counters();
     g.verify_passes = v.passes.load();

@@ -215,6 +215,9 @@ TEST_F(InfofileCopyTest, EnsureFetchesOnlyWhenBehindAndKeepsTheCopyWhenItCannot)
   ASSERT_TRUE(copies.Ensure("/f", 7, 1, 1.0, &have).ok());
   EXPECT_EQ(1u, have);
   EXPECT_EQ(Dump(src_), Dump(copies.PathOf(7)));
+  EXPECT_EQ(1u, copies.counters().fetches.load());
+  EXPECT_EQ(1u, copies.counters().failures.load());
+  EXPECT_EQ(bytes.size(), copies.counters().bytes.load());
   // At the generation asked: no call.
   ASSERT_TRUE(copies.Ensure("/f", 7, 1, 1.0, &have).ok());
   EXPECT_EQ(2, fetcher.calls);
