@@ -36,6 +36,7 @@ class ErrorCode(enum.IntEnum):
     DENIED = 15
     INTERNAL = 16
     BUSY = 17  # the peer is at its connection limit (seq 0); the connection is closed
+    STALE_INFOFILE = 18  # st-peer --metadata fetch: its copy cannot reach the plan's generation
 
 
 class StoreTorrentError(Exception):
@@ -605,6 +606,34 @@ class CopyGoneError(GetLocalError):
     def __init__(self, message: str, record: str = "", file: str = "", path: str = ""):
         super().__init__(message)
         self.record, self.file, self.path = record, file, path
+
+
+class StalePeerCopyError(GetLocalError):
+    """A peer started with ``--metadata fetch`` (issue 40) refused a
+    GET_LOCAL plan: its copy of the file's infofile is older than the
+    generation the plan names, and the tracker it brings copies forward from
+    did not answer (or not in time). The peer reveals nothing rather than the
+    records of an older generation. Retry when the tracker is reachable.
+
+    Attributes
+    ----------
+    peer : str
+        ``host:port`` of the peer that refused.
+    generation : int
+        The generation the plan asked for.
+    have : int
+        The generation the peer's copy is at (0: it has none).
+    tracker : str
+        The tracker address(es) the peer could not bring its copy forward from.
+    reason : str
+        The peer's whole message.
+    """
+
+    def __init__(
+        self, message: str, peer: str = "", generation: int = 0, have: int = 0, tracker: str = "", reason: str = ""
+    ):
+        super().__init__(message)
+        self.peer, self.generation, self.have, self.tracker, self.reason = peer, generation, have, tracker, reason
 
 
 class RecordsUnavailableError(GetLocalError, RecordUnavailableError):

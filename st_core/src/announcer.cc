@@ -26,7 +26,7 @@ Announcer::Announcer(AnnouncerOptions options, const RecordStore* store)
 // leader tracker and its standbys, of which only the elected one listens), as gRPC's
 // multi-address target "ipv4:IP:PORT,IP:PORT", one channel that connects to whichever
 // answers (docs/deployment.md, "The metadata log in etcd"; IP addresses only there).
-static std::string TrackerTarget(const std::string& tracker) {
+std::string TrackerTarget(const std::string& tracker) {
   if (tracker.find(',') == std::string::npos || tracker.rfind("ipv4:", 0) == 0 ||
       tracker.rfind("ipv6:", 0) == 0) {
     return tracker;

@@ -67,6 +67,11 @@ struct AnnouncerOptions {
   const VerifierCounters* verifier = nullptr;
 };
 
+// The gRPC target of --tracker: one HOST:PORT as it is; several,
+// comma-separated, as gRPC's multi-address target "ipv4:IP:PORT,IP:PORT"
+// (the announcer's and the infofile fetcher's channels).
+std::string TrackerTarget(const std::string& tracker);
+
 class Announcer {
  public:
   // store must outlive the announcer; only its thread-safe accessors

@@ -1,5 +1,6 @@
 #include "get_local.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "infofile.h"
@@ -103,7 +104,7 @@ bool GetLocal::FindMe(const RingHeader& ring, size_t* me, ErrorCode* code,
 
 GetLocal::Round* GetLocal::StartRound(const RingHeader& ring, size_t me, ErrorCode* code,
                                       std::string* message) {
-  if (options_.namespace_dir.empty()) {
+  if (options_.namespace_dir.empty() && options_.copies == nullptr) {
     *code = ErrorCode::kNoNamespace;
     *message =
         "this peer has no namespace root; start st-peer with --namespace <dir> (the tracker's "
@@ -123,23 +124,27 @@ GetLocal::Round* GetLocal::StartRound(const RingHeader& ring, size_t me, ErrorCo
   r->have.assign(n, 0);
   std::string key = r->key;
   uint64_t id = r->id;
-  if (n > 1) {
-    // The ring's work grows with its entries (about this peer's records of
-    // the file times the peers): a fixed timeout failed every round of a
-    // file of 10^6 records on a 2-core machine (docs/benchmarks.md).
-    const RecordStore::FileIndex* index = store_->Find(ring.file_id);
-    double entries =
-        static_cast<double>(index != nullptr ? index->size() : 0) * static_cast<double>(n);
-    double timeout = options_.timeout_base_s +
-                     options_.timeout_per_peer_s * static_cast<double>(n) +
-                     options_.timeout_per_million_s * entries / 1e6;
-    r->timer = loop_->AddTimer(timeout, [this, key, id] { OnTimeout(key, id); });
-  }
+  // The ring's work grows with its entries (about this peer's records of
+  // the file times the peers): a fixed timeout failed every round of a
+  // file of 10^6 records on a 2-core machine (docs/benchmarks.md).
+  const RecordStore::FileIndex* index = store_->Find(ring.file_id);
+  double entries =
+      static_cast<double>(index != nullptr ? index->size() : 0) * static_cast<double>(n);
+  double timeout = options_.timeout_base_s + options_.timeout_per_peer_s * static_cast<double>(n) +
+                   options_.timeout_per_million_s * entries / 1e6;
+  if (n > 1) r->timer = loop_->AddTimer(timeout, [this, key, id] { OnTimeout(key, id); });
+  // A copy's catch-up gets half the ring's time, so a tracker that does not
+  // answer is told as STALE_INFOFILE, not as the ring's TIMEOUT.
+  double fetch_deadline_s = std::max(0.5, timeout / 2);
   // The infofile read may wait up to its busy timeout for a writer's lock:
   // off the loop.
   auto committed = std::make_shared<std::vector<CommittedCopy>>();
   auto status = std::make_shared<Status>();
-  std::string path = options_.namespace_dir + ring.file_name;
+  auto stale = std::make_shared<std::string>();  // --metadata fetch: why the copy is behind
+  std::string path = options_.copies != nullptr ? options_.copies->PathOf(ring.file_id)
+                                                : options_.namespace_dir + ring.file_name;
+  InfofileCopies* copies = options_.copies;
+  std::string file_name = ring.file_name;
   uint64_t file_id = ring.file_id;
   std::string peer_id = store_->peer_id();
   InfofileReadOptions ro;
@@ -147,11 +152,36 @@ GetLocal::Round* GetLocal::StartRound(const RingHeader& ring, size_t me, ErrorCo
   ro.as_of = ring.as_of;            // the records of this generation (docs/snapshots.md)
   ro.cancel = background_.cancel();
   background_.Schedule(
-      [path, file_id, peer_id, ro, committed, status] {
+      [path, file_id, file_name, copies, fetch_deadline_s, peer_id, ro, committed, status, stale] {
+        if (copies != nullptr) {
+          // Never reveal less than the plan's generation commits: the copy
+          // reaches it first, or the round is refused with STALE_INFOFILE.
+          uint64_t have = 0;
+          double t0 = EventLoop::Now();
+          Status s = copies->Ensure(file_name, file_id, ro.generation, fetch_deadline_s, &have);
+          if (!s.ok()) {
+            *stale = "the infofile copy of " + Printable(file_name) + " (file_id " +
+                     std::to_string(file_id) + ") is at generation " + std::to_string(have) +
+                     " and the plan asks for generation " + std::to_string(ro.generation) +
+                     ": the tracker " + copies->tracker() + " could not bring it forward (" +
+                     s.ToString() + "); this peer reveals nothing older, retry when the " +
+                     "tracker is reachable";
+            *status = s;
+            return;
+          }
+          double waited = EventLoop::Now() - t0;
+          if (waited > 0.1) {
+            ST_LOG_INFO("GET_LOCAL %s: waited %.3f s for the infofile copy to reach generation "
+                        "%llu (now %llu)",
+                        Printable(file_name).c_str(), waited,
+                        static_cast<unsigned long long>(ro.generation),
+                        static_cast<unsigned long long>(have));
+          }
+        }
         *status = ReadCommittedCopies(path, file_id, peer_id, ro, committed.get());
       },
-      [this, key, id, committed, status] {
-        OnInfofileRead(key, id, *status, std::move(*committed));
+      [this, key, id, committed, status, stale] {
+        OnInfofileRead(key, id, *status, std::move(*committed), *stale);
       });
   Round* raw = r.get();
   rounds_[raw->key] = std::move(r);
@@ -159,13 +189,23 @@ GetLocal::Round* GetLocal::StartRound(const RingHeader& ring, size_t me, ErrorCo
 }
 
 void GetLocal::OnInfofileRead(const std::string& key, uint64_t id, const Status& s,
-                              std::vector<CommittedCopy> committed) {
+                              std::vector<CommittedCopy> committed, const std::string& stale) {
   auto it = rounds_.find(key);
   if (it == rounds_.end() || it->second->id != id) return;  // failed or restarted meanwhile
   Round* r = it->second.get();
+  if (!stale.empty()) {
+    ST_LOG_WARN("GET_LOCAL refused: %s", stale.c_str());
+    AnswerSegments(r, false, ErrorCode::kStaleInfofile, stale);
+    Fail(key, ErrorCode::kStaleInfofile, stale);
+    return;
+  }
   if (!s.ok()) {
-    std::string message = "cannot read the infofile of " + Printable(r->ring.file_name) +
-                          " under namespace " + options_.namespace_dir + ": " + s.ToString();
+    std::string message =
+        "cannot read the infofile of " + Printable(r->ring.file_name) +
+        (options_.copies != nullptr
+             ? " from this peer's copy " + options_.copies->PathOf(r->ring.file_id)
+             : " under namespace " + options_.namespace_dir) +
+        ": " + s.ToString();
     AnswerSegments(r, false, ErrorCode::kNoNamespace, message);
     Fail(key, ErrorCode::kNoNamespace, message);
     return;

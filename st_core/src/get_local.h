@@ -39,6 +39,7 @@
 #include "background.h"
 #include "event_loop.h"
 #include "infofile.h"
+#include "infofile_copy.h"
 #include "protocol.h"
 #include "record_store.h"
 #include "reveal.h"
@@ -47,7 +48,10 @@ namespace st {
 
 struct GetLocalOptions {
   std::string advertise;       // this peer's address as it appears in peerlists
-  std::string namespace_dir;   // empty: GET_LOCAL answers NO_NAMESPACE
+  std::string namespace_dir;   // empty: GET_LOCAL answers NO_NAMESPACE (unless copies)
+  // --metadata fetch: the infofile is read from this peer's copy, brought to
+  // the ring's generation first; if it cannot be, STALE_INFOFILE. Outlives this.
+  InfofileCopies* copies = nullptr;
   double cache_s = 60;
   double timeout_base_s = 2;
   double timeout_per_peer_s = 0.5;
@@ -104,8 +108,10 @@ class GetLocal {
   bool FindMe(const RingHeader& ring, size_t* me, ErrorCode* code, std::string* message) const;
   Round* StartRound(const RingHeader& ring, size_t me, ErrorCode* code, std::string* message);
   // Back on the loop with the infofile's committed copies (or the error).
+  // `stale` (non-empty): the copy could not reach the ring's generation
+  // (--metadata fetch), answered STALE_INFOFILE with that message.
   void OnInfofileRead(const std::string& key, uint64_t id, const Status& s,
-                      std::vector<CommittedCopy> committed);
+                      std::vector<CommittedCopy> committed, const std::string& stale);
   // Answers the RING_SEGMENTs waiting for the own segment.
   static void AnswerSegments(Round* r, bool ok, ErrorCode code, const std::string& message);
   // Once every segment is in: Reveal off the loop, then Complete.

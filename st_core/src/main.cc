@@ -22,6 +22,8 @@
 #include "coding.h"
 #include "event_loop.h"
 #include "fs_check.h"
+#include "infofile_copy.h"
+#include "infofile_fetch_client.h"
 #include "log.h"
 #include "metrics_http.h"
 #include "options.h"
@@ -79,6 +81,26 @@ void StartLoopStallFault(st::EventLoop* loop, const std::string& path) {
   loop->AddTimer(0.1, *check);
   static std::shared_ptr<std::function<void()>> keep;  // lives as long as the process
   keep = check;
+}
+
+// The PEM files of --tracker-ca, --tracker-cert and --tracker-key (the
+// announcer's and the infofile fetcher's TLS). False, with *error, if one
+// given cannot be read.
+bool ReadTrackerPems(const st::Options& opt, std::string* ca, std::string* cert, std::string* key,
+                     std::string* error) {
+  for (auto [path, out] :
+       {std::pair{&opt.tracker_ca, ca}, {&opt.tracker_cert, cert}, {&opt.tracker_key, key}}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in || text.str().empty()) {
+      *error = "cannot read " + *path + " (PEM for the tracker's TLS)";
+      return false;
+    }
+    *out = text.str();
+  }
+  return true;
 }
 
 }  // namespace
@@ -150,6 +172,27 @@ int main(int argc, char** argv) {
   });
   if (!s.ok()) return Fail("cannot watch signals: " + s.ToString());
 
+  // --metadata fetch (issue 40): GET_LOCAL reads this peer's copies of the
+  // infofiles in <data>/meta/, brought forward from the tracker.
+  std::unique_ptr<st::GrpcInfofileFetcher> fetcher;
+  std::unique_ptr<st::InfofileCopies> copies;
+  if (opt.metadata == "fetch") {
+    if (opt.tracker.empty())
+      return Fail("--metadata fetch needs --tracker: the infofile copies come from it");
+    st::FetchClientOptions fo;
+    fo.tracker = opt.tracker;
+    fo.peer_id = store->peer_id();
+    fo.capability_key = opt.server.capability_key;
+    std::string pem_error;
+    if (!ReadTrackerPems(opt, &fo.ca_pem, &fo.cert_pem, &fo.key_pem, &pem_error))
+      return Fail(pem_error);
+    fetcher = std::make_unique<st::GrpcInfofileFetcher>(fo);
+    copies = std::make_unique<st::InfofileCopies>(store->data_dir() + "/meta", fetcher.get());
+    opt.server.copies = copies.get();
+    ST_LOG_INFO("metadata: infofile copies in %s/meta/, brought to each GET_LOCAL's generation "
+                "from %s (--metadata fetch)",
+                store->data_dir().c_str(), opt.tracker.c_str());
+  }
   const st::ServerOptions& sv = opt.server;
   auto server = std::make_unique<st::Server>(loop.get(), store.get(), sv);
   s = server->Start();
@@ -177,7 +220,9 @@ int main(int argc, char** argv) {
               opt.store.sync_each ? " (sync: an fsync per record)"
               : opt.store.sync    ? " (sync: group fsync)"
                                   : "",
-              sv.namespace_dir.empty() ? " (no --namespace: GET_LOCAL disabled)" : "");
+              sv.namespace_dir.empty() && sv.copies == nullptr
+                  ? " (no --namespace: GET_LOCAL disabled)"
+                  : "");
   ST_LOG_INFO("failure domain %s", opt.domain.empty()
                                        ? "of its host (no --domain: peers of one machine share it)"
                                        : opt.domain.c_str());
@@ -194,11 +239,16 @@ int main(int argc, char** argv) {
                 sv.scrub_age_s);
   }
 
-  if (!sv.namespace_dir.empty() && sv.mirror_interval_s > 0) {
+  if (sv.copies != nullptr && sv.mirror_interval_s > 0) {
+    ST_LOG_INFO("infofile copies: every %g s, the copies in %s/meta/ are brought to the "
+                "tracker's latest and listed for storetorrent recover --from-peers (no namespace "
+                "walk: the copies are the mirrors)",
+                sv.mirror_interval_s, store->data_dir().c_str());
+  } else if (!sv.namespace_dir.empty() && sv.mirror_interval_s > 0) {
     ST_LOG_INFO("infofile mirrors: every %g s, the infofiles of this peer's files are copied to "
                 "%s/meta/ (storetorrent recover --from-peers)",
                 sv.mirror_interval_s, store->data_dir().c_str());
-  } else if (!sv.namespace_dir.empty()) {
+  } else if (!sv.namespace_dir.empty() && sv.copies == nullptr) {
     ST_LOG_WARN("infofile mirrors disabled (--mirror-interval 0): a lost namespace cannot be "
                 "recovered from this peer");
   }
@@ -261,17 +311,9 @@ int main(int argc, char** argv) {
     ao.verifier = &server->verifier()->counters();
     ao.loop_stall_limit_s = opt.loop_stall_limit_s > 0 ? opt.loop_stall_limit_s
                                                        : std::max(2.0, 2 * opt.announce_interval_s);
-    for (auto [path, out] : {std::pair{&opt.tracker_ca, &ao.ca_pem},
-                             {&opt.tracker_cert, &ao.cert_pem},
-                             {&opt.tracker_key, &ao.key_pem}}) {
-      if (path->empty()) continue;
-      std::ifstream in(*path, std::ios::binary);
-      std::ostringstream text;
-      text << in.rdbuf();
-      if (!in || text.str().empty())
-        return Fail("cannot read " + *path + " (PEM for the tracker's TLS)");
-      *out = text.str();
-    }
+    std::string pem_error;
+    if (!ReadTrackerPems(opt, &ao.ca_pem, &ao.cert_pem, &ao.key_pem, &pem_error))
+      return Fail(pem_error);
     if (!ao.ca_pem.empty()) {
       ST_LOG_INFO("announcing to %s over TLS%s", opt.tracker.c_str(),
                   ao.cert_pem.empty() ? "" : " with a client certificate");

@@ -251,6 +251,69 @@ Status LoadCatalog(const MirrorPassOptions& o, Env* env, MirrorState* state) {
   return Status::OK();
 }
 
+// --metadata fetch: the catalog is what <data>/meta/ holds (GET_LOCAL makes
+// copies between passes), each copy brought to the tracker's latest state.
+Status RunCopiesPass(const MirrorPassOptions& o, Env* env, const std::atomic<bool>* cancel,
+                     MirrorState* state, MirrorPassStats* stats) {
+  Status s = LoadCatalog(o, env, state);
+  if (!s.ok()) return s;
+  stats->complete = true;
+  std::vector<uint64_t> gone;  // the tracker has no such file
+  for (auto& [file_id, entry] : state->mirrors) {
+    if (Cancelled(cancel)) return Status::Unavailable("mirror pass cancelled");
+    uint64_t have = 0;
+    s = o.copies->Ensure(entry.name, file_id, 0, o.fetch_deadline_s, &have);
+    if (s.IsNotFound()) {
+      gone.push_back(file_id);
+      continue;
+    }
+    ++stats->infofiles;
+    state->deleted_since.erase(file_id);
+    if (!s.ok()) {
+      ST_LOG_WARN("copies: cannot bring the copy of %s (file %016llx, generation %llu) forward: "
+                  "%s; kept, retried next pass",
+                  Printable(entry.name).c_str(), static_cast<unsigned long long>(file_id),
+                  static_cast<unsigned long long>(have), s.ToString().c_str());
+      ++stats->errors;
+      stats->complete = false;
+      continue;
+    }
+    if (have == entry.generation) continue;
+    MetaListEntry now;
+    s = ReadMirrorEntry(env, MirrorPath(o.data_dir, file_id), &now);
+    if (!s.ok()) {
+      ++stats->errors;
+      continue;
+    }
+    entry = std::move(now);
+    ++stats->copied;
+  }
+  // A deleted file's copy, as a mirror (step 3 above): removed once the
+  // tracker has said for remove_after_s that it has no such file, while it
+  // knew at least one other (a tracker whose namespace was lost knows none)
+  // and this peer holds none of its records.
+  const double now = env->NowWall();
+  for (uint64_t file_id : gone) {
+    if (stats->infofiles == 0 || o.held_file_ids.count(file_id) != 0) continue;
+    double since = state->deleted_since.emplace(file_id, now).first->second;
+    if (now - since < o.remove_after_s) continue;
+    std::string path = MirrorPath(o.data_dir, file_id);
+    s = env->RemoveFile(path);
+    if (!s.ok() && !s.IsNotFound()) {
+      ++stats->errors;
+      continue;
+    }
+    ST_LOG_INFO("copies: removed the copy of file %016llx (%s): the tracker has no such file "
+                "and this peer holds none of its records",
+                static_cast<unsigned long long>(file_id),
+                Printable(state->mirrors[file_id].name).c_str());
+    ++stats->removed;
+    state->deleted_since.erase(file_id);
+    state->mirrors.erase(file_id);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 std::string MirrorPath(const std::string& data_dir, uint64_t file_id) {
@@ -274,6 +337,7 @@ Status RunMirrorPass(const MirrorPassOptions& o, const std::atomic<bool>* cancel
   Env* env = o.env != nullptr ? o.env : Env::Default();
   *stats = MirrorPassStats();
   Status s;
+  if (o.copies != nullptr) return RunCopiesPass(o, env, cancel, state, stats);
   if (!state->loaded && !(s = LoadCatalog(o, env, state)).ok()) return s;
 
   InfofileReadOptions ro;
@@ -453,6 +517,7 @@ void MetaMirror::Begin() {
   po.busy_timeout_ms = options_.busy_timeout_ms;
   po.remove_after_s = options_.remove_after_s;
   po.env = store_->env();
+  po.copies = options_.copies;
   auto state = state_;
   auto status = std::make_shared<Status>();
   auto stats = std::make_shared<MirrorPassStats>();

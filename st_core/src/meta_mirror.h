@@ -51,6 +51,7 @@
 #include "background.h"
 #include "env.h"
 #include "event_loop.h"
+#include "infofile_copy.h"
 #include "protocol.h"
 #include "status.h"
 
@@ -66,6 +67,12 @@ struct MirrorPassOptions {
   int busy_timeout_ms = 5000;        // per infofile open
   double remove_after_s = 3600;      // a deleted file's mirror stays this long
   Env* env = nullptr;                // nullptr: Env::Default()
+  // --metadata fetch (infofile_copy.h): no namespace walk; the pass reads
+  // <data>/meta/ (the copies GET_LOCAL made) into the catalog and brings
+  // each copy to the tracker's latest state (a copy the tracker cannot bring
+  // forward is kept as it is and counted in errors).
+  InfofileCopies* copies = nullptr;
+  double fetch_deadline_s = 5;  // per copy's catch-up
 };
 
 // What one pass leaves for the next (the caller owns it; one pass at a time).
@@ -100,9 +107,9 @@ struct MirrorPassStats {
 // <data_dir>/meta/<file_id:016x>.infofile
 std::string MirrorPath(const std::string& data_dir, uint64_t file_id);
 
-// One pass. Unavailable if the namespace root cannot be read (nothing is
-// copied or removed then; the catalog is still loaded) or if *cancel is set;
-// IOError if <data>/meta/ cannot be made or read.
+// One pass (with options.copies: the copies' pass described there). Unavailable if the namespace
+// root cannot be read (nothing is copied or removed then; the catalog is still loaded) or if
+// *cancel is set; IOError if <data>/meta/ cannot be made or read.
 Status RunMirrorPass(const MirrorPassOptions& options, const std::atomic<bool>* cancel,
                      MirrorState* state, MirrorPassStats* stats);
 
@@ -112,7 +119,8 @@ Status RunMirrorPass(const MirrorPassOptions& options, const std::atomic<bool>* 
 Status ReadMirrorEntry(Env* env, const std::string& path, MetaListEntry* entry);
 
 struct MetaMirrorOptions {
-  std::string namespace_dir;  // required
+  std::string namespace_dir;  // required unless copies
+  InfofileCopies* copies = nullptr;  // --metadata fetch: see MirrorPassOptions::copies
   double interval_s = 5;      // between passes; the first runs at once
   double remove_after_s = 3600;  // a deleted file's mirror stays this long (--scrub-age)
   int busy_timeout_ms = 5000;

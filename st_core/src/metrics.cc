@@ -138,6 +138,15 @@ std::string RenderPrometheus(const PeerMetrics& m, const PeerGauges& g) {
   }
   Gauge(&out, "st_peer_getlocal_rounds", "GET_LOCAL rounds in progress or cached.",
         g.getlocal_rounds);
+  if (g.copies_enabled) {
+    Header(&out, "st_peer_infofile_copy_fetches_total", "counter",
+           "FetchInfofile calls to the tracker for this peer's infofile copies (--metadata "
+           "fetch), by result; a failed one left the copy as it was.");
+    Sample(&out, "st_peer_infofile_copy_fetches_total", "result=\"ok\"", g.copy_fetches);
+    Sample(&out, "st_peer_infofile_copy_fetches_total", "result=\"failed\"", g.copy_fetch_failures);
+    Counter(&out, "st_peer_infofile_copy_received_bytes_total",
+            "Bytes of snapshots and changesets received for the infofile copies.", g.copy_bytes);
+  }
   if (g.mirror_enabled) {
     Gauge(&out, "st_peer_meta_mirrors",
           "Infofile mirrors kept in <data>/meta/ for recovery without the namespace.",

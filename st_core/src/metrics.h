@@ -65,6 +65,11 @@ struct PeerGauges {
   uint64_t mirror_copies = 0;
   uint64_t mirror_removals = 0;
   uint64_t mirror_errors = 0;
+  // --metadata fetch (infofile_copy.h); left out without it.
+  bool copies_enabled = false;
+  uint64_t copy_fetches = 0;
+  uint64_t copy_fetch_failures = 0;
+  uint64_t copy_bytes = 0;
   // The verifying scrubber (verifier.h).
   uint64_t verify_passes = 0;
   uint64_t copies_verified = 0;

@@ -47,6 +47,8 @@ bool IsLogFormat(const std::string& v) {
   return ParseLogFormat(v, &f);
 }
 
+bool IsMetadataMode(const std::string& v) { return v == "namespace" || v == "fetch"; }
+
 bool IsUserName(const std::string& v) { return v.size() <= kCapabilityMaxUser; }
 
 constexpr size_t kMaxDomain =
@@ -75,6 +77,12 @@ std::vector<OptionSpec> MakeTable() {
           "scrubber and the infofile mirrors)")
           .What("a directory")
           .Flags(kOptTrimSlashes),
+      Opt("metadata", T::kString, "MODE", ST_FIELD(metadata), "namespace",
+          "where GET_LOCAL reads infofiles: 'namespace' (the tracker's namespace, "
+          "--namespace) or 'fetch' (copies in DATA/meta/ kept current from --tracker "
+          "by FetchInfofile; no mount needed)")
+          .What("namespace or fetch")
+          .Check(IsMetadataMode),
       Opt("tracker", T::kHostPort, "HOST:PORT", ST_FIELD(tracker), nullptr,
           "tracker gRPC address; several, comma-separated IP:PORT (a leader and its "
           "standbys): announces go to whichever answers; without it, no announces"),

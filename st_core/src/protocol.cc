@@ -53,7 +53,7 @@ const char* ErrorCodeName(uint16_t code) {
       "BAD_NAME",  "NOT_FOUND",    "EXISTS",           "CRC_MISMATCH",
       "IO_ERROR",  "NO_SPACE",     "PEER_UNREACHABLE", "TIMEOUT",
       "INVARIANT", "NO_NAMESPACE", "NOT_IN_RING",      "DENIED",
-      "INTERNAL",  "BUSY"};
+      "INTERNAL",  "BUSY",         "STALE_INFOFILE"};
   if (code >= 1 && code < sizeof(kNames) / sizeof(kNames[0])) return kNames[code];
   return "UNKNOWN_ERROR";
 }

@@ -89,6 +89,8 @@ enum class ErrorCode : uint16_t {
   kDenied = 15,
   kInternal = 16,
   kBusy = 17,  // the peer is at its connection limit; the connection is closed
+  kStaleInfofile = 18,  // --metadata fetch: the copy is behind the generation asked and the
+                        // tracker could not bring it there (GET_LOCAL)
 };
 
 // "PUT", "LOCAL_LIST", ... or nullptr for an unknown type.

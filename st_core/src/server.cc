@@ -97,6 +97,13 @@ std::string Server::RenderMetrics() {
     g.mirror_errors = m.errors.load();
     g.mirror_last_pass_s = static_cast<double>(m.last_pass_ns.load()) * 1e-9;
   }
+  if (options_.copies != nullptr) {
+    const InfofileCopies::Counters& c = options_.copies->counters();
+    g.copies_enabled = true;
+    g.copy_fetches = c.fetches.load();
+    g.copy_fetch_failures = c.failures.load();
+    g.copy_bytes = c.bytes.load();
+  }
   if (verifier_) {
     const VerifierCounters& v = verifier_->counters();
     g.verify_passes = v.passes.load();
@@ -150,6 +157,7 @@ Status Server::Start() {
   GetLocalOptions gl;
   gl.advertise = advertise_;
   gl.namespace_dir = options_.namespace_dir;
+  gl.copies = options_.copies;
   gl.cache_s = options_.get_local_cache_s;
   gl.timeout_base_s = options_.ring_timeout_base_s;
   gl.timeout_per_peer_s = options_.ring_timeout_per_peer_s;
@@ -169,7 +177,7 @@ Status Server::Start() {
     so.age_s = options_.scrub_age_s;
     scrubber_ = std::make_unique<Scrubber>(loop_, store_, so);
     scrubber_->Start();
-    if (options_.mirror_interval_s > 0) {
+    if (options_.mirror_interval_s > 0 && options_.copies == nullptr) {
       MetaMirrorOptions mo;
       mo.namespace_dir = options_.namespace_dir;
       mo.interval_s = options_.mirror_interval_s;
@@ -177,6 +185,16 @@ Status Server::Start() {
       mirror_ = std::make_unique<MetaMirror>(loop_, store_, mo);
       mirror_->Start();
     }
+  }
+  if (options_.copies != nullptr && options_.mirror_interval_s > 0) {
+    // --metadata fetch: the copies are the mirrors (LIST_META, GET_META),
+    // brought to the tracker's latest every --mirror-interval.
+    MetaMirrorOptions mo;
+    mo.copies = options_.copies;
+    mo.interval_s = options_.mirror_interval_s;
+    mo.remove_after_s = options_.scrub_age_s;
+    mirror_ = std::make_unique<MetaMirror>(loop_, store_, mo);
+    mirror_->Start();
   }
 
   admission_.Start();

@@ -42,7 +42,10 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;                 // 0: an ephemeral port
   std::string advertise;        // empty: "<host>:<bound port>"
-  std::string namespace_dir;    // empty: GET_LOCAL answers NO_NAMESPACE
+  std::string namespace_dir;    // empty: GET_LOCAL answers NO_NAMESPACE (unless copies)
+  // --metadata fetch: GET_LOCAL reads these copies, brought to the plan's
+  // generation first (infofile_copy.h); outlives the server. nullptr: the namespace.
+  InfofileCopies* copies = nullptr;
   uint32_t max_frame = kDefaultMaxFrame;
   double get_local_cache_s = 60;
   double ring_timeout_base_s = 2;

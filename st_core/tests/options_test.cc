@@ -584,6 +584,7 @@ TEST(Options, Domain) {
 std::string SampleValue(const OptionSpec& spec) {
   if (std::string(spec.name) == "log-format") return "json";
   if (std::string(spec.name) == "domain") return "site-a/rack1/h1";
+  if (std::string(spec.name) == "metadata") return "fetch";
   switch (spec.type) {
     case OptionType::kBool:
       return "true";

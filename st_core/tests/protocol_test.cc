@@ -508,7 +508,8 @@ TEST(Protocol, Names) {
   EXPECT_STREQ("BAD_FRAME", ErrorCodeName(1));
   EXPECT_STREQ("INTERNAL", ErrorCodeName(16));
   EXPECT_STREQ("BUSY", ErrorCodeName(17));
-  EXPECT_STREQ("UNKNOWN_ERROR", ErrorCodeName(18));
+  EXPECT_STREQ("STALE_INFOFILE", ErrorCodeName(18));
+  EXPECT_STREQ("UNKNOWN_ERROR", ErrorCodeName(19));
   EXPECT_STREQ("UNKNOWN_ERROR", ErrorCodeName(99));
   EXPECT_EQ(nullptr, MsgTypeName(0x33));
   EXPECT_STREQ("SCRUB", MsgTypeName(0x07));

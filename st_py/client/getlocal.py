@@ -21,7 +21,15 @@ from st_py.errors import (
     PeerUnavailableError,
     RecordsUnavailableError,
 )
-from st_py.wire.protocol import ErrorCode, LocalEntries, MsgType, crc32c, encode_get_local, encode_ping
+from st_py.wire.protocol import (
+    ErrorCode,
+    LocalEntries,
+    MsgType,
+    crc32c,
+    encode_get_local,
+    encode_ping,
+    stale_infofile_error,
+)
 from st_py.wire.transport import Transport, split_addr
 
 
@@ -402,6 +410,8 @@ def reveal_entries(
                 return LocalEntries.of(fr.fields["entries"]), plan.ring
             if isinstance(exc, PeerUnavailableError):
                 raise GetLocalError(f"GET_LOCAL: the local peer {peer} is unavailable: {exc.reason}") from exc
+            if isinstance(exc, PeerError) and exc.code == ErrorCode.STALE_INFOFILE:
+                raise stale_infofile_error(exc) from exc
             if isinstance(exc, PeerError) and exc.code == ErrorCode.INVARIANT:
                 raise GetLocalError(f"GET_LOCAL on {plan.file_name} stopped: {exc.message}") from exc
             if not (isinstance(exc, PeerError) and exc.code in (ErrorCode.PEER_UNREACHABLE, ErrorCode.TIMEOUT)):

@@ -212,6 +212,9 @@ class LocalCluster:
         ``data_dir/secret.key``, created on first start.
     capability_ttl : float
         Seconds a capability the tracker issues is valid.
+    peer_metadata : str
+        ``"namespace"`` (peers get ``--namespace``) or ``"fetch"`` (peers run
+        with ``--metadata fetch`` and no namespace: issue 40's copies).
     domains : list of str
         Failure domains: peer i runs with ``--domain domains[i]``
         (``"site/rack/host"``; docs/replication.md, "Failure domains").
@@ -242,6 +245,10 @@ class LocalCluster:
     # Each peer in a network namespace of its own (root only; st_py.deploy.netns):
     # link_down(i) then cuts it off the network, a real network failure.
     netns: bool = False
+    # Where the peers read infofiles (issue 40): "namespace" (--namespace, the
+    # tracker's own root) or "fetch" (st-peer --metadata fetch and no
+    # --namespace: copies in each peer's data/meta/ from the tracker).
+    peer_metadata: str = "namespace"
     tracker: Daemon | None = None
     peers: list[Daemon | None] = field(default_factory=list)
     tracker_port: int = 0
@@ -611,8 +618,7 @@ class LocalCluster:
             str(self.data_dir / "peers" / f"peer-{i}"),
             "--port",
             str(port),
-            "--namespace",
-            str(self.namespace),
+            *(["--namespace", str(self.namespace)] if self.peer_metadata == "namespace" else ["--metadata", "fetch"]),
             *(["--host", self.peer_host(i)] if self.hosts or self.netns else []),
             "--tracker",
             tracker,

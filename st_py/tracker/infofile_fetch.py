@@ -24,6 +24,7 @@ from urllib.parse import quote
 import google_crc32c
 
 from st_py._proto import tracker_pb2 as pb
+from st_py.core.infofile import schema_fingerprint
 from st_py.tracker.changeset_window import Window
 
 CHUNK = 1 << 20  # bytes of a snapshot per message
@@ -100,6 +101,43 @@ def take_snapshot(infofile: Path, tmp_dir: str | None = None) -> Snapshot:
         int(meta.get("generation") or 0),
         int(meta.get("log_index") or 0),
         str(meta.get("log_id") or ""),
+    )
+
+
+def unchanged_since(infofile: Path, req: pb.FetchInfofileRequest, file_id: int) -> pb.FetchInfofileChunk | None:
+    """The "current" reply if the copy ``req`` describes is at the
+    infofile's state (same log position and log id, same schema), else None.
+    For a copy the changeset window cannot vouch for (none kept: a tracker
+    restarted, a file not written since), so that asking again costs a read
+    of ``meta``, not a snapshot (peers ask every ``--mirror-interval``).
+
+    Raises FileNotFoundError if the infofile is gone, sqlite3.Error if it
+    cannot be read."""
+    if not req.have_schema or not req.have_log_id:
+        return None
+    if not infofile.is_file():
+        raise FileNotFoundError(infofile)
+    db = sqlite3.connect(f"file:{quote(str(infofile))}?mode=ro", uri=True)
+    try:
+        db.execute("PRAGMA busy_timeout=10000")
+        with db:  # one read transaction: meta and schema of one state
+            db.execute("BEGIN")
+            meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('generation', 'log_index', 'log_id')"))
+            schema = schema_fingerprint(db)
+    finally:
+        db.close()
+    if (
+        int(meta.get("log_index") or 0) != req.have_position
+        or str(meta.get("log_id") or "") != req.have_log_id
+        or schema != req.have_schema
+    ):
+        return None
+    return pb.FetchInfofileChunk(
+        kind="current",
+        file_id=file_id,
+        generation=int(meta.get("generation") or 0),
+        position=req.have_position,
+        log_id=req.have_log_id,
     )
 
 

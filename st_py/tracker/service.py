@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import grpc
 import pyarrow as pa
@@ -42,7 +43,7 @@ from .apply.ops import InfofileOp
 from .committer import CommitStats, Committer
 from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
 from .health import CopyHealth, RepairProgress, space_totals
-from .infofile_fetch import changes_for, take_snapshot
+from .infofile_fetch import changes_for, take_snapshot, unchanged_since
 from .infofile_writer import (
     DEFAULT_HISTORY_AGE_S,
     InfofileWriter,
@@ -175,6 +176,31 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
                 f"announce refused: {e}; peers announce with a PEER capability signed "
                 "with the tracker's key (st-peer --key-file)",
             )
+
+    async def _fetching_peer(self, context, claimed: str) -> str:
+        """The peer id of a FetchInfofile made by a peer (``claimed``, the
+        request's user, is "peer:<peer_id>"), or "" for a user's. With a key
+        the peer must show a PEER capability (as its announces do; aborts
+        UNAUTHENTICATED otherwise) and its id is the one the capability names;
+        without a key, the claim is taken only in development mode (no users
+        file, where users are taken at their word too)."""
+        if not claimed.startswith("peer:"):
+            return ""
+        if self.key is not None:
+            await self._peer_token(context)  # aborts without a PEER capability
+            token = dict(context.invocation_metadata() or ()).get("x-st-capability", "")
+            named = capability.verify(self.key, bytes.fromhex(token)).user
+            if not named.startswith("peer:"):
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the PEER capability names no peer")
+            return named.removeprefix("peer:")
+        if not self.users.enabled:
+            return claimed.removeprefix("peer:")
+        await context.abort(
+            grpc.StatusCode.UNAUTHENTICATED,
+            "a peer fetches infofiles with a PEER capability: start the tracker and its peers with a key "
+            "(--key-file, docs/capabilities.md)",
+        )
+        raise AssertionError("unreachable: context.abort raises")
 
     # -- helpers -------------------------------------------------------------
     @contextlib.contextmanager
@@ -997,10 +1023,15 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
         node's copy of a file's infofile brought forward by the changesets its
         writer kept since the copy's log position, or a snapshot of the
         infofile when there is no copy or the changes no longer reach back
-        (st_py/tracker/infofile_fetch.py). Read permission, as Open."""
-        user = await self.authenticate(context, request.user)
+        (st_py/tracker/infofile_fetch.py). Read permission, as Open; a peer
+        (``user`` "peer:<peer_id>", st-peer --metadata fetch) authenticates as
+        for announces (its PEER capability when the tracker has a key) and
+        gets only the files whose peerlist names it."""
+        peer_id = await self._fetching_peer(context, request.user)
+        user = None if peer_id else await self.authenticate(context, request.user)
         name = await self._name(context, request.name)
-        await self._search_allowed(context, user, name)
+        if user is not None:
+            await self._search_allowed(context, user, name)
         path = namespace.infofile_path(self.root, name)
         try:
             meta = await asyncio.to_thread(_infofile_meta, path)
@@ -1011,7 +1042,14 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
         assert meta is not None  # context.abort raises
         o = owner_of_meta(meta)
-        if not may(user, o, R):
+        if peer_id:
+            if peer_id not in await asyncio.to_thread(_peerlist_ids, path):
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"peer {peer_id} is not in the peerlist of {name}: a peer fetches only the infofiles "
+                    "of the files it serves",
+                )
+        elif not may(user, o, R):
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"user {user.name} may not read {name} ({mode_text(o.mode)} {o.owner}:{o.group})",
@@ -1023,6 +1061,13 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             log.debug("FetchInfofile %s: %s, %d changesets", name, reply[0].kind, len(reply) - 1)
             for m in reply:
                 yield m
+            return
+        try:
+            same = await asyncio.to_thread(unchanged_since, path, request, file_id)
+        except FileNotFoundError:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+        if same is not None:
+            yield same
             return
         snap = await asyncio.to_thread(take_snapshot, path)
         try:
@@ -1688,6 +1733,16 @@ def snapshot_name_problem(name: str) -> str:
     if "/" in name or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
         return "has a '/' or a control character"
     return ""
+
+
+def _peerlist_ids(path: Path) -> set[str]:
+    """The peer ids of the infofile's peerlist (its ``peers`` table)."""
+    db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+    try:
+        db.execute("PRAGMA busy_timeout=10000")
+        return {str(r[0]) for r in db.execute("SELECT peer_id FROM peers")}
+    finally:
+        db.close()
 
 
 def _infofile_meta(path: Path) -> dict:

@@ -9,13 +9,14 @@ messages are length prefixed") and 3.2 (sequence numbers for pipelining).
 from __future__ import annotations
 
 import enum
+import re
 import struct
 from dataclasses import dataclass, field
 
 import google_crc32c
 
 from st_py.core.record_names import MAX_NAME  # noqa: F401  (re-exported: the frame's name limit is the names' rule)
-from st_py.errors import ErrorCode, StoreTorrentError  # noqa: F401  (ErrorCode: re-exported, the wire's codes)
+from st_py.errors import ErrorCode, PeerError, StalePeerCopyError, StoreTorrentError  # noqa: F401  (ErrorCode: re-exported, the wire's codes)
 
 VERSION = 1
 HEADER = struct.Struct("<IBBHQ")  # length, type, version, flags, seq
@@ -574,3 +575,25 @@ class FrameDecoder:
     def buffered(self) -> int:
         """Bytes received and not yet decoded (of a partial frame)."""
         return len(self._buf) + (self._big_pos if self._big_len else 0)
+
+
+# The peer's STALE_INFOFILE message (st_core/src/get_local.cc writes it):
+# "... is at generation H and the plan asks for generation G: the tracker T could not ..."
+_STALE = re.compile(r"is at generation (\d+) and the plan asks for generation (\d+): the tracker (\S+) could not")
+
+
+def stale_infofile_error(exc: PeerError) -> StalePeerCopyError:
+    """The :class:`~st_py.errors.StalePeerCopyError` of a peer's
+    STALE_INFOFILE refusal of a GET_LOCAL (``exc.code`` is
+    :data:`ErrorCode.STALE_INFOFILE`), its fields read from the peer's
+    message (0 and "" if a field is not in it)."""
+    m = _STALE.search(exc.message)
+    have, generation, tracker = (int(m.group(1)), int(m.group(2)), m.group(3)) if m else (0, 0, "")
+    return StalePeerCopyError(
+        f"peer {exc.peer} refused GET_LOCAL: {exc.message}",
+        peer=exc.peer,
+        generation=generation,
+        have=have,
+        tracker=tracker,
+        reason=exc.message,
+    )
