@@ -145,3 +145,65 @@ def test_a_standby_behind_the_logs_first_entry_is_refused_in_one_line(make_clust
         assert out.returncode != 0
         last = out.stderr.strip().splitlines()[-1]
         assert "log starts at entry 2" in last and "copy the leader's namespace" in last, out.stderr[-2000:]
+
+
+def test_nothing_shared_and_the_leaders_host_lost(make_cluster, tmp_path, monkeypatch):
+    """Issues 39 and 40 together: no folder is shared by any two daemons.
+    Each tracker has its own namespace (the standby follows the log), the
+    peers keep their own infofile copies (`--metadata fetch`, no
+    `--namespace`), clients read copies (`metadata="fetch"`). The leader's
+    host is lost (process, state folder, namespace); the standby is elected,
+    and the Dask scan over GET_LOCAL, get_local and DuckDB's SQL give the
+    answers they gave before; a file written after the loss is scanned too."""
+    from analysis_data import N_PARTS, ROWS, put_parquet_file
+
+    from st_integrations.dask_reader import read_storetorrent
+    from st_integrations.duckdb_sql import sql
+    from st_py.client.client import Client
+
+    monkeypatch.setenv("STORETORRENT_METADATA", "fetch")
+    with EtcdCluster(tmp_path / "etcd", 3) as etcd:
+        args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "apart", "--init-cluster", "--own-namespace"]
+        cluster = make_cluster(3, tracker_args=args, peer_metadata="fetch", metadata="fetch")
+        (port_b,) = choose_ports([1])
+        root_b = tmp_path / "namespace-b"
+        argv = swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b"))
+        argv = swap_flag(swap_flag(argv, "--port", str(port_b)), "--metrics-port", "0")
+        argv = swap_flag(argv, "--root", str(root_b))
+        log_b = tmp_path / "b.log"
+        out = log_b.open("wb")
+        b = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            poll_for(lambda: b"a standby until elected" in log_b.read_bytes(), timeout=30, what="B to campaign")
+            both = f"{cluster.tracker_addr},127.0.0.1:{port_b}"
+            monkeypatch.setenv("STORETORRENT_TRACKER", both)
+            cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
+            for i in range(3):
+                cluster.kill_peer(i)
+                cluster.start_peer(i)
+            cluster.wait_for_peers(3)
+            client = Client(both, metadata="fetch", metadata_cache=str(tmp_path / "cache"))
+            put_parquet_file(client, "/apart/pq")
+            total = N_PARTS * sum(range(ROWS))
+            assert int(read_storetorrent("/apart/pq", tracker=both)["row"].sum().compute()) == total
+            poll_for(
+                lambda: _names_at(root_b, "/apart/pq") is not None and len(_names_at(root_b, "/apart/pq")) == N_PARTS,
+                timeout=30,
+                what="B's namespace to follow the leader's",
+            )
+            cluster.tracker.kill()
+            shutil.rmtree(cluster.namespace)
+            shutil.rmtree(cluster.data_dir / "tracker")
+            poll_for(lambda: b"elected leader" in log_b.read_bytes(), timeout=30, what="B's election")
+            assert int(read_storetorrent("/apart/pq", tracker=both)["row"].sum().compute()) == total
+            with client.open("/apart/pq") as f:
+                assert len(f.get_local()) == N_PARTS
+            rows = sql(client, ["/apart/pq"], "SELECT count(*) AS n, sum(row) AS s FROM records_data").to_pylist()
+            assert rows == [{"n": N_PARTS * ROWS, "s": total}]
+            put_parquet_file(client, "/apart/after")
+            assert int(read_storetorrent("/apart/after", tracker=both)["row"].sum().compute()) == total
+            client.close()
+        finally:
+            b.kill()
+            b.wait()
+            out.close()
