@@ -17,6 +17,7 @@ either through the same calls.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from st_py.tracker.log.entry import Entry
 from st_py.tracker.log.local import LocalLog
+
+log = logging.getLogger("st.tracker.log")
 
 if TYPE_CHECKING:  # aetcd is the [ha] extra's: imported when an EtcdBackend starts
     from st_py.tracker.log.election import Election
@@ -282,10 +285,14 @@ class EtcdBackend:
         await self.session.call(drop)
 
     async def aclose(self) -> None:
-        """Resign and close the session."""
-        if self.replicas is not None:
-            await self.replicas.resigned()
-        if self.election is not None:
-            await self.election.resign()
+        """Resign and close the session. Best effort: a tracker cut off from
+        etcd stops all the same (its lease runs out by itself)."""
+        try:
+            if self.replicas is not None:
+                await self.replicas.resigned()
+            if self.election is not None:
+                await self.election.resign()
+        except Exception as e:  # noqa: BLE001 - shutting down: say so, go on
+            log.warning("could not resign in etcd (%s): the election lease runs out by itself", e)
         if self.session is not None:
             await self.session.close()

@@ -49,6 +49,7 @@ class Election:
         self._lease = None
         self._renewed = 0.0  # time.monotonic() of the last renewal etcd confirmed
         self._keepalive: asyncio.Task | None = None
+        self._watchdog: asyncio.Task | None = None
 
     async def campaign(self, timeout: float | None = None) -> int:
         """Wait until elected; return the term.
@@ -97,6 +98,7 @@ class Election:
         self.term, self._lease, self._renewed = int(term), lease, started
         self.lost.clear()
         self._keepalive = asyncio.create_task(self._keep_alive())
+        self._watchdog = asyncio.create_task(self._watch_lease())
         log.info("elected leader in term %d as %s", self.term, self.addr)
         return self.term
 
@@ -126,10 +128,25 @@ class Election:
             log.warning("term %d ended: %s", self.term, why)
             self.lost.set()
 
+    async def _watch_lease(self) -> None:
+        """End the term once no renewal was confirmed for the lease's TTL,
+        whatever the renewal in progress is doing: one waiting on a
+        connection whose packets vanish must not keep a leader that etcd
+        already dropped (a tracker cut off the network; test_tracker_netns).
+        ``_renewed`` is when a confirmed renewal was *asked*, so this ends
+        the term no later than etcd expires the lease."""
+        while not self.lost.is_set():
+            await asyncio.sleep(min(0.5, self.ttl / 6))
+            if time.monotonic() - self._renewed >= self.ttl:
+                log.warning("term %d ended: no renewal of its election lease confirmed for %d s", self.term, self.ttl)
+                self.lost.set()
+
     async def resign(self) -> None:
         """End this tracker's term now (revoke the lease: the key goes)."""
         if self._keepalive is not None:
             self._keepalive.cancel()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         self.lost.set()
         if self._lease is not None:
             lease, self._lease = self._lease, None

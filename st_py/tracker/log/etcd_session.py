@@ -72,9 +72,9 @@ class EtcdSession:
         old, self._client = self._client, None
         self._current = (self._current + 1) % len(self.endpoints)
         if old is not None:
-            try:
-                await old.close()
-            except Exception:  # noqa: BLE001 - a broken channel may fail to close; it is dropped
+            try:  # a channel whose packets vanish may not close at once: it is dropped anyway
+                await asyncio.wait_for(old.close(), 1.0)
+            except (Exception, asyncio.TimeoutError):  # noqa: BLE001 - a broken channel may fail to close
                 pass
 
     async def call(self, fn: Callable[[aetcd.Client], Awaitable[T]], deadline_s: float | None = None) -> T:
@@ -105,6 +105,12 @@ class EtcdSession:
             except asyncio.TimeoutError:
                 last = f"{self.endpoints[self._current]}: no answer within {try_s:.1f} s"
                 await self._next()
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # this call itself was cancelled
+                # another call moved to the next member and closed the channel under this one
+                last = f"{self.endpoints[self._current]}: the connection was closed during the call"
             if time.monotonic() >= deadline:
                 raise ConsensusUnavailableError(self.endpoints, last)
             await asyncio.sleep(0.05)
