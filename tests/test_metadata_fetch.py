@@ -290,3 +290,34 @@ def test_a_snapshot_made_after_the_copy_is_read_as_of(module_cluster, tmp_path):
     old = c.open("/copies/snap", as_of="later")
     assert old.generation == gen and old.names() == ["one"] and old.get("one") == b"1"
     old.close()
+
+
+@pytest.mark.parametrize("mode", ["shared-mount", "fetch"])
+def test_a_handle_reads_live_in_both_modes(module_cluster, tmp_path, mode, caplog):
+    """One semantics, two transports: a handle opened before another
+    client's replacement, new record and delete sees all three on its next
+    read (get, names, len, record_meta, the GET_LOCAL plan's generation)
+    without a new Open, as the shared mount's live infofile gives; under
+    fetch the read that waited for its copy to catch up logs it."""
+    w = module_cluster.client()
+    f = w.create(f"/copies/live-{mode}", replication="x2")
+    f.put("doc", b"v0")
+    f.put("gone", b"x")
+    f.flush()
+    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"))
+    h = r.open(f"/copies/live-{mode}")
+    assert h.get("doc") == b"v0" and h.names() == ["doc", "gone"]
+    f.put("doc", b"v1", replace=True)
+    f.put("new", b"n")
+    f.delete("gone")
+    f.flush()
+    caplog.set_level("INFO", logger="st.client.copies")
+    assert h.get("doc") == b"v1"
+    assert h.names() == ["doc", "new"] and len(h) == 2
+    assert h.record_meta("gone") is None and h.record_meta("new") is not None
+    assert h.get_local_plan().generation == f.generation
+    if mode == "fetch":
+        assert r.tracker.locator.waits >= 1
+        assert any("a read waited" in m and "to catch up from generation" in m for m in caplog.messages)
+    h.close()
+    f.close()

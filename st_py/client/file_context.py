@@ -225,6 +225,23 @@ class FileContext:
             self._reader_state = (int(m["generation"]), int(m.get("log_index") or 0), m.get("log_id") or "")
         return self._reader
 
+    def live_infofile(self):
+        """What a read beginning now asks about the file's records: as
+        :meth:`infofile`, and, with a local copy (``metadata="fetch"``) of the
+        current state, that copy holding every change acknowledged before
+        the read began (one question to the tracker, shared by the reads of
+        this client waiting on the same file), as the shared mount's live
+        infofile does (docs/decisions.md, "What a fetch handle sees").
+
+        Raises StaleInfofileError, TrackerUnavailableError, FileNotFoundError."""
+        loc = self.tracker.locator
+        if loc is None or self.infofile_override or self._as_of_view is not None:
+            return self.infofile()
+        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, since=time.monotonic())
+        if self._reader is not None and loc.state(self.file_id) != self._reader_state:
+            self._retire_reader()
+        return self.current_infofile()
+
     def _retire_reader(self) -> None:
         # kept open until release(): a caller may still hold it (the old copy's file stays readable)
         if self._reader is not None:
@@ -283,7 +300,7 @@ class FileContext:
             return self.as_of
         if self.committer.busy:
             self.committer.drain()
-        return self.current_infofile().generation()
+        return self.live_infofile().generation()
 
     def check_writable(self, what: str) -> None:
         """Refuse a write on a handle that reads a past state."""

@@ -110,10 +110,14 @@ class InfofileCopies:
         # the newest this client was told of (Open, Create, its commits)
         self._wanted: dict[int, Want] = {}
         self._known: dict[int, tuple[int, int, str]] = {}  # file_id -> the copy's state as last brought
+        # file_id -> monotonic time the last question to the tracker started (the copy holds every
+        # change acknowledged before it): reads that began before it need not ask again (live reads)
+        self._asked: dict[int, float] = {}
         self._locks: dict[int, threading.Lock] = {}
         self._lock = threading.Lock()
         self.last: Fetched | None = None  # the last catch-up that asked the tracker
         self.bytes_received = 0
+        self.waits = 0  # reads that waited for their copy to catch up
 
     def path(self, file_id: int) -> Path:
         """Where the copy of file ``file_id``'s infofile is (or will be)."""
@@ -171,10 +175,17 @@ class InfofileCopies:
         with self._lock:
             return self._locks.setdefault(file_id, threading.Lock())
 
-    def ensure(self, tracker, name: str, file_id: int, newer: bool = False) -> Path:
+    def ensure(self, tracker, name: str, file_id: int, newer: bool = False, since: float | None = None) -> Path:
         """Bring the copy of file ``file_id`` (named ``name``) to at least
         :meth:`wanted` (``newer``: ask the tracker for whatever it has beyond
         the copy, once) and return its path.
+
+        ``since`` (a ``time.monotonic()`` value: when a read began) makes it
+        a live read: the copy then holds every change acknowledged before
+        ``since``, asking the tracker only if no question to it started at
+        or after ``since`` yet. Readers that wait on the same file share one
+        question (they queue on the file's lock; the one that asks covers
+        every one that began before it asked).
 
         Raises
         ------
@@ -183,16 +194,24 @@ class InfofileCopies:
         StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
         """
         path = self.path(file_id)
-        if not newer and self.current(file_id) and path.is_file():
+        if since is not None and self._asked.get(file_id, -1.0) >= since and self.current(file_id) and path.is_file():
+            return path
+        if since is None and not newer and self.current(file_id) and path.is_file():
             return path
         with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
+            if since is not None:  # another reader asked after this read began: its answer covers it
+                newer = self._asked.get(file_id, -1.0) < since
             want = self.wanted(file_id)
             have = self._state(path)
+            before = have[0]
+            t0 = t_ask = time.monotonic()
             asked = False
             for attempt in range(TRIES):
                 if path.is_file() and want.reached_by(have[:3]) and (asked or not newer):
                     break
+                if not asked:
+                    t_ask = time.monotonic()
                 self._catch_up(tracker, name, file_id, path, have, want.generation)
                 asked = True
                 have = self._state(path)
@@ -205,6 +224,17 @@ class InfofileCopies:
                 )
             with self._lock:
                 self._known[file_id] = (have[0], have[1], have[2])
+                if asked:
+                    self._asked[file_id] = max(self._asked.get(file_id, -1.0), t_ask)
+            if asked and have[0] != before:
+                self.waits += 1
+                log.info(
+                    "infofile copy of %s: a read waited %.1f ms to catch up from generation %d to %d",
+                    name,
+                    (time.monotonic() - t0) * 1000,
+                    before,
+                    have[0],
+                )
         return path
 
     def state(self, file_id: int) -> tuple[int, int, str] | None:
