@@ -321,3 +321,34 @@ def test_a_handle_reads_live_in_both_modes(module_cluster, tmp_path, mode, caplo
         assert any("a read waited" in m and "to catch up from generation" in m for m in caplog.messages)
     h.close()
     f.close()
+
+
+def test_the_copy_of_a_deleted_file_is_removed(module_cluster, tmp_path):
+    """A copy goes with its file: when an Open says NOT_FOUND (another
+    client deleted it), when the name was made again (a new file id), and
+    when this client deletes the file itself."""
+    from st_py.errors import StFileNotFoundError
+
+    other = module_cluster.client()
+    c = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "c"))
+    for name in ("/copies/del-a", "/copies/del-b"):
+        with other.create(name, replication="x1") as f:
+            f.put("k", b"v")
+    a, b = c.open("/copies/del-a"), c.open("/copies/del-b")
+    pa, pb_ = a.infofile_path, b.infofile_path
+    a.close()
+    b.close()
+    assert os.path.isfile(pa) and os.path.isfile(pb_)
+    other.delete("/copies/del-a")
+    with pytest.raises(StFileNotFoundError):
+        c.open("/copies/del-a")
+    assert not os.path.exists(pa)
+    other.delete("/copies/del-b")
+    with other.create("/copies/del-b", replication="x1") as f:
+        f.put("k", b"again")
+    with c.open("/copies/del-b") as h:
+        assert h.get("k") == b"again" and h.infofile_path != pb_
+        pnew = h.infofile_path
+    assert not os.path.exists(pb_)
+    c.delete("/copies/del-b")
+    assert not os.path.exists(pnew)

@@ -114,6 +114,7 @@ class InfofileCopies:
         # change acknowledged before it): reads that began before it need not ask again (live reads)
         self._asked: dict[int, float] = {}
         self._locks: dict[int, threading.Lock] = {}
+        self._names: dict[str, int] = {}  # file name -> the file id of the copy this client located for it
         self._lock = threading.Lock()
         self.last: Fetched | None = None  # the last catch-up that asked the tracker
         self.bytes_received = 0
@@ -161,6 +162,11 @@ class InfofileCopies:
         (``generation``, ``log_position`` of ``log_id``).
 
         Raises StaleInfofileError, and the tracker's errors."""
+        with self._lock:
+            old = self._names.get(info.name)
+            self._names[info.name] = info.file_id
+        if old is not None and old != info.file_id:  # the name was deleted and made again: the old copy goes
+            self._drop(old)
         self.saw(info.file_id, info.generation, info.log_position, info.log_id)
         info.infofile_path = str(self.ensure(self.source(tracker, info), info.name, info.file_id))
         return info
@@ -236,6 +242,32 @@ class InfofileCopies:
                     have[0],
                 )
         return path
+
+    def forget(self, name: str) -> None:
+        """File ``name`` is gone (an Open said NOT_FOUND, or this client
+        deleted it): remove the copy this client located for it, if any.
+        A copy of a file deleted by another client that this process never
+        opens again stays until its folder is cleared (docs/metadata-log.md)."""
+        with self._lock:
+            file_id = self._names.pop(name, None)
+        if file_id is not None:
+            self._drop(file_id)
+
+    def _drop(self, file_id: int) -> None:
+        # readers holding the copy open keep reading it (the inode stays until they close it)
+        with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
+            fcntl.flock(lk, fcntl.LOCK_EX)
+            self.path(file_id).unlink(missing_ok=True)
+            with self._lock:
+                self._known.pop(file_id, None)
+                self._asked.pop(file_id, None)
+        log.info("infofile copy of file id %d removed: the file was deleted", file_id)
+
+    def copies(self) -> dict[int, tuple[int, int, str]]:
+        """``{file_id: (generation, log position, log id)}`` of the copies
+        this client brought forward (what ``status`` and metrics show)."""
+        with self._lock:
+            return dict(self._known)
 
     def state(self, file_id: int) -> tuple[int, int, str] | None:
         """(generation, log position, log id) the copy of file ``file_id``
