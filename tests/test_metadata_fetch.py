@@ -352,3 +352,35 @@ def test_the_copy_of_a_deleted_file_is_removed(module_cluster, tmp_path):
     assert not os.path.exists(pb_)
     c.delete("/copies/del-b")
     assert not os.path.exists(pnew)
+
+
+def test_status_shows_the_copies_and_how_far_behind_they_are(module_cluster, tmp_path):
+    """``storetorrent status`` under fetch: the copies of the cache folder,
+    the one 2 generations behind the tracker, the one of a deleted file, as
+    JSON and as a line; the copies are not moved by being looked at."""
+    from helpers import run_cli
+
+    other = module_cluster.client()
+    cache = tmp_path / "c"
+    c = module_cluster.client(metadata="fetch", metadata_cache=str(cache))
+    for name in ("/copies/st-a", "/copies/st-b", "/copies/st-c"):
+        with other.create(name, replication="x1") as f:
+            f.put("k", b"v")
+        c.open(name).close()
+    with other.open("/copies/st-a") as f:
+        f.put("k1", b"1")
+        f.flush()
+        f.put("k2", b"2")
+    other.delete("/copies/st-c")
+    env = {"STORETORRENT_METADATA": "fetch", "STORETORRENT_METADATA_CACHE": str(cache)}
+    r = run_cli(module_cluster, "status", "--format", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["metadata_copies"]
+    assert got["copies"] == 3 and got["behind"] == 1 and got["max_behind"] == 2 and got["deleted"] == 1
+    lag = {x["name"]: x for x in got["files"]}
+    assert lag["/copies/st-a"]["behind"] == 2 and lag["/copies/st-b"]["behind"] == 0
+    assert lag["/copies/st-c"]["deleted"]
+    r = run_cli(module_cluster, "status", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "infofile copies (metadata=fetch): 3 in" in r.stdout and "at most 2 generations" in r.stdout
+    assert json.loads(run_cli(module_cluster, "status", "--format", "json").stdout)["metadata_copies"] is None

@@ -337,6 +337,13 @@ class TrackerClient:
                 self.locator.forget(name)
             raise
 
+    def open_unlocated(self, name: str) -> pb.FileInfo:
+        """:meth:`open` without bringing a local infofile copy forward (the
+        tracker's state of the file, as ``status`` compares copies with it).
+
+        Raises BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError."""
+        return self._call("Open", pb.OpenRequest(name=normalize(name), user=self.user))
+
     def _located(self, info: pb.FileInfo) -> pb.FileInfo:
         """``info`` with ``infofile_path`` where this client reads the file's
         infofile (:attr:`locator`; unchanged on the shared mount)."""
