@@ -7,7 +7,9 @@
   (``~/.cache/storetorrent/<cluster>/<file_id>.infofile``, folder 0700, copies
   0600; ``<cluster>`` is ``$STORETORRENT_CLUSTER_ID``, else the tracker
   address), brought to at least the generation ``Open`` returned, and the
-  generation each commit of this client returned (read your writes), by the
+  generation each commit of this client returned (read your writes), and
+  for a read of the current state to every change acknowledged before the
+  read began (live reads, as on the mount: ``ensure(since=...)``), by the
   changesets the tracker's writer kept (FetchInfofile), or a snapshot when
   there is no copy or they no longer reach back. The mount is never read.
 
