@@ -116,6 +116,7 @@ class InfofileCopies:
         # change acknowledged before it): reads that began before it need not ask again (live reads)
         self._asked: dict[int, float] = {}
         self._locks: dict[int, threading.Lock] = {}
+        self._states: dict[Path, tuple[tuple, tuple[int, int, str, str]]] = {}  # path -> (stat key, copy_state)
         self._names: dict[str, int] = {}  # file name -> the file id of the copy this client located for it
         self._lock = threading.Lock()
         self.last: Fetched | None = None  # the last catch-up that asked the tracker
@@ -261,6 +262,7 @@ class InfofileCopies:
             fcntl.flock(lk, fcntl.LOCK_EX)
             self.path(file_id).unlink(missing_ok=True)
             with self._lock:
+                self._states.pop(self.path(file_id), None)
                 self._known.pop(file_id, None)
                 self._asked.pop(file_id, None)
         log.info("infofile copy of file id %d removed: the file was deleted", file_id)
@@ -277,15 +279,26 @@ class InfofileCopies:
         with self._lock:
             return self._known.get(file_id)
 
-    @staticmethod
-    def _state(path: Path) -> tuple[int, int, str, str]:
-        if not path.is_file():
-            return (0, 0, "", "")
+    def _state(self, path: Path) -> tuple[int, int, str, str]:
+        # A copy is only ever replaced whole (a rename over it), never written in place, so its
+        # (inode, mtime, size) names its state: read once per version, not at every live read.
         try:
-            return copy_state(path)
+            st = path.stat()
+        except FileNotFoundError:
+            return (0, 0, "", "")
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+        with self._lock:
+            hit = self._states.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        try:
+            state = copy_state(path)
         except Exception:  # a damaged copy is fetched again whole
             log.warning("infofile copy %s is unreadable: fetching it again", path)
             return (0, 0, "", "")
+        with self._lock:
+            self._states[path] = (key, state)
+        return state
 
     def _catch_up(self, tracker, name: str, file_id: int, path: Path, have: tuple, want: int) -> None:
         t0 = time.monotonic()
