@@ -384,3 +384,25 @@ def test_status_shows_the_copies_and_how_far_behind_they_are(module_cluster, tmp
     assert r.returncode == 0, r.stderr
     assert "infofile copies (metadata=fetch): 3 in" in r.stdout and "at most 2 generations" in r.stdout
     assert json.loads(run_cli(module_cluster, "status", "--format", "json").stdout)["metadata_copies"] is None
+
+
+def test_live_reads_of_a_file_not_written_since_the_tracker_started_move_no_bytes(make_cluster, tmp_path):
+    """After a tracker restart (no changesets kept for the file), a live
+    read of a copy at the infofile's state is answered "current": no
+    snapshot of the whole file per GET."""
+    cluster = make_cluster(2)
+    with cluster.client().create("/copies/quiet", replication="x1") as f:
+        for i in range(200):
+            f.queue_put(f"k{i:03d}", b"v" * 10)
+    r = cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "r"))
+    h = r.open("/copies/quiet")
+    assert h.get("k000") == b"v" * 10
+    h.close()
+    cluster.restart_tracker()
+    h = r.open("/copies/quiet")
+    loc = r.tracker.locator
+    got = loc.bytes_received
+    for i in range(20):
+        assert h.get(f"k{i:03d}") == b"v" * 10
+    assert loc.last.kind == "current" and loc.bytes_received == got
+    h.close()

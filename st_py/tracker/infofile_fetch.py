@@ -103,6 +103,23 @@ def take_snapshot(infofile: Path, tmp_dir: str | None = None) -> Snapshot:
     )
 
 
+def current_for(meta: dict, req: pb.FetchInfofileRequest, file_id: int) -> list[pb.FetchInfofileChunk] | None:
+    """The "current" reply when the copy ``req`` describes is at the state
+    of the infofile whose ``meta`` table is given (same log, log position
+    and generation: no change since), else None. Lets a live read of a
+    file with no changesets kept (none written since the tracker started)
+    move no bytes instead of a snapshot."""
+    log_id, position = str(meta.get("log_id") or ""), int(meta.get("log_index") or 0)
+    generation = int(meta.get("generation") or 0)
+    if not req.have_log_id or req.have_log_id != log_id or req.have_position != position:
+        return None
+    if req.have_generation != generation or not position:
+        return None
+    return [
+        pb.FetchInfofileChunk(kind="current", file_id=file_id, generation=generation, position=position, log_id=log_id)
+    ]
+
+
 def changes_for(
     window: Window | None, req: pb.FetchInfofileRequest, file_id: int
 ) -> list[pb.FetchInfofileChunk] | None:

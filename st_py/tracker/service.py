@@ -42,7 +42,7 @@ from .apply.ops import InfofileOp
 from .committer import CommitStats, Committer
 from .guard import Guard, disk_mode, owner_of_meta, set_disk_mode
 from .health import CopyHealth, RepairProgress, space_totals
-from .infofile_fetch import changes_for, take_snapshot
+from .infofile_fetch import changes_for, current_for, take_snapshot
 from .infofile_writer import (
     DEFAULT_HISTORY_AGE_S,
     InfofileWriter,
@@ -1018,7 +1018,7 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             )
         c = self._committers.get(name)
         window = c.writer.window if c is not None and c.meta.file_id == file_id else None
-        reply = changes_for(window, request, file_id)
+        reply = changes_for(window, request, file_id) or current_for(meta, request, file_id)
         if reply is not None:
             log.debug("FetchInfofile %s: %s, %d changesets", name, reply[0].kind, len(reply) - 1)
             for m in reply:
