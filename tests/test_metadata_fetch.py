@@ -406,3 +406,31 @@ def test_live_reads_of_a_file_not_written_since_the_tracker_started_move_no_byte
         assert h.get(f"k{i:03d}") == b"v" * 10
     assert loc.last.kind == "current" and loc.bytes_received == got
     h.close()
+
+
+@pytest.mark.parametrize("mode", ["shared-mount", "fetch"])
+def test_a_handle_of_a_file_deleted_since_says_so_in_both_modes(module_cluster, tmp_path, mode):
+    """A handle whose file another client deleted (and whose name another
+    file took) raises StFileNotFoundError on its next read in both modes;
+    on the mount it read the unlinked infofile before (old names, GET
+    failing as unavailable)."""
+    from st_py.errors import StFileNotFoundError
+
+    w = module_cluster.client()
+    name = f"/copies/gone-{mode}"
+    with w.create(name, replication="x1") as f:
+        f.put("k", b"v")
+    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"))
+    h = r.open(name)
+    assert h.get("k") == b"v" and h.names() == ["k"]
+    w.delete(name)
+    for read in (lambda: h.names(), lambda: h.get("k"), lambda: len(h)):
+        with pytest.raises(StFileNotFoundError):
+            read()
+    with w.create(name, replication="x1") as f:
+        f.put("other", b"file")
+    with pytest.raises(StFileNotFoundError):
+        h.names()
+    h.close()
+    with r.open(name) as h2:
+        assert h2.names() == ["other"]
