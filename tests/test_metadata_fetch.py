@@ -86,7 +86,7 @@ CHILD = textwrap.dedent(
     ns, addr, cache = sys.argv[1], sys.argv[2], sys.argv[3]
     assert os.listdir(ns) == [], "the namespace is hidden in this mount namespace"
     try:
-        Client(addr).open(sys.argv[5]).names()
+        Client(addr, metadata="shared-mount").open(sys.argv[5]).names()
         hidden = False
     except FileNotFoundError:
         hidden = True  # the shared-mount client cannot read the file here: the symptom
@@ -383,7 +383,9 @@ def test_status_shows_the_copies_and_how_far_behind_they_are(module_cluster, tmp
     r = run_cli(module_cluster, "status", env=env)
     assert r.returncode == 0, r.stderr
     assert "infofile copies (metadata=fetch): 3 in" in r.stdout and "at most 2 generations" in r.stdout
-    assert json.loads(run_cli(module_cluster, "status", "--format", "json").stdout)["metadata_copies"] is None
+    mount = {"STORETORRENT_METADATA": "shared-mount"}
+    r = run_cli(module_cluster, "status", "--format", "json", env=mount)
+    assert json.loads(r.stdout)["metadata_copies"] is None
 
 
 def test_live_reads_of_a_file_not_written_since_the_tracker_started_move_no_bytes(make_cluster, tmp_path):
