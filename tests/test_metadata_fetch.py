@@ -86,7 +86,7 @@ CHILD = textwrap.dedent(
     ns, addr, cache = sys.argv[1], sys.argv[2], sys.argv[3]
     assert os.listdir(ns) == [], "the namespace is hidden in this mount namespace"
     try:
-        Client(addr).open(sys.argv[5]).names()
+        Client(addr, metadata="shared-mount").open(sys.argv[5]).names()
         hidden = False
     except FileNotFoundError:
         hidden = True  # the shared-mount client cannot read the file here: the issue's symptom
@@ -290,3 +290,149 @@ def test_a_snapshot_made_after_the_copy_is_read_as_of(module_cluster, tmp_path):
     old = c.open("/copies/snap", as_of="later")
     assert old.generation == gen and old.names() == ["one"] and old.get("one") == b"1"
     old.close()
+
+
+@pytest.mark.parametrize("mode", ["shared-mount", "fetch"])
+def test_a_handle_reads_live_in_both_modes(module_cluster, tmp_path, mode, caplog):
+    """One semantics, two transports: a handle opened before another
+    client's replacement, new record and delete sees all three on its next
+    read (get, names, len, record_meta, the GET_LOCAL plan's generation)
+    without a new Open, as the shared mount's live infofile gives; under
+    fetch the read that waited for its copy to catch up logs it."""
+    w = module_cluster.client()
+    f = w.create(f"/copies/live-{mode}", replication="x2")
+    f.put("doc", b"v0")
+    f.put("gone", b"x")
+    f.flush()
+    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"))
+    h = r.open(f"/copies/live-{mode}")
+    assert h.get("doc") == b"v0" and h.names() == ["doc", "gone"]
+    f.put("doc", b"v1", replace=True)
+    f.put("new", b"n")
+    f.delete("gone")
+    f.flush()
+    caplog.set_level("INFO", logger="st.client.copies")
+    assert h.get("doc") == b"v1"
+    assert h.names() == ["doc", "new"] and len(h) == 2
+    assert h.record_meta("gone") is None and h.record_meta("new") is not None
+    assert h.get_local_plan().generation == f.generation
+    if mode == "fetch":
+        assert r.tracker.locator.waits >= 1
+        assert any("a read waited" in m and "to catch up from generation" in m for m in caplog.messages)
+    h.close()
+    f.close()
+
+
+def test_the_copy_of_a_deleted_file_is_removed(module_cluster, tmp_path):
+    """A copy goes with its file: when an Open says NOT_FOUND (another
+    client deleted it), when the name was made again (a new file id), and
+    when this client deletes the file itself."""
+    from st_py.errors import StFileNotFoundError
+
+    other = module_cluster.client()
+    c = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "c"))
+    for name in ("/copies/del-a", "/copies/del-b"):
+        with other.create(name, replication="x1") as f:
+            f.put("k", b"v")
+    a, b = c.open("/copies/del-a"), c.open("/copies/del-b")
+    pa, pb_ = a.infofile_path, b.infofile_path
+    a.close()
+    b.close()
+    assert os.path.isfile(pa) and os.path.isfile(pb_)
+    other.delete("/copies/del-a")
+    with pytest.raises(StFileNotFoundError):
+        c.open("/copies/del-a")
+    assert not os.path.exists(pa)
+    other.delete("/copies/del-b")
+    with other.create("/copies/del-b", replication="x1") as f:
+        f.put("k", b"again")
+    with c.open("/copies/del-b") as h:
+        assert h.get("k") == b"again" and h.infofile_path != pb_
+        pnew = h.infofile_path
+    assert not os.path.exists(pb_)
+    c.delete("/copies/del-b")
+    assert not os.path.exists(pnew)
+
+
+def test_status_shows_the_copies_and_how_far_behind_they_are(module_cluster, tmp_path):
+    """``storetorrent status`` under fetch: the copies of the cache folder,
+    the one 2 generations behind the tracker, the one of a deleted file, as
+    JSON and as a line; the copies are not moved by being looked at."""
+    from helpers import run_cli
+
+    other = module_cluster.client()
+    cache = tmp_path / "c"
+    c = module_cluster.client(metadata="fetch", metadata_cache=str(cache))
+    for name in ("/copies/st-a", "/copies/st-b", "/copies/st-c"):
+        with other.create(name, replication="x1") as f:
+            f.put("k", b"v")
+        c.open(name).close()
+    with other.open("/copies/st-a") as f:
+        f.put("k1", b"1")
+        f.flush()
+        f.put("k2", b"2")
+    other.delete("/copies/st-c")
+    env = {"STORETORRENT_METADATA": "fetch", "STORETORRENT_METADATA_CACHE": str(cache)}
+    r = run_cli(module_cluster, "status", "--format", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["metadata_copies"]
+    assert got["copies"] == 3 and got["behind"] == 1 and got["max_behind"] == 2 and got["deleted"] == 1
+    lag = {x["name"]: x for x in got["files"]}
+    assert lag["/copies/st-a"]["behind"] == 2 and lag["/copies/st-b"]["behind"] == 0
+    assert lag["/copies/st-c"]["deleted"]
+    r = run_cli(module_cluster, "status", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "infofile copies (metadata=fetch): 3 in" in r.stdout and "at most 2 generations" in r.stdout
+    mount = {"STORETORRENT_METADATA": "shared-mount"}
+    r = run_cli(module_cluster, "status", "--format", "json", env=mount)
+    assert json.loads(r.stdout)["metadata_copies"] is None
+
+
+def test_live_reads_of_a_file_not_written_since_the_tracker_started_move_no_bytes(make_cluster, tmp_path):
+    """After a tracker restart (no changesets kept for the file), a live
+    read of a copy at the infofile's state is answered "current": no
+    snapshot of the whole file per GET."""
+    cluster = make_cluster(2)
+    with cluster.client().create("/copies/quiet", replication="x1") as f:
+        for i in range(200):
+            f.queue_put(f"k{i:03d}", b"v" * 10)
+    r = cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "r"))
+    h = r.open("/copies/quiet")
+    assert h.get("k000") == b"v" * 10
+    h.close()
+    cluster.restart_tracker()
+    h = r.open("/copies/quiet")
+    loc = r.tracker.locator
+    got = loc.bytes_received
+    for i in range(20):
+        assert h.get(f"k{i:03d}") == b"v" * 10
+    assert loc.last.kind == "current" and loc.bytes_received == got
+    h.close()
+
+
+@pytest.mark.parametrize("mode", ["shared-mount", "fetch"])
+def test_a_handle_of_a_file_deleted_since_says_so_in_both_modes(module_cluster, tmp_path, mode):
+    """A handle whose file another client deleted (and whose name another
+    file took) raises StFileNotFoundError on its next read in both modes;
+    on the mount it read the unlinked infofile before (old names, GET
+    failing as unavailable)."""
+    from st_py.errors import StFileNotFoundError
+
+    w = module_cluster.client()
+    name = f"/copies/gone-{mode}"
+    with w.create(name, replication="x1") as f:
+        f.put("k", b"v")
+    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"))
+    h = r.open(name)
+    assert h.get("k") == b"v" and h.names() == ["k"]
+    w.delete(name)
+    for read in (lambda: h.names(), lambda: h.get("k"), lambda: len(h)):
+        with pytest.raises(StFileNotFoundError):
+            read()
+    with w.create(name, replication="x1") as f:
+        f.put("other", b"file")
+    with pytest.raises(StFileNotFoundError):
+        h.names()
+    h.close()
+    with r.open(name) as h2:
+        assert h2.names() == ["other"]

@@ -32,7 +32,9 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
     from the cluster's own repair speed."""
     from st_py.client.client import Client
 
-    st = Client(tracker_address(tracker, data)).status()
+    client = Client(tracker_address(tracker, data))
+    st = client.status()
+    copies = _copies_status(client)
     counts = PeerCounts.of((p.alive, p.drain_state) for p in st.peers)  # as a refused create says
     durability = _durability(st, peer_mtbf_years)
     rows = [
@@ -100,6 +102,7 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
                     "file_trackers": _file_tracker_rows(st),
                     "metadata_log": _metadata_log(st),
                     "durability": [dataclasses.asdict(d) for d in durability],
+                    "metadata_copies": copies.as_dict() if copies is not None else None,
                 },
                 indent=1,
             )
@@ -137,6 +140,8 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
         )
     if fmt == "table":
         _old_copies_lines(st)
+        if copies is not None:
+            say(copies.line())
         _trackers_line(_metadata_log(st))
     if st.file_trackers and fmt == "table":  # csv: one table per output, the peers
         rows = [{**r, "pid": str(r["pid"])} for r in _file_tracker_rows(st)]  # a pid without a comma
@@ -147,6 +152,15 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
             f"{st.file_trackers[0].shards} shards; shard 0: the tracker itself)",
             right=("shard", "pid", "up_s", "restarts", "commits", "records"),
         )
+
+
+def _copies_status(client):
+    """With ``metadata=fetch``: this user's infofile copies and how far
+    behind the tracker they are (st_py/client/copies_status.py), else None."""
+    from st_py.client.copies_status import copies_status
+
+    loc = client.tracker.locator
+    return None if loc is None else copies_status(loc.folder, client.tracker)
 
 
 def _metadata_log(st) -> dict:

@@ -395,17 +395,17 @@ class StFile:
         stored size and CRC-32C, holders by copy rank), or None if no record
         of that name is committed (a striped object is not a record: see
         :meth:`object_meta`)."""
-        return self._ctx.infofile().lookup(name)
+        return self._ctx.live_infofile().lookup(name)
 
     def records_meta(self, names: list[str]) -> dict[str, RecordMeta]:
         """:meth:`record_meta` of many names at once: ``{name: RecordMeta}``
         of those committed as records."""
-        return self._ctx.infofile().lookup_many(names)
+        return self._ctx.live_infofile().lookup_many(names)
 
     def object_meta(self, name: str) -> ObjectMeta | None:
         """The committed striped object ``name`` (its original size and
         CRC-32C, stripe size and count; docs/striping.md), or None."""
-        return self._ctx.infofile().object(name)
+        return self._ctx.live_infofile().object(name)
 
     # -- peers (paper 4.3 failover, 4.4 rebalance) --------------------------------
     def peer_usable(self, idx: int) -> bool:

@@ -92,6 +92,7 @@ class FileContext:
         self._reader: InfofileReader | None = None
         self._reader_state: tuple[int, int, str] | None = None  # the copy _reader reads (metadata="fetch")
         self._retired: list[InfofileReader] = []  # readers of copies since brought forward
+        self._reader_ino: int | None = None  # the inode _reader opened (shared mount)
         self._as_of_view: AsOf | None = None  # a view when the handle reads a past generation (read_as_of)
         self._cap_renew_at = float("inf")
         self._filters = None
@@ -214,6 +215,8 @@ class FileContext:
         if loc is None or self.infofile_override or self._as_of_view is not None:
             if self._reader is None:
                 self._reader = InfofileReader(self.infofile_path)
+                if loc is None and not self.infofile_override:
+                    self._reader_ino = _inode(self.infofile_path)
             return self._reader
         # a local copy (st_py/client/infofile_copies.py): at least the generation this client knows of
         if self._reader is not None and (self._reader_state is None or loc.behind(self.file_id, self._reader_state)):
@@ -224,6 +227,55 @@ class FileContext:
             m = self._reader.meta()
             self._reader_state = (int(m["generation"]), int(m.get("log_index") or 0), m.get("log_id") or "")
         return self._reader
+
+    def live_infofile(self):
+        """What a read beginning now asks about the file's records: as
+        :meth:`infofile`, and, with a local copy (``metadata="fetch"``) of the
+        current state, that copy holding every change acknowledged before
+        the read began (one question to the tracker, shared by the reads of
+        this client waiting on the same file), as the shared mount's live
+        infofile does (docs/decisions.md, "What a fetch handle sees").
+
+        Raises StaleInfofileError, TrackerUnavailableError, FileNotFoundError."""
+        loc = self.tracker.locator
+        if self.infofile_override or self._as_of_view is not None:
+            return self.infofile()
+        if loc is None:
+            self._check_mount_file()
+            return self.current_infofile()
+        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, since=time.monotonic())
+        if self._reader is not None and loc.state(self.file_id) != self._reader_state:
+            self._retire_reader()
+        return self.current_infofile()
+
+    def _check_mount_file(self) -> None:
+        """On the shared mount: the infofile path still holds this handle's
+        file, as the copy's FetchInfofile says under ``fetch`` (one stat;
+        the meta's file id read only when the inode changed, e.g. a
+        restored infofile, then read anew). Raises StFileNotFoundError when
+        the file was deleted (or its name given to another file) since."""
+        import os
+
+        from st_py.errors import StFileNotFoundError
+
+        if self._reader is None:
+            return
+        try:
+            ino = os.stat(self.infofile_path).st_ino
+        except FileNotFoundError:
+            ino = None
+        if ino is not None and ino == self._reader_ino:
+            return
+        if ino is not None:
+            r = InfofileReader(self.infofile_path)
+            try:
+                same = int(r.meta().get("file_id") or 0) == self.file_id
+            finally:
+                r.close()
+            if same:  # the same file in a new infofile (restored): read it from now on
+                self._retire_reader()
+                return
+        raise StFileNotFoundError(f"no StoreTorrent file {self.name}; was it deleted?")
 
     def _retire_reader(self) -> None:
         # kept open until release(): a caller may still hold it (the old copy's file stays readable)
@@ -283,7 +335,7 @@ class FileContext:
             return self.as_of
         if self.committer.busy:
             self.committer.drain()
-        return self.current_infofile().generation()
+        return self.live_infofile().generation()
 
     def check_writable(self, what: str) -> None:
         """Refuse a write on a handle that reads a past state."""
@@ -416,6 +468,15 @@ class FileContext:
         for r in self._retired:
             r.close()
         self._retired.clear()
+
+
+def _inode(path: str) -> int | None:
+    import os
+
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
 
 
 __all__ = ["FileContext", "DEFAULT_DEPTH", "DEFAULT_GROUP"]

@@ -7,7 +7,9 @@
   (``~/.cache/storetorrent/<cluster>/<file_id>.infofile``, folder 0700, copies
   0600; ``<cluster>`` is ``$STORETORRENT_CLUSTER_ID``, else the tracker
   address), brought to at least the generation ``Open`` returned, and the
-  generation each commit of this client returned (read your writes), by the
+  generation each commit of this client returned (read your writes), and
+  for a read of the current state to every change acknowledged before the
+  read began (live reads, as on the mount: ``ensure(since=...)``), by the
   changesets the tracker's writer kept (FetchInfofile), or a snapshot when
   there is no copy or they no longer reach back. The mount is never read.
 
@@ -110,10 +112,16 @@ class InfofileCopies:
         # the newest this client was told of (Open, Create, its commits)
         self._wanted: dict[int, Want] = {}
         self._known: dict[int, tuple[int, int, str]] = {}  # file_id -> the copy's state as last brought
+        # file_id -> monotonic time the last question to the tracker started (the copy holds every
+        # change acknowledged before it): reads that began before it need not ask again (live reads)
+        self._asked: dict[int, float] = {}
         self._locks: dict[int, threading.Lock] = {}
+        self._states: dict[Path, tuple[tuple, tuple[int, int, str, str]]] = {}  # path -> (stat key, copy_state)
+        self._names: dict[str, int] = {}  # file name -> the file id of the copy this client located for it
         self._lock = threading.Lock()
         self.last: Fetched | None = None  # the last catch-up that asked the tracker
         self.bytes_received = 0
+        self.waits = 0  # reads that waited for their copy to catch up
 
     def path(self, file_id: int) -> Path:
         """Where the copy of file ``file_id``'s infofile is (or will be)."""
@@ -157,6 +165,11 @@ class InfofileCopies:
         (``generation``, ``log_position`` of ``log_id``).
 
         Raises StaleInfofileError, and the tracker's errors."""
+        with self._lock:
+            old = self._names.get(info.name)
+            self._names[info.name] = info.file_id
+        if old is not None and old != info.file_id:  # the name was deleted and made again: the old copy goes
+            self._drop(old)
         self.saw(info.file_id, info.generation, info.log_position, info.log_id)
         info.infofile_path = str(self.ensure(self.source(tracker, info), info.name, info.file_id))
         return info
@@ -171,10 +184,17 @@ class InfofileCopies:
         with self._lock:
             return self._locks.setdefault(file_id, threading.Lock())
 
-    def ensure(self, tracker, name: str, file_id: int, newer: bool = False) -> Path:
+    def ensure(self, tracker, name: str, file_id: int, newer: bool = False, since: float | None = None) -> Path:
         """Bring the copy of file ``file_id`` (named ``name``) to at least
         :meth:`wanted` (``newer``: ask the tracker for whatever it has beyond
         the copy, once) and return its path.
+
+        ``since`` (a ``time.monotonic()`` value: when a read began) makes it
+        a live read: the copy then holds every change acknowledged before
+        ``since``, asking the tracker only if no question to it started at
+        or after ``since`` yet. Readers that wait on the same file share one
+        question (they queue on the file's lock; the one that asks covers
+        every one that began before it asked).
 
         Raises
         ------
@@ -183,16 +203,24 @@ class InfofileCopies:
         StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
         """
         path = self.path(file_id)
-        if not newer and self.current(file_id) and path.is_file():
+        if since is not None and self._asked.get(file_id, -1.0) >= since and self.current(file_id) and path.is_file():
+            return path
+        if since is None and not newer and self.current(file_id) and path.is_file():
             return path
         with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
+            if since is not None:  # another reader asked after this read began: its answer covers it
+                newer = self._asked.get(file_id, -1.0) < since
             want = self.wanted(file_id)
             have = self._state(path)
+            before = have[0]
+            t0 = t_ask = time.monotonic()
             asked = False
             for attempt in range(TRIES):
                 if path.is_file() and want.reached_by(have[:3]) and (asked or not newer):
                     break
+                if not asked:
+                    t_ask = time.monotonic()
                 self._catch_up(tracker, name, file_id, path, have, want.generation)
                 asked = True
                 have = self._state(path)
@@ -205,7 +233,45 @@ class InfofileCopies:
                 )
             with self._lock:
                 self._known[file_id] = (have[0], have[1], have[2])
+                if asked:
+                    self._asked[file_id] = max(self._asked.get(file_id, -1.0), t_ask)
+            if asked and have[0] != before:
+                self.waits += 1
+                log.info(
+                    "infofile copy of %s: a read waited %.1f ms to catch up from generation %d to %d",
+                    name,
+                    (time.monotonic() - t0) * 1000,
+                    before,
+                    have[0],
+                )
         return path
+
+    def forget(self, name: str) -> None:
+        """File ``name`` is gone (an Open said NOT_FOUND, or this client
+        deleted it): remove the copy this client located for it, if any.
+        A copy of a file deleted by another client that this process never
+        opens again stays until its folder is cleared (docs/metadata-log.md)."""
+        with self._lock:
+            file_id = self._names.pop(name, None)
+        if file_id is not None:
+            self._drop(file_id)
+
+    def _drop(self, file_id: int) -> None:
+        # readers holding the copy open keep reading it (the inode stays until they close it)
+        with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
+            fcntl.flock(lk, fcntl.LOCK_EX)
+            self.path(file_id).unlink(missing_ok=True)
+            with self._lock:
+                self._states.pop(self.path(file_id), None)
+                self._known.pop(file_id, None)
+                self._asked.pop(file_id, None)
+        log.info("infofile copy of file id %d removed: the file was deleted", file_id)
+
+    def copies(self) -> dict[int, tuple[int, int, str]]:
+        """``{file_id: (generation, log position, log id)}`` of the copies
+        this client brought forward (what ``status`` and metrics show)."""
+        with self._lock:
+            return dict(self._known)
 
     def state(self, file_id: int) -> tuple[int, int, str] | None:
         """(generation, log position, log id) the copy of file ``file_id``
@@ -213,15 +279,26 @@ class InfofileCopies:
         with self._lock:
             return self._known.get(file_id)
 
-    @staticmethod
-    def _state(path: Path) -> tuple[int, int, str, str]:
-        if not path.is_file():
-            return (0, 0, "", "")
+    def _state(self, path: Path) -> tuple[int, int, str, str]:
+        # A copy is only ever replaced whole (a rename over it), never written in place, so its
+        # (inode, mtime, size) names its state: read once per version, not at every live read.
         try:
-            return copy_state(path)
+            st = path.stat()
+        except FileNotFoundError:
+            return (0, 0, "", "")
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+        with self._lock:
+            hit = self._states.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        try:
+            state = copy_state(path)
         except Exception:  # a damaged copy is fetched again whole
             log.warning("infofile copy %s is unreadable: fetching it again", path)
             return (0, 0, "", "")
+        with self._lock:
+            self._states[path] = (key, state)
+        return state
 
     def _catch_up(self, tracker, name: str, file_id: int, path: Path, have: tuple, want: int) -> None:
         t0 = time.monotonic()

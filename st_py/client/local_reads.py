@@ -52,7 +52,7 @@ class LocalReads:
         answers = ping_all([p.addr for p in ordered])
         ring = tuple(p.addr for p in ordered if answers.get(p.addr) is None)
         dead = tuple(p.addr for p in ordered if p.addr not in ring)
-        reader = ctx.infofile()
+        reader = ctx.live_infofile()  # live: every commit acknowledged before the plan
         generation, records = reader.counted()
         # quick when fewer than F are dead and no copy is pending or quarantined
         unavailable = reader.count_unavailable([p.peer_idx for p in ordered if p.addr in dead], ctx.copies)

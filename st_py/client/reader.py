@@ -130,7 +130,7 @@ class RecordReader:
             ctx.committer.drain()  # read your own writes
         fut = Pending(ctx.transport.wait, name)
         try:
-            meta = ctx.infofile().lookup(name)
+            meta = ctx.live_infofile().lookup(name)  # live: every commit acknowledged before this GET
             if meta is None and ctx.as_of is None and ctx.infofile().object(name) is None and ctx.refresh_infofile():
                 meta = ctx.infofile().lookup(name)  # a local copy behind: asked once for newer changes
             holders = list(meta.peers) if meta is not None else []
@@ -282,11 +282,11 @@ class RecordReader:
 
     def names(self, prefix: str | None = None) -> list[str]:
         """The committed records' names: :meth:`st_py.client.file.StFile.names` (the public docstring)."""
-        return self.ctx.infofile().names(prefix)
+        return self.ctx.live_infofile().names(prefix)
 
     def count(self) -> int:
         """How many records are committed (from the infofile)."""
-        return self.ctx.infofile().count()
+        return self.ctx.live_infofile().count()
 
 
 __all__ = ["RecordReader"]

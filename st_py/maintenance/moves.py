@@ -488,7 +488,7 @@ def _move_batch(
     )
     fm.conflicts.extend(reply.conflicts)
     fm.generation = max(fm.generation, int(reply.generation))
-    now = reader.lookup_many(sorted({mv.name for mv, _, _ in moved}))  # what the tracker committed
+    now = f.infofile().lookup_many(sorted({mv.name for mv, _, _ in moved}))  # what the tracker committed (its reply on)
     for mv, m, dst in moved:
         n = now.get(mv.name)
         if n is not None and n.copies().get(mv.rank) == dst:
@@ -659,7 +659,7 @@ def _move_kept_batch(
     if not moved:
         return
     _commit_kept(f, moved, versions, fm)
-    now = reader.retained_held_by(None, sorted({k for k, _, _, _ in moved}))  # what the tracker committed
+    now = f.infofile().retained_held_by(None, sorted({k for k, _, _, _ in moved}))  # what the tracker committed
     for k, rank, src, dst in moved:
         n = now.get(k)
         if n is not None and n.copies().get(rank) == dst:

@@ -1056,6 +1056,8 @@ class TrackerService(Routing, pb_grpc.TrackerServicer):
             )
         c = self._committers.get(name)
         window = c.writer.window if c is not None and c.meta.file_id == file_id else None
+        # a copy at the infofile's state with no changesets kept (a tracker restarted, a file not
+        # written since) gets "current" below (unchanged_since), not a snapshot
         reply = changes_for(window, request, file_id)
         if reply is not None:
             log.debug("FetchInfofile %s: %s, %d changesets", name, reply[0].kind, len(reply) - 1)

@@ -330,7 +330,19 @@ class TrackerClient:
         BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
         """
         name = normalize(name)
-        return self._located(self._call("Open", pb.OpenRequest(name=name, user=self.user)))
+        try:
+            return self._located(self._call("Open", pb.OpenRequest(name=name, user=self.user)))
+        except StFileNotFoundError:
+            if self.locator is not None:  # a copy of a file deleted since is removed (docs/metadata-log.md)
+                self.locator.forget(name)
+            raise
+
+    def open_unlocated(self, name: str) -> pb.FileInfo:
+        """:meth:`open` without bringing a local infofile copy forward (the
+        tracker's state of the file, as ``status`` compares copies with it).
+
+        Raises BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError."""
+        return self._call("Open", pb.OpenRequest(name=normalize(name), user=self.user))
 
     def _located(self, info: pb.FileInfo) -> pb.FileInfo:
         """``info`` with ``infofile_path`` where this client reads the file's
@@ -511,7 +523,10 @@ class TrackerClient:
             request_id=uuid.uuid4().hex,
         )
         # one id for every try: a retry across a restart or failover gets the first try's reply
-        return self._call("Delete", req, grace=RESTART_GRACE)
+        reply = self._call("Delete", req, grace=RESTART_GRACE)
+        if whole_file and self.locator is not None:  # its copy goes with it
+            self.locator.forget(name)
+        return reply
 
     def list(self, path: str = "/", names_only: bool = False) -> pb.ListReply:
         """The namespace entries below directory ``path`` (rpc List); ``names_only`` skips the counts."""
