@@ -507,3 +507,46 @@ def swap_flag(argv: list[str], flag: str, value: str) -> list[str]:
     out = list(argv)
     out[out.index(flag) + 1] = value
     return out
+
+
+# -- a writer and a reader through a tracker failover ---------------------------------
+def failover_writer(client, prefix: str, acked: dict, errors: list, stop, gaps: list | None = None) -> None:
+    """Until ``stop`` (a threading.Event) is set: create ``<prefix>/fNNNN``
+    (x2), queue_put 20 records, close; each file whose close returned goes
+    into ``acked`` ({name: {record: bytes}}), each create-to-close time (s)
+    into ``gaps``; the first error goes into ``errors`` and ends the loop."""
+    n = 0
+    while not stop.is_set():
+        name = f"{prefix}/f{n:04d}"
+        recs = {f"r{i}": f"{name} {i}".encode() for i in range(20)}
+        t0 = time.monotonic()
+        try:
+            with client.create(name, replication="x2") as f:
+                for k, v in recs.items():
+                    f.queue_put(k, v)
+        except BaseException as e:  # noqa: BLE001 - every error is a failure of the test
+            errors.append(e)
+            return
+        if gaps is not None:
+            gaps.append(time.monotonic() - t0)
+        acked[name] = recs
+        n += 1
+
+
+def failover_reader(client, acked: dict, errors: list, stop, reads: list | None = None) -> None:
+    """Until ``stop``: open the last 3 files of ``acked`` and check their
+    names and first record; a mismatch or error goes into ``errors`` (an
+    error ends the loop); ``reads`` gets (start, end) of each read."""
+    while not stop.is_set():
+        for name, recs in list(acked.items())[-3:]:
+            t0 = time.monotonic()
+            try:
+                with client.open(name) as f:
+                    if sorted(f.names()) != sorted(recs) or f.get("r0") != recs["r0"]:
+                        errors.append(AssertionError(f"{name} read back otherwise"))
+            except BaseException as e:  # noqa: BLE001 - every error is a failure of the test
+                errors.append(e)
+                return
+            if reads is not None:
+                reads.append((t0, time.monotonic()))
+        time.sleep(0.05)

@@ -18,7 +18,7 @@ import time
 
 import pytest
 from conftest import poll_for
-from helpers import swap_flag
+from helpers import failover_reader, failover_writer, swap_flag
 from test_recover import _infofile_state, _recover, _wait_for_mirrors
 
 from st_py.core.infofile import InfofileReader
@@ -207,43 +207,12 @@ def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_
         stop = threading.Event()
         gaps: list[float] = []
 
-        def writer() -> None:
-            n = 0
-            while not stop.is_set():
-                name = f"/ha/f{n:04d}"
-                recs = {f"r{i}": f"{name} {i}".encode() for i in range(20)}
-                t0 = time.monotonic()
-                try:
-                    with client.create(name, replication="x2") as f:
-                        for k, v in recs.items():
-                            f.queue_put(k, v)
-                except BaseException as e:  # noqa: BLE001 - every error is a failure of the test
-                    errors.append(e)
-                    return
-                gaps.append(time.monotonic() - t0)
-                acked[name] = recs
-                n += 1
-
         reads: list[tuple[float, float]] = []  # when each read started and ended
 
-        def reader() -> None:  # opens and reads what was acknowledged, through the failover
-            while not stop.is_set():
-                for name, recs in list(acked.items())[-3:]:
-                    t0 = time.monotonic()
-                    try:
-                        with client.open(name) as f:
-                            if sorted(f.names()) != sorted(recs) or f.get("r0") != recs["r0"]:
-                                errors.append(AssertionError(f"{name} read back otherwise"))
-                    except BaseException as e:  # noqa: BLE001 - every error is a failure of the test
-                        errors.append(e)
-                        return
-                    reads.append((t0, time.monotonic()))
-                time.sleep(0.05)
-
-        th = threading.Thread(target=writer)
+        th = threading.Thread(target=failover_writer, args=(client, "/ha", acked, errors, stop, gaps))
         th.start()
         poll_for(lambda: len(acked) >= 5, timeout=30, what="the writer to get going")
-        rd = threading.Thread(target=reader)
+        rd = threading.Thread(target=failover_reader, args=(client, acked, errors, stop, reads))
         rd.start()
         g.queue_put("a1", b"a1").result()  # acknowledged by the peers, its commit waiting
         g.queue_put("doc", b"v2", replace=True).result()

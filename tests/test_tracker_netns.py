@@ -14,7 +14,7 @@ import time
 
 import pytest
 from conftest import poll_for
-from helpers import swap_flag
+from helpers import failover_reader, failover_writer, swap_flag
 
 from st_py.deploy import netns
 from st_py.deploy.ports import choose_ports
@@ -90,34 +90,10 @@ def test_a_leader_cut_off_the_network_is_replaced_and_never_answers_again(make_c
             errors: list[BaseException] = []
             stop = threading.Event()
 
-            def writer() -> None:
-                n = 0
-                while not stop.is_set():
-                    name = f"/cut/f{n:04d}"
-                    recs = {f"r{i}": f"{name} {i}".encode() for i in range(20)}
-                    try:
-                        with client.create(name, replication="x2") as f:
-                            for k, v in recs.items():
-                                f.queue_put(k, v)
-                    except BaseException as e:  # noqa: BLE001 - every error is a failure of the test
-                        errors.append(e)
-                        return
-                    acked[name] = recs
-                    n += 1
-
-            def reader() -> None:
-                while not stop.is_set():
-                    for name, recs in list(acked.items())[-3:]:
-                        try:
-                            with client.open(name) as f:
-                                if sorted(f.names()) != sorted(recs) or f.get("r0") != recs["r0"]:
-                                    errors.append(AssertionError(f"{name} read back otherwise"))
-                        except BaseException as e:  # noqa: BLE001 - every error is a failure of the test
-                            errors.append(e)
-                            return
-                    time.sleep(0.05)
-
-            threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+            threads = [
+                threading.Thread(target=failover_writer, args=(client, "/cut", acked, errors, stop)),
+                threading.Thread(target=failover_reader, args=(client, acked, errors, stop)),
+            ]
             for t in threads:
                 t.start()
             try:

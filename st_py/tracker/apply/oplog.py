@@ -147,9 +147,12 @@ class OpLog:
             if upto <= self.followed:
                 await asyncio.sleep(FOLLOW_EVERY_S)
                 continue
-            await self.replay(writer_for, None, file_op, state_op, start=self.followed + 1, upto=upto)
-            self.followed = upto
-            on_followed(upto)
+            rep = await self.replay(writer_for, None, file_op, state_op, start=self.followed + 1, upto=upto)
+            if rep.last_index <= self.followed:  # nothing read yet (entries are dense): ask again
+                await asyncio.sleep(FOLLOW_EVERY_S)
+                continue
+            self.followed = rep.last_index  # what was read and applied, never past it
+            on_followed(self.followed)
             await asyncio.sleep(0)  # the election's keepalive and the presence entry get their turn
 
     async def start(self) -> int:
