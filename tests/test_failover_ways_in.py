@@ -45,11 +45,7 @@ def ha(make_cluster, tmp_path, monkeypatch):
         standby, port_b, standby_log = _start_standby(cluster, tmp_path)
         try:
             both = f"{cluster.tracker_addr},127.0.0.1:{port_b}"
-            cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
-            for i in range(3):  # the peers announce to whichever of the two answers
-                cluster.kill_peer(i)
-                cluster.start_peer(i)
-            cluster.wait_for_peers(3)
+            cluster.set_standbys([f"127.0.0.1:{port_b}"])  # the peers announce to whichever answers
             monkeypatch.setenv("STORETORRENT_TRACKER", both)
             client = Client(both)
 

@@ -190,11 +190,7 @@ def test_a_standby_takes_over_when_the_leader_is_killed(make_cluster, etcd, tmp_
     standby, port_b, standby_log = _start_standby(cluster, tmp_path)
     try:
         both = f"{cluster.tracker_addr},127.0.0.1:{port_b}"
-        cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
-        for i in range(3):  # the peers announce to whichever of the two answers
-            cluster.kill_peer(i)
-            cluster.start_peer(i)
-        cluster.wait_for_peers(3)
+        cluster.set_standbys([f"127.0.0.1:{port_b}"])  # the peers announce to whichever answers
         client = Client(both)
         with client.create("/ha/leased", replication="x2") as g:
             g.put("doc", b"v0")
@@ -276,11 +272,7 @@ def test_a_leader_paused_past_its_lease_never_writes_again(make_cluster, etcd, t
     old_addr, old = cluster.tracker_addr, cluster.tracker.proc
     standby, port_b, log_b = _start_standby(cluster, tmp_path)
     try:
-        cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
-        for i in range(3):
-            cluster.kill_peer(i)
-            cluster.start_peer(i)
-        cluster.wait_for_peers(3)
+        cluster.set_standbys([f"127.0.0.1:{port_b}"])  # the peers announce to whichever answers
         stale = Client(old_addr)  # a client that knows only the old leader
         with stale.create("/pause/before", replication="x2") as f:
             f.put("b", b"before the pause")
@@ -346,11 +338,7 @@ def test_a_standby_elected_after_compaction_knows_the_trackers_state(make_cluste
     args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "cp", "--init-cluster", "--log-keep", "1"]
     cluster = make_cluster(3, tracker_args=args)
     standby, port_b, log_b = _start_standby(cluster, tmp_path)  # its state folder stays empty until elected
-    cluster.standby_addrs = [f"127.0.0.1:{port_b}"]
-    for i in range(3):
-        cluster.kill_peer(i)
-        cluster.start_peer(i)
-    cluster.wait_for_peers(3)
+    cluster.set_standbys([f"127.0.0.1:{port_b}"])  # the peers announce to whichever answers
     c = Client(f"{cluster.tracker_addr},127.0.0.1:{port_b}")
     for i in range(3):
         with c.create(f"/st/a/old{i}", replication="x2") as f:

@@ -693,6 +693,18 @@ class LocalCluster:
             args += ["--tracker-cert", str(self.tls_dir / "peer.pem"), "--tracker-key", str(self.tls_dir / "peer.key")]
         return args
 
+    def set_standbys(self, addrs: list[str]) -> None:
+        """Give every peer these standby trackers' addresses beside the
+        leader's (``standby_addrs``): each peer is started again with all of
+        them, as an operator changes the peers' ``--tracker``, and this
+        returns once every peer announced to the tracker again."""
+        self.standby_addrs = list(addrs)
+        for i, d in enumerate(self.peers):
+            if d is not None:
+                self.kill_peer(i)
+                self.start_peer(i)
+        self.wait_for_peers(sum(d is not None for d in self.peers))
+
     def kill_peer(self, i: int) -> str:
         """SIGKILL peer ``i``; returns its address."""
         d = self.peers[i]
