@@ -35,13 +35,14 @@ OLD = FRAME.head(100).assign(row=lambda d: d["row"] + 1_000_000)  # the earlier 
 
 
 def kill_once(pid: int, marker: Path) -> None:
-    """SIGKILL ``pid`` if ``marker`` does not exist yet (made here, once
-    across processes: the first task to call this kills)."""
+    """SIGKILL ``pid`` once across processes (the first task to call this
+    claims the kill), then make ``marker``: the tracker is dead by then."""
     try:
-        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        os.close(os.open(marker.with_name(marker.name + ".claimed"), os.O_CREAT | os.O_EXCL))
     except FileExistsError:
         return
     os.kill(pid, signal.SIGKILL)
+    marker.touch()
 
 
 def killing_tasks(pid: int, marker: Path, pause: float = 0.15):
