@@ -186,7 +186,9 @@ class Client:
         info = self.tracker.open(name, grace=RESTART_GRACE)
         return self._file(info, stage=True, prefer_peer=prefer_peer)
 
-    def commit_staged(self, name: str, records: list[dict], delete: list[str] | None = None) -> int:
+    def commit_staged(
+        self, name: str, records: list[dict], delete: list[str] | None = None, replace_all: bool = False
+    ) -> int:
         """Commit staged records of file ``name`` in one transaction of the
         tracker (paper 3.5): all of them become visible at once, or none.
 
@@ -200,6 +202,11 @@ class Client:
             (a write job's ``mode="overwrite"``): readers see the file before
             or after, never between. Their copies are left to the peers'
             scrubber.
+        replace_all : bool
+            Remove every record and object the file holds at the commit in
+            the same transaction (a write job's ``mode="overwrite"``): the
+            file then holds exactly ``records``; of two such commits at once,
+            the later one is what it holds, never both.
 
         Returns
         -------
@@ -238,14 +245,14 @@ class Client:
                 f"staged records of {name} name {dup} more than once: a writer ran twice; nothing was committed",
                 names=dup,
             )
-        existing = sorted(set(self._committed(info, names)) - set(delete or ()))
+        existing = [] if replace_all else sorted(set(self._committed(info, names)) - set(delete or ()))
         if existing:
             raise RecordExistsError(
                 f"{len(existing)} staged records of {name} are already committed "
                 f"(e.g. {existing[:3]}); nothing was committed",
                 names=existing,
             )
-        self._check_tree(info, name, names, set(delete or ()))
+        self._check_tree(info, name, names, set(delete or ()), replace_all)
         schemas, refs = schema_table([r.get("schema") for r in records])
         reply = self.tracker.at(info.file_tracker).commit(
             name,
@@ -265,6 +272,7 @@ class Client:
                 for r, ref in zip(records, refs)
             ],
             delete=delete or (),
+            replace_all=replace_all,
             schemas=schemas,
             request_id=uuid.uuid4().hex,  # one id for every try: a retry across a restart applies once
             grace=RESTART_GRACE,
@@ -283,10 +291,11 @@ class Client:
         return reply.committed
 
     @staticmethod
-    def _check_tree(info, file: str, names: list[str], deleted: set[str]) -> None:
+    def _check_tree(info, file: str, names: list[str], deleted: set[str], replace_all: bool = False) -> None:
         """Refuse staged ``names`` that are folders or below records, of
         each other or of the committed names not ``deleted`` in the same
-        commit (st_py.core.record_names), before anything is committed."""
+        commit (all of them with ``replace_all``; st_py.core.record_names),
+        before anything is committed."""
         from st_py.core.infofile import InfofileReader
         from st_py.core.record_names import NameTree, conflict_error
 
@@ -296,6 +305,8 @@ class Client:
             if hit is not None:
                 raise conflict_error(hit[0], file, n, hit[1])
             batch.add(n)
+        if replace_all:
+            return
         r = InfofileReader(info.infofile_path)
         try:
             for i in range(0, len(names), 10_000):  # a job's millions of names: bounded statements

@@ -398,10 +398,12 @@ class TrackerClient:
         schemas=(),
         partial_ok: bool = False,
         grace: float | None = None,
+        replace_all: bool = False,
     ) -> pb.CommitReply:
         """Group commit. ``request_id``: the same on every retry of one
         request, which the tracker then applies at most once. ``delete``:
-        names removed in the same transaction (applied alone). ``schemas``:
+        names removed in the same transaction (applied alone); ``replace_all``:
+        every name the file holds removed so (an overwrite). ``schemas``:
         the ``pb.RecordSchema`` the records' ``schema`` fields point into.
         ``grace`` (with a ``request_id``): retried here, across a restart or
         failover of the tracker, while nothing accepts connections for up to
@@ -421,6 +423,7 @@ class TrackerClient:
                 delete=list(delete),
                 schemas=list(schemas),
                 partial_ok=partial_ok,
+                replace_all=replace_all,
             ),
             grace=grace,
         )

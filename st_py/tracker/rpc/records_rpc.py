@@ -127,7 +127,7 @@ class RecordRpc(TrackerParts):
             )
         refused: list[str] = []
         quota: tuple[str, int, int] = ("", 0, 0)
-        if request.partial_ok and not request.delete:  # independent records: commit those that fit
+        if request.partial_ok and not (request.delete or request.replace_all):  # independent: commit what fits
             fit, quota = await self._quota_fit(c, batch, f)
             batch, refused = batch[:fit], [r[0] for r in batch[fit:]]
             if not batch:
@@ -164,9 +164,9 @@ class RecordRpc(TrackerParts):
         try:
             # The versions these replace stop counting (only the lease holder replaces them: no race).
             superseded = await c.run(_committed_bytes_of, c.writer, replaced) if replaced else 0
-            if request.delete:  # an overwrite: the old names go in the same transaction, alone
+            if request.delete or request.replace_all:  # an overwrite: the old names go in the same transaction
                 gen, new, conflicts, removed, removed_bytes = await c.write(
-                    "commit_replacing", batch, list(request.delete)
+                    "commit_replacing", batch, list(request.delete), rid, request.replace_all
                 )
                 n = sum(1 for r in batch if r[0] in new)
             else:
