@@ -545,7 +545,7 @@ class TrackerClient:
 
     def list(self, path: str = "/", names_only: bool = False) -> pb.ListReply:
         """The namespace entries below directory ``path`` (rpc List); ``names_only`` skips the counts."""
-        return self._call("List", pb.ListRequest(path=path, names_only=names_only))
+        return self._call("List", pb.ListRequest(path=path, names_only=names_only, user=self.user))
 
     def status(self, timeout: float | None = None) -> pb.StatusReply:
         """The cluster summary (rpc Status); ``timeout`` in seconds (None: the client's)."""

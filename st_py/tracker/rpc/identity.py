@@ -16,7 +16,7 @@ from st_py.core.capability import CapabilityError
 from st_py.errors import ERROR_KIND_KEY, BadNameError
 
 from ..access import AccessError, User
-from ..shards import TRACKER_KEY, WRONG_TRACKER, internal_user
+from ..shards import TRACKER_KEY, TRACKER_USER_PREFIX, WRONG_TRACKER, internal_user
 from .parts import TrackerParts
 
 log = logging.getLogger("st.tracker")
@@ -49,6 +49,8 @@ class Identity(TrackerParts):
         cert_names = [n.decode() for n in (context.peer_identities() or [])] if self.mutual_tls else []
         try:
             if vouched is not None:
+                if vouched.startswith(TRACKER_USER_PREFIX):  # another tracker of the cluster (bootstrap.py)
+                    return User(vouched, admin=True)
                 return self.users.lookup(vouched)
             return self.users.authenticate(context.invocation_metadata(), claimed, cert_names[:1])
         except AccessError as e:

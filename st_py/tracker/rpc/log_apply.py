@@ -24,6 +24,7 @@ from ..infofile_writer import (
     clock_at,
     create_infofile,
 )
+from ..log.errors import StandbyBehindError
 from ..tracker_ops import namespace_files
 from .parts import TrackerParts
 
@@ -114,7 +115,18 @@ class LogApply(TrackerParts):
         def done(index: int) -> None:
             self.state.set_followed(log_id, index)
 
-        await self.oplog.follow(self._writer_for, self._replay_file_op, self.tracker_ops.apply, done)
+        for attempt in range(3):
+            try:
+                await self.oplog.follow(self._writer_for, self._replay_file_op, self.tracker_ops.apply, done)
+            except StandbyBehindError as e:
+                if self.copy_namespace is None or attempt == 2:
+                    raise
+                log.warning("%s: copying the namespace from a live replica instead", e)
+                for name in list(self._committers):  # the infofiles are replaced whole
+                    self._drop_committer(name)
+                index = await self.copy_namespace(e)
+                self.oplog.followed = index
+                done(index)
 
     async def replay_log(self, file_id: int | None = None) -> ReplayReport:
         """Apply what the metadata log holds that the infofiles miss (an

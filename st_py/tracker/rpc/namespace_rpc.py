@@ -264,7 +264,7 @@ class NamespaceRpc(TrackerParts):
     async def List(self, request, context):
         """rpc List (proto/storetorrent/v1/tracker.proto): the namespace entries below a
         directory (or one file)."""
-        user = await self.authenticate(context)
+        user = await self.authenticate(context, request.user)
         path = request.path or "/"
         if path.strip("/"):
             path = await self._name(context, path)

@@ -6,6 +6,7 @@ share."""
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from ..guard import Guard
 from ..health import CopyHealth, RepairProgress
 from ..infofile_writer import DEFAULT_HISTORY_AGE_S
 from ..leases import Leases
+from ..log.errors import StandbyBehindError
 from ..peers import PeerRegistry
 from ..reservations import Reservations
 from ..shards import InternalTokens
@@ -68,6 +70,9 @@ class TrackerParts:
     shard: int
     shards: int
     file_trackers: Any
+    # a standby with a namespace of its own, behind the log's first entry: makes its namespace a
+    # live replica's and returns the index to follow from (st_py/tracker/bootstrap.py; set by serve())
+    copy_namespace: Callable[[StandbyBehindError], Awaitable[int]] | None = None
 
     if TYPE_CHECKING:  # what one part calls of another (defined by the part named)
 
