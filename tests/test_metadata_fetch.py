@@ -123,6 +123,68 @@ def test_a_client_that_cannot_see_the_namespace_reads_the_same(module_cluster, h
     assert os.listdir(ns), "the parent still sees the namespace (the tmpfs was the child's only)"
 
 
+CHILD_DEFAULT = textwrap.dedent(
+    """
+    import json, os, sys
+    sys.path.insert(0, sys.argv[3])
+    from st_py.client.client import Client
+    from test_metadata_fetch import answers
+    addr, name = sys.argv[1], sys.argv[2]
+    c = Client(addr)  # no option: neither metadata= nor $STORETORRENT_METADATA
+    got = answers(c, name)
+    info = c.tracker.open(name)
+    print(json.dumps({"answers": got, "path": info.infofile_path,
+                      "direct": c.tracker.locator.reads_directly(info.file_id)}))
+    """
+)
+
+
+@pytest.mark.skipif(not _can_unshare(), reason="needs unshare -m (root): a mount namespace of its own")
+def test_the_default_reads_a_copy_where_the_namespace_is_not_seen_and_the_namespace_where_it_is(
+    module_cluster, history, tmp_path, monkeypatch
+):
+    """No option set (metadata="auto"): a client process whose namespace
+    root is an empty tmpfs holding only a stale infofile of another cluster
+    at the file's path (same file id and name, another metadata log, a
+    record fewer) gives the shared mount's answers from a local copy, never
+    the stale file's; a client on the tracker's machine reads the
+    namespace itself and makes no copy."""
+    import shutil
+    import sqlite3
+
+    monkeypatch.delenv("STORETORRENT_METADATA", raising=False)
+    monkeypatch.delenv("STORETORRENT_METADATA_CACHE", raising=False)
+    here = module_cluster.client(metadata_cache=str(tmp_path / "here"))
+    shared = answers(here, history)
+    info = here.tracker.open(history)
+    assert here.tracker.locator.reads_directly(info.file_id)
+    assert info.infofile_path.startswith(str(module_cluster.namespace.resolve()))
+    assert not (tmp_path / "here").exists(), "a client that sees the namespace made copies"
+    ns = str(module_cluster.namespace.resolve())
+    rel = os.path.relpath(info.infofile_path, ns)
+    stale = tmp_path / "stale.infofile"
+    shutil.copyfile(info.infofile_path, stale)
+    db = sqlite3.connect(stale)
+    db.execute("UPDATE meta SET value = 'local:another-cluster' WHERE key = 'log_id'")
+    db.execute("DELETE FROM records WHERE name = 'r000'")
+    db.commit()
+    db.close()
+    script = tmp_path / "child.py"
+    script.write_text(CHILD_DEFAULT)
+    target = os.path.join(ns, rel)
+    cmd = (
+        f"mount -t tmpfs none {ns} && mkdir -p {os.path.dirname(target)} && cp {stale} {target} && "
+        f"exec {sys.executable} {script} {module_cluster.tracker_addr} {history} {os.path.dirname(__file__)}"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STORETORRENT_METADATA")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    out = subprocess.run(["unshare", "-m", "sh", "-c", cmd], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["answers"] == shared
+    assert not got["direct"] and got["path"].startswith(str(tmp_path / "xdg" / "storetorrent"))
+
+
 def test_a_writer_reads_its_own_commits_and_a_reader_finds_a_later_name(module_cluster, tmp_path):
     """A fetch writer reads each record at once after its commit, its new
     version and its delete (its copy is brought to the generation of each

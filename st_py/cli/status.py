@@ -155,12 +155,13 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
 
 
 def _copies_status(client):
-    """With ``metadata=fetch``: this user's infofile copies and how far
-    behind the tracker they are (st_py/client/copies_status.py), else None."""
+    """With ``metadata=fetch`` or ``auto``: this user's infofile copies and
+    how far behind the tracker they are (st_py/client/copies_status.py), else
+    None (the shared mount)."""
     from st_py.client.copies_status import copies_status
 
     loc = client.tracker.locator
-    return None if loc is None else copies_status(loc.folder, client.tracker)
+    return None if loc is None else copies_status(loc.folder, client.tracker, mode=loc.mode)
 
 
 def _metadata_log(st) -> dict:

@@ -51,11 +51,13 @@ class Client:
         this machine: the tracker gets only a check value.
     metadata : str, optional
         Where infofiles are read (st_py/client/infofile_copies.py):
-        ``"shared-mount"`` (default: the tracker's, on the namespace mount)
-        or ``"fetch"`` (local copies kept current from the tracker, no
-        mount needed); default ``$STORETORRENT_METADATA``.
+        ``"auto"`` (default: per file, the tracker's infofile when this
+        node sees that very file at the path the tracker returns, else a
+        local copy), ``"shared-mount"`` (the tracker's, on the namespace
+        mount) or ``"fetch"`` (local copies kept current from the tracker,
+        no mount needed); default ``$STORETORRENT_METADATA``.
     metadata_cache : path, optional
-        The folder of the ``fetch`` copies (default:
+        The folder of the local copies (default:
         ``$STORETORRENT_METADATA_CACHE``, else
         ``~/.cache/storetorrent/<cluster>``).
 

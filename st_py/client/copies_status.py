@@ -49,6 +49,7 @@ class CopiesStatus:
     tracker)."""
 
     folder: str
+    mode: str = "fetch"
     copies: int = 0
     bytes: int = 0
     behind: int = 0
@@ -63,10 +64,10 @@ class CopiesStatus:
     def line(self) -> str:
         """One line for ``storetorrent status``."""
         if not self.copies:
-            return f"infofile copies (metadata=fetch): none in {self.folder}"
+            return f"infofile copies (metadata={self.mode}): none in {self.folder}"
         oldest = max(c.moved_s_ago for c in self.files)
         return (
-            f"infofile copies (metadata=fetch): {self.copies} in {self.folder} ({self.bytes} bytes); "
+            f"infofile copies (metadata={self.mode}): {self.copies} in {self.folder} ({self.bytes} bytes); "
             f"{self.behind} behind the tracker (at most {self.max_behind} generations), "
             f"{self.deleted} of deleted files; the oldest moved {oldest:.0f} s ago"
         )
@@ -81,13 +82,13 @@ def _copy_meta(path: Path) -> tuple[str, int, int]:
     return str(meta.get("name") or ""), int(meta.get("generation") or 0), int(meta.get("file_id") or 0)
 
 
-def copies_status(folder: str | os.PathLike, tracker=None, asked: int = ASKED) -> CopiesStatus:
+def copies_status(folder: str | os.PathLike, tracker=None, asked: int = ASKED, mode: str = "fetch") -> CopiesStatus:
     """The copies in cache ``folder``, compared with ``tracker`` (a
     TrackerClient, or None: not compared) for the first ``asked`` of them
-    (newest first).
+    (newest first); ``mode`` the client's metadata mode, as shown.
 
     Raises TrackerUnavailableError."""
-    st = CopiesStatus(str(folder))
+    st = CopiesStatus(str(folder), mode)
     paths = sorted(Path(folder).glob("*.infofile"), key=lambda p: -p.stat().st_mtime) if Path(folder).is_dir() else []
     now = time.time()
     for i, path in enumerate(paths):

@@ -1,7 +1,15 @@
 """Where this client reads a file's infofile (issue 40; docs/metadata-log.md,
 "Metadata on every node"): the one module that decides it.
 
-- ``shared-mount`` (the default): the tracker's infofile, at the path
+- ``auto`` (the default): per file, at each ``Open``, the tracker's infofile
+  when the path ``Open`` returns is readable on this node and holds that
+  very file (its ``meta``: file id, name, metadata log id, and a generation
+  and log position at least the reply's: a stale folder of another cluster
+  at the same path is not read), as ``shared-mount``; else a local copy, as
+  ``fetch``. A file read directly whose infofile falls behind what this
+  client was told (a follower's namespace at the leader's path) is read
+  from a copy from then on.
+- ``shared-mount``: the tracker's infofile, at the path
   ``Open`` returns, on the namespace mount (NFS) every node shares.
 - ``fetch``: a copy per file in a cache folder
   (``~/.cache/storetorrent/<cluster>/<file_id>.infofile``, folder 0700, copies
@@ -28,28 +36,31 @@ import fcntl
 import logging
 import os
 import re
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from st_py.client.changeset_apply import ChangesetApplyError, apply_changesets, copy_state
 from st_py.errors import InvalidOptionError, StaleInfofileError, StoreTorrentError
 
 log = logging.getLogger("st.client.copies")
 
+AUTO = "auto"
 SHARED = "shared-mount"
 FETCH = "fetch"
-MODES = (SHARED, FETCH)
+MODES = (AUTO, SHARED, FETCH)
 TRIES = 5  # asks per catch-up before StaleInfofileError (a commit's reply can precede its changeset by a moment)
 
 
 def metadata_mode(mode: str | None = None) -> str:
     """The metadata mode: ``mode`` if given, else ``$STORETORRENT_METADATA``,
-    else ``shared-mount``.
+    else ``auto``.
 
     Raises InvalidOptionError for another value."""
-    m = mode or os.environ.get("STORETORRENT_METADATA") or SHARED
+    m = mode or os.environ.get("STORETORRENT_METADATA") or AUTO
     if m not in MODES:
         raise InvalidOptionError(f"metadata={m!r}: use one of {', '.join(MODES)}", "metadata", m)
     return m
@@ -101,13 +112,19 @@ class Fetched:
 
 
 class InfofileCopies:
-    """This client's copies of infofiles in ``folder`` (``metadata="fetch"``).
-    Set as a TrackerClient's ``locator``: ``Open`` and ``Create`` replies
-    then name the copy's path, brought to the state they show."""
+    """This client's copies of infofiles in ``folder`` (``metadata="fetch"``,
+    or ``"auto"`` with ``auto=True``: files whose infofile this node sees
+    are read there, :meth:`reads_directly`). Set as a TrackerClient's
+    ``locator``: ``Open`` and ``Create`` replies then name where the file's
+    infofile is read, a copy brought to the state they show. The folder is
+    made on the first copy."""
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, auto: bool = False):
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.auto = auto
+        self.mode = AUTO if auto else FETCH
+        self._direct: set[int] = set()  # file ids read at the tracker's path (auto)
+        self._verified: dict[tuple[int, int], int] = {}  # (st_dev, st_ino) -> the file id its meta showed
         # file_id -> the state (generation, log position, log id) reads must see at least:
         # the newest this client was told of (Open, Create, its commits)
         self._wanted: dict[int, Want] = {}
@@ -159,10 +176,15 @@ class InfofileCopies:
             known = self._known.get(file_id)
         return known is not None and not self.behind(file_id, known)
 
-    def locate(self, tracker, info):
+    def locate(self, tracker, info, asked: float | None = None):
         """The FileInfo ``info`` (an Open or Create reply of ``tracker``) with
-        ``infofile_path`` the local copy, brought to the state it shows
-        (``generation``, ``log_position`` of ``log_id``).
+        ``infofile_path`` where the file's infofile is read: under ``auto``
+        the tracker's path when it holds this file on this node
+        (:meth:`reads_directly` then says so), else the local copy, brought
+        to the state the reply shows (``generation``, ``log_position`` of
+        ``log_id``). ``asked``: when the request began
+        (``time.monotonic()``): the copy then holds every change acknowledged
+        before it, and counts as checked at that time (close-to-open).
 
         Raises StaleInfofileError, and the tracker's errors."""
         with self._lock:
@@ -171,8 +193,77 @@ class InfofileCopies:
         if old is not None and old != info.file_id:  # the name was deleted and made again: the old copy goes
             self._drop(old)
         self.saw(info.file_id, info.generation, info.log_position, info.log_id)
+        if self.auto and self._same_file(info):
+            with self._lock:
+                self._direct.add(info.file_id)
+            return info
+        with self._lock:
+            self._direct.discard(info.file_id)
         info.infofile_path = str(self.ensure(self.source(tracker, info), info.name, info.file_id))
+        if asked is not None:
+            with self._lock:
+                self._asked[info.file_id] = max(self._asked.get(info.file_id, -1.0), asked)
         return info
+
+    def reads_directly(self, file_id: int) -> bool:
+        """Whether file ``file_id`` is read at the tracker's path (``auto``,
+        the path holds the file on this node) rather than from a copy."""
+        with self._lock:
+            return file_id in self._direct
+
+    def demote(self, file_id: int) -> None:
+        """Read file ``file_id`` from a copy from now on (its infofile at the
+        tracker's path is behind what this client was told: not the
+        tracker's own file). Logged."""
+        with self._lock:
+            self._direct.discard(file_id)
+            self._verified = {k: v for k, v in self._verified.items() if v != file_id}
+        log.warning(
+            "infofile of file id %d at the tracker's path is behind the tracker on this node: "
+            "reading a local copy of it instead (metadata=auto)",
+            file_id,
+        )
+
+    def _same_file(self, info) -> bool:
+        """Whether the infofile at ``info.infofile_path`` is readable here and
+        is the tracker's file of ``info``: same file id, name and metadata
+        log, at least at the reply's generation and log position. Checked
+        once per inode (the meta is read again when the path's inode changes)."""
+        path = info.infofile_path
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        key = (st.st_dev, st.st_ino)
+        with self._lock:
+            if self._verified.get(key) == info.file_id:
+                return True
+        try:
+            db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5.0)
+            try:
+                meta = dict(db.execute("SELECT key, value FROM meta"))
+            finally:
+                db.close()
+        except (OSError, sqlite3.Error):  # unreadable by this user, or no SQLite file
+            return False
+        same = (
+            int(meta.get("file_id") or 0) == info.file_id
+            and str(meta.get("name") or "") == info.name
+            and str(meta.get("log_id") or "") == info.log_id
+            and int(meta.get("generation") or 0) >= info.generation
+            and int(meta.get("log_index") or 0) >= info.log_position
+        )
+        if same:
+            with self._lock:
+                self._verified[key] = info.file_id
+        else:
+            log.info(
+                "infofile of %s at %s is not the tracker's file on this node (another cluster's, or behind): "
+                "reading a local copy (metadata=auto)",
+                info.name,
+                path,
+            )
+        return same
 
     @staticmethod
     def source(tracker, info):
@@ -207,6 +298,7 @@ class InfofileCopies:
             return path
         if since is None and not newer and self.current(file_id) and path.is_file():
             return path
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
             if since is not None:  # another reader asked after this read began: its answer covers it
@@ -258,6 +350,8 @@ class InfofileCopies:
 
     def _drop(self, file_id: int) -> None:
         # readers holding the copy open keep reading it (the inode stays until they close it)
+        if not self.folder.is_dir():
+            return
         with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
             self.path(file_id).unlink(missing_ok=True)
@@ -348,9 +442,11 @@ class InfofileCopies:
 
 def make_locator(mode: str | None, tracker_address: str, folder: str | os.PathLike | None = None):
     """The locator for a TrackerClient: None on the shared mount, else the
-    :class:`InfofileCopies` of this cluster's cache folder.
+    :class:`InfofileCopies` of this cluster's cache folder (``auto``: reading
+    directly the files this node sees).
 
     Raises InvalidOptionError for an unknown mode."""
-    if metadata_mode(mode) == SHARED:
+    m = metadata_mode(mode)
+    if m == SHARED:
         return None
-    return InfofileCopies(cache_folder(tracker_address, folder))
+    return InfofileCopies(cache_folder(tracker_address, folder), auto=m == AUTO)
