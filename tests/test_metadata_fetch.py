@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -356,7 +357,8 @@ def test_a_snapshot_made_after_the_copy_is_read_as_of(module_cluster, tmp_path):
 
 @pytest.mark.parametrize("mode", ["shared-mount", "fetch"])
 def test_a_handle_reads_live_in_both_modes(module_cluster, tmp_path, mode, caplog):
-    """One semantics, two transports: a handle opened before another
+    """One semantics, two transports (``metadata_max_age_s=0`` under
+    fetch): a handle opened before another
     client's replacement, new record and delete sees all three on its next
     read (get, names, len, record_meta, the GET_LOCAL plan's generation)
     without a new Open, as the shared mount's live infofile gives; under
@@ -366,7 +368,7 @@ def test_a_handle_reads_live_in_both_modes(module_cluster, tmp_path, mode, caplo
     f.put("doc", b"v0")
     f.put("gone", b"x")
     f.flush()
-    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"))
+    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"), metadata_max_age_s=0)
     h = r.open(f"/copies/live-{mode}")
     assert h.get("doc") == b"v0" and h.names() == ["doc", "gone"]
     f.put("doc", b"v1", replace=True)
@@ -383,6 +385,69 @@ def test_a_handle_reads_live_in_both_modes(module_cluster, tmp_path, mode, caplo
         assert any("a read waited" in m and "to catch up from generation" in m for m in caplog.messages)
     h.close()
     f.close()
+
+
+def test_a_copy_is_checked_at_open_on_a_missing_name_and_once_older_than_its_age(module_cluster, tmp_path):
+    """Close-to-open with a bounded age (docs/decisions.md, "Freshness of a
+    local copy"): GETs of a copy checked within ``metadata_max_age_s`` ask
+    the tracker nothing; another client's replacement then reads as the
+    previous committed version and its delete still reads (the copies are
+    kept for history), a name committed elsewhere is read at once, a writer reads its own commits at
+    once, a copy older than its age is checked before the read, 0 asks at
+    every read, and a handle of a file deleted since gets
+    StFileNotFoundError on GET within the age (its copies are gone: the
+    failed GET brings the copy forward), never RecordUnavailableError."""
+    from st_py.errors import StFileNotFoundError
+
+    name = "/copies/age"
+    w = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "w"), metadata_max_age_s=60)
+    f = w.create(name, replication="x2")
+    f.put("doc", b"v0")
+    f.put("gone", b"x")
+    f.flush()
+    r = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "r"), metadata_max_age_s=60)
+    loc = r.tracker.locator
+    h = r.open(name)
+    asked = loc.questions
+    for _ in range(20):
+        assert h.get("doc") == b"v0"
+    assert h.names() == ["doc", "gone"] and len(h) == 2
+    assert loc.questions == asked, "reads within the age asked the tracker"
+    f.put("doc", b"v1", replace=True)
+    f.delete("gone")
+    f.flush()
+    assert h.get("doc") == b"v0"  # within the age: the previous committed version, whole
+    assert h.get("gone") == b"x"  # and a deleted record still reads (its copies are kept for history)
+    f.put("new", b"n")
+    f.flush()
+    assert h.get("new") == b"n"  # a name the copy lacks: brought forward at once
+    assert h.get("doc") == b"v1" and h.names() == ["doc", "new"]
+    f.put("mine", b"m")
+    f.flush()
+    assert f.get("mine") == b"m" and "mine" in f.names()  # a writer's own commits, at once
+    h.close()
+    short = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "s"), metadata_max_age_s=0.3)
+    g = short.open(name)
+    assert g.get("doc") == b"v1"
+    f.put("doc", b"v2", replace=True)
+    f.flush()
+    time.sleep(0.3)  # the copy is now older than its age: checked before the next read
+    assert g.get("doc") == b"v2"
+    g.close()
+    live = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "l"), metadata_max_age_s=0)
+    g = live.open(name)
+    asked = live.tracker.locator.questions
+    for _ in range(5):
+        assert g.get("doc") == b"v2"
+    assert live.tracker.locator.questions == asked + 5  # 0: every read asks, as before
+    h = r.open(name)
+    assert h.get("doc") == b"v2"
+    f.close()
+    w.delete(name)
+    with pytest.raises(StFileNotFoundError):
+        h.get("doc")  # within the age: the failed GET brings the copy forward, which says the file is gone
+    h.close()
+    g.close()
 
 
 def test_the_copy_of_a_deleted_file_is_removed(module_cluster, tmp_path):
@@ -458,7 +523,7 @@ def test_live_reads_of_a_file_not_written_since_the_tracker_started_move_no_byte
     with cluster.client().create("/copies/quiet", replication="x1") as f:
         for i in range(200):
             f.queue_put(f"k{i:03d}", b"v" * 10)
-    r = cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "r"))
+    r = cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "r"), metadata_max_age_s=0)
     h = r.open("/copies/quiet")
     assert h.get("k000") == b"v" * 10
     h.close()
@@ -475,7 +540,9 @@ def test_live_reads_of_a_file_not_written_since_the_tracker_started_move_no_byte
 @pytest.mark.parametrize("mode", ["shared-mount", "fetch"])
 def test_a_handle_of_a_file_deleted_since_says_so_in_both_modes(module_cluster, tmp_path, mode):
     """A handle whose file another client deleted (and whose name another
-    file took) raises StFileNotFoundError on its next read in both modes;
+    file took) raises StFileNotFoundError on its next read in both modes
+    (``metadata_max_age_s=0`` under fetch; within the default age a GET
+    says so too: test_a_copy_is_checked_at_open...);
     on the mount it read the unlinked infofile before (old names, GET
     failing as unavailable)."""
     from st_py.errors import StFileNotFoundError
@@ -484,7 +551,7 @@ def test_a_handle_of_a_file_deleted_since_says_so_in_both_modes(module_cluster, 
     name = f"/copies/gone-{mode}"
     with w.create(name, replication="x1") as f:
         f.put("k", b"v")
-    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"))
+    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"), metadata_max_age_s=0)
     h = r.open(name)
     assert h.get("k") == b"v" and h.names() == ["k"]
     w.delete(name)

@@ -238,11 +238,12 @@ class FileContext:
 
     def live_infofile(self):
         """What a read beginning now asks about the file's records: as
-        :meth:`infofile`, and, with a local copy (``metadata="fetch"``) of the
-        current state, that copy holding every change acknowledged before
-        the read began (one question to the tracker, shared by the reads of
-        this client waiting on the same file), as the shared mount's live
-        infofile does (docs/decisions.md, "What a fetch handle sees").
+        :meth:`infofile`, and, with a local copy of the current state, that
+        copy holding every change acknowledged before the read began less
+        the locator's ``max_age_s`` (a copy last checked longer ago asks the
+        tracker once, a question shared by the reads of this client waiting
+        on the same file; 0: every read asks, as the shared mount's live
+        infofile; docs/decisions.md, "Freshness of a local copy").
 
         Raises StaleInfofileError, TrackerUnavailableError, FileNotFoundError."""
         loc = self.copy_locator()
@@ -254,7 +255,10 @@ class FileContext:
             if self.tracker.locator is not None and not self._direct_current(reader):
                 return self.live_infofile()  # demoted: read from a copy from now on
             return reader
-        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, since=time.monotonic())
+        # bounded age (docs/decisions.md, "Freshness of a local copy"): the copy holds every change
+        # acknowledged before the read began, less max_age_s (0: live, one question per read)
+        since = time.monotonic() - loc.max_age_s
+        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, since=since)
         if self._reader is not None and loc.state(self.file_id) != self._reader_state:
             self._retire_reader()
         return self.current_infofile()
@@ -311,6 +315,16 @@ class FileContext:
         if self._reader is not None:
             self._retired.append(self._reader)
             self._reader = None
+
+    def live_or_newer(self, read: Callable):
+        """``read(reader)`` on :meth:`live_infofile`; if that finds nothing
+        (None, or empty) in a local copy of the current state, once more
+        after bringing the copy forward (a name committed elsewhere since
+        the copy was checked: read at once). Raises as :meth:`live_infofile`."""
+        got = read(self.live_infofile())
+        if not got and self.refresh_infofile():
+            got = read(self.current_infofile())
+        return got
 
     def refresh_infofile(self) -> bool:
         """With a local copy of the infofile (``metadata="fetch"``), ask the

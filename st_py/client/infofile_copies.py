@@ -52,6 +52,7 @@ AUTO = "auto"
 SHARED = "shared-mount"
 FETCH = "fetch"
 MODES = (AUTO, SHARED, FETCH)
+DEFAULT_MAX_AGE_S = 1.0  # a copy is checked with the tracker before a read once this old (docs/decisions.md)
 TRIES = 5  # asks per catch-up before StaleInfofileError (a commit's reply can precede its changeset by a moment)
 
 
@@ -119,8 +120,13 @@ class InfofileCopies:
     infofile is read, a copy brought to the state they show. The folder is
     made on the first copy."""
 
-    def __init__(self, folder: str | os.PathLike, auto: bool = False):
+    def __init__(self, folder: str | os.PathLike, auto: bool = False, max_age_s: float = DEFAULT_MAX_AGE_S):
         self.folder = Path(folder)
+        if max_age_s < 0:
+            raise InvalidOptionError(
+                f"metadata_max_age_s={max_age_s}: use 0 (check every read) or more", "metadata_max_age_s", max_age_s
+            )
+        self.max_age_s = float(max_age_s)
         self.auto = auto
         self.mode = AUTO if auto else FETCH
         self._direct: set[int] = set()  # file ids read at the tracker's path (auto)
@@ -138,6 +144,7 @@ class InfofileCopies:
         self._lock = threading.Lock()
         self.last: Fetched | None = None  # the last catch-up that asked the tracker
         self.bytes_received = 0
+        self.questions = 0  # FetchInfofile calls made (what a read within the age saves)
         self.waits = 0  # reads that waited for their copy to catch up
 
     def path(self, file_id: int) -> Path:
@@ -396,6 +403,7 @@ class InfofileCopies:
 
     def _catch_up(self, tracker, name: str, file_id: int, path: Path, have: tuple, want: int) -> None:
         t0 = time.monotonic()
+        self.questions += 1
         msgs = tracker.fetch_infofile(name, file_id, have, want)
         head, body = msgs[0], msgs[1:]
         size = sum(len(m.data) for m in body)
@@ -440,13 +448,38 @@ class InfofileCopies:
         os.replace(tmp, path)
 
 
-def make_locator(mode: str | None, tracker_address: str, folder: str | os.PathLike | None = None):
+def max_age(seconds: float | None = None) -> float:
+    """How old a copy may be before a read checks it with the tracker:
+    ``seconds`` if given, else ``$STORETORRENT_METADATA_MAX_AGE``, else
+    :data:`DEFAULT_MAX_AGE_S` (1.0 s); 0 checks at every read.
+
+    Raises InvalidOptionError for a negative or non-numeric value."""
+    if seconds is not None:
+        return seconds
+    env = os.environ.get("STORETORRENT_METADATA_MAX_AGE")
+    if not env:
+        return DEFAULT_MAX_AGE_S
+    try:
+        return float(env)
+    except ValueError:
+        raise InvalidOptionError(
+            f"STORETORRENT_METADATA_MAX_AGE={env!r}: give seconds (0: check every read)", "metadata_max_age_s", env
+        ) from None
+
+
+def make_locator(
+    mode: str | None,
+    tracker_address: str,
+    folder: str | os.PathLike | None = None,
+    max_age_s: float | None = None,
+):
     """The locator for a TrackerClient: None on the shared mount, else the
     :class:`InfofileCopies` of this cluster's cache folder (``auto``: reading
-    directly the files this node sees).
+    directly the files this node sees), its copies checked with the tracker
+    before a read once :func:`max_age` old.
 
-    Raises InvalidOptionError for an unknown mode."""
+    Raises InvalidOptionError for an unknown mode or a bad age."""
     m = metadata_mode(mode)
     if m == SHARED:
         return None
-    return InfofileCopies(cache_folder(tracker_address, folder), auto=m == AUTO)
+    return InfofileCopies(cache_folder(tracker_address, folder), auto=m == AUTO, max_age_s=max_age(max_age_s))
