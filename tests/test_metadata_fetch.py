@@ -375,7 +375,7 @@ def test_a_handle_reads_live_in_both_modes(module_cluster, tmp_path, mode, caplo
     f.put("new", b"n")
     f.delete("gone")
     f.flush()
-    caplog.set_level("INFO", logger="st.client.copies")
+    caplog.set_level("INFO", logger="st.client")
     assert h.get("doc") == b"v1"
     assert h.names() == ["doc", "new"] and len(h) == 2
     assert h.record_meta("gone") is None and h.record_meta("new") is not None
@@ -481,23 +481,37 @@ def test_the_copy_of_a_deleted_file_is_removed(module_cluster, tmp_path):
     assert not os.path.exists(pnew)
 
 
-def test_status_shows_the_copies_and_how_far_behind_they_are(module_cluster, tmp_path):
+def test_status_shows_the_copies_and_how_far_behind_they_are(module_cluster, tmp_path, caplog):
     """``storetorrent status`` under fetch: the copies of the cache folder,
     the one 2 generations behind the tracker, the one of a deleted file, as
-    JSON and as a line; the copies are not moved by being looked at."""
+    JSON and as a line; the copies are not moved by being looked at. Each
+    copy's generation and how far behind it was at its last check (the one
+    a read brought 2 generations forward: that read logged one line on
+    st.client with the file, both generations and its wait)."""
+    import re
+
     from helpers import run_cli
 
     other = module_cluster.client()
     cache = tmp_path / "c"
-    c = module_cluster.client(metadata="fetch", metadata_cache=str(cache))
+    c = module_cluster.client(metadata="fetch", metadata_cache=str(cache), metadata_max_age_s=0)
     for name in ("/copies/st-a", "/copies/st-b", "/copies/st-c"):
         with other.create(name, replication="x1") as f:
             f.put("k", b"v")
         c.open(name).close()
-    with other.open("/copies/st-a") as f:
-        f.put("k1", b"1")
-        f.flush()
-        f.put("k2", b"2")
+    hb = c.open("/copies/st-b")
+    for name in ("/copies/st-a", "/copies/st-b"):
+        with other.open(name) as f:
+            f.put("k1", b"1")
+            f.flush()
+            f.put("k2", b"2")
+    caplog.set_level("INFO", logger="st.client")
+    assert hb.names() == ["k", "k1", "k2"]
+    hb.close()
+    waited = [r.getMessage() for r in caplog.records if r.name == "st.client" and "/copies/st-b" in r.getMessage()]
+    assert len(waited) == 1, waited
+    m = re.search(r"a read waited [0-9.]+ ms to catch up from generation (\d+) to (\d+)", waited[0])
+    assert m and int(m[2]) - int(m[1]) == 2, waited
     other.delete("/copies/st-c")
     env = {"STORETORRENT_METADATA": "fetch", "STORETORRENT_METADATA_CACHE": str(cache)}
     r = run_cli(module_cluster, "status", "--format", "json", env=env)
@@ -507,9 +521,13 @@ def test_status_shows_the_copies_and_how_far_behind_they_are(module_cluster, tmp
     lag = {x["name"]: x for x in got["files"]}
     assert lag["/copies/st-a"]["behind"] == 2 and lag["/copies/st-b"]["behind"] == 0
     assert lag["/copies/st-c"]["deleted"]
+    assert lag["/copies/st-b"]["generation"] == int(m[2]) and lag["/copies/st-b"]["behind_at_check"] == 2
+    assert lag["/copies/st-a"]["behind_at_check"] == 0 and lag["/copies/st-a"]["checked_s_ago"] >= 0
+    assert got["behind_at_check"] == 1 and got["max_behind_at_check"] == 2
     r = run_cli(module_cluster, "status", env=env)
     assert r.returncode == 0, r.stderr
     assert "infofile copies (metadata=fetch): 3 in" in r.stdout and "at most 2 generations" in r.stdout
+    assert "1 were behind at their last check (at most 2 generations)" in r.stdout
     mount = {"STORETORRENT_METADATA": "shared-mount"}
     r = run_cli(module_cluster, "status", "--format", "json", env=mount)
     assert json.loads(r.stdout)["metadata_copies"] is None

@@ -33,6 +33,7 @@ catch-up per file at a time (a lock per file, and an ``flock`` on
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import re
@@ -47,6 +48,8 @@ from st_py.client.changeset_apply import ChangesetApplyError, apply_changesets, 
 from st_py.errors import InvalidOptionError, StaleInfofileError, StoreTorrentError
 
 log = logging.getLogger("st.client.copies")
+wait_log = logging.getLogger("st.client")  # a read that waited for its copy: one line (issue 40 item 4)
+CHECKED = ".checked"  # beside each copy: its last check with the tracker (copies_status reads it)
 
 AUTO = "auto"
 SHARED = "shared-mount"
@@ -206,7 +209,7 @@ class InfofileCopies:
             return info
         with self._lock:
             self._direct.discard(info.file_id)
-        info.infofile_path = str(self.ensure(self.source(tracker, info), info.name, info.file_id))
+        info.infofile_path = str(self.ensure(self.source(tracker, info), info.name, info.file_id, reason="open"))
         if asked is not None:
             with self._lock:
                 self._asked[info.file_id] = max(self._asked.get(info.file_id, -1.0), asked)
@@ -282,13 +285,25 @@ class InfofileCopies:
         with self._lock:
             return self._locks.setdefault(file_id, threading.Lock())
 
-    def ensure(self, tracker, name: str, file_id: int, newer: bool = False, since: float | None = None) -> Path:
+    def ensure(
+        self,
+        tracker,
+        name: str,
+        file_id: int,
+        newer: bool = False,
+        since: float | None = None,
+        reason: str = "read",
+    ) -> Path:
         """Bring the copy of file ``file_id`` (named ``name``) to at least
         :meth:`wanted` (``newer``: ask the tracker for whatever it has beyond
         the copy, once) and return its path.
 
-        ``since`` (a ``time.monotonic()`` value: when a read began) makes it
-        a live read: the copy then holds every change acknowledged before
+        ``reason`` (``"open"`` or ``"read"``) names the caller in the one
+        log line (INFO, logger ``st.client``) of a catch-up that moved the
+        copy: file, generations from and to, the wait in ms, kind and bytes.
+
+        ``since`` (a ``time.monotonic()`` value: when a read began, less
+        the age a copy may have) makes it a live read: the copy then holds every change acknowledged before
         ``since``, asking the tracker only if no question to it started at
         or after ``since`` yet. Readers that wait on the same file share one
         question (they queue on the file's lock; the one that asks covers
@@ -305,6 +320,7 @@ class InfofileCopies:
             return path
         if since is None and not newer and self.current(file_id) and path.is_file():
             return path
+        t_start, bytes0 = time.monotonic(), self.bytes_received
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
@@ -313,7 +329,8 @@ class InfofileCopies:
             want = self.wanted(file_id)
             have = self._state(path)
             before = have[0]
-            t0 = t_ask = time.monotonic()
+            had_copy = path.is_file()
+            t_ask = time.monotonic()
             asked = False
             for attempt in range(TRIES):
                 if path.is_file() and want.reached_by(have[:3]) and (asked or not newer):
@@ -334,16 +351,39 @@ class InfofileCopies:
                 self._known[file_id] = (have[0], have[1], have[2])
                 if asked:
                     self._asked[file_id] = max(self._asked.get(file_id, -1.0), t_ask)
+            if asked:  # -1: there was no copy to be behind
+                self._write_check(file_id, before if had_copy else -1, have[0])
             if asked and have[0] != before:
                 self.waits += 1
-                log.info(
-                    "infofile copy of %s: a read waited %.1f ms to catch up from generation %d to %d",
+                kind = self.last.kind if self.last is not None else "?"
+                wait_log.info(
+                    "infofile copy of %s: %s waited %.1f ms to catch up from generation %d to %d (%s, %d bytes)",
                     name,
-                    (time.monotonic() - t0) * 1000,
+                    "an open" if reason == "open" else "a read",
+                    (time.monotonic() - t_start) * 1000,
                     before,
                     have[0],
+                    kind,
+                    self.bytes_received - bytes0,
                 )
         return path
+
+    def _write_check(self, file_id: int, generation: int, tracker_generation: int) -> None:
+        """Leave beside the copy what its last check with the tracker found
+        (``<file_id>.checked``, JSON: ``at`` wall time, the copy's
+        ``generation`` before (-1: none yet), the ``tracker_generation`` it
+        was brought to),
+        for ``status`` in any process (st_py/client/copies_status.py).
+        Replaced whole (a rename), never read half-written."""
+        tmp = self.folder / f".{file_id}.checked-{os.getpid()}-{threading.get_ident()}"
+        data = json.dumps({"at": time.time(), "generation": generation, "tracker_generation": tracker_generation})
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(data)
+            os.replace(tmp, self.folder / f"{file_id}{CHECKED}")
+        except OSError as e:  # only status reads it: a full disk must not fail the read
+            log.warning("infofile copy of file id %d: could not note its check (%s)", file_id, e)
 
     def forget(self, name: str) -> None:
         """File ``name`` is gone (an Open said NOT_FOUND, or this client
@@ -362,6 +402,7 @@ class InfofileCopies:
         with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
             self.path(file_id).unlink(missing_ok=True)
+            (self.folder / f"{file_id}{CHECKED}").unlink(missing_ok=True)
             with self._lock:
                 self._states.pop(self.path(file_id), None)
                 self._known.pop(file_id, None)
@@ -419,8 +460,8 @@ class InfofileCopies:
             self._write_snapshot(path, head, body)
         self.bytes_received += size
         self.last = Fetched(name, head.kind, size, have[0], head.generation, time.monotonic() - t0)
-        if head.kind != "current":
-            log.info(
+        if head.kind != "current":  # the caller's one INFO line (ensure) tells the wait
+            log.debug(
                 "infofile copy of %s: %s, %d bytes, generation %d -> %d in %.3f s",
                 name,
                 head.kind,
