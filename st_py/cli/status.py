@@ -140,7 +140,7 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
         )
     if fmt == "table":
         _old_copies_lines(st)
-        if copies is not None:
+        if copies is not None and (copies.copies or copies.mode != "auto"):  # auto reading the mount: nothing
             say(copies.line())
         _trackers_line(_metadata_log(st))
     if st.file_trackers and fmt == "table":  # csv: one table per output, the peers
