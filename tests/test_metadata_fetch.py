@@ -186,6 +186,56 @@ def test_the_default_reads_a_copy_where_the_namespace_is_not_seen_and_the_namesp
     assert not got["direct"] and got["path"].startswith(str(tmp_path / "xdg" / "storetorrent"))
 
 
+CHILD_FROZEN = textwrap.dedent(
+    """
+    import json, sys
+    from st_py.client.client import Client
+    addr, name = sys.argv[1], sys.argv[2]
+    c = Client(addr)  # metadata="auto"
+    f = c.open(name)
+    direct = c.tracker.locator.reads_directly(f.file_id)
+    f.put("after", b"written here")
+    f.flush()
+    got = f.get("after")  # the frozen infofile at the path lacks it: the client must see its write
+    print(json.dumps({"direct_at_open": direct, "got": got.decode(), "names": f.names(),
+                      "direct_after": c.tracker.locator.reads_directly(f.file_id)}))
+    f.close()
+    """
+)
+
+
+@pytest.mark.skipif(not _can_unshare(), reason="needs unshare -m (root): a mount namespace of its own")
+def test_the_default_leaves_an_infofile_at_the_path_that_falls_behind_for_a_copy(module_cluster, tmp_path):
+    """metadata="auto" where the tracker's path holds the very file, but a
+    frozen one (a follower's namespace, a restored backup): it is read at
+    open (the same file, at the Open's generation), and when the client's
+    own commit names a newer generation than it holds, the client reads a
+    copy from then on and sees its write."""
+    import shutil
+
+    name = "/copies/frozen"
+    with module_cluster.client().create(name, replication="x2") as f:
+        f.put("before", b"b")
+    info = module_cluster.client().tracker.open(name)
+    ns = str(module_cluster.namespace.resolve())
+    frozen = tmp_path / "frozen.infofile"
+    shutil.copyfile(info.infofile_path, frozen)
+    script = tmp_path / "child.py"
+    script.write_text(CHILD_FROZEN)
+    target = info.infofile_path
+    cmd = (
+        f"mount -t tmpfs none {ns} && mkdir -p {os.path.dirname(target)} && cp {frozen} {target} && "
+        f"exec {sys.executable} {script} {module_cluster.tracker_addr} {name}"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STORETORRENT_METADATA")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    out = subprocess.run(["unshare", "-m", "sh", "-c", cmd], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["direct_at_open"] and not got["direct_after"]
+    assert got["got"] == "written here" and got["names"] == ["after", "before"]
+
+
 def test_a_writer_reads_its_own_commits_and_a_reader_finds_a_later_name(module_cluster, tmp_path):
     """A fetch writer reads each record at once after its commit, its new
     version and its delete (its copy is brought to the generation of each

@@ -279,6 +279,7 @@ class FileContext:
             return True
         loc.demote(self.file_id)
         self._retire_reader()
+        self.info.infofile_path = str(loc.path(self.file_id))  # where it is read from now on
         return False
 
     def _check_mount_file(self) -> None:

@@ -133,6 +133,7 @@ class InfofileCopies:
         self.auto = auto
         self.mode = AUTO if auto else FETCH
         self._direct: set[int] = set()  # file ids read at the tracker's path (auto)
+        self._demoted: set[int] = set()  # file ids found behind at the tracker's path: copies from then on
         self._verified: dict[tuple[int, int], int] = {}  # (st_dev, st_ino) -> the file id its meta showed
         # file_id -> the state (generation, log position, log id) reads must see at least:
         # the newest this client was told of (Open, Create, its commits)
@@ -203,7 +204,7 @@ class InfofileCopies:
         if old is not None and old != info.file_id:  # the name was deleted and made again: the old copy goes
             self._drop(old)
         self.saw(info.file_id, info.generation, info.log_position, info.log_id)
-        if self.auto and self._same_file(info):
+        if self.auto and info.file_id not in self._demoted and self._same_file(info):
             with self._lock:
                 self._direct.add(info.file_id)
             return info
@@ -222,11 +223,12 @@ class InfofileCopies:
             return file_id in self._direct
 
     def demote(self, file_id: int) -> None:
-        """Read file ``file_id`` from a copy from now on (its infofile at the
-        tracker's path is behind what this client was told: not the
-        tracker's own file). Logged."""
+        """Read file ``file_id`` from a copy from now on, for the life of
+        this locator (its infofile at the tracker's path is behind what this
+        client was told: not the tracker's own file). Logged."""
         with self._lock:
             self._direct.discard(file_id)
+            self._demoted.add(file_id)
             self._verified = {k: v for k, v in self._verified.items() if v != file_id}
         log.warning(
             "infofile of file id %d at the tracker's path is behind the tracker on this node: "
