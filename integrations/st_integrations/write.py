@@ -35,6 +35,7 @@ import pyarrow as pa
 from st_py.client.getlocal import local_addresses
 from st_py.client.write_batch import WriteBatch
 from st_py.core.record_names import check_new_name, conflict_error
+from st_py.wire.tracker_client import RESTART_GRACE
 from st_py.wire.transport import split_addr
 
 EXTENSIONS = {"parquet": "parquet", "arrow": "arrow", "csv": "csv", "json": "jsonl"}
@@ -241,7 +242,7 @@ def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None
 def local_peer_of(client, file: str) -> str | None:
     """The peer of ``file`` on this host, if exactly one (on a local cluster
     every peer is on this host, so none is preferred)."""
-    info = client.tracker.open(file)
+    info = client.tracker.open(file, grace=RESTART_GRACE)  # in a task: a tracker restart is latency
     here = local_addresses()
     mine = [p.addr for p in info.peers if split_addr(p.addr)[0] in here]
     return mine[0] if len(mine) == 1 else None

@@ -17,7 +17,7 @@ from st_py.core.filters import MissingKeyError, check_filters, key_check, load_k
 from st_py.core.history import Snapshot
 from st_py.errors import SnapshotError, SnapshotHeldError, SnapshotNotFoundError
 from st_py.wire.locate import TRACKER_ENV, default_tracker  # noqa: F401 (public here too)
-from st_py.wire.tracker_client import TrackerClient
+from st_py.wire.tracker_client import RESTART_GRACE, TrackerClient
 from st_py.wire.transport import Transport
 
 
@@ -187,11 +187,15 @@ class Client:
         with :meth:`commit_staged`. ``prefer_peer`` (``host:port``) takes
         copy rank 0 of every record when it is live (local-first placement).
 
+        A restart or failover of the tracker while it opens is latency
+        (:data:`~st_py.wire.tracker_client.RESTART_GRACE`), as for a commit:
+        a write job's tasks open their file while the job runs.
+
         Raises
         ------
         StFileNotFoundError, TrackerUnavailableError
         """
-        info = self.tracker.open(name)
+        info = self.tracker.open(name, grace=RESTART_GRACE)
         return self._file(info, stage=True, prefer_peer=prefer_peer)
 
     def commit_staged(self, name: str, records: list[dict], delete: list[str] | None = None) -> int:
@@ -227,12 +231,18 @@ class Client:
             writer that committed meanwhile (then the others may be
             committed: the error's note says how many).
         StFileNotFoundError, TrackerUnavailableError, QuotaExceededError
+            TrackerUnavailableError only when the tracker stays down
+            longer than :data:`~st_py.wire.tracker_client.RESTART_GRACE`:
+            a restart or failover meanwhile is latency (the commit carries
+            a request id, the same on every try).
         """
+        import uuid
+
         from st_py._proto import tracker_pb2 as pb
         from st_py.client.group_commit import schema_table
         from st_py.errors import RecordExistsError
 
-        info = self.tracker.open(name)
+        info = self.tracker.open(name, grace=RESTART_GRACE)
         names = [r["name"] for r in records]
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})[:5]
@@ -268,6 +278,8 @@ class Client:
             ],
             delete=delete or (),
             schemas=schemas,
+            request_id=uuid.uuid4().hex,  # one id for every try: a retry across a restart applies once
+            grace=RESTART_GRACE,
         )
         if reply.conflicts:  # another writer committed meanwhile: never reported as success
             from st_py.client.group_commit import conflicts_of

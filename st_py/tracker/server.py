@@ -221,6 +221,7 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     sweeper = asyncio.create_task(_sweep(registry, min(announce_interval, 1.0)))
     counter = asyncio.create_task(keep_counting(service, ShortCopies(root.resolve())))
+    lapses = asyncio.create_task(service.end_lapsed_reservations())
     ended = asyncio.create_task(_term_ended(service.oplog))
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({ended, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -229,6 +230,7 @@ async def _serve(
     stopped.cancel()
     sweeper.cancel()
     counter.cancel()
+    lapses.cancel()
     if trackers is not None:
         await trackers.stop()
     if web is not None:

@@ -321,9 +321,13 @@ class TrackerClient:
             listed.snapshots.extend(mine)
             return listed
 
-    def open(self, name: str) -> pb.FileInfo:
+    def open(self, name: str, grace: float | None = None) -> pb.FileInfo:
         """The FileInfo of existing file ``name`` (rpc Open): peerlist with
-        liveness, infofile path, capability.
+        liveness, infofile path, capability. ``grace``: seconds it keeps
+        retrying while nothing accepts connections (default: a read's,
+        :data:`RECONNECT_GRACE`, or :data:`RESTART_GRACE` with several
+        tracker addresses); a write job's task passes ``RESTART_GRACE``, so
+        a restart of the tracker is latency for it, as for a commit.
 
         Raises
         ------
@@ -332,7 +336,7 @@ class TrackerClient:
         name = normalize(name)
         asked = time.monotonic()  # the reply holds every change acknowledged before this
         try:
-            return self._located(self._call("Open", pb.OpenRequest(name=name, user=self.user)), asked)
+            return self._located(self._call("Open", pb.OpenRequest(name=name, user=self.user), grace=grace), asked)
         except StFileNotFoundError:
             if self.locator is not None:  # a copy of a file deleted since is removed (docs/metadata-log.md)
                 self.locator.forget(name)
@@ -396,11 +400,18 @@ class TrackerClient:
         delete=(),
         schemas=(),
         partial_ok: bool = False,
+        grace: float | None = None,
     ) -> pb.CommitReply:
         """Group commit. ``request_id``: the same on every retry of one
         request, which the tracker then applies at most once. ``delete``:
         names removed in the same transaction (applied alone). ``schemas``:
-        the ``pb.RecordSchema`` the records' ``schema`` fields point into."""
+        the ``pb.RecordSchema`` the records' ``schema`` fields point into.
+        ``grace`` (with a ``request_id``): retried here, across a restart or
+        failover of the tracker, while nothing accepts connections for up to
+        that many seconds (:meth:`_call`); without it, not retried (the
+        group committer retries its own, st_py.client.group_commit)."""
+        if grace is not None and not request_id:
+            raise ValueError("a commit retried across a restart needs a request_id (else it may apply twice)")
         reply = self._call(
             "Commit",
             pb.CommitRequest(
@@ -414,6 +425,7 @@ class TrackerClient:
                 schemas=list(schemas),
                 partial_ok=partial_ok,
             ),
+            grace=grace,
         )
         return reply
 

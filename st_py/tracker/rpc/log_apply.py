@@ -52,6 +52,24 @@ class LogApply(TrackerParts):
 
         await self.oplog.run(InfofileOp(name, file_id, kind, args, time.time()).encode(), apply)
 
+    async def end_lapsed_reservations(self, every_s: float = 1.0) -> None:
+        """The leader's loop (st_py/tracker/server.py): every ``every_s``
+        seconds, end each space reservation whose lease lapsed with an
+        ``end_reservation`` through the metadata log, so every replica drops
+        it (a new leader would otherwise hold it one lease more; issue 39).
+        One that cannot be logged (the term ended) is tried again next time
+        or by the next leader, which holds it until then."""
+        while True:
+            await asyncio.sleep(every_s)
+            self.reservations.expire()
+            for r in list(self.reservations.lapsed.values()):
+                try:
+                    await self._log_state("end_reservation", r.name, (), r.file_id)
+                except Exception as e:  # the log refused (a term ended): the next pass or leader does it
+                    log.warning("could not end the lapsed reservation of %s (%s): tried again", r.name, e)
+                    break
+                log.info("space reservation of %s lapsed (%d bytes not written): ended", r.name, r.remaining)
+
     def _replied(self, request, rpc: str, user, reply_type):
         """The reply a retry of ``request`` (its request id) got the first
         time, decoded as ``reply_type``, or None."""
