@@ -399,7 +399,9 @@ class InfofileCopies:
 
     def _drop(self, file_id: int) -> None:
         # readers holding the copy open keep reading it (the inode stays until they close it)
-        if not self.folder.is_dir():
+        with self._lock:
+            self._direct.discard(file_id)
+        if not self.path(file_id).is_file():  # none kept (auto read it at the tracker's path): nothing to remove
             return
         with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
