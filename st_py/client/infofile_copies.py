@@ -17,13 +17,18 @@
   address), brought to at least the generation ``Open`` returned, and the
   generation each commit of this client returned (read your writes), and
   for a read of the current state to every change acknowledged before the
-  read began (live reads, as on the mount: ``ensure(since=...)``), by the
-  changesets the tracker's writer kept (FetchInfofile), or a snapshot when
-  there is no copy or they no longer reach back. The mount is never read.
+  read began less ``max_age_s`` (close-to-open with a bounded age, NFS's
+  model: a copy checked within the age is read as it is;
+  ``ensure(since=...)``; docs/decisions.md, "Freshness of a local copy"),
+  by the changesets the tracker's writer kept (FetchInfofile), or a
+  snapshot when there is no copy or they no longer reach back. The mount
+  is never read.
 
 Choose with ``Client(metadata=...)`` or ``$STORETORRENT_METADATA``; the
 cache folder with ``Client(metadata_cache=...)`` or
-``$STORETORRENT_METADATA_CACHE``.
+``$STORETORRENT_METADATA_CACHE``; the age with
+``Client(metadata_max_age_s=...)`` or ``$STORETORRENT_METADATA_MAX_AGE``
+(default 1.0 s; 0: every read asks the tracker).
 
 Thread-safety: :class:`InfofileCopies` may be used from several threads; one
 catch-up per file at a time (a lock per file, and an ``flock`` on
@@ -305,8 +310,8 @@ class InfofileCopies:
         copy: file, generations from and to, the wait in ms, kind and bytes.
 
         ``since`` (a ``time.monotonic()`` value: when a read began, less
-        the age a copy may have) makes it a live read: the copy then holds every change acknowledged before
-        ``since``, asking the tracker only if no question to it started at
+        the age a copy may have) makes it a live read: the copy then holds
+        every change acknowledged before ``since``, asking the tracker only if no question to it started at
         or after ``since`` yet. Readers that wait on the same file share one
         question (they queue on the file's lock; the one that asks covers
         every one that began before it asked).
@@ -374,9 +379,9 @@ class InfofileCopies:
         """Leave beside the copy what its last check with the tracker found
         (``<file_id>.checked``, JSON: ``at`` wall time, the copy's
         ``generation`` before (-1: none yet), the ``tracker_generation`` it
-        was brought to),
-        for ``status`` in any process (st_py/client/copies_status.py).
-        Replaced whole (a rename), never read half-written."""
+        was brought to), for ``status`` in any process
+        (st_py/client/copies_status.py). Replaced whole (a rename), never
+        read half-written."""
         tmp = self.folder / f".{file_id}.checked-{os.getpid()}-{threading.get_ident()}"
         data = json.dumps({"at": time.time(), "generation": generation, "tracker_generation": tracker_generation})
         try:
