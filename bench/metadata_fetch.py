@@ -17,6 +17,13 @@ Over one file of ``--records`` small raw records (x1, one local cluster of
   the copy made (a node that has read the file before). Target: >= 0.95 of
   the shared mount's rate.
 
+- **GET cost** (``metadata_get_age0``, ``metadata_get_age1``): ms per GET,
+  ``GETS`` GETs one after another through one handle, from a copy checked
+  with the tracker at every read (``metadata_max_age_s=0``: one
+  FetchInfofile per GET, the rule before close-to-open) and with the
+  default age (1 s), against the shared mount's (docs/decisions.md,
+  "Freshness of a local copy"). No target: the age's cost is the figure.
+
 Every answer is checked (names, rows and byte sum equal what was written).
 """
 
@@ -37,6 +44,7 @@ from .smallrecords import _loop, _read_unit
 GROUP = "metadata_fetch"
 RECORD = 512  # bytes: the infofile, not the records, is what is measured
 ENV = "STORETORRENT_METADATA"
+GETS = 500  # GETs a round of the GET cost rows
 
 
 def _client(cluster, mode: str, cache: Path) -> Client:
@@ -53,6 +61,17 @@ def _first_read(cluster, mode: str, tmp: Path, name: str, n: int) -> float:
     dt = time.perf_counter() - t0
     assert len(names) == n and len(one) == RECORD, (len(names), len(one))
     return dt
+
+
+def _get_ms(cl: Client, name: str, keys: list[str]) -> float:
+    """Milliseconds per GET: :data:`GETS` GETs one after another of ``keys``
+    in turn, through one handle (opened, and one GET made, first)."""
+    with cl.open(name) as f:
+        f.get(keys[0])
+        t0 = time.perf_counter()
+        for i in range(GETS):
+            assert len(f.get(keys[i % len(keys)])) == RECORD
+        return (time.perf_counter() - t0) * 1000 / GETS
 
 
 def _scan(fn, mode: str):
@@ -122,6 +141,30 @@ def case_metadata_fetch(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                     rate_s,
                     note=f"{k} over {records:,} records from a local copy against the namespace's infofile; "
                     f"target ratio >= 0.95; median of {rounds} after a warm round",
+                )
+            )
+        keys = [f"r{i:08d}" for i in range(0, records, max(records // 200, 1))]
+        ways = {"shared": ("shared-mount", None), "age0": ("fetch", 0.0), "age1": ("fetch", 1.0)}
+        gets: dict[str, list[float]] = {w: [] for w in ways}
+        for _ in range(rounds):
+            for w, (mode, age) in ways.items():
+                cl = Client(cluster.tracker_addr, metadata=mode, metadata_cache=warm, metadata_max_age_s=age)
+                try:
+                    gets[w].append(_get_ms(cl, name, keys))
+                finally:
+                    cl.close()
+        g = {w: statistics.median(v) for w, v in gets.items()}
+        for w in ("age0", "age1"):
+            rows.append(
+                row(
+                    f"metadata_get_{w}",
+                    g[w],
+                    "ms/GET",
+                    "over the shared mount",
+                    g["shared"],
+                    note=f"{GETS} GETs of {RECORD}-byte records one after another from a copy checked "
+                    + ("at every read" if w == "age0" else "once a second (the default age)")
+                    + f"; shared mount {g['shared']:.3f} ms; median of {rounds}",
                 )
             )
         return rows

@@ -51,13 +51,24 @@ class Client:
         this machine: the tracker gets only a check value.
     metadata : str, optional
         Where infofiles are read (st_py/client/infofile_copies.py):
-        ``"shared-mount"`` (default: the tracker's, on the namespace mount)
-        or ``"fetch"`` (local copies kept current from the tracker, no
-        mount needed); default ``$STORETORRENT_METADATA``.
+        ``"auto"`` (default: per file, the tracker's infofile when this
+        node sees that very file at the path the tracker returns, else a
+        local copy), ``"shared-mount"`` (the tracker's, on the namespace
+        mount) or ``"fetch"`` (local copies kept current from the tracker,
+        no mount needed); default ``$STORETORRENT_METADATA``.
     metadata_cache : path, optional
-        The folder of the ``fetch`` copies (default:
+        The folder of the local copies (default:
         ``$STORETORRENT_METADATA_CACHE``, else
         ``~/.cache/storetorrent/<cluster>``).
+    metadata_max_age_s : float, optional
+        With local copies: a read checks its copy with the tracker first
+        once the copy was last checked this many seconds ago (default:
+        ``$STORETORRENT_METADATA_MAX_AGE``, else 1.0; 0: every read asks,
+        as the shared mount's live infofile). ``open`` always brings the
+        copy current, a GET of a name the copy lacks asks first, and a
+        writer reads its own commits at once; within the age a replaced
+        record reads as its previous committed version
+        (docs/decisions.md, "Freshness of a local copy").
 
     Thread safety: a Client may be shared between threads (its gRPC
     channel is; each :meth:`open` returns a new :class:`StFile`, which may
@@ -76,10 +87,11 @@ class Client:
         encryption_key: bytes | str | None = None,
         metadata: str | None = None,
         metadata_cache: str | os.PathLike | None = None,
+        metadata_max_age_s: float | None = None,
     ):
         self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key, tls=tls)
         # where infofiles are read: the shared mount, or local copies (st_py/client/infofile_copies.py)
-        self.tracker.locator = make_locator(metadata, self.tracker.address, metadata_cache)
+        self.tracker.locator = make_locator(metadata, self.tracker.address, metadata_cache, metadata_max_age_s)
         self.depth, self.group_size, self.timeout = depth, group_size, timeout
         self.balance_reads = balance_reads
         self.encryption_key = load_key(encryption_key)  # never sent to the tracker

@@ -334,8 +334,9 @@ class TrackerClient:
         BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
         """
         name = normalize(name)
+        asked = time.monotonic()  # the reply holds every change acknowledged before this
         try:
-            return self._located(self._call("Open", pb.OpenRequest(name=name, user=self.user), grace=grace))
+            return self._located(self._call("Open", pb.OpenRequest(name=name, user=self.user), grace=grace), asked)
         except StFileNotFoundError:
             if self.locator is not None:  # a copy of a file deleted since is removed (docs/metadata-log.md)
                 self.locator.forget(name)
@@ -348,10 +349,12 @@ class TrackerClient:
         Raises BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError."""
         return self._call("Open", pb.OpenRequest(name=normalize(name), user=self.user))
 
-    def _located(self, info: pb.FileInfo) -> pb.FileInfo:
+    def _located(self, info: pb.FileInfo, asked: float | None = None) -> pb.FileInfo:
         """``info`` with ``infofile_path`` where this client reads the file's
-        infofile (:attr:`locator`; unchanged on the shared mount)."""
-        return info if self.locator is None else self.locator.locate(self, info)
+        infofile (:attr:`locator`; unchanged on the shared mount). ``asked``:
+        when the request began (``time.monotonic()``), for an Open: a copy
+        brought to its reply counts as checked then (close-to-open)."""
+        return info if self.locator is None else self.locator.locate(self, info, asked)
 
     def fetch_infofile(
         self,
