@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -258,3 +259,20 @@ def test_copies_are_kept_current_between_scans_and_recover_from_peers_rebuilds_f
     assert {k: f.get(k) for k in data} == data
     assert sorted(x.name for x in f.get_local()) == sorted(data)
     f.close()
+
+
+def test_a_peer_given_only_its_tracker_keeps_copies_by_default(make_cluster):
+    """A peer on a node that mounts nothing needs no setting: st-peer's
+    default ``--metadata auto`` keeps infofile copies when it has a tracker
+    and no ``--namespace``. Before, such a peer answered GET_LOCAL with
+    NO_NAMESPACE unless started with ``--metadata fetch``."""
+    cluster = make_cluster(2, peer_metadata="auto", metadata="fetch")
+    c = cluster.client()
+    with c.create("/auto/f", replication="x2") as f:
+        for i in range(40):
+            f.put(f"r{i:02d}", b"v%d" % i)
+    with c.open("/auto/f") as f:
+        local = f.get_local()
+    assert sorted(r.name for r in local) == [f"r{i:02d}" for i in range(40)]
+    assert all(Path(r.path).read_bytes() == b"v%d" % int(r.name[1:]) for r in local)
+    assert any((cluster.data_dir / "peers").glob("peer-*/meta/*")), "no infofile copy kept"

@@ -176,6 +176,8 @@ int main(int argc, char** argv) {
   // infofiles in <data>/meta/, brought forward from the tracker.
   std::unique_ptr<st::GrpcInfofileFetcher> fetcher;
   std::unique_ptr<st::InfofileCopies> copies;
+  if (opt.metadata == "auto")  // a node that mounts nothing needs no setting: --tracker is enough
+    opt.metadata = opt.server.namespace_dir.empty() && !opt.tracker.empty() ? "fetch" : "namespace";
   if (opt.metadata == "fetch") {
     if (opt.tracker.empty())
       return Fail("--metadata fetch needs --tracker: the infofile copies come from it");

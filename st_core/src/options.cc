@@ -47,7 +47,9 @@ bool IsLogFormat(const std::string& v) {
   return ParseLogFormat(v, &f);
 }
 
-bool IsMetadataMode(const std::string& v) { return v == "namespace" || v == "fetch"; }
+bool IsMetadataMode(const std::string& v) {
+  return v == "auto" || v == "namespace" || v == "fetch";
+}
 
 bool IsUserName(const std::string& v) { return v.size() <= kCapabilityMaxUser; }
 
@@ -77,11 +79,12 @@ std::vector<OptionSpec> MakeTable() {
           "scrubber and the infofile mirrors)")
           .What("a directory")
           .Flags(kOptTrimSlashes),
-      Opt("metadata", T::kString, "MODE", ST_FIELD(metadata), "namespace",
+      Opt("metadata", T::kString, "MODE", ST_FIELD(metadata), "auto",
           "where GET_LOCAL reads infofiles: 'namespace' (the tracker's namespace, "
-          "--namespace) or 'fetch' (copies in DATA/meta/ kept current from --tracker "
-          "by FetchInfofile; no mount needed)")
-          .What("namespace or fetch")
+          "--namespace), 'fetch' (copies in DATA/meta/ kept current from --tracker "
+          "by FetchInfofile; no mount needed) or 'auto': namespace with --namespace, "
+          "else fetch with --tracker")
+          .What("auto, namespace or fetch")
           .Check(IsMetadataMode),
       Opt("tracker", T::kHostPort, "HOST:PORT", ST_FIELD(tracker), nullptr,
           "tracker gRPC address; several, comma-separated IP:PORT (a leader and its "

@@ -30,7 +30,7 @@ struct Options {
                          // scrubber, mirrors, verifier, connection limits
   int metrics_port = -1;       // -1: no metrics endpoint
   std::string tracker;         // empty: no announces
-  std::string metadata = "namespace";  // --metadata: "namespace" or "fetch" (issue 40)
+  std::string metadata = "auto";  // --metadata: "auto", "namespace" or "fetch" (issue 40)
   std::string domain;          // --domain SITE/RACK/HOST; empty: its host
   std::string tracker_ca;      // PEM CA certificate: announce over TLS (docs/security.md)
   std::string tracker_cert;    // PEM client certificate and key, for a mutual-TLS tracker

@@ -213,8 +213,10 @@ class LocalCluster:
     capability_ttl : float
         Seconds a capability the tracker issues is valid.
     peer_metadata : str
-        ``"namespace"`` (peers get ``--namespace``) or ``"fetch"`` (peers run
-        with ``--metadata fetch`` and no namespace: issue 40's copies).
+        ``"namespace"`` (peers get ``--namespace``), ``"fetch"`` (peers run
+        with ``--metadata fetch`` and no namespace: issue 40's copies) or
+        ``"auto"`` (neither: st-peer's default, fetch for a peer with a
+        tracker and no namespace).
     domains : list of str
         Failure domains: peer i runs with ``--domain domains[i]``
         (``"site/rack/host"``; docs/replication.md, "Failure domains").
@@ -619,7 +621,11 @@ class LocalCluster:
             str(self.data_dir / "peers" / f"peer-{i}"),
             "--port",
             str(port),
-            *(["--namespace", str(self.namespace)] if self.peer_metadata == "namespace" else ["--metadata", "fetch"]),
+            *{
+                "namespace": ["--namespace", str(self.namespace)],
+                "fetch": ["--metadata", "fetch"],
+                "auto": [],  # st-peer's default: fetch, as it has --tracker and no --namespace
+            }[self.peer_metadata],
             *(["--host", self.peer_host(i)] if self.hosts or self.netns else []),
             "--tracker",
             tracker,
