@@ -3,8 +3,8 @@ concurrent clients, against the same operations through the StoreTorrent
 Python client directly (issue 42, item 4; docs/benchmarks.md, "S3
 endpoint").
 
-A LocalCluster of 4 peers and the endpoint (``storetorrent s3``, a uvicorn
-server in a thread of this process, development mode: no access keys)
+A LocalCluster of 4 peers and the endpoint (``storetorrent s3``, its own
+process as ``storetorrent up`` runs it, development mode: no access keys)
 are started. For each size, ``CONCURRENCY`` threads each with its own boto3
 client PUT ``n`` objects ``bench/obj-<i>`` (new keys, so each one is one
 record of the file ``/B/bench``: docs/s3.md, "The mapping"), then GET them
@@ -23,13 +23,16 @@ from __future__ import annotations
 import os
 import random
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
-from .cases import fresh_cluster, row
+from .cases import row
+from .procstat import Sampler
 
 GROUP = "s3"
 CONCURRENCY = 16
@@ -42,7 +45,7 @@ def _body(base: bytes, i: int, size: int) -> bytes:
     return i.to_bytes(8, "little") + base[: size - 8]
 
 
-def _run(n: int, make: Callable[[], object], op: Callable[[object, int], None]) -> tuple[float, list[float]]:
+def _run(n: int, make: Callable[[], Any], op: Callable[[Any, int], None]) -> tuple[float, list[float]]:
     """``op(state, i)`` for every ``i < n`` from ``CONCURRENCY`` threads,
     each with its own ``make()`` state; ``(seconds, latencies)``."""
     lat: list[float] = []
@@ -76,7 +79,7 @@ def _p(lat: list[float]) -> str:
     return f"p50 {q[49] * 1e3:.1f} ms, p99 {q[98] * 1e3:.1f} ms"
 
 
-def _boto3_factory(url: str, access_key: str = "bench", secret: str = "bench") -> Callable[[], object]:
+def _boto3_factory(url: str, access_key: str = "bench", secret: str = "bench") -> Callable[[], Any]:
     """A maker of boto3 clients of the endpoint at ``url`` (path style,
     one attempt: a failure is seen, not retried)."""
     import boto3
@@ -95,11 +98,13 @@ def _boto3_factory(url: str, access_key: str = "bench", secret: str = "bench") -
     return make
 
 
-def _s3_side(s3: Callable[[], object], label: str, size: int, n: int, base: bytes):
+def _s3_side(s3: Callable[[], Any], label: str, size: int, n: int, base: bytes, cluster=None):
     """PUT ``n`` new objects ``<label>/obj-<i>`` of ``size`` bytes into
     bucket ``bench`` (which must exist) from ``CONCURRENCY`` threads with a
     client each, then GET them back in a shuffled order, every body
-    checked: ``({"s3_put": s, "s3_get": s}, {same: latencies}, order)``."""
+    checked: ``({"s3_put": s, "s3_get": s}, {same: latencies}, order,
+    {same: CPU ms per object by role})`` (the roles of
+    :class:`.procstat.Sampler` with ``cluster``; none without)."""
     keys = [f"{label}/obj-{i:06d}" for i in range(n)]  # new keys, one file: /bench/<label>
     shuffled = random.Random(1).sample(range(n), n)
 
@@ -111,10 +116,13 @@ def _s3_side(s3: Callable[[], object], label: str, size: int, n: int, base: byte
         got = c.get_object(Bucket=BUCKET, Key=keys[j])["Body"].read()
         assert got == _body(base, j, size), (keys[j], len(got))
 
-    times, lats = {}, {}
-    times["s3_put"], lats["s3_put"] = _run(n, s3, s3_put)
-    times["s3_get"], lats["s3_get"] = _run(n, s3, s3_get)
-    return times, lats, shuffled
+    times, lats, cpu = {}, {}, {}
+    for op, fn in (("s3_put", s3_put), ("s3_get", s3_get)):
+        sampler = Sampler(cluster, Path(cluster.data_dir)) if cluster is not None else None
+        times[op], lats[op] = _run(n, s3, fn)
+        if sampler is not None:
+            cpu[op] = {role: v * 1e3 / n for role, v in sampler.stop().cpu.items()}
+    return times, lats, shuffled, cpu
 
 
 def case_s3(tmp: Path, sizes: Sequence[int]) -> list[dict]:
@@ -122,29 +130,20 @@ def case_s3(tmp: Path, sizes: Sequence[int]) -> list[dict]:
     n1m)``, the objects of each size. Rows ``s3_put_4kib``, ``s3_get_4kib``,
     ``s3_put_1mib``, ``s3_get_1mib`` in objects/s, and the same in B/s
     (``_bytes``), each with the client's rate as its baseline."""
-    from st_integrations.s3.server import listen, make_server
+    from st_py.deploy.cluster import LocalCluster
 
-    cluster = fresh_cluster(tmp, "s3-").start()
+    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="s3-", dir=tmp)), n_peers=4, announce_interval=1.0, s3=True)
+    cluster.start()
     rows: list[dict] = []
-    sock = listen("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    server = make_server(cluster.tracker_addr, port=port, tls=cluster.client_tls, upload_expiry_s=0)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
     try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("the S3 endpoint did not start within 30 s")
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{port}"
-
+        url = cluster.s3_url
+        assert url is not None
         s3 = _boto3_factory(url)
         s3().create_bucket(Bucket=BUCKET)
         client = cluster.client(depth=CONCURRENCY)
         base = os.urandom(1 << 20)
         for (label, size), n in zip(SIZES, sizes):
-            times, lats, shuffled = _s3_side(s3, label, size, n, base)
+            times, lats, shuffled, cpu = _s3_side(s3, label, size, n, base, cluster)
             name = f"/client-{label}"
             client.create(name, replication="x2").close()
 
@@ -157,13 +156,17 @@ def case_s3(tmp: Path, sizes: Sequence[int]) -> list[dict]:
                 got = f.get(f"obj-{j:06d}")
                 assert got == _body(base, j, size), (j, len(got))
 
-            times["st_put"], lats["st_put"] = _run(n, lambda name=name: client.open(name), st_put)
-            times["st_get"], lats["st_get"] = _run(n, lambda name=name: client.open(name), st_get)
+            def handle(name: str = name) -> Any:
+                return client.open(name)
+
+            times["st_put"], lats["st_put"] = _run(n, handle, st_put)
+            times["st_get"], lats["st_get"] = _run(n, handle, st_get)
             for op in ("put", "get"):
                 s, b = times[f"s3_{op}"], times[f"st_{op}"]
+                ms = ", ".join(f"{role} {v:.2f}" for role, v in cpu[f"s3_{op}"].items())
                 note = (
                     f"{n} objects of {size:,} B, {CONCURRENCY} threads; S3 {_p(lats[f's3_{op}'])}; "
-                    f"client {_p(lats[f'st_{op}'])}"
+                    f"client {_p(lats[f'st_{op}'])}; S3 CPU ms/object: {ms} (client: the boto3 threads)"
                 )
                 base_text = f"StoreTorrent client, {CONCURRENCY} threads with a handle each" + (
                     ", put+flush" if op == "put" else ""
@@ -171,8 +174,6 @@ def case_s3(tmp: Path, sizes: Sequence[int]) -> list[dict]:
                 rows.append(row(f"s3_{op}_{label}", n / s, "objects/s", base_text, n / b, note))
                 rows.append(row(f"s3_{op}_{label}_bytes", n * size / s, "B/s", base_text, n * size / b))
     finally:
-        server.should_exit = True
-        thread.join(15)
         cluster.stop()
     return rows
 
@@ -183,7 +184,6 @@ def main() -> None:
     S3 endpoint (SeaweedFS's ``weed s3``: docs/benchmarks.md, "S3
     endpoint"), its bucket ``bench`` made first if missing."""
     import argparse
-    import tempfile
 
     ap = argparse.ArgumentParser(prog="python -m bench.s3")
     ap.add_argument("n", nargs="*", type=int, help="objects of 4 KiB and of 1 MiB (default 200 32)")
@@ -199,7 +199,7 @@ def main() -> None:
             c.create_bucket(Bucket=BUCKET)
         base = os.urandom(1 << 20)
         for (label, size), n in zip(SIZES, ns):
-            times, lats, _ = _s3_side(s3, label, size, n, base)
+            times, lats, _, _ = _s3_side(s3, label, size, n, base)
             for op in ("put", "get"):
                 t = times[f"s3_{op}"]
                 print(

@@ -118,7 +118,8 @@ class S3App:
     @contextlib.asynccontextmanager
     async def _lifespan(self, app):
         """While the server runs: the reaper of abandoned multipart uploads
-        (none if ``upload_expiry_s`` is 0)."""
+        (none if ``upload_expiry_s`` is 0); when it stops, every caller's
+        kept handles and client are closed."""
         stop = threading.Event()
         if self.upload_expiry_s > 0:
             threading.Thread(target=self._reaper, args=(stop,), name="s3-reaper", daemon=True).start()
@@ -126,6 +127,13 @@ class S3App:
             yield
         finally:
             stop.set()
+            with self._lock:
+                every, self._ops = list(self._ops.values()), {}
+            for ops in every:  # the kept handles (.handles) and the clients
+                try:
+                    ops.close()
+                except Exception:  # noqa: BLE001 (stopping: a failure to close is logged, not raised)
+                    log.exception("closing the S3 endpoint's handles failed")
 
     def _reaper(self, stop: threading.Event) -> None:
         interval = min(REAP_INTERVAL_S, self.upload_expiry_s / 4)

@@ -6,14 +6,17 @@ Each function is synchronous (the app runs it in a worker thread) and
 raises :class:`.errors.S3Error` or a StoreTorrent error (mapped by
 :func:`.errors.from_storetorrent`).
 
-Thread safety: each call opens its own file handles; the client is shared
-(:class:`st_py.client.client.Client` is thread-safe).
+Thread safety: the client is shared (:class:`st_py.client.client.Client`
+is thread-safe); the file handles are kept between calls by
+:mod:`.handles` (the fast path: docs/s3.md), each used by one call at a
+time, or opened for the call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from st_py.client.record_writer import STRIPE_THRESHOLD
@@ -26,10 +29,12 @@ from st_py.errors import (
     SnapshotNotFoundError,
     StFileExistsError,
     StFileNotFoundError,
+    StoreTorrentError,
 )
 
 from ..keymap import TOP_FILE, UPLOAD_PREFIX, BadKeyError, KeyMap, bucket_dir, check_key
 from .errors import S3Error
+from .handles import FileHandles, HandleCache
 from .reccache import RecordCache
 
 
@@ -83,6 +88,12 @@ class Ops:
         self.keys = KeyMap(client)
         self.replication = replication
         self.ranges = RecordCache()  # records read for ranged GETs (.reccache)
+        self.handles = HandleCache(client)  # kept handles and key resolutions (.handles: the fast path)
+
+    def close(self) -> None:
+        """Close the kept handles and the client (the endpoint stops)."""
+        self.handles.close()
+        self.client.close()
 
     # -- buckets -------------------------------------------------------------------
     def need_bucket(self, bucket: str) -> str:
@@ -142,6 +153,8 @@ class Ops:
             self.client.rmdir(d)
         except StFileNotFoundError:
             pass
+        finally:
+            self.handles.forget_bucket(bucket)
 
     # -- objects -------------------------------------------------------------------
     def put_object(
@@ -172,6 +185,9 @@ class Ops:
             version is a striped object (over 64 MiB), which StoreTorrent
             does not replace in place (docs/s3.md); nothing is stored.
         """
+        st = self._put_fast(bucket, key, data, only_new, meta, if_match)
+        if st is not None:
+            return st
         self.need_bucket(bucket)
         t = self.keys.resolve(bucket, key)
         h = None
@@ -222,6 +238,65 @@ class Ops:
             h.close()
         if st is None:
             raise S3Error("InternalError", f"{key} was stored but is not committed in {t.file}", key)
+        self.handles.keep(t.file)  # the next key of this file takes the fast path
+        return st
+
+    def _kept(self, bucket: str, key: str) -> tuple[FileHandles, tuple, str] | None:
+        """``(entry, borrowed handle, record)`` of a key whose file is kept
+        (:mod:`.handles`), the handle checked to be the file's now; None
+        when it is not kept, or no longer the file (then the entry is
+        dropped): the caller goes the slow way."""
+        try:
+            check_key(key)
+            hit = self.handles.find(bucket, key)
+        except BadKeyError:
+            return None
+        if hit is None:
+            return None
+        f, record = hit
+        try:
+            return f, f.borrow(), record
+        except StoreTorrentError:  # deleted, its name another file's, the tracker away: the slow way says
+            self.handles.forget(f)
+            return None
+
+    def _put_fast(
+        self, bucket: str, key: str, data: bytes, only_new: bool, meta: dict[str, str] | None, if_match: str | None
+    ) -> ObjectStat | None:
+        """A PUT of a new key into a kept file, in the file's next group
+        commit (:meth:`.handles.FileHandles.put_new`): its stat once
+        committed. None when the slow way takes it: the file not kept, the
+        key existing (a replacement, under the writer lease), ``If-Match``,
+        or a striped object.
+
+        Raises
+        ------
+        S3Error
+            ``PreconditionFailed`` (``only_new`` and the key exists).
+        StoreTorrentError
+            The put or its group's commit failed.
+        """
+        if if_match is not None or len(data) > STRIPE_THRESHOLD:
+            return None
+        kept = self._kept(bucket, key)
+        if kept is None:
+            return None
+        f, got, record = kept
+        ok = False
+        try:
+            exists = got[0].infofile().exists(record)
+            ok = True
+        finally:
+            f.give_back(got, ok)
+        st = None
+        if not exists:
+            try:
+                st = f.put_new(record, data, meta, self._stat)
+            except StFileNotFoundError:  # deleted since: the slow way
+                self.handles.forget(f)
+                return None
+        if st is None and only_new:
+            raise S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key)
         return st
 
     @staticmethod
@@ -249,6 +324,36 @@ class Ops:
             vid = int(row[0]) if row else None
             return ObjectStat(int(o[0]), int(o[1]), float(o[2]), version_id=vid, meta=inf.user_meta_of(record))
         return None
+
+    @contextlib.contextmanager
+    def _key_handle(self, bucket: str, key: str, version: str | None = None) -> Iterator[tuple]:
+        """``(handle, record)`` of ``key`` while the block runs: a kept
+        handle of its file (:mod:`.handles`) given back after, or, for a
+        ``version`` or a file not kept, a handle opened for the block and
+        closed after (:meth:`_open_key`)."""
+        kept = self._kept(bucket, key) if version is None else None
+        if kept is not None:
+            f, got, record = kept
+            ok = False
+            try:
+                yield got[0], record
+                ok = True
+            except (S3Error, RecordNotFoundError):  # an answer about the key, not a failure of the handle
+                ok = True
+                raise
+            except StFileNotFoundError:
+                self.handles.forget(f)
+                raise
+            finally:
+                f.give_back(got, ok)
+            return
+        h, record = self._open_key(bucket, key, version)
+        try:
+            yield h, record
+        finally:
+            h.close()
+        if version is None:
+            self.handles.keep(h.name)  # the next request of this file takes the fast path
 
     def _open_key(self, bucket: str, key: str, version: str | None = None):
         """``(handle, record)`` of ``key``; with ``version`` (a version id:
@@ -280,11 +385,8 @@ class Ops:
     def head_object(self, bucket: str, key: str, version: str | None = None) -> ObjectStat:
         """The object's stat (of ``version``, else the current one), from
         the infofile (no bytes read)."""
-        h, record = self._open_key(bucket, key, version)
-        try:
+        with self._key_handle(bucket, key, version) as (h, record):
             st = self._stat(h, record)
-        finally:
-            h.close()
         if st is None:
             raise self._missing(key, version)
         return st
@@ -311,41 +413,52 @@ class Ops:
             ``NoSuchBucket``, ``NoSuchKey``, ``NoSuchVersion``, or what ``decide`` raises.
         RecordUnavailableError, ChecksumError
         """
-        h, record = self._open_key(bucket, key, version)
-        try:
-            st = self._stat(h, record)
-            if st is None:
-                raise self._missing(key, version)
-            span = decide(st) if decide is not None else None
-            if span is False:
-                return st, None, None
-            obj = h.object_meta(record)
-            if span is None or span is True:
-                return st, (h.get_object(obj) if obj is not None else h.get(record)), None
-            a, b = span
-            if obj is None:
-                ck = (h.file_id, record, st.version_id, st.crc32c, st.size, st.mtime)
-                data = self.ranges.get(ck)
-                if data is None:
-                    data = h.get(record)
-                    self.ranges.put(ck, data)
-                return st, data[a:b], span
-            with h.open(record) as r:
-                r.seek(a)
-                out = bytearray()
-                while len(out) < b - a:
-                    chunk = r.read(b - a - len(out))
-                    if not chunk:
-                        raise S3Error("InternalError", f"{key} ended at {a + len(out)} of {st.size} bytes", key)
-                    out += chunk
-            return st, bytes(out), span
-        except RecordNotFoundError:
-            raise self._missing(key, version) from None
-        finally:
-            h.close()
+        with self._key_handle(bucket, key, version) as (h, record):
+            try:
+                st = self._stat(h, record)
+                if st is None:
+                    raise self._missing(key, version)
+                span = decide(st) if decide is not None else None
+                if span is False:
+                    return st, None, None
+                obj = h.object_meta(record)
+                if span is None or span is True:
+                    return st, (h.get_object(obj) if obj is not None else h.get(record)), None
+                a, b = span
+                if obj is None:
+                    ck = (h.file_id, record, st.version_id, st.crc32c, st.size, st.mtime)
+                    data = self.ranges.get(ck)
+                    if data is None:
+                        data = h.get(record)
+                        self.ranges.put(ck, data)
+                    return st, data[a:b], span
+                with h.open(record) as r:
+                    r.seek(a)
+                    out = bytearray()
+                    while len(out) < b - a:
+                        chunk = r.read(b - a - len(out))
+                        if not chunk:
+                            raise S3Error("InternalError", f"{key} ended at {a + len(out)} of {st.size} bytes", key)
+                        out += chunk
+                return st, bytes(out), span
+            except RecordNotFoundError:
+                raise self._missing(key, version) from None
 
     def delete_object(self, bucket: str, key: str) -> None:
         """Delete the key's record; a key that does not exist is no error (S3)."""
+        kept = self._kept(bucket, key)
+        if kept is not None:
+            f, got, record = kept
+            ok = False
+            try:
+                got[0].delete(record)
+                got[0].flush()
+                ok = True
+            except RecordNotFoundError:
+                ok = True
+            finally:
+                f.give_back(got, ok)
+            return
         self.need_bucket(bucket)
         try:
             check_key(key)
