@@ -45,7 +45,7 @@ from st_py.errors import RecordExistsError, StFileNotFoundError
 
 from ..keymap import TOP_FILE, bucket_dir
 
-HANDLE_TTL_S = 30.0  # a kept handle is reopened after this long (its peerlist, rights and options anew)
+HANDLE_TTL_S = 5.0  # a kept handle is reopened after this long: its peerlist, options and rights read anew
 MAX_FILES = 64  # files kept per caller
 MAX_IDLE_READERS = 8  # idle read handles kept per file
 
