@@ -18,18 +18,20 @@ from st_integrations.s3.ops import Ops
 
 @pytest.fixture(scope="module")
 def fast(make_module_cluster, tmp_path_factory):
-    """``(cluster, endpoint A, endpoint B, alice's API key)``: two endpoints
-    over one cluster, as two nodes would run them."""
+    """``(cluster, endpoint A, endpoint B, alice's API key, dave's)``: two
+    endpoints over one cluster, as two nodes would run them; dave has a
+    quota of 1 MB."""
     from st_py.tracker.access import add_user
 
     d = tmp_path_factory.mktemp("s3fast")
     users = d / "users.toml"
     key = add_user(users, "alice", ["alice"])
+    dave = add_user(users, "dave", ["dave"], quota_bytes=1_000_000)
     (d / "s3keys.toml").write_text(f'[users]\nalice = "{key}"\n')
     cluster = make_module_cluster(4, name="s3fast", users_file=users)
     a = Endpoint(cluster.tracker_addr, d / "s3keys.toml", tls=cluster.client_tls)
     b = Endpoint(cluster.tracker_addr, d / "s3keys.toml", tls=cluster.client_tls)
-    yield cluster, a, b, key
+    yield cluster, a, b, key, dave
     a.stop()
     b.stop()
 
@@ -83,7 +85,7 @@ def test_bucket_made_again_by_the_client_is_seen(fast):
     """A bucket deleted and made again through the StoreTorrent client
     (new files under the same names) after endpoint A kept its files: A
     answers from the new files, never the old ones, GET, HEAD and PUT."""
-    cluster, a, _, key = fast
+    cluster, a, _, key, _ = fast
     c = a.client("alice", key)
     _warm(c, "again1")
     st = cluster.client(api_key=key)
@@ -103,7 +105,7 @@ def test_bucket_made_again_through_another_endpoint_is_seen(fast):
     """The same through endpoint B (another node's endpoint): B deletes
     every object and the bucket, makes it again and PUTs new bytes; A,
     which kept the old files, answers from the new ones."""
-    _, a, b, key = fast
+    _, a, b, key, _ = fast
     ca, cb = a.client("alice", key), b.client("alice", key)
     _warm(ca, "again2")
     cb.delete_objects(Bucket="again2", Delete={"Objects": [{"Key": k} for k in ("top", "d/one", "d/two")]})
@@ -122,7 +124,7 @@ def test_bucket_made_again_through_another_endpoint_is_seen(fast):
 def test_deleted_key_and_bucket_through_the_same_endpoint(fast):
     """DELETE of a kept key, then DeleteBucket and CreateBucket through the
     same endpoint: the keys are gone and new PUTs land in the new bucket."""
-    _, a, _, key = fast
+    _, a, _, key, _ = fast
     c = a.client("alice", key)
     _warm(c, "again3")
     c.delete_object(Bucket="again3", Key="d/two")
@@ -150,7 +152,7 @@ def test_concurrent_puts_share_a_group_commit_each_committed_before_it_returns(f
     committed in fewer commits than PUTs (the tracker's Commit RPCs), and
     each is committed (visible to a fresh handle of another client) when
     its PUT returns."""
-    cluster, _, _, key = fast
+    cluster, _, _, key, _ = fast
     ops = Ops(cluster.client(api_key=key))
     ops.create_bucket("group1")
     ops.put_object("group1", "g/first", b"first")  # the slow way once: /group1/g is kept from now on
@@ -190,7 +192,7 @@ def test_reads_of_kept_files_ask_the_tracker_nothing(fast):
     """Once a file is kept, GETs and HEADs of its keys open no handle and
     list nothing at the tracker (no Open, no List): the resolution and the
     handles are the kept ones."""
-    cluster, a, _, key = fast
+    cluster, a, _, key, _ = fast
     c = a.client("alice", key)
     _warm(c, "kept1")
     before = {m: _rpcs(cluster, m) for m in ("Open", "List")}
@@ -199,3 +201,46 @@ def test_reads_of_kept_files_ask_the_tracker_nothing(fast):
             assert _body(c, "kept1", k) == b"old " + k.encode()
             c.head_object(Bucket="kept1", Key=k)
     assert {m: _rpcs(cluster, m) - before[m] for m in before} == {"Open": 0, "List": 0}
+
+
+def test_a_group_over_the_quota_answers_each_put_by_its_own_record(fast):
+    """dave's quota (1 MB stored, all copies) met inside one group commit:
+    the PUTs that returned are exactly the records committed, the others
+    failed with QuotaExceededError and are not visible. 12 PUTs of 100 kB x2
+    (200 kB each) into a kept file, started together: at most 4 fit."""
+    from st_py.errors import QuotaExceededError
+
+    cluster, dave = fast[0], fast[4]
+    ops = Ops(cluster.client(api_key=dave))
+    ops.create_bucket("daveb")
+    ops.put_object("daveb", "q/first", b"f")  # the slow way once: /daveb/q is kept from now on
+    n = 12
+    start = threading.Barrier(n)
+    ok: set[str] = set()
+    refused: list[BaseException] = []
+    other: list[BaseException] = []
+
+    def put(i: int) -> None:
+        start.wait()
+        try:
+            ops.put_object("daveb", f"q/k{i:02d}", bytes([i]) * 100_000)
+            ok.add(f"k{i:02d}")
+        except QuotaExceededError as e:
+            refused.append(e)
+        except BaseException as e:  # noqa: BLE001 (reported below)
+            other.append(e)
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not other, other
+    assert refused and 0 < len(ok) <= 4, (len(ok), len(refused))
+    st = cluster.client(api_key=dave)
+    with st.open("/daveb/q") as f:
+        assert set(f.names()) == ok | {"first"}
+        for name in ok:
+            assert f.get(name) == bytes([int(name[1:])]) * 100_000
+    ops.close()
+    st.close()
