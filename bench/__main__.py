@@ -202,7 +202,7 @@ def _target_text(name: str, tgt: float | None) -> str:
 
 def fmt(v: float, unit: str) -> str:
     if unit == "B/s":
-        return f"{v / 1e6:,.0f} MB/s"
+        return f"{v / 1e6:,.1f} MB/s" if v < 10e6 else f"{v / 1e6:,.0f} MB/s"
     if unit == "B":
         return f"{v / 2**20:,.1f} MiB"
     if unit == "s":
