@@ -14,10 +14,11 @@ time, or opened for the call.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-from collections.abc import Callable, Iterator
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.core.history import objects_at_sql
@@ -36,6 +37,9 @@ from ..keymap import TOP_FILE, UPLOAD_PREFIX, BadKeyError, KeyMap, bucket_dir, c
 from .errors import S3Error
 from .handles import FileHandles, HandleCache
 from .reccache import RecordCache
+
+log = logging.getLogger("storetorrent.s3")
+T = TypeVar("T")
 
 
 def as_of_of(version_id: str) -> int | str:
@@ -70,6 +74,34 @@ class ObjectStat:
         Clients that check an ETag against an MD5 (rclone) skip this form."""
         ident = f"{self.size}:{self.crc32c}:{self.mtime!r}".encode()
         return '"' + hashlib.md5(ident, usedforsecurity=False).hexdigest() + '-1"'
+
+
+class StalePeerlistError(StoreTorrentError):
+    """A record's holders include a peer that a handle's peerlist lacks
+    (the file's peerlist grew since the handle was opened): the handle is
+    replaced and the read done on a new one (:meth:`Ops._read_key`).
+
+    Attributes
+    ----------
+    file, record : str
+    missing : list of int
+        The holders' peer indexes the handle does not know.
+    """
+
+    def __init__(self, file: str, record: str, missing: list[int]):
+        super().__init__(f"{record!r} of {file} is held by peers {missing}, which this handle's peerlist lacks")
+        self.file, self.record, self.missing = file, record, missing
+
+
+def _check_peerlist(h, record: str) -> None:
+    """Raise :class:`StalePeerlistError` when a holder of ``record`` is not
+    in ``h``'s peerlist: a kept handle reading it would ask a peer it has no
+    address for before the copies it knows (seconds per GET)."""
+    m = h.record_meta(record)
+    if m is not None:
+        missing = [i for i in m.peers if i not in h.peers]
+        if missing:
+            raise StalePeerlistError(h.name, record, missing)
 
 
 class Ops:
@@ -325,35 +357,38 @@ class Ops:
             return ObjectStat(int(o[0]), int(o[1]), float(o[2]), version_id=vid, meta=inf.user_meta_of(record))
         return None
 
-    @contextlib.contextmanager
-    def _key_handle(self, bucket: str, key: str, version: str | None = None) -> Iterator[tuple]:
-        """``(handle, record)`` of ``key`` while the block runs: a kept
-        handle of its file (:mod:`.handles`) given back after, or, for a
-        ``version`` or a file not kept, a handle opened for the block and
-        closed after (:meth:`_open_key`)."""
+    def _read_key(self, bucket: str, key: str, version: str | None, read: Callable[[Any, str], T]) -> T:
+        """``read(handle, record)`` of ``key``: on a kept handle of its file
+        (:mod:`.handles`), given back after; for a ``version`` or a file not
+        kept, on a handle opened for it and closed after (:meth:`_open_key`).
+        A kept handle that fails other than with an answer about the key
+        (an ``S3Error``, ``RecordNotFoundError``) is closed and ``read``
+        runs once more the slow way, on a new handle: a handle kept across
+        a change it cannot see (a grown peerlist, a tracker failover) costs
+        a retry, never the request. ``read`` must be a read (it may run twice)."""
         kept = self._kept(bucket, key) if version is None else None
         if kept is not None:
             f, got, record = kept
-            ok = False
             try:
-                yield got[0], record
-                ok = True
-            except (S3Error, RecordNotFoundError):  # an answer about the key, not a failure of the handle
-                ok = True
+                out = read(got[0], record)
+            except (S3Error, RecordNotFoundError):  # an answer about the key: the handle is fine
+                f.give_back(got, True)
                 raise
-            except StFileNotFoundError:
+            except Exception as e:  # noqa: BLE001 (the kept handle failed: retried below on a new one)
+                f.give_back(got, False)
                 self.handles.forget(f)
-                raise
-            finally:
-                f.give_back(got, ok)
-            return
+                log.info("a kept handle of %s failed (%s: %s); reading it anew", f.name, type(e).__name__, e)
+            else:
+                f.give_back(got, True)
+                return out
         h, record = self._open_key(bucket, key, version)
         try:
-            yield h, record
+            out = read(h, record)
         finally:
             h.close()
         if version is None:
             self.handles.keep(h.name)  # the next request of this file takes the fast path
+        return out
 
     def _open_key(self, bucket: str, key: str, version: str | None = None):
         """``(handle, record)`` of ``key``; with ``version`` (a version id:
@@ -385,8 +420,7 @@ class Ops:
     def head_object(self, bucket: str, key: str, version: str | None = None) -> ObjectStat:
         """The object's stat (of ``version``, else the current one), from
         the infofile (no bytes read)."""
-        with self._key_handle(bucket, key, version) as (h, record):
-            st = self._stat(h, record)
+        st = self._read_key(bucket, key, version, self._stat)
         if st is None:
             raise self._missing(key, version)
         return st
@@ -413,7 +447,8 @@ class Ops:
             ``NoSuchBucket``, ``NoSuchKey``, ``NoSuchVersion``, or what ``decide`` raises.
         RecordUnavailableError, ChecksumError
         """
-        with self._key_handle(bucket, key, version) as (h, record):
+
+        def read(h, record: str) -> tuple[ObjectStat, bytes | None, tuple[int, int] | None]:
             try:
                 st = self._stat(h, record)
                 if st is None:
@@ -422,6 +457,8 @@ class Ops:
                 if span is False:
                     return st, None, None
                 obj = h.object_meta(record)
+                if obj is None:
+                    _check_peerlist(h, record)
                 if span is None or span is True:
                     return st, (h.get_object(obj) if obj is not None else h.get(record)), None
                 a, b = span
@@ -443,6 +480,8 @@ class Ops:
                 return st, bytes(out), span
             except RecordNotFoundError:
                 raise self._missing(key, version) from None
+
+        return self._read_key(bucket, key, version, read)
 
     def delete_object(self, bucket: str, key: str) -> None:
         """Delete the key's record; a key that does not exist is no error (S3)."""
