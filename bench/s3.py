@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import statistics
 import tempfile
 import threading
@@ -207,7 +208,12 @@ def main() -> None:
                     f"{_p(lats[f's3_{op}'])}"
                 )
         return
-    for r in case_s3(Path(tempfile.mkdtemp(prefix="st-bench-s3-")), ns):
+    tmp = Path(tempfile.mkdtemp(prefix="st-bench-s3-"))
+    try:
+        rows = case_s3(tmp, ns)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the cluster: about 1 GB at full sizes
+    for r in rows:
         v = r["value"] / 1e6 if r["unit"] == "B/s" else r["value"]
         bv = r["baseline_value"] / 1e6 if r["unit"] == "B/s" else r["baseline_value"]
         unit = "MB/s" if r["unit"] == "B/s" else r["unit"]
