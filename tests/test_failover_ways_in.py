@@ -5,7 +5,10 @@ both tracker addresses, reads what was written before and writes more: the
 Client (names, get, get_local, as of a snapshot), the CLI, fsspec from
 several threads, pandas through fsspec, Dask (read and write), DuckDB's SQL
 over the infofiles and its ``records_data``. Answers are the same as before
-the kill."""
+the kill. Writers go on through the kill: a Dask job, a striped object, a
+writer holding the lease, and the Ray and Dask writers overwriting a file
+(tests/engine_jobs.py; the embedded tracker's restart:
+tests/test_engine_writers_restart.py)."""
 
 from __future__ import annotations
 
@@ -198,3 +201,44 @@ def test_writers_go_on_through_the_leaders_kill(ha):
         assert obj is not None and f.get_object(obj) == big
     back = read_storetorrent("/mix/dask", tracker=both).compute()
     assert sorted(back["row"]) == list(range(40_000))
+
+
+@pytest.mark.timeout(600)
+def test_the_ray_and_dask_writers_overwrite_through_the_leaders_kill(ha, local_ray, tmp_path):
+    """Issue 39: the Ray and Dask writers, each overwriting a file that holds
+    an earlier job's record (mode overwrite, the writers' replacement), run
+    while the leader is SIGKILLed: the Dask job's tasks (started first) all
+    wait for the kill, and the Ray job's driver kills the leader as it
+    starts to commit. Both jobs finish; every row each wrote reads back once
+    through the Client and both readers, the old record gone
+    (tests/engine_jobs.py)."""
+    from engine_jobs import check_overwritten, dask_job, kill_once, ray_job, recover_when_killed, waiting_tasks
+    from engine_jobs import write_old as write_earlier_job
+
+    cluster, both, client, kill = ha
+    old = {w: write_earlier_job(client, f"/mix/ow-{w}") for w in ("dask", "ray")}
+    killed, dask_started, pid = tmp_path / "killed", tmp_path / "dask-started", cluster.tracker.proc.pid
+    errors: list[BaseException] = []
+    recovering = recover_when_killed(killed, kill, errors)  # kill(): reaped, and the standby elected
+    outcomes: dict[str, object] = {}
+
+    def dask_writer() -> None:
+        try:
+            outcomes["dask"] = dask_job("/mix/ow-dask", both, waiting_tasks(dask_started, killed))
+        except Exception as e:  # noqa: BLE001 - held to the rule below
+            outcomes["dask"] = e
+
+    dask_thread = threading.Thread(target=dask_writer)
+    dask_thread.start()
+    poll_for(dask_started.exists, timeout=120, what="the Dask job's first task")
+    try:
+        outcomes["ray"] = ray_job("/mix/ow-ray", both, at_commit=lambda: kill_once(pid, killed))
+    except Exception as e:  # noqa: BLE001 - held to the rule below
+        outcomes["ray"] = e
+    dask_thread.join(300)
+    recovering.join(120)
+    assert killed.exists() and not dask_thread.is_alive() and not recovering.is_alive() and not errors, errors
+    for w in ("dask", "ray"):
+        check_overwritten(client, both, f"/mix/ow-{w}", outcomes[w], old[w])
+    failed = {w: o for w, o in outcomes.items() if isinstance(o, BaseException)}
+    assert not failed, f"the leader's failover failed the jobs: {failed!r}"

@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -121,6 +122,118 @@ def test_a_client_that_cannot_see_the_namespace_reads_the_same(module_cluster, h
     assert got["hidden"], "the child saw the namespace"
     assert got["answers"] == shared
     assert os.listdir(ns), "the parent still sees the namespace (the tmpfs was the child's only)"
+
+
+CHILD_DEFAULT = textwrap.dedent(
+    """
+    import json, os, sys
+    sys.path.insert(0, sys.argv[3])
+    from st_py.client.client import Client
+    from test_metadata_fetch import answers
+    addr, name = sys.argv[1], sys.argv[2]
+    c = Client(addr)  # no option: neither metadata= nor $STORETORRENT_METADATA
+    got = answers(c, name)
+    info = c.tracker.open(name)
+    print(json.dumps({"answers": got, "path": info.infofile_path,
+                      "direct": c.tracker.locator.reads_directly(info.file_id)}))
+    """
+)
+
+
+@pytest.mark.skipif(not _can_unshare(), reason="needs unshare -m (root): a mount namespace of its own")
+def test_the_default_reads_a_copy_where_the_namespace_is_not_seen_and_the_namespace_where_it_is(
+    module_cluster, history, tmp_path, monkeypatch
+):
+    """No option set (metadata="auto"): a client process whose namespace
+    root is an empty tmpfs holding only a stale infofile of another cluster
+    at the file's path (same file id and name, another metadata log, a
+    record fewer) gives the shared mount's answers from a local copy, never
+    the stale file's; a client on the tracker's machine reads the
+    namespace itself and makes no copy."""
+    import shutil
+    import sqlite3
+
+    monkeypatch.delenv("STORETORRENT_METADATA", raising=False)
+    monkeypatch.delenv("STORETORRENT_METADATA_CACHE", raising=False)
+    here = module_cluster.client(metadata_cache=str(tmp_path / "here"))
+    shared = answers(here, history)
+    info = here.tracker.open(history)
+    assert here.tracker.locator.reads_directly(info.file_id)
+    assert info.infofile_path.startswith(str(module_cluster.namespace.resolve()))
+    assert not (tmp_path / "here").exists(), "a client that sees the namespace made copies"
+    ns = str(module_cluster.namespace.resolve())
+    rel = os.path.relpath(info.infofile_path, ns)
+    stale = tmp_path / "stale.infofile"
+    shutil.copyfile(info.infofile_path, stale)
+    db = sqlite3.connect(stale)
+    db.execute("UPDATE meta SET value = 'local:another-cluster' WHERE key = 'log_id'")
+    db.execute("DELETE FROM records WHERE name = 'r000'")
+    db.commit()
+    db.close()
+    script = tmp_path / "child.py"
+    script.write_text(CHILD_DEFAULT)
+    target = os.path.join(ns, rel)
+    cmd = (
+        f"mount -t tmpfs none {ns} && mkdir -p {os.path.dirname(target)} && cp {stale} {target} && "
+        f"exec {sys.executable} {script} {module_cluster.tracker_addr} {history} {os.path.dirname(__file__)}"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STORETORRENT_METADATA")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    out = subprocess.run(["unshare", "-m", "sh", "-c", cmd], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["answers"] == shared
+    assert not got["direct"] and got["path"].startswith(str(tmp_path / "xdg" / "storetorrent"))
+
+
+CHILD_FROZEN = textwrap.dedent(
+    """
+    import json, sys
+    from st_py.client.client import Client
+    addr, name = sys.argv[1], sys.argv[2]
+    c = Client(addr)  # metadata="auto"
+    f = c.open(name)
+    direct = c.tracker.locator.reads_directly(f.file_id)
+    f.put("after", b"written here")
+    f.flush()
+    got = f.get("after")  # the frozen infofile at the path lacks it: the client must see its write
+    print(json.dumps({"direct_at_open": direct, "got": got.decode(), "names": f.names(),
+                      "direct_after": c.tracker.locator.reads_directly(f.file_id)}))
+    f.close()
+    """
+)
+
+
+@pytest.mark.skipif(not _can_unshare(), reason="needs unshare -m (root): a mount namespace of its own")
+def test_the_default_leaves_an_infofile_at_the_path_that_falls_behind_for_a_copy(module_cluster, tmp_path):
+    """metadata="auto" where the tracker's path holds the very file, but a
+    frozen one (a follower's namespace, a restored backup): it is read at
+    open (the same file, at the Open's generation), and when the client's
+    own commit names a newer generation than it holds, the client reads a
+    copy from then on and sees its write."""
+    import shutil
+
+    name = "/copies/frozen"
+    with module_cluster.client().create(name, replication="x2") as f:
+        f.put("before", b"b")
+    info = module_cluster.client().tracker.open(name)
+    ns = str(module_cluster.namespace.resolve())
+    frozen = tmp_path / "frozen.infofile"
+    shutil.copyfile(info.infofile_path, frozen)
+    script = tmp_path / "child.py"
+    script.write_text(CHILD_FROZEN)
+    target = info.infofile_path
+    cmd = (
+        f"mount -t tmpfs none {ns} && mkdir -p {os.path.dirname(target)} && cp {frozen} {target} && "
+        f"exec {sys.executable} {script} {module_cluster.tracker_addr} {name}"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STORETORRENT_METADATA")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    out = subprocess.run(["unshare", "-m", "sh", "-c", cmd], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["direct_at_open"] and not got["direct_after"]
+    assert got["got"] == "written here" and got["names"] == ["after", "before"]
 
 
 def test_a_writer_reads_its_own_commits_and_a_reader_finds_a_later_name(module_cluster, tmp_path):
@@ -294,7 +407,8 @@ def test_a_snapshot_made_after_the_copy_is_read_as_of(module_cluster, tmp_path):
 
 @pytest.mark.parametrize("mode", ["shared-mount", "fetch"])
 def test_a_handle_reads_live_in_both_modes(module_cluster, tmp_path, mode, caplog):
-    """One semantics, two transports: a handle opened before another
+    """One semantics, two transports (``metadata_max_age_s=0`` under
+    fetch): a handle opened before another
     client's replacement, new record and delete sees all three on its next
     read (get, names, len, record_meta, the GET_LOCAL plan's generation)
     without a new Open, as the shared mount's live infofile gives; under
@@ -304,14 +418,14 @@ def test_a_handle_reads_live_in_both_modes(module_cluster, tmp_path, mode, caplo
     f.put("doc", b"v0")
     f.put("gone", b"x")
     f.flush()
-    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"))
+    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"), metadata_max_age_s=0)
     h = r.open(f"/copies/live-{mode}")
     assert h.get("doc") == b"v0" and h.names() == ["doc", "gone"]
     f.put("doc", b"v1", replace=True)
     f.put("new", b"n")
     f.delete("gone")
     f.flush()
-    caplog.set_level("INFO", logger="st.client.copies")
+    caplog.set_level("INFO", logger="st.client")
     assert h.get("doc") == b"v1"
     assert h.names() == ["doc", "new"] and len(h) == 2
     assert h.record_meta("gone") is None and h.record_meta("new") is not None
@@ -321,6 +435,69 @@ def test_a_handle_reads_live_in_both_modes(module_cluster, tmp_path, mode, caplo
         assert any("a read waited" in m and "to catch up from generation" in m for m in caplog.messages)
     h.close()
     f.close()
+
+
+def test_a_copy_is_checked_at_open_on_a_missing_name_and_once_older_than_its_age(module_cluster, tmp_path):
+    """Close-to-open with a bounded age (docs/decisions.md, "Freshness of a
+    local copy"): GETs of a copy checked within ``metadata_max_age_s`` ask
+    the tracker nothing; another client's replacement then reads as the
+    previous committed version and its delete still reads (the copies are
+    kept for history), a name committed elsewhere is read at once, a writer reads its own commits at
+    once, a copy older than its age is checked before the read, 0 asks at
+    every read, and a handle of a file deleted since gets
+    StFileNotFoundError on GET within the age (its copies are gone: the
+    failed GET brings the copy forward), never RecordUnavailableError."""
+    from st_py.errors import StFileNotFoundError
+
+    name = "/copies/age"
+    w = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "w"), metadata_max_age_s=60)
+    f = w.create(name, replication="x2")
+    f.put("doc", b"v0")
+    f.put("gone", b"x")
+    f.flush()
+    r = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "r"), metadata_max_age_s=60)
+    loc = r.tracker.locator
+    h = r.open(name)
+    asked = loc.questions
+    for _ in range(20):
+        assert h.get("doc") == b"v0"
+    assert h.names() == ["doc", "gone"] and len(h) == 2
+    assert loc.questions == asked, "reads within the age asked the tracker"
+    f.put("doc", b"v1", replace=True)
+    f.delete("gone")
+    f.flush()
+    assert h.get("doc") == b"v0"  # within the age: the previous committed version, whole
+    assert h.get("gone") == b"x"  # and a deleted record still reads (its copies are kept for history)
+    f.put("new", b"n")
+    f.flush()
+    assert h.get("new") == b"n"  # a name the copy lacks: brought forward at once
+    assert h.get("doc") == b"v1" and h.names() == ["doc", "new"]
+    f.put("mine", b"m")
+    f.flush()
+    assert f.get("mine") == b"m" and "mine" in f.names()  # a writer's own commits, at once
+    h.close()
+    short = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "s"), metadata_max_age_s=0.3)
+    g = short.open(name)
+    assert g.get("doc") == b"v1"
+    f.put("doc", b"v2", replace=True)
+    f.flush()
+    time.sleep(0.3)  # the copy is now older than its age: checked before the next read
+    assert g.get("doc") == b"v2"
+    g.close()
+    live = module_cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "l"), metadata_max_age_s=0)
+    g = live.open(name)
+    asked = live.tracker.locator.questions
+    for _ in range(5):
+        assert g.get("doc") == b"v2"
+    assert live.tracker.locator.questions == asked + 5  # 0: every read asks, as before
+    h = r.open(name)
+    assert h.get("doc") == b"v2"
+    f.close()
+    w.delete(name)
+    with pytest.raises(StFileNotFoundError):
+        h.get("doc")  # within the age: the failed GET brings the copy forward, which says the file is gone
+    h.close()
+    g.close()
 
 
 def test_the_copy_of_a_deleted_file_is_removed(module_cluster, tmp_path):
@@ -354,23 +531,37 @@ def test_the_copy_of_a_deleted_file_is_removed(module_cluster, tmp_path):
     assert not os.path.exists(pnew)
 
 
-def test_status_shows_the_copies_and_how_far_behind_they_are(module_cluster, tmp_path):
+def test_status_shows_the_copies_and_how_far_behind_they_are(module_cluster, tmp_path, caplog):
     """``storetorrent status`` under fetch: the copies of the cache folder,
     the one 2 generations behind the tracker, the one of a deleted file, as
-    JSON and as a line; the copies are not moved by being looked at."""
+    JSON and as a line; the copies are not moved by being looked at. Each
+    copy's generation and how far behind it was at its last check (the one
+    a read brought 2 generations forward: that read logged one line on
+    st.client with the file, both generations and its wait)."""
+    import re
+
     from helpers import run_cli
 
     other = module_cluster.client()
     cache = tmp_path / "c"
-    c = module_cluster.client(metadata="fetch", metadata_cache=str(cache))
+    c = module_cluster.client(metadata="fetch", metadata_cache=str(cache), metadata_max_age_s=0)
     for name in ("/copies/st-a", "/copies/st-b", "/copies/st-c"):
         with other.create(name, replication="x1") as f:
             f.put("k", b"v")
         c.open(name).close()
-    with other.open("/copies/st-a") as f:
-        f.put("k1", b"1")
-        f.flush()
-        f.put("k2", b"2")
+    hb = c.open("/copies/st-b")
+    for name in ("/copies/st-a", "/copies/st-b"):
+        with other.open(name) as f:
+            f.put("k1", b"1")
+            f.flush()
+            f.put("k2", b"2")
+    caplog.set_level("INFO", logger="st.client")
+    assert hb.names() == ["k", "k1", "k2"]
+    hb.close()
+    waited = [r.getMessage() for r in caplog.records if r.name == "st.client" and "/copies/st-b" in r.getMessage()]
+    assert len(waited) == 1, waited
+    m = re.search(r"a read waited [0-9.]+ ms to catch up from generation (\d+) to (\d+)", waited[0])
+    assert m and int(m[2]) - int(m[1]) == 2, waited
     other.delete("/copies/st-c")
     env = {"STORETORRENT_METADATA": "fetch", "STORETORRENT_METADATA_CACHE": str(cache)}
     r = run_cli(module_cluster, "status", "--format", "json", env=env)
@@ -380,9 +571,13 @@ def test_status_shows_the_copies_and_how_far_behind_they_are(module_cluster, tmp
     lag = {x["name"]: x for x in got["files"]}
     assert lag["/copies/st-a"]["behind"] == 2 and lag["/copies/st-b"]["behind"] == 0
     assert lag["/copies/st-c"]["deleted"]
+    assert lag["/copies/st-b"]["generation"] == int(m[2]) and lag["/copies/st-b"]["behind_at_check"] == 2
+    assert lag["/copies/st-a"]["behind_at_check"] == 0 and lag["/copies/st-a"]["checked_s_ago"] >= 0
+    assert got["behind_at_check"] == 1 and got["max_behind_at_check"] == 2
     r = run_cli(module_cluster, "status", env=env)
     assert r.returncode == 0, r.stderr
     assert "infofile copies (metadata=fetch): 3 in" in r.stdout and "at most 2 generations" in r.stdout
+    assert "1 were behind at their last check (at most 2 generations)" in r.stdout
     mount = {"STORETORRENT_METADATA": "shared-mount"}
     r = run_cli(module_cluster, "status", "--format", "json", env=mount)
     assert json.loads(r.stdout)["metadata_copies"] is None
@@ -396,7 +591,7 @@ def test_live_reads_of_a_file_not_written_since_the_tracker_started_move_no_byte
     with cluster.client().create("/copies/quiet", replication="x1") as f:
         for i in range(200):
             f.queue_put(f"k{i:03d}", b"v" * 10)
-    r = cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "r"))
+    r = cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "r"), metadata_max_age_s=0)
     h = r.open("/copies/quiet")
     assert h.get("k000") == b"v" * 10
     h.close()
@@ -413,7 +608,9 @@ def test_live_reads_of_a_file_not_written_since_the_tracker_started_move_no_byte
 @pytest.mark.parametrize("mode", ["shared-mount", "fetch"])
 def test_a_handle_of_a_file_deleted_since_says_so_in_both_modes(module_cluster, tmp_path, mode):
     """A handle whose file another client deleted (and whose name another
-    file took) raises StFileNotFoundError on its next read in both modes;
+    file took) raises StFileNotFoundError on its next read in both modes
+    (``metadata_max_age_s=0`` under fetch; within the default age a GET
+    says so too: test_a_copy_is_checked_at_open...);
     on the mount it read the unlinked infofile before (old names, GET
     failing as unavailable)."""
     from st_py.errors import StFileNotFoundError
@@ -422,7 +619,7 @@ def test_a_handle_of_a_file_deleted_since_says_so_in_both_modes(module_cluster, 
     name = f"/copies/gone-{mode}"
     with w.create(name, replication="x1") as f:
         f.put("k", b"v")
-    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"))
+    r = module_cluster.client(metadata=mode, metadata_cache=str(tmp_path / "r"), metadata_max_age_s=0)
     h = r.open(name)
     assert h.get("k") == b"v" and h.names() == ["k"]
     w.delete(name)

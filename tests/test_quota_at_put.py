@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from st_py.client.group_commit import COMMIT_BYTES
-from st_py.errors import QuotaExceededError
+from st_py.errors import QueuedOperationsError, QuotaExceededError
 
 QUOTA = 20_000_000
 RECORD = 1_000_000
@@ -44,3 +44,41 @@ def test_the_put_that_crosses_the_quota_raises_and_what_fits_is_committed(make_c
         assert names == [f"r{i:03d}" for i in range(fits)]  # every record that fits, in order
         assert all(g.get(n) == _blob(int(n[1:])) for n in names[:: max(1, fits // 5)])
     assert sum(1 for _ in names) * RECORD * copies <= QUOTA
+
+
+def test_a_whole_commit_counts_what_snapshots_keep_as_a_partial_one_does(make_cluster):
+    """A file's bytes against its ``--quota-bytes`` are counted in one place
+    (st_py/tracker/file_quota.py): what its snapshots keep counts for a whole
+    commit (a staged job's) as it does for a writer's partial group commits.
+    Before, the whole commit counted only the live records: a file whose
+    deleted records a snapshot kept took a staged job past its quota."""
+    cluster = make_cluster(2, tracker_args=["--quota-bytes", str(QUOTA)])
+    c = cluster.client()
+    n = (QUOTA // RECORD) * 6 // 10  # 60 % of the quota
+    with c.create("/q/kept", "x1") as f:
+        for i in range(n):
+            f.put(f"old{i:03d}", _blob(i))
+    c.snapshot("/q/kept", "before")
+    with c.open("/q/kept") as f:
+        for i in range(n):
+            f.delete(f"old{i:03d}")
+    # the deleted records' bytes are kept by the snapshot: 60 % used, another 60 % does not fit
+    with c.open_staged("/q/kept") as w:
+        for i in range(n):
+            w.put(f"new{i:03d}", _blob(i))
+        staged = w.staged_commits()
+    with pytest.raises(QuotaExceededError) as e:
+        c.commit_staged("/q/kept", staged)
+    assert "file quota" in str(e.value) and "snapshots" in str(e.value), e.value
+    with c.open("/q/kept") as g:
+        assert g.names() == []  # nothing of the refused job is visible
+    assert f"({n * RECORD} used)" in str(e.value), e.value  # the snapshot's bytes, all of them
+    # the same bytes through a writer's partial commits: the same use, and what fits is committed
+    fits = (QUOTA - n * RECORD) // RECORD
+    with pytest.raises((QuotaExceededError, QueuedOperationsError)) as e2:
+        with c.open("/q/kept") as f:
+            for i in range(n):
+                f.put(f"new{i:03d}", _blob(i))
+    assert f"{n * RECORD:,} of {QUOTA:,} bytes used" in str(e2.value), e2.value
+    with c.open("/q/kept") as g:
+        assert g.names() == [f"new{i:03d}" for i in range(fits)]

@@ -142,6 +142,47 @@ def test_reservation_of_a_writer_that_died_expires(make_cluster):
     )
 
 
+def test_a_lapsed_reservation_is_not_held_again_after_a_restart(make_cluster):
+    """A lapse is a change of the tracker's state like a close's end of a
+    reservation: it goes through the metadata log (an ``end_reservation``),
+    so the tracker that comes next (restarted here; a new leader alike)
+    does not load it from the state and hold the space one lease more.
+    Before, the restarted tracker reserved the 600 kB again for a whole
+    lease (here 30 s, the test's window), for a writer long dead."""
+    cl = make_cluster(3, tracker_args=["--reservation-lease", "1.5"])
+    c = cl.client()
+    c.tracker.create("/res/lapsed", "x2", 300_000)  # a client that never closes
+    poll_for(
+        lambda: sum(p.reserved_bytes for p in c.status().peers) == 0,
+        timeout=10,
+        what="the reservation's lease to run out",
+    )
+    poll_for(
+        lambda: "space reservation of /res/lapsed lapsed" in (cl.data_dir / "logs" / "tracker.log").read_text(),
+        timeout=10,
+        what="the lapse to be logged",
+    )
+    cl.tracker_args = [a if a != "1.5" else "30" for a in cl.tracker_args]  # a lapse now would take 30 s
+    cl.restart_tracker()
+    c2 = cl.client()
+    assert c2.tracker.open("/res/lapsed").reserved_bytes == 0
+    assert sum(p.reserved_bytes for p in c2.status().peers) == 0
+
+
+def test_a_closed_files_reservation_stays_ended_after_a_restart(make_cluster):
+    """A restart replays the metadata log: the file's create_file puts its
+    reservation back in the state, its end_reservation must take it out
+    again even though the restarted tracker had not loaded it."""
+    cl = make_cluster(3)
+    c = cl.client()
+    with c.create("/res/closed", replication="x2", est_size=900_000) as f:
+        f.put("r", b"x" * 100_000)
+    cl.restart_tracker()
+    c2 = cl.client()
+    assert c2.tracker.open("/res/closed").reserved_bytes == 0
+    assert sum(p.reserved_bytes for p in c2.status().peers) == 0
+
+
 def test_commits_renew_the_lease(make_cluster):
     cl = make_cluster(3, tracker_args=["--reservation-lease", "1.5"])
     c = cl.client(group_size=1)

@@ -120,16 +120,125 @@ def test_a_standby_that_follows_the_log_takes_over_without_the_leaders_disk(make
             out.close()
 
 
+def _log_state(etcd, cluster_id: str) -> tuple[int, int]:
+    """(the log's first entry, the checkpoint's index: 0 without one)."""
+    import asyncio
+
+    from st_py.tracker.log.etcd_log import EtcdLog
+    from st_py.tracker.log.etcd_session import EtcdSession
+
+    async def go() -> tuple[int, int]:
+        session = EtcdSession(etcd.endpoints)
+        try:
+            lg = await EtcdLog.open(session, cluster_id)
+            cp = await lg.checkpoint()
+            return await lg.first_index(), cp[0] if cp else 0
+        finally:
+            await session.close()
+
+    return asyncio.run(go())
+
+
+def test_a_new_standby_copies_a_live_replicas_namespace_then_follows(make_cluster, tmp_path):
+    """Issue 39: a standby new to a cluster whose log was compacted (entries
+    kept 1 s here, 600 s by default) cannot be brought forward from the log;
+    it copies the namespace from the leader (FetchInfofile, with a TRACKER
+    capability of the cluster's key), takes the state of the checkpoint it
+    started from, and follows the log from there. Then the leader's host is
+    lost and the new standby serves every acknowledged change, including
+    those made before it existed. Before, it was refused and the operator
+    had to copy a replica's folders by hand."""
+    from st_py.client.client import Client
+
+    with EtcdCluster(tmp_path / "etcd", 3) as etcd:
+        args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "late", "--init-cluster", "--log-keep", "1"]
+        cluster = make_cluster(3, tracker_args=args)
+        (port_b,) = choose_ports([1])
+        cluster.set_standbys([f"127.0.0.1:{port_b}"])  # the peers announce to whichever answers
+        client = cluster.client()
+        acked: dict[str, dict[str, bytes]] = {}
+        for n in range(4):
+            name = f"/late/d{n % 2}/f{n}"
+            recs = {f"r{i}": f"{name} {i}".encode() for i in range(20)}
+            with client.create(name, replication="x2", mode=0o600) as f:
+                for k, v in recs.items():
+                    f.queue_put(k, v)
+            acked[name] = recs
+        client.delete("/late/d1/f3")
+        del acked["/late/d1/f3"]
+        client.snapshot("/late/d0/f0", "kept")
+        with client.open("/late/d0/f0") as f:
+            f.delete("r0")
+        del acked["/late/d0/f0"]["r0"]
+        client.chmod("/late/d1", 0o700)
+        # the leader compacts what it applied more than 1 s ago, checkpoint first (at an append, every 5 s)
+        ticks = acked.setdefault("/late/ticks", {})
+        ticker = client.create("/late/ticks", replication="x2", mode=0o600)
+
+        def compacted() -> bool:
+            k = f"t{len(ticks)}"
+            ticker.put(k, k.encode())
+            ticker.flush()
+            ticks[k] = k.encode()
+            return _log_state(etcd, "late")[0] > 10
+
+        poll_for(compacted, timeout=60, interval=1.0, what="the leader to compact its log")
+        ticker.close()
+        root_b = tmp_path / "namespace-b"
+        argv = swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b"))
+        argv = swap_flag(swap_flag(argv, "--port", str(port_b)), "--metrics-port", "0")
+        argv = [*swap_flag(argv, "--root", str(root_b)), "--own-namespace"]
+        log_b = tmp_path / "b.log"
+        out = log_b.open("wb")
+        b = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            poll_for(lambda: b"namespace copied from the replica" in log_b.read_bytes(), timeout=60, what="B's copy")
+            client = Client(f"{cluster.tracker_addr},127.0.0.1:{port_b}")
+            with client.open("/late/d0/f2") as f:  # after the copy: B has it from the log
+                f.put("after", b"written after B's copy")
+            acked["/late/d0/f2"]["after"] = b"written after B's copy"
+            poll_for(
+                lambda: (
+                    all(_names_at(root_b, n) == sorted(r) for n, r in acked.items())
+                    and _names_at(root_b, "/late/d1/f3") is None
+                ),
+                timeout=30,
+                what="B's namespace to be the leader's",
+            )
+            cluster.tracker.kill()  # the leader's host is lost: process, state folder and namespace
+            shutil.rmtree(cluster.namespace)
+            shutil.rmtree(cluster.data_dir / "tracker")
+            poll_for(lambda: b"elected leader" in log_b.read_bytes(), timeout=30, what="B's election")
+            for name, recs in acked.items():
+                with client.open(name) as f:
+                    assert sorted(f.names()) == sorted(recs), name
+                    assert all(f.get(k) == v for k, v in recs.items()), name
+                (entry,) = [e for e in client.ls(name.rpartition("/")[0]) if e.name == name]
+                assert entry.mode & 0o777 == 0o600, name
+            with pytest.raises(StFileNotFoundError):
+                client.open("/late/d1/f3")
+            with client.open("/late/d0/f0", as_of="kept") as f:
+                assert f.get("r0") == b"/late/d0/f0 0"
+            (d1,) = [e for e in client.ls("/late") if e.name == "/late/d1"]
+            assert d1.is_dir and d1.mode & 0o777 == 0o700
+            client.close()
+        finally:
+            b.kill()
+            b.wait()
+            out.close()
+
+
 def test_a_standby_behind_the_logs_first_entry_is_refused_in_one_line(make_cluster, tmp_path):
-    """A new standby with an empty namespace of its own, on a cluster whose
-    log was compacted: it cannot be brought forward from the log, and says
-    so (what happened, what to do) instead of serving a namespace missing
-    files."""
+    """Without the cluster's key a standby cannot show a replica it is one
+    of the cluster's trackers, so a new standby with an empty namespace of
+    its own, on a cluster whose log was compacted, cannot be brought
+    forward: it says so (what happened, what to do) instead of serving a
+    namespace missing files."""
     from test_tracker_etcd import _compact_log_through
 
     with EtcdCluster(tmp_path / "etcd", 3) as etcd:
         args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "late", "--init-cluster"]
-        cluster = make_cluster(3, tracker_args=args)
+        cluster = make_cluster(3, tracker_args=args, auth=False)
         with cluster.client() as c, c.create("/late/f", replication="x2") as f:
             f.put("a", b"a")
         _compact_log_through(etcd, "late", 1)
@@ -140,7 +249,7 @@ def test_a_standby_behind_the_logs_first_entry_is_refused_in_one_line(make_clust
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert out.returncode != 0
         last = out.stderr.strip().splitlines()[-1]
-        assert "log starts at entry 2" in last and "copy the leader's namespace" in last, out.stderr[-2000:]
+        assert "log starts at entry 2" in last and "--key-file" in last, out.stderr[-2000:]
 
 
 def test_nothing_shared_and_the_leaders_host_lost(make_cluster, tmp_path, monkeypatch):

@@ -118,3 +118,66 @@ def test_ray_modes(cluster, monkeypatch, capfd):
         assert _read("/wm/ray")["i"].tolist() == list(range(500, 520))
     finally:
         ray.shutdown()
+
+
+def test_two_overwrite_jobs_at_once_leave_one_output_never_both(cluster):
+    """Two overwrite jobs planned before either commits (two Dask or Ray
+    jobs writing the same file at once): the file holds the output of the
+    one committed last, whole, never the union of both. Before, an
+    overwrite removed the names the file held when the job started, so the
+    later commit kept the earlier job's records beside its own. And an
+    overwrite commit retried after a lost reply (its request id) is applied
+    once and answers with the records it committed."""
+    import pyarrow as pa
+
+    from st_integrations.write import commit_job, start_job, write_blocks
+
+    c = cluster.client()
+    name = "/wm/race"
+    job0 = start_job(c, name, format="arrow")
+    commit_job(c, job0, [write_blocks(job0, 0, [pa.table({"i": [0]})])])
+    a = start_job(c, name, format="arrow", mode="overwrite")
+    b = start_job(c, name, format="arrow", mode="overwrite")  # planned before a commits
+    staged_a = [write_blocks(a, t, [pa.table({"i": [10 + t]})]) for t in range(2)]
+    staged_b = [write_blocks(b, t, [pa.table({"i": [20 + t]})]) for t in range(3)]
+    assert commit_job(c, a, staged_a) == 2
+    assert commit_job(c, b, staged_b) == 3
+    with c.open(name) as f:
+        names = sorted(f.names())
+    assert names == sorted(r["name"] for part in staged_b for r in part), names  # b's output alone
+    # the same overwrite request again (a retry after a lost reply): applied once, same answer
+    records = [r for part in staged_b for r in part]
+    info = c.tracker.open(name)
+    from st_py._proto import tracker_pb2 as pb
+
+    commits = [
+        pb.RecordCommit(name=r["name"], size=r["size"], crc32c=r["crc32c"], peer_idx=r["peer_idx"]) for r in records
+    ]
+    first = c.tracker.commit(name, info.file_id, commits, request_id="rid-overwrite-1", replace_all=True)
+    again = c.tracker.commit(name, info.file_id, commits, request_id="rid-overwrite-1", replace_all=True)
+    assert first.committed == 3 and again.committed == 3 and again.generation == first.generation, (first, again)
+    with c.open(name) as f:
+        assert sorted(f.names()) == names
+
+
+def test_a_retried_staged_commit_answers_with_what_it_committed(cluster):
+    """A job's commit retried with its request id after a lost reply (a
+    tracker restart, a failover) is applied once and reports the records it
+    committed, not 0: a Ray or Dask job reports as many records as it wrote."""
+    from st_py._proto import tracker_pb2 as pb
+
+    c = cluster.client()
+    name = "/wm/retried"
+    c.create(name, replication="x2").close()
+    with c.open_staged(name) as w:
+        for i in range(4):
+            w.put(f"r{i}", b"x" * (i + 1))
+        staged = w.staged_commits()
+    info = c.tracker.open(name)
+    commits = [
+        pb.RecordCommit(name=r["name"], size=r["size"], crc32c=r["crc32c"], peer_idx=r["peer_idx"]) for r in staged
+    ]
+    first = c.tracker.commit(name, info.file_id, commits, request_id="rid-plain-1")
+    again = c.tracker.commit(name, info.file_id, commits, request_id="rid-plain-1")
+    assert (first.committed, again.committed) == (4, 4), (first, again)
+    assert again.generation == first.generation

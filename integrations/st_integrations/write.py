@@ -35,6 +35,7 @@ import pyarrow as pa
 from st_py.client.getlocal import local_addresses
 from st_py.client.write_batch import WriteBatch
 from st_py.core.record_names import check_new_name, conflict_error
+from st_py.wire.tracker_client import RESTART_GRACE
 from st_py.wire.transport import split_addr
 
 EXTENSIONS = {"parquet": "parquet", "arrow": "arrow", "csv": "csv", "json": "jsonl"}
@@ -83,8 +84,7 @@ class WriteJob:
     prefix: str
     created: bool
     options: tuple = ()
-    mode: str = "error"
-    replaces: tuple[str, ...] = ()  # mode="overwrite": the names removed at commit
+    mode: str = "error"  # "overwrite": the commit removes every name the file holds then (replace_all)
 
     def record_name(self, task: int, block: int) -> str:
         """The name of block ``block`` of write task ``task``: ``<prefix>-TTTTT-BBBB.<ext>``."""
@@ -179,7 +179,6 @@ def start_job(
         From the tracker.
     """
     created = False
-    replaces: tuple[str, ...] = ()
     prefix = prefix or f"part-{uuid.uuid4().hex[:8]}"
     first = f"{prefix}-00000-0000.{EXTENSIONS.get(format, format)}"
     check_new_name(first)  # the rule for record names, before anything is made (st_py.core.record_names)
@@ -187,12 +186,10 @@ def start_job(
     if names is None:
         client.create(name, replication=replication, est_size=est_size).close()
         created = True
-    else:
-        if mode == "overwrite":
-            replaces = tuple(names)
+    elif mode != "overwrite":  # an overwrite removes every name the file holds at its commit
         with client.open(name) as f:  # a prefix below a record: refused here, before any task runs
             hit = f.infofile().tree_conflict(first)
-        if hit is not None and hit[1] not in replaces:
+        if hit is not None:
             raise conflict_error(hit[0], name, first, hit[1])
     return WriteJob(
         name,
@@ -202,7 +199,6 @@ def start_job(
         created,
         tuple(sorted((options or {}).items())),
         mode,
-        replaces,
     )
 
 
@@ -241,7 +237,7 @@ def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None
 def local_peer_of(client, file: str) -> str | None:
     """The peer of ``file`` on this host, if exactly one (on a local cluster
     every peer is on this host, so none is preferred)."""
-    info = client.tracker.open(file)
+    info = client.tracker.open(file, grace=RESTART_GRACE)  # in a task: a tracker restart is latency
     here = local_addresses()
     mine = [p.addr for p in info.peers if split_addr(p.addr)[0] in here]
     return mine[0] if len(mine) == 1 else None
@@ -251,8 +247,8 @@ def commit_job(client, job: WriteJob, staged: list[list[dict]]) -> int:
     """Commit every task's staged records in one transaction. Returns the
     number of records committed."""
     records = [r for part in staged for r in part]
-    if job.replaces:  # mode="overwrite": the old names go in the same transaction
-        return client.commit_staged(job.file, records, delete=list(job.replaces))
+    if job.mode == "overwrite":  # every name the file holds goes in the same transaction: the last job wins
+        return client.commit_staged(job.file, records, replace_all=True)
     if not records:
         return 0
     return client.commit_staged(job.file, records)

@@ -167,7 +167,7 @@ class RecordSchema(_message.Message):
     def __init__(self, format: _Optional[str] = ..., schema: _Optional[bytes] = ...) -> None: ...
 
 class CommitRequest(_message.Message):
-    __slots__ = ("name", "file_id", "records", "user", "lease_id", "request_id", "delete", "schemas", "partial_ok")
+    __slots__ = ("name", "file_id", "records", "user", "lease_id", "request_id", "delete", "schemas", "partial_ok", "replace_all")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -177,6 +177,7 @@ class CommitRequest(_message.Message):
     DELETE_FIELD_NUMBER: _ClassVar[int]
     SCHEMAS_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_OK_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_ALL_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     records: _containers.RepeatedCompositeFieldContainer[RecordCommit]
@@ -186,7 +187,8 @@ class CommitRequest(_message.Message):
     delete: _containers.RepeatedScalarFieldContainer[str]
     schemas: _containers.RepeatedCompositeFieldContainer[RecordSchema]
     partial_ok: bool
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., delete: _Optional[_Iterable[str]] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ..., partial_ok: _Optional[bool] = ...) -> None: ...
+    replace_all: bool
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., delete: _Optional[_Iterable[str]] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ..., partial_ok: _Optional[bool] = ..., replace_all: _Optional[bool] = ...) -> None: ...
 
 class CommitReply(_message.Message):
     __slots__ = ("generation", "committed", "conflicts", "conflict_names", "deleted", "quota_refused", "quota_scope", "quota_bytes", "quota_used_bytes", "conflict_kinds", "conflict_records")
@@ -239,12 +241,14 @@ class DeleteReply(_message.Message):
     def __init__(self, deleted: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class ListRequest(_message.Message):
-    __slots__ = ("path", "names_only")
+    __slots__ = ("path", "names_only", "user")
     PATH_FIELD_NUMBER: _ClassVar[int]
     NAMES_ONLY_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
     path: str
     names_only: bool
-    def __init__(self, path: _Optional[str] = ..., names_only: _Optional[bool] = ...) -> None: ...
+    user: str
+    def __init__(self, path: _Optional[str] = ..., names_only: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
 
 class ListEntry(_message.Message):
     __slots__ = ("name", "is_dir", "file_id", "replication", "records", "bytes", "owner", "group", "mode", "user_bytes")

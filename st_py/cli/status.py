@@ -140,7 +140,7 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
         )
     if fmt == "table":
         _old_copies_lines(st)
-        if copies is not None:
+        if copies is not None and (copies.copies or copies.mode != "auto"):  # auto reading the mount: nothing
             say(copies.line())
         _trackers_line(_metadata_log(st))
     if st.file_trackers and fmt == "table":  # csv: one table per output, the peers
@@ -155,12 +155,13 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
 
 
 def _copies_status(client):
-    """With ``metadata=fetch``: this user's infofile copies and how far
-    behind the tracker they are (st_py/client/copies_status.py), else None."""
+    """With ``metadata=fetch`` or ``auto``: this user's infofile copies and
+    how far behind the tracker they are (st_py/client/copies_status.py), else
+    None (the shared mount)."""
     from st_py.client.copies_status import copies_status
 
     loc = client.tracker.locator
-    return None if loc is None else copies_status(loc.folder, client.tracker)
+    return None if loc is None else copies_status(loc.folder, client.tracker, mode=loc.mode)
 
 
 def _metadata_log(st) -> dict:

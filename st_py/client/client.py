@@ -17,7 +17,7 @@ from st_py.core.filters import MissingKeyError, check_filters, key_check, load_k
 from st_py.core.history import Snapshot
 from st_py.errors import SnapshotError, SnapshotHeldError, SnapshotNotFoundError
 from st_py.wire.locate import TRACKER_ENV, default_tracker  # noqa: F401 (public here too)
-from st_py.wire.tracker_client import TrackerClient
+from st_py.wire.tracker_client import RESTART_GRACE, TrackerClient
 from st_py.wire.transport import Transport
 
 
@@ -51,13 +51,24 @@ class Client:
         this machine: the tracker gets only a check value.
     metadata : str, optional
         Where infofiles are read (st_py/client/infofile_copies.py):
-        ``"shared-mount"`` (default: the tracker's, on the namespace mount)
-        or ``"fetch"`` (local copies kept current from the tracker, no
-        mount needed); default ``$STORETORRENT_METADATA``.
+        ``"auto"`` (default: per file, the tracker's infofile when this
+        node sees that very file at the path the tracker returns, else a
+        local copy), ``"shared-mount"`` (the tracker's, on the namespace
+        mount) or ``"fetch"`` (local copies kept current from the tracker,
+        no mount needed); default ``$STORETORRENT_METADATA``.
     metadata_cache : path, optional
-        The folder of the ``fetch`` copies (default:
+        The folder of the local copies (default:
         ``$STORETORRENT_METADATA_CACHE``, else
         ``~/.cache/storetorrent/<cluster>``).
+    metadata_max_age_s : float, optional
+        With local copies: a read checks its copy with the tracker first
+        once the copy was last checked this many seconds ago (default:
+        ``$STORETORRENT_METADATA_MAX_AGE``, else 1.0; 0: every read asks,
+        as the shared mount's live infofile). ``open`` always brings the
+        copy current, a GET of a name the copy lacks asks first, and a
+        writer reads its own commits at once; within the age a replaced
+        record reads as its previous committed version
+        (docs/decisions.md, "Freshness of a local copy").
 
     Thread safety: a Client may be shared between threads (its gRPC
     channel is; each :meth:`open` returns a new :class:`StFile`, which may
@@ -76,10 +87,11 @@ class Client:
         encryption_key: bytes | str | None = None,
         metadata: str | None = None,
         metadata_cache: str | os.PathLike | None = None,
+        metadata_max_age_s: float | None = None,
     ):
         self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key, tls=tls)
         # where infofiles are read: the shared mount, or local copies (st_py/client/infofile_copies.py)
-        self.tracker.locator = make_locator(metadata, self.tracker.address, metadata_cache)
+        self.tracker.locator = make_locator(metadata, self.tracker.address, metadata_cache, metadata_max_age_s)
         self.depth, self.group_size, self.timeout = depth, group_size, timeout
         self.balance_reads = balance_reads
         self.encryption_key = load_key(encryption_key)  # never sent to the tracker
@@ -175,14 +187,20 @@ class Client:
         with :meth:`commit_staged`. ``prefer_peer`` (``host:port``) takes
         copy rank 0 of every record when it is live (local-first placement).
 
+        A restart or failover of the tracker while it opens is latency
+        (:data:`~st_py.wire.tracker_client.RESTART_GRACE`), as for a commit:
+        a write job's tasks open their file while the job runs.
+
         Raises
         ------
         StFileNotFoundError, TrackerUnavailableError
         """
-        info = self.tracker.open(name)
+        info = self.tracker.open(name, grace=RESTART_GRACE)
         return self._file(info, stage=True, prefer_peer=prefer_peer)
 
-    def commit_staged(self, name: str, records: list[dict], delete: list[str] | None = None) -> int:
+    def commit_staged(
+        self, name: str, records: list[dict], delete: list[str] | None = None, replace_all: bool = False
+    ) -> int:
         """Commit staged records of file ``name`` in one transaction of the
         tracker (paper 3.5): all of them become visible at once, or none.
 
@@ -196,6 +214,11 @@ class Client:
             (a write job's ``mode="overwrite"``): readers see the file before
             or after, never between. Their copies are left to the peers'
             scrubber.
+        replace_all : bool
+            Remove every record and object the file holds at the commit in
+            the same transaction (a write job's ``mode="overwrite"``): the
+            file then holds exactly ``records``; of two such commits at once,
+            the later one is what it holds, never both.
 
         Returns
         -------
@@ -215,12 +238,18 @@ class Client:
             writer that committed meanwhile (then the others may be
             committed: the error's note says how many).
         StFileNotFoundError, TrackerUnavailableError, QuotaExceededError
+            TrackerUnavailableError only when the tracker stays down
+            longer than :data:`~st_py.wire.tracker_client.RESTART_GRACE`:
+            a restart or failover meanwhile is latency (the commit carries
+            a request id, the same on every try).
         """
+        import uuid
+
         from st_py._proto import tracker_pb2 as pb
         from st_py.client.group_commit import schema_table
         from st_py.errors import RecordExistsError
 
-        info = self.tracker.open(name)
+        info = self.tracker.open(name, grace=RESTART_GRACE)
         names = [r["name"] for r in records]
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})[:5]
@@ -228,14 +257,14 @@ class Client:
                 f"staged records of {name} name {dup} more than once: a writer ran twice; nothing was committed",
                 names=dup,
             )
-        existing = sorted(set(self._committed(info, names)) - set(delete or ()))
+        existing = [] if replace_all else sorted(set(self._committed(info, names)) - set(delete or ()))
         if existing:
             raise RecordExistsError(
                 f"{len(existing)} staged records of {name} are already committed "
                 f"(e.g. {existing[:3]}); nothing was committed",
                 names=existing,
             )
-        self._check_tree(info, name, names, set(delete or ()))
+        self._check_tree(info, name, names, set(delete or ()), replace_all)
         schemas, refs = schema_table([r.get("schema") for r in records])
         reply = self.tracker.at(info.file_tracker).commit(
             name,
@@ -255,7 +284,10 @@ class Client:
                 for r, ref in zip(records, refs)
             ],
             delete=delete or (),
+            replace_all=replace_all,
             schemas=schemas,
+            request_id=uuid.uuid4().hex,  # one id for every try: a retry across a restart applies once
+            grace=RESTART_GRACE,
         )
         if reply.conflicts:  # another writer committed meanwhile: never reported as success
             from st_py.client.group_commit import conflicts_of
@@ -271,10 +303,11 @@ class Client:
         return reply.committed
 
     @staticmethod
-    def _check_tree(info, file: str, names: list[str], deleted: set[str]) -> None:
+    def _check_tree(info, file: str, names: list[str], deleted: set[str], replace_all: bool = False) -> None:
         """Refuse staged ``names`` that are folders or below records, of
         each other or of the committed names not ``deleted`` in the same
-        commit (st_py.core.record_names), before anything is committed."""
+        commit (all of them with ``replace_all``; st_py.core.record_names),
+        before anything is committed."""
         from st_py.core.infofile import InfofileReader
         from st_py.core.record_names import NameTree, conflict_error
 
@@ -284,6 +317,8 @@ class Client:
             if hit is not None:
                 raise conflict_error(hit[0], file, n, hit[1])
             batch.add(n)
+        if replace_all:
+            return
         r = InfofileReader(info.infofile_path)
         try:
             for i in range(0, len(names), 10_000):  # a job's millions of names: bounded statements

@@ -4,7 +4,10 @@
 
 A copy's state is read from the copy itself (its ``meta`` table: file name,
 generation) and its file's modification time (the last catch-up that moved
-it); the tracker's generation of each file from an Open. Nothing is
+it); its last check with the tracker from ``<file_id>.checked`` beside it
+(written by st_py/client/infofile_copies.py: when, the copy's generation
+then and the tracker's); the tracker's generation of each file now from an
+Open. Nothing is
 changed: a copy of a deleted file is reported as such, not removed.
 
 Thread-safety: the functions touch only their own connections.
@@ -12,6 +15,7 @@ Thread-safety: the functions touch only their own connections.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -29,7 +33,10 @@ class CopyLag:
     """One copy: its file (``name``, ``file_id``), the generation it holds,
     the tracker's (-1: not asked, 0 with ``deleted``: the file is gone),
     ``behind`` (generations), ``moved_s_ago`` (seconds since a catch-up last
-    moved it) and its size in bytes."""
+    moved it), its size in bytes, and its last check with the tracker:
+    ``checked_s_ago`` (seconds; -1: none noted) and ``behind_at_check``
+    (generations the copy was behind the tracker's then, 0: current; -1:
+    none noted)."""
 
     file_id: int
     name: str
@@ -39,6 +46,8 @@ class CopyLag:
     deleted: bool
     moved_s_ago: float
     bytes: int
+    checked_s_ago: float = -1.0
+    behind_at_check: int = -1
 
 
 @dataclass
@@ -49,11 +58,14 @@ class CopiesStatus:
     tracker)."""
 
     folder: str
+    mode: str = "fetch"
     copies: int = 0
     bytes: int = 0
     behind: int = 0
     max_behind: int = 0
     deleted: int = 0
+    behind_at_check: int = 0  # copies that were behind at their last check (a read waited)
+    max_behind_at_check: int = 0
     files: list[CopyLag] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -63,12 +75,13 @@ class CopiesStatus:
     def line(self) -> str:
         """One line for ``storetorrent status``."""
         if not self.copies:
-            return f"infofile copies (metadata=fetch): none in {self.folder}"
+            return f"infofile copies (metadata={self.mode}): none in {self.folder}"
         oldest = max(c.moved_s_ago for c in self.files)
         return (
-            f"infofile copies (metadata=fetch): {self.copies} in {self.folder} ({self.bytes} bytes); "
+            f"infofile copies (metadata={self.mode}): {self.copies} in {self.folder} ({self.bytes} bytes); "
             f"{self.behind} behind the tracker (at most {self.max_behind} generations), "
-            f"{self.deleted} of deleted files; the oldest moved {oldest:.0f} s ago"
+            f"{self.deleted} of deleted files; the oldest moved {oldest:.0f} s ago; "
+            f"{self.behind_at_check} were behind at their last check (at most {self.max_behind_at_check} generations)"
         )
 
 
@@ -81,13 +94,24 @@ def _copy_meta(path: Path) -> tuple[str, int, int]:
     return str(meta.get("name") or ""), int(meta.get("generation") or 0), int(meta.get("file_id") or 0)
 
 
-def copies_status(folder: str | os.PathLike, tracker=None, asked: int = ASKED) -> CopiesStatus:
+def _last_check(path: Path, now: float) -> tuple[float, int]:
+    """(seconds since, generations behind then) of the copy at ``path``'s
+    last check, from its ``.checked`` file; (-1, -1) if none is noted."""
+    try:
+        c = json.loads(path.with_suffix(".checked").read_text())
+        gen = int(c["generation"])  # -1: the check made the copy
+        return round(now - float(c["at"]), 1), max(int(c["tracker_generation"]) - gen, 0) if gen >= 0 else 0
+    except (OSError, ValueError, KeyError, TypeError):
+        return -1.0, -1
+
+
+def copies_status(folder: str | os.PathLike, tracker=None, asked: int = ASKED, mode: str = "fetch") -> CopiesStatus:
     """The copies in cache ``folder``, compared with ``tracker`` (a
     TrackerClient, or None: not compared) for the first ``asked`` of them
-    (newest first).
+    (newest first); ``mode`` the client's metadata mode, as shown.
 
     Raises TrackerUnavailableError."""
-    st = CopiesStatus(str(folder))
+    st = CopiesStatus(str(folder), mode)
     paths = sorted(Path(folder).glob("*.infofile"), key=lambda p: -p.stat().st_mtime) if Path(folder).is_dir() else []
     now = time.time()
     for i, path in enumerate(paths):
@@ -106,7 +130,12 @@ def copies_status(folder: str | os.PathLike, tracker=None, asked: int = ASKED) -
             except PermissionDeniedError:  # no longer readable by this user: not compared
                 pass
         behind = max(theirs - gen, 0) if not deleted else 0
-        st.files.append(CopyLag(file_id, name, gen, theirs, behind, deleted, round(now - mtime, 1), size))
+        checked, was_behind = _last_check(path, now)
+        st.files.append(
+            CopyLag(file_id, name, gen, theirs, behind, deleted, round(now - mtime, 1), size, checked, was_behind)
+        )
+        st.behind_at_check += was_behind > 0
+        st.max_behind_at_check = max(st.max_behind_at_check, was_behind)
         st.copies += 1
         st.bytes += size
         st.behind += behind > 0

@@ -395,7 +395,7 @@ class StFile:
         stored size and CRC-32C, holders by copy rank), or None if no record
         of that name is committed (a striped object is not a record: see
         :meth:`object_meta`)."""
-        return self._ctx.live_infofile().lookup(name)
+        return self._ctx.live_or_newer(lambda r: r.lookup(name))  # unknown: asked once for newer changes
 
     def records_meta(self, names: list[str]) -> dict[str, RecordMeta]:
         """:meth:`record_meta` of many names at once: ``{name: RecordMeta}``
@@ -405,7 +405,7 @@ class StFile:
     def object_meta(self, name: str) -> ObjectMeta | None:
         """The committed striped object ``name`` (its original size and
         CRC-32C, stripe size and count; docs/striping.md), or None."""
-        return self._ctx.live_infofile().object(name)
+        return self._ctx.live_or_newer(lambda r: r.object(name))
 
     # -- peers (paper 4.3 failover, 4.4 rebalance) --------------------------------
     def peer_usable(self, idx: int) -> bool:

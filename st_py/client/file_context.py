@@ -93,6 +93,7 @@ class FileContext:
         self._reader_state: tuple[int, int, str] | None = None  # the copy _reader reads (metadata="fetch")
         self._retired: list[InfofileReader] = []  # readers of copies since brought forward
         self._reader_ino: int | None = None  # the inode _reader opened (shared mount)
+        self._direct_seen = -1  # metadata="auto", read directly: the generation last seen in the infofile
         self._as_of_view: AsOf | None = None  # a view when the handle reads a past generation (read_as_of)
         self._cap_renew_at = float("inf")
         self._filters = None
@@ -188,6 +189,13 @@ class FileContext:
         the tracker's (``FileInfo.infofile_path``, on the shared namespace)."""
         return self.infofile_override or self.info.infofile_path
 
+    def copy_locator(self):
+        """The locator of this file's local infofile copy (``metadata="fetch"``,
+        or ``"auto"`` for a file this node does not see at the tracker's
+        path), or None when the infofile is read at the tracker's path."""
+        loc = self.tracker.locator
+        return None if loc is None or loc.reads_directly(self.file_id) else loc
+
     def infofile(self):
         """What reads ask about the file's records: the read-only reader of
         its infofile (opened on first use, closed with :meth:`close`), or,
@@ -211,7 +219,7 @@ class FileContext:
         FileNotFoundError
             The infofile is not there.
         """
-        loc = self.tracker.locator
+        loc = self.copy_locator()
         if loc is None or self.infofile_override or self._as_of_view is not None:
             if self._reader is None:
                 self._reader = InfofileReader(self.infofile_path)
@@ -230,23 +238,49 @@ class FileContext:
 
     def live_infofile(self):
         """What a read beginning now asks about the file's records: as
-        :meth:`infofile`, and, with a local copy (``metadata="fetch"``) of the
-        current state, that copy holding every change acknowledged before
-        the read began (one question to the tracker, shared by the reads of
-        this client waiting on the same file), as the shared mount's live
-        infofile does (docs/decisions.md, "What a fetch handle sees").
+        :meth:`infofile`, and, with a local copy of the current state, that
+        copy holding every change acknowledged before the read began less
+        the locator's ``max_age_s`` (a copy last checked longer ago asks the
+        tracker once, a question shared by the reads of this client waiting
+        on the same file; 0: every read asks, as the shared mount's live
+        infofile; docs/decisions.md, "Freshness of a local copy").
 
         Raises StaleInfofileError, TrackerUnavailableError, FileNotFoundError."""
-        loc = self.tracker.locator
+        loc = self.copy_locator()
         if self.infofile_override or self._as_of_view is not None:
             return self.infofile()
         if loc is None:
             self._check_mount_file()
-            return self.current_infofile()
-        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, since=time.monotonic())
+            reader = self.current_infofile()
+            if self.tracker.locator is not None and not self._direct_current(reader):
+                return self.live_infofile()  # demoted: read from a copy from now on
+            return reader
+        # bounded age (docs/decisions.md, "Freshness of a local copy"): the copy holds every change
+        # acknowledged before the read began, less max_age_s (0: live, one question per read)
+        since = time.monotonic() - loc.max_age_s
+        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, since=since)
         if self._reader is not None and loc.state(self.file_id) != self._reader_state:
             self._retire_reader()
         return self.current_infofile()
+
+    def _direct_current(self, reader: InfofileReader) -> bool:
+        """Under ``auto``, a file read at the tracker's path: True if its
+        infofile has the generation this client was told of (its commits, an
+        Open), else it is not the tracker's live file on this node (a
+        follower's at the leader's path): the locator reads a copy from now
+        on and this returns False."""
+        loc = self.tracker.locator
+        want = loc.wanted(self.file_id).generation
+        if want <= self._direct_seen:
+            return True
+        have = reader.generation()
+        if have >= want:
+            self._direct_seen = have
+            return True
+        loc.demote(self.file_id)
+        self._retire_reader()
+        self.info.infofile_path = str(loc.path(self.file_id))  # where it is read from now on
+        return False
 
     def _check_mount_file(self) -> None:
         """On the shared mount: the infofile path still holds this handle's
@@ -283,6 +317,16 @@ class FileContext:
             self._retired.append(self._reader)
             self._reader = None
 
+    def live_or_newer(self, read: Callable):
+        """``read(reader)`` on :meth:`live_infofile`; if that finds nothing
+        (None, or empty) in a local copy of the current state, once more
+        after bringing the copy forward (a name committed elsewhere since
+        the copy was checked: read at once). Raises as :meth:`live_infofile`."""
+        got = read(self.live_infofile())
+        if not got and self.refresh_infofile():
+            got = read(self.current_infofile())
+        return got
+
     def refresh_infofile(self) -> bool:
         """With a local copy of the infofile (``metadata="fetch"``), ask the
         tracker once for changes newer than it (a GET of a name the copy does
@@ -290,7 +334,7 @@ class FileContext:
         False on the shared mount or for a handle reading a past state.
 
         Raises StaleInfofileError, TrackerUnavailableError."""
-        loc = self.tracker.locator
+        loc = self.copy_locator()
         if loc is None or self.infofile_override or self._as_of_view is not None:
             return False
         loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, newer=True)

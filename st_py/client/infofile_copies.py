@@ -1,7 +1,15 @@
 """Where this client reads a file's infofile (issue 40; docs/metadata-log.md,
 "Metadata on every node"): the one module that decides it.
 
-- ``shared-mount`` (the default): the tracker's infofile, at the path
+- ``auto`` (the default): per file, at each ``Open``, the tracker's infofile
+  when the path ``Open`` returns is readable on this node and holds that
+  very file (its ``meta``: file id, name, metadata log id, and a generation
+  and log position at least the reply's: a stale folder of another cluster
+  at the same path is not read), as ``shared-mount``; else a local copy, as
+  ``fetch``. A file read directly whose infofile falls behind what this
+  client was told (a follower's namespace at the leader's path) is read
+  from a copy from then on.
+- ``shared-mount``: the tracker's infofile, at the path
   ``Open`` returns, on the namespace mount (NFS) every node shares.
 - ``fetch``: a copy per file in a cache folder
   (``~/.cache/storetorrent/<cluster>/<file_id>.infofile``, folder 0700, copies
@@ -9,13 +17,18 @@
   address), brought to at least the generation ``Open`` returned, and the
   generation each commit of this client returned (read your writes), and
   for a read of the current state to every change acknowledged before the
-  read began (live reads, as on the mount: ``ensure(since=...)``), by the
-  changesets the tracker's writer kept (FetchInfofile), or a snapshot when
-  there is no copy or they no longer reach back. The mount is never read.
+  read began less ``max_age_s`` (close-to-open with a bounded age, NFS's
+  model: a copy checked within the age is read as it is;
+  ``ensure(since=...)``; docs/decisions.md, "Freshness of a local copy"),
+  by the changesets the tracker's writer kept (FetchInfofile), or a
+  snapshot when there is no copy or they no longer reach back. The mount
+  is never read.
 
 Choose with ``Client(metadata=...)`` or ``$STORETORRENT_METADATA``; the
 cache folder with ``Client(metadata_cache=...)`` or
-``$STORETORRENT_METADATA_CACHE``.
+``$STORETORRENT_METADATA_CACHE``; the age with
+``Client(metadata_max_age_s=...)`` or ``$STORETORRENT_METADATA_MAX_AGE``
+(default 1.0 s; 0: every read asks the tracker).
 
 Thread-safety: :class:`InfofileCopies` may be used from several threads; one
 catch-up per file at a time (a lock per file, and an ``flock`` on
@@ -25,31 +38,38 @@ catch-up per file at a time (a lock per file, and an ``flock`` on
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import re
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from st_py.client.changeset_apply import ChangesetApplyError, apply_changesets, copy_state
 from st_py.errors import InvalidOptionError, StaleInfofileError, StoreTorrentError
 
 log = logging.getLogger("st.client.copies")
+wait_log = logging.getLogger("st.client")  # a read that waited for its copy: one line (issue 40 item 4)
+CHECKED = ".checked"  # beside each copy: its last check with the tracker (copies_status reads it)
 
+AUTO = "auto"
 SHARED = "shared-mount"
 FETCH = "fetch"
-MODES = (SHARED, FETCH)
+MODES = (AUTO, SHARED, FETCH)
+DEFAULT_MAX_AGE_S = 1.0  # a copy is checked with the tracker before a read once this old (docs/decisions.md)
 TRIES = 5  # asks per catch-up before StaleInfofileError (a commit's reply can precede its changeset by a moment)
 
 
 def metadata_mode(mode: str | None = None) -> str:
     """The metadata mode: ``mode`` if given, else ``$STORETORRENT_METADATA``,
-    else ``shared-mount``.
+    else ``auto``.
 
     Raises InvalidOptionError for another value."""
-    m = mode or os.environ.get("STORETORRENT_METADATA") or SHARED
+    m = mode or os.environ.get("STORETORRENT_METADATA") or AUTO
     if m not in MODES:
         raise InvalidOptionError(f"metadata={m!r}: use one of {', '.join(MODES)}", "metadata", m)
     return m
@@ -101,13 +121,25 @@ class Fetched:
 
 
 class InfofileCopies:
-    """This client's copies of infofiles in ``folder`` (``metadata="fetch"``).
-    Set as a TrackerClient's ``locator``: ``Open`` and ``Create`` replies
-    then name the copy's path, brought to the state they show."""
+    """This client's copies of infofiles in ``folder`` (``metadata="fetch"``,
+    or ``"auto"`` with ``auto=True``: files whose infofile this node sees
+    are read there, :meth:`reads_directly`). Set as a TrackerClient's
+    ``locator``: ``Open`` and ``Create`` replies then name where the file's
+    infofile is read, a copy brought to the state they show. The folder is
+    made on the first copy."""
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, auto: bool = False, max_age_s: float = DEFAULT_MAX_AGE_S):
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if max_age_s < 0:
+            raise InvalidOptionError(
+                f"metadata_max_age_s={max_age_s}: use 0 (check every read) or more", "metadata_max_age_s", max_age_s
+            )
+        self.max_age_s = float(max_age_s)
+        self.auto = auto
+        self.mode = AUTO if auto else FETCH
+        self._direct: set[int] = set()  # file ids read at the tracker's path (auto)
+        self._demoted: set[int] = set()  # file ids found behind at the tracker's path: copies from then on
+        self._verified: dict[tuple[int, int], int] = {}  # (st_dev, st_ino) -> the file id its meta showed
         # file_id -> the state (generation, log position, log id) reads must see at least:
         # the newest this client was told of (Open, Create, its commits)
         self._wanted: dict[int, Want] = {}
@@ -121,6 +153,7 @@ class InfofileCopies:
         self._lock = threading.Lock()
         self.last: Fetched | None = None  # the last catch-up that asked the tracker
         self.bytes_received = 0
+        self.questions = 0  # FetchInfofile calls made (what a read within the age saves)
         self.waits = 0  # reads that waited for their copy to catch up
 
     def path(self, file_id: int) -> Path:
@@ -159,10 +192,15 @@ class InfofileCopies:
             known = self._known.get(file_id)
         return known is not None and not self.behind(file_id, known)
 
-    def locate(self, tracker, info):
+    def locate(self, tracker, info, asked: float | None = None):
         """The FileInfo ``info`` (an Open or Create reply of ``tracker``) with
-        ``infofile_path`` the local copy, brought to the state it shows
-        (``generation``, ``log_position`` of ``log_id``).
+        ``infofile_path`` where the file's infofile is read: under ``auto``
+        the tracker's path when it holds this file on this node
+        (:meth:`reads_directly` then says so), else the local copy, brought
+        to the state the reply shows (``generation``, ``log_position`` of
+        ``log_id``). ``asked``: when the request began
+        (``time.monotonic()``): the copy then holds every change acknowledged
+        before it, and counts as checked at that time (close-to-open).
 
         Raises StaleInfofileError, and the tracker's errors."""
         with self._lock:
@@ -171,8 +209,78 @@ class InfofileCopies:
         if old is not None and old != info.file_id:  # the name was deleted and made again: the old copy goes
             self._drop(old)
         self.saw(info.file_id, info.generation, info.log_position, info.log_id)
-        info.infofile_path = str(self.ensure(self.source(tracker, info), info.name, info.file_id))
+        if self.auto and info.file_id not in self._demoted and self._same_file(info):
+            with self._lock:
+                self._direct.add(info.file_id)
+            return info
+        with self._lock:
+            self._direct.discard(info.file_id)
+        info.infofile_path = str(self.ensure(self.source(tracker, info), info.name, info.file_id, reason="open"))
+        if asked is not None:
+            with self._lock:
+                self._asked[info.file_id] = max(self._asked.get(info.file_id, -1.0), asked)
         return info
+
+    def reads_directly(self, file_id: int) -> bool:
+        """Whether file ``file_id`` is read at the tracker's path (``auto``,
+        the path holds the file on this node) rather than from a copy."""
+        with self._lock:
+            return file_id in self._direct
+
+    def demote(self, file_id: int) -> None:
+        """Read file ``file_id`` from a copy from now on, for the life of
+        this locator (its infofile at the tracker's path is behind what this
+        client was told: not the tracker's own file). Logged."""
+        with self._lock:
+            self._direct.discard(file_id)
+            self._demoted.add(file_id)
+            self._verified = {k: v for k, v in self._verified.items() if v != file_id}
+        log.warning(
+            "infofile of file id %d at the tracker's path is behind the tracker on this node: "
+            "reading a local copy of it instead (metadata=auto)",
+            file_id,
+        )
+
+    def _same_file(self, info) -> bool:
+        """Whether the infofile at ``info.infofile_path`` is readable here and
+        is the tracker's file of ``info``: same file id, name and metadata
+        log, at least at the reply's generation and log position. Checked
+        once per inode (the meta is read again when the path's inode changes)."""
+        path = info.infofile_path
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        key = (st.st_dev, st.st_ino)
+        with self._lock:
+            if self._verified.get(key) == info.file_id:
+                return True
+        try:
+            db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5.0)
+            try:
+                meta = dict(db.execute("SELECT key, value FROM meta"))
+            finally:
+                db.close()
+        except (OSError, sqlite3.Error):  # unreadable by this user, or no SQLite file
+            return False
+        same = (
+            int(meta.get("file_id") or 0) == info.file_id
+            and str(meta.get("name") or "") == info.name
+            and str(meta.get("log_id") or "") == info.log_id
+            and int(meta.get("generation") or 0) >= info.generation
+            and int(meta.get("log_index") or 0) >= info.log_position
+        )
+        if same:
+            with self._lock:
+                self._verified[key] = info.file_id
+        else:
+            log.info(
+                "infofile of %s at %s is not the tracker's file on this node (another cluster's, or behind): "
+                "reading a local copy (metadata=auto)",
+                info.name,
+                path,
+            )
+        return same
 
     @staticmethod
     def source(tracker, info):
@@ -184,14 +292,26 @@ class InfofileCopies:
         with self._lock:
             return self._locks.setdefault(file_id, threading.Lock())
 
-    def ensure(self, tracker, name: str, file_id: int, newer: bool = False, since: float | None = None) -> Path:
+    def ensure(
+        self,
+        tracker,
+        name: str,
+        file_id: int,
+        newer: bool = False,
+        since: float | None = None,
+        reason: str = "read",
+    ) -> Path:
         """Bring the copy of file ``file_id`` (named ``name``) to at least
         :meth:`wanted` (``newer``: ask the tracker for whatever it has beyond
         the copy, once) and return its path.
 
-        ``since`` (a ``time.monotonic()`` value: when a read began) makes it
-        a live read: the copy then holds every change acknowledged before
-        ``since``, asking the tracker only if no question to it started at
+        ``reason`` (``"open"`` or ``"read"``) names the caller in the one
+        log line (INFO, logger ``st.client``) of a catch-up that moved the
+        copy: file, generations from and to, the wait in ms, kind and bytes.
+
+        ``since`` (a ``time.monotonic()`` value: when a read began, less
+        the age a copy may have) makes it a live read: the copy then holds
+        every change acknowledged before ``since``, asking the tracker only if no question to it started at
         or after ``since`` yet. Readers that wait on the same file share one
         question (they queue on the file's lock; the one that asks covers
         every one that began before it asked).
@@ -207,6 +327,8 @@ class InfofileCopies:
             return path
         if since is None and not newer and self.current(file_id) and path.is_file():
             return path
+        t_start, bytes0 = time.monotonic(), self.bytes_received
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
             if since is not None:  # another reader asked after this read began: its answer covers it
@@ -214,7 +336,8 @@ class InfofileCopies:
             want = self.wanted(file_id)
             have = self._state(path)
             before = have[0]
-            t0 = t_ask = time.monotonic()
+            had_copy = path.is_file()
+            t_ask = time.monotonic()
             asked = False
             for attempt in range(TRIES):
                 if path.is_file() and want.reached_by(have[:3]) and (asked or not newer):
@@ -235,16 +358,39 @@ class InfofileCopies:
                 self._known[file_id] = (have[0], have[1], have[2])
                 if asked:
                     self._asked[file_id] = max(self._asked.get(file_id, -1.0), t_ask)
+            if asked:  # -1: there was no copy to be behind
+                self._write_check(file_id, before if had_copy else -1, have[0])
             if asked and have[0] != before:
                 self.waits += 1
-                log.info(
-                    "infofile copy of %s: a read waited %.1f ms to catch up from generation %d to %d",
+                kind = self.last.kind if self.last is not None else "?"
+                wait_log.info(
+                    "infofile copy of %s: %s waited %.1f ms to catch up from generation %d to %d (%s, %d bytes)",
                     name,
-                    (time.monotonic() - t0) * 1000,
+                    "an open" if reason == "open" else "a read",
+                    (time.monotonic() - t_start) * 1000,
                     before,
                     have[0],
+                    kind,
+                    self.bytes_received - bytes0,
                 )
         return path
+
+    def _write_check(self, file_id: int, generation: int, tracker_generation: int) -> None:
+        """Leave beside the copy what its last check with the tracker found
+        (``<file_id>.checked``, JSON: ``at`` wall time, the copy's
+        ``generation`` before (-1: none yet), the ``tracker_generation`` it
+        was brought to), for ``status`` in any process
+        (st_py/client/copies_status.py). Replaced whole (a rename), never
+        read half-written."""
+        tmp = self.folder / f".{file_id}.checked-{os.getpid()}-{threading.get_ident()}"
+        data = json.dumps({"at": time.time(), "generation": generation, "tracker_generation": tracker_generation})
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(data)
+            os.replace(tmp, self.folder / f"{file_id}{CHECKED}")
+        except OSError as e:  # only status reads it: a full disk must not fail the read
+            log.warning("infofile copy of file id %d: could not note its check (%s)", file_id, e)
 
     def forget(self, name: str) -> None:
         """File ``name`` is gone (an Open said NOT_FOUND, or this client
@@ -258,9 +404,14 @@ class InfofileCopies:
 
     def _drop(self, file_id: int) -> None:
         # readers holding the copy open keep reading it (the inode stays until they close it)
+        with self._lock:
+            self._direct.discard(file_id)
+        if not self.path(file_id).is_file():  # none kept (auto read it at the tracker's path): nothing to remove
+            return
         with self._file_lock(file_id), open(self.folder / f"{file_id}.lock", "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
             self.path(file_id).unlink(missing_ok=True)
+            (self.folder / f"{file_id}{CHECKED}").unlink(missing_ok=True)
             with self._lock:
                 self._states.pop(self.path(file_id), None)
                 self._known.pop(file_id, None)
@@ -302,6 +453,7 @@ class InfofileCopies:
 
     def _catch_up(self, tracker, name: str, file_id: int, path: Path, have: tuple, want: int) -> None:
         t0 = time.monotonic()
+        self.questions += 1
         msgs = tracker.fetch_infofile(name, file_id, have, want)
         head, body = msgs[0], msgs[1:]
         size = sum(len(m.data) for m in body)
@@ -317,8 +469,8 @@ class InfofileCopies:
             self._write_snapshot(path, head, body)
         self.bytes_received += size
         self.last = Fetched(name, head.kind, size, have[0], head.generation, time.monotonic() - t0)
-        if head.kind != "current":
-            log.info(
+        if head.kind != "current":  # the caller's one INFO line (ensure) tells the wait
+            log.debug(
                 "infofile copy of %s: %s, %d bytes, generation %d -> %d in %.3f s",
                 name,
                 head.kind,
@@ -346,11 +498,38 @@ class InfofileCopies:
         os.replace(tmp, path)
 
 
-def make_locator(mode: str | None, tracker_address: str, folder: str | os.PathLike | None = None):
-    """The locator for a TrackerClient: None on the shared mount, else the
-    :class:`InfofileCopies` of this cluster's cache folder.
+def max_age(seconds: float | None = None) -> float:
+    """How old a copy may be before a read checks it with the tracker:
+    ``seconds`` if given, else ``$STORETORRENT_METADATA_MAX_AGE``, else
+    :data:`DEFAULT_MAX_AGE_S` (1.0 s); 0 checks at every read.
 
-    Raises InvalidOptionError for an unknown mode."""
-    if metadata_mode(mode) == SHARED:
+    Raises InvalidOptionError for a negative or non-numeric value."""
+    if seconds is not None:
+        return seconds
+    env = os.environ.get("STORETORRENT_METADATA_MAX_AGE")
+    if not env:
+        return DEFAULT_MAX_AGE_S
+    try:
+        return float(env)
+    except ValueError:
+        raise InvalidOptionError(
+            f"STORETORRENT_METADATA_MAX_AGE={env!r}: give seconds (0: check every read)", "metadata_max_age_s", env
+        ) from None
+
+
+def make_locator(
+    mode: str | None,
+    tracker_address: str,
+    folder: str | os.PathLike | None = None,
+    max_age_s: float | None = None,
+):
+    """The locator for a TrackerClient: None on the shared mount, else the
+    :class:`InfofileCopies` of this cluster's cache folder (``auto``: reading
+    directly the files this node sees), its copies checked with the tracker
+    before a read once :func:`max_age` old.
+
+    Raises InvalidOptionError for an unknown mode or a bad age."""
+    m = metadata_mode(mode)
+    if m == SHARED:
         return None
-    return InfofileCopies(cache_folder(tracker_address, folder))
+    return InfofileCopies(cache_folder(tracker_address, folder), auto=m == AUTO, max_age_s=max_age(max_age_s))

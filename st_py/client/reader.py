@@ -198,11 +198,28 @@ class RecordReader:
         fut,
         callback,
         stored: bool = False,
+        fresh: bool = False,
     ) -> None:
         """Ask the first peer of ``order``; on any error, the next one.
         ``meta`` None: a read without the infofile (hash placement), where
-        NOT_FOUND only means "not on this peer"."""
+        NOT_FOUND only means "not on this peer". ``fresh``: ``meta`` is as
+        the tracker has it now; else, when every copy failed and ``meta``
+        came from a local copy of the infofile, the copy is brought forward
+        and the GET tried once more as it then says (the record was deleted
+        or moved since the copy was checked: docs/decisions.md, "Freshness
+        of a local copy")."""
         ctx = self.ctx
+        if not order and meta is not None and not fresh and ctx.as_of is None:
+            again = self._recheck(name)
+            if isinstance(again, RecordMeta) and (again.key, tuple(again.peers)) != (meta.key, tuple(meta.peers)):
+                self._try_get(name, again, self._read_order(list(again.peers)), [], fut, callback, stored, True)
+                return
+            if isinstance(again, Exception):
+                ctx.gets_inflight -= 1
+                fut.set_exception(again)
+                if callback:
+                    ctx.notify(name, callback, name, None, again)
+                return
         if not order:
             ctx.gets_inflight -= 1
             if meta is None and all(isinstance(e, PeerError) and e.code == ErrorCode.NOT_FOUND for _, e in reasons):
@@ -253,6 +270,27 @@ class RecordReader:
         key = (meta.key if meta is not None else name).encode("utf-8", "surrogateescape")  # a version's own name
         ctx.transport.send(addr, lambda seq: [encode_get(seq, ctx.file_id, key)], done)
 
+    def _recheck(self, name: str) -> RecordMeta | Exception | None:
+        """After every copy of ``name`` failed: bring a local infofile copy
+        forward (``metadata="fetch"``; nothing on the shared mount) and say
+        what it holds now: the record's new metadata, the error to raise
+        (deleted since, or the file is gone), or None (the copy did not
+        move: the failure stands)."""
+        ctx = self.ctx
+        try:
+            moved = ctx.refresh_infofile()
+        except StoreTorrentError as e:
+            return e
+        if not moved:
+            return None
+        meta = ctx.infofile().lookup(name)
+        if meta is None:
+            return RecordNotFoundError(
+                f"no committed record {name!r} in {ctx.name}: deleted since this client's copy of its infofile "
+                "was last checked"
+            )
+        return meta
+
     def queue_get_version(self, meta: RecordMeta) -> Pending:
         """Queue a read of the stored bytes of the version ``meta`` names:
         :meth:`st_py.client.file.StFile.queue_get_version` (the public docstring)."""
@@ -262,7 +300,7 @@ class RecordReader:
         fut = Pending(ctx.transport.wait, meta.name)
         ctx.wait_for_slot()
         ctx.gets_inflight += 1
-        self._try_get(meta.name, meta, self._read_order(list(meta.peers)), [], fut, None, True)
+        self._try_get(meta.name, meta, self._read_order(list(meta.peers)), [], fut, None, True, True)
         return fut
 
     def get(self, name: str) -> bytes:
@@ -282,7 +320,7 @@ class RecordReader:
 
     def names(self, prefix: str | None = None) -> list[str]:
         """The committed records' names: :meth:`st_py.client.file.StFile.names` (the public docstring)."""
-        return self.ctx.live_infofile().names(prefix)
+        return self.ctx.live_or_newer(lambda r: r.names(prefix))  # none: asked once for newer changes
 
     def count(self) -> int:
         """How many records are committed (from the infofile)."""

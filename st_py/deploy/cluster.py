@@ -273,8 +273,9 @@ class LocalCluster:
     trackers: int = 1
     replicas: TrackerReplicas | None = None
     # Where this cluster's clients (client()) read infofiles (st_py/client/infofile_copies.py):
-    # None: $STORETORRENT_METADATA, else the shared mount; "fetch": local copies, kept in
-    # <data>/client-cache unless the client is given a metadata_cache.
+    # None: $STORETORRENT_METADATA, else auto (the namespace where this node sees it, else copies);
+    # copies are kept in <data>/client-cache unless the client is given a metadata_cache
+    # (or, with metadata None or auto, $STORETORRENT_METADATA_CACHE is set).
     metadata: str | None = None
     _clients: list = field(default_factory=list, init=False, repr=False, compare=False)  # closed by stop()
 
@@ -726,7 +727,9 @@ class LocalCluster:
         kwargs.setdefault("tls", self.client_tls)
         if self.metadata is not None:
             kwargs.setdefault("metadata", self.metadata)
-        if kwargs.get("metadata") == "fetch":
+        # copies (fetch, or auto for a file not seen here) in the cluster's folder, not ~/.cache
+        m = kwargs.get("metadata")
+        if m == "fetch" or (m in (None, "auto") and not os.environ.get("STORETORRENT_METADATA_CACHE")):
             kwargs.setdefault("metadata_cache", str(self.data_dir / "client-cache"))
         c = Client(self.tracker_addr, **kwargs)
         self._clients.append(c)

@@ -41,14 +41,19 @@ from st_py.wire.tls import SERVER_OPTIONS, server_credentials
 from .access import AccessError, Owner, User, Users
 from .apply.backends import LocalBackend
 from .apply.oplog import OpLog
-from .committer import CommitStats, Committer
+from .committer import Committer
 from .file_trackers import channel_to, master_pid_watch
 from .guard import owner_of_meta
 from .infofile_writer import DEFAULT_HISTORY_AGE_S
 from .leases import Leases
 from .lock import TrackerLock
 from .routing import Admission, admission_deltas, refuse
-from .service import TrackerService, refuse_if_snapshots
+from .rpc.fetch_rpc import FetchRpc
+from .rpc.identity import Identity
+from .rpc.infofiles import Infofiles
+from .rpc.leases_rpc import LeaseRpc
+from .rpc.log_apply import LogApply
+from .rpc.records_rpc import RecordRpc, refuse_if_snapshots
 from .shards import InternalTokens, shard_of
 from .tracker_ops import TrackerStateOps
 
@@ -187,10 +192,23 @@ class MasterLink:
         await self._channel.close()
 
 
-class FileTrackerService(TrackerService):
-    """The servicer of a per-file tracker: the write half of
-    :class:`TrackerService` for the files of shard ``shard`` of ``shards``,
-    with admission by the master at ``master`` through ``link``."""
+class FileTrackerService(
+    Identity,
+    Infofiles,
+    RecordRpc,
+    LeaseRpc,
+    FetchRpc,
+    LogApply,
+    pb_grpc.TrackerServicer,
+):
+    """The servicer of a per-file tracker: the parts of
+    :class:`~st_py.tracker.service.TrackerService` that write a file's
+    records (st_py/tracker/rpc/: who is asking, the open infofiles, commits,
+    leases, fetches, the log), for the files of shard ``shard`` of
+    ``shards``, with admission by the master at ``master`` through ``link``;
+    the master's RPCs (``MASTER_ONLY``) are refused with wrong-tracker.
+
+    Not thread-safe: runs on its server's event loop."""
 
     def __init__(
         self,
@@ -206,23 +224,14 @@ class FileTrackerService(TrackerService):
         oplog: OpLog | None = None,
     ):
         # Only the writer's state: the namespace, peers, usage and reservations are the master's.
-        self.root = root
-        self._schemas_seen: set[tuple[str, bytes]] = set()
-        self.quota_bytes = quota_bytes
-        self.key = key
-        self.capability_ttl_s = 0.0
-        self.users = users or Users()
-        self.mutual_tls = False
-        self._committers: dict[str, Committer] = {}
-        self.commit_stats = CommitStats()
-        self._peer_ids: dict[int, dict[int, str]] = {}
-        self._creating: dict[str, int] = {}
-        self.leases = Leases()  # this shard's leases: in its metadata log, kept across its restarts
-        self.tracker_ops = TrackerStateOps(None, None, self.leases)  # leases and replies: the rest is the master's
-        self._recount_usage = False
         if oplog is None:
             raise ValueError("a per-file tracker needs its shard's metadata log (serve_file_tracker opens it)")
-        self.oplog = oplog  # this shard's metadata log: every change of its infofiles goes through it
+        self._init_identity(key, users, 0.0)  # it mints no capabilities
+        # this shard's metadata log (every change of its infofiles goes through it) and its leases (kept
+        # in that log across its restarts)
+        self._init_infofiles(root, oplog, Leases())
+        self.quota_bytes = quota_bytes
+        self.tracker_ops = TrackerStateOps(None, None, self.leases)  # leases and replies: the rest is the master's
         self.shard, self.shards = shard, shards
         self.file_trackers = None
         self.internal_key = internal_key

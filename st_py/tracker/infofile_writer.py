@@ -56,6 +56,23 @@ from st_py.tracker.changesets import capturer
 _CLOCK = threading.local()
 
 
+def _held_as_sent(c: sqlite3.Connection, records: list[tuple]) -> set[str]:
+    """The names of ``records`` (name, size, crc32c, ...) the file holds with
+    that size and CRC: what a request applied before committed, for the
+    answer to its retry."""
+    out: set[str] = set()
+    want = {r[0]: (r[1], r[2]) for r in records}
+    names = list(want)
+    for i in range(0, len(names), 500):
+        chunk = names[i : i + 500]
+        for name, size, crc in c.execute(
+            f"SELECT name, size, crc32c FROM records WHERE name IN ({','.join('?' * len(chunk))})", chunk
+        ):
+            if want.get(name) == (size, crc):
+                out.add(name)
+    return out
+
+
 def _now() -> float:
     """The applied operation's time (unix s), else the wall clock."""
     at = getattr(_CLOCK, "at", None)
@@ -506,6 +523,8 @@ class InfofileWriter:
             records = [r for rid, recs in jobs if not (rid and rid in done) for r in recs]
             self._delta = (0, 0)
             gen, new, conflicts = self._commit(c, records)
+            if done:  # a retry's records count as committed where the file holds them as sent
+                new |= _held_as_sent(c, [r for rid, recs in jobs if rid in done for r in recs])
             now = _now()
             c.executemany(
                 "INSERT OR IGNORE INTO commit_requests(request_id, generation, at) VALUES (?, ?, ?)",
@@ -835,18 +854,33 @@ class InfofileWriter:
         return gen, removed, nbytes
 
     def commit_replacing(
-        self, records: list[tuple], names: list[str]
+        self, records: list[tuple], names: list[str], request_id: str = "", replace_all: bool = False
     ) -> tuple[int, set[str], list[Conflict], int, int]:
         """In one transaction: remove the committed records and objects
-        ``names`` (an object with its stripe records), then commit
-        ``records`` as :meth:`commit` does. Readers see the file before or
-        after, never between (a write job's ``mode="overwrite"``).
+        ``names`` (an object with its stripe records; with ``replace_all``,
+        every record and object the file holds), then commit ``records`` as
+        :meth:`commit` does. Readers see the file before or after, never
+        between (a write job's ``mode="overwrite"``). A ``request_id``
+        applied before (a retry after a lost reply) changes nothing and
+        answers with the records of ``records`` the file holds as they were
+        sent, as :meth:`commit_requests` does.
 
         Returns
         -------
         (generation, names newly committed, conflicts, names removed, bytes removed (one copy))
         """
         with self._transaction() as c:
+            if request_id:
+                row = c.execute("SELECT generation FROM commit_requests WHERE request_id = ?", (request_id,)).fetchone()
+                if row is not None:
+                    gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+                    return gen, _held_as_sent(c, records), [], 0, 0
+            if replace_all:
+                names = [n for (n,) in c.execute("SELECT name FROM records") if not n.startswith(STRIPE_PREFIX)]
+                try:
+                    names += [n for (n,) in c.execute("SELECT name FROM objects")]
+                except sqlite3.OperationalError:  # a file made before striping
+                    pass
             objs: list[str] = []
             for i in range(0, len(names), 500):
                 chunk = names[i : i + 500]
@@ -875,6 +909,11 @@ class InfofileWriter:
             if removed:
                 _set_generation(c, gen)
             gen, new, conflicts = self._commit(c, records)
+            if request_id:
+                c.execute(
+                    "INSERT OR IGNORE INTO commit_requests(request_id, generation, at) VALUES (?, ?, ?)",
+                    (request_id, gen, _now()),
+                )
         return gen, new, conflicts, removed - len(stripes) + len(objs), nbytes
 
     @staticmethod

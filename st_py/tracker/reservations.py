@@ -52,6 +52,9 @@ class Reservations:
         self.state = state
         self.lease_s = lease_s
         self.by_file: dict[int, Reservation] = {}
+        # lapsed here and no longer counted, but kept in the state until an end_reservation
+        # through the metadata log releases them on every replica (end_lapsed, st_py/tracker/server.py)
+        self.lapsed: dict[int, Reservation] = {}
 
     def load(self, written_of) -> None:
         """Reservations kept in the state; ``written_of(name, file_id)`` is
@@ -82,9 +85,11 @@ class Reservations:
     def release(self, file_id: int) -> Reservation | None:
         """End file ``file_id``'s reservation (in memory and in the state); returns it, or None."""
         r = self.by_file.pop(file_id, None)
-        if r is not None:
-            self.state.drop_reservation(file_id)
-        return r
+        lapsed = self.lapsed.pop(file_id, None)
+        # from the state even when not loaded here: a replayed create_file put it back in the
+        # state after this tracker loaded it (st_py/tracker/rpc/log_apply.py), its end follows
+        self.state.drop_reservation(file_id)
+        return r or lapsed
 
     def get(self, file_id: int) -> Reservation | None:
         """File ``file_id``'s reservation, or None (expired ones are dropped first)."""
@@ -98,11 +103,14 @@ class Reservations:
             r.expires = time.monotonic() + self.lease_s
 
     def expire(self) -> list[Reservation]:
-        """Drop reservations whose lease ran out; returns them."""
+        """Stop counting reservations whose lease ran out; returns them. They
+        stay in the state, in :attr:`lapsed`, until :meth:`release` (an
+        ``end_reservation`` the leader puts through the metadata log, so a
+        new leader does not hold them again for another lease)."""
         now = time.monotonic()
         gone = [r for r in self.by_file.values() if r.expires < now]
         for r in gone:
-            self.release(r.file_id)
+            self.lapsed[r.file_id] = self.by_file.pop(r.file_id)
         return gone
 
     def committed(self, file_id: int, nbytes: int) -> None:

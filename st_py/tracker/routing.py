@@ -26,23 +26,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import secrets
-from typing import Any
 
 import grpc
 
 from st_py._proto import tracker_pb2 as pb
 from st_py.core import namespace
-from st_py.core.capability import CapabilityError
 from st_py.core.infofile import InfofileReader
 from st_py.errors import ERROR_KIND_KEY
 
 from .access import AccessError, Owner, User
-from .admission import Admissions, Held, meta_of
+from .admission import Held, meta_of
 from .committer import Committer
 from .guard import owner_of_meta
-from .shards import TRACKER_KEY, WRONG_TRACKER, InternalTokens, internal_user, shard_of
+from .rpc.parts import TrackerParts
+from .shards import InternalTokens, shard_of
 
 log = logging.getLogger("st.tracker")
 
@@ -82,19 +80,10 @@ def new_internal_key(key: bytes | None) -> bytes:
     return key if key is not None else secrets.token_bytes(32)
 
 
-class Routing:
+class Routing(TrackerParts):
     """Master-side routing of file writes to their owner (see the module)."""
 
-    root: os.PathLike
-    key: bytes | None
-    shards: int
-    shard: int
-    file_trackers: Any  # st_py.tracker.file_trackers.FileTrackers | None
-    internal_key: bytes
-    internal: InternalTokens
     epoch: str
-    admissions: Admissions
-    _committers: dict[str, Committer]
 
     def _init_routing(self, key: bytes | None) -> None:
         self.shard, self.shards = 0, 1  # serve() sets shards = N + 1 when it runs N per-file trackers
@@ -120,26 +109,6 @@ class Routing:
         """True if this tracker writes file ``name``'s infofile; False if the
         master should hand the request to the file's per-file tracker."""
         return self.owner_shard(name) == self.shard
-
-    def _vouched(self, context) -> str | None:
-        """The user another tracker of this master made the call for (None:
-        not such a call). Raises CapabilityError for a bad internal token."""
-        return internal_user(self.internal_key, context.invocation_metadata())
-
-    async def _internal_only(self, context) -> str:
-        """Refuse an internal RPC that does not come from a tracker of this
-        master; returns who the call says it is made for."""
-        try:
-            who = self._vouched(context)
-        except CapabilityError as e:
-            who, why = None, str(e)
-        else:
-            why = "it carries no TRACKER capability"
-        if who is None:
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED, f"this RPC is only for the trackers of one master: {why}"
-            )
-        return who  # type: ignore[return-value]
 
     async def _stub(self, context, name: str):
         shard = self.owner_shard(name)
@@ -320,15 +289,6 @@ class Routing:
         """(commits, records) the master admitted for ``shard``'s files."""
         load = self.admissions.load.get(shard)
         return (load.commits, load.records) if load else (0, 0)
-
-    async def _wrong_tracker(self, context, name: str, master: str) -> None:
-        """Refuse a request for a file this tracker does not write."""
-        await context.abort(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"this tracker does not take the writes of {name} (it is another tracker's); "
-            f"open the file again through the master {master}",
-            trailing_metadata=((ERROR_KIND_KEY, WRONG_TRACKER), (TRACKER_KEY, master)),
-        )
 
 
 def admission_deltas(

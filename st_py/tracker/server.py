@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -26,15 +27,16 @@ from st_py.wire.tls import SERVER_OPTIONS, server_credentials
 from .access import AccessError, Users
 from .apply.backends import EtcdBackend
 from .apply.oplog import KEEP_S, OpLog
+from .bootstrap import copy_namespace
 from .config import OptionsParser, apply_config
 from .file_tracker import INTERNAL_KEY_ENV, run_file_tracker
-from .file_trackers import FileTrackers, internal_credentials
+from .file_trackers import FileTrackers, channel_to, internal_credentials
 from .health import ShortCopies, keep_counting
 from .httpd import StatusHttp
 from .infofile_writer import DEFAULT_HISTORY_AGE_S, recover
 from .leases import MAX_TTL_S
 from .lock import TrackerLock, TrackerLockedError
-from .log.errors import LogError
+from .log.errors import LogError, StandbyBehindError
 from .metrics import TrackerMetrics
 from .peers import PeerRegistry
 from .service import TrackerService
@@ -176,6 +178,13 @@ async def _serve(
         log_backend.addr = log_backend.addr or f"{advertised_host(host)}:{bound}"  # what followers will name
         service.oplog = OpLog(log_backend)
         service.oplog.checkpoint = service.tracker_ops.checkpoint  # kept in etcd before it compacts
+        if log_backend.follows:  # behind the log's first entry: the namespace copied from a live replica
+            own, creds = log_backend.addr, ft.creds
+
+            def copy(behind: StandbyBehindError) -> Awaitable[int]:
+                return copy_namespace(service, own, key, lambda addr: channel_to(addr, creds), behind)
+
+            service.copy_namespace = copy
     service.oplog.keep_s = service.tracker_ops.keep_s = log_keep_s
     if log_backend is not None:
         log.info("campaigning in %s as %s: a standby until elected", log_backend.describe, log_backend.addr)
@@ -221,6 +230,7 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     sweeper = asyncio.create_task(_sweep(registry, min(announce_interval, 1.0)))
     counter = asyncio.create_task(keep_counting(service, ShortCopies(root.resolve())))
+    lapses = asyncio.create_task(service.end_lapsed_reservations())
     ended = asyncio.create_task(_term_ended(service.oplog))
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({ended, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -229,6 +239,7 @@ async def _serve(
     stopped.cancel()
     sweeper.cancel()
     counter.cancel()
+    lapses.cancel()
     if trackers is not None:
         await trackers.stop()
     if web is not None:
@@ -589,7 +600,9 @@ def main(argv: list[str] | None = None) -> None:
     if a.file_trackers < 0:
         raise SystemExit("tracker: --file-trackers must be 0 or more")
     try:
-        creds = internal_credentials(tls, a.tracker_ca, a.tracker_cert, a.tracker_key) if a.file_trackers else None
+        # the calls between trackers: a master's to its per-file trackers, a standby's copying a replica
+        internal = a.file_trackers or a.own_namespace
+        creds = internal_credentials(tls, a.tracker_ca, a.tracker_cert, a.tracker_key) if internal else None
     except (ValueError, OSError) as e:
         raise SystemExit(f"tracker: {e}") from None
     ft = FileTrackerOptions(a.file_trackers, _shared_argv(a, state_dir), a.advertise_host, a.file_tracker_port, creds)

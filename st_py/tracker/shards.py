@@ -41,6 +41,12 @@ def shard_of(name: str, shards: int) -> int:
     return zlib.crc32(name.encode("utf-8", "surrogatepass")) % shards
 
 
+# The user another tracker of the cluster names itself as in its internal calls (a standby
+# copying a replica's namespace, st_py/tracker/bootstrap.py): an admin, as only the holder
+# of the cluster's key can mint its TRACKER capability (st_py/tracker/rpc/identity.py).
+TRACKER_USER_PREFIX = "tracker:"
+
+
 class InternalTokens:
     """TRACKER capabilities for calls made on a user's behalf, minted with
     the shared key and kept until half their lifetime is gone (one HMAC per

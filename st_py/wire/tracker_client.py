@@ -321,17 +321,22 @@ class TrackerClient:
             listed.snapshots.extend(mine)
             return listed
 
-    def open(self, name: str) -> pb.FileInfo:
+    def open(self, name: str, grace: float | None = None) -> pb.FileInfo:
         """The FileInfo of existing file ``name`` (rpc Open): peerlist with
-        liveness, infofile path, capability.
+        liveness, infofile path, capability. ``grace``: seconds it keeps
+        retrying while nothing accepts connections (default: a read's,
+        :data:`RECONNECT_GRACE`, or :data:`RESTART_GRACE` with several
+        tracker addresses); a write job's task passes ``RESTART_GRACE``, so
+        a restart of the tracker is latency for it, as for a commit.
 
         Raises
         ------
         BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
         """
         name = normalize(name)
+        asked = time.monotonic()  # the reply holds every change acknowledged before this
         try:
-            return self._located(self._call("Open", pb.OpenRequest(name=name, user=self.user)))
+            return self._located(self._call("Open", pb.OpenRequest(name=name, user=self.user), grace=grace), asked)
         except StFileNotFoundError:
             if self.locator is not None:  # a copy of a file deleted since is removed (docs/metadata-log.md)
                 self.locator.forget(name)
@@ -344,10 +349,12 @@ class TrackerClient:
         Raises BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError."""
         return self._call("Open", pb.OpenRequest(name=normalize(name), user=self.user))
 
-    def _located(self, info: pb.FileInfo) -> pb.FileInfo:
+    def _located(self, info: pb.FileInfo, asked: float | None = None) -> pb.FileInfo:
         """``info`` with ``infofile_path`` where this client reads the file's
-        infofile (:attr:`locator`; unchanged on the shared mount)."""
-        return info if self.locator is None else self.locator.locate(self, info)
+        infofile (:attr:`locator`; unchanged on the shared mount). ``asked``:
+        when the request began (``time.monotonic()``), for an Open: a copy
+        brought to its reply counts as checked then (close-to-open)."""
+        return info if self.locator is None else self.locator.locate(self, info, asked)
 
     def fetch_infofile(
         self,
@@ -393,11 +400,20 @@ class TrackerClient:
         delete=(),
         schemas=(),
         partial_ok: bool = False,
+        grace: float | None = None,
+        replace_all: bool = False,
     ) -> pb.CommitReply:
         """Group commit. ``request_id``: the same on every retry of one
         request, which the tracker then applies at most once. ``delete``:
-        names removed in the same transaction (applied alone). ``schemas``:
-        the ``pb.RecordSchema`` the records' ``schema`` fields point into."""
+        names removed in the same transaction (applied alone); ``replace_all``:
+        every name the file holds removed so (an overwrite). ``schemas``:
+        the ``pb.RecordSchema`` the records' ``schema`` fields point into.
+        ``grace`` (with a ``request_id``): retried here, across a restart or
+        failover of the tracker, while nothing accepts connections for up to
+        that many seconds (:meth:`_call`); without it, not retried (the
+        group committer retries its own, st_py.client.group_commit)."""
+        if grace is not None and not request_id:
+            raise ValueError("a commit retried across a restart needs a request_id (else it may apply twice)")
         reply = self._call(
             "Commit",
             pb.CommitRequest(
@@ -410,7 +426,9 @@ class TrackerClient:
                 delete=list(delete),
                 schemas=list(schemas),
                 partial_ok=partial_ok,
+                replace_all=replace_all,
             ),
+            grace=grace,
         )
         return reply
 
@@ -530,7 +548,7 @@ class TrackerClient:
 
     def list(self, path: str = "/", names_only: bool = False) -> pb.ListReply:
         """The namespace entries below directory ``path`` (rpc List); ``names_only`` skips the counts."""
-        return self._call("List", pb.ListRequest(path=path, names_only=names_only))
+        return self._call("List", pb.ListRequest(path=path, names_only=names_only, user=self.user))
 
     def status(self, timeout: float | None = None) -> pb.StatusReply:
         """The cluster summary (rpc Status); ``timeout`` in seconds (None: the client's)."""

@@ -47,9 +47,10 @@ class StandbyBehindError(LogError):
     def __init__(self, followed: int, first: int):
         super().__init__(
             f"this standby applied the metadata log through entry {followed}, and the log starts at "
-            f"entry {first} now: its namespace cannot be brought forward from the log. Give it a copy of "
-            "a replica's namespace (stop it, copy the leader's namespace root and state folder, start "
-            "it again), or run it on the leader's namespace (without --own-namespace)"
+            f"entry {first} now: its namespace cannot be brought forward from the log. Start the "
+            "trackers with the cluster's --key-file, so a standby copies a live replica's namespace "
+            "itself; or give it a copy (stop it, copy the leader's namespace root and state folder, "
+            "start it again), or run it on the leader's namespace (without --own-namespace)"
         )
         self.followed, self.first = followed, first
 

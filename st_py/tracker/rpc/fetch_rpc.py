@@ -1,0 +1,127 @@
+"""Infofiles handed to nodes: FetchInfofile and RestoreInfofile.
+
+A part of the tracker's gRPC servicer (proto/storetorrent/v1/tracker.proto),
+composed in st_py/tracker/service.py (the master) and
+st_py/tracker/file_tracker.py (a per-file tracker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+import grpc
+
+from st_py.core import capability, namespace
+from st_py.core.infofile import InfofileReader
+
+from ..access import R, may, mode_text
+from ..guard import owner_of_meta
+from ..infofile_fetch import changes_for, take_snapshot, unchanged_since
+from .parts import TrackerParts
+
+log = logging.getLogger("st.tracker")
+
+FILE_OPS = capability.READ | capability.WRITE | capability.DELETE
+MAX_SCHEMA_BYTES = 1 << 20  # one record schema kept in an infofile (Arrow IPC)
+
+
+class FetchRpc(TrackerParts):
+    """The servicer's part for infofiles leaving and entering the tracker:
+    FetchInfofile (copies on clients and peers, docs/metadata-fetch.md) and
+    RestoreInfofile (recover --from-peers).
+
+    Not thread-safe: runs on the tracker's event loop (see
+    :class:`~st_py.tracker.service.TrackerService`)."""
+
+    async def FetchInfofile(self, request, context):
+        """rpc FetchInfofile (proto/storetorrent/v1/tracker.proto; issue 40): a
+        node's copy of a file's infofile brought forward by the changesets its
+        writer kept since the copy's log position, or a snapshot of the
+        infofile when there is no copy or the changes no longer reach back
+        (st_py/tracker/infofile_fetch.py). Read permission, as Open; a peer
+        (``user`` "peer:<peer_id>", st-peer --metadata fetch) authenticates as
+        for announces (its PEER capability when the tracker has a key) and
+        gets only the files whose peerlist names it."""
+        peer_id = await self._fetching_peer(context, request.user)
+        user = None if peer_id else await self.authenticate(context, request.user)
+        name = await self._name(context, request.name)
+        if user is not None:
+            await self._search_allowed(context, user, name)
+        path = namespace.infofile_path(self.root, name)
+        try:
+            meta = await asyncio.to_thread(_infofile_meta, path)
+        except FileNotFoundError:
+            meta = None
+        file_id = int(meta["file_id"]) if meta is not None else 0
+        if meta is None or (request.file_id and file_id != request.file_id):
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+        assert meta is not None  # context.abort raises
+        o = owner_of_meta(meta)
+        if peer_id:
+            if peer_id not in await asyncio.to_thread(_peerlist_ids, path):
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"peer {peer_id} is not in the peerlist of {name}: a peer fetches only the infofiles "
+                    "of the files it serves",
+                )
+        elif not may(user, o, R):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"user {user.name} may not read {name} ({mode_text(o.mode)} {o.owner}:{o.group})",
+            )
+        c = self._committers.get(name)
+        window = c.writer.window if c is not None and c.meta.file_id == file_id else None
+        # a copy at the infofile's state with no changesets kept (a tracker restarted, a file not
+        # written since) gets "current" below (unchanged_since), not a snapshot
+        reply = changes_for(window, request, file_id)
+        if reply is not None:
+            log.debug("FetchInfofile %s: %s, %d changesets", name, reply[0].kind, len(reply) - 1)
+            for m in reply:
+                yield m
+            return
+        try:
+            same = await asyncio.to_thread(unchanged_since, path, request, file_id)
+        except FileNotFoundError:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+        if same is not None:
+            yield same
+            return
+        snap = await asyncio.to_thread(take_snapshot, path)
+        try:
+            if snap.file_id != file_id:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+            log.debug("FetchInfofile %s: snapshot at generation %d", name, snap.generation)
+            for m in snap.chunks():
+                yield m
+        finally:
+            snap.discard()
+
+    async def RestoreInfofile(self, request_iterator, context):
+        """Recovery without the namespace: an infofile from a peer's mirror
+        goes back into the namespace (st_py/tracker/restore.py)."""
+        from ..restore import restore_infofile
+
+        return await restore_infofile(self, request_iterator, context)
+
+
+def _peerlist_ids(path: Path) -> set[str]:
+    """The peer ids of the infofile's peerlist (its ``peers`` table)."""
+    db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+    try:
+        db.execute("PRAGMA busy_timeout=10000")
+        return {str(r[0]) for r in db.execute("SELECT peer_id FROM peers")}
+    finally:
+        db.close()
+
+
+def _infofile_meta(path: Path) -> dict:
+    """The meta table of the infofile at ``path`` (FileNotFoundError if none)."""
+    r = InfofileReader(path)
+    try:
+        return r.meta()
+    finally:
+        r.close()

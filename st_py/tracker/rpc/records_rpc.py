@@ -1,0 +1,456 @@
+"""A file's records: group commits, deletes, snapshots, copies.
+
+A part of the tracker's gRPC servicer (proto/storetorrent/v1/tracker.proto),
+composed in st_py/tracker/service.py (the master) and
+st_py/tracker/file_tracker.py (a per-file tracker).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import grpc
+import pyarrow as pa
+
+from st_py._proto import tracker_pb2 as pb
+from st_py.core import capability, user_meta
+from st_py.core.record_format import FORMATS, ignored, load_schema
+from st_py.errors import ERROR_KIND_KEY, BadMetadataError, MetadataTooLargeError
+
+from ..access import R, W, may, mode_text
+from ..apply.ops import InfofileOp
+from ..file_quota import commit_refusal, file_room
+from ..guard import owner_of_meta
+from ..infofile_writer import (
+    InfofileWriter,
+    NoSuchSnapshotError,
+    SnapshotExistsError,
+)
+from .parts import TrackerParts
+
+log = logging.getLogger("st.tracker")
+
+FILE_OPS = capability.READ | capability.WRITE | capability.DELETE
+MAX_SCHEMA_BYTES = 1 << 20  # one record schema kept in an infofile (Arrow IPC)
+
+
+class RecordRpc(TrackerParts):
+    """The servicer's part for the RPCs that change a file's records: Commit
+    (the group commit, paper 3.4), CommitObjects, StoreCopies, MoveCopies,
+    Delete, Snapshot; served by the master and by per-file trackers.
+
+    Not thread-safe: runs on the tracker's event loop (see
+    :class:`~st_py.tracker.service.TrackerService`)."""
+
+    async def _quota_fit(self, c, batch: list[tuple], f: int, owners: bool = True) -> tuple[int, tuple[str, int, int]]:
+        """How many records of ``batch`` (in order; ``r[1]``: bytes of one
+        copy, ``f`` copies) fit the quotas: the file's ``--quota-bytes``
+        (file_quota.py) and, with ``owners`` where this tracker admits commits
+        itself (the master), its owner's quota beyond the file's reservation.
+        Returns that number and, when it is short of the batch, ``(scope,
+        quota, used)`` of the quota that stops it (bytes, all copies). Records
+        the file has already (a retried commit's) count nothing. A per-file
+        tracker leaves the owner's quota to the master, which refuses such a
+        commit whole."""
+        rooms: list[tuple[str, int, int, int]] = []  # (scope, quota, used, reserved part)
+        room = await file_room(c, self.quota_bytes)
+        if room is not None:
+            rooms.append(room)
+        if owners and not self.shard:
+            owner = owner_of_meta(c.writer_meta()).owner
+            q = self.admissions.guard.quota_of(owner)
+            if q is not None:
+                used_u, _ = self.admissions.guard.used(owner)
+                res = self.reservations.get(c.meta.file_id)
+                rooms.append(("user", q, used_u, res.remaining if res else 0))
+        if not rooms:
+            return len(batch), ("", 0, 0)
+        have = await c.run(c.writer.committed_among, [r[0] for r in batch])  # a retry's: counted already
+        total = 0
+        for k, r in enumerate(batch):
+            if r[0] in have:
+                continue
+            total += r[1]
+            for scope, q, used, reserved in rooms:
+                if used + max(0, total - reserved) * f > q:
+                    return k, (scope, q, used)
+        return len(batch), ("", 0, 0)
+
+    async def Commit(self, request, context):
+        """rpc Commit (proto/storetorrent/v1/tracker.proto): group commit of a batch of
+        acknowledged records (paper 3.5)."""
+        user = await self.authenticate(context, request.user)
+        name = await self._name(context, request.name)
+        if not await self._here(context, name):  # a per-file tracker writes this file (paper 3.5)
+            return await self._forward(context, "Commit", request, user, name)
+        c = await self._open_committer(context, name, request.file_id)
+        f = c.meta.copies
+        batch = []
+        on_peer: dict[int, int] = {}  # peer_idx -> bytes of this batch it holds
+        schemas = await self._record_schemas(context, request.schemas)
+        for r in request.records:
+            if len(r.peer_idx) != f or len(set(r.peer_idx)) != f or any(p >= c.meta.npeers for p in r.peer_idx):
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"record {r.name!r}: needs {f} copies on distinct peers of the peerlist, "
+                    f"got peer indexes {list(r.peer_idx)}",
+                )
+            pending = set(r.pending_ranks)
+            if 0 in pending or any(p >= f for p in pending):
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"record {r.name!r}: pending copy ranks {sorted(pending)} must be among "
+                    f"1..{f - 1}: copy rank 0 is stored before a record is committed",
+                )
+            if r.schema > len(schemas):
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"record {r.name!r}: schema {r.schema} is not among the request's {len(schemas)} schemas",
+                )
+            await _check_user_meta(context, r.name, r.meta)
+            batch.append(
+                (
+                    r.name,
+                    r.size,
+                    r.crc32c,
+                    list(r.peer_idx),
+                    pending,
+                    r.stored_as,
+                    # a name readers skip keeps none, whoever sent one: scans rely on it (readplan.py)
+                    schemas[r.schema - 1] if r.schema and not ignored(r.name) else None,
+                    r.logical_size if r.HasField("logical_size") else None,
+                    r.new_only,
+                    r.meta or None,  # the version's user metadata (st_py/core/user_meta.py)
+                )
+            )
+        refused: list[str] = []
+        quota: tuple[str, int, int] = ("", 0, 0)
+        if request.partial_ok and not (request.delete or request.replace_all):  # independent: commit what fits
+            fit, quota = await self._quota_fit(c, batch, f)
+            batch, refused = batch[:fit], [r[0] for r in batch[fit:]]
+            if not batch:
+                return pb.CommitReply(
+                    quota_refused=refused, quota_scope=quota[0], quota_bytes=quota[1], quota_used_bytes=quota[2]
+                )
+        names = {r[0] for r in batch}
+        for r in request.records:
+            if r.name in names:
+                for p in r.peer_idx:
+                    on_peer[p] = on_peer.get(p, 0) + r.size
+        replaced = [r.name for r in request.records if r.stored_as and not r.new_only and r.name in names]
+        if replaced:  # new versions: only the lease holder (MORRIS 3.2)
+            await self._check_lease(context, name, c.meta.file_id, request.lease_id)
+        size = sum(r[1] for r in batch)  # one copy
+        add = size * f
+        if self.quota_bytes is not None and not request.partial_ok:  # partial_ok: trimmed above
+            fit, (scope, q, used) = await self._quota_fit(c, batch, f, owners=False)  # the owner's: admission
+            if fit < len(batch):
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, commit_refusal(scope, q, used, add))
+        file_id = c.meta.file_id
+        ids = self._peer_ids.get(file_id)
+        if ids is None:
+            ids = self._peer_ids[file_id] = dict(await c.run(_read_peer_ids, c.writer))
+        on_peers: dict[str, int] = {}  # peer id -> bytes (one copy) of this batch it holds
+        for idx, b in on_peer.items():
+            on_peers[ids.get(idx, "")] = on_peers.get(ids.get(idx, ""), 0) + b
+        # A per-file tracker names every request, so its master can tell whether it was applied if the
+        # tracker dies before settling its admission (st_py/tracker/admission.py).
+        rid = request.request_id or (f"st-{uuid.uuid4().hex}" if self.shard else "")
+        # Permission, quota and reserved space: the bytes are held from here on (admission.py)
+        o, adm = await self._admit(context, user, name, c, "write", size, on_peers, rid, len(batch))
+        removed = removed_bytes = superseded = n = 0
+        try:
+            # The versions these replace stop counting (only the lease holder replaces them: no race).
+            superseded = await c.run(_committed_bytes_of, c.writer, replaced) if replaced else 0
+            if request.delete or request.replace_all:  # an overwrite: the old names go in the same transaction
+                gen, new, conflicts, removed, removed_bytes = await c.write(
+                    "commit_replacing", batch, list(request.delete), rid, request.replace_all
+                )
+                n = sum(1 for r in batch if r[0] in new)
+            else:
+                gen, n, conflicts = await c.commit(batch, rid)
+        except Exception as e:  # nothing committed: what the admission held goes back
+            await self._settle(adm, o.owner, file_id, 0, 0, {})
+            if isinstance(e, FileNotFoundError):  # deleted meanwhile (Committer.retire)
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"file {name} was deleted")
+            raise
+        # What the commit really added: exact when every record of the batch is new (retries and
+        # conflicts are rare); the versions it replaced and the names an overwrite removed are freed.
+        whole = len(batch) or 1
+        await self._settle(
+            adm,
+            o.owner,
+            file_id,
+            add * n // whole - superseded * f - removed_bytes * f,
+            size * n // whole,
+            {p: b * n // whole for p, b in on_peers.items()},
+        )
+        return pb.CommitReply(
+            quota_refused=refused,
+            quota_scope=quota[0],
+            quota_bytes=quota[1],
+            quota_used_bytes=quota[2],
+            generation=gen,
+            committed=n,
+            conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
+            conflict_names=[x.name for x in conflicts],
+            conflict_kinds=[x.kind for x in conflicts],
+            conflict_records=[x.record for x in conflicts],
+            deleted=removed,
+        )
+
+    async def _record_schemas(self, context, schemas) -> list[tuple[str, bytes]]:
+        """The request's record schemas as ``(format, Arrow IPC schema)``,
+        each checked once (a known format, at most ``MAX_SCHEMA_BYTES``, a
+        schema Arrow reads): the infofile keeps them for every reader
+        (docs/infofile.md, "Record schemas")."""
+        out = []
+        for s in schemas:
+            key = (s.format, bytes(s.schema))
+            if key not in self._schemas_seen:
+                if s.format not in FORMATS or len(s.schema) > MAX_SCHEMA_BYTES:
+                    await context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"record schema of format {s.format[:40]!r} and {len(s.schema)} bytes: "
+                        f"the format must be one of {list(FORMATS)} and the schema at most "
+                        f"{MAX_SCHEMA_BYTES} bytes",
+                    )
+                try:
+                    load_schema(key[1])
+                except (pa.ArrowException, ValueError) as e:
+                    await context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT, f"a record schema is not an Arrow IPC schema: {e}"
+                    )
+                if len(self._schemas_seen) > 4096:
+                    self._schemas_seen.clear()
+                self._schemas_seen.add(key)
+            out.append(key)
+        return out
+
+    async def Delete(self, request, context):
+        """rpc Delete (proto/storetorrent/v1/tracker.proto): removes records, or a whole file
+        (write permission on its directory)."""
+        user = await self.authenticate(context, request.user)
+        name = await self._name(context, request.name)
+        if (again := self._replied(request, "Delete", user, pb.DeleteReply)) is not None:
+            return again  # a retry of a delete done before (a restart, a failover)
+        here = await self._here(context, name)
+        if request.whole_file:  # as in UNIX: write permission on the directory
+            if here:
+                c = await self._open_committer(context, name, request.file_id)
+            parent = name.rsplit("/", 1)[0] or "/"
+            await self._allowed(context, self.guard.check_dir, user, parent, W, "delete entries in directory")
+            if here:
+                await refuse_if_snapshots(context, name, await c.run(c.writer.snapshots))
+
+            async def drop(op: InfofileOp, index: int) -> tuple[int, int, int, int, str]:
+                if here:  # after the commits queued before it, and none after (Committer.retire)
+                    n, b = await c.retire(unlink=True)
+                    self._committers.pop(name, None)
+                    self.leases.drop(c.meta.file_id)
+                    self._peer_ids.pop(c.meta.file_id, None)
+                    return n, b, c.meta.file_id, c.meta.copies, owner_of_meta(c.writer_meta()).owner
+                # its per-file tracker closes and unlinks it, and forgets its lease
+                r = await self._control(context, name, "drop", request.file_id)
+                return r.records, r.bytes, r.file_id, r.copies, r.owner
+
+            # in the metadata log before the infofile goes: a replay never makes it again
+            gone = InfofileOp(name, c.meta.file_id if here else request.file_id, "delete_file", (), time.time())
+            n, b, file_id, copies, owner = await self.oplog.run(gone.encode(), drop)
+            self.state.remove_file(name)
+            self.reservations.release(file_id)
+            self.guard.charge(owner, -b * copies)
+            log.info("deleted file %s (%d records) for %s", name, n, user.name)
+            return await self._answered(request, "Delete", user, pb.DeleteReply(deleted=n))
+        if not here:
+            return await self._forward(context, "Delete", request, user, name)
+        c = await self._open_committer(context, name, request.file_id)
+        o, _ = await self._admit(context, user, name, c, "delete records of")
+        gen, n, b = await c.write("delete_records", list(request.records))
+        await self._settle(None, o.owner, c.meta.file_id, -b * c.meta.copies, 0, {})
+        return await self._answered(request, "Delete", user, pb.DeleteReply(deleted=n, generation=gen))
+
+    async def Snapshot(self, request, context):
+        """rpc Snapshot (proto/storetorrent/v1/tracker.proto): create, delete or
+        list the snapshots of one file (docs/snapshots.md). Create and delete
+        need write permission on the file, list read permission."""
+        user = await self.authenticate(context, request.user)
+        name = await self._name(context, request.name)
+        if (again := self._replied(request, "Snapshot", user, pb.SnapshotReply)) is not None:
+            return again  # a retry of a create or delete done before (a restart, a failover)
+        if not await self._here(context, name):
+            return await self._forward(context, "Snapshot", request, user, name)
+        c = await self._open_committer(context, name, request.file_id)
+        op = request.op
+        if op not in ("create", "delete", "list"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown snapshot op {op[:40]!r}")
+        if op == "list":
+            o = owner_of_meta(c.writer_meta())
+            if not may(user, o, R):
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"user {user.name} may not read {name} ({mode_text(o.mode)} {o.owner}:{o.group})",
+                )
+            rows = await c.run(c.writer.snapshots)
+        else:
+            await self._admit(context, user, name, c, f"{op} a snapshot of")
+            why = snapshot_name_problem(request.snapshot)
+            if why:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"snapshot name {request.snapshot!r}: {why}")
+            try:
+                if op == "create":
+                    made = await c.write("create_snapshot", request.snapshot, user.name)
+                    rows = [(*made, user.name)]
+                    log.info("snapshot %s of %s at generation %d for %s", made[0], name, made[1], user.name)
+                else:
+                    gone = await c.write("delete_snapshot", request.snapshot)
+                    rows = [(*gone[:3], "")]
+                    o = owner_of_meta(c.writer_meta())
+                    # what only it kept is no longer counted (docs/snapshots.md, "Space")
+                    await self._settle(None, o.owner, c.meta.file_id, -gone[3] * c.meta.copies, 0, {})
+                    log.info("deleted snapshot %s of %s for %s", gone[0], name, user.name)
+            except SnapshotExistsError:
+                await context.abort(
+                    grpc.StatusCode.ALREADY_EXISTS,
+                    f"{name} has a snapshot named {request.snapshot!r} already: choose another name",
+                    trailing_metadata=((ERROR_KIND_KEY, "snapshot-exists"),),
+                )
+            except NoSuchSnapshotError:
+                await context.abort(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"{name} has no snapshot named {request.snapshot!r} (storetorrent snapshot ls {name})",
+                    trailing_metadata=((ERROR_KIND_KEY, "no-such-snapshot"),),
+                )
+        meta = await c.run(c.writer.meta)
+        reply = pb.SnapshotReply(
+            file_id=c.meta.file_id,
+            snapshots=[pb.SnapshotInfo(name=n, generation=g, created_at=t, owner=u) for n, g, t, u in rows],
+            generation=int(meta.get("generation", 0)),
+            history_from=int(meta.get("history_from", 0)),
+        )
+        return reply if op == "list" else await self._answered(request, "Snapshot", user, reply)
+
+    async def MoveCopies(self, request, context):
+        """rpc MoveCopies (proto/storetorrent/v1/tracker.proto): commits copies a rebalance
+        moved to new holders (paper 4.4)."""
+        user = await self.authenticate(context, request.user)
+        name = await self._name(context, request.name)
+        if not await self._here(context, name):
+            return await self._forward(context, "MoveCopies", request, user, name)
+        c = await self._open_committer(context, name, request.file_id)
+        await self._admit(context, user, name, c, "rebalance")
+        moves = [(m.name, m.copy_rank, m.from_peer_idx, m.to_peer_idx, m.stored_as, m.until) for m in request.moves]
+        gen, moved, conflicts = await c.move_copies(moves)
+        log.info("rebalance of %s: %d copies moved, %d conflicts, generation %d", name, moved, len(conflicts), gen)
+        return pb.MoveCopiesReply(generation=gen, moved=moved, conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
+
+    async def CommitObjects(self, request, context):
+        """Striped objects whose stripe records are committed become visible
+        (docs/striping.md)."""
+        user = await self.authenticate(context, request.user)
+        name = await self._name(context, request.name)
+        if not await self._here(context, name):
+            return await self._forward(context, "CommitObjects", request, user, name)
+        c = await self._open_committer(context, name, request.file_id)
+        await self._admit(context, user, name, c, "write")
+        schemas = await self._record_schemas(context, request.schemas)
+        if any(o.schema > len(schemas) for o in request.objects):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object's schema is not among the request's")
+        objs = [
+            (
+                o.name,
+                o.size,
+                o.stripe_size,
+                o.stripes,
+                o.crc32c,
+                schemas[o.schema - 1] if o.schema and not ignored(o.name) else None,
+                o.meta or None,
+            )
+            for o in request.objects
+        ]
+        for o in request.objects:
+            await _check_user_meta(context, o.name, o.meta)
+        if any(o[2] <= 0 for o in objs):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object needs a positive stripe_size")
+        gen, added, conflicts = await c.write("commit_objects", objs)
+        return pb.CommitReply(
+            generation=gen,
+            committed=added,
+            conflicts=[f"{x.name}: {x.reason}" for x in conflicts],
+            conflict_names=[x.name for x in conflicts],
+            conflict_kinds=[x.kind for x in conflicts],
+            conflict_records=[x.record for x in conflicts],
+        )
+
+    async def StoreCopies(self, request, context):
+        """Pending copies (async protocols) are stored: they join ``copies``."""
+        user = await self.authenticate(context, request.user)
+        name = await self._name(context, request.name)
+        if not await self._here(context, name):
+            return await self._forward(context, "StoreCopies", request, user, name)
+        c = await self._open_committer(context, name, request.file_id)
+        await self._admit(context, user, name, c, "write")
+        stored = [(x.name, x.copy_rank, x.peer_idx, x.stored_as) for x in request.copies]
+        gen, done, conflicts = await c.write("store_copies", stored)
+        log.debug("%s: %d pending copies stored, %d conflicts, generation %d", name, done, len(conflicts), gen)
+        return pb.MoveCopiesReply(generation=gen, moved=done, conflicts=[f"{x.name}: {x.reason}" for x in conflicts])
+
+
+def _committed_bytes_of(writer: InfofileWriter, names: list[str]) -> int:
+    """Bytes (one copy) of the committed records among ``names`` that no
+    snapshot holds: what replacing them frees (a version a snapshot holds
+    stays retained and counted; docs/snapshots.md, "Space")."""
+    marks = ",".join("?" * len(names))
+    try:
+        held = " AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.generation >= records.commit_seq)"
+        writer.conn.execute("SELECT 1 FROM snapshots LIMIT 0")
+    except Exception:  # a file without the history tables
+        held = ""
+    return int(
+        writer.conn.execute(
+            f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks}){held}", names
+        ).fetchone()[0]
+    )
+
+
+def _read_peer_ids(writer: InfofileWriter) -> list[tuple[int, str]]:
+    return list(writer.conn.execute("SELECT peer_idx, peer_id FROM peers"))
+
+
+def snapshot_name_problem(name: str) -> str:
+    """Why ``name`` cannot name a snapshot ("" if it can): 1 to 255 bytes of
+    UTF-8, no control characters, no ``/``."""
+    if not name:
+        return "empty"
+    if len(name.encode()) > 255:
+        return "longer than 255 bytes"
+    if "/" in name or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return "has a '/' or a control character"
+    return ""
+
+
+async def refuse_if_snapshots(context, name: str, snapshots: list[tuple]) -> None:
+    """Abort a whole-file delete of ``name`` that snapshots hold
+    (docs/snapshots.md, "Deletes"), naming them."""
+    if snapshots:
+        names = [s[0] for s in snapshots]
+        await context.abort(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"{name} is held by {len(names)} snapshot(s): {', '.join(names)}; delete them first "
+            f"(storetorrent snapshot delete {name} NAME)",
+            trailing_metadata=((ERROR_KIND_KEY, "snapshot-held"), ("st-snapshots", "\n".join(names))),
+        )
+
+
+async def _check_user_meta(context, name: str, meta: bytes) -> None:
+    """Abort the call (INVALID_ARGUMENT) if ``meta``, a commit's user
+    metadata of ``name``, is not what :mod:`st_py.core.user_meta` encodes
+    (a client checks it first; this keeps a bad one out of the infofile)."""
+    if not meta:
+        return
+    try:
+        user_meta.decode(name, meta)
+    except (BadMetadataError, MetadataTooLargeError) as e:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
