@@ -172,7 +172,11 @@ class S3App:
             if o is None:
                 from st_py.client.client import Client
 
-                o = self._ops[api_key] = Ops(Client(self.tracker, api_key=api_key, tls=self.tls), self.replication)
+                # metadata_max_age_s=0: with local infofile copies, each read asks the tracker whether its
+                # copy is current, so a kept handle (.handles) answers every change acknowledged before
+                # the request, as S3 does (within an age it could answer a key deleted or put since)
+                client = Client(self.tracker, api_key=api_key, tls=self.tls, metadata_max_age_s=0.0)
+                o = self._ops[api_key] = Ops(client, self.replication)
             return o
 
     async def handle(self, request: Request) -> Response:
