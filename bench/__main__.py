@@ -36,6 +36,7 @@ from . import (
     metadata_fetch,
     metadata_log,
     protocols,
+    s3,
     scale,
     smallrecords,
     smallscan,
@@ -147,6 +148,7 @@ SIZES = {
         history=[100_000],  # bench/history.py: records of the infofile read as of a snapshot
         weed=[(5_000, 4096), (128, 1 << 20)],  # bench/weed_shape.py: (N, S) of weed benchmark -n N -size S
         batch=10_000,  # bench/batch_write.py: 4 KiB records a side and round
+        s3=(200, 32),  # bench/s3.py: objects of 4 KiB and of 1 MiB, PUT then GET, 16 clients
         fetch_records=10_000,  # bench/metadata_fetch.py: records of the file read without the mount
     ),
     "full": dict(
@@ -186,6 +188,7 @@ SIZES = {
         history=[1_000_000],
         weed=[(20_000, 4096), (512, 1 << 20)],
         batch=50_000,
+        s3=(2_000, 256),
         fetch_records=100_000,
     ),
 }
@@ -207,7 +210,7 @@ def _target_text(name: str, tgt: float | None) -> str:
 
 def fmt(v: float, unit: str) -> str:
     if unit == "B/s":
-        return f"{v / 1e6:,.0f} MB/s"
+        return f"{v / 1e6:,.1f} MB/s" if v < 10e6 else f"{v / 1e6:,.0f} MB/s"
     if unit == "B":
         return f"{v / 2**20:,.1f} MiB"
     if unit == "s":
@@ -296,7 +299,7 @@ def main() -> int:
         help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
         "analysis pushdown raywrite bounded protocols throttle hotspot "
         "durability filters striping small smallscan duckdb_records_data scale file_trackers metadata_log "
-        "listing churn weed batch history metadata_fetch",
+        "listing churn weed batch history metadata_fetch s3",
     )
     ap.add_argument(
         "--scale",
@@ -338,6 +341,7 @@ def main() -> int:
             churn.GROUP,
             weed_shape.GROUP,
             batch_write.GROUP,
+            s3.GROUP,
             history.GROUP,
             *analysis.GROUPS_OF_CASES,
         ]
@@ -444,6 +448,9 @@ def main() -> int:
         if batch_write.GROUP in want:
             with con.status("bench: 4 KiB write batches against queue_put and the C loop, x1 and x2"):
                 results += case(lambda: batch_write.case_batch_write(tmp, size["batch"], size["rounds"]), "batch")
+        if s3.GROUP in want:
+            with con.status("bench: S3 endpoint, 4 KiB and 1 MiB PUT and GET, 16 clients, against the client"):
+                results += case(lambda: s3.case_s3(tmp, size["s3"]), "s3")
         if weed_shape.GROUP in want:
             with con.status("bench: the shape of weed benchmark -c 16 (write N, read back in random order)"):
                 results += case(lambda: weed_shape.case_weed_shape(tmp, size["weed"]), "weed")

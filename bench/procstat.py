@@ -69,7 +69,7 @@ def disk_counts(name: str | None) -> dict[str, float]:
 @dataclass
 class Cost:
     """What one run cost: ``wall`` seconds; ``cpu`` seconds by role
-    ("client", "tracker", "peers"); ``peer_syscalls`` the peers' read and
+    ("client", "tracker", "peers", and "s3" with an S3 endpoint); ``peer_syscalls`` the peers' read and
     write system calls; ``disk`` the device's requests and MB (deltas)."""
 
     wall: float
@@ -101,6 +101,8 @@ class Sampler:
             "tracker": [cluster.tracker.pid] if cluster.tracker is not None else [],
             "peers": [p.pid for p in cluster.peers if p is not None],
         }
+        if getattr(cluster, "s3_daemon", None) is not None:  # the S3 endpoint (bench/s3.py)
+            self.pids["s3"] = [cluster.s3_daemon.pid]
         self.disk = disk_of(folder)
         self._start = self._sample()
         self._t = time.perf_counter()

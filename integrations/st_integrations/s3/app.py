@@ -118,7 +118,8 @@ class S3App:
     @contextlib.asynccontextmanager
     async def _lifespan(self, app):
         """While the server runs: the reaper of abandoned multipart uploads
-        (none if ``upload_expiry_s`` is 0)."""
+        (none if ``upload_expiry_s`` is 0); when it stops, every caller's
+        kept handles and client are closed."""
         stop = threading.Event()
         if self.upload_expiry_s > 0:
             threading.Thread(target=self._reaper, args=(stop,), name="s3-reaper", daemon=True).start()
@@ -126,6 +127,13 @@ class S3App:
             yield
         finally:
             stop.set()
+            with self._lock:
+                every, self._ops = list(self._ops.values()), {}
+            for ops in every:  # the kept handles (.handles) and the clients
+                try:
+                    ops.close()
+                except Exception:  # noqa: BLE001 (stopping: a failure to close is logged, not raised)
+                    log.exception("closing the S3 endpoint's handles failed")
 
     def _reaper(self, stop: threading.Event) -> None:
         interval = min(REAP_INTERVAL_S, self.upload_expiry_s / 4)
@@ -164,7 +172,11 @@ class S3App:
             if o is None:
                 from st_py.client.client import Client
 
-                o = self._ops[api_key] = Ops(Client(self.tracker, api_key=api_key, tls=self.tls), self.replication)
+                # metadata_max_age_s=0: with local infofile copies, each read asks the tracker whether its
+                # copy is current, so a kept handle (.handles) answers every change acknowledged before
+                # the request, as S3 does (within an age it could answer a key deleted or put since)
+                client = Client(self.tracker, api_key=api_key, tls=self.tls, metadata_max_age_s=0.0)
+                o = self._ops[api_key] = Ops(client, self.replication)
             return o
 
     async def handle(self, request: Request) -> Response:

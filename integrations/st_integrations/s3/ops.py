@@ -6,15 +6,19 @@ Each function is synchronous (the app runs it in a worker thread) and
 raises :class:`.errors.S3Error` or a StoreTorrent error (mapped by
 :func:`.errors.from_storetorrent`).
 
-Thread safety: each call opens its own file handles; the client is shared
-(:class:`st_py.client.client.Client` is thread-safe).
+Thread safety: the client is shared (:class:`st_py.client.client.Client`
+is thread-safe); the file handles are kept between calls by
+:mod:`.handles` (the fast path: docs/s3.md), each used by one call at a
+time, or opened for the call.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.core.history import objects_at_sql
@@ -26,11 +30,16 @@ from st_py.errors import (
     SnapshotNotFoundError,
     StFileExistsError,
     StFileNotFoundError,
+    StoreTorrentError,
 )
 
 from ..keymap import TOP_FILE, UPLOAD_PREFIX, BadKeyError, KeyMap, bucket_dir, check_key
 from .errors import S3Error
+from .handles import FileHandles, HandleCache
 from .reccache import RecordCache
+
+log = logging.getLogger("storetorrent.s3")
+T = TypeVar("T")
 
 
 def as_of_of(version_id: str) -> int | str:
@@ -67,6 +76,34 @@ class ObjectStat:
         return '"' + hashlib.md5(ident, usedforsecurity=False).hexdigest() + '-1"'
 
 
+class StalePeerlistError(StoreTorrentError):
+    """A record's holders include a peer that a handle's peerlist lacks
+    (the file's peerlist grew since the handle was opened): the handle is
+    replaced and the read done on a new one (:meth:`Ops._read_key`).
+
+    Attributes
+    ----------
+    file, record : str
+    missing : list of int
+        The holders' peer indexes the handle does not know.
+    """
+
+    def __init__(self, file: str, record: str, missing: list[int]):
+        super().__init__(f"{record!r} of {file} is held by peers {missing}, which this handle's peerlist lacks")
+        self.file, self.record, self.missing = file, record, missing
+
+
+def _check_peerlist(h, record: str) -> None:
+    """Raise :class:`StalePeerlistError` when a holder of ``record`` is not
+    in ``h``'s peerlist: a kept handle reading it would ask a peer it has no
+    address for before the copies it knows (seconds per GET)."""
+    m = h.record_meta(record)
+    if m is not None:
+        missing = [i for i in m.peers if i not in h.peers]
+        if missing:
+            raise StalePeerlistError(h.name, record, missing)
+
+
 class Ops:
     """The operations of one caller.
 
@@ -83,6 +120,12 @@ class Ops:
         self.keys = KeyMap(client)
         self.replication = replication
         self.ranges = RecordCache()  # records read for ranged GETs (.reccache)
+        self.handles = HandleCache(client)  # kept handles and key resolutions (.handles: the fast path)
+
+    def close(self) -> None:
+        """Close the kept handles and the client (the endpoint stops)."""
+        self.handles.close()
+        self.client.close()
 
     # -- buckets -------------------------------------------------------------------
     def need_bucket(self, bucket: str) -> str:
@@ -142,6 +185,8 @@ class Ops:
             self.client.rmdir(d)
         except StFileNotFoundError:
             pass
+        finally:
+            self.handles.forget_bucket(bucket)
 
     # -- objects -------------------------------------------------------------------
     def put_object(
@@ -172,6 +217,9 @@ class Ops:
             version is a striped object (over 64 MiB), which StoreTorrent
             does not replace in place (docs/s3.md); nothing is stored.
         """
+        st = self._put_fast(bucket, key, data, only_new, meta, if_match)
+        if st is not None:
+            return st
         self.need_bucket(bucket)
         t = self.keys.resolve(bucket, key)
         h = None
@@ -222,6 +270,65 @@ class Ops:
             h.close()
         if st is None:
             raise S3Error("InternalError", f"{key} was stored but is not committed in {t.file}", key)
+        self.handles.keep(t.file)  # the next key of this file takes the fast path
+        return st
+
+    def _kept(self, bucket: str, key: str) -> tuple[FileHandles, tuple, str] | None:
+        """``(entry, borrowed handle, record)`` of a key whose file is kept
+        (:mod:`.handles`), the handle checked to be the file's now; None
+        when it is not kept, or no longer the file (then the entry is
+        dropped): the caller goes the slow way."""
+        try:
+            check_key(key)
+            hit = self.handles.find(bucket, key)
+        except BadKeyError:
+            return None
+        if hit is None:
+            return None
+        f, record = hit
+        try:
+            return f, f.borrow(), record
+        except StoreTorrentError:  # deleted, its name another file's, the tracker away: the slow way says
+            self.handles.forget(f)
+            return None
+
+    def _put_fast(
+        self, bucket: str, key: str, data: bytes, only_new: bool, meta: dict[str, str] | None, if_match: str | None
+    ) -> ObjectStat | None:
+        """A PUT of a new key into a kept file, in the file's next group
+        commit (:meth:`.handles.FileHandles.put_new`): its stat once
+        committed. None when the slow way takes it: the file not kept, the
+        key existing (a replacement, under the writer lease), ``If-Match``,
+        or a striped object.
+
+        Raises
+        ------
+        S3Error
+            ``PreconditionFailed`` (``only_new`` and the key exists).
+        StoreTorrentError
+            The put or its group's commit failed.
+        """
+        if if_match is not None or len(data) > STRIPE_THRESHOLD:
+            return None
+        kept = self._kept(bucket, key)
+        if kept is None:
+            return None
+        f, got, record = kept
+        ok = False
+        try:
+            exists = got[0].infofile().exists(record)
+            ok = True
+        finally:
+            f.give_back(got, ok)
+        st = None
+        if not exists:
+            try:
+                st = f.put_new(record, data, meta, self._stat)
+            except StFileNotFoundError:  # deleted since: the slow way
+                self.handles.forget(f)
+                return None
+        if st is None and only_new:
+            raise S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key)
         return st
 
     @staticmethod
@@ -249,6 +356,39 @@ class Ops:
             vid = int(row[0]) if row else None
             return ObjectStat(int(o[0]), int(o[1]), float(o[2]), version_id=vid, meta=inf.user_meta_of(record))
         return None
+
+    def _read_key(self, bucket: str, key: str, version: str | None, read: Callable[[Any, str], T]) -> T:
+        """``read(handle, record)`` of ``key``: on a kept handle of its file
+        (:mod:`.handles`), given back after; for a ``version`` or a file not
+        kept, on a handle opened for it and closed after (:meth:`_open_key`).
+        A kept handle that fails other than with an answer about the key
+        (an ``S3Error``, ``RecordNotFoundError``) is closed and ``read``
+        runs once more the slow way, on a new handle: a handle kept across
+        a change it cannot see (a grown peerlist, a tracker failover) costs
+        a retry, never the request. ``read`` must be a read (it may run twice)."""
+        kept = self._kept(bucket, key) if version is None else None
+        if kept is not None:
+            f, got, record = kept
+            try:
+                out = read(got[0], record)
+            except (S3Error, RecordNotFoundError):  # an answer about the key: the handle is fine
+                f.give_back(got, True)
+                raise
+            except Exception as e:  # noqa: BLE001 (the kept handle failed: retried below on a new one)
+                f.give_back(got, False)
+                self.handles.forget(f)
+                log.info("a kept handle of %s failed (%s: %s); reading it anew", f.name, type(e).__name__, e)
+            else:
+                f.give_back(got, True)
+                return out
+        h, record = self._open_key(bucket, key, version)
+        try:
+            out = read(h, record)
+        finally:
+            h.close()
+        if version is None:
+            self.handles.keep(h.name)  # the next request of this file takes the fast path
+        return out
 
     def _open_key(self, bucket: str, key: str, version: str | None = None):
         """``(handle, record)`` of ``key``; with ``version`` (a version id:
@@ -280,11 +420,7 @@ class Ops:
     def head_object(self, bucket: str, key: str, version: str | None = None) -> ObjectStat:
         """The object's stat (of ``version``, else the current one), from
         the infofile (no bytes read)."""
-        h, record = self._open_key(bucket, key, version)
-        try:
-            st = self._stat(h, record)
-        finally:
-            h.close()
+        st = self._read_key(bucket, key, version, self._stat)
         if st is None:
             raise self._missing(key, version)
         return st
@@ -311,41 +447,57 @@ class Ops:
             ``NoSuchBucket``, ``NoSuchKey``, ``NoSuchVersion``, or what ``decide`` raises.
         RecordUnavailableError, ChecksumError
         """
-        h, record = self._open_key(bucket, key, version)
-        try:
-            st = self._stat(h, record)
-            if st is None:
-                raise self._missing(key, version)
-            span = decide(st) if decide is not None else None
-            if span is False:
-                return st, None, None
-            obj = h.object_meta(record)
-            if span is None or span is True:
-                return st, (h.get_object(obj) if obj is not None else h.get(record)), None
-            a, b = span
-            if obj is None:
-                ck = (h.file_id, record, st.version_id, st.crc32c, st.size, st.mtime)
-                data = self.ranges.get(ck)
-                if data is None:
-                    data = h.get(record)
-                    self.ranges.put(ck, data)
-                return st, data[a:b], span
-            with h.open(record) as r:
-                r.seek(a)
-                out = bytearray()
-                while len(out) < b - a:
-                    chunk = r.read(b - a - len(out))
-                    if not chunk:
-                        raise S3Error("InternalError", f"{key} ended at {a + len(out)} of {st.size} bytes", key)
-                    out += chunk
-            return st, bytes(out), span
-        except RecordNotFoundError:
-            raise self._missing(key, version) from None
-        finally:
-            h.close()
+
+        def read(h, record: str) -> tuple[ObjectStat, bytes | None, tuple[int, int] | None]:
+            try:
+                st = self._stat(h, record)
+                if st is None:
+                    raise self._missing(key, version)
+                span = decide(st) if decide is not None else None
+                if span is False:
+                    return st, None, None
+                obj = h.object_meta(record)
+                if obj is None:
+                    _check_peerlist(h, record)
+                if span is None or span is True:
+                    return st, (h.get_object(obj) if obj is not None else h.get(record)), None
+                a, b = span
+                if obj is None:
+                    ck = (h.file_id, record, st.version_id, st.crc32c, st.size, st.mtime)
+                    data = self.ranges.get(ck)
+                    if data is None:
+                        data = h.get(record)
+                        self.ranges.put(ck, data)
+                    return st, data[a:b], span
+                with h.open(record) as r:
+                    r.seek(a)
+                    out = bytearray()
+                    while len(out) < b - a:
+                        chunk = r.read(b - a - len(out))
+                        if not chunk:
+                            raise S3Error("InternalError", f"{key} ended at {a + len(out)} of {st.size} bytes", key)
+                        out += chunk
+                return st, bytes(out), span
+            except RecordNotFoundError:
+                raise self._missing(key, version) from None
+
+        return self._read_key(bucket, key, version, read)
 
     def delete_object(self, bucket: str, key: str) -> None:
         """Delete the key's record; a key that does not exist is no error (S3)."""
+        kept = self._kept(bucket, key)
+        if kept is not None:
+            f, got, record = kept
+            ok = False
+            try:
+                got[0].delete(record)
+                got[0].flush()
+                ok = True
+            except RecordNotFoundError:
+                ok = True
+            finally:
+                f.give_back(got, ok)
+            return
         self.need_bucket(bucket)
         try:
             check_key(key)

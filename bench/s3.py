@@ -1,0 +1,224 @@
+"""PUT and GET of 4 KiB and 1 MiB objects through the S3 endpoint with 16
+concurrent clients, against the same operations through the StoreTorrent
+Python client directly (issue 42, item 4; docs/benchmarks.md, "S3
+endpoint").
+
+A LocalCluster of 4 peers and the endpoint (``storetorrent s3``, its own
+process as ``storetorrent up`` runs it, development mode: no access keys)
+are started. For each size, ``CONCURRENCY`` threads each with its own boto3
+client PUT ``n`` objects ``bench/obj-<i>`` (new keys, so each one is one
+record of the file ``/B/bench``: docs/s3.md, "The mapping"), then GET them
+all back in a shuffled order. The baseline does the same with the
+StoreTorrent client: ``CONCURRENCY`` threads each with its own handle of
+one file, each PUT a ``put`` then a ``flush`` (committed before the next,
+as an S3 200 is), each GET a ``get``. Every GET's bytes are checked
+against what was PUT.
+
+SeaweedFS's ``weed s3`` is measured the same way by hand (no SeaweedFS
+runs here): the commands are in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from .cases import row
+from .procstat import Sampler
+
+GROUP = "s3"
+CONCURRENCY = 16
+BUCKET = "bench"
+SIZES = (("4kib", 4096), ("1mib", 1 << 20))
+
+
+def _body(base: bytes, i: int, size: int) -> bytes:
+    """Object ``i``: its number, then ``base`` up to ``size`` bytes."""
+    return i.to_bytes(8, "little") + base[: size - 8]
+
+
+def _run(n: int, make: Callable[[], Any], op: Callable[[Any, int], None]) -> tuple[float, list[float]]:
+    """``op(state, i)`` for every ``i < n`` from ``CONCURRENCY`` threads,
+    each with its own ``make()`` state; ``(seconds, latencies)``."""
+    lat: list[float] = []
+    lock = threading.Lock()
+    order = list(range(n))
+    states = [make() for _ in range(CONCURRENCY)]
+
+    def worker(k: int) -> None:
+        mine = []
+        for i in order[k::CONCURRENCY]:
+            t = time.perf_counter()
+            op(states[k], i)
+            mine.append(time.perf_counter() - t)
+        with lock:
+            lat.extend(mine)
+
+    t = time.perf_counter()
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        for f in [pool.submit(worker, k) for k in range(CONCURRENCY)]:
+            f.result()
+    dt = time.perf_counter() - t
+    for s in states:
+        close = getattr(s, "close", None)
+        if close is not None:
+            close()
+    return dt, lat
+
+
+def _p(lat: list[float]) -> str:
+    q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [lat[0]] * 99
+    return f"p50 {q[49] * 1e3:.1f} ms, p99 {q[98] * 1e3:.1f} ms"
+
+
+def _boto3_factory(url: str, access_key: str = "bench", secret: str = "bench") -> Callable[[], Any]:
+    """A maker of boto3 clients of the endpoint at ``url`` (path style,
+    one attempt: a failure is seen, not retried)."""
+    import boto3
+    from botocore.config import Config
+
+    def make():
+        return boto3.client(
+            "s3",
+            endpoint_url=url,
+            aws_access_key_id=access_key,
+            aws_secret_access_key=secret,
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        )
+
+    return make
+
+
+def _s3_side(s3: Callable[[], Any], label: str, size: int, n: int, base: bytes, cluster=None):
+    """PUT ``n`` new objects ``<label>/obj-<i>`` of ``size`` bytes into
+    bucket ``bench`` (which must exist) from ``CONCURRENCY`` threads with a
+    client each, then GET them back in a shuffled order, every body
+    checked: ``({"s3_put": s, "s3_get": s}, {same: latencies}, order,
+    {same: CPU ms per object by role})`` (the roles of
+    :class:`.procstat.Sampler` with ``cluster``; none without)."""
+    keys = [f"{label}/obj-{i:06d}" for i in range(n)]  # new keys, one file: /bench/<label>
+    shuffled = random.Random(1).sample(range(n), n)
+
+    def s3_put(c, i):
+        c.put_object(Bucket=BUCKET, Key=keys[i], Body=_body(base, i, size))
+
+    def s3_get(c, i):
+        j = shuffled[i]
+        got = c.get_object(Bucket=BUCKET, Key=keys[j])["Body"].read()
+        assert got == _body(base, j, size), (keys[j], len(got))
+
+    times, lats, cpu = {}, {}, {}
+    for op, fn in (("s3_put", s3_put), ("s3_get", s3_get)):
+        sampler = Sampler(cluster, Path(cluster.data_dir)) if cluster is not None else None
+        times[op], lats[op] = _run(n, s3, fn)
+        if sampler is not None:
+            cpu[op] = {role: v * 1e3 / n for role, v in sampler.stop().cpu.items()}
+    return times, lats, shuffled, cpu
+
+
+def case_s3(tmp: Path, sizes: Sequence[int]) -> list[dict]:
+    """The rows described in the module docstring. ``sizes``: ``(n4k,
+    n1m)``, the objects of each size. Rows ``s3_put_4kib``, ``s3_get_4kib``,
+    ``s3_put_1mib``, ``s3_get_1mib`` in objects/s, and the same in B/s
+    (``_bytes``), each with the client's rate as its baseline."""
+    from st_py.deploy.cluster import LocalCluster
+
+    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="s3-", dir=tmp)), n_peers=4, announce_interval=1.0, s3=True)
+    cluster.start()
+    rows: list[dict] = []
+    try:
+        url = cluster.s3_url
+        assert url is not None
+        s3 = _boto3_factory(url)
+        s3().create_bucket(Bucket=BUCKET)
+        client = cluster.client(depth=CONCURRENCY)
+        base = os.urandom(1 << 20)
+        for (label, size), n in zip(SIZES, sizes):
+            times, lats, shuffled, cpu = _s3_side(s3, label, size, n, base, cluster)
+            name = f"/client-{label}"
+            client.create(name, replication="x2").close()
+
+            def st_put(f, i, size=size):
+                f.put(f"obj-{i:06d}", _body(base, i, size))
+                f.flush()
+
+            def st_get(f, i, size=size, shuffled=shuffled):
+                j = shuffled[i]
+                got = f.get(f"obj-{j:06d}")
+                assert got == _body(base, j, size), (j, len(got))
+
+            def handle(name: str = name) -> Any:
+                return client.open(name)
+
+            times["st_put"], lats["st_put"] = _run(n, handle, st_put)
+            times["st_get"], lats["st_get"] = _run(n, handle, st_get)
+            for op in ("put", "get"):
+                s, b = times[f"s3_{op}"], times[f"st_{op}"]
+                ms = ", ".join(f"{role} {v:.2f}" for role, v in cpu[f"s3_{op}"].items())
+                note = (
+                    f"{n} objects of {size:,} B, {CONCURRENCY} threads; S3 {_p(lats[f's3_{op}'])}; "
+                    f"client {_p(lats[f'st_{op}'])}; S3 CPU ms/object: {ms} (client: the boto3 threads)"
+                )
+                base_text = f"StoreTorrent client, {CONCURRENCY} threads with a handle each" + (
+                    ", put+flush" if op == "put" else ""
+                )
+                rows.append(row(f"s3_{op}_{label}", n / s, "objects/s", base_text, n / b, note))
+                rows.append(row(f"s3_{op}_{label}_bytes", n * size / s, "B/s", base_text, n * size / b))
+    finally:
+        cluster.stop()
+    return rows
+
+
+def main() -> None:
+    """``python -m bench.s3 [N4K N1M]``: the rows, printed; with
+    ``--endpoint URL [--key K --secret S]`` the S3 side alone against any
+    S3 endpoint (SeaweedFS's ``weed s3``: docs/benchmarks.md, "S3
+    endpoint"), its bucket ``bench`` made first if missing."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m bench.s3")
+    ap.add_argument("n", nargs="*", type=int, help="objects of 4 KiB and of 1 MiB (default 200 32)")
+    ap.add_argument("--endpoint", help="measure this S3 endpoint alone (e.g. weed s3's http://127.0.0.1:8333)")
+    ap.add_argument("--key", default="bench")
+    ap.add_argument("--secret", default="bench")
+    a = ap.parse_args()
+    ns = (a.n + [200, 32][len(a.n) :])[:2]
+    if a.endpoint:
+        s3 = _boto3_factory(a.endpoint, a.key, a.secret)
+        c = s3()
+        if BUCKET not in [b["Name"] for b in c.list_buckets().get("Buckets", [])]:
+            c.create_bucket(Bucket=BUCKET)
+        base = os.urandom(1 << 20)
+        for (label, size), n in zip(SIZES, ns):
+            times, lats, _, _ = _s3_side(s3, label, size, n, base)
+            for op in ("put", "get"):
+                t = times[f"s3_{op}"]
+                print(
+                    f"s3_{op}_{label:5} {n / t:10,.1f} objects/s {n * size / t / 1e6:8,.1f} MB/s  "
+                    f"{_p(lats[f's3_{op}'])}"
+                )
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="st-bench-s3-"))
+    try:
+        rows = case_s3(tmp, ns)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the cluster: about 1 GB at full sizes
+    for r in rows:
+        v = r["value"] / 1e6 if r["unit"] == "B/s" else r["value"]
+        bv = r["baseline_value"] / 1e6 if r["unit"] == "B/s" else r["baseline_value"]
+        unit = "MB/s" if r["unit"] == "B/s" else r["unit"]
+        print(f"{r['name']:22} {v:10,.1f} {unit:10} client {bv:10,.1f}  ratio {r['ratio']:.2f}  {r['note']}")
+
+
+if __name__ == "__main__":
+    main()
