@@ -708,8 +708,10 @@ class LocalCluster:
         self.standby_addrs = list(addrs)
         for i, d in enumerate(self.peers):
             if d is not None:
-                self.kill_peer(i)
-                self.start_peer(i)
+                addr = self.kill_peer(i)
+                # on its port, as an operator restarts a peer: the peerlists and the standbys' state
+                # keep naming it right (a new port would be unknown to a standby until it announces)
+                self.start_peer(i, port=int(addr.rpartition(":")[2]))
         self.wait_for_peers(sum(d is not None for d in self.peers))
 
     def kill_peer(self, i: int) -> str:
