@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from st_py.client.file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
 from st_py.client.infofile_copies import make_locator
@@ -69,6 +70,12 @@ class Client:
         writer reads its own commits at once; within the age a replaced
         record reads as its previous committed version
         (docs/decisions.md, "Freshness of a local copy").
+    local_data_dirs : list of path, optional
+        Data directories of peers running on this node: a GET of a copy
+        one of them holds reads it from disk, its size and CRC-32C checked,
+        instead of asking the peer (st_py/client/local_copies.py; a missing
+        or bad copy is read by GET). Raises ``InvalidOptionError`` for a
+        directory without a ``PEER_ID``. :attr:`local_copies` counts them.
 
     Thread safety: a Client may be shared between threads (its gRPC
     channel is; each :meth:`open` returns a new :class:`StFile`, which may
@@ -88,6 +95,7 @@ class Client:
         metadata: str | None = None,
         metadata_cache: str | os.PathLike | None = None,
         metadata_max_age_s: float | None = None,
+        local_data_dirs: Sequence[str | os.PathLike] | None = None,
     ):
         self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key, tls=tls)
         # where infofiles are read: the shared mount, or local copies (st_py/client/infofile_copies.py)
@@ -95,6 +103,11 @@ class Client:
         self.depth, self.group_size, self.timeout = depth, group_size, timeout
         self.balance_reads = balance_reads
         self.encryption_key = load_key(encryption_key)  # never sent to the tracker
+        self.local_copies = None  # LocalCopies: the peers of this node whose copies GETs read from disk
+        if local_data_dirs:
+            from st_py.client.local_copies import LocalCopies
+
+            self.local_copies = LocalCopies(str(d) for d in local_data_dirs)
 
     def create(
         self,
@@ -178,6 +191,7 @@ class Client:
         f = StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout, **kw)
         f.balance_reads = self.balance_reads
         f.encryption_key = self.encryption_key
+        f.local_copies = self.local_copies
         return f
 
     def open_staged(self, name: str, prefer_peer: str | None = None) -> StFile:

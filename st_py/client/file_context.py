@@ -102,6 +102,7 @@ class FileContext:
         self.puts_inflight = 0  # the RecordWriter's count
         self.gets_inflight = 0  # the RecordReader's count
         self.closed = False
+        self.local_copies = None  # st_py.client.local_copies.LocalCopies: GETs read copies on this host's disk
         self.set_info(info)
 
     # -- the file's metadata ------------------------------------------------------
