@@ -466,6 +466,13 @@ class LocalCluster:
         """``http://HOST:PORT`` of the S3 endpoint, or None if none runs."""
         return f"http://{self.s3_daemon.addr}" if self.s3_daemon is not None else None
 
+    def _peer_data_dirs(self) -> list[Path]:
+        """The data directories of this cluster's peers that have their
+        ``PEER_ID`` (started at least once): all on this host, so the S3
+        endpoint reads their copies from disk (st_py/client/local_copies.py)."""
+        root = self.data_dir / "peers"
+        return sorted(p for p in root.glob("peer-*") if (p / "PEER_ID").is_file()) if root.is_dir() else []
+
     def start_s3(self) -> Daemon:
         """Start the S3 endpoint (``python -m st_integrations.s3``) over the
         tracker on ``s3_port`` (0: any) and wait for its ``listening on``
@@ -487,6 +494,7 @@ class LocalCluster:
             "--port",
             str(self.s3_port),
             *(["--keys", str(self.s3_keys)] if self.s3_keys else []),
+            *[a for d in self._peer_data_dirs() for a in ("--peer-data", str(d))],  # all on this host
         ]
         env = {k: v for k, v in os.environ.items() if k != "STORETORRENT_S3_KEYS"}  # --keys, or none
         root = Path(__file__).resolve().parents[2]  # st_py and st_integrations of this checkout, as the tracker's
