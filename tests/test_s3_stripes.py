@@ -15,6 +15,7 @@ import pytest
 from helpers import metric_value, scrape_metrics
 from test_s3 import Endpoint
 
+from st_integrations.s3.metrics import serve_metrics
 from st_py.client.local_copies import copy_path
 from st_py.core.infofile import stripe_name
 
@@ -132,7 +133,7 @@ def test_a_peer_killed_during_a_streamed_get_fails_over(make_cluster):
         data = _put_striped(cluster, "/kill/run", "obj.bin", 32 * MiB, MiB)
         with cluster.client().open("/kill/run") as f:
             addrs = {idx: addr for idx, _, addr in f.infofile().peerlist()}
-            later = [addrs[i] for s in range(16, 32) for i in f.record_meta(stripe_name("obj.bin", s)).peers]
+            later = [addrs[i] for s in range(24, 32) for i in f.record_meta(stripe_name("obj.bin", s)).peers]
         victim = max(set(later), key=later.count)
         s3 = ep.client("dev", "anything")
         body = s3.get_object(Bucket="kill", Key="run/obj.bin")["Body"]
@@ -183,6 +184,16 @@ def test_copies_on_this_node_are_read_from_disk_and_checked(make_cluster):
         assert s3.get_object(Bucket="loc", Key="run/obj.bin")["Body"].read() == data
         st = _stats(ep)
         assert st["local_fallbacks"] == 1 and st["local_reads"] == 2 * len(local) - 1 + on0
+        server, port = serve_metrics(ep.server.config.app.state.s3, "127.0.0.1", 0)  # as --metrics-port serves them
+        try:
+            m = scrape_metrics(f"127.0.0.1:{port}")
+        finally:
+            server.shutdown()
+            server.server_close()
+        assert metric_value(m, "st_s3_local_reads_total") == st["local_reads"]
+        assert metric_value(m, "st_s3_local_read_bytes_total") == st["local_bytes"]
+        assert metric_value(m, "st_s3_local_read_fallbacks_total") == 1
+        assert metric_value(m, "st_s3_stripes_total") == 16
         assert _peer_gets(cluster) - gets >= 8 - len(local) + 1  # +1: that stripe (its copy on peer-0 may be asked too)
     finally:
         ep.stop()

@@ -250,6 +250,7 @@ def test_up_runs_an_s3_endpoint_it_restarts(tmp_path, peer_bin):
         assert ls.returncode == 0 and ls.stdout.split()[-1] == "run/a.txt", ls.stderr
         old = poll_for(lambda: _up_s3_pid(up.pid), what="the S3 endpoint running")
         assert cmdline(old).count("--peer-data") == 3  # its 3 peers' copies read from their disks (docs/s3.md)
+        assert "--metrics-port" in cmdline(old)
         os.kill(old, signal.SIGKILL)
         poll_for(lambda: (p := _up_s3_pid(up.pid)) and p != old, timeout=30, what="the S3 endpoint restarted")
         got = poll_for(

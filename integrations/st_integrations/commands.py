@@ -81,14 +81,31 @@ def sql(tracker, data, query, files, fmt, as_of) -> None:
     type=click.IntRange(min=1),
     help="stripes a GET of a striped object keeps in flight (1: one after another)",
 )
+@click.option(
+    "--metrics-port",
+    default=None,
+    type=int,
+    help="serve Prometheus metrics (read counters) at http://HOST:PORT/metrics (0: a free port; default: none)",
+)
 def s3(
-    tracker, data, host, port, keys_file, replication, domain, region, upload_expiry_hours, peer_data, read_ahead
+    tracker,
+    data,
+    host,
+    port,
+    keys_file,
+    replication,
+    domain,
+    region,
+    upload_expiry_hours,
+    peer_data,
+    read_ahead,
+    metrics_port,
 ) -> None:
     """Serve the S3 API (path-style, SigV4) over the cluster's files and
     records until interrupted (docs/s3.md). Prints ``listening on
     HOST:PORT`` on stdout once it takes connections (what `storetorrent up`
-    waits for)."""
-    from .s3.server import listen, make_server
+    waits for), after ``metrics on HOST:PORT`` with --metrics-port."""
+    from .s3.server import app_of, listen, make_server
 
     address = tracker_address(tracker, data)
     server = make_server(
@@ -105,6 +122,11 @@ def s3(
     )
     sock = listen(host, port)
     bound = sock.getsockname()[1]
+    if metrics_port is not None:
+        from .s3.metrics import serve_metrics
+
+        _, mport = serve_metrics(app_of(server), host, metrics_port)
+        click.echo(f"metrics on {host}:{mport}")
     say(f"S3 endpoint on http://{host}:{bound} over tracker {address}", err=True)
     click.echo(f"listening on {host}:{bound}")
     server.run(sockets=[sock])

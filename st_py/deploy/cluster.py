@@ -518,9 +518,10 @@ class LocalCluster:
         """Start the S3 endpoint (``python -m st_integrations.s3``) over the
         tracker on ``s3_port`` (0: any) and wait for its ``listening on``
         line; ``s3_port`` then holds its port, so a restart reuses it. It
-        reaches the tracker with the cluster's client TLS files, and reads
+        reaches the tracker with the cluster's client TLS files, reads
         the copies of the cluster's peers (all on this host) from their
-        data directories (``--peer-data``: docs/s3.md, "The fast path").
+        data directories (``--peer-data``: docs/s3.md, "The fast path") and
+        serves its metrics on a free port (the daemon's ``metrics_addr``).
 
         Raises
         ------
@@ -529,7 +530,7 @@ class LocalCluster:
             :class:`PortInUseError` when something else listens on ``s3_port``.
         """
         try:
-            self.s3_daemon = self.s3_endpoint(self.s3_port, ("--peer-data", "auto"))
+            self.s3_daemon = self.s3_endpoint(self.s3_port, ("--peer-data", "auto", "--metrics-port", "0"))
         except DaemonStartError as e:
             raise self._port_error(e, [(self.s3_port, "port", "--s3-port")], "127.0.0.1") from None
         self.s3_port = int(self.s3_daemon.addr.rsplit(":", 1)[1])

@@ -57,6 +57,12 @@ def make_server(
     return uvicorn.Server(config)
 
 
+def app_of(server: uvicorn.Server) -> S3App:
+    """The :class:`.app.S3App` a server of :func:`make_server` serves (its
+    :meth:`~.app.S3App.read_stats`, for :mod:`.metrics`)."""
+    return server.config.app.state.s3  # type: ignore[union-attr]
+
+
 def listen(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` (0: a free port) and listening,
     for :meth:`uvicorn.Server.run` (``sockets=[...]``): connections made
