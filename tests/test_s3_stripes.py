@@ -197,3 +197,25 @@ def test_copies_on_this_node_are_read_from_disk_and_checked(make_cluster):
         assert _peer_gets(cluster) - gets >= 8 - len(local) + 1  # +1: that stripe (its copy on peer-0 may be asked too)
     finally:
         ep.stop()
+
+
+def test_a_client_gone_mid_body_ends_the_stream(stripes):
+    """A client that reads 1 MiB of a 24-stripe object's body and closes
+    its connection: the endpoint ends the stream (its counters merged, its
+    handle released) and serves the next GET of the object whole."""
+    import http.client
+
+    from conftest import poll_for
+
+    cluster, ep = stripes
+    data = _put_striped(cluster, "/gone/run", "obj.bin", 24 * MiB, MiB)
+    before = _stats(ep)["stripes"]
+    conn = http.client.HTTPConnection("127.0.0.1", ep.port, timeout=30)
+    conn.request("GET", "/gone/run/obj.bin")  # development mode: unsigned requests are taken
+    r = conn.getresponse()
+    assert r.status == 200 and int(r.getheader("Content-Length")) == len(data)
+    assert r.read(MiB) == data[:MiB]
+    conn.close()
+    poll_for(lambda: _stats(ep)["stripes"] > before, timeout=30, what="the abandoned stream to end")
+    s3 = ep.client("dev", "anything")
+    assert s3.get_object(Bucket="gone", Key="run/obj.bin")["Body"].read() == data
