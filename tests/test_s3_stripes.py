@@ -38,6 +38,12 @@ def _peer_gets(cluster) -> float:
     )
 
 
+def _reports(cluster) -> float:
+    """The tracker's count of ReportFailure RPCs (a client telling it a peer failed)."""
+    m = scrape_metrics(cluster.tracker.metrics_addr)
+    return metric_value(m, "st_tracker_rpcs_total", method="ReportFailure", code="OK")
+
+
 @pytest.fixture(scope="module")
 def stripes(make_module_cluster):
     """``(cluster, endpoint)``: 4 peers, an endpoint in development mode
@@ -136,10 +142,12 @@ def test_a_peer_killed_during_a_streamed_get_fails_over(make_cluster):
             later = [addrs[i] for s in range(24, 32) for i in f.record_meta(stripe_name("obj.bin", s)).peers]
         victim = max(set(later), key=later.count)
         s3 = ep.client("dev", "anything")
+        reports = _reports(cluster)
         body = s3.get_object(Bucket="kill", Key="run/obj.bin")["Body"]
         head = body.read(2 * MiB)  # the first stripes given; the next ones asked for as the body is read
         cluster.kill_peer(next(i for i, p in enumerate(cluster.peers) if p is not None and p.addr == victim))
         assert head + body.read() == data
+        assert _reports(cluster) > reports  # the stream met the dead peer (and told the tracker) and failed over
     finally:
         ep.stop()
 
