@@ -32,12 +32,6 @@ except Exception as e:  # pragma: no cover - CI installs both (./dev setup)
     pytest.skip(f"etcd or aetcd missing: {e}", allow_module_level=True)
 
 
-@pytest.fixture
-def etcd(tmp_path):
-    with EtcdCluster(tmp_path / "etcd", 3) as c:
-        yield c
-
-
 def _compact_log_through(etcd: EtcdCluster, cluster_id: str, index: int) -> None:
     """Drop the log's entries up to ``index``, as the leader does once they
     are older than it keeps (10 minutes): the file's creation is then only
