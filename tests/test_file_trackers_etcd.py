@@ -17,7 +17,7 @@ import time
 
 import pytest
 from conftest import poll_for
-from helpers import failover_writer, swap_flag
+from helpers import failover_writer, standby_argv
 
 from st_py.deploy.etcd import EtcdCluster, find_etcd
 from st_py.tracker.shards import shard_of
@@ -54,8 +54,7 @@ def test_per_file_trackers_keep_every_acknowledged_commit_and_lease_through_a_fa
     args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "ft", "--init-cluster"]
     cluster = make_cluster(3, tracker_args=args, file_trackers=1)
     (port_b,) = choose_ports([2])  # the standby and, once elected, its per-file tracker on the next port
-    argv = swap_flag(swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b")), "--port", str(port_b))
-    argv = swap_flag(argv, "--metrics-port", "0")  # its per-file tracker: port_b + 1, the default
+    argv = standby_argv(cluster.tracker.argv, tmp_path / "state-b", port_b)  # its per-file tracker: port_b + 1
     standby_log = tmp_path / "standby.log"
     out = standby_log.open("wb")
     standby = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
