@@ -12,7 +12,8 @@ import enum
 
 ERROR_KIND_KEY = "st-error"
 """gRPC trailing metadata key by which the tracker says what kind of
-refusal an error is (``not-enough-peers``, ``no-space``, ``not-empty``), so that clients
+refusal an error is (``not-enough-peers``, ``no-space``, ``not-empty``; ``file-deleted``: a
+FetchInfofile by file id of a file the tracker deleted), so that clients
 never parse message text."""
 
 
@@ -36,7 +37,7 @@ class ErrorCode(enum.IntEnum):
     DENIED = 15
     INTERNAL = 16
     BUSY = 17  # the peer is at its connection limit (seq 0); the connection is closed
-    STALE_INFOFILE = 18  # st-peer --metadata fetch: its copy cannot reach the plan's generation
+    STALE_INFOFILE = 18  # st-peer --metadata fetch: its copy cannot reach the plan's generation, or SCRUB the tracker
 
 
 class StoreTorrentError(Exception):

@@ -10,13 +10,16 @@
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from st_py.client.file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
 from st_py.client.infofile_copies import make_locator
 from st_py.core.filters import MissingKeyError, check_filters, key_check, load_key
 from st_py.core.history import Snapshot
-from st_py.errors import SnapshotError, SnapshotHeldError, SnapshotNotFoundError
+from st_py.errors import SnapshotError, SnapshotHeldError, SnapshotNotFoundError, TrackerMovedError
 from st_py.wire.locate import TRACKER_ENV, default_tracker  # noqa: F401 (public here too)
 from st_py.wire.tracker_client import RESTART_GRACE, TrackerClient
 from st_py.wire.transport import Transport
@@ -257,7 +260,6 @@ class Client:
             a restart or failover meanwhile is latency (the commit carries
             a request id, the same on every try).
         """
-        import uuid
 
         from st_py._proto import tracker_pb2 as pb
         from st_py.client.group_commit import schema_table
@@ -280,28 +282,34 @@ class Client:
             )
         self._check_tree(info, name, names, set(delete or ()), replace_all)
         schemas, refs = schema_table([r.get("schema") for r in records])
-        reply = self.tracker.at(info.file_tracker).commit(
+        commits = [  # to its per-file tracker (paper 3.5)
+            pb.RecordCommit(
+                name=r["name"],
+                size=r["size"],
+                crc32c=r["crc32c"],
+                peer_idx=r["peer_idx"],
+                schema=ref,
+                logical_size=r.get("logical_size"),
+                meta=r.get("meta", b""),
+                stored_as=r.get("stored_as", ""),  # a name of its own on the peers: a new record
+                new_only=bool(r.get("stored_as")),
+            )
+            for r, ref in zip(records, refs)
+        ]
+        rid = uuid.uuid4().hex  # one id for every try: a retry across a restart or failover applies once
+        reply = self._at_file_tracker(
             name,
-            info.file_id,
-            [  # its per-file tracker (paper 3.5)
-                pb.RecordCommit(
-                    name=r["name"],
-                    size=r["size"],
-                    crc32c=r["crc32c"],
-                    peer_idx=r["peer_idx"],
-                    schema=ref,
-                    logical_size=r.get("logical_size"),
-                    meta=r.get("meta", b""),
-                    stored_as=r.get("stored_as", ""),  # a name of its own on the peers: a new record
-                    new_only=bool(r.get("stored_as")),
-                )
-                for r, ref in zip(records, refs)
-            ],
-            delete=delete or (),
-            replace_all=replace_all,
-            schemas=schemas,
-            request_id=uuid.uuid4().hex,  # one id for every try: a retry across a restart applies once
-            grace=RESTART_GRACE,
+            info,
+            lambda t, i: t.commit(
+                name,
+                i.file_id,
+                commits,
+                delete=delete or (),
+                replace_all=replace_all,
+                schemas=schemas,
+                request_id=rid,
+                grace=RESTART_GRACE,
+            ),
         )
         if reply.conflicts:  # another writer committed meanwhile: never reported as success
             from st_py.client.group_commit import conflicts_of
@@ -397,10 +405,31 @@ class Client:
                 out.append(e.name)
         return sorted(out)
 
+    def _at_file_tracker(self, name: str, info, call):
+        """``call(tracker, info)`` on the tracker that takes file ``name``'s
+        writes (``info``: its FileInfo); while that one no longer does or no
+        longer answers (TrackerMovedError: restarted, or another tracker was
+        elected), again after opening the file anew through the tracker, for
+        up to ``RESTART_GRACE`` seconds (``call`` carries its request id)."""
+        deadline = time.monotonic() + RESTART_GRACE
+        while True:
+            try:
+                return call(self.tracker.at(info.file_tracker), info)
+            except TrackerMovedError:
+                if time.monotonic() >= deadline:
+                    raise
+                info = self.tracker.open(name)
+
     def _snapshot_op(self, name: str, op: str, snapshot: str = ""):
         info = self.tracker.open(name)
+        rid, tries = uuid.uuid4().hex, []
+
+        def call(t: TrackerClient, i) -> Any:
+            tries.append(t.address)
+            return t.snapshot(name, op, snapshot, i.file_id, request_id=rid, retried=len(tries) > 1)
+
         try:
-            return self.tracker.at(info.file_tracker).snapshot(name, op, snapshot, info.file_id)
+            return self._at_file_tracker(name, info, call)
         except SnapshotError as e:
             e.file, e.snapshot = name, snapshot
             raise

@@ -14,6 +14,7 @@ another's underscore state.
 from __future__ import annotations
 
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 
@@ -32,7 +33,7 @@ from st_py.errors import (
     TrackerMovedError,
     TrackerUnavailableError,
 )
-from st_py.wire.tracker_client import TrackerClient
+from st_py.wire.tracker_client import RESTART_GRACE, TrackerClient
 from st_py.wire.transport import Transport
 
 DEFAULT_DEPTH = 64
@@ -154,13 +155,22 @@ class FileContext:
 
     def file_tracker_call(self, method: str, *args, **kwargs):
         """``TrackerClient.<method>(*args, **kwargs)`` on the tracker that
-        takes this file's writes; if it says it no longer does
-        (TrackerMovedError), once more after :meth:`relocate`."""
-        try:
-            return getattr(self.file_tracker, method)(*args, **kwargs)
-        except TrackerMovedError:
-            self.relocate()
-            return getattr(self.file_tracker, method)(*args, **kwargs)
+        takes this file's writes; while it says it no longer does, or no
+        longer answers at its address (TrackerMovedError: its master
+        restarted it, or another tracker was elected and started its own),
+        again after :meth:`relocate`, for up to ``RESTART_GRACE`` seconds.
+        A ``delete`` or a lease's acquire carries one request id over every
+        try, so a try whose reply was lost is applied once."""
+        if method in ("delete", "lease"):
+            kwargs.setdefault("request_id", uuid.uuid4().hex)
+        deadline = time.monotonic() + RESTART_GRACE
+        while True:
+            try:
+                return getattr(self.file_tracker, method)(*args, **kwargs)
+            except TrackerMovedError:
+                if time.monotonic() >= deadline:
+                    raise
+                self.relocate()
 
     @property
     def filters(self):

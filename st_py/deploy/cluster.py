@@ -360,8 +360,6 @@ class LocalCluster:
         last = self._last_layout() if self.keep_layout else {}
         self._remembered = {p for k in ("tracker", "metrics", "s3") if (p := last.get(k))} | set(last.get("peers", []))
         if self.trackers > 1:
-            if self.file_trackers:
-                raise ValueError("per-file trackers with replicated trackers are not built yet (docs/deployment.md)")
             self.replicas = TrackerReplicas(self, self.trackers, _die_with_parent if self.die_with_parent else None)
             self._remembered |= {p for pair in last.get("etcd", []) + last.get("standbys", []) for p in pair}
             self.replicas.start_etcd(last, self.held_ports())
