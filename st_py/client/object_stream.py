@@ -29,9 +29,15 @@ STRIPES_AHEAD = 4  # stripes a stream keeps queued (in flight or received, not y
 class StripeSource(Protocol):
     """What a stream reads through: an open file's public ``queue_get`` and ``poll``."""
 
-    def queue_get(self, name: str) -> Pending: ...
+    def queue_get(self, name: str) -> Pending:
+        """Queue a GET of record ``name``; its result is the record's bytes
+        (StFile.queue_get)."""
+        ...
 
-    def poll(self, timeout: float = 0.0) -> int: ...
+    def poll(self, timeout: float = 0.0) -> int:
+        """Collect replies for up to ``timeout`` seconds; the number collected
+        (StFile.poll)."""
+        ...
 
 
 @dataclass

@@ -215,11 +215,10 @@ class S3App:
             0,
         )
         for o in every:
-            with o._stats_lock:
-                st = o.stream_stats
-                out["stripes"] += st.stripes
-                out["max_stripes_in_flight"] = max(out["max_stripes_in_flight"], st.max_outstanding)
-                out["max_stripes_held"] = max(out["max_stripes_held"], st.max_held)
+            st = o.stream_totals()
+            out["stripes"] += st.stripes
+            out["max_stripes_in_flight"] = max(out["max_stripes_in_flight"], st.max_outstanding)
+            out["max_stripes_held"] = max(out["max_stripes_held"], st.max_held)
             lc = o.client.local_copies
             if lc is not None:
                 out["local_reads"] += lc.stats.reads

@@ -152,6 +152,12 @@ class Ops:
             t.max_outstanding = max(t.max_outstanding, st.max_outstanding)
             t.max_held = max(t.max_held, st.max_held)
 
+    def stream_totals(self) -> StreamStats:
+        """A copy of :attr:`stream_stats`, read under its lock (any thread)."""
+        with self._stats_lock:
+            t = self.stream_stats
+            return StreamStats(t.stripes, t.max_outstanding, t.max_held)
+
     def close(self) -> None:
         """Close the kept handles and the client (the endpoint stops)."""
         self.handles.close()
