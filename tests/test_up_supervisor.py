@@ -26,7 +26,7 @@ def _plain_lines(text: str) -> list[str]:
 
 
 def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
-    data = tmp_path / "st-data"
+    data = tmp_path / "a-data-folder-with-a-long-name" / "st-data"  # its paths print whole, however short tmp_path is
     src = tmp_path / "shots"
     src.mkdir()
     for i in range(6):
