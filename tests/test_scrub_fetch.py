@@ -8,12 +8,11 @@ nothing and says why."""
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 
 import grpc
 import pytest
-from checks import admin_scrub, authenticate, stored
+from checks import leave_scrub_work, scrub_everywhere, scrub_frame, stored
 from conftest import poll_for
 
 from st_py._proto import tracker_pb2 as pb
@@ -56,19 +55,6 @@ def error_kind(e: grpc.RpcError) -> str:
     return dict(e.trailing_metadata() or ()).get(ERROR_KIND_KEY, "")
 
 
-def scrub_frame(cluster, addr: str):
-    """SCRUB's reply frame, whatever it is (checks.scrub asserts OK)."""
-    token = cluster.mint(capability.ADMIN) if cluster.auth else b""
-    host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=60) as s:
-        authenticate(s, token)
-        s.sendall(P.encode_scrub(1))
-        dec, frames = P.FrameDecoder(), []
-        while not frames:
-            frames = dec.feed(s.recv(65536))
-    return frames[0]
-
-
 def test_a_peer_fetches_by_file_id_and_only_a_deletion_is_said_so(fetch_cluster):
     """FetchInfofile with a file id and no name (a peer's scrubber): the
     file's snapshot for a peer of its peerlist; NOT_FOUND with
@@ -107,26 +93,9 @@ def test_scrub_without_a_namespace_removes_uncommitted_and_deleted_keeps_committ
     one (before: NO_NAMESPACE, nothing scrubbed)."""
     cluster = fetch_cluster
     c = cluster.client(group_size=1000)
-    keep = c.create("/scrubfetch/keep", replication="x2")
-    for i in range(30):
-        keep.queue_put(f"ok/{i}", b"committed" * 10)
-    keep.close()
-    # a writer whose copies were acknowledged but that died before committing
-    crashed = c.create("/scrubfetch/crashed", replication="x2")
-    for i in range(20):
-        crashed.queue_put(f"lost/{i}", b"never committed").result()
-    crashed._transport.close()  # no flush: the commit never happens
-    # a file deleted while one of its peers was away: its copies stay behind
-    gone = c.create("/scrubfetch/gone", replication="x1", blocksize=1)
-    for i in range(10):
-        gone.queue_put(f"g/{i}", b"orphan")
-    gone.close()
-    c.tracker.delete("/scrubfetch/gone", gone.file_id, whole_file=True)  # infofile only, copies left
+    leave_scrub_work(c, "/scrubfetch")
     assert stored(cluster) == 60 + 40 + 10
-    totals: dict[str, int] = {}
-    for addr in cluster.peer_addrs:
-        for k, v in admin_scrub(cluster, addr).items():
-            totals[k] = totals.get(k, 0) + v
+    totals = scrub_everywhere(cluster)
     assert totals["removed_uncommitted"] == 40
     assert totals["removed_deleted_files"] == 10
     assert stored(cluster) == 60
@@ -156,7 +125,7 @@ def test_scrub_with_the_tracker_down_removes_nothing_and_says_why(make_cluster):
 
     cluster.tracker.kill()
     for addr in cluster.peer_addrs:
-        fr = scrub_frame(cluster, addr)
+        fr = scrub_frame(addr, cluster.mint(capability.ADMIN) if cluster.auth else b"")
         assert fr.type == P.MsgType.ERROR, fr.fields
         assert fr.fields["code"] == ErrorCode.STALE_INFOFILE, fr.fields
         assert cluster.tracker_addr in fr.fields["message"], fr.fields
@@ -169,7 +138,7 @@ def test_scrub_with_the_tracker_down_removes_nothing_and_says_why(make_cluster):
         # the peer's channel to the tracker reconnects within its backoff (at most 1 s): until
         # then a SCRUB still says the tracker cannot be reached, and removes nothing
         def scrubbed(addr=addr):
-            fr = scrub_frame(cluster, addr)
+            fr = scrub_frame(addr, cluster.mint(capability.ADMIN) if cluster.auth else b"")
             if fr.type == P.MsgType.ERROR and fr.fields["code"] == ErrorCode.STALE_INFOFILE:
                 return None
             assert fr.type == P.MsgType.OK, fr.fields
