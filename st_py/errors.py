@@ -104,6 +104,29 @@ class TrackerMovedError(TrackerError):
         self.tracker = tracker
 
 
+class FileTrackerGoneError(TrackerUnavailableError, TrackerMovedError):
+    """A per-file tracker no longer answers at its address: its master is
+    restarting it, or another tracker was elected and runs its per-file
+    trackers elsewhere (docs/metadata-log.md, "Per-file trackers"). A call
+    that was sent may or may not have been applied (as any
+    :class:`TrackerUnavailableError`); as a :class:`TrackerMovedError`, the
+    file's writes are found again by opening it through the tracker, and a
+    call retried there with its request id is applied once (StFile, the
+    group commit and ``Client.commit_staged`` do this by themselves).
+
+    Attributes
+    ----------
+    address : str
+        ``host:port`` of the per-file tracker that did not answer.
+    tracker : str
+        Always "" (ask any tracker address the client was given).
+    """
+
+    def __init__(self, message: str, address: str = ""):
+        TrackerUnavailableError.__init__(self, message, address=address)
+        self.tracker = ""
+
+
 class NoTrackerError(TrackerError, LookupError):
     """No tracker address was given, set in ``$STORETORRENT_TRACKER``, or
     found in a local cluster's data folder."""

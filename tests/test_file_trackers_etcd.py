@@ -71,6 +71,11 @@ def test_per_file_trackers_keep_every_acknowledged_commit_and_lease_through_a_fa
         g = client.open(leased)
         g.put("doc", b"v1", replace=True)  # takes the writer lease, held by the per-file tracker
         g.flush()
+        # a reader of a local copy, its handle opened before the kill: its copy's changes come
+        # from the file's per-file tracker, which is another after the failover
+        reader = Client(both, metadata="fetch", metadata_cache=str(tmp_path / "cache"), metadata_max_age_s=0)
+        r = reader.open(leased)
+        assert r.get("doc") == b"v1"
         acked: dict[str, dict[str, bytes]] = {}
         errors: list[BaseException] = []
         stop = threading.Event()
@@ -92,6 +97,9 @@ def test_per_file_trackers_keep_every_acknowledged_commit_and_lease_through_a_fa
         assert not errors, errors
         shards = {shard_of(name, 2) for name in acked}
         assert shards == {0, 1}, f"the writer's files missed a shard: {sorted(acked)}"
+        assert (r.get("doc"), r.get("a2"), sorted(r.names())) == (b"v3", b"a2", ["a1", "a2", "doc"])
+        r.close()
+        reader.close()
         with client.open(leased) as f:
             assert sorted(f.names()) == ["a1", "a2", "doc"]
             assert (f.get("a1"), f.get("a2"), f.get("doc")) == (b"a1", b"a2", b"v3")

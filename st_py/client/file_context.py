@@ -241,7 +241,7 @@ class FileContext:
         if self._reader is not None and (self._reader_state is None or loc.behind(self.file_id, self._reader_state)):
             self._retire_reader()
         if self._reader is None:
-            path = loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id)
+            path = self._ensure_copy(loc)
             self._reader = InfofileReader(path)
             m = self._reader.meta()
             self._reader_state = (int(m["generation"]), int(m.get("log_index") or 0), m.get("log_id") or "")
@@ -269,7 +269,7 @@ class FileContext:
         # bounded age (docs/decisions.md, "Freshness of a local copy"): the copy holds every change
         # acknowledged before the read began, less max_age_s (0: live, one question per read)
         since = time.monotonic() - loc.max_age_s
-        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, since=since)
+        self._ensure_copy(loc, since=since)
         if self._reader is not None and loc.state(self.file_id) != self._reader_state:
             self._retire_reader()
         return self.current_infofile()
@@ -338,6 +338,22 @@ class FileContext:
             got = read(self.current_infofile())
         return got
 
+    def _ensure_copy(self, loc, **kwargs):
+        """``loc.ensure(...)`` (st_py/client/infofile_copies.py) of this file's
+        copy from the tracker that serves its changes; when that is a
+        per-file tracker that no longer answers (its master restarts it, or
+        another tracker was elected and runs its own elsewhere), again after
+        :meth:`relocate`, for up to ``RESTART_GRACE`` seconds."""
+        deadline = time.monotonic() + RESTART_GRACE
+        while True:
+            try:
+                return loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, **kwargs)
+            except (TrackerUnavailableError, TrackerMovedError):
+                if not self.info.file_tracker or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
+                self.relocate()
+
     def refresh_infofile(self) -> bool:
         """With a local copy of the infofile (``metadata="fetch"``), ask the
         tracker once for changes newer than it (a GET of a name the copy does
@@ -348,7 +364,7 @@ class FileContext:
         loc = self.copy_locator()
         if loc is None or self.infofile_override or self._as_of_view is not None:
             return False
-        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, newer=True)
+        self._ensure_copy(loc, newer=True)
         if self._reader is not None and loc.state(self.file_id) == self._reader_state:
             return False
         self._retire_reader()

@@ -20,6 +20,7 @@ from st_py.errors import (
     ERROR_KIND_KEY,
     BadNameError,
     DirectoryNotEmptyError,
+    FileTrackerGoneError,
     LeaseHeldError,
     LeaseLostError,
     NoSpaceError,
@@ -217,7 +218,7 @@ class TrackerClient:
         item per retry. Raises the mapped
         error (:meth:`map_error`); a per-file tracker's client (:meth:`at`)
         retries at most ``MOVED_AFTER_S`` while nothing accepts connections
-        there and then raises :class:`TrackerMovedError`."""
+        there and then raises :class:`~st_py.errors.FileTrackerGoneError`."""
         total = timeout or self.timeout
         deadline = time.monotonic() + total
         retry, delay, wait = method in RETRY_SAFE or grace is not None, 0.05, False
@@ -247,10 +248,11 @@ class TrackerClient:
                         delay = min(delay * 2, 1.0)
                         continue
                 if self.per_file and code == grpc.StatusCode.UNAVAILABLE and not accepts_connections(self.address):
-                    raise TrackerMovedError(
+                    raise FileTrackerGoneError(
                         f"per-file tracker at {self.address} unreachable ({e.details()}): the file's writes may "
                         "have moved (its master restarted it, or another tracker was elected); open the file "
-                        "again through the tracker"
+                        "again through the tracker",
+                        address=self.address,
                     ) from None
                 raise self.map_error(e, method, total) from None
 
