@@ -745,17 +745,23 @@ class LocalCluster:
         stay seen."""
         n = max(self.n_peers, len(self.peers), i + 1)
         others = [j for j in range(n) if j != i]
-        own = [self.data_dir / "peers" / f"peer-{j}" for j in others] + [self.host_dir(j) for j in others]
-        for d in own:
+        theirs = [self.data_dir / "peers" / f"peer-{j}" for j in others] + [self.host_dir(j) for j in others]
+        for d in theirs:
             d.mkdir(parents=True, exist_ok=True)
         kept = {"peers", "hosts", "tls"}
-        return sorted(p for p in self.data_dir.iterdir() if p.is_dir() and p.name not in kept) + own
+        return sorted(p for p in self.data_dir.iterdir() if p.is_dir() and p.name not in kept) + theirs
 
     def host_argv(self, i: int, argv: list[str]) -> list[str]:
         """``argv`` run on host ``i`` with ``private_hosts``: in peer ``i``'s
         network namespace, with :meth:`host_hidden` hidden (an empty tmpfs
         over each, in a mount namespace of the command's own, gone with
-        it). Root only (st_py.deploy.netns)."""
+        it). Root only (st_py.deploy.netns).
+
+        Raises
+        ------
+        NetnsError
+            The network namespace cannot be made here (not root, no ``ip``).
+        """
         from st_py.deploy.netns import hidden_argv
 
         ns = self._namespaces().namespace(i)
