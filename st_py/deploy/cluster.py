@@ -33,7 +33,7 @@ from pathlib import Path
 
 from st_py.deploy.ports import choose_ports, port_in_use
 from st_py.deploy.replicas import TrackerReplicas
-from st_py.errors import DaemonStartError, PortInUseError
+from st_py.errors import DaemonStartError, InvalidOptionError, PortInUseError
 from st_py.wire.locate import CLUSTER_FILE, read_cluster_file  # noqa: F401 (public here too)
 from st_py.wire.tracker_client import TrackerClient, current_user
 
@@ -247,6 +247,11 @@ class LocalCluster:
     # Each peer in a network namespace of its own (root only; st_py.deploy.netns):
     # link_down(i) then cuts it off the network, a real network failure.
     netns: bool = False
+    # Hosts that share nothing but the network (issue 40; implies netns): peer i and the
+    # commands of host_argv(i) run in peer i's network namespace and a mount namespace
+    # in which the namespace root, the trackers' and etcd's state, the logs and the
+    # other hosts' folders (their peers' data, their hosts/host-j) are empty tmpfs.
+    private_hosts: bool = False
     # Where the peers read infofiles (issue 40): "namespace" (--namespace, the
     # tracker's own root) or "fetch" (st-peer --metadata fetch and no
     # --namespace: copies in each peer's data/meta/ from the tracker).
@@ -283,6 +288,13 @@ class LocalCluster:
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).resolve()
+        self.netns = self.netns or self.private_hosts
+        if self.private_hosts and self.peer_metadata == "namespace":
+            raise InvalidOptionError(
+                "private_hosts: the peers do not see the namespace; give peer_metadata='auto' or 'fetch'",
+                "peer_metadata",
+                self.peer_metadata,
+            )
 
     @property
     def namespace(self) -> Path:
@@ -643,7 +655,9 @@ class LocalCluster:
         prefix: list[str] = []
         if self.netns:
             prefix = ["ip", "netns", "exec", self._namespaces().namespace(i)]
-            tracker = f"{self._namespaces().host_ip(i)}:{self.tracker_port}"
+            tracker = self.host_tracker_addr(i)
+        if self.private_hosts:
+            prefix = self.host_argv(i, [])
         argv = [
             *prefix,
             find_peer_binary(),
@@ -706,6 +720,52 @@ class LocalCluster:
         if self.netns:
             return self._namespaces().peer_ip(i)
         return f"127.0.0.{i + 2}" if self.hosts else "127.0.0.1"
+
+    def host_tracker_addr(self, i: int) -> str:
+        """Every tracker's ``host:port`` (comma-separated) as peer ``i``'s
+        network namespace reaches them (with ``netns``: this machine's end
+        of its link; the trackers listen on every address)."""
+        ports = [a.rpartition(":")[2] for a in [self.tracker_addr, *self.standby_addrs]]
+        return ",".join(f"{self._namespaces().host_ip(i)}:{p}" for p in ports)
+
+    def host_dir(self, i: int) -> Path:
+        """Host ``i``'s own folder (``<data>/hosts/host-<i>``, made), for
+        its clients' infofile copies and files: with ``private_hosts`` no
+        other host sees it."""
+        d = self.data_dir / "hosts" / f"host-{i}"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def host_hidden(self, i: int) -> list[Path]:
+        """The folders host ``i`` does not see with ``private_hosts``: every
+        folder of ``<data>`` (namespace, tracker and etcd state, logs,
+        client-cache) but ``peers``, ``hosts`` and ``tls`` (a host's
+        credentials, as ``secret.key`` is), and in those two every other
+        host's (made if missing, as a mount point). Files of ``<data>``
+        stay seen."""
+        n = max(self.n_peers, len(self.peers), i + 1)
+        others = [j for j in range(n) if j != i]
+        theirs = [self.data_dir / "peers" / f"peer-{j}" for j in others] + [self.host_dir(j) for j in others]
+        for d in theirs:
+            d.mkdir(parents=True, exist_ok=True)
+        kept = {"peers", "hosts", "tls"}
+        return sorted(p for p in self.data_dir.iterdir() if p.is_dir() and p.name not in kept) + theirs
+
+    def host_argv(self, i: int, argv: list[str]) -> list[str]:
+        """``argv`` run on host ``i`` with ``private_hosts``: in peer ``i``'s
+        network namespace, with :meth:`host_hidden` hidden (an empty tmpfs
+        over each, in a mount namespace of the command's own, gone with
+        it). Root only (st_py.deploy.netns).
+
+        Raises
+        ------
+        NetnsError
+            The network namespace cannot be made here (not root, no ``ip``).
+        """
+        from st_py.deploy.netns import hidden_argv
+
+        ns = self._namespaces().namespace(i)
+        return ["ip", "netns", "exec", ns, *hidden_argv(self.host_hidden(i), argv)]
 
     def _namespaces(self):
         if getattr(self, "_netns", None) is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 
 FORWARD = "/proc/sys/net/ipv4/ip_forward"  # turned on while namespaces exist: peer to peer traffic
 
@@ -28,6 +29,20 @@ def available() -> str | None:
     if shutil.which("ip") is None:
         return "the ip tool (iproute2) is missing"
     return None
+
+
+# sh -c body of hidden_argv: an empty tmpfs over each folder up to "--", then exec the command
+_HIDE = 'while [ "$1" != -- ]; do mount -t tmpfs -o mode=0755 none "$1" || exit 97; shift; done; shift; exec "$@"'
+
+
+def hidden_argv(hidden: Sequence[str | os.PathLike], argv: Sequence[str]) -> list[str]:
+    """``argv`` run in a mount namespace of its own (``unshare -m``, private
+    propagation) in which each folder of ``hidden`` (each must exist) is an
+    empty tmpfs: the process and its children see none of their files,
+    every other process still does. The mounts go when the namespace's
+    last process exits. The command is exec'd: its pid is the one started.
+    It exits 97 if a mount fails (needs root)."""
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", _HIDE, "sh", *map(str, hidden), "--", *argv]
 
 
 class NetNamespaces:

@@ -1,0 +1,362 @@
+"""Hosts that share no folder (issue 40's first tests): each peer is a host
+of its own, in a network namespace of its own and a mount namespace in
+which the namespace root, the trackers' state, the logs and the other
+hosts' folders are empty tmpfs (``LocalCluster(private_hosts=True)``);
+a client process on each host (an agent below) sees only its peer's data
+folder and its own cache. Every way in gives the answers the shared mount
+gives on the tracker's machine: names, get, as_of a snapshot, DuckDB over
+the local copy, GET_LOCAL (each record revealed once across the hosts),
+the CLI, fsspec and pandas; with a peer killed; and a record a writer on
+host A commits is read on host B at once."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_metadata_fetch import answers
+
+from st_py.deploy import netns
+
+FILE = "/hosts/a"
+TESTS = str(Path(__file__).resolve().parent)
+
+# A client process on one host: runs the Python it is sent (a JSON string a
+# line) with `addr` (every tracker, as this host reaches them) and `cache`
+# (this host's copies) set, and answers {"result": <its `result`>} or
+# {"error": ...} a line. Library output goes to stderr, not the answers.
+AGENT = textwrap.dedent(
+    """
+    import json, logging, os, sys
+    sys.path.insert(0, sys.argv[1])
+    logging.basicConfig(level=logging.INFO)
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    env = {"addr": sys.argv[2], "cache": sys.argv[3]}
+    for line in sys.stdin:
+        env.pop("result", None)
+        try:
+            exec(json.loads(line), env)
+            answer = {"result": env.get("result")}
+        except BaseException as e:
+            answer = {"error": f"{type(e).__name__}: {e}"}
+        out.write(json.dumps(answer) + "\\n")
+        out.flush()
+    """
+)
+
+SETUP = """
+import hashlib
+from st_py.client.client import Client
+from test_metadata_fetch import answers
+c = Client(addr, metadata_cache=cache)  # metadata="auto", the default
+"""
+
+
+def _no_etcd() -> str | None:
+    """None if replicated trackers can run here (etcd and aetcd), else why not."""
+    try:
+        import aetcd  # noqa: F401 - the [ha] extra
+
+        from st_py.deploy.etcd import find_etcd
+
+        find_etcd()
+    except Exception as e:  # pragma: no cover - CI installs both (./dev setup)
+        return f"etcd or aetcd missing: {e}"
+    return None
+
+
+def _why_not() -> str | None:
+    if why := netns.available():
+        return why
+    if shutil.which("unshare") is None:
+        return "the unshare tool (util-linux) is missing"
+    return None
+
+
+class Host:
+    """A client process on host ``i`` of a ``private_hosts`` cluster."""
+
+    def __init__(self, cluster, i: int):
+        self.i, self.cluster = i, cluster
+        self.dir = cluster.host_dir(i)
+        script = self.dir / "agent.py"
+        script.write_text(AGENT)
+        self.addr = cluster.host_tracker_addr(i)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STORETORRENT_")}
+        env["STORETORRENT_METADATA_CACHE"] = str(self.dir / "cache")  # the CLI's and fsspec's too
+        self.env = env
+        self.log = (self.dir / "agent.log").open("wb")
+        argv = [sys.executable, str(script), TESTS, self.addr, str(self.dir / "cache")]
+        self.proc = subprocess.Popen(
+            cluster.host_argv(i, argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env
+        )
+        self.run(SETUP)
+
+    def run(self, code: str, timeout: float = 120):
+        """Run ``code`` on the host; its ``result``. AssertionError with the
+        host's error if it raised."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write((json.dumps(textwrap.dedent(code)) + "\n").encode())
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else b""
+        if not line:
+            tail = (self.dir / "agent.log").read_text(errors="replace")[-3000:]
+            raise AssertionError(f"host {self.i}'s agent gave no answer in {timeout} s:\n{tail}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise AssertionError(f"on host {self.i}: {answer['error']}")
+        return answer["result"]
+
+    def command(self, *args: str) -> subprocess.CompletedProcess:
+        """``storetorrent ARGS --tracker ADDR`` run on the host."""
+        argv = [sys.executable, "-m", "st_py.cli", *args, "--tracker", self.addr]
+        return subprocess.run(
+            self.cluster.host_argv(self.i, argv), capture_output=True, text=True, timeout=120, env=self.env
+        )
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+        self.log.close()
+
+
+def parquet(i: int) -> bytes:
+    b = io.BytesIO()
+    pd.DataFrame({"x": range(i * 40, (i + 1) * 40), "s": [f"v{j}" for j in range(40)]}).to_parquet(b, index=False)
+    return b.getvalue()
+
+
+@pytest.fixture(scope="module")
+def hosts(make_module_cluster):
+    """Replicated trackers on this machine (3, over 3 etcd members; 1 if
+    etcd is missing) and 3 hosts (a peer each, peer_metadata "auto":
+    copies fetched from the trackers), each with its client agent given
+    every tracker's address;
+    FILE (x2, a block a record: every peer holds some) with a snapshot s1, records after it, one replaced and one
+    deleted, and two Parquet records."""
+    if why := _why_not():
+        pytest.skip(why)
+    try:
+        trackers = 1 if _no_etcd() else 3
+        cluster = make_module_cluster(3, name="hosts", private_hosts=True, peer_metadata="auto", trackers=trackers)
+    except netns.NetnsError as e:
+        pytest.skip(f"network namespaces cannot be made here: {e}")
+    c = cluster.client()
+    f = c.create(FILE, replication="x2", blocksize=1)  # records spread over every peer
+    for i in range(30):
+        f.put(f"r{i:03d}", os.urandom(100 + i))
+    f.put("part-0.parquet", parquet(0))
+    f.flush()
+    c.snapshot(FILE, "s1")
+    for i in range(30, 40):
+        f.put(f"r{i:03d}", os.urandom(50))
+    f.put("part-1.parquet", parquet(1))
+    f.put("r003", b"new version", replace=True)
+    f.delete("r004")
+    f.close()
+    made = [Host(cluster, i) for i in range(3)]
+    yield cluster, made
+    for h in made:
+        h.close()
+
+
+LOOK = """
+import os
+seen = {d: os.listdir(d) for d in HIDDEN}
+try:
+    Client(addr, metadata="shared-mount").open(FILE).names()
+    hidden = False
+except FileNotFoundError:
+    hidden = True  # the shared mount's client cannot read here: nothing is shared
+f = c.open(FILE)
+local = {r.name: hashlib.sha256(f.read_local(r)).hexdigest() for r in f.get_local()}
+f.close()
+result = {"seen": seen, "hidden": hidden, "answers": answers(c, FILE), "local": local}
+"""
+
+
+def sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def test_every_host_reads_what_the_shared_mount_reads(hosts):
+    """On each host: the namespace root and the other hosts' folders are
+    empty, a shared-mount client cannot read the file, and the default
+    client's names, get, as_of s1 and DuckDB (current and as of s1) are
+    the shared mount's; GET_LOCAL reveals each record on exactly one host,
+    with its bytes. On host 1 the CLI lists and gets, and pandas reads a
+    Parquet record through fsspec."""
+    cluster, made = hosts
+    for i, d in enumerate(cluster.peers):  # each peer too, seen through its /proc/PID/root
+        assert d is not None
+        view = Path(f"/proc/{d.pid}/root")
+        assert os.listdir(f"{view}{cluster.namespace}") == [], f"peer {i} sees the namespace"
+        assert os.listdir(f"{view}{cluster.data_dir}/peers/peer-{(i + 1) % 3}") == []
+        assert os.listdir(f"{view}{cluster.data_dir}/peers/peer-{i}"), f"peer {i} does not see its data"
+    shared = answers(cluster.client(), FILE)
+    revealed: dict[str, str] = {}
+    for h in made:
+        hidden = [str(cluster.namespace)] + [str(p) for p in cluster.host_hidden(h.i)]
+        got = h.run(f"HIDDEN, FILE = {hidden!r}, {FILE!r}\n{LOOK}")
+        assert all(v == [] for v in got["seen"].values()), f"host {h.i} sees {got['seen']}"
+        assert got["hidden"], f"host {h.i} read the namespace"
+        assert got["answers"] == shared, f"host {h.i}"
+        assert got["local"], f"host {h.i} revealed nothing"
+        assert not set(got["local"]) & set(revealed), "a record revealed on two hosts"
+        revealed.update(got["local"])
+    assert revealed == {n: sha(bytes.fromhex(v)) for n, v in shared["data"].items()}
+
+    b = made[1]
+    ls = b.command("ls", "-r", FILE)
+    assert ls.returncode == 0, ls.stderr
+    assert ls.stdout.split() == shared["names"]
+    out = b.dir / "r005.bin"
+    get = b.command("get", FILE, "r005", "-o", str(out))
+    assert get.returncode == 0, get.stderr
+    assert out.read_bytes().hex() == shared["data"]["r005"]
+    frame = b.run(
+        f"""
+        import pandas as pd
+        df = pd.read_parquet("storetorrent://{FILE}/part-1.parquet", storage_options={{"tracker": addr}})
+        result = df.to_dict(orient="list")
+        """
+    )
+    assert frame == pd.read_parquet(io.BytesIO(parquet(1))).to_dict(orient="list")
+
+
+def test_a_writer_on_host_a_commits_and_a_reader_on_host_b_reads_at_once(hosts):
+    """A writer on host 0 commits records, a new version and a delete one
+    at a time; after each commit returns, the reader on host 1 (a handle
+    opened before the writes, its copy behind) gets the record, a fresh
+    open lists the file as it is now and reads the new version, and its
+    read says in the log that it waited to catch up."""
+    cluster, made = hosts
+    a, b = made[0], made[1]
+    name = "/hosts/rw"
+    a.run(f"w = c.create({name!r}, replication='x2'); w.put('first', b'0'); w.flush()")
+    b.run(f"h = c.open({name!r}); result = h.names()")
+    names = ["first"]
+    for i in range(4):
+        gen = a.run(f"w.put('k{i}', b'v{i}'); w.flush(); result = w.generation")
+        names.append(f"k{i}")
+        got = b.run(
+            f"""
+            v = h.get('k{i}').decode()  # the handle opened before: its copy is behind
+            g = c.open({name!r})
+            result = [v, g.names(), g.generation]
+            g.close()
+            """
+        )
+        assert got == [f"v{i}", sorted(names), gen]
+    gen = a.run("w.put('first', b'1', replace=True); w.delete('k0'); w.flush(); result = w.generation")
+    got = b.run(
+        f"""
+        g = c.open({name!r})
+        result = [g.get('first').decode(), g.names(), g.generation]
+        g.close()
+        """
+    )
+    assert got == ["1", ["first", "k1", "k2", "k3"], gen]
+    a.run("w.close()")
+    b.run("h.close()")
+    log = (b.dir / "agent.log").read_text(errors="replace")
+    assert "infofile copy of /hosts/rw: a read waited" in log  # h.get said it caught up
+
+
+def test_a_killed_peer(hosts):
+    """Peer 2's process killed (its host's copies gone): host 1 gives the
+    shared mount's answers, and GET_LOCAL on hosts 0 and 1 reveals each
+    record once, every record. The peer is started again after."""
+    cluster, made = hosts
+    shared = answers(cluster.client(), FILE)
+    with cluster.client().open(FILE) as f:  # the killed peer holds copies: their other copies are read
+        on_2 = [n for n in f.names() if any(f.peers[i].addr == cluster.peer_addrs[2] for i in f.record_meta(n).peers)]
+    assert on_2
+    addr = cluster.kill_peer(2)
+    try:
+        assert made[1].run(f"result = answers(c, {FILE!r})") == shared
+        revealed: dict[str, str] = {}
+        for h in made[:2]:
+            local = h.run(
+                f"""
+                f = c.open({FILE!r})
+                result = {{r.name: hashlib.sha256(f.read_local(r)).hexdigest() for r in f.get_local()}}
+                f.close()
+                """
+            )
+            assert not set(local) & set(revealed), "a record revealed on two hosts"
+            revealed.update(local)
+        assert revealed == {n: sha(bytes.fromhex(v)) for n, v in shared["data"].items()}
+    finally:
+        cluster.start_peer(2, port=int(addr.rpartition(":")[2]))
+        cluster.wait_for_peers(3)
+
+
+def test_the_tracker_leader_killed(hosts):
+    """The leading tracker SIGKILLed: a standby is elected, and on the hosts
+    (their clients and peers given every tracker) the file reads as the
+    shared mount read it before, GET_LOCAL still reveals each record once,
+    and a record written on host 0 after the election reads on host 1."""
+    if why := _no_etcd():
+        pytest.skip(why)
+    cluster, made = hosts
+    every = ",".join([cluster.tracker_addr, *cluster.standby_addrs])
+    from st_py.client.client import Client
+
+    with Client(every, metadata="shared-mount") as here:
+        shared = answers(here, FILE)
+    assert cluster.tracker is not None
+    cluster.tracker.kill()
+    assert made[1].run(f"result = answers(c, {FILE!r})", timeout=180) == shared
+    revealed: dict[str, str] = {}
+    for h in made:
+        local = h.run(
+            f"""
+            f = c.open({FILE!r})
+            result = {{r.name: hashlib.sha256(f.read_local(r)).hexdigest() for r in f.get_local()}}
+            f.close()
+            """
+        )
+        assert not set(local) & set(revealed), "a record revealed on two hosts"
+        revealed.update(local)
+    assert revealed == {n: sha(bytes.fromhex(v)) for n, v in shared["data"].items()}
+    made[0].run("w = c.create('/hosts/after', replication='x2'); w.put('a', b'after'); w.flush()")
+    assert made[1].run("g = c.open('/hosts/after'); result = [g.names(), g.get('a').decode()]; g.close()") == [
+        ["a"],
+        "after",
+    ]
+    made[0].run("w.close()")
+    logs = [cluster.data_dir / "logs" / f"tracker-{j}.log" for j in (1, 2)]
+    assert any("elected leader" in p.read_text(errors="replace") for p in logs), "no standby was elected"
+
+
+def test_private_hosts_refuse_peers_reading_the_namespace(tmp_path):
+    """private_hosts with the peers' --namespace (hidden on their hosts) is
+    refused before anything starts."""
+    from st_py.deploy.cluster import LocalCluster
+    from st_py.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError) as e:
+        LocalCluster(tmp_path, 3, private_hosts=True)
+    assert e.value.option == "peer_metadata"
