@@ -83,13 +83,14 @@ class FetchRpc(TrackerParts):
             for m in reply:
                 yield m
             return
-        try:
-            same = await asyncio.to_thread(unchanged_since, path, request, file_id)
-        except FileNotFoundError:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
-        if same is not None:
-            yield same
-            return
+        if request.have_log_id and request.have_schema:  # a copy that may be at the infofile's state
+            try:
+                same = await asyncio.to_thread(unchanged_since, path, request, file_id)
+            except FileNotFoundError:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+            if same is not None:
+                yield same
+                return
         snap = await asyncio.to_thread(take_snapshot, path)
         try:
             if snap.file_id != file_id:
