@@ -105,8 +105,9 @@ def take_snapshot(infofile: Path, tmp_dir: str | None = None, in_memory_max: int
     backup API's page-by-page copy; a writer waits for the copy, not for the
     stream that follows it), and the ``meta`` read in that transaction is
     that state's. Memory up to :data:`IN_MEMORY_MAX` because writing a
-    temporary file costs more than the rest of a small snapshot (about
-    3 ms per MB on a busy VM's disk, docs/benchmarks.md). A file in WAL mode
+    temporary file costs more than the rest of a small snapshot (1-4 ms per
+    MB on the busy 2-core VM against 0.1 ms to read it into memory,
+    docs/benchmarks.md); concurrent snapshots hold that much each. A file in WAL mode
     (none is written so, but a hand-made one could be) goes through the
     backup API, which sees the WAL, into a temporary file.
 
