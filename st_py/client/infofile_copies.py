@@ -463,9 +463,23 @@ class InfofileCopies:
             self._states[path] = (key, state)
         return state
 
+    def _remember(self, path: Path, state: tuple[int, int, str, str]) -> None:
+        """Note ``state`` as the copy's just written at ``path`` (under the
+        copy's locks): :meth:`_state` then reads nothing back. A state whose
+        schema fingerprint is "" has it read when the tracker is next asked."""
+        st = path.stat()
+        with self._lock:
+            self._states[path] = ((st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size), state)
+
     def _catch_up(self, tracker, name: str, file_id: int, path: Path, have: tuple, want: int) -> None:
         t0 = time.monotonic()
         self.questions += 1
+        if have[2] and not have[3]:  # as a snapshot's first message said: its schema read now, first needed
+            try:
+                have = copy_state(path)
+            except Exception:  # a damaged copy is fetched again whole
+                log.warning("infofile copy %s is unreadable: fetching it again", path)
+                have = (0, 0, "", "")
         msgs = tracker.fetch_infofile_stream(name, file_id, have, want)
         head = next(msgs)
         size = 0
@@ -481,6 +495,7 @@ class InfofileCopies:
                 head = next(msgs)
         if head.kind == "snapshot":
             size += self._write_snapshot(path, head, msgs)
+            self._remember(path, (head.generation, head.position, head.log_id, ""))
         for _ in msgs:  # "current" is one message: the call ends here
             pass
         self.bytes_received += size
