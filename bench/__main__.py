@@ -148,7 +148,7 @@ SIZES = {
         history=[100_000],  # bench/history.py: records of the infofile read as of a snapshot
         weed=[(5_000, 4096), (128, 1 << 20)],  # bench/weed_shape.py: (N, S) of weed benchmark -n N -size S
         batch=10_000,  # bench/batch_write.py: 4 KiB records a side and round
-        s3=(200, 32),  # bench/s3.py: objects of 4 KiB and of 1 MiB, PUT then GET, 16 clients
+        s3=(200, 32, 96 << 20),  # bench/s3.py: objects of 4 KiB and of 1 MiB, PUT then GET, 16 clients; a striped GET
         fetch_records=10_000,  # bench/metadata_fetch.py: records of the file read without the mount
     ),
     "full": dict(
@@ -188,7 +188,7 @@ SIZES = {
         history=[1_000_000],
         weed=[(20_000, 4096), (512, 1 << 20)],
         batch=50_000,
-        s3=(2_000, 256),
+        s3=(2_000, 256, 256 << 20),
         fetch_records=100_000,
     ),
 }

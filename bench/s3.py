@@ -16,6 +16,11 @@ against what was PUT.
 
 SeaweedFS's ``weed s3`` is measured the same way by hand (no SeaweedFS
 runs here): the commands are in docs/benchmarks.md.
+
+Then :func:`case_s3_striped`: GETs of one large multipart object (stored
+striped) through endpoints reading its stripes one after another, several
+at once, and from the peers' disks (docs/benchmarks.md, "GET of a large
+multipart object").
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ GROUP = "s3"
 CONCURRENCY = 16
 BUCKET = "bench"
 SIZES = (("4kib", 4096), ("1mib", 1 << 20))
+STRIPED_SIZE = 96 << 20  # bytes of the striped GET's object: over 64 MiB, so stored striped (3 stripes)
 
 
 def _body(base: bytes, i: int, size: int) -> bytes:
@@ -128,9 +134,11 @@ def _s3_side(s3: Callable[[], Any], label: str, size: int, n: int, base: bytes, 
 
 def case_s3(tmp: Path, sizes: Sequence[int]) -> list[dict]:
     """The rows described in the module docstring. ``sizes``: ``(n4k,
-    n1m)``, the objects of each size. Rows ``s3_put_4kib``, ``s3_get_4kib``,
-    ``s3_put_1mib``, ``s3_get_1mib`` in objects/s, and the same in B/s
-    (``_bytes``), each with the client's rate as its baseline."""
+    n1m[, striped bytes])``, the objects of each size, and the size of the
+    striped object of :func:`case_s3_striped` (default 96 MiB; 0: none).
+    Rows ``s3_put_4kib``, ``s3_get_4kib``, ``s3_put_1mib``, ``s3_get_1mib``
+    in objects/s, and the same in B/s (``_bytes``), each with the client's
+    rate as its baseline; then :func:`case_s3_striped`'s."""
     from st_py.deploy.cluster import LocalCluster
 
     cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="s3-", dir=tmp)), n_peers=4, announce_interval=1.0, s3=True)
@@ -174,32 +182,125 @@ def case_s3(tmp: Path, sizes: Sequence[int]) -> list[dict]:
                 )
                 rows.append(row(f"s3_{op}_{label}", n / s, "objects/s", base_text, n / b, note))
                 rows.append(row(f"s3_{op}_{label}_bytes", n * size / s, "B/s", base_text, n * size / b))
+        striped = sizes[2] if len(sizes) > 2 else STRIPED_SIZE
+        if striped:
+            rows += case_s3_striped(cluster, striped)
     finally:
         cluster.stop()
     return rows
 
 
+STRIPED_PART = 8 << 20  # bytes: the multipart upload's part size (striped objects: docs/striping.md)
+STRIPED_ROUNDS = 7  # GETs of the object per endpoint; the median is the row
+
+
+def _get_once(c: Any, key: str, want: bytes) -> float:
+    """Seconds of one whole GET of ``key`` by boto3 client ``c``, its body checked."""
+    t = time.perf_counter()
+    got = c.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    dt = time.perf_counter() - t
+    assert got == want, (key, len(got))
+    return dt
+
+
+def case_s3_striped(cluster, size: int, rounds: int = STRIPED_ROUNDS) -> list[dict]:
+    """GET of one large multipart object (``size`` bytes uploaded by boto3
+    in 8 MiB parts; over 64 MiB it is stored striped, 32 MiB stripes)
+    through three endpoints of the cluster, each its own process: stripes
+    read one after another (``--read-ahead 1``, the setting of the old
+    sequential reads) as the baseline of the parallel one
+    (``--read-ahead 4``), both by network GETs, and the parallel one
+    reading the copies of this host's peers from their disks
+    (``--peer-data``, as ``storetorrent up`` runs it). Rows
+    ``s3_get_striped`` (parallel vs sequential) and
+    ``s3_get_striped_local`` (local reads vs network), in B/s; the bucket
+    is made if missing."""
+    key = "striped/obj.bin"
+    data = os.urandom(size)
+    c = _boto3_factory(cluster.s3_url)()
+    if BUCKET not in [b["Name"] for b in c.list_buckets().get("Buckets", [])]:
+        c.create_bucket(Bucket=BUCKET)
+    up = c.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    parts = []
+    for n, a in enumerate(range(0, size, STRIPED_PART)):
+        r = c.upload_part(Bucket=BUCKET, Key=key, UploadId=up, PartNumber=n + 1, Body=data[a : a + STRIPED_PART])
+        parts.append({"PartNumber": n + 1, "ETag": r["ETag"]})
+    c.complete_multipart_upload(Bucket=BUCKET, Key=key, UploadId=up, MultipartUpload={"Parts": parts})
+    c.close()
+    with cluster.client().open(f"/{BUCKET}/striped") as f:
+        obj = f.object_meta("obj.bin")
+    stripes = obj.stripes if obj is not None else 0
+    settings = (
+        ("sequential", ("--read-ahead", "1")),
+        ("parallel", ("--read-ahead", "4")),
+        ("local", ("--read-ahead", "4", "--peer-data", "auto")),
+    )
+    eps = {}
+    try:
+        for label, args in settings:
+            eps[label] = cluster.s3_endpoint(0, args, name=f"s3-bench-{label}")
+        clients = {label: _boto3_factory(f"http://{ep.addr}")() for label, ep in eps.items()}
+        times: dict[str, list[float]] = {label: [] for label in eps}
+        for _ in range(rounds):  # the endpoints in turn each round: a machine's load drifts alike over all
+            for label, c in clients.items():
+                times[label].append(_get_once(c, key, data))
+        for c in clients.values():
+            c.close()
+    finally:
+        for ep in eps.values():
+            ep.stop()
+    secs = {label: statistics.median(ts) for label, ts in times.items()}
+    note = (
+        f"one object of {size >> 20} MiB ({len(parts)} parts of 8 MiB, {stripes} stripes), "
+        f"median of {rounds} GETs by one boto3 client each, the three endpoints in turn; seconds: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in secs.items())
+    )
+    return [
+        row(
+            "s3_get_striped",
+            size / secs["parallel"],
+            "B/s",
+            "read-ahead 1 (one stripe after another)",
+            size / secs["sequential"],
+            note,
+        ),
+        row(
+            "s3_get_striped_local",
+            size / secs["local"],
+            "B/s",
+            "read-ahead 4, network GETs",
+            size / secs["parallel"],
+            note,
+        ),
+    ]
+
+
 def main() -> None:
-    """``python -m bench.s3 [N4K N1M]``: the rows, printed; with
+    """``python -m bench.s3 [N4K N1M [STRIPED_BYTES]]``: the rows, printed; with
     ``--endpoint URL [--key K --secret S]`` the S3 side alone against any
     S3 endpoint (SeaweedFS's ``weed s3``: docs/benchmarks.md, "S3
     endpoint"), its bucket ``bench`` made first if missing."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m bench.s3")
-    ap.add_argument("n", nargs="*", type=int, help="objects of 4 KiB and of 1 MiB (default 200 32)")
+    ap.add_argument(
+        "n",
+        nargs="*",
+        type=int,
+        help="objects of 4 KiB and of 1 MiB, bytes of the striped object (default 200 32 96 MiB)",
+    )
     ap.add_argument("--endpoint", help="measure this S3 endpoint alone (e.g. weed s3's http://127.0.0.1:8333)")
     ap.add_argument("--key", default="bench")
     ap.add_argument("--secret", default="bench")
     a = ap.parse_args()
-    ns = (a.n + [200, 32][len(a.n) :])[:2]
+    ns = (a.n + [200, 32, STRIPED_SIZE][len(a.n) :])[:3]
     if a.endpoint:
         s3 = _boto3_factory(a.endpoint, a.key, a.secret)
         c = s3()
         if BUCKET not in [b["Name"] for b in c.list_buckets().get("Buckets", [])]:
             c.create_bucket(Bucket=BUCKET)
         base = os.urandom(1 << 20)
-        for (label, size), n in zip(SIZES, ns):
+        for (label, size), n in zip(SIZES, ns[:2]):
             times, lats, _, _ = _s3_side(s3, label, size, n, base)
             for op in ("put", "get"):
                 t = times[f"s3_{op}"]

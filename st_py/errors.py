@@ -12,7 +12,8 @@ import enum
 
 ERROR_KIND_KEY = "st-error"
 """gRPC trailing metadata key by which the tracker says what kind of
-refusal an error is (``not-enough-peers``, ``no-space``, ``not-empty``), so that clients
+refusal an error is (``not-enough-peers``, ``no-space``, ``not-empty``; ``file-deleted``: a
+FetchInfofile by file id of a file the tracker deleted), so that clients
 never parse message text."""
 
 
@@ -36,7 +37,7 @@ class ErrorCode(enum.IntEnum):
     DENIED = 15
     INTERNAL = 16
     BUSY = 17  # the peer is at its connection limit (seq 0); the connection is closed
-    STALE_INFOFILE = 18  # st-peer --metadata fetch: its copy cannot reach the plan's generation
+    STALE_INFOFILE = 18  # st-peer --metadata fetch: its copy cannot reach the plan's generation, or SCRUB the tracker
 
 
 class StoreTorrentError(Exception):
@@ -101,6 +102,29 @@ class TrackerMovedError(TrackerError):
     def __init__(self, message: str, tracker: str = ""):
         super().__init__(message)
         self.tracker = tracker
+
+
+class FileTrackerGoneError(TrackerUnavailableError, TrackerMovedError):
+    """A per-file tracker no longer answers at its address: its master is
+    restarting it, or another tracker was elected and runs its per-file
+    trackers elsewhere (docs/metadata-log.md, "Per-file trackers"). A call
+    that was sent may or may not have been applied (as any
+    :class:`TrackerUnavailableError`); as a :class:`TrackerMovedError`, the
+    file's writes are found again by opening it through the tracker, and a
+    call retried there with its request id is applied once (StFile, the
+    group commit and ``Client.commit_staged`` do this by themselves).
+
+    Attributes
+    ----------
+    address : str
+        ``host:port`` of the per-file tracker that did not answer.
+    tracker : str
+        Always "" (ask any tracker address the client was given).
+    """
+
+    def __init__(self, message: str, address: str = ""):
+        TrackerUnavailableError.__init__(self, message, address=address)
+        self.tracker = ""
 
 
 class NoTrackerError(TrackerError, LookupError):

@@ -27,17 +27,23 @@ def authenticate(sock, token: bytes) -> None:
     assert frames[0].seq == seq and frames[0].type == P.MsgType.OK, frames[0].fields
 
 
-def scrub(addr: str, token: bytes = b"") -> dict:
-    """Run the peer's scrubber now (SCRUB, with an ADMIN capability ``token``
-    when the peer checks them) and return what it did."""
+def scrub_frame(addr: str, token: bytes = b"") -> P.Frame:
+    """SCRUB's reply frame from the peer at ``addr``, whatever it is (with an
+    ADMIN capability ``token`` when the peer checks them)."""
     host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=30) as s:
+    with socket.create_connection((host, int(port)), timeout=60) as s:
         authenticate(s, token)
         s.sendall(P.encode_scrub(1))
         dec, frames = P.FrameDecoder(), []
         while not frames:
             frames = dec.feed(s.recv(65536))
-    fr = frames[0]
+    return frames[0]
+
+
+def scrub(addr: str, token: bytes = b"") -> dict:
+    """Run the peer's scrubber now (SCRUB, with an ADMIN capability ``token``
+    when the peer checks them) and return what it did."""
+    fr = scrub_frame(addr, token)
     assert fr.type == P.MsgType.OK, fr.fields
     keys = ("files", "removed_uncommitted", "removed_deleted_files", "removed_tmp", "kept")
     return dict(zip(keys, struct.unpack("<5Q", fr.fields["payload"])))
@@ -48,6 +54,35 @@ def admin_scrub(cluster, addr: str) -> dict:
     from st_py.core.capability import ADMIN
 
     return scrub(addr, cluster.mint(ADMIN) if cluster.auth else b"")
+
+
+def scrub_everywhere(cluster) -> dict:
+    """:func:`admin_scrub` on every peer of ``cluster``, the counts added up."""
+    totals: dict[str, int] = {}
+    for addr in cluster.peer_addrs:
+        for k, v in admin_scrub(cluster, addr).items():
+            totals[k] = totals.get(k, 0) + v
+    return totals
+
+
+def leave_scrub_work(c, prefix: str) -> None:
+    """What a scrubber is for, below ``prefix``: ``keep`` (30 committed x2
+    records ``ok/<i>``), ``crashed`` (20 x2 records acknowledged and never
+    committed: its writer died) and ``gone`` (10 x1 records of a file deleted
+    in the tracker only, its copies left behind): 110 stored copies."""
+    keep = c.create(f"{prefix}/keep", replication="x2")
+    for i in range(30):
+        keep.queue_put(f"ok/{i}", b"committed" * 10)
+    keep.close()
+    crashed = c.create(f"{prefix}/crashed", replication="x2")
+    for i in range(20):
+        crashed.queue_put(f"lost/{i}", b"never committed").result()
+    crashed._transport.close()  # no flush: the commit never happens
+    gone = c.create(f"{prefix}/gone", replication="x1", blocksize=1)
+    for i in range(10):
+        gone.queue_put(f"g/{i}", b"orphan")
+    gone.close()
+    c.tracker.delete(f"{prefix}/gone", gone.file_id, whole_file=True)  # infofile only, copies left
 
 
 def stored(cluster) -> int:

@@ -82,6 +82,15 @@ def make_cluster(tmp_path: Path, peer_bin, request):
 
 
 @pytest.fixture
+def etcd(tmp_path):
+    """Three real etcd members (st_py.deploy.etcd.EtcdCluster), stopped after the test."""
+    from st_py.deploy.etcd import EtcdCluster
+
+    with EtcdCluster(tmp_path / "etcd", 3) as c:
+        yield c
+
+
+@pytest.fixture
 def make_site(make_cluster, tmp_path):
     """Factory: ``make_site(n_peers, alice=(["physics"], {"quota_bytes": N}),
     root=(["admin"], {"admin": True}), ...)`` -> ``(cluster, clients, keys)``:

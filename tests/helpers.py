@@ -509,6 +509,15 @@ def swap_flag(argv: list[str], flag: str, value: str) -> list[str]:
     return out
 
 
+def standby_argv(argv: list[str], state_dir, port: int, root=None) -> list[str]:
+    """A second tracker's command line from the first one's ``argv``: its own
+    ``state_dir`` and ``port``, its status page on a free port, and with
+    ``root`` a namespace of its own (``--own-namespace``)."""
+    out = swap_flag(swap_flag(argv, "--state-dir", str(state_dir)), "--port", str(port))
+    out = swap_flag(out, "--metrics-port", "0")
+    return out if root is None else [*swap_flag(out, "--root", str(root)), "--own-namespace"]
+
+
 # -- a writer and a reader through a tracker failover ---------------------------------
 def failover_writer(client, prefix: str, acked: dict, errors: list, stop, gaps: list | None = None) -> None:
     """Until ``stop`` (a threading.Event) is set: create ``<prefix>/fNNNN``

@@ -3,13 +3,13 @@ randomized SIGKILLs of peers, the tracker and writers during PUT, GET,
 GET_LOCAL and DELETE, then nothing committed lost or corrupted, GET_LOCAL
 exactly once, no temporary file after a scrub.
 
-One run uses a fixed seed, one a fresh seed (printed; replay it with
-``ST_FAULT_SEED=<seed>`` or ``python tests/fault_injection.py --seed <seed>``).
-The long soak is ``./dev soak``.
+The suite runs one fixed seed (``ST_FAULT_SEED=<seed>`` runs another); fresh
+seeds are the soak's (``./dev soak``, each printed; replay one with
+``python tests/fault_injection.py --seed <seed>``), so that ``./dev test``
+stays within its time budget and fails only on what a fixed history shows.
 """
 
 import os
-import random
 import sqlite3
 
 import pytest
@@ -21,7 +21,7 @@ STEPS = int(os.environ.get("ST_FAULT_STEPS", "60"))
 def _seeds():
     if os.environ.get("ST_FAULT_SEED"):
         return [int(os.environ["ST_FAULT_SEED"])]
-    return [20261121, random.SystemRandom().randrange(2**31)]
+    return [20261121]
 
 
 @pytest.mark.timeout(600)

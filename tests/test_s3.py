@@ -337,7 +337,9 @@ def test_checksums_boto3_sends_are_checked(s3):
 
 def test_storetorrent_s3_command_serves(site, s3, tmp_path):
     """``storetorrent s3`` (run as ``python -m st_integrations.s3``, the same
-    click command) as its own process: a listing through it, then SIGTERM."""
+    click command) as its own process: a listing through it, a GET read
+    from its peers' disks (``--peer-data``) and counted on its metrics
+    page (``--metrics-port``), then SIGTERM."""
     import subprocess
     import sys
 
@@ -358,6 +360,9 @@ def test_storetorrent_s3_command_serves(site, s3, tmp_path):
             "0",  # a free one, printed: no port picked here that another process could take first
             "--keys",
             str(tmp_path / "keys.toml"),
+            "--metrics-port",
+            "0",
+            *[a for p in sorted((cluster.data_dir / "peers").glob("peer-*")) for a in ("--peer-data", str(p))],
         ],
         env=env,
         stdout=subprocess.PIPE,
@@ -366,7 +371,9 @@ def test_storetorrent_s3_command_serves(site, s3, tmp_path):
     )
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()  # "listening on HOST:PORT", or "" if it exited
+        mline = proc.stdout.readline()  # "metrics on HOST:PORT", or "" if it exited
+        assert mline.startswith("metrics on "), proc.stderr.read() if proc.stderr else ""
+        line = proc.stdout.readline()  # "listening on HOST:PORT"
         assert line.startswith("listening on "), proc.stderr.read() if proc.stderr else ""
         port = int(line.rsplit(":", 1)[1])
         assert _listening(port)
@@ -379,7 +386,13 @@ def test_storetorrent_s3_command_serves(site, s3, tmp_path):
         )
         s3.put_object(Bucket="exp", Key="cmd/x", Body=b"x")
         assert [o["Key"] for o in c.list_objects_v2(Bucket="exp", Prefix="cmd/")["Contents"]] == ["cmd/x"]
+        assert c.get_object(Bucket="exp", Key="cmd/x")["Body"].read() == b"x"
         c.close()
+        from helpers import metric_value, scrape_metrics
+
+        m = scrape_metrics(mline.split("metrics on ", 1)[1].strip())
+        assert metric_value(m, "st_s3_local_reads_total") == 1  # every peer is on this host
+        assert metric_value(m, "st_s3_local_read_fallbacks_total") == 0
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=15)

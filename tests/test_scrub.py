@@ -2,32 +2,15 @@
 crashed writer never committed, and records of deleted files, are removed;
 nothing committed ever is."""
 
-from checks import admin_scrub, stored
+from checks import admin_scrub, leave_scrub_work, scrub_everywhere, stored
 
 
 def test_scrub_removes_uncommitted_and_deleted_keeps_committed(make_cluster):
     cluster = make_cluster(4, peer_args=["--scrub-age", "0"])
     c = cluster.client(group_size=1000)
-    keep = c.create("/scrub/keep", replication="x2")
-    for i in range(30):
-        keep.queue_put(f"ok/{i}", b"committed" * 10)
-    keep.close()
-    # a writer whose copies were acknowledged but that died before committing
-    crashed = c.create("/scrub/crashed", replication="x2")
-    for i in range(20):
-        crashed.queue_put(f"lost/{i}", b"never committed").result()
-    crashed._transport.close()  # no flush: the commit never happens
-    # a file deleted while one of its peers was away: its copies stay behind
-    gone = c.create("/scrub/gone", replication="x1", blocksize=1)
-    for i in range(10):
-        gone.queue_put(f"g/{i}", b"orphan")
-    gone.close()
-    c.tracker.delete("/scrub/gone", gone.file_id, whole_file=True)  # infofile only, copies left
+    leave_scrub_work(c, "/scrub")
     assert stored(cluster) == 60 + 40 + 10
-    totals = {}
-    for addr in cluster.peer_addrs:
-        for k, v in admin_scrub(cluster, addr).items():
-            totals[k] = totals.get(k, 0) + v
+    totals = scrub_everywhere(cluster)
     assert totals["removed_uncommitted"] == 40
     assert totals["removed_deleted_files"] == 10
     assert stored(cluster) == 60

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from conftest import poll_for
-from helpers import swap_flag
+from helpers import standby_argv, swap_flag
 
 from st_py.core import namespace
 from st_py.core.infofile import InfofileReader
@@ -49,9 +49,7 @@ def test_a_standby_that_follows_the_log_takes_over_without_the_leaders_disk(make
         cluster = make_cluster(3, tracker_args=args)
         (port_b,) = choose_ports([1])
         root_b = tmp_path / "namespace-b"
-        argv = swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b"))
-        argv = swap_flag(swap_flag(argv, "--port", str(port_b)), "--metrics-port", "0")
-        argv = [*swap_flag(argv, "--root", str(root_b)), "--own-namespace"]
+        argv = standby_argv(cluster.tracker.argv, tmp_path / "state-b", port_b, root_b)
         log_b = tmp_path / "b.log"
         out = log_b.open("wb")
         b = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -185,9 +183,7 @@ def test_a_new_standby_copies_a_live_replicas_namespace_then_follows(make_cluste
         poll_for(compacted, timeout=60, interval=1.0, what="the leader to compact its log")
         ticker.close()
         root_b = tmp_path / "namespace-b"
-        argv = swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b"))
-        argv = swap_flag(swap_flag(argv, "--port", str(port_b)), "--metrics-port", "0")
-        argv = [*swap_flag(argv, "--root", str(root_b)), "--own-namespace"]
+        argv = standby_argv(cluster.tracker.argv, tmp_path / "state-b", port_b, root_b)
         log_b = tmp_path / "b.log"
         out = log_b.open("wb")
         b = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -243,9 +239,7 @@ def test_a_standby_behind_the_logs_first_entry_is_refused_in_one_line(make_clust
             f.put("a", b"a")
         _compact_log_through(etcd, "late", 1)
         (port_b,) = choose_ports([1])
-        argv = swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b"))
-        argv = swap_flag(swap_flag(argv, "--port", str(port_b)), "--metrics-port", "0")
-        argv = [*swap_flag(argv, "--root", str(tmp_path / "namespace-b")), "--own-namespace"]
+        argv = standby_argv(cluster.tracker.argv, tmp_path / "state-b", port_b, tmp_path / "namespace-b")
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert out.returncode != 0
         last = out.stderr.strip().splitlines()[-1]
@@ -272,9 +266,7 @@ def test_nothing_shared_and_the_leaders_host_lost(make_cluster, tmp_path, monkey
         cluster = make_cluster(3, tracker_args=args, peer_metadata="fetch", metadata="fetch")
         (port_b,) = choose_ports([1])
         root_b = tmp_path / "namespace-b"
-        argv = swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b"))
-        argv = swap_flag(swap_flag(argv, "--port", str(port_b)), "--metrics-port", "0")
-        argv = swap_flag(argv, "--root", str(root_b))
+        argv = swap_flag(standby_argv(cluster.tracker.argv, tmp_path / "state-b", port_b), "--root", str(root_b))
         log_b = tmp_path / "b.log"
         out = log_b.open("wb")
         b = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -18,7 +18,7 @@ import time
 
 import pytest
 from conftest import poll_for
-from helpers import failover_reader, failover_writer, swap_flag
+from helpers import failover_reader, failover_writer, standby_argv
 from test_recover import _infofile_state, _recover, _wait_for_mirrors
 
 from st_py.core.infofile import InfofileReader
@@ -30,12 +30,6 @@ try:
     from st_py.tracker.log.etcd_session import EtcdSession
 except Exception as e:  # pragma: no cover - CI installs both (./dev setup)
     pytest.skip(f"etcd or aetcd missing: {e}", allow_module_level=True)
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    with EtcdCluster(tmp_path / "etcd", 3) as c:
-        yield c
 
 
 def _compact_log_through(etcd: EtcdCluster, cluster_id: str, index: int) -> None:
@@ -163,8 +157,7 @@ def _start_standby(cluster, tmp_path):
     # known before it listens (it listens once elected), so chosen as `up` chooses its
     # daemons' ports: below the ephemeral range no port-0 bind or connection is given
     (port,) = choose_ports([1])
-    argv = swap_flag(swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / "state-b")), "--port", str(port))
-    argv = swap_flag(argv, "--metrics-port", "0")
+    argv = standby_argv(cluster.tracker.argv, tmp_path / "state-b", port)
     out = (tmp_path / "standby.log").open("wb")
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     poll_for(lambda: b"a standby until elected" in (tmp_path / "standby.log").read_bytes(), timeout=30)

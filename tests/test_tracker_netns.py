@@ -14,7 +14,7 @@ import time
 
 import pytest
 from conftest import poll_for
-from helpers import failover_reader, failover_writer, swap_flag
+from helpers import failover_reader, failover_writer, standby_argv, swap_flag
 
 from st_py.deploy import netns
 from st_py.deploy.ports import choose_ports
@@ -63,8 +63,7 @@ def test_a_leader_cut_off_the_network_is_replaced_and_never_answers_again(make_c
             every = ",".join([cluster.tracker_addr, addr_b, addr_c])
 
             def argv(state: str, host: str, port: int, etcd_host: str) -> list[str]:
-                a = swap_flag(cluster.tracker.argv, "--state-dir", str(tmp_path / state))
-                a = swap_flag(swap_flag(a, "--port", str(port)), "--metrics-port", "0")
+                a = standby_argv(cluster.tracker.argv, tmp_path / state, port)
                 a = swap_flag(a, "--etcd", ",".join(f"{etcd_host}:{m.client_port}" for m in etcd.members))
                 return [*a, "--host", host]
 

@@ -26,7 +26,7 @@ def _plain_lines(text: str) -> list[str]:
 
 
 def test_killed_peer_is_restarted_and_up_keeps_its_layout(tmp_path, peer_bin):
-    data = tmp_path / "st-data"
+    data = tmp_path / "a-data-folder-with-a-long-name" / "st-data"  # its paths print whole, however short tmp_path is
     src = tmp_path / "shots"
     src.mkdir()
     for i in range(6):
@@ -249,6 +249,8 @@ def test_up_runs_an_s3_endpoint_it_restarts(tmp_path, peer_bin):
         )
         assert ls.returncode == 0 and ls.stdout.split()[-1] == "run/a.txt", ls.stderr
         old = poll_for(lambda: _up_s3_pid(up.pid), what="the S3 endpoint running")
+        assert cmdline(old).count("--peer-data") == 3  # its 3 peers' copies read from their disks (docs/s3.md)
+        assert "--metrics-port" in cmdline(old)
         os.kill(old, signal.SIGKILL)
         poll_for(lambda: (p := _up_s3_pid(up.pid)) and p != old, timeout=30, what="the S3 endpoint restarted")
         got = poll_for(
@@ -302,21 +304,25 @@ def test_up_with_three_trackers_keeps_writing_through_the_leaders_kill(tmp_path,
     standbys, peers and clients given every tracker's address. The leader is
     SIGKILLed while a client writes: a tracker is elected, every closed file
     reads back, `status` names the leader and why the lead changed, and the
-    supervisor starts the killed tracker again (it campaigns as the others)."""
+    supervisor starts the killed tracker again (it campaigns as the others).
+    With one per-file tracker (`--file-trackers 1`): the files of its shard
+    are written through the leader's per-file tracker before the kill and
+    the new leader's after it (their log is in etcd too)."""
     pytest.importorskip("aetcd")
     from st_py.client.client import Client
     from st_py.deploy.etcd import find_etcd
+    from st_py.tracker.shards import shard_of
 
     find_etcd()  # ./dev setup installs etcd-server
     data = tmp_path / "st-data"
-    up = start_up(data, "--trackers", "3", "--no-s3", "--repair-interval", "0")
+    up = start_up(data, "--trackers", "3", "--file-trackers", "1", "--no-s3", "--repair-interval", "0")
     try:
         info = poll_for(lambda: read_cluster_file(data), timeout=90, what="storetorrent up --trackers 3 to start")
         addrs = info["tracker"].split(",")
         assert len(addrs) == 3, info
         c = Client(info["tracker"])
         written = {}
-        for n in range(3):
+        for n in range(5):  # /ha/before4 and /ha/after4 are of shard 0, the others of shard 1
             with c.create(f"/ha/before{n}", replication="x2") as f:
                 f.put("r", f"before {n}".encode())
             written[f"/ha/before{n}"] = f"before {n}".encode()
@@ -328,13 +334,14 @@ def test_up_with_three_trackers_keeps_writing_through_the_leaders_kill(tmp_path,
         leader = next(t for t in view["trackers"] if t["role"] == "leader")
         assert leader["addr"] == addrs[0], view
         os.kill(leader["pid"], signal.SIGKILL)
-        for n in range(3):  # through the failover: latency, no error
+        for n in range(5):  # through the failover: latency, no error
             with c.create(f"/ha/after{n}", replication="x2") as f:
                 f.put("r", f"after {n}".encode())
             written[f"/ha/after{n}"] = f"after {n}".encode()
         for name, want in written.items():
             with c.open(name) as f:
                 assert f.get("r") == want, name
+        assert {shard_of(name, 2) for name in written} == {0, 1}, sorted(written)  # the master's and the other
 
         def all_back():  # the killed one restarted: a standby, or elected again (it campaigns like the others)
             v = log_view()

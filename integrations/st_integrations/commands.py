@@ -7,6 +7,7 @@ import click
 
 from st_py.cli.app import as_of_opt, as_of_value, data_opt, format_opt, tracker_address, tracker_opt
 from st_py.cli.render import emit, say
+from st_py.client.object_stream import STRIPES_AHEAD
 
 
 @click.command()
@@ -66,12 +67,45 @@ def sql(tracker, data, query, files, fmt, as_of) -> None:
     type=float,
     help="abort multipart uploads untouched this many hours (0: never)",
 )
-def s3(tracker, data, host, port, keys_file, replication, domain, region, upload_expiry_hours) -> None:
+@click.option(
+    "--peer-data",
+    "peer_data",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="data directory of a peer on this node (repeatable): its copies are read from disk, checked, not by GET",
+)
+@click.option(
+    "--read-ahead",
+    default=STRIPES_AHEAD,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="stripes a GET of a striped object keeps in flight (1: one after another)",
+)
+@click.option(
+    "--metrics-port",
+    default=None,
+    type=int,
+    help="serve Prometheus metrics (read counters) at http://HOST:PORT/metrics (0: a free port; default: none)",
+)
+def s3(
+    tracker,
+    data,
+    host,
+    port,
+    keys_file,
+    replication,
+    domain,
+    region,
+    upload_expiry_hours,
+    peer_data,
+    read_ahead,
+    metrics_port,
+) -> None:
     """Serve the S3 API (path-style, SigV4) over the cluster's files and
     records until interrupted (docs/s3.md). Prints ``listening on
     HOST:PORT`` on stdout once it takes connections (what `storetorrent up`
-    waits for)."""
-    from .s3.server import listen, make_server
+    waits for), after ``metrics on HOST:PORT`` with --metrics-port."""
+    from .s3.server import app_of, listen, make_server
 
     address = tracker_address(tracker, data)
     server = make_server(
@@ -83,9 +117,16 @@ def s3(tracker, data, host, port, keys_file, replication, domain, region, upload
         domain=domain,
         region=region,
         upload_expiry_s=upload_expiry_hours * 3600,
+        peer_data=list(peer_data),
+        read_ahead=read_ahead,
     )
     sock = listen(host, port)
     bound = sock.getsockname()[1]
+    if metrics_port is not None:
+        from .s3.metrics import serve_metrics
+
+        _, mport = serve_metrics(app_of(server), host, metrics_port)
+        click.echo(f"metrics on {host}:{mport}")
     say(f"S3 endpoint on http://{host}:{bound} over tracker {address}", err=True)
     click.echo(f"listening on {host}:{bound}")
     server.run(sockets=[sock])

@@ -275,6 +275,17 @@ Status ApplyFetched(const std::string& path, uint64_t file_id, const FetchedInfo
                             reply.kind + "'");
 }
 
+namespace {
+
+// "file 0123456789abcdef", for a copy asked for by id alone.
+std::string IdLabel(uint64_t file_id) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "file %016llx", static_cast<unsigned long long>(file_id));
+  return buf;
+}
+
+}  // namespace
+
 InfofileCopies::InfofileCopies(std::string meta_dir, InfofileFetcher* fetcher)
     : meta_dir_(std::move(meta_dir)), fetcher_(fetcher), tracker_(fetcher->tracker()) {
   ::mkdir(meta_dir_.c_str(), 0700);
@@ -295,6 +306,21 @@ std::mutex* InfofileCopies::LockOf(uint64_t file_id) {
 
 Status InfofileCopies::Ensure(const std::string& name, uint64_t file_id, uint64_t want_generation,
                               double deadline_s, uint64_t* have) {
+  FetchFailure failure;
+  return Catch(name, file_id, want_generation, deadline_s, have, &failure);
+}
+
+Status InfofileCopies::EnsureLatest(uint64_t file_id, double deadline_s, FetchFailure* failure) {
+  uint64_t have = 0;
+  Status s = Catch("", file_id, 0, deadline_s, &have, failure);
+  // A reply that could not be applied, a copy that cannot be read: not the tracker's word.
+  if (!s.ok() && *failure == FetchFailure::kNone) *failure = FetchFailure::kRefused;
+  return s;
+}
+
+Status InfofileCopies::Catch(const std::string& name, uint64_t file_id, uint64_t want_generation,
+                             double deadline_s, uint64_t* have, FetchFailure* failure) {
+  *failure = FetchFailure::kNone;
   std::lock_guard<std::mutex> lock(*LockOf(file_id));
   const std::string path = PathOf(file_id);
   CopyState state;
@@ -310,6 +336,7 @@ Status InfofileCopies::Ensure(const std::string& name, uint64_t file_id, uint64_
   s = fetcher_->Fetch(name, file_id, state, want_generation, deadline_s, &reply);
   if (!s.ok()) {
     ++counters_.failures;
+    *failure = reply.failure != FetchFailure::kNone ? reply.failure : FetchFailure::kRefused;
     return s;
   }
   if (reply.kind == "changes" || reply.kind == "current") {
@@ -323,10 +350,12 @@ Status InfofileCopies::Ensure(const std::string& name, uint64_t file_id, uint64_
     // Not the state the changes follow: ask for a snapshot once.
     FetchedInfofile again;
     s = fetcher_->Fetch(name, file_id, CopyState(), want_generation, deadline_s, &again);
+    if (!s.ok()) *failure = again.failure;
     if (s.ok()) s = ApplyFetched(path, file_id, again);
   }
   if (!s.ok()) {
     ++counters_.failures;
+    if (*failure == FetchFailure::kNone) *failure = FetchFailure::kRefused;
     return s;
   }
   ++counters_.fetches;
@@ -338,7 +367,8 @@ Status InfofileCopies::Ensure(const std::string& name, uint64_t file_id, uint64_
     size_t bytes = 0;
     for (const std::string& d : reply.data) bytes += d.size();
     ST_LOG_INFO("infofile copy of %s: generation %llu -> %llu by %s (%zu bytes)",
-                Printable(name).c_str(), static_cast<unsigned long long>(state.generation),
+                name.empty() ? IdLabel(file_id).c_str() : Printable(name).c_str(),
+                static_cast<unsigned long long>(state.generation),
                 static_cast<unsigned long long>(now.generation), reply.kind.c_str(), bytes);
   }
   *have = now.generation;

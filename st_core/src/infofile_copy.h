@@ -49,6 +49,15 @@ struct CopyState {
   std::string schema;  // SchemaFingerprint
 };
 
+// Why a FetchInfofile failed, as far as the tracker said.
+enum class FetchFailure : uint8_t {
+  kNone,         // it did not fail
+  kUnreachable,  // no answer: the tracker is down or unreachable, or the deadline passed
+  kRefused,      // an answer that is no reply: no such name or id, not in the peerlist, ...
+  kDeleted,      // NOT_FOUND saying explicitly that the file of that id was deleted
+             // (gRPC trailer st-error: file-deleted): the only answer that a file is gone
+};
+
 // A FetchInfofile reply, whole.
 struct FetchedInfofile {
   std::string kind;  // "snapshot", "changes" or "current"
@@ -57,8 +66,9 @@ struct FetchedInfofile {
   uint64_t position = 0;
   std::string log_id;
   uint64_t total_size = 0;  // snapshot
-  uint32_t crc32c = 0;      // snapshot
+  uint32_t crc32c = 0;  // snapshot
   std::vector<std::string> data;  // snapshot bytes in pieces, or one changeset each
+  FetchFailure failure = FetchFailure::kNone;  // with a Fetch that failed: why
 };
 
 // The hex digest the tracker compares (first 32 hex digits of the SHA-256 of
@@ -79,11 +89,13 @@ Status ApplyFetched(const std::string& path, uint64_t file_id, const FetchedInfo
 class InfofileFetcher {
  public:
   virtual ~InfofileFetcher() = default;
-  // One FetchInfofile call for file `name` (its namespace path) of id
-  // `file_id`, the copy being at `have` (no copy: all empty), to reach at
-  // least `want_generation`. NotFound if the tracker has no such file (of
-  // that id); any other failure (unreachable, refused) is another !ok.
-  // The call gives up after deadline_s seconds.
+  // One FetchInfofile call for file `name` (its namespace path; empty: the
+  // tracker finds the file by `file_id` alone) of id `file_id`, the copy
+  // being at `have` (no copy: all empty), to reach at least
+  // `want_generation`. NotFound if the tracker has no such file (of that
+  // id); any other failure (unreachable, refused) is another !ok; on a
+  // failure out->failure says why. The call gives up after deadline_s
+  // seconds.
   virtual Status Fetch(const std::string& name, uint64_t file_id, const CopyState& have,
                        uint64_t want_generation, double deadline_s, FetchedInfofile* out) = 0;
   // The tracker(s) asked, for messages ("host:port" or a comma list).
@@ -109,6 +121,13 @@ class InfofileCopies {
   Status Ensure(const std::string& name, uint64_t file_id, uint64_t want_generation,
                 double deadline_s, uint64_t* have);
 
+  // The scrubber's question (scrub_plan.h): brings the copy of `file_id` to
+  // the tracker's latest, naming the file by its id alone (the tracker finds
+  // its name; a peer may hold records of a file it has no copy of yet). On
+  // failure the copy is left as it was and *failure says why: kDeleted only
+  // if the tracker said explicitly that the file was deleted.
+  Status EnsureLatest(uint64_t file_id, double deadline_s, FetchFailure* failure);
+
   const std::string& tracker() const { return tracker_; }
 
   // For the metrics (any thread): calls to the tracker that brought a copy
@@ -123,6 +142,8 @@ class InfofileCopies {
 
  private:
   std::mutex* LockOf(uint64_t file_id);
+  Status Catch(const std::string& name, uint64_t file_id, uint64_t want_generation,
+               double deadline_s, uint64_t* have, FetchFailure* failure);
 
   std::string meta_dir_;
   InfofileFetcher* fetcher_;

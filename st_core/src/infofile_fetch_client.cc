@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cstdio>
 
 #include "announcer.h"
 #include "capability.h"
@@ -10,6 +11,20 @@
 #include "storetorrent/v1/tracker.grpc.pb.h"
 
 namespace st {
+namespace {
+
+// The tracker's kind of refusal (st_py/errors.py ERROR_KIND_KEY) and the one
+// that says a file id's file was deleted (st_py/tracker/rpc/fetch_rpc.py).
+constexpr char kErrorKindKey[] = "st-error";
+constexpr char kFileDeleted[] = "file-deleted";
+
+std::string FileIdText(uint64_t file_id) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "file id %016llx", static_cast<unsigned long long>(file_id));
+  return buf;
+}
+
+}  // namespace
 
 struct GrpcInfofileFetcher::Impl {
   std::unique_ptr<storetorrent::v1::Tracker::Stub> stub;
@@ -79,16 +94,31 @@ Status GrpcInfofileFetcher::Fetch(const std::string& name, uint64_t file_id, con
     }
   }
   grpc::Status st = reader->Finish();
+  const std::string what = name.empty() ? FileIdText(file_id) : name;
   if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
-    return Status::NotFound("the tracker " + options_.tracker + " has no file " + name + ": " +
+    out->failure = FetchFailure::kRefused;
+    const auto& trailer = ctx.GetServerTrailingMetadata();
+    auto kind = trailer.find(kErrorKindKey);
+    if (kind != trailer.end() &&
+        std::string(kind->second.data(), kind->second.size()) == kFileDeleted) {
+      out->failure = FetchFailure::kDeleted;
+    }
+    return Status::NotFound("the tracker " + options_.tracker + " has no " + what + ": " +
                             st.error_message());
   }
   if (!st.ok()) {
-    return Status::Unavailable("FetchInfofile of " + name + " from " + options_.tracker +
+    out->failure = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                           st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+                       ? FetchFailure::kUnreachable
+                       : FetchFailure::kRefused;
+    return Status::Unavailable("FetchInfofile of " + what + " from " + options_.tracker +
                                " failed: " + st.error_message() + " (gRPC code " +
                                std::to_string(static_cast<int>(st.error_code())) + ")");
   }
-  if (first) return Status::Unavailable("FetchInfofile of " + name + ": an empty reply");
+  if (first) {
+    out->failure = FetchFailure::kRefused;
+    return Status::Unavailable("FetchInfofile of " + what + ": an empty reply");
+  }
   return Status::OK();
 }
 

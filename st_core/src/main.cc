@@ -229,16 +229,18 @@ int main(int argc, char** argv) {
                                        ? "of its host (no --domain: peers of one machine share it)"
                                        : opt.domain.c_str());
 
-  if (sv.namespace_dir.empty()) {
-    ST_LOG_INFO("scrubber disabled: no --namespace, so committed records cannot be told from "
-                "stale ones (SCRUB answers NO_NAMESPACE)");
+  const char* scrub_reads =
+      sv.copies != nullptr ? " (reading the copies, brought to the tracker's latest)" : "";
+  if (sv.namespace_dir.empty() && sv.copies == nullptr) {
+    ST_LOG_INFO("scrubber disabled: no --namespace and no --tracker, so committed records cannot "
+                "be told from stale ones (SCRUB answers NO_NAMESPACE)");
   } else if (sv.scrub_interval_s > 0) {
-    ST_LOG_INFO("scrubber: every %g s; records and temporary files younger than %g s are kept",
-                sv.scrub_interval_s, sv.scrub_age_s);
+    ST_LOG_INFO("scrubber: every %g s%s; records and temporary files younger than %g s are kept",
+                sv.scrub_interval_s, scrub_reads, sv.scrub_age_s);
   } else {
-    ST_LOG_INFO("scrubber: no periodic runs (--scrub-interval 0), only on SCRUB requests; "
+    ST_LOG_INFO("scrubber: no periodic runs (--scrub-interval 0), only on SCRUB requests%s; "
                 "records and temporary files younger than %g s are kept",
-                sv.scrub_age_s);
+                scrub_reads, sv.scrub_age_s);
   }
 
   if (sv.copies != nullptr && sv.mirror_interval_s > 0) {

@@ -75,8 +75,8 @@ std::vector<OptionSpec> MakeTable() {
           "address announced and matched in GET_LOCAL peerlists; without it, "
           "HOST:PORT as listened"),
       Opt("namespace", T::kString, "DIR", ST_FIELD(server.namespace_dir), nullptr,
-          "namespace root holding the infofiles (needed for GET_LOCAL, the "
-          "scrubber and the infofile mirrors)")
+          "namespace root holding the infofiles (read by GET_LOCAL, the scrubber "
+          "and the infofile mirrors; without it they read copies from --tracker)")
           .What("a directory")
           .Flags(kOptTrimSlashes),
       Opt("metadata", T::kString, "MODE", ST_FIELD(metadata), "auto",
@@ -156,8 +156,9 @@ std::vector<OptionSpec> MakeTable() {
           "the least factor --yield-to-host-load scales the limits by")
           .Bounds(0.01, 1),
       Opt("scrub-interval", T::kSeconds, "SECONDS", ST_FIELD(server.scrub_interval_s), "86400",
-          "seconds between scrubs, which remove records the namespace does not "
-          "commit to this peer (needs --namespace); 0: only on a SCRUB request"),
+          "seconds between scrubs, which remove records the infofiles do not "
+          "commit to this peer (needs --namespace, or --tracker for copies); 0: only "
+          "on a SCRUB request"),
       Opt("scrub-age", T::kSeconds, "SECONDS", ST_FIELD(server.scrub_age_s), "3600",
           "the scrubber never removes a record or temporary file modified less "
           "than this long ago: its write may not be committed yet"),

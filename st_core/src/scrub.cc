@@ -23,6 +23,12 @@ const char* ScrubActionName(ScrubAction a) {
   return "?";
 }
 
+InfofileState StateFromTracker(const Status& s, FetchFailure failure) {
+  if (s.ok()) return InfofileState::kRead;
+  if (s.IsNotFound() && failure == FetchFailure::kDeleted) return InfofileState::kMissing;
+  return InfofileState::kUnknown;
+}
+
 std::vector<ScrubAction> DecideScrub(const std::vector<LocalRecord>& local, InfofileState state,
                                      const std::vector<CommittedCopy>& committed, double now,
                                      double age_s) {

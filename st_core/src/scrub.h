@@ -17,13 +17,16 @@
 #include <vector>
 
 #include "infofile.h"
+#include "infofile_copy.h"
+#include "status.h"
 
 namespace st {
 
 // What the scrubber knows of a file id's infofile.
 enum class InfofileState : uint8_t {
   kRead,     // read: the committed copies are known
-  kMissing,  // no infofile in the namespace has this file id: the file was deleted
+  kMissing,  // no infofile in the namespace has this file id, or (--metadata fetch) the
+             // tracker said explicitly that the file was deleted
   kUnknown,  // an infofile could not be read, or the namespace walk was incomplete
 };
 
@@ -43,6 +46,15 @@ inline bool IsRemoval(ScrubAction a) {
   return a == ScrubAction::kRemoveUncommitted || a == ScrubAction::kRemoveWrongRank ||
          a == ScrubAction::kRemoveDeletedFile;
 }
+
+// --metadata fetch: the state of a file id whose copy the scrubber asked the
+// tracker to bring to its latest (InfofileCopies::EnsureLatest returned
+// `s`, and `failure` if !ok): kRead if it did; kMissing only if the tracker
+// said explicitly that the file was deleted (FetchFailure::kDeleted with
+// NotFound); kUnknown on anything else: a tracker that cannot be reached, a
+// NOT_FOUND that does not say so (an id the tracker does not know), a
+// refusal (this peer no longer in the file's peerlist), a bad reply.
+InfofileState StateFromTracker(const Status& s, FetchFailure failure);
 
 // One record file of the local store, as the inventory found it.
 struct LocalRecord {

@@ -106,6 +106,31 @@ void ListLocalRecords(Env* env, const std::string& fdir, std::vector<LocalRecord
   }
 }
 
+// --metadata fetch: the state and committed copies of file_id from its copy
+// brought to the tracker's latest. Unavailable if the tracker cannot be
+// reached (the whole inventory ends: nothing is removed).
+Status FromTracker(const ScrubPlanOptions& o, uint64_t file_id, size_t records,
+                   const InfofileReadOptions& ro, InfofileState* state,
+                   std::vector<CommittedCopy>* committed) {
+  FetchFailure failure = FetchFailure::kNone;
+  Status s = o.copies->EnsureLatest(file_id, o.fetch_deadline_s, &failure);
+  if (!s.ok() && failure == FetchFailure::kUnreachable) {
+    return Status::Unavailable("the tracker " + o.copies->tracker() +
+                               " cannot be reached, so no copy can be brought to its latest (" +
+                               s.message() + ")");
+  }
+  *state = StateFromTracker(s, failure);
+  if (*state == InfofileState::kRead) {
+    s = ReadCommittedCopies(o.copies->PathOf(file_id), file_id, o.peer_id, ro, committed);
+    if (!s.ok()) *state = InfofileState::kUnknown;
+  }
+  if (*state == InfofileState::kUnknown) {
+    ST_LOG_WARN("scrub: skipping file %016llx (%zu local records): %s",
+                static_cast<unsigned long long>(file_id), records, s.ToString().c_str());
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel, ScrubPlan* plan) {
@@ -115,12 +140,15 @@ Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
   plan->cutoff = plan->now - o.age_s;
 
   NamespaceIndex ns;
-  Status s = IndexNamespace(env, o, cancel, &ns);
+  Status s;
+  if (o.copies == nullptr) s = IndexNamespace(env, o, cancel, &ns);
   if (!s.ok()) return s;
   plan->infofiles = ns.infofiles;
   plan->namespace_complete = ns.complete;
   const bool may_miss = ns.complete && ns.infofiles > 0;
-  if (!ns.complete) {
+  if (o.copies != nullptr) {
+    // no walk: each file id's copy is asked of the tracker below
+  } else if (!ns.complete) {
     ST_LOG_WARN("scrub: the namespace walk of %s was incomplete; records of files without an "
                 "infofile are kept this time",
                 o.namespace_dir.c_str());
@@ -161,7 +189,11 @@ Status MakeScrubPlan(const ScrubPlanOptions& o, const std::atomic<bool>* cancel,
     InfofileState state = InfofileState::kUnknown;
     committed.clear();
     auto it = ns.paths.find(file_id);
-    if (it != ns.paths.end()) {
+    if (o.copies != nullptr) {
+      s = FromTracker(o, file_id, local.size(), ro, &state, &committed);
+      if (!s.ok()) return s;
+      if (state == InfofileState::kRead) ++plan->infofiles;
+    } else if (it != ns.paths.end()) {
       state = InfofileState::kRead;
       for (const std::string& path : it->second) {
         s = ReadCommittedCopies(path, file_id, o.peer_id, ro, &part);

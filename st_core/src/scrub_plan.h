@@ -20,6 +20,15 @@
 //        kUnknown  otherwise (logged once).
 //      DecideScrub() then names the records to remove.
 //   3. List <data>/tmp/: regular files whose mtime is at least age old.
+//
+// With copies (st-peer --metadata fetch, no namespace; infofile_copy.h) there
+// is no walk: in step 2, for each file id with records, the copy in
+// <data>/meta/ is brought to the tracker's latest, the tracker finding the
+// file by its id (InfofileCopies::EnsureLatest), and the state is
+// StateFromTracker(): kRead (committed = what the copy commits, as above),
+// kMissing only if the tracker said explicitly that the file was deleted,
+// kUnknown otherwise (logged). A tracker that cannot be reached ends the
+// inventory with Unavailable: nothing is planned, nothing removed.
 #ifndef ST_CORE_SCRUB_PLAN_H_
 #define ST_CORE_SCRUB_PLAN_H_
 
@@ -29,13 +38,16 @@
 #include <vector>
 
 #include "env.h"
+#include "infofile_copy.h"
 #include "scrub.h"
 #include "status.h"
 
 namespace st {
 
 struct ScrubPlanOptions {
-  std::string namespace_dir;  // the namespace root
+  std::string namespace_dir;  // the namespace root (unused with copies)
+  InfofileCopies* copies = nullptr;  // --metadata fetch: the copies, from the tracker
+  double fetch_deadline_s = 10;      // per copy's catch-up (with copies)
   std::string data_dir;       // the record store (absolute)
   std::string peer_id;
   double age_s = 3600;
@@ -57,7 +69,7 @@ struct ScrubPlan {
   uint64_t files = 0;        // file ids with records in the store
   uint64_t skipped = 0;      // of those, file ids whose infofile state was kUnknown
   uint64_t records = 0;      // records examined
-  uint64_t infofiles = 0;    // infofiles found in the namespace
+  uint64_t infofiles = 0;    // infofiles found in the namespace (copies: read)
   bool namespace_complete = false;  // walk saw every directory and identified every file
   std::vector<PlannedRemoval> removals;
   std::vector<std::string> tmp_files;  // names in <data>/tmp/
@@ -65,8 +77,9 @@ struct ScrubPlan {
 };
 
 // Builds the plan. Stops early with Unavailable if *cancel becomes true.
-// Unavailable also if the namespace root cannot be read (nothing is planned
-// then); IOError if <data>/files/ cannot be read.
+// Unavailable also if the namespace root cannot be read, or (with copies)
+// the tracker cannot be reached (nothing is planned then); IOError if
+// <data>/files/ cannot be read.
 Status MakeScrubPlan(const ScrubPlanOptions& options, const std::atomic<bool>* cancel,
                      ScrubPlan* plan);
 

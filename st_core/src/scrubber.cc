@@ -50,6 +50,8 @@ void Scrubber::Begin() {
   counts_ = ScrubReply();
   ScrubPlanOptions po;
   po.namespace_dir = options_.namespace_dir;
+  po.copies = options_.copies;
+  po.fetch_deadline_s = options_.fetch_deadline_s;
   po.data_dir = store_->data_dir();
   po.peer_id = store_->peer_id();
   po.age_s = options_.age_s;

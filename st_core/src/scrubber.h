@@ -2,7 +2,9 @@
 //
 //   loop thread                         background thread (background.h)
 //   Request() / periodic timer
-//     -> Begin(): schedule it -------> MakeScrubPlan(): walk the namespace,
+//     -> Begin(): schedule it -------> MakeScrubPlan(): walk the namespace
+//                                       (or bring the copies of the held
+//                                       files to the tracker's latest),
 //                                       read infofiles, walk the store and
 //                                       tmp/ (deletes nothing)
 //   OnPlan() <------------ Post --------
@@ -36,7 +38,9 @@
 namespace st {
 
 struct ScrubberOptions {
-  std::string namespace_dir;   // required
+  std::string namespace_dir;   // required unless copies
+  InfofileCopies* copies = nullptr;  // --metadata fetch: the copies (scrub_plan.h), not a walk
+  double fetch_deadline_s = 10;      // per copy's catch-up
   double interval_s = 86400;   // periodic runs; 0: only on request
   double age_s = 3600;         // younger records and tmp files are never removed
   int busy_timeout_ms = 5000;  // per infofile
@@ -45,8 +49,9 @@ struct ScrubberOptions {
 class Scrubber {
  public:
   // Called on the loop thread when the run that serves a request ends.
-  // Unavailable: the namespace root could not be read (or the peer is
-  // stopping); IOError: the record store could not be listed.
+  // Unavailable: the namespace root could not be read, or (copies) the
+  // tracker could not be reached, or the peer is stopping; IOError: the
+  // record store could not be listed.
   using Done = std::function<void(const Status& s, const ScrubReply& counts)>;
 
   Scrubber(EventLoop* loop, RecordStore* store, ScrubberOptions options);
@@ -61,6 +66,7 @@ class Scrubber {
   void Request(Done done);
 
   bool running() const { return running_; }
+  bool from_copies() const { return options_.copies != nullptr; }
   uint64_t runs() const { return runs_; }
 
   static constexpr size_t kBatch = 512;  // removals per loop turn

@@ -170,13 +170,18 @@ Status Server::Start() {
   verifier_ = std::make_unique<Verifier>(loop_, store_, vo, &bad_copies_);
   verifier_->Start();
 
-  if (!options_.namespace_dir.empty()) {
+  if (!options_.namespace_dir.empty() || options_.copies != nullptr) {
+    // With copies (--metadata fetch) the scrubber reads them, brought to the
+    // tracker's latest, instead of the namespace (scrub_plan.h).
     ScrubberOptions so;
     so.namespace_dir = options_.namespace_dir;
+    so.copies = options_.copies;
     so.interval_s = options_.scrub_interval_s;
     so.age_s = options_.scrub_age_s;
     scrubber_ = std::make_unique<Scrubber>(loop_, store_, so);
     scrubber_->Start();
+  }
+  if (!options_.namespace_dir.empty()) {
     if (options_.mirror_interval_s > 0 && options_.copies == nullptr) {
       MetaMirrorOptions mo;
       mo.namespace_dir = options_.namespace_dir;
@@ -473,17 +478,22 @@ void Server::HandleScrub(Connection* c, const FrameHeader& h, std::string_view, 
   const uint64_t seq = h.seq;
   if (!scrubber_) {
     c->Send(EncodeError(seq, ErrorCode::kNoNamespace,
-                        "this peer has no namespace root, so it cannot tell committed records "
-                        "from stale ones; start st-peer with --namespace <dir> to scrub"));
+                        "this peer has neither a namespace root nor infofile copies, so it cannot "
+                        "tell committed records from stale ones; start st-peer with --namespace "
+                        "<dir> or --tracker (--metadata fetch) to scrub"));
     return;
   }
   uint64_t conn_id = c->id();
   c->BeginDeferred();
-  scrubber_->Request([this, conn_id, seq](const Status& s, const ScrubReply& counts) {
+  const bool copies = scrubber_->from_copies();
+  scrubber_->Request([this, conn_id, seq, copies](const Status& s, const ScrubReply& counts) {
     if (s.ok()) {
       SendToClient(conn_id, EncodeScrubReply(seq, counts));
     } else {
-      ErrorCode code = s.IsUnavailable() ? ErrorCode::kNoNamespace : ErrorCode::kIoError;
+      // Unavailable: the namespace root cannot be read, or (copies) the tracker cannot be reached.
+      ErrorCode code = !s.IsUnavailable() ? ErrorCode::kIoError
+                       : copies           ? ErrorCode::kStaleInfofile
+                                          : ErrorCode::kNoNamespace;
       SendToClient(conn_id,
                    EncodeError(seq, code, "scrub failed, nothing removed: " + s.message()));
     }

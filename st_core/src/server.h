@@ -69,8 +69,8 @@ struct ServerOptions {
   double host_load_period_s = 1;
   // Where the samples come from; empty: /proc (ReadCpuTimes). (Tests inject them.)
   std::function<Status(CpuTimes*)> cpu_sampler;
-  double scrub_interval_s = 86400;  // periodic scrubs (needs namespace_dir); 0: only on SCRUB
-  double scrub_age_s = 3600;        // the scrubber never removes anything younger
+  double scrub_interval_s = 86400;  // periodic scrubs (namespace_dir or copies); 0: only on SCRUB
+  double scrub_age_s = 3600;  // the scrubber never removes anything younger
   // Infofile mirrors for recovery without the namespace (meta_mirror.h;
   // needs namespace_dir): seconds between passes; 0: no mirrors, and
   // LIST_META / GET_META answer NO_NAMESPACE.
@@ -80,9 +80,9 @@ struct ServerOptions {
   double verify_interval_s = 7 * 86400;
   double verify_bytes_per_s = 20e6;
   // Hostile or broken clients (docs/peer.md, "Hostile input"); 0: no limit.
-  double idle_timeout_s = 30;       // a begun frame that gets no byte for this long
-  double keepalive_timeout_s = 0;   // a client connection with nothing in flight
-  size_t max_connections = 1024;    // client connections; ring links have as many again
+  double idle_timeout_s = 30;  // a begun frame that gets no byte for this long
+  double keepalive_timeout_s = 0;  // a client connection with nothing in flight
+  size_t max_connections = 1024;  // client connections; ring links have as many again
   // Capabilities (docs/capabilities.md): the 32-byte key of --key-file.
   // Empty: AUTH is answered OK and ignored, and nothing is checked.
   std::string capability_key;
@@ -95,7 +95,7 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
   // A request's payload as its row's decoder left it: views into the frame
   // (copies for the ring types, which outlive it).
   struct Request {
-    uint64_t file_id = 0;   // the file its capability must cover (0: every file)
+    uint64_t file_id = 0;  // the file its capability must cover (0: every file)
     std::string_view name;  // the record it names (GET, DELETE)
     std::variant<std::monostate, PutRequest, PutChainRequest, NameRequest, RingHeader, RingSegment,
                  GetMetaRequest, std::string_view /* AUTH's token */>
@@ -107,12 +107,12 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
                                           std::string_view payload, Request* req);
 
   // Row flags of the request table.
-  static constexpr unsigned kCheckName = 1u << 0;        // ValidateRecordName(req.name) first
+  static constexpr unsigned kCheckName = 1u << 0;  // ValidateRecordName(req.name) first
   static constexpr unsigned kPeerIfForwarded = 1u << 1;  // kFlagForwarded: PEER instead of op
-  static constexpr unsigned kOrAdmin = 1u << 2;          // or ADMIN on every file (file 0)
-  static constexpr unsigned kNeverHeld = 1u << 3;        // impact control never holds it
-  static constexpr unsigned kWriteBytes = 1u << 4;       // its payload counts as written bytes
-  static constexpr unsigned kReadBytes = 1u << 5;        // waits for the read budget (GET)
+  static constexpr unsigned kOrAdmin = 1u << 2;  // or ADMIN on every file (file 0)
+  static constexpr unsigned kNeverHeld = 1u << 3;  // impact control never holds it
+  static constexpr unsigned kWriteBytes = 1u << 4;  // its payload counts as written bytes
+  static constexpr unsigned kReadBytes = 1u << 5;  // waits for the read budget (GET)
 
   // One row of the request table (after redis's src/commands.def): a request
   // type, the capability operation it needs (capability.h kOp*; 0: none),
@@ -295,7 +295,7 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
     Kind kind;
     bool classified = false;  // its first frame (other than AUTH) has started
     EventLoop::TimerId probation_timer = 0;
-    CapabilityTable caps;     // tokens sent with AUTH (only with a key)
+    CapabilityTable caps;  // tokens sent with AUTH (only with a key)
   };
   void SetKind(uint64_t id, Inbound* in, Kind kind);
   void Refuse(Connection* c, Inbound* in, const std::string& why);
@@ -322,7 +322,7 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
   std::vector<uint64_t> corked_;
   std::vector<std::unique_ptr<Connection>> graveyard_;  // closed, freed by a posted task
   std::unique_ptr<GetLocal> get_local_;
-  std::unique_ptr<Scrubber> scrubber_;  // only with a namespace root
+  std::unique_ptr<Scrubber> scrubber_;  // only with a namespace root or copies
   std::unique_ptr<MetaMirror> mirror_;  // only with a namespace root and a mirror interval
   BadCopyQueue bad_copies_;
   std::unique_ptr<Verifier> verifier_;
@@ -333,7 +333,7 @@ class Server : public Connection::Handler, public GetLocal::Host, private Links:
   uint64_t denied_since_log_ = 0;
   double denied_log_at_ = 0;
   Admission admission_;  // impact control
-  Links links_;          // outgoing connections to other peers
+  Links links_;  // outgoing connections to other peers
   PeerMetrics metrics_;
   std::vector<SyncItem> sync_waiting_;  // written, waiting for the next group fsync
   bool sync_in_flight_ = false;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "crc32c.h"
+#include "infofile_copy.h"
 #include "infofile_util.h"
 #include "record_store.h"
 #include "test_util.h"
@@ -55,6 +57,55 @@ void Backdate(const std::string& path, double seconds) {
   tv[1] = tv[0];
   ASSERT_EQ(0, utimes(path.c_str(), tv)) << path;
 }
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The tracker's answers to FetchInfofile by file id (st_py/tracker/rpc/fetch_rpc.py): a
+// snapshot of the infofile it holds, NOT_FOUND with or without "file-deleted", a refusal, or no
+// answer at all.
+class TrackerFetcher : public InfofileFetcher {
+ public:
+  Status Fetch(const std::string& name, uint64_t file_id, const CopyState&, uint64_t, double,
+               FetchedInfofile* out) override {
+    *out = FetchedInfofile();
+    names.push_back(name);
+    if (unreachable) {
+      out->failure = FetchFailure::kUnreachable;
+      return Status::Unavailable("connection refused (gRPC code 14)");
+    }
+    if (deleted.count(file_id) != 0) {
+      out->failure = FetchFailure::kDeleted;
+      return Status::NotFound("file id was deleted");
+    }
+    if (refused.count(file_id) != 0) {
+      out->failure = FetchFailure::kRefused;
+      return Status::Unavailable("not in the peerlist (gRPC code 7)");
+    }
+    auto it = infofiles.find(file_id);
+    if (it == infofiles.end()) {
+      out->failure = FetchFailure::kRefused;
+      return Status::NotFound("this tracker knows no file of that id");
+    }
+    std::string bytes = ReadAll(it->second);
+    out->kind = "snapshot";
+    out->file_id = file_id;
+    out->generation = 1;
+    out->total_size = bytes.size();
+    out->crc32c = crc32c::Value(bytes);
+    out->data.push_back(std::move(bytes));
+    return Status::OK();
+  }
+  std::string tracker() const override { return "127.0.0.1:9"; }
+
+  bool unreachable = false;
+  std::map<uint64_t, std::string> infofiles;  // file id -> the tracker's infofile
+  std::set<uint64_t> deleted;                 // ids it deleted
+  std::set<uint64_t> refused;                 // ids whose peerlist does not name the peer
+  std::vector<std::string> names;             // the names asked for
+};
 
 class ScrubPlanTest : public ::testing::Test {
  protected:
@@ -263,6 +314,61 @@ TEST_F(ScrubPlanTest, SymlinkLoopsAreWalkedOnce) {
   EXPECT_TRUE(plan.namespace_complete);
   EXPECT_EQ(1u, plan.infofiles);
   EXPECT_TRUE(plan.removals.empty());
+}
+
+// --metadata fetch: no namespace; each held file id's copy is brought to the tracker's latest,
+// by id, and only the tracker's word makes a file deleted.
+TEST_F(ScrubPlanTest, FromCopiesDeletedOnlyOnTheTrackersWord) {
+  const double kOld = 2 * kAge;
+  Put(1, "committed", 0, kOld);
+  Put(1, "uncommitted-old", 0, kOld);
+  Put(1, "uncommitted-young", 0, 0);
+  Put(2, "gone-old", 0, kOld);
+  Put(2, "gone-young", 0, 0);
+  Put(3, "unknown-id", 0, kOld);    // NOT_FOUND without the word: kept
+  Put(4, "not-named-now", 0, kOld);  // refused (no longer in the peerlist): kept
+  TrackerFetcher tracker;
+  tracker.infofiles[1] = dir_.path() + "/tracker-f1";
+  WriteInfofile(tracker.infofiles[1], 1, store_->peer_id(), {{"committed", 0, 0}});
+  tracker.deleted.insert(2);
+  tracker.refused.insert(4);
+  InfofileCopies copies(store_->data_dir() + "/meta", &tracker);
+  ScrubPlanOptions o = Options();
+  o.namespace_dir = dir_.path() + "/no-namespace";  // not read
+  o.copies = &copies;
+  ScrubPlan plan;
+  ASSERT_TRUE(MakeScrubPlan(o, nullptr, &plan).ok());
+  EXPECT_EQ(4u, plan.files);
+  EXPECT_EQ(7u, plan.records);
+  EXPECT_EQ(1u, plan.infofiles);
+  EXPECT_EQ(2u, plan.skipped);
+  EXPECT_EQ((std::map<std::string, ScrubAction>{{"1/uncommitted-old",
+                                                 ScrubAction::kRemoveUncommitted},
+                                                {"2/gone-old", ScrubAction::kRemoveDeletedFile}}),
+            Removals(plan));
+  // asked by id alone (the tracker finds the name); the copy is kept in <data>/meta/
+  EXPECT_EQ(std::vector<std::string>(4, ""), tracker.names);
+  struct stat st;
+  EXPECT_EQ(0, stat(copies.PathOf(1).c_str(), &st));
+}
+
+TEST_F(ScrubPlanTest, FromCopiesUnreachableTrackerPlansNothing) {
+  Put(1, "uncommitted-old", 0, 2 * kAge);
+  Put(2, "gone-old", 0, 2 * kAge);
+  WriteText(store_->data_dir() + "/tmp/x.tmp", "old");
+  Backdate(store_->data_dir() + "/tmp/x.tmp", 2 * kAge);
+  TrackerFetcher tracker;
+  tracker.unreachable = true;
+  InfofileCopies copies(store_->data_dir() + "/meta", &tracker);
+  ScrubPlanOptions o = Options();
+  o.copies = &copies;
+  ScrubPlan plan;
+  Status s = MakeScrubPlan(o, nullptr, &plan);
+  EXPECT_TRUE(s.IsUnavailable()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.message().find("127.0.0.1:9 cannot be reached")) << s.ToString();
+  EXPECT_TRUE(plan.removals.empty());
+  EXPECT_TRUE(plan.tmp_files.empty());
+  EXPECT_EQ(1u, tracker.names.size());  // the first file's failure ends it: no wait per file
 }
 
 TEST_F(ScrubPlanTest, ApplyThroughTheStoreRechecks) {

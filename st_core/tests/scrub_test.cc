@@ -125,5 +125,23 @@ TEST(Scrub, ActionNames) {
   EXPECT_FALSE(IsRemoval(A::kKeepUnknown));
 }
 
+// --metadata fetch: only the tracker's explicit word makes a file deleted.
+TEST(Scrub, StateFromTrackerDeletedOnlyOnItsWord) {
+  using F = FetchFailure;
+  using S = InfofileState;
+  EXPECT_EQ(S::kRead, StateFromTracker(Status::OK(), F::kNone));
+  EXPECT_EQ(S::kMissing, StateFromTracker(Status::NotFound("deleted"), F::kDeleted));
+  // A NOT_FOUND that does not say so: an id the tracker does not know (a standby that never
+  // saw the file, a tracker state older than its deletions): not taken for deleted.
+  EXPECT_EQ(S::kUnknown, StateFromTracker(Status::NotFound("no such id"), F::kRefused));
+  EXPECT_EQ(S::kUnknown, StateFromTracker(Status::NotFound("no such id"), F::kNone));
+  // Not in the peerlist any more, an unreachable tracker, a bad reply.
+  EXPECT_EQ(S::kUnknown, StateFromTracker(Status::Unavailable("denied"), F::kRefused));
+  EXPECT_EQ(S::kUnknown, StateFromTracker(Status::Unavailable("down"), F::kUnreachable));
+  EXPECT_EQ(S::kUnknown, StateFromTracker(Status::Corruption("bad snapshot"), F::kRefused));
+  // kDeleted with another status is not the tracker's NOT_FOUND.
+  EXPECT_EQ(S::kUnknown, StateFromTracker(Status::Unavailable("?"), F::kDeleted));
+}
+
 }  // namespace
 }  // namespace st

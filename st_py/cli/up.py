@@ -112,8 +112,6 @@ def up(
     from st_py.deploy.cluster import LocalCluster
     from st_py.deploy.supervisor import Supervisor
 
-    if trackers > 1 and file_trackers:
-        raise click.UsageError("--file-trackers with --trackers 2 or more is not built yet (docs/deployment.md)")
     logs.setup("INFO", "text")  # the daemons' format (docs/operations.md, "Logs")
     s3_off = _s3_off(no_s3, users_file, s3_keys)
     cluster = LocalCluster(

@@ -10,12 +10,16 @@
 from __future__ import annotations
 
 import os
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
 
 from st_py.client.file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
 from st_py.client.infofile_copies import make_locator
 from st_py.core.filters import MissingKeyError, check_filters, key_check, load_key
 from st_py.core.history import Snapshot
-from st_py.errors import SnapshotError, SnapshotHeldError, SnapshotNotFoundError
+from st_py.errors import SnapshotError, SnapshotHeldError, SnapshotNotFoundError, TrackerMovedError
 from st_py.wire.locate import TRACKER_ENV, default_tracker  # noqa: F401 (public here too)
 from st_py.wire.tracker_client import RESTART_GRACE, TrackerClient
 from st_py.wire.transport import Transport
@@ -69,6 +73,12 @@ class Client:
         writer reads its own commits at once; within the age a replaced
         record reads as its previous committed version
         (docs/decisions.md, "Freshness of a local copy").
+    local_data_dirs : list of path, optional
+        Data directories of peers running on this node: a GET of a copy
+        one of them holds reads it from disk, its size and CRC-32C checked,
+        instead of asking the peer (st_py/client/local_copies.py; a missing
+        or bad copy is read by GET). Raises ``InvalidOptionError`` for a
+        directory without a ``PEER_ID``. :attr:`local_copies` counts them.
 
     Thread safety: a Client may be shared between threads (its gRPC
     channel is; each :meth:`open` returns a new :class:`StFile`, which may
@@ -88,6 +98,7 @@ class Client:
         metadata: str | None = None,
         metadata_cache: str | os.PathLike | None = None,
         metadata_max_age_s: float | None = None,
+        local_data_dirs: Sequence[str | os.PathLike] | None = None,
     ):
         self.tracker = TrackerClient(tracker or default_tracker(), api_key=api_key, tls=tls)
         # where infofiles are read: the shared mount, or local copies (st_py/client/infofile_copies.py)
@@ -95,6 +106,11 @@ class Client:
         self.depth, self.group_size, self.timeout = depth, group_size, timeout
         self.balance_reads = balance_reads
         self.encryption_key = load_key(encryption_key)  # never sent to the tracker
+        self.local_copies = None  # LocalCopies: the peers of this node whose copies GETs read from disk
+        if local_data_dirs:
+            from st_py.client.local_copies import LocalCopies
+
+            self.local_copies = LocalCopies(str(d) for d in local_data_dirs)
 
     def create(
         self,
@@ -178,6 +194,7 @@ class Client:
         f = StFile(self.tracker, info, self.depth, self.group_size, timeout=self.timeout, **kw)
         f.balance_reads = self.balance_reads
         f.encryption_key = self.encryption_key
+        f.local_copies = self.local_copies
         return f
 
     def open_staged(self, name: str, prefer_peer: str | None = None) -> StFile:
@@ -243,7 +260,6 @@ class Client:
             a restart or failover meanwhile is latency (the commit carries
             a request id, the same on every try).
         """
-        import uuid
 
         from st_py._proto import tracker_pb2 as pb
         from st_py.client.group_commit import schema_table
@@ -266,28 +282,34 @@ class Client:
             )
         self._check_tree(info, name, names, set(delete or ()), replace_all)
         schemas, refs = schema_table([r.get("schema") for r in records])
-        reply = self.tracker.at(info.file_tracker).commit(
+        commits = [  # to its per-file tracker (paper 3.5)
+            pb.RecordCommit(
+                name=r["name"],
+                size=r["size"],
+                crc32c=r["crc32c"],
+                peer_idx=r["peer_idx"],
+                schema=ref,
+                logical_size=r.get("logical_size"),
+                meta=r.get("meta", b""),
+                stored_as=r.get("stored_as", ""),  # a name of its own on the peers: a new record
+                new_only=bool(r.get("stored_as")),
+            )
+            for r, ref in zip(records, refs)
+        ]
+        rid = uuid.uuid4().hex  # one id for every try: a retry across a restart or failover applies once
+        reply = self._at_file_tracker(
             name,
-            info.file_id,
-            [  # its per-file tracker (paper 3.5)
-                pb.RecordCommit(
-                    name=r["name"],
-                    size=r["size"],
-                    crc32c=r["crc32c"],
-                    peer_idx=r["peer_idx"],
-                    schema=ref,
-                    logical_size=r.get("logical_size"),
-                    meta=r.get("meta", b""),
-                    stored_as=r.get("stored_as", ""),  # a name of its own on the peers: a new record
-                    new_only=bool(r.get("stored_as")),
-                )
-                for r, ref in zip(records, refs)
-            ],
-            delete=delete or (),
-            replace_all=replace_all,
-            schemas=schemas,
-            request_id=uuid.uuid4().hex,  # one id for every try: a retry across a restart applies once
-            grace=RESTART_GRACE,
+            info,
+            lambda t, i: t.commit(
+                name,
+                i.file_id,
+                commits,
+                delete=delete or (),
+                replace_all=replace_all,
+                schemas=schemas,
+                request_id=rid,
+                grace=RESTART_GRACE,
+            ),
         )
         if reply.conflicts:  # another writer committed meanwhile: never reported as success
             from st_py.client.group_commit import conflicts_of
@@ -383,10 +405,31 @@ class Client:
                 out.append(e.name)
         return sorted(out)
 
+    def _at_file_tracker(self, name: str, info, call):
+        """``call(tracker, info)`` on the tracker that takes file ``name``'s
+        writes (``info``: its FileInfo); while that one no longer does or no
+        longer answers (TrackerMovedError: restarted, or another tracker was
+        elected), again after opening the file anew through the tracker, for
+        up to ``RESTART_GRACE`` seconds (``call`` carries its request id)."""
+        deadline = time.monotonic() + RESTART_GRACE
+        while True:
+            try:
+                return call(self.tracker.at(info.file_tracker), info)
+            except TrackerMovedError:
+                if time.monotonic() >= deadline:
+                    raise
+                info = self.tracker.open(name)
+
     def _snapshot_op(self, name: str, op: str, snapshot: str = ""):
         info = self.tracker.open(name)
+        rid, tries = uuid.uuid4().hex, []
+
+        def call(t: TrackerClient, i) -> Any:
+            tries.append(t.address)
+            return t.snapshot(name, op, snapshot, i.file_id, request_id=rid, retried=len(tries) > 1)
+
         try:
-            return self.tracker.at(info.file_tracker).snapshot(name, op, snapshot, info.file_id)
+            return self._at_file_tracker(name, info, call)
         except SnapshotError as e:
             e.file, e.snapshot = name, snapshot
             raise

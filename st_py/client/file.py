@@ -226,6 +226,17 @@ class StFile:
         self._record_reader.balance_reads = value
 
     @property
+    def local_copies(self):
+        """The peers of this host whose copies GETs read from disk
+        (:class:`st_py.client.local_copies.LocalCopies`, shared with the
+        client that opened the file; None: every GET goes to the network)."""
+        return self._ctx.local_copies
+
+    @local_copies.setter
+    def local_copies(self, value) -> None:
+        self._ctx.local_copies = value
+
+    @property
     def encryption_key(self) -> bytes | None:
         """The file's key (docs/filters.md), set by :class:`Client`."""
         return self._ctx.encryption_key

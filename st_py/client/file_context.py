@@ -14,6 +14,7 @@ another's underscore state.
 from __future__ import annotations
 
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 
@@ -32,7 +33,7 @@ from st_py.errors import (
     TrackerMovedError,
     TrackerUnavailableError,
 )
-from st_py.wire.tracker_client import TrackerClient
+from st_py.wire.tracker_client import RESTART_GRACE, TrackerClient
 from st_py.wire.transport import Transport
 
 DEFAULT_DEPTH = 64
@@ -102,6 +103,7 @@ class FileContext:
         self.puts_inflight = 0  # the RecordWriter's count
         self.gets_inflight = 0  # the RecordReader's count
         self.closed = False
+        self.local_copies = None  # st_py.client.local_copies.LocalCopies: GETs read copies on this host's disk
         self.set_info(info)
 
     # -- the file's metadata ------------------------------------------------------
@@ -153,13 +155,22 @@ class FileContext:
 
     def file_tracker_call(self, method: str, *args, **kwargs):
         """``TrackerClient.<method>(*args, **kwargs)`` on the tracker that
-        takes this file's writes; if it says it no longer does
-        (TrackerMovedError), once more after :meth:`relocate`."""
-        try:
-            return getattr(self.file_tracker, method)(*args, **kwargs)
-        except TrackerMovedError:
-            self.relocate()
-            return getattr(self.file_tracker, method)(*args, **kwargs)
+        takes this file's writes; while it says it no longer does, or no
+        longer answers at its address (TrackerMovedError: its master
+        restarted it, or another tracker was elected and started its own),
+        again after :meth:`relocate`, for up to ``RESTART_GRACE`` seconds.
+        A ``delete`` or a lease's acquire carries one request id over every
+        try, so a try whose reply was lost is applied once."""
+        if method in ("delete", "lease"):
+            kwargs.setdefault("request_id", uuid.uuid4().hex)
+        deadline = time.monotonic() + RESTART_GRACE
+        while True:
+            try:
+                return getattr(self.file_tracker, method)(*args, **kwargs)
+            except TrackerMovedError:
+                if time.monotonic() >= deadline:
+                    raise
+                self.relocate()
 
     @property
     def filters(self):
@@ -230,7 +241,7 @@ class FileContext:
         if self._reader is not None and (self._reader_state is None or loc.behind(self.file_id, self._reader_state)):
             self._retire_reader()
         if self._reader is None:
-            path = loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id)
+            path = self._ensure_copy(loc)
             self._reader = InfofileReader(path)
             m = self._reader.meta()
             self._reader_state = (int(m["generation"]), int(m.get("log_index") or 0), m.get("log_id") or "")
@@ -258,7 +269,7 @@ class FileContext:
         # bounded age (docs/decisions.md, "Freshness of a local copy"): the copy holds every change
         # acknowledged before the read began, less max_age_s (0: live, one question per read)
         since = time.monotonic() - loc.max_age_s
-        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, since=since)
+        self._ensure_copy(loc, since=since)
         if self._reader is not None and loc.state(self.file_id) != self._reader_state:
             self._retire_reader()
         return self.current_infofile()
@@ -327,6 +338,22 @@ class FileContext:
             got = read(self.current_infofile())
         return got
 
+    def _ensure_copy(self, loc, **kwargs):
+        """``loc.ensure(...)`` (st_py/client/infofile_copies.py) of this file's
+        copy from the tracker that serves its changes; when that is a
+        per-file tracker that no longer answers (its master restarts it, or
+        another tracker was elected and runs its own elsewhere), again after
+        :meth:`relocate`, for up to ``RESTART_GRACE`` seconds."""
+        deadline = time.monotonic() + RESTART_GRACE
+        while True:
+            try:
+                return loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, **kwargs)
+            except (TrackerUnavailableError, TrackerMovedError):
+                if not self.info.file_tracker or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
+                self.relocate()
+
     def refresh_infofile(self) -> bool:
         """With a local copy of the infofile (``metadata="fetch"``), ask the
         tracker once for changes newer than it (a GET of a name the copy does
@@ -337,7 +364,7 @@ class FileContext:
         loc = self.copy_locator()
         if loc is None or self.infofile_override or self._as_of_view is not None:
             return False
-        loc.ensure(loc.source(self.tracker, self.info), self.name, self.file_id, newer=True)
+        self._ensure_copy(loc, newer=True)
         if self._reader is not None and loc.state(self.file_id) == self._reader_state:
             return False
         self._retire_reader()

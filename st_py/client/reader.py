@@ -180,6 +180,11 @@ class RecordReader:
             if callback:
                 ctx.notify(name, callback, name, None, exc)
             return fut
+        if meta is not None and ctx.local_copies is not None:  # a copy on this host's disk (.local_copies)
+            data = ctx.local_copies.read(ctx.file_id, ctx.peer_ids, meta)
+            if data is not None:
+                self._deliver(name, data, fut, callback, stored)
+                return fut
         ctx.wait_for_slot()
         ctx.gets_inflight += 1
         self._try_get(name, meta, self._read_order(holders), [], fut, callback, stored)
@@ -255,20 +260,26 @@ class RecordReader:
                 self._try_get(name, meta, order[1:], reasons, fut, callback, stored)
                 return
             ctx.gets_inflight -= 1
-            if not stored and ctx.filters:
-                try:
-                    data = ctx.filters.decode(ctx.file_id, name, data)
-                except StoreTorrentError as e:  # a wrong key, or bytes a filter cannot undo
-                    fut.set_exception(e)
-                    if callback:
-                        ctx.notify(name, callback, name, None, e)
-                    return
-            fut.set_result(data)
-            if callback:
-                ctx.notify(name, callback, name, data, None)
+            self._deliver(name, data, fut, callback, stored)
 
         key = (meta.key if meta is not None else name).encode("utf-8", "surrogateescape")  # a version's own name
         ctx.transport.send(addr, lambda seq: [encode_get(seq, ctx.file_id, key)], done)
+
+    def _deliver(self, name: str, data: bytes, fut: Pending, callback, stored: bool) -> None:
+        """Complete a GET of ``name`` with the stored bytes ``data`` (checked):
+        the file's filters undone unless ``stored``, then the callback."""
+        ctx = self.ctx
+        if not stored and ctx.filters:
+            try:
+                data = ctx.filters.decode(ctx.file_id, name, data)
+            except StoreTorrentError as e:  # a wrong key, or bytes a filter cannot undo
+                fut.set_exception(e)
+                if callback:
+                    ctx.notify(name, callback, name, None, e)
+                return
+        fut.set_result(data)
+        if callback:
+            ctx.notify(name, callback, name, data, None)
 
     def _recheck(self, name: str) -> RecordMeta | Exception | None:
         """After every copy of ``name`` failed: bring a local infofile copy

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -360,8 +360,6 @@ class LocalCluster:
         last = self._last_layout() if self.keep_layout else {}
         self._remembered = {p for k in ("tracker", "metrics", "s3") if (p := last.get(k))} | set(last.get("peers", []))
         if self.trackers > 1:
-            if self.file_trackers:
-                raise ValueError("per-file trackers with replicated trackers are not built yet (docs/deployment.md)")
             self.replicas = TrackerReplicas(self, self.trackers, _die_with_parent if self.die_with_parent else None)
             self._remembered |= {p for pair in last.get("etcd", []) + last.get("standbys", []) for p in pair}
             self.replicas.start_etcd(last, self.held_ports())
@@ -466,18 +464,34 @@ class LocalCluster:
         """``http://HOST:PORT`` of the S3 endpoint, or None if none runs."""
         return f"http://{self.s3_daemon.addr}" if self.s3_daemon is not None else None
 
-    def start_s3(self) -> Daemon:
-        """Start the S3 endpoint (``python -m st_integrations.s3``) over the
-        tracker on ``s3_port`` (0: any) and wait for its ``listening on``
-        line; ``s3_port`` then holds its port, so a restart reuses it. It
-        reaches the tracker with the cluster's client TLS files.
+    def _peer_data_dirs(self) -> list[Path]:
+        """The data directories of this cluster's peers that have their
+        ``PEER_ID`` (started at least once): all on this host, so the S3
+        endpoint reads their copies from disk (st_py/client/local_copies.py)."""
+        root = self.data_dir / "peers"
+        return sorted(p for p in root.glob("peer-*") if (p / "PEER_ID").is_file()) if root.is_dir() else []
+
+    def s3_endpoint(self, port: int = 0, args: Sequence[str] = (), name: str = "s3") -> Daemon:
+        """An S3 endpoint process over this cluster's tracker on ``port``
+        (0: a free one), with this cluster's keys and client TLS files and
+        ``args`` added (``--read-ahead 1``; ``--peer-data auto`` stands for
+        its peers' data directories, all on this host). :meth:`start_s3`
+        runs the cluster's own; others (a benchmark's) are the caller's to
+        stop; ``name`` names its log, ``logs/NAME.log``.
 
         Raises
         ------
         DaemonStartError
-            The endpoint did not start (its log's last line; ``tail``: more);
-            :class:`PortInUseError` when something else listens on ``s3_port``.
         """
+        extra: list[str] = []
+        it = iter(args)
+        for a in it:
+            if a == "--peer-data":
+                d = next(it)
+                dirs = self._peer_data_dirs() if d == "auto" else [Path(d)]
+                extra += [x for p in dirs for x in ("--peer-data", str(p))]
+            else:
+                extra.append(a)
         argv = [
             sys.executable,
             "-m",
@@ -485,8 +499,9 @@ class LocalCluster:
             "--tracker",
             self.tracker_addr,
             "--port",
-            str(self.s3_port),
+            str(port),
             *(["--keys", str(self.s3_keys)] if self.s3_keys else []),
+            *extra,
         ]
         env = {k: v for k, v in os.environ.items() if k != "STORETORRENT_S3_KEYS"}  # --keys, or none
         root = Path(__file__).resolve().parents[2]  # st_py and st_integrations of this checkout, as the tracker's
@@ -495,10 +510,25 @@ class LocalCluster:
             env.pop(var, None)
             if path:
                 env[var] = path
+        return Daemon(name, argv, self.data_dir / "logs" / f"{name}.log", env=env, die_with_parent=self.die_with_parent)
+
+    def start_s3(self) -> Daemon:
+        """Start the S3 endpoint (``python -m st_integrations.s3``) over the
+        tracker on ``s3_port`` (0: any) and wait for its ``listening on``
+        line; ``s3_port`` then holds its port, so a restart reuses it. It
+        reaches the tracker with the cluster's client TLS files, reads
+        the copies of the cluster's peers (all on this host) from their
+        data directories (``--peer-data``: docs/s3.md, "The fast path") and
+        serves its metrics on a free port (the daemon's ``metrics_addr``).
+
+        Raises
+        ------
+        DaemonStartError
+            The endpoint did not start (its log's last line; ``tail``: more);
+            :class:`PortInUseError` when something else listens on ``s3_port``.
+        """
         try:
-            self.s3_daemon = Daemon(
-                "s3", argv, self.data_dir / "logs" / "s3.log", env=env, die_with_parent=self.die_with_parent
-            )
+            self.s3_daemon = self.s3_endpoint(self.s3_port, ("--peer-data", "auto", "--metrics-port", "0"))
         except DaemonStartError as e:
             raise self._port_error(e, [(self.s3_port, "port", "--s3-port")], "127.0.0.1") from None
         self.s3_port = int(self.s3_daemon.addr.rsplit(":", 1)[1])

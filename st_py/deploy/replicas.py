@@ -81,7 +81,8 @@ class TrackerReplicas:
 
         c = self.cluster
         if not self.ports[j][0]:
-            self.ports[j] = choose_ports([1, 1], taken=c.held_ports())
+            # per-file trackers listen on the next ports, once this one is elected
+            self.ports[j] = choose_ports([1 + c.file_trackers, 1], taken=c.held_ports())
         port, metrics = self.ports[j]
         argv = c.tracker_argv(c.data_dir / f"tracker-{j + 1}", port, metrics)
         env = dict(os.environ)
@@ -112,6 +113,7 @@ class TrackerReplicas:
     def held(self) -> set[int]:
         """Every port of the members and standbys."""
         out = {p for pair in self.ports for p in pair if p}
+        out.update(p + i for p, _ in self.ports if p for i in range(1, 1 + self.cluster.file_trackers))
         if self.etcd is not None:
             out.update(p for m in self.etcd.members for p in (m.client_port, m.peer_port))
         return out

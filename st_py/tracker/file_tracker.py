@@ -39,14 +39,15 @@ from st_py._proto import tracker_pb2_grpc as pb_grpc
 from st_py.wire.tls import SERVER_OPTIONS, server_credentials
 
 from .access import AccessError, Owner, User, Users
-from .apply.backends import LocalBackend
-from .apply.oplog import OpLog
+from .apply.backends import EtcdBackend, LocalBackend
+from .apply.oplog import KEEP_S, OpLog
 from .committer import Committer
 from .file_trackers import channel_to, master_pid_watch
 from .guard import owner_of_meta
 from .infofile_writer import DEFAULT_HISTORY_AGE_S
 from .leases import Leases
 from .lock import TrackerLock
+from .log.errors import LogError
 from .routing import Admission, admission_deltas, refuse
 from .rpc.fetch_rpc import FetchRpc
 from .rpc.identity import Identity
@@ -448,15 +449,22 @@ async def serve_file_tracker(
     creds: grpc.ChannelCredentials | None = None,
     epoch: str = "",
     history_age_s: float = DEFAULT_HISTORY_AGE_S,
+    log_backend: EtcdBackend | None = None,
+    log_keep_s: float = KEEP_S,
 ) -> None:
     """Run per-file tracker ``shard`` of ``shards`` for the master at
-    ``master`` (process ``master_pid``) until SIGTERM/SIGINT or until the
-    master is gone. Prints ``listening on HOST:PORT`` once it serves.
+    ``master`` (process ``master_pid``) until SIGTERM/SIGINT, until the
+    master is gone, or (``log_backend``, its shard's log in etcd) until an
+    append is fenced: another tracker was elected. Prints ``listening on
+    HOST:PORT`` once it serves. Without ``log_backend`` its log is
+    ``state_dir/log-<shard>.db``.
 
     Raises
     ------
     TrackerLockedError
         Another process serves this shard (its lock in ``state_dir``).
+    SystemExit
+        Its log cannot be opened, or its master no longer leads.
     """
     lock = TrackerLock([state_dir], name=f".st-file-tracker-{shard}.lock")
     link = MasterLink(master, shard, InternalTokens(internal_key), creds, epoch)
@@ -470,11 +478,14 @@ async def serve_file_tracker(
         quota_bytes,
         key,
         users,
-        oplog=OpLog(LocalBackend(state_dir / f"log-{shard}.db")),
+        oplog=OpLog(log_backend or LocalBackend(state_dir / f"log-{shard}.db"), log_keep_s),
     )
     service.mutual_tls = bool(tls and tls[2])
     service.history_age_s = history_age_s
-    await service.oplog.start()
+    try:
+        await service.oplog.start()
+    except (LogError, TimeoutError) as e:
+        raise SystemExit(f"file tracker {shard}: metadata log ({service.oplog.backend.describe}): {e}") from None
     await service.replay_log()  # what the infofiles miss of the log, before anything is served
     server = grpc.aio.server(options=SERVER_OPTIONS)
     pb_grpc.add_TrackerServicer_to_server(service, server)
@@ -499,11 +510,15 @@ async def serve_file_tracker(
         orphan: asyncio.Future[None] = asyncio.ensure_future(master_pid_watch(master_pid)())
         flusher = asyncio.create_task(link.flush_done())
         stopped: asyncio.Future[Any] = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({orphan, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        fenced: asyncio.Future[Any] = asyncio.create_task(service.oplog.fenced.wait())
+        done, _ = await asyncio.wait({orphan, stopped, fenced}, return_when=asyncio.FIRST_COMPLETED)
         if orphan in done:
             log.warning("file tracker %d: master %d is gone; stopping", shard, master_pid)
+        if fenced in done:
+            log.warning("file tracker %d: term %d ended (another tracker leads): stopping", shard, service.oplog.term)
         orphan.cancel()
         stopped.cancel()
+        fenced.cancel()
         flusher.cancel()
         await server.stop(grace=0.2)
         service.close()
@@ -511,6 +526,15 @@ async def serve_file_tracker(
         await link.close()
     finally:
         lock.release()
+
+
+def _shard_log(a) -> EtcdBackend | None:
+    """With ``--etcd`` (passed on by a master whose log is there): the log of
+    shard ``a.shard`` in etcd, fenced by the master's term ``--master-term``."""
+    if not a.etcd:
+        return None
+    endpoints = [e.strip() for e in a.etcd.split(",") if e.strip()]
+    return EtcdBackend(endpoints, a.cluster_id, "", shard=a.shard, term=a.master_term)
 
 
 def run_file_tracker(a, key: bytes | None, users: Users, tls) -> None:
@@ -556,6 +580,8 @@ def run_file_tracker(a, key: bytes | None, users: Users, tls) -> None:
                 creds,
                 a.master_epoch,
                 a.history_age,
+                _shard_log(a),
+                a.log_keep,
             )
         )
     except (TrackerLockedError, ValueError) as e:

@@ -302,22 +302,23 @@ async def _term_ended(oplog: OpLog) -> None:
 
 
 def _log_backend(a) -> EtcdBackend | None:
+    """The replicated log the flags ask for (None: the local one)."""
     if a.log_keep < MAX_TTL_S and not a.etcd:
         raise SystemExit(
             f"tracker: --log-keep {a.log_keep:g} is shorter than the longest writer lease ({MAX_TTL_S:g} s), "
             "which the local log keeps only in its entries: give at least that, or use --etcd"
         )
-    """The replicated log the flags ask for (None: the local one)."""
     if not a.etcd:
         if a.cluster_id or a.init_cluster or a.own_namespace:
             raise SystemExit("tracker: --cluster-id, --init-cluster and --own-namespace go with --etcd")
         return None
     if not a.cluster_id:
         raise SystemExit("tracker: --etcd needs --cluster-id NAME (the cluster's name in etcd)")
-    if a.file_trackers:
+    if a.file_trackers and a.own_namespace:
         raise SystemExit(
-            "tracker: --file-trackers with --etcd is not built yet (each shard needs a log of its own: "
-            "docs/metadata-log.md, 'Per-file trackers'); run without one of them"
+            "tracker: --file-trackers with --own-namespace is not built (a standby follows the master's log, "
+            "not its per-file trackers' logs: docs/metadata-log.md, 'Per-file trackers'); run the trackers "
+            "over one shared namespace, or without per-file trackers"
         )
     endpoints = [e.strip() for e in a.etcd.split(",") if e.strip()]
     # a standby waits to be elected as long as it takes (the leader's lease must run out)
@@ -362,6 +363,8 @@ async def _start_file_trackers(
             str(os.getpid()),
             "--master-epoch",
             service.epoch,
+            "--master-term",  # with --etcd: the term its log's appends are fenced by
+            str(service.oplog.term),
             "--port",
             str(p),
         ]
@@ -418,6 +421,9 @@ def _shared_argv(a: argparse.Namespace, state_dir: Path) -> list[str]:
         ("--tracker-ca", a.tracker_ca),
         ("--tracker-cert", a.tracker_cert),
         ("--tracker-key", a.tracker_key),
+        ("--etcd", a.etcd or None),  # each per-file tracker's log is in etcd too (its shard's)
+        ("--cluster-id", a.cluster_id or None),
+        ("--log-keep", a.log_keep),
     ):
         if v is not None:
             out += [flag, str(Path(v).resolve()) if isinstance(v, Path) else str(v)]
@@ -526,6 +532,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--master", default="", help=argparse.SUPPRESS)
     ap.add_argument("--master-pid", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--master-epoch", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--master-term", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument(
         "--etcd",
         default="",

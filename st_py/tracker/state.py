@@ -29,6 +29,9 @@ CREATE TABLE IF NOT EXISTS dirs(
 CREATE TABLE IF NOT EXISTS file_ids(
   file_id INTEGER PRIMARY KEY
 );
+CREATE TABLE IF NOT EXISTS deleted_files(
+  file_id INTEGER PRIMARY KEY, name TEXT NOT NULL, deleted_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS peer_events(
   seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, kind TEXT NOT NULL, addr TEXT NOT NULL,
   peer_id TEXT NOT NULL, detail TEXT NOT NULL, count INTEGER NOT NULL DEFAULT 1
@@ -84,8 +87,10 @@ class TrackerState:
                 self.conn.execute(f"ALTER TABLE peers ADD COLUMN {col} {decl}")
 
     def add_file(self, name: str, file_id: int, owner: str) -> None:
-        """Record file ``name`` with id ``file_id`` and owner ``owner`` (created now); replaces a row of that name."""
+        """Record file ``name`` with id ``file_id`` and owner ``owner`` (created now); replaces a row of that name.
+        A file put back with the id of a deleted one (``storetorrent recover``) is no longer deleted."""
         self.conn.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", (name, file_id, time.time(), owner))
+        self.conn.execute("DELETE FROM deleted_files WHERE file_id = ?", (file_id,))
 
     def new_file_id(self) -> int:
         """A random 63-bit file id no file has had: neither a file the
@@ -105,9 +110,29 @@ class TrackerState:
         """``file_id`` is taken for good: :meth:`new_file_id` never returns it."""
         self.conn.execute("INSERT OR IGNORE INTO file_ids VALUES (?)", (file_id,))
 
-    def remove_file(self, name: str) -> None:
-        """Forget file ``name``."""
-        self.conn.execute("DELETE FROM files WHERE name = ?", (name,))
+    def remove_file(self, name: str, file_id: int) -> None:
+        """Forget file ``name`` (of id ``file_id``), which was deleted: its id
+        is kept as deleted (:meth:`file_by_id`), so that peers' scrubbers may
+        remove its records."""
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.execute("DELETE FROM files WHERE name = ?", (name,))
+            self.conn.execute("INSERT OR REPLACE INTO deleted_files VALUES (?, ?, ?)", (file_id, name, time.time()))
+
+    def file_by_id(self, file_id: int) -> tuple[str | None, bool]:
+        """``(name, deleted)`` of file id ``file_id``: its name if a file has
+        it; else ``(None, True)`` if this tracker deleted the file of that id
+        (or replayed its deletion from the metadata log), ``(None, False)`` if
+        it knows nothing of it (an id it never saw, or one whose file went
+        before this state was kept: a standby that copied the namespace, a
+        tracker older than this table). Only a deletion this tracker recorded
+        is an answer that a file id has no file any more (a peer's scrubber
+        removes its records on it, docs/peer.md, "Scrubber")."""
+        row = self.conn.execute("SELECT name FROM files WHERE file_id = ?", (file_id,)).fetchone()
+        if row is not None:
+            return str(row[0]), False
+        gone = self.conn.execute("SELECT 1 FROM deleted_files WHERE file_id = ?", (file_id,)).fetchone()
+        return None, gone is not None
 
     def file_count(self) -> int:
         """Number of files in the namespace."""
@@ -155,6 +180,7 @@ class TrackerState:
             self.conn.execute("DELETE FROM files")
             self.conn.executemany("INSERT INTO files VALUES (?, ?, ?, ?)", [(n, f, now, o) for n, f, o in rows])
             self.conn.executemany("INSERT OR IGNORE INTO file_ids VALUES (?)", [(f,) for _, f, _ in rows])
+            self.conn.executemany("DELETE FROM deleted_files WHERE file_id = ?", [(f,) for _, f, _ in rows])
 
     def dirs(self) -> list[tuple[str, int]]:
         """(path, mode) of every namespace directory with a recorded owner."""

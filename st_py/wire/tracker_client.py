@@ -21,6 +21,7 @@ from st_py.errors import (
     ERROR_KIND_KEY,
     BadNameError,
     DirectoryNotEmptyError,
+    FileTrackerGoneError,
     LeaseHeldError,
     LeaseLostError,
     NoSpaceError,
@@ -61,6 +62,12 @@ RECONNECT_GRACE = 1.0
 # nothing accepts connections: a supervised restart of the tracker (issue 39)
 # is latency for it, not an error.
 RESTART_GRACE = 10.0
+# How long a call to a per-file tracker (paper 3.5) retries while nothing
+# accepts connections at its address before it says the file's writes may
+# have moved (TrackerMovedError): its master restarts it on the same port
+# within about this, while after a failover the new leader's per-file trackers
+# listen elsewhere; the caller asks the master again (FileContext.relocate).
+MOVED_AFTER_S = 2.0
 PROBE_TIMEOUT = 0.5  # seconds for the TCP probe that tells busy from unreachable
 
 
@@ -113,6 +120,7 @@ class TrackerClient:
         self.locator: Any = None
         # replicated trackers: a read waits out a failover (RESTART_GRACE), not RECONNECT_GRACE
         self._read_grace = RESTART_GRACE if len(addresses(address)) > 1 else RECONNECT_GRACE
+        self.per_file = False  # a per-file tracker's client (at()): its address may stop serving the file
 
     def at(self, address: str) -> "TrackerClient":
         """A client of the tracker at ``address`` (``host:port``) with this
@@ -125,6 +133,7 @@ class TrackerClient:
         other = self._others.get(address)
         if other is None:
             other = self._others[address] = TrackerClient(address, self.timeout, self._api_key or None, self._tls)
+            other.per_file = True
             other.user = self.user
             other.locator = self.locator
         return other
@@ -208,11 +217,15 @@ class TrackerClient:
         (``RECONNECT_GRACE`` for reads, ``RESTART_GRACE`` with several
         tracker addresses) while nothing does; ``tries`` (a list) gets one
         item per retry. Raises the mapped
-        error (:meth:`map_error`)."""
+        error (:meth:`map_error`); a per-file tracker's client (:meth:`at`)
+        retries at most ``MOVED_AFTER_S`` while nothing accepts connections
+        there and then raises :class:`~st_py.errors.FileTrackerGoneError`."""
         total = timeout or self.timeout
         deadline = time.monotonic() + total
         retry, delay, wait = method in RETRY_SAFE or grace is not None, 0.05, False
         grace = self._read_grace if grace is None else grace
+        if self.per_file:
+            grace = min(grace, MOVED_AFTER_S)
         while True:
             remaining = max(deadline - time.monotonic(), 0.001)
             try:
@@ -235,6 +248,13 @@ class TrackerClient:
                         time.sleep(delay)
                         delay = min(delay * 2, 1.0)
                         continue
+                if self.per_file and code == grpc.StatusCode.UNAVAILABLE and not accepts_connections(self.address):
+                    raise FileTrackerGoneError(
+                        f"per-file tracker at {self.address} unreachable ({e.details()}): the file's writes may "
+                        "have moved (its master restarted it, or another tracker was elected); open the file "
+                        "again through the tracker",
+                        address=self.address,
+                    ) from None
                 raise self.map_error(e, method, total) from None
 
     def _saw(self, method: str, request, reply) -> None:
@@ -292,10 +312,15 @@ class TrackerClient:
             )
         )
 
-    def snapshot(self, name: str, op: str, snapshot: str = "", file_id: int = 0) -> pb.SnapshotReply:
+    def snapshot(
+        self, name: str, op: str, snapshot: str = "", file_id: int = 0, request_id: str = "", retried: bool = False
+    ) -> pb.SnapshotReply:
         """Create, delete or list the snapshots of file ``name`` (rpc
         Snapshot; ``op`` is ``"create"``, ``"delete"`` or ``"list"``; docs/snapshots.md).
         Send it to the file's writer (:meth:`at` its ``file_tracker``).
+        ``request_id``: the same on every try of one create or delete (else
+        a new one); ``retried``: an earlier try of it may have been applied
+        (a create then meets its own snapshot and takes it as done).
 
         Raises
         ------
@@ -304,7 +329,8 @@ class TrackerClient:
         TrackerMovedError, TrackerUnavailableError
         """
         name = normalize(name)
-        rid = "" if op == "list" else uuid.uuid4().hex  # a retry of a create or delete gets the first try's reply
+        # a retry of a create or delete gets the first try's reply
+        rid = "" if op == "list" else request_id or uuid.uuid4().hex
         req = pb.SnapshotRequest(name=name, file_id=file_id, op=op, snapshot=snapshot, user=self.user, request_id=rid)
         tries: list = []
         try:
@@ -312,7 +338,7 @@ class TrackerClient:
         except SnapshotExistsError:
             # Retried across a failover: the tracker that died may have made it and not
             # logged its reply. The snapshot of that name this user owns is the answer.
-            if op != "create" or not tries:
+            if op != "create" or not (tries or retried):
                 raise
             listed = self._call("Snapshot", pb.SnapshotRequest(name=name, file_id=file_id, op="list", user=self.user))
             mine = [s for s in listed.snapshots if s.name == snapshot and s.owner == self.user]
@@ -481,13 +507,20 @@ class TrackerClient:
         )
 
     def lease(
-        self, name: str, file_id: int, lease_id: str = "", ttl_s: float = 0.0, release: bool = False, holder: str = ""
+        self,
+        name: str,
+        file_id: int,
+        lease_id: str = "",
+        ttl_s: float = 0.0,
+        release: bool = False,
+        holder: str = "",
+        request_id: str = "",
     ) -> pb.LeaseReply:
         """Acquire (no ``lease_id``), renew or release a file's writer lease.
         Retried across a tracker restart or failover like a create: a renewal
         and a release change nothing when repeated, and an acquire carries a
-        request id (the same on every try), so its retry gets the lease its
-        first try was granted.
+        request id (the same on every try; ``request_id``, else a new one), so
+        its retry gets the lease its first try was granted.
 
         Raises
         ------
@@ -503,7 +536,7 @@ class TrackerClient:
                 ttl_s=ttl_s,
                 release=release,
                 holder=holder,
-                request_id="" if lease_id else uuid.uuid4().hex,
+                request_id="" if lease_id else request_id or uuid.uuid4().hex,
             ),
             grace=RESTART_GRACE,
         )
@@ -541,10 +574,17 @@ class TrackerClient:
         )
 
     def delete(
-        self, name: str, file_id: int = 0, records: list[str] | None = None, whole_file: bool = False
+        self,
+        name: str,
+        file_id: int = 0,
+        records: list[str] | None = None,
+        whole_file: bool = False,
+        request_id: str = "",
     ) -> pb.DeleteReply:
         """Delete ``records`` of file ``name`` (after their copies were deleted on
         the peers) or, with ``whole_file``, the whole file (rpc Delete).
+        ``request_id``: the same on every try of one delete (else a new one):
+        a retry gets the first try's reply.
 
         Raises
         ------
@@ -557,7 +597,7 @@ class TrackerClient:
             records=records or [],
             whole_file=whole_file,
             user=self.user,
-            request_id=uuid.uuid4().hex,
+            request_id=request_id or uuid.uuid4().hex,
         )
         # one id for every try: a retry across a restart or failover gets the first try's reply
         reply = self._call("Delete", req, grace=RESTART_GRACE)

@@ -20,9 +20,10 @@ from urllib.parse import parse_qsl, unquote
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from st_py.client.object_stream import STRIPES_AHEAD
 from st_py.errors import StoreTorrentError
 
 from . import xml
@@ -40,6 +41,7 @@ from .objhttp import (
     parse_range,
     response_overrides,
 )
+from .objstream import ObjectBody
 from .ops import ObjectStat, Ops
 from .usermeta import from_headers
 
@@ -92,6 +94,11 @@ class S3App:
     upload_expiry_s : float
         Multipart uploads untouched this many seconds are aborted by a
         reaper thread while the server runs (0: never).
+    peer_data : list of str
+        Data directories of the peers on this node: their copies are read
+        from disk, checked, instead of by GET (``Client(local_data_dirs=)``).
+    read_ahead : int
+        Stripes a GET of a striped object keeps queued (:class:`.ops.Ops`).
     """
 
     def __init__(
@@ -102,8 +109,15 @@ class S3App:
         tls=(None, None, None),
         domain: str | None = None,
         upload_expiry_s: float = UPLOAD_EXPIRY_S,
+        peer_data: list[str] | tuple[str, ...] = (),
+        read_ahead: int = STRIPES_AHEAD,
     ):
         self.tracker, self.keys, self.replication, self.tls = tracker, keys, replication, tls
+        self.peer_data, self.read_ahead = list(peer_data), read_ahead
+        if self.peer_data:  # checked now: a directory that is not a peer's fails the start, not each request
+            from st_py.client.local_copies import LocalCopies
+
+            LocalCopies(self.peer_data)
         self.domain = domain.lower().strip(".") if domain else None
         self.upload_expiry_s = upload_expiry_s
         self._ops: dict[str | None, Ops] = {}
@@ -112,6 +126,7 @@ class S3App:
             routes=[Route("/{path:path}", self.handle, methods=["GET", "HEAD", "PUT", "POST", "DELETE"])],
             lifespan=self._lifespan,
         )
+        self.app.state.s3 = self  # read_stats() for whoever holds the ASGI app (tests, the bench)
         if keys.open:
             log.warning("S3 endpoint without access keys (development mode): every request is taken unchecked")
 
@@ -175,9 +190,41 @@ class S3App:
                 # metadata_max_age_s=0: with local infofile copies, each read asks the tracker whether its
                 # copy is current, so a kept handle (.handles) answers every change acknowledged before
                 # the request, as S3 does (within an age it could answer a key deleted or put since)
-                client = Client(self.tracker, api_key=api_key, tls=self.tls, metadata_max_age_s=0.0)
-                o = self._ops[api_key] = Ops(client, self.replication)
+                client = Client(
+                    self.tracker,
+                    api_key=api_key,
+                    tls=self.tls,
+                    metadata_max_age_s=0.0,
+                    local_data_dirs=list(self.peer_data) or None,
+                )
+                o = self._ops[api_key] = Ops(client, self.replication, self.read_ahead)
             return o
+
+    def read_stats(self) -> dict[str, int]:
+        """The endpoint's read counters, over every caller: ``stripes``
+        fetched by GETs of striped objects, ``max_stripes_in_flight`` (the
+        most stripe GETs one GET had sent and not yet answered at once) and
+        ``max_stripes_held`` (the most stripes one GET held), ``local_reads``,
+        ``local_bytes`` and ``local_fallbacks`` (copies read from a local
+        peer's disk, and those found missing or bad there and read by GET:
+        :mod:`st_py.client.local_copies`). Thread safety: any thread."""
+        with self._lock:
+            every = list(self._ops.values())
+        out = dict.fromkeys(
+            ("stripes", "max_stripes_in_flight", "max_stripes_held", "local_reads", "local_bytes", "local_fallbacks"),
+            0,
+        )
+        for o in every:
+            st = o.stream_totals()
+            out["stripes"] += st.stripes
+            out["max_stripes_in_flight"] = max(out["max_stripes_in_flight"], st.max_outstanding)
+            out["max_stripes_held"] = max(out["max_stripes_held"], st.max_held)
+            lc = o.client.local_copies
+            if lc is not None:
+                out["local_reads"] += lc.stats.reads
+                out["local_bytes"] += lc.stats.bytes
+                out["local_fallbacks"] += lc.stats.fallbacks
+        return out
 
     async def handle(self, request: Request) -> Response:
         """One request: authenticated, routed, answered (errors as S3's XML)."""
@@ -400,21 +447,22 @@ class S3App:
                         e.resource = f"bytes */{st.size}"
                     raise
 
-            st, got, span = await run_in_threadpool(ops.get_object, bucket, key, decide, version)
+            st, got, span = await run_in_threadpool(ops.get_object, bucket, key, decide, version, True)
             if got is None:
                 return Response(status_code=304, headers={"ETag": st.etag})
             h = object_headers(st) | response_overrides(query)
+            status = 200
             if span is not None:
                 h["Content-Range"] = f"bytes {span[0]}-{span[1] - 1}/{st.size}"
-                return Response(got, status_code=206, headers=h)
-            if part is not None:  # part 1, the whole object, answered as S3 answers a part
+                status = 206
+            elif part is not None:  # part 1, the whole object, answered as S3 answers a part
                 h["x-amz-mp-parts-count"] = "1"
                 if st.size:
                     h["Content-Range"] = f"bytes 0-{st.size - 1}/{st.size}"
-                    return Response(got, status_code=206, headers=h)
-            if st.crc_of_bytes:
+                    status = 206
+            if status == 200 and st.crc_of_bytes:
                 h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
-            return Response(got, status_code=200, headers=h)
+            return _answer(got, status, h)
         if m == "DELETE":
             await run_in_threadpool(ops.delete_object, bucket, key)
             return Response(status_code=204)
@@ -436,7 +484,7 @@ class S3App:
             return None
 
         src, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide, src_version)
-        assert data is not None  # decide: the whole object or an error
+        assert isinstance(data, bytes)  # decide: the whole object or an error; not streamed
         st = await run_in_threadpool(ops.put_object, bucket, key, data, False, src.meta if meta is None else meta)
         inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
         return Response(
@@ -456,7 +504,7 @@ class S3App:
             return parse_copy_range(rng, st.size) if rng else None
 
         src, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide, src_version)
-        assert data is not None  # decide never answers False
+        assert isinstance(data, bytes)  # decide never answers False; not streamed
         etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
         inner = xml.el("LastModified", xml.iso_time(time.time())) + xml.el("ETag", etag)
         h = {"x-amz-copy-source-version-id": str(src.version_id)} if src.version_id is not None else {}
@@ -515,6 +563,15 @@ _UNKEPT = (  # request headers asking for what the endpoint does not keep: refus
     "x-amz-object-lock-",
     "x-amz-website-redirect-location",
 )
+
+
+def _answer(got: bytes | ObjectBody, status: int, headers: dict[str, str]) -> Response:
+    """A GET's answer: bytes as they are, a striped object's body streamed
+    as its stripes arrive (:mod:`.objstream`), with its length."""
+    if isinstance(got, ObjectBody):
+        headers["Content-Length"] = str(got.length)
+        return StreamingResponse(got.aiter(), status_code=status, headers=headers)
+    return Response(got, status_code=status, headers=headers)
 
 
 def _refuse_unkept(headers: dict[str, list[str]], key: str) -> None:

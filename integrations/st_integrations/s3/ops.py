@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from st_py.client.object_stream import STRIPES_AHEAD, StreamStats, stream_object
 from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.core.history import objects_at_sql
 from st_py.core.infofile import user_size
@@ -36,6 +38,7 @@ from st_py.errors import (
 from ..keymap import TOP_FILE, UPLOAD_PREFIX, BadKeyError, KeyMap, bucket_dir, check_key
 from .errors import S3Error
 from .handles import FileHandles, HandleCache
+from .objstream import ObjectBody
 from .reccache import RecordCache
 
 log = logging.getLogger("storetorrent.s3")
@@ -104,6 +107,18 @@ def _check_peerlist(h, record: str) -> None:
             raise StalePeerlistError(h.name, record, missing)
 
 
+def _lend(out: Any, release: Callable[[bool], None]) -> bool:
+    """Lend the handle to ``out``'s streamed body, if it has one: it calls
+    ``release(ok)`` when it ends (:class:`.objstream.ObjectBody`)."""
+    body = out[1] if isinstance(out, tuple) and len(out) == 3 else None
+    if not isinstance(body, ObjectBody):
+        return False
+    body.release = release
+    if body.ended:  # nothing left to read (prefetch saw the end): released now
+        release(True)
+    return True
+
+
 class Ops:
     """The operations of one caller.
 
@@ -113,14 +128,35 @@ class Ops:
         The caller's client (their API key).
     replication : str
         Of the files a PUT creates (``x2``).
+    read_ahead : int
+        Stripes a GET of a striped object keeps queued at once (1: one
+        after another); each GET holds at most this many stripes plus the
+        one being sent.
     """
 
-    def __init__(self, client, replication: str = "x2"):
+    def __init__(self, client, replication: str = "x2", read_ahead: int = STRIPES_AHEAD):
         self.client = client
         self.keys = KeyMap(client)
         self.replication = replication
+        self.read_ahead = read_ahead  # stripes a GET of a striped object keeps queued (st_py.client.object_stream)
+        self.stream_stats = StreamStats()  # every GET's of a striped object, merged (:meth:`_streamed`)
+        self._stats_lock = threading.Lock()
         self.ranges = RecordCache()  # records read for ranged GETs (.reccache)
         self.handles = HandleCache(client)  # kept handles and key resolutions (.handles: the fast path)
+
+    def _streamed(self, st: StreamStats) -> None:
+        """Merge one stream's counters into :attr:`stream_stats`."""
+        with self._stats_lock:
+            t = self.stream_stats
+            t.stripes += st.stripes
+            t.max_outstanding = max(t.max_outstanding, st.max_outstanding)
+            t.max_held = max(t.max_held, st.max_held)
+
+    def stream_totals(self) -> StreamStats:
+        """A copy of :attr:`stream_stats`, read under its lock (any thread)."""
+        with self._stats_lock:
+            t = self.stream_stats
+            return StreamStats(t.stripes, t.max_outstanding, t.max_held)
 
     def close(self) -> None:
         """Close the kept handles and the client (the endpoint stops)."""
@@ -365,7 +401,9 @@ class Ops:
         (an ``S3Error``, ``RecordNotFoundError``) is closed and ``read``
         runs once more the slow way, on a new handle: a handle kept across
         a change it cannot see (a grown peerlist, a tracker failover) costs
-        a retry, never the request. ``read`` must be a read (it may run twice)."""
+        a retry, never the request. ``read`` must be a read (it may run twice).
+        When ``read`` returns ``(stat, ObjectBody, span)`` the handle stays
+        lent to the body, which releases it when it ends (:mod:`.objstream`)."""
         kept = self._kept(bucket, key) if version is None else None
         if kept is not None:
             f, got, record = kept
@@ -379,13 +417,17 @@ class Ops:
                 self.handles.forget(f)
                 log.info("a kept handle of %s failed (%s: %s); reading it anew", f.name, type(e).__name__, e)
             else:
-                f.give_back(got, True)
+                if not _lend(out, lambda ok: f.give_back(got, ok)):
+                    f.give_back(got, True)
                 return out
         h, record = self._open_key(bucket, key, version)
+        lent = False
         try:
             out = read(h, record)
+            lent = _lend(out, lambda ok: h.close())
         finally:
-            h.close()
+            if not lent:
+                h.close()
         if version is None:
             self.handles.keep(h.name)  # the next request of this file takes the fast path
         return out
@@ -431,15 +473,20 @@ class Ops:
         key: str,
         decide: Callable[[ObjectStat], tuple[int, int] | None | bool] | None = None,
         version: str | None = None,
-    ) -> tuple[ObjectStat, bytes | None, tuple[int, int] | None]:
+        stream: bool = False,
+    ) -> tuple[ObjectStat, bytes | ObjectBody | None, tuple[int, int] | None]:
         """``(stat, bytes, span)`` of the object (of ``version``, else the
         current one). ``decide(stat)``, called
         before any byte is read, says what to read: None the whole object,
         ``(start, end)`` (end exclusive) a range, False nothing (bytes
-        None: a 304); it may raise. A range of a striped object fetches only
-        the stripes it touches; of a record, the record is read whole and
-        cut (records are at most 64 MiB), and kept for the next range of
-        the same version (:mod:`.reccache`).
+        None: a 304); it may raise. A striped object (or a range of one)
+        is read from the stripes it touches, :attr:`read_ahead` of them
+        queued at once (:func:`st_py.client.object_stream.stream_object`);
+        with ``stream`` its body is an :class:`.objstream.ObjectBody`
+        (first stripe read, the rest as the client takes them; at most
+        ``read_ahead`` + 1 stripes held), else bytes. A record is read
+        whole (records are at most 64 MiB); a range of it is cut and the
+        record kept for the next range of the same version (:mod:`.reccache`).
 
         Raises
         ------
@@ -448,36 +495,39 @@ class Ops:
         RecordUnavailableError, ChecksumError
         """
 
-        def read(h, record: str) -> tuple[ObjectStat, bytes | None, tuple[int, int] | None]:
+        def read(h, record: str) -> tuple[ObjectStat, bytes | ObjectBody | None, tuple[int, int] | None]:
             try:
                 st = self._stat(h, record)
                 if st is None:
                     raise self._missing(key, version)
-                span = decide(st) if decide is not None else None
-                if span is False:
+                asked = decide(st) if decide is not None else None
+                if asked is False:
                     return st, None, None
+                span = asked if isinstance(asked, tuple) else None  # None or True: the whole object
+                whole = span is None
                 obj = h.object_meta(record)
                 if obj is None:
                     _check_peerlist(h, record)
-                if span is None or span is True:
-                    return st, (h.get_object(obj) if obj is not None else h.get(record)), None
+                if obj is not None:
+                    a, b = (0, obj.size) if span is None else span
+                    stats = StreamStats()
+                    pieces = stream_object(h, obj, a, b, self.read_ahead, stats)
+                    if not stream:
+                        data = b"".join(pieces)
+                        self._streamed(stats)
+                        return st, data, None if whole else span
+                    body = ObjectBody(pieces, b - a, stats, self._streamed)
+                    body.prefetch()  # the first stripe's failure is this request's error, before any header
+                    return st, body, None if whole else span
+                if span is None:
+                    return st, h.get(record), None
                 a, b = span
-                if obj is None:
-                    ck = (h.file_id, record, st.version_id, st.crc32c, st.size, st.mtime)
-                    data = self.ranges.get(ck)
-                    if data is None:
-                        data = h.get(record)
-                        self.ranges.put(ck, data)
-                    return st, data[a:b], span
-                with h.open(record) as r:
-                    r.seek(a)
-                    out = bytearray()
-                    while len(out) < b - a:
-                        chunk = r.read(b - a - len(out))
-                        if not chunk:
-                            raise S3Error("InternalError", f"{key} ended at {a + len(out)} of {st.size} bytes", key)
-                        out += chunk
-                return st, bytes(out), span
+                ck = (h.file_id, record, st.version_id, st.crc32c, st.size, st.mtime)
+                kept = self.ranges.get(ck)
+                if kept is None:
+                    kept = h.get(record)
+                    self.ranges.put(ck, kept)
+                return st, kept[a:b], span
             except RecordNotFoundError:
                 raise self._missing(key, version) from None
 

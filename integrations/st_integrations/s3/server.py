@@ -10,6 +10,8 @@ import socket
 
 import uvicorn
 
+from st_py.client.object_stream import STRIPES_AHEAD
+
 from .app import UPLOAD_EXPIRY_S, S3App
 from .auth import Keys
 from .protocol import MAX_HEAD_BYTES, S3H11Protocol
@@ -26,18 +28,23 @@ def make_server(
     domain: str | None = None,
     region: str = "us-east-1",
     upload_expiry_s: float = UPLOAD_EXPIRY_S,
+    peer_data: list[str] | tuple[str, ...] = (),
+    read_ahead: int = STRIPES_AHEAD,
 ) -> uvicorn.Server:
     """A uvicorn server of the endpoint over ``tracker`` on ``host:port``
     (call ``run()``; ``should_exit = True`` stops it); ``domain``: also
     virtual-host-style requests to ``BUCKET.domain``; ``upload_expiry_s``:
-    multipart uploads untouched this long are aborted (0: never).
+    multipart uploads untouched this long are aborted (0: never);
+    ``peer_data``: data directories of the peers on this node, whose copies
+    are read from disk; ``read_ahead``: stripes a GET of a striped object
+    keeps queued (:class:`.app.S3App`).
 
     Raises
     ------
     OSError, tomllib.TOMLDecodeError
         The keys file cannot be read.
     """
-    app = S3App(tracker, Keys(keys_file, region), replication, tls, domain, upload_expiry_s).app
+    app = S3App(tracker, Keys(keys_file, region), replication, tls, domain, upload_expiry_s, peer_data, read_ahead).app
     config = uvicorn.Config(
         app,
         host=host,
@@ -48,6 +55,12 @@ def make_server(
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )
     return uvicorn.Server(config)
+
+
+def app_of(server: uvicorn.Server) -> S3App:
+    """The :class:`.app.S3App` a server of :func:`make_server` serves (its
+    :meth:`~.app.S3App.read_stats`, for :mod:`.metrics`)."""
+    return server.config.app.state.s3  # type: ignore[union-attr]
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -119,6 +119,11 @@ class EtcdBackend:
     campaign_s : float or None
         Seconds to wait to be elected at start (another leader's lease must
         run out first); None: as long as it takes (a standby).
+    shard, term : int
+        Not 0: the log of the leader's per-file tracker ``shard``
+        (docs/metadata-log.md, "Per-file trackers"), which campaigns for
+        nothing: it appends under ``term``, its master's, and is fenced with
+        it when another tracker is elected.
     """
 
     applies_unmarked = True
@@ -131,10 +136,13 @@ class EtcdBackend:
         create: bool = False,
         ttl: int = 3,
         campaign_s: float | None = 30.0,
+        shard: int = 0,
+        term: int = 0,
     ):
         self.endpoints, self.cluster_id, self.addr = endpoints, cluster_id, addr
         self.create, self.ttl, self.campaign_s = create, ttl, campaign_s
-        self.describe = f"etcd {','.join(endpoints)} cluster {cluster_id}"
+        self.shard, self.shard_term = shard, term
+        self.describe = f"etcd {','.join(endpoints)} cluster {cluster_id}" + (f" shard {shard}" if shard else "")
         self.session: EtcdSession | None = None
         self.log: EtcdLog | None = None
         self.election: Election | None = None
@@ -157,7 +165,9 @@ class EtcdBackend:
         from st_py.tracker.log.replicas import Replicas
 
         self.session = EtcdSession(self.endpoints)
-        self.log = await EtcdLog.open(self.session, self.cluster_id, create=self.create)
+        self.log = await EtcdLog.open(self.session, self.cluster_id, create=self.create, shard=self.shard)
+        if self.shard:  # a per-file tracker's log: it is no replica of its own
+            return
         self.replicas = Replicas(self.session, self.cluster_id, self.addr, lambda: self.applied_through())
         self.replicas.follows = follows
         await self.replicas.start()  # listed as a standby while it campaigns
@@ -176,11 +186,29 @@ class EtcdBackend:
 
         if self.session is None:
             await self.connect()
+        if self.shard:
+            return await self._master_term()
         assert self.session is not None and self.replicas is not None
         self.election = Election(self.session, self.cluster_id, self.addr, self.ttl)
         term = await self.election.campaign(timeout=self.campaign_s)
         self.lost = self.election.lost
         await self.replicas.elected(term)
+        return term
+
+    async def _master_term(self) -> int:
+        """A per-file tracker's start: its master's term, if that master
+        still leads.
+
+        Raises
+        ------
+        FencedError
+            Another tracker was elected since the master started this one.
+        """
+        from st_py.tracker.log.errors import FencedError
+
+        addr, term = await self._l().leader()
+        if term != self.shard_term:
+            raise FencedError(self.shard_term, term, addr)
         return term
 
     def view(self) -> dict | None:
@@ -195,7 +223,7 @@ class EtcdBackend:
         return self.log
 
     def _failed_prefix(self) -> bytes:
-        return f"/storetorrent/{self.cluster_id}/failed/".encode()  # beside etcd_log.cluster_prefix's keys
+        return self._l().failed_prefix
 
     def _failed_key(self, index: int) -> bytes:
         return self._failed_prefix() + b"%020d" % index
@@ -210,7 +238,8 @@ class EtcdBackend:
             return await c.get(marker)
 
         got = await self.session.call(get)
-        return f"etcd:{self.cluster_id}:{got.value.decode() if got is not None else ''}"
+        made = got.value.decode() if got is not None else ""
+        return f"etcd:{self.cluster_id}:{made}" + (f":shard{self.shard}" if self.shard else "")
 
     async def last_index(self) -> int:
         """The last entry's index (0: none)."""
@@ -288,7 +317,9 @@ class EtcdBackend:
         """Resign and close the session. Best effort: a tracker cut off from
         etcd stops all the same (its lease runs out by itself)."""
         try:
-            if self.replicas is not None:
+            if self.shard:  # a per-file tracker's log: its master holds the election
+                pass
+            elif self.replicas is not None:
                 await self.replicas.resigned()
             if self.election is not None:
                 await self.election.resign()

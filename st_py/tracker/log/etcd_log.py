@@ -11,7 +11,11 @@ Keys of cluster ``C`` (``K`` = ``/storetorrent/C/``):
 - ``K + checkpoint``: the tracker's own state (directories' owners and
   modes, peers' drain states) as of an index, written by the leader before
   it compacts the entries below it: a standby elected later starts from it
-  and applies the entries after it.
+  and applies the entries after it;
+- ``K + shards/<i>/log/...``, ``K + shards/<i>/failed/...``: the log of
+  the leader's per-file tracker ``i`` (its files' commits, leases and
+  record deletes), fenced by the same election key: a shard's appends
+  carry the term of the master that started its per-file tracker.
 
 An append is one etcd transaction per batch that compares the election
 key's ``create_revision`` with the appender's term and ``head`` with the
@@ -39,6 +43,13 @@ def cluster_prefix(cluster_id: str) -> bytes:
     return f"/storetorrent/{cluster_id}/".encode()
 
 
+def shard_prefix(cluster_id: str, shard: int) -> bytes:
+    """Where the log of ``shard`` lives: the cluster's prefix for the master's
+    (shard 0), ``.../shards/<shard>/`` for per-file tracker ``shard``'s."""
+    p = cluster_prefix(cluster_id)
+    return p if shard == 0 else p + b"shards/%d/" % shard
+
+
 def _end(prefix: bytes) -> bytes:
     """The first key after every key that starts with ``prefix``."""
     return prefix[:-1] + bytes([prefix[-1] + 1])
@@ -50,16 +61,18 @@ class EtcdLog:
     Use from one event loop; open with :meth:`open`.
     """
 
-    def __init__(self, session: EtcdSession, cluster_id: str):
+    def __init__(self, session: EtcdSession, cluster_id: str, shard: int = 0):
         self.session = session
         self.cluster_id = cluster_id
-        p = cluster_prefix(cluster_id)
-        self.leader_key = p + b"leader"
+        self.shard = shard
+        self.leader_key = cluster_prefix(cluster_id) + b"leader"  # one election fences every shard's log
+        p = shard_prefix(cluster_id, shard)
         self.head_key = p + b"log/head"
         self.first_key = p + b"log/first"  # the first entry a compaction kept (absent: 1)
         self.entry_prefix = p + b"log/e/"
         self.applied_prefix = p + b"applied/"
         self.checkpoint_key = p + b"checkpoint"
+        self.failed_prefix = p + b"failed/"  # marks of entries whose apply failed (apply/backends.py)
         self._head: int | None = None  # the head this appender last wrote or read
 
     def entry_key(self, index: int) -> bytes:
@@ -67,8 +80,9 @@ class EtcdLog:
         return self.entry_prefix + b"%020d" % index
 
     @classmethod
-    async def open(cls, session: EtcdSession, cluster_id: str, create: bool = False) -> EtcdLog:
-        """The log of ``cluster_id``, made first when ``create``.
+    async def open(cls, session: EtcdSession, cluster_id: str, create: bool = False, shard: int = 0) -> EtcdLog:
+        """The log of ``cluster_id`` (of its per-file tracker ``shard`` when
+        not 0), made first when ``create``.
 
         Raises
         ------
@@ -78,7 +92,7 @@ class EtcdLog:
         """
         if not cluster_id or "/" in cluster_id:
             raise WrongClusterError(cluster_id, [], f"bad cluster id {cluster_id!r}: give a name without '/'")
-        log = cls(session, cluster_id)
+        log = cls(session, cluster_id, shard)
         marker = CLUSTERS + cluster_id.encode()
 
         async def check(c: aetcd.Client):

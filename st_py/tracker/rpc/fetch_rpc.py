@@ -17,16 +17,19 @@ import grpc
 
 from st_py.core import capability, namespace
 from st_py.core.infofile import InfofileReader
+from st_py.errors import ERROR_KIND_KEY
 
 from ..access import R, may, mode_text
 from ..guard import owner_of_meta
 from ..infofile_fetch import Snapshot, changes_for, take_snapshot, unchanged_since
+from ..state import TrackerState
 from .parts import TrackerParts
 
 log = logging.getLogger("st.tracker")
 
 FILE_OPS = capability.READ | capability.WRITE | capability.DELETE
 MAX_SCHEMA_BYTES = 1 << 20  # one record schema kept in an infofile (Arrow IPC)
+FILE_DELETED = "file-deleted"  # ERROR_KIND_KEY of a FetchInfofile by id of a deleted file (st-peer's scrubber)
 
 
 class FetchRpc(TrackerParts):
@@ -45,10 +48,17 @@ class FetchRpc(TrackerParts):
         (st_py/tracker/infofile_fetch.py). Read permission, as Open; a peer
         (``user`` "peer:<peer_id>", st-peer --metadata fetch) authenticates as
         for announces (its PEER capability when the tracker has a key) and
-        gets only the files whose peerlist names it."""
+        gets only the files whose peerlist names it. A peer may name the file
+        by its id alone (``name`` empty: its scrubber, docs/peer.md,
+        "Scrubber"); of a file id this tracker deleted, the answer is
+        NOT_FOUND with the trailer ``st-error: file-deleted``, and only
+        then."""
         peer_id = await self._fetching_peer(context, request.user)
         user = None if peer_id else await self.authenticate(context, request.user)
-        name = await self._name(context, request.name)
+        if not request.name and peer_id:
+            name = await self._name_of_id(context, request.file_id)
+        else:
+            name = await self._name(context, request.name)
         if user is not None:
             await self._search_allowed(context, user, name)
         path = namespace.infofile_path(self.root, name)
@@ -87,6 +97,36 @@ class FetchRpc(TrackerParts):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
         async for m in _send(snap, name, file_id, context):
             yield m
+
+    async def _name_of_id(self, context, file_id: int) -> str:
+        """The name of the file of id ``file_id``, for a peer that asks by id
+        (TrackerState.file_by_id). Aborts NOT_FOUND, with the trailer
+        ``st-error: file-deleted`` only if this tracker recorded the file's
+        deletion; FAILED_PRECONDITION on a per-file tracker (the files are the
+        master's) or without a file id."""
+        if not file_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "FetchInfofile needs a name or a file id")
+        state: TrackerState | None = getattr(self, "state", None)
+        if state is None:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "a per-file tracker finds no file by its id: ask the master tracker",
+            )
+            raise AssertionError("unreachable: context.abort raises")
+        name, deleted = state.file_by_id(file_id)
+        if name is not None:
+            return name
+        if deleted:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"file id {file_id:016x} was deleted",
+                trailing_metadata=((ERROR_KIND_KEY, FILE_DELETED),),
+            )
+        await context.abort(
+            grpc.StatusCode.NOT_FOUND,
+            f"this tracker knows no file of id {file_id:016x} (neither a file nor one it deleted)",
+        )
+        raise AssertionError("unreachable: context.abort raises")
 
     async def RestoreInfofile(self, request_iterator, context):
         """Recovery without the namespace: an infofile from a peer's mirror

@@ -209,7 +209,7 @@ class LogApply(TrackerParts):
             return False  # another file has the name now
         self._drop_committer(op.name)
         path.unlink(missing_ok=True)
-        self.state.remove_file(op.name)
+        self.state.remove_file(op.name, fid)
         return True
 
     def _writer_for(self, op: InfofileOp) -> InfofileWriter | None:

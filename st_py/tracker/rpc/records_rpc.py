@@ -259,7 +259,7 @@ class RecordRpc(TrackerParts):
             # in the metadata log before the infofile goes: a replay never makes it again
             gone = InfofileOp(name, c.meta.file_id if here else request.file_id, "delete_file", (), time.time())
             n, b, file_id, copies, owner = await self.oplog.run(gone.encode(), drop)
-            self.state.remove_file(name)
+            self.state.remove_file(name, file_id)
             self.reservations.release(file_id)
             self.guard.charge(owner, -b * copies)
             log.info("deleted file %s (%d records) for %s", name, n, user.name)

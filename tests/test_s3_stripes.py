@@ -1,0 +1,229 @@
+"""GETs of striped objects through the S3 endpoint (docs/s3.md, "The fast
+path"): the stripes are fetched several at once with bounded read-ahead
+and streamed in order, a peer killed during the GET is failed over per
+stripe, and copies held by peers of the endpoint's node are read from
+their data directories (checked) instead of by GET. Real tracker, peers,
+endpoint (in a thread) and boto3; the counters are the endpoint's
+(``S3App.read_stats``) and the peers' metrics."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers import metric_value, scrape_metrics
+from test_s3 import Endpoint
+
+from st_integrations.s3.metrics import serve_metrics
+from st_py.client.local_copies import copy_path
+from st_py.core.infofile import stripe_name
+
+MiB = 1 << 20
+
+
+def _stats(ep: Endpoint) -> dict[str, int]:
+    return ep.server.config.app.state.s3.read_stats()
+
+
+def _peer_dirs(cluster) -> list[str]:
+    return [str(cluster.data_dir / "peers" / f"peer-{i}") for i in range(cluster.n_peers)]
+
+
+def _peer_gets(cluster) -> float:
+    return sum(
+        metric_value(scrape_metrics(p.metrics_addr), "st_peer_requests_total", type="GET")
+        for p in cluster.peers
+        if p is not None
+    )
+
+
+def _reports(cluster) -> float:
+    """The tracker's count of ReportFailure RPCs (a client telling it a peer failed)."""
+    m = scrape_metrics(cluster.tracker.metrics_addr)
+    return metric_value(m, "st_tracker_rpcs_total", method="ReportFailure", code="OK")
+
+
+@pytest.fixture(scope="module")
+def stripes(make_module_cluster):
+    """``(cluster, endpoint)``: 4 peers, an endpoint in development mode
+    keeping 4 stripes in flight, told no peer data directory."""
+    cluster = make_module_cluster(4, name="s3stripes")
+    ep = Endpoint(cluster.tracker_addr, None, tls=cluster.client_tls, read_ahead=4)
+    yield cluster, ep
+    ep.stop()
+
+
+def _put_striped(cluster, file: str, name: str, size: int, stripe: int) -> bytes:
+    data = os.urandom(size)
+    with cluster.client().create(file, replication="x2") as f:
+        f.put_object(name, data, stripe_size=stripe)
+    return data
+
+
+def test_multipart_object_of_several_stripes_whole_and_by_ranges(stripes):
+    """A 72 MiB multipart upload (9 parts of 8 MiB: stored striped, 3
+    stripes) read whole and by ranges inside a stripe, across one stripe
+    boundary and across two, and the last bytes, equals what was written;
+    the whole GET had its stripes in flight together, a range fetched only
+    the stripes it touches."""
+    cluster, ep = stripes
+    s3 = ep.client("dev", "anything")
+    s3.create_bucket(Bucket="mpu")
+    data = os.urandom(72 * MiB)
+    up = s3.create_multipart_upload(Bucket="mpu", Key="big/obj.bin")["UploadId"]
+    parts = []
+    for n in range(9):
+        r = s3.upload_part(
+            Bucket="mpu", Key="big/obj.bin", UploadId=up, PartNumber=n + 1, Body=data[n * 8 * MiB : (n + 1) * 8 * MiB]
+        )
+        parts.append({"PartNumber": n + 1, "ETag": r["ETag"]})
+    s3.complete_multipart_upload(Bucket="mpu", Key="big/obj.bin", UploadId=up, MultipartUpload={"Parts": parts})
+    with cluster.client().open("/mpu/big") as f:
+        obj = f.object_meta("obj.bin")
+    assert obj is not None and obj.stripes == 3  # 32 + 32 + 8 MiB
+    before = _stats(ep)
+    got = s3.get_object(Bucket="mpu", Key="big/obj.bin")
+    assert got["ContentLength"] == len(data) and got["Body"].read() == data
+    after = _stats(ep)
+    assert after["stripes"] - before["stripes"] == 3
+    assert after["max_stripes_in_flight"] >= 2  # several holders asked at once, not one after another
+    assert after["max_stripes_held"] <= 4  # the read-ahead bound
+    ss = obj.stripe_size
+    for a, b, touched in (
+        (5, 1000, 1),
+        (ss - 100, ss + 100, 2),
+        (ss - 1, 2 * ss + 1, 3),
+        (len(data) - 10, len(data) - 1, 1),
+    ):
+        before = _stats(ep)["stripes"]
+        r = s3.get_object(Bucket="mpu", Key="big/obj.bin", Range=f"bytes={a}-{b}")
+        assert r["ContentRange"] == f"bytes {a}-{b}/{len(data)}"
+        assert r["Body"].read() == data[a : b + 1]
+        assert _stats(ep)["stripes"] - before == touched
+
+
+def test_stripes_are_in_flight_at_once_and_memory_is_bounded(stripes):
+    """A 12-stripe object read whole through an endpoint with a read-ahead
+    of 4: 4 stripe GETs were sent and unanswered at once and at most 4
+    stripes were held; through one with a read-ahead of 1, one at a time
+    (the setting the benchmark compares with). Each stripe is asked of
+    the peers once."""
+    cluster, ep = stripes
+    data = _put_striped(cluster, "/par/run", "obj.bin", 12 * MiB + 5, MiB)
+    s3 = ep.client("dev", "anything")
+    gets = _peer_gets(cluster)
+    assert s3.get_object(Bucket="par", Key="run/obj.bin")["Body"].read() == data
+    assert _peer_gets(cluster) - gets == 13
+    st = _stats(ep)
+    assert st["max_stripes_in_flight"] == 4 and st["max_stripes_held"] == 4
+    one = Endpoint(cluster.tracker_addr, None, tls=cluster.client_tls, read_ahead=1)
+    try:
+        c1 = one.client("dev", "anything")
+        assert c1.get_object(Bucket="par", Key="run/obj.bin")["Body"].read() == data
+        got = c1.get_object(Bucket="par", Key="run/obj.bin", Range=f"bytes={MiB - 3}-{5 * MiB}")["Body"].read()
+        assert got == data[MiB - 3 : 5 * MiB + 1]
+        st1 = _stats(one)
+        assert st1["stripes"] == 13 + 6 and st1["max_stripes_in_flight"] == 1 and st1["max_stripes_held"] == 1
+    finally:
+        one.stop()
+
+
+def test_a_peer_killed_during_a_streamed_get_fails_over(make_cluster):
+    """A GET of a 32-stripe x2 object streams its first stripes, then the
+    peer holding the most copies of the stripes not yet fetched is
+    SIGKILLed: the rest come from the other copies and the body is whole."""
+    cluster = make_cluster(3)
+    ep = Endpoint(cluster.tracker_addr, None, tls=cluster.client_tls, read_ahead=2)
+    try:
+        data = _put_striped(cluster, "/kill/run", "obj.bin", 32 * MiB, MiB)
+        with cluster.client().open("/kill/run") as f:
+            addrs = {idx: addr for idx, _, addr in f.infofile().peerlist()}
+            later = [addrs[i] for s in range(24, 32) for i in f.record_meta(stripe_name("obj.bin", s)).peers]
+        victim = max(set(later), key=later.count)
+        s3 = ep.client("dev", "anything")
+        reports = _reports(cluster)
+        body = s3.get_object(Bucket="kill", Key="run/obj.bin")["Body"]
+        head = body.read(2 * MiB)  # the first stripes given; the next ones asked for as the body is read
+        cluster.kill_peer(next(i for i, p in enumerate(cluster.peers) if p is not None and p.addr == victim))
+        assert head + body.read() == data
+        assert _reports(cluster) > reports  # the stream met the dead peer (and told the tracker) and failed over
+    finally:
+        ep.stop()
+
+
+def test_copies_on_this_node_are_read_from_disk_and_checked(make_cluster):
+    """An endpoint told one peer's data directory reads the stripes (and a
+    record) that peer holds from its disk, counted by the endpoint and not
+    asked of any peer; a local copy made bad (same size, other bytes) is
+    not served: it is counted as a fallback and read by GET from a peer."""
+    cluster = make_cluster(4)
+    d0 = _peer_dirs(cluster)[0]
+    ep = Endpoint(cluster.tracker_addr, None, tls=cluster.client_tls, peer_data=[d0])
+    try:
+        data = _put_striped(cluster, "/loc/run", "obj.bin", 8 * MiB, MiB)
+        record = os.urandom(300_000)
+        with cluster.client().open("/loc/run") as f:
+            f.put("rec.bin", record)
+            f.flush()
+            pid0 = Path(d0, "PEER_ID").read_text().strip()
+            idx0 = next(i for i, p in f.peers.items() if p.peer_id == pid0)
+            metas = [f.record_meta(stripe_name("obj.bin", s)) for s in range(8)]
+            rec_meta = f.record_meta("rec.bin")
+            fid = f.file_id
+        local = [m for m in metas if idx0 in m.peers]
+        assert 0 < len(local) < 8  # x2 over 4 peers: some stripes on peer-0, some not
+        s3 = ep.client("dev", "anything")
+        gets = _peer_gets(cluster)
+        assert s3.get_object(Bucket="loc", Key="run/obj.bin")["Body"].read() == data
+        st = _stats(ep)
+        assert st["local_reads"] == len(local) and st["local_bytes"] == len(local) * MiB
+        assert st["local_fallbacks"] == 0
+        assert _peer_gets(cluster) - gets == 8 - len(local)  # only the others went over the network
+        on0 = idx0 in rec_meta.peers
+        assert s3.get_object(Bucket="loc", Key="run/rec.bin")["Body"].read() == record
+        assert _stats(ep)["local_reads"] == len(local) + on0
+        # a bad local copy: not served, read by GET from another copy
+        m = local[0]
+        path = copy_path(d0, fid, m.key, m.ranks[m.peers.index(idx0)], m.crc32c)
+        with open(path, "r+b") as fh:
+            fh.write(b"\0" * 64)
+        gets = _peer_gets(cluster)
+        assert s3.get_object(Bucket="loc", Key="run/obj.bin")["Body"].read() == data
+        st = _stats(ep)
+        assert st["local_fallbacks"] == 1 and st["local_reads"] == 2 * len(local) - 1 + on0
+        server, port = serve_metrics(ep.server.config.app.state.s3, "127.0.0.1", 0)  # as --metrics-port serves them
+        try:
+            m = scrape_metrics(f"127.0.0.1:{port}")
+        finally:
+            server.shutdown()
+            server.server_close()
+        assert metric_value(m, "st_s3_local_reads_total") == st["local_reads"]
+        assert metric_value(m, "st_s3_local_read_bytes_total") == st["local_bytes"]
+        assert metric_value(m, "st_s3_local_read_fallbacks_total") == 1
+        assert metric_value(m, "st_s3_stripes_total") == 16
+        assert _peer_gets(cluster) - gets >= 8 - len(local) + 1  # +1: that stripe (its copy on peer-0 may be asked too)
+    finally:
+        ep.stop()
+
+
+def test_a_client_gone_mid_body_ends_the_stream(stripes):
+    """A client that reads 1 MiB of a 24-stripe object's body and closes
+    its connection: the endpoint ends the stream (its counters merged, its
+    handle released) and serves the next GET of the object whole."""
+    import http.client
+
+    from conftest import poll_for
+
+    cluster, ep = stripes
+    data = _put_striped(cluster, "/gone/run", "obj.bin", 24 * MiB, MiB)
+    before = _stats(ep)["stripes"]
+    conn = http.client.HTTPConnection("127.0.0.1", ep.port, timeout=30)
+    conn.request("GET", "/gone/run/obj.bin")  # development mode: unsigned requests are taken
+    r = conn.getresponse()
+    assert r.status == 200 and int(r.getheader("Content-Length")) == len(data)
+    assert r.read(MiB) == data[:MiB]
+    conn.close()
+    poll_for(lambda: _stats(ep)["stripes"] > before, timeout=30, what="the abandoned stream to end")
+    s3 = ep.client("dev", "anything")
+    assert s3.get_object(Bucket="gone", Key="run/obj.bin")["Body"].read() == data
