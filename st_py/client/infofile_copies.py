@@ -22,7 +22,9 @@
   ``ensure(since=...)``; docs/decisions.md, "Freshness of a local copy"),
   by the changesets the tracker's writer kept (FetchInfofile), or a
   snapshot when there is no copy or they no longer reach back. The mount
-  is never read.
+  is never read. A copy is replaced whole (a new file renamed over it) and
+  never synced; ``<file_id>.seal`` beside it says whether it can be read
+  after a crash of the machine (st_py/client/copy_seal.py).
 
 Choose with ``Client(metadata=...)`` or ``$STORETORRENT_METADATA``; the
 cache folder with ``Client(metadata_cache=...)`` or
