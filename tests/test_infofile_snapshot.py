@@ -1,7 +1,8 @@
 """Snapshots of an infofile for FetchInfofile (st_py/tracker/infofile_fetch.py
 ``take_snapshot``): the file's bytes copied under a read transaction's
 SHARED lock are one committed state even while the infofile writer commits
-in another thread: every snapshot passes SQLite's integrity check and its
+in another thread: every snapshot, held in memory or in a temporary file,
+arrives with its size and CRC-32C, passes SQLite's integrity check and its
 records are exactly those of the generation its meta names."""
 
 from __future__ import annotations
@@ -9,13 +10,17 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+import pytest
+
 from st_py.tracker.infofile_fetch import take_snapshot
 from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
+from st_py.wire.protocol import crc32c
 
 GROUP = 500
 
 
-def test_snapshots_taken_during_commits_are_each_one_committed_state(tmp_path):
+@pytest.mark.parametrize("in_memory_max", [1 << 30, 0], ids=["in-memory", "temporary-file"])
+def test_snapshots_taken_during_commits_are_each_one_committed_state(tmp_path, in_memory_max):
     path = tmp_path / "inf"
     meta = {"file_id": 7, "name": "/s", "replication": "x1", "copies": 1, "blocksize": 16, "est_size": 0}
     create_infofile(path, {**meta, "created_at": 0, "owner": ""}, [(0, "peer-0", "h:0"), (1, "peer-1", "h:1")])
@@ -41,9 +46,16 @@ def test_snapshots_taken_during_commits_are_each_one_committed_state(tmp_path):
     seen = set()
     try:
         while t.is_alive() and len(seen) < 40:
-            snap = take_snapshot(path, str(tmp_path))
+            snap = take_snapshot(path, str(tmp_path), in_memory_max=in_memory_max)
             try:
-                c = sqlite3.connect(snap.path)
+                assert (snap.data is None) == (in_memory_max == 0)
+                head, *body = list(snap.chunks())
+                data = b"".join(m.data for m in body)
+                assert (len(data), crc32c(data)) == (head.total_size, head.crc32c) == (snap.size, snap.crc32c)
+                assert head.generation == snap.generation
+                got = tmp_path / f"got-{snap.generation}"
+                got.write_bytes(data)
+                c = sqlite3.connect(got)
                 try:
                     assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
                     n = c.execute("SELECT count(*) FROM records").fetchone()[0]

@@ -13,6 +13,9 @@ one file open in a process break each other's locks. So apsw never opens a
 copy a reader may have open: the changes are applied to a new file made from
 the copy (a local file copy) and renamed over it. Readers with the old file
 open keep reading the state they opened; new readers see the new one whole.
+Nothing is synced (no journal on disk, ``synchronous=OFF``): the new file is
+private until the rename, and after a crash of the machine a copy brought
+forward by changes is fetched again whole (st_py/client/copy_seal.py).
 
 Thread-safety: callers serialize catch-ups of one copy (the copy's lock in
 st_py/client/infofile_copies.py).
@@ -88,7 +91,8 @@ def apply_changesets(path: str | os.PathLike, changesets: list[bytes]) -> None:
     try:
         db = apsw.Connection(str(tmp))
         try:
-            db.execute("PRAGMA journal_mode=DELETE")
+            db.execute("PRAGMA journal_mode=MEMORY")  # the file is private until renamed: nothing to roll back on disk
+            db.execute("PRAGMA synchronous=OFF")  # copy_seal: a copy is not synced, a crash-torn one is refetched
             with db:  # one transaction: every changeset or none
                 for cs in changesets:
                     if cs:

@@ -22,7 +22,9 @@
   ``ensure(since=...)``; docs/decisions.md, "Freshness of a local copy"),
   by the changesets the tracker's writer kept (FetchInfofile), or a
   snapshot when there is no copy or they no longer reach back. The mount
-  is never read.
+  is never read. A copy is replaced whole (a new file renamed over it) and
+  never synced; ``<file_id>.seal`` beside it says whether it can be read
+  after a crash of the machine (st_py/client/copy_seal.py).
 
 Choose with ``Client(metadata=...)`` or ``$STORETORRENT_METADATA``; the
 cache folder with ``Client(metadata_cache=...)`` or
@@ -49,6 +51,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+import google_crc32c
+
+from st_py.client import copy_seal
 from st_py.client.changeset_apply import ChangesetApplyError, apply_changesets, copy_state
 from st_py.errors import InvalidOptionError, StaleInfofileError, StoreTorrentError
 
@@ -334,7 +339,7 @@ class InfofileCopies:
             if since is not None:  # another reader asked after this read began: its answer covers it
                 newer = self._asked.get(file_id, -1.0) < since
             want = self.wanted(file_id)
-            have = self._state(path)
+            have = self._state(path)  # a copy not known whole is removed: (0, 0, "", "")
             before = have[0]
             had_copy = path.is_file()
             t_ask = time.monotonic()
@@ -412,6 +417,7 @@ class InfofileCopies:
             fcntl.flock(lk, fcntl.LOCK_EX)
             self.path(file_id).unlink(missing_ok=True)
             (self.folder / f"{file_id}{CHECKED}").unlink(missing_ok=True)
+            copy_seal.seal_path(self.path(file_id)).unlink(missing_ok=True)
             with self._lock:
                 self._states.pop(self.path(file_id), None)
                 self._known.pop(file_id, None)
@@ -431,6 +437,10 @@ class InfofileCopies:
             return self._known.get(file_id)
 
     def _state(self, path: Path) -> tuple[int, int, str, str]:
+        """(generation, log position, log id, schema fingerprint) of the copy
+        at ``path``; (0, 0, "", "") and the copy removed if there is none, it
+        is not known whole (st_py/client/copy_seal.py: a machine crash may
+        have torn it) or it is unreadable. Called under the copy's locks."""
         # A copy is only ever replaced whole (a rename over it), never written in place, so its
         # (inode, mtime, size) names its state: read once per version, not at every live read.
         try:
@@ -442,31 +452,54 @@ class InfofileCopies:
             hit = self._states.get(path)
         if hit is not None and hit[0] == key:
             return hit[1]
+        if not copy_seal.whole(path):
+            path.unlink(missing_ok=True)
+            return (0, 0, "", "")
         try:
             state = copy_state(path)
         except Exception:  # a damaged copy is fetched again whole
             log.warning("infofile copy %s is unreadable: fetching it again", path)
+            path.unlink(missing_ok=True)
             return (0, 0, "", "")
         with self._lock:
             self._states[path] = (key, state)
         return state
 
+    def _remember(self, path: Path, state: tuple[int, int, str, str]) -> None:
+        """Note ``state`` as the copy's just written at ``path`` (under the
+        copy's locks): :meth:`_state` then reads nothing back. A state whose
+        schema fingerprint is "" has it read when the tracker is next asked."""
+        st = path.stat()
+        with self._lock:
+            self._states[path] = ((st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size), state)
+
     def _catch_up(self, tracker, name: str, file_id: int, path: Path, have: tuple, want: int) -> None:
         t0 = time.monotonic()
         self.questions += 1
-        msgs = tracker.fetch_infofile(name, file_id, have, want)
-        head, body = msgs[0], msgs[1:]
-        size = sum(len(m.data) for m in body)
-        if head.kind == "changes":
+        if have[2] and not have[3]:  # as a snapshot's first message said: its schema read now, first needed
             try:
-                apply_changesets(path, [m.data for m in body])
+                have = copy_state(path)
+            except Exception:  # a damaged copy is fetched again whole
+                log.warning("infofile copy %s is unreadable: fetching it again", path)
+                have = (0, 0, "", "")
+        msgs = tracker.fetch_infofile_stream(name, file_id, have, want)
+        head = next(msgs)
+        size = 0
+        if head.kind == "changes":
+            body = [m.data for m in msgs]
+            size = sum(len(d) for d in body)
+            try:
+                apply_changesets(path, body)
+                copy_seal.seal(path, None, None)  # no CRC names the bytes now: after a reboot, fetched again
             except ChangesetApplyError as e:
                 log.warning("%s; fetching a snapshot", e)
-                msgs = tracker.fetch_infofile(name, file_id, (0, 0, "", ""), want)
-                head, body = msgs[0], msgs[1:]
-                size += sum(len(m.data) for m in body)
+                msgs = tracker.fetch_infofile_stream(name, file_id, (0, 0, "", ""), want)
+                head = next(msgs)
         if head.kind == "snapshot":
-            self._write_snapshot(path, head, body)
+            size += self._write_snapshot(path, head, msgs)
+            self._remember(path, (head.generation, head.position, head.log_id, ""))
+        for _ in msgs:  # "current" is one message: the call ends here
+            pass
         self.bytes_received += size
         self.last = Fetched(name, head.kind, size, have[0], head.generation, time.monotonic() - t0)
         if head.kind != "current":  # the caller's one INFO line (ensure) tells the wait
@@ -480,22 +513,32 @@ class InfofileCopies:
                 self.last.seconds,
             )
 
-    def _write_snapshot(self, path: Path, head, body) -> None:
-        from st_py.wire.protocol import crc32c
-
-        data = b"".join(m.data for m in body)
-        if len(data) != head.total_size or crc32c(data) != head.crc32c:
-            raise StoreTorrentError(
-                f"the snapshot of infofile {path.name} arrived damaged ({len(data)} of {head.total_size} bytes, "
-                "CRC-32C differs or size short); retry"
-            )
+    def _write_snapshot(self, path: Path, head, pieces) -> int:
+        """Write the snapshot ``head`` announces from the messages ``pieces``
+        (written as they arrive) to a temporary file, check its size and
+        CRC-32C, rename it over the copy and seal it (copy_seal: no fsync; a
+        copy a machine crash tore is found at the next read and fetched
+        again). The bytes received."""
         tmp = path.with_name(f".{path.name}.fetch-{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        crc, size = 0, 0
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                for m in pieces:
+                    crc = google_crc32c.extend(crc, m.data)
+                    size += len(m.data)
+                    f.write(m.data)
+            if size != head.total_size or crc != head.crc32c:
+                raise StoreTorrentError(
+                    f"the snapshot of infofile {path.name} arrived damaged ({size} of {head.total_size} bytes, "
+                    "CRC-32C differs or size short); retry"
+                )
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        copy_seal.seal(path, size, crc)
+        return size
 
 
 def max_age(seconds: float | None = None) -> float:

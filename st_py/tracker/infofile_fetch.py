@@ -2,13 +2,13 @@
 every node"): the changesets a copy lacks when the file's writer still keeps
 them (st_py/tracker/changeset_window.py), else a snapshot of the infofile.
 
-The snapshot is SQLite's online backup of the whole file in one step (one
-read transaction: one consistent state, as the peers' mirrors are made,
-st_core/src/meta_mirror.cc), into a temporary file streamed in chunks of
-:data:`CHUNK` bytes, the way RestoreInfofile takes an infofile back.
+The snapshot is the whole file's bytes read under one read transaction (one
+consistent state), held in memory (small files) or a temporary file, and
+streamed in chunks of :func:`chunk_size` bytes, the way RestoreInfofile takes an
+infofile back.
 
 Thread-safety: :func:`changes_for` reads a window under its lock; the
-snapshot functions touch only their own temporary file.
+snapshot functions touch only their own memory and temporary file.
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ from st_py._proto import tracker_pb2 as pb
 from st_py.core.infofile import schema_fingerprint
 from st_py.tracker.changeset_window import Window
 
-CHUNK = 1 << 20  # bytes of a snapshot per message
+CHUNK = 1 << 20  # bytes of a snapshot per message at most
+CHUNK_MIN = 1 << 18  # and at least (the last one aside)
+PIECES = 4  # a snapshot is sent in this many messages at least, within those bounds
+IN_MEMORY_MAX = 16 << 20  # bytes: a snapshot up to this size is held in memory, larger ones in a temporary file
 
 
 def crc32c_extend(crc: int, data: bytes) -> int:
@@ -35,12 +38,26 @@ def crc32c_extend(crc: int, data: bytes) -> int:
     return google_crc32c.extend(crc, data)
 
 
+def chunk_size(size: int) -> int:
+    """Bytes per message of a ``size``-byte snapshot: a quarter of it, within
+    :data:`CHUNK_MIN` and :data:`CHUNK`. Small snapshots go in several
+    messages so that the client writes one while the next is on its way (a
+    1.2 MB infofile in 1 MiB messages took about 1.5 ms longer to fetch than
+    in 256 KiB ones); large ones in 1 MiB messages, as each message has a
+    cost of its own (docs/benchmarks.md)."""
+    return min(CHUNK, max(CHUNK_MIN, size // PIECES))
+
+
 @dataclass
 class Snapshot:
-    """A consistent copy of an infofile in a temporary file (``path``; the
-    caller removes it with :meth:`discard`) and the state it is at."""
+    """A consistent copy of an infofile, its ``size`` and ``crc32c``, and the
+    state it is at: held in ``data`` (up to :data:`IN_MEMORY_MAX` bytes) or
+    in a temporary file ``path`` (the caller removes it with :meth:`discard`)."""
 
-    path: Path
+    data: bytes | None
+    path: Path | None
+    size: int
+    crc32c: int
     file_id: int
     generation: int
     position: int
@@ -48,83 +65,130 @@ class Snapshot:
 
     def chunks(self) -> Iterator[pb.FetchInfofileChunk]:
         """The reply: a first message with the state, size and CRC-32C, then
-        the bytes in :data:`CHUNK`-sized pieces (read as sent)."""
-        crc, size = 0, self.path.stat().st_size
-        with self.path.open("rb") as f:
-            while piece := f.read(CHUNK):
-                crc = crc32c_extend(crc, piece)
+        the bytes in :func:`chunk_size` pieces (a file's read as sent)."""
         yield pb.FetchInfofileChunk(
             kind="snapshot",
             file_id=self.file_id,
             generation=self.generation,
             position=self.position,
             log_id=self.log_id,
-            total_size=size,
-            crc32c=crc,
+            total_size=self.size,
+            crc32c=self.crc32c,
         )
+        step = chunk_size(self.size)
+        if self.data is not None:
+            for at in range(0, len(self.data), step):
+                yield pb.FetchInfofileChunk(data=self.data[at : at + step])
+            return
+        assert self.path is not None
         with self.path.open("rb") as f:
-            while piece := f.read(CHUNK):
+            while piece := f.read(step):
                 yield pb.FetchInfofileChunk(data=piece)
 
     def discard(self) -> None:
-        """Remove the temporary file."""
-        self.path.unlink(missing_ok=True)
+        """Remove the temporary file, if any, and drop the bytes held."""
+        self.data = None
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
 
 
-def take_snapshot(infofile: Path, tmp_dir: str | None = None) -> Snapshot:
-    """Copy ``infofile`` whole, as of one committed state, to a temporary
-    file (mode 0600) in ``tmp_dir`` (None: the system's).
+def take_snapshot(infofile: Path, tmp_dir: str | None = None, in_memory_max: int = IN_MEMORY_MAX) -> Snapshot:
+    """Copy ``infofile`` whole, as of one committed state: into memory if it
+    is at most ``in_memory_max`` bytes, else to a temporary file (mode 0600)
+    in ``tmp_dir`` (None: the system's); its CRC-32C computed as it is read.
 
     The infofile writer keeps a rollback journal (journal_mode=DELETE), where
     the database file is only written under an EXCLUSIVE lock: the file's
-    bytes copied while a read transaction holds a SHARED lock are one
+    bytes read while a read transaction holds a SHARED lock are one
     committed state (SQLite's "copy the file while holding a read lock";
     https://www.sqlite.org/backup.html's alternative, 3-10x faster than the
     backup API's page-by-page copy; a writer waits for the copy, not for the
-    stream that follows it). A file in WAL mode (none is written so, but a
-    hand-made one could be) goes through the backup API, which sees the WAL.
+    stream that follows it), and the ``meta`` read in that transaction is
+    that state's. Memory up to :data:`IN_MEMORY_MAX` because writing a
+    temporary file costs more than the rest of a small snapshot (1-4 ms per
+    MB on the busy 2-core VM against 0.1 ms to read it into memory,
+    docs/benchmarks.md); concurrent snapshots hold that much each. A file in WAL mode
+    (none is written so, but a hand-made one could be) goes through the
+    backup API, which sees the WAL, into a temporary file.
 
     Raises FileNotFoundError if the infofile is gone, sqlite3.Error if it
     cannot be read."""
     if not infofile.is_file():
         raise FileNotFoundError(infofile)
-    fd, name = tempfile.mkstemp(prefix="st-fetch-", suffix=".infofile", dir=tmp_dir)
-    os.close(fd)
-    out = Path(name)
+    src = sqlite3.connect(f"file:{quote(str(infofile))}?mode=ro", uri=True, isolation_level=None)
     try:
-        src = sqlite3.connect(f"file:{quote(str(infofile))}?mode=ro", uri=True, isolation_level=None)
-        try:
-            src.execute("PRAGMA busy_timeout=10000")
-            if src.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
-                dst = sqlite3.connect(str(out))
-                try:
-                    src.backup(dst, pages=-1)  # one step: one consistent state
-                finally:
-                    dst.close()
+        src.execute("PRAGMA busy_timeout=10000")
+        if src.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+            return _backup(src, tmp_dir)
+        src.execute("BEGIN")
+        meta = dict(src.execute("SELECT key, value FROM meta"))  # takes the SHARED lock, held until COMMIT
+        with open(infofile, "rb") as fin:
+            size = os.fstat(fin.fileno()).st_size
+            if size <= in_memory_max:
+                data = fin.read()
+                snap = _snapshot(data, None, len(data), google_crc32c.value(data), meta)
             else:
-                src.execute("BEGIN")
-                src.execute("SELECT count(*) FROM meta").fetchone()  # the SHARED lock, held until COMMIT
-                with open(infofile, "rb") as fin, open(out, "wb") as fout:
-                    while chunk := fin.read(1 << 20):
-                        fout.write(chunk)
-                src.execute("COMMIT")
-        finally:
-            src.close()
-        chk = sqlite3.connect(f"file:{quote(str(out))}?mode=ro", uri=True)
-        try:
-            meta = dict(chk.execute("SELECT key, value FROM meta"))
-        finally:
-            chk.close()
-    except BaseException:
-        out.unlink(missing_ok=True)
-        raise
+                snap = _to_file(fin, tmp_dir, meta)
+        src.execute("COMMIT")
+        return snap
+    finally:
+        src.close()
+
+
+def _snapshot(data: bytes | None, path: Path | None, size: int, crc: int, meta: dict) -> Snapshot:
     return Snapshot(
-        out,
+        data,
+        path,
+        size,
+        crc,
         int(meta.get("file_id") or 0),
         int(meta.get("generation") or 0),
         int(meta.get("log_index") or 0),
         str(meta.get("log_id") or ""),
     )
+
+
+def _temp(tmp_dir: str | None) -> Path:
+    fd, name = tempfile.mkstemp(prefix="st-fetch-", suffix=".infofile", dir=tmp_dir)
+    os.close(fd)
+    return Path(name)
+
+
+def _to_file(fin, tmp_dir: str | None, meta: dict) -> Snapshot:
+    """The bytes of ``fin`` copied to a temporary file, CRC-32C computed on the way."""
+    out = _temp(tmp_dir)
+    try:
+        crc, size = 0, 0
+        with open(out, "wb") as fout:
+            while piece := fin.read(CHUNK):
+                crc = crc32c_extend(crc, piece)
+                size += len(piece)
+                fout.write(piece)
+    except BaseException:
+        out.unlink(missing_ok=True)
+        raise
+    return _snapshot(None, out, size, crc, meta)
+
+
+def _backup(src: sqlite3.Connection, tmp_dir: str | None) -> Snapshot:
+    """A WAL-mode infofile through SQLite's backup API (one step: one
+    consistent state) into a temporary file; its meta read from the copy."""
+    out = _temp(tmp_dir)
+    try:
+        dst = sqlite3.connect(str(out))
+        try:
+            src.backup(dst, pages=-1)
+            meta = dict(dst.execute("SELECT key, value FROM meta"))
+        finally:
+            dst.close()
+        crc, size = 0, 0
+        with open(out, "rb") as f:
+            while piece := f.read(CHUNK):
+                crc, size = crc32c_extend(crc, piece), size + len(piece)
+    except BaseException:
+        out.unlink(missing_ok=True)
+        raise
+    return _snapshot(None, out, size, crc, meta)
 
 
 def unchanged_since(infofile: Path, req: pb.FetchInfofileRequest, file_id: int) -> pb.FetchInfofileChunk | None:

@@ -9,6 +9,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -400,6 +401,24 @@ class TrackerClient:
         ------
         StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
         """
+        return list(self.fetch_infofile_stream(name, file_id, have, want_generation, timeout))
+
+    def fetch_infofile_stream(
+        self,
+        name: str,
+        file_id: int,
+        have: tuple[int, int, str, str] = (0, 0, "", ""),
+        want_generation: int = 0,
+        timeout: float | None = None,
+    ) -> Iterator:
+        """:meth:`fetch_infofile`'s messages as they arrive (a snapshot can
+        be written while the rest is on its way): the call is made at the
+        first ``next``; read it to the end.
+
+        Raises (while iterating)
+        ------------------------
+        StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        """
         gen, pos, log_id, schema = have
         req = pb.FetchInfofileRequest(
             name=normalize(name),
@@ -412,7 +431,7 @@ class TrackerClient:
             want_generation=want_generation,
         )
         try:
-            return list(self._stub.FetchInfofile(req, timeout=timeout or self.timeout, metadata=self._metadata))
+            yield from self._stub.FetchInfofile(req, timeout=timeout or self.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             raise self.map_error(e, "FetchInfofile", timeout or self.timeout) from None
 

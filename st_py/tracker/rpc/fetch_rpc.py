@@ -21,7 +21,7 @@ from st_py.errors import ERROR_KIND_KEY
 
 from ..access import R, may, mode_text
 from ..guard import owner_of_meta
-from ..infofile_fetch import changes_for, take_snapshot, unchanged_since
+from ..infofile_fetch import Snapshot, changes_for, take_snapshot, unchanged_since
 from ..state import TrackerState
 from .parts import TrackerParts
 
@@ -62,27 +62,17 @@ class FetchRpc(TrackerParts):
         if user is not None:
             await self._search_allowed(context, user, name)
         path = namespace.infofile_path(self.root, name)
-        try:
-            meta = await asyncio.to_thread(_infofile_meta, path)
-        except FileNotFoundError:
-            meta = None
-        file_id = int(meta["file_id"]) if meta is not None else 0
-        if meta is None or (request.file_id and file_id != request.file_id):
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
-        assert meta is not None  # context.abort raises
-        o = owner_of_meta(meta)
-        if peer_id:
-            if peer_id not in await asyncio.to_thread(_peerlist_ids, path):
-                await context.abort(
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    f"peer {peer_id} is not in the peerlist of {name}: a peer fetches only the infofiles "
-                    "of the files it serves",
-                )
-        elif not may(user, o, R):
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"user {user.name} may not read {name} ({mode_text(o.mode)} {o.owner}:{o.group})",
-            )
+        has_copy = bool(request.have_log_id and request.have_schema)
+        # one thread hop: the meta, the permission it gives and, for a node with no copy, the snapshot
+        file_id, refusal, snap = await asyncio.to_thread(
+            _look, path, name, request.file_id, user, peer_id, not has_copy
+        )
+        if refusal is not None:
+            await context.abort(*refusal)
+        if snap is not None:
+            async for m in _send(snap, name, file_id, context):
+                yield m
+            return
         c = self._committers.get(name)
         window = c.writer.window if c is not None and c.meta.file_id == file_id else None
         # a copy at the infofile's state with no changesets kept (a tracker restarted, a file not
@@ -93,22 +83,20 @@ class FetchRpc(TrackerParts):
             for m in reply:
                 yield m
             return
+        if has_copy:  # a copy that may be at the infofile's state
+            try:
+                same = await asyncio.to_thread(unchanged_since, path, request, file_id)
+            except FileNotFoundError:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+            if same is not None:
+                yield same
+                return
         try:
-            same = await asyncio.to_thread(unchanged_since, path, request, file_id)
+            snap = await asyncio.to_thread(take_snapshot, path)
         except FileNotFoundError:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
-        if same is not None:
-            yield same
-            return
-        snap = await asyncio.to_thread(take_snapshot, path)
-        try:
-            if snap.file_id != file_id:
-                await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
-            log.debug("FetchInfofile %s: snapshot at generation %d", name, snap.generation)
-            for m in snap.chunks():
-                yield m
-        finally:
-            snap.discard()
+        async for m in _send(snap, name, file_id, context):
+            yield m
 
     async def _name_of_id(self, context, file_id: int) -> str:
         """The name of the file of id ``file_id``, for a peer that asks by id
@@ -146,6 +134,53 @@ class FetchRpc(TrackerParts):
         from ..restore import restore_infofile
 
         return await restore_infofile(self, request_iterator, context)
+
+
+async def _send(snap: Snapshot, name: str, file_id: int, context):
+    """The snapshot's messages (NOT_FOUND if it is another file's: the name
+    was deleted and made again since its meta was read); its memory or
+    temporary file released after."""
+    try:
+        if snap.file_id != file_id:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?")
+        log.debug("FetchInfofile %s: snapshot at generation %d", name, snap.generation)
+        for m in snap.chunks():
+            yield m
+    finally:
+        snap.discard()
+
+
+def _look(
+    path: Path, name: str, want_file_id: int, user, peer_id: str, snapshot: bool
+) -> tuple[int, tuple[grpc.StatusCode, str] | None, Snapshot | None]:
+    """In a worker thread: the file id of the infofile at ``path``, why the
+    caller may not fetch it (a status and message for ``context.abort``;
+    None: it may) and, if ``snapshot`` and it may, a snapshot of it. Read
+    permission, as Open; a peer gets only the files whose peerlist names it."""
+    try:
+        meta = _infofile_meta(path)
+    except FileNotFoundError:
+        meta = None
+    file_id = int(meta["file_id"]) if meta is not None else 0
+    if meta is None or (want_file_id and file_id != want_file_id):
+        return file_id, (grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?"), None
+    o = owner_of_meta(meta)
+    if peer_id:
+        if peer_id not in _peerlist_ids(path):
+            why = (
+                f"peer {peer_id} is not in the peerlist of {name}: a peer fetches only the infofiles "
+                "of the files it serves"
+            )
+            return file_id, (grpc.StatusCode.PERMISSION_DENIED, why), None
+    elif not may(user, o, R):
+        why = f"user {user.name} may not read {name} ({mode_text(o.mode)} {o.owner}:{o.group})"
+        return file_id, (grpc.StatusCode.PERMISSION_DENIED, why), None
+    if not snapshot:
+        return file_id, None, None
+    try:
+        return file_id, None, take_snapshot(path)
+    except FileNotFoundError:
+        return file_id, (grpc.StatusCode.NOT_FOUND, f"no StoreTorrent file {name}; was it deleted?"), None
 
 
 def _peerlist_ids(path: Path) -> set[str]:
