@@ -8,6 +8,8 @@ records are exactly those of the generation its meta names."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -72,3 +74,26 @@ def test_snapshots_taken_during_commits_are_each_one_committed_state(tmp_path, i
         t.join()
     assert len(seen) >= 3, seen  # taken at several states while commits went on
     assert committed
+
+
+@pytest.mark.parametrize("in_memory_max", [1 << 30, 0], ids=["in-memory", "temporary-file"])
+def test_a_snapshot_leaves_the_writers_lock_in_place(tmp_path, in_memory_max):
+    """The tracker writes infofiles in the process that takes snapshots: a
+    snapshot that read the file with ``open()`` and closed it dropped every
+    POSIX lock the process held on it, the writer's RESERVED lock included,
+    so another process could begin a write (or take the writer's journal for
+    a hot one and roll it back: sqlite.org/howtocorrupt.html, 2.2.1)."""
+    path = tmp_path / "inf"
+    meta = {"file_id": 7, "name": "/s", "replication": "x1", "copies": 1, "blocksize": 16, "est_size": 0}
+    create_infofile(path, {**meta, "created_at": 0, "owner": ""}, [(0, "peer-0", "h:0")])
+    w = sqlite3.connect(path, isolation_level=None)
+    w.execute("BEGIN IMMEDIATE")  # the writer's RESERVED lock, as in a group commit under way
+    w.execute("UPDATE meta SET value = value WHERE key = 'generation'")
+    try:
+        take_snapshot(path, str(tmp_path), in_memory_max=in_memory_max).discard()
+        other = "import sqlite3, sys; sqlite3.connect(sys.argv[1], timeout=0).execute('BEGIN IMMEDIATE')"
+        r = subprocess.run([sys.executable, "-c", other, str(path)], capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "database is locked" in r.stderr, "the writer's lock was dropped"
+    finally:
+        w.execute("ROLLBACK")
+        w.close()

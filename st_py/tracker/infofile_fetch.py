@@ -95,21 +95,24 @@ class Snapshot:
 def take_snapshot(infofile: Path, tmp_dir: str | None = None, in_memory_max: int = IN_MEMORY_MAX) -> Snapshot:
     """Copy ``infofile`` whole, as of one committed state: into memory if it
     is at most ``in_memory_max`` bytes, else to a temporary file (mode 0600)
-    in ``tmp_dir`` (None: the system's); its CRC-32C computed as it is read.
+    in ``tmp_dir`` (None: the system's); its CRC-32C computed on the copy.
 
-    The infofile writer keeps a rollback journal (journal_mode=DELETE), where
-    the database file is only written under an EXCLUSIVE lock: the file's
-    bytes read while a read transaction holds a SHARED lock are one
-    committed state (SQLite's "copy the file while holding a read lock";
-    https://www.sqlite.org/backup.html's alternative, 3-10x faster than the
-    backup API's page-by-page copy; a writer waits for the copy, not for the
-    stream that follows it), and the ``meta`` read in that transaction is
-    that state's. Memory up to :data:`IN_MEMORY_MAX` because writing a
-    temporary file costs more than the rest of a small snapshot (1-4 ms per
-    MB on the busy 2-core VM against 0.1 ms to read it into memory,
-    docs/benchmarks.md); concurrent snapshots hold that much each. A file in WAL mode
-    (none is written so, but a hand-made one could be) goes through the
-    backup API, which sees the WAL, into a temporary file.
+    Up to ``in_memory_max``: SQLite's own serialization of the database
+    (``sqlite3_serialize``: every page read through the pager, inside the
+    read transaction that also reads ``meta``), so the bytes and the meta
+    are one committed state; 6-17 ms for 10 MB on the busy 2-core VM,
+    against 80-150 ms for the backup API's page-by-page copy into a file.
+    Never the file read with ``open()``: closing a descriptor of a file
+    drops every POSIX lock this process holds on it, the infofile writer's
+    own locks included (the tracker writes infofiles in this process), so a
+    reader elsewhere could take the writer's half-written transaction for a
+    hot journal and roll it back (https://www.sqlite.org/howtocorrupt.html,
+    2.2.1). Larger files, and a file in WAL mode (none is written so, but a
+    hand-made one could be), go through the backup API, which holds one
+    state for its one step and reads through SQLite too, into a temporary
+    file. Memory up to :data:`IN_MEMORY_MAX` because writing a temporary
+    file costs more than the rest of a small snapshot; concurrent snapshots
+    hold that much each.
 
     Raises FileNotFoundError if the infofile is gone, sqlite3.Error if it
     cannot be read."""
@@ -122,15 +125,13 @@ def take_snapshot(infofile: Path, tmp_dir: str | None = None, in_memory_max: int
             return _backup(src, tmp_dir)
         src.execute("BEGIN")
         meta = dict(src.execute("SELECT key, value FROM meta"))  # takes the SHARED lock, held until COMMIT
-        with open(infofile, "rb") as fin:
-            size = os.fstat(fin.fileno()).st_size
-            if size <= in_memory_max:
-                data = fin.read()
-                snap = _snapshot(data, None, len(data), google_crc32c.value(data), meta)
-            else:
-                snap = _to_file(fin, tmp_dir, meta)
+        pages = src.execute("PRAGMA page_count").fetchone()[0] * src.execute("PRAGMA page_size").fetchone()[0]
+        if pages <= in_memory_max:
+            data = src.serialize()
+            src.execute("COMMIT")
+            return _snapshot(data, None, len(data), google_crc32c.value(data), meta)
         src.execute("COMMIT")
-        return snap
+        return _backup(src, tmp_dir)
     finally:
         src.close()
 
@@ -152,22 +153,6 @@ def _temp(tmp_dir: str | None) -> Path:
     fd, name = tempfile.mkstemp(prefix="st-fetch-", suffix=".infofile", dir=tmp_dir)
     os.close(fd)
     return Path(name)
-
-
-def _to_file(fin, tmp_dir: str | None, meta: dict) -> Snapshot:
-    """The bytes of ``fin`` copied to a temporary file, CRC-32C computed on the way."""
-    out = _temp(tmp_dir)
-    try:
-        crc, size = 0, 0
-        with open(out, "wb") as fout:
-            while piece := fin.read(CHUNK):
-                crc = crc32c_extend(crc, piece)
-                size += len(piece)
-                fout.write(piece)
-    except BaseException:
-        out.unlink(missing_ok=True)
-        raise
-    return _snapshot(None, out, size, crc, meta)
 
 
 def _backup(src: sqlite3.Connection, tmp_dir: str | None) -> Snapshot:
