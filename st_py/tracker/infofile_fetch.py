@@ -99,9 +99,10 @@ def take_snapshot(infofile: Path, tmp_dir: str | None = None, in_memory_max: int
 
     Up to ``in_memory_max``: SQLite's own serialization of the database
     (``sqlite3_serialize``: every page read through the pager, inside the
-    read transaction that also reads ``meta``), so the bytes and the meta
-    are one committed state; 6-17 ms for 10 MB on the busy 2-core VM,
-    against 80-150 ms for the backup API's page-by-page copy into a file.
+    read transaction that also reads ``meta``, from a map of the file), so
+    the bytes and the meta are one committed state; 1.6 ms for 10 MB on
+    the 2-core VM (0.3 ms for 1.2 MB), against 80-150 ms for the backup
+    API's page-by-page copy into a file.
     Never the file read with ``open()``: closing a descriptor of a file
     drops every POSIX lock this process holds on it, the infofile writer's
     own locks included (the tracker writes infofiles in this process), so a
@@ -127,6 +128,9 @@ def take_snapshot(infofile: Path, tmp_dir: str | None = None, in_memory_max: int
         meta = dict(src.execute("SELECT key, value FROM meta"))  # takes the SHARED lock, held until COMMIT
         pages = src.execute("PRAGMA page_count").fetchone()[0] * src.execute("PRAGMA page_size").fetchone()[0]
         if pages <= in_memory_max:
+            # pages read from a map of the file, not a pread each: 1.6 ms for 10 MB against 5-17 ms;
+            # safe, as the SHARED lock keeps the writer from changing or truncating the file meanwhile
+            src.execute(f"PRAGMA mmap_size={pages}")
             data = src.serialize()
             src.execute("COMMIT")
             return _snapshot(data, None, len(data), google_crc32c.value(data), meta)
