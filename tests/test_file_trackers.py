@@ -245,7 +245,10 @@ def test_a_commit_cut_by_a_killed_file_tracker_is_given_back_and_its_retry_charg
     old = file_trackers(c)[1].pid  # admitted by the master, not settled: SIGKILL it now
     os.kill(old, signal.SIGKILL)
     th.join(60)
-    assert isinstance(outcome.get("error"), TrackerUnavailableError), outcome
+    # Unavailable if the killed tracker's listening socket was still open when the client looked
+    # (the kernel closes it during the process's teardown, after the cut stream), Moved if not
+    # (TrackerClient._call): which one is a race with the teardown, and both say it is gone
+    assert isinstance(outcome.get("error"), (TrackerUnavailableError, TrackerMovedError)), outcome
     poll_for(
         lambda: file_trackers(c)[1].pid != old and file_trackers(c)[1].alive,
         timeout=30,
