@@ -1,7 +1,7 @@
 """Where the tracker's time goes per committed record (issue 41, item 2;
 docs/benchmarks.md, "The tracker's cost per committed record")::
 
-    python -m bench.commit_profile [--records 20000] [--group 1000] [--rounds 3] [--cprofile]
+    python -m bench.commit_profile [--records 20000] [--group 1000] [--rounds 3] [--cprofile] [--records-form]
 
 Drives the tracker's group commit path in this process, stage by stage,
 with the tracker's own code on a real infofile and a real local metadata log
@@ -39,20 +39,28 @@ from st_py.tracker.rpc.commit_rows import commit_rows
 STAGES = ("protobuf_decode", "handler_rows", "msgpack_encode", "log_append", "msgpack_decode", "apply_sqlite")
 
 
-def _requests(n: int, group: int) -> list[bytes]:
-    """The serialized CommitRequests of bench/cases.py ``_commit_rate``."""
+def _requests(n: int, group: int, columns: bool) -> list[bytes]:
+    """The serialized CommitRequests of bench/cases.py ``_commit_rate``: the
+    records as columns (``columns``, what clients send now) or as a
+    ``RecordCommit`` message each (older clients)."""
     out = []
     for start in range(0, n, group):
         req = pb.CommitRequest(name="/bench/p", file_id=1, request_id=f"r-{start}")
-        req.records.extend(
-            pb.RecordCommit(name=f"r{i:08d}", size=4096, crc32c=i, peer_idx=[0])
-            for i in range(start, min(n, start + group))
-        )
+        ids = range(start, min(n, start + group))
+        if columns:
+            req.columns.names.extend(f"r{i:08d}" for i in ids)
+            req.columns.sizes.extend([4096] * len(ids))
+            req.columns.crc32c.extend(ids)
+            req.columns.peer_idx.extend([0] * len(ids))
+        else:
+            req.records.extend(pb.RecordCommit(name=f"r{i:08d}", size=4096, crc32c=i, peer_idx=[0]) for i in ids)
         out.append(req.SerializeToString())
     return out
 
 
-def one_round(tmp: Path, n: int, group: int, prof: cProfile.Profile | None = None) -> dict[str, float]:
+def one_round(
+    tmp: Path, n: int, group: int, prof: cProfile.Profile | None = None, columns: bool = True
+) -> dict[str, float]:
     """Seconds spent per stage committing ``n`` records in groups of ``group``."""
     path = tmp / "infofile"
     meta = dict(file_id=1, name="/bench/p", replication="x1", copies=1, blocksize=16, est_size=0, created_at=0)
@@ -64,7 +72,7 @@ def one_round(tmp: Path, n: int, group: int, prof: cProfile.Profile | None = Non
     spent = dict.fromkeys(STAGES, 0.0)
     clock = time.process_time  # CPU: a machine shared with other work swings the wall clock
     w0 = time.perf_counter()
-    for raw in _requests(n, group):
+    for raw in _requests(n, group, columns):
         t0 = clock()
         req = pb.CommitRequest.FromString(raw)
         t1 = clock()
@@ -160,6 +168,7 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cprofile", action="store_true", help="profile the apply (cProfile) and print its top")
+    ap.add_argument("--records-form", action="store_true", help="send a RecordCommit per record, not columns")
     ap.add_argument(
         "--sqlite", type=int, default=0, metavar="N", help="also time N rows of the SQLite inserts alone, per index"
     )
@@ -177,10 +186,11 @@ def main() -> None:
     per: dict[str, list[float]] = {k: [] for k in (*STAGES, "wall")}
     for _ in range(a.rounds):
         with tempfile.TemporaryDirectory(prefix="st-commit-prof-") as d:
-            for k, v in one_round(Path(d), a.records, a.group, prof).items():
+            for k, v in one_round(Path(d), a.records, a.group, prof, not a.records_form).items():
                 per[k].append(v / a.records * 1e6)
     total = 0.0
-    print(f"{a.records} records in groups of {a.group}, median of {a.rounds} rounds (CPU us per record)")
+    form = "a message each" if a.records_form else "columns"
+    print(f"{a.records} records in groups of {a.group} as {form}, median of {a.rounds} rounds (CPU us per record)")
     for k in STAGES:
         m = statistics.median(per[k])
         total += m

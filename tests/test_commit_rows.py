@@ -12,7 +12,7 @@ import pytest
 from st_py._proto import tracker_pb2 as pb
 from st_py.core import user_meta
 from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
-from st_py.tracker.rpc.commit_rows import _first_problem, bytes_on_peers, commit_rows
+from st_py.tracker.rpc.commit_rows import bytes_on_peers, commit_rows
 
 SCHEMA = ("arrow", b"not-read-here")
 
@@ -62,8 +62,7 @@ def test_a_bad_record_is_named_as_before(bad, says):
     one named, with the record-by-record check's words."""
     records = [*GOOD[:2], {**dict(name="bad", size=1, crc32c=1, peer_idx=[0, 1]), **bad}, {**GOOD[0], **bad}]
     rows, why = commit_rows(_request(records), 2, 3, [SCHEMA])
-    assert rows == [] and why == _first_problem(_request(records), 2, 3, [SCHEMA])
-    assert says in why and "'bad'" in why
+    assert rows == [] and says in why and "'bad'" in why
 
 
 def _writer(tmp_path, tag: str) -> InfofileWriter:
@@ -119,3 +118,49 @@ def test_the_bulk_path_writes_and_answers_as_the_record_by_record_one(tmp_path, 
     finally:
         fast.close()
         slow.close()
+
+
+def _columns_request(records: list[dict], **more) -> pb.CommitRequest:
+    req = pb.CommitRequest(name="/c/f", file_id=1)
+    req.columns.names.extend(r["name"] for r in records)
+    req.columns.sizes.extend(r["size"] for r in records)
+    req.columns.crc32c.extend(r["crc32c"] for r in records)
+    req.columns.peer_idx.extend(p for r in records for p in r["peer_idx"])
+    for k, v in more.items():
+        getattr(req.columns, k).extend(v)
+    return pb.CommitRequest.FromString(req.SerializeToString())
+
+
+PLAIN = [dict(name=f"p{i}", size=100 + i, crc32c=i, peer_idx=[i % 3, (i + 1) % 3]) for i in range(5)]
+
+
+def test_columns_give_the_rows_of_the_same_records_sent_one_by_one():
+    """CommitRequest.columns (issue 41): the same rows as RecordCommit
+    messages of the same records, after the request's ``records``."""
+    one_by_one, _ = commit_rows(_request(PLAIN), 2, 3, [SCHEMA])
+    cols, why = commit_rows(_columns_request(PLAIN), 2, 3, [SCHEMA])
+    assert why == "" and cols == one_by_one
+    with_schema = [{**r, "schema": i % 2, "logical_size": 7} for i, r in enumerate(PLAIN)]
+    one_by_one, _ = commit_rows(_request(with_schema), 2, 3, [SCHEMA])
+    cols, _ = commit_rows(
+        _columns_request(PLAIN, schema=[i % 2 for i in range(5)], logical_sizes=[7] * 5), 2, 3, [SCHEMA]
+    )
+    assert cols == one_by_one
+    both = _request(GOOD[:2])
+    both.columns.CopyFrom(_columns_request(PLAIN).columns)
+    rows, _ = commit_rows(both, 2, 3, [SCHEMA])
+    assert [r[0] for r in rows] == ["a", "b/c", "p0", "p1", "p2", "p3", "p4"]
+
+
+def test_bad_columns_are_refused_with_what_is_wrong():
+    bad = [*PLAIN[:2], {**PLAIN[2], "name": "bad", "peer_idx": [1, 1]}]
+    rows, why = commit_rows(_columns_request(bad), 2, 3, [SCHEMA])
+    assert rows == [] and "record 'bad': needs 2 copies on distinct peers" in why
+    rows, why = commit_rows(_columns_request(PLAIN, schema=[1]), 2, 3, [SCHEMA])
+    assert rows == [] and "record columns of 5 names need 5 sizes" in why
+    req = _columns_request(PLAIN)
+    del req.columns.peer_idx[-1]
+    rows, why = commit_rows(req, 2, 3, [SCHEMA])
+    assert rows == [] and "10 peer indexes (2 copies each)" in why and "and 9" in why
+    rows, why = commit_rows(_columns_request(PLAIN, schema=[0, 0, 2, 0, 0]), 2, 3, [SCHEMA])
+    assert rows == [] and "record 'p2': schema 2 is not among the request's 1 schemas" in why

@@ -24,20 +24,27 @@ def commit_rows(request, f: int, npeers: int, schemas: list[tuple[str, bytes]]) 
     stored_as, (format, schema) or None, logical_size or None, new_only,
     user metadata or None)``. Pure; thread-safe.
 
-    The records are read in one pass and checked in bulk (protobuf field
-    reads are most of the cost, issue 41); only a request with a bad
+    The records are ``request.records`` then ``request.columns`` (plain
+    records as columns, issue 41), read in one pass and checked in bulk
+    (protobuf field reads are most of the cost); only a request with a bad
     record takes the record-by-record check, which names the first one."""
     recs = request.records
     cols = [
         (r.name, r.size, r.crc32c, r.peer_idx[:], r.pending_ranks, r.stored_as, r.schema, r.new_only, r.meta)
         for r in recs
     ]
-    peers = [c[3] for c in cols]
-    if not _all_valid(cols, peers, f, npeers, len(schemas)):
-        why = _first_problem(request, f, npeers, schemas)
+    logical = [r.logical_size if r.HasField("logical_size") else None for r in recs]
+    if request.HasField("columns"):
+        more, why = _columns(request.columns, f)
         if why:
             return [], why
-    logical = [r.logical_size if r.HasField("logical_size") else None for r in recs]
+        cols += more[0]
+        logical += more[1]
+    peers = [c[3] for c in cols]
+    if not _all_valid(cols, peers, f, npeers, len(schemas)):
+        why = _first_problem(cols, f, npeers, schemas)
+        if why:
+            return [], why
     rows = [
         (
             name,
@@ -55,6 +62,28 @@ def commit_rows(request, f: int, npeers: int, schemas: list[tuple[str, bytes]]) 
         for (name, size, crc, p, pend, stored_as, sch, new_only, meta), lg in zip(cols, logical)
     ]
     return rows, ""
+
+
+def _columns(c, f: int) -> tuple[tuple[list[tuple], list], str]:
+    """The records of ``c`` (a RecordColumns of a file of ``f`` copies) as
+    :func:`commit_rows` reads a RecordCommit, with their logical sizes; or
+    why the columns do not describe whole records."""
+    names = list(c.names)
+    n = len(names)
+    sizes, crcs, flat = list(c.sizes), list(c.crc32c), list(c.peer_idx)
+    sch = list(c.schema) or [0] * n
+    lg: list = list(c.logical_sizes) or [None] * n
+    if len(sizes) != n or len(crcs) != n or len(flat) != n * f or len(sch) != n or len(lg) != n:
+        return ([], []), (
+            f"record columns of {n} names need {n} sizes, CRC-32Cs, schemas (or none) and logical sizes "
+            f"(or none) and {n * f} peer indexes ({f} copies each); got {len(sizes)}, {len(crcs)}, "
+            f"{len(c.schema)}, {len(c.logical_sizes)} and {len(flat)}"
+        )
+    peers = [flat[i : i + f] for i in range(0, n * f, f)] if f != 1 else [[p] for p in flat]
+    return (
+        [(nm, sz, cr, p, (), "", s, False, b"") for nm, sz, cr, p, s in zip(names, sizes, crcs, peers, sch)],
+        lg,
+    ), ""
 
 
 def bytes_on_peers(rows: list[tuple]) -> dict[int, int]:
@@ -90,24 +119,25 @@ def _all_valid(cols: list[tuple], peers: list[list[int]], f: int, npeers: int, n
     return not any(c[8] and user_meta_problem(c[0], c[8]) for c in cols)
 
 
-def _first_problem(request, f: int, npeers: int, schemas: list[tuple[str, bytes]]) -> str:
-    """What is wrong with the first record of ``request`` that does not
-    pass the checks, in record order ("" if none)."""
-    for r in request.records:
-        if len(r.peer_idx) != f or len(set(r.peer_idx)) != f or any(p >= npeers for p in r.peer_idx):
+def _first_problem(cols: list[tuple], f: int, npeers: int, schemas: list[tuple[str, bytes]]) -> str:
+    """What is wrong with the first record of ``cols`` (as
+    :func:`commit_rows` reads them) that does not pass the checks, in
+    record order ("" if none)."""
+    for name, _, _, peer_idx, pending_ranks, _, schema, _, meta in cols:
+        if len(peer_idx) != f or len(set(peer_idx)) != f or any(p >= npeers for p in peer_idx):
             return (
-                f"record {r.name!r}: needs {f} copies on distinct peers of the peerlist, "
-                f"got peer indexes {list(r.peer_idx)}"
+                f"record {name!r}: needs {f} copies on distinct peers of the peerlist, "
+                f"got peer indexes {list(peer_idx)}"
             )
-        pending = set(r.pending_ranks)
+        pending = set(pending_ranks)
         if 0 in pending or any(p >= f for p in pending):
             return (
-                f"record {r.name!r}: pending copy ranks {sorted(pending)} must be among "
+                f"record {name!r}: pending copy ranks {sorted(pending)} must be among "
                 f"1..{f - 1}: copy rank 0 is stored before a record is committed"
             )
-        if r.schema > len(schemas):
-            return f"record {r.name!r}: schema {r.schema} is not among the request's {len(schemas)} schemas"
-        why = user_meta_problem(r.name, r.meta)
+        if schema > len(schemas):
+            return f"record {name!r}: schema {schema} is not among the request's {len(schemas)} schemas"
+        why = user_meta_problem(name, meta)
         if why:
             return why
     return ""

@@ -100,7 +100,11 @@ class RecordRpc(TrackerParts):
             batch, refused = batch[:fit], [r[0] for r in batch[fit:]]
             if not batch:
                 return pb.CommitReply(
-                    quota_refused=refused, quota_scope=quota[0], quota_bytes=quota[1], quota_used_bytes=quota[2]
+                    columns_read=len(request.columns.names),
+                    quota_refused=refused,
+                    quota_scope=quota[0],
+                    quota_bytes=quota[1],
+                    quota_used_bytes=quota[2],
                 )
         if refused:  # trimmed: the records of the request under the names kept (a name may come twice)
             names = {r[0] for r in batch}
@@ -157,6 +161,7 @@ class RecordRpc(TrackerParts):
             {p: b * n // whole for p, b in on_peers.items()},
         )
         return pb.CommitReply(
+            columns_read=len(request.columns.names),
             quota_refused=refused,
             quota_scope=quota[0],
             quota_bytes=quota[1],
