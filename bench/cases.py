@@ -392,14 +392,13 @@ def _commit_rate(cluster, name: str, n: int, group: int) -> float:
     f = c.create(name, replication="x1")
     t0 = time.perf_counter()
     for start in range(0, n, group):
-        c.tracker.commit(
-            name,
-            f.file_id,
-            [
-                pb.RecordCommit(name=f"r{i:08d}", size=4096, crc32c=i, peer_idx=[0])
-                for i in range(start, min(n, start + group))
-            ],
+        ids = range(start, min(n, start + group))
+        # as the client's group committer sends plain records (issue 41: columns, not a message each)
+        cols = pb.RecordColumns(
+            names=[f"r{i:08d}" for i in ids], sizes=[4096] * len(ids), crc32c=list(ids), peer_idx=[0] * len(ids)
         )
+        reply = c.tracker.commit(name, f.file_id, [], columns=cols)
+        assert reply.committed == len(ids), reply
     dt = time.perf_counter() - t0
     f.close()
     c.close()

@@ -82,3 +82,42 @@ def test_staged_records_are_handed_out_not_committed(cluster):
         "stored_as": "",  # a new record under its plain name
     }
     assert not gc.busy
+
+
+def test_plain_groups_travel_as_columns_and_commit_as_records_did(cluster):
+    """Issue 41: the tracker says it reads CommitRequest.columns
+    (FileInfo.commit_columns), a group of plain records is sent as columns
+    and a group with a pending copy as RecordCommit messages; both commit
+    what they carry, and a conflict is reported by name either way."""
+    from st_py.client.group_commit import _records
+
+    c = cluster.client()
+    f = c.create("/gc/cols", replication="x1")
+    assert f.info.commit_columns
+    f.close()
+    failed: list = []
+    gc = GroupCommitter(
+        c.tracker, "/gc/cols", f.file_id, 10, lambda op, exc: failed.append((op.name, exc)), columns=True
+    )
+    plain = [Op(f"c{i:02d}", size=10 + i, crc=i) for i in range(10)]
+    assert _records(plain, True)[2] is not None
+    pending = Op("x", peers=[0, 1], acked={0})  # copy rank 1 not stored yet: one message a record
+    assert _records([plain[0], pending], True)[2] is None and _records(plain, False)[2] is None
+    for op in plain:
+        op.commit_state = 0
+        gc.add(op)
+    gc.drain()
+    gc.add(Op("c00", size=10, crc=0))  # a retry of a committed one: fine
+    gc.add(Op("c01", size=11, crc=99))  # other content: refused, by name
+    gc.add(Op("d", size=5, crc=5))
+    gc.drain()
+    r = InfofileReader(f.infofile_path)
+    assert r.count() == 11 and [n for n, _ in failed] == ["c01"]
+    assert isinstance(failed[0][1], RecordExistsError)
+    assert (r.lookup("c07").size, r.lookup("c07").crc32c, r.lookup("c07").peers) == (17, 7, (0,))
+    # only columns in the request: committed (a tracker that ignored them committed nothing)
+    from st_py._proto import tracker_pb2 as pb
+
+    cols = pb.RecordColumns(names=["e0", "e1"], sizes=[1, 2], crc32c=[3, 4], peer_idx=[0, 0])
+    reply = c.tracker.commit("/gc/cols", f.file_id, [], columns=cols)
+    assert reply.committed == 2 and InfofileReader(f.infofile_path).lookup("e1").size == 2

@@ -47,7 +47,7 @@ class Peer(_message.Message):
     def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ..., drain_state: _Optional[str] = ..., name: _Optional[str] = ..., uptime_s: _Optional[float] = ..., restarts: _Optional[int] = ..., fs_id: _Optional[str] = ..., domain: _Optional[str] = ..., returns: _Optional[int] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes", "filters", "key_check", "file_tracker", "log_position", "log_id")
+    __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes", "filters", "key_check", "file_tracker", "log_position", "log_id", "commit_columns")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class FileInfo(_message.Message):
     FILE_TRACKER_FIELD_NUMBER: _ClassVar[int]
     LOG_POSITION_FIELD_NUMBER: _ClassVar[int]
     LOG_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     name: str
     replication: str
@@ -98,7 +99,8 @@ class FileInfo(_message.Message):
     file_tracker: str
     log_position: int
     log_id: str
-    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., write_denied: _Optional[str] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., est_size: _Optional[int] = ..., reserved_bytes: _Optional[int] = ..., filters: _Optional[str] = ..., key_check: _Optional[str] = ..., file_tracker: _Optional[str] = ..., log_position: _Optional[int] = ..., log_id: _Optional[str] = ...) -> None: ...
+    commit_columns: bool
+    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., write_denied: _Optional[str] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., est_size: _Optional[int] = ..., reserved_bytes: _Optional[int] = ..., filters: _Optional[str] = ..., key_check: _Optional[str] = ..., file_tracker: _Optional[str] = ..., log_position: _Optional[int] = ..., log_id: _Optional[str] = ..., commit_columns: _Optional[bool] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
     __slots__ = ("name", "replication", "est_size", "blocksize", "user", "mode", "protocol", "placement", "filters", "key_check", "request_id")
@@ -158,6 +160,22 @@ class RecordCommit(_message.Message):
     meta: bytes
     def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., crc32c: _Optional[int] = ..., peer_idx: _Optional[_Iterable[int]] = ..., pending_ranks: _Optional[_Iterable[int]] = ..., stored_as: _Optional[str] = ..., schema: _Optional[int] = ..., logical_size: _Optional[int] = ..., new_only: _Optional[bool] = ..., meta: _Optional[bytes] = ...) -> None: ...
 
+class RecordColumns(_message.Message):
+    __slots__ = ("names", "sizes", "crc32c", "peer_idx", "schema", "logical_sizes")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    SIZES_FIELD_NUMBER: _ClassVar[int]
+    CRC32C_FIELD_NUMBER: _ClassVar[int]
+    PEER_IDX_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_SIZES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    sizes: _containers.RepeatedScalarFieldContainer[int]
+    crc32c: _containers.RepeatedScalarFieldContainer[int]
+    peer_idx: _containers.RepeatedScalarFieldContainer[int]
+    schema: _containers.RepeatedScalarFieldContainer[int]
+    logical_sizes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., sizes: _Optional[_Iterable[int]] = ..., crc32c: _Optional[_Iterable[int]] = ..., peer_idx: _Optional[_Iterable[int]] = ..., schema: _Optional[_Iterable[int]] = ..., logical_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class RecordSchema(_message.Message):
     __slots__ = ("format", "schema")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -167,7 +185,7 @@ class RecordSchema(_message.Message):
     def __init__(self, format: _Optional[str] = ..., schema: _Optional[bytes] = ...) -> None: ...
 
 class CommitRequest(_message.Message):
-    __slots__ = ("name", "file_id", "records", "user", "lease_id", "request_id", "delete", "schemas", "partial_ok", "replace_all")
+    __slots__ = ("name", "file_id", "records", "user", "lease_id", "request_id", "delete", "schemas", "partial_ok", "replace_all", "columns")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -178,6 +196,7 @@ class CommitRequest(_message.Message):
     SCHEMAS_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_OK_FIELD_NUMBER: _ClassVar[int]
     REPLACE_ALL_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     records: _containers.RepeatedCompositeFieldContainer[RecordCommit]
@@ -188,10 +207,11 @@ class CommitRequest(_message.Message):
     schemas: _containers.RepeatedCompositeFieldContainer[RecordSchema]
     partial_ok: bool
     replace_all: bool
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., delete: _Optional[_Iterable[str]] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ..., partial_ok: _Optional[bool] = ..., replace_all: _Optional[bool] = ...) -> None: ...
+    columns: RecordColumns
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., delete: _Optional[_Iterable[str]] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ..., partial_ok: _Optional[bool] = ..., replace_all: _Optional[bool] = ..., columns: _Optional[_Union[RecordColumns, _Mapping]] = ...) -> None: ...
 
 class CommitReply(_message.Message):
-    __slots__ = ("generation", "committed", "conflicts", "conflict_names", "deleted", "quota_refused", "quota_scope", "quota_bytes", "quota_used_bytes", "conflict_kinds", "conflict_records")
+    __slots__ = ("generation", "committed", "conflicts", "conflict_names", "deleted", "quota_refused", "quota_scope", "quota_bytes", "quota_used_bytes", "conflict_kinds", "conflict_records", "columns_read")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +223,7 @@ class CommitReply(_message.Message):
     QUOTA_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_KINDS_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_READ_FIELD_NUMBER: _ClassVar[int]
     generation: int
     committed: int
     conflicts: _containers.RepeatedScalarFieldContainer[str]
@@ -214,7 +235,8 @@ class CommitReply(_message.Message):
     quota_used_bytes: int
     conflict_kinds: _containers.RepeatedScalarFieldContainer[str]
     conflict_records: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, generation: _Optional[int] = ..., committed: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., conflict_names: _Optional[_Iterable[str]] = ..., deleted: _Optional[int] = ..., quota_refused: _Optional[_Iterable[str]] = ..., quota_scope: _Optional[str] = ..., quota_bytes: _Optional[int] = ..., quota_used_bytes: _Optional[int] = ..., conflict_kinds: _Optional[_Iterable[str]] = ..., conflict_records: _Optional[_Iterable[str]] = ...) -> None: ...
+    columns_read: int
+    def __init__(self, generation: _Optional[int] = ..., committed: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., conflict_names: _Optional[_Iterable[str]] = ..., deleted: _Optional[int] = ..., quota_refused: _Optional[_Iterable[str]] = ..., quota_scope: _Optional[str] = ..., quota_bytes: _Optional[int] = ..., quota_used_bytes: _Optional[int] = ..., conflict_kinds: _Optional[_Iterable[str]] = ..., conflict_records: _Optional[_Iterable[str]] = ..., columns_read: _Optional[int] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
     __slots__ = ("name", "file_id", "records", "whole_file", "user", "request_id")

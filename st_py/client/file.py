@@ -123,6 +123,7 @@ class StFile:
                 lease=self._versions.lease_for_commit,
                 relocate=ctx.relocate,
                 committed=self._writer.commit_done,
+                columns=info.commit_columns,
             )
         )
         self._record_reader = RecordReader(ctx)

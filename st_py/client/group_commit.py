@@ -41,6 +41,7 @@ from st_py.core.record_names import commit_conflict
 from st_py.errors import (
     LeaseLostError,
     QuotaExceededError,
+    StoreTorrentError,
     TrackerMovedError,
     TrackerUnavailableError,
 )
@@ -114,14 +115,16 @@ class GroupCommitter:
         lease: Callable[[], str] | None = None,
         relocate: Callable[[], Any] | None = None,
         committed: Callable[[Any], None] | None = None,
+        columns: bool = False,
     ):
         self._tracker, self.name, self.file_id = tracker, name, file_id
+        self.columns = columns  # the tracker reads CommitRequest.columns (FileInfo.commit_columns)
         self._committed = committed
         self._lease, self._relocate = lease, relocate
         self.group_size, self._failed, self.stage = group_size, failed, stage
         self.waiting: list = []  # acknowledged, not yet sent
         self._waiting_bytes = 0  # their stored bytes (COMMIT_BYTES)
-        self._in_flight: deque = deque()  # (grpc future, group)
+        self._in_flight: deque = deque()  # (grpc future, group, request id, sent as columns)
         self._down_since: float | None = None
         self._stored: list = []  # pb.CopyStored of pending copies stored since, to report
         self._stores_in_flight: deque = deque()  # grpc futures of StoreCopies
@@ -177,11 +180,18 @@ class GroupCommitter:
             del self.waiting[:size]
             self._waiting_bytes -= sum(op.size for op in group)
             rid = uuid.uuid4().hex  # the same on every retry: the tracker applies it once
-            records, schemas = _records(group)
+            records, schemas, cols = _records(group, self.columns)
             fut = self._tracker.commit_async(
-                self.name, self.file_id, records, self._lease_id(group), rid, schemas=schemas, partial_ok=True
+                self.name,
+                self.file_id,
+                records,
+                self._lease_id(group),
+                rid,
+                schemas=schemas,
+                partial_ok=True,
+                columns=cols,
             )
-            self._in_flight.append((fut, group, rid))
+            self._in_flight.append((fut, group, rid, cols is not None))
         if self._stored and (force or len(self._stored) >= self.group_size or not self._stores_in_flight):
             stored, self._stored = self._stored, []
             self._stores_in_flight.append(self._tracker.store_copies_async(self.name, self.file_id, stored))
@@ -224,8 +234,8 @@ class GroupCommitter:
         """Collect finished commits (the oldest one waited for when
         ``block``, every one when ``all_``)."""
         self._reap_stores()
-        while self._in_flight and (all_ or block or self._in_flight[0][0].done()):  # (future, group, id)
-            fut, group, rid = self._in_flight.popleft()
+        while self._in_flight and (all_ or block or self._in_flight[0][0].done()):
+            fut, group, rid, as_columns = self._in_flight.popleft()
             block = False
             try:
                 reply = fut.result()
@@ -239,6 +249,13 @@ class GroupCommitter:
                 if reply is None:
                     if isinstance(exc, LeaseLostError):  # say which records it cost
                         exc.naming(op.name for op in group)
+                    for op in group:
+                        self._failed(op, exc)
+                    continue
+            if as_columns and reply.columns_read != len(group):
+                try:
+                    reply = self._without_columns(group)
+                except StoreTorrentError as exc:
                     for op in group:
                         self._failed(op, exc)
                     continue
@@ -261,6 +278,20 @@ class GroupCommitter:
                     self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
                 op.late = []
 
+    def _without_columns(self, group: list):
+        """The tracker did not read the columns ``group`` was sent as (one
+        that predates them: an older tracker after a failover), so it
+        committed none of it: send it again as a message a record, under a
+        new request id (the old one is applied, with nothing), and never
+        columns again. Returns the reply; raises grpc.RpcError as a commit."""
+        log.warning("%s: the tracker does not read commit columns; sending one message a record", self.name)
+        self.columns = False
+        records, schemas, _ = _records(group, False)
+        rid = uuid.uuid4().hex
+        return self._tracker.commit(
+            self.name, self.file_id, records, self._lease_id(group), rid, schemas=schemas, partial_ok=True
+        )
+
     def _retry(self, group: list, rid: str, moved: bool = False):
         """The tracker is down or restarting (paper 5): the copies are safe
         on the peers, so retry the commit (request ``rid`` again: if the
@@ -270,7 +301,7 @@ class GroupCommitter:
         ``RELOCATE_AFTER_S``, or one that no longer has the file
         (``moved``), sends the retries through the master's redirect
         anew. Returns the reply, or None if it stays down."""
-        records, schemas = _records(group)
+        records, schemas, cols = _records(group, self.columns)
         if self._down_since is None:
             self._down_since = time.monotonic()
         deadline = self._down_since + COMMIT_RETRY_S  # one budget per outage, not per group
@@ -288,8 +319,17 @@ class GroupCommitter:
                     continue
             try:
                 reply = self._tracker.commit(
-                    self.name, self.file_id, records, self._lease_id(group), rid, schemas=schemas, partial_ok=True
+                    self.name,
+                    self.file_id,
+                    records,
+                    self._lease_id(group),
+                    rid,
+                    schemas=schemas,
+                    partial_ok=True,
+                    columns=cols,
                 )
+                if cols is not None and reply.columns_read != len(group):
+                    reply = self._without_columns(group)
             except TrackerUnavailableError:
                 continue
             except TrackerMovedError:
@@ -365,14 +405,43 @@ def schema_table(schemas) -> tuple[list, list[int]]:
     return table, refs
 
 
-def _records(group: list) -> tuple[list, list]:
-    """The commit of ``group`` (records, and the schemas they point into);
-    copies not stored yet go as pending."""
+def _records(group: list, columns: bool = False) -> tuple[list, list, pb.RecordColumns | None]:
+    """The commit of ``group`` (records, the schemas they point into, and
+    the same records as columns or None); copies not stored yet go as
+    pending. With ``columns`` (the tracker reads them) a group of plain
+    records (every copy stored, as many copies each, no version, no user
+    metadata, logical sizes all known or all not) travels as one
+    ``pb.RecordColumns`` (issue 41), in the group's order; any other group
+    as a ``pb.RecordCommit`` per record."""
     out = []
     schemas, refs = schema_table([getattr(op, "schema", None) for op in group])
-    for op, ref in zip(group, refs):
+    for op in group:
         op.commit_state = 1
         op.sent_pending = {r for r in range(len(op.peers)) if r not in op.acked}
+    if columns and group:
+        logical = [getattr(op, "logical_size", None) for op in group]
+        known = [x is not None for x in logical]
+        if (
+            (all(known) or not any(known))
+            and len({len(op.peers) for op in group}) == 1
+            and not any(
+                op.sent_pending
+                or getattr(op, "stored_as", "")
+                or getattr(op, "new_only", False)
+                or getattr(op, "meta", b"")
+                for op in group
+            )
+        ):
+            cols = pb.RecordColumns(
+                names=[op.name for op in group],
+                sizes=[op.size for op in group],
+                crc32c=[op.crc for op in group],
+                peer_idx=[p for op in group for p in op.peers],
+                schema=refs if any(refs) else [],
+                logical_sizes=[int(x) for x in logical if x is not None],  # all or none
+            )
+            return [], schemas, cols
+    for op, ref in zip(group, refs):
         out.append(
             pb.RecordCommit(
                 name=op.name,
@@ -387,4 +456,4 @@ def _records(group: list) -> tuple[list, list]:
                 meta=getattr(op, "meta", b""),
             )
         )
-    return out, schemas
+    return out, schemas, None

@@ -100,9 +100,8 @@ class Committer:
                     by_name = {c.name: c for c in conflicts}
                     for b, f, _ in jobs:
                         names = {r[0] for r in b}
-                        f.set_result(
-                            (gen, sum(1 for n in names if n in new), [by_name[n] for n in names if n in by_name])
-                        )
+                        hit = [by_name[n] for n in names if n in by_name] if by_name else []
+                        f.set_result((gen, len(names & new), hit))
 
     def writer_meta(self) -> dict:
         """The infofile's meta (owner, group, mode ...) as cached: only

@@ -128,6 +128,34 @@ def _tree_conflict(
     return Conflict(name, conflict_reason(*hit), hit[0], hit[1])
 
 
+def _all_new(c: sqlite3.Connection, records: list[tuple], existing: dict) -> bool | None:
+    """True if the group commit of ``records`` (full rows of
+    :func:`st_py.tracker.rpc.commit_rows.commit_rows`, 10 elements) inserts
+    every one of them with no conflict, which :meth:`InfofileWriter._commit`
+    would find record by record: none is a new version, none is committed
+    (``existing``: those of the names that are) or comes twice, none is
+    reserved (a stripe, a version), every name keeps the path rule, none is
+    a folder of another in the batch, and no committed name is in the way
+    of one (:func:`~st_py.core.record_names.tree_conflicts`). None if not
+    (the caller takes the record-by-record path, which says why)."""
+    if existing or not records or any(len(r) != 10 or (r[5] and not r[8]) for r in records):
+        return None
+    names = [r[0] for r in records]
+    unique = set(names)
+    if len(unique) != len(names) or any(n.startswith(RESERVED_PREFIXES) for n in names):
+        return None
+    nested = [n for n in names if "/" in n]
+    if any(n in ("", ".", "..") for n in names) or any(
+        "//" in w or "/./" in w or "/../" in w for w in [f"/{n}/" for n in nested]
+    ):
+        return None  # breaks the path rule (path_problem)
+    if nested and not unique.isdisjoint(p for n in nested for p in parents(n)):
+        return None  # a name of the batch is a folder of another one
+    if tree_conflicts(c, names, _has_objects(c)):
+        return None
+    return True
+
+
 def _has_objects(c) -> bool:
     """Any striped object committed (a file made before them has no table)."""
     try:
@@ -591,6 +619,9 @@ class InfofileWriter:
         def is_version(rec: tuple) -> bool:  # a replacement: stored_as, and not new_only
             return len(rec) > 5 and bool(rec[5]) and not (len(rec) > 8 and rec[8])
 
+        fast = _all_new(c, records, existing)
+        if fast is not None:  # the common batch: every record new, nothing in the way
+            return self._commit_new(c, records, gen, now, schema_ids)
         versions = [rec for rec in records if is_version(rec)]
         batch = NameTree()  # the new names accepted so far (a name is a record or a folder, not both)
         objects = _has_objects(c)
@@ -658,6 +689,41 @@ class InfofileWriter:
         else:
             gen -= 1
         return gen, {r[0] for r in new_rows} | replaced, conflicts
+
+    def _commit_new(
+        self, c: sqlite3.Connection, records: list[tuple], gen: int, now: float, schema_ids: dict
+    ) -> tuple[int, set[str], list[Conflict]]:
+        """:meth:`_commit` of a batch :func:`_all_new` passed: every record
+        is inserted, as the general path would, with no Python work per
+        record beyond building its rows (issue 41)."""
+        c.executemany(
+            "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id, logical_size, "
+            "stored_as) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(r[0], r[1], r[2], gen, now, schema_ids.get(r[6]) if r[6] else None, r[7], r[5] or None) for r in records],
+        )
+        if any(r[4] for r in records):  # pending copies (async protocols)
+            copy_rows: list[tuple] = []
+            pending_rows: list[tuple] = []
+            for r in records:
+                pending = r[4]
+                for rank, p in enumerate(r[3]):
+                    (pending_rows if rank in pending else copy_rows).append((r[0], rank, p, gen))
+            c.executemany(
+                "INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", pending_rows
+            )
+        else:
+            copy_rows = [(r[0], rank, p, gen) for r in records for rank, p in enumerate(r[3])]
+        c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", copy_rows)
+        meta_rows = [(r[0], gen, r[9]) for r in records if r[9]]
+        if meta_rows:
+            c.executemany("INSERT INTO user_meta(name, commit_seq, meta) VALUES (?, ?, ?)", meta_rows)
+        # no stripe among them (_all_new): every one is a name of the file
+        self._delta = (len(records), sum([r[1] for r in records])) if self._delta == (0, 0) else None
+        if records:
+            _set_generation(c, gen)
+        else:
+            gen -= 1
+        return gen, {r[0] for r in records}, []
 
     @staticmethod
     def _commit_versions(

@@ -447,12 +447,15 @@ class TrackerClient:
         partial_ok: bool = False,
         grace: float | None = None,
         replace_all: bool = False,
+        columns: pb.RecordColumns | None = None,
     ) -> pb.CommitReply:
         """Group commit. ``request_id``: the same on every retry of one
         request, which the tracker then applies at most once. ``delete``:
         names removed in the same transaction (applied alone); ``replace_all``:
         every name the file holds removed so (an overwrite). ``schemas``:
         the ``pb.RecordSchema`` the records' ``schema`` fields point into.
+        ``columns``: more records as a ``pb.RecordColumns``, after ``records``
+        (only to a tracker whose ``FileInfo.commit_columns`` is set).
         ``grace`` (with a ``request_id``): retried here, across a restart or
         failover of the tracker, while nothing accepts connections for up to
         that many seconds (:meth:`_call`); without it, not retried (the
@@ -472,6 +475,7 @@ class TrackerClient:
                 schemas=list(schemas),
                 partial_ok=partial_ok,
                 replace_all=replace_all,
+                columns=columns,
             ),
             grace=grace,
         )
@@ -486,8 +490,9 @@ class TrackerClient:
         request_id: str = "",
         schemas=(),
         partial_ok: bool = False,
+        columns: pb.RecordColumns | None = None,
     ):
-        """Start a commit; returns a grpc future (``.result()`` raises
+        """Start a commit (``columns``: as :meth:`commit`); returns a grpc future (``.result()`` raises
         grpc.RpcError: map it with :meth:`map_error`). ``partial_ok``: the
         tracker may commit the records that fit the quota and refuse the
         rest (``CommitReply.quota_refused``)."""
@@ -501,6 +506,7 @@ class TrackerClient:
                 request_id=request_id,
                 schemas=list(schemas),
                 partial_ok=partial_ok,
+                columns=columns,
             ),
             timeout=self.timeout,
             metadata=self._metadata,

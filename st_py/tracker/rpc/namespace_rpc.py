@@ -498,6 +498,7 @@ class NamespaceRpc(TrackerParts):
             r.close()
         o = owner_of_meta(meta)
         return pb.FileInfo(
+            commit_columns=True,  # CommitRequest.columns (issue 41; st_py/tracker/rpc/commit_rows.py)
             file_id=int(meta["file_id"]),
             name=name,
             replication=meta["replication"],

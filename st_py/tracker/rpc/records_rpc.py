@@ -15,9 +15,9 @@ import grpc
 import pyarrow as pa
 
 from st_py._proto import tracker_pb2 as pb
-from st_py.core import capability, user_meta
+from st_py.core import capability
 from st_py.core.record_format import FORMATS, ignored, load_schema
-from st_py.errors import ERROR_KIND_KEY, BadMetadataError, MetadataTooLargeError
+from st_py.errors import ERROR_KIND_KEY
 
 from ..access import R, W, may, mode_text
 from ..apply.ops import InfofileOp
@@ -28,6 +28,7 @@ from ..infofile_writer import (
     NoSuchSnapshotError,
     SnapshotExistsError,
 )
+from .commit_rows import bytes_on_peers, commit_rows, user_meta_problem
 from .parts import TrackerParts
 
 log = logging.getLogger("st.tracker")
@@ -87,44 +88,11 @@ class RecordRpc(TrackerParts):
             return await self._forward(context, "Commit", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
         f = c.meta.copies
-        batch = []
-        on_peer: dict[int, int] = {}  # peer_idx -> bytes of this batch it holds
         schemas = await self._record_schemas(context, request.schemas)
-        for r in request.records:
-            if len(r.peer_idx) != f or len(set(r.peer_idx)) != f or any(p >= c.meta.npeers for p in r.peer_idx):
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"record {r.name!r}: needs {f} copies on distinct peers of the peerlist, "
-                    f"got peer indexes {list(r.peer_idx)}",
-                )
-            pending = set(r.pending_ranks)
-            if 0 in pending or any(p >= f for p in pending):
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"record {r.name!r}: pending copy ranks {sorted(pending)} must be among "
-                    f"1..{f - 1}: copy rank 0 is stored before a record is committed",
-                )
-            if r.schema > len(schemas):
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"record {r.name!r}: schema {r.schema} is not among the request's {len(schemas)} schemas",
-                )
-            await _check_user_meta(context, r.name, r.meta)
-            batch.append(
-                (
-                    r.name,
-                    r.size,
-                    r.crc32c,
-                    list(r.peer_idx),
-                    pending,
-                    r.stored_as,
-                    # a name readers skip keeps none, whoever sent one: scans rely on it (readplan.py)
-                    schemas[r.schema - 1] if r.schema and not ignored(r.name) else None,
-                    r.logical_size if r.HasField("logical_size") else None,
-                    r.new_only,
-                    r.meta or None,  # the version's user metadata (st_py/core/user_meta.py)
-                )
-            )
+        rows, why = commit_rows(request, f, c.meta.npeers, schemas)
+        batch = rows
+        if why:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
         refused: list[str] = []
         quota: tuple[str, int, int] = ("", 0, 0)
         if request.partial_ok and not (request.delete or request.replace_all):  # independent: commit what fits
@@ -132,14 +100,19 @@ class RecordRpc(TrackerParts):
             batch, refused = batch[:fit], [r[0] for r in batch[fit:]]
             if not batch:
                 return pb.CommitReply(
-                    quota_refused=refused, quota_scope=quota[0], quota_bytes=quota[1], quota_used_bytes=quota[2]
+                    columns_read=len(request.columns.names),
+                    quota_refused=refused,
+                    quota_scope=quota[0],
+                    quota_bytes=quota[1],
+                    quota_used_bytes=quota[2],
                 )
-        names = {r[0] for r in batch}
-        for r in request.records:
-            if r.name in names:
-                for p in r.peer_idx:
-                    on_peer[p] = on_peer.get(p, 0) + r.size
-        replaced = [r.name for r in request.records if r.stored_as and not r.new_only and r.name in names]
+        if refused:  # trimmed: the records of the request under the names kept (a name may come twice)
+            names = {r[0] for r in batch}
+            kept = [r for r in rows if r[0] in names]
+        else:
+            kept = rows
+        on_peer = bytes_on_peers(kept)  # peer_idx -> bytes of this batch it holds
+        replaced = [r[0] for r in kept if r[5] and not r[8]]
         if replaced:  # new versions: only the lease holder (MORRIS 3.2)
             await self._check_lease(context, name, c.meta.file_id, request.lease_id)
         size = sum(r[1] for r in batch)  # one copy
@@ -188,6 +161,7 @@ class RecordRpc(TrackerParts):
             {p: b * n // whole for p, b in on_peers.items()},
         )
         return pb.CommitReply(
+            columns_read=len(request.columns.names),
             quota_refused=refused,
             quota_scope=quota[0],
             quota_bytes=quota[1],
@@ -448,9 +422,6 @@ async def _check_user_meta(context, name: str, meta: bytes) -> None:
     """Abort the call (INVALID_ARGUMENT) if ``meta``, a commit's user
     metadata of ``name``, is not what :mod:`st_py.core.user_meta` encodes
     (a client checks it first; this keeps a bad one out of the infofile)."""
-    if not meta:
-        return
-    try:
-        user_meta.decode(name, meta)
-    except (BadMetadataError, MetadataTooLargeError) as e:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+    why = user_meta_problem(name, meta)
+    if why:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
