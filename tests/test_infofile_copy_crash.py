@@ -48,7 +48,9 @@ def _file(cluster, name: str) -> dict[str, bytes]:
 def _read(cluster, cache, name: str):
     """A new client's (a new process's) view of ``name`` from the copies in
     ``cache``: every name and record, and its locator."""
-    c = cluster.client(metadata="fetch", metadata_cache=str(cache))
+    # no age check while it reads (3,000 GETs can take longer than the default 1 s on a loaded
+    # machine, and a check's "current" would then be the locator's last fetch, not the open's)
+    c = cluster.client(metadata="fetch", metadata_cache=str(cache), metadata_max_age_s=3600)
     f = c.open(name)
     got = {k: f.get(k) for k in f.names()}
     f.close()
