@@ -1453,6 +1453,41 @@ def test_http_protocol_choice():
         protocol_class("zttp")
 
 
+def test_s3_command_says_which_http_protocol_runs(site, s3):
+    """``storetorrent s3 --http h11`` (its own process) serves boto3 and
+    names h11 in its start line; without --http it names httptools; an
+    unknown protocol stops the start with the choices."""
+    import subprocess
+    import sys
+
+    cluster, main, keys = site
+    for args, name in (((), "httptools"), (("--http", "h11"), "h11")):
+        d = cluster.s3_endpoint(0, ("--keys", str(main.keys_file), *args), name=f"s3-http-{name}")
+        try:
+            c = boto3.client(
+                "s3",
+                endpoint_url=f"http://{d.addr}",
+                aws_access_key_id="alice",
+                aws_secret_access_key=keys["alice"],
+                region_name="us-east-1",
+                config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+            )
+            c.put_object(Bucket="exp", Key=f"cmd/{name}", Body=b"via " + name.encode())
+            assert c.get_object(Bucket="exp", Key=f"cmd/{name}")["Body"].read() == b"via " + name.encode()
+            c.close()
+        finally:
+            d.stop()
+        log = (cluster.data_dir / "logs" / f"s3-http-{name}.log").read_text()
+        assert f"HTTP by {name}" in log, log
+    bad = subprocess.run(
+        [sys.executable, "-m", "st_integrations.s3", "--tracker", cluster.tracker_addr, "--http", "zttp"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "httptools, h11" in bad.stderr, bad.stderr
+
+
 def _refuse_bad_requests(ep: Endpoint, s3) -> None:
     """The bad requests of the test above, sent to ``ep``, each answered with its S3 error."""
     host = f"Host: 127.0.0.1:{ep.port}\r\n".encode()
