@@ -139,12 +139,14 @@ def test_copies_come_from_the_standbys_and_read_as_the_leaders(three, tmp_path, 
 def test_a_standby_behind_the_wanted_state_is_passed_over(three, tmp_path):
     """A standby asked for a log position it has not applied refuses
     (ReplicaBehindError) before sending anything; a reader that opens a file
-    right after each commit (its standbys not there yet) reads every
-    acknowledged record, from the leader when the standbys are behind."""
+    right after each commit (the standbys hold the state before it) reads
+    every acknowledged record, from the leader when the standbys are behind."""
     cluster, fetch = three
     writer = cluster.client()
     _write(writer, "/sf/b", 5)
     info = writer.tracker.open_unlocated("/sf/b")
+    # the standbys hold the file: each commit below leaves them an older state of it for a while
+    poll_for(lambda: _followed(fetch, "/sf/b", info.generation), timeout=30, what="the standbys to follow")
     far = TrackerClient(fetch[0])
     with pytest.raises(ReplicaBehindError, match="has applied the metadata log through entry"):
         far.fetch_infofile("/sf/b", info.file_id, want_position=info.log_position + 10**6, want_log_id=info.log_id)
