@@ -7,6 +7,8 @@ asked for. Three real etcd members, a leader and two standbys, real peers."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 
@@ -40,8 +42,9 @@ def _leader_fetches(cluster) -> float:
 
 @pytest.fixture
 def three(make_cluster, etcd, tmp_path):
-    """(cluster, [fetch address of each standby]): a leader with 3 peers and
-    two standbys with namespaces of their own, both listed by the leader."""
+    """(cluster, [fetch address of each standby], [its process]): a leader
+    with 3 peers and two standbys with namespaces of their own, both listed
+    by the leader."""
     args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "sf", "--init-cluster"]
     cluster = make_cluster(3, tracker_args=args)
     procs, logs, files = [], [], []
@@ -65,7 +68,7 @@ def three(make_cluster, etcd, tmp_path):
             what="the leader to list both standbys' infofile ports",
         )
         leader.close()
-        yield cluster, fetch
+        yield cluster, fetch, procs
     finally:
         for p in procs:
             p.kill()
@@ -103,7 +106,7 @@ def test_copies_come_from_the_standbys_and_read_as_the_leaders(three, tmp_path, 
     FetchInfofile), and read back the names and bytes the leader's
     namespace holds; any other RPC at a standby's infofile port is
     UNAVAILABLE at once."""
-    cluster, fetch = three
+    cluster, fetch, _ = three
     writer = cluster.client()
     acked = {f"/sf/f{i}": _write(writer, f"/sf/f{i}", 25) for i in range(4)}
     gens = {n: writer.tracker.open_unlocated(n).generation for n in acked}
@@ -141,7 +144,7 @@ def test_a_standby_behind_the_wanted_state_is_passed_over(three, tmp_path):
     (ReplicaBehindError) before sending anything; a reader that opens a file
     right after each commit (the standbys hold the state before it) reads
     every acknowledged record, from the leader when the standbys are behind."""
-    cluster, fetch = three
+    cluster, fetch, _ = three
     writer = cluster.client()
     _write(writer, "/sf/b", 5)
     info = writer.tracker.open_unlocated("/sf/b")
@@ -163,4 +166,37 @@ def test_a_standby_behind_the_wanted_state_is_passed_over(three, tmp_path):
             by_leader += not reader.tracker.locator.last.standby
     assert by_leader >= 1  # standbys apply a commit only after the leader publishes it (every 3 s)
     reader.close()
+    writer.close()
+
+
+def test_a_standby_that_does_not_answer_is_passed_over_and_benched(three, tmp_path, monkeypatch, caplog):
+    """A standby stopped (SIGSTOP: its port still accepts connections) costs
+    one question at most its answer's deadline: the copy comes from the
+    other standby or the leader, and the next questions skip it."""
+    from st_py.client import infofile_copies
+
+    monkeypatch.setattr(infofile_copies, "STANDBY_TIMEOUT_S", 3.0)  # the deadline of a standby's answer, shorter
+    cluster, fetch, procs = three
+    writer = cluster.client()
+    acked = {f"/sf/s{i}": _write(writer, f"/sf/s{i}", 10) for i in range(3)}
+    gens = {n: writer.tracker.open_unlocated(n).generation for n in acked}
+    poll_for(lambda: all(_followed(fetch, n, g) for n, g in gens.items()), timeout=30, what="the standbys to follow")
+    first = sorted(fetch)[0]  # asked first by a new client
+    stopped = procs[fetch.index(first)]
+    os.kill(stopped.pid, signal.SIGSTOP)
+    try:
+        reader = cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "cache"), metadata_max_age_s=60)
+        t0 = time.monotonic()
+        with caplog.at_level("INFO", logger="st.client.copies"):
+            for name, recs in acked.items():  # the stopped standby is first in turn for the 1st and 3rd
+                with reader.open(name) as f:
+                    assert sorted(f.names()) == sorted(recs) and f.get("r3") == recs["r3"], name
+                assert reader.tracker.locator.last.source != first
+        took = time.monotonic() - t0
+        benched = [r for r in caplog.records if "did not answer a FetchInfofile" in r.getMessage()]
+        assert len(benched) == 1 and first in benched[0].getMessage(), caplog.text  # asked once, then skipped
+        assert took < 3 * infofile_copies.STANDBY_TIMEOUT_S, took  # one wait on it, bounded by its deadline (not 30 s)
+        reader.close()
+    finally:
+        os.kill(stopped.pid, signal.SIGCONT)
     writer.close()
