@@ -200,6 +200,23 @@ def sha(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 
 
+def revealed_once(made: list[Host]) -> dict[str, str]:
+    """``{record: sha256 of its bytes}`` that GET_LOCAL reveals of FILE on
+    the hosts ``made``; fails if a record is revealed on two of them."""
+    revealed: dict[str, str] = {}
+    for h in made:
+        local = h.run(
+            f"""
+            f = c.open({FILE!r})
+            result = {{r.name: hashlib.sha256(f.read_local(r)).hexdigest() for r in f.get_local()}}
+            f.close()
+            """
+        )
+        assert not set(local) & set(revealed), f"a record revealed on two hosts: {set(local) & set(revealed)}"
+        revealed.update(local)
+    return revealed
+
+
 def test_every_host_reads_what_the_shared_mount_reads(hosts):
     """On each host: the namespace root and the other hosts' folders are
     empty, a shared-mount client cannot read the file, and the default
@@ -296,21 +313,165 @@ def test_a_killed_peer(hosts):
     addr = cluster.kill_peer(2)
     try:
         assert made[1].run(f"result = answers(c, {FILE!r})") == shared
-        revealed: dict[str, str] = {}
-        for h in made[:2]:
-            local = h.run(
-                f"""
-                f = c.open({FILE!r})
-                result = {{r.name: hashlib.sha256(f.read_local(r)).hexdigest() for r in f.get_local()}}
-                f.close()
-                """
-            )
-            assert not set(local) & set(revealed), "a record revealed on two hosts"
-            revealed.update(local)
-        assert revealed == {n: sha(bytes.fromhex(v)) for n, v in shared["data"].items()}
+        assert revealed_once(made[:2]) == {n: sha(bytes.fromhex(v)) for n, v in shared["data"].items()}
     finally:
         cluster.start_peer(2, port=int(addr.rpartition(":")[2]))
         cluster.wait_for_peers(3)
+
+
+DASK = """
+from distributed import Client as DaskClient, LocalCluster as DaskCluster
+dask_cluster = DaskCluster(
+    n_workers=0, host={host!r}, protocol="tcp", scheduler_port=0, dashboard_address=None, processes=False
+)
+dc = DaskClient(dask_cluster)
+result = dask_cluster.scheduler_address
+"""
+
+DASK_READ = """
+import hashlib
+import pandas as pd
+import dask.dataframe as dd
+from st_integrations.dask_reader import read_storetorrent
+from st_integrations.dask_writer import to_storetorrent
+
+def raw(**kw):
+    df = read_storetorrent({file!r}, format="raw", tracker=addr, client=dc, **kw).compute()
+    return {{r: d.hex() for r, d in zip(df["record"], df["data"])}}
+
+frame = pd.DataFrame({{"x": range(90), "s": [f"w{{j}}" for j in range(90)]}})
+written = to_storetorrent(dd.from_pandas(frame, npartitions=3), {out!r}, tracker=addr, client=dc)
+back = read_storetorrent({out!r}, tracker=addr, client=dc).compute().sort_values("x")
+result = {{"data": raw(), "as_of_data": raw(as_of="s1"), "written": written,
+          "back": back.reset_index(drop=True).to_dict(orient="list")}}
+"""
+
+
+def test_dask_reads_and_writes_with_a_worker_on_each_host(hosts):
+    """A Dask scheduler and its driver on host 0, a worker on each host
+    (started there, named by its peer's address, so each partition is
+    computed on its peer's host): ``read_storetorrent`` reads every
+    record's bytes, current and as of s1, as the shared mount does;
+    ``to_storetorrent`` writes a DataFrame that reads back the same, on
+    the hosts and from the shared mount."""
+    cluster, made = hosts
+    shared = answers(cluster.client(), FILE)
+    a = made[0]
+    sched = a.run(DASK.format(host=cluster.peer_host(0)))
+    workers = []
+    try:
+        for h in made:
+            argv = [sys.executable, "-m", "distributed.cli.dask_worker", sched, "--name", cluster.peer_addrs[h.i]]
+            argv += ["--nthreads", "1", "--no-nanny", "--no-dashboard", "--host", cluster.peer_host(h.i)]
+            argv += ["--local-directory", str(h.dir / "dask")]
+            log = (h.dir / "dask-worker.log").open("wb")
+            workers.append(subprocess.Popen(h.cluster.host_argv(h.i, argv), stdout=log, stderr=log, env=h.env))
+            log.close()
+        a.run("dc.wait_for_workers(3, timeout=90)", timeout=120)
+        got = a.run(DASK_READ.format(file=FILE, out="/hosts/dask-out"), timeout=180)
+    finally:
+        for p in workers:
+            p.terminate()
+        a.run("dc.close(); dask_cluster.close()")
+        for p in workers:
+            p.wait(30)
+    assert got["data"] == shared["data"]
+    assert got["as_of_data"] == shared["as_of_data"]
+    assert got["written"] == 3
+    want = {"x": list(range(90)), "s": [f"w{j}" for j in range(90)]}
+    assert got["back"] == want
+    with cluster.client().open("/hosts/dask-out") as f:  # the shared mount reads what the hosts wrote
+        here = pd.concat(pd.read_parquet(io.BytesIO(f.get(n))) for n in f.names()).sort_values("x")
+    assert here.reset_index(drop=True).to_dict(orient="list") == want
+
+
+def test_the_s3_endpoint_on_a_host(hosts):
+    """``storetorrent s3`` on host 1 (its peer's copies read from disk,
+    ``--peer-data``) answers boto3 from this machine: the file's records
+    list and read as the shared mount reads them, and an object PUT there
+    reads back from the shared mount."""
+    boto3 = pytest.importorskip("boto3")
+    from botocore.config import Config
+
+    cluster, made = hosts
+    shared = answers(cluster.client(), FILE)
+    b = made[1]
+    argv = [sys.executable, "-m", "st_py.cli", "s3", "--tracker", b.addr, "--host", cluster.peer_host(1), "--port", "0"]
+    argv += ["--peer-data", str(cluster.data_dir / "peers" / "peer-1")]
+    log = (b.dir / "s3.log").open("wb")
+    proc = subprocess.Popen(cluster.host_argv(1, argv), stdout=subprocess.PIPE, stderr=log, env=b.env)
+    log.close()
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        line = proc.stdout.readline().decode() if ready else ""
+        assert line.startswith("listening on "), (line, (b.dir / "s3.log").read_text(errors="replace")[-2000:])
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=f"http://{line.split()[-1]}",
+            aws_access_key_id="dev",
+            aws_secret_access_key="x",
+            region_name="us-east-1",
+            config=Config(retries={"max_attempts": 1}),
+        )
+        bucket, prefix = FILE.strip("/").split("/")
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/")
+        keys = [o["Key"] for o in listed["Contents"]]
+        assert keys == [f"{prefix}/{n}" for n in shared["names"]]
+        got = {k.split("/", 1)[1]: s3.get_object(Bucket=bucket, Key=k)["Body"].read().hex() for k in keys}
+        assert got == shared["data"]
+        s3.create_bucket(Bucket="s3host")
+        s3.put_object(Bucket="s3host", Key="run/x.bin", Body=b"put on host 1")
+        s3.close()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    with cluster.client().open("/s3host/run") as f:
+        assert f.get("x.bin") == b"put on host 1"
+
+
+def test_repair_drain_and_spread_run_on_hosts(hosts):
+    """The maintenance commands run on hosts: ``repair`` on host 2,
+    ``drain`` of peer 2 on host 0 (every copy moved off it while it
+    serves), ``drain --cancel`` and ``rebalance --spread`` on host 1
+    (copies moved back onto it); after each, host 1 reads the file as the
+    shared mount then does (the moves make generations), and its records
+    are the ones they were before."""
+    cluster, made = hosts
+    before = answers(cluster.client(), FILE)
+
+    def run(h, *args: str) -> dict:
+        p = h.command(*args, "--format", "json")
+        assert p.returncode == 0, f"{args} on host {h.i}: {p.stdout}\n{p.stderr}"
+        return json.loads(p.stdout)
+
+    def on_2() -> list[str]:
+        with cluster.client().open(FILE) as f:
+            return [n for n in f.names() if cluster.peer_addrs[2] in (f.peers[i].addr for i in f.record_meta(n).peers)]
+
+    def same() -> None:
+        shared = answers(cluster.client(), FILE)
+        assert {k: shared[k] for k in ("names", "data", "as_of_names", "as_of_data")} == {
+            k: before[k] for k in ("names", "data", "as_of_names", "as_of_data")
+        }
+        assert made[1].run(f"result = answers(c, {FILE!r})") == shared
+        assert revealed_once(made) == {n: sha(bytes.fromhex(v)) for n, v in shared["data"].items()}
+
+    (repaired,) = run(made[2], "repair", FILE)
+    assert repaired["complete"], repaired
+    assert on_2()
+    drained = run(made[0], "drain", cluster.peer_addrs[2])
+    assert drained["drain_state"] == "retired" and drained["copies_moved"], drained
+    assert on_2() == []
+    same()
+    back = made[1].command("drain", "--cancel", cluster.peer_addrs[2])
+    assert back.returncode == 0 and "in service again" in back.stdout, back.stdout + back.stderr
+    spread = run(made[1], "rebalance", "--spread", FILE)
+    assert spread["even"] and spread["copies_moved"], spread
+    assert on_2()
+    same()
 
 
 def test_the_tracker_leader_killed(hosts):
@@ -329,18 +490,7 @@ def test_the_tracker_leader_killed(hosts):
     assert cluster.tracker is not None
     cluster.tracker.kill()
     assert made[1].run(f"result = answers(c, {FILE!r})", timeout=180) == shared
-    revealed: dict[str, str] = {}
-    for h in made:
-        local = h.run(
-            f"""
-            f = c.open({FILE!r})
-            result = {{r.name: hashlib.sha256(f.read_local(r)).hexdigest() for r in f.get_local()}}
-            f.close()
-            """
-        )
-        assert not set(local) & set(revealed), "a record revealed on two hosts"
-        revealed.update(local)
-    assert revealed == {n: sha(bytes.fromhex(v)) for n, v in shared["data"].items()}
+    assert revealed_once(made) == {n: sha(bytes.fromhex(v)) for n, v in shared["data"].items()}
     made[0].run("w = c.create('/hosts/after', replication='x2'); w.put('a', b'after'); w.flush()")
     assert made[1].run("g = c.open('/hosts/after'); result = [g.names(), g.get('a').decode()]; g.close()") == [
         ["a"],
