@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import poll_for
 from test_metadata_fetch import answers
 
 from st_py.deploy import netns
@@ -84,6 +85,34 @@ def _why_not() -> str | None:
     return None
 
 
+def host_env(cluster, i: int) -> dict[str, str]:
+    """The environment of a process on host ``i``: none of this process's
+    STORETORRENT_ settings, the host's cache folder for infofile copies."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STORETORRENT_")}
+    env["STORETORRENT_METADATA_CACHE"] = str(cluster.host_dir(i) / "cache")  # the CLI's and fsspec's too
+    return env
+
+
+def host_command(cluster, i: int, *args: str) -> subprocess.CompletedProcess:
+    """``storetorrent ARGS --tracker ADDR`` run on host ``i`` (ADDR: every
+    tracker as the host reaches them)."""
+    argv = [sys.executable, "-m", "st_py.cli", *args, "--tracker", cluster.host_tracker_addr(i)]
+    env = host_env(cluster, i)
+    return subprocess.run(cluster.host_argv(i, argv), capture_output=True, text=True, timeout=120, env=env)
+
+
+def host_python(cluster, i: int, code: str):
+    """Run ``code`` in a Python process on host ``i`` with ``c`` a Client
+    of every tracker; the JSON of its ``result``. AssertionError with its
+    stderr if it failed."""
+    setup = f"import json\nfrom st_py.client.client import Client\nc = Client({cluster.host_tracker_addr(i)!r})\n"
+    argv = [sys.executable, "-c", setup + textwrap.dedent(code) + "\nprint(json.dumps(result))\nc.close()\n"]
+    env = host_env(cluster, i)
+    p = subprocess.run(cluster.host_argv(i, argv), capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, f"on host {i}: {p.stderr[-3000:]}"
+    return json.loads(p.stdout.splitlines()[-1])
+
+
 class Host:
     """A client process on host ``i`` of a ``private_hosts`` cluster."""
 
@@ -93,13 +122,11 @@ class Host:
         script = self.dir / "agent.py"
         script.write_text(AGENT)
         self.addr = cluster.host_tracker_addr(i)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("STORETORRENT_")}
-        env["STORETORRENT_METADATA_CACHE"] = str(self.dir / "cache")  # the CLI's and fsspec's too
-        self.env = env
+        self.env = host_env(cluster, i)
         self.log = (self.dir / "agent.log").open("wb")
         argv = [sys.executable, str(script), TESTS, self.addr, str(self.dir / "cache")]
         self.proc = subprocess.Popen(
-            cluster.host_argv(i, argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env
+            cluster.host_argv(i, argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=self.env
         )
         self.run(SETUP)
 
@@ -121,10 +148,7 @@ class Host:
 
     def command(self, *args: str) -> subprocess.CompletedProcess:
         """``storetorrent ARGS --tracker ADDR`` run on the host."""
-        argv = [sys.executable, "-m", "st_py.cli", *args, "--tracker", self.addr]
-        return subprocess.run(
-            self.cluster.host_argv(self.i, argv), capture_output=True, text=True, timeout=120, env=self.env
-        )
+        return host_command(self.cluster, self.i, *args)
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -510,3 +534,51 @@ def test_private_hosts_refuse_peers_reading_the_namespace(tmp_path):
     with pytest.raises(InvalidOptionError) as e:
         LocalCluster(tmp_path, 3, private_hosts=True)
     assert e.value.option == "peer_metadata"
+
+
+def test_recover_from_peers_on_a_host(make_cluster):
+    """A namespace lost whole (one tracker, its log gone with it) comes back
+    from the mirrors of peers that keep infofile copies (no namespace to
+    mirror on their hosts; a copy is made by a GET_LOCAL on the host):
+    ``recover --from-peers`` run on host 0, which has no cluster folder,
+    says to give the capability key when the peers refuse for want of one,
+    refuses a key file that does not exist, and with the key restores the
+    file at its generation; host 1 reads every record again."""
+    if why := _why_not():
+        pytest.skip(why)
+    from test_recover import _lose_namespace, _mirrors
+
+    cluster = make_cluster(
+        2, name="recover", private_hosts=True, peer_metadata="auto", peer_args=["--mirror-interval", "0.2"]
+    )
+    name = "/hosts/lost"
+    data = {f"r{i:02d}": f"value {i}".encode() * (i + 1) for i in range(20)}
+    c = cluster.client()
+    with c.create(name, replication="x2") as w:
+        for k, v in data.items():
+            w.put(k, v)
+    info = c.tracker.open(name)
+    c.close()
+    # the peers keep copies of the files their hosts read: a GET_LOCAL on each makes them
+    scan = f"f = c.open({name!r}); result = sorted(r.name for r in f.get_local()); f.close()"
+    assert sorted(n for i in range(2) for n in host_python(cluster, i, scan)) == sorted(data)
+    poll_for(
+        lambda: all(_mirrors(cluster, a).get(info.file_id) == info.generation for a in cluster.peer_addrs),
+        timeout=20,
+        interval=0.1,
+        what="the peers' copies to reach the tracker's generation",
+    )
+    _lose_namespace(cluster)
+    recover = ("recover", "--from-peers", "--format", "json")
+    if cluster.auth:  # the host has no DATA/secret.key: the peers refuse, and the error says what to give
+        p = host_command(cluster, 0, *recover)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert "no key was given" in p.stderr and "--key-file FILE" in p.stderr, p.stderr
+    p = host_command(cluster, 0, *recover, "--key-file", str(cluster.data_dir / "no-such.key"))
+    assert p.returncode == 2 and "does not exist" in p.stderr, p.stdout + p.stderr  # not taken for "no key"
+    p = host_command(cluster, 0, *recover, "--key-file", str(cluster.key_file))
+    assert p.returncode == 0, p.stdout + p.stderr
+    (got,) = [x for x in json.loads(p.stdout)["files"] if x["name"] == name]
+    assert got["outcome"] == "restored" and got["generation"] == info.generation, got
+    read = f"f = c.open({name!r}); result = {{n: f.get(n).decode() for n in f.names()}}; f.close()"
+    assert host_python(cluster, 1, read) == {k: v.decode() for k, v in data.items()}
