@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import poll_for
 from test_metadata_fetch import answers
 
 from st_py.deploy import netns
@@ -414,8 +413,8 @@ def test_the_s3_endpoint_on_a_host(hosts):
     ``--peer-data``) answers boto3 from this machine: the file's records
     list and read as the shared mount reads them, and an object PUT there
     reads back from the shared mount."""
-    boto3 = pytest.importorskip("boto3")
-    from botocore.config import Config
+    pytest.importorskip("boto3")
+    from test_s3 import s3_client
 
     cluster, made = hosts
     shared = answers(cluster.client(), FILE)
@@ -430,14 +429,7 @@ def test_the_s3_endpoint_on_a_host(hosts):
         ready, _, _ = select.select([proc.stdout], [], [], 60)
         line = proc.stdout.readline().decode() if ready else ""
         assert line.startswith("listening on "), (line, (b.dir / "s3.log").read_text(errors="replace")[-2000:])
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=f"http://{line.split()[-1]}",
-            aws_access_key_id="dev",
-            aws_secret_access_key="x",
-            region_name="us-east-1",
-            config=Config(retries={"max_attempts": 1}),
-        )
+        s3 = s3_client(f"http://{line.split()[-1]}", "dev", "x")
         bucket, prefix = FILE.strip("/").split("/")
         listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/")
         keys = [o["Key"] for o in listed["Contents"]]
@@ -550,7 +542,7 @@ def test_recover_from_peers_on_a_host(make_cluster):
     file at its generation; host 1 reads every record again."""
     if why := _why_not():
         pytest.skip(why)
-    from test_recover import _lose_namespace, _mirrors
+    from test_recover import _lose_namespace, _wait_for_mirrors
 
     cluster = make_cluster(
         2, name="recover", private_hosts=True, peer_metadata="auto", peer_args=["--mirror-interval", "0.2"]
@@ -566,12 +558,7 @@ def test_recover_from_peers_on_a_host(make_cluster):
     # the peers keep copies of the files their hosts read: a GET_LOCAL on each makes them
     scan = f"f = c.open({name!r}); result = sorted(r.name for r in f.get_local()); f.close()"
     assert sorted(n for i in range(2) for n in host_python(cluster, i, scan)) == sorted(data)
-    poll_for(
-        lambda: all(_mirrors(cluster, a).get(info.file_id) == info.generation for a in cluster.peer_addrs),
-        timeout=20,
-        interval=0.1,
-        what="the peers' copies to reach the tracker's generation",
-    )
+    _wait_for_mirrors(cluster, [name])  # every peer of the file mirrors it at its generation
     _lose_namespace(cluster)
     recover = ("recover", "--from-peers", "--format", "json")
     if cluster.auth:  # the host has no DATA/secret.key: the peers refuse, and the error says what to give
