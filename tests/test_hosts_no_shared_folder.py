@@ -7,7 +7,12 @@ folder and its own cache. Every way in gives the answers the shared mount
 gives on the tracker's machine: names, get, as_of a snapshot, DuckDB over
 the local copy, GET_LOCAL (each record revealed once across the hosts),
 the CLI, fsspec and pandas; with a peer killed; and a record a writer on
-host A commits is read on host B at once."""
+host A commits is read on host B at once. Dask's reader and writer with a
+worker on each host, the S3 endpoint on a host, and repair, drain and
+spread run on hosts give the shared mount's answers too; ``recover
+--from-peers`` on a host rebuilds a lost namespace (a cluster of its own).
+Ray's reader and writer with a node on each host run in the soak
+(``./dev soak --ray-hosts``): too slow for the suite."""
 
 from __future__ import annotations
 
