@@ -30,6 +30,7 @@ Operations may fail with clear StoreTorrent errors while a fault is active
     python tests/fault_injection.py --seconds 600            # the soak
     python tests/fault_injection.py --seed 1234 --steps 40   # replay a seed
     python tests/fault_injection.py --tracker-failover --kills 100   # tests/failover.py
+    python tests/fault_injection.py --ray-hosts   # Ray on hosts that share no folder (root)
 
 The CI version is tests/test_fault_injection.py.
 """
@@ -627,11 +628,24 @@ def main() -> None:
         from failover import main as failover_main  # noqa: PLC0415
 
         sys.exit(failover_main([a for a in sys.argv[1:] if a != "--tracker-failover"]))
+    if "--ray-hosts" in sys.argv[1:]:  # Ray readers and writers on hosts that share no folder (too slow for the suite)
+        import os  # noqa: PLC0415
+
+        test = str(ROOT / "tests" / "test_hosts_no_shared_folder.py")
+        env = dict(os.environ, ST_RAY_HOSTS="1")
+        extra = [a for a in sys.argv[1:] if a != "--ray-hosts"]  # pytest's own options (--basetemp DIR)
+        sys.exit(subprocess.run([sys.executable, "-m", "pytest", "-q", test, "-k", "ray", *extra], env=env).returncode)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--tracker-failover",
         action="store_true",
         help="instead: SIGKILL the leader tracker --kills times under load (tests/failover.py --help)",
+    )
+    ap.add_argument(
+        "--ray-hosts",
+        action="store_true",
+        help="instead: Ray's reader and writer on hosts that share no folder (test_hosts_no_shared_folder.py; "
+        "the options after it go to pytest)",
     )
     ap.add_argument("--seed", type=int, help="replay one run with this seed")
     ap.add_argument("--steps", type=int, help="steps per run (default: 60 with --seed)")

@@ -33,6 +33,19 @@ from st_integrations.s3.server import listen, make_server, protocol_of
 from st_py.errors import InvalidOptionError
 
 
+def s3_client(url: str, access_key: str, secret: str, **config):
+    """A boto3 S3 client of the endpoint at ``url`` (path style, one try,
+    ``config`` added to botocore's Config); the caller closes it."""
+    return boto3.client(
+        "s3",
+        endpoint_url=url,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret,
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **config),
+    )
+
+
 class Endpoint:
     """``storetorrent s3`` in a thread of this process, stopped by ``stop``."""
 
@@ -49,14 +62,7 @@ class Endpoint:
 
     def client(self, access_key: str, secret: str, **config):
         """A boto3 S3 client with its default checksum settings."""
-        c = boto3.client(
-            "s3",
-            endpoint_url=self.url,
-            aws_access_key_id=access_key,
-            aws_secret_access_key=secret,
-            region_name="us-east-1",
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **config),
-        )
+        c = s3_client(self.url, access_key, secret, **config)
         self.clients.append(c)
         return c
 

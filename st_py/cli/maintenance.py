@@ -398,7 +398,7 @@ def _some(names: list[str], n: int = 5) -> str:
 @click.option("--dry-run", is_flag=True, help="fetch and check the mirrors and report; restore nothing")
 @click.option(
     "--key-file",
-    type=click.Path(dir_okay=False),
+    type=click.Path(dir_okay=False, exists=True),  # a key named and missing is an error, not "no key"
     default=None,
     envvar="STORETORRENT_CAPABILITY_KEY_FILE",
     help="the cluster's capability key, for peers that check capabilities [default: DATA/secret.key if it exists]",

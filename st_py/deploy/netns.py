@@ -45,19 +45,39 @@ def hidden_argv(hidden: Sequence[str | os.PathLike], argv: Sequence[str]) -> lis
     return ["unshare", "-m", "--propagation", "private", "sh", "-c", _HIDE, "sh", *map(str, hidden), "--", *argv]
 
 
+SLOTS = 4  # sets of namespaces one process may hold at once (clusters alive together)
+SLOT_PEERS = 256 // SLOTS  # peers a set may have: 10.<o>.<slot * SLOT_PEERS + i>.0/30
+_slots_taken: dict[int, object] = {}  # slot -> the live NetNamespaces of this process holding it
+_forwarding: list[str] = []  # ip_forward before this process turned it on, while a set has namespaces
+
+
 class NetNamespaces:
     """The network namespaces of one local cluster's peers (``<prefix>-<i>``,
-    default prefix ``st<pid>``), made on first use by :meth:`namespace` and
-    removed by :meth:`destroy`, which also puts ``ip_forward`` back.
+    default prefix ``st<pid>``, ``st<pid>s<slot>`` for the second set alive
+    in this process and after), made on first use by :meth:`namespace` and
+    removed by :meth:`destroy`, which also puts ``ip_forward`` back and
+    frees the set's slot: up to :data:`SLOTS` sets of one process live
+    together (two private-hosts clusters of one test run, say), each with
+    its names and its addresses, of at most :data:`SLOT_PEERS` peers.
 
+    Raises :class:`NetnsError` when :data:`SLOTS` sets are alive already.
     Not thread-safe: owned by one :class:`~st_py.deploy.cluster.LocalCluster`."""
 
     def __init__(self, prefix: str | None = None):
+        free = [n for n in range(SLOTS) if n not in _slots_taken]
+        if not free:
+            raise NetnsError(f"{SLOTS} sets of network namespaces are alive in this process: destroy one first")
+        self.slot = free[0]
+        _slots_taken[self.slot] = self
         tag = os.getpid() % 100_000
-        self.prefix = prefix or f"st{tag}"
-        self.octet = 100 + tag % 100  # 10.<octet>.<i>.0/30: one block per process
+        self.prefix = prefix or (f"st{tag}" if self.slot == 0 else f"st{tag}s{self.slot}")
+        self.octet = 100 + tag % 100  # 10.<octet>.<third>.0/30: one block per process, a quarter per slot
         self.made: dict[int, tuple[str, str]] = {}  # i -> (namespace, host-side veth)
-        self._forwarding: str | None = None  # ip_forward before we turned it on
+
+    def _third(self, i: int) -> int:
+        if not 0 <= i < SLOT_PEERS:
+            raise NetnsError(f"peer {i}: a set of network namespaces holds at most {SLOT_PEERS} peers")
+        return self.slot * SLOT_PEERS + i
 
     @staticmethod
     def _ip(*args: str) -> None:
@@ -66,12 +86,14 @@ class NetNamespaces:
             raise NetnsError(f"ip {' '.join(args)}: {r.stderr.strip()}")
 
     def host_ip(self, i: int) -> str:
-        """This machine's address on peer ``i``'s link (``10.<o>.<i>.1``)."""
-        return f"10.{self.octet}.{i}.1"
+        """This machine's address on peer ``i``'s link (``10.<o>.<i>.1`` in
+        the first slot; ``<i>`` offset by :data:`SLOT_PEERS` per slot)."""
+        return f"10.{self.octet}.{self._third(i)}.1"
 
     def peer_ip(self, i: int) -> str:
-        """Peer ``i``'s address in its namespace (``10.<o>.<i>.2``)."""
-        return f"10.{self.octet}.{i}.2"
+        """Peer ``i``'s address in its namespace (``10.<o>.<i>.2``, offset
+        as :meth:`host_ip`)."""
+        return f"10.{self.octet}.{self._third(i)}.2"
 
     def namespace(self, i: int) -> str:
         """The namespace of peer ``i``, made (with its link up) on first use."""
@@ -79,6 +101,8 @@ class NetNamespaces:
             return self.made[i][0]
         if why := available():
             raise NetnsError(why)
+        if _slots_taken.setdefault(self.slot, self) is not self:  # destroyed, and its slot taken since
+            raise NetnsError(f"slot {self.slot} of this set was taken by another after destroy(): make a new set")
         ns, veth = f"{self.prefix}-{i}", f"{self.prefix}v{i}"
         self._ip("netns", "add", ns)
         self.made[i] = (ns, veth)
@@ -91,9 +115,9 @@ class NetNamespaces:
         self._ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
         # the other peers' namespaces, through this machine
         self._ip("netns", "exec", ns, "ip", "route", "add", "default", "via", self.host_ip(i))
-        if self._forwarding is None:
+        if not _forwarding:  # the first namespace of this process's sets
             with open(FORWARD) as f:
-                self._forwarding = f.read().strip()
+                _forwarding.append(f.read().strip())
             with open(FORWARD, "w") as f:
                 f.write("1")
         return ns
@@ -115,7 +139,8 @@ class NetNamespaces:
         for ns, _ in self.made.values():
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         self.made.clear()
-        if self._forwarding is not None:
+        if _slots_taken.get(self.slot) is self:
+            del _slots_taken[self.slot]
+        if _forwarding and not _slots_taken:  # the last set of this process: as it was before
             with open(FORWARD, "w") as f:
-                f.write(self._forwarding)
-            self._forwarding = None
+                f.write(_forwarding.pop())

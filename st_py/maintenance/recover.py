@@ -38,7 +38,7 @@ from urllib.parse import quote
 
 from st_py.core.copy_health import Liveness, file_health
 from st_py.core.infofile import InfofileReader
-from st_py.errors import ChecksumError, RecoveryError, StoreTorrentError
+from st_py.errors import ChecksumError, ErrorCode, PeerError, RecoveryError, StoreTorrentError
 from st_py.wire import protocol as P
 from st_py.wire.tracker_client import TrackerClient
 from st_py.wire.transport import Transport
@@ -262,7 +262,9 @@ def recover_from_peers(
     Raises
     ------
     RecoveryError
-        No peer is alive, or no live peer's mirrors could be listed.
+        No peer is alive, or no live peer's mirrors could be listed (with
+        no ``key`` and every peer refusing for want of a capability, the
+        message says to give the key).
     """
     status = tracker.status()
     alive = sorted(p.addr for p in status.peers if p.alive)
@@ -278,6 +280,7 @@ def recover_from_peers(
         token = mint(key, READ | ADMIN, 0, 3600, "recover")
     sessions: dict[str, _PeerSession] = {}
     failed: list[tuple[str, str]] = []
+    denied = 0  # peers that refused the request for want of a capability
     by_file: dict[int, list[MirrorCopy]] = {}
     try:
         for addr in alive:
@@ -288,8 +291,15 @@ def recover_from_peers(
                     by_file.setdefault(m.file_id, []).append(m)
             except StoreTorrentError as e:
                 failed.append((addr, str(e)))
+                denied += isinstance(e, PeerError) and e.code == ErrorCode.DENIED
         if len(failed) == len(alive):
-            raise RecoveryError(f"no live peer listed its infofile mirrors: {failed[0][1]}", alive, failed)
+            hint = ""
+            if key is None and denied == len(alive):  # a node without the cluster's folder has no DATA/secret.key
+                hint = (
+                    "; the peers check capabilities and no key was given: give the cluster's capability key "
+                    "(storetorrent recover --key-file FILE, the secret.key of the cluster's folder)"
+                )
+            raise RecoveryError(f"no live peer listed its infofile mirrors: {failed[0][1]}{hint}", alive, failed)
         files = []
         for copies in by_file.values():
             copies.sort(key=lambda m: (-m.generation, m.peer))
