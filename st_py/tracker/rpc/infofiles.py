@@ -66,6 +66,7 @@ class Infofiles(TrackerParts):
             writer = InfofileWriter(path)
             writer.history_age = self.history_age_s
             c = self._committers[name] = Committer(writer, self.commit_stats, self.oplog, name)
+            c.on_change = self.peer_files.note  # which files name which peer (peer_files.py)
         return c
 
     def _drop_committer(self, name: str) -> None:
