@@ -313,6 +313,7 @@ int main(int argc, char** argv) {
     ao.stalls = &server->metrics()->loop_stalls;
     ao.bad_copies = server->bad_copies();
     ao.verifier = &server->verifier()->counters();
+    ao.copies = copies.get();
     ao.loop_stall_limit_s = opt.loop_stall_limit_s > 0 ? opt.loop_stall_limit_s
                                                        : std::max(2.0, 2 * opt.announce_interval_s);
     std::string pem_error;

@@ -73,6 +73,10 @@ struct MirrorPassOptions {
   // forward is kept as it is and counted in errors).
   InfofileCopies* copies = nullptr;
   double fetch_deadline_s = 5;  // per copy's catch-up
+  // Before that, the files the tracker names that this peer has no current
+  // copy of (copy_lag.h: announce replies) are brought to the generation
+  // named, the largest lag first, at most this many per pass.
+  size_t catch_up_per_pass = 256;
 };
 
 // What one pass leaves for the next (the caller owns it; one pass at a time).
