@@ -2,6 +2,7 @@
 docs/benchmarks.md, "The tracker's cost per committed record")::
 
     python -m bench.commit_profile [--records 20000] [--group 1000] [--rounds 3] [--cprofile] [--records-form]
+                                   [--uncopied]
 
 Drives the tracker's group commit path in this process, stage by stage,
 with the tracker's own code on a real infofile and a real local metadata log
@@ -59,13 +60,17 @@ def _requests(n: int, group: int, columns: bool) -> list[bytes]:
 
 
 def one_round(
-    tmp: Path, n: int, group: int, prof: cProfile.Profile | None = None, columns: bool = True
+    tmp: Path, n: int, group: int, prof: cProfile.Profile | None = None, columns: bool = True, copied: bool = True
 ) -> dict[str, float]:
-    """Seconds spent per stage committing ``n`` records in groups of ``group``."""
+    """Seconds spent per stage committing ``n`` records in groups of
+    ``group``; ``copied``: somebody keeps a copy of the file, so the writer
+    keeps each transaction's changeset (st_py/tracker/changeset_window.py,
+    CopyDemand), else it runs no SQLite session."""
     path = tmp / "infofile"
     meta = dict(file_id=1, name="/bench/p", replication="x1", copies=1, blocksize=16, est_size=0, created_at=0)
     create_infofile(path, {**meta, "owner": ""}, [(0, "peer-0", "h:0")])
     w = InfofileWriter(path)
+    w.copies_wanted = lambda: copied
     log = LocalLog(tmp / "log.db")
     term = log.open_term(time.time())
     log_id = log.log_id()
@@ -170,6 +175,9 @@ def main() -> None:
     ap.add_argument("--cprofile", action="store_true", help="profile the apply (cProfile) and print its top")
     ap.add_argument("--records-form", action="store_true", help="send a RecordCommit per record, not columns")
     ap.add_argument(
+        "--uncopied", action="store_true", help="a file nobody fetched a copy of: no changesets kept (CopyDemand)"
+    )
+    ap.add_argument(
         "--sqlite", type=int, default=0, metavar="N", help="also time N rows of the SQLite inserts alone, per index"
     )
     a = ap.parse_args()
@@ -186,11 +194,14 @@ def main() -> None:
     per: dict[str, list[float]] = {k: [] for k in (*STAGES, "wall")}
     for _ in range(a.rounds):
         with tempfile.TemporaryDirectory(prefix="st-commit-prof-") as d:
-            for k, v in one_round(Path(d), a.records, a.group, prof, not a.records_form).items():
+            for k, v in one_round(Path(d), a.records, a.group, prof, not a.records_form, not a.uncopied).items():
                 per[k].append(v / a.records * 1e6)
     total = 0.0
     form = "a message each" if a.records_form else "columns"
-    print(f"{a.records} records in groups of {a.group} as {form}, median of {a.rounds} rounds (CPU us per record)")
+    kept = "no copy fetched (no changesets)" if a.uncopied else "copies fetched (changesets kept)"
+    print(
+        f"{a.records} records in groups of {a.group} as {form}, {kept}, median of {a.rounds} rounds (CPU us per record)"
+    )
     for k in STAGES:
         m = statistics.median(per[k])
         total += m

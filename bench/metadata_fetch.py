@@ -12,10 +12,12 @@ Over one file of ``--records`` small raw records (x1, one local cluster of
   the mount is at its fastest); ``fetch``: a client with an empty copy
   folder, so the whole infofile comes from the tracker first. Target:
   within 2x.
-- **scans** (``metadata_scan_loop``, ``metadata_scan_read_unit``): the
-  one-process GET_LOCAL loop and ``scan.read_unit`` over every record, with
-  the copy made (a node that has read the file before). Target: >= 0.95 of
-  the shared mount's rate.
+- **scans** (``metadata_scan_loop``, ``metadata_scan_read_unit``,
+  ``metadata_scan_dask``): the one-process GET_LOCAL loop,
+  ``scan.read_unit`` and the Dask reader (Dask's threaded scheduler here:
+  every peer is on this host) over every record, with the copy made (a
+  node that has read the file before). Target: >= 0.95 of the shared
+  mount's rate.
 
 - **GET cost** (``metadata_get_age0``, ``metadata_get_age1``): ms per GET,
   ``GETS`` GETs one after another through one handle, from a copy checked
@@ -39,12 +41,13 @@ from pathlib import Path
 from st_py.client.client import Client
 
 from .cases import fresh_cluster, row
-from .smallrecords import _loop, _read_unit
+from .smallrecords import _dask, _loop, _read_unit
 
 GROUP = "metadata_fetch"
 RECORD = 512  # bytes: the infofile, not the records, is what is measured
 ENV = "STORETORRENT_METADATA"
 GETS = 500  # GETs a round of the GET cost rows
+SCANS = ("loop", "read_unit", "dask")  # the metadata_scan_* rows
 
 
 def _client(cluster, mode: str, cache: Path) -> Client:
@@ -105,12 +108,13 @@ def case_metadata_fetch(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                 first[mode].append(_first_read(cluster, mode, tmp, name, records))
         warm = Path(tempfile.mkdtemp(prefix="copies-warm-", dir=tmp))
         clients = {"shared-mount": _client(cluster, "shared-mount", warm), "fetch": _client(cluster, "fetch", warm)}
-        scans: dict[str, list[float]] = {f"{k}_{m}": [] for k in ("loop", "read_unit") for m in clients}
+        scans: dict[str, list[float]] = {f"{k}_{m}": [] for k in SCANS for m in clients}
         for _ in range(rounds + 1):  # the first round warms the copy and the page cache
             for m, cl in clients.items():
                 sides = (
                     ("loop", lambda cl=cl: _loop(cl, name)),
                     ("read_unit", lambda cl=cl: _read_unit(cl, cluster.tracker_addr, name)),
+                    ("dask", lambda: _dask(cluster.tracker_addr, name, None)),
                 )
                 for k, fn in sides:
                     dt, got = _scan(fn, m)
@@ -130,7 +134,7 @@ def case_metadata_fetch(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                 f"(fetch) against the namespace's infofile; target ratio <= 2; median of {rounds} (s: {spread})",
             )
         ]
-        for k in ("loop", "read_unit"):
+        for k in SCANS:
             rate_f, rate_s = records / med[f"{k}_fetch"], records / med[f"{k}_shared-mount"]
             rows.append(
                 row(

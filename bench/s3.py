@@ -275,6 +275,60 @@ def case_s3_striped(cluster, size: int, rounds: int = STRIPED_ROUNDS) -> list[di
     ]
 
 
+HTTP_ROUNDS = 5  # alternated rounds of --http-compare
+
+
+def case_s3_http(tmp: Path, sizes: Sequence[int], rounds: int = HTTP_ROUNDS) -> dict[str, dict[str, list[float]]]:
+    """The endpoint's two HTTP protocols side by side (docs/benchmarks.md,
+    "HTTP protocols of the endpoint"): one LocalCluster of 4 peers, two
+    endpoint processes over it (``--http httptools`` and ``--http h11``,
+    both ``--peer-data auto`` as ``up`` runs one), and ``rounds`` rounds
+    alternating between them (the first to run swaps every round), each
+    a PUT then a GET of ``sizes[0]`` new 4 KiB and ``sizes[1]`` new 1 MiB
+    objects from ``CONCURRENCY`` boto3 clients, every body checked.
+    Returns ``{protocol: {"<op>_<size> obj/s" | "<op>_<size> cpu ms": [per
+    round]}}``, the CPU being the endpoint process's per object."""
+    from st_py.deploy.cluster import LocalCluster
+
+    from .procstat import cpu_seconds
+
+    cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="s3http-", dir=tmp)), n_peers=4, announce_interval=1.0)
+    cluster.start()
+    eps: dict[str, Any] = {}
+    out: dict[str, dict[str, list[float]]] = {}
+    try:
+        for http in ("httptools", "h11"):
+            eps[http] = cluster.s3_endpoint(0, ("--peer-data", "auto", "--http", http), name=f"s3-{http}")
+            out[http] = {}
+        _boto3_factory(f"http://{eps['h11'].addr}")().create_bucket(Bucket=BUCKET)
+        base = os.urandom(1 << 20)
+        for r in range(rounds):
+            order = list(eps) if r % 2 == 0 else list(reversed(eps))
+            for http in order:
+                s3 = _boto3_factory(f"http://{eps[http].addr}")
+                for (label, size), n in zip(SIZES, sizes):
+                    keys = [f"r{r}-{http}-{label}/obj-{i:06d}" for i in range(n)]
+
+                    def put(c, i, keys=keys, size=size):
+                        c.put_object(Bucket=BUCKET, Key=keys[i], Body=_body(base, i, size))
+
+                    def get(c, i, keys=keys, size=size):
+                        got = c.get_object(Bucket=BUCKET, Key=keys[i])["Body"].read()
+                        assert got == _body(base, i, size), (keys[i], len(got))
+
+                    for op, fn in (("put", put), ("get", get)):
+                        cpu0 = cpu_seconds(eps[http].pid)
+                        secs, _ = _run(n, s3, fn)
+                        cpu = cpu_seconds(eps[http].pid) - cpu0
+                        out[http].setdefault(f"{op}_{label} obj/s", []).append(n / secs)
+                        out[http].setdefault(f"{op}_{label} cpu ms", []).append(cpu * 1e3 / n)
+    finally:
+        for d in eps.values():
+            d.stop()
+        cluster.stop()
+    return out
+
+
 def main() -> None:
     """``python -m bench.s3 [N4K N1M [STRIPED_BYTES]]``: the rows, printed; with
     ``--endpoint URL [--key K --secret S]`` the S3 side alone against any
@@ -292,8 +346,17 @@ def main() -> None:
     ap.add_argument("--endpoint", help="measure this S3 endpoint alone (e.g. weed s3's http://127.0.0.1:8333)")
     ap.add_argument("--key", default="bench")
     ap.add_argument("--secret", default="bench")
+    ap.add_argument(
+        "--http-compare",
+        type=int,
+        metavar="ROUNDS",
+        help="the endpoint with httptools and with h11, ROUNDS alternated rounds of N4K and N1M objects",
+    )
     a = ap.parse_args()
     ns = (a.n + [200, 32, STRIPED_SIZE][len(a.n) :])[:3]
+    if a.http_compare:
+        _print_http_compare(ns[:2], a.http_compare)
+        return
     if a.endpoint:
         s3 = _boto3_factory(a.endpoint, a.key, a.secret)
         c = s3()
@@ -319,6 +382,29 @@ def main() -> None:
         bv = r["baseline_value"] / 1e6 if r["unit"] == "B/s" else r["baseline_value"]
         unit = "MB/s" if r["unit"] == "B/s" else r["unit"]
         print(f"{r['name']:22} {v:10,.1f} {unit:10} client {bv:10,.1f}  ratio {r['ratio']:.2f}  {r['note']}")
+
+
+def _print_http_compare(sizes: Sequence[int], rounds: int) -> None:
+    """:func:`case_s3_http`'s figures: each measure's median and range
+    over the rounds, per protocol, and the machine's load around the run."""
+    load0 = os.getloadavg()
+    tmp = Path(tempfile.mkdtemp(prefix="st-bench-s3http-"))
+    try:
+        out = case_s3_http(tmp, sizes, rounds)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    load1 = os.getloadavg()
+    print(f"{rounds} rounds of {sizes[0]} x 4 KiB and {sizes[1]} x 1 MiB, {CONCURRENCY} boto3 clients")
+    print(
+        f"load average (1, 5, 15 min) before {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}, after {load1[0]:.1f} "
+        f"{load1[1]:.1f} {load1[2]:.1f}; {os.cpu_count()} CPUs"
+    )
+    for measure in out["httptools"]:
+        cells = []
+        for http, got in out.items():
+            v = got[measure]
+            cells.append(f"{http} {statistics.median(v):8.2f} ({min(v):.2f}-{max(v):.2f})")
+        print(f"{measure:18} " + "   ".join(cells))
 
 
 if __name__ == "__main__":

@@ -87,6 +87,23 @@ class TrackerBusyError(TrackerUnavailableError):
         self.timeout = timeout
 
 
+class ReplicaBehindError(TrackerError):
+    """A standby tracker (issue 40; docs/metadata-log.md, "Copies from
+    standbys") refused a FetchInfofile: it has not applied the metadata log
+    as far as the copy asked needs. Nothing was sent; ask another replica or
+    the leader (the client's infofile copies do so by themselves).
+
+    Attributes
+    ----------
+    address : str
+        ``host:port`` of the standby's infofile port.
+    """
+
+    def __init__(self, message: str, address: str = ""):
+        super().__init__(message)
+        self.address = address
+
+
 class TrackerMovedError(TrackerError):
     """A per-file tracker no longer takes this file's writes (the master
     restarted with another number of per-file trackers, paper 3.5): open the

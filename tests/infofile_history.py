@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from collections.abc import Callable
 
 from st_py.core import user_meta
 from st_py.tracker.committer import Committer
@@ -33,16 +34,25 @@ def copy(src, dst) -> None:
         b.close()
 
 
-async def random_history(c: Committer, rng: random.Random, steps: int, copies_at: dict[int, object]) -> None:
+async def random_history(
+    c: Committer,
+    rng: random.Random,
+    steps: int,
+    copies_at: dict[int, object],
+    before_step: Callable[[int], None] | None = None,
+) -> None:
     """Commits (some with pending copy ranks, some with user metadata), new
     versions, history pruned, deletes, snapshots, moves,
     peerlist growth and meta changes, as the tracker's handlers make them;
-    ``copies_at[step]`` is a path to copy the infofile to before that step."""
+    ``copies_at[step]`` is a path to copy the infofile to before that step,
+    ``before_step(step)`` is called before each step (after its copy)."""
     names: list[str] = []
     npeers = 3
     for step in range(steps):
         if step in copies_at:
             copy(c.writer.path, copies_at[step])
+        if before_step is not None:
+            before_step(step)
         roll = rng.random()
         if roll < 0.45 or not names:
             batch = []

@@ -18,6 +18,7 @@ from infofile_history import copy, dump, new_file, random_history
 from st_py.client.changeset_apply import ChangesetApplyError, apply_changesets, copy_state
 from st_py.tracker.apply.backends import LocalBackend
 from st_py.tracker.apply.oplog import OpLog
+from st_py.tracker.changeset_window import CopyDemand
 from st_py.tracker.committer import Committer
 from st_py.tracker.infofile_writer import InfofileWriter
 
@@ -60,6 +61,45 @@ def test_a_copy_brought_forward_by_changesets_equals_the_infofile(tmp_path_facto
     # a fresh copy (the snapshot FetchInfofile sends) is the same state too
     copy(path, tmp / "fresh")
     assert dump(tmp / "fresh") == final
+
+
+def test_changesets_are_kept_only_once_somebody_copies_the_file(tmp_path):
+    """A file nobody fetched keeps no changesets (its writer runs no SQLite
+    session: about 4 us a record, docs/benchmarks.md); from the first fetch
+    (CopyDemand.note, then the snapshot, as FetchInfofile does) every
+    transaction is kept, and the copy made at that moment catches up by
+    them to the infofile's state."""
+    path = new_file(tmp_path)
+    cp = tmp_path / "copy"
+    demand = CopyDemand()
+    seen: dict = {}
+
+    async def run():
+        oplog = OpLog(LocalBackend(tmp_path / "state" / "log.db"))
+        await oplog.start()
+        w = InfofileWriter(path)
+        w.copies_wanted = lambda: demand.wanted("/f")
+        c = Committer(w, log=oplog, name="/f")
+
+        def fetch_at(step: int) -> None:
+            if step == 20:
+                seen["before"] = w.window.stats()[0]
+                demand.note("/f")
+                copy(path, cp)
+
+        await random_history(c, random.Random(11), 40, {}, fetch_at)
+        c.close()
+        await oplog.aclose()
+        return w.window
+
+    window = asyncio.run(run())
+    assert seen["before"] == 0, "no changesets kept before any copy was fetched"
+    assert window.stats()[0] > 0
+    _, pos, log_id, _ = copy_state(cp)
+    changes = window.since(pos, log_id)
+    assert changes is not None, "the window reaches back to the copy made at the first fetch"
+    apply_changesets(cp, [ch.data for ch in changes])
+    assert dump(cp) == dump(path)
 
 
 def test_a_window_that_does_not_reach_back_says_so(tmp_path):

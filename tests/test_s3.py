@@ -28,7 +28,9 @@ from conftest import poll_for
 from st_integrations.fsspec_fs import StoreTorrentFileSystem
 from st_integrations.keymap import BadKeyError, Target, key_of, new_target
 from st_integrations.s3.chunked import decode_aws_chunked
-from st_integrations.s3.server import listen, make_server
+from st_integrations.s3.protocol import S3H11Protocol, protocol_class
+from st_integrations.s3.server import listen, make_server, protocol_of
+from st_py.errors import InvalidOptionError
 
 
 class Endpoint:
@@ -38,6 +40,7 @@ class Endpoint:
         sock = listen("127.0.0.1", 0)  # bound here, on a port the kernel chose: no other process can take it first
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        self.keys_file, self.tls = keys_file, tls
         self.server = make_server(tracker, port=self.port, keys_file=keys_file, tls=tls, domain=domain, **kw)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.clients: list = []
@@ -1422,11 +1425,71 @@ def _raw_request(port: int, request: bytes, pieces: int = 1) -> tuple[int, bytes
     return int(head.split()[1]), body
 
 
-def test_oversized_and_malformed_requests_get_s3_errors(site, s3):
-    """Headers over S3's 8 KiB (arrived whole: the app), a request line and
-    headers over 16 KiB still arriving (h11), and a request line that is
-    not HTTP: each S3's error XML (400), nothing stored, the endpoint up."""
-    cluster, ep, keys = site
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_oversized_and_malformed_requests_get_s3_errors(site, s3, http):
+    """With either HTTP protocol: headers over S3's 8 KiB (arrived whole:
+    the app), a request line and headers over 16 KiB still arriving (the
+    protocol: also one that never ends), a request line that is not HTTP and a malformed header:
+    each S3's error XML (400), nothing stored, the endpoint up and
+    answering boto3."""
+    cluster, main, keys = site
+    ep = Endpoint(cluster.tracker_addr, main.keys_file, tls=main.tls, http=http)
+    try:
+        assert protocol_of(ep.server) == http
+        _refuse_bad_requests(ep, s3)
+        c = ep.client("alice", keys["alice"])
+        c.put_object(Bucket="exp", Key=f"hdr-ok/{http}", Body=b"x" * 100_000)
+        assert c.get_object(Bucket="exp", Key=f"hdr-ok/{http}")["Body"].read() == b"x" * 100_000
+    finally:
+        ep.stop()
+
+
+def test_http_protocol_choice():
+    """httptools by default (it is installed with the s3 extra), h11 on
+    request, anything else refused with the choices."""
+    assert protocol_class()[1] == "httptools"
+    assert protocol_class("h11") == (S3H11Protocol, "h11")
+    with pytest.raises(InvalidOptionError, match="httptools, h11"):
+        protocol_class("zttp")
+
+
+def test_s3_command_says_which_http_protocol_runs(site, s3):
+    """``storetorrent s3 --http h11`` (its own process) serves boto3 and
+    names h11 in its start line; without --http it names httptools; an
+    unknown protocol stops the start with the choices."""
+    import subprocess
+    import sys
+
+    cluster, main, keys = site
+    for args, name in (((), "httptools"), (("--http", "h11"), "h11")):
+        d = cluster.s3_endpoint(0, ("--keys", str(main.keys_file), *args), name=f"s3-http-{name}")
+        try:
+            c = boto3.client(
+                "s3",
+                endpoint_url=f"http://{d.addr}",
+                aws_access_key_id="alice",
+                aws_secret_access_key=keys["alice"],
+                region_name="us-east-1",
+                config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+            )
+            c.put_object(Bucket="exp", Key=f"cmd/{name}", Body=b"via " + name.encode())
+            assert c.get_object(Bucket="exp", Key=f"cmd/{name}")["Body"].read() == b"via " + name.encode()
+            c.close()
+        finally:
+            d.stop()
+        log = (cluster.data_dir / "logs" / f"s3-http-{name}.log").read_text()
+        assert f"HTTP by {name}" in log, log
+    bad = subprocess.run(
+        [sys.executable, "-m", "st_integrations.s3", "--tracker", cluster.tracker_addr, "--http", "zttp"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "httptools, h11" in bad.stderr, bad.stderr
+
+
+def _refuse_bad_requests(ep: Endpoint, s3) -> None:
+    """The bad requests of the test above, sent to ``ep``, each answered with its S3 error."""
     host = f"Host: 127.0.0.1:{ep.port}\r\n".encode()
     pad = b"X-Pad: " + b"p" * 10_000 + b"\r\n"
     status, body = _raw_request(ep.port, b"GET /exp/ HTTP/1.1\r\n" + host + pad + b"\r\n")
@@ -1435,7 +1498,12 @@ def test_oversized_and_malformed_requests_get_s3_errors(site, s3):
     put = b"PUT /exp/hdr/x HTTP/1.1\r\n" + host + big + b"Content-Length: 3\r\n\r\nabc"
     status, body = _raw_request(ep.port, put, pieces=8)
     assert status == 400 and b"<Code>RequestHeaderSectionTooLarge</Code>" in body
+    unfinished = b"GET /exp/ HTTP/1.1\r\n" + host + b"X-Pad: " + b"p" * 40_000  # a head that never ends
+    status, body = _raw_request(ep.port, unfinished, pieces=8)
+    assert status == 400 and b"<Code>RequestHeaderSectionTooLarge</Code>" in body
     status, body = _raw_request(ep.port, b"GARBAGE\r\n\r\n")
+    assert status == 400 and b"<Code>InvalidRequest</Code>" in body
+    status, body = _raw_request(ep.port, b"GET /exp/ HTTP/1.1\r\n" + host + b"Bad Header: v\r\n\r\n")
     assert status == 400 and b"<Code>InvalidRequest</Code>" in body
     assert s3.list_objects_v2(Bucket="exp", Prefix="hdr/")["KeyCount"] == 0
 

@@ -189,6 +189,44 @@ def test_concurrent_puts_share_a_group_commit_each_committed_before_it_returns(f
     st.close()
 
 
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_concurrent_boto3_puts_through_the_endpoint_share_group_commits(fast, http):
+    """16 boto3 clients PUT small new keys of one kept file through the
+    endpoint (either HTTP protocol) at once: fewer commits than PUTs (the
+    requests reach the batched write path), every object's bytes intact."""
+    cluster, a, _, key, _ = fast
+    ep = Endpoint(cluster.tracker_addr, a.keys_file, tls=a.tls, http=http)
+    try:
+        n = 16
+        clients = [ep.client("alice", key) for _ in range(n)]
+        bucket = f"batch-{http}"
+        clients[0].create_bucket(Bucket=bucket)
+        clients[0].put_object(Bucket=bucket, Key="g/first", Body=b"first")  # the slow way once: /B/g kept
+        start = threading.Barrier(n)
+        errors: list[BaseException] = []
+
+        def put(i: int) -> None:
+            try:
+                start.wait()
+                clients[i].put_object(Bucket=bucket, Key=f"g/k{i:02d}", Body=bytes([i]) * 4096)
+            except BaseException as e:  # noqa: BLE001 (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=put, args=(i,)) for i in range(n)]
+        before = _commits(cluster)
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        commits = _commits(cluster) - before
+        assert 1 <= commits < n, commits
+        for i in range(n):
+            assert _body(clients[0], bucket, f"g/k{i:02d}") == bytes([i]) * 4096
+    finally:
+        ep.stop()
+
+
 def test_reads_of_kept_files_ask_the_tracker_nothing(fast):
     """Once a file is kept, GETs and HEADs of its keys open no handle and
     list nothing at the tracker (no Open, no List): the resolution and the

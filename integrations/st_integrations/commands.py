@@ -82,6 +82,12 @@ def sql(tracker, data, query, files, fmt, as_of) -> None:
     help="stripes a GET of a striped object keeps in flight (1: one after another)",
 )
 @click.option(
+    "--http",
+    default=None,
+    metavar="httptools|h11",
+    help="the HTTP/1.1 parser: httptools (C, the default when installed) or h11 (pure Python)",
+)
+@click.option(
     "--metrics-port",
     default=None,
     type=int,
@@ -99,27 +105,34 @@ def s3(
     upload_expiry_hours,
     peer_data,
     read_ahead,
+    http,
     metrics_port,
 ) -> None:
     """Serve the S3 API (path-style, SigV4) over the cluster's files and
     records until interrupted (docs/s3.md). Prints ``listening on
     HOST:PORT`` on stdout once it takes connections (what `storetorrent up`
     waits for), after ``metrics on HOST:PORT`` with --metrics-port."""
-    from .s3.server import app_of, listen, make_server
+    from st_py.errors import InvalidOptionError
+
+    from .s3.server import app_of, listen, make_server, protocol_of
 
     address = tracker_address(tracker, data)
-    server = make_server(
-        address,
-        host,
-        port,
-        keys_file,
-        replication,
-        domain=domain,
-        region=region,
-        upload_expiry_s=upload_expiry_hours * 3600,
-        peer_data=list(peer_data),
-        read_ahead=read_ahead,
-    )
+    try:
+        server = make_server(
+            address,
+            host,
+            port,
+            keys_file,
+            replication,
+            domain=domain,
+            region=region,
+            upload_expiry_s=upload_expiry_hours * 3600,
+            peer_data=list(peer_data),
+            read_ahead=read_ahead,
+            http=http,
+        )
+    except InvalidOptionError as e:
+        raise click.BadParameter(str(e), param_hint="--http") from None
     sock = listen(host, port)
     bound = sock.getsockname()[1]
     if metrics_port is not None:
@@ -127,6 +140,6 @@ def s3(
 
         _, mport = serve_metrics(app_of(server), host, metrics_port)
         click.echo(f"metrics on {host}:{mport}")
-    say(f"S3 endpoint on http://{host}:{bound} over tracker {address}", err=True)
+    say(f"S3 endpoint on http://{host}:{bound} over tracker {address}, HTTP by {protocol_of(server)}", err=True)
     click.echo(f"listening on {host}:{bound}")
     server.run(sockets=[sock])

@@ -503,7 +503,7 @@ class MetadataLogStatus(_message.Message):
     def __init__(self, backend: _Optional[str] = ..., term: _Optional[int] = ..., last_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., trackers: _Optional[_Iterable[_Union[TrackerReplica, _Mapping]]] = ..., members: _Optional[_Iterable[_Union[ConsensusMember, _Mapping]]] = ..., failovers: _Optional[_Iterable[_Union[Failover, _Mapping]]] = ...) -> None: ...
 
 class TrackerReplica(_message.Message):
-    __slots__ = ("addr", "role", "term", "host", "pid", "applied_index", "up_s")
+    __slots__ = ("addr", "role", "term", "host", "pid", "applied_index", "up_s", "fetch_addr")
     ADDR_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
@@ -511,6 +511,7 @@ class TrackerReplica(_message.Message):
     PID_FIELD_NUMBER: _ClassVar[int]
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     UP_S_FIELD_NUMBER: _ClassVar[int]
+    FETCH_ADDR_FIELD_NUMBER: _ClassVar[int]
     addr: str
     role: str
     term: int
@@ -518,7 +519,8 @@ class TrackerReplica(_message.Message):
     pid: int
     applied_index: int
     up_s: float
-    def __init__(self, addr: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., applied_index: _Optional[int] = ..., up_s: _Optional[float] = ...) -> None: ...
+    fetch_addr: str
+    def __init__(self, addr: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., applied_index: _Optional[int] = ..., up_s: _Optional[float] = ..., fetch_addr: _Optional[str] = ...) -> None: ...
 
 class ConsensusMember(_message.Message):
     __slots__ = ("endpoint", "healthy", "detail", "raft_leader", "raft_index", "raft_term", "version")
@@ -1018,7 +1020,7 @@ class SnapshotReply(_message.Message):
     def __init__(self, file_id: _Optional[int] = ..., snapshots: _Optional[_Iterable[_Union[SnapshotInfo, _Mapping]]] = ..., generation: _Optional[int] = ..., history_from: _Optional[int] = ...) -> None: ...
 
 class FetchInfofileRequest(_message.Message):
-    __slots__ = ("name", "user", "file_id", "have_generation", "have_position", "have_log_id", "have_schema", "want_generation")
+    __slots__ = ("name", "user", "file_id", "have_generation", "have_position", "have_log_id", "have_schema", "want_generation", "want_position", "want_log_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -1027,6 +1029,8 @@ class FetchInfofileRequest(_message.Message):
     HAVE_LOG_ID_FIELD_NUMBER: _ClassVar[int]
     HAVE_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     WANT_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    WANT_POSITION_FIELD_NUMBER: _ClassVar[int]
+    WANT_LOG_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     user: str
     file_id: int
@@ -1035,7 +1039,9 @@ class FetchInfofileRequest(_message.Message):
     have_log_id: str
     have_schema: str
     want_generation: int
-    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., file_id: _Optional[int] = ..., have_generation: _Optional[int] = ..., have_position: _Optional[int] = ..., have_log_id: _Optional[str] = ..., have_schema: _Optional[str] = ..., want_generation: _Optional[int] = ...) -> None: ...
+    want_position: int
+    want_log_id: str
+    def __init__(self, name: _Optional[str] = ..., user: _Optional[str] = ..., file_id: _Optional[int] = ..., have_generation: _Optional[int] = ..., have_position: _Optional[int] = ..., have_log_id: _Optional[str] = ..., have_schema: _Optional[str] = ..., want_generation: _Optional[int] = ..., want_position: _Optional[int] = ..., want_log_id: _Optional[str] = ...) -> None: ...
 
 class FetchInfofileChunk(_message.Message):
     __slots__ = ("kind", "file_id", "generation", "position", "log_id", "total_size", "crc32c", "data")

@@ -204,6 +204,7 @@ def _metadata_log(st) -> dict:
                 "pid": t.pid,
                 "applied_index": t.applied_index,
                 "up_s": round(t.up_s, 1),
+                "fetch_addr": t.fetch_addr,  # a standby's infofile port ("": none)
             }
             for t in m.trackers
         ],

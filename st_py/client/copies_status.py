@@ -36,7 +36,9 @@ class CopyLag:
     moved it), its size in bytes, and its last check with the tracker:
     ``checked_s_ago`` (seconds; -1: none noted) and ``behind_at_check``
     (generations the copy was behind the tracker's then, 0: current; -1:
-    none noted)."""
+    none noted), and the replica that answered then (``checked_from``,
+    ``host:port``; ``from_standby``: a standby's infofile port, not the
+    tracker the client talks to)."""
 
     file_id: int
     name: str
@@ -48,6 +50,8 @@ class CopyLag:
     bytes: int
     checked_s_ago: float = -1.0
     behind_at_check: int = -1
+    checked_from: str = ""
+    from_standby: bool = False
 
 
 @dataclass
@@ -66,6 +70,7 @@ class CopiesStatus:
     deleted: int = 0
     behind_at_check: int = 0  # copies that were behind at their last check (a read waited)
     max_behind_at_check: int = 0
+    from_standbys: int = 0  # copies whose last check a standby answered (docs/metadata-log.md)
     files: list[CopyLag] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -81,7 +86,8 @@ class CopiesStatus:
             f"infofile copies (metadata={self.mode}): {self.copies} in {self.folder} ({self.bytes} bytes); "
             f"{self.behind} behind the tracker (at most {self.max_behind} generations), "
             f"{self.deleted} of deleted files; the oldest moved {oldest:.0f} s ago; "
-            f"{self.behind_at_check} were behind at their last check (at most {self.max_behind_at_check} generations)"
+            f"{self.behind_at_check} were behind at their last check (at most {self.max_behind_at_check} generations); "
+            f"{self.from_standbys} last brought from a standby tracker"
         )
 
 
@@ -94,15 +100,17 @@ def _copy_meta(path: Path) -> tuple[str, int, int]:
     return str(meta.get("name") or ""), int(meta.get("generation") or 0), int(meta.get("file_id") or 0)
 
 
-def _last_check(path: Path, now: float) -> tuple[float, int]:
-    """(seconds since, generations behind then) of the copy at ``path``'s
-    last check, from its ``.checked`` file; (-1, -1) if none is noted."""
+def _last_check(path: Path, now: float) -> tuple[float, int, str, bool]:
+    """(seconds since, generations behind then, the replica that answered,
+    whether a standby) of the copy at ``path``'s last check, from its
+    ``.checked`` file; (-1, -1, "", False) if none is noted."""
     try:
         c = json.loads(path.with_suffix(".checked").read_text())
         gen = int(c["generation"])  # -1: the check made the copy
-        return round(now - float(c["at"]), 1), max(int(c["tracker_generation"]) - gen, 0) if gen >= 0 else 0
+        behind = max(int(c["tracker_generation"]) - gen, 0) if gen >= 0 else 0
+        return round(now - float(c["at"]), 1), behind, str(c.get("source", "")), bool(c.get("standby", False))
     except (OSError, ValueError, KeyError, TypeError):
-        return -1.0, -1
+        return -1.0, -1, "", False
 
 
 def copies_status(folder: str | os.PathLike, tracker=None, asked: int = ASKED, mode: str = "fetch") -> CopiesStatus:
@@ -130,10 +138,24 @@ def copies_status(folder: str | os.PathLike, tracker=None, asked: int = ASKED, m
             except PermissionDeniedError:  # no longer readable by this user: not compared
                 pass
         behind = max(theirs - gen, 0) if not deleted else 0
-        checked, was_behind = _last_check(path, now)
+        checked, was_behind, source, standby = _last_check(path, now)
         st.files.append(
-            CopyLag(file_id, name, gen, theirs, behind, deleted, round(now - mtime, 1), size, checked, was_behind)
+            CopyLag(
+                file_id,
+                name,
+                gen,
+                theirs,
+                behind,
+                deleted,
+                round(now - mtime, 1),
+                size,
+                checked,
+                was_behind,
+                source,
+                standby,
+            )
         )
+        st.from_standbys += standby
         st.behind_at_check += was_behind > 0
         st.max_behind_at_check = max(st.max_behind_at_check, was_behind)
         st.copies += 1

@@ -26,6 +26,19 @@
   never synced; ``<file_id>.seal`` beside it says whether it can be read
   after a crash of the machine (st_py/client/copy_seal.py).
 
+Copies are made from any tracker replica, not only the leader
+(docs/metadata-log.md, "Copies from standbys"): the standbys that follow the
+log serve FetchInfofile on a port of their own, which the leader's Status
+lists (``fetch_addr``, looked up at most every :data:`REPLICAS_TTL_S`). A
+question with a state to reach (an open, a read of this client's writes, a
+first copy) goes to the standbys in turn, a different one first each time,
+then to the tracker; a standby that has not applied the log that far refuses
+(``ReplicaBehindError``) and the next one is asked, so a copy is never
+brought to a state older than wanted. A question that must see every change
+the tracker acknowledged (a read older than the age below) goes to the
+tracker alone: only it knows what it acknowledged. The INFO line of a
+catch-up and ``<file_id>.checked`` name the replica it came from.
+
 Choose with ``Client(metadata=...)`` or ``$STORETORRENT_METADATA``; the
 cache folder with ``Client(metadata_cache=...)`` or
 ``$STORETORRENT_METADATA_CACHE``; the age with
@@ -55,7 +68,13 @@ import google_crc32c
 
 from st_py.client import copy_seal
 from st_py.client.changeset_apply import ChangesetApplyError, apply_changesets, copy_state
-from st_py.errors import InvalidOptionError, StaleInfofileError, StoreTorrentError
+from st_py.errors import (
+    InvalidOptionError,
+    ReplicaBehindError,
+    StaleInfofileError,
+    StoreTorrentError,
+    TrackerUnavailableError,
+)
 
 log = logging.getLogger("st.client.copies")
 wait_log = logging.getLogger("st.client")  # a read that waited for its copy: one line (issue 40 item 4)
@@ -66,6 +85,8 @@ SHARED = "shared-mount"
 FETCH = "fetch"
 MODES = (AUTO, SHARED, FETCH)
 DEFAULT_MAX_AGE_S = 1.0  # a copy is checked with the tracker before a read once this old (docs/decisions.md)
+STANDBY_TIMEOUT_S = 10.0  # seconds a standby's whole answer may take (then the tracker is asked)
+REPLICAS_TTL_S = 10.0  # seconds the standbys' infofile ports, from the leader's Status, are used before asked again
 TRIES = 5  # asks per catch-up before StaleInfofileError (a commit's reply can precede its changeset by a moment)
 
 
@@ -115,7 +136,9 @@ class Want:
 @dataclass
 class Fetched:
     """One catch-up of a copy: ``kind`` (snapshot, changes, current),
-    ``bytes`` received, generations before and after, seconds taken."""
+    ``bytes`` received, generations before and after, seconds taken,
+    ``source`` the replica that answered (``host:port``) and whether it is
+    a ``standby`` (False: the tracker the client talks to)."""
 
     name: str
     kind: str
@@ -123,6 +146,8 @@ class Fetched:
     from_generation: int
     to_generation: int
     seconds: float
+    source: str = ""
+    standby: bool = False
 
 
 class InfofileCopies:
@@ -160,6 +185,10 @@ class InfofileCopies:
         self.bytes_received = 0
         self.questions = 0  # FetchInfofile calls made (what a read within the age saves)
         self.waits = 0  # reads that waited for their copy to catch up
+        self.from_standbys = 0  # catch-ups a standby answered (the rest: the tracker)
+        self._replicas: tuple[float, list[str]] = (-REPLICAS_TTL_S, [])  # (when looked up, standbys' fetch ports)
+        self._turn = 0  # which standby is asked first next (spread)
+        self._benched: dict[str, float] = {}  # standby -> when it last failed to answer (not asked for a while)
 
     def path(self, file_id: int) -> Path:
         """Where the copy of file ``file_id``'s infofile is (or will be)."""
@@ -344,12 +373,14 @@ class InfofileCopies:
             had_copy = path.is_file()
             t_ask = time.monotonic()
             asked = False
+            got: list[Fetched] = []  # this catch-up's answers
             for attempt in range(TRIES):
                 if path.is_file() and want.reached_by(have[:3]) and (asked or not newer):
                     break
                 if not asked:
                     t_ask = time.monotonic()
-                self._catch_up(tracker, name, file_id, path, have, want.generation)
+                # a question that must see all the tracker acknowledged goes to it alone
+                got.append(self._catch_up(tracker, name, file_id, path, have, want, leader_only=newer))
                 asked = True
                 have = self._state(path)
                 if path.is_file() and want.reached_by(have[:3]):
@@ -359,17 +390,20 @@ class InfofileCopies:
                 raise StaleInfofileError(
                     name, want.generation, have[0], tracker.address, f"the tracker has not got that far ({want})"
                 )
+            # a standby's answer holds what was wanted, not all the tracker acknowledged by t_ask
+            by_tracker = asked and not any(f.standby for f in got)
             with self._lock:
                 self._known[file_id] = (have[0], have[1], have[2])
-                if asked:
+                if by_tracker:
                     self._asked[file_id] = max(self._asked.get(file_id, -1.0), t_ask)
             if asked:  # -1: there was no copy to be behind
-                self._write_check(file_id, before if had_copy else -1, have[0])
+                self._write_check(file_id, before if had_copy else -1, have[0], got[-1] if got else None)
             if asked and have[0] != before:
                 self.waits += 1
-                kind = self.last.kind if self.last is not None else "?"
+                kind = got[-1].kind if got else "?"
                 wait_log.info(
-                    "infofile copy of %s: %s waited %.1f ms to catch up from generation %d to %d (%s, %d bytes)",
+                    "infofile copy of %s: %s waited %.1f ms to catch up from generation %d to %d (%s, %d bytes, "
+                    "from %s)",
                     name,
                     "an open" if reason == "open" else "a read",
                     (time.monotonic() - t_start) * 1000,
@@ -377,18 +411,28 @@ class InfofileCopies:
                     have[0],
                     kind,
                     self.bytes_received - bytes0,
+                    _from(got[-1] if got else None),
                 )
         return path
 
-    def _write_check(self, file_id: int, generation: int, tracker_generation: int) -> None:
+    def _write_check(self, file_id: int, generation: int, tracker_generation: int, last: Fetched | None) -> None:
         """Leave beside the copy what its last check with the tracker found
         (``<file_id>.checked``, JSON: ``at`` wall time, the copy's
         ``generation`` before (-1: none yet), the ``tracker_generation`` it
-        was brought to), for ``status`` in any process
+        was brought to, and the ``source`` replica of the last answer and
+        whether it is a ``standby``), for ``status`` in any process
         (st_py/client/copies_status.py). Replaced whole (a rename), never
         read half-written."""
         tmp = self.folder / f".{file_id}.checked-{os.getpid()}-{threading.get_ident()}"
-        data = json.dumps({"at": time.time(), "generation": generation, "tracker_generation": tracker_generation})
+        data = json.dumps(
+            {
+                "at": time.time(),
+                "generation": generation,
+                "tracker_generation": tracker_generation,
+                "source": last.source if last is not None else "",
+                "standby": bool(last is not None and last.standby),
+            }
+        )
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
@@ -473,7 +517,91 @@ class InfofileCopies:
         with self._lock:
             self._states[path] = ((st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size), state)
 
-    def _catch_up(self, tracker, name: str, file_id: int, path: Path, have: tuple, want: int) -> None:
+    def standbys(self, tracker) -> list[str]:
+        """The infofile ports of ``tracker``'s standbys that serve
+        FetchInfofile (its Status's ``fetch_addr``; [] for a per-file
+        tracker, whose writes no standby follows), looked up at most every
+        :data:`REPLICAS_TTL_S`; [] when the Status cannot be had (the
+        tracker alone is asked then)."""
+        if getattr(tracker, "per_file", False):
+            return []
+        at, found = self._replicas
+        if time.monotonic() - at < REPLICAS_TTL_S:
+            return found
+        now = time.monotonic()
+        try:
+            mlog = tracker.status(timeout=5.0).metadata_log
+            found = sorted(t.fetch_addr for t in mlog.trackers if t.fetch_addr and t.role != "leader")
+            if not mlog.backend.startswith("etcd"):  # no standbys without the log in etcd: never asked again
+                now = float("inf")
+        except StoreTorrentError as e:
+            log.debug("no standbys' infofile ports from the tracker's status (%s): asking the tracker alone", e)
+            found = []
+        self._replicas = (now, found)
+        return found
+
+    def _bench(self, address: str, e: Exception) -> None:
+        """Ask standby ``address`` nothing for :data:`REPLICAS_TTL_S`: it did
+        not answer (down, stopped, cut off), so questions do not wait on it
+        each time."""
+        with self._lock:
+            self._benched[address] = time.monotonic()
+        log.info("standby %s did not answer a FetchInfofile (%s): not asked for %g s", address, e, REPLICAS_TTL_S)
+
+    def _sources(self, tracker, leader_only: bool) -> list:
+        """Whom to ask, in order: the standbys (a different one first at
+        each question, spreading the copies over them) and ``tracker`` last."""
+        if leader_only:
+            return [tracker]
+        listed = self.standbys(tracker)  # may ask the tracker: not under the lock
+        now = time.monotonic()
+        with self._lock:
+            found = [a for a in listed if now - self._benched.get(a, -REPLICAS_TTL_S) >= REPLICAS_TTL_S]
+        if not found:
+            return [tracker]
+        with self._lock:
+            k = self._turn % len(found)
+            self._turn += 1
+        return [tracker.at(a) for a in found[k:] + found[:k]] + [tracker]
+
+    def _ask(self, tracker, name: str, file_id: int, have: tuple, want: Want, leader_only: bool):
+        """(the replica that answered, its messages, their first) for the
+        copy at ``have`` to reach ``want``: each of :meth:`_sources` in turn
+        until one has it; a standby behind, unreachable or busy is passed
+        over (logged at DEBUG), the tracker's errors are raised."""
+        sources = self._sources(tracker, leader_only)
+        for src in sources:
+            msgs = src.fetch_infofile_stream(
+                name,
+                file_id,
+                have,
+                want.generation,
+                timeout=None if src is tracker else min(src.timeout, STANDBY_TIMEOUT_S),
+                want_position=want.position,
+                want_log_id=want.log_id,
+            )
+            if src is tracker:
+                return src, msgs, next(msgs)
+            try:
+                head = next(msgs)
+            except ReplicaBehindError as e:
+                log.debug("infofile copy of %s: standby %s passed over (%s)", name, src.address, e)
+                continue
+            except TrackerUnavailableError as e:
+                self._bench(src.address, e)
+                continue
+            if not want.reached_by((head.generation, head.position, head.log_id)):  # one that does not check
+                msgs.close()
+                log.debug("infofile copy of %s: standby %s answered an older state, passed over", name, src.address)
+                continue
+            return src, msgs, head
+        raise AssertionError("unreachable: the tracker is the last source")
+
+    def _catch_up(
+        self, tracker, name: str, file_id: int, path: Path, have: tuple, want: Want, leader_only: bool = False
+    ) -> Fetched:
+        """Ask once (:meth:`_ask`) and apply the answer to the copy at
+        ``path``; returns what was fetched (also kept as :attr:`last`)."""
         t0 = time.monotonic()
         self.questions += 1
         if have[2] and not have[3]:  # as a snapshot's first message said: its schema read now, first needed
@@ -482,36 +610,46 @@ class InfofileCopies:
             except Exception:  # a damaged copy is fetched again whole
                 log.warning("infofile copy %s is unreadable: fetching it again", path)
                 have = (0, 0, "", "")
-        msgs = tracker.fetch_infofile_stream(name, file_id, have, want)
-        head = next(msgs)
+        src, msgs, head = self._ask(tracker, name, file_id, have, want, leader_only)
         size = 0
-        if head.kind == "changes":
-            body = [m.data for m in msgs]
-            size = sum(len(d) for d in body)
-            try:
-                apply_changesets(path, body)
-                copy_seal.seal(path, None, None)  # no CRC names the bytes now: after a reboot, fetched again
-            except ChangesetApplyError as e:
-                log.warning("%s; fetching a snapshot", e)
-                msgs = tracker.fetch_infofile_stream(name, file_id, (0, 0, "", ""), want)
-                head = next(msgs)
-        if head.kind == "snapshot":
-            size += self._write_snapshot(path, head, msgs)
-            self._remember(path, (head.generation, head.position, head.log_id, ""))
-        for _ in msgs:  # "current" is one message: the call ends here
-            pass
+        try:  # the copy changes only once an answer is whole (changesets listed first, a snapshot renamed over it)
+            if head.kind == "changes":
+                body = [m.data for m in msgs]
+                size = sum(len(d) for d in body)
+                try:
+                    apply_changesets(path, body)
+                    copy_seal.seal(path, None, None)  # no CRC names the bytes now: after a reboot, fetched again
+                except ChangesetApplyError as e:
+                    log.warning("%s; fetching a snapshot", e)
+                    src, msgs, head = self._ask(tracker, name, file_id, (0, 0, "", ""), want, leader_only)
+            if head.kind == "snapshot":
+                size += self._write_snapshot(path, head, msgs)
+                self._remember(path, (head.generation, head.position, head.log_id, ""))
+            for _ in msgs:  # "current" is one message: the call ends here
+                pass
+        except TrackerUnavailableError as e:
+            if src is tracker:
+                raise
+            self._bench(src.address, e)  # a standby lost mid-answer: the tracker answers instead
+            return self._catch_up(tracker, name, file_id, path, self._state(path), want, leader_only=True)
         self.bytes_received += size
-        self.last = Fetched(name, head.kind, size, have[0], head.generation, time.monotonic() - t0)
+        standby = src is not tracker
+        self.from_standbys += standby
+        got = self.last = Fetched(
+            name, head.kind, size, have[0], head.generation, time.monotonic() - t0, src.address, standby
+        )
         if head.kind != "current":  # the caller's one INFO line (ensure) tells the wait
             log.debug(
-                "infofile copy of %s: %s, %d bytes, generation %d -> %d in %.3f s",
+                "infofile copy of %s: %s, %d bytes, generation %d -> %d in %.3f s, from %s",
                 name,
                 head.kind,
                 size,
                 have[0],
                 head.generation,
-                self.last.seconds,
+                got.seconds,
+                _from(got),
             )
+        return got
 
     def _write_snapshot(self, path: Path, head, pieces) -> int:
         """Write the snapshot ``head`` announces from the messages ``pieces``
@@ -539,6 +677,13 @@ class InfofileCopies:
             raise
         copy_seal.seal(path, size, crc)
         return size
+
+
+def _from(f: Fetched | None) -> str:
+    """Which replica answered ``f``, for a log line."""
+    if f is None:
+        return "?"
+    return f"standby {f.source}" if f.standby else f"the tracker at {f.source}"
 
 
 def max_age(seconds: float | None = None) -> float:

@@ -17,9 +17,22 @@ The tracker keeps a writer per file it wrote since it started, so the
 memory is at most that many windows; a window starts empty when the writer
 is opened (a tracker restart: copies behind it fetch a snapshot once).
 
+Changesets are captured only for files somebody keeps a copy of
+(:class:`CopyDemand`): a file FetchInfofile was asked for within
+:data:`MAX_AGE_S`. Capturing costs the writer about 4 us a record (the
+SQLite session; docs/benchmarks.md, "The tracker's cost per committed
+record"), which a file only written, or read on the shared mount, has no use
+for. A copy made while nothing was captured is a snapshot at the file's log
+position, and the first transaction captured after it follows that position
+(its ``prev``), so the window reaches back to the copy; a transaction in
+flight when the demand began breaks the chain, and :meth:`Window.since` then
+answers None (one snapshot more), never a wrong catch-up.
+
 Thread-safety: :meth:`Window.add` and :meth:`Window.since` may be called from
 different threads (the writer's and a FetchInfofile handler's); a lock
-guards the entries.
+guards the entries. :class:`CopyDemand` is read and written on the
+tracker's event loop and read by writers' threads (a dict read and a
+float compare: atomic under the GIL).
 """
 
 from __future__ import annotations
@@ -32,6 +45,35 @@ from dataclasses import dataclass
 
 MAX_BYTES = int(os.environ.get("STORETORRENT_CHANGESET_WINDOW_BYTES", 16 << 20))
 MAX_AGE_S = 3600.0
+DEMAND_KEPT = 4096  # names remembered before the ones asked for longest ago are dropped
+
+
+class CopyDemand:
+    """Which infofiles somebody keeps a copy of: the monotonic time of the
+    last FetchInfofile per file name (normalized), for the writers to
+    capture changesets only where they are asked for (module docstring)."""
+
+    def __init__(self, max_age_s: float = MAX_AGE_S):
+        self.max_age_s = max_age_s
+        self._last: dict[str, float] = {}
+
+    def note(self, name: str) -> None:
+        """A copy of file ``name`` was fetched now."""
+        now = time.monotonic()
+        if name not in self._last and len(self._last) >= DEMAND_KEPT:
+            self._last = {n: t for n, t in self._last.items() if now - t < self.max_age_s}
+            if len(self._last) >= DEMAND_KEPT:  # all recent: drop the oldest half
+                keep = sorted(self._last.items(), key=lambda kv: kv[1])[DEMAND_KEPT // 2 :]
+                self._last = dict(keep)
+        self._last[name] = now
+
+    def wanted(self, name: str) -> bool:
+        """True if a copy of ``name`` was fetched within ``max_age_s``."""
+        t = self._last.get(name)
+        return t is not None and time.monotonic() - t < self.max_age_s
+
+    def __len__(self) -> int:
+        return len(self._last)
 
 
 @dataclass(frozen=True)

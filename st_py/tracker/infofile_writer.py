@@ -19,6 +19,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -413,6 +414,9 @@ class InfofileWriter:
         self._schema_version = self._schema_cookie()
         self.window = Window(schema_fingerprint(self.conn))
         self._capture = capturer(self.conn, str(path)) if self.window.enabled else None
+        # whether any copy of this file is kept now (changeset_window.CopyDemand): set by the
+        # tracker; a writer made elsewhere (tools, benchmarks) captures every transaction
+        self.copies_wanted: Callable[[], bool] = lambda: True
 
     def _schema_cookie(self) -> int:
         return int(self.conn.execute("PRAGMA schema_version").fetchone()[0])
@@ -477,7 +481,11 @@ class InfofileWriter:
         c = self.conn
         self._delta = None  # unknown unless the transaction says (see _commit)
         c.execute("BEGIN IMMEDIATE")
-        session = self._capture.begin() if self._capture is not None and self._applying is not None else None
+        session = (
+            self._capture.begin()
+            if self._capture is not None and self._applying is not None and self.copies_wanted()
+            else None
+        )
         kept: tuple[int, bytes] | None = None
         try:
             yield c

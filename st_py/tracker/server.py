@@ -39,6 +39,7 @@ from .lock import TrackerLock, TrackerLockedError
 from .log.errors import LogError, StandbyBehindError
 from .metrics import TrackerMetrics
 from .peers import PeerRegistry
+from .rpc.standby_fetch import start_fetch_port
 from .service import TrackerService
 from .state import TrackerState
 from .web import render_html, snapshot
@@ -77,6 +78,7 @@ async def serve(
     history_age_s: float = DEFAULT_HISTORY_AGE_S,
     log_backend: EtcdBackend | None = None,
     log_keep_s: float = KEEP_S,
+    fetch_port: int = 0,
 ) -> None:
     """Run the tracker until SIGINT/SIGTERM.
 
@@ -89,7 +91,10 @@ async def serve(
     it says it listens (paper 3.5), and stops them when it stops. With
     ``log_backend`` its metadata log is in etcd: it is elected first, and
     exits (status 75) when its term ends, so a supervisor starts it again to
-    campaign (docs/metadata-log.md).
+    campaign (docs/metadata-log.md); a standby with a namespace of its own
+    (``log_backend.follows``) serves FetchInfofile on ``fetch_port`` (0: a
+    free one, -1: none) until it is elected, and prints ``fetch on HOST:PORT``
+    (st_py/tracker/rpc/standby_fetch.py).
     """
     started = time.time()
     # one tracker per namespace, never nested: before touching anything (it makes the root);
@@ -118,6 +123,7 @@ async def serve(
             history_age_s,
             log_backend,
             log_keep_s,
+            fetch_port,
         )
     finally:
         lock.release()
@@ -144,6 +150,7 @@ async def _serve(
     history_age_s: float = DEFAULT_HISTORY_AGE_S,
     log_backend: EtcdBackend | None = None,
     log_keep_s: float = KEEP_S,
+    fetch_port: int = 0,
 ) -> None:
     if log_backend is None or log_backend.follows:  # else only once elected: it shares the leader's namespace
         _recover_namespace(root)
@@ -186,6 +193,14 @@ async def _serve(
 
             service.copy_namespace = copy
     service.oplog.keep_s = service.tracker_ops.keep_s = log_keep_s
+    fetch_server = None  # a following standby's infofile port, closed once elected
+    if log_backend is not None and log_backend.follows and fetch_port >= 0:
+        fetch_server, fport = await start_fetch_port(
+            service, host, fetch_port, server_credentials(*tls) if tls else None
+        )
+        log_backend.fetch_addr = f"{advertised_host(host)}:{fport}"  # shown to clients in the leader's Status
+        log.info("serving FetchInfofile on %s:%d while a standby", host, fport)
+        print(f"fetch on {host}:{fport}", flush=True)
     if log_backend is not None:
         log.info("campaigning in %s as %s: a standby until elected", log_backend.describe, log_backend.addr)
         print(f"campaigning as {log_backend.addr}", flush=True)  # a supervisor's sign of life (st_py.deploy)
@@ -196,6 +211,9 @@ async def _serve(
             term = await service.oplog.start()
     except (LogError, TimeoutError) as e:
         raise SystemExit(f"tracker: metadata log ({service.oplog.backend.describe}): {e}") from None
+    finally:
+        if fetch_server is not None:  # elected (its tracker address serves it all now), or stopping
+            await fetch_server.stop(grace=0.5)
     log.info("metadata log %s, term %d", service.oplog.backend.describe, term)
     if log_backend is not None:  # elected: no other tracker writes this namespace now (its term is over)
         await asyncio.to_thread(_recover_namespace, root)
@@ -563,6 +581,14 @@ def main(argv: list[str] | None = None) -> None:
         "standby it applies the metadata log to it as the log grows, so the leader's disk is not "
         "needed when it takes over (docs/metadata-log.md, 'Standbys that follow the log')",
     )
+    ap.add_argument(
+        "--fetch-port",
+        type=int,
+        default=0,
+        help="with --own-namespace: while a standby, serve FetchInfofile (clients' infofile copies) on this "
+        "port of --host (0: a free one, -1: none); it prints 'fetch on HOST:PORT' and the leader's status "
+        "lists it (docs/metadata-log.md, 'Copies from standbys')",
+    )
     ap.add_argument("--log-level", default="INFO")
     ap.add_argument(
         "--log-format",
@@ -635,6 +661,7 @@ def main(argv: list[str] | None = None) -> None:
                 a.history_age,
                 backend,
                 a.log_keep,
+                a.fetch_port,
             )
         )
     except TrackerLockedError as e:  # one line, no traceback

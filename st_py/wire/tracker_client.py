@@ -29,6 +29,7 @@ from st_py.errors import (
     NotEnoughPeersError,
     PermissionDeniedError,
     QuotaExceededError,
+    ReplicaBehindError,
     SnapshotExistsError,
     SnapshotHeldError,
     SnapshotNotFoundError,
@@ -180,6 +181,8 @@ class TrackerClient:
             return NotEnoughPeersError(detail)
         if kind == "not-empty":
             return DirectoryNotEmptyError(detail)
+        if kind == "replica-behind":  # a standby's infofile port (st_py/tracker/rpc/standby_fetch.py)
+            return ReplicaBehindError(detail, address=self.address)
         if kind == "wrong-tracker":
             return TrackerMovedError(detail, tracker=trailer.get("st-tracker", ""))
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -390,18 +393,24 @@ class TrackerClient:
         have: tuple[int, int, str, str] = (0, 0, "", ""),
         want_generation: int = 0,
         timeout: float | None = None,
+        want_position: int = 0,
+        want_log_id: str = "",
     ):
         """rpc FetchInfofile (issue 40): the messages that bring a copy at
         ``have`` (generation, log position, log id, schema fingerprint; zeros:
-        no copy) to at least ``want_generation``: a first message saying
+        no copy) to at least ``want_generation`` (and ``want_position`` of log
+        ``want_log_id``, :meth:`fetch_infofile_stream`): a first message saying
         ``snapshot``, ``changes`` or ``current`` and the state after it, then
         the snapshot's bytes or the changesets, one per message. A list.
 
         Raises
         ------
-        StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError,
+        ReplicaBehindError
         """
-        return list(self.fetch_infofile_stream(name, file_id, have, want_generation, timeout))
+        return list(
+            self.fetch_infofile_stream(name, file_id, have, want_generation, timeout, want_position, want_log_id)
+        )
 
     def fetch_infofile_stream(
         self,
@@ -410,14 +419,19 @@ class TrackerClient:
         have: tuple[int, int, str, str] = (0, 0, "", ""),
         want_generation: int = 0,
         timeout: float | None = None,
+        want_position: int = 0,
+        want_log_id: str = "",
     ) -> Iterator:
         """:meth:`fetch_infofile`'s messages as they arrive (a snapshot can
         be written while the rest is on its way): the call is made at the
-        first ``next``; read it to the end.
+        first ``next``; read it to the end. ``want_position`` of log
+        ``want_log_id``: the log position the copy must reach too (a
+        standby that has not applied it refuses; the leader ignores it).
 
         Raises (while iterating)
         ------------------------
-        StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError,
+        ReplicaBehindError (a standby's infofile port: not that far yet)
         """
         gen, pos, log_id, schema = have
         req = pb.FetchInfofileRequest(
@@ -429,6 +443,8 @@ class TrackerClient:
             have_log_id=log_id,
             have_schema=schema,
             want_generation=want_generation,
+            want_position=want_position,
+            want_log_id=want_log_id,
         )
         try:
             yield from self._stub.FetchInfofile(req, timeout=timeout or self.timeout, metadata=self._metadata)

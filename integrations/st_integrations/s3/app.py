@@ -290,6 +290,12 @@ class S3App:
         return Response(body, status_code=status, media_type="application/xml")
 
     async def _body(self, request: Request, headers: dict[str, list[str]]) -> tuple[bytes, dict[str, str]]:
+        """The request's payload (decoded and checked: :func:`.auth.check_payload`)
+        and its checksums. Its bytes are copied once here: Starlette joins
+        the ``receive()`` messages once (none for a body in one message, as
+        a small object's is), an ``aws-chunked`` payload is one join of
+        views of its chunks; the put takes that ``bytes`` object as it is
+        (docs/s3.md, "HTTP")."""
         length = (headers.get("content-length") or [""])[0]
         if length and int(length) > MAX_BODY:
             raise S3Error("EntityTooLarge", "your proposed upload exceeds the maximum allowed object size")

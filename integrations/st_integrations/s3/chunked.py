@@ -26,14 +26,16 @@ STREAMING = ("STREAMING-UNSIGNED-PAYLOAD-TRAILER",)
 
 def decode_aws_chunked(body: bytes) -> tuple[bytes, dict[str, str]]:
     """``(payload, trailers)`` of an ``aws-chunked`` body; trailer names
-    lower-cased.
+    lower-cased. The payload is the chunks' bytes copied once (one join of
+    views of ``body``).
 
     Raises
     ------
     S3Error
         ``IncompleteBody`` / ``InvalidRequest``: the framing is broken.
     """
-    out = bytearray()
+    view = memoryview(body)
+    pieces: list[memoryview] = []
     pos, n = 0, len(body)
     while True:
         eol = body.find(b"\r\n", pos)
@@ -49,7 +51,7 @@ def decode_aws_chunked(body: bytes) -> tuple[bytes, dict[str, str]]:
             break
         if pos + size + 2 > n or body[pos + size : pos + size + 2] != b"\r\n":
             raise S3Error("IncompleteBody", "an aws-chunked chunk is shorter than its size says")
-        out += body[pos : pos + size]
+        pieces.append(view[pos : pos + size])
         pos += size + 2
     trailers: dict[str, str] = {}
     for line in body[pos:].split(b"\r\n"):
@@ -59,7 +61,7 @@ def decode_aws_chunked(body: bytes) -> tuple[bytes, dict[str, str]]:
         if not sep:
             raise S3Error("InvalidRequest", "a bad aws-chunked trailer line")
         trailers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-    return bytes(out), trailers
+    return b"".join(pieces), trailers
 
 
 def _crc32c(data: bytes) -> int:

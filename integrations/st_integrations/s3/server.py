@@ -6,6 +6,7 @@ server runs in the thread that calls its ``run()``.
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import uvicorn
@@ -14,7 +15,9 @@ from st_py.client.object_stream import STRIPES_AHEAD
 
 from .app import UPLOAD_EXPIRY_S, S3App
 from .auth import Keys
-from .protocol import MAX_HEAD_BYTES, S3H11Protocol
+from .protocol import MAX_HEAD_BYTES, protocol_class
+
+log = logging.getLogger("storetorrent.s3")
 
 
 def make_server(
@@ -30,6 +33,7 @@ def make_server(
     upload_expiry_s: float = UPLOAD_EXPIRY_S,
     peer_data: list[str] | tuple[str, ...] = (),
     read_ahead: int = STRIPES_AHEAD,
+    http: str | None = None,
 ) -> uvicorn.Server:
     """A uvicorn server of the endpoint over ``tracker`` on ``host:port``
     (call ``run()``; ``should_exit = True`` stops it); ``domain``: also
@@ -37,13 +41,18 @@ def make_server(
     multipart uploads untouched this long are aborted (0: never);
     ``peer_data``: data directories of the peers on this node, whose copies
     are read from disk; ``read_ahead``: stripes a GET of a striped object
-    keeps queued (:class:`.app.S3App`).
+    keeps queued (:class:`.app.S3App`); ``http``: the HTTP/1.1 protocol,
+    ``httptools`` or ``h11`` (None: httptools if installed,
+    :func:`.protocol.protocol_class`), logged at INFO.
 
     Raises
     ------
     OSError, tomllib.TOMLDecodeError
         The keys file cannot be read.
+    InvalidOptionError
+        ``http`` is unknown or not installed.
     """
+    protocol, http_name = protocol_class(http)
     app = S3App(tracker, Keys(keys_file, region), replication, tls, domain, upload_expiry_s, peer_data, read_ahead).app
     config = uvicorn.Config(
         app,
@@ -51,9 +60,10 @@ def make_server(
         port=port,
         log_level=log_level,
         lifespan="on",
-        http=S3H11Protocol,  # S3's error XML for requests h11 cannot parse
+        http=protocol,  # S3's error XML for requests the parser refuses
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )
+    log.info("S3 endpoint HTTP protocol: %s", http_name)
     return uvicorn.Server(config)
 
 
@@ -61,6 +71,12 @@ def app_of(server: uvicorn.Server) -> S3App:
     """The :class:`.app.S3App` a server of :func:`make_server` serves (its
     :meth:`~.app.S3App.read_stats`, for :mod:`.metrics`)."""
     return server.config.app.state.s3  # type: ignore[union-attr]
+
+
+def protocol_of(server: uvicorn.Server) -> str:
+    """The name of the HTTP/1.1 protocol a server of :func:`make_server`
+    runs: ``httptools`` or ``h11`` (:mod:`.protocol`)."""
+    return server.config.http.NAME  # type: ignore[union-attr]
 
 
 def listen(host: str, port: int) -> socket.socket:

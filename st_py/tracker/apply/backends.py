@@ -150,6 +150,7 @@ class EtcdBackend:
         self.replicas: Replicas | None = None  # the operator's view (st_py/tracker/log/replicas.py)
         self.applied_through: Callable[[], int] = lambda: 0  # set by the OpLog that uses this log
         self.follows = False  # a standby with a namespace of its own: follows the log (OpLog.follow)
+        self.fetch_addr = ""  # where such a standby serves FetchInfofile (rpc/standby_fetch.py; "": nowhere)
 
     async def connect(self, follows: bool = False) -> None:
         """Connect and check the cluster, and appear in the trackers' list as
@@ -170,6 +171,7 @@ class EtcdBackend:
             return
         self.replicas = Replicas(self.session, self.cluster_id, self.addr, lambda: self.applied_through())
         self.replicas.follows = follows
+        self.replicas.fetch_addr = self.fetch_addr
         await self.replicas.start()  # listed as a standby while it campaigns
 
     async def start(self) -> int:

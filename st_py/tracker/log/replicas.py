@@ -106,6 +106,9 @@ class Replicas:
         # a standby with a namespace of its own follows the log: it shows how far it applied,
         # and the leader keeps the entries it has not (OpLog._maybe_compact)
         self.follows = False
+        # where it serves FetchInfofile while a standby (st_py/tracker/rpc/standby_fetch.py; "": nowhere),
+        # shown to clients in the leader's Status so their copies are made from standbys too
+        self.fetch_addr = ""
 
     def _value(self) -> bytes:
         return json.dumps(
@@ -117,6 +120,7 @@ class Replicas:
                 "pid": os.getpid(),
                 "applied_index": int(self.applied()) if self.role == "leader" or self.follows else 0,
                 "follows": self.follows,
+                "fetch": self.fetch_addr if self.role != "leader" else "",
                 "since": self.started,
             }
         ).encode()

@@ -62,6 +62,7 @@ class FetchRpc(TrackerParts):
         if user is not None:
             await self._search_allowed(context, user, name)
         path = namespace.infofile_path(self.root, name)
+        self.copy_demand.note(name)  # before any snapshot: its writer keeps changesets from now on
         has_copy = bool(request.have_log_id and request.have_schema)
         # one thread hop: the meta, the permission it gives and, for a node with no copy, the snapshot
         file_id, refusal, snap = await asyncio.to_thread(

@@ -15,6 +15,7 @@ from st_py._proto import tracker_pb2 as pb
 from ..access import Users
 from ..admission import Admissions
 from ..apply.oplog import OpLog
+from ..changeset_window import CopyDemand
 from ..committer import CommitStats, Committer
 from ..guard import Guard
 from ..health import CopyHealth, RepairProgress
@@ -49,6 +50,7 @@ class TrackerParts:
     root: os.PathLike
     _schemas_seen: set[tuple[str, bytes]]
     _committers: dict[str, Committer]
+    copy_demand: CopyDemand
     commit_stats: CommitStats
     _peer_ids: dict[int, dict[int, str]]
     _creating: dict[str, int]
@@ -99,6 +101,7 @@ class TrackerParts:
         self.root = root
         self._schemas_seen = set()  # record schemas already checked
         self._committers = {}  # name -> the committer of its open infofile
+        self.copy_demand = CopyDemand()  # files somebody keeps a copy of: their writers keep changesets
         self.commit_stats = CommitStats()  # of every committer (metrics)
         self._peer_ids = {}  # file id -> {peer_idx: peer_id}, for commits
         self._creating = {}  # names being created: RemoveDir keeps their directories

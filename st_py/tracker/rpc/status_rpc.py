@@ -104,6 +104,7 @@ class StatusRpc(TrackerParts):
                     pid=t.get("pid", 0),
                     applied_index=t.get("applied_index", 0),
                     up_s=t.get("up_s", 0.0),
+                    fetch_addr=t.get("fetch", ""),
                 )
                 for t in r.get("trackers", [])
             ],
