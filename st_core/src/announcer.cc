@@ -113,6 +113,9 @@ void Announcer::Run() {
   // The tracker's reply says when to announce next: its --announce-interval
   // is the cluster's one setting; ours holds until the first reply.
   double interval_s = options_.interval_s;
+  // Where the tracker's list of this peer's files stands (its last reply's).
+  std::string copies_epoch;
+  uint64_t copies_cursor = 0;
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -186,6 +189,16 @@ void Announcer::Run() {
       m->set_crc32c(b.crc);
       m->set_detail("quarantined as " + b.quarantined_as);
     }
+    if (options_.copies != nullptr) {
+      CopyLag::Stats cs = options_.copies->lag()->Get();
+      req.set_keeps_copies(true);
+      req.set_copies_epoch(copies_epoch);
+      req.set_copies_cursor(copies_cursor);
+      req.set_copies(cs.copies);
+      req.set_copies_behind(cs.behind);
+      req.set_copies_max_lag(cs.max_lag);
+      req.set_copies_caught_up_at(cs.caught_up_at);
+    }
     if (options_.verifier != nullptr) {
       req.set_copies_verified(options_.verifier->copies_verified.load());
       req.set_copies_bad(options_.verifier->copies_bad.load());
@@ -225,6 +238,16 @@ void Announcer::Run() {
     auto now = std::chrono::steady_clock::now();
     if (status.ok()) {
       if (reply.interval_s() > 0) interval_s = std::clamp(reply.interval_s(), 0.05, 600.0);
+      if (options_.copies != nullptr && !reply.copies_epoch().empty()) {
+        std::vector<CopyLag::Named> named;
+        named.reserve(reply.peer_files_size());
+        for (const auto& f : reply.peer_files()) {
+          named.push_back(CopyLag::Named{f.file_id(), f.name(), f.generation()});
+        }
+        options_.copies->lag()->TrackerNamed(named, store_->env()->NowWall());
+        copies_epoch = reply.copies_epoch();
+        copies_cursor = reply.copies_cursor();
+      }
       if (failing) {
         ST_LOG_INFO("announce to tracker %s works again after %llu failures",
                     options_.tracker.c_str(), static_cast<unsigned long long>(failures));

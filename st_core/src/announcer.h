@@ -17,7 +17,9 @@
 // Each announce also says when this process started, its data directory and
 // that directory's filesystem (for the status page), and its failure domain
 // (docs/replication.md, "Failure domains"); the interval comes from the
-// tracker's reply (interval_s here holds until the first one).
+// tracker's reply (interval_s here holds until the first one). A peer that
+// keeps infofile copies (options.copies) is told by each reply which of its
+// files changed (docs/peer.md, "Infofile copies").
 #ifndef ST_CORE_ANNOUNCER_H_
 #define ST_CORE_ANNOUNCER_H_
 
@@ -28,6 +30,7 @@
 #include <string>
 #include <thread>
 
+#include "infofile_copy.h"
 #include "record_store.h"
 #include "verifier.h"
 
@@ -65,6 +68,11 @@ struct AnnouncerOptions {
   // back if it fails), and the verifier's counters.
   BadCopyQueue* bad_copies = nullptr;
   const VerifierCounters* verifier = nullptr;
+  // --metadata fetch: each announce says the peer keeps copies, with their
+  // lag (CopyLag::Get), and the reply's files (those whose peerlist names
+  // this peer, changed since the last reply) go to copies->lag(), which the
+  // mirror pass brings forward.
+  InfofileCopies* copies = nullptr;
 };
 
 // The gRPC target of --tracker: one HOST:PORT as it is; several,

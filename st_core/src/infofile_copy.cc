@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "crc32c.h"
+#include "env.h"
 #include "log.h"
 #include "protocol.h"
 #include "sqlite_ro.h"
@@ -277,6 +278,8 @@ Status ApplyFetched(const std::string& path, uint64_t file_id, const FetchedInfo
 
 namespace {
 
+double UnixSeconds() { return Env::Default()->NowWall(); }
+
 // "file 0123456789abcdef", for a copy asked for by id alone.
 std::string IdLabel(uint64_t file_id) {
   char buf[32];
@@ -337,8 +340,10 @@ Status InfofileCopies::Catch(const std::string& name, uint64_t file_id, uint64_t
   if (!s.ok()) {
     ++counters_.failures;
     *failure = reply.failure != FetchFailure::kNone ? reply.failure : FetchFailure::kRefused;
+    if (s.IsNotFound()) lag_.Unnamed(file_id, UnixSeconds());  // the tracker has no such file
     return s;
   }
+  lag_.TrackerAt(file_id, reply.generation, UnixSeconds());
   if (reply.kind == "changes" || reply.kind == "current") {
     if (state.schema.empty()) {
       return Status::Corruption("the tracker sent changes for a copy of file_id " +
@@ -372,6 +377,7 @@ Status InfofileCopies::Catch(const std::string& name, uint64_t file_id, uint64_t
                 static_cast<unsigned long long>(now.generation), reply.kind.c_str(), bytes);
   }
   *have = now.generation;
+  lag_.CopyAt(file_id, now.generation, UnixSeconds());
   if (want_generation != 0 && now.generation < want_generation) {
     return Status::Unavailable("the tracker brought the copy only to generation " +
                                std::to_string(now.generation));

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "copy_lag.h"
 #include "status.h"
 
 namespace st {
@@ -140,6 +141,12 @@ class InfofileCopies {
   };
   const Counters& counters() const { return counters_; }
 
+  // How far the copies are behind the tracker (copy_lag.h): every catch-up
+  // here tells it where the copy and the tracker are; the announcer tells it
+  // which files the tracker names, the mirror pass what <data>/meta/ holds.
+  CopyLag* lag() { return &lag_; }
+  const CopyLag* lag() const { return &lag_; }
+
  private:
   std::mutex* LockOf(uint64_t file_id);
   Status Catch(const std::string& name, uint64_t file_id, uint64_t want_generation,
@@ -151,6 +158,7 @@ class InfofileCopies {
   std::mutex mu_;  // guards locks_
   std::map<uint64_t, std::unique_ptr<std::mutex>> locks_;
   Counters counters_;
+  CopyLag lag_;
 };
 
 }  // namespace st

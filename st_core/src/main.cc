@@ -191,7 +191,8 @@ int main(int argc, char** argv) {
     fetcher = std::make_unique<st::GrpcInfofileFetcher>(fo);
     copies = std::make_unique<st::InfofileCopies>(store->data_dir() + "/meta", fetcher.get());
     opt.server.copies = copies.get();
-    ST_LOG_INFO("metadata: infofile copies in %s/meta/, brought to each GET_LOCAL's generation "
+    ST_LOG_INFO("metadata: infofile copies in %s/meta/ of every file this peer serves (the "
+                "tracker's announce replies name them), brought to each GET_LOCAL's generation "
                 "from %s (--metadata fetch)",
                 store->data_dir().c_str(), opt.tracker.c_str());
   }
@@ -313,6 +314,7 @@ int main(int argc, char** argv) {
     ao.stalls = &server->metrics()->loop_stalls;
     ao.bad_copies = server->bad_copies();
     ao.verifier = &server->verifier()->counters();
+    ao.copies = copies.get();
     ao.loop_stall_limit_s = opt.loop_stall_limit_s > 0 ? opt.loop_stall_limit_s
                                                        : std::max(2.0, 2 * opt.announce_interval_s);
     std::string pem_error;

@@ -251,16 +251,59 @@ Status LoadCatalog(const MirrorPassOptions& o, Env* env, MirrorState* state) {
   return Status::OK();
 }
 
-// --metadata fetch: the catalog is what <data>/meta/ holds (GET_LOCAL makes
-// copies between passes), each copy brought to the tracker's latest state.
+// --metadata fetch, first: the files the tracker named in its announce
+// replies (copy_lag.h) whose copy is missing or behind, the largest lag
+// first, at most o.catch_up_per_pass of them, each brought to the
+// generation named (or later). Their ids go to *done.
+void CatchUpNamed(const MirrorPassOptions& o, Env* env, const std::atomic<bool>* cancel,
+                  MirrorState* state, MirrorPassStats* stats, std::set<uint64_t>* done) {
+  for (const CopyLag::Named& f : o.copies->lag()->Behind(o.catch_up_per_pass)) {
+    if (Cancelled(cancel)) return;
+    uint64_t have = 0;
+    Status s = o.copies->Ensure(f.name, f.file_id, f.generation, o.fetch_deadline_s, &have);
+    if (s.IsNotFound()) continue;  // deleted since it was named (InfofileCopies unnamed it)
+    done->insert(f.file_id);
+    if (!s.ok()) {
+      ST_LOG_WARN("copies: cannot bring the copy of %s (file %016llx) to generation %llu, the "
+                  "tracker's: %s; retried next pass",
+                  Printable(f.name).c_str(), static_cast<unsigned long long>(f.file_id),
+                  static_cast<unsigned long long>(f.generation), s.ToString().c_str());
+      ++stats->errors;
+      stats->complete = false;
+      continue;
+    }
+    MetaListEntry now;
+    s = ReadMirrorEntry(env, MirrorPath(o.data_dir, f.file_id), &now);
+    if (!s.ok()) {
+      ++stats->errors;
+      continue;
+    }
+    state->mirrors[f.file_id] = std::move(now);
+    ++stats->copied;
+  }
+}
+
+// --metadata fetch: the catalog is what <data>/meta/ holds (GET_LOCAL and
+// CatchUpNamed make copies between passes), each copy brought to the
+// tracker's latest state.
 Status RunCopiesPass(const MirrorPassOptions& o, Env* env, const std::atomic<bool>* cancel,
                      MirrorState* state, MirrorPassStats* stats) {
   Status s = LoadCatalog(o, env, state);
   if (!s.ok()) return s;
   stats->complete = true;
+  CopyLag* lag = o.copies->lag();
+  for (const auto& [file_id, entry] : state->mirrors)
+    lag->CopyAt(file_id, entry.generation, env->NowWall());
+  std::set<uint64_t> done;  // brought forward by CatchUpNamed
+  CatchUpNamed(o, env, cancel, state, stats, &done);
   std::vector<uint64_t> gone;  // the tracker has no such file
   for (auto& [file_id, entry] : state->mirrors) {
     if (Cancelled(cancel)) return Status::Unavailable("mirror pass cancelled");
+    if (done.count(file_id) != 0) {
+      ++stats->infofiles;
+      state->deleted_since.erase(file_id);
+      continue;
+    }
     uint64_t have = 0;
     s = o.copies->Ensure(entry.name, file_id, 0, o.fetch_deadline_s, &have);
     if (s.IsNotFound()) {
@@ -310,6 +353,7 @@ Status RunCopiesPass(const MirrorPassOptions& o, Env* env, const std::atomic<boo
     ++stats->removed;
     state->deleted_since.erase(file_id);
     state->mirrors.erase(file_id);
+    lag->CopyRemoved(file_id, now);
   }
   return Status::OK();
 }

@@ -68,11 +68,17 @@ struct MirrorPassOptions {
   double remove_after_s = 3600;      // a deleted file's mirror stays this long
   Env* env = nullptr;                // nullptr: Env::Default()
   // --metadata fetch (infofile_copy.h): no namespace walk; the pass reads
-  // <data>/meta/ (the copies GET_LOCAL made) into the catalog and brings
-  // each copy to the tracker's latest state (a copy the tracker cannot bring
-  // forward is kept as it is and counted in errors).
+  // <data>/meta/ (the copies GET_LOCAL, the scrubber and earlier passes
+  // made) into the catalog, makes or brings forward the copies of the files
+  // the tracker named (catch_up_per_pass below), and brings each other copy
+  // to the tracker's latest state (a copy the tracker cannot bring forward
+  // is kept as it is and counted in errors).
   InfofileCopies* copies = nullptr;
   double fetch_deadline_s = 5;  // per copy's catch-up
+  // Before that, the files the tracker names that this peer has no current
+  // copy of (copy_lag.h: announce replies) are brought to the generation
+  // named, the largest lag first, at most this many per pass.
+  size_t catch_up_per_pass = 256;
 };
 
 // What one pass leaves for the next (the caller owns it; one pass at a time).

@@ -146,6 +146,20 @@ std::string RenderPrometheus(const PeerMetrics& m, const PeerGauges& g) {
     Sample(&out, "st_peer_infofile_copy_fetches_total", "result=\"failed\"", g.copy_fetch_failures);
     Counter(&out, "st_peer_infofile_copy_received_bytes_total",
             "Bytes of snapshots and changesets received for the infofile copies.", g.copy_bytes);
+    Gauge(&out, "st_peer_infofile_copies", "Infofile copies held in <data>/meta/.",
+          g.infofile_copies);
+    Gauge(&out, "st_peer_infofile_copies_behind",
+          "Files whose peerlist names this peer (as the tracker's announce replies say) with no "
+          "copy or a copy below the tracker's latest generation known.",
+          g.copies_behind);
+    Gauge(&out, "st_peer_infofile_copy_max_lag_generations",
+          "The largest number of generations a copy is behind the tracker's latest known (a "
+          "missing copy: the tracker's generation).",
+          g.copies_max_lag);
+    Gauge(&out, "st_peer_infofile_copies_caught_up_timestamp_seconds",
+          "Unix time the copies were last all at the tracker's latest known generations (0: "
+          "never).",
+          g.copies_caught_up_s);
   }
   if (g.mirror_enabled) {
     Gauge(&out, "st_peer_meta_mirrors",

@@ -70,6 +70,10 @@ struct PeerGauges {
   uint64_t copy_fetches = 0;
   uint64_t copy_fetch_failures = 0;
   uint64_t copy_bytes = 0;
+  uint64_t infofile_copies = 0;  // how far behind the tracker they are (copy_lag.h)
+  uint64_t copies_behind = 0;
+  uint64_t copies_max_lag = 0;
+  double copies_caught_up_s = 0;  // unix time; 0: never
   // The verifying scrubber (verifier.h).
   uint64_t verify_passes = 0;
   uint64_t copies_verified = 0;

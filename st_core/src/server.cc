@@ -103,6 +103,11 @@ std::string Server::RenderMetrics() {
     g.copy_fetches = c.fetches.load();
     g.copy_fetch_failures = c.failures.load();
     g.copy_bytes = c.bytes.load();
+    CopyLag::Stats lag = options_.copies->lag()->Get();
+    g.infofile_copies = lag.copies;
+    g.copies_behind = lag.behind;
+    g.copies_max_lag = lag.max_lag;
+    g.copies_caught_up_s = lag.caught_up_at;
   }
   if (verifier_) {
     const VerifierCounters& v = verifier_->counters();

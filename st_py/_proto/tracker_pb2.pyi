@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Peer(_message.Message):
-    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes", "load", "drain_state", "name", "uptime_s", "restarts", "fs_id", "domain", "returns")
+    __slots__ = ("peer_idx", "peer_id", "addr", "alive", "capacity_bytes", "used_bytes", "free_bytes", "records", "last_announce_age_s", "reserved_bytes", "load", "drain_state", "name", "uptime_s", "restarts", "fs_id", "domain", "returns", "copies", "copies_behind", "copies_max_lag", "copies_caught_up_at")
     PEER_IDX_FIELD_NUMBER: _ClassVar[int]
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,10 @@ class Peer(_message.Message):
     FS_ID_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
     RETURNS_FIELD_NUMBER: _ClassVar[int]
+    COPIES_FIELD_NUMBER: _ClassVar[int]
+    COPIES_BEHIND_FIELD_NUMBER: _ClassVar[int]
+    COPIES_MAX_LAG_FIELD_NUMBER: _ClassVar[int]
+    COPIES_CAUGHT_UP_AT_FIELD_NUMBER: _ClassVar[int]
     peer_idx: int
     peer_id: str
     addr: str
@@ -44,7 +48,11 @@ class Peer(_message.Message):
     fs_id: str
     domain: str
     returns: int
-    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ..., drain_state: _Optional[str] = ..., name: _Optional[str] = ..., uptime_s: _Optional[float] = ..., restarts: _Optional[int] = ..., fs_id: _Optional[str] = ..., domain: _Optional[str] = ..., returns: _Optional[int] = ...) -> None: ...
+    copies: int
+    copies_behind: int
+    copies_max_lag: int
+    copies_caught_up_at: float
+    def __init__(self, peer_idx: _Optional[int] = ..., peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., alive: _Optional[bool] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., last_announce_age_s: _Optional[float] = ..., reserved_bytes: _Optional[int] = ..., load: _Optional[float] = ..., drain_state: _Optional[str] = ..., name: _Optional[str] = ..., uptime_s: _Optional[float] = ..., restarts: _Optional[int] = ..., fs_id: _Optional[str] = ..., domain: _Optional[str] = ..., returns: _Optional[int] = ..., copies: _Optional[int] = ..., copies_behind: _Optional[int] = ..., copies_max_lag: _Optional[int] = ..., copies_caught_up_at: _Optional[float] = ...) -> None: ...
 
 class FileInfo(_message.Message):
     __slots__ = ("file_id", "name", "replication", "copies", "infofile_path", "peers", "generation", "blocksize", "records", "capability", "capability_expires", "capability_ops", "owner", "group", "mode", "write_denied", "protocol", "placement", "est_size", "reserved_bytes", "filters", "key_check", "file_tracker", "log_position", "log_id", "commit_columns")
@@ -303,7 +311,7 @@ class ListReply(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[ListEntry, _Mapping]]] = ...) -> None: ...
 
 class AnnounceRequest(_message.Message):
-    __slots__ = ("peer_id", "addr", "capacity_bytes", "used_bytes", "free_bytes", "records", "load", "bad_copies", "copies_verified", "copies_bad", "copies_quarantined", "started_at", "data_dir", "fs_id", "fs_size_bytes", "fs_free_bytes", "domain")
+    __slots__ = ("peer_id", "addr", "capacity_bytes", "used_bytes", "free_bytes", "records", "load", "bad_copies", "copies_verified", "copies_bad", "copies_quarantined", "started_at", "data_dir", "fs_id", "fs_size_bytes", "fs_free_bytes", "domain", "keeps_copies", "copies_epoch", "copies_cursor", "copies", "copies_behind", "copies_max_lag", "copies_caught_up_at")
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -321,6 +329,13 @@ class AnnounceRequest(_message.Message):
     FS_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     FS_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    KEEPS_COPIES_FIELD_NUMBER: _ClassVar[int]
+    COPIES_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COPIES_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    COPIES_FIELD_NUMBER: _ClassVar[int]
+    COPIES_BEHIND_FIELD_NUMBER: _ClassVar[int]
+    COPIES_MAX_LAG_FIELD_NUMBER: _ClassVar[int]
+    COPIES_CAUGHT_UP_AT_FIELD_NUMBER: _ClassVar[int]
     peer_id: str
     addr: str
     capacity_bytes: int
@@ -338,7 +353,14 @@ class AnnounceRequest(_message.Message):
     fs_size_bytes: int
     fs_free_bytes: int
     domain: str
-    def __init__(self, peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., load: _Optional[float] = ..., bad_copies: _Optional[_Iterable[_Union[BadCopy, _Mapping]]] = ..., copies_verified: _Optional[int] = ..., copies_bad: _Optional[int] = ..., copies_quarantined: _Optional[int] = ..., started_at: _Optional[float] = ..., data_dir: _Optional[str] = ..., fs_id: _Optional[str] = ..., fs_size_bytes: _Optional[int] = ..., fs_free_bytes: _Optional[int] = ..., domain: _Optional[str] = ...) -> None: ...
+    keeps_copies: bool
+    copies_epoch: str
+    copies_cursor: int
+    copies: int
+    copies_behind: int
+    copies_max_lag: int
+    copies_caught_up_at: float
+    def __init__(self, peer_id: _Optional[str] = ..., addr: _Optional[str] = ..., capacity_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., free_bytes: _Optional[int] = ..., records: _Optional[int] = ..., load: _Optional[float] = ..., bad_copies: _Optional[_Iterable[_Union[BadCopy, _Mapping]]] = ..., copies_verified: _Optional[int] = ..., copies_bad: _Optional[int] = ..., copies_quarantined: _Optional[int] = ..., started_at: _Optional[float] = ..., data_dir: _Optional[str] = ..., fs_id: _Optional[str] = ..., fs_size_bytes: _Optional[int] = ..., fs_free_bytes: _Optional[int] = ..., domain: _Optional[str] = ..., keeps_copies: _Optional[bool] = ..., copies_epoch: _Optional[str] = ..., copies_cursor: _Optional[int] = ..., copies: _Optional[int] = ..., copies_behind: _Optional[int] = ..., copies_max_lag: _Optional[int] = ..., copies_caught_up_at: _Optional[float] = ...) -> None: ...
 
 class BadCopy(_message.Message):
     __slots__ = ("file_id", "name", "copy_rank", "crc32c", "detail")
@@ -355,10 +377,28 @@ class BadCopy(_message.Message):
     def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., copy_rank: _Optional[int] = ..., crc32c: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class AnnounceReply(_message.Message):
-    __slots__ = ("interval_s",)
+    __slots__ = ("interval_s", "peer_files", "copies_epoch", "copies_cursor", "copies_more")
     INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    PEER_FILES_FIELD_NUMBER: _ClassVar[int]
+    COPIES_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COPIES_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    COPIES_MORE_FIELD_NUMBER: _ClassVar[int]
     interval_s: float
-    def __init__(self, interval_s: _Optional[float] = ...) -> None: ...
+    peer_files: _containers.RepeatedCompositeFieldContainer[PeerFile]
+    copies_epoch: str
+    copies_cursor: int
+    copies_more: bool
+    def __init__(self, interval_s: _Optional[float] = ..., peer_files: _Optional[_Iterable[_Union[PeerFile, _Mapping]]] = ..., copies_epoch: _Optional[str] = ..., copies_cursor: _Optional[int] = ..., copies_more: _Optional[bool] = ...) -> None: ...
+
+class PeerFile(_message.Message):
+    __slots__ = ("file_id", "name", "generation")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    name: str
+    generation: int
+    def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class ReportFailureRequest(_message.Message):
     __slots__ = ("addr", "reason")

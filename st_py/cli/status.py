@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import click
 
@@ -51,9 +52,14 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
             "load": round(p.load, 2),
             "last_announce_s": round(p.last_announce_age_s, 1),
             "domain": p.domain,
+            **_peer_copies(p, time.time()),
         }
         for p in st.peers
     ]
+    if fmt != "json" and not any(p.copies or p.copies_behind for p in st.peers):  # no peer keeps copies
+        for row in rows:
+            for k in _PEER_COPY_COLUMNS:
+                row.pop(k)
     if fmt == "json":  # the cluster summary too
         import json
 
@@ -120,7 +126,7 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
             else ""
         ),
         sizes=("used_bytes", "free_bytes", "reserved_bytes"),
-        right=("up_s", "restarts", "records", "load", "last_announce_s"),
+        right=("up_s", "restarts", "records", "load", "last_announce_s", *_PEER_COPY_COLUMNS),
     )
     if durability and fmt == "table":
         d0 = durability[0]
@@ -152,6 +158,22 @@ def status(tracker, data, fmt, peer_mtbf_years) -> None:
             f"{st.file_trackers[0].shards} shards; shard 0: the tracker itself)",
             right=("shard", "pid", "up_s", "restarts", "commits", "records"),
         )
+
+
+_PEER_COPY_COLUMNS = ("meta_copies", "meta_behind", "meta_max_lag", "meta_caught_up_s")
+
+
+def _peer_copies(p, now: float) -> dict:
+    """A peer's infofile copies (st-peer --metadata fetch) as it last
+    announced them: how many, how many files it serves are below the
+    tracker's generation, the largest lag (generations), and seconds since
+    they were last all current (None: never)."""
+    return {
+        "meta_copies": p.copies,
+        "meta_behind": p.copies_behind,
+        "meta_max_lag": p.copies_max_lag,
+        "meta_caught_up_s": round(max(0.0, now - p.copies_caught_up_at), 1) if p.copies_caught_up_at else None,
+    }
 
 
 def _copies_status(client):

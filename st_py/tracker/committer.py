@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .apply.applier import SKIPPED, apply_infofile_op
@@ -65,6 +66,10 @@ class Committer:
         self._lock = asyncio.Lock()
         self._queue: list[tuple[list, asyncio.Future, str]] = []
         self.gone = False  # retired (its file deleted): every later request fails with FileNotFoundError
+        # Called on the event loop after each change with (file id, name, generation, peer ids of the
+        # peerlist): the tracker's index of which files name which peer (peer_files.py)
+        self.on_change: Callable[[int, str, int, frozenset[str]], None] | None = None
+        self._peer_id_set: frozenset[str] | None = None  # read with the first change, again on add_peers
 
     async def commit(self, batch: list[tuple], request_id: str = "") -> tuple[int, int, list[Conflict]]:
         """Commit ``batch`` (``(name, size, crc32c, peer_idx per rank,
@@ -172,8 +177,16 @@ class Committer:
         ).encode()
         log_id = self.log.log_id
 
+        seen: list[tuple[int, frozenset[str]]] = []
+
+        def apply_and_look(op: InfofileOp, index: int):
+            res = apply_infofile_op(self.writer, op, index, log_id)
+            if self.on_change is not None and res is not SKIPPED:
+                seen.append(self._generation_and_peers(kind))
+            return res
+
         async def apply(op: InfofileOp, index: int):  # from the entry, as a replay applies it
-            res = await asyncio.to_thread(apply_infofile_op, self.writer, op, index, log_id)
+            res = await asyncio.to_thread(apply_and_look, op, index)
             if res is SKIPPED:  # a new entry the infofile says it has: two logs mixed up
                 raise LogError(
                     f"infofile of {self.name} already has entry {index} of log {log_id}: "
@@ -181,7 +194,20 @@ class Committer:
                 )
             return res
 
-        return await self.log.run(payload, apply)  # a failure is marked: no replay applies it
+        res = await self.log.run(payload, apply)  # a failure is marked: no replay applies it
+        if seen and self.on_change is not None:
+            self.on_change(self.meta.file_id, self.name, *seen[-1])
+        return res
+
+    def _generation_and_peers(self, kind: str) -> tuple[int, frozenset[str]]:
+        """The infofile's generation and its peerlist's peer ids, read on the
+        writer's connection after a change ``kind`` (in the applying thread;
+        the peerlist only the first time and after ``add_peers``)."""
+        conn = self.writer.conn
+        gen = int(conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+        if self._peer_id_set is None or kind == "add_peers":
+            self._peer_id_set = frozenset(str(p) for (p,) in conn.execute("SELECT peer_id FROM peers"))
+        return gen, self._peer_id_set
 
     def _check_here(self) -> None:
         if self.gone:

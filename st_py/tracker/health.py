@@ -38,6 +38,7 @@ from st_py.core.history import retained_bytes, snapshot_count
 from st_py.core.infofile import InfofileReader
 
 if TYPE_CHECKING:
+    from .peer_files import PeerFiles
     from .peers import PeerInfo, PeerRegistry
     from .state import TrackerState
 
@@ -50,6 +51,7 @@ class Counted(Protocol):
     failed_after_s: float
     state: TrackerState
     copy_health: CopyHealth
+    peer_files: PeerFiles
 
 
 log = logging.getLogger("st.tracker")
@@ -107,6 +109,7 @@ class _FileCount:
     next_at: float = 0.0
     retained: int = 0  # bytes (all copies) of past versions its snapshots hold
     snapshots: int = 0  # time.monotonic() before which a change of the file alone is not read again
+    generation: int = 0  # its generation when read
 
     @property
     def short(self) -> int:
@@ -123,9 +126,13 @@ class ShortCopies:
         self._files: dict[str, _FileCount] = {}
         self.current = CopyHealth()
 
-    def count(self, files: Iterable[tuple[str, int]], liveness: Liveness) -> CopyHealth:
+    def count(
+        self, files: Iterable[tuple[str, int]], liveness: Liveness, peer_files: PeerFiles | None = None
+    ) -> CopyHealth:
         """Count every file of ``files`` (``(name, file_id)``, as the
-        tracker's state lists them) against the peers' ``liveness``.
+        tracker's state lists them) against the peers' ``liveness``; each
+        file's generation and peerlist, as read, go to ``peer_files`` (which
+        then keeps only these files).
 
         Blocking (stats and SQLite reads): call it off the event loop.
         Returns the new :class:`CopyHealth` (also kept as ``current``).
@@ -133,8 +140,10 @@ class ShortCopies:
         t0 = time.monotonic()
         out = CopyHealth()
         seen: set[str] = set()
-        for name, _file_id in files:
+        ids: list[int] = []
+        for name, file_id in files:
             seen.add(name)
+            ids.append(file_id)
             out.files += 1
             path = namespace.infofile_path(self.root, name)
             try:
@@ -155,6 +164,8 @@ class ShortCopies:
             if fc is not old:
                 out.reread += 1
                 self._files[name] = fc
+            if peer_files is not None:
+                peer_files.note(file_id, name, fc.generation, fc.peer_ids.values())
             out.retained_bytes += fc.retained
             out.snapshots += fc.snapshots
             if fc.short:
@@ -169,6 +180,8 @@ class ShortCopies:
                 out.records_waiting += len(h.waiting)
         for gone in set(self._files) - seen:
             del self._files[gone]
+        if peer_files is not None:
+            peer_files.keep_only(ids)
         out.at = time.time()
         out.seconds = time.monotonic() - t0
         self.current = out
@@ -188,10 +201,13 @@ class ShortCopies:
                 health = file_health(r, lv)
                 retained = retained_bytes(r.conn) * int(r.meta().get("copies", 1))
                 snaps = snapshot_count(r.conn)
+                gen = r.generation()
         finally:
             r.close()
         took = time.monotonic() - t0
-        return _FileCount(key, peer_ids, _states(peer_ids, lv), health, t0 + took + took / FILE_DUTY, retained, snaps)
+        return _FileCount(
+            key, peer_ids, _states(peer_ids, lv), health, t0 + took + took / FILE_DUTY, retained, snaps, gen
+        )
 
 
 def _states(peer_ids: dict[int, str], lv: Liveness) -> tuple:
@@ -229,7 +245,7 @@ async def keep_counting(service: Counted, counter: ShortCopies, every_s: float =
         if live != last_live or now >= next_at:
             files = service.state.file_ids()
             try:
-                service.copy_health = await asyncio.to_thread(counter.count, files, lv)
+                service.copy_health = await asyncio.to_thread(counter.count, files, lv, service.peer_files)
             except Exception:  # never stop counting: the next round tries again
                 log.exception("counting records short of copies failed")
             last_live = live

@@ -90,6 +90,11 @@ class PeerInfo:
     fs_size_bytes: int = 0  # that filesystem's size and available bytes, before --capacity
     fs_free_bytes: int = 0
     domain: str = ""  # its failure domain as declared (st-peer --domain); "": its host
+    # its infofile copies (st-peer --metadata fetch) as it announced them: see infofile_copies()
+    infofile_copies: int = 0
+    infofile_copies_behind: int = 0
+    infofile_copies_max_lag: int = 0
+    infofile_copies_caught_up_at: float = 0.0
 
     @property
     def usable_free(self) -> int:
@@ -247,6 +252,17 @@ class PeerRegistry:
         p = self.peers.get(peer_id)
         if p is not None:
             p.copies_verified, p.copies_bad, p.copies_quarantined = verified, bad, quarantined
+
+    def infofile_copies(self, peer_id: str, copies: int, behind: int, max_lag: int, caught_up_at: float) -> None:
+        """The infofile copies a peer announced (st-peer --metadata fetch;
+        the peer counts them, st_core/src/infofile_copy.h, ``Stats``): how
+        many, how many files the tracker named are below the generation it
+        named, the largest lag (generations) and the Unix time they were
+        last all current (0: never)."""
+        p = self.peers.get(peer_id)
+        if p is not None:
+            p.infofile_copies, p.infofile_copies_behind = copies, behind
+            p.infofile_copies_max_lag, p.infofile_copies_caught_up_at = max_lag, caught_up_at
 
     def bad_copy(self, addr: str, detail: str, source: str) -> None:
         """A copy on ``addr`` failed its CRC-32C check: found by the peer's

@@ -67,6 +67,7 @@ class Infofiles(TrackerParts):
             writer.history_age = self.history_age_s
             writer.copies_wanted = lambda: self.copy_demand.wanted(name)  # changesets for copies only
             c = self._committers[name] = Committer(writer, self.commit_stats, self.oplog, name)
+            c.on_change = self.peer_files.note  # which files name which peer (peer_files.py)
         return c
 
     def _drop_committer(self, name: str) -> None:

@@ -22,6 +22,7 @@ from ..health import CopyHealth, RepairProgress
 from ..infofile_writer import DEFAULT_HISTORY_AGE_S
 from ..leases import Leases
 from ..log.errors import StandbyBehindError
+from ..peer_files import PeerFiles
 from ..peers import PeerRegistry
 from ..reservations import Reservations
 from ..shards import InternalTokens
@@ -53,6 +54,7 @@ class TrackerParts:
     commit_stats: CommitStats
     _peer_ids: dict[int, dict[int, str]]
     _creating: dict[str, int]
+    peer_files: PeerFiles
     oplog: OpLog
     leases: Leases
     tracker_ops: TrackerStateOps
@@ -103,6 +105,7 @@ class TrackerParts:
         self.commit_stats = CommitStats()  # of every committer (metrics)
         self._peer_ids = {}  # file id -> {peer_idx: peer_id}, for commits
         self._creating = {}  # names being created: RemoveDir keeps their directories
+        self.peer_files = PeerFiles()  # which files name which peer: announce replies (peer_files.py)
         self.oplog = oplog  # every change of an infofile is appended here before it is applied
         self.leases = leases  # writer leases: replicated state, through the metadata log
         self._recount_usage = False  # load_checkpoint learned the files: count usage after the replay

@@ -58,7 +58,16 @@ class PeerRpc(TrackerParts):
         self.registry.verified(request.peer_id, request.copies_verified, request.copies_bad, request.copies_quarantined)
         if request.bad_copies:
             await self._quarantined(request.peer_id, request.addr, list(request.bad_copies), context)
-        return pb.AnnounceReply(interval_s=self.registry.interval_s)
+        reply = pb.AnnounceReply(interval_s=self.registry.interval_s)
+        if request.keeps_copies:  # tell it which files name it (peer_files.py)
+            r = request
+            self.registry.infofile_copies(r.peer_id, r.copies, r.copies_behind, r.copies_max_lag, r.copies_caught_up_at)
+            files, cursor, more = self.peer_files.changed_since(
+                request.peer_id, request.copies_epoch, request.copies_cursor
+            )
+            reply.peer_files.extend(pb.PeerFile(file_id=f.file_id, name=f.name, generation=f.generation) for f in files)
+            reply.copies_epoch, reply.copies_cursor, reply.copies_more = self.peer_files.epoch, cursor, more
+        return reply
 
     async def _quarantined(self, peer_id: str, addr: str, bad: list, context=None) -> None:
         """Copies a peer's verifier quarantined (docs/peer.md, "Verifier"):
@@ -203,4 +212,8 @@ class PeerRpc(TrackerParts):
             returns=p.returns,
             fs_id=p.fs_id,
             domain=domain_text(p.failure_domain),
+            copies=p.infofile_copies,
+            copies_behind=p.infofile_copies_behind,
+            copies_max_lag=p.infofile_copies_max_lag,
+            copies_caught_up_at=p.infofile_copies_caught_up_at,
         )

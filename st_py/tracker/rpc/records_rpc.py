@@ -225,6 +225,7 @@ class RecordRpc(TrackerParts):
                     self._committers.pop(name, None)
                     self.leases.drop(c.meta.file_id)
                     self._peer_ids.pop(c.meta.file_id, None)
+                    self.peer_files.retire(c.meta.file_id)
                     return n, b, c.meta.file_id, c.meta.copies, owner_of_meta(c.writer_meta()).owner
                 # its per-file tracker closes and unlinks it, and forgets its lease
                 r = await self._control(context, name, "drop", request.file_id)
