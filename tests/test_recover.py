@@ -254,3 +254,21 @@ def test_recover_is_idempotent_and_never_overwrites(make_cluster):
     with c.open("/r/keep") as f:
         assert f.file_id == before["/r/keep"][0]
         assert all(f.get(f"k{i}") == f"/r/keep/{i}".encode() for i in range(50))
+
+
+def test_recover_with_no_mirror_of_data_the_peers_hold_says_so_and_fails(make_cluster):
+    """Peers that keep copies (--metadata fetch) but made none yet (their
+    mirror pass ran at start, before the file existed; no GET_LOCAL) hold
+    records of a lost namespace: recover restores nothing, and says so with
+    status 1 and the count of records, never a success with an empty list."""
+    cluster = make_cluster(2, peer_args=["--metadata", "fetch", "--mirror-interval", "3600"])
+    with cluster.client().create("/u/a", replication="x2") as f:
+        for i in range(20):
+            f.queue_put(f"k{i}", b"held but never mirrored")
+    assert not any(_mirrors(cluster, a) for a in cluster.peer_addrs), "the test needs peers with no copy yet"
+    _lose_namespace(cluster)
+    cluster.wait_for_peers(2)
+    tracker = cluster.client().tracker
+    poll_for(lambda: sum(p.records for p in tracker.status().peers) >= 40, what="the records announced")
+    rc, report = _recover(cluster)
+    assert rc == 1 and report["files"] == [] and report["unmirrored_records"] >= 40, report

@@ -450,5 +450,12 @@ def recover(tracker, data, fmt, from_peers, dry_run, key_file) -> None:
         )
         for peer, why in report.peers_failed:
             say((f"peer {peer}", "red"), f": mirrors not listed: {why}")
+        if report.unmirrored_records:
+            say(
+                ("nothing recovered", "red"),
+                f": the live peers hold {report.unmirrored_records} records but list no infofile mirror "
+                "to rebuild their files from; peers keep mirrors with the namespace mounted or with "
+                "--metadata fetch (docs/operations.md, 'Recovering a lost namespace')",
+            )
     if not report.complete:
         sys.exit(1)

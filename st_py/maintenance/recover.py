@@ -103,13 +103,18 @@ class RecoveryReport:
     peers_alive: list[str]
     peers_failed: list[tuple[str, str]]  # (host:port, why) of live peers whose mirrors could not be listed
     dry_run: bool = False
+    # records the live peers announced holding when none of them listed a mirror: nothing
+    # could be rebuilt although there is data (0 when any mirror was listed)
+    unmirrored_records: int = 0
 
     @property
     def complete(self) -> bool:
-        """Every file restored or present, and every record readable."""
+        """Every file restored or present, every record readable, and no
+        peer holding records without any mirror to rebuild them from."""
         return (
             all(f.outcome in ("restored", "present", "missing") and f.unreadable == 0 for f in self.files)
             and not self.peers_failed
+            and not self.unmirrored_records
         )
 
     def as_dict(self) -> dict:
@@ -119,6 +124,7 @@ class RecoveryReport:
             "peers_alive": self.peers_alive,
             "peers_failed": [{"peer": p, "error": e} for p, e in self.peers_failed],
             "files": [f.as_dict() for f in self.files],
+            "unmirrored_records": self.unmirrored_records,
         }
 
 
@@ -308,7 +314,11 @@ def recover_from_peers(
         for s in sessions.values():
             s.close()
     files.sort(key=lambda f: (f.name, f.file_id))
-    return RecoveryReport(files=files, peers_alive=alive, peers_failed=failed, dry_run=dry_run)
+    held = sum(p.records for p in status.peers if p.alive)
+    unmirrored = held if held and not by_file else 0  # data, and nothing to rebuild it from: say so
+    return RecoveryReport(
+        files=files, peers_alive=alive, peers_failed=failed, dry_run=dry_run, unmirrored_records=unmirrored
+    )
 
 
 def _recover_file(
