@@ -103,8 +103,8 @@ class RecoveryReport:
     peers_alive: list[str]
     peers_failed: list[tuple[str, str]]  # (host:port, why) of live peers whose mirrors could not be listed
     dry_run: bool = False
-    # records the live peers announced holding when none of them listed a mirror: nothing
-    # could be rebuilt although there is data (0 when any mirror was listed)
+    # records the live peers announced holding when none of them listed a mirror and the
+    # namespace holds no file: nothing could be rebuilt although there is data
     unmirrored_records: int = 0
 
     @property
@@ -315,10 +315,21 @@ def recover_from_peers(
             s.close()
     files.sort(key=lambda f: (f.name, f.file_id))
     held = sum(p.records for p in status.peers if p.alive)
-    unmirrored = held if held and not by_file else 0  # data, and nothing to rebuild it from: say so
+    # data, an empty namespace, and nothing to rebuild it from: say so (with files in the
+    # namespace, the records may well be theirs: a namespace that came back from the log)
+    unmirrored = held if held and not by_file and _namespace_empty(tracker) else 0
     return RecoveryReport(
         files=files, peers_alive=alive, peers_failed=failed, dry_run=dry_run, unmirrored_records=unmirrored
     )
+
+
+def _namespace_empty(tracker: TrackerClient) -> bool:
+    """Whether the namespace's root lists nothing (True too if it cannot be
+    listed: nothing then says the peers' records are accounted for)."""
+    try:
+        return not tracker.list("/", names_only=True).entries
+    except StoreTorrentError:
+        return True
 
 
 def _recover_file(
