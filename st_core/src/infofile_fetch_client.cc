@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -62,7 +63,7 @@ struct GrpcInfofileFetcher::Impl {
   std::vector<std::string> standbys;  // sorted, from the last announce reply
   std::map<std::string, std::shared_ptr<Stub>> stubs;  // a channel per standby listed
   std::map<std::string, Clock::time_point> benched;  // standby -> when it last did not answer
-  uint64_t turn = 0;  // which standby is asked first next (spread)
+  uint64_t turn = 0;  // which standby is asked first next (spread; from the peer id: peers differ)
 
   // The standbys to ask, in order (a different one first each time), with
   // their stubs; the benched ones left out.
@@ -82,6 +83,7 @@ struct GrpcInfofileFetcher::Impl {
 
 GrpcInfofileFetcher::GrpcInfofileFetcher(FetchClientOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>()) {
+  impl_->turn = std::hash<std::string>()(options_.peer_id);
   grpc::ChannelArguments& args = impl_->args;
   // A tracker restarting must not leave the peer backing off for minutes.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

@@ -10,8 +10,9 @@
 // that follow the log serve FetchInfofile on ports of their own, which the
 // tracker's announce replies name (SetStandbys). A question that names a
 // generation (GET_LOCAL's ring, the mirror pass's named one) goes to them
-// first, a different one first each time, then to the tracker; a question for
-// the tracker's latest (want_generation 0) goes to the tracker alone. A
+// first, a different one first each time (peers start at different ones),
+// then to the tracker; a question for the tracker's latest (want_generation
+// 0) goes to the tracker alone. A
 // standby refuses a state it has not applied (FAILED_PRECONDITION, st-error:
 // replica-behind), and an answer below the wanted generation or the copy's
 // own log position is not used either: the next one is asked. A standby that
