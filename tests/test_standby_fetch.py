@@ -3,7 +3,9 @@
 that follow the log (`--own-namespace`) serve FetchInfofile on a port of
 their own while they follow, clients spread their copies over them and fall
 back to the leader, and a standby never hands out a state older than the one
-asked for. Three real etcd members, a leader and two standbys, real peers."""
+asked for; peers that keep copies (`st-peer --metadata fetch`) learn the
+standbys from their announce replies and do the same. Three real etcd
+members, a leader and two standbys, real peers."""
 
 from __future__ import annotations
 
@@ -45,8 +47,20 @@ def three(make_cluster, etcd, tmp_path):
     """(cluster, [fetch address of each standby], [its process]): a leader
     with 3 peers and two standbys with namespaces of their own, both listed
     by the leader."""
+    yield from _with_standbys(make_cluster, etcd, tmp_path)
+
+
+@pytest.fixture
+def three_fetch_peers(make_cluster, etcd, tmp_path):
+    """:func:`three` with peers that keep infofile copies
+    (``--metadata fetch``) made only by GET_LOCAL (``--mirror-interval 0``:
+    no pass catches up the files announce replies name)."""
+    yield from _with_standbys(make_cluster, etcd, tmp_path, peer_metadata="fetch", peer_args=["--mirror-interval", "0"])
+
+
+def _with_standbys(make_cluster, etcd, tmp_path, **kw):
     args = ["--etcd", ",".join(etcd.endpoints), "--cluster-id", "sf", "--init-cluster"]
-    cluster = make_cluster(3, tracker_args=args)
+    cluster = make_cluster(3, tracker_args=args, **kw)
     procs, logs, files = [], [], []
     for i, port in enumerate(choose_ports([1, 1])):
         argv = standby_argv(cluster.tracker.argv, tmp_path / f"state-s{i}", port, tmp_path / f"namespace-s{i}")
@@ -199,4 +213,60 @@ def test_a_standby_that_does_not_answer_is_passed_over_and_benched(three, tmp_pa
         reader.close()
     finally:
         os.kill(stopped.pid, signal.SIGCONT)
+    writer.close()
+
+
+def _peer_fetches(cluster) -> tuple[float, float]:
+    """(FetchInfofile calls of the peers that brought a copy forward, those
+    of them a standby answered), over the cluster's peers' metrics."""
+    ms = [scrape_metrics(d.metrics_addr) for d in cluster.peers]
+    ok = sum(metric_value(m, "st_peer_infofile_copy_fetches_total", result="ok") for m in ms)
+    return ok, sum(metric_value(m, "st_peer_infofile_copy_fetches_from_standbys_total") for m in ms)
+
+
+def _reveal_all(writer, name: str, recs: dict[str, bytes]) -> None:
+    """GET_LOCAL over the peers reveals every record of ``name`` once, with
+    the bytes written."""
+    with writer.open(name) as f:
+        got = f.get_local()
+        assert sorted(r.name for r in got) == sorted(recs), name
+        assert all(f.read_local(r) == recs[r.name] for r in got), name
+
+
+def test_peers_copies_come_from_the_standbys_never_behind(three_fetch_peers):
+    """Peers that keep copies learn the standbys' infofile ports from their
+    announce replies: a GET_LOCAL whose generation the standbys hold brings
+    every peer's copy from them (the leader answers no FetchInfofile), and
+    reveals every record once; right after a commit the standbys lack, the
+    next GET_LOCAL still reveals every record (a standby behind refuses and
+    the leader answers: nothing older than the plan's generation is used)."""
+    cluster, fetch, _ = three_fetch_peers
+    writer = cluster.client()
+    name = "/sf/peers"
+    recs = {f"r{i:02d}": os.urandom(300) for i in range(30)}
+    with writer.create(name, replication="x2") as f:
+        for k, v in recs.items():
+            f.queue_put(k, v)
+    gen = writer.tracker.open_unlocated(name).generation
+    poll_for(lambda: _followed(fetch, name, gen), timeout=30, what="the standbys to follow")
+    poll_for(
+        lambda: all(
+            b"standby(s) serving FetchInfofile: " in (cluster.data_dir / "logs" / f"peer-{i}.log").read_bytes()
+            for i in range(3)
+        ),
+        timeout=15,
+        what="the peers to learn the standbys from their announce replies",
+    )
+    before = _leader_fetches(cluster)
+    _reveal_all(writer, name, recs)
+    ok, from_standbys = _peer_fetches(cluster)
+    assert ok >= 2 and from_standbys == ok, (ok, from_standbys)  # every copy from a standby
+    assert _leader_fetches(cluster) == before
+    # a commit the standbys have not applied yet (they follow the leader's published log, every few s)
+    more = {f"n{i:02d}": os.urandom(200) for i in range(10)}
+    with writer.open(name) as w:
+        for k, v in more.items():
+            w.put(k, v)
+        w.flush()
+    _reveal_all(writer, name, recs | more)
     writer.close()

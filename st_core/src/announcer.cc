@@ -245,6 +245,9 @@ void Announcer::Run() {
           named.push_back(CopyLag::Named{f.file_id(), f.name(), f.generation()});
         }
         options_.copies->lag()->TrackerNamed(named, store_->env()->NowWall());
+        // where the standbys serve copies (infofile_fetch_client.h; none: the tracker alone)
+        options_.copies->SetStandbys({reply.standby_fetch_addrs().begin(),
+                                      reply.standby_fetch_addrs().end()});
         copies_epoch = reply.copies_epoch();
         copies_cursor = reply.copies_cursor();
       }

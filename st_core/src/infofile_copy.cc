@@ -364,6 +364,7 @@ Status InfofileCopies::Catch(const std::string& name, uint64_t file_id, uint64_t
     return s;
   }
   ++counters_.fetches;
+  if (!reply.source.empty()) ++counters_.from_standbys;
   for (const std::string& d : reply.data) counters_.bytes += d.size();
   CopyState now;
   s = ReadCopyState(path, &now);
@@ -371,10 +372,11 @@ Status InfofileCopies::Catch(const std::string& name, uint64_t file_id, uint64_t
   if (now.generation != state.generation || now.position != state.position) {
     size_t bytes = 0;
     for (const std::string& d : reply.data) bytes += d.size();
-    ST_LOG_INFO("infofile copy of %s: generation %llu -> %llu by %s (%zu bytes)",
+    ST_LOG_INFO("infofile copy of %s: generation %llu -> %llu by %s (%zu bytes, from %s)",
                 name.empty() ? IdLabel(file_id).c_str() : Printable(name).c_str(),
                 static_cast<unsigned long long>(state.generation),
-                static_cast<unsigned long long>(now.generation), reply.kind.c_str(), bytes);
+                static_cast<unsigned long long>(now.generation), reply.kind.c_str(), bytes,
+                reply.source.empty() ? "the tracker" : ("standby " + reply.source).c_str());
   }
   *have = now.generation;
   lag_.CopyAt(file_id, now.generation, UnixSeconds());

@@ -70,6 +70,7 @@ struct FetchedInfofile {
   uint32_t crc32c = 0;  // snapshot
   std::vector<std::string> data;  // snapshot bytes in pieces, or one changeset each
   FetchFailure failure = FetchFailure::kNone;  // with a Fetch that failed: why
+  std::string source;  // the standby ("host:port") that answered; empty: the tracker
 };
 
 // The hex digest the tracker compares (first 32 hex digits of the SHA-256 of
@@ -96,11 +97,15 @@ class InfofileFetcher {
   // `want_generation`. NotFound if the tracker has no such file (of that
   // id); any other failure (unreachable, refused) is another !ok; on a
   // failure out->failure says why. The call gives up after deadline_s
-  // seconds.
+  // seconds. A fetcher may ask a standby first when want_generation > 0
+  // (never older than that, nor than `have`: out->source names it).
   virtual Status Fetch(const std::string& name, uint64_t file_id, const CopyState& have,
                        uint64_t want_generation, double deadline_s, FetchedInfofile* out) = 0;
   // The tracker(s) asked, for messages ("host:port" or a comma list).
   virtual std::string tracker() const = 0;
+  // Where the standbys that follow the log serve FetchInfofile, as the
+  // tracker's last announce reply said (empty: none). Any thread.
+  virtual void SetStandbys(const std::vector<std::string>& /*addrs*/) {}
 };
 
 // The copies of one peer.
@@ -131,11 +136,17 @@ class InfofileCopies {
 
   const std::string& tracker() const { return tracker_; }
 
+  // The standbys' infofile ports from an announce reply (InfofileFetcher::
+  // SetStandbys). Any thread.
+  void SetStandbys(const std::vector<std::string>& addrs) { fetcher_->SetStandbys(addrs); }
+
   // For the metrics (any thread): calls to the tracker that brought a copy
-  // forward or found it current, calls that failed (the copy kept as it
-  // was), and the bytes of snapshots and changesets received.
+  // forward or found it current (from_standbys of them answered by a
+  // standby), calls that failed (the copy kept as it was), and the bytes of
+  // snapshots and changesets received.
   struct Counters {
     std::atomic<uint64_t> fetches{0};
+    std::atomic<uint64_t> from_standbys{0};
     std::atomic<uint64_t> failures{0};
     std::atomic<uint64_t> bytes{0};
   };

@@ -144,6 +144,10 @@ std::string RenderPrometheus(const PeerMetrics& m, const PeerGauges& g) {
            "fetch), by result; a failed one left the copy as it was.");
     Sample(&out, "st_peer_infofile_copy_fetches_total", "result=\"ok\"", g.copy_fetches);
     Sample(&out, "st_peer_infofile_copy_fetches_total", "result=\"failed\"", g.copy_fetch_failures);
+    Counter(&out, "st_peer_infofile_copy_fetches_from_standbys_total",
+            "Of the ok FetchInfofile calls, those a standby tracker answered (docs/peer.md, "
+            "\"Copies from standbys\"); the rest the tracker did.",
+            g.copy_fetches_from_standbys);
     Counter(&out, "st_peer_infofile_copy_received_bytes_total",
             "Bytes of snapshots and changesets received for the infofile copies.", g.copy_bytes);
     Gauge(&out, "st_peer_infofile_copies", "Infofile copies held in <data>/meta/.",

@@ -68,6 +68,7 @@ struct PeerGauges {
   // --metadata fetch (infofile_copy.h); left out without it.
   bool copies_enabled = false;
   uint64_t copy_fetches = 0;
+  uint64_t copy_fetches_from_standbys = 0;  // of copy_fetches: answered by a standby
   uint64_t copy_fetch_failures = 0;
   uint64_t copy_bytes = 0;
   uint64_t infofile_copies = 0;  // how far behind the tracker they are (copy_lag.h)

@@ -101,6 +101,7 @@ std::string Server::RenderMetrics() {
     const InfofileCopies::Counters& c = options_.copies->counters();
     g.copies_enabled = true;
     g.copy_fetches = c.fetches.load();
+    g.copy_fetches_from_standbys = c.from_standbys.load();
     g.copy_fetch_failures = c.failures.load();
     g.copy_bytes = c.bytes.load();
     CopyLag::Stats lag = options_.copies->lag()->Get();

@@ -377,18 +377,20 @@ class BadCopy(_message.Message):
     def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., copy_rank: _Optional[int] = ..., crc32c: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class AnnounceReply(_message.Message):
-    __slots__ = ("interval_s", "peer_files", "copies_epoch", "copies_cursor", "copies_more")
+    __slots__ = ("interval_s", "peer_files", "copies_epoch", "copies_cursor", "copies_more", "standby_fetch_addrs")
     INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     PEER_FILES_FIELD_NUMBER: _ClassVar[int]
     COPIES_EPOCH_FIELD_NUMBER: _ClassVar[int]
     COPIES_CURSOR_FIELD_NUMBER: _ClassVar[int]
     COPIES_MORE_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_FETCH_ADDRS_FIELD_NUMBER: _ClassVar[int]
     interval_s: float
     peer_files: _containers.RepeatedCompositeFieldContainer[PeerFile]
     copies_epoch: str
     copies_cursor: int
     copies_more: bool
-    def __init__(self, interval_s: _Optional[float] = ..., peer_files: _Optional[_Iterable[_Union[PeerFile, _Mapping]]] = ..., copies_epoch: _Optional[str] = ..., copies_cursor: _Optional[int] = ..., copies_more: _Optional[bool] = ...) -> None: ...
+    standby_fetch_addrs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, interval_s: _Optional[float] = ..., peer_files: _Optional[_Iterable[_Union[PeerFile, _Mapping]]] = ..., copies_epoch: _Optional[str] = ..., copies_cursor: _Optional[int] = ..., copies_more: _Optional[bool] = ..., standby_fetch_addrs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PeerFile(_message.Message):
     __slots__ = ("file_id", "name", "generation")

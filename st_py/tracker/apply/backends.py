@@ -87,6 +87,10 @@ class LocalBackend:
         """None: no standby follows a local log."""
         return None
 
+    def fetch_addrs(self) -> list[str]:
+        """[]: no standby follows a local log."""
+        return []
+
     async def save_checkpoint(self, term: int, index: int, blob: bytes) -> None:
         """Nothing: the tracker's own state is ``tracker.db`` beside this log."""
 
@@ -260,6 +264,11 @@ class EtcdBackend:
         """The lowest index a standby that follows the log has applied (as
         the leader last read the trackers' list), or None."""
         return self.replicas.followers_floor() if self.replicas is not None else None
+
+    def fetch_addrs(self) -> list[str]:
+        """The standbys' infofile ports (Replicas.fetch_addrs; [] for a
+        per-file tracker's log, which no standby follows)."""
+        return self.replicas.fetch_addrs() if self.replicas is not None else []
 
     async def append(self, payloads: list[bytes], term: int, marks: list[int]) -> int:
         """Append, fenced by ``term``; returns once a majority has the entries

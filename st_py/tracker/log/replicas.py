@@ -264,6 +264,16 @@ class Replicas:
         got = [int(t.get("applied_index", 0)) for t in rows if t.get("follows") and t["role"] != "leader"]
         return min(got) if got else None
 
+    def fetch_addrs(self) -> list[str]:
+        """Where the standbys serve FetchInfofile (each one's ``fetch``
+        entry, the Status's ``TrackerReplica.fetch_addr``), sorted, as the
+        leader last read the trackers' list; [] before the first read or with
+        none. What the leader's announce replies tell peers that keep copies
+        (``AnnounceReply.standby_fetch_addrs``)."""
+        if self.last_view is None:
+            return []
+        return sorted(t["fetch"] for t in self.last_view.trackers if t.get("fetch") and t.get("role") != "leader")
+
     async def members(self) -> list[MemberHealth]:
         """Each etcd member's health, asked directly (not through the session)."""
         at, cached = self._members

@@ -67,6 +67,8 @@ class PeerRpc(TrackerParts):
             )
             reply.peer_files.extend(pb.PeerFile(file_id=f.file_id, name=f.name, generation=f.generation) for f in files)
             reply.copies_epoch, reply.copies_cursor, reply.copies_more = self.peer_files.epoch, cursor, more
+            # and where the standbys serve their copies (docs/peer.md, "Copies from standbys")
+            reply.standby_fetch_addrs.extend(self.oplog.backend.fetch_addrs())
         return reply
 
     async def _quarantined(self, peer_id: str, addr: str, bad: list, context=None) -> None:
