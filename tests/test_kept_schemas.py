@@ -270,3 +270,28 @@ def test_small_parquet_records_are_scanned_together_with_paths_filters_and_error
     with pytest.raises(SchemaConflictError) as e:
         rows(schema=pa.schema([("i", pa.int64())]))
     assert e.value.column == "odd" and int(e.value.first[1:4]) % 2 == 1  # a record that has it, named
+
+
+def test_a_batch_slice_keeps_the_schemas_put_keeps_record_by_record():
+    """``written_schemas`` (a write batch's slice at once, with raw bytes
+    told by inline tests) gives every record the answer ``written_schema``
+    gives it: magic bytes, extensions (compressed, upper case, on a folder
+    only), names readers skip, empty and short records."""
+    from st_py.core.record_format import written_schema, written_schemas
+
+    datas = [
+        b"",
+        b"x",
+        b"\x00" * 4096,
+        b"PAR1xxxx",
+        _part(0),
+        b"ARROW1\0\0",
+        b"\xff\xff\xff\xffabcd",
+        b"abcd\xff\xff\xff\xff",
+        b"a,b\n1,2\n",
+        b'{"a": 1}\n',
+    ]
+    names = ["r1", "a/b.csv", "_SUCCESS", "x/.hidden", "f.parquet", "d.csv.gz", "E.JSON", "g.bin", "dir.csv/x", "q.pq"]
+    ns = [n for n in names for _ in datas]
+    ds = [d for _ in names for d in datas]
+    assert written_schemas(ns, ds) == [written_schema(n, d) for n, d in zip(ns, ds)]

@@ -104,7 +104,7 @@ class BatchWriter:
         ctx.committer.pump()
         failed = {}
         for p in ops:
-            exc = p.exception()  # done: no wait
+            exc = p.exception()  # done: no wait, no turn of the transport
             if exc is not None:
                 failed[id(exc)] = exc
                 failures.append((p.name, exc))
@@ -122,26 +122,31 @@ class BatchWriter:
     def _queue_slice(self, names: list[str], datas: list, failures: list) -> list[Pending]:
         """Check, filter, CRC, place and send one slice (the fast path)."""
         ctx, writer = self.ctx, self.writer
-        keep_schemas, schema_of, filters = writer.keep_schemas, writer.schema_of, ctx.filters
-        checked: list[tuple[str, bytes, bytes, tuple[str, bytes] | None, int]] = []
+        check_name, filters = writer.check_name, ctx.filters
+        c_names: list[str] = []
+        c_names_b: list[bytes] = []
+        c_datas: list[bytes] = []
         seen: set[str] = set()
         for name, data in zip(names, datas):
             try:
                 if name in seen:
                     raise writer_duplicate(ctx.name, name)
-                name_b, _ = writer.check_name(name, len(data), False)
+                name_b, _ = check_name(name, len(data), False)
             except StoreTorrentError as e:
                 failures.append((name, e))
                 continue
             seen.add(name)
-            data = data if isinstance(data, bytes) else bytes(data)
-            schema = schema_of(name, data) if keep_schemas else None
-            logical = len(data)
-            if filters:  # the peers store (and CRC) the filtered bytes
-                data = filters.encode(ctx.file_id, name, data)
-            checked.append((name, name_b, data, schema, logical))
-        if not checked:
+            c_names.append(name)
+            c_names_b.append(name_b)
+            c_datas.append(data if isinstance(data, bytes) else bytes(data))
+        if not c_names:
             return []
+        # the records' formats and schemas, of their plaintext, the slice at once
+        schemas = writer.schemas_of(c_names, c_datas) if writer.keep_schemas else [None] * len(c_names)
+        logical = [len(d) for d in c_datas]
+        if filters:  # the peers store (and CRC) the filtered bytes
+            c_datas = [filters.encode(ctx.file_id, n, d) for n, d in zip(c_names, c_datas)]
+        checked = list(zip(c_names, c_names_b, c_datas, schemas, logical))
         crcs = crc32c_many([c[2] for c in checked])
         try:
             reader = ctx.current_infofile()

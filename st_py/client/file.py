@@ -47,7 +47,7 @@ from st_py.client.versions import Versions
 from st_py.client.write_batch import WriteBatch, table_columns
 from st_py.core.infofile import InfofileReader, ObjectMeta, RecordMeta
 from st_py.core.placement import Domain, DomainShortfall
-from st_py.core.record_format import written_schema
+from st_py.core.record_format import written_schema, written_schemas
 from st_py.errors import BadNameError, StoreTorrentError
 from st_py.wire.protocol import encode_delete_file
 from st_py.wire.tracker_client import TrackerClient
@@ -62,6 +62,10 @@ def _local_addresses() -> set[str]:
 
 def _written_schema(name: str, data: bytes) -> tuple[str, bytes] | None:
     return written_schema(name, data)
+
+
+def _written_schemas(names: list[str], datas: list[bytes]) -> list[tuple[str, bytes] | None]:
+    return written_schemas(names, datas)
 
 
 class StFile:
@@ -111,7 +115,7 @@ class StFile:
                 raise
         self._versions = Versions(ctx)
         self._placer = Placer(ctx, blocksize or info.blocksize or 16, prefer_peer, _local_addresses)
-        self._writer = RecordWriter(ctx, self._placer, self._versions, _written_schema)
+        self._writer = RecordWriter(ctx, self._placer, self._versions, _written_schema, _written_schemas)
         ctx.use_committer(
             GroupCommitter(
                 ctx.file_tracker,

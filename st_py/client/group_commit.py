@@ -417,7 +417,9 @@ def _records(group: list, columns: bool = False) -> tuple[list, list, pb.RecordC
     schemas, refs = schema_table([getattr(op, "schema", None) for op in group])
     for op in group:
         op.commit_state = 1
-        op.sent_pending = {r for r in range(len(op.peers)) if r not in op.acked}
+        # acked holds copy ranks only: as many as peers means every copy is stored
+        acked = op.acked
+        op.sent_pending = set() if len(acked) == len(op.peers) else {r for r in range(len(op.peers)) if r not in acked}
     if columns and group:
         logical = [getattr(op, "logical_size", None) for op in group]
         known = [x is not None for x in logical]

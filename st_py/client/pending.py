@@ -52,7 +52,8 @@ class Pending:
 
     def exception(self) -> Exception | None:
         """The operation's error, or None, once it is done."""
-        self._wait(lambda: self._done)
+        if not self._done:
+            self._wait(lambda: self._done)
         return self._error
 
     def result(self):

@@ -58,9 +58,10 @@ COALESCE_BYTES = 1 << 20
 STRIPE_THRESHOLD = 64 << 20  # bytes: larger data is a striped object (put() stripes it; st_py.client.striping)
 
 SchemaOf = Callable[[str, bytes], "tuple[str, bytes] | None"]
+SchemasOf = Callable[[list[str], list[bytes]], "list[tuple[str, bytes] | None]"]
 
 
-@dataclass
+@dataclass(slots=True)
 class PutOp:
     """One queued PUT, from :meth:`RecordWriter.queue_put` until every
     copy is stored or given up (and its commit, for the group committer).
@@ -113,17 +114,28 @@ class RecordWriter:
     schema_of : callable(name, data) -> (format, schema) or None
         A record's format and Arrow schema, for the infofile
         (:func:`st_py.core.record_format.written_schema`).
+    schemas_of : callable(names, datas) -> list of (format, schema) or None, optional
+        The same for a write batch's slice in one call
+        (:func:`st_py.core.record_format.written_schemas`); default: ``schema_of`` per record.
 
     Thread safety: not safe to share between threads by itself; it runs
     inside its file's public methods, one at a time under the file's lock
     (the transport runs the acknowledgement callbacks under it too).
     """
 
-    def __init__(self, ctx: FileContext, placer: Placer, versions: Versions, schema_of: SchemaOf):
+    def __init__(
+        self,
+        ctx: FileContext,
+        placer: Placer,
+        versions: Versions,
+        schema_of: SchemaOf,
+        schemas_of: SchemasOf | None = None,
+    ):
         self.ctx = ctx
         self.placer = placer
         self.versions = versions
         self.schema_of = schema_of
+        self.schemas_of: SchemasOf = schemas_of or (lambda names, datas: list(map(schema_of, names, datas)))
         # appending to a file that has records: check names up front (write-once)
         self.check_names = ctx.info.records > 0
         # Keep each record's format and schema in the infofile at commit
@@ -352,7 +364,11 @@ class RecordWriter:
         ctx.committer.pump()
 
     def _batch_copy_done(self, op: PutOp, rank: int, idx: int, attempt: int, fr, exc: Exception | None) -> None:
-        if attempt == op.attempt:
+        if attempt != op.attempt:  # a reply for the name it was sent under before
+            return
+        if exc is None and not op.failed and not op.finished:  # the common case, as _copy_done takes it
+            self._copy_stored(op, rank)
+        else:
             self._copy_done(op, rank, idx, exc)
 
     def put(self, name: str, data: bytes, replace: bool = False, meta: Mapping[str, str] | None = None) -> None:

@@ -206,6 +206,37 @@ def written_schema(name: str, data: bytes) -> tuple[str, bytes] | None:
     return fmt, schema.serialize().to_pybytes()
 
 
+def written_schemas(names: list[str], datas: list[bytes]) -> list[tuple[str, bytes] | None]:
+    """:func:`written_schema` of each record ``names[i]`` with bytes
+    ``datas[i]`` (a write batch's slice), the same answers in one call: a
+    record of no known format (no magic bytes, no ``.csv``/``.json``-like
+    extension, a name readers do not skip) is told raw by a few inline
+    tests instead of the calls of :func:`detect`; every other record goes
+    through :func:`written_schema`. Pure; thread-safe."""
+    out: list[tuple[str, bytes] | None] = []
+    raw = None
+    ff = b"\xff\xff\xff\xff"
+    for name, data in zip(names, datas):
+        base = name[name.rfind("/") + 1 :]
+        if base[:1] in IGNORE_PREFIXES:
+            out.append(None)
+            continue
+        head = bytes(data[:HEAD_BYTES])
+        if (
+            head[:4] == b"PAR1"
+            or head[:6] == b"ARROW1"
+            or head[:4] == ff
+            or head[4:8] == ff
+            or ("." in base and extension_format(name) is not None)
+        ):
+            out.append(written_schema(name, data))
+            continue
+        if raw is None:
+            raw = ("raw", _raw_schema_blob())
+        out.append(raw)
+    return out
+
+
 def written_object_schema(name: str, head: bytes, tail: bytes) -> tuple[str, bytes] | None:
     """:func:`written_schema` of a striped object from its first stripe
     (``head``) and its last bytes (``tail``, at least the last stripe): a

@@ -292,8 +292,14 @@ class PeerConnection:
         if frames or buffered > self._native_buffered:  # bytes of a large frame count as progress too
             self.last_progress = time.monotonic()
         self._native_buffered = buffered
+        pending, complete = self.pending, self._complete
         for t, flags, seq, payload, data_info in frames:
-            if t == _OK:  # a PUT's or DELETE's reply: nothing to parse
+            if t == _OK and not flags & FLAG_MORE:  # a PUT's or DELETE's final reply: _dispatch's path, inline
+                req = pending.pop(seq, None)
+                if req is not None:  # else a reply to a request we already gave up on
+                    complete(req.callback, Frame(t, seq, flags, {"payload": payload}), None)
+                continue
+            if t == _OK:  # an interim reply (PUT_CHAIN with ASYNC): nothing to parse
                 fields = {"payload": payload}
             elif data_info is None and t == MsgType.LOCAL_LIST and _NATIVE_LISTS:
                 fields = decode_local_list_native(_native, payload)
