@@ -248,6 +248,24 @@ def placement_calls(monkeypatch) -> dict[str, int]:
     return calls
 
 
+# `./dev test` runs the suite on several pytest-xdist workers (--dist loadgroup). Each
+# module's tests run on one worker, in order, so a module-scoped cluster is started once;
+# modules that change the machine's own network state share one group, so they run one
+# after another: NetNamespaces turns ip_forward on and puts it back when its cluster stops
+# (another worker's namespaces would lose their routes), and picks its address block from
+# its pid.
+ONE_WORKER = {
+    "test_netns.py": "host-network",
+    "test_tracker_netns.py": "host-network",
+    "test_hosts_no_shared_folder.py": "host-network",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(ONE_WORKER.get(item.path.name, item.path.name)))
+
+
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
