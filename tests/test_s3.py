@@ -1470,14 +1470,7 @@ def test_s3_command_says_which_http_protocol_runs(site, s3):
     for args, name in (((), "httptools"), (("--http", "h11"), "h11")):
         d = cluster.s3_endpoint(0, ("--keys", str(main.keys_file), *args), name=f"s3-http-{name}")
         try:
-            c = boto3.client(
-                "s3",
-                endpoint_url=f"http://{d.addr}",
-                aws_access_key_id="alice",
-                aws_secret_access_key=keys["alice"],
-                region_name="us-east-1",
-                config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
-            )
+            c = s3_client(f"http://{d.addr}", "alice", keys["alice"])
             c.put_object(Bucket="exp", Key=f"cmd/{name}", Body=b"via " + name.encode())
             assert c.get_object(Bucket="exp", Key=f"cmd/{name}")["Body"].read() == b"via " + name.encode()
             c.close()

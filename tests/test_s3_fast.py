@@ -53,6 +53,30 @@ def _commits(cluster) -> float:
     return _rpcs(cluster, "Commit")
 
 
+def _commits_of_concurrent(cluster, n: int, put) -> int:
+    """Run ``put(i)`` for ``i < n`` in ``n`` threads released together;
+    fails the test with any error a put raised; returns the tracker's
+    Commit RPCs made meanwhile."""
+    start = threading.Barrier(n)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            start.wait()
+            put(i)
+        except BaseException as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    before = _commits(cluster)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    return int(_commits(cluster) - before)
+
+
 def _warm(c, bucket: str) -> None:
     """PUT and GET a top-level key and a key of file ``/B/d``: both files kept."""
     c.create_bucket(Bucket=bucket)
@@ -159,27 +183,14 @@ def test_concurrent_puts_share_a_group_commit_each_committed_before_it_returns(f
     ops.put_object("group1", "g/first", b"first")  # the slow way once: /group1/g is kept from now on
     st = cluster.client(api_key=key)
     n = 16
-    start = threading.Barrier(n)
     seen: dict[int, bool] = {}
-    errors: list[BaseException] = []
 
     def put(i: int) -> None:
-        try:
-            start.wait()
-            ops.put_object("group1", f"g/k{i:02d}", b"x" * 4096 + bytes([i]))
-            with st.open("/group1/g") as f:  # committed before the put returned
-                seen[i] = f.record_meta(f"k{i:02d}") is not None
-        except BaseException as e:  # noqa: BLE001 (reported below)
-            errors.append(e)
+        ops.put_object("group1", f"g/k{i:02d}", b"x" * 4096 + bytes([i]))
+        with st.open("/group1/g") as f:  # committed before the put returned
+            seen[i] = f.record_meta(f"k{i:02d}") is not None
 
-    threads = [threading.Thread(target=put, args=(i,)) for i in range(n)]
-    before = _commits(cluster)
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
-    commits = _commits(cluster) - before
+    commits = _commits_of_concurrent(cluster, n, put)
     assert seen == {i: True for i in range(n)}
     with st.open("/group1/g") as f:
         assert len(f) == n + 1
@@ -202,24 +213,11 @@ def test_concurrent_boto3_puts_through_the_endpoint_share_group_commits(fast, ht
         bucket = f"batch-{http}"
         clients[0].create_bucket(Bucket=bucket)
         clients[0].put_object(Bucket=bucket, Key="g/first", Body=b"first")  # the slow way once: /B/g kept
-        start = threading.Barrier(n)
-        errors: list[BaseException] = []
 
         def put(i: int) -> None:
-            try:
-                start.wait()
-                clients[i].put_object(Bucket=bucket, Key=f"g/k{i:02d}", Body=bytes([i]) * 4096)
-            except BaseException as e:  # noqa: BLE001 (reported below)
-                errors.append(e)
+            clients[i].put_object(Bucket=bucket, Key=f"g/k{i:02d}", Body=bytes([i]) * 4096)
 
-        threads = [threading.Thread(target=put, args=(i,)) for i in range(n)]
-        before = _commits(cluster)
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        assert not errors, errors
-        commits = _commits(cluster) - before
+        commits = _commits_of_concurrent(cluster, n, put)
         assert 1 <= commits < n, commits
         for i in range(n):
             assert _body(clients[0], bucket, f"g/k{i:02d}") == bytes([i]) * 4096
