@@ -424,6 +424,26 @@ def infofile_copies(path: str) -> tuple[dict, dict]:
 
 
 # -- snapshots (docs/snapshots.md) --------------------------------------------------
+def ranks_apart(conn) -> dict[tuple[str, int], set[int]]:
+    """``{(stored name, peer index): copy ranks}`` where one peer holds live
+    copies (current ``copies`` and kept ``retained_copies``) of more than one
+    rank under one stored name: two versions sharing a stored name placed
+    apart, which leaves a lost copy no peer once only as many peers as
+    copies are in service (st_py.maintenance.moves.together). Empty when
+    every stored name's copies are one file per peer."""
+    rows = conn.execute(
+        "SELECT coalesce(r.stored_as, r.name), c.peer_idx, c.copy_rank FROM copies c JOIN records r ON r.name = c.name"
+    ).fetchall()
+    try:
+        rows += conn.execute("SELECT coalesce(stored_as, name), peer_idx, copy_rank FROM retained_copies").fetchall()
+    except sqlite3.OperationalError:  # a file without kept versions
+        pass
+    ranks: dict[tuple[str, int], set[int]] = {}
+    for key, peer, rank in rows:
+        ranks.setdefault((key, peer), set()).add(rank)
+    return {k: v for k, v in ranks.items() if len(v) > 1}
+
+
 def assert_same_records(got, want, what: str = "") -> None:
     """Assert that the maps ``{name: bytes}`` ``got`` and ``want`` are equal
     (the same names, each with the same bytes). On a mismatch the message

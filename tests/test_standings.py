@@ -69,3 +69,19 @@ def test_a_version_put_again_shares_the_stored_name_only_if_every_rank_adopts():
     st.move(("kept", 1), KEY, 1, 1, 3, CRC, SIZE)
     assert st.adopts_all(KEY, [0, 3, 2], CRC, SIZE)
     assert not st.adopts_all(KEY, [0, 1, 2], CRC, SIZE)
+
+
+def test_a_copy_goes_first_where_the_same_file_already_is():
+    # the kept version and the current record share the stored name, one file a peer: peer 0
+    # rank 0, peer 1 rank 1, peer 2 rank 2; the current record's rank 1 moved from 1 to 3.
+    # The kept version's rank 1 must follow it to 3: on peer 4 (free) it would leave rank 1
+    # of the stored name on two peers, and a lost copy of either version no peer once only 3
+    # peers are in service
+    from st_py.maintenance.moves import admissible, together
+
+    st = Standings({KEY: {p: Counter({(p, CRC, SIZE): 2}) for p in (0, 1, 2)}}, {}, since=0.0)
+    st.move(("current", 1), KEY, 1, 1, 3, CRC, SIZE)
+    rule = st.of(KEY, 1, CRC, SIZE)
+    first, _ = admissible(rule, [3, 4])
+    assert first == [3, 4] and together(rule, first) == [3]
+    assert together(rule, [4]) == [4]  # none holds it: every candidate stays

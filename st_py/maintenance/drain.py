@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from st_py.core.history import LIVE, STALE
+from st_py.core.history import ADOPT, LIVE, STALE
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import Domain, farthest
 from st_py.errors import (
@@ -129,13 +129,17 @@ def _plan_drain(
     taken: dict[str, set[int]],
     fallback: dict[str, set[int]],
     domains: Mapping[int, Domain] | None = None,
+    same: Mapping[str, set[int]] | None = None,
 ) -> tuple[list[Move], list[str]]:
     """A move for every copy on peer ``drained``, each to the peer in service
     whose fill it raises least among those that may take it (none of
     ``taken``: holders, peers with a live copy under its stored name, and
     the ``fallback`` ones) and, with ``domains``, farthest by failure domain
     from its other copies; one of ``fallback`` (a moved-away copy of another
-    rank older plans may read) only if no other can take it. Returns
+    rank older plans may read) only if no other can take it; one of
+    ``same`` (peers holding this very copy already: another version's copy
+    of its bytes at its rank under its stored name, moves.together) before
+    any other. Returns
     (moves, records no peer can take, each with why:
     :func:`~st_py.maintenance.moves.short_of_peers`)."""
     held, _ = holdings(metas, peers)
@@ -152,6 +156,7 @@ def _plan_drain(
                 stuck.append(f"{m.name}: {short_of_peers(len(m.peers), len(peers))}")
                 continue
             cands = farthest(cands, [p for p in m.peers if p != drained], domains)
+            cands = [r for r in cands if r in (same or {}).get(m.name, ())] or cands
             r = min(cands, key=lambda r: ((held[r] + m.size) / space[r], r))
             held[r] += m.size
             taken[m.name].add(r)
@@ -183,7 +188,8 @@ def _drain_file(
     rule = {n: st.get((m.key, rank_on[n]), {}) for n, m in on_drained.items()}
     recent = {n: {p for p, s in r.items() if s == STALE} for n, r in rule.items()}
     taken = {n: set(m.peers) | {p for p, s in rule[n].items() if s in (LIVE, STALE)} for n, m in on_drained.items()}
-    moves, fm.stuck = _plan_drain(on_drained, drained, peers, space, taken, recent, f.placement_domains)
+    same = {n: {p for p, s in r.items() if s == ADOPT} for n, r in rule.items()}
+    moves, fm.stuck = _plan_drain(on_drained, drained, peers, space, taken, recent, f.placement_domains, same)
     execute(f, moves, peers, space, held, fm, throttle, progress, allow_recent=True)
     planned = len(moves) + len(fm.stuck)
     # the copies of past versions kept for snapshots go too (docs/snapshots.md)

@@ -320,6 +320,19 @@ def admissible(rule: Mapping[int, str], cands: Iterable[int]) -> tuple[list[int]
     return [p for p in ok if rule.get(p) != STALE], ok
 
 
+def together(rule: Mapping[int, str], cands: list[int]) -> list[int]:
+    """Those of ``cands`` that hold this very copy already (``ADOPT`` by its
+    :func:`standing` ``rule``: another version's copy of the same bytes at
+    the same rank under the stored name, or its own moved-away file), else
+    all of ``cands``. Copies of two versions that share a stored name are
+    one file on a peer; placed apart (one version's copy on a peer that
+    holds the other's at another rank), each leaves the other no peer once
+    only as many peers as copies are in service (docs/snapshots.md, "Where a
+    copy may go"), so every placement asks this first."""
+    same = [p for p in cands if rule.get(p) == ADOPT]
+    return same or cands
+
+
 def short_of_peers(copies: int, in_service: int) -> str:
     """Why a copy cannot be placed, with the numbers: ``"3 copies need 3
     peers in service; 2 are"``, or, with enough peers, that every one of
@@ -631,6 +644,7 @@ def _move_kept_batch(
                     f"{k[0]} (the version ended at generation {k[1]}): {short_of_peers(len(versions[k].peers), n)}"
                 )
                 return None
+            cands = together(rule(k, rank), cands)
             if held is not None and space is not None:
                 dst = min(cands, key=lambda p: ((held.get(p, 0) + versions[k].size) / space[p], p))
             else:
@@ -742,7 +756,7 @@ def _restore_batch(f, versions: dict[tuple[str, int], tuple[RecordMeta, list[tup
         # the rule of moves (standing); the holder whose verifier found the copy bad last
         first, last = admissible(rule(k, rank), [p for p in sorted(f.peers) if p not in taken[k] and f.peer_usable(p)])
         was = holder[(k, rank)]
-        cands = [p for p in first if p != was] or [p for p in last if p != was] or last
+        cands = together(rule(k, rank), [p for p in first if p != was] or [p for p in last if p != was] or last)
         if not cands:
             fm.stuck.append(
                 f"{m.name} (the version ended at generation {k[1]}): "

@@ -27,7 +27,7 @@ from st_py.core.history import ADOPT
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import shares_domain
 from st_py.errors import BadNameError
-from st_py.maintenance.moves import FileMoves, Throttle, admissible, move_retained, standing, verify_adopted
+from st_py.maintenance.moves import FileMoves, Throttle, admissible, move_retained, standing, together, verify_adopted
 
 BATCH = 256  # records read, rewritten and committed together
 
@@ -190,11 +190,14 @@ def _rebalance_batch(f, metas, lost_set: set[int], usable: list[int], report: Re
     def place(m: RecordMeta, rank: int) -> int | None:
         holders = holders_of[m.name]
         t = tried[(m.name, rank)]
-        first, last = admissible(st.get((m.key, rank), {}), [i for i in usable if i not in t and f.peer_usable(i)])
+        rule = st.get((m.key, rank), {})
+        first, last = admissible(rule, [i for i in usable if i not in t and f.peer_usable(i)])
         keep = [p for r, p in holders.items() if r != rank and p not in lost_set]
-        new = f.spare_peer(m.name, first, list(holders.values()), keep)
-        if new is None:
-            new = f.spare_peer(m.name, last, list(holders.values()), keep)
+        new = None
+        for cands in (together(rule, first), first, last):  # a peer holding this very copy first
+            new = f.spare_peer(m.name, cands, list(holders.values()), keep)
+            if new is not None:
+                break
         if new is None:
             report.under_replicated.append(m.name)
             return None

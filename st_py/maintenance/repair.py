@@ -46,7 +46,7 @@ from st_py.core.history import ADOPT
 from st_py.core.infofile import RecordMeta
 from st_py.core.placement import shares_domain
 from st_py.errors import StoreTorrentError, TrackerUnavailableError
-from st_py.maintenance.moves import FileMoves, admissible, restore_unstored_retained, standing, verify_adopted
+from st_py.maintenance.moves import FileMoves, admissible, restore_unstored_retained, standing, together, verify_adopted
 from st_py.maintenance.rebalance import rebalance
 
 log = logging.getLogger("storetorrent.repair")
@@ -303,10 +303,12 @@ def _store_batch(f, pending, report: RepairReport) -> list[pb.CopyStored]:
         usable = [i for i in f.write_targets() if i not in t]  # in service (not being drained)
         if target is None or target not in usable or target in taken:
             # apart by failure domain from the others, where moves.standing lets it go
-            first, last = admissible(st.get((meta.key, rank), {}), usable)
-            target = f.spare_peer(meta.name, first, taken)
-            if target is None:
-                target = f.spare_peer(meta.name, last, taken)
+            rule = st.get((meta.key, rank), {})
+            first, last = admissible(rule, usable)
+            for cands in (together(rule, first), first, last):  # a peer holding this very copy first
+                target = f.spare_peer(meta.name, cands, taken)
+                if target is not None:
+                    break
             if target is not None and shares_domain(taken + [target], f.placement_domains):
                 report.shared_domain.append(meta.name)
         if target is None:

@@ -181,6 +181,7 @@ def _plan_spread(
     prior = prior or {}
     keys = keys or {}
     held, on = holdings(metas, peers)
+    follow = _one_file(metas, keys, on)
     total, room = sum(held.values()), sum(space[p] for p in peers)
     if len(peers) < 2 or not total:
         return []
@@ -200,6 +201,8 @@ def _plan_spread(
                 if es <= 0 or all(held[r] >= share[r] for r in peers if r != s):
                     break
                 best, best_gap = None, 0.0
+                along = follow.get((name, rank, s), [])  # the same file's copies of other versions
+                size *= 1 + len(along)  # one move carries them all
                 others = [p for p in now.get(name, metas[name].peers) if p != s]
                 limit = nearness(s, others, domains)
                 m = metas[name]
@@ -210,6 +213,7 @@ def _plan_spread(
                         r == s
                         or er >= 0
                         or r in taken[name]
+                        or any(r in taken[c] for c in along)
                         or barred.get(r) in (LIVE, STALE)
                         or nearness(r, others, domains) > limit
                     ):
@@ -221,19 +225,48 @@ def _plan_spread(
                     continue
                 held[s] -= size
                 held[best] += size
-                on[s].remove((size, name, rank))
-                on[best].append((size, name, rank))
-                taken[name].discard(s)
-                taken[name].add(best)
-                now[name] = others + [best]
-                first = planned.pop((name, rank), None)
-                src = first.src if first is not None else s
-                if best != src:
-                    planned[(name, rank)] = Move(name, rank, src, best, size)
-                if rule is not None:
-                    rule.move((name, rank), keys.get(name, name), rank, s, best, m.crc32c, m.size)
+                on[s].remove((m.size, name, rank))
+                on[best].append((m.size, name, rank))
+                follow[(name, rank, best)] = follow.pop((name, rank, s), [])
+                for n in (name, *along):
+                    taken[n].discard(s)
+                    taken[n].add(best)
+                    now[n] = [p for p in now.get(n, metas[n].peers) if p != s] + [best]
+                    first = planned.pop((n, rank), None)
+                    src = first.src if first is not None else s
+                    if best != src:
+                        planned[(n, rank)] = Move(n, rank, src, best, m.size)
+                    if rule is not None:
+                        rule.move((n, rank), keys.get(n, n), rank, s, best, m.crc32c, m.size)
                 progress = True
     return sorted(planned.values(), key=lambda mv: (mv.src, -mv.size, mv.name, mv.rank))
+
+
+def _one_file(
+    metas: Mapping[str, RecordMeta], keys: Mapping[str, str], on: dict[int, list]
+) -> dict[tuple[str, int, int], list[str]]:
+    """The copies that are one file on their peer: copies of several
+    versions under one stored name (``keys``), at the same rank, of the same
+    bytes, on the same peer (a name put again with the same bytes, adopted
+    by its peers; docs/snapshots.md, "Putting a name again"). Returns
+    ``{(leader, rank, peer): [the others]}`` and takes the others out of
+    ``on`` (what a peer's copies are, as :func:`holdings` gives it): only
+    the leader's move is planned, and it carries them, so two versions
+    sharing a stored name never end up with copies of different ranks on
+    one peer (moves.together says why that matters)."""
+    group: dict[tuple, list[str]] = {}
+    for n, m in metas.items():
+        for rank, p in m.copies().items():
+            if p in on:
+                group.setdefault((keys.get(n, n), rank, p, m.crc32c, m.size), []).append(n)
+    out: dict[tuple[str, int, int], list[str]] = {}
+    for (_, rank, p, _, size), names in group.items():
+        if len(names) > 1:
+            leader, *rest = sorted(names)
+            out[(leader, rank, p)] = rest
+            for n in rest:
+                on[p].remove((size, n, rank))
+    return out
 
 
 def _spread_file(
