@@ -306,8 +306,14 @@ def test_drain_a_live_peer_with_x1_records(make_cluster):
     with pytest.raises(InvalidOptionError) as e2:
         spread(c, tolerance=1.5)
     assert e2.value.option == "tolerance"
-    out = run_cli(cluster, "drain", victim, "--cancel")
+    out = run_cli(cluster, "drain", victim, "--cancel", "--format", "json")
     assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {
+        "peer": victim,
+        "peer_id": {p.addr: p.peer_id for p in c.status().peers}[victim],
+        "alive": True,
+        "drain_state": "",
+    }
     assert {p.addr: p.drain_state for p in c.status().peers}[victim] == ""
     dead = cluster.kill_peer(2)
     poll_for(lambda: not {p.addr: p.alive for p in c.status().peers}[dead], what="the tracker to see it fail")

@@ -232,7 +232,16 @@ def drain(tracker, data, fmt, peer, max_mb_per_s, cancel) -> None:
     c = Client(tracker_address(tracker, data))
     if cancel:
         ref = set_in_service(c, peer)
-        console.print(f"peer {ref.addr} is in service again")
+        if fmt in ("json", "csv"):
+            out = {"peer": ref.addr, "peer_id": ref.peer_id, "alive": ref.alive, "drain_state": ref.drain_state}
+            if fmt == "json":
+                import json
+
+                click.echo(json.dumps(out, indent=1))
+            else:
+                emit([out], fmt)
+        else:
+            console.print(f"peer {ref.addr} is in service again")
         return
     bar, update = _move_progress(f"drain {peer}")
     with bar:
