@@ -14,8 +14,8 @@ one file, each PUT a ``put`` then a ``flush`` (committed before the next,
 as an S3 200 is), each GET a ``get``. Every GET's bytes are checked
 against what was PUT.
 
-SeaweedFS's ``weed s3`` is measured the same way by hand (no SeaweedFS
-runs here): the commands are in docs/benchmarks.md.
+SeaweedFS's ``weed s3`` is measured the same way right after, when a
+``weed`` binary is found (:func:`case_s3_seaweedfs`, :mod:`bench.seaweedfs`).
 
 Then :func:`case_s3_striped`: GETs of one large multipart object (stored
 striped) through endpoints reading its stripes one after another, several
@@ -151,8 +151,10 @@ def case_s3(tmp: Path, sizes: Sequence[int]) -> list[dict]:
         s3().create_bucket(Bucket=BUCKET)
         client = cluster.client(depth=CONCURRENCY)
         base = os.urandom(1 << 20)
+        ours: dict[str, float] = {}
         for (label, size), n in zip(SIZES, sizes):
             times, lats, shuffled, cpu = _s3_side(s3, label, size, n, base, cluster)
+            ours.update({f"{op}_{label}": n / times[f"s3_{op}"] for op in ("put", "get")})
             name = f"/client-{label}"
             client.create(name, replication="x2").close()
 
@@ -187,6 +189,38 @@ def case_s3(tmp: Path, sizes: Sequence[int]) -> list[dict]:
             rows += case_s3_striped(cluster, striped)
     finally:
         cluster.stop()
+    return rows + case_s3_seaweedfs(tmp, sizes, base, ours)
+
+
+def case_s3_seaweedfs(tmp: Path, sizes: Sequence[int], base: bytes, ours: dict[str, float]) -> list[dict]:
+    """The same PUTs and GETs (:func:`_s3_side`) against SeaweedFS's S3
+    gateway (``weed s3`` over a filer, a master and 2 volume servers with
+    replication ``001``: two copies, as the endpoint's x2), started here
+    right after StoreTorrent's endpoint was measured
+    (:mod:`bench.seaweedfs`): rows ``s3_{put,get}_{4kib,1mib}_vs_seaweedfs``
+    (StoreTorrent's objects/s, SeaweedFS's as the baseline). None without a
+    ``weed`` binary."""
+    from .seaweedfs import Seaweed, weed_bin
+
+    if weed_bin() is None:
+        return []
+    rows = []
+    with Seaweed(tmp, volumes=2, s3=True, replication="001") as sw:
+        s3 = _boto3_factory(sw.s3_url)
+        s3().create_bucket(Bucket=BUCKET)
+        for (label, size), n in zip(SIZES, sizes):
+            times, lats, _, _ = _s3_side(s3, label, size, n, base)
+            for op in ("put", "get"):
+                rows.append(
+                    row(
+                        f"s3_{op}_{label}_vs_seaweedfs",
+                        ours[f"{op}_{label}"],
+                        "objects/s",
+                        "SeaweedFS weed s3 (filer, 2 volume servers, replication 001), the same load",
+                        n / times[f"s3_{op}"],
+                        f"{n} objects of {size:,} B, {CONCURRENCY} boto3 threads; SeaweedFS {_p(lats[f's3_{op}'])}",
+                    )
+                )
     return rows
 
 

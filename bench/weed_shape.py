@@ -11,8 +11,9 @@ answers are checked: every reply's bytes equal what was written (so the
 count and the byte total too). Latencies are from a request's queueing to
 its acknowledgement.
 
-The figures are meant to be set beside a SeaweedFS run made by hand on the
-same machine (the commands are in docs/benchmarks.md); no SeaweedFS runs here.
+With a ``weed`` binary (:mod:`bench.seaweedfs`), ``weed benchmark`` itself
+runs right after on a SeaweedFS started here, and the ``*_vs_seaweedfs``
+rows give the ratios of one run.
 """
 
 from __future__ import annotations
@@ -133,4 +134,34 @@ def case_weed_shape(tmp: Path, shapes: list[tuple[int, int]]) -> list[dict]:
                 ]
         finally:
             cluster.stop()
+        rows += _seaweedfs(tmp, shapes, peers, rep, {r["name"]: r["value"] for r in rows})
+    return rows
+
+
+def _seaweedfs(tmp: Path, shapes: list[tuple[int, int]], volumes: int, rep: str, ours: dict[str, float]) -> list[dict]:
+    """``weed benchmark`` itself on a SeaweedFS of ``volumes`` volume
+    servers (x2: replication ``001``), started here right after
+    StoreTorrent's run of the same shapes (:mod:`bench.seaweedfs`): rows
+    ``weed_{write,read}_{label}_{rep}_vs_seaweedfs``, StoreTorrent's ops/s
+    against SeaweedFS's. None without a ``weed`` binary."""
+    from .seaweedfs import Seaweed, weed_bin
+
+    if weed_bin() is None:
+        return []
+    rows = []
+    with Seaweed(tmp, volumes=volumes) as sw:
+        for n, size in shapes:
+            got = sw.benchmark(n, size, CONCURRENCY, "000" if rep == "x1" else "001")
+            label = f"{size // 1024}kib" if size < 1 << 20 else f"{size >> 20}mib"
+            for op in ("write", "read"):
+                rows.append(
+                    row(
+                        f"weed_{op}_{label}_{rep}_vs_seaweedfs",
+                        ours[f"weed_{op}_{label}_{rep}"],
+                        "ops/s",
+                        f"weed benchmark -n {n} -size {size} -c {CONCURRENCY} on {volumes} volume server(s)",
+                        got[f"{op}_ops"],
+                        f"SeaweedFS {got[f'{op}_mbs']:,.1f} MB/s, measured right after",
+                    )
+                )
     return rows
