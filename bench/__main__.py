@@ -226,6 +226,9 @@ def fmt(v: float, unit: str) -> str:
     return f"{v:,.0f} {unit}"
 
 
+_ROLE_COLOR = {"client": "tab:blue", "tracker": "tab:orange", "peer": "tab:green"}
+
+
 def plots(results: list[dict], folder: Path) -> list[str]:
     import matplotlib
 
@@ -263,6 +266,32 @@ def plots(results: list[dict], folder: Path) -> list[str]:
         ax.set_title("Each path as a fraction of its physical limit, same run")
         fig.tight_layout()
         p = folder / "bench_physical.png"
+        fig.savefig(p, dpi=110)
+        out.append(str(p))
+    cpu = [r for r in results if r["name"].startswith("cpu_4kib_") and r.get("parts")]
+    if cpu:  # issue 41, item 4: where a 4 KiB record's CPU goes, by role, beside the C program's
+        fig, ax = plt.subplots(figsize=(7, 1.2 + 0.45 * len(cpu)))
+        labels = []
+        for i, r in enumerate(cpu):
+            left = 0.0
+            for role, v in r["parts"].items():
+                if role == "C program":
+                    continue
+                ax.barh(i, v, left=left, color=_ROLE_COLOR.get(role.rstrip("0123456789"), "tab:gray"), edgecolor="w")
+                left += v
+            if "C program" in r["parts"]:
+                ax.plot([r["parts"]["C program"]], [i], "kd", markersize=8)
+            labels.append(r["name"].removeprefix("cpu_4kib_").replace("_", " "))
+        ax.set_yticks(range(len(cpu)), labels)
+        ax.set_xlabel("CPU us per 4 KiB record (client, tracker, each peer a segment; diamond: the C program)")
+        ax.legend(
+            handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in _ROLE_COLOR.values()],
+            labels=list(_ROLE_COLOR),
+            loc="lower right",
+        )
+        ax.set_title("Where a record's CPU goes, same run")
+        fig.tight_layout()
+        p = folder / "bench_cpu_per_record.png"
         fig.savefig(p, dpi=110)
         out.append(str(p))
     for prefix, xlabel, fname in (
@@ -506,7 +535,9 @@ def main() -> int:
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = [
-        {k: r[k] for k in ("name", "value", "unit", "baseline", "baseline_value", "ratio")} | {"note": r["note"]}
+        {k: r[k] for k in ("name", "value", "unit", "baseline", "baseline_value", "ratio")}
+        | {"note": r["note"]}
+        | ({"parts": r["parts"]} if "parts" in r else {})
         for r in results
     ]
     out.write_text(json.dumps(doc, indent=1))

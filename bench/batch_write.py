@@ -19,6 +19,7 @@ records written.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import time
@@ -51,11 +52,20 @@ def _batches(client, name: str, replication: str, names: list[str], bodies: list
 
 
 def _timed(cluster, folder: Path, fn, *args) -> tuple[float, dict[str, float]]:
+    """Seconds of ``fn(*args)`` and the CPU seconds it cost by role:
+    ``client``, ``tracker``, ``peers`` and each peer (``peer1`` ...)."""
     s = Sampler(cluster, folder)
     t = time.perf_counter()
     fn(*args)
     dt = time.perf_counter() - t
-    return dt, s.stop().cpu
+    cost = s.stop()
+    return dt, {**cost.cpu, **{f"peer{i + 1}": v for i, v in enumerate(cost.each_peer)}}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's waited-for children and theirs (the C program's processes)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def case_batch_write(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
@@ -81,8 +91,10 @@ def case_batch_write(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                     cpu.setdefault(key, []).append(c)
                 if physical.tool() is not None:
                     copies = int(rep[1])
+                    c0 = _children_cpu()
                     dt = physical.write_files(scratch / f"c-{rep}-{k}", records, RECORD, copies=copies, keep=True)
                     times.setdefault(f"c_{rep}", []).append(dt)
+                    cpu.setdefault(f"c_{rep}", []).append({"C program": _children_cpu() - c0})
         for key in times:
             if key.startswith("c_"):
                 continue
@@ -99,9 +111,11 @@ def case_batch_write(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
     def spread(key: str) -> str:
         return "/".join(f"{records / t:,.0f}" for t in times[key])
 
+    def us(key: str) -> dict[str, float]:
+        return {role: med(c[role] for c in cpu[key]) * 1e6 / records for role in cpu[key][0]}
+
     def per_record(key: str) -> str:
-        us = {role: med(c[role] for c in cpu[key]) * 1e6 / records for role in cpu[key][0]}
-        return ", ".join(f"{role} {v:.0f}" for role, v in us.items())
+        return ", ".join(f"{role} {v:.0f}" for role, v in us(key).items() if role in ("client", "tracker", "peers"))
 
     for rep in ("x1", "x2"):
         b, q = f"batch_{rep}", f"queue_put_{rep}"
@@ -124,4 +138,30 @@ def case_batch_write(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                     note=f"C loop records/s: {spread(f'c_{rep}')}",
                 )
             )
+        by_path = {path: us(f"{path}_{rep}") for path in ("batch", "queue_put")}
+        rows += _cpu_rows(rep, by_path, cpu.get(f"c_{rep}"), records)
+    return rows
+
+
+def _cpu_rows(rep: str, by_path: dict[str, dict[str, float]], c_runs: list[dict] | None, records: int) -> list[dict]:
+    """Rows ``cpu_4kib_{rep}_{path}``: CPU microseconds per record of the
+    whole write (client + tracker + peers; medians of the rounds), with the
+    C program's CPU per record of the same files (x2: both copies) as the
+    baseline when it ran, and the part of each role (each peer apart) in
+    ``parts`` for the plot (issue 41, item 4)."""
+    c_us = statistics.median(r["C program"] for r in c_runs) * 1e6 / records if c_runs else None
+    rows = []
+    for path, us in by_path.items():
+        parts = {k: v for k, v in us.items() if k in ("client", "tracker") or k.startswith("peer") and k != "peers"}
+        total = us["client"] + us["tracker"] + us["peers"]
+        r = row(
+            f"cpu_4kib_{rep}_{path}",
+            total,
+            "us/record",
+            "the C program creating the same files" + (" (both copies)" if rep == "x2" else "") if c_us else None,
+            c_us,
+            "CPU us per record by role: " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()),
+        )
+        r["parts"] = {**parts, **({"C program": c_us} if c_us else {})}
+        rows.append(r)
     return rows

@@ -76,6 +76,7 @@ class Cost:
     cpu: dict[str, float] = field(default_factory=dict)
     peer_syscalls: int = 0
     disk: dict[str, float] = field(default_factory=dict)
+    each_peer: list[float] = field(default_factory=list)  # CPU seconds of each peer, in the cluster's order
 
     def per_record_us(self, records: int) -> dict[str, float]:
         """CPU microseconds per record by role, and wall microseconds."""
@@ -107,21 +108,23 @@ class Sampler:
         self._start = self._sample()
         self._t = time.perf_counter()
 
-    def _sample(self) -> tuple[dict[str, float], int, dict[str, float]]:
-        cpu = {role: sum(cpu_seconds(p) for p in pids) for role, pids in self.pids.items()}
+    def _sample(self) -> tuple[dict[str, float], int, dict[str, float], list[float]]:
+        each = [cpu_seconds(p) for p in self.pids["peers"]]
+        cpu = {role: sum(each) if role == "peers" else sum(map(cpu_seconds, pids)) for role, pids in self.pids.items()}
         calls = 0
         for p in self.pids["peers"]:
             io = io_counts(p)
             calls += io.get("syscr", 0) + io.get("syscw", 0)
-        return cpu, calls, disk_counts(self.disk)
+        return cpu, calls, disk_counts(self.disk), each
 
     def stop(self) -> Cost:
         wall = time.perf_counter() - self._t
-        cpu, calls, disk = self._sample()
-        cpu0, calls0, disk0 = self._start
+        cpu, calls, disk, each = self._sample()
+        cpu0, calls0, disk0, each0 = self._start
         return Cost(
             wall,
             {k: cpu[k] - cpu0[k] for k in cpu},
             calls - calls0,
             {k: disk[k] - disk0.get(k, 0) for k in disk},
+            [a - b for a, b in zip(each, each0)],
         )
