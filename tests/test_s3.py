@@ -666,6 +666,24 @@ def reference_listing(keys: list[str], prefix: str, delimiter: str) -> list[str]
     return out
 
 
+def test_a_listing_page_reads_from_its_start_about_a_page(site):
+    """InfofileReader.level with ``start`` and ``limit`` (what a page of a
+    delimited listing reads): the entries and heads from ``start`` on, the
+    scan stopped after ``limit`` of them; without them, the whole level. A
+    page of a level of 2x10^4 keys read every key of it, each page (0.47 s a
+    page), before ``start`` and ``limit`` were passed."""
+    cluster, _, keys = site
+    with cluster.client(api_key=keys["alice"]).create("/lvl/f", replication="x1") as f:
+        for name in ("a", "b", "c/d", "c/e", "d", "e/f", "g"):
+            f.put(name, b"x")
+    with cluster.client(api_key=keys["alice"]).open("/lvl/f") as f:
+        inf = f.infofile()
+        assert inf.level("", detail=False) == (["a", "b", "d", "g"], ["c", "e"])
+        assert inf.level("", detail=False, start="b", limit=3) == (["b", "d"], ["c"])
+        assert inf.level("", detail=False, start="c0", limit=10) == (["d", "g"], ["e"])
+        assert inf.level("", detail=False, start="h") == ([], [])
+
+
 def test_listings_match_s3s_rules_page_by_page(site, s3):
     """Every listing (prefixes at each depth, delimiters '/' and '-', pages
     of 1, 2 and 1000, with start-after) equals S3's rule applied to all

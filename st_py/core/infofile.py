@@ -918,7 +918,9 @@ class InfofileReader:
             rows.sort(key=lambda r: r[0])  # stable: two sorted runs merged
         return rows
 
-    def level(self, prefix: str, detail: bool = True) -> tuple[list, list[str]]:
+    def level(
+        self, prefix: str, detail: bool = True, start: str = "", limit: int | None = None
+    ) -> tuple[list, list[str]]:
         """One level of the tree that ``/`` in names makes: what lies
         directly below ``prefix`` (``""``, or ending in ``/``), as a
         directory listing shows it.
@@ -935,6 +937,16 @@ class InfofileReader:
         prefix : str
         detail : bool
             Entries as rows (see :meth:`entries_between`) or as names.
+        start : str
+            Scan the record names from ``max(prefix, start)`` on (a page of
+            a listing that goes on after its last key: what sorts before it
+            is not read); entries and heads before it may still come from
+            the objects.
+        limit : int, optional
+            Stop the scan of record names after this many entries and heads
+            together (a page needs about its length, not the whole level):
+            the answer is then exact up to the last name read; objects,
+            fewer, are all read.
 
         Returns
         -------
@@ -958,8 +970,8 @@ class InfofileReader:
         if own:
             c.execute("BEGIN")
         try:
-            lo: str | None = None if prefix.startswith(RESERVED_PREFIXES) else prefix
-            while lo is not None:
+            lo: str | None = None if prefix.startswith(RESERVED_PREFIXES) else max(prefix, start)
+            while lo is not None and (limit is None or len(entries) + len(heads) < limit):
                 cur = c.execute(sql + " ORDER BY name", (lo,) if hi is None else (lo, hi))
                 nxt = None
                 for row in cur:
@@ -967,6 +979,8 @@ class InfofileReader:
                     j = name.find("/", plen)
                     if j < 0:
                         entries.append(row if detail else name)
+                        if limit is not None and len(entries) + len(heads) >= limit:
+                            break
                         continue
                     if not name.startswith(RESERVED_PREFIXES):
                         heads.append(name[plen:j])

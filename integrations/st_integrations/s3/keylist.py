@@ -44,21 +44,31 @@ def files_below(client, bucket: str, prefix: str) -> list[tuple[str, str, int]]:
     return out
 
 
-def _level(client, file: str, rp: str):
-    """``InfofileReader.level(rp)`` of ``file`` (its entries and heads at
-    that level), or None if the file is gone."""
+def _level(client, file: str, rp: str, start: str, limit: int):
+    """``InfofileReader.level(rp, start=start, limit=limit)`` of ``file``
+    (its entries and heads at that level, from ``start`` on, about a page),
+    or None if the file is gone."""
     try:
         h = client.open(file)
     except StFileNotFoundError:
         return None
     try:
-        return h.infofile().level(rp)
+        return h.infofile().level(rp, start=start, limit=limit)
     finally:
         h.close()
 
 
 def _stream(
-    client, bucket: str, file: str, base: str, records: int, prefix: str, delimiter: str, after: str, token: bool
+    client,
+    bucket: str,
+    file: str,
+    base: str,
+    records: int,
+    prefix: str,
+    delimiter: str,
+    after: str,
+    token: bool,
+    max_keys: int,
 ) -> Generator[tuple, None, None]:
     """``(key, size, crc32c, mtime)`` of one file's keys that start with
     ``prefix`` and sort after ``after``, in key order, from its
@@ -85,7 +95,9 @@ def _stream(
         and (rp == "" or rp.endswith("/"))
         and not (after.startswith(here) and "/" in after[len(here) :])
     ):
-        got = _level(client, file, rp)
+        # from the last page's end on, about a page: the keys before it and the level's rest unread
+        # (a page of a level of 10^5 keys read the whole level: every page, 0.47 s for 2x10^4)
+        got = _level(client, file, rp, after[len(base) :] if after.startswith(here) else "", max_keys + 2)
         if got is None:
             return
         entries, heads = got
@@ -152,7 +164,7 @@ def list_objects(
     ``token`` the last item of the previous page (a common prefix there
     skips every key below it)."""
     streams = [
-        _stream(client, bucket, f, b, n, prefix, delimiter, after, token)
+        _stream(client, bucket, f, b, n, prefix, delimiter, after, token, max_keys)
         for f, b, n in files_below(client, bucket, prefix)
     ]
     try:
