@@ -138,12 +138,18 @@ class KeyMap:
 
     def bucket_exists(self, bucket: str) -> bool:
         """Whether ``/B`` is a namespace directory."""
+        return self.bucket_entries(bucket) is not None
+
+    def bucket_entries(self, bucket: str) -> list | None:
+        """What the tracker's List gives for ``/B`` when it is a namespace
+        directory (its entries, one RPC: a listing walks on from them), or
+        None when it is not."""
         d = bucket_dir(bucket)
         try:
             entries = self.client.ls(d)
         except (StFileNotFoundError, BadNameError):
-            return False
-        return not (len(entries) == 1 and entries[0].name == d and not entries[0].is_dir)
+            return None
+        return None if len(entries) == 1 and entries[0].name == d and not entries[0].is_dir else entries
 
     def resolve(self, bucket: str, key: str) -> Target:
         """The file and record key ``K`` names: the longest prefix of

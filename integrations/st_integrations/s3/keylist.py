@@ -22,15 +22,17 @@ def _first(item: tuple) -> str:
     return item[0]
 
 
-def files_below(client, bucket: str, prefix: str) -> list[tuple[str, str, int]]:
+def files_below(client, bucket: str, prefix: str, top: list | None = None) -> list[tuple[str, str, int]]:
     """``(file, key base, records)`` of every StoreTorrent file below
     ``/B`` whose keys may start with ``prefix``: the namespace walked
-    (one tracker ``List`` per directory), pruned by the prefix."""
+    (one tracker ``List`` per directory; ``top``: the caller's List of
+    ``/B`` itself), pruned by the prefix."""
     d = bucket_dir(bucket)
     out: list[tuple[str, str, int]] = []
     todo = [d]
     while todo:
-        for e in client.ls(todo.pop()):
+        here = todo.pop()
+        for e in top if top is not None and here == d else client.ls(here):
             rel = e.name[len(d) + 1 :]
             if rel.startswith(UPLOAD_PREFIX):
                 continue  # a multipart upload's parts: not objects
@@ -156,16 +158,18 @@ def list_objects(
     max_keys: int = 1000,
     after: str = "",
     token: bool = False,
+    top: list | None = None,
 ) -> tuple[list[tuple], list[str], bool, str]:
     """ListObjectsV2's answer for ``client`` (a
     :class:`st_py.client.client.Client`; the bucket must exist): ``(contents, common prefixes, truncated,
     last item)``; contents ``(key, size, crc32c, mtime)``. ``after``
     is where to start (exclusive): a start-after or marker key, or with
     ``token`` the last item of the previous page (a common prefix there
-    skips every key below it)."""
+    skips every key below it); ``top``: the caller's tracker List of
+    ``/B`` (one RPC less a page)."""
     streams = [
         _stream(client, bucket, f, b, n, prefix, delimiter, after, token, max_keys)
-        for f, b, n in files_below(client, bucket, prefix)
+        for f, b, n in files_below(client, bucket, prefix, top)
     ]
     try:
         return _page(heapq.merge(*streams, key=_first), prefix, delimiter, max_keys, after, token)

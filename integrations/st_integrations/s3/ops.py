@@ -164,13 +164,14 @@ class Ops:
         self.client.close()
 
     # -- buckets -------------------------------------------------------------------
-    def need_bucket(self, bucket: str) -> str:
-        """``/B``, or NoSuchBucket."""
+    def need_bucket(self, bucket: str, listing: bool = False) -> str:
+        """``/B``, or NoSuchBucket; with ``listing`` the name alone is
+        checked (the caller's List of ``/B`` tells the rest)."""
         try:
             d = bucket_dir(bucket)
         except BadKeyError:
             raise S3Error("NoSuchBucket", "the specified bucket does not exist", bucket) from None
-        if not self.keys.bucket_exists(bucket):
+        if not listing and not self.keys.bucket_exists(bucket):
             raise S3Error("NoSuchBucket", "the specified bucket does not exist", bucket)
         return d
 
@@ -589,5 +590,8 @@ class Ops:
         bucket checked first (``NoSuchBucket``)."""
         from .keylist import list_objects
 
-        self.need_bucket(bucket)
-        return list_objects(self.client, bucket, prefix, delimiter, max_keys, after, token)
+        self.need_bucket(bucket, listing=True)
+        top = self.keys.bucket_entries(bucket)  # the bucket's List, once: checked, then walked
+        if top is None:
+            raise S3Error("NoSuchBucket", "the specified bucket does not exist", bucket)
+        return list_objects(self.client, bucket, prefix, delimiter, max_keys, after, token, top)
