@@ -47,6 +47,7 @@ from st_py.core.record_names import (
     tree_conflict,
     tree_conflicts,
 )
+from st_py.tracker.bulk_insert import insert_rows
 from st_py.tracker.changeset_window import Window
 from st_py.tracker.changesets import capturer
 
@@ -55,6 +56,11 @@ from st_py.tracker.changesets import capturer
 # the time it was proposed at, so applying it again (a replay, a replica)
 # writes the same rows (docs/metadata-log.md, "The apply loop").
 _CLOCK = threading.local()
+# A group commit's rows (columns named, VALUES added by insert_rows)
+INSERT_RECORDS = "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id, logical_size, stored_as)"
+INSERT_COPIES = "INSERT INTO copies(name, copy_rank, peer_idx, since)"
+INSERT_PENDING = "INSERT INTO pending_copies(name, copy_rank, peer_idx, since)"
+INSERT_USER_META = "INSERT INTO user_meta(name, commit_seq, meta)"
 
 
 def _held_as_sent(c: sqlite3.Connection, records: list[tuple]) -> set[str]:
@@ -674,16 +680,10 @@ class InfofileWriter:
             for rank, p in enumerate(peer_idx):
                 (pending_rows if rank in pending else copy_rows).append((name, rank, p, gen))
         if new_rows:
-            c.executemany(
-                "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id, logical_size, "
-                "stored_as) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                new_rows,
-            )
-            c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", copy_rows)
-            c.executemany(
-                "INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", pending_rows
-            )
-            c.executemany("INSERT INTO user_meta(name, commit_seq, meta) VALUES (?, ?, ?)", meta_rows)
+            insert_rows(c, INSERT_RECORDS, new_rows)
+            insert_rows(c, INSERT_COPIES, copy_rows)
+            insert_rows(c, INSERT_PENDING, pending_rows)
+            insert_rows(c, INSERT_USER_META, meta_rows)
         replaced = self._commit_versions(c, versions, gen, now, schema_ids, conflicts) if versions else set()
         if not versions and self._delta == (0, 0):  # only new records: the change is known exactly
             self._delta = (
@@ -704,9 +704,9 @@ class InfofileWriter:
         """:meth:`_commit` of a batch :func:`_all_new` passed: every record
         is inserted, as the general path would, with no Python work per
         record beyond building its rows (issue 41)."""
-        c.executemany(
-            "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id, logical_size, "
-            "stored_as) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        insert_rows(
+            c,
+            INSERT_RECORDS,
             [(r[0], r[1], r[2], gen, now, schema_ids.get(r[6]) if r[6] else None, r[7], r[5] or None) for r in records],
         )
         if any(r[4] for r in records):  # pending copies (async protocols)
@@ -716,15 +716,11 @@ class InfofileWriter:
                 pending = r[4]
                 for rank, p in enumerate(r[3]):
                     (pending_rows if rank in pending else copy_rows).append((r[0], rank, p, gen))
-            c.executemany(
-                "INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", pending_rows
-            )
+            insert_rows(c, INSERT_PENDING, pending_rows)
         else:
             copy_rows = [(r[0], rank, p, gen) for r in records for rank, p in enumerate(r[3])]
-        c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", copy_rows)
-        meta_rows = [(r[0], gen, r[9]) for r in records if r[9]]
-        if meta_rows:
-            c.executemany("INSERT INTO user_meta(name, commit_seq, meta) VALUES (?, ?, ?)", meta_rows)
+        insert_rows(c, INSERT_COPIES, copy_rows)
+        insert_rows(c, INSERT_USER_META, [(r[0], gen, r[9]) for r in records if r[9]])
         # no stripe among them (_all_new): every one is a name of the file
         self._delta = (len(records), sum([r[1] for r in records])) if self._delta == (0, 0) else None
         if records:
