@@ -90,6 +90,9 @@ def _content(w: InfofileWriter) -> list:
         [("x", 1, 1, [0, 1])],  # new names only: the bulk path
         [("a", 10, 1, [0, 2]), ("y", 1, 1, [0, 1])],  # a retry of a committed one
         [("a", 99, 1, [0, 2])],  # committed with other content: a conflict
+        [("y", 1, 1, [0, 1]), ("w", 1, 1, [0, 1]), ("a", 10, 1, [0, 2])],  # a retry after new names
+        [*((f"n{i:03d}", 1, i, [0, 1]) for i in range(300)), ("a", 10, 1, [0, 2])],  # ... after a statement's rows
+        [("y", 1, 1, [0, 1]), ("a", 99, 1, [0, 2])],  # a conflict after a new name
         [("z", 1, 1, [0, 1]), ("z", 1, 1, [0, 1])],  # twice in the batch
         [("b", 1, 1, [0, 1])],  # a folder of a committed name (b/c)
         [("a/q", 1, 1, [0, 1])],  # below a committed record
