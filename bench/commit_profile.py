@@ -33,7 +33,8 @@ from pathlib import Path
 from st_py._proto import tracker_pb2 as pb
 from st_py.tracker.apply.applier import apply_infofile_op
 from st_py.tracker.apply.ops import InfofileOp, decode
-from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
+from st_py.tracker.bulk_insert import insert_rows
+from st_py.tracker.infofile_writer import INSERT_COPIES, INSERT_RECORDS, InfofileWriter, create_infofile
 from st_py.tracker.log.local import LocalLog
 from st_py.tracker.rpc.commit_rows import commit_rows
 
@@ -110,14 +111,17 @@ def one_round(
 def sqlite_costs(tmp: Path, n: int, group: int) -> dict[str, float]:
     """Microseconds per record of the group commit's SQLite statements
     alone, on fresh infofiles, ``n`` rows in transactions of ``group``: the
-    ``records`` and ``copies`` inserts (one copy a record) with the full
-    schema, without each secondary index they carry, and with the
-    changeset session the tracker attaches (st_py/tracker/changesets.py)."""
+    ``records`` and ``copies`` inserts (one copy a record, no schema) with
+    the full schema and the writer's multi-row statements, without each
+    secondary index they carry, with the changeset session the tracker
+    attaches (st_py/tracker/changesets.py), as ``executemany`` (the
+    statements before), and with ``records_by_schema`` partial (``WHERE
+    schema_id IS NOT NULL``, docs/infofile.md "Indexes")."""
     from st_py.tracker.changesets import Session, _handle
 
     parts: dict[str, float] = {}
 
-    def run(tag: str, drop: str = "", session: bool = False) -> float:
+    def run(tag: str, drop: str = "", session: bool = False, many: bool = False, sql: str = "") -> float:
         path = tmp / f"sq-{tag}"
         meta = dict(file_id=1, name="/b", replication="x1", copies=1, blocksize=16, est_size=0, created_at=0)
         create_infofile(path, {**meta, "owner": ""}, [(0, "peer-0", "h:0")])
@@ -125,6 +129,8 @@ def sqlite_costs(tmp: Path, n: int, group: int) -> dict[str, float]:
         c = w.conn
         if drop:
             c.execute(f"DROP INDEX {drop}")
+        if sql:
+            c.execute(sql)
         h = _handle(c, str(path)) if session else None
         spent = dict.fromkeys(("records", "copies", "commit"), 0.0)
         clock = time.process_time
@@ -135,13 +141,14 @@ def sqlite_costs(tmp: Path, n: int, group: int) -> dict[str, float]:
             t0 = clock()
             c.execute("BEGIN IMMEDIATE")
             s = Session(h) if h else None
-            c.executemany(
-                "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id, logical_size, "
-                "stored_as) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                rec,
-            )
-            t1 = clock()
-            c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", cop)
+            if many:  # the statements before multi-row INSERTs
+                c.executemany(f"{INSERT_RECORDS} VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rec)
+                t1 = clock()
+                c.executemany(f"{INSERT_COPIES} VALUES (?, ?, ?, ?)", cop)
+            else:
+                insert_rows(c, INSERT_RECORDS, rec)
+                t1 = clock()
+                insert_rows(c, INSERT_COPIES, cop)
             t2 = clock()
             if s is not None:
                 s.changeset()
@@ -162,6 +169,12 @@ def sqlite_costs(tmp: Path, n: int, group: int) -> dict[str, float]:
             "  without records_by_schema": run("noschema", "records_by_schema"),
             "  without copies_by_peer": run("nopeer", "copies_by_peer"),
             "  with the changeset session": run("session", session=True),
+            "  as executemany (before)": run("many", many=True),
+            "  records_by_schema partial": run(
+                "partial",
+                "records_by_schema",
+                sql="CREATE INDEX records_by_schema ON records(schema_id) WHERE schema_id IS NOT NULL",
+            ),
         }
     )
     return out

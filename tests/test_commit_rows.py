@@ -11,6 +11,7 @@ import pytest
 
 from st_py._proto import tracker_pb2 as pb
 from st_py.core import user_meta
+from st_py.tracker.bulk_insert import insert_rows
 from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
 from st_py.tracker.rpc.commit_rows import bytes_on_peers, commit_rows
 
@@ -89,6 +90,9 @@ def _content(w: InfofileWriter) -> list:
         [("x", 1, 1, [0, 1])],  # new names only: the bulk path
         [("a", 10, 1, [0, 2]), ("y", 1, 1, [0, 1])],  # a retry of a committed one
         [("a", 99, 1, [0, 2])],  # committed with other content: a conflict
+        [("y", 1, 1, [0, 1]), ("w", 1, 1, [0, 1]), ("a", 10, 1, [0, 2])],  # a retry after new names
+        [*((f"n{i:03d}", 1, i, [0, 1]) for i in range(300)), ("a", 10, 1, [0, 2])],  # ... after a statement's rows
+        [("y", 1, 1, [0, 1]), ("a", 99, 1, [0, 2])],  # a conflict after a new name
         [("z", 1, 1, [0, 1]), ("z", 1, 1, [0, 1])],  # twice in the batch
         [("b", 1, 1, [0, 1])],  # a folder of a committed name (b/c)
         [("a/q", 1, 1, [0, 1])],  # below a committed record
@@ -164,3 +168,46 @@ def test_bad_columns_are_refused_with_what_is_wrong():
     assert rows == [] and "10 peer indexes (2 copies each)" in why and "and 9" in why
     rows, why = commit_rows(_columns_request(PLAIN, schema=[0, 0, 2, 0, 0]), 2, 3, [SCHEMA])
     assert rows == [] and "record 'p2': schema 2 is not among the request's 1 schemas" in why
+
+
+def test_one_copy_columns_give_the_rows_of_messages_and_refuse_the_same():
+    """The columns' one-pass rows (x1 and x2 files): the rows of the same
+    records as messages, a name readers skip keeping no schema; a peer
+    outside the peerlist or a repeated one is named as a message's is."""
+    one = [
+        dict(name=n, size=20 + i, crc32c=i, peer_idx=[i % 2], schema=1, logical_size=3 + i)
+        for i, n in enumerate(("x", "d/_SUCCESS", "d/.crc", "y.parquet"))
+    ]
+    cols = _columns_request([{**r} for r in one], schema=[1] * len(one), logical_sizes=[r["logical_size"] for r in one])
+    rows, why = commit_rows(cols, 1, 2, [SCHEMA])
+    assert why == "" and rows == commit_rows(_request(one), 1, 2, [SCHEMA])[0]
+    assert [r[6] for r in rows] == [SCHEMA, None, None, SCHEMA]
+    far = [*one[:1], {**one[1], "peer_idx": [2]}]
+    for req in (_request(far), _columns_request(far)):
+        rows, why = commit_rows(req, 1, 2, [SCHEMA])
+        assert rows == [] and "record 'd/_SUCCESS': needs 1 copies on distinct peers" in why
+    rows, why = commit_rows(_columns_request([{**PLAIN[0], "peer_idx": [1, 1]}]), 2, 3, [])
+    assert rows == [] and "record 'p0': needs 2 copies on distinct peers" in why
+
+
+@pytest.mark.parametrize("limit", [None, 10])
+def test_insert_rows_inserts_every_row_in_order_and_raises_as_executemany(limit):
+    """bulk_insert.insert_rows (the group commit's rows as multi-row
+    INSERTs): every row, in order, in statements within SQLite's limit on
+    bound values; a duplicate key raises IntegrityError as executemany
+    does."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    if limit is not None:
+        if not hasattr(conn, "setlimit"):
+            pytest.skip("sqlite3 limits need Python 3.11")
+        conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
+    conn.execute("CREATE TABLE t(k TEXT PRIMARY KEY, a INTEGER, b BLOB)")
+    rows = [(f"k{i:04d}", i, None if i % 3 else b"x") for i in range(1000)]
+    insert_rows(conn, "INSERT INTO t(k, a, b)", rows)
+    insert_rows(conn, "INSERT INTO t(k, a, b)", [])
+    assert conn.execute("SELECT k, a, b FROM t ORDER BY rowid").fetchall() == rows
+    conn.execute("BEGIN")
+    with pytest.raises(sqlite3.IntegrityError):
+        insert_rows(conn, "INSERT INTO t(k, a, b)", [("new", 1, None), ("k0007", 2, None)])
+    conn.execute("ROLLBACK")
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 1000

@@ -177,3 +177,42 @@ def test_changes_that_do_not_follow_the_copy_are_refused_whole(tmp_path):
         apply_changesets(old, changes)
     assert e.value.path == str(old) and e.value.table
     assert old.read_bytes() == before
+
+
+def test_a_bulk_commit_refused_by_a_committed_name_keeps_only_what_the_record_path_did(tmp_path):
+    """The writer inserts a batch of new names without looking each up
+    (issue 41): a committed name among them is refused by the primary key,
+    the batch's rows are rolled back to a savepoint and the record-by-record
+    path commits what it would. The transaction's changeset brings a copy
+    to exactly that state (no row of the rolled-back inserts in it)."""
+    path = new_file(tmp_path)
+    cp = tmp_path / "copy"
+
+    def rec(name: str, size: int) -> tuple:  # the Commit handler's rows, which take the bulk path
+        return (name, size, 7, [0, 1], (), "", None, None, False, None)
+
+    async def run():
+        oplog = OpLog(LocalBackend(tmp_path / "state" / "log.db"))
+        await oplog.start()
+        w = InfofileWriter(path)
+        c = Committer(w, log=oplog, name="/f")
+        first = await c.commit([rec("a", 10)], request_id="r1")
+        copy(path, cp)
+        many = [rec(f"n{i:03d}", i) for i in range(300)]  # more than one INSERT statement's rows
+        retry = await c.commit([rec("b", 1), rec("c", 2), *many, rec("a", 10)], request_id="r2")
+        conflict = await c.commit([rec("d", 1), rec("a", 99)], request_id="r3")
+        c.close()
+        await oplog.aclose()
+        return w.window, first, retry, conflict
+
+    window, first, retry, conflict = asyncio.run(run())
+    assert retry[:2] == (first[0] + 1, 302) and retry[2] == []
+    assert conflict[:2] == (first[0] + 2, 1) and [x.name for x in conflict[2]] == ["a"]
+    with sqlite3.connect(path) as conn:
+        got = conn.execute("SELECT name, size FROM records ORDER BY name").fetchall()
+        assert got == [("a", 10), ("b", 1), ("c", 2), ("d", 1), *((f"n{i:03d}", i) for i in range(300))]
+    _, pos, log_id, _ = copy_state(cp)
+    changes = window.since(pos, log_id)
+    assert changes is not None and len(changes) == 2
+    apply_changesets(cp, [ch.data for ch in changes])
+    assert dump(cp) == dump(path)

@@ -47,6 +47,7 @@ from st_py.core.record_names import (
     tree_conflict,
     tree_conflicts,
 )
+from st_py.tracker.bulk_insert import insert_rows
 from st_py.tracker.changeset_window import Window
 from st_py.tracker.changesets import capturer
 
@@ -55,6 +56,11 @@ from st_py.tracker.changesets import capturer
 # the time it was proposed at, so applying it again (a replay, a replica)
 # writes the same rows (docs/metadata-log.md, "The apply loop").
 _CLOCK = threading.local()
+# A group commit's rows (columns named, VALUES added by insert_rows)
+INSERT_RECORDS = "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id, logical_size, stored_as)"
+INSERT_COPIES = "INSERT INTO copies(name, copy_rank, peer_idx, since)"
+INSERT_PENDING = "INSERT INTO pending_copies(name, copy_rank, peer_idx, since)"
+INSERT_USER_META = "INSERT INTO user_meta(name, commit_seq, meta)"
 
 
 def _held_as_sent(c: sqlite3.Connection, records: list[tuple]) -> set[str]:
@@ -129,17 +135,19 @@ def _tree_conflict(
     return Conflict(name, conflict_reason(*hit), hit[0], hit[1])
 
 
-def _all_new(c: sqlite3.Connection, records: list[tuple], existing: dict) -> bool | None:
+def _all_new(c: sqlite3.Connection, records: list[tuple]) -> bool | None:
     """True if the group commit of ``records`` (full rows of
     :func:`st_py.tracker.rpc.commit_rows.commit_rows`, 10 elements) inserts
     every one of them with no conflict, which :meth:`InfofileWriter._commit`
-    would find record by record: none is a new version, none is committed
-    (``existing``: those of the names that are) or comes twice, none is
-    reserved (a stripe, a version), every name keeps the path rule, none is
-    a folder of another in the batch, and no committed name is in the way
-    of one (:func:`~st_py.core.record_names.tree_conflicts`). None if not
-    (the caller takes the record-by-record path, which says why)."""
-    if existing or not records or any(len(r) != 10 or (r[5] and not r[8]) for r in records):
+    would find record by record, unless one is committed already (not
+    looked up here: the ``records`` primary key refuses it, and the caller
+    then takes the record-by-record path): none is a new version, none
+    comes twice, none is reserved (a stripe, a version), every name keeps
+    the path rule, none is a folder of another in the batch, and no
+    committed name is in the way of one
+    (:func:`~st_py.core.record_names.tree_conflicts`). None if not (the
+    caller takes the record-by-record path, which says why)."""
+    if not records or any(len(r) != 10 or (r[5] and not r[8]) for r in records):
         return None
     names = [r[0] for r in records]
     unique = set(names)
@@ -609,6 +617,21 @@ class InfofileWriter:
     def _commit(self, c: sqlite3.Connection, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
         """:meth:`commit` inside the caller's transaction."""
         gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+        now = _now()
+        schema_ids = _schema_ids(c, records, 6)
+        if _all_new(c, records):  # the common batch: every record new, nothing in the way
+            # A committed name is refused by the primary key rather than looked up first (issue 41):
+            # then nothing of the batch stays (a SQLite session leaves rows rolled back to a savepoint
+            # out of its changeset) and the record-by-record path below says what each record is.
+            c.execute("SAVEPOINT st_all_new")
+            try:
+                out = self._commit_new(c, records, gen, now, schema_ids)
+            except sqlite3.IntegrityError:
+                c.execute("ROLLBACK TO st_all_new")
+                c.execute("RELEASE st_all_new")
+            else:
+                c.execute("RELEASE st_all_new")
+                return out
         existing: dict[str, tuple[int, int]] = {}
         names = [r[0] for r in records]
         for i in range(0, len(names), 500):
@@ -616,20 +639,15 @@ class InfofileWriter:
             q = f"SELECT name, size, crc32c FROM records WHERE name IN ({','.join('?' * len(chunk))})"
             for name, size, crc in c.execute(q, chunk):
                 existing[name] = (size, crc)
-        now = _now()
         new_rows: list[tuple] = []
         meta_rows: list[tuple] = []  # (name, commit_seq, user metadata) of the versions that have some
         copy_rows: list[tuple] = []
         conflicts: list[Conflict] = []
         pending_rows: list[tuple] = []
-        schema_ids = _schema_ids(c, records, 6)
 
         def is_version(rec: tuple) -> bool:  # a replacement: stored_as, and not new_only
             return len(rec) > 5 and bool(rec[5]) and not (len(rec) > 8 and rec[8])
 
-        fast = _all_new(c, records, existing)
-        if fast is not None:  # the common batch: every record new, nothing in the way
-            return self._commit_new(c, records, gen, now, schema_ids)
         versions = [rec for rec in records if is_version(rec)]
         batch = NameTree()  # the new names accepted so far (a name is a record or a folder, not both)
         objects = _has_objects(c)
@@ -674,16 +692,10 @@ class InfofileWriter:
             for rank, p in enumerate(peer_idx):
                 (pending_rows if rank in pending else copy_rows).append((name, rank, p, gen))
         if new_rows:
-            c.executemany(
-                "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id, logical_size, "
-                "stored_as) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                new_rows,
-            )
-            c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", copy_rows)
-            c.executemany(
-                "INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", pending_rows
-            )
-            c.executemany("INSERT INTO user_meta(name, commit_seq, meta) VALUES (?, ?, ?)", meta_rows)
+            insert_rows(c, INSERT_RECORDS, new_rows)
+            insert_rows(c, INSERT_COPIES, copy_rows)
+            insert_rows(c, INSERT_PENDING, pending_rows)
+            insert_rows(c, INSERT_USER_META, meta_rows)
         replaced = self._commit_versions(c, versions, gen, now, schema_ids, conflicts) if versions else set()
         if not versions and self._delta == (0, 0):  # only new records: the change is known exactly
             self._delta = (
@@ -704,9 +716,9 @@ class InfofileWriter:
         """:meth:`_commit` of a batch :func:`_all_new` passed: every record
         is inserted, as the general path would, with no Python work per
         record beyond building its rows (issue 41)."""
-        c.executemany(
-            "INSERT INTO records(name, size, crc32c, commit_seq, committed_at, schema_id, logical_size, "
-            "stored_as) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        insert_rows(
+            c,
+            INSERT_RECORDS,
             [(r[0], r[1], r[2], gen, now, schema_ids.get(r[6]) if r[6] else None, r[7], r[5] or None) for r in records],
         )
         if any(r[4] for r in records):  # pending copies (async protocols)
@@ -716,15 +728,11 @@ class InfofileWriter:
                 pending = r[4]
                 for rank, p in enumerate(r[3]):
                     (pending_rows if rank in pending else copy_rows).append((r[0], rank, p, gen))
-            c.executemany(
-                "INSERT INTO pending_copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", pending_rows
-            )
+            insert_rows(c, INSERT_PENDING, pending_rows)
         else:
             copy_rows = [(r[0], rank, p, gen) for r in records for rank, p in enumerate(r[3])]
-        c.executemany("INSERT INTO copies(name, copy_rank, peer_idx, since) VALUES (?, ?, ?, ?)", copy_rows)
-        meta_rows = [(r[0], gen, r[9]) for r in records if r[9]]
-        if meta_rows:
-            c.executemany("INSERT INTO user_meta(name, commit_seq, meta) VALUES (?, ?, ?)", meta_rows)
+        insert_rows(c, INSERT_COPIES, copy_rows)
+        insert_rows(c, INSERT_USER_META, [(r[0], gen, r[9]) for r in records if r[9]])
         # no stripe among them (_all_new): every one is a name of the file
         self._delta = (len(records), sum([r[1] for r in records])) if self._delta == (0, 0) else None
         if records:

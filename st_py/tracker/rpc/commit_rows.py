@@ -29,6 +29,10 @@ def commit_rows(request, f: int, npeers: int, schemas: list[tuple[str, bytes]]) 
     (protobuf field reads are most of the cost); only a request with a bad
     record takes the record-by-record check, which names the first one."""
     recs = request.records
+    if not recs and request.HasField("columns"):  # what the clients send for plain records: no detour
+        rows = _column_rows(request.columns, f, npeers, schemas)
+        if rows is not None:
+            return rows, ""
     cols = [
         (r.name, r.size, r.crc32c, r.peer_idx[:], r.pending_ranks, r.stored_as, r.schema, r.new_only, r.meta)
         for r in recs
@@ -62,6 +66,40 @@ def commit_rows(request, f: int, npeers: int, schemas: list[tuple[str, bytes]]) 
         for (name, size, crc, p, pend, stored_as, sch, new_only, meta), lg in zip(cols, logical)
     ]
     return rows, ""
+
+
+def _column_rows(c, f: int, npeers: int, schemas: list[tuple[str, bytes]]) -> list[tuple] | None:
+    """:func:`commit_rows` of a request whose records are all the columns
+    ``c`` (a RecordColumns), built in one pass with the checks of
+    :func:`_all_valid` made on the columns in bulk; None if any column or
+    record does not pass (the caller takes the general path, which says
+    why). Columns carry no pending ranks, versions or user metadata."""
+    names = list(c.names)
+    n = len(names)
+    sizes, crcs, flat = list(c.sizes), list(c.crc32c), list(c.peer_idx)
+    sch = list(c.schema)
+    lg: list = list(c.logical_sizes) or [None] * n
+    if f < 1 or len(sizes) != n or len(crcs) != n or len(flat) != n * f or len(lg) != n or (sch and len(sch) != n):
+        return None
+    if flat and max(flat) >= npeers:
+        return None
+    if f == 1:
+        peers = [[p] for p in flat]
+    else:
+        peers = [flat[i : i + f] for i in range(0, n * f, f)]
+        if any(len(set(p)) != f for p in peers):
+            return None
+    if not sch:
+        return [
+            (nm, sz, cr, p, (), "", None, g, False, None) for nm, sz, cr, p, g in zip(names, sizes, crcs, peers, lg)
+        ]
+    if max(sch) > len(schemas):
+        return None
+    return [
+        # a name readers skip keeps none, whoever sent one (as commit_rows)
+        (nm, sz, cr, p, (), "", schemas[s - 1] if s and not ignored(nm) else None, g, False, None)
+        for nm, sz, cr, p, s, g in zip(names, sizes, crcs, peers, sch, lg)
+    ]
 
 
 def _columns(c, f: int) -> tuple[tuple[list[tuple], list], str]:
