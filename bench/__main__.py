@@ -28,6 +28,7 @@ from . import (
     churn,
     duckdb_data,
     durability,
+    engine_records,
     file_trackers,
     filters,
     history,
@@ -85,6 +86,8 @@ TARGETS = {
     # issue 38, item 5: DuckDB's records_data (count, group-by) over many small Parquet records >= 0.5 of the
     # Dask reader over the same records
     "duckdb_records_data": 0.5,
+    # issue 41: a Dask write of 10^6 small records >= 0.5 of the same engine writing them as local files
+    "dask_write_records": 0.5,
     # issue 41: 4 KiB writes >= 2x weed benchmark -c 16 of the same size (bench/weed_shape.py, SeaweedFS run
     # right after when a weed binary is found: bench/seaweedfs.py)
     "weed_write_4kib_x1_vs_seaweedfs": 2.0,
@@ -156,6 +159,7 @@ SIZES = {
         history=[100_000],  # bench/history.py: records of the infofile read as of a snapshot
         weed=[(5_000, 4096), (128, 1 << 20)],  # bench/weed_shape.py: (N, S) of weed benchmark -n N -size S
         batch=10_000,  # bench/batch_write.py: 4 KiB records a side and round
+        engine_records=20_000,  # bench/engine_records.py: small records a Dask job writes
         s3=(200, 32, 96 << 20),  # bench/s3.py: objects of 4 KiB and of 1 MiB, PUT then GET, 16 clients; a striped GET
         fetch_records=10_000,  # bench/metadata_fetch.py: records of the file read without the mount
     ),
@@ -196,6 +200,7 @@ SIZES = {
         history=[1_000_000],
         weed=[(20_000, 4096), (512, 1 << 20)],
         batch=50_000,
+        engine_records=1_000_000,
         s3=(2_000, 256, 256 << 20),
         fetch_records=100_000,
     ),
@@ -336,7 +341,7 @@ def main() -> int:
         help="case groups: put1m put4k get1m ray dask commit duckdb memory scaling "
         "analysis pushdown raywrite bounded protocols throttle hotspot "
         "durability filters striping small smallscan duckdb_records_data scale file_trackers metadata_log "
-        "listing churn weed batch history metadata_fetch s3",
+        "listing churn weed batch engine_records history metadata_fetch s3",
     )
     ap.add_argument(
         "--scale",
@@ -378,6 +383,7 @@ def main() -> int:
             churn.GROUP,
             weed_shape.GROUP,
             batch_write.GROUP,
+            engine_records.GROUP,
             s3.GROUP,
             history.GROUP,
             *analysis.GROUPS_OF_CASES,
@@ -485,6 +491,12 @@ def main() -> int:
         if batch_write.GROUP in want:
             with con.status("bench: 4 KiB write batches against queue_put and the C loop, x1 and x2"):
                 results += case(lambda: batch_write.case_batch_write(tmp, size["batch"], size["rounds"]), "batch")
+        if engine_records.GROUP in want:
+            with con.status("bench: many small records from a Dask job against the same job writing local files"):
+                results += case(
+                    lambda: engine_records.case_engine_records(tmp, size["engine_records"], size["rounds"]),
+                    "engine_records",
+                )
         if s3.GROUP in want:
             with con.status("bench: S3 endpoint, 4 KiB and 1 MiB PUT and GET, 16 clients, against the client"):
                 results += case(lambda: s3.case_s3(tmp, size["s3"]), "s3")

@@ -181,3 +181,46 @@ def test_a_retried_staged_commit_answers_with_what_it_committed(cluster):
     again = c.tracker.commit(name, info.file_id, commits, request_id="rid-plain-1")
     assert (first.committed, again.committed) == (4, 4), (first, again)
     assert again.generation == first.generation
+
+
+def test_dask_writes_rows_as_records(cluster, monkeypatch):
+    """``format="records"``: each row one record, named by its name column,
+    its bytes the data column (issue 41: many small records from an engine
+    through the write batch path), in one atomic job: every record read back
+    equal; a prefix is a folder of them; a name written twice by the job, or
+    a missing column, fails the job and commits nothing."""
+    import os
+
+    import pyarrow as pa
+
+    from st_integrations.dask_writer import to_storetorrent
+    from st_py.errors import InvalidOptionError, StoreTorrentError
+
+    def blobs(values):  # bytes as Arrow binary: Dask turns an object column of bytes into strings
+        return pd.Series(values, dtype=pd.ArrowDtype(pa.binary()))
+
+    monkeypatch.setenv("STORETORRENT_TRACKER", cluster.tracker_addr)
+    want = {f"r{i:05d}": os.urandom(i % 700 + 1) for i in range(3_000)}
+    frame = pd.DataFrame({"name": list(want), "data": blobs(list(want.values()))})
+    assert to_storetorrent(dd.from_pandas(frame, npartitions=3), "/wm/rows", "x2", format="records") == 3_000
+    client = cluster.client()
+    with client.open("/wm/rows") as f:
+        assert sorted(f.names()) == sorted(want)
+        assert all(f.get(n) == d for n, d in want.items())
+    more = pd.DataFrame({"key": ["a", "b"], "blob": blobs([b"1", b"22"])})
+    opts = {"name_column": "key", "data_column": "blob"}
+    n = to_storetorrent(
+        dd.from_pandas(more, npartitions=1), "/wm/rows", "x2", format="records", prefix="day2", format_options=opts,
+        mode="append",
+    )  # fmt: skip
+    assert n == 2
+    with client.open("/wm/rows") as f:
+        assert f.get("day2/a") == b"1" and f.get("day2/b") == b"22" and len(f) == 3_002
+    twice = pd.DataFrame({"name": ["x", "y", "x"], "data": blobs([b"1", b"2", b"3"])})
+    with pytest.raises(StoreTorrentError):  # the same name from two partitions: the commit refuses it
+        to_storetorrent(dd.from_pandas(twice, npartitions=3), "/wm/rows", "x2", format="records", mode="append")
+    with pytest.raises(InvalidOptionError):
+        to_storetorrent(dd.from_pandas(more, npartitions=1), "/wm/rows", "x2", format="records", mode="append")
+    with client.open("/wm/rows") as f:
+        assert len(f) == 3_002 and "x" not in f.names()
+    client.close()

@@ -7,7 +7,8 @@ The protocol, shared by the Ray datasink and Dask's ``to_storetorrent``
    the default, refuses a file that holds names; ``"append"`` adds to it;
    ``"overwrite"`` notes the names it holds, to be replaced);
 2. **write** (each task, on any node): encode each block as one record named
-   ``<prefix>-<task>-<block>.<ext>``, stored with rank 0 on the peer of the
+   ``<prefix>-<task>-<block>.<ext>`` (``format="records"``: each row one
+   record, named by its name column, its bytes the data column), stored with rank 0 on the peer of the
    task's own node when it is one of the file's peers (local-first, FreeLoader
    seed 004 section 4.1), and *staged*: stored on every holder, not committed.
    The task returns its records' metadata as plain dicts;
@@ -39,6 +40,10 @@ from st_py.wire.tracker_client import RESTART_GRACE
 from st_py.wire.transport import split_addr
 
 EXTENSIONS = {"parquet": "parquet", "arrow": "arrow", "csv": "csv", "json": "jsonl"}
+# format="records": each row one record, named by its name column, its bytes the data column
+# (issue 41: many small records from an engine, through the write batch path); options
+# name_column and data_column (default "name", "data"); a prefix, if given, is a folder of them
+RECORDS = "records"
 # write_blocks: encoded blocks under SMALL_BLOCK bytes are written as write batches of up to
 # BATCH_RECORDS records or BATCH_BYTES bytes; larger ones are queued one by one (pipelined)
 SMALL_BLOCK = 256 << 10
@@ -120,8 +125,8 @@ def check_job(
     from st_py.core.namespace import normalize
     from st_py.errors import BadNameError, StFileExistsError, StFileNotFoundError
 
-    if format not in EXTENSIONS:
-        raise ValueError(f"format must be one of {sorted(EXTENSIONS)}, not {format!r}")
+    if format not in EXTENSIONS and format != RECORDS:
+        raise ValueError(f"format must be one of {sorted([*EXTENSIONS, RECORDS])}, not {format!r}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {list(MODES)}, not {mode!r}")
     normalize(name)  # BadNameError for a name no file can have
@@ -179,14 +184,19 @@ def start_job(
         From the tracker.
     """
     created = False
-    prefix = prefix or f"part-{uuid.uuid4().hex[:8]}"
-    first = f"{prefix}-00000-0000.{EXTENSIONS.get(format, format)}"
-    check_new_name(first)  # the rule for record names, before anything is made (st_py.core.record_names)
+    if format == RECORDS:  # the rows name the records; a prefix is a folder of them
+        prefix = prefix.rstrip("/") if prefix else ""
+        first = f"{prefix}/x" if prefix else ""
+    else:
+        prefix = prefix or f"part-{uuid.uuid4().hex[:8]}"
+        first = f"{prefix}-00000-0000.{EXTENSIONS.get(format, format)}"
+    if first:
+        check_new_name(first)  # the rule for record names, before anything is made (st_py.core.record_names)
     names = check_job(client, name, replication, format, mode)
     if names is None:
         client.create(name, replication=replication, est_size=est_size).close()
         created = True
-    elif mode != "overwrite":  # an overwrite removes every name the file holds at its commit
+    elif mode != "overwrite" and first:  # an overwrite removes every name the file holds at its commit
         with client.open(name) as f:  # a prefix below a record: refused here, before any task runs
             hit = f.infofile().tree_conflict(first)
         if hit is not None:
@@ -214,6 +224,9 @@ def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None
             # Small blocks go as write batches (StFile.write, docs/client.md; a record that fails
             # raises BatchWriteError and fails the task), large ones pipelined one by one, so the
             # encoding of the next overlaps the sending of this one as before.
+            if job.format == RECORDS:
+                _write_rows(f, job, tables)
+                return f.staged_commits()
             batch = WriteBatch()
             for i, t in enumerate(tables):
                 if t.num_rows == 0:
@@ -232,6 +245,27 @@ def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None
             f.close()
     finally:
         client.close()
+
+
+def _write_rows(f, job: WriteJob, tables) -> None:
+    """``format="records"``: each row of ``tables`` one staged record, named
+    by its name column (under ``job.prefix`` as a folder, if one), its bytes
+    the data column, through the write batch path
+    (:meth:`StFile.write_table`, BATCH_RECORDS rows a call). Raises
+    InvalidOptionError for a missing or mistyped column, BatchWriteError
+    for records that failed (the task fails, nothing of the job is committed)."""
+    import pyarrow.compute as pc
+
+    opts = dict(job.options)
+    name_col, data_col = opts.get("name_column", "name"), opts.get("data_column", "data")
+    for t in tables:
+        if t.num_rows == 0:
+            continue
+        if job.prefix and name_col in t.column_names:
+            named = pc.binary_join_element_wise(job.prefix + "/", t[name_col].cast(pa.string()), "")
+            t = t.set_column(t.column_names.index(name_col), name_col, named)
+        for start in range(0, t.num_rows, BATCH_RECORDS):
+            f.write_table(t.slice(start, BATCH_RECORDS), name_column=name_col, data_column=data_col)
 
 
 def local_peer_of(client, file: str) -> str | None:
