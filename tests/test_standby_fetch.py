@@ -17,7 +17,7 @@ import time
 import grpc
 import pytest
 from conftest import poll_for
-from helpers import metric_value, scrape_metrics, standby_argv
+from helpers import http_get, metric_value, scrape_metrics, standby_argv
 
 from st_py._proto import tracker_pb2 as pb
 from st_py._proto import tracker_pb2_grpc as pb_grpc
@@ -35,11 +35,15 @@ except Exception as e:  # pragma: no cover - CI installs both (./dev setup)
     pytest.skip(f"etcd or aetcd missing: {e}", allow_module_level=True)
 
 
+def _leader_http(cluster) -> str:
+    """The leader's metrics and status address, as it printed it once elected."""
+    return cluster.tracker.log_path.read_text().split("Prometheus metrics at http://", 1)[1].split("/", 1)[0]
+
+
 def _leader_fetches(cluster) -> float:
-    """FetchInfofile calls the leader answered (its metrics, at the address
-    it printed once elected)."""
-    addr = cluster.tracker.log_path.read_text().split("Prometheus metrics at http://", 1)[1].split("/", 1)[0]
-    return metric_value(scrape_metrics(addr), "st_tracker_rpcs_total", method="FetchInfofile", code="OK")
+    """FetchInfofile calls the leader answered (its metrics)."""
+    m = scrape_metrics(_leader_http(cluster))
+    return metric_value(m, "st_tracker_rpcs_total", method="FetchInfofile", code="OK")
 
 
 @pytest.fixture
@@ -138,6 +142,9 @@ def test_copies_come_from_the_standbys_and_read_as_the_leaders(three, tmp_path, 
             sources.add(last.source)
     assert sources == set(fetch)  # spread over both
     assert _leader_fetches(cluster) == before
+    # the leader's status page names each standby's infofile port
+    page = http_get(_leader_http(cluster), "/")[1]
+    assert all(f"<td>{a}</td>" in page for a in fetch) and "infofile copies</th>" in page, page
     assert any("from standby 127.0.0.1:" in r.getMessage() for r in caplog.records), caplog.text
     st = copies_status(tmp_path / "cache")  # status shows which replica each copy came from
     assert st.from_standbys == 4 and {c.checked_from for c in st.files} == set(fetch), st

@@ -247,7 +247,7 @@ def _replicas_html(m: dict[str, Any]) -> str:
         f'<tr><td>{e(t["addr"])}</td><td class="state-{"live" if t["role"] == "leader" else "draining"}">'
         f'{e(t["role"])}</td><td class="n">{t.get("term", 0) or "&ndash;"}</td><td>{e(t.get("host", ""))}</td>'
         f'<td class="n">{t.get("pid", 0)}</td><td class="n">{t.get("applied_index", 0):,}</td>'
-        f'<td class="n">{duration(t.get("up_s", 0.0))}</td></tr>'
+        f'<td class="n">{duration(t.get("up_s", 0.0))}</td><td>{e(t.get("fetch", "")) or "&ndash;"}</td></tr>'
         for t in r["trackers"]
     )
     members = "".join(
@@ -265,7 +265,9 @@ def _replicas_html(m: dict[str, Any]) -> str:
         f'<h2>Trackers</h2><p class="meta">The metadata log is in {e(m["backend"])}; this tracker leads term '
         f"{m['term']} and applied entry {m['applied_index']:,} of {m['last_index']:,}. Standbys apply the log "
         'when elected.</p><table id="trackers"><tr><th>address</th><th>role</th><th>term</th><th>host</th>'
-        f"<th>pid</th><th>applied</th><th>up</th></tr>{rows}</table>"
+        "<th>pid</th><th>applied</th><th>up</th>"
+        '<th title="a standby&rsquo;s FetchInfofile port (--fetch-port): clients and peers copy infofiles there">'
+        f"infofile copies</th></tr>{rows}</table>"
         '<table id="etcd-members"><tr><th>etcd member</th><th>health</th><th></th><th>raft index</th>'
         f"<th>detail</th></tr>{members}</table>"
         '<table id="elections"><tr><th>term</th><th>elected (UTC)</th><th>leader</th><th>why</th></tr>'
