@@ -4,8 +4,11 @@
 (write-once names, reserved prefixes, a new version's own name), the
 placement (:class:`st_py.client.placer.Placer`) and the send, one PUT per copy
 (``client-sync`` and its async form) or one PUT_CHAIN to copy rank 0
-(``chain``). Acknowledgements come back through the transport's callbacks: a
-copy that fails at its peer fails over to a spare (paper 4.3); a peer that
+(``chain``). Plain new records of the ``client-sync`` protocols, once
+checked and placed, are sent in slices with the write batch's calls
+(:mod:`st_py.client.put_slices`). Acknowledgements come back through the
+transport's callbacks: a copy that fails at its peer fails over to a spare
+(paper 4.3); a peer that
 holds an uncommitted copy with other content (EXISTS) is asked to replace it
 only if the writer that stored it is gone (LEFTOVER, paper 4.4); a record all
 of whose copies are stored (copy rank 0 for the async protocols) goes to the
