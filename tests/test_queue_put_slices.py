@@ -9,10 +9,15 @@ peers dead).
 from __future__ import annotations
 
 import random
+import sqlite3
 import threading
+import time
+from contextlib import closing
 
 import pytest
 
+from st_py.core.history import RetainedProbe
+from st_py.core.infofile import InfofileReader
 from st_py.errors import (
     BadMetadataError,
     BadNameError,
@@ -125,6 +130,30 @@ def test_threads_sharing_a_handle_queue_put_every_record(module_cluster):
         assert len(g) == threads * per
         assert sorted(g.names()) == sorted(want)
         assert {n: g.get(n) for n in want} == want
+
+
+def test_a_kept_versions_look_does_not_wait_for_the_tracker_writing(module_cluster):
+    """The once-per-change look (RetainedProbe) finds the infofile locked by
+    a writer: it answers at once with its last answer instead of waiting
+    (it waited up to SQLite's 10 s busy timeout, then answered "nothing
+    kept" as for a file made before versions)."""
+    c = module_cluster.client()
+    with c.create("/slices/probe", replication="x1") as f:
+        f.put("a", b"1")
+        path = f.infofile_path
+    probe = RetainedProbe()
+    with closing(InfofileReader(path)) as reader:
+        assert probe.any_kept(reader) is False  # nothing kept: the first look waits as before
+        with c.open("/slices/probe") as f:
+            f.put("b", b"2")  # the infofile changes: the next call looks again
+            f.flush()
+        with closing(sqlite3.connect(path, timeout=10)) as lock:
+            lock.execute("BEGIN EXCLUSIVE")  # as the tracker holds it while it commits
+            t = time.monotonic()
+            assert probe.any_kept(reader) is False  # the last answer
+            assert time.monotonic() - t < 1.0
+            lock.rollback()
+        assert probe.any_kept(reader) is False  # looked again once the lock is gone
 
 
 def test_peers_killed_mid_stream_report_failures_and_show_only_acknowledged(module_cluster):
