@@ -9,7 +9,8 @@ either tree's python to compare two trees in one alternated series
     python bench/queue_put_rate.py --compare PY_A,PY_B --rounds 6
 
 ``--compare`` runs one such process per tree and round, alternating the
-trees (their order swapped every round), and prints each run's line and
+trees (their order swapped every round; ``PY:batch`` runs ``StFile.write``
+of batches of 1,000 with that python, as a reference), and prints each run's line and
 the medians and ranges of the rates and of the CPU per record by role.
 Every answer is checked: the committed count equals the records written.
 """
@@ -43,6 +44,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--linger", type=float, default=None, help="put_slices.LINGER, seconds (this tree)")
     ap.add_argument("--work-us", type=float, default=0.0, help="CPU work between two calls (a producer)")
+    ap.add_argument("--batch", action="store_true", help="StFile.write of batches of 1,000 instead (a reference)")
     a = ap.parse_args()
     if a.compare:
         compare(a.compare.split(","), a.rounds, a.records, a.classes, a.tmp)
@@ -68,7 +70,9 @@ def main() -> None:
             if prof:
                 prof.enable()
             with client.create(f"/bench/q-{rep}", replication=rep) as f:
-                for i, n in enumerate(names):
+                for s0 in range(0, len(names) if a.batch else 0, 1000):
+                    f.write(_batch_of(names[s0 : s0 + 1000], bodies, s0))
+                for i, n in enumerate([] if a.batch else names):
                     if a.work_us:
                         end = time.perf_counter() + a.work_us / 1e6
                         while time.perf_counter() < end:
@@ -96,6 +100,16 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _batch_of(names: list[str], bodies: list[bytes], start: int):
+    """A WriteBatch of ``names`` with the bodies the queue_put loop gives them."""
+    from st_py import WriteBatch
+
+    b = WriteBatch()
+    for i, n in enumerate(names, start):
+        b.put(n, bodies[i % 1024])
+    return b
+
+
 def compare(pythons: list[str], rounds: int, records: int, classes: str, tmp: str) -> None:
     """Alternate runs of ``pythons`` (one process, one fresh cluster a run) and print the medians."""
     import statistics
@@ -104,16 +118,18 @@ def compare(pythons: list[str], rounds: int, records: int, classes: str, tmp: st
     runs: dict[tuple[str, str], list[dict]] = {}
     for k in range(rounds):
         order = pythons if k % 2 == 0 else pythons[::-1]
-        for py in order:
+        for entry in order:
+            py, _, mode = entry.partition(":")  # "PY" or "PY:batch"
             cmd = [py, __file__, "--records", str(records), "--classes", classes, "--tmp", tmp]
+            cmd += ["--batch"] if mode == "batch" else []
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd="/")
             if p.returncode != 0:
                 print(f"round {k} {py}: failed: {p.stderr[-2000:]}", flush=True)
                 continue
             for line in p.stdout.splitlines():
                 r = json.loads(line)
-                runs.setdefault((py, r["class"]), []).append(r)
-                print(f"round {k} {py} {line}", flush=True)
+                runs.setdefault((entry, r["class"]), []).append(r)
+                print(f"round {k} {entry} {line}", flush=True)
     med = statistics.median
     for (py, rep), rs in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         rates = [r["rate"] for r in rs]
