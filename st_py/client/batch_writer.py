@@ -73,6 +73,7 @@ class BatchWriter:
         ctx.renew_capability()
         ctx.check_may_write()
         self.writer.raise_quota()
+        self.writer.slices.flush()  # the records queue_put queued before go first
         failures: list[tuple[str, Exception]] = []
         ops: list[Pending] = []  # each record's outcome
         big = [i for i, d in enumerate(datas) if len(d) > STRIPE_THRESHOLD]

@@ -490,6 +490,17 @@ class StFile:
         acknowledged when all F copies are stored; it is committed (visible)
         with its group, or at :meth:`flush` / :meth:`close`.
 
+        Consecutive calls ride the write batch path (docs/client.md,
+        "queue_put slices"): a record joins a slice that is sent when it
+        holds ``depth // 2`` records or 1 MiB, at the next call 2 ms after
+        its first record, or as soon as the caller waits (:meth:`poll`,
+        :meth:`flush`, :meth:`close`, :meth:`put`, the Pending's
+        ``result``/``exception``, any other write). When ``depth`` records
+        are in flight, the call sends the slice and waits until ``depth //
+        2`` are. Every error below is still raised by this call, before the
+        record is queued. ``replace=True``, the stripes of objects and the
+        ``chain`` protocols go one record at a time, as before.
+
         Parameters
         ----------
         name : str
@@ -661,9 +672,20 @@ class StFile:
 
     @property
     def inflight(self) -> int:
-        """Operations (PUTs and GETs) sent and not yet answered; at most
-        :attr:`depth` (paper 3.2)."""
+        """Operations (PUTs and GETs) queued and not yet answered, the
+        :meth:`queue_put` records waiting in a slice included (docs/client.md,
+        "queue_put slices"); at most :attr:`depth` (paper 3.2)."""
         return self._ctx.inflight
+
+    @property
+    def put_slices(self) -> tuple[int, int]:
+        """``(slices, records)``: how many slices of consecutive
+        :meth:`queue_put` records this handle sent together on the write
+        batch path, and the records in them (docs/client.md, "queue_put
+        slices"; :mod:`st_py.client.put_slices`). Records that went one by
+        one (``replace=True``, the ``chain`` protocols) are not counted."""
+        s = self._writer.slices
+        return s.sent, s.records
 
     def flush(self) -> None:
         """Wait for every queued operation and commit every acknowledged record.

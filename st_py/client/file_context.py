@@ -102,6 +102,8 @@ class FileContext:
         self.errors: deque[tuple[str, Exception]] = deque()  # (record name, error) for flush
         self.puts_inflight = 0  # the RecordWriter's count
         self.gets_inflight = 0  # the RecordReader's count
+        # sends the queue_put records waiting in a slice (the RecordWriter's; st_py/client/put_slices.py)
+        self.flush_puts: Callable[[], None] = lambda: None
         self.closed = False
         self.local_copies = None  # st_py.client.local_copies.LocalCopies: GETs read copies on this host's disk
         self.set_info(info)
@@ -495,6 +497,7 @@ class FileContext:
 
     def poll(self, timeout: float = 0.0) -> int:
         """Make progress on queued operations: :meth:`st_py.client.file.StFile.poll` (the public docstring)."""
+        self.flush_puts()
         self.transport.poll(timeout)
         self.committer.pump()
         return self.inflight

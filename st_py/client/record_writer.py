@@ -4,8 +4,11 @@
 (write-once names, reserved prefixes, a new version's own name), the
 placement (:class:`st_py.client.placer.Placer`) and the send, one PUT per copy
 (``client-sync`` and its async form) or one PUT_CHAIN to copy rank 0
-(``chain``). Acknowledgements come back through the transport's callbacks: a
-copy that fails at its peer fails over to a spare (paper 4.3); a peer that
+(``chain``). Plain new records of the ``client-sync`` protocols, once
+checked and placed, are sent in slices with the write batch's calls
+(:mod:`st_py.client.put_slices`). Acknowledgements come back through the
+transport's callbacks: a copy that fails at its peer fails over to a spare
+(paper 4.3); a peer that
 holds an uncommitted copy with other content (EXISTS) is asked to replace it
 only if the writer that stored it is gone (LEFTOVER, paper 4.4); a record all
 of whose copies are stored (copy rank 0 for the async protocols) goes to the
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from st_py.client.file_context import FileContext
 from st_py.client.pending import Pending
 from st_py.client.placer import Placer
+from st_py.client.put_slices import PutSlices
 from st_py.client.versions import Versions
 from st_py.core import user_meta
 from st_py.core.history import RetainedProbe, has_history, may_store_under_name, retained_on
@@ -151,6 +155,9 @@ class RecordWriter:
         self._names = NameTree()
         # whether the infofile keeps any version's copy under its plain name, looked at once per commit
         self.retained = RetainedProbe()
+        # consecutive queue_puts of plain new records, sent together (st_py/client/put_slices.py)
+        self.slices = PutSlices(ctx, self)
+        ctx.flush_puts = self.slices.flush
 
     # -- queueing: name check, placement, send ---------------------------------------
     def queue_put(
@@ -173,6 +180,10 @@ class RecordWriter:
         meta_b = user_meta.encode(name, meta)  # refused before anything is sent
         name_b, stored_as = self.check_name(name, len(data), replace, stripe=holders is not None)
         data = bytes(data) if not isinstance(data, bytes) else data
+        if holders is None and not stored_as and not ctx.chain:
+            ctx.filters  # noqa: B018  # an encrypted file without its key: refused here, as before
+            return self.slices.add(name, name_b, data, callback, meta_b)  # the batch path
+        self.slices.flush()  # the records queued before this one go first
         # the record's format and schema, of its plaintext, for the infofile:
         # scans then read no record to learn them (docs/infofile.md)
         schema = self.schema_of(name, data) if self.keep_schemas and holders is None else None
@@ -333,16 +344,20 @@ class RecordWriter:
             self._take_own_name(op)
         return op
 
-    def send_batch(self, ops: list[PutOp]) -> None:
+    def send_batch(self, ops: list[PutOp], counted: bool = False) -> None:
         """Put the records of a write batch in the pipeline (``client-sync``
         and its async form; ``chain`` goes record by record through
         :meth:`send`): the copies for each peer framed in one call
         (:meth:`Transport.send_put_batch`), then sent together, in as few
         ``sendmsg`` calls as the sockets take. Acknowledgements take the
-        path of :meth:`queue_put`'s (fail-over to spares, EXISTS, LEFTOVER)."""
+        path of :meth:`queue_put`'s (fail-over to spares, EXISTS, LEFTOVER).
+        ``counted``: the records are counted in flight already (a
+        ``queue_put`` slice, :mod:`st_py.client.put_slices`)."""
         ctx = self.ctx
         if ctx.chain:
             for op in ops:
+                if counted:
+                    ctx.puts_inflight -= 1  # send() counts it
                 self.send(op)
             return
         per_peer: dict[int, tuple[list, list, list, list, list]] = {}
@@ -357,7 +372,8 @@ class RecordWriter:
                 b[2].append(op.key_b)
                 b[3].append(op.data)
                 b[4].append(functools.partial(done, op, rank, idx, op.attempt))
-        ctx.puts_inflight += len(ops)
+        if not counted:
+            ctx.puts_inflight += len(ops)
         for idx, (ranks, crcs, keys, datas, callbacks) in per_peer.items():
             ctx.transport.send_put_batch(ctx.addr(idx), ctx.file_id, 0, ranks, crcs, keys, datas, callbacks)
         ctx.transport.poll(0)
@@ -661,6 +677,7 @@ class RecordWriter:
         is never raised by such an unrelated call and then missing from
         ``close()`` (issue 39)."""
         ctx = self.ctx
+        self.slices.flush()
         ctx.transport.wait(lambda: ctx.inflight == 0)
         ctx.committer.drain()
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import sqlite3
+import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -283,11 +284,21 @@ class RetainedProbe:
     before: its peer answers ``EXISTS`` and the writer stores the record
     under a name of its own.
 
+    A look that finds the tracker writing the infofile (SQLite busy) does
+    not wait for it: the answer of the last look stands, as if this look
+    had come just before that commit began, and the next call looks again.
+    Only a look ``STALE_S`` seconds after the last one that answered waits.
+    Waiting cost a writer about 4.5 ms a look, one look per group commit
+    (28% of the client's time of 20,000 ``queue_put`` calls, issue 41).
+
     Thread safety: as its reader (one file handle's, under its lock)."""
+
+    STALE_S = 1.0
 
     def __init__(self) -> None:
         self._key: tuple | None = None
         self._any = True
+        self._at = 0.0  # monotonic time of the last look that answered
 
     def any_kept(self, reader: InfofileReader) -> bool:
         """True if ``reader``'s infofile may keep a version's copy under its plain name."""
@@ -297,12 +308,22 @@ class RetainedProbe:
             return True  # cannot tell: ask per record
         key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if key != self._key:
+            now = time.monotonic()
+            wait = self._key is None or now - self._at >= self.STALE_S
+            conn = reader.conn
+            if not wait:
+                conn.execute("PRAGMA busy_timeout=0")
             try:
-                row = reader.conn.execute("SELECT 1 FROM retained_copies WHERE stored_as IS NULL LIMIT 1").fetchone()
+                row = conn.execute("SELECT 1 FROM retained_copies WHERE stored_as IS NULL LIMIT 1").fetchone()
                 self._any = row is not None
-            except sqlite3.OperationalError:  # a file made before versions: nothing kept
-                self._any = False
-            self._key = key
+            except sqlite3.OperationalError as e:
+                if getattr(e, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY:
+                    return self._any  # the tracker is committing: the last answer, and a look next time
+                self._any = False  # a file made before versions: nothing kept
+            finally:
+                if not wait:
+                    conn.execute("PRAGMA busy_timeout=10000")
+            self._key, self._at = key, now
         return self._any
 
 

@@ -58,7 +58,6 @@ except ImportError:
 NATIVE = _native is not None
 _NATIVE_LISTS = hasattr(_native, "decode_local_list")  # a GET_LOCAL plan's entries by column, in C++
 _PUT_BATCH = hasattr(getattr(_native, "Sender", None), "put_batch")
-_CRC_MANY = hasattr(_native, "crc32c_many")  # an extension built before write batches has no batch calls
 
 # Record bodies of up to 64 MiB are allocated and freed at GB/s: keep freed
 # memory for reuse instead of page-faulting fresh pages in for every body
@@ -72,8 +71,9 @@ def crc32c_many(parts: list) -> list[int]:
     """CRC-32C of each buffer of ``parts`` (a list of bytes-like objects):
     one call to C++ with the GIL released where the extension is built,
     else :func:`st_py.wire.protocol.crc32c` of each."""
-    if _CRC_MANY:
-        return _native.crc32c_many(parts)
+    many = getattr(_native, "crc32c_many", None)  # an extension built before write batches has none
+    if many is not None:
+        return many(parts)
     return [crc32c(p if isinstance(p, bytes) else bytes(p)) for p in parts]
 
 
