@@ -457,12 +457,12 @@ class S3App:
                 only_new, if_match = _write_conditions(headers, key)
                 return ops.put_object(bucket, key, data, only_new, meta, if_match)
 
-            st = await self._run(put)
-            if st is None:
+            stored = await self._run(put)
+            if stored is None:
                 return Response(status_code=200, headers={"ETag": EMPTY_MD5})
-            h = {"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)}
-            if st.version_id is not None:
-                h["x-amz-version-id"] = str(st.version_id)
+            h = {"ETag": stored.etag, "x-amz-checksum-crc32c": crc32c_b64(stored.crc32c)}
+            if stored.version_id is not None:
+                h["x-amz-version-id"] = str(stored.version_id)
             return Response(status_code=200, headers=h)
         if m in ("GET", "HEAD"):
             _refuse_unkept(headers, key)

@@ -514,8 +514,9 @@ class Ops:
 
     def get_object_quick(
         self, bucket: str, key: str, decide: Callable[[ObjectStat], tuple[int, int] | None | bool] | None = None
-    ) -> tuple[ObjectStat, bytes | None, tuple[int, int] | None] | None:
-        """:meth:`get_object` of the current version, answered in the
+    ) -> tuple[ObjectStat, bytes | ObjectBody | None, tuple[int, int] | None] | None:
+        """:meth:`get_object` of the current version (its body bytes, never
+        streamed), answered in the
         calling thread (the endpoint's event loop) when nothing in it
         blocks: the key's file kept with an idle handle (:mod:`.handles`)
         whose reads ask nothing of the tracker, and the object one record
