@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import socket
 
 import pytest
 from botocore.exceptions import ClientError
@@ -21,7 +22,7 @@ VARYING = {"x-amz-request-id", "date", "server"}  # differ between any two answe
 
 @pytest.fixture(scope="module")
 def pair(make_module_cluster, tmp_path_factory):
-    """``(client of A, client of B, A)``, alice's, bucket ``quick`` made."""
+    """``(client of A, client of B, A, B, alice's key)``, alice's clients, bucket ``quick`` made."""
     from st_py.tracker.access import add_user
 
     d = tmp_path_factory.mktemp("s3quick")
@@ -34,7 +35,7 @@ def pair(make_module_cluster, tmp_path_factory):
     b = Endpoint(cluster.tracker_addr, d / "s3keys.toml", tls=cluster.client_tls)
     ca, cb = a.client("alice", key), b.client("alice", key)
     ca.create_bucket(Bucket="quick")
-    yield ca, cb, a, b
+    yield ca, cb, a, b, key
     a.stop()
     b.stop()
 
@@ -61,7 +62,7 @@ def test_quick_gets_answer_as_worker_threads_do(pair):
     and bytes (or error) from A's event loop as from B's worker threads;
     A answered the successful ones quickly, B none; an object over
     QUICK_GET_BYTES goes to a worker thread on A too."""
-    ca, cb, a, b = pair
+    ca, cb, a, b, _ = pair
     small = os.urandom(4096)
     large = os.urandom(QUICK_GET_BYTES + 1)
     ca.put_object(Bucket="quick", Key="d/small", Body=small, Metadata={"k": "v"}, ContentType="text/csv")
@@ -97,3 +98,37 @@ def test_quick_gets_answer_as_worker_threads_do(pair):
     got_a, got_b = _answer(ca, Key="d/large"), _answer(cb, Key="d/large")
     assert got_a == got_b and got_a[2] == large
     assert _quick(a) == n  # over QUICK_GET_BYTES: a worker thread's
+
+
+def _presigned_path(ep: Endpoint, key: str, method: str, obj: str) -> str:
+    """The path and query of a presigned ``method`` URL of ``quick/obj`` (SigV4)."""
+    signer = ep.client("alice", key, signature_version="s3v4")
+    url = signer.generate_presigned_url(method, Params={"Bucket": "quick", "Key": obj}, ExpiresIn=60)
+    return url.split(f"127.0.0.1:{ep.port}", 1)[1]
+
+
+def test_a_small_answer_is_one_write_and_100_continue_is_not_held(pair):
+    """With httptools a small GET's head and body leave in one write (one
+    TCP segment on loopback: the first read of the raw socket holds the
+    whole answer), and a PUT's ``100 Continue`` is sent at once, before
+    the client sends its body (protocol._HeadCoalescer)."""
+    ca, _, a, _, key = pair
+    body = os.urandom(4096)
+    ca.put_object(Bucket="quick", Key="seg/obj", Body=body)
+    path = _presigned_path(a, key, "get_object", "seg/obj")
+    for _ in range(5):
+        with socket.create_connection(("127.0.0.1", a.port), timeout=20) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{a.port}\r\n\r\n".encode())
+            first = s.recv(1 << 20)
+        assert first.startswith(b"HTTP/1.1 200 ") and first.endswith(body), first[:200]
+    path = _presigned_path(a, key, "put_object", "seg/put")
+    with socket.create_connection(("127.0.0.1", a.port), timeout=20) as s:
+        s.sendall(
+            f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{a.port}\r\nContent-Length: 5\r\n"
+            "Expect: 100-continue\r\n\r\n".encode()
+        )
+        s.settimeout(5)
+        assert s.recv(1 << 16) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        s.sendall(b"hello")
+        assert s.recv(1 << 16).startswith(b"HTTP/1.1 200 ")
+    assert ca.get_object(Bucket="quick", Key="seg/put")["Body"].read() == b"hello"
