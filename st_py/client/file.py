@@ -241,6 +241,25 @@ class StFile:
     def local_copies(self, value) -> None:
         self._ctx.local_copies = value
 
+    def reads_locally(self, meta: RecordMeta | None = None) -> bool:
+        """Whether reading record ``meta`` now asks neither the tracker nor
+        a peer over the network: the infofile is read where the tracker
+        keeps it (the shared namespace; not a local copy whose freshness is
+        asked), no write of this handle awaits its commit, and a peer of
+        this host holds a copy (:attr:`local_copies`: read from its disk;
+        were that copy missing or bad, :meth:`get` would still fall back to
+        a GET). ``meta`` None: the infofile part alone (whether
+        :attr:`generation`, :meth:`record_meta` and the like ask nothing of
+        the tracker). The S3 endpoint serves such small reads on its event
+        loop (docs/s3.md, "The request path"). Thread safety: as the handle."""
+        ctx = self._ctx
+        lc = ctx.local_copies
+        if lc is None or ctx.copy_locator() is not None or ctx.infofile_override or ctx.committer.busy:
+            return False
+        if meta is None:
+            return True
+        return bool(lc.paths(ctx.file_id, ctx.peer_ids, meta))
+
     @property
     def encryption_key(self) -> bytes | None:
         """The file's key (docs/filters.md), set by :class:`Client`."""

@@ -1,27 +1,32 @@
-"""The S3 endpoint's ASGI app (Starlette): path-style requests (and
+"""The S3 endpoint's ASGI app (:class:`Asgi`: Starlette's requests and
+responses, no router): path-style requests (and
 virtual-host style under ``--domain``) routed to
 the operations (:mod:`.ops`), each checked by SigV4 (:mod:`.auth`) and
 answered with S3's headers and XML (:mod:`.xml`); every failure is S3's
 error document, never a traceback (docs/s3.md).
 
 Thread safety: the app keeps one :class:`.ops.Ops` (one client) per access
-key, made under a lock; the operations run in Starlette's worker threads.
+key, made under a lock; the operations run in the endpoint's worker threads
+(:meth:`S3App._run`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote
 
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
 
 from st_py.client.object_stream import STRIPES_AHEAD
 from st_py.errors import StoreTorrentError
@@ -45,12 +50,15 @@ from .objstream import ObjectBody
 from .ops import ObjectStat, Ops
 from .usermeta import from_headers
 
+T = TypeVar("T")
+
 log = logging.getLogger("storetorrent.s3")
 EMPTY_MD5 = '"d41d8cd98f00b204e9800998ecf8427e"'  # the ETag of a directory marker (an empty object)
 MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
 MAX_HEADER_BYTES = 8 * 1024  # S3's limit on a request's headers (names, values, ": " and CRLF)
 UPLOAD_EXPIRY_S = 24 * 3600.0  # a multipart upload untouched this long is aborted (docs/s3.md; MinIO's default)
 REAP_INTERVAL_S = 3600.0  # at most this long between passes of the reaper (a quarter of the expiry if shorter)
+OP_THREADS = 40  # worker threads running the operations (anyio's default limit, which Starlette's hop had)
 _KNOWN_BUCKET_QUERY = {
     "list-type",
     "prefix",
@@ -76,7 +84,7 @@ _KNOWN_OBJECT_QUERY |= set(RESPONSE_OVERRIDES)
 
 
 class S3App:
-    """The endpoint: a Starlette app over the tracker at ``tracker``.
+    """The endpoint over the tracker at ``tracker``; :attr:`app` is its ASGI app (:class:`Asgi`).
 
     Parameters
     ----------
@@ -122,11 +130,8 @@ class S3App:
         self.upload_expiry_s = upload_expiry_s
         self._ops: dict[str | None, Ops] = {}
         self._lock = threading.Lock()
-        self.app = Starlette(
-            routes=[Route("/{path:path}", self.handle, methods=["GET", "HEAD", "PUT", "POST", "DELETE"])],
-            lifespan=self._lifespan,
-        )
-        self.app.state.s3 = self  # read_stats() for whoever holds the ASGI app (tests, the bench)
+        self._pool = ThreadPoolExecutor(OP_THREADS, thread_name_prefix="s3-op")
+        self.app = Asgi(self)
         if keys.open:
             log.warning("S3 endpoint without access keys (development mode): every request is taken unchecked")
 
@@ -142,6 +147,7 @@ class S3App:
             yield
         finally:
             stop.set()
+            self._pool.shutdown(wait=False)
             with self._lock:
                 every, self._ops = list(self._ops.values()), {}
             for ops in every:  # the kept handles (.handles) and the clients
@@ -180,6 +186,15 @@ class S3App:
                     log.debug("reaping uploads of %s: %s", bucket, e)
         return n
 
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in one of the endpoint's worker threads, awaited:
+        the operations block (the tracker, the peers, a group commit), the
+        event loop must not. One ``run_in_executor`` hop on a pool of
+        :data:`OP_THREADS` threads (docs/s3.md, "The request path"): what
+        Starlette's ``run_in_threadpool`` did through anyio (a capacity
+        limiter, a cancel scope and a context copy a request), for less CPU."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
+
     def ops(self, api_key: str | None) -> Ops:
         """The operations (one client) of a caller's API key."""
         with self._lock:
@@ -207,16 +222,26 @@ class S3App:
         ``max_stripes_held`` (the most stripes one GET held), ``local_reads``,
         ``local_bytes`` and ``local_fallbacks`` (copies read from a local
         peer's disk, and those found missing or bad there and read by GET:
-        :mod:`st_py.client.local_copies`). Thread safety: any thread."""
+        :mod:`st_py.client.local_copies`), ``quick_gets`` (GETs answered on
+        the event loop: :meth:`.ops.Ops.get_object_quick`). Thread safety: any thread."""
         with self._lock:
             every = list(self._ops.values())
         out = dict.fromkeys(
-            ("stripes", "max_stripes_in_flight", "max_stripes_held", "local_reads", "local_bytes", "local_fallbacks"),
+            (
+                "stripes",
+                "max_stripes_in_flight",
+                "max_stripes_held",
+                "local_reads",
+                "local_bytes",
+                "local_fallbacks",
+                "quick_gets",
+            ),
             0,
         )
         for o in every:
             st = o.stream_totals()
             out["stripes"] += st.stripes
+            out["quick_gets"] += o.quick_total()
             out["max_stripes_in_flight"] = max(out["max_stripes_in_flight"], st.max_outstanding)
             out["max_stripes_held"] = max(out["max_stripes_held"], st.max_held)
             lc = o.client.local_copies
@@ -278,7 +303,7 @@ class S3App:
         m = request.method
         if not bucket:
             if m == "GET":
-                buckets = await run_in_threadpool(ops.list_buckets)
+                buckets = await self._run(ops.list_buckets)
                 return self._xml(xml.list_buckets(buckets, caller.user or "storetorrent"))
             raise S3Error("MethodNotAllowed", f"{m} / is not allowed")
         if not key:
@@ -289,17 +314,24 @@ class S3App:
     def _xml(body: bytes, status: int = 200) -> Response:
         return Response(body, status_code=status, media_type="application/xml")
 
-    async def _body(self, request: Request, headers: dict[str, list[str]]) -> tuple[bytes, dict[str, str]]:
-        """The request's payload (decoded and checked: :func:`.auth.check_payload`)
-        and its checksums. Its bytes are copied once here: Starlette joins
-        the ``receive()`` messages once (none for a body in one message, as
-        a small object's is), an ``aws-chunked`` payload is one join of
-        views of its chunks; the put takes that ``bytes`` object as it is
-        (docs/s3.md, "HTTP")."""
+    async def _raw_body(self, request: Request, headers: dict[str, list[str]]) -> bytes:
+        """The request's body as received (``EntityTooLarge`` over
+        :data:`MAX_BODY`, before it is read). Starlette joins the
+        ``receive()`` messages once (none for a body in one message, as a
+        small object's is)."""
         length = (headers.get("content-length") or [""])[0]
         if length and int(length) > MAX_BODY:
             raise S3Error("EntityTooLarge", "your proposed upload exceeds the maximum allowed object size")
-        body = await request.body()
+        return await request.body()
+
+    async def _body(self, request: Request, headers: dict[str, list[str]]) -> tuple[bytes, dict[str, str]]:
+        """The request's payload (decoded and checked: :func:`.auth.check_payload`)
+        and its checksums, checked on the event loop (the small XML bodies
+        of bucket and multipart requests; an object's or a part's is checked
+        in its worker thread, :func:`_checked`). Its bytes are copied once
+        here: an ``aws-chunked`` payload is one join of views of its chunks;
+        the put takes that ``bytes`` object as it is (docs/s3.md, "HTTP")."""
+        body = await self._raw_body(request, headers)
         data, sums = check_payload(headers, body)
         check_checksums(data, sums)
         return data, sums
@@ -311,7 +343,7 @@ class S3App:
             raise S3Error("NotImplemented", f"bucket subresource {sorted(unknown)[0]!r} is not implemented", bucket)
         if m == "PUT" and set(query) == {"versioning"}:
             data, _ = await self._body(request, headers)
-            await run_in_threadpool(ops.need_bucket, bucket)
+            await self._run(ops.need_bucket, bucket)
             status, mfa = xml.parse_versioning(data)
             if status == "Enabled" and mfa in ("", "Disabled"):  # as it is: files keep their history
                 return Response(status_code=200)
@@ -326,35 +358,35 @@ class S3App:
                 "NotImplemented", f"{m} of bucket subresource {sorted(query)[0]!r} is not implemented", bucket
             )
         if m == "PUT":
-            await run_in_threadpool(ops.create_bucket, bucket)
+            await self._run(ops.create_bucket, bucket)
             return Response(status_code=200, headers={"Location": "/" + bucket})
         if m == "HEAD":
-            await run_in_threadpool(ops.need_bucket, bucket)
+            await self._run(ops.need_bucket, bucket)
             return Response(status_code=200, headers={"x-amz-bucket-region": self.keys.region})
         if m == "DELETE":
-            await run_in_threadpool(ops.delete_bucket, bucket)
+            await self._run(ops.delete_bucket, bucket)
             return Response(status_code=204)
         if m == "POST" and "delete" in query:
             data, _ = await self._body(request, headers)
             keys, quiet = xml.parse_delete(data)
-            return self._xml(await run_in_threadpool(self._delete_many, ops, bucket, keys, quiet))
+            return self._xml(await self._run(self._delete_many, ops, bucket, keys, quiet))
         if m == "GET" and "location" in query:
-            await run_in_threadpool(ops.need_bucket, bucket)
+            await self._run(ops.need_bucket, bucket)
             region = "" if self.keys.region == "us-east-1" else self.keys.region  # S3's answer for us-east-1
             return self._xml(xml.doc("LocationConstraint", xml.escape(region)))
         if m == "GET" and "versioning" in query:  # files keep their history (docs/s3.md, "Versions")
-            await run_in_threadpool(ops.need_bucket, bucket)
+            await self._run(ops.need_bucket, bucket)
             return self._xml(xml.doc("VersioningConfiguration", xml.el("Status", "Enabled")))
         if m == "GET" and "versions" in query:
-            vs = await run_in_threadpool(ops.list_versions, bucket, query.get("prefix", ""))
+            vs = await self._run(ops.list_versions, bucket, query.get("prefix", ""))
             return self._xml(xml.list_versions(bucket, query, vs, owner))
         if m == "GET" and "uploads" in query:
             from .multipart import Multipart
 
-            ups = await run_in_threadpool(Multipart(ops).list_uploads, bucket, query.get("prefix", ""))
+            ups = await self._run(Multipart(ops).list_uploads, bucket, query.get("prefix", ""))
             return self._xml(xml.list_uploads(bucket, query, ups, owner))
         if m == "GET":
-            return self._xml(await run_in_threadpool(list_bucket, ops, bucket, query))
+            return self._xml(await self._run(list_bucket, ops, bucket, query))
         raise S3Error("NotImplemented", f"{m} on a bucket is not implemented", bucket)
 
     @staticmethod
@@ -413,22 +445,29 @@ class S3App:
             if "x-amz-copy-source" in headers:
                 _refuse_unkept(headers, key)
                 return await self._copy(ops, bucket, key, headers)
-            data, _ = await self._body(request, headers)  # read first: the connection stays in step
-            _refuse_unkept(headers, key)
-            meta = from_headers(headers, key)
-            if key.endswith("/") and not data:  # a directory marker: directories are implicit here
-                await run_in_threadpool(ops.need_bucket, bucket)
+            body = await self._raw_body(request, headers)  # read first: the connection stays in step
+
+            def put() -> ObjectStat | None:  # one worker-thread hop: the payload's hashes off the event loop
+                data = _checked(headers, body)
+                _refuse_unkept(headers, key)
+                meta = from_headers(headers, key)
+                if key.endswith("/") and not data:  # a directory marker: directories are implicit here
+                    ops.need_bucket(bucket)
+                    return None
+                only_new, if_match = _write_conditions(headers, key)
+                return ops.put_object(bucket, key, data, only_new, meta, if_match)
+
+            stored = await self._run(put)
+            if stored is None:
                 return Response(status_code=200, headers={"ETag": EMPTY_MD5})
-            only_new, if_match = _write_conditions(headers, key)
-            st = await run_in_threadpool(ops.put_object, bucket, key, data, only_new, meta, if_match)
-            h = {"ETag": st.etag, "x-amz-checksum-crc32c": crc32c_b64(st.crc32c)}
-            if st.version_id is not None:
-                h["x-amz-version-id"] = str(st.version_id)
+            h = {"ETag": stored.etag, "x-amz-checksum-crc32c": crc32c_b64(stored.crc32c)}
+            if stored.version_id is not None:
+                h["x-amz-version-id"] = str(stored.version_id)
             return Response(status_code=200, headers=h)
         if m in ("GET", "HEAD"):
             _refuse_unkept(headers, key)
         if m == "HEAD":
-            st = await run_in_threadpool(ops.head_object, bucket, key, version)
+            st = await self._run(ops.head_object, bucket, key, version)
             if not_modified(headers, st):
                 return Response(status_code=304, headers={"ETag": st.etag})
             h = object_headers(st) | response_overrides(query)
@@ -453,7 +492,11 @@ class S3App:
                         e.resource = f"bytes */{st.size}"
                     raise
 
-            st, got, span = await run_in_threadpool(ops.get_object, bucket, key, decide, version, True)
+            quick = ops.get_object_quick(bucket, key, decide) if version is None else None  # on the loop
+            if quick is None:
+                st, got, span = await self._run(ops.get_object, bucket, key, decide, version, True)
+            else:
+                st, got, span = quick
             if got is None:
                 return Response(status_code=304, headers={"ETag": st.etag})
             h = object_headers(st) | response_overrides(query)
@@ -470,7 +513,7 @@ class S3App:
                 h["x-amz-checksum-crc32c"] = crc32c_b64(st.crc32c)
             return _answer(got, status, h)
         if m == "DELETE":
-            await run_in_threadpool(ops.delete_object, bucket, key)
+            await self._run(ops.delete_object, bucket, key)
             return Response(status_code=204)
         raise S3Error("NotImplemented", f"{m} on an object is not implemented (docs/s3.md)", key)
 
@@ -489,9 +532,9 @@ class S3App:
             check_copy_source(headers, src)  # before any byte is read
             return None
 
-        src, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide, src_version)
+        src, data, _ = await self._run(ops.get_object, src_bucket, src_key, decide, src_version)
         assert isinstance(data, bytes)  # decide: the whole object or an error; not streamed
-        st = await run_in_threadpool(ops.put_object, bucket, key, data, False, src.meta if meta is None else meta)
+        st = await self._run(ops.put_object, bucket, key, data, False, src.meta if meta is None else meta)
         inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
         return Response(
             xml.doc("CopyObjectResult", inner), media_type="application/xml", headers=_copy_headers(src, st)
@@ -503,15 +546,15 @@ class S3App:
         rights; only the stripes the range touches of a striped object)."""
         src_bucket, src_key, src_version = _copy_source(headers, key)
         rng = (headers.get("x-amz-copy-source-range") or [""])[0].strip()
-        await run_in_threadpool(mp.check, bucket, key, upload_id, number)  # NoSuchUpload before any byte is read
+        await self._run(mp.check, bucket, key, upload_id, number)  # NoSuchUpload before any byte is read
 
         def decide(st: ObjectStat) -> tuple[int, int] | None:
             check_copy_source(headers, st)
             return parse_copy_range(rng, st.size) if rng else None
 
-        src, data, _ = await run_in_threadpool(ops.get_object, src_bucket, src_key, decide, src_version)
+        src, data, _ = await self._run(ops.get_object, src_bucket, src_key, decide, src_version)
         assert isinstance(data, bytes)  # decide never answers False; not streamed
-        etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
+        etag = await self._run(mp.upload_part, bucket, key, upload_id, number, data)
         inner = xml.el("LastModified", xml.iso_time(time.time())) + xml.el("ETag", etag)
         h = {"x-amz-copy-source-version-id": str(src.version_id)} if src.version_id is not None else {}
         return Response(xml.doc("CopyPartResult", inner), media_type="application/xml", headers=h)
@@ -524,7 +567,7 @@ class S3App:
         ids = xml.el("Bucket", bucket) + xml.el("Key", key)
         if m == "POST" and "uploads" in query:
             _refuse_unkept(headers, key)
-            upload_id = await run_in_threadpool(mp.create, bucket, key, from_headers(headers, key))
+            upload_id = await self._run(mp.create, bucket, key, from_headers(headers, key))
             return self._xml(xml.doc("InitiateMultipartUploadResult", ids + xml.el("UploadId", upload_id)))
         upload_id = query.get("uploadId", "")
         if m == "PUT":
@@ -534,21 +577,26 @@ class S3App:
                 raise S3Error("InvalidArgument", "partNumber is not a number") from None
             if "x-amz-copy-source" in headers:
                 return await self._upload_part_copy(mp, ops, bucket, key, upload_id, number, headers)
-            data, _ = await self._body(request, headers)
-            _refuse_unkept(headers, key)
-            etag = await run_in_threadpool(mp.upload_part, bucket, key, upload_id, number, data)
+            body = await self._raw_body(request, headers)
+
+            def upload() -> str:  # one worker-thread hop: the part's hashes off the event loop
+                data = _checked(headers, body)
+                _refuse_unkept(headers, key)
+                return mp.upload_part(bucket, key, upload_id, number, data)
+
+            etag = await self._run(upload)
             return Response(status_code=200, headers={"ETag": etag})
         if m == "POST":
             data, _ = await self._body(request, headers)
             only_new, if_match = _write_conditions(headers, key)
-            st = await run_in_threadpool(mp.complete, bucket, key, upload_id, data, only_new, if_match)
+            st = await self._run(mp.complete, bucket, key, upload_id, data, only_new, if_match)
             inner = xml.el("Location", f"/{bucket}/{key}") + ids + xml.el("ETag", st.etag)
             return self._xml(xml.doc("CompleteMultipartUploadResult", inner))
         if m == "DELETE":
-            await run_in_threadpool(mp.abort, bucket, key, upload_id)
+            await self._run(mp.abort, bucket, key, upload_id)
             return Response(status_code=204)
         if m == "GET":
-            parts = await run_in_threadpool(mp.list_parts, bucket, key, upload_id)
+            parts = await self._run(mp.list_parts, bucket, key, upload_id)
             inner = ids + xml.el("UploadId", upload_id) + xml.el("IsTruncated", "false")
             inner += "".join(
                 "<Part>"
@@ -561,6 +609,52 @@ class S3App:
             )
             return self._xml(xml.doc("ListPartsResult", inner))
         raise S3Error("NotImplemented", f"{m} on a multipart upload is not implemented", key)
+
+
+class Asgi:
+    """The endpoint's ASGI application: every HTTP request goes straight to
+    :meth:`S3App.handle` and its answer is sent; the ``lifespan`` scope runs
+    :meth:`S3App._lifespan`. No router or middleware stands between
+    (docs/s3.md, "The request path"): one route took every path and
+    :meth:`S3App.handle` answers every error itself, so Starlette's
+    routing and exception middleware only cost CPU per request.
+    ``state.s3`` is the :class:`S3App` (its ``read_stats``, for tests and
+    :mod:`.metrics`).
+
+    Thread safety: called on the server's event loop.
+    """
+
+    def __init__(self, s3: S3App):
+        self.s3 = s3
+        self.state = State({"s3": s3})
+
+    async def __call__(self, scope, receive, send) -> None:
+        """Serve one ASGI connection scope (``http`` or ``lifespan``)."""
+        kind = scope["type"]
+        if kind == "http":
+            resp = await self.s3.handle(Request(scope, receive))
+            await resp(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+        else:  # websocket: nothing of S3; refused as a router without such a route refuses it
+            await send({"type": "websocket.close", "code": 1000})
+
+    async def _lifespan(self, receive, send) -> None:
+        await receive()  # lifespan.startup
+        cm = self.s3._lifespan(self)
+        try:
+            await cm.__aenter__()
+        except Exception as e:
+            await send({"type": "lifespan.startup.failed", "message": f"{type(e).__name__}: {e}"})
+            raise
+        await send({"type": "lifespan.startup.complete"})
+        await receive()  # lifespan.shutdown
+        try:
+            await cm.__aexit__(None, None, None)
+        except Exception as e:
+            await send({"type": "lifespan.shutdown.failed", "message": f"{type(e).__name__}: {e}"})
+            raise
+        await send({"type": "lifespan.shutdown.complete"})
 
 
 _UNKEPT = (  # request headers asking for what the endpoint does not keep: refused, not ignored
@@ -578,6 +672,24 @@ def _answer(got: bytes | ObjectBody, status: int, headers: dict[str, str]) -> Re
         headers["Content-Length"] = str(got.length)
         return StreamingResponse(got.aiter(), status_code=status, headers=headers)
     return Response(got, status_code=status, headers=headers)
+
+
+def _checked(headers: dict[str, list[str]], body: bytes) -> bytes:
+    """The payload of ``body`` (:func:`.auth.check_payload`), every checksum
+    the client sent checked against it (:func:`.chunked.check_checksums`).
+    Called in a PUT's worker thread: SHA-256 and CRC-32 of a 1 MiB body
+    are about 1 ms of CPU, which the event loop would otherwise spend while
+    every other connection waits (hashlib and zlib release the GIL).
+
+    Raises
+    ------
+    S3Error
+        ``XAmzContentSHA256Mismatch``, ``XAmzContentChecksumMismatch``,
+        ``BadDigest``, a broken ``aws-chunked`` body's.
+    """
+    data, sums = check_payload(headers, body)
+    check_checksums(data, sums)
+    return data
 
 
 def _refuse_unkept(headers: dict[str, list[str]], key: str) -> None:

@@ -117,6 +117,17 @@ class FileHandles:
             raise
         return got
 
+    def borrow_idle(self) -> tuple[Any, float] | None:
+        """``(handle, opened)``: the last idle read handle, not yet checked
+        (see :meth:`borrow`), or None when none is idle or it is past
+        ``HANDLE_TTL_S``: never opens or closes one (no tracker call: the
+        event loop's quick GETs, :meth:`.ops.Ops.get_object_quick`).
+        Give it back with :meth:`give_back`."""
+        with self._lock:  # an expired one is left for borrow() to close (closing may ask the tracker)
+            if self._idle and time.monotonic() - self._idle[-1][1] < HANDLE_TTL_S:
+                return self._idle.pop()
+        return None
+
     def give_back(self, got: tuple[Any, float], ok: bool) -> None:
         """Keep a borrowed handle for the next request, or close it
         (``ok`` False: it failed; or the entry was dropped; or enough are idle)."""

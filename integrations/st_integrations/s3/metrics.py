@@ -32,6 +32,7 @@ _COUNTERS = (
     ("st_s3_local_reads", "local_reads", "Copies read from a local peer's data directory (--peer-data)."),
     ("st_s3_local_read_bytes", "local_bytes", "Bytes of the copies read from a local peer's data directory."),
     ("st_s3_local_read_fallbacks", "local_fallbacks", "Local copies missing or bad, read by GET instead."),
+    ("st_s3_quick_gets", "quick_gets", "GETs answered on the event loop, without a worker thread (docs/s3.md)."),
 )
 _GAUGES = (
     ("st_s3_stripes_in_flight_max", "max_stripes_in_flight", "Most stripe GETs one GET had unanswered at once."),

@@ -52,6 +52,12 @@ def as_of_of(version_id: str) -> int | str:
 
 
 LEASE_WAIT_S = 30.0  # how long a PUT over an existing key waits for the file's writer lease
+QUICK_GET_BYTES = 1 << 20  # records up to this size (stored) may be read on the event loop (get_object_quick)
+
+
+class _NotQuick(Exception):
+    """A quick GET that would block (a striped object, a large record, no
+    local copy): the request goes to a worker thread instead."""
 
 
 @dataclass(frozen=True)
@@ -96,11 +102,13 @@ class StalePeerlistError(StoreTorrentError):
         self.file, self.record, self.missing = file, record, missing
 
 
-def _check_peerlist(h, record: str) -> None:
-    """Raise :class:`StalePeerlistError` when a holder of ``record`` is not
-    in ``h``'s peerlist: a kept handle reading it would ask a peer it has no
-    address for before the copies it knows (seconds per GET)."""
-    m = h.record_meta(record)
+def _check_peerlist(h, record: str, m=None) -> None:
+    """Raise :class:`StalePeerlistError` when a holder of ``record`` (its
+    metadata ``m``, read if None) is not in ``h``'s peerlist: a kept handle
+    reading it would ask a peer it has no address for before the copies it
+    knows (seconds per GET)."""
+    if m is None:
+        m = h.record_meta(record)
     if m is not None:
         missing = [i for i in m.peers if i not in h.peers]
         if missing:
@@ -141,6 +149,7 @@ class Ops:
         self.read_ahead = read_ahead  # stripes a GET of a striped object keeps queued (st_py.client.object_stream)
         self.stream_stats = StreamStats()  # every GET's of a striped object, merged (:meth:`_streamed`)
         self._stats_lock = threading.Lock()
+        self._quick_gets = 0  # GETs answered by get_object_quick (read_stats' quick_gets)
         self.ranges = RecordCache()  # records read for ranged GETs (.reccache)
         self.handles = HandleCache(client)  # kept handles and key resolutions (.handles: the fast path)
 
@@ -157,6 +166,11 @@ class Ops:
         with self._stats_lock:
             t = self.stream_stats
             return StreamStats(t.stripes, t.max_outstanding, t.max_held)
+
+    def quick_total(self) -> int:
+        """GETs :meth:`get_object_quick` answered so far (any thread)."""
+        with self._stats_lock:
+            return self._quick_gets
 
     def close(self) -> None:
         """Close the kept handles and the client (the endpoint stops)."""
@@ -496,6 +510,74 @@ class Ops:
         RecordUnavailableError, ChecksumError
         """
 
+        return self._read_key(bucket, key, version, self._get_reader(key, version, decide, stream, False))
+
+    def get_object_quick(
+        self, bucket: str, key: str, decide: Callable[[ObjectStat], tuple[int, int] | None | bool] | None = None
+    ) -> tuple[ObjectStat, bytes | ObjectBody | None, tuple[int, int] | None] | None:
+        """:meth:`get_object` of the current version (its body bytes, never
+        streamed), answered in the
+        calling thread (the endpoint's event loop) when nothing in it
+        blocks: the key's file kept with an idle handle (:mod:`.handles`)
+        whose reads ask nothing of the tracker, and the object one record
+        of at most :data:`QUICK_GET_BYTES` with a copy on this host's disk
+        (:meth:`st_py.client.file.StFile.reads_locally`). None otherwise,
+        before any byte is read (``decide`` may have run): the caller asks
+        :meth:`get_object` in a worker thread, which answers the same. A
+        kept handle that fails other than with an answer about the key is
+        dropped, and None returned (the worker thread reads it anew).
+
+        Raises
+        ------
+        S3Error
+            As :meth:`get_object` (``NoSuchKey``, what ``decide`` raises).
+        """
+        try:
+            check_key(key)
+            hit = self.handles.find(bucket, key)
+        except BadKeyError:
+            return None
+        if hit is None:
+            return None
+        f, record = hit
+        got = f.borrow_idle()
+        if got is None:
+            return None
+        ok = True
+        try:
+            if not got[0].reads_locally():
+                return None
+            try:
+                got[0].generation  # noqa: B018 (as borrow(): raises StFileNotFoundError when the name moved on)
+                out = self._get_reader(key, None, decide, False, True)(got[0], record)
+                with self._stats_lock:
+                    self._quick_gets += 1
+                return out
+            except (S3Error, RecordNotFoundError, _NotQuick):  # an answer about the key, or not quick
+                raise
+            except Exception as e:  # noqa: BLE001 (the kept handle failed: the worker thread reads it anew)
+                ok = False
+                log.info("a kept handle of %s failed (%s: %s); reading it anew", f.name, type(e).__name__, e)
+                return None
+        except _NotQuick:
+            return None
+        finally:
+            f.give_back(got, ok)
+            if not ok:
+                self.handles.forget(f)
+
+    def _get_reader(
+        self,
+        key: str,
+        version: str | None,
+        decide: Callable[[ObjectStat], tuple[int, int] | None | bool] | None,
+        stream: bool,
+        quick: bool,
+    ) -> Callable[[Any, str], tuple[ObjectStat, bytes | ObjectBody | None, tuple[int, int] | None]]:
+        """The read of :meth:`get_object` on a handle (``read(h, record)``);
+        ``quick``: raise :class:`_NotQuick` before any byte is read when
+        the read could block (:meth:`get_object_quick`)."""
+
         def read(h, record: str) -> tuple[ObjectStat, bytes | ObjectBody | None, tuple[int, int] | None]:
             try:
                 st = self._stat(h, record)
@@ -508,7 +590,12 @@ class Ops:
                 whole = span is None
                 obj = h.object_meta(record)
                 if obj is None:
-                    _check_peerlist(h, record)
+                    m = h.record_meta(record)
+                    _check_peerlist(h, record, m)
+                    if quick and (m is None or m.size > QUICK_GET_BYTES or not h.reads_locally(m)):
+                        raise _NotQuick(record)
+                elif quick:
+                    raise _NotQuick(record)
                 if obj is not None:
                     a, b = (0, obj.size) if span is None else span
                     stats = StreamStats()
@@ -532,7 +619,7 @@ class Ops:
             except RecordNotFoundError:
                 raise self._missing(key, version) from None
 
-        return self._read_key(bucket, key, version, read)
+        return read
 
     def delete_object(self, bucket: str, key: str) -> None:
         """Delete the key's record; a key that does not exist is no error (S3)."""

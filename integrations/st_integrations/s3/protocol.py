@@ -67,6 +67,60 @@ class S3H11Protocol(H11Protocol):
         self.transport.close()
 
 
+COALESCE_BODY_BYTES = 64 * 1024  # a response body up to this size goes out in one write with its head
+
+
+class _HeadCoalescer:
+    """A connection's transport for uvicorn's httptools protocol that sends
+    a response's head together with its body: uvicorn writes the status
+    line and headers, then the body, each with its own ``send`` system call
+    and TCP segment (and the client's reads to match). A write that is a
+    final response's head (``HTTP/1.1 ...`` ending in a blank line; not a
+    ``100 Continue``, which the client waits for before it sends a body)
+    is held until the next write, which carries it (joined to a body of up
+    to :data:`COALESCE_BODY_BYTES`; before a larger one, written alone),
+    or until the event loop's next turn, whichever comes first, so a head
+    is never held past the code that wrote it. Everything else is the
+    transport's (docs/s3.md, "The request path").
+
+    Thread safety: the event loop's, as the transport.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
+        self._t, self._loop = transport, loop
+        self._head: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        """Write ``data``, a response head held for the write after it."""
+        head = self._head
+        if head is not None:
+            self._head = None
+            if len(data) <= COALESCE_BODY_BYTES:
+                data = head + data
+            else:
+                self._t.write(head)
+        elif data[:5] == b"HTTP/" and data[9:10] != b"1" and data[-4:] == b"\r\n\r\n":  # not a 100 Continue
+            self._head = data
+            self._loop.call_soon(self.flush)
+            return
+        if data:
+            self._t.write(data)
+
+    def flush(self) -> None:
+        """Write a head still held (the loop's next turn, or a close)."""
+        head, self._head = self._head, None
+        if head is not None and not self._t.is_closing():
+            self._t.write(head)
+
+    def close(self) -> None:
+        """Flush, then close the transport."""
+        self.flush()
+        self._t.close()
+
+    def __getattr__(self, name: str):
+        return getattr(self._t, name)
+
+
 @functools.cache
 def _httptools_class() -> type[asyncio.Protocol]:
     """:class:`S3HttpToolsProtocol`, made on first use (it imports httptools)."""
@@ -84,6 +138,10 @@ def _httptools_class() -> type[asyncio.Protocol]:
 
         _in_head = True  # between a message's end (or the connection's start) and its headers' end
         _head_bytes = 0  # bytes received while _in_head
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            """uvicorn's, over a transport that sends a head with its body (:class:`_HeadCoalescer`)."""
+            super().connection_made(_HeadCoalescer(transport, self.loop))  # type: ignore[arg-type]
 
         def data_received(self, data: bytes) -> None:
             """Parse ``data``; refuse the request once its head outgrows the limit."""

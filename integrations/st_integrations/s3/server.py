@@ -62,6 +62,8 @@ def make_server(
         lifespan="on",
         http=protocol,  # S3's error XML for requests the parser refuses
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        access_log=False,  # no line per request (the endpoint's CPU per request: docs/s3.md, "The request path")
+        proxy_headers=False,  # no client address is used: nothing to take from X-Forwarded-For
     )
     log.info("S3 endpoint HTTP protocol: %s", http_name)
     return uvicorn.Server(config)
