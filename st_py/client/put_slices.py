@@ -109,14 +109,13 @@ class PutSlices:
                 ctx.poll(0.05)
         holders = writer.placer.place(name)
         fut = Pending(self.wait, name)
-        writer._put_seq += 1
-        writer._names.add(name)
+        seq = writer.reserve(name)
         ctx.puts_inflight += 1
         buf = self._buf
         now = time.monotonic()
         if not buf:
             self._since = now
-        buf.append((name, name_b, data, holders, fut, callback, meta_b, writer._put_seq))
+        buf.append((name, name_b, data, holders, fut, callback, meta_b, seq))
         self._bytes += len(data)
         if len(buf) >= self.slice_records() or self._bytes >= SLICE_BYTES or now - self._since >= LINGER:
             self.flush()
@@ -148,7 +147,7 @@ class PutSlices:
         except Exception as e:  # every record of the slice fails with it, told as any failed put
             for name, name_b, data, holders, fut, callback, _meta_b, seq in buf:
                 op = PutOp(name, name_b, data, len(data), 0, holders, future=fut, callback=callback, seq=seq)
-                writer._fail_put(op, e)
+                writer.fail_put(op, e)
             return
         ops = []
         for (name, name_b, _, holders, fut, callback, meta_b, seq), data, crc, schema, size in zip(
@@ -169,8 +168,8 @@ class PutSlices:
                 seq=seq,
                 meta=meta_b,
             )
-            if name in kept and not writer._may_store_under_name(op):
-                writer._take_own_name(op)  # a kept version's copies under its name, not all met
+            if name in kept and not writer.plain_name_free(op):
+                writer.take_own_name(op)  # a kept version's copies under its name, not all met
             ops.append(op)
         self.sent += 1
         self.records += len(ops)

@@ -210,8 +210,8 @@ class RecordWriter:
         self._put_seq += 1
         if holders is None:
             self._names.add(name)
-        if not stored_as and not self._may_store_under_name(op):
-            self._take_own_name(op)  # a kept version's copies under its name, not all met
+        if not stored_as and not self.plain_name_free(op):
+            self.take_own_name(op)  # a kept version's copies under its name, not all met
         self.send(op)
         return op.future
 
@@ -340,8 +340,8 @@ class RecordWriter:
         )
         self._put_seq += 1
         self._names.add(name)
-        if own_name and not self._may_store_under_name(op):
-            self._take_own_name(op)
+        if own_name and not self.plain_name_free(op):
+            self.take_own_name(op)
         return op
 
     def send_batch(self, ops: list[PutOp], counted: bool = False) -> None:
@@ -498,11 +498,11 @@ class RecordWriter:
         there is none. A spare that must share a domain is counted. A new
         record whose spare leaves a kept version's copies under its plain
         name met only in part is sent again, every copy, under a name of its
-        own (:meth:`_may_store_under_name`)."""
+        own (:meth:`plain_name_free`)."""
         new = self.placer.move_copy(op.name, op.peers, rank, usable)
         if new is None:
             return False
-        if not op.stored_as and not op.acknowledged and not self._may_store_under_name(op):
+        if not op.stored_as and not op.acknowledged and not self.plain_name_free(op):
             # the spare leaves a kept version's copies met in part under the plain name
             self._store_under_own_name(op)
             return True
@@ -574,9 +574,18 @@ class RecordWriter:
             op.abandoned.add(rank)
             self._maybe_finish(op)
             return
-        self._fail_put(op, exc)
+        self.fail_put(op, exc)
 
-    def _may_store_under_name(self, op: PutOp) -> bool:
+    def reserve(self, name: str) -> int:
+        """Count a new put of ``name`` (checked by :meth:`check_name`) and
+        hold its name against this handle's other puts; returns its
+        sequence number (``PutOp.seq``). For a put that joins a slice
+        (:mod:`st_py.client.put_slices`)."""
+        self._put_seq += 1
+        self._names.add(name)
+        return self._put_seq
+
+    def plain_name_free(self, op: PutOp) -> bool:
         """Whether new record ``op``, as placed, may be stored under its
         plain name: :func:`st_py.core.history.may_store_under_name` (no
         kept version's live copy under it, or every rank adopts one with
@@ -591,7 +600,7 @@ class RecordWriter:
         return may_store_under_name(reader, op.name, op.peers, op.crc, op.size)
 
     @staticmethod
-    def _take_own_name(op: PutOp) -> None:
+    def take_own_name(op: PutOp) -> None:
         """Give new record ``op`` a name of its own on the peers
         (``.st-version/new-.../NAME``), committed ``new_only``: write-once,
         like any new record (docs/snapshots.md, "Putting a name again")."""
@@ -608,7 +617,7 @@ class RecordWriter:
         ``new_only``: write-once, like any new record. Copies already stored
         under the plain name are left uncommitted, for the scrubber."""
         op.attempt += 1  # the replies still to come for the plain name are ignored
-        self._take_own_name(op)
+        self.take_own_name(op)
         op.acked.clear()
         op.refused.clear()
         op.leftover_tried.clear()
@@ -618,7 +627,9 @@ class RecordWriter:
             for rank, idx in enumerate(op.peers):
                 self._send_copy(op, rank, idx)
 
-    def _fail_put(self, op: PutOp, exc: Exception) -> None:
+    def fail_put(self, op: PutOp, exc: Exception) -> None:
+        """Fail put ``op`` with ``exc``: its name is free again, its Pending
+        raises ``exc``, its callback is told (or ``flush`` reports it)."""
         self._names.discard(op.name)
         op.failed = True
         op.finished = True
