@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from st_py.deploy.ports import choose_ports
 
 WEED_ENV = "ST_WEED_BIN"
 _FIGURES = r" -+.*?Requests per second:\s+([\d.]+).*?Transfer rate:\s+([\d.]+)"
@@ -45,16 +46,9 @@ def weed_bin() -> str | None:
 
 
 def _ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """``n`` free ports below the ephemeral range (st_py.deploy.ports), so no
+    client connection of the run takes one while SeaweedFS starts."""
+    return choose_ports([1] * n)
 
 
 def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:

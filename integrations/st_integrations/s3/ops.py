@@ -324,16 +324,21 @@ class Ops:
         self.handles.keep(t.file)  # the next key of this file takes the fast path
         return st
 
+    def _kept_file(self, bucket: str, key: str):
+        """``(kept file entry, record)`` of a valid key under a kept file
+        (:meth:`.handles.HandleCache.find`), or None."""
+        try:
+            check_key(key)
+            return self.handles.find(bucket, key)
+        except BadKeyError:
+            return None
+
     def _kept(self, bucket: str, key: str) -> tuple[FileHandles, tuple, str] | None:
         """``(entry, borrowed handle, record)`` of a key whose file is kept
         (:mod:`.handles`), the handle checked to be the file's now; None
         when it is not kept, or no longer the file (then the entry is
         dropped): the caller goes the slow way."""
-        try:
-            check_key(key)
-            hit = self.handles.find(bucket, key)
-        except BadKeyError:
-            return None
+        hit = self._kept_file(bucket, key)
         if hit is None:
             return None
         f, record = hit
@@ -532,11 +537,7 @@ class Ops:
         S3Error
             As :meth:`get_object` (``NoSuchKey``, what ``decide`` raises).
         """
-        try:
-            check_key(key)
-            hit = self.handles.find(bucket, key)
-        except BadKeyError:
-            return None
+        hit = self._kept_file(bucket, key)
         if hit is None:
             return None
         f, record = hit
