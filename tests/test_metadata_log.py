@@ -176,7 +176,14 @@ async def _open_and_close(c: EtcdCluster, cluster: str) -> None:
     await session.close()
 
 
-def test_without_a_majority_nothing_is_appended(etcd3):
+def test_without_a_majority_an_append_fails_and_lands_at_most_once(etcd3):
+    """With 2 of 3 members killed an append raises ConsensusUnavailableError
+    (never acknowledged). Its outcome is unknown, as EtcdLog.append says
+    (the caller reads the log before retrying): the surviving member may
+    hold the proposal and commit it once the others are back (raft commits
+    an older term's entry with the next one; seen once in CI, 2026-11-30).
+    So the log then holds the acknowledged entry and the failed one at most
+    once, in order, and nothing else."""
     cluster = uuid.uuid4().hex[:12]
 
     async def before():
@@ -210,7 +217,7 @@ def test_without_a_majority_nothing_is_appended(etcd3):
         finally:
             await session.close()
 
-    assert run(after()) == [b"one"]
+    assert run(after()) in ([b"one"], [b"one", b"two"])
 
 
 def test_a_tracker_of_another_cluster_is_refused(etcd3):

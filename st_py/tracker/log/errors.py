@@ -56,8 +56,10 @@ class StandbyBehindError(LogError):
 
 
 class ConsensusUnavailableError(LogError, TrackerUnavailableError):
-    """No majority of the consensus members answered in time: nothing can be
-    appended (and nothing was acknowledged).
+    """No majority of the consensus members answered in time: nothing was
+    acknowledged, and an append in flight has an unknown outcome (a member
+    that holds its proposal may commit it once a majority is back: the
+    caller reads the log before it retries, EtcdLog.append).
 
     Attributes
     ----------
