@@ -113,6 +113,7 @@ def test_bucket_made_again_by_the_client_is_seen(fast):
     cluster, a, _, key, _ = fast
     c = a.client("alice", key)
     _warm(c, "again1")
+    assert [o["Key"] for o in c.list_objects_v2(Bucket="again1")["Contents"]] == ["d/one", "d/two", "top"]
     st = cluster.client(api_key=key)
     for name in ("/again1/.s3", "/again1/d"):
         st.delete(name)
@@ -121,6 +122,9 @@ def test_bucket_made_again_by_the_client_is_seen(fast):
         f.put("top", b"new top")
     with st.create("/again1/d", replication="x2") as f:
         f.put("one", b"new d/one")
+    # a listing reads the files' kept handles (no Open a page): the new files, never skipped, never the old
+    got = c.list_objects_v2(Bucket="again1")["Contents"]
+    assert [(o["Key"], o["Size"]) for o in got] == [("d/one", len(b"new d/one")), ("top", len(b"new top"))]
     _check_new(c, "again1")
     with st.open("/again1/d") as f:  # A's PUT went into the new file
         assert f.get("three") == b"put after"

@@ -231,3 +231,24 @@ def test_a_client_gone_mid_body_ends_the_stream(stripes):
     poll_for(lambda: _stats(ep)["stripes"] > before, timeout=30, what="the abandoned stream to end")
     s3 = ep.client("dev", "anything")
     assert s3.get_object(Bucket="gone", Key="run/obj.bin")["Body"].read() == data
+
+
+def test_a_list_without_sizes_counts_the_names_a_full_list_counts(stripes):
+    """The tracker's List with ``counts_only`` (what S3 listings ask a page,
+    :meth:`Client.ls` with ``sizes=False``) counts the same names as a full
+    List: records once each, a striped object once (never its stripes),
+    and leaves the bytes 0."""
+    cluster, _ep = stripes
+    client = cluster.client()
+    with client.create("/counted/f", replication="x2") as f:
+        f.put_object("big", os.urandom(3 * MiB), stripe_size=MiB)
+        for i in range(5):
+            f.put(f"r{i}", b"x" * 10)
+    client.create("/counted/empty", replication="x1").close()
+    full = {e.name: e for e in client.ls("/counted")}
+    quick = {e.name: e for e in client.ls("/counted", sizes=False)}
+    assert full.keys() == quick.keys() == {"/counted/f", "/counted/empty"}
+    assert full["/counted/f"].records == quick["/counted/f"].records == 6
+    assert full["/counted/empty"].records == quick["/counted/empty"].records == 0
+    assert full["/counted/f"].bytes >= 3 * MiB + 50 and full["/counted/f"].user_bytes == 3 * MiB + 50
+    assert quick["/counted/f"].bytes == quick["/counted/f"].user_bytes == 0

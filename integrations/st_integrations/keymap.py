@@ -138,15 +138,20 @@ class KeyMap:
 
     def bucket_exists(self, bucket: str) -> bool:
         """Whether ``/B`` is a namespace directory."""
-        return self.bucket_entries(bucket) is not None
+        return self.bucket_entries(bucket, counts=False) is not None
 
-    def bucket_entries(self, bucket: str) -> list | None:
+    def bucket_entries(self, bucket: str, counts: bool = True) -> list | None:
         """What the tracker's List gives for ``/B`` when it is a namespace
         directory (its entries, one RPC: a listing walks on from them), or
-        None when it is not."""
+        None when it is not. The entries' records are counted with
+        ``counts`` (never their bytes: a count reads an index, a sum every
+        row of a file's infofile)."""
         d = bucket_dir(bucket)
         try:
-            entries = self.client.ls(d)
+            if counts:
+                entries = self.client.ls(d, sizes=False)
+            else:
+                entries = list(self.client.tracker.list(d, names_only=True).entries)
         except (StFileNotFoundError, BadNameError):
             return None
         return None if len(entries) == 1 and entries[0].name == d and not entries[0].is_dir else entries
@@ -171,7 +176,7 @@ class KeyMap:
         for n in range(len(parts), 0, -1):
             pre = d + "/" + "/".join(parts[:n])
             try:
-                entries = self.client.ls(pre)
+                entries = list(self.client.tracker.list(pre, names_only=True).entries)  # file ids, no counts
             except (StFileNotFoundError, BadNameError):
                 continue
             if len(entries) == 1 and entries[0].name == pre and not entries[0].is_dir and entries[0].file_id:

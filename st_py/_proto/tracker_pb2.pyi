@@ -271,14 +271,16 @@ class DeleteReply(_message.Message):
     def __init__(self, deleted: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class ListRequest(_message.Message):
-    __slots__ = ("path", "names_only", "user")
+    __slots__ = ("path", "names_only", "user", "counts_only")
     PATH_FIELD_NUMBER: _ClassVar[int]
     NAMES_ONLY_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_ONLY_FIELD_NUMBER: _ClassVar[int]
     path: str
     names_only: bool
     user: str
-    def __init__(self, path: _Optional[str] = ..., names_only: _Optional[bool] = ..., user: _Optional[str] = ...) -> None: ...
+    counts_only: bool
+    def __init__(self, path: _Optional[str] = ..., names_only: _Optional[bool] = ..., user: _Optional[str] = ..., counts_only: _Optional[bool] = ...) -> None: ...
 
 class ListEntry(_message.Message):
     __slots__ = ("name", "is_dir", "file_id", "replication", "records", "bytes", "owner", "group", "mode", "user_bytes")

@@ -558,9 +558,12 @@ class Client:
         """
         self.tracker.remove_dir(path)
 
-    def ls(self, path: str = "/"):
-        """Entries of a namespace directory (``ListEntry`` messages)."""
-        return list(self.tracker.list(path).entries)
+    def ls(self, path: str = "/", sizes: bool = True):
+        """Entries of a namespace directory (``ListEntry`` messages);
+        ``sizes`` False leaves their ``bytes`` and ``user_bytes`` 0 (the
+        tracker counts a file's records from an index instead of summing
+        every row: an S3 listing's List a page, issue 42)."""
+        return list(self.tracker.list(path, counts_only=not sizes).entries)
 
     def status(self):
         """The tracker's ``StatusReply``: peers, liveness, space, files."""

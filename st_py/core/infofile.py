@@ -167,6 +167,24 @@ def name_stats(conn: "sqlite3.Connection | _ReadOnlyConnection") -> tuple[int, i
     return int(n), int(b)
 
 
+def name_count(conn: "sqlite3.Connection | _ReadOnlyConnection") -> int:
+    """The names of :func:`name_stats` without their bytes: whole-table
+    ``count(*)`` (SQLite counts an index's pages, not its rows) less the
+    stripe records' range of the name index, plus the striped objects.
+    About 0.1 ms at 2x10^4 records where :func:`name_stats` (a sum over
+    every row) takes several (an S3 listing's List a page, issue 42)."""
+    (n,) = conn.execute("SELECT count(*) FROM records").fetchone()
+    (s,) = conn.execute(
+        "SELECT count(*) FROM records WHERE name >= ? AND name < ?", (STRIPE_PREFIX, STRIPE_END)
+    ).fetchone()
+    n -= s
+    try:
+        n += conn.execute("SELECT count(*) FROM objects").fetchone()[0]
+    except sqlite3.OperationalError:  # a file made before striping
+        pass
+    return int(n)
+
+
 def schema_fingerprint(conn) -> str:
     """A digest (hex) of the tables and indexes of an infofile (``conn`` open
     on it): a changeset made on one applies row for row only to a copy with
@@ -732,6 +750,10 @@ class InfofileReader:
     def stats(self) -> tuple[int, int]:
         """``(names, bytes)``: see :func:`name_stats`."""
         return name_stats(self.conn)
+
+    def count_names(self) -> int:
+        """See :func:`name_count`."""
+        return name_count(self.conn)
 
     def user_bytes(self) -> int:
         """See :func:`user_bytes`."""

@@ -627,9 +627,12 @@ class TrackerClient:
             self.locator.forget(name)
         return reply
 
-    def list(self, path: str = "/", names_only: bool = False) -> pb.ListReply:
-        """The namespace entries below directory ``path`` (rpc List); ``names_only`` skips the counts."""
-        return self._call("List", pb.ListRequest(path=path, names_only=names_only, user=self.user))
+    def list(self, path: str = "/", names_only: bool = False, counts_only: bool = False) -> pb.ListReply:
+        """The namespace entries below directory ``path`` (rpc List);
+        ``names_only`` skips the counts, ``counts_only`` the bytes."""
+        return self._call(
+            "List", pb.ListRequest(path=path, names_only=names_only, counts_only=counts_only, user=self.user)
+        )
 
     def status(self, timeout: float | None = None) -> pb.StatusReply:
         """The cluster summary (rpc Status); ``timeout`` in seconds (None: the client's)."""

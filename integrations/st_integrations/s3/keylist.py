@@ -4,13 +4,17 @@ common prefixes by ``InfofileReader.level`` or a file's record count,
 never an object), the files' streams merged, delimiters rolled up, and a
 page cut (docs/s3.md, "The mapping": listings).
 
-Thread safety: each call opens and closes its own file handles.
+Thread safety: each call opens and closes its own file handles, or
+borrows them from the caller's ``reading`` (its own thread-safe cache).
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
 
 from st_py.core.infofile import RESERVED_PREFIXES, prefix_upper, user_size
 from st_py.errors import StFileNotFoundError
@@ -32,7 +36,7 @@ def files_below(client, bucket: str, prefix: str, top: list | None = None) -> li
     todo = [d]
     while todo:
         here = todo.pop()
-        for e in top if top is not None and here == d else client.ls(here):
+        for e in top if top is not None and here == d else client.ls(here, sizes=False):
             rel = e.name[len(d) + 1 :]
             if rel.startswith(UPLOAD_PREFIX):
                 continue  # a multipart upload's parts: not objects
@@ -46,22 +50,41 @@ def files_below(client, bucket: str, prefix: str, top: list | None = None) -> li
     return out
 
 
-def _level(client, file: str, rp: str, start: str, limit: int):
+Reading = Callable[[str], AbstractContextManager[Any]]
+"""``reading(file)``: a context manager giving an open handle of ``file``
+(an :class:`st_py.client.file.StFile`) for the block, or None when the
+file is gone."""
+
+
+def opening(client) -> Reading:
+    """A :data:`Reading` that opens and closes a handle of ``client``
+    each time (one tracker ``Open``)."""
+
+    @contextlib.contextmanager
+    def reading(file: str):
+        try:
+            h = client.open(file)
+        except StFileNotFoundError:
+            yield None
+            return
+        try:
+            yield h
+        finally:
+            h.close()
+
+    return reading
+
+
+def _level(reading: Reading, file: str, rp: str, start: str, limit: int):
     """``InfofileReader.level(rp, start=start, limit=limit)`` of ``file``
     (its entries and heads at that level, from ``start`` on, about a page),
     or None if the file is gone."""
-    try:
-        h = client.open(file)
-    except StFileNotFoundError:
-        return None
-    try:
-        return h.infofile().level(rp, start=start, limit=limit)
-    finally:
-        h.close()
+    with reading(file) as h:
+        return None if h is None else h.infofile().level(rp, start=start, limit=limit)
 
 
 def _stream(
-    client,
+    reading: Reading,
     bucket: str,
     file: str,
     base: str,
@@ -99,7 +122,7 @@ def _stream(
     ):
         # from the last page's end on, about a page: the keys before it and the level's rest unread
         # (a page of a level of 10^5 keys read the whole level: every page, 0.47 s for 2x10^4)
-        got = _level(client, file, rp, after[len(base) :] if after.startswith(here) else "", max_keys + 2)
+        got = _level(reading, file, rp, after[len(base) :] if after.startswith(here) else "", max_keys + 2)
         if got is None:
             return
         entries, heads = got
@@ -115,7 +138,7 @@ def _stream(
     lo, hi = rp, (prefix_upper(rp) if rp else None)
     if after.startswith(base) and after[len(base) :] > lo:
         lo = after[len(base) :]
-    for name, size, crc, t in _lazy_rows(client, file, lo, hi):
+    for name, size, crc, t in _lazy_rows(reading, file, lo, hi):
         if not base and "/" in name:
             continue  # not a top-level key: unaddressable through S3
         k = key_of(bucket, file, name)
@@ -123,17 +146,15 @@ def _stream(
             yield k, size, crc, t
 
 
-def _lazy_rows(client, file: str, lo: str, hi: str | None) -> Iterator[tuple]:
+def _lazy_rows(reading: Reading, file: str, lo: str, hi: str | None) -> Iterator[tuple]:
     """``(name, size, crc32c, mtime)`` of the records and striped objects
     of ``file`` named in ``[lo, hi)``, in name order, read from an open
     cursor as they are taken (a page of a listing reads about the rows
-    it returns, not every row after its start); the handle is closed
+    it returns, not every row after its start); the handle is given back
     when the generator ends or is closed."""
-    try:
-        h = client.open(file)
-    except StFileNotFoundError:
-        return
-    try:
+    with reading(file) as h:
+        if h is None:
+            return
         inf = h.infofile()
         objs = [(n, int(size), int(crc), float(t)) for n, size, crc, t, _k, _s in inf.objects_between(lo, hi)]
         cur = inf.records_between(lo, hi)
@@ -146,8 +167,6 @@ def _lazy_rows(client, file: str, lo: str, hi: str | None) -> Iterator[tuple]:
             yield from heapq.merge(recs, objs, key=_first)
         finally:
             cur.close()
-    finally:
-        h.close()
 
 
 def list_objects(
@@ -159,6 +178,7 @@ def list_objects(
     after: str = "",
     token: bool = False,
     top: list | None = None,
+    reading: Reading | None = None,
 ) -> tuple[list[tuple], list[str], bool, str]:
     """ListObjectsV2's answer for ``client`` (a
     :class:`st_py.client.client.Client`; the bucket must exist): ``(contents, common prefixes, truncated,
@@ -166,13 +186,17 @@ def list_objects(
     is where to start (exclusive): a start-after or marker key, or with
     ``token`` the last item of the previous page (a common prefix there
     skips every key below it); ``top``: the caller's tracker List of
-    ``/B`` (one RPC less a page)."""
+    ``/B`` (one RPC less a page); ``reading``: how a file's handle is had
+    (default :func:`opening`: a tracker ``Open`` a file a page)."""
+    rd = reading or opening(client)
     streams = [
-        _stream(client, bucket, f, b, n, prefix, delimiter, after, token, max_keys)
+        _stream(rd, bucket, f, b, n, prefix, delimiter, after, token, max_keys)
         for f, b, n in files_below(client, bucket, prefix, top)
+        if n  # a file without records when List counted has no key of this listing (it began before)
     ]
     try:
-        return _page(heapq.merge(*streams, key=_first), prefix, delimiter, max_keys, after, token)
+        items = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_first)
+        return _page(items, prefix, delimiter, max_keys, after, token)
     finally:
         for st in streams:
             st.close()  # their infofile cursors and handles

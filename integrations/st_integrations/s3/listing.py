@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from . import xml
 from .errors import S3Error
-from .ops import ObjectStat, Ops
+from .ops import Ops, etag_of
 
 
 def list_bucket(ops: Ops, bucket: str, q: dict) -> bytes:
@@ -65,31 +65,20 @@ def list_bucket(ops: Ops, bucket: str, q: dict) -> bytes:
         parts.append(xml.el("Marker", enc(after)))
         if truncated and delim:
             parts.append(xml.el("NextMarker", enc(last)))
-    stamp = _Stamps()
+    sec, head = -1, ""
+    esc = xml.escape
     for key, size, crc, t in contents:  # a page's 1,000 entries: one f-string each, what needs escaping escaped
-        k = enc(key)
+        k = enc(key) if url else key
         if "&" in k or "<" in k or ">" in k:
-            k = xml.escape(k)
+            k = esc(k)
+        if int(t) != sec:  # xml.iso_time's date and time, made once a second (a group commit's records share it)
+            sec = int(t)
+            head = xml.iso_time(sec)[:-5]  # without ".000Z"
         parts.append(
-            f"<Contents><Key>{k}</Key><LastModified>{stamp(t)}</LastModified>"
-            f"<ETag>{ObjectStat(size, crc, t).etag}</ETag><Size>{int(size)}</Size>"
+            f"<Contents><Key>{k}</Key><LastModified>{head}.{int(t * 1000) % 1000:03d}Z</LastModified>"
+            f"<ETag>{etag_of(size, crc, t)}</ETag><Size>{size}</Size>"
             "<StorageClass>STANDARD</StorageClass></Contents>"
         )
     for p in prefixes:
         parts.append("<CommonPrefixes>" + xml.el("Prefix", enc(p)) + "</CommonPrefixes>")
     return xml.doc("ListBucketResult", "".join(parts))
-
-
-class _Stamps:
-    """``xml.iso_time`` of commit times, the date and time part made once a
-    second (a group commit's records share it)."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._head = ""
-
-    def __call__(self, t: float) -> str:
-        sec = int(t)
-        if sec != self._second:
-            self._second, self._head = sec, xml.iso_time(sec)[:-5]  # without ".000Z"
-        return f"{self._head}.{int(t * 1000) % 1000:03d}Z"

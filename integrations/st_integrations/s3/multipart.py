@@ -178,7 +178,7 @@ class Multipart:
         """``(file, upload id)`` of the bucket's upload files."""
         d = self.ops.need_bucket(bucket)
         out = []
-        for e in self.client.ls(d):
+        for e in self.client.tracker.list(d, names_only=True).entries:
             name = e.name[len(d) + 1 :]
             if not e.is_dir and name.startswith(UPLOAD_PREFIX):
                 out.append((e.name, name[len(UPLOAD_PREFIX) :]))

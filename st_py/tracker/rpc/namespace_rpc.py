@@ -277,12 +277,15 @@ class NamespaceRpc(TrackerParts):
             entries = sorted(e for e in d.iterdir() if namespace.is_entry(e.name))
         else:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no such directory or file {path}")
-        out = await asyncio.to_thread(self._list_entries, entries, request.names_only)
+        out = await asyncio.to_thread(self._list_entries, entries, request.names_only, request.counts_only)
         return pb.ListReply(entries=out)
 
-    def _list_entries(self, entries: list[Path], names_only: bool = False) -> list[pb.ListEntry]:
+    def _list_entries(
+        self, entries: list[Path], names_only: bool = False, counts_only: bool = False
+    ) -> list[pb.ListEntry]:
         """ListEntry of each path (directories, and infofiles read-only): run
-        in a thread, off the event loop. ``names_only``: no record counts."""
+        in a thread, off the event loop. ``names_only``: no record counts;
+        ``counts_only``: record counts without bytes."""
         out = []
         for e in entries:
             full = "/" + str(e.relative_to(self.root))
@@ -293,8 +296,13 @@ class NamespaceRpc(TrackerParts):
             try:
                 r = InfofileReader(e)
                 meta = r.meta()
-                n, b = r.stats() if not names_only else (0, 0)
-                ub = r.user_bytes() if not names_only else 0
+                if names_only:
+                    n, b, ub = 0, 0, 0
+                elif counts_only:
+                    n, b, ub = r.count_names(), 0, 0
+                else:
+                    n, b = r.stats()
+                    ub = r.user_bytes()
                 r.close()
             except Exception:  # not an infofile: show it, say nothing more
                 out.append(pb.ListEntry(name=full))
