@@ -481,7 +481,15 @@ def main() -> int:
                 )
         if listing.GROUP in want:
             with con.status("bench: fsspec find of a large file against os.walk of the same files"):
-                results += case(lambda: listing.case_listing(tmp, size["listing"]), "listing")
+                got = case(lambda: listing.case_listing(tmp, size["listing"]), "listing")
+                results += got
+            ours = [r["value"] for r in got if r["name"] == "listing_s3_delimiter"]
+            if ours:
+                with con.status("bench: the same S3 listing against SeaweedFS's weed s3"):
+                    results += case(
+                        lambda: listing.case_listing_seaweedfs(tmp, size["listing"], listing.BODY, ours[0]),
+                        "listing_seaweedfs",
+                    )
         if churn.GROUP in want:
             with con.status("bench: writes on a fresh directory and after a cluster's churn"):
                 results += case(lambda: churn.case_churn(tmp, *size["churn"], journaled=not a.quick), "churn")

@@ -14,7 +14,8 @@ range query of the infofile's name index (docs/fsspec.md, "Listing");
 Rows: ``listing_find`` (target: within 3x of ``os.walk``),
 ``listing_s3_delimiter`` (issue 42: the same records listed through the S3
 endpoint, ListObjectsV2 with a prefix and a delimiter, page by page, within
-3x of ``find``), and without a target ``find`` with details, ``ls`` of the
+3x of ``find``), ``listing_s3_client_parse`` (the same pages parsed by the
+client alone: what any S3 server's listing costs at least), and without a target ``find`` with details, ``ls`` of the
 file (names, then details) and ``du``.
 """
 
@@ -32,6 +33,7 @@ from .cases import row
 
 GROUP = "listing"
 PAGE = 1000  # keys a ListObjectsV2 page: S3's default and largest
+BODY = b"x" * 64  # each record's bytes
 
 
 def _walk(dirs: list[str]) -> int:
@@ -57,7 +59,85 @@ def _s3_client(url: str | None):
     )
 
 
-def _list_http(url: str | None) -> list[str]:
+def _parse_pages(bodies: list[bytes]) -> int:
+    """The keys of ListObjectsV2 pages already received, parsed as
+    :func:`_list_http` parses them: what the client's side of a listing
+    costs with no server at all (the floor of ``listing_s3_delimiter``)."""
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+    n = 0
+    for body in bodies:
+        root = ET.fromstring(body)
+        n += len([e.text or "" for e in root.iter(f"{ns}Key")])
+    return n
+
+
+def _fill_seaweedfs(url: str, n: int, body: bytes) -> None:
+    """PUT keys ``f/r000000000`` ... of ``body`` into bucket ``listing`` of
+    SeaweedFS's S3 gateway at ``url`` (made here), 16 keep-alive HTTP
+    connections (unsigned: the gateway runs without identities)."""
+    import http.client
+    from concurrent.futures import ThreadPoolExecutor
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+
+    def req(conn, method: str, path: str, data: bytes = b"") -> None:
+        conn.request(method, path, body=data)
+        r = conn.getresponse()
+        out = r.read()
+        assert r.status == 200, (method, path, r.status, out[:300])
+
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    req(c, "PUT", "/listing")
+    c.close()
+
+    def part(k: int) -> None:
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        try:
+            for i in range(k, n, 16):
+                req(conn, "PUT", f"/listing/f/r{i:09d}", body)
+        finally:
+            conn.close()
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(part, range(16)))
+
+
+def case_listing_seaweedfs(tmp: Path, n: int, body: bytes, ours_s: float, rounds: int = 5) -> list[dict]:
+    """``listing_s3_vs_seaweedfs``: the same listing (:func:`_list_http`:
+    bucket ``listing``, prefix ``f/``, delimiter ``/``, 1,000 keys a page)
+    of the same ``n`` keys against SeaweedFS's S3 gateway (``weed s3`` over
+    a filer, a master and one volume server), the median of ``rounds``;
+    StoreTorrent's median ``ours_s`` as the value. None without ``weed``."""
+    from .seaweedfs import Seaweed, weed_bin
+
+    if weed_bin() is None:
+        return []
+    with Seaweed(tmp, volumes=1, s3=True) as sw:
+        _fill_seaweedfs(sw.s3_url, n, body)
+        want = [f"f/r{i:09d}" for i in range(n)]
+        assert _list_http(sw.s3_url, ours=False) == want  # warm, every key once, in order
+        times = []
+        for _ in range(rounds):
+            dt, listed = _timed(_list_http, sw.s3_url, ours=False)
+            assert listed == want
+            times.append(dt)
+    return [
+        row(
+            "listing_s3_vs_seaweedfs",
+            ours_s,
+            "s",
+            "SeaweedFS weed s3 (filer, one volume server), the same listing of the same keys",
+            statistics.median(times),
+            note=f"{n:,} keys f/r..., ListObjectsV2 prefix f/, delimiter /, {PAGE} keys a page over one HTTP "
+            f"connection, ElementTree; medians of {rounds}",
+        )
+    ]
+
+
+def _list_http(url: str | None, bodies: list[bytes] | None = None, ours: bool = True) -> list[str]:
     """The same listing as :func:`_list_s3` over one keep-alive HTTP
     connection, each page's XML parsed by ElementTree (C): what the
     endpoint answers, without boto3's own parsing (about 65 ms a page of
@@ -80,13 +160,15 @@ def _list_http(url: str | None) -> list[str]:
             r = conn.getresponse()
             body = r.read()
             assert r.status == 200, (r.status, body[:300])
+            if bodies is not None:
+                bodies.append(body)
             root = ET.fromstring(body)
             assert root.find(f"{ns}CommonPrefixes") is None
             keys += [e.text or "" for e in root.iter(f"{ns}Key")]
             if root.findtext(f"{ns}IsTruncated") != "true":
                 return keys
             token = root.findtext(f"{ns}NextContinuationToken") or ""
-            assert base64.urlsafe_b64decode(token)  # the endpoint's own token
+            assert not ours or base64.urlsafe_b64decode(token)  # the endpoint's own token
     finally:
         conn.close()
 
@@ -121,7 +203,7 @@ def case_listing(tmp: Path, n: int, rounds: int = 5) -> list[dict]:
     try:
         client = cluster.client()
         name = "/listing/f"
-        body = b"x" * 64
+        body = BODY
         with client.create(name, replication="x1") as f:
             for i in range(n):
                 f.queue_put(f"r{i:09d}", body)
@@ -134,8 +216,9 @@ def case_listing(tmp: Path, n: int, rounds: int = 5) -> list[dict]:
         want = [f"f/r{i:09d}" for i in range(n)]
         boto3_s, listed = _timed(_list_s3, _s3_client(cluster.s3_url))
         assert listed == want  # every key once, in order
-        assert _list_http(cluster.s3_url) == want
-        finds, walks, lists = [], [], []
+        bodies: list[bytes] = []
+        assert _list_http(cluster.s3_url, bodies) == want
+        finds, walks, lists, parses = [], [], [], []
         for _ in range(rounds):
             dt, found = _timed(fs.find, name)
             assert len(found) == n
@@ -146,6 +229,9 @@ def case_listing(tmp: Path, n: int, rounds: int = 5) -> list[dict]:
             dt, listed = _timed(_list_http, cluster.s3_url)
             assert listed == want
             lists.append(dt)
+            dt, parsed = _timed(_parse_pages, bodies)
+            assert parsed == n
+            parses.append(dt)
         detail_s, d = _timed(fs.find, name, detail=True)
         assert len(d) == n
         ls_s, names = _timed(fs.ls, name, detail=False)
@@ -177,6 +263,16 @@ def case_listing(tmp: Path, n: int, rounds: int = 5) -> list[dict]:
             note=note + f": S3 ListObjectsV2 of bucket listing, prefix f/, delimiter /, {PAGE} keys a page "
             f"({-(-n // PAGE)} requests on one HTTP connection, ElementTree), median of {rounds} rounds "
             f"alternated with find; boto3's paginated listing of the same keys took {boto3_s:.2f} s once",
+        ),
+        row(
+            "listing_s3_client_parse",
+            med(parses),
+            "s",
+            "fsspec find of the same records",
+            med(finds),
+            note=note + f": the same {-(-n // PAGE)} ListObjectsV2 pages, received once, parsed again by the "
+            "client's ElementTree with no server: the floor of listing_s3_delimiter on this machine "
+            f"(median of {rounds} rounds)",
         ),
         row("listing_find_detail", detail_s, "s", note=note + ": find(detail=True), a dict per record"),
         row("listing_ls_names", ls_s, "s", note=note + ": ls(detail=False) of the file"),
