@@ -11,7 +11,7 @@ import threading
 import pandas as pd
 import pytest
 
-from st_py.errors import StFileExistsError
+from st_py.errors import StFileExistsError, StoreTorrentError
 
 dd = pytest.importorskip("dask.dataframe")
 
@@ -116,6 +116,18 @@ def test_ray_modes(cluster, monkeypatch, capfd):
         assert "internal code" not in out.out + out.err and "Traceback" not in out.err, out.err[-2000:]
         write_storetorrent(ray.data.from_pandas(_frame(500, 20)), "/wm/ray", mode="overwrite")
         assert _read("/wm/ray")["i"].tolist() == list(range(500, 520))
+        # format="records" (issue 41): each row one record, through the write batch path, one atomic job
+        want = {f"r{i:05d}": bytes([i % 251]) * (i % 300 + 1) for i in range(2_000)}
+        rows = ray.data.from_items([{"name": k, "data": v} for k, v in want.items()]).repartition(3)
+        assert write_storetorrent(rows, "/wm/rayrows", "x2", format="records") == 2_000
+        with cluster.client().open("/wm/rayrows") as f:
+            assert sorted(f.names()) == sorted(want)
+            assert all(f.get(n) == d for n, d in want.items())
+        twice = ray.data.from_items([{"name": "x", "data": b"1"}, {"name": "x", "data": b"2"}]).repartition(2)
+        with pytest.raises(StoreTorrentError):  # one name twice in a job: the commit refuses it, nothing lands
+            write_storetorrent(twice, "/wm/rayrows", "x2", format="records", mode="append")
+        with cluster.client().open("/wm/rayrows") as f:
+            assert len(f) == 2_000 and "x" not in f.names()
     finally:
         ray.shutdown()
 

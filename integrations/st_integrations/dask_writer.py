@@ -55,9 +55,12 @@ def to_storetorrent(
     tracker : str, optional
         Tracker ``host:port`` (default ``$STORETORRENT_TRACKER`` / the local cluster).
     prefix : str, optional
-        Record name prefix (default ``part-<8 hex digits>``, new per job).
+        Record name prefix (default ``part-<8 hex digits>``, new per job);
+        with ``format="records"`` a folder of the rows' records (default
+        none: :func:`~st_integrations.write.job_prefix`).
     format_options : dict, optional
-        For the format's writer.
+        For the format's writer; ``format="records"`` takes ``name_column``
+        and ``data_column`` (default ``"name"``, ``"data"``).
     client : distributed.Client, optional
         Default: the current Dask client, or Dask's default scheduler.
     mode : {"error", "append", "overwrite"}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .write import WriteJob, abort_job, check_job, commit_job, start_job, write_blocks
+from .write import WriteJob, abort_job, check_job, commit_job, job_prefix, start_job, write_blocks
 
 try:
     from ray.data import Datasink as _Datasink
@@ -49,11 +49,17 @@ class StoreTorrentDatasink(_Datasink):
         Replication class of a created file (``"x1"``, ``"x2"``, ``"x3"``).
     format : str
         ``"parquet"`` (default), ``"arrow"``, ``"csv"`` or ``"json"``: one
-        record per block, named ``<prefix>-<task>-<block>.<ext>``.
+        record per block, named ``<prefix>-<task>-<block>.<ext>``;
+        ``"records"``: each row one record, named by its name column, its
+        bytes the data column (``format_options`` ``name_column``,
+        ``data_column``; default ``"name"``, ``"data"``), through the write
+        batch path (issue 41).
     tracker : str, optional
         Tracker ``host:port`` (default ``$STORETORRENT_TRACKER`` / the local cluster).
     prefix : str, optional
-        Record name prefix (default ``part-<8 hex digits>``, new per job).
+        Record name prefix (default ``part-<8 hex digits>``, new per job);
+        with ``"records"`` a folder of the rows' records (default none:
+        :func:`~st_integrations.write.job_prefix`).
     min_rows_per_write : int, optional
         Rows per write call, as in Ray's file datasinks.
     format_options : dict, optional
@@ -81,15 +87,13 @@ class StoreTorrentDatasink(_Datasink):
         format_options: dict | None = None,
         mode: str = "error",
     ):
-        import uuid
-
         from st_py.wire.locate import default_tracker
 
         self.name, self.replication, self.format = name, replication, format
         # Resolved here, on the driver: write tasks run where neither
         # $STORETORRENT_TRACKER nor ./st-data may be.
         self.tracker = tracker or default_tracker()
-        self.prefix = prefix or f"part-{uuid.uuid4().hex[:8]}"
+        self.prefix = job_prefix(format, prefix)
         self._min_rows = min_rows_per_write
         self.format_options = format_options or {}
         self.mode = mode

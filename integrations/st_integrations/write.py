@@ -151,6 +151,17 @@ def check_job(
     return names
 
 
+def job_prefix(format: str, prefix: str | None) -> str:
+    """The record name prefix of a write job: for ``format="records"`` the
+    caller's folder (``""``: none; the rows name the records), else the
+    caller's or ``part-<8 hex digits>``, new per call. The one rule of the
+    Ray and Dask writers (a Ray sink makes it once, on the driver, since its
+    write tasks may rebuild the job before :func:`start_job` ran)."""
+    if format == RECORDS:
+        return prefix.rstrip("/") if prefix else ""
+    return prefix or f"part-{uuid.uuid4().hex[:8]}"
+
+
 def start_job(
     client,
     name: str,
@@ -184,11 +195,10 @@ def start_job(
         From the tracker.
     """
     created = False
-    if format == RECORDS:  # the rows name the records; a prefix is a folder of them
-        prefix = prefix.rstrip("/") if prefix else ""
+    prefix = job_prefix(format, prefix)
+    if format == RECORDS:
         first = f"{prefix}/x" if prefix else ""
     else:
-        prefix = prefix or f"part-{uuid.uuid4().hex[:8]}"
         first = f"{prefix}-00000-0000.{EXTENSIONS.get(format, format)}"
     if first:
         check_new_name(first)  # the rule for record names, before anything is made (st_py.core.record_names)
