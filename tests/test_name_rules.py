@@ -367,3 +367,60 @@ def test_the_batch_check_agrees_with_the_check_of_one_name(tmp_path):
     assert one["a/b c"] is None and one["a/b/cc"] is None and one["x"] is None  # x itself: a replacement
     assert name_state(w.conn, "x") == (True, None) and name_state(w.conn, "obj/d") == (True, None)
     w.conn.close()
+
+
+def test_name_states_gives_name_state_of_every_name(tmp_path):
+    """The write batch's check of a whole slice (issue 41: two statements
+    a table) gives, for every name, exactly the one-name check's answer:
+    existence and conflict, records and objects judged together (the
+    shortest committed parent of either table, else the first name below
+    in either), names committed before the rule included."""
+    import sqlite3
+
+    from st_py.core.record_names import name_state, name_states
+    from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
+
+    path = tmp_path / "f"
+    create_infofile(path, {"file_id": 1, "copies": 1, "name": "/f"}, [(0, "p0", "h:1")])
+    w = InfofileWriter(path)
+    committed = ["a/b/c", "a/bc", "x", "d/e/f/g", "sp ace/[1]", "u/é", "m/x", "m/y/z"]
+    committed += [f"bulk/d{i % 7}/r{i:05d}" for i in range(600)]
+    w.commit([(n, 1, i, [0]) for i, n in enumerate(committed)])
+    w.commit([(f".st-stripe/{o}/{0:08d}", 1, i, [0]) for i, o in enumerate(["obj/d", "m/a"])])
+    assert w.commit_objects([("obj/d", 1, 4096, 1, 0), ("m/a", 1, 4096, 1, 0)])[1] == 2
+    # objects committed before the rule (no commit would take them now): against the records' tree
+    for o in ("a/b", "x/y"):
+        w.conn.execute(
+            "INSERT INTO objects(name, size, stripe_size, stripes, crc32c, commit_seq, committed_at) "
+            "VALUES (?, 1, 4096, 1, 0, 0, 0)",
+            (o,),
+        )
+    w.conn.commit()
+    probes = ["a", "a/b", "a/b/c", "a/b/c/d", "a/bc/x", "a/b c", "x", "x/y", "x/y/z", "d/e", "d/e/f/g/h", "obj"]
+    probes += ["obj/d", "obj/d/e", "sp ace", "u", "u/é/x", "zz", "a/b/cc", "d/e/f/gg", "m", "m/a/b", "m/y", "bulk"]
+    probes += [f"bulk/d{i % 9}/r{i:05d}" for i in range(0, 900, 3)]  # committed or not; folders d7, d8 hold none
+    probes += committed[8::4]  # committed
+    probes += [f"bulk/d{i % 7}/r{i:05d}/below" for i in range(0, 600, 50)] + [f"bulk/d{i}" for i in range(9)]
+    statements: list[str] = []
+    w.conn.set_trace_callback(statements.append)
+    many = name_states(w.conn, probes + probes[:20])  # a name given twice: one answer
+    w.conn.set_trace_callback(None)
+    assert len(statements) == 4  # two a table, whatever the count
+    assert many == {n: name_state(w.conn, n) for n in probes}
+    assert many["m"] == (False, ("is-a-directory", "m/a"))  # the object before the record m/x
+    assert many["a/b/c/d"] == (False, ("not-a-directory", "a/b"))  # the object a/b: shorter than a/b/c
+    assert many["x"] == (True, ("is-a-directory", "x/y")) and many["x/y"] == (True, ("not-a-directory", "x"))
+    assert many["bulk/d3/r00003"] == (True, None) and many["bulk/d0/r00009"] == (False, None)
+    assert many["bulk/d8"] == (False, None)
+    assert many["bulk/d3"] == (False, ("is-a-directory", "bulk/d3/r00003"))
+    assert many["bulk/d1/r00050/below"] == (False, ("not-a-directory", "bulk/d1/r00050"))
+    assert sum(s is not None for _, s in many.values()) > 20 and sum(e for e, _ in many.values()) > 100
+    records_only = name_states(w.conn, probes, objects=False)
+    assert records_only == {n: name_state(w.conn, n, objects=False) for n in probes}
+    assert records_only["m"] == (False, ("is-a-directory", "m/x"))
+    assert name_states(w.conn, []) == {}
+    w.conn.execute("DROP TABLE objects")  # a file made before striped objects: records only
+    assert name_states(w.conn, probes) == records_only
+    with pytest.raises(sqlite3.OperationalError):
+        name_state(w.conn, "m")  # the one-name check is told (InfofileReader passes objects=False)
+    w.conn.close()

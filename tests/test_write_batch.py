@@ -18,7 +18,16 @@ import pytest
 from helpers import assert_same_records, infofile_copies, revealed_once
 
 from st_py import WriteBatch
-from st_py.errors import BadNameError, BatchWriteError, InvalidOptionError, RecordExistsError
+from st_py.errors import (
+    BadNameError,
+    BatchWriteError,
+    InvalidOptionError,
+    RecordExistsError,
+    RecordIsADirectoryError,
+    RecordNameRuleError,
+    RecordNotADirectoryError,
+    RecordTooLargeError,
+)
 
 KEY = bytes(range(32))
 
@@ -132,6 +141,62 @@ def test_names_that_break_the_rules_are_reported_per_record(module_cluster):
         assert "put the failed ones again" in str(e)
     # flush and close raised nothing more: told once, by the batch
     check_file(c, "/wb/names", good | {"taken": b"first", "twice": b"bad"}, 2)
+
+
+def test_names_taken_in_the_file_are_reported_per_record(module_cluster):
+    """Issue 41: a file with records checks a batch's names against its
+    infofile once a slice (``RecordWriter.check_names_many``), not once a
+    record. A name committed, a folder of a committed record, a name below
+    a committed record (or below one of this handle's puts in flight), and
+    reserved or broken names are each reported with the error a put of
+    that name alone raises (type and message); the others are committed
+    and read back."""
+    c = module_cluster.client()
+    with c.create("/wb/taken", "x2") as f:
+        f.write(batch_of({"taken": b"t", "dir/rec": b"r", "deep/a/b": b"d", "leaf": b"l"}))
+    good = records(60, tag="g")
+    bad = {
+        "taken": RecordExistsError,
+        "dir": RecordIsADirectoryError,
+        "deep": RecordIsADirectoryError,
+        "deep/a": RecordIsADirectoryError,
+        "leaf/below": RecordNotADirectoryError,
+        "leaf/x/y": RecordNotADirectoryError,
+        "queued": RecordIsADirectoryError,  # a folder of queued/r, put by this handle just before
+        ".st-stripe/x": BadNameError,
+        ".st-version/y": BadNameError,
+        "a//b": RecordNameRuleError,
+    }
+    with c.open("/wb/taken") as f:
+        f.queue_put("queued/r", b"q")
+        b = WriteBatch()
+        for i, (n, v) in enumerate(good.items()):
+            b.put(n, v)
+            if i < len(bad):
+                b.put(list(bad)[i], b"bad")
+        with pytest.raises(BatchWriteError) as ei:
+            f.write(b)
+        e = ei.value
+        assert sorted(e.names) == sorted(bad)
+        assert e.written == len(good)
+        for n, exc in e.failures:
+            assert type(exc) is bad[n], (n, exc)
+            with pytest.raises(bad[n]) as one:  # the same error as a put of that name alone
+                f.put(n, b"again")
+            assert str(one.value) == str(exc)
+        # a record over STRIPE_THRESHOLD goes to put_object in a batch (a striped object,
+        # written): only the check of a slice itself can meet one (sizes, no bytes)
+        from st_py.client.record_writer import STRIPE_THRESHOLD
+
+        writer = f._writer
+        ok, failed = writer.check_names_many(["huge", "fine", "taken"], [STRIPE_THRESHOLD + 1, 1, 1])
+        assert [n for n, _ in ok] == ["fine"] and [n for n, _ in failed] == ["huge", "taken"]
+        assert isinstance(failed[0][1], RecordTooLargeError) and isinstance(failed[1][1], RecordExistsError)
+        with pytest.raises(RecordTooLargeError) as one:
+            writer.check_name("huge", STRIPE_THRESHOLD + 1, False)
+        assert str(one.value) == str(failed[0][1])
+    want = {"taken": b"t", "dir/rec": b"r", "deep/a/b": b"d", "leaf": b"l", "queued/r": b"q"}
+    check_file(c, "/wb/taken", good | want, 2)
 
 
 def test_threads_write_batches_to_one_file(module_cluster):

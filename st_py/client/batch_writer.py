@@ -1,7 +1,8 @@
 """The write batch path of an open file (docs/client.md, "Write batches").
 
 :class:`BatchWriter` stores many records in one call: it checks every name
-with the rules of ``put`` (:meth:`RecordWriter.check_name`), applies the
+with the rules of ``put``, a slice at once (:meth:`RecordWriter.check_names_many`:
+one look at the infofile, not one a record), applies the
 file's filters, computes the CRC-32Cs in one call to the native extension
 (GIL released), asks the infofile once for the whole slice which names may
 hold a kept version's copies (:func:`st_py.core.history.names_with_copies`,
@@ -123,20 +124,24 @@ class BatchWriter:
     def _queue_slice(self, names: list[str], datas: list, failures: list) -> list[Pending]:
         """Check, filter, CRC, place and send one slice (the fast path)."""
         ctx, writer = self.ctx, self.writer
-        check_name, filters = writer.check_name, ctx.filters
+        filters = ctx.filters
         c_names: list[str] = []
         c_names_b: list[bytes] = []
         c_datas: list[bytes] = []
-        seen: set[str] = set()
+        # every name checked at once: one look at the infofile for the slice
+        ok, bad = writer.check_names_many(names, [len(d) for d in datas])
+        failures += bad
+        data_of: dict[str, bytes] = {}  # a name's first data: the one written (the rest: twice in one batch)
         for name, data in zip(names, datas):
-            try:
-                if name in seen:
-                    raise writer_duplicate(ctx.name, name)
-                name_b, _ = check_name(name, len(data), False)
-            except StoreTorrentError as e:
-                failures.append((name, e))
+            if isinstance(name, str) and name not in data_of:
+                data_of[name] = data
+        seen: set[str] = set()
+        for name, name_b in ok:
+            if name in seen:
+                failures.append((name, writer_duplicate(ctx.name, name)))
                 continue
             seen.add(name)
+            data = data_of[name]
             c_names.append(name)
             c_names_b.append(name_b)
             c_datas.append(data if isinstance(data, bytes) else bytes(data))

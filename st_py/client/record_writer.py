@@ -230,19 +230,7 @@ class RecordWriter:
             or in flight on this handle.
         """
         ctx = self.ctx
-        name_b = check_new_name(name)
-        if size > STRIPE_THRESHOLD and not stripe:
-            raise RecordTooLargeError(name, size, STRIPE_THRESHOLD)
-        if name.startswith(STRIPE_PREFIX) and not stripe:
-            raise BadNameError(
-                f"record names starting with {STRIPE_PREFIX!r} hold the stripes of objects: "
-                f"use another name for {name[:80]!r} (docs/striping.md)"
-            )
-        if name.startswith(VERSION_PREFIX):
-            raise BadNameError(
-                f"record names starting with {VERSION_PREFIX!r} hold the versions of replaced "
-                f"records: use another name for {name[:80]!r} (docs/infofile.md)"
-            )
+        name_b = self._check_put_name(name, size, stripe)
         exists, hit = False, None
         if not stripe:  # one statement for both: write-once, and a name is a record or a folder
             hit = self._names.conflict(name)
@@ -266,12 +254,93 @@ class RecordWriter:
                 )
             stored_as = self.versions.version_key(name)
         elif exists:
-            raise RecordExistsError(
-                f"record {name!r} is already committed in {ctx.name}: records are "
-                "write-once; delete it first or use another name",
-                names=(name,),
-            )
+            raise self._exists_error(name)
         return name_b, stored_as
+
+    def check_names_many(
+        self, names: list[str], sizes: list[int]
+    ) -> tuple[list[tuple[str, bytes]], list[tuple[str, StoreTorrentError]]]:
+        """:meth:`check_name` of many new records at once (``replace=False``,
+        not stripes: a write batch's slice), ``sizes[i]`` the bytes of
+        ``names[i]``: the same checks, the same error (type and message)
+        for each name, but **one** look at the infofile for them all
+        (:meth:`st_py.core.infofile.InfofileReader.name_states`, when
+        :attr:`check_names`) instead of one statement a name. Names are
+        checked against this handle's puts in flight, not against each
+        other (the caller's: a name given twice, a batch's own tree).
+
+        Returns ``(ok, failed)``, both in the order of ``names``: ``ok`` the
+        ``(name, its UTF-8 bytes)`` that may be put, ``failed`` the
+        ``(name, error)`` of the others; a name given twice is in either
+        list twice.
+
+        The errors of :meth:`check_name` are returned, not raised:
+        BadNameError (RecordNameRuleError), RecordTooLargeError,
+        RecordExistsError, RecordIsADirectoryError, RecordNotADirectoryError.
+
+        Raises
+        ------
+        FileNotFoundError
+            :attr:`check_names` and the infofile is not there (as :meth:`check_name`).
+        """
+        ctx, conflict = self.ctx, self._names.conflict
+        checked: list[tuple[str, bytes, StoreTorrentError | None, tuple[str, str] | None]] = []
+        ask: list[str] = []  # the names the infofile decides
+        for name, size in zip(names, sizes):
+            try:
+                name_b = self._check_put_name(name, size, False)
+            except StoreTorrentError as e:
+                checked.append((name, b"", e, None))
+                continue
+            hit = conflict(name)  # this handle's puts in flight
+            checked.append((name, name_b, None, hit))
+            if hit is None and self.check_names:
+                ask.append(name)
+        states = ctx.infofile().name_states(ask) if ask else {}
+        ok: list[tuple[str, bytes]] = []
+        failed: list[tuple[str, StoreTorrentError]] = []
+        for name, name_b, exc, hit in checked:
+            if exc is None:
+                exists = False
+                if hit is None and name in states:
+                    exists, hit = states[name]
+                if hit is not None:
+                    exc = conflict_error(hit[0], ctx.name, name, hit[1])
+                elif exists:
+                    exc = self._exists_error(name)
+            if exc is None:
+                ok.append((name, name_b))
+            else:
+                failed.append((name, exc))
+        return ok, failed
+
+    @staticmethod
+    def _check_put_name(name: str, size: int, stripe: bool) -> bytes:
+        """The checks of a put's name that need nothing but the name and
+        its size (:meth:`check_name`, :meth:`check_names_many`): returns its
+        UTF-8 bytes. Pure."""
+        name_b = check_new_name(name)
+        if size > STRIPE_THRESHOLD and not stripe:
+            raise RecordTooLargeError(name, size, STRIPE_THRESHOLD)
+        if name.startswith(STRIPE_PREFIX) and not stripe:
+            raise BadNameError(
+                f"record names starting with {STRIPE_PREFIX!r} hold the stripes of objects: "
+                f"use another name for {name[:80]!r} (docs/striping.md)"
+            )
+        if name.startswith(VERSION_PREFIX):
+            raise BadNameError(
+                f"record names starting with {VERSION_PREFIX!r} hold the versions of replaced "
+                f"records: use another name for {name[:80]!r} (docs/infofile.md)"
+            )
+        return name_b
+
+    def _exists_error(self, name: str) -> RecordExistsError:
+        """The error of new record ``name`` already committed (write-once)."""
+        return RecordExistsError(
+            f"record {name!r} is already committed in {self.ctx.name}: records are "
+            "write-once; delete it first or use another name",
+            names=(name,),
+        )
 
     def check_tree(self, name: str) -> None:
         """Refuse a new ``name`` that is a folder or below a record: of

@@ -388,6 +388,14 @@ class InfofileReader:
 
         return name_state(self.conn, name, objects=self._has_objects())
 
+    def name_states(self, names: list[str]) -> dict[str, tuple[bool, tuple[str, str] | None]]:
+        """:meth:`name_state` of many names at once, ``{name: (committed,
+        conflict)}`` for every name given, in two statements a table:
+        :func:`st_py.core.record_names.name_states`."""
+        from st_py.core.record_names import name_states
+
+        return name_states(self.conn, names, objects=self._has_objects())
+
     _has_versions = False  # the columns exist (once added, they stay)
 
     def _version_columns(self) -> str:

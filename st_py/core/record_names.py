@@ -15,7 +15,8 @@ either a record or a folder, never both (:func:`tree_conflict`): ``a/b``
 may not be committed while a record ``a`` is (a prefix of the name is a
 record: ``NotADirectoryError``), nor while a record ``a/b/c`` is (the name
 is a folder: ``IsADirectoryError``). Both are index lookups (one per
-component, and one range), never a scan.
+component, and one range), never a scan; many names at once
+(:func:`name_states`, :func:`tree_conflicts`) in two statements a table.
 """
 
 from __future__ import annotations
@@ -143,6 +144,60 @@ def name_state(conn, name: str, objects: bool = True) -> tuple[bool, tuple[str, 
         return exists, (NOT_A_DIRECTORY, hit)
     first = min((n for n, b in rows if b), default=None)
     return exists, (None if first is None else (IS_A_DIRECTORY, first))
+
+
+def name_states(conn, names: list[str], objects: bool = True) -> dict[str, tuple[bool, tuple[str, str] | None]]:
+    """:func:`name_state` of many ``names`` at once (a write batch's
+    slice): ``{name: (committed, conflict)}`` with one entry for **every**
+    distinct name given (``(False, None)`` for a name free to put), each
+    equal to what :func:`name_state` gives for it. Two statements per
+    table whatever the count, as :func:`tree_conflicts` (the names go in as
+    one JSON array): one lookup on the primary key of the names and all
+    their parents (existence and the not-a-directory conflicts), and one
+    index range per name (the first name below it). The kinds are judged
+    across both tables as :func:`name_state` does: the shortest committed
+    parent first, else the first name below, records and objects together.
+
+    ``conn``: an infofile connection (``execute``), read inside the
+    caller's transaction if it holds one; ``objects=False``, or a file
+    made before striped objects (no objects table), reads records only.
+    Pure reads; as thread-safe as ``conn``.
+    """
+    uniq = list(dict.fromkeys(names))
+    if not uniq:
+        return {}
+    dirs = {n[: n.rfind("/")] for n in uniq if "/" in n}  # one per name; their parents are few
+    keys = json.dumps(sorted(dirs.union(uniq, *(parents(d) for d in dirs))))
+    arr = json.dumps(uniq)
+    committed: set[str] = set()
+    below: dict[str, str] = {}  # name -> the first committed name below it, of every table
+    for table in ("records", "objects") if objects else ("records",):
+        try:
+            committed.update(
+                r[0]
+                for r in conn.execute(
+                    f"SELECT name FROM {table} WHERE name IN (SELECT value FROM json_each(?))", (keys,)
+                )
+            )
+            rows = conn.execute(
+                f"SELECT j.value, (SELECT name FROM {table} WHERE name >= j.value || '/' AND name < j.value || '0' "
+                "ORDER BY name LIMIT 1) AS below FROM json_each(?) j WHERE below IS NOT NULL",
+                (arr,),
+            ).fetchall()
+        except sqlite3.OperationalError:  # a file made before striped objects has no objects table
+            if table == "objects":
+                break
+            raise
+        for n, b in rows:
+            if n not in below or b < below[n]:  # str order is UTF-8 byte order: SQLite's
+                below[n] = b
+    out: dict[str, tuple[bool, tuple[str, str] | None]] = {}
+    for n in uniq:
+        hit = next((p for p in parents(n) if p in committed), None)  # shortest first
+        b = below.get(n)
+        conflict = (NOT_A_DIRECTORY, hit) if hit is not None else None if b is None else (IS_A_DIRECTORY, b)
+        out[n] = (n in committed, conflict)
+    return out
 
 
 def tree_conflict(conn, name: str, objects: bool = True) -> tuple[str, str] | None:
@@ -287,6 +342,7 @@ __all__ = [
     "conflict_reason",
     "name_bytes",
     "name_state",
+    "name_states",
     "parents",
     "path_problem",
     "tree_conflict",
