@@ -82,3 +82,42 @@ def test_a_whole_commit_counts_what_snapshots_keep_as_a_partial_one_does(make_cl
     assert f"{n * RECORD:,} of {QUOTA:,} bytes used" in str(e2.value), e2.value
     with c.open("/q/kept") as g:
         assert g.names() == [f"new{i:03d}" for i in range(fits)]
+
+
+def test_concurrent_group_commits_of_a_file_never_pass_its_quota_together(make_cluster):
+    """8 group commits of one file (``partial_ok``, as writers send them: a
+    writer keeps two in flight, several writers more) of 3 records of 1 MB
+    each, started at once under a 10 MB per-file quota: together they commit
+    at most 10 records and refuse the rest by name; each commit's room counts
+    the others' bytes (st_py/tracker/file_quota.QuotaTurns). Before, each
+    read the infofile's bytes as they were before the others committed, and
+    their sum passed the quota (seen: 23 MB under 20 MB)."""
+    import threading
+
+    from st_py._proto import tracker_pb2 as pb
+
+    quota = 10 * RECORD
+    cluster = make_cluster(2, tracker_args=["--quota-bytes", str(quota)])
+    c = cluster.client()
+    c.create("/q/race", "x1").close()
+    info = c.tracker.open("/q/race")
+    start = threading.Barrier(8)
+    replies: list = [None] * 8
+
+    def commit(k: int) -> None:
+        recs = [pb.RecordCommit(name=f"c{k}-{j}", size=RECORD, crc32c=j, peer_idx=[0]) for j in range(3)]
+        start.wait()
+        replies[k] = c.tracker.commit("/q/race", info.file_id, recs, partial_ok=True)
+
+    threads = [threading.Thread(target=commit, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    committed = sum(r.committed for r in replies)
+    refused = [n for r in replies for n in r.quota_refused]
+    assert committed == 10 and len(refused) == 14, (committed, refused)
+    with c.open("/q/race") as f:
+        names = f.names()
+    assert len(names) == 10 and not set(names) & set(refused), (names, refused)
+    assert all(r.quota_scope == "file" and r.quota_bytes == quota for r in replies if r.quota_refused)

@@ -7,7 +7,46 @@ against it: Create's estimate, a whole commit and a partial commit
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
 from .committer import Committer
+
+
+class QuotaTurns:
+    """One commit at a time per file while a per-file quota is checked and
+    the commit applied: a commit's room is the infofile's bytes when it
+    looks, so two group commits of one file in flight at once (a writer
+    keeps two) would each see the other's bytes as free and together pass
+    the quota (seen: 12 MB kept by a snapshot, 8 MB committed by one group
+    and 3 MB by the other under a 20 MB quota). Without a per-file quota
+    nothing waits. Not thread-safe: the tracker's event loop."""
+
+    def __init__(self) -> None:
+        self._turns: dict[int, tuple[asyncio.Lock, int]] = {}  # file id -> (lock, commits holding or waiting)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, file_id: int, limit: int | None) -> AsyncIterator[None]:
+        """Hold file ``file_id``'s turn for the block when ``limit`` (the
+        per-file quota) is set; the entry goes when nobody holds or waits."""
+        if limit is None:
+            yield
+            return
+        lock, n = self._turns.get(file_id) or (asyncio.Lock(), 0)
+        self._turns[file_id] = (lock, n + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, n = self._turns[file_id]
+            if n == 1:
+                del self._turns[file_id]
+            else:
+                self._turns[file_id] = (lock, n - 1)
+
+    def __len__(self) -> int:
+        return len(self._turns)
 
 
 def create_refusal(limit: int | None, est_size: int, copies: int) -> str | None:

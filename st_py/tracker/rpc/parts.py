@@ -17,6 +17,7 @@ from ..admission import Admissions
 from ..apply.oplog import OpLog
 from ..changeset_window import CopyDemand
 from ..committer import CommitStats, Committer
+from ..file_quota import QuotaTurns
 from ..guard import Guard
 from ..health import CopyHealth, RepairProgress
 from ..infofile_writer import DEFAULT_HISTORY_AGE_S
@@ -53,6 +54,7 @@ class TrackerParts:
     copy_demand: CopyDemand
     commit_stats: CommitStats
     _peer_ids: dict[int, dict[int, str]]
+    _quota_turns: QuotaTurns
     _creating: dict[str, int]
     peer_files: PeerFiles
     oplog: OpLog
@@ -104,6 +106,7 @@ class TrackerParts:
         self.copy_demand = CopyDemand()  # files somebody keeps a copy of: their writers keep changesets
         self.commit_stats = CommitStats()  # of every committer (metrics)
         self._peer_ids = {}  # file id -> {peer_idx: peer_id}, for commits
+        self._quota_turns = QuotaTurns()  # a file's commits one at a time under a per-file quota
         self._creating = {}  # names being created: RemoveDir keeps their directories
         self.peer_files = PeerFiles()  # which files name which peer: announce replies (peer_files.py)
         self.oplog = oplog  # every change of an infofile is appended here before it is applied

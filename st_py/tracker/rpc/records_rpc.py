@@ -87,6 +87,13 @@ class RecordRpc(TrackerParts):
         if not await self._here(context, name):  # a per-file tracker writes this file (paper 3.5)
             return await self._forward(context, "Commit", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
+        # the quota's look and the commit as one step per file (file_quota.QuotaTurns)
+        async with self._quota_turns.turn(c.meta.file_id, self.quota_bytes):
+            return await self._commit_in_turn(context, request, user, name, c)
+
+    async def _commit_in_turn(self, context, request, user, name, c):
+        """:meth:`Commit` once its file's committer is open (and, under a
+        per-file quota, its turn held): rows, quota, admission, commit, settlement."""
         f = c.meta.copies
         schemas = await self._record_schemas(context, request.schemas)
         rows, why = commit_rows(request, f, c.meta.npeers, schemas)
