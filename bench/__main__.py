@@ -450,23 +450,35 @@ def main() -> int:
                 lambda: analysis.run_cases(tmp, size, want, lambda text: con.status(f"bench: {text}")), "analysis"
             )
             timing["analysis"] = time.monotonic() - t1
+
         # The rates set beside another system's (the C loop, a Dask job writing files, weed s3, weed
         # benchmark) run before the cases that delete 10^5-10^6 record files (small, scale, listing,
         # churn): on ext4 without a journal, file creation runs slower for minutes after such deletions
         # (docs/benchmarks.md, "Churn"), which SeaweedFS's appends to its volume files do not feel.
+        # Each of them first waits until file creation is quiet again after the deletions before it
+        # (the analysis cases', the previous comparison case's): cases.settle_disk.
+        def settle(group: str) -> None:
+            with con.status(f"bench: waiting for file creation to be quiet before {group}"):
+                waited = cases.settle_disk(tmp, 45.0 if a.quick else cases.SETTLE_MAX_S)
+                timing[f"quiet-disk wait before {group}"] = waited
+
         if batch_write.GROUP in want:
+            settle(batch_write.GROUP)
             with con.status("bench: 4 KiB write batches against queue_put and the C loop, x1 and x2"):
                 results += case(lambda: batch_write.case_batch_write(tmp, size["batch"], size["rounds"]), "batch")
         if engine_records.GROUP in want:
+            settle(engine_records.GROUP)
             with con.status("bench: many small records from a Dask job against the same job writing local files"):
                 results += case(
                     lambda: engine_records.case_engine_records(tmp, size["engine_records"], size["rounds"]),
                     "engine_records",
                 )
         if s3.GROUP in want:
+            settle(s3.GROUP)
             with con.status("bench: S3 endpoint, 4 KiB and 1 MiB PUT and GET, 16 clients, against the client"):
                 results += case(lambda: s3.case_s3(tmp, size["s3"]), "s3")
         if weed_shape.GROUP in want:
+            settle(weed_shape.GROUP)
             with con.status("bench: the shape of weed benchmark -c 16 (write N, read back in random order)"):
                 results += case(lambda: weed_shape.case_weed_shape(tmp, size["weed"]), "weed")
         if smallrecords.GROUP in want:
@@ -572,7 +584,7 @@ def main() -> int:
     folder = ROOT / "docs" if out.resolve() == DEFAULT_OUT.resolve() else out.parent
     for p in plots(results, folder) + scale.plot(results, folder):
         con.print(f"plot: {p}")
-    spent = "".join(f", {k} cases {v:.0f} s" for k, v in timing.items())
+    spent = "".join(f", {k}{'' if k.startswith('quiet') else ' cases'} {v:.0f} s" for k, v in timing.items())
     con.print(f"wrote {out} in {time.monotonic() - t0:.0f} s{spent}")
     if failed:
         con.print(f"[red]cases that failed (tracebacks above; their rows are missing): {', '.join(failed)}[/red]")

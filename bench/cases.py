@@ -40,6 +40,41 @@ def row(name, value, unit, baseline=None, baseline_value=None, note=""):
     }
 
 
+# File creation on this machine's ext4 without a journal slows after deletions (docs/benchmarks.md,
+# "Churn"): a case set beside another system waits until creating a file costs what it does on a
+# quiet disk, so it does not measure the previous case's deletions.
+QUIET_CREATE_US = 60.0  # system CPU per file creation taken as quiet (12-40 us seen here when quiet)
+SETTLE_MAX_S = 300.0
+
+
+def _create_cost(folder: Path, n: int = 200) -> float:
+    """System CPU microseconds per file this thread spends creating ``n``
+    empty files in new folder ``folder`` (kept: deleting them would churn)."""
+    folder.mkdir(parents=True)
+    t = resource.getrusage(resource.RUSAGE_THREAD).ru_stime
+    for i in range(n):
+        os.close(os.open(folder / f"p{i}", os.O_CREAT | os.O_WRONLY, 0o644))
+    return (resource.getrusage(resource.RUSAGE_THREAD).ru_stime - t) / n * 1e6
+
+
+def settle_disk(tmp: Path, max_s: float = SETTLE_MAX_S) -> float:
+    """Wait until two probes in a row create files under ``tmp`` at
+    ``QUIET_CREATE_US`` or less of system CPU each, at most ``max_s``
+    seconds; return the seconds waited. Probes are new folders under
+    ``tmp/settle/`` (new folders land where a case's cluster folder would)."""
+    t0 = time.monotonic()
+    base = tmp / "settle"
+    quiet = 0
+    k = len(os.listdir(base)) if base.exists() else 0
+    while time.monotonic() - t0 < max_s:
+        quiet = quiet + 1 if _create_cost(base / str(k)) <= QUIET_CREATE_US else 0
+        k += 1
+        if quiet == 2:
+            break
+        time.sleep(5.0 if quiet == 0 else 1.0)
+    return time.monotonic() - t0
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

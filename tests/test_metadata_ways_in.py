@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from test_s3 import (  # noqa: F401  (fixtures and tests run here again, under fetch)
+    Endpoint,
     s3,
     site,
     test_listing_with_delimiter_and_pages,
@@ -91,3 +92,36 @@ def test_zz_the_reads_above_were_of_local_copies(_fetch, parquet_cluster, change
         copy = Path(_fetch) / f"{info.file_id}.infofile"
         assert copy.is_file() and copy_state(copy)[0] >= changed.now[f]
         assert not str(copy).startswith(str(parquet_cluster.namespace))
+
+
+def test_a_key_put_through_one_endpoint_is_listed_and_read_at_once_through_another(site):  # noqa: F811
+    """S3's read-after-write for listings across nodes: each key PUT (and
+    then deleted) through endpoint A is in (then gone from) endpoint B's
+    very next listing, flat and with a delimiter, and B's GET reads it,
+    though B reads the bucket's files through kept handles of local copies
+    (copies within the default age of 1 s would miss it)."""
+    cluster, a, keys = site
+    b = Endpoint(cluster.tracker_addr, a.keys_file, tls=cluster.client_tls)
+    try:
+        ca, cb = a.client("alice", keys["alice"]), b.client("alice", keys["alice"])
+        ca.create_bucket(Bucket="seenby")
+        ca.put_object(Bucket="seenby", Key="d/k00", Body=b"first")
+        assert [c["Key"] for c in cb.list_objects_v2(Bucket="seenby", Prefix="d/")["Contents"]] == ["d/k00"]
+        names = ["d/k00"]
+        for i in range(1, 9):
+            key = f"d/k{i:02d}" if i % 3 else f"top{i}"
+            ca.put_object(Bucket="seenby", Key=key, Body=key.encode())
+            names.append(key)
+            flat = [c["Key"] for c in cb.list_objects_v2(Bucket="seenby").get("Contents", [])]
+            assert flat == sorted(names), (key, flat)
+            r = cb.list_objects_v2(Bucket="seenby", Delimiter="/")
+            assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["d/"]
+            assert [c["Key"] for c in r.get("Contents", [])] == sorted(k for k in names if "/" not in k)
+            assert cb.get_object(Bucket="seenby", Key=key)["Body"].read() == key.encode()
+        for key in ["d/k01", "top3", "d/k00"]:
+            ca.delete_object(Bucket="seenby", Key=key)
+            names.remove(key)
+            flat = [c["Key"] for c in cb.list_objects_v2(Bucket="seenby").get("Contents", [])]
+            assert flat == sorted(names), (key, flat)
+    finally:
+        b.stop()
