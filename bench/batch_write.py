@@ -7,7 +7,10 @@ Each of ``rounds`` rounds writes ``records`` records of 4 KiB with
 ``queue_put`` (one client, depth 64), then with ``write`` of batches of
 ``BATCH`` records, then has the C program create the same number of files
 (x2: both copies) in the peers' layout, one process per core; x1 and x2 in
-turn. Nothing is deleted until the end, so every side writes in the same
+turn; x1 also appends: half the records in batches into a file holding
+the other half (row ``put_4kib_x1_batch_append``, against the batch into a
+new file: each name is checked against the committed ones). Nothing is
+deleted until the end, so every side writes in the same
 state of the filesystem (a deletion just before a side would slow its inode
 allocation, docs/benchmarks.md "Churn"). The medians are compared as
 ratios, and the CPU seconds of each role (this client, the tracker, the 4
@@ -44,6 +47,18 @@ def _queue_put(client, name: str, replication: str, names: list[str], bodies: li
 
 def _batches(client, name: str, replication: str, names: list[str], bodies: list[bytes]) -> None:
     with client.create(name, replication=replication) as f:
+        for s in range(0, len(names), BATCH):
+            b = WriteBatch()
+            for i in range(s, min(len(names), s + BATCH)):
+                b.put(names[i], bodies[i % len(bodies)])
+            f.write(b)
+
+
+def _append(client, name: str, replication: str, names: list[str], bodies: list[bytes]) -> None:
+    """Batches of ``names`` into file ``name``, which holds records already
+    (its first half, written before the clock starts): every name is
+    checked against the committed ones (``RecordWriter.check_names_many``)."""
+    with client.open(name) as f:
         for s in range(0, len(names), BATCH):
             b = WriteBatch()
             for i in range(s, min(len(names), s + BATCH)):
@@ -89,6 +104,15 @@ def case_batch_write(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                     dt, c = _timed(cluster, scratch.parent, fn, client, f"/bench/{key}-{k}", rep, names, bodies)
                     times.setdefault(key, []).append(dt)
                     cpu.setdefault(key, []).append(c)
+                if rep == "x1":  # appends: half the records into a file holding the other half
+                    half = len(names) // 2
+                    _batches(client, f"/bench/append_x1-{k}", rep, names[:half], bodies)
+                    dt, c = _timed(
+                        cluster, scratch.parent, _append, client, f"/bench/append_x1-{k}", rep, names[half:], bodies
+                    )
+                    scale = len(names) / (len(names) - half)  # as if all the records: rate() and us() divide by them
+                    times.setdefault("append_x1", []).append(dt * scale)
+                    cpu.setdefault("append_x1", []).append({role: v * scale for role, v in c.items()})
                 if physical.tool() is not None:
                     copies = int(rep[1])
                     c0 = _children_cpu()
@@ -100,6 +124,10 @@ def case_batch_write(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                 continue
             with client.open(f"/bench/{key}-0") as f:
                 assert len(f) == records, (key, len(f), records)
+                if key.startswith("append"):  # the first half's last record, the second half's (indexed from its start)
+                    half = len(names) // 2
+                    assert f.get(names[half - 1]) == bodies[(half - 1) % len(bodies)]
+                    assert f.get(names[-1]) == bodies[(len(names) - half - 1) % len(bodies)]
         shutil.rmtree(scratch, ignore_errors=True)
     finally:
         cluster.stop()
@@ -136,6 +164,19 @@ def case_batch_write(tmp: Path, records: int, rounds: int = 3) -> list[dict]:
                     + ", one process per core (bench/physical.c)",
                     rate(f"c_{rep}"),
                     note=f"C loop records/s: {spread(f'c_{rep}')}",
+                )
+            )
+        if rep == "x1" and "append_x1" in times:
+            rows.append(
+                row(
+                    "put_4kib_x1_batch_append",
+                    rate("append_x1"),
+                    "records/s",
+                    "batch into a new file, same run",
+                    rate(b),
+                    f"{records - records // 2:,} records of 4 KiB in batches of {BATCH} into a file holding "
+                    f"{records // 2:,} (each name checked against them); records/s: {spread('append_x1')}; CPU "
+                    f"us/record: {per_record('append_x1')}",
                 )
             )
         by_path = {path: us(f"{path}_{rep}") for path in ("batch", "queue_put")}
