@@ -45,13 +45,17 @@ def _queue_put(client, name: str, replication: str, names: list[str], bodies: li
             f.queue_put(n, bodies[i % len(bodies)])
 
 
+def _write_batches(f, names: list[str], bodies: list[bytes]) -> None:
+    for s in range(0, len(names), BATCH):
+        b = WriteBatch()
+        for i in range(s, min(len(names), s + BATCH)):
+            b.put(names[i], bodies[i % len(bodies)])
+        f.write(b)
+
+
 def _batches(client, name: str, replication: str, names: list[str], bodies: list[bytes]) -> None:
     with client.create(name, replication=replication) as f:
-        for s in range(0, len(names), BATCH):
-            b = WriteBatch()
-            for i in range(s, min(len(names), s + BATCH)):
-                b.put(names[i], bodies[i % len(bodies)])
-            f.write(b)
+        _write_batches(f, names, bodies)
 
 
 def _append(client, name: str, replication: str, names: list[str], bodies: list[bytes]) -> None:
@@ -59,11 +63,7 @@ def _append(client, name: str, replication: str, names: list[str], bodies: list[
     (its first half, written before the clock starts): every name is
     checked against the committed ones (``RecordWriter.check_names_many``)."""
     with client.open(name) as f:
-        for s in range(0, len(names), BATCH):
-            b = WriteBatch()
-            for i in range(s, min(len(names), s + BATCH)):
-                b.put(names[i], bodies[i % len(bodies)])
-            f.write(b)
+        _write_batches(f, names, bodies)
 
 
 def _timed(cluster, folder: Path, fn, *args) -> tuple[float, dict[str, float]]:
