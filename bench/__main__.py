@@ -302,6 +302,8 @@ def main() -> int:
     results: list[dict] = []
     failed: list[str] = []  # cases that raised: the others still run and are written (exit 1)
 
+    idle_cpu: dict[str, float] = {}  # case -> share of a core this process burns idle after it
+
     def case(fn, key: str) -> list[dict]:
         try:
             return fn()
@@ -309,6 +311,12 @@ def main() -> int:
             traceback.print_exc()
             failed.append(key)
             return []
+        finally:
+            # A case that leaves threads busy in this process (an engine's client, a poller) inflates
+            # the client's CPU of every later case (cpu_4kib_*) and takes CPU from their clusters.
+            idle_cpu[key] = report.idle_cpu_share()
+            if idle_cpu[key] > 0.02:
+                con.print(f"[yellow]after {key}, this process burns {idle_cpu[key]:.0%} of a core idle[/yellow]")
 
     tmp = Path(tempfile.mkdtemp(prefix="st-bench-"))
     t0 = time.monotonic()
@@ -492,7 +500,7 @@ def main() -> int:
     out.write_text(json.dumps(doc, indent=1))
     groups = sorted(want)
     run = report.run_record(
-        "quick" if a.quick else "full", groups, started, before, report.machine_now(out.parent), timing
+        "quick" if a.quick else "full", groups, started, before, report.machine_now(out.parent), timing, idle_cpu
     )
     report.run_path(out).write_text(json.dumps(run, indent=1))
     # docs/ gets the plots of a run that writes bench/results/latest.json;

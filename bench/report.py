@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .targets import TARGETS, fmt, meets, target_text
@@ -46,13 +47,26 @@ def machine_now(folder: Path) -> dict:
     return {"load_1min": round(os.getloadavg()[0], 2), "free_bytes": shutil.disk_usage(folder).free}
 
 
-def run_record(mode: str, groups: list[str], started: float, before: dict, after: dict, timing: dict) -> dict:
+def idle_cpu_share(seconds: float = 0.5) -> float:
+    """The share of one core this process burns over ``seconds`` of
+    sleep (every thread of it: what a case left running)."""
+    c0 = time.process_time()
+    time.sleep(seconds)
+    return (time.process_time() - c0) / seconds
+
+
+def run_record(
+    mode: str, groups: list[str], started: float, before: dict, after: dict, timing: dict, idle_cpu: dict
+) -> dict:
     """The facts of one ``python -m bench`` run beside its rows: the commit
     (with ``+dirty`` if the tree had changes), the start (UTC, ISO 8601),
     ``seconds`` of the whole run, ``mode`` (quick or full), the case
     ``groups`` asked for, the machine before and after (:func:`machine_now`)
     and ``timing``: seconds a case group took (a ``quiet-disk wait before X``
-    is the wait for a quiet disk, bench/cases.py ``settle_disk``)."""
+    is the wait for a quiet disk, bench/cases.py ``settle_disk``) and
+    ``idle_cpu``: the share of a core the bench process burned idle after
+    each case (:func:`idle_cpu_share`; above 0.02, a case left threads busy
+    and the client's CPU of the cases after it is inflated)."""
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
@@ -72,6 +86,7 @@ def run_record(mode: str, groups: list[str], started: float, before: dict, after
         "before": before,
         "after": after,
         "timing": {k: round(v) for k, v in timing.items()},
+        "idle_cpu": {k: round(v, 3) for k, v in idle_cpu.items()},
     }
 
 

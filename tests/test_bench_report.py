@@ -43,6 +43,7 @@ def test_a_run_s_tables_give_each_target_its_verdict_and_the_run_line_its_facts(
         {"load_1min": 0.1, "free_bytes": 6e10},
         {"load_1min": 1.5, "free_bytes": 5e10},
         {"put4k": 12.0, "quiet-disk wait before s3": 40},
+        {"put4k": 0.01},
     )
     assert run["commit"] and run["commit"] != "unknown" and run["started"].startswith("2023-11-14T22:13")
     report.run_path(results).write_text(json.dumps(run))
