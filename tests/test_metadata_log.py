@@ -77,6 +77,39 @@ def test_appends_are_dense_in_order_and_survive_a_member_killed(etcd3):
         _revive(etcd3)
 
 
+def test_a_leader_elected_by_a_late_transaction_renews_its_lease_at_once_and_keeps_its_term(etcd3):
+    """A campaign whose transaction etcd answers late (a loaded machine: the
+    lease was asked 2.4 s before the term began, of a TTL of 3 s) renews the
+    lease at once; before, the first renewal came ttl/3 later and the
+    watchdog ended the term 0.5 s after the election (a standby elected and
+    then stopped, leaving no leader)."""
+    cluster = uuid.uuid4().hex[:12]
+
+    async def go():
+        session, _ = await _open(etcd3, cluster)
+        election = Election(session, cluster, "127.0.0.1:1", ttl=3)
+        real = session.call
+
+        async def late(fn, **kw):  # etcd's answer to the campaign arrives 2.4 s after it was asked
+            out = await real(fn, **kw)
+            await asyncio.sleep(2.4)
+            return out
+
+        session.call = late  # type: ignore[method-assign]
+        try:
+            await election.campaign(timeout=20)
+            session.call = real  # type: ignore[method-assign]
+            for _ in range(20):  # 3 s: past the TTL counted from the campaign's ask
+                await asyncio.sleep(0.15)
+                assert election.leads() and not election.lost.is_set(), "the term ended after the election"
+        finally:
+            session.call = real  # type: ignore[method-assign]
+            await election.resign()
+            await session.close()
+
+    run(go())
+
+
 def test_a_read_from_below_a_compaction_starts_at_the_first_entry_kept(etcd3):
     """A log compacted past more entries than one read takes: a replay from
     index 1 (a standby elected, a restart) reads every entry kept. It read
