@@ -498,9 +498,8 @@ def main() -> int:
         for r in results
     ]
     out.write_text(json.dumps(doc, indent=1))
-    groups = sorted(want)
     run = report.run_record(
-        "quick" if a.quick else "full", groups, started, before, report.machine_now(out.parent), timing, idle_cpu
+        "quick" if a.quick else "full", want, started, before, report.machine_now(out.parent), timing, idle_cpu
     )
     report.run_path(out).write_text(json.dumps(run, indent=1))
     # docs/ gets the plots of a run that writes bench/results/latest.json;

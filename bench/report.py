@@ -56,7 +56,7 @@ def idle_cpu_share(seconds: float = 0.5) -> float:
 
 
 def run_record(
-    mode: str, groups: list[str], started: float, before: dict, after: dict, timing: dict, idle_cpu: dict
+    mode: str, groups: set[str], started: float, before: dict, after: dict, timing: dict, idle_cpu: dict
 ) -> dict:
     """The facts of one ``python -m bench`` run beside its rows: the commit
     (with ``+dirty`` if the tree had changes), the start (UTC, ISO 8601),
@@ -80,7 +80,7 @@ def run_record(
     return {
         "commit": commit,
         "started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
-        "seconds": round(datetime.datetime.now().timestamp() - started),
+        "seconds": round(time.time() - started),
         "mode": mode,
         "groups": sorted(groups),
         "before": before,
@@ -123,8 +123,8 @@ def run_line(run: dict) -> str:
 
 
 def report(rows: list[dict], run: dict | None, prefixes: list[str]) -> str:
-    """The Markdown of a run: its run line, the targets' table and one of
-    the rows whose names start with ``prefixes``."""
+    """The Markdown of a run: its run line, the targets' table and a table
+    of the untargeted rows whose names start with ``prefixes``."""
     out = []
     if run is not None:
         out += [run_line(run), ""]

@@ -73,6 +73,8 @@ AT_MOST = {"pushdown_filter_bytes", "listing_find", "listing_s3_delimiter", "met
 
 
 def meets(name: str, ratio: float) -> bool:
+    """Whether row ``name``'s ``ratio`` meets its target: within the window
+    (WITHIN), at most (AT_MOST) or at least the target."""
     if name in WITHIN:
         return TARGETS[name] <= ratio <= WITHIN[name]
     return ratio <= TARGETS[name] if name in AT_MOST else ratio >= TARGETS[name]

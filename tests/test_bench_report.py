@@ -38,7 +38,7 @@ def test_a_run_s_tables_give_each_target_its_verdict_and_the_run_line_its_facts(
     results.write_text(json.dumps(rows))
     run = report.run_record(
         "full",
-        ["put4k", "listing"],
+        {"put4k", "listing"},
         1_700_000_000.0,
         {"load_1min": 0.1, "free_bytes": 6e10},
         {"load_1min": 1.5, "free_bytes": 5e10},
