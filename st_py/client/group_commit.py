@@ -58,6 +58,25 @@ COMMIT_RETRY_S = 30.0
 RELOCATE_AFTER_S = 1.0  # a per-file tracker down this long may have come back elsewhere: ask the master
 
 
+# A PutOp's rank or peer set while nothing is in it (st_py/client/record_writer.py):
+# shared, so a record that meets no failure allocates no set.
+NO_RANKS: frozenset[int] = frozenset()
+_WITH: dict[tuple[frozenset[int], int], frozenset[int]] = {}
+
+
+def with_rank(ranks: frozenset[int], rank: int) -> frozenset[int]:
+    """``ranks | {rank}``, one shared object for each set of copy ranks
+    (a PutOp's ``acked``): every record's acknowledgement would otherwise
+    allocate a set that lives until its commit, and the garbage collector's
+    full passes grow with those (docs/benchmarks.md, "Where the client's
+    time goes"). At most 2^copies sets are ever made."""
+    key = (ranks, rank)
+    out = _WITH.get(key)
+    if out is None:
+        out = _WITH[key] = ranks | {rank}
+    return out
+
+
 def conflicts_of(reply) -> dict[str, tuple[str, str, str]]:
     """A CommitReply's conflicts as ``{name: (reason, kind, record)}``
     (the arguments of :func:`st_py.core.record_names.commit_conflict`
@@ -139,7 +158,7 @@ class GroupCommitter:
         if op.commit_state == 0 or rank not in op.sent_pending:
             return  # its commit (not sent yet) will say it is stored
         if op.commit_state == 1:
-            op.late.append(rank)  # reported once the commit is through
+            op.late = (*op.late, rank)  # reported once the commit is through
         else:
             self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
 
@@ -161,8 +180,12 @@ class GroupCommitter:
             return
         while self.waiting and (force or len(self.waiting) >= self.group_size or self._waiting_bytes >= COMMIT_BYTES):
             if len(self._in_flight) >= MAX_COMMITS_IN_FLIGHT:
-                if not force and len(self.waiting) < MAX_GROUP:
+                if not force and len(self.waiting) < MAX_GROUP and self._waiting_bytes < COMMIT_BYTES:
                     return  # wait for a slot; the next group will be larger
+                # A group's worth waits behind two commits: the writer waits for the
+                # oldest. Bounds what a writer stores past a quota refusal (it is told
+                # at most three groups after the group that crossed it) and the bytes
+                # acknowledged but not committed (docs/security.md, "Quotas").
                 while len(self._in_flight) >= MAX_COMMITS_IN_FLIGHT:
                     self.reap(block=True)
             size, nbytes = 0, 0
@@ -276,7 +299,7 @@ class GroupCommitter:
                     self._committed(op)
                 for rank in op.late:
                     self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
-                op.late = []
+                op.late = ()
 
     def _without_columns(self, group: list):
         """The tracker did not read the columns ``group`` was sent as (one
@@ -419,7 +442,9 @@ def _records(group: list, columns: bool = False) -> tuple[list, list, pb.RecordC
         op.commit_state = 1
         # acked holds copy ranks only: as many as peers means every copy is stored
         acked = op.acked
-        op.sent_pending = set() if len(acked) == len(op.peers) else {r for r in range(len(op.peers)) if r not in acked}
+        op.sent_pending = (
+            NO_RANKS if len(acked) == len(op.peers) else frozenset(r for r in range(len(op.peers)) if r not in acked)
+        )
     if columns and group:
         logical = [getattr(op, "logical_size", None) for op in group]
         known = [x is not None for x in logical]

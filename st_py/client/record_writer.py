@@ -21,9 +21,10 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from st_py.client.file_context import FileContext
+from st_py.client.group_commit import NO_RANKS, with_rank
 from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.put_slices import PutSlices
@@ -78,20 +79,24 @@ class PutOp:
     size: int
     crc: int
     peers: list[int]  # peer_idx per copy rank
-    acked: set[int] = field(default_factory=set)
+    acked: frozenset[int] = NO_RANKS  # copy ranks stored (a shared set: with_rank)
     future: Pending = None  # type: ignore[assignment]  # set right after construction
     callback: Callable | None = None
     failed: bool = False
-    refused: set[int] = field(default_factory=set)  # peers holding another live writer's copy (EXISTS)
-    leftover_tried: set[int] = field(default_factory=set)  # peers sent a LEFTOVER PUT after EXISTS
-    retained: set[int] = field(default_factory=set)  # peers keeping an older version under this name
+    # The sets below are NO_RANKS (shared, empty) until a failure path puts
+    # a rank or peer in one (a new frozenset then): a record that meets no failure allocates
+    # none of them, which keeps the garbage collector's full passes rare
+    # (docs/benchmarks.md, "Where the client's time goes").
+    refused: frozenset[int] = NO_RANKS  # peers holding another live writer's copy (EXISTS)
+    leftover_tried: frozenset[int] = NO_RANKS  # peers sent a LEFTOVER PUT after EXISTS
+    retained: frozenset[int] = NO_RANKS  # peers keeping an older version under this name
     acknowledged: bool = False  # future set, handed to the group committer
     finished: bool = False  # every copy stored or given up: out of the pipeline
-    abandoned: set[int] = field(default_factory=set)  # async copies left pending for repair
+    abandoned: frozenset[int] = NO_RANKS  # async copies left pending for repair
     # group commit state: 0 waiting, 1 commit in flight, 2 committed
     commit_state: int = 0
-    sent_pending: set[int] = field(default_factory=set)  # ranks committed as pending
-    late: list[int] = field(default_factory=list)  # pending ranks stored while the commit was in flight
+    sent_pending: frozenset[int] = NO_RANKS  # ranks committed as pending
+    late: tuple[int, ...] = ()  # pending ranks stored while the commit was in flight
     stored_as: str = ""  # a new version (replace=True): the name its copies are stored under
     key_b: bytes = b""  # the name the peers store it under (name_b, or stored_as's bytes)
     schema: tuple[str, bytes] | None = None  # (format, Arrow IPC schema) kept in the infofile
@@ -430,7 +435,6 @@ class RecordWriter:
                 self.send(op)
             return
         per_peer: dict[int, tuple[list, list, list, list, list]] = {}
-        done = self._batch_copy_done
         for op in ops:
             for rank, idx in enumerate(op.peers):
                 b = per_peer.get(idx)
@@ -440,21 +444,13 @@ class RecordWriter:
                 b[1].append(op.crc)
                 b[2].append(op.key_b)
                 b[3].append(op.data)
-                b[4].append(functools.partial(done, op, rank, idx, op.attempt))
+                b[4].append(_CopyDone(self, op, rank, idx))
         if not counted:
             ctx.puts_inflight += len(ops)
         for idx, (ranks, crcs, keys, datas, callbacks) in per_peer.items():
             ctx.transport.send_put_batch(ctx.addr(idx), ctx.file_id, 0, ranks, crcs, keys, datas, callbacks)
         ctx.transport.poll(0)
         ctx.committer.pump()
-
-    def _batch_copy_done(self, op: PutOp, rank: int, idx: int, attempt: int, fr, exc: Exception | None) -> None:
-        if attempt != op.attempt:  # a reply for the name it was sent under before
-            return
-        if exc is None and not op.failed and not op.finished:  # the common case, as _copy_done takes it
-            self._copy_stored(op, rank)
-        else:
-            self._copy_done(op, rank, idx, exc)
 
     def put(self, name: str, data: bytes, replace: bool = False, meta: Mapping[str, str] | None = None) -> None:
         """Queue a PUT of record ``name`` and wait until every copy is
@@ -541,7 +537,7 @@ class RecordWriter:
                 self._send_copy(op, rank, op.peers[rank])
 
     def _copy_stored(self, op: PutOp, rank: int) -> None:
-        op.acked.add(rank)
+        op.acked = with_rank(op.acked, rank)
         if op.acknowledged:
             self.ctx.committer.copy_stored(op, rank)  # a pending copy of a committed record
         elif len(op.acked) == self.ctx.copies or (self.ctx.is_async and rank == 0):
@@ -607,8 +603,8 @@ class RecordWriter:
             if not committed and retained_on(ctx.current_infofile(), op.stored_as or op.name, idx):
                 # a deleted or replaced version kept there for older readers
                 # and snapshots (docs/snapshots.md): never replace it
-                op.refused.add(idx)
-                op.retained.add(idx)
+                op.refused = op.refused | {idx}
+                op.retained = op.retained | {idx}
                 if not op.stored_as and not op.acknowledged:
                     self._store_under_own_name(op)  # every copy again, under a name no version has
                     return
@@ -619,12 +615,12 @@ class RecordWriter:
                 # writer (paper 4.4), it is replaced: the peer does so only
                 # if the connection that stored it has closed (LEFTOVER), so
                 # a live writer's copy is never overwritten.
-                op.leftover_tried.add(idx)
+                op.leftover_tried = op.leftover_tried | {idx}
                 self._send_copy(op, rank, idx, FLAG_LEFTOVER)
                 return
             if not committed or op.acknowledged:
                 # A live writer's uncommitted copy: put this copy on another peer.
-                op.refused.add(idx)
+                op.refused = op.refused | {idx}
                 if self._fail_over(op, rank, [i for i in ctx.write_targets() if i not in op.refused]):
                     return
             if op.retained and not committed:
@@ -640,7 +636,7 @@ class RecordWriter:
         if op.acknowledged:
             # An async record is committed with this copy pending: repair
             # stores it (storetorrent repair, docs/replication.md).
-            op.abandoned.add(rank)
+            op.abandoned = op.abandoned | {rank}
             self._maybe_finish(op)
             return
         self.fail_put(op, exc)
@@ -687,9 +683,8 @@ class RecordWriter:
         under the plain name are left uncommitted, for the scrubber."""
         op.attempt += 1  # the replies still to come for the plain name are ignored
         self.take_own_name(op)
-        op.acked.clear()
-        op.refused.clear()
-        op.leftover_tried.clear()
+        op.acked = NO_RANKS
+        op.refused = op.leftover_tried = NO_RANKS
         if self.ctx.chain:
             self._send_chain(op)
         else:
@@ -850,6 +845,28 @@ class RecordWriter:
                 ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=[name])
             return True
         return True if found else None
+
+
+class _CopyDone:
+    """The callback of one copy sent by :meth:`RecordWriter.send_batch`:
+    one object a copy (a ``functools.partial`` is three: itself, its
+    arguments and its keywords), since each lives until the copy is
+    acknowledged and the garbage collector's full passes grow with such
+    objects (docs/benchmarks.md, "Where the client's time goes")."""
+
+    __slots__ = ("writer", "op", "rank", "idx", "attempt")
+
+    def __init__(self, writer: RecordWriter, op: PutOp, rank: int, idx: int) -> None:
+        self.writer, self.op, self.rank, self.idx, self.attempt = writer, op, rank, idx, op.attempt
+
+    def __call__(self, fr, exc: Exception | None) -> None:
+        op = self.op
+        if self.attempt != op.attempt:  # a reply for the name it was sent under before
+            return
+        if exc is None and not op.failed and not op.finished:  # the common case, as _copy_done takes it
+            self.writer._copy_stored(op, self.rank)
+        else:
+            self.writer._copy_done(op, self.rank, self.idx, exc)
 
 
 def store_result(results: dict, key, fr, exc) -> None:

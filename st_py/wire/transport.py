@@ -83,15 +83,6 @@ RECV_CHUNK = 256 * 1024
 Callback = Callable[[Frame | None, Exception | None], None]
 
 
-class _Request:
-    __slots__ = ("seq", "callback", "chunks")
-
-    def __init__(self, seq: int, callback: Callback):
-        self.seq = seq
-        self.callback = callback
-        self.chunks: list[Frame] | None = None
-
-
 def split_addr(addr: str) -> tuple[str, int]:
     """``host:port`` (or ``[v6]:port``) -> ``(host, port)``. Raises ValueError for a bad port."""
     host, _, port = addr.rpartition(":")
@@ -124,7 +115,10 @@ class PeerConnection:
             self._rview = memoryview(self._rbuf)
         self.out: deque = deque()  # the Python send path's queue
         self._out_bytes = 0
-        self.pending: dict[int, _Request] = {}
+        # seq -> the callback of each request in flight (no object a request:
+        # the garbage collector's full passes grow with long-lived objects)
+        self.pending: dict[int, Callback] = {}
+        self._chunks: dict[int, list[Frame]] = {}  # seq -> the chunks of a list reply so far
         self._seq = 0
         self.last_progress = time.monotonic()
         self.dead: Exception | None = None
@@ -144,7 +138,7 @@ class PeerConnection:
         that could not be built or queued leaves nothing waiting)."""
         if not self.pending:
             self.last_progress = time.monotonic()
-        self.pending[seq] = _Request(seq, callback)
+        self.pending[seq] = callback
         return seq
 
     def send(self, build: Callable[[int], list], callback: Callback) -> int:
@@ -213,7 +207,7 @@ class PeerConnection:
             self.last_progress = time.monotonic()
         pending = self.pending
         for i, cb in enumerate(callbacks):
-            pending[seq0 + i] = _Request(seq0 + i, cb)
+            pending[seq0 + i] = cb
 
     def on_writable(self) -> None:
         """Send what is queued until the socket would block (the event loop's
@@ -295,9 +289,9 @@ class PeerConnection:
         pending, complete = self.pending, self._complete
         for t, flags, seq, payload, data_info in frames:
             if t == _OK and not flags & FLAG_MORE:  # a PUT's or DELETE's final reply: _dispatch's path, inline
-                req = pending.pop(seq, None)
-                if req is not None:  # else a reply to a request we already gave up on
-                    complete(req.callback, Frame(t, seq, flags, {"payload": payload}), None)
+                cb = pending.pop(seq, None)
+                if cb is not None:  # else a reply to a request we already gave up on
+                    complete(cb, Frame(t, seq, flags, {"payload": payload}), None)
                 continue
             if t == _OK:  # an interim reply (PUT_CHAIN with ASYNC): nothing to parse
                 fields = {"payload": payload}
@@ -311,36 +305,35 @@ class PeerConnection:
             self._dispatch(Frame(t, seq, flags, fields))
 
     def _dispatch(self, fr: Frame) -> None:
-        req = self.pending.get(fr.seq)
-        if req is None:
+        cb = self.pending.get(fr.seq)
+        if cb is None:
             if fr.type == MsgType.ERROR and fr.seq == 0:
                 raise PeerError(fr.fields["code"], fr.fields["message"], self.addr, 0)
             return  # a reply to a request we already gave up on
         if fr.type in _LISTS and fr.flags & FLAG_MORE:
-            if req.chunks is None:
-                req.chunks = []
-            req.chunks.append(fr)
+            self._chunks.setdefault(fr.seq, []).append(fr)
             return
         if fr.flags & FLAG_MORE and fr.type != MsgType.ERROR:
             # An interim reply (PUT_CHAIN with ASYNC: the first copy is
             # stored); the request stays in flight for its final reply.
-            self._complete(req.callback, fr, None)
+            self._complete(cb, fr, None)
             return
         del self.pending[fr.seq]
-        if fr.type in _LISTS and req.chunks:
-            parts = [c.fields["entries"] for c in req.chunks] + [fr.fields["entries"]]
+        chunks = self._chunks.pop(fr.seq, None) if self._chunks else None
+        if fr.type in _LISTS and chunks:
+            parts = [c.fields["entries"] for c in chunks] + [fr.fields["entries"]]
             if fr.type == MsgType.LOCAL_LIST:
                 fr.fields["entries"] = LocalEntries.concat(parts)
             else:
                 fr.fields["entries"] = [e for p in parts for e in p]
         if fr.type == MsgType.ERROR:
             self._complete(
-                req.callback,
+                cb,
                 None,
                 PeerError(fr.fields["code"], fr.fields["message"], self.addr, fr.seq, fr.fields.get("peers", ())),
             )
         else:
-            self._complete(req.callback, fr, None)
+            self._complete(cb, fr, None)
 
     def fail(self, exc: Exception) -> None:
         """Abort the connection: every request in flight fails with ``exc``."""
@@ -351,12 +344,13 @@ class PeerConnection:
             except OSError:
                 pass
         pending, self.pending = self.pending, {}
+        self._chunks.clear()
         self.out.clear()
         self._out_bytes = 0
         if self._sender is not None:
             self._sender.clear()
-        for req in pending.values():
-            self._complete(req.callback, None, exc)
+        for cb in pending.values():
+            self._complete(cb, None, exc)
 
 
 def _locked(fn):
