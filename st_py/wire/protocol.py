@@ -301,7 +301,7 @@ def encode_local_list(seq: int, entries: list[tuple[int, int, bytes, bytes]], fl
     return frame(MsgType.LOCAL_LIST, seq, b"".join(body), flags)
 
 
-@dataclass
+@dataclass(slots=True)
 class Frame:
     """A decoded frame. ``fields`` holds the payload's named fields."""
 
