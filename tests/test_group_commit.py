@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from st_py.client import group_commit
 from st_py.client.group_commit import GroupCommitter
 from st_py.core.infofile import InfofileReader
 from st_py.errors import RecordExistsError
@@ -37,7 +38,8 @@ def _committer(cluster, name, **kw):
     return gc, failed, InfofileReader(f.infofile_path)
 
 
-def test_groups_then_drain(cluster):
+def test_groups_then_drain(cluster, monkeypatch):
+    monkeypatch.setattr(group_commit, "LINGER_S", 0.0)  # every group of group_size at once
     gc, failed, r = _committer(cluster, "/gc/a")
     for i in range(25):
         gc.add(Op(f"r{i:02d}"))
@@ -46,6 +48,34 @@ def test_groups_then_drain(cluster):
     assert r.count() == 20 and gc.busy  # two full groups; five wait
     gc.drain()
     assert r.count() == 25 and not gc.busy and not failed
+
+
+def test_a_streaming_writer_s_groups_linger_and_a_trickle_s_do_not(cluster, monkeypatch):
+    """A commit started less than LINGER_S ago holds the next group back
+    until LINGER_GROUP records wait (or COMMIT_BYTES, or the linger is
+    over): a stream commits in large groups, where groups of group_size
+    made the tracker's per-commit CPU the largest cost (issue 41). The
+    first group, after no recent commit, goes at group_size as before."""
+    monkeypatch.setattr(group_commit, "LINGER_S", 3600.0)
+    monkeypatch.setattr(group_commit, "LINGER_GROUP", 12)
+    gc, failed, r = _committer(cluster, "/gc/linger")
+    for i in range(25):
+        gc.add(Op(f"r{i:02d}"))
+        gc.pump()
+    gc.reap(all_=True)
+    assert r.count() == 22 and gc.busy  # 10 at once (a trickle's group), then 12 (LINGER_GROUP); 3 linger
+    for i in range(25, 35):
+        gc.add(Op(f"r{i:02d}"))
+        gc.pump()
+    gc.reap(all_=True)
+    assert r.count() == 34  # 12 more waited: one group; 1 lingers
+    monkeypatch.setattr(group_commit, "LINGER_S", 0.0)  # the linger over: what waits goes at group_size
+    gc.add(Op("r35"))
+    gc.pump()
+    gc.reap(all_=True)
+    assert r.count() == 34 and gc.busy  # 2 wait: under group_size, for the next pump or the drain
+    gc.drain()
+    assert r.count() == 36 and not gc.busy and not failed
 
 
 def test_conflicts_are_reported_per_record_by_name(cluster):

@@ -54,6 +54,14 @@ MAX_GROUP_BYTES = 1 << 20  # and names in it, well inside gRPC's 4 MiB message l
 # A group is committed once its records hold this many bytes, however few they are: the
 # tracker admits bytes against the quota as the writes go, not all at close (issue "One truth").
 COMMIT_BYTES = 8 << 20
+# A writer streaming records starts a commit at most every LINGER_S seconds
+# unless LINGER_GROUP records wait (issue 41: a commit costs the tracker about
+# 2.5 ms of CPU and the client a gRPC call whatever its size, so groups of
+# 40-60 made the tracker's per-commit work the largest cost of a queue_put
+# stream). A writer whose last commit started longer ago commits at
+# ``group_size`` records as before (a trickle is not delayed).
+LINGER_S = 0.05
+LINGER_GROUP = 1024
 COMMIT_RETRY_S = 30.0
 RELOCATE_AFTER_S = 1.0  # a per-file tracker down this long may have come back elsewhere: ask the master
 
@@ -144,6 +152,7 @@ class GroupCommitter:
         self.waiting: list = []  # acknowledged, not yet sent
         self._waiting_bytes = 0  # their stored bytes (COMMIT_BYTES)
         self._in_flight: deque = deque()  # (grpc future, group, request id, sent as columns)
+        self._last_start = -LINGER_S  # monotonic time the last commit was started (LINGER_S)
         self._down_since: float | None = None
         self._stored: list = []  # pb.CopyStored of pending copies stored since, to report
         self._stores_in_flight: deque = deque()  # grpc futures of StoreCopies
@@ -178,7 +187,7 @@ class GroupCommitter:
         self.reap()
         if self.stage:
             return
-        while self.waiting and (force or len(self.waiting) >= self.group_size or self._waiting_bytes >= COMMIT_BYTES):
+        while self.waiting and (force or self._group_due()):
             if len(self._in_flight) >= MAX_COMMITS_IN_FLIGHT:
                 if not force and len(self.waiting) < MAX_GROUP and self._waiting_bytes < COMMIT_BYTES:
                     return  # wait for a slot; the next group will be larger
@@ -215,9 +224,20 @@ class GroupCommitter:
                 columns=cols,
             )
             self._in_flight.append((fut, group, rid, cols is not None))
+            self._last_start = time.monotonic()
         if self._stored and (force or len(self._stored) >= self.group_size or not self._stores_in_flight):
             stored, self._stored = self._stored, []
             self._stores_in_flight.append(self._tracker.store_copies_async(self.name, self.file_id, stored))
+
+    def _group_due(self) -> bool:
+        """Whether the records waiting make a group to commit now:
+        ``COMMIT_BYTES`` of them, ``LINGER_GROUP`` records, or
+        ``group_size`` records once ``LINGER_S`` has passed since the last
+        commit started."""
+        n = len(self.waiting)
+        if n >= LINGER_GROUP or self._waiting_bytes >= COMMIT_BYTES:
+            return True
+        return n >= self.group_size and time.monotonic() - self._last_start >= LINGER_S
 
     def drain(self) -> None:
         """Commit every waiting record and wait for every commit."""
