@@ -10,6 +10,7 @@ borrows them from the caller's ``reading`` (its own thread-safe cache).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import heapq
 from collections.abc import Callable, Generator, Iterator
@@ -26,17 +27,36 @@ def _first(item: tuple) -> str:
     return item[0]
 
 
-def files_below(client, bucket: str, prefix: str, top: list | None = None) -> list[tuple[str, str, int]]:
+def rolls_up(base: str, prefix: str, delimiter: str) -> bool:
+    """Whether every key of a file whose keys start with ``base`` rolls
+    up into one common prefix of a listing of ``prefix`` and
+    ``delimiter`` (the delimiter in ``base`` past the prefix): the one
+    case where a file's emptiness decides the answer without its rows
+    being read."""
+    return bool(delimiter) and base.startswith(prefix) and base.find(delimiter, len(prefix)) >= 0
+
+
+def files_below(
+    client, bucket: str, prefix: str, top: list | None = None, delimiter: str = ""
+) -> list[tuple[str, str, int | None]]:
     """``(file, key base, records)`` of every StoreTorrent file below
     ``/B`` whose keys may start with ``prefix``: the namespace walked
-    (one tracker ``List`` per directory; ``top``: the caller's List of
-    ``/B`` itself), pruned by the prefix."""
+    (one tracker ``List`` of names a directory; ``top``: the caller's
+    names-only List of ``/B`` itself), pruned by the prefix. ``records``
+    is None (not counted: a file's rows tell) except for files whose keys
+    all roll up into one common prefix (:func:`rolls_up` with
+    ``delimiter``): their directory is listed again with counts, the
+    common prefix shown only for a file with records (a count reads an
+    index of each file listed; a page of one large file's keys skipped
+    it: 2.7 against 1.5 ms a List of 10^5 records)."""
     d = bucket_dir(bucket)
-    out: list[tuple[str, str, int]] = []
+    out: list[tuple[str, str, int | None]] = []
     todo = [d]
     while todo:
         here = todo.pop()
-        for e in top if top is not None and here == d else client.ls(here, sizes=False):
+        entries = top if top is not None and here == d else client.tracker.list(here, names_only=True).entries
+        files: list[tuple[str, str]] = []
+        for e in entries:
             rel = e.name[len(d) + 1 :]
             if rel.startswith(UPLOAD_PREFIX):
                 continue  # a multipart upload's parts: not objects
@@ -46,7 +66,11 @@ def files_below(client, bucket: str, prefix: str, top: list | None = None) -> li
             if e.is_dir:
                 todo.append(e.name)
             elif e.file_id:
-                out.append((e.name, base, int(e.records)))
+                files.append((e.name, base))
+        counts: dict[str, int] = {}
+        if any(rolls_up(base, prefix, delimiter) for _, base in files):
+            counts = {e.name: int(e.records) for e in client.ls(here, sizes=False) if e.file_id}
+        out += [(f, base, counts.get(f, 0) if rolls_up(base, prefix, delimiter) else None) for f, base in files]
     return out
 
 
@@ -88,7 +112,7 @@ def _stream(
     bucket: str,
     file: str,
     base: str,
-    records: int,
+    records: int | None,
     prefix: str,
     delimiter: str,
     after: str,
@@ -101,7 +125,8 @@ def _stream(
     common prefix may come instead of the keys below it, as
     ``(prefix, None, 0, 0.0)``: a whole file below one (no row read),
     or one level of ``/`` (``InfofileReader.level``: one index search per
-    sub-prefix, not a row per key)."""
+    sub-prefix, not a row per key). ``records``: the file's count
+    (:func:`files_below`), given where its keys roll up, else None."""
     i = base.find(delimiter, len(prefix)) if delimiter and base.startswith(prefix) else -1
     if i >= 0:  # every key of this file rolls up into one common prefix
         cp = base[: i + len(delimiter)]
@@ -126,14 +151,14 @@ def _stream(
         if got is None:
             return
         entries, heads = got
-        items = [
-            (base + name, user_size(stored, logical), int(crc), float(t))
+        items: list[tuple] = [
+            (base + name, int(stored if logical is None else logical), int(crc), float(t))  # user_size, inlined
             for name, stored, logical, crc, t, _k, _ss in entries
         ]
         cps = [(here + head + "/", None, 0, 0.0) for head in heads if head]
-        for item in heapq.merge(items, cps, key=_first):
-            if item[0] > after:
-                yield item
+        if cps:
+            items = list(heapq.merge(items, cps, key=_first))
+        yield from items[bisect.bisect_right(items, after, key=_first) :]  # in key order: past ``after``
         return
     lo, hi = rp, (prefix_upper(rp) if rp else None)
     if after.startswith(base) and after[len(base) :] > lo:
@@ -186,13 +211,13 @@ def list_objects(
     is where to start (exclusive): a start-after or marker key, or with
     ``token`` the last item of the previous page (a common prefix there
     skips every key below it); ``top``: the caller's tracker List of
-    ``/B`` (one RPC less a page); ``reading``: how a file's handle is had
+    ``/B``, names only (one RPC less a page); ``reading``: how a file's handle is had
     (default :func:`opening`: a tracker ``Open`` a file a page)."""
     rd = reading or opening(client)
     streams = [
         _stream(rd, bucket, f, b, n, prefix, delimiter, after, token, max_keys)
-        for f, b, n in files_below(client, bucket, prefix, top)
-        if n  # a file without records when List counted has no key of this listing (it began before)
+        for f, b, n in files_below(client, bucket, prefix, top, delimiter)
+        if n is None or n  # a file without records when List counted has no key of this listing (it began before)
     ]
     try:
         items = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_first)
@@ -207,19 +232,21 @@ def _page(items, prefix: str, delimiter: str, max_keys: int, after: str, token: 
     prefixes: list[str] = []
     last = ""
     n = 0
+    plen = len(prefix)
+    below = after if token and delimiter and after.endswith(delimiter) else None  # the last page's common prefix
     for item in items:
         key = item[0]
         if not key.startswith(prefix):
             continue
-        if token and delimiter and after.endswith(delimiter) and key.startswith(after):
+        if below is not None and key.startswith(below):
             continue
         cp = ""
         if delimiter:
-            i = key.find(delimiter, len(prefix))
+            i = key.find(delimiter, plen)
             if i >= 0:
                 cp = key[: i + len(delimiter)]
-        if cp and cp == last:
-            continue
+                if cp == last:
+                    continue
         if n == max_keys:
             return contents, prefixes, True, last
         if cp:
