@@ -36,25 +36,39 @@ def rolls_up(base: str, prefix: str, delimiter: str) -> bool:
     return bool(delimiter) and base.startswith(prefix) and base.find(delimiter, len(prefix)) >= 0
 
 
+def dir_rolls_up(rel: str, prefix: str, delimiter: str) -> bool:
+    """Whether a file directly in the directory ``rel`` below ``/B``
+    (``""``: ``/B`` itself) may roll up (:func:`rolls_up`) in a listing of
+    ``prefix`` and ``delimiter``: its key base ``rel/name/`` has its last
+    ``/`` at its end, so with ``/`` only a prefix without one past
+    ``rel/`` lets it; another delimiter may lie anywhere in the name. The
+    directory's List then counts records (one RPC, not a second one)."""
+    return bool(delimiter) and not (delimiter == "/" and "/" in prefix[len(rel) + 1 if rel else 0 :])
+
+
 def files_below(
-    client, bucket: str, prefix: str, top: list | None = None, delimiter: str = ""
+    client, bucket: str, prefix: str, top: list | None = None, delimiter: str = "", top_counted: bool = False
 ) -> list[tuple[str, str, int | None]]:
     """``(file, key base, records)`` of every StoreTorrent file below
     ``/B`` whose keys may start with ``prefix``: the namespace walked
-    (one tracker ``List`` of names a directory; ``top``: the caller's
-    names-only List of ``/B`` itself), pruned by the prefix. ``records``
-    is None (not counted: a file's rows tell) except for files whose keys
-    all roll up into one common prefix (:func:`rolls_up` with
-    ``delimiter``): their directory is listed again with counts, the
-    common prefix shown only for a file with records (a count reads an
-    index of each file listed; a page of one large file's keys skipped
-    it: 2.7 against 1.5 ms a List of 10^5 records)."""
+    (one tracker ``List`` a directory; ``top``: the caller's List of
+    ``/B`` itself, with record counts if ``top_counted``), pruned by the
+    prefix. A directory's List counts records only where its files may
+    roll up (:func:`dir_rolls_up`), and ``records`` is None (not counted:
+    a file's rows tell) except for files whose keys all roll up into one
+    common prefix (:func:`rolls_up`), shown only for a file with records
+    (a count reads an index of each file listed; a page of one large
+    file's keys skipped it: 2.7 against 1.5 ms a List of 10^5 records)."""
     d = bucket_dir(bucket)
     out: list[tuple[str, str, int | None]] = []
     todo = [d]
     while todo:
         here = todo.pop()
-        entries = top if top is not None and here == d else client.tracker.list(here, names_only=True).entries
+        if here == d and top is not None:
+            entries, counted = top, top_counted
+        else:
+            counted = dir_rolls_up(here[len(d) + 1 :], prefix, delimiter)
+            entries = client.ls(here, sizes=False) if counted else client.tracker.list(here, names_only=True).entries
         files: list[tuple[str, str]] = []
         for e in entries:
             rel = e.name[len(d) + 1 :]
@@ -69,7 +83,9 @@ def files_below(
                 files.append((e.name, base))
         counts: dict[str, int] = {}
         if any(rolls_up(base, prefix, delimiter) for _, base in files):
-            counts = {e.name: int(e.records) for e in client.ls(here, sizes=False) if e.file_id}
+            if not counted:  # a caller's top without counts
+                entries = client.ls(here, sizes=False)
+            counts = {e.name: int(e.records) for e in entries if e.file_id}
         out += [(f, base, counts.get(f, 0) if rolls_up(base, prefix, delimiter) else None) for f, base in files]
     return out
 
@@ -204,6 +220,7 @@ def list_objects(
     token: bool = False,
     top: list | None = None,
     reading: Reading | None = None,
+    top_counted: bool = False,
 ) -> tuple[list[tuple], list[str], bool, str]:
     """ListObjectsV2's answer for ``client`` (a
     :class:`st_py.client.client.Client`; the bucket must exist): ``(contents, common prefixes, truncated,
@@ -211,12 +228,14 @@ def list_objects(
     is where to start (exclusive): a start-after or marker key, or with
     ``token`` the last item of the previous page (a common prefix there
     skips every key below it); ``top``: the caller's tracker List of
-    ``/B``, names only (one RPC less a page); ``reading``: how a file's handle is had
-    (default :func:`opening`: a tracker ``Open`` a file a page)."""
+    ``/B`` (one RPC less a page), with record counts if ``top_counted``
+    (ask for them when :func:`dir_rolls_up`); ``reading``: how a file's
+    handle is had (default :func:`opening`: a tracker ``Open`` a file a
+    page)."""
     rd = reading or opening(client)
     streams = [
         _stream(rd, bucket, f, b, n, prefix, delimiter, after, token, max_keys)
-        for f, b, n in files_below(client, bucket, prefix, top, delimiter)
+        for f, b, n in files_below(client, bucket, prefix, top, delimiter, top_counted)
         if n is None or n  # a file without records when List counted has no key of this listing (it began before)
     ]
     try:

@@ -690,13 +690,16 @@ class Ops:
     ) -> tuple[list[tuple], list[str], bool, str]:
         """:func:`.keylist.list_objects` over this caller's client, the
         bucket checked first (``NoSuchBucket``)."""
-        from .keylist import list_objects
+        from .keylist import dir_rolls_up, list_objects
 
         self.need_bucket(bucket, listing=True)
-        top = self.keys.bucket_entries(bucket, counts=False)  # the bucket's List of names, once: checked, walked
+        counts = dir_rolls_up("", prefix, delimiter)  # names only when no file of /B can roll up
+        top = self.keys.bucket_entries(bucket, counts)  # the bucket's List, once: checked, then walked
         if top is None:
             raise S3Error("NoSuchBucket", "the specified bucket does not exist", bucket)
-        return list_objects(self.client, bucket, prefix, delimiter, max_keys, after, token, top, self._reading)
+        return list_objects(
+            self.client, bucket, prefix, delimiter, max_keys, after, token, top, self._reading, top_counted=counts
+        )
 
     @contextlib.contextmanager
     def _reading(self, file: str):
