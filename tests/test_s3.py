@@ -727,6 +727,55 @@ def test_listings_match_s3s_rules_page_by_page(site, s3):
                 assert sorted(items) == [i for i in reference_listing([k for k in made if k > mid], prefix, delimiter)]
 
 
+def test_a_pages_contents_are_what_element_by_element_writing_gives():
+    """``list_bucket`` writes a page's ``<Contents>`` with one f-string an
+    entry and the time's parts made once a run of equal times: the bytes
+    are those of writing each element with ``xml.el`` (escaped, with
+    ``encoding-type=url`` quoted first), ``ObjectStat``'s ETag and the
+    time in milliseconds cut, not rounded, for times shared, alone, whole
+    and just below a second."""
+    from urllib.parse import quote
+
+    from st_integrations.s3 import xml
+    from st_integrations.s3.listing import list_bucket
+    from st_integrations.s3.ops import ObjectStat
+
+    t0 = 1764500000.123456
+    contents = [
+        ("a&b<c>", 0, 0, t0),
+        ("q'\"", 7, 2**32 - 1, t0),
+        ("x y+z%20", 64, 12345, 1764500000.0),
+        ("\u00fc/\u00e9", 5, 1, 1764500000.9999),
+        ("z", 5, 1, 1764500001.0005),
+        ("zz", 10**12, 99, 1764500001.0005),
+    ]
+
+    class Page:
+        def list_objects(self, *args, **kw):
+            return contents, ["cp&/"], False, "zz"
+
+    def written(url: bool) -> str:
+        out = ""
+        for key, size, crc, t in contents:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(t))) + f".{int(t * 1000) % 1000:03d}Z"
+            out += (
+                "<Contents>"
+                + xml.el("Key", quote(key, safe="/") if url else key)
+                + xml.el("LastModified", stamp)
+                + f"<ETag>{ObjectStat(size, crc, t).etag}</ETag>"
+                + xml.el("Size", size)
+                + xml.el("StorageClass", "STANDARD")
+                + "</Contents>"
+            )
+        return out
+
+    for url in (False, True):
+        q = {"list-type": "2", "prefix": "", "delimiter": "/"} | ({"encoding-type": "url"} if url else {})
+        body = list_bucket(Page(), "b", q).decode()
+        assert written(url) + "<CommonPrefixes>" in body
+        assert body.count("<Contents>") == len(contents)
+
+
 def test_listed_keys_escaped_url_encoded_and_files_without_records_not_rolled_up(site):
     """Keys that XML escapes (``&``, ``<``, ``>``) and that
     ``encoding-type=url`` quotes come back as they were put, in boto3's
