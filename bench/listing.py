@@ -15,7 +15,10 @@ Rows: ``listing_find`` (target: within 3x of ``os.walk``),
 ``listing_s3_delimiter`` (issue 42: the same records listed through the S3
 endpoint, ListObjectsV2 with a prefix and a delimiter, page by page, within
 3x of ``find``), ``listing_s3_client_parse`` (the same pages parsed by the
-client alone: what any S3 server's listing costs at least), and without a target ``find`` with details, ``ls`` of the
+client alone: what any S3 server's listing costs at least),
+``listing_s3_native_client`` (the same listing by pyarrow's
+``S3FileSystem``, the AWS SDK for C++: the server's part seen without
+Python's XML parsing), and without a target ``find`` with details, ``ls`` of the
 file (names, then details) and ``du``.
 """
 
@@ -173,6 +176,37 @@ def _list_http(url: str | None, bodies: list[bytes] | None = None, ours: bool = 
         conn.close()
 
 
+def _native_fs(url: str | None):
+    """pyarrow's ``S3FileSystem`` (the AWS SDK for C++) on the endpoint
+    at ``url``, signed with the bench's key (the endpoint runs without
+    keys: development mode takes any)."""
+    from urllib.parse import urlsplit
+
+    from pyarrow import fs as pafs
+
+    assert url is not None
+    u = urlsplit(url)
+    return pafs.S3FileSystem(
+        access_key="bench",
+        secret_key="bench",
+        endpoint_override=f"{u.hostname}:{u.port}",
+        scheme="http",
+        region="us-east-1",
+    )
+
+
+def _list_native(s3fs) -> list[str]:
+    """The keys under ``f/`` of bucket ``listing`` listed by pyarrow's
+    ``S3FileSystem`` ``s3fs``: ``get_file_info`` of a ``FileSelector`` of
+    ``listing/f/``, not recursive (ListObjectsV2 with prefix ``f/`` and
+    delimiter ``/``, 1,000 keys a page, parsed in C++; a ``FileInfo`` a
+    key), as ``f/r...`` in order."""
+    from pyarrow import fs as pafs
+
+    infos = s3fs.get_file_info(pafs.FileSelector("listing/f/", recursive=False))
+    return sorted(i.path[len("listing/") :] for i in infos if i.type == pafs.FileType.File)
+
+
 def _list_s3(s3) -> list[str]:
     """Every key under ``f/`` of bucket ``listing`` with delimiter ``/``,
     page by page (ListObjectsV2, continuation tokens); no common prefix may
@@ -218,7 +252,9 @@ def case_listing(tmp: Path, n: int, rounds: int = 5) -> list[dict]:
         assert listed == want  # every key once, in order
         bodies: list[bytes] = []
         assert _list_http(cluster.s3_url, bodies) == want
-        finds, walks, lists, parses = [], [], [], []
+        native = _native_fs(cluster.s3_url)
+        assert _list_native(native) == want
+        finds, walks, lists, parses, natives = [], [], [], [], []
         for _ in range(rounds):
             dt, found = _timed(fs.find, name)
             assert len(found) == n
@@ -232,6 +268,9 @@ def case_listing(tmp: Path, n: int, rounds: int = 5) -> list[dict]:
             dt, parsed = _timed(_parse_pages, bodies)
             assert parsed == n
             parses.append(dt)
+            dt, listed = _timed(_list_native, native)
+            assert listed == want
+            natives.append(dt)
         detail_s, d = _timed(fs.find, name, detail=True)
         assert len(d) == n
         ls_s, names = _timed(fs.ls, name, detail=False)
@@ -273,6 +312,17 @@ def case_listing(tmp: Path, n: int, rounds: int = 5) -> list[dict]:
             note=note + f": the same {-(-n // PAGE)} ListObjectsV2 pages, received once, parsed again by the "
             "client's ElementTree with no server: the floor of listing_s3_delimiter on this machine "
             f"(median of {rounds} rounds)",
+        ),
+        row(
+            "listing_s3_native_client",
+            med(natives),
+            "s",
+            "fsspec find of the same records",
+            med(finds),
+            note=note + f": the same listing by pyarrow's S3FileSystem (the AWS SDK for C++: "
+            f"get_file_info of FileSelector('listing/f/'), ListObjectsV2 prefix f/, delimiter /, {PAGE} keys a page, "
+            "parsed in C++, a FileInfo a key): the endpoint's part without Python's XML parsing "
+            f"(median of {rounds} rounds alternated with find)",
         ),
         row("listing_find_detail", detail_s, "s", note=note + ": find(detail=True), a dict per record"),
         row("listing_ls_names", ls_s, "s", note=note + ": ls(detail=False) of the file"),

@@ -727,6 +727,103 @@ def test_listings_match_s3s_rules_page_by_page(site, s3):
                 assert sorted(items) == [i for i in reference_listing([k for k in made if k > mid], prefix, delimiter)]
 
 
+def test_a_pages_contents_are_what_element_by_element_writing_gives():
+    """``list_bucket`` writes a page's ``<Contents>`` with one f-string an
+    entry and the time's parts made once a run of equal times: the bytes
+    are those of writing each element with ``xml.el`` (escaped, with
+    ``encoding-type=url`` quoted first), ``ObjectStat``'s ETag and the
+    time in milliseconds cut, not rounded, for times shared, alone, whole
+    and just below a second."""
+    from urllib.parse import quote
+
+    from st_integrations.s3 import xml
+    from st_integrations.s3.listing import list_bucket
+    from st_integrations.s3.ops import ObjectStat
+
+    t0 = 1764500000.123456
+    contents = [
+        ("a&b<c>", 0, 0, t0),
+        ("q'\"", 7, 2**32 - 1, t0),
+        ("x y+z%20", 64, 12345, 1764500000.0),
+        ("\u00fc/\u00e9", 5, 1, 1764500000.9999),
+        ("z", 5, 1, 1764500001.0005),
+        ("zz", 10**12, 99, 1764500001.0005),
+    ]
+
+    class Page:
+        def list_objects(self, *args, **kw):
+            return contents, ["cp&/"], False, "zz"
+
+    def written(url: bool) -> str:
+        out = ""
+        for key, size, crc, t in contents:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(t))) + f".{int(t * 1000) % 1000:03d}Z"
+            out += (
+                "<Contents>"
+                + xml.el("Key", quote(key, safe="/") if url else key)
+                + xml.el("LastModified", stamp)
+                + f"<ETag>{ObjectStat(size, crc, t).etag}</ETag>"
+                + xml.el("Size", size)
+                + xml.el("StorageClass", "STANDARD")
+                + "</Contents>"
+            )
+        return out
+
+    for url in (False, True):
+        q = {"list-type": "2", "prefix": "", "delimiter": "/"} | ({"encoding-type": "url"} if url else {})
+        body = list_bucket(Page(), "b", q).decode()
+        assert written(url) + "<CommonPrefixes>" in body
+        assert body.count("<Contents>") == len(contents)
+
+
+def test_listed_keys_escaped_url_encoded_and_files_without_records_not_rolled_up(site):
+    """Keys that XML escapes (``&``, ``<``, ``>``) and that
+    ``encoding-type=url`` quotes come back as they were put, in boto3's
+    listing (which asks for URL encoding and decodes it) and in one that
+    asks for none (the XML escaped), with the ETag, time and size HEAD
+    gives; with a delimiter, a file with records rolls up into a common
+    prefix and a file without records into none (a page's List names the
+    files only; their directory is counted when their keys roll up)."""
+    from botocore.handlers import set_list_objects_encoding_type_url
+
+    cluster, ep, keys = site
+    s3 = ep.client("alice", keys["alice"])
+    raw = ep.client("alice", keys["alice"])
+    raw.meta.events.unregister("before-parameter-build.s3.ListObjectsV2", set_list_objects_encoding_type_url)
+    s3.create_bucket(Bucket="escb")
+    put = ["amp/a&b<c>.txt", "amp/q'\"", "amp/t>g", "amp/x y+z%20.bin", "amp/\u00fc \u00e9"]
+    for k in put:
+        s3.put_object(Bucket="escb", Key=k, Body=k.encode())
+    alice = cluster.client(api_key=keys["alice"])
+    with alice.create("/escb/files/run1", replication="x2") as f:
+        for name in ("r&1", "r<2>"):
+            f.put(name, name.encode())
+    alice.create("/escb/empty/f", replication="x2").close()
+    want = sorted(put + ["files/run1/r&1", "files/run1/r<2>"])
+    for c in (s3, raw):
+        got = c.list_objects_v2(Bucket="escb")["Contents"]
+        assert [o["Key"] for o in got] == want
+        for o in got:
+            head = s3.head_object(Bucket="escb", Key=o["Key"])
+            assert (o["ETag"], o["LastModified"].replace(microsecond=0), o["Size"]) == (  # HTTP dates: seconds
+                head["ETag"],
+                head["LastModified"],
+                head["ContentLength"],
+            )
+        pages = [c.list_objects_v2(Bucket="escb", Prefix="amp/", MaxKeys=2)]
+        while pages[-1]["IsTruncated"]:
+            token = pages[-1]["NextContinuationToken"]
+            pages.append(c.list_objects_v2(Bucket="escb", Prefix="amp/", MaxKeys=2, ContinuationToken=token))
+        assert [o["Key"] for p in pages for o in p["Contents"]] == sorted(put)
+        r = c.list_objects_v2(Bucket="escb", Delimiter="/")
+        assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["amp/", "files/"]  # not empty/
+        assert c.list_objects_v2(Bucket="escb", Prefix="empty/", Delimiter="/")["KeyCount"] == 0
+        r = c.list_objects_v2(Bucket="escb", Prefix="files/", Delimiter="/")
+        assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["files/run1/"]
+        r = c.list_objects_v2(Bucket="escb", Prefix="amp/", StartAfter="amp/q'\"")
+        assert [o["Key"] for o in r["Contents"]] == sorted(put)[2:]
+
+
 def test_copy_object_and_conditional_reads(s3):
     s3.put_object(Bucket="exp", Key="copy/src.bin", Body=b"copied bytes")
     r = s3.copy_object(Bucket="exp", Key="copy/dst/a.bin", CopySource={"Bucket": "exp", "Key": "copy/src.bin"})

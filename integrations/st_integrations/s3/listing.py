@@ -8,11 +8,12 @@ Thread safety: pure functions over the caller's :class:`.ops.Ops`.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from urllib.parse import quote
 
 from . import xml
 from .errors import S3Error
-from .ops import Ops, etag_of
+from .ops import Ops, etag_of_text
 
 
 def list_bucket(ops: Ops, bucket: str, q: dict) -> bytes:
@@ -65,20 +66,34 @@ def list_bucket(ops: Ops, bucket: str, q: dict) -> bytes:
         parts.append(xml.el("Marker", enc(after)))
         if truncated and delim:
             parts.append(xml.el("NextMarker", enc(last)))
-    sec, head = -1, ""
-    esc = xml.escape
-    for key, size, crc, t in contents:  # a page's 1,000 entries: one f-string each, what needs escaping escaped
-        k = enc(key) if url else key
-        if "&" in k or "<" in k or ">" in k:
-            k = esc(k)
-        if int(t) != sec:  # xml.iso_time's date and time, made once a second (a group commit's records share it)
-            sec = int(t)
-            head = xml.iso_time(sec)[:-5]  # without ".000Z"
-        parts.append(
-            f"<Contents><Key>{k}</Key><LastModified>{head}.{int(t * 1000) % 1000:03d}Z</LastModified>"
-            f"<ETag>{etag_of(size, crc, t)}</ETag><Size>{size}</Size>"
-            "<StorageClass>STANDARD</StorageClass></Contents>"
-        )
+    parts.append(_contents(contents, enc if url else None))
     for p in prefixes:
         parts.append("<CommonPrefixes>" + xml.el("Prefix", enc(p)) + "</CommonPrefixes>")
     return xml.doc("ListBucketResult", "".join(parts))
+
+
+def _contents(contents: list[tuple], enc: Callable[[str], str] | None) -> str:
+    """The ``<Contents>`` entries of a page's ``(key, size, crc32c,
+    mtime)``, joined (``enc``: the keys' URL encoding, or None): one
+    f-string an entry, only keys that need it escaped, and what depends
+    on the commit time alone (LastModified, the time's part of the ETag's
+    text) made once a run of entries with the same time (a group commit's
+    records share it; a float's repr and the time's formatting cost more
+    than the MD5)."""
+    esc = xml.escape
+    out = []
+    last_t: float | None = None
+    modified = tail = ""
+    for key, size, crc, t in contents:
+        if enc is not None:
+            key = enc(key)
+        if "&" in key or "<" in key or ">" in key:
+            key = esc(key)
+        if t != last_t:
+            last_t, modified, tail = t, xml.iso_time(t), f":{t!r}"
+        out.append(
+            f"<Contents><Key>{key}</Key><LastModified>{modified}</LastModified>"
+            f"<ETag>{etag_of_text(f'{size}:{crc}{tail}')}</ETag><Size>{size}</Size>"
+            "<StorageClass>STANDARD</StorageClass></Contents>"
+        )
+    return "".join(out)

@@ -89,7 +89,14 @@ def etag_of(size: int, crc32c: int, mtime: float) -> str:
     """:attr:`ObjectStat.etag` of an object of ``size`` user bytes, CRC-32C
     ``crc32c`` and commit time ``mtime`` (unix s): its one definition, for
     listings that write a thousand a page without an ObjectStat each."""
-    return '"' + hashlib.md5(f"{size}:{crc32c}:{mtime!r}".encode(), usedforsecurity=False).hexdigest() + '-1"'
+    return etag_of_text(f"{size}:{crc32c}:{mtime!r}")
+
+
+def etag_of_text(text: str) -> str:
+    """:func:`etag_of` of its text ``f"{size}:{crc32c}:{mtime!r}"``: for a
+    listing, which makes the time's part once a group commit (its records
+    share the time; a float's repr costs more than the MD5)."""
+    return '"' + hashlib.md5(text.encode(), usedforsecurity=False).hexdigest() + '-1"'
 
 
 class StalePeerlistError(StoreTorrentError):
@@ -683,13 +690,16 @@ class Ops:
     ) -> tuple[list[tuple], list[str], bool, str]:
         """:func:`.keylist.list_objects` over this caller's client, the
         bucket checked first (``NoSuchBucket``)."""
-        from .keylist import list_objects
+        from .keylist import dir_rolls_up, list_objects
 
         self.need_bucket(bucket, listing=True)
-        top = self.keys.bucket_entries(bucket)  # the bucket's List, once: checked, then walked
+        counts = dir_rolls_up("", prefix, delimiter)  # names only when no file of /B can roll up
+        top = self.keys.bucket_entries(bucket, counts)  # the bucket's List, once: checked, then walked
         if top is None:
             raise S3Error("NoSuchBucket", "the specified bucket does not exist", bucket)
-        return list_objects(self.client, bucket, prefix, delimiter, max_keys, after, token, top, self._reading)
+        return list_objects(
+            self.client, bucket, prefix, delimiter, max_keys, after, token, top, self._reading, top_counted=counts
+        )
 
     @contextlib.contextmanager
     def _reading(self, file: str):
