@@ -7,6 +7,7 @@ from contextlib import closing
 import pytest
 from conftest import poll_for
 
+from st_py.client import group_commit
 from st_py.core.infofile import InfofileReader
 from st_py.errors import NotEnoughPeersError
 
@@ -58,7 +59,10 @@ def test_not_enough_peers_is_a_clear_error(make_cluster):
         cl.client().create("/tr/x2", replication="x2")
 
 
-def test_infofile_records_commit_in_groups(cluster):
+def test_infofile_records_commit_in_groups(cluster, monkeypatch):
+    # groups of group_size, each at once: the rule of a writer with no recent commit (a stream's
+    # groups linger instead, tests/test_group_commit.py)
+    monkeypatch.setattr(group_commit, "LINGER_S", 0.0)
     c = cluster.client(group_size=10)
     f = c.create("/tr/groups", replication="x1")
     with closing(f), closing(InfofileReader(cluster.namespace / "tr" / "groups")) as r:
@@ -75,10 +79,11 @@ def test_infofile_records_commit_in_groups(cluster):
         assert r.count() == 25 and r.generation() == gen + 1
 
 
-def test_group_commit_grows_while_commits_are_in_flight(cluster):
-    """Adaptive group commit (st_py/client/file.py _maybe_commit): with two commits
+def test_group_commit_grows_while_commits_are_in_flight(cluster, monkeypatch):
+    """Adaptive group commit (st_py/client/group_commit.py): with two commits
     outstanding (the tracker is stopped), acknowledged records keep waiting
     and then go to the tracker in one larger group, not in many queued ones."""
+    monkeypatch.setattr(group_commit, "LINGER_S", 0.0)  # the second commit at group_size too (no linger)
     c = cluster.client(group_size=10, depth=16)
     f = c.create("/tr/adaptive", replication="x1")
     sizes = []
