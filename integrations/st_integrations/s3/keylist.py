@@ -168,7 +168,7 @@ def _stream(
             return
         entries, heads = got
         items: list[tuple] = [
-            (base + name, int(stored if logical is None else logical), int(crc), float(t))  # user_size, inlined
+            (base + name, user_size(stored, logical), int(crc), float(t))
             for name, stored, logical, crc, t, _k, _ss in entries
         ]
         cps = [(here + head + "/", None, 0, 0.0) for head in heads if head]
