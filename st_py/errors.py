@@ -857,12 +857,14 @@ class BadMetadataError(StoreTorrentError, ValueError):
 class DaemonStartError(StoreTorrentError, RuntimeError):
     """A daemon of a local cluster (``storetorrent up``, ``LocalCluster``)
     did not start: it exited, or printed no ``listening on`` line in time.
+    Also a local Ray that a reader started (``daemon="ray"``,
+    ``st_integrations.ray_start``): its processes are stopped first.
     The message is one line (the log's last line); the log says more.
 
     Attributes
     ----------
     daemon : str
-        ``tracker``, ``peer-<i>`` or ``s3``.
+        ``tracker``, ``peer-<i>``, ``s3`` or ``ray``.
     log : str
         The path of its log.
     tail : str

@@ -218,8 +218,7 @@ def test_a_large_frame_prefix_alone_claims_no_memory(peer, tmp_path):
     grown = sum(after.values()) - sum(before.values())
     new = {span: size >> 10 for span, size in after.items() if before.get(span) != size}
     assert grown < 8 * (8 << 20), (
-        f"the peer reserved {grown >> 20} MiB for 16 KiB of frames; writable mappings "
-        f"new or resized (KiB): {new}"
+        f"the peer reserved {grown >> 20} MiB for 16 KiB of frames; writable mappings new or resized (KiB): {new}"
     )
     for c in conns:
         c.close()

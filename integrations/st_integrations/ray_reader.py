@@ -27,6 +27,7 @@ from .engine_compat import install_ray_task_pinning, ray_task_pinning_fallback
 from .formats import RAW_SCHEMA, check_columns, project
 from .partitioning import HIVE
 from .placement import Placement, PlacementError, check_placement, ray_node_of_peers, ray_pin_args
+from .ray_start import start_ray
 from .readplan import ReadUnit, ScanPlan, plan_scan, prune, with_partitions
 from .scan import ScanOptions, kept_schema_sources, options_for, read_unit, unit_schemas, with_out_fields
 from .schemas import SchemaSource, unify
@@ -312,8 +313,7 @@ def read_storetorrent(
         opts = options_for(plan, opts)  # records all of no known format: read as raw, many per batch
     # Ray is started only for a scan that can run: a plan that fails (dead
     # peers, unknown file) raises without the cost of starting a cluster.
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
+    start_ray()  # unless running; a failed start leaves no process behind
     node_of = ray_node_of_peers(plan.peers)
     if schema is None and opts.format == "raw" and decoder is None:
         schema = RAW_SCHEMA  # fixed: no schema pass, no record opened before the scan
