@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from typing import Any
 
 from st_py.errors import DaemonStartError
 
@@ -62,7 +63,7 @@ def stop_half_started_node(tb) -> int:
     raised in traceback ``tb``; returns how many were running (0 if no
     node was being built)."""
     for frame, _ in traceback.walk_tb(tb):
-        node = frame.f_locals.get("self")
+        node: Any = frame.f_locals.get("self")
         if type(node).__module__ == "ray._private.node" and type(node).__name__ == "Node":
             running = sum(1 for infos in node.all_processes.values() for info in infos if info.process.poll() is None)
             try:
