@@ -75,6 +75,30 @@ def test_object_round_trip_range_reads_and_local_stripes(cluster):
         assert f.get_local(stripes=True) == [r for r in f.get_local(stripes=True) if r.name == "small"]
 
 
+def test_an_object_read_from_a_pipe_is_whole(cluster):
+    """A pipe gives at most its buffer (64 KiB) per read, fewer than a
+    stripe: every stripe is filled from several reads, and the object ends
+    only at the pipe's end (one short read once ended it there, silently)."""
+    import threading
+
+    data = os.urandom(3 * MiB + 777)
+    r, w = os.pipe()
+
+    def feed():
+        with os.fdopen(w, "wb", buffering=0) as out:
+            for i in range(0, len(data), 100_000):
+                out.write(data[i : i + 100_000])
+
+    t = threading.Thread(target=feed)
+    t.start()
+    with cluster.client().create("/obj/pipe", "x1") as f, os.fdopen(r, "rb", buffering=0) as src:
+        meta = f.put_object("piped.bin", src, stripe_size=MiB)
+    t.join()
+    assert (meta.size, meta.stripes) == (len(data), 4)
+    with cluster.client().open("/obj/pipe") as f:
+        assert f.get("piped.bin") == data
+
+
 def test_pyarrow_reads_a_parquet_objects_footer_and_one_column(cluster):
     c = cluster.client()
     n = 400_000

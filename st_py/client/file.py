@@ -42,7 +42,7 @@ from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.reader import RecordReader
 from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter, store_result
-from st_py.client.striping import DEFAULT_STRIPE_SIZE, LocalStripe, Objects
+from st_py.client.striping import DEFAULT_STRIPE_SIZE, STRIPES_IN_FLIGHT, LocalStripe, Objects
 from st_py.client.versions import Versions
 from st_py.client.write_batch import WriteBatch, table_columns
 from st_py.core.infofile import InfofileReader, ObjectMeta, RecordMeta
@@ -900,6 +900,7 @@ class StFile:
         stripe_width: int | None = None,
         local_share: float = 1.0,
         meta: Mapping[str, str] | None = None,
+        in_flight: int = STRIPES_IN_FLIGHT,
     ) -> ObjectMeta:
         """Store ``data`` as striped object ``name`` and make it visible.
 
@@ -907,7 +908,7 @@ class StFile:
         ----------
         data : bytes-like or binary file
             The object; a file is read ``stripe_size`` bytes at a time, so at
-            most ``STRIPES_IN_FLIGHT`` stripes are in memory.
+            most ``in_flight`` stripes are in memory.
         stripe_size : int
             Bytes per stripe (the last may be shorter); at most the peers'
             frame size (64 MiB by default).
@@ -928,6 +929,11 @@ class StFile:
         meta : mapping of str to str, optional
             The object's user metadata (as :meth:`queue_put`'s), committed
             with the object.
+        in_flight : int
+            Stripes stored at once (sent and not yet acknowledged), at
+            least 1; with a file as ``data``, the memory bound:
+            ``in_flight * stripe_size`` bytes. Default ``STRIPES_IN_FLIGHT``
+            (8).
 
         Returns
         -------
@@ -941,7 +947,7 @@ class StFile:
         MetadataTooLargeError, BadMetadataError
             ``meta`` breaks the rules of :mod:`st_py.core.user_meta` (nothing is stored).
         """
-        return self._objects.put_object(name, data, stripe_size, stripe_width, local_share, meta)
+        return self._objects.put_object(name, data, stripe_size, stripe_width, local_share, meta, in_flight)
 
     def get_object(self, obj: ObjectMeta) -> bytes:
         """The whole object, its stripes fetched in parallel (each from its

@@ -41,7 +41,7 @@ from st_py.core import user_meta
 from st_py.core.infofile import STRIPE_PREFIX, ObjectMeta, stripe_name
 from st_py.core.placement import choose_holders, fit_local_share, stripe_holders
 from st_py.core.record_names import check_new_name
-from st_py.errors import BadNameError, ChecksumError, RecordExistsError, RecordNotFoundError
+from st_py.errors import BadNameError, ChecksumError, InvalidOptionError, RecordExistsError, RecordNotFoundError
 
 DEFAULT_STRIPE_SIZE = 32 << 20  # bytes: well inside a peer's 64 MiB frame
 STRIPES_IN_FLIGHT = 8  # memory bound of put_object: this many stripes held at once
@@ -109,6 +109,7 @@ class Objects:
         stripe_width: int | None = None,
         local_share: float = 1.0,
         meta: Mapping[str, str] | None = None,
+        in_flight: int = STRIPES_IN_FLIGHT,
     ) -> ObjectMeta:
         """Store striped object ``name``: :meth:`st_py.client.file.StFile.put_object` (the public docstring)."""
         ctx = self.ctx
@@ -116,6 +117,8 @@ class Objects:
         meta_b = user_meta.encode(name, meta)  # refused before any stripe is stored
         if stripe_size <= 0 or stripe_size > 64 << 20:
             raise BadNameError(f"stripe_size {stripe_size} must be 1 byte to 64 MiB")
+        if in_flight < 1:
+            raise BadNameError(f"in_flight {in_flight} must be at least 1 stripe")
         if not 0 <= local_share <= 1:
             raise BadNameError(f"local_share {local_share} must be 0 to 1")
         check_new_name(name)  # the rule for record names (st_py.core.record_names)
@@ -144,10 +147,9 @@ class Objects:
         pending = []
         head, prev, last = b"", b"", b""  # first stripe, and the last two: the object's schema
         while True:
-            chunk = src.read(stripe_size)
+            chunk = read_full(src, stripe_size)
             if not chunk and index > 0:
                 break
-            chunk = bytes(chunk)
             if index == 0:
                 head = chunk
             prev, last = last, chunk
@@ -156,7 +158,7 @@ class Objects:
             holders = stripe_holders(index, ctx.copies, ring, width, local, local_share, ctx.spread)
             pending.append(self.writer.queue_put(stripe_name(name, index), chunk, holders=holders))
             index += 1
-            while len(pending) >= STRIPES_IN_FLIGHT:
+            while len(pending) >= in_flight:
                 pending.pop(0).result()
             if len(chunk) < stripe_size:
                 break
@@ -241,6 +243,32 @@ class Objects:
                 path=stripe.path,
             )
         return data
+
+
+def read_full(src, n: int) -> bytes:
+    """Up to ``n`` bytes of ``src``, fewer only at its end: a raw file, a
+    pipe or a socket may return fewer from one ``read`` before the end,
+    which must not end a stripe (and the object) early.
+
+    Raises
+    ------
+    InvalidOptionError
+        ``src`` is a non-blocking file with no bytes ready (``read`` gave
+        None): the object's end cannot be told; pass a blocking file.
+    """
+    parts: list[bytes] = []
+    got = 0
+    while got < n:
+        more = src.read(n - got)
+        if more is None:
+            raise InvalidOptionError(
+                "put_object: data is a non-blocking file with no bytes ready; pass a blocking file"
+            )
+        if not more:  # its end
+            break
+        parts.append(bytes(more))
+        got += len(more)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _remaining(src) -> int | None:
