@@ -103,6 +103,61 @@ def test_multipart_object_of_several_stripes_whole_and_by_ranges(stripes):
         assert _stats(ep)["stripes"] - before == touched
 
 
+def _peak_bytes(fn) -> int:
+    """Bytes of Python memory (tracemalloc: bytes objects, buffers) this
+    process held at most while ``fn()`` ran, beyond what it held before."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def test_complete_and_copy_of_a_large_object_stream_it(stripes, monkeypatch):
+    """Complete of a 72 MiB upload (9 parts of 8 MiB) and CopyObject of
+    the object it made stream the bytes into the new object's stripes: the
+    endpoint (in this process) holds a part and two stripes being stored,
+    never the object (with 4 MiB stripes for the test: under 40 MiB at
+    once, where reading the parts whole took over 72). Both read back
+    whole; a striped object of 12 MiB (not over 64) is copied as one record."""
+    from st_integrations.s3 import ops as s3ops
+
+    monkeypatch.setattr(s3ops, "STREAM_STRIPE_SIZE", 4 * MiB)
+    cluster, ep = stripes
+    s3 = ep.client("dev", "anything")
+    s3.create_bucket(Bucket="mpstream")
+    data = os.urandom(72 * MiB)
+    up = s3.create_multipart_upload(Bucket="mpstream", Key="big/obj.bin")["UploadId"]
+    parts = []
+    for n in range(9):
+        body = data[n * 8 * MiB : (n + 1) * 8 * MiB]
+        r = s3.upload_part(Bucket="mpstream", Key="big/obj.bin", UploadId=up, PartNumber=n + 1, Body=body)
+        parts.append({"PartNumber": n + 1, "ETag": r["ETag"]})
+    del body
+    peak = _peak_bytes(
+        lambda: s3.complete_multipart_upload(
+            Bucket="mpstream", Key="big/obj.bin", UploadId=up, MultipartUpload={"Parts": parts}
+        )
+    )
+    assert peak < 40 * MiB, f"Complete held {peak / MiB:.1f} MiB of a 72 MiB object"
+    with cluster.client().open("/mpstream/big") as f:
+        obj = f.object_meta("obj.bin")
+    assert obj is not None and (obj.stripe_size, obj.stripes, obj.size) == (4 * MiB, 18, len(data))
+    assert s3.get_object(Bucket="mpstream", Key="big/obj.bin")["Body"].read() == data
+    src = {"Bucket": "mpstream", "Key": "big/obj.bin"}
+    peak = _peak_bytes(lambda: s3.copy_object(Bucket="mpstream", Key="copy/obj.bin", CopySource=src))
+    assert peak < 40 * MiB, f"CopyObject held {peak / MiB:.1f} MiB of a 72 MiB object"
+    assert s3.get_object(Bucket="mpstream", Key="copy/obj.bin")["Body"].read() == data
+    small = _put_striped(cluster, "/mpstream/small", "obj.bin", 12 * MiB + 5, MiB)
+    s3.copy_object(Bucket="mpstream", Key="copy/small.bin", CopySource={"Bucket": "mpstream", "Key": "small/obj.bin"})
+    with cluster.client().open("/mpstream/copy") as f:
+        assert f.object_meta("small.bin") is None and f.get("small.bin") == small  # a record
+
+
 def test_stripes_are_in_flight_at_once_and_memory_is_bounded(stripes):
     """A 12-stripe object read whole through an endpoint with a read-ahead
     of 4: 4 stripe GETs were sent and unanswered at once and at most 4

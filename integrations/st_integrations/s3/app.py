@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from st_py.client.object_stream import STRIPES_AHEAD
+from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.errors import StoreTorrentError
 
 from . import xml
@@ -46,7 +47,7 @@ from .objhttp import (
     parse_range,
     response_overrides,
 )
-from .objstream import ObjectBody
+from .objstream import BodyReader, ObjectBody
 from .ops import ObjectStat, Ops
 from .usermeta import from_headers
 
@@ -532,9 +533,21 @@ class S3App:
             check_copy_source(headers, src)  # before any byte is read
             return None
 
-        src, data, _ = await self._run(ops.get_object, src_bucket, src_key, decide, src_version)
-        assert isinstance(data, bytes)  # decide: the whole object or an error; not streamed
-        st = await self._run(ops.put_object, bucket, key, data, False, src.meta if meta is None else meta)
+        # a striped source streams into the copy (its stripes, two at a time), a record is read whole
+        src, data, _ = await self._run(ops.get_object, src_bucket, src_key, decide, src_version, True)
+        meta = src.meta if meta is None else meta
+        if isinstance(data, ObjectBody):
+
+            def copy(body: ObjectBody = data) -> ObjectStat:
+                with BodyReader(body) as reader:
+                    if body.length <= STRIPE_THRESHOLD:  # stored as one record: its bytes at once
+                        return ops.put_object(bucket, key, reader.read(), False, meta)
+                    return ops.put_object(bucket, key, reader, False, meta, size=body.length)
+
+            st = await self._run(copy)
+        else:
+            assert isinstance(data, bytes)  # decide: the whole object or an error
+            st = await self._run(ops.put_object, bucket, key, data, False, meta)
         inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
         return Response(
             xml.doc("CopyObjectResult", inner), media_type="application/xml", headers=_copy_headers(src, st)

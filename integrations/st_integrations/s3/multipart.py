@@ -5,7 +5,9 @@ they arrive,
 so any endpoint of the cluster can take the next part. Completing reads the
 parts in order, stores the whole as the key's object (a record, or a
 striped object over 64 MiB) and deletes the upload's file; aborting deletes
-it.
+it. An object over 64 MiB is streamed from the parts into its stripes
+(:class:`PartsReader`): the endpoint holds a part being read and two
+stripes being stored, whatever the object's size.
 
 A part's ETag is the MD5 of its bytes, as S3's is (clients such as rclone
 check it), computed when it arrives and kept in its record's name, so
@@ -17,10 +19,13 @@ Thread safety: as :class:`.ops.Ops`.
 from __future__ import annotations
 
 import hashlib
+import io
 import secrets
 import time
 import xml.etree.ElementTree as ET
 
+from st_py.client.record_writer import STRIPE_THRESHOLD
+from st_py.core.infofile import user_size
 from st_py.errors import RecordNotFoundError, StFileNotFoundError
 
 from ..keymap import UPLOAD_PREFIX, check_key
@@ -40,11 +45,74 @@ def _parts(rows) -> dict[int, dict[str, tuple[str, int, float]]]:
     (``entries_between``); a part uploaded twice has two until the first is
     deleted."""
     out: dict[int, dict[str, tuple[str, int, float]]] = {}
-    for name, stored, _lg, _crc, t, _k, _s in rows:
+    for name, stored, logical, _crc, t, _k, _s in rows:
         num, _, md5 = name[5:].partition("-")
         if num.isdigit() and len(md5) == 32:
-            out.setdefault(int(num), {})[md5] = (name, int(stored), float(t))
+            out.setdefault(int(num), {})[md5] = (name, user_size(stored, logical), float(t))
     return out
+
+
+class PartsReader(io.RawIOBase):
+    """The bytes of an upload's parts ``names``, in order, as one read-only
+    stream: each part read through ``handle.open`` (a record read once, a
+    striped part a stripe at a time), so at most one part is held, and
+    ``read(n)`` gives up to ``n`` bytes of the current part (fewer at its
+    end, as a raw file may; -1: the rest of the parts). A part whose bytes are not its ``sizes`` entry
+    raises ``S3Error`` (``InternalError``): the object is not committed.
+
+    Not thread-safe: one reader, one thread (the Complete's)."""
+
+    def __init__(self, handle, names: list[str], sizes: list[int]):
+        super().__init__()
+        self._h, self._names, self._sizes = handle, names, sizes
+        self._i = 0
+        self._cur: io.RawIOBase | None = None
+        self._got = 0  # bytes of the current part given
+
+    def readable(self) -> bool:
+        """True: a read-only stream."""
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes of the current part (b"" after the last; -1:
+        the rest of the parts).
+
+        Raises
+        ------
+        S3Error
+            ``InternalError``: a part's bytes are not its size.
+        RecordNotFoundError, RecordUnavailableError
+            A part is gone or unreadable (``StFile.open``).
+        """
+        if n < 0:  # the rest of the parts
+            return b"".join(iter(lambda: self.read(1 << 30), b""))
+        while self._i < len(self._names):
+            if self._cur is None:
+                self._cur, self._got = self._h.open(self._names[self._i]), 0
+            piece = self._cur.read(n)
+            if piece:
+                self._got += len(piece)
+                return bytes(piece)
+            self._cur.close()
+            self._cur = None
+            if self._got != self._sizes[self._i]:
+                name, want = self._names[self._i], self._sizes[self._i]
+                raise S3Error("InternalError", f"part {name} read {self._got} bytes, not {want}")
+            self._i += 1
+        return b""
+
+    def readinto(self, b) -> int:
+        """:meth:`read` of ``len(b)`` bytes into ``b``; the bytes given."""
+        piece = self.read(len(b))
+        memoryview(b).cast("B")[: len(piece)] = piece
+        return len(piece)
+
+    def close(self) -> None:
+        """Close the part being read, then this stream."""
+        if self._cur is not None:
+            self._cur.close()
+            self._cur = None
+        super().close()
 
 
 class Multipart:
@@ -158,7 +226,7 @@ class Multipart:
         h = self._open(bucket, key, upload_id)
         try:
             parts = _parts(h.infofile().entries_between("part-", "part."))
-            names = []
+            names, sizes = [], []
             for i, (number, etag) in enumerate(wanted):
                 got = parts.get(number, {}).get(etag.strip('"'))
                 if got is None:
@@ -166,11 +234,15 @@ class Multipart:
                 if i < len(wanted) - 1 and got[1] < MIN_PART:
                     raise S3Error("EntityTooSmall", f"part {number} is under 5 MiB and not the last", upload_id)
                 names.append(got[0])
-            data = b"".join(h.get(name) for name in names)
+                sizes.append(got[1])
             meta = h.infofile().user_meta_of("key")  # CreateMultipartUpload's
+            if sum(sizes) <= STRIPE_THRESHOLD:  # one record: its bytes at once
+                st = self.ops.put_object(bucket, key, b"".join(h.get(name) for name in names), only_new, meta, if_match)
+            else:  # a striped object, streamed from the parts
+                with PartsReader(h, names, sizes) as src:
+                    st = self.ops.put_object(bucket, key, src, only_new, meta, if_match, size=sum(sizes))
         finally:
             h.close()
-        st = self.ops.put_object(bucket, key, data, only_new, meta, if_match)
         self.abort(bucket, key, upload_id)
         return st
 

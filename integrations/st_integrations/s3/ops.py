@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from st_py.client.object_stream import STRIPES_AHEAD, StreamStats, stream_object
 from st_py.client.record_writer import STRIPE_THRESHOLD
+from st_py.client.striping import DEFAULT_STRIPE_SIZE
 from st_py.core.history import objects_at_sql
 from st_py.core.infofile import user_size
 from st_py.errors import (
@@ -41,6 +43,12 @@ from .errors import S3Error
 from .handles import FileHandles, HandleCache
 from .objstream import ObjectBody
 from .reccache import RecordCache
+
+# Stripes of a streamed object (Complete, CopyObject) stored at once, and
+# their size: its memory in the endpoint, about 2 x 32 MiB beside the part
+# or stripe being read, whatever the object's size.
+STREAM_STRIPES_IN_FLIGHT = 2
+STREAM_STRIPE_SIZE = DEFAULT_STRIPE_SIZE
 
 log = logging.getLogger("storetorrent.s3")
 T = TypeVar("T")
@@ -258,14 +266,19 @@ class Ops:
         self,
         bucket: str,
         key: str,
-        data: bytes,
+        data: bytes | io.RawIOBase | BinaryIO,
         only_new: bool = False,
         meta: dict[str, str] | None = None,
         if_match: str | None = None,
+        size: int | None = None,
     ) -> ObjectStat:
         """Store ``data`` at ``key`` (a new version if it exists) with the
         user metadata ``meta`` (:mod:`.usermeta`) and commit
-        it; with ``only_new`` (``If-None-Match: *``) refuse an existing key
+        it. ``data`` may be a binary file of ``size`` bytes over
+        ``STRIPE_THRESHOLD`` (Complete, CopyObject): read a stripe at a
+        time and stored as a striped object, at most
+        :data:`STREAM_STRIPES_IN_FLIGHT` stripes in memory. With
+        ``only_new`` (``If-None-Match: *``) refuse an existing key
         (``PreconditionFailed``: records are write-once, so a racing writer
         of the same new key gets it too, not an overwrite); with
         ``if_match`` (``If-Match``: an ETag or ``*``) store only over an
@@ -282,9 +295,16 @@ class Ops:
             version is a striped object (over 64 MiB), which StoreTorrent
             does not replace in place (docs/s3.md); nothing is stored.
         """
-        st = self._put_fast(bucket, key, data, only_new, meta, if_match)
-        if st is not None:
-            return st
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            data = bytes(data)
+            size = len(data)
+            st = self._put_fast(bucket, key, data, only_new, meta, if_match)
+            if st is not None:
+                return st
+        elif size is None or size <= STRIPE_THRESHOLD:
+            raise ValueError(
+                f"a stream is stored as a striped object: its size must be given and over {STRIPE_THRESHOLD}"
+            )
         self.need_bucket(bucket)
         t = self.keys.resolve(bucket, key)
         h = None
@@ -295,7 +315,7 @@ class Ops:
                 h = None
         if h is None:
             try:
-                h = self.client.create(t.file, self.replication, est_size=len(data))
+                h = self.client.create(t.file, self.replication, est_size=size)
             except StFileExistsError:  # made meanwhile
                 h = self.client.open(t.file)
         try:
@@ -306,7 +326,7 @@ class Ops:
                 raise S3Error(
                     "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key
                 )
-            if replace and (len(data) > STRIPE_THRESHOLD or h.infofile().object(t.record) is not None):
+            if replace and (size > STRIPE_THRESHOLD or h.infofile().object(t.record) is not None):
                 raise S3Error(
                     "NotImplemented",
                     "replacing an object stored striped (over 64 MiB, the new or the existing one) is not "
@@ -325,8 +345,11 @@ class Ops:
                         raise S3Error(
                             "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key
                         )
-                h.put(t.record, data, replace=replace, meta=meta)
-                h.flush()
+                if isinstance(data, bytes):
+                    h.put(t.record, data, replace=replace, meta=meta)
+                    h.flush()
+                else:  # committed when it returns
+                    h.put_object(t.record, data, STREAM_STRIPE_SIZE, meta=meta, in_flight=STREAM_STRIPES_IN_FLIGHT)
             finally:
                 if replace:
                     h.release_lease()
