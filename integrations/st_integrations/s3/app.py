@@ -333,7 +333,7 @@ class S3App:
         here: an ``aws-chunked`` payload is one join of views of its chunks;
         the put takes that ``bytes`` object as it is (docs/s3.md, "HTTP")."""
         body = await self._raw_body(request, headers)
-        data, sums = check_payload(headers, body)
+        data, sums = check_payload(headers, body, self.keys)
         check_checksums(data, sums)
         return data, sums
 
@@ -449,7 +449,7 @@ class S3App:
             body = await self._raw_body(request, headers)  # read first: the connection stays in step
 
             def put() -> ObjectStat | None:  # one worker-thread hop: the payload's hashes off the event loop
-                data = _checked(headers, body)
+                data = _checked(headers, body, self.keys)
                 _refuse_unkept(headers, key)
                 meta = from_headers(headers, key)
                 if key.endswith("/") and not data:  # a directory marker: directories are implicit here
@@ -593,7 +593,7 @@ class S3App:
             body = await self._raw_body(request, headers)
 
             def upload() -> str:  # one worker-thread hop: the part's hashes off the event loop
-                data = _checked(headers, body)
+                data = _checked(headers, body, self.keys)
                 _refuse_unkept(headers, key)
                 return mp.upload_part(bucket, key, upload_id, number, data)
 
@@ -687,7 +687,7 @@ def _answer(got: bytes | ObjectBody, status: int, headers: dict[str, str]) -> Re
     return Response(got, status_code=status, headers=headers)
 
 
-def _checked(headers: dict[str, list[str]], body: bytes) -> bytes:
+def _checked(headers: dict[str, list[str]], body: bytes, keys: Keys) -> bytes:
     """The payload of ``body`` (:func:`.auth.check_payload`), every checksum
     the client sent checked against it (:func:`.chunked.check_checksums`).
     Called in a PUT's worker thread: SHA-256 and CRC-32 of a 1 MiB body
@@ -700,7 +700,7 @@ def _checked(headers: dict[str, list[str]], body: bytes) -> bytes:
         ``XAmzContentSHA256Mismatch``, ``XAmzContentChecksumMismatch``,
         ``BadDigest``, a broken ``aws-chunked`` body's.
     """
-    data, sums = check_payload(headers, body)
+    data, sums = check_payload(headers, body, keys)
     check_checksums(data, sums)
     return data
 

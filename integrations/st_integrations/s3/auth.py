@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, quote, unquote
 
 import tomllib
 
+from .chunked import ChunkChain
 from .errors import S3Error
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -37,6 +38,9 @@ _CRED_RE = re.compile(r"^([^/]+)/(\d{8})/([^/]*)/([^/]+)/aws4_request$")
 MAX_PRESIGNED_S = 7 * 24 * 3600  # S3's longest presigned URL
 UNSIGNED = "UNSIGNED-PAYLOAD"
 STREAM_UNSIGNED = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+STREAM_SIGNED = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"  # each chunk signed (docs/s3.md, "Signed chunks")
+STREAM_SIGNED_TRAILER = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"  # ... and a signed trailer
+STREAMING = (STREAM_UNSIGNED, STREAM_SIGNED, STREAM_SIGNED_TRAILER)
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,8 @@ def authenticate(  # noqa: C901 - one linear check, as the spec lists it
         for another service, or for a region other than the endpoint's:
         the empty region, DuckDB's without ``s3_region``, is taken),
         ``InvalidAccessKeyId``, ``SignatureDoesNotMatch``,
-        ``RequestTimeTooSkewed``, ``NotImplemented`` (signed chunks).
+        ``RequestTimeTooSkewed``, ``NotImplemented`` (a ``STREAMING-``
+        payload other than :data:`STREAMING`, e.g. SigV4a's ECDSA).
     """
     auth = (headers.get("authorization") or [""])[0]
     if keys.open:
@@ -180,8 +185,12 @@ def authenticate(  # noqa: C901 - one linear check, as the spec lists it
         )
     if not amz_date.startswith(date):
         raise S3Error("SignatureDoesNotMatch", "the credential's date is not the request's date")
-    if payload.startswith("STREAMING-") and payload != STREAM_UNSIGNED:
-        raise S3Error("NotImplemented", f"payload signing {payload} is not supported; use {STREAM_UNSIGNED}")
+    if payload.startswith("STREAMING-") and payload not in STREAMING:
+        raise S3Error(
+            "NotImplemented", f"payload signing {payload} is not supported; use one of {', '.join(STREAMING)}"
+        )
+    if payload in (STREAM_SIGNED, STREAM_SIGNED_TRAILER) and presigned:
+        raise S3Error("InvalidRequest", "a presigned URL's payload is UNSIGNED-PAYLOAD, not signed chunks")
     names = signed.split(";")
     if "host" not in names:
         raise S3Error("AccessDenied", "the signed headers must include host")
@@ -198,26 +207,57 @@ def authenticate(  # noqa: C901 - one linear check, as the spec lists it
     return Caller(akid, secret)
 
 
-def check_payload(headers: dict[str, list[str]], body: bytes) -> tuple[bytes, dict[str, str]]:
+def chunk_chain(keys: Keys, headers: dict[str, list[str]]) -> ChunkChain | None:
+    """The :class:`.chunked.ChunkChain` that signs the request's chunks: its
+    payload is :data:`STREAM_SIGNED` or :data:`STREAM_SIGNED_TRAILER` and
+    the endpoint checks signatures (not development mode). None
+    otherwise. Called after :func:`authenticate` took the request, whose
+    ``Authorization`` header's signature is the chain's seed."""
+    payload = (headers.get("x-amz-content-sha256") or [""])[0]
+    if keys.open or payload not in (STREAM_SIGNED, STREAM_SIGNED_TRAILER):
+        return None
+    assert keys.secrets is not None
+    m = _AUTH_RE.match((headers.get("authorization") or [""])[0].strip())
+    if m is None:  # authenticate refused it already
+        raise S3Error("AccessDenied", "signed chunks need an Authorization header")
+    akid, date, region, service, _signed, seed = m.groups()
+    amz_date = (headers.get("x-amz-date") or headers.get("date") or [""])[0]
+    return ChunkChain(
+        signing_key(keys.secrets[akid], date, region, service),
+        amz_date,
+        f"{date}/{region}/{service}/aws4_request",
+        seed,
+        payload == STREAM_SIGNED_TRAILER,
+    )
+
+
+def check_payload(headers: dict[str, list[str]], body: bytes, keys: Keys | None = None) -> tuple[bytes, dict[str, str]]:
     """The request's payload and its checksum headers and trailers:
-    an ``aws-chunked`` body decoded, a signed payload's SHA-256 checked.
+    an ``aws-chunked`` body decoded (its chunks' signatures checked with
+    ``keys``, :func:`chunk_chain`), a signed payload's SHA-256 checked.
 
     Raises
     ------
     S3Error
-        ``XAmzContentSHA256Mismatch``, or :func:`.chunked.decode_aws_chunked`'s.
+        ``XAmzContentSHA256Mismatch``, or :func:`.chunked.decode_aws_chunked`'s
+        (``SignatureDoesNotMatch`` for a chunk); ``InternalError``: signed
+        chunks and no ``keys`` to check them with outside development mode.
     """
     from .chunked import decode_aws_chunked
 
     sums = {k: v[0] for k, v in headers.items() if k.startswith("x-amz-checksum-") or k == "content-md5"}
     payload = (headers.get("x-amz-content-sha256") or [""])[0]
     encoding = (headers.get("content-encoding") or [""])[0]
-    if payload == STREAM_UNSIGNED or "aws-chunked" in encoding:
-        body, trailers = decode_aws_chunked(body)
+    # a signed payload hash is of the body as sent, aws-chunked or not: never skipped
+    if re.fullmatch(r"[0-9a-f]{64}", payload) and hashlib.sha256(body).hexdigest() != payload:
+        raise S3Error("XAmzContentSHA256Mismatch", "the provided x-amz-content-sha256 does not match the body")
+    if payload in STREAMING or "aws-chunked" in encoding:
+        chain = chunk_chain(keys, headers) if keys is not None else None
+        if chain is None and payload in (STREAM_SIGNED, STREAM_SIGNED_TRAILER) and (keys is None or not keys.open):
+            raise S3Error("InternalError", "signed chunks reached a check without the endpoint's keys")
+        body, trailers = decode_aws_chunked(body, chain)
         sums.update(trailers)
         declared = (headers.get("x-amz-decoded-content-length") or [""])[0]
         if declared and int(declared) != len(body):
             raise S3Error("IncompleteBody", "the decoded body is not x-amz-decoded-content-length bytes")
-    elif re.fullmatch(r"[0-9a-f]{64}", payload) and hashlib.sha256(body).hexdigest() != payload:
-        raise S3Error("XAmzContentSHA256Mismatch", "the provided x-amz-content-sha256 does not match the body")
     return body, sums

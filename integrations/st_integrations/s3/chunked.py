@@ -6,9 +6,13 @@ checked against the bytes received.
 An ``aws-chunked`` body is ``HEX-SIZE[;chunk-signature=SIG]\\r\\nBYTES\\r\\n``
 chunks ending with a ``0``-size chunk, then trailer lines
 ``name:value\\r\\n`` and an empty line (AWS "Signature Calculations for the
-Authorization Header: Transferring Payload in Multiple Chunks"). Chunk
-signatures (``STREAMING-AWS4-HMAC-SHA256-PAYLOAD``) are not verified in
-this slice: such requests are refused by :mod:`.auth`.
+Authorization Header: Transferring Payload in Multiple Chunks"). Signed
+chunks (``STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER]``, what the AWS SDK
+for Java v2 and minio-go send over plain http) are checked against a
+:class:`ChunkChain`: each chunk's signature chains from the one before,
+the first from the ``Authorization`` header's (the seed), and a signed
+trailer's (``x-amz-trailer-signature``) from the last chunk's (AWS
+"Signature calculation: Transferring payload in multiple chunks").
 
 Thread safety: pure functions.
 """
@@ -17,50 +21,109 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import zlib
+from dataclasses import dataclass
 
 from .errors import S3Error
 
-STREAMING = ("STREAMING-UNSIGNED-PAYLOAD-TRAILER",)
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
-def decode_aws_chunked(body: bytes) -> tuple[bytes, dict[str, str]]:
+@dataclass(frozen=True)
+class ChunkChain:
+    """What signs an ``aws-chunked`` body's chunks: the request's SigV4
+    signing ``key``, its ``amz_date`` (``x-amz-date``), credential
+    ``scope`` (``DATE/REGION/s3/aws4_request``) and ``seed`` signature
+    (the ``Authorization`` header's, checked already); ``trailer``: the
+    body ends with a signed trailer (``...-PAYLOAD-TRAILER``)."""
+
+    key: bytes
+    amz_date: str
+    scope: str
+    seed: str
+    trailer: bool = False
+
+    def chunk(self, prev: str, data) -> str:
+        """The signature of a chunk of ``data`` following signature ``prev``."""
+        digest = hashlib.sha256(data).hexdigest()
+        to_sign = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", self.amz_date, self.scope, prev, EMPTY_SHA256, digest])
+        return hmac.new(self.key, to_sign.encode(), hashlib.sha256).hexdigest()
+
+    def trailing(self, prev: str, canonical: bytes) -> str:
+        """The signature of the trailer whose lines are ``canonical``
+        (``name:value\\n`` each), following the last chunk's ``prev``."""
+        digest = hashlib.sha256(canonical).hexdigest()
+        to_sign = "\n".join(["AWS4-HMAC-SHA256-TRAILER", self.amz_date, self.scope, prev, digest])
+        return hmac.new(self.key, to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+def _bad_signature(what: str) -> S3Error:
+    return S3Error(
+        "SignatureDoesNotMatch",
+        f"the {what} signature we calculated does not match the signature you provided; check your key",
+    )
+
+
+def decode_aws_chunked(body: bytes, chain: ChunkChain | None = None) -> tuple[bytes, dict[str, str]]:
     """``(payload, trailers)`` of an ``aws-chunked`` body; trailer names
     lower-cased. The payload is the chunks' bytes copied once (one join of
-    views of ``body``).
+    views of ``body``). With ``chain``, every chunk's ``chunk-signature``
+    (the final empty chunk's too) and a signed trailer's
+    ``x-amz-trailer-signature`` must be the chain's.
 
     Raises
     ------
     S3Error
-        ``IncompleteBody`` / ``InvalidRequest``: the framing is broken.
+        ``IncompleteBody`` / ``InvalidRequest``: the framing is broken;
+        ``SignatureDoesNotMatch``: a chunk's or the trailer's signature is
+        missing or not the chain's.
     """
     view = memoryview(body)
     pieces: list[memoryview] = []
     pos, n = 0, len(body)
+    prev = chain.seed if chain is not None else ""
     while True:
         eol = body.find(b"\r\n", pos)
         if eol < 0:
             raise S3Error("IncompleteBody", "an aws-chunked body ended inside a chunk header")
-        head = body[pos:eol].split(b";", 1)[0].strip()
+        head, _, ext = body[pos:eol].partition(b";")
         try:
-            size = int(head, 16)
+            size = int(head.strip(), 16)
         except ValueError:
             raise S3Error("InvalidRequest", f"bad aws-chunked chunk size {head[:20]!r}") from None
         pos = eol + 2
+        if size and (pos + size + 2 > n or body[pos + size : pos + size + 2] != b"\r\n"):
+            raise S3Error("IncompleteBody", "an aws-chunked chunk is shorter than its size says")
+        if chain is not None:
+            name, _, sig = ext.partition(b"=")
+            if name.strip() != b"chunk-signature":
+                raise _bad_signature("chunk")
+            want = chain.chunk(prev, view[pos : pos + size])
+            if not hmac.compare_digest(want.encode(), sig.strip()):
+                raise _bad_signature("chunk")
+            prev = want
         if size == 0:
             break
-        if pos + size + 2 > n or body[pos + size : pos + size + 2] != b"\r\n":
-            raise S3Error("IncompleteBody", "an aws-chunked chunk is shorter than its size says")
         pieces.append(view[pos : pos + size])
         pos += size + 2
     trailers: dict[str, str] = {}
-    for line in body[pos:].split(b"\r\n"):
+    canonical, signature = b"", None
+    for line in body[pos:].replace(b"\r\n", b"\n").split(b"\n"):
         if not line:
             continue
         name, sep, value = line.partition(b":")
         if not sep:
             raise S3Error("InvalidRequest", "a bad aws-chunked trailer line")
-        trailers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+        key, text = name.strip().lower().decode("latin-1"), value.strip().decode("latin-1")
+        if key == "x-amz-trailer-signature":
+            signature = value.strip()
+            continue
+        trailers[key] = text
+        canonical += f"{key}:{text}\n".encode("latin-1")
+    if chain is not None and chain.trailer:
+        if signature is None or not hmac.compare_digest(chain.trailing(prev, canonical).encode(), signature):
+            raise _bad_signature("trailer")
     return b"".join(pieces), trailers
 
 
