@@ -223,3 +223,27 @@ def test_a_payload_hash_is_checked_on_an_aws_chunked_body_too(keyed):
     status, reply = _send(ep, dict(req.headers.items()), signed_for, "swap.bin")
     assert status == 200, reply[:300]
     assert s3.get_object(Bucket="chk", Key="swap.bin")["Body"].read() == b"hello"
+
+
+def test_a_put_over_64_mib_in_signed_chunks_is_checked_as_it_streams(keyed):
+    """A 65 MiB payload in signed 1 MiB chunks with a signed CRC-32C
+    trailer is stored as it arrives (a striped object) and reads back; the
+    same body with a byte of its last chunk changed is refused when that
+    chunk ends (``SignatureDoesNotMatch``), and nothing is committed."""
+    cluster, ep, secret = keyed
+    s3 = ep.client("dana", secret)
+    if "chk" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket="chk")
+    chunks = [os.urandom(1 << 20) for _ in range(65)] + [os.urandom(4321)]
+    headers, body = _signed_put(ep, secret, "big/bad.bin", chunks, True)
+    at = body.index(chunks[-1]) + 10
+    status, reply = _send(ep, headers, body[:at] + bytes([body[at] ^ 1]) + body[at + 1 :], "big/bad.bin")
+    assert status == 403 and b"<Code>SignatureDoesNotMatch</Code>" in reply, (status, reply[:300])
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket="chk", Key="big/bad.bin")
+    headers, body = _signed_put(ep, secret, "big/obj.bin", chunks, True)
+    status, reply = _send(ep, headers, body, "big/obj.bin")
+    assert status == 200, reply[:300]
+    assert s3.get_object(Bucket="chk", Key="big/obj.bin")["Body"].read() == b"".join(chunks)
+    with cluster.client(api_key=secret).open("/chk/big") as f:
+        assert f.names() == ["obj.bin"] and f.object_meta("obj.bin") is not None

@@ -158,6 +158,48 @@ def test_complete_and_copy_of_a_large_object_stream_it(stripes, monkeypatch):
         assert f.object_meta("small.bin") is None and f.get("small.bin") == small  # a record
 
 
+def test_a_large_put_is_stored_as_it_arrives_and_a_bad_one_commits_nothing(stripes, monkeypatch):
+    """A 72 MiB PutObject (boto3: a signed SHA-256 of the body and a CRC32
+    header) is read from the network as its stripes are stored: the
+    endpoint held under 40 MiB at once (4 MiB stripes for the test), not
+    the body; the object reads back whole. A 70 MiB PUT whose bytes are not
+    its signed SHA-256 is refused when its end arrives
+    (``XAmzContentSHA256Mismatch``) with the connection closed, and nothing
+    is committed."""
+    import hashlib
+    import http.client
+
+    from st_integrations.s3 import ops as s3ops
+
+    monkeypatch.setattr(s3ops, "STREAM_STRIPE_SIZE", 4 * MiB)
+    cluster, ep = stripes
+    s3 = ep.client("dev", "anything")
+    s3.create_bucket(Bucket="bigput")
+    data = os.urandom(72 * MiB)
+    peak = _peak_bytes(lambda: s3.put_object(Bucket="bigput", Key="run/obj.bin", Body=data))
+    assert peak < 40 * MiB, f"PutObject held {peak / MiB:.1f} MiB of a 72 MiB body"
+    with cluster.client().open("/bigput/run") as f:
+        obj = f.object_meta("obj.bin")
+    assert obj is not None and (obj.stripe_size, obj.size) == (4 * MiB, len(data))
+    assert s3.get_object(Bucket="bigput", Key="run/obj.bin")["Body"].read() == data
+    bad = data[: 70 * MiB]
+    conn = http.client.HTTPConnection("127.0.0.1", ep.port, timeout=60)
+    try:
+        headers = {"x-amz-content-sha256": hashlib.sha256(b"other bytes").hexdigest(), "Content-Length": str(len(bad))}
+        conn.request("PUT", "/bigput/fresh/bad.bin", body=bad, headers=headers)
+        r = conn.getresponse()
+        reply = r.read()
+        assert r.status == 400 and b"<Code>XAmzContentSHA256Mismatch</Code>" in reply, (r.status, reply[:300])
+        assert r.getheader("Connection") == "close"
+    finally:
+        conn.close()
+    with pytest.raises(Exception, match="404|Not Found"):
+        s3.head_object(Bucket="bigput", Key="fresh/bad.bin")
+    listed = s3.list_objects_v2(Bucket="bigput", Delimiter="/")
+    assert [p["Prefix"] for p in listed.get("CommonPrefixes", [])] == ["run/"], listed  # no empty "fresh/"
+    assert s3.list_objects_v2(Bucket="bigput")["KeyCount"] == 1
+
+
 def test_stripes_are_in_flight_at_once_and_memory_is_bounded(stripes):
     """A 12-stripe object read whole through an endpoint with a read-ahead
     of 4: 4 stripe GETs were sent and unanswered at once and at most 4

@@ -33,8 +33,8 @@ from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.errors import StoreTorrentError
 
 from . import xml
-from .auth import Keys, authenticate, check_payload
-from .chunked import check_checksums, crc32c_b64
+from .auth import Keys, authenticate
+from .chunked import crc32c_b64
 from .errors import S3Error, from_storetorrent
 from .listing import list_bucket
 from .objhttp import (
@@ -49,6 +49,7 @@ from .objhttp import (
 )
 from .objstream import BodyReader, ObjectBody
 from .ops import ObjectStat, Ops
+from .payload import PayloadCheck, StreamedBody, check_payload
 from .usermeta import from_headers
 
 T = TypeVar("T")
@@ -272,7 +273,7 @@ class S3App:
         headers = {}
         if e.code == "InvalidRange" and e.resource.startswith("bytes */"):
             headers["Content-Range"], e.resource = e.resource, ""
-        if e.code == "RequestHeaderSectionTooLarge":  # refused before its body was read: none may follow
+        if e.close or e.code == "RequestHeaderSectionTooLarge":  # its body not read to its end: none may follow
             headers["Connection"] = "close"
         body = b"" if request.method == "HEAD" else xml.error_doc(e, rid)
         return Response(body, status_code=e.status, media_type="application/xml", headers=headers)
@@ -323,19 +324,27 @@ class S3App:
         length = (headers.get("content-length") or [""])[0]
         if length and int(length) > MAX_BODY:
             raise S3Error("EntityTooLarge", "your proposed upload exceeds the maximum allowed object size")
-        return await request.body()
+        if length:
+            return await request.body()
+        pieces, size = [], 0  # no Content-Length (chunked transfer): counted as it arrives
+        async for piece in request.stream():
+            size += len(piece)
+            if size > MAX_BODY:
+                raise S3Error(
+                    "EntityTooLarge", "your proposed upload exceeds the maximum allowed object size", close=True
+                )
+            pieces.append(piece)
+        return b"".join(pieces)
 
-    async def _body(self, request: Request, headers: dict[str, list[str]]) -> tuple[bytes, dict[str, str]]:
-        """The request's payload (decoded and checked: :func:`.auth.check_payload`)
-        and its checksums, checked on the event loop (the small XML bodies
-        of bucket and multipart requests; an object's or a part's is checked
-        in its worker thread, :func:`_checked`). Its bytes are copied once
-        here: an ``aws-chunked`` payload is one join of views of its chunks;
-        the put takes that ``bytes`` object as it is (docs/s3.md, "HTTP")."""
+    async def _body(self, request: Request, headers: dict[str, list[str]]) -> bytes:
+        """The request's payload, decoded and checked on the event loop
+        (:func:`.payload.check_payload`: the small XML bodies of bucket and
+        multipart requests; an object's or a part's is checked in its worker
+        thread, :func:`_checked`). Its bytes are copied once here: an
+        ``aws-chunked`` payload is one join of views of its chunks; the put
+        takes that ``bytes`` object as it is (docs/s3.md, "HTTP")."""
         body = await self._raw_body(request, headers)
-        data, sums = check_payload(headers, body, self.keys)
-        check_checksums(data, sums)
-        return data, sums
+        return check_payload(headers, body, self.keys)
 
     async def _bucket(self, request, ops: Ops, bucket: str, query: dict, headers, owner: str) -> Response:
         m = request.method
@@ -343,7 +352,7 @@ class S3App:
         if unknown:
             raise S3Error("NotImplemented", f"bucket subresource {sorted(unknown)[0]!r} is not implemented", bucket)
         if m == "PUT" and set(query) == {"versioning"}:
-            data, _ = await self._body(request, headers)
+            data = await self._body(request, headers)
             await self._run(ops.need_bucket, bucket)
             status, mfa = xml.parse_versioning(data)
             if status == "Enabled" and mfa in ("", "Disabled"):  # as it is: files keep their history
@@ -368,7 +377,7 @@ class S3App:
             await self._run(ops.delete_bucket, bucket)
             return Response(status_code=204)
         if m == "POST" and "delete" in query:
-            data, _ = await self._body(request, headers)
+            data = await self._body(request, headers)
             keys, quiet = xml.parse_delete(data)
             return self._xml(await self._run(self._delete_many, ops, bucket, keys, quiet))
         if m == "GET" and "location" in query:
@@ -446,6 +455,8 @@ class S3App:
             if "x-amz-copy-source" in headers:
                 _refuse_unkept(headers, key)
                 return await self._copy(ops, bucket, key, headers)
+            if _payload_length(headers) > STRIPE_THRESHOLD:  # stored stripe by stripe as it arrives
+                return await self._put_streamed(request, ops, bucket, key, headers)
             body = await self._raw_body(request, headers)  # read first: the connection stays in step
 
             def put() -> ObjectStat | None:  # one worker-thread hop: the payload's hashes off the event loop
@@ -517,6 +528,52 @@ class S3App:
             await self._run(ops.delete_object, bucket, key)
             return Response(status_code=204)
         raise S3Error("NotImplemented", f"{m} on an object is not implemented (docs/s3.md)", key)
+
+    async def _put_streamed(self, request: Request, ops: Ops, bucket: str, key: str, headers) -> Response:
+        """PutObject of a body over ``STRIPE_THRESHOLD``: read from the
+        network as its stripes are stored (:class:`.payload.StreamedBody`
+        into :meth:`.ops.Ops.put_object`), checked as it passes; a body that
+        fails a check (its signature, hash, checksums, length) commits
+        nothing. The endpoint holds a few pieces and two stripes of it,
+        not the body (docs/s3.md, "Large PUTs"). An error before the body's
+        end closes the connection (the rest is not read)."""
+        if _payload_length(headers) > MAX_BODY:
+            raise S3Error("EntityTooLarge", "your proposed upload exceeds the maximum allowed object size")
+        loop = asyncio.get_running_loop()
+        stream = request.stream().__aiter__()
+
+        async def receive() -> bytes | None:
+            try:
+                return await stream.__anext__()
+            except StopAsyncIteration:
+                return None
+
+        def next_piece() -> bytes | None:  # in the worker thread: the next piece, from the event loop
+            while True:
+                piece = asyncio.run_coroutine_threadsafe(receive(), loop).result()
+                if piece is None or piece:
+                    return piece
+
+        def put() -> ObjectStat:
+            _refuse_unkept(headers, key)
+            meta = from_headers(headers, key)
+            only_new, if_match = _write_conditions(headers, key)
+            with StreamedBody(next_piece, PayloadCheck(headers, self.keys), MAX_BODY) as src:
+                return ops.put_object(bucket, key, src, only_new, meta, if_match, size=_payload_length(headers))
+
+        try:
+            stored = await self._run(put)
+        except S3Error as e:
+            e.close = True
+            raise
+        except StoreTorrentError as e:
+            err = from_storetorrent(e)
+            err.close = True
+            raise err from e
+        h = {"ETag": stored.etag, "x-amz-checksum-crc32c": crc32c_b64(stored.crc32c)}
+        if stored.version_id is not None:
+            h["x-amz-version-id"] = str(stored.version_id)
+        return Response(status_code=200, headers=h)
 
     async def _copy(self, ops: Ops, bucket: str, key: str, headers) -> Response:
         """CopyObject: the source's bytes stored at ``key`` (read with the
@@ -600,7 +657,7 @@ class S3App:
             etag = await self._run(upload)
             return Response(status_code=200, headers={"ETag": etag})
         if m == "POST":
-            data, _ = await self._body(request, headers)
+            data = await self._body(request, headers)
             only_new, if_match = _write_conditions(headers, key)
             st = await self._run(mp.complete, bucket, key, upload_id, data, only_new, if_match)
             inner = xml.el("Location", f"/{bucket}/{key}") + ids + xml.el("ETag", st.etag)
@@ -688,11 +745,11 @@ def _answer(got: bytes | ObjectBody, status: int, headers: dict[str, str]) -> Re
 
 
 def _checked(headers: dict[str, list[str]], body: bytes, keys: Keys) -> bytes:
-    """The payload of ``body`` (:func:`.auth.check_payload`), every checksum
-    the client sent checked against it (:func:`.chunked.check_checksums`).
-    Called in a PUT's worker thread: SHA-256 and CRC-32 of a 1 MiB body
-    are about 1 ms of CPU, which the event loop would otherwise spend while
-    every other connection waits (hashlib and zlib release the GIL).
+    """The payload of ``body``, checked as the client signed and summed it
+    (:func:`.payload.check_payload`). Called in a PUT's worker thread:
+    SHA-256 and CRC-32 of a 1 MiB body are about 1 ms of CPU, which the
+    event loop would otherwise spend while every other connection waits
+    (hashlib and zlib release the GIL).
 
     Raises
     ------
@@ -700,9 +757,18 @@ def _checked(headers: dict[str, list[str]], body: bytes, keys: Keys) -> bytes:
         ``XAmzContentSHA256Mismatch``, ``XAmzContentChecksumMismatch``,
         ``BadDigest``, a broken ``aws-chunked`` body's.
     """
-    data, sums = check_payload(headers, body, keys)
-    check_checksums(data, sums)
-    return data
+    return check_payload(headers, body, keys)
+
+
+def _payload_length(headers: dict[str, list[str]]) -> int:
+    """The bytes of a request's payload as the client declared them:
+    ``x-amz-decoded-content-length`` of an ``aws-chunked`` body, else
+    ``Content-Length``; -1 if it declared none."""
+    for name in ("x-amz-decoded-content-length", "content-length"):
+        v = (headers.get(name) or [""])[0].strip()
+        if v.isdigit():
+            return int(v)
+    return -1
 
 
 def _refuse_unkept(headers: dict[str, list[str]], key: str) -> None:

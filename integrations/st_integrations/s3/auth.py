@@ -229,35 +229,3 @@ def chunk_chain(keys: Keys, headers: dict[str, list[str]]) -> ChunkChain | None:
         seed,
         payload == STREAM_SIGNED_TRAILER,
     )
-
-
-def check_payload(headers: dict[str, list[str]], body: bytes, keys: Keys | None = None) -> tuple[bytes, dict[str, str]]:
-    """The request's payload and its checksum headers and trailers:
-    an ``aws-chunked`` body decoded (its chunks' signatures checked with
-    ``keys``, :func:`chunk_chain`), a signed payload's SHA-256 checked.
-
-    Raises
-    ------
-    S3Error
-        ``XAmzContentSHA256Mismatch``, or :func:`.chunked.decode_aws_chunked`'s
-        (``SignatureDoesNotMatch`` for a chunk); ``InternalError``: signed
-        chunks and no ``keys`` to check them with outside development mode.
-    """
-    from .chunked import decode_aws_chunked
-
-    sums = {k: v[0] for k, v in headers.items() if k.startswith("x-amz-checksum-") or k == "content-md5"}
-    payload = (headers.get("x-amz-content-sha256") or [""])[0]
-    encoding = (headers.get("content-encoding") or [""])[0]
-    # a signed payload hash is of the body as sent, aws-chunked or not: never skipped
-    if re.fullmatch(r"[0-9a-f]{64}", payload) and hashlib.sha256(body).hexdigest() != payload:
-        raise S3Error("XAmzContentSHA256Mismatch", "the provided x-amz-content-sha256 does not match the body")
-    if payload in STREAMING or "aws-chunked" in encoding:
-        chain = chunk_chain(keys, headers) if keys is not None else None
-        if chain is None and payload in (STREAM_SIGNED, STREAM_SIGNED_TRAILER) and (keys is None or not keys.open):
-            raise S3Error("InternalError", "signed chunks reached a check without the endpoint's keys")
-        body, trailers = decode_aws_chunked(body, chain)
-        sums.update(trailers)
-        declared = (headers.get("x-amz-decoded-content-length") or [""])[0]
-        if declared and int(declared) != len(body):
-            raise S3Error("IncompleteBody", "the decoded body is not x-amz-decoded-content-length bytes")
-    return body, sums

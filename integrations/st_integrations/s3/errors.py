@@ -61,12 +61,17 @@ class S3Error(StoreTorrentError):
         The HTTP status of the code.
     resource : str
         The bucket or key concerned ("" if none).
+    close : bool
+        The answer closes the connection (``Connection: close``): the
+        request's body was not read to its end, so no request may follow
+        on it (a header section too large, a streamed PUT that failed).
     """
 
-    def __init__(self, code: str, message: str, resource: str = ""):
+    def __init__(self, code: str, message: str, resource: str = "", close: bool = False):
         super().__init__(f"{code}: {message}")
         self.code, self.message, self.resource = code, message, resource
         self.status = STATUS.get(code, 400)
+        self.close = close
 
 
 def from_storetorrent(e: StoreTorrentError, resource: str = "") -> S3Error:
