@@ -309,3 +309,16 @@ def test_the_writers_kept_stats_match_a_count_after_every_kind_of_change(tmp_pat
     w.close()
     assert seen[0] == (0, 0) and seen[-1] == (4, 17 + 13 + 19 + 23)  # a (its new version), d, e, g
     assert len(set(seen)) > 6  # the changes did change it
+
+
+def test_sigusr1_writes_the_trackers_stacks_to_its_log_and_it_goes_on(cluster):
+    """``kill -USR1`` (docs/operations.md, "Logs"): every thread's stack in
+    the tracker's log, the event loop's among them; it answers after."""
+    import signal
+
+    log = cluster.data_dir / "logs" / "tracker.log"
+    cluster.tracker.proc.send_signal(signal.SIGUSR1)
+    poll_for(lambda: "Current thread" in log.read_text(errors="replace"), what="the stacks in the tracker's log")
+    text = log.read_text(errors="replace")
+    assert "st_py/tracker/server.py" in text or "asyncio" in text, text[-2000:]
+    assert cluster.client().status().alive_peers >= 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import os
 import signal
@@ -458,7 +459,10 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> None:
     """``python -m st_py.tracker``: parse the options from ``argv`` (and the
     TOML file of ``--config``) and serve until SIGINT/SIGTERM. Exits with a one-line
-    message when another tracker holds the namespace."""
+    message when another tracker holds the namespace. ``kill -USR1 <pid>``
+    prints every thread's Python stack to its log (stderr), for a tracker
+    that does not answer (docs/operations.md)."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     ap = OptionsParser(prog="python -m st_py.tracker", description="StoreTorrent tracker")
     ap.add_argument("--root", required=True, type=Path, help="namespace root: infofiles live here")
     ap.add_argument("--state-dir", type=Path, help="tracker state (default: <root>/../tracker-state)")
