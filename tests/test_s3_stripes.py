@@ -198,6 +198,8 @@ def test_a_large_put_is_stored_as_it_arrives_and_a_bad_one_commits_nothing(strip
     listed = s3.list_objects_v2(Bucket="bigput", Delimiter="/")
     assert [p["Prefix"] for p in listed.get("CommonPrefixes", [])] == ["run/"], listed  # no empty "fresh/"
     assert s3.list_objects_v2(Bucket="bigput")["KeyCount"] == 1
+    s3.put_object(Bucket="bigput", Key="fresh/bad.bin", Body=bad)  # the client's retry, with its right hash
+    assert s3.get_object(Bucket="bigput", Key="fresh/bad.bin")["Body"].read() == bad
 
 
 def test_stripes_are_in_flight_at_once_and_memory_is_bounded(stripes):

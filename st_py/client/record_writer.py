@@ -788,14 +788,28 @@ class RecordWriter:
         obj = ctx.infofile().object(name)
         if obj is not None:  # a striped object: the object first (invisible), then its stripes
             ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=[name])
-            for i in range(obj.stripes):
-                self.delete_copies(stripe_name(name, i))
-            ctx.file_tracker_call(
-                "delete", ctx.name, ctx.file_id, records=[stripe_name(name, i) for i in range(obj.stripes)]
-            )
+            names = [stripe_name(name, i) for i in range(obj.stripes)]
+            self.delete_stripes(names, names)
             return
         if self.delete_copies(name) is None:
             raise RecordNotFoundError(f"no record {name!r} in {ctx.name}")
+
+    def delete_stripes(self, names: list[str], committed: list[str]) -> None:
+        """Delete the stripe records ``names`` (:func:`st_py.core.infofile.stripe_name`):
+        their copies (:meth:`delete_copies`: every live peer for one not
+        committed), then, in one call, the commits of ``committed`` (those of
+        ``names`` that are). For :meth:`delete` of an object, after its row,
+        and for a ``put_object`` that did not finish (``st_py.client.striping``).
+
+        Raises
+        ------
+        PeerError, TrackerError
+            As :meth:`delete_copies`.
+        """
+        for n in names:
+            self.delete_copies(n)
+        if committed:
+            self.ctx.file_tracker_call("delete", self.ctx.name, self.ctx.file_id, records=list(committed))
 
     def delete_copies(self, name: str) -> bool | None:
         """Delete record ``name``: DELETE on every holder of its copies (every

@@ -24,6 +24,7 @@ delegates to it), on the file's record writer, reader and GET_LOCAL.
 from __future__ import annotations
 
 import io
+import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,10 +39,12 @@ from st_py.client.placer import Placer
 from st_py.client.reader import RecordReader
 from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter
 from st_py.core import user_meta
-from st_py.core.infofile import STRIPE_PREFIX, ObjectMeta, stripe_name
+from st_py.core.infofile import STRIPE_PREFIX, ObjectMeta, stripe_name, stripe_range
 from st_py.core.placement import choose_holders, fit_local_share, stripe_holders
 from st_py.core.record_names import check_new_name
 from st_py.errors import BadNameError, ChecksumError, InvalidOptionError, RecordExistsError, RecordNotFoundError
+
+log = logging.getLogger("st.client")
 
 DEFAULT_STRIPE_SIZE = 32 << 20  # bytes: well inside a peer's 64 MiB frame
 STRIPES_IN_FLIGHT = 8  # memory bound of put_object: this many stripes held at once
@@ -143,27 +146,32 @@ class Objects:
         others = [i for i in usable if i != local]
         ring = choose_holders(others, len(others))  # a random order: stripe i's rank 0 on ring[i % width]
         width = min(stripe_width or len(ring), len(ring))
+        self._clear_unfinished(name)
         crc, size, index = 0, 0, 0
-        pending = []
+        pending: list[Pending] = []
         head, prev, last = b"", b"", b""  # first stripe, and the last two: the object's schema
-        while True:
-            chunk = read_full(src, stripe_size)
-            if not chunk and index > 0:
-                break
-            if index == 0:
-                head = chunk
-            prev, last = last, chunk
-            crc = google_crc32c.extend(crc, chunk)
-            size += len(chunk)
-            holders = stripe_holders(index, ctx.copies, ring, width, local, local_share, ctx.spread)
-            pending.append(self.writer.queue_put(stripe_name(name, index), chunk, holders=holders))
-            index += 1
-            while len(pending) >= in_flight:
-                pending.pop(0).result()
-            if len(chunk) < stripe_size:
-                break
-        for p in pending:
-            p.result()
+        try:
+            while True:
+                chunk = read_full(src, stripe_size)
+                if not chunk and index > 0:
+                    break
+                if index == 0:
+                    head = chunk
+                prev, last = last, chunk
+                crc = google_crc32c.extend(crc, chunk)
+                size += len(chunk)
+                holders = stripe_holders(index, ctx.copies, ring, width, local, local_share, ctx.spread)
+                pending.append(self.writer.queue_put(stripe_name(name, index), chunk, holders=holders))
+                index += 1
+                while len(pending) >= in_flight:
+                    pending.pop(0).result()
+                if len(chunk) < stripe_size:
+                    break
+            for p in pending:
+                p.result()
+        except BaseException:  # the source, a stripe or the caller failed: this attempt leaves no stripe
+            self._abandon(name, index, pending)
+            raise
         self.writer.flush()  # every stripe committed ...
         from st_py._proto import tracker_pb2 as pb
         from st_py.client.group_commit import conflicts_of, schema_table
@@ -195,6 +203,60 @@ class Objects:
                 raise commit_conflict(ctx.name, name, reason, kind, record)
             raise RecordExistsError(f"object {reply.conflicts[0]}", names=[name])
         return ObjectMeta(name, size, stripe_size, index, crc)
+
+    def _unfinished(self, name: str) -> list[str]:
+        """The committed stripe records of object ``name`` (none if it is committed)."""
+        info = self.ctx.infofile()
+        if info.object(name) is not None:
+            return []
+        cur = info.records_between(*stripe_range(name))
+        try:
+            return [r[0] for r in cur]
+        finally:
+            cur.close()
+
+    def _clear_unfinished(self, name: str) -> None:
+        """Before a ``put_object`` of ``name``: delete the stripes another
+        attempt committed without its object (a writer that died midway, or
+        one writing ``name`` now, whose commit then fails), so they neither
+        block this one (stripe names are write-once) nor stay as garbage."""
+        stale = self._unfinished(name)
+        if stale:
+            log.warning(
+                "%s: removing %d stripes of an unfinished put_object of %r (a writer that failed or died "
+                "midway, or one writing it now)",
+                self.ctx.name,
+                len(stale),
+                name,
+            )
+            self.writer.delete_stripes(stale, stale)
+
+    def _abandon(self, name: str, count: int, pending: list[Pending]) -> None:
+        """A ``put_object`` of ``name`` failed after queuing ``count``
+        stripes: wait for those in flight, commit what was stored, then
+        delete every one of them (copies and commits), so that a later
+        ``put_object`` of ``name`` (a retry with other bytes, another
+        writer) starts clean. Their failures are the put's own, not
+        ``flush``'s. Best effort: a failure here is logged, and the put
+        raises its own error (a retry then clears what is left,
+        :meth:`_clear_unfinished`)."""
+        prefix = stripe_range(name)[0]
+        ctx = self.ctx
+        try:
+            for p in pending:
+                p.exception()  # waits until it is stored or failed
+            try:
+                self.writer.commit_all()
+            finally:  # the stripes' failures are this put's error, not the handle's
+                kept = [(n, e) for n, e in ctx.errors if not n.startswith(prefix)]
+                ctx.errors.clear()
+                ctx.errors.extend(kept)
+            names = [stripe_name(name, i) for i in range(count)]
+            self.writer.delete_stripes(names, self._unfinished(name))
+        except Exception:  # noqa: BLE001 - cleanup of a put that failed: its own error is the news
+            log.warning(
+                "%s: could not remove the stripes of the failed put_object of %r", ctx.name, name, exc_info=True
+            )
 
     def object(self, name: str) -> ObjectMeta | None:
         """The committed object ``name``, or None."""

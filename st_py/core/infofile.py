@@ -126,6 +126,13 @@ def stripe_name(obj: str, index: int) -> str:
     return f"{STRIPE_PREFIX}{obj}/{index:08d}"
 
 
+def stripe_range(obj: str) -> tuple[str, str]:
+    """``(lo, hi)``: the record names ``lo <= name < hi`` are exactly the
+    stripes of object ``obj`` (:func:`stripe_name`), for a range query."""
+    lo = f"{STRIPE_PREFIX}{obj}/"
+    return lo, lo[:-1] + "0"  # "0" follows "/"
+
+
 @dataclass(frozen=True)
 class ObjectMeta:
     """A striped object (docs/striping.md; MORRIS, seed 003 section 3):

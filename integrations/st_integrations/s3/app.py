@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote
 
 from starlette.datastructures import State
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
 from st_py.client.object_stream import STRIPES_AHEAD
@@ -258,6 +258,14 @@ class S3App:
         rid = uuid.uuid4().hex[:16].upper()
         try:
             resp = await self._handle(request)
+        except ClientDisconnect:  # gone before its body's end: nothing was stored, no one to answer
+            log.info(
+                "S3 request %s %s: the client closed the connection before the body's end",
+                request.method,
+                request.url.path,
+            )
+            gone = S3Error("IncompleteBody", "the client closed the connection before the body's end", close=True)
+            resp = self._error(gone, request, rid)
         except S3Error as e:
             resp = self._error(e, request, rid)
         except StoreTorrentError as e:
