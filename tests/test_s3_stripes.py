@@ -9,6 +9,7 @@ endpoint (in a thread) and boto3; the counters are the endpoint's
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -198,6 +199,15 @@ def test_a_large_put_is_stored_as_it_arrives_and_a_bad_one_commits_nothing(strip
     listed = s3.list_objects_v2(Bucket="bigput", Delimiter="/")
     assert [p["Prefix"] for p in listed.get("CommonPrefixes", [])] == ["run/"], listed  # no empty "fresh/"
     assert s3.list_objects_v2(Bucket="bigput")["KeyCount"] == 1
+    # a client gone after 10 of its 70 MiB: nothing committed, the endpoint answers the next request
+    import socket
+
+    with socket.create_connection(("127.0.0.1", ep.port)) as sock:
+        sock.sendall(f"PUT /bigput/fresh/bad.bin HTTP/1.1\r\nHost: x\r\nContent-Length: {len(bad)}\r\n\r\n".encode())
+        sock.sendall(bad[: 10 * MiB])
+    time.sleep(0.5)
+    with pytest.raises(Exception, match="404|Not Found"):
+        s3.head_object(Bucket="bigput", Key="fresh/bad.bin")
     s3.put_object(Bucket="bigput", Key="fresh/bad.bin", Body=bad)  # the client's retry, with its right hash
     assert s3.get_object(Bucket="bigput", Key="fresh/bad.bin")["Body"].read() == bad
 

@@ -146,9 +146,9 @@ class Objects:
         others = [i for i in usable if i != local]
         ring = choose_holders(others, len(others))  # a random order: stripe i's rank 0 on ring[i % width]
         width = min(stripe_width or len(ring), len(ring))
-        self._clear_unfinished(name)
         crc, size, index = 0, 0, 0
         pending: list[Pending] = []
+        queued: list[Pending] = []  # every stripe of this attempt
         head, prev, last = b"", b"", b""  # first stripe, and the last two: the object's schema
         try:
             while True:
@@ -162,6 +162,7 @@ class Objects:
                 size += len(chunk)
                 holders = stripe_holders(index, ctx.copies, ring, width, local, local_share, ctx.spread)
                 pending.append(self.writer.queue_put(stripe_name(name, index), chunk, holders=holders))
+                queued.append(pending[-1])
                 index += 1
                 while len(pending) >= in_flight:
                     pending.pop(0).result()
@@ -170,7 +171,7 @@ class Objects:
             for p in pending:
                 p.result()
         except BaseException:  # the source, a stripe or the caller failed: this attempt leaves no stripe
-            self._abandon(name, index, pending)
+            self._abandon(name, queued)
             raise
         self.writer.flush()  # every stripe committed ...
         from st_py._proto import tracker_pb2 as pb
@@ -204,55 +205,32 @@ class Objects:
             raise RecordExistsError(f"object {reply.conflicts[0]}", names=[name])
         return ObjectMeta(name, size, stripe_size, index, crc)
 
-    def _unfinished(self, name: str) -> list[str]:
-        """The committed stripe records of object ``name`` (none if it is committed)."""
-        info = self.ctx.infofile()
-        if info.object(name) is not None:
-            return []
-        cur = info.records_between(*stripe_range(name))
-        try:
-            return [r[0] for r in cur]
-        finally:
-            cur.close()
-
-    def _clear_unfinished(self, name: str) -> None:
-        """Before a ``put_object`` of ``name``: delete the stripes another
-        attempt committed without its object (a writer that died midway, or
-        one writing ``name`` now, whose commit then fails), so they neither
-        block this one (stripe names are write-once) nor stay as garbage."""
-        stale = self._unfinished(name)
-        if stale:
-            log.warning(
-                "%s: removing %d stripes of an unfinished put_object of %r (a writer that failed or died "
-                "midway, or one writing it now)",
-                self.ctx.name,
-                len(stale),
-                name,
-            )
-            self.writer.delete_stripes(stale, stale)
-
-    def _abandon(self, name: str, count: int, pending: list[Pending]) -> None:
-        """A ``put_object`` of ``name`` failed after queuing ``count``
-        stripes: wait for those in flight, commit what was stored, then
-        delete every one of them (copies and commits), so that a later
-        ``put_object`` of ``name`` (a retry with other bytes, another
-        writer) starts clean. Their failures are the put's own, not
-        ``flush``'s. Best effort: a failure here is logged, and the put
-        raises its own error (a retry then clears what is left,
-        :meth:`_clear_unfinished`)."""
+    def _abandon(self, name: str, queued: list[Pending]) -> None:
+        """A ``put_object`` of ``name`` failed after queuing the stripes
+        ``queued``: wait for those in flight, commit what was stored, then
+        delete the stripes this attempt committed (their copies on their
+        holders, then their commits), so a later ``put_object`` of ``name``
+        (a retry with other bytes: stripe names are write-once) is not
+        refused. Only this attempt's own commits are deleted (a stripe
+        another writer committed under the name first is its, and left);
+        copies of stripes that failed are left, as any failed put's, to
+        the scrubber. Their failures are the put's own, not ``flush``'s.
+        Best effort: a failure here is logged, the put raises its own error."""
         prefix = stripe_range(name)[0]
         ctx = self.ctx
         try:
-            for p in pending:
-                p.exception()  # waits until it is stored or failed
+            stored = [p.name for p in queued if p.exception() is None]  # waits for each
             try:
                 self.writer.commit_all()
             finally:  # the stripes' failures are this put's error, not the handle's
+                refused = {n for n, _ in ctx.errors if n.startswith(prefix)}
                 kept = [(n, e) for n, e in ctx.errors if not n.startswith(prefix)]
                 ctx.errors.clear()
                 ctx.errors.extend(kept)
-            names = [stripe_name(name, i) for i in range(count)]
-            self.writer.delete_stripes(names, self._unfinished(name))
+            info = ctx.infofile()
+            ours = [n for n in stored if n not in refused and info.exists(n)]
+            if ours and info.object(name) is None:
+                self.writer.delete_stripes(ours, ours)
         except Exception:  # noqa: BLE001 - cleanup of a put that failed: its own error is the news
             log.warning(
                 "%s: could not remove the stripes of the failed put_object of %r", ctx.name, name, exc_info=True
