@@ -124,6 +124,45 @@ def test_aws_chunked_bodies_as_botocore_sends_them():
     assert out == data and set(trailers) == {"x-amz-checksum-crc32"}
 
 
+def test_aws_chunked_bodies_decode_the_same_fed_in_any_pieces():
+    """The decoder of streamed bodies (a large PUT read as it arrives)
+    gives what the whole body gives, whatever the pieces the network
+    delivers: chunk headers, CRLFs and trailers cut anywhere, signed
+    chunks checked across the cuts; a cut body is ``IncompleteBody``."""
+    import random
+
+    from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum
+
+    from st_integrations.s3.chunked import ChunkChain, ChunkedDecoder
+    from st_integrations.s3.errors import S3Error
+
+    rng = random.Random(42)
+    data = rng.randbytes(300_000)
+    body = AwsChunkedWrapper(
+        io.BytesIO(data), checksum_cls=Crc32Checksum, checksum_name="x-amz-checksum-crc32", chunk_size=7000
+    ).read()
+    chain = ChunkChain(b"k" * 32, "20261130T000000Z", "20261130/us-east-1/s3/aws4_request", "0" * 64, True)
+    signed, prev = b"", chain.seed
+    for c in [data[i : i + 65536] for i in range(0, len(data), 65536)] + [b""]:
+        prev = chain.chunk(prev, c)
+        signed += f"{len(c):x};chunk-signature={prev}\r\n".encode() + c + (b"\r\n" if c else b"")
+    line = b"x-amz-checksum-crc32:abcd\n"
+    signed += line + b"\r\nx-amz-trailer-signature:" + chain.trailing(prev, line).encode() + b"\r\n\r\n"
+    for raw, ch in ((body, None), (signed, chain)):
+        for _ in range(30):
+            d, out, at = ChunkedDecoder(ch), [], 0
+            while at < len(raw):
+                n = rng.choice([1, 2, 3, 7, 100, 4096, 70_000])
+                out += [bytes(p) for p in d.feed(raw[at : at + n])]
+                at += n
+            assert b"".join(out) == data
+            assert set(d.finish()) in ({"x-amz-checksum-crc32"},)
+        d = ChunkedDecoder(ch)
+        d.feed(raw[: len(raw) // 2])
+        with pytest.raises(S3Error, match="ended inside"):
+            d.finish()
+
+
 def test_put_get_head_delete_with_default_checksums(s3, site):
     cluster, ep, keys = site
     data = b"hello s3 " * 1000
