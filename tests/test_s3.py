@@ -15,6 +15,7 @@ import signal
 import socket
 import threading
 import time
+from pathlib import Path
 
 import boto3
 import botocore
@@ -73,19 +74,30 @@ class Endpoint:
         self.thread.join(10)
 
 
+def s3_users(d: Path, *names: str, quota_bytes: dict[str, int] | None = None) -> tuple[Path, Path, dict[str, str]]:
+    """``(users file, endpoint keys file, {name: API key})`` in folder ``d``:
+    each of ``names`` a StoreTorrent user of its own group (with its quota
+    from ``quota_bytes``), its API key the S3 secret of access key ``name``."""
+    from st_py.tracker.access import add_user
+
+    users = d / "users.toml"
+    keys = {
+        u: add_user(users, u, [u], **({"quota_bytes": quota_bytes[u]} if u in (quota_bytes or {}) else {}))
+        for u in names
+    }
+    (d / "s3keys.toml").write_text("[users]\n" + "".join(f'{u} = "{k}"\n' for u, k in keys.items()))
+    return users, d / "s3keys.toml", keys
+
+
 @pytest.fixture(scope="module")
 def site(make_module_cluster, tmp_path_factory):
     """A cluster with users alice and bob and an endpoint with their keys:
     ``(cluster, endpoint, keys)``."""
-    from st_py.tracker.access import add_user
-
-    d = tmp_path_factory.mktemp("s3site")
-    users = d / "users.toml"
-    keys = {u: add_user(users, u, [u]) for u in ("alice", "bob")}
-    keys["carol"] = add_user(users, "carol", ["carol"], quota_bytes=300_000)
-    (d / "s3keys.toml").write_text("[users]\n" + "".join(f'{u} = "{k}"\n' for u, k in keys.items()))
+    users, keys_file, keys = s3_users(
+        tmp_path_factory.mktemp("s3site"), "alice", "bob", "carol", quota_bytes={"carol": 300_000}
+    )
     cluster = make_module_cluster(4, name="s3", users_file=users)
-    ep = Endpoint(cluster.tracker_addr, d / "s3keys.toml", tls=cluster.client_tls)
+    ep = Endpoint(cluster.tracker_addr, keys_file, tls=cluster.client_tls)
     yield cluster, ep, keys
     ep.stop()
 

@@ -13,7 +13,7 @@ import socket
 
 import pytest
 from botocore.exceptions import ClientError
-from test_s3 import Endpoint
+from test_s3 import Endpoint, s3_users
 
 from st_integrations.s3.ops import QUICK_GET_BYTES
 
@@ -23,16 +23,12 @@ VARYING = {"x-amz-request-id", "date", "server"}  # differ between any two answe
 @pytest.fixture(scope="module")
 def pair(make_module_cluster, tmp_path_factory):
     """``(client of A, client of B, A, B, alice's key)``, alice's clients, bucket ``quick`` made."""
-    from st_py.tracker.access import add_user
-
-    d = tmp_path_factory.mktemp("s3quick")
-    users = d / "users.toml"
-    key = add_user(users, "alice", ["alice"])
-    (d / "s3keys.toml").write_text(f'[users]\nalice = "{key}"\n')
+    users, keys_file, keys = s3_users(tmp_path_factory.mktemp("s3quick"), "alice")
+    key = keys["alice"]
     cluster = make_module_cluster(4, name="s3quick", users_file=users)
     dirs = [str(cluster.data_dir / "peers" / f"peer-{i}") for i in range(cluster.n_peers)]
-    a = Endpoint(cluster.tracker_addr, d / "s3keys.toml", tls=cluster.client_tls, peer_data=dirs)
-    b = Endpoint(cluster.tracker_addr, d / "s3keys.toml", tls=cluster.client_tls)
+    a = Endpoint(cluster.tracker_addr, keys_file, tls=cluster.client_tls, peer_data=dirs)
+    b = Endpoint(cluster.tracker_addr, keys_file, tls=cluster.client_tls)
     ca, cb = a.client("alice", key), b.client("alice", key)
     ca.create_bucket(Bucket="quick")
     yield ca, cb, a, b, key

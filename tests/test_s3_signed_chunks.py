@@ -26,7 +26,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
-from test_s3 import Endpoint
+from test_s3 import Endpoint, s3_users
 
 from st_integrations.s3.chunked import ChunkChain, crc32c_b64
 from st_py.wire.transport import crc32c_many
@@ -60,14 +60,10 @@ def s3check(tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def keyed(make_module_cluster, tmp_path_factory):
     """``(cluster, endpoint, secret)``: user dana and an endpoint with her key."""
-    from st_py.tracker.access import add_user
-
-    d = tmp_path_factory.mktemp("s3go")
-    users = d / "users.toml"
-    secret = add_user(users, "dana", ["dana"])
-    (d / "s3keys.toml").write_text(f'[users]\ndana = "{secret}"\n')
+    users, keys_file, keys = s3_users(tmp_path_factory.mktemp("s3go"), "dana")
+    secret = keys["dana"]
     cluster = make_module_cluster(4, name="s3go", users_file=users)
-    ep = Endpoint(cluster.tracker_addr, d / "s3keys.toml", tls=cluster.client_tls)
+    ep = Endpoint(cluster.tracker_addr, keys_file, tls=cluster.client_tls)
     yield cluster, ep, secret
     ep.stop()
 

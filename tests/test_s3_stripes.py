@@ -62,6 +62,17 @@ def _put_striped(cluster, file: str, name: str, size: int, stripe: int) -> bytes
     return data
 
 
+def _upload_parts(s3, bucket: str, key: str, data: bytes, part: int) -> tuple[str, list[dict]]:
+    """A multipart upload of ``data`` in parts of ``part`` bytes, not completed:
+    ``(upload id, the parts for CompleteMultipartUpload)``."""
+    up = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    parts = []
+    for n, at in enumerate(range(0, len(data), part), 1):
+        r = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=n, Body=data[at : at + part])
+        parts.append({"PartNumber": n, "ETag": r["ETag"]})
+    return up, parts
+
+
 def test_multipart_object_of_several_stripes_whole_and_by_ranges(stripes):
     """A 72 MiB multipart upload (9 parts of 8 MiB: stored striped, 3
     stripes) read whole and by ranges inside a stripe, across one stripe
@@ -72,13 +83,7 @@ def test_multipart_object_of_several_stripes_whole_and_by_ranges(stripes):
     s3 = ep.client("dev", "anything")
     s3.create_bucket(Bucket="mpu")
     data = os.urandom(72 * MiB)
-    up = s3.create_multipart_upload(Bucket="mpu", Key="big/obj.bin")["UploadId"]
-    parts = []
-    for n in range(9):
-        r = s3.upload_part(
-            Bucket="mpu", Key="big/obj.bin", UploadId=up, PartNumber=n + 1, Body=data[n * 8 * MiB : (n + 1) * 8 * MiB]
-        )
-        parts.append({"PartNumber": n + 1, "ETag": r["ETag"]})
+    up, parts = _upload_parts(s3, "mpu", "big/obj.bin", data, 8 * MiB)
     s3.complete_multipart_upload(Bucket="mpu", Key="big/obj.bin", UploadId=up, MultipartUpload={"Parts": parts})
     with cluster.client().open("/mpu/big") as f:
         obj = f.object_meta("obj.bin")
@@ -132,13 +137,7 @@ def test_complete_and_copy_of_a_large_object_stream_it(stripes, monkeypatch):
     s3 = ep.client("dev", "anything")
     s3.create_bucket(Bucket="mpstream")
     data = os.urandom(72 * MiB)
-    up = s3.create_multipart_upload(Bucket="mpstream", Key="big/obj.bin")["UploadId"]
-    parts = []
-    for n in range(9):
-        body = data[n * 8 * MiB : (n + 1) * 8 * MiB]
-        r = s3.upload_part(Bucket="mpstream", Key="big/obj.bin", UploadId=up, PartNumber=n + 1, Body=body)
-        parts.append({"PartNumber": n + 1, "ETag": r["ETag"]})
-    del body
+    up, parts = _upload_parts(s3, "mpstream", "big/obj.bin", data, 8 * MiB)
     peak = _peak_bytes(
         lambda: s3.complete_multipart_upload(
             Bucket="mpstream", Key="big/obj.bin", UploadId=up, MultipartUpload={"Parts": parts}

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from conftest import poll_for
@@ -93,17 +94,7 @@ def test_a_standby_that_follows_the_log_takes_over_without_the_leaders_disk(make
             shutil.rmtree(cluster.namespace)
             shutil.rmtree(cluster.data_dir / "tracker")
             t0 = time.monotonic()
-            poll_for(lambda: b"elected leader" in log_b.read_bytes(), timeout=30, what="B's election")
-            # elected, B replays the rest of the log before it serves: on a loaded CI machine (three
-            # etcd members fsyncing on one disk) that once took over the client's 30 s, which is not
-            # what this test checks; wait for its "listening on" line, then every answer must be there
-            try:
-                poll_for(lambda: b"listening on" in log_b.read_bytes(), timeout=120, what="B to serve as the leader")
-            except BaseException:
-                b.send_signal(signal.SIGUSR1)  # its threads' stacks into its log (docs/operations.md)
-                time.sleep(1)
-                print(log_b.read_text(errors="replace")[-6000:])
-                raise
+            wait_serving(b, log_b)
             for name, recs in acked.items():
                 with client.open(name) as f:
                     assert sorted(f.names()) == sorted(recs), name
@@ -127,6 +118,23 @@ def test_a_standby_that_follows_the_log_takes_over_without_the_leaders_disk(make
             b.kill()
             b.wait()
             out.close()
+
+
+def wait_serving(b: subprocess.Popen, log_b: Path) -> None:
+    """Wait until standby ``b`` (its output in ``log_b``) is elected and
+    serves. Elected, it replays the rest of the log before it serves: on a
+    loaded CI machine (three etcd members fsyncing on one disk) that once
+    took over a client's 30 s, which is not what these tests check; so
+    wait for its "listening on" line (up to 120 s), and on a timeout print
+    its threads' stacks (SIGUSR1, docs/operations.md) with its log."""
+    poll_for(lambda: b"elected leader" in log_b.read_bytes(), timeout=30, what="B's election")
+    try:
+        poll_for(lambda: b"listening on" in log_b.read_bytes(), timeout=120, what="B to serve as the leader")
+    except BaseException:
+        b.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        print(log_b.read_text(errors="replace")[-6000:])
+        raise
 
 
 def _log_state(etcd, cluster_id: str) -> tuple[int, int]:
@@ -215,17 +223,7 @@ def test_a_new_standby_copies_a_live_replicas_namespace_then_follows(make_cluste
             cluster.tracker.kill()  # the leader's host is lost: process, state folder and namespace
             shutil.rmtree(cluster.namespace)
             shutil.rmtree(cluster.data_dir / "tracker")
-            poll_for(lambda: b"elected leader" in log_b.read_bytes(), timeout=30, what="B's election")
-            # elected, B replays the rest of the log before it serves: on a loaded CI machine (three
-            # etcd members fsyncing on one disk) that once took over the client's 30 s, which is not
-            # what this test checks; wait for its "listening on" line, then every answer must be there
-            try:
-                poll_for(lambda: b"listening on" in log_b.read_bytes(), timeout=120, what="B to serve as the leader")
-            except BaseException:
-                b.send_signal(signal.SIGUSR1)  # its threads' stacks into its log (docs/operations.md)
-                time.sleep(1)
-                print(log_b.read_text(errors="replace")[-6000:])
-                raise
+            wait_serving(b, log_b)
             for name, recs in acked.items():
                 with client.open(name) as f:
                     assert sorted(f.names()) == sorted(recs), name
