@@ -9,10 +9,12 @@ read task and a Dask task.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -116,14 +118,38 @@ _open_files = threading.local()  # per thread: _ThreadFiles {(tracker, file): St
 class _ThreadFiles(dict):
     """One thread's open handles; closed when the thread ends (its
     ``threading.local`` storage is released), so a pool's threads that
-    come and go (Dask's, a user's) leave no sockets behind."""
+    come and go (Dask's, a user's) leave no sockets behind, and at the
+    interpreter's exit (:func:`_close_all_at_exit`) those of threads that
+    live to the end: the main thread's (Dask's ``scheduler="sync"``), whose
+    storage Python releases only after extension modules may be gone
+    (``nanobind: leaked instance`` of the connections' native parts)."""
 
     def __del__(self):
-        for f in self.values():
+        self.close_all()
+
+    def close_all(self) -> None:
+        """Close and forget every handle (a handle that fails to close is dropped)."""
+        while self:
+            _, f = self.popitem()
             try:
                 f.close()
             except Exception:  # noqa: BLE001 (a thread's end: nothing left to tell)
                 pass
+
+
+# every thread's, for the exit (by id: a dict is not hashable)
+_every_files: weakref.WeakValueDictionary[int, _ThreadFiles] = weakref.WeakValueDictionary()
+
+
+def _close_all_at_exit() -> None:
+    """At the interpreter's exit, after non-daemon threads were joined:
+    close every thread's read-task handles while the native extension is
+    still there."""
+    for files in list(_every_files.values()):
+        files.close_all()
+
+
+atexit.register(_close_all_at_exit)
 
 
 def _stfile(opts: ScanOptions, file: str, as_of: int | None = None):
@@ -133,6 +159,7 @@ def _stfile(opts: ScanOptions, file: str, as_of: int | None = None):
     files = getattr(_open_files, "files", None)
     if files is None:
         files = _open_files.files = _ThreadFiles()
+        _every_files[id(files)] = files
     key = (opts.tracker, file, as_of)
     f = files.get(key)
     if f is None:
