@@ -9,10 +9,10 @@ endpoint (in a thread) and boto3; the counters are the endpoint's
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
+from conftest import poll_for
 from helpers import metric_value, scrape_metrics
 from test_s3 import Endpoint
 
@@ -199,12 +199,30 @@ def test_a_large_put_is_stored_as_it_arrives_and_a_bad_one_commits_nothing(strip
     assert [p["Prefix"] for p in listed.get("CommonPrefixes", [])] == ["run/"], listed  # no empty "fresh/"
     assert s3.list_objects_v2(Bucket="bigput")["KeyCount"] == 1
     # a client gone after 10 of its 70 MiB: nothing committed, the endpoint answers the next request
+    import logging
     import socket
 
-    with socket.create_connection(("127.0.0.1", ep.port)) as sock:
-        sock.sendall(f"PUT /bigput/fresh/bad.bin HTTP/1.1\r\nHost: x\r\nContent-Length: {len(bad)}\r\n\r\n".encode())
-        sock.sendall(bad[: 10 * MiB])
-    time.sleep(0.5)
+    gone: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda r: gone.append(r.getMessage())  # type: ignore[method-assign]
+    s3log = logging.getLogger("storetorrent.s3")
+    level = s3log.level
+    s3log.setLevel(logging.INFO)
+    s3log.addHandler(handler)
+    try:
+        with socket.create_connection(("127.0.0.1", ep.port)) as sock:
+            head = f"PUT /bigput/fresh/bad.bin HTTP/1.1\r\nHost: x\r\nContent-Length: {len(bad)}\r\n\r\n"
+            sock.sendall(head.encode())
+            sock.sendall(bad[: 10 * MiB])
+        # the endpoint is done with it (its stripes deleted) once it logs the client gone
+        poll_for(
+            lambda: any("before the body's end" in m for m in gone),
+            timeout=60,
+            what="the endpoint to see the client gone",
+        )
+    finally:
+        s3log.removeHandler(handler)
+        s3log.setLevel(level)
     with pytest.raises(Exception, match="404|Not Found"):
         s3.head_object(Bucket="bigput", Key="fresh/bad.bin")
     s3.put_object(Bucket="bigput", Key="fresh/bad.bin", Body=bad)  # the client's retry, with its right hash
