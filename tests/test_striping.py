@@ -130,6 +130,91 @@ def test_a_put_object_that_fails_midway_leaves_no_stripe_and_the_name_free(clust
         assert f.get("o.bin") == data and f.names() == ["o.bin"]
 
 
+# A put_object whose source gives 3 stripes of 1 MiB and then blocks, in a
+# writer committing each acknowledged stripe at once; it waits to be killed.
+DEAD_WRITER = """
+import io, sys, time
+from st_py.client.client import Client
+
+class Source(io.RawIOBase):
+    reads = 0
+    def readable(self):
+        return True
+    def read(self, n=-1):
+        self.reads += 1
+        if self.reads > 1:
+            time.sleep(0.2)  # past the group commit's linger: each stripe is committed before the next
+        if self.reads > 3:
+            print("ready", flush=True)
+            time.sleep(600)
+        return bytes([self.reads]) * n
+
+f = Client(sys.argv[1], group_size=1).open(sys.argv[2])
+f.put_object("o.bin", Source(), stripe_size=1 << 20, in_flight=1)
+"""
+
+
+def _stripes(f, obj: str) -> list[str]:
+    return [r[0] for r in f.infofile().records_between(f".st-stripe/{obj}/", f".st-stripe/{obj}0")]
+
+
+def test_stripes_a_killed_writer_left_are_cleared_by_the_next_put_object(cluster, tmp_path):
+    """A writer SIGKILLed midway through a put_object leaves committed
+    stripes and no object (docs/striping.md, "Stripes a writer left"). The
+    next put_object of the name with other bytes clears them and succeeds
+    (they once refused it: stripe names are write-once); the object reads
+    back whole and only its own stripes are left."""
+    import subprocess
+    import sys
+
+    from conftest import poll_for
+
+    c = cluster.client()
+    with c.create("/obj/dead", "x2") as f:
+        f.put("other", b"kept")
+    script = tmp_path / "writer.py"
+    script.write_text(DEAD_WRITER)
+    argv = [sys.executable, str(script), cluster.tracker_addr, "/obj/dead"]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE) as w:
+        assert w.stdout is not None and w.stdout.readline().strip() == b"ready"
+        with c.open("/obj/dead") as f:
+            poll_for(lambda: len(_stripes(f, "o.bin")) >= 2, timeout=60, what="the writer's stripes committed")
+        w.kill()
+    with c.open("/obj/dead") as f:
+        left = _stripes(f, "o.bin")
+        assert len(left) >= 2 and f.names() == ["other"]  # committed stripes, no object
+        data = os.urandom(5 * MiB + 3)
+        meta = f.put_object("o.bin", data, stripe_size=MiB)
+        assert meta.stripes == 6
+    with c.open("/obj/dead") as f:
+        assert f.get("o.bin") == data and f.names() == ["o.bin", "other"]
+        assert _stripes(f, "o.bin") == [f".st-stripe/o.bin/{i:08d}" for i in range(6)]
+
+
+def test_the_tracker_never_deletes_the_stripes_of_a_committed_object(cluster):
+    """A delete of an object's stripe records while the object is committed
+    deletes none of them (``DeleteReply.kept`` names them) and the object
+    reads back whole: a writer clearing a dead writer's stripes can never rob
+    an object committed meanwhile. With the object in the same request, its
+    stripes go with it."""
+    c = cluster.client()
+    data = os.urandom(3 * MiB + 1)
+    with c.create("/obj/keep", "x1") as f:
+        f.put_object("o.bin", data, stripe_size=MiB)
+        f.put("r", b"plain")
+        name, file_id, t = f.name, f.file_id, f._tracker
+        stripes = _stripes(f, "o.bin")
+    assert len(stripes) == 4
+    reply = t.delete(name, file_id, records=[*stripes, "r"])
+    assert list(reply.kept) == stripes and reply.deleted == 1  # "r" alone
+    with c.open("/obj/keep") as f:
+        assert f.get("o.bin") == data and f.names() == ["o.bin"] and _stripes(f, "o.bin") == stripes
+    reply = t.delete(name, file_id, records=["o.bin", *stripes])
+    assert list(reply.kept) == [] and reply.deleted == 5
+    with c.open("/obj/keep") as f:
+        assert f.names() == [] and _stripes(f, "o.bin") == []
+
+
 def test_pyarrow_reads_a_parquet_objects_footer_and_one_column(cluster):
     c = cluster.client()
     n = 400_000

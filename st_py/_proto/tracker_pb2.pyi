@@ -263,12 +263,14 @@ class DeleteRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[str]] = ..., whole_file: _Optional[bool] = ..., user: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class DeleteReply(_message.Message):
-    __slots__ = ("deleted", "generation")
+    __slots__ = ("deleted", "generation", "kept")
     DELETED_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIELD_NUMBER: _ClassVar[int]
     deleted: int
     generation: int
-    def __init__(self, deleted: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
+    kept: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, deleted: _Optional[int] = ..., generation: _Optional[int] = ..., kept: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListRequest(_message.Message):
     __slots__ = ("path", "names_only", "user", "counts_only")

@@ -31,7 +31,7 @@ from st_py.client.put_slices import PutSlices
 from st_py.client.versions import Versions
 from st_py.core import user_meta
 from st_py.core.history import RetainedProbe, has_history, may_store_under_name, retained_on
-from st_py.core.infofile import STRIPE_PREFIX, VERSION_PREFIX, stripe_name
+from st_py.core.infofile import STRIPE_PREFIX, VERSION_PREFIX, RecordMeta, stripe_name
 from st_py.core.record_names import NameTree, check_new_name, conflict_error, name_bytes
 from st_py.errors import (
     BadNameError,
@@ -788,28 +788,49 @@ class RecordWriter:
         obj = ctx.infofile().object(name)
         if obj is not None:  # a striped object: the object first (invisible), then its stripes
             ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=[name])
-            names = [stripe_name(name, i) for i in range(obj.stripes)]
-            self.delete_stripes(names, names)
+            self.delete_stripes([stripe_name(name, i) for i in range(obj.stripes)])
             return
         if self.delete_copies(name) is None:
             raise RecordNotFoundError(f"no record {name!r} in {ctx.name}")
 
-    def delete_stripes(self, names: list[str], committed: list[str]) -> None:
-        """Delete the stripe records ``names`` (:func:`st_py.core.infofile.stripe_name`):
-        their copies (:meth:`delete_copies`: every live peer for one not
-        committed), then, in one call, the commits of ``committed`` (those of
-        ``names`` that are). For :meth:`delete` of an object, after its row,
-        and for a ``put_object`` that did not finish (``st_py.client.striping``).
+    def delete_stripes(self, names: list[str]) -> list[str]:
+        """Delete the committed stripe records ``names``
+        (:func:`st_py.core.infofile.stripe_name`): their commits first, in
+        one call, then their copies (:meth:`delete_copies`, on the holders
+        read before). For :meth:`delete` of an object, after its row, and for
+        a ``put_object`` clearing stripes that did not become an object
+        (``st_py.client.striping``).
+
+        The tracker keeps the stripes of an object that is committed
+        (``DeleteReply.kept``): those are returned, and their copies left.
+        Commits go first so that a copy is never deleted under an object a
+        writer commits meanwhile (docs/striping.md, "Stripes a writer left").
+
+        Returns
+        -------
+        list of str
+            The names the tracker kept (their object is committed).
 
         Raises
         ------
         PeerError, TrackerError
             As :meth:`delete_copies`.
         """
-        for n in names:
-            self.delete_copies(n)
-        if committed:
-            self.ctx.file_tracker_call("delete", self.ctx.name, self.ctx.file_id, records=list(committed))
+        if not names:
+            return []
+        ctx = self.ctx
+        info = ctx.infofile()
+        if has_history(info):  # the copies stay for older readers; the scrubber removes them
+            held: dict[str, RecordMeta] = {}
+        else:
+            held = info.lookup_many(list(names))
+        reply = ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=list(names))
+        kept = list(reply.kept)
+        gone = set(kept)
+        for n, m in held.items():
+            if n not in gone:
+                self._delete_on(n, [(m.key, i) for i in m.peers if ctx.peer_usable(i)])
+        return kept
 
     def delete_copies(self, name: str) -> bool | None:
         """Delete record ``name``: DELETE on every holder of its copies (every
@@ -842,6 +863,23 @@ class RecordWriter:
             targets = [(k, i) for k, i in targets if not retained_on(info, k, i)]
         if meta is not None:  # its older versions and moved copies go with it
             targets += [(k, i) for k, i in info.superseded_copies(name) if ctx.peer_usable(i) and (k, i) not in targets]
+        found = self._delete_on(name, targets)
+        if meta is not None:
+            if not name.startswith(STRIPE_PREFIX):  # stripes go with their object, in one call
+                ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=[name])
+            return True
+        return True if found else None
+
+    def _delete_on(self, name: str, targets: list[tuple[str, int]]) -> bool:
+        """DELETE the copies ``(stored name, peer_idx)`` of record ``name``
+        at once and wait for every reply; whether any peer had one.
+
+        Raises
+        ------
+        PeerError
+            A holder refused the DELETE with an error other than NOT_FOUND.
+        """
+        ctx = self.ctx
         results: dict[int, Exception | None] = {}
         for n, (k, idx) in enumerate(targets):
             ctx.transport.send(
@@ -850,15 +888,10 @@ class RecordWriter:
                 functools.partial(store_result, results, n),
             )
         ctx.transport.wait(lambda: len(results) == len(targets))
-        found = any(e is None for e in results.values())
         for e in results.values():
             if isinstance(e, PeerError) and e.code != ErrorCode.NOT_FOUND:
                 raise e
-        if meta is not None:
-            if not name.startswith(STRIPE_PREFIX):  # stripes go with their object, in one call
-                ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=[name])
-            return True
-        return True if found else None
+        return any(e is None for e in results.values())
 
 
 class _CopyDone:

@@ -128,6 +128,7 @@ class Objects:
         if ctx.infofile().exists(name):
             raise RecordExistsError(f"{name!r} is already committed in {ctx.name}: names are write-once", names=[name])
         self.writer.check_tree(name)
+        self._clear_left(name)
         usable = sorted(ctx.write_targets())
         if not usable or len(usable) < ctx.copies:
             from st_py.errors import NotEnoughPeersError
@@ -199,6 +200,7 @@ class Objects:
             schemas=schemas,
         )
         if reply.conflicts:  # ... then the object, in one transaction
+            self._abandon(name, queued)  # the tracker keeps any stripe of an object committed meanwhile
             reason, kind, record = conflicts_of(reply).get(name, (reply.conflicts[0], "", ""))
             if kind:
                 raise commit_conflict(ctx.name, name, reason, kind, record)
@@ -230,11 +232,41 @@ class Objects:
             info = ctx.infofile()
             ours = [n for n in stored if n not in refused and info.exists(n)]
             if ours and info.object(name) is None:
-                self.writer.delete_stripes(ours, ours)
+                self.writer.delete_stripes(ours)
         except Exception:  # noqa: BLE001 - cleanup of a put that failed: its own error is the news
             log.warning(
                 "%s: could not remove the stripes of the failed put_object of %r", ctx.name, name, exc_info=True
             )
+
+    def _clear_left(self, name: str) -> None:
+        """Delete the stripe records committed under object ``name``
+        without its object: a ``put_object`` that died midway left them
+        (its writer killed: no ``_abandon`` ran), or one is storing them
+        now. Stripe names are write-once, so a new ``put_object`` of
+        ``name`` with other bytes would be refused on each of them.
+
+        Their commits go first and the tracker keeps the stripes of an
+        object that is committed by then, so an object another writer
+        committed meanwhile is never robbed; a writer still storing
+        ``name`` loses the race instead (its object's commit is refused:
+        at most one of two ``put_object`` of one name at once succeeds).
+        docs/striping.md, "Stripes a writer left".
+
+        Raises
+        ------
+        RecordExistsError
+            The object ``name`` was committed meanwhile.
+        """
+        lo, hi = stripe_range(name)
+        left = [r[0] for r in self.ctx.infofile().records_between(lo, hi)]
+        if not left:
+            return
+        kept = self.writer.delete_stripes(left)
+        if kept:
+            raise RecordExistsError(
+                f"{name!r} was committed in {self.ctx.name} meanwhile: names are write-once", names=[name]
+            )
+        log.info("%s: removed %d stripes of %r that no object was committed for", self.ctx.name, len(left), name)
 
     def object(self, name: str) -> ObjectMeta | None:
         """The committed object ``name``, or None."""

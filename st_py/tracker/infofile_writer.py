@@ -314,6 +314,29 @@ def _retained_to_history(c: sqlite3.Connection, name: str, until: int, rank: int
     )
 
 
+def _stripes_of_committed_objects(c: sqlite3.Connection, names: list[str]) -> list[str]:
+    """The stripe records among ``names`` whose object has a row in the
+    ``objects`` table and is not itself among ``names``, in their order."""
+    stripes = [n for n in names if n.startswith(STRIPE_PREFIX)]
+    if not stripes:
+        return []
+    asked = set(names)
+    objs = {n[len(STRIPE_PREFIX) :].rpartition("/")[0] for n in stripes}
+    objs -= asked
+    if not objs:
+        return []
+    have: set[str] = set()
+    ordered = sorted(objs)
+    for i in range(0, len(ordered), 500):
+        chunk = ordered[i : i + 500]
+        try:
+            rows = c.execute(f"SELECT name FROM objects WHERE name IN ({','.join('?' * len(chunk))})", chunk)
+        except sqlite3.OperationalError:  # a file made before striping: no object committed
+            return []
+        have.update(r[0] for r in rows)
+    return [n for n in stripes if n[len(STRIPE_PREFIX) :].rpartition("/")[0] in have] if have else []
+
+
 def _set_generation(c: sqlite3.Connection, gen: int) -> None:
     """Make ``gen`` the file's generation and log when (the generation log,
     docs/snapshots.md), inside the caller's transaction."""
@@ -925,15 +948,28 @@ class InfofileWriter:
                 gen -= 1
         return gen, added, conflicts
 
-    def delete_records(self, names: list[str]) -> tuple[int, int, int]:
+    def delete_records(self, names: list[str]) -> tuple[int, int, int, list[str]]:
         """Remove records and their copies. Returns (generation, removed,
-        bytes removed (one copy))."""
+        bytes removed (one copy), kept).
+
+        ``kept``: the stripe records of ``names`` (:func:`stripe_name`) not
+        removed because their object is committed and not in ``names``
+        itself: an object's stripes go only after (or with) its row, so a
+        writer clearing the stripes a dead writer left under a name never
+        takes those of an object another writer committed meanwhile
+        (docs/striping.md, "Stripes a writer left"). Decided inside the
+        transaction from the infofile alone, so a replay of the log keeps
+        the same ones."""
         with self._transaction() as c:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            kept = _stripes_of_committed_objects(c, names)
+            if kept:
+                held = set(kept)
+                names = [n for n in names if n not in held]
             removed, nbytes = self._delete(c, names, gen)
             _set_generation(c, gen)
             self._maybe_prune(c)
-        return gen, removed, nbytes
+        return gen, removed, nbytes, kept
 
     def commit_replacing(
         self, records: list[tuple], names: list[str], request_id: str = "", replace_all: bool = False

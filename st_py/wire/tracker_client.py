@@ -603,10 +603,12 @@ class TrackerClient:
         whole_file: bool = False,
         request_id: str = "",
     ) -> pb.DeleteReply:
-        """Delete ``records`` of file ``name`` (after their copies were deleted on
-        the peers) or, with ``whole_file``, the whole file (rpc Delete).
-        ``request_id``: the same on every try of one delete (else a new one):
-        a retry gets the first try's reply.
+        """Delete ``records`` of file ``name`` or, with ``whole_file``, the
+        whole file (rpc Delete). ``request_id``: the same on every try of one
+        delete (else a new one): a retry gets the first try's reply. The
+        reply's ``deleted`` counts what went; ``kept`` names the stripe
+        records asked for that stay because their object is committed
+        (docs/striping.md, "Stripes a writer left").
 
         Raises
         ------

@@ -250,9 +250,9 @@ class RecordRpc(TrackerParts):
             return await self._forward(context, "Delete", request, user, name)
         c = await self._open_committer(context, name, request.file_id)
         o, _ = await self._admit(context, user, name, c, "delete records of")
-        gen, n, b = await c.write("delete_records", list(request.records))
+        gen, n, b, kept = await c.write("delete_records", list(request.records))
         await self._settle(None, o.owner, c.meta.file_id, -b * c.meta.copies, 0, {})
-        return await self._answered(request, "Delete", user, pb.DeleteReply(deleted=n, generation=gen))
+        return await self._answered(request, "Delete", user, pb.DeleteReply(deleted=n, generation=gen, kept=kept))
 
     async def Snapshot(self, request, context):
         """rpc Snapshot (proto/storetorrent/v1/tracker.proto): create, delete or
