@@ -397,6 +397,43 @@ class RecordBeingWrittenError(StoreTorrentError):
         )
 
 
+class ObjectBeingWrittenError(RecordBeingWrittenError):
+    """Stripes of striped object ``object`` are committed, its object is
+    not, and the newest of them was committed less than ``retry_after_s``
+    seconds ago: another ``put_object`` of the name may still be storing
+    them, so they are not cleared yet (docs/striping.md, "Stripes a writer
+    left"; as HDFS's lease soft limit, a writer silent for that long is
+    taken for dead). Nothing was stored. Retry after ``retry_after_s``
+    seconds (the stripes are then cleared), or once the other writer has
+    committed its object (the name then exists).
+
+    Attributes
+    ----------
+    object : str
+        The object's name.
+    file : str
+        The StoreTorrent file.
+    stripes : int
+        Stripe records committed under the name without an object.
+    age_s : float
+        Seconds since the newest of them was committed (tracker's clock).
+    retry_after_s : float
+        Seconds until they count as left by a dead writer.
+    """
+
+    def __init__(self, object: str, file: str, stripes: int, age_s: float, retry_after_s: float):
+        StoreTorrentError.__init__(
+            self,
+            f"object {object!r} of {file} is being written by another writer: {stripes} of its stripes "
+            f"are committed, the newest {age_s:.0f} s ago, and no object yet; retry in "
+            f"{max(1.0, retry_after_s):.0f} s (a writer silent that long is taken for dead and its stripes are "
+            "cleared) or use another name",
+        )
+        self.record, self.peers = object, ()
+        self.object, self.file, self.stripes = object, file, stripes
+        self.age_s, self.retry_after_s = age_s, retry_after_s
+
+
 class NameRetainedError(StoreTorrentError):
     """A record put under the name of a deleted or replaced record whose
     older copies are still kept, on every peer that could take the new

@@ -1784,3 +1784,18 @@ def test_ranges_of_a_record_read_it_from_the_peers_once(site, s3):
     assert s3.get_object(Bucket="exp", Key="rc/a.bin", Range="bytes=10-19")["Body"].read() == two[10:20]
     old = s3.get_object(Bucket="exp", Key="rc/a.bin", Range="bytes=10-19", VersionId=v1)["Body"].read()
     assert old == one[10:20]
+
+
+def test_a_put_meeting_another_writers_stripes_is_operation_aborted():
+    """A PUT over 64 MiB of a key whose stripes another writer committed
+    moments ago, without its object yet (``ObjectBeingWrittenError``,
+    docs/striping.md "Stripes a writer left"), is S3's ``OperationAborted``
+    (409: a conflicting operation in progress, try again), with the wait in
+    its message; so is a record another live writer holds uncommitted."""
+    from st_integrations.s3.errors import from_storetorrent
+    from st_py.errors import ObjectBeingWrittenError, RecordBeingWrittenError
+
+    e = from_storetorrent(ObjectBeingWrittenError("k", "/b/.s3", 2, 1.0, 59.0), "/b/k")
+    assert (e.code, e.status) == ("OperationAborted", 409) and "retry in 59 s" in e.message
+    e = from_storetorrent(RecordBeingWrittenError("k", "/b/.s3", ["127.0.0.1:1"]), "/b/k")
+    assert (e.code, e.status) == ("OperationAborted", 409)

@@ -5,6 +5,7 @@ killed during PUT and GET; an object of more than 2 GiB."""
 
 import io
 import os
+import time
 from pathlib import Path
 
 import google_crc32c
@@ -12,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from st_py.errors import BadNameError, RecordExistsError
+from st_py.errors import BadNameError, ObjectBeingWrittenError, RecordExistsError
 
 MiB = 1 << 20
 
@@ -160,10 +161,12 @@ def _stripes(f, obj: str) -> list[str]:
 
 def test_stripes_a_killed_writer_left_are_cleared_by_the_next_put_object(cluster, tmp_path):
     """A writer SIGKILLed midway through a put_object leaves committed
-    stripes and no object (docs/striping.md, "Stripes a writer left"). The
-    next put_object of the name with other bytes clears them and succeeds
-    (they once refused it: stripe names are write-once); the object reads
-    back whole and only its own stripes are left."""
+    stripes and no object (docs/striping.md, "Stripes a writer left"). A
+    put_object of the name while the newest is younger than
+    ``writer_silent_s`` is refused (ObjectBeingWrittenError: that writer may
+    be at work) and changes nothing; one after it clears them and succeeds
+    with other bytes (they once refused it: stripe names are write-once);
+    the object reads back whole and only its own stripes are left."""
     import subprocess
     import sys
 
@@ -184,7 +187,13 @@ def test_stripes_a_killed_writer_left_are_cleared_by_the_next_put_object(cluster
         left = _stripes(f, "o.bin")
         assert len(left) >= 2 and f.names() == ["other"]  # committed stripes, no object
         data = os.urandom(5 * MiB + 3)
-        meta = f.put_object("o.bin", data, stripe_size=MiB)
+        # within the writer's silence limit it may still be at work: refused, nothing stored
+        with pytest.raises(ObjectBeingWrittenError) as e:
+            f.put_object("o.bin", data, stripe_size=MiB)
+        assert e.value.object == "o.bin" and e.value.stripes == len(left) and 0 < e.value.retry_after_s <= 60
+        assert _stripes(f, "o.bin") == left
+        time.sleep(0.6)  # the writer silent for longer than the limit below
+        meta = f.put_object("o.bin", data, stripe_size=MiB, writer_silent_s=0.5)  # taken for dead: cleared
         assert meta.stripes == 6
     with c.open("/obj/dead") as f:
         assert f.get("o.bin") == data and f.names() == ["o.bin", "other"]

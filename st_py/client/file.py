@@ -42,7 +42,7 @@ from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.reader import RecordReader
 from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter, store_result
-from st_py.client.striping import DEFAULT_STRIPE_SIZE, STRIPES_IN_FLIGHT, LocalStripe, Objects
+from st_py.client.striping import DEFAULT_STRIPE_SIZE, STRIPES_IN_FLIGHT, WRITER_SILENT_S, LocalStripe, Objects
 from st_py.client.versions import Versions
 from st_py.client.write_batch import WriteBatch, table_columns
 from st_py.core.infofile import InfofileReader, ObjectMeta, RecordMeta
@@ -901,6 +901,8 @@ class StFile:
         local_share: float = 1.0,
         meta: Mapping[str, str] | None = None,
         in_flight: int = STRIPES_IN_FLIGHT,
+        *,
+        writer_silent_s: float = WRITER_SILENT_S,
     ) -> ObjectMeta:
         """Store ``data`` as striped object ``name`` and make it visible.
 
@@ -934,6 +936,14 @@ class StFile:
             least 1; with a file as ``data``, the memory bound:
             ``in_flight * stripe_size`` bytes. Default ``STRIPES_IN_FLIGHT``
             (8).
+        writer_silent_s : float
+            Stripes committed under ``name`` without an object (a writer
+            killed midway left them) are cleared first if the newest is
+            at least this many seconds old (default ``WRITER_SILENT_S``,
+            60: a writer silent that long is taken for dead, as HDFS's
+            lease soft limit); younger ones raise
+            ``ObjectBeingWrittenError`` (docs/striping.md, "Stripes a
+            writer left").
 
         Returns
         -------
@@ -943,11 +953,16 @@ class StFile:
         ------
         RecordExistsError
             A record or object of that name is committed (write-once).
+        ObjectBeingWrittenError
+            Another writer's stripes of ``name``, younger than
+            ``writer_silent_s``, are committed without their object (nothing stored).
         NotEnoughPeersError, PeerError, BadNameError
         MetadataTooLargeError, BadMetadataError
             ``meta`` breaks the rules of :mod:`st_py.core.user_meta` (nothing is stored).
         """
-        return self._objects.put_object(name, data, stripe_size, stripe_width, local_share, meta, in_flight)
+        return self._objects.put_object(
+            name, data, stripe_size, stripe_width, local_share, meta, in_flight, writer_silent_s=writer_silent_s
+        )
 
     def get_object(self, obj: ObjectMeta) -> bytes:
         """The whole object, its stripes fetched in parallel (each from its

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,12 +43,23 @@ from st_py.core import user_meta
 from st_py.core.infofile import STRIPE_PREFIX, ObjectMeta, stripe_name, stripe_range
 from st_py.core.placement import choose_holders, fit_local_share, stripe_holders
 from st_py.core.record_names import check_new_name
-from st_py.errors import BadNameError, ChecksumError, InvalidOptionError, RecordExistsError, RecordNotFoundError
+from st_py.errors import (
+    BadNameError,
+    ChecksumError,
+    InvalidOptionError,
+    ObjectBeingWrittenError,
+    RecordExistsError,
+    RecordNotFoundError,
+)
 
 log = logging.getLogger("st.client")
 
 DEFAULT_STRIPE_SIZE = 32 << 20  # bytes: well inside a peer's 64 MiB frame
 STRIPES_IN_FLIGHT = 8  # memory bound of put_object: this many stripes held at once
+# Seconds since the newest stripe committed under an object's name without
+# its object after which a put_object of the name takes that writer for dead
+# and clears its stripes (Objects._clear_left; HDFS's lease soft limit is 60 s).
+WRITER_SILENT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,8 @@ class Objects:
         local_share: float = 1.0,
         meta: Mapping[str, str] | None = None,
         in_flight: int = STRIPES_IN_FLIGHT,
+        *,
+        writer_silent_s: float = WRITER_SILENT_S,
     ) -> ObjectMeta:
         """Store striped object ``name``: :meth:`st_py.client.file.StFile.put_object` (the public docstring)."""
         ctx = self.ctx
@@ -128,7 +142,7 @@ class Objects:
         if ctx.infofile().exists(name):
             raise RecordExistsError(f"{name!r} is already committed in {ctx.name}: names are write-once", names=[name])
         self.writer.check_tree(name)
-        self._clear_left(name)
+        self._clear_left(name, writer_silent_s)
         usable = sorted(ctx.write_targets())
         if not usable or len(usable) < ctx.copies:
             from st_py.errors import NotEnoughPeersError
@@ -238,29 +252,39 @@ class Objects:
                 "%s: could not remove the stripes of the failed put_object of %r", ctx.name, name, exc_info=True
             )
 
-    def _clear_left(self, name: str) -> None:
+    def _clear_left(self, name: str, silent_s: float = WRITER_SILENT_S) -> None:
         """Delete the stripe records committed under object ``name``
-        without its object: a ``put_object`` that died midway left them
-        (its writer killed: no ``_abandon`` ran), or one is storing them
-        now. Stripe names are write-once, so a new ``put_object`` of
-        ``name`` with other bytes would be refused on each of them.
+        without its object, if the newest of them was committed at least
+        ``silent_s`` seconds ago: a ``put_object`` that died midway left
+        them (its writer killed: no ``_abandon`` ran). Stripe names are
+        write-once, so a new ``put_object`` of ``name`` with other bytes
+        would be refused on each of them. Younger ones may be another
+        writer's at work: ``ObjectBeingWrittenError``, nothing done.
 
         Their commits go first and the tracker keeps the stripes of an
         object that is committed by then, so an object another writer
-        committed meanwhile is never robbed; a writer still storing
-        ``name`` loses the race instead (its object's commit is refused:
-        at most one of two ``put_object`` of one name at once succeeds).
-        docs/striping.md, "Stripes a writer left".
+        committed meanwhile is never robbed. The age is judged on the
+        tracker's clock (``committed_at``) against this host's: a clock
+        behind the tracker's by more than ``silent_s`` only delays the
+        clearing; one ahead could clear a writer silent for less, which
+        then fails cleanly (its object's commit is refused) and loses
+        nothing acknowledged. docs/striping.md, "Stripes a writer left".
 
         Raises
         ------
+        ObjectBeingWrittenError
+            The newest stripe is younger than ``silent_s``.
         RecordExistsError
             The object ``name`` was committed meanwhile.
         """
         lo, hi = stripe_range(name)
-        left = [r[0] for r in self.ctx.infofile().records_between(lo, hi)]
-        if not left:
+        rows = self.ctx.infofile().records_between(lo, hi).fetchall()
+        if not rows:
             return
+        left = [r[0] for r in rows]
+        age = time.time() - max(r[3] for r in rows)
+        if age < silent_s:
+            raise ObjectBeingWrittenError(name, self.ctx.name, len(left), age, silent_s - age)
         kept = self.writer.delete_stripes(left)
         if kept:
             raise RecordExistsError(
