@@ -119,9 +119,12 @@ class Placer:
             return [self.place(n) for n in names]
         out: list[list[int]] = []
         checked = False  # the current block's peers were found usable in this call
+        live: list[int] | None = None  # the write targets, looked at once for the call
         for name in names:
             if self._block_left <= 0 or not (checked or all(ctx.peer_usable(i) for i in self._block)):
-                self._block = self.choose_block(name)
+                if live is None:
+                    live = ctx.write_targets()
+                self._block = self.choose_block(name, live)
                 self._block_shared = shares_domain(self._block, ctx.domains)
                 self._block_left = self.blocksize
             checked = True
@@ -132,18 +135,20 @@ class Placer:
             out.append(holders)
         return out
 
-    def choose_block(self, name: str) -> list[int]:
+    def choose_block(self, name: str, live: list[int] | None = None) -> list[int]:
         """The holders of the next block of records by the file's placement
         policy (st_py.core.placement), in copy-rank order, apart by failure domain
         as far as the usable peers allow; under hash placement, of record
-        ``name`` alone.
+        ``name`` alone. ``live``: the file's write targets
+        (:meth:`FileContext.write_targets`) when the caller has them.
 
         Raises
         ------
         NotEnoughPeersError
         """
         ctx = self.ctx
-        live = ctx.write_targets()
+        if live is None:
+            live = ctx.write_targets()
         if len(live) < ctx.copies:
             raise NotEnoughPeersError(
                 f"file {ctx.name} (class {ctx.replication}) needs {ctx.copies} live peers, "
