@@ -229,7 +229,7 @@ class Multipart:
                 st = self.ops.put_object(bucket, key, b"".join(h.get(name) for name in names), only_new, meta, if_match)
             else:  # a striped object, streamed from the parts
                 with PartsReader(h, names, sizes) as src:
-                    st = self.ops.put_object(bucket, key, src, only_new, meta, if_match, size=sum(sizes))
+                    st = self.ops.put_object_stream(bucket, key, src, sum(sizes), only_new, meta, if_match)
         finally:
             h.close()
         self.abort(bucket, key, upload_id)
