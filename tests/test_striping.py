@@ -224,6 +224,76 @@ def test_the_tracker_never_deletes_the_stripes_of_a_committed_object(cluster):
         assert f.names() == [] and _stripes(f, "o.bin") == []
 
 
+def test_a_put_object_whose_last_flush_fails_leaves_no_stripe(cluster):
+    """A handle's put_object whose final flush raises (here for a record
+    the handle queued before, which another writer committed with other
+    bytes meanwhile): it raises that error and deletes the stripes it had
+    committed, so the name stays free. Before, its flush was outside the
+    cleanup: the object was not committed and its stripes stayed, refusing
+    the name to any other bytes for good."""
+    c = cluster.client()
+    c.create("/obj/late", "x2").close()
+    with c.open("/obj/late") as f1, cluster.client() as c2, c2.open("/obj/late") as f2:
+        f1.queue_put("x", b"mine")  # sent at f1's next call
+        f2.put("x", b"theirs")
+        f2.flush()
+        with pytest.raises(RecordExistsError, match=r"record '?x'?\b"):
+            f1.put_object("o.bin", os.urandom(3 * MiB), stripe_size=MiB)
+        f1.flush()  # nothing reported again
+        assert f1.infofile().records_between(".st-stripe/o.bin/", ".st-stripe/o.bin0").fetchall() == []
+        data = os.urandom(2 * MiB + 1)
+        f2.put_object("o.bin", data, stripe_size=MiB)
+    with c.open("/obj/late") as f:
+        assert f.get("o.bin") == data and f.get("x") == b"theirs"
+
+
+def test_of_two_writers_of_one_new_object_the_first_to_commit_its_stripe_0_stores_it(cluster):
+    """Writer A stores stripe 0 of object ``o`` and is held before it reads
+    its next stripe: put_object commits the first stripe before reading
+    on, so by then A's stripe 0 is committed, and writer B (another
+    client) is refused before its first stripe (``ObjectBeingWrittenError``:
+    A's stripes are younger than ``writer_silent_s``), having read nothing
+    of its source and committed nothing; A, let
+    go, stores its object whole, every stripe its own. Before, B stored
+    and committed its stripes while A waited, and two writers of one name
+    at once could each win some stripes and both fail (docs/striping.md)."""
+    import threading
+
+    from st_py.core.infofile import stripe_range
+
+    cluster.client().create("/obj/race", "x2").close()
+    held, go = threading.Event(), threading.Event()
+
+    def hold(n):
+        if n == 2:  # A's read of stripe 1
+            held.set()
+            assert go.wait(60)
+
+    src_a = Source(5 * MiB + 3, os.urandom(MiB), on_read=hold)
+    src_b = Source(5 * MiB + 3, os.urandom(MiB))
+    done: list = []
+
+    def write_a():
+        with cluster.client() as c, c.open("/obj/race") as f:
+            done.append(f.put_object("o", src_a, stripe_size=MiB))
+
+    a = threading.Thread(target=write_a)
+    a.start()
+    try:
+        assert held.wait(60)
+        with cluster.client() as c, c.open("/obj/race") as f, pytest.raises(ObjectBeingWrittenError):
+            f.put_object("o", src_b, stripe_size=MiB)
+        assert src_b.reads == 0
+    finally:
+        go.set()
+        a.join(60)
+    assert done and done[0].crc32c == src_a.crc
+    with cluster.client() as c, c.open("/obj/race") as f:
+        assert google_crc32c.value(f.get("o")) == src_a.crc
+        rows = list(f.infofile().records_between(*stripe_range("o")))
+    assert len(rows) == done[0].stripes == 6
+
+
 def test_pyarrow_reads_a_parquet_objects_footer_and_one_column(cluster):
     c = cluster.client()
     n = 400_000

@@ -217,6 +217,41 @@ def test_a_group_commit_merging_two_clients_keeps_the_first_version(tmp_path):
     w.close()
 
 
+def test_a_merged_commit_tells_each_request_its_own_outcome(tmp_path):
+    """Commit requests merged into one transaction that send one new name
+    with other bytes (two writers of one name at once, as two S3 PUTs of a
+    key race for its stripe 0): the first request's record is committed
+    and counted as its, and only the other hears of the conflict. Told by
+    name, both did, and the writer whose record was committed took it for
+    refused (its striped object then failed, the stripe left committed
+    under no object, and every later PUT of the key was refused). The same
+    bytes again: no conflict, counted once; a name committed before: a
+    conflict to every request with other bytes only."""
+    from st_py.tracker.infofile_writer import InfofileWriter, create_infofile
+
+    path = tmp_path / "f"
+    create_infofile(path, {"file_id": 1, "copies": 1}, [(0, "p", "h:1")])
+    w = InfofileWriter(path)
+    _, new, per, _ = w.commit_requests(
+        [
+            ("A", [("x", 5, 1, [0]), ("a", 1, 1, [0])]),
+            ("B", [("x", 5, 2, [0]), ("b", 1, 1, [0])]),
+            ("C", [("x", 5, 1, [0])]),
+        ]
+    )
+    assert new == {"x", "a", "b"}
+    (mine_a, hit_a), (mine_b, hit_b), (mine_c, hit_c) = per
+    assert mine_a == {"x", "a"} and hit_a == []
+    assert mine_b == {"b"} and [(c.name, "other content" in c.reason) for c in hit_b] == [("x", True)]
+    assert mine_c == set() and hit_c == []  # the committed bytes again: no conflict, not counted twice
+    with closing(InfofileReader(path)) as r:
+        assert r.lookup("x").crc32c == 1  # the first request's
+    _, new, per, _ = w.commit_requests([("D", [("x", 5, 3, [0])]), ("E", [("x", 5, 1, [0])])])
+    assert new == set()
+    assert [c.name for c in per[0][1]] == ["x"] and per[1] == (set(), [])
+    w.close()
+
+
 def test_a_retried_commit_never_brings_back_a_record_deleted_meanwhile(cluster):
     # A commit applied by the tracker whose reply was lost (the tracker was
     # killed, paper 5) is retried by the client with the same request id. A

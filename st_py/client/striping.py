@@ -178,6 +178,8 @@ class Objects:
                 holders = stripe_holders(index, ctx.copies, ring, width, local, local_share, ctx.spread)
                 pending.append(self.writer.queue_put(stripe_name(name, index), chunk, holders=holders))
                 queued.append(pending[-1])
+                if index == 0:
+                    self._claim(pending[0])
                 index += 1
                 while len(pending) >= in_flight:
                     pending.pop(0).result()
@@ -185,10 +187,10 @@ class Objects:
                     break
             for p in pending:
                 p.result()
-        except BaseException:  # the source, a stripe or the caller failed: this attempt leaves no stripe
+            self.writer.flush()  # every stripe committed ...
+        except BaseException:  # the source, a stripe, its commit or the caller failed: this attempt leaves no stripe
             self._abandon(name, queued)
             raise
-        self.writer.flush()  # every stripe committed ...
         from st_py._proto import tracker_pb2 as pb
         from st_py.client.group_commit import conflicts_of, schema_table
         from st_py.core.record_format import written_object_schema
@@ -220,6 +222,28 @@ class Objects:
                 raise commit_conflict(ctx.name, name, reason, kind, record)
             raise RecordExistsError(f"object {reply.conflicts[0]}", names=[name])
         return ObjectMeta(name, size, stripe_size, index, crc)
+
+    def _claim(self, first: Pending) -> None:
+        """Wait until stripe 0 of this attempt (``first``) is stored and
+        committed, before the next stripe is read: the writer that commits
+        an object's stripe 0 first is the one that may store its other
+        stripes, so of writers racing for one new name the others are
+        refused here (``RecordExistsError``) having committed nothing, and
+        one goes on. Before, each could win some of the stripes and every
+        one of them fail. Costs a stripe's round trip and a commit once
+        an object.
+
+        Raises
+        ------
+        StoreTorrentError
+            Stripe 0's put or commit failed (``RecordExistsError``: another
+            writer's stripe 0 is committed under the name).
+        """
+        first.result()
+        self.writer.commit_all()
+        exc = first.exception()  # its commit refused: the Pending's error now
+        if exc is not None:
+            raise exc
 
     def _abandon(self, name: str, queued: list[Pending]) -> None:
         """A ``put_object`` of ``name`` failed after queuing the stripes

@@ -93,7 +93,7 @@ class Committer:
                 jobs, self._queue = self._queue, []
                 try:
                     self._check_here()
-                    gen, new, conflicts, _ = await self._write("commit_requests", [(rid, b) for b, _, rid in jobs])
+                    gen, new, per, _ = await self._write("commit_requests", [(rid, b) for b, _, rid in jobs])
                 except Exception as e:  # every waiting request hears of it
                     for _, f, _ in jobs:
                         if not f.done():
@@ -102,11 +102,8 @@ class Committer:
                     self.stats.transactions += 1
                     self.stats.requests += len(jobs)
                     self.stats.records += len(new)
-                    by_name = {c.name: c for c in conflicts}
-                    for b, f, _ in jobs:
-                        names = {r[0] for r in b}
-                        hit = [by_name[n] for n in names if n in by_name] if by_name else []
-                        f.set_result((gen, len(names & new), hit))
+                    for (_, f, _), (mine, hit) in zip(jobs, per):  # each request's own: not by name alone
+                        f.set_result((gen, len(mine), hit))
 
     def writer_meta(self) -> dict:
         """The infofile's meta (owner, group, mode ...) as cached: only

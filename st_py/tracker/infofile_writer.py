@@ -63,20 +63,66 @@ INSERT_PENDING = "INSERT INTO pending_copies(name, copy_rank, peer_idx, since)"
 INSERT_USER_META = "INSERT INTO user_meta(name, commit_seq, meta)"
 
 
-def _held_as_sent(c: sqlite3.Connection, records: list[tuple]) -> set[str]:
-    """The names of ``records`` (name, size, crc32c, ...) the file holds with
-    that size and CRC: what a request applied before committed, for the
-    answer to its retry."""
-    out: set[str] = set()
-    want = {r[0]: (r[1], r[2]) for r in records}
-    names = list(want)
+def _committed_as(c: sqlite3.Connection, names: list[str]) -> dict[str, tuple[int, int]]:
+    """``{name: (size, crc32c)}`` of the committed records among ``names``."""
+    out: dict[str, tuple[int, int]] = {}
     for i in range(0, len(names), 500):
         chunk = names[i : i + 500]
         for name, size, crc in c.execute(
             f"SELECT name, size, crc32c FROM records WHERE name IN ({','.join('?' * len(chunk))})", chunk
         ):
-            if want.get(name) == (size, crc):
-                out.add(name)
+            out[name] = (size, crc)
+    return out
+
+
+def _held_as_sent(c: sqlite3.Connection, records: list[tuple]) -> set[str]:
+    """The names of ``records`` (name, size, crc32c, ...) the file holds with
+    that size and CRC: what a request applied before committed, for the
+    answer to its retry."""
+    want = {r[0]: (r[1], r[2]) for r in records}
+    have = _committed_as(c, list(want))
+    return {name for name, sent in want.items() if have.get(name) == sent}
+
+
+def _per_request(
+    c: sqlite3.Connection, jobs: list[tuple[str, list[tuple]]], new: set[str], conflicts: list[Conflict]
+) -> list[tuple[set[str], list[Conflict]]]:
+    """What each request of a merged commit ``jobs`` got, in order: the
+    names it newly committed and its conflicts. A name only one request
+    sent is that request's. A name several sent (two writers of one new
+    name whose commits met in one transaction) is committed from the
+    first of them whose record the file holds as sent (the first commit
+    wins), and is a conflict only to those whose record the file does not
+    hold: told by name alone, every one of them heard of the conflict,
+    the writer whose record was committed too (which then took its
+    committed record for refused), and each counted it as new."""
+    by_name = {x.name: x for x in conflicts}
+    senders: dict[str, int] = {}
+    for _, recs in jobs:
+        for name in {r[0] for r in recs}:
+            senders[name] = senders.get(name, 0) + 1
+    shared = [n for n, k in senders.items() if k > 1 and (n in new or n in by_name)]
+    have = _committed_as(c, shared) if shared else {}
+    taken: set[str] = set()
+    out = []
+    for _, recs in jobs:
+        sent = {r[0]: (r[1], r[2]) for r in recs}
+        mine: set[str] = set()
+        hit: list[Conflict] = []
+        for name in sent:
+            if senders[name] == 1:
+                if name in new:
+                    mine.add(name)
+                if name in by_name:
+                    hit.append(by_name[name])
+                continue
+            holds = have.get(name) == sent[name]
+            if holds and name in new and name not in taken:
+                mine.add(name)
+                taken.add(name)
+            if not holds and name in by_name:
+                hit.append(by_name[name])
+        out.append((mine, hit))
     return out
 
 
@@ -564,7 +610,9 @@ class InfofileWriter:
         with self._transaction() as c:
             c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(values.items()))
 
-    def commit_requests(self, jobs: list[tuple[str, list[tuple]]]) -> tuple[int, set[str], list[Conflict], set[str]]:
+    def commit_requests(
+        self, jobs: list[tuple[str, list[tuple]]]
+    ) -> tuple[int, set[str], list[tuple[set[str], list[Conflict]]], set[str]]:
         """:meth:`commit` of the records of several Commit requests
         ``(request_id, records)`` in one transaction, each request applied
         at most once: a request whose id was applied before (a client's
@@ -573,7 +621,11 @@ class InfofileWriter:
 
         Returns
         -------
-        (generation, names newly committed, conflicts, ids of the requests left out as applied before)
+        (generation, names newly committed, per request, ids of the requests left out as applied before)
+            ``per request``: for each of ``jobs``, in order, ``(names it
+            newly committed, its conflicts)``; a name two requests sent is
+            the first one's whose record the file holds, a conflict to
+            those whose record it does not hold (:func:`_per_request`).
         """
         ids = [rid for rid, _ in jobs if rid]
         with self._transaction() as c:
@@ -599,7 +651,8 @@ class InfofileWriter:
             )
             c.execute("DELETE FROM commit_requests WHERE at < ?", (now - COMMIT_REQUEST_TTL_S,))
             self._maybe_prune(c)
-        return gen, new, conflicts, done
+            per = _per_request(c, jobs, new, conflicts)
+        return gen, new, per, done
 
     def commit(self, records: list[tuple]) -> tuple[int, set[str], list[Conflict]]:
         """Group commit: add ``records`` (name, size, crc32c, peer_idx per copy

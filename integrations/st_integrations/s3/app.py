@@ -540,7 +540,7 @@ class S3App:
     async def _put_streamed(self, request: Request, ops: Ops, bucket: str, key: str, headers) -> Response:
         """PutObject of a body over ``STRIPE_THRESHOLD``: read from the
         network as its stripes are stored (:class:`.payload.StreamedBody`
-        into :meth:`.ops.Ops.put_object`), checked as it passes; a body that
+        into :meth:`.ops.Ops.put_object_stream`), checked as it passes; a body that
         fails a check (its signature, hash, checksums, length) commits
         nothing. The endpoint holds a few pieces and two stripes of it,
         not the body (docs/s3.md, "Large PUTs"). An error before the body's
@@ -567,7 +567,7 @@ class S3App:
             meta = from_headers(headers, key)
             only_new, if_match = _write_conditions(headers, key)
             with StreamedBody(next_piece, PayloadCheck(headers, self.keys), MAX_BODY) as src:
-                return ops.put_object(bucket, key, src, only_new, meta, if_match, size=_payload_length(headers))
+                return ops.put_object_stream(bucket, key, src, _payload_length(headers), only_new, meta, if_match)
 
         try:
             stored = await self._run(put)
@@ -607,7 +607,7 @@ class S3App:
                 with BodyReader(body) as reader:
                     if body.length <= STRIPE_THRESHOLD:  # stored as one record: its bytes at once
                         return ops.put_object(bucket, key, reader.read(), False, meta)
-                    return ops.put_object(bucket, key, reader, False, meta, size=body.length)
+                    return ops.put_object_stream(bucket, key, reader, body.length, False, meta)
 
             st = await self._run(copy)
         else:

@@ -31,9 +31,13 @@ from st_py.errors import RecordNotFoundError, StFileNotFoundError
 from ..keymap import UPLOAD_PREFIX, check_key
 from .errors import S3Error
 from .ops import ObjectStat, Ops
+from .pieces import PieceReader
 
 MIN_PART = 5 * 1024 * 1024  # S3's smallest part but the last
 MAX_PART_NUMBER = 10_000
+# Bytes of a part read at once by a Complete that streams (a record part is
+# held whole anyway; a striped one is read this much at a time)
+PART_PIECE = 8 << 20
 
 
 def _record(n: int, md5: str) -> str:
@@ -52,47 +56,38 @@ def _parts(rows) -> dict[int, dict[str, tuple[str, int, float]]]:
     return out
 
 
-class PartsReader(io.RawIOBase):
+class PartsReader(PieceReader):
     """The bytes of an upload's parts ``names``, in order, as one read-only
-    stream: each part read through ``handle.open`` (a record read once, a
-    striped part a stripe at a time), so at most one part is held, and
-    ``read(n)`` gives up to ``n`` bytes of the current part (fewer at its
-    end, as a raw file may; -1: the rest of the parts). A part whose bytes are not its ``sizes`` entry
-    raises ``S3Error`` (``InternalError``): the object is not committed.
+    binary file (:class:`.pieces.PieceReader`): each part read through
+    ``handle.open`` :data:`PART_PIECE` bytes at a time (a record read once,
+    a striped part a stripe at a time), so at most one part is held, and
+    ``read(n)`` gives up to ``n`` bytes of the current piece (fewer at its
+    end, as a raw file may; -1: the rest of the parts).
+
+    A read raises ``S3Error`` (``InternalError``) when a part's bytes are
+    not its ``sizes`` entry (the object is not committed), and
+    ``RecordNotFoundError`` or ``RecordUnavailableError`` when a part is
+    gone or unreadable (``StFile.open``).
 
     Not thread-safe: one reader, one thread (the Complete's)."""
 
     def __init__(self, handle, names: list[str], sizes: list[int]):
-        super().__init__()
+        super().__init__(self._next_part_piece)
         self._h, self._names, self._sizes = handle, names, sizes
         self._i = 0
         self._cur: io.RawIOBase | None = None
         self._got = 0  # bytes of the current part given
 
-    def readable(self) -> bool:
-        """True: a read-only stream."""
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` bytes of the current part (b"" after the last; -1:
-        the rest of the parts).
-
-        Raises
-        ------
-        S3Error
-            ``InternalError``: a part's bytes are not its size.
-        RecordNotFoundError, RecordUnavailableError
-            A part is gone or unreadable (``StFile.open``).
-        """
-        if n < 0:  # the rest of the parts
-            return b"".join(iter(lambda: self.read(1 << 30), b""))
+    def _next_part_piece(self) -> bytes:
+        """The next piece of the parts, b"" after the last; a part's size
+        checked at its end."""
         while self._i < len(self._names):
             if self._cur is None:
                 self._cur, self._got = self._h.open(self._names[self._i]), 0
-            piece = self._cur.read(n)
+            piece = self._cur.read(PART_PIECE)
             if piece:
                 self._got += len(piece)
-                return bytes(piece)
+                return piece
             self._cur.close()
             self._cur = None
             if self._got != self._sizes[self._i]:
@@ -100,12 +95,6 @@ class PartsReader(io.RawIOBase):
                 raise S3Error("InternalError", f"part {name} read {self._got} bytes, not {want}")
             self._i += 1
         return b""
-
-    def readinto(self, b) -> int:
-        """:meth:`read` of ``len(b)`` bytes into ``b``; the bytes given."""
-        piece = self.read(len(b))
-        memoryview(b).cast("B")[: len(piece)] = piece
-        return len(piece)
 
     def close(self) -> None:
         """Close the part being read, then this stream."""
@@ -240,7 +229,7 @@ class Multipart:
                 st = self.ops.put_object(bucket, key, b"".join(h.get(name) for name in names), only_new, meta, if_match)
             else:  # a striped object, streamed from the parts
                 with PartsReader(h, names, sizes) as src:
-                    st = self.ops.put_object(bucket, key, src, only_new, meta, if_match, size=sum(sizes))
+                    st = self.ops.put_object_stream(bucket, key, src, sum(sizes), only_new, meta, if_match)
         finally:
             h.close()
         self.abort(bucket, key, upload_id)

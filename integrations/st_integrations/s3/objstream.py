@@ -11,13 +11,14 @@ a time (Starlette's worker threads, in turn).
 
 from __future__ import annotations
 
-import io
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from starlette.concurrency import run_in_threadpool
 
 from st_py.client.object_stream import StreamStats
+
+from .pieces import PieceReader
 
 
 class ObjectBody:
@@ -129,48 +130,29 @@ class ObjectBody:
             self.finish(False)  # a no-op once ended
 
 
-class BodyReader(io.RawIOBase):
-    """An :class:`ObjectBody` as a read-only binary file, its pieces read
-    in the calling thread (CopyObject of a striped object streams its
-    source into the copy this way, never holding it whole). Closing it
-    before the end ends the body (its handle closed, not kept).
+class BodyReader(PieceReader):
+    """An :class:`ObjectBody` as a read-only binary file
+    (:class:`.pieces.PieceReader`), its pieces (the object's stripes, or
+    the parts of them a range asks for) read in the calling thread:
+    CopyObject of a striped object streams its source into the copy this
+    way, never holding it whole. ``read(n)`` gives up to ``n`` bytes
+    (fewer at a piece's end); a read raises what
+    :meth:`ObjectBody.prefetch` does. Closing it before the end ends the
+    body (its handle closed, not kept).
 
     Not thread-safe: one reader, one thread."""
 
     def __init__(self, body: ObjectBody):
-        super().__init__()
+        super().__init__(self._next_body_piece)
         self._body = body
         self._pieces = iter(body)
-        self._piece = b""
-        self._at = 0  # bytes of the piece given
 
-    def readable(self) -> bool:
-        """True: a read-only stream."""
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` bytes of the object, fewer at a piece's end; b"" at
-        the object's end; -1: the rest of the object."""
-        if n < 0:
-            return b"".join(iter(lambda: self.read(1 << 62), b""))
-        while self._at >= len(self._piece):
-            nxt = next(self._pieces, None)
-            if nxt is None:
-                return b""
-            self._piece, self._at = nxt, 0
-        piece, at = self._piece, self._at
-        if at == 0 and n >= len(piece):  # a whole piece: no copy
-            self._at = len(piece)
-            return piece
-        end = min(len(piece), at + n)
-        self._at = end
-        return piece[at:end]
-
-    def readinto(self, b) -> int:
-        """:meth:`read` of ``len(b)`` bytes into ``b``; the bytes given."""
-        piece = self.read(len(b))
-        memoryview(b).cast("B")[: len(piece)] = piece
-        return len(piece)
+    def _next_body_piece(self) -> bytes:
+        """The body's next piece that is not empty, b"" at its end."""
+        for piece in self._pieces:
+            if len(piece):
+                return piece
+        return b""
 
     def close(self) -> None:
         """End the body (its handle released; closed, not kept, before

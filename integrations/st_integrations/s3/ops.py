@@ -266,19 +266,16 @@ class Ops:
         self,
         bucket: str,
         key: str,
-        data: bytes | io.RawIOBase | BinaryIO,
+        data: bytes | bytearray | memoryview,
         only_new: bool = False,
         meta: dict[str, str] | None = None,
         if_match: str | None = None,
-        size: int | None = None,
     ) -> ObjectStat:
-        """Store ``data`` at ``key`` (a new version if it exists) with the
-        user metadata ``meta`` (:mod:`.usermeta`) and commit
-        it. ``data`` may be a binary file of ``size`` bytes over
-        ``STRIPE_THRESHOLD`` (Complete, CopyObject): read a stripe at a
-        time and stored as a striped object, at most
-        :data:`STREAM_STRIPES_IN_FLIGHT` stripes in memory. With
-        ``only_new`` (``If-None-Match: *``) refuse an existing key
+        """Store the bytes ``data`` at ``key`` (a new version if it exists)
+        with the user metadata ``meta`` (:mod:`.usermeta`) and commit it:
+        a record (a new key of a kept file in the file's next group commit,
+        :mod:`.handles`), or a striped object over ``STRIPE_THRESHOLD``.
+        With ``only_new`` (``If-None-Match: *``) refuse an existing key
         (``PreconditionFailed``: records are write-once, so a racing writer
         of the same new key gets it too, not an overwrite); with
         ``if_match`` (``If-Match``: an ETag or ``*``) store only over an
@@ -294,17 +291,75 @@ class Ops:
             ``NotImplemented``: the key exists and the new or the existing
             version is a striped object (over 64 MiB), which StoreTorrent
             does not replace in place (docs/s3.md); nothing is stored.
+        StoreTorrentError
+            The put or its commit failed (:func:`.errors.from_storetorrent` maps it).
         """
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            data = bytes(data)
-            size = len(data)
-            st = self._put_fast(bucket, key, data, only_new, meta, if_match)
-            if st is not None:
-                return st
-        elif size is None or size <= STRIPE_THRESHOLD:
-            raise ValueError(
-                f"a stream is stored as a striped object: its size must be given and over {STRIPE_THRESHOLD}"
-            )
+        data = bytes(data)
+        st = self._put_fast(bucket, key, data, only_new, meta, if_match)
+        if st is not None:
+            return st
+
+        def store(h, record: str, replace: bool) -> None:
+            h.put(record, data, replace=replace, meta=meta)
+            h.flush()
+
+        return self._put(bucket, key, len(data), store, only_new, if_match)
+
+    def put_object_stream(
+        self,
+        bucket: str,
+        key: str,
+        stream: io.RawIOBase | BinaryIO,
+        size: int,
+        only_new: bool = False,
+        meta: dict[str, str] | None = None,
+        if_match: str | None = None,
+    ) -> ObjectStat:
+        """Store the ``size`` bytes (over ``STRIPE_THRESHOLD``) read from the
+        binary file ``stream`` at ``key`` as a striped object (a large
+        PutObject's body, Complete's parts, CopyObject's striped source):
+        read :data:`STREAM_STRIPE_SIZE` bytes at a time, at most
+        :data:`STREAM_STRIPES_IN_FLIGHT` stripes in memory, committed when
+        the stream's end was read; ``meta``, ``only_new`` and ``if_match``
+        as :meth:`put_object`. A stream that fails (its read raises)
+        commits nothing, and the stripes stored of it are deleted.
+        ``size`` is what the caller declares (the file's size estimate, the
+        striped-or-not rule); the object is the bytes read.
+
+        Raises
+        ------
+        ValueError
+            ``size`` is not over ``STRIPE_THRESHOLD``: bytes that fit a
+            record go to :meth:`put_object`.
+        S3Error
+            As :meth:`put_object` (an existing key that passes the
+            conditions is ``NotImplemented``: the new version is striped);
+            what the stream's reads raise.
+        StoreTorrentError
+            The put or its commit failed.
+        """
+        if size <= STRIPE_THRESHOLD:
+            raise ValueError(f"a stream is stored as a striped object: its size must be over {STRIPE_THRESHOLD}")
+
+        def store(h, record: str, replace: bool) -> None:  # committed when it returns
+            h.put_object(record, stream, STREAM_STRIPE_SIZE, meta=meta, in_flight=STREAM_STRIPES_IN_FLIGHT)
+
+        return self._put(bucket, key, size, store, only_new, if_match)
+
+    def _put(
+        self,
+        bucket: str,
+        key: str,
+        size: int,
+        store: Callable[[Any, str, bool], None],
+        only_new: bool,
+        if_match: str | None,
+    ) -> ObjectStat:
+        """The slow way of both puts: ``key``'s file opened (made if need
+        be), the conditions judged, ``store(handle, record, replace)``
+        called to store and commit ``size`` bytes (under the writer lease
+        when it replaces), then the new version's stat. Raises as
+        :meth:`put_object`."""
         self.need_bucket(bucket)
         t = self.keys.resolve(bucket, key)
         h = None
@@ -345,11 +400,7 @@ class Ops:
                         raise S3Error(
                             "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key
                         )
-                if isinstance(data, bytes):
-                    h.put(t.record, data, replace=replace, meta=meta)
-                    h.flush()
-                else:  # committed when it returns
-                    h.put_object(t.record, data, STREAM_STRIPE_SIZE, meta=meta, in_flight=STREAM_STRIPES_IN_FLIGHT)
+                store(h, t.record, replace)
             finally:
                 if replace:
                     h.release_lease()

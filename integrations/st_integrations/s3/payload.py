@@ -17,7 +17,6 @@ a time.
 from __future__ import annotations
 
 import hashlib
-import io
 import re
 from collections import deque
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from .auth import STREAM_SIGNED, STREAM_SIGNED_TRAILER, STREAMING, Keys, chunk_chain
 from .chunked import Checksums, ChunkedDecoder
 from .errors import S3Error
+from .pieces import Piece, PieceReader
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -118,57 +118,36 @@ def check_payload(headers: dict[str, list[str]], body: bytes, keys: Keys | None 
     return b"".join(pieces)
 
 
-class StreamedBody(io.RawIOBase):
-    """A request's payload as a read-only binary file, read from the
-    network as it is consumed (``next_piece()``: the body's next bytes as
-    sent, None at its end) and checked as it passes (:class:`PayloadCheck`):
-    the read that meets the end raises if anything did not match, so a
-    stripe store that reads to the end commits nothing from a bad body.
-    ``read(n)`` gives up to ``n`` bytes (fewer at a piece's end).
+class StreamedBody(PieceReader):
+    """A request's payload as a read-only binary file (:class:`.pieces.PieceReader`),
+    read from the network as it is consumed (``next_piece()``: the body's
+    next bytes as sent, None at its end) and checked as it passes
+    (:class:`PayloadCheck`): the read that meets the end raises if
+    anything did not match, so a stripe store that reads to the end
+    commits nothing from a bad body. ``read(n)`` gives up to ``n`` bytes
+    (fewer at a piece's end). A read raises ``S3Error``: what
+    :class:`PayloadCheck` finds (a read after that gives ``b""``), or
+    ``EntityTooLarge`` past ``limit`` bytes of payload.
 
     Not thread-safe: one reader, one thread."""
 
     def __init__(self, next_piece: Callable[[], bytes | None], check: PayloadCheck, limit: int):
-        super().__init__()
+        super().__init__(self._next_payload)
         self._next, self._check, self._limit = next_piece, check, limit
-        self._pending: deque = deque()
-        self._ended = False
+        self._pending: deque = deque()  # the payload's pieces of the body's bytes taken, not yet given
+        self._done = False
 
-    def readable(self) -> bool:
-        """True: a read-only stream."""
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` bytes of the payload (-1: the rest); b"" at its end.
-
-        Raises
-        ------
-        S3Error
-            What :class:`PayloadCheck` finds; ``EntityTooLarge`` past
-            ``limit`` bytes.
-        """
-        if n < 0:
-            return b"".join(iter(lambda: self.read(1 << 30), b""))
+    def _next_payload(self) -> Piece:
+        """The payload's next piece (never empty), b"" at its end (checked then)."""
         while not self._pending:
-            if self._ended:
+            if self._done:
                 return b""
             raw = self._next()
             if raw is None:
-                self._ended = True
+                self._done = True
                 self._check.finish()
                 return b""
             self._pending.extend(p for p in self._check.feed(raw) if len(p))
             if self._check.size > self._limit:
                 raise S3Error("EntityTooLarge", "your proposed upload exceeds the maximum allowed object size")
-        head = self._pending[0]
-        if len(head) <= n:
-            self._pending.popleft()
-            return bytes(head)
-        self._pending[0] = head[n:]
-        return bytes(head[:n])
-
-    def readinto(self, b) -> int:
-        """:meth:`read` of ``len(b)`` bytes into ``b``; the bytes given."""
-        piece = self.read(len(b))
-        memoryview(b).cast("B")[: len(piece)] = piece
-        return len(piece)
+        return self._pending.popleft()
