@@ -43,7 +43,7 @@ def s3_client(url: str, access_key: str, secret: str, **config):
         aws_access_key_id=access_key,
         aws_secret_access_key=secret,
         region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **config),
+        config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}, **config),
     )
 
 
@@ -1786,16 +1786,19 @@ def test_ranges_of_a_record_read_it_from_the_peers_once(site, s3):
     assert old == one[10:20]
 
 
-def test_a_put_meeting_another_writers_stripes_is_operation_aborted():
+def test_a_put_meeting_another_writers_put_is_service_unavailable():
     """A PUT over 64 MiB of a key whose stripes another writer committed
     moments ago, without its object yet (``ObjectBeingWrittenError``,
-    docs/striping.md "Stripes a writer left"), is S3's ``OperationAborted``
-    (409: a conflicting operation in progress, try again), with the wait in
-    its message; so is a record another live writer holds uncommitted."""
+    docs/striping.md "Stripes a writer left"), is S3's ``ServiceUnavailable``
+    (503, which the SDKs retry; S3's ``OperationAborted``, 409, they do not), with the wait in
+    its message; so is a record another live writer holds uncommitted, and a
+    PUT that lost the race for a new key (``RecordExistsError``)."""
     from st_integrations.s3.errors import from_storetorrent
-    from st_py.errors import ObjectBeingWrittenError, RecordBeingWrittenError
+    from st_py.errors import ObjectBeingWrittenError, RecordBeingWrittenError, RecordExistsError
 
     e = from_storetorrent(ObjectBeingWrittenError("k", "/b/.s3", 2, 1.0, 59.0), "/b/k")
-    assert (e.code, e.status) == ("OperationAborted", 409) and "retry in 59 s" in e.message
+    assert (e.code, e.status) == ("ServiceUnavailable", 503) and "retry in 59 s" in e.message
     e = from_storetorrent(RecordBeingWrittenError("k", "/b/.s3", ["127.0.0.1:1"]), "/b/k")
-    assert (e.code, e.status) == ("OperationAborted", 409)
+    assert (e.code, e.status) == ("ServiceUnavailable", 503)
+    e = from_storetorrent(RecordExistsError("record 'k' is committed", names=["k"]), "/b/k")  # lost the race
+    assert (e.code, e.status) == ("ServiceUnavailable", 503)

@@ -36,7 +36,6 @@ STATUS = {
     "NoSuchUpload": 404,
     "NoSuchVersion": 404,
     "NotImplemented": 501,
-    "OperationAborted": 409,
     "PreconditionFailed": 412,
     "QuotaExceeded": 403,
     "RequestHeaderSectionTooLarge": 400,
@@ -86,6 +85,7 @@ def from_storetorrent(e: StoreTorrentError, resource: str = "") -> S3Error:
         PermissionDeniedError,
         QuotaExceededError,
         RecordBeingWrittenError,
+        RecordExistsError,
         RecordIsADirectoryError,
         RecordNotADirectoryError,
         RecordNotFoundError,
@@ -114,8 +114,11 @@ def from_storetorrent(e: StoreTorrentError, resource: str = "") -> S3Error:
         # a record is a record or a folder, never both (docs/decisions.md, "Record names"):
         # S3 keys "a" and "a/b" cannot both be objects here (docs/s3.md)
         return S3Error("InvalidArgument", str(e), resource)
-    if isinstance(e, RecordBeingWrittenError):  # another writer's PUT of the key is under way
-        return S3Error("OperationAborted", f"{e}", resource)
+    if isinstance(e, (RecordBeingWrittenError, RecordExistsError)):
+        # Another writer's PUT of the key is under way, or committed it first (write-once
+        # names). S3's own code for such a conflict, OperationAborted (409), is not retried by
+        # the SDKs; a 503 is, and their retry then finds the key there (and replaces it) or free.
+        return S3Error("ServiceUnavailable", f"another PUT of this key is under way: {e}; retry", resource)
     if isinstance(e, (TrackerUnavailableError, NotEnoughPeersError, RecordUnavailableError)):
         return S3Error("ServiceUnavailable", f"{type(e).__name__}: {e}; retry later", resource)
     return S3Error("InternalError", f"{type(e).__name__}: {e}", resource)
