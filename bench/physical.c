@@ -27,10 +27,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -92,11 +94,29 @@ static void write_one(const char* dir, const char* name, const char* data, size_
   if (rename(tmp, dst) != 0) die("rename", dst);
 }
 
+/* The TOPDIR flag (chattr +T) on dir where the filesystem has one, as the
+ * peer sets it on its files/ (docs/peer.md, "Where records' inodes go");
+ * best effort, as there. */
+static void spread_subdirs(const char* dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  int flags = 0;
+  if (ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && !(flags & FS_TOPDIR_FL)) {
+    flags |= FS_TOPDIR_FL;
+    (void)ioctl(fd, FS_IOC_SETFLAGS, &flags);
+  }
+  close(fd);
+}
+
 static int cmd_write(const char* root, long count, long size, int copies, int procs, int sync) {
   char* data = malloc(size > 0 ? size : 1);
   for (long i = 0; i < size; ++i) data[i] = (char)(i * 131 + 7);
   /* the buckets exist before the clock starts, as on a peer that has stored a file's first records */
   for (int c = 0; c < copies; ++c) {
+    char files[4096];
+    snprintf(files, sizeof(files), "%s/copy%d/files", root, c);
+    mkdirs(files);
+    spread_subdirs(files); /* as the peer sets files/'s TOPDIR flag at start */
     for (int b = 0; b < 256; ++b) {
       char d[4096];
       snprintf(d, sizeof(d), "%s/copy%d/files/00000000000000b1/%02x", root, c, b);

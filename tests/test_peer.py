@@ -1,8 +1,10 @@
 """The st-peer daemon on its own: startup line, signals, announces, restart."""
 
+import os
 import signal
 import time
 
+import pytest
 from conftest import poll_for
 from helpers import start_peer
 
@@ -89,3 +91,36 @@ def test_announce_reports_space_and_records(cluster):
     for p in st.peers:
         assert p.capacity_bytes > 0 and p.free_bytes > 0 and p.free_bytes <= p.capacity_bytes
     assert sum(p.used_bytes for p in st.peers) >= 20_000
+
+
+def test_the_peer_spreads_new_file_directories_where_the_filesystem_can(cluster):
+    """At start the peer sets the TOPDIR flag (chattr +T) of its ``files/``
+    directory where the filesystem has inode flags (ext4 here), so each new
+    file's directory is placed as a top-level one (docs/peer.md, "Where
+    records' inodes go"); the flag is not inherited: a file's directory
+    under it has none. Skipped on a filesystem without inode flags."""
+    import fcntl
+    import struct
+
+    get_flags, topdir = 0x80086601, 0x00020000  # FS_IOC_GETFLAGS, FS_TOPDIR_FL (linux/fs.h)
+
+    def flags(path) -> int:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            return struct.unpack("i", fcntl.ioctl(fd, get_flags, struct.pack("i", 0)))[0]
+        except OSError:
+            pytest.skip(f"no inode flags on the filesystem of {path}")
+        finally:
+            os.close(fd)
+
+    with cluster.client().create("/spread/f", "x1") as f:
+        f.put("r", b"x")
+        file_id = f.file_id
+    files = cluster.data_dir / "peers" / "peer-0" / "files"
+    assert flags(files) & topdir
+    mine = files / f"{file_id:016x}"
+    if mine.is_dir():  # the peer holding the record
+        assert not flags(mine) & topdir
+    assert (
+        "spread over the filesystem's block groups (TOPDIR)" in (cluster.data_dir / "logs" / "peer-0.log").read_text()
+    )

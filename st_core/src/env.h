@@ -125,6 +125,14 @@ class Env {
   // The size of the filesystem holding path and the bytes available to this
   // process (statvfs).
   virtual Status GetFreeSpace(const std::string& path, uint64_t* total, uint64_t* avail) = 0;
+  // Asks the filesystem to place the directories made in dir as it places
+  // top-level ones: ext4's TOPDIR flag (chattr +T), with which each new
+  // subdirectory gets its inodes from a block group of its own choosing
+  // (Orlov) instead of dir's. OK if the flag is set (or was);
+  // InvalidArgument where the filesystem has no such flag (XFS, btrfs,
+  // tmpfs) or this process may not set it. The default does nothing and
+  // says InvalidArgument.
+  virtual Status SpreadSubdirectories(const std::string& dir);
 
   // ---- Clock ---------------------------------------------------------------
   virtual double NowMonotonic() = 0;  // seconds
@@ -177,6 +185,9 @@ class EnvWrapper : public Env {
   }
   Status GetFreeSpace(const std::string& path, uint64_t* total, uint64_t* avail) override {
     return target_->GetFreeSpace(path, total, avail);
+  }
+  Status SpreadSubdirectories(const std::string& dir) override {
+    return target_->SpreadSubdirectories(dir);
   }
   double NowMonotonic() override { return target_->NowMonotonic(); }
   double NowWall() override { return target_->NowWall(); }

@@ -2,7 +2,9 @@
 // a fixed pool of background threads.
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -35,6 +37,11 @@ Status Env::ReadSmallFile(const std::string& path, size_t limit, std::string* ou
     out->append(buf, got);
     if (out->size() > limit) return Status::Corruption(path + " is larger than expected");
   }
+}
+
+Status Env::SpreadSubdirectories(const std::string& dir) {
+  return Status::InvalidArgument("spreading the subdirectories of " + dir +
+                                 " is not supported here");
 }
 
 namespace {
@@ -319,6 +326,25 @@ class PosixEnv : public Env {
     *total = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
     *avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
     return Status::OK();
+  }
+
+  Status SpreadSubdirectories(const std::string& dir) override {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return PosixError("open " + dir, errno);
+    int flags = 0;
+    Status s;
+    if (::ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0) {
+      s = Status::InvalidArgument("no inode flags on the filesystem of " + dir + ": " +
+                                  std::strerror(errno));
+    } else if (!(flags & FS_TOPDIR_FL)) {
+      flags |= FS_TOPDIR_FL;
+      if (::ioctl(fd, FS_IOC_SETFLAGS, &flags) != 0) {
+        s = Status::InvalidArgument("cannot set the TOPDIR flag of " + dir + ": " +
+                                    std::strerror(errno));
+      }
+    }
+    ::close(fd);
+    return s;
   }
 
   double NowMonotonic() override {

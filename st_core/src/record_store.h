@@ -229,6 +229,8 @@ class RecordStore {
 
   Status Init();
   Status LoadPeerId();
+  // Sets files/'s TOPDIR flag where the filesystem has one (best effort).
+  void SpreadFileDirectories();
   Status CleanTmp();
   Status Scan();
   Status ScanFile(uint64_t file_id, const std::string& dir);
