@@ -218,6 +218,13 @@ def test_the_verifier_quarantines_a_rotted_copy_and_repair_restores_it(make_clus
         assert sorted(r.name for r in f.get_local()) == sorted(f"part-{i}.parquet" for i in range(N))
     assert int(read_storetorrent("/rot/v")["i"].sum().compute()) == TOTAL
 
+    # the tracker records the quarantined copy in the infofile while it handles the announce,
+    # after the counters and the event seen above: wait for the record repair works from
+    poll_for(
+        lambda: rp.repair(c, ["/rot/v"], failed_after=600, dry_run=True)[0].quarantined_found == 1,
+        timeout=20,
+        what="the infofile to record the quarantined copy",
+    )
     (report,) = rp.repair(c, ["/rot/v"], failed_after=600)
     assert report.quarantined_found == 1 and report.pending_stored == 1 and report.complete, report.as_dict()
     restored = glob.glob(str(cluster.data_dir / "peers" / f"peer-{holder}" / "files" / "*" / "*" / "part-3*"))
