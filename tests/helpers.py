@@ -579,3 +579,55 @@ def failover_reader(client, acked: dict, errors: list, stop, reads: list | None 
             if reads is not None:
                 reads.append((t0, time.monotonic()))
         time.sleep(0.05)
+
+
+# -- a put_object writer killed midway ---------------------------------------------
+# A put_object of argv[3] whose source gives 3 stripes of 1 MiB and then
+# blocks, in a writer committing each acknowledged stripe at once; it waits
+# to be killed.
+DEAD_WRITER = """
+import io, sys, time
+from st_py.client.client import Client
+
+class Source(io.RawIOBase):
+    reads = 0
+    def readable(self):
+        return True
+    def read(self, n=-1):
+        self.reads += 1
+        if self.reads > 1:
+            time.sleep(0.2)  # past the group commit's linger: each stripe is committed before the next
+        if self.reads > 3:
+            print("ready", flush=True)
+            time.sleep(600)
+        return bytes([self.reads]) * n
+
+f = Client(sys.argv[1], group_size=1).open(sys.argv[2])
+f.put_object(sys.argv[3], Source(), stripe_size=1 << 20, in_flight=1)
+"""
+
+
+def stripe_names(f, obj: str) -> list[str]:
+    """The stripe records committed under object ``obj`` in ``f`` (an open StFile), in order."""
+    return [r[0] for r in f.infofile().records_between(f".st-stripe/{obj}/", f".st-stripe/{obj}0")]
+
+
+def kill_a_writer_midway(client, tracker_addr: str, file: str, obj: str, tmp_path) -> list[str]:
+    """Run a real writer process storing object ``obj`` in the existing
+    ``file``, SIGKILL it once at least 2 of its stripes are committed (and
+    before its object is), and return the stripes it left
+    (docs/striping.md, "Stripes a writer left")."""
+    script = tmp_path / "dead_writer.py"
+    script.write_text(DEAD_WRITER)
+    with subprocess.Popen([sys.executable, str(script), tracker_addr, file, obj], stdout=subprocess.PIPE) as w:
+        assert w.stdout is not None and w.stdout.readline().strip() == b"ready"
+        deadline = time.monotonic() + 60
+        with client.open(file) as f:
+            while len(stripe_names(f, obj)) < 2:  # committed by the writer's group commits
+                assert time.monotonic() < deadline, "the writer's stripes were not committed"
+                time.sleep(0.05)
+        w.kill()
+    with client.open(file) as f:
+        left = stripe_names(f, obj)
+        assert len(left) >= 2 and f.object_meta(obj) is None  # committed stripes, no object
+    return left

@@ -509,3 +509,53 @@ def test_large_bodies_into_files_with_filters_read_back_whole_and_by_range(strip
         client.close()
     finally:
         ep.stop()
+
+
+def test_stripes_a_killed_writer_left_are_cleared_by_a_large_put_through_s3_and_fsspec(stripes, tmp_path, monkeypatch):
+    """A writer SIGKILLed midway through storing each of two objects leaves
+    committed stripes and no object (docs/striping.md, "Stripes a writer
+    left"). A large PutObject of one key through the endpoint (the streamed
+    path, 4 MiB stripes for the test) and a large ``pipe_file`` of the
+    other through fsspec (``put``'s striped path, over 64 MiB) are refused
+    while the stripes are younger than the writer's silence limit (S3's
+    ``ServiceUnavailable``, which SDKs retry; fsspec raises the client's
+    ``ObjectBeingWrittenError``), storing nothing; past it, each clears
+    them, stores its body, and the key reads back whole through the
+    endpoint, fsspec and the client, with only the new object's stripes
+    committed."""
+    import fsspec
+    from botocore.exceptions import ClientError
+    from helpers import kill_a_writer_midway, stripe_names
+
+    from st_integrations.s3 import ops as s3ops
+    from st_py.client import striping
+    from st_py.errors import ObjectBeingWrittenError
+
+    monkeypatch.setattr(s3ops, "STREAM_STRIPE_SIZE", 4 * MiB)
+    cluster, ep = stripes
+    s3 = ep.client("dev", "anything")  # one try: the 503 is seen, not retried
+    s3.create_bucket(Bucket="dead")
+    c = cluster.client()
+    c.create("/dead/run", "x2").close()
+    left = {k: kill_a_writer_midway(c, cluster.tracker_addr, "/dead/run", k, tmp_path) for k in ("s3.bin", "fs.bin")}
+    fs = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr, skip_instance_cache=True)
+    body = os.urandom(65 * MiB)
+    with pytest.raises(ClientError) as e:  # the writer may still be at work
+        s3.put_object(Bucket="dead", Key="run/s3.bin", Body=body)
+    err = e.value.response
+    assert (err["Error"]["Code"], err["ResponseMetadata"]["HTTPStatusCode"]) == ("ServiceUnavailable", 503), err
+    with pytest.raises(ObjectBeingWrittenError):
+        fs.pipe_file("/dead/run/fs.bin", body)
+    with c.open("/dead/run") as f:
+        assert f.names() == [] and {k: stripe_names(f, k) for k in left} == left  # nothing stored, nothing cleared
+    monkeypatch.setattr(striping, "WRITER_SILENT_S", 0.0)  # the writers taken for dead
+    s3.put_object(Bucket="dead", Key="run/s3.bin", Body=body)
+    fs.pipe_file("/dead/run/fs.bin", body)
+    assert s3.get_object(Bucket="dead", Key="run/s3.bin")["Body"].read() == body
+    assert fs.cat_file("/dead/run/fs.bin") == body
+    with c.open("/dead/run") as f:
+        assert f.names() == ["fs.bin", "s3.bin"]
+        for k in left:
+            obj = f.object_meta(k)
+            assert obj is not None and obj.size == len(body) and f.get(k) == body, k
+            assert stripe_names(f, k) == [stripe_name(k, i) for i in range(obj.stripes)], k

@@ -12,6 +12,7 @@ import google_crc32c
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import kill_a_writer_midway, stripe_names
 
 from st_py.errors import BadNameError, ObjectBeingWrittenError, RecordExistsError
 
@@ -131,34 +132,6 @@ def test_a_put_object_that_fails_midway_leaves_no_stripe_and_the_name_free(clust
         assert f.get("o.bin") == data and f.names() == ["o.bin"]
 
 
-# A put_object whose source gives 3 stripes of 1 MiB and then blocks, in a
-# writer committing each acknowledged stripe at once; it waits to be killed.
-DEAD_WRITER = """
-import io, sys, time
-from st_py.client.client import Client
-
-class Source(io.RawIOBase):
-    reads = 0
-    def readable(self):
-        return True
-    def read(self, n=-1):
-        self.reads += 1
-        if self.reads > 1:
-            time.sleep(0.2)  # past the group commit's linger: each stripe is committed before the next
-        if self.reads > 3:
-            print("ready", flush=True)
-            time.sleep(600)
-        return bytes([self.reads]) * n
-
-f = Client(sys.argv[1], group_size=1).open(sys.argv[2])
-f.put_object("o.bin", Source(), stripe_size=1 << 20, in_flight=1)
-"""
-
-
-def _stripes(f, obj: str) -> list[str]:
-    return [r[0] for r in f.infofile().records_between(f".st-stripe/{obj}/", f".st-stripe/{obj}0")]
-
-
 def test_stripes_a_killed_writer_left_are_cleared_by_the_next_put_object(cluster, tmp_path):
     """A writer SIGKILLed midway through a put_object leaves committed
     stripes and no object (docs/striping.md, "Stripes a writer left"). A
@@ -167,37 +140,66 @@ def test_stripes_a_killed_writer_left_are_cleared_by_the_next_put_object(cluster
     be at work) and changes nothing; one after it clears them and succeeds
     with other bytes (they once refused it: stripe names are write-once);
     the object reads back whole and only its own stripes are left."""
-    import subprocess
-    import sys
-
-    from conftest import poll_for
-
     c = cluster.client()
     with c.create("/obj/dead", "x2") as f:
         f.put("other", b"kept")
-    script = tmp_path / "writer.py"
-    script.write_text(DEAD_WRITER)
-    argv = [sys.executable, str(script), cluster.tracker_addr, "/obj/dead"]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE) as w:
-        assert w.stdout is not None and w.stdout.readline().strip() == b"ready"
-        with c.open("/obj/dead") as f:
-            poll_for(lambda: len(_stripes(f, "o.bin")) >= 2, timeout=60, what="the writer's stripes committed")
-        w.kill()
+    left = kill_a_writer_midway(c, cluster.tracker_addr, "/obj/dead", "o.bin", tmp_path)
     with c.open("/obj/dead") as f:
-        left = _stripes(f, "o.bin")
-        assert len(left) >= 2 and f.names() == ["other"]  # committed stripes, no object
+        assert stripe_names(f, "o.bin") == left and f.names() == ["other"]
         data = os.urandom(5 * MiB + 3)
         # within the writer's silence limit it may still be at work: refused, nothing stored
         with pytest.raises(ObjectBeingWrittenError) as e:
             f.put_object("o.bin", data, stripe_size=MiB)
         assert e.value.object == "o.bin" and e.value.stripes == len(left) and 0 < e.value.retry_after_s <= 60
-        assert _stripes(f, "o.bin") == left
+        assert stripe_names(f, "o.bin") == left
         time.sleep(0.6)  # the writer silent for longer than the limit below
         meta = f.put_object("o.bin", data, stripe_size=MiB, writer_silent_s=0.5)  # taken for dead: cleared
         assert meta.stripes == 6
     with c.open("/obj/dead") as f:
         assert f.get("o.bin") == data and f.names() == ["o.bin", "other"]
-        assert _stripes(f, "o.bin") == [f".st-stripe/o.bin/{i:08d}" for i in range(6)]
+        assert stripe_names(f, "o.bin") == [f".st-stripe/o.bin/{i:08d}" for i in range(6)]
+
+
+def test_a_tracker_killed_after_the_clearing_and_new_stripes_on_the_cleared_holders(
+    make_cluster, tmp_path, monkeypatch
+):
+    """Stripes a killed writer left in a 2-peer x2 file (which keeps
+    history: the cleared copies stay on both peers for older readers) are
+    cleared by a put_object, and the tracker is SIGKILLed and restarted
+    right after the clearing's delete, before the new stripes are stored.
+    The put_object goes on through the restart; the object reads back
+    whole; each new stripe whose name a cleared one had is stored under a
+    name of its own on both peers (the snapshots rule: a copy kept for
+    history is never replaced), and only the new object's stripes are
+    committed (docs/striping.md, "Stripes a writer left")."""
+    from st_py.client.record_writer import RecordWriter
+
+    cluster = make_cluster(2)
+    c = cluster.client()
+    c.create("/obj/restart", "x2").close()
+    left = kill_a_writer_midway(c, cluster.tracker_addr, "/obj/restart", "o.bin", tmp_path)
+    clear = RecordWriter.delete_stripes
+    restarted = []
+
+    def clear_then_kill_the_tracker(self, names):
+        kept = clear(self, names)
+        if not restarted:
+            restarted.append(names)
+            cluster.restart_tracker()
+        return kept
+
+    monkeypatch.setattr(RecordWriter, "delete_stripes", clear_then_kill_the_tracker)
+    data = os.urandom(5 * MiB + 3)
+    with c.open("/obj/restart") as f:
+        assert f.put_object("o.bin", data, stripe_size=MiB, writer_silent_s=0).stripes == 6
+    assert restarted == [left]
+    with c.open("/obj/restart") as f:
+        assert f.get("o.bin") == data and f.names() == ["o.bin"]
+        assert stripe_names(f, "o.bin") == [f".st-stripe/o.bin/{i:08d}" for i in range(6)]
+        metas = f.infofile().lookup_many(stripe_names(f, "o.bin"))
+    for name, m in metas.items():
+        assert sorted(m.peers) == [0, 1], name  # both copies on the two peers, which hold the cleared ones
+        assert (m.key != name) == (name in left), (name, m.key)  # the cleared names stay the old copies'
 
 
 def test_the_tracker_never_deletes_the_stripes_of_a_committed_object(cluster):
@@ -212,16 +214,16 @@ def test_the_tracker_never_deletes_the_stripes_of_a_committed_object(cluster):
         f.put_object("o.bin", data, stripe_size=MiB)
         f.put("r", b"plain")
         name, file_id, t = f.name, f.file_id, f._tracker
-        stripes = _stripes(f, "o.bin")
+        stripes = stripe_names(f, "o.bin")
     assert len(stripes) == 4
     reply = t.delete(name, file_id, records=[*stripes, "r"])
     assert list(reply.kept) == stripes and reply.deleted == 1  # "r" alone
     with c.open("/obj/keep") as f:
-        assert f.get("o.bin") == data and f.names() == ["o.bin"] and _stripes(f, "o.bin") == stripes
+        assert f.get("o.bin") == data and f.names() == ["o.bin"] and stripe_names(f, "o.bin") == stripes
     reply = t.delete(name, file_id, records=["o.bin", *stripes])
     assert list(reply.kept) == [] and reply.deleted == 5
     with c.open("/obj/keep") as f:
-        assert f.names() == [] and _stripes(f, "o.bin") == []
+        assert f.names() == [] and stripe_names(f, "o.bin") == []
 
 
 def test_a_put_object_whose_last_flush_fails_leaves_no_stripe(cluster):

@@ -42,7 +42,7 @@ from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.reader import RecordReader
 from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter, store_result
-from st_py.client.striping import DEFAULT_STRIPE_SIZE, STRIPES_IN_FLIGHT, WRITER_SILENT_S, LocalStripe, Objects
+from st_py.client.striping import DEFAULT_STRIPE_SIZE, STRIPES_IN_FLIGHT, LocalStripe, Objects
 from st_py.client.versions import Versions
 from st_py.client.write_batch import WriteBatch, table_columns
 from st_py.core.infofile import InfofileReader, ObjectMeta, RecordMeta
@@ -902,7 +902,7 @@ class StFile:
         meta: Mapping[str, str] | None = None,
         in_flight: int = STRIPES_IN_FLIGHT,
         *,
-        writer_silent_s: float = WRITER_SILENT_S,
+        writer_silent_s: float | None = None,
     ) -> ObjectMeta:
         """Store ``data`` as striped object ``name`` and make it visible.
 
@@ -936,12 +936,14 @@ class StFile:
             least 1; with a file as ``data``, the memory bound:
             ``in_flight * stripe_size`` bytes. Default ``STRIPES_IN_FLIGHT``
             (8).
-        writer_silent_s : float
+        writer_silent_s : float, optional
             Stripes committed under ``name`` without an object (a writer
             killed midway left them) are cleared first if the newest is
-            at least this many seconds old (default ``WRITER_SILENT_S``,
-            60: a writer silent that long is taken for dead, as HDFS's
-            lease soft limit); younger ones raise
+            at least this many seconds old (default: the module's
+            ``WRITER_SILENT_S`` at the call, 60: a writer silent that long
+            is taken for dead, as HDFS's lease soft limit; the other ways
+            in, ``put`` of a large record, fsspec and the S3 endpoint,
+            take the default); younger ones raise
             ``ObjectBeingWrittenError`` (docs/striping.md, "Stripes a
             writer left").
 

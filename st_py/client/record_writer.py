@@ -796,8 +796,9 @@ class RecordWriter:
     def delete_stripes(self, names: list[str]) -> list[str]:
         """Delete the committed stripe records ``names``
         (:func:`st_py.core.infofile.stripe_name`): their commits first, in
-        one call, then their copies (:meth:`delete_copies`, on the holders
-        read before). For :meth:`delete` of an object, after its row, and for
+        one call, then their copies, all at once (on the holders read
+        before; in a file that keeps history they stay for older readers,
+        as :meth:`delete_copies` leaves them). For :meth:`delete` of an object, after its row, and for
         a ``put_object`` clearing stripes that did not become an object
         (``st_py.client.striping``).
 
@@ -826,10 +827,8 @@ class RecordWriter:
             held = info.lookup_many(list(names))
         reply = ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=list(names))
         kept = list(reply.kept)
-        gone = set(kept)
-        for n, m in held.items():
-            if n not in gone:
-                self._delete_on(n, [(m.key, i) for i in m.peers if ctx.peer_usable(i)])
+        gone = set(kept)  # every copy of the others at once: one round trip, not one a stripe
+        self._delete_on([(m.key, i) for n, m in held.items() if n not in gone for i in m.peers if ctx.peer_usable(i)])
         return kept
 
     def delete_copies(self, name: str) -> bool | None:
@@ -863,16 +862,16 @@ class RecordWriter:
             targets = [(k, i) for k, i in targets if not retained_on(info, k, i)]
         if meta is not None:  # its older versions and moved copies go with it
             targets += [(k, i) for k, i in info.superseded_copies(name) if ctx.peer_usable(i) and (k, i) not in targets]
-        found = self._delete_on(name, targets)
+        found = self._delete_on(targets)
         if meta is not None:
             if not name.startswith(STRIPE_PREFIX):  # stripes go with their object, in one call
                 ctx.file_tracker_call("delete", ctx.name, ctx.file_id, records=[name])
             return True
         return True if found else None
 
-    def _delete_on(self, name: str, targets: list[tuple[str, int]]) -> bool:
-        """DELETE the copies ``(stored name, peer_idx)`` of record ``name``
-        at once and wait for every reply; whether any peer had one.
+    def _delete_on(self, targets: list[tuple[str, int]]) -> bool:
+        """DELETE the copies ``(stored name, peer_idx)`` (of one record, or
+        of many) at once and wait for every reply; whether any peer had one.
 
         Raises
         ------

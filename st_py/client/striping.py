@@ -126,7 +126,7 @@ class Objects:
         meta: Mapping[str, str] | None = None,
         in_flight: int = STRIPES_IN_FLIGHT,
         *,
-        writer_silent_s: float = WRITER_SILENT_S,
+        writer_silent_s: float | None = None,
     ) -> ObjectMeta:
         """Store striped object ``name``: :meth:`st_py.client.file.StFile.put_object` (the public docstring)."""
         ctx = self.ctx
@@ -142,7 +142,7 @@ class Objects:
         if ctx.infofile().exists(name):
             raise RecordExistsError(f"{name!r} is already committed in {ctx.name}: names are write-once", names=[name])
         self.writer.check_tree(name)
-        self._clear_left(name, writer_silent_s)
+        self._clear_left(name, WRITER_SILENT_S if writer_silent_s is None else writer_silent_s)
         usable = sorted(ctx.write_targets())
         if not usable or len(usable) < ctx.copies:
             from st_py.errors import NotEnoughPeersError
@@ -276,7 +276,7 @@ class Objects:
                 "%s: could not remove the stripes of the failed put_object of %r", ctx.name, name, exc_info=True
             )
 
-    def _clear_left(self, name: str, silent_s: float = WRITER_SILENT_S) -> None:
+    def _clear_left(self, name: str, silent_s: float) -> None:
         """Delete the stripe records committed under object ``name``
         without its object, if the newest of them was committed at least
         ``silent_s`` seconds ago: a ``put_object`` that died midway left
