@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--linger", type=float, default=None, help="put_slices.LINGER, seconds (this tree)")
     ap.add_argument("--work-us", type=float, default=0.0, help="CPU work between two calls (a producer)")
     ap.add_argument("--batch", action="store_true", help="StFile.write of batches of 1,000 instead (a reference)")
+    ap.add_argument("--slice", type=int, default=None, help="batch_writer.SLICE, records (this tree)")
     a = ap.parse_args()
     if a.compare:
         compare(a.compare.split(","), a.rounds, a.records, a.classes, a.tmp)
@@ -53,6 +54,10 @@ def main() -> None:
         import st_py.client.put_slices as ps
 
         ps.LINGER = a.linger
+    if a.slice is not None:
+        import st_py.client.batch_writer as bw
+
+        bw.SLICE = a.slice
     root = Path(tempfile.mkdtemp(prefix="qput-", dir=a.tmp))
     cluster = LocalCluster(root, n_peers=4, announce_interval=1.0).start()
     try:

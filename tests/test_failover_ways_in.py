@@ -4,8 +4,9 @@ leader is SIGKILLed, and once the standby is elected every way in, given
 both tracker addresses, reads what was written before and writes more: the
 Client (names, get, get_local, as of a snapshot), the CLI, fsspec from
 several threads, pandas through fsspec, Dask (read and write), DuckDB's SQL
-over the infofiles and its ``records_data``. Answers are the same as before
-the kill. Writers go on through the kill: a Dask job, a striped object, a
+over the infofiles and its ``records_data``, and an S3 endpoint (a key
+PUT before, a multipart upload begun before and completed after). Answers
+are the same as before the kill. Writers go on through the kill: a Dask job, a striped object, a
 writer holding the lease, and the Ray and Dask writers overwriting a file
 (tests/engine_jobs.py; the embedded tracker's restart:
 tests/test_engine_writers_restart.py)."""
@@ -70,9 +71,15 @@ def ha(make_cluster, tmp_path, monkeypatch):
 
 @pytest.fixture
 def failed_over(ha):
-    """(cluster, both tracker addresses, client) after the leader's SIGKILL
-    and the standby's election; /mix/pq (x2, N_PARTS Parquet records) and
-    its snapshot ``before`` (taken with one more record) written before."""
+    """(cluster, both tracker addresses, client, s3) after the leader's
+    SIGKILL and the standby's election; /mix/pq (x2, N_PARTS Parquet
+    records) and its snapshot ``before`` (taken with one more record)
+    written before, and through an S3 endpoint given both addresses (in
+    this process): key ``run/before.csv`` of bucket ``mixs3`` and the first
+    part of a multipart upload of ``run/big.bin``. ``s3``: ``(boto3
+    client, upload id, the first part's bytes and ETag)``."""
+    from test_s3 import Endpoint
+
     cluster, both, client, kill = ha
     put_parquet_file(client, "/mix/pq")
     with client.open("/mix/pq") as f:
@@ -80,12 +87,20 @@ def failed_over(ha):
     client.snapshot("/mix/pq", "before")
     with client.open("/mix/pq") as f:
         f.delete("extra.bin")
+    ep = Endpoint(both, None)  # development mode: any access key
+    s3 = ep.client("dev", "anything")
+    s3.create_bucket(Bucket="mixs3")
+    s3.put_object(Bucket="mixs3", Key="run/before.csv", Body=b"x,y\n1,2\n")
+    upload = s3.create_multipart_upload(Bucket="mixs3", Key="run/big.bin")["UploadId"]
+    part1 = bytes(range(256)) * (5 * 4096)  # 5 MiB: S3's smallest part but the last
+    etag1 = s3.upload_part(Bucket="mixs3", Key="run/big.bin", UploadId=upload, PartNumber=1, Body=part1)["ETag"]
     kill()
-    return cluster, both, client
+    yield cluster, both, client, (s3, upload, part1, etag1)
+    ep.stop()
 
 
 def test_every_way_in_reads_and_writes_after_the_leader_is_killed(failed_over):
-    cluster, both, client = failed_over
+    cluster, both, client, (s3, upload, part1, etag1) = failed_over
     from st_integrations.dask_reader import read_storetorrent
     from st_integrations.dask_writer import to_storetorrent
     from st_integrations.duckdb_sql import sql
@@ -142,6 +157,21 @@ def test_every_way_in_reads_and_writes_after_the_leader_is_killed(failed_over):
     fs.pipe({f"/mix/new/r{i}": f"after {i}".encode() for i in range(20)})
     with client.open("/mix/new") as f:
         assert sorted(f.names()) == sorted(f"r{i}" for i in range(20)) and f.get("r7") == b"after 7"
+    # S3, its endpoint given both addresses: a key PUT before, a multipart upload begun before and
+    # completed after, a PUT after; listed, and read by the client and fsspec
+    assert s3.get_object(Bucket="mixs3", Key="run/before.csv")["Body"].read() == b"x,y\n1,2\n"
+    part2 = b"the last part"
+    etag2 = s3.upload_part(Bucket="mixs3", Key="run/big.bin", UploadId=upload, PartNumber=2, Body=part2)["ETag"]
+    parts = [{"PartNumber": 1, "ETag": etag1}, {"PartNumber": 2, "ETag": etag2}]
+    s3.complete_multipart_upload(Bucket="mixs3", Key="run/big.bin", UploadId=upload, MultipartUpload={"Parts": parts})
+    s3.put_object(Bucket="mixs3", Key="run/after.csv", Body=b"x,y\n3,4\n")
+    listed = s3.list_objects_v2(Bucket="mixs3", Prefix="run/")["Contents"]
+    assert [o["Key"] for o in listed] == ["run/after.csv", "run/before.csv", "run/big.bin"]
+    assert s3.get_object(Bucket="mixs3", Key="run/big.bin")["Body"].read() == part1 + part2
+    assert s3.list_multipart_uploads(Bucket="mixs3").get("Uploads", []) == []
+    with client.open("/mixs3/run") as f:
+        assert f.names() == ["after.csv", "before.csv", "big.bin"] and f.get("big.bin") == part1 + part2
+    assert fs.cat_file("/mixs3/run/after.csv") == b"x,y\n3,4\n"
 
 
 def test_writers_go_on_through_the_leaders_kill(ha):
