@@ -26,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import poll_for
 from helpers import assert_csv_rows, assert_same_records, csv_bytes, csv_frame, ranks_apart
+from test_s3 import Endpoint
 
 from st_py import WriteBatch
 from st_py.cli import cli
@@ -260,6 +261,20 @@ def way_duckdb(ctx, row, want):
         con.close()
 
 
+def way_s3(ctx, row, want):
+    """Bucket ``matrix``, key ``<file's leaf>/<name>`` (docs/s3.md, "The
+    mapping"): the listing, each key's size, its bytes and a range."""
+    leaf = row.file.rsplit("/", 1)[1]
+    listed = ctx.s3.list_objects_v2(Bucket="matrix", Prefix=f"{leaf}/")["Contents"]
+    assert {o["Key"][len(leaf) + 1 :]: o["Size"] for o in listed} == {n: len(d) for n, d in want.items()}
+    for n, data in want.items():
+        key = f"{leaf}/{n}"
+        assert ctx.s3.head_object(Bucket="matrix", Key=key)["ContentLength"] == len(data)
+        assert ctx.s3.get_object(Bucket="matrix", Key=key)["Body"].read() == data
+        r = ctx.s3.get_object(Bucket="matrix", Key=key, Range="bytes=5-49")
+        assert r["ContentRange"] == f"bytes 5-49/{len(data)}" and r["Body"].read() == data[5:50]
+
+
 WAYS = {
     "Client.get": way_client_get,
     "Client.open": way_client_open,
@@ -272,8 +287,9 @@ WAYS = {
     "Ray": way_ray,
     "Dask": way_dask,
     "DuckDB": way_duckdb,
+    "S3": way_s3,
 }
-ANALYSIS = ("fsspec", "pyarrow.dataset", "Dask", "DuckDB")  # also read after a peer is killed
+ANALYSIS = ("fsspec", "pyarrow.dataset", "Dask", "DuckDB", "S3")  # also read after a peer is killed
 
 
 # -- the matrix ----------------------------------------------------------------
@@ -283,6 +299,7 @@ ANALYSIS = ("fsspec", "pyarrow.dataset", "Dask", "DuckDB")  # also read after a 
 class Ctx:
     cluster: object
     client: object
+    s3: object  # a boto3 client of an S3 endpoint in this process (boto3's clients are thread-safe)
 
 
 @pytest.fixture(scope="module")
@@ -301,7 +318,9 @@ def matrix(tmp_path_factory, peer_bin):
     client = c.client()
     for row in ROWS:
         write(client, row)
-    yield Ctx(c, client)
+    ep = Endpoint(c.tracker_addr, None)  # development mode: any access key
+    yield Ctx(c, client, ep.client("dev", "anything"))
+    ep.stop()
     c.stop()
     if old is None:
         os.environ.pop("STORETORRENT_KEY_FILE", None)
@@ -406,7 +425,7 @@ def test_spread_and_drain_with_kept_versions(matrix):
     _one_file_per_stored_name(ctx)
     for row in ROWS:
         _read_as_of(ctx, row, expected(row), "kept")
-        for way in ("Client.get", "get_local", "local_stripes", "Dask", "DuckDB"):
+        for way in ("Client.get", "get_local", "local_stripes", "Dask", "DuckDB", "S3"):
             WAYS[way](ctx, row, expected(row))
     ctx.cluster.kill_peer(ctx.cluster.peer_addrs.index(new))  # retired: stopped, as an operator would
     poll_for(lambda: ctx.client.status().alive_peers == 4, timeout=20, what="the tracker to see the peer stop")
