@@ -559,3 +559,96 @@ def test_stripes_a_killed_writer_left_are_cleared_by_a_large_put_through_s3_and_
             obj = f.object_meta(k)
             assert obj is not None and obj.size == len(body) and f.get(k) == body, k
             assert stripe_names(f, k) == [stripe_name(k, i) for i in range(obj.stripes)], k
+
+
+# Timing is the point (a 1 s read timeout against 2 s operations and 0.2 s between spaces): a loaded
+# machine that stalls the endpoint's event loop for a second may run it again, its assertions unchanged.
+@pytest.mark.flaky(reruns=2)
+def test_a_long_complete_or_copy_keeps_the_connection_alive_and_tells_a_late_error(stripes, monkeypatch):
+    """S3's answer to an operation that outlasts a client's read timeout
+    (docs/s3.md, "Long operations"): a CompleteMultipartUpload, a
+    CopyObject and an UploadPartCopy made to run 2.5 s (the keepalive
+    interval 0.2 s for the test) through boto3 with a 1 s read timeout and
+    one try succeed, their answers a 200 of the XML declaration, spaces,
+    then the result; the objects read back whole. A Complete that fails
+    after its answer began (a wrong ETag, found after the wait) is an
+    error to boto3 with S3's code (botocore reads the 200's ``<Error>``
+    document as a failure), the upload is still there and the key was
+    never stored."""
+    import hashlib
+    import time
+
+    from botocore.exceptions import ClientError
+
+    from st_integrations.s3 import keepalive
+    from st_integrations.s3.multipart import Multipart
+    from st_integrations.s3.ops import Ops
+
+    monkeypatch.setattr(keepalive, "KEEPALIVE_S", 0.2)
+
+    slow_now = [False]
+
+    def slow(fn):
+        def run(*args, **kw):
+            if slow_now[0]:
+                time.sleep(2.0)  # twice the client's read timeout
+            return fn(*args, **kw)
+
+        return run
+
+    monkeypatch.setattr(Multipart, "complete", slow(Multipart.complete))
+    monkeypatch.setattr(Multipart, "upload_part", slow(Multipart.upload_part))
+    monkeypatch.setattr(Ops, "put_object", slow(Ops.put_object))
+    _, ep = stripes
+    s3 = ep.client("dev", "anything")
+    impatient = ep.client("dev", "anything", read_timeout=1)  # for the slow operations only
+    answers: dict[str, bytes] = {}
+    for op in ("CompleteMultipartUpload", "CopyObject", "UploadPartCopy"):
+        impatient.meta.events.register(
+            f"after-call.s3.{op}", lambda http_response, _op=op, **_: answers.__setitem__(_op, http_response.content)
+        )
+    s3.create_bucket(Bucket="slow")
+    data = os.urandom(5 * MiB) + b"the end"
+    up, parts = _upload_parts(s3, "slow", "run/mpu.bin", data, 5 * MiB)
+    up2 = s3.create_multipart_upload(Bucket="slow", Key="run/parts.bin")["UploadId"]
+    up3, parts3 = _upload_parts(s3, "slow", "run/bad.bin", data, 5 * MiB)
+    slow_now[0] = True
+    done = impatient.complete_multipart_upload(
+        Bucket="slow", Key="run/mpu.bin", UploadId=up, MultipartUpload={"Parts": parts}
+    )
+    copy = impatient.copy_object(Bucket="slow", Key="run/copy.bin", CopySource={"Bucket": "slow", "Key": "run/mpu.bin"})
+    part = impatient.upload_part_copy(
+        Bucket="slow", Key="run/parts.bin", UploadId=up2, PartNumber=1, CopySource="slow/run/mpu.bin"
+    )
+    for op, root in (
+        ("CompleteMultipartUpload", b"<CompleteMultipartUploadResult"),
+        ("CopyObject", b"<CopyObjectResult"),
+        ("UploadPartCopy", b"<CopyPartResult"),
+    ):
+        assert _after_spaces(answers[op]).startswith(root), (op, answers[op][:200])
+    assert done["ETag"] == s3.head_object(Bucket="slow", Key="run/mpu.bin")["ETag"]
+    assert copy["CopyObjectResult"]["ETag"] == s3.head_object(Bucket="slow", Key="run/copy.bin")["ETag"]
+    assert part["CopyPartResult"]["ETag"].strip('"') == hashlib.md5(data).hexdigest()  # a part's ETag: its MD5
+    for key in ("run/mpu.bin", "run/copy.bin"):
+        assert s3.get_object(Bucket="slow", Key=key)["Body"].read() == data, key
+    # a failure found after the answer began: the error document's code, nothing stored
+    parts3[1]["ETag"] = '"' + "0" * 32 + '"'
+    with pytest.raises(ClientError) as e:
+        impatient.complete_multipart_upload(
+            Bucket="slow", Key="run/bad.bin", UploadId=up3, MultipartUpload={"Parts": parts3}
+        )
+    slow_now[0] = False
+    assert e.value.response["Error"]["Code"] == "InvalidPart", e.value.response
+    assert _after_spaces(answers["CompleteMultipartUpload"]).startswith(b"<Error><Code>InvalidPart</Code>")
+    listed = s3.list_multipart_uploads(Bucket="slow").get("Uploads", [])
+    assert up3 in [u["UploadId"] for u in listed]
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket="slow", Key="run/bad.bin")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+
+
+def _after_spaces(answer: bytes) -> bytes:
+    """A kept-alive answer after its XML declaration and at least one space
+    (the document), or b"" if it is not one."""
+    head = b'<?xml version="1.0" encoding="UTF-8"?>\n '
+    return answer[len(head) :].lstrip(b" ") if answer.startswith(head) else b""

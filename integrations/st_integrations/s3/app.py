@@ -36,6 +36,7 @@ from . import xml
 from .auth import Keys, authenticate
 from .chunked import crc32c_b64
 from .errors import S3Error, from_storetorrent
+from .keepalive import answer_long
 from .listing import list_bucket
 from .objhttp import (
     RESPONSE_OVERRIDES,
@@ -55,6 +56,7 @@ from .usermeta import from_headers
 T = TypeVar("T")
 
 log = logging.getLogger("storetorrent.s3")
+_REQUEST_ID = "st.request_id"  # the request's id in its ASGI scope
 EMPTY_MD5 = '"d41d8cd98f00b204e9800998ecf8427e"'  # the ETag of a directory marker (an empty object)
 MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
 MAX_HEADER_BYTES = 8 * 1024  # S3's limit on a request's headers (names, values, ": " and CRLF)
@@ -256,25 +258,19 @@ class S3App:
     async def handle(self, request: Request) -> Response:
         """One request: authenticated, routed, answered (errors as S3's XML)."""
         rid = uuid.uuid4().hex[:16].upper()
+        request.scope[_REQUEST_ID] = rid  # for an error document after the answer began (.keepalive)
         try:
             resp = await self._handle(request)
-        except ClientDisconnect:  # gone before its body's end: nothing was stored, no one to answer
-            log.info(
-                "S3 request %s %s: the client closed the connection before the body's end",
-                request.method,
-                request.url.path,
-            )
-            gone = S3Error("IncompleteBody", "the client closed the connection before the body's end", close=True)
-            resp = self._error(gone, request, rid)
-        except S3Error as e:
-            resp = self._error(e, request, rid)
-        except StoreTorrentError as e:
-            resp = self._error(from_storetorrent(e), request, rid)
-        except Exception as e:  # never a traceback to the client: log it, answer InternalError
-            log.exception("S3 request %s %s failed", request.method, request.url.path)
-            resp = self._error(S3Error("InternalError", f"{type(e).__name__}: {e}"), request, rid)
+        except Exception as e:  # noqa: BLE001 - every failure is S3's error document (_as_s3_error)
+            resp = self._error(_as_s3_error(e, request), request, rid)
         resp.headers["x-amz-request-id"] = rid
         return resp
+
+    @staticmethod
+    def _late_error(request: Request) -> Callable[[BaseException], bytes]:
+        """The ``<Error>`` document of a failure of ``request``'s operation
+        after its answer began (:func:`.keepalive.answer_long`)."""
+        return lambda e: xml.error_doc(_as_s3_error(e, request), request.scope[_REQUEST_ID])
 
     @staticmethod
     def _error(e: S3Error, request: Request, rid: str) -> Response:
@@ -462,7 +458,7 @@ class S3App:
         if m == "PUT":
             if "x-amz-copy-source" in headers:
                 _refuse_unkept(headers, key)
-                return await self._copy(ops, bucket, key, headers)
+                return await self._copy(request, ops, bucket, key, headers)
             if _payload_length(headers) > STRIPE_THRESHOLD:  # stored stripe by stripe as it arrives
                 return await self._put_streamed(request, ops, bucket, key, headers)
             body = await self._raw_body(request, headers)  # read first: the connection stays in step
@@ -583,7 +579,7 @@ class S3App:
             h["x-amz-version-id"] = str(stored.version_id)
         return Response(status_code=200, headers=h)
 
-    async def _copy(self, ops: Ops, bucket: str, key: str, headers) -> Response:
+    async def _copy(self, request: Request, ops: Ops, bucket: str, key: str, headers) -> Response:
         """CopyObject: the source's bytes stored at ``key`` (read with the
         caller's rights) with the source's metadata
         (``x-amz-metadata-directive: COPY``, the default) or the request's
@@ -609,16 +605,22 @@ class S3App:
                         return ops.put_object(bucket, key, reader.read(), False, meta)
                     return ops.put_object_stream(bucket, key, reader, body.length, False, meta)
 
-            st = await self._run(copy)
+            work = self._run(copy)
         else:
             assert isinstance(data, bytes)  # decide: the whole object or an error
-            st = await self._run(ops.put_object, bucket, key, data, False, meta)
-        inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
-        return Response(
-            xml.doc("CopyObjectResult", inner), media_type="application/xml", headers=_copy_headers(src, st)
-        )
+            work = self._run(ops.put_object, bucket, key, data, False, meta)
 
-    async def _upload_part_copy(self, mp, ops: Ops, bucket, key, upload_id, number, headers) -> Response:
+        def copied(st: ObjectStat) -> Response:
+            inner = xml.el("LastModified", xml.iso_time(st.mtime)) + xml.el("ETag", st.etag)
+            return Response(
+                xml.doc("CopyObjectResult", inner), media_type="application/xml", headers=_copy_headers(src, st)
+            )
+
+        return await answer_long(work, copied, self._late_error(request))
+
+    async def _upload_part_copy(
+        self, request: Request, mp, ops: Ops, bucket, key, upload_id, number, headers
+    ) -> Response:
         """UploadPartCopy: part ``number`` is the source object's bytes, or
         the ``x-amz-copy-source-range`` of them (read with the caller's
         rights; only the stripes the range touches of a striped object)."""
@@ -630,12 +632,18 @@ class S3App:
             check_copy_source(headers, st)
             return parse_copy_range(rng, st.size) if rng else None
 
-        src, data, _ = await self._run(ops.get_object, src_bucket, src_key, decide, src_version)
-        assert isinstance(data, bytes)  # decide never answers False; not streamed
-        etag = await self._run(mp.upload_part, bucket, key, upload_id, number, data)
-        inner = xml.el("LastModified", xml.iso_time(time.time())) + xml.el("ETag", etag)
-        h = {"x-amz-copy-source-version-id": str(src.version_id)} if src.version_id is not None else {}
-        return Response(xml.doc("CopyPartResult", inner), media_type="application/xml", headers=h)
+        def copy_part() -> tuple[ObjectStat, str]:  # the source read, then stored: one operation
+            src, data, _ = ops.get_object(src_bucket, src_key, decide, src_version)
+            assert isinstance(data, bytes)  # decide never answers False; not streamed
+            return src, mp.upload_part(bucket, key, upload_id, number, data)
+
+        def copied(done: tuple[ObjectStat, str]) -> Response:
+            src, etag = done
+            inner = xml.el("LastModified", xml.iso_time(time.time())) + xml.el("ETag", etag)
+            h = {"x-amz-copy-source-version-id": str(src.version_id)} if src.version_id is not None else {}
+            return Response(xml.doc("CopyPartResult", inner), media_type="application/xml", headers=h)
+
+        return await answer_long(self._run(copy_part), copied, self._late_error(request))
 
     async def _multipart(self, request, ops: Ops, bucket: str, key: str, query: dict, headers) -> Response:
         from .multipart import Multipart
@@ -654,7 +662,7 @@ class S3App:
             except ValueError:
                 raise S3Error("InvalidArgument", "partNumber is not a number") from None
             if "x-amz-copy-source" in headers:
-                return await self._upload_part_copy(mp, ops, bucket, key, upload_id, number, headers)
+                return await self._upload_part_copy(request, mp, ops, bucket, key, upload_id, number, headers)
             body = await self._raw_body(request, headers)
 
             def upload() -> str:  # one worker-thread hop: the part's hashes off the event loop
@@ -667,9 +675,13 @@ class S3App:
         if m == "POST":
             data = await self._body(request, headers)
             only_new, if_match = _write_conditions(headers, key)
-            st = await self._run(mp.complete, bucket, key, upload_id, data, only_new, if_match)
-            inner = xml.el("Location", f"/{bucket}/{key}") + ids + xml.el("ETag", st.etag)
-            return self._xml(xml.doc("CompleteMultipartUploadResult", inner))
+
+            def completed(st: ObjectStat) -> Response:
+                inner = xml.el("Location", f"/{bucket}/{key}") + ids + xml.el("ETag", st.etag)
+                return self._xml(xml.doc("CompleteMultipartUploadResult", inner))
+
+            work = self._run(mp.complete, bucket, key, upload_id, data, only_new, if_match)
+            return await answer_long(work, completed, self._late_error(request))
         if m == "DELETE":
             await self._run(mp.abort, bucket, key, upload_id)
             return Response(status_code=204)
@@ -741,6 +753,27 @@ _UNKEPT = (  # request headers asking for what the endpoint does not keep: refus
     "x-amz-object-lock-",
     "x-amz-website-redirect-location",
 )
+
+
+def _as_s3_error(e: BaseException, request: Request) -> S3Error:
+    """The S3 error ``e`` is to the client of ``request``: an
+    ``S3Error`` as it is, a StoreTorrent error translated
+    (:func:`.errors.from_storetorrent`), a client gone mid-body
+    ``IncompleteBody``, anything else ``InternalError`` (logged with its
+    traceback, which never reaches the client)."""
+    if isinstance(e, ClientDisconnect):  # gone before its body's end: nothing was stored, no one to answer
+        log.info(
+            "S3 request %s %s: the client closed the connection before the body's end",
+            request.method,
+            request.url.path,
+        )
+        return S3Error("IncompleteBody", "the client closed the connection before the body's end", close=True)
+    if isinstance(e, S3Error):
+        return e
+    if isinstance(e, StoreTorrentError):
+        return from_storetorrent(e)
+    log.error("S3 request %s %s failed", request.method, request.url.path, exc_info=e)
+    return S3Error("InternalError", f"{type(e).__name__}: {e}")
 
 
 def _answer(got: bytes | ObjectBody, status: int, headers: dict[str, str]) -> Response:
