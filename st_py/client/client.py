@@ -262,7 +262,7 @@ class Client:
         """
 
         from st_py._proto import tracker_pb2 as pb
-        from st_py.client.group_commit import schema_table
+        from st_py.client.group_commit import as_columns, schema_table
         from st_py.errors import RecordExistsError
 
         info = self.tracker.open(name, grace=RESTART_GRACE)
@@ -282,35 +282,59 @@ class Client:
             )
         self._check_tree(info, name, names, set(delete or ()), replace_all)
         schemas, refs = schema_table([r.get("schema") for r in records])
-        commits = [  # to its per-file tracker (paper 3.5)
-            pb.RecordCommit(
-                name=r["name"],
-                size=r["size"],
-                crc32c=r["crc32c"],
-                peer_idx=r["peer_idx"],
-                schema=ref,
-                logical_size=r.get("logical_size"),
-                meta=r.get("meta", b""),
-                stored_as=r.get("stored_as", ""),  # a name of its own on the peers: a new record
-                new_only=bool(r.get("stored_as")),
+        cols = None
+        if info.commit_columns and not delete and not replace_all:  # plain records as columns (issue 41)
+            if not any(r.get("meta") or r.get("stored_as") for r in records):
+                cols = as_columns(
+                    names,
+                    [r["size"] for r in records],
+                    [r["crc32c"] for r in records],
+                    [r["peer_idx"] for r in records],
+                    refs,
+                    [r.get("logical_size") for r in records],
+                )
+
+        def commit(cols: pb.RecordColumns | None) -> pb.CommitReply:
+            commits = (
+                []
+                if cols is not None
+                else [  # to its per-file tracker (paper 3.5)
+                    pb.RecordCommit(
+                        name=r["name"],
+                        size=r["size"],
+                        crc32c=r["crc32c"],
+                        peer_idx=r["peer_idx"],
+                        schema=ref,
+                        logical_size=r.get("logical_size"),
+                        meta=r.get("meta", b""),
+                        stored_as=r.get("stored_as", ""),  # a name of its own on the peers: a new record
+                        new_only=bool(r.get("stored_as")),
+                    )
+                    for r, ref in zip(records, refs)
+                ]
             )
-            for r, ref in zip(records, refs)
-        ]
-        rid = uuid.uuid4().hex  # one id for every try: a retry across a restart or failover applies once
-        reply = self._at_file_tracker(
-            name,
-            info,
-            lambda t, i: t.commit(
+            rid = uuid.uuid4().hex  # one id for every try: a retry across a restart or failover applies once
+            return self._at_file_tracker(
                 name,
-                i.file_id,
-                commits,
-                delete=delete or (),
-                replace_all=replace_all,
-                schemas=schemas,
-                request_id=rid,
-                grace=RESTART_GRACE,
-            ),
-        )
+                info,
+                lambda t, i: t.commit(
+                    name,
+                    i.file_id,
+                    commits,
+                    delete=delete or (),
+                    replace_all=replace_all,
+                    schemas=schemas,
+                    request_id=rid,
+                    grace=RESTART_GRACE,
+                    columns=cols,
+                ),
+            )
+
+        reply = commit(cols)
+        if cols is not None and reply.columns_read != len(records):
+            # a tracker that does not read columns (a failover to an older one) committed none of
+            # them, and the request held nothing else: the records again, one message each
+            reply = commit(None)
         if reply.conflicts:  # another writer committed meanwhile: never reported as success
             from st_py.client.group_commit import conflicts_of
             from st_py.core.record_names import commit_conflict

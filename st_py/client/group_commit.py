@@ -448,6 +448,30 @@ def schema_table(schemas) -> tuple[list, list[int]]:
     return table, refs
 
 
+def as_columns(
+    names: list[str], sizes: list[int], crcs: list[int], peers: list, refs: list[int], logical: list[int | None]
+) -> pb.RecordColumns | None:
+    """Plain records (every copy stored, no version, no user metadata,
+    no name of their own: the caller's to check) as one
+    ``pb.RecordColumns`` (issue 41): ``names``, stored ``sizes`` (bytes),
+    ``crcs`` (CRC-32C), ``peers`` (each record's peer indexes by copy
+    rank), ``refs`` (indexes into the request's schemas, 0: none) and
+    ``logical`` sizes (the user's bytes, or None), in order. None when
+    they cannot travel so: copies of unequal counts, or logical sizes
+    known for some and not others (the columns hold all or none)."""
+    known = [x is not None for x in logical]
+    if not (all(known) or not any(known)) or len({len(p) for p in peers}) > 1:
+        return None
+    return pb.RecordColumns(
+        names=names,
+        sizes=sizes,
+        crc32c=crcs,
+        peer_idx=[i for p in peers for i in p],
+        schema=refs if any(refs) else [],
+        logical_sizes=[int(x) for x in logical if x is not None],  # all or none
+    )
+
+
 def _records(group: list, columns: bool = False) -> tuple[list, list, pb.RecordColumns | None]:
     """The commit of ``group`` (records, the schemas they point into, and
     the same records as columns or None); copies not stored yet go as
@@ -466,28 +490,23 @@ def _records(group: list, columns: bool = False) -> tuple[list, list, pb.RecordC
             NO_RANKS if len(acked) == len(op.peers) else frozenset(r for r in range(len(op.peers)) if r not in acked)
         )
     if columns and group:
-        logical = [getattr(op, "logical_size", None) for op in group]
-        known = [x is not None for x in logical]
-        if (
-            (all(known) or not any(known))
-            and len({len(op.peers) for op in group}) == 1
-            and not any(
-                op.sent_pending
-                or getattr(op, "stored_as", "")
-                or getattr(op, "new_only", False)
-                or getattr(op, "meta", b"")
-                for op in group
-            )
+        if not any(
+            op.sent_pending
+            or getattr(op, "stored_as", "")
+            or getattr(op, "new_only", False)
+            or getattr(op, "meta", b"")
+            for op in group
         ):
-            cols = pb.RecordColumns(
-                names=[op.name for op in group],
-                sizes=[op.size for op in group],
-                crc32c=[op.crc for op in group],
-                peer_idx=[p for op in group for p in op.peers],
-                schema=refs if any(refs) else [],
-                logical_sizes=[int(x) for x in logical if x is not None],  # all or none
+            cols = as_columns(
+                [op.name for op in group],
+                [op.size for op in group],
+                [op.crc for op in group],
+                [op.peers for op in group],
+                refs,
+                [getattr(op, "logical_size", None) for op in group],
             )
-            return [], schemas, cols
+            if cols is not None:
+                return [], schemas, cols
     for op, ref in zip(group, refs):
         out.append(
             pb.RecordCommit(
