@@ -6,10 +6,11 @@ UploadPartCopy of a large source. S3 answers these as
 :data:`KEEPALIVE_S` seconds, it begins a 200 answer (the XML declaration)
 and sends a space every :data:`KEEPALIVE_S` seconds until it has; the body
 then ends with the result document, or with an ``<Error>`` document if the
-operation failed. SDKs read such an error as a failure (botocore turns a
-200 whose document is an ``<Error>`` into a 500 and retries it; so do the
-AWS SDKs for C++, Go and Java and MinIO's client), and a client's read
-timeout (60 s in botocore) never fires while the spaces come. An
+operation failed. Clients read such an error as a failure, as S3's
+documentation asks them to (botocore turns a 200 whose document is an
+``<Error>`` into a 500 and retries it; DuckDB's httpfs retries it too),
+and a client's read timeout (60 s in botocore) never fires while the
+spaces come. An
 operation that finishes sooner gets the usual answer: its status, its
 headers, its document.
 
