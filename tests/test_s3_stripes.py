@@ -652,3 +652,37 @@ def _after_spaces(answer: bytes) -> bytes:
     (the document), or b"" if it is not one."""
     head = b'<?xml version="1.0" encoding="UTF-8"?>\n '
     return answer[len(head) :].lstrip(b" ") if answer.startswith(head) else b""
+
+
+def test_an_upload_under_way_is_in_no_listing_of_the_bucket(stripes):
+    """A multipart upload's file (``/B/.s3-upload-<id>``: its ``key`` record
+    and its parts) is the endpoint's state, not data: while the upload runs,
+    fsspec's ``find``, ``ls`` and ``glob`` of the bucket and the readers'
+    paths (``resolve_paths``: Ray, Dask, DuckDB) leave it out, as S3's
+    listing does (before, ``find`` gave its parts as files of the bucket);
+    a path naming it still lists it. Completed, the key is in every listing."""
+    from st_integrations.fsspec_fs import StoreTorrentFileSystem
+    from st_integrations.readplan import resolve_paths
+
+    cluster, ep = stripes
+    s3 = ep.client("dev", "anything")
+    s3.create_bucket(Bucket="during")
+    s3.put_object(Bucket="during", Key="run/a.csv", Body=b"x,y\n1,2\n")
+    up = s3.create_multipart_upload(Bucket="during", Key="run/b.csv")["UploadId"]
+    etag = s3.upload_part(Bucket="during", Key="run/b.csv", UploadId=up, PartNumber=1, Body=b"x,y\n3,4\n")["ETag"]
+    fs = StoreTorrentFileSystem(tracker=cluster.tracker_addr, skip_instance_cache=True)
+    client = cluster.client()
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="during")["Contents"]] == ["run/a.csv"]
+    assert fs.find("/during") == ["/during/run/a.csv"]
+    assert fs.ls("/during", detail=False) == ["/during/.s3", "/during/run"]
+    assert fs.glob("/during/*/*.csv") == ["/during/run/a.csv"]
+    assert resolve_paths(client, "/during/*") == resolve_paths(client, "/during") == ["/during/.s3", "/during/run"]
+    upload = f"/during/.s3-upload-{up}"
+    assert [p.rsplit("/", 1)[1] for p in fs.ls(upload, detail=False)] == ["key", "part-00001-" + etag.strip('"')]
+    s3.complete_multipart_upload(
+        Bucket="during", Key="run/b.csv", UploadId=up, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]}
+    )
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="during")["Contents"]] == ["run/a.csv", "run/b.csv"]
+    fs.invalidate_cache()
+    assert fs.find("/during") == ["/during/run/a.csv", "/during/run/b.csv"]
+    assert fs.cat_file("/during/run/b.csv") == b"x,y\n3,4\n"

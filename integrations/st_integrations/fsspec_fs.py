@@ -85,6 +85,7 @@ from .fsspec_paths import (
 )
 from .fsspec_resources import Resources, ThreadState, close_quietly, inode
 from .fsspec_write import ReadOnlyFSError, RecordExistsFSError, RecordWriter
+from .keymap import is_upload_file
 from .record_cache import RecordCache
 
 
@@ -744,6 +745,8 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             }
         if not e.file_id:
             return None  # not an infofile: nothing StoreTorrent can read
+        if is_upload_file(e.name):
+            return None  # an S3 upload's state while it runs, not data (keymap)
         if self.as_of is not None:  # its names and bytes as of the state read, not the tracker's now
             return dict(self.st_file_info(e.name))
         return dict(self._remember(e))

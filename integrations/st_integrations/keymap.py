@@ -79,6 +79,18 @@ def bucket_dir(bucket: str) -> str:
     return "/" + bucket
 
 
+def is_upload_file(path: str) -> bool:
+    """``path`` is a multipart upload's StoreTorrent file (``/B/.s3-upload-<id>``):
+    the endpoint's state while the upload runs (its ``key`` record and its
+    parts), not data. The listings of the analysis ways in (fsspec's
+    ``ls``/``find``/``glob``/``walk``, the Ray, Dask and DuckDB readers'
+    paths) leave it out, as S3's listings do; a path naming it still reads
+    it, and ``storetorrent ls`` shows it (its bytes count in quotas).
+    docs/s3.md, "Multipart uploads"."""
+    parent, _, leaf = path.rstrip("/").rpartition("/")
+    return leaf.startswith(UPLOAD_PREFIX) and parent.count("/") == 1 and len(parent) > 1
+
+
 def check_key(key: str) -> None:
     """Refuse a key that names no record (see :class:`BadKeyError`).
 

@@ -38,6 +38,7 @@ from st_py.errors import GetLocalError, RecordNotFoundError, StFileNotFoundError
 from st_py.wire.protocol import LocalEntries
 
 from .formats import ignored
+from .keymap import is_upload_file
 from .partitioning import HIVE, Partitions, check_partitioning, discover
 
 DEFAULT_BLOCK_SIZE = 128 << 20  # bytes of records per read task (Ray's target block size)
@@ -483,9 +484,11 @@ def _list(client, path: str):
     from st_py.errors import TrackerError
 
     try:
-        return list(client.tracker.list(path, names_only=True).entries)
+        entries = client.tracker.list(path, names_only=True).entries
     except (StFileNotFoundError, TrackerError, NotADirectoryError):
         return None
+    # an S3 upload's state while it runs is not data: left out of a directory (keymap)
+    return [e for e in entries if e.name == path or not is_upload_file(e.name)]
 
 
 def _files_below(client, root: str) -> list[str]:
