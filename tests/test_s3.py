@@ -604,7 +604,12 @@ def test_multipart_uploads(site, s3, tmp_path):
     assert code(e.value) == "NoSuchUpload"
     listed = [c["Key"] for c in s3.list_objects_v2(Bucket="exp")["Contents"]]
     assert "mp/big.bin" in listed and "mp/aborted.bin" not in listed and not any(".s3" in k for k in listed)
-    assert not [p for p in (cluster.namespace / "exp").iterdir() if p.name.startswith(".s3-upload-")]
+    # the completed uploads' files stay, their parts deleted, to answer a Complete sent again
+    left = sorted(p.name for p in (cluster.namespace / "exp").iterdir() if p.name.startswith(".s3-upload-"))
+    assert f".s3-upload-{up}" in left and f".s3-upload-{up2}" not in left and len(left) == 2, left
+    for name in left:
+        with cluster.client(api_key=keys["alice"]).open(f"/exp/{name}") as f:
+            assert f.names() == ["completed", "key"], name
 
 
 def test_large_writes_of_s3fs_and_the_aws_cli_are_multipart(site, s3, tmp_path):

@@ -10,6 +10,7 @@ one key at once, and bodies stored into files with filters."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -576,7 +577,6 @@ def test_a_long_complete_or_copy_keeps_the_connection_alive_and_tells_a_late_err
     document as a failure), the upload is still there and the key was
     never stored."""
     import hashlib
-    import time
 
     from botocore.exceptions import ClientError
 
@@ -686,3 +686,49 @@ def test_an_upload_under_way_is_in_no_listing_of_the_bucket(stripes):
     fs.invalidate_cache()
     assert fs.find("/during") == ["/during/run/a.csv", "/during/run/b.csv"]
     assert fs.cat_file("/during/run/b.csv") == b"x,y\n3,4\n"
+
+
+def test_a_complete_sent_again_answers_the_first_ones_result(stripes):
+    """A CompleteMultipartUpload sent again after one that succeeded (its
+    answer lost with the connection; SDKs retry) answers the first one's
+    result, as AWS does, and stores nothing again: the key has one
+    version. The completed upload is in no ListMultipartUploads, takes no
+    part, lists none and cannot be aborted (``NoSuchUpload``); its file
+    keeps only its key and result (the parts' commits deleted at once),
+    and the reaper removes it ``COMPLETED_KEEP_S`` after, when a Complete
+    is ``NoSuchUpload``. docs/s3.md, "Multipart uploads"."""
+    from botocore.exceptions import ClientError
+
+    from st_integrations.s3.multipart import COMPLETED_KEEP_S, Multipart
+
+    cluster, ep = stripes
+    s3 = ep.client("dev", "anything")
+    s3.create_bucket(Bucket="again")
+    data = os.urandom(5 * MiB) + b"the end"
+    up, parts = _upload_parts(s3, "again", "run/obj.bin", data, 5 * MiB)
+    done = {"Parts": parts}
+    first = s3.complete_multipart_upload(Bucket="again", Key="run/obj.bin", UploadId=up, MultipartUpload=done)
+    again = s3.complete_multipart_upload(Bucket="again", Key="run/obj.bin", UploadId=up, MultipartUpload=done)
+    assert again["ETag"] == first["ETag"] == s3.head_object(Bucket="again", Key="run/obj.bin")["ETag"]
+    assert s3.get_object(Bucket="again", Key="run/obj.bin")["Body"].read() == data
+    versions = s3.list_object_versions(Bucket="again", Prefix="run/").get("Versions", [])
+    assert len(versions) == 1, versions
+    assert s3.list_multipart_uploads(Bucket="again").get("Uploads", []) == []
+    for call in (
+        lambda: s3.upload_part(Bucket="again", Key="run/obj.bin", UploadId=up, PartNumber=3, Body=b"more"),
+        lambda: s3.list_parts(Bucket="again", Key="run/obj.bin", UploadId=up),
+        lambda: s3.abort_multipart_upload(Bucket="again", Key="run/obj.bin", UploadId=up),
+    ):
+        with pytest.raises(ClientError) as e:
+            call()
+        assert e.value.response["Error"]["Code"] == "NoSuchUpload"
+    client = cluster.client()
+    with client.open(f"/again/.s3-upload-{up}") as f:
+        assert f.names() == ["completed", "key"]
+    mp = Multipart(ep.server.config.app.state.s3.ops(None))
+    assert mp.reap("again", 24 * 3600.0) == []  # kept for a Complete sent again
+    assert mp.reap("again", 24 * 3600.0, now=time.time() + COMPLETED_KEEP_S + 1) == [up]
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket="again", Key="run/obj.bin", UploadId=up, MultipartUpload=done)
+    assert e.value.response["Error"]["Code"] == "NoSuchUpload"
+    assert s3.get_object(Bucket="again", Key="run/obj.bin")["Body"].read() == data

@@ -61,7 +61,7 @@ EMPTY_MD5 = '"d41d8cd98f00b204e9800998ecf8427e"'  # the ETag of a directory mark
 MAX_BODY = 5 * 1024**3  # S3's limit on one PUT
 MAX_HEADER_BYTES = 8 * 1024  # S3's limit on a request's headers (names, values, ": " and CRLF)
 UPLOAD_EXPIRY_S = 24 * 3600.0  # a multipart upload untouched this long is aborted (docs/s3.md; MinIO's default)
-REAP_INTERVAL_S = 3600.0  # at most this long between passes of the reaper (a quarter of the expiry if shorter)
+REAP_INTERVAL_S = 3600.0  # at most this long between reaper passes (less: a quarter of the expiry, COMPLETED_KEEP_S)
 OP_THREADS = 40  # worker threads running the operations (anyio's default limit, which Starlette's hop had)
 _KNOWN_BUCKET_QUERY = {
     "list-type",
@@ -142,11 +142,10 @@ class S3App:
     @contextlib.asynccontextmanager
     async def _lifespan(self, app):
         """While the server runs: the reaper of abandoned multipart uploads
-        (none if ``upload_expiry_s`` is 0); when it stops, every caller's
-        kept handles and client are closed."""
+        (none aborted if ``upload_expiry_s`` is 0) and of completed ones;
+        when it stops, every caller's kept handles and client are closed."""
         stop = threading.Event()
-        if self.upload_expiry_s > 0:
-            threading.Thread(target=self._reaper, args=(stop,), name="s3-reaper", daemon=True).start()
+        threading.Thread(target=self._reaper, args=(stop,), name="s3-reaper", daemon=True).start()
         try:
             yield
         finally:
@@ -161,7 +160,9 @@ class S3App:
                     log.exception("closing the S3 endpoint's handles failed")
 
     def _reaper(self, stop: threading.Event) -> None:
-        interval = min(REAP_INTERVAL_S, self.upload_expiry_s / 4)
+        from .multipart import COMPLETED_KEEP_S
+
+        interval = min(REAP_INTERVAL_S, self.upload_expiry_s / 4 or REAP_INTERVAL_S, COMPLETED_KEEP_S)
         while True:
             try:
                 n = self.reap_uploads()
@@ -174,7 +175,8 @@ class S3App:
 
     def reap_uploads(self) -> int:
         """One pass of the reaper: in every bucket, abort the multipart
-        uploads untouched for over ``upload_expiry_s`` seconds
+        uploads untouched for over ``upload_expiry_s`` seconds (0: none)
+        and remove those completed over ``COMPLETED_KEEP_S`` ago
         (:meth:`.multipart.Multipart.reap`), with each access key's rights
         in turn (development mode: the endpoint's own), so each user's are
         reaped. Returns how many were aborted. Thread safety: any thread."""

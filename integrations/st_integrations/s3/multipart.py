@@ -4,8 +4,10 @@ StoreTorrent file of the bucket, ``/B/.s3-upload-<id>``, holding the key
 they arrive,
 so any endpoint of the cluster can take the next part. Completing reads the
 parts in order, stores the whole as the key's object (a record, or a
-striped object over 64 MiB) and deletes the upload's file; aborting deletes
-it. An object over 64 MiB is streamed from the parts into its stripes
+striped object over 64 MiB), deletes the parts and keeps the result in the
+upload's file (record ``completed``) for :data:`COMPLETED_KEEP_S`, so a
+Complete sent again gets it, as from AWS; the reaper then deletes the file.
+Aborting deletes it. An object over 64 MiB is streamed from the parts into its stripes
 (:class:`PartsReader`): the endpoint holds a part being read and two
 stripes being stored, whatever the object's size.
 
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
+import logging
 import secrets
 import time
 import xml.etree.ElementTree as ET
@@ -38,6 +42,14 @@ MAX_PART_NUMBER = 10_000
 # Bytes of a part read at once by a Complete that streams (a record part is
 # held whole anyway; a striped one is read this much at a time)
 PART_PIECE = 8 << 20
+# A completed upload's record (in its file, its parts deleted): the object's
+# size, CRC-32C, commit time and version, so a Complete sent again (its answer
+# lost with the connection: SDKs retry) gets the first one's result, as
+# AWS answers it; the reaper removes the file COMPLETED_KEEP_S seconds after.
+DONE = "completed"
+COMPLETED_KEEP_S = 900.0
+
+log = logging.getLogger("storetorrent.s3")
 
 
 def _record(n: int, md5: str) -> str:
@@ -116,7 +128,9 @@ class Multipart:
             raise S3Error("NoSuchUpload", "the specified multipart upload does not exist", upload_id)
         return f"/{bucket}/{UPLOAD_PREFIX}{upload_id}"
 
-    def _open(self, bucket: str, key: str, upload_id: str):
+    def _open(self, bucket: str, key: str, upload_id: str, completed: bool = False):
+        """The upload's file, open; ``NoSuchUpload`` if there is none for
+        ``key``, or (unless ``completed``) it was completed."""
         self.ops.need_bucket(bucket)
         try:
             h = self.client.open(self._file(bucket, upload_id))
@@ -125,6 +139,8 @@ class Multipart:
         try:
             if h.get("key").decode("utf-8", "surrogatepass") != key:
                 raise S3Error("NoSuchUpload", "the upload is of another key", upload_id)
+            if not completed and h.infofile().exists(DONE):
+                raise S3Error("NoSuchUpload", "the multipart upload was completed", upload_id)
         except RecordNotFoundError:
             h.close()
             raise S3Error("NoSuchUpload", "the specified multipart upload does not exist", upload_id) from None
@@ -199,7 +215,8 @@ class Multipart:
         if_match: str | None = None,
     ) -> ObjectStat:
         """Store the parts the request lists, in order, as ``key``'s
-        object and end the upload; ``only_new`` and ``if_match``
+        object and end the upload (a Complete of an upload completed
+        already answers that one's object: its answer may have been lost); ``only_new`` and ``if_match``
         (``If-None-Match: *``, ``If-Match``) as :meth:`.ops.Ops.put_object`
         judges them (a failed one keeps the upload, as S3 does).
 
@@ -212,8 +229,10 @@ class Multipart:
             ``NoSuchKey`` (``if_match`` and no such key).
         """
         wanted = _parse_complete(body)
-        h = self._open(bucket, key, upload_id)
+        h = self._open(bucket, key, upload_id, completed=True)
         try:
+            if h.infofile().exists(DONE):  # sent again (the first answer lost): the first one's result
+                return _stat_of(h.get(DONE))
             parts = _parts(h.infofile().entries_between("part-", "part."))
             names, sizes = [], []
             for i, (number, etag) in enumerate(wanted):
@@ -232,8 +251,23 @@ class Multipart:
                     st = self.ops.put_object_stream(bucket, key, src, sum(sizes), only_new, meta, if_match)
         finally:
             h.close()
-        self.abort(bucket, key, upload_id)
+        self._done(bucket, upload_id, st)
         return st
+
+    def _done(self, bucket: str, upload_id: str, st: ObjectStat) -> None:
+        """End a completed upload: its result kept (:data:`DONE`), its parts'
+        commits deleted in one transaction (their copies left to the peers'
+        scrubber). The object is stored whatever happens here: a failure is
+        logged, and the upload, left as it was, is reaped later."""
+        file = self._file(bucket, upload_id)
+        try:
+            with self.client.open(file) as h:
+                parts = h.infofile().names_between("part-", "part.")
+                h.put(DONE, json.dumps(_stat_fields(st)).encode())
+            if parts:
+                self.client.commit_staged(file, [], delete=parts)
+        except Exception:  # noqa: BLE001 - the object is stored: the Complete succeeded
+            log.warning("could not end the completed upload %s (it is reaped later)", file, exc_info=True)
 
     def _upload_files(self, bucket: str) -> list[tuple[str, str]]:
         """``(file, upload id)`` of the bucket's upload files."""
@@ -256,6 +290,8 @@ class Multipart:
                 with self.client.open(file) as h:
                     key = h.get("key").decode("utf-8", "surrogatepass")
                     stat = h.infofile().record_stat("key")
+                    if h.infofile().exists(DONE):
+                        continue  # completed: kept only to answer a Complete sent again
             except (StFileNotFoundError, RecordNotFoundError):
                 continue  # completed or aborted meanwhile
             if key.startswith(prefix) and stat is not None:
@@ -267,8 +303,10 @@ class Multipart:
         itself committed) for over ``expiry_s`` seconds: S3's lifecycle
         rule ``AbortIncompleteMultipartUpload``, counted from the last
         activity rather than initiation, so a slow upload still sending
-        parts is kept. Returns the upload ids aborted. An upload this
-        caller may not read or delete is left for another (no error).
+        parts is kept (``expiry_s`` 0: none is); and delete the files of
+        uploads completed over :data:`COMPLETED_KEEP_S` seconds ago.
+        Returns the upload ids removed. An upload this caller may not read
+        or delete is left for another (no error).
 
         Raises
         ------
@@ -282,9 +320,13 @@ class Multipart:
         for file, upload_id in self._upload_files(bucket):
             try:
                 with self.client.open(file) as h:
+                    done = h.infofile().record_stat(DONE)
                     last = h.infofile().last_commit_at()
-                if last is None or now - last <= expiry_s:
-                    continue  # None: being created (its key record not committed yet)
+                if done is not None:  # completed: kept COMPLETED_KEEP_S for a Complete sent again
+                    if now - float(done[2]) <= COMPLETED_KEEP_S:
+                        continue
+                elif expiry_s <= 0 or last is None or now - last <= expiry_s:
+                    continue  # 0: never aborted; None: being created (its key record not committed yet)
                 self.client.delete(file)
                 gone.append(upload_id)
             except (StFileNotFoundError, PermissionDeniedError):
@@ -298,6 +340,24 @@ class Multipart:
             self.client.delete(self._file(bucket, upload_id))
         except StFileNotFoundError:
             pass
+
+
+def _stat_fields(st: ObjectStat) -> dict:
+    """What :data:`DONE` keeps of a completed upload's object."""
+    return {
+        "size": st.size,
+        "crc32c": st.crc32c,
+        "mtime": st.mtime,
+        "crc_of_bytes": st.crc_of_bytes,
+        "version_id": st.version_id,
+    }
+
+
+def _stat_of(done: bytes) -> ObjectStat:
+    """The object's stat a :data:`DONE` record keeps (its ETag the same:
+    :attr:`.ops.ObjectStat.etag` is of its size, CRC-32C and commit time)."""
+    d = json.loads(done)
+    return ObjectStat(d["size"], d["crc32c"], d["mtime"], d["crc_of_bytes"], d["version_id"])
 
 
 def _parse_complete(body: bytes) -> list[tuple[int, str]]:

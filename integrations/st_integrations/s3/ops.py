@@ -38,7 +38,7 @@ from st_py.errors import (
     StoreTorrentError,
 )
 
-from ..keymap import TOP_FILE, UPLOAD_PREFIX, BadKeyError, KeyMap, bucket_dir, check_key
+from ..keymap import TOP_FILE, BadKeyError, KeyMap, bucket_dir, check_key, is_upload_file
 from .errors import S3Error
 from .handles import FileHandles, HandleCache
 from .objstream import ObjectBody
@@ -241,7 +241,7 @@ class Ops:
         top = f"{d}/{TOP_FILE}"
         uploads = []
         for e in self.client.ls(d, sizes=False):
-            if not e.is_dir and e.name.startswith(f"{d}/{UPLOAD_PREFIX}"):
+            if not e.is_dir and is_upload_file(e.name):
                 uploads.append(e.name)  # unfinished multipart uploads go with the bucket
             elif e.name != top or e.is_dir or e.records:
                 raise S3Error("BucketNotEmpty", "the bucket you tried to delete is not empty", bucket)
