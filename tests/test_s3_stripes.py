@@ -732,3 +732,48 @@ def test_a_complete_sent_again_answers_the_first_ones_result(stripes):
         s3.complete_multipart_upload(Bucket="again", Key="run/obj.bin", UploadId=up, MultipartUpload=done)
     assert e.value.response["Error"]["Code"] == "NoSuchUpload"
     assert s3.get_object(Bucket="again", Key="run/obj.bin")["Body"].read() == data
+
+
+def test_completes_sent_together_store_the_key_once(stripes):
+    """Completes of one upload sent together (an SDK's retry while the
+    first still runs) store the key once: each takes the upload's claim
+    (its file's writer lease) first, so a second one waits for the first
+    and answers its object, the same ETag, and the key has one version. A
+    claim whose holder died (its lease not renewed) holds a Complete back
+    one TTL, no more. docs/s3.md, "Multipart uploads"."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cluster, ep = stripes
+    s3 = ep.client("dev", "anything")
+    s3.create_bucket(Bucket="together")
+    data = os.urandom(5 * MiB) + b"the end"
+    up, parts = _upload_parts(s3, "together", "run/obj.bin", data, 5 * MiB)
+    done = {"Parts": parts}
+    client = cluster.client()
+    claim = client.open(f"/together/.s3-upload-{up}")
+    claim.acquire_lease(ttl=60)  # a Complete under way
+    with ThreadPoolExecutor(2) as pool:
+        sent = [
+            pool.submit(
+                s3.complete_multipart_upload, Bucket="together", Key="run/obj.bin", UploadId=up, MultipartUpload=done
+            )
+            for _ in range(2)
+        ]
+        time.sleep(1.5)
+        assert not any(f.done() for f in sent)  # both wait for the claim
+        claim.release_lease()
+        got = [f.result(timeout=120) for f in sent]
+    claim.close()
+    assert got[0]["ETag"] == got[1]["ETag"] == s3.head_object(Bucket="together", Key="run/obj.bin")["ETag"]
+    assert s3.get_object(Bucket="together", Key="run/obj.bin")["Body"].read() == data
+    versions = s3.list_object_versions(Bucket="together", Prefix="run/").get("Versions", [])
+    assert len(versions) == 1, versions
+
+    up, parts = _upload_parts(s3, "together", "run/next.bin", data, 5 * MiB)
+    dead = client.open(f"/together/.s3-upload-{up}")
+    dead.acquire_lease(ttl=3)  # its holder never renews it: as an endpoint killed mid-Complete
+    t0 = time.monotonic()
+    s3.complete_multipart_upload(Bucket="together", Key="run/next.bin", UploadId=up, MultipartUpload={"Parts": parts})
+    assert 1.5 < time.monotonic() - t0 < 60
+    assert s3.get_object(Bucket="together", Key="run/next.bin")["Body"].read() == data
+    dead.close()

@@ -7,6 +7,9 @@ parts in order, stores the whole as the key's object (a record, or a
 striped object over 64 MiB), deletes the parts and keeps the result in the
 upload's file (record ``completed``) for :data:`COMPLETED_KEEP_S`, so a
 Complete sent again gets it, as from AWS; the reaper then deletes the file.
+A Complete holds the upload file's writer lease while it stores (its claim,
+:data:`CLAIM_TTL_S`), so one sent while another runs waits and answers the
+same object: the key is stored once.
 Aborting deletes it. An object over 64 MiB is streamed from the parts into its stripes
 (:class:`PartsReader`): the endpoint holds a part being read and two
 stripes being stored, whatever the object's size.
@@ -30,7 +33,7 @@ import xml.etree.ElementTree as ET
 
 from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.core.infofile import user_size
-from st_py.errors import RecordNotFoundError, StFileNotFoundError
+from st_py.errors import LeaseHeldError, RecordNotFoundError, StFileNotFoundError
 
 from ..keymap import UPLOAD_PREFIX, check_key
 from .errors import S3Error
@@ -48,6 +51,13 @@ PART_PIECE = 8 << 20
 # AWS answers it; the reaper removes the file COMPLETED_KEEP_S seconds after.
 DONE = "completed"
 COMPLETED_KEEP_S = 900.0
+# A Complete holds the upload file's writer lease while it stores the object
+# (renewed as it reads the parts), so a second Complete of the same upload
+# (an SDK's retry while the first still runs) waits for the first one's
+# result instead of storing the key again; a Complete whose endpoint died
+# stops renewing, and the next one goes on within CLAIM_TTL_S.
+CLAIM_TTL_S = 30.0
+CLAIM_WAIT_S = 900.0  # how long a Complete waits for another of the same upload (then a 503 to retry)
 
 log = logging.getLogger("storetorrent.s3")
 
@@ -87,12 +97,16 @@ class PartsReader(PieceReader):
         super().__init__(self._next_part_piece)
         self._h, self._names, self._sizes = handle, names, sizes
         self._i = 0
+        self._renewed = time.monotonic()
         self._cur: io.RawIOBase | None = None
         self._got = 0  # bytes of the current part given
 
     def _next_part_piece(self) -> bytes:
         """The next piece of the parts, b"" after the last; a part's size
         checked at its end."""
+        if self._h.lease and time.monotonic() - self._renewed > CLAIM_TTL_S / 3:
+            self._h.acquire_lease()  # held: renewed (the Complete's claim on the upload)
+            self._renewed = time.monotonic()
         while self._i < len(self._names):
             if self._cur is None:
                 self._cur, self._got = self._h.open(self._names[self._i]), 0
@@ -216,7 +230,10 @@ class Multipart:
     ) -> ObjectStat:
         """Store the parts the request lists, in order, as ``key``'s
         object and end the upload (a Complete of an upload completed
-        already answers that one's object: its answer may have been lost); ``only_new`` and ``if_match``
+        already answers that one's object: its answer may have been lost;
+        one sent while another of the upload runs waits for it, up to
+        :data:`CLAIM_WAIT_S`, and answers its object, or goes on if it
+        failed); ``only_new`` and ``if_match``
         (``If-None-Match: *``, ``If-Match``) as :meth:`.ops.Ops.put_object`
         judges them (a failed one keeps the upload, as S3 does).
 
@@ -226,13 +243,25 @@ class Multipart:
             ``MalformedXML``, ``InvalidPartOrder``, ``InvalidPart`` (a part
             not stored, or of another ETag), ``EntityTooSmall`` (a part but
             the last under 5 MiB), ``NoSuchUpload``, ``PreconditionFailed``,
-            ``NoSuchKey`` (``if_match`` and no such key).
+            ``NoSuchKey`` (``if_match`` and no such key),
+            ``ServiceUnavailable`` (another Complete of the upload held it
+            past :data:`CLAIM_WAIT_S`: retry).
         """
         wanted = _parse_complete(body)
         h = self._open(bucket, key, upload_id, completed=True)
         try:
-            if h.infofile().exists(DONE):  # sent again (the first answer lost): the first one's result
-                return _stat_of(h.get(DONE))
+            done = _result(h)
+            if done is not None:  # sent again (the first answer lost): the first one's result
+                return done
+            try:  # one Complete of the upload at a time: another one under way is waited for
+                h.acquire_lease(ttl=CLAIM_TTL_S, wait=CLAIM_WAIT_S)
+            except LeaseHeldError as e:
+                raise S3Error(
+                    "ServiceUnavailable", f"another Complete of this upload is under way ({e}); retry", upload_id
+                ) from None
+            done = _result(h)
+            if done is not None:  # the one waited for completed it
+                return done
             parts = _parts(h.infofile().entries_between("part-", "part."))
             names, sizes = [], []
             for i, (number, etag) in enumerate(wanted):
@@ -249,25 +278,25 @@ class Multipart:
             else:  # a striped object, streamed from the parts
                 with PartsReader(h, names, sizes) as src:
                     st = self.ops.put_object_stream(bucket, key, src, sum(sizes), only_new, meta, if_match)
+            self._done(h, st)  # under the lease: a Complete waiting for it then finds the result
         finally:
-            h.close()
-        self._done(bucket, upload_id, st)
+            h.close()  # the lease released
         return st
 
-    def _done(self, bucket: str, upload_id: str, st: ObjectStat) -> None:
-        """End a completed upload: its result kept (:data:`DONE`), its parts'
-        commits deleted in one transaction (their copies left to the peers'
-        scrubber). The object is stored whatever happens here: a failure is
-        logged, and the upload, left as it was, is reaped later."""
-        file = self._file(bucket, upload_id)
+    def _done(self, h, st: ObjectStat) -> None:
+        """End a completed upload (``h``: its file, open): its result kept
+        (:data:`DONE`), its parts' commits deleted in one transaction (their
+        copies left to the peers' scrubber). The object is stored whatever
+        happens here: a failure is logged, and the upload, left as it was,
+        is reaped later."""
         try:
-            with self.client.open(file) as h:
-                parts = h.infofile().names_between("part-", "part.")
-                h.put(DONE, json.dumps(_stat_fields(st)).encode())
+            with self.client.open(h.name) as d:  # a new record: no lease needed; h only reads
+                parts = d.infofile().names_between("part-", "part.")
+                d.put(DONE, json.dumps(_stat_fields(st)).encode())
             if parts:
-                self.client.commit_staged(file, [], delete=parts)
+                self.client.commit_staged(h.name, [], delete=parts)
         except Exception:  # noqa: BLE001 - the object is stored: the Complete succeeded
-            log.warning("could not end the completed upload %s (it is reaped later)", file, exc_info=True)
+            log.warning("could not end the completed upload %s (it is reaped later)", h.name, exc_info=True)
 
     def _upload_files(self, bucket: str) -> list[tuple[str, str]]:
         """``(file, upload id)`` of the bucket's upload files."""
@@ -340,6 +369,15 @@ class Multipart:
             self.client.delete(self._file(bucket, upload_id))
         except StFileNotFoundError:
             pass
+
+
+def _result(h) -> ObjectStat | None:
+    """The object a completed upload (``h``: its file, open) stored, from
+    its :data:`DONE` record (looked up past a stale local copy of the
+    infofile), or None."""
+    if h.record_meta(DONE) is None:
+        return None
+    return _stat_of(h.get(DONE))
 
 
 def _stat_fields(st: ObjectStat) -> dict:
