@@ -95,11 +95,11 @@ def one_round(
         t5 = clock()
         if prof is not None:
             prof.enable()
-        gen, new, conflicts, _ = apply_infofile_op(w, op, index, log_id)
+        gen, new, per_request, _ = apply_infofile_op(w, op, index, log_id)
         if prof is not None:
             prof.disable()
         t6 = clock()
-        assert len(new) == len(batch) and not conflicts
+        assert len(new) == len(batch) and not any(conflicts for _, conflicts in per_request)
         for k, (a, b) in zip(STAGES, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6))):
             spent[k] += b - a
     spent["wall"] = time.perf_counter() - w0  # with the fsyncs of the log and the infofile

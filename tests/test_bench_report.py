@@ -71,3 +71,15 @@ def test_a_missing_results_file_is_a_clear_error(tmp_path):
         [sys.executable, "-m", "bench.report", str(tmp_path / "none.json")], cwd=ROOT, capture_output=True, text=True
     )
     assert got.returncode == 2 and "run python -m bench first" in got.stderr
+
+
+def test_the_commit_profile_drives_the_tracker_s_commit_path_as_it_is(tmp_path):
+    """bench/commit_profile.py (docs/benchmarks.md, "The tracker's cost per
+    committed record") calls the tracker's own stages in process; when
+    their shapes change it must change with them, not stop running: a
+    round of columns and one of a message a record commit every record."""
+    from bench.commit_profile import STAGES, one_round
+
+    for columns in (True, False):
+        spent = one_round(tmp_path / f"c{columns}", 2000, 500, columns=columns)
+        assert set(STAGES) <= set(spent) and spent["apply_sqlite"] > 0
