@@ -2,7 +2,7 @@
 docs/benchmarks.md, "The tracker's cost per committed record")::
 
     python -m bench.commit_profile [--records 20000] [--group 1000] [--rounds 3] [--cprofile] [--records-form]
-                                   [--uncopied]
+                                   [--uncopied] [--default-gc]
 
 Drives the tracker's group commit path in this process, stage by stage,
 with the tracker's own code on a real infofile and a real local metadata log
@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from st_py._proto import tracker_pb2 as pb
+from st_py.tracker import gc_tuning
 from st_py.tracker.apply.applier import apply_infofile_op
 from st_py.tracker.apply.ops import InfofileOp, decode
 from st_py.tracker.bulk_insert import insert_rows
@@ -191,9 +192,16 @@ def main() -> None:
         "--uncopied", action="store_true", help="a file nobody fetched a copy of: no changesets kept (CopyDemand)"
     )
     ap.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="keep CPython's collector thresholds (the tracker sets its own: st_py/tracker/gc_tuning.py)",
+    )
+    ap.add_argument(
         "--sqlite", type=int, default=0, metavar="N", help="also time N rows of the SQLite inserts alone, per index"
     )
     a = ap.parse_args()
+    if not a.default_gc:  # as the tracker process runs
+        gc_tuning.tune()
     if a.sqlite:
         got: dict[str, list[float]] = {}
         for _ in range(a.rounds):

@@ -96,6 +96,8 @@ def _per_request(
     hold: told by name alone, every one of them heard of the conflict,
     the writer whose record was committed too (which then took its
     committed record for refused), and each counted it as new."""
+    if len(jobs) == 1 and not conflicts:  # one request, all its names new or held: nothing to share out
+        return [(set(new), [])]
     by_name = {x.name: x for x in conflicts}
     senders: dict[str, int] = {}
     for _, recs in jobs:

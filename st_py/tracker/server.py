@@ -25,6 +25,7 @@ from st_py.core.capability import CapabilityError, load_key
 from st_py.core.copy_health import DEFAULT_FAILED_AFTER_S
 from st_py.wire.tls import SERVER_OPTIONS, server_credentials
 
+from . import gc_tuning
 from .access import AccessError, Users
 from .apply.backends import EtcdBackend
 from .apply.oplog import KEEP_S, OpLog
@@ -614,6 +615,7 @@ def main(argv: list[str] | None = None) -> None:
         apply_config(ap, pre.config)  # every flag is a key; unknown keys and wrong types stop here
     a = ap.parse_args(argv)
     logs.setup(a.log_level, a.log_format)
+    gc_tuning.tune()  # bursts of rows a commit: docs/benchmarks.md, "The collector's share of a commit"
     disable_created_metrics()  # no *_created series: this process is the tracker alone
     state_dir = a.state_dir or a.root.resolve().parent / "tracker-state"
     try:

@@ -1,0 +1,36 @@
+"""The tracker process's garbage collector settings (issue 41, item 2:
+commits at a few microseconds a record; docs/benchmarks.md, "The
+collector's share of a commit").
+
+A commit of N records builds O(N) tuples and lists at once: the rows of
+the request (st_py/tracker/rpc/commit_rows.py), the log entry decoded
+again (apply/ops.py), the SQLite parameters (infofile_writer.py). With
+CPython's default thresholds (700, 10, 10) such a burst sets off a
+collection of the young generation every 700 of them and of the older
+ones every 7,000 and 70,000, each walking the objects that survived
+before, all of which do here: building the rows of a job's commit of
+2x10^5 records took 3.5-5.4 us a record with the collector on against
+0.8-1.0 us with it off (the tracker's modules imported, one process).
+
+So the tracker collects its young generation every :data:`GEN0`
+allocations, and what it holds at start (modules, gRPC, protobuf
+descriptors) is frozen out of every collection (``gc.freeze``, as
+Instagram's servers do). Cycles are still collected, later; the tracker
+makes few (its state is dicts and tuples of plain values).
+"""
+
+from __future__ import annotations
+
+import gc
+
+GEN0 = 50_000  # allocations between collections of the young generation (CPython: 700)
+GEN1 = 20  # young collections between collections of the middle one (CPython: 10)
+GEN2 = 10  # middle collections between full ones (CPython: 10; full ones also wait for 25% new objects)
+
+
+def tune() -> None:
+    """Set this process's collector for the tracker's bursts of rows:
+    what is alive now frozen, the thresholds :data:`GEN0`, :data:`GEN1`,
+    :data:`GEN2`. Call once, at start, from the main thread."""
+    gc.freeze()
+    gc.set_threshold(GEN0, GEN1, GEN2)
