@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from st_py._proto import tracker_pb2 as pb
-from st_py.tracker import gc_tuning
+from st_py.core import gc_tuning
 from st_py.tracker.apply.applier import apply_infofile_op
 from st_py.tracker.apply.ops import InfofileOp, decode
 from st_py.tracker.bulk_insert import insert_rows
@@ -194,7 +194,7 @@ def main() -> None:
     ap.add_argument(
         "--default-gc",
         action="store_true",
-        help="keep CPython's collector thresholds (the tracker sets its own: st_py/tracker/gc_tuning.py)",
+        help="keep CPython's collector thresholds (the tracker sets its own: st_py/core/gc_tuning.py)",
     )
     ap.add_argument(
         "--sqlite", type=int, default=0, metavar="N", help="also time N rows of the SQLite inserts alone, per index"

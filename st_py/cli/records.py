@@ -69,8 +69,11 @@ def put(tracker, data, file, paths, replication, protocol, placement, filters, p
 
     from st_py.client.client import Client
     from st_py.client.upload import local_items, upload
+    from st_py.core import gc_tuning
     from st_py.core.record_names import path_problem
     from st_py.errors import StFileNotFoundError, StIsADirectoryError
+
+    gc_tuning.tune()  # this process puts a folder's many records: st_py/core/gc_tuning.py
 
     if path_problem(prefix + "x"):  # the rule for record names (st_py.core.record_names)
         raise click.UsageError(

@@ -20,12 +20,11 @@ import grpc
 from prometheus_client import disable_created_metrics
 
 from st_py._proto import tracker_pb2_grpc as pb_grpc
-from st_py.core import logs
+from st_py.core import gc_tuning, logs
 from st_py.core.capability import CapabilityError, load_key
 from st_py.core.copy_health import DEFAULT_FAILED_AFTER_S
 from st_py.wire.tls import SERVER_OPTIONS, server_credentials
 
-from . import gc_tuning
 from .access import AccessError, Users
 from .apply.backends import EtcdBackend
 from .apply.oplog import KEEP_S, OpLog
