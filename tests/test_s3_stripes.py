@@ -75,6 +75,18 @@ def _upload_parts(s3, bucket: str, key: str, data: bytes, part: int) -> tuple[st
     return up, parts
 
 
+def _an_upload_of_two_parts(stripes, bucket: str):
+    """Bucket ``bucket`` made and an upload of ``run/obj.bin`` (5 MiB and 7
+    bytes, two parts) not completed: ``(cluster, boto3 client, data,
+    upload id, the parts for CompleteMultipartUpload)``."""
+    cluster, ep = stripes
+    s3 = ep.client("dev", "anything")
+    s3.create_bucket(Bucket=bucket)
+    data = os.urandom(5 * MiB) + b"the end"
+    up, parts = _upload_parts(s3, bucket, "run/obj.bin", data, 5 * MiB)
+    return cluster, s3, data, up, parts
+
+
 def test_multipart_object_of_several_stripes_whole_and_by_ranges(stripes):
     """A 72 MiB multipart upload (9 parts of 8 MiB: stored striped, 3
     stripes) read whole and by ranges inside a stripe, across one stripe
@@ -701,11 +713,7 @@ def test_a_complete_sent_again_answers_the_first_ones_result(stripes):
 
     from st_integrations.s3.multipart import COMPLETED_KEEP_S, Multipart
 
-    cluster, ep = stripes
-    s3 = ep.client("dev", "anything")
-    s3.create_bucket(Bucket="again")
-    data = os.urandom(5 * MiB) + b"the end"
-    up, parts = _upload_parts(s3, "again", "run/obj.bin", data, 5 * MiB)
+    cluster, s3, data, up, parts = _an_upload_of_two_parts(stripes, "again")
     done = {"Parts": parts}
     first = s3.complete_multipart_upload(Bucket="again", Key="run/obj.bin", UploadId=up, MultipartUpload=done)
     again = s3.complete_multipart_upload(Bucket="again", Key="run/obj.bin", UploadId=up, MultipartUpload=done)
@@ -725,7 +733,7 @@ def test_a_complete_sent_again_answers_the_first_ones_result(stripes):
     client = cluster.client()
     with client.open(f"/again/.s3-upload-{up}") as f:
         assert f.names() == ["completed", "key"]
-    mp = Multipart(ep.server.config.app.state.s3.ops(None))
+    mp = Multipart(stripes[1].server.config.app.state.s3.ops(None))
     assert mp.reap("again", 24 * 3600.0) == []  # kept for a Complete sent again
     assert mp.reap("again", 24 * 3600.0, now=time.time() + COMPLETED_KEEP_S + 1) == [up]
     with pytest.raises(ClientError) as e:
@@ -743,11 +751,7 @@ def test_completes_sent_together_store_the_key_once(stripes):
     one TTL, no more. docs/s3.md, "Multipart uploads"."""
     from concurrent.futures import ThreadPoolExecutor
 
-    cluster, ep = stripes
-    s3 = ep.client("dev", "anything")
-    s3.create_bucket(Bucket="together")
-    data = os.urandom(5 * MiB) + b"the end"
-    up, parts = _upload_parts(s3, "together", "run/obj.bin", data, 5 * MiB)
+    cluster, s3, data, up, parts = _an_upload_of_two_parts(stripes, "together")
     done = {"Parts": parts}
     client = cluster.client()
     claim = client.open(f"/together/.s3-upload-{up}")
