@@ -251,9 +251,10 @@ def placement_calls(monkeypatch) -> dict[str, int]:
 # `./dev test` runs the suite on several pytest-xdist workers (--dist loadgroup). Each
 # module's tests run on one worker, in order, so a module-scoped cluster is started once;
 # modules that change the machine's own network state share one group, so they run one
-# after another: NetNamespaces turns ip_forward on and puts it back when its cluster stops
-# (another worker's namespaces would lose their routes), and picks its address block from
-# its pid.
+# after another (their namespaces, links and addresses are each process's own and
+# ip_forward stays on while any process holds namespaces: st_py/deploy/netns.py REGISTRY;
+# the group keeps their link cuts and timing from meeting). pytest_configure stops a run
+# whose pytest would ignore the groups.
 ONE_WORKER = {
     "test_netns.py": "host-network",
     "test_tracker_netns.py": "host-network",
@@ -261,9 +262,30 @@ ONE_WORKER = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         item.add_marker(pytest.mark.xdist_group(ONE_WORKER.get(item.path.name, item.path.name)))
+
+
+def pytest_configure(config):
+    """Stop at once if ``--dist loadgroup`` would not group: pytest-xdist
+    (3.8) names an item's group by appending ``@group`` to
+    ``item._nodeid``, which pytest 9.2 no longer reads, so the groups are
+    silently ignored and the host-network modules run at once on several
+    workers, breaking each other's routes (pyproject.toml pins pytest)."""
+    if config.getvalue("dist") != "loadgroup" or hasattr(config, "workerinput"):  # the controller only
+        return
+    import inspect
+
+    from _pytest.nodes import Node
+
+    if "_nodeid" not in inspect.getsource(Node.nodeid.fget):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} does not keep the node ids pytest-xdist's --dist loadgroup "
+            "sets, so tests would not be grouped: install the versions pyproject.toml pins "
+            "(pip install -e '.[dev]')"
+        )
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

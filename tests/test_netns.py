@@ -75,3 +75,63 @@ def test_a_peers_link_down_is_a_network_failure(ns_cluster):
         timeout=20,
         what="the peer to announce again once its link is back",
     )
+
+
+HOLDER = """
+import sys
+from st_py.deploy import netns
+n = netns.NetNamespaces()
+n.namespace(0)
+print(n.octet, n.prefix, flush=True)
+sys.stdin.readline()
+n.destroy()
+print("destroyed", flush=True)
+"""
+
+
+def test_processes_holding_namespaces_have_their_own_addresses_and_forwarding_until_the_last():
+    """Two processes holding network namespaces at once (two test runs, two
+    users' local clusters) get address blocks and names of their own, and
+    ``ip_forward`` stays on until the last of them lets go, then is what it
+    was before the first (st_py/deploy/netns.py, REGISTRY). Before, the
+    block came from the pid (two processes could share one) and each put
+    ``ip_forward`` back when its own namespaces went, under the other's."""
+    import subprocess
+    import sys
+
+    if why := netns.available():
+        pytest.skip(why)
+    fwd = netns.FORWARD
+    with open(fwd) as f:
+        before = f.read().strip()
+    with open(fwd, "w") as f:
+        f.write("0")
+    procs = []
+    try:
+        for _ in range(2):
+            p = subprocess.Popen(
+                [sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            procs.append(p)
+        got = [p.stdout.readline().split() for p in procs]
+        assert len({g[0] for g in got}) == 2 and len({g[1] for g in got}) == 2, got
+        with open(fwd) as f:
+            assert f.read().strip() == "1"
+        procs[0].stdin.write("\n")
+        procs[0].stdin.flush()
+        assert procs[0].stdout.readline().strip() == "destroyed"
+        with open(fwd) as f:
+            assert f.read().strip() == "1"  # the other still holds namespaces
+        procs[1].stdin.write("\n")
+        procs[1].stdin.flush()
+        assert procs[1].stdout.readline().strip() == "destroyed"
+        with open(fwd) as f:
+            assert f.read().strip() == "0"  # as it was before the first
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+            p.stdin.close()
+            p.stdout.close()
+        with open(fwd, "w") as f:
+            f.write(before)
