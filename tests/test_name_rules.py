@@ -424,3 +424,39 @@ def test_name_states_gives_name_state_of_every_name(tmp_path):
     with pytest.raises(sqlite3.OperationalError):
         name_state(w.conn, "m")  # the one-name check is told (InfofileReader passes objects=False)
     w.conn.close()
+
+
+def test_a_name_trees_bulk_counts_equal_one_name_at_a_time():
+    """``NameTree.add_many``/``discard_many`` (a write batch's slice, a
+    group commit's records: issue 41) leave the tree exactly as ``add``
+    and ``discard`` of each name do, for names repeated, nested, at the
+    top level and discarded without being added, and the tree answers
+    the same conflicts (no processes)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as hst
+
+    from st_py.core.record_names import NameTree
+
+    part = hst.sampled_from(["a", "b", "a/b", "c/d/e", "é", "x y"])
+    name = hst.lists(part, min_size=1, max_size=3).map("/".join)
+
+    @settings(deadline=None, max_examples=200, database=None)
+    @given(
+        adds=hst.lists(hst.lists(name, max_size=8), max_size=4),
+        drops=hst.lists(hst.lists(name, max_size=8), max_size=4),
+    )
+    def check(adds, drops):
+        one, many = NameTree(), NameTree()
+        for batch in adds:
+            for n in batch:
+                one.add(n)
+            many.add_many(batch)
+        for batch in drops:
+            for n in batch:
+                one.discard(n)
+            many.discard_many(batch)
+        assert (one._names, one._folders) == (many._names, many._folders)
+        for probe in {n for b in adds + drops for n in b} | {"a", "a/b/c", "zz"}:
+            assert one.conflict(probe) == many.conflict(probe)
+
+    check()

@@ -41,10 +41,13 @@ def test_native_module_is_built():
 native = pytest.importorskip("st_py._native")
 
 
-def receive_all(stream: bytes, cuts: list[int], max_frame: int = P.DEFAULT_MAX_FRAME, close: bool = True):
+def receive_all(
+    stream: bytes, cuts: list[int], max_frame: int = P.DEFAULT_MAX_FRAME, close: bool = True, oks: list | None = None
+):
     """Send ``stream`` cut at ``cuts`` through a socketpair from a thread and
     receive it with the native Receiver until the peer closes. Returns
-    (tuples, error) where error is the exception that ended the stream."""
+    (tuples, error) where error is the exception that ended the stream.
+    With ``oks`` a list, receive(oks) appends the final empty OKs' seqs to it."""
     a, b = socket.socketpair()
     b.setblocking(False)
     points = sorted({c % (len(stream) + 1) for c in cuts}) + [len(stream)]
@@ -70,7 +73,7 @@ def receive_all(stream: bytes, cuts: list[int], max_frame: int = P.DEFAULT_MAX_F
                 err = TimeoutError("nothing more arrived")
                 break
             try:
-                got += r.receive()
+                got += r.receive(oks) if oks is not None else r.receive()
             except (ConnectionResetError, ValueError) as e:
                 err = e
                 break
@@ -133,6 +136,46 @@ def test_native_receives_what_python_decodes(frames, cuts):
     assert isinstance(err, ConnectionResetError) and "closed by peer" in str(err)
     assert as_frames(got) == P.FrameDecoder().feed(stream)
     assert r.buffered == 0
+
+
+@settings(**SETTINGS)
+@given(
+    frames=reply_frames(), more=st.lists(st.booleans(), max_size=6), cuts=st.lists(st.integers(0, 10**7), max_size=8)
+)
+def test_empty_final_oks_come_back_as_their_seqs_and_the_rest_as_frames(frames, more, cuts):
+    """``receive(oks)`` (a write's acknowledgements without a tuple each):
+    the seqs of the OK replies with an empty payload and no MORE flag are
+    appended to ``oks``, in order; every other frame (an OK with a payload
+    or MORE, DATA, ERROR, lists) comes back as a frame, as ``receive()``
+    gives it."""
+    frames = frames + [P.frame(P.MsgType.OK, 100 + i, b"", P.FLAG_MORE if m else 0) for i, m in enumerate(more)]
+    stream = b"".join(frames)
+    oks: list[int] = []
+    got, err, _ = receive_all(stream, cuts, oks=oks)
+    assert isinstance(err, ConnectionResetError)
+    want = P.FrameDecoder().feed(stream)
+    acks = [f.type == P.MsgType.OK and not f.flags & P.FLAG_MORE and not f.fields["payload"] for f in want]
+    assert oks == [f.seq for f, ack in zip(want, acks) if ack]
+    assert as_frames(got) == [f for f, ack in zip(want, acks) if not ack]
+
+
+def test_oks_before_the_close_are_delivered_first():
+    """Acknowledgements read with the peer's close come out before the
+    ConnectionResetError, as frames do: the writes they acknowledge are
+    stored, and failing them would store them again elsewhere."""
+    a, b = socket.socketpair()
+    a.sendall(P.encode_ok(1) + P.encode_ok(2))
+    a.close()  # the close is there when the receiver reads: one receive() sees both
+    b.setblocking(False)
+    try:
+        r = native.Receiver(b.fileno(), P.DEFAULT_MAX_FRAME)
+        oks: list[int] = []
+        assert r.receive(oks) == [] and oks == [1, 2]
+        with pytest.raises(ConnectionResetError):
+            r.receive(oks)
+        assert oks == [1, 2]
+    finally:
+        b.close()
 
 
 def test_corrupted_large_body_is_reported_by_its_crc():

@@ -101,9 +101,13 @@ class Receiver {
   // sockets get a turn) and returns the whole
   // frames received, in order. Raises ConnectionResetError when the peer
   // closed the connection, OSError on a socket error, ValueError on a frame
-  // that breaks docs/wire-protocol.md.
-  nb::list Receive() {
+  // that breaks docs/wire-protocol.md. With oks a list, the final empty OK
+  // replies (a PUT's or DELETE's, no MORE flag) are not returned as frames:
+  // their seqs are appended to oks, one int each (a write's acknowledgements
+  // without a tuple and a bytes object each).
+  nb::list Receive(nb::handle oks) {
     InUse in_use(&busy_);
+    oks_ = PyList_Check(oks.ptr()) ? oks.ptr() : nullptr;
     if (pending_errno_ != 0) RaiseErrno(pending_errno_);
     nb::list out;
     size_t got = 0;
@@ -124,8 +128,10 @@ class Receiver {
     // Frames read by the last recv: the socket may have nothing more, so
     // they must not wait for the next readable event.
     if (big_ == nullptr) ParseBuffered(out);
-    if (pending_errno_ != 0 && out.size() == 0) RaiseErrno(pending_errno_);
-    return out;  // frames received before a socket error are delivered first
+    bool none = out.size() == 0 && (oks_ == nullptr || PyList_GET_SIZE(oks_) == 0);
+    oks_ = nullptr;
+    if (pending_errno_ != 0 && none) RaiseErrno(pending_errno_);
+    return out;  // frames (and oks) received before a socket error are delivered first
   }
 
   // Bytes received but not yet returned as a frame.
@@ -205,7 +211,14 @@ class Receiver {
       }
       if (avail < frame) break;
       const uint8_t* payload = p + st::kFramePrefixSize;
-      if (is_data) {
+      if (oks_ != nullptr && h.type == static_cast<uint8_t>(st::MsgType::kOk) &&
+          (h.flags & st::kFlagMore) == 0 && h.payload_size() == 0) {
+        PyObject* seq = PyLong_FromUnsignedLongLong(h.seq);
+        if (seq == nullptr) throw nb::python_error();
+        int r = PyList_Append(oks_, seq);
+        Py_DECREF(seq);
+        if (r != 0) throw nb::python_error();
+      } else if (is_data) {
         uint32_t frame_crc = st::DecodeFixed32(payload);
         uint8_t rank = payload[4];
         size_t n = h.payload_size() - kDataFixed;
@@ -256,6 +269,7 @@ class Receiver {
 
   int fd_;
   bool busy_ = false;  // in Receive
+  PyObject* oks_ = nullptr;  // Receive's oks list (borrowed for the call), or null
   int pending_errno_ = 0;  // the socket failed or closed; raised once the frames before it are out
   uint32_t max_frame_;
   size_t max_read_;
@@ -661,6 +675,7 @@ nb::tuple DecodeLocalList(nb::bytes payload) {
 NB_MODULE(_native, m) {
   m.doc() = "StoreTorrent's client send and receive paths in C++ (share the peer's frame codec and "
             "CRC-32C).";
+  m.attr("RECEIVE_OKS") = true;  // Receiver.receive(oks): the transport's feature check
   m.def(
       "keep_freed_memory",
       [](size_t max_bytes) {
@@ -718,10 +733,12 @@ NB_MODULE(_native, m) {
                        "Reads reply frames from one non-blocking socket (its file descriptor).")
       .def(nb::init<int, uint32_t, size_t>(), nb::arg("fd"), nb::arg("max_frame"),
            nb::arg("max_read") = 8 * 1024 * 1024)
-      .def("receive", &Receiver::Receive,
+      .def("receive", &Receiver::Receive, nb::arg("oks") = nb::none(),
            "Whole frames received so far, as (type, flags, seq, payload, data_info) tuples; "
            "for DATA, payload is the record data and data_info is (crc32c, copy_rank, "
-           "crc32c of the data received). Raises ConnectionResetError, OSError, ValueError.")
+           "crc32c of the data received). With oks a list, the seqs of final OK replies with "
+           "an empty payload are appended to it instead of returned as frames. Raises "
+           "ConnectionResetError, OSError, ValueError.")
       .def_prop_ro("buffered", &Receiver::buffered);
   nb::class_<Sender>(m, "Sender",
                      "Queues request frames for one non-blocking socket (its file descriptor) "

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from st_py.client.file_context import FileContext
 from st_py.client.pending import Pending
-from st_py.client.record_writer import STRIPE_THRESHOLD, PutOp, RecordWriter
+from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter
 from st_py.client.striping import Objects
 from st_py.core.history import names_with_copies
 from st_py.errors import BatchWriteError, StoreTorrentError
@@ -152,22 +152,18 @@ class BatchWriter:
         logical = [len(d) for d in c_datas]
         if filters:  # the peers store (and CRC) the filtered bytes
             c_datas = [filters.encode(ctx.file_id, n, d) for n, d in zip(c_names, c_datas)]
-        checked = list(zip(c_names, c_names_b, c_datas, schemas, logical))
-        crcs = crc32c_many([c[2] for c in checked])
+        crcs = crc32c_many(c_datas)
         try:
             reader = ctx.current_infofile()
-            kept = names_with_copies(reader, [c[0] for c in checked]) if writer.retained.any_kept(reader) else set()
+            kept = names_with_copies(reader, c_names) if writer.retained.any_kept(reader) else set()
         except FileNotFoundError:  # no infofile yet: nothing kept
             kept = set()
         try:
-            placed = writer.placer.place_many([c[0] for c in checked])  # the whole slice at once
+            placed = writer.placer.place_many(c_names)  # the whole slice at once
         except StoreTorrentError as e:  # NotEnoughPeersError: no record of the slice can go
-            failures += [(c[0], e) for c in checked]
+            failures += [(n, e) for n in c_names]
             return []
-        ops: list[PutOp] = [
-            writer.batch_op(name, name_b, data, crc, schema, logical, name in kept, holders)
-            for (name, name_b, data, schema, logical), crc, holders in zip(checked, crcs, placed)
-        ]
+        ops = writer.batch_ops(c_names, c_names_b, c_datas, crcs, schemas, logical, kept, placed)
         writer.send_batch(ops)
         return [op.future for op in ops]
 

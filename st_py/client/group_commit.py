@@ -117,8 +117,8 @@ class GroupCommitter:
         Asks the master again where the file's writes go (it re-opens the
         file) and returns that tracker's client: called when the tracker
         commits go to stays unreachable or no longer has the file.
-    committed : callable(op), optional
-        Told of each record once its commit is through.
+    committed : callable(list of op), optional
+        Told of the records of each commit once it is through.
 
     An ``op`` is any object with ``name``, ``name_b``, ``size``, ``crc``,
     ``peers`` (peer index per copy rank) and ``acked`` (copy ranks stored)
@@ -127,8 +127,8 @@ class GroupCommitter:
 
     Thread safety: not safe to share between threads by itself; its file
     calls it from its public methods, one at a time under the file's lock.
-    gRPC completes the commits' futures on its own threads; their outcomes
-    are reaped only by these calls.
+    The commits run on their tracker client's call pool (:mod:`st_py.wire.call_pool`);
+    their outcomes are reaped only by these calls.
     """
 
     def __init__(
@@ -151,11 +151,11 @@ class GroupCommitter:
         self.group_size, self._failed, self.stage = group_size, failed, stage
         self.waiting: list = []  # acknowledged, not yet sent
         self._waiting_bytes = 0  # their stored bytes (COMMIT_BYTES)
-        self._in_flight: deque = deque()  # (grpc future, group, request id, sent as columns)
+        self._in_flight: deque = deque()  # (the commit's future, group, request id, sent as columns)
         self._last_start = -LINGER_S  # monotonic time the last commit was started (LINGER_S)
         self._down_since: float | None = None
         self._stored: list = []  # pb.CopyStored of pending copies stored since, to report
-        self._stores_in_flight: deque = deque()  # grpc futures of StoreCopies
+        self._stores_in_flight: deque = deque()  # futures of StoreCopies
 
     def use(self, tracker) -> None:
         """Send the next commits to ``tracker`` (the file was redirected
@@ -307,19 +307,24 @@ class GroupCommitter:
             reasons = conflicts_of(reply)
             refused = set(reply.quota_refused)
             quota = _quota_error(self.name, reply) if refused else None
-            for op in group:
-                if op.name in reasons:
-                    self._failed(op, commit_conflict(self.name, op.name, *reasons[op.name]))
-                    continue
-                if quota is not None and op.name in refused:
-                    self._failed(op, quota)
-                    continue
+            done = group
+            if reasons or quota is not None:
+                done = []
+                for op in group:
+                    if op.name in reasons:
+                        self._failed(op, commit_conflict(self.name, op.name, *reasons[op.name]))
+                    elif quota is not None and op.name in refused:
+                        self._failed(op, quota)
+                    else:
+                        done.append(op)
+            for op in done:
                 op.commit_state = 2
-                if self._committed is not None:
-                    self._committed(op)
-                for rank in op.late:
-                    self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
-                op.late = ()
+                if op.late:
+                    for rank in op.late:
+                        self._stored.append(pb.CopyStored(name=op.name, copy_rank=rank, peer_idx=op.peers[rank]))
+                    op.late = ()
+            if self._committed is not None and done:
+                self._committed(done)
 
     def _without_columns(self, group: list):
         """The tracker did not read the columns ``group`` was sent as (one

@@ -380,43 +380,54 @@ class RecordWriter:
         ctx.committer.pump()
 
     # -- a write batch's records (st_py/client/batch_writer.py) -----------------------
-    def batch_op(
+    def batch_ops(
         self,
-        name: str,
-        name_b: bytes,
-        data: bytes,
-        crc: int,
-        schema,
-        logical_size: int,
-        own_name: bool,
-        holders: list[int],
-    ) -> PutOp:
-        """A :class:`PutOp` for a record of a write batch, already checked
-        (:meth:`check_name`), filtered and placed on ``holders`` (by copy
-        rank; :meth:`st_py.client.placer.Placer.place_many`); ``own_name``: its
-        plain name may hold a kept version's copies (the batch's one query,
+        names: list[str],
+        names_b: list[bytes],
+        datas: list[bytes],
+        crcs: list[int],
+        schemas: list,
+        logical_sizes: list[int],
+        kept: set[str],
+        placed: list[list[int]],
+    ) -> list[PutOp]:
+        """The :class:`PutOp` of each record of a write batch's slice,
+        already checked (:meth:`check_names_many`), filtered and placed
+        (``placed[i]``: holders by copy rank;
+        :meth:`st_py.client.placer.Placer.place_many`); a name in ``kept``
+        may hold a kept version's copies (the slice's one query,
         :func:`st_py.core.history.names_with_copies`), so it is checked as
         :meth:`queue_put` checks each record. Counted as in flight on this
-        handle's names; send it with :meth:`send_batch`."""
-        ctx = self.ctx
-        op = PutOp(
-            name,
-            name_b,
-            data,
-            len(data),
-            crc,
-            holders,
-            future=Pending(ctx.transport.wait, name),
-            key_b=name_b,
-            schema=schema,
-            logical_size=logical_size,
-            seq=self._put_seq + 1,
-        )
-        self._put_seq += 1
-        self._names.add(name)
-        if own_name and not self.plain_name_free(op):
-            self.take_own_name(op)
-        return op
+        handle's names, all at once; send them with :meth:`send_batch`."""
+        wait = self.ctx.transport.wait
+        seq = self._put_seq
+        ops = []
+        for name, name_b, data, crc, schema, logical, holders in zip(
+            names, names_b, datas, crcs, schemas, logical_sizes, placed
+        ):
+            seq += 1
+            ops.append(
+                PutOp(
+                    name,
+                    name_b,
+                    data,
+                    len(data),
+                    crc,
+                    holders,
+                    future=Pending(wait, name),
+                    key_b=name_b,
+                    schema=schema,
+                    logical_size=logical,
+                    seq=seq,
+                )
+            )
+        self._put_seq = seq
+        self._names.add_many(names)
+        if kept:
+            for op in ops:
+                if op.name in kept and not self.plain_name_free(op):
+                    self.take_own_name(op)
+        return ops
 
     def send_batch(self, ops: list[PutOp], counted: bool = False) -> None:
         """Put the records of a write batch in the pipeline (``client-sync``
@@ -705,9 +716,9 @@ class RecordWriter:
             self.ctx.errors.append((op.name, exc))
 
     # -- commits ---------------------------------------------------------------------
-    def commit_done(self, op: PutOp) -> None:
-        """``op``'s commit is through (the group committer's ``committed``)."""
-        self._names.discard(op.name)
+    def commit_done(self, ops: list[PutOp]) -> None:
+        """The commit of ``ops`` is through (the group committer's ``committed``)."""
+        self._names.discard_many([op.name for op in ops])
 
     def commit_failed(self, op: PutOp, exc: Exception) -> None:
         """The tracker refused (conflict, quota) or could not commit ``op``
@@ -909,10 +920,22 @@ class _CopyDone:
         op = self.op
         if self.attempt != op.attempt:  # a reply for the name it was sent under before
             return
-        if exc is None and not op.failed and not op.finished:  # the common case, as _copy_done takes it
-            self.writer._copy_stored(op, self.rank)
-        else:
+        if exc is not None or op.failed or op.finished:
             self.writer._copy_done(op, self.rank, self.idx, exc)
+        elif op.acknowledged or op.callback or op.abandoned:
+            self.writer._copy_stored(op, self.rank)
+        else:  # the common case: _copy_stored, _acknowledge and _maybe_finish, inline
+            acked = op.acked = with_rank(op.acked, self.rank)
+            ctx = self.writer.ctx
+            copies = ctx.copies
+            if len(acked) == copies or (self.rank == 0 and ctx.is_async):
+                op.acknowledged = True
+                ctx.committer.add(op)
+                op.future.set_result(True)
+            if len(acked) >= copies:
+                op.finished = True
+                op.data = b""  # every copy is stored: memory stays bounded by depth x size
+                ctx.puts_inflight -= 1
 
 
 def store_result(results: dict, key, fr, exc) -> None:

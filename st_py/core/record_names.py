@@ -285,6 +285,36 @@ class NameTree:
         for p in parents(name) if ps is None else ps:
             folders[p] = folders.get(p, 0) + 1
 
+    def add_many(self, names: list[str]) -> None:
+        """Count each of ``names`` in, as :meth:`add` of each does (a
+        write batch's slice: one call, each folder counted once)."""
+        counts, folders = self._names, self._folders
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+        for folder, k in _folders_of(names).items():
+            folders[folder] = folders.get(folder, 0) + k
+
+    def discard_many(self, names: list[str]) -> None:
+        """Count each of ``names`` out, as :meth:`discard` of each does
+        (a group commit's records)."""
+        counts, folders = self._names, self._folders
+        out = []
+        for name in names:
+            n = counts.get(name, 0)
+            if n == 1:
+                del counts[name]
+            elif n:
+                counts[name] = n - 1
+            else:
+                continue
+            out.append(name)
+        for folder, k in _folders_of(out).items():
+            left = folders.get(folder, 0) - k
+            if left > 0:
+                folders[folder] = left
+            else:
+                folders.pop(folder, None)
+
     def discard(self, name: str) -> None:
         """Count ``name`` out (once per :meth:`add`)."""
         n = self._names.get(name, 0)
@@ -300,6 +330,23 @@ class NameTree:
                 self._folders[p] = k
             else:
                 self._folders.pop(p, None)
+
+
+def _folders_of(names: list[str]) -> dict[str, int]:
+    """How many of ``names`` each proper parent has below it (``a/b/c``
+    counts in ``a`` and ``a/b``): names of one folder share one call of
+    :func:`parents`."""
+    heads: dict[str, int] = {}
+    for name in names:
+        i = name.rfind("/")
+        if i >= 0:
+            head = name[:i]
+            heads[head] = heads.get(head, 0) + 1
+    out: dict[str, int] = {}
+    for head, k in heads.items():
+        for p in (*parents(head), head):
+            out[p] = out.get(p, 0) + k
+    return out
 
 
 def conflict_error(kind: str, file: str, name: str, other: str) -> RecordIsADirectoryError | RecordNotADirectoryError:

@@ -44,6 +44,7 @@ from st_py.errors import (
     UnknownPeerError,
 )
 from st_py.wire import tls as tlsmod
+from st_py.wire.call_pool import CallPool
 from st_py.wire.targets import addresses
 
 DEFAULT_TIMEOUT = 30.0
@@ -115,6 +116,7 @@ class TrackerClient:
         self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
         self._channel = tlsmod.channel(address, *tls)  # TLS with a CA (argument or $STORETORRENT_TLS_CA)
         self._stub = pb_grpc.TrackerStub(self._channel)
+        self._calls = CallPool()  # commit_async, store_copies_async (st_py/wire/call_pool.py)
         self._others: dict[str, TrackerClient] = {}  # per-file trackers (at())
         # where this client's infofile copies are (metadata="fetch", st_py/client/infofile_copies.py):
         # None reads the tracker's infofiles on the shared namespace mount
@@ -508,11 +510,13 @@ class TrackerClient:
         partial_ok: bool = False,
         columns: pb.RecordColumns | None = None,
     ):
-        """Start a commit (``columns``: as :meth:`commit`); returns a grpc future (``.result()`` raises
-        grpc.RpcError: map it with :meth:`map_error`). ``partial_ok``: the
+        """Start a commit (``columns``: as :meth:`commit`) on this client's
+        call pool (:mod:`st_py.wire.call_pool`); returns its future
+        (``.done()``; ``.result()`` raises grpc.RpcError: map it with :meth:`map_error`). ``partial_ok``: the
         tracker may commit the records that fit the quota and refuse the
         rest (``CommitReply.quota_refused``)."""
-        return self._stub.Commit.future(
+        return self._calls.submit(
+            self._stub.Commit,
             pb.CommitRequest(
                 name=name,
                 file_id=file_id,
@@ -581,8 +585,9 @@ class TrackerClient:
         )
 
     def store_copies_async(self, name: str, file_id: int, copies: builtins.list[pb.CopyStored]):
-        """Start a StoreCopies; returns a grpc future (as :meth:`commit_async`)."""
-        return self._stub.StoreCopies.future(
+        """Start a StoreCopies; returns a future (as :meth:`commit_async`)."""
+        return self._calls.submit(
+            self._stub.StoreCopies,
             pb.StoreCopiesRequest(name=name, file_id=file_id, copies=copies, user=self.user),
             timeout=self.timeout,
             metadata=self._metadata,
@@ -755,4 +760,5 @@ class TrackerClient:
         for other in self._others.values():
             other.close()
         self._others.clear()
-        self._channel.close()
+        self._channel.close()  # calls still running end with CANCELLED
+        self._calls.close()

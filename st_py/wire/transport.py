@@ -58,6 +58,11 @@ except ImportError:
 NATIVE = _native is not None
 _NATIVE_LISTS = hasattr(_native, "decode_local_list")  # a GET_LOCAL plan's entries by column, in C++
 _PUT_BATCH = hasattr(getattr(_native, "Sender", None), "put_batch")
+# Receiver.receive(oks): final empty OK replies come back as their seqs alone
+_RECEIVE_OKS = getattr(_native, "RECEIVE_OKS", False)
+# The frame every such reply is given to its callback as: shared, so none is
+# made a reply (callbacks read an OK's payload, never change it or its seq).
+_EMPTY_OK = Frame(int(MsgType.OK), 0, 0, {"payload": b""})
 
 # Record bodies of up to 64 MiB are allocated and freed at GB/s: keep freed
 # memory for reuse instead of page-faulting fresh pages in for every body
@@ -107,6 +112,7 @@ class PeerConnection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._native = _native.Receiver(self.sock.fileno(), max_frame) if _native is not None else None
         self._native_buffered = 0  # bytes of a partly received frame, at the last read
+        self._oks: list[int] | None = [] if _RECEIVE_OKS else None  # seqs of empty OKs, per read
         # the send path in C++: frames queued and written by one sendmsg without the GIL
         self._sender = _native.Sender(self.sock.fileno()) if _native is not None else None
         if self._native is None:  # the Python receive path
@@ -278,15 +284,24 @@ class PeerConnection:
         CRC-32C of DATA bodies done in C++ without the GIL. A DATA frame's
         fields also carry ``actual_crc32c``, the CRC of the bytes received."""
         assert self._native is not None
+        oks = self._oks
         try:
-            frames = self._native.receive()
+            frames = self._native.receive(oks) if oks is not None else self._native.receive()
         except ValueError as e:
+            if oks:
+                oks.clear()  # the connection fails with every request in flight
             raise ProtocolError(str(e)) from None
         buffered = self._native.buffered
-        if frames or buffered > self._native_buffered:  # bytes of a large frame count as progress too
+        if frames or oks or buffered > self._native_buffered:  # bytes of a large frame count as progress too
             self.last_progress = time.monotonic()
         self._native_buffered = buffered
         pending, complete = self.pending, self._complete
+        if oks:  # PUTs' and DELETEs' final replies, by seq alone: _dispatch's path for them
+            for seq in oks:
+                cb = pending.pop(seq, None)
+                if cb is not None:  # else a reply to a request we already gave up on
+                    complete(cb, _EMPTY_OK, None)
+            oks.clear()
         for t, flags, seq, payload, data_info in frames:
             if t == _OK and not flags & FLAG_MORE:  # a PUT's or DELETE's final reply: _dispatch's path, inline
                 cb = pending.pop(seq, None)
