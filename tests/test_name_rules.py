@@ -460,3 +460,50 @@ def test_a_name_trees_bulk_counts_equal_one_name_at_a_time():
             assert one.conflict(probe) == many.conflict(probe)
 
     check()
+
+
+def test_a_slices_names_checked_at_once_agree_with_each_name_checked():
+    """``check_new_names`` (a write batch's slice at once: issue 41) passes
+    exactly the slices whose every name :func:`check_new_name` passes
+    and that start with no reserved prefix, with the same bytes; and
+    ``NameTree.conflicts_many`` gives each name's ``conflict`` (no
+    processes)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as hst
+
+    from st_py.core.record_names import MAX_NAME, NameTree, check_new_name, check_new_names
+    from st_py.errors import BadNameError as Bad
+
+    reserved = (".st-stripe/", ".st-version/")
+    piece = hst.sampled_from(
+        ["a", "b", ".", "..", "...", ".a", "a.", "", "/", "\x00", "é", "\ud800", " ", "\n", *reserved]
+    )
+    name = hst.one_of(
+        hst.lists(piece, max_size=5).map("".join),
+        hst.lists(hst.sampled_from(["a", "bb", "c/d"]), min_size=1, max_size=3).map("/".join),
+        hst.just("x" * (MAX_NAME + 1)),
+        hst.just("é" * (MAX_NAME // 2)),
+        hst.integers(),  # not a str
+    )
+
+    def one(n):
+        try:
+            b = check_new_name(n)
+        except Bad:
+            return None
+        return None if n.startswith(reserved) else b
+
+    @settings(deadline=None, max_examples=400, database=None)
+    @given(names=hst.lists(name, max_size=6), tree=hst.lists(name, max_size=6))
+    def check(names, tree):
+        each = [one(n) for n in names]
+        want = None if any(b is None for b in each) else each
+        assert check_new_names(names, reserved) == want
+        good = [n for n in names if isinstance(n, str)]
+        t = NameTree()
+        for n in tree:
+            if isinstance(n, str):
+                t.add(n)
+        assert t.conflicts_many(good) == {n: t.conflict(n) for n in good if t.conflict(n) is not None}
+
+    check()

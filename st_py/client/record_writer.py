@@ -32,7 +32,7 @@ from st_py.client.versions import Versions
 from st_py.core import user_meta
 from st_py.core.history import RetainedProbe, has_history, may_store_under_name, retained_on
 from st_py.core.infofile import STRIPE_PREFIX, VERSION_PREFIX, RecordMeta, stripe_name
-from st_py.core.record_names import NameTree, check_new_name, conflict_error, name_bytes
+from st_py.core.record_names import NameTree, check_new_name, check_new_names, conflict_error, name_bytes
 from st_py.errors import (
     BadNameError,
     LeaseLostError,
@@ -291,16 +291,30 @@ class RecordWriter:
         ctx, conflict = self.ctx, self._names.conflict
         checked: list[tuple[str, bytes, StoreTorrentError | None, tuple[str, str] | None]] = []
         ask: list[str] = []  # the names the infofile decides
-        for name, size in zip(names, sizes):
-            try:
-                name_b = self._check_put_name(name, size, False)
-            except StoreTorrentError as e:
-                checked.append((name, b"", e, None))
-                continue
-            hit = conflict(name)  # this handle's puts in flight
-            checked.append((name, name_b, None, hit))
-            if hit is None and self.check_names:
-                ask.append(name)
+        # every name at once when each passes (the common slice); else one by one, saying why
+        all_b = (
+            check_new_names(names, (STRIPE_PREFIX, VERSION_PREFIX))
+            if not sizes or max(sizes) <= STRIPE_THRESHOLD
+            else None
+        )
+        if all_b is not None:
+            hits = self._names.conflicts_many(names)  # this handle's puts in flight
+            if not hits and not self.check_names:  # nothing more to look at: all of them may go
+                return list(zip(names, all_b)), []
+            checked = [(name, name_b, None, hits.get(name)) for name, name_b in zip(names, all_b)]
+            if self.check_names:
+                ask = [name for name in names if name not in hits]
+        else:
+            for name, size in zip(names, sizes):
+                try:
+                    name_b = self._check_put_name(name, size, False)
+                except StoreTorrentError as e:
+                    checked.append((name, b"", e, None))
+                    continue
+                hit = conflict(name)  # this handle's puts in flight
+                checked.append((name, name_b, None, hit))
+                if hit is None and self.check_names:
+                    ask.append(name)
         states = ctx.infofile().name_states(ask) if ask else {}
         ok: list[tuple[str, bytes]] = []
         failed: list[tuple[str, StoreTorrentError]] = []

@@ -22,6 +22,7 @@ component, and one range), never a scan; many names at once
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 from st_py.errors import BadNameError, RecordIsADirectoryError, RecordNameRuleError, RecordNotADirectoryError
@@ -98,6 +99,44 @@ def check_new_name(name: str) -> bytes:
     if why:
         raise RecordNameRuleError(name, why, RULE)
     return b
+
+
+# A "." or ".." component: between the start, a "/" or a NUL (the joint of
+# check_new_names) and the end, a "/" or a NUL.
+_DOT_PART = re.compile(r"(?:^|[/\x00])\.\.?(?=$|[/\x00])")
+
+
+def check_new_names(names: list, reserved: tuple[str, ...] = ()) -> list[bytes] | None:
+    """The UTF-8 bytes of every name of ``names`` when **each** passes
+    :func:`check_new_name` and starts with none of ``reserved``, checked
+    all at once (one join, encode and split; a write batch's slice: issue
+    41); None if any name might not, and the caller checks them one by
+    one, which says which and why. Pure; thread-safe.
+
+    Names never hold a NUL, so the names joined by NUL split back into
+    exactly themselves, and every rule of a name is a pattern of the
+    joined text at a name's start (after a NUL), end (before one) or
+    within it."""
+    if not names:
+        return []
+    try:
+        joined = "\x00".join(names)  # TypeError: a name that is no str
+        raw = joined.encode("utf-8")  # UnicodeEncodeError: a lone surrogate
+    except (TypeError, UnicodeEncodeError):
+        return None
+    parts = raw.split(b"\x00")
+    if len(parts) != len(names):  # a NUL inside a name
+        return None
+    if min(map(len, parts)) == 0 or max(map(len, parts)) > MAX_NAME:
+        return None
+    if joined.startswith("/") or joined.endswith("/") or "\x00/" in joined or "/\x00" in joined:
+        return None
+    if "//" in joined or ("." in joined and _DOT_PART.search(joined)):
+        return None
+    for prefix in reserved:
+        if joined.startswith(prefix) or "\x00" + prefix in joined:
+            return None
+    return parts
 
 
 def parents(name: str) -> list[str]:
@@ -277,6 +316,33 @@ class NameTree:
             lo = name + "/"
             return IS_A_DIRECTORY, next((n for n in self._names if n.startswith(lo)), lo)
         return None
+
+    def conflicts_many(self, names: list[str]) -> dict[str, tuple[str, str]]:
+        """:meth:`conflict` of each of ``names``, ``{name: (kind, name in
+        the tree)}`` for those that have one (a write batch's slice: the
+        parents of names sharing a folder looked up once)."""
+        counts = self._names
+        if not counts:
+            return {}
+        folders = self._folders
+        out: dict[str, tuple[str, str]] = {}
+        above: dict[str, str | None] = {}  # a folder -> the name in the tree at or above it, or None
+        for name in names:
+            i = name.rfind("/")
+            if i >= 0:
+                head = name[:i]
+                if head in above:
+                    hit = above[head]
+                else:
+                    hit = above[head] = next((p for p in (*parents(head), head) if p in counts), None)
+                if hit is not None:
+                    out[name] = (NOT_A_DIRECTORY, hit)
+                    continue
+            if name in folders:
+                found = self.conflict(name)
+                if found is not None:
+                    out[name] = found
+        return out
 
     def add(self, name: str, ps: list[str] | None = None) -> None:
         """Count ``name`` in (``ps``: its :func:`parents`, if the caller has them)."""
