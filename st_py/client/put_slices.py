@@ -128,7 +128,7 @@ class PutSlices:
             return
         self._buf, self._bytes = [], 0
         ctx, writer = self.ctx, self.writer
-        from st_py.client.record_writer import PutOp
+        from st_py.client.record_writer import PutOp, new_put
 
         names = [b[0] for b in buf]
         datas = [b[2] for b in buf]
@@ -153,21 +153,7 @@ class PutSlices:
         for (name, name_b, _, holders, fut, callback, meta_b, seq), data, crc, schema, size in zip(
             buf, datas, crcs, schemas, logical
         ):
-            op = PutOp(
-                name,
-                name_b,
-                data,
-                len(data),
-                crc,
-                holders,
-                future=fut,
-                callback=callback,
-                key_b=name_b,
-                schema=schema,
-                logical_size=size,
-                seq=seq,
-                meta=meta_b,
-            )
+            op = new_put(name, name_b, data, crc, holders, fut, schema, size, seq, callback, meta_b)
             if name in kept and not writer.plain_name_free(op):
                 writer.take_own_name(op)  # a kept version's copies under its name, not all met
             ops.append(op)

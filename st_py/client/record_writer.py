@@ -107,6 +107,39 @@ class PutOp:
     attempt: int = 0  # bumped when the op is sent again under another name: older replies are ignored
 
 
+def new_put(
+    name: str,
+    name_b: bytes,
+    data: bytes,
+    crc: int,
+    holders: list[int],
+    future: Pending,
+    schema,
+    logical_size: int,
+    seq: int,
+    callback: Callable | None = None,
+    meta: bytes = b"",
+) -> PutOp:
+    """The :class:`PutOp` of a new record stored under its plain name
+    (a write batch's or a ``queue_put`` slice's: checked, filtered and
+    placed on ``holders`` by copy rank)."""
+    return PutOp(
+        name,
+        name_b,
+        data,
+        len(data),
+        crc,
+        holders,
+        future=future,
+        callback=callback,
+        key_b=name_b,
+        schema=schema,
+        logical_size=logical_size,
+        seq=seq,
+        meta=meta,
+    )
+
+
 class RecordWriter:
     """The PUT pipeline and record DELETEs of one open file: owns the puts
     in flight (:class:`PutOp`), whether names are checked against the
@@ -420,21 +453,7 @@ class RecordWriter:
             names, names_b, datas, crcs, schemas, logical_sizes, placed
         ):
             seq += 1
-            ops.append(
-                PutOp(
-                    name,
-                    name_b,
-                    data,
-                    len(data),
-                    crc,
-                    holders,
-                    future=Pending(wait, name),
-                    key_b=name_b,
-                    schema=schema,
-                    logical_size=logical,
-                    seq=seq,
-                )
-            )
+            ops.append(new_put(name, name_b, data, crc, holders, Pending(wait, name), schema, logical, seq))
         self._put_seq = seq
         self._names.add_many(names)
         if kept:
@@ -961,4 +980,4 @@ def _encode_delete(seq: int, file_id: int, name: bytes) -> list:
     return [encode_delete(seq, file_id, name)]
 
 
-__all__ = ["RecordWriter", "PutOp", "name_bytes", "STRIPE_THRESHOLD", "COALESCE_BYTES"]
+__all__ = ["RecordWriter", "PutOp", "new_put", "name_bytes", "STRIPE_THRESHOLD", "COALESCE_BYTES"]
