@@ -20,11 +20,15 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-# Calls of one tracker's client in flight at once: a file keeps at most a
-# few commits in flight (st_py/client/group_commit.py MAX_COMMITS_IN_FLIGHT);
-# more wait in the pool's queue, in order. One pool a tracker, so a tracker
-# that stops answering holds up only the calls made to it.
-WORKERS = 4
+# Calls of one tracker's client in flight at once. A file keeps at most a
+# few commits in flight (st_py/client/group_commit.py MAX_COMMITS_IN_FLIGHT),
+# but threads sharing a client each wait on their own handle's commits (16
+# threads putting and flushing: 682-748 objects/s with 4 workers, 837-994
+# with 32, 968-1,030 with gRPC's future(); docs/benchmarks.md); threads are
+# made only as calls overlap, and more calls wait in the pool's queue, in
+# order. One pool a tracker, so a tracker that stops answering holds up
+# only the calls made to it.
+WORKERS = 32
 
 
 class CallPool:
