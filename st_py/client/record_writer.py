@@ -953,22 +953,10 @@ class _CopyDone:
         op = self.op
         if self.attempt != op.attempt:  # a reply for the name it was sent under before
             return
-        if exc is not None or op.failed or op.finished:
-            self.writer._copy_done(op, self.rank, self.idx, exc)
-        elif op.acknowledged or op.callback or op.abandoned:
+        if exc is None and not op.failed and not op.finished:  # the common case, as _copy_done takes it
             self.writer._copy_stored(op, self.rank)
-        else:  # the common case: _copy_stored, _acknowledge and _maybe_finish, inline
-            acked = op.acked = with_rank(op.acked, self.rank)
-            ctx = self.writer.ctx
-            copies = ctx.copies
-            if len(acked) == copies or (self.rank == 0 and ctx.is_async):
-                op.acknowledged = True
-                ctx.committer.add(op)
-                op.future.set_result(True)
-            if len(acked) >= copies:
-                op.finished = True
-                op.data = b""  # every copy is stored: memory stays bounded by depth x size
-                ctx.puts_inflight -= 1
+        else:
+            self.writer._copy_done(op, self.rank, self.idx, exc)
 
 
 def store_result(results: dict, key, fr, exc) -> None:
