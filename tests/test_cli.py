@@ -34,6 +34,9 @@ def test_up_put_get_ls_sql_status_and_ctrl_c(tmp_path, peer_bin):
         assert out.read_bytes() == bytes([3]) * 1000
         assert "/exp/run1" in st("ls", "/exp", data=data).stdout
         assert st("ls", "-r", "/exp/run1", data=data).stdout.split() == [f"shots/{i}.bin" for i in range(5)]
+        # a path inside a file (st_py.client.namespace_paths.lookup): its records at or below it
+        assert st("ls", "/exp/run1/shots", data=data).stdout.split() == [f"shots/{i}.bin" for i in range(5)]
+        assert st("ls", "/exp/run1/shots/3.bin", data=data).stdout.split() == ["shots/3.bin"]
         r = st(
             "sql",
             "SELECT count(*) AS n, sum(size) AS b FROM records",

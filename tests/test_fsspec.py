@@ -248,6 +248,13 @@ def test_duckdb_over_registered_filesystem(run1):
 
 def test_write_read_back_and_write_once(cluster, tmp_path):
     fs = fsspec.filesystem("storetorrent", tracker=cluster.tracker_addr)
+    # a new path goes into a new file one component below the deepest namespace
+    # directory on it (st_py.client.namespace_paths.new_file): below the root, the first
+    # component of a deeper path stays a directory
+    fs.pipe_file("/exp/new/first/0000.bin", b"0")  # creates file /exp/new, record first/0000.bin
+    assert fs.info("/exp/new")["st_type"] == "file" and fs.cat_file("/exp/new/first/0000.bin") == b"0"
+    fs.rm("/exp/new", recursive=True)
+    cluster.client().create("/exp/new/first", replication="x2").close()  # /exp/new: a directory
     with fs.open("/exp/new/shots/0001.bin", "wb") as f:  # creates StoreTorrent file /exp/new/shots
         f.write(b"a" * 1000)
         f.write(b"b" * 24)

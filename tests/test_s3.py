@@ -27,10 +27,11 @@ from botocore.exceptions import ClientError
 from conftest import poll_for
 
 from st_integrations.fsspec_fs import StoreTorrentFileSystem
-from st_integrations.keymap import BadKeyError, Target, key_of, new_target
+from st_integrations.keymap import BadKeyError, Target, check_key, key_of
 from st_integrations.s3.chunked import decode_aws_chunked
 from st_integrations.s3.protocol import S3H11Protocol, protocol_class
 from st_integrations.s3.server import listen, make_server, protocol_of
+from st_py.client.namespace_paths import new_file
 from st_py.errors import InvalidOptionError
 
 
@@ -115,13 +116,13 @@ def code(e: ClientError) -> str:
 
 
 def test_mapping_is_one_module():
-    assert new_target("exp", "run1/src/a.parquet") == Target("/exp/run1", "src/a.parquet", False)
-    assert new_target("exp", "top.csv") == Target("/exp/.s3", "top.csv", False)
+    assert new_file("/exp", "run1/src/a.parquet") == ("/exp/run1", "src/a.parquet")
+    assert new_file("/exp", "top.csv") is None  # a top-level key is a record of /exp/.s3 (KeyMap.resolve)
     assert key_of("exp", "/exp/run1", "src/a.parquet") == "run1/src/a.parquet"
     assert key_of("exp", "/exp/.s3", "top.csv") == "top.csv"
     for bad in ("a/../b", "..", "a//b", "/a", "a/", ".s3/x", "x" * 1025):
         with pytest.raises(BadKeyError):
-            new_target("exp", bad)
+            check_key(bad)
 
 
 def test_aws_chunked_bodies_as_botocore_sends_them():
@@ -961,8 +962,10 @@ def test_a_huge_key_is_refused(s3):
 
 
 def test_keymap_and_fsspec_resolve_keys_alike(site, s3):
-    """For existing files, the key map names the file and record fsspec's
-    own resolution finds (until fsspec moves onto the key map)."""
+    """One mapping: for existing files the key map names the file and
+    record fsspec's resolution finds, and a new path goes into the same new
+    file whether fsspec, the endpoint or the key map places it
+    (st_py.client.namespace_paths: lookup and new_file)."""
     from st_integrations.keymap import KeyMap
 
     cluster, ep, keys = site
@@ -977,9 +980,34 @@ def test_keymap_and_fsspec_resolve_keys_alike(site, s3):
         kind, file, rest = fs.st_lookup("/exp/" + key)
         t = km.resolve("exp", key)
         assert kind == "inside" and (t.file, t.record, t.exists) == (file, rest, True), key
-    # a new key: one component below the deepest directory (docs/s3.md: fsspec's writer differs)
-    assert km.resolve("exp", "agree/d/new/k/l") == Target("/exp/agree/d/new", "k/l", False)
-    assert fs.st_lookup("/exp/agree/d/new/k/l")[0] == "missing"
+    # new keys: one component below the deepest directory, by every writer
+    placed = {
+        "agree/d/new/k/l": ("/exp/agree/d/new", "k/l"),  # /exp/agree/d is a directory
+        "agree/fs/src/a.bin": ("/exp/agree/fs", "src/a.bin"),  # /exp/agree is one
+        "agree/s3/src/a.bin": ("/exp/agree/s3", "src/a.bin"),
+    }
+    for key, (file, record) in placed.items():
+        assert km.resolve("exp", key) == Target(file, record, False), key
+        assert fs.st_lookup("/exp/" + key)[:2] == ("missing", file.rsplit("/", 1)[0]), key
+    fs.pipe_file("/exp/agree/fs/src/a.bin", b"fs")
+    s3.put_object(Bucket="exp", Key="agree/s3/src/a.bin", Body=b"s3")
+    fs.invalidate_cache()
+    for key in ("agree/fs/src/a.bin", "agree/s3/src/a.bin"):
+        file, record = placed[key]
+        assert km.resolve("exp", key) == Target(file, record, True), key
+        assert fs.st_lookup("/exp/" + key) == ("inside", file, record), key
+        with c.open(file) as f:
+            assert f.names() == [record]
+    # a sibling written after a deeper path goes into the same file, by either writer
+    s3.put_object(Bucket="exp", Key="agree/fs/b.bin", Body=b"b")
+    fs.pipe_file("/exp/agree/s3/b.bin", b"b")
+    for file in ("/exp/agree/fs", "/exp/agree/s3"):
+        with c.open(file) as f:
+            assert sorted(f.names()) == ["b.bin", "src/a.bin"]
+    assert (
+        fs.cat_file("/exp/agree/fs/b.bin") == b"b"
+        and s3.get_object(Bucket="exp", Key="agree/s3/b.bin")["Body"].read() == b"b"
+    )
 
 
 def test_a_striped_object_and_its_ranges(site, s3):

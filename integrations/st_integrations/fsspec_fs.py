@@ -54,9 +54,9 @@ from operator import itemgetter
 
 from fsspec.spec import AbstractFileSystem
 
+from st_py.client.namespace_paths import lookup
 from st_py.core.infofile import prefix_upper, user_size
 from st_py.errors import (
-    BadNameError,
     ChecksumError,
     GetLocalError,
     RecordNotFoundError,
@@ -76,7 +76,6 @@ from .fsspec_paths import (
     not_found,
     object_info,
     prefix_info,
-    prefixes,
     record_info,
     row_infos,
     split_as_of,
@@ -238,7 +237,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             is committed, or the path is a striped object.
         IsADirectoryError
             The path is a directory or StoreTorrent file, or no StoreTorrent
-            file can hold it (its parent is a namespace directory).
+            file can hold it (it lies directly in a namespace directory).
         ReadOnlyFSError
             (a ``PermissionError``) A filesystem made ``as_of`` a past state.
         """
@@ -593,39 +592,23 @@ class StoreTorrentFileSystem(AbstractFileSystem):
 
     def st_lookup(self, path: str):
         """What ``path`` (normalized) is: the StoreTorrent file it is or lies
-        in (the longest prefix that is one), else a namespace directory.
-
-        The tracker's List answers for a directory (its entries), for a
-        StoreTorrent file (that file alone) and NOT_FOUND for anything else,
-        a path inside a file included, so the path and then its ancestors
-        are listed until one exists; files found are remembered.
+        in (the longest prefix that is one), else a namespace directory
+        (:func:`st_py.client.namespace_paths.lookup`, the one resolution of paths;
+        files found are remembered, and known files answered without a List).
 
         Returns
         -------
         ("dir", path, ListEntry list or None) | ("file", file name, "") |
         ("inside", file name, rest of the path) | ("missing", deepest existing directory, rest)
         """
-        if path == "/":
-            return "dir", "/", None
-        with self._lock:
-            for pre in prefixes(path):
-                if pre in self._known:
-                    return ("file", pre, "") if pre == path else ("inside", pre, path[len(pre) + 1 :])
-        for pre in prefixes(path):
-            try:
-                entries = self.client.ls(pre)
-            except (StFileNotFoundError, BadNameError):  # record names may hold '..', '.st-', ...
-                continue
-            if len(entries) == 1 and entries[0].name == pre and not entries[0].is_dir:
-                if not entries[0].file_id:  # a stray non-infofile in the namespace: not ours
-                    parent = pre.rsplit("/", 1)[0] or "/"
-                    return "missing", parent, path[len(parent) :].lstrip("/")
-                self._remember(entries[0])
-                return ("file", pre, "") if pre == path else ("inside", pre, path[len(pre) + 1 :])
-            if pre == path:
-                return "dir", path, entries
-            return "missing", pre, path[len(pre) :].lstrip("/")
-        return "missing", "/", path.lstrip("/")  # not reached: the root always lists
+        loc = lookup(path, self._list_remembering, self._known)  # one `in` a prefix: atomic, no lock
+        return loc.kind, loc.name, loc.entries if loc.kind == "dir" else loc.rest
+
+    def _list_remembering(self, pre: str) -> list:
+        entries = self.client.ls(pre)
+        if len(entries) == 1 and entries[0].name == pre and not entries[0].is_dir and entries[0].file_id:
+            self._remember(entries[0])
+        return entries
 
     # -- records (the infofile, through st_py.core.infofile.InfofileReader) --------
     def st_infofile(self, fname: str):
@@ -1162,9 +1145,10 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             so the record is visible when ``close()`` returns. ``wb`` of a
             committed record stores a new version of it (fsspec's overwrite;
             readers see the old bytes or the new, whole); ``xb`` refuses it.
-            If no StoreTorrent file holds the path, its parent becomes a new
-            one (class ``replication``, a keyword here or of the
-            filesystem). Leaving a ``with`` block by an exception stores
+            If no StoreTorrent file holds the path, a new one is made one
+            component below the deepest namespace directory on it
+            (:func:`st_py.client.namespace_paths.new_file`; class ``replication``,
+            a keyword here or of the filesystem). Leaving a ``with`` block by an exception stores
             nothing.
         kwargs
             ``replication`` (writes), ``cache_type`` (reads; default
@@ -1178,8 +1162,8 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             Reading a path that is no committed record.
         IsADirectoryError
             A directory, StoreTorrent file or record prefix; or, writing, no
-            StoreTorrent file can hold the path (its parent is a namespace
-            directory).
+            StoreTorrent file can hold the path (it lies directly in a
+            namespace directory).
         FileExistsError
             ``xb`` of a record that is already committed, or a write to a
             striped object (:class:`RecordExistsFSError`).

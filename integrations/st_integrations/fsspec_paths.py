@@ -80,15 +80,6 @@ def norm(path: str) -> str:
     return path.rstrip("/") or "/"
 
 
-def prefixes(path: str):
-    """``/a/b/c``, ``/a/b``, ``/a``, ``/``: the path and its ancestors, longest first."""
-    while True:
-        yield path
-        if path == "/":
-            return
-        path = path.rsplit("/", 1)[0] or "/"
-
-
 def not_found(path: str, what: str) -> FileNotFoundError:
     """The ``FileNotFoundError`` (ENOENT) of ``path``, saying ``what``."""
     return FileNotFoundError(errno.ENOENT, what, path)

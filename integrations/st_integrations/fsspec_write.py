@@ -14,6 +14,7 @@ import errno
 
 from fsspec.utils import stringify_path
 
+from st_py.client.namespace_paths import new_file
 from st_py.client.write_batch import WriteBatch
 from st_py.core.record_names import check_new_name, conflict_error
 from st_py.errors import BatchWriteError, ReadOnlyError, RecordExistsError, RecordNotFoundError, StFileExistsError
@@ -99,19 +100,18 @@ class RecordWriter:
                 else "cannot write a record here: it is a StoreTorrent file",
                 path,
             )
-        parent, base = path.rsplit("/", 1)
-        parent = parent or "/"
-        if parent == "/" or a == parent:
-            where = "the root" if parent == "/" else f"{parent}, a namespace directory"
-            stem = parent.rstrip("/")
+        placed = new_file(a, b)  # where a new path goes: the one rule (st_integrations.keymap)
+        if placed is None:
+            where = "the root" if a == "/" else f"{a}, a namespace directory"
+            stem = a.rstrip("/")
             raise IsADirectoryError(
                 errno.EISDIR,
                 f"records live inside StoreTorrent files and the parent is {where}; write to "
-                f"{stem}/<file>/{base} to create StoreTorrent file {stem}/<file>",
+                f"{stem}/<file>/{b} to create StoreTorrent file {stem}/<file>",
                 path,
             )
-        check_new_name(base)
-        return parent, base, False
+        check_new_name(placed[1])
+        return placed[0], placed[1], False
 
     def write_record(self, path: str, data, replication: str | None = None, replace: bool = False) -> None:
         """PUT ``data`` as the record at ``path`` and commit it (paper 3.1,

@@ -1,22 +1,20 @@
-"""Buckets and keys onto StoreTorrent files and records: the one mapping
-the S3 endpoint uses (docs/s3.md, "The mapping"); the fsspec filesystem
-resolves its paths the same way and moves onto this module next.
+"""S3's buckets and keys onto StoreTorrent files and records (docs/s3.md,
+"The mapping"), over the one resolution of namespace paths that the fsspec
+filesystem, the readers and the CLI use too
+(:mod:`st_py.client.namespace_paths`: ``lookup``, the longest prefix of a
+path that is a file; ``new_file``, where a new path goes).
 
-A bucket ``B`` is the top-level namespace directory ``/B``. A key ``K``
-names the path ``/B/K``, and that path is resolved as the fsspec
-filesystem resolves ``storetorrent://HOST/B/K``: the StoreTorrent file is
-the longest prefix of the path that is one, the record the rest. A new key
-(no prefix of its path is a file) goes into a new file one component below
-the deepest namespace directory on its path (``/B/<first component of K>``
-when that is ``/B``), its record the rest of the key. A key without ``/`` lies at the
-bucket's top level: its record is the key itself in the bucket's own file
-``/B/.s3`` (made by CreateBucket), so ``storetorrent://HOST/B/.s3/K`` is
-the same object. Files of the bucket whose names start with ``.s3`` are the
-endpoint's (``.s3``, and ``.s3-upload-<id>`` for multipart uploads), so keys
-whose first part starts with ``.s3`` and goes on below it are refused.
+**A bucket** ``B`` is the top-level namespace directory ``/B``. **A key**
+``K`` names the path ``/B/K``, resolved as any path. A key without ``/``
+lies at the bucket's top level: its record is the key itself in the
+bucket's own file ``/B/.s3`` (made by CreateBucket), so
+``storetorrent://HOST/B/.s3/K`` is the same object. Files of the bucket
+whose names start with ``.s3`` are the endpoint's (``.s3``, and
+``.s3-upload-<id>`` for multipart uploads), so keys whose first part starts
+with ``.s3`` and goes on below it are refused.
 
-Thread safety: the pure functions are; :class:`KeyMap` holds no state but
-its client, and is as thread-safe as :class:`st_py.client.client.Client`.
+Thread safety: the functions are; :class:`KeyMap` holds no state but its client, and is as thread-safe as
+:class:`st_py.client.client.Client`.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from st_py.client.namespace_paths import lookup, new_file
 from st_py.errors import BadNameError, StFileNotFoundError, StoreTorrentError
 
 TOP_FILE = ".s3"  # the bucket's own StoreTorrent file: its marker, and the records of its top-level keys
@@ -119,16 +118,6 @@ def key_path(bucket: str, key: str) -> str:
     return bucket_dir(bucket) + "/" + key
 
 
-def new_target(bucket: str, key: str) -> Target:
-    """Where a key goes when no file holds it: ``/B/<first component>``
-    and the rest, or ``/B/.s3`` and the key for a top-level key."""
-    check_key(key)
-    head, sep, rest = key.partition("/")
-    if not sep:
-        return Target(bucket_dir(bucket) + "/" + TOP_FILE, key, False)
-    return Target(bucket_dir(bucket) + "/" + head, rest, False)
-
-
 def key_of(bucket: str, file: str, record: str) -> str:
     """The key of record ``record`` of file ``file`` in bucket ``B``
     (the inverse of :meth:`KeyMap.resolve`)."""
@@ -170,34 +159,30 @@ class KeyMap:
 
     def resolve(self, bucket: str, key: str) -> Target:
         """The file and record key ``K`` names: the longest prefix of
-        ``/B/K`` (below ``/B``) that is a StoreTorrent file and the rest;
-        :func:`new_target` if none is.
+        ``/B/K`` (below ``/B``) that is a StoreTorrent file and the rest
+        (:func:`lookup`); where a new key goes (:func:`new_file`) if none is.
 
         Raises
         ------
         BadKeyError
-            The key is refused, or its whole path is a StoreTorrent file
-            (a file is not an object).
+            The key is refused, its whole path is a StoreTorrent file (a
+            file is not an object) or a namespace directory, or it lies
+            directly in a namespace directory below the bucket's.
         TrackerUnavailableError
         """
         path = key_path(bucket, key)
         if "/" not in key:
             return Target(bucket_dir(bucket) + "/" + TOP_FILE, key, True)
-        parts = key.split("/")
         d = bucket_dir(bucket)
-        for n in range(len(parts), 0, -1):
-            pre = d + "/" + "/".join(parts[:n])
-            try:
-                entries = list(self.client.tracker.list(pre, names_only=True).entries)  # file ids, no counts
-            except (StFileNotFoundError, BadNameError):
-                continue
-            if len(entries) == 1 and entries[0].name == pre and not entries[0].is_dir and entries[0].file_id:
-                if n == len(parts):
-                    raise BadKeyError(key, f"{path} is a StoreTorrent file, not a record in one")
-                return Target(pre, "/".join(parts[n:]), True)
-            # a namespace directory: no shorter prefix is a file; the new
-            # file is its child on the key's path
-            if n + 1 >= len(parts):
-                raise BadKeyError(key, f"{path} is a namespace directory, or a file directly in one")
-            return Target(pre + "/" + parts[n], "/".join(parts[n + 1 :]), False)
-        return new_target(bucket, key)
+        loc = lookup(path, self._names, min_len=len(d) + 2)  # /B itself is not listed: a bucket is a directory
+        if loc.kind == "inside":
+            return Target(loc.name, loc.rest, True)
+        if loc.kind == "file":
+            raise BadKeyError(key, f"{path} is a StoreTorrent file, not a record in one")
+        placed = new_file(loc.name, loc.rest) if loc.kind == "missing" else None
+        if placed is None:
+            raise BadKeyError(key, f"{path} is a namespace directory, or a file directly in one")
+        return Target(placed[0], placed[1], False)
+
+    def _names(self, pre: str) -> list:
+        return list(self.client.tracker.list(pre, names_only=True).entries)  # file ids, no counts

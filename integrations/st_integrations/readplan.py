@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass, field
 
 from st_py.client.getlocal import GetLocalPlan, check_complete, reveal_entries
+from st_py.client.namespace_paths import lookup
 from st_py.core.infofile import STRIPE_PREFIX, InfofileReader
 from st_py.errors import GetLocalError, RecordNotFoundError, StFileNotFoundError
 from st_py.wire.protocol import LocalEntries
@@ -412,20 +413,14 @@ def _resolve(client, paths: str | list[str], as_of=None) -> tuple[dict[str, list
     return out, bases
 
 
-def _is_file(client, path: str) -> bool:
-    entries = _list(client, path)
-    return bool(entries) and len(entries) == 1 and entries[0].name == path and not entries[0].is_dir
-
-
 def _inside_file(client, p: str, as_of=None) -> tuple[str, list[str]] | None:
     """``(file, record patterns)`` if ``p`` lies inside a StoreTorrent file
-    (named literally, whatever characters it holds)."""
-    parts = p.strip("/").split("/")
-    for n in range(len(parts) - 1, 0, -1):
-        pre = "/" + "/".join(parts[:n])
-        if _is_file(client, pre):
-            return pre, _record_patterns(client, pre, "/".join(parts[n:]), as_of)
-    return None
+    (named literally, whatever characters it holds; the longest prefix that
+    is a file: :func:`st_py.client.namespace_paths.lookup`)."""
+    loc = lookup(p, lambda pre: client.tracker.list(pre, names_only=True).entries)
+    if loc.kind != "inside":
+        return None
+    return loc.name, _record_patterns(client, loc.name, loc.rest, as_of)
 
 
 def _record_patterns(client, fname: str, rest: str, as_of=None) -> list[str]:
@@ -460,7 +455,8 @@ def _patterns_in(reader, rest: str) -> list[str]:
 def selected(name: str, patterns: list[str] | None) -> bool:
     """Whether record name ``name`` is in a selection of
     :func:`resolve_targets`: a name, a prefix of ``/``-separated names, or
-    (holding ``*``, ``?`` or ``[``) a glob of names."""
+    (holding ``*``, ``?`` or ``[``) a glob of names and folders
+    (:func:`_glob_match`)."""
     if patterns is None:
         return True
     for q in patterns:
@@ -473,10 +469,14 @@ def selected(name: str, patterns: list[str] | None) -> bool:
 
 
 def _glob_match(name: str, pattern: str) -> bool:
+    """Whether ``pattern`` (``*``, ``?``, ``[...]`` within a component,
+    ``**`` across them) matches ``name`` or one of its folders, as a glob on
+    a local disk selects a directory and a reader then takes everything
+    below it (``carrier=*/*`` over ``carrier=DL/year=2020/a.parquet``)."""
     if "**" in pattern:
         return fnmatch.fnmatchcase(name, pattern.replace("**", "*"))
     n, q = name.strip("/").split("/"), pattern.strip("/").split("/")
-    return len(n) == len(q) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(n, q))
+    return len(n) >= len(q) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(n, q))
 
 
 def _list(client, path: str):

@@ -244,29 +244,41 @@ def get(tracker, data, file, record, output, recursive, as_of) -> None:
 @format_opt
 @as_of_opt
 def ls(tracker, data, path, records, fmt, as_of) -> None:
-    """List namespace directory PATH (or the records of a file with -r)."""
+    """List namespace directory PATH (or the records of a file with -r; a
+    PATH inside a file, /exp/run1/src, lists the file's records below it)."""
     from st_py.client.client import Client
+    from st_py.client.namespace_paths import lookup
 
     c = Client(tracker_address(tracker, data))
+    under = ""  # a record path inside the file: only the records at or below it
+    loc = lookup("/" + path.strip("/"), lambda p: c.tracker.list(p, names_only=True).entries)
+    if loc.kind == "inside":
+        path, under, records = loc.name, loc.rest, True
+
+    def below(names):
+        return [n for n in names if n == under or n.startswith(under + "/")] if under else list(names)
+
     if as_of is not None:
         if not records:
             raise click.UsageError("--as-of lists the records of a file: add -r")
         with c.open(path, as_of=as_of_value(as_of)) as f:
             if fmt == "table":
                 say(f"{path} as of generation {f.generation}", err=True)
-                for n in f.names():
+                for n in below(f.names()):
                     click.echo(n)
                 return
             from st_py.core.history import AsOf
 
             view = f.infofile()
             assert isinstance(view, AsOf)  # a handle opened as_of reads through its view
-            emit([{**row, "generation": f.generation} for row in view.entries()], fmt)
+            rows = view.entries()
+            keep = set(below(row["name"] for row in rows))
+            emit([{**row, "generation": f.generation} for row in rows if row["name"] in keep], fmt)
         return
     if records:
         with c.open(path) as f:
             if fmt == "table":
-                for n in f.names():
+                for n in below(f.names()):
                     click.echo(n)
                 return
             from st_py.core.copy_health import Liveness, file_health
@@ -275,7 +287,7 @@ def ls(tracker, data, path, records, fmt, as_of) -> None:
             reader = f.infofile()
             liveness = Liveness.from_status(c.status())
             with reader.read_transaction():  # one snapshot; a record with no copy left is listed too
-                names = f.names()
+                names = below(f.names())
                 recs = {r[0]: r for r in reader.records_between("")}
                 objs = {o.name: o for o in reader.objects()}
                 health = file_health(reader, liveness, f.name).records  # the copy model, as status counts
