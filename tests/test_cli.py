@@ -142,6 +142,16 @@ def test_put_resumes_get_r_and_rm_r(cluster, tmp_path):
     # get -o into an existing folder writes inside it, as cp does
     r = run_cli(cluster, "get", "/cli/a", "shots/4.bin", "-o", str(out), check=True)
     assert (out / "4.bin").read_bytes() == bytes([4]) * 500
+    # a path inside a file names its record, for get, get -r and rm (as fsspec and S3 resolve it)
+    r = run_cli(cluster, "get", "/cli/a/shots/5.bin", "-o", str(tmp_path / "five.bin"), check=True)
+    assert (tmp_path / "five.bin").read_bytes() == bytes([5]) * 500
+    r = run_cli(cluster, "get", "/cli/a/shots", "-r", "-o", str(tmp_path / "again"), check=True)
+    assert "fetched 6 records" in r.stdout and (tmp_path / "again" / "shots" / "2.bin").read_bytes() == b"changed"
+    run_cli(cluster, "put", "/cli/a", str(src / "0.bin"), "--prefix", "gone/", check=True)
+    r = run_cli(cluster, "rm", "/cli/a/gone/0.bin", check=True)
+    assert "deleted record gone/0.bin of /cli/a" in r.stdout
+    assert "gone/0.bin" not in run_cli(cluster, "ls", "-r", "/cli/a", check=True).stdout.split()
+    assert run_cli(cluster, "rm", "/cli/a/gone/0.bin", check=False).returncode != 0  # gone: an error
     # a prefix that makes names get -r cannot write back (or fsspec list) is refused, nothing stored
     for bad in ("../", "/abs/", "a//b/", "./"):
         r = run_cli(cluster, "put", "/cli/a", str(src / "0.bin"), "--prefix", bad, check=False)

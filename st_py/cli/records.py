@@ -15,6 +15,17 @@ from st_py.core.replication import PROTOCOLS
 from st_py.errors import RecordExistsError
 
 
+def inside_file(c, path: str):
+    """``(file, record path)`` when ``path`` lies inside a StoreTorrent file
+    (``/exp/run1/src/a.parquet``: ``("/exp/run1", "src/a.parquet")``, the
+    longest prefix that is a file: :func:`st_py.client.namespace_paths.lookup`,
+    as fsspec and the S3 endpoint resolve it), else None."""
+    from st_py.client.namespace_paths import lookup
+
+    loc = lookup("/" + path.strip("/"), lambda p: c.tracker.list(p, names_only=True).entries)
+    return (loc.name, loc.rest) if loc.kind == "inside" else None
+
+
 @cli.command()
 @tracker_opt
 @data_opt
@@ -183,10 +194,17 @@ def _check_fixed_options(f, **given) -> None:
 @as_of_opt
 def get(tracker, data, file, record, output, recursive, as_of) -> None:
     """Fetch RECORD of FILE (CRC-checked, from any live copy), or with -r every
-    record under the prefix RECORD into a folder (names with / make folders)."""
+    record under the prefix RECORD into a folder (names with / make folders).
+    FILE may be a path inside a file, naming the record (or prefix) itself:
+    /exp/run1/src/a.parquet is record src/a.parquet of /exp/run1."""
     from st_py.client.client import Client
 
-    with Client(tracker_address(tracker, data)).open(file, as_of=as_of_value(as_of)) as f:
+    c = Client(tracker_address(tracker, data))
+    if not record:
+        inside = inside_file(c, file)
+        if inside is not None:
+            file, record = inside
+    with c.open(file, as_of=as_of_value(as_of)) as f:
         if not recursive:
             if not record:
                 raise click.UsageError("give a RECORD, or -r to fetch many")
@@ -247,13 +265,12 @@ def ls(tracker, data, path, records, fmt, as_of) -> None:
     """List namespace directory PATH (or the records of a file with -r; a
     PATH inside a file, /exp/run1/src, lists the file's records below it)."""
     from st_py.client.client import Client
-    from st_py.client.namespace_paths import lookup
 
     c = Client(tracker_address(tracker, data))
     under = ""  # a record path inside the file: only the records at or below it
-    loc = lookup("/" + path.strip("/"), lambda p: c.tracker.list(p, names_only=True).entries)
-    if loc.kind == "inside":
-        path, under, records = loc.name, loc.rest, True
+    inside = inside_file(c, path)
+    if inside is not None:
+        (path, under), records = inside, True
 
     def below(names):
         return [n for n in names if n == under or n.startswith(under + "/")] if under else list(names)
@@ -352,11 +369,17 @@ def ls(tracker, data, path, records, fmt, as_of) -> None:
 )
 def rm(tracker, data, file, record, recursive) -> None:
     """Delete FILE, or only RECORD of it, or an empty directory (as rmdir);
-    with -r a directory and everything below it."""
+    with -r a directory and everything below it. FILE may be a path inside a
+    file naming one record (/exp/run1/src/a.parquet: record src/a.parquet of
+    /exp/run1)."""
     from st_py.client.client import Client
     from st_py.errors import StFileNotFoundError
 
     c = Client(tracker_address(tracker, data))
+    if not record and not recursive:
+        inside = inside_file(c, file)
+        if inside is not None:
+            file, record = inside
     if recursive:
         top = "/" + file.strip("/")
         entries = c.ls(file)
