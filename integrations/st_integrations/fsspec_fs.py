@@ -598,7 +598,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
 
         Returns
         -------
-        ("dir", path, ListEntry list or None) | ("file", file name, "") |
+        ("dir", path, NamespaceEntry list or None) | ("file", file name, "") |
         ("inside", file name, rest of the path) | ("missing", deepest existing directory, rest)
         """
         loc = lookup(path, self._list_remembering, self._known)  # one `in` a prefix: atomic, no lock

@@ -17,6 +17,7 @@ from typing import Any
 
 from st_py.client.file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
 from st_py.client.infofile_copies import make_locator
+from st_py.client.namespace_paths import NamespaceEntry
 from st_py.core.filters import MissingKeyError, check_filters, key_check, load_key
 from st_py.core.history import Snapshot
 from st_py.errors import SnapshotError, SnapshotHeldError, SnapshotNotFoundError, TrackerMovedError
@@ -583,11 +584,21 @@ class Client:
         self.tracker.remove_dir(path)
 
     def ls(self, path: str = "/", sizes: bool = True):
-        """Entries of a namespace directory (``ListEntry`` messages);
-        ``sizes`` False leaves their ``bytes`` and ``user_bytes`` 0 (the
-        tracker counts a file's records from an index instead of summing
-        every row: an S3 listing's List a page, issue 42)."""
-        return list(self.tracker.list(path, counts_only=not sizes).entries)
+        """Entries of namespace directory ``path``, in name order
+        (:class:`~st_py.client.namespace_paths.NamespaceEntry`, plain data);
+        a StoreTorrent file's path gives that file alone. ``sizes`` False
+        leaves their ``bytes`` and ``user_bytes`` 0 (the tracker counts a
+        file's records from an index instead of summing every row: an S3
+        listing's List a page, issue 42).
+
+        Raises
+        ------
+        StFileNotFoundError
+            Neither a directory nor a file (a path inside a file included:
+            :func:`~st_py.client.namespace_paths.lookup` resolves those).
+        PermissionDeniedError, TrackerUnavailableError
+        """
+        return [NamespaceEntry.of(e) for e in self.tracker.list(path, counts_only=not sizes).entries]
 
     def status(self):
         """The tracker's ``StatusReply``: peers, liveness, space, files."""

@@ -25,6 +25,52 @@ from dataclasses import dataclass
 from st_py.errors import BadNameError, StFileNotFoundError
 
 
+@dataclass(frozen=True, slots=True)
+class NamespaceEntry:
+    """One entry of a namespace directory (:meth:`st_py.client.client.Client.ls`).
+
+    Attributes
+    ----------
+    name : str
+        Its full path (``/exp/run1``).
+    is_dir : bool
+        A namespace directory (else a StoreTorrent file).
+    file_id : int
+        The file's id (0 for a directory).
+    replication : str
+        The file's class (``x1``, ``x2``, ``x3``; ``""`` for a directory).
+    records : int
+        The file's names (records and striped objects).
+    bytes : int
+        One copy of each name as stored, stripes included (what quotas
+        count); 0 when listed without sizes.
+    user_bytes : int
+        The user's bytes of its names, before filters (docs/infofile.md,
+        "Sizes"); 0 when listed without sizes.
+    owner, group : str
+    mode : int
+        UNIX permission bits (docs/security.md).
+    """
+
+    name: str
+    is_dir: bool
+    file_id: int
+    replication: str
+    records: int
+    bytes: int
+    user_bytes: int
+    owner: str
+    group: str
+    mode: int
+
+    @classmethod
+    def of(cls, e) -> "NamespaceEntry":
+        """From the tracker's ``ListEntry``."""
+        return cls(
+            e.name, e.is_dir, e.file_id, e.replication, e.records, e.bytes, e.user_bytes, e.owner, e.group, e.mode
+        )
+
+
 @dataclass(frozen=True)
 class Location:
     """What a namespace path is (:func:`lookup`).
@@ -40,7 +86,8 @@ class Location:
     name : str
     rest : str
     entries : list or None
-        The directory's entries (tracker ``ListEntry`` messages), for ``"dir"``.
+        What ``list_entries`` gave for the directory (:class:`NamespaceEntry`
+        from ``Client.ls``), for ``"dir"``.
     """
 
     kind: str
@@ -136,4 +183,4 @@ def new_file(deepest: str, rest: str) -> tuple[str, str] | None:
     return deepest.rstrip("/") + "/" + parts[0], "/".join(parts[1:])
 
 
-__all__ = ["Location", "lookup", "new_file", "path_prefixes"]
+__all__ = ["Location", "NamespaceEntry", "lookup", "new_file", "path_prefixes"]
