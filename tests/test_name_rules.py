@@ -507,3 +507,33 @@ def test_a_slices_names_checked_at_once_agree_with_each_name_checked():
         assert t.conflicts_many(good) == {n: t.conflict(n) for n in good if t.conflict(n) is not None}
 
     check()
+
+
+def test_a_set_of_names_in_each_others_way_is_found_at_once():
+    """A write job's staged names are checked at once (``Client.commit_staged``:
+    every name counted into one tree, then ``conflicts_many``), and the
+    one-by-one check (each name against those before it) runs only to name
+    the culprit: both find a conflict in exactly the same sets of distinct
+    names (no processes)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as hst
+
+    from st_py.core.record_names import NameTree
+
+    part = hst.sampled_from(["a", "b", "a.b", "c", "é"])
+    name = hst.lists(part, min_size=1, max_size=4).map("/".join)
+
+    @settings(deadline=None, max_examples=400, database=None)
+    @given(names=hst.lists(name, max_size=8, unique=True))
+    def check(names):
+        one, sequential = NameTree(), False
+        for n in names:
+            if one.conflict(n) is not None:
+                sequential = True
+                break
+            one.add(n)
+        whole = NameTree()
+        whole.add_many(names)
+        assert bool(whole.conflicts_many(names)) == sequential, names
+
+    check()

@@ -349,6 +349,43 @@ def test_all_or_nothing_through_a_staged_handle(module_cluster):
     check_file(c, "/wb/staged", want, 2)
 
 
+def test_staged_records_as_columns_from_several_writers_commit_as_dicts_do(module_cluster):
+    """A write job's tasks hand their staged records as columns
+    (``StFile.staged_records``, issue 41: a list a field, not a dict a
+    record); pickled as a task's result is, the columns of several writers
+    commit in one transaction exactly as the same records' dicts do, and
+    the dicts are a view of the columns."""
+    import pickle
+
+    from st_py.client.staged import StagedRecords
+
+    c = module_cluster.client()
+    data = [records(40, tag=f"t{t}") for t in range(3)]  # each task's records, written into both files
+    parts = {}
+    for name in ("/wb/cols-tasks", "/wb/dicts-tasks"):
+        c.create(name, "x2").close()
+        parts[name] = []
+        for t in range(3):
+            with c.open_staged(name) as f:
+                assert f.write(batch_of(data[t])) == 40
+                f.put(f"meta-{t}", b"with metadata", meta={"task": str(t)})
+                parts[name].append(f.staged_records() if name == "/wb/cols-tasks" else f.staged_commits())
+    cols = [pickle.loads(pickle.dumps(p)) for p in parts["/wb/cols-tasks"]]
+    assert all(isinstance(p, StagedRecords) and len(p) == 41 for p in cols)
+    assert StagedRecords.of_dicts(cols[0].as_dicts()) == cols[0]
+    with c.open("/wb/cols-tasks") as g:
+        assert len(g) == 0  # staged: nothing visible before the commit
+    assert c.commit_staged("/wb/cols-tasks", cols) == 123
+    assert c.commit_staged("/wb/dicts-tasks", [r for p in parts["/wb/dicts-tasks"] for r in p]) == 123
+    want = {n: v for t in range(3) for n, v in data[t].items()} | {f"meta-{t}": b"with metadata" for t in range(3)}
+    for name in parts:
+        check_file(c, name, want, 2)
+        with c.open(name) as g:
+            assert [g.infofile().user_meta_of(f"meta-{t}") for t in range(3)] == [{"task": str(t)} for t in range(3)]
+    with pytest.raises(RecordExistsError):  # committed: the same columns again are refused, nothing changes
+        c.commit_staged("/wb/cols-tasks", cols)
+
+
 def test_a_staged_commit_of_plain_records_travels_as_columns(module_cluster, monkeypatch):
     """A job's commit (``commit_staged``) of plain records goes to the
     tracker as one ``RecordColumns`` (issue 41: no message a record), and

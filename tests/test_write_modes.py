@@ -156,9 +156,9 @@ def test_two_overwrite_jobs_at_once_leave_one_output_never_both(cluster):
     assert commit_job(c, b, staged_b) == 3
     with c.open(name) as f:
         names = sorted(f.names())
-    assert names == sorted(r["name"] for part in staged_b for r in part), names  # b's output alone
+    assert names == sorted(n for part in staged_b for n in part.names), names  # b's output alone
     # the same overwrite request again (a retry after a lost reply): applied once, same answer
-    records = [r for part in staged_b for r in part]
+    records = [r for part in staged_b for r in part.as_dicts()]
     info = c.tracker.open(name)
     from st_py._proto import tracker_pb2 as pb
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from st_py.client.staged import StagedRecords
+
 from .write import WriteJob, abort_job, check_job, commit_job, job_prefix, start_job, write_blocks
 
 try:
@@ -113,10 +115,11 @@ class StoreTorrentDatasink(_Datasink):
                 c, self.name, self.replication, self.format, self.prefix, options=self.format_options, mode=self.mode
             )
 
-    def write(self, blocks: Iterable, ctx) -> list[dict]:
+    def write(self, blocks: Iterable, ctx) -> StagedRecords:
         """Ray Datasink hook, in a write task: store each block as one staged
         record, rank 0 on this node's peer; returns the staged records'
-        metadata for :meth:`on_write_complete`."""
+        metadata (columns, :class:`~st_py.client.staged.StagedRecords`) for
+        :meth:`on_write_complete`."""
         from ray.data.block import BlockAccessor
 
         tables = (BlockAccessor.for_block(b).to_arrow() for b in blocks)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from st_py.client.getlocal import local_addresses
+from st_py.client.staged import StagedRecords
 from st_py.client.write_batch import WriteBatch
 from st_py.core.record_names import check_new_name, conflict_error
 from st_py.wire.tracker_client import RESTART_GRACE
@@ -222,9 +223,10 @@ def start_job(
     )
 
 
-def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None) -> list[dict]:
+def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None) -> StagedRecords:
     """Write each table of ``tables`` as one staged record; returns the
-    staged records' metadata (plain dicts) for :func:`commit_job`."""
+    staged records' metadata (:class:`~st_py.client.staged.StagedRecords`,
+    columns of plain data) for :func:`commit_job`."""
     from st_py.client.client import Client
 
     client = Client(job.tracker)
@@ -236,7 +238,7 @@ def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None
             # encoding of the next overlaps the sending of this one as before.
             if job.format == RECORDS:
                 _write_rows(f, job, tables)
-                return f.staged_commits()
+                return f.staged_records()
             batch = WriteBatch()
             for i, t in enumerate(tables):
                 if t.num_rows == 0:
@@ -250,7 +252,7 @@ def write_blocks(job: WriteJob, task: int, tables, local_peer: str | None = None
                     f.write(batch)
                     batch = WriteBatch()
             f.write(batch)
-            return f.staged_commits()
+            return f.staged_records()
         finally:
             f.close()
     finally:
@@ -287,10 +289,10 @@ def local_peer_of(client, file: str) -> str | None:
     return mine[0] if len(mine) == 1 else None
 
 
-def commit_job(client, job: WriteJob, staged: list[list[dict]]) -> int:
-    """Commit every task's staged records in one transaction. Returns the
-    number of records committed."""
-    records = [r for part in staged for r in part]
+def commit_job(client, job: WriteJob, staged: list[StagedRecords]) -> int:
+    """Commit every task's staged records (what :func:`write_blocks`
+    returned) in one transaction. Returns the number of records committed."""
+    records = StagedRecords.join(staged)
     if job.mode == "overwrite":  # every name the file holds goes in the same transaction: the last job wins
         return client.commit_staged(job.file, records, replace_all=True)
     if not records:

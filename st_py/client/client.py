@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import time
 import uuid
@@ -18,6 +19,7 @@ from typing import Any
 from st_py.client.file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
 from st_py.client.infofile_copies import make_locator
 from st_py.client.namespace_paths import NamespaceEntry
+from st_py.client.staged import StagedRecords
 from st_py.core.filters import MissingKeyError, check_filters, key_check, load_key
 from st_py.core.history import Snapshot
 from st_py.errors import SnapshotError, SnapshotHeldError, SnapshotNotFoundError, TrackerMovedError
@@ -217,16 +219,22 @@ class Client:
         return self._file(info, stage=True, prefer_peer=prefer_peer)
 
     def commit_staged(
-        self, name: str, records: list[dict], delete: list[str] | None = None, replace_all: bool = False
+        self,
+        name: str,
+        records: list[dict] | StagedRecords | list[StagedRecords],
+        delete: list[str] | None = None,
+        replace_all: bool = False,
     ) -> int:
         """Commit staged records of file ``name`` in one transaction of the
         tracker (paper 3.5): all of them become visible at once, or none.
 
         Parameters
         ----------
-        records : list of dict
-            As returned by :meth:`StFile.staged_commits`, from any number of
-            writers.
+        records : list of dict, StagedRecords or list of StagedRecords
+            As returned by :meth:`StFile.staged_commits` (dicts) or
+            :meth:`StFile.staged_records` (columns), from any number of
+            writers: their dicts joined in one list, or their columns
+            (a list of them, committed in order).
         delete : list of str, optional
             Committed records and objects removed in the same transaction
             (a write job's ``mode="overwrite"``): readers see the file before
@@ -267,9 +275,15 @@ class Client:
         from st_py.errors import RecordExistsError
 
         info = self.tracker.open(name, grace=RESTART_GRACE)
-        names = [r["name"] for r in records]
+        if isinstance(records, StagedRecords):
+            staged = records
+        elif records and isinstance(records[0], StagedRecords):
+            staged = StagedRecords.join(records)
+        else:
+            staged = StagedRecords.of_dicts(records)  # type: ignore[arg-type]
+        names = staged.names
         if len(set(names)) != len(names):
-            dup = sorted({n for n in names if names.count(n) > 1})[:5]
+            dup = sorted(n for n, k in collections.Counter(names).items() if k > 1)[:5]
             raise RecordExistsError(
                 f"staged records of {name} name {dup} more than once: a writer ran twice; nothing was committed",
                 names=dup,
@@ -282,18 +296,10 @@ class Client:
                 names=existing,
             )
         self._check_tree(info, name, names, set(delete or ()), replace_all)
-        schemas, refs = schema_table([r.get("schema") for r in records])
+        schemas, refs = schema_table(staged.schemas)
         cols = None
-        if info.commit_columns and not delete and not replace_all:  # plain records as columns (issue 41)
-            if not any(r.get("meta") or r.get("stored_as") for r in records):
-                cols = as_columns(
-                    names,
-                    [r["size"] for r in records],
-                    [r["crc32c"] for r in records],
-                    [r["peer_idx"] for r in records],
-                    refs,
-                    [r.get("logical_size") for r in records],
-                )
+        if info.commit_columns and not delete and not replace_all and staged.plain():  # columns (issue 41)
+            cols = as_columns(names, staged.sizes, staged.crc32c, staged.peer_idx, refs, staged.logical_sizes)
 
         def commit(cols: pb.RecordColumns | None) -> pb.CommitReply:
             commits = (
@@ -301,17 +307,26 @@ class Client:
                 if cols is not None
                 else [  # to its per-file tracker (paper 3.5)
                     pb.RecordCommit(
-                        name=r["name"],
-                        size=r["size"],
-                        crc32c=r["crc32c"],
-                        peer_idx=r["peer_idx"],
+                        name=n,
+                        size=size,
+                        crc32c=crc,
+                        peer_idx=peers,
                         schema=ref,
-                        logical_size=r.get("logical_size"),
-                        meta=r.get("meta", b""),
-                        stored_as=r.get("stored_as", ""),  # a name of its own on the peers: a new record
-                        new_only=bool(r.get("stored_as")),
+                        logical_size=logical,
+                        meta=meta,
+                        stored_as=stored_as,  # a name of its own on the peers: a new record
+                        new_only=bool(stored_as),
                     )
-                    for r, ref in zip(records, refs)
+                    for n, size, crc, peers, ref, logical, meta, stored_as in zip(
+                        names,
+                        staged.sizes,
+                        staged.crc32c,
+                        staged.peer_idx,
+                        refs,
+                        staged.logical_sizes,
+                        staged.metas,
+                        staged.stored_as,
+                    )
                 ]
             )
             rid = uuid.uuid4().hex  # one id for every try: a retry across a restart or failover applies once
@@ -332,7 +347,7 @@ class Client:
             )
 
         reply = commit(cols)
-        if cols is not None and reply.columns_read != len(records):
+        if cols is not None and reply.columns_read != len(staged):
             # a tracker that does not read columns (a failover to an older one) committed none of
             # them, and the request held nothing else: the records again, one message each
             reply = commit(None)
@@ -358,16 +373,21 @@ class Client:
         from st_py.core.infofile import InfofileReader
         from st_py.core.record_names import NameTree, conflict_error
 
-        batch = NameTree()
-        for n in names:
-            hit = batch.conflict(n)
-            if hit is not None:
-                raise conflict_error(hit[0], file, n, hit[1])
-            batch.add(n)
+        whole = NameTree()
+        whole.add_many(names)  # the staged names at once (a job's millions: no Python loop per check)
+        if whole.conflicts_many(names):  # one is in the way: find and name it in order, as ever
+            batch = NameTree()
+            for n in names:
+                hit = batch.conflict(n)
+                if hit is not None:
+                    raise conflict_error(hit[0], file, n, hit[1])
+                batch.add(n)
         if replace_all:
             return
         r = InfofileReader(info.infofile_path)
         try:
+            if r.is_empty():  # a job's new file: nothing committed to meet
+                return
             for i in range(0, len(names), 10_000):  # a job's millions of names: bounded statements
                 for n, hit in r.tree_conflicts(names[i : i + 10_000]).items():
                     if hit[1] not in deleted:  # one the same commit deletes: the tracker decides
@@ -381,7 +401,7 @@ class Client:
 
         r = InfofileReader(info.infofile_path)
         try:
-            return sorted(r.lookup_many(names))
+            return [] if r.is_empty() else sorted(r.lookup_many(names))
         finally:
             r.close()
 

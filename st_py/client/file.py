@@ -42,6 +42,7 @@ from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.reader import RecordReader
 from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter, store_result
+from st_py.client.staged import StagedRecords
 from st_py.client.striping import DEFAULT_STRIPE_SIZE, STRIPES_IN_FLIGHT, LocalStripe, Objects
 from st_py.client.versions import Versions
 from st_py.client.write_batch import WriteBatch, table_columns
@@ -669,7 +670,21 @@ class StFile:
         StoreTorrentError
             If queued records failed (as :meth:`flush`).
         """
-        return self._writer.staged_commits()
+        return self._writer.staged_records().as_dicts()
+
+    def staged_records(self) -> StagedRecords:
+        """The same records as :meth:`staged_commits`, as columns
+        (:class:`~st_py.client.staged.StagedRecords`: a list a field, plain
+        data): what a write job's task hands to the driver, cheaper to
+        build, pickle and commit than a dict a record (issue 41). Commit
+        them with :meth:`Client.commit_staged`.
+
+        Raises
+        ------
+        StoreTorrentError
+            If queued records failed (as :meth:`flush`).
+        """
+        return self._writer.staged_records()
 
     def poll(self, timeout: float = 0.0) -> int:
         """Make progress on queued operations (paper 3.2: frames are sent and
@@ -1209,6 +1224,7 @@ WRITES = frozenset(
         "commit_stored_copies",
         "store_copies",
         "staged_commits",
+        "staged_records",
     }
 )
 

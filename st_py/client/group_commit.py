@@ -37,6 +37,7 @@ from typing import Any
 import grpc
 
 from st_py._proto import tracker_pb2 as pb
+from st_py.client.staged import StagedRecords
 from st_py.core.record_names import commit_conflict
 from st_py.errors import (
     LeaseLostError,
@@ -393,28 +394,24 @@ class GroupCommitter:
             return ""
         return self._lease()
 
-    def take_staged(self) -> list[dict]:
-        """The waiting records as plain dicts ``{"name", "size", "crc32c",
-        "peer_idx", "schema", "logical_size", "meta", "stored_as"}``
-        (``size`` as stored, ``meta`` the encoded user metadata, ``b""``:
-        none; ``logical_size`` the user's bytes; ``schema``: ``(format,
-        Arrow IPC schema)`` or None; ``stored_as``: the name of its own a
+    def take_staged(self) -> StagedRecords:
+        """The waiting records as columns (:class:`~st_py.client.staged.StagedRecords`:
+        sizes as stored, the encoded user metadata, the user's bytes, the
+        ``(format, Arrow IPC schema)`` or None, and the name of its own a
         record put again under a name a kept version holds is stored under
         on the peers, committed ``new_only``, else ""), taken out
         (``stage=True``)."""
-        out = [
-            {
-                "name": op.name,
-                "size": op.size,
-                "crc32c": op.crc,
-                "peer_idx": list(op.peers),
-                "schema": getattr(op, "schema", None),
-                "logical_size": getattr(op, "logical_size", None),
-                "meta": getattr(op, "meta", b""),
-                "stored_as": getattr(op, "stored_as", "") if getattr(op, "new_only", False) else "",
-            }
-            for op in self.waiting
-        ]
+        ops = self.waiting
+        out = StagedRecords(
+            [op.name for op in ops],
+            [op.size for op in ops],
+            [op.crc for op in ops],
+            [list(op.peers) for op in ops],
+            [getattr(op, "schema", None) for op in ops],
+            [getattr(op, "logical_size", None) for op in ops],
+            [getattr(op, "meta", b"") for op in ops],
+            [getattr(op, "stored_as", "") if getattr(op, "new_only", False) else "" for op in ops],
+        )
         self.waiting.clear()
         self._waiting_bytes = 0
         return out

@@ -28,6 +28,7 @@ from st_py.client.group_commit import NO_RANKS, with_rank
 from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.put_slices import PutSlices
+from st_py.client.staged import StagedRecords
 from st_py.client.versions import Versions
 from st_py.core import user_meta
 from st_py.core.history import RetainedProbe, has_history, may_store_under_name, retained_on
@@ -816,8 +817,8 @@ class RecordWriter:
                 f"{len(errs)} queued operations failed: " + "; ".join(f"{n!r}: {e}" for n, e in errs[:5]) + more, errs
             )
 
-    def staged_commits(self) -> list[dict]:
-        """The staged records, taken out (see :meth:`st_py.client.file.StFile.staged_commits`)."""
+    def staged_records(self) -> StagedRecords:
+        """The staged records, taken out (see :meth:`st_py.client.file.StFile.staged_records`)."""
         self.flush()
         return self.ctx.committer.take_staged()
 

@@ -268,6 +268,8 @@ def tree_conflicts(conn, names: list[str], objects: bool = True) -> dict[str, tu
     ps = sorted(dirs.union(*(parents(d) for d in dirs)))
     for table in ("records", "objects") if objects else ("records",):
         try:
+            if conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None:
+                continue  # nothing committed in the way (a job's new file): no statement over the names
             if ps:
                 hit = {
                     r[0]
