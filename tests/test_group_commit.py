@@ -99,7 +99,7 @@ def test_staged_records_are_handed_out_not_committed(cluster):
         gc.pump()
     gc.drain()
     assert r.count() == 0
-    staged = gc.take_staged()
+    staged = gc.take_staged().as_dicts()  # columns (StagedRecords); their dicts
     assert [s["name"] for s in staged] == [f"s{i}" for i in range(30)]
     assert staged[0] == {
         "name": "s0",

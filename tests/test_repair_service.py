@@ -97,6 +97,11 @@ def test_a_returning_peer_catches_up_at_once(make_cluster, start_watch):
         # earlier, on a loaded machine, its first pass sent the copies to the stopped peer (still
         # live to the tracker) and waited 30 s for replies (a clean CI run, 2026-11-29).
         poll_for(lambda: c.status().alive_peers == 2, timeout=30, what="the tracker to fail the stopped peer")
+        # what the service starts from: a stored-copies report the writer sent just before it
+        # died may have reached the tracker after the first look (a loaded machine, CI 2026-12-01)
+        _, pending = infofile_copies(path)
+        on_stopped = {(n, r) for n, ranks in pending.items() for r, p in ranks.items() if p == stopped_idx}
+        waiting = {n for n, _ in on_stopped}
         watcher = start_watch(cluster, "--interval", "3600", "--poll", "0.2", "--failed-after", "3600")
         st = poll_for(
             lambda: (s := c.status()).repair.passes >= 1 and not s.repair.running and s,
