@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from st_py.client.cluster_status import ClusterStatus
 from st_py.client.file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
 from st_py.client.infofile_copies import make_locator
 from st_py.client.namespace_paths import NamespaceEntry
@@ -620,9 +621,18 @@ class Client:
         """
         return [NamespaceEntry.of(e) for e in self.tracker.list(path, counts_only=not sizes).entries]
 
-    def status(self):
-        """The tracker's ``StatusReply``: peers, liveness, space, files."""
-        return self.tracker.status()
+    def status(self) -> ClusterStatus:
+        """The cluster as the tracker sees it: peers, liveness, space,
+        files, copies short, repair and the metadata log
+        (:class:`~st_py.client.cluster_status.ClusterStatus`, plain data;
+        docs/operations.md, "Status page"). The copy counts are the
+        tracker's, taken every few seconds (``short_age_s`` says how old).
+
+        Raises
+        ------
+        TrackerUnavailableError
+        """
+        return ClusterStatus.of(self.tracker.status())
 
     def close(self) -> None:
         """Close the gRPC channel to the tracker. Files opened through this
