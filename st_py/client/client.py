@@ -18,6 +18,7 @@ from typing import Any
 
 from st_py.client.cluster_status import ClusterStatus
 from st_py.client.file import DEFAULT_DEPTH, DEFAULT_GROUP, StFile, delete_file_on_peers
+from st_py.client.file_info import FileMode
 from st_py.client.infofile_copies import make_locator
 from st_py.client.namespace_paths import NamespaceEntry
 from st_py.client.staged import StagedRecords
@@ -583,16 +584,17 @@ class Client:
             t.close()
         return deleted
 
-    def chmod(self, name: str, mode: int = 0, group: str = "", owner: str = ""):
+    def chmod(self, name: str, mode: int = 0, group: str = "", owner: str = "") -> FileMode:
         """Change the mode bits, group or (admins) owner of a file or
-        directory, as UNIX chmod/chgrp/chown (docs/security.md).
+        directory, as UNIX chmod/chgrp/chown (docs/security.md); 0 and ""
+        leave one as it is. Returns the owner, group and mode after.
 
         Raises
         ------
         PermissionDeniedError
             Not the owner (or not an admin for a new owner).
         """
-        return self.tracker.set_mode(name, mode, group, owner)
+        return FileMode.of(self.tracker.set_mode(name, mode, group, owner))
 
     def rmdir(self, path: str) -> None:
         """Remove the empty namespace directory ``path``, as UNIX rmdir (write

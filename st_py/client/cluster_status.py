@@ -4,39 +4,18 @@ docs/operations.md, "Status page").
 The tracker answers ``Status`` with a protobuf ``StatusReply``; clients get
 :class:`ClusterStatus`, frozen dataclasses whose fields are the reply's,
 by the same names (so ``st.peers[0].alive`` reads as before), nested
-messages as their own dataclasses and repeated fields as tuples. One
-conversion, :func:`_plain`, copies every field the dataclass declares;
-``tests/test_cluster_status.py`` checks that every dataclass declares
-every field of its message, so a field added to the protocol is not
-silently dropped here.
+messages as their own dataclasses and repeated fields as tuples, made by
+the one conversion of :mod:`st_py.client.plain_reply`.
 
 Thread safety: immutable values; share them freely.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar
 
-T = TypeVar("T")
-
-
-def _plain(cls: type[T], msg: Any) -> T:
-    """``cls`` (a dataclass of this module) from the protobuf ``msg`` of the
-    same fields: nested dataclasses from nested messages (``_NESTED``),
-    repeated fields as tuples."""
-    kw: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        v = getattr(msg, f.name)
-        inner = _NESTED.get((cls.__name__, f.name))
-        if inner is not None:
-            kw[f.name] = tuple(_plain(inner, m) for m in v) if f.name in _REPEATED else _plain(inner, v)
-        elif f.name in _REPEATED:
-            kw[f.name] = tuple(v)
-        else:
-            kw[f.name] = v
-    return cls(**kw)
+from st_py.client.plain_reply import plain
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +261,12 @@ class MetadataLogState:
     members: tuple[ConsensusMemberStatus, ...]
     failovers: tuple[FailoverEvent, ...]
 
+    NESTED: ClassVar[dict[str, type]] = {
+        "trackers": TrackerReplicaStatus,
+        "members": ConsensusMemberStatus,
+        "failovers": FailoverEvent,
+    }
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterStatus:
@@ -350,23 +335,18 @@ class ClusterStatus:
     versions_lost: int
     metadata_log: MetadataLogState
 
+    NESTED: ClassVar[dict[str, type]] = {
+        "peers": PeerStatus,
+        "repair": RepairProgress,
+        "file_trackers": FileTrackerStatus,
+        "metadata_log": MetadataLogState,
+    }
+
     @classmethod
     def of(cls, reply: Any) -> "ClusterStatus":
         """From the tracker's ``StatusReply``."""
-        return _plain(cls, reply)
+        return plain(cls, reply)
 
-
-# (dataclass, field) -> the dataclass of that nested message
-_NESTED: dict[tuple[str, str], type] = {
-    ("ClusterStatus", "peers"): PeerStatus,
-    ("ClusterStatus", "repair"): RepairProgress,
-    ("ClusterStatus", "file_trackers"): FileTrackerStatus,
-    ("ClusterStatus", "metadata_log"): MetadataLogState,
-    ("MetadataLogState", "trackers"): TrackerReplicaStatus,
-    ("MetadataLogState", "members"): ConsensusMemberStatus,
-    ("MetadataLogState", "failovers"): FailoverEvent,
-}
-_REPEATED = frozenset({"peers", "file_trackers", "trackers", "members", "failovers"})
 
 # the protobuf message of each dataclass (checked field by field in the tests)
 MESSAGES = {

@@ -35,6 +35,7 @@ from st_py._proto import tracker_pb2 as pb
 from st_py.client.batch_writer import BatchWriter
 from st_py.client.copies import Copies, CopyOutcome, CopyToStore
 from st_py.client.file_context import DEFAULT_DEPTH, DEFAULT_GROUP, FileContext
+from st_py.client.file_info import FileInfo
 from st_py.client.getlocal import GetLocalPlan, LocalRecord, local_addresses
 from st_py.client.group_commit import GroupCommitter
 from st_py.client.local_reads import LocalReads
@@ -139,9 +140,10 @@ class StFile:
 
     # -- metadata (the FileContext's, as of the last refresh) -----------------------
     @property
-    def info(self) -> pb.FileInfo:
-        """The tracker's ``FileInfo`` of the file, as of the last :meth:`refresh`."""
-        return self._ctx.info
+    def info(self) -> FileInfo:
+        """The tracker's answer about the file, as of the last :meth:`refresh`
+        (:class:`~st_py.client.file_info.FileInfo`, plain data)."""
+        return FileInfo.of(self._ctx.info)
 
     @property
     def name(self) -> str:

@@ -1,8 +1,9 @@
 """The client's public results are plain data, not protobuf messages
-(the brief's rule): ``Client.status()`` gives a :class:`ClusterStatus`
-tree of frozen dataclasses holding every field of the tracker's reply, and
-``Client.ls`` gives :class:`NamespaceEntry` rows (docs/operations.md,
-"Status page"; docs/client.md)."""
+(the brief's rule; st_py/client/plain_reply.py): ``Client.status()`` gives
+a :class:`ClusterStatus` tree of frozen dataclasses holding every field of
+the tracker's reply, ``StFile.info`` a :class:`FileInfo`, ``Client.chmod``
+a :class:`FileMode` and ``Client.ls`` :class:`NamespaceEntry` rows
+(docs/operations.md, "Status page")."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from conftest import poll_for
 from google.protobuf.message import Message
 
 from st_py._proto import tracker_pb2 as pb
-from st_py.client.cluster_status import MESSAGES, ClusterStatus, MetadataLogState, PeerStatus, RepairProgress
+from st_py.client import cluster_status, file_info
+from st_py.client.cluster_status import ClusterStatus, MetadataLogState, PeerStatus, RepairProgress
+from st_py.client.file_info import FileInfo, FileMode
 from st_py.client.namespace_paths import NamespaceEntry
 
 
@@ -46,7 +49,7 @@ def _same(plain, msg, path="status") -> None:
 
 def test_every_field_of_every_status_message_is_kept():
     """A field added to the protocol and not here would be dropped silently."""
-    for cls, message in MESSAGES.items():
+    for cls, message in {**cluster_status.MESSAGES, **file_info.MESSAGES}.items():
         want = [f.name for f in getattr(pb, message).DESCRIPTOR.fields]
         have = [f.name for f in dataclasses.fields(cls)]
         assert sorted(have) == sorted(want), f"{cls.__name__} against {message}"
@@ -57,6 +60,14 @@ def test_status_and_ls_are_plain_data_that_follow_a_killed_peer(cluster):
     with c.create("/exp/run1", "x2") as f:
         for j in range(30):
             f.queue_put(f"event-{j:03d}", os.urandom(500))
+        info = f.info
+        assert isinstance(info, FileInfo) and all(isinstance(p, PeerStatus) for p in info.peers)
+        _no_message_inside(info, "info")
+        _same(info, f._ctx.info, "info")
+        assert (info.name, info.replication, info.copies) == ("/exp/run1", "x2", 2)
+        assert sorted(p.addr for p in info.peers) == sorted(cluster.peer_addrs)
+    mode = c.chmod("/exp/run1", 0o640)
+    assert mode == FileMode(mode.owner, mode.group, 0o640) and isinstance(mode.owner, str)
     st = c.status()
     assert isinstance(st, ClusterStatus)
     assert isinstance(st.repair, RepairProgress) and isinstance(st.metadata_log, MetadataLogState)
