@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 
 from st_py._proto import tracker_pb2 as pb
 from st_py.client import cluster_status, file_info
-from st_py.client.cluster_status import ClusterStatus, MetadataLogState, PeerStatus, RepairProgress
+from st_py.client.cluster_status import ClusterStatus, MetadataLogState, PeerStatus, RepairServiceStatus
 from st_py.client.file_info import FileInfo, FileMode
 from st_py.client.namespace_paths import NamespaceEntry
 
@@ -70,7 +70,7 @@ def test_status_and_ls_are_plain_data_that_follow_a_killed_peer(cluster):
     assert mode == FileMode(mode.owner, mode.group, 0o640) and isinstance(mode.owner, str)
     st = c.status()
     assert isinstance(st, ClusterStatus)
-    assert isinstance(st.repair, RepairProgress) and isinstance(st.metadata_log, MetadataLogState)
+    assert isinstance(st.repair, RepairServiceStatus) and isinstance(st.metadata_log, MetadataLogState)
     assert all(isinstance(p, PeerStatus) for p in st.peers)
     _no_message_inside(st)
     assert st.files == 1 and st.alive_peers == len(cluster.peer_addrs) and st.failed_peers == 0

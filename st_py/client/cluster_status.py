@@ -85,7 +85,7 @@ class PeerStatus:
 
 
 @dataclass(frozen=True, slots=True)
-class RepairProgress:
+class RepairServiceStatus:
     """The repair service's last report (docs/operations.md, "Repair").
 
     Attributes
@@ -293,7 +293,7 @@ class ClusterStatus:
         Of those, records with a copy pending.
     short_age_s : float
         How old these counts are, seconds (< 0: not counted yet).
-    repair : RepairProgress
+    repair : RepairServiceStatus
     file_trackers : tuple[FileTrackerStatus, ...]
         None: the master takes every file.
     failed_after_s : float
@@ -323,7 +323,7 @@ class ClusterStatus:
     files_short: int
     records_pending: int
     short_age_s: float
-    repair: RepairProgress
+    repair: RepairServiceStatus
     file_trackers: tuple[FileTrackerStatus, ...]
     failed_after_s: float
     records_lost: int
@@ -337,7 +337,7 @@ class ClusterStatus:
 
     NESTED: ClassVar[dict[str, type]] = {
         "peers": PeerStatus,
-        "repair": RepairProgress,
+        "repair": RepairServiceStatus,
         "file_trackers": FileTrackerStatus,
         "metadata_log": MetadataLogState,
     }
@@ -352,7 +352,7 @@ class ClusterStatus:
 MESSAGES = {
     ClusterStatus: "StatusReply",
     PeerStatus: "Peer",
-    RepairProgress: "RepairStatus",
+    RepairServiceStatus: "RepairStatus",
     FileTrackerStatus: "FileTracker",
     TrackerReplicaStatus: "TrackerReplica",
     ConsensusMemberStatus: "ConsensusMember",
@@ -363,7 +363,7 @@ MESSAGES = {
 __all__ = [
     "ClusterStatus",
     "PeerStatus",
-    "RepairProgress",
+    "RepairServiceStatus",
     "FileTrackerStatus",
     "TrackerReplicaStatus",
     "ConsensusMemberStatus",
