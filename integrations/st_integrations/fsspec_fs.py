@@ -43,7 +43,6 @@ pickles name it by this module.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import io
 import os
@@ -55,7 +54,7 @@ from operator import itemgetter
 from fsspec.spec import AbstractFileSystem
 
 from st_py.client.namespace_paths import lookup
-from st_py.core.infofile import prefix_upper, user_size
+from st_py.core.infofile import one_state, prefix_upper, user_size
 from st_py.errors import (
     ChecksumError,
     GetLocalError,
@@ -689,7 +688,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             No StoreTorrent file ``fname``.
         """
         h = self.st_handle(fname)
-        with _one_state(h.infofile()):
+        with one_state(h.infofile()):
             n, nbytes = h.infofile().stats()
             user = h.infofile().user_bytes()
             generation = h.generation
@@ -824,7 +823,7 @@ class StoreTorrentFileSystem(AbstractFileSystem):
             return self.st_file_info(a)
         if kind == "inside":
             infofile = self.st_infofile(a)
-            with _one_state(infofile):  # the details and the generation of one state
+            with one_state(infofile):  # the details and the generation of one state
                 m = self.st_record_meta(a, b)
                 om = self.st_object_meta(a, b) if m is None else None
                 d = (
@@ -1208,16 +1207,6 @@ class StoreTorrentFileSystem(AbstractFileSystem):
         return StoreTorrentRecordFile(
             self, path, mode, block_size, autocommit, cache_options=cache_options, replication=replication, **kwargs
         )
-
-
-def _one_state(infofile):
-    """A read transaction of a reader of the current state (its queries
-    inside see one commit), or nothing: a view of a past generation does
-    not change, and a transaction already open is the caller's."""
-    rt = getattr(infofile, "read_transaction", None)
-    if rt is None or infofile.conn.in_transaction:
-        return contextlib.nullcontext()
-    return rt()
 
 
 __all__ = ["StoreTorrentFileSystem", "StoreTorrentRecordFile", "RecordExistsFSError", "ReadOnlyFSError"]

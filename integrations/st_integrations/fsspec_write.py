@@ -81,9 +81,9 @@ class RecordWriter:
             hit = self.fs.st_infofile(a).tree_conflict(b)  # a name is a record or a folder, not both
             if hit is not None:
                 raise conflict_error(hit[0], a, b, hit[1])
-            if self.fs.st_object_meta(a, b) is not None:
+            if not replace and self.fs.st_object_meta(a, b) is not None:
                 raise RecordExistsFSError(
-                    f"{b!r} is a striped object in {a}: objects are not replaced; delete "
+                    f"{b!r} is a striped object in {a}: objects are write-once; delete "
                     "it first (fs.rm) or use another name"
                 )
             if self.fs.st_record_meta(a, b) is not None and not replace:
@@ -172,7 +172,13 @@ class RecordWriter:
         for path, value in values.items():
             path = self.fs.st_path(path)
             fname, rname, exists = self.write_target(path, replace)
-            if exists and replace and self.fs.st_record_meta(fname, rname) is not None:
+            if (
+                exists
+                and replace
+                and (
+                    self.fs.st_record_meta(fname, rname) is not None or self.fs.st_object_meta(fname, rname) is not None
+                )
+            ):
                 again.append((path, bytes(value)))
                 continue
             batches.setdefault((fname, exists), WriteBatch()).put(rname, bytes(value))

@@ -193,7 +193,7 @@ class RecordSchema(_message.Message):
     def __init__(self, format: _Optional[str] = ..., schema: _Optional[bytes] = ...) -> None: ...
 
 class CommitRequest(_message.Message):
-    __slots__ = ("name", "file_id", "records", "user", "lease_id", "request_id", "delete", "schemas", "partial_ok", "replace_all", "columns")
+    __slots__ = ("name", "file_id", "records", "user", "lease_id", "request_id", "delete", "schemas", "partial_ok", "replace_all", "columns", "objects")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
@@ -205,6 +205,7 @@ class CommitRequest(_message.Message):
     PARTIAL_OK_FIELD_NUMBER: _ClassVar[int]
     REPLACE_ALL_FIELD_NUMBER: _ClassVar[int]
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     records: _containers.RepeatedCompositeFieldContainer[RecordCommit]
@@ -216,7 +217,8 @@ class CommitRequest(_message.Message):
     partial_ok: bool
     replace_all: bool
     columns: RecordColumns
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., delete: _Optional[_Iterable[str]] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ..., partial_ok: _Optional[bool] = ..., replace_all: _Optional[bool] = ..., columns: _Optional[_Union[RecordColumns, _Mapping]] = ...) -> None: ...
+    objects: _containers.RepeatedCompositeFieldContainer[ObjectCommit]
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[_Union[RecordCommit, _Mapping]]] = ..., user: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., delete: _Optional[_Iterable[str]] = ..., schemas: _Optional[_Iterable[_Union[RecordSchema, _Mapping]]] = ..., partial_ok: _Optional[bool] = ..., replace_all: _Optional[bool] = ..., columns: _Optional[_Union[RecordColumns, _Mapping]] = ..., objects: _Optional[_Iterable[_Union[ObjectCommit, _Mapping]]] = ...) -> None: ...
 
 class CommitReply(_message.Message):
     __slots__ = ("generation", "committed", "conflicts", "conflict_names", "deleted", "quota_refused", "quota_scope", "quota_bytes", "quota_used_bytes", "conflict_kinds", "conflict_records", "columns_read")

@@ -304,33 +304,7 @@ class Client:
             cols = as_columns(names, staged.sizes, staged.crc32c, staged.peer_idx, refs, staged.logical_sizes)
 
         def commit(cols: pb.RecordColumns | None) -> pb.CommitReply:
-            commits = (
-                []
-                if cols is not None
-                else [  # to its per-file tracker (paper 3.5)
-                    pb.RecordCommit(
-                        name=n,
-                        size=size,
-                        crc32c=crc,
-                        peer_idx=peers,
-                        schema=ref,
-                        logical_size=logical,
-                        meta=meta,
-                        stored_as=stored_as,  # a name of its own on the peers: a new record
-                        new_only=bool(stored_as),
-                    )
-                    for n, size, crc, peers, ref, logical, meta, stored_as in zip(
-                        names,
-                        staged.sizes,
-                        staged.crc32c,
-                        staged.peer_idx,
-                        refs,
-                        staged.logical_sizes,
-                        staged.metas,
-                        staged.stored_as,
-                    )
-                ]
-            )
+            commits = [] if cols is not None else staged.record_commits(refs)  # to its per-file tracker (paper 3.5)
             rid = uuid.uuid4().hex  # one id for every try: a retry across a restart or failover applies once
             return self._at_file_tracker(
                 name,

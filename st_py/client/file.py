@@ -43,14 +43,15 @@ from st_py.client.pending import Pending
 from st_py.client.placer import Placer
 from st_py.client.reader import RecordReader
 from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter, store_result
+from st_py.client.replacing import Replacing, StagedTwin
 from st_py.client.staged import StagedRecords
 from st_py.client.striping import DEFAULT_STRIPE_SIZE, STRIPES_IN_FLIGHT, LocalStripe, Objects
 from st_py.client.versions import Versions
 from st_py.client.write_batch import WriteBatch, table_columns
-from st_py.core.infofile import InfofileReader, ObjectMeta, RecordMeta
+from st_py.core.infofile import InfofileReader, ObjectMeta, ObjectVersion, RecordMeta, object_version
 from st_py.core.placement import Domain, DomainShortfall
 from st_py.core.record_format import written_schema, written_schemas
-from st_py.errors import BadNameError, StoreTorrentError
+from st_py.errors import StoreTorrentError
 from st_py.wire.protocol import encode_delete_file
 from st_py.wire.tracker_client import TrackerClient
 from st_py.wire.transport import Transport
@@ -137,6 +138,7 @@ class StFile:
         self._objects = Objects(ctx, self._writer, self._record_reader, self._placer, self._local)
         self._copies = Copies(ctx)
         self._batches = BatchWriter(ctx, self._writer, self._objects)
+        self._replacing = Replacing(ctx, self._writer, self._versions, self._staged_twin)
 
     # -- metadata (the FileContext's, as of the last refresh) -----------------------
     @property
@@ -576,7 +578,10 @@ class StFile:
         object instead (:meth:`put_object`, docs/striping.md), visible at
         once when this returns. ``replace=True`` stores a new version of
         the record under the file's writer lease (:meth:`queue_put`).
-        ``meta``: the version's user metadata (:meth:`queue_put`).
+        ``meta``: the version's user metadata (:meth:`queue_put`). When the
+        name holds a striped object, or ``data`` is one, ``replace=True``
+        replaces it at once too (docs/striping.md, "Replacing an object"):
+        readers see the old version or the new one, never a mix.
 
         Raises
         ------
@@ -585,12 +590,10 @@ class StFile:
         LeaseHeldError, LeaseLostError
             ``replace=True``: another writer holds the lease; this one's ran out.
         """
+        if replace and self._replacing.needed(name, data):
+            self._replacing.replace(name, data, meta=meta)
+            return
         if len(data) > STRIPE_THRESHOLD:
-            if replace:
-                raise BadNameError(
-                    f"{name!r}: data over {STRIPE_THRESHOLD} bytes is a striped object, and "
-                    "objects cannot be replaced; delete it and put it again"
-                )
             self._objects.put_object(name, data, meta=meta)
             return
         self._writer.put(name, data, replace, meta)
@@ -802,13 +805,17 @@ class StFile:
         """
         return self._record_reader.queue_get(name, callback, stored=stored)
 
-    def queue_get_version(self, meta: RecordMeta) -> Pending:
+    def queue_get_version(self, meta: RecordMeta, stored: bool = True) -> Pending:
         """Queue a read of the stored bytes (before the file's filters are
-        undone) of the version of a record that ``meta`` describes: its
+        undone; with ``stored`` False, undone: the user's bytes, and a copy
+        on this host's disk read first, as :meth:`queue_get` does) of the
+        version of a record that ``meta`` describes: its
         stored name (``meta.key``), size, CRC-32C and holders, as
         :meth:`st_py.core.infofile.InfofileReader.retained_held_by` returns
-        past versions kept for snapshots. For copying those versions between
-        peers (st_py.maintenance: drain, rebalance; docs/snapshots.md). Each
+        past versions kept for snapshots, or :meth:`object_version` a
+        version's stripes. For copying those versions between
+        peers (st_py.maintenance: drain, rebalance; docs/snapshots.md) and
+        reading one version of an object whatever replaces it meanwhile. Each
         holder is asked in turn and the CRC-32C checked, as :meth:`queue_get`
         does.
 
@@ -817,7 +824,17 @@ class StFile:
         Pending
             ``result()`` is the bytes, or raises RecordUnavailableError.
         """
-        return self._record_reader.queue_get_version(meta)
+        return self._record_reader.queue_get_version(meta, stored)
+
+    def object_version(self, name: str) -> ObjectVersion | None:
+        """Striped object ``name`` and its stripes' records as one read of
+        the infofile finds them (:class:`~st_py.core.infofile.ObjectVersion`),
+        or None if no object of that name is committed: read its stripes
+        with :meth:`queue_get_version` (``stored=False``) and a replacement
+        committed meanwhile (docs/striping.md, "Replacing an object") is
+        not mixed into them; the old version's copies stay readable for
+        the file's history age."""
+        return object_version(self._ctx.infofile(), name)
 
     def get(self, name: str) -> bytes:
         """The bytes of committed record ``name``.
@@ -920,6 +937,7 @@ class StFile:
         in_flight: int = STRIPES_IN_FLIGHT,
         *,
         writer_silent_s: float | None = None,
+        replace: bool = False,
     ) -> ObjectMeta:
         """Store ``data`` as striped object ``name`` and make it visible.
 
@@ -963,6 +981,12 @@ class StFile:
             take the default); younger ones raise
             ``ObjectBeingWrittenError`` (docs/striping.md, "Stripes a
             writer left").
+        replace : bool
+            The name may hold a record or an object now: the object
+            replaces it at once, under the file's writer lease
+            (docs/striping.md, "Replacing an object"); readers see the old
+            version or the new one, never a mix, and the old one stays
+            readable as of earlier generations and snapshots.
 
         Returns
         -------
@@ -971,7 +995,10 @@ class StFile:
         Raises
         ------
         RecordExistsError
-            A record or object of that name is committed (write-once).
+            A record or object of that name is committed (write-once;
+            without ``replace``).
+        LeaseHeldError, LeaseLostError
+            ``replace=True``: another writer holds the lease; this one's ran out.
         ObjectBeingWrittenError
             Another writer's stripes of ``name``, younger than
             ``writer_silent_s``, are committed without their object (nothing stored).
@@ -979,9 +1006,33 @@ class StFile:
         MetadataTooLargeError, BadMetadataError
             ``meta`` breaks the rules of :mod:`st_py.core.user_meta` (nothing is stored).
         """
+        if replace:
+            meta_obj = self._replacing.replace(
+                name, data, meta, stripe_size, stripe_width, local_share, in_flight, as_object=True
+            )
+            assert meta_obj is not None  # as_object: always an object
+            return meta_obj
         return self._objects.put_object(
             name, data, stripe_size, stripe_width, local_share, meta, in_flight, writer_silent_s=writer_silent_s
         )
+
+    def _staged_twin(self) -> StagedTwin:
+        """A handle of this file in staged mode, on the same tracker, with
+        this one's options: what a replacement stores its records through
+        (:mod:`st_py.client.replacing`)."""
+        ctx = self._ctx
+        twin = StFile(
+            ctx.tracker,
+            ctx.info,
+            ctx.depth,
+            ctx.group_size,
+            timeout=ctx.transport.timeout,
+            infofile_path=ctx.infofile_override,
+            stage=True,
+        )
+        twin.encryption_key = ctx.encryption_key
+        twin.local_copies = ctx.local_copies
+        return StagedTwin(twin, twin._writer, twin._objects)
 
     def get_object(self, obj: ObjectMeta) -> bytes:
         """The whole object, its stripes fetched in parallel (each from its

@@ -77,7 +77,14 @@ class LocalReads:
         self, peer: str | None = None, allow_unavailable: bool = False, stripes: bool = False
     ) -> list[LocalRecord]:
         """The records revealed to this node: :meth:`st_py.client.file.StFile.get_local` (the public docstring)."""
-        plan = self.get_local_plan(allow_unavailable)
+        return self.reveal_plan(self.get_local_plan(allow_unavailable), peer, allow_unavailable, stripes)
+
+    def reveal_plan(
+        self, plan: GetLocalPlan, peer: str | None = None, allow_unavailable: bool = False, stripes: bool = False
+    ) -> list[LocalRecord]:
+        """The records ``plan`` reveals to this node (``peer``: that peer's
+        alone), as of the plan's generation; ``stripes``: the stripes of
+        striped objects too."""
         targets = [peer] if peer else [a for a in plan.ring if is_local(a)]
         if not targets:
             raise GetLocalError(f"no live peer of {self.ctx.name} runs on this host; live peers: {list(plan.ring)}")

@@ -20,18 +20,23 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from st_py.client.pending import Pending
-from st_py.core.infofile import ObjectMeta, stripe_name
+from st_py.core.infofile import ObjectMeta, ObjectVersion, RecordMeta, stripe_name
 from st_py.errors import ChecksumError, RecordNotFoundError
 
 STRIPES_AHEAD = 4  # stripes a stream keeps queued (in flight or received, not yet given): its memory bound
 
 
 class StripeSource(Protocol):
-    """What a stream reads through: an open file's public ``queue_get`` and ``poll``."""
+    """What a stream reads through: an open file's public ``queue_get``,
+    ``queue_get_version`` and ``poll``."""
 
     def queue_get(self, name: str) -> Pending:
         """Queue a GET of record ``name``; its result is the record's bytes
         (StFile.queue_get)."""
+        ...
+
+    def queue_get_version(self, meta: RecordMeta, stored: bool = True) -> Pending:
+        """Queue a GET of the version ``meta`` names (StFile.queue_get_version)."""
         ...
 
     def poll(self, timeout: float = 0.0) -> int:
@@ -69,6 +74,7 @@ def stream_object(
     end: int | None = None,
     ahead: int = STRIPES_AHEAD,
     stats: StreamStats | None = None,
+    version: ObjectVersion | None = None,
 ) -> Iterator[bytes]:
     """Bytes ``[start, end)`` of the striped object ``obj`` (``end`` None:
     its size; clipped to it), as one piece per stripe, in order.
@@ -83,6 +89,12 @@ def stream_object(
         the caller holds.
     stats : StreamStats, optional
         Updated as the stream goes.
+    version : ObjectVersion, optional
+        ``obj`` with its stripes' records as one read found them
+        (:meth:`st_py.client.file.StFile.object_version`): each stripe is
+        read by its stored name, so a replacement committed during the
+        stream (docs/striping.md, "Replacing an object") is never mixed
+        in. Without it, stripes are read by name.
 
     Raises
     ------
@@ -107,7 +119,10 @@ def stream_object(
 
     def fill() -> None:
         for i in todo:
-            queued.append((i, f.queue_get(stripe_name(obj.name, i))))
+            meta = version.stripes[i] if version is not None else None
+            queued.append(
+                (i, f.queue_get_version(meta, False) if meta is not None else f.queue_get(stripe_name(obj.name, i)))
+            )
             st.stripes += 1
             if len(queued) >= ahead:
                 break

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from st_py.client.file_context import FileContext
 from st_py.client.pending import Pending
 from st_py.core.copy_health import unavailable_error, without_stored_copy
-from st_py.core.infofile import ObjectMeta, RecordMeta, stripe_name
+from st_py.core.infofile import ObjectMeta, ObjectVersion, RecordMeta, object_version, stripe_name
 from st_py.core.placement import hash_ranking
 from st_py.errors import (
     ChecksumError,
@@ -302,17 +302,32 @@ class RecordReader:
             )
         return meta
 
-    def queue_get_version(self, meta: RecordMeta) -> Pending:
-        """Queue a read of the stored bytes of the version ``meta`` names:
-        :meth:`st_py.client.file.StFile.queue_get_version` (the public docstring)."""
+    def queue_get_version(self, meta: RecordMeta, stored: bool = True) -> Pending:
+        """Queue a read of the version ``meta`` names (its stored bytes, or
+        with ``stored`` False its user's bytes, a copy on this host's disk
+        first): :meth:`st_py.client.file.StFile.queue_get_version` (the public docstring)."""
         ctx = self.ctx
         ctx.check_open()
         ctx.renew_capability()
         fut = Pending(ctx.transport.wait, meta.name)
+        if not stored and ctx.local_copies is not None:  # a copy on this host's disk (.local_copies)
+            data = ctx.local_copies.read(ctx.file_id, ctx.peer_ids, meta)
+            if data is not None:
+                self._deliver(meta.name, data, fut, None, False)
+                return fut
         ctx.wait_for_slot()
         ctx.gets_inflight += 1
-        self._try_get(meta.name, meta, self._read_order(list(meta.peers)), [], fut, None, True, True)
+        self._try_get(meta.name, meta, self._read_order(list(meta.peers)), [], fut, None, stored, True)
         return fut
+
+    def queue_get_stripe(self, ver: ObjectVersion, i: int) -> Pending:
+        """Queue a GET of stripe ``i`` of the object version ``ver``: by its
+        stored name and holders as ``ver`` pinned them, so a replacement
+        committed meanwhile is not read into it (its user's bytes)."""
+        meta = ver.stripes[i]
+        if meta is None:  # no committed record then: by name, which says what is missing
+            return self.queue_get(stripe_name(ver.obj.name, i))
+        return self.queue_get_version(meta, stored=False)
 
     def get(self, name: str) -> bytes:
         """The bytes of record ``name``: :meth:`st_py.client.file.StFile.get` (the public docstring)."""
@@ -320,7 +335,11 @@ class RecordReader:
 
     def get_object(self, obj: ObjectMeta) -> bytes:
         """The whole object ``obj``: :meth:`st_py.client.file.StFile.get_object` (the public docstring)."""
-        futs = [self.queue_get(stripe_name(obj.name, i)) for i in range(obj.stripes)]
+        ver = object_version(self.ctx.infofile(), obj.name)
+        if ver is None:
+            raise RecordNotFoundError(f"no committed object {obj.name!r} in {self.ctx.name}")
+        obj = ver.obj  # the version committed now, its stripes pinned with it
+        futs = [self.queue_get_stripe(ver, i) for i in range(obj.stripes)]
         data = b"".join(f.result() for f in futs)
         if len(data) != obj.size:  # each stripe's CRC-32C was checked as it came
             raise ChecksumError(

@@ -208,18 +208,31 @@ class RecordWriter:
         replace: bool = False,
         holders: list[int] | None = None,
         meta: Mapping[str, str] | None = None,
+        own_name: bool = False,
     ) -> Pending:
         """Queue a PUT of record ``name`` (see :meth:`st_py.client.file.StFile.queue_put`);
-        ``holders``: a stripe of an object, placed by ``put_object``."""
+        ``holders``: a stripe of an object, placed by ``put_object``.
+        ``own_name``: a staged record of a replacement (:mod:`st_py.client.replacing`):
+        stored under a name of its own on the peers and committed
+        ``new_only`` by the commit that removes the name's current version,
+        so the name may be committed now (only its rule is checked)."""
         ctx = self.ctx
         ctx.check_open()
         ctx.renew_capability()
         ctx.check_may_write()
         self.raise_quota()
         meta_b = user_meta.encode(name, meta)  # refused before anything is sent
-        name_b, stored_as = self.check_name(name, len(data), replace, stripe=holders is not None)
+        if own_name:
+            name_b, stored_as = self._check_put_name(name, len(data), holders is not None), ""
+            if len(name_b) > MAX_NAME - 64:
+                raise BadNameError(
+                    f"record name {name[:80]!r} is too long to be replaced: at most "
+                    f"{MAX_NAME - 64} bytes (a version's name adds up to 64)"
+                )
+        else:
+            name_b, stored_as = self.check_name(name, len(data), replace, stripe=holders is not None)
         data = bytes(data) if not isinstance(data, bytes) else data
-        if holders is None and not stored_as and not ctx.chain:
+        if holders is None and not stored_as and not ctx.chain and not own_name:
             ctx.filters  # noqa: B018  # an encrypted file without its key: refused here, as before
             return self.slices.add(name, name_b, data, callback, meta_b)  # the batch path
         self.slices.flush()  # the records queued before this one go first
@@ -249,7 +262,7 @@ class RecordWriter:
         self._put_seq += 1
         if holders is None:
             self._names.add(name)
-        if not stored_as and not self.plain_name_free(op):
+        if own_name or (not stored_as and not self.plain_name_free(op)):
             self.take_own_name(op)  # a kept version's copies under its name, not all met
         self.send(op)
         return op.future

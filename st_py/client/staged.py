@@ -114,6 +114,30 @@ class StagedRecords:
             out.stored_as.append(r.get("stored_as") or "")
         return out
 
+    def record_commits(self, refs: Sequence[int]) -> list:
+        """The records as the tracker's ``RecordCommit`` messages, one a
+        record (``refs[i]``: record ``i``'s schema, 1 + its index in the
+        request's schemas, 0 for none); a record with a name of its own
+        on the peers is committed ``new_only``: a new record, write-once."""
+        from st_py._proto import tracker_pb2 as pb
+
+        return [
+            pb.RecordCommit(
+                name=n,
+                size=size,
+                crc32c=crc,
+                peer_idx=peers,
+                schema=ref,
+                logical_size=logical,
+                meta=meta,
+                stored_as=stored_as,
+                new_only=bool(stored_as),
+            )
+            for n, size, crc, peers, ref, logical, meta, stored_as in zip(
+                self.names, self.sizes, self.crc32c, self.peer_idx, refs, self.logical_sizes, self.metas, self.stored_as
+            )
+        ]
+
     @classmethod
     def join(cls, parts: Sequence[StagedRecords | Sequence[dict]]) -> StagedRecords:
         """Every part's records in order (each a :class:`StagedRecords`, or

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import logging
+import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -40,7 +41,16 @@ from st_py.client.placer import Placer
 from st_py.client.reader import RecordReader
 from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter
 from st_py.core import user_meta
-from st_py.core.infofile import STRIPE_PREFIX, ObjectMeta, stripe_name, stripe_range
+from st_py.core.history import AsOf
+from st_py.core.infofile import (
+    STRIPE_PREFIX,
+    ObjectMeta,
+    ObjectVersion,
+    RecordMeta,
+    object_version,
+    stripe_name,
+    stripe_range,
+)
 from st_py.core.placement import choose_holders, fit_local_share, stripe_holders
 from st_py.core.record_names import check_new_name
 from st_py.errors import (
@@ -83,15 +93,22 @@ class LocalStripe:
     peer: str
     stored_size: int = -1  # bytes of the file at path
     filtered: bool = False  # path holds filtered bytes (docs/filters.md)
+    generation: int = 0  # the GET_LOCAL plan's: the object's version it is a stripe of (0: not known)
 
 
 class RecordSource(Protocol):
     """What an :class:`ObjectReader` reads stripes through: an open file's
-    public ``queue_get`` (``StFile``'s, which runs under the file's lock)."""
+    public ``queue_get`` and ``queue_get_version`` (``StFile``'s, which run
+    under the file's lock)."""
 
     def queue_get(self, name: str) -> Pending:
         """Queue a GET of record ``name`` (a stripe): its ``result()`` is the
         stripe's bytes (:meth:`st_py.client.file.StFile.queue_get`)."""
+        ...
+
+    def queue_get_version(self, meta: RecordMeta, stored: bool = True) -> Pending:
+        """Queue a GET of the version ``meta`` names (a pinned stripe):
+        :meth:`st_py.client.file.StFile.queue_get_version`."""
         ...
 
 
@@ -143,50 +160,11 @@ class Objects:
             raise RecordExistsError(f"{name!r} is already committed in {ctx.name}: names are write-once", names=[name])
         self.writer.check_tree(name)
         self._clear_left(name, WRITER_SILENT_S if writer_silent_s is None else writer_silent_s)
-        usable = sorted(ctx.write_targets())
-        if not usable or len(usable) < ctx.copies:
-            from st_py.errors import NotEnoughPeersError
-
-            raise NotEnoughPeersError(f"{ctx.name}: {len(usable)} usable peers, class needs {ctx.copies}")
-        src = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
-        # Asymmetric striping (docs/striping.md): copy rank 0 of local_share
-        # of the stripes on the writer's peer, the rest over the others; each
-        # stripe's copies apart by failure domain (docs/replication.md).
-        local = self.placer.writer_peer(usable)
-        if local is not None:
-            p = ctx.peers[local]
-            local_share = fit_local_share(local_share, _remaining(src), p.free_bytes if p.capacity_bytes else None)
-            if local_share <= 0:
-                local = None
-        others = [i for i in usable if i != local]
-        ring = choose_holders(others, len(others))  # a random order: stripe i's rank 0 on ring[i % width]
-        width = min(stripe_width or len(ring), len(ring))
-        crc, size, index = 0, 0, 0
-        pending: list[Pending] = []
         queued: list[Pending] = []  # every stripe of this attempt
-        head, prev, last = b"", b"", b""  # first stripe, and the last two: the object's schema
         try:
-            while True:
-                chunk = read_full(src, stripe_size)
-                if not chunk and index > 0:
-                    break
-                if index == 0:
-                    head = chunk
-                prev, last = last, chunk
-                crc = google_crc32c.extend(crc, chunk)
-                size += len(chunk)
-                holders = stripe_holders(index, ctx.copies, ring, width, local, local_share, ctx.spread)
-                pending.append(self.writer.queue_put(stripe_name(name, index), chunk, holders=holders))
-                queued.append(pending[-1])
-                if index == 0:
-                    self._claim(pending[0])
-                index += 1
-                while len(pending) >= in_flight:
-                    pending.pop(0).result()
-                if len(chunk) < stripe_size:
-                    break
-            for p in pending:
-                p.result()
+            size, index, crc, head, tail = self.store_stripes(
+                name, data, stripe_size, stripe_width, local_share, in_flight, queued, claim=True
+            )
             self.writer.flush()  # every stripe committed ...
         except BaseException:  # the source, a stripe, its commit or the caller failed: this attempt leaves no stripe
             self._abandon(name, queued)
@@ -196,7 +174,7 @@ class Objects:
         from st_py.core.record_format import written_object_schema
         from st_py.core.record_names import commit_conflict
 
-        schema = written_object_schema(name, head, prev + last) if self.writer.keep_schemas else None
+        schema = written_object_schema(name, head, tail) if self.writer.keep_schemas else None
         schemas, refs = schema_table([schema])
         reply = ctx.file_tracker_call(
             "commit_objects",
@@ -222,6 +200,77 @@ class Objects:
                 raise commit_conflict(ctx.name, name, reason, kind, record)
             raise RecordExistsError(f"object {reply.conflicts[0]}", names=[name])
         return ObjectMeta(name, size, stripe_size, index, crc)
+
+    def store_stripes(
+        self,
+        name: str,
+        data: bytes | BinaryIO,
+        stripe_size: int,
+        stripe_width: int | None,
+        local_share: float,
+        in_flight: int,
+        queued: list[Pending],
+        claim: bool = False,
+        own_name: bool = False,
+    ) -> tuple[int, int, int, bytes, bytes]:
+        """Store the stripes of object ``name`` read from ``data``, at most
+        ``in_flight`` held at once, each put appended to ``queued``, and
+        wait until every one is acknowledged. ``claim``: stripe 0 committed
+        before the next is read (:meth:`_claim`); ``own_name``: the stripes
+        of a replacement, stored under names of their own and left to the
+        caller's commit (:mod:`st_py.client.replacing`). Returns (size,
+        stripes, CRC-32C of the whole, the first stripe, the last two
+        stripes' bytes: what the object's schema is read from).
+
+        Raises
+        ------
+        NotEnoughPeersError, StoreTorrentError
+            Too few usable peers; a stripe's put (or, with ``claim``, its commit) failed.
+        """
+        ctx = self.ctx
+        usable = sorted(ctx.write_targets())
+        if not usable or len(usable) < ctx.copies:
+            from st_py.errors import NotEnoughPeersError
+
+            raise NotEnoughPeersError(f"{ctx.name}: {len(usable)} usable peers, class needs {ctx.copies}")
+        src = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
+        # Asymmetric striping (docs/striping.md): copy rank 0 of local_share
+        # of the stripes on the writer's peer, the rest over the others; each
+        # stripe's copies apart by failure domain (docs/replication.md).
+        local = self.placer.writer_peer(usable)
+        if local is not None:
+            p = ctx.peers[local]
+            local_share = fit_local_share(local_share, _remaining(src), p.free_bytes if p.capacity_bytes else None)
+            if local_share <= 0:
+                local = None
+        others = [i for i in usable if i != local]
+        ring = choose_holders(others, len(others))  # a random order: stripe i's rank 0 on ring[i % width]
+        width = min(stripe_width or len(ring), len(ring))
+        crc, size, index = 0, 0, 0
+        pending: list[Pending] = []
+        head, prev, last = b"", b"", b""  # first stripe, and the last two: the object's schema
+        while True:
+            chunk = read_full(src, stripe_size)
+            if not chunk and index > 0:
+                break
+            if index == 0:
+                head = chunk
+            prev, last = last, chunk
+            crc = google_crc32c.extend(crc, chunk)
+            size += len(chunk)
+            holders = stripe_holders(index, ctx.copies, ring, width, local, local_share, ctx.spread)
+            pending.append(self.writer.queue_put(stripe_name(name, index), chunk, holders=holders, own_name=own_name))
+            queued.append(pending[-1])
+            if index == 0 and claim:
+                self._claim(pending[0])
+            index += 1
+            while len(pending) >= in_flight:
+                pending.pop(0).result()
+            if len(chunk) < stripe_size:
+                break
+        for p in pending:
+            p.result()
+        return size, index, crc, head, prev + last
 
     def _claim(self, first: Pending) -> None:
         """Wait until stripe 0 of this attempt (``first``) is stored and
@@ -322,16 +371,19 @@ class Objects:
 
     def open(self, name: str, handle: RecordSource) -> io.RawIOBase:
         """A file object read through ``handle``: :meth:`st_py.client.file.StFile.open` (the public docstring)."""
-        obj = self.object(name)
-        if obj is not None:
-            return ObjectReader(handle, obj)
+        ver = object_version(self.ctx.infofile(), name)
+        if ver is not None:  # its stripes pinned: a replacement meanwhile is not read into it
+            return ObjectReader(handle, ver.obj, ver)
         return io.BytesIO(self.reader.queue_get(name).result())  # type: ignore[return-value]
 
     def local_stripes(self, allow_unavailable: bool = False) -> list[LocalStripe]:
         """The stripes revealed to this node: :meth:`st_py.client.file.StFile.local_stripes` (the public docstring)."""
-        objs = {o.name: o for o in self.ctx.infofile().objects()}
+        plan = self.local_reads.get_local_plan(allow_unavailable)
+        # the objects as of the plan's generation: the stripes the peers reveal are of those
+        # versions, even if a replacement committed since (docs/striping.md, "Replacing an object")
+        objs = {o.name: o for o in self.ctx.infofile().objects(plan.generation)}
         out = []
-        for r in self.local_reads.get_local(allow_unavailable=allow_unavailable, stripes=True):
+        for r in self.local_reads.reveal_plan(plan, allow_unavailable=allow_unavailable, stripes=True):
             if not r.name.startswith(STRIPE_PREFIX):
                 continue
             obj, _, idx = r.name[len(STRIPE_PREFIX) :].rpartition("/")
@@ -340,8 +392,23 @@ class Objects:
                 continue
             offset = int(idx) * meta.stripe_size
             size = min(meta.stripe_size, meta.size - offset)
-            out.append(LocalStripe(obj, int(idx), offset, size, r.path, r.peer, r.size, bool(self.ctx.filter_names)))
+            out.append(
+                LocalStripe(
+                    obj, int(idx), offset, size, r.path, r.peer, r.size, bool(self.ctx.filter_names), plan.generation
+                )
+            )
         return sorted(out, key=lambda s: (s.object, s.index))
+
+    def _stripe_at(self, name: str, generation: int) -> RecordMeta | None:
+        """Stripe record ``name`` as of ``generation`` (0: now), or None when
+        the file keeps no history to say."""
+        ctx = self.ctx
+        try:
+            if not generation or ctx.as_of is not None:  # a handle of a past state reads that state
+                return ctx.infofile().lookup(name)
+            return AsOf(ctx.live_infofile(), generation, ctx.name).lookup(name)
+        except sqlite3.OperationalError:  # a file made before history
+            return None
 
     def read_local_stripe(self, stripe: LocalStripe) -> bytes:
         """A revealed stripe's bytes: :meth:`st_py.client.file.StFile.read_local_stripe` (the public docstring)."""
@@ -351,7 +418,10 @@ class Objects:
         name = stripe_name(stripe.object, stripe.index)
         try:
             stored = read_verified(stripe.path, stripe.stored_size, name, ctx.name)
-        except ChecksumError:
+        except ChecksumError:  # another copy, of the version the stripe was revealed as
+            meta = self._stripe_at(name, stripe.generation)
+            if meta is not None:
+                return self.reader.queue_get_version(meta, stored=False).result()
             return self.reader.queue_get(name).result()
         data = ctx.filters.decode(ctx.file_id, name, stored) if stripe.filtered else stored
         if len(data) != stripe.size:
@@ -417,6 +487,11 @@ class ObjectReader(io.RawIOBase):
         The open file the stripes are read through (its public ``queue_get``).
     obj : ObjectMeta
         The committed object.
+    version : ObjectVersion, optional
+        Its stripes' records as one read found them with ``obj``
+        (:func:`st_py.core.infofile.object_version`): each stripe is read
+        by its stored name, so a replacement committed while the reader is
+        open is never mixed in. Without it, stripes are read by name.
 
     Raises
     ------
@@ -433,9 +508,9 @@ class ObjectReader(io.RawIOBase):
 
     CACHED = 4  # stripes kept
 
-    def __init__(self, f: RecordSource, obj: ObjectMeta):
+    def __init__(self, f: RecordSource, obj: ObjectMeta, version: ObjectVersion | None = None):
         super().__init__()
-        self._f, self.obj = f, obj
+        self._f, self.obj, self._version = f, obj, version
         self._pos = 0
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self.stripes_fetched = 0  # how many stripe GETs this reader made
@@ -471,8 +546,12 @@ class ObjectReader(io.RawIOBase):
     def _stripe(self, i: int) -> bytes:
         data = self._cache.get(i)
         if data is None:
+            meta = self._version.stripes[i] if self._version is not None else None
             try:
-                data = self._f.queue_get(stripe_name(self.obj.name, i)).result()
+                if meta is not None:  # the version pinned at open (docs/striping.md, "Replacing an object")
+                    data = self._f.queue_get_version(meta, False).result()
+                else:
+                    data = self._f.queue_get(stripe_name(self.obj.name, i)).result()
             except RecordNotFoundError:
                 raise RecordNotFoundError(f"object {self.obj.name!r}: stripe {i} is gone") from None
             self.stripes_fetched += 1

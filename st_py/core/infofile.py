@@ -147,6 +147,45 @@ class ObjectMeta:
     crc32c: int
 
 
+@dataclass(frozen=True)
+class ObjectVersion:
+    """One version of a striped object with its stripes' records, as one
+    read of the infofile found them (:func:`object_version`): what a reader
+    fetches the stripes of, by their stored names (``stripes[i].key``), so
+    that a replacement committed while it reads (docs/striping.md,
+    "Replacing an object") does not mix two versions' stripes. A stripe
+    with no committed record is None. Immutable: may be shared between
+    threads."""
+
+    obj: ObjectMeta
+    stripes: tuple[RecordMeta | None, ...]
+
+
+def one_state(reader):
+    """A read transaction of ``reader`` (an :class:`InfofileReader` of the
+    current state: its queries inside see one commit), or nothing: a view
+    of a past generation does not change, and a transaction already open
+    is the caller's."""
+    rt = getattr(reader, "read_transaction", None)
+    if rt is None or reader.conn.in_transaction:
+        return contextlib.nullcontext()
+    return rt()
+
+
+def object_version(reader, name: str) -> ObjectVersion | None:
+    """Object ``name`` and its stripes' records in one snapshot of
+    ``reader`` (an :class:`InfofileReader`, in one read transaction, or an
+    as-of view, which reads one generation), or None when no object of that
+    name is committed."""
+    with one_state(reader):
+        obj = reader.object(name)
+        if obj is None:
+            return None
+        names = [stripe_name(name, i) for i in range(obj.stripes)]
+        metas = reader.lookup_many(names)
+    return ObjectVersion(obj, tuple(metas.get(n) for n in names))
+
+
 def user_size(stored: int, logical: int | None) -> int:
     """A record's ``size`` everywhere users see one (``ls``, fsspec, DuckDB,
     docs/infofile.md "Sizes"): the bytes the user wrote, before the file's
@@ -735,16 +774,26 @@ class InfofileReader:
         return ObjectMeta(*row) if row else None
 
     def objects(self, generation: int | None = None) -> list[ObjectMeta]:
-        """The striped objects, sorted by name; with ``generation`` only
-        those committed at or before it (a GET_LOCAL plan's snapshot)."""
+        """The striped objects, sorted by name; with ``generation`` those
+        current at it (a GET_LOCAL plan's snapshot): committed at or before
+        it, and an object replaced or deleted since as it was then."""
         q = "SELECT name, size, stripe_size, stripes, crc32c FROM objects"
-        args: tuple = ()
-        if generation is not None:
-            q, args = q + " WHERE commit_seq <= ?", (generation,)
+        if generation is None:
+            try:
+                return [ObjectMeta(*r) for r in self.conn.execute(q + " ORDER BY name")]
+            except sqlite3.OperationalError:
+                return []
         try:
-            rows = self.conn.execute(q + " ORDER BY name", args)
-        except sqlite3.OperationalError:
-            return []
+            rows = self.conn.execute(
+                q + " WHERE commit_seq <= ?1 UNION ALL SELECT name, size, stripe_size, stripes, crc32c "
+                "FROM object_history WHERE commit_seq <= ?1 AND until > ?1 ORDER BY name",
+                (generation,),
+            ).fetchall()
+        except sqlite3.OperationalError:  # no object_history (a file made before history): current rows only
+            try:
+                rows = self.conn.execute(q + " WHERE commit_seq <= ? ORDER BY name", (generation,)).fetchall()
+            except sqlite3.OperationalError:
+                return []
         return [ObjectMeta(*r) for r in rows]
 
     def user_meta_of(self, name: str) -> dict[str, str]:

@@ -159,6 +159,48 @@ class Conflict:
     record: str = ""
 
 
+def _insert_objects(c: sqlite3.Connection, objects: list[tuple], gen: int, now: float) -> tuple[int, list[Conflict]]:
+    """Insert the rows of striped objects ``(name, size, stripe_size,
+    stripes, crc32c[, (format, schema)[, user metadata]])`` at generation
+    ``gen`` inside the caller's transaction: an object only if every one of
+    its stripe records is committed (docs/striping.md) and its name is in
+    nobody's way; the same object again is a retry. Returns (objects
+    inserted, conflicts); the caller sets the generation."""
+    added, conflicts = 0, []
+    schema_ids = _schema_ids(c, objects, 5)
+    for obj in objects:
+        name, size, stripe_size, stripes, crc = obj[:5]
+        sid = schema_ids.get(obj[5]) if len(obj) > 5 and obj[5] else None
+        old = c.execute("SELECT size, crc32c FROM objects WHERE name = ?", (name,)).fetchone()
+        if old is not None:
+            if tuple(old) != (size, crc):
+                conflicts.append(Conflict(name, "already committed with other content; delete it first"))
+            continue
+        if c.execute("SELECT 1 FROM records WHERE name = ?", (name,)).fetchone() is not None:
+            conflicts.append(Conflict(name, "a record of that name is committed; names are write-once"))
+            continue
+        tree = _tree_conflict(c, name, NameTree(), True)  # objects committed before in this loop too
+        if tree is not None:
+            conflicts.append(tree)
+            continue
+        lo = stripe_name(name, 0)[:-8]
+        have = int(
+            c.execute("SELECT count(*) FROM records WHERE name >= ? AND name < ?", (lo, lo + "\uffff")).fetchone()[0]
+        )
+        if have != stripes or stripes != max(1, -(-size // stripe_size)):
+            conflicts.append(Conflict(name, f"{have} of its {stripes} stripes are committed"))
+            continue
+        c.execute(
+            "INSERT INTO objects(name, size, stripe_size, stripes, crc32c, commit_seq, committed_at, "
+            "schema_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (name, size, stripe_size, stripes, crc, gen, now, sid),
+        )
+        if len(obj) > 6 and obj[6]:
+            c.execute("INSERT INTO user_meta(name, commit_seq, meta) VALUES (?, ?, ?)", (name, gen, obj[6]))
+        added += 1
+    return added, conflicts
+
+
 def _tree_conflict(
     c, name: str, batch: NameTree, objects: bool, known: dict[str, tuple[str, str]] | None = None
 ) -> Conflict | None:
@@ -962,41 +1004,7 @@ class InfofileWriter:
         """
         with self._transaction() as c:
             gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
-            now = _now()
-            added, conflicts = 0, []
-            schema_ids = _schema_ids(c, objects, 5)
-            for obj in objects:
-                name, size, stripe_size, stripes, crc = obj[:5]
-                sid = schema_ids.get(obj[5]) if len(obj) > 5 and obj[5] else None
-                old = c.execute("SELECT size, crc32c FROM objects WHERE name = ?", (name,)).fetchone()
-                if old is not None:
-                    if tuple(old) != (size, crc):
-                        conflicts.append(Conflict(name, "already committed with other content; delete it first"))
-                    continue
-                if c.execute("SELECT 1 FROM records WHERE name = ?", (name,)).fetchone() is not None:
-                    conflicts.append(Conflict(name, "a record of that name is committed; names are write-once"))
-                    continue
-                tree = _tree_conflict(c, name, NameTree(), True)  # objects committed before in this loop too
-                if tree is not None:
-                    conflicts.append(tree)
-                    continue
-                lo = stripe_name(name, 0)[:-8]
-                have = int(
-                    c.execute(
-                        "SELECT count(*) FROM records WHERE name >= ? AND name < ?", (lo, lo + "\uffff")
-                    ).fetchone()[0]
-                )
-                if have != stripes or stripes != max(1, -(-size // stripe_size)):
-                    conflicts.append(Conflict(name, f"{have} of its {stripes} stripes are committed"))
-                    continue
-                c.execute(
-                    "INSERT INTO objects(name, size, stripe_size, stripes, crc32c, commit_seq, committed_at, "
-                    "schema_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (name, size, stripe_size, stripes, crc, gen, now, sid),
-                )
-                if len(obj) > 6 and obj[6]:
-                    c.execute("INSERT INTO user_meta(name, commit_seq, meta) VALUES (?, ?, ?)", (name, gen, obj[6]))
-                added += 1
+            added, conflicts = _insert_objects(c, objects, gen, _now())
             if added:
                 _set_generation(c, gen)
             else:
@@ -1027,13 +1035,23 @@ class InfofileWriter:
         return gen, removed, nbytes, kept
 
     def commit_replacing(
-        self, records: list[tuple], names: list[str], request_id: str = "", replace_all: bool = False
+        self,
+        records: list[tuple],
+        names: list[str],
+        request_id: str = "",
+        replace_all: bool = False,
+        objects: list[tuple] | tuple = (),
     ) -> tuple[int, set[str], list[Conflict], int, int]:
         """In one transaction: remove the committed records and objects
         ``names`` (an object with its stripe records; with ``replace_all``,
         every record and object the file holds), then commit ``records`` as
-        :meth:`commit` does. Readers see the file before or after, never
-        between (a write job's ``mode="overwrite"``). A ``request_id``
+        :meth:`commit` does, then the striped ``objects`` as
+        :meth:`commit_objects` does. Readers see the file before or after, never
+        between (a write job's ``mode="overwrite"``; a record or object
+        replaced by an object, or an object by a record: docs/striping.md,
+        "Replacing an object"). With ``objects``, a conflict of any record
+        or object commits nothing (the transaction's changes are rolled
+        back; the conflicts are returned). A ``request_id``
         applied before (a retry after a lost reply) changes nothing and
         answers with the records of ``records`` the file holds as they were
         sent, as :meth:`commit_requests` does.
@@ -1077,17 +1095,34 @@ class InfofileWriter:
                 if objs
                 else []
             )
-            gen = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0]) + 1
+            before = int(c.execute("SELECT value FROM meta WHERE key='generation'").fetchone()[0])
+            gen = before + 1
+            if objects:  # all or nothing: rolled back to here on any conflict
+                c.execute("SAVEPOINT st_replacing")
             removed, nbytes = self._delete(c, list(names) + stripes, gen)
-            if removed:
-                _set_generation(c, gen)
-            gen, new, conflicts = self._commit(c, records)
+            # The new records at the same generation the old names leave at (their history's
+            # `until`): a read as of any generation finds the old version or the new one, never
+            # neither (before, the removal took a generation of its own).
+            committed_at, new, conflicts = self._commit(c, records)
+            added, refused = _insert_objects(c, list(objects), gen, _now()) if objects else (0, [])
+            if objects and (conflicts or refused):
+                c.execute("ROLLBACK TO st_replacing")
+                c.execute("RELEASE st_replacing")
+                return before, set(), conflicts + refused, 0, 0
+            if objects:
+                c.execute("RELEASE st_replacing")
+                new = new | {o[0] for o in objects}
+            if committed_at < gen:  # nothing of `records` new
+                if removed or added:
+                    _set_generation(c, gen)
+                else:
+                    gen = before  # nothing changed
             if request_id:
                 c.execute(
                     "INSERT OR IGNORE INTO commit_requests(request_id, generation, at) VALUES (?, ?, ?)",
                     (request_id, gen, _now()),
                 )
-        return gen, new, conflicts, removed - len(stripes) + len(objs), nbytes
+        return gen, new, conflicts, removed - len(stripes), nbytes  # names: an object once, not its stripes
 
     @staticmethod
     def _delete(c: sqlite3.Connection, names: list[str], gen: int) -> tuple[int, int]:

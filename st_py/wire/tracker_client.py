@@ -466,6 +466,7 @@ class TrackerClient:
         grace: float | None = None,
         replace_all: bool = False,
         columns: pb.RecordColumns | None = None,
+        objects=(),
     ) -> pb.CommitReply:
         """Group commit. ``request_id``: the same on every retry of one
         request, which the tracker then applies at most once. ``delete``:
@@ -474,6 +475,9 @@ class TrackerClient:
         the ``pb.RecordSchema`` the records' ``schema`` fields point into.
         ``columns``: more records as a ``pb.RecordColumns``, after ``records``
         (only to a tracker whose ``FileInfo.commit_columns`` is set).
+        ``objects``: ``pb.ObjectCommit`` made visible in the same transaction,
+        after the records and ``delete`` (a replacement by or of a striped
+        object; applied alone, all or nothing).
         ``grace`` (with a ``request_id``): retried here, across a restart or
         failover of the tracker, while nothing accepts connections for up to
         that many seconds (:meth:`_call`); without it, not retried (the
@@ -494,6 +498,7 @@ class TrackerClient:
                 partial_ok=partial_ok,
                 replace_all=replace_all,
                 columns=columns,
+                objects=list(objects),
             ),
             grace=grace,
         )

@@ -27,7 +27,7 @@ from st_py.client.object_stream import STRIPES_AHEAD, StreamStats, stream_object
 from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.client.striping import DEFAULT_STRIPE_SIZE
 from st_py.core.history import objects_at_sql
-from st_py.core.infofile import user_size
+from st_py.core.infofile import one_state, user_size
 from st_py.errors import (
     InvalidOptionError,
     RecordNotFoundError,
@@ -287,10 +287,9 @@ class Ops:
         ------
         S3Error
             ``PreconditionFailed`` (a condition failed), ``NoSuchKey``
-            (``if_match`` and no such key).
-            ``NotImplemented``: the key exists and the new or the existing
-            version is a striped object (over 64 MiB), which StoreTorrent
-            does not replace in place (docs/s3.md); nothing is stored.
+            (``if_match`` and no such key). An existing key is replaced at
+            once whether the new or the existing version is a record or a
+            striped object (docs/striping.md, "Replacing an object").
         StoreTorrentError
             The put or its commit failed (:func:`.errors.from_storetorrent` maps it).
         """
@@ -332,9 +331,7 @@ class Ops:
             ``size`` is not over ``STRIPE_THRESHOLD``: bytes that fit a
             record go to :meth:`put_object`.
         S3Error
-            As :meth:`put_object` (an existing key that passes the
-            conditions is ``NotImplemented``: the new version is striped);
-            what the stream's reads raise.
+            As :meth:`put_object`; what the stream's reads raise.
         StoreTorrentError
             The put or its commit failed.
         """
@@ -342,7 +339,9 @@ class Ops:
             raise ValueError(f"a stream is stored as a striped object: its size must be over {STRIPE_THRESHOLD}")
 
         def store(h, record: str, replace: bool) -> None:  # committed when it returns
-            h.put_object(record, stream, STREAM_STRIPE_SIZE, meta=meta, in_flight=STREAM_STRIPES_IN_FLIGHT)
+            h.put_object(
+                record, stream, STREAM_STRIPE_SIZE, meta=meta, in_flight=STREAM_STRIPES_IN_FLIGHT, replace=replace
+            )
 
         return self._put(bucket, key, size, store, only_new, if_match)
 
@@ -380,14 +379,6 @@ class Ops:
             if replace and only_new:
                 raise S3Error(
                     "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key
-                )
-            if replace and (size > STRIPE_THRESHOLD or h.infofile().object(t.record) is not None):
-                raise S3Error(
-                    "NotImplemented",
-                    "replacing an object stored striped (over 64 MiB, the new or the existing one) is not "
-                    "implemented: StoreTorrent replaces only records atomically; DELETE the key, then PUT it "
-                    "(docs/s3.md)",
-                    key,
                 )
             if replace:
                 h.acquire_lease(wait=LEASE_WAIT_S)
@@ -669,7 +660,9 @@ class Ops:
 
         def read(h, record: str) -> tuple[ObjectStat, bytes | ObjectBody | None, tuple[int, int] | None]:
             try:
-                st = self._stat(h, record)
+                with one_state(h.infofile()):  # the stat and the object's stripes of one commit
+                    st = self._stat(h, record)
+                    ver = h.object_version(record) if st is not None else None
                 if st is None:
                     raise self._missing(key, version)
                 asked = decide(st) if decide is not None else None
@@ -677,7 +670,7 @@ class Ops:
                     return st, None, None
                 span = asked if isinstance(asked, tuple) else None  # None or True: the whole object
                 whole = span is None
-                obj = h.object_meta(record)
+                obj = ver.obj if ver is not None else None
                 if obj is None:
                     m = h.record_meta(record)
                     _check_peerlist(h, record, m)
@@ -688,7 +681,7 @@ class Ops:
                 if obj is not None:
                     a, b = (0, obj.size) if span is None else span
                     stats = StreamStats()
-                    pieces = stream_object(h, obj, a, b, self.read_ahead, stats)
+                    pieces = stream_object(h, obj, a, b, self.read_ahead, stats, ver)
                     if not stream:
                         data = b"".join(pieces)
                         self._streamed(stats)

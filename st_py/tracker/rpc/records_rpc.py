@@ -102,7 +102,8 @@ class RecordRpc(TrackerParts):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
         refused: list[str] = []
         quota: tuple[str, int, int] = ("", 0, 0)
-        if request.partial_ok and not (request.delete or request.replace_all):  # independent: commit what fits
+        objs = await _object_rows(context, request.objects, schemas) if request.objects else []
+        if request.partial_ok and not (request.delete or request.replace_all or objs):  # independent: commit what fits
             fit, quota = await self._quota_fit(c, batch, f)
             batch, refused = batch[:fit], [r[0] for r in batch[fit:]]
             if not batch:
@@ -120,7 +121,9 @@ class RecordRpc(TrackerParts):
             kept = rows
         on_peer = bytes_on_peers(kept)  # peer_idx -> bytes of this batch it holds
         replaced = [r[0] for r in kept if r[5] and not r[8]]
-        if replaced:  # new versions: only the lease holder (MORRIS 3.2)
+        if replaced or (
+            request.lease_id and (objs or request.delete)
+        ):  # new versions: only the lease holder (MORRIS 3.2)
             await self._check_lease(context, name, c.meta.file_id, request.lease_id)
         size = sum(r[1] for r in batch)  # one copy
         add = size * f
@@ -144,10 +147,9 @@ class RecordRpc(TrackerParts):
         try:
             # The versions these replace stop counting (only the lease holder replaces them: no race).
             superseded = await c.run(_committed_bytes_of, c.writer, replaced) if replaced else 0
-            if request.delete or request.replace_all:  # an overwrite: the old names go in the same transaction
-                gen, new, conflicts, removed, removed_bytes = await c.write(
-                    "commit_replacing", batch, list(request.delete), rid, request.replace_all
-                )
+            if request.delete or request.replace_all or objs:  # the old names go in the same transaction
+                args = (batch, list(request.delete), rid, request.replace_all) + ((objs,) if objs else ())
+                gen, new, conflicts, removed, removed_bytes = await c.write("commit_replacing", *args)
                 n = sum(1 for r in batch if r[0] in new)
             else:
                 gen, n, conflicts = await c.commit(batch, rid)
@@ -338,24 +340,7 @@ class RecordRpc(TrackerParts):
         c = await self._open_committer(context, name, request.file_id)
         await self._admit(context, user, name, c, "write")
         schemas = await self._record_schemas(context, request.schemas)
-        if any(o.schema > len(schemas) for o in request.objects):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object's schema is not among the request's")
-        objs = [
-            (
-                o.name,
-                o.size,
-                o.stripe_size,
-                o.stripes,
-                o.crc32c,
-                schemas[o.schema - 1] if o.schema and not ignored(o.name) else None,
-                o.meta or None,
-            )
-            for o in request.objects
-        ]
-        for o in request.objects:
-            await _check_user_meta(context, o.name, o.meta)
-        if any(o[2] <= 0 for o in objs):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object needs a positive stripe_size")
+        objs = await _object_rows(context, request.objects, schemas)
         gen, added, conflicts = await c.write("commit_objects", objs)
         return pb.CommitReply(
             generation=gen,
@@ -433,3 +418,30 @@ async def _check_user_meta(context, name: str, meta: bytes) -> None:
     why = user_meta_problem(name, meta)
     if why:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
+
+
+async def _object_rows(context, objects, schemas: list[tuple[str, bytes]]) -> list[tuple]:
+    """The rows of ``ObjectCommit`` messages for the infofile writer
+    (``commit_objects``, ``commit_replacing``): ``(name, size, stripe_size,
+    stripes, crc32c, (format, schema) or None, user metadata or None)``,
+    each checked (its schema among the request's, its user metadata, a
+    positive stripe size); a bad one aborts the call (INVALID_ARGUMENT)."""
+    if any(o.schema > len(schemas) for o in objects):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object's schema is not among the request's")
+    rows = [
+        (
+            o.name,
+            o.size,
+            o.stripe_size,
+            o.stripes,
+            o.crc32c,
+            schemas[o.schema - 1] if o.schema and not ignored(o.name) else None,
+            o.meta or None,
+        )
+        for o in objects
+    ]
+    for o in objects:
+        await _check_user_meta(context, o.name, o.meta)
+    if any(r[2] <= 0 for r in rows):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an object needs a positive stripe_size")
+    return rows
