@@ -680,7 +680,10 @@ class S3App:
 
             def completed(st: ObjectStat) -> Response:
                 inner = xml.el("Location", f"/{bucket}/{key}") + ids + xml.el("ETag", st.etag)
-                return self._xml(xml.doc("CompleteMultipartUploadResult", inner))
+                r = self._xml(xml.doc("CompleteMultipartUploadResult", inner))
+                if st.version_id is not None:  # the version made (an answer begun early cannot carry it)
+                    r.headers["x-amz-version-id"] = str(st.version_id)
+                return r
 
             work = self._run(mp.complete, bucket, key, upload_id, data, only_new, if_match)
             return await answer_long(work, completed, self._late_error(request))
