@@ -204,6 +204,7 @@ class RecordReader:
         callback,
         stored: bool = False,
         fresh: bool = False,
+        pinned: bool = False,
     ) -> None:
         """Ask the first peer of ``order``; on any error, the next one.
         ``meta`` None: a read without the infofile (hash placement), where
@@ -212,12 +213,22 @@ class RecordReader:
         came from a local copy of the infofile, the copy is brought forward
         and the GET tried once more as it then says (the record was deleted
         or moved since the copy was checked: docs/decisions.md, "Freshness
-        of a local copy")."""
+        of a local copy"). ``pinned``: that version and no other (a stripe
+        of an object version being read): tried again only where its copies
+        moved, never as a newer version."""
         ctx = self.ctx
         if not order and meta is not None and not fresh and ctx.as_of is None:
             again = self._recheck(name)
-            if isinstance(again, RecordMeta) and (again.key, tuple(again.peers)) != (meta.key, tuple(meta.peers)):
-                self._try_get(name, again, self._read_order(list(again.peers)), [], fut, callback, stored, True)
+            same = not pinned or (
+                isinstance(again, RecordMeta)
+                and (again.key, again.crc32c, again.size) == (meta.key, meta.crc32c, meta.size)
+            )
+            if (
+                isinstance(again, RecordMeta)
+                and (again.key, tuple(again.peers)) != (meta.key, tuple(meta.peers))
+                and same
+            ):
+                self._try_get(name, again, self._read_order(list(again.peers)), [], fut, callback, stored, True, pinned)
                 return
             if isinstance(again, Exception):
                 ctx.gets_inflight -= 1
@@ -257,7 +268,7 @@ class RecordReader:
                     exc = ChecksumError(f"copy on {addr} does not match its CRC-32C")
             if exc is not None:
                 reasons.append((addr, exc))
-                self._try_get(name, meta, order[1:], reasons, fut, callback, stored)
+                self._try_get(name, meta, order[1:], reasons, fut, callback, stored, False, pinned)
                 return
             ctx.gets_inflight -= 1
             self._deliver(name, data, fut, callback, stored)
@@ -317,7 +328,8 @@ class RecordReader:
                 return fut
         ctx.wait_for_slot()
         ctx.gets_inflight += 1
-        self._try_get(meta.name, meta, self._read_order(list(meta.peers)), [], fut, None, stored, True)
+        # a user's read of one version (stored False): its copies followed if they moved, no other version read
+        self._try_get(meta.name, meta, self._read_order(list(meta.peers)), [], fut, None, stored, stored, not stored)
         return fut
 
     def queue_get_stripe(self, ver: ObjectVersion, i: int) -> Pending:

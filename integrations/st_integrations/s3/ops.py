@@ -660,9 +660,16 @@ class Ops:
 
         def read(h, record: str) -> tuple[ObjectStat, bytes | ObjectBody | None, tuple[int, int] | None]:
             try:
-                with one_state(h.infofile()):  # the stat and the object's stripes of one commit
+                with one_state(h.infofile()):  # the stat and the bytes' version of one commit
                     st = self._stat(h, record)
                     ver = h.object_version(record) if st is not None else None
+                    pinned = h.infofile().lookup(record) if st is not None and ver is None else None
+
+                def body_of() -> bytes:  # the record's version the stat is of, whatever replaced it since
+                    if pinned is not None and pinned.peers:
+                        return h.queue_get_version(pinned, stored=False).result()
+                    return h.get(record)
+
                 if st is None:
                     raise self._missing(key, version)
                 asked = decide(st) if decide is not None else None
@@ -690,12 +697,12 @@ class Ops:
                     body.prefetch()  # the first stripe's failure is this request's error, before any header
                     return st, body, None if whole else span
                 if span is None:
-                    return st, h.get(record), None
+                    return st, body_of(), None
                 a, b = span
                 ck = (h.file_id, record, st.version_id, st.crc32c, st.size, st.mtime)
                 kept = self.ranges.get(ck)
                 if kept is None:
-                    kept = h.get(record)
+                    kept = body_of()
                     self.ranges.put(ck, kept)
                 return st, kept[a:b], span
             except RecordNotFoundError:
