@@ -226,3 +226,26 @@ def test_an_open_object_keeps_the_version_it_opened(cluster):
         w.put_object("obj", v2, stripe_size=32 * KIB, replace=True)
         assert head + reader.read() == v1
         assert r.get("obj") == v2 and r.open("obj").read() == v2
+
+
+def test_storetorrent_put_replace_takes_objects_as_records(cluster, tmp_path, monkeypatch):
+    """``storetorrent put --replace`` (``upload``): a local file over an
+    object and a large local file over a record store new versions, where
+    each such name failed before."""
+    from st_py.client import upload as up
+
+    c = cluster.client()
+    with c.create("/rep/e", "x1") as f:
+        f.put_object("was-object.bin", os.urandom(100 * KIB), stripe_size=32 * KIB)
+        f.put("was-record.bin", b"r")
+    (tmp_path / "was-object.bin").write_bytes(b"now a record")
+    big = os.urandom(40 * KIB)
+    (tmp_path / "was-record.bin").write_bytes(big)
+    monkeypatch.setattr(up, "STRIPE_THRESHOLD", 32 * KIB)  # "large" for the test: stored as a striped object
+    with c.open("/rep/e") as f:
+        items = up.local_items([tmp_path / "was-object.bin", tmp_path / "was-record.bin"])
+        report = up.upload(f, items, replace=True)
+        assert not report.failures and sorted(report.stored) == ["was-object.bin", "was-record.bin"]
+    with c.open("/rep/e") as f:
+        assert f.get("was-object.bin") == b"now a record" and f.object_meta("was-object.bin") is None
+        assert f.get("was-record.bin") == big and f.object_meta("was-record.bin") is not None

@@ -64,8 +64,8 @@ def inside_file(c, path: str):
 @click.option(
     "--replace",
     is_flag=True,
-    help="store new versions of records that exist, under the file's writer lease "
-    '(docs/replication.md, "Versioned records")',
+    help="store new versions of records and striped objects that exist, under the file's writer lease "
+    '(docs/replication.md, "Versioned records"; docs/striping.md, "Replacing an object")',
 )
 def put(tracker, data, file, paths, replication, protocol, placement, filters, prefix, skip_existing, replace) -> None:
     """Store local PATHS (files, or directories recursively) as records of FILE.

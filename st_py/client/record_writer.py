@@ -301,8 +301,8 @@ class RecordWriter:
                 )
             if ctx.infofile().object(name) is not None:
                 raise BadNameError(
-                    f"{name!r} is a striped object: objects cannot be replaced; delete it and "
-                    "put it again (docs/striping.md)"
+                    f"{name!r} is a striped object: queue_put does not replace objects; use "
+                    "put(name, data, replace=True), which replaces it at once (docs/striping.md)"
                 )
             stored_as = self.versions.version_key(name)
         elif exists:

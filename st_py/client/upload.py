@@ -15,7 +15,7 @@ import google_crc32c
 
 from st_py.client.striping import STRIPE_THRESHOLD
 from st_py.client.write_batch import WriteBatch
-from st_py.errors import BadNameError, BatchWriteError, QueuedOperationsError, StoreTorrentError
+from st_py.errors import BatchWriteError, QueuedOperationsError, StoreTorrentError
 
 CHUNK = 8 << 20  # bytes read at a time when a large local file is checksummed
 BATCH_RECORDS = 1024  # records of a write batch (StFile.write) at most
@@ -116,8 +116,9 @@ def upload(
         the original bytes, whatever the file's filters) is skipped; with
         other bytes it is reported in ``differ`` and left alone.
     replace : bool
-        Store new versions of records that exist (records only; objects
-        cannot be replaced: each such name fails).
+        Store new versions of the names that exist, records and striped
+        objects alike (an object's replacement, or a record's by an object,
+        at once: docs/striping.md, "Replacing an object").
     on_bytes : callable(int), optional
         Called with the byte count of each record stored or skipped
         (progress).
@@ -171,13 +172,8 @@ def upload(
                     on_bytes(size)
                 continue
             if size > STRIPE_THRESHOLD:
-                if replace:
-                    raise BadNameError(
-                        f"{name!r}: {size:,} bytes is over the record limit and stored as a striped "
-                        "object, and objects cannot be replaced; delete it and put it again"
-                    )
                 with path.open("rb") as fh:
-                    f.put_object(name, fh)
+                    f.put_object(name, fh, replace=replace)
                 report.stored.append(name)
                 if on_bytes is not None:
                     on_bytes(size)
@@ -187,6 +183,12 @@ def upload(
                 sizes.append(size)
                 if len(batch) >= BATCH_RECORDS or batch.nbytes >= BATCH_BYTES:
                     write_batch()
+                continue
+            if f.object_meta(name) is not None:  # a record replacing an object: at once, not queued
+                f.put(name, path.read_bytes(), replace=True)
+                report.stored.append(name)
+                if on_bytes is not None:
+                    on_bytes(size)
                 continue
             f.queue_put(name, path.read_bytes(), callback=lambda n, exc, size=size: done(n, exc, size), replace=replace)
             queued.append(name)
