@@ -833,7 +833,8 @@ class StFile:
         with :meth:`queue_get_version` (``stored=False``) and a replacement
         committed meanwhile (docs/striping.md, "Replacing an object") is
         not mixed into them; the old version's copies stay readable for
-        the file's history age."""
+        the peers' ``--scrub-age`` (an hour) after a replacement, and while
+        a snapshot holds them."""
         return object_version(self._ctx.infofile(), name)
 
     def get(self, name: str) -> bytes:
