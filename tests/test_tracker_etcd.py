@@ -66,7 +66,13 @@ def test_the_tracker_host_lost_loses_no_acknowledged_record(make_cluster, etcd):
     for i in range(3):
         cluster.kill_peer(i)
         cluster.start_peer(i)
-    cluster.wait_for_peers(3)
+    # the restarted peers on their new ports, each announced (wait_for_peers counts the killed
+    # ones too, still alive at their old addresses until they miss announces: CI of 2b39aac)
+    poll_for(
+        lambda: {p.addr for p in c.status().peers if p.alive} >= set(cluster.peer_addrs),
+        timeout=30,
+        what="the restarted peers to announce at their new addresses",
+    )
     mirrored = _infofile_state(cluster, "/lab/old")[1]
     r = InfofileReader(cluster.namespace / "lab/old")
     _compact_log_through(etcd, "lab", int(r.meta()["log_index"]))
