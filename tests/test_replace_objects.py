@@ -266,3 +266,50 @@ def test_a_replacement_in_a_file_with_filters_reads_back_through_every_way(clust
         assert f.get("obj") == v2 and f.open("obj").read() == v2
         parts = {s.index: f.read_local_stripe(s) for s in f.local_stripes() if s.object == "obj"}
         assert b"".join(parts[i] for i in sorted(parts)) == v2
+
+
+@pytest.mark.parametrize("when", ["before_the_commit", "after_the_commit"])
+def test_a_tracker_killed_around_a_replacements_commit_commits_it_once(make_cluster, monkeypatch, when):
+    """The tracker SIGKILLed and started again once a replacement's new
+    stripes are stored: before its commit reaches the tracker, or after the
+    tracker applied it and before the reply came back (the reply lost, the
+    client sends the commit again with the same request id). Either way
+    the new version is committed once: readers get it whole, the old one is
+    history once (one ``object_history`` row, one snapshot read of it), and
+    no stripe of either version is missing."""
+    from st_py.client.file_context import FileContext
+
+    cluster = make_cluster(3)
+    c = cluster.client()
+    v1, v2 = os.urandom(200 * KIB), os.urandom(150 * KIB + 11)
+    with c.create("/rep/k", "x2") as f:
+        f.put_object("obj", v1, stripe_size=64 * KIB)
+    c.snapshot("/rep/k", "v1")
+    real, killed = FileContext.file_tracker_call, []
+
+    def call(self, method, *args, **kwargs):
+        if method != "commit" or not kwargs.get("objects") or killed:
+            return real(self, method, *args, **kwargs)
+        killed.append(kwargs["request_id"])
+        if when == "before_the_commit":
+            cluster.restart_tracker()
+            return real(self, method, *args, **kwargs)
+        real(self, method, *args, **kwargs)  # applied; its reply is lost with the tracker
+        cluster.restart_tracker()
+        return real(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(FileContext, "file_tracker_call", call)
+    with c.open("/rep/k") as f:
+        meta = f.put_object("obj", v2, stripe_size=64 * KIB, replace=True)
+    assert killed and (meta.size, meta.stripes) == (len(v2), 3)
+    monkeypatch.undo()
+    cluster.wait_for_peers(3)
+    with c.open("/rep/k") as f:
+        assert f.get("obj") == v2 and f.open("obj").read() == v2
+        assert f.names() == ["obj"]
+        path = f.infofile().path
+    _objs, recs, _g, hist, _stats = _state(path)
+    assert hist == [("obj", len(v1), 4)]  # the old version became history once
+    assert len([r for r in recs if r[0].startswith(".st-stripe/obj/")]) == 3
+    with c.open("/rep/k", as_of="v1") as old:
+        assert old.get("obj") == v1

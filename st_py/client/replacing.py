@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 from st_py.client.file_context import FileContext
 from st_py.client.pending import Pending
 from st_py.client.record_writer import STRIPE_THRESHOLD, RecordWriter
-from st_py.client.striping import DEFAULT_STRIPE_SIZE, STRIPES_IN_FLIGHT, Objects
+from st_py.client.striping import DEFAULT_STRIPE_SIZE, STRIPES_IN_FLIGHT, Objects, object_commit
 from st_py.client.versions import Versions
 from st_py.core import user_meta
 from st_py.core.infofile import ObjectMeta
@@ -112,7 +112,6 @@ class Replacing:
             The tracker refused the commit (a folder in the way, an object
             whose stripes did not all arrive): nothing is committed.
         """
-        from st_py._proto import tracker_pb2 as pb
         from st_py.client.group_commit import conflicts_of, schema_table
         from st_py.core.record_format import written_object_schema
         from st_py.core.record_names import commit_conflict
@@ -147,14 +146,8 @@ class Replacing:
             raise
         twin.file.close()
         schemas, refs = schema_table(list(staged.schemas) + ([obj[3]] if obj is not None else []))
-        objects = []
-        if obj is not None:
-            size, n, crc, _ = obj
-            objects.append(
-                pb.ObjectCommit(
-                    name=name, size=size, stripe_size=stripe_size, stripes=n, crc32c=crc, schema=refs[-1], meta=meta_b
-                )
-            )
+        new = None if obj is None else ObjectMeta(name, obj[0], stripe_size, obj[1], obj[2])
+        objects = [] if new is None else [object_commit(new, refs[-1], meta_b)]
         reply = ctx.file_tracker_call(
             "commit",
             ctx.name,
@@ -176,9 +169,7 @@ class Replacing:
                 "nothing was committed",
                 names=[name],
             )
-        if obj is None:
-            return None
-        return ObjectMeta(name, obj[0], stripe_size, obj[1], obj[2])
+        return new
 
 
 def _close_quietly(f) -> None:

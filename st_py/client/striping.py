@@ -72,6 +72,24 @@ STRIPES_IN_FLIGHT = 8  # memory bound of put_object: this many stripes held at o
 WRITER_SILENT_S = 60.0
 
 
+def object_commit(obj: ObjectMeta, schema_ref: int, meta: bytes):
+    """The tracker's ``ObjectCommit`` of ``obj`` (its row in the infofile's
+    ``objects`` table): ``schema_ref`` indexes the commit's schema table
+    (:func:`st_py.client.group_commit.schema_table`), ``meta`` is the
+    encoded user metadata (:func:`st_py.core.user_meta.encode`)."""
+    from st_py._proto import tracker_pb2 as pb
+
+    return pb.ObjectCommit(
+        name=obj.name,
+        size=obj.size,
+        stripe_size=obj.stripe_size,
+        stripes=obj.stripes,
+        crc32c=obj.crc32c,
+        schema=schema_ref,
+        meta=meta,
+    )
+
+
 @dataclass(frozen=True)
 class LocalStripe:
     """A stripe of an object revealed to this node by GET_LOCAL: bytes
@@ -169,7 +187,6 @@ class Objects:
         except BaseException:  # the source, a stripe, its commit or the caller failed: this attempt leaves no stripe
             self._abandon(name, queued)
             raise
-        from st_py._proto import tracker_pb2 as pb
         from st_py.client.group_commit import conflicts_of, schema_table
         from st_py.core.record_format import written_object_schema
         from st_py.core.record_names import commit_conflict
@@ -180,17 +197,7 @@ class Objects:
             "commit_objects",
             ctx.name,
             ctx.file_id,
-            [
-                pb.ObjectCommit(
-                    name=name,
-                    size=size,
-                    stripe_size=stripe_size,
-                    stripes=index,
-                    crc32c=crc,
-                    schema=refs[0],
-                    meta=meta_b,
-                )
-            ],
+            [object_commit(ObjectMeta(name, size, stripe_size, index, crc), refs[0], meta_b)],
             schemas=schemas,
         )
         if reply.conflicts:  # ... then the object, in one transaction
