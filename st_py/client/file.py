@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import inspect
 import io
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import BinaryIO
 
 from st_py._proto import tracker_pb2 as pb
@@ -48,10 +48,10 @@ from st_py.client.staged import StagedRecords
 from st_py.client.striping import DEFAULT_STRIPE_SIZE, STRIPES_IN_FLIGHT, LocalStripe, Objects
 from st_py.client.versions import Versions
 from st_py.client.write_batch import WriteBatch, table_columns
-from st_py.core.infofile import InfofileReader, ObjectMeta, ObjectVersion, RecordMeta, object_version
+from st_py.core.infofile import InfofileReader, ObjectMeta, ObjectVersion, RecordMeta, object_version, stripe_name
 from st_py.core.placement import Domain, DomainShortfall
 from st_py.core.record_format import written_schema, written_schemas
-from st_py.errors import StoreTorrentError
+from st_py.errors import BadNameError, StoreTorrentError
 from st_py.wire.protocol import encode_delete_file
 from st_py.wire.tracker_client import TrackerClient
 from st_py.wire.transport import Transport
@@ -1016,6 +1016,106 @@ class StFile:
         return self._objects.put_object(
             name, data, stripe_size, stripe_width, local_share, meta, in_flight, writer_silent_s=writer_silent_s
         )
+
+    def put_parts(self, name: str, data: bytes, part_size: int = DEFAULT_STRIPE_SIZE) -> list[str]:
+        """Store ``data`` as hidden records, committed, that a later
+        :meth:`compose` makes part of an object with no byte copied: the
+        records ``.st-stripe/<name>/<i>`` of ``part_size`` bytes each (the
+        last may be shorter; ``data`` of up to 64 MiB: one record), placed
+        as an object's stripes are (round-robin from a random peer). They
+        are in no listing, read or GET_LOCAL of the file, as stripes
+        without their object; :meth:`compose` takes them, or
+        ``commit_staged(delete=...)`` removes them. The same ``name`` and
+        bytes again is a retry (each record already committed counts as
+        stored). Returns the records' names, in order (docs/s3.md,
+        "Multipart uploads").
+
+        Raises
+        ------
+        BadNameError
+            ``name`` breaks the rule for names, or ``part_size`` is not 1
+            byte to 64 MiB.
+        NotEnoughPeersError, PeerError, StoreTorrentError
+            A record could not be stored or committed (some may be: the
+            caller removes or retries them).
+
+        Thread safety: as every method of the handle (its lock).
+        """
+        from st_py.core.record_names import check_new_name
+
+        check_new_name(name)
+        if not 0 < part_size <= STRIPE_THRESHOLD:
+            raise BadNameError(f"part_size {part_size} must be 1 byte to 64 MiB")
+        if len(data) <= STRIPE_THRESHOLD:
+            part_size = max(1, len(data))
+        queued: list[Pending] = []
+        _size, n, _crc, _head, _tail = self._objects.store_stripes(
+            name, data, part_size, None, 1.0, STRIPES_IN_FLIGHT, queued
+        )
+        self._writer.flush()
+        for p in queued:
+            exc = p.exception()  # its commit refused
+            if exc is not None:
+                raise exc
+        return [stripe_name(name, i) for i in range(n)]
+
+    def compose(
+        self,
+        name: str,
+        parts: Sequence[str],
+        *,
+        replace: bool = False,
+        meta: Mapping[str, str] | None = None,
+        delete: Sequence[str] = (),
+    ) -> ObjectMeta | RecordMeta:
+        """Make committed records ``parts`` of this file, in order, the
+        striped object ``name`` (one part: record ``name``), with no byte
+        read or written: the parts' copies become the object's stripes where
+        they are, and the parts' names leave the file, in one tracker
+        transaction (docs/striping.md, "Composing an object"; what S3's
+        CompleteMultipartUpload does with an upload's parts).
+
+        Parameters
+        ----------
+        parts : sequence of str
+            Committed records, every one but the last of one size (1 byte
+            to 64 MiB: the stripe size), the last no larger, each with every
+            copy stored. Names under ``.st-stripe/`` (hidden) are taken too.
+        replace : bool
+            ``name`` may hold a record or an object now: replaced at once,
+            under the file's writer lease (as ``put_object(replace=True)``).
+        meta : mapping of str to str, optional
+            User metadata of the new object or record.
+        delete : sequence of str
+            Other records removed in the same transaction (an upload's
+            parts left out of the object).
+
+        Returns
+        -------
+        ObjectMeta or RecordMeta
+            The object (its CRC-32C combined from the parts'), or for one
+            part the record (stored as the part was).
+
+        Raises
+        ------
+        RecordNotFoundError
+            A part is not committed.
+        InvalidOptionError
+            The parts cannot be stripes (sizes, a copy pending) or the file
+            has filters (a filtered record's CRC-32C is of its stored
+            bytes): ``option`` is ``"parts"``; nothing changed, copy instead.
+        RecordExistsError
+            ``name`` is committed (without ``replace``); the tracker refused
+            the commit (nothing of it was committed).
+        LeaseHeldError, LeaseLostError
+            ``replace=True``: another writer holds the file's writer lease.
+        BadNameError, BadMetadataError, MetadataTooLargeError
+
+        Thread safety: as every method of the handle (its lock).
+        """
+        from st_py.client.compose import compose
+
+        return compose(self._ctx, self._writer, self._versions, name, parts, replace=replace, meta=meta, delete=delete)
 
     def _staged_twin(self) -> StagedTwin:
         """A handle of this file in staged mode, on the same tracker, with

@@ -1,0 +1,108 @@
+"""Composing an object of committed records with no byte copied
+(docs/striping.md, "Composing an object"; ``StFile.put_parts``,
+``StFile.compose``): the parts' copies become the object's stripes where
+they are, in one tracker transaction."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import google_crc32c
+import pytest
+from checks import admin_scrub
+
+from st_py.core.crc32c_combine import combine_all
+from st_py.core.infofile import stripe_name
+
+KIB = 1024
+
+
+def test_the_crc_of_pieces_combined_is_the_crc_of_their_bytes():
+    for sizes in ([0], [1], [5, 0, 7], [4096] * 5 + [17], [65536, 65536, 3], [1, 2, 3, 4, 5, 6, 7, 8, 9]):
+        pieces = [os.urandom(n) for n in sizes]
+        got = combine_all((google_crc32c.value(p), len(p)) for p in pieces)
+        assert got == google_crc32c.value(b"".join(pieces)), sizes
+
+
+def test_parts_become_an_object_where_they_are_and_stay_through_the_scrubber(make_cluster):
+    """Parts stored hidden, composed: the object reads back whole (get,
+    open, GET_LOCAL's stripes, another client), its stripes are the parts'
+    copies (stored as the parts' names), the parts and the part left out
+    are gone from the file, and the peers' scrubbers (``--scrub-age 0``,
+    history dropped) keep every copy the object uses."""
+    cluster = make_cluster(3, peer_args=["--scrub-age", "0"], tracker_args=["--history-age", "0.5"])
+    c = cluster.client()
+    parts = [os.urandom(64 * KIB) for _ in range(3)] + [os.urandom(10 * KIB + 5)]
+    whole = b"".join(parts)
+    with c.create("/comp/a", "x2") as f:
+        names = [n for i, p in enumerate(parts) for n in f.put_parts(f"up-1/{i:05d}", p)]
+        assert names == [stripe_name(f"up-1/{i:05d}", 0) for i in range(4)]
+        assert f.put_parts("up-1/00000", parts[0]) == names[:1]  # again: a retry, nothing new
+        left_out = f.put_parts("up-1/99999", b"a part the object leaves out")
+        assert f.names() == []  # hidden: in no listing
+        stored = {n: m.key for n, m in f.records_meta(names).items()}
+        obj = f.compose("obj", names, meta={"content-type": "x/y"}, delete=left_out)
+    assert (obj.size, obj.stripe_size, obj.stripes) == (len(whole), 64 * KIB, 4)
+    assert obj.crc32c == google_crc32c.value(whole)
+    with c.open("/comp/a") as f:
+        assert f.get("obj") == whole and f.open("obj").read() == whole
+        assert f.names() == ["obj"] and f.object_meta("obj") == obj
+        assert f.records_meta(names + left_out) == {}  # the parts' names are gone
+        metas = f.records_meta([stripe_name("obj", i) for i in range(4)])
+        assert [metas[stripe_name("obj", i)].key for i in range(4)] == [stored[n] for n in names]  # no copy
+        got = {s.index: f.read_local_stripe(s) for s in f.local_stripes() if s.object == "obj"}
+        assert b"".join(got[i] for i in sorted(got)) == whole
+    time.sleep(0.6)
+    with c.open("/comp/a") as f:
+        f.put("later", b"a write after --history-age: the tracker drops the history")
+    removed = sum(admin_scrub(cluster, a)["removed_uncommitted"] for a in cluster.peer_addrs)
+    # the left-out part's two copies (and a retry's, when placed elsewhere), nothing of the object:
+    held = [p for p in cluster.data_dir.glob("peers/*/files/**/*") if p.is_file() and "up-1" in str(p)]
+    assert removed >= 2 and len(held) == 4 * 2, (removed, held)
+    r = cluster.client()
+    with r.open("/comp/a") as f:
+        assert f.get("obj") == whole
+
+
+def test_one_part_is_a_record_and_compose_replaces_under_the_lease(cluster):
+    c = cluster.client()
+    with c.create("/comp/b", "x2") as f:
+        f.put("rec", b"old record")
+        f.flush()
+    c.snapshot("/comp/b", "before")
+    with c.open("/comp/b") as f:
+        one = f.put_parts("u/1", b"the new bytes")
+        meta = f.compose("rec", one, replace=True, meta={"k": "v"})
+        assert meta.name == "rec" and f.get("rec") == b"the new bytes"
+        assert f.object_meta("rec") is None and f.names() == ["rec"]
+        two = f.put_parts("u/2", os.urandom(40 * KIB)) + f.put_parts("u/3", b"tail")
+        obj = f.compose("rec", two, replace=True)  # a record replaced by an object
+        assert obj.stripes == 2 and f.get("rec")[-4:] == b"tail"
+    with c.open("/comp/b", as_of="before") as old:
+        assert old.get("rec") == b"old record"
+
+
+def test_what_cannot_be_composed_changes_nothing(cluster):
+    from st_py.errors import InvalidOptionError, RecordExistsError, RecordNotFoundError
+
+    c = cluster.client()
+    with c.create("/comp/c", "x1") as f:
+        a = f.put_parts("u/a", os.urandom(10 * KIB))
+        b = f.put_parts("u/b", os.urandom(20 * KIB))
+        f.put("taken", b"x")
+        f.flush()
+        with pytest.raises(InvalidOptionError, match="larger than the others") as e:
+            f.compose("obj", a + b)  # the last part larger: not stripes
+        assert e.value.option == "parts"
+        with pytest.raises(InvalidOptionError, match="one size"):
+            f.compose("obj", a + b + a)
+        with pytest.raises(RecordNotFoundError):
+            f.compose("obj", a + ["u/none"])
+        with pytest.raises(RecordExistsError):
+            f.compose("taken", b + a)  # write-once without replace
+        assert f.names() == ["taken"] and len(f.records_meta(a + b)) == 2  # the parts are there still
+    with c.create("/comp/z", "x1", filters=["zstd"]) as z:
+        p = z.put_parts("u/a", b"z" * 100)
+        with pytest.raises(InvalidOptionError, match="filters"):
+            z.compose("obj", p + p)
