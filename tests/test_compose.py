@@ -14,6 +14,7 @@ from checks import admin_scrub
 
 from st_py.core.crc32c_combine import combine_all
 from st_py.core.infofile import stripe_name
+from st_py.errors import RecordExistsError
 
 KIB = 1024
 
@@ -38,7 +39,10 @@ def test_parts_become_an_object_where_they_are_and_stay_through_the_scrubber(mak
     with c.create("/comp/a", "x2") as f:
         names = [n for i, p in enumerate(parts) for n in f.put_parts(f"up-1/{i:05d}", p)]
         assert names == [stripe_name(f"up-1/{i:05d}", 0) for i in range(4)]
-        assert f.put_parts("up-1/00000", parts[0]) == names[:1]  # again: a retry, nothing new
+        for i in (0, 1, 2, 3, 0, 1, 2, 3):  # again: a retry, nothing new (placed anew, a put would be refused)
+            assert f.put_parts(f"up-1/{i:05d}", parts[i]) == names[i : i + 1]
+        with pytest.raises(RecordExistsError, match="other bytes"):
+            f.put_parts("up-1/00001", parts[2])  # the same name, other bytes
         left_out = f.put_parts("up-1/99999", b"a part the object leaves out")
         assert f.names() == []  # hidden: in no listing
         stored = {n: m.key for n, m in f.records_meta(names).items()}
@@ -57,7 +61,7 @@ def test_parts_become_an_object_where_they_are_and_stay_through_the_scrubber(mak
     with c.open("/comp/a") as f:
         f.put("later", b"a write after --history-age: the tracker drops the history")
     removed = sum(admin_scrub(cluster, a)["removed_uncommitted"] for a in cluster.peer_addrs)
-    # the left-out part's two copies (and a retry's, when placed elsewhere), nothing of the object:
+    # the left-out part's two copies, nothing of the object (a retry stored nothing):
     held = [p for p in cluster.data_dir.glob("peers/*/files/**/*") if p.is_file() and "up-1" in str(p)]
     assert removed >= 2 and len(held) == 4 * 2, (removed, held)
     r = cluster.client()

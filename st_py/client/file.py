@@ -1050,7 +1050,7 @@ class StFile:
             part_size = max(1, len(data))
         queued: list[Pending] = []
         _size, n, _crc, _head, _tail = self._objects.store_stripes(
-            name, data, part_size, None, 1.0, STRIPES_IN_FLIGHT, queued
+            name, data, part_size, None, 1.0, STRIPES_IN_FLIGHT, queued, skip=self._parts_stored(name, data, part_size)
         )
         self._writer.flush()
         for p in queued:
@@ -1058,6 +1058,48 @@ class StFile:
             if exc is not None:
                 raise exc
         return [stripe_name(name, i) for i in range(n)]
+
+    def _parts_stored(self, name: str, data: bytes, part_size: int) -> frozenset[int]:
+        """The indexes of the records of :meth:`put_parts` (``name``,
+        ``data``, ``part_size``) already committed with these bytes: a retry
+        stores only the others. Their copies may be placed otherwise than a
+        new attempt would place them, so a put again would be refused by the
+        peers that hold one at another copy rank.
+
+        Raises
+        ------
+        RecordExistsError
+            One is committed with other bytes.
+        """
+        import google_crc32c
+
+        from st_py.errors import RecordExistsError
+
+        view = memoryview(data)
+        n = max(1, -(-len(data) // part_size))
+        names = [stripe_name(name, i) for i in range(n)]
+        try:
+            have = self._ctx.infofile().lookup_many(names)
+        except FileNotFoundError:  # no commit yet
+            return frozenset()
+        same: set[int] = set()
+        for i, stripe in enumerate(names):
+            meta = have.get(stripe)
+            if meta is None:
+                continue
+            chunk = view[i * part_size : (i + 1) * part_size]
+            if self._ctx.filters:  # its CRC-32C is of the filtered bytes
+                equal = self.queue_get_version(meta, stored=False).result() == chunk
+            else:
+                equal = meta.size == len(chunk) and meta.crc32c == google_crc32c.value(bytes(chunk))
+            if not equal:
+                raise RecordExistsError(
+                    f"record {stripe!r} is already committed in {self._ctx.name} with other bytes: "
+                    "records are write-once; delete it first or use another name",
+                    names=(stripe,),
+                )
+            same.add(i)
+        return frozenset(same)
 
     def compose(
         self,

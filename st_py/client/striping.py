@@ -219,13 +219,16 @@ class Objects:
         queued: list[Pending],
         claim: bool = False,
         own_name: bool = False,
+        skip: frozenset[int] = frozenset(),
     ) -> tuple[int, int, int, bytes, bytes]:
         """Store the stripes of object ``name`` read from ``data``, at most
         ``in_flight`` held at once, each put appended to ``queued``, and
         wait until every one is acknowledged. ``claim``: stripe 0 committed
         before the next is read (:meth:`_claim`); ``own_name``: the stripes
         of a replacement, stored under names of their own and left to the
-        caller's commit (:mod:`st_py.client.replacing`). Returns (size,
+        caller's commit (:mod:`st_py.client.replacing`); ``skip``: the
+        indexes of stripes already stored and committed (a retry of
+        :meth:`StFile.put_parts`), read and counted but not put. Returns (size,
         stripes, CRC-32C of the whole, the first stripe, the last two
         stripes' bytes: what the object's schema is read from).
 
@@ -265,6 +268,11 @@ class Objects:
             prev, last = last, chunk
             crc = google_crc32c.extend(crc, chunk)
             size += len(chunk)
+            if index in skip:
+                index += 1
+                if len(chunk) < stripe_size:
+                    break
+                continue
             holders = stripe_holders(index, ctx.copies, ring, width, local, local_share, ctx.spread)
             pending.append(self.writer.queue_put(stripe_name(name, index), chunk, holders=holders, own_name=own_name))
             queued.append(pending[-1])
