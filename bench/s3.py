@@ -237,9 +237,28 @@ def _get_once(c: Any, key: str, want: bytes) -> float:
     return dt
 
 
+def _complete_seconds(c: Any, key: str, data: bytes, first: int) -> float:
+    """Seconds of the CompleteMultipartUpload of ``data`` uploaded by boto3
+    client ``c`` as ``key``: a first part of ``first`` bytes, then parts of
+    :data:`STRIPED_PART` (the last shorter); the object read back checked."""
+    up = c.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    cuts = [0, *range(first, len(data), STRIPED_PART), len(data)]
+    parts = []
+    for n, (a, b) in enumerate(zip(cuts, cuts[1:]), 1):
+        r = c.upload_part(Bucket=BUCKET, Key=key, UploadId=up, PartNumber=n, Body=data[a:b])
+        parts.append({"PartNumber": n, "ETag": r["ETag"]})
+    t = time.perf_counter()
+    c.complete_multipart_upload(Bucket=BUCKET, Key=key, UploadId=up, MultipartUpload={"Parts": parts})
+    dt = time.perf_counter() - t
+    assert c.head_object(Bucket=BUCKET, Key=key)["ContentLength"] == len(data)
+    return dt
+
+
 def case_s3_striped(cluster, size: int, rounds: int = STRIPED_ROUNDS) -> list[dict]:
-    """GET of one large multipart object (``size`` bytes uploaded by boto3
-    in 8 MiB parts; over 64 MiB it is stored striped, 32 MiB stripes)
+    """CompleteMultipartUpload of ``size`` bytes composed of its parts
+    against copied (row ``s3_complete_multipart``), then GET of one large
+    multipart object (``size`` bytes uploaded by boto3 in 8 MiB parts,
+    composed: 8 MiB stripes)
     through three endpoints of the cluster, each its own process: stripes
     read one after another (``--read-ahead 1``, the setting of the old
     sequential reads) as the baseline of the parallel one
@@ -254,12 +273,11 @@ def case_s3_striped(cluster, size: int, rounds: int = STRIPED_ROUNDS) -> list[di
     c = _boto3_factory(cluster.s3_url)()
     if BUCKET not in [b["Name"] for b in c.list_buckets().get("Buckets", [])]:
         c.create_bucket(Bucket=BUCKET)
-    up = c.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
-    parts = []
-    for n, a in enumerate(range(0, size, STRIPED_PART)):
-        r = c.upload_part(Bucket=BUCKET, Key=key, UploadId=up, PartNumber=n + 1, Body=data[a : a + STRIPED_PART])
-        parts.append({"PartNumber": n + 1, "ETag": r["ETag"]})
-    c.complete_multipart_upload(Bucket=BUCKET, Key=key, UploadId=up, MultipartUpload={"Parts": parts})
+    # The Complete: the parts composed where they are (8 MiB parts), against the same bytes
+    # in parts that cannot be stripes (the first one byte longer: copied into 32 MiB stripes)
+    copied = _complete_seconds(c, "striped/copied.bin", data, STRIPED_PART + 1)
+    composed = _complete_seconds(c, key, data, STRIPED_PART)
+    parts = -(-size // STRIPED_PART)
     c.close()
     with cluster.client().open(f"/{BUCKET}/striped") as f:
         obj = f.object_meta("obj.bin")
@@ -285,11 +303,20 @@ def case_s3_striped(cluster, size: int, rounds: int = STRIPED_ROUNDS) -> list[di
             ep.stop()
     secs = {label: statistics.median(ts) for label, ts in times.items()}
     note = (
-        f"one object of {size >> 20} MiB ({len(parts)} parts of 8 MiB, {stripes} stripes), "
+        f"one object of {size >> 20} MiB ({parts} parts of 8 MiB, {stripes} stripes), "
         f"median of {rounds} GETs by one boto3 client each, the three endpoints in turn; seconds: "
         + ", ".join(f"{k} {v:.2f}" for k, v in secs.items())
     )
     return [
+        row(
+            "s3_complete_multipart",
+            size / composed,
+            "B/s",
+            "parts copied (the first part 1 byte longer: not stripes)",
+            size / copied,
+            f"CompleteMultipartUpload of {size >> 20} MiB in 8 MiB parts, one boto3 client: "
+            f"{composed:.3f} s composed where the parts are, {copied:.3f} s copied (docs/s3.md, 'Multipart uploads')",
+        ),
         row(
             "s3_get_striped",
             size / secs["parallel"],

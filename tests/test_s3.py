@@ -566,6 +566,12 @@ def test_multipart_uploads(site, s3, tmp_path):
     assert s3.get_object(Bucket="exp", Key="mp/big.bin")["Body"].read() == big
     with cluster.client(api_key=keys["alice"]).open("/exp/mp") as f:
         assert f.get("big.bin") == big
+        # composed where the parts are (docs/s3.md, "Multipart uploads"): its stripes are the parts' copies
+        obj = f.object_meta("big.bin")
+        assert (obj.stripe_size, obj.stripes) == (5 << 20, 2)
+        stripes = f.records_meta([f".st-stripe/big.bin/{i:08d}" for i in range(2)])
+        assert all(m.key.startswith(".st-stripe/.s3-upload-") for m in stripes.values()) and len(stripes) == 2
+        assert f.infofile().records_between(".st-stripe/.s3-upload-", ".st-stripe/.s3-upload.").fetchall() == []
     # by hand: parts listed, a small part that is not the last refused, abort
     up = s3.create_multipart_upload(Bucket="exp", Key="mp/manual.bin")["UploadId"]
     e1 = s3.upload_part(Bucket="exp", Key="mp/manual.bin", UploadId=up, PartNumber=1, Body=b"a" * 100)["ETag"]
@@ -610,7 +616,9 @@ def test_multipart_uploads(site, s3, tmp_path):
     assert f".s3-upload-{up}" in left and f".s3-upload-{up2}" not in left and len(left) == 2, left
     for name in left:
         with cluster.client(api_key=keys["alice"]).open(f"/exp/{name}") as f:
-            assert f.names() == ["completed", "key"], name
+            assert f.names() == ["completed", "key", "parts"], name
+    with cluster.client(api_key=keys["alice"]).open("/exp/mp") as f:  # the aborted upload's part went with it
+        assert f.infofile().records_between(".st-stripe/.s3-upload-", ".st-stripe/.s3-upload.").fetchall() == []
 
 
 def test_large_writes_of_s3fs_and_the_aws_cli_are_multipart(site, s3, tmp_path):

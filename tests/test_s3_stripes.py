@@ -64,13 +64,19 @@ def _put_striped(cluster, file: str, name: str, size: int, stripe: int) -> bytes
     return data
 
 
-def _upload_parts(s3, bucket: str, key: str, data: bytes, part: int) -> tuple[str, list[dict]]:
-    """A multipart upload of ``data`` in parts of ``part`` bytes, not completed:
-    ``(upload id, the parts for CompleteMultipartUpload)``."""
+def _upload_parts(s3, bucket: str, key: str, data: bytes, part: int | list[int]) -> tuple[str, list[dict]]:
+    """A multipart upload of ``data`` in parts of ``part`` bytes (or of
+    these sizes, then the rest), not completed: ``(upload id, the parts for
+    CompleteMultipartUpload)``."""
     up = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    if isinstance(part, int):
+        cuts = list(range(0, len(data), part))
+    else:
+        cuts = [sum(part[:i]) for i in range(len(part) + 1)]
     parts = []
-    for n, at in enumerate(range(0, len(data), part), 1):
-        r = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=n, Body=data[at : at + part])
+    for n, at in enumerate(cuts, 1):
+        end = cuts[n] if n < len(cuts) else len(data)
+        r = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=n, Body=data[at:end])
         parts.append({"PartNumber": n, "ETag": r["ETag"]})
     return up, parts
 
@@ -88,8 +94,8 @@ def _an_upload_of_two_parts(stripes, bucket: str):
 
 
 def test_multipart_object_of_several_stripes_whole_and_by_ranges(stripes):
-    """A 72 MiB multipart upload (9 parts of 8 MiB: stored striped, 3
-    stripes) read whole and by ranges inside a stripe, across one stripe
+    """A 72 MiB multipart upload (9 parts of 8 MiB: composed where they
+    are, 9 stripes of 8 MiB, docs/s3.md "Multipart uploads") read whole and by ranges inside a stripe, across one stripe
     boundary and across two, and the last bytes, equals what was written;
     the whole GET had its stripes in flight together, a range fetched only
     the stripes it touches."""
@@ -101,12 +107,12 @@ def test_multipart_object_of_several_stripes_whole_and_by_ranges(stripes):
     s3.complete_multipart_upload(Bucket="mpu", Key="big/obj.bin", UploadId=up, MultipartUpload={"Parts": parts})
     with cluster.client().open("/mpu/big") as f:
         obj = f.object_meta("obj.bin")
-    assert obj is not None and obj.stripes == 3  # 32 + 32 + 8 MiB
+    assert obj is not None and (obj.stripes, obj.stripe_size) == (9, 8 * MiB)  # the parts
     before = _stats(ep)
     got = s3.get_object(Bucket="mpu", Key="big/obj.bin")
     assert got["ContentLength"] == len(data) and got["Body"].read() == data
     after = _stats(ep)
-    assert after["stripes"] - before["stripes"] == 3
+    assert after["stripes"] - before["stripes"] == 9
     assert after["max_stripes_in_flight"] >= 2  # several holders asked at once, not one after another
     assert after["max_stripes_held"] <= 4  # the read-ahead bound
     ss = obj.stripe_size
@@ -138,12 +144,15 @@ def _peak_bytes(fn) -> int:
 
 
 def test_complete_and_copy_of_a_large_object_stream_it(stripes, monkeypatch):
-    """Complete of a 72 MiB upload (9 parts of 8 MiB) and CopyObject of
-    the object it made stream the bytes into the new object's stripes: the
-    endpoint (in this process) holds a part and two stripes being stored,
-    never the object (with 4 MiB stripes for the test: under 40 MiB at
-    once, where reading the parts whole took over 72). Both read back
-    whole; a striped object of 12 MiB (not over 64) is copied as one record."""
+    """Complete of a 72 MiB upload of 9 parts of 8 MiB composes the object
+    of the parts where they are: no byte read (the endpoint held under 1
+    MiB). Complete of one whose parts cannot be stripes (a part of 6 MiB
+    among 8 MiB ones) and CopyObject of the object it made stream the
+    bytes into the new object's stripes: the endpoint (in this process)
+    holds a part and two stripes being stored, never the object (with 4 MiB
+    stripes for the test: under 40 MiB at once, where reading the parts
+    whole took over 72). All read back whole; a striped object of 12 MiB
+    (not over 64) is copied as one record."""
     from st_integrations.s3 import ops as s3ops
 
     monkeypatch.setattr(s3ops, "STREAM_STRIPE_SIZE", 4 * MiB)
@@ -151,7 +160,15 @@ def test_complete_and_copy_of_a_large_object_stream_it(stripes, monkeypatch):
     s3 = ep.client("dev", "anything")
     s3.create_bucket(Bucket="mpstream")
     data = os.urandom(72 * MiB)
-    up, parts = _upload_parts(s3, "mpstream", "big/obj.bin", data, 8 * MiB)
+    up, parts = _upload_parts(s3, "mpstream", "big/composed.bin", data, 8 * MiB)
+    peak = _peak_bytes(
+        lambda: s3.complete_multipart_upload(
+            Bucket="mpstream", Key="big/composed.bin", UploadId=up, MultipartUpload={"Parts": parts}
+        )
+    )
+    assert peak < MiB, f"Complete held {peak / MiB:.1f} MiB composing a 72 MiB object"
+    assert s3.get_object(Bucket="mpstream", Key="big/composed.bin")["Body"].read() == data
+    up, parts = _upload_parts(s3, "mpstream", "big/obj.bin", data, [8 * MiB, 6 * MiB] + [8 * MiB] * 7)
     peak = _peak_bytes(
         lambda: s3.complete_multipart_upload(
             Bucket="mpstream", Key="big/obj.bin", UploadId=up, MultipartUpload={"Parts": parts}
@@ -667,9 +684,10 @@ def _after_spaces(answer: bytes) -> bytes:
 
 
 def test_an_upload_under_way_is_in_no_listing_of_the_bucket(stripes):
-    """A multipart upload's file (``/B/.s3-upload-<id>``: its ``key`` record
-    and its parts) is the endpoint's state, not data: while the upload runs,
-    fsspec's ``find``, ``ls`` and ``glob`` of the bucket and the readers'
+    """A multipart upload's file (``/B/.s3-upload-<id>``: its ``key`` and
+    ``parts`` records) and its parts (hidden records of the key's file)
+    are the endpoint's state, not data: while the upload runs, fsspec's
+    ``find``, ``ls`` and ``glob`` of the bucket and the readers'
     paths (``resolve_paths``: Ray, Dask, DuckDB) leave it out, as S3's
     listing does (before, ``find`` gave its parts as files of the bucket);
     a path naming it still lists it. Completed, the key is in every listing."""
@@ -690,7 +708,8 @@ def test_an_upload_under_way_is_in_no_listing_of_the_bucket(stripes):
     assert fs.glob("/during/*/*.csv") == ["/during/run/a.csv"]
     assert resolve_paths(client, "/during/*") == resolve_paths(client, "/during") == ["/during/.s3", "/during/run"]
     upload = f"/during/.s3-upload-{up}"
-    assert [p.rsplit("/", 1)[1] for p in fs.ls(upload, detail=False)] == ["key", "part-00001-" + etag.strip('"')]
+    assert [p.rsplit("/", 1)[1] for p in fs.ls(upload, detail=False)] == ["key", "parts"]
+    assert fs.ls("/during/run", detail=False) == ["/during/run/a.csv"]  # the part: a hidden record of the key's file
     s3.complete_multipart_upload(
         Bucket="during", Key="run/b.csv", UploadId=up, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]}
     )
@@ -732,7 +751,9 @@ def test_a_complete_sent_again_answers_the_first_ones_result(stripes):
         assert e.value.response["Error"]["Code"] == "NoSuchUpload"
     client = cluster.client()
     with client.open(f"/again/.s3-upload-{up}") as f:
-        assert f.names() == ["completed", "key"]
+        assert f.names() == ["completed", "key", "parts"]
+    with client.open("/again/run") as f:  # the parts are the object's stripes now, under its names
+        assert f.infofile().records_between(".st-stripe/.s3-upload-", ".st-stripe/.s3-upload.").fetchall() == []
     mp = Multipart(stripes[1].server.config.app.state.s3.ops(None))
     assert mp.reap("again", 24 * 3600.0) == []  # kept for a Complete sent again
     assert mp.reap("again", 24 * 3600.0, now=time.time() + COMPLETED_KEEP_S + 1) == [up]
@@ -788,7 +809,8 @@ def test_a_key_is_replaced_at_once_whatever_its_new_or_current_version_is(stripe
     new or the current version is striped (docs/striping.md, "Replacing an
     object"; before 2026-12-01: ``NotImplemented``): a small record by a 65
     MiB object (streamed, 4 MiB stripes), that object by a multipart
-    upload's small object, each read back whole; the old versions by
+    upload's object (composed of its two parts), that by a one-part
+    upload's record, each read back whole; the old versions by
     ``versionId``; a GET on another thread during the replacements reads
     one whole version every time."""
     import threading
@@ -821,15 +843,22 @@ def test_a_key_is_replaced_at_once_whatever_its_new_or_current_version_is(stripe
         up, parts = _upload_parts(s3, "repl", "run/k.bin", mp, 5 * MiB)
         v2 = s3.complete_multipart_upload(
             Bucket="repl", Key="run/k.bin", UploadId=up, MultipartUpload={"Parts": parts}
-        )["VersionId"]  # the object by a record
+        )["VersionId"]  # the object by an object composed of the parts where they are
+        one = b"one part: " + os.urandom(1000)
+        bodies.add(one)
+        up, parts = _upload_parts(s3, "repl", "run/k.bin", one, len(one))
+        v3 = s3.complete_multipart_upload(
+            Bucket="repl", Key="run/k.bin", UploadId=up, MultipartUpload={"Parts": parts}
+        )["VersionId"]  # the object by a record (one part: the part's copies)
     finally:
         stop.set()
         t.join(120)
     assert not bad, bad
-    assert s3.get_object(Bucket="repl", Key="run/k.bin")["Body"].read() == mp
+    assert s3.get_object(Bucket="repl", Key="run/k.bin")["Body"].read() == one
     assert s3.get_object(Bucket="repl", Key="run/k.bin", VersionId=v0)["Body"].read() == small
     old = s3.get_object(Bucket="repl", Key="run/k.bin", VersionId=v1, Range="bytes=4194300-4194310")
     assert old["Body"].read() == big[4194300:4194311]
-    assert int(v0) < int(v1) < int(v2)
+    assert s3.get_object(Bucket="repl", Key="run/k.bin", VersionId=v2)["Body"].read() == mp
+    assert int(v0) < int(v1) < int(v2) < int(v3)
     with cluster.client().open("/repl/run") as f:
-        assert f.object_meta("k.bin") is None and f.get("k.bin") == mp and f.names() == ["k.bin"]
+        assert f.object_meta("k.bin") is None and f.get("k.bin") == one and f.names() == ["k.bin"]

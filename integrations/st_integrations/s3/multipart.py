@@ -1,21 +1,31 @@
 """Multipart uploads (docs/s3.md, "Multipart uploads"): each upload is a
 StoreTorrent file of the bucket, ``/B/.s3-upload-<id>``, holding the key
-(record ``key``) and the parts (records ``part-00001-<MD5 hex>`` ...) as
-they arrive,
-so any endpoint of the cluster can take the next part. Completing reads the
-parts in order, stores the whole as the key's object (a record, or a
-striped object over 64 MiB), deletes the parts and keeps the result in the
-upload's file (record ``completed``) for :data:`COMPLETED_KEEP_S`, so a
-Complete sent again gets it, as from AWS; the reaper then deletes the file.
+(record ``key``, with the object's user metadata), where the key's object
+will be (record ``parts``: the file and record the key resolved to at
+CreateMultipartUpload) and, once completed, the result (record
+``completed``). The parts themselves are hidden records of that file
+(:meth:`st_py.client.file.StFile.put_parts`: ``.st-stripe/.s3-upload-<id>/<n>-<md5>-<size>/<i>``,
+one record a part of up to 64 MiB, 32 MiB records for a larger one), so
+any endpoint of the cluster can take the next part, and Complete makes
+them the object's stripes where they are, in one tracker transaction,
+with no byte read or written (:meth:`st_py.client.file.StFile.compose`),
+when they can be stripes: every part but the last of one size, the last
+no larger, the file without filters, the key still in that file. Otherwise
+Complete reads the parts in order and stores the object anew (a record up
+to 64 MiB, else a striped object streamed from the parts:
+:class:`PartsReader` holds a part's piece and two stripes being stored,
+whatever the object's size). Either way the parts' records leave the file
+and the result is kept for :data:`COMPLETED_KEEP_S`, so a Complete sent
+again gets it, as from AWS; the reaper then deletes the upload's file.
 A Complete holds the upload file's writer lease while it stores (its claim,
 :data:`CLAIM_TTL_S`), so one sent while another runs waits and answers the
-same object: the key is stored once.
-Aborting deletes it. An object over 64 MiB is streamed from the parts into its stripes
-(:class:`PartsReader`): the endpoint holds a part being read and two
-stripes being stored, whatever the object's size.
+same object: the key is stored once. Aborting deletes the parts' records
+and the upload's file. An upload made by an endpoint before 2026-12-01 has
+no ``parts`` record and its parts in its own file (records
+``part-00001-<MD5 hex>``): it goes on and completes as then, by copy.
 
 A part's ETag is the MD5 of its bytes, as S3's is (clients such as rclone
-check it), computed when it arrives and kept in its record's name, so
+check it), computed when it arrives and kept in its records' names, so
 ListParts and Complete read it from the infofile without reading the part.
 
 Thread safety: as :class:`.ops.Ops`.
@@ -30,12 +40,15 @@ import logging
 import secrets
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 
 from st_py.client.record_writer import STRIPE_THRESHOLD
-from st_py.core.infofile import user_size
-from st_py.errors import LeaseHeldError, RecordNotFoundError, StFileNotFoundError
+from st_py.client.striping import DEFAULT_STRIPE_SIZE
+from st_py.core.infofile import STRIPE_PREFIX, user_size
+from st_py.errors import InvalidOptionError, LeaseHeldError, RecordNotFoundError, StFileNotFoundError
 
 from ..keymap import UPLOAD_PREFIX, check_key
+from . import ops as ops_module
 from .errors import S3Error
 from .ops import ObjectStat, Ops
 from .pieces import PieceReader
@@ -51,6 +64,11 @@ PART_PIECE = 8 << 20
 # AWS answers it; the reaper removes the file COMPLETED_KEEP_S seconds after.
 DONE = "completed"
 COMPLETED_KEEP_S = 900.0
+# The upload file's record of where its parts and its key's object are:
+# JSON {"file": ..., "record": ...} (none: an upload made before 2026-12-01,
+# its parts records of its own file).
+WHERE = "parts"
+PART_RECORD = DEFAULT_STRIPE_SIZE  # bytes a record of a part over 64 MiB holds (the last less)
 # A Complete holds the upload file's writer lease while it stores the object
 # (renewed as it reads the parts), so a second Complete of the same upload
 # (an SDK's retry while the first still runs) waits for the first one's
@@ -62,40 +80,98 @@ CLAIM_WAIT_S = 900.0  # how long a Complete waits for another of the same upload
 log = logging.getLogger("storetorrent.s3")
 
 
+@dataclass(frozen=True)
+class Part:
+    """One uploaded part: its ``number``, MD5 (hex), ``size`` in bytes, the
+    newest commit time of its records (unix s), and its records in order
+    with their sizes (one record, or 32 MiB pieces of a larger part)."""
+
+    number: int
+    md5: str
+    size: int
+    mtime: float
+    records: tuple[str, ...]
+    sizes: tuple[int, ...]
+
+
 def _record(n: int, md5: str) -> str:
+    """A part's record in an upload made before 2026-12-01 (in its own file)."""
     return f"part-{n:05d}-{md5}"
 
 
-def _parts(rows) -> dict[int, dict[str, tuple[str, int, float]]]:
-    """``{number: {md5: (record, size, mtime)}}`` of an upload's part rows
-    (``entries_between``); a part uploaded twice has two until the first is
-    deleted."""
-    out: dict[int, dict[str, tuple[str, int, float]]] = {}
+def _parts(rows) -> dict[int, dict[str, Part]]:
+    """``{number: {md5: Part}}`` of the part rows of an upload made before
+    2026-12-01 (``entries_between`` of its own file); a part uploaded twice
+    has two until the first is deleted."""
+    out: dict[int, dict[str, Part]] = {}
     for name, stored, logical, _crc, t, _k, _s in rows:
         num, _, md5 = name[5:].partition("-")
         if num.isdigit() and len(md5) == 32:
-            out.setdefault(int(num), {})[md5] = (name, user_size(stored, logical), float(t))
+            size = user_size(stored, logical)
+            out.setdefault(int(num), {})[md5] = Part(int(num), md5, size, float(t), (name,), (size,))
+    return out
+
+
+def _hidden_range(upload_id: str) -> tuple[str, str]:
+    """The names ``[lo, hi)`` of an upload's part records in its key's file."""
+    lo = f"{STRIPE_PREFIX}{UPLOAD_PREFIX}{upload_id}/"
+    return lo, lo[:-1] + "0"
+
+
+def _part_name(upload_id: str, number: int, md5: str, size: int) -> str:
+    """What :meth:`StFile.put_parts` stores part ``number`` under."""
+    return f"{UPLOAD_PREFIX}{upload_id}/{number:05d}-{md5}-{size}"
+
+
+def _hidden_rows(inf, upload_id: str) -> list[tuple]:
+    """``(name, size, crc32c, committed_at, logical_size)`` of every part
+    record of the upload in its key's file (``inf``), whole parts or not."""
+    return inf.records_between(*_hidden_range(upload_id)).fetchall()
+
+
+def _hidden_parts(rows: list[tuple], upload_id: str) -> dict[int, dict[str, Part]]:
+    """``{number: {md5: Part}}`` of the whole parts among ``rows``
+    (:func:`_hidden_rows`): a part is whole when its records are numbered
+    0 to k-1 and hold its size (an endpoint killed midway leaves less)."""
+    lo, _ = _hidden_range(upload_id)
+    groups: dict[tuple[int, str, int], list[tuple[int, str, int, float]]] = {}
+    for name, stored, _crc, t, logical in rows:
+        head, _, idx = name[len(lo) :].rpartition("/")
+        num, _, rest = head.partition("-")
+        md5, _, total = rest.partition("-")
+        if num.isdigit() and len(md5) == 32 and total.isdigit() and idx.isdigit():
+            groups.setdefault((int(num), md5, int(total)), []).append(
+                (int(idx), name, user_size(stored, logical), float(t))
+            )
+    out: dict[int, dict[str, Part]] = {}
+    for (num, md5, total), recs in groups.items():
+        recs.sort()
+        if [r[0] for r in recs] == list(range(len(recs))) and sum(r[2] for r in recs) == total:
+            part = Part(num, md5, total, max(r[3] for r in recs), tuple(r[1] for r in recs), tuple(r[2] for r in recs))
+            out.setdefault(num, {})[md5] = part
     return out
 
 
 class PartsReader(PieceReader):
-    """The bytes of an upload's parts ``names``, in order, as one read-only
-    binary file (:class:`.pieces.PieceReader`): each part read through
+    """The bytes of an upload's part records ``names``, in order, as one
+    read-only binary file (:class:`.pieces.PieceReader`): each read through
     ``handle.open`` :data:`PART_PIECE` bytes at a time (a record read once,
     a striped part a stripe at a time), so at most one part is held, and
     ``read(n)`` gives up to ``n`` bytes of the current piece (fewer at its
     end, as a raw file may; -1: the rest of the parts).
 
-    A read raises ``S3Error`` (``InternalError``) when a part's bytes are
-    not its ``sizes`` entry (the object is not committed), and
+    The lease of ``claim`` (the upload file's handle; default ``handle``) is
+    renewed as the parts are read. A read raises ``S3Error``
+    (``InternalError``) when a part's bytes are not its ``sizes`` entry (the object is not committed), and
     ``RecordNotFoundError`` or ``RecordUnavailableError`` when a part is
     gone or unreadable (``StFile.open``).
 
     Not thread-safe: one reader, one thread (the Complete's)."""
 
-    def __init__(self, handle, names: list[str], sizes: list[int]):
+    def __init__(self, handle, names: list[str], sizes: list[int], claim=None):
         super().__init__(self._next_part_piece)
         self._h, self._names, self._sizes = handle, names, sizes
+        self._claim = handle if claim is None else claim  # the upload file's handle: its lease renewed
         self._i = 0
         self._renewed = time.monotonic()
         self._cur: io.RawIOBase | None = None
@@ -104,8 +180,8 @@ class PartsReader(PieceReader):
     def _next_part_piece(self) -> bytes:
         """The next piece of the parts, b"" after the last; a part's size
         checked at its end."""
-        if self._h.lease and time.monotonic() - self._renewed > CLAIM_TTL_S / 3:
-            self._h.acquire_lease()  # held: renewed (the Complete's claim on the upload)
+        if self._claim.lease and time.monotonic() - self._renewed > CLAIM_TTL_S / 3:
+            self._claim.acquire_lease()  # held: renewed (the Complete's claim on the upload)
             self._renewed = time.monotonic()
         while self._i < len(self._names):
             if self._cur is None:
@@ -166,14 +242,41 @@ class Multipart:
     def create(self, bucket: str, key: str, meta: dict[str, str] | None = None) -> str:
         """Start an upload of ``key`` whose object will have the user
         metadata ``meta`` (kept with the upload's ``key`` record, given to
-        the object at :meth:`complete`); its upload id (32 hex)."""
+        the object at :meth:`complete`); its upload id (32 hex). Where the
+        key resolves now (its file and record) is kept (:data:`WHERE`): the
+        parts are stored in that file."""
         self.ops.need_bucket(bucket)
         check_key(key)
-        self.ops.keys.resolve(bucket, key)  # refuse a key that names a file or directory now, not at Complete
+        t = self.ops.keys.resolve(bucket, key)  # refuse a key that names a file or directory now, not at Complete
         upload_id = secrets.token_hex(16)
         with self.client.create(self._file(bucket, upload_id), self.ops.replication) as h:
             h.put("key", key.encode("utf-8", "surrogatepass"), meta=meta)
+            h.put(WHERE, json.dumps({"file": t.file, "record": t.record}).encode())
         return upload_id
+
+    @staticmethod
+    def _where(h) -> tuple[str, str] | None:
+        """``(file, record)`` where the upload (``h``: its file, open) keeps
+        its parts and its key resolved at create; None for an upload made
+        before 2026-12-01 (its parts in its own file)."""
+        if not h.infofile().exists(WHERE):
+            return None
+        d = json.loads(h.get(WHERE))
+        return str(d["file"]), str(d["record"])
+
+    def _all_parts(self, h, upload_id: str) -> tuple[dict[int, dict[str, Part]], list[str]]:
+        """The whole parts of the upload (``h``: its file, open) by number
+        and MD5, and the names of every record of it (whole parts or not)."""
+        where = self._where(h)
+        if where is None:
+            parts = _parts(h.infofile().entries_between("part-", "part."))
+            return parts, [p.records[0] for by in parts.values() for p in by.values()]
+        try:
+            with self.client.open(where[0]) as d:
+                rows = _hidden_rows(d.infofile(), upload_id)
+        except StFileNotFoundError:  # its key's file deleted since: the parts went with it
+            return {}, []
+        return _hidden_parts(rows, upload_id), [r[0] for r in rows]
 
     def check(self, bucket: str, key: str, upload_id: str, number: int) -> None:
         """Raise what :meth:`upload_part` would for the upload and number
@@ -187,36 +290,54 @@ class Multipart:
         if not 1 <= number <= MAX_PART_NUMBER:
             raise S3Error("InvalidArgument", f"part numbers are 1 to {MAX_PART_NUMBER}")
         md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
-        name = _record(number, md5)
         h = self._open(bucket, key, upload_id)
         try:
-            inf = h.infofile()
-            older = [r for r in inf.names_between(name[:11], name[:10] + ".") if r != name]
-            if not inf.exists(name):
-                h.put(name, data)
-                h.flush()
-            for r in older:  # what was uploaded before under this number
-                try:
-                    h.delete(r)
-                except RecordNotFoundError:
-                    pass
-            h.flush()
+            where = self._where(h)
+            if where is None:
+                self._upload_part_before(h, number, md5, data)
+                return f'"{md5}"'
         finally:
             h.close()
+        with self.ops.open_or_create(where[0], len(data)) as d:
+            rows = _hidden_rows(d.infofile(), upload_id)
+            mine = f"{STRIPE_PREFIX}{_part_name(upload_id, number, md5, len(data))}/"
+            if md5 not in _hidden_parts(rows, upload_id).get(number, {}):
+                d.put_parts(_part_name(upload_id, number, md5, len(data)), data, PART_RECORD)
+            lo, _ = _hidden_range(upload_id)
+            older = [r[0] for r in rows if r[0].startswith(f"{lo}{number:05d}-") and not r[0].startswith(mine)]
+        if older:  # what was uploaded before under this number
+            self.client.commit_staged(where[0], [], delete=older)
         return f'"{md5}"'
+
+    @staticmethod
+    def _upload_part_before(h, number: int, md5: str, data: bytes) -> None:
+        """Store a part of an upload made before 2026-12-01 as then: a
+        record of its own file (``h``), replacing an older one of the number."""
+        name = _record(number, md5)
+        inf = h.infofile()
+        older = [r for r in inf.names_between(name[:11], name[:10] + ".") if r != name]
+        if not inf.exists(name):
+            h.put(name, data)
+            h.flush()
+        for r in older:
+            try:
+                h.delete(r)
+            except RecordNotFoundError:
+                pass
+        h.flush()
 
     def list_parts(self, bucket: str, key: str, upload_id: str) -> list[tuple[int, int, str, float]]:
         """``(number, size, etag, mtime)`` of the parts stored, in order
         (from the infofile; no part is read)."""
         h = self._open(bucket, key, upload_id)
         try:
-            parts = _parts(h.infofile().entries_between("part-", "part."))
+            parts, _ = self._all_parts(h, upload_id)
         finally:
             h.close()
         out = []
         for n in sorted(parts):  # the latest upload of each number
-            md5, (_, size, t) = max(parts[n].items(), key=lambda kv: kv[1][2])
-            out.append((n, size, f'"{md5}"', t))
+            p = max(parts[n].values(), key=lambda p: p.mtime)
+            out.append((n, p.size, f'"{p.md5}"', p.mtime))
         return out
 
     def complete(
@@ -228,12 +349,14 @@ class Multipart:
         only_new: bool = False,
         if_match: str | None = None,
     ) -> ObjectStat:
-        """Store the parts the request lists, in order, as ``key``'s
-        object and end the upload (a Complete of an upload completed
-        already answers that one's object: its answer may have been lost;
+        """Make the parts the request lists, in order, ``key``'s object and
+        end the upload: composed of the parts where they are when they can
+        be stripes and the key is still in the file that holds them, else
+        copied (module docstring). A Complete of an upload completed
+        already answers that one's object (its answer may have been lost);
         one sent while another of the upload runs waits for it, up to
         :data:`CLAIM_WAIT_S`, and answers its object, or goes on if it
-        failed); ``only_new`` and ``if_match``
+        failed; ``only_new`` and ``if_match``
         (``If-None-Match: *``, ``If-Match``) as :meth:`.ops.Ops.put_object`
         judges them (a failed one keeps the upload, as S3 does).
 
@@ -262,41 +385,100 @@ class Multipart:
             done = _result(h)
             if done is not None:  # the one waited for completed it
                 return done
-            parts = _parts(h.infofile().entries_between("part-", "part."))
-            names, sizes = [], []
+            parts, every = self._all_parts(h, upload_id)
+            chosen: list[Part] = []
             for i, (number, etag) in enumerate(wanted):
                 got = parts.get(number, {}).get(etag.strip('"'))
                 if got is None:
                     raise S3Error("InvalidPart", f"part {number} was not uploaded, or has another ETag", upload_id)
-                if i < len(wanted) - 1 and got[1] < MIN_PART:
+                if i < len(wanted) - 1 and got.size < MIN_PART:
                     raise S3Error("EntityTooSmall", f"part {number} is under 5 MiB and not the last", upload_id)
-                names.append(got[0])
-                sizes.append(got[1])
+                chosen.append(got)
             meta = h.infofile().user_meta_of("key")  # CreateMultipartUpload's
-            if sum(sizes) <= STRIPE_THRESHOLD:  # one record: its bytes at once
-                st = self.ops.put_object(bucket, key, b"".join(h.get(name) for name in names), only_new, meta, if_match)
-            else:  # a striped object, streamed from the parts
-                with PartsReader(h, names, sizes) as src:
-                    st = self.ops.put_object_stream(bucket, key, src, sum(sizes), only_new, meta, if_match)
-            self._done(h, st)  # under the lease: a Complete waiting for it then finds the result
+            where = self._where(h)
+            st = self._store(bucket, key, h, where, chosen, every, only_new, meta, if_match)
+            self._done(h, st, where, upload_id)  # under the lease: a Complete waiting for it then finds the result
         finally:
             h.close()  # the lease released
         return st
 
-    def _done(self, h, st: ObjectStat) -> None:
+    def _store(
+        self,
+        bucket: str,
+        key: str,
+        h,
+        where: tuple[str, str] | None,
+        chosen: list[Part],
+        every: list[str],
+        only_new: bool,
+        meta: dict[str, str],
+        if_match: str | None,
+    ) -> ObjectStat:
+        """Store the parts ``chosen`` as ``key``'s object (``h``: the
+        upload's file, whose claim is renewed while parts are copied;
+        ``where``: where the parts are, None in ``h``; ``every``: every part
+        record of the upload, those not chosen deleted with a composition)."""
+        records = [r for p in chosen for r in p.records]
+        sizes = [n for p in chosen for n in p.sizes]
+        size = sum(sizes)
+        src = h if where is None else self.client.open(where[0])
+        try:
+            leftover = [r for r in every if r not in set(records)]
+
+            def store(f, record: str, replace: bool) -> None:  # committed when it returns
+                if where is not None and f.name == where[0]:
+                    try:  # the parts become the object where they are: no byte copied
+                        f.compose(record, records, replace=replace, meta=meta, delete=leftover)
+                        return
+                    except InvalidOptionError as e:  # not stripes (sizes, filters): copied
+                        log.info("completing %s by copying its parts: %s", key, e)
+                if size <= STRIPE_THRESHOLD:  # one record: its bytes at once
+                    f.put(record, b"".join(src.get(n) for n in records), replace=replace, meta=meta)
+                    f.flush()
+                    return
+                with PartsReader(src, records, sizes, claim=h) as stream:
+                    f.put_object(
+                        record,
+                        stream,
+                        ops_module.STREAM_STRIPE_SIZE,  # read at the call: tests set it
+                        meta=meta,
+                        in_flight=ops_module.STREAM_STRIPES_IN_FLIGHT,
+                        replace=replace,
+                    )
+
+            return self.ops.put_by(bucket, key, size, store, only_new, if_match)
+        finally:
+            if src is not h:
+                src.close()
+
+    def _done(self, h, st: ObjectStat, where: tuple[str, str] | None, upload_id: str) -> None:
         """End a completed upload (``h``: its file, open): its result kept
-        (:data:`DONE`), its parts' commits deleted in one transaction (their
-        copies left to the peers' scrubber). The object is stored whatever
-        happens here: a failure is logged, and the upload, left as it was,
-        is reaped later."""
+        (:data:`DONE`), the part records left (all, if the parts were
+        copied) deleted in one transaction (their copies left to the peers'
+        scrubber). The object is stored whatever happens here: a failure is
+        logged, and the upload, left as it was, is reaped later."""
         try:
             with self.client.open(h.name) as d:  # a new record: no lease needed; h only reads
-                parts = d.infofile().names_between("part-", "part.")
                 d.put(DONE, json.dumps(_stat_fields(st)).encode())
-            if parts:
-                self.client.commit_staged(h.name, [], delete=parts)
+            self._delete_parts(h, where, upload_id)
         except Exception:  # noqa: BLE001 - the object is stored: the Complete succeeded
             log.warning("could not end the completed upload %s (it is reaped later)", h.name, exc_info=True)
+
+    def _delete_parts(self, h, where: tuple[str, str] | None, upload_id: str) -> None:
+        """Delete every part record of the upload (``h``: its file, open),
+        in one transaction (their copies left to the peers' scrubber)."""
+        if where is None:
+            parts = h.infofile().names_between("part-", "part.")
+            if parts:
+                self.client.commit_staged(h.name, [], delete=parts)
+            return
+        try:
+            with self.client.open(where[0]) as d:
+                rows = _hidden_rows(d.infofile(), upload_id)
+        except StFileNotFoundError:
+            return
+        if rows:
+            self.client.commit_staged(where[0], [], delete=[r[0] for r in rows])
 
     def _upload_files(self, bucket: str) -> list[tuple[str, str]]:
         """``(file, upload id)`` of the bucket's upload files."""
@@ -333,7 +515,8 @@ class Multipart:
         rule ``AbortIncompleteMultipartUpload``, counted from the last
         activity rather than initiation, so a slow upload still sending
         parts is kept (``expiry_s`` 0: none is); and delete the files of
-        uploads completed over :data:`COMPLETED_KEEP_S` seconds ago.
+        uploads completed over :data:`COMPLETED_KEEP_S` seconds ago (with
+        any part record a late UploadPart stored after the Complete).
         Returns the upload ids removed. An upload this caller may not read
         or delete is left for another (no error).
 
@@ -351,11 +534,17 @@ class Multipart:
                 with self.client.open(file) as h:
                     done = h.infofile().record_stat(DONE)
                     last = h.infofile().last_commit_at()
-                if done is not None:  # completed: kept COMPLETED_KEEP_S for a Complete sent again
-                    if now - float(done[2]) <= COMPLETED_KEEP_S:
-                        continue
-                elif expiry_s <= 0 or last is None or now - last <= expiry_s:
-                    continue  # 0: never aborted; None: being created (its key record not committed yet)
+                    if done is not None:  # completed: kept COMPLETED_KEEP_S for a Complete sent again
+                        if now - float(done[2]) <= COMPLETED_KEEP_S:
+                            continue
+                    elif expiry_s <= 0 or last is None:
+                        continue  # 0: never aborted; None: being created (its key record not committed yet)
+                    else:
+                        parts, _ = self._all_parts(h, upload_id)
+                        newest = max((p.mtime for by in parts.values() for p in by.values()), default=0.0)
+                        if now - max(last, newest) <= expiry_s:
+                            continue
+                    self._delete_parts(h, self._where(h), upload_id)
                 self.client.delete(file)
                 gone.append(upload_id)
             except (StFileNotFoundError, PermissionDeniedError):
@@ -363,8 +552,12 @@ class Multipart:
         return gone
 
     def abort(self, bucket: str, key: str, upload_id: str) -> None:
-        """End the upload: its parts are deleted."""
-        self._open(bucket, key, upload_id).close()
+        """End the upload: its parts are deleted, then its file."""
+        h = self._open(bucket, key, upload_id)
+        try:
+            self._delete_parts(h, self._where(h), upload_id)
+        finally:
+            h.close()
         try:
             self.client.delete(self._file(bucket, upload_id))
         except StFileNotFoundError:

@@ -302,7 +302,7 @@ class Ops:
             h.put(record, data, replace=replace, meta=meta)
             h.flush()
 
-        return self._put(bucket, key, len(data), store, only_new, if_match)
+        return self.put_by(bucket, key, len(data), store, only_new, if_match)
 
     def put_object_stream(
         self,
@@ -343,9 +343,9 @@ class Ops:
                 record, stream, STREAM_STRIPE_SIZE, meta=meta, in_flight=STREAM_STRIPES_IN_FLIGHT, replace=replace
             )
 
-        return self._put(bucket, key, size, store, only_new, if_match)
+        return self.put_by(bucket, key, size, store, only_new, if_match)
 
-    def _put(
+    def put_by(
         self,
         bucket: str,
         key: str,
@@ -354,24 +354,14 @@ class Ops:
         only_new: bool,
         if_match: str | None,
     ) -> ObjectStat:
-        """The slow way of both puts: ``key``'s file opened (made if need
-        be), the conditions judged, ``store(handle, record, replace)``
-        called to store and commit ``size`` bytes (under the writer lease
-        when it replaces), then the new version's stat. Raises as
-        :meth:`put_object`."""
+        """The slow way of every put (both above, and Complete's): ``key``'s
+        file opened (made if need be), the conditions judged,
+        ``store(handle, record, replace)`` called to store and commit
+        ``size`` bytes (under the writer lease when it replaces), then the
+        new version's stat. Raises as :meth:`put_object`."""
         self.need_bucket(bucket)
         t = self.keys.resolve(bucket, key)
-        h = None
-        if t.exists:
-            try:
-                h = self.client.open(t.file)
-            except StFileNotFoundError:  # gone meanwhile, or /B/.s3 of a directory not made by CreateBucket
-                h = None
-        if h is None:
-            try:
-                h = self.client.create(t.file, self.replication, est_size=size)
-            except StFileExistsError:  # made meanwhile
-                h = self.client.open(t.file)
+        h = self.open_or_create(t.file, size, t.exists)
         try:
             replace = h.infofile().exists(t.record)
             if if_match is not None and not replace:
@@ -402,6 +392,22 @@ class Ops:
             raise S3Error("InternalError", f"{key} was stored but is not committed in {t.file}", key)
         self.handles.keep(t.file)  # the next key of this file takes the fast path
         return st
+
+    def open_or_create(self, file: str, size: int = 0, exists: bool = True):
+        """File ``file`` open (a ``StFile``), made with the endpoint's
+        replication (``size``: its estimate in bytes) if it is not there:
+        where a key's record goes (:meth:`.keymap.KeyMap.resolve`), or an
+        upload's parts. ``exists``: the caller's resolution saw it (else it
+        is made first, opened if made meanwhile)."""
+        if exists:
+            try:
+                return self.client.open(file)
+            except StFileNotFoundError:  # gone meanwhile, or /B/.s3 of a directory not made by CreateBucket
+                pass
+        try:
+            return self.client.create(file, self.replication, est_size=size)
+        except StFileExistsError:  # made meanwhile
+            return self.client.open(file)
 
     def _kept_file(self, bucket: str, key: str):
         """``(kept file entry, record)`` of a valid key under a kept file
