@@ -344,6 +344,22 @@ class DirectoryNotEmptyError(StoreTorrentError, OSError):
     """A namespace directory to remove still holds files or directories."""
 
 
+class FileNotEmptyError(StoreTorrentError, OSError):
+    """A delete of a file only while it holds no record
+    (``Client.delete(name, if_empty=True)``: S3 DeleteBucket) found one:
+    nothing was deleted.
+
+    Attributes
+    ----------
+    file : str
+        The file.
+    """
+
+    def __init__(self, message: str, file: str = ""):
+        super().__init__(message)
+        self.file = file
+
+
 class NoSpaceError(NotEnoughPeersError):
     """Peers lack the space: no peers can take a new file's ``est_size``, or
     a commit goes beyond the file's reservation into space other files have

@@ -24,6 +24,7 @@ from helpers import metric_value, scrape_metrics
 from st_py._proto import tracker_pb2 as pb
 from st_py.core import capability as cap
 from st_py.errors import (
+    FileNotEmptyError,
     LeaseHeldError,
     PermissionDeniedError,
     QuotaExceededError,
@@ -333,12 +334,19 @@ def test_the_masters_own_writes_go_through_the_files_tracker(make_cluster):
     report = rebalance_file(c, name, lost=[lost])
     assert report.complete and report.copies_moved == report.records_affected > 0, report
     check_file(cluster, name, blobs)
+    # a delete only while empty: the file's tracker finds its records and refuses, nothing goes
+    with pytest.raises(FileNotEmptyError):
+        c.delete(name, if_empty=True)
+    check_file(cluster, name, blobs)
     # whole-file delete: the file's tracker closes and unlinks it, so the name made again works
     assert c.delete(name) == 120
     with c.create(name, "x2") as f:
         f.put("again", b"new file")
     with cluster.client().open(name) as f:
         assert len(f) == 1 and f.get("again") == b"new file"
+        f.delete("again")
+    assert c.delete(name, if_empty=True) == 0  # its last record deleted: it goes
+    assert c.files("/ft") == []
 
 
 def test_a_quarantined_copy_of_a_file_trackers_file_is_recorded_and_repair_restores_it(make_cluster):

@@ -248,3 +248,41 @@ def test_a_lost_namespace_comes_back_from_the_log_at_the_tracker_start(cluster):
     assert [s.name for s in c2.snapshots("/lost/a")] == ["kept"]
     rc, report = _recover(cluster)
     assert rc == 0 and {f["outcome"] for f in report["files"]} <= {"present"}, report
+
+
+def test_a_delete_if_empty_replayed_at_a_restart_keeps_a_file_that_holds_a_record(make_cluster):
+    """A whole-file delete ``if_empty`` (S3 DeleteBucket) in the metadata
+    log, marked applied, that the namespace does not show (the tracker
+    killed after the mark, before the unlink; an etcd log applies its
+    unmarked entries the same way) is replayed at the restart only while
+    the file holds no record, as the live tracker decides it: the file
+    with a record stays, the empty one goes; the same entry without
+    ``if_empty`` deletes a file with a record (what the check is for)."""
+    import time
+
+    from st_py.tracker.apply.backends import APPLIED
+    from st_py.tracker.apply.ops import IF_EMPTY
+
+    cluster = make_cluster(2)
+    c = cluster.client()
+    for name, recs in (("/rp/full", 1), ("/rp/empty", 0), ("/rp/plain", 1)):
+        with c.create(name, "x1") as f:
+            for i in range(recs):
+                f.put(f"r{i}", b"kept")
+    ids = {n: c.open(n).info.file_id for n in ("/rp/full", "/rp/empty", "/rp/plain")}
+    cluster.tracker.kill()  # SIGKILL
+
+    async def append() -> None:
+        oplog = OpLog(LocalBackend(cluster.data_dir / "tracker" / "log.db"))
+        await oplog.start()
+        for name, args in (("/rp/full", (IF_EMPTY,)), ("/rp/empty", (IF_EMPTY,)), ("/rp/plain", ())):
+            index = await oplog.append(InfofileOp(name, ids[name], "delete_file", args, time.time()).encode())
+            await oplog.backend.mark([index], APPLIED)
+        await oplog.aclose()
+
+    asyncio.run(append())
+    cluster.start_tracker()
+    c = cluster.client()
+    assert c.files("/rp") == ["/rp/full"]
+    with c.open("/rp/full") as f:
+        assert f.get("r0") == b"kept"

@@ -32,7 +32,7 @@ from st_integrations.s3.chunked import decode_aws_chunked
 from st_integrations.s3.protocol import S3H11Protocol, protocol_class
 from st_integrations.s3.server import listen, make_server, protocol_of
 from st_py.client.namespace_paths import new_file
-from st_py.errors import InvalidOptionError
+from st_py.errors import FileNotEmptyError, InvalidOptionError
 
 
 def s3_client(url: str, access_key: str, secret: str, **config):
@@ -343,6 +343,45 @@ def test_bucket_lifecycle(s3):
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
 
 
+def test_a_bucket_whose_keys_were_deleted_is_deleted(site, s3):
+    """Keys below a ``/`` live in StoreTorrent files (``/B/a`` for
+    ``a/b``) that stay, empty, when the keys go: DeleteBucket deletes them
+    as S3 deletes a bucket whose keys were all deleted, with its unfinished
+    uploads and their parts (hidden records of the key's file); a file that
+    still holds a key refuses it (``BucketNotEmpty``) and nothing goes,
+    not even an empty file beside it; a file the tracker finds holding a
+    record when it deletes it (``if_empty``) is never deleted."""
+    cluster, ep, keys = site
+    c = cluster.client(api_key=keys["alice"])
+    s3.create_bucket(Bucket="nested")
+    for k in ("a/b", "a/c", "d/e/f", "top"):
+        s3.put_object(Bucket="nested", Key=k, Body=k.encode())
+    up = s3.create_multipart_upload(Bucket="nested", Key="g/h")["UploadId"]
+    s3.upload_part(Bucket="nested", Key="g/h", UploadId=up, PartNumber=1, Body=b"p" * 1000)
+    for k in ("a/b", "a/c", "top"):
+        s3.delete_object(Bucket="nested", Key=k)
+    with pytest.raises(ClientError) as e:
+        s3.delete_bucket(Bucket="nested")  # d/e/f is a key
+    assert code(e.value) == "BucketNotEmpty"
+    want = ["/nested/.s3", f"/nested/.s3-upload-{up}", "/nested/a", "/nested/d", "/nested/g"]
+    assert c.files("/nested") == sorted(want)  # nothing went
+    assert s3.list_multipart_uploads(Bucket="nested")["Uploads"][0]["UploadId"] == up
+    with pytest.raises(FileNotEmptyError) as fe:
+        c.delete("/nested/d", if_empty=True)  # the tracker decides: it holds a record
+    assert fe.value.file == "/nested/d"
+    with c.open("/nested/d") as f:
+        assert f.get("e/f") == b"d/e/f"
+    with pytest.raises(FileNotEmptyError):
+        c.delete("/nested/g", if_empty=True)  # the upload's part, hidden, counts
+    s3.delete_object(Bucket="nested", Key="d/e/f")
+    s3.delete_bucket(Bucket="nested")
+    assert "nested" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    assert not (cluster.namespace / "nested").exists()
+    with pytest.raises(ClientError) as e:
+        s3.head_bucket(Bucket="nested")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+
+
 def test_get_survives_a_killed_peer(make_cluster):
     """x2 objects stay readable through S3 right after a SIGKILL of a peer
     holding copies of them (before the tracker notices: the reader fails
@@ -512,6 +551,11 @@ def test_aws_cli_cp_ls_sync_rm(site, s3, tmp_path):
     assert st.cat_file("/exp/cli/sync/f1.txt") == b"file 1\n" * 2
     aws("s3", "rm", "--recursive", "s3://exp/cli/")
     assert s3.list_objects_v2(Bucket="exp", Prefix="cli/")["KeyCount"] == 0
+    # rb --force: every key deleted, then the bucket, whose files under cli/ are left empty
+    aws("s3", "mb", "s3://clirb")
+    aws("s3", "sync", str(src), "s3://clirb/cli/sync/")
+    aws("s3", "rb", "--force", "s3://clirb")
+    assert "clirb" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
 
 
 def test_presigned_urls(site, s3):

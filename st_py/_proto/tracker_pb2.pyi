@@ -249,20 +249,22 @@ class CommitReply(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., committed: _Optional[int] = ..., conflicts: _Optional[_Iterable[str]] = ..., conflict_names: _Optional[_Iterable[str]] = ..., deleted: _Optional[int] = ..., quota_refused: _Optional[_Iterable[str]] = ..., quota_scope: _Optional[str] = ..., quota_bytes: _Optional[int] = ..., quota_used_bytes: _Optional[int] = ..., conflict_kinds: _Optional[_Iterable[str]] = ..., conflict_records: _Optional[_Iterable[str]] = ..., columns_read: _Optional[int] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ("name", "file_id", "records", "whole_file", "user", "request_id")
+    __slots__ = ("name", "file_id", "records", "whole_file", "user", "request_id", "if_empty")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     WHOLE_FILE_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    IF_EMPTY_FIELD_NUMBER: _ClassVar[int]
     name: str
     file_id: int
     records: _containers.RepeatedScalarFieldContainer[str]
     whole_file: bool
     user: str
     request_id: str
-    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[str]] = ..., whole_file: _Optional[bool] = ..., user: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    if_empty: bool
+    def __init__(self, name: _Optional[str] = ..., file_id: _Optional[int] = ..., records: _Optional[_Iterable[str]] = ..., whole_file: _Optional[bool] = ..., user: _Optional[str] = ..., request_id: _Optional[str] = ..., if_empty: _Optional[bool] = ...) -> None: ...
 
 class DeleteReply(_message.Message):
     __slots__ = ("deleted", "generation", "kept")

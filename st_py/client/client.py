@@ -24,7 +24,7 @@ from st_py.client.namespace_paths import NamespaceEntry
 from st_py.client.staged import StagedRecords
 from st_py.core.filters import MissingKeyError, check_filters, key_check, load_key
 from st_py.core.history import Snapshot
-from st_py.errors import SnapshotError, SnapshotHeldError, SnapshotNotFoundError, TrackerMovedError
+from st_py.errors import FileNotEmptyError, SnapshotError, SnapshotHeldError, SnapshotNotFoundError, TrackerMovedError
 from st_py.wire.locate import TRACKER_ENV, default_tracker  # noqa: F401 (public here too)
 from st_py.wire.tracker_client import RESTART_GRACE, TrackerClient
 from st_py.wire.transport import Transport
@@ -531,23 +531,29 @@ class Client:
             raise SnapshotNotFoundError(f"no file below {path} has a snapshot named {name!r}", path, name)
         return out
 
-    def delete(self, name: str) -> int:
-        """Delete file ``name``: its records on every live peer, then its
-        infofile. Returns the number of records it had. Copies on dead peers
-        are left for their scrubber.
+    def delete(self, name: str, if_empty: bool = False) -> int:
+        """Delete file ``name``: its infofile, then its records on every live
+        peer. Returns the number of records it had. Copies on dead peers
+        are left for their scrubber. ``if_empty``: only while the file holds
+        no record, not even a hidden one (stripes, an upload's parts),
+        decided by the tracker after the commits before it, so a record
+        committed meanwhile is never deleted with it (S3 DeleteBucket;
+        docs/s3.md).
 
         Raises
         ------
         StFileNotFoundError
         SnapshotHeldError
             Snapshots hold the file (``snapshots`` names them): delete them first.
+        FileNotEmptyError
+            ``if_empty`` and the file holds a record: nothing was deleted.
         """
         info = self.tracker.open(name)
         # the tracker first: it refuses a file that snapshots hold, and
         # nothing must be removed from the peers then (docs/snapshots.md)
         try:
-            deleted = self.tracker.delete(name, info.file_id, whole_file=True).deleted
-        except SnapshotHeldError as e:
+            deleted = self.tracker.delete(name, info.file_id, whole_file=True, if_empty=if_empty).deleted
+        except (SnapshotHeldError, FileNotEmptyError) as e:
             e.file = name
             raise
         t = Transport(timeout=self.timeout)

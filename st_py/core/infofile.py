@@ -213,6 +213,14 @@ def name_stats(conn: "sqlite3.Connection | _ReadOnlyConnection") -> tuple[int, i
     return int(n), int(b)
 
 
+def holds_no_record(conn: "sqlite3.Connection | _ReadOnlyConnection") -> bool:
+    """Whether an infofile holds no record at all: committed, a stripe of
+    an object or a hidden part (an object always has stripe records). What
+    a whole-file delete ``if_empty`` (S3 DeleteBucket) asks, live and on a
+    replay of the metadata log."""
+    return conn.execute("SELECT 1 FROM records LIMIT 1").fetchone() is None
+
+
 def name_count(conn: "sqlite3.Connection | _ReadOnlyConnection") -> int:
     """The names of :func:`name_stats` without their bytes: whole-table
     ``count(*)`` (SQLite counts an index's pages, not its rows) less the
@@ -1103,8 +1111,8 @@ class InfofileReader:
         return None if t is None else float(t)
 
     def is_empty(self) -> bool:
-        """No record (committed or a stripe) at all."""
-        return self.conn.execute("SELECT 1 FROM records LIMIT 1").fetchone() is None
+        """No record (committed or a stripe) at all: :func:`holds_no_record`."""
+        return holds_no_record(self.conn)
 
     @contextlib.contextmanager
     def read_transaction(self):

@@ -14,6 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from st_py.core.infofile import holds_no_record
+from st_py.errors import FileNotEmptyError
+
 from .apply.applier import SKIPPED, apply_infofile_op
 from .apply.oplog import OpLog
 from .apply.ops import INFOFILE_WRITES, InfofileOp
@@ -210,13 +213,24 @@ class Committer:
         if self.gone:
             raise FileNotFoundError(f"infofile {self.writer.path} was deleted")
 
-    async def retire(self, unlink: bool) -> tuple[int, int]:
+    async def retire(self, unlink: bool, if_empty: bool = False) -> tuple[int, int]:
         """After every transaction queued before it: count the file's
         names and bytes (one copy), close the writer and, with ``unlink``,
         remove the infofile (a whole-file delete), so no later request can
-        write into a deleted file. Returns ``(names, bytes)``."""
+        write into a deleted file. Returns ``(names, bytes)``.
+
+        Raises
+        ------
+        FileNotEmptyError
+            ``if_empty`` and the file holds a record (hidden ones too):
+            nothing changed (S3 DeleteBucket).
+        """
         async with self._lock:
             self._check_here()
+            if if_empty and not await asyncio.to_thread(holds_no_record, self.writer.conn):
+                raise FileNotEmptyError(
+                    f"{self.name} holds records: not deleted (if_empty); delete its records first", self.name
+                )
             n, b = await asyncio.to_thread(self.writer.stats)
             self.gone = True
             self.writer.close()

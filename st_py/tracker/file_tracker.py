@@ -36,6 +36,7 @@ import grpc
 
 from st_py._proto import tracker_pb2 as pb
 from st_py._proto import tracker_pb2_grpc as pb_grpc
+from st_py.errors import FileNotEmptyError
 from st_py.wire.tls import SERVER_OPTIONS, server_credentials
 
 from .access import AccessError, Owner, User, Users
@@ -54,7 +55,7 @@ from .rpc.identity import Identity
 from .rpc.infofiles import Infofiles
 from .rpc.leases_rpc import LeaseRpc
 from .rpc.log_apply import LogApply
-from .rpc.records_rpc import RecordRpc, refuse_if_snapshots
+from .rpc.records_rpc import RecordRpc, refuse_if_snapshots, refuse_not_empty
 from .shards import InternalTokens, shard_of
 from .tracker_ops import TrackerStateOps
 
@@ -386,9 +387,12 @@ class FileTrackerService(
         if op == "set-meta":
             await c.set_meta(dict(request.meta))
             reply.records, reply.bytes = await c.run(c.writer.stats)
-        elif op == "drop":  # after the transactions queued before it; none after (Committer.retire)
+        elif op in ("drop", "drop-if-empty"):  # after the transactions queued before it; none after (Committer.retire)
             await refuse_if_snapshots(context, name, await c.run(c.writer.snapshots))
-            reply.records, reply.bytes = await c.retire(unlink=True)
+            try:
+                reply.records, reply.bytes = await c.retire(unlink=True, if_empty=op == "drop-if-empty")
+            except FileNotEmptyError:
+                await refuse_not_empty(context, name)
             self._committers.pop(name, None)
             self.leases.drop(c.meta.file_id)
             self._peer_ids.pop(c.meta.file_id, None)

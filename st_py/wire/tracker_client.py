@@ -21,6 +21,7 @@ from st_py.errors import (
     ERROR_KIND_KEY,
     BadNameError,
     DirectoryNotEmptyError,
+    FileNotEmptyError,
     FileTrackerGoneError,
     LeaseHeldError,
     LeaseLostError,
@@ -183,6 +184,8 @@ class TrackerClient:
             return NotEnoughPeersError(detail)
         if kind == "not-empty":
             return DirectoryNotEmptyError(detail)
+        if kind == "file-not-empty":
+            return FileNotEmptyError(detail, trailer.get("st-file", ""))
         if kind == "replica-behind":  # a standby's infofile port (st_py/tracker/rpc/standby_fetch.py)
             return ReplicaBehindError(detail, address=self.address)
         if kind == "wrong-tracker":
@@ -612,9 +615,11 @@ class TrackerClient:
         records: list[str] | None = None,
         whole_file: bool = False,
         request_id: str = "",
+        if_empty: bool = False,
     ) -> pb.DeleteReply:
         """Delete ``records`` of file ``name`` or, with ``whole_file``, the
-        whole file (rpc Delete). ``request_id``: the same on every try of one
+        whole file (rpc Delete); with ``if_empty`` too, only while it holds
+        no record (else FileNotEmptyError). ``request_id``: the same on every try of one
         delete (else a new one): a retry gets the first try's reply. The
         reply's ``deleted`` counts what went; ``kept`` names the stripe
         records asked for that stay because their object is committed
@@ -622,7 +627,7 @@ class TrackerClient:
 
         Raises
         ------
-        BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError
+        BadNameError, StFileNotFoundError, PermissionDeniedError, TrackerUnavailableError, FileNotEmptyError
         """
         name = normalize(name)
         req = pb.DeleteRequest(
@@ -632,6 +637,7 @@ class TrackerClient:
             whole_file=whole_file,
             user=self.user,
             request_id=request_id or uuid.uuid4().hex,
+            if_empty=if_empty,
         )
         # one id for every try: a retry across a restart or failover gets the first try's reply
         reply = self._call("Delete", req, grace=RESTART_GRACE)

@@ -551,6 +551,27 @@ class Multipart:
                 continue  # completed or aborted meanwhile, or another user's
         return gone
 
+    def end_all(self, uploads: list[str], files: list[str]) -> None:
+        """End every upload of a bucket being deleted: the upload files
+        ``uploads`` (``/B/.s3-upload-<id>``) and, in ``files`` (the
+        bucket's other files), every part record of an upload (those of
+        ``uploads``, and any an interrupted abort left), each file's in one
+        transaction. DeleteBucket (:meth:`.ops.Ops.delete_bucket`)."""
+        for name in uploads:
+            try:
+                self.client.delete(name)
+            except StFileNotFoundError:
+                pass
+        lo = f"{STRIPE_PREFIX}{UPLOAD_PREFIX}"
+        for name in files:
+            try:
+                with self.client.open(name) as d:
+                    rows = d.infofile().records_between(lo, lo[:-1] + chr(ord(lo[-1]) + 1)).fetchall()
+            except StFileNotFoundError:
+                continue
+            if rows:
+                self.client.commit_staged(name, [], delete=[r[0] for r in rows])
+
     def abort(self, bucket: str, key: str, upload_id: str) -> None:
         """End the upload: its parts are deleted, then its file."""
         h = self._open(bucket, key, upload_id)

@@ -29,9 +29,12 @@ from st_py.client.striping import DEFAULT_STRIPE_SIZE
 from st_py.core.history import objects_at_sql
 from st_py.core.infofile import one_state, user_size
 from st_py.errors import (
+    DirectoryNotEmptyError,
+    FileNotEmptyError,
     InvalidOptionError,
     RecordNotFoundError,
     SnapshotExpiredError,
+    SnapshotHeldError,
     SnapshotNotFoundError,
     StFileExistsError,
     StFileNotFoundError,
@@ -230,34 +233,51 @@ class Ops:
             raise S3Error("BucketAlreadyOwnedByYou", "the bucket exists", bucket) from None
 
     def delete_bucket(self, bucket: str) -> None:
-        """Delete an empty bucket: its own file, then its directory.
+        """Delete a bucket that holds no key: its unfinished multipart
+        uploads (their files, then their parts:
+        :meth:`.multipart.Multipart.end_all`), then every file below it,
+        each deleted by the tracker only while it holds no record
+        (``Client.delete(if_empty=True)``: a key PUT meanwhile keeps its
+        file, and the answer is ``BucketNotEmpty``, never a lost object),
+        then its directories, deepest first, and ``/B``. Files left empty
+        by deleted keys (``/B/a`` after PUT and DELETE of ``a/b``) go too,
+        as S3 deletes a bucket whose keys were all deleted.
 
         Raises
         ------
         S3Error
-            ``NoSuchBucket``, ``BucketNotEmpty``.
+            ``NoSuchBucket``; ``BucketNotEmpty`` (a file below it holds a
+            key: nothing is deleted; or one was PUT while deleting).
         """
+        from .multipart import Multipart
+
         d = self.need_bucket(bucket)
-        top = f"{d}/{TOP_FILE}"
-        uploads = []
-        for e in self.client.ls(d, sizes=False):
-            if not e.is_dir and is_upload_file(e.name):
-                uploads.append(e.name)  # unfinished multipart uploads go with the bucket
-            elif e.name != top or e.is_dir or e.records:
-                raise S3Error("BucketNotEmpty", "the bucket you tried to delete is not empty", bucket)
-        for name in uploads:
-            try:
-                self.client.delete(name)
-            except StFileNotFoundError:
-                pass
+        files, dirs, uploads, below = [], [], [], [d]
+        while below:
+            for e in self.client.ls(below.pop(), sizes=False):
+                if e.is_dir:
+                    dirs.append(e.name)
+                    below.append(e.name)
+                elif is_upload_file(e.name):
+                    uploads.append(e.name)  # unfinished multipart uploads go with the bucket
+                elif e.records:
+                    raise S3Error("BucketNotEmpty", "the bucket you tried to delete is not empty", bucket)
+                else:
+                    files.append(e.name)
         try:
-            self.client.delete(top)
-        except StFileNotFoundError:
-            pass
-        try:
-            self.client.rmdir(d)
-        except StFileNotFoundError:
-            pass
+            Multipart(self).end_all(uploads, files)
+            for name in files:
+                with contextlib.suppress(StFileNotFoundError):
+                    self.client.delete(name, if_empty=True)
+            for name in sorted(dirs, key=lambda x: -x.count("/")) + [d]:  # the deepest first
+                with contextlib.suppress(StFileNotFoundError):
+                    self.client.rmdir(name)
+        except (FileNotEmptyError, DirectoryNotEmptyError):
+            raise S3Error("BucketNotEmpty", "a key was stored in the bucket while it was deleted", bucket) from None
+        except SnapshotHeldError as e:
+            raise S3Error(
+                "BucketNotEmpty", f"snapshots hold {e.file} of the bucket: delete them first ({e})", bucket
+            ) from None
         finally:
             self.handles.forget_bucket(bucket)
 

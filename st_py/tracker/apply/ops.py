@@ -42,6 +42,9 @@ INFOFILE_WRITES = frozenset(
 # Operations on a whole file, applied by the tracker (st_py/tracker/service.py,
 # "file operations"): its infofile made (args: meta, peers, disk mode) or removed.
 FILE_OPS = frozenset({"create_file", "delete_file"})
+# delete_file's one argument, if any: the file goes only while it holds no record (a
+# Delete with if_empty: S3 DeleteBucket); a replay checks it again.
+IF_EMPTY = "if_empty"
 # Operations on a file's writer lease, applied by st_py/tracker/leases.py
 # (replicated state: a restart or a failover keeps the lease).
 # Operations on the tracker's own state (tracker.db: a directory's owner, group

@@ -14,11 +14,11 @@ import sqlite3
 import time
 
 from st_py.core import capability, namespace
-from st_py.core.infofile import InfofileReader
+from st_py.core.infofile import InfofileReader, holds_no_record
 
 from ..access import User
 from ..apply.oplog import ReplayReport
-from ..apply.ops import InfofileOp
+from ..apply.ops import IF_EMPTY, InfofileOp
 from ..infofile_writer import (
     InfofileWriter,
     clock_at,
@@ -203,10 +203,13 @@ class LogApply(TrackerParts):
             return False
         try:
             fid = int(r.meta().get("file_id", 0))
+            kept = IF_EMPTY in op.args and not holds_no_record(r.conn)
         finally:
             r.close()
         if op.file_id and fid != op.file_id:
             return False  # another file has the name now
+        if kept:
+            return False  # as live: a record committed before it keeps the file (S3 DeleteBucket)
         self._drop_committer(op.name)
         path.unlink(missing_ok=True)
         self.state.remove_file(op.name, fid)

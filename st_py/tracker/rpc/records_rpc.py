@@ -17,10 +17,10 @@ import pyarrow as pa
 from st_py._proto import tracker_pb2 as pb
 from st_py.core import capability
 from st_py.core.record_format import FORMATS, ignored, load_schema
-from st_py.errors import ERROR_KIND_KEY
+from st_py.errors import ERROR_KIND_KEY, FileNotEmptyError
 
 from ..access import R, W, may, mode_text
-from ..apply.ops import InfofileOp
+from ..apply.ops import IF_EMPTY, InfofileOp
 from ..file_quota import commit_refusal, file_room
 from ..guard import owner_of_meta
 from ..infofile_writer import (
@@ -230,19 +230,24 @@ class RecordRpc(TrackerParts):
 
             async def drop(op: InfofileOp, index: int) -> tuple[int, int, int, int, str]:
                 if here:  # after the commits queued before it, and none after (Committer.retire)
-                    n, b = await c.retire(unlink=True)
+                    n, b = await c.retire(unlink=True, if_empty=request.if_empty)
                     self._committers.pop(name, None)
                     self.leases.drop(c.meta.file_id)
                     self._peer_ids.pop(c.meta.file_id, None)
                     self.peer_files.retire(c.meta.file_id)
                     return n, b, c.meta.file_id, c.meta.copies, owner_of_meta(c.writer_meta()).owner
                 # its per-file tracker closes and unlinks it, and forgets its lease
-                r = await self._control(context, name, "drop", request.file_id)
+                r = await self._control(context, name, "drop-if-empty" if request.if_empty else "drop", request.file_id)
                 return r.records, r.bytes, r.file_id, r.copies, r.owner
 
-            # in the metadata log before the infofile goes: a replay never makes it again
-            gone = InfofileOp(name, c.meta.file_id if here else request.file_id, "delete_file", (), time.time())
-            n, b, file_id, copies, owner = await self.oplog.run(gone.encode(), drop)
+            # in the metadata log before the infofile goes: a replay never makes it again (and
+            # with if_empty, a replay deletes it only if it still holds no record: log_apply.py)
+            args = (IF_EMPTY,) if request.if_empty else ()
+            gone = InfofileOp(name, c.meta.file_id if here else request.file_id, "delete_file", args, time.time())
+            try:
+                n, b, file_id, copies, owner = await self.oplog.run(gone.encode(), drop)
+            except FileNotEmptyError as e:
+                await refuse_not_empty(context, e.file or name)
             self.state.remove_file(name, file_id)
             self.reservations.release(file_id)
             self.guard.charge(owner, -b * copies)
@@ -409,6 +414,17 @@ async def refuse_if_snapshots(context, name: str, snapshots: list[tuple]) -> Non
             f"(storetorrent snapshot delete {name} NAME)",
             trailing_metadata=((ERROR_KIND_KEY, "snapshot-held"), ("st-snapshots", "\n".join(names))),
         )
+
+
+async def refuse_not_empty(context, name: str) -> None:
+    """Abort a whole-file delete ``if_empty`` of ``name``, which holds a
+    record: nothing was deleted (FileNotEmptyError at the client)."""
+    await context.abort(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        f"{name} holds records, so it was not deleted (if_empty: S3 DeleteBucket deletes only "
+        "empty files); delete its records first, or delete it without if_empty",
+        trailing_metadata=((ERROR_KIND_KEY, "file-not-empty"), ("st-file", name)),
+    )
 
 
 async def _check_user_meta(context, name: str, meta: bytes) -> None:
