@@ -11,6 +11,7 @@ import time
 import google_crc32c
 import pytest
 from checks import admin_scrub
+from conftest import poll_for
 
 from st_py.core.crc32c_combine import combine_all
 from st_py.core.infofile import stripe_name
@@ -110,3 +111,43 @@ def test_what_cannot_be_composed_changes_nothing(cluster):
         p = z.put_parts("u/a", b"z" * 100)
         with pytest.raises(InvalidOptionError, match="filters"):
             z.compose("obj", p + p)
+
+
+def test_a_composed_object_outlives_a_lost_peer_through_repair_and_drain(make_cluster):
+    """A composed object's stripes are copies stored under the parts'
+    names: a peer lost, repair stores each lost copy again (under the same
+    stored name), a drain moves another peer's off, and the object reads
+    back whole after both, with the lost and the drained peers gone (no
+    copy left on either)."""
+    from st_py.maintenance.drain import drain
+    from st_py.maintenance.repair import repair_file
+
+    cluster = make_cluster(4)
+    c = cluster.client()
+    parts = [os.urandom(32 * KIB) for _ in range(5)] + [os.urandom(7 * KIB)]
+    whole = b"".join(parts)
+    with c.create("/comp/r", "x2") as f:
+        names = [n for i, p in enumerate(parts) for n in f.put_parts(f"up/{i}", p)]
+        obj = f.compose("obj", names)
+    assert obj.stripes == 6
+
+    def holders() -> set[str]:
+        with c.open("/comp/r") as f:
+            addr = {p.peer_idx: p.addr for p in f.info.peers}
+            metas = f.records_meta([stripe_name("obj", i) for i in range(6)])
+            # stored as the parts' names, moved or not
+            assert [metas[stripe_name("obj", i)].key for i in range(6)] == names
+            return {addr[i] for m in metas.values() for i in m.peers}
+
+    index = {p.addr: i for i, p in enumerate(cluster.peers)}
+    lost = sorted(holders())[0]
+    cluster.kill_peer(index[lost])
+    poll_for(lambda: c.status().alive_peers == 3, what="the tracker to see the peer fail")
+    rep = repair_file(c, "/comp/r", failed_after=0)
+    assert rep.complete and rep.copies_restored > 0 and lost not in holders(), rep
+    drained = sorted(holders())[0]
+    assert drain(c, drained).complete
+    assert drained not in holders()
+    cluster.kill_peer(index[drained])
+    with cluster.client().open("/comp/r") as f:
+        assert f.get("obj") == whole and f.open("obj").read() == whole
