@@ -360,10 +360,13 @@ def test_a_bucket_whose_keys_were_deleted_is_deleted(site, s3):
     s3.upload_part(Bucket="nested", Key="g/h", UploadId=up, PartNumber=1, Body=b"p" * 1000)
     for k in ("a/b", "a/c", "top"):
         s3.delete_object(Bucket="nested", Key=k)
+    with c.create("/nested/deep/er/f", "x2") as f:  # a file in folders (the client's, fsspec's)
+        f.put("k", b"v")
+    s3.delete_object(Bucket="nested", Key="deep/er/f/k")
     with pytest.raises(ClientError) as e:
         s3.delete_bucket(Bucket="nested")  # d/e/f is a key
     assert code(e.value) == "BucketNotEmpty"
-    want = ["/nested/.s3", f"/nested/.s3-upload-{up}", "/nested/a", "/nested/d", "/nested/g"]
+    want = ["/nested/.s3", f"/nested/.s3-upload-{up}", "/nested/a", "/nested/d", "/nested/deep/er/f", "/nested/g"]
     assert c.files("/nested") == sorted(want)  # nothing went
     assert s3.list_multipart_uploads(Bucket="nested")["Uploads"][0]["UploadId"] == up
     with pytest.raises(FileNotEmptyError) as fe:
