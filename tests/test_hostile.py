@@ -203,6 +203,10 @@ def test_a_large_frame_prefix_alone_claims_no_memory(peer, tmp_path):
     silence, must not make the peer reserve 60 MiB per connection: the buffer
     grows with the bytes that arrive (docs/security.md, hostile input). Then
     a real 6 MiB PUT sent in pieces still works."""
+    # The peer says "listening on" before it starts its background pool and its loop thread
+    # (main.cc): a round trip served means both run, so their stacks and the loop's malloc
+    # arena are in the baseline (CI under load counted them: 5 stacks of 8 MiB and the arena)
+    assert_serving(peer.addr)
     before = writable_mappings(peer.proc.pid)
     conns = []
     for i in range(8):
