@@ -304,7 +304,10 @@ def main() -> int:
 
     idle_cpu: dict[str, float] = {}  # case -> share of a core this process burns idle after it
 
+    seconds: dict[str, float] = {}  # case -> wall seconds it took (printed at the end: where a run's time goes)
+
     def case(fn, key: str) -> list[dict]:
+        started_case = time.monotonic()
         try:
             return fn()
         except Exception:  # one broken case must not lose the figures of the others
@@ -312,6 +315,7 @@ def main() -> int:
             failed.append(key)
             return []
         finally:
+            seconds[key] = time.monotonic() - started_case
             # A case that leaves threads busy in this process (an engine's client, a poller) inflates
             # the client's CPU of every later case (cpu_4kib_*) and takes CPU from their clusters.
             idle_cpu[key] = report.idle_cpu_share()
@@ -509,6 +513,8 @@ def main() -> int:
         con.print(f"plot: {p}")
     spent = "".join(f", {k}{'' if k.startswith('quiet') else ' cases'} {v:.0f} s" for k, v in timing.items())
     con.print(f"wrote {out} in {time.monotonic() - t0:.0f} s{spent}")
+    slowest = sorted(seconds.items(), key=lambda kv: -kv[1])
+    con.print("seconds a case: " + ", ".join(f"{k} {v:.0f}" for k, v in slowest))
     if failed:
         con.print(f"[red]cases that failed (tracebacks above; their rows are missing): {', '.join(failed)}[/red]")
         return 1
