@@ -153,6 +153,22 @@ class StFileNotFoundError(StoreTorrentError, FileNotFoundError):
     """No StoreTorrent file of that name."""
 
 
+class DirectoryNotFoundError(StFileNotFoundError):
+    """A create asked to be made only while a directory exists
+    (``Client.create(in_directory=...)``: an S3 PUT into its bucket) found
+    it gone: nothing was made.
+
+    Attributes
+    ----------
+    directory : str
+        The directory.
+    """
+
+    def __init__(self, message: str, directory: str = ""):
+        super().__init__(message)
+        self.directory = directory
+
+
 class StFileExistsError(StoreTorrentError, FileExistsError):
     """A StoreTorrent file of that name already exists."""
 

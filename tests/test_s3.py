@@ -32,7 +32,7 @@ from st_integrations.s3.chunked import decode_aws_chunked
 from st_integrations.s3.protocol import S3H11Protocol, protocol_class
 from st_integrations.s3.server import listen, make_server, protocol_of
 from st_py.client.namespace_paths import new_file
-from st_py.errors import FileNotEmptyError, InvalidOptionError
+from st_py.errors import BadNameError, DirectoryNotFoundError, FileNotEmptyError, InvalidOptionError
 
 
 def s3_client(url: str, access_key: str, secret: str, **config):
@@ -1178,6 +1178,64 @@ def test_rclone_copies_lists_and_checks(site, s3, tmp_path):
     rclone("copy", remote + "exp/rclone", str(tmp_path / "back"))
     assert (tmp_path / "back" / "sub" / "g.txt").read_text() == "nested\n"
     assert (tmp_path / "back" / "f2.bin").read_bytes() == (src / "f2.bin").read_bytes()
+
+
+def test_a_put_racing_delete_bucket_never_makes_the_bucket_again(site, s3, monkeypatch):
+    """A PutObject and an UploadPart that found their bucket, paused
+    before they make their key's file (``Ops.open_or_create``) while
+    DeleteBucket removes the bucket, answer ``NoSuchBucket`` and the bucket
+    stays gone: the endpoint creates a file only while its bucket exists
+    (``Client.create(in_directory=...)``, judged by the tracker while
+    RemoveDir of that directory is refused). Before, the PUT answered 200
+    and made ``/B`` again, holding only its key, after DeleteBucket's 204."""
+    from st_integrations.s3 import ops as ops_module
+
+    cluster, ep, keys = site
+    c = cluster.client(api_key=keys["alice"])
+    with pytest.raises(DirectoryNotFoundError) as e:  # the tracker's check itself
+        c.create("/no-bucket/k/v", "x2", in_directory="/no-bucket")
+    assert e.value.directory == "/no-bucket" and "no-bucket" not in [x.name.strip("/") for x in c.ls("/")]
+    with pytest.raises(BadNameError):
+        c.create("/exp/a", "x2", in_directory="/other")  # not its parent
+    real = ops_module.Ops.open_or_create
+    reached, go = threading.Event(), threading.Event()
+
+    def paused(self, file, size=0, exists=True):
+        if file.startswith("/racing/"):
+            reached.set()
+            assert go.wait(60)
+        return real(self, file, size, exists)
+
+    monkeypatch.setattr(ops_module.Ops, "open_or_create", paused)
+    for what in ("PutObject", "UploadPart"):
+        s3.create_bucket(Bucket="racing")
+        reached.clear()
+        go.clear()
+        answer: list = []
+        if what == "PutObject":
+            call = lambda: s3.put_object(Bucket="racing", Key="k/v", Body=b"x")  # noqa: E731
+        else:
+            up = s3.create_multipart_upload(Bucket="racing", Key="k/v")["UploadId"]
+            call = lambda: s3.upload_part(  # noqa: E731
+                Bucket="racing", Key="k/v", UploadId=up, PartNumber=1, Body=b"p" * 1000
+            )
+
+        def run(call=call, answer=answer) -> None:
+            try:
+                call()
+                answer.append("200")
+            except ClientError as e:
+                answer.append(code(e))
+
+        t = threading.Thread(target=run)
+        t.start()
+        assert reached.wait(30)
+        s3.delete_bucket(Bucket="racing")  # the key's file not made yet: the bucket is empty
+        go.set()
+        t.join(60)
+        assert answer == ["NoSuchBucket"], (what, answer)
+        assert "racing" not in [x["Name"] for x in s3.list_buckets()["Buckets"]], what
+        assert not (cluster.namespace / "racing").exists(), what
 
 
 def test_a_directory_made_by_the_client_is_a_bucket(site, s3):

@@ -65,7 +65,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from st_py.core.infofile import STRIPE_PREFIX
+from st_py.core.infofile import STRIPE_END, STRIPE_PREFIX
 
 # DuckDB extensions StoreTorrent loads, each shipped in a PyPI package pinned
 # beside duckdb (pyproject's duckdb extra), so nothing is downloaded at run time
@@ -288,9 +288,10 @@ def _stripe_records(alias: str, g: int | None, logical: bool) -> str:
     from st_py.core.history import records_at_sql
 
     source = "records" if g is None else f"({records_at_sql(g, '', logical, False)})"
-    # every name with the prefix sorts in [prefix, prefix with its last byte + 1) (BINARY collation)
-    end = STRIPE_PREFIX[:-1] + chr(ord(STRIPE_PREFIX[-1]) + 1)
-    sql = f"SELECT name, size, crc32c FROM {source} WHERE name >= {_quote(STRIPE_PREFIX)} AND name < {_quote(end)}"
+    # every name with the prefix sorts in [STRIPE_PREFIX, STRIPE_END) (BINARY collation)
+    sql = (
+        f"SELECT name, size, crc32c FROM {source} WHERE name >= {_quote(STRIPE_PREFIX)} AND name < {_quote(STRIPE_END)}"
+    )
     return (
         "(SELECT CAST(name AS VARCHAR) AS name, CAST(size AS BIGINT) AS size, CAST(crc32c AS BIGINT) AS crc32c "
         f"FROM sqlite_query({_quote(alias)}, {_quote(sql)}))"

@@ -111,7 +111,7 @@ class FileInfo(_message.Message):
     def __init__(self, file_id: _Optional[int] = ..., name: _Optional[str] = ..., replication: _Optional[str] = ..., copies: _Optional[int] = ..., infofile_path: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., generation: _Optional[int] = ..., blocksize: _Optional[int] = ..., records: _Optional[int] = ..., capability: _Optional[bytes] = ..., capability_expires: _Optional[int] = ..., capability_ops: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mode: _Optional[int] = ..., write_denied: _Optional[str] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., est_size: _Optional[int] = ..., reserved_bytes: _Optional[int] = ..., filters: _Optional[str] = ..., key_check: _Optional[str] = ..., file_tracker: _Optional[str] = ..., log_position: _Optional[int] = ..., log_id: _Optional[str] = ..., commit_columns: _Optional[bool] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("name", "replication", "est_size", "blocksize", "user", "mode", "protocol", "placement", "filters", "key_check", "request_id")
+    __slots__ = ("name", "replication", "est_size", "blocksize", "user", "mode", "protocol", "placement", "filters", "key_check", "request_id", "in_directory")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FIELD_NUMBER: _ClassVar[int]
     EST_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +123,7 @@ class CreateRequest(_message.Message):
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     KEY_CHECK_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    IN_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
     name: str
     replication: str
     est_size: int
@@ -134,7 +135,8 @@ class CreateRequest(_message.Message):
     filters: str
     key_check: str
     request_id: str
-    def __init__(self, name: _Optional[str] = ..., replication: _Optional[str] = ..., est_size: _Optional[int] = ..., blocksize: _Optional[int] = ..., user: _Optional[str] = ..., mode: _Optional[int] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., filters: _Optional[str] = ..., key_check: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    in_directory: str
+    def __init__(self, name: _Optional[str] = ..., replication: _Optional[str] = ..., est_size: _Optional[int] = ..., blocksize: _Optional[int] = ..., user: _Optional[str] = ..., mode: _Optional[int] = ..., protocol: _Optional[str] = ..., placement: _Optional[str] = ..., filters: _Optional[str] = ..., key_check: _Optional[str] = ..., request_id: _Optional[str] = ..., in_directory: _Optional[str] = ...) -> None: ...
 
 class OpenRequest(_message.Message):
     __slots__ = ("name", "user")

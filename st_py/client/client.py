@@ -127,6 +127,7 @@ class Client:
         protocol: str = "client-sync",
         placement: str = "random",
         filters: list[str] | tuple[str, ...] = (),
+        in_directory: str = "",
     ) -> StFile:
         """Create file ``name`` and open it for writing (paper 3.1, 3.3).
 
@@ -162,6 +163,12 @@ class Client:
             (``["zstd"]``, ``["aes-256-gcm"]``, ``["zstd", "aes-256-gcm"]``;
             FreeLoader's filters, docs/filters.md); encryption uses this
             client's ``encryption_key``. Fixed at creation.
+        in_directory : str
+            Non-empty: one of ``name``'s directories (``/bucket``) that
+            must exist when the tracker makes the file; the missing
+            directories below it are made as usual. Empty: every missing
+            directory is made (``mkdir -p``). The S3 endpoint's PUTs, so
+            one racing DeleteBucket never makes the bucket again.
 
         Returns
         -------
@@ -174,6 +181,8 @@ class Client:
         MissingKeyError
             ``aes-256-gcm`` without a key.
         StFileExistsError, BadNameError, QuotaExceededError
+        DirectoryNotFoundError
+            ``in_directory`` does not exist (nothing was made).
         NotEnoughPeersError
             Fewer live peers than F (:class:`NoSpaceError`, a kind of it,
             when no peers have room for ``est_size``).
@@ -191,7 +200,7 @@ class Client:
                 )
             check = key_check(self.encryption_key)
         info = self.tracker.create(
-            name, replication, est_size, blocksize, mode, protocol, placement, ",".join(chain), check
+            name, replication, est_size, blocksize, mode, protocol, placement, ",".join(chain), check, in_directory
         )
         return self._file(info, holds_reservation=est_size > 0)
 

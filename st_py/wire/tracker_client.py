@@ -21,6 +21,7 @@ from st_py.errors import (
     ERROR_KIND_KEY,
     BadNameError,
     DirectoryNotEmptyError,
+    DirectoryNotFoundError,
     FileNotEmptyError,
     FileTrackerGoneError,
     LeaseHeldError,
@@ -155,8 +156,10 @@ class TrackerClient:
         if kind == "snapshot-held":
             return SnapshotHeldError(detail, snapshots=[s for s in trailer.get("st-snapshots", "").split("\n") if s])
         if code == grpc.StatusCode.NOT_FOUND:
-            if dict(e.trailing_metadata() or ()).get(ERROR_KIND_KEY) == "unknown-peer":
+            if kind == "unknown-peer":
                 return UnknownPeerError(detail)
+            if kind == "no-such-directory":
+                return DirectoryNotFoundError(detail, trailer.get("st-directory", ""))
             return StFileNotFoundError(detail)
         if code == grpc.StatusCode.ALREADY_EXISTS:
             if kind == "is-a-directory":
@@ -284,17 +287,21 @@ class TrackerClient:
         placement: str = "",
         filters: str = "",
         key_check: str = "",
+        in_directory: str = "",
     ) -> pb.FileInfo:
         """Create file ``name`` (rpc Create; paper 3.3): ``replication`` is the
         replication class (``"x3"``...), ``est_size`` the user bytes (one copy)
         to reserve, ``blocksize`` 0 the default; ``mode`` 0 the default mode;
         empty ``protocol``, ``placement`` and ``filters`` the tracker's defaults;
-        ``key_check`` the encryption key's check value (``aes-256-gcm`` filter).
+        ``key_check`` the encryption key's check value (``aes-256-gcm`` filter);
+        ``in_directory`` non-empty: made only while that ancestor exists.
 
         Raises
         ------
         BadNameError
             ``name`` is not a valid name (checked before anything is sent).
+        DirectoryNotFoundError
+            ``in_directory`` is gone (nothing was made).
         StFileExistsError, PermissionDeniedError, QuotaExceededError, NoSpaceError,
         NotEnoughPeersError, TrackerUnavailableError
         """
@@ -315,6 +322,7 @@ class TrackerClient:
                     placement=placement,
                     filters=filters,
                     key_check=key_check,
+                    in_directory=in_directory,
                 ),
                 grace=RESTART_GRACE,
             )

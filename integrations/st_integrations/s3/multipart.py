@@ -44,8 +44,14 @@ from dataclasses import dataclass
 
 from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.client.striping import DEFAULT_STRIPE_SIZE
-from st_py.core.infofile import STRIPE_PREFIX, user_size
-from st_py.errors import InvalidOptionError, LeaseHeldError, RecordNotFoundError, StFileNotFoundError
+from st_py.core.infofile import STRIPE_PREFIX, prefix_upper, user_size
+from st_py.errors import (
+    DirectoryNotFoundError,
+    InvalidOptionError,
+    LeaseHeldError,
+    RecordNotFoundError,
+    StFileNotFoundError,
+)
 
 from ..keymap import UPLOAD_PREFIX, check_key
 from . import ops as ops_module
@@ -112,10 +118,11 @@ def _parts(rows) -> dict[int, dict[str, Part]]:
     return out
 
 
-def _hidden_range(upload_id: str) -> tuple[str, str]:
-    """The names ``[lo, hi)`` of an upload's part records in its key's file."""
-    lo = f"{STRIPE_PREFIX}{UPLOAD_PREFIX}{upload_id}/"
-    return lo, lo[:-1] + "0"
+def _hidden_range(upload_id: str | None) -> tuple[str, str]:
+    """The names ``[lo, hi)`` of an upload's part records in its key's
+    file; with ``upload_id`` None, of every upload's."""
+    lo = f"{STRIPE_PREFIX}{UPLOAD_PREFIX}" + ("" if upload_id is None else f"{upload_id}/")
+    return lo, prefix_upper(lo)
 
 
 def _part_name(upload_id: str, number: int, md5: str, size: int) -> str:
@@ -249,7 +256,11 @@ class Multipart:
         check_key(key)
         t = self.ops.keys.resolve(bucket, key)  # refuse a key that names a file or directory now, not at Complete
         upload_id = secrets.token_hex(16)
-        with self.client.create(self._file(bucket, upload_id), self.ops.replication) as h:
+        try:
+            h = self.client.create(self._file(bucket, upload_id), self.ops.replication, in_directory=f"/{bucket}")
+        except DirectoryNotFoundError:
+            raise S3Error("NoSuchBucket", "the specified bucket does not exist (deleted meanwhile)", bucket) from None
+        with h:
             h.put("key", key.encode("utf-8", "surrogatepass"), meta=meta)
             h.put(WHERE, json.dumps({"file": t.file, "record": t.record}).encode())
         return upload_id
@@ -562,11 +573,10 @@ class Multipart:
                 self.client.delete(name)
             except StFileNotFoundError:
                 pass
-        lo = f"{STRIPE_PREFIX}{UPLOAD_PREFIX}"
         for name in files:
             try:
                 with self.client.open(name) as d:
-                    rows = d.infofile().records_between(lo, lo[:-1] + chr(ord(lo[-1]) + 1)).fetchall()
+                    rows = d.infofile().records_between(*_hidden_range(None)).fetchall()
             except StFileNotFoundError:
                 continue
             if rows:

@@ -30,6 +30,7 @@ from st_py.core.history import objects_at_sql
 from st_py.core.infofile import one_state, user_size
 from st_py.errors import (
     DirectoryNotEmptyError,
+    DirectoryNotFoundError,
     FileNotEmptyError,
     InvalidOptionError,
     RecordNotFoundError,
@@ -418,16 +419,21 @@ class Ops:
         replication (``size``: its estimate in bytes) if it is not there:
         where a key's record goes (:meth:`.keymap.KeyMap.resolve`), or an
         upload's parts. ``exists``: the caller's resolution saw it (else it
-        is made first, opened if made meanwhile)."""
+        is made first, opened if made meanwhile). A file is made only while
+        its bucket exists (``in_directory``): a PUT racing DeleteBucket
+        answers ``NoSuchBucket`` and never makes the bucket again."""
         if exists:
             try:
                 return self.client.open(file)
             except StFileNotFoundError:  # gone meanwhile, or /B/.s3 of a directory not made by CreateBucket
                 pass
+        bucket = file.split("/")[1]
         try:
-            return self.client.create(file, self.replication, est_size=size)
+            return self.client.create(file, self.replication, est_size=size, in_directory=f"/{bucket}")
         except StFileExistsError:  # made meanwhile
             return self.client.open(file)
+        except DirectoryNotFoundError:
+            raise S3Error("NoSuchBucket", "the specified bucket does not exist (deleted meanwhile)", bucket) from None
 
     def _kept_file(self, bucket: str, key: str):
         """``(kept file entry, record)`` of a valid key under a kept file

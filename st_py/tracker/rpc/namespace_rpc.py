@@ -74,6 +74,8 @@ class NamespaceRpc(TrackerParts):
             placement = check_policy(request.placement)
         except BadNameError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        if request.in_directory:
+            await self._need_directory(context, name, request.in_directory)
         mode = request.mode or DEFAULT_FILE_MODE
         if mode > 0o777:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"mode {mode:o} is not 0 to 0777")
@@ -176,6 +178,26 @@ class NamespaceRpc(TrackerParts):
             f" reserved={request.est_size}x{f}" if request.est_size else "",
         )
         return self._grant(self._with_reservations(await asyncio.to_thread(self._file_info, name)), user, name)
+
+    async def _need_directory(self, context, name: str, directory: str) -> None:
+        """Refuse the create of ``name`` unless ``directory`` (one of its
+        ancestors) exists: NOT_FOUND, kind ``no-such-directory``. The create
+        is in ``_creating`` already, so a RemoveDir from here on refuses
+        that directory: an S3 PUT that races DeleteBucket either finds its
+        bucket or is refused, and never makes the bucket again."""
+        try:
+            d = namespace.normalize(directory)
+        except BadNameError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"in_directory: {e}")
+            raise AssertionError("unreachable: context.abort raises") from None
+        if d == name or not name.startswith(d.rstrip("/") + "/"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"in_directory {d} is not a parent of {name}")
+        if not namespace.dir_path(self.root, d).is_dir():
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no such directory {d}: {name} is made only while it exists (removed meanwhile?)",
+                trailing_metadata=((ERROR_KIND_KEY, "no-such-directory"), ("st-directory", d)),
+            )
 
     @staticmethod
     def _created_by(path: Path, request_id: str, user: str) -> bool:
