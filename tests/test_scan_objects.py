@@ -32,7 +32,10 @@ def _table(start: int, rows: int) -> pa.Table:
 def objects(cluster, monkeypatch):
     """/obj/pq: 2 Parquet records and one striped Parquet object (40,000
     rows in all); /obj/csv: a CSV record and a striped CSV object; /obj/z:
-    the same as /obj/pq with the zstd filter."""
+    the same as /obj/pq with the zstd filter; /obj/comp: the same rows,
+    its object composed of parts stored first (``put_parts`` +
+    ``compose``: an S3 multipart upload's way, its stripes stored under
+    the parts' names)."""
     monkeypatch.setenv("STORETORRENT_TRACKER", cluster.tracker_addr)
     c = cluster.client()
     for name, filters in (("/obj/pq", ()), ("/obj/z", ("zstd",))):
@@ -43,6 +46,15 @@ def objects(cluster, monkeypatch):
                 "big.parquet", to_parquet(_table(10_000, 30_000), row_group_size=4000), stripe_size=STRIPE
             )
             assert meta.stripes >= 3
+    with c.create("/obj/comp", replication="x2") as f:
+        f.put("part-0.parquet", to_parquet(_table(0, 5_000), row_group_size=4000))
+        f.put("part-1.parquet", to_parquet(_table(5_000, 5_000), row_group_size=4000))
+        data = to_parquet(_table(10_000, 30_000), row_group_size=4000)
+        names = [
+            n for i in range(0, len(data), STRIPE) for n in f.put_parts(f"up/{i:08d}", data[i : i + STRIPE], STRIPE)
+        ]
+        meta = f.compose("big.parquet", names)
+        assert meta.stripes == len(names) >= 3 and meta.stripe_size == STRIPE
     with c.create("/obj/csv", replication="x2") as f:
         f.put("a.csv", to_csv(_table(0, 1_000)))
         f.put_object("b.csv", to_csv(_table(1_000, 20_000)), stripe_size=STRIPE)
@@ -53,7 +65,7 @@ def _sum(n: int, start: int = 0) -> int:
     return sum(range(start, start + n))
 
 
-@pytest.mark.parametrize("name", ["/obj/pq", "/obj/z"])
+@pytest.mark.parametrize("name", ["/obj/pq", "/obj/z", "/obj/comp"])
 def test_dask_reads_objects_like_records(objects, name):
     from st_integrations.dask_reader import read_storetorrent
 
@@ -106,6 +118,9 @@ def test_duckdb_sees_one_row_per_name_and_sql_takes_globs(objects):
     rows = sql(c, ["/obj/*"], "SELECT file, name, kind, size FROM records ORDER BY ALL").to_pylist()
     names = [(r["file"], r["name"], r["kind"]) for r in rows]
     assert names == [
+        ("/obj/comp", "big.parquet", "object"),
+        ("/obj/comp", "part-0.parquet", "record"),
+        ("/obj/comp", "part-1.parquet", "record"),
         ("/obj/csv", "a.csv", "record"),
         ("/obj/csv", "b.csv", "object"),
         ("/obj/pq", "big.parquet", "object"),
@@ -126,6 +141,10 @@ def test_duckdb_sees_one_row_per_name_and_sql_takes_globs(objects):
         "max(stripe) AS hi FROM stripes GROUP BY object",
     ).to_pylist()
     assert stripes == [{"object": "big.parquet", "n": meta.stripes, "b": meta.size, "lo": 0, "hi": meta.stripes - 1}]
+    with c.open("/obj/comp") as f:  # composed: its stripes are the parts' records, stored under their names
+        comp = f.object_meta("big.parquet")
+    got = sql(c, ["/obj/comp"], "SELECT count(*) AS n, sum(size) AS b FROM stripes").to_pylist()
+    assert got == [{"n": comp.stripes, "b": comp.size}]
     files = sql(c, ["/obj/pq", "/obj/csv"], "SELECT file, records FROM files ORDER BY file").to_pylist()
     assert files == [{"file": "/obj/csv", "records": 2}, {"file": "/obj/pq", "records": 3}]
     # counted as a whole (DuckDB's optimizer turned count(name) of a WITHOUT ROWID table into a ROWID scan)
@@ -150,7 +169,7 @@ def test_duckdb_sees_one_row_per_name_and_sql_takes_globs(objects):
         env={**os.environ},
     )
     assert out.returncode == 0, out.stderr
-    assert '"n": 3' in out.stdout
+    assert '"n": 4' in out.stdout
 
 
 def test_local_stripes_of_a_filtered_object_give_its_plaintext(objects):
@@ -174,11 +193,15 @@ def test_ray_reads_objects_like_records(objects):
         assert ds.count() == 40_000 and ds.sum("i") == _sum(40_000)
         assert read_storetorrent("/obj/csv/b.csv").count() == 20_000
         assert read_storetorrent("/obj/z", columns=["i"], filter=pc.field("i") < 12_000).count() == 12_000
+        comp = read_storetorrent("/obj/comp")
+        assert comp.count() == 40_000 and comp.sum("i") == _sum(40_000)
     finally:
         ray.shutdown()
 
 
-@pytest.mark.parametrize("name,rows", [("/obj/pq", 40_000), ("/obj/z", 40_000), ("/obj/csv", 21_000)])
+@pytest.mark.parametrize(
+    "name,rows", [("/obj/pq", 40_000), ("/obj/z", 40_000), ("/obj/csv", 21_000), ("/obj/comp", 40_000)]
+)
 def test_records_data_and_pyarrow_dataset_read_objects(objects, name, rows):
     from st_integrations.arrow_dataset import dataset
     from st_integrations.duckdb_sql import sql
