@@ -668,6 +668,47 @@ def test_multipart_uploads(site, s3, tmp_path):
         assert f.infofile().records_between(".st-stripe/.s3-upload-", ".st-stripe/.s3-upload.").fetchall() == []
 
 
+def test_a_complete_sent_again_after_its_compose_committed_answers_its_object(site, s3, monkeypatch):
+    """The endpoint (or the tracker) dies after a Complete's compose
+    committed and before the upload was ended (``Multipart._done`` skipped
+    once: the state either death leaves). The parts are the object's
+    stripes now, so none is left under its name; the Complete the client
+    sends again answers the object composed of exactly the parts it lists
+    (read from the names its stripes are stored under) and ends the
+    upload, for an object of two parts and a record of one. Before, it
+    answered ``InvalidPart`` for a stored object."""
+    from st_integrations.s3 import multipart
+
+    skipped: list[str] = []
+    real = multipart.Multipart._done
+
+    def died_first(self, h, st, where, upload_id):
+        if upload_id not in skipped:
+            skipped.append(upload_id)
+            return None
+        return real(self, h, st, where, upload_id)
+
+    monkeypatch.setattr(multipart.Multipart, "_done", died_first)
+    for key, bodies in (("again/two.bin", [os.urandom(5 << 20), b"tail" * 100]), ("again/one.bin", [b"only" * 100])):
+        up = s3.create_multipart_upload(Bucket="exp", Key=key)["UploadId"]
+        parts = [
+            {"PartNumber": n, "ETag": s3.upload_part(Bucket="exp", Key=key, UploadId=up, PartNumber=n, Body=b)["ETag"]}
+            for n, b in enumerate(bodies, 1)
+        ]
+        first = s3.complete_multipart_upload(Bucket="exp", Key=key, UploadId=up, MultipartUpload={"Parts": parts})
+        assert skipped[-1] == up
+        assert up in [u["UploadId"] for u in s3.list_multipart_uploads(Bucket="exp", Prefix=key)["Uploads"]]
+        if len(parts) > 1:
+            wrong = [parts[0], {"PartNumber": 2, "ETag": f'"{hashlib.md5(b"other").hexdigest()}"'}]
+            with pytest.raises(ClientError) as e:  # other parts than those composed: still refused
+                s3.complete_multipart_upload(Bucket="exp", Key=key, UploadId=up, MultipartUpload={"Parts": wrong})
+            assert code(e.value) == "InvalidPart"
+        again = s3.complete_multipart_upload(Bucket="exp", Key=key, UploadId=up, MultipartUpload={"Parts": parts})
+        assert (again["ETag"], again.get("VersionId")) == (first["ETag"], first.get("VersionId")), key
+        assert s3.get_object(Bucket="exp", Key=key)["Body"].read() == b"".join(bodies)
+        assert up not in [u["UploadId"] for u in s3.list_multipart_uploads(Bucket="exp").get("Uploads", [])]
+
+
 def test_large_writes_of_s3fs_and_the_aws_cli_are_multipart(site, s3, tmp_path):
     import subprocess
 

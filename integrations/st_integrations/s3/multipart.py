@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.client.striping import DEFAULT_STRIPE_SIZE
-from st_py.core.infofile import STRIPE_PREFIX, prefix_upper, user_size
+from st_py.core.infofile import STRIPE_PREFIX, prefix_upper, stripe_name, user_size
 from st_py.errors import (
     DirectoryNotFoundError,
     InvalidOptionError,
@@ -397,21 +397,60 @@ class Multipart:
             if done is not None:  # the one waited for completed it
                 return done
             parts, every = self._all_parts(h, upload_id)
+            where = self._where(h)
             chosen: list[Part] = []
             for i, (number, etag) in enumerate(wanted):
                 got = parts.get(number, {}).get(etag.strip('"'))
                 if got is None:
+                    st = self._composed(bucket, key, where, upload_id, wanted)
+                    if st is not None:  # composed before the endpoint or tracker died, not ended
+                        self._done(h, st, where, upload_id)
+                        return st
                     raise S3Error("InvalidPart", f"part {number} was not uploaded, or has another ETag", upload_id)
                 if i < len(wanted) - 1 and got.size < MIN_PART:
                     raise S3Error("EntityTooSmall", f"part {number} is under 5 MiB and not the last", upload_id)
                 chosen.append(got)
             meta = h.infofile().user_meta_of("key")  # CreateMultipartUpload's
-            where = self._where(h)
             st = self._store(bucket, key, h, where, chosen, every, only_new, meta, if_match)
             self._done(h, st, where, upload_id)  # under the lease: a Complete waiting for it then finds the result
         finally:
             h.close()  # the lease released
         return st
+
+    def _composed(
+        self, bucket: str, key: str, where: tuple[str, str] | None, upload_id: str, wanted: list[tuple[int, str]]
+    ) -> ObjectStat | None:
+        """The stat of ``key``'s object if it is this upload's parts
+        composed in the order ``wanted`` lists (a Complete whose compose
+        committed, after which its endpoint or the tracker died before the
+        upload was ended: sent again, it finds no part left), else None.
+        Read from the names its stripes are stored under, which are the
+        parts' (``<number>-<md5>-<size>/<i>``)."""
+        if where is None:
+            return None
+        lo, _ = _hidden_range(upload_id)
+        try:
+            with self.client.open(where[0]) as d:
+                om = d.object_meta(where[1])
+                names = [where[1]] if om is None else [stripe_name(where[1], i) for i in range(om.stripes)]
+                metas = d.records_meta(names)
+        except StFileNotFoundError:
+            return None
+        seq: list[tuple[int, str]] = []
+        for n in names:
+            stored = metas[n].key if n in metas else ""
+            if not stored.startswith(lo):
+                return None
+            num, _, rest = stored[len(lo) :].partition("-")
+            got = (int(num) if num.isdigit() else -1, rest.partition("-")[0])
+            if not seq or seq[-1] != got:
+                seq.append(got)
+        if seq != [(n, e.strip('"')) for n, e in wanted]:
+            return None
+        try:
+            return self.ops.head_object(bucket, key)
+        except S3Error:
+            return None
 
     def _store(
         self,
