@@ -151,3 +151,36 @@ def test_a_composed_object_outlives_a_lost_peer_through_repair_and_drain(make_cl
     cluster.kill_peer(index[drained])
     with cluster.client().open("/comp/r") as f:
         assert f.get("obj") == whole and f.open("obj").read() == whole
+
+
+def test_a_retry_of_put_parts_on_a_node_whose_infofile_copy_lags(cluster, tmp_path):
+    """``put_parts`` sent again from a node without the shared mount
+    (``metadata="fetch"``), whose copy of the infofile was taken before
+    another node committed the parts (an hour's max age: not checked
+    again by itself): the committed records are found past the stale copy
+    and nothing is stored again; other bytes under a name are refused.
+    Before, the lookup read the stale copy, stored every part anew and the
+    commit was refused (``RecordExistsError``)."""
+    parts = [os.urandom(16 * KIB) for _ in range(4)]
+    with cluster.client().create("/comp/lag", "x2") as f:
+        f.put("first", b"x")
+    lagging = cluster.client(metadata="fetch", metadata_cache=str(tmp_path / "cache"), metadata_max_age_s=3600)
+    with lagging.open("/comp/lag") as fa:
+        assert fa.get("first") == b"x"  # its copy taken now
+        with cluster.client().open("/comp/lag") as fb:  # the first try, from another node
+            names = [n for i, p in enumerate(parts) for n in fb.put_parts(f"up/{i:05d}", p)]
+
+        def held() -> list:
+            return sorted(p for p in cluster.data_dir.glob("peers/*/files/**/*") if p.is_file() and "up" in str(p))
+
+        before = held()
+        assert len(before) == 4 * 2
+        for i in range(4):
+            assert fa.put_parts(f"up/{i:05d}", parts[i]) == names[i : i + 1]
+        assert held() == before
+        with pytest.raises(RecordExistsError, match="other bytes"):
+            fa.put_parts("up/00001", parts[2])
+        obj = fa.compose("obj", names)
+    assert obj.size == sum(map(len, parts))
+    with cluster.client().open("/comp/lag") as f:
+        assert f.get("obj") == b"".join(parts)

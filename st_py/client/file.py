@@ -1078,8 +1078,10 @@ class StFile:
         view = memoryview(data)
         n = max(1, -(-len(data) // part_size))
         names = [stripe_name(name, i) for i in range(n)]
-        try:
-            have = self._ctx.infofile().lookup_many(names)
+        try:  # a local copy of the infofile (no shared mount) brought forward when it lacks one
+            have = self._ctx.live_infofile().lookup_many(names)
+            if len(have) < n and self._ctx.refresh_infofile():
+                have = self._ctx.current_infofile().lookup_many(names)
         except FileNotFoundError:  # no commit yet
             return frozenset()
         same: set[int] = set()
