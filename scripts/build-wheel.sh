@@ -16,7 +16,9 @@ trap 'rm -rf "$raw"' EXIT
 # (./dev setup installs them) instead of fetching them into an isolated one.
 isolation=--no-build-isolation
 "$PY" -c "import scikit_build_core, nanobind" 2>/dev/null || isolation=
-"$PY" -m pip wheel --no-deps $isolation . -w "$raw" -C build-dir="$raw/build"
+# ST_WHEEL_BUILD_DIR: CMake's build folder (default: a fresh one, removed after). The
+# test of the wheel passes ./dev's (build/wheel): the same compile, done already.
+"$PY" -m pip wheel --no-deps $isolation . -w "$raw" -C build-dir="${ST_WHEEL_BUILD_DIR:-$raw/build}"
 mkdir -p "$DIST"
 # The platform tag this machine's build is consistent with (manylinux_2_35_x86_64
 # on Debian 12 / Ubuntu 22.04), as auditwheel reads it from the binaries; PLAT overrides.
