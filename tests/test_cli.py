@@ -194,3 +194,43 @@ def test_a_table_too_wide_for_the_terminal_is_shown_a_field_per_line(monkeypatch
     assert lines[3].split() == ["pending_found", "1,234"]
     cli.emit([{"name": "a", "size": 3}], "table")
     assert capsys.readouterr().out.split() == ["name", "size", "a", "3"]
+
+
+def test_ls_lists_a_directory_once_and_resolves_paths_inside_files(cluster, monkeypatch):
+    """``storetorrent ls`` of a directory asks the tracker for one List
+    (with sizes: the one shown), not a names-only one to resolve the path
+    and then this one; a file is shown from its one List too; a path
+    inside a file still lists its records below it, and a file's records
+    are never summed for sizes they do not show."""
+    from click.testing import CliRunner
+
+    from st_py.cli.app import cli
+    from st_py.wire.tracker_client import TrackerClient
+
+    with cluster.client() as c, c.create("/lsd/run1", "x2") as f:
+        for i in range(3):
+            f.put(f"shots/{i}.bin", bytes([i]) * 10)
+    calls: list[tuple[str, bool]] = []
+    real = TrackerClient.list
+
+    def counted(self, path, *a, **kw):
+        calls.append((path, bool(kw.get("counts_only") or kw.get("names_only"))))
+        return real(self, path, *a, **kw)
+
+    monkeypatch.setattr(TrackerClient, "list", counted)
+
+    def ls(*args: str) -> str:
+        calls.clear()
+        r = CliRunner().invoke(cli, ["ls", *args, "--tracker", cluster.tracker_addr], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    out = ls("/lsd", "--format", "json")
+    assert json.loads(out)[0]["name"] == "/lsd/run1" and json.loads(out)[0]["bytes"] == 30
+    assert calls == [("/lsd", False)]  # one List, with sizes
+    assert json.loads(ls("/lsd/run1", "--format", "json"))[0]["records"] == 3
+    assert calls == [("/lsd/run1", False)]
+    assert ls("/lsd/run1/shots").split() == [f"shots/{i}.bin" for i in range(3)]
+    assert all(light for p, light in calls if p == "/lsd/run1")  # resolved without summing its records
+    assert ls("-r", "/lsd/run1").split() == [f"shots/{i}.bin" for i in range(3)]
+    assert calls == [("/lsd/run1", True)]

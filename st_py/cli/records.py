@@ -265,12 +265,21 @@ def ls(tracker, data, path, records, fmt, as_of) -> None:
     """List namespace directory PATH (or the records of a file with -r; a
     PATH inside a file, /exp/run1/src, lists the file's records below it)."""
     from st_py.client.client import Client
+    from st_py.client.namespace_paths import lookup
 
     c = Client(tracker_address(tracker, data))
     under = ""  # a record path inside the file: only the records at or below it
-    inside = inside_file(c, path)
-    if inside is not None:
-        (path, under), records = inside, True
+    # PATH itself is listed with sizes as it is resolved (unless its records are wanted), and that
+    # List is the one shown: one List of a directory, not a names-only one and then this one
+    norm, listed = "/" + path.strip("/"), {}
+
+    def list_entries(p: str) -> list:
+        listed[p] = c.ls(p, sizes=p == norm and not records)
+        return listed[p]
+
+    loc = lookup(norm, list_entries)
+    if loc.kind == "inside":
+        (path, under), records = (loc.name, loc.rest), True
 
     def below(names):
         return [n for n in names if n == under or n.startswith(under + "/")] if under else list(names)
@@ -340,7 +349,7 @@ def ls(tracker, data, path, records, fmt, as_of) -> None:
     from st_py.tracker.access import mode_text
 
     rows = []
-    for e in c.ls(path):
+    for e in listed[norm] if loc.kind in ("dir", "file") and norm in listed else c.ls(path):
         rows.append(
             {
                 "mode": ("d" if e.is_dir else "-") + mode_text(e.mode),
