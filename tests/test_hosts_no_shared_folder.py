@@ -402,7 +402,11 @@ def test_dask_reads_and_writes_with_a_worker_on_each_host(hosts):
             p.terminate()
         a.run("dc.close(); dask_cluster.close()")
         for p in workers:
-            p.wait(30)
+            try:  # a worker may retry its closed scheduler for a while on a loaded machine: not this test's point
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(30)
     assert got["data"] == shared["data"]
     assert got["as_of_data"] == shared["as_of_data"]
     assert got["written"] == 3
