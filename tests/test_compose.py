@@ -184,3 +184,38 @@ def test_a_retry_of_put_parts_on_a_node_whose_infofile_copy_lags(cluster, tmp_pa
     assert obj.size == sum(map(len, parts))
     with cluster.client().open("/comp/lag") as f:
         assert f.get("obj") == b"".join(parts)
+
+
+def test_a_compose_needs_room_for_its_object_once(make_cluster):
+    """Under a per-file quota (``--quota-bytes``, all copies) a compose is
+    admitted when the object fits once: its stripes are the parts' copies,
+    so it stores no byte (it was refused, charged the object's bytes before
+    the parts' left). Parts a snapshot holds stay counted (retained), so
+    composing them then needs room for the object as new bytes, and is
+    refused with nothing changed. The usage after a compose is the object's,
+    once: what fits and what does not says so."""
+    from st_py.errors import QuotaExceededError
+
+    quota = 700_000
+    cluster = make_cluster(3, tracker_args=["--quota-bytes", str(quota)])
+    c = cluster.client()
+    parts = [os.urandom(64 * KIB) for _ in range(3)] + [os.urandom(10 * KIB)]  # 206,848 bytes: x2 413,696
+    for path in ("/comp/q", "/comp/q-snap"):
+        with c.create(path, "x2") as f:
+            names = [n for i, p in enumerate(parts) for n in f.put_parts(f"up/{i:05d}", p)]
+            if path == "/comp/q-snap":
+                c.snapshot(path, "before")
+                with pytest.raises(QuotaExceededError):
+                    f.compose("obj", names)
+                assert f.names() == [] and sorted(f.records_meta(names)) == sorted(names)  # nothing changed
+                continue
+            obj = f.compose("obj", names)
+            assert obj.size == sum(len(p) for p in parts)
+        with c.open(path) as f:
+            assert f.get("obj") == b"".join(parts)
+            f.put("fits", os.urandom(100_000))  # 413,696 + 200,000 <= 700,000
+            f.flush()
+            f.put("does-not", os.urandom(50_000))  # + 100,000 > 700,000
+            with pytest.raises(QuotaExceededError):
+                f.flush()
+            assert f.names() == ["fits", "obj"]

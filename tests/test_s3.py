@@ -95,7 +95,12 @@ def site(make_module_cluster, tmp_path_factory):
     """A cluster with users alice and bob and an endpoint with their keys:
     ``(cluster, endpoint, keys)``."""
     users, keys_file, keys = s3_users(
-        tmp_path_factory.mktemp("s3site"), "alice", "bob", "carol", quota_bytes={"carol": 300_000}
+        tmp_path_factory.mktemp("s3site"),
+        "alice",
+        "bob",
+        "carol",
+        "dave",
+        quota_bytes={"carol": 300_000, "dave": 20_000_000},
     )
     cluster = make_module_cluster(4, name="s3", users_file=users)
     ep = Endpoint(cluster.tracker_addr, keys_file, tls=cluster.client_tls)
@@ -1304,6 +1309,38 @@ def test_quotas_apply_through_s3(site):
         c.put_object(Bucket="carolb", Key="run/big", Body=os.urandom(200_000))
     assert code(e.value) == "QuotaExceeded"
     assert [o["Key"] for o in c.list_objects_v2(Bucket="carolb")["Contents"]] == ["run/small"]
+
+
+def test_a_multipart_upload_needs_room_for_its_object_once(site):
+    """dave's quota (20 MB, all copies) holds an x2 object of 6 MiB once
+    (12.6 MB) but not twice: its parts take 12.6 MB, and
+    CompleteMultipartUpload makes them the object's stripes without storing
+    a byte, so it is admitted (it was refused with QuotaExceeded: the
+    compose was charged the object's bytes before the parts' left). So is a
+    one-part upload (its part becomes the record). The usage is counted
+    once after them: 2 MB more fits, 3 MB more does not."""
+    cluster, ep, keys = site
+    c = ep.client("dave", keys["dave"])
+    c.create_bucket(Bucket="daveb")
+    for key, parts in (("one/obj", [os.urandom(5 << 20), os.urandom(1 << 20)]), ("two/obj", [os.urandom(1_500_000)])):
+        up = c.create_multipart_upload(Bucket="daveb", Key=key)["UploadId"]
+        etags = [
+            c.upload_part(Bucket="daveb", Key=key, UploadId=up, PartNumber=i + 1, Body=b)["ETag"]
+            for i, b in enumerate(parts)
+        ]
+        c.complete_multipart_upload(
+            Bucket="daveb",
+            Key=key,
+            UploadId=up,
+            MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]},
+        )
+        assert c.get_object(Bucket="daveb", Key=key)["Body"].read() == b"".join(parts)
+    c.put_object(Bucket="daveb", Key="more/small", Body=os.urandom(1_000_000))
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="daveb", Key="more/big", Body=os.urandom(1_500_000))
+    assert code(e.value) == "QuotaExceeded"
+    keys_now = sorted(o["Key"] for o in c.list_objects_v2(Bucket="daveb")["Contents"])
+    assert keys_now == ["more/small", "one/obj", "two/obj"]
 
 
 def test_a_key_that_is_also_a_folder_is_refused(s3):

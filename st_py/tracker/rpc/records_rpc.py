@@ -119,18 +119,22 @@ class RecordRpc(TrackerParts):
             kept = [r for r in rows if r[0] in names]
         else:
             kept = rows
-        on_peer = bytes_on_peers(kept)  # peer_idx -> bytes of this batch it holds
         replaced = [r[0] for r in kept if r[5] and not r[8]]
         if replaced or (
             request.lease_id and (objs or request.delete)
         ):  # new versions: only the lease holder (MORRIS 3.2)
             await self._check_lease(context, name, c.meta.file_id, request.lease_id)
+        # A compose's records take over the copies of the parts it deletes (stored_as, new_only): no byte
+        # is stored, so admission counts only the others (the settlement below nets the parts out as well).
+        fresh = await _not_reusing(c, kept, list(request.delete))
+        on_peer = bytes_on_peers(fresh)  # peer_idx -> bytes of this batch it holds
         size = sum(r[1] for r in batch)  # one copy
         add = size * f
+        new_size = sum(r[1] for r in fresh) if fresh is not kept else size  # one copy, stored by this commit
         if self.quota_bytes is not None and not request.partial_ok:  # partial_ok: trimmed above
-            fit, (scope, q, used) = await self._quota_fit(c, batch, f, owners=False)  # the owner's: admission
-            if fit < len(batch):
-                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, commit_refusal(scope, q, used, add))
+            fit, (scope, q, used) = await self._quota_fit(c, fresh, f, owners=False)  # the owner's: admission
+            if fit < len(fresh):
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, commit_refusal(scope, q, used, new_size * f))
         file_id = c.meta.file_id
         ids = self._peer_ids.get(file_id)
         if ids is None:
@@ -142,7 +146,7 @@ class RecordRpc(TrackerParts):
         # tracker dies before settling its admission (st_py/tracker/admission.py).
         rid = request.request_id or (f"st-{uuid.uuid4().hex}" if self.shard else "")
         # Permission, quota and reserved space: the bytes are held from here on (admission.py)
-        o, adm = await self._admit(context, user, name, c, "write", size, on_peers, rid, len(batch))
+        o, adm = await self._admit(context, user, name, c, "write", new_size, on_peers, rid, len(batch))
         removed = removed_bytes = superseded = n = 0
         try:
             # The versions these replace stop counting (only the lease holder replaces them: no race).
@@ -166,7 +170,7 @@ class RecordRpc(TrackerParts):
             o.owner,
             file_id,
             add * n // whole - superseded * f - removed_bytes * f,
-            size * n // whole,
+            new_size * n // whole,
             {p: b * n // whole for p, b in on_peers.items()},
         )
         return pb.CommitReply(
@@ -385,6 +389,36 @@ def _committed_bytes_of(writer: InfofileWriter, names: list[str]) -> int:
             f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks}){held}", names
         ).fetchone()[0]
     )
+
+
+async def _not_reusing(c, rows: list[tuple], deletes: list[str]) -> list[tuple]:
+    """The rows of a commit that store bytes: all of ``rows`` (the same
+    list) unless some take over the copies of a record the same commit
+    deletes (a compose, docs/striping.md: ``stored_as`` the stored name of
+    one of ``deletes``, ``new_only``), which no snapshot holds (one a
+    snapshot holds stays counted as retained, and the settlement does not
+    net it out either: :func:`_committed_bytes_of`)."""
+    if not deletes or not any(r[5] and r[8] for r in rows):
+        return rows
+    freed = await c.run(_freed_stored_names, c.writer, deletes)
+    return [r for r in rows if not (r[5] and r[8] and r[5] in freed)] if freed else rows
+
+
+def _freed_stored_names(writer: InfofileWriter, names: list[str]) -> set[str]:
+    """The names the copies of the committed records among ``names`` are
+    stored under (``coalesce(stored_as, name)``) that no snapshot holds:
+    the copies deleting them would free (:func:`_committed_bytes_of`'s rule)."""
+    try:
+        writer.conn.execute("SELECT 1 FROM snapshots LIMIT 0")
+        held = " AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.generation >= records.commit_seq)"
+    except Exception:  # a file without the history tables
+        held = ""
+    out: set[str] = set()
+    for i in range(0, len(names), 500):
+        chunk = names[i : i + 500]
+        q = f"SELECT coalesce(stored_as, name) FROM records WHERE name IN ({','.join('?' * len(chunk))}){held}"
+        out.update(k for (k,) in writer.conn.execute(q, chunk))
+    return out
 
 
 def _read_peer_ids(writer: InfofileWriter) -> list[tuple[int, str]]:
