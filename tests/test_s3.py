@@ -714,6 +714,42 @@ def test_a_complete_sent_again_after_its_compose_committed_answers_its_object(si
         assert up not in [u["UploadId"] for u in s3.list_multipart_uploads(Bucket="exp").get("Uploads", [])]
 
 
+def test_a_complete_sent_again_after_the_key_was_replaced_answers_its_version(s3, monkeypatch):
+    """As above, but another PUT replaced the key between the compose and
+    the Complete sent again: the retry answers the version this upload made
+    (its ETag and version id, read from the file's history, as S3 answers
+    a Complete retried after a later PUT), the key keeps the later PUT's
+    bytes, and the version reads back as the upload's. Before, it answered
+    ``InvalidPart``."""
+    from st_integrations.s3 import multipart
+
+    skipped: list[str] = []
+    real = multipart.Multipart._done
+
+    def died_first(self, h, st, where, upload_id):
+        if upload_id not in skipped:
+            skipped.append(upload_id)
+            return None
+        return real(self, h, st, where, upload_id)
+
+    monkeypatch.setattr(multipart.Multipart, "_done", died_first)
+    for key, bodies in (("again/r2.bin", [os.urandom(5 << 20), b"tail" * 100]), ("again/r1.bin", [b"only" * 100])):
+        up = s3.create_multipart_upload(Bucket="exp", Key=key)["UploadId"]
+        parts = [
+            {"PartNumber": n, "ETag": s3.upload_part(Bucket="exp", Key=key, UploadId=up, PartNumber=n, Body=b)["ETag"]}
+            for n, b in enumerate(bodies, 1)
+        ]
+        first = s3.complete_multipart_upload(Bucket="exp", Key=key, UploadId=up, MultipartUpload={"Parts": parts})
+        assert skipped[-1] == up and first.get("VersionId")
+        s3.put_object(Bucket="exp", Key=key, Body=b"a later PUT")
+        again = s3.complete_multipart_upload(Bucket="exp", Key=key, UploadId=up, MultipartUpload={"Parts": parts})
+        assert (again["ETag"], again.get("VersionId")) == (first["ETag"], first["VersionId"]), key
+        assert s3.get_object(Bucket="exp", Key=key)["Body"].read() == b"a later PUT"
+        old = s3.get_object(Bucket="exp", Key=key, VersionId=first["VersionId"])["Body"].read()
+        assert old == b"".join(bodies)
+        assert up not in [u["UploadId"] for u in s3.list_multipart_uploads(Bucket="exp").get("Uploads", [])]
+
+
 def test_large_writes_of_s3fs_and_the_aws_cli_are_multipart(site, s3, tmp_path):
     import subprocess
 

@@ -38,6 +38,7 @@ import io
 import json
 import logging
 import secrets
+import sqlite3
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -425,30 +426,30 @@ class Multipart:
         committed, after which its endpoint or the tracker died before the
         upload was ended: sent again, it finds no part left), else None.
         Read from the names its stripes are stored under, which are the
-        parts' (``<number>-<md5>-<size>/<i>``)."""
+        parts' (``<number>-<md5>-<size>/<i>``): of the key's current
+        version, else of its past versions the file's history keeps, newest
+        first (another PUT replaced the key meanwhile: the answer is the
+        version this upload made, with its version id, as S3 answers)."""
         if where is None:
             return None
+        file, record = where
         lo, _ = _hidden_range(upload_id)
         try:
-            with self.client.open(where[0]) as d:
-                om = d.object_meta(where[1])
-                names = [where[1]] if om is None else [stripe_name(where[1], i) for i in range(om.stripes)]
-                metas = d.records_meta(names)
+            with self.client.open(file) as d:
+                if _stripes_are(d, record, lo, wanted):
+                    return self._stat(bucket, key, None)
+                past = _past_generations(d, record)
+            for gen in past:
+                with self.client.open(file, as_of=gen) as d:
+                    if _stripes_are(d, record, lo, wanted):
+                        return self._stat(bucket, key, str(gen))
         except StFileNotFoundError:
             return None
-        seq: list[tuple[int, str]] = []
-        for n in names:
-            stored = metas[n].key if n in metas else ""
-            if not stored.startswith(lo):
-                return None
-            num, _, rest = stored[len(lo) :].partition("-")
-            got = (int(num) if num.isdigit() else -1, rest.partition("-")[0])
-            if not seq or seq[-1] != got:
-                seq.append(got)
-        if seq != [(n, e.strip('"')) for n, e in wanted]:
-            return None
+        return None
+
+    def _stat(self, bucket: str, key: str, version: str | None) -> ObjectStat | None:
         try:
-            return self.ops.head_object(bucket, key)
+            return self.ops.head_object(bucket, key, version)
         except S3Error:
             return None
 
@@ -683,3 +684,37 @@ def _parse_complete(body: bytes) -> list[tuple[int, str]]:
     if numbers != sorted(set(numbers)):
         raise S3Error("InvalidPartOrder", "the list of parts was not in ascending order")
     return out
+
+
+def _stripes_are(d, record: str, lo: str, wanted: list[tuple[int, str]]) -> bool:
+    """Whether ``record`` of open file ``d`` (at its state: current or as
+    of a generation) is an object or record stored under the names of this
+    upload's parts (``lo``: the upload's hidden range), exactly the
+    ``(number, etag)`` pairs ``wanted`` lists, in order."""
+    om = d.object_meta(record)
+    names = [record] if om is None else [stripe_name(record, i) for i in range(om.stripes)]
+    metas = d.records_meta(names)
+    seq: list[tuple[int, str]] = []
+    for n in names:
+        stored = metas[n].key if n in metas else ""
+        if not stored.startswith(lo):
+            return False
+        num, _, rest = stored[len(lo) :].partition("-")
+        got = (int(num) if num.isdigit() else -1, rest.partition("-")[0])
+        if not seq or seq[-1] != got:
+            seq.append(got)
+    return seq == [(n, e.strip('"')) for n, e in wanted]
+
+
+def _past_generations(d, record: str) -> list[int]:
+    """The generations that committed the past versions of ``record`` the
+    file's history keeps (records and objects), newest first; none in a
+    file without history."""
+    conn = d.infofile().conn
+    out: set[int] = set()
+    for table in ("record_history", "object_history"):
+        try:
+            out.update(int(g) for (g,) in conn.execute(f"SELECT commit_seq FROM {table} WHERE name = ?", (record,)))
+        except sqlite3.OperationalError:  # a file made before that history
+            pass
+    return sorted(out, reverse=True)
