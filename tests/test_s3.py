@@ -673,15 +673,11 @@ def test_multipart_uploads(site, s3, tmp_path):
         assert f.infofile().records_between(".st-stripe/.s3-upload-", ".st-stripe/.s3-upload.").fetchall() == []
 
 
-def test_a_complete_sent_again_after_its_compose_committed_answers_its_object(site, s3, monkeypatch):
-    """The endpoint (or the tracker) dies after a Complete's compose
-    committed and before the upload was ended (``Multipart._done`` skipped
-    once: the state either death leaves). The parts are the object's
-    stripes now, so none is left under its name; the Complete the client
-    sends again answers the object composed of exactly the parts it lists
-    (read from the names its stripes are stored under) and ends the
-    upload, for an object of two parts and a record of one. Before, it
-    answered ``InvalidPart`` for a stored object."""
+@pytest.fixture
+def done_skipped_once(monkeypatch) -> list[str]:
+    """``Multipart._done`` skipped the first time for each upload (the
+    state an endpoint or tracker that died after a Complete's compose
+    committed leaves); the uploads it skipped."""
     from st_integrations.s3 import multipart
 
     skipped: list[str] = []
@@ -694,14 +690,32 @@ def test_a_complete_sent_again_after_its_compose_committed_answers_its_object(si
         return real(self, h, st, where, upload_id)
 
     monkeypatch.setattr(multipart.Multipart, "_done", died_first)
+    return skipped
+
+
+def _uploaded(s3, key: str, bodies: list[bytes]) -> tuple[str, list[dict]]:
+    """A multipart upload of ``key`` in bucket exp with a part a body:
+    ``(upload id, the parts as CompleteMultipartUpload lists them)``."""
+    up = s3.create_multipart_upload(Bucket="exp", Key=key)["UploadId"]
+    return up, [
+        {"PartNumber": n, "ETag": s3.upload_part(Bucket="exp", Key=key, UploadId=up, PartNumber=n, Body=b)["ETag"]}
+        for n, b in enumerate(bodies, 1)
+    ]
+
+
+def test_a_complete_sent_again_after_its_compose_committed_answers_its_object(s3, done_skipped_once):
+    """The endpoint (or the tracker) dies after a Complete's compose
+    committed and before the upload was ended (``Multipart._done`` skipped
+    once: the state either death leaves). The parts are the object's
+    stripes now, so none is left under its name; the Complete the client
+    sends again answers the object composed of exactly the parts it lists
+    (read from the names its stripes are stored under) and ends the
+    upload, for an object of two parts and a record of one. Before, it
+    answered ``InvalidPart`` for a stored object."""
     for key, bodies in (("again/two.bin", [os.urandom(5 << 20), b"tail" * 100]), ("again/one.bin", [b"only" * 100])):
-        up = s3.create_multipart_upload(Bucket="exp", Key=key)["UploadId"]
-        parts = [
-            {"PartNumber": n, "ETag": s3.upload_part(Bucket="exp", Key=key, UploadId=up, PartNumber=n, Body=b)["ETag"]}
-            for n, b in enumerate(bodies, 1)
-        ]
+        up, parts = _uploaded(s3, key, bodies)
         first = s3.complete_multipart_upload(Bucket="exp", Key=key, UploadId=up, MultipartUpload={"Parts": parts})
-        assert skipped[-1] == up
+        assert done_skipped_once[-1] == up
         assert up in [u["UploadId"] for u in s3.list_multipart_uploads(Bucket="exp", Prefix=key)["Uploads"]]
         if len(parts) > 1:
             wrong = [parts[0], {"PartNumber": 2, "ETag": f'"{hashlib.md5(b"other").hexdigest()}"'}]
@@ -714,33 +728,17 @@ def test_a_complete_sent_again_after_its_compose_committed_answers_its_object(si
         assert up not in [u["UploadId"] for u in s3.list_multipart_uploads(Bucket="exp").get("Uploads", [])]
 
 
-def test_a_complete_sent_again_after_the_key_was_replaced_answers_its_version(s3, monkeypatch):
+def test_a_complete_sent_again_after_the_key_was_replaced_answers_its_version(s3, done_skipped_once):
     """As above, but another PUT replaced the key between the compose and
     the Complete sent again: the retry answers the version this upload made
     (its ETag and version id, read from the file's history, as S3 answers
     a Complete retried after a later PUT), the key keeps the later PUT's
     bytes, and the version reads back as the upload's. Before, it answered
     ``InvalidPart``."""
-    from st_integrations.s3 import multipart
-
-    skipped: list[str] = []
-    real = multipart.Multipart._done
-
-    def died_first(self, h, st, where, upload_id):
-        if upload_id not in skipped:
-            skipped.append(upload_id)
-            return None
-        return real(self, h, st, where, upload_id)
-
-    monkeypatch.setattr(multipart.Multipart, "_done", died_first)
     for key, bodies in (("again/r2.bin", [os.urandom(5 << 20), b"tail" * 100]), ("again/r1.bin", [b"only" * 100])):
-        up = s3.create_multipart_upload(Bucket="exp", Key=key)["UploadId"]
-        parts = [
-            {"PartNumber": n, "ETag": s3.upload_part(Bucket="exp", Key=key, UploadId=up, PartNumber=n, Body=b)["ETag"]}
-            for n, b in enumerate(bodies, 1)
-        ]
+        up, parts = _uploaded(s3, key, bodies)
         first = s3.complete_multipart_upload(Bucket="exp", Key=key, UploadId=up, MultipartUpload={"Parts": parts})
-        assert skipped[-1] == up and first.get("VersionId")
+        assert done_skipped_once[-1] == up and first.get("VersionId")
         s3.put_object(Bucket="exp", Key=key, Body=b"a later PUT")
         again = s3.complete_multipart_upload(Bucket="exp", Key=key, UploadId=up, MultipartUpload={"Parts": parts})
         assert (again["ETag"], again.get("VersionId")) == (first["ETag"], first["VersionId"]), key

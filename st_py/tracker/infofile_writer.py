@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -1547,12 +1547,24 @@ class InfofileWriter:
 
     def committed_among(self, names: list[str]) -> set[str]:
         """Those of ``names`` that are committed records."""
-        out: set[str] = set()
+        return {n for (n,) in self.records_among("name", names)}
+
+    def records_among(self, select: str, names: list[str], unheld: bool = False) -> Iterator[tuple]:
+        """The rows ``SELECT <select> FROM records`` of the committed records
+        among ``names`` (500 names a statement); with ``unheld`` only those
+        no snapshot holds (one taken at or after a record's commit holds it:
+        what deleting or replacing it frees, docs/snapshots.md "Space")."""
+        where = ""
+        if unheld:
+            try:
+                self.conn.execute("SELECT 1 FROM snapshots LIMIT 0")
+                where = " AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.generation >= records.commit_seq)"
+            except sqlite3.OperationalError:  # a file without the history tables: no snapshot
+                pass
         for i in range(0, len(names), 500):
             chunk = names[i : i + 500]
-            q = f"SELECT name FROM records WHERE name IN ({','.join('?' * len(chunk))})"
-            out.update(n for (n,) in self.conn.execute(q, chunk))
-        return out
+            q = f"SELECT {select} FROM records WHERE name IN ({','.join('?' * len(chunk))}){where}"
+            yield from self.conn.execute(q, chunk)
 
     def stats(self) -> tuple[int, int]:
         """``(names, bytes)``: see :func:`name_stats`. Counted once, then

@@ -378,24 +378,14 @@ def _committed_bytes_of(writer: InfofileWriter, names: list[str]) -> int:
     """Bytes (one copy) of the committed records among ``names`` that no
     snapshot holds: what replacing them frees (a version a snapshot holds
     stays retained and counted; docs/snapshots.md, "Space")."""
-    marks = ",".join("?" * len(names))
-    try:
-        held = " AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.generation >= records.commit_seq)"
-        writer.conn.execute("SELECT 1 FROM snapshots LIMIT 0")
-    except Exception:  # a file without the history tables
-        held = ""
-    return int(
-        writer.conn.execute(
-            f"SELECT coalesce(sum(size), 0) FROM records WHERE name IN ({marks}){held}", names
-        ).fetchone()[0]
-    )
+    return sum(int(b) for (b,) in writer.records_among("size", names, unheld=True))
 
 
 async def _not_reusing(c, rows: list[tuple], deletes: list[str]) -> list[tuple]:
     """The rows of a commit that store bytes: all of ``rows`` (the same
     list) unless some take over the copies of a record the same commit
     deletes (a compose, docs/striping.md: ``stored_as`` the stored name of
-    one of ``deletes``, ``new_only``), which no snapshot holds (one a
+    one of ``deletes``, ``new_only``) which no snapshot holds (one a
     snapshot holds stays counted as retained, and the settlement does not
     net it out either: :func:`_committed_bytes_of`)."""
     if not deletes or not any(r[5] and r[8] for r in rows):
@@ -405,20 +395,10 @@ async def _not_reusing(c, rows: list[tuple], deletes: list[str]) -> list[tuple]:
 
 
 def _freed_stored_names(writer: InfofileWriter, names: list[str]) -> set[str]:
-    """The names the copies of the committed records among ``names`` are
-    stored under (``coalesce(stored_as, name)``) that no snapshot holds:
-    the copies deleting them would free (:func:`_committed_bytes_of`'s rule)."""
-    try:
-        writer.conn.execute("SELECT 1 FROM snapshots LIMIT 0")
-        held = " AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.generation >= records.commit_seq)"
-    except Exception:  # a file without the history tables
-        held = ""
-    out: set[str] = set()
-    for i in range(0, len(names), 500):
-        chunk = names[i : i + 500]
-        q = f"SELECT coalesce(stored_as, name) FROM records WHERE name IN ({','.join('?' * len(chunk))}){held}"
-        out.update(k for (k,) in writer.conn.execute(q, chunk))
-    return out
+    """The names the copies of the committed records among ``names`` that
+    no snapshot holds are stored under (``coalesce(stored_as, name)``): the
+    copies deleting them frees."""
+    return {k for (k,) in writer.records_among("coalesce(stored_as, name)", names, unheld=True)}
 
 
 def _read_peer_ids(writer: InfofileWriter) -> list[tuple[int, str]]:
