@@ -19,6 +19,12 @@ from .protocol import MAX_HEAD_BYTES, protocol_class
 
 log = logging.getLogger("storetorrent.s3")
 
+# Seconds an idle keep-alive connection stays open. uvicorn's default, 5 s, closed connections
+# that SDKs (boto3's pool, s3fs) reuse after a pause of about that length, and a request sent as
+# the server closed its connection failed with "Connection was closed before we received a valid
+# response" (seen in CI); clients retry that only when they are set to retry. 75 s: nginx's default.
+KEEP_ALIVE_S = 75
+
 
 def make_server(
     tracker: str,
@@ -64,6 +70,7 @@ def make_server(
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         access_log=False,  # no line per request (the endpoint's CPU per request: docs/s3.md, "The request path")
         proxy_headers=False,  # no client address is used: nothing to take from X-Forwarded-For
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
     log.info("S3 endpoint HTTP protocol: %s", http_name)
     return uvicorn.Server(config)
