@@ -62,5 +62,28 @@ def revealing_peer(cluster, paths) -> dict[str, str]:
     from st_integrations.readplan import plan_scan
 
     with cluster.client() as c:
-        plan = plan_scan(c, paths)
+        return record_peers(plan_scan(c, paths))
+
+
+def record_peers(plan) -> dict[str, str]:
+    """``{"/file/record": peer}`` of a scan plan: the peer that reveals
+    each record, by which its read task is pinned."""
     return {f"{r.file}/{r.name}": u.peer for u in plan.units for r in u.records}
+
+
+def plans_made(monkeypatch, reader) -> list:
+    """The scan plans the reader module ``reader`` (``dask_reader``,
+    ``ray_reader``) makes from now on, kept as it makes them: a read's
+    tasks are checked against the plan it used. A second plan may differ:
+    a peer whose PING is late (2 s, a loaded machine) is left out of that
+    plan's ring, and its records are revealed by their next copy's peer."""
+    made: list = []
+    real = reader.plan_scan
+
+    def recording(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        made.append(plan)
+        return plan
+
+    monkeypatch.setattr(reader, "plan_scan", recording)
+    return made

@@ -13,9 +13,10 @@ from analysis_data import (
     atimes,
     parquet_bytes,
     parquet_part,
+    plans_made,
     put_parquet_file,
     record_files,
-    revealing_peer,
+    record_peers,
     source_frame,
 )
 from helpers import sorted_rows, with_dask_worker
@@ -25,9 +26,11 @@ from st_py.deploy.cluster import LocalCluster
 pytest.importorskip("dask.dataframe")
 
 
-def test_building_reads_no_record_and_partitions_run_on_their_peers_worker(parquet_cluster, dclient):
+def test_building_reads_no_record_and_partitions_run_on_their_peers_worker(parquet_cluster, dclient, monkeypatch):
+    from st_integrations import dask_reader
     from st_integrations.dask_reader import read_storetorrent
 
+    plans = plans_made(monkeypatch, dask_reader)
     before = atimes(parquet_cluster)
     ddf = read_storetorrent(
         PARQUET_FILE,
@@ -44,7 +47,8 @@ def test_building_reads_no_record_and_partitions_run_on_their_peers_worker(parqu
     pd.testing.assert_frame_equal(
         sorted_rows(df[["part", "row", "x", "k"]], "part", "row"), source_frame(), check_dtype=False
     )
-    peer_of = revealing_peer(parquet_cluster, PARQUET_FILE)
+    assert len(plans) == 1
+    peer_of = record_peers(plans[0])  # the plan the read used
     for path, worker in set(zip(df.path, df.worker)):
         assert worker == peer_of[path], path
     # an aggregation after the read: the same answer

@@ -20,9 +20,10 @@ from analysis_data import (
     ROWS,
     atimes,
     parquet_part,
+    plans_made,
     put_parquet_file,
     record_files,
-    revealing_peer,
+    record_peers,
     source_frame,
 )
 from conftest import poll_for
@@ -48,9 +49,11 @@ def test_building_reads_no_record_and_the_scan_is_exact(parquet_cluster, ray_nod
     )
 
 
-def test_blocks_per_peer_pinned_to_its_node_and_fused(parquet_cluster, ray_nodes):
+def test_blocks_per_peer_pinned_to_its_node_and_fused(parquet_cluster, ray_nodes, monkeypatch):
+    from st_integrations import ray_reader
     from st_integrations.ray_reader import read_storetorrent
 
+    plans = plans_made(monkeypatch, ray_reader)
     ds = read_storetorrent(PARQUET_FILE, tracker=parquet_cluster.tracker_addr, block_size=60_000, include_paths=True)
     df = ds.map_batches(with_ray_place, batch_format="pandas").to_pandas()
     # several read tasks per peer (not one table per peer), and the map ran
@@ -58,7 +61,8 @@ def test_blocks_per_peer_pinned_to_its_node_and_fused(parquet_cluster, ray_nodes
     assert df.task.nunique() > 4
     assert df.groupby("path").task.nunique().max() == 1
     assert len(df) == N_PARTS * ROWS
-    peer_of = revealing_peer(parquet_cluster, PARQUET_FILE)
+    assert len(plans) == 1
+    peer_of = record_peers(plans[0])  # the plan the read used
     assert len(peer_of) == N_PARTS
     for path, node in set(zip(df.path, df.node)):
         assert node == ray_nodes[peer_of[path]], path
