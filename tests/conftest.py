@@ -26,7 +26,7 @@ os.environ.setdefault("RAY_ADDRESS", "local")
 # Hypothesis's pytest plugin imports hypothesis in its terminal summary when no test
 # did, and pytest rewrites those modules as it imports them (ast.parse). CPython
 # 3.11's ast.parse can fail with "AST constructor recursion depth mismatch" late in
-# a session (helpers.script_lines): a run of tests/test_snapshots_ways_in.py under
+# a session (helpers.parse_python): a run of tests/test_snapshots_ways_in.py under
 # load passed its 7 tests and then died so (INTERNALERROR, exit status 1). Imported
 # here, at the session's start, hypothesis is parsed before anything can upset that.
 import hypothesis.internal.observability  # noqa: E402, F401

@@ -394,16 +394,27 @@ def library_files():
                 yield rel.as_posix(), path
 
 
-def script_lines(path: str) -> list[str]:
-    """Run the Python file ``path`` as a script in a fresh interpreter (it
-    must exit 0) and return the non-empty lines it printed. The static
-    checks that parse the tree with ``ast`` run this way: CPython 3.11's
-    ``ast.parse`` can fail with "AST constructor recursion depth mismatch"
-    in a process where a RecursionError happened before (seen in the full
-    suite)."""
-    r = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return [line for line in r.stdout.splitlines() if line]
+def parse_python(source: str, filename: str = "<unknown>"):
+    """``ast.parse(source, filename)`` with the garbage collector paused.
+    CPython 3.11's AST constructor keeps one depth counter per interpreter
+    (gh-106905, not fixed in 3.11): a collection in the middle of a parse
+    runs finalizers, the interpreter may switch threads there, and another
+    thread that parses meanwhile (3.11's traceback module parses each line
+    it underlines; Ray's and Dask's threads log tracebacks) resets the
+    counter under ours, and ours fails with "AST constructor recursion depth
+    mismatch" (SystemError; the CI of d834fdd, test_callbacks_lint.py).
+    Without a collection no Python code runs inside the parse, so no other
+    thread can."""
+    import ast
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(source, filename)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 # -- infofiles ---------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers import parse_python
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("st_py", "st_tools", "integrations", "bench", "loadtest")
 
@@ -31,7 +33,7 @@ def _ignored_params(fn: ast.Lambda | ast.FunctionDef) -> list[str]:
 
 
 def _violations(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text())
+    tree = parse_python(path.read_text(), str(path))
     defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     out = []
     for node in ast.walk(tree):

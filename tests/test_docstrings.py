@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 
-from helpers import library_files
+from helpers import library_files, parse_python
 
 # Modules (paths from the repository root; a trailing * matches a name
 # prefix) not checked yet, and why. An entry whose modules are all
@@ -87,7 +87,7 @@ def test_public_names_have_docstrings():
     missing = []
     allowed_missing: dict[str, int] = dict.fromkeys(ALLOWED, 0)
     for rel, path in library_files():
-        found = [f"{rel}:{item}" for item in _undocumented(ast.parse(path.read_text(), str(path)))]
+        found = [f"{rel}:{item}" for item in _undocumented(parse_python(path.read_text(), str(path)))]
         key = _entry(rel)
         if key is not None:
             allowed_missing[key] += len(found)
@@ -141,7 +141,7 @@ class P:
     @x.deleter
     def x(self): pass
 '''
-    got = [item.split(":", 1)[1] for item in _undocumented(ast.parse(src))]
+    got = [item.split(":", 1)[1] for item in _undocumented(parse_python(src))]
     assert got == ["f", "C", "C.m", "C.p", "C.Inner", "C.Inner.n", "in_if", "InTry", "M", "M.runtime"]
 
 

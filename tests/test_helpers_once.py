@@ -12,6 +12,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+from helpers import parse_python
+
 TESTS = Path(__file__).resolve().parent
 
 # a body this long is a copy under any name; a shorter one only under the same name
@@ -23,7 +25,7 @@ def definitions(source: str) -> list[tuple[str, str, int, int]]:
     ``source``; ``body`` is the ``ast.dump`` of its decorators, arguments and
     statements, its docstring left out."""
     out = []
-    for node in ast.parse(source).body:
+    for node in parse_python(source).body:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         body = node.body
@@ -57,9 +59,7 @@ def _found() -> list[str]:
 
 
 def test_no_helper_is_defined_in_two_test_modules():
-    from helpers import script_lines
-
-    found = script_lines(__file__)  # _found() in a fresh interpreter
+    found = _found()
     assert not found, "helpers defined twice (move them to conftest.py or helpers.py):\n" + "\n".join(found)
 
 
@@ -73,7 +73,3 @@ def test_the_checker_finds_a_copy():
     }
     # the same short body under another name (c.py's rows) is not a copy; a long one is
     assert copies(sources) == ["a.py:1 _sorted ~ b.py:1 _sorted", "a.py:4 grow ~ b.py:4 enlarge"]
-
-
-if __name__ == "__main__":
-    print("\n".join(_found()))

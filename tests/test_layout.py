@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers import parse_python
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # The layers of st_py, bottom up (docs/architecture.md, "The client package
@@ -56,7 +58,7 @@ def _modules():
 
 
 def _imports(module: str, path: Path, is_pkg: bool):
-    tree = ast.parse(path.read_text())
+    tree = parse_python(path.read_text(), str(path))
     package = module if is_pkg else module.rsplit(".", 1)[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

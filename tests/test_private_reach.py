@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers import parse_python
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # modules whose names start with _: the C++ extension and the generated gRPC code
@@ -43,7 +45,7 @@ def _own_names(tree: ast.AST) -> set[str]:
 
 def reaches(path: Path, source: str) -> list[str]:
     """The private reaches of one module's ``source``: expressions and imports."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     own = _own_names(tree)
     found = []
     for node in ast.walk(tree):
@@ -76,9 +78,7 @@ def _bad() -> list[str]:
 
 
 def test_no_module_reaches_into_another_modules_private_names():
-    from helpers import script_lines
-
-    bad = script_lines(__file__)  # _bad() in a fresh interpreter
+    bad = _bad()
     assert not bad, "private names of another module used:\n" + "\n".join(bad)
 
 
@@ -91,7 +91,3 @@ def test_the_checker_finds_a_private_reach():
         "        return o._theirs + o._mine\n"
     )
     assert reaches(Path("m.py"), src) == ["import _helper from x", "o._theirs"]
-
-
-if __name__ == "__main__":
-    print("\n".join(_bad()))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers import parse_python
+
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("model", "simulation", "stats", "analysis", "report", "cli")
 TOOLS = ("dataloss", "reliability")
@@ -16,7 +18,7 @@ TOOLS = ("dataloss", "reliability")
 
 def _imports(path: Path) -> set[str]:
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_python(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
