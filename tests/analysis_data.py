@@ -56,15 +56,6 @@ def atimes(cluster) -> dict[str, int]:
     return {p: os.stat(p).st_atime_ns for p in record_files(cluster)}
 
 
-def revealing_peer(cluster, paths) -> dict[str, str]:
-    """``{"/file/record": peer}``: the peer that reveals each record in a
-    scan of ``paths`` (what the read tasks are pinned by)."""
-    from st_integrations.readplan import plan_scan
-
-    with cluster.client() as c:
-        return record_peers(plan_scan(c, paths))
-
-
 def record_peers(plan) -> dict[str, str]:
     """``{"/file/record": peer}`` of a scan plan: the peer that reveals
     each record, by which its read task is pinned."""

@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from analysis_data import N_PARTS, PARQUET_FILE, ROWS, parquet_part, revealing_peer, source_frame
+from analysis_data import N_PARTS, PARQUET_FILE, ROWS, parquet_part, plans_made, record_peers, source_frame
 from helpers import sorted_rows, with_dask_worker
 
 from st_integrations import engine_compat
@@ -25,9 +25,30 @@ FILE = PARQUET_FILE
 LOGGER = "st.engine_compat"
 
 
-@pytest.fixture(scope="module")
-def peer_of(parquet_cluster) -> dict[str, str]:
-    return revealing_peer(parquet_cluster, FILE)
+class _PeersOfFirstPlan(dict):
+    """``{"/file/record": peer}`` of the first scan plan the test's read
+    made (Ray's or Dask's), filled when first asked: the read is checked
+    against the plan it used, as plans_made says why."""
+
+    def __init__(self, *plan_lists: list):
+        super().__init__()
+        self._plan_lists = plan_lists
+
+    def __missing__(self, path: str) -> str:
+        if not self:
+            firsts = [plans[0] for plans in self._plan_lists if plans]
+            assert len(firsts) == 1, f"{len(firsts)} readers made a plan; one read was expected"
+            self.update(record_peers(firsts[0]))
+            if path in self:
+                return dict.__getitem__(self, path)
+        raise KeyError(path)
+
+
+@pytest.fixture
+def peer_of(monkeypatch) -> dict[str, str]:
+    from st_integrations import dask_reader, ray_reader
+
+    return _PeersOfFirstPlan(plans_made(monkeypatch, ray_reader), plans_made(monkeypatch, dask_reader))
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ a real cluster maps them, and a dead host's records come from the others."""
 
 import pandas as pd
 import pytest
-from analysis_data import N_PARTS, put_parquet_file, revealing_peer, source_frame
+from analysis_data import N_PARTS, plans_made, put_parquet_file, record_peers, source_frame
 from helpers import sorted_rows
 
 
@@ -28,10 +28,13 @@ def _worker_host(df):
     return df
 
 
-def test_partitions_run_on_the_worker_of_their_peers_host(hosts_pq):
+def test_partitions_run_on_the_worker_of_their_peers_host(hosts_pq, monkeypatch):
     from distributed import Client, Scheduler, SpecCluster, Worker
 
+    from st_integrations import dask_reader
     from st_integrations.dask_reader import read_storetorrent
+
+    plans = plans_made(monkeypatch, dask_reader)
 
     hosts = [hosts_pq.peer_host(i) for i in range(4)]
     workers = {h: {"cls": Worker, "options": {"host": h, "nthreads": 1}} for h in hosts}
@@ -43,7 +46,7 @@ def test_partitions_run_on_the_worker_of_their_peers_host(hosts_pq):
             df = ddf.map_partitions(_worker_host).compute()
             got = sorted_rows(df, "part", "row")[["part", "row", "x", "k"]]
             pd.testing.assert_frame_equal(got, source_frame(), check_dtype=False)
-            peer_of = revealing_peer(hosts_pq, "/mh/pq")
+            peer_of = record_peers(plans[0])  # the plan the read used
             assert len(set(df.path)) == N_PARTS
             for path, host in set(zip(df.path, df.host)):
                 assert host == peer_of[path].rsplit(":", 1)[0], path  # by host, not by name

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from analysis_data import N_PARTS, ROWS, put_parquet_file, revealing_peer, source_frame
+from analysis_data import N_PARTS, ROWS, plans_made, put_parquet_file, record_peers, source_frame
 from helpers import sorted_rows, start_ray_cluster, with_ray_place
 
 ray = pytest.importorskip("ray")
 
 
-def test_read_tasks_run_on_the_ray_node_of_their_peers_host(make_cluster):
-
+def test_read_tasks_run_on_the_ray_node_of_their_peers_host(make_cluster, monkeypatch):
+    from st_integrations import ray_reader
     from st_integrations.ray_reader import read_storetorrent
+
+    plans = plans_made(monkeypatch, ray_reader)
 
     st = make_cluster(2, hosts=True)
     with st.client() as c:
@@ -34,7 +36,7 @@ def test_read_tasks_run_on_the_ray_node_of_their_peers_host(make_cluster):
         assert len(df) == N_PARTS * ROWS
         got = sorted_rows(df, "part", "row")[["part", "row", "x", "k"]]
         pd.testing.assert_frame_equal(got, source_frame(), check_dtype=False)
-        peer_of = revealing_peer(st, "/mhr/pq")
+        peer_of = record_peers(plans[0])  # the plan the read used
         for path, node in set(zip(df.path, df.node)):
             assert node_ip[node] == peer_of[path].rsplit(":", 1)[0], path  # by IP, no resources
     finally:
