@@ -6,6 +6,7 @@ analysis integrations or the tools; the public paths keep working."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from helpers import parse_python
@@ -200,3 +201,41 @@ def test_the_public_paths_still_work():
     (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "storetorrent"]
     assert ep.value == "st_py.cli:main"
     assert ep.load() is __import__("st_py.cli", fromlist=["main"]).main
+
+
+# -- one owner of the infofile's SQL on the client side ---------------------------
+INFOFILE_SQL = re.compile(
+    r"\b(FROM|JOIN|INTO|UPDATE)\s+(records|copies|pending_copies|objects|record_history|object_history|"
+    r"retained_copies|retained_unstored|copy_history|snapshots)\b"
+)
+INFOFILE_SQL_OWNERS = ("st_py.core.infofile", "st_py.core.history")
+
+
+def _infofile_sql(path: Path) -> list[str]:
+    """The string constants of ``path`` that read or write an infofile table."""
+    tree = parse_python(path.read_text(), str(path))
+    return [
+        f"{node.lineno}: {node.value.strip()[:60]}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and INFOFILE_SQL.search(node.value)
+    ]
+
+
+def test_only_the_infofile_readers_hold_sql_over_its_tables():
+    """On the client side (st_py outside the tracker, the integrations), SQL
+    over the infofile's tables lives in st_py.core.infofile and
+    st_py.core.history (docs/infofile.md): a schema change has one place to
+    go, and S3's versions, a multipart retry's past versions and a version
+    id are the snapshots' answers, not copies of them."""
+    found = []
+    for module, path, _ in _modules():
+        if module.startswith(("st_py.tracker", "st_tools")) or module in INFOFILE_SQL_OWNERS:
+            continue
+        found += [f"{module}:{hit}" for hit in _infofile_sql(path)]
+    assert not found, "SQL over infofile tables outside its readers:\n" + "\n".join(found)
+
+
+def test_the_infofile_sql_rule_finds_a_query(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('q = "SELECT commit_seq FROM record_history WHERE name = ?"\nr = "FROM records_data"\n')
+    assert [h.split(":")[0] for h in _infofile_sql(sample)] == ["1"]

@@ -36,6 +36,7 @@ from st_py.core.infofile import (
     RecordMeta,
     prefix_upper,
     read_user_meta,
+    user_size,
 )
 from st_py.errors import InvalidOptionError, SnapshotExpiredError, SnapshotNotFoundError
 
@@ -574,6 +575,119 @@ def objects_at_sql(g, db: str = "") -> str:
         f"SELECT {cols} FROM {db}objects WHERE commit_seq <= {g} "
         f"UNION ALL SELECT {cols} FROM {db}object_history WHERE commit_seq <= {g} AND until > {g}"
     )
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """One version of a record or striped object (docs/snapshots.md): the
+    current one (``until`` None) or a past one the file's history keeps,
+    replaced or deleted by generation ``until`` at ``until_at`` (unix s).
+
+    Attributes
+    ----------
+    name : str
+        The record's or object's name in its file.
+    generation : int
+        The generation that committed it (its ``commit_seq``): reading the
+        file ``as_of`` it gives this version.
+    size : int
+        The user's bytes (:func:`~st_py.core.infofile.user_size`; an
+        object's, docs/striping.md).
+    crc32c : int
+        Of the stored bytes (an object's: of the user's bytes).
+    committed_at : float
+        Unix seconds of its commit.
+    striped : bool
+        A striped object, not a record.
+    until, until_at : int | None, float | None
+        The generation that replaced or deleted it and when; None for a
+        current version.
+    """
+
+    name: str
+    generation: int
+    size: int
+    crc32c: int
+    committed_at: float
+    striped: bool
+    until: int | None = None
+    until_at: float | None = None
+
+
+def versions_between(reader, lo: str, hi: str) -> list[VersionRow]:
+    """Every version of the records and striped objects named in ``[lo,
+    hi)`` (code-point order) of the infofile ``reader`` reads (an
+    :class:`~st_py.core.infofile.InfofileReader`): the current ones and the
+    past ones its history keeps (none in a file without history), in no
+    order. Stripe records are among the records (names under
+    ``RESERVED_PREFIXES``: callers that show names leave them out). Raises
+    ``sqlite3.Error`` of the connection. Thread safety: the reader's."""
+    conn = reader.conn
+    past = has_history(reader)
+    rows = conn.execute(
+        "SELECT name, commit_seq, size, crc32c, committed_at, logical_size, NULL, NULL FROM records "
+        "WHERE name >= ?1 AND name < ?2"
+        + (
+            " UNION ALL SELECT name, commit_seq, size, crc32c, committed_at, logical_size, until, until_at "
+            "FROM record_history WHERE name >= ?1 AND name < ?2"
+            if past
+            else ""
+        ),
+        (lo, hi),
+    ).fetchall()
+    out = [
+        VersionRow(n, int(g), user_size(size, logical), int(crc), float(t), False, _opt(u, int), _opt(ua, float))
+        for n, g, size, crc, t, logical, u, ua in rows
+    ]
+    try:  # striped objects, current and past
+        objs = conn.execute(
+            "SELECT name, commit_seq, size, crc32c, committed_at, NULL, NULL FROM objects "
+            "WHERE name >= ?1 AND name < ?2"
+            + (
+                " UNION ALL SELECT name, commit_seq, size, crc32c, committed_at, until, until_at "
+                "FROM object_history WHERE name >= ?1 AND name < ?2"
+                if past
+                else ""
+            ),
+            (lo, hi),
+        ).fetchall()
+    except sqlite3.OperationalError:  # a file made before striping
+        objs = []
+    out += [
+        VersionRow(n, int(g), int(size), int(crc), float(t), True, _opt(u, int), _opt(ua, float))
+        for n, g, size, crc, t, u, ua in objs
+    ]
+    return out
+
+
+def _opt(v, kind):
+    return None if v is None else kind(v)
+
+
+def past_generations(reader, name: str) -> list[int]:
+    """The generations that committed the past versions of ``name`` (a
+    record or a striped object) the file's history keeps, newest first;
+    none in a file without history. Thread safety: the reader's."""
+    return sorted(
+        {v.generation for v in versions_between(reader, name, name + "\0") if v.until is not None}, reverse=True
+    )
+
+
+def generation_of(reader, name: str, g: int, striped: bool) -> int | None:
+    """The generation that committed the version of ``name`` (a striped
+    object if ``striped``, else a record) that a read of generation ``g``
+    sees (its S3 version id), or None if ``g`` has none. Thread safety: the
+    reader's."""
+    if striped:
+        sql = f"SELECT commit_seq FROM ({objects_at_sql(int(g))}) WHERE name = ?2"
+    else:
+        sql = "SELECT commit_seq FROM records WHERE name = ?2 AND commit_seq <= ?1" + (
+            " UNION ALL SELECT commit_seq FROM record_history WHERE name = ?2 AND commit_seq <= ?1 AND until > ?1"
+            if has_history(reader)
+            else ""
+        )
+    row = reader.conn.execute(sql, (int(g), name)).fetchone()
+    return int(row[0]) if row else None
 
 
 # A past version's holders: its retained_copies rows, the current holders of

@@ -38,13 +38,13 @@ import io
 import json
 import logging
 import secrets
-import sqlite3
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.client.striping import DEFAULT_STRIPE_SIZE
+from st_py.core.history import past_generations
 from st_py.core.infofile import STRIPE_PREFIX, prefix_upper, stripe_name, user_size
 from st_py.errors import (
     DirectoryNotFoundError,
@@ -438,7 +438,7 @@ class Multipart:
             with self.client.open(file) as d:
                 if _stripes_are(d, record, lo, wanted):
                     return self._stat(bucket, key, None)
-                past = _past_generations(d, record)
+                past = past_generations(d.infofile(), record)
             for gen in past:
                 with self.client.open(file, as_of=gen) as d:
                     if _stripes_are(d, record, lo, wanted):
@@ -704,17 +704,3 @@ def _stripes_are(d, record: str, lo: str, wanted: list[tuple[int, str]]) -> bool
         if not seq or seq[-1] != got:
             seq.append(got)
     return seq == [(n, e.strip('"')) for n, e in wanted]
-
-
-def _past_generations(d, record: str) -> list[int]:
-    """The generations that committed the past versions of ``record`` the
-    file's history keeps (records and objects), newest first; none in a
-    file without history."""
-    conn = d.infofile().conn
-    out: set[int] = set()
-    for table in ("record_history", "object_history"):
-        try:
-            out.update(int(g) for (g,) in conn.execute(f"SELECT commit_seq FROM {table} WHERE name = ?", (record,)))
-        except sqlite3.OperationalError:  # a file made before that history
-            pass
-    return sorted(out, reverse=True)

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO, TypeVar
 from st_py.client.object_stream import STRIPES_AHEAD, StreamStats, stream_object
 from st_py.client.record_writer import STRIPE_THRESHOLD
 from st_py.client.striping import DEFAULT_STRIPE_SIZE
-from st_py.core.history import objects_at_sql
+from st_py.core.history import generation_of
 from st_py.core.infofile import one_state, user_size
 from st_py.errors import (
     DirectoryNotEmptyError,
@@ -507,20 +507,12 @@ class Ops:
         r = inf.record_stat(record)
         if r is not None:
             size, crc, t, logical = r
-            row = inf.conn.execute(
-                "SELECT commit_seq FROM records WHERE name = ?2 AND commit_seq <= ?1 UNION ALL "
-                "SELECT commit_seq FROM record_history WHERE name = ?2 AND commit_seq <= ?1 AND until > ?1",
-                (g, record),
-            ).fetchone()
-            vid = int(row[0]) if row else None
+            vid = generation_of(inf, record, g, striped=False)
             meta = inf.user_meta_of(record)
             return ObjectStat(user_size(size, logical), int(crc), float(t), not h.filter_names, vid, meta)
         o = inf.object_stat(record)
         if o is not None:
-            row = inf.conn.execute(
-                f"SELECT commit_seq FROM ({objects_at_sql(int(g))}) WHERE name = ?", (record,)
-            ).fetchone()
-            vid = int(row[0]) if row else None
+            vid = generation_of(inf, record, g, striped=True)
             return ObjectStat(int(o[0]), int(o[1]), float(o[2]), version_id=vid, meta=inf.user_meta_of(record))
         return None
 

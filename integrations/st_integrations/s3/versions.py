@@ -17,10 +17,10 @@ Thread safety: each call opens and closes its own file handles.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
-from st_py.core.infofile import RESERVED_PREFIXES, prefix_upper, user_size
+from st_py.core.history import VersionRow, versions_between
+from st_py.core.infofile import RESERVED_PREFIXES, prefix_upper
 from st_py.errors import StFileNotFoundError
 
 from ..keymap import key_of
@@ -51,45 +51,26 @@ def _file_versions(client, bucket: str, file: str, base: str, prefix: str) -> li
     except StFileNotFoundError:
         return []
     try:
-        conn = h.infofile().conn
-        cur = conn.execute(
-            "SELECT name, commit_seq, size, crc32c, committed_at, logical_size, NULL, NULL FROM records "
-            "WHERE name >= ?1 AND name < ?2 UNION ALL "
-            "SELECT name, commit_seq, size, crc32c, committed_at, logical_size, until, until_at FROM record_history "
-            "WHERE name >= ?1 AND name < ?2",
-            (lo, hi),
-        ).fetchall()
-        try:  # striped objects, current and past
-            objs = conn.execute(
-                "SELECT name, commit_seq, size, crc32c, committed_at, NULL, NULL FROM objects "
-                "WHERE name >= ?1 AND name < ?2 UNION ALL "
-                "SELECT name, commit_seq, size, crc32c, committed_at, until, until_at FROM object_history "
-                "WHERE name >= ?1 AND name < ?2",
-                (lo, hi),
-            ).fetchall()
-        except sqlite3.OperationalError:  # a file made before striping
-            objs = []
+        rows = versions_between(h.infofile(), lo, hi)
     finally:
         h.close()
-    by_name: dict[str, list[tuple]] = {}
-    for name, seq, size, crc, t, logical, until, until_at in cur:
-        if name.startswith(RESERVED_PREFIXES) or (not base and "/" in name):
+    by_name: dict[str, list[VersionRow]] = {}
+    for v in rows:
+        if not v.striped and (v.name.startswith(RESERVED_PREFIXES) or (not base and "/" in v.name)):
             continue
-        by_name.setdefault(name, []).append((int(seq), user_size(size, logical), int(crc), float(t), until, until_at))
-    for name, seq, size, crc, t, until, until_at in objs:  # an object's size is the user's bytes
-        by_name.setdefault(name, []).append((int(seq), int(size), int(crc), float(t), until, until_at))
+        by_name.setdefault(v.name, []).append(v)
     out: list[Version] = []
-    for name, rows in by_name.items():
+    for name, versions in by_name.items():
         key = key_of(bucket, file, name)
-        starts = {r[0] for r in rows}
-        items: list[tuple[int, bool, tuple]] = [(r[0], False, r) for r in rows]
-        items += [(int(r[4]), True, r) for r in rows if r[4] is not None and int(r[4]) not in starts]
+        starts = {v.generation for v in versions}
+        items = [(v.generation, False, v) for v in versions]  # and the deletes no version starts at:
+        items += [(v.until, True, v) for v in versions if v.until is not None and v.until not in starts]
         items.sort(key=lambda it: -it[0])  # newest first, as S3 lists them
-        for i, (vid, deleted, r) in enumerate(items):
+        for i, (vid, deleted, v) in enumerate(items):
             if deleted:
-                out.append(Version(key, vid, i == 0, True, mtime=float(r[5])))
+                out.append(Version(key, vid, i == 0, True, mtime=float(v.until_at or 0.0)))
             else:
-                out.append(Version(key, vid, i == 0, False, r[1], r[2], r[3]))
+                out.append(Version(key, vid, i == 0, False, v.size, v.crc32c, v.committed_at))
     return out
 
 
