@@ -12,6 +12,7 @@ from checks import check_file
 from conftest import poll_for
 
 from st_py.core.infofile import InfofileReader
+from st_py.deploy.ports import ephemeral_range
 from st_py.errors import NotEnoughPeersError, QueuedOperationsError, RecordExistsError
 
 
@@ -100,6 +101,28 @@ def test_tracker_restart_during_writes_loses_nothing(cluster):
     f.close()  # commits that met a dead tracker were retried after it came back
     assert restarted.wait(30)
     check_file(cluster, "/fail/tracker", blobs)
+
+
+def test_every_daemon_listens_below_the_kernels_ephemeral_ports(cluster):
+    """A killed daemon comes back on its port, and a port the kernel gave
+    (port 0) is handed to any port-0 bind or outgoing connection on the
+    machine while the daemon is down: a soak beside CI restarted its tracker
+    and found its metrics port taken (PortInUseError). So a local cluster
+    chooses every port below that range (st_py.deploy.ports), as ``up``
+    does."""
+    below = ephemeral_range()[0]
+
+    def ports() -> list[int]:
+        return [cluster.tracker_port, cluster.metrics_port, *(int(a.rsplit(":", 1)[1]) for a in cluster.peer_addrs)]
+
+    first = ports()
+    assert all(0 < p < below for p in first), (first, below)
+    cluster.restart_tracker()
+    cluster.kill_peer(0)
+    cluster.start_peer(0, first[2])
+    cluster.add_peer()
+    assert ports()[: len(first)] == first and all(0 < p < below for p in ports()), (ports(), below)
+    cluster.wait_for_peers(len(first) - 1)
 
 
 def test_peer_added_while_writing(cluster):

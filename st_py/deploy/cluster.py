@@ -340,10 +340,13 @@ class LocalCluster:
 
     def start(self, wait: bool = True) -> "LocalCluster":
         """Start the tracker, the peers and (``s3``) the S3 endpoint. Ports
-        left 0 are the kernel's, or with ``keep_layout`` the last run's,
-        else ones :mod:`st_py.deploy.ports` chooses (outside the ephemeral
-        range, distinct); a last run's or chosen port found taken is chosen
-        again, a port the caller set is not.
+        left 0 are, with ``keep_layout``, the last run's, else ones
+        :mod:`st_py.deploy.ports` chooses (outside the kernel's ephemeral
+        range, distinct), for every cluster: a restarted daemon asks for its
+        port again, and a kernel-given port could be handed to any
+        connection on the machine while the daemon is down. A last run's or
+        chosen port found taken is chosen again, a port the caller set is
+        not.
 
         Raises
         ------
@@ -422,12 +425,11 @@ class LocalCluster:
         runs: dict[str, int] | None = None,
     ) -> Daemon:
         """``start(ports)``: a daemon on ``ports`` (its role, ``port`` or
-        ``metrics port``, to a port; 0: with ``keep_layout`` one chosen by
-        :func:`st_py.deploy.ports.choose_ports`, ``runs[role]`` consecutive,
-        else the kernel's). With ``keep_layout`` a port in use that the
-        caller did not give (a role not in ``given``: the last run's, taken
-        by another program meanwhile, or one taken since it was chosen) is
-        chosen again, twice at most.
+        ``metrics port``, to a port; 0: one chosen by
+        :func:`st_py.deploy.ports.choose_ports`, ``runs[role]``
+        consecutive). A port in use that the caller did not give (a role not
+        in ``given``: the last run's, taken by another program meanwhile, or
+        one taken since it was chosen) is chosen again, twice at most.
 
         Raises
         ------
@@ -437,15 +439,14 @@ class LocalCluster:
             The daemon did not start for another reason.
         """
         for attempt in range(3):
-            if self.keep_layout:
-                free = [r for r, p in ports.items() if not p]
-                chosen = choose_ports([(runs or {}).get(r, 1) for r in free], taken=self.held_ports())
-                ports.update(zip(free, chosen))
+            free = [r for r, p in ports.items() if not p]
+            chosen = choose_ports([(runs or {}).get(r, 1) for r in free], taken=self.held_ports())
+            ports.update(zip(free, chosen))
             try:
                 return start(ports)
             except PortInUseError as e:
                 role = next((r for r, p in ports.items() if p == e.port), None)
-                if not self.keep_layout or role is None or role in given or attempt == 2:
+                if role is None or role in given or attempt == 2:
                     raise
                 ports[role] = 0
         raise AssertionError("unreachable")
@@ -706,7 +707,7 @@ class LocalCluster:
             It did not announce within 30 s.
         """
         i = len(self.peers)
-        d = self.start_peer(i, 0, extra_args)
+        d = self._start_keeping({"port": 0}, set(), lambda ports: self.start_peer(i, ports["port"], extra_args))
         self.n_peers = len(self.peer_addrs)
         if wait:
             self.wait_for_peers(self.n_peers)

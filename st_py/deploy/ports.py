@@ -1,9 +1,10 @@
-"""Ports a local cluster that keeps its layout (``storetorrent up``) gives
-its daemons.
+"""Ports a local cluster (:class:`~st_py.deploy.cluster.LocalCluster`:
+``storetorrent up``, the demo, the tests) gives its daemons.
 
-Such a cluster starts each daemon on a port it chose, remembers it in
-``layout.json`` and asks for the same one at every restart (of the daemon
-by the supervisor, or of ``up``). A port picked by the kernel (port 0) is
+Such a cluster starts each daemon on a port it chose and asks for the same
+one at every restart (of the daemon by the supervisor or a test; one that
+keeps its layout, ``up``, remembers them in ``layout.json`` for its next
+run too). A port picked by the kernel (port 0) is
 an *ephemeral* port: the kernel hands out the same range to every port-0
 bind and outgoing connection on the machine, so while a daemon is down
 (restarting) any of them can take its port (one of our own peers'
