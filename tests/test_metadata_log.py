@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from st_py.deploy.etcd import EtcdCluster
+from st_py.deploy.ports import ephemeral_range
 from st_py.tracker.log import ConsensusUnavailableError, Entry, FencedError, LocalLog, WrongClusterError
 from st_py.tracker.log.election import Election
 from st_py.tracker.log.etcd_log import EtcdLog
@@ -75,6 +76,10 @@ def test_appends_are_dense_in_order_and_survive_a_member_killed(etcd3):
         run(go())
     finally:
         _revive(etcd3)
+    # a member killed comes back on its ports: they are below the kernel's ephemeral
+    # ports, which any connection on the machine may be given while it is down
+    below = ephemeral_range()[0]
+    assert all(p < below for m in etcd3.members for p in (m.client_port, m.peer_port)), below
 
 
 def test_a_leader_elected_by_a_late_transaction_renews_its_lease_at_once_and_keeps_its_term(etcd3):

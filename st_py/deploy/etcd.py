@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from st_py.deploy.ports import choose_ports
 from st_py.errors import StoreTorrentError
 
 
@@ -56,19 +56,6 @@ def find_etcd() -> str:
     if not found:
         raise EtcdNotInstalledError(os.environ.get("PATH", ""))
     return found
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @dataclass
@@ -146,7 +133,8 @@ class EtcdCluster:
     def __post_init__(self) -> None:
         self.base_dir = Path(self.base_dir)
         if not self.members:
-            ports = _free_ports(2 * self.n)
+            # below the kernel's ephemeral ports: a member killed and started again finds its ports free
+            ports = choose_ports([1] * (2 * self.n))
             self.members = [
                 EtcdMember(
                     name=f"etcd{i}",
