@@ -15,7 +15,6 @@ import io
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -518,18 +517,6 @@ def rename_in_infofile(cluster, file: str, renames: dict[str, str]) -> None:
         con.close()
     cluster.start_tracker()
     cluster.wait_for_peers(cluster.n_peers)
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (bound and released: another
-    process may take it before the caller does). Racy: let the program
-    choose (port 0, then read the port it printed or wrote, as
-    ``cluster.json`` of ``storetorrent up``), or bind the socket yourself
-    and hand it over; for a port that must be known before anything listens
-    (a standby tracker), ``st_py.deploy.ports.choose_ports``."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def swap_flag(argv: list[str], flag: str, value: str) -> list[str]:

@@ -8,7 +8,7 @@ run too). A port picked by the kernel (port 0) is
 an *ephemeral* port: the kernel hands out the same range to every port-0
 bind and outgoing connection on the machine, so while a daemon is down
 (restarting) any of them can take its port (one of our own peers'
-metrics port, a client's connection, a test's ``free_port()``), and the
+metrics port, a client's connection, a test's port-0 bind), and the
 daemon cannot come back on it. The ports chosen here are below the
 ephemeral range (``/proc/sys/net/ipv4/ip_local_port_range``), which the
 kernel never hands out by itself, distinct from each other and free when
